@@ -1,0 +1,70 @@
+"""Time windows from what people type: `7d`, `24h`, `2w`, `30d`, or ISO dates and times.
+
+Everything is UTC. A window is half-open: [since, until).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+
+from service.core.errors import UsageError
+
+RELATIVE_RE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
+UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, 2026-11-01 or 2026-11-01T06:00:00Z"
+
+
+@dataclass(frozen=True)
+class Window:
+    since: datetime
+    until: datetime
+
+    @property
+    def length(self) -> timedelta:
+        return self.until - self.since
+
+    def previous(self) -> Window:
+        """The window of the same length that ends where this one starts."""
+        return Window(self.since - self.length, self.since)
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_instant(text: str, *, now: datetime | None = None, option: str = "--since") -> datetime:
+    """A relative span back from `now`, or an absolute ISO date/time (naive means UTC)."""
+    now = now or utc_now()
+    match = RELATIVE_RE.match(text)
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        return now - timedelta(**{UNITS[unit]: amount})
+    if text.strip().lower() == "now":
+        return now
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"cannot read {text!r} as a time", where=option, hint=EXAMPLES) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def parse_window(since: str, until: str | None = None, *, now: datetime | None = None) -> Window:
+    now = now or utc_now()
+    end = parse_instant(until, now=now, option="--until") if until else now
+    start = parse_instant(since, now=end if RELATIVE_RE.match(since) else now, option="--since")
+    if start >= end:
+        raise UsageError(f"the window is empty: {start.isoformat()} is not before {end.isoformat()}",
+                         where="--since", hint=EXAMPLES)
+    return Window(start, end)
+
+
+def day_start(value: date) -> datetime:
+    return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+
+
+def iso_utc(value: datetime) -> str:
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")

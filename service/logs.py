@@ -1,0 +1,42 @@
+"""Logging set-up. A filter redacts credentials from every record, botocore's DEBUG
+output included (it logs request headers: Authorization, X-Amz-Security-Token)."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+REDACTIONS = (
+    (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{12,}\b"), "<redacted-key-id>"),
+    (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*['\"]?b?['\"]?)[^'\",\s}]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?b?['\"]?)[^'\"}]+"), r"\1<redacted>"),
+    (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
+                r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
+    (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
+)
+
+
+def redact(text: str) -> str:
+    for pattern, replacement in REDACTIONS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+def setup_logging(level: int = logging.WARNING) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -1,0 +1,101 @@
+"""The lake as the only writer: atomic replace per period, the ledger, the sandbox."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from service.core.errors import DataError, LakeBusyError
+from service.core.lake import Lake
+from service.core.schema import cost_select_list
+
+
+def rows_relation(con, rows):
+    """A canonical cost relation from (period_start, currency, billed, invoice) tuples."""
+    values = ", ".join(f"(TIMESTAMP '{p}', '{c}', '{b}', '{i}')" for p, c, b, i in rows)
+    select = cost_select_list({
+        "BillingPeriodStart": "p", "ChargePeriodStart": "p", "BillingCurrency": "c",
+        "BilledCost": "b", "EffectiveCost": "b", "InvoiceId": "nullif(i, '')",
+    })
+    return con.sql(f"SELECT {select} FROM (VALUES {values}) AS t(p, c, b, i)")
+
+
+def totals(lake: Lake):
+    return lake.query().execute(
+        "SELECT billing_period, BillingCurrency, sum(BilledCost) FROM costs GROUP BY ALL ORDER BY ALL").fetchall()
+
+
+def test_commit_replaces_only_its_period_and_records_the_ledger(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    lake.commit_costs(con, rows_relation(con, [("2026-10-01", "USD", "10.5", "INV1"),
+                                               ("2026-11-01", "USD", "1.25", ""),
+                                               ("2026-11-01", "EUR", "2", "")]),
+                      source="cur", delivery_id="d1", periods=None)
+    assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "EUR", Decimal("2")),
+                            ("2026-11", "USD", Decimal("1.25"))]
+    # A restated November replaces November only; October stays.
+    lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "-0.25", "INV2")]),
+                      source="cur", delivery_id="d2", periods=("2026-11",))
+    assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "USD", Decimal("-0.25"))]
+    entries = {e.billing_period: e for e in lake.ledger()}
+    assert entries["2026-10"].final and entries["2026-11"].final
+    assert entries["2026-11"].delivery_id == "d2" and entries["2026-10"].delivery_id == "d1"
+    assert lake.has_delivery("cur", "d2", ["2026-11"]) and not lake.has_delivery("cur", "d2", ["2026-10"])
+    assert not list(lake.staging.glob("costs-*"))
+
+
+def test_exact_money_survives_large_and_small_values(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "1e16", ""), ("2026-11-01", "USD", "1", ""),
+                                               ("2026-11-01", "USD", "-1e16", ""),
+                                               ("2026-11-01", "USD", "1.81E-8", "")]),
+                      source="cur", delivery_id="d1", periods=None)
+    assert totals(lake) == [("2026-11", "USD", Decimal("1.0000000181"))]
+
+
+def test_declared_period_without_rows_becomes_empty_and_foreign_rows_fail(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "3", "")]),
+                      source="cur", delivery_id="d1", periods=None)
+    lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "3", "")]).filter("false"),
+                      source="cur", delivery_id="d2", periods=("2026-11",))
+    assert totals(lake) == []
+    with pytest.raises(DataError, match="2026-12"):
+        lake.commit_costs(con, rows_relation(con, [("2026-12-01", "USD", "3", "")]),
+                          source="cur", delivery_id="d3", periods=("2026-11",))
+    assert lake.ledger_entry("cur", "2026-11").delivery_id == "d2"
+
+
+def test_second_lock_holder_is_refused_with_the_pid(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    with lake.lock("ingest"):
+        with pytest.raises(LakeBusyError, match=r"pid \d+"):
+            with lake.lock("ingest"):
+                pass
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_parquet('{root}/../x.parquet')",
+    "COPY (SELECT 1) TO '/tmp/spendlake-escape.csv'",
+    "SET enable_external_access = true",
+    "SET allowed_directories = ['/']",
+    "INSTALL httpfs",
+])
+def test_query_connection_is_sandboxed_to_the_lake(tmp_path, sql):
+    lake = Lake(tmp_path / "lake")
+    con = lake.query()
+    with pytest.raises(duckdb.Error):
+        con.execute(sql.format(root=lake.root))
+
+
+def test_partition_values_cannot_traverse(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    for bad in ("../x", "a/../../x", "/abs", ""):
+        with pytest.raises(DataError):
+            lake.partition_file("costs", [("source", bad)])
