@@ -1,0 +1,188 @@
+"""Where a source's files live: a local file, a local directory, or `s3://bucket/prefix`.
+
+Connectors list and fetch through this one class, so local and S3 sources behave alike.
+S3 goes through boto3 with the standard credential chain and the standard retry mode
+(SlowDown, throttling and 5xx are retried up to `max_attempts`). Errors name the action
+and the `s3://bucket/key`, and say how to fix credentials. Downloads get a hashed local
+name, so a key such as `../../x` can never place a file outside the scratch directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from service.core.config import SourceConfig
+from service.core.errors import SourceError
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    uri: str  # s3://bucket/key or an absolute local path
+    key: str  # path relative to the source's location, '/'-separated
+    size: int
+    version: str  # S3 ETag, or local size+mtime: changes when the content is replaced
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.key).name
+
+
+class Storage:
+    def __init__(self, config: SourceConfig):
+        self.config = config
+        self.is_s3 = config.location.startswith("s3://")
+        if self.is_s3:
+            bucket, _, prefix = config.location[len("s3://"):].partition("/")
+            if not bucket:
+                raise SourceError("no bucket in the location", where=f"sources.{config.name}.location",
+                                  hint="write it as s3://bucket/prefix")
+            self.bucket, self.prefix = bucket, prefix.strip("/")
+            self._client = None
+        else:
+            self.path = Path(config.location).expanduser().resolve()
+
+    # ---- S3 client ----------------------------------------------------------------------
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+            from botocore.config import Config as BotoConfig
+
+            session = boto3.session.Session(profile_name=self.config.profile, region_name=self.config.region)
+            self._client = session.client(
+                "s3", endpoint_url=self.config.endpoint_url,
+                config=BotoConfig(retries={"mode": "standard", "max_attempts": self.config.max_attempts}),
+            )
+        return self._client
+
+    def _s3_error(self, exc: Exception, action: str, key: str) -> SourceError:
+        from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+        where = f"s3://{self.bucket}/{key}"
+        if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+            return SourceError("no AWS credentials found", where=where,
+                               hint="set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or attach a role")
+        if isinstance(exc, ClientError):
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("ExpiredToken", "ExpiredTokenException", "RequestExpired", "InvalidToken",
+                        "InvalidAccessKeyId", "SignatureDoesNotMatch", "TokenRefreshRequired"):
+                return SourceError(f"AWS credentials are expired or invalid ({code})", where=where,
+                                   hint="refresh them (e.g. `aws sso login`) and run again")
+            if code in ("AccessDenied", "403", "AllAccessDisabled"):
+                return SourceError(f"access denied for {action}", where=where,
+                                   hint=f"grant {action} on this resource (see deploy/iam/spendlake-readonly.json)")
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return SourceError("object not found", where=where, hint="check the manifest and the export prefix")
+            if code == "NoSuchBucket":
+                return SourceError("bucket not found", where=f"s3://{self.bucket}",
+                                   hint=f"check sources.{self.config.name}.location")
+            return SourceError(f"{action} failed: {code or exc}", where=where)
+        return SourceError(f"{action} failed: {exc}", where=where)
+
+    # ---- listing and reading ---------------------------------------------------------
+
+    def list(self, under: str = "") -> list[StoredObject]:
+        """Every object below the location (or below `under`, relative to it), sorted by key."""
+        return sorted(self._list_s3(under) if self.is_s3 else self._list_local(under), key=lambda o: o.key)
+
+    def _list_s3(self, under: str) -> Iterator[StoredObject]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        prefix = "/".join(p for p in (self.prefix, under.strip("/")) if p)
+        prefix = prefix + "/" if prefix else ""
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    key = item["Key"]
+                    if key.endswith("/"):
+                        continue
+                    rel = key[len(self.prefix):].lstrip("/") if self.prefix else key
+                    yield StoredObject(f"s3://{self.bucket}/{key}", rel, int(item["Size"]), item["ETag"].strip('"'))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._s3_error(exc, "s3:ListBucket", prefix) from None
+
+    def _list_local(self, under: str) -> Iterator[StoredObject]:
+        if not self.path.exists():
+            raise SourceError("no such file or directory", where=str(self.path),
+                              hint=f"check sources.{self.config.name}.location")
+        if self.path.is_file():
+            paths = [self.path]
+            base = self.path.parent
+        else:
+            base = self.path
+            root = (self.path / under).resolve() if under else self.path
+            paths = [p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")]
+        for path in paths:
+            stat = path.stat()
+            yield StoredObject(str(path), path.relative_to(base).as_posix(), stat.st_size,
+                               f"{stat.st_size}-{stat.st_mtime_ns}")
+
+    def read_bytes(self, obj: StoredObject) -> bytes:
+        if not self.is_s3:
+            try:
+                return Path(obj.uri).read_bytes()
+            except OSError as exc:
+                raise SourceError(f"cannot read: {exc.strerror}", where=obj.uri) from None
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key = obj.uri[len(f"s3://{self.bucket}/"):]
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise self._s3_error(exc, "s3:GetObject", key) from None
+
+    def object(self, key: str) -> StoredObject:
+        """An object by key relative to the location, e.g. a data file a manifest names."""
+        if self.is_s3:
+            full = "/".join(p for p in (self.prefix, key) if p) if not key.startswith(f"s3://") else key[len(f"s3://{self.bucket}/"):]
+            return StoredObject(f"s3://{self.bucket}/{full}", key, -1, "")
+        base = self.path if self.path.is_dir() else self.path.parent
+        path = (base / key).resolve()
+        return StoredObject(str(path), key, path.stat().st_size if path.exists() else -1, "")
+
+    def local_copy(self, obj: StoredObject, scratch: Path) -> Path:
+        """A local path with the object's content: the file itself, or a download into `scratch`."""
+        if not self.is_s3:
+            path = Path(obj.uri)
+            if not path.is_file():
+                raise SourceError("file listed by the delivery is missing", where=obj.uri)
+            return path
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        suffix = "".join(PurePosixPath(obj.key).suffixes[-2:])
+        target = scratch / (hashlib.sha256(obj.uri.encode()).hexdigest()[:24] + suffix)
+        key = obj.uri[len(f"s3://{self.bucket}/"):]
+        try:
+            self.client.download_file(self.bucket, key, str(target))
+        except (ClientError, BotoCoreError) as exc:
+            target.unlink(missing_ok=True)
+            raise self._s3_error(exc, "s3:GetObject", key) from None
+        if obj.size >= 0 and target.stat().st_size != obj.size:
+            raise SourceError(f"downloaded {target.stat().st_size} bytes, expected {obj.size}",
+                              where=obj.uri, hint="the object changed while it was read; run ingest again")
+        return target
+
+    def local_paths(self) -> list[Path]:
+        return [] if self.is_s3 else [self.path]
+
+
+def fingerprint(objects: list[StoredObject]) -> str:
+    """A delivery id for files that carry none: changes when any file is replaced."""
+    digest = hashlib.sha256()
+    for obj in sorted(objects, key=lambda o: o.key):
+        digest.update(f"{obj.key}\0{obj.size}\0{obj.version}\n".encode())
+    return "sha256:" + digest.hexdigest()[:32]
+
+
+def suffix_of(name: str) -> str:
+    """'x.csv.gz' → '.csv.gz', 'x.CSV' → '.csv'."""
+    lower = name.lower()
+    for suffix in (".csv.gz", ".csv.zip", ".json.gz", ".jsonl.gz", ".parquet", ".csv", ".json", ".jsonl", ".gz"):
+        if lower.endswith(suffix):
+            return suffix
+    return os.path.splitext(lower)[1]
