@@ -116,6 +116,15 @@ def status(obj: Context, fmt: str | None) -> None:
     emit(rows, columns, fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
 
 
+def _add_area_commands() -> None:
+    from service.cli_estimate import estimate_command
+
+    cli.add_command(estimate_command)
+
+
+_add_area_commands()
+
+
 def main() -> None:
     cli(prog_name="spendlake")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from decimal import Decimal
 from typing import Any, Literal
 
 import yaml
@@ -46,9 +47,30 @@ class SourceConfig(Strict):
         return self.location.startswith("s3://")
 
 
+class GpuTypeConfig(Strict):
+    """A GPU type for `spendlake estimate`: a price for a built-in type, or a new type."""
+
+    peak_bf16_tflops: Decimal | None = Field(default=None, gt=0, description="dense, from the datasheet")
+    price_per_gpu_hour: Decimal | None = Field(default=None, ge=0)
+
+
+class EstimateConfig(Strict):
+    gpus: dict[str, GpuTypeConfig] = Field(default_factory=dict)
+    # S3 Standard, us-east-1, first 50 TB (aws.amazon.com/s3/pricing).
+    storage_price_per_gb_month: Decimal = Field(default=Decimal("0.023"), ge=0)
+
+
+class ReportConfig(Strict):
+    # None: `reports/` next to the lake directory, i.e. ./spendlake-data/reports by default.
+    out: str | None = Field(default=None, min_length=1, description="a local directory or s3://bucket/prefix")
+    top: int = Field(default=10, ge=1, le=100, description="rows in each top-N table")
+
+
 class Config(Strict):
     lake: Path = Path(DEFAULT_LAKE)
     sources: tuple[SourceConfig, ...] = ()
+    estimate: EstimateConfig = EstimateConfig()
+    report: ReportConfig = ReportConfig()
     # Each rule validates its own section (rules/<rule>.py); see service.settings.
     rules: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

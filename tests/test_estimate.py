@@ -1,0 +1,158 @@
+"""`spendlake estimate` and registered plans, against numbers worked out by hand (bc)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+from click.testing import CliRunner
+
+from service.cli import cli
+from service.core.config import parse_config
+from service.core.errors import ConfigError, UsageError
+from service.core.lake import Lake
+from service.estimate import estimate, plan_inputs
+from service.plans import load_plans
+
+SEVEN_B = {"params": "7B", "tokens": "2T", "gpu": "H100", "gpus": 1024, "mfu": "0.4", "price_per_gpu_hour": "4"}
+
+
+def run(inputs, config=None):
+    return estimate(plan_inputs(inputs), parse_config(config or {}))
+
+
+def cents(value: Decimal) -> Decimal:
+    return value.quantize(Decimal("0.01"))
+
+
+def test_seven_b_on_two_trillion_tokens_on_h100():
+    # 6 × 7e9 × 2e12 = 8.4e22 FLOPs; one H100 GPU-hour at MFU 0.4 = 989.5e12 × 0.4 × 3600 = 1.42488e18 FLOPs
+    result = run({**SEVEN_B, "debug_overhead": "0.1", "eval_overhead": "5%", "failure_overhead": "0.1"})
+    assert result.flops == Decimal("8.4e22")
+    assert result.low == result.high
+    assert cents(result.low.gpu_hours) == Decimal("58952.33")
+    assert cents(result.low.wall_clock_hours) == Decimal("57.57")      # ÷ 1024 GPUs
+    assert cents(result.low.run_hours) == Decimal("71.96")             # × 1.25 for the overheads
+    assert cents(result.low.compute_cost) == Decimal("294761.66")      # 58,952.33 × $4 × 1.25
+    # checkpoints: 7e9 × 16 bytes × 5 kept = 560 GB, held (71.96 h + 30 days) / 730 h at $0.023
+    assert result.stored_bytes == Decimal("560e9")
+    assert cents(result.low.storage_cost) == Decimal("13.97")
+    assert cents(result.low.total_cost) == Decimal("294775.64")
+
+
+def test_ranges_give_low_and_high_scenarios():
+    result = run({**SEVEN_B, "mfu": "0.35-0.45", "failure_overhead": "10%-20%"})
+    # low: MFU 0.45 and 10% overhead; high: MFU 0.35 and 20%
+    assert cents(result.low.gpu_hours) == Decimal("52402.07")
+    assert cents(result.high.gpu_hours) == Decimal("67374.09")
+    assert cents(result.low.compute_cost) == Decimal("230569.12")    # 52,402.07 × 4 × 1.1
+    assert cents(result.high.compute_cost) == Decimal("323395.65")   # 67,374.09 × 4 × 1.2
+    assert result.is_range
+
+
+def test_storage_counts_checkpoints_dataset_versions_and_logs_over_run_and_retention():
+    # 6 × 1e9 × 93.6e9 = 5.616e20 FLOPs = 1,000 A100 GPU-hours at MFU 0.5 → 100 h on 10 GPUs, $2,000
+    result = run({"params": "1B", "tokens": "93.6B", "gpu": "a100", "gpus": 10, "mfu": "50%",
+                  "price_per_gpu_hour": "2", "checkpoints_kept": 3, "dataset_size": "2TB", "dataset_versions": 2,
+                  "logs_size": "2GB"})
+    assert result.low.gpu_hours == 1000 and result.low.wall_clock_hours == 100
+    assert result.low.compute_cost == 2000
+    # 16 GB × 3 + 2,000 GB × 2 + 2 GB = 4,050 GB for (100 h + 720 h) / 730 h at $0.023 = $104.63
+    assert result.stored_bytes == Decimal("4050e9")
+    assert cents(result.low.storage_cost) == Decimal("104.63")
+
+
+def test_config_extends_the_gpu_table_and_sets_prices():
+    config = {"estimate": {"gpus": {"H100": {"price_per_gpu_hour": "3.5"},
+                                    "TPU-v5p": {"peak_bf16_tflops": 459, "price_per_gpu_hour": "4.2"}},
+                           "storage_price_per_gb_month": "0.0125"}}
+    h100 = run({key: value for key, value in SEVEN_B.items() if key != "price_per_gpu_hour"}, config)
+    assert h100.price_per_gpu_hour == Decimal("3.5") and h100.storage_price_per_gb_month == Decimal("0.0125")
+    tpu = run({**SEVEN_B, "gpu": "tpu-v5p"}, config)
+    assert tpu.gpu.peak_bf16_flops == Decimal("459e12")
+    assert tpu.price_per_gpu_hour == Decimal("4")  # the flag wins over the config
+    with pytest.raises(ConfigError, match=r"estimate\.gpus\.X1\.peak_bf16_tflops"):
+        run(SEVEN_B | {"gpu": "X1"}, {"estimate": {"gpus": {"X1": {"price_per_gpu_hour": 1}}}})
+
+
+@pytest.mark.parametrize("override, where", [
+    ({"gpu": "H1000"}, "--gpu"),
+    ({"mfu": "1.2"}, "--mfu"),
+    ({"mfu": "0.5-0.3"}, "--mfu"),
+    ({"params": "seven"}, "--params"),
+    ({"debug_overhead": "-0.1"}, "--debug-overhead"),
+    ({"price_per_gpu_hour": None}, "--price-per-gpu-hour"),
+])
+def test_bad_inputs_name_the_flag(override, where):
+    inputs = {**SEVEN_B, **override}
+    with pytest.raises(UsageError) as info:
+        run({k: v for k, v in inputs.items() if v is not None})
+    assert where in str(info.value)
+
+
+def test_yaml_plan_with_flags_overriding(tmp_path):
+    plan = tmp_path / "run.yaml"
+    plan.write_text("params: 7B\ntokens: 2T\ngpu: H100\ngpus: 512\nmfu: 0.4\nprice_per_gpu_hour: 4\n")
+    result = estimate(plan_inputs({"gpus": 1024, "mfu": None}, str(plan)), parse_config({}))
+    assert cents(result.low.wall_clock_hours) == Decimal("57.57")
+    plan.write_text("params: 7B\ntokens: 2T\ngpu: H100\ngpus: 512\nmfu: 0.4\nmfu_typo: 1\n")
+    with pytest.raises(UsageError, match=r"run\.yaml: mfu_typo: unknown key"):
+        plan_inputs({}, str(plan))
+
+
+def cli_run(tmp_path, *args):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {tmp_path / 'lake'}\n")
+    return CliRunner().invoke(cli, ["--config", str(config), "estimate", *args], catch_exceptions=False)
+
+
+SEVEN_B_FLAGS = ["--params", "7B", "--tokens", "2T", "--gpu", "H100", "--gpus", "1024", "--mfu", "0.35-0.45",
+                 "--price-per-gpu-hour", "4"]
+
+
+def test_cli_json_has_both_scenarios(tmp_path):
+    result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["low"]["gpu_hours"] == "52402.07" and data["high"]["gpu_hours"] == "67374.09"
+    assert data["currency"] == "USD" and data["inputs"]["mfu"] == "0.35-0.45"
+
+
+def test_register_stores_a_plan_that_load_plans_reads(tmp_path):
+    result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "llm-7b", "--project", "Pretrain",
+                     "--experiment", "7b-base", "--start", "2026-12-01", "--format", "json")
+    assert result.exit_code == 0, result.output
+    (plan,) = load_plans(Lake(tmp_path / "lake"))
+    assert (plan.name, plan.project, plan.experiment) == ("llm-7b", "Pretrain", "7b-base")
+    assert plan.start == datetime(2026, 12, 1, tzinfo=timezone.utc)
+    assert plan.compute_cost.low == Decimal("209608.29") and plan.compute_cost.high == Decimal("269496.38")
+    # the window ends after the pessimistic run: 67,374.09 GPU-hours / 1024 = 65.795 h = 65 h 47 min 42 s
+    assert plan.end == datetime(2026, 12, 3, 17, 47, 42, tzinfo=timezone.utc)
+    assert plan.in_window(datetime(2026, 12, 3, tzinfo=timezone.utc))
+    again = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "llm-7b", "--project", "pretrain",
+                    "--start", "2026-12-02", "--format", "json")
+    assert "replaced plan llm-7b" in again.stderr
+    (plan,) = load_plans(Lake(tmp_path / "lake"))
+    assert plan.project == "pretrain" and plan.experiment is None
+
+
+def test_register_needs_project_and_start(tmp_path):
+    result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "x")
+    assert result.exit_code == 2 and "--project and --start" in result.stderr
+    assert not (tmp_path / "lake" / "_state" / "plans.json").exists()
+
+
+def test_planned_spend_curve_is_linear_over_run_and_retention(tmp_path):
+    result = run({"params": "1B", "tokens": "93.6B", "gpu": "A100", "gpus": 10, "mfu": "0.5",
+                  "price_per_gpu_hour": "2", "checkpoints_kept": 0, "dataset_size": "730GB", "retention_days": 0,
+                  "storage_price_per_gb_month": "1"})
+    from service.plans import plan_from_estimate
+
+    plan = plan_from_estimate(result, name="p", project="x", experiment=None, start="2026-12-01")
+    # 100 h run; storage 730 GB × (100/730) months × $1 = $100, spread over the same 100 h
+    assert plan.total_cost.low == Decimal("2100.00")
+    assert plan.planned_spend(datetime(2026, 11, 30, tzinfo=timezone.utc)).low == 0
+    assert plan.planned_spend(datetime(2026, 12, 3, 2, tzinfo=timezone.utc)).low == Decimal("1050")  # 50 h in
+    assert plan.planned_spend(datetime(2026, 12, 9, tzinfo=timezone.utc)).high == Decimal("2100.00")
