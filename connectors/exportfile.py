@@ -1,0 +1,243 @@
+"""Reading plain export files (FOCUS, GCP billing, Azure cost details) with DuckDB.
+
+Shared by the file-based connectors that have no manifest:
+
+- deliveries: the files of one folder form one delivery (its id is their fingerprint, its
+  periods are those found in the data). A provider that splits a month into parts writes
+  them into one folder, so the parts add up instead of replacing each other.
+- `open_table`: one file as a DuckDB FROM clause plus its column names and types. CSV is
+  read as text (money columns as DECIMAL(38,12) by the CSV reader itself, so a bad value
+  fails with the file, line and column); Parquet and JSON keep their types.
+- SQL builders for exact money, UTC timestamps and JSON tags, which fail loudly with the
+  file and column instead of turning a bad value into NULL.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import ClassVar
+
+import duckdb
+
+from connectors.base import Delivery
+from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
+from service.core.config import SourceConfig
+from service.core.errors import DataError, SourceError
+from service.core.schema import MONEY
+
+CSV_SUFFIXES = (".csv", ".csv.gz")
+PARQUET_SUFFIXES = (".parquet",)
+JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
+
+
+def sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def short(exc: Exception) -> str:
+    """DuckDB's first paragraph: the error without its dump of reader options."""
+    return str(exc).strip().split("\n\n", 1)[0]
+
+
+class FolderExport(ABC):
+    """Base of the manifest-less file connectors: one delivery per folder of export files.
+
+    Subclasses set `kind`, `suffixes` and `what`, and write `select(con, path, uri)`: the
+    SQL SELECT (canonical columns) over one file. A delivery is the UNION ALL of its files.
+    """
+
+    kind: ClassVar[str]
+    suffixes: ClassVar[tuple[str, ...]]
+    what: ClassVar[str]
+
+    def __init__(self, config: SourceConfig):
+        self.config = config
+        self.storage = Storage(config)
+        self._objects: dict[str, StoredObject] = {}
+
+    def local_paths(self) -> list[Path]:
+        return self.storage.local_paths()
+
+    def deliveries(self) -> Iterator[Delivery]:
+        folders: dict[str, list[StoredObject]] = {}
+        for obj in self.storage.list():
+            if suffix_of(obj.name) in self.suffixes:
+                folders.setdefault(str(PurePosixPath(obj.key).parent), []).append(obj)
+        if not folders:
+            raise SourceError(f"no {self.what} files ({', '.join(self.suffixes)}) found", where=self.config.location,
+                              hint=f"check sources.{self.config.name}.location")
+        for _, objects in sorted(folders.items()):
+            self._objects.update((o.uri, o) for o in objects)
+            yield Delivery(fingerprint(objects), None, tuple(o.uri for o in objects))
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
+        selects = []
+        for uri in delivery.files:
+            obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
+            selects.append(self.select(con, self.storage.local_copy(obj, scratch), uri))
+        try:
+            return con.sql("\nUNION ALL\n".join(selects))
+        except duckdb.Error as exc:
+            raise DataError(f"cannot read the delivery: {short(exc)}", where=", ".join(delivery.files)) from None
+
+    @abstractmethod
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
+        """SELECT <canonical columns> FROM <the file>."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One export file opened in DuckDB: its FROM clause and its columns."""
+
+    uri: str
+    source: str  # e.g. read_csv('/path', ...) — a FROM item
+    columns: dict[str, tuple[str, duckdb.DuckDBPyType]]  # lower-case name → (name, type)
+
+    def name(self, *candidates: str) -> str | None:
+        """The file's spelling of the first candidate column it has (case-insensitive)."""
+        for candidate in candidates:
+            if candidate.lower() in self.columns:
+                return self.columns[candidate.lower()][0]
+        return None
+
+    def col(self, *candidates: str) -> str | None:
+        name = self.name(*candidates)
+        return None if name is None else ident(name)
+
+    def type_of(self, name: str) -> duckdb.DuckDBPyType:
+        return self.columns[name.lower()][1]
+
+    def require(self, *names: str | tuple[str, ...]) -> None:
+        """Each name (or tuple of alternatives) must be a column, else a DataError naming it."""
+        for name in names:
+            alternatives = (name,) if isinstance(name, str) else name
+            if self.name(*alternatives) is None:
+                raise DataError(f"required column {' or '.join(alternatives)!r} is missing", where=self.uri,
+                                hint="is this the export kind configured for the source?")
+
+    def fail(self, column: str, problem: str, value_sql: str) -> str:
+        """SQL that aborts the read with the file, column and offending value."""
+        prefix = sql_string(f"{self.uri}: column {column}: {problem}: ")
+        return f"error({prefix} || CAST({value_sql} AS VARCHAR))"
+
+
+def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: Iterable[str] = (),
+               nullstr: tuple[str, ...] = ("",), dateformat: str | None = None) -> Table:
+    """Open a CSV, Parquet or JSON-lines export file.
+
+    CSV: every column is text, except those named in `money` (case-insensitive), which the
+    CSV reader parses as exact decimals so a bad value names its line and column.
+    """
+    if path.stat().st_size == 0:
+        raise DataError("the file is empty", where=uri, hint="re-export it; an export with no rows still has a header")
+    suffix = suffix_of(PurePosixPath(uri).name)
+    location = sql_string(str(path))
+    if suffix in CSV_SUFFIXES:
+        options = ("header = true, all_varchar = true, delim = ',', quote = '\"', escape = '\"', "
+                   f"nullstr = [{', '.join(sql_string(s) for s in nullstr)}]")
+        if dateformat:
+            options += f", dateformat = {sql_string(dateformat)}"
+        names = _describe(con, f"read_csv({location}, {options})", uri)
+        wanted = {m.lower() for m in money}
+        typed = {name: MONEY for name, _ in names.values() if name.lower() in wanted}
+        if typed:
+            options += ", types = {" + ", ".join(f"{sql_string(n)}: '{t}'" for n, t in typed.items()) + "}"
+        source = f"read_csv({location}, {options})"
+    elif suffix in PARQUET_SUFFIXES:
+        source = f"read_parquet({location})"
+    elif suffix in JSON_SUFFIXES:
+        source = f"read_json({location}, format = 'newline_delimited', sample_size = -1)"
+    else:
+        raise DataError(f"unsupported file type {suffix!r}", where=uri, hint="expected CSV, CSV.gz, Parquet or JSON lines")
+    return Table(uri, source, _describe(con, source, uri))
+
+
+def _describe(con: duckdb.DuckDBPyConnection, source: str, uri: str) -> dict[str, tuple[str, duckdb.DuckDBPyType]]:
+    try:
+        relation = con.sql(f"SELECT * FROM {source} LIMIT 0")
+        columns = {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
+    except duckdb.Error as exc:
+        raise DataError(f"cannot read the file: {short(exc)}", where=uri,
+                        hint="check that it is a complete, UTF-8 export file") from None
+    if list(columns) == ["column0"]:
+        raise DataError("the file has no header row", where=uri, hint="re-export it with headers")
+    return columns
+
+
+# ---- typed expressions ---------------------------------------------------------------------
+
+def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None) -> str:
+    """Exact DECIMAL(38,12) from text, decimals or floats (a float via its shortest text)."""
+    if kind is not None and str(kind) == MONEY:
+        return sql
+    text = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+    parsed = f"TRY_CAST({text} AS {MONEY})"
+    return f"(CASE WHEN {text} IS NULL THEN NULL WHEN {parsed} IS NULL THEN {table.fail(column, 'not a number', text)} " \
+           f"ELSE {parsed} END)"
+
+
+def money(table: Table, *candidates: str) -> str | None:
+    name = table.name(*candidates)
+    return None if name is None else money_sql(table, ident(name), name, table.type_of(name))
+
+
+def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None,
+                  fmt: str | None = None) -> str:
+    """A naive UTC TIMESTAMP. Text may use 'T' or ' ', 'Z', an offset or ' UTC', with or
+    without seconds; `fmt` (strptime) is for day-first/month-first dates such as 9/2/2023."""
+    kind_name = str(kind) if kind is not None else "VARCHAR"
+    if kind_name == "TIMESTAMP WITH TIME ZONE":
+        return f"timezone('UTC', {sql})"
+    if kind_name.startswith("TIMESTAMP") or kind_name == "DATE":
+        return f"CAST({sql} AS TIMESTAMP)"
+    text = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+    if fmt:
+        parsed = f"try_strptime({text}, {sql_string(fmt)})"
+    else:
+        parsed = f"timezone('UTC', TRY_CAST({text} AS TIMESTAMPTZ))"
+    return f"(CASE WHEN {text} IS NULL THEN NULL WHEN {parsed} IS NULL THEN " \
+           f"{table.fail(column, 'not a date/time', text)} ELSE {parsed} END)"
+
+
+def timestamp(table: Table, *candidates: str, fmt: str | None = None) -> str | None:
+    name = table.name(*candidates)
+    return None if name is None else timestamp_sql(table, ident(name), name, table.type_of(name), fmt)
+
+
+def text(table: Table, *candidates: str) -> str | None:
+    name = table.name(*candidates)
+    return None if name is None else f"nullif(CAST({ident(name)} AS VARCHAR), '')"
+
+
+def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool = False) -> str:
+    """A JSON object as MAP(VARCHAR, VARCHAR): keys exactly as written (even ' org'),
+    string values unquoted, other values as their JSON text, JSON null as NULL.
+    `braces_optional`: Azure writes the object without its outer braces."""
+    raw = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+    if braces_optional:
+        raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
+    parsed = f"json_transform(CAST({raw} AS JSON), '\"MAP(VARCHAR, JSON)\"')"
+    as_map = (f"map(map_keys({parsed}), list_transform(map_values({parsed}), lambda v: "
+              "CASE json_type(v) WHEN 'VARCHAR' THEN v->>'$' ELSE CAST(v AS VARCHAR) END))")
+    fail = table.fail(column, "not a JSON object with unique keys", raw)
+    # CASE, not AND: DuckDB evaluates both sides of AND, and a malformed value must not
+    # reach the JSON cast.
+    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN NOT json_valid({raw}) THEN {fail} " \
+           f"WHEN {parsed} IS NULL THEN {fail} ELSE {as_map} END)"
+
+
+def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:
+    name = table.name(*candidates)
+    if name is None:
+        return None
+    kind = str(table.type_of(name))
+    if kind.startswith("MAP("):
+        return f"CAST({ident(name)} AS MAP(VARCHAR, VARCHAR))"
+    return json_tags_sql(table, ident(name), name, braces_optional=braces_optional)

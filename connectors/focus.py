@@ -1,0 +1,66 @@
+"""FOCUS 1.0–1.2 exports of any provider (AWS, Azure, GCP, Oracle, …): CSV, CSV.gz or Parquet.
+
+Canonical columns are FOCUS names, so the mapping is mostly one to one. What varies between
+producers, and is handled here:
+
+- nulls written as empty cells or as the bare token `NULL` (MySQL dumps);
+- timestamps with or without `T`, `Z` or seconds (`2024-06-01T00:00Z`), read as UTC;
+- `Tags` as JSON text (CSV) or a map (Parquet); keys and values are kept exactly as written,
+  including keys with a leading space (`" org"`); non-string values keep their JSON text;
+- a UTF-8 BOM and CRLF line ends (the CSV reader handles both);
+- FOCUS 1.3 renames `ProviderName` to `ServiceProviderName`; Microsoft writes the invoice
+  id as `x_InvoiceId`, AWS its usage type and operation as `x_UsageType` / `x_Operation`.
+
+Files of one folder are one delivery; every billing period found in them is replaced.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from connectors.base import register
+from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, money, open_table, tags, text,
+                                   timestamp)
+from service.core.schema import COST_COLUMNS, MONEY, cost_select_list
+
+REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
+
+# Canonical text columns that may be absent in a FOCUS version → alternatives to try.
+ALTERNATIVES = {
+    "ProviderName": ("ProviderName", "ServiceProviderName"),
+    "InvoiceId": ("InvoiceId", "x_InvoiceId"),
+    "x_usage_type": ("x_UsageType",),
+    "x_operation": ("x_Operation",),
+}
+
+
+@register
+class FocusConnector(FolderExport):
+    kind = "focus"
+    suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
+    what = "FOCUS"
+
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
+        money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]
+        table = open_table(con, path, uri, money=money_columns, nullstr=("", "NULL"))
+        table.require(*REQUIRED)
+        expressions: dict[str, str | None] = {}
+        for name, kind in COST_COLUMNS:
+            candidates = ALTERNATIVES.get(name, (name,) if not name.startswith("x_") else ())
+            if not candidates:
+                continue
+            if kind == MONEY:
+                expressions[name] = money(table, *candidates)
+            elif kind == "TIMESTAMP":
+                expressions[name] = timestamp(table, *candidates)
+            elif name == "Tags":
+                expressions[name] = tags(table, *candidates)
+            elif kind == "DOUBLE":
+                column = table.col(*candidates)
+                expressions[name] = column and f"CAST({column} AS DOUBLE)"
+            else:
+                expressions[name] = text(table, *candidates)
+        present = {k: v for k, v in expressions.items() if v is not None}
+        return f"SELECT {cost_select_list(present)} FROM {table.source}"

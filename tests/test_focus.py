@@ -1,0 +1,148 @@
+"""FOCUS connector: producer quirks, typed Parquet, folders, S3, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from billing_helpers import failures, ingest_files, sums
+from moto import mock_aws
+
+from service.status import status
+
+HEADER = "BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd,ProviderName,Tags"
+
+
+def focus_csv(*rows: str, header: str = HEADER) -> bytes:
+    """A FOCUS CSV as Microsoft writes it: UTF-8 BOM and CRLF line ends."""
+    return ("\ufeff" + "\r\n".join((header,) + rows) + "\r\n").encode("utf-8")
+
+
+QUIRKY = focus_csv(
+    '0.10,0.09,USD,2024-06-01T00:00Z,2024-06-12T00:00Z,2024-06-13T00:00Z,Microsoft,'
+    '"{"" org"": ""trey"",""n"": 3,""flag"": true,""none"": null,""nested"": {""a"": [1]}}"',
+    "1.81E-8,NULL,USD,2024-06-01 00:00:00,2024-06-12 01:00:00,NULL,AWS,NULL",
+    "-0.000000014584512,,USD,2024-06-01T00:00:00Z,2024-06-12T02:00:00.000Z,,AWS,{}",
+)
+
+
+def test_quirky_csv_keeps_exact_money_utc_times_and_tags_as_written(tmp_path):
+    path = tmp_path / "focus.csv"
+    path.write_bytes(QUIRKY)
+    lake, result = ingest_files(tmp_path, ("focus", "focus", path))
+    assert failures(result) == []
+    rows = lake.query().execute(
+        "SELECT BilledCost, EffectiveCost, BillingPeriodStart, ChargePeriodStart, ChargePeriodEnd, ProviderName, Tags "
+        "FROM costs ORDER BY ChargePeriodStart").fetchall()
+    assert [r[0] for r in rows] == [Decimal("0.10"), Decimal("1.81E-8"), Decimal("-0.000000014585")]
+    assert [r[1] for r in rows] == [Decimal("0.09"), None, None]
+    assert {r[2] for r in rows} == {datetime(2024, 6, 1)}
+    assert [r[3] for r in rows] == [datetime(2024, 6, 12), datetime(2024, 6, 12, 1), datetime(2024, 6, 12, 2)]
+    assert rows[0][4] == datetime(2024, 6, 13) and rows[1][4] is None
+    assert [r[5] for r in rows] == ["Microsoft", "AWS", "AWS"]
+    assert rows[0][6] == {" org": "trey", "n": "3", "flag": "true", "none": None, "nested": '{"a":[1]}'}
+    assert rows[1][6] is None and rows[2][6] == {}
+
+
+def test_csv_gz_and_a_folder_of_parts_add_up_and_reingest_is_a_no_op(tmp_path):
+    folder = tmp_path / "export" / "2024-06"
+    folder.mkdir(parents=True)
+    (folder / "part_0.csv.gz").write_bytes(gzip.compress(focus_csv(
+        "1.5,1.5,USD,2024-06-01T00:00Z,2024-06-02T00:00Z,,AWS,")))
+    (folder / "part_1.csv").write_bytes(focus_csv("2.25,2,USD,2024-06-01T00:00Z,2024-06-03T00:00Z,,AWS,"))
+    (folder / "manifest.json").write_text("{}")  # not an export file: ignored
+    lake, result = ingest_files(tmp_path, ("focus", "focus", tmp_path / "export"))
+    assert failures(result) == [] and [o.status for o in result.outcomes] == ["committed"]
+    assert sums(lake) == [("AWS", "USD", 2, Decimal("3.75"), Decimal("3.5"))]
+    _, again = ingest_files(tmp_path, ("focus", "focus", tmp_path / "export"))
+    assert [o.status for o in again.outcomes] == ["unchanged"]
+
+
+def test_typed_parquet_money_times_and_map_tags(tmp_path):
+    utc = pa.timestamp("us", tz="UTC")
+    table = pa.table({
+        "BilledCost": pa.array([0.1, 1e-8], pa.float64()),
+        "EffectiveCost": pa.array([Decimal("0.05"), None], pa.decimal128(20, 10)),
+        "BillingCurrency": ["EUR", "EUR"],
+        "BillingPeriodStart": pa.array([datetime(2024, 7, 1, tzinfo=timezone.utc)] * 2, utc),
+        "ChargePeriodStart": pa.array([datetime(2024, 7, 2, tzinfo=timezone.utc), datetime(2024, 7, 3)], utc),
+        "ServiceProviderName": ["Google Cloud", "Google Cloud"],
+        "Tags": pa.array([[(" team", "a")], []], pa.map_(pa.string(), pa.string())),
+    })
+    pq.write_table(table, tmp_path / "focus.parquet")
+    lake, result = ingest_files(tmp_path, ("focus", "focus", tmp_path / "focus.parquet"))
+    assert failures(result) == []
+    assert sums(lake) == [("Google Cloud", "EUR", 2, Decimal("0.10000001"), Decimal("0.05"))]
+    tags = lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart").fetchall()
+    assert tags == [({" team": "a"},), ({},)]
+
+
+def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
+    path = tmp_path / "focus.csv"
+    path.write_bytes(focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,", "2,2,EUR,2024-06-01,2024-06-02,,AWS,"))
+    lake, result = ingest_files(tmp_path, ("focus", "focus", path))
+    assert failures(result) == []
+    entries = [(e["billing_period"], e["currency"], e["billed_cost"]) for e in status(lake)]
+    assert entries == [("2024-06", "EUR", "2.000000000000"), ("2024-06", "USD", "1.000000000000")]
+
+
+def test_focus_from_s3(tmp_path):
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="exports")
+        s3.put_object(Bucket="exports", Key="focus/2024-06/part_0.csv", Body=QUIRKY)
+        s3.put_object(Bucket="exports", Key="focus/2024-06/part_1.csv.gz",
+                      Body=gzip.compress(focus_csv("5,5,USD,2024-06-01,2024-06-20,,AWS,")))
+        lake, result = ingest_files(tmp_path, ("focus", "focus", "s3://exports/focus"))
+    assert failures(result) == []
+    assert sums(lake) == [("AWS", "USD", 3, Decimal("5.000000018100") - Decimal("0.000000014585"), Decimal("5")),
+                          ("Microsoft", "USD", 1, Decimal("0.1"), Decimal("0.09"))]
+    assert lake.ledger()[0].files == ("s3://exports/focus/2024-06/part_0.csv", "s3://exports/focus/2024-06/part_1.csv.gz")
+
+
+# ---- bad input: the delivery fails alone, the message names the file and what is wrong --------
+
+def write(tmp_path, name: str, content: bytes):
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), [
+    ("missing.csv", focus_csv("1,USD,2024-06-01", header="BilledCost,BillingCurrency,BillingPeriodStart"),
+     ["missing.csv", "required column 'ChargePeriodStart' is missing"]),
+    ("badcost.csv", focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,", "1,1,USD,2024-06-01,2024-06-02,,AWS,",
+                              "12,3O,USD,2024-06-01,2024-06-02,,AWS,"),
+     ["badcost.csv", "Line: 4", 'column "EffectiveCost"', '"3O"']),
+    ("badtime.csv", focus_csv("1,1,USD,2024-06-01,June 2nd,,AWS,"),
+     ["badtime.csv", "column ChargePeriodStart: not a date/time: June 2nd"]),
+    ("badtags.csv", focus_csv('1,1,USD,2024-06-01,2024-06-02,,AWS,"{""a"": 1"'),
+     ["badtags.csv", "column Tags: not a JSON object"]),
+    ("latin1.csv", focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,").replace(b"AWS", "Société".encode("latin-1")),
+     ["latin1.csv", "not utf-8"]),
+    ("empty.csv", b"", ["empty.csv", "the file is empty"]),
+    ("truncated.csv.gz", gzip.compress(focus_csv(*["1,1,USD,2024-06-01,2024-06-02,,AWS,"] * 2000))[:-200],
+     ["truncated.csv.gz"]),
+])
+def test_bad_input_fails_the_delivery_naming_file_and_problem(tmp_path, name, content, expected):
+    path = write(tmp_path, name, content)
+    lake, result = ingest_files(tmp_path, ("focus", "focus", path))
+    [message] = failures(result)
+    for part in expected:
+        assert part in message
+    assert lake.ledger() == []
+
+
+def test_bad_file_leaves_the_committed_period_intact(tmp_path):
+    path = write(tmp_path, "focus.csv", focus_csv("7,7,USD,2024-06-01,2024-06-02,,AWS,"))
+    lake, _ = ingest_files(tmp_path, ("focus", "focus", path))
+    write(tmp_path, "focus.csv", focus_csv("7,x,USD,2024-06-01,2024-06-02,,AWS,"))
+    _, result = ingest_files(tmp_path, ("focus", "focus", path))
+    assert len(failures(result)) == 1
+    assert sums(lake) == [("AWS", "USD", 1, Decimal("7"), Decimal("7"))]

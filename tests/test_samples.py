@@ -1,0 +1,44 @@
+"""Every real sample export ingests with its kind, and its sums equal reference_sums.csv.
+
+reference_sums.csv was computed from the raw files (reference_sums.sql) with DECIMAL(38,12)
+on text, per file and provider. An empty cell means the export does not carry that figure;
+the connector tests say what the lake holds there instead.
+"""
+
+from __future__ import annotations
+
+import csv
+from decimal import Decimal
+
+import pytest
+from billing_helpers import failures, ingest_files, sums
+from conftest import SAMPLES
+
+KIND_BY_FILE = {
+    "focus/focus_1.0_sample_1000.csv": "focus",
+    "focus/azure_focus_1.0_trey_research_1000.csv": "focus",
+}
+
+
+def reference() -> dict[str, list[dict[str, str]]]:
+    by_file: dict[str, list[dict[str, str]]] = {}
+    with open(SAMPLES / "reference_sums.csv", newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            by_file.setdefault(row["file"], []).append(row)
+    return by_file
+
+
+@pytest.mark.parametrize("file", sorted(KIND_BY_FILE))
+def test_sample_sums_equal_the_reference(tmp_path, file):
+    lake, result = ingest_files(tmp_path, ("sample", KIND_BY_FILE[file], SAMPLES / file))
+    assert failures(result) == []
+    got = {(provider, currency): (rows, billed, effective) for provider, currency, rows, billed, effective in sums(lake)}
+    expected = reference()[file]
+    assert sorted(got) == sorted((row["provider"], row["cur"]) for row in expected)
+    for row in expected:
+        rows, billed, effective = got[(row["provider"], row["cur"])]
+        assert rows == int(row["n_rows"]), row
+        if row["billed"]:
+            assert billed == Decimal(row["billed"]), row
+        if row["effective"]:
+            assert effective == Decimal(row["effective"]), row
