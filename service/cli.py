@@ -84,6 +84,24 @@ def ingest(obj: Context, sources: tuple[str, ...]) -> None:
         sys.exit(3)
 
 
+@cli.command()
+@click.option("--source", "sources", multiple=True, help="Only this inventory source (repeatable).")
+@pass_ctx
+def inventory(obj: Context, sources: tuple[str, ...]) -> None:
+    """Snapshot the inventory sources (tags, S3 objects, log groups, GPU metrics) into the lake."""
+    from service.inventory import run_inventory
+
+    if not obj.config.inventory:
+        click.echo("no inventory sources configured: add an `inventory:` list to the config")
+        return
+    outcomes = run_inventory(obj.config, only=sources)
+    for outcome in outcomes:
+        for line in outcome.lines():
+            click.echo(line, err=outcome.failed)
+    if any(o.failed for o in outcomes):
+        sys.exit(3)
+
+
 def _with_progress(run):
     if not sys.stderr.isatty():
         return run(None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -66,11 +66,88 @@ class ReportConfig(Strict):
     top: int = Field(default=10, ge=1, le=100, description="rows in each top-N table")
 
 
+class InventorySource(Strict):
+    """Settings shared by every inventory source (see connectors/inventory_base.py)."""
+
+    name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
+    regions: tuple[str, ...] = Field(default=(), description="AWS regions to read; empty: the profile's region")
+    endpoint_url: str | None = None
+    profile: str | None = None
+    max_attempts: int = Field(default=5, ge=1, le=20)
+    path: str | None = Field(default=None, description="read a local file or directory instead of the AWS API")
+
+
+class AwsTagsSource(InventorySource):
+    """Resource Groups Tagging API GetResources → resource_tags."""
+
+    kind: Literal["aws-tags"]
+    resource_types: tuple[str, ...] = Field(default=(), description="ResourceTypeFilters, e.g. ec2:instance")
+
+
+class S3Location(Strict):
+    bucket: str = Field(min_length=3, max_length=63)
+    prefixes: tuple[str, ...] = ("",)
+
+
+class S3ObjectsSource(InventorySource):
+    """ListObjectsV2 and S3 Inventory reports → s3_objects; lifecycle rules → s3_buckets."""
+
+    kind: Literal["s3-objects"]
+    buckets: tuple[S3Location, ...] = ()
+    inventory_manifests: tuple[str, ...] = Field(
+        default=(), description="manifest.json of S3 Inventory reports: s3://bucket/key or a local path")
+    lifecycle: bool = Field(default=True, description="read GetBucketLifecycleConfiguration of each bucket")
+    lifecycle_path: str | None = Field(
+        default=None, description="local JSON {bucket: lifecycle configuration or null} instead of the API")
+
+
+class CloudWatchLogsSource(InventorySource):
+    """DescribeLogGroups → log_groups."""
+
+    kind: Literal["cloudwatch-logs"]
+    name_prefix: str | None = None
+
+
+GpuMetricName = Literal["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
+
+
+class GpuMetricsSource(InventorySource):
+    """GPU utilisation per instance, GPU and hour → gpu_utilization. Exactly one of
+    `prometheus_url` (DCGM exporter series), `cloudwatch: true` (CloudWatch agent) or `path`."""
+
+    kind: Literal["gpu-metrics"]
+    prometheus_url: str | None = Field(default=None, pattern=r"^https?://")
+    instance_label: str = Field(default="instance_id", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    gpu_label: str = Field(default="gpu", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    metrics: tuple[GpuMetricName, ...] = Field(
+        default=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"),
+        min_length=1, description="DCGM series in order of preference; the first with data is used per instance")
+    cloudwatch: bool = False
+    cloudwatch_namespace: str = "CWAgent"
+    cloudwatch_metric: str = "nvidia_smi_utilization_gpu"
+    lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
+    timeout_seconds: float = Field(default=30, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> GpuMetricsSource:
+        chosen = [n for n, v in (("prometheus_url", self.prometheus_url), ("cloudwatch", self.cloudwatch),
+                                 ("path", self.path)) if v]
+        if len(chosen) != 1:
+            raise ValueError("set exactly one of prometheus_url, cloudwatch: true or path"
+                             + (f" (found {', '.join(chosen)})" if chosen else ""))
+        return self
+
+
+InventorySourceConfig = Annotated[
+    Union[AwsTagsSource, S3ObjectsSource, CloudWatchLogsSource, GpuMetricsSource], Field(discriminator="kind")]
+
+
 class Config(Strict):
     lake: Path = Path(DEFAULT_LAKE)
     sources: tuple[SourceConfig, ...] = ()
     estimate: EstimateConfig = EstimateConfig()
     report: ReportConfig = ReportConfig()
+    inventory: tuple[InventorySourceConfig, ...] = ()
     # Each rule validates its own section (rules/<rule>.py); see service.settings.
     rules: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -83,6 +160,23 @@ class Config(Strict):
                 raise ValueError(f"source name {source.name!r} is used twice; names must be unique")
             seen.add(source.name)
         return sources
+
+    @model_validator(mode="after")
+    def _unique_inventory_names(self) -> Config:
+        seen = {source.name for source in self.sources}
+        for source in self.inventory:
+            if source.name in seen:
+                raise ValueError(f"inventory source name {source.name!r} is used twice (sources and inventory "
+                                 "share one namespace); names must be unique")
+            seen.add(source.name)
+        return self
+
+    def inventory_source(self, name: str) -> InventorySource:
+        for source in self.inventory:
+            if source.name == name:
+                return source
+        known = ", ".join(s.name for s in self.inventory) or "none configured"
+        raise ConfigError(f"no inventory source named {name!r}", where="inventory", hint=f"known: {known}")
 
     def source(self, name: str) -> SourceConfig:
         for source in self.sources:

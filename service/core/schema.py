@@ -69,3 +69,63 @@ def cost_select_list(expressions: dict[str, str]) -> str:
         expr = expressions.get(name, "NULL")
         parts.append(f"CAST({expr} AS {kind}) AS {name}")
     return ",\n  ".join(parts)
+
+
+# Inventory tables: what exists besides the bill (tags, objects, log groups, GPU use).
+# Written by service/inventory.py through Lake.commit_snapshot, one partition per source and
+# INVENTORY_PARTITION[table]: a daily snapshot (`snapshot_date`, the UTC date of the run;
+# re-running the same day replaces it, so daily partitions show growth), except
+# `gpu_utilization`, a time series partitioned by the UTC `day` of its `hour` (every
+# partition holds that day's hours only, so reading all partitions never double counts).
+# Tags, ETags and names keep their original spelling; normalisation is attribution's job.
+INVENTORY_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    # One row per (resource, tag); a resource with no tags has one row with NULL key/value.
+    "resource_tags": (
+        ("resource_id", "VARCHAR"),  # the ARN, as the Tagging API returns it
+        ("region", "VARCHAR"),
+        ("key", "VARCHAR"),
+        ("value", "VARCHAR"),
+    ),
+    "s3_objects": (
+        ("bucket", "VARCHAR"),
+        ("key", "VARCHAR"),
+        ("size", "BIGINT"),
+        ("etag", "VARCHAR"),  # without quotes
+        ("multipart", "BOOLEAN"),  # ETag ends in -N
+        ("part_count", "INTEGER"),  # N of a multipart ETag, else NULL
+        ("checksum_algorithm", "VARCHAR"),  # CRC32, CRC32C, SHA1, SHA256, CRC64NVME or NULL
+        ("checksum_value", "VARCHAR"),  # base64, when the source has it (local listings)
+        ("storage_class", "VARCHAR"),
+        ("last_modified", "TIMESTAMP"),
+    ),
+    "s3_buckets": (
+        ("bucket", "VARCHAR"),
+        ("lifecycle", "VARCHAR"),  # none | expiration | transition (expiration wins when both)
+        ("expiration_days", "INTEGER"),  # smallest enabled Expiration.Days, else NULL
+        ("rules", "VARCHAR"),  # the enabled lifecycle rules as JSON text
+    ),
+    "log_groups": (
+        ("region", "VARCHAR"),
+        ("name", "VARCHAR"),
+        ("retention_days", "INTEGER"),  # NULL: never expires
+        ("stored_bytes", "BIGINT"),
+        ("created_at", "TIMESTAMP"),
+    ),
+    "gpu_utilization": (
+        ("resource_id", "VARCHAR"),  # EC2 instance id, as in the bill's ResourceId
+        ("gpu", "INTEGER"),  # GPU index; NULL for the instance aggregate (mean over its GPUs)
+        ("hour", "TIMESTAMP"),  # start of the UTC hour
+        ("util_pct", "DOUBLE"),  # 0-100 whatever the series' own scale
+        ("metric", "VARCHAR"),  # the series it came from, e.g. DCGM_FI_PROF_SM_ACTIVE
+    ),
+}
+INVENTORY_PARTITION = {table: "snapshot_date" for table in INVENTORY_TABLES} | {"gpu_utilization": "day"}
+
+
+def inventory_select_list(table: str, expressions: dict[str, str]) -> str:
+    """Like cost_select_list, for one inventory table: every column cast, missing ones NULL."""
+    columns = INVENTORY_TABLES[table]
+    unknown = set(expressions) - {name for name, _ in columns}
+    if unknown:
+        raise KeyError(f"not columns of {table}: {sorted(unknown)}")
+    return ",\n  ".join(f"CAST({expressions.get(name, 'NULL')} AS {kind}) AS {name}" for name, kind in columns)

@@ -1,0 +1,69 @@
+"""boto3 clients for read-only AWS APIs, and the translation of their errors into ours.
+
+Clients use the standard credential chain and the standard retry mode: throttling
+(ThrottlingException, SlowDown, TooManyRequests) and 5xx are retried with backoff up to
+`max_attempts`. Errors become a SourceError that names the API action and the resource,
+and says what to do next (refresh credentials, grant the action, check the config path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.core.errors import SourceError
+
+CREDENTIAL_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestExpired", "InvalidToken",
+                              "InvalidAccessKeyId", "SignatureDoesNotMatch", "TokenRefreshRequired",
+                              "UnrecognizedClientException", "InvalidClientTokenId"})
+DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "403", "AllAccessDisabled"})
+
+
+def make_client(service: str, *, region: str | None = None, profile: str | None = None,
+                endpoint_url: str | None = None, max_attempts: int = 5) -> Any:
+    import boto3
+    from botocore.config import Config as BotoConfig
+
+    session = boto3.session.Session(profile_name=profile, region_name=region)
+    return session.client(service, endpoint_url=endpoint_url,
+                          config=BotoConfig(retries={"mode": "standard", "max_attempts": max_attempts}))
+
+
+def default_region(profile: str | None = None) -> str:
+    """The region the credential chain would use (AWS_REGION, the profile), else us-east-1."""
+    import boto3
+
+    return boto3.session.Session(profile_name=profile).region_name or "us-east-1"
+
+
+def region_of(arn: str) -> str | None:
+    """arn:aws:ec2:us-east-1:123:instance/i-1 → us-east-1; global ARNs (S3) have none."""
+    parts = arn.split(":", 5)
+    return (parts[3] or None) if len(parts) > 3 else None
+
+
+def aws_error(exc: Exception, action: str, where: str, config_path: str) -> SourceError:
+    """One SourceError for a botocore exception raised by `action` on the resource `where`."""
+    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, PartialCredentialsError
+
+    if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+        return SourceError("no AWS credentials found", where=where,
+                           hint="set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or attach a role")
+    if isinstance(exc, EndpointConnectionError):
+        return SourceError(f"{action}: cannot reach the endpoint ({exc})", where=where,
+                           hint=f"check {config_path}.endpoint_url / regions and the network")
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "")
+        if code in CREDENTIAL_CODES:
+            return SourceError(f"AWS credentials are expired or invalid ({code})", where=where,
+                               hint="refresh them (e.g. `aws sso login`) and run again")
+        if code in DENIED_CODES:
+            return SourceError(f"access denied for {action}", where=where,
+                               hint=f"grant {action} on this resource (see deploy/iam/spendlake-readonly.json)")
+        if code in ("Throttling", "ThrottlingException", "TooManyRequestsException", "SlowDown"):
+            return SourceError(f"{action} still throttled after the configured retries ({code})", where=where,
+                               hint=f"raise {config_path}.max_attempts or run later")
+        message = error.get("Message") or ""
+        return SourceError(f"{action} failed: {code} {message}".rstrip(), where=where,
+                           hint=f"check {config_path}")
+    return SourceError(f"{action} failed: {exc}", where=where, hint=f"check {config_path}")

@@ -1,0 +1,147 @@
+"""The protocol of inventory connectors (tags, S3 objects, log groups, GPU metrics).
+
+An inventory connector reads what exists now and returns it as parts of canonical
+inventory tables (service.core.schema.INVENTORY_TABLES). It never writes into the lake:
+service/inventory.py commits each part with `Lake.commit_snapshot`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import duckdb
+
+from service.core.config import InventorySource
+from service.core.errors import ConfigError, DataError, SourceError
+from service.core.schema import INVENTORY_TABLES, inventory_select_list
+
+
+@dataclass(frozen=True)
+class SnapshotPart:
+    """Rows of one inventory table. `partition` None: the run's snapshot date; a connector
+    of a time series (gpu_utilization) sets the UTC day its rows belong to."""
+
+    table: str
+    relation: duckdb.DuckDBPyRelation
+    partition: str | None = None
+
+
+class InventoryConnector(Protocol):
+    kind: ClassVar[str]
+
+    def __init__(self, config: InventorySource) -> None: ...
+
+    def local_paths(self) -> list[Path]:
+        """Local files or directories the DuckDB connection must be allowed to read."""
+        ...
+
+    def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
+        """Everything the source holds now. `scratch` is a private directory for downloads."""
+        ...
+
+
+INVENTORY_CONNECTORS: dict[str, type[InventoryConnector]] = {}
+
+BUILTIN_MODULES = {
+    "aws-tags": "connectors.aws_tags",
+    "s3-objects": "connectors.s3_objects",
+    "cloudwatch-logs": "connectors.cloudwatch_logs",
+    "gpu-metrics": "connectors.gpu_metrics",
+}
+
+
+def register(cls: type[InventoryConnector]) -> type[InventoryConnector]:
+    INVENTORY_CONNECTORS[cls.kind] = cls
+    return cls
+
+
+def inventory_connector_for(config: InventorySource) -> InventoryConnector:
+    kind = config.kind  # type: ignore[attr-defined]
+    if kind not in INVENTORY_CONNECTORS and kind in BUILTIN_MODULES:
+        importlib.import_module(BUILTIN_MODULES[kind])
+    try:
+        cls = INVENTORY_CONNECTORS[kind]
+    except KeyError:
+        raise ConfigError(f"no inventory connector for kind {kind!r}", where=f"inventory.{config.name}.kind") from None
+    return cls(config)
+
+
+# ---- helpers shared by the connectors ------------------------------------------------------
+
+_ARROW_TYPES = {"VARCHAR": "string", "BIGINT": "int64", "INTEGER": "int32", "BOOLEAN": "bool",
+                "DOUBLE": "float64", "TIMESTAMP": "timestamp[us]"}
+
+
+def rows_relation(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
+    """API results (dicts keyed by the table's columns) as a typed relation of `table`."""
+    import pyarrow as pa
+
+    schema = pa.schema([(name, pa.type_for_alias(_ARROW_TYPES[kind])) for name, kind in INVENTORY_TABLES[table]])
+    return con.from_arrow(pa.Table.from_pylist(rows, schema=schema))
+
+
+def naive_utc(value: datetime | None) -> datetime | None:
+    """boto3 returns aware datetimes; the lake stores naive UTC."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def from_epoch_ms(value: int | None) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value / 1000, tz=timezone.utc).replace(tzinfo=None)
+
+
+def local_files(path: str, config_path: str) -> list[Path]:
+    """The data files of a local `path`: the file itself, or the files of a directory."""
+    root = Path(path).expanduser().resolve()
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise SourceError("no such file or directory", where=str(root), hint=f"check {config_path}")
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".") and file_format(p))
+    if not files:
+        raise SourceError("no .csv, .csv.gz, .parquet or .json files found", where=str(root), hint=f"check {config_path}")
+    return files
+
+
+def file_format(path: Path) -> str | None:
+    name = path.name.lower()
+    for suffix, fmt in ((".csv.gz", "csv"), (".csv", "csv"), (".parquet", "parquet"),
+                        (".jsonl", "json"), (".json", "json")):
+        if name.endswith(suffix):
+            return fmt
+    return None
+
+
+def read_table_file(con: duckdb.DuckDBPyConnection, path: Path, table: str,
+                    expressions: dict[str, str] | None = None) -> duckdb.DuckDBPyRelation:
+    """A local CSV/Parquet/JSON file whose columns carry the table's names (others ignored),
+    cast to the table's types. `expressions` overrides how a column is computed."""
+    fmt = file_format(path)
+    readers = {"csv": lambda: con.read_csv(str(path), header=True), "parquet": lambda: con.read_parquet(str(path)),
+               "json": lambda: con.read_json(str(path))}
+    if fmt not in readers:
+        raise DataError("unsupported file type (want .csv, .csv.gz, .parquet, .json or .jsonl)", where=str(path))
+    try:
+        source = readers[fmt]()
+        wanted = [name for name, _ in INVENTORY_TABLES[table]]
+        exprs = {name: f'"{name}"' for name in wanted if name in source.columns} | (expressions or {})
+        missing = REQUIRED_COLUMNS[table] - set(exprs)
+        if missing:
+            raise DataError(f"missing column(s) {sorted(missing)} for {table}", where=str(path),
+                            hint=f"the file needs the columns of {table}: {', '.join(wanted)}")
+        return source.project(inventory_select_list(table, exprs))
+    except duckdb.Error as exc:
+        raise DataError(f"cannot read as {table}: {exc}", where=str(path)) from None
+
+
+# Columns a local file must have; the others may be absent (NULL).
+REQUIRED_COLUMNS = {"resource_tags": {"resource_id"}, "s3_objects": {"bucket", "key", "size"},
+                    "s3_buckets": {"bucket"}, "log_groups": {"name"},
+                    "gpu_utilization": {"resource_id", "hour", "util_pct"}}

@@ -1,0 +1,104 @@
+"""Inventory: for each configured inventory source, read what exists and commit it.
+
+Each source's tables are committed with `Lake.commit_snapshot` into the partition
+`source=<name>/snapshot_date=<UTC date of the run>` (re-running the same day replaces that
+day's snapshot), or for gpu_utilization `source=<name>/day=<UTC day>` per day of data.
+A failing source fails alone; its previous snapshots stay. Runs under the same lake lock
+as billing ingest, and records success and failure in the same per-source state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import duckdb
+
+from connectors.inventory_base import SnapshotPart, inventory_connector_for
+from service.core.config import Config, InventorySource
+from service.core.errors import DataError, LakeBusyError, SpendlakeError
+from service.core.lake import Lake, utc_now_iso
+from service.core.schema import INVENTORY_PARTITION
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class InventoryOutcome:
+    source: str
+    kind: str
+    rows: dict[str, int] = field(default_factory=dict)  # "table key=value" → rows committed
+    error: SpendlakeError | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def lines(self) -> list[str]:
+        if self.error:
+            return [f"{self.source} ({self.kind}): FAILED: {self.error}"]
+        if not self.rows:
+            return [f"{self.source} ({self.kind}): nothing to commit"]
+        return [f"{self.source} ({self.kind}) {part}: committed {n} rows" for part, n in self.rows.items()]
+
+
+def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None) -> list[InventoryOutcome]:
+    """Snapshot the configured inventory sources (or those named in `only`) into the lake."""
+    sources = [config.inventory_source(name) for name in only] if only else list(config.inventory)
+    now = now or datetime.now(timezone.utc)
+    lake = Lake(config.lake)
+    with lake.lock("ingest"):
+        lake.clean_staging()
+        return [_snapshot_source(lake, source, now) for source in sources]
+
+
+def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> InventoryOutcome:
+    kind = source.kind  # type: ignore[attr-defined]
+    outcome = InventoryOutcome(source.name, kind)
+    try:
+        connector = inventory_connector_for(source)
+        con = lake.connect(extra_paths=connector.local_paths(), memory_limit="600MB")
+        try:
+            with lake.scratch() as scratch:
+                for (table, value), relation in _combined(connector.snapshot(con, scratch, now), now).items():
+                    key = INVENTORY_PARTITION[table]
+                    try:
+                        path = lake.commit_snapshot(con, relation, table=table, source=source.name,
+                                                    key=key, value=value)
+                        count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]
+                    except duckdb.Error as exc:
+                        raise DataError(f"could not write {table}: {exc}", where=f"inventory.{source.name}",
+                                        hint="check the source's data against the table's columns") from None
+                    outcome.rows[f"{table} {key}={value}"] = int(count)
+        finally:
+            con.close()
+    except LakeBusyError:
+        raise
+    except SpendlakeError as exc:
+        log.error("inventory source %s failed: %s", source.name, exc)
+        outcome.error = exc
+    _record(lake, outcome)
+    return outcome
+
+
+def _combined(parts: list[SnapshotPart], now: datetime) -> dict[tuple[str, str], duckdb.DuckDBPyRelation]:
+    """One relation per (table, partition): several files of a source make one snapshot."""
+    combined: dict[tuple[str, str], duckdb.DuckDBPyRelation] = {}
+    for part in parts:
+        target = (part.table, part.partition or now.strftime("%Y-%m-%d"))
+        combined[target] = combined[target].union(part.relation) if target in combined else part.relation
+    return combined
+
+
+def _record(lake: Lake, outcome: InventoryOutcome) -> None:
+    state = lake.read_state("sources")
+    record = state.setdefault(outcome.source, {"failures_total": 0})
+    if outcome.error:
+        record["failures_total"] = int(record.get("failures_total", 0)) + 1
+        record["last_failure"] = utc_now_iso()
+        record["last_error"] = str(outcome.error)
+    else:
+        record["last_success"] = utc_now_iso()
+    lake.write_state("sources", state)
