@@ -1,0 +1,421 @@
+"""AWS billing rows → canonical cost columns, shared by `aws-cur` (legacy CUR, CSV or Athena
+Parquet) and `aws-cur2` (Data Exports CUR 2.0, Parquet or CSV.gz).
+
+Every layout is read through one DuckDB query built here; no Python touches the rows. The
+source columns are looked up by their Athena / CUR 2.0 snake_case name, so legacy
+`lineItem/UnblendedCost`, Athena `line_item_unblended_cost` and CUR 2.0
+`line_item_unblended_cost` are the same field.
+
+Money is read as text (CSV) or as the file's numeric type (Parquet) and cast to
+DECIMAL(38,12) with TRY_CAST. A value that does not parse stops the read through DuckDB's
+`error()`, whose message comes from a Python function that runs only for the failing value:
+it finds the first bad row in that one file (the slow path costs nothing on good data).
+
+EffectiveCost (amortized) by line item type, as AWS defines it:
+    SavingsPlanCoveredUsage            → savings_plan_savings_plan_effective_cost
+    SavingsPlanNegation, …UpfrontFee   → 0
+    SavingsPlanRecurringFee            → total_commitment_to_date − used_commitment
+    DiscountedUsage                    → reservation_effective_cost
+    RIFee                              → unused amortized upfront fee + unused recurring fee
+    anything else                      → unblended cost
+Tags keep their original keys: `user:team` (legacy CSV), `user_team` (Athena columns and
+CUR 2.0 map); empty values are dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import duckdb
+
+from connectors.base import Delivery
+from connectors.storage import Storage, StoredObject
+from service.core.config import SourceConfig
+from service.core.errors import DataError, SourceError, SpendlakeError
+from service.core.schema import MONEY, cost_select_list
+
+REQUIRED = (
+    "bill_billing_period_start_date",
+    "line_item_usage_start_date",
+    "line_item_line_item_type",
+    "line_item_currency_code",
+    "line_item_unblended_cost",
+)
+
+MONEY_FIELDS = (
+    "line_item_unblended_cost",
+    "pricing_public_on_demand_cost",
+    "savings_plan_savings_plan_effective_cost",
+    "savings_plan_total_commitment_to_date",
+    "savings_plan_used_commitment",
+    "reservation_effective_cost",
+    "reservation_unused_amortized_upfront_fee_for_billing_period",
+    "reservation_unused_recurring_fee",
+)
+
+# FOCUS ChargeCategory for each AWS line item type; unknown types are 'Usage'.
+CHARGE_CATEGORY = {
+    "Usage": "Usage",
+    "DiscountedUsage": "Usage",
+    "SavingsPlanCoveredUsage": "Usage",
+    "Tax": "Tax",
+    "Fee": "Purchase",
+    "RIFee": "Purchase",
+    "SavingsPlanRecurringFee": "Purchase",
+    "SavingsPlanUpfrontFee": "Purchase",
+    "Credit": "Credit",
+    "SavingsPlanNegation": "Credit",
+    "BundledDiscount": "Credit",
+    "Discount": "Credit",
+    "EdpDiscount": "Credit",
+    "PrivateRateDiscount": "Credit",
+    "DistributorDiscount": "Credit",
+    "Refund": "Adjustment",
+}
+
+LEGACY_TAG_PREFIX = "resourceTags/"
+ATHENA_TAG_PREFIX = "resource_tags_"
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def snake_name(column: str) -> str:
+    """The Athena / CUR 2.0 name of a column: 'lineItem/UnblendedCost' → 'line_item_unblended_cost'."""
+    parts = [_CAMEL.sub("_", part) for part in column.split("/")]
+    return re.sub(r"[^a-z0-9]+", "_", "_".join(parts).lower()).strip("_")
+
+
+def ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class BadValueLocator:
+    """Finds the first row of a file whose column holds a value that is not a number.
+
+    Called from inside DuckDB only when a cast failed; the answer is cached per file and
+    column because DuckDB may ask once per failing value."""
+
+    def __init__(self, display: dict[str, str]):
+        self.display = display  # local path → the name the user knows (s3:// URI)
+        self._cache: dict[tuple[str, str], str] = {}
+
+    def __call__(self, file: str, column: str, value: str) -> str:
+        key = (file, column)
+        if key not in self._cache:
+            row = self._first_bad_row(file, column)
+            where = self.display.get(file, file)
+            at = f"row {row}" if row else "a row"
+            self._cache[key] = (f"{where}: {at}, column {column}: cost value {value!r} is not a number "
+                                "— fix or re-export the file")
+        return self._cache[key]
+
+    @staticmethod
+    def _first_bad_row(file: str, column: str) -> int | None:
+        def bad(value) -> bool:
+            if value is None or value == "":
+                return False
+            try:
+                float(value)
+                return False
+            except (TypeError, ValueError):
+                return True
+
+        if file.lower().endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            values = pq.read_table(file, columns=[column]).column(0).to_pylist()
+            return next((n for n, value in enumerate(values, 1) if bad(value)), None)
+        opener = gzip.open if file.lower().endswith(".gz") else open
+        with opener(file, "rb") as raw:
+            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=""))
+            header = next(reader, [])
+            if column not in header:
+                return None
+            index = header.index(column)
+            for number, row in enumerate(reader, 1):
+                if len(row) > index and bad(row[index]):
+                    return number
+        return None
+
+
+class AwsColumns:
+    """The columns of one input relation, looked up by snake_case name."""
+
+    def __init__(self, relation: duckdb.DuckDBPyRelation):
+        self.types = {name: str(kind) for name, kind in zip(relation.columns, relation.types)}
+        self.by_snake: dict[str, str] = {}
+        for name in relation.columns:
+            self.by_snake.setdefault(snake_name(name), name)
+
+    def has(self, field: str) -> bool:
+        return field in self.by_snake
+
+    def raw(self, field: str) -> str:
+        return ident(self.by_snake[field])
+
+    def is_text(self, field: str) -> bool:
+        return self.types[self.by_snake[field]] == "VARCHAR"
+
+    def missing(self, fields: Sequence[str]) -> list[str]:
+        return [f for f in fields if not self.has(f)]
+
+
+def check_required(columns: AwsColumns, where: str, required: Sequence[str] = REQUIRED) -> None:
+    missing = columns.missing(required)
+    if missing:
+        raise DataError(f"required column(s) missing: {', '.join(missing)}", where=where,
+                        hint="is this an AWS cost and usage report? check the source kind and the export's columns")
+
+
+def _text(columns: AwsColumns, field: str, fallback: str = "NULL") -> str:
+    if not columns.has(field):
+        return fallback
+    expr = columns.raw(field)
+    return f"NULLIF(CAST({expr} AS VARCHAR), '')" if columns.is_text(field) else f"CAST({expr} AS VARCHAR)"
+
+
+def _timestamp(columns: AwsColumns, field: str) -> str:
+    if not columns.has(field):
+        return "NULL"
+    expr = columns.raw(field)
+    # Text times carry 'Z' or an offset: through TIMESTAMPTZ so the offset is honoured (session is UTC).
+    if columns.is_text(field):
+        return f"CAST(CAST(NULLIF({expr}, '') AS TIMESTAMPTZ) AS TIMESTAMP)"
+    return f"CAST({expr} AS TIMESTAMP)"
+
+
+def _tags(columns: AwsColumns, headers: dict[str, str]) -> str:
+    if columns.has("resource_tags") and columns.by_snake["resource_tags"] == "resource_tags":
+        expr, kind = ident("resource_tags"), columns.types["resource_tags"]
+        if kind.startswith("MAP"):
+            entries = f"map_entries(CAST({expr} AS MAP(VARCHAR, VARCHAR)))"
+        else:  # CUR 2.0 CSV: the map as JSON text
+            entries = (f"map_entries(CASE WHEN coalesce({expr}, '') IN ('', '{{}}') THEN MAP {{}} "
+                       f"ELSE CAST(json({expr}) AS MAP(VARCHAR, VARCHAR)) END)")
+        return f"map_from_entries(list_filter({entries}, lambda e: coalesce(e.value, '') <> ''))"
+    pairs = []
+    for name in columns.types:
+        original = headers.get(name, name)
+        if original.startswith(LEGACY_TAG_PREFIX):
+            key = original[len(LEGACY_TAG_PREFIX):]
+        elif name.startswith(ATHENA_TAG_PREFIX):
+            key = name[len(ATHENA_TAG_PREFIX):]
+        else:
+            continue
+        pairs.append(f"{{'key': {literal(key)}, 'value': CAST({ident(name)} AS VARCHAR)}}")
+    if not pairs:
+        return "MAP {}"
+    return f"map_from_entries(list_filter([{', '.join(pairs)}], lambda e: coalesce(e.value, '') <> ''))"
+
+
+def _service_name(columns: AwsColumns) -> str:
+    name = _text(columns, "product_product_name")
+    if name == "NULL" and columns.has("product") and columns.types[columns.by_snake["product"]].startswith("MAP"):
+        name = f"NULLIF({columns.raw('product')}['product_name'], '')"
+    return f"coalesce({name}, {_text(columns, 'line_item_product_code')})"
+
+
+def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelation, *,
+                  display: dict[str, str], headers: dict[str, str] | None = None) -> duckdb.DuckDBPyRelation:
+    """The canonical cost relation over `source` (raw AWS columns plus a `filename` column).
+
+    `display` maps local file paths to the names shown in errors (e.g. s3:// URIs);
+    `headers` maps DuckDB's column names to the file's own, where DuckDB renamed a
+    column that differs only in case (`resourceTags/user:Team` → `..._1`)."""
+    columns = AwsColumns(source)
+    check_required(columns, ", ".join(sorted(set(display.values()))) or "the export")
+    raw_view = f"aws_raw_{uuid.uuid4().hex}"
+    source.create_view(raw_view)
+    locator = f"spendlake_bad_value_{uuid.uuid4().hex}"
+    con.create_function(locator, BadValueLocator(display), ["VARCHAR", "VARCHAR", "VARCHAR"], "VARCHAR",
+                        side_effects=True)
+
+    # Level 1: every money field parsed once (TRY_CAST: a bad value becomes NULL here ...)
+    parsed = []
+    for field in MONEY_FIELDS:
+        if columns.has(field):
+            value = f"NULLIF({columns.raw(field)}, '')" if columns.is_text(field) else columns.raw(field)
+            parsed.append(f"TRY_CAST({value} AS {MONEY}) AS {ident('__m_' + field)}")
+    level1 = f"SELECT *, {', '.join(parsed)} FROM {raw_view}"
+
+    def money(field: str) -> str:
+        """... and level 2 stops on a NULL whose source text was not empty."""
+        if not columns.has(field):
+            return "NULL"
+        parsed_value, original = ident("__m_" + field), columns.raw(field)
+        present = f"{original} <> ''" if columns.is_text(field) else f"{original} IS NOT NULL"
+        message = f"{locator}(filename, {literal(columns.by_snake[field])}, CAST({original} AS VARCHAR))"
+        return f"(CASE WHEN {parsed_value} IS NULL AND {present} THEN error({message}) ELSE {parsed_value} END)"
+
+    line_type = _text(columns, "line_item_line_item_type")
+    unblended = money("line_item_unblended_cost")
+
+    def zero_if_null(field: str) -> str:
+        return f"coalesce({money(field)}, 0)"
+
+    effective = (
+        f"CASE {line_type} "
+        f"WHEN 'SavingsPlanCoveredUsage' THEN {zero_if_null('savings_plan_savings_plan_effective_cost')} "
+        "WHEN 'SavingsPlanNegation' THEN 0 WHEN 'SavingsPlanUpfrontFee' THEN 0 "
+        f"WHEN 'SavingsPlanRecurringFee' THEN {zero_if_null('savings_plan_total_commitment_to_date')}"
+        f" - {zero_if_null('savings_plan_used_commitment')} "
+        f"WHEN 'DiscountedUsage' THEN {zero_if_null('reservation_effective_cost')} "
+        f"WHEN 'RIFee' THEN {zero_if_null('reservation_unused_amortized_upfront_fee_for_billing_period')}"
+        f" + {zero_if_null('reservation_unused_recurring_fee')} "
+        f"ELSE {unblended} END"
+    )
+    category = "CASE " + line_type + " " + " ".join(
+        f"WHEN {literal(kind)} THEN {literal(cat)}" for kind, cat in CHARGE_CATEGORY.items()) + " ELSE 'Usage' END"
+    pricing_term = _text(columns, "pricing_term")
+    pricing = (f"CASE WHEN {line_type} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage') THEN 'Committed' "
+               f"WHEN {pricing_term} = 'OnDemand' THEN 'Standard' WHEN {pricing_term} = 'Spot' THEN 'Dynamic' END")
+    usage_amount = columns.raw("line_item_usage_amount") if columns.has("line_item_usage_amount") else "NULL"
+    if columns.has("line_item_usage_amount") and columns.is_text("line_item_usage_amount"):
+        usage_amount = f"NULLIF({usage_amount}, '')"
+
+    select = cost_select_list({
+        "BillingAccountId": _text(columns, "bill_payer_account_id"),
+        "BillingAccountName": _text(columns, "bill_payer_account_name"),
+        "BillingPeriodStart": _timestamp(columns, "bill_billing_period_start_date"),
+        "BillingPeriodEnd": _timestamp(columns, "bill_billing_period_end_date"),
+        "ChargePeriodStart": _timestamp(columns, "line_item_usage_start_date"),
+        "ChargePeriodEnd": _timestamp(columns, "line_item_usage_end_date"),
+        "BilledCost": unblended,
+        "EffectiveCost": effective,
+        "ListCost": money("pricing_public_on_demand_cost"),
+        "BillingCurrency": _text(columns, "line_item_currency_code"),
+        "ChargeCategory": category,
+        "ChargeDescription": _text(columns, "line_item_line_item_description"),
+        "ProviderName": "'AWS'",
+        "ServiceName": _service_name(columns),
+        "ResourceId": _text(columns, "line_item_resource_id"),
+        "RegionId": f"coalesce({_text(columns, 'product_region_code')}, {_text(columns, 'product_region')})",
+        "AvailabilityZone": _text(columns, "line_item_availability_zone"),
+        "SubAccountId": _text(columns, "line_item_usage_account_id"),
+        "SubAccountName": _text(columns, "line_item_usage_account_name"),
+        "SkuId": _text(columns, "product_sku"),
+        "PricingCategory": pricing,
+        "ConsumedQuantity": f"TRY_CAST({usage_amount} AS DOUBLE)",
+        "ConsumedUnit": _text(columns, "pricing_unit"),
+        "InvoiceId": f"NULLIF(trim({_text(columns, 'bill_invoice_id')}), '')",
+        "Tags": _tags(columns, headers or {}),
+        "x_line_item_type": line_type,
+        "x_usage_type": _text(columns, "line_item_usage_type"),
+        "x_instance_type": _text(columns, "product_instance_type"),
+        "x_operation": _text(columns, "line_item_operation"),
+    })
+    return con.sql(f"SELECT {select} FROM ({level1})")
+
+
+def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
+               display: dict[str, str]) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
+    """One relation over the delivery's local files (all CSV/CSV.gz, or all Parquet), and
+    the original header name of each column DuckDB renamed."""
+    if not paths:
+        raise DataError("the delivery names no data files", where=", ".join(display.values()) or None)
+    names = [str(p) for p in paths]
+    for path in paths:
+        if path.stat().st_size == 0:
+            raise DataError("the file is empty", where=display.get(str(path), str(path)),
+                            hint="the export was cut short; wait for the next delivery or re-export")
+    kinds = {"parquet" if n.lower().endswith(".parquet") else "csv" if re.search(r"\.csv(\.gz)?$", n.lower()) else n
+             for n in names}
+    if len(kinds) != 1 or not kinds <= {"csv", "parquet"}:
+        raise DataError(f"unsupported or mixed file types: {sorted(kinds)}", where=", ".join(display.values()),
+                        hint="AWS exports must be CSV, CSV.gz (GZIP) or Parquet")
+    try:
+        if kinds == {"parquet"}:
+            return con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {}
+        headers: dict[str, str] = {}
+        for name in names:  # each part's header, so a missing column names its file
+            part = con.read_csv(name, all_varchar=True, header=True)
+            check_required(AwsColumns(part), display.get(name, name))
+            headers.update(zip(part.columns, _csv_header(name)))
+        relation = con.read_csv(names, all_varchar=True, header=True, filename=True, union_by_name=len(names) > 1)
+        return relation, headers
+    except duckdb.Error as exc:
+        raise DataError(f"cannot read the export: {_first_line(exc)}", where=", ".join(display.values()),
+                        hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
+
+
+def _csv_header(path: str) -> list[str]:
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rb") as raw:
+        return next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")), [])
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+class AwsExportConnector:
+    """What both AWS connectors share: storage, per-delivery problems, and `read`.
+
+    A problem found while listing (an unreadable manifest, a key outside the location) is
+    kept against its delivery and raised by `read`, so that period fails alone."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, config: SourceConfig):
+        self.config = config
+        self.storage = Storage(config)
+        self._objects: dict[str, StoredObject] = {}
+        self._problems: dict[str, SpendlakeError] = {}
+
+    def local_paths(self) -> list[Path]:
+        return self.storage.local_paths()
+
+    def _list(self) -> list[StoredObject]:
+        listing = self.storage.list()
+        self._objects = {o.uri: o for o in listing}
+        return listing
+
+    def _manifest_json(self, obj: StoredObject) -> dict:
+        try:
+            data = json.loads(self.storage.read_bytes(obj).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise DataError(f"the manifest is not valid JSON: {exc}", where=obj.uri,
+                            hint="wait for the next delivery, or re-run the export") from None
+        if not isinstance(data, dict):
+            raise DataError("the manifest is not a JSON object", where=obj.uri)
+        return data
+
+    def _problem(self, delivery_id: str, error: SpendlakeError) -> str:
+        self._problems[delivery_id] = error
+        return delivery_id
+
+    def _object(self, key: str) -> StoredObject:
+        """A data file by key relative to the location; a local key may not leave it."""
+        obj = self.storage.object(key)
+        if obj.uri in self._objects:
+            return self._objects[obj.uri]
+        if not self.storage.is_s3:
+            root = self.storage.path if self.storage.path.is_dir() else self.storage.path.parent
+            if not Path(obj.uri).is_relative_to(root):
+                raise SourceError("the manifest names a file outside the source location", where=key,
+                                  hint="the manifest is damaged or hostile; nothing was read")
+        return obj
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
+        if delivery.delivery_id in self._problems:
+            raise self._problems[delivery.delivery_id]
+        display: dict[str, str] = {}
+        paths = []
+        for uri in delivery.files:
+            obj = self._objects.get(uri) or StoredObject(uri, uri, -1, "")
+            path = self.storage.local_copy(obj, scratch)
+            paths.append(path)
+            display[str(path)] = obj.uri
+        relation, headers = read_files(con, paths, display)
+        return cost_relation(con, relation, display=display, headers=headers)

@@ -1,0 +1,97 @@
+"""`aws-cur`: the legacy AWS Cost and Usage Report, in any of the layouts AWS writes.
+
+- CSV / CSV.gz with manifests: `<prefix>/<report>/yyyymmdd-yyyymmdd/<report>-Manifest.json`.
+  "Create new report version" puts each delivery's parts in an `<assemblyId>/` folder next to
+  the period's manifest; "overwrite" puts them beside it. Either way only the keys of the
+  period manifest (`reportKeys`, the current assembly) are read, so old assemblies and
+  stale parts are never counted. Delivery id: the manifest's `assemblyId`.
+- Parts without a period manifest → "waiting for manifest": nothing is committed.
+- The Athena Parquet layout: `.../year=YYYY/month=M/*.parquet`, one delivery per month,
+  identified by a fingerprint of its files.
+- A bare CSV / CSV.gz (no manifest, no period folder): one delivery per file, its periods
+  read from the data, identified by a fingerprint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+
+from connectors.aws_common import AwsExportConnector
+from connectors.base import Delivery, register
+from connectors.storage import StoredObject, fingerprint
+from service.core.errors import DataError, SpendlakeError
+
+PERIOD_DIR = re.compile(r"(?:^|/)(\d{4})(\d{2})\d{2}-\d{8}/")
+ATHENA_MONTH = re.compile(r"(?:^|/)year=(\d{4})/month=(\d{1,2})/")
+MANIFEST_SUFFIX = "-Manifest.json"
+DATA_FILE = re.compile(r"\.(csv|csv\.gz|csv\.zip|parquet)$", re.IGNORECASE)
+
+
+@register
+class AwsCurConnector(AwsExportConnector):
+    kind = "aws-cur"
+
+    def deliveries(self) -> Iterator[Delivery]:
+        periods: dict[str, dict] = defaultdict(lambda: {"manifest": None, "parts": []})
+        athena: dict[str, list[StoredObject]] = defaultdict(list)
+        bare: list[StoredObject] = []
+        for obj in self._list():
+            if not self._in_report(obj.key):
+                continue
+            folder = PERIOD_DIR.search(obj.key)
+            if folder:
+                group = periods[obj.key[: folder.end()]]
+                group["period"] = f"{folder.group(1)}-{folder.group(2)}"
+                rest = obj.key[folder.end():]
+                if "/" not in rest and rest.endswith(MANIFEST_SUFFIX):
+                    group["manifest"] = obj
+                elif DATA_FILE.search(rest):
+                    group["parts"].append(obj)
+                continue
+            month = ATHENA_MONTH.search(obj.key)
+            if month and obj.key.lower().endswith(".parquet"):
+                athena[f"{month.group(1)}-{int(month.group(2)):02d}"].append(obj)
+            elif DATA_FILE.search(obj.key) and not obj.key.lower().endswith(".parquet"):
+                bare.append(obj)
+
+        found: list[Delivery] = []
+        for folder, group in periods.items():
+            if group["manifest"] is not None:
+                found.append(self._manifest_delivery(folder, group["period"], group["manifest"]))
+            elif group["parts"]:
+                found.append(Delivery("waiting:" + fingerprint(group["parts"]), (group["period"],),
+                                      tuple(o.uri for o in group["parts"]), waiting="waiting for manifest"))
+        for period, objs in athena.items():
+            found.append(Delivery(fingerprint(objs), (period,), tuple(o.uri for o in objs)))
+        for obj in bare:
+            found.append(Delivery(fingerprint([obj]), None, (obj.uri,)))
+        return iter(sorted(found, key=lambda d: (d.periods or ("",), d.files)))
+
+    def _in_report(self, key: str) -> bool:
+        name = self.config.report_name
+        return not name or name in key.split("/")[:-1] or key.split("/")[-1].startswith(name)
+
+    def _manifest_delivery(self, folder: str, period: str, manifest: StoredObject) -> Delivery:
+        """The period's current assembly: exactly the keys its manifest lists."""
+        try:
+            data = self._manifest_json(manifest)
+            keys = data.get("reportKeys")
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                raise DataError("the manifest has no list of reportKeys", where=manifest.uri,
+                                hint="is this a CUR manifest? check the source kind")
+            files = tuple(self._object(folder + self._relative_to_period(key)).uri for key in keys)
+        except SpendlakeError as exc:
+            failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))
+            self._problem(failed.delivery_id, exc)
+            return failed
+        delivery_id = str(data.get("assemblyId") or fingerprint([manifest]))
+        return Delivery(delivery_id, (period,), files)
+
+    @staticmethod
+    def _relative_to_period(key: str) -> str:
+        """A manifest key is bucket-absolute; keep what follows its period folder, so a copy
+        of the export under another bucket or prefix (or a local directory) still resolves."""
+        folder = PERIOD_DIR.search(key)
+        return key[folder.end():] if folder else key.rsplit("/", 1)[-1]

@@ -1,0 +1,230 @@
+"""`aws-cur`: legacy CUR layouts (versioned, overwrite, bare CSV, Athena Parquet) into the lake."""
+
+from __future__ import annotations
+
+import csv
+from decimal import Decimal
+
+import boto3
+import duckdb
+import pytest
+from click.testing import CliRunner
+from moto import mock_aws
+
+from service.cli import cli
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.ingest import ingest
+from tests.aws_exports import LEGACY_COLUMNS, legacy_csv, line, local_put, s3_put, write_legacy
+from tests.conftest import SAMPLES
+
+SAMPLE = SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv"
+
+
+def config(tmp_path, location, **options):
+    return parse_config({"lake": str(tmp_path / "lake"),
+                         "sources": [{"name": "cur", "kind": "aws-cur", "location": str(location), **options}]})
+
+
+def totals(lake: Lake):
+    return lake.query().execute(
+        "SELECT billing_period, BillingCurrency, sum(BilledCost), sum(EffectiveCost), count(*) "
+        "FROM costs GROUP BY ALL ORDER BY ALL").fetchall()
+
+
+def run_cli(cfg_path, *args):
+    return CliRunner().invoke(cli, ["--config", str(cfg_path), *args], catch_exceptions=False)
+
+
+def write_config(tmp_path, location, **options):
+    import yaml
+
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "cur", "kind": "aws-cur", "location": str(location), **options}]}))
+    return path
+
+
+def test_real_sample_sums_equal_the_reference(tmp_path):
+    reference = next(r for r in csv.DictReader((SAMPLES / "reference_sums.csv").open())
+                     if r["file"] == "aws/legacy_cur_csv_anonymous_sample.csv")
+    cfg = config(tmp_path, SAMPLE)
+    result = ingest(cfg)
+    assert [o.status for o in result.outcomes] == ["committed"]
+    [(period, currency, billed, effective, rows)] = totals(Lake(cfg.lake))
+    assert (period, currency, rows) == ("2023-11", reference["cur"], int(reference["n_rows"]))
+    assert billed == Decimal(reference["billed"]) and effective == Decimal(reference["effective"])
+    con = Lake(cfg.lake).query()
+    # 12-digit account ids stay strings; times are UTC; a blank invoice id is NULL (estimated).
+    assert con.execute("SELECT DISTINCT SubAccountId, InvoiceId FROM costs").fetchall() == [("123412340534", None)]
+    assert con.execute("SELECT min(ChargePeriodStart) FROM costs").fetchone()[0].isoformat() == "2023-11-01T00:00:00"
+    assert not Lake(cfg.lake).ledger()[0].final
+
+
+def test_amortized_cost_category_and_tags_by_line_item_type(tmp_path):
+    rows = [
+        line(cost="10", team="pretrain", **{"resourceTags__user:Team": "Eval"}),
+        line(cost="3", kind="SavingsPlanCoveredUsage", savingsPlan__SavingsPlanEffectiveCost="2.5"),
+        line(cost="-3", kind="SavingsPlanNegation"),
+        line(cost="0", kind="SavingsPlanUpfrontFee"),
+        line(cost="7", kind="SavingsPlanRecurringFee", savingsPlan__TotalCommitmentToDate="7",
+             savingsPlan__UsedCommitment="6.25"),
+        line(cost="0", kind="DiscountedUsage", reservation__EffectiveCost="1.75"),
+        line(cost="5", kind="RIFee", reservation__UnusedAmortizedUpfrontFeeForBillingPeriod="0.5",
+             reservation__UnusedRecurringFee="1.81E-8"),
+        line(cost="0.4", kind="Tax"),
+        line(cost="-1", kind="Credit"),
+        line(cost="-2", kind="Refund"),
+    ]
+    export = tmp_path / "export.csv"
+    export.write_bytes(legacy_csv(rows))
+    cfg = config(tmp_path, export)
+    ingest(cfg)
+    got = dict(Lake(cfg.lake).query().execute(
+        "SELECT x_line_item_type, (EffectiveCost, ChargeCategory, Tags) FROM costs").fetchall())
+    assert got["Usage"] == (Decimal(10), "Usage", {"user:team": "pretrain", "user:Team": "Eval"})
+    assert got["SavingsPlanCoveredUsage"][:2] == (Decimal("2.5"), "Usage")
+    assert got["SavingsPlanCoveredUsage"][2] == {}  # empty tag values are dropped
+    assert got["SavingsPlanNegation"][:2] == (Decimal(0), "Credit")
+    assert got["SavingsPlanUpfrontFee"][:2] == (Decimal(0), "Purchase")
+    assert got["SavingsPlanRecurringFee"][:2] == (Decimal("0.75"), "Purchase")
+    assert got["DiscountedUsage"][:2] == (Decimal("1.75"), "Usage")
+    assert got["RIFee"][:2] == (Decimal("0.5000000181"), "Purchase")
+    assert got["Tax"][:2] == (Decimal("0.4"), "Tax")
+    assert got["Credit"][:2] == (Decimal(-1), "Credit")
+    assert got["Refund"][:2] == (Decimal(-2), "Adjustment")
+    [(_, _, billed, effective, _)] = totals(Lake(cfg.lake))
+    assert billed == Decimal("19.4") and effective == Decimal("12.9000000181")
+
+
+def test_bare_csv_spanning_two_periods_and_two_currencies(tmp_path):
+    export = tmp_path / "cur.csv"
+    export.write_bytes(legacy_csv([line("2026-09", "1.5"), line("2026-10", "2", currency="EUR"),
+                                   line("2026-10", "3")]))
+    cfg = config(tmp_path, export)
+    ingest(cfg)
+    assert totals(Lake(cfg.lake)) == [("2026-09", "USD", Decimal("1.5"), Decimal("1.5"), 1),
+                                      ("2026-10", "EUR", Decimal(2), Decimal(2), 1),
+                                      ("2026-10", "USD", Decimal(3), Decimal(3), 1)]
+    result = ingest(cfg)
+    assert [o.status for o in result.outcomes] == ["unchanged"]
+
+
+def test_athena_parquet_layout(tmp_path):
+    con = duckdb.connect()
+    month_dir = tmp_path / "cur" / "report" / "report" / "year=2026" / "month=9"
+    month_dir.mkdir(parents=True)
+    csv_file = tmp_path / "rows.csv"
+    csv_file.write_bytes(legacy_csv([line("2026-09", "1.25", team="data"), line("2026-09", "2", kind="Tax")]))
+    # Athena flattening: snake_case names, one resource_tags_user_* column per tag, '' for missing.
+    columns = ", ".join(f'"{c}" AS "{snake(c)}"' for c in LEGACY_COLUMNS if c != "resourceTags/user:Team")
+    con.execute(f"COPY (SELECT {columns} FROM read_csv('{csv_file}', all_varchar=true)) "
+                f"TO '{month_dir / 'report-00001.snappy.parquet'}' (FORMAT parquet)")
+    (tmp_path / "cur" / "report" / "cost_and_usage_data_status").mkdir()
+    cfg = config(tmp_path, tmp_path / "cur")
+    ingest(cfg)
+    assert totals(Lake(cfg.lake)) == [("2026-09", "USD", Decimal("3.25"), Decimal("3.25"), 2)]
+    tags = Lake(cfg.lake).query().execute("SELECT Tags FROM costs ORDER BY BilledCost").fetchall()
+    assert tags == [({"user_team": "data"},), ({},)]
+
+
+def snake(column):
+    from connectors.aws_common import snake_name
+
+    return snake_name(column)
+
+
+def test_manifest_missing_waits_and_commits_nothing(tmp_path):
+    write_legacy(local_put(tmp_path / "exp"), prefix="cur", report="rep", period="2026-10", assembly="a1",
+                 parts=[[line()]], manifest=False)
+    cfg_path = write_config(tmp_path, tmp_path / "exp")
+    result = run_cli(cfg_path, "ingest")
+    assert result.exit_code == 0, result.output
+    assert "waiting for manifest" in result.output
+    assert not Lake(tmp_path / "lake").ledger()
+
+
+@pytest.fixture
+def bucket():
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bills")
+        yield client
+
+
+def test_only_the_current_assembly_counts(tmp_path, bucket):
+    put = s3_put(bucket, "bills")
+    write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="old-assembly",
+                 parts=[[line(cost="100")], [line(cost="50")]], bucket="bills")
+    write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="new-assembly",
+                 parts=[[line(cost="120")]], bucket="bills")
+    cfg = config(tmp_path, "s3://bills/cur")
+    ingest(cfg)
+    assert totals(Lake(cfg.lake)) == [("2026-10", "USD", Decimal(120), Decimal(120), 1)]
+    assert Lake(cfg.lake).ledger()[0].delivery_id == "new-assembly"
+
+
+def test_overwrite_redelivery_shrinking_from_three_parts_to_two(tmp_path, bucket):
+    put = s3_put(bucket, "bills")
+    write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="a1", overwrite=True,
+                 parts=[[line(cost="1")], [line(cost="2")], [line(cost="4", team="only-in-part-3")]])
+    cfg = config(tmp_path, "s3://bills/cur")
+    ingest(cfg)
+    assert totals(Lake(cfg.lake))[0][2] == Decimal(7)
+    # The re-delivery writes parts 1 and 2 and a new manifest; the stale part 3 stays in the bucket.
+    write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="a2", overwrite=True,
+                 parts=[[line(cost="10")], [line(cost="20")]])
+    ingest(cfg)
+    assert totals(Lake(cfg.lake)) == [("2026-10", "USD", Decimal(30), Decimal(30), 2)]
+    con = Lake(cfg.lake).query()
+    assert con.execute("SELECT count(*) FROM costs WHERE Tags['user:team'] = 'only-in-part-3'").fetchone() == (0,)
+
+
+def test_manifest_naming_a_missing_key_fails_that_period_only(tmp_path, bucket):
+    put = s3_put(bucket, "bills")
+    write_legacy(put, prefix="cur", report="rep", period="2026-09", assembly="sep", parts=[[line("2026-09", "9")]])
+    write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="oct", parts=[[line("2026-10", "1")]],
+                 extra_keys=("cur/rep/20261001-20261101/oct/rep-2.csv.gz",))
+    cfg_path = write_config(tmp_path, "s3://bills/cur")
+    result = run_cli(cfg_path, "ingest")
+    assert result.exit_code == 3
+    assert "s3://bills/cur/rep/20261001-20261101/oct/rep-2.csv.gz" in result.output
+    assert totals(Lake(tmp_path / "lake")) == [("2026-09", "USD", Decimal(9), Decimal(9), 1)]
+
+
+def test_restated_closed_month_with_refund_changes_only_that_month(tmp_path, bucket):
+    put = s3_put(bucket, "bills")
+    write_legacy(put, prefix="cur", report="rep", period="2026-09", assembly="sep1",
+                 parts=[[line("2026-09", "9", invoice="INV-9")]])
+    write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="oct1", parts=[[line("2026-10", "1")]])
+    cfg = config(tmp_path, "s3://bills/cur")
+    ingest(cfg)
+    lake = Lake(cfg.lake)
+    october_file = lake.partition_file("costs", [("source", "cur"), ("billing_period", "2026-10")])
+    before = (october_file.read_bytes(), october_file.stat().st_mtime_ns)
+    write_legacy(put, prefix="cur", report="rep", period="2026-09", assembly="sep2",
+                 parts=[[line("2026-09", "9", invoice="INV-9"), line("2026-09", "-2.5", kind="Refund",
+                                                                    invoice="INV-9")]])
+    result = ingest(cfg)
+    assert sorted(o.status for o in result.outcomes) == ["committed", "unchanged"]
+    assert totals(lake) == [("2026-09", "USD", Decimal("6.5"), Decimal("6.5"), 2),
+                            ("2026-10", "USD", Decimal(1), Decimal(1), 1)]
+    assert (october_file.read_bytes(), october_file.stat().st_mtime_ns) == before
+    entries = {e.billing_period: e for e in lake.ledger()}
+    assert entries["2026-09"].final and not entries["2026-10"].final
+
+
+def test_same_delivery_twice_leaves_the_lake_byte_for_byte(tmp_path, bucket):
+    write_legacy(s3_put(bucket, "bills"), prefix="cur", report="rep", period="2026-10", assembly="a1",
+                 parts=[[line(cost="1"), line(cost="2", currency="EUR")]])
+    cfg_path = write_config(tmp_path, "s3://bills/cur")
+    assert run_cli(cfg_path, "ingest").exit_code == 0
+    lake_dir = tmp_path / "lake" / "costs"
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in lake_dir.rglob("*") if p.is_file()}
+    ledger_before = (tmp_path / "lake" / "_ledger" / "deliveries.json").read_bytes()
+    second = run_cli(cfg_path, "ingest")
+    assert second.exit_code == 0 and "unchanged" in second.output
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in lake_dir.rglob("*") if p.is_file()} == before
+    assert (tmp_path / "lake" / "_ledger" / "deliveries.json").read_bytes() == ledger_before
+    assert totals(Lake(tmp_path / "lake")) == [("2026-10", "EUR", Decimal(2), Decimal(2), 1),
+                                               ("2026-10", "USD", Decimal(1), Decimal(1), 1)]
