@@ -66,7 +66,10 @@ def config_group() -> None:
 @pass_ctx
 def config_validate(obj: Context) -> None:
     """Load and validate the config; exit 0 if valid, 2 with dotted paths if not."""
-    click.echo(f"config ok: {len(obj.config.sources)} source(s), lake at {obj.config.lake}")
+    from service.findings import rules_for
+
+    enabled = sum(rule.config.enabled for rule in rules_for(obj.config))
+    click.echo(f"config ok: {len(obj.config.sources)} source(s), {enabled} rule(s) enabled, lake at {obj.config.lake}")
 
 
 @cli.command()
@@ -136,8 +139,11 @@ def status(obj: Context, fmt: str | None) -> None:
 
 def _add_area_commands() -> None:
     from service.cli_estimate import estimate_command
+    from service.cli_rules import findings_group, rules_group
 
     cli.add_command(estimate_command)
+    cli.add_command(rules_group)
+    cli.add_command(findings_group)
 
 
 _add_area_commands()

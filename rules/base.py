@@ -1,0 +1,250 @@
+"""Rules, findings and the registry that finds rules by their kebab-case name.
+
+A rule is one small class in its own module: a typed config model (the only place its
+defaults live), the lake tables and columns it reads, and `evaluate(ctx) -> list[Finding]`.
+It reads through the sandboxed DuckDB connection in the `RuleContext` and returns
+findings; it never prints, writes or touches metrics. The engine (rules/engine.py) keeps
+ids stable, tracks first/last seen and resolution; the service fills in owners.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, ClassVar, Literal
+
+import duckdb
+from pydantic import Field, ValidationError, model_validator
+
+from service.core.config import Strict, dotted_path
+from service.core.errors import ConfigError
+from service.core.timewindow import Window
+
+Severity = Literal["info", "warning", "critical"]
+Status = Literal["open", "resolved", "acknowledged"]
+SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+UNALLOCATED = "unallocated"
+CENT = Decimal("0.01")
+HOURS_PER_MONTH = Decimal("730")  # 365 × 24 / 12, the convention of cloud price lists
+GIB = 1024**3
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class Owner:
+    team: str = UNALLOCATED
+    project: str = UNALLOCATED
+    experiment: str = UNALLOCATED
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One piece of waste, on one resource. `id` = hash(rule, resource_id, key)."""
+
+    id: str
+    rule: str
+    severity: Severity
+    resource_id: str
+    team: str = UNALLOCATED
+    project: str = UNALLOCATED
+    experiment: str = UNALLOCATED
+    monthly_waste_usd: Decimal
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    status: Status = "open"
+    acknowledged_at: datetime | None = None
+    ack_reason: str | None = None
+
+
+def finding_id(rule: str, resource_id: str, key: str) -> str:
+    """Stable across runs: the same rule, resource and key always give the same id."""
+    digest = hashlib.sha256("\x1f".join((rule, resource_id, key)).encode()).hexdigest()
+    return digest[:16]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    raise TypeError(f"evidence value of type {type(value).__name__} is not JSON-able")
+
+
+def money(value: Decimal | int | float | None) -> Decimal:
+    """USD rounded to the cent (floats only ever come from ratios, never from bills)."""
+    return Decimal(str(value or 0)).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def glob_regex(patterns: Sequence[str], *, path_component: bool = False) -> str:
+    """Shell-style globs (`*`, `?`) → one RE2 alternation. In a path component `*` stops at `/`."""
+    star, one = ("[^/]*", "[^/]") if path_component else (".*", ".")
+    parts = ["".join(star if ch == "*" else one if ch == "?" else re.escape(ch) for ch in p) for p in patterns]
+    return "(?:" + "|".join(parts) + ")"
+
+
+def usd(value: Decimal) -> str:
+    return f"${money(value):,.2f}"
+
+
+def gib(size_bytes: int | float | Decimal) -> str:
+    return f"{Decimal(str(size_bytes)) / GIB:,.1f} GiB"
+
+
+class RuleConfig(Strict):
+    """Settings every rule has. A rule's own model adds its thresholds with defaults."""
+
+    enabled: bool = True
+    critical_monthly_usd: Decimal = Field(default=Decimal("1000"), ge=0,
+                                          description="findings wasting at least this much a month are critical")
+
+
+class StoragePrices(Strict):
+    """USD per GiB-month by storage class (S3 us-east-1 list prices). Unknown or missing
+    classes are priced as `default_class`."""
+
+    per_gib_month: dict[str, Decimal] = Field(default_factory=lambda: {
+        "STANDARD": Decimal("0.023"), "INTELLIGENT_TIERING": Decimal("0.023"),
+        "REDUCED_REDUNDANCY": Decimal("0.024"), "EXPRESS_ONEZONE": Decimal("0.11"),
+        "STANDARD_IA": Decimal("0.0125"), "ONEZONE_IA": Decimal("0.01"), "GLACIER_IR": Decimal("0.004"),
+        "GLACIER": Decimal("0.0036"), "DEEP_ARCHIVE": Decimal("0.00099"),
+    })
+    default_class: str = "STANDARD"
+
+    @model_validator(mode="after")
+    def _complete(self) -> StoragePrices:
+        if self.default_class not in self.per_gib_month:
+            raise ValueError(f"default_class {self.default_class!r} has no price in per_gib_month")
+        if any(price < 0 for price in self.per_gib_month.values()):
+            raise ValueError("prices must not be negative")
+        return self
+
+    def values_sql(self) -> tuple[str, list[Any]]:
+        """A (storage_class, usd_per_gib_month) VALUES list and its bound parameters."""
+        items = sorted(self.per_gib_month.items())
+        return ", ".join("(?, CAST(? AS DECIMAL(38,12)))" for _ in items), [v for kv in items for v in kv]
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule may see: read-only SQL over the lake, the window, an owner look-up."""
+
+    con: duckdb.DuckDBPyConnection
+    window: Window
+    owner_of: Callable[[Sequence[str]], Mapping[str, Owner]] = lambda ids: {}
+
+    @property
+    def now(self) -> datetime:
+        return self.window.until
+
+    @property
+    def since(self) -> datetime:
+        """Window start as a naive UTC timestamp, the lake's convention."""
+        return self.window.since.astimezone(timezone.utc).replace(tzinfo=None)
+
+    @property
+    def until(self) -> datetime:
+        return self.window.until.astimezone(timezone.utc).replace(tzinfo=None)
+
+    @property
+    def window_hours(self) -> Decimal:
+        return Decimal(int(self.window.length.total_seconds())) / 3600
+
+    def columns(self, table: str) -> set[str]:
+        rows = self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()
+        return {name for (name,) in rows}
+
+    def latest(self, table: str) -> str:
+        """SQL for the table's latest snapshot per source (inventory tables keep one
+        partition per `snapshot_date`); the whole table when it has no snapshots."""
+        if "snapshot_date" not in self.columns(table) or "source" not in self.columns(table):
+            return f"(SELECT * FROM {table})"
+        return (f"(SELECT * FROM {table} WHERE (source, snapshot_date) IN "
+                f"(SELECT (source, max(snapshot_date)) FROM {table} GROUP BY source))")
+
+
+class Rule:
+    """Subclass, set `name`, `config_model` and `inputs`, implement `evaluate`."""
+
+    name: ClassVar[str]
+    config_model: ClassVar[type[RuleConfig]] = RuleConfig
+    # table → {column: DuckDB type} the rule reads. A missing table skips the rule.
+    inputs: ClassVar[dict[str, dict[str, str]]] = {}
+
+    def __init__(self, config: RuleConfig | None = None):
+        self.config = config if config is not None else self.config_model()
+
+    def evaluate(self, ctx: RuleContext) -> list[Finding]:
+        raise NotImplementedError
+
+    def severity(self, monthly_waste_usd: Decimal, default: Severity = "warning") -> Severity:
+        return "critical" if monthly_waste_usd >= self.config.critical_monthly_usd > 0 else default
+
+    def finding(self, *, resource_id: str, key: str, severity: Severity, monthly_waste_usd: Decimal | int,
+                summary: str, evidence: Mapping[str, Any]) -> Finding:
+        return Finding(
+            id=finding_id(self.name, resource_id, key), rule=self.name, severity=severity,
+            resource_id=resource_id, monthly_waste_usd=money(monthly_waste_usd), summary=summary,
+            evidence=json.loads(json.dumps(dict(evidence), default=_jsonable)),
+        )
+
+
+# ---- the registry -------------------------------------------------------------------
+
+RULES: dict[str, type[Rule]] = {}
+
+BUILTIN_MODULES = ("rules.idle_gpu",)
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: make a rule available under its kebab-case `name`, forever."""
+    if not NAME_RE.match(getattr(cls, "name", "")):
+        raise ValueError(f"rule name {getattr(cls, 'name', None)!r} must be kebab-case")
+    if RULES.get(cls.name, cls) is not cls:
+        raise ValueError(f"rule name {cls.name!r} is already registered by {RULES[cls.name].__module__}")
+    RULES[cls.name] = cls
+    return cls
+
+
+def registered() -> dict[str, type[Rule]]:
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    return dict(sorted(RULES.items()))
+
+
+def configure(raw: Mapping[str, Any], *, file: str = "<config>") -> list[Rule]:
+    """Every registered rule with its validated config (the `rules:` section of the YAML).
+
+    Errors carry dotted paths such as `rules.idle-gpu.sm_active_max_pct`; unknown rule
+    names are rejected.
+    """
+    known = registered()
+    errors = []
+    for name in raw:
+        if name not in known:
+            errors.append(f"rules.{name}: unknown rule; known rules: {', '.join(known)}")
+    rules = []
+    for name, cls in known.items():
+        section = raw.get(name) or {}
+        if not isinstance(section, Mapping):
+            errors.append(f"rules.{name}: must be a mapping of settings")
+            continue
+        try:
+            rules.append(cls(cls.config_model.model_validate(section)))
+        except ValidationError as exc:
+            for error in exc.errors():
+                message = error["msg"].removeprefix("Value error, ")
+                if error["type"] == "extra_forbidden":
+                    message = "unknown key; see the rule's documented settings (`spendlake rules list`)"
+                errors.append(f"{dotted_path(('rules', name, *error['loc']))}: {message}")
+    if errors:
+        raise ConfigError("; ".join(errors), where=file, hint="fix the config and run `spendlake config validate`")
+    return rules

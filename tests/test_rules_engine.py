@@ -1,0 +1,121 @@
+"""The engine: stable ids, first/last seen, resolution, acknowledgements, crashing rules."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+import yaml
+
+from rules.base import Finding, Rule, RuleContext, configure, finding_id, registered
+from rules.engine import run
+from service.core.errors import ConfigError
+from service.core.lake import Lake
+from service.core.timewindow import Window
+
+T0 = datetime(2026, 11, 8, tzinfo=timezone.utc)
+
+
+class Scripted(Rule):
+    """A test rule that reports the resources it is told to."""
+
+    name = "scripted"
+    inputs = {}
+
+    def __init__(self, resources=(), *, crash=False):
+        super().__init__()
+        self.resources, self.crash = list(resources), crash
+
+    def evaluate(self, ctx):
+        if self.crash:
+            raise RuntimeError("boom")
+        return [self.finding(resource_id=r, key="k", severity="warning", monthly_waste_usd=Decimal("12.345"),
+                             summary=f"{r} wastes.", evidence={"when": ctx.now}) for r in self.resources]
+
+
+class Other(Scripted):
+    name = "other"
+
+
+def ctx_at(tmp_path, when):
+    return RuleContext(con=Lake(tmp_path / "lake").query(), window=Window(when - timedelta(days=7), when))
+
+
+def test_ids_stay_stable_and_life_cycle_is_tracked(tmp_path):
+    first = run([Scripted(["a", "b"])], ctx_at(tmp_path, T0), [])
+    assert [f.id for f in first.findings] == sorted([finding_id("scripted", "a", "k"), finding_id("scripted", "b", "k")])
+    assert all(f.first_seen == f.last_seen == T0 and f.status == "open" for f in first.findings)
+    assert first.findings[0].monthly_waste_usd == Decimal("12.35")
+    assert first.findings[0].evidence == {"when": T0.isoformat()}
+
+    t1 = T0 + timedelta(days=1)
+    second = run([Scripted(["a"])], ctx_at(tmp_path, t1), first.findings)
+    by_resource = {f.resource_id: f for f in second.findings}
+    assert by_resource["a"].first_seen == T0 and by_resource["a"].last_seen == t1
+    assert by_resource["b"].status == "resolved" and by_resource["b"].last_seen == T0
+    assert [f.resource_id for f in second.seen] == ["a"]
+
+    t2 = t1 + timedelta(days=1)
+    third = run([Scripted(["a", "b"])], ctx_at(tmp_path, t2), second.findings)
+    assert {f.resource_id: f.status for f in third.findings} == {"a": "open", "b": "open"}
+    assert {f.resource_id: f.first_seen for f in third.findings}["b"] == T0
+
+
+def test_acknowledgement_survives_resolution_and_return(tmp_path):
+    first = run([Scripted(["a"])], ctx_at(tmp_path, T0), [])
+    from dataclasses import replace
+
+    acked = [replace(first.findings[0], status="acknowledged", acknowledged_at=T0, ack_reason="planned")]
+    seen = run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(hours=1)), acked)
+    assert seen.findings[0].status == "acknowledged" and seen.findings[0].ack_reason == "planned"
+    gone = run([Scripted([])], ctx_at(tmp_path, T0 + timedelta(hours=2)), seen.findings)
+    assert gone.findings[0].status == "resolved"
+    back = run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(hours=3)), gone.findings)
+    assert back.findings[0].status == "acknowledged"
+
+
+def test_a_crashing_rule_is_recorded_and_keeps_its_findings(tmp_path):
+    first = run([Scripted(["a"]), Other(["x"])], ctx_at(tmp_path, T0), [])
+    later = T0 + timedelta(days=1)
+    result = run([Scripted(crash=True), Other([])], ctx_at(tmp_path, later), first.findings)
+    outcomes = {o.rule: o for o in result.outcomes}
+    assert outcomes["scripted"].status == "error" and outcomes["scripted"].message == "RuntimeError: boom"
+    assert outcomes["other"].status == "ok"
+    status = {f.rule: f.status for f in result.findings}
+    assert status == {"scripted": "open", "other": "resolved"}  # nothing resolved on a crashed rule's word
+
+
+def test_duplicate_ids_and_missing_inputs_are_reported(tmp_path):
+    twice = run([Scripted(["a", "a"])], ctx_at(tmp_path, T0), [])
+    assert twice.outcomes[0].status == "error" and "two findings" in twice.outcomes[0].message
+
+    class NeedsLogs(Scripted):
+        name = "needs-logs"
+        inputs = {"log_groups": {"name": "VARCHAR"}}
+
+    skipped = run([NeedsLogs(["a"])], ctx_at(tmp_path, T0), [])
+    assert skipped.outcomes[0].status == "skipped" and "log_groups" in skipped.outcomes[0].message
+    assert skipped.findings == []
+
+
+def test_config_errors_carry_dotted_paths_and_unknown_rules_are_rejected():
+    with pytest.raises(ConfigError) as err:
+        configure({"idle-gpu": {"sm_active_max_pct": 150, "colour": "red"}, "idle-cpu": {}})
+    message = str(err.value)
+    assert "rules.idle-gpu.sm_active_max_pct: Input should be less than or equal to 100" in message
+    assert "rules.idle-gpu.colour: unknown key" in message
+    assert "rules.idle-cpu: unknown rule" in message
+    rules = {r.name: r for r in configure({"idle-gpu": {"enabled": False}})}
+    assert rules["idle-gpu"].config.enabled is False
+
+
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_every_rule_documents_what_it_flags_ignores_and_a_config_that_loads(name):
+    cls = registered()[name]
+    doc = __import__(cls.__module__, fromlist=["_"]).__doc__
+    assert doc.startswith(f"{name}: ") and "Ignores" in doc
+    example = doc.split("```yaml", 1)[1].split("```", 1)[0]
+    section = yaml.safe_load(example)["rules"]
+    (rule,) = [r for r in configure(section) if r.name == name]
+    assert rule.config == cls.config_model(), "the docstring's example should show the defaults"

@@ -1,0 +1,104 @@
+"""Findings through the service and the CLI: stored in the lake, listed, acknowledged,
+dry runs store nothing, --fail-on sets exit 1, a crashing rule exit 3."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from rules.idle_gpu import IdleGpu
+from service.cli import cli
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.findings import JSON_KEYS, load_findings, run_rules
+from tests.rules_lake import build_lake
+
+NOW = datetime(2026, 11, 8, tzinfo=timezone.utc)
+
+
+def hourly(resource, instance_type, cost, hours):
+    return [{"ResourceId": resource, "x_instance_type": instance_type, "BilledCost": cost,
+             "ChargePeriodStart": f"2026-11-07 {h:02d}:00:00", "ChargePeriodEnd": f"2026-11-07 {h + 1:02d}:00:00"}
+            for h in hours]
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    lake = Lake(tmp_path / "lake")
+    build_lake(lake, {
+        "costs": hourly("i-idle", "p5.48xlarge", "98.32", range(4)) + hourly("i-dark", "g5.xlarge", "1.006", range(2)),
+        "gpu_utilization": [{"resource_id": "i-idle", "hour": f"2026-11-07 {h:02d}:00:00", "util_pct": 0.5,
+                             "metric": "DCGM_FI_PROF_SM_ACTIVE"} for h in range(4)],
+    }, NOW.date())
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(yaml.safe_dump({"lake": str(lake.root), "rules": {"idle-gpu": {"min_idle_hours": 2}}}))
+    monkeypatch.setattr("service.findings.utc_now", lambda: NOW)
+    return lake, config_file
+
+
+def spendlake(config_file, *args):
+    return CliRunner().invoke(cli, ["--config", str(config_file), *args])
+
+
+def test_run_stores_findings_and_rerun_keeps_them(setup):
+    lake, config_file = setup
+    config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))
+    report = run_rules(config, now=NOW)
+    assert {f.evidence.get("idle_hours") for f in report.result.seen} == {4, None}
+    stored = load_findings(lake)
+    assert sorted((f.rule, f.resource_id, f.status, f.team) for f in stored) == [
+        ("idle-gpu", "i-dark", "open", "unallocated"), ("idle-gpu", "i-idle", "open", "unallocated")]
+    again = run_rules(config, now=NOW.replace(hour=6))
+    assert {f.id for f in again.result.findings} == {f.id for f in stored}
+    assert all(f.first_seen == NOW for f in load_findings(lake))
+    columns = [c for (c,) in lake.query().execute("SELECT column_name FROM (DESCRIBE findings)").fetchall()]
+    assert columns[:len(JSON_KEYS)] == JSON_KEYS
+
+
+def test_cli_dry_run_fail_on_list_and_ack(setup):
+    lake, config_file = setup
+    dry = spendlake(config_file, "rules", "run", "--dry-run", "--format", "json", "--fail-on", "critical")
+    assert dry.exit_code == 1, dry.output  # 4 idle hours × 98.32 × 730 / 168 = $1,708.90 a month: critical
+    assert not lake.has_table("findings")
+
+    ran = spendlake(config_file, "rules", "run", "--format", "json", "--fail-on", "critical")
+    assert ran.exit_code == 1
+    assert spendlake(config_file, "rules", "run", "--format", "json").exit_code == 0
+
+    listed = spendlake(config_file, "findings", "--format", "json")
+    rows = json.loads(listed.output)
+    assert [r["monthly_waste_usd"] for r in rows] == ["1708.90", "0.00"] and set(JSON_KEYS) <= set(rows[0])
+    idle_id = rows[0]["id"]
+
+    acked = spendlake(config_file, "findings", "ack", idle_id, "--reason", "planned")
+    assert acked.exit_code == 0 and idle_id in acked.output
+    assert spendlake(config_file, "rules", "run", "--format", "json", "--fail-on", "warning").exit_code == 0
+    acknowledged = json.loads(spendlake(config_file, "findings", "--status", "acknowledged", "--format", "json").output)
+    assert [(r["id"], r["ack_reason"]) for r in acknowledged] == [(idle_id, "planned")]
+    csv_out = spendlake(config_file, "findings", "--status", "all", "--format", "csv", "--rule", "idle-gpu").output
+    assert csv_out.splitlines()[0].startswith("id,rule,severity") and len(csv_out.splitlines()) == 3
+
+    missing = spendlake(config_file, "findings", "ack", "nope", "--reason", "x")
+    assert missing.exit_code == 2 and "no finding with id 'nope'" in missing.output
+
+
+def test_a_crashing_rule_exits_3_and_is_recorded(setup, monkeypatch):
+    lake, config_file = setup
+    monkeypatch.setattr(IdleGpu, "evaluate", lambda self, ctx: 1 / 0)
+    result = spendlake(config_file, "rules", "run", "--format", "json")
+    assert result.exit_code == 3
+    assert "idle-gpu: error — ZeroDivisionError" in result.output
+    assert lake.read_state("rules")["rules"]["idle-gpu"]["status"] == "error"
+
+
+def test_config_validate_checks_rule_sections(tmp_path):
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text("rules:\n  idle-gpu:\n    min_idle_hours: 0\n")
+    result = spendlake(config_file, "config", "validate")
+    assert result.exit_code == 2 and "rules.idle-gpu.min_idle_hours: Input should be greater than or equal to 1" \
+        in result.output
+    assert spendlake(config_file, "rules", "run", "--rule", "idle-gpu").exit_code == 2
