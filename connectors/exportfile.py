@@ -140,7 +140,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     suffix = suffix_of(PurePosixPath(uri).name)
     location = sql_string(str(path))
     if suffix in CSV_SUFFIXES:
-        options = ("header = true, all_varchar = true, delim = ',', quote = '\"', escape = '\"', "
+        options = ("header = true, skip = 0, all_varchar = true, delim = ',', quote = '\"', escape = '\"', "
                    f"nullstr = [{', '.join(sql_string(s) for s in nullstr)}]")
         if dateformat:
             options += f", dateformat = {sql_string(dateformat)}"

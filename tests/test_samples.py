@@ -17,6 +17,8 @@ from conftest import SAMPLES
 KIND_BY_FILE = {
     "focus/focus_1.0_sample_1000.csv": "focus",
     "focus/azure_focus_1.0_trey_research_1000.csv": "focus",
+    "gcp/koku_gcp_standard_export_202011.csv": "gcp-billing",
+    "gcp/koku_gcp_detailed_export_2022-08-01.csv": "gcp-billing",
 }
 
 

@@ -1,0 +1,152 @@
+"""GCP billing export: native NDJSON and Parquet (nested, repeated), koku's pandas CSV, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from billing_helpers import failures, ingest_files, sums
+from conftest import DATA, SAMPLES
+
+from connectors.gcp_billing import py_literal_json
+from service.status import status
+
+NDJSON = DATA / "gcp" / "detailed_export_2024-05.jsonl"
+
+PAIRS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
+UTC = pa.timestamp("us", tz="UTC")
+BIGQUERY_SCHEMA = pa.schema([
+    ("billing_account_id", pa.string()),
+    ("service", pa.struct([("id", pa.string()), ("description", pa.string())])),
+    ("sku", pa.struct([("id", pa.string()), ("description", pa.string())])),
+    ("usage_start_time", UTC), ("usage_end_time", UTC),
+    ("project", pa.struct([("id", pa.string()), ("number", pa.string()), ("name", pa.string()), ("labels", PAIRS),
+                           ("ancestry_numbers", pa.string())])),
+    ("labels", PAIRS), ("system_labels", PAIRS),
+    ("location", pa.struct([("location", pa.string()), ("country", pa.string()), ("region", pa.string()),
+                            ("zone", pa.string())])),
+    ("resource", pa.struct([("name", pa.string()), ("global_name", pa.string())])),
+    ("cost", pa.float64()), ("currency", pa.string()), ("currency_conversion_rate", pa.float64()),
+    ("usage", pa.struct([("amount", pa.float64()), ("unit", pa.string()), ("amount_in_pricing_units", pa.float64()),
+                         ("pricing_unit", pa.string())])),
+    ("credits", pa.list_(pa.struct([("name", pa.string()), ("amount", pa.float64()), ("full_name", pa.string()),
+                                    ("id", pa.string()), ("type", pa.string())]))),
+    ("invoice", pa.struct([("month", pa.string())])),
+    ("cost_type", pa.string()),
+])
+
+
+def bigquery_parquet(path) -> None:
+    """The NDJSON fixture's rows as the Parquet a BigQuery extract writes (typed, nested)."""
+    rows = [json.loads(line) for line in NDJSON.read_text().splitlines()]
+    for row in rows:
+        for key in ("usage_start_time", "usage_end_time"):
+            row[key] = datetime.fromisoformat(row[key].replace(" UTC", "+00:00").replace("Z", "+00:00"))
+        row.pop("export_time")
+    pq.write_table(pa.Table.from_pylist(rows, schema=BIGQUERY_SCHEMA), path)
+
+
+def period_sums(lake):
+    return lake.query().execute(
+        "SELECT billing_period, count(*), sum(BilledCost), sum(EffectiveCost), sum(x_credits) FROM costs "
+        "GROUP BY ALL ORDER BY ALL").fetchall()
+
+
+EXPECTED_PERIODS = [
+    # invoice.month decides the period: the 31 May 23:00 GPU hour is invoiced in June.
+    ("2024-05", 4, Decimal("14.1"), Decimal("10.35"), Decimal("-3.75")),
+    ("2024-06", 1, Decimal("12.5"), Decimal("12.499995"), Decimal("-0.000005")),
+]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_native_export_maps_nested_and_repeated_fields(tmp_path, fmt):
+    path = NDJSON
+    if fmt == "parquet":
+        path = tmp_path / "export.parquet"
+        bigquery_parquet(path)
+    lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", path))
+    assert failures(result) == []
+    assert period_sums(lake) == EXPECTED_PERIODS
+    rows = lake.query().execute(
+        "SELECT ChargePeriodStart, ServiceName, SkuId, SubAccountId, RegionId, AvailabilityZone, ResourceId, "
+        "ResourceName, ChargeCategory, ProviderName, ConsumedQuantity, ConsumedUnit, Tags FROM costs "
+        "ORDER BY ChargePeriodStart, BilledCost DESC").fetchall()
+    gpu = rows[0]
+    assert gpu[:10] == (datetime(2024, 5, 20, 10), "Compute Engine", "1F4A-2B3C-4D5E", "ml-pretrain-prod",
+                        "us-central1", "us-central1-a",
+                        "//compute.googleapis.com/projects/ml-pretrain-prod/zones/us-central1-a/instances/1234567890",
+                        "gpu-node-7", "Usage", "Google Cloud")
+    assert gpu[10:12] == (3600.0, "seconds")
+    # project labels, overlaid by the resource's own labels
+    assert gpu[12] == {"team": "posttrain", "cost-center": "cc-7", "experiment": "run-42"}
+    assert rows[2][12] == {" org": "trey"}
+    assert [r[8] for r in rows] == ["Usage", "Usage", "Usage", "Usage", "Tax"]
+    assert rows[4][12] == {} and rows[4][3] is None
+
+
+def test_koku_pandas_csv_parses_python_repr_credits_and_labels(tmp_path):
+    lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", SAMPLES / "gcp" / "koku_gcp_standard_export_202011.csv"))
+    assert failures(result) == []
+    assert period_sums(lake) == [("2020-11", 25, Decimal("0.000032"), Decimal("0"), Decimal("-0.000032"))]
+    tagged = lake.query().execute(
+        "SELECT Tags['goog-resource-type'], count(*) FROM costs WHERE cardinality(Tags) > 0 GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert tagged == [("bigquery_dataset", 4), ("bigquery_project", 1), ("bigquery_resource", 5)]
+
+
+def test_python_repr_is_parsed_as_data_never_run():
+    assert json.loads(py_literal_json("[{'key': 'a', 'value': None, 'n': -5e-06}]")) == [
+        {"key": "a", "value": None, "n": -5e-06}]
+    assert py_literal_json('[{"key": "a"}]') == '[{"key": "a"}]'
+    assert py_literal_json("__import__('os').system('true')") is None
+    assert py_literal_json("[{'key': 'a'") is None
+
+
+def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
+    rows = [json.loads(line) for line in NDJSON.read_text().splitlines()][:2]
+    rows[1]["currency"] = "JPY"
+    path = tmp_path / "export.json"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", path))
+    assert failures(result) == []
+    assert [(e["currency"], e["billed_cost"]) for e in status(lake)] == [("JPY", "0.100000000000"),
+                                                                         ("USD", "12.500000000000")]
+
+
+KOKU_HEADER = "billing_account_id,service.description,usage_start_time,cost,currency,credits,invoice.month"
+KOKU_ROW = "A-1,Compute Engine,2020-11-09 23:00:00+00:00,{cost},USD,\"{credits}\",{month}"
+
+
+def koku_csv(*rows: dict, header: str = KOKU_HEADER) -> bytes:
+    defaults = {"cost": "5e-06", "credits": "[]", "month": "202011"}
+    return "\n".join([header] + [KOKU_ROW.format(**{**defaults, **row}) for row in rows]).encode()
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), [
+    ("nomonth.csv", koku_csv({}, header=KOKU_HEADER.replace(",invoice.month", "")).rsplit(b",", 1)[0],
+     ["nomonth.csv", "required field 'invoice.month' is missing"]),
+    # a ragged line must not make the sniffer take a data line for the header
+    ("ragged.csv", koku_csv({}, {"cost": "1,5"}), ["ragged.csv", "cannot read the file"]),
+    ("badcost2.csv", koku_csv({}, {}, {"cost": "x1"}), ["badcost2.csv", "Line: 4", 'column "cost"', '"x1"']),
+    ("badcredits.csv", koku_csv({"credits": "[{'amount': -1"}), ["badcredits.csv", "column credits: not a list"]),
+    ("badmonth.csv", koku_csv({"month": "2020-11"}), ["badmonth.csv", "column invoice.month: not YYYYMM"]),
+    ("latin1.json", json.dumps({"cost": 1, "currency": "USD", "invoice": {"month": "202405"},
+                                "usage_start_time": "2024-05-01T00:00:00Z", "project": {"name": "Société"}},
+                               ensure_ascii=False).encode("latin-1"), ["latin1.json"]),
+    ("empty.jsonl", b"", ["empty.jsonl", "the file is empty"]),
+    ("truncated.json.gz", gzip.compress(NDJSON.read_bytes() * 50)[:-100], ["truncated.json.gz"]),
+])
+def test_bad_input_fails_the_delivery_naming_file_and_problem(tmp_path, name, content, expected):
+    path = tmp_path / name
+    path.write_bytes(content)
+    lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", path))
+    [message] = failures(result)
+    for part in expected:
+        assert part in message
+    assert lake.ledger() == []
