@@ -67,7 +67,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                     try:
                         path = lake.commit_snapshot(con, relation, table=table, source=source.name,
                                                     key=key, value=value)
-                        count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]
+                        count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
                     except duckdb.Error as exc:
                         raise DataError(f"could not write {table}: {exc}", where=f"inventory.{source.name}",
                                         hint="check the source's data against the table's columns") from None
