@@ -1,0 +1,136 @@
+"""The synthetic organisation: deterministic, realistic in shape, exact in its totals."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from connectors.synthetic import generate_organisation
+from connectors.synthetic_org import TEAMS
+
+START = date(2026, 10, 29)  # a window across a month boundary: two billing periods
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    out = tmp_path_factory.mktemp("org")
+    return generate_organisation(out, days=6, start=START, seed=11, formats=("parquet", "csv.gz"))
+
+
+@pytest.fixture(scope="module")
+def fortnight(tmp_path_factory):
+    return generate_organisation(tmp_path_factory.mktemp("org14"), days=14, start=date(2026, 9, 1), seed=3)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_same_seed_gives_byte_identical_exports(both, tmp_path):
+    again = generate_organisation(tmp_path, days=6, start=START, seed=11, formats=("parquet", "csv.gz"))
+    for fmt, root in both.exports.items():
+        assert tree(root) == tree(again.exports[fmt]), fmt
+    assert again.periods == both.periods
+
+
+def test_another_seed_gives_another_bill(both, tmp_path):
+    other = generate_organisation(tmp_path, days=6, start=START, seed=12)
+    assert other.billed_cost != both.billed_cost
+
+
+def test_layout_and_manifests_are_those_of_data_exports(both):
+    for fmt, root in both.exports.items():
+        periods = sorted(p.name for p in (root / "metadata").iterdir())
+        assert periods == ["BILLING_PERIOD=2026-10", "BILLING_PERIOD=2026-11"]
+        for period in periods:
+            manifest = json.loads((root / "metadata" / period / f"{root.name}-Manifest.json").read_text())
+            assert manifest["billingPeriod"]["start"].startswith(period.split("=")[1])
+            [uri] = manifest["dataFiles"]
+            assert uri.startswith("s3://") and f"/{root.name}/data/{period}/" in uri
+            local = root / uri[uri.index("/data/") + 1:]
+            assert local.is_file() and local.name.endswith(".snappy.parquet" if fmt == "parquet" else ".csv.gz")
+            assert len(manifest["executionId"]) == 36
+
+
+def test_totals_match_the_rows_and_the_amortization_rule(both):
+    con = duckdb.connect()
+    for fmt, root in both.exports.items():
+        reader = "read_parquet" if fmt == "parquet" else "read_csv"
+        for period in both.periods:
+            files = str(root / "data" / f"BILLING_PERIOD={period.billing_period}" / "*")
+            rows, billed, effective, invoices = con.execute(f"""
+                SELECT count(*), sum(CAST(line_item_unblended_cost AS DECIMAL(38,10))),
+                       sum(CASE line_item_line_item_type
+                           WHEN 'SavingsPlanCoveredUsage' THEN CAST(savings_plan_savings_plan_effective_cost AS DECIMAL(38,10))
+                           WHEN 'SavingsPlanNegation' THEN 0
+                           WHEN 'SavingsPlanRecurringFee' THEN CAST(savings_plan_total_commitment_to_date AS DECIMAL(38,10))
+                                - CAST(savings_plan_used_commitment AS DECIMAL(38,10))
+                           ELSE CAST(line_item_unblended_cost AS DECIMAL(38,10)) END),
+                       count(DISTINCT coalesce(CAST(bill_invoice_id AS VARCHAR), ''))
+                FROM {reader}(?)""", [files]).fetchone()
+            assert (rows, billed, effective) == (period.rows, period.billed_cost, period.effective_cost), fmt
+            assert invoices == 1
+    assert [p.final for p in both.periods] == [True, False]  # the open month has no invoice yet
+
+
+def test_money_is_exact_decimal(both):
+    con = duckdb.connect()
+    parquet = str(both.exports["parquet"] / "data" / "*" / "*.parquet")
+    kinds = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
+                             [parquet]).fetchall())
+    assert kinds["line_item_unblended_cost"] == "DECIMAL(38,10)"
+    assert kinds["resource_tags"] == "MAP(VARCHAR, VARCHAR)"
+    assert kinds["line_item_usage_start_date"].startswith("TIMESTAMP")
+    csv_text = both.exports["csv.gz"] / "data" / "BILLING_PERIOD=2026-11" / "ml-org-cur2-csv-00001.csv.gz"
+    costs = duckdb.connect().execute("SELECT line_item_unblended_cost FROM read_csv(?, all_varchar = true) LIMIT 50",
+                                     [str(csv_text)]).fetchall()
+    assert all(len(c.split(".")[1]) == 10 for (c,) in costs)
+
+
+def test_the_bill_looks_like_an_ml_organisation(fortnight):
+    con = duckdb.connect()
+    files = str(fortnight.exports["parquet"] / "data" / "*" / "*.parquet")
+    con.read_parquet(files).create_view("bill")
+    total = con.execute("SELECT sum(line_item_unblended_cost) FROM bill").fetchone()[0]
+    gpu = con.execute("SELECT sum(line_item_unblended_cost) FROM bill WHERE product_instance_type IN "
+                      "('p5.48xlarge', 'p4d.24xlarge', 'g5.12xlarge')").fetchone()[0]
+    assert gpu / total > Decimal("0.6")  # GPUs dominate
+    types = {t for (t,) in con.execute("SELECT DISTINCT line_item_line_item_type FROM bill").fetchall()}
+    assert types == {"Usage", "SavingsPlanCoveredUsage", "SavingsPlanNegation", "SavingsPlanRecurringFee",
+                     "Tax", "Fee", "Credit"}
+    keys = {k for (k,) in con.execute("SELECT DISTINCT unnest(map_keys(resource_tags)) FROM bill").fetchall()}
+    assert {"user_team", "user_Team", "user_owner_team", "user_project", "user_experiment"} <= keys
+    teams = {v.strip().lower() for (v,) in con.execute(
+        "SELECT DISTINCT coalesce(resource_tags['user_team'], resource_tags['user_Team'], "
+        "resource_tags['user_owner_team']) FROM bill").fetchall() if v}
+    assert teams == set(TEAMS)
+    tagged = con.execute("SELECT sum(line_item_unblended_cost) FROM bill WHERE cardinality(resource_tags) > 0").fetchone()[0]
+    assert Decimal("0.7") < tagged / total < Decimal("0.9")
+    assert tagged == total - fortnight.spend_by_team[None]
+    experiments = {v for (v,) in con.execute("SELECT DISTINCT resource_tags['user_experiment'] FROM bill").fetchall() if v}
+    assert any(e.startswith("llama-70b-run-") for e in experiments)
+    services = {s for (s,) in con.execute("SELECT DISTINCT product['product_name'] FROM bill").fetchall()}
+    assert {"Amazon Simple Storage Service", "Amazon FSx", "AmazonCloudWatch", "AWS Data Transfer",
+            "AWS Support (Business)", "Savings Plans for AWS Compute usage"} <= services
+    storage = {u for (u,) in con.execute("SELECT DISTINCT line_item_usage_type FROM bill "
+                                         "WHERE line_item_product_code = 'AmazonS3'").fetchall()}
+    assert {"TimedStorage-ByteHrs", "TimedStorage-SIA-ByteHrs", "TimedStorage-GlacierByteHrs"} <= storage
+    p5 = con.execute("SELECT DISTINCT line_item_unblended_rate FROM bill WHERE line_item_usage_type = "
+                     "'BoxUsage:p5.48xlarge'").fetchall()
+    assert p5 == [("98.32",)]
+
+
+def test_rows_sizes_the_fleet(tmp_path):
+    result = generate_organisation(tmp_path, days=31, start=date(2026, 10, 1), seed=5, rows=300_000)
+    assert [p.billing_period for p in result.periods] == ["2026-10"]
+    assert 270_000 < result.rows < 330_000
+
+
+def test_unknown_format_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="formats"):
+        generate_organisation(tmp_path, days=1, start=START, formats=("xlsx",))
