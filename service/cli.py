@@ -139,9 +139,11 @@ def status(obj: Context, fmt: str | None) -> None:
 
 def _add_area_commands() -> None:
     from service.cli_estimate import estimate_command
+    from service.cli_report import report_command
     from service.cli_rules import findings_group, rules_group
 
     cli.add_command(estimate_command)
+    cli.add_command(report_command)
     cli.add_command(rules_group)
     cli.add_command(findings_group)
 

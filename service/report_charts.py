@@ -1,0 +1,135 @@
+"""Charts as inline SVG, drawn here so the report needs no script and no network.
+
+Every label passes through `markupsafe.escape`, in text and in attributes alike, so a tag
+value such as `<script>` stays text. Geometry uses Decimal like the money it draws; output
+is rounded to 0.1 px, so the same numbers always give the same bytes. Negative values
+(credits) are not drawn in stacks; the tables show them.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+from markupsafe import Markup, escape
+
+from service.report_model import Chart
+
+# Okabe–Ito and Tableau hues: distinguishable with the common colour-vision deficiencies.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#332288",
+           "#117733", "#882255", "#44AA99", "#999933")
+OTHER_COLOUR = "#9E9E9E"
+WIDTH = 960
+FONT = 'font-family="system-ui, sans-serif" font-size="12"'
+
+
+def _px(value: Decimal | int) -> str:
+    return str(Decimal(value).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+
+
+def money_label(value: Decimal, currency: str) -> str:
+    symbol = "$" if currency == "USD" else f"{currency} "
+    if abs(value) >= 1_000_000:
+        return f"{symbol}{(value / 1_000_000).quantize(Decimal('0.1'))}M"
+    if abs(value) >= 10_000:
+        return f"{symbol}{(value / 1000).quantize(Decimal('1'))}k"
+    return f"{symbol}{value.quantize(Decimal('1'), rounding=ROUND_HALF_UP):,}"
+
+
+def colour(index: int, label: str) -> str:
+    return OTHER_COLOUR if label == "other" else PALETTE[index % len(PALETTE)]
+
+
+def nice_step(top: Decimal) -> Decimal:
+    """A round grid step (1, 2 or 5 × 10^n) giving about four lines up to `top`."""
+    if top <= 0:
+        return Decimal(1)
+    rough = top / 4
+    magnitude = Decimal(10) ** (rough.adjusted())
+    for factor in (1, 2, 5, 10):
+        if magnitude * factor >= rough:
+            return magnitude * factor
+    return magnitude * 10
+
+
+def render(chart: Chart) -> Markup:
+    return stacked_bars(chart) if chart.kind == "stacked" else bars(chart)
+
+
+def stacked_bars(chart: Chart) -> Markup:
+    left, right, top, plot_h = 70, 10, 30, 240
+    legend_rows = (len(chart.series) + 3) // 4
+    height = top + plot_h + 40 + 20 * legend_rows
+    n = max(len(chart.categories), 1)
+    totals = [sum((max(s[i], Decimal(0)) for s in chart.series.values()), Decimal(0)) for i in range(n)] \
+        if chart.categories else [Decimal(0)]
+    step = nice_step(max(totals))
+    y_max = step * ((max(totals) / step).to_integral_value(rounding="ROUND_CEILING") or 1)
+    slot = Decimal(WIDTH - left - right) / n
+    scale = Decimal(plot_h) / y_max
+    out = [_open(height, chart.title), _title(chart.title)]
+    value = Decimal(0)
+    while value <= y_max:  # grid and y axis labels
+        y = top + plot_h - value * scale
+        out.append(f'<line x1="{left}" x2="{WIDTH - right}" y1="{_px(y)}" y2="{_px(y)}" stroke="#e0e0e0"/>')
+        out.append(f'<text x="{left - 6}" y="{_px(y + 4)}" text-anchor="end" fill="#555">'
+                   f'{escape(money_label(value, chart.currency))}</text>')
+        value += step
+    label_every = max(1, n // 10)
+    for i, category in enumerate(chart.categories):
+        x = left + slot * i
+        base = Decimal(top + plot_h)
+        for index, (label, values) in enumerate(chart.series.items()):
+            amount = max(values[i], Decimal(0))
+            if amount == 0:
+                continue
+            h = amount * scale
+            base -= h
+            tip = f"{category} · {label}: {money_label(values[i], chart.currency)}"
+            out.append(f'<rect x="{_px(x + 1)}" y="{_px(base)}" width="{_px(max(slot - 2, Decimal(1)))}" '
+                       f'height="{_px(h)}" fill="{colour(index, label)}"><title>{escape(tip)}</title></rect>')
+        if i % label_every == 0:
+            out.append(f'<text x="{_px(x + slot / 2)}" y="{top + plot_h + 16}" text-anchor="middle" fill="#555">'
+                       f'{escape(category[5:] if len(category) == 10 else category)}</text>')
+    out.append(_legend(list(chart.series), top + plot_h + 36))
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def bars(chart: Chart) -> Markup:
+    (values,) = chart.series.values() if chart.series else ([],)
+    row_h, label_w, top = 24, 240, 30
+    height = top + row_h * max(len(values), 1) + 10
+    largest = max((abs(v) for v in values), default=Decimal(0)) or Decimal(1)
+    scale = Decimal(WIDTH - label_w - 110) / largest
+    out = [_open(height, chart.title), _title(chart.title)]
+    for i, (category, value) in enumerate(zip(chart.categories, values)):
+        y = top + row_h * i
+        shown = category if len(category) <= 34 else category[:33] + "…"
+        out.append(f'<text x="{label_w - 8}" y="{y + 16}" text-anchor="end" fill="#222">'
+                   f'<title>{escape(category)}</title>{escape(shown)}</text>')
+        out.append(f'<rect x="{label_w}" y="{y + 4}" width="{_px(max(abs(value) * scale, Decimal(1)))}" height="16" '
+                   f'fill="{colour(0, category)}"><title>{escape(category)}: '
+                   f'{escape(money_label(value, chart.currency))}</title></rect>')
+        out.append(f'<text x="{_px(label_w + abs(value) * scale + 6)}" y="{y + 16}" fill="#222">'
+                   f'{escape(money_label(value, chart.currency))}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def _open(height: int, title: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}" '
+            f'viewBox="0 0 {WIDTH} {height}" width="100%" {FONT}>')
+
+
+def _title(title: str) -> str:
+    return f'<text x="0" y="16" font-weight="600" fill="#222">{escape(title)}</text>'
+
+
+def _legend(labels: list[str], y: int) -> str:
+    out = []
+    for index, label in enumerate(labels):
+        x, row = 70 + (index % 4) * 220, y + (index // 4) * 20
+        shown = label if len(label) <= 28 else label[:27] + "…"
+        out.append(f'<rect x="{x}" y="{row - 10}" width="12" height="12" fill="{colour(index, label)}"/>'
+                   f'<text x="{x + 18}" y="{row}" fill="#222"><title>{escape(label)}</title>{escape(shown)}</text>')
+    return "".join(out)

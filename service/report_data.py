@@ -1,0 +1,107 @@
+"""Gather the numbers of a daily report from the lake: one function per section.
+
+Sections whose data source is not part of this build say so instead of showing numbers.
+Nothing here reads the clock: every time is derived from the report day or read from the
+lake, so the same lake and day give the same report.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+
+from service.core.config import Config
+from service.core.lake import Lake
+from service.core.timewindow import day_start, iso_utc, parse_instant
+from service.plans import load_plans
+from service.report_model import Column, Report, Section, Table, unavailable
+
+HOURS = Decimal(3600)
+
+
+def gather(config: Config, lake: Lake, day: date) -> Report:
+    until = day_start(day) + timedelta(days=1)
+    sections = [
+        unavailable("spend", "Spend by team and project", "spend attribution is not part of this build"),
+        unavailable("trend", "Spend by team, last 30 days", "spend attribution is not part of this build"),
+        unavailable("experiments", "Top experiments", "spend attribution is not part of this build"),
+        unavailable("waste", "Waste by rule", "the rules engine and its findings are not part of this build"),
+        unavailable("budgets", "Budgets", "budgets are not part of this build"),
+        plans_section(lake, until),
+        unavailable("anomalies", "Anomalies", "the spend-anomaly rule is not part of this build"),
+        unavailable("unallocated", "Unallocated spend", "spend attribution is not part of this build"),
+        freshness_section(config, lake, until),
+    ]
+    return Report(day=day, month_start=day.replace(day=1), headlines=[], sections=sections)
+
+
+def plans_section(lake: Lake, until: datetime) -> Section:
+    plans = load_plans(lake)
+    table = Table("plans", "Registered pretraining plans", [
+        Column("plan", "plan"), Column("project", "project"), Column("experiment", "experiment"),
+        Column("start", "start", "time"), Column("end", "planned end", "time"),
+        Column("planned_to_date_low", "planned to date (low)", "money"),
+        Column("planned_to_date_high", "planned to date (high)", "money"),
+        Column("planned_total_high", "planned total (high)", "money"),
+    ])
+    for plan in plans:
+        to_date = plan.planned_spend(until)
+        table.rows.append({
+            "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
+            "start": iso_utc(plan.start), "end": iso_utc(plan.end),
+            "planned_to_date_low": to_date.low.quantize(Decimal("0.01")),
+            "planned_to_date_high": to_date.high.quantize(Decimal("0.01")),
+            "planned_total_high": plan.total_cost.high,
+        })
+    note = None if plans else "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
+    return Section("plans", "Plans vs actual", tables=[table] if plans else [], note=note)
+
+
+def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
+    """Per source: what the lake holds, when it last ingested, and how far the data lags the day's end."""
+    state = lake.read_state("sources")
+    con = lake.query()
+    try:
+        data_end = {source: end.replace(tzinfo=timezone.utc) for source, end in  # naive means UTC in the lake
+                    con.execute("SELECT source, max(ChargePeriodEnd) FROM costs GROUP BY source").fetchall()}
+    finally:
+        con.close()
+    limits = {s.name: s.freshness_hours for s in config.sources}
+    latest: dict[str, tuple[str, str]] = {}
+    for entry in lake.ledger():
+        period, ingested = latest.get(entry.source, ("", ""))
+        latest[entry.source] = (max(period, entry.billing_period), max(ingested, entry.ingested_at))
+    table = Table("freshness", "Data freshness per source", [
+        Column("source", "source"), Column("status", "status"), Column("latest_period", "latest period"),
+        Column("data_through", "data through", "time"), Column("hours_behind", "hours behind", "count"),
+        Column("last_ingest", "last ingest", "time"), Column("last_error", "last error"),
+    ])
+    for source in sorted(set(limits) | set(latest) | set(state)):
+        period, ingested = latest.get(source, (None, None))
+        record = state.get(source, {})
+        end = data_end.get(source)
+        behind = None if end is None else max(int((until - end).total_seconds()) // 3600, 0)
+        table.rows.append({
+            "source": source, "status": _status(record, behind, limits.get(source)),
+            "latest_period": period, "data_through": iso_utc(end) if end else None, "hours_behind": behind,
+            "last_ingest": record.get("last_success") or ingested, "last_error": _current_error(record),
+        })
+    note = None if table.rows else "No sources configured or ingested yet."
+    return Section("freshness", "Data freshness", tables=[table] if table.rows else [], note=note)
+
+
+def _current_error(record: dict) -> str | None:
+    failed, succeeded = record.get("last_failure"), record.get("last_success")
+    if failed and (not succeeded or parse_instant(failed) > parse_instant(succeeded)):
+        return record.get("last_error")
+    return None
+
+
+def _status(record: dict, behind: int | None, limit: int | None) -> str:
+    if _current_error(record):
+        return "failing"
+    if behind is None:
+        return "no data"
+    if limit is not None and behind > limit:
+        return "stale"
+    return "ok"

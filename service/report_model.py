@@ -1,0 +1,98 @@
+"""What a daily report holds: sections of tables (and the charts drawn from them).
+
+One model feeds every output (HTML, CSV, JSON, Markdown), so they always show the same
+numbers. Values stay exact (Decimal money, ISO times); only the HTML rounds for display.
+A section whose data source is missing says so in `note` and carries no rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any, Literal
+
+ColumnKind = Literal["text", "money", "change", "percent", "count", "time"]
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    kind: ColumnKind = "text"
+
+
+@dataclass
+class Table:
+    key: str  # also the CSV file name: <key>.csv
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "title": self.title, "columns": [c.key for c in self.columns],
+                "rows": [{c.key: row.get(c.key) for c in self.columns} for row in self.rows]}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A stacked bar chart (one stack per category) or plain horizontal bars (`series` of one)."""
+
+    kind: Literal["stacked", "bars"]
+    title: str
+    categories: list[str]
+    series: dict[str, list[Decimal]]  # label → one value per category
+    currency: str
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    tables: list[Table] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+    note: str | None = None  # e.g. why there is no data
+    available: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "title": self.title, "available": self.available, "note": self.note,
+                "tables": [t.to_json() for t in self.tables]}
+
+
+@dataclass
+class Headline:
+    label: str
+    currency: str
+    value: Decimal
+    previous: Decimal | None
+    change_pct: Decimal | None
+
+
+@dataclass
+class Report:
+    day: date
+    month_start: date
+    headlines: list[Headline]
+    sections: list[Section]
+
+    @property
+    def tables(self) -> list[Table]:
+        return [t for s in self.sections for t in s.tables]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "date": self.day, "month_start": self.month_start,
+            "headlines": [vars(h) for h in self.headlines],
+            "sections": [s.to_json() for s in self.sections],
+        }
+
+
+def unavailable(key: str, title: str, why: str) -> Section:
+    return Section(key=key, title=title, note=f"Not available yet: {why}.", available=False)
+
+
+def change_pct(current: Decimal, previous: Decimal | None) -> Decimal | None:
+    """Percentage change, None when there is nothing to compare with."""
+    if previous is None or previous == 0:
+        return None
+    return ((current - previous) / abs(previous) * 100).quantize(Decimal("0.1"))
