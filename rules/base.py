@@ -90,6 +90,15 @@ def glob_regex(patterns: Sequence[str], *, path_component: bool = False) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
+def storage_cost(bytes_by_class: Mapping[str, int], prices: StoragePrices) -> Decimal:
+    """USD per month of storing these bytes, each storage class at its price."""
+    total = Decimal(0)
+    for storage_class, size in bytes_by_class.items():
+        price = prices.per_gib_month.get(storage_class, prices.per_gib_month[prices.default_class])
+        total += Decimal(int(size)) * price / GIB
+    return total
+
+
 def usd(value: Decimal) -> str:
     return f"${money(value):,.2f}"
 
@@ -176,8 +185,9 @@ class Rule:
 
     name: ClassVar[str]
     config_model: ClassVar[type[RuleConfig]] = RuleConfig
-    # table → {column: DuckDB type} the rule reads. A missing table skips the rule.
-    inputs: ClassVar[dict[str, dict[str, str]]] = {}
+    # table → the columns the rule reads (service.core.schema has their types). A table
+    # that is not in the lake yet skips the rule; a missing column is an error.
+    inputs: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, config: RuleConfig | None = None):
         self.config = config if config is not None else self.config_model()
@@ -201,7 +211,7 @@ class Rule:
 
 RULES: dict[str, type[Rule]] = {}
 
-BUILTIN_MODULES = ("rules.idle_gpu",)
+BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl")
 
 
 def register(cls: type[Rule]) -> type[Rule]:

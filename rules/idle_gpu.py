@@ -109,11 +109,9 @@ class IdleGpu(Rule):
     config_model = IdleGpuConfig
     config: IdleGpuConfig
     inputs = {
-        "costs": {"ResourceId": "VARCHAR", "x_instance_type": "VARCHAR", "ChargePeriodStart": "TIMESTAMP",
-                  "ChargePeriodEnd": "TIMESTAMP", "BilledCost": MONEY, "EffectiveCost": MONEY,
-                  "ChargeCategory": "VARCHAR", "BillingCurrency": "VARCHAR"},
-        "gpu_utilization": {"resource_id": "VARCHAR", "gpu": "VARCHAR", "hour": "TIMESTAMP",
-                            "util_pct": "DOUBLE", "metric": "VARCHAR"},
+        "costs": ("ResourceId", "x_instance_type", "ChargePeriodStart", "ChargePeriodEnd", "BilledCost",
+                  "EffectiveCost", "ChargeCategory", "BillingCurrency"),
+        "gpu_utilization": ("resource_id", "gpu", "hour", "util_pct", "metric"),
     }
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:

@@ -1,28 +1,21 @@
 """Build a small lake from YAML rows: `costs` through `commit_costs`, inventory tables through
-`commit_snapshot` (one partition per `snapshot_date`), typed by what the rules declare."""
+`commit_snapshot` (one partition per `snapshot_date`, or `day` for gpu_utilization), typed
+by service.core.schema."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import date
 
-from rules.base import registered
 from service.core.lake import Lake
-from service.core.schema import COST_COLUMNS, cost_select_list
+from service.core.schema import COST_COLUMNS, INVENTORY_PARTITION, INVENTORY_TABLES, cost_select_list
 
 COST_TYPES = dict(COST_COLUMNS)
 
 
-def declared_types(table: str) -> dict[str, str]:
-    types: dict[str, str] = {}
-    for rule in registered().values():
-        types.update(rule.inputs.get(table, {}))
-    return types
-
-
 def _temp_table(con, name: str, types: dict[str, str], rows: list[dict]) -> None:
     unknown = {key for row in rows for key in row} - set(types)
-    assert not unknown, f"{name}: columns no rule declares: {sorted(unknown)}"
+    assert not unknown, f"{name}: not columns of the table: {sorted(unknown)}"
     columns = list(types)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({', '.join(f'{c} {types[c]}' for c in columns)})")
     values = [[None if row.get(c) is None else str(row[c]) for c in columns] for row in rows]
@@ -40,11 +33,14 @@ def build_lake(lake: Lake, tables: dict[str, list[dict]], snapshot_date: date) -
             relation = con.sql(f"SELECT {cost_select_list(expressions)} FROM rows_costs")
             lake.commit_costs(con, relation, source="test", delivery_id="case", periods=None)
             continue
-        by_snapshot: dict[str, list[dict]] = defaultdict(list)
+        key = INVENTORY_PARTITION[table]
+        by_partition: dict[str, list[dict]] = defaultdict(list)
         for row in rows:
             row = dict(row)
-            by_snapshot[str(row.pop("snapshot_date", snapshot_date))].append(row)
-        for day, day_rows in sorted(by_snapshot.items()):
-            _temp_table(con, f"rows_{table}", declared_types(table), day_rows)
-            lake.commit_snapshot(con, con.table(f"rows_{table}"), table=table, source="test",
-                                 key="snapshot_date", value=day)
+            value = row.pop("snapshot_date", None)
+            if key == "day":
+                value = str(row["hour"])[:10]
+            by_partition[str(value or snapshot_date)].append(row)
+        for value, part_rows in sorted(by_partition.items()):
+            _temp_table(con, f"rows_{table}", dict(INVENTORY_TABLES[table]), part_rows)
+            lake.commit_snapshot(con, con.table(f"rows_{table}"), table=table, source="test", key=key, value=value)

@@ -92,7 +92,7 @@ def test_duplicate_ids_and_missing_inputs_are_reported(tmp_path):
 
     class NeedsLogs(Scripted):
         name = "needs-logs"
-        inputs = {"log_groups": {"name": "VARCHAR"}}
+        inputs = {"log_groups": ("name",)}
 
     skipped = run([NeedsLogs(["a"])], ctx_at(tmp_path, T0), [])
     assert skipped.outcomes[0].status == "skipped" and "log_groups" in skipped.outcomes[0].message
