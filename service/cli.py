@@ -138,6 +138,7 @@ def status(obj: Context, fmt: str | None) -> None:
 
 
 def _add_area_commands() -> None:
+    from service.cli_attribute import attribute as attribute_command
     from service.cli_estimate import estimate_command
     from service.cli_report import report_command
     from service.cli_rules import findings_group, rules_group
@@ -146,6 +147,7 @@ def _add_area_commands() -> None:
     cli.add_command(report_command)
     cli.add_command(rules_group)
     cli.add_command(findings_group)
+    cli.add_command(attribute_command)
 
 
 _add_area_commands()

@@ -1,0 +1,471 @@
+"""Attribution: every dollar of the lake on one value per dimension (team, project, experiment
+and any declared), exactly once.
+
+Python API (the CLI, rules engine, metrics, report and HTTP API call these):
+
+    attribute(lake, config, window, by=("team",), where={}, cost="billed",
+              granularity="total", top=None, compare=False, explain=False) -> AttributionResult
+        AttributionResult.to_json() is the `spendlake attribute --format json` contract:
+        {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}]}
+    reconcile(lake, config) -> list[Reconciliation]      Σ attributed vs Σ source, per
+        (source, billing period, currency, cost measure); `spendlake attribute --check`
+    attribute_resources(lake, config, resource_ids) -> {resource id: {dimension: value}}
+        for findings: each dimension's value on the resource's latest cost line
+
+`config` is the `AttributionConfig` (or the whole `Config`). How a line gets its value, per
+dimension: the configured tag keys in order (keys compare case- and separator-insensitively:
+`Team`, `owner_team`, `user:team`, `resource_tags_user_team`; empty values are absent),
+then the virtual-tag rules (first match wins), else the default (`unallocated`). Values
+compare trimmed and case-insensitively and are shown in their most common spelling.
+
+Shared costs (lines matching a `shared` rule, first match wins) are nobody's direct spend:
+per currency they are split over the values of the rule's `by` dimension — `even` over the
+values with positive direct spend in the window, `proportional` to that direct spend,
+`fixed` by the configured weights. The default value (`unallocated`) takes no share; with
+nothing to split over, the cost stays on the default. Every split is exact: each part is
+amount × weight rounded to 12 decimals (half-even) and the remainder goes to the largest
+share (ties: the first value in byte order), so the parts sum to the amount to the last
+decimal. Other dimensions of a shared line keep the line's own values.
+
+Windows are half-open [since, until), in UTC. A line belongs to a window by its charge
+period [ChargePeriodStart, ChargePeriodEnd) (hourly, daily or monthly): wholly inside, it
+counts in full; cut by the window's edge, it counts the fraction of its charge period that
+lies inside (overlap ÷ length, in microseconds), computed in exact decimal arithmetic and
+rounded half-even to 12 decimals (DECIMAL(38,12)) once per charge period and attribution.
+A line with no charge end is an instant at its start. In `--granularity day|week|month`
+a line falls in the period where its (window-clipped) charge period starts; weeks start
+on Monday.
+
+Speed: queries read the per-period rollups of service/attribution_rollup.py, never the raw
+cost lines; see bench/attribute_bench.py.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+
+from service.attribution_rollup import cost_partitions, ensure_rollups
+from service.attribution_sql import (
+    GRANULARITIES, MEASURES, all_tag_keys_sql, resources_sql, spellings_sql, window_sql,
+)
+from service.core.config import AttributionConfig, Config
+from service.core.errors import UsageError
+from service.core.lake import Lake
+from service.core.timewindow import Window, iso_utc
+
+QUANTUM = Decimal("1e-12")
+OTHER = "other"
+ROLLUP_VIEW = "attribution_rollups"
+
+
+def _quantize(value: Decimal) -> Decimal:
+    return value.quantize(QUANTUM, rounding=ROUND_HALF_EVEN)
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """How much of a row one way of deciding a dimension placed (for --explain)."""
+
+    dimension: str
+    how: str
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class AttributionRow:
+    values: dict[str, str]  # dimension → value as shown
+    currency: str | None
+    cost: Decimal
+    period: date | None = None
+    previous_cost: Decimal | None = None
+    explain: tuple[Contribution, ...] = ()
+
+    @property
+    def change(self) -> Decimal | None:
+        return None if self.previous_cost is None else self.cost - self.previous_cost
+
+    @property
+    def change_pct(self) -> Decimal | None:
+        if self.previous_cost is None or self.previous_cost == 0:
+            return None
+        return ((self.cost - self.previous_cost) * 100 / abs(self.previous_cost)).quantize(Decimal("0.01"))
+
+
+@dataclass(frozen=True)
+class AttributionResult:
+    window: Window
+    cost: str
+    by: tuple[str, ...]
+    granularity: str
+    rows: tuple[AttributionRow, ...]
+    totals: tuple[tuple[str | None, Decimal, Decimal | None], ...]  # (currency, cost, previous cost)
+    compare: bool = False
+    explain: bool = False
+    lake_empty: bool = False
+
+    def to_json(self) -> dict:
+        rows = []
+        for row in self.rows:
+            item: dict = {**row.values, "currency": row.currency, "cost": _dec(row.cost)}
+            if self.granularity != "total":
+                item["period"] = row.period.isoformat() if row.period else None
+            if self.compare:
+                item.update(previous_cost=_dec(row.previous_cost), change=_dec(row.change),
+                            change_pct=_dec(row.change_pct))
+            if self.explain:
+                item["explain"] = [{"dimension": c.dimension, "how": c.how, "cost": _dec(c.cost)} for c in row.explain]
+            rows.append(item)
+        totals = []
+        for currency, cost, previous in self.totals:
+            total: dict = {"currency": currency, "cost": _dec(cost)}
+            if self.compare:
+                total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
+            totals.append(total)
+        return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), "cost": self.cost,
+                "by": list(self.by), "rows": rows, "totals": totals}
+
+
+def _dec(value: Decimal | None) -> str | None:
+    return None if value is None else format(value, "f")
+
+
+def _attribution(config: AttributionConfig | Config) -> AttributionConfig:
+    return config.attribution if isinstance(config, Config) else config
+
+
+def check_dimensions(config: AttributionConfig, names: Sequence[str], option: str) -> None:
+    for name in names:
+        if name not in config.dimensions:
+            raise UsageError(f"unknown dimension {name!r}", where=option,
+                             hint=f"valid dimensions: {', '.join(config.dimensions)}")
+
+
+def parse_where(config: AttributionConfig | Config, items: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`team=nlp` (repeatable) → {dimension: values}; several values of one dimension are
+    alternatives, several dimensions must all hold."""
+    config = _attribution(config)
+    where: dict[str, tuple[str, ...]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip():
+            raise UsageError(f"cannot read {item!r}", where="--where", hint="use DIMENSION=VALUE, e.g. team=nlp")
+        check_dimensions(config, [name.strip()], "--where")
+        where[name.strip()] = where.get(name.strip(), ()) + (value,)
+    return where
+
+
+# ---- the computation ------------------------------------------------------------------------
+
+@dataclass
+class _Sums:
+    """Attributed amounts keyed by (period, currency, partition, values, hows)."""
+
+    dims: tuple[str, ...]
+    amounts: dict[tuple, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+
+
+def _bucket(moment: datetime, granularity: str) -> date | None:
+    day = moment.date()
+    if granularity == "total":
+        return None
+    if granularity == "day":
+        return day
+    if granularity == "week":
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1)
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _window_parts(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
+                  window: Window | None, explain: bool, per_partition: bool):
+    """(shared rule, period, currency, partition, values, hows, amount) for the window, with
+    the cut charge periods prorated."""
+    since = _naive(window.since) if window else None
+    until = _naive(window.until) if window else None
+    sql = window_sql(ROLLUP_VIEW, dims, measure, granularity, since, until,
+                     explain=explain, per_partition=per_partition)
+    n = len(dims)
+    for row in con.execute(sql.text, sql.params).fetchall():
+        period, edge_start, edge_end, currency, shared = row[:5]
+        values = tuple(row[5:5 + n])
+        hows = tuple(row[5 + n:5 + 2 * n]) if explain else ()
+        partition = tuple(row[-3:-1]) if per_partition else ()
+        amount = row[-1]
+        if amount is None:
+            continue
+        if edge_start is not None:
+            # Cut by the window: count the part of the charge period inside it.
+            start, end = max(edge_start, since), min(edge_end, until)
+            with localcontext() as ctx:
+                ctx.prec = 80
+                amount = _quantize(amount * Decimal((end - start) // timedelta(microseconds=1))
+                                   / Decimal((edge_end - edge_start) // timedelta(microseconds=1)))
+            period = _bucket(start, granularity)
+        elif period is not None:
+            period = period.date() if isinstance(period, datetime) else period
+        yield shared, period, currency, partition, values, hows, amount
+
+
+def split_exactly(amount: Decimal, weights: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    """amount × weight / Σ weights per key, rounded to 12 decimals; the remainder goes to
+    the largest weight (ties: first key in byte order), so the parts sum to `amount`."""
+    total = sum(weights.values(), Decimal(0))
+    with localcontext() as ctx:
+        ctx.prec = 80
+        parts = {key: _quantize(amount * w / total) for key, w in weights.items()}
+    largest = min(weights, key=lambda k: (-weights[k], k))
+    parts[largest] += amount - sum(parts.values(), Decimal(0))
+    return parts
+
+
+def _weights(config: AttributionConfig, rule_index: int, currency, direct: Mapping) -> dict[str, Decimal] | None:
+    rule = config.shared[rule_index]
+    if rule.split == "fixed":
+        return {k.strip().lower(): w for k, w in rule.weights.items()}
+    default = config.dimensions[rule.by].default.strip().lower()
+    spend = {k: v for k, v in direct.get((rule.by, currency), {}).items() if v > 0 and k != default}
+    if not spend:
+        return None
+    return {k: Decimal(1) for k in spend} if rule.split == "even" else spend
+
+
+def _attributed(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
+                window: Window | None, explain: bool, per_partition: bool) -> dict[tuple, Decimal]:
+    """(period, currency, partition, values, hows) → amount, after shared splits."""
+    out: dict[tuple, Decimal] = defaultdict(Decimal)
+    shared_parts = []
+    direct: dict[tuple, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for shared, period, currency, partition, values, hows, amount in _window_parts(
+            con, config, dims, measure, granularity, window, explain, per_partition):
+        if shared is None:
+            out[(period, currency, partition, values, hows)] += amount
+            for dim, value in zip(dims, values):
+                direct[(dim, currency)][value] += amount
+        else:
+            shared_parts.append((shared, period, currency, partition, values, hows, amount))
+    weights_cache: dict[tuple, dict[str, Decimal] | None] = {}
+    for shared, period, currency, partition, values, hows, amount in shared_parts:
+        rule = config.shared[shared]
+        at = dims.index(rule.by)
+        key = (shared, currency)
+        if key not in weights_cache:
+            weights_cache[key] = _weights(config, shared, currency, direct)
+        weights = weights_cache[key]
+        how = f"shared:{shared}"
+        if weights is None:
+            weights = {config.dimensions[rule.by].default.strip().lower(): Decimal(1)}
+            how = f"shared:{shared}:nobasis"
+        for value, part in split_exactly(amount, weights).items():
+            new_values = values[:at] + (value,) + values[at + 1:]
+            new_hows = hows[:at] + (how,) + hows[at + 1:] if explain else ()
+            out[(period, currency, partition, new_values, new_hows)] += part
+    return out
+
+
+class _Session:
+    """A query connection with the rollup view over the current rollup files."""
+
+    def __init__(self, lake: Lake, config: AttributionConfig):
+        self.config = config
+        self.con = lake.query()
+        self.files = ensure_rollups(lake, config, self.con)
+        if self.files:
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {ROLLUP_VIEW} AS SELECT * FROM read_parquet("
+                             + "[" + ", ".join(f"'{f}'" for f in self.files) + "], hive_partitioning = true, "
+                             "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})")
+
+    def spellings(self, dims: Sequence[str]) -> dict[tuple[str, str], str]:
+        """(dimension, lowercase value) → most common original spelling (ties: byte order)."""
+        best: dict[tuple[str, str], tuple[int, str]] = {}
+        sql = spellings_sql(ROLLUP_VIEW, dims)
+        for dim, key, spelling, lines in self.con.execute(sql.text, sql.params).fetchall():
+            rank = (-int(lines), spelling)
+            if (dim, key) not in best or rank < best[(dim, key)]:
+                best[(dim, key)] = rank
+        spelling = {k: v[1] for k, v in best.items()}
+        for rule in self.config.shared:  # fixed-weight values may have no line of their own
+            for value in rule.weights or {}:
+                spelling.setdefault((rule.by, value.strip().lower()), value.strip())
+        return spelling
+
+
+def _sql_dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    needed = list(by) + [d for d in where if d not in by] + [r.by for r in config.shared]
+    return tuple(dict.fromkeys(needed))
+
+
+def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
+    kind, _, rest = how.partition(":")
+    if kind == "tag":
+        return f"tag {rest}"
+    if kind == "rule":
+        rule = config.dimensions[dim].rules[int(rest)]
+        return f"rule {rest} ({', '.join(f'{k}={v}' for k, v in rule.match.items())})"
+    if kind == "shared":
+        index, _, nobasis = rest.partition(":")
+        rule = config.shared[int(index)]
+        match = ", ".join(f"{k}={v}" for k, v in rule.match.items())
+        if nobasis:
+            return f"shared {index} ({match}; no direct spend to split by, kept on the default)"
+        return f"shared {index} ({match}; {rule.split} by {rule.by})"
+    return "default"
+
+
+def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
+              where: Mapping[str, Sequence[str]] | None = None, cost: str = "billed", granularity: str = "total",
+              top: int | None = None, compare: bool = False, explain: bool = False) -> AttributionResult:
+    """Attributed cost of `window`, one row per (period, currency, values of `by`)."""
+    config = _attribution(config)
+    by, where = tuple(by), dict(where or {})
+    check_dimensions(config, by, "--by")
+    check_dimensions(config, list(where), "--where")
+    if not by:
+        raise UsageError("no dimension to group by", where="--by", hint=f"valid dimensions: {', '.join(config.dimensions)}")
+    if cost not in MEASURES:
+        raise UsageError(f"unknown cost {cost!r}", where="--cost", hint=f"use one of {', '.join(MEASURES)}")
+    if granularity not in GRANULARITIES:
+        raise UsageError(f"unknown granularity {granularity!r}", where="--granularity",
+                         hint=f"use one of {', '.join(GRANULARITIES)}")
+    if compare and granularity != "total":
+        raise UsageError("--compare needs --granularity total", where="--compare",
+                         hint="compare totals, or look at the periods without --compare")
+    if top is not None and top < 1:
+        raise UsageError("--top must be at least 1", where="--top")
+    empty = AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
+    if not cost_partitions(lake):
+        return empty
+    session = _Session(lake, config)
+    dims = _sql_dims(config, by, where)
+    wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
+    index = {d: i for i, d in enumerate(dims)}
+
+    def rows_of(win: Window) -> dict[tuple, tuple[Decimal, dict]]:
+        sums = _attributed(session.con, config, dims, cost, granularity, win, explain, per_partition=False)
+        grouped: dict[tuple, tuple[Decimal, dict]] = {}
+        for (period, currency, _, values, hows), amount in sums.items():
+            if any(values[index[d]] not in ok for d, ok in wanted.items()):
+                continue
+            key = (period, currency, tuple(values[index[d]] for d in by))
+            total, parts = grouped.get(key, (Decimal(0), defaultdict(Decimal)))
+            for d in (by if explain else ()):
+                parts[(d, hows[index[d]])] += amount
+            grouped[key] = (total + amount, parts)
+        return grouped
+
+    current = rows_of(window)
+    previous = rows_of(window.previous()) if compare else {}
+    keep = _top_values(current, top) if top else None
+    folded = _fold(current, keep, len(by))
+    folded_previous = _fold(previous, keep, len(by))
+    spell = session.spellings(by)
+    rows = []
+    for key in set(folded) | set(folded_previous):
+        period, currency, values = key
+        amount, parts = folded.get(key, (Decimal(0), {}))
+        prev = folded_previous.get(key, (Decimal(0), {}))[0] if compare else None
+        shown = {d: (OTHER if v == OTHER and keep is not None else spell.get((d, v), v)) for d, v in zip(by, values)}
+        contributions = tuple(Contribution(d, _how_label(config, d, h), c)
+                              for (d, h), c in sorted(parts.items(), key=lambda item: (item[0][0], -abs(item[1]))))
+        rows.append(AttributionRow(shown, currency, amount, period, prev, contributions))
+    rows.sort(key=lambda r: (r.period or date.min, r.currency or "", -r.cost, tuple(r.values.values())))
+    totals = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    for row in rows:
+        totals[row.currency][0] += row.cost
+        totals[row.currency][1] += row.previous_cost or 0
+    total_rows = tuple((cur, t[0], t[1] if compare else None)
+                       for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
+    return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain)
+
+
+def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[tuple]:
+    """The `top` combinations of values with the most cost in the window, per currency."""
+    per_currency: dict = defaultdict(lambda: defaultdict(Decimal))
+    for (_, currency, values), (amount, _) in grouped.items():
+        per_currency[currency][values] += amount
+    keep = set()
+    for currency, sums in per_currency.items():
+        ranked = sorted(sums, key=lambda v: (-sums[v], v))
+        keep |= {(currency, v) for v in ranked[:top]}
+    return keep
+
+
+def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width: int) -> dict:
+    if keep is None:
+        return dict(grouped)
+    folded: dict[tuple, tuple[Decimal, dict]] = {}
+    for (period, currency, values), (amount, parts) in grouped.items():
+        if (currency, values) not in keep:
+            values = (OTHER,) * width
+        key = (period, currency, values)
+        total, merged = folded.get(key, (Decimal(0), defaultdict(Decimal)))
+        for part, value in parts.items():
+            merged[part] += value
+        folded[key] = (total + amount, merged)
+    return folded
+
+
+# ---- reconciliation and resources ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reconciliation:
+    source: str
+    billing_period: str
+    currency: str | None
+    cost: str
+    source_total: Decimal
+    attributed_total: Decimal
+
+    @property
+    def difference(self) -> Decimal:
+        return self.attributed_total - self.source_total
+
+    @property
+    def ok(self) -> bool:
+        return self.difference == 0
+
+
+def reconcile(lake: Lake, config: AttributionConfig | Config) -> list[Reconciliation]:
+    """Σ attributed (unallocated included) against Σ source cost, per source, billing
+    period, currency and cost measure, over the whole lake."""
+    config = _attribution(config)
+    if not cost_partitions(lake):
+        return []
+    session = _Session(lake, config)
+    dims = _sql_dims(config, (), {})
+    results = []
+    for measure, column in MEASURES.items():
+        source: dict[tuple, Decimal] = {}
+        for src, period, currency, total in session.con.execute(
+                f"SELECT source, billing_period, BillingCurrency, coalesce(sum({column}), 0) FROM costs "
+                "GROUP BY source, billing_period, BillingCurrency").fetchall():
+            source[(src, period, currency)] = total
+        attributed: dict[tuple, Decimal] = defaultdict(Decimal)
+        for (_, currency, partition, _, _), amount in _attributed(
+                session.con, config, dims, measure, "total", None, False, per_partition=True).items():
+            attributed[(*partition, currency)] += amount
+        for key in sorted(set(source) | set(attributed), key=lambda k: (k[0], k[1], k[2] or "")):
+            results.append(Reconciliation(key[0], key[1], key[2], measure, source.get(key, Decimal(0)),
+                                          attributed.get(key, Decimal(0))))
+    return results
+
+
+def attribute_resources(lake: Lake, config: AttributionConfig | Config,
+                        resource_ids: Sequence[str] = ()) -> dict[str, dict[str, str]]:
+    """Resource id → {dimension: value} from the resource's latest cost line (all resources
+    with a cost line when `resource_ids` is empty). Resources without cost lines are absent."""
+    config = _attribution(config)
+    if not cost_partitions(lake):
+        return {}
+    con = lake.query()
+    keys_sql = all_tag_keys_sql()
+    tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+    sql = resources_sql(config, tag_keys, list(resource_ids))
+    order = config.dimension_order()
+    return {row[0]: dict(zip(order, row[1:])) for row in con.execute(sql.text, sql.params).fetchall()}

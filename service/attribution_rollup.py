@@ -1,0 +1,81 @@
+"""Materialised attribution: one small rollup per (source, billing period), kept in the lake.
+
+A rollup holds the attributed sums of its period per exact charge period (see
+service/attribution_sql.py). Its file name is its version: the allocation config's
+fingerprint plus what the period's data came from (the ledger's delivery id and commit
+time). A query asks for the versions it needs; a missing one — new delivery, changed
+config, first query — is computed then and written through `Lake.commit_derived`. So a
+config change re-attributes history on the next query, without re-ingesting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from service.attribution_sql import rollup_sql, tag_keys_sql
+from service.core.config import AttributionConfig
+from service.core.lake import DATA_FILE, Lake
+
+log = logging.getLogger(__name__)
+
+ROLLUP_TABLE = "attribution"
+# Bump when the rollup's columns or meaning change, so old files are recomputed.
+ROLLUP_FORMAT = "1"
+
+
+@dataclass(frozen=True)
+class Partition:
+    source: str
+    period: str
+    file: Path
+
+
+def cost_partitions(lake: Lake) -> list[Partition]:
+    found = []
+    for path in sorted(lake.table_dir("costs").glob(f"source=*/billing_period=*/{DATA_FILE}")):
+        found.append(Partition(path.parent.parent.name.split("=", 1)[1], path.parent.name.split("=", 1)[1], path))
+    return found
+
+
+def rollup_version(lake: Lake, config: AttributionConfig, part: Partition) -> str:
+    entry = lake.ledger_entry(part.source, part.period)
+    if entry is not None:
+        basis = f"{entry.delivery_id}|{entry.ingested_at}|{entry.rows}"
+    else:  # a partition without a ledger entry: its file identity stands in for the delivery
+        stat = part.file.stat()
+        basis = f"{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
+    data = hashlib.sha256(f"{ROLLUP_FORMAT}|{basis}".encode()).hexdigest()[:16]
+    return f"{config.fingerprint()}-{data}"
+
+
+def ensure_rollups(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection) -> list[Path]:
+    """The current rollup file of every cost partition, computing the missing ones.
+    `con` is a `Lake.query()` connection (it has the `costs` view)."""
+    files = []
+    for part in cost_partitions(lake):
+        target = lake.derived_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)],
+                                   rollup_version(lake, config, part))
+        if not target.exists():
+            build_rollup(lake, config, con, part, target.stem)
+        files.append(target)
+    return files
+
+
+def build_rollup(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, part: Partition,
+                 version: str) -> Path:
+    log.info("attributing %s %s (config %s)", part.source, part.period, version.split("-")[0])
+    keys_sql = tag_keys_sql(part.source, part.period)
+    tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+    sql = rollup_sql(config, tag_keys, part.source, part.period)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE attribution_rollup AS {sql.text}", sql.params)
+    try:
+        return lake.commit_derived(con, con.table("attribution_rollup"), name=ROLLUP_TABLE,
+                                   partitions=[("source", part.source), ("billing_period", part.period)],
+                                   version=version)
+    finally:
+        con.execute("DROP TABLE attribution_rollup")

@@ -1,0 +1,58 @@
+"""Hand-made cost lines for attribution tests: build a lake with `Lake.commit_costs`."""
+
+from __future__ import annotations
+
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.core.schema import cost_select_list
+
+FIELDS = ("start", "end", "cost", "currency", "tags", "account", "service", "resource", "category", "usage_type",
+          "region", "effective", "list")
+
+
+def line(start: str, cost: str, *, end: str | None = None, currency: str = "USD", tags: dict | None = None,
+         account: str = "111111111111", service: str = "Amazon Elastic Compute Cloud", resource: str = "",
+         category: str = "Usage", usage_type: str = "", region: str = "us-east-1", effective: str | None = None,
+         list_cost: str | None = None) -> dict:
+    """One cost line; `end` defaults to one hour after `start`."""
+    return {"start": start, "end": end, "cost": cost, "currency": currency, "tags": tags or {}, "account": account,
+            "service": service, "resource": resource, "category": category, "usage_type": usage_type,
+            "region": region, "effective": effective or cost, "list": list_cost or cost}
+
+
+def relation(con, lines: list[dict]):
+    """Canonical cost columns from `line(...)` dicts; values are bound, never spliced."""
+    con.execute("CREATE OR REPLACE TEMP TABLE handmade (s VARCHAR, e VARCHAR, b VARCHAR, c VARCHAR, "
+                "tk VARCHAR[], tv VARCHAR[], acct VARCHAR, svc VARCHAR, rid VARCHAR, cat VARCHAR, ut VARCHAR, "
+                "reg VARCHAR, eff VARCHAR, lst VARCHAR)")
+    for item in lines:
+        con.execute("INSERT INTO handmade VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            item["start"], item["end"], item["cost"], item["currency"], list(item["tags"]),
+            list(item["tags"].values()), item["account"], item["service"], item["resource"], item["category"],
+            item["usage_type"], item["region"], item["effective"], item["list"]])
+    start = "CAST(s AS TIMESTAMP)"
+    select = cost_select_list({
+        "BillingPeriodStart": f"date_trunc('month', {start})",
+        "BillingPeriodEnd": f"date_trunc('month', {start}) + INTERVAL 1 MONTH",
+        "ChargePeriodStart": start,
+        "ChargePeriodEnd": f"coalesce(CAST(e AS TIMESTAMP), {start} + INTERVAL 1 HOUR)",
+        "BilledCost": "b", "EffectiveCost": "eff", "ListCost": "lst", "BillingCurrency": "c",
+        "ChargeCategory": "cat", "ServiceName": "svc", "ResourceId": "nullif(rid, '')", "RegionId": "reg",
+        "SubAccountId": "acct", "x_usage_type": "nullif(ut, '')", "Tags": "map_from_entries(list_zip(tk, tv))",
+    })
+    return con.sql(f"SELECT {select} FROM handmade")
+
+
+def make_lake(tmp_path, lines: list[dict], *, source: str = "cur", delivery: str = "d1") -> Lake:
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    lake.commit_costs(con, relation(con, lines), source=source, delivery_id=delivery, periods=None)
+    con.close()
+    return lake
+
+
+def config(attribution: dict | None = None, lake=None):
+    data = {"attribution": attribution or {}}
+    if lake is not None:
+        data["lake"] = str(lake.root)
+    return parse_config(data)

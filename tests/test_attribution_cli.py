@@ -1,0 +1,164 @@
+"""`spendlake attribute`: the JSON contract, formats, bad input and injection attempts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.cli import cli
+from tests.attribution_helpers import line, make_lake
+
+LINES = [
+    line("2026-11-02 00:00", "10", tags={"team": "nlp", "project": "llama"}),
+    line("2026-11-02 01:00", "4", tags={"team": "=cmd|calc", "project": "llama"}),
+    line("2026-11-02 02:00", "1.5", tags={"team": "x' OR 1=1--"}),
+    line("2026-11-02 03:00", "2", currency="EUR", tags={"team": "nlp"}),
+    line("2026-11-02 00:00", "1", category="Tax"),
+]
+ATTRIBUTION = {"shared": [{"match": {"charge_category": "Tax"}, "split": "fixed", "weights": {"nlp": 1}}]}
+
+
+@pytest.fixture
+def setup(tmp_path):
+    lake = make_lake(tmp_path, LINES)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "attribution": ATTRIBUTION}))
+    return lake, path
+
+
+def run(path, *args):
+    return CliRunner().invoke(cli, ["--config", str(path), "attribute", *args])
+
+
+def lake_digest(lake) -> str:
+    digest = hashlib.sha256()
+    for file in sorted((lake.root / "costs").rglob("*")):
+        if file.is_file():
+            digest.update(file.name.encode() + file.read_bytes())
+    return digest.hexdigest()
+
+
+def test_json_contract(setup):
+    _, path = setup
+    result = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team,project", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data) == {"since", "until", "cost", "by", "rows", "totals"}
+    assert data["since"] == "2026-11-01T00:00:00Z" and data["until"] == "2026-12-01T00:00:00Z"
+    assert data["cost"] == "billed" and data["by"] == ["team", "project"]
+    # the shared tax line keeps its own (default) project
+    assert {"team": "nlp", "project": "llama", "currency": "USD", "cost": "10.000000000000"} in data["rows"]
+    assert {"team": "nlp", "project": "unallocated", "currency": "USD", "cost": "1.000000000000"} in data["rows"]
+    assert all(set(row) == {"team", "project", "currency", "cost"} for row in data["rows"])
+    assert data["totals"] == [{"currency": "EUR", "cost": "2.000000000000"},
+                              {"currency": "USD", "cost": "16.500000000000"}]
+    day = json.loads(run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--granularity", "day",
+                         "--format", "json").output)
+    assert {row["period"] for row in day["rows"]} == {"2026-11-02"}
+
+
+def test_csv_neutralises_formula_cells_and_table_has_totals(setup):
+    _, path = setup
+    result = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--format", "csv")
+    assert result.exit_code == 0
+    assert "'=cmd|calc,USD,4.000000000000" in result.output.splitlines()
+    table = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--format", "table")
+    assert "total" in table.output and "16.50" in table.output and "66.7%" in table.output
+
+
+def test_where_top_and_explain(setup):
+    _, path = setup
+    data = json.loads(run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--where", "team=NLP",
+                          "--where", "project=llama", "--format", "json").output)
+    assert data["rows"] == [{"team": "nlp", "currency": "USD", "cost": "10.000000000000"}]
+    data = json.loads(run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--top", "1",
+                          "--format", "json").output)
+    assert {(r["team"], r["cost"]) for r in data["rows"] if r["currency"] == "USD"} == {
+        ("nlp", "11.000000000000"), ("other", "5.500000000000")}
+    data = json.loads(run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--explain",
+                          "--format", "json").output)
+    nlp = next(r for r in data["rows"] if r["team"] == "nlp" and r["currency"] == "USD")
+    assert [(e["how"], e["cost"]) for e in nlp["explain"]] == [
+        ("tag team", "10.000000000000"), ("shared 0 (charge_category=Tax; fixed by team)", "1.000000000000")]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--since", "7d", "--by", "teams"], "valid dimensions: team, project, experiment"),
+    (["--since", "7d", "--where", "squad=nlp"], "valid dimensions: team, project, experiment"),
+    (["--since", "7d", "--by", 'team"; DROP TABLE x;--'], "valid dimensions"),
+    (["--since", "last tuesday"], "e.g. 24h, 7d"),
+    (["--since", "7d", "--where", "team"], "DIMENSION=VALUE"),
+    (["--since", "2026-11-02", "--until", "2026-11-01"], "the window is empty"),
+    (["--since", "7d", "--compare", "--granularity", "day"], "--compare needs --granularity total"),
+    ([], "--since is required"),
+])
+def test_bad_input_exits_2(setup, args, message):
+    _, path = setup
+    result = run(path, *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+@pytest.mark.parametrize("value", ['team"; DROP TABLE x;--', "x' OR 1=1--", "nlp' OR '1'='1"])
+def test_injection_through_where_changes_nothing(setup, value):
+    lake, path = setup
+    before = lake_digest(lake)
+    result = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--where", f"team={value}",
+                 "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["rows"]
+    # Only the line whose team really is that string matches; nothing else leaks through.
+    assert rows == ([{"team": "x' OR 1=1--", "currency": "USD", "cost": "1.500000000000"}]
+                    if value == "x' OR 1=1--" else [])
+    assert lake_digest(lake) == before
+    assert run(path, "--check", "--format", "json").exit_code == 0
+
+
+def test_check_passes_and_reports_every_period(setup):
+    _, path = setup
+    result = run(path, "--check", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert {(r["currency"], r["cost"]) for r in rows} == {(c, m) for c in ("USD", "EUR")
+                                                          for m in ("billed", "effective", "list")}
+    assert all(r["ok"] and Decimal(r["difference"]) == 0 for r in rows)
+
+
+def test_check_fails_with_the_difference(setup, monkeypatch):
+    import service.attribution as attribution
+
+    _, path = setup
+    real = attribution.split_exactly
+
+    def leaky(amount, weights):  # a split that loses a cent
+        parts = real(amount, weights)
+        first = next(iter(parts))
+        parts[first] -= Decimal("0.01")
+        return parts
+
+    monkeypatch.setattr(attribution, "split_exactly", leaky)
+    result = run(path, "--check", "--format", "json")
+    assert result.exit_code == 3
+    assert "cur 2026-11 USD billed: -0.01" in result.output
+
+
+def test_empty_lake_says_so(tmp_path):
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake")}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "7d", "--format", "table"])
+    assert result.exit_code == 0 and "is empty" in result.output
+    result = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "7d", "--format", "json"])
+    assert result.exit_code == 0 and '"rows": []' in result.output
+
+
+def test_config_errors_carry_dotted_paths(tmp_path):
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"attribution": {
+        "shared": [{"match": {"service": "Support"}, "split": "fixed", "weights": {"a": 0.5, "b": 0.3}}]}}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
+    assert result.exit_code == 2 and "attribution.shared[0].weights: must sum to 1" in result.output
