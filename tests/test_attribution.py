@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from service.attribution import attribute, attribute_resources, reconcile, split_exactly
+from service.attribution import attribute, attribute_resources, reconcile
+from service.attribution_engine import split_exactly
 from service.attribution_sql import normalise_key
 from service.core.timewindow import Window
 from tests.attribution_helpers import config, line, make_lake

@@ -130,7 +130,7 @@ def test_check_passes_and_reports_every_period(setup):
 
 
 def test_check_fails_with_the_difference(setup, monkeypatch):
-    import service.attribution as attribution
+    import service.attribution_engine as attribution
 
     _, path = setup
     real = attribution.split_exactly
