@@ -119,7 +119,8 @@ class Table:
         for name in names:
             alternatives = (name,) if isinstance(name, str) else name
             if self.name(*alternatives) is None:
-                raise DataError(f"required column {' or '.join(alternatives)!r} is missing", where=self.uri,
+                names = " or ".join(repr(a) for a in alternatives)
+                raise DataError(f"required column {names} is missing", where=self.uri,
                                 hint="is this the export kind configured for the source?")
 
     def fail(self, column: str, problem: str, value_sql: str) -> str:
@@ -155,7 +156,8 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     elif suffix in JSON_SUFFIXES:
         source = f"read_json({location}, format = 'newline_delimited', sample_size = -1)"
     else:
-        raise DataError(f"unsupported file type {suffix!r}", where=uri, hint="expected CSV, CSV.gz, Parquet or JSON lines")
+        raise DataError(f"unsupported file type {suffix!r}", where=uri,
+                        hint="expected CSV, CSV.gz, Parquet or JSON lines")
     return Table(uri, source, _describe(con, source, uri))
 
 
@@ -177,10 +179,10 @@ def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | N
     """Exact DECIMAL(38,12) from text, decimals or floats (a float via its shortest text)."""
     if kind is not None and str(kind) == MONEY:
         return sql
-    text = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
-    parsed = f"TRY_CAST({text} AS {MONEY})"
-    return f"(CASE WHEN {text} IS NULL THEN NULL WHEN {parsed} IS NULL THEN {table.fail(column, 'not a number', text)} " \
-           f"ELSE {parsed} END)"
+    raw = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+    parsed = f"TRY_CAST({raw} AS {MONEY})"
+    fail = table.fail(column, "not a number", raw)
+    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN {parsed} IS NULL THEN {fail} ELSE {parsed} END)"
 
 
 def money(table: Table, *candidates: str) -> str | None:
@@ -197,13 +199,13 @@ def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType
         return f"timezone('UTC', {sql})"
     if kind_name.startswith("TIMESTAMP") or kind_name == "DATE":
         return f"CAST({sql} AS TIMESTAMP)"
-    text = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+    raw = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
     if fmt:
-        parsed = f"try_strptime({text}, {sql_string(fmt)})"
+        parsed = f"try_strptime({raw}, {sql_string(fmt)})"
     else:
-        parsed = f"timezone('UTC', TRY_CAST({text} AS TIMESTAMPTZ))"
-    return f"(CASE WHEN {text} IS NULL THEN NULL WHEN {parsed} IS NULL THEN " \
-           f"{table.fail(column, 'not a date/time', text)} ELSE {parsed} END)"
+        parsed = f"timezone('UTC', TRY_CAST({raw} AS TIMESTAMPTZ))"
+    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN {parsed} IS NULL THEN " \
+           f"{table.fail(column, 'not a date/time', raw)} ELSE {parsed} END)"
 
 
 def timestamp(table: Table, *candidates: str, fmt: str | None = None) -> str | None:

@@ -15,10 +15,14 @@ from billing_helpers import failures, ingest_files, sums
 from conftest import SAMPLES
 
 KIND_BY_FILE = {
+    "aws/legacy_cur_csv_anonymous_sample.csv": "aws-cur",
     "focus/focus_1.0_sample_1000.csv": "focus",
     "focus/azure_focus_1.0_trey_research_1000.csv": "focus",
     "gcp/koku_gcp_standard_export_202011.csv": "gcp-billing",
     "gcp/koku_gcp_detailed_export_2022-08-01.csv": "gcp-billing",
+    "azure/ea_actual_anonymous_sample.csv": "azure-cost",
+    "azure/ea_actual_trey_research_small.csv": "azure-cost",
+    "azure/ea_amortized_trey_research_small.csv": "azure-cost",
 }
 
 
@@ -28,6 +32,12 @@ def reference() -> dict[str, list[dict[str, str]]]:
         for row in csv.DictReader(handle):
             by_file.setdefault(row["file"], []).append(row)
     return by_file
+
+
+def test_every_sample_file_has_a_kind_and_reference_sums():
+    data_files = sorted(p.relative_to(SAMPLES).as_posix() for p in SAMPLES.rglob("*")
+                        if p.is_file() and p.parent != SAMPLES)
+    assert data_files == sorted(KIND_BY_FILE) == sorted(reference())
 
 
 @pytest.mark.parametrize("file", sorted(KIND_BY_FILE))

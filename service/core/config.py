@@ -43,6 +43,14 @@ class SourceConfig(Strict):
     report_name: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
     freshness_hours: int = Field(default=36, ge=1, description="/readyz fails when older than this")
+    cost_type: Literal["auto", "actual", "amortized"] = Field(
+        default="auto", description="azure-cost only: which cost the export holds; auto decides from its rows")
+
+    @model_validator(mode="after")
+    def _cost_type_is_azure_only(self) -> SourceConfig:
+        if self.cost_type != "auto" and self.kind != "azure-cost":
+            raise ValueError("cost_type applies to kind azure-cost only")
+        return self
 
     @property
     def is_s3(self) -> bool:

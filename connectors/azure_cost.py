@@ -1,0 +1,127 @@
+"""Azure Cost Management cost details exports (EA and MCA), actual or amortized, as CSV.
+
+Handled: both EA header generations (older `Cost`, `BillingCurrency`, `Product`; newer
+`CostInBillingCurrency`, `BillingCurrencyCode`, `ProductName`, `benefitId`), MCA's camelCase
+(`costInBillingCurrency`, `billingCurrency`, `date`) — column names match case-insensitively —
+`Tags` written as a JSON object without its outer braces (`"k": "v","k2": "v2"`), dates as
+`MM/DD/YYYY` or `M/D/YYYY` (always parsed with that explicit format: DuckDB's sniffer would
+swap day and month), a UTF-8 BOM, CRLF line ends, and a currency on every row.
+
+Which cost a file holds, and so which canonical column it fills:
+- an *actual* cost export is what the invoice bills: BilledCost = cost, EffectiveCost NULL;
+- an *amortized* export spreads reservation and savings plan purchases over the usage they
+  cover: EffectiveCost = cost, BilledCost NULL.
+The other figure is not in the file, so it stays NULL rather than being guessed.
+`cost_type: auto` (the default) decides per file from its rows: it is amortized when
+commitment-covered usage (PricingModel Reservation/SavingsPlan, ChargeType Usage) carries a
+cost, or when it has UnusedReservation/UnusedSavingsPlan rows — in an actual export that usage
+costs 0 and the purchase carries the money. Otherwise it is actual (the two coincide when no
+commitment is involved). Set `cost_type: actual|amortized` to skip that extra pass.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from connectors.base import register
+from connectors.exportfile import (CSV_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags,
+                                   text)
+from service.core.errors import DataError
+from service.core.schema import cost_select_list
+
+DATE_FORMAT = "%m/%d/%Y"
+COST = ("CostInBillingCurrency", "Cost")
+CURRENCY = ("BillingCurrencyCode", "BillingCurrency")
+COMMITMENTS = "('Reservation', 'SavingsPlan')"
+CHARGE_CATEGORY = {"Usage": "Usage", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage",
+                   "Purchase": "Purchase", "Refund": "Purchase", "Tax": "Tax", "RoundingAdjustment": "Adjustment"}
+PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "Committed", "SavingsPlan": "Committed"}
+
+
+def date_sql(table: Table, *candidates: str) -> str | None:
+    """A US-style date column as a TIMESTAMP, failing loudly on anything else."""
+    column = table.col(*candidates)
+    if column is None:
+        return None
+    raw = f"nullif(trim({column}), '')"
+    parsed = f"try_strptime({raw}, {sql_string(DATE_FORMAT)})"
+    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN {parsed} IS NULL THEN " \
+           f"{table.fail(table.name(*candidates), 'not a MM/DD/YYYY date', raw)} ELSE {parsed} END)"
+
+
+def lookup(value_sql: str | None, mapping: dict[str, str]) -> str | None:
+    if value_sql is None:
+        return None
+    cases = " ".join(f"WHEN {sql_string(k)} THEN {sql_string(v)}" for k, v in mapping.items())
+    return f"CASE {value_sql} {cases} ELSE {value_sql} END"
+
+
+@register
+class AzureCostConnector(FolderExport):
+    kind = "azure-cost"
+    suffixes = CSV_SUFFIXES
+    what = "Azure cost details"
+
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
+        table = open_table(con, path, uri, money=COST)
+        table.require(COST, CURRENCY, "Date")
+        cost = money(table, *COST)
+        amortized = self._is_amortized(con, table, cost)
+        charge_type = text(table, "ChargeType")
+        day = date_sql(table, "Date")
+        period_start = date_sql(table, "BillingPeriodStartDate") or f"date_trunc('month', {day})"
+        period_end = date_sql(table, "BillingPeriodEndDate")
+        info = table.col("AdditionalInfo")
+        expressions = {
+            "BillingAccountId": text(table, "BillingAccountId"),
+            "BillingAccountName": text(table, "BillingAccountName"),
+            "BillingPeriodStart": period_start,
+            # Azure's period and charge dates are inclusive days; FOCUS ends are exclusive.
+            "BillingPeriodEnd": period_end and f"{period_end} + INTERVAL 1 DAY",
+            "ChargePeriodStart": day,
+            "ChargePeriodEnd": f"{day} + INTERVAL 1 DAY",
+            "EffectiveCost" if amortized else "BilledCost": cost,
+            "BillingCurrency": text(table, *CURRENCY),
+            "ChargeCategory": lookup(charge_type, CHARGE_CATEGORY),
+            "ChargeClass": charge_type and f"CASE WHEN {charge_type} = 'Refund' THEN 'Correction' END",
+            "ChargeDescription": text(table, "ProductName", "Product"),
+            "ProviderName": "'Microsoft'",
+            "ServiceName": text(table, "MeterCategory"),
+            "ServiceCategory": text(table, "ServiceFamily"),
+            "ResourceId": text(table, "ResourceId", "InstanceName"),
+            "ResourceName": text(table, "ResourceName"),
+            "RegionId": text(table, "ResourceLocation"),
+            "AvailabilityZone": text(table, "AvailabilityZone"),
+            "SubAccountId": text(table, "SubscriptionId", "SubscriptionGuid"),
+            "SubAccountName": text(table, "SubscriptionName"),
+            "SkuId": text(table, "MeterId"),
+            "PricingCategory": lookup(text(table, "PricingModel"), PRICING_CATEGORY),
+            "ConsumedQuantity": (column := table.col("Quantity")) and f"CAST({column} AS DOUBLE)",
+            "ConsumedUnit": text(table, "UnitOfMeasure"),
+            "InvoiceId": text(table, "InvoiceId"),
+            "Tags": tags(table, "Tags", braces_optional=True),
+            "x_line_item_type": charge_type,
+            "x_usage_type": text(table, "MeterName"),
+            # the VM size, e.g. Standard_ND96asr_v4, is in AdditionalInfo's ServiceType
+            "x_instance_type": info and f"CASE WHEN json_valid({info}) THEN {info}->>'$.ServiceType' END",
+        }
+        present = {k: v for k, v in expressions.items() if v}
+        return f"SELECT {cost_select_list(present)} FROM {table.source}"
+
+    def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str) -> bool:
+        if self.config.cost_type != "auto":
+            return self.config.cost_type == "amortized"
+        charge_type, pricing_model = table.col("ChargeType"), table.col("PricingModel")
+        if charge_type is None or pricing_model is None:
+            return False
+        query = (f"SELECT count(*) FROM {table.source} "
+                 f"WHERE {charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan') "
+                 f"OR ({charge_type} = 'Usage' AND {pricing_model} IN {COMMITMENTS} AND {cost} <> 0)")
+        try:
+            [(signs,)] = con.execute(query).fetchall()
+        except duckdb.Error as exc:
+            raise DataError(f"cannot read the file: {short(exc)}", where=table.uri,
+                            hint="check that it is a complete, UTF-8 cost details export") from None
+        return signs > 0

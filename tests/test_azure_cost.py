@@ -1,0 +1,137 @@
+"""Azure cost details: EA (both header generations) and MCA, actual and amortized, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+from billing_helpers import failures, ingest_files, sums
+from click.testing import CliRunner
+from conftest import SAMPLES
+
+from service.cli import cli
+from service.core.config import parse_config
+from service.core.errors import ConfigError
+
+# Older EA header: Cost / BillingCurrency / Product; UTF-8 BOM; MM/DD/YYYY; LF.
+OLD_EA = ("\ufeffBillingAccountId,BillingPeriodStartDate,BillingPeriodEndDate,SubscriptionId,Date,Product,MeterCategory,"
+          "Quantity,Cost,BillingCurrency,ResourceId,Tags,ChargeType,PricingModel,AdditionalInfo\n"
+          '8611537,09/01/2023,09/30/2023,sub-1,09/02/2023,NDasrA100 v4,Virtual Machines,1,27.197,USD,/subscriptions/sub-1/vm1,'
+          '"""team"": ""pretrain"",""experiment"": ""run-7"",""n"": 3",Usage,OnDemand,'
+          '"{""ServiceType"":""Standard_ND96asr_v4"",""VCPUs"":96}"\n'
+          "8611537,09/01/2023,09/30/2023,sub-1,09/30/2023,Storage,Storage,2,0.1,USD,,,Usage,OnDemand,\n")
+
+# Newer EA header: CostInBillingCurrency / BillingCurrencyCode / ProductName / benefitId; CRLF; M/D/YYYY.
+NEW_EA = ("InvoiceSectionName,SubscriptionId,Date,ProductName,MeterCategory,Quantity,CostInBillingCurrency,"
+          "BillingCurrencyCode,BillingPeriodStartDate,BillingPeriodEndDate,Tags,ChargeType,PricingModel,benefitId\r\n"
+          'Lorem,sub-2,9/2/2023,Peering,Virtual Network,1,0.000305367,CAD,9/1/2023,9/30/2023,"""a"": ""b""",Usage,OnDemand,\r\n'
+          "Lorem,sub-2,10/12/2023,Queues,Storage,1,5.64902E-05,CAD,10/1/2023,10/31/2023,,Usage,Spot,\r\n")
+
+# MCA: camelCase, invoice id present, tags with braces.
+MCA = ("billingAccountId,billingProfileId,invoiceId,date,productName,meterCategory,quantity,costInBillingCurrency,"
+       "billingCurrency,billingPeriodStartDate,billingPeriodEndDate,tags,chargeType,pricingModel\n"
+       'acct:1,bp-1,G012345678,11/03/2023,Premium SSD,Storage,1,1.5,EUR,11/01/2023,11/30/2023,"{""team"": ""data""}",Usage,OnDemand\n'
+       "acct:1,bp-1,G012345678,11/04/2023,Refund,Storage,1,-0.5,EUR,11/01/2023,11/30/2023,,Refund,OnDemand\n")
+
+
+def write(tmp_path, name: str, content: str | bytes):
+    path = tmp_path / name
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return path
+
+
+def rows(lake, columns: str) -> list[tuple]:
+    return lake.query().execute(f"SELECT {columns} FROM costs ORDER BY ChargePeriodStart").fetchall()
+
+
+def test_older_ea_header_bom_dates_tags_without_braces(tmp_path):
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "ea.csv", OLD_EA)))
+    assert failures(result) == []
+    got = rows(lake, "ChargePeriodStart, ChargePeriodEnd, BillingPeriodStart, BillingPeriodEnd, BilledCost, "
+                     "EffectiveCost, BillingCurrency, ChargeDescription, SubAccountId, Tags, x_instance_type, "
+                     "PricingCategory, ProviderName")
+    assert got[0] == (datetime(2023, 9, 2), datetime(2023, 9, 3), datetime(2023, 9, 1), datetime(2023, 10, 1),
+                      Decimal("27.197"), None, "USD", "NDasrA100 v4", "sub-1",
+                      {"team": "pretrain", "experiment": "run-7", "n": "3"}, "Standard_ND96asr_v4", "Standard",
+                      "Microsoft")
+    assert got[1][0] == datetime(2023, 9, 30) and got[1][9] is None and got[1][10] is None
+
+
+def test_newer_ea_header_crlf_and_unpadded_dates_are_month_first(tmp_path):
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "ea.csv", NEW_EA)))
+    assert failures(result) == []
+    got = rows(lake, "ChargePeriodStart, billing_period, BilledCost, BillingCurrency, ChargeDescription, Tags, "
+                     "PricingCategory")
+    assert got == [(datetime(2023, 9, 2), "2023-09", Decimal("0.000305367"), "CAD", "Peering", {"a": "b"}, "Standard"),
+                   (datetime(2023, 10, 12), "2023-10", Decimal("0.0000564902"), "CAD", "Queues", None, "Dynamic")]
+
+
+def test_mca_camel_case_with_invoice_id_is_final(tmp_path):
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "mca.csv", MCA)))
+    assert failures(result) == []
+    assert rows(lake, "ChargeCategory, ChargeClass, BilledCost, Tags, InvoiceId") == [
+        ("Usage", None, Decimal("1.5"), {"team": "data"}, "G012345678"),
+        ("Purchase", "Correction", Decimal("-0.5"), None, "G012345678")]
+    [entry] = lake.ledger()
+    assert entry.final and entry.billing_period == "2023-11"
+
+
+def test_actual_fills_billed_and_amortized_fills_effective_the_other_stays_null(tmp_path):
+    lake, result = ingest_files(
+        tmp_path,
+        ("actual", "azure-cost", SAMPLES / "azure" / "ea_actual_trey_research_small.csv"),
+        ("amortized", "azure-cost", SAMPLES / "azure" / "ea_amortized_trey_research_small.csv"))
+    assert failures(result) == []
+    assert sums(lake, "source") == [("actual", 11, Decimal("8.545007786742"), None),
+                                    ("amortized", 28, None, Decimal("16.296932136637"))]
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps({"lake": str(lake.root)}))
+    run = CliRunner().invoke(cli, ["--config", str(config), "status", "--format", "json"])
+    assert run.exit_code == 0, run.output
+    status = {e["source"]: (e["billed_cost"], e["effective_cost"]) for e in json.loads(run.output)}
+    assert status == {"actual": ("8.545007786742", None), "amortized": (None, "16.296932136637")}
+
+
+def test_cost_type_option_overrides_detection_and_is_azure_only(tmp_path):
+    source = {"name": "az", "kind": "azure-cost", "location": str(SAMPLES / "azure" / "ea_actual_anonymous_sample.csv"),
+              "cost_type": "amortized"}
+    lake, result = ingest_files(tmp_path, source)
+    assert failures(result) == []
+    assert sums(lake) == [("Microsoft", "CAD", 27, None, Decimal("1.261369265057"))]
+    with pytest.raises(ConfigError, match=r"sources\[0\]: .*azure-cost only"):
+        parse_config({"sources": [{"name": "f", "kind": "focus", "location": "x", "cost_type": "actual"}]})
+
+
+def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
+    content = NEW_EA.replace("Queues,Storage,1,5.64902E-05,CAD,10/1/2023,10/31/2023",
+                             "Queues,Storage,1,5.64902E-05,USD,9/1/2023,9/30/2023")
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "ea.csv", content)))
+    assert failures(result) == []
+    [entry] = lake.ledger()
+    assert [(t.currency, t.rows, t.billed_cost) for t in entry.totals] == [
+        ("CAD", 1, Decimal("0.000305367")), ("USD", 1, Decimal("0.0000564902"))]
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), [
+    ("nocost.csv", NEW_EA.replace("CostInBillingCurrency", "CostInUsd"),
+     ["nocost.csv", "required column 'CostInBillingCurrency' or 'Cost' is missing"]),
+    ("badcost.csv", NEW_EA.replace("5.64902E-05", "5,64902"), ["badcost.csv"]),
+    ("badcost2.csv", NEW_EA.replace("5.64902E-05", "n/a"),
+     ["badcost2.csv", "Line: 3", 'column "CostInBillingCurrency"', '"n/a"']),
+    ("isodate.csv", NEW_EA.replace("9/2/2023", "2023-09-02"),
+     ["isodate.csv", "column Date: not a MM/DD/YYYY date: 2023-09-02"]),
+    ("dayfirst.csv", NEW_EA.replace("10/12/2023", "13/10/2023"), ["dayfirst.csv", "column Date", "13/10/2023"]),
+    ("badtags.csv", NEW_EA.replace('"""a"": ""b"""', '"""a"": b"'), ["badtags.csv", "column Tags: not a JSON object"]),
+    ("latin1.csv", NEW_EA.replace("Lorem", "Société").encode("latin-1"), ["latin1.csv", "not utf-8"]),
+    ("empty.csv", b"", ["empty.csv", "the file is empty"]),
+    ("truncated.csv.gz", gzip.compress(NEW_EA.encode() * 300)[:-100], ["truncated.csv.gz"]),
+])
+def test_bad_input_fails_the_delivery_naming_file_and_problem(tmp_path, name, content, expected):
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, name, content)))
+    [message] = failures(result)
+    for part in expected:
+        assert part in message
+    assert lake.ledger() == []
