@@ -153,6 +153,28 @@ def _add_area_commands() -> None:
 _add_area_commands()
 
 
+def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from pydantic import ValidationError
+
+    from service.core.config import ServiceConfig
+
+    try:
+        return value and ServiceConfig(listen=value).listen
+    except ValidationError as exc:
+        raise click.BadParameter(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+
+
+@cli.command()
+@click.option("--listen", metavar="HOST:PORT", callback=_check_listen,
+              help="Bind address (default: service.listen, 127.0.0.1:9464).")
+@pass_ctx
+def serve(obj: Context, listen: str | None) -> None:
+    """Run the scheduler (ingest, rules, daily job) and the HTTP server until SIGTERM."""
+    from service.serve import serve as run_service
+
+    run_service(obj.config, listen=listen, announce=lambda line: click.echo(line, err=True))
+
+
 def main() -> None:
     cli(prog_name="spendlake")
 

@@ -1,0 +1,125 @@
+"""`spendlake serve`: one process per lake running the scheduler and the HTTP server.
+
+Start: take the lake's service lock (a second service refuses, naming the holder's pid),
+bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running jobs,
+release the lock, return (exit 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, disable_created_metrics
+
+from service.app import Api, api_token, make_server
+from service.core.config import Config
+from service.core.errors import SourceError
+from service.core.lake import Lake, write_json_atomic
+from service.core.timewindow import day_start, utc_now
+from service.metrics import JobMetrics, LakeCollector
+from service.scheduler import ServiceScheduler, Tasks
+
+log = logging.getLogger(__name__)
+
+
+def reports_dir(config: Config) -> Path:
+    """Where the daily summary goes: `report.out` when local, else `reports/` beside the lake."""
+    out = config.report.out
+    return Path(out) if out and not out.startswith("s3://") else config.lake.parent / "reports"
+
+
+def run_ingest(config: Config) -> None:
+    from service.ingest import ingest
+
+    result = ingest(config)
+    if result.failed:
+        raise SourceError("; ".join(str(o.error) for o in result.failed))
+
+
+def write_daily_summary(config: Config, day: date) -> Path:
+    """The day's and month-to-date spend per source and currency, as JSON. Deterministic
+    for a given lake and date, so running it twice writes the same bytes."""
+    lake = Lake(config.lake)
+    start = day_start(day)
+    month_start = day_start(day.replace(day=1))
+    con = lake.query()
+    try:
+        rows = con.execute(
+            "SELECT source, BillingCurrency, "
+            "  sum(BilledCost) FILTER (WHERE ChargePeriodStart >= ?) AS day_cost, sum(BilledCost) AS mtd_cost "
+            "FROM costs WHERE ChargePeriodStart >= ? AND ChargePeriodStart < ? GROUP BY ALL ORDER BY ALL",
+            [start.replace(tzinfo=None), month_start.replace(tzinfo=None),
+             (start + timedelta(days=1)).replace(tzinfo=None)],
+        ).fetchall()
+    finally:
+        con.close()
+    summary = {
+        "date": day.isoformat(),
+        "spend": [{"source": s, "currency": c, "day": format(d or 0, "f"), "month_to_date": format(m or 0, "f")}
+                  for s, c, d, m in rows],
+        "deliveries": [{"source": e.source, "billing_period": e.billing_period, "delivery_id": e.delivery_id,
+                        "final": e.final} for e in lake.ledger()],
+    }
+    path = reports_dir(config) / day.isoformat() / "summary.json"
+    write_json_atomic(path, summary)
+    return path
+
+
+def default_tasks(config: Config) -> Tasks:
+    return Tasks(ingest=lambda: run_ingest(config), rules=None,
+                 daily=lambda day: write_daily_summary(config, day))
+
+
+class Service:
+    def __init__(self, config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
+                 clock: Callable[[], datetime] = utc_now):
+        self.config = config
+        self.listen = listen or config.service.listen
+        self.tasks = tasks or default_tasks(config)
+        self.clock = clock
+        self.lake = Lake(config.lake)
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, announce: Callable[[str], None] = log.warning) -> None:
+        with self.lake.lock("service"):
+            registry = CollectorRegistry()
+            job_metrics = JobMetrics(registry, jobs=self.tasks.names())
+            registry.register(LakeCollector(self.config))
+            server = make_server(Api(self.config, registry, token=api_token(self.config), clock=self.clock),
+                                 self.listen)
+            hours, minutes = (int(p) for p in self.config.service.daily_at.split(":"))
+            scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
+                                         ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
+                                         daily_at=time(hours, minutes), clock=self.clock)
+            thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+            thread.start()
+            try:
+                host, port = server.server_address[:2]
+                host = f"[{host}]" if ":" in host else host
+                announce(f"spendlake serving http://{host}:{port} (lake {self.lake.root})")
+                scheduler.start()
+                self._stop.wait()
+                announce("stopping: waiting for running jobs")
+            finally:
+                server.shutdown()
+                server.server_close()
+                scheduler.shutdown()
+        announce("stopped")
+
+
+def serve(config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
+          announce: Callable[[str], None] = log.warning) -> None:
+    """Run until SIGTERM or SIGINT."""
+    disable_created_metrics()  # `_created` series only add noise to every scrape
+    service = Service(config, listen=listen, tasks=tasks)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: service.stop())
+    service.run(announce)

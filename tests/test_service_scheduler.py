@@ -1,0 +1,168 @@
+"""The scheduler (RELIABILITY 22-24): make-up runs once, idempotent daily output, no overlap,
+UTC whatever the host's time zone, failures counted."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as daytime
+
+import pytest
+from prometheus_client import CollectorRegistry
+from servicekit import commit, make_config
+
+from service.core.lake import Lake
+from service.metrics import JobMetrics
+from service.scheduler import ServiceScheduler, Tasks, latest_fire_date
+from service.serve import write_daily_summary
+
+SIX = daytime(6, 0)
+
+
+def utc(*args) -> datetime:
+    return datetime(*args, tzinfo=timezone.utc)
+
+
+def wait_for(predicate, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+class Harness:
+    def __init__(self, lake: Lake, clock, ingest=lambda: None, rules=None, every=timedelta(hours=1)):
+        self.reports: list[date] = []
+        self.registry = CollectorRegistry()
+        self.metrics = JobMetrics(self.registry, ["ingest", "rules", "daily"])
+        tasks = Tasks(ingest=ingest, rules=rules, daily=self.reports.append)
+        self.scheduler = ServiceScheduler(lake, self.metrics, tasks, ingest_every=every, daily_at=SIX, clock=clock)
+
+    def value(self, name: str, job: str) -> float | None:
+        return self.registry.get_sample_value(name, {"job": job})
+
+
+def test_latest_fire_date():
+    assert latest_fire_date(utc(2026, 11, 30, 5, 59), SIX) == date(2026, 11, 29)
+    assert latest_fire_date(utc(2026, 11, 30, 6, 0), SIX) == date(2026, 11, 30)
+
+
+def test_down_across_the_report_time_makes_up_exactly_once(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    lake.write_state("jobs", {"daily": {"last_run_date": "2026-11-28"}})
+    now = [utc(2026, 11, 30, 5, 0)]  # down from before 06:00 on the 29th until 05:00 on the 30th
+
+    first = Harness(lake, lambda: now[0])
+    first.scheduler.start()
+    wait_for(lambda: first.value("spendlake_job_duration_seconds_count", "daily") == 1)
+    first.scheduler.shutdown()
+    assert first.reports == [date(2026, 11, 28)]  # the 29th's run reports on the 28th
+    assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-11-29"
+
+    second = Harness(lake, lambda: now[0])  # restarted again before 06:00: nothing to make up
+    second.scheduler.start()
+    real_now = datetime.now(timezone.utc)
+    next_six = datetime.combine(latest_fire_date(real_now, SIX) + timedelta(days=1), SIX, tzinfo=timezone.utc)
+    assert second.scheduler.scheduler.get_job("daily").next_run_time == next_six  # not "now"
+    second.scheduler.shutdown()
+    assert second.reports == []
+
+    now[0] = utc(2026, 11, 30, 6, 0, 1)  # the regular fire, then a duplicate (coalesced or manual) one
+    second.scheduler.run_daily()
+    second.scheduler.run_daily()
+    assert second.reports == [date(2026, 11, 29)]
+
+
+def test_daily_fires_at_the_same_utc_time_across_a_dst_change(tmp_path, monkeypatch):
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        harness = Harness(Lake(tmp_path / "lake"), lambda: utc(2026, 10, 24, 7))
+        harness.scheduler.start()
+        trigger = harness.scheduler.scheduler.get_job("daily").trigger
+        harness.scheduler.shutdown()
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    fires, previous = [], utc(2026, 10, 24, 7)
+    for _ in range(3):  # Berlin leaves summer time on 25 October
+        previous = trigger.get_next_fire_time(None, previous + timedelta(seconds=1))
+        fires.append(previous.astimezone(timezone.utc))
+    assert fires == [utc(2026, 10, 25, 6), utc(2026, 10, 26, 6), utc(2026, 10, 27, 6)]
+
+
+def test_the_same_date_twice_gives_identical_files(tmp_path):
+    config = make_config(tmp_path)
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-28 03:00:00", "2026-11-28 04:00:00", "USD", "2.5", {}),
+                         ("2026-11-02 03:00:00", "2026-11-02 04:00:00", "USD", "1", {}),
+                         ("2026-11-29 03:00:00", "2026-11-29 04:00:00", "EUR", "7", {})])
+    first = write_daily_summary(config, date(2026, 11, 28))
+    content = first.read_bytes()
+    time.sleep(0.01)
+    second = write_daily_summary(config, date(2026, 11, 28))
+    assert second == first and second.read_bytes() == content
+    assert sorted(p.name for p in first.parent.iterdir()) == ["summary.json"]
+    assert b'"day": "2.500000000000"' in content and b'"month_to_date": "3.500000000000"' in content
+    assert b"EUR" not in content  # the 29th is after the reported day
+
+
+def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplog):
+    running, overlaps, runs = [0], [], []
+    guard = threading.Lock()
+
+    def slow_ingest():
+        with guard:
+            running[0] += 1
+            overlaps.append(running[0])
+        time.sleep(0.6)
+        with guard:
+            running[0] -= 1
+        runs.append(1)
+
+    lake = Lake(tmp_path / "lake")
+    lake.write_state("jobs", {"daily": {"last_run_date": "2999-01-01"}})  # keep the daily job out of it
+    harness = Harness(lake, lambda: datetime.now(timezone.utc), ingest=slow_ingest, every=timedelta(seconds=0.2))
+    with caplog.at_level(logging.WARNING, logger="service.scheduler"):
+        harness.scheduler.start()
+        wait_for(lambda: len(runs) >= 2)
+        harness.scheduler.shutdown()
+    assert max(overlaps) == 1
+    assert harness.value("spendlake_job_skipped_total", "ingest") >= 1
+    assert "skipped a fire of job ingest: the previous run is still going" in caplog.text
+
+
+def test_a_failing_job_is_counted_and_rules_still_run(tmp_path):
+    ran_rules = []
+
+    def broken_ingest():
+        raise RuntimeError("bucket unreachable")
+
+    harness = Harness(Lake(tmp_path / "lake"), lambda: utc(2026, 11, 30, 5), ingest=broken_ingest,
+                      rules=lambda: ran_rules.append(1))
+    harness.scheduler.run_ingest()
+    assert harness.value("spendlake_job_failures_total", "ingest") == 1
+    assert harness.value("spendlake_job_last_success_timestamp_seconds", "ingest") is None
+    assert ran_rules == [1] and harness.value("spendlake_job_last_success_timestamp_seconds", "rules") > 0
+    assert harness.value("spendlake_job_duration_seconds_count", "ingest") == 1
+
+
+def test_a_failed_daily_run_is_not_marked_done(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
+    harness.scheduler.tasks = Tasks(ingest=lambda: None, rules=None, daily=lambda day: 1 / 0)
+    harness.scheduler.run_daily()
+    assert harness.value("spendlake_job_failures_total", "daily") == 1
+    assert lake.read_state("jobs") == {}
+    assert harness.scheduler.daily_due(utc(2026, 11, 30, 7))
+
+
+@pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False)])
+def test_daily_due(tmp_path, done, due):
+    lake = Lake(tmp_path / "lake")
+    if done:
+        lake.write_state("jobs", {"daily": {"last_run_date": done}})
+    harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
+    assert harness.scheduler.daily_due(utc(2026, 11, 30, 7)) is due
