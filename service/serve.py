@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time as clock_time
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -83,10 +84,11 @@ class Service:
         self.tasks = tasks or default_tasks(config)
         self.clock = clock
         self.lake = Lake(config.lake)
-        self._stop = threading.Event()
+        self._stopping = False
 
     def stop(self) -> None:
-        self._stop.set()
+        """Safe from a signal handler: sets a flag, takes no lock."""
+        self._stopping = True
 
     def run(self, announce: Callable[[str], None] = log.warning) -> None:
         with self.lake.lock("service"):
@@ -106,7 +108,10 @@ class Service:
                 host = f"[{host}]" if ":" in host else host
                 announce(f"spendlake serving http://{host}:{port} (lake {self.lake.root})")
                 scheduler.start()
-                self._stop.wait()
+                # Poll rather than block on a lock: a signal delivered to another thread only
+                # runs its handler when the main thread next executes Python code.
+                while not self._stopping:
+                    clock_time.sleep(0.2)
                 announce("stopping: waiting for running jobs")
             finally:
                 server.shutdown()
