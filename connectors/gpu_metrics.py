@@ -1,0 +1,209 @@
+"""gpu-metrics: GPU utilisation per instance, GPU and hour → `gpu_utilization`.
+
+Three origins (exactly one per source):
+- `prometheus_url`: the HTTP API's `query_range` over DCGM exporter series, hourly:
+  `avg by (<instance_label>, <gpu_label>) (avg_over_time(<metric>[1h]))` evaluated at each
+  hour's end gives that hour's mean. Metrics are tried in the configured order
+  (DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE, then DCGM_FI_DEV_GPU_UTIL); each
+  instance keeps the first metric that has data for it, recorded in `metric`. Ratios (0-1)
+  become percentages. The instance id comes from `instance_label` (e.g. a relabelled
+  `instance_id` carrying the EC2 instance id, as in the bill's ResourceId);
+- `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
+  agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
+  `InstanceId` dimension, per region; the `index` dimension is the GPU;
+- `path`: CSV/Parquet files with the table's columns.
+Every hour also gets an instance aggregate row (`gpu` NULL): the mean over its GPUs.
+The window is `lookback_hours` back from the last full hour, widened to whole UTC days:
+each day of data replaces the partition `day=YYYY-MM-DD`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+import duckdb
+
+from connectors.aws_client import aws_error, default_region, make_client
+from connectors.inventory_base import (SnapshotPart, local_files, naive_utc, read_table_file, register,
+                                       rows_relation)
+from service.core.config import GpuMetricsSource
+from service.core.errors import SourceError
+
+# DCGM fields reported as a 0-1 ratio; the others are already percentages.
+RATIO_METRICS = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
+CLOUDWATCH_QUERIES_PER_CALL = 500  # GetMetricData's limit
+
+
+def window(now: datetime, lookback_hours: int) -> tuple[datetime, datetime]:
+    """[start, end) in naive UTC: end is the last full hour, start midnight of the first day."""
+    now = now.astimezone(timezone.utc).replace(tzinfo=None)
+    end = now.replace(minute=0, second=0, microsecond=0)
+    start = (end - timedelta(hours=lookback_hours)).replace(hour=0)
+    return start, end
+
+
+def _gpu_index(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@register
+class GpuMetricsConnector:
+    kind: ClassVar[str] = "gpu-metrics"
+
+    def __init__(self, config: GpuMetricsSource):
+        self.config = config
+        self.config_path = f"inventory.{config.name}"
+
+    def local_paths(self) -> list[Path]:
+        return [Path(self.config.path).expanduser().resolve()] if self.config.path else []
+
+    def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
+        start, end = window(now, self.config.lookback_hours)
+        if self.config.path:
+            files = local_files(self.config.path, f"{self.config_path}.path")
+            relation = read_table_file(con, files[0], "gpu_utilization")
+            for path in files[1:]:
+                relation = relation.union(read_table_file(con, path, "gpu_utilization"))
+        elif self.config.prometheus_url:
+            relation = rows_relation(con, "gpu_utilization", self._prometheus_rows(start, end))
+        else:
+            relation = rows_relation(con, "gpu_utilization", self._cloudwatch_rows(start, end))
+        return per_day(con, with_instance_aggregates(con, relation))
+
+    # ---- Prometheus ---------------------------------------------------------------------------
+
+    def _prometheus_rows(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        c = self.config
+        rows: list[dict[str, Any]] = []
+        covered: set[str] = set()  # instances that already have a more preferred metric
+        for metric in c.metrics:
+            query = f"avg by ({c.instance_label}, {c.gpu_label}) (avg_over_time({metric}[1h]))"
+            result = self._query_range(query, start + timedelta(hours=1), end)
+            scale = 100.0 if metric in RATIO_METRICS else 1.0
+            found: set[str] = set()
+            unlabelled = 0
+            for series in result:
+                instance = series.get("metric", {}).get(c.instance_label)
+                if not instance:
+                    unlabelled += 1
+                    continue
+                if instance in covered:
+                    continue
+                found.add(instance)
+                gpu = _gpu_index(series["metric"].get(c.gpu_label))
+                for timestamp, value in series.get("values", []):
+                    util = float(value)
+                    if math.isnan(util):
+                        continue
+                    hour = datetime.fromtimestamp(float(timestamp), tz=timezone.utc).replace(tzinfo=None)
+                    rows.append({"resource_id": instance, "gpu": gpu, "hour": hour - timedelta(hours=1),
+                                 "util_pct": util * scale, "metric": metric})
+            if unlabelled and not found and not covered:
+                raise SourceError(f"{metric} series carry no {c.instance_label!r} label", where=c.prometheus_url,
+                                  hint=f"set {self.config_path}.instance_label to the label holding the EC2 "
+                                       "instance id (relabel the DCGM exporter's targets to add one)")
+            covered |= found
+        return rows
+
+    def _query_range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        params = urllib.parse.urlencode({
+            "query": query, "start": start.replace(tzinfo=timezone.utc).timestamp(),
+            "end": end.replace(tzinfo=timezone.utc).timestamp(), "step": 3600})
+        url = f"{self.config.prometheus_url.rstrip('/')}/api/v1/query_range"
+        try:
+            with urllib.request.urlopen(f"{url}?{params}", timeout=self.config.timeout_seconds) as response:
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:300]
+            raise SourceError(f"Prometheus answered HTTP {exc.code}: {detail}", where=url,
+                              hint=f"check {self.config_path}.prometheus_url and the query") from None
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise SourceError(f"cannot reach Prometheus: {reason}", where=url,
+                              hint=f"check {self.config_path}.prometheus_url, or raise timeout_seconds") from None
+        except ValueError as exc:
+            raise SourceError(f"Prometheus returned something that is not JSON: {exc}", where=url) from None
+        if body.get("status") != "success":
+            raise SourceError(f"query failed: {body.get('errorType')}: {body.get('error')}", where=url)
+        return body.get("data", {}).get("result", [])
+
+    # ---- CloudWatch ---------------------------------------------------------------------------
+
+    def _cloudwatch_rows(self, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        c = self.config
+        rows: list[dict[str, Any]] = []
+        for region in c.regions or (default_region(c.profile),):
+            client = make_client("cloudwatch", region=region, profile=c.profile, endpoint_url=c.endpoint_url,
+                                 max_attempts=c.max_attempts)
+            action = "cloudwatch:ListMetrics"
+            try:
+                metrics = [m for page in client.get_paginator("list_metrics").paginate(
+                               Namespace=c.cloudwatch_namespace, MetricName=c.cloudwatch_metric)
+                           for m in page.get("Metrics", [])]
+                dims = [{d["Name"]: d["Value"] for d in m.get("Dimensions", [])} for m in metrics]
+                wanted = [(m, d) for m, d in zip(metrics, dims) if d.get("InstanceId")]
+                action = "cloudwatch:GetMetricData"
+                for first in range(0, len(wanted), CLOUDWATCH_QUERIES_PER_CALL):
+                    batch = wanted[first:first + CLOUDWATCH_QUERIES_PER_CALL]
+                    queries = [{"Id": f"m{n}", "ReturnData": True,
+                                "MetricStat": {"Metric": metric, "Period": 3600, "Stat": "Average"}}
+                               for n, (metric, _) in enumerate(batch)]
+                    pages = client.get_paginator("get_metric_data").paginate(
+                        MetricDataQueries=queries, StartTime=start.replace(tzinfo=timezone.utc),
+                        EndTime=end.replace(tzinfo=timezone.utc))
+                    for page in pages:
+                        for result in page.get("MetricDataResults", []):
+                            dimensions = batch[int(result["Id"][1:])][1]
+                            for timestamp, value in zip(result.get("Timestamps", []), result.get("Values", [])):
+                                rows.append({"resource_id": dimensions["InstanceId"],
+                                             "gpu": _gpu_index(dimensions.get("index")),
+                                             "hour": naive_utc(timestamp), "util_pct": float(value),
+                                             "metric": c.cloudwatch_metric})
+            except (ClientError, BotoCoreError) as exc:
+                raise aws_error(exc, action, f"region {region}, namespace {c.cloudwatch_namespace}",
+                                self.config_path) from None
+        return rows
+
+
+def with_instance_aggregates(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
+    """Hourly rows per GPU, plus for each instance-hour without one an aggregate row (gpu
+    NULL) with the mean over its GPUs."""
+    view = f"gpu_{uuid.uuid4().hex}"
+    relation.create_view(view)
+    return con.sql(f"""
+        WITH hourly AS (
+          SELECT resource_id, gpu, date_trunc('hour', hour) AS hour, avg(util_pct) AS util_pct, metric
+          FROM {view} WHERE resource_id IS NOT NULL AND hour IS NOT NULL AND util_pct IS NOT NULL
+          GROUP BY ALL
+        )
+        SELECT * FROM hourly
+        UNION ALL
+        SELECT resource_id, CAST(NULL AS INTEGER), hour, avg(util_pct), metric FROM hourly h
+        WHERE gpu IS NOT NULL AND NOT EXISTS (
+          SELECT 1 FROM hourly a WHERE a.gpu IS NULL AND a.resource_id = h.resource_id AND a.hour = h.hour
+            AND a.metric IS NOT DISTINCT FROM h.metric)
+        GROUP BY resource_id, hour, metric""")
+
+
+def per_day(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation) -> list[SnapshotPart]:
+    """One part per UTC day that has data (a day without data keeps what the lake holds)."""
+    view = f"gpu_{uuid.uuid4().hex}"
+    relation.create_view(view)
+    days = [day for (day,) in con.execute(f"SELECT DISTINCT CAST(hour AS DATE) FROM {view} ORDER BY 1").fetchall()]
+    return [SnapshotPart("gpu_utilization",
+                         con.sql(f"SELECT * FROM {view} WHERE CAST(hour AS DATE) = DATE '{day.isoformat()}'"),
+                         partition=day.isoformat())
+            for day in days if isinstance(day, date)]

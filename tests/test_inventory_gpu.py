@@ -1,0 +1,190 @@
+"""gpu-metrics connector: a real Prometheus holding backfilled DCGM series, CloudWatch
+(moto) and local files. Utilisation per GPU and per instance, hourly, partitioned by day."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from conftest import require_binary
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.inventory import run_inventory
+
+DATA = Path(__file__).parent / "data" / "inventory" / "gpu"
+# Three days back: old enough to lie in backfilled blocks, well inside the retention.
+DAY0 = (datetime.now(timezone.utc) - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+FIRST_HOUR = DAY0 - timedelta(hours=4)  # data from 20:00 the day before to 05:00 on DAY0
+HOURS = 9
+
+
+def sm_active_gpu1(hour: int) -> float:
+    return 0.02 if hour < 4 else 0.6  # idle for the first four hours
+
+
+def openmetrics() -> str:
+    """DCGM exporter series, one sample a minute at :30 so each falls inside one hour."""
+    families = {
+        "DCGM_FI_PROF_SM_ACTIVE": [('gpu="0",instance_id="i-0aaa",Hostname="node-a"', lambda h: 0.9),
+                                   ('gpu="1",instance_id="i-0aaa",Hostname="node-a"', sm_active_gpu1),
+                                   ('gpu="0",Hostname="no-instance-label"', lambda h: 0.5)],
+        # i-0aaa also reports GPU_UTIL: ignored, SM active is preferred. i-0bbb only has GPU_UTIL.
+        "DCGM_FI_DEV_GPU_UTIL": [('gpu="0",instance_id="i-0aaa"', lambda h: 77.0),
+                                 ('gpu="0",instance_id="i-0bbb"', lambda h: 3.0),
+                                 ('gpu="1",instance_id="i-0bbb"', lambda h: 3.0)],
+    }
+    lines = []
+    for name, series in families.items():
+        lines.append(f"# TYPE {name} gauge")
+        for labels, value in series:
+            for minute in range(HOURS * 60):
+                ts = FIRST_HOUR.timestamp() + minute * 60 + 30
+                lines.append(f"{name}{{{labels}}} {value(minute // 60)} {ts:.0f}")
+    return "\n".join(lines) + "\n# EOF\n"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    """A real Prometheus on 127.0.0.1 serving backfilled DCGM series; stopped afterwards."""
+    server, promtool = require_binary("prometheus"), require_binary("promtool")
+    base = tmp_path_factory.mktemp("prometheus")
+    (base / "dcgm.om").write_text(openmetrics())
+    (base / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
+    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(base / "dcgm.om"), str(base / "data")],
+                   check=True, capture_output=True, timeout=60)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(base / "prometheus.log", "wb")
+    process = subprocess.Popen([server, f"--config.file={base / 'prometheus.yml'}",
+                                f"--storage.tsdb.path={base / 'data'}", "--storage.tsdb.retention.time=100y",
+                                f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("prometheus did not become ready:\n" + (base / "prometheus.log").read_text()[-2000:])
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        log.close()
+
+
+def run(tmp_path: Path, now: datetime, **source):
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "gpus", "kind": "gpu-metrics", **source}]})
+    [outcome] = run_inventory(config, now=now)
+    return outcome
+
+
+def rows(tmp_path: Path, where: str = "true"):
+    con = Lake(tmp_path / "lake").query()
+    try:
+        return con.execute(f"SELECT resource_id, gpu, hour, util_pct, metric, day FROM gpu_utilization "
+                           f"WHERE {where} ORDER BY resource_id, gpu NULLS LAST, hour").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.binary
+def test_prometheus_dcgm_per_gpu_and_per_instance(tmp_path, prometheus):
+    now = DAY0 + timedelta(hours=5, minutes=10)
+    outcome = run(tmp_path, now, prometheus_url=prometheus, lookback_hours=12)
+    assert outcome.error is None, outcome.error
+    day_before, day0 = (DAY0 - timedelta(days=1)).date().isoformat(), DAY0.date().isoformat()
+    assert outcome.rows == {f"gpu_utilization day={day_before}": 4 * 6, f"gpu_utilization day={day0}": 5 * 6}
+
+    hours = [(FIRST_HOUR + timedelta(hours=h)).replace(tzinfo=None) for h in range(HOURS)]
+    a_gpu0 = rows(tmp_path, "resource_id = 'i-0aaa' AND gpu = 0")
+    assert [r[2] for r in a_gpu0] == hours
+    assert all(r[3] == pytest.approx(90.0) and r[4] == "DCGM_FI_PROF_SM_ACTIVE" for r in a_gpu0)
+    a_gpu1 = rows(tmp_path, "resource_id = 'i-0aaa' AND gpu = 1")
+    assert [r[3] for r in a_gpu1] == pytest.approx([2.0] * 4 + [60.0] * 5)
+    a_total = rows(tmp_path, "resource_id = 'i-0aaa' AND gpu IS NULL")
+    assert [r[3] for r in a_total] == pytest.approx([46.0] * 4 + [75.0] * 5)
+    assert [r[5] for r in a_total] == [day_before] * 4 + [day0] * 5
+
+    b = rows(tmp_path, "resource_id = 'i-0bbb'")
+    assert {(r[1], r[4]) for r in b} == {(0, "DCGM_FI_DEV_GPU_UTIL"), (1, "DCGM_FI_DEV_GPU_UTIL"),
+                                         (None, "DCGM_FI_DEV_GPU_UTIL")}
+    assert len(b) == 3 * HOURS and all(r[3] == pytest.approx(3.0) for r in b)
+    assert {r[0] for r in rows(tmp_path)} == {"i-0aaa", "i-0bbb"}  # the unlabelled series is left out
+
+    # A later run overlapping the same days replaces them: no hour is counted twice.
+    assert run(tmp_path, now + timedelta(hours=1), prometheus_url=prometheus, lookback_hours=12).error is None
+    assert len(rows(tmp_path)) == HOURS * 6  # 2 instances x (2 GPUs + aggregate)
+
+
+@pytest.mark.binary
+def test_prometheus_wrong_instance_label_says_which_label_to_set(tmp_path, prometheus):
+    outcome = run(tmp_path, DAY0 + timedelta(hours=5), prometheus_url=prometheus, instance_label="ec2_instance")
+    assert "carry no 'ec2_instance' label" in str(outcome.error) and "instance_label" in str(outcome.error)
+    assert prometheus in str(outcome.error)
+
+
+def test_prometheus_unreachable_names_the_url(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    outcome = run(tmp_path, DAY0, prometheus_url=url, timeout_seconds=2)
+    assert f"{url}/api/v1/query_range" in str(outcome.error) and "cannot reach Prometheus" in str(outcome.error)
+
+
+@mock_aws
+def test_cloudwatch_agent_gpu_metrics(tmp_path):
+    now = datetime.now(timezone.utc).replace(minute=20)
+    last = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    cloudwatch = boto3.client("cloudwatch", region_name="us-east-1")
+    for hour in range(3):
+        for index, util in ((0, 80.0), (1, 0.0 if hour < 2 else 40.0)):
+            cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=[{
+                "MetricName": "nvidia_smi_utilization_gpu", "Value": util, "Unit": "Percent",
+                "Timestamp": last - timedelta(hours=hour) + timedelta(minutes=5),
+                "Dimensions": [{"Name": "InstanceId", "Value": "i-0ccc"}, {"Name": "index", "Value": str(index)},
+                               {"Name": "name", "Value": "NVIDIA H100 80GB HBM3"}]}])
+    cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=[{  # no InstanceId: not attributable
+        "MetricName": "nvidia_smi_utilization_gpu", "Value": 50.0, "Timestamp": last,
+        "Dimensions": [{"Name": "host", "Value": "on-prem-1"}]}])
+    outcome = run(tmp_path, now, cloudwatch=True, regions=["us-east-1"], lookback_hours=6)
+    assert outcome.error is None, outcome.error
+    got = {(r[1], r[2]): r[3] for r in rows(tmp_path)}
+    hours = [(last - timedelta(hours=h)).replace(tzinfo=None) for h in range(3)]
+    assert {r[0] for r in rows(tmp_path)} == {"i-0ccc"}
+    assert got[(0, hours[0])] == 80.0 and got[(1, hours[0])] == 0.0 and got[(1, hours[2])] == 40.0
+    assert got[(None, hours[0])] == 40.0 and got[(None, hours[2])] == 60.0
+    assert {r[4] for r in rows(tmp_path)} == {"nvidia_smi_utilization_gpu"}
+
+
+def test_local_files_add_instance_aggregates(tmp_path):
+    outcome = run(tmp_path, datetime(2026, 11, 28, tzinfo=timezone.utc), path=str(DATA))
+    assert outcome.error is None, outcome.error
+    assert rows(tmp_path, "resource_id = 'i-0ddd'") == [
+        ("i-0ddd", 0, datetime(2026, 11, 20, 10), 1.0, "DCGM_FI_PROF_SM_ACTIVE", "2026-11-20"),
+        ("i-0ddd", 1, datetime(2026, 11, 20, 10), 3.0, "DCGM_FI_PROF_SM_ACTIVE", "2026-11-20"),
+        ("i-0ddd", None, datetime(2026, 11, 20, 10), 2.0, "DCGM_FI_PROF_SM_ACTIVE", "2026-11-20"),
+    ]
+    # An aggregate given by the file is kept, not recomputed.
+    assert rows(tmp_path, "resource_id = 'i-0eee' AND gpu IS NULL")[0][3] == 55.0
