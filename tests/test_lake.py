@@ -71,6 +71,18 @@ def test_declared_period_without_rows_becomes_empty_and_foreign_rows_fail(tmp_pa
     assert lake.ledger_entry("cur", "2026-11").delivery_id == "d2"
 
 
+@pytest.mark.parametrize("periods", [None, ("2026-11",)])  # partitioned and single-period staging
+def test_rows_without_a_billing_period_fail(tmp_path, periods):
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    relation = rows_relation(con, [("2026-11-01", "USD", "3", "")])
+    no_period = relation.project(", ".join("NULL::TIMESTAMP AS BillingPeriodStart" if c == "BillingPeriodStart" else c
+                                           for c in relation.columns))
+    with pytest.raises(DataError, match="invalid or missing BillingPeriodStart"):
+        lake.commit_costs(con, relation.union(no_period), source="cur", delivery_id="d1", periods=periods)
+    assert lake.ledger() == [] and not lake.has_table("costs")
+
+
 def test_second_lock_holder_is_refused_with_the_pid(tmp_path):
     lake = Lake(tmp_path / "lake")
     with lake.lock("ingest"):
