@@ -15,7 +15,10 @@ Python API (the CLI, rules engine, metrics, report and HTTP API call these):
 `config` is the `AttributionConfig` (or the whole `Config`). How a line gets its value, per
 dimension: the configured tag keys in order (keys compare case- and separator-insensitively:
 `Team`, `owner_team`, `user:team`, `resource_tags_user_team`; empty values are absent),
-then the virtual-tag rules (first match wins), else the default (`unallocated`). Values
+then the same keys among the inventory tags of the line's resource (`resource_tags`, the
+latest snapshot of each aws-tags source, matched on the ARN or its resource part such as
+`i-0abc`; for tags not activated as cost allocation tags, or added after the fact), then
+the virtual-tag rules (first match wins), else the default (`unallocated`). Values
 compare trimmed and case-insensitively and are shown in their most common spelling.
 
 Shared costs (lines matching a `shared` rule, first match wins) are nobody's direct spend:
@@ -49,7 +52,7 @@ from datetime import date
 from decimal import Decimal
 
 from service.attribution_engine import RollupSession, attributed_sums
-from service.attribution_rollup import cost_partitions
+from service.attribution_rollup import cost_partitions, inventory_keys
 from service.attribution_sql import GRANULARITIES, MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import AttributionConfig, Config
 from service.core.errors import UsageError
@@ -160,6 +163,8 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
     kind, _, rest = how.partition(":")
     if kind == "tag":
         return f"tag {rest}"
+    if kind == "inventory-tag":
+        return f"inventory-tag:{rest}"
     if kind == "rule":
         rule = config.dimensions[dim].rules[int(rest)]
         return f"rule {rest} ({', '.join(f'{k}={v}' for k, v in rule.match.items())})"
@@ -321,6 +326,6 @@ def attribute_resources(lake: Lake, config: AttributionConfig | Config,
     con = lake.query()
     keys_sql = all_tag_keys_sql()
     tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
-    sql = resources_sql(config, tag_keys, list(resource_ids))
+    sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
     order = config.dimension_order()
     return {row[0]: dict(zip(order, row[1:])) for row in con.execute(sql.text, sql.params).fetchall()}

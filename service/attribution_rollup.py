@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from service.attribution_sql import rollup_sql, tag_keys_sql
+from service.attribution_sql import inventory_keys_sql, rollup_sql, tag_keys_sql
 from service.core.config import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
 
@@ -49,8 +49,25 @@ def rollup_version(lake: Lake, config: AttributionConfig, part: Partition) -> st
     else:  # a partition without a ledger entry: its file identity stands in for the delivery
         stat = part.file.stat()
         basis = f"{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
+    inventory = inventory_tags_basis(lake)
+    if inventory:  # inventory tags fill in missing bill tags: a new snapshot re-attributes
+        basis = f"{basis}|{inventory}"
     data = hashlib.sha256(f"{ROLLUP_FORMAT}|{basis}".encode()).hexdigest()[:16]
     return f"{config.fingerprint()}-{data}"
+
+
+def inventory_tags_basis(lake: Lake) -> str:
+    """What the `resource_tags` snapshots are (files, sizes, times); empty without any."""
+    files = sorted(lake.table_dir("resource_tags").glob(f"source=*/snapshot_date=*/{DATA_FILE}"))
+    return ";".join(f"{f.relative_to(lake.root)}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+
+
+def inventory_keys(lake: Lake, con: duckdb.DuckDBPyConnection) -> list[str] | None:
+    """The inventory's tag keys (None when the lake has no `resource_tags`)."""
+    if not lake.has_table("resource_tags"):
+        return None
+    sql = inventory_keys_sql()
+    return sorted(row[0] for row in con.execute(sql.text, sql.params).fetchall())
 
 
 def ensure_rollups(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection) -> list[Path]:
@@ -71,7 +88,7 @@ def build_rollup(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConn
     log.info("attributing %s %s (config %s)", part.source, part.period, version.split("-")[0])
     keys_sql = tag_keys_sql(part.source, part.period)
     tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
-    sql = rollup_sql(config, tag_keys, part.source, part.period)
+    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory_keys(lake, con))
     con.execute(f"CREATE OR REPLACE TEMP TABLE attribution_rollup AS {sql.text}", sql.params)
     try:
         return lake.commit_derived(con, con.table("attribution_rollup"), name=ROLLUP_TABLE,

@@ -83,19 +83,60 @@ def _condition(match: dict[str, str], params: list) -> str:
     return " AND ".join(parts)
 
 
+# An ARN's resource part, as billing exports name the resource: `instance/i-0abc` → `i-0abc`,
+# `arn:aws:s3:::bucket` → `bucket`. Lines are matched on the ARN itself or on this short id.
+ARN_HEAD = "^arn:[^:]*:[^:]*:[^:]*:[^:]*:"
+ARN_PATH = "^.*/"
+
+
+def inventory_tags_cte(inventory_keys: Sequence[str], params: list) -> tuple[str, dict[str, str]]:
+    """`inv` CTE: one row per resource id (ARN and short id) of the latest `resource_tags`
+    snapshot of each inventory source, one column per wanted tag key (trimmed, empty = absent)."""
+    columns = {key: f"i_{n}" for n, key in enumerate(inventory_keys)}
+    picks = []
+    for key, col in columns.items():
+        picks.append(f"max(CASE WHEN key = ? THEN nullif(trim(value), '') END) AS {col}")
+        params.append(key)
+    params += [ARN_HEAD, ARN_PATH]
+    text = (
+        "inv_latest AS (SELECT r.resource_id, r.key, r.value FROM resource_tags r JOIN "
+        "(SELECT source AS s, max(snapshot_date) AS d FROM resource_tags GROUP BY source) l "
+        "ON r.source = l.s AND r.snapshot_date = l.d), "
+        "inv AS (SELECT rid, " + ", ".join(picks) + " FROM ("
+        "SELECT resource_id AS rid, key, value FROM inv_latest UNION ALL "
+        "SELECT regexp_replace(regexp_replace(resource_id, ?, ''), ?, '') AS rid, key, value "
+        "FROM inv_latest WHERE resource_id LIKE 'arn:%') AS ids GROUP BY rid), "
+    )
+    return text, columns
+
+
 def _case(whens: list[str]) -> str:
     """CASE over `whens` with a bound ELSE value (just the value when there is no WHEN)."""
     return f"CASE {' '.join(whens)} ELSE ? END" if whens else "CAST(? AS VARCHAR)"
 
 
-def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, where_params: Sequence) -> Sql:
+def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, where_params: Sequence,
+                   inventory_keys: Iterable[str] | None = None) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
-    (`p_<dim>`: `tag:<key>`, `rule:<i>` or `default`). Ends with a trailing CTE name."""
+    (`p_<dim>`: `tag:<key>`, `inventory-tag:<key>`, `rule:<i>` or `default`). Ends with a
+    trailing CTE name.
+
+    `inventory_keys` (the tag keys of the lake's `resource_tags`, None when it has none):
+    a line whose own tags give a dimension no value takes it from the inventory tags of its
+    resource (same key order), before the virtual-tag rules."""
     tag_keys = list(tag_keys)
     order = config.dimension_order()
     params: list = []
+    inv_text, inv_cols = "", {}
+    inv_candidates: dict[str, list[str]] = {name: [] for name in order}
+    if inventory_keys is not None:
+        inv_candidates = {name: tag_candidates(config.dimensions[name].tags or (name,), inventory_keys)
+                          for name in order}
+        wanted = list(dict.fromkeys(k for name in order for k in inv_candidates[name]))
+        if wanted:
+            inv_text, inv_cols = inventory_tags_cte(wanted, params)
     tag_cols: dict[str, str] = {}  # original key → column holding its trimmed, non-empty value
     candidates = {name: tag_candidates(config.dimensions[name].tags or (name,), tag_keys) for name in order}
     base_tags = []
@@ -110,7 +151,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         f"s0 AS (SELECT {start} AS cp_start, greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end, "
         "BillingCurrency AS currency, source, billing_period, SubAccountId, ServiceName, ResourceId, x_usage_type, "
         "RegionId, ChargeCategory, BilledCost, EffectiveCost, ListCost"
-        + "".join(f", {t}" for t in base_tags) + f" FROM costs WHERE {where})"
+        + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
+        + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
     ]
     params += list(where_params)
     for i, name in enumerate(order, start=1):
@@ -119,6 +161,9 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         how_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN ?" for k in candidates[name]]
         value_params: list = []
         how_params: list = [f"tag:{k}" for k in candidates[name]]
+        value_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {inv_cols[k]}" for k in inv_candidates[name]]
+        how_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN ?" for k in inv_candidates[name]]
+        how_params += [f"inventory-tag:{k}" for k in inv_candidates[name]]
         for j, rule in enumerate(dim.rules):
             cond_params: list = []
             cond = _condition(rule.match, cond_params)
@@ -132,12 +177,13 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     shared_cases = [f"WHEN {_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
     shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
     steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM s{len(order)})")
-    return Sql("WITH " + ", ".join(steps) + " ", params)
+    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params)
 
 
-def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str) -> Sql:
+def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
+               inventory_keys: Iterable[str] | None = None) -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view."""
-    lines = attributed_sql(config, tag_keys, "source = ? AND billing_period = ?", [source, period])
+    lines = attributed_sql(config, tag_keys, "source = ? AND billing_period = ?", [source, period], inventory_keys)
     dims = [c for name in config.dimension_order() for c in (dim_col(name), how_col(name))]
     keys = ["cp_start", "cp_end", "currency", "shared", *dims]
     text = (
@@ -148,16 +194,22 @@ def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, 
     return Sql(text, lines.params)
 
 
-def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str]) -> Sql:
+def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str],
+                  inventory_keys: Iterable[str] | None = None) -> Sql:
     """Per resource id, each dimension's value on its latest line."""
     where = "ResourceId IN (SELECT unnest(?))" if resource_ids else "ResourceId IS NOT NULL"
-    lines = attributed_sql(config, tag_keys, where, [list(resource_ids)] if resource_ids else [])
+    lines = attributed_sql(config, tag_keys, where, [list(resource_ids)] if resource_ids else [], inventory_keys)
     picks = ", ".join(f"arg_max({dim_col(d)}, cp_start) AS {d}" for d in config.dimension_order())
     return Sql(lines.text + f"SELECT ResourceId, {picks} FROM attributed GROUP BY ResourceId", lines.params)
 
 
 def all_tag_keys_sql() -> Sql:
     return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE Tags IS NOT NULL", [])
+
+
+def inventory_keys_sql() -> Sql:
+    """Tag keys of the inventory (`resource_tags`); run only when the lake has that table."""
+    return Sql("SELECT DISTINCT key FROM resource_tags WHERE key IS NOT NULL", [])
 
 
 def tag_keys_sql(source: str, period: str) -> Sql:
