@@ -211,7 +211,7 @@ class Rule:
 
 RULES: dict[str, type[Rule]] = {}
 
-BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl")
+BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl", "rules.duplicate_datasets")
 
 
 def register(cls: type[Rule]) -> type[Rule]:
