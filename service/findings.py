@@ -35,8 +35,9 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from rules.base import SEVERITIES, Finding, Owner, Rule, RuleContext, configure, registered
+from rules.base import SEVERITIES, UNALLOCATED, Finding, Owner, Rule, RuleContext, configure, registered
 from rules.engine import EngineResult, run
+from service.attribution import attribute_resources
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake, utc_now_iso
@@ -68,9 +69,43 @@ def rules_for(config: Config, only: Sequence[str] = ()) -> list[Rule]:
     return [r for r in rules if not only or r.name in only]
 
 
+def bill_ids(resource_id: str) -> list[str]:
+    """The ResourceIds a finding's resource may carry in the bill: itself, the bucket of an
+    `s3://bucket/prefix/` (S3 bills per bucket), the instance id of an EC2 ARN."""
+    if resource_id.startswith("s3://"):
+        bucket = resource_id[5:].split("/", 1)[0]
+        return [resource_id, bucket, f"arn:aws:s3:::{bucket}"]
+    if resource_id.startswith("arn:aws:ec2:") and "/" in resource_id:
+        return [resource_id, resource_id.rsplit("/", 1)[1]]
+    return [resource_id]
+
+
+def _log_group_arns(lake: Lake, names: Sequence[str]) -> dict[str, str]:
+    """Log group name → the ARN the bill uses for it (log groups are listed by name)."""
+    rows = lake.query().execute(
+        "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
+        "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))", [list(names)]).fetchall()
+    return {name: arn for name, arn in rows}
+
+
 def owner_lookup(lake: Lake, config: Config) -> Callable[[Sequence[str]], Mapping[str, Owner]]:
-    """Owners of resource ids. Until attribution can map resource ids, none is known."""
-    return lambda resource_ids: {}
+    """Owners of resource ids through attribution, from each resource's latest cost line;
+    a resource the bill does not name stays unallocated."""
+
+    def owner_of(resource_ids: Sequence[str]) -> dict[str, Owner]:
+        candidates = {rid: bill_ids(rid) for rid in resource_ids}
+        for name, arn in _log_group_arns(lake, resource_ids).items():
+            candidates[name].append(arn)
+        wanted = sorted({c for ids in candidates.values() for c in ids})
+        found = attribute_resources(lake, config, wanted) if wanted else {}
+        owners = {}
+        for rid, ids in candidates.items():
+            dims = next((found[c] for c in ids if c in found), None)
+            if dims:
+                owners[rid] = Owner(**{d: dims.get(d) or UNALLOCATED for d in ("team", "project", "experiment")})
+        return owners
+
+    return owner_of
 
 
 def fill_owners(findings: list[Finding], owner_of: Callable[[Sequence[str]], Mapping[str, Owner]]) -> list[Finding]:

@@ -13,12 +13,20 @@ from service.core.schema import COST_COLUMNS, INVENTORY_PARTITION, INVENTORY_TAB
 COST_TYPES = dict(COST_COLUMNS)
 
 
+def _value(value):
+    if value is None:
+        return None
+    if isinstance(value, dict):  # a MAP such as Tags
+        return {"key": list(value), "value": [str(v) for v in value.values()]}
+    return str(value)
+
+
 def _temp_table(con, name: str, types: dict[str, str], rows: list[dict]) -> None:
     unknown = {key for row in rows for key in row} - set(types)
     assert not unknown, f"{name}: not columns of the table: {sorted(unknown)}"
     columns = list(types)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({', '.join(f'{c} {types[c]}' for c in columns)})")
-    values = [[None if row.get(c) is None else str(row[c]) for c in columns] for row in rows]
+    values = [[_value(row.get(c)) for c in columns] for row in rows]
     con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in columns)})", values)
 
 

@@ -14,14 +14,14 @@ from rules.idle_gpu import IdleGpu
 from service.cli import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.findings import JSON_KEYS, load_findings, run_rules
+from service.findings import JSON_KEYS, bill_ids, load_findings, owner_lookup, run_rules
 from tests.rules_lake import build_lake
 
 NOW = datetime(2026, 11, 8, tzinfo=timezone.utc)
 
 
-def hourly(resource, instance_type, cost, hours):
-    return [{"ResourceId": resource, "x_instance_type": instance_type, "BilledCost": cost,
+def hourly(resource, instance_type, cost, hours, tags=None):
+    return [{"ResourceId": resource, "x_instance_type": instance_type, "BilledCost": cost, "Tags": tags,
              "ChargePeriodStart": f"2026-11-07 {h:02d}:00:00", "ChargePeriodEnd": f"2026-11-07 {h + 1:02d}:00:00"}
             for h in hours]
 
@@ -30,7 +30,7 @@ def hourly(resource, instance_type, cost, hours):
 def setup(tmp_path, monkeypatch):
     lake = Lake(tmp_path / "lake")
     build_lake(lake, {
-        "costs": hourly("i-idle", "p5.48xlarge", "98.32", range(4)) + hourly("i-dark", "g5.xlarge", "1.006", range(2)),
+        "costs": hourly("i-idle", "p5.48xlarge", "98.32", range(4), {"Team": "Vision", "project": "llm-7b"}) + hourly("i-dark", "g5.xlarge", "1.006", range(2)),
         "gpu_utilization": [{"resource_id": "i-idle", "hour": f"2026-11-07 {h:02d}:00:00", "util_pct": 0.5,
                              "metric": "DCGM_FI_PROF_SM_ACTIVE"} for h in range(4)],
     }, NOW.date())
@@ -51,7 +51,8 @@ def test_run_stores_findings_and_rerun_keeps_them(setup):
     assert {f.evidence.get("idle_hours") for f in report.result.seen} == {4, None}
     stored = load_findings(lake)
     assert sorted((f.rule, f.resource_id, f.status, f.team) for f in stored) == [
-        ("idle-gpu", "i-dark", "open", "unallocated"), ("idle-gpu", "i-idle", "open", "unallocated")]
+        ("idle-gpu", "i-dark", "open", "unallocated"), ("idle-gpu", "i-idle", "open", "Vision")]
+    assert {f.resource_id: f.project for f in stored} == {"i-dark": "unallocated", "i-idle": "llm-7b"}
     again = run_rules(config, now=NOW.replace(hour=6))
     assert {f.id for f in again.result.findings} == {f.id for f in stored}
     assert all(f.first_seen == NOW for f in load_findings(lake))
@@ -102,3 +103,23 @@ def test_config_validate_checks_rule_sections(tmp_path):
     assert result.exit_code == 2 and "rules.idle-gpu.min_idle_hours: Input should be greater than or equal to 1" \
         in result.output
     assert spendlake(config_file, "rules", "run", "--rule", "idle-gpu").exit_code == 2
+
+
+def test_bill_ids_map_prefixes_and_arns_to_what_the_bill_names():
+    assert bill_ids("s3://corpus/shared/c4/") == ["s3://corpus/shared/c4/", "corpus", "arn:aws:s3:::corpus"]
+    assert bill_ids("arn:aws:ec2:us-east-1:1:instance/i-0a") == ["arn:aws:ec2:us-east-1:1:instance/i-0a", "i-0a"]
+    assert bill_ids("i-0a") == ["i-0a"]
+
+
+def test_log_groups_and_buckets_get_owners_from_their_cost_lines(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    line = {"ChargePeriodStart": "2026-11-07 00:00:00", "ChargePeriodEnd": "2026-11-07 01:00:00", "BilledCost": "1"}
+    build_lake(lake, {"costs": [
+        {**line, "ResourceId": "arn:aws:logs:us-east-1:123456789012:log-group:/train/llm", "Tags": {"team": "nlp"}},
+        {**line, "ResourceId": "corpus", "Tags": {"team": "data", "experiment": "c4"}},
+    ]}, NOW.date())
+    owner_of = owner_lookup(lake, parse_config({"lake": str(lake.root)}))
+    owners = owner_of(["/train/llm", "s3://corpus/shared/", "s3://elsewhere/x/"])
+    assert owners["/train/llm"].team == "nlp"
+    assert (owners["s3://corpus/shared/"].team, owners["s3://corpus/shared/"].experiment) == ("data", "c4")
+    assert "s3://elsewhere/x/" not in owners
