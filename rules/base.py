@@ -211,7 +211,8 @@ class Rule:
 
 RULES: dict[str, type[Rule]] = {}
 
-BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl", "rules.duplicate_datasets")
+BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl", "rules.duplicate_datasets",
+                   "rules.unbounded_logs")
 
 
 def register(cls: type[Rule]) -> type[Rule]:
