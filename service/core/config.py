@@ -346,8 +346,7 @@ class Config(Strict):
     inventory: tuple[InventorySourceConfig, ...] = ()
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
     service: ServiceConfig = ServiceConfig()
-    # Each rule validates its own section (rules/<rule>.py); see service.settings.
-    rules: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    rules: dict[str, dict[str, Any]] = Field(default_factory=dict)  # each checked by rules.base.configure
 
     @field_validator("sources")
     @classmethod
