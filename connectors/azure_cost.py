@@ -26,8 +26,8 @@ from pathlib import Path
 import duckdb
 
 from connectors.base import register
-from connectors.exportfile import (CSV_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags,
-                                   text)
+from connectors.exportfile import (CSV_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags, text,
+                                   timestamp)
 from service.core.errors import DataError
 from service.core.schema import cost_select_list
 
@@ -38,17 +38,6 @@ COMMITMENTS = "('Reservation', 'SavingsPlan')"
 CHARGE_CATEGORY = {"Usage": "Usage", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage",
                    "Purchase": "Purchase", "Refund": "Purchase", "Tax": "Tax", "RoundingAdjustment": "Adjustment"}
 PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "Committed", "SavingsPlan": "Committed"}
-
-
-def date_sql(table: Table, *candidates: str) -> str | None:
-    """A US-style date column as a TIMESTAMP, failing loudly on anything else."""
-    column = table.col(*candidates)
-    if column is None:
-        return None
-    raw = f"nullif(trim({column}), '')"
-    parsed = f"try_strptime({raw}, {sql_string(DATE_FORMAT)})"
-    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN {parsed} IS NULL THEN " \
-           f"{table.fail(table.name(*candidates), 'not a MM/DD/YYYY date', raw)} ELSE {parsed} END)"
 
 
 def lookup(value_sql: str | None, mapping: dict[str, str]) -> str | None:
@@ -70,9 +59,9 @@ class AzureCostConnector(FolderExport):
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost)
         charge_type = text(table, "ChargeType")
-        day = date_sql(table, "Date")
-        period_start = date_sql(table, "BillingPeriodStartDate") or f"date_trunc('month', {day})"
-        period_end = date_sql(table, "BillingPeriodEndDate")
+        day = timestamp(table, "Date", fmt=DATE_FORMAT)
+        period_start = timestamp(table, "BillingPeriodStartDate", fmt=DATE_FORMAT) or f"date_trunc('month', {day})"
+        period_end = timestamp(table, "BillingPeriodEndDate", fmt=DATE_FORMAT)
         info = table.col("AdditionalInfo")
         expressions = {
             "BillingAccountId": text(table, "BillingAccountId"),

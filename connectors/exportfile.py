@@ -174,15 +174,23 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, uri: str) -> dict[str
 
 
 # ---- typed expressions ---------------------------------------------------------------------
+# Each value is parsed once: `coalesce(parsed, error(...))` only evaluates the error for
+# rows whose parse failed, so a bad value stops the read naming file, column and value.
+
+def nonblank(sql: str) -> str:
+    return f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+
+
+def parsed_or_fail(table: Table, raw: str, parsed: str, column: str, problem: str) -> str:
+    return f"(CASE WHEN {raw} IS NULL THEN NULL ELSE coalesce({parsed}, {table.fail(column, problem, raw)}) END)"
+
 
 def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None) -> str:
     """Exact DECIMAL(38,12) from text, decimals or floats (a float via its shortest text)."""
     if kind is not None and str(kind) == MONEY:
         return sql
-    raw = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
-    parsed = f"TRY_CAST({raw} AS {MONEY})"
-    fail = table.fail(column, "not a number", raw)
-    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN {parsed} IS NULL THEN {fail} ELSE {parsed} END)"
+    raw = nonblank(sql)
+    return parsed_or_fail(table, raw, f"TRY_CAST({raw} AS {MONEY})", column, "not a number")
 
 
 def money(table: Table, *candidates: str) -> str | None:
@@ -193,19 +201,17 @@ def money(table: Table, *candidates: str) -> str | None:
 def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None,
                   fmt: str | None = None) -> str:
     """A naive UTC TIMESTAMP. Text may use 'T' or ' ', 'Z', an offset or ' UTC', with or
-    without seconds; `fmt` (strptime) is for day-first/month-first dates such as 9/2/2023."""
+    without seconds; `fmt` (strptime) is for US dates such as 9/2/2023, which must never
+    be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January)."""
     kind_name = str(kind) if kind is not None else "VARCHAR"
     if kind_name == "TIMESTAMP WITH TIME ZONE":
         return f"timezone('UTC', {sql})"
     if kind_name.startswith("TIMESTAMP") or kind_name == "DATE":
         return f"CAST({sql} AS TIMESTAMP)"
-    raw = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+    raw = nonblank(sql)
     if fmt:
-        parsed = f"try_strptime({raw}, {sql_string(fmt)})"
-    else:
-        parsed = f"timezone('UTC', TRY_CAST({raw} AS TIMESTAMPTZ))"
-    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN {parsed} IS NULL THEN " \
-           f"{table.fail(column, 'not a date/time', raw)} ELSE {parsed} END)"
+        return parsed_or_fail(table, raw, f"try_strptime({raw}, {sql_string(fmt)})", column, f"not a date ({fmt})")
+    return parsed_or_fail(table, raw, f"timezone('UTC', TRY_CAST({raw} AS TIMESTAMPTZ))", column, "not a date/time")
 
 
 def timestamp(table: Table, *candidates: str, fmt: str | None = None) -> str | None:
@@ -220,19 +226,14 @@ def text(table: Table, *candidates: str) -> str | None:
 
 def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool = False) -> str:
     """A JSON object as MAP(VARCHAR, VARCHAR): keys exactly as written (even ' org'),
-    string values unquoted, other values as their JSON text, JSON null as NULL.
-    `braces_optional`: Azure writes the object without its outer braces."""
-    raw = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
+    string values unquoted, other values as their JSON text, JSON null as NULL. Anything
+    else (malformed, not an object, a key twice) fails. `braces_optional`: Azure writes
+    the object without its outer braces."""
+    raw = nonblank(sql)
     if braces_optional:
         raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
-    parsed = f"json_transform(CAST({raw} AS JSON), '\"MAP(VARCHAR, JSON)\"')"
-    as_map = (f"map(map_keys({parsed}), list_transform(map_values({parsed}), lambda v: "
-              "CASE json_type(v) WHEN 'VARCHAR' THEN v->>'$' ELSE CAST(v AS VARCHAR) END))")
-    fail = table.fail(column, "not a JSON object with unique keys", raw)
-    # CASE, not AND: DuckDB evaluates both sides of AND, and a malformed value must not
-    # reach the JSON cast.
-    return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN NOT json_valid({raw}) THEN {fail} " \
-           f"WHEN {parsed} IS NULL THEN {fail} ELSE {as_map} END)"
+    parsed = f"try(json_transform({raw}, '\"MAP(VARCHAR, VARCHAR)\"'))"
+    return parsed_or_fail(table, raw, parsed, column, "not a JSON object with unique keys")
 
 
 def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:

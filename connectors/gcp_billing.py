@@ -31,7 +31,7 @@ import duckdb
 
 from connectors.base import register
 from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, ident,
-                                   money_sql, open_table, sql_string, timestamp_sql)
+                                   money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
 from service.core.errors import DataError
 from service.core.schema import MONEY, cost_select_list
 
@@ -107,11 +107,10 @@ class Fields:
         sql, kind = found
         if kind.id == "list":
             return f"json_transform(to_json({sql}), {sql_string(element)})"
-        raw = f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
-        as_json = f"{PY_LITERAL_JSON}({raw})"
-        fail = self.table.fail(path, "not a list of records", raw)
-        return f"(CASE WHEN {raw} IS NULL THEN NULL WHEN {as_json} IS NULL THEN {fail} " \
-               f"ELSE json_transform(CAST({as_json} AS JSON), {sql_string(element)}) END)"
+        raw = nonblank(sql)
+        as_json = f"CAST({PY_LITERAL_JSON}({raw}) AS JSON)"
+        parsed = f"try(json_transform({as_json}, {sql_string(element)}))"
+        return parsed_or_fail(self.table, raw, parsed, path, "not a list of records")
 
     def labels(self, path: str) -> str | None:
         pairs = self.repeated(path, '[{"key": "VARCHAR", "value": "VARCHAR"}]')
@@ -137,8 +136,7 @@ class GcpBillingConnector(FolderExport):
         fields.require(*REQUIRED)
         month = fields.text("invoice.month")
         period = f"try_strptime({month} || '01', '%Y%m%d')"
-        period_sql = (f"(CASE WHEN {month} IS NULL THEN NULL WHEN {period} IS NULL THEN "
-                      f"{fields.table.fail('invoice.month', 'not YYYYMM', month)} ELSE {period} END)")
+        period_sql = parsed_or_fail(fields.table, month, period, "invoice.month", "not YYYYMM")
         cost = fields.money("cost")
         credits = fields.credits_total()
         labels = fields.labels("labels")

@@ -122,7 +122,7 @@ def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
     ("badcost2.csv", NEW_EA.replace("5.64902E-05", "n/a"),
      ["badcost2.csv", "Line: 3", 'column "CostInBillingCurrency"', '"n/a"']),
     ("isodate.csv", NEW_EA.replace("9/2/2023", "2023-09-02"),
-     ["isodate.csv", "column Date: not a MM/DD/YYYY date: 2023-09-02"]),
+     ["isodate.csv", "column Date: not a date (%m/%d/%Y): 2023-09-02"]),
     ("dayfirst.csv", NEW_EA.replace("10/12/2023", "13/10/2023"), ["dayfirst.csv", "column Date", "13/10/2023"]),
     ("badtags.csv", NEW_EA.replace('"""a"": ""b"""', '"""a"": b"'), ["badtags.csv", "column Tags: not a JSON object"]),
     ("latin1.csv", NEW_EA.replace("Lorem", "Société").encode("latin-1"), ["latin1.csv", "not utf-8"]),

@@ -124,6 +124,8 @@ def write(tmp_path, name: str, content: bytes):
      ["badtime.csv", "column ChargePeriodStart: not a date/time: June 2nd"]),
     ("badtags.csv", focus_csv('1,1,USD,2024-06-01,2024-06-02,,AWS,"{""a"": 1"'),
      ["badtags.csv", "column Tags: not a JSON object"]),
+    ("duptags.csv", focus_csv('1,1,USD,2024-06-01,2024-06-02,,AWS,"{""a"": ""1"", ""a"": ""2""}"'),
+     ["duptags.csv", "column Tags: not a JSON object with unique keys"]),
     ("latin1.csv", focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,").replace(b"AWS", "Société".encode("latin-1")),
      ["latin1.csv", "not utf-8"]),
     ("empty.csv", b"", ["empty.csv", "the file is empty"]),
