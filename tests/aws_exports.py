@@ -143,3 +143,28 @@ def s3_put(client, bucket: str) -> Put:
     def put(key: str, body: bytes) -> None:
         client.put_object(Bucket=bucket, Key=key, Body=body)
     return put
+
+
+def write_cur2(put: Put, *, prefix: str, export: str, period: str, execution: str, parts: list[bytes], fmt: str,
+               delivery_folder: str | None = None, bucket: str = "bucket", manifest: bool = True) -> list[str]:
+    """One Data Exports CUR 2.0 delivery (OVERWRITE_REPORT, or CREATE_NEW_REPORT when
+    `delivery_folder` is given); returns the data file URIs the manifest lists."""
+    base = "/".join(p for p in (prefix, export) if p)
+    sub = f"/{delivery_folder}" if delivery_folder else ""
+    uris = []
+    for number, body in enumerate(parts, 1):
+        extension = "snappy.parquet" if fmt == "parquet" else "csv.gz"
+        key = f"{base}/data/BILLING_PERIOD={period}{sub}/{export}-{number:05d}.{extension}"
+        put(key, body)
+        uris.append(f"s3://{bucket}/{key}")
+    if manifest:
+        body = {
+            "executionId": execution,
+            "exportArn": f"arn:aws:bcm-data-exports:us-east-1:012345678901:export/{export}-0000",
+            "billingPeriod": {"start": f"{period}-01T00:00:00.000Z", "end": f"{next_month(period)}-01T00:00:00.000Z"},
+            "columns": [{"name": snake_name(c), "type": "string"} for c in LEGACY_COLUMNS
+                        if not c.startswith("resourceTags/")] + [{"name": "resource_tags", "type": "map<string,string>"}],
+            "dataFiles": uris,
+        }
+        put(f"{base}/metadata/BILLING_PERIOD={period}{sub}/{export}-Manifest.json", json.dumps(body).encode())
+    return uris

@@ -1,0 +1,83 @@
+"""`aws-cur2`: AWS Data Exports, Cost and Usage Report 2.0 (Parquet or CSV.gz).
+
+Layout under the export (`s3://<bucket>/<prefix>/<export-name>/`, or a local copy of it):
+
+    data/BILLING_PERIOD=YYYY-MM/[<delivery>/]<export-name>-00001.snappy.parquet | .csv.gz
+    metadata/BILLING_PERIOD=YYYY-MM/[<delivery>/]<export-name>-Manifest.json
+
+OVERWRITE_REPORT keeps one manifest per period; CREATE_NEW_REPORT adds a date-stamped
+`<delivery>` folder per execution, and only the newest one counts. Either way exactly the
+manifest's `dataFiles` are read, and the delivery id is its `executionId`. Data present
+without a manifest is "waiting for manifest". `resource_tags` is a map column in Parquet
+and JSON text in CSV; both become the canonical Tags map with the keys as written
+(`user_team`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+
+from connectors.aws_common import AwsExportConnector
+from connectors.base import Delivery, register
+from connectors.storage import StoredObject, fingerprint
+from service.core.errors import DataError, SpendlakeError
+
+MANIFEST = re.compile(r"(?:^|/)metadata/BILLING_PERIOD=(\d{4}-\d{2})/(?:(.+)/)?[^/]*Manifest\.json$")
+DATA = re.compile(r"(?:^|/)data/BILLING_PERIOD=(\d{4}-\d{2})/.+\.(parquet|csv\.gz|csv)$", re.IGNORECASE)
+DATA_IN_URI = re.compile(r"(?:^|/)data/BILLING_PERIOD=\d{4}-\d{2}/")
+
+
+@register
+class AwsCur2Connector(AwsExportConnector):
+    kind = "aws-cur2"
+
+    def deliveries(self) -> Iterator[Delivery]:
+        manifests: dict[tuple[str, str], list[tuple[str, StoredObject]]] = defaultdict(list)
+        data: dict[tuple[str, str], list[StoredObject]] = defaultdict(list)
+        for obj in self._list():
+            found = MANIFEST.search(obj.key)
+            if found:
+                root = obj.key[: found.start()] + ("/" if found.start() else "")
+                manifests[(root, found.group(1))].append((found.group(2) or "", obj))
+                continue
+            found = DATA.search(obj.key)
+            if found:
+                root = obj.key[: found.start()] + ("/" if found.start() else "")
+                data[(root, found.group(1))].append(obj)
+
+        result: list[Delivery] = []
+        for (root, period), candidates in manifests.items():
+            # CREATE_NEW_REPORT: date-stamped delivery folders sort in time order; the newest counts.
+            _, manifest = max(candidates, key=lambda c: (c[0], c[1].key))
+            result.append(self._manifest_delivery(root, period, manifest))
+        for (root, period), objs in data.items():
+            if (root, period) not in manifests:
+                result.append(Delivery("waiting:" + fingerprint(objs), (period,), tuple(o.uri for o in objs),
+                                       waiting="waiting for manifest"))
+        return iter(sorted(result, key=lambda d: (d.periods or ("",), d.files)))
+
+    def _manifest_delivery(self, root: str, period: str, manifest: StoredObject) -> Delivery:
+        try:
+            body = self._manifest_json(manifest)
+            files = body.get("dataFiles")
+            if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+                raise DataError("the manifest has no list of dataFiles", where=manifest.uri,
+                                hint="is this a Data Exports manifest? check the source kind")
+            uris = tuple(self._object(root + self._relative_to_export(uri)).uri for uri in files)
+        except SpendlakeError as exc:
+            failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))
+            self._problem(failed.delivery_id, exc)
+            return failed
+        return Delivery(str(body.get("executionId") or fingerprint([manifest])), (period,), uris)
+
+    @staticmethod
+    def _relative_to_export(uri: str) -> str:
+        """`s3://bucket/prefix/export/data/BILLING_PERIOD=…/x.parquet` → `data/BILLING_PERIOD=…/x.parquet`,
+        so a copy of the export elsewhere (another bucket, a local directory) still resolves."""
+        found = DATA_IN_URI.search(uri)
+        if not found:
+            raise DataError(f"the manifest names a data file outside data/BILLING_PERIOD=…: {uri}",
+                            hint="the manifest is damaged; wait for the next delivery")
+        return uri[found.start():].lstrip("/")

@@ -1,0 +1,79 @@
+"""`aws-cur2`: Data Exports CUR 2.0, Parquet and CSV.gz, OVERWRITE_REPORT and CREATE_NEW_REPORT."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.ingest import ingest
+from tests.aws_exports import cur2_table, line, local_put, to_bytes, write_cur2
+
+
+def config(tmp_path, location, name="lake"):
+    return parse_config({"lake": str(tmp_path / name),
+                         "sources": [{"name": "cur2", "kind": "aws-cur2", "location": str(location)}]})
+
+
+def part(tmp_path, rows, fmt):
+    con = duckdb.connect()
+    return to_bytes(con, cur2_table(con, rows), tmp_path, fmt)
+
+
+def costs(lake: Lake):
+    return lake.query().execute(
+        "SELECT billing_period, BillingCurrency, BilledCost, EffectiveCost, Tags, ServiceName, InvoiceId, "
+        "ChargePeriodStart, SubAccountId FROM costs ORDER BY ALL").fetchall()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv.gz"])
+def test_overwrite_and_create_new_layouts_give_the_same_lake(tmp_path, fmt):
+    rows = [line("2026-10", "2.5", team="pretrain"), line("2026-10", "1.81E-8", kind="Tax", invoice="INV-1"),
+            line("2026-10", "4", kind="SavingsPlanCoveredUsage", savingsPlan__SavingsPlanEffectiveCost="3")]
+    first, second = part(tmp_path, rows[:1], fmt), part(tmp_path, rows[1:], fmt)
+    write_cur2(local_put(tmp_path / "over"), prefix="exports", export="cur2", period="2026-10", execution="e1",
+               parts=[part(tmp_path, [line("2026-10", "99")], fmt)], fmt=fmt)
+    write_cur2(local_put(tmp_path / "over"), prefix="exports", export="cur2", period="2026-10", execution="e2",
+               parts=[first, second], fmt=fmt)
+    # CREATE_NEW_REPORT: an older delivery folder stays; only the newest manifest counts.
+    write_cur2(local_put(tmp_path / "new"), prefix="exports", export="cur2", period="2026-10", execution="e1",
+               parts=[part(tmp_path, [line("2026-10", "99")], fmt)], fmt=fmt, delivery_folder="20261103T010203Z-e1")
+    write_cur2(local_put(tmp_path / "new"), prefix="exports", export="cur2", period="2026-10", execution="e2",
+               parts=[first, second], fmt=fmt, delivery_folder="20261104T010203Z-e2")
+    over, new = config(tmp_path, tmp_path / "over", "lake1"), config(tmp_path, tmp_path / "new", "lake2")
+    ingest(over)
+    ingest(new)
+    assert costs(Lake(over.lake)) == costs(Lake(new.lake))
+    got = costs(Lake(new.lake))
+    assert [(r[2], r[3]) for r in got] == [(Decimal("1.81E-8"), Decimal("1.81E-8")), (Decimal("2.5"), Decimal("2.5")),
+                                           (Decimal(4), Decimal(3))]
+    assert {r[4].get("user_team") for r in got} == {"pretrain", None}
+    assert got[0][6] == "INV-1" and got[0][8] == "000123456789"
+    assert got[0][7].isoformat() == "2026-10-02T03:00:00"
+    assert [e.delivery_id for e in Lake(new.lake).ledger()] == ["e2"]
+    assert [o.status for o in ingest(new).outcomes] == ["unchanged"]
+
+
+def test_data_without_manifest_waits(tmp_path):
+    write_cur2(local_put(tmp_path / "exp"), prefix="", export="cur2", period="2026-10", execution="e1",
+               parts=[part(tmp_path, [line()], "parquet")], fmt="parquet", manifest=False)
+    cfg = config(tmp_path, tmp_path / "exp" / "cur2")
+    result = ingest(cfg)
+    assert [(o.status, o.delivery.waiting) for o in result.outcomes] == [("waiting", "waiting for manifest")]
+    assert not Lake(cfg.lake).ledger()
+
+
+def test_two_periods_two_currencies_kept_apart(tmp_path):
+    put = local_put(tmp_path / "exp")
+    write_cur2(put, prefix="p", export="cur2", period="2026-09", execution="s1", fmt="parquet",
+               parts=[part(tmp_path, [line("2026-09", "1"), line("2026-09", "2", currency="EUR")], "parquet")])
+    write_cur2(put, prefix="p", export="cur2", period="2026-10", execution="o1", fmt="parquet",
+               parts=[part(tmp_path, [line("2026-10", "5")], "parquet")])
+    cfg = config(tmp_path, tmp_path / "exp")
+    ingest(cfg)
+    got = Lake(cfg.lake).query().execute(
+        "SELECT billing_period, BillingCurrency, sum(BilledCost) FROM costs GROUP BY ALL ORDER BY ALL").fetchall()
+    assert got == [("2026-09", "EUR", Decimal(2)), ("2026-09", "USD", Decimal(1)), ("2026-10", "USD", Decimal(5))]
