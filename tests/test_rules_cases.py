@@ -27,14 +27,17 @@ def cases():
 
 
 @pytest.mark.parametrize(("rule_name", "case"), list(cases()))
-def test_rule_case(tmp_path, rule_name, case):
+def test_rule_case(tmp_path, capsys, rule_name, case):
     now = parse_instant(str(case["now"]))
     lake = Lake(tmp_path / "lake")
     build_lake(lake, case.get("tables", {}), now.date())
     (rule,) = [r for r in configure({rule_name: case.get("config") or {}}) if r.name == rule_name]
     ctx = RuleContext(con=lake.query(), window=parse_window(case.get("window", "7d"), now=now))
 
+    files_before = sorted(p for p in lake.root.rglob("*") if p.is_file())
     fresh, (outcome,) = evaluate([rule], ctx)
+    assert capsys.readouterr() == ("", ""), "rules never print"
+    assert sorted(p for p in lake.root.rglob("*") if p.is_file()) == files_before, "rules never write"
     assert outcome.status == case.get("outcome", "ok"), outcome.message
     found = {f.id: f for f in fresh.get(rule_name, [])}
     expected = {finding_id(rule_name, str(e["resource_id"]), e["key"]): e for e in case.get("expected", [])}
