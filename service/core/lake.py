@@ -35,11 +35,10 @@ import duckdb
 
 from service.core.errors import DataError, LakeBusyError, SpendlakeError
 from service.core.schema import COST_COLUMNS
+from service.core.staging import DATA_FILE, stage_periods
 
-PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-DATA_FILE = "data.parquet"
 WRITER_MEMORY_LIMIT = "600MB"
 
 
@@ -347,15 +346,7 @@ class Lake:
         try:
             view = f"delivery_{uuid.uuid4().hex}"
             relation.create_view(view)
-            if periods is not None and len(periods) == 1:
-                staged = self._stage_one_period(con, view, stage, periods[0])
-            else:
-                con.execute(
-                    f"COPY (SELECT *, strftime(BillingPeriodStart, '%Y-%m') AS billing_period FROM {view}) "
-                    f"TO '{stage}' (FORMAT parquet, PARTITION_BY (billing_period), COMPRESSION zstd, "
-                    "WRITE_PARTITION_COLUMNS false)"
-                )
-                staged = self._staged_periods(stage)
+            staged = stage_periods(con, view, stage, periods)
             if periods is not None:
                 extra = set(staged) - set(periods)
                 if extra:
@@ -380,35 +371,6 @@ class Lake:
                                  hint="free disk space or fix permissions; the previous data is intact") from None
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-
-    def _stage_one_period(self, con: duckdb.DuckDBPyConnection, view: str, stage: Path, period: str) -> dict[str, Path]:
-        """A delivery of one declared period (a manifest's) is staged as one plain file: a
-        partitioned COPY under the writer's memory limit buffers and spills, and takes twice
-        the CPU. The periods actually present are then read back from the staged file, so a
-        row of another period is caught just the same."""
-        target = stage / f"billing_period={period}" / DATA_FILE
-        target.parent.mkdir(parents=True)
-        con.execute(f"COPY (SELECT * FROM {view}) TO '{target}' (FORMAT parquet, COMPRESSION zstd)")
-        found = [p for (p,) in con.execute(
-            "SELECT DISTINCT strftime(BillingPeriodStart, '%Y-%m') FROM read_parquet(?)", [str(target)]).fetchall()]
-        for value in found:
-            if value is None or not PERIOD_RE.match(value):
-                raise DataError(f"rows with an invalid or missing BillingPeriodStart ({value!r})",
-                                hint="every cost row needs a billing period")
-        return {p: target for p in [period, *found]}
-
-    def _staged_periods(self, stage: Path) -> dict[str, Path]:
-        staged: dict[str, Path] = {}
-        for part_dir in sorted(stage.glob("billing_period=*")):
-            period = part_dir.name.split("=", 1)[1]
-            if not PERIOD_RE.match(period):
-                raise DataError(f"rows with an invalid or missing BillingPeriodStart ({period!r})",
-                                hint="every cost row needs a billing period")
-            files = sorted(part_dir.glob("*.parquet"))
-            if len(files) != 1:  # DuckDB writes one file per partition unless told otherwise
-                raise DataError(f"expected one staged file for {period}, found {len(files)}")
-            staged[period] = files[0]
-        return staged
 
     def _ledger_entry(self, con, path: Path, source: str, period: str, delivery_id: str,
                       files: Sequence[str]) -> LedgerEntry:
