@@ -126,25 +126,25 @@ def _with_progress(run):
 @pass_ctx
 def status(obj: Context, fmt: str | None) -> None:
     """What the lake holds: one row per source, billing period and currency."""
-    from service.status import status as lake_status
+    from service.status import STATUS_COLUMNS, status as lake_status
 
     rows = lake_status(obj.lake)
-    columns = ["source", "billing_period", "currency", "rows", "billed_cost", "effective_cost", "final",
-               "ingested_at", "delivery_id"]
     if not rows and (fmt or "table") == "table":
         click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`")
         return
-    emit(rows, columns, fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
+    emit(rows, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
 
 
 def _add_area_commands() -> None:
     from service.cli_attribute import attribute as attribute_command
+    from service.cli_demo import demo_command
     from service.cli_estimate import estimate_command
     from service.cli_report import report_command
     from service.cli_rules import findings_group, rules_group
 
     cli.add_command(estimate_command)
     cli.add_command(report_command)
+    cli.add_command(demo_command)
     cli.add_command(rules_group)
     cli.add_command(findings_group)
     cli.add_command(attribute_command)

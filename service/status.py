@@ -5,6 +5,11 @@ from __future__ import annotations
 from service.core.lake import Lake
 
 
+# The columns `spendlake status` shows, in order (JSON carries the same keys).
+STATUS_COLUMNS = ("source", "billing_period", "currency", "rows", "billed_cost", "effective_cost", "final",
+                  "ingested_at", "delivery_id")
+
+
 def status(lake: Lake) -> list[dict]:
     rows = []
     for entry in lake.ledger():

@@ -1,0 +1,50 @@
+"""`spendlake demo`: thin over service.demo."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import click
+
+from service.output import emit
+
+SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
+
+
+@click.command("demo")
+@click.option("--dir", "directory", default="spendlake-data", show_default=True,
+              type=click.Path(file_okay=False), help="Where the export, the demo config and the lake go.")
+@click.option("--days", default=60, show_default=True, type=click.IntRange(1, 400),
+              help="Days of billing to generate.")
+@click.option("--seed", default=7, show_default=True, type=int, help="Same seed and window, same bill.")
+@click.option("--start", type=click.DateTime(formats=["%Y-%m-%d"]),
+              help="First day (UTC) of the window [default: the DAYS ending yesterday].")
+def demo_command(directory: str, days: int, seed: int, start: datetime | None) -> None:
+    """Generate a synthetic ML organisation's AWS bill (CUR 2.0), ingest it, show the lake."""
+    from service.core.lake import Lake
+    from service.demo import run_demo
+    from service.status import status
+
+    result = run_demo(directory, days=days, seed=seed, start=start.date() if start else None)
+    generation = result.generation
+    first, last = generation.periods[0].billing_period, generation.periods[-1].billing_period
+    click.echo(f"generated {generation.rows:,} line items ({first} to {last}) of a synthetic ML organisation "
+               f"in {generation.exports['parquet']}")
+    for outcome in result.ingest.outcomes:
+        for line in outcome.lines():
+            click.echo(line, err=outcome.status == "failed")
+    # whole cents on screen; `spendlake status` shows every decimal
+    rows = [{"source": r["source"], "period": r["billing_period"], "currency": r["currency"], "rows": r["rows"],
+             "billed": f"{Decimal(r['billed_cost'] or 0):,.2f}",
+             "effective": f"{Decimal(r['effective_cost'] or 0):,.2f}",
+             "final": r["final"]} for r in status(Lake(result.config.lake))]
+    emit(rows, SUMMARY_COLUMNS, "table", title="spendlake status", right=("rows", "billed", "effective"))
+    config = Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd()) \
+        else result.config_path
+    click.echo(f"config: {config}\nnext: spendlake --config {config} status --format json")
+    if result.ingest.failed:
+        sys.exit(3)
