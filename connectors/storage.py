@@ -2,8 +2,9 @@
 
 Connectors list and fetch through this one class, so local and S3 sources behave alike.
 S3 goes through boto3 with the standard credential chain and the standard retry mode
-(SlowDown, throttling and 5xx are retried up to `max_attempts`). Errors name the action
-and the `s3://bucket/key`, and say how to fix credentials. Downloads get a hashed local
+(SlowDown, throttling and 5xx are retried; `max_attempts` counts every attempt, the first
+included, as AWS_MAX_ATTEMPTS does: botocore's own `max_attempts` would add one). Errors
+name the action and the `s3://bucket/key`, and say how to fix credentials. Downloads get a hashed local
 name, so a key such as `../../x` can never place a file outside the scratch directory.
 """
 
@@ -56,7 +57,7 @@ class Storage:
             session = boto3.session.Session(profile_name=self.config.profile, region_name=self.config.region)
             self._client = session.client(
                 "s3", endpoint_url=self.config.endpoint_url,
-                config=BotoConfig(retries={"mode": "standard", "max_attempts": self.config.max_attempts}),
+                config=BotoConfig(retries={"mode": "standard", "total_max_attempts": self.config.max_attempts}),
             )
         return self._client
 
