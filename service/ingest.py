@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 from connectors.base import Delivery, connector_for
 from service.core.config import Config, SourceConfig
 from service.core.errors import LakeBusyError, SpendlakeError
-from service.core.lake import Lake, LedgerEntry, utc_now_iso
+from service.core.lake import CurrencyTotals, Lake, LedgerEntry, utc_now_iso
 
 log = logging.getLogger(__name__)
+
+
+def _total(totals: CurrencyTotals) -> str:
+    """Billed cost; for an export that carries only the effective cost (Azure amortized), that."""
+    if totals.billed_cost is None and totals.effective_cost is not None:
+        return f"{totals.currency} {totals.effective_cost} effective"
+    return f"{totals.currency} {totals.billed_cost}"
 
 
 @dataclass
@@ -31,7 +38,7 @@ class DeliveryOutcome:
         if self.status == "committed":
             return [
                 f"{self.source} {e.billing_period}: committed {e.rows} rows "
-                + ", ".join(f"{t.currency} {t.billed_cost}" for t in e.totals)
+                + ", ".join(_total(t) for t in e.totals)
                 + (" (final)" if e.final else " (estimated)")
                 for e in self.entries
             ]

@@ -95,6 +95,16 @@ def test_actual_fills_billed_and_amortized_fills_effective_the_other_stays_null(
     assert status == {"actual": ("8.545007786742", None), "amortized": (None, "16.296932136637")}
 
 
+def test_ingest_summary_names_the_effective_cost_of_an_amortized_export(tmp_path):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "amortized", "kind": "azure-cost",
+         "location": str(SAMPLES / "azure" / "ea_amortized_trey_research_small.csv")}]}))
+    run = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+    assert run.exit_code == 0, run.output
+    assert "amortized 2023-09: committed 28 rows USD 16.296932136637 effective (estimated)" in run.output
+
+
 def test_cost_type_option_overrides_detection_and_is_azure_only(tmp_path):
     source = {"name": "az", "kind": "azure-cost", "location": str(SAMPLES / "azure" / "ea_actual_anonymous_sample.csv"),
               "cost_type": "amortized"}
