@@ -1,11 +1,12 @@
-"""Azure Cost Management cost details exports (EA and MCA), actual or amortized, as CSV.
+"""Azure Cost Management cost details exports (EA and MCA), actual or amortized: CSV, CSV.gz, Parquet.
 
 Handled: both EA header generations (older `Cost`, `BillingCurrency`, `Product`; newer
 `CostInBillingCurrency`, `BillingCurrencyCode`, `ProductName`, `benefitId`), MCA's camelCase
 (`costInBillingCurrency`, `billingCurrency`, `date`) — column names match case-insensitively —
 `Tags` written as a JSON object without its outer braces (`"k": "v","k2": "v2"`), dates as
 `MM/DD/YYYY` or `M/D/YYYY` (always parsed with that explicit format: DuckDB's sniffer would
-swap day and month), a UTF-8 BOM, CRLF line ends, and a currency on every row.
+swap day and month) or ISO `YYYY-MM-DD`, a UTF-8 BOM, CRLF line ends, and a currency on
+every row.
 
 Which cost a file holds, and so which canonical column it fills:
 - an *actual* cost export is what the invoice bills: BilledCost = cost, EffectiveCost NULL;
@@ -26,12 +27,13 @@ from pathlib import Path
 import duckdb
 
 from connectors.base import register
-from connectors.exportfile import (CSV_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags, text,
+from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags, text,
                                    timestamp)
 from service.core.errors import DataError
 from service.core.schema import cost_select_list
 
-DATE_FORMAT = "%m/%d/%Y"
+# Month first, always explicit; ISO dates (unambiguous) as newer exports write them.
+DATE_FORMATS = ("%m/%d/%Y", "%Y-%m-%d")
 COST = ("CostInBillingCurrency", "Cost")
 CURRENCY = ("BillingCurrencyCode", "BillingCurrency")
 COMMITMENTS = "('Reservation', 'SavingsPlan')"
@@ -50,7 +52,7 @@ def lookup(value_sql: str | None, mapping: dict[str, str]) -> str | None:
 @register
 class AzureCostConnector(FolderExport):
     kind = "azure-cost"
-    suffixes = CSV_SUFFIXES
+    suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
@@ -59,9 +61,10 @@ class AzureCostConnector(FolderExport):
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost)
         charge_type = text(table, "ChargeType")
-        day = timestamp(table, "Date", fmt=DATE_FORMAT)
-        period_start = timestamp(table, "BillingPeriodStartDate", fmt=DATE_FORMAT) or f"date_trunc('month', {day})"
-        period_end = timestamp(table, "BillingPeriodEndDate", fmt=DATE_FORMAT)
+        day = timestamp(table, "Date", formats=DATE_FORMATS)
+        period_start = (timestamp(table, "BillingPeriodStartDate", formats=DATE_FORMATS)
+                        or f"date_trunc('month', {day})")
+        period_end = timestamp(table, "BillingPeriodEndDate", formats=DATE_FORMATS)
         info = table.col("AdditionalInfo")
         expressions = {
             "BillingAccountId": text(table, "BillingAccountId"),

@@ -199,24 +199,26 @@ def money(table: Table, *candidates: str) -> str | None:
 
 
 def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None,
-                  fmt: str | None = None) -> str:
+                  formats: tuple[str, ...] = ()) -> str:
     """A naive UTC TIMESTAMP. Text may use 'T' or ' ', 'Z', an offset or ' UTC', with or
-    without seconds; `fmt` (strptime) is for US dates such as 9/2/2023, which must never
-    be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January)."""
+    without seconds; `formats` (strptime) are for US dates such as 9/2/2023, which must
+    never be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January)."""
     kind_name = str(kind) if kind is not None else "VARCHAR"
     if kind_name == "TIMESTAMP WITH TIME ZONE":
         return f"timezone('UTC', {sql})"
     if kind_name.startswith("TIMESTAMP") or kind_name == "DATE":
         return f"CAST({sql} AS TIMESTAMP)"
     raw = nonblank(sql)
-    if fmt:
-        return parsed_or_fail(table, raw, f"try_strptime({raw}, {sql_string(fmt)})", column, f"not a date ({fmt})")
+    if formats:
+        listed = "[" + ", ".join(sql_string(f) for f in formats) + "]"
+        return parsed_or_fail(table, raw, f"try_strptime({raw}, {listed})", column,
+                              f"not a date ({' or '.join(formats)})")
     return parsed_or_fail(table, raw, f"timezone('UTC', TRY_CAST({raw} AS TIMESTAMPTZ))", column, "not a date/time")
 
 
-def timestamp(table: Table, *candidates: str, fmt: str | None = None) -> str | None:
+def timestamp(table: Table, *candidates: str, formats: tuple[str, ...] = ()) -> str | None:
     name = table.name(*candidates)
-    return None if name is None else timestamp_sql(table, ident(name), name, table.type_of(name), fmt)
+    return None if name is None else timestamp_sql(table, ident(name), name, table.type_of(name), formats)
 
 
 def text(table: Table, *candidates: str) -> str | None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from billing_helpers import failures, ingest_files, sums
 from click.testing import CliRunner
@@ -67,6 +69,22 @@ def test_newer_ea_header_crlf_and_unpadded_dates_are_month_first(tmp_path):
                      "PricingCategory")
     assert got == [(datetime(2023, 9, 2), "2023-09", Decimal("0.000305367"), "CAD", "Peering", {"a": "b"}, "Standard"),
                    (datetime(2023, 10, 12), "2023-10", Decimal("0.0000564902"), "CAD", "Queues", None, "Dynamic")]
+
+
+def test_parquet_export_with_typed_and_iso_dates(tmp_path):
+    table = pa.table({
+        "Date": pa.array([date(2024, 3, 31), date(2024, 3, 1)], pa.date32()),
+        "BillingPeriodStartDate": ["2024-03-01", "2024-03-01"],
+        "CostInBillingCurrency": pa.array([0.1, 0.2], pa.float64()),
+        "BillingCurrency": ["USD", "USD"],
+        "Tags": ['"team": "eval"', None],
+    })
+    pq.write_table(table, tmp_path / "part_0.parquet")
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "part_0.parquet"))
+    assert failures(result) == []
+    assert rows(lake, "ChargePeriodStart, BillingPeriodStart, BilledCost, Tags") == [
+        (datetime(2024, 3, 1), datetime(2024, 3, 1), Decimal("0.2"), None),
+        (datetime(2024, 3, 31), datetime(2024, 3, 1), Decimal("0.1"), {"team": "eval"})]
 
 
 def test_mca_camel_case_with_invoice_id_is_final(tmp_path):
@@ -131,8 +149,8 @@ def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
     ("badcost.csv", NEW_EA.replace("5.64902E-05", "5,64902"), ["badcost.csv"]),
     ("badcost2.csv", NEW_EA.replace("5.64902E-05", "n/a"),
      ["badcost2.csv", "Line: 3", 'column "CostInBillingCurrency"', '"n/a"']),
-    ("isodate.csv", NEW_EA.replace("9/2/2023", "2023-09-02"),
-     ["isodate.csv", "column Date: not a date (%m/%d/%Y): 2023-09-02"]),
+    ("slashdate.csv", NEW_EA.replace("9/2/2023", "2023/09/02"),
+     ["slashdate.csv", "column Date: not a date (%m/%d/%Y or %Y-%m-%d): 2023/09/02"]),
     ("dayfirst.csv", NEW_EA.replace("10/12/2023", "13/10/2023"), ["dayfirst.csv", "column Date", "13/10/2023"]),
     ("badtags.csv", NEW_EA.replace('"""a"": ""b"""', '"""a"": b"'), ["badtags.csv", "column Tags: not a JSON object"]),
     ("latin1.csv", NEW_EA.replace("Lorem", "Société").encode("latin-1"), ["latin1.csv", "not utf-8"]),

@@ -148,3 +148,14 @@ def test_bad_file_leaves_the_committed_period_intact(tmp_path):
     _, result = ingest_files(tmp_path, ("focus", "focus", path))
     assert len(failures(result)) == 1
     assert sums(lake) == [("AWS", "USD", 1, Decimal("7"), Decimal("7"))]
+
+
+@pytest.mark.parametrize("invoice_column", ["InvoiceId", "x_InvoiceId"])
+def test_invoice_id_makes_the_period_final(tmp_path, invoice_column):
+    header = "BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart," + invoice_column
+    path = write(tmp_path, "focus.csv", focus_csv("1,USD,2024-06-01,2024-06-02,INV-1", header=header))
+    lake, result = ingest_files(tmp_path, ("focus", "focus", path))
+    assert failures(result) == []
+    [entry] = lake.ledger()
+    assert entry.final
+    assert lake.query().execute("SELECT InvoiceId FROM costs").fetchall() == [("INV-1",)]
