@@ -66,8 +66,11 @@ class FolderExport(ABC):
         return self.storage.local_paths()
 
     def deliveries(self) -> Iterator[Delivery]:
+        return self.folder_deliveries(self.storage.list())
+
+    def folder_deliveries(self, listing: list[StoredObject]) -> Iterator[Delivery]:
         folders: dict[str, list[StoredObject]] = {}
-        for obj in self.storage.list():
+        for obj in listing:
             if suffix_of(obj.name) in self.suffixes:
                 folders.setdefault(str(PurePosixPath(obj.key).parent), []).append(obj)
         if not folders:

@@ -11,16 +11,22 @@ producers, and is handled here:
 - FOCUS 1.3 renames `ProviderName` to `ServiceProviderName`; Microsoft writes the invoice
   id as `x_InvoiceId`, AWS its usage type and operation as `x_UsageType` / `x_Operation`.
 
-Files of one folder are one delivery; every billing period found in them is replaced.
+Deliveries: AWS delivers its FOCUS export through Data Exports, laid out like CUR 2.0
+(`data/BILLING_PERIOD=…/` + `metadata/BILLING_PERIOD=…/*-Manifest.json`); there the manifests
+decide, as for `aws-cur2` (the newest execution of a period counts, data without a manifest
+waits). Anywhere else the files of one folder are one delivery, and every billing period
+found in them is replaced.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 
-from connectors.base import register
+from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
+from connectors.base import Delivery, register
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, money, open_table, tags, text,
                                    timestamp)
 from service.core.schema import COST_COLUMNS, MONEY, cost_select_list
@@ -36,11 +42,35 @@ ALTERNATIVES = {
 }
 
 
+class DataExportsLayout(AwsCur2Connector):
+    """The manifests of an AWS Data Exports delivery, read the way `aws-cur2` reads them."""
+
+    def problem(self, delivery: Delivery) -> Exception | None:
+        """What was wrong with this delivery's manifest, found while listing."""
+        return self._problems.get(delivery.delivery_id)
+
+
 @register
 class FocusConnector(FolderExport):
     kind = "focus"
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
+    data_exports: DataExportsLayout | None = None
+
+    def deliveries(self) -> Iterator[Delivery]:
+        listing = self.storage.list()
+        if not any(MANIFEST.search(obj.key) for obj in listing):
+            yield from self.folder_deliveries(listing)
+            return
+        self.data_exports = DataExportsLayout(self.config)
+        self._objects.update((obj.uri, obj) for obj in listing)
+        yield from self.data_exports.deliveries()
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
+        problem = self.data_exports and self.data_exports.problem(delivery)
+        if problem:
+            raise problem
+        return super().read(delivery, con, scratch)
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
         money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]

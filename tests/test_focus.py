@@ -11,6 +11,7 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from aws_exports import local_put, write_cur2
 from billing_helpers import failures, ingest_files, sums
 from moto import mock_aws
 
@@ -62,6 +63,26 @@ def test_csv_gz_and_a_folder_of_parts_add_up_and_reingest_is_a_no_op(tmp_path):
     assert sums(lake) == [("AWS", "USD", 2, Decimal("3.75"), Decimal("3.5"))]
     _, again = ingest_files(tmp_path, ("focus", "focus", tmp_path / "export"))
     assert [o.status for o in again.outcomes] == ["unchanged"]
+
+
+def test_aws_data_exports_layout_reads_only_what_the_newest_manifest_lists(tmp_path):
+    """AWS delivers FOCUS through Data Exports (CREATE_NEW_REPORT here): two executions of
+    June, only the newer counts; July has data but no manifest yet, so it waits."""
+    root = tmp_path / "exports"
+    put = local_put(root)
+    old = gzip.compress(focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,"))
+    new = gzip.compress(focus_csv("2,2,USD,2024-06-01,2024-06-02,,AWS,", "3,3,USD,2024-06-01,2024-06-03,,AWS,"))
+    write_cur2(put, prefix="focus", export="focus-export", period="2024-06", execution="exec-1", parts=[old],
+               fmt="csv", delivery_folder="20240602T000000Z")
+    write_cur2(put, prefix="focus", export="focus-export", period="2024-06", execution="exec-2", parts=[new],
+               fmt="csv", delivery_folder="20240603T000000Z")
+    write_cur2(put, prefix="focus", export="focus-export", period="2024-07", execution="exec-3", parts=[old],
+               fmt="csv", manifest=False)
+    lake, result = ingest_files(tmp_path, ("focus", "focus", root / "focus"))
+    assert failures(result) == []
+    assert sorted((o.status, o.delivery.delivery_id) for o in result.outcomes)[0] == ("committed", "exec-2")
+    assert [o.status for o in result.outcomes if o.status == "waiting"] == ["waiting"]
+    assert sums(lake, "billing_period") == [("2024-06", 2, Decimal("5"), Decimal("5"))]
 
 
 def test_typed_parquet_money_times_and_map_tags(tmp_path):
@@ -159,3 +180,16 @@ def test_invoice_id_makes_the_period_final(tmp_path, invoice_column):
     [entry] = lake.ledger()
     assert entry.final
     assert lake.query().execute("SELECT InvoiceId FROM costs").fetchall() == [("INV-1",)]
+
+
+def test_data_exports_manifest_naming_a_missing_file_fails_that_period_alone(tmp_path):
+    root = tmp_path / "exports"
+    put = local_put(root)
+    body = gzip.compress(focus_csv("2,2,USD,2024-06-01,2024-06-02,,AWS,"))
+    write_cur2(put, prefix="", export="fx", period="2024-06", execution="exec-6", parts=[body], fmt="csv")
+    [missing] = write_cur2(put, prefix="", export="fx", period="2024-07", execution="exec-7", parts=[body], fmt="csv")
+    (root / missing.removeprefix("s3://bucket/")).unlink()
+    lake, result = ingest_files(tmp_path, ("focus", "focus", root / "fx"))
+    [message] = failures(result)
+    assert "fx-00001.csv.gz" in message and "BILLING_PERIOD=2024-07" in message
+    assert sums(lake, "billing_period") == [("2024-06", 1, Decimal("2"), Decimal("2"))]
