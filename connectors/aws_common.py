@@ -230,8 +230,12 @@ def _without_empty_values(entries: str) -> str:
 
 def _service_name(columns: AwsColumns) -> str:
     name = _text(columns, "product_product_name")
-    if name == "NULL" and columns.has("product") and columns.types[columns.by_snake["product"]].startswith("MAP"):
-        name = f"NULLIF({columns.raw('product')}['product_name'], '')"
+    if name == "NULL" and columns.has("product"):
+        product = columns.raw("product")
+        if columns.types[columns.by_snake["product"]].startswith("MAP"):
+            name = f"NULLIF({product}['product_name'], '')"
+        else:  # CUR 2.0 CSV: the product map as JSON text
+            name = f"NULLIF(json_extract_string(NULLIF({product}, ''), '$.product_name'), '')"
     return f"coalesce({name}, {_text(columns, 'line_item_product_code')})"
 
 
@@ -387,6 +391,7 @@ class AwsExportConnector:
         self.storage = Storage(config)
         self._objects: dict[str, StoredObject] = {}
         self._problems: dict[str, SpendlakeError] = {}
+        self._manifests: dict[str, StoredObject] = {}  # delivery id → the manifest it came from
 
     def local_paths(self) -> list[Path]:
         return self.storage.local_paths()
@@ -422,6 +427,13 @@ class AwsExportConnector:
                                   hint="the manifest is damaged or hostile; nothing was read")
         return obj
 
+    def _check_manifest_unchanged(self, delivery: Delivery) -> None:
+        """A manifest replaced while its parts were fetched would mix two deliveries."""
+        manifest = self._manifests.get(delivery.delivery_id)
+        if manifest is not None and self.storage.current_version(manifest) != manifest.version:
+            raise SourceError("the manifest changed while this period was being read; nothing was committed",
+                              where=manifest.uri, hint="AWS is delivering a new version: run ingest again")
+
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
         if delivery.delivery_id in self._problems:
             raise self._problems[delivery.delivery_id]
@@ -432,5 +444,6 @@ class AwsExportConnector:
             path = self.storage.local_copy(obj, scratch)
             paths.append(path)
             display[str(path)] = obj.uri
+        self._check_manifest_unchanged(delivery)
         relation, headers = read_files(con, paths, display)
         return cost_relation(con, relation, display=display, headers=headers)

@@ -87,6 +87,7 @@ class AwsCurConnector(AwsExportConnector):
             self._problem(failed.delivery_id, exc)
             return failed
         delivery_id = str(data.get("assemblyId") or fingerprint([manifest]))
+        self._manifests[delivery_id] = manifest
         return Delivery(delivery_id, (period,), files)
 
     @staticmethod

@@ -70,7 +70,9 @@ class AwsCur2Connector(AwsExportConnector):
             failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))
             self._problem(failed.delivery_id, exc)
             return failed
-        return Delivery(str(body.get("executionId") or fingerprint([manifest])), (period,), uris)
+        delivery_id = str(body.get("executionId") or fingerprint([manifest]))
+        self._manifests[delivery_id] = manifest
+        return Delivery(delivery_id, (period,), uris)
 
     @staticmethod
     def _relative_to_export(uri: str) -> str:

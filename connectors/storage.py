@@ -137,6 +137,26 @@ class Storage:
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:GetObject", key) from None
 
+    def current_version(self, obj: StoredObject) -> str | None:
+        """The object's version now (ETag, or local size+mtime); None when it is gone."""
+        if not self.is_s3:
+            try:
+                stat = Path(obj.uri).stat()
+            except FileNotFoundError:
+                return None
+            return f"{stat.st_size}-{stat.st_mtime_ns}"
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key = obj.uri[len(f"s3://{self.bucket}/"):]
+        try:
+            return self.client.head_object(Bucket=self.bucket, Key=key)["ETag"].strip('"')
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._s3_error(exc, "s3:GetObject", key) from None
+        except BotoCoreError as exc:
+            raise self._s3_error(exc, "s3:GetObject", key) from None
+
     def object(self, key: str) -> StoredObject:
         """An object by key relative to the location, e.g. a data file a manifest names."""
         if self.is_s3:

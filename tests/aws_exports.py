@@ -100,13 +100,15 @@ def cur2_table(con: duckdb.DuckDBPyConnection, rows: list[dict[str, str]]) -> du
     for row in rows:
         tags = {k.split("/", 1)[1].replace(":", "_"): v for k, v in row.items() if k.startswith("resourceTags/") and v}
         values.append({**{snake_name(k): v for k, v in row.items() if not k.startswith("resourceTags/")},
-                       "resource_tags": tags})
+                       "resource_tags": tags, "product": {"product_name": row["product/ProductName"]}})
     con.execute("CREATE OR REPLACE TEMP TABLE cur2_rows (j JSON)")
     con.executemany("INSERT INTO cur2_rows VALUES (?)", [[json.dumps(v)] for v in values])
     times = ["bill_billing_period_start_date", "bill_billing_period_end_date", "line_item_usage_start_date",
              "line_item_usage_end_date"]
     selects = []
-    for column in [snake_name(c) for c in LEGACY_COLUMNS if not c.startswith("resourceTags/")]:
+    # CUR 2.0 folds most product/* columns into the `product` map (product_name among them).
+    for column in [snake_name(c) for c in LEGACY_COLUMNS
+                   if not c.startswith("resourceTags/") and c != "product/ProductName"]:
         text = f"NULLIF(j->>'{column}', '')"
         if column in MONEY_FIELDS:
             selects.append(f"CAST({text} AS DOUBLE) AS {column}")
@@ -115,6 +117,7 @@ def cur2_table(con: duckdb.DuckDBPyConnection, rows: list[dict[str, str]]) -> du
         else:
             selects.append(f"{text} AS {column}")
     selects.append("CAST(j->'resource_tags' AS MAP(VARCHAR, VARCHAR)) AS resource_tags")
+    selects.append("CAST(j->'product' AS MAP(VARCHAR, VARCHAR)) AS product")
     return con.sql(f"SELECT {', '.join(selects)} FROM cur2_rows")
 
 
@@ -126,7 +129,8 @@ def to_bytes(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, 
     if fmt == "parquet":
         con.execute(f"COPY {view} TO '{target}' (FORMAT parquet)")
     else:
-        con.execute(f"COPY (SELECT * REPLACE (CAST(to_json(resource_tags) AS VARCHAR) AS resource_tags) FROM {view}) "
+        con.execute(f"COPY (SELECT * REPLACE (CAST(to_json(resource_tags) AS VARCHAR) AS resource_tags, "
+                    f"CAST(to_json(product) AS VARCHAR) AS product) FROM {view}) "
                     f"TO '{target}' (FORMAT csv, HEADER, COMPRESSION gzip)")
     return target.read_bytes()
 

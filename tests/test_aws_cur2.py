@@ -51,6 +51,7 @@ def test_overwrite_and_create_new_layouts_give_the_same_lake(tmp_path, fmt):
     assert [(r[2], r[3]) for r in got] == [(Decimal("1.81E-8"), Decimal("1.81E-8")), (Decimal("2.5"), Decimal("2.5")),
                                            (Decimal(4), Decimal(3))]
     assert {r[4].get("user_team") for r in got} == {"pretrain", None}
+    assert {r[5] for r in got} == {"Amazon Elastic Compute Cloud"}  # from the product map / its JSON
     assert got[0][6] == "INV-1" and got[0][8] == "000123456789"
     assert got[0][7].isoformat() == "2026-10-02T03:00:00"
     assert [e.delivery_id for e in Lake(new.lake).ledger()] == ["e2"]

@@ -272,3 +272,26 @@ def test_second_ingest_at_once_refuses_with_the_pid(tmp_path):
     assert result.exit_code == 3
     assert f"pid {os.getpid()}" in result.output
     assert not Lake(tmp_path / "lake").ledger()
+
+
+def test_manifest_replaced_while_the_period_is_read_commits_nothing(tmp_path, moto_server, s3, monkeypatch):
+    from connectors.storage import Storage
+
+    deliver(s3, cost="5")
+    client, bucket = s3
+    original = Storage.local_copy
+
+    def copy_then_redeliver(storage, obj, scratch):
+        path = original(storage, obj, scratch)
+        write_legacy(s3_put(client, bucket), prefix="cur", report="rep", period="2026-10", assembly="newer",
+                     parts=[[line(cost="8")]], bucket=bucket)
+        return path
+
+    monkeypatch.setattr(Storage, "local_copy", copy_then_redeliver)
+    cfg = s3_config(tmp_path, moto_server, bucket)
+    message = failure(ingest(cfg))
+    assert "manifest changed" in message and f"s3://{bucket}/cur/rep/20261001-20261101/rep-Manifest.json" in message
+    assert not Lake(cfg.lake).ledger()
+    monkeypatch.setattr(Storage, "local_copy", original)
+    ingest(cfg)
+    assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("newer", Decimal(8))]
