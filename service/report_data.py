@@ -14,6 +14,7 @@ from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc, parse_instant
 from service.plans import load_plans
+from service.report_findings import anomalies_section, waste_section
 from service.report_model import Column, Report, Section, Table, unavailable
 
 HOURS = Decimal(3600)
@@ -25,10 +26,10 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         unavailable("spend", "Spend by team and project", "spend attribution is not part of this build"),
         unavailable("trend", "Spend by team, last 30 days", "spend attribution is not part of this build"),
         unavailable("experiments", "Top experiments", "spend attribution is not part of this build"),
-        unavailable("waste", "Waste by rule", "the rules engine and its findings are not part of this build"),
+        waste_section(lake, config.report.top),
         unavailable("budgets", "Budgets", "budgets are not part of this build"),
         plans_section(lake, until),
-        unavailable("anomalies", "Anomalies", "the spend-anomaly rule is not part of this build"),
+        anomalies_section(lake, config.report.top),
         unavailable("unallocated", "Unallocated spend", "spend attribution is not part of this build"),
         freshness_section(config, lake, until),
     ]

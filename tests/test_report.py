@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 import boto3
@@ -12,10 +12,12 @@ from click.testing import CliRunner
 from moto import mock_aws
 
 from report_fixtures import FORMULAS, INJECTIONS, focus_export, sample_report
+from rules.base import Finding
 from service.cli import cli
 from service.core.config import parse_config
 from service.core.errors import UsageError
 from service.core.lake import Lake
+from service.findings import store_findings
 from service.estimate import estimate, plan_inputs
 from service.ingest import ingest
 from service.plans import plan_from_estimate, register_plan
@@ -68,6 +70,35 @@ def test_freshness_and_plans_come_from_the_lake(tmp_path):
     # 100 h on 10 A100s from 2026-11-28: by the end of the 29th, 48 of 100 hours → 48% of $2,000 compute
     assert plan["project"] == INJECTIONS[0]
     assert Decimal(plan["planned_to_date_low"]) > Decimal("960")
+
+
+def test_waste_sums_open_findings_by_rule_and_lists_the_top_ones(tmp_path):
+    config = demo_config(tmp_path)
+    lake = Lake(config.lake)
+    store_findings(lake, [
+        finding("a", "idle-gpu", "1708.90", team=INJECTIONS[0], severity="critical"),
+        finding("b", "idle-gpu", "12.50", team="eval"),
+        finding("c", "checkpoint-sprawl", "300", team=FORMULAS[0]),
+        finding("d", "checkpoint-sprawl", "999", status="acknowledged"),
+    ])
+    write_report(config.model_copy(update={"report": config.report.model_copy(update={"top": 2})}), DAY,
+                 str(tmp_path / "out"))
+    folder = tmp_path / "out" / "2026-11-29"
+    data = json.loads((folder / "report.json").read_text())
+    waste = next(s for s in data["sections"] if s["key"] == "waste")
+    by_rule, top = waste["tables"]
+    assert [(r["rule"], r["findings"], r["critical"], r["monthly_waste_usd"]) for r in by_rule["rows"]] == [
+        ("idle-gpu", 2, 1, "1721.40"), ("checkpoint-sprawl", 1, 0, "300.00")]
+    assert [r["id"] for r in top["rows"]] == ["a", "c"]
+    assert (folder / "open_findings.csv").read_text().count("'=HYPERLINK") == 1
+    assert "$1,721.40" in (folder / "report.html").read_text()
+
+
+def finding(id_, rule, waste, *, team="pretrain", severity="warning", status="open"):
+    seen = datetime(2026, 11, 28, tzinfo=timezone.utc)
+    return Finding(id=id_, rule=rule, severity=severity, resource_id=f"i-{id_}", team=team,
+                   monthly_waste_usd=Decimal(waste), summary=f"{rule} on i-{id_}", first_seen=seen, last_seen=seen,
+                   status=status)
 
 
 def test_sections_without_a_data_source_say_so_and_show_no_numbers(tmp_path):
