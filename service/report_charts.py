@@ -40,12 +40,12 @@ def colour(index: int, label: str) -> str:
 
 
 def nice_step(top: Decimal) -> Decimal:
-    """A round grid step (1, 2 or 5 × 10^n) giving about four lines up to `top`."""
+    """A round grid step (1, 2, 2.5 or 5 × 10^n) giving about four lines up to `top`."""
     if top <= 0:
         return Decimal(1)
     rough = top / 4
     magnitude = Decimal(10) ** (rough.adjusted())
-    for factor in (1, 2, 5, 10):
+    for factor in (1, 2, Decimal("2.5"), 5, 10):
         if magnitude * factor >= rough:
             return magnitude * factor
     return magnitude * 10

@@ -7,51 +7,65 @@ lake, so the same lake and day give the same report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc, parse_instant
-from service.plans import load_plans
-from service.report_findings import anomalies_section, waste_section
-from service.report_model import Column, Report, Section, Table, unavailable
-
-HOURS = Decimal(3600)
-
+from service.plans import Plan, load_plans
+from service.report_findings import anomalies_section, unallocated_causes, waste_section
+from service.report_model import Column, Headline, Report, Section, Table, unavailable
+from service.report_spend import SpendReport
 
 def gather(config: Config, lake: Lake, day: date) -> Report:
     until = day_start(day) + timedelta(days=1)
+    spend = SpendReport(config, lake, day)
+    headlines, spend_by = spend.spend_section()
+    top = config.report.top
     sections = [
-        unavailable("spend", "Spend by team and project", "spend attribution is not part of this build"),
-        unavailable("trend", "Spend by team, last 30 days", "spend attribution is not part of this build"),
-        unavailable("experiments", "Top experiments", "spend attribution is not part of this build"),
-        waste_section(lake, config.report.top),
+        spend_by,
+        spend.trend_section(),
+        spend.experiments_section(),
+        waste_section(lake, top),
         unavailable("budgets", "Budgets", "budgets are not part of this build"),
-        plans_section(lake, until),
-        anomalies_section(lake, config.report.top),
-        unavailable("unallocated", "Unallocated spend", "spend attribution is not part of this build"),
+        plans_section(lake, until, spend.plan_actual),
+        anomalies_section(lake, top),
+        Section("unallocated", "Unallocated spend", tables=[spend.unallocated_table()]),
         freshness_section(config, lake, until),
     ]
-    return Report(day=day, month_start=day.replace(day=1), headlines=[], sections=sections)
+    headlines += [Headline(f"Unallocated, team, month to date ({row['currency']})", row["currency"] or "",
+                           row["share_pct"], None, None, kind="percent")
+                  for row in sections[7].tables[0].rows if row["dimension"] == "team" and row["share_pct"] is not None]
+    causes = unallocated_causes(lake, top)
+    if isinstance(causes, Table):
+        sections[7].tables.append(causes)
+    else:
+        sections[7].note = causes
+    return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections)
 
 
-def plans_section(lake: Lake, until: datetime) -> Section:
+def plans_section(lake: Lake, until: datetime, actual_of: Callable[[Plan], Decimal]) -> Section:
+    """Each registered plan: its planned spend curve at the report's end against attributed spend."""
     plans = load_plans(lake)
     table = Table("plans", "Registered pretraining plans", [
         Column("plan", "plan"), Column("project", "project"), Column("experiment", "experiment"),
         Column("start", "start", "time"), Column("end", "planned end", "time"),
         Column("planned_to_date_low", "planned to date (low)", "money"),
         Column("planned_to_date_high", "planned to date (high)", "money"),
+        Column("actual_to_date", "actual to date", "money"), Column("status", "status"),
         Column("planned_total_high", "planned total (high)", "money"),
-    ])
+    ], markdown=(("plan", "project"), "status"))
     for plan in plans:
         to_date = plan.planned_spend(until)
+        low, high = to_date.low.quantize(Decimal("0.01")), to_date.high.quantize(Decimal("0.01"))
+        actual = actual_of(plan)
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
-            "start": iso_utc(plan.start), "end": iso_utc(plan.end),
-            "planned_to_date_low": to_date.low.quantize(Decimal("0.01")),
-            "planned_to_date_high": to_date.high.quantize(Decimal("0.01")),
+            "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
+            "planned_to_date_high": high, "actual_to_date": actual,
+            "status": "over plan" if actual > high else "under plan" if actual < low else "on plan",
             "planned_total_high": plan.total_cost.high,
         })
     note = None if plans else "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
@@ -76,7 +90,7 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
         Column("source", "source"), Column("status", "status"), Column("latest_period", "latest period"),
         Column("data_through", "data through", "time"), Column("hours_behind", "hours behind", "count"),
         Column("last_ingest", "last ingest", "time"), Column("last_error", "last error"),
-    ])
+    ], markdown=(("source",), "status"))
     for source in sorted(set(limits) | set(latest) | set(state)):
         period, ingested = latest.get(source, (None, None))
         record = state.get(source, {})

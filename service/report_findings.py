@@ -16,6 +16,7 @@ from service.findings import load_findings
 from service.report_model import Chart, Column, Section, Table, unavailable
 
 ANOMALY_RULE = "spend-anomaly"
+UNALLOCATED_RULE = "unallocated-spend"
 FINDING_COLUMNS = [
     Column("rule", "rule"), Column("severity", "severity"), Column("team", "team"), Column("project", "project"),
     Column("resource_id", "resource"), Column("summary", "finding"), Column("first_seen", "since", "time"),
@@ -31,7 +32,7 @@ def _finding_row(finding) -> dict:
 
 
 def waste_section(lake: Lake, top: int) -> Section:
-    findings = [f for f in load_findings(lake, status="open") if f.rule != ANOMALY_RULE]
+    findings = [f for f in load_findings(lake, status="open") if f.rule not in (ANOMALY_RULE, UNALLOCATED_RULE)]
     by_rule: dict[str, list] = defaultdict(list)
     for finding in findings:
         by_rule[finding.rule].append(finding)
@@ -45,7 +46,8 @@ def waste_section(lake: Lake, top: int) -> Section:
                              "monthly_waste_usd": sum((f.monthly_waste_usd for f in items), Decimal(0))})
     summary.rows.sort(key=lambda r: (-r["monthly_waste_usd"], r["rule"]))
     top_findings = Table("open_findings", f"Top {top} open findings by monthly waste", FINDING_COLUMNS + [
-        Column("id", "id")], rows=[_finding_row(f) for f in findings[:top]])  # load_findings sorts by $
+        Column("id", "id")], rows=[_finding_row(f) for f in findings[:top]],  # load_findings sorts by $
+        markdown=(("rule", "resource_id", "team"), "monthly_waste_usd"))
     if not findings:
         return Section("waste", "Waste by rule", note="No open findings in the last rules run "
                                                      "(`spendlake rules run` refreshes them).")
@@ -61,7 +63,8 @@ def anomalies_section(lake: Lake, top: int) -> Section:
     anomalies = load_findings(lake, rule=ANOMALY_RULE, status="open")
     if not anomalies:
         return Section("anomalies", "Anomalies", note="No open spend anomalies in the last rules run.")
-    table = Table("anomalies", "Open spend anomalies", FINDING_COLUMNS + [Column("root_causes", "top causes")])
+    table = Table("anomalies", "Open spend anomalies", FINDING_COLUMNS + [Column("root_causes", "top causes")],
+                  markdown=(("team", "summary"), "monthly_waste_usd"))
     for finding in anomalies[:top]:
         row = _finding_row(finding)
         row["root_causes"] = _root_causes(finding.evidence)
@@ -79,3 +82,14 @@ def _root_causes(evidence: dict) -> str | None:
             impact = cause.get("impact_usd")
             parts.append(f"{name}: ${Decimal(str(impact)).quantize(Decimal('0.01')):,}" if impact is not None else name)
     return "; ".join(parts) or None
+
+
+def unallocated_causes(lake: Lake, top: int) -> Table | str:
+    """The unallocated-spend rule's findings (top services, accounts, resources), or why there are none."""
+    if UNALLOCATED_RULE not in registered():
+        return "Top causes come from the unallocated-spend rule, which is not part of this build yet."
+    findings = load_findings(lake, rule=UNALLOCATED_RULE, status="open")
+    if not findings:
+        return "No open unallocated-spend findings in the last rules run."
+    return Table("unallocated_causes", "Top causes of unallocated spend", FINDING_COLUMNS,
+                 rows=[_finding_row(f) for f in findings[:top]])

@@ -28,6 +28,9 @@ class Table:
     title: str
     columns: list[Column]
     rows: list[dict[str, Any]] = field(default_factory=list)
+    in_html: bool = True  # False: too long for the page; the chart shows it, CSV and JSON hold it
+    # In the Markdown summary: (label columns, value column) of the first few rows; None: left out.
+    markdown: tuple[tuple[str, ...], str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title, "columns": [c.key for c in self.columns],
@@ -66,6 +69,7 @@ class Headline:
     value: Decimal
     previous: Decimal | None
     change_pct: Decimal | None
+    kind: Literal["money", "percent"] = "money"
 
 
 @dataclass

@@ -18,14 +18,14 @@ from markupsafe import Markup, escape
 
 from service.output import to_csv, to_json
 from service.report_charts import render as render_chart
-from service.report_model import Column, Report
+from service.report_model import Column, Headline, Report
 
 # Runs last; marks the page when the DOM it expects is there (the browser test reads it).
 SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
           'String(document.querySelectorAll("svg").length + ":" + document.querySelectorAll("table").length));')
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
 CENT = Decimal("0.01")
-MD_SPECIAL = set("\\`*_{}[]()#+-.!|~")
+MD_SPECIAL = set("\\`*_{}[]()|~")  # inline syntax; our values never start a line
 MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat tools (Slack) both expect
 
 
@@ -73,7 +73,7 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("service", "templates"), autoescape=True, undefined=StrictUndefined,
                       keep_trailing_newline=True)
     env.filters.update(money=money, change=change, change_class=change_class, svg=render_chart)
-    env.globals.update(cell=cell)
+    env.globals.update(cell=cell, headline=headline)
     return env
 
 
@@ -92,30 +92,29 @@ def md(text: Any) -> str:
                    for ch in str(text).replace("\n", " "))
 
 
-def render_markdown(report: Report) -> str:
+def headline(h: Headline) -> str:
+    if h.kind == "percent":
+        return display(h.value, Column("", "", "percent"), {})
+    return money(h.value, h.currency)
+
+
+def render_markdown(report: Report, rows: int = 5) -> str:
+    """A short summary for chat: the headlines, then the first rows of the key tables."""
     lines = [f"**spendlake daily report — {report.day.isoformat()}**", ""]
     for h in report.headlines:
-        lines.append(f"- {h.label}: {money(h.value, h.currency)} ({change(h.change_pct)} vs {money(h.previous, h.currency)})")
+        versus = f" ({change(h.change_pct)} vs {money(h.previous, h.currency)})" if h.previous is not None else ""
+        lines.append(f"- {h.label}: {headline(h)}{versus}")
     for section in report.sections:
         if not section.available:
             lines.append(f"- {section.title}: {section.note}")
-            continue
-        for table in section.tables[:1]:
-            summary = _top_rows(table.rows, table.columns)
-            if summary:
-                lines += ["", f"*{md(table.title)}*", *summary]
+        for table in section.tables:
+            if table.markdown and table.rows:
+                labels, value = table.markdown
+                column = next(c for c in table.columns if c.key == value)
+                lines += ["", f"*{table.title}* — {column.label}"]
+                lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None)}: "
+                          f"{display(row.get(value), column, row)}" for row in table.rows[:rows]]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _top_rows(rows: list[dict[str, Any]], columns: list[Column], limit: int = 5) -> list[str]:
-    labels = [c for c in columns if c.kind == "text" and c.key != "currency"]
-    amount = next((c for c in columns if c.kind == "money"), None)
-    lines = []
-    for row in rows[:limit]:
-        name = " / ".join(md(row.get(c.key)) for c in labels[:3] if row.get(c.key) is not None)
-        value = f": {money(row.get(amount.key), row.get('currency'))}" if amount else ""
-        lines.append(f"- {name}{value}")
-    return lines
 
 
 def render_files(report: Report) -> dict[str, bytes]:

@@ -72,3 +72,62 @@ def focus_export(folder: Path, lines: list[tuple[date, str, dict[str, str], str]
                              f"{day}T00:00:00Z", f"{day + timedelta(days=1)}T00:00:00Z", "Usage", service,
                              f"i-{number:06d}", "111122223333", "AWS", json.dumps(tags)])
     return folder
+
+
+TEAMS = {  # team → (project, experiments, daily cost of the first experiment)
+    "pretrain": ("llm-7b", ("7b-base", "7b-long-ctx"), 4200),
+    "eval": ("harness", ("mmlu-sweep",), 600),
+    "data": ("dedup", ("minhash-v2",), 900),
+    "inference": ("serving", ("canary",), 1500),
+    INJECTIONS[0]: (INJECTIONS[1], (FORMULAS[0],), 300),
+}
+
+
+def organisation_lines(day: date, days: int = 40) -> list[tuple[date, str, dict[str, str], str]]:
+    """Daily FOCUS lines for a small ML organisation ending on `day`: weekly rhythm, a jump on the
+    last day for pretrain, untagged spend, and tag values that try to inject markup and formulas."""
+    lines = []
+    for back in range(days):
+        current = day - timedelta(days=back)
+        rhythm = Decimal(1) - Decimal("0.15") * (current.weekday() >= 5)
+        for team, (project, experiments, base) in TEAMS.items():
+            for rank, experiment in enumerate(experiments):
+                cost = Decimal(base) * rhythm / (rank + 1) * (Decimal("1.4") if back == 0 and team == "pretrain" else 1)
+                tags = {"team": team, "project": project, "experiment": experiment}
+                lines.append((current, format(cost.quantize(Decimal("0.01")), "f"), tags, "Amazon EC2"))
+        lines.append((current, "250.00", {}, "Amazon S3"))  # untagged
+    return lines
+
+
+def org_config(root: Path, day: date = date(2026, 11, 29)):
+    """A lake holding `organisation_lines`, a registered plan for llm-7b and open findings,
+    some of whose owners and summaries try to inject markup."""
+    from datetime import datetime, timezone
+
+    from rules.base import Finding
+    from service.core.config import parse_config
+    from service.core.lake import Lake
+    from service.estimate import estimate, plan_inputs
+    from service.findings import store_findings
+    from service.ingest import ingest
+    from service.plans import plan_from_estimate, register_plan
+
+    export = focus_export(root / "export", organisation_lines(day))
+    config = parse_config({"lake": str(root / "lake"),
+                           "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}]})
+    assert not ingest(config).failed
+    lake = Lake(config.lake)
+    plan = estimate(plan_inputs({"params": "7B", "tokens": "2T", "gpu": "H100", "gpus": 1024, "mfu": "0.35-0.45",
+                                 "price_per_gpu_hour": "4"}), config)
+    register_plan(lake, plan_from_estimate(plan, name="llm-7b-base", project="llm-7b", experiment=None,
+                                           start="2026-11-28"))
+    seen = datetime(2026, 11, 28, tzinfo=timezone.utc)
+    store_findings(lake, [
+        Finding(id="f1", rule="idle-gpu", severity="critical", resource_id="i-0abc", team="pretrain",
+                project="llm-7b", monthly_waste_usd=Decimal("1708.90"), summary="p5.48xlarge idle for 4 h",
+                first_seen=seen, last_seen=seen),
+        Finding(id="f2", rule="checkpoint-sprawl", severity="warning", resource_id=f"s3://ckpt/{INJECTIONS[1]}/",
+                team=INJECTIONS[0], monthly_waste_usd=Decimal("312.40"), summary=f"{INJECTIONS[0]} keeps 40 checkpoints",
+                first_seen=seen, last_seen=seen),
+    ])
+    return config

@@ -1,9 +1,10 @@
-"""The daily report files: deterministic, atomic, escaped, uploaded to S3, honest about gaps."""
+"""The daily report files: numbers that tie out to `spendlake attribute`, deterministic and
+atomic writes, escaping, S3 upload, and honesty about sections without data."""
 
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from decimal import Decimal
 
 import boto3
@@ -11,126 +12,142 @@ import pytest
 from click.testing import CliRunner
 from moto import mock_aws
 
-from report_fixtures import FORMULAS, INJECTIONS, focus_export, sample_report
-from rules.base import Finding
+from report_fixtures import FORMULAS, INJECTIONS, org_config, sample_report
 from service.cli import cli
-from service.core.config import parse_config
 from service.core.errors import UsageError
-from service.core.lake import Lake
-from service.findings import store_findings
-from service.estimate import estimate, plan_inputs
-from service.ingest import ingest
-from service.plans import plan_from_estimate, register_plan
 from service.report import report_day, write_local, write_report
-from service.report_render import md, render_csvs, render_files, render_markdown
+from service.report_render import md, render_csvs, render_files
 
-DAY = date(2026, 11, 29)
-
-
-def demo_config(tmp_path):
-    lines = [(DAY - timedelta(days=back), "10.50", {"team": "pretrain"}, "Amazon EC2") for back in range(40)]
-    export = focus_export(tmp_path / "export", lines)
-    config = parse_config({"lake": str(tmp_path / "lake"),
-                           "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}]})
-    assert not ingest(config).failed
-    result = estimate(plan_inputs({"params": "1B", "tokens": "93.6B", "gpu": "A100", "gpus": 10, "mfu": "0.5",
-                                   "price_per_gpu_hour": "2"}), config)
-    register_plan(Lake(config.lake), plan_from_estimate(result, name="run-1", project=INJECTIONS[0],
-                                                        experiment=INJECTIONS[1], start="2026-11-28"))
-    return config
+DAY = date(2026, 11, 29)  # a Sunday: weekend rhythm 0.85, and pretrain jumps by 40%
 
 
-def test_same_day_twice_gives_byte_identical_files(tmp_path):
-    config = demo_config(tmp_path)
-    first = write_report(config, DAY, str(tmp_path / "out"))
-    before = {name: (tmp_path / "out" / "2026-11-29" / name).read_bytes() for name in first.files}
-    second = write_report(config, DAY, str(tmp_path / "out"))
-    after = {name: (tmp_path / "out" / "2026-11-29" / name).read_bytes() for name in second.files}
-    assert before == after and {"report.html", "report.json", "summary.md"} <= set(before)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["2026-11-29"]  # no staging left behind
+@pytest.fixture(scope="module")
+def org(tmp_path_factory):
+    root = tmp_path_factory.mktemp("org")
+    config = org_config(root)
+    config_file = root / "spendlake.yaml"
+    config_file.write_text(f"lake: {config.lake}\nsources:\n"
+                           f"  - {{name: focus-main, kind: focus, location: '{config.sources[0].location}'}}\n")
+    result = write_report(config, DAY, str(root / "out"))
+    return config, str(config_file), root / "out" / "2026-11-29", result
 
 
-def test_default_location_is_beside_the_lake(tmp_path):
-    config = demo_config(tmp_path)
-    result = write_report(config, DAY)
-    assert result.html == str(tmp_path / "reports" / "2026-11-29" / "report.html")
-
-
-def test_freshness_and_plans_come_from_the_lake(tmp_path):
-    config = demo_config(tmp_path)
-    write_report(config, DAY, str(tmp_path / "out"))
-    data = json.loads((tmp_path / "out" / "2026-11-29" / "report.json").read_text())
-    sections = {s["key"]: s for s in data["sections"]}
-    (freshness,) = sections["freshness"]["tables"]
-    (row,) = freshness["rows"]
-    assert (row["source"], row["status"], row["data_through"], row["hours_behind"]) == \
-        ("focus-main", "ok", "2026-11-30T00:00:00Z", 0)
-    (plans,) = sections["plans"]["tables"]
-    (plan,) = plans["rows"]
-    # 100 h on 10 A100s from 2026-11-28: by the end of the 29th, 48 of 100 hours → 48% of $2,000 compute
-    assert plan["project"] == INJECTIONS[0]
-    assert Decimal(plan["planned_to_date_low"]) > Decimal("960")
-
-
-def test_waste_sums_open_findings_by_rule_and_lists_the_top_ones(tmp_path):
-    config = demo_config(tmp_path)
-    lake = Lake(config.lake)
-    store_findings(lake, [
-        finding("a", "idle-gpu", "1708.90", team=INJECTIONS[0], severity="critical"),
-        finding("b", "idle-gpu", "12.50", team="eval"),
-        finding("c", "checkpoint-sprawl", "300", team=FORMULAS[0]),
-        finding("d", "checkpoint-sprawl", "999", status="acknowledged"),
-    ])
-    write_report(config.model_copy(update={"report": config.report.model_copy(update={"top": 2})}), DAY,
-                 str(tmp_path / "out"))
-    folder = tmp_path / "out" / "2026-11-29"
+def sections(folder):
     data = json.loads((folder / "report.json").read_text())
-    waste = next(s for s in data["sections"] if s["key"] == "waste")
-    by_rule, top = waste["tables"]
-    assert [(r["rule"], r["findings"], r["critical"], r["monthly_waste_usd"]) for r in by_rule["rows"]] == [
-        ("idle-gpu", 2, 1, "1721.40"), ("checkpoint-sprawl", 1, 0, "300.00")]
-    assert [r["id"] for r in top["rows"]] == ["a", "c"]
-    assert (folder / "open_findings.csv").read_text().count("'=HYPERLINK") == 1
-    assert "$1,721.40" in (folder / "report.html").read_text()
+    return data, {s["key"]: s for s in data["sections"]}
 
 
-def finding(id_, rule, waste, *, team="pretrain", severity="warning", status="open"):
-    seen = datetime(2026, 11, 28, tzinfo=timezone.utc)
-    return Finding(id=id_, rule=rule, severity=severity, resource_id=f"i-{id_}", team=team,
-                   monthly_waste_usd=Decimal(waste), summary=f"{rule} on i-{id_}", first_seen=seen, last_seen=seen,
-                   status=status)
+def table(section, key):
+    return next(t for t in section["tables"] if t["key"] == key)
 
 
-def test_sections_without_a_data_source_say_so_and_show_no_numbers(tmp_path):
-    config = demo_config(tmp_path)
-    write_report(config, DAY, str(tmp_path / "out"))
-    data = json.loads((tmp_path / "out" / "2026-11-29" / "report.json").read_text())
+def spendlake(config_file, *args):
+    return CliRunner().invoke(cli, ["--config", config_file, *args], catch_exceptions=False)
+
+
+def test_totals_equal_spendlake_attribute_for_the_same_windows(org):
+    _, config_file, folder, _ = org
+    _, by_key = sections(folder)
+    totals = {row["window"]: row for row in table(by_key["spend"], "totals")["rows"]}
+    for window, since, until in (("day", "2026-11-29", "2026-11-30"), ("mtd", "2026-11-01", "2026-11-30"),
+                                 ("previous_mtd", "2026-10-01", "2026-10-30")):
+        cli = json.loads(spendlake(config_file, "attribute", "--since", since, "--until", until,
+                                   "--format", "json").output)
+        assert [(t["currency"], t["cost"]) for t in cli["totals"]] == [("USD", totals[window]["cost"])]
+        assert (cli["since"], cli["until"]) == (totals[window]["since"], totals[window]["until"])
+
+
+def test_spend_by_team_day_and_month_to_date_against_hand_numbers(org):
+    _, _, folder, _ = org
+    data, by_key = sections(folder)
+    teams = {row["team"]: row for row in table(by_key["spend"], "spend_by_team")["rows"]}
+    # pretrain: (4,200 + 2,100) × 0.85 weekend × 1.4 jump = 7,497 on Sunday; 5,355 on Saturday
+    assert Decimal(teams["pretrain"]["day_cost"]) == Decimal("7497")
+    assert Decimal(teams["pretrain"]["day_previous"]) == Decimal("5355")
+    assert teams["pretrain"]["day_change_pct"] == "40.0"
+    assert Decimal(teams["unallocated"]["mtd_cost"]) == 29 * 250  # untagged S3, every day of November
+    assert teams[INJECTIONS[0]]["day_cost"] is not None
+    (mover,) = table(by_key["spend"], "top_movers")["rows"]
+    assert (mover["team"], mover["project"], Decimal(mover["change"])) == ("pretrain", "llm-7b", Decimal("2142"))
+    day = next(h for h in data["headlines"] if h["label"] == "Day (USD)")
+    assert Decimal(day["value"]) == Decimal("7497") + Decimal("1275") + Decimal("765") + Decimal("510") + \
+        Decimal("255") + Decimal("250")
+
+
+def test_unallocated_share_trend_and_experiments(org):
+    _, _, folder, _ = org
+    _, by_key = sections(folder)
+    shares = {row["dimension"]: row for row in table(by_key["unallocated"], "unallocated")["rows"]}
+    assert Decimal(shares["team"]["unallocated_cost"]) == 7250
+    assert Decimal(shares["team"]["share_pct"]) == (Decimal(7250) * 100 / Decimal(shares["team"]["total_cost"])) \
+        .quantize(Decimal("0.1"))
+    trend = table(by_key["trend"], "daily_spend_by_team")["rows"]
+    assert len({row["period"] for row in trend}) == 30 and trend[0]["period"] == "2026-10-31"
+    experiments = table(by_key["experiments"], "top_experiments")["rows"]
+    assert experiments[0]["experiment"] == "7b-base"
+    assert FORMULAS[0] in [row["experiment"] for row in experiments]
+    assert (folder / "top_experiments.csv").read_text().count("'" + FORMULAS[0].replace('"', '""')) == 1
+
+
+def test_plan_vs_actual_and_freshness(org):
+    _, _, folder, _ = org
+    _, by_key = sections(folder)
+    (plan,) = table(by_key["plans"], "plans")["rows"]
+    # llm-7b from the 28th: 5,355 + 7,497 attributed
+    assert Decimal(plan["actual_to_date"]) == Decimal("12852")
+    # 48 h into a 56-72 h run, either scenario spends 1,024 GPUs × $4 an hour: $196,608, plus < $1 of storage
+    assert plan["planned_to_date_low"] == plan["planned_to_date_high"]
+    assert Decimal(plan["planned_to_date_low"]).quantize(Decimal(1)) == Decimal("196609")
+    assert plan["status"] == "under plan"
+    (source,) = table(by_key["freshness"], "freshness")["rows"]
+    assert (source["source"], source["status"], source["data_through"], source["hours_behind"]) == \
+        ("focus-main", "ok", "2026-11-30T00:00:00Z", 0)
+
+
+def test_waste_by_rule_and_top_findings(org):
+    _, _, folder, _ = org
+    _, by_key = sections(folder)
+    rules = table(by_key["waste"], "waste_by_rule")["rows"]
+    assert [(r["rule"], r["findings"], r["monthly_waste_usd"]) for r in rules] == [
+        ("idle-gpu", 1, "1708.90"), ("checkpoint-sprawl", 1, "312.40")]
+    assert [r["team"] for r in table(by_key["waste"], "open_findings")["rows"]] == ["pretrain", INJECTIONS[0]]
+
+
+def test_same_day_twice_gives_byte_identical_files(org):
+    config, _, folder, first = org
+    before = {name: (folder / name).read_bytes() for name in first.files}
+    again = write_report(config, DAY, str(folder.parent))
+    assert {name: (folder / name).read_bytes() for name in again.files} == before
+    assert {"report.html", "report.json", "summary.md", "spend_by_team.csv"} <= set(before)
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["2026-11-29"]  # no staging left behind
+
+
+def test_sections_without_a_data_source_say_so_and_show_no_numbers(org):
+    _, _, folder, _ = org
+    data, _ = sections(folder)
     missing = [s for s in data["sections"] if not s["available"]]
-    assert all(s["tables"] == [] and s["note"].startswith("Not available yet") for s in missing)
-    html = (tmp_path / "out" / "2026-11-29" / "report.html").read_text()
+    assert missing and all(s["tables"] == [] and s["note"].startswith("Not available yet") for s in missing)
+    html = (folder / "report.html").read_text()
     assert all(s["note"] in html for s in missing)
 
 
-def test_csv_cells_that_look_like_formulas_are_neutralised_and_numbers_stay_numbers():
-    text = render_csvs(sample_report())["top_experiments.csv"]
-    lines = text.splitlines()
-    assert lines[0] == "experiment,currency,cost"
-    assert [line.split(",")[0].strip('"') for line in lines[1:]] == ["'" + f.replace('"', '""') for f in FORMULAS]
-    assert all(line.endswith(",EUR,-5") for line in lines[1:])
-
-
-def test_markdown_summary_makes_tag_values_inert():
-    assert md("[x](http://evil) <b>") == r"\[x\]\(http://evil\) &lt;b&gt;"
-    summary = render_markdown(sample_report())
-    assert "<script>" not in summary and "<img" not in summary
-    assert r"&lt;script&gt;alert\(1\)&lt;/script&gt;" in summary
-
-
-def test_html_escapes_every_label():
-    html = render_files(sample_report())["report.html"].decode()
+def test_html_and_markdown_escape_tag_values(org):
+    _, _, folder, _ = org
+    html = (folder / "report.html").read_text()
     assert "<script>alert(1)</script>" not in html and "<img src=x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert html.count("<script>") == 1  # ours, allowed by hash in the Content-Security-Policy
+    summary = (folder / "summary.md").read_text()
+    assert "<script>" not in summary and "<img" not in summary
+    assert md("[x](http://evil) <b>") == r"\[x\]\(http://evil\) &lt;b&gt;"
+    assert r"- &lt;script&gt;alert\(1\)&lt;/script&gt;: $8,295.00" in summary  # 29 days × (300 or 255)
+
+
+def test_csv_cells_that_look_like_formulas_are_neutralised_and_numbers_stay_numbers():
+    lines = render_csvs(sample_report())["top_experiments.csv"].splitlines()
+    assert lines[0] == "experiment,currency,cost"
+    assert [line.split(",")[0].strip('"') for line in lines[1:]] == ["'" + f.replace('"', '""') for f in FORMULAS]
+    assert all(line.endswith(",EUR,-5") for line in lines[1:])
 
 
 def test_a_failed_write_leaves_the_previous_report_intact(tmp_path, monkeypatch):
@@ -153,50 +170,50 @@ def test_a_failed_write_leaves_the_previous_report_intact(tmp_path, monkeypatch)
     assert sorted(p.name for p in folder.iterdir()) == ["report.html"]  # the stale CSV is gone
 
 
-def test_upload_to_s3(tmp_path):
-    config = demo_config(tmp_path)
+def test_upload_to_s3(org):
+    config, _, folder, local = org
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="finance")
         result = write_report(config, DAY, "s3://finance/spendlake/daily")
-        listed = s3.list_objects_v2(Bucket="finance")["Contents"]
-        keys = sorted(o["Key"] for o in listed)
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="finance")["Contents"])
         html = s3.get_object(Bucket="finance", Key="spendlake/daily/2026-11-29/report.html")
-        local = write_report(config, DAY, str(tmp_path / "out"))
         assert html["ContentType"] == "text/html; charset=utf-8"
-        assert html["Body"].read() == (tmp_path / "out" / "2026-11-29" / "report.html").read_bytes()
+        assert html["Body"].read() == (folder / "report.html").read_bytes()
     assert result.location == "s3://finance/spendlake/daily/2026-11-29/"
     assert keys == sorted(f"spendlake/daily/2026-11-29/{name}" for name in local.files)
 
 
-def test_upload_to_a_missing_bucket_fails_with_a_hint(tmp_path):
-    config = demo_config(tmp_path)
+def test_upload_to_a_missing_bucket_fails_with_a_hint(org):
+    _, config_file, _, _ = org
     with mock_aws():
-        result = CliRunner().invoke(cli, ["--config", _write_config(tmp_path, config), "report", "--date",
-                                          "2026-11-29", "--out", "s3://nope/x"])
+        result = CliRunner().invoke(cli, ["--config", config_file, "report", "--date", "2026-11-29",
+                                          "--out", "s3://nope/x"])
     assert result.exit_code == 3 and "s3:PutObject" in result.stderr
 
 
-def test_cli_writes_the_report_and_prints_where(tmp_path):
-    config = demo_config(tmp_path)
-    result = CliRunner().invoke(cli, ["--config", _write_config(tmp_path, config), "report", "--date",
-                                      "2026-11-29", "--out", str(tmp_path / "out")])
+def test_cli_writes_the_report_where_configured_and_prints_where(org, tmp_path):
+    _, config_file, _, _ = org
+    result = spendlake(config_file, "report", "--date", "2026-11-29", "--out", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
     assert str(tmp_path / "out" / "2026-11-29" / "report.html") in result.output
-    bad = CliRunner().invoke(cli, ["--config", _write_config(tmp_path, config), "report", "--date", "29/11/2026"])
+    bad = CliRunner().invoke(cli, ["--config", config_file, "report", "--date", "29/11/2026"])
     assert bad.exit_code == 2 and "YYYY-MM-DD" in bad.stderr
 
 
-def test_report_day_defaults_to_yesterday():
-    from datetime import datetime, timezone
+def test_default_location_is_beside_the_lake():
+    from service.core.config import parse_config
+    from service.report import default_out
 
+    assert default_out(parse_config({"lake": "/data/spend/lake"})) == "/data/spend/reports"
+    assert default_out(parse_config({"lake": "/x/lake", "report": {"out": "s3://b/p"}})) == "s3://b/p"
+
+
+def test_report_day_defaults_to_yesterday():
     assert report_day(None, now=datetime(2026, 12, 1, 6, tzinfo=timezone.utc)) == date(2026, 11, 30)
     with pytest.raises(UsageError):
         report_day("yesterday")
 
 
-def _write_config(tmp_path, config) -> str:
-    path = tmp_path / "spendlake.yaml"
-    sources = "".join(f"  - {{name: {s.name}, kind: {s.kind}, location: '{s.location}'}}\n" for s in config.sources)
-    path.write_text(f"lake: {config.lake}\nsources:\n{sources}")
-    return str(path)
+def test_render_is_pure():
+    assert render_files(sample_report()) == render_files(sample_report())
