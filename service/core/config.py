@@ -57,9 +57,7 @@ class SourceConfig(Strict):
         return self.location.startswith("s3://")
 
 
-class GpuTypeConfig(Strict):
-    """A GPU type for `spendlake estimate`: a price for a built-in type, or a new type."""
-
+class GpuTypeConfig(Strict):  # a price for a built-in GPU type of `spendlake estimate`, or a new type
     peak_bf16_tflops: Decimal | None = Field(default=None, gt=0, description="dense, from the datasheet")
     price_per_gpu_hour: Decimal | None = Field(default=None, ge=0)
 
