@@ -19,31 +19,37 @@ from service.report_findings import anomalies_section, unallocated_causes, waste
 from service.report_model import Column, Headline, Report, Section, Table, unavailable
 from service.report_spend import SpendReport
 
+
 def gather(config: Config, lake: Lake, day: date) -> Report:
     until = day_start(day) + timedelta(days=1)
     spend = SpendReport(config, lake, day)
     headlines, spend_by = spend.spend_section()
-    top = config.report.top
+    unallocated = unallocated_section(spend, lake, config.report.top)
+    headlines += [Headline(f"Unallocated, team, month to date ({row['currency']})", row["currency"] or "",
+                           row["share_pct"], None, None, kind="percent")
+                  for row in unallocated.tables[0].rows if row["dimension"] == "team" and row["share_pct"] is not None]
     sections = [
         spend_by,
         spend.trend_section(),
         spend.experiments_section(),
-        waste_section(lake, top),
+        waste_section(lake, config.report.top),
         unavailable("budgets", "Budgets", "budgets are not part of this build"),
         plans_section(lake, until, spend.plan_actual),
-        anomalies_section(lake, top),
-        Section("unallocated", "Unallocated spend", tables=[spend.unallocated_table()]),
+        anomalies_section(lake, config.report.top),
+        unallocated,
         freshness_section(config, lake, until),
     ]
-    headlines += [Headline(f"Unallocated, team, month to date ({row['currency']})", row["currency"] or "",
-                           row["share_pct"], None, None, kind="percent")
-                  for row in sections[7].tables[0].rows if row["dimension"] == "team" and row["share_pct"] is not None]
+    return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections)
+
+
+def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
+    section = Section("unallocated", "Unallocated spend", tables=[spend.unallocated_table()])
     causes = unallocated_causes(lake, top)
     if isinstance(causes, Table):
-        sections[7].tables.append(causes)
+        section.tables.append(causes)
     else:
-        sections[7].note = causes
-    return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections)
+        section.note = causes
+    return section
 
 
 def plans_section(lake: Lake, until: datetime, actual_of: Callable[[Plan], Decimal]) -> Section:

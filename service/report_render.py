@@ -104,6 +104,8 @@ def render_markdown(report: Report, rows: int = 5) -> str:
     for h in report.headlines:
         versus = f" ({change(h.change_pct)} vs {money(h.previous, h.currency)})" if h.previous is not None else ""
         lines.append(f"- {h.label}: {headline(h)}{versus}")
+    if not report.headlines:
+        lines.append("- No spend in the lake for this day or month: run `spendlake ingest`.")
     for section in report.sections:
         if not section.available:
             lines.append(f"- {section.title}: {section.note}")

@@ -114,8 +114,9 @@ class SpendReport:
     def spend_section(self) -> tuple[list[Headline], Section]:
         headlines, totals = self.totals()
         tables = [self.by_dimension("team"), self.by_dimension("project"), self.movers(), totals]
-        return headlines, Section("spend", "Spend by team and project", tables=tables,
-                                  note="Billed cost, attributed as `spendlake attribute` does.")
+        note = "Billed cost, attributed as `spendlake attribute` does." if totals.rows else \
+            "No spend in the lake for this day or month: run `spendlake ingest`."
+        return headlines, Section("spend", "Spend by team and project", tables=tables, note=note)
 
     # ---- trend and experiments -----------------------------------------------------------
 
