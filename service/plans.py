@@ -1,28 +1,52 @@
 """Registered pretraining plans (`spendlake estimate --register`): what a run should cost, and when.
 
-Plans live in the lake's state (`_state/plans.json`, written atomically under a lock), keyed
-by name; registering a name again replaces that plan. The estimate is stored as computed when
-registered, so a later change to the GPU table or prices does not move an agreed plan.
+Plans are a lake table, `plans` (one file, replaced atomically under a lock on every
+registration, through `Lake.commit_snapshot`), so every reader sees them as a view on
+`Lake.query()` connections, including rules, which may import only service.core:
 
-Readers: the report (plan vs actual), budgets, and the anomaly rule (spend inside a planned
-window, within the planned amount, is expected). The planned spend curve is linear: compute
-over the run (start → start + run hours), storage over the run plus the retention period.
+    SELECT name, project, experiment, start, "end", total_cost_low, total_cost_high FROM plans
+
+| column | type | meaning |
+|---|---|---|
+| name | VARCHAR | unique; registering a name again replaces that plan |
+| project, experiment | VARCHAR | what the spend is attributed to (experiment may be NULL: the whole project) |
+| start, end | TIMESTAMP | UTC; the planned window, `end` after the pessimistic run length |
+| retention_days | INTEGER | storage kept after the run |
+| run_hours_low/high, compute_cost_low/high, storage_cost_low/high, total_cost_low/high | DECIMAL(38,12) | optimistic / pessimistic; USD |
+| inputs | VARCHAR | JSON of the estimate's inputs |
+
+The estimate is stored as computed when registered, so a later change to the GPU table or
+prices does not move an agreed plan. Readers: the report (plan vs actual), budgets, and the
+anomaly rule (spend inside a planned window, within the planned amount, is expected). The
+planned spend curve is linear: compute over the run (start → start + run hours), storage
+over the run plus the retention period.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
-from service.core.errors import DataError, UsageError
+import pyarrow as pa
+
+from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc, parse_instant
 from service.estimate import Estimate, Span
 
-STATE_NAME = "plans"
+TABLE = "plans"
+MONEY = pa.decimal128(38, 12)
+SCHEMA = pa.schema([
+    ("name", pa.string()), ("project", pa.string()), ("experiment", pa.string()), ("start", pa.timestamp("us")),
+    ("end", pa.timestamp("us")), ("retention_days", pa.int32()),
+    *((f"{name}_{side}", MONEY) for name in ("run_hours", "compute_cost", "storage_cost", "total_cost")
+      for side in ("low", "high")),
+    ("inputs", pa.string()),
+])
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -70,12 +94,6 @@ class Plan:
             "inputs": self.inputs,
         }
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Plan:
-        return cls(name=data["name"], project=data["project"], experiment=data.get("experiment"),
-                   start=parse_instant(data["start"]), run_hours=_span(data["run_hours"]),
-                   retention_days=int(data["retention_days"]), compute_cost=_span(data["compute_cost"]),
-                   storage_cost=_span(data["storage_cost"]), inputs=dict(data.get("inputs") or {}))
 
 
 def _hours(value: Decimal) -> timedelta:
@@ -92,10 +110,6 @@ def _progress(start: datetime, end: datetime, at: datetime) -> Decimal:
 
 def _span_json(span: Span) -> dict[str, str]:
     return {"low": format(span.low, "f"), "high": format(span.high, "f")}
-
-
-def _span(data: dict[str, str]) -> Span:
-    return Span(Decimal(data["low"]), Decimal(data["high"]))
 
 
 def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment: str | None, start: str) -> Plan:
@@ -117,25 +131,53 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
 
 def register_plan(lake: Lake, plan: Plan) -> bool:
     """Store `plan`; True when it replaced a plan of the same name."""
-    with lake.lock(STATE_NAME):
-        plans = _read(lake)
+    with lake.lock(TABLE):
+        plans = {p.name: p for p in load_plans(lake)}
         replaced = plan.name in plans
-        plans[plan.name] = plan.to_json()
-        lake.write_state(STATE_NAME, {"plans": dict(sorted(plans.items()))})
+        plans[plan.name] = plan
+        rows = [_row(p) for _, p in sorted(plans.items())]
+        con = lake.connect()
+        try:
+            lake.commit_snapshot(con, con.from_arrow(pa.Table.from_pylist(rows, schema=SCHEMA)), table=TABLE,
+                                 source="estimate", key="snapshot", value="current")
+        finally:
+            con.close()
     return replaced
 
 
 def load_plans(lake: Lake) -> list[Plan]:
     """Every registered plan, by name."""
+    if not lake.has_table(TABLE):
+        return []
+    con = lake.query()
     try:
-        return [Plan.from_json(data) for _, data in sorted(_read(lake).items())]
-    except (KeyError, TypeError, ArithmeticError, ValueError) as exc:
-        raise DataError(f"a registered plan is unreadable: {exc!r}", where=str(lake.state_file(STATE_NAME)),
-                        hint="register the plan again with `spendlake estimate --register`") from None
+        columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
+        cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
+        records = [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()]
+    finally:
+        con.close()
+    return [_plan(r) for r in records]
 
 
-def _read(lake: Lake) -> dict[str, Any]:
-    plans = lake.read_state(STATE_NAME).get("plans", {})
-    if not isinstance(plans, dict):
-        raise DataError("plans must be a mapping of name to plan", where=str(lake.state_file(STATE_NAME)))
-    return dict(plans)
+def _row(plan: Plan) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": plan.name, "project": plan.project, "experiment": plan.experiment,
+                           "start": plan.start.replace(tzinfo=None), "end": plan.end.replace(tzinfo=None),
+                           "retention_days": plan.retention_days, "inputs": json.dumps(plan.inputs, sort_keys=True)}
+    for name, span in (("run_hours", plan.run_hours), ("compute_cost", plan.compute_cost),
+                       ("storage_cost", plan.storage_cost), ("total_cost", plan.total_cost)):
+        row[f"{name}_low"], row[f"{name}_high"] = _money(span.low), _money(span.high)
+    return row
+
+
+def _plan(row: dict[str, Any]) -> Plan:
+    def span(name: str) -> Span:
+        return Span(row[f"{name}_low"], row[f"{name}_high"])
+
+    return Plan(name=row["name"], project=row["project"], experiment=row["experiment"],
+                start=row["start"].replace(tzinfo=timezone.utc), run_hours=span("run_hours"),
+                retention_days=row["retention_days"], compute_cost=span("compute_cost"),
+                storage_cost=span("storage_cost"), inputs=json.loads(row["inputs"] or "{}"))
+
+
+def _money(value: Decimal) -> Decimal:
+    return value.quantize(Decimal("1e-12"))  # DECIMAL(38,12)

@@ -136,12 +136,17 @@ def test_register_stores_a_plan_that_load_plans_reads(tmp_path):
     assert "replaced plan llm-7b" in again.stderr
     (plan,) = load_plans(Lake(tmp_path / "lake"))
     assert plan.project == "pretrain" and plan.experiment is None
+    # what a rule (which may import only service.core) reads: the `plans` view of the lake
+    rows = Lake(tmp_path / "lake").query().execute(
+        'SELECT name, project, experiment, start, "end", total_cost_high FROM plans').fetchall()
+    assert rows == [("llm-7b", "pretrain", None, datetime(2026, 12, 2), datetime(2026, 12, 4, 17, 47, 42),
+                     plan.total_cost.high)]
 
 
 def test_register_needs_project_and_start(tmp_path):
     result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "x")
     assert result.exit_code == 2 and "--project and --start" in result.stderr
-    assert not (tmp_path / "lake" / "_state" / "plans.json").exists()
+    assert load_plans(Lake(tmp_path / "lake")) == []
 
 
 def test_planned_spend_curve_is_linear_over_run_and_retention(tmp_path):
