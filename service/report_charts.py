@@ -26,13 +26,23 @@ def _px(value: Decimal | int) -> str:
     return str(Decimal(value).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
 
 
-def money_label(value: Decimal, currency: str) -> str:
-    symbol = "$" if currency == "USD" else f"{currency} "
-    if abs(value) >= 1_000_000:
-        return f"{symbol}{(value / 1_000_000).quantize(Decimal('0.1'))}M"
-    if abs(value) >= 10_000:
-        return f"{symbol}{(value / 1000).quantize(Decimal('1'))}k"
-    return f"{symbol}{value.quantize(Decimal('1'), rounding=ROUND_HALF_UP):,}"
+def _symbol(currency: str) -> str:
+    return "$" if currency == "USD" else f"{currency} "
+
+
+def axis_label(value: Decimal, currency: str) -> str:
+    """Compact: $0, $500, $2.5k, $12.5k, $1.2M."""
+    for divisor, suffix in ((Decimal(1_000_000), "M"), (Decimal(1000), "k")):
+        if abs(value) >= divisor:
+            short = (value / divisor).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP).normalize()
+            return f"{_symbol(currency)}{short:f}{suffix}"
+    return f"{_symbol(currency)}{value.quantize(Decimal(1), rounding=ROUND_HALF_UP)}"
+
+
+def amount_label(value: Decimal, currency: str) -> str:
+    """Whole currency units with separators, e.g. $1,709 (the tables hold the cents)."""
+    sign = "−" if value < 0 else ""
+    return f"{sign}{_symbol(currency)}{abs(value).quantize(Decimal(1), rounding=ROUND_HALF_UP):,}"
 
 
 def colour(index: int, label: str) -> str:
@@ -40,10 +50,10 @@ def colour(index: int, label: str) -> str:
 
 
 def nice_step(top: Decimal) -> Decimal:
-    """A round grid step (1, 2, 2.5 or 5 × 10^n) giving about four lines up to `top`."""
+    """A round grid step (1, 2, 2.5 or 5 × 10^n) giving four to six lines up to `top`."""
     if top <= 0:
         return Decimal(1)
-    rough = top / 4
+    rough = top / 5
     magnitude = Decimal(10) ** (rough.adjusted())
     for factor in (1, 2, Decimal("2.5"), 5, 10):
         if magnitude * factor >= rough:
@@ -72,7 +82,7 @@ def stacked_bars(chart: Chart) -> Markup:
         y = top + plot_h - value * scale
         out.append(f'<line x1="{left}" x2="{WIDTH - right}" y1="{_px(y)}" y2="{_px(y)}" stroke="#e0e0e0"/>')
         out.append(f'<text x="{left - 6}" y="{_px(y + 4)}" text-anchor="end" fill="#555">'
-                   f'{escape(money_label(value, chart.currency))}</text>')
+                   f'{escape(axis_label(value, chart.currency))}</text>')
         value += step
     label_every = max(1, n // 10)
     for i, category in enumerate(chart.categories):
@@ -84,7 +94,7 @@ def stacked_bars(chart: Chart) -> Markup:
                 continue
             h = amount * scale
             base -= h
-            tip = f"{category} · {label}: {money_label(values[i], chart.currency)}"
+            tip = f"{category} · {label}: {amount_label(values[i], chart.currency)}"
             out.append(f'<rect x="{_px(x + 1)}" y="{_px(base)}" width="{_px(max(slot - 2, Decimal(1)))}" '
                        f'height="{_px(h)}" fill="{colour(index, label)}"><title>{escape(tip)}</title></rect>')
         if i % label_every == 0:
@@ -109,9 +119,9 @@ def bars(chart: Chart) -> Markup:
                    f'<title>{escape(category)}</title>{escape(shown)}</text>')
         out.append(f'<rect x="{label_w}" y="{y + 4}" width="{_px(max(abs(value) * scale, Decimal(1)))}" height="16" '
                    f'fill="{colour(0, category)}"><title>{escape(category)}: '
-                   f'{escape(money_label(value, chart.currency))}</title></rect>')
+                   f'{escape(amount_label(value, chart.currency))}</title></rect>')
         out.append(f'<text x="{_px(label_w + abs(value) * scale + 6)}" y="{y + 16}" fill="#222">'
-                   f'{escape(money_label(value, chart.currency))}</text>')
+                   f'{escape(amount_label(value, chart.currency))}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 
