@@ -12,26 +12,20 @@ import signal
 import threading
 import time as clock_time
 from collections.abc import Callable
-from datetime import date, datetime, time, timedelta
-from pathlib import Path
+from datetime import datetime, time, timedelta
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from service.app import Api, api_token, make_server
 from service.core.config import Config
 from service.core.errors import SourceError
-from service.core.lake import Lake, write_json_atomic
-from service.core.timewindow import day_start, utc_now
+from service.core.lake import Lake
+from service.core.timewindow import utc_now
 from service.metrics import JobMetrics, LakeCollector
+from service.report import write_report
 from service.scheduler import ServiceScheduler, Tasks
 
 log = logging.getLogger(__name__)
-
-
-def reports_dir(config: Config) -> Path:
-    """Where the daily summary goes: `report.out` when local, else `reports/` beside the lake."""
-    out = config.report.out
-    return Path(out) if out and not out.startswith("s3://") else config.lake.parent / "reports"
 
 
 def run_ingest(config: Config) -> None:
@@ -42,38 +36,9 @@ def run_ingest(config: Config) -> None:
         raise SourceError("; ".join(str(o.error) for o in result.failed))
 
 
-def write_daily_summary(config: Config, day: date) -> Path:
-    """The day's and month-to-date spend per source and currency, as JSON. Deterministic
-    for a given lake and date, so running it twice writes the same bytes."""
-    lake = Lake(config.lake)
-    start = day_start(day)
-    month_start = day_start(day.replace(day=1))
-    con = lake.query()
-    try:
-        rows = con.execute(
-            "SELECT source, BillingCurrency, "
-            "  sum(BilledCost) FILTER (WHERE ChargePeriodStart >= ?) AS day_cost, sum(BilledCost) AS mtd_cost "
-            "FROM costs WHERE ChargePeriodStart >= ? AND ChargePeriodStart < ? GROUP BY ALL ORDER BY ALL",
-            [start.replace(tzinfo=None), month_start.replace(tzinfo=None),
-             (start + timedelta(days=1)).replace(tzinfo=None)],
-        ).fetchall()
-    finally:
-        con.close()
-    summary = {
-        "date": day.isoformat(),
-        "spend": [{"source": s, "currency": c, "day": format(d or 0, "f"), "month_to_date": format(m or 0, "f")}
-                  for s, c, d, m in rows],
-        "deliveries": [{"source": e.source, "billing_period": e.billing_period, "delivery_id": e.delivery_id,
-                        "final": e.final} for e in lake.ledger()],
-    }
-    path = reports_dir(config) / day.isoformat() / "summary.json"
-    write_json_atomic(path, summary)
-    return path
-
-
 def default_tasks(config: Config) -> Tasks:
     return Tasks(ingest=lambda: run_ingest(config), rules=None,
-                 daily=lambda day: write_daily_summary(config, day))
+                 daily=lambda day: write_report(config, day))
 
 
 class Service:

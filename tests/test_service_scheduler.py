@@ -3,11 +3,13 @@ UTC whatever the host's time zone, failures counted."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from datetime import date, datetime, timedelta, timezone
 from datetime import time as daytime
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -16,7 +18,7 @@ from servicekit import commit, make_config
 from service.core.lake import Lake
 from service.metrics import JobMetrics
 from service.scheduler import ServiceScheduler, Tasks, latest_fire_date
-from service.serve import write_daily_summary
+from service.serve import default_tasks
 
 SIX = daytime(6, 0)
 
@@ -93,20 +95,26 @@ def test_daily_fires_at_the_same_utc_time_across_a_dst_change(tmp_path, monkeypa
     assert fires == [utc(2026, 10, 25, 6), utc(2026, 10, 26, 6), utc(2026, 10, 27, 6)]
 
 
-def test_the_same_date_twice_gives_identical_files(tmp_path):
+def test_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical_files(tmp_path):
     config = make_config(tmp_path)
     lake = Lake(config.lake)
     commit(lake, "cur", [("2026-11-28 03:00:00", "2026-11-28 04:00:00", "USD", "2.5", {}),
                          ("2026-11-02 03:00:00", "2026-11-02 04:00:00", "USD", "1", {}),
                          ("2026-11-29 03:00:00", "2026-11-29 04:00:00", "EUR", "7", {})])
-    first = write_daily_summary(config, date(2026, 11, 28))
-    content = first.read_bytes()
+    daily = default_tasks(config).daily
+    first = daily(date(2026, 11, 28))
+    folder = Path(first.location)
+    content = {name: (folder / name).read_bytes() for name in first.files}
     time.sleep(0.01)
-    second = write_daily_summary(config, date(2026, 11, 28))
-    assert second == first and second.read_bytes() == content
-    assert sorted(p.name for p in first.parent.iterdir()) == ["summary.json"]
-    assert b'"day": "2.500000000000"' in content and b'"month_to_date": "3.500000000000"' in content
-    assert b"EUR" not in content  # the 29th is after the reported day
+    second = daily(date(2026, 11, 28))
+    assert second == first and {name: (folder / name).read_bytes() for name in second.files} == content
+    assert folder == config.lake.parent / "reports" / "2026-11-28"
+    (spend,) = [s for s in json.loads(content["report.json"])["sections"] if s["key"] == "spend"]
+    (table,) = [t for t in spend["tables"] if t["key"] == "totals"]
+    totals = {row["window"]: row for row in table["rows"]}
+    assert (totals["day"]["currency"], totals["day"]["cost"]) == ("USD", "2.500000000000")
+    assert totals["mtd"]["cost"] == "3.500000000000"
+    assert b"EUR" not in content["report.json"]  # the 29th is after the reported day
 
 
 def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplog):
