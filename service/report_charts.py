@@ -17,7 +17,7 @@ from service.report_model import Chart
 # Okabe–Ito and Tableau hues: distinguishable with the common colour-vision deficiencies.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#332288",
            "#117733", "#882255", "#44AA99", "#999933")
-OTHER_COLOUR = "#9E9E9E"
+GREYS = {"other": "#9E9E9E", "unallocated": "#C8C8C8"}  # what belongs to no one named stays grey
 WIDTH = 960
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 
@@ -46,7 +46,7 @@ def amount_label(value: Decimal, currency: str) -> str:
 
 
 def colour(index: int, label: str) -> str:
-    return OTHER_COLOUR if label == "other" else PALETTE[index % len(PALETTE)]
+    return GREYS.get(label) or PALETTE[index % len(PALETTE)]
 
 
 def nice_step(top: Decimal) -> Decimal:

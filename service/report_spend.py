@@ -21,6 +21,7 @@ from service.plans import Plan
 from service.report_model import Chart, Column, Headline, Section, Table, change_pct
 
 ZERO = Decimal(0)
+OTHER = "other"
 TREND_DAYS = 30
 CHART_SERIES = 8  # teams drawn in the stacked chart; the rest is "other"
 
@@ -82,14 +83,22 @@ class SpendReport:
         for name in ("day", "previous_day", "mtd", "previous_mtd"):
             for row in self.query(name, (dim,)).rows:
                 cells[(row.values[dim], row.currency)][name] = row.cost
+        ranked = sorted(cells, key=lambda k: (str(k[1]), -cells[k].get("mtd", ZERO), k[0]))
+        kept: dict[tuple[str, str | None], dict[str, Decimal | None]] = {}
+        for value, currency in ranked:  # the top N values per currency; the rest folded into "other"
+            if sum(key[1] == currency for key in kept) < self.top:
+                kept[(value, currency)] = cells[(value, currency)]
+                continue
+            folded = kept.setdefault((OTHER, currency), {})
+            for name, cost in cells[(value, currency)].items():
+                folded[name] = (folded.get(name) or ZERO) + (cost or ZERO)
         rows = []
-        for (value, currency), c in cells.items():
+        for (value, currency), c in kept.items():
             day, mtd = c.get("day", ZERO), c.get("mtd", ZERO)
             rows.append({dim: value, "currency": currency, "day_cost": day, "day_previous": c.get("previous_day"),
                          "day_change_pct": change_pct(day, c.get("previous_day")), "mtd_cost": mtd,
                          "mtd_previous": c.get("previous_mtd"),
                          "mtd_change_pct": change_pct(mtd, c.get("previous_mtd"))})
-        rows.sort(key=lambda r: (str(r["currency"]), -r["mtd_cost"], r[dim]))
         return Table(f"spend_by_{dim}", f"Spend by {dim}", [
             Column(dim, dim), Column("currency", "currency"), Column("day_previous", "day before", "money"),
             Column("day_cost", "day", "money"), Column("day_change_pct", "change", "change"), Column("mtd_cost", "month to date", "money"),

@@ -217,3 +217,15 @@ def test_report_day_defaults_to_yesterday():
 
 def test_render_is_pure():
     assert render_files(sample_report()) == render_files(sample_report())
+
+
+def test_top_n_folds_the_rest_into_other_and_keeps_the_total(org, tmp_path):
+    config, _, folder, _ = org
+    narrow = config.model_copy(update={"report": config.report.model_copy(update={"top": 3})})
+    write_report(narrow, DAY, str(tmp_path))
+    _, by_key = sections(tmp_path / "2026-11-29")
+    rows = table(by_key["spend"], "spend_by_team")["rows"]
+    assert [r["team"] for r in rows] == ["pretrain", "inference", "data", "other"]
+    (mtd,) = [r for r in table(by_key["spend"], "totals")["rows"] if r["window"] == "mtd"]
+    assert sum(Decimal(r["mtd_cost"]) for r in rows) == Decimal(mtd["cost"])
+    assert Decimal(rows[-1]["day_cost"]) == Decimal("510") + Decimal("255") + Decimal("250")  # eval, <script>, unallocated
