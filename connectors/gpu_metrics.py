@@ -199,11 +199,12 @@ def with_instance_aggregates(con: duckdb.DuckDBPyConnection, relation: duckdb.Du
 
 
 def per_day(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation) -> list[SnapshotPart]:
-    """One part per UTC day that has data (a day without data keeps what the lake holds)."""
-    view = f"gpu_{uuid.uuid4().hex}"
-    relation.create_view(view)
-    days = [day for (day,) in con.execute(f"SELECT DISTINCT CAST(hour AS DATE) FROM {view} ORDER BY 1").fetchall()]
+    """One part per UTC day that has data (a day without data keeps what the lake holds).
+    The rows are materialised once, so each day's part is a cheap filter."""
+    table = f"gpu_{uuid.uuid4().hex}"
+    relation.create(table)
+    days = [day for (day,) in con.execute(f"SELECT DISTINCT CAST(hour AS DATE) FROM {table} ORDER BY 1").fetchall()]
     return [SnapshotPart("gpu_utilization",
-                         con.sql(f"SELECT * FROM {view} WHERE CAST(hour AS DATE) = DATE '{day.isoformat()}'"),
+                         con.sql(f"SELECT * FROM {table} WHERE CAST(hour AS DATE) = DATE '{day.isoformat()}'"),
                          partition=day.isoformat())
             for day in days if isinstance(day, date)]
