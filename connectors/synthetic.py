@@ -15,7 +15,8 @@ spend per team tag, so tests and benchmarks can check the lake against them.
 
 The organisation itself (connectors.synthetic_org) is built first and returned, so later
 features can derive inventory (S3 listings, log groups, GPU utilisation), budgets or an
-injected anomaly from the same instances, buckets and experiments.
+injected anomaly from the same instances, buckets and experiments; to change the bill
+itself, build the organisation, append or alter its streams, then `write_billing` it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -91,15 +91,21 @@ def generate_organisation(out_dir: str | Path, *, days: int = 60, start: date | 
     `start`: first day (UTC) of the window; default: the `days` ending yesterday.
     Each export directory is replaced as a whole, so a re-run never leaves stale periods.
     """
-    unknown = set(formats) - set(FORMATS)
-    if unknown or not formats:
-        raise ValueError(f"formats must be among {sorted(FORMATS)}, got {list(formats)}")
     start = start or default_start(days)
     scale = 1.0
     if rows is not None:
         base = build_organisation(seed, start, days)
         scale = max(rows, 1) / max(_expected_rows(base), 1)
-    org = build_organisation(seed, start, days, scale)
+    return write_billing(build_organisation(seed, start, days, scale), out_dir, formats=formats)
+
+
+def write_billing(org: Organisation, out_dir: str | Path, *,
+                  formats: Sequence[str] = ("parquet",)) -> GenerationResult:
+    """Write an organisation's bill. The extension point: build the organisation with
+    `build_organisation`, change it (an injected anomaly, a planned run), then write it."""
+    unknown = set(formats) - set(FORMATS)
+    if unknown or not formats:
+        raise ValueError(f"formats must be among {sorted(FORMATS)}, got {list(formats)}")
     out = Path(out_dir)
     exports = {fmt: out / EXPORT_NAMES[fmt] for fmt in formats}
     for root in exports.values():
@@ -287,7 +293,7 @@ def _write_manifest(root: Path, fmt: str, label: str, period, data_file: Path) -
         "dataFiles": [f"s3://{BUCKET}/{key}"],
         "format": "PARQUET" if fmt == "parquet" else "TEXT_OR_CSV",
         "compression": "PARQUET" if fmt == "parquet" else "GZIP",
-        "columns": manifest_columns(fmt != "parquet"),
+        "columns": manifest_columns(),
         "queryStatement": "SELECT * FROM COST_AND_USAGE_REPORT",
         "tableConfigurations": {"COST_AND_USAGE_REPORT": {"TIME_GRANULARITY": "HOURLY", "INCLUDE_RESOURCES": "TRUE"}},
     }

@@ -67,8 +67,8 @@ CSV_SCHEMA = pa.schema([pa.field(f.name, STRING if f.type in (TAGS, TIMESTAMP, M
                         for f in SCHEMA])
 
 
-def manifest_columns(csv: bool) -> list[dict[str, str]]:
-    """The `columns` list of a manifest: name and the type as the export declares it."""
+def manifest_columns() -> list[dict[str, str]]:
+    """The `columns` list of a manifest: each name and its type (CSV holds the same values as text)."""
     kinds = {STRING: "string", TIMESTAMP: "timestamp", MONEY: "decimal(38,10)", pa.float64(): "double",
              TAGS: "map<string,string>"}
     return [{"name": f.name, "type": kinds[f.type]} for f in SCHEMA]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import date
 from decimal import Decimal
 
 from click.testing import CliRunner
 
+from connectors.synthetic import generate_organisation
 from service.cli import cli
 
 ARGS = ["demo", "--days", "3", "--start", "2026-10-30", "--seed", "5"]  # three days across a month boundary
@@ -30,10 +32,6 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     rows = json.loads(shown.output)
     assert [(r["source"], r["billing_period"], r["currency"], r["final"]) for r in rows] == [
         ("ml-org", "2026-10", "USD", True), ("ml-org", "2026-11", "USD", False)]
-
-    from connectors.synthetic import generate_organisation
-    from datetime import date
-
     expected = generate_organisation(tmp_path / "expected", days=3, start=date(2026, 10, 30), seed=5)
     assert [(r["rows"], Decimal(r["billed_cost"]), Decimal(r["effective_cost"])) for r in rows] == [
         (p.rows, p.billed_cost, p.effective_cost) for p in expected.periods]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -10,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from connectors.synthetic import generate_organisation
-from connectors.synthetic_org import TEAMS
+from connectors.synthetic import generate_organisation, write_billing
+from connectors.synthetic_org import TEAMS, build_organisation
 
 START = date(2026, 10, 29)  # a window across a month boundary: two billing periods
 
@@ -129,6 +130,18 @@ def test_rows_sizes_the_fleet(tmp_path):
     result = generate_organisation(tmp_path, days=31, start=date(2026, 10, 1), seed=5, rows=300_000)
     assert [p.billing_period for p in result.periods] == ["2026-10"]
     assert 270_000 < result.rows < 330_000
+
+
+def test_a_changed_organisation_bills_the_change(tmp_path):
+    """The extension point: build, alter the streams (here: one more p5 node), write."""
+    org = build_organisation(4, START, 3)
+    node = next(s for s in org.streams if s.usage_type == "BoxUsage:p5.48xlarge")
+    base = write_billing(build_organisation(4, START, 3), tmp_path / "base")
+    org.streams.append(replace(node, resource_id="i-0123456789abcdef0", start=0, end=org.hours))
+    changed = write_billing(org, tmp_path / "changed")
+    assert changed.rows == base.rows + org.hours
+    added = changed.billed_cost - base.billed_cost  # the node, plus support fee (3%) and its tax
+    assert Decimal("98.32") * org.hours < added < Decimal("98.32") * org.hours * Decimal("1.1")
 
 
 def test_unknown_format_is_refused(tmp_path):
