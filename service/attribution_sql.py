@@ -197,8 +197,8 @@ def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, 
 def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str],
                   inventory_keys: Iterable[str] | None = None) -> Sql:
     """Per resource id, each dimension's value on its latest line."""
-    where = "ResourceId IN (SELECT unnest(?))" if resource_ids else "ResourceId IS NOT NULL"
-    lines = attributed_sql(config, tag_keys, where, [list(resource_ids)] if resource_ids else [], inventory_keys)
+    where = f"ResourceId IN ({', '.join('?' for _ in resource_ids)})" if resource_ids else "ResourceId IS NOT NULL"
+    lines = attributed_sql(config, tag_keys, where, list(resource_ids), inventory_keys)
     picks = ", ".join(f"arg_max({dim_col(d)}, cp_start) AS {d}" for d in config.dimension_order())
     return Sql(lines.text + f"SELECT ResourceId, {picks} FROM attributed GROUP BY ResourceId", lines.params)
 

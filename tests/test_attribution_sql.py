@@ -1,0 +1,51 @@
+"""The generated SQL stays portable: sqlglot transpiles it to Spark and Trino with nothing
+unsupported, and every bound parameter survives (issue 8 runs the same plan on Spark)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+import sqlglot
+from sqlglot.errors import ErrorLevel
+
+from service.attribution_sql import resources_sql, rollup_sql, spellings_sql, tag_candidates, window_sql
+from tests.attribution_helpers import config
+
+CONFIG = config({
+    "dimensions": {"project": {"tags": ["project", "x'; DROP TABLE costs;--"]},
+                   "team": {"tags": ["team", "owner-team"], "rules": [
+        {"match": {"resource_id": "^arn:aws:s3:::ckpt-", "project": "llama"}, "value": "pretrain"},
+        {"match": {"account": "111122223333", "region": "us-east-1"}, "value": "research"}]}},
+    "shared": [{"match": {"charge_category": "Tax"}, "split": "even"},
+               {"match": {"service": "AWS Support (Business)"}, "split": "fixed", "weights": {"a": 0.5, "b": 0.5}}],
+}).attribution
+STATEMENTS = {
+    "rollup": rollup_sql(CONFIG, ["Team", "user:team", "owner_team", "x'; DROP TABLE costs;--"], "cur", "2026-11"),
+    "window": window_sql("rollups", ["team", "project"], "effective", "week", datetime(2026, 11, 1),
+                         datetime(2026, 12, 1), explain=True, per_partition=True),
+    "total": window_sql("rollups", ["team"], "billed", "total", None, None, explain=False, per_partition=True),
+    "resources": resources_sql(CONFIG, ["Team"], ["i-1", "i-2"]),
+    "spellings": spellings_sql("rollups", ["team", "project"]),
+}
+
+
+@pytest.mark.parametrize("dialect", ["spark", "trino"])
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_generated_sql_transpiles_with_its_parameters(name, dialect):
+    sql = STATEMENTS[name]
+    out = sqlglot.transpile(sql.text, read="duckdb", write=dialect, unsupported_level=ErrorLevel.RAISE)
+    assert len(out) == 1
+    placeholders = [node for node in sqlglot.parse_one(out[0], read=dialect).find_all(sqlglot.exp.Placeholder)]
+    assert len(placeholders) == len(sql.params) == sql.text.count("?")
+
+
+def test_tag_keys_and_config_values_are_parameters_not_sql():
+    sql = STATEMENTS["rollup"]
+    assert "DROP TABLE" not in sql.text and "x'; DROP TABLE costs;--" in sql.params
+    assert "ckpt" not in sql.text and "111122223333" not in sql.text
+
+
+def test_alias_order_then_exact_spelling_then_byte_order():
+    keys = ["owner_team", "TEAM", "team", "Team", "user:team", "project"]
+    assert tag_candidates(["team", "owner-team"], keys) == ["team", "TEAM", "Team", "user:team", "owner_team"]
