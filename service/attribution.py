@@ -7,6 +7,8 @@ Python API (the CLI, rules engine, metrics, report and HTTP API call these):
               granularity="total", top=None, compare=False, explain=False) -> AttributionResult
         AttributionResult.to_json() is the `spendlake attribute --format json` contract:
         {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}]}
+    materialise(lake, config) -> int          compute missing per-period rollups now (ingest
+        calls it after committing; queries also do it on demand)
     reconcile(lake, config) -> list[Reconciliation]      Σ attributed vs Σ source, per
         (source, billing period, currency, cost measure); `spendlake attribute --check`
     attribute_resources(lake, config, resource_ids) -> {resource id: {dimension: value}}
@@ -52,7 +54,7 @@ from datetime import date
 from decimal import Decimal
 
 from service.attribution_engine import RollupSession, attributed_sums
-from service.attribution_rollup import cost_partitions, inventory_keys
+from service.attribution_rollup import cost_partitions, ensure_rollups, inventory_keys
 from service.attribution_sql import GRANULARITIES, MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import AttributionConfig, Config
 from service.core.errors import UsageError
@@ -269,6 +271,18 @@ def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width
             merged[part] += value
         folded[key] = (total + amount, merged)
     return folded
+
+
+def materialise(lake: Lake, config: AttributionConfig | Config) -> int:
+    """Compute every missing rollup now; returns how many partitions the lake holds."""
+    config = _attribution(config)
+    if not cost_partitions(lake):
+        return 0
+    con = lake.query()
+    try:
+        return len(ensure_rollups(lake, config, con))
+    finally:
+        con.close()
 
 
 # ---- reconciliation and resources ---------------------------------------------------------------

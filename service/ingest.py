@@ -10,6 +10,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import duckdb
+
 from connectors.base import Delivery, connector_for
 from service.core.config import Config, SourceConfig
 from service.core.errors import LakeBusyError, SpendlakeError
@@ -70,7 +72,20 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
         lake.clean_staging()
         for source in sources:
             result.outcomes.extend(_ingest_source(lake, source, progress))
+        if any(o.status == "committed" for o in result.outcomes):
+            _attribute_new_periods(lake, config)
     return result
+
+
+def _attribute_new_periods(lake: Lake, config: Config) -> None:
+    """Materialise the attribution rollups of what was just committed, so the next query is
+    fast. Not fatal: a query computes whatever is missing."""
+    from service.attribution import materialise
+
+    try:
+        materialise(lake, config)
+    except (SpendlakeError, duckdb.Error) as exc:
+        log.warning("attribution rollups not refreshed (the next query will): %s", exc)
 
 
 def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) -> list[DeliveryOutcome]:
