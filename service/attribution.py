@@ -56,7 +56,8 @@ from decimal import Decimal
 from service.attribution_engine import RollupSession, attributed_sums
 from service.attribution_rollup import cost_partitions, ensure_rollups, inventory_keys
 from service.attribution_sql import GRANULARITIES, MEASURES, all_tag_keys_sql, resources_sql
-from service.core.config import AttributionConfig, Config
+from service.core.config import Config
+from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.timewindow import Window, iso_utc

@@ -10,7 +10,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 from service.attribution_rollup import ensure_rollups
 from service.attribution_sql import spellings_sql, window_sql
-from service.core.config import AttributionConfig
+from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
 from service.core.timewindow import Window
 

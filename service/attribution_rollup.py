@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from service.attribution_sql import inventory_keys_sql, rollup_sql, tag_keys_sql
-from service.core.config import AttributionConfig
+from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
 
 log = logging.getLogger(__name__)

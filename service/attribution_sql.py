@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from service.core.config import MATCH_FIELDS, AttributionConfig
+from service.core.config_attribution import MATCH_FIELDS, AttributionConfig
 
 KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
 KEY_SEPARATORS = re.compile(r"[-_:\s]")

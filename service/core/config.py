@@ -7,28 +7,22 @@ path such as `sources[2].location`.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from service.core.config_attribution import AttributionConfig
+from service.core.config_base import NestedValueError, Strict
 from service.core.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "spendlake.yaml"
 DEFAULT_LAKE = "./spendlake-data/lake"
 
 SourceKind = Literal["aws-cur", "aws-cur2", "focus", "gcp-billing", "azure-cost"]
-
-
-class Strict(BaseModel):
-    """Base for every config section: frozen, unknown keys rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class SourceConfig(Strict):
@@ -148,164 +142,6 @@ class GpuMetricsSource(InventorySource):
 
 InventorySourceConfig = Annotated[
     Union[AwsTagsSource, S3ObjectsSource, CloudWatchLogsSource, GpuMetricsSource], Field(discriminator="kind")]
-
-
-class NestedValueError(ValueError):
-    """A validation error found by a parent section about one of its children: `subpath`
-    (e.g. ('shared', 0, 'by')) is appended to the section's dotted path."""
-
-    def __init__(self, subpath: tuple[str | int, ...], message: str):
-        super().__init__(message)
-        self.subpath = subpath
-
-
-# ---- attribution ---------------------------------------------------------------------
-
-# What a virtual-tag rule or a shared-cost rule may match on → canonical cost column.
-# Dimension names may be used as match keys too (another dimension's value).
-MATCH_FIELDS = {
-    "account": "SubAccountId",
-    "service": "ServiceName",
-    "resource_id": "ResourceId",  # a regular expression
-    "usage_type": "x_usage_type",
-    "region": "RegionId",
-    "charge_category": "ChargeCategory",
-}
-PREDEFINED_DIMENSIONS = ("team", "project", "experiment")
-# Keys of an attribution result row; a dimension may not take these names.
-RESERVED_NAMES = frozenset({"currency", "cost", "period", "share", "source", "billing_period", "other"})
-DIMENSION_NAME = r"^[a-z][a-z0-9_]{0,39}$"
-
-
-def _check_match(match: dict[str, str]) -> dict[str, str]:
-    if not match:
-        raise ValueError("needs at least one condition, e.g. {service: \"AWS Support (Business)\"}")
-    pattern = match.get("resource_id")
-    if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise NestedValueError(("resource_id",), f"not a valid regular expression: {exc}") from None
-    for key, value in match.items():
-        if not value.strip():
-            raise NestedValueError((key,), "must not be empty")
-    return match
-
-
-class AttributionRule(Strict):
-    """A virtual tag: when every condition of `match` holds, the dimension takes `value`."""
-
-    match: dict[str, str]
-    value: str = Field(min_length=1, pattern=r"\S")
-
-    _match = field_validator("match")(_check_match)
-
-
-class DimensionConfig(Strict):
-    tags: tuple[str, ...] = ()  # tag keys tried in order; empty means just the dimension's name
-    rules: tuple[AttributionRule, ...] = ()
-    default: str = Field(default="unallocated", min_length=1, pattern=r"\S")
-
-
-class SharedCostRule(Strict):
-    """Lines matching `match` are not anyone's direct spend: they are split across the
-    values of dimension `by`."""
-
-    match: dict[str, str]
-    split: Literal["even", "proportional", "fixed"]
-    by: str = "team"
-    weights: dict[str, Decimal] | None = None
-
-    _match = field_validator("match")(_check_match)
-
-    @model_validator(mode="after")
-    def _weights(self) -> SharedCostRule:
-        if self.split != "fixed":
-            if self.weights is not None:
-                raise NestedValueError(("weights",), f"only split: fixed takes weights (this rule splits {self.split})")
-            return self
-        if not self.weights:
-            raise NestedValueError(("weights",), "split: fixed needs weights, e.g. {pretrain: 0.6, eval: 0.4}")
-        seen: set[str] = set()
-        for value, weight in self.weights.items():
-            if weight <= 0:
-                raise NestedValueError(("weights", value), "must be greater than 0")
-            if value.strip().lower() in seen or not value.strip():
-                raise NestedValueError(("weights", value), "names a value twice (values compare case-insensitively)")
-            seen.add(value.strip().lower())
-        total = sum(self.weights.values(), Decimal(0))
-        if total != 1:
-            raise NestedValueError(("weights",), f"must sum to 1 exactly, they sum to {total}")
-        return self
-
-
-class AttributionConfig(Strict):
-    """How every dollar gets a value per dimension (see service/attribution.py)."""
-
-    dimensions: dict[str, DimensionConfig] = Field(default_factory=dict, validate_default=True)
-    shared: tuple[SharedCostRule, ...] = ()
-
-    @field_validator("dimensions")
-    @classmethod
-    def _predefined(cls, dims: dict[str, DimensionConfig]) -> dict[str, DimensionConfig]:
-        for name in dims:
-            if not re.match(DIMENSION_NAME, name) or name in RESERVED_NAMES:
-                raise NestedValueError((name,), "a dimension name is lowercase letters, digits and _ "
-                                                f"(not one of {', '.join(sorted(RESERVED_NAMES))})")
-        full = {name: DimensionConfig() for name in PREDEFINED_DIMENSIONS}
-        full.update(dims)
-        return full
-
-    @model_validator(mode="after")
-    def _references(self) -> AttributionConfig:
-        known = ", ".join(self.dimensions)
-        for name, dim in self.dimensions.items():
-            for i, rule in enumerate(dim.rules):
-                for key in rule.match:
-                    if key == name:
-                        raise NestedValueError(("dimensions", name, "rules", i, "match", key),
-                                               "a dimension's rule cannot match on its own value")
-                    if key not in MATCH_FIELDS and key not in self.dimensions:
-                        raise NestedValueError(("dimensions", name, "rules", i, "match", key),
-                                               f"unknown match key; use one of {', '.join(MATCH_FIELDS)} "
-                                               f"or a dimension ({known})")
-        for i, rule in enumerate(self.shared):
-            if rule.by not in self.dimensions:
-                raise NestedValueError(("shared", i, "by"), f"unknown dimension {rule.by!r}; declared: {known}")
-            for key in rule.match:
-                if key not in MATCH_FIELDS and key not in self.dimensions:
-                    raise NestedValueError(("shared", i, "match", key),
-                                           f"unknown match key; use one of {', '.join(MATCH_FIELDS)} "
-                                           f"or a dimension ({known})")
-        self.dimension_order()  # raises on a cycle
-        return self
-
-    def dimension_order(self) -> tuple[str, ...]:
-        """Dimensions in an order where a rule only reads dimensions computed before it."""
-        order: list[str] = []
-        visiting: list[str] = []
-
-        def visit(name: str) -> None:
-            if name in order:
-                return
-            if name in visiting:
-                cycle = " → ".join(visiting[visiting.index(name):] + [name])
-                raise NestedValueError(("dimensions", name, "rules"), f"rules depend on each other in a cycle: {cycle}")
-            visiting.append(name)
-            for rule in self.dimensions[name].rules:
-                for key in rule.match:
-                    if key in self.dimensions:
-                        visit(key)
-            visiting.pop()
-            order.append(name)
-
-        for name in self.dimensions:
-            visit(name)
-        return tuple(order)
-
-    def fingerprint(self) -> str:
-        """Changes whenever anything that decides attribution changes."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
 
 class ServiceConfig(Strict):
