@@ -4,8 +4,9 @@ A rollup holds the attributed sums of its period per exact charge period (see
 service/attribution_sql.py). Its file name is its version: the allocation config's
 fingerprint plus what the period's data came from (the ledger's delivery id and commit
 time). A query asks for the versions it needs; a missing one — new delivery, changed
-config, first query — is computed then and written through `Lake.commit_derived`. So a
-config change re-attributes history on the next query, without re-ingesting.
+config, first query — is computed then and written through `Lake.commit_snapshot` as
+`<lake>/attribution_rollup/source=<s>/billing_period=<p>/<version>.parquet`. So a config
+change re-attributes history on the next query, without re-ingesting.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from service.core.lake import DATA_FILE, Lake
 
 log = logging.getLogger(__name__)
 
-ROLLUP_TABLE = "attribution"
+ROLLUP_TABLE = "attribution_rollup"
 # Bump when the rollup's columns or meaning change, so old files are recomputed.
 ROLLUP_FORMAT = "1"
 
@@ -75,8 +76,9 @@ def ensure_rollups(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyCo
     `con` is a `Lake.query()` connection (it has the `costs` view)."""
     files = []
     for part in cost_partitions(lake):
-        target = lake.derived_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)],
-                                   rollup_version(lake, config, part))
+        version = rollup_version(lake, config, part)
+        target = lake.partition_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)])
+        target = target.with_name(f"{version}.parquet")
         if not target.exists():
             build_rollup(lake, config, con, part, target.stem)
         files.append(target)
@@ -89,10 +91,9 @@ def build_rollup(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConn
     keys_sql = tag_keys_sql(part.source, part.period)
     tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
     sql = rollup_sql(config, tag_keys, part.source, part.period, inventory_keys(lake, con))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE attribution_rollup AS {sql.text}", sql.params)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE rollup_build AS {sql.text}", sql.params)
     try:
-        return lake.commit_derived(con, con.table("attribution_rollup"), name=ROLLUP_TABLE,
-                                   partitions=[("source", part.source), ("billing_period", part.period)],
-                                   version=version)
+        return lake.commit_snapshot(con, con.table("rollup_build"), table=ROLLUP_TABLE,
+                                    source=part.source, key="billing_period", value=part.period, version=version)
     finally:
-        con.execute("DROP TABLE attribution_rollup")
+        con.execute("DROP TABLE rollup_build")

@@ -57,7 +57,7 @@ def test_every_sample_reconciles(tmp_path, file):
     lake, result = ingest_files(tmp_path, ("sample", kind, SAMPLES / file))
     assert failures(result) == []
     # ingest materialised the rollups (for the default config) before any query
-    assert len(list((lake.root / "_derived" / "attribution").rglob("*.parquet"))) == len(lake.ledger())
+    assert len(list((lake.root / "attribution_rollup").rglob("*.parquet"))) == len(lake.ledger())
     config = parse_config({"lake": str(lake.root), "attribution": ATTRIBUTION})
     checks = reconcile(lake, config)
     assert checks and all(check.ok for check in checks), [c for c in checks if not c.ok]

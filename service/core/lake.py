@@ -5,8 +5,8 @@ Layout (only `costs/` and the inventory tables are globbed by queries):
     <root>/costs/source=<name>/billing_period=YYYY-MM/data.parquet
     <root>/<table>/source=<name>/<key>=<value>/data.parquet      inventory snapshots
     <root>/_ledger/deliveries.json   what each committed (source, period) came from
-    <root>/_derived/<name>/<key>=<value>/.../<version>.parquet   tables computed from the
-                                     lake (e.g. attribution rollups); never globbed by `costs`
+    <root>/<table>/source=<name>/<key>=<value>/<version>.parquet   derived (attribution
+                                     rollups): a version per file name, never in a view
     <root>/_staging/                 work in progress; never inside a table directory
     <root>/_locks/                   ingest and service locks
 
@@ -148,17 +148,6 @@ class Lake:
 
     def has_table(self, table: str) -> bool:
         return any(self.table_dir(table).glob(f"*=*/*=*/{DATA_FILE}"))
-
-    def derived_file(self, name: str, partitions: Sequence[tuple[str, str]], version: str) -> Path:
-        """Where one version of a derived partition lives. `version` names what it was
-        computed from (e.g. a config fingerprint and a delivery), so a stale file is simply
-        not the one asked for."""
-        if not TABLE_RE.match(name) or not re.match(r"^[A-Za-z0-9_-]+$", version):
-            raise ValueError(f"invalid derived table {name!r} or version {version!r}")
-        path = self.root / "_derived" / name
-        for key, value in partitions:
-            path = path / f"{key}={check_partition_value(key, value)}"
-        return path / f"{version}.parquet"
 
     def partition_file(self, table: str, partitions: Sequence[tuple[str, str]]) -> Path:
         path = self.table_dir(table)
@@ -386,9 +375,13 @@ class Lake:
                            ingested_at=utc_now_iso(), files=tuple(files))
 
     def commit_snapshot(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
-                        table: str, source: str, key: str, value: str) -> Path:
-        """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date)."""
+                        table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
+        """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date).
+        Derived tables (attribution rollups) pass `version`: the file is `<version>.parquet`,
+        invisible to the table views, and the partition's other versions are dropped."""
         target = self.partition_file(table, [("source", source), (key, value)])
+        if version is not None:
+            target = target.with_name(f"{check_partition_value('version', version)}.parquet")
         self.staging.mkdir(parents=True, exist_ok=True)
         staged = self.staging / f"{table}-{uuid.uuid4().hex}.parquet"
         try:
@@ -397,31 +390,9 @@ class Lake:
             con.execute(f"COPY (SELECT * FROM {view}) TO '{staged}' (FORMAT parquet, COMPRESSION zstd)")
             con.execute(f"DROP VIEW {view}")
             self.install(staged, target)
-            return target
-        except OSError as exc:
-            raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(self.root),
-                                 hint="free disk space or fix permissions; the previous data is intact") from None
-        finally:
-            staged.unlink(missing_ok=True)
-
-    def commit_derived(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
-                       name: str, partitions: Sequence[tuple[str, str]], version: str) -> Path:
-        """Install one version of a derived partition atomically, then drop its other versions.
-
-        Derived data can always be recomputed from the lake, so a reader that lost the race
-        with the clean-up just recomputes it."""
-        target = self.derived_file(name, partitions, version)
-        self.staging.mkdir(parents=True, exist_ok=True)
-        staged = self.staging / f"derived-{name}-{uuid.uuid4().hex}.parquet"
-        try:
-            view = f"derived_{uuid.uuid4().hex}"
-            relation.create_view(view)
-            con.execute(f"COPY (SELECT * FROM {view}) TO '{staged}' (FORMAT parquet, COMPRESSION zstd)")
-            con.execute(f"DROP VIEW {view}")
-            self.install(staged, target)
-            for old in target.parent.glob("*.parquet"):
-                if old != target:
-                    old.unlink(missing_ok=True)
+            for other in target.parent.glob("*.parquet") if version is not None else ():
+                if other != target:
+                    other.unlink(missing_ok=True)
             return target
         except OSError as exc:
             raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(self.root),
