@@ -19,7 +19,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 
-from connectors.aws_common import AwsExportConnector
+from connectors.aws_export import AwsExportConnector
 from connectors.base import Delivery, register
 from connectors.storage import StoredObject, fingerprint
 from service.core.errors import DataError, SpendlakeError

@@ -1,0 +1,139 @@
+"""Fetching an AWS export's delivery and opening its files, shared by `aws-cur` and `aws-cur2`.
+
+`AwsExportConnector` keeps the listing, the manifest each delivery came from, and problems
+found while listing (an unreadable manifest, a key leaving the location) against their
+delivery, so that period fails alone. `read` fetches the parts (S3 downloads go to the
+scratch directory under hashed names), checks the manifest did not change meanwhile, and
+hands the local files to DuckDB: CSV/CSV.gz as text, Parquet as typed.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import duckdb
+
+from connectors.aws_common import AwsColumns, check_required, cost_relation
+from connectors.base import Delivery
+from connectors.storage import Storage, StoredObject
+from service.core.config import SourceConfig
+from service.core.errors import DataError, SourceError, SpendlakeError
+
+
+def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
+               display: dict[str, str]) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
+    """One relation over the delivery's local files (all CSV/CSV.gz, or all Parquet), and
+    the original header name of each column DuckDB renamed."""
+    if not paths:
+        raise DataError("the delivery names no data files", where=", ".join(display.values()) or None)
+    names = [str(p) for p in paths]
+    for path in paths:
+        if path.stat().st_size == 0:
+            raise DataError("the file is empty", where=display.get(str(path), str(path)),
+                            hint="the export was cut short; wait for the next delivery or re-export")
+    kinds = {"parquet" if n.lower().endswith(".parquet") else "csv" if re.search(r"\.csv(\.gz)?$", n.lower()) else n
+             for n in names}
+    if len(kinds) != 1 or not kinds <= {"csv", "parquet"}:
+        raise DataError(f"unsupported or mixed file types: {sorted(kinds)}", where=", ".join(display.values()),
+                        hint="AWS exports must be CSV, CSV.gz (GZIP) or Parquet")
+    try:
+        if kinds == {"parquet"}:
+            return con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {}
+        headers: dict[str, str] = {}
+        for name in names:  # each part's header, so a missing column names its file
+            part = con.read_csv(name, all_varchar=True, header=True)
+            check_required(AwsColumns(part), display.get(name, name))
+            headers.update(zip(part.columns, _csv_header(name)))
+        relation = con.read_csv(names, all_varchar=True, header=True, filename=True, union_by_name=len(names) > 1)
+        return relation, headers
+    except duckdb.Error as exc:
+        raise DataError(f"cannot read the export: {_first_line(exc)}", where=", ".join(display.values()),
+                        hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
+
+
+def _csv_header(path: str) -> list[str]:
+    opener = gzip.open if path.lower().endswith(".gz") else open
+    with opener(path, "rb") as raw:
+        return next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")), [])
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+class AwsExportConnector:
+    """What both AWS connectors share: storage, per-delivery problems, and `read`.
+
+    A problem found while listing (an unreadable manifest, a key outside the location) is
+    kept against its delivery and raised by `read`, so that period fails alone."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, config: SourceConfig):
+        self.config = config
+        self.storage = Storage(config)
+        self._objects: dict[str, StoredObject] = {}
+        self._problems: dict[str, SpendlakeError] = {}
+        self._manifests: dict[str, StoredObject] = {}  # delivery id → the manifest it came from
+
+    def local_paths(self) -> list[Path]:
+        return self.storage.local_paths()
+
+    def _list(self) -> list[StoredObject]:
+        listing = self.storage.list()
+        self._objects = {o.uri: o for o in listing}
+        return listing
+
+    def _manifest_json(self, obj: StoredObject) -> dict:
+        try:
+            data = json.loads(self.storage.read_bytes(obj).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise DataError(f"the manifest is not valid JSON: {exc}", where=obj.uri,
+                            hint="wait for the next delivery, or re-run the export") from None
+        if not isinstance(data, dict):
+            raise DataError("the manifest is not a JSON object", where=obj.uri)
+        return data
+
+    def _problem(self, delivery_id: str, error: SpendlakeError) -> str:
+        self._problems[delivery_id] = error
+        return delivery_id
+
+    def _object(self, key: str) -> StoredObject:
+        """A data file by key relative to the location; a local key may not leave it."""
+        obj = self.storage.object(key)
+        if obj.uri in self._objects:
+            return self._objects[obj.uri]
+        if not self.storage.is_s3:
+            root = self.storage.path if self.storage.path.is_dir() else self.storage.path.parent
+            if not Path(obj.uri).is_relative_to(root):
+                raise SourceError("the manifest names a file outside the source location", where=key,
+                                  hint="the manifest is damaged or hostile; nothing was read")
+        return obj
+
+    def _check_manifest_unchanged(self, delivery: Delivery) -> None:
+        """A manifest replaced while its parts were fetched would mix two deliveries."""
+        manifest = self._manifests.get(delivery.delivery_id)
+        if manifest is not None and self.storage.current_version(manifest) != manifest.version:
+            raise SourceError("the manifest changed while this period was being read; nothing was committed",
+                              where=manifest.uri, hint="AWS is delivering a new version: run ingest again")
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
+        if delivery.delivery_id in self._problems:
+            raise self._problems[delivery.delivery_id]
+        display: dict[str, str] = {}
+        paths = []
+        for uri in delivery.files:
+            obj = self._objects.get(uri) or StoredObject(uri, uri, -1, "")
+            path = self.storage.local_copy(obj, scratch)
+            paths.append(path)
+            display[str(path)] = obj.uri
+        self._check_manifest_unchanged(delivery)
+        relation, headers = read_files(con, paths, display)
+        return cost_relation(con, relation, display=display, headers=headers)
