@@ -56,7 +56,7 @@ FOCUS_HEADER = ["BilledCost", "EffectiveCost", "BillingCurrency", "BillingPeriod
                 "SubAccountId", "ProviderName", "Tags"]
 
 
-def focus_export(folder: Path, lines: list[tuple[date, str, dict[str, str], str]]) -> Path:
+def focus_export(folder: Path, lines: list[tuple[date, str, dict[str, str], str]], currency: str = "USD") -> Path:
     """A FOCUS CSV of daily lines: (day, cost, tags, service)."""
     import csv
     import json
@@ -68,7 +68,7 @@ def focus_export(folder: Path, lines: list[tuple[date, str, dict[str, str], str]
         for number, (day, cost, tags, service) in enumerate(lines):
             period = day.replace(day=1)
             period_end = (period + timedelta(days=32)).replace(day=1)
-            writer.writerow([cost, cost, "USD", f"{period}T00:00:00Z", f"{period_end}T00:00:00Z",
+            writer.writerow([cost, cost, currency, f"{period}T00:00:00Z", f"{period_end}T00:00:00Z",
                              f"{day}T00:00:00Z", f"{day + timedelta(days=1)}T00:00:00Z", "Usage", service,
                              f"i-{number:06d}", "111122223333", "AWS", json.dumps(tags)])
     return folder

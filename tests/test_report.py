@@ -229,3 +229,26 @@ def test_top_n_folds_the_rest_into_other_and_keeps_the_total(org, tmp_path):
     (mtd,) = [r for r in table(by_key["spend"], "totals")["rows"] if r["window"] == "mtd"]
     assert sum(Decimal(r["mtd_cost"]) for r in rows) == Decimal(mtd["cost"])
     assert Decimal(rows[-1]["day_cost"]) == Decimal("510") + Decimal("255") + Decimal("250")  # eval, <script>, unallocated
+
+
+def test_currencies_are_never_added_together(tmp_path):
+    from report_fixtures import focus_export
+    from service.core.config import parse_config
+    from service.ingest import ingest
+
+    days = [date(2026, 11, 27), date(2026, 11, 28), date(2026, 11, 29)]
+    usd = focus_export(tmp_path / "us", [(d, "100", {"team": "pretrain"}, "EC2") for d in days])
+    eur = focus_export(tmp_path / "eu", [(d, "40", {"team": "eval"}, "VM") for d in days], currency="EUR")
+    config = parse_config({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "focus-us", "kind": "focus", "location": str(usd)},
+        {"name": "focus-eu", "kind": "focus", "location": str(eur)}]})
+    assert not ingest(config).failed
+    write_report(config, DAY, str(tmp_path / "out"))
+    data, by_key = sections(tmp_path / "out" / "2026-11-29")
+    mtd = {r["currency"]: r["cost"] for r in table(by_key["spend"], "totals")["rows"] if r["window"] == "mtd"}
+    assert {k: Decimal(v) for k, v in mtd.items()} == {"EUR": 120, "USD": 300}
+    assert [h["label"] for h in data["headlines"]][:4] == ["Day (EUR)", "Day (USD)", "Month to date (EUR)",
+                                                           "Month to date (USD)"]
+    html = (tmp_path / "out" / "2026-11-29" / "report.html").read_text()
+    assert "Daily spend by team (USD)" in html and "EUR 120.00" in html
+    assert [r["source"] for r in table(by_key["freshness"], "freshness")["rows"]] == ["focus-eu", "focus-us"]
