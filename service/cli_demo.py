@@ -45,6 +45,9 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     emit(rows, SUMMARY_COLUMNS, "table", title="spendlake status", right=("rows", "billed", "effective"))
     config = Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd()) \
         else result.config_path
+    report = Path(result.report.html)
+    report = os.path.relpath(report) if report.is_relative_to(Path.cwd()) else report
+    click.echo(f"report: {report}")
     click.echo(f"config: {config}\nnext: spendlake --config {config} status --format json")
     if result.ingest.failed:
         sys.exit(3)

@@ -6,6 +6,7 @@ Layout under the demo directory (default `./spendlake-data`, so the lake is wher
     <dir>/demo/export/ml-org-cur2/   the CUR 2.0 delivery (data/ and metadata/)
     <dir>/demo/spendlake.yaml        the config the demo used: one `aws-cur2` source
     <dir>/lake/                      the lake
+    <dir>/reports/<last day>/        the daily report of the window's last day (service.report)
 
 Deterministic for a given seed and window; re-running the same day rewrites identical
 files, so the ingest finds every delivery already held and changes nothing.
@@ -14,7 +15,7 @@ files, so the ingest finds every delivery already held and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import yaml
@@ -22,6 +23,7 @@ import yaml
 from connectors.synthetic import GenerationResult, generate_organisation
 from service.core.config import Config, load_config
 from service.ingest import IngestResult, ingest
+from service.report import ReportResult, write_report
 
 DEFAULT_DIR = Path("spendlake-data")
 SOURCE_NAME = "ml-org"
@@ -33,6 +35,7 @@ class DemoResult:
     config: Config
     generation: GenerationResult
     ingest: IngestResult
+    report: ReportResult  # the daily report of the window's last day
 
 
 def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int = 7,
@@ -51,4 +54,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     if not config_path.exists() or config_path.read_text(encoding="utf-8") != text:
         config_path.write_text(text, encoding="utf-8")
     config = load_config(config_path)
-    return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingest(config))
+    ingested = ingest(config)
+    last_day = generation.organisation.start + timedelta(days=generation.organisation.days - 1)
+    return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
+                      report=write_report(config, last_day))

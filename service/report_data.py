@@ -79,7 +79,9 @@ def plans_section(lake: Lake, until: datetime, actual_of: Callable[[Plan], Decim
 
 
 def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
-    """Per source: what the lake holds, when it last ingested, and how far the data lags the day's end."""
+    """Per source: what the lake holds, when its last delivery was committed, and how far the data lags
+    the day's end. Times of ingest runs that changed nothing are left out, so a re-run of an
+    unchanged ingest leaves the report as it was."""
     state = lake.read_state("sources")
     con = lake.query()
     try:
@@ -95,7 +97,7 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
     table = Table("freshness", "Data freshness per source", [
         Column("source", "source"), Column("status", "status"), Column("latest_period", "latest period"),
         Column("data_through", "data through", "time"), Column("hours_behind", "hours behind", "count"),
-        Column("last_ingest", "last ingest", "time"), Column("last_error", "last error"),
+        Column("last_delivery", "last delivery committed", "time"), Column("last_error", "last error"),
     ], markdown=(("source",), "status"))
     for source in sorted(set(limits) | set(latest) | set(state)):
         period, ingested = latest.get(source, (None, None))
@@ -105,7 +107,7 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
         table.rows.append({
             "source": source, "status": _status(record, behind, limits.get(source)),
             "latest_period": period, "data_through": iso_utc(end) if end else None, "hours_behind": behind,
-            "last_ingest": record.get("last_success") or ingested, "last_error": _current_error(record),
+            "last_delivery": ingested, "last_error": _current_error(record),
         })
     note = None if table.rows else "No sources configured or ingested yet."
     return Section("freshness", "Data freshness", tables=[table] if table.rows else [], note=note)

@@ -25,6 +25,9 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     assert first.exit_code == 0, first.output
     assert "ml-org 2026-10: committed" in first.output and "ml-org 2026-11: committed" in first.output
     assert "spendlake status" in first.output
+    report = tmp_path / "spendlake-data" / "reports" / "2026-11-01"
+    assert "report: spendlake-data/reports/2026-11-01/report.html" in first.output
+    written = {p.name: p.read_bytes() for p in report.iterdir()}
     lake = tmp_path / "spendlake-data" / "lake"
     # the lake is where spendlake looks without a config, so `status` needs no flags
     shown = runner.invoke(cli, ["status", "--format", "json"])
@@ -42,6 +45,7 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     assert second.exit_code == 0, second.output
     assert second.output.count("unchanged") == 2 and "committed" not in second.output
     assert lake_files(lake) == before
+    assert {p.name: p.read_bytes() for p in report.iterdir()} == written
     assert (lake / "_ledger" / "deliveries.json").read_bytes() == ledger
 
 
