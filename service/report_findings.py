@@ -2,6 +2,11 @@
 
 Findings are the state of the last `spendlake rules run`, not of the report day; the
 section says so. Only open findings count (acknowledged and resolved ones are left out).
+
+Anomalies: the `spend-anomaly` rule's findings, with the root causes the report shows taken
+from `evidence.root_causes`, a list of `{"dimension": "service", "value": "Amazon EC2",
+"impact_usd": "1200.50"}` (largest first). Unallocated spend: the `unallocated-spend` rule's
+findings are its top causes. Until those rules exist, the sections say so.
 """
 
 from __future__ import annotations
@@ -72,11 +77,11 @@ def anomalies_section(lake: Lake, top: int) -> Section:
     return Section("anomalies", "Anomalies", tables=[table])
 
 
-def _root_causes(evidence: dict) -> str | None:
-    """The rule's top contributors, as `name: $impact` pairs."""
-    causes = evidence.get("root_causes") or evidence.get("top_contributors") or []
+def _root_causes(evidence: dict, shown: int = 3) -> str | None:
+    """The rule's top contributors as `service Amazon EC2: $1,200.50; …`."""
+    causes = evidence.get("root_causes")
     parts = []
-    for cause in causes[:3] if isinstance(causes, list) else []:
+    for cause in causes[:shown] if isinstance(causes, list) else []:
         if isinstance(cause, dict):
             name = " ".join(str(cause[k]) for k in ("dimension", "value") if cause.get(k) is not None)
             impact = cause.get("impact_usd")

@@ -252,3 +252,37 @@ def test_currencies_are_never_added_together(tmp_path):
     html = (tmp_path / "out" / "2026-11-29" / "report.html").read_text()
     assert "Daily spend by team (USD)" in html and "EUR 120.00" in html
     assert [r["source"] for r in table(by_key["freshness"], "freshness")["rows"]] == ["focus-eu", "focus-us"]
+
+
+def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, monkeypatch):
+    from rules.base import RULES, Finding, Rule
+    from service.core.lake import Lake
+    from service.findings import store_findings
+
+    config = org_config(tmp_path / "org")
+    write_report(config, DAY, str(tmp_path / "before"))
+    _, by_key = sections(tmp_path / "before" / "2026-11-29")
+    assert by_key["anomalies"]["note"] == "Not available yet: the spend-anomaly rule is not part of this build."
+    assert "unallocated-spend rule, which is not part of this build" in by_key["unallocated"]["note"]
+
+    for name in ("spend-anomaly", "unallocated-spend"):
+        monkeypatch.setitem(RULES, name, type(name, (Rule,), {"name": name}))
+    seen = datetime(2026, 11, 29, tzinfo=timezone.utc)
+    store_findings(Lake(config.lake), [Finding(
+        id="u1", rule="unallocated-spend", severity="warning", resource_id="dimension=team",
+        monthly_waste_usd=Decimal("7500"), summary="2.6% of spend has no team: Amazon S3 $7,250",
+        first_seen=seen, last_seen=seen), Finding(
+        id="a1", rule="spend-anomaly", severity="warning", resource_id="team=pretrain/service=Amazon EC2",
+        team="pretrain", monthly_waste_usd=Decimal("2142.00"), summary="pretrain EC2 spend 40% above expected",
+        evidence={"root_causes": [{"dimension": "resource", "value": "i-0abc", "impact_usd": "1500.5"},
+                                  {"dimension": "usage_type", "value": INJECTIONS[0], "impact_usd": "641.5"}]},
+        first_seen=seen, last_seen=seen)])
+    write_report(config, DAY, str(tmp_path / "after"))
+    _, by_key = sections(tmp_path / "after" / "2026-11-29")
+    (row,) = table(by_key["anomalies"], "anomalies")["rows"]
+    assert row["root_causes"] == f"resource i-0abc: $1,500.50; usage_type {INJECTIONS[0]}: $641.50"
+    assert row["team"] == "pretrain"
+    assert by_key["waste"]["tables"] == []  # anomalies and unallocated spend are not waste
+    (cause,) = table(by_key["unallocated"], "unallocated_causes")["rows"]
+    assert cause["summary"].startswith("2.6% of spend has no team")
+    assert "&lt;script&gt;" in (tmp_path / "after" / "2026-11-29" / "report.html").read_text()
