@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from service.output import emit, format_option
+from service.output import default_format, emit, format_option
 
 FRACTION_HELP = "a fraction, a percentage or a range (0.35-0.45)"
 
@@ -56,4 +56,5 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     columns = ["quantity", "low", "high"] if result.is_range else ["quantity", "value"]
     data = result.to_json() | ({"plan": plan.to_json()} if plan else {})
     title = f"{result.gpu.name} × {result.inputs.gpus}, MFU {result.inputs.mfu}, ${result.price_per_gpu_hour}/GPU-hour"
-    emit(result.rows(), columns, fmt, json_data=data, title=title, right=("low", "high", "value"))
+    rows = result.rows(display=(fmt or default_format()) == "table")
+    emit(rows, columns, fmt, json_data=data, title=title, right=("low", "high", "value"))

@@ -188,18 +188,25 @@ class Estimate:
             "currency": "USD", "low": self.low.to_json(), "high": self.high.to_json(),
         }
 
-    def rows(self) -> list[dict[str, str]]:
-        """Rows for the table and CSV: one per quantity, low and high side by side."""
+    def rows(self, *, display: bool = True) -> list[dict[str, Any]]:
+        """One row per quantity, low and high side by side: display strings with separators
+        for the terminal, plain decimals for CSV."""
         low, high = self.low.to_json(), self.high.to_json()
+        for side in (low, high):
+            side["run_days"] = (side["run_hours"] / 24).quantize(CENT)
         labels = [("gpu_hours", "GPU-hours (training)"), ("wall_clock_hours", "wall-clock hours (training)"),
-                  ("run_hours", "run hours incl. overheads"), ("compute_cost", "compute cost (USD)"),
-                  ("storage_months", "storage months held"), ("storage_cost", "storage cost (USD)"),
-                  ("total_cost", "total cost (USD)")]
-        rows = [{"quantity": "training FLOPs", "low": f"{self.flops:.3e}", "high": f"{self.flops:.3e}"},
-                {"quantity": "stored GB", "low": _gb(self.stored_bytes), "high": _gb(self.stored_bytes)}]
-        rows += [{"quantity": label, "low": f"{low[key]:,}", "high": f"{high[key]:,}"} for key, label in labels]
+                  ("run_hours", "run hours incl. overheads"), ("run_days", "run days incl. overheads"),
+                  ("compute_cost", "compute cost (USD)"), ("storage_months", "storage months held"),
+                  ("storage_cost", "storage cost (USD)"), ("total_cost", "total cost (USD)")]
+        stored = (self.stored_bytes / BYTES_PER_GB).quantize(CENT)
+        rows = [{"quantity": "training FLOPs", "low": self.flops, "high": self.flops},
+                {"quantity": "stored GB", "low": stored, "high": stored}]
+        rows += [{"quantity": label, "low": low[key], "high": high[key]} for key, label in labels]
         for row in rows:
-            row["value"] = row["low"] if row["low"] == row["high"] else f"{row['low']} – {row['high']}"
+            if display:
+                row["low"], row["high"] = _shown(row["quantity"], row["low"]), _shown(row["quantity"], row["high"])
+            row["value"] = row["low"] if row["low"] == row["high"] else \
+                (f"{row['low']} – {row['high']}" if display else None)
         return rows
 
     @property
@@ -207,8 +214,8 @@ class Estimate:
         return self.low != self.high
 
 
-def _gb(value: Decimal) -> str:
-    return f"{(value / BYTES_PER_GB).quantize(CENT):,}"
+def _shown(quantity: str, value: Decimal) -> str:
+    return f"{value:.3e}" if quantity == "training FLOPs" else f"{value:,}"
 
 
 def scenario(inputs: PlanInputs, gpu: GpuType, price: Decimal, storage_price: Decimal, stored_bytes: Decimal,

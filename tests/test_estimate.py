@@ -161,3 +161,11 @@ def test_planned_spend_curve_is_linear_over_run_and_retention(tmp_path):
     assert plan.planned_spend(datetime(2026, 11, 30, tzinfo=timezone.utc)).low == 0
     assert plan.planned_spend(datetime(2026, 12, 3, 2, tzinfo=timezone.utc)).low == Decimal("1050")  # 50 h in
     assert plan.planned_spend(datetime(2026, 12, 9, tzinfo=timezone.utc)).high == Decimal("2100.00")
+
+
+def test_cli_csv_has_plain_numbers_and_table_has_separators(tmp_path):
+    csv_out = cli_run(tmp_path, *SEVEN_B_FLAGS, "--format", "csv").output.splitlines()
+    assert csv_out[0] == "quantity,low,high"
+    assert "compute cost (USD),209608.29,269496.38" in csv_out
+    table = cli_run(tmp_path, *SEVEN_B_FLAGS, "--format", "table").output
+    assert "209,608.29" in table and "run days incl. overheads" in table
