@@ -23,6 +23,7 @@ import duckdb
 from pydantic import Field, ValidationError, model_validator
 
 from service.core.config import Strict, dotted_path
+from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
 from service.core.timewindow import Window
 
@@ -148,6 +149,11 @@ class RuleContext:
     con: duckdb.DuckDBPyConnection
     window: Window
     owner_of: Callable[[Sequence[str]], Mapping[str, Owner]] = lambda ids: {}
+    # Budgets (config `budgets:`) and attributed spend per day of one dimension value, in
+    # one currency: daily_spend(dimension, value, currency, since, until) -> {day: cost}.
+    # The service provides both, so rules see attributed money without importing attribution.
+    budgets: tuple[BudgetConfig, ...] = ()
+    daily_spend: Callable[[str, str, str, datetime, datetime], Mapping[date, Decimal]] | None = None
 
     @property
     def now(self) -> datetime:
@@ -212,7 +218,7 @@ class Rule:
 RULES: dict[str, type[Rule]] = {}
 
 BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl", "rules.duplicate_datasets",
-                   "rules.unbounded_logs")
+                   "rules.unbounded_logs", "rules.budget")
 
 
 def register(cls: type[Rule]) -> type[Rule]:

@@ -137,6 +137,7 @@ def status(obj: Context, fmt: str | None) -> None:
 
 def _add_area_commands() -> None:
     from service.cli_attribute import attribute as attribute_command
+    from service.cli_budgets import budgets_command
     from service.cli_demo import demo_command
     from service.cli_estimate import estimate_command
     from service.cli_report import report_command
@@ -148,6 +149,7 @@ def _add_area_commands() -> None:
     cli.add_command(rules_group)
     cli.add_command(findings_group)
     cli.add_command(attribute_command)
+    cli.add_command(budgets_command)
 
 
 _add_area_commands()

@@ -38,6 +38,7 @@ import pyarrow as pa
 from rules.base import SEVERITIES, UNALLOCATED, Finding, Owner, Rule, RuleContext, configure, registered
 from rules.engine import EngineResult, run
 from service.attribution import attribute_resources
+from service.budgets import daily_spend_lookup
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake, utc_now_iso
@@ -112,7 +113,9 @@ def fill_owners(findings: list[Finding], owner_of: Callable[[Sequence[str]], Map
     owners = owner_of(sorted({f.resource_id for f in findings})) if findings else {}
     filled = []
     for finding in findings:
-        owner = owners.get(finding.resource_id, Owner())
+        owner = owners.get(finding.resource_id)
+        if owner is None:  # not a billed resource (e.g. a budget): keep what the rule said
+            owner = Owner(finding.team, finding.project, finding.experiment)
         filled.append(replace(finding, team=owner.team, project=owner.project, experiment=owner.experiment))
     return filled
 
@@ -132,7 +135,8 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
     with lake.lock(TABLE):
         con = lake.query()
         owner_of = owner_lookup(lake, config)
-        ctx = RuleContext(con=con, window=window, owner_of=owner_of)
+        ctx = RuleContext(con=con, window=window, owner_of=owner_of, budgets=config.budgets,
+                          daily_spend=daily_spend_lookup(lake, config))
         result = run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, owner_of))
         if not dry_run:
             store_findings(lake, result.findings)

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from service.core.config_attribution import AttributionConfig
 from service.core.config_base import NestedValueError, Strict
+from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "spendlake.yaml"
@@ -180,6 +181,7 @@ class Config(Strict):
     inventory: tuple[InventorySourceConfig, ...] = ()
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
     service: ServiceConfig = ServiceConfig()
+    budgets: tuple[BudgetConfig, ...] = ()
     rules: dict[str, dict[str, Any]] = Field(default_factory=dict)  # each checked by rules.base.configure
 
     @field_validator("sources")
@@ -191,6 +193,17 @@ class Config(Strict):
                 raise ValueError(f"source name {source.name!r} is used twice; names must be unique")
             seen.add(source.name)
         return sources
+
+    @model_validator(mode="after")
+    def _budgets_fit(self) -> Config:
+        names = [b.name for b in self.budgets]
+        for index, budget in enumerate(self.budgets):
+            if names.index(budget.name) != index:
+                raise NestedValueError(("budgets", index, "name"), f"budget name {budget.name!r} is used twice")
+            if budget.dimension not in self.attribution.dimensions:
+                raise NestedValueError(("budgets", index, "dimension"), f"unknown dimension {budget.dimension!r}; "
+                                       f"declared: {', '.join(self.attribution.dimensions)}")
+        return self
 
     @model_validator(mode="after")
     def _unique_inventory_names(self) -> Config:

@@ -1,0 +1,37 @@
+"""The `budgets:` config section: monthly budgets per dimension value, with warning lines.
+
+    budgets:
+      - name: pretrain-gpu          # unique, kebab-case
+        dimension: team             # team | project | experiment | any declared dimension
+        value: pretrain
+        amount: 250000              # per calendar month, in `currency`
+        currency: USD
+        lines: [0.5, 0.8, 1.0]      # fractions of the amount that raise a finding
+        on: [actual, forecast]      # which spend the lines apply to
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from service.core.config_base import Strict
+
+
+class BudgetConfig(Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=64)
+    dimension: str = "team"
+    value: str = Field(min_length=1)
+    amount: Decimal = Field(gt=0)
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    lines: tuple[Decimal, ...] = (Decimal("0.5"), Decimal("0.8"), Decimal("1.0"))
+    on: tuple[Literal["actual", "forecast"], ...] = ("actual", "forecast")
+
+    @field_validator("lines")
+    @classmethod
+    def _sorted_positive(cls, lines: tuple[Decimal, ...]) -> tuple[Decimal, ...]:
+        if not lines or any(line <= 0 for line in lines):
+            raise ValueError("lines must be positive fractions of the amount, e.g. [0.5, 0.8, 1.0]")
+        return tuple(sorted(set(lines)))

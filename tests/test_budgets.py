@@ -1,0 +1,102 @@
+"""Budgets: hand-computed forecasts, the `budget` rule's findings, `spendlake budgets`."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from click.testing import CliRunner
+
+from attribution_helpers import line, make_lake
+from rules.budget import forecast_month
+from service.budgets import budget_status
+from service.cli import cli
+from service.core.config import parse_config
+from service.findings import run_rules
+
+ATTRIBUTION = {"dimensions": {"team": {"tags": ["team"]}}}
+
+
+def daily(first: date, last: date, cost) -> dict[date, Decimal]:
+    days = (last - first).days + 1
+    return {first + timedelta(days=n): Decimal(cost(first + timedelta(days=n))) for n in range(days)}
+
+
+def test_flat_run_rate_projects_the_rest_of_the_month():
+    spend = daily(date(2026, 10, 1), date(2026, 11, 14), lambda d: 100)
+    outlook = forecast_month(spend, datetime(2026, 11, 15))
+    # Nov 1-14 spent 1400; Nov 15 (whole day left) to Nov 30 = 16 days × 100.
+    assert outlook.actual == Decimal(1400)
+    assert outlook.days_left == Decimal(16)
+    assert outlook.forecast == Decimal(3000)
+    assert outlook.low == outlook.high == Decimal(3000)
+
+
+def test_forecast_knows_weekends_and_part_of_today():
+    spend = daily(date(2026, 10, 1), date(2026, 11, 15), lambda d: 10 if d.weekday() >= 5 else 100)
+    now = datetime(2026, 11, 16, 12)  # a Monday, half gone
+    outlook = forecast_month(spend, now)
+    month_so_far = sum(v for d, v in spend.items() if d.month == 11)
+    assert outlook.actual == month_so_far
+    # rest of Monday (0.5 × 100) + Nov 17-30: 10 weekdays × 100 + 4 weekend days × 10
+    assert outlook.forecast == month_so_far + Decimal(50) + Decimal(1000) + Decimal(40)
+    assert outlook.days_left == Decimal("14.5")
+    assert outlook.low < outlook.forecast < outlook.high
+
+
+def budget_lake(tmp_path, *, today: date, per_day: str = "100", days: int = 45):
+    lines = [line(f"{today - timedelta(days=n)} 00:00:00", per_day, end=f"{today - timedelta(days=n - 1)} 00:00:00",
+                  tags={"Team": "pretrain"}) for n in range(1, days + 1)]
+    lines.append(line(f"{today - timedelta(days=2)} 00:00:00", "55", tags={"team": "eval"}))
+    return make_lake(tmp_path, lines)
+
+
+def budgets_config(lake, budgets):
+    return parse_config({"lake": str(lake.root), "attribution": ATTRIBUTION, "budgets": budgets})
+
+
+def test_budget_rule_raises_the_highest_line_crossed_with_owner_and_overrun(tmp_path):
+    lake = budget_lake(tmp_path, today=date(2026, 11, 15))
+    config = budgets_config(lake, [
+        {"name": "pretrain-soft", "value": "pretrain", "amount": 2000},   # actual 1400 ≥ 50%, forecast 3000 ≥ 100%
+        {"name": "pretrain-hard", "value": "Pretrain", "amount": 1200, "on": ["actual"]},  # actual 1400 > 1200
+        {"name": "eval", "value": "eval", "amount": 10000},                # 55 so far: no line crossed
+    ])
+    report = run_rules(config, only=["budget"], since="7d", now=datetime.fromisoformat("2026-11-15T00:00:00+00:00"))
+    found = {(f.evidence["budget"], f.evidence["kind"]): f for f in report.result.findings}
+    assert set(found) == {("pretrain-soft", "actual"), ("pretrain-soft", "forecast"), ("pretrain-hard", "actual")}
+    soft_actual = found[("pretrain-soft", "actual")]
+    assert (soft_actual.severity, soft_actual.evidence["line"], soft_actual.monthly_waste_usd) == ("warning", "0.5", 0)
+    soft_forecast = found[("pretrain-soft", "forecast")]
+    assert soft_forecast.severity == "warning" and soft_forecast.evidence["forecast"] == "3000.00"
+    assert soft_forecast.monthly_waste_usd == Decimal("1000.00")
+    hard = found[("pretrain-hard", "actual")]
+    assert hard.severity == "critical" and hard.monthly_waste_usd == Decimal("200.00")
+    assert {f.team.lower() for f in found.values()} == {"pretrain"}  # as each budget spells it
+    assert "pretrain" in hard.summary and "1,400.00" in hard.summary
+
+
+def test_budget_status_and_the_cli_agree_with_attribution(tmp_path):
+    today = datetime.utcnow().date()
+    lake = budget_lake(tmp_path, today=today)
+    config = budgets_config(lake, [{"name": "pretrain", "value": "pretrain", "amount": 1000000}])
+    [status] = budget_status(lake, config)
+    expected_actual = Decimal(100) * (today.day - 1)
+    assert status.outlook.actual == expected_actual and status.status == "ok"
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"lake": str(lake.root), "attribution": ATTRIBUTION,
+                                "budgets": [{"name": "pretrain", "value": "pretrain", "amount": 1000000}]}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.output)
+    assert row["budget"] == "pretrain" and Decimal(row["actual"]) == expected_actual
+    assert row["status"] == "ok" and Decimal(row["forecast"]) >= expected_actual
+
+
+def test_budget_config_errors_name_the_path(tmp_path):
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"budgets": [{"name": "x", "dimension": "squad", "value": "a", "amount": 1}]}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "budgets"])
+    assert result.exit_code == 2
+    assert "budgets[0].dimension: unknown dimension 'squad'" in result.output
