@@ -13,7 +13,8 @@ Which cost a file holds, and so which canonical column it fills:
 - an *amortized* export spreads reservation and savings plan purchases over the usage they
   cover: EffectiveCost = cost, BilledCost NULL.
 The other figure is not in the file, so it stays NULL rather than being guessed.
-`cost_type: auto` (the default) decides per file from its rows: it is amortized when
+`cost_type: auto` (the default) takes the type an export run's manifest.json declares, else
+decides per file from its rows: it is amortized when
 commitment-covered usage (PricingModel Reservation/SavingsPlan, ChargeType Usage) carries a
 cost, or when it has UnusedReservation/UnusedSavingsPlan rows — in an actual export that usage
 costs 0 and the purchase carries the money. Otherwise it is actual (the two coincide when no
@@ -59,7 +60,7 @@ class AzureCostConnector(FolderExport):
         table = open_table(con, path, uri, money=COST)
         table.require(COST, CURRENCY, "Date")
         cost = money(table, *COST)
-        amortized = self._is_amortized(con, table, cost)
+        amortized = self._is_amortized(con, table, cost, self.export_type(uri))
         charge_type = text(table, "ChargeType")
         day = timestamp(table, "Date", formats=DATE_FORMATS)
         period_start = (timestamp(table, "BillingPeriodStartDate", formats=DATE_FORMATS)
@@ -102,9 +103,11 @@ class AzureCostConnector(FolderExport):
         present = {k: v for k, v in expressions.items() if v}
         return f"SELECT {cost_select_list(present)} FROM {table.source}"
 
-    def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str) -> bool:
+    def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str, declared: str | None) -> bool:
         if self.config.cost_type != "auto":
             return self.config.cost_type == "amortized"
+        if declared in ("ActualCost", "AmortizedCost"):  # from the export run's manifest.json
+            return declared == "AmortizedCost"
         charge_type, pricing_model = table.col("ChargeType"), table.col("PricingModel")
         if charge_type is None or pricing_model is None:
             return False

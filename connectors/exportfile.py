@@ -4,7 +4,8 @@ Shared by the file-based connectors that have no manifest:
 
 - deliveries: the files of one folder form one delivery (its id is their fingerprint, its
   periods are those found in the data). A provider that splits a month into parts writes
-  them into one folder, so the parts add up instead of replacing each other.
+  them into one folder, so the parts add up instead of replacing each other. Azure export
+  runs with a manifest.json are read by their manifests instead (connectors.azure_manifest).
 - `open_table`: one file as a DuckDB FROM clause plus its column names and types. CSV is
   read as text (money columns as DECIMAL(38,12) by the CSV reader itself, so a bad value
   fails with the file, line and column); Parquet and JSON keep their types.
@@ -22,6 +23,7 @@ from typing import ClassVar
 
 import duckdb
 
+from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery
 from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
@@ -61,6 +63,7 @@ class FolderExport(ABC):
         self.config = config
         self.storage = Storage(config)
         self._objects: dict[str, StoredObject] = {}
+        self.runs: dict[str, ExportRun] = {}  # Azure export runs by delivery id
 
     def local_paths(self) -> list[Path]:
         return self.storage.local_paths()
@@ -69,6 +72,13 @@ class FolderExport(ABC):
         return self.folder_deliveries(self.storage.list())
 
     def folder_deliveries(self, listing: list[StoredObject]) -> Iterator[Delivery]:
+        runs = export_runs(self.storage, listing)
+        if runs:  # an Azure export with run manifests: they decide, loose files are ignored
+            for run in newest_runs(runs):
+                self.runs[run.run_id] = run
+                self._objects.update((o.uri, o) for o in run.files)
+                yield run_delivery(run)
+            return
         folders: dict[str, list[StoredObject]] = {}
         for obj in listing:
             if suffix_of(obj.name) in self.suffixes:
@@ -81,6 +91,9 @@ class FolderExport(ABC):
             yield Delivery(fingerprint(objects), None, tuple(o.uri for o in objects))
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
+        run = self.runs.get(delivery.delivery_id)
+        if run and run.problem:
+            raise run.problem
         selects = []
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
@@ -89,6 +102,10 @@ class FolderExport(ABC):
             return con.sql("\nUNION ALL\n".join(selects))
         except duckdb.Error as exc:
             raise DataError(f"cannot read the delivery: {short(exc)}", where=", ".join(delivery.files)) from None
+
+    def export_type(self, uri: str) -> str | None:
+        """The cost type an Azure export run's manifest declares for this file, if any."""
+        return next((r.cost_type for r in self.runs.values() if any(o.uri == uri for o in r.files)), None)
 
     @abstractmethod
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:

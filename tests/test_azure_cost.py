@@ -163,3 +163,64 @@ def test_bad_input_fails_the_delivery_naming_file_and_problem(tmp_path, name, co
     for part in expected:
         assert part in message
     assert lake.ledger() == []
+
+
+def write_run(root, *, export: str, date_range: str, run_id: str, submitted: str, parts: dict[str, str],
+              cost_type: str = "ActualCost", listed: tuple[str, ...] | None = None) -> None:
+    """One Azure export run: its part files and the manifest.json that lists them."""
+    folder = root / export / date_range / run_id
+    folder.mkdir(parents=True)
+    for name, content in parts.items():
+        (folder / name).write_text(content, encoding="utf-8")
+    start, end = date_range.split("-")
+    manifest = {
+        "manifestVersion": "2024-04-01", "blobCount": len(parts),
+        "exportConfig": {"exportName": export, "type": cost_type, "timeFrame": "MonthToDate"},
+        "runInfo": {"executionType": "Scheduled", "submittedTime": submitted, "runId": run_id,
+                    "startDate": f"{start[:4]}-{start[4:6]}-{start[6:]}T00:00:00",
+                    "endDate": f"{end[:4]}-{end[4:6]}-{end[6:]}T00:00:00"},
+        "blobs": [{"blobName": f"exports/{export}/{date_range}/{run_id}/{name}", "byteCount": 1}
+                  for name in (listed if listed is not None else parts)],
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def ea_rows(*lines: str) -> str:
+    return "\n".join([NEW_EA.split("\r\n")[0]] + list(lines)) + "\n"
+
+
+SEPT = "Lorem,sub-2,9/{day}/2023,Peering,Virtual Network,1,{cost},USD,9/1/2023,9/30/2023,,Usage,OnDemand,"
+
+
+def test_export_runs_only_the_newest_run_of_a_month_counts_and_reingest_does_not_flap(tmp_path):
+    root = tmp_path / "exports"
+    write_run(root, export="daily", date_range="20230901-20230930", run_id="f1e2d3c4-0000-4000-8000-000000000002",
+              submitted="2023-09-20T06:01:02.1234567Z",
+              parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="1")),
+                     "part_1_0002.csv": ea_rows(SEPT.format(day=19, cost="2"))})
+    write_run(root, export="daily", date_range="20230901-20230930", run_id="0a1b2c3d-0000-4000-8000-000000000001",
+              submitted="2023-09-10T06:01:02.1234567Z", parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="1"))})
+    write_run(root, export="daily", date_range="20231001-20231031", run_id="9a8b7c6d-0000-4000-8000-000000000003",
+              submitted="2023-10-02T06:00:00Z", cost_type="AmortizedCost",
+              parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="4").replace("9/", "10/"))})
+    (root / "daily" / "loose.csv").write_text(ea_rows(SEPT.format(day=3, cost="100")))  # not in any run: ignored
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", root))
+    assert failures(result) == []
+    assert sums(lake, "billing_period") == [("2023-09", 2, Decimal("3"), None), ("2023-10", 1, None, Decimal("4"))]
+    assert {e.billing_period: e.delivery_id for e in lake.ledger()} == {
+        "2023-09": "f1e2d3c4-0000-4000-8000-000000000002", "2023-10": "9a8b7c6d-0000-4000-8000-000000000003"}
+    _, again = ingest_files(tmp_path, ("azure", "azure-cost", root))
+    assert [o.status for o in again.outcomes] == ["unchanged", "unchanged"]
+
+
+def test_export_run_whose_manifest_lists_a_missing_part_fails_alone(tmp_path):
+    root = tmp_path / "exports"
+    write_run(root, export="daily", date_range="20230901-20230930", run_id="run-sep", submitted="2023-09-20T06:00:00Z",
+              parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="1"))},
+              listed=("part_1_0001.csv", "part_1_0002.csv"))
+    write_run(root, export="daily", date_range="20231001-20231031", run_id="run-oct", submitted="2023-10-02T06:00:00Z",
+              parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="4").replace("9/", "10/"))})
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", root))
+    [message] = failures(result)
+    assert "manifest.json" in message and "part_1_0002.csv" in message
+    assert sums(lake, "billing_period") == [("2023-10", 1, Decimal("4"), None)]
