@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import json
 from datetime import datetime, timezone
 from decimal import Decimal
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from billing_helpers import failures, ingest_files, sums
+from billing_helpers import failures, ingest_files
 from conftest import DATA, SAMPLES
 
 from connectors.gcp_billing import py_literal_json
