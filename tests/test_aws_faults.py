@@ -295,3 +295,52 @@ def test_manifest_replaced_while_the_period_is_read_commits_nothing(tmp_path, mo
     monkeypatch.setattr(Storage, "local_copy", original)
     ingest(cfg)
     assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("newer", Decimal(8))]
+
+
+# The least privilege a billing source needs: list the bucket, read the export. The shipped
+# deploy/iam policy must grant at least this; the test shows nothing more is used.
+BILLING_READ_POLICY = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::bills"},
+    {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::bills/cur/*"}]}
+
+
+@pytest.mark.parametrize("allow_get", [True, False])
+def test_least_privilege_policy_enforced_in_moto(tmp_path, monkeypatch, allow_get):
+    import json
+
+    from botocore.exceptions import ClientError
+    from moto import mock_aws
+    from moto.core import set_initial_no_auth_action_count
+
+    policy = json.loads(json.dumps(BILLING_READ_POLICY))
+    if not allow_get:
+        policy["Statement"].pop()
+    monkeypatch.delenv("AWS_SESSION_TOKEN")
+
+    @mock_aws
+    @set_initial_no_auth_action_count(6)  # the set-up below; every later call is authorised
+    def scenario():
+        client = boto3.session.Session(region_name="us-east-1").client("s3")
+        client.create_bucket(Bucket="bills")
+        write_legacy(s3_put(client, "bills"), prefix="cur", report="rep", period="2026-10", assembly="a1",
+                     parts=[[line(cost="4")]], bucket="bills")
+        iam = boto3.session.Session(region_name="us-east-1").client("iam")
+        iam.create_user(UserName="spendlake")
+        iam.put_user_policy(UserName="spendlake", PolicyName="billing-read", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="spendlake")["AccessKey"]
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        result = ingest(parse_config({"lake": str(tmp_path / "lake"), "sources": [
+            {"name": "cur", "kind": "aws-cur", "location": "s3://bills/cur", "region": "us-east-1"}]}))
+        with pytest.raises(ClientError, match="AccessDenied"):
+            boto3.session.Session(region_name="us-east-1").client("s3").delete_object(
+                Bucket="bills", Key="cur/rep/20261001-20261101/rep-Manifest.json")
+        return result
+
+    result = scenario()
+    if allow_get:
+        assert [o.status for o in result.outcomes] == ["committed"]
+    else:
+        message = failure(result)
+        assert "access denied for s3:GetObject" in message
+        assert "s3://bills/cur/rep/20261001-20261101/rep-Manifest.json" in message
