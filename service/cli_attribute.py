@@ -37,8 +37,10 @@ def render(result, fmt: str | None) -> None:
         click.echo(to_json(data))
         return
     columns = _columns(result)
-    if fmt == "csv":
-        emit(data["rows"], columns + (["explain"] if result.explain else []), "csv")
+    if fmt == "csv":  # money as numbers, so a negative cost stays a number (not a neutralised "-")
+        numbers = ("cost", "previous_cost", "change", "change_pct")
+        rows = [{**row, **{k: Decimal(row[k]) for k in numbers if row.get(k) is not None}} for row in data["rows"]]
+        emit(rows, columns + (["explain"] if result.explain else []), "csv")
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")

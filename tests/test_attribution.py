@@ -234,3 +234,27 @@ def test_rollups_follow_the_delivery_and_the_config(tmp_path):
     third = sorted((lake.root / "attribution_rollup").rglob("*.parquet"))
     assert len(third) == 1 and third != second and third[0].parent == second[0].parent
     assert "attribution_rollup" not in {r[0] for r in lake.query().execute("SHOW TABLES").fetchall()}
+
+
+@pytest.mark.parametrize("granularity, expected", [
+    ("day", {"2026-11-01": 5, "2026-11-02": 7, "2026-11-09": 11, "2026-12-01": 13}),
+    ("week", {"2026-10-26": 5, "2026-11-02": 7, "2026-11-09": 11, "2026-11-30": 13}),  # weeks start on Monday
+    ("month", {"2026-11-01": 23, "2026-12-01": 13}),
+])
+def test_granularity_buckets(tmp_path, granularity, expected):
+    lake = make_lake(tmp_path, [
+        line("2026-11-01 23:00", "5", tags={"team": "nlp"}),  # a Sunday
+        line("2026-11-02 00:00", "7", tags={"team": "nlp"}),
+        line("2026-11-09 12:00", "11", tags={"team": "nlp"}),
+        line("2026-12-01 00:00", "13", tags={"team": "nlp"}),
+    ])
+    window = Window(utc(2026, 11, 1), utc(2026, 12, 2))
+    result = attribute(lake, config(), window, granularity=granularity)
+    assert {r["period"]: Decimal(r["cost"]) for r in result.to_json()["rows"]} == expected
+
+
+def test_cost_measures(tmp_path):
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", effective="6.5", list_cost="12", tags={"team": "a"})])
+    got = {cost: attribute(lake, config(), NOV, cost=cost).to_json()["rows"][0]["cost"]
+           for cost in ("billed", "effective", "list")}
+    assert got == {"billed": "10.000000000000", "effective": "6.500000000000", "list": "12.000000000000"}

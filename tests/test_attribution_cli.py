@@ -15,6 +15,7 @@ from tests.attribution_helpers import line, make_lake
 
 LINES = [
     line("2026-11-02 00:00", "10", tags={"team": "nlp", "project": "llama"}),
+    line("2026-11-02 05:00", "-3", tags={"team": "refunds"}, category="Credit"),
     line("2026-11-02 01:00", "4", tags={"team": "=cmd|calc", "project": "llama"}),
     line("2026-11-02 02:00", "1.5", tags={"team": "x' OR 1=1--"}),
     line("2026-11-02 03:00", "2", currency="EUR", tags={"team": "nlp"}),
@@ -56,7 +57,7 @@ def test_json_contract(setup):
     assert {"team": "nlp", "project": "unallocated", "currency": "USD", "cost": "1.000000000000"} in data["rows"]
     assert all(set(row) == {"team", "project", "currency", "cost"} for row in data["rows"])
     assert data["totals"] == [{"currency": "EUR", "cost": "2.000000000000"},
-                              {"currency": "USD", "cost": "16.500000000000"}]
+                              {"currency": "USD", "cost": "13.500000000000"}]
     day = json.loads(run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--granularity", "day",
                          "--format", "json").output)
     assert {row["period"] for row in day["rows"]} == {"2026-11-02"}
@@ -66,9 +67,11 @@ def test_csv_neutralises_formula_cells_and_table_has_totals(setup):
     _, path = setup
     result = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--format", "csv")
     assert result.exit_code == 0
-    assert "'=cmd|calc,USD,4.000000000000" in result.output.splitlines()
+    lines = result.output.splitlines()
+    assert "'=cmd|calc,USD,4.000000000000" in lines
+    assert "refunds,USD,-3.000000000000" in lines  # a negative cost stays a number
     table = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--format", "table")
-    assert "total" in table.output and "16.50" in table.output and "66.7%" in table.output
+    assert "total" in table.output and "13.50" in table.output and "81.5%" in table.output
 
 
 def test_where_top_and_explain(setup):
@@ -79,7 +82,7 @@ def test_where_top_and_explain(setup):
     data = json.loads(run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--top", "1",
                           "--format", "json").output)
     assert {(r["team"], r["cost"]) for r in data["rows"] if r["currency"] == "USD"} == {
-        ("nlp", "11.000000000000"), ("other", "5.500000000000")}
+        ("nlp", "11.000000000000"), ("other", "2.500000000000")}
     data = json.loads(run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--explain",
                           "--format", "json").output)
     nlp = next(r for r in data["rows"] if r["team"] == "nlp" and r["currency"] == "USD")
