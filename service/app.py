@@ -24,13 +24,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from service.core.config import Config
 from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError
 from service.core.lake import Lake
-from service.core.timewindow import iso_utc, utc_now
+from service.core.timewindow import iso_utc, parse_window, utc_now
 from service.output import to_json
 from service.status import status as lake_status
 
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "SPENDLAKE_API_TOKEN"
+ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
+FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
 JSON = "application/json; charset=utf-8"
 
 
@@ -101,6 +103,9 @@ class Api:
             "/healthz": Route(self.healthz),
             "/readyz": Route(self.readyz),
             "/api/v1/status": Route(self.status, protected=True),
+            "/api/v1/attribute": Route(self.attribute, ATTRIBUTE_PARAMS, repeatable=frozenset({"where"}),
+                                       protected=True),
+            "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status"}), protected=True),
         }
 
     def handle(self, path: str, query: Query, authorization: str | None) -> Response:
@@ -168,6 +173,48 @@ class Api:
             "jobs": self.lake.read_state("jobs"),
             "periods": lake_status(self.lake),
         })
+
+
+    def attribute(self, query: Query) -> Response:
+        """The engine and JSON contract of `spendlake attribute --format json`."""
+        from service.attribution import attribute, parse_where
+
+        since = one(query, "since")
+        if not since:
+            raise UsageError("since is required", where="since", hint="e.g. ?since=7d&by=team,project")
+        top = one(query, "top")
+        if top is not None and not top.isdigit():
+            raise UsageError(f"top must be a whole number, not {top!r}", where="top")
+        result = attribute(
+            self.lake, self.config, parse_window(since, one(query, "until"), now=self.clock()),
+            by=tuple(d.strip() for d in (one(query, "by") or "team").split(",") if d.strip()),
+            where=parse_where(self.config, query.get("where", [])), cost=one(query, "cost") or "billed",
+            granularity=one(query, "granularity") or "total", top=int(top) if top else None,
+            compare=flag(query, "compare"), explain=flag(query, "explain"))
+        return json_response(200, result.to_json())
+
+    def findings(self, query: Query) -> Response:
+        """The list `spendlake findings --format json` prints (open ones unless `status` says)."""
+        from service.findings import finding_rows, load_findings
+
+        status = one(query, "status") or "open"
+        if status not in FINDING_STATUSES:
+            raise UsageError(f"unknown status {status!r}", where="status", hint=f"use one of {', '.join(FINDING_STATUSES)}")
+        found = load_findings(self.lake, rule=one(query, "rule"), team=one(query, "team"),
+                              status=None if status == "all" else status)
+        return json_response(200, finding_rows(found))
+
+
+def one(query: Query, name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def flag(query: Query, name: str) -> bool:
+    value = (one(query, name) or "false").lower()
+    if value not in ("true", "false", "1", "0"):
+        raise UsageError(f"{name} must be true or false, not {value!r}", where=name)
+    return value in ("true", "1")
 
 
 class ServiceHandler(BaseHTTPRequestHandler):

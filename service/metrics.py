@@ -15,16 +15,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 
 import duckdb
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
+from service.metrics_lake import data_end_families, findings_families, source_families, spend_families
 
 log = logging.getLogger(__name__)
 
@@ -92,45 +93,23 @@ class LakeCollector(Collector):
         return tuple(stats)
 
     def compute(self) -> list[Metric]:
-        readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read the lake.")
+        """Every family group on its own: a group that cannot be read is logged and left
+        out, and `spendlake_lake_readable` drops to 0, while the others still report."""
+        now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        groups = (
+            lambda: source_families(self.config, self.lake),
+            lambda: data_end_families(self.config, self.lake),
+            lambda: spend_families(self.config, self.lake, now),
+            lambda: findings_families(self.config, self.lake),
+        )
         families: list[Metric] = []
-        try:
-            families += self.source_families()
-            con = self.lake.query()
+        ok = True
+        for group in groups:
             try:
-                families += self.data_end_families(con)
-            finally:
-                con.close()
-        except (SpendlakeError, duckdb.Error, OSError) as exc:
-            log.error("metrics: cannot read the lake at %s: %s", self.lake.root, exc)
-            readable.add_metric([], 0)
-            return [readable]
-        readable.add_metric([], 1)
+                families += group()
+            except (SpendlakeError, duckdb.Error, OSError) as exc:
+                log.error("metrics: cannot read the lake at %s: %s", self.lake.root, exc)
+                ok = False
+        readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read all of the lake.")
+        readable.add_metric([], 1 if ok else 0)
         return [readable, *families]
-
-    def source_families(self) -> list[Metric]:
-        state = self.lake.read_state("sources")
-        last = GaugeMetricFamily("spendlake_source_last_success_timestamp_seconds",
-                                 "When the source last ingested without error.", labels=["source"])
-        failures = CounterMetricFamily("spendlake_source_failures", "Ingest runs of the source that failed.",
-                                       labels=["source"])
-        for source in self.config.sources:  # configured sources only: a bounded label set
-            record = state.get(source.name, {})
-            if record.get("last_success"):
-                last.add_metric([source.name], iso_seconds(record["last_success"]))
-            failures.add_metric([source.name], int(record.get("failures_total", 0)))
-        return [last, failures]
-
-    def data_end_families(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
-        end = GaugeMetricFamily("spendlake_source_data_end_timestamp_seconds",
-                                "End of the latest charge period the lake holds for the source.", labels=["source"])
-        configured = {s.name for s in self.config.sources}
-        rows = con.execute("SELECT source, epoch(max(ChargePeriodEnd)) FROM costs GROUP BY source").fetchall()
-        for source, seconds in rows:
-            if source in configured and seconds is not None:
-                end.add_metric([source], float(seconds))
-        return [end]
-
-
-def iso_seconds(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

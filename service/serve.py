@@ -12,17 +12,17 @@ import signal
 import threading
 import time as clock_time
 from collections.abc import Callable
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from service.app import Api, api_token, make_server
 from service.core.config import Config
-from service.core.errors import SourceError
+from service.core.errors import SourceError, SpendlakeError
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
 from service.metrics import JobMetrics, LakeCollector
-from service.report import write_report
+from service.report import ReportResult, write_report
 from service.scheduler import ServiceScheduler, Tasks
 
 log = logging.getLogger(__name__)
@@ -36,9 +36,23 @@ def run_ingest(config: Config) -> None:
         raise SourceError("; ".join(str(o.error) for o in result.failed))
 
 
+def run_rules(config: Config) -> None:
+    from service.findings import run_rules as evaluate
+
+    errors = evaluate(config).result.errors
+    if errors:  # the other rules' findings are stored; the job still counts as failed
+        raise SpendlakeError("; ".join(f"rule {o.rule}: {o.message}" for o in errors))
+
+
+def write_daily_report(config: Config, day: date) -> ReportResult:
+    result = write_report(config, day)
+    log.info("daily report for %s written to %s", day, result.location)
+    return result
+
+
 def default_tasks(config: Config) -> Tasks:
-    return Tasks(ingest=lambda: run_ingest(config), rules=None,
-                 daily=lambda day: write_report(config, day))
+    return Tasks(ingest=lambda: run_ingest(config), rules=lambda: run_rules(config),
+                 daily=lambda day: write_daily_report(config, day))
 
 
 class Service:

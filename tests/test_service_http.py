@@ -7,15 +7,22 @@ import threading
 import urllib.error
 import urllib.request
 from datetime import timedelta
+from decimal import Decimal
+from urllib.parse import parse_qs
 
 import pytest
 from prometheus_client import CollectorRegistry
-from servicekit import MemoryConnector, make_config
+from click.testing import CliRunner
+from servicekit import MemoryConnector, commit, make_config, write_config
 
 from connectors.base import CONNECTORS
+from rules.base import Finding
 from service.app import Api, make_server, parse_listen
+from service.cli import cli as cli_group
 from service.core.config import ServiceConfig
+from service.core.lake import Lake
 from service.core.timewindow import utc_now
+from service.findings import store_findings
 from service.ingest import ingest
 from service.metrics import LakeCollector
 
@@ -127,3 +134,53 @@ def test_binds_loopback_by_default(tmp_path):
         assert server.server_address[0] == "127.0.0.1"
     finally:
         server.server_close()
+
+
+def test_attribute_gives_the_cli_json_contract(tmp_path, serve_api):
+    config = make_config(tmp_path)
+    commit(Lake(config.lake), "cur", [
+        ("2026-11-03 05:00:00", "2026-11-03 06:00:00", "USD", "4.25", {"team": "nlp", "project": "llm"}),
+        ("2026-11-04 05:00:00", "2026-11-04 06:00:00", "USD", "1", {"team": "vision"}),
+    ])
+    base = serve_api(api_for(config))
+    query = "since=2026-11-01&until=2026-12-01&by=team,project&where=team=nlp&where=team=vision"
+    status, _, body = get(base + "/api/v1/attribute?" + query)
+    assert status == 200
+    cli = CliRunner().invoke(cli_group, ["--config", str(write_config(tmp_path, {
+        "lake": str(config.lake), "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path)}]})),
+        "attribute", "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team,project",
+        "--where", "team=nlp", "--where", "team=vision", "--format", "json"])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(body) == json.loads(cli.output)
+    assert json.loads(body)["totals"] == [{"currency": "USD", "cost": "5.250000000000"}]
+
+
+@pytest.mark.parametrize("query, message", [
+    ("by=team", "since is required"),
+    ("since=yesterday-ish", "cannot read 'yesterday-ish' as a time"),
+    ("since=7d&by=team,nope", "unknown dimension 'nope'"),
+    ("since=7d&top=ten", "top must be a whole number, not 'ten'"),
+    ("since=7d&compare=maybe", "compare must be true or false, not 'maybe'"),
+    ("since=7d&cost=list&cost=billed", "parameter(s) given more than once: cost"),
+])
+def test_attribute_rejects_bad_parameters_with_a_json_400(tmp_path, query, message):
+    response = api_for(make_config(tmp_path)).handle("/api/v1/attribute", parse_qs(query), None)
+    assert response.status == 400
+    assert json.loads(response.body)["error"]["message"] == message
+
+
+def test_findings_lists_what_the_cli_lists(tmp_path, serve_api):
+    config = make_config(tmp_path)
+    store_findings(Lake(config.lake), [
+        Finding(id="a1", rule="idle-gpu", severity="warning", resource_id="i-1", team="nlp",
+                monthly_waste_usd=Decimal("120.50"), summary="idle for 6 hours"),
+        Finding(id="b2", rule="idle-gpu", severity="critical", resource_id="i-2", team="vision",
+                monthly_waste_usd=Decimal("900"), summary="idle all week", status="resolved"),
+    ])
+    base = serve_api(api_for(config))
+    status, _, body = get(base + "/api/v1/findings?team=nlp")
+    [finding] = json.loads(body)
+    assert status == 200 and finding["id"] == "a1" and finding["monthly_waste_usd"] == "120.50"
+    assert [f["id"] for f in json.loads(get(base + "/api/v1/findings?status=all")[2])] == ["b2", "a1"]
+    status, _, body = get(base + "/api/v1/findings?status=gone")
+    assert status == 400 and "use one of open, acknowledged, resolved, all" in json.loads(body)["error"]["hint"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 from datetime import datetime, timezone
+from decimal import Decimal
 
 import pytest
 from conftest import require_binary
@@ -12,7 +13,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from servicekit import MemoryConnector, commit, make_config
 
 from connectors.base import CONNECTORS
+from rules.base import Finding
 from service.core.lake import Lake
+from service.core.schema import cost_select_list
+from service.findings import store_findings
 from service.ingest import ingest
 from service.metrics import JobMetrics, LakeCollector
 
@@ -99,3 +103,80 @@ def test_the_scraped_page_passes_promtool_check_metrics(tmp_path, memory_source)
     checked = subprocess.run([promtool, "check", "metrics"], input=page, capture_output=True, timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert not checked.stdout.strip() and not checked.stderr.strip()
+
+
+NOW = datetime(2026, 11, 28, 0, 0, tzinfo=timezone.utc)
+
+
+def test_spend_by_team_project_and_window_and_the_unallocated_share(tmp_path):
+    config = make_config(tmp_path)
+    commit(Lake(config.lake), "cur", [
+        ("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp", "project": "llm"}),
+        ("2026-11-25 05:00:00", "2026-11-25 06:00:00", "USD", "10", {"team": "nlp", "project": "llm"}),
+        ("2026-11-02 05:00:00", "2026-11-02 06:00:00", "USD", "100", {"team": "vision", "project": "vit"}),
+        ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "1", {}),
+        ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "EUR", "1000", {"team": "nlp"}),  # never in _usd
+    ])
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+
+    def spend(team, project, window):
+        return registry.get_sample_value("spendlake_spend_usd", {"team": team, "project": project, "window": window})
+
+    assert (spend("nlp", "llm", "24h"), spend("nlp", "llm", "7d"), spend("nlp", "llm", "mtd")) == (4, 14, 14)
+    assert spend("vision", "vit", "7d") is None and spend("vision", "vit", "mtd") == 100
+    assert spend("unallocated", "unallocated", "24h") == 1
+    ratio = registry.get_sample_value("spendlake_unallocated_ratio", {"dimension": "team", "window": "24h"})
+    assert ratio == pytest.approx(1 / 5)
+    assert registry.get_sample_value("spendlake_unallocated_ratio", {"dimension": "project", "window": "mtd"}) == \
+        pytest.approx(1 / 115)
+
+
+def test_ten_thousand_experiments_stay_under_the_series_cap(tmp_path):
+    config = make_config(tmp_path)
+    lake = Lake(config.lake)
+    con = lake.connect()
+    select = cost_select_list({
+        "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "ChargePeriodStart": "TIMESTAMP '2026-11-27 05:00:00'",
+        "ChargePeriodEnd": "TIMESTAMP '2026-11-27 06:00:00'", "BillingCurrency": "'USD'",
+        "BilledCost": "1 + i % 97", "EffectiveCost": "1 + i % 97",
+        "Tags": "MAP {'team': 'team-' || (i % 50), 'project': 'p-' || (i % 400), 'experiment': 'run-' || i}",
+    })
+    lake.commit_costs(con, con.sql(f"SELECT {select} FROM range(10000) AS t(i)"), source="cur",
+                      delivery_id="d1", periods=None)
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    samples = [s for family in registry.collect() for s in family.samples]
+    experiments = [s for s in samples if s.name == "spendlake_experiment_spend_usd"]
+    pairs = [s for s in samples if s.name == "spendlake_spend_usd"]
+    top_n = config.service.top_n
+    assert len(experiments) == len(pairs) == 3 * (top_n + 1)  # three windows, top N plus `other`
+    assert len(samples) < 250
+    assert {s.labels["experiment"] for s in experiments if s.labels["experiment"].startswith("run-")} <= \
+        {f"run-{i}" for i in range(10000) if i % 97 == 96}  # only the largest experiments get a series
+    total = sum(Decimal(1 + i % 97) for i in range(10000))
+    mtd = sum(s.value for s in experiments if s.labels["window"] == "mtd")
+    assert mtd == pytest.approx(float(total))  # folding into `other` loses nothing
+
+
+def test_findings_and_waste_by_rule_and_team_with_teams_folded(tmp_path):
+    config = make_config(tmp_path, top_n=2)
+    lake = Lake(config.lake)
+    found = [Finding(id=f"f{i}", rule="idle-gpu", severity="warning", resource_id=f"i-{i}", team=team,
+                     monthly_waste_usd=Decimal(waste), summary="idle") for i, (team, waste) in
+             enumerate([("nlp", "900"), ("nlp", "100"), ("vision", "500"), ("speech", "20"), ("infra", "10")])]
+    found.append(Finding(id="f9", rule="checkpoint-sprawl", severity="info", resource_id="s3://b/ckpt/",
+                         team="nlp", monthly_waste_usd=Decimal("40.5"), summary="old checkpoints"))
+    found.append(Finding(id="f10", rule="idle-gpu", severity="critical", resource_id="i-x", team="nlp",
+                         monthly_waste_usd=Decimal("5000"), summary="gone", status="resolved"))
+    store_findings(lake, found)
+    registry = scrape(LakeCollector(config))
+
+    def value(name, **labels):
+        return registry.get_sample_value(name, labels)
+
+    assert value("spendlake_findings", rule="idle-gpu", severity="warning", team="nlp") == 2
+    assert value("spendlake_findings", rule="idle-gpu", severity="warning", team="other") == 2
+    assert value("spendlake_findings", rule="idle-gpu", severity="critical", team="nlp") is None  # resolved
+    assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="nlp") == 1000
+    assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="vision") == 500
+    assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="other") == 30
+    assert value("spendlake_waste_monthly_usd", rule="checkpoint-sprawl", team="nlp") == 40.5

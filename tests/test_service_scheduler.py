@@ -115,6 +115,7 @@ def test_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical
     assert (totals["day"]["currency"], totals["day"]["cost"]) == ("USD", "2.500000000000")
     assert totals["mtd"]["cost"] == "3.500000000000"
     assert b"EUR" not in content["report.json"]  # the 29th is after the reported day
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["2026-11-28"]  # nothing staged left
 
 
 def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplog):
