@@ -146,31 +146,13 @@ InventorySourceConfig = Annotated[
 
 
 class ServiceConfig(Strict):
-    """`spendlake serve`: HTTP listen address, job schedule (UTC) and metric label bounds."""
+    """`spendlake serve`: listen address, job schedule (UTC), bearer token, metric label bound."""
 
-    listen: str = Field(default="127.0.0.1:9464", description="host:port; 127.0.0.1 unless you mean to expose it")
+    listen: str = Field(default="127.0.0.1:9464", pattern=r"^\S+:\d{1,5}$", description="host:port")
     ingest_every_minutes: int = Field(default=60, ge=1, le=24 * 60)
-    daily_at: str = Field(default="06:00", description="HH:MM, UTC")
-    api_token: str | None = Field(default=None, min_length=16,
-                                  description="bearer token for /api; $SPENDLAKE_API_TOKEN takes precedence")
+    daily_at: str = Field(default="06:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, UTC")
+    api_token: str | None = Field(default=None, min_length=16, description="$SPENDLAKE_API_TOKEN takes precedence")
     top_n: int = Field(default=20, ge=1, le=200, description="label values per metric before folding into `other`")
-
-    @field_validator("listen")
-    @classmethod
-    def _host_port(cls, value: str) -> str:
-        host, _, port = value.rpartition(":")
-        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"{value!r} is not host:port, e.g. 127.0.0.1:9464")
-        return value
-
-    @field_validator("daily_at")
-    @classmethod
-    def _hh_mm(cls, value: str) -> str:
-        hours, _, minutes = value.partition(":")
-        if not (hours.isdigit() and minutes.isdigit() and len(minutes) == 2
-                and int(hours) < 24 and int(minutes) < 60):
-            raise ValueError(f"{value!r} is not a UTC time of day, e.g. 06:00")
-        return value
 
 
 class Config(Strict):
