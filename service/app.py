@@ -25,6 +25,7 @@ from service.core.config import Config
 from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc, parse_window, utc_now
+from service.metrics_lake import freshness_limits
 from service.output import to_json
 from service.status import status as lake_status
 
@@ -70,20 +71,21 @@ def api_token(config: Config) -> str | None:
 
 
 def source_freshness(config: Config, lake: Lake, now: datetime) -> list[dict]:
-    """Per configured source: last success, failures, and whether it is within its limit."""
+    """Per configured source (billing and inventory): last success, failures, and whether
+    it is within its freshness limit."""
     state = lake.read_state("sources")
     rows = []
-    for source in config.sources:
-        record = state.get(source.name, {})
+    for name, hours in sorted(freshness_limits(config).items()):
+        record = state.get(name, {})
         last = record.get("last_success")
         age = now - datetime.fromisoformat(last.replace("Z", "+00:00")) if last else None
         rows.append({
-            "source": source.name,
+            "source": name,
             "last_success": last,
             "failures_total": int(record.get("failures_total", 0)),
             "last_error": record.get("last_error"),
-            "freshness_hours": source.freshness_hours,
-            "fresh": age is not None and age <= timedelta(hours=source.freshness_hours),
+            "freshness_hours": hours,
+            "fresh": age is not None and age <= timedelta(hours=hours),
         })
     return rows
 

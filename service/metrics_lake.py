@@ -16,7 +16,7 @@ from decimal import Decimal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from service.core.config import Config
+from service.core.config import Config, SourceConfig
 from service.core.lake import Lake
 from service.core.timewindow import Window
 
@@ -49,18 +49,30 @@ def iso_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def freshness_limits(config: Config) -> dict[str, int]:
+    """Hours each configured source (billing and inventory) may go without a successful
+    ingest. Inventory sources have no setting of their own and take the billing default."""
+    default = SourceConfig.model_fields["freshness_hours"].default
+    limits = {source.name: source.freshness_hours for source in config.sources}
+    limits.update({source.name: default for source in config.inventory})
+    return limits
+
+
 def source_families(config: Config, lake: Lake) -> list[Metric]:
     state = lake.read_state("sources")
     last = GaugeMetricFamily("spendlake_source_last_success_timestamp_seconds",
                              "When the source last ingested without error.", labels=["source"])
+    limit = GaugeMetricFamily("spendlake_source_freshness_limit_seconds",
+                              "How long the source may go without a successful ingest.", labels=["source"])
     failures = CounterMetricFamily("spendlake_source_failures", "Ingest runs of the source that failed.",
                                    labels=["source"])
-    for source in config.sources:  # configured sources only: a bounded label set
-        record = state.get(source.name, {})
+    for name, hours in sorted(freshness_limits(config).items()):  # configured sources only: bounded
+        record = state.get(name, {})
         if record.get("last_success"):
-            last.add_metric([source.name], iso_seconds(record["last_success"]))
-        failures.add_metric([source.name], int(record.get("failures_total", 0)))
-    return [last, failures]
+            last.add_metric([name], iso_seconds(record["last_success"]))
+        limit.add_metric([name], hours * 3600)
+        failures.add_metric([name], int(record.get("failures_total", 0)))
+    return [last, limit, failures]
 
 
 def data_end_families(config: Config, lake: Lake) -> list[Metric]:

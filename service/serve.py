@@ -29,11 +29,16 @@ log = logging.getLogger(__name__)
 
 
 def run_ingest(config: Config) -> None:
+    """Billing exports, then inventory snapshots; a failing source fails the job (counted)
+    after the others have committed."""
     from service.ingest import ingest
+    from service.inventory import run_inventory
 
-    result = ingest(config)
-    if result.failed:
-        raise SourceError("; ".join(str(o.error) for o in result.failed))
+    errors = [str(o.error) for o in ingest(config).failed]
+    if config.inventory:
+        errors += [str(o.error) for o in run_inventory(config) if o.failed]
+    if errors:
+        raise SourceError("; ".join(errors))
 
 
 def run_rules(config: Config) -> None:
