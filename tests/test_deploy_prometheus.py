@@ -1,0 +1,85 @@
+"""deploy/prometheus and deploy/alertmanager, checked with the real binaries (RELIABILITY 29)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, require_binary
+
+DEPLOY = REPO / "deploy"
+ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
+          "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeSpendAnomaly",
+          "SpendlakeUnallocatedSpendHigh")
+
+
+def run(*args: str, cwd: Path = DEPLOY) -> str:
+    done = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def rules() -> dict[str, dict]:
+    groups = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())["groups"]
+    return {rule["alert"]: rule for group in groups for rule in group["rules"]}
+
+
+def test_config_and_rules_are_valid():
+    promtool = require_binary("promtool")
+    assert "SUCCESS: 8 rules found" in run(promtool, "check", "rules", "prometheus/alerts.yml")
+    run(promtool, "check", "config", "prometheus/prometheus.yml")
+
+
+def test_alert_unit_tests_pass():
+    promtool = require_binary("promtool")
+    assert "SUCCESS" in run(promtool, "test", "rules", "alerts_test.yml", cwd=DEPLOY / "prometheus")
+
+
+def test_every_alert_has_a_team_a_summary_and_a_runbook_section():
+    found = rules()
+    assert sorted(found) == sorted(ALERTS)
+    runbook = (DEPLOY / "RUNBOOK.md").read_text()
+    headings = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
+    for name, rule in found.items():
+        assert rule["labels"].get("team"), name
+        assert rule["annotations"].get("summary"), name
+        anchor = rule["annotations"]["runbook_url"].rsplit("#", 1)[1]
+        assert anchor == name.lower() and anchor in headings, name
+
+
+def test_unit_tests_cover_each_alert_firing_and_not_firing():
+    cases = yaml.safe_load((DEPLOY / "prometheus" / "alerts_test.yml").read_text())["tests"]
+    firing, quiet = set(), set()
+    for case in cases:
+        for check in case["alert_rule_test"]:
+            (firing if check["exp_alerts"] else quiet).add(check["alertname"])
+    assert firing == quiet == set(ALERTS)
+
+
+@pytest.mark.parametrize("labels, receiver", [
+    ("team=nlp alertname=SpendlakeIdleGPUWaste", "team-nlp"),
+    ("team=platform alertname=SpendlakeDown", "platform"),
+    ("team=speech alertname=SpendlakeIdleGPUWaste", "finops"),  # no route of its own: the default
+    ("team=finops alertname=SpendlakeUnallocatedSpendHigh", "finops"),
+])
+def test_alertmanager_routes_by_team(labels, receiver):
+    amtool = require_binary("amtool")
+    config = str(DEPLOY / "alertmanager" / "alertmanager.yml")
+    run(amtool, "check-config", config)
+    assert run(amtool, "config", "routes", "test", f"--config.file={config}", *labels.split()).splitlines()[0] == receiver
+
+
+def test_alertmanager_sends_one_digest_per_team():
+    route = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())["route"]
+    assert route["group_by"] == ["team"] and route["receiver"] == "finops"
+    assert all(not sub.get("group_by") or sub["group_by"] == ["team"] for sub in route["routes"])
+
+
+def test_prometheus_scrapes_spendlake_and_loads_the_rules():
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    [job] = config["scrape_configs"]
+    assert job["job_name"] == "spendlake" and re.match(r"spendlake:9464$", job["static_configs"][0]["targets"][0])
+    assert config["rule_files"] == ["alerts.yml"]
