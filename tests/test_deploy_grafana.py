@@ -1,0 +1,51 @@
+"""The Grafana dashboard: every panel's PromQL, evaluated by a real Prometheus that scraped a
+real `spendlake serve`, must run without error and return series."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from stackkit import DEPLOY, demo_service, prometheus, query, wait_until
+
+DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spendlake.json"
+# Budgets and anomalies come with issue 5; until spendlake exports those metrics these
+# panels return nothing. Strict: once the metrics exist, the mark must go.
+AWAITING_ISSUE_5 = {"Budgets: used and forecast", "Spend anomalies: impact above expected"}
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return [(panel["title"], target["expr"]) for panel in panels for target in panel["targets"]]
+
+
+def test_dashboard_and_provisioning_agree():
+    dashboard = json.loads(DASHBOARD.read_text())
+    import yaml
+
+    datasource = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())
+    uids = {d["uid"] for d in datasource["datasources"]}
+    assert {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]} <= uids
+    titles = [p["title"] for p in dashboard["panels"]]
+    assert len(titles) == len(set(titles)) and len({p["id"] for p in dashboard["panels"]}) == len(titles)
+    provider = yaml.safe_load((DEPLOY / "grafana/provisioning/dashboards/spendlake.yml").read_text())
+    assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("grafana")
+    with demo_service(tmp_path) as spendlake, prometheus(tmp_path, spendlake) as prom:
+        # rate()/increase() panels need two samples of everything.
+        wait_until(lambda: query(prom, "count_over_time(spendlake_lake_readable[1m]) >= 3")["result"], 30,
+                   "three scrapes of spendlake")
+        yield prom
+
+
+@pytest.mark.parametrize("title, expr", [
+    pytest.param(title, expr, id=title, marks=[pytest.mark.xfail(strict=True, reason="needs issue 5's metrics")]
+                 if title in AWAITING_ISSUE_5 else [])
+    for title, expr in panel_queries()])
+def test_panel_query_returns_series(scraped, title, expr):
+    result = query(scraped, expr)["result"]
+    assert result, f"panel {title!r}: {expr} returned no series"
