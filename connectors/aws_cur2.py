@@ -49,8 +49,9 @@ class AwsCur2Connector(AwsExportConnector):
 
         result: list[Delivery] = []
         for (root, period), candidates in manifests.items():
-            # CREATE_NEW_REPORT: date-stamped delivery folders sort in time order; the newest counts.
-            _, manifest = max(candidates, key=lambda c: (c[0], c[1].key))
+            # CREATE_NEW_REPORT: one folder per delivery; the manifest written last counts
+            # (its folder name, date-stamped, breaks a tie).
+            _, manifest = max(candidates, key=lambda c: (c[1].modified, c[0], c[1].key))
             result.append(self._manifest_delivery(root, period, manifest))
         for (root, period), objs in data.items():
             if (root, period) not in manifests:

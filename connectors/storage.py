@@ -26,6 +26,7 @@ class StoredObject:
     key: str  # path relative to the source's location, '/'-separated
     size: int
     version: str  # S3 ETag, or local size+mtime: changes when the content is replaced
+    modified: float = 0.0  # S3 LastModified or local mtime, seconds since the epoch (0: unknown)
 
     @property
     def name(self) -> str:
@@ -103,7 +104,8 @@ class Storage:
                     if key.endswith("/"):
                         continue
                     rel = key[len(self.prefix):].lstrip("/") if self.prefix else key
-                    yield StoredObject(f"s3://{self.bucket}/{key}", rel, int(item["Size"]), item["ETag"].strip('"'))
+                    yield StoredObject(f"s3://{self.bucket}/{key}", rel, int(item["Size"]), item["ETag"].strip('"'),
+                                       item["LastModified"].timestamp())
         except (ClientError, BotoCoreError) as exc:
             raise self._s3_error(exc, "s3:ListBucket", prefix) from None
 
@@ -121,7 +123,7 @@ class Storage:
         for path in paths:
             stat = path.stat()
             yield StoredObject(str(path), path.relative_to(base).as_posix(), stat.st_size,
-                               f"{stat.st_size}-{stat.st_mtime_ns}")
+                               f"{stat.st_size}-{stat.st_mtime_ns}", stat.st_mtime)
 
     def read_bytes(self, obj: StoredObject) -> bytes:
         if not self.is_s3:

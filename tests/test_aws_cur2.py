@@ -78,3 +78,20 @@ def test_two_periods_two_currencies_kept_apart(tmp_path):
     got = Lake(cfg.lake).query().execute(
         "SELECT billing_period, BillingCurrency, sum(BilledCost) FROM costs GROUP BY ALL ORDER BY ALL").fetchall()
     assert got == [("2026-09", "EUR", Decimal(2)), ("2026-09", "USD", Decimal(1)), ("2026-10", "USD", Decimal(5))]
+
+
+def test_create_new_report_takes_the_manifest_written_last(tmp_path):
+    import os
+
+    put = local_put(tmp_path / "exp")
+    # Folder names that do not sort by time (execution ids): the manifest's write time decides.
+    write_cur2(put, prefix="", export="cur2", period="2026-10", execution="older", fmt="parquet",
+               parts=[part(tmp_path, [line("2026-10", "1")], "parquet")], delivery_folder="zzz-older")
+    write_cur2(put, prefix="", export="cur2", period="2026-10", execution="newer", fmt="parquet",
+               parts=[part(tmp_path, [line("2026-10", "2")], "parquet")], delivery_folder="aaa-newer")
+    metadata = tmp_path / "exp" / "cur2" / "metadata" / "BILLING_PERIOD=2026-10"
+    os.utime(metadata / "zzz-older" / "cur2-Manifest.json", (1_800_000_000, 1_800_000_000))
+    os.utime(metadata / "aaa-newer" / "cur2-Manifest.json", (1_800_000_100, 1_800_000_100))
+    cfg = config(tmp_path, tmp_path / "exp")
+    ingest(cfg)
+    assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("newer", Decimal(2))]

@@ -27,6 +27,7 @@ def test_local_listing_skips_hidden_files_and_keys_are_relative(tmp_path):
     storage = Storage(source(tmp_path))
     assert [(o.key, o.size) for o in storage.list()] == [("a/b/x.csv.gz", 5), ("top.csv", 1)]
     assert [o.key for o in storage.list("a")] == ["a/b/x.csv.gz"]
+    assert all(o.modified == (tmp_path / o.key).stat().st_mtime for o in storage.list())
     single = Storage(source(tmp_path / "top.csv"))
     assert [o.key for o in single.list()] == ["top.csv"] and single.local_paths() == [tmp_path / "top.csv"]
 
@@ -72,6 +73,7 @@ def test_s3_listing_follows_pages_and_downloads_under_hashed_names(tmp_path):
     storage = Storage(source("s3://bills/cur", region="us-east-1"))
     listing = storage.list()
     assert len(listing) == 2501 and listing[-1].key == "part-2499.csv"
+    assert all(o.modified > 1.7e9 for o in listing)  # S3 LastModified, seconds since the epoch
     hostile = next(o for o in listing if "escape" in o.key)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
