@@ -114,7 +114,13 @@ class Fields:
 
     def labels(self, path: str) -> str | None:
         pairs = self.repeated(path, '[{"key": "VARCHAR", "value": "VARCHAR"}]')
-        return pairs and f"map(list_transform({pairs}, lambda p: p.key), list_transform({pairs}, lambda p: p.value))"
+        if pairs is None:
+            return None
+        keys = f"list_transform({pairs}, lambda p: p.key)"
+        # list_distinct drops NULLs, so equal lengths mean every key present and unique
+        as_map = (f"CASE WHEN len(list_distinct({keys})) = len({keys}) "
+                  f"THEN map({keys}, list_transform({pairs}, lambda p: p.value)) END")
+        return parsed_or_fail(self.table, pairs, as_map, path, "a label key missing or given twice")
 
     def credits_total(self) -> str | None:
         credits = self.repeated("credits", '[{"amount": "VARCHAR"}]')

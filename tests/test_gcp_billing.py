@@ -135,6 +135,9 @@ def koku_csv(*rows: dict, header: str = KOKU_HEADER) -> bytes:
     ("ragged.csv", koku_csv({}, {"cost": "1,5"}), ["ragged.csv", "cannot read the file"]),
     ("badcost2.csv", koku_csv({}, {}, {"cost": "x1"}), ["badcost2.csv", "Line: 4", 'column "cost"', '"x1"']),
     ("badcredits.csv", koku_csv({"credits": "[{'amount': -1"}), ["badcredits.csv", "column credits: not a list"]),
+    ("duplabels.csv", koku_csv({}).replace(b"credits", b"labels").replace(
+        b'"[]"', b'"[{\'key\': \'team\', \'value\': \'a\'}, {\'key\': \'team\', \'value\': \'b\'}]"'),
+     ["duplabels.csv", "column labels: a label key missing or given twice"]),
     ("badmonth.csv", koku_csv({"month": "2020-11"}), ["badmonth.csv", "column invoice.month: not YYYYMM"]),
     ("latin1.json", json.dumps({"cost": 1, "currency": "USD", "invoice": {"month": "202405"},
                                 "usage_start_time": "2024-05-01T00:00:00Z", "project": {"name": "Société"}},
