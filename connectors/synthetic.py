@@ -7,7 +7,8 @@ writes, per format (`parquet` and/or `csv.gz`), one export in the layout AWS del
     <out_dir>/<export>/data/BILLING_PERIOD=YYYY-MM/<export>-00001.snappy.parquet   (or .csv.gz)
     <out_dir>/<export>/metadata/BILLING_PERIOD=YYYY-MM/<export>-Manifest.json
 
-The manifest lists its data files as `s3://ml-org-billing/cur2/<export>/data/...` URIs, as
+and, with `legacy-csv.gz`, the same rows as a legacy CUR (connectors.synthetic_legacy)
+under `<out_dir>/ml-org-cur/`. The manifest lists its data files as `s3://ml-org-billing/cur2/<export>/data/...` URIs, as
 AWS does; a reader of a local copy resolves them relative to the export directory. Same
 arguments → byte-identical files. The result carries the expected totals per billing
 period (billed = Σ unblended cost; effective = amortized as issue 2 defines it), and the
@@ -33,16 +34,18 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from connectors.synthetic_cur2 import (
-    CHUNK_ROWS, CSV_SCHEMA, SCHEMA, Catalogue, Rows, columns, expand, manifest_columns, month_bounds, utc_midnight,
+    CHUNK_ROWS, SCHEMA, Catalogue, Rows, columns, expand, manifest_columns, month_bounds, utc_midnight,
 )
+from connectors.synthetic_legacy import LegacyColumns, install_assembly, tag_keys
 from connectors.synthetic_org import UNITS, Organisation, Stream, build_organisation
 
-FORMATS = {"parquet": ".snappy.parquet", "csv.gz": ".csv.gz"}
-EXPORT_NAMES = {"parquet": "ml-org-cur2", "csv.gz": "ml-org-cur2-csv"}
+FORMATS = {"parquet": ".snappy.parquet", "csv.gz": ".csv.gz", "legacy-csv.gz": ".csv.gz"}
+EXPORT_NAMES = {"parquet": "ml-org-cur2", "csv.gz": "ml-org-cur2-csv", "legacy-csv.gz": "ml-org-cur"}
 BUCKET, PREFIX = "ml-org-billing", "cur2"
 CENT = UNITS // 100
 TAXED = ("AmazonS3", "AmazonCloudWatch", "AmazonFSx", "AWSSupportBusiness")
@@ -141,7 +144,7 @@ def _write(org: Organisation, result: GenerationResult) -> None:
         invoice = str(int(hashlib.sha256(f"{org.seed}/{label}".encode()).hexdigest(), 16) % 10**10).zfill(10) if final else ""
         lo = max(0, int((period[0] - window_start).total_seconds() // 3600))
         hi = min(org.hours, int((period[1] - window_start).total_seconds() // 3600))
-        writers = _Writers(result.exports, label)
+        writers = _Writers(result.exports, label, tag_keys(org.streams))
         billed, effective, count = 0, 0, 0
         stream_cost = np.zeros(len(org.streams), dtype=np.int64)
         rng = np.random.default_rng([org.seed, period[0].year, period[0].month])
@@ -160,10 +163,15 @@ def _write(org: Organisation, result: GenerationResult) -> None:
         for stream, cost in zip(org.streams, stream_cost.tolist()):
             team_totals[stream.team] = team_totals.get(stream.team, 0) + cost
         team_totals[None] = team_totals.get(None, 0) + int(extra.cost.sum())
-        files = writers.close()
-        for fmt, path in files.items():
+        for fmt, path in writers.close().items():
+            root = result.exports[fmt]
+            if fmt == "legacy-csv.gz":
+                manifest = install_assembly(root, period, path, writers.legacy_header, BUCKET, PREFIX)
+                path = root / json.loads(manifest.read_text())["reportKeys"][0].split(f"/{root.name}/", 1)[1]
+            else:
+                manifest = _write_manifest(root, fmt, label, period, path)
             result.files.append(path)
-            result.manifests.append(_write_manifest(result.exports[fmt], fmt, label, period, path))
+            result.manifests.append(manifest)
         result.periods.append(PeriodTotals(label, count, Decimal(billed) / UNITS, Decimal(effective) / UNITS, final))
         period_start = period[1]
     result.spend_by_team = {team: Decimal(v) / UNITS for team, v in sorted(team_totals.items(), key=lambda kv: kv[0] or "")}
@@ -243,19 +251,23 @@ def _units(amount: Decimal) -> int:
 
 
 class _Writers:
-    """One data file per format for one billing period, written chunk by chunk."""
+    """One data file per format for one billing period, written chunk by chunk. (The legacy
+    part is written beside its period and moved into its assembly folder once complete.)"""
 
-    def __init__(self, exports: dict[str, Path], label: str):
+    def __init__(self, exports: dict[str, Path], label: str, keys: list[str]):
         self.paths = {fmt: root / "data" / f"BILLING_PERIOD={label}" / f"{root.name}-00001{FORMATS[fmt]}"
                       for fmt, root in exports.items()}
-        self.parquet = self.csv = self.gzip = None
+        self.keys = keys
+        self.legacy_header: list[str] = []
+        self.legacy_columns: dict[int, LegacyColumns] = {}
+        self.parquet = None
+        self.csv: dict[str, tuple[gzip.GzipFile, pacsv.CSVWriter | None]] = {}
         for fmt, path in self.paths.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             if fmt == "parquet":
                 self.parquet = pq.ParquetWriter(path, SCHEMA, compression="snappy")
             else:
-                self.gzip = gzip.GzipFile(path, "wb", compresslevel=6, mtime=0)
-                self.csv = pacsv.CSVWriter(self.gzip, CSV_SCHEMA)
+                self.csv[fmt] = (gzip.GzipFile(path, "wb", compresslevel=6, mtime=0), None)
 
     def write(self, cat, rows: Rows, period, invoice: str, rng: np.random.Generator) -> None:
         if not len(rows.sid):
@@ -263,16 +275,26 @@ class _Writers:
         state = rng.bit_generator.state  # the same line item ids in every format
         if self.parquet:
             self.parquet.write_table(columns(cat, rows, period=period, invoice_id=invoice, rng=rng, csv=False))
-        if self.csv:
+        for fmt in self.csv:
             rng.bit_generator.state = state
-            self.csv.write_table(columns(cat, rows, period=period, invoice_id=invoice, rng=rng, csv=True))
+            table = columns(cat, rows, period=period, invoice_id=invoice, rng=rng, csv=True)
+            if fmt == "legacy-csv.gz":
+                legacy = self.legacy_columns.setdefault(id(cat), LegacyColumns(cat, self.keys))
+                table = legacy.table(table, pa.array(rows.sid, pa.int64()))
+                self.legacy_header = table.column_names
+            handle, writer = self.csv[fmt]
+            if writer is None:
+                writer = pacsv.CSVWriter(handle, table.schema)
+                self.csv[fmt] = (handle, writer)
+            writer.write_table(table)
 
     def close(self) -> dict[str, Path]:
         if self.parquet:
             self.parquet.close()
-        if self.csv:
-            self.csv.close()
-            self.gzip.close()
+        for handle, writer in self.csv.values():
+            if writer:
+                writer.close()
+            handle.close()
         return self.paths
 
 

@@ -13,6 +13,9 @@ import pytest
 
 from connectors.synthetic import generate_organisation, write_billing
 from connectors.synthetic_org import TEAMS, build_organisation
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.ingest import ingest
 
 START = date(2026, 10, 29)  # a window across a month boundary: two billing periods
 
@@ -142,6 +145,23 @@ def test_a_changed_organisation_bills_the_change(tmp_path):
     assert changed.rows == base.rows + org.hours
     added = changed.billed_cost - base.billed_cost  # the node, plus support fee (3%) and its tax
     assert Decimal("98.32") * org.hours < added < Decimal("98.32") * org.hours * Decimal("1.1")
+
+
+def test_legacy_cur_holds_the_same_bill_for_the_aws_cur_connector(tmp_path):
+    result = generate_organisation(tmp_path / "out", days=5, start=START, seed=11,
+                                   formats=("legacy-csv.gz",))
+    root = result.exports["legacy-csv.gz"]
+    assert sorted(p.name for p in root.iterdir()) == ["20261001-20261101", "20261101-20261201"]
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "sources": [{"name": "cur", "kind": "aws-cur", "location": str(root)}]})
+    outcomes = ingest(config).outcomes
+    assert [o.status for o in outcomes] == ["committed", "committed"]
+    assert [(e.billing_period, e.rows, e.totals[0].billed_cost, e.totals[0].effective_cost)
+            for o in outcomes for e in o.entries] == [
+        (p.billing_period, p.rows, p.billed_cost, p.effective_cost) for p in result.periods]
+    keys = {k for (k,) in Lake(tmp_path / "lake").query().execute(
+        "SELECT DISTINCT unnest(map_keys(Tags)) FROM costs").fetchall()}
+    assert {"user:team", "user:Team", "user:owner-team", "user:project"} <= keys
 
 
 def test_unknown_format_is_refused(tmp_path):
