@@ -8,8 +8,9 @@ writes, per format (`parquet` and/or `csv.gz`), one export in the layout AWS del
     <out_dir>/<export>/metadata/BILLING_PERIOD=YYYY-MM/<export>-Manifest.json
 
 and, with `legacy-csv.gz`, the same rows as a legacy CUR (connectors.synthetic_legacy)
-under `<out_dir>/ml-org-cur/`. The manifest lists its data files as `s3://ml-org-billing/cur2/<export>/data/...` URIs, as
-AWS does; a reader of a local copy resolves them relative to the export directory. Same
+under `<out_dir>/ml-org-cur/`. The CUR 2.0 manifest lists its data files as
+`s3://ml-org-billing/cur2/<export>/data/...` URIs, as AWS does; a reader of a local copy
+resolves them relative to the export directory. Same
 arguments → byte-identical files. The result carries the expected totals per billing
 period (billed = Σ unblended cost; effective = amortized as issue 2 defines it), and the
 spend per team tag, so tests and benchmarks can check the lake against them.
