@@ -62,45 +62,69 @@ def nice_step(top: Decimal) -> Decimal:
 
 
 def render(chart: Chart) -> Markup:
-    return stacked_bars(chart) if chart.kind == "stacked" else bars(chart)
+    return {"stacked": stacked_bars, "lines": lines, "bars": bars}[chart.kind](chart)
 
 
-def stacked_bars(chart: Chart) -> Markup:
-    left, right, top, plot_h = 70, 10, 30, 240
-    legend_rows = (len(chart.series) + 3) // 4
-    height = top + plot_h + 40 + 20 * legend_rows
-    n = max(len(chart.categories), 1)
-    totals = [sum((max(s[i], Decimal(0)) for s in chart.series.values()), Decimal(0)) for i in range(n)] \
-        if chart.categories else [Decimal(0)]
-    step = nice_step(max(totals))
-    y_max = step * ((max(totals) / step).to_integral_value(rounding="ROUND_CEILING") or 1)
-    slot = Decimal(WIDTH - left - right) / n
+PLOT = {"left": 70, "right": 10, "top": 30, "height": 240}
+
+
+def _frame(chart: Chart, peak: Decimal) -> tuple[list[str], Decimal, Decimal]:
+    """Open the SVG, draw the title, the value grid and the category labels; return the
+    output so far, the slot width per category and the pixels per currency unit."""
+    left, right, top, plot_h = PLOT["left"], PLOT["right"], PLOT["top"], PLOT["height"]
+    height = top + plot_h + 40 + 20 * ((len(chart.series) + 3) // 4)
+    step = nice_step(peak)
+    y_max = step * ((peak / step).to_integral_value(rounding="ROUND_CEILING") or 1)
+    slot = Decimal(WIDTH - left - right) / max(len(chart.categories), 1)
     scale = Decimal(plot_h) / y_max
     out = [_open(height, chart.title), _title(chart.title)]
     value = Decimal(0)
-    while value <= y_max:  # grid and y axis labels
+    while value <= y_max:
         y = top + plot_h - value * scale
         out.append(f'<line x1="{left}" x2="{WIDTH - right}" y1="{_px(y)}" y2="{_px(y)}" stroke="#e0e0e0"/>')
         out.append(f'<text x="{left - 6}" y="{_px(y + 4)}" text-anchor="end" fill="#555">'
                    f'{escape(axis_label(value, chart.currency))}</text>')
         value += step
-    label_every = max(1, n // 10)
+    label_every = max(1, len(chart.categories) // 10)
     for i, category in enumerate(chart.categories):
-        x = left + slot * i
-        base = Decimal(top + plot_h)
+        if i % label_every == 0:
+            out.append(f'<text x="{_px(left + slot * i + slot / 2)}" y="{top + plot_h + 16}" text-anchor="middle" '
+                       f'fill="#555">{escape(category[5:] if len(category) == 10 else category)}</text>')
+    out.append(_legend(list(chart.series), top + plot_h + 36))
+    return out, slot, scale
+
+
+def stacked_bars(chart: Chart) -> Markup:
+    n = len(chart.categories)
+    totals = [sum((max(s[i], Decimal(0)) for s in chart.series.values()), Decimal(0)) for i in range(n)]
+    out, slot, scale = _frame(chart, max(totals, default=Decimal(0)))
+    for i, category in enumerate(chart.categories):
+        x, base = PLOT["left"] + slot * i, Decimal(PLOT["top"] + PLOT["height"])
         for index, (label, values) in enumerate(chart.series.items()):
             amount = max(values[i], Decimal(0))
             if amount == 0:
                 continue
-            h = amount * scale
-            base -= h
+            base -= amount * scale
             tip = f"{category} · {label}: {amount_label(values[i], chart.currency)}"
             out.append(f'<rect x="{_px(x + 1)}" y="{_px(base)}" width="{_px(max(slot - 2, Decimal(1)))}" '
-                       f'height="{_px(h)}" fill="{colour(index, label)}"><title>{escape(tip)}</title></rect>')
-        if i % label_every == 0:
-            out.append(f'<text x="{_px(x + slot / 2)}" y="{top + plot_h + 16}" text-anchor="middle" fill="#555">'
-                       f'{escape(category[5:] if len(category) == 10 else category)}</text>')
-    out.append(_legend(list(chart.series), top + plot_h + 36))
+                       f'height="{_px(amount * scale)}" fill="{colour(index, label)}"><title>{escape(tip)}</title>'
+                       f'</rect>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def lines(chart: Chart) -> Markup:
+    """One line per series; a None value (e.g. a day still to come) leaves a gap at the end."""
+    values = [v for series in chart.series.values() for v in series if v is not None]
+    out, slot, scale = _frame(chart, max([max(v, Decimal(0)) for v in values], default=Decimal(0)))
+    bottom = Decimal(PLOT["top"] + PLOT["height"])
+    for index, (label, series) in enumerate(chart.series.items()):
+        points = " ".join(f"{_px(PLOT['left'] + slot * i + slot / 2)},{_px(bottom - max(v, Decimal(0)) * scale)}"
+                          for i, v in enumerate(series) if v is not None)
+        last = next((v for v in reversed(series) if v is not None), None)
+        tip = f"{label}: {amount_label(last, chart.currency)}" if last is not None else label
+        out.append(f'<polyline points="{points}" fill="none" stroke="{colour(index, label)}" stroke-width="2">'
+                   f'<title>{escape(tip)}</title></polyline>')
     out.append("</svg>")
     return Markup("".join(out))
 

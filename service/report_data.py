@@ -16,8 +16,12 @@ from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc, parse_instant
 from service.plans import Plan, load_plans
 from service.report_findings import anomalies_section, unallocated_causes, waste_section
-from service.report_model import Column, Headline, Report, Section, Table, unavailable
+from service.report_model import Chart, Column, Headline, Report, Section, Table, unavailable
 from service.report_spend import SpendReport
+
+CENT = Decimal("0.01")
+PLAN_CHARTS = 3  # plans drawn; the table lists them all
+PLAN_CHART_DAYS = 120
 
 
 def gather(config: Config, lake: Lake, day: date) -> Report:
@@ -34,7 +38,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         spend.experiments_section(),
         waste_section(lake, config.report.top),
         unavailable("budgets", "Budgets", "budgets are not part of this build"),
-        plans_section(lake, until, spend.plan_actual),
+        plans_section(lake, day, spend.plan_actual),
         anomalies_section(lake, config.report.top),
         unallocated,
         freshness_section(config, lake, until),
@@ -52,21 +56,24 @@ def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
     return section
 
 
-def plans_section(lake: Lake, until: datetime, actual_of: Callable[[Plan], Decimal]) -> Section:
-    """Each registered plan: its planned spend curve at the report's end against attributed spend."""
+def plans_section(lake: Lake, day: date, actual_of: Callable[[Plan], dict[date, Decimal]]) -> Section:
+    """Each registered plan: its planned spend curve at the report's end against attributed spend,
+    with a chart of both, cumulative per day, for the plans that have started."""
+    until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
-    table = Table("plans", "Registered pretraining plans", [
+    table = Table("plans", "Registered plans: planned and actual spend to the end of the day", [
         Column("plan", "plan"), Column("project", "project"), Column("experiment", "experiment"),
-        Column("start", "start", "time"), Column("end", "planned end", "time"),
-        Column("planned_to_date_low", "planned to date (low)", "money"),
-        Column("planned_to_date_high", "planned to date (high)", "money"),
-        Column("actual_to_date", "actual to date", "money"), Column("status", "status"),
-        Column("planned_total_high", "planned total (high)", "money"),
+        Column("start", "start", "time"), Column("end", "end", "time"),
+        Column("planned_to_date_low", "plan low", "money"), Column("planned_to_date_high", "plan high", "money"),
+        Column("actual_to_date", "actual", "money"), Column("status", "status"),
+        Column("planned_total_high", "plan total", "money"),
     ], markdown=(("plan", "project"), "status"))
+    charts = []
     for plan in plans:
         to_date = plan.planned_spend(until)
-        low, high = to_date.low.quantize(Decimal("0.01")), to_date.high.quantize(Decimal("0.01"))
-        actual = actual_of(plan)
+        low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
+        daily = actual_of(plan)
+        actual = sum(daily.values(), Decimal(0))
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
@@ -74,8 +81,28 @@ def plans_section(lake: Lake, until: datetime, actual_of: Callable[[Plan], Decim
             "status": "over plan" if actual > high else "under plan" if actual < low else "on plan",
             "planned_total_high": plan.total_cost.high,
         })
+        if plan.start < until and len(charts) < PLAN_CHARTS:
+            charts.append(_plan_chart(plan, day, daily))
     note = None if plans else "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
-    return Section("plans", "Plans vs actual", tables=[table] if plans else [], note=note)
+    return Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts, note=note)
+
+
+def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
+    """Cumulative actual spend to the report day against the planned curve to the plan's end."""
+    first, last = plan.start.date(), max(day, plan.end.date())
+    days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
+    running, actual = Decimal(0), []
+    for current in days:
+        running += daily.get(current, Decimal(0))
+        actual.append(running if current <= day else None)
+    ends = [day_start(current) + timedelta(days=1) for current in days]
+    planned = [plan.planned_spend(end) for end in ends]
+    series: dict[str, list[Decimal | None]] = {"actual": actual}
+    if any(p.low != p.high for p in planned):
+        series |= {"planned (low)": [p.low for p in planned], "planned (high)": [p.high for p in planned]}
+    else:
+        series["planned"] = [p.low for p in planned]
+    return Chart("lines", f"{plan.name}: cumulative spend vs plan (USD)", [d.isoformat() for d in days], series, "USD")
 
 
 def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:

@@ -39,12 +39,13 @@ class Table:
 
 @dataclass(frozen=True)
 class Chart:
-    """A stacked bar chart (one stack per category) or plain horizontal bars (`series` of one)."""
+    """A stacked bar chart (one stack per category), lines (one per series), or plain
+    horizontal bars (`series` of one)."""
 
-    kind: Literal["stacked", "bars"]
+    kind: Literal["stacked", "lines", "bars"]
     title: str
     categories: list[str]
-    series: dict[str, list[Decimal]]  # label → one value per category
+    series: dict[str, list[Decimal | None]]  # label → one value per category (None: no point, lines only)
     currency: str
 
 

@@ -57,6 +57,8 @@ def display(value: Any, column: Column, row: dict[str, Any]) -> str:
         return "—" if value is None else f"{Decimal(value).quantize(Decimal('0.1'))}%"
     if column.kind == "count":
         return "—" if value is None else f"{int(value):,}"
+    if column.kind == "time" and isinstance(value, str) and len(value) == 20:  # 2026-11-28T06:00:00Z
+        return f"{value[:10]} {value[11:16]}"  # UTC, as the page says
     return "" if value is None else str(value)
 
 

@@ -182,14 +182,19 @@ class SpendReport:
                                    "total_cost": total, "share_pct": _share(missing, total)})
         return table
 
-    def plan_actual(self, plan: Plan) -> Decimal:
-        """USD attributed to the plan's project (and experiment) from its start to the report's end."""
+    def plan_actual(self, plan: Plan) -> dict[date, Decimal]:
+        """USD attributed to the plan's project (and experiment) per day, from its start to the report's end."""
         until = self.w["day"].until
         if plan.start >= until:
-            return ZERO
+            return {}
         where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
-        result = attribute(self.lake, self.config, Window(plan.start, until), by=("project",), where=where)
-        return sum((cost for currency, cost, _ in result.totals if currency == "USD"), ZERO)
+        result = attribute(self.lake, self.config, Window(plan.start, until), by=("project",), where=where,
+                           granularity="day")
+        daily: dict[date, Decimal] = defaultdict(Decimal)
+        for row in result.rows:
+            if row.currency == "USD":
+                daily[row.period] += row.cost
+        return dict(daily)
 
 
 def _main_currency(result: AttributionResult) -> str | None:

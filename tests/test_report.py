@@ -99,6 +99,9 @@ def test_plan_vs_actual_and_freshness(org):
     assert plan["planned_to_date_low"] == plan["planned_to_date_high"]
     assert Decimal(plan["planned_to_date_low"]).quantize(Decimal(1)) == Decimal("196609")
     assert plan["status"] == "under plan"
+    html = (folder / "report.html").read_text()
+    assert "llm-7b-base: cumulative spend vs plan (USD)" in html
+    assert html.count("<polyline") == 3  # actual, planned low and high (the optimistic run ends sooner)
     (source,) = table(by_key["freshness"], "freshness")["rows"]
     assert (source["source"], source["status"], source["data_through"], source["hours_behind"]) == \
         ("focus-main", "ok", "2026-11-30T00:00:00Z", 0)
