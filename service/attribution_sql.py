@@ -11,6 +11,10 @@ identifiers come only from validated dimension names:
   keeps windows that cut a charge period exact (see service/attribution.py).
 - `window_sql`: rollups → sums for a window, inside rows by output period, rows whose
   charge period sticks out of the window kept apart so they can be prorated exactly.
+
+`transpile(sql, dialect)` gives the same statement for Spark or Trino: there `map[key]`
+raises on a missing key, so map access becomes TRY_ELEMENT_AT (Spark) / ELEMENT_AT (Trino),
+which return NULL like DuckDB's bracket does.
 """
 
 from __future__ import annotations
@@ -66,6 +70,27 @@ def tag_candidates(aliases: Sequence[str], keys: Iterable[str]) -> list[str]:
 class Sql:
     text: str
     params: list
+
+
+# Map access that returns NULL for a missing key, per engine (DuckDB's `map[key]` does).
+MAP_ACCESS = {"spark": "TRY_ELEMENT_AT", "trino": "ELEMENT_AT"}
+
+
+def transpile(sql: Sql, dialect: str) -> str:
+    """`sql` in another engine's dialect, same parameters in the same order."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ErrorLevel
+
+    function = MAP_ACCESS[dialect]
+
+    def map_access(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:  # we index only maps
+            return exp.Anonymous(this=function, expressions=[node.this.copy(), node.expressions[0].copy()])
+        return node
+
+    tree = sqlglot.parse_one(sql.text, read="duckdb").transform(map_access)
+    return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
 
 
 def _condition(match: dict[str, str], params: list) -> str:

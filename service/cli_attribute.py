@@ -112,7 +112,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     if not since:
         raise UsageError("--since is required", where="--since", hint="e.g. --since 7d, 24h, 30d or 2026-11-01")
     window = parse_window(since, until)
-    dims = tuple(d.strip() for d in by.split(",") if d.strip())
+    dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
     result = run_attribute(lake, config, window, by=dims, where=parse_where(config, where), cost=cost,
                            granularity=granularity, top=top, compare=compare, explain=explain)
     if result.lake_empty:
