@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from connectors.aws_export import AwsExportConnector
 from connectors.base import Delivery, register
 from connectors.storage import StoredObject, fingerprint
-from service.core.errors import DataError, SpendlakeError
+from service.core.errors import ConfigError, DataError, SpendlakeError
 
 PERIOD_DIR = re.compile(r"(?:^|/)(\d{4})(\d{2})\d{2}-\d{8}/")
 ATHENA_MONTH = re.compile(r"(?:^|/)year=(\d{4})/month=(\d{1,2})/")
@@ -57,8 +57,13 @@ class AwsCurConnector(AwsExportConnector):
                 bare.append(obj)
 
         found: list[Delivery] = []
+        reports: dict[str, list[str]] = defaultdict(list)
         for folder, group in periods.items():
-            if group["manifest"] is not None:
+            reports[group["period"]].append(folder)
+        for folder, group in periods.items():
+            if len(reports[group["period"]]) > 1:
+                found.append(self._ambiguous(group["period"], reports[group["period"]], group))
+            elif group["manifest"] is not None:
                 found.append(self._manifest_delivery(folder, group["period"], group["manifest"]))
             elif group["parts"]:
                 found.append(Delivery("waiting:" + fingerprint(group["parts"]), (group["period"],),
@@ -72,6 +77,15 @@ class AwsCurConnector(AwsExportConnector):
     def _in_report(self, key: str) -> bool:
         name = self.config.report_name
         return not name or name in key.split("/")[:-1] or key.split("/")[-1].startswith(name)
+
+    def _ambiguous(self, period: str, folders: list[str], group: dict) -> Delivery:
+        """Two reports delivering one period would replace each other in the lake."""
+        objs = [group["manifest"]] if group["manifest"] else group["parts"]
+        failed = Delivery("ambiguous:" + fingerprint(objs), (period,), tuple(o.uri for o in objs))
+        self._problem(failed.delivery_id, ConfigError(
+            f"{len(folders)} reports deliver {period} under this location: {', '.join(sorted(folders))}",
+            where=f"sources.{self.config.name}.location", hint="set report_name, or give each report its own source"))
+        return failed
 
     def _manifest_delivery(self, folder: str, period: str, manifest: StoredObject) -> Delivery:
         """The period's current assembly: exactly the keys its manifest lists."""

@@ -228,3 +228,23 @@ def test_same_delivery_twice_leaves_the_lake_byte_for_byte(tmp_path, bucket):
     assert (tmp_path / "lake" / "_ledger" / "deliveries.json").read_bytes() == ledger_before
     assert totals(Lake(tmp_path / "lake")) == [("2026-10", "EUR", Decimal(2), Decimal(2), 1),
                                                ("2026-10", "USD", Decimal(1), Decimal(1), 1)]
+
+
+def test_report_name_picks_one_report_under_a_shared_prefix(tmp_path):
+    put = local_put(tmp_path / "exp")
+    write_legacy(put, prefix="cur", report="hourly", period="2026-10", assembly="h1", parts=[[line(cost="1")]])
+    write_legacy(put, prefix="cur", report="daily", period="2026-10", assembly="d1", parts=[[line(cost="30")]])
+    cfg = config(tmp_path, tmp_path / "exp", report_name="daily")
+    ingest(cfg)
+    assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("d1", Decimal(30))]
+
+
+def test_two_reports_for_one_period_without_report_name_fail_instead_of_replacing(tmp_path):
+    put = local_put(tmp_path / "exp")
+    write_legacy(put, prefix="cur", report="hourly", period="2026-10", assembly="h1", parts=[[line(cost="1")]])
+    write_legacy(put, prefix="cur", report="daily", period="2026-10", assembly="d1", parts=[[line(cost="30")]])
+    result = ingest(config(tmp_path, tmp_path / "exp"))
+    assert {o.status for o in result.outcomes} == {"failed"}
+    assert "set report_name" in str(result.outcomes[0].error) and "cur/daily/20261001-20261101/" in str(
+        result.outcomes[0].error)
+    assert not Lake(tmp_path / "lake").ledger()
