@@ -25,7 +25,8 @@ from prometheus_client.registry import Collector
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
-from service.metrics_lake import data_end_families, findings_families, source_families, spend_families
+from service.metrics_lake import (budget_families, data_end_families, findings_families, source_families,
+                                  spend_families)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class LakeCollector(Collector):
             lambda: data_end_families(self.config, self.lake),
             lambda: spend_families(self.config, self.lake, now),
             lambda: findings_families(self.config, self.lake),
+            lambda: budget_families(self.config, self.lake, now),
         )
         families: list[Metric] = []
         ok = True

@@ -154,6 +154,23 @@ def findings_families(config: Config, lake: Lake) -> list[Metric]:
     return [count_family, waste_family]
 
 
+def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
+    """Each configured budget's month-to-date and forecast spend as a share of its amount
+    (bounded by the config: one series per budget)."""
+    from service.budgets import budget_status
+
+    labels = ["budget", "dimension", "value"]
+    used = GaugeMetricFamily("spendlake_budget_used_ratio", "Month-to-date spend over the budget's amount.",
+                             labels=labels)
+    forecast = GaugeMetricFamily("spendlake_budget_forecast_ratio",
+                                 "Forecast end-of-month spend over the budget's amount.", labels=labels)
+    for status in budget_status(lake, config, now):
+        budget = status.budget
+        used.add_metric([budget.name, budget.dimension, budget.value], float(status.used_ratio))
+        forecast.add_metric([budget.name, budget.dimension, budget.value], float(status.forecast_ratio))
+    return [used, forecast]
+
+
 def team_of(team: str | None) -> str:
     return team or "unallocated"
 

@@ -9,9 +9,9 @@ import pytest
 from stackkit import DEPLOY, demo_service, prometheus, query, wait_until
 
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spendlake.json"
-# Budgets and anomalies come with issue 5; until spendlake exports those metrics these
-# panels return nothing. Strict: once the metrics exist, the mark must go.
-AWAITING_ISSUE_5 = {"Budgets: used and forecast", "Spend anomalies: impact above expected"}
+# Anomalies come with issue 5's spend-anomaly rule; until spendlake exports that metric the
+# panel returns nothing. Strict: once the metric exists, the mark must go.
+AWAITING_ISSUE_5 = {"Spend anomalies: impact above expected"}
 
 
 def panel_queries() -> list[tuple[str, str]]:
@@ -43,7 +43,7 @@ def scraped(tmp_path_factory):
 
 
 @pytest.mark.parametrize("title, expr", [
-    pytest.param(title, expr, id=title, marks=[pytest.mark.xfail(strict=True, reason="needs issue 5's metrics")]
+    pytest.param(title, expr, id=title, marks=[pytest.mark.xfail(strict=True, reason="needs the spend-anomaly metric (issue 5)")]
                  if title in AWAITING_ISSUE_5 else [])
     for title, expr in panel_queries()])
 def test_panel_query_returns_series(scraped, title, expr):

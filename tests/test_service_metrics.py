@@ -14,6 +14,7 @@ from servicekit import MemoryConnector, commit, make_config
 
 from connectors.base import CONNECTORS
 from rules.base import Finding
+from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.schema import cost_select_list
 from service.findings import store_findings
@@ -180,3 +181,18 @@ def test_findings_and_waste_by_rule_and_team_with_teams_folded(tmp_path):
     assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="vision") == 500
     assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="other") == 30
     assert value("spendlake_waste_monthly_usd", rule="checkpoint-sprawl", team="nlp") == 40.5
+
+
+def test_budget_used_and_forecast_ratios(tmp_path):
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [
+        {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}).budgets})
+    commit(Lake(config.lake), "cur", [
+        ("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp"}),
+        ("2026-11-25 05:00:00", "2026-11-25 06:00:00", "USD", "10", {"team": "nlp"}),
+        ("2026-11-25 05:00:00", "2026-11-25 06:00:00", "USD", "50", {"team": "vision"}),
+    ])
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    labels = {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"}
+    assert registry.get_sample_value("spendlake_budget_used_ratio", labels) == pytest.approx(14 / 20)
+    assert registry.get_sample_value("spendlake_budget_forecast_ratio", labels) > 14 / 20
