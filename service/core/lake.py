@@ -354,7 +354,9 @@ class Lake:
             self.record(entries)
             return entries
         except duckdb.Error as exc:
-            raise DataError(f"could not write the delivery: {exc}", where=", ".join(files) or source) from None
+            # DuckDB's CSV errors append pages of reader options; the first lines say what is wrong.
+            reason = str(exc).split("Parser options", 1)[0].strip()
+            raise DataError(f"could not read the delivery: {reason}", where=", ".join(files) or source) from None
         except OSError as exc:
             raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(self.root),
                                  hint="free disk space or fix permissions; the previous data is intact") from None
