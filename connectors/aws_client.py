@@ -25,7 +25,8 @@ def make_client(service: str, *, region: str | None = None, profile: str | None 
 
     session = boto3.session.Session(profile_name=profile, region_name=region)
     return session.client(service, endpoint_url=endpoint_url,
-                          config=BotoConfig(retries={"mode": "standard", "max_attempts": max_attempts}))
+                          # total_max_attempts counts the first call too (botocore's max_attempts would not)
+                          config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts}))
 
 
 def default_region(profile: str | None = None) -> str:

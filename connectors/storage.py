@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from connectors.aws_client import aws_error, make_client
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
 
@@ -52,39 +53,21 @@ class Storage:
     @property
     def client(self):
         if self._client is None:
-            import boto3
-            from botocore.config import Config as BotoConfig
-
-            session = boto3.session.Session(profile_name=self.config.profile, region_name=self.config.region)
-            self._client = session.client(
-                "s3", endpoint_url=self.config.endpoint_url,
-                config=BotoConfig(retries={"mode": "standard", "total_max_attempts": self.config.max_attempts}),
-            )
+            self._client = make_client("s3", region=self.config.region, profile=self.config.profile,
+                                       endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
         return self._client
 
     def _s3_error(self, exc: Exception, action: str, key: str) -> SourceError:
-        from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+        from botocore.exceptions import ClientError
 
-        where = f"s3://{self.bucket}/{key}"
-        if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
-            return SourceError("no AWS credentials found", where=where,
-                               hint="set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or attach a role")
-        if isinstance(exc, ClientError):
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("ExpiredToken", "ExpiredTokenException", "RequestExpired", "InvalidToken",
-                        "InvalidAccessKeyId", "SignatureDoesNotMatch", "TokenRefreshRequired"):
-                return SourceError(f"AWS credentials are expired or invalid ({code})", where=where,
-                                   hint="refresh them (e.g. `aws sso login`) and run again")
-            if code in ("AccessDenied", "403", "AllAccessDisabled"):
-                return SourceError(f"access denied for {action}", where=where,
-                                   hint=f"grant {action} on this resource (see deploy/iam/spendlake-readonly.json)")
-            if code in ("NoSuchKey", "404", "NotFound"):
-                return SourceError("object not found", where=where, hint="check the manifest and the export prefix")
-            if code == "NoSuchBucket":
-                return SourceError("bucket not found", where=f"s3://{self.bucket}",
-                                   hint=f"check sources.{self.config.name}.location")
-            return SourceError(f"{action} failed: {code or exc}", where=where)
-        return SourceError(f"{action} failed: {exc}", where=where)
+        code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
+        if code in ("NoSuchKey", "404", "NotFound"):
+            return SourceError("object not found", where=f"s3://{self.bucket}/{key}",
+                               hint="check the manifest and the export prefix")
+        if code == "NoSuchBucket":
+            return SourceError("bucket not found", where=f"s3://{self.bucket}",
+                               hint=f"check sources.{self.config.name}.location")
+        return aws_error(exc, action, f"s3://{self.bucket}/{key}", f"sources.{self.config.name}")
 
     # ---- listing and reading ---------------------------------------------------------
 
