@@ -62,7 +62,7 @@ def nice_step(top: Decimal) -> Decimal:
 
 
 def render(chart: Chart) -> Markup:
-    return {"stacked": stacked_bars, "lines": lines, "bars": bars}[chart.kind](chart)
+    return {"stacked": stacked_bars, "lines": lines, "bars": bars, "budget": budget_bars}[chart.kind](chart)
 
 
 PLOT = {"left": 70, "right": 10, "top": 30, "height": 240}
@@ -146,6 +146,41 @@ def bars(chart: Chart) -> Markup:
                    f'{escape(amount_label(value, chart.currency))}</title></rect>')
         out.append(f'<text x="{_px(label_w + abs(value) * scale + 6)}" y="{y + 16}" fill="#222">'
                    f'{escape(amount_label(value, chart.currency))}</text>')
+    out.append("</svg>")
+    return Markup("".join(out))
+
+
+def budget_bars(chart: Chart) -> Markup:
+    """One row per budget, in % of its amount: actual as a bar, the forecast as an outline with its
+    low–high band as a line, the warning lines as ticks, 100% as a dark rule."""
+    row_h, label_w, top, right = 30, 200, 30, 220
+    s = chart.series
+    n = len(chart.categories)
+    peak = max([Decimal(100)] + [max(v, Decimal(0)) for key in ("actual", "forecast high") for v in s[key]])
+    scale = Decimal(WIDTH - label_w - right) / peak
+    out = [_open(top + row_h * max(n, 1) + 10, chart.title), _title(chart.title)]
+
+    def x(pct: Decimal) -> str:
+        return _px(label_w + max(pct, Decimal(0)) * scale)
+
+    for i, name in enumerate(chart.categories):
+        y = top + row_h * i
+        actual, forecast = s["actual"][i], s["forecast"][i]
+        colour_ = "#B42318" if forecast >= 100 else "#0072B2"
+        out.append(f'<text x="{label_w - 8}" y="{y + 18}" text-anchor="end" fill="#222">{escape(name)}</text>')
+        out.append(f'<rect x="{label_w}" y="{y + 6}" width="{_px(max(forecast, Decimal(0)) * scale)}" height="16" '
+                   f'fill="none" stroke="{colour_}" stroke-dasharray="4 2"><title>{escape(name)} forecast: '
+                   f'{forecast:.0f}%</title></rect>')
+        out.append(f'<rect x="{label_w}" y="{y + 6}" width="{_px(max(actual, Decimal(0)) * scale)}" height="16" '
+                   f'fill="{colour_}"><title>{escape(name)} used: {actual:.0f}%</title></rect>')
+        out.append(f'<line x1="{x(s["forecast low"][i])}" x2="{x(s["forecast high"][i])}" y1="{y + 26}" '
+                   f'y2="{y + 26}" stroke="{colour_}" stroke-width="2"/>')
+        for key, values in s.items():
+            if key.startswith("line ") and values[i] is not None:
+                out.append(f'<line x1="{x(values[i])}" x2="{x(values[i])}" y1="{y + 3}" y2="{y + 27}" '
+                           f'stroke="{"#222" if values[i] == 100 else "#888"}"><title>{escape(key)}</title></line>')
+        out.append(f'<text x="{x(max(actual, forecast, s["forecast high"][i]) + 2)}" y="{y + 18}" fill="#222">'
+                   f'{actual:.0f}% used, forecast {forecast:.0f}%</text>')
     out.append("</svg>")
     return Markup("".join(out))
 

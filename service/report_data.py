@@ -15,8 +15,9 @@ from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc, parse_instant
 from service.plans import Plan, load_plans
+from service.report_budgets import budgets_section
 from service.report_findings import anomalies_section, unallocated_causes, waste_section
-from service.report_model import Chart, Column, Headline, Report, Section, Table, unavailable
+from service.report_model import Chart, Column, Headline, Report, Section, Table
 from service.report_spend import SpendReport
 
 CENT = Decimal("0.01")
@@ -37,7 +38,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         spend.trend_section(),
         spend.experiments_section(),
         waste_section(lake, config.report.top),
-        unavailable("budgets", "Budgets", "budgets are not part of this build"),
+        budgets_section(config, lake, day),
         plans_section(lake, day, spend.plan_actual),
         anomalies_section(lake, config.report.top),
         unallocated,

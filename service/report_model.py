@@ -20,6 +20,7 @@ class Column:
     key: str
     label: str
     kind: ColumnKind = "text"
+    in_html: bool = True  # False: in CSV and JSON only (e.g. what a chart beside the table shows)
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Chart:
     """A stacked bar chart (one stack per category), lines (one per series), or plain
     horizontal bars (`series` of one)."""
 
-    kind: Literal["stacked", "lines", "bars"]
+    kind: Literal["stacked", "lines", "bars", "budget"]
     title: str
     categories: list[str]
     series: dict[str, list[Decimal | None]]  # label → one value per category (None: no point, lines only)

@@ -114,7 +114,10 @@ def org_config(root: Path, day: date = date(2026, 11, 29)):
 
     export = focus_export(root / "export", organisation_lines(day))
     config = parse_config({"lake": str(root / "lake"),
-                           "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}]})
+                           "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}],
+                           "budgets": [{"name": "pretrain-gpu", "dimension": "team", "value": "pretrain",
+                                        "amount": 180000},
+                                       {"name": "eval", "dimension": "team", "value": "eval", "amount": 50000}]})
     assert not ingest(config).failed
     lake = Lake(config.lake)
     plan = estimate(plan_inputs({"params": "7B", "tokens": "2T", "gpu": "H100", "gpus": 1024, "mfu": "0.35-0.45",

@@ -89,6 +89,21 @@ def test_unallocated_share_trend_and_experiments(org):
     assert (folder / "top_experiments.csv").read_text().count("'" + FORMULAS[0].replace('"', '""')) == 1
 
 
+def test_budgets_show_actual_forecast_and_lines(org):
+    _, _, folder, _ = org
+    _, by_key = sections(folder)
+    rows = {r["budget"]: r for r in table(by_key["budgets"], "budgets")["rows"]}
+    pretrain, eval_ = rows["pretrain-gpu"], rows["eval"]
+    assert Decimal(pretrain["actual"]) == Decimal("176337")  # pretrain's month to date, as in spend_by_team
+    assert pretrain["used_pct"] == "98.0"  # 176,337 / 180,000
+    # one day left, a Monday: + the mean of the last four Mondays (6,300) = 182,637 > 180,000
+    assert Decimal(pretrain["forecast"]) == Decimal("182637") and pretrain["status"] == "forecast to exceed"
+    assert pretrain["lines"] == "50%, 80%, 100%"
+    assert Decimal(eval_["actual"]) == Decimal("16590") and eval_["status"] == "ok"
+    html = (folder / "report.html").read_text()
+    assert "98% used, forecast 101%" in html
+
+
 def test_plan_vs_actual_and_freshness(org):
     _, _, folder, _ = org
     _, by_key = sections(folder)
