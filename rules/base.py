@@ -143,6 +143,39 @@ class StoragePrices(Strict):
 
 
 @dataclass(frozen=True)
+class DailySpend:
+    """Attributed spend of one day on one group of cost lines (the service sums the lines)."""
+
+    value: str  # the asked dimension's value
+    project: str
+    experiment: str
+    service: str | None
+    account: str | None
+    region: str | None
+    usage_type: str | None
+    resource: str | None
+    charge_category: str | None
+    line_item_type: str | None
+    uncovered_tag_keys: tuple[str, ...]  # tag keys on the lines that no dimension's alias reads
+    day: date
+    currency: str | None
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class PlannedWindow:
+    """A registered plan (service/plans.py): spend of `project` (and `experiment` when set)
+    in [start, end) up to `amount` (the pessimistic total) is expected."""
+
+    name: str
+    project: str
+    experiment: str | None
+    start: datetime  # naive UTC
+    end: datetime
+    amount: Decimal
+
+
+@dataclass(frozen=True)
 class RuleContext:
     """What a rule may see: read-only SQL over the lake, the window, an owner look-up."""
 
@@ -154,6 +187,11 @@ class RuleContext:
     # The service provides both, so rules see attributed money without importing attribution.
     budgets: tuple[BudgetConfig, ...] = ()
     daily_spend: Callable[[str, str, str, datetime, datetime], Mapping[date, Decimal]] | None = None
+    # Attributed spend per day over [since, until) on one dimension, one row per day and group
+    # of lines: attributed_daily(dimension, since, until) -> rows. Lines whose charge period
+    # is longer than a day (monthly fees) are not daily spend and are left out.
+    attributed_daily: Callable[[str, datetime, datetime], Sequence[DailySpend]] | None = None
+    plans: tuple[PlannedWindow, ...] = ()
 
     @property
     def now(self) -> datetime:
@@ -218,7 +256,7 @@ class Rule:
 RULES: dict[str, type[Rule]] = {}
 
 BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl", "rules.duplicate_datasets",
-                   "rules.unbounded_logs", "rules.budget")
+                   "rules.unbounded_logs", "rules.budget", "rules.spend_anomaly")
 
 
 def register(cls: type[Rule]) -> type[Rule]:

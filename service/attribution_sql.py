@@ -141,7 +141,7 @@ def _case(whens: list[str]) -> str:
 
 
 def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, where_params: Sequence,
-                   inventory_keys: Iterable[str] | None = None) -> Sql:
+                   inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = ()) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -150,7 +150,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
 
     `inventory_keys` (the tag keys of the lake's `resource_tags`, None when it has none):
     a line whose own tags give a dimension no value takes it from the inventory tags of its
-    resource (same key order), before the virtual-tag rules."""
+    resource (same key order), before the virtual-tag rules. `extra_columns`: more cost
+    columns to carry (canonical names, e.g. `x_line_item_type`)."""
     tag_keys = list(tag_keys)
     order = config.dimension_order()
     params: list = []
@@ -176,6 +177,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         f"s0 AS (SELECT {start} AS cp_start, greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end, "
         "BillingCurrency AS currency, source, billing_period, SubAccountId, ServiceName, ResourceId, x_usage_type, "
         "RegionId, ChargeCategory, BilledCost, EffectiveCost, ListCost"
+        + "".join(f", {c}" for c in extra_columns)
         + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
         + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
     ]

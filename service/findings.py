@@ -43,6 +43,7 @@ from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake, utc_now_iso
 from service.core.timewindow import parse_window, utc_now
+from service.rule_inputs import attributed_daily_lookup, plan_windows
 
 TABLE = "findings"
 PARTITION = {"table": TABLE, "source": "engine", "key": "snapshot", "value": "current"}
@@ -136,7 +137,8 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
         con = lake.query()
         owner_of = owner_lookup(lake, config)
         ctx = RuleContext(con=con, window=window, owner_of=owner_of, budgets=config.budgets,
-                          daily_spend=daily_spend_lookup(lake, config))
+                          daily_spend=daily_spend_lookup(lake, config),
+                          attributed_daily=attributed_daily_lookup(lake, config), plans=plan_windows(lake))
         result = run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, owner_of))
         if not dry_run:
             store_findings(lake, result.findings)

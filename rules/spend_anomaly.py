@@ -1,0 +1,268 @@
+"""spend-anomaly: a day's spend of one series well above what its own history expects.
+
+A series is one value of a dimension × one service, daily, in one currency:
+
+```yaml
+rules:
+  spend-anomaly:
+    dimension: team          # any attribution dimension
+    min_impact_usd: 100      # all three must hold for a day to be anomalous
+    min_impact_pct: 20       # impact as % of expected
+    min_daily_cost: 50
+    lookback_days: 14        # episodes that began this long before the window are still found
+```
+
+Expected spend of day D (`expected_spend`): the median of the same weekday over the four
+previous weeks (weekly seasonality), moved by the trend — the median of the last 7 days
+minus the median of the last 28, scaled to reach day D (a linear trend is followed
+exactly) — floored at 0. Medians keep one earlier spike from
+lifting the baseline. Days before a series' first spend count as 0 once the lake has data
+for them; earlier days are unknown, and a day needs 7 known days before it.
+
+Flags: consecutive anomalous days form one episode, one finding with a stable id from its
+series and start day. It is seen while ongoing on the last full day, or while it began
+inside the window; the engine resolves it once it is gone and keeps acknowledgements, so an
+acknowledged anomaly is not raised again. `monthly_waste_usd` is the episode's total impact.
+Root causes (`evidence.root_causes`): the service, resource, usage type, account and region
+values with the largest impact in $ (their mean daily spend over the episode minus their
+median over the 7 days before it), largest first.
+
+Ignores: credits, refunds, tax and commitment purchases (`exclude_charge_categories`,
+`exclude_line_item_types`), currencies other than `currency`, days not yet over.
+Planned runs (service/plans.py): spend of a plan's project/experiment inside its window,
+while the plan's cumulative spend stays within its amount, is taken out of the day before
+testing it; an episode that is anomalous only because of it becomes an `info` finding with
+`evidence.planned`, with no waste.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from statistics import median
+
+from pydantic import Field
+
+from rules.base import DailySpend, Finding, PlannedWindow, Rule, RuleConfig, RuleContext, money, register, usd
+
+BASELINE_WEEKS = 4
+MIN_KNOWN_DAYS = 7
+# The 7- and 28-day medians sit 4 and 14.5 days back, the same-weekday median 17.5: their
+# difference, scaled by (17.5 − 0) / (14.5 − 4), carries a linear trend to the day itself.
+TREND_SCALE = Decimal("17.5") / Decimal("10.5")
+CAUSE_FIELDS = ("service", "resource", "usage_type", "account", "region")
+
+
+class SpendAnomalyConfig(RuleConfig):
+    dimension: str = Field(default="team", pattern=r"^[a-z][a-z0-9_]{0,39}$",
+                           description="attribution dimension whose values × services make the series")
+    min_impact_usd: Decimal = Field(default=Decimal("100"), ge=0, description="actual − expected, per day")
+    min_impact_pct: Decimal = Field(default=Decimal("20"), ge=0, description="impact as % of expected")
+    min_daily_cost: Decimal = Field(default=Decimal("50"), ge=0, description="actual spend of the day")
+    lookback_days: int = Field(default=14, ge=0, le=90)
+    currency: str = "USD"
+    exclude_charge_categories: tuple[str, ...] = ("Credit", "Adjustment", "Tax", "Purchase")
+    exclude_line_item_types: tuple[str, ...] = ("Credit", "Refund", "Tax", "SavingsPlanUpfrontFee", "RIFee")
+    top_causes: int = Field(default=5, ge=1, le=20)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_impact_usd: Decimal
+    min_impact_pct: Decimal
+    min_daily_cost: Decimal
+
+    def anomalous(self, actual: Decimal, expected: Decimal) -> bool:
+        impact = actual - expected
+        return (impact >= self.min_impact_usd and impact * 100 >= self.min_impact_pct * expected
+                and actual >= self.min_daily_cost and impact > 0)
+
+
+@dataclass(frozen=True)
+class Day:
+    day: date
+    actual: Decimal
+    expected: Decimal
+    planned: Decimal = Decimal(0)  # spend inside a plan, taken out before testing
+
+    @property
+    def impact(self) -> Decimal:
+        return self.actual - self.expected
+
+
+@dataclass(frozen=True)
+class Episode:
+    days: tuple[Day, ...]
+    ongoing: bool  # still anomalous on the last day looked at
+    planned_only: bool  # anomalous only with the planned spend counted
+
+    @property
+    def start(self) -> date:
+        return self.days[0].day
+
+    @property
+    def impact(self) -> Decimal:
+        return sum((d.impact for d in self.days), Decimal(0))
+
+
+def expected_spend(series: Mapping[date, Decimal], day: date, first_known: date) -> Decimal | None:
+    """Expected spend of `day` from the days before it (None: too little history)."""
+    def back(n: int, step: int = 1) -> list[Decimal]:
+        before = (day - timedelta(days=k * step) for k in range(1, n + 1))
+        return [series.get(d, Decimal(0)) for d in before if d >= first_known]
+
+    recent = back(7)
+    if len(recent) < MIN_KNOWN_DAYS:
+        return None
+    same_weekday = back(BASELINE_WEEKS, step=7)
+    month = back(7 * BASELINE_WEEKS)
+    trend = (Decimal(median(recent)) - Decimal(median(month))) * TREND_SCALE
+    return max(Decimal(median(same_weekday)) + trend, Decimal(0))
+
+
+def detect(series: Mapping[date, Decimal], days: Sequence[date], first_known: date, thresholds: Thresholds,
+           planned: Mapping[date, Decimal] | None = None) -> list[Episode]:
+    """Episodes of consecutive anomalous days among `days` (ascending, consecutive)."""
+    planned = planned or {}
+    episodes: list[Episode] = []
+    run: list[Day] = []
+    run_planned_only = True
+    for day in days:
+        expected = expected_spend(series, day, first_known)
+        actual = series.get(day, Decimal(0))
+        hit = expected is not None and thresholds.anomalous(actual, expected)
+        if hit:
+            unplanned = thresholds.anomalous(actual - planned.get(day, Decimal(0)), expected)
+            run.append(Day(day, actual, expected, planned.get(day, Decimal(0))))
+            run_planned_only = run_planned_only and not unplanned
+        elif run:
+            episodes.append(Episode(tuple(run), False, run_planned_only))
+            run, run_planned_only = [], True
+    if run:
+        episodes.append(Episode(tuple(run), True, run_planned_only))
+    return episodes
+
+
+def root_causes(rows: Sequence[DailySpend], episode: Episode, top: int) -> list[dict]:
+    """Values of the cause fields with the largest impact in $ over the episode; a field
+    with one value in the whole series says nothing and is left out."""
+    before = [episode.start - timedelta(d) for d in range(1, 8)]
+    during = {d.day for d in episode.days}
+    causes = []
+    for name in CAUSE_FIELDS:
+        daily: dict[str | None, dict[date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        for row in rows:
+            daily[getattr(row, name)][row.day] += row.cost
+        if len(daily) < 2:
+            continue
+        for value, spend in daily.items():
+            mean_during = sum((spend.get(d, Decimal(0)) for d in during), Decimal(0)) / len(during)
+            impact = mean_during - Decimal(median([spend.get(d, Decimal(0)) for d in before]))
+            if impact > 0:
+                causes.append({"dimension": name.replace("_", " "), "value": value, "impact_usd": money(impact)})
+    causes.sort(key=lambda c: (-c["impact_usd"], c["dimension"], str(c["value"])))
+    return causes[:top]
+
+
+SeriesKey = tuple[str, str]  # (dimension value, service)
+
+
+def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
+                  ) -> tuple[dict[SeriesKey, dict[date, Decimal]], dict[SeriesKey, set[str]]]:
+    """Per (dimension value, service) and day, the spend that a plan expects: lines of the
+    plan's project/experiment inside its window while the plan's cumulative spend (over
+    all series) is within its amount."""
+    found: dict[SeriesKey, dict[date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    names: dict[SeriesKey, set[str]] = defaultdict(set)
+    for plan in plans:
+        def covered(row: DailySpend) -> bool:
+            return (row.project.lower() == plan.project.lower()
+                    and (plan.experiment is None or row.experiment.lower() == plan.experiment.lower())
+                    and plan.start.date() <= row.day and datetime.combine(row.day, datetime.min.time()) < plan.end)
+        mine = sorted((r for r in rows if covered(r)), key=lambda r: r.day)
+        spent = Decimal(0)
+        for day in sorted({r.day for r in mine}):
+            today = [r for r in mine if r.day == day]
+            spent += sum((r.cost for r in today), Decimal(0))
+            if spent > plan.amount:
+                break
+            for row in today:
+                found[(row.value, row.service or "")][day] += row.cost
+                names[(row.value, row.service or "")].add(plan.name)
+    return found, names
+
+
+@register
+class SpendAnomalyRule(Rule):
+    name = "spend-anomaly"
+    config_model = SpendAnomalyConfig
+    inputs = {"costs": ("ServiceName", "ChargeCategory", "x_line_item_type", "BilledCost")}
+
+    def evaluate(self, ctx: RuleContext) -> list[Finding]:
+        if ctx.attributed_daily is None:
+            return []
+        cfg = self.config
+        last = ctx.until.date() - timedelta(days=1)  # the last full day
+        scan_from = min(ctx.since.date(), last) - timedelta(days=cfg.lookback_days)
+        fetch_from = scan_from - timedelta(days=7 * BASELINE_WEEKS)
+        rows = [r for r in ctx.attributed_daily(cfg.dimension, datetime.combine(fetch_from, datetime.min.time()),
+                                                datetime.combine(last + timedelta(days=1), datetime.min.time()))
+                if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
+                and r.line_item_type not in cfg.exclude_line_item_types and r.day <= last]
+        if not rows:
+            return []
+        first_known = min(r.day for r in rows)
+        by_series: dict[tuple[str, str], list[DailySpend]] = defaultdict(list)
+        for row in rows:
+            by_series[(row.value, row.service or "")].append(row)
+        planned, plan_names = planned_spend(rows, ctx.plans)
+        thresholds = Thresholds(cfg.min_impact_usd, cfg.min_impact_pct, cfg.min_daily_cost)
+        days = [scan_from + timedelta(days=n) for n in range((last - scan_from).days + 1)]
+        findings = []
+        for key, series_rows in sorted(by_series.items()):
+            series: dict[date, Decimal] = defaultdict(Decimal)
+            for row in series_rows:
+                series[row.day] += row.cost
+            for episode in detect(series, days, first_known, thresholds, planned.get(key)):
+                if episode.ongoing or episode.start >= ctx.since.date():
+                    findings.append(self._finding(key, series_rows, episode, plan_names.get(key, set())))
+        return findings
+
+    def _finding(self, key: SeriesKey, rows: Sequence[DailySpend], episode: Episode, plans: set[str]) -> Finding:
+        value, service = key
+        cfg = self.config
+        latest = episode.days[-1]
+        impact = episode.impact
+        planned_usd = sum((d.planned for d in episode.days), Decimal(0))
+        evidence = {
+            "dimension": cfg.dimension, "value": value, "service": service, "currency": cfg.currency,
+            "start": episode.start, "last_day": latest.day, "ongoing": episode.ongoing, "days": len(episode.days),
+            "actual_usd": money(latest.actual), "expected_usd": money(latest.expected),
+            "impact_usd": money(impact),
+            "daily": [{"day": d.day, "actual_usd": money(d.actual), "expected_usd": money(d.expected)}
+                      for d in episode.days],
+            "root_causes": root_causes(rows, episode, cfg.top_causes),
+        }
+        if planned_usd > 0:
+            evidence["planned"] = {"planned_usd": money(planned_usd),
+                                   "plans": sorted(plans)}
+        where = f"{cfg.dimension} {value} on {service or 'no service'}"
+        if episode.planned_only:
+            summary = (f"{where} spent {usd(latest.actual)} on {latest.day} against {usd(latest.expected)} "
+                       f"expected, inside a planned run ({usd(planned_usd)} planned) — expected, not an anomaly.")
+            severity, waste = "info", Decimal(0)
+        else:
+            state = "and still is" if episode.ongoing else f"until {latest.day}"
+            summary = (f"{where} has spent above its expected band since {episode.start} {state}: "
+                       f"{usd(latest.actual)} on {latest.day} against {usd(latest.expected)} expected, "
+                       f"{usd(impact)} over in {len(episode.days)} day(s).")
+            severity, waste = self.severity(impact), impact
+        finding = self.finding(resource_id=f"series:{cfg.dimension}={value}|service={service}",
+                               key=episode.start.isoformat(), severity=severity, monthly_waste_usd=waste,
+                               summary=summary, evidence=evidence)
+        if cfg.dimension in ("team", "project", "experiment"):  # the series' owner is its value
+            finding = replace(finding, **{cfg.dimension: value})
+        return finding

@@ -1,0 +1,148 @@
+"""spend-anomaly: hand-computed baselines and episodes, and the rule over a real lake
+(attribution, exclusions, root causes, stable ids, acknowledgements, planned runs)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+
+from attribution_helpers import line, make_lake
+from rules.spend_anomaly import Thresholds, detect, expected_spend
+from service.core.config import parse_config
+from service.findings import acknowledge, load_findings, run_rules
+from service.plans import Plan, register_plan
+from service.estimate import Span
+
+DEFAULTS = Thresholds(Decimal(100), Decimal(20), Decimal(50))
+FIRST = date(2026, 10, 1)
+
+
+def series(days: int, value) -> dict[date, Decimal]:
+    return {FIRST + timedelta(n): Decimal(value(n, FIRST + timedelta(n))) for n in range(days)}
+
+
+def test_expected_spend_knows_weekends():
+    # weekdays 100, weekends 20: a Saturday expects 20, a Monday 100
+    spend = series(40, lambda n, d: 20 if d.weekday() >= 5 else 100)
+    saturday = next(d for d in sorted(spend)[30:] if d.weekday() == 5)
+    assert expected_spend(spend, saturday, FIRST) == Decimal(20)
+    assert expected_spend(spend, saturday + timedelta(2), FIRST) == Decimal(100)
+
+
+def test_expected_spend_follows_a_linear_trend_exactly():
+    spend = series(40, lambda n, d: 100 + 2 * n)
+    day = FIRST + timedelta(35)
+    # same-weekday median 100 + 2×17.5 back; trend (7-day − 28-day median) = 2×10.5, × 17.5/10.5
+    assert expected_spend(spend, day, FIRST) == Decimal(100 + 2 * 35)
+
+
+def test_expected_spend_needs_seven_known_days():
+    spend = series(10, lambda n, d: 100)
+    assert expected_spend(spend, FIRST + timedelta(6), FIRST) is None
+    assert expected_spend(spend, FIRST + timedelta(7), FIRST) == Decimal(100)
+
+
+def test_all_three_thresholds_must_hold():
+    assert DEFAULTS.anomalous(Decimal(400), Decimal(100))
+    assert not DEFAULTS.anomalous(Decimal(199), Decimal(100))  # impact 99 < $100
+    assert not DEFAULTS.anomalous(Decimal(1150), Decimal(1000))  # impact 150 = 15% < 20%
+    assert not DEFAULTS.anomalous(Decimal(49), Decimal(0))  # actual below $50 a day
+    assert not Thresholds(Decimal(0), Decimal(0), Decimal(0)).anomalous(Decimal(5), Decimal(5))  # no impact
+
+
+def test_consecutive_days_make_one_episode_and_a_spike_does_not_lift_the_baseline():
+    spend = series(40, lambda n, d: 100)
+    spend[FIRST + timedelta(30)] = Decimal(500)
+    spend[FIRST + timedelta(31)] = Decimal(450)
+    spend[FIRST + timedelta(36)] = Decimal(400)
+    days = [FIRST + timedelta(n) for n in range(28, 40)]
+    episodes = detect(spend, days, FIRST, DEFAULTS)
+    assert [(e.start, len(e.days), e.impact, e.ongoing) for e in episodes] == [
+        (FIRST + timedelta(30), 2, Decimal(750), False), (FIRST + timedelta(36), 1, Decimal(300), False)]
+
+
+def test_planned_spend_is_taken_out_before_testing():
+    spend = series(40, lambda n, d: 100)
+    spend[FIRST + timedelta(39)] = Decimal(600)
+    days = [FIRST + timedelta(39)]
+    (episode,) = detect(spend, days, FIRST, DEFAULTS, {FIRST + timedelta(39): Decimal(450)})
+    assert episode.planned_only and episode.ongoing
+    (episode,) = detect(spend, days, FIRST, DEFAULTS, {FIRST + timedelta(39): Decimal(100)})
+    assert not episode.planned_only  # 600 − 100 planned is still 400 over 100
+
+
+# ---- the rule over a lake ------------------------------------------------------------------
+
+TODAY = date(2026, 11, 20)
+NOW = datetime(2026, 11, 20, 6, tzinfo=timezone.utc)
+
+
+def daily_line(day: date, cost: str, **kwargs) -> dict:
+    return line(f"{day} 00:00:00", cost, end=f"{day + timedelta(1)} 00:00:00", **kwargs)
+
+
+def anomaly_lake(tmp_path):
+    lines = []
+    for n in range(1, 50):
+        day = TODAY - timedelta(n)
+        lines.append(daily_line(day, "200", tags={"team": "vision"}, resource="i-base", usage_type="BoxUsage:p4d"))
+        lines.append(daily_line(day, "80", tags={"team": "nlp"}, service="Amazon S3", resource="bucket-a"))
+    for n in (1, 2):  # vision's EC2 jumps the last two days: a new resource in us-west-2
+        day = TODAY - timedelta(n)
+        lines.append(daily_line(day, "900", tags={"team": "vision"}, resource="i-new", usage_type="BoxUsage:p5",
+                                region="us-west-2"))
+    # a big credit and tax on nlp's S3 yesterday are not spend
+    lines.append(daily_line(TODAY - timedelta(1), "5000", tags={"team": "nlp"}, service="Amazon S3",
+                            category="Tax"))
+    lines.append(daily_line(TODAY - timedelta(1), "-700", tags={"team": "nlp"}, service="Amazon S3",
+                            category="Credit"))
+    return make_lake(tmp_path, lines)
+
+
+def anomaly_config(lake):
+    return parse_config({"lake": str(lake.root), "attribution": {"dimensions": {"team": {"tags": ["team"]}}},
+                         "rules": {"spend-anomaly": {}}})
+
+
+def test_rule_finds_the_jump_with_owner_root_causes_and_a_stable_id(tmp_path):
+    lake = anomaly_lake(tmp_path)
+    config = anomaly_config(lake)
+    report = run_rules(config, only=["spend-anomaly"], now=NOW)
+    (finding,) = report.result.seen
+    assert finding.team == "vision" and finding.severity == "critical"  # 1800 ≥ $1000 critical line
+    assert finding.monthly_waste_usd == Decimal("1800.00")  # 2 days × (1100 − 200)
+    assert finding.evidence["start"] == str(TODAY - timedelta(2)) and finding.evidence["ongoing"] is True
+    assert finding.evidence["expected_usd"] == "200.00" and finding.evidence["actual_usd"] == "1100.00"
+    causes = {(c["dimension"], c["value"]): c["impact_usd"] for c in finding.evidence["root_causes"]}
+    assert causes == {("resource", "i-new"): "900.00", ("usage type", "BoxUsage:p5"): "900.00",
+                      ("region", "us-west-2"): "900.00"}
+    # the next day's run sees the same episode under the same id, not a new alert
+    later = run_rules(config, only=["spend-anomaly"], now=NOW + timedelta(hours=3))
+    assert [f.id for f in later.result.seen] == [finding.id]
+    assert later.result.seen[0].first_seen == report.result.seen[0].first_seen
+
+
+def test_acknowledged_anomaly_is_not_raised_again(tmp_path):
+    lake = anomaly_lake(tmp_path)
+    config = anomaly_config(lake)
+    (finding,) = run_rules(config, only=["spend-anomaly"], now=NOW).result.seen
+    acknowledge(lake, finding.id, "expected", now=NOW)
+    (again,) = run_rules(config, only=["spend-anomaly"], now=NOW + timedelta(hours=1)).result.seen
+    assert again.id == finding.id and again.status == "acknowledged"
+    assert [f.status for f in load_findings(lake, rule="spend-anomaly")] == ["acknowledged"]
+
+
+def test_spend_inside_a_planned_run_is_annotated_not_raised(tmp_path):
+    # the new instance belongs to project llm, planned for 2000 over the last three days
+    lake = make_lake(tmp_path, [
+        *[daily_line(TODAY - timedelta(n), "200", tags={"team": "vision"}, resource="i-base") for n in range(1, 50)],
+        *[daily_line(TODAY - timedelta(n), "900", tags={"team": "vision", "project": "llm"}, resource="i-new")
+          for n in (1, 2)]])
+    register_plan(lake, Plan(name="llm-run", project="llm", experiment=None,
+                             start=datetime.combine(TODAY - timedelta(3), datetime.min.time(), timezone.utc),
+                             run_hours=Span(Decimal(96), Decimal(96)), retention_days=0,
+                             compute_cost=Span(Decimal(1500), Decimal(2000)), storage_cost=Span(Decimal(0), Decimal(0)),
+                             inputs={}))
+    (finding,) = run_rules(anomaly_config(lake), only=["spend-anomaly"], now=NOW).result.seen
+    assert finding.severity == "info" and finding.monthly_waste_usd == 0
+    assert finding.evidence["planned"] == {"planned_usd": "1800.00", "plans": ["llm-run"]}
