@@ -162,7 +162,7 @@ def root_causes(rows: Sequence[DailySpend], episode: Episode, top: int) -> list[
             mean_during = sum((spend.get(d, Decimal(0)) for d in during), Decimal(0)) / len(during)
             impact = mean_during - Decimal(median([spend.get(d, Decimal(0)) for d in before]))
             if impact > 0:
-                causes.append({"dimension": name.replace("_", " "), "value": value, "impact_usd": money(impact)})
+                causes.append({"dimension": name, "value": value, "impact_usd": money(impact)})
     causes.sort(key=lambda c: (-c["impact_usd"], c["dimension"], str(c["value"])))
     return causes[:top]
 

@@ -151,7 +151,22 @@ def findings_families(config: Config, lake: Lake) -> list[Metric]:
                                      "Estimated monthly waste of the open findings, in USD.", labels=["rule", "team"])
     add_all(count_family, counts.items())
     add_all(waste_family, waste.items())
-    return [count_family, waste_family]
+    return [count_family, waste_family, anomaly_family(config, found)]
+
+
+def anomaly_family(config: Config, found) -> GaugeMetricFamily:
+    """Impact (actual − expected, USD, over the episode) of the open spend anomalies by team
+    and service; anomalies inside a planned run (severity info) are not anomalies."""
+    impact: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for finding in found:
+        if finding.rule == "spend-anomaly" and finding.severity != "info" and finding.evidence.get("currency") == "USD":
+            key = (team_of(finding.team), finding.evidence.get("service") or "none")
+            impact[key] += Decimal(str(finding.evidence.get("impact_usd", 0)))
+    family = GaugeMetricFamily("spendlake_anomaly_impact_usd",
+                               "Impact in USD of the open spend anomalies (actual minus expected spend).",
+                               labels=["team", "service"])
+    add_all(family, fold_top(impact, config.service.top_n).items())
+    return family
 
 
 def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:

@@ -114,7 +114,7 @@ def test_rule_finds_the_jump_with_owner_root_causes_and_a_stable_id(tmp_path):
     assert finding.evidence["start"] == str(TODAY - timedelta(2)) and finding.evidence["ongoing"] is True
     assert finding.evidence["expected_usd"] == "200.00" and finding.evidence["actual_usd"] == "1100.00"
     causes = {(c["dimension"], c["value"]): c["impact_usd"] for c in finding.evidence["root_causes"]}
-    assert causes == {("resource", "i-new"): "900.00", ("usage type", "BoxUsage:p5"): "900.00",
+    assert causes == {("resource", "i-new"): "900.00", ("usage_type", "BoxUsage:p5"): "900.00",
                       ("region", "us-west-2"): "900.00"}
     # the next day's run sees the same episode under the same id, not a new alert
     later = run_rules(config, only=["spend-anomaly"], now=NOW + timedelta(hours=3))
@@ -146,3 +146,14 @@ def test_spend_inside_a_planned_run_is_annotated_not_raised(tmp_path):
     (finding,) = run_rules(anomaly_config(lake), only=["spend-anomaly"], now=NOW).result.seen
     assert finding.severity == "info" and finding.monthly_waste_usd == 0
     assert finding.evidence["planned"] == {"planned_usd": "1800.00", "plans": ["llm-run"]}
+
+
+def test_metrics_show_the_open_anomaly_impact_by_team_and_service(tmp_path):
+    from service.metrics_lake import findings_families
+
+    lake = anomaly_lake(tmp_path)
+    config = anomaly_config(lake)
+    run_rules(config, only=["spend-anomaly"], now=NOW)
+    (family,) = [f for f in findings_families(config, lake) if f.name == "spendlake_anomaly_impact_usd"]
+    assert [(s.labels, s.value) for s in family.samples] == [
+        ({"team": "vision", "service": "Amazon Elastic Compute Cloud"}, 1800.0)]
