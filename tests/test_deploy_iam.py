@@ -1,0 +1,153 @@
+"""deploy/iam/spendlake-readonly.json, enforced by moto's IAM simulation (RELIABILITY 18): a
+full ingest (billing export and every inventory API) passes with it, writes are denied, and
+without s3:GetObject the error names the action and the object."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime, timedelta, timezone
+
+import boto3
+import pytest
+from aws_exports import line, s3_put, write_legacy
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.core.authorization import enable_iam_authentication
+
+from service.core.config import parse_config
+from service.core.errors import SourceError
+from service.core.lake import Lake
+from service.serve import run_ingest
+from tests.conftest import REPO
+
+POLICY = json.loads((REPO / "deploy" / "iam" / "spendlake-readonly.json").read_text())
+BILLING, SCANNED = "example-billing-exports", "example-ml-checkpoints"
+# moto evaluates `<SigV4 signing name>:<operation>`; for these services that name differs from
+# the IAM service prefix real AWS checks (tag:GetResources is signed as "tagging").
+MOTO_SIGNING_NAMES = {"tag": "tagging", "cloudwatch": "monitoring"}
+WRITE_PREFIXES = ("Put", "Delete", "Create", "Update", "Tag", "Untag", "Restore", "Replicate", "Abort")
+
+
+def actions(policy: dict) -> set[str]:
+    found = set()
+    for statement in policy["Statement"]:
+        value = statement["Action"]
+        found |= {value} if isinstance(value, str) else set(value)
+    return found
+
+
+def as_moto_sees_it(policy: dict) -> dict:
+    """The same policy, with each action also under moto's name for its service."""
+    policy = copy.deepcopy(policy)
+    for statement in policy["Statement"]:
+        names = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        statement["Action"] = names + [f"{MOTO_SIGNING_NAMES[n.split(':')[0]]}:{n.split(':')[1]}"
+                                       for n in names if n.split(":")[0] in MOTO_SIGNING_NAMES]
+    return policy
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """Buckets, a legacy CUR delivery, a log group, a tagged resource and GPU metrics, set up
+    unauthenticated; then a user holding only the shipped policy, whose keys the test uses."""
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for bucket in (BILLING, SCANNED):
+            s3.create_bucket(Bucket=bucket)
+        write_legacy(s3_put(s3, BILLING), prefix="cur", report="rep", period="2026-10", assembly="a1",
+                     parts=[[line("2026-10", "12.5", team="nlp")]], bucket=BILLING)
+        s3.put_object(Bucket=SCANNED, Key="runs/r1/checkpoints/step_100.pt", Body=b"weights")
+        boto3.client("logs", region_name="us-east-1").create_log_group(logGroupName="/training/r1")
+        s3.put_bucket_tagging(Bucket=SCANNED, Tagging={"TagSet": [{"Key": "team", "Value": "nlp"}]})
+        boto3.client("cloudwatch", region_name="us-east-1").put_metric_data(Namespace="CWAgent", MetricData=[{
+            "MetricName": "nvidia_smi_utilization_gpu", "Value": 3.0,
+            "Timestamp": datetime.now(timezone.utc) - timedelta(hours=2),
+            "Dimensions": [{"Name": "InstanceId", "Value": "i-0abc"}, {"Name": "index", "Value": "0"}]}])
+        iam = boto3.client("iam", region_name="us-east-1")
+        iam.create_user(UserName="spendlake")
+        keys = iam.create_access_key(UserName="spendlake")["AccessKey"]
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", keys["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", keys["SecretAccessKey"])
+        monkeypatch.delenv("AWS_SESSION_TOKEN")
+
+        def grant(policy: dict) -> None:
+            iam.put_user_policy(UserName="spendlake", PolicyName="spendlake-readonly",
+                                PolicyDocument=json.dumps(as_moto_sees_it(policy)))
+
+        yield grant
+
+
+def as_spendlake(service: str):
+    """A client with the credentials in the environment now (the user's, not the setup's)."""
+    return boto3.session.Session(region_name="us-east-1").client(service)
+
+
+def config(tmp_path):
+    return parse_config({
+        "lake": str(tmp_path / "lake"),
+        "sources": [{"name": "cur", "kind": "aws-cur", "location": f"s3://{BILLING}/cur", "max_attempts": 1}],
+        "inventory": [
+            {"name": "tags", "kind": "aws-tags", "regions": ["us-east-1"], "max_attempts": 1},
+            {"name": "objects", "kind": "s3-objects", "buckets": [{"bucket": SCANNED}], "max_attempts": 1},
+            {"name": "logs", "kind": "cloudwatch-logs", "regions": ["us-east-1"], "max_attempts": 1},
+            {"name": "gpu", "kind": "gpu-metrics", "cloudwatch": True, "regions": ["us-east-1"], "max_attempts": 1},
+        ],
+    })
+
+
+def test_the_policy_allows_no_write_action():
+    assert not [a for a in actions(POLICY) if a.split(":")[1].startswith(WRITE_PREFIXES) or "*" in a]
+    assert {s["Effect"] for s in POLICY["Statement"]} == {"Allow"}
+
+
+def test_a_full_ingest_passes_under_the_policy(tmp_path, aws):
+    aws(POLICY)
+    cfg = config(tmp_path)
+    with enable_iam_authentication():
+        run_ingest(cfg)  # raises if any source failed
+    state = Lake(cfg.lake).read_state("sources")
+    assert sorted(name for name, record in state.items() if record.get("last_success")) == \
+        ["cur", "gpu", "logs", "objects", "tags"]
+    con = Lake(cfg.lake).query()
+    assert con.execute("SELECT sum(BilledCost) FROM costs").fetchone()[0] == 12.5
+    assert con.execute("SELECT count(*) FROM s3_objects").fetchone()[0] == 1
+
+
+WRITES = {
+    "s3:PutObject": lambda: as_spendlake("s3").put_object(Bucket=BILLING, Key="cur/x", Body=b"x"),
+    "s3:DeleteObject": lambda: as_spendlake("s3").delete_object(Bucket=SCANNED, Key="runs/r1/checkpoints/step_100.pt"),
+    "s3:PutLifecycleConfiguration": lambda: as_spendlake("s3").put_bucket_lifecycle_configuration(
+        Bucket=SCANNED, LifecycleConfiguration={"Rules": [{"ID": "x", "Status": "Enabled", "Filter": {"Prefix": ""},
+                                                           "Expiration": {"Days": 1}}]}),
+    "logs:PutRetentionPolicy": lambda: as_spendlake("logs").put_retention_policy(logGroupName="/training/r1",
+                                                                                 retentionInDays=1),
+}
+
+
+def test_writes_are_denied(aws):
+    aws(POLICY)
+    allowed = []
+    with enable_iam_authentication():
+        for name, write in WRITES.items():
+            try:
+                write()
+                allowed.append(name)
+            except ClientError as denied:
+                response = denied.response
+                assert response["ResponseMetadata"]["HTTPStatusCode"] == 403, (name, response["Error"])
+                message = response["Error"]["Message"]
+                assert message == "Access Denied" or "is not authorized to perform" in message, (name, message)
+    assert allowed == []
+
+
+def test_without_get_object_the_error_names_the_action_and_the_object(tmp_path, aws):
+    policy = copy.deepcopy(POLICY)
+    policy["Statement"] = [s for s in policy["Statement"] if s["Action"] != ["s3:GetObject"]]
+    assert "s3:GetObject" not in actions(policy)
+    aws(policy)
+    with enable_iam_authentication(), pytest.raises(SourceError) as failed:
+        run_ingest(config(tmp_path))
+    message = str(failed.value)
+    assert "access denied" in message and "s3:GetObject" in message
+    assert f"s3://{BILLING}/cur/" in message

@@ -1,0 +1,85 @@
+"""The container image, docker-compose and Kubernetes manifests: what they promise (non-root,
+read-only root filesystem, one service per lake, loopback-only host ports, probes on the
+service's endpoints) checked from the files, and the configs they carry loaded by spendlake."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from conftest import REPO
+
+from service.core.config import load_config, parse_config
+
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "k8s"
+
+
+def k8s() -> dict[str, dict]:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    docs = [yaml.safe_load((K8S / name).read_text()) for name in kustomization["resources"]]
+    assert {p.name for p in K8S.glob("*.yaml")} == set(kustomization["resources"]) | {"kustomization.yaml"}
+    return {doc["kind"]: doc for doc in docs}
+
+
+def test_dockerfile_is_multi_stage_slim_non_root_with_a_healthcheck():
+    text = (REPO / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM (\S+)", text, re.M)
+    assert len(stages) == 2 and all(s.endswith("-slim") for s in stages)
+    assert re.search(r"^USER 10001", text, re.M) and "COPY --from=build" in text
+    assert "127.0.0.1:9464/healthz" in text.split("HEALTHCHECK", 1)[1].split("\n\n")[0]
+    assert re.search(r'^ENTRYPOINT \["spendlake", "serve"\]', text, re.M)
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert {".git", ".venv", "spendlake-data", "tests"} <= set(ignored)
+
+
+def test_compose_runs_the_four_services_with_the_shipped_files_on_loopback_ports():
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert set(services) == {"spendlake", "prometheus", "alertmanager", "grafana"}
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), (name, port)
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), (name, source)
+    assert services["spendlake"]["read_only"] is True
+    assert load_config(DEPLOY / "spendlake.yaml").lake.as_posix() == "/var/lib/spendlake/lake"
+
+
+def test_kubernetes_deployment_is_non_root_read_only_and_single():
+    docs = k8s()
+    assert set(docs) == {"ServiceAccount", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
+                         "ServiceMonitor", "NetworkPolicy"}
+    deployment = docs["Deployment"]["spec"]
+    assert deployment["replicas"] == 1 and deployment["strategy"]["type"] == "Recreate"
+    pod = deployment["template"]["spec"]
+    [container] = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert volumes[mounts["/var/lib/spendlake"]]["persistentVolumeClaim"]["claimName"] == \
+        docs["PersistentVolumeClaim"]["metadata"]["name"]
+    assert volumes[mounts["/etc/spendlake"]]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
+    config = parse_config(yaml.safe_load(docs["ConfigMap"]["data"]["spendlake.yaml"]), "/etc/spendlake/spendlake.yaml")
+    assert str(config.lake).startswith("/var/lib/spendlake")  # on the volume, not the read-only root
+
+
+def test_service_monitor_and_network_policy_select_the_pods_and_the_port():
+    docs = k8s()
+    labels = docs["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    service = docs["Service"]["spec"]
+    assert service["selector"].items() <= labels.items()
+    [port] = service["ports"]
+    assert port["name"] == docs["ServiceMonitor"]["spec"]["endpoints"][0]["port"] and port["port"] == 9464
+    assert docs["ServiceMonitor"]["spec"]["selector"]["matchLabels"].items() <= \
+        docs["Service"]["metadata"]["labels"].items()
+    policy = docs["NetworkPolicy"]["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [9464]
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
