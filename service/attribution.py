@@ -4,13 +4,15 @@ and any declared), exactly once.
 Python API (the CLI, rules engine, metrics, report and HTTP API call these):
 
     attribute(lake, config, window, by=("team",), where={}, cost="billed",
-              granularity="total", top=None, compare=False, explain=False) -> AttributionResult
+              granularity="total", top=None, compare=False, explain=False, engine=None) -> AttributionResult
         AttributionResult.to_json() is the `spendlake attribute --format json` contract:
         {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}]}
     materialise(lake, config) -> int          compute missing per-period rollups now (ingest
         calls it after committing; queries also do it on demand)
-    reconcile(lake, config) -> list[Reconciliation]      Σ attributed vs Σ source, per
+    reconcile(lake, config, engine=None) -> list[Reconciliation]      Σ attributed vs Σ source, per
         (source, billing period, currency, cost measure); `spendlake attribute --check`
+    `engine` (an EngineConfig, default DuckDB): `kind="spark"` runs the same SQL on Apache
+        Spark (service/attribution_spark.py) and returns the same results
     attribute_resources(lake, config, resource_ids) -> {resource id: {dimension: value}}
         for findings: each dimension's value on the resource's latest cost line
 
@@ -56,7 +58,7 @@ from decimal import Decimal
 from service.attribution_engine import RollupSession, attributed_sums
 from service.attribution_rollup import cost_partitions, ensure_rollups, inventory_keys
 from service.attribution_sql import GRANULARITIES, MEASURES, all_tag_keys_sql, resources_sql
-from service.core.config import Config
+from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
 from service.core.lake import Lake
@@ -181,9 +183,19 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
     return "default"
 
 
+def open_session(lake: Lake, config: AttributionConfig, engine: EngineConfig | None) -> RollupSession:
+    """The rollups on the engine that runs the SQL: DuckDB (default) or Spark, same SQL."""
+    if engine is None or engine.kind == "duckdb":
+        return RollupSession(lake, config)
+    from service.attribution_spark import SparkRollupSession
+
+    return SparkRollupSession(lake, config, engine)
+
+
 def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
               where: Mapping[str, Sequence[str]] | None = None, cost: str = "billed", granularity: str = "total",
-              top: int | None = None, compare: bool = False, explain: bool = False) -> AttributionResult:
+              top: int | None = None, compare: bool = False, explain: bool = False,
+              engine: EngineConfig | None = None) -> AttributionResult:
     """Attributed cost of `window`, one row per (period, currency, values of `by`)."""
     config = _attribution(config)
     by, where = tuple(by), dict(where or {})
@@ -204,7 +216,7 @@ def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *,
     empty = AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
     if not cost_partitions(lake):
         return empty
-    session = RollupSession(lake, config)
+    session = open_session(lake, config, engine)
     dims = _sql_dims(config, by, where)
     wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
@@ -235,7 +247,8 @@ def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *,
         prev = folded_previous.get(key, (Decimal(0), {}))[0] if compare else None
         shown = {d: (OTHER if v == OTHER and keep is not None else spell.get((d, v), v)) for d, v in zip(by, values)}
         contributions = tuple(Contribution(d, _how_label(config, d, h), c)
-                              for (d, h), c in sorted(parts.items(), key=lambda item: (item[0][0], -abs(item[1]))))
+                              for (d, h), c in sorted(parts.items(),
+                                                      key=lambda item: (item[0][0], -abs(item[1]), item[0][1])))
         rows.append(AttributionRow(shown, currency, amount, period, prev, contributions))
     rows.sort(key=lambda r: (r.period or date.min, r.currency or "", -r.cost, tuple(r.values.values())))
     totals = defaultdict(lambda: [Decimal(0), Decimal(0)])
@@ -306,13 +319,14 @@ class Reconciliation:
         return self.difference == 0
 
 
-def reconcile(lake: Lake, config: AttributionConfig | Config) -> list[Reconciliation]:
+def reconcile(lake: Lake, config: AttributionConfig | Config,
+              engine: EngineConfig | None = None) -> list[Reconciliation]:
     """Σ attributed (unallocated included) against Σ source cost, per source, billing
     period, currency and cost measure, over the whole lake."""
     config = _attribution(config)
     if not cost_partitions(lake):
         return []
-    session = RollupSession(lake, config)
+    session = open_session(lake, config, engine)
     dims = _sql_dims(config, (), {})
     results = []
     for measure, column in MEASURES.items():

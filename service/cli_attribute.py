@@ -87,9 +87,11 @@ def render_check(results, fmt: str | None) -> None:
 @click.option("--top", type=click.IntRange(min=1), help="Keep the N largest rows, fold the rest into `other`.")
 @click.option("--explain", is_flag=True, help="Show how much each tag key, rule, shared split or default placed.")
 @click.option("--check", is_flag=True, help="Reconcile: Σ attributed = Σ source per billing period and currency; exit 3 if not.")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]),
+              help="What runs the attribution SQL (default: config `engine.kind`, else duckdb).")
 @format_option
 @click.pass_obj
-def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, fmt) -> None:
+def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
     from service.attribution import attribute as run_attribute
     from service.attribution import parse_where, reconcile
@@ -97,8 +99,9 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     from service.core.timewindow import parse_window
 
     config, lake = obj.config, obj.lake
+    engine_config = config.engine.model_copy(update={"kind": engine}) if engine else config.engine
     if check:
-        results = reconcile(lake, config)
+        results = reconcile(lake, config, engine=engine_config)
         if not results:
             click.echo(f"the lake at {config.lake} is empty: nothing to reconcile", err=True)
         render_check(results, fmt)
@@ -114,7 +117,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     window = parse_window(since, until)
     dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
     result = run_attribute(lake, config, window, by=dims, where=parse_where(config, where), cost=cost,
-                           granularity=granularity, top=top, compare=compare, explain=explain)
+                           granularity=granularity, top=top, compare=compare, explain=explain,
+                           engine=engine_config)
     if result.lake_empty:
         click.echo(f"the lake at {config.lake} is empty: run `spendlake ingest`", err=True)
         if (fmt or ("table" if _is_tty() else "json")) == "table":

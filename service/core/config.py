@@ -155,6 +155,15 @@ class ServiceConfig(Strict):
     top_n: int = Field(default=20, ge=1, le=200, description="label values per metric before folding into `other`")
 
 
+class EngineConfig(Strict):
+    """What executes the attribution SQL: DuckDB in-process, or Apache Spark (`pip install
+    'spendlake[spark]'`) at `master` (`local[2]`, `spark://host:7077`, ...) with extra `options`."""
+
+    kind: Literal["duckdb", "spark"] = "duckdb"
+    master: str = Field(default="local[2]", min_length=1)
+    options: dict[str, str] = Field(default_factory=dict, description="spark.* settings, e.g. spark.hadoop.fs.s3a.endpoint")
+
+
 class Config(Strict):
     lake: Path = Path(DEFAULT_LAKE)
     sources: tuple[SourceConfig, ...] = ()
@@ -164,6 +173,7 @@ class Config(Strict):
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
     service: ServiceConfig = ServiceConfig()
     budgets: tuple[BudgetConfig, ...] = ()
+    engine: EngineConfig = EngineConfig()
     rules: dict[str, dict[str, Any]] = Field(default_factory=dict)  # each checked by rules.base.configure
 
     @field_validator("sources")
