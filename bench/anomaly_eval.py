@@ -106,12 +106,12 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     cfg = SpendAnomalyConfig()
-    thresholds = Thresholds(cfg.min_impact_usd, cfg.min_impact_pct, cfg.min_daily_cost)
+    thresholds = Thresholds(cfg.min_impact_usd, cfg.min_impact_pct, cfg.min_daily_cost, cfg.band_sigmas)
     cases = [make_case(kind, rng) for kind in KINDS for _ in range(args.series)]
     stats = evaluate(cases, thresholds)
     quiet_fp = stats["quiet"]["fp"]
     print(f"{args.series} series per kind, seed {args.seed}, default thresholds "
-          f"(${cfg.min_impact_usd}, {cfg.min_impact_pct}%, ${cfg.min_daily_cost})")
+          f"(${cfg.min_impact_usd}, {cfg.min_impact_pct}%, ${cfg.min_daily_cost}, {cfg.band_sigmas}σ band)")
     print(f"quiet: {quiet_fp} false alarm(s) in {args.series} series × {DAYS - SCAN_FROM} days")
     print(f"{'kind':<6} {'precision':>9} {'with quiet':>10} {'recall':>7} {'median days to detect':>22}")
     for kind in KINDS[1:]:

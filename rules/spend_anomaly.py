@@ -9,13 +9,17 @@ rules:
     min_impact_usd: 100      # all three must hold for a day to be anomalous
     min_impact_pct: 20       # impact as % of expected
     min_daily_cost: 50
+    band_sigmas: 5           # and impact ≥ 5 × the series' noise σ (0: off)
     lookback_days: 14        # episodes that began this long before the window are still found
 ```
 
 Expected spend of day D (`expected_spend`): the median of the same weekday over the four
 previous weeks (weekly seasonality), moved by the trend — the median of the last 7 days
 minus the median of the last 28, scaled to reach day D (a linear trend is followed
-exactly) — floored at 0. Medians keep one earlier spike from
+exactly) — floored at 0. The band around it: besides the three thresholds, the impact must
+exceed `band_sigmas` × the series' noise σ (`noise_scale`: MAD of its week-over-week
+changes over the last 21 days ÷ √2), so a noisy series needs a larger jump than a steady one
+(bench/anomaly_eval.py measures the trade-off). Medians keep one earlier spike from
 lifting the baseline. Days before a series' first spend count as 0 once the lake has data
 for them; earlier days are unknown, and a day needs 7 known days before it.
 
@@ -53,6 +57,7 @@ MIN_KNOWN_DAYS = 7
 # The 7- and 28-day medians sit 4 and 14.5 days back, the same-weekday median 17.5: their
 # difference, scaled by (17.5 − 0) / (14.5 − 4), carries a linear trend to the day itself.
 TREND_SCALE = Decimal("17.5") / Decimal("10.5")
+MAD_TO_SIGMA = Decimal("1.4826")  # MAD → standard deviation of a normal distribution
 CAUSE_FIELDS = ("service", "resource", "usage_type", "account", "region")
 
 
@@ -62,6 +67,8 @@ class SpendAnomalyConfig(RuleConfig):
     min_impact_usd: Decimal = Field(default=Decimal("100"), ge=0, description="actual − expected, per day")
     min_impact_pct: Decimal = Field(default=Decimal("20"), ge=0, description="impact as % of expected")
     min_daily_cost: Decimal = Field(default=Decimal("50"), ge=0, description="actual spend of the day")
+    band_sigmas: Decimal = Field(default=Decimal("5"), ge=0,
+                                 description="impact must also exceed this many of the series' noise σ (0: off)")
     lookback_days: int = Field(default=14, ge=0, le=90)
     currency: str = "USD"
     exclude_charge_categories: tuple[str, ...] = ("Credit", "Adjustment", "Tax", "Purchase")
@@ -74,11 +81,12 @@ class Thresholds:
     min_impact_usd: Decimal
     min_impact_pct: Decimal
     min_daily_cost: Decimal
+    band_sigmas: Decimal = Decimal(0)
 
-    def anomalous(self, actual: Decimal, expected: Decimal) -> bool:
+    def anomalous(self, actual: Decimal, expected: Decimal, noise: Decimal = Decimal(0)) -> bool:
         impact = actual - expected
         return (impact >= self.min_impact_usd and impact * 100 >= self.min_impact_pct * expected
-                and actual >= self.min_daily_cost and impact > 0)
+                and actual >= self.min_daily_cost and impact > 0 and impact >= self.band_sigmas * noise)
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,18 @@ def expected_spend(series: Mapping[date, Decimal], day: date, first_known: date)
     return max(Decimal(median(same_weekday)) + trend, Decimal(0))
 
 
+def noise_scale(series: Mapping[date, Decimal], day: date, first_known: date) -> Decimal:
+    """The series' day-to-day noise (a standard deviation, robust): the MAD of its
+    week-over-week changes over the 21 days before `day` ÷ √2, 0 with fewer than 7."""
+    changes = [series.get(d, Decimal(0)) - series.get(d - timedelta(days=7), Decimal(0))
+               for d in (day - timedelta(days=k) for k in range(1, 22)) if d - timedelta(days=7) >= first_known]
+    if len(changes) < MIN_KNOWN_DAYS:
+        return Decimal(0)
+    center = Decimal(median(changes))
+    mad = Decimal(median([abs(c - center) for c in changes]))
+    return mad * MAD_TO_SIGMA / Decimal(2).sqrt()
+
+
 def detect(series: Mapping[date, Decimal], days: Sequence[date], first_known: date, thresholds: Thresholds,
            planned: Mapping[date, Decimal] | None = None) -> list[Episode]:
     """Episodes of consecutive anomalous days among `days` (ascending, consecutive)."""
@@ -133,9 +153,10 @@ def detect(series: Mapping[date, Decimal], days: Sequence[date], first_known: da
     for day in days:
         expected = expected_spend(series, day, first_known)
         actual = series.get(day, Decimal(0))
-        hit = expected is not None and thresholds.anomalous(actual, expected)
+        noise = noise_scale(series, day, first_known) if thresholds.band_sigmas else Decimal(0)
+        hit = expected is not None and thresholds.anomalous(actual, expected, noise)
         if hit:
-            unplanned = thresholds.anomalous(actual - planned.get(day, Decimal(0)), expected)
+            unplanned = thresholds.anomalous(actual - planned.get(day, Decimal(0)), expected, noise)
             run.append(Day(day, actual, expected, planned.get(day, Decimal(0))))
             run_planned_only = run_planned_only and not unplanned
         elif run:

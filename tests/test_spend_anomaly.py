@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 from attribution_helpers import line, make_lake
-from rules.spend_anomaly import Thresholds, detect, expected_spend
+from rules.spend_anomaly import Thresholds, detect, expected_spend, noise_scale
 from service.core.config import parse_config
 from service.findings import acknowledge, load_findings, run_rules
 from service.plans import Plan, register_plan
@@ -157,3 +157,19 @@ def test_metrics_show_the_open_anomaly_impact_by_team_and_service(tmp_path):
     (family,) = [f for f in findings_families(config, lake) if f.name == "spendlake_anomaly_impact_usd"]
     assert [(s.labels, s.value) for s in family.samples] == [
         ({"team": "vision", "service": "Amazon Elastic Compute Cloud"}, 1800.0)]
+
+
+def test_a_noisy_series_needs_a_jump_beyond_its_band():
+    # week-over-week changes 0, ±10, ±20 … ±100 over the 21 days before `day`:
+    # median 0, MAD 50 → σ = 50 × 1.4826 / √2 ≈ 52.42
+    changes = [0] + [sign * step for step in range(10, 101, 10) for sign in (1, -1)]
+    spend = {FIRST + timedelta(n): Decimal(1000) for n in range(7)}
+    for n, change in enumerate(changes):
+        spend[FIRST + timedelta(7 + n)] = spend[FIRST + timedelta(n)] + change
+    day = FIRST + timedelta(28)
+    noise = noise_scale(spend, day, FIRST)
+    assert noise.quantize(Decimal("0.01")) == Decimal("52.42")
+    banded = Thresholds(Decimal(100), Decimal(20), Decimal(50), Decimal(5))
+    assert DEFAULTS.anomalous(Decimal(1250), Decimal(1000))
+    assert not banded.anomalous(Decimal(1250), Decimal(1000), noise)  # 250 < 5σ ≈ 262
+    assert banded.anomalous(Decimal(1270), Decimal(1000), noise)
