@@ -256,7 +256,8 @@ class Rule:
 RULES: dict[str, type[Rule]] = {}
 
 BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl", "rules.duplicate_datasets",
-                   "rules.unbounded_logs", "rules.budget", "rules.spend_anomaly")
+                   "rules.unbounded_logs", "rules.budget", "rules.spend_anomaly",
+                   "rules.unallocated_spend")
 
 
 def register(cls: type[Rule]) -> type[Rule]:

@@ -1,0 +1,109 @@
+"""unallocated-spend: too much of the window's spend has no value on a dimension.
+
+```yaml
+rules:
+  unallocated-spend:
+    dimensions: [team, project]   # attribution dimensions to watch
+    max_unallocated_pct: 5        # a finding when the unallocated share is above this
+    min_unallocated_usd: 10       # and at least this much is unallocated
+    unallocated_value: unallocated  # the dimensions' default value
+```
+
+Flags: per dimension, attributed spend over the window (USD, lines of at most a day;
+shared-cost rules not applied, see service/rule_inputs.py) whose value is the default,
+when its share of the dimension's spend is above `max_unallocated_pct`. One finding per
+dimension (stable id), seen while the share stays above. Evidence: the top unallocated
+services, accounts and resources by $, and the tag keys on those lines that no
+dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them) — the
+likely fix is an alias or a virtual-tag rule. `monthly_waste_usd` is the unallocated spend
+scaled to a month (730 hours). Ignores: credits, refunds, tax and commitment purchases
+(same defaults as spend-anomaly), other currencies than `currency`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from decimal import Decimal
+
+from pydantic import Field
+
+from rules.base import (HOURS_PER_MONTH, UNALLOCATED, DailySpend, Finding, Rule, RuleConfig, RuleContext, money,
+                        register, usd)
+
+DIMENSION = r"^[a-z][a-z0-9_]{0,39}$"
+
+
+class UnallocatedSpendConfig(RuleConfig):
+    dimensions: tuple[str, ...] = Field(default=("team", "project"), min_length=1)
+    max_unallocated_pct: Decimal = Field(default=Decimal("5"), ge=0, le=100)
+    min_unallocated_usd: Decimal = Field(default=Decimal("10"), ge=0)
+    unallocated_value: str = UNALLOCATED
+    currency: str = "USD"
+    exclude_charge_categories: tuple[str, ...] = ("Credit", "Adjustment", "Tax", "Purchase")
+    exclude_line_item_types: tuple[str, ...] = ("Credit", "Refund", "Tax", "SavingsPlanUpfrontFee", "RIFee")
+    top: int = Field(default=5, ge=1, le=50)
+
+
+def top_by_cost(rows: Sequence[DailySpend], field: str, top: int) -> list[dict]:
+    sums: dict[str, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        value = getattr(row, field)
+        if value:
+            sums[value] += row.cost
+    ranked = sorted(sums.items(), key=lambda item: (-item[1], item[0]))
+    return [{"value": value, "cost_usd": money(cost)} for value, cost in ranked[:top] if cost > 0]
+
+
+def uncovered_keys(rows: Sequence[DailySpend], top: int) -> list[dict]:
+    sums: dict[str, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        for key in row.uncovered_tag_keys:
+            sums[key] += row.cost
+    ranked = sorted(sums.items(), key=lambda item: (-item[1], item[0]))
+    return [{"key": key, "cost_usd": money(cost)} for key, cost in ranked[:top]]
+
+
+@register
+class UnallocatedSpendRule(Rule):
+    name = "unallocated-spend"
+    config_model = UnallocatedSpendConfig
+    inputs = {"costs": ("ServiceName", "SubAccountId", "ResourceId", "Tags", "BilledCost")}
+
+    def evaluate(self, ctx: RuleContext) -> list[Finding]:
+        if ctx.attributed_daily is None:
+            return []
+        cfg = self.config
+        findings = []
+        for dimension in cfg.dimensions:
+            rows = [r for r in ctx.attributed_daily(dimension, ctx.since, ctx.until)
+                    if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
+                    and r.line_item_type not in cfg.exclude_line_item_types]
+            total = sum((r.cost for r in rows), Decimal(0))
+            lost = [r for r in rows if r.value.strip().lower() == cfg.unallocated_value.strip().lower()]
+            unallocated = sum((r.cost for r in lost), Decimal(0))
+            if total <= 0 or unallocated < cfg.min_unallocated_usd or unallocated * 100 <= cfg.max_unallocated_pct * total:
+                continue
+            findings.append(self._finding(ctx, dimension, lost, unallocated, total))
+        return findings
+
+    def _finding(self, ctx: RuleContext, dimension: str, lost: Sequence[DailySpend], unallocated: Decimal,
+                 total: Decimal) -> Finding:
+        cfg = self.config
+        share = (unallocated * 100 / total).quantize(Decimal("0.1"))
+        monthly = unallocated * HOURS_PER_MONTH / ctx.window_hours
+        evidence = {
+            "dimension": dimension, "currency": cfg.currency, "unallocated_pct": share,
+            "unallocated_usd": money(unallocated), "total_usd": money(total),
+            "top_services": top_by_cost(lost, "service", cfg.top), "top_accounts": top_by_cost(lost, "account", cfg.top),
+            "top_resources": top_by_cost(lost, "resource", cfg.top), "uncovered_tag_keys": uncovered_keys(lost, cfg.top),
+        }
+        named = [f"{label} {items[0]['value']} ({usd(Decimal(items[0]['cost_usd']))})"
+                 for label, items in (("service", evidence["top_services"]), ("account", evidence["top_accounts"]),
+                                      ("resource", evidence["top_resources"])) if items]
+        keys = ", ".join(k["key"] for k in evidence["uncovered_tag_keys"])
+        summary = (f"{share}% of spend ({usd(unallocated)} of {usd(total)}) has no {dimension}"
+                   f"{'; most on ' + ', '.join(named) if named else ''}"
+                   f"{'; tag keys no alias reads: ' + keys if keys else ''}.")
+        return self.finding(resource_id=f"unallocated:{dimension}", key=dimension, severity=self.severity(monthly),
+                            monthly_waste_usd=monthly, summary=summary, evidence=evidence)

@@ -1,0 +1,64 @@
+"""unallocated-spend: the unallocated share per dimension, its top causes and the tag keys
+no alias reads, over a real lake through the service."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+
+from attribution_helpers import line, make_lake
+from service.core.config import parse_config
+from service.findings import run_rules
+
+TODAY = date(2026, 11, 20)
+NOW = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
+
+
+def day_line(n: int, cost: str, **kwargs) -> dict:
+    day = TODAY - timedelta(n)
+    return line(f"{day} 00:00:00", cost, end=f"{day + timedelta(1)} 00:00:00", **kwargs)
+
+
+def lake_with(tmp_path, untagged_per_day: str):
+    lines = []
+    for n in range(1, 8):  # the 7-day window
+        lines.append(day_line(n, "100", tags={"team": "vision", "project": "detr"}, resource="i-1"))
+        lines.append(day_line(n, untagged_per_day, tags={"Owner": "alice", "cost-center": "42"},
+                              service="Amazon S3", resource="bucket-x", account="222222222222"))
+        lines.append(day_line(n, "3", tags={"team": "nlp"}, service="AWS Lambda", resource="fn-a"))
+        lines.append(day_line(n, "-50", category="Credit", service="Amazon S3"))  # credits are no one's spend
+    return make_lake(tmp_path, lines)
+
+
+def config_for(lake, **rule):
+    return parse_config({"lake": str(lake.root), "attribution": {"dimensions": {"team": {"tags": ["team"]},
+                                                                                  "project": {"tags": ["project"]}}},
+                         "rules": {"unallocated-spend": {"dimensions": ["team", "project"], **rule}}})
+
+
+def test_unallocated_share_above_the_threshold_names_its_causes(tmp_path):
+    lake = lake_with(tmp_path, "10")
+    found = {f.resource_id: f for f in run_rules(config_for(lake), only=["unallocated-spend"], now=NOW).result.seen}
+    team = found["unallocated:team"]
+    # team: 7 × 10 unallocated of 7 × 113 = 8.85%; the credits are left out
+    assert team.evidence["unallocated_usd"] == "70.00" and team.evidence["total_usd"] == "791.00"
+    assert team.evidence["unallocated_pct"] == "8.8"
+    assert team.evidence["top_services"] == [{"value": "Amazon S3", "cost_usd": "70.00"}]
+    assert team.evidence["top_accounts"] == [{"value": "222222222222", "cost_usd": "70.00"}]
+    assert team.evidence["top_resources"] == [{"value": "bucket-x", "cost_usd": "70.00"}]
+    assert team.evidence["uncovered_tag_keys"] == [{"key": "Owner", "cost_usd": "70.00"},
+                                                   {"key": "cost-center", "cost_usd": "70.00"}]
+    assert team.monthly_waste_usd == Decimal("304.17")  # 70 × 730 / 168
+    assert team.summary.startswith("8.8% of spend ($70.00 of $791.00) has no team; most on service Amazon S3")
+    # project: the S3 lines and nlp's Lambda lines have none: (70 + 21) / 791 = 11.5%
+    assert found["unallocated:project"].evidence["unallocated_usd"] == "91.00"
+
+
+def test_below_the_threshold_or_aliased_there_is_no_finding(tmp_path):
+    lake = lake_with(tmp_path, "4")  # 28 of 749 = 3.7% unallocated on team
+    seen = run_rules(config_for(lake, dimensions=["team"]), only=["unallocated-spend"], now=NOW).result.seen
+    assert seen == []
+    lake = lake_with(tmp_path / "aliased", "10")
+    config = parse_config({"lake": str(lake.root), "attribution": {"dimensions": {"team": {"tags": ["team", "owner"]}}},
+                           "rules": {"unallocated-spend": {"dimensions": ["team"]}}})
+    assert run_rules(config, only=["unallocated-spend"], now=NOW).result.seen == []  # Owner now names the team
