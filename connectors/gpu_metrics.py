@@ -180,18 +180,20 @@ class GpuMetricsConnector:
 
 def with_instance_aggregates(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
     """Hourly rows per GPU, plus for each instance-hour without one an aggregate row (gpu
-    NULL) with the mean over its GPUs."""
+    NULL) with the mean over its GPUs. Means are summed in a fixed order, so the same input
+    gives the same bits whatever DuckDB's threads do."""
     view = f"gpu_{uuid.uuid4().hex}"
     relation.create_view(view)
     return con.sql(f"""
         WITH hourly AS (
-          SELECT resource_id, gpu, date_trunc('hour', hour) AS hour, avg(util_pct) AS util_pct, metric
+          SELECT resource_id, gpu, date_trunc('hour', hour) AS hour, avg(util_pct ORDER BY hour, util_pct) AS util_pct,
+                 metric
           FROM {view} WHERE resource_id IS NOT NULL AND hour IS NOT NULL AND util_pct IS NOT NULL
           GROUP BY ALL
         )
         SELECT * FROM hourly
         UNION ALL
-        SELECT resource_id, CAST(NULL AS INTEGER), hour, avg(util_pct), metric FROM hourly h
+        SELECT resource_id, CAST(NULL AS INTEGER), hour, avg(util_pct ORDER BY gpu), metric FROM hourly h
         WHERE gpu IS NOT NULL AND NOT EXISTS (
           SELECT 1 FROM hourly a WHERE a.gpu IS NULL AND a.resource_id = h.resource_id AND a.hour = h.hour
             AND a.metric IS NOT DISTINCT FROM h.metric)

@@ -37,6 +37,9 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     for outcome in result.ingest.outcomes:
         for line in outcome.lines():
             click.echo(line, err=outcome.status == "failed")
+    for snapshot in result.inventory:
+        for line in snapshot.lines():
+            click.echo(line, err=snapshot.failed)
     # whole cents on screen; `spendlake status` shows every decimal
     rows = [{"source": r["source"], "period": r["billing_period"], "currency": r["currency"], "rows": r["rows"],
              "billed": f"{Decimal(r['billed_cost'] or 0):,.2f}",
@@ -49,5 +52,5 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     report = os.path.relpath(report) if report.is_relative_to(Path.cwd()) else report
     click.echo(f"report: {report}")
     click.echo(f"config: {config}\nnext: spendlake --config {config} status --format json")
-    if result.ingest.failed:
+    if result.ingest.failed or any(snapshot.failed for snapshot in result.inventory):
         sys.exit(3)

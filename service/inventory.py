@@ -20,7 +20,7 @@ from connectors.inventory_base import SnapshotPart, inventory_connector_for
 from service.core.config import Config, InventorySource
 from service.core.errors import DataError, LakeBusyError, SpendlakeError
 from service.core.lake import Lake, utc_now_iso
-from service.core.schema import INVENTORY_PARTITION
+from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,17 @@ class InventoryOutcome:
         if self.error:
             return [f"{self.source} ({self.kind}): FAILED: {self.error}"]
         if not self.rows:
-            return [f"{self.source} ({self.kind}): nothing to commit"]
-        return [f"{self.source} ({self.kind}) {part}: committed {n} rows" for part, n in self.rows.items()]
+            return [f"{self.source} ({self.kind}): nothing to store"]
+        tables: dict[str, list[tuple[str, int]]] = {}
+        for part, n in self.rows.items():
+            table, partition = part.split(" ", 1)
+            tables.setdefault(table, []).append((partition, n))
+        lines = []
+        for table, parts in tables.items():
+            total = sum(n for _, n in parts)
+            where = parts[0][0] if len(parts) == 1 else f"{len(parts)} partitions {parts[0][0]} .. {parts[-1][0]}"
+            lines.append(f"{self.source} ({self.kind}) {table} {where}: {total:,} rows stored")
+        return lines
 
 
 def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None) -> list[InventoryOutcome]:
@@ -64,6 +73,8 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             with lake.scratch() as scratch:
                 for (table, value), relation in _combined(connector.snapshot(con, scratch, now), now).items():
                     key = INVENTORY_PARTITION[table]
+                    # sorted on every column: the same inventory gives byte-identical files
+                    relation = relation.order(", ".join(name for name, _ in INVENTORY_TABLES[table]))
                     try:
                         path = lake.commit_snapshot(con, relation, table=table, source=source.name,
                                                     key=key, value=value)

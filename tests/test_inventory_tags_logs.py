@@ -174,7 +174,7 @@ def test_cli_inventory_commits_and_reports(tmp_path):
         "inventory": [{"name": "logs", "kind": "cloudwatch-logs", "path": str(DATA / "logs")}]}))
     result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory", "--source", "logs"])
     assert result.exit_code == 0, result.output
-    assert "logs (cloudwatch-logs) log_groups snapshot_date=" in result.output and "committed 2 rows" in result.output
+    assert "logs (cloudwatch-logs) log_groups snapshot_date=" in result.output and "2 rows stored" in result.output
     result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory", "--source", "nope"])
     assert result.exit_code == 2 and "no inventory source named 'nope'" in result.output
 

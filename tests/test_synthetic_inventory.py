@@ -1,5 +1,5 @@
 """The synthetic organisation's inventory: files the inventory connectors read, with ids that
-match the organisation's bill, idle stretches and unmonitored nodes."""
+match the organisation's bill, idle stretches and unmonitored nodes; the demo lake shows waste of all four rules."""
 
 from __future__ import annotations
 
@@ -70,3 +70,23 @@ def test_idle_stretches_and_busy_hours(inventory_lake):
                             "WHERE gpu IS NULL GROUP BY metric"))
     assert set(rows) == {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"}
     assert all(0 < share < 0.5 for share in rows.values())  # mostly busy, with idle stretches
+
+
+def test_demo_lake_shows_waste_of_all_four_rules(tmp_path):
+    from rules.base import finding_id
+    from service.demo import run_demo
+    from service.findings import run_rules
+
+    demo = run_demo(tmp_path / "demo", days=DAYS, start=START, seed=7)
+    assert not demo.ingest.failed and not any(o.failed for o in demo.inventory)
+    end = datetime.combine(START + timedelta(days=DAYS), datetime.min.time(), tzinfo=timezone.utc)
+    report = run_rules(demo.config, since=f"{DAYS}d", now=end, dry_run=True)
+    assert [o.message for o in report.result.outcomes if o.status == "error"] == []
+    waste: dict[str, float] = {}
+    for finding in report.result.findings:
+        waste[finding.rule] = waste.get(finding.rule, 0) + float(finding.monthly_waste_usd)
+    assert all(waste.get(rule, 0) > 0 for rule in ("idle-gpu", "checkpoint-sprawl", "duplicate-datasets",
+                                                   "unbounded-logs")), waste
+    long_context = {i for e in demo.generation.organisation.experiments if e.project == "long-context-eval"
+                    for i in e.instances}
+    assert {finding_id("idle-gpu", i, "unmonitored") for i in long_context} <= {f.id for f in report.result.findings}
