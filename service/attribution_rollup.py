@@ -58,9 +58,14 @@ def rollup_version(lake: Lake, config: AttributionConfig, part: Partition) -> st
 
 
 def inventory_tags_basis(lake: Lake) -> str:
-    """What the `resource_tags` snapshots are (files, sizes, times); empty without any."""
-    files = sorted(lake.table_dir("resource_tags").glob(f"source=*/snapshot_date=*/{DATA_FILE}"))
-    return ";".join(f"{f.relative_to(lake.root)}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    """What attribution reads of `resource_tags`: the content of each source's latest
+    snapshot (empty without any). A new day's identical snapshot changes nothing."""
+    parts = []
+    for source_dir in sorted(lake.table_dir("resource_tags").glob("source=*")):
+        snapshots = sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))
+        if snapshots:
+            parts.append(f"{source_dir.name}:{hashlib.sha256(snapshots[-1].read_bytes()).hexdigest()[:16]}")
+    return ";".join(parts)
 
 
 def inventory_keys(lake: Lake, con: duckdb.DuckDBPyConnection) -> list[str] | None:
