@@ -3,7 +3,8 @@ seen, resolved when no longer seen, acknowledgements kept.
 
 A rule that crashes, or whose input tables are not in the lake yet, does not stop the
 others; its error is recorded in its outcome and its earlier findings stay as they were
-(nothing is resolved on the word of a rule that did not run). Storing is the caller's job,
+(nothing is resolved on the word of a rule that did not run). A disabled rule's findings
+are resolved; rules left out of a run (`--rule`) keep theirs. Storing is the caller's job,
 so a dry run is simply not storing the result.
 """
 
@@ -61,7 +62,8 @@ def evaluate(rules: Sequence[Rule], ctx: RuleContext) -> tuple[dict[str, list[Fi
     fresh: dict[str, list[Finding]] = {}
     outcomes = []
     for rule in rules:
-        if not rule.config.enabled:
+        if not rule.config.enabled:  # switched off: what it found before is no longer current
+            fresh[rule.name] = []
             outcomes.append(RuleOutcome(rule.name, "disabled"))
             continue
         started = time.monotonic()

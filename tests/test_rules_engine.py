@@ -86,6 +86,15 @@ def test_a_crashing_rule_is_recorded_and_keeps_its_findings(tmp_path):
     assert status == {"scripted": "open", "other": "resolved"}  # nothing resolved on a crashed rule's word
 
 
+def test_disabling_a_rule_resolves_its_findings_and_leaving_it_out_does_not(tmp_path):
+    first = run([Scripted(["a"]), Other(["x"])], ctx_at(tmp_path, T0), [])
+    off = Scripted(["a"])
+    off.config = off.config.model_copy(update={"enabled": False})
+    result = run([off], ctx_at(tmp_path, T0 + timedelta(days=1)), first.findings)
+    assert {f.rule: f.status for f in result.findings} == {"scripted": "resolved", "other": "open"}
+    assert [o.status for o in result.outcomes] == ["disabled"]
+
+
 def test_duplicate_ids_and_missing_inputs_are_reported(tmp_path):
     twice = run([Scripted(["a", "a"])], ctx_at(tmp_path, T0), [])
     assert twice.outcomes[0].status == "error" and "two findings" in twice.outcomes[0].message
