@@ -56,6 +56,9 @@ def write_daily_report(config: Config, day: date) -> ReportResult:
 
 
 def default_tasks(config: Config) -> Tasks:
+    from service.findings import rules_for
+
+    rules_for(config)  # a bad `rules:` section stops the service at start-up, not at the first run
     return Tasks(ingest=lambda: run_ingest(config), rules=lambda: run_rules(config),
                  daily=lambda day: write_daily_report(config, day))
 

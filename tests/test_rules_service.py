@@ -123,3 +123,18 @@ def test_log_groups_and_buckets_get_owners_from_their_cost_lines(tmp_path):
     assert owners["/train/llm"].team == "nlp"
     assert (owners["s3://corpus/shared/"].team, owners["s3://corpus/shared/"].experiment) == ("data", "c4")
     assert "s3://elsewhere/x/" not in owners
+
+
+def test_the_service_runs_rules_as_a_job_and_refuses_a_bad_rules_section(setup, monkeypatch, tmp_path):
+    from service.core.errors import ConfigError, SpendlakeError
+    from service.serve import default_tasks
+
+    lake, config_file = setup
+    config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))
+    default_tasks(config).rules()
+    assert {f.resource_id for f in load_findings(lake)} == {"i-idle", "i-dark"}
+    monkeypatch.setattr(IdleGpu, "evaluate", lambda self, ctx: 1 / 0)
+    with pytest.raises(SpendlakeError, match="rule idle-gpu: ZeroDivisionError"):
+        default_tasks(config).rules()
+    with pytest.raises(ConfigError, match="rules.idle-gpu.keep_last: unknown key"):
+        default_tasks(parse_config({"lake": str(tmp_path / "x"), "rules": {"idle-gpu": {"keep_last": 3}}}))
