@@ -45,7 +45,7 @@ from pydantic import Field
 from rules.base import Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, register, storage_cost, usd
 
 EVIDENCE = {"checksum": "same size and checksum", "etag": "same size and ETag",
-            "multipart-etag": "same size and multipart ETag with the same part count (weaker evidence)"}
+            "multipart-etag": "same size and multipart ETag with the same part count, weaker evidence"}
 
 SQL = """
 WITH objects AS (  -- content keys: (size, checksum algorithm, value) and (size, ETag, parts)
