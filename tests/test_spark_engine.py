@@ -119,8 +119,6 @@ def test_every_sample_same_answer_on_spark(tmp_path, file):
     config = parse_config({"lake": str(lake.root), "attribution": SAMPLE_ATTRIBUTION})
     duck, spark = both(lake, config, EVERYTHING, by=("team", "project"), granularity="month", explain=True)
     assert spark == duck
-    checks = reconcile(lake, config, engine=SPARK)
-    assert checks == reconcile(lake, config) and all(c.ok for c in checks)
 
 
 def test_construct_spark_cannot_run_is_named(org):
