@@ -16,7 +16,7 @@ integers of 1e-10 USD (`UNITS`) so every sum is exact.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Decimal
 
@@ -357,3 +357,22 @@ def build_organisation(seed: int, start: date, days: int, scale: float = 1.0) ->
     builder.inference_fleet()
     builder.storage()
     return builder.org
+
+
+def inject_gpu_anomaly(org: Organisation, *, team: str = "eval", days: int = 3, nodes: int = 4,
+                       instance: str = "p4d.24xlarge") -> list[str]:
+    """A forgotten sweep: `nodes` extra GPU instances for `team` over the window's last
+    `days` days, tagged like the team's first instance (what the spend-anomaly rule should
+    catch on that team's EC2 spend). Returns the new instance ids."""
+    template = next(s for s in org.streams if s.team == team and s.product_family == "Compute Instance")
+    price = INSTANCES[instance][0]
+    start = max(org.hours - days * 24, 0)
+    added = []
+    for index in range(nodes):
+        instance_id = "i-" + _hex_id(org.seed, "injected-sweep", team, index)
+        org.streams.append(replace(
+            template, usage_type=f"BoxUsage:{instance}", resource_id=instance_id, region="us-east-1",
+            rate=units(price), start=start, end=org.hours, hours=ALL_HOURS, instance_type=instance,
+            description=f"${Decimal(price):f} per On Demand Linux {instance} Instance Hour"))
+        added.append(instance_id)
+    return added

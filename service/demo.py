@@ -11,6 +11,12 @@ Layout under the demo directory (default `./spendlake-data`, so the lake is wher
     <dir>/lake/                      the lake
     <dir>/reports/<last day>/        the daily report of the window's last day (service.report)
 
+The bill carries an injected anomaly (extra GPU nodes for the `eval` team over the last
+three days, connectors.synthetic_org.inject_gpu_anomaly) besides its untagged spend; the
+config gets two budgets sized from the ingested spend — one the team has already crossed,
+one it is forecast to cross — and the demo runs the rules before the report, so the report
+shows budgets, the anomaly and unallocated spend.
+
 Deterministic for a given seed and window; re-running the same day rewrites identical
 files, so the ingest finds every delivery already held and changes nothing.
 """
@@ -18,14 +24,20 @@ files, so the ingest finds every delivery already held and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import yaml
 
-from connectors.synthetic import GenerationResult, generate_organisation
+from connectors.synthetic import GenerationResult, default_start, write_billing
 from connectors.synthetic_inventory import write_inventory
+from connectors.synthetic_org import build_organisation, inject_gpu_anomaly
+from rules.budget import forecast_month, month_bounds
+from service.budgets import daily_spend_lookup
 from service.core.config import Config, load_config
+from service.core.lake import Lake
+from service.findings import run_rules
 from service.ingest import IngestResult, ingest
 from service.inventory import InventoryOutcome, run_inventory
 from service.report import ReportResult, write_report
@@ -49,7 +61,9 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     """Generate the organisation's export, write the demo config, ingest it."""
     root = Path(directory).resolve()
     demo_dir = root / "demo"
-    generation = generate_organisation(demo_dir / "export", days=days, start=start, seed=seed, formats=("parquet",))
+    org = build_organisation(seed, start or default_start(days), days)
+    inject_gpu_anomaly(org)
+    generation = write_billing(org, demo_dir / "export", formats=("parquet",))
     inventory = write_inventory(generation.organisation, demo_dir / "inventory")
     config_path = demo_dir / "spendlake.yaml"
     document = {
@@ -57,13 +71,39 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
         "sources": [{"name": SOURCE_NAME, "kind": "aws-cur2", "location": str(generation.exports["parquet"])}],
         "inventory": inventory.sources(SOURCE_NAME),
     }
-    text = "# written by `spendlake demo`; edit a copy, it is rewritten on every run\n" + yaml.safe_dump(
-        document, sort_keys=False)
-    if not config_path.exists() or config_path.read_text(encoding="utf-8") != text:
-        config_path.write_text(text, encoding="utf-8")
-    config = load_config(config_path)
+    config = _write_config(config_path, document)
     ingested = ingest(config)
     snapshots = run_inventory(config)
-    last_day = generation.organisation.start + timedelta(days=generation.organisation.days - 1)
+    last_day = org.start + timedelta(days=org.days - 1)
+    now = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
+    budgets = demo_budgets(config, now)
+    if budgets:
+        config = _write_config(config_path, {**document, "budgets": budgets})
+    run_rules(config, now=now.replace(tzinfo=timezone.utc))
     return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
                       inventory=snapshots, report=write_report(config, last_day))
+
+
+def _write_config(path: Path, document: dict) -> Config:
+    text = "# written by `spendlake demo`; edit a copy, it is rewritten on every run\n" + yaml.safe_dump(
+        document, sort_keys=False)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return load_config(path)
+
+
+def demo_budgets(config: Config, now: datetime) -> list[dict]:
+    """Two team budgets from the month's spend so far: `pretrain` at 80% of what it has
+    spent (crossed), `eval` halfway between its actual and its month-end forecast
+    (forecast to cross). None for a team without spend this month, or a forecast no higher
+    than the actual (the month's last day)."""
+    daily = daily_spend_lookup(Lake(config.lake), config)
+    start, _ = month_bounds(now)
+    budgets = []
+    for name, team, pick in (("pretrain-monthly", "pretrain", lambda a, f: a * Decimal("0.8")),
+                             ("eval-monthly", "eval", lambda a, f: (a + f) / 2)):
+        outlook = forecast_month(daily("team", team, "USD", min(start, now - timedelta(days=29)), now), now)
+        amount = pick(outlook.actual, outlook.forecast).quantize(Decimal("1"))
+        if outlook.actual > 0 and amount > 0 and (team == "pretrain" or outlook.forecast > amount > outlook.actual):
+            budgets.append({"name": name, "dimension": "team", "value": team, "amount": str(amount)})
+    return budgets

@@ -4,7 +4,8 @@ attributed daily spend per dimension and the registered plans' windows.
 `attributed_daily_lookup(lake, config)` → `attributed_daily(dimension, since, until)`: cost
 lines whose charge period starts in [since, until) and lasts at most a day, attributed line
 by line with the attribution SQL (service/attribution_sql.py; tags, inventory tags, virtual
-tags, default), summed by day and by the fields the anomaly and unallocated rules read.
+tags, default), summed by day and by the fields the anomaly and unallocated rules read (dimension values
+lower-cased: attribution compares them case-insensitively).
 Shared-cost rules are not applied here: a shared line keeps its own values, so a series
 shows the spend its lines really carry. Results are cached per call arguments for the run.
 """
@@ -53,7 +54,8 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
         lines = attributed_sql(attribution, tag_keys, f"{start} >= ? AND {start} < ?", [since, until],
                                inventory_keys(lake, con), extra_columns=("x_line_item_type", "Tags"))
-        values = [dim_col(dimension), dim_col("project"), dim_col("experiment")]
+        # values compare case-insensitively in attribution: one series per value, lower-cased
+        values = [f"lower({dim_col(d)})" for d in (dimension, "project", "experiment")]
         uncovered = ("list_sort(list_filter(coalesce(map_keys(Tags), []), "
                      "lambda k: NOT list_contains(CAST(? AS VARCHAR[]), k)))")
         keys = [*values, *GROUP, "uncovered_keys", "day", "currency"]

@@ -8,7 +8,8 @@ from decimal import Decimal
 
 from click.testing import CliRunner
 
-from connectors.synthetic import generate_organisation
+from connectors.synthetic import write_billing
+from connectors.synthetic_org import build_organisation, inject_gpu_anomaly
 from service.cli import cli
 
 ARGS = ["demo", "--days", "3", "--start", "2026-10-30", "--seed", "5"]  # three days across a month boundary
@@ -35,7 +36,9 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     rows = json.loads(shown.output)
     assert [(r["source"], r["billing_period"], r["currency"], r["final"]) for r in rows] == [
         ("ml-org", "2026-10", "USD", True), ("ml-org", "2026-11", "USD", False)]
-    expected = generate_organisation(tmp_path / "expected", days=3, start=date(2026, 10, 30), seed=5)
+    org = build_organisation(5, date(2026, 10, 30), 3)
+    inject_gpu_anomaly(org)  # the demo's bill carries the injected GPU anomaly
+    expected = write_billing(org, tmp_path / "expected")
     assert [(r["rows"], Decimal(r["billed_cost"]), Decimal(r["effective_cost"])) for r in rows] == [
         (p.rows, p.billed_cost, p.effective_cost) for p in expected.periods]
 
@@ -57,3 +60,21 @@ def test_demo_config_is_written_and_valid(tmp_path):
     checked = runner.invoke(cli, ["--config", str(config), "config", "validate"])
     assert checked.exit_code == 0, checked.output
     assert str(tmp_path / "d" / "lake") in checked.output
+
+
+def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path):
+    from service.core.lake import Lake
+    from service.demo import run_demo
+    from service.findings import load_findings
+
+    result = run_demo(tmp_path / "d", days=40, start=date(2026, 10, 20), seed=7)
+    found = load_findings(Lake(result.config.lake))
+    budgets = {(f.evidence["budget"], f.evidence["kind"], f.evidence["line"]) for f in found if f.rule == "budget"}
+    assert ("pretrain-monthly", "actual", "1.0") in budgets  # crossed
+    assert ("eval-monthly", "forecast", "1.0") in budgets and ("eval-monthly", "actual", "1.0") not in budgets
+    (sweep,) = [f for f in found if f.rule == "spend-anomaly" and f.team == "eval" and f.evidence["ongoing"]]
+    # the injected nodes run the last three days (a long-context-eval run may start it earlier)
+    assert {"2026-11-26", "2026-11-27", "2026-11-28"} <= {d["day"] for d in sweep.evidence["daily"]}
+    assert {c["value"] for c in sweep.evidence["root_causes"] if c["dimension"] == "usage_type"} >= {
+        "BoxUsage:p4d.24xlarge"}
+    assert any(f.rule == "unallocated-spend" and f.resource_id == "unallocated:team" for f in found)
