@@ -70,6 +70,8 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
         "lake": str(root / "lake"),
         "sources": [{"name": SOURCE_NAME, "kind": "aws-cur2", "location": str(generation.exports["parquet"])}],
         "inventory": inventory.sources(SOURCE_NAME),
+        # inventory tags place most untagged team spend; experiments stay largely unallocated
+        "rules": {"unallocated-spend": {"dimensions": ["team", "project", "experiment"]}},
     }
     config = _write_config(config_path, document)
     ingested = ingest(config)

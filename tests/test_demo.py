@@ -77,4 +77,6 @@ def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path)
     assert {"2026-11-26", "2026-11-27", "2026-11-28"} <= {d["day"] for d in sweep.evidence["daily"]}
     assert {c["value"] for c in sweep.evidence["root_causes"] if c["dimension"] == "usage_type"} >= {
         "BoxUsage:p4d.24xlarge"}
-    assert any(f.rule == "unallocated-spend" and f.resource_id == "unallocated:team" for f in found)
+    (unallocated,) = [f for f in found if f.rule == "unallocated-spend"]
+    assert unallocated.resource_id == "unallocated:experiment"
+    assert "user_owner_team" in {k["key"] for k in unallocated.evidence["uncovered_tag_keys"]}
