@@ -13,6 +13,27 @@ import click
 from service.output import emit
 
 SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
+TOP_FINDINGS = 8
+
+
+def _print_spend_and_findings(result) -> None:
+    """Spend by team over the bill's last 7 days, and the biggest open findings."""
+    from datetime import timedelta
+
+    from service.attribution import attribute
+    from service.core.lake import Lake
+    from service.core.timewindow import Window
+
+    window = Window(result.as_of - timedelta(days=7), result.as_of)
+    spend = attribute(Lake(result.config.lake), result.config, window, by=("team",))
+    rows = [{"team": r.values["team"], "currency": r.currency, "cost": f"{r.cost:,.2f}"} for r in spend.rows]
+    emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",))
+    open_findings = sorted((f for f in result.findings if f.status == "open"),
+                           key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]
+    rows = [{"rule": f.rule, "severity": f.severity, "team": f.team, "project": f.project,
+             "resource": f.resource_id, "waste/month": f"${f.monthly_waste_usd:,.2f}"} for f in open_findings]
+    emit(rows, ["rule", "severity", "team", "project", "resource", "waste/month"], "table",
+         title=f"top findings ({len(result.findings)} in all)", right=("waste/month",))
 
 
 @click.command("demo")
@@ -50,7 +71,13 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
         else result.config_path
     report = Path(result.report.html)
     report = os.path.relpath(report) if report.is_relative_to(Path.cwd()) else report
+    _print_spend_and_findings(result)
     click.echo(f"report: {report}")
-    click.echo(f"config: {config}\nnext: spendlake --config {config} status --format json")
+    click.echo(f"config: {config}")
+    click.echo("next:\n"
+               f"  spendlake --config {config} attribute --since 7d --by project\n"
+               f"  spendlake --config {config} findings\n"
+               f"  spendlake --config {config} budgets\n"
+               f"  spendlake --config {config} serve")
     if result.ingest.failed or any(snapshot.failed for snapshot in result.inventory):
         sys.exit(3)

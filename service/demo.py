@@ -33,6 +33,7 @@ import yaml
 from connectors.synthetic import GenerationResult, default_start, write_billing
 from connectors.synthetic_inventory import write_inventory
 from connectors.synthetic_org import build_organisation, inject_gpu_anomaly
+from rules.base import Finding
 from rules.budget import forecast_month, month_bounds
 from service.budgets import daily_spend_lookup
 from service.core.config import Config, load_config
@@ -44,6 +45,19 @@ from service.report import ReportResult, write_report
 
 DEFAULT_DIR = Path("spendlake-data")
 SOURCE_NAME = "ml-org"
+# How the organisation's inconsistent tag keys map to dimensions, and who shares tax and
+# support (see README "Attribution").
+ATTRIBUTION = {
+    "dimensions": {
+        "team": {"tags": ["team", "owner-team"]},
+        "project": {"tags": ["project"]},
+        "experiment": {"tags": ["experiment"]},
+    },
+    "shared": [
+        {"match": {"charge_category": "Tax"}, "split": "proportional", "by": "team"},
+        {"match": {"service": "AWS Support (Business)"}, "split": "even", "by": "team"},
+    ],
+}
 
 
 @dataclass
@@ -53,6 +67,8 @@ class DemoResult:
     generation: GenerationResult
     ingest: IngestResult
     inventory: list[InventoryOutcome]
+    findings: list[Finding]
+    as_of: datetime  # the demo's "now": the end of the bill's last day
     report: ReportResult  # the daily report of the window's last day
 
 
@@ -70,6 +86,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
         "lake": str(root / "lake"),
         "sources": [{"name": SOURCE_NAME, "kind": "aws-cur2", "location": str(generation.exports["parquet"])}],
         "inventory": inventory.sources(SOURCE_NAME),
+        "attribution": ATTRIBUTION,
         # inventory tags place most untagged team spend; experiments stay largely unallocated
         "rules": {"unallocated-spend": {"dimensions": ["team", "project", "experiment"]}},
     }
@@ -81,9 +98,10 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     budgets = demo_budgets(config, now)
     if budgets:
         config = _write_config(config_path, {**document, "budgets": budgets})
-    run_rules(config, now=now.replace(tzinfo=timezone.utc))
+    as_of = now.replace(tzinfo=timezone.utc)
+    findings = run_rules(config, now=as_of).result.findings
     return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
-                      inventory=snapshots, report=write_report(config, last_day))
+                      inventory=snapshots, findings=findings, as_of=as_of, report=write_report(config, last_day))
 
 
 def _write_config(path: Path, document: dict) -> Config:

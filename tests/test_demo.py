@@ -79,4 +79,23 @@ def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path)
         "BoxUsage:p4d.24xlarge"}
     (unallocated,) = [f for f in found if f.rule == "unallocated-spend"]
     assert unallocated.resource_id == "unallocated:experiment"
-    assert "user_owner_team" in {k["key"] for k in unallocated.evidence["uncovered_tag_keys"]}
+    assert unallocated.evidence["top_services"] and unallocated.evidence["top_resources"]
+    # the demo's attribution reads `owner-team` too, so no owner key is left uncovered
+    assert not {"user_owner_team", "user_team"} & {k["key"] for k in unallocated.evidence["uncovered_tag_keys"]}
+
+
+def test_demo_attributes_runs_the_rules_and_sets_budgets_that_warn(tmp_path):
+    from service.budgets import budget_status
+    from service.core.lake import Lake
+    from service.demo import run_demo
+
+    result = run_demo(tmp_path / "d", days=21, start=date(2026, 11, 1))
+    rules = {f.rule for f in result.findings if f.status == "open"}
+    assert {"budget", "idle-gpu", "checkpoint-sprawl", "duplicate-datasets", "unbounded-logs"} <= rules
+    assert any(f.monthly_waste_usd > 0 for f in result.findings if f.rule == "idle-gpu")
+    statuses = {s.budget.name: s.status for s in budget_status(Lake(result.config.lake), result.config, result.as_of)}
+    assert statuses == {"pretrain-monthly": "exceeded", "eval-monthly": "forecast to exceed"}
+    shown = CliRunner().invoke(cli, ["--config", str(result.config_path), "attribute", "--since", "2026-11-14",
+                                     "--until", "2026-11-21", "--format", "json"])
+    teams = {row["team"] for row in json.loads(shown.output)["rows"]}
+    assert {"pretrain", "posttrain", "eval", "data", "inference"} <= teams  # the inconsistent tag keys map
