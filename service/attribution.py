@@ -357,4 +357,8 @@ def attribute_resources(lake: Lake, config: AttributionConfig | Config,
     tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
     sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
     order = config.dimension_order()
-    return {row[0]: dict(zip(order, row[1:])) for row in con.execute(sql.text, sql.params).fetchall()}
+    rows = con.execute(sql.text, sql.params).fetchall()
+    # Shown in each value's most common spelling, as `attribute` shows it (`Eval` → `eval`).
+    spell = RollupSession(lake, config).spellings(order) if rows else {}
+    return {row[0]: {d: spell.get((d, v.strip().lower()), v) if v else v for d, v in zip(order, row[1:])}
+            for row in rows}

@@ -258,3 +258,16 @@ def test_cost_measures(tmp_path):
     got = {cost: attribute(lake, config(), NOV, cost=cost).to_json()["rows"][0]["cost"]
            for cost in ("billed", "effective", "list")}
     assert got == {"billed": "10.000000000000", "effective": "6.500000000000", "list": "12.000000000000"}
+
+
+def test_resource_owners_use_the_spelling_attribute_shows(tmp_path):
+    lake = make_lake(tmp_path, [
+        line("2026-11-01 00:00:00", "1", tags={"team": "eval"}, resource="i-1"),
+        line("2026-11-01 01:00:00", "1", tags={"team": "eval"}, resource="i-2"),
+        line("2026-11-01 02:00:00", "1", tags={"team": " Eval"}, resource="i-1"),  # latest line, rarer spelling
+    ])
+    cfg = config(lake=lake)
+    assert attribute_resources(lake, cfg, ["i-1"])["i-1"]["team"] == "eval"
+    shown = attribute(lake, cfg, Window(datetime(2026, 11, 1, tzinfo=timezone.utc),
+                                        datetime(2026, 11, 2, tzinfo=timezone.utc)))
+    assert [row.values["team"] for row in shown.rows] == ["eval"]
