@@ -56,7 +56,8 @@ def http_json(url: str, data: bytes | None = None) -> dict:
 
 def write_demo_exports(folder: Path, now: datetime) -> dict:
     """A legacy CUR export and GPU utilisation for the last eight hours: team nlp's
-    p4d instance sat idle all along; team vision spent on storage; one line has no tags.
+    p4d instance sat idle all along; team vision spent on storage, and its daily archive
+    bill jumped tenfold yesterday (a spend anomaly); one line has no tags.
     Returns the config's `sources` and `inventory` sections for them."""
     folder.mkdir(parents=True, exist_ok=True)
     top = now.replace(minute=0, second=0, microsecond=0)
@@ -75,6 +76,13 @@ def write_demo_exports(folder: Path, now: datetime) -> dict:
                                                               "lineItem__ResourceId": "vision-datasets"}),
                      **hour, "identity/LineItemId": f"s3-{back}", "resourceTags/user:project": "vit"})
         utilisation.append(f"i-0e2e1,,{start.strftime('%Y-%m-%d %H:%M:%S')},1.0,DCGM_FI_PROF_SM_ACTIVE")
+    for back in range(35, 0, -1):  # vision's daily storage spend: steady, then ten times as much yesterday
+        day = (top - timedelta(days=back)).replace(hour=0)
+        rows.append({**line(day.strftime("%Y-%m"), "1000" if back == 1 else "100", team="vision",
+                            **{"lineItem__ProductCode": "AmazonS3", "product__ProductName": "Amazon Simple Storage Service",
+                               "product__instanceType": "", "lineItem__ResourceId": "vision-archive"}),
+                     "lineItem/UsageStartDate": iso(day), "lineItem/UsageEndDate": iso(day + timedelta(days=1)),
+                     "identity/LineItemId": f"s3-daily-{back}", "resourceTags/user:project": "vit"})
     rows.append({**line(top.strftime("%Y-%m"), "3", **{"lineItem__ProductCode": "AWSDataTransfer",
                                                         "product__instanceType": "", "lineItem__ResourceId": ""}),
                  "lineItem/UsageStartDate": iso(top - timedelta(hours=2)),

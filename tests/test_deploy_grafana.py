@@ -11,7 +11,6 @@ from stackkit import DEPLOY, demo_service, prometheus, query, wait_until
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spendlake.json"
 # Anomalies come with issue 5's spend-anomaly rule; until spendlake exports that metric the
 # panel returns nothing. Strict: once the metric exists, the mark must go.
-AWAITING_ISSUE_5 = {"Spend anomalies: impact above expected"}
 
 
 def panel_queries() -> list[tuple[str, str]]:
@@ -42,10 +41,7 @@ def scraped(tmp_path_factory):
         yield prom
 
 
-@pytest.mark.parametrize("title, expr", [
-    pytest.param(title, expr, id=title, marks=[pytest.mark.xfail(strict=True, reason="needs the spend-anomaly metric (issue 5)")]
-                 if title in AWAITING_ISSUE_5 else [])
-    for title, expr in panel_queries()])
+@pytest.mark.parametrize("title, expr", [pytest.param(title, expr, id=title) for title, expr in panel_queries()])
 def test_panel_query_returns_series(scraped, title, expr):
     result = query(scraped, expr)["result"]
     assert result, f"panel {title!r}: {expr} returned no series"
