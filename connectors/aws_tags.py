@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client, region_of
-from connectors.inventory_base import SnapshotPart, local_files, read_table_file, register, rows_relation
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file, register,
+                                       rows_relation)
 from service.core.config import AwsTagsSource
 from service.core.errors import DataError
 
@@ -42,15 +43,9 @@ def tag_rows(mappings: list[dict[str, Any]], region: str | None, seen: set[str])
 
 
 @register
-class AwsTagsConnector:
+class AwsTagsConnector(FileOrApiConnector):
+    config: AwsTagsSource
     kind: ClassVar[str] = "aws-tags"
-
-    def __init__(self, config: AwsTagsSource):
-        self.config = config
-        self.config_path = f"inventory.{config.name}"
-
-    def local_paths(self) -> list[Path]:
-        return [Path(self.config.path).expanduser().resolve()] if self.config.path else []
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client, region_of
-from connectors.inventory_base import (SnapshotPart, from_epoch_ms, local_files, read_table_file, register,
-                                       rows_relation)
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, from_epoch_ms, local_files,
+                                       read_table_file, register, rows_relation)
 from service.core.config import CloudWatchLogsSource
 from service.core.errors import DataError
 
@@ -35,15 +35,9 @@ def log_group_row(group: dict[str, Any], region: str | None) -> dict[str, Any]:
 
 
 @register
-class CloudWatchLogsConnector:
+class CloudWatchLogsConnector(FileOrApiConnector):
+    config: CloudWatchLogsSource
     kind: ClassVar[str] = "cloudwatch-logs"
-
-    def __init__(self, config: CloudWatchLogsSource):
-        self.config = config
-        self.config_path = f"inventory.{config.name}"
-
-    def local_paths(self) -> list[Path]:
-        return [Path(self.config.path).expanduser().resolve()] if self.config.path else []
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:

@@ -32,8 +32,8 @@ from typing import Any, ClassVar
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client
-from connectors.inventory_base import (SnapshotPart, local_files, naive_utc, read_table_file, register,
-                                       rows_relation)
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
+                                       register, rows_relation)
 from service.core.config import GpuMetricsSource
 from service.core.errors import SourceError
 
@@ -58,15 +58,9 @@ def _gpu_index(value: Any) -> int | None:
 
 
 @register
-class GpuMetricsConnector:
+class GpuMetricsConnector(FileOrApiConnector):
+    config: GpuMetricsSource
     kind: ClassVar[str] = "gpu-metrics"
-
-    def __init__(self, config: GpuMetricsSource):
-        self.config = config
-        self.config_path = f"inventory.{config.name}"
-
-    def local_paths(self) -> list[Path]:
-        return [Path(self.config.path).expanduser().resolve()] if self.config.path else []
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         start, end = window(now, self.config.lookback_hours)

@@ -44,6 +44,20 @@ class InventoryConnector(Protocol):
         ...
 
 
+class FileOrApiConnector:
+    """What every built-in inventory connector shares: its config, the dotted config path its
+    errors name, and a local `path` that replaces the cloud API when set."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, config: InventorySource):
+        self.config = config
+        self.config_path = f"inventory.{config.name}"
+
+    def local_paths(self) -> list[Path]:
+        return [Path(self.config.path).expanduser().resolve()] if self.config.path else []
+
+
 INVENTORY_CONNECTORS: dict[str, type[InventoryConnector]] = {}
 
 BUILTIN_MODULES = {

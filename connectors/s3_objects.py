@@ -26,7 +26,8 @@ from typing import Any, ClassVar
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client
-from connectors.inventory_base import SnapshotPart, local_files, naive_utc, read_table_file, register, rows_relation
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
+                                       register, rows_relation)
 from service.core.config import S3ObjectsSource
 from service.core.errors import DataError, SourceError
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
@@ -73,12 +74,12 @@ def object_row(bucket: str, item: dict[str, Any]) -> dict[str, Any]:
 
 
 @register
-class S3ObjectsConnector:
+class S3ObjectsConnector(FileOrApiConnector):
+    config: S3ObjectsSource
     kind: ClassVar[str] = "s3-objects"
 
     def __init__(self, config: S3ObjectsSource):
-        self.config = config
-        self.config_path = f"inventory.{config.name}"
+        super().__init__(config)
         self._client = None
 
     @property
