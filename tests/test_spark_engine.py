@@ -15,7 +15,7 @@ import yaml
 from billing_helpers import failures, ingest_files
 from click.testing import CliRunner
 from test_attribution_samples import ATTRIBUTION as SAMPLE_ATTRIBUTION
-from test_attribution_samples import EVERYTHING, KIND_BY_FILE, SAMPLES, connector_available
+from test_attribution_samples import EVERYTHING, KIND_BY_FILE, SAMPLES
 
 from connectors.synthetic import generate_organisation
 from service.attribution import attribute, reconcile
@@ -112,8 +112,6 @@ def test_check_on_spark_from_the_cli(org, tmp_path):
 @pytest.mark.parametrize("file", sorted(KIND_BY_FILE))
 def test_every_sample_same_answer_on_spark(tmp_path, file):
     kind = KIND_BY_FILE[file]
-    if not connector_available(kind):
-        pytest.skip(f"the {kind} connector is not built yet")
     lake, result = ingest_files(tmp_path, ("sample", kind, SAMPLES / file))
     assert failures(result) == []
     config = parse_config({"lake": str(lake.root), "attribution": SAMPLE_ATTRIBUTION})
