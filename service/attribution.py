@@ -183,13 +183,15 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
     return "default"
 
 
-def open_session(lake: Lake, config: AttributionConfig, engine: EngineConfig | None) -> RollupSession:
-    """The rollups on the engine that runs the SQL: DuckDB (default) or Spark, same SQL."""
+def open_session(lake: Lake, config: AttributionConfig, engine: EngineConfig | None) -> RollupSession | None:
+    """The rollups on the engine that runs the SQL: DuckDB (default) or Spark, same SQL;
+    None when the lake that engine reads holds no cost partition."""
     if engine is None or engine.kind == "duckdb":
-        return RollupSession(lake, config)
+        return RollupSession(lake, config) if cost_partitions(lake) else None
     from service.attribution_spark import SparkRollupSession
 
-    return SparkRollupSession(lake, config, engine)
+    session = SparkRollupSession(lake, config, engine)
+    return session if session.partitions else None
 
 
 def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
@@ -213,10 +215,9 @@ def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *,
                          hint="compare totals, or look at the periods without --compare")
     if top is not None and top < 1:
         raise UsageError("--top must be at least 1", where="--top")
-    empty = AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
-    if not cost_partitions(lake):
-        return empty
     session = open_session(lake, config, engine)
+    if session is None:
+        return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
     dims = _sql_dims(config, by, where)
     wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
@@ -324,9 +325,9 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     """Σ attributed (unallocated included) against Σ source cost, per source, billing
     period, currency and cost measure, over the whole lake."""
     config = _attribution(config)
-    if not cost_partitions(lake):
-        return []
     session = open_session(lake, config, engine)
+    if session is None:
+        return []
     dims = _sql_dims(config, (), {})
     results = []
     for measure, column in MEASURES.items():

@@ -20,7 +20,7 @@ import duckdb
 
 from service.attribution_sql import inventory_keys_sql, rollup_sql, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
-from service.core.lake import DATA_FILE, Lake
+from service.core.lake import DATA_FILE, Lake, LedgerEntry
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ ROLLUP_FORMAT = "1"
 class Partition:
     source: str
     period: str
-    file: Path
+    file: Path | str  # a local path, or the URL Spark reads it at
 
 
 def cost_partitions(lake: Lake) -> list[Partition]:
@@ -43,14 +43,20 @@ def cost_partitions(lake: Lake) -> list[Partition]:
     return found
 
 
-def rollup_version(lake: Lake, config: AttributionConfig, part: Partition) -> str:
+def rollup_version(lake: Lake, config: AttributionConfig, part: Partition, inventory: str) -> str:
+    """The version of `part`'s rollup in `lake`; `inventory` is `inventory_tags_basis(lake)`."""
     entry = lake.ledger_entry(part.source, part.period)
-    if entry is not None:
-        basis = f"{entry.delivery_id}|{entry.ingested_at}|{entry.rows}"
-    else:  # a partition without a ledger entry: its file identity stands in for the delivery
-        stat = part.file.stat()
-        basis = f"{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
-    inventory = inventory_tags_basis(lake)
+    identity = ""
+    if entry is None:  # a partition without a ledger entry: its file identity stands in for the delivery
+        stat = Path(part.file).stat()
+        identity = f"{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
+    return version_name(config, entry, identity, inventory)
+
+
+def version_name(config: AttributionConfig, entry: LedgerEntry | None, file_identity: str, inventory: str) -> str:
+    """A rollup's file name: the config's fingerprint, then a hash of what the period's data
+    came from (the ledger's delivery, else `file_identity`) and of the inventory tags."""
+    basis = f"{entry.delivery_id}|{entry.ingested_at}|{entry.rows}" if entry is not None else file_identity
     if inventory:  # inventory tags fill in missing bill tags: a new snapshot re-attributes
         basis = f"{basis}|{inventory}"
     data = hashlib.sha256(f"{ROLLUP_FORMAT}|{basis}".encode()).hexdigest()[:16]
@@ -60,12 +66,17 @@ def rollup_version(lake: Lake, config: AttributionConfig, part: Partition) -> st
 def inventory_tags_basis(lake: Lake) -> str:
     """What attribution reads of `resource_tags`: the content of each source's latest
     snapshot (empty without any). A new day's identical snapshot changes nothing."""
-    parts = []
+    latest = {}
     for source_dir in sorted(lake.table_dir("resource_tags").glob("source=*")):
         snapshots = sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))
         if snapshots:
-            parts.append(f"{source_dir.name}:{hashlib.sha256(snapshots[-1].read_bytes()).hexdigest()[:16]}")
-    return ";".join(parts)
+            latest[source_dir.name] = hashlib.sha256(snapshots[-1].read_bytes()).hexdigest()
+    return inventory_basis(latest)
+
+
+def inventory_basis(latest: dict[str, str]) -> str:
+    """`source=<name>` directory → SHA-256 (hex) of its latest snapshot file, as one string."""
+    return ";".join(f"{name}:{digest[:16]}" for name, digest in sorted(latest.items()))
 
 
 def inventory_keys(lake: Lake, con: duckdb.DuckDBPyConnection) -> list[str] | None:
@@ -80,8 +91,9 @@ def ensure_rollups(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyCo
     """The current rollup file of every cost partition, computing the missing ones.
     `con` is a `Lake.query()` connection (it has the `costs` view)."""
     files = []
+    inventory = inventory_tags_basis(lake)
     for part in cost_partitions(lake):
-        version = rollup_version(lake, config, part)
+        version = rollup_version(lake, config, part, inventory)
         target = lake.partition_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)])
         target = target.with_name(f"{version}.parquet")
         if not target.exists():

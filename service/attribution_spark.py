@@ -10,22 +10,27 @@ Spark never writes to the lake. Needs `pip install 'spendlake[spark]'` and Java 
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from datetime import datetime, timezone
-from pathlib import Path
 
 from service.attribution_engine import ROLLUP_VIEW, RollupSession
-from service.attribution_rollup import ROLLUP_TABLE, cost_partitions, rollup_version
+from service.attribution_rollup import ROLLUP_TABLE, version_name
 from service.attribution_sql import Sql, inventory_keys_sql, rollup_sql, tag_keys_sql, transpile
 from service.core.config import EngineConfig
 from service.core.config_attribution import AttributionConfig
-from service.core.errors import ConfigError, UsageError
-from service.core.lake import DATA_FILE, Lake
+from service.core.errors import ConfigError, DataError, UsageError
+from service.core.lake import Lake
+from service.spark_lake import SparkLake
+
+log = logging.getLogger(__name__)
 
 # Settings every session gets: no UI, loopback only, bounded memory, UTC, exact decimals
 # (ANSI: overflow raises instead of becoming NULL), Hive partition values kept as strings.
 BASE_OPTIONS = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",  # stderr is for spendlake's own messages
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.driver.memory": "1g",
@@ -45,9 +50,17 @@ def spark_session(engine: EngineConfig):
                           hint="pip install 'spendlake[spark]' (needs Java 17), or use --engine duckdb") from error
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the JVM binds loopback, not the host's address
     builder = SparkSession.builder.master(engine.master).appName("spendlake")
-    for key, value in {**BASE_OPTIONS, **engine.options}.items():
+    endpoint = {}
+    if engine.endpoint_url:  # an S3-compatible store: its own endpoint, buckets in the path
+        endpoint = {"spark.hadoop.fs.s3a.endpoint": engine.endpoint_url,
+                    "spark.hadoop.fs.s3a.path.style.access": "true"}
+    for key, value in {**BASE_OPTIONS, **endpoint, **engine.options}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with warnings.catch_warnings():  # pyspark's own pandas version notice, not the user's concern
+        warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+        session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 def to_spark(sql: Sql | str, params: list | None = None) -> str:
@@ -79,8 +92,9 @@ class SparkConnection:
     """What attribution_engine needs of a DuckDB connection: `execute(sql, params).fetchall()`,
     with the DuckDB SQL transpiled to Spark and `?` bound positionally."""
 
-    def __init__(self, spark):
+    def __init__(self, spark, lake: SparkLake):
         self.spark = spark
+        self.lake = lake
 
     def frame(self, text: str, params: list | None = None):
         from pyspark.errors import AnalysisException
@@ -93,55 +107,81 @@ class SparkConnection:
                              where="--engine spark", hint="use --engine duckdb, and report the construct named above") from error
 
     def execute(self, text: str, params: list | None = None) -> _Rows:
-        return _Rows(self.frame(text, params))
+        return _Rows(self.frame(text, params), self.lake)
 
 
 class _Rows:
-    def __init__(self, frame):
+    def __init__(self, frame, lake: SparkLake):
         self.frame = frame
+        self.lake = lake
 
     def fetchall(self) -> list[tuple]:
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import PySparkException
         from pyspark.sql.types import TimestampType
 
         local = {i for i, f in enumerate(self.frame.schema.fields) if isinstance(f.dataType, TimestampType)}
-        return [tuple(_utc_naive(v) if i in local else v for i, v in enumerate(row)) for row in self.frame.collect()]
+        try:  # the files are read now: a lake object that vanished or is denied fails here
+            rows = self.frame.collect()
+        except Py4JJavaError as error:
+            raise self.lake.error(error.java_exception) from None
+        except PySparkException as error:
+            raise DataError(f"Spark failed reading the lake: {str(error).splitlines()[0][:400]}",
+                            where=self.lake.location, hint="check the lake and run again") from None
+        return [tuple(_utc_naive(v) if i in local else v for i, v in enumerate(row)) for row in rows]
 
 
-def _read(spark, table_dir: Path, files: list[Path]):
-    return spark.read.option("basePath", str(table_dir)).parquet(*[str(f) for f in files])
+def _read(lake: SparkLake, table: str, files: list[str]):
+    from pyspark.errors import PySparkException
+    from py4j.protocol import Py4JJavaError
+
+    try:  # Spark reads the Parquet footers here: an unreadable file fails now, by name
+        return lake.spark.read.option("basePath", lake.table_url(table)).parquet(*files)
+    except Py4JJavaError as error:
+        raise lake.error(error.java_exception) from None
+    except PySparkException as error:
+        raise DataError(f"Spark cannot read {table}: {str(error).splitlines()[0]}", where=lake.location) from None
 
 
 class SparkRollupSession(RollupSession):
     """RollupSession whose connection is Spark: views `costs`, `resource_tags` (when the
-    lake has it) and the rollups of every cost partition."""
+    lake has it) and the rollups of every cost partition, read from `engine.lake` (a local
+    path, s3a://... or any Hadoop filesystem URL), else the config's lake."""
 
     def __init__(self, lake: Lake, config: AttributionConfig, engine: EngineConfig):
         self.config = config
-        self.spark = spark_session(engine)
-        self.con = SparkConnection(self.spark)
-        parts = cost_partitions(lake)
-        costs = _read(self.spark, lake.table_dir("costs"), [p.file for p in parts])
-        costs.createOrReplaceTempView("costs")
+        spark = spark_session(engine)
+        self.lake = SparkLake(spark, engine.lake or str(lake.root))
+        self.con = SparkConnection(spark, self.lake)
+        self.partitions = self.lake.cost_partitions()
+        self.files: list[str] = []
+        if not self.partitions:
+            return
+        _read(self.lake, "costs", [str(p.file) for p in self.partitions]).createOrReplaceTempView("costs")
         inventory = None
-        if lake.has_table("resource_tags"):
-            table = lake.table_dir("resource_tags")
-            _read(self.spark, table, sorted(table.glob(f"source=*/snapshot_date=*/{DATA_FILE}"))) \
+        if self.lake.has_table("resource_tags"):
+            _read(self.lake, "resource_tags", self.lake.table_files("resource_tags")) \
                 .createOrReplaceTempView("resource_tags")
             inventory = sorted(row[0] for row in self.con.execute(inventory_keys_sql().text).fetchall())
-        stored, computed = [], []
-        for part in parts:
-            target = lake.partition_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)])
-            target = target.with_name(f"{rollup_version(lake, config, part)}.parquet")
-            if target.exists():
-                stored.append(target)
+        ledger, stored = self.lake.ledger(), self.lake.rollup_files()
+        basis = self.lake.inventory_tags_basis()
+        computed = []
+        for part in self.partitions:
+            # No ledger entry: the DuckDB path names the rollup by the file's inode, which
+            # Spark cannot see, so it rolls the period up itself.
+            entry = ledger.get((part.source, part.period))
+            version = version_name(config, entry, "", basis) if entry else None
+            if (part.source, part.period, version) in stored:
+                self.files.append(stored[(part.source, part.period, version)])
             else:
                 computed.append(self._rollup(part, inventory))
-        frames = ([_read(self.spark, lake.table_dir(ROLLUP_TABLE), stored)] if stored else []) + computed
+        log.info("Spark reads %s: %d periods from their stored rollups, %d rolled up from the raw lines",
+                 self.lake.location, len(self.files), len(computed))
+        frames = ([_read(self.lake, ROLLUP_TABLE, self.files)] if self.files else []) + computed
         rollups = frames[0]
         for frame in frames[1:]:
             rollups = rollups.unionByName(frame)
         rollups.createOrReplaceTempView(ROLLUP_VIEW)
-        self.files = stored
 
     def _rollup(self, part, inventory: list[str] | None):
         from pyspark.sql.functions import lit

@@ -3,40 +3,29 @@ on the synthetic organisation and on every sample export, from the rollups or th
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from decimal import Decimal
 
 import pytest
 import yaml
 from billing_helpers import failures, ingest_files
 from click.testing import CliRunner
+from spark_support import ORG_ATTRIBUTION, org_lake, require_pyspark
 from test_attribution_samples import ATTRIBUTION as SAMPLE_ATTRIBUTION
 from test_attribution_samples import EVERYTHING, KIND_BY_FILE, SAMPLES
 
-from connectors.synthetic import generate_organisation
 from service.attribution import attribute, reconcile
+from service.attribution_engine import RollupSession
 from service.attribution_spark import SparkRollupSession
 from service.cli import cli
 from service.core.config import EngineConfig, parse_config
-from service.core.errors import UsageError
+from service.core.errors import ConfigError, UsageError
+from service.core.lake import Lake
 from service.core.timewindow import Window
 
 SPARK = EngineConfig(kind="spark", master="local[2]")
-ORG_ATTRIBUTION = {
-    "dimensions": {
-        "team": {"tags": ["team", "owner"], "rules": [{"match": {"service": "AmazonFSx"}, "value": "storage"}]},
-        "project": {"tags": ["project"]},
-    },
-    "shared": [
-        {"match": {"charge_category": "Tax"}, "split": "proportional", "by": "team"},
-        {"match": {"service": "AWSSupportBusiness"}, "split": "even", "by": "team"},
-        {"match": {"charge_category": "Credit"}, "split": "fixed", "by": "project", "weights": {"a": 0.3, "b": 0.7}},
-    ],
-}
 # Cuts hourly and daily charge periods at both edges, across a month boundary.
 CUT = Window(datetime(2026, 10, 30, 5, 30, tzinfo=timezone.utc), datetime(2026, 11, 1, 12, 20, tzinfo=timezone.utc))
 QUERIES = [
@@ -49,20 +38,12 @@ QUERIES = [
 
 @pytest.fixture(scope="module", autouse=True)
 def spark_available():
-    if importlib.util.find_spec("pyspark") is None:
-        message = "pyspark not installed: pip install -e '.[test,spark]' (see .ci/run)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_pyspark()
 
 
 @pytest.fixture(scope="module")
 def org(tmp_path_factory):
-    root = tmp_path_factory.mktemp("spark-org")
-    export = generate_organisation(root / "export", days=3, start=date(2026, 10, 30), seed=5).exports["parquet"]
-    lake, result = ingest_files(root, ("org", "aws-cur2", export))
-    assert failures(result) == []
-    return lake, parse_config({"lake": str(lake.root), "attribution": ORG_ATTRIBUTION})
+    return org_lake(tmp_path_factory.mktemp("spark-org"))
 
 
 def both(lake, config, window, **query):
@@ -124,3 +105,37 @@ def test_construct_spark_cannot_run_is_named(org):
     con = SparkRollupSession(lake, config.attribution, SPARK).con
     with pytest.raises(UsageError, match="cannot run on Spark.*(?i:list_reduce)"):
         con.execute("SELECT list_reduce([1, 2], (a, b) -> a + b) FROM costs")
+
+
+def test_spark_reads_the_rollups_duckdb_wrote(org):
+    lake, config = org
+    assert lake.has_table("resource_tags")  # the rollup version covers the inventory tags too
+    duck_files = RollupSession(lake, config.attribution).files
+    spark = SparkRollupSession(lake, config.attribution, SPARK)
+    assert len(spark.files) == len(spark.partitions) == len(duck_files) > 1
+    assert sorted(f.rsplit("/", 1)[1] for f in spark.files) == sorted(f.name for f in duck_files)
+
+
+def test_engine_lake_elsewhere_is_read_without_the_configured_lake(org, tmp_path):
+    lake, config = org
+    copy = tmp_path / "copied-lake"
+    shutil.copytree(lake.root, copy)
+    moved = config.model_copy(update={"lake": tmp_path / "no-lake-here"})
+    engine = SPARK.model_copy(update={"lake": str(copy)})
+    spark = attribute(Lake(moved.lake), moved, CUT, by=("team", "project"), engine=engine).to_json()
+    assert spark == attribute(lake, config, CUT, by=("team", "project")).to_json()
+    assert not (tmp_path / "no-lake-here").exists()
+
+
+def test_a_filesystem_spark_has_no_connector_for_is_named(org):
+    lake, config = org
+    engine = SPARK.model_copy(update={"lake": "s3a://example-spendlake-lake/lake"})
+    with pytest.raises(ConfigError, match=r"engine\.lake.*hadoop-aws \d+\.\d+") as error:
+        attribute(lake, config, CUT, engine=engine)
+    assert error.value.exit_code == 2
+
+
+def test_engine_lake_must_be_absolute_or_a_url():
+    with pytest.raises(ConfigError, match=r"engine\.lake.*absolute path nor a URL"):
+        parse_config({"engine": {"kind": "spark", "lake": "relative/lake"}})
+    assert parse_config({"engine": {"lake": "s3a://bucket/lake"}}).engine.lake == "s3a://bucket/lake"

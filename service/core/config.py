@@ -8,6 +8,7 @@ path such as `sources[2].location`.
 from __future__ import annotations
 
 import os
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -157,11 +158,22 @@ class ServiceConfig(Strict):
 
 class EngineConfig(Strict):
     """What executes the attribution SQL: DuckDB in-process, or Apache Spark (`pip install
-    'spendlake[spark]'`) at `master` (`local[2]`, `spark://host:7077`, ...) with extra `options`."""
+    'spendlake[spark]'`) at `master` (`local[2]`, `spark://host:7077`, ...) with extra `options`,
+    reading the lake at `lake` (a path every Spark node sees, or `s3a://bucket/prefix`)."""
 
     kind: Literal["duckdb", "spark"] = "duckdb"
     master: str = Field(default="local[2]", min_length=1)
-    options: dict[str, str] = Field(default_factory=dict, description="spark.* settings, e.g. spark.hadoop.fs.s3a.endpoint")
+    lake: str | None = Field(default=None, description="where Spark reads the lake; default: the top-level `lake`")
+    endpoint_url: str | None = Field(default=None, pattern=r"^https?://\S+$",
+                                     description="S3-compatible endpoint for s3a:// (path-style access)")
+    options: dict[str, str] = Field(default_factory=dict, description="spark.* settings, e.g. spark.jars")
+
+    @field_validator("lake")
+    @classmethod
+    def _lake_location(cls, lake: str | None) -> str | None:
+        if lake is not None and not re.match(r"^(/|[A-Za-z][A-Za-z0-9+.-]*://[^\s/])\S*$", lake):
+            raise ValueError(f"{lake!r} is neither an absolute path nor a URL such as s3a://bucket/lake")
+        return lake
 
 
 class Config(Strict):

@@ -40,6 +40,7 @@ from service.core.staging import DATA_FILE, stage_periods
 PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 WRITER_MEMORY_LIMIT = "600MB"
+LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,15 @@ def write_json_atomic(path: Path, data: object) -> None:
     _fsync_path(path.parent)
 
 
+def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
+    """The entries of a `_ledger/deliveries.json` read from `where`."""
+    try:
+        return [LedgerEntry.from_json(item) for item in json.loads(text)["entries"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
+                        hint="restore it from a backup, or re-ingest every source") from None
+
+
 def check_partition_value(name: str, value: str) -> str:
     """Partition values become directory names: refuse anything that could traverse."""
     if not PARTITION_VALUE_RE.match(value) or ".." in value:
@@ -132,7 +142,7 @@ class Lake:
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).resolve()
         self.staging = self.root / "_staging"
-        self.ledger_file = self.root / "_ledger" / "deliveries.json"
+        self.ledger_file = self.root / LEDGER_FILE
         self.locks = self.root / "_locks"
 
     # ---- paths ----------------------------------------------------------------------
@@ -256,12 +266,7 @@ class Lake:
     def ledger(self) -> list[LedgerEntry]:
         if not self.ledger_file.exists():
             return []
-        try:
-            data = json.loads(self.ledger_file.read_text(encoding="utf-8"))
-            return [LedgerEntry.from_json(item) for item in data["entries"]]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"the delivery ledger is unreadable: {exc}", where=str(self.ledger_file),
-                            hint="restore it from a backup, or re-ingest every source") from None
+        return parse_ledger(self.ledger_file.read_text(encoding="utf-8"), str(self.ledger_file))
 
     def ledger_entry(self, source: str, period: str) -> LedgerEntry | None:
         for entry in self.ledger():
