@@ -1,6 +1,7 @@
 """deploy/iam/spendlake-readonly.json, enforced by moto's IAM simulation (RELIABILITY 18): a
-full ingest (billing export and every inventory API) passes with it, writes are denied, and
-without s3:GetObject the error names the action and the object."""
+full ingest (billing export, every inventory API and S3 Inventory reports read from their
+destination bucket) passes with it, writes are denied, and without s3:GetObject (on the
+billing exports, or on the inventory reports) the error names the action and the object."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from aws_exports import line, s3_put, write_legacy
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.core.authorization import enable_iam_authentication
+from test_inventory_s3 import CSV_MANIFEST, PARQUET_MANIFEST
+from test_inventory_s3 import DATA as INVENTORY_DATA
 
 from service.core.config import parse_config
 from service.core.errors import SourceError
@@ -22,7 +25,9 @@ from service.serve import run_ingest
 from tests.conftest import REPO
 
 POLICY = json.loads((REPO / "deploy" / "iam" / "spendlake-readonly.json").read_text())
-BILLING, SCANNED = "example-billing-exports", "example-ml-checkpoints"
+BILLING, SCANNED, REPORTS = "example-billing-exports", "example-ml-checkpoints", "example-inventory-reports"
+# test_inventory_s3's deliveries (CSV.gz and Parquet), as S3 Inventory writes them to REPORTS.
+DELIVERIES = [path.relative_to(INVENTORY_DATA / "dest").as_posix() for path in (CSV_MANIFEST, PARQUET_MANIFEST)]
 # moto evaluates `<SigV4 signing name>:<operation>`; for these services that name differs from
 # the IAM service prefix real AWS checks (tag:GetResources is signed as "tagging").
 MOTO_SIGNING_NAMES = {"tag": "tagging", "cloudwatch": "monitoring"}
@@ -37,6 +42,22 @@ def actions(policy: dict) -> set[str]:
     return found
 
 
+def without(policy: dict, sid: str) -> dict:
+    kept = [s for s in policy["Statement"] if s.get("Sid") != sid]
+    assert len(kept) == len(policy["Statement"]) - 1, f"no statement {sid}"
+    return {**policy, "Statement": kept}
+
+
+def deliver_inventory(s3, manifest_key: str) -> None:
+    """One delivery into REPORTS: its data files, then a manifest naming REPORTS as the
+    destination and SCANNED as the inventoried bucket (whose lifecycle the policy reads)."""
+    manifest = json.loads((INVENTORY_DATA / "dest" / manifest_key).read_text())
+    manifest |= {"sourceBucket": SCANNED, "destinationBucket": f"arn:aws:s3:::{REPORTS}"}
+    for entry in manifest["files"]:
+        s3.put_object(Bucket=REPORTS, Key=entry["key"], Body=(INVENTORY_DATA / "dest" / entry["key"]).read_bytes())
+    s3.put_object(Bucket=REPORTS, Key=manifest_key, Body=json.dumps(manifest).encode())
+
+
 def as_moto_sees_it(policy: dict) -> dict:
     """The same policy, with each action also under moto's name for its service."""
     policy = copy.deepcopy(policy)
@@ -49,12 +70,15 @@ def as_moto_sees_it(policy: dict) -> dict:
 
 @pytest.fixture
 def aws(monkeypatch):
-    """Buckets, a legacy CUR delivery, a log group, a tagged resource and GPU metrics, set up
-    unauthenticated; then a user holding only the shipped policy, whose keys the test uses."""
+    """Buckets, a legacy CUR delivery, S3 Inventory deliveries, a log group, a tagged resource and
+    GPU metrics, set up unauthenticated; then a user holding only the shipped policy, whose keys
+    the test uses."""
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
-        for bucket in (BILLING, SCANNED):
+        for bucket in (BILLING, SCANNED, REPORTS):
             s3.create_bucket(Bucket=bucket)
+        for manifest_key in DELIVERIES:
+            deliver_inventory(s3, manifest_key)
         write_legacy(s3_put(s3, BILLING), prefix="cur", report="rep", period="2026-10", assembly="a1",
                      parts=[[line("2026-10", "12.5", team="nlp")]], bucket=BILLING)
         s3.put_object(Bucket=SCANNED, Key="runs/r1/checkpoints/step_100.pt", Body=b"weights")
@@ -90,6 +114,8 @@ def config(tmp_path):
         "inventory": [
             {"name": "tags", "kind": "aws-tags", "regions": ["us-east-1"], "max_attempts": 1},
             {"name": "objects", "kind": "s3-objects", "buckets": [{"bucket": SCANNED}], "max_attempts": 1},
+            {"name": "reports", "kind": "s3-objects", "max_attempts": 1,
+             "inventory_manifests": [f"s3://{REPORTS}/{key}" for key in DELIVERIES]},
             {"name": "logs", "kind": "cloudwatch-logs", "regions": ["us-east-1"], "max_attempts": 1},
             {"name": "gpu", "kind": "gpu-metrics", "cloudwatch": True, "regions": ["us-east-1"], "max_attempts": 1},
         ],
@@ -108,10 +134,11 @@ def test_a_full_ingest_passes_under_the_policy(tmp_path, aws):
         run_ingest(cfg)  # raises if any source failed
     state = Lake(cfg.lake).read_state("sources")
     assert sorted(name for name, record in state.items() if record.get("last_success")) == \
-        ["cur", "gpu", "logs", "objects", "tags"]
+        ["cur", "gpu", "logs", "objects", "reports", "tags"]
     con = Lake(cfg.lake).query()
     assert con.execute("SELECT sum(BilledCost) FROM costs").fetchone()[0] == 12.5
-    assert con.execute("SELECT count(*) FROM s3_objects").fetchone()[0] == 1
+    assert con.execute("SELECT bucket, count(*) FROM s3_objects GROUP BY 1 ORDER BY 1").fetchall() == [
+        (SCANNED, 1), ("ml-checkpoints", 3), ("shared-datasets", 3)]  # listed; CSV.gz and Parquet reports
 
 
 WRITES = {
@@ -151,3 +178,15 @@ def test_without_get_object_the_error_names_the_action_and_the_object(tmp_path, 
     message = str(failed.value)
     assert "access denied" in message and "s3:GetObject" in message
     assert f"s3://{BILLING}/cur/" in message
+
+
+def test_without_the_inventory_reports_statement_the_error_names_the_action_and_the_manifest(tmp_path, aws):
+    aws(without(POLICY, "ReadS3InventoryReports"))
+    cfg = config(tmp_path)
+    with enable_iam_authentication(), pytest.raises(SourceError) as failed:
+        run_ingest(cfg)
+    message = str(failed.value)
+    assert "access denied for s3:GetObject" in message and f"s3://{REPORTS}/{DELIVERIES[0]}" in message
+    state = Lake(cfg.lake).read_state("sources")
+    assert sorted(name for name, record in state.items() if record.get("last_success")) == \
+        ["cur", "gpu", "logs", "objects", "tags"]
