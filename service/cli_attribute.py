@@ -100,10 +100,11 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
 
     config, lake = obj.config, obj.lake
     engine_config = config.engine.model_copy(update={"kind": engine}) if engine else config.engine
+    read_from = engine_config.lake if engine_config.kind == "spark" and engine_config.lake else config.lake
     if check:
         results = reconcile(lake, config, engine=engine_config)
         if not results:
-            click.echo(f"the lake at {config.lake} is empty: nothing to reconcile", err=True)
+            click.echo(f"the lake at {read_from} is empty: nothing to reconcile", err=True)
         render_check(results, fmt)
         bad = [r for r in results if not r.ok]
         if bad:
@@ -120,7 +121,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                            granularity=granularity, top=top, compare=compare, explain=explain,
                            engine=engine_config)
     if result.lake_empty:
-        click.echo(f"the lake at {config.lake} is empty: run `spendlake ingest`", err=True)
+        click.echo(f"the lake at {read_from} is empty: run `spendlake ingest`", err=True)
         if (fmt or ("table" if _is_tty() else "json")) == "table":
             return
     render(result, fmt)

@@ -98,6 +98,8 @@ def test_every_sample_same_answer_on_spark(tmp_path, file):
     config = parse_config({"lake": str(lake.root), "attribution": SAMPLE_ATTRIBUTION})
     duck, spark = both(lake, config, EVERYTHING, by=("team", "project"), granularity="month", explain=True)
     assert spark == duck
+    checks = reconcile(lake, config, engine=SPARK)  # --check on Spark, per sample
+    assert checks == reconcile(lake, config) and checks and all(c.ok for c in checks)
 
 
 def test_construct_spark_cannot_run_is_named(org):
@@ -139,3 +141,15 @@ def test_engine_lake_must_be_absolute_or_a_url():
     with pytest.raises(ConfigError, match=r"engine\.lake.*absolute path nor a URL"):
         parse_config({"engine": {"kind": "spark", "lake": "relative/lake"}})
     assert parse_config({"engine": {"lake": "s3a://bucket/lake"}}).engine.lake == "s3a://bucket/lake"
+
+
+def test_an_empty_engine_lake_is_named(tmp_path):
+    empty = tmp_path / "synced-lake"
+    empty.mkdir()
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(tmp_path / "local"), "attribution": ORG_ATTRIBUTION,
+                                    "engine": {"kind": "spark", "lake": str(empty)}}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "7d", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert f"the lake at {empty} is empty" in result.output
+    assert json.loads(result.stdout)["rows"] == []
