@@ -2,10 +2,11 @@
 transpiled with sqlglot to Spark SQL and run with bound `?` parameters; the Python steps
 (proration, exact shared splits, spellings) stay those of service/attribution_engine.py.
 
-Spark reads the lake as it is: the `costs` table (and `resource_tags`) as Hive-partitioned
-Parquet, and the current per-period rollup files where the DuckDB path has written them;
-a period without its rollup is rolled up on Spark from the raw lines, with `rollup_sql`.
-Spark never writes to the lake. Needs `pip install 'spendlake[spark]'` and Java 17.
+Spark reads the lake as it is, at `engine.lake` (a shared path or s3a://..., listed by
+service/spark_lake.py) or else the config's `lake`: the `costs` table (and `resource_tags`)
+as Hive-partitioned Parquet, and the current per-period rollup files where the DuckDB path
+has written them; a period without its rollup is rolled up on Spark from the raw lines, with
+`rollup_sql`. Spark never writes to the lake. Needs `pip install 'spendlake[spark]'` and Java 17.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def spark_session(engine: EngineConfig):
     with warnings.catch_warnings():  # pyspark's own pandas version notice, not the user's concern
         warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
         session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    # Spark's own log only with -v: its failures reach the user as spendlake errors anyway.
+    session.sparkContext.setLogLevel("ERROR" if log.isEnabledFor(logging.INFO) else "OFF")
     return session
 
 
@@ -116,31 +118,30 @@ class _Rows:
         self.lake = lake
 
     def fetchall(self) -> list[tuple]:
-        from py4j.protocol import Py4JJavaError
-        from pyspark.errors import PySparkException
         from pyspark.sql.types import TimestampType
 
         local = {i for i, f in enumerate(self.frame.schema.fields) if isinstance(f.dataType, TimestampType)}
-        try:  # the files are read now: a lake object that vanished or is denied fails here
-            rows = self.frame.collect()
-        except Py4JJavaError as error:
-            raise self.lake.error(error.java_exception) from None
-        except PySparkException as error:
-            raise DataError(f"Spark failed reading the lake: {str(error).splitlines()[0][:400]}",
-                            where=self.lake.location, hint="check the lake and run again") from None
+        rows = reading(self.lake, "the lake", self.frame.collect)  # the files are read now
         return [tuple(_utc_naive(v) if i in local else v for i, v in enumerate(row)) for row in rows]
 
 
-def _read(lake: SparkLake, table: str, files: list[str]):
-    from pyspark.errors import PySparkException
+def reading(lake: SparkLake, what: str, call):
+    """`call()`, with a failure of Spark reading the lake turned into a spendlake error."""
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
 
-    try:  # Spark reads the Parquet footers here: an unreadable file fails now, by name
-        return lake.spark.read.option("basePath", lake.table_url(table)).parquet(*files)
+    try:
+        return call()
     except Py4JJavaError as error:
         raise lake.error(error.java_exception) from None
     except PySparkException as error:
-        raise DataError(f"Spark cannot read {table}: {str(error).splitlines()[0]}", where=lake.location) from None
+        raise DataError(f"Spark cannot read {what}: {str(error).splitlines()[0][:400]}", where=lake.location,
+                        hint="check that the lake was copied whole, then run again") from None
+
+
+def _read(lake: SparkLake, table: str, files: list[str]):
+    # Spark reads the Parquet footers here: an unreadable file fails now, by name.
+    return reading(lake, table, lambda: lake.spark.read.option("basePath", lake.table_url(table)).parquet(*files))
 
 
 class SparkRollupSession(RollupSession):
@@ -159,9 +160,8 @@ class SparkRollupSession(RollupSession):
             return
         _read(self.lake, "costs", [str(p.file) for p in self.partitions]).createOrReplaceTempView("costs")
         inventory = None
-        if self.lake.has_table("resource_tags"):
-            _read(self.lake, "resource_tags", self.lake.table_files("resource_tags")) \
-                .createOrReplaceTempView("resource_tags")
+        if tag_files := self.lake.table_files("resource_tags"):
+            _read(self.lake, "resource_tags", tag_files).createOrReplaceTempView("resource_tags")
             inventory = sorted(row[0] for row in self.con.execute(inventory_keys_sql().text).fetchall())
         ledger, stored = self.lake.ledger(), self.lake.rollup_files()
         basis = self.lake.inventory_tags_basis()

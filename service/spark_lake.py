@@ -77,9 +77,6 @@ class SparkLake:
                 stream.close()
         return inventory_basis(digests)
 
-    def has_table(self, table: str) -> bool:
-        return bool(self._glob(f"{table}/*=*/*=*/{DATA_FILE}"))
-
     def table_files(self, table: str) -> list[str]:
         return [url for url, _ in self._glob(f"{table}/*=*/*=*/{DATA_FILE}")]
 

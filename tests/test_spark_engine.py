@@ -21,7 +21,7 @@ from service.attribution_engine import RollupSession
 from service.attribution_spark import SparkRollupSession
 from service.cli import cli
 from service.core.config import EngineConfig, parse_config
-from service.core.errors import ConfigError, UsageError
+from service.core.errors import ConfigError, DataError, UsageError
 from service.core.lake import Lake
 from service.core.timewindow import Window
 
@@ -153,3 +153,16 @@ def test_an_empty_engine_lake_is_named(tmp_path):
     assert result.exit_code == 0, result.output
     assert f"the lake at {empty} is empty" in result.output
     assert json.loads(result.stdout)["rows"] == []
+
+
+def test_a_corrupt_file_in_the_engine_lake_is_a_data_error_naming_the_lake(org, tmp_path):
+    lake, config = org
+    copy = tmp_path / "copied-lake"
+    shutil.copytree(lake.root, copy)
+    [first, *_] = sorted((copy / "costs").glob("source=*/billing_period=*/data.parquet"))
+    first.write_bytes(b"not parquet")
+    engine = SPARK.model_copy(update={"lake": str(copy)})
+    with pytest.raises(DataError, match="Spark cannot read") as error:
+        attribute(lake, config, CUT, engine=engine)
+    assert error.value.where == str(copy) and error.value.exit_code == 3
+    assert lake.root.joinpath("costs").exists()  # the configured lake was never touched
