@@ -4,9 +4,11 @@ on the synthetic organisation and on every sample export, from the rollups or th
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import datetime, timezone
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 import yaml
@@ -166,3 +168,33 @@ def test_a_corrupt_file_in_the_engine_lake_is_a_data_error_naming_the_lake(org, 
         attribute(lake, config, CUT, engine=engine)
     assert error.value.where == str(copy) and error.value.exit_code == 3
     assert lake.root.joinpath("costs").exists()  # the configured lake was never touched
+
+
+def listening_addresses(pid: int) -> set[str]:
+    """Local addresses of the TCP sockets process `pid` listens on (from /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    found = set()
+    for table, width in (("tcp", 8), ("tcp6", 32)):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.add(fields[1].split(":")[0][:width])
+    return found
+
+
+def test_spark_runs_without_ui_on_loopback_with_bounded_memory(org):
+    lake, config = org
+    spark = SparkRollupSession(lake, config.attribution, SPARK).con.spark
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.ui.enabled") == "false" and spark.sparkContext.uiWebUrl is None
+    assert conf.get("spark.driver.memory") == "1g"
+    assert conf.get("spark.driver.bindAddress") == conf.get("spark.driver.host") == "127.0.0.1"
+    jvm = spark.sparkContext._gateway.proc.pid
+    addresses = listening_addresses(jvm)
+    # 127.0.0.1, ::1 and ::ffff:127.0.0.1 as /proc writes them
+    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+    assert addresses and addresses <= loopback, addresses
