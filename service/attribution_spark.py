@@ -43,12 +43,18 @@ BASE_OPTIONS = {
 
 
 def spark_session(engine: EngineConfig):
-    """A SparkSession for `engine` (one per process: Spark's builder reuses a running one)."""
+    """A SparkSession for `engine`; one per process (another master is refused, not ignored)."""
     try:
         from pyspark.sql import SparkSession
     except ModuleNotFoundError as error:
         raise ConfigError("engine.kind is spark but pyspark is not installed", where="engine.kind",
                           hint="pip install 'spendlake[spark]' (needs Java 17), or use --engine duckdb") from error
+    from pyspark import SparkContext
+
+    running = SparkContext._active_spark_context  # getOrCreate would reuse it, ignoring `engine`
+    if running is not None and running.master != engine.master:
+        raise UsageError(f"a Spark session on {running.master} already runs in this process",
+                         where="engine.master", hint="one Spark engine per process: stop that session first")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the JVM binds loopback, not the host's address
     builder = SparkSession.builder.master(engine.master).appName("spendlake")
     endpoint = {}

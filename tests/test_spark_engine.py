@@ -198,3 +198,10 @@ def test_spark_runs_without_ui_on_loopback_with_bounded_memory(org):
     # 127.0.0.1, ::1 and ::ffff:127.0.0.1 as /proc writes them
     loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
     assert addresses and addresses <= loopback, addresses
+
+
+def test_a_second_spark_engine_in_one_process_is_refused_not_ignored(org):
+    lake, config = org
+    attribute(lake, config, CUT, engine=SPARK)  # the process's Spark session: local[2]
+    with pytest.raises(UsageError, match=r"engine\.master: a Spark session on local\[2\] already runs"):
+        attribute(lake, config, CUT, engine=SPARK.model_copy(update={"master": "local[1]"}))
