@@ -39,7 +39,6 @@ REPO = Path(__file__).resolve().parent.parent
 UNTIL = "2026-11-29T12:30:00Z"
 ATTRIBUTION = {"dimensions": {"team": {"tags": ["team", "owner-team"]}, "project": {"tags": ["project"]}}}
 BUCKET = "spendlake-bench"
-NOT_UPLOADED = {"_staging", "_locks"}  # what `aws s3 sync` of a quiet lake would leave behind anyway
 
 
 def attribute(config: Path, engine: str) -> tuple[float, dict]:
@@ -102,12 +101,12 @@ class S3:
         data = json.loads(config.read_text())
         lake = Path(data["lake"])
         prefix = f"{lake.parent.name}/{'lake' if rollups else 'lake-raw'}"
-        skip = NOT_UPLOADED | (set() if rollups else {"attribution_rollup"})
+        from tests.spark_support import lake_objects
+
         start, size = time.perf_counter(), 0
-        for path in sorted(p for p in lake.rglob("*") if p.is_file()):
-            if path.relative_to(lake).parts[0] not in skip:
-                self.client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(lake).as_posix()}")
-                size += path.stat().st_size
+        for key, path in lake_objects(lake, rollups=rollups):
+            self.client.upload_file(str(path), BUCKET, f"{prefix}/{key}")
+            size += path.stat().st_size
         print(f"uploaded {size / 2**20:,.0f} MiB to s3://{BUCKET}/{prefix} in {time.perf_counter() - start:.0f} s",
               flush=True)
         path = config.with_name(f"spendlake-s3{'' if rollups else '-raw'}.yaml")

@@ -165,12 +165,12 @@ class SparkRollupSession(RollupSession):
         if not self.partitions:
             return
         _read(self.lake, "costs", [str(p.file) for p in self.partitions]).createOrReplaceTempView("costs")
-        inventory = None
-        if tag_files := self.lake.table_files("resource_tags"):
+        tag_files = self.lake.table_files("resource_tags")
+        if tag_files:
             _read(self.lake, "resource_tags", tag_files).createOrReplaceTempView("resource_tags")
-            inventory = sorted(row[0] for row in self.con.execute(inventory_keys_sql().text).fetchall())
+        self._has_inventory, self._inventory = bool(tag_files), None  # keys read once a period needs them
         ledger, stored = self.lake.ledger(), self.lake.rollup_files()
-        basis = self.lake.inventory_tags_basis()
+        basis = self.lake.inventory_tags_basis(tag_files)
         computed = []
         for part in self.partitions:
             # No ledger entry: the DuckDB path names the rollup by the file's inode, which
@@ -180,7 +180,7 @@ class SparkRollupSession(RollupSession):
             if (part.source, part.period, version) in stored:
                 self.files.append(stored[(part.source, part.period, version)])
             else:
-                computed.append(self._rollup(part, inventory))
+                computed.append(self._rollup(part))
         log.info("Spark reads %s: %d periods from their stored rollups, %d rolled up from the raw lines",
                  self.lake.location, len(self.files), len(computed))
         frames = ([_read(self.lake, ROLLUP_TABLE, self.files)] if self.files else []) + computed
@@ -189,9 +189,16 @@ class SparkRollupSession(RollupSession):
             rollups = rollups.unionByName(frame)
         rollups.createOrReplaceTempView(ROLLUP_VIEW)
 
-    def _rollup(self, part, inventory: list[str] | None):
+    def _inventory_keys(self) -> list[str] | None:
+        """The inventory's tag keys (None without `resource_tags`), read on first use."""
+        if self._has_inventory and self._inventory is None:
+            self._inventory = sorted(row[0] for row in self.con.execute(inventory_keys_sql().text).fetchall())
+        return self._inventory
+
+    def _rollup(self, part):
         from pyspark.sql.functions import lit
 
+        inventory = self._inventory_keys()
         keys = tag_keys_sql(part.source, part.period)
         tag_keys = [row[0] for row in self.con.execute(keys.text, keys.params).fetchall()]
         sql = rollup_sql(self.config, tag_keys, part.source, part.period, inventory)

@@ -55,27 +55,15 @@ class SparkLake:
         path = self._path(self.root, LEDGER_FILE)
         if not self._java(lambda: self._fs.exists(path)):
             return {}
-        stream = self._java(lambda: self._fs.open(path))
-        try:
-            text = bytes(self._java(lambda: self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)))
-        finally:
-            stream.close()
-        return {(e.source, e.billing_period): e for e in parse_ledger(text.decode("utf-8"), path.toString())}
+        text = bytes(self._with_stream(path, self._jvm.org.apache.commons.io.IOUtils.toByteArray)).decode("utf-8")
+        return {(e.source, e.billing_period): e for e in parse_ledger(text, path.toString())}
 
-    def inventory_tags_basis(self) -> str:
-        """As attribution_rollup.inventory_tags_basis, hashed where the file lies (no copy)."""
-        latest: dict[str, str] = {}
-        for url, relative in sorted(self._glob(f"resource_tags/source=*/snapshot_date=*/{DATA_FILE}")):
-            latest[relative.split("/")[1]] = url  # sorted: the last snapshot of a source wins
-        digests = {}
-        for name, url in latest.items():
-            stream = self._java(lambda u=url: self._fs.open(self._path(u)))
-            try:
-                digests[name] = self._java(lambda s=stream: self._jvm.org.apache.commons.codec.digest
-                                           .DigestUtils.sha256Hex(s))
-            finally:
-                stream.close()
-        return inventory_basis(digests)
+    def inventory_tags_basis(self, tag_files: list[str]) -> str:
+        """As attribution_rollup.inventory_tags_basis, for the `resource_tags` files
+        (`table_files`), hashed where they lie (no copy)."""
+        latest = {url.rsplit("/", 3)[-3]: url for url in sorted(tag_files)}  # sorted: a source's last snapshot
+        sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
+        return inventory_basis({name: self._with_stream(self._path(url), sha256) for name, url in latest.items()})
 
     def table_files(self, table: str) -> list[str]:
         return [url for url, _ in self._glob(f"{table}/*=*/*=*/{DATA_FILE}")]
@@ -100,6 +88,14 @@ class SparkLake:
             if status.isFile() and url.startswith(prefix):
                 found.append((url, url[len(prefix):]))
         return sorted(found)
+
+    def _with_stream(self, path, read):
+        """`read(stream)` on the opened file at `path` (a Hadoop Path)."""
+        stream = self._java(lambda: self._fs.open(path))
+        try:
+            return self._java(lambda: read(stream))
+        finally:
+            stream.close()
 
     def _value(self, key: str, value: str, url: str) -> str:
         try:

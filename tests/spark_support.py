@@ -20,6 +20,7 @@ from service.inventory import run_inventory
 from tests.conftest import REPO
 
 S3A_JARS = REPO / ".cache" / "s3a-jars"
+NOT_UPLOADED = {"_staging", "_locks"}  # what `aws s3 sync` of a quiet lake would leave behind anyway
 ORG_ATTRIBUTION = {
     "dimensions": {
         "team": {"tags": ["team", "owner-team", "owner"],
@@ -62,6 +63,14 @@ def s3a_jars() -> list[Path]:
     if len(jars) < 2:
         _missing(f"no S3A jars in {S3A_JARS}: run `bash .ci/s3a-jars` (see .ci/run)")
     return jars
+
+
+def lake_objects(root: Path, *, rollups: bool = True) -> list[tuple[str, Path]]:
+    """(key relative to the lake root, file) of a lake copied to S3, without its rollups
+    unless `rollups`."""
+    skip = NOT_UPLOADED | (set() if rollups else {"attribution_rollup"})
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return [(p.relative_to(root).as_posix(), p) for p in files if p.relative_to(root).parts[0] not in skip]
 
 
 def org_lake(root: Path, *, days: int = 3, start: date = date(2026, 10, 30)) -> tuple[Lake, Config]:

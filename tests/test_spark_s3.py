@@ -19,7 +19,7 @@ import yaml
 from botocore.exceptions import ClientError
 from moto.core.authorization import enable_iam_authentication
 from moto.server import ThreadedMotoServer
-from spark_support import ORG_ATTRIBUTION, S3A_COMPAT_OPTIONS, org_lake, require_pyspark, s3a_jars
+from spark_support import ORG_ATTRIBUTION, S3A_COMPAT_OPTIONS, lake_objects, org_lake, require_pyspark, s3a_jars
 
 from service.attribution import attribute, reconcile
 from service.core.timewindow import parse_window
@@ -29,7 +29,6 @@ POLICY = (REPO / "deploy" / "iam" / "spendlake-spark-lake.json").read_text()
 BUCKET, PREFIX, OTHER_BUCKET = "example-spendlake-lake", "lake", "example-other-bucket"
 LAKE_URL = f"s3a://{BUCKET}/{PREFIX}"
 SINCE, UNTIL = "2026-10-30T05:30:00Z", "2026-11-01T12:20:00Z"  # cuts charge periods, two months
-NOT_UPLOADED = {"_staging", "_locks"}  # what `aws s3 sync` of a quiet lake would leave behind anyway
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +70,8 @@ def upload(s3: dict, bucket: str = BUCKET, *, rollups: bool = True) -> dict[str,
     client = s3["admin"]
     for item in client.list_objects_v2(Bucket=bucket).get("Contents", []):
         client.delete_object(Bucket=bucket, Key=item["Key"])
-    root = s3["lake"].root
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        relative = path.relative_to(root)
-        if relative.parts[0] in NOT_UPLOADED or (not rollups and relative.parts[0] == "attribution_rollup"):
-            continue
-        client.put_object(Bucket=bucket, Key=f"{PREFIX}/{relative.as_posix()}", Body=path.read_bytes())
+    for key, path in lake_objects(s3["lake"].root, rollups=rollups):
+        client.put_object(Bucket=bucket, Key=f"{PREFIX}/{key}", Body=path.read_bytes())
     return objects(s3, bucket)
 
 
