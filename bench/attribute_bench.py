@@ -120,7 +120,7 @@ def same(a: dict, b: dict, tolerance: Decimal) -> Decimal:
 
 
 def prepare(workdir: Path, rows: int) -> tuple[Path, Path, Path]:
-    from connectors.synthetic import generate_organisation
+    from connectors.synthetic.billing import generate_organisation
 
     export = workdir / "export"
     marker = workdir / f"generated-{rows}"

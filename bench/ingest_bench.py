@@ -3,7 +3,7 @@
     python bench/ingest_bench.py                       # 1M and 10M rows, 3 runs each
     python bench/ingest_bench.py --sizes 100000 --repeat 1   # a quick look
 
-For each size the synthetic organisation (connectors.synthetic) writes one month of CUR 2.0
+For each size the synthetic organisation (connectors.synthetic.billing) writes one month of CUR 2.0
 as CSV.gz (cached under --work, regenerated only when missing). Then, in one run and
 interleaved, each of these is timed as a whole process, `--repeat` times:
 
@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from connectors.synthetic import generate_organisation  # noqa: E402
+from connectors.synthetic.billing import generate_organisation  # noqa: E402
 
 MONTH_START, MONTH_DAYS = date(2026, 10, 1), 31
 BARE_COPY = ("import duckdb, sys; duckdb.sql(\"COPY (SELECT * FROM read_csv('\" + sys.argv[1] + \"')) "

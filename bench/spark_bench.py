@@ -42,7 +42,7 @@ BUCKET = "spendlake-bench"
 
 
 def attribute(config: Path, engine: str) -> tuple[float, dict]:
-    cmd = [sys.executable, "-m", "service.cli", "--config", str(config), "attribute", "--since", "7d",
+    cmd = [sys.executable, "-m", "service.cli.main", "--config", str(config), "attribute", "--since", "7d",
            "--until", UNTIL, "--by", "team,project", "--engine", engine, "--format", "json"]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
@@ -54,7 +54,7 @@ def attribute(config: Path, engine: str) -> tuple[float, dict]:
 
 def generated_lake(workdir: Path, rows: int) -> tuple[Path, int]:
     """A config over a lake of one synthetic month with about `rows` line items, and its line count."""
-    from connectors.synthetic import generate_organisation
+    from connectors.synthetic.billing import generate_organisation
 
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "spendlake.yaml"
@@ -68,7 +68,7 @@ def generated_lake(workdir: Path, rows: int) -> tuple[Path, int]:
         result = generate_organisation(export, days=30, start=date(2026, 11, 1), rows=rows, formats=("parquet",))
         print(f"generated {result.rows:,} rows in {time.perf_counter() - start:.0f} s", flush=True)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "service.cli", "--config", str(config), "ingest"], check=True, cwd=REPO)
+        subprocess.run([sys.executable, "-m", "service.cli.main", "--config", str(config), "ingest"], check=True, cwd=REPO)
         print(f"ingested them in {time.perf_counter() - start:.0f} s", flush=True)
         marker.write_text(str(result.rows))
     return config, int(marker.read_text())

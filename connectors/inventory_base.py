@@ -2,7 +2,7 @@
 
 An inventory connector reads what exists now and returns it as parts of canonical
 inventory tables (service.core.schema.INVENTORY_TABLES). It never writes into the lake:
-service/inventory.py commits each part with `Lake.commit_snapshot`.
+service/ingest/inventory.py commits each part with `Lake.commit_snapshot`.
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class DailySpend:
 
 @dataclass(frozen=True)
 class PlannedWindow:
-    """A registered plan (service/plans.py): spend of `project` (and `experiment` when set)
+    """A registered plan (service/planning/plans.py): spend of `project` (and `experiment` when set)
     in [start, end) up to `amount` (the pessimistic total) is expected."""
 
     name: str

@@ -33,7 +33,7 @@ median over the 7 days before it), largest first.
 
 Ignores: credits, refunds, tax and commitment purchases (`exclude_charge_categories`,
 `exclude_line_item_types`), currencies other than `currency`, days not yet over.
-Planned runs (service/plans.py): spend of a plan's project/experiment inside its window,
+Planned runs (service/planning/plans.py): spend of a plan's project/experiment inside its window,
 while the plan's cumulative spend stays within its amount, is taken out of the day before
 testing it; an episode that is anomalous only because of it becomes an `info` finding with
 `evidence.planned`, with no waste.

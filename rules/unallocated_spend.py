@@ -10,7 +10,7 @@ rules:
 ```
 
 Flags: per dimension, attributed spend over the window (USD, lines of at most a day;
-shared-cost rules not applied, see service/rule_inputs.py) whose value is the default,
+shared-cost rules not applied, see service/attribution/lines.py) whose value is the default,
 when its share of the dimension's spend is above `max_unallocated_pct`. One finding per
 dimension (stable id), seen while the share stays above. Evidence: the top unallocated
 services, accounts and resources by $, and the tag keys on those lines that no

@@ -1,3 +1,3 @@
-from service.cli import main
+from service.cli.main import main
 
 main()

@@ -1,4 +1,4 @@
-"""Ingest export files through the real path (config → service.ingest → lake) for tests."""
+"""Ingest export files through the real path (config → service.ingest.billing → lake) for tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.ingest import IngestResult, ingest
+from service.ingest.billing import IngestResult, ingest
 
 
 def ingest_files(tmp_path: Path, *sources: tuple[str, str, str] | dict) -> tuple[Lake, IngestResult]:

@@ -6,7 +6,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from service.report_model import Chart, Column, Headline, Report, Section, Table, unavailable
+from service.report.model import Chart, Column, Headline, Report, Section, Table, unavailable
 
 INJECTIONS = ("<script>alert(1)</script>", '"><img src=x onerror=alert(1)>')
 FORMULAS = ("=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)")
@@ -107,10 +107,10 @@ def org_config(root: Path, day: date = date(2026, 11, 29)):
     from rules.base import Finding
     from service.core.config import parse_config
     from service.core.lake import Lake
-    from service.estimate import estimate, plan_inputs
-    from service.findings import store_findings
-    from service.ingest import ingest
-    from service.plans import plan_from_estimate, register_plan
+    from service.planning.estimate import estimate, plan_inputs
+    from service.findings.run import store_findings
+    from service.ingest.billing import ingest
+    from service.planning.plans import plan_from_estimate, register_plan
 
     export = focus_export(root / "export", organisation_lines(day))
     config = parse_config({"lake": str(root / "lake"),

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from connectors.synthetic import generate_organisation
-from connectors.synthetic_inventory import write_inventory
-from service.attribution import materialise
+from connectors.synthetic.billing import generate_organisation
+from connectors.synthetic.inventory import write_inventory
+from service.attribution.api import materialise
 from service.core.config import Config, parse_config
 from service.core.lake import Lake
-from service.ingest import ingest
-from service.inventory import run_inventory
+from service.ingest.billing import ingest
+from service.ingest.inventory import run_inventory
 from tests.conftest import REPO
 
 S3A_JARS = REPO / ".cache" / "s3a-jars"

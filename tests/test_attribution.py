@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from service.attribution import attribute, attribute_resources, reconcile
-from service.attribution_engine import split_exactly
-from service.attribution_sql import normalise_key
+from service.attribution.api import attribute, attribute_resources, reconcile
+from service.attribution.compute import split_exactly
+from service.attribution.sql import normalise_key
 from service.core.timewindow import Window
 from tests.attribution_helpers import config, line, make_lake
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from service.cli import cli
+from service.cli.main import cli
 from tests.attribution_helpers import line, make_lake
 
 LINES = [
@@ -133,7 +133,7 @@ def test_check_passes_and_reports_every_period(setup):
 
 
 def test_check_fails_with_the_difference(setup, monkeypatch):
-    import service.attribution_engine as attribution
+    import service.attribution.compute as attribution
 
     _, path = setup
     real = attribution.split_exactly

@@ -10,7 +10,7 @@ import pytest
 from billing_helpers import failures, ingest_files
 from conftest import SAMPLES
 
-from service.attribution import attribute, reconcile
+from service.attribution.api import attribute, reconcile
 from service.core.config import parse_config
 from service.core.timewindow import Window
 

@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 import sqlglot
 
-from service.attribution_sql import (
+from service.attribution.sql import (
     resources_sql, rollup_sql, spellings_sql, tag_candidates, transpile, window_sql,
 )
 from tests.attribution_helpers import config

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from moto import mock_aws
 
-from service.cli import cli
+from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.ingest import ingest
+from service.ingest.billing import ingest
 from tests.aws_exports import LEGACY_COLUMNS, legacy_csv, line, local_put, s3_put, write_legacy
 from tests.conftest import SAMPLES
 

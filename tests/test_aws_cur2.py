@@ -9,7 +9,7 @@ import pytest
 
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.ingest import ingest
+from service.ingest.billing import ingest
 from tests.aws_exports import cur2_table, line, local_put, to_bytes, write_cur2
 
 

@@ -20,10 +20,10 @@ from botocore.awsrequest import AWSResponse
 from click.testing import CliRunner
 from moto.server import ThreadedMotoServer
 
-from service.cli import cli
+from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.ingest import ingest
+from service.ingest.billing import ingest
 from tests.aws_exports import legacy_csv, line, s3_put, write_legacy
 from tests.conftest import REPO
 

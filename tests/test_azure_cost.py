@@ -14,7 +14,7 @@ from billing_helpers import failures, ingest_files, sums
 from click.testing import CliRunner
 from conftest import SAMPLES
 
-from service.cli import cli
+from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
 

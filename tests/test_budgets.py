@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 from attribution_helpers import line, make_lake
 from rules.budget import forecast_month
-from service.budgets import budget_status
-from service.cli import cli
+from service.findings.budgets import budget_status
+from service.cli.main import cli
 from service.core.config import parse_config
-from service.findings import run_rules
+from service.findings.run import run_rules
 
 ATTRIBUTION = {"dimensions": {"team": {"tags": ["team"]}}}
 

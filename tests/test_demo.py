@@ -8,9 +8,9 @@ from decimal import Decimal
 
 from click.testing import CliRunner
 
-from connectors.synthetic import write_billing
-from connectors.synthetic_org import build_organisation, inject_gpu_anomaly
-from service.cli import cli
+from connectors.synthetic.billing import write_billing
+from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
+from service.cli.main import cli
 
 ARGS = ["demo", "--days", "3", "--start", "2026-10-30", "--seed", "5"]  # three days across a month boundary
 
@@ -64,8 +64,8 @@ def test_demo_config_is_written_and_valid(tmp_path):
 
 def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path):
     from service.core.lake import Lake
-    from service.demo import run_demo
-    from service.findings import load_findings
+    from service.cli.demo_org import run_demo
+    from service.findings.run import load_findings
 
     result = run_demo(tmp_path / "d", days=40, start=date(2026, 10, 20), seed=7)
     found = load_findings(Lake(result.config.lake))
@@ -85,9 +85,9 @@ def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path)
 
 
 def test_demo_attributes_runs_the_rules_and_sets_budgets_that_warn(tmp_path):
-    from service.budgets import budget_status
+    from service.findings.budgets import budget_status
     from service.core.lake import Lake
-    from service.demo import run_demo
+    from service.cli.demo_org import run_demo
 
     result = run_demo(tmp_path / "d", days=21, start=date(2026, 11, 1))
     rules = {f.rule for f in result.findings if f.status == "open"}

@@ -21,7 +21,7 @@ from test_inventory_s3 import DATA as INVENTORY_DATA
 from service.core.config import parse_config
 from service.core.errors import SourceError
 from service.core.lake import Lake
-from service.serve import run_ingest
+from service.serve.service import run_ingest
 from tests.conftest import REPO
 
 POLICY = json.loads((REPO / "deploy" / "iam" / "spendlake-readonly.json").read_text())

@@ -9,12 +9,12 @@ from decimal import Decimal
 import pytest
 from click.testing import CliRunner
 
-from service.cli import cli
+from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError, UsageError
 from service.core.lake import Lake
-from service.estimate import estimate, plan_inputs
-from service.plans import load_plans
+from service.planning.estimate import estimate, plan_inputs
+from service.planning.plans import load_plans
 
 SEVEN_B = {"params": "7B", "tokens": "2T", "gpu": "H100", "gpus": 1024, "mfu": "0.4", "price_per_gpu_hour": "4"}
 
@@ -153,7 +153,7 @@ def test_planned_spend_curve_is_linear_over_run_and_retention(tmp_path):
     result = run({"params": "1B", "tokens": "93.6B", "gpu": "A100", "gpus": 10, "mfu": "0.5",
                   "price_per_gpu_hour": "2", "checkpoints_kept": 0, "dataset_size": "730GB", "retention_days": 0,
                   "storage_price_per_gb_month": "1"})
-    from service.plans import plan_from_estimate
+    from service.planning.plans import plan_from_estimate
 
     plan = plan_from_estimate(result, name="p", project="x", experiment=None, start="2026-12-01")
     # 100 h run; storage 730 GB × (100/730) months × $1 = $100, spread over the same 100 h

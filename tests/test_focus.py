@@ -14,7 +14,7 @@ from aws_exports import local_put, write_cur2
 from billing_helpers import failures, ingest_files, sums
 from moto import mock_aws
 
-from service.status import status
+from service.ingest.status import status
 
 HEADER = "BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd,ProviderName,Tags"
 

@@ -14,7 +14,7 @@ from billing_helpers import failures, ingest_files
 from conftest import DATA, SAMPLES
 
 from connectors.gcp_billing import py_literal_json
-from service.status import status
+from service.ingest.status import status
 
 NDJSON = DATA / "gcp" / "detailed_export_2024-05.jsonl"
 

@@ -7,10 +7,10 @@ import json
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from service.attribution import attribute, attribute_resources, reconcile
+from service.attribution.api import attribute, attribute_resources, reconcile
 from service.core.config import parse_config
 from service.core.timewindow import Window
-from service.inventory import run_inventory
+from service.ingest.inventory import run_inventory
 from tests.attribution_helpers import config, line, make_lake
 
 NOV = Window(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
@@ -70,7 +70,7 @@ def test_bill_tags_then_inventory_tags_then_rules(tmp_path):
 
 
 def test_no_inventory_keeps_the_sql_unchanged():
-    from service.attribution_sql import attributed_sql
+    from service.attribution.sql import attributed_sql
 
     cfg = config({}).attribution
     plain = attributed_sql(cfg, ["team"], "TRUE", [])

@@ -17,7 +17,7 @@ from moto import mock_aws
 from conftest import require_binary
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.inventory import run_inventory
+from service.ingest.inventory import run_inventory
 
 DATA = Path(__file__).parent / "data" / "inventory" / "gpu"
 # Three days back: old enough to lie in backfilled blocks, well inside the retention.

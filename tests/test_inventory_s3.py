@@ -14,7 +14,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.inventory import run_inventory
+from service.ingest.inventory import run_inventory
 
 DATA = Path(__file__).parent / "data" / "inventory" / "s3"
 NOW = datetime(2026, 11, 28, 9, 30, tzinfo=timezone.utc)

@@ -14,11 +14,11 @@ from moto import mock_aws
 import connectors.aws_tags as aws_tags
 import connectors.cloudwatch_logs as cloudwatch_logs
 from inventory_support import no_retry_wait, throttle_first  # noqa: F401 (fixture)
-from service.cli import cli
+from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
 from service.core.lake import Lake
-from service.inventory import run_inventory
+from service.ingest.inventory import run_inventory
 
 DATA = Path(__file__).parent / "data" / "inventory"
 NOW = datetime(2026, 11, 28, 9, 30, tzinfo=timezone.utc)

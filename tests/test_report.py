@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from moto import mock_aws
 
 from report_fixtures import FORMULAS, INJECTIONS, org_config, sample_report
-from service.cli import cli
+from service.cli.main import cli
 from service.core.errors import UsageError
-from service.report import report_day, write_local, write_report
-from service.report_render import md, render_csvs, render_files
+from service.report.write import report_day, write_local, write_report
+from service.report.render import md, render_csvs, render_files
 
 DAY = date(2026, 11, 29)  # a Sunday: weekend rhythm 0.85, and pretrain jumps by 40%
 
@@ -220,7 +220,7 @@ def test_cli_writes_the_report_where_configured_and_prints_where(org, tmp_path):
 
 def test_default_location_is_beside_the_lake():
     from service.core.config import parse_config
-    from service.report import default_out
+    from service.report.write import default_out
 
     assert default_out(parse_config({"lake": "/data/spend/lake"})) == "/data/spend/reports"
     assert default_out(parse_config({"lake": "/x/lake", "report": {"out": "s3://b/p"}})) == "s3://b/p"
@@ -251,7 +251,7 @@ def test_top_n_folds_the_rest_into_other_and_keeps_the_total(org, tmp_path):
 def test_currencies_are_never_added_together(tmp_path):
     from report_fixtures import focus_export
     from service.core.config import parse_config
-    from service.ingest import ingest
+    from service.ingest.billing import ingest
 
     days = [date(2026, 11, 27), date(2026, 11, 28), date(2026, 11, 29)]
     usd = focus_export(tmp_path / "us", [(d, "100", {"team": "pretrain"}, "EC2") for d in days])
@@ -274,7 +274,7 @@ def test_currencies_are_never_added_together(tmp_path):
 def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, monkeypatch):
     from rules.base import RULES, Finding, Rule
     from service.core.lake import Lake
-    from service.findings import store_findings
+    from service.findings.run import store_findings
 
     config = org_config(tmp_path / "org")
     write_report(config, DAY, str(tmp_path / "before"))

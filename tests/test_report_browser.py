@@ -12,7 +12,7 @@ import pytest
 
 from conftest import require_binary
 from report_fixtures import INJECTIONS, org_config
-from service.report import write_report
+from service.report.write import write_report
 
 pytestmark = pytest.mark.binary
 

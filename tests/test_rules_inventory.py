@@ -8,8 +8,8 @@ from pathlib import Path
 
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.findings import run_rules
-from service.inventory import run_inventory
+from service.findings.run import run_rules
+from service.ingest.inventory import run_inventory
 from tests.rules_lake import build_lake
 
 INVENTORY = Path(__file__).parent / "data" / "inventory"

@@ -11,10 +11,10 @@ import yaml
 from click.testing import CliRunner
 
 from rules.idle_gpu import IdleGpu
-from service.cli import cli
+from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.findings import JSON_KEYS, bill_ids, load_findings, owner_lookup, run_rules
+from service.findings.run import JSON_KEYS, bill_ids, load_findings, owner_lookup, run_rules
 from tests.rules_lake import build_lake
 
 NOW = datetime(2026, 11, 8, tzinfo=timezone.utc)
@@ -36,7 +36,7 @@ def setup(tmp_path, monkeypatch):
     }, NOW.date())
     config_file = tmp_path / "spendlake.yaml"
     config_file.write_text(yaml.safe_dump({"lake": str(lake.root), "rules": {"idle-gpu": {"min_idle_hours": 2}}}))
-    monkeypatch.setattr("service.findings.utc_now", lambda: NOW)
+    monkeypatch.setattr("service.findings.run.utc_now", lambda: NOW)
     return lake, config_file
 
 
@@ -127,7 +127,7 @@ def test_log_groups_and_buckets_get_owners_from_their_cost_lines(tmp_path):
 
 def test_the_service_runs_rules_as_a_job_and_refuses_a_bad_rules_section(setup, monkeypatch, tmp_path):
     from service.core.errors import ConfigError, SpendlakeError
-    from service.serve import default_tasks
+    from service.serve.service import default_tasks
 
     lake, config_file = setup
     config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))

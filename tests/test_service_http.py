@@ -17,14 +17,14 @@ from servicekit import MemoryConnector, commit, make_config, write_config
 
 from connectors.base import CONNECTORS
 from rules.base import Finding
-from service.app import Api, make_server, parse_listen
-from service.cli import cli as cli_group
+from service.serve.app import Api, make_server, parse_listen
+from service.cli.main import cli as cli_group
 from service.core.config import ServiceConfig
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
-from service.findings import store_findings
-from service.ingest import ingest
-from service.metrics import LakeCollector
+from service.findings.run import store_findings
+from service.ingest.billing import ingest
+from service.serve.metrics import LakeCollector
 
 TOKEN = "s3cret-token-0123456789"
 
@@ -118,7 +118,7 @@ def test_bearer_token_protects_the_api_but_not_probes_or_metrics(tmp_path, serve
 
 
 def test_token_from_the_environment_wins(tmp_path, monkeypatch):
-    from service.app import api_token
+    from service.serve.app import api_token
 
     config = make_config(tmp_path, api_token=TOKEN)
     assert api_token(config) == TOKEN

@@ -17,9 +17,9 @@ from rules.base import Finding
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.schema import cost_select_list
-from service.findings import store_findings
-from service.ingest import ingest
-from service.metrics import JobMetrics, LakeCollector
+from service.findings.run import store_findings
+from service.ingest.billing import ingest
+from service.serve.metrics import JobMetrics, LakeCollector
 
 ROWS = [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "3.5", {"team": "nlp"}),
         ("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "1.25", {"team": "vision"})]

@@ -16,9 +16,9 @@ from prometheus_client import CollectorRegistry
 from servicekit import commit, make_config
 
 from service.core.lake import Lake
-from service.metrics import JobMetrics
-from service.scheduler import ServiceScheduler, Tasks, latest_fire_date
-from service.serve import default_tasks
+from service.serve.metrics import JobMetrics
+from service.serve.scheduler import ServiceScheduler, Tasks, latest_fire_date
+from service.serve.service import default_tasks
 
 SIX = daytime(6, 0)
 
@@ -134,7 +134,7 @@ def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplo
     lake = Lake(tmp_path / "lake")
     lake.write_state("jobs", {"daily": {"last_run_date": "2999-01-01"}})  # keep the daily job out of it
     harness = Harness(lake, lambda: datetime.now(timezone.utc), ingest=slow_ingest, every=timedelta(seconds=0.2))
-    with caplog.at_level(logging.WARNING, logger="service.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
         harness.scheduler.start()
         wait_for(lambda: len(runs) >= 2)
         harness.scheduler.shutdown()

@@ -37,8 +37,8 @@ SLOW_SERVICE = """
 import sys, time
 from service.core.config import load_config
 from service.core.lake import Lake, write_json_atomic
-from service.scheduler import Tasks
-from service.serve import serve
+from service.serve.scheduler import Tasks
+from service.serve.service import serve
 
 config = load_config(sys.argv[1])
 

@@ -18,10 +18,10 @@ from spark_support import ORG_ATTRIBUTION, org_lake, require_pyspark
 from test_attribution_samples import ATTRIBUTION as SAMPLE_ATTRIBUTION
 from test_attribution_samples import EVERYTHING, KIND_BY_FILE, SAMPLES
 
-from service.attribution import attribute, reconcile
-from service.attribution_engine import RollupSession
-from service.attribution_spark import SparkRollupSession
-from service.cli import cli
+from service.attribution.api import attribute, reconcile
+from service.attribution.compute import RollupSession
+from service.attribution.spark.session import SparkRollupSession
+from service.cli.main import cli
 from service.core.config import EngineConfig, parse_config
 from service.core.errors import ConfigError, DataError, UsageError
 from service.core.lake import Lake

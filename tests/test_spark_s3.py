@@ -21,7 +21,7 @@ from moto.core.authorization import enable_iam_authentication
 from moto.server import ThreadedMotoServer
 from spark_support import ORG_ATTRIBUTION, S3A_COMPAT_OPTIONS, lake_objects, org_lake, require_pyspark, s3a_jars
 
-from service.attribution import attribute, reconcile
+from service.attribution.api import attribute, reconcile
 from service.core.timewindow import parse_window
 from tests.conftest import REPO
 
@@ -91,7 +91,7 @@ def spendlake_on_s3(s3: dict, *args: str, lake_url: str = LAKE_URL, verbose: boo
     env = {**os.environ, "AWS_ACCESS_KEY_ID": s3["keys"][0], "AWS_SECRET_ACCESS_KEY": s3["keys"][1]}
     env.pop("AWS_SESSION_TOKEN", None)
     with enable_iam_authentication():
-        done = subprocess.run([sys.executable, "-m", "service.cli", "--config", str(config),
+        done = subprocess.run([sys.executable, "-m", "service.cli.main", "--config", str(config),
                                *(["-v"] if verbose else []), "attribute", *args],
                               env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert not (s3["root"] / "no-local-lake").exists()  # nothing local was read or made

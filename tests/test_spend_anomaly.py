@@ -9,9 +9,9 @@ from decimal import Decimal
 from attribution_helpers import line, make_lake
 from rules.spend_anomaly import Thresholds, detect, expected_spend, noise_scale
 from service.core.config import parse_config
-from service.findings import acknowledge, load_findings, run_rules
-from service.plans import Plan, register_plan
-from service.estimate import Span
+from service.findings.run import acknowledge, load_findings, run_rules
+from service.planning.plans import Plan, register_plan
+from service.planning.estimate import Span
 
 DEFAULTS = Thresholds(Decimal(100), Decimal(20), Decimal(50))
 FIRST = date(2026, 10, 1)
@@ -149,7 +149,7 @@ def test_spend_inside_a_planned_run_is_annotated_not_raised(tmp_path):
 
 
 def test_metrics_show_the_open_anomaly_impact_by_team_and_service(tmp_path):
-    from service.metrics_lake import findings_families
+    from service.serve.families import findings_families
 
     lake = anomaly_lake(tmp_path)
     config = anomaly_config(lake)

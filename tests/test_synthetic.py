@@ -11,11 +11,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from connectors.synthetic import generate_organisation, write_billing
-from connectors.synthetic_org import TEAMS, build_organisation
+from connectors.synthetic.billing import generate_organisation, write_billing
+from connectors.synthetic.org import TEAMS, build_organisation
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.ingest import ingest
+from service.ingest.billing import ingest
 
 START = date(2026, 10, 29)  # a window across a month boundary: two billing periods
 

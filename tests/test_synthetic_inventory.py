@@ -7,11 +7,11 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from connectors.synthetic_inventory import write_inventory
-from connectors.synthetic_org import build_organisation
+from connectors.synthetic.inventory import write_inventory
+from connectors.synthetic.org import build_organisation
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.inventory import run_inventory
+from service.ingest.inventory import run_inventory
 
 START, DAYS = date(2026, 10, 1), 21
 
@@ -74,8 +74,8 @@ def test_idle_stretches_and_busy_hours(inventory_lake):
 
 def test_demo_lake_shows_waste_of_all_four_rules(tmp_path):
     from rules.base import finding_id
-    from service.demo import run_demo
-    from service.findings import run_rules
+    from service.cli.demo_org import run_demo
+    from service.findings.run import run_rules
 
     demo = run_demo(tmp_path / "demo", days=DAYS, start=START, seed=7)
     assert not demo.ingest.failed and not any(o.failed for o in demo.inventory)

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from attribution_helpers import line, make_lake
 from service.core.config import parse_config
-from service.findings import run_rules
+from service.findings.run import run_rules
 
 TODAY = date(2026, 11, 20)
 NOW = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)

@@ -1,5 +1,5 @@
 """The `attribution` section of the config: dimensions (tag keys, virtual-tag rules, default)
-and shared-cost rules. How it is applied: service/attribution.py."""
+and shared-cost rules. How it is applied: service/attribution/api.py."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class SharedCostRule(Strict):
 
 
 class AttributionConfig(Strict):
-    """How every dollar gets a value per dimension (see service/attribution.py)."""
+    """How every dollar gets a value per dimension (see service/attribution/api.py)."""
 
     dimensions: dict[str, DimensionConfig] = Field(default_factory=dict, validate_default=True)
     shared: tuple[SharedCostRule, ...] = ()

@@ -72,7 +72,7 @@ def cost_select_list(expressions: dict[str, str]) -> str:
 
 
 # Inventory tables: what exists besides the bill (tags, objects, log groups, GPU use).
-# Written by service/inventory.py through Lake.commit_snapshot, one partition per source and
+# Written by service/ingest/inventory.py through Lake.commit_snapshot, one partition per source and
 # INVENTORY_PARTITION[table]: a daily snapshot (`snapshot_date`, the UTC date of the run;
 # re-running the same day replaces it, so daily partitions show growth), except
 # `gpu_utilization`, a time series partitioned by the UTC `day` of its `hour` (every

@@ -1,0 +1,1 @@
+"""The demo organisation's writers: they write the files the connectors read (they are not connectors)."""

@@ -1,0 +1,1 @@
+"""Attribution: every dollar of the lake on one value per dimension, exactly once."""

@@ -1,0 +1,365 @@
+"""Attribution: every dollar of the lake on one value per dimension (team, project, experiment
+and any declared), exactly once.
+
+Python API (the CLI, rules engine, metrics, report and HTTP API call these):
+
+    attribute(lake, config, window, by=("team",), where={}, cost="billed",
+              granularity="total", top=None, compare=False, explain=False, engine=None) -> AttributionResult
+        AttributionResult.to_json() is the `spendlake attribute --format json` contract:
+        {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}]}
+    materialise(lake, config) -> int          compute missing per-period rollups now (ingest
+        calls it after committing; queries also do it on demand)
+    reconcile(lake, config, engine=None) -> list[Reconciliation]      Σ attributed vs Σ source, per
+        (source, billing period, currency, cost measure); `spendlake attribute --check`
+    `engine` (an EngineConfig, default DuckDB): `kind="spark"` runs the same SQL on Apache
+        Spark (service/attribution/spark/session.py) and returns the same results
+    attribute_resources(lake, config, resource_ids) -> {resource id: {dimension: value}}
+        for findings: each dimension's value on the resource's latest cost line
+
+`config` is the `AttributionConfig` (or the whole `Config`). How a line gets its value, per
+dimension: the configured tag keys in order (keys compare case- and separator-insensitively:
+`Team`, `owner_team`, `user:team`, `resource_tags_user_team`; empty values are absent),
+then the same keys among the inventory tags of the line's resource (`resource_tags`, the
+latest snapshot of each aws-tags source, matched on the ARN or its resource part such as
+`i-0abc`; for tags not activated as cost allocation tags, or added after the fact), then
+the virtual-tag rules (first match wins), else the default (`unallocated`). Values
+compare trimmed and case-insensitively and are shown in their most common spelling.
+
+Shared costs (lines matching a `shared` rule, first match wins) are nobody's direct spend:
+per currency they are split over the values of the rule's `by` dimension — `even` over the
+values with positive direct spend in the window, `proportional` to that direct spend,
+`fixed` by the configured weights. The default value (`unallocated`) takes no share; with
+nothing to split over, the cost stays on the default. Every split is exact: each part is
+amount × weight rounded to 12 decimals (half-even) and the remainder goes to the largest
+share (ties: the first value in byte order), so the parts sum to the amount to the last
+decimal. Other dimensions of a shared line keep the line's own values.
+
+Windows are half-open [since, until), in UTC. A line belongs to a window by its charge
+period [ChargePeriodStart, ChargePeriodEnd) (hourly, daily or monthly): wholly inside, it
+counts in full; cut by the window's edge, it counts the fraction of its charge period that
+lies inside (overlap ÷ length, in microseconds), computed in exact decimal arithmetic and
+rounded half-even to 12 decimals (DECIMAL(38,12)) once per charge period and attribution.
+A line with no charge end is an instant at its start. In `--granularity day|week|month`
+a line falls in the period where its (window-clipped) charge period starts; weeks start
+on Monday.
+
+Speed: queries read the per-period rollups of service/attribution/rollup.py, never the raw
+cost lines; see bench/attribute_bench.py.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+
+from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.rollup import cost_partitions, ensure_rollups, inventory_keys
+from service.attribution.sql import GRANULARITIES, MEASURES, all_tag_keys_sql, resources_sql
+from service.core.config import Config, EngineConfig
+from service.core.config_attribution import AttributionConfig
+from service.core.errors import UsageError
+from service.core.lake import Lake
+from service.core.timewindow import Window, iso_utc
+
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """How much of a row one way of deciding a dimension placed (for --explain)."""
+
+    dimension: str
+    how: str
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class AttributionRow:
+    values: dict[str, str]  # dimension → value as shown
+    currency: str | None
+    cost: Decimal
+    period: date | None = None
+    previous_cost: Decimal | None = None
+    explain: tuple[Contribution, ...] = ()
+
+    @property
+    def change(self) -> Decimal | None:
+        return None if self.previous_cost is None else self.cost - self.previous_cost
+
+    @property
+    def change_pct(self) -> Decimal | None:
+        if self.previous_cost is None or self.previous_cost == 0:
+            return None
+        return ((self.cost - self.previous_cost) * 100 / abs(self.previous_cost)).quantize(Decimal("0.01"))
+
+
+@dataclass(frozen=True)
+class AttributionResult:
+    window: Window
+    cost: str
+    by: tuple[str, ...]
+    granularity: str
+    rows: tuple[AttributionRow, ...]
+    totals: tuple[tuple[str | None, Decimal, Decimal | None], ...]  # (currency, cost, previous cost)
+    compare: bool = False
+    explain: bool = False
+    lake_empty: bool = False
+
+    def to_json(self) -> dict:
+        rows = []
+        for row in self.rows:
+            item: dict = {**row.values, "currency": row.currency, "cost": _dec(row.cost)}
+            if self.granularity != "total":
+                item["period"] = row.period.isoformat() if row.period else None
+            if self.compare:
+                item.update(previous_cost=_dec(row.previous_cost), change=_dec(row.change),
+                            change_pct=_dec(row.change_pct))
+            if self.explain:
+                item["explain"] = [{"dimension": c.dimension, "how": c.how, "cost": _dec(c.cost)} for c in row.explain]
+            rows.append(item)
+        totals = []
+        for currency, cost, previous in self.totals:
+            total: dict = {"currency": currency, "cost": _dec(cost)}
+            if self.compare:
+                total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
+            totals.append(total)
+        return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), "cost": self.cost,
+                "by": list(self.by), "rows": rows, "totals": totals}
+
+
+def _dec(value: Decimal | None) -> str | None:
+    return None if value is None else format(value, "f")
+
+
+def _attribution(config: AttributionConfig | Config) -> AttributionConfig:
+    return config.attribution if isinstance(config, Config) else config
+
+
+def check_dimensions(config: AttributionConfig, names: Sequence[str], option: str) -> None:
+    for name in names:
+        if name not in config.dimensions:
+            raise UsageError(f"unknown dimension {name!r}", where=option,
+                             hint=f"valid dimensions: {', '.join(config.dimensions)}")
+
+
+def parse_where(config: AttributionConfig | Config, items: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """`team=nlp` (repeatable) → {dimension: values}; several values of one dimension are
+    alternatives, several dimensions must all hold."""
+    config = _attribution(config)
+    where: dict[str, tuple[str, ...]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip():
+            raise UsageError(f"cannot read {item!r}", where="--where", hint="use DIMENSION=VALUE, e.g. team=nlp")
+        check_dimensions(config, [name.strip()], "--where")
+        where[name.strip()] = where.get(name.strip(), ()) + (value,)
+    return where
+
+
+def _sql_dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    needed = list(by) + [d for d in where if d not in by] + [r.by for r in config.shared]
+    return tuple(dict.fromkeys(needed))
+
+
+def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
+    kind, _, rest = how.partition(":")
+    if kind == "tag":
+        return f"tag {rest}"
+    if kind == "inventory-tag":
+        return f"inventory-tag:{rest}"
+    if kind == "rule":
+        rule = config.dimensions[dim].rules[int(rest)]
+        return f"rule {rest} ({', '.join(f'{k}={v}' for k, v in rule.match.items())})"
+    if kind == "shared":
+        index, _, nobasis = rest.partition(":")
+        rule = config.shared[int(index)]
+        match = ", ".join(f"{k}={v}" for k, v in rule.match.items())
+        if nobasis:
+            return f"shared {index} ({match}; no direct spend to split by, kept on the default)"
+        return f"shared {index} ({match}; {rule.split} by {rule.by})"
+    return "default"
+
+
+def open_session(lake: Lake, config: AttributionConfig, engine: EngineConfig | None) -> RollupSession | None:
+    """The rollups on the engine that runs the SQL: DuckDB (default) or Spark, same SQL;
+    None when the lake that engine reads holds no cost partition."""
+    if engine is None or engine.kind == "duckdb":
+        return RollupSession(lake, config) if cost_partitions(lake) else None
+    from service.attribution.spark.session import SparkRollupSession
+
+    session = SparkRollupSession(lake, config, engine)
+    return session if session.partitions else None
+
+
+def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
+              where: Mapping[str, Sequence[str]] | None = None, cost: str = "billed", granularity: str = "total",
+              top: int | None = None, compare: bool = False, explain: bool = False,
+              engine: EngineConfig | None = None) -> AttributionResult:
+    """Attributed cost of `window`, one row per (period, currency, values of `by`)."""
+    config = _attribution(config)
+    by, where = tuple(by), dict(where or {})
+    check_dimensions(config, by, "--by")
+    check_dimensions(config, list(where), "--where")
+    if not by:
+        raise UsageError("no dimension to group by", where="--by", hint=f"valid dimensions: {', '.join(config.dimensions)}")
+    if cost not in MEASURES:
+        raise UsageError(f"unknown cost {cost!r}", where="--cost", hint=f"use one of {', '.join(MEASURES)}")
+    if granularity not in GRANULARITIES:
+        raise UsageError(f"unknown granularity {granularity!r}", where="--granularity",
+                         hint=f"use one of {', '.join(GRANULARITIES)}")
+    if compare and granularity != "total":
+        raise UsageError("--compare needs --granularity total", where="--compare",
+                         hint="compare totals, or look at the periods without --compare")
+    if top is not None and top < 1:
+        raise UsageError("--top must be at least 1", where="--top")
+    session = open_session(lake, config, engine)
+    if session is None:
+        return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
+    dims = _sql_dims(config, by, where)
+    wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
+    index = {d: i for i, d in enumerate(dims)}
+
+    def rows_of(win: Window) -> dict[tuple, tuple[Decimal, dict]]:
+        sums = attributed_sums(session.con, config, dims, cost, granularity, win, explain, per_partition=False)
+        grouped: dict[tuple, tuple[Decimal, dict]] = {}
+        for (period, currency, _, values, hows), amount in sums.items():
+            if any(values[index[d]] not in ok for d, ok in wanted.items()):
+                continue
+            key = (period, currency, tuple(values[index[d]] for d in by))
+            total, parts = grouped.get(key, (Decimal(0), defaultdict(Decimal)))
+            for d in (by if explain else ()):
+                parts[(d, hows[index[d]])] += amount
+            grouped[key] = (total + amount, parts)
+        return grouped
+
+    current = rows_of(window)
+    previous = rows_of(window.previous()) if compare else {}
+    keep = _top_values(current, top) if top else None
+    folded = _fold(current, keep, len(by))
+    folded_previous = _fold(previous, keep, len(by))
+    spell = session.spellings(by)
+    rows = []
+    for key in set(folded) | set(folded_previous):
+        period, currency, values = key
+        amount, parts = folded.get(key, (Decimal(0), {}))
+        prev = folded_previous.get(key, (Decimal(0), {}))[0] if compare else None
+        shown = {d: (OTHER if v == OTHER and keep is not None else spell.get((d, v), v)) for d, v in zip(by, values)}
+        contributions = tuple(Contribution(d, _how_label(config, d, h), c)
+                              for (d, h), c in sorted(parts.items(),
+                                                      key=lambda item: (item[0][0], -abs(item[1]), item[0][1])))
+        rows.append(AttributionRow(shown, currency, amount, period, prev, contributions))
+    rows.sort(key=lambda r: (r.period or date.min, r.currency or "", -r.cost, tuple(r.values.values())))
+    totals = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    for row in rows:
+        totals[row.currency][0] += row.cost
+        totals[row.currency][1] += row.previous_cost or 0
+    total_rows = tuple((cur, t[0], t[1] if compare else None)
+                       for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
+    return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain)
+
+
+def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[tuple]:
+    """The `top` combinations of values with the most cost in the window, per currency."""
+    per_currency: dict = defaultdict(lambda: defaultdict(Decimal))
+    for (_, currency, values), (amount, _) in grouped.items():
+        per_currency[currency][values] += amount
+    keep = set()
+    for currency, sums in per_currency.items():
+        ranked = sorted(sums, key=lambda v: (-sums[v], v))
+        keep |= {(currency, v) for v in ranked[:top]}
+    return keep
+
+
+def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width: int) -> dict:
+    if keep is None:
+        return dict(grouped)
+    folded: dict[tuple, tuple[Decimal, dict]] = {}
+    for (period, currency, values), (amount, parts) in grouped.items():
+        if (currency, values) not in keep:
+            values = (OTHER,) * width
+        key = (period, currency, values)
+        total, merged = folded.get(key, (Decimal(0), defaultdict(Decimal)))
+        for part, value in parts.items():
+            merged[part] += value
+        folded[key] = (total + amount, merged)
+    return folded
+
+
+def materialise(lake: Lake, config: AttributionConfig | Config) -> int:
+    """Compute every missing rollup now; returns how many partitions the lake holds."""
+    config = _attribution(config)
+    if not cost_partitions(lake):
+        return 0
+    con = lake.query()
+    try:
+        return len(ensure_rollups(lake, config, con))
+    finally:
+        con.close()
+
+
+# ---- reconciliation and resources ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reconciliation:
+    source: str
+    billing_period: str
+    currency: str | None
+    cost: str
+    source_total: Decimal
+    attributed_total: Decimal
+
+    @property
+    def difference(self) -> Decimal:
+        return self.attributed_total - self.source_total
+
+    @property
+    def ok(self) -> bool:
+        return self.difference == 0
+
+
+def reconcile(lake: Lake, config: AttributionConfig | Config,
+              engine: EngineConfig | None = None) -> list[Reconciliation]:
+    """Σ attributed (unallocated included) against Σ source cost, per source, billing
+    period, currency and cost measure, over the whole lake."""
+    config = _attribution(config)
+    session = open_session(lake, config, engine)
+    if session is None:
+        return []
+    dims = _sql_dims(config, (), {})
+    results = []
+    for measure, column in MEASURES.items():
+        source: dict[tuple, Decimal] = {}
+        for src, period, currency, total in session.con.execute(
+                f"SELECT source, billing_period, BillingCurrency, coalesce(sum({column}), 0) FROM costs "
+                "GROUP BY source, billing_period, BillingCurrency").fetchall():
+            source[(src, period, currency)] = total
+        attributed: dict[tuple, Decimal] = defaultdict(Decimal)
+        for (_, currency, partition, _, _), amount in attributed_sums(
+                session.con, config, dims, measure, "total", None, False, per_partition=True).items():
+            attributed[(*partition, currency)] += amount
+        for key in sorted(set(source) | set(attributed), key=lambda k: (k[0], k[1], k[2] or "")):
+            results.append(Reconciliation(key[0], key[1], key[2], measure, source.get(key, Decimal(0)),
+                                          attributed.get(key, Decimal(0))))
+    return results
+
+
+def attribute_resources(lake: Lake, config: AttributionConfig | Config,
+                        resource_ids: Sequence[str] = ()) -> dict[str, dict[str, str]]:
+    """Resource id → {dimension: value} from the resource's latest cost line (all resources
+    with a cost line when `resource_ids` is empty). Resources without cost lines are absent."""
+    config = _attribution(config)
+    if not cost_partitions(lake):
+        return {}
+    con = lake.query()
+    keys_sql = all_tag_keys_sql()
+    tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+    sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
+    order = config.dimension_order()
+    rows = con.execute(sql.text, sql.params).fetchall()
+    # Shown in each value's most common spelling, as `attribute` shows it (`Eval` → `eval`).
+    spell = RollupSession(lake, config).spellings(order) if rows else {}
+    return {row[0]: {d: spell.get((d, v.strip().lower()), v) if v else v for d, v in zip(order, row[1:])}
+            for row in rows}

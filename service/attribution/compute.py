@@ -1,0 +1,150 @@
+"""The attribution computation over the per-period rollups: window sums, exact proration of
+charge periods cut by the window, and exact shared-cost splits (rules in service/attribution/api.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta, timezone
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+
+from service.attribution.rollup import ensure_rollups
+from service.attribution.sql import spellings_sql, window_sql
+from service.core.config_attribution import AttributionConfig
+from service.core.lake import Lake
+from service.core.timewindow import Window
+
+QUANTUM = Decimal("1e-12")
+ROLLUP_VIEW = "attribution_rollups"
+
+
+def _quantize(value: Decimal) -> Decimal:
+    return value.quantize(QUANTUM, rounding=ROUND_HALF_EVEN)
+
+
+def _bucket(moment: datetime, granularity: str) -> date | None:
+    day = moment.date()
+    if granularity == "total":
+        return None
+    if granularity == "day":
+        return day
+    if granularity == "week":
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1)
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def window_parts(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
+                  window: Window | None, explain: bool, per_partition: bool):
+    """(shared rule, period, currency, partition, values, hows, amount) for the window, with
+    the cut charge periods prorated."""
+    since = _naive(window.since) if window else None
+    until = _naive(window.until) if window else None
+    sql = window_sql(ROLLUP_VIEW, dims, measure, granularity, since, until,
+                     explain=explain, per_partition=per_partition)
+    n = len(dims)
+    for row in con.execute(sql.text, sql.params).fetchall():
+        period, edge_start, edge_end, currency, shared = row[:5]
+        values = tuple(row[5:5 + n])
+        hows = tuple(row[5 + n:5 + 2 * n]) if explain else ()
+        partition = tuple(row[-3:-1]) if per_partition else ()
+        amount = row[-1]
+        if amount is None:
+            continue
+        if edge_start is not None:
+            # Cut by the window: count the part of the charge period inside it.
+            start, end = max(edge_start, since), min(edge_end, until)
+            with localcontext() as ctx:
+                ctx.prec = 80
+                amount = _quantize(amount * Decimal((end - start) // timedelta(microseconds=1))
+                                   / Decimal((edge_end - edge_start) // timedelta(microseconds=1)))
+            period = _bucket(start, granularity)
+        elif period is not None:
+            period = period.date() if isinstance(period, datetime) else period
+        yield shared, period, currency, partition, values, hows, amount
+
+
+def split_exactly(amount: Decimal, weights: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    """amount × weight / Σ weights per key, rounded to 12 decimals; the remainder goes to
+    the largest weight (ties: first key in byte order), so the parts sum to `amount`."""
+    total = sum(weights.values(), Decimal(0))
+    with localcontext() as ctx:
+        ctx.prec = 80
+        parts = {key: _quantize(amount * w / total) for key, w in weights.items()}
+    largest = min(weights, key=lambda k: (-weights[k], k))
+    parts[largest] += amount - sum(parts.values(), Decimal(0))
+    return parts
+
+
+def _weights(config: AttributionConfig, rule_index: int, currency, direct: Mapping) -> dict[str, Decimal] | None:
+    rule = config.shared[rule_index]
+    if rule.split == "fixed":
+        return {k.strip().lower(): w for k, w in rule.weights.items()}
+    default = config.dimensions[rule.by].default.strip().lower()
+    spend = {k: v for k, v in direct.get((rule.by, currency), {}).items() if v > 0 and k != default}
+    if not spend:
+        return None
+    return {k: Decimal(1) for k in spend} if rule.split == "even" else spend
+
+
+def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
+                window: Window | None, explain: bool, per_partition: bool) -> dict[tuple, Decimal]:
+    """(period, currency, partition, values, hows) → amount, after shared splits."""
+    out: dict[tuple, Decimal] = defaultdict(Decimal)
+    shared_parts = []
+    direct: dict[tuple, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for shared, period, currency, partition, values, hows, amount in window_parts(
+            con, config, dims, measure, granularity, window, explain, per_partition):
+        if shared is None:
+            out[(period, currency, partition, values, hows)] += amount
+            for dim, value in zip(dims, values):
+                direct[(dim, currency)][value] += amount
+        else:
+            shared_parts.append((shared, period, currency, partition, values, hows, amount))
+    weights_cache: dict[tuple, dict[str, Decimal] | None] = {}
+    for shared, period, currency, partition, values, hows, amount in shared_parts:
+        rule = config.shared[shared]
+        at = dims.index(rule.by)
+        key = (shared, currency)
+        if key not in weights_cache:
+            weights_cache[key] = _weights(config, shared, currency, direct)
+        weights = weights_cache[key]
+        how = f"shared:{shared}"
+        if weights is None:
+            weights = {config.dimensions[rule.by].default.strip().lower(): Decimal(1)}
+            how = f"shared:{shared}:nobasis"
+        for value, part in split_exactly(amount, weights).items():
+            new_values = values[:at] + (value,) + values[at + 1:]
+            new_hows = hows[:at] + (how,) + hows[at + 1:] if explain else ()
+            out[(period, currency, partition, new_values, new_hows)] += part
+    return out
+
+
+class RollupSession:
+    """A query connection with the rollup view over the current rollup files."""
+
+    def __init__(self, lake: Lake, config: AttributionConfig):
+        self.config = config
+        self.con = lake.query()
+        self.files = ensure_rollups(lake, config, self.con)
+        if self.files:
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {ROLLUP_VIEW} AS SELECT * FROM read_parquet("
+                             + "[" + ", ".join(f"'{f}'" for f in self.files) + "], hive_partitioning = true, "
+                             "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})")
+
+    def spellings(self, dims: Sequence[str]) -> dict[tuple[str, str], str]:
+        """(dimension, lowercase value) → most common original spelling (ties: byte order)."""
+        best: dict[tuple[str, str], tuple[int, str]] = {}
+        sql = spellings_sql(ROLLUP_VIEW, dims)
+        for dim, key, spelling, lines in self.con.execute(sql.text, sql.params).fetchall():
+            rank = (-int(lines), spelling)
+            if (dim, key) not in best or rank < best[(dim, key)]:
+                best[(dim, key)] = rank
+        spelling = {k: v[1] for k, v in best.items()}
+        for rule in self.config.shared:  # fixed-weight values may have no line of their own
+            for value in rule.weights or {}:
+                spelling.setdefault((rule.by, value.strip().lower()), value.strip())
+        return spelling

@@ -1,0 +1,132 @@
+"""The lake as Spark reads it: listed and read through Spark's own Hadoop FileSystem, so a
+local path, `s3a://bucket/prefix` (hadoop-aws on Spark's classpath) and `hdfs://...` are
+one code path, seen with the endpoint and credentials Spark's executors use.
+
+Read-only: nothing here writes. It finds what service/attribution/spark/session.py needs — the
+cost partitions, the delivery ledger, the latest inventory tag snapshots and the rollup
+files already written — and turns a Java failure into an error that names the lake and
+says what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from service.attribution.rollup import ROLLUP_TABLE, Partition, inventory_basis
+from service.core.errors import ConfigError, DataError, SourceError
+from service.core.lake import DATA_FILE, LEDGER_FILE, LedgerEntry, check_partition_value, parse_ledger
+
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+IAM_HINT = "the lake needs s3:ListBucket on its bucket and s3:GetObject on its objects (deploy/iam/spendlake-spark-lake.json)"
+
+
+def lake_url(location: str) -> str:
+    """A URL Hadoop understands: local paths become absolute `file:` URLs."""
+    return location if SCHEME.match(location) else Path(location).resolve().as_uri()
+
+
+class SparkLake:
+    """The lake at `location` (`engine.lake`, else the config's `lake`), through `spark`."""
+
+    def __init__(self, spark, location: str):
+        self.location = location
+        self.spark = spark
+        self._jvm = spark._jvm
+        self._path = self._jvm.org.apache.hadoop.fs.Path
+        root = self._path(lake_url(location))
+        self._fs = self._java(lambda: root.getFileSystem(spark._jsc.hadoopConfiguration()))
+        self.root = self._fs.makeQualified(root)
+
+    # ---- where things are ---------------------------------------------------------------
+
+    def table_url(self, table: str) -> str:
+        return self._path(self.root, table).toString()
+
+    def cost_partitions(self) -> list[Partition]:
+        found = []
+        for url, relative in self._glob(f"costs/source=*/billing_period=*/{DATA_FILE}"):
+            source, period = (part.split("=", 1)[1] for part in relative.split("/")[1:3])
+            found.append(Partition(self._value("source", source, url), self._value("billing_period", period, url),
+                                   url))
+        return found
+
+    def ledger(self) -> dict[tuple[str, str], LedgerEntry]:
+        path = self._path(self.root, LEDGER_FILE)
+        if not self._java(lambda: self._fs.exists(path)):
+            return {}
+        text = bytes(self._with_stream(path, self._jvm.org.apache.commons.io.IOUtils.toByteArray)).decode("utf-8")
+        return {(e.source, e.billing_period): e for e in parse_ledger(text, path.toString())}
+
+    def inventory_tags_basis(self, tag_files: list[str]) -> str:
+        """As attribution_rollup.inventory_tags_basis, for the `resource_tags` files
+        (`table_files`), hashed where they lie (no copy)."""
+        latest = {url.rsplit("/", 3)[-3]: url for url in sorted(tag_files)}  # sorted: a source's last snapshot
+        sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
+        return inventory_basis({name: self._with_stream(self._path(url), sha256) for name, url in latest.items()})
+
+    def table_files(self, table: str) -> list[str]:
+        return [url for url, _ in self._glob(f"{table}/*=*/*=*/{DATA_FILE}")]
+
+    def rollup_files(self) -> dict[tuple[str, str, str], str]:
+        """(source, billing period, version) → URL of every rollup file the lake holds."""
+        found = {}
+        for url, relative in self._glob(f"{ROLLUP_TABLE}/source=*/billing_period=*/*.parquet"):
+            _, source, period, name = relative.split("/")
+            found[(source.split("=", 1)[1], period.split("=", 1)[1], name.removesuffix(".parquet"))] = url
+        return found
+
+    # ---- Hadoop FileSystem ----------------------------------------------------------------
+
+    def _glob(self, pattern: str) -> list[tuple[str, str]]:
+        """(URL, path relative to the root) of the files matching `pattern`, sorted."""
+        statuses = self._java(lambda: self._fs.globStatus(self._path(self.root, pattern))) or []
+        prefix = self.root.toString().rstrip("/") + "/"
+        found = []
+        for status in statuses:
+            url = status.getPath().toString()
+            if status.isFile() and url.startswith(prefix):
+                found.append((url, url[len(prefix):]))
+        return sorted(found)
+
+    def _with_stream(self, path, read):
+        """`read(stream)` on the opened file at `path` (a Hadoop Path)."""
+        stream = self._java(lambda: self._fs.open(path))
+        try:
+            return self._java(lambda: read(stream))
+        finally:
+            stream.close()
+
+    def _value(self, key: str, value: str, url: str) -> str:
+        try:
+            return check_partition_value(key, value)
+        except DataError as error:
+            raise DataError(error.message, where=url, hint="only spendlake writes the lake; remove this file") from None
+
+    def _java(self, call):
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            return call()
+        except Py4JJavaError as error:
+            raise self.error(error.java_exception) from None
+
+    def error(self, java_exception) -> Exception:
+        """The spendlake error for a Java exception raised while reading the lake."""
+        names, cause = [], java_exception
+        while cause is not None:
+            names.append(cause.getClass().getName() + ": " + str(cause.getMessage() or ""))
+            cause = cause.getCause()
+        text = " | ".join(names)
+        first = names[0].split("\n", 1)[0][:400]
+        if "UnsupportedFileSystemException" in text or "S3AFileSystem not found" in text:
+            version = self._jvm.org.apache.hadoop.util.VersionInfo.getVersion()
+            return ConfigError(
+                f"Spark cannot read {self.location!r}: {first}", where="engine.lake",
+                hint=f"put the filesystem's connector on Spark's classpath; for s3a:// that is hadoop-aws {version} "
+                     f"and its AWS SDK bundle (engine.options spark.jars, or spark.jars.packages "
+                     f"org.apache.hadoop:hadoop-aws:{version}), or use a path every Spark node sees")
+        if "AccessDeniedException" in text:
+            return SourceError(f"access denied: {first}", where=self.location, hint=IAM_HINT)
+        return DataError(f"Spark cannot read the lake: {first}", where=self.location,
+                         hint="check engine.lake, engine.endpoint_url and that the lake was copied whole")

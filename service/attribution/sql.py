@@ -1,0 +1,290 @@
+"""SQL that attributes cost lines, generated from the allocation config.
+
+Two statements, both plain DuckDB SQL that sqlglot transpiles (map access is `Tags[key]`,
+regexes are `regexp_matches`, no `GROUP BY ALL`, no lateral aliases), each returned with
+its bound parameters — config values, tag keys and regexes never enter the SQL text;
+identifiers come only from validated dimension names:
+
+- `rollup_sql`: one (source, billing period) of the `costs` table → the attributed rollup,
+  one row per (charge period, currency, shared rule, dimension values and how each was
+  decided) with the sums of the three cost measures. Grouping by the exact charge period
+  keeps windows that cut a charge period exact (see service/attribution/api.py).
+- `window_sql`: rollups → sums for a window, inside rows by output period, rows whose
+  charge period sticks out of the window kept apart so they can be prorated exactly.
+
+`transpile(sql, dialect)` gives the same statement for Spark or Trino: there `map[key]`
+raises on a missing key, so map access becomes TRY_ELEMENT_AT (Spark) / ELEMENT_AT (Trino),
+which return NULL like DuckDB's bracket does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from service.core.config_attribution import MATCH_FIELDS, AttributionConfig
+
+KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
+KEY_SEPARATORS = re.compile(r"[-_:\s]")
+MEASURES = {"billed": "BilledCost", "effective": "EffectiveCost", "list": "ListCost"}
+GRANULARITIES = ("total", "day", "week", "month")
+
+
+def normalise_key(key: str) -> str:
+    """`Team`, `owner_team`, `user:team`, `user_team`, `resource_tags_user_team` → the same
+    key: lowercased, one `user` prefix stripped, separators removed."""
+    key = key.strip().lower()
+    for prefix in KEY_PREFIXES:
+        if key.startswith(prefix) and len(key) > len(prefix):
+            key = key[len(prefix):]
+            break
+    return KEY_SEPARATORS.sub("", key)
+
+
+def dim_col(name: str) -> str:
+    return f"d_{name}"
+
+
+def how_col(name: str) -> str:
+    return f"p_{name}"
+
+
+def tag_candidates(aliases: Sequence[str], keys: Iterable[str]) -> list[str]:
+    """The original tag keys to try, in order: by configured alias, then (for keys naming
+    the same alias, e.g. `Team` and `team` on one line) the exact spelling first, then byte
+    order of the key."""
+    by_norm: dict[str, list[str]] = {}
+    for key in keys:
+        by_norm.setdefault(normalise_key(key), []).append(key)
+    ordered: list[str] = []
+    for alias in aliases:
+        for key in sorted(by_norm.get(normalise_key(alias), ()), key=lambda k: (k != alias, k)):
+            if key not in ordered:
+                ordered.append(key)
+    return ordered
+
+
+@dataclass
+class Sql:
+    text: str
+    params: list
+
+
+# Map access that returns NULL for a missing key, per engine (DuckDB's `map[key]` does).
+MAP_ACCESS = {"spark": "TRY_ELEMENT_AT", "trino": "ELEMENT_AT"}
+
+
+def transpile(sql: Sql, dialect: str) -> str:
+    """`sql` in another engine's dialect, same parameters in the same order."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ErrorLevel
+
+    function = MAP_ACCESS[dialect]
+
+    def map_access(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:  # we index only maps
+            return exp.Anonymous(this=function, expressions=[node.this.copy(), node.expressions[0].copy()])
+        return node
+
+    tree = sqlglot.parse_one(sql.text, read="duckdb").transform(map_access)
+    return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
+
+
+def _condition(match: dict[str, str], params: list) -> str:
+    parts = []
+    for key, value in match.items():
+        if key == "resource_id":
+            parts.append("regexp_matches(coalesce(ResourceId, ''), ?)")
+            params.append(value)
+        elif key in MATCH_FIELDS:
+            parts.append(f"lower(trim({MATCH_FIELDS[key]})) = ?")
+            params.append(value.strip().lower())
+        else:  # another dimension's value, computed in an earlier step
+            parts.append(f"lower({dim_col(key)}) = ?")
+            params.append(value.strip().lower())
+    return " AND ".join(parts)
+
+
+# An ARN's resource part, as billing exports name the resource: `instance/i-0abc` → `i-0abc`,
+# `arn:aws:s3:::bucket` → `bucket`. Lines are matched on the ARN itself or on this short id.
+ARN_HEAD = "^arn:[^:]*:[^:]*:[^:]*:[^:]*:"
+ARN_PATH = "^.*/"
+
+
+def inventory_tags_cte(inventory_keys: Sequence[str], params: list) -> tuple[str, dict[str, str]]:
+    """`inv` CTE: one row per resource id (ARN and short id) of the latest `resource_tags`
+    snapshot of each inventory source, one column per wanted tag key (trimmed, empty = absent)."""
+    columns = {key: f"i_{n}" for n, key in enumerate(inventory_keys)}
+    picks = []
+    for key, col in columns.items():
+        picks.append(f"max(CASE WHEN key = ? THEN nullif(trim(value), '') END) AS {col}")
+        params.append(key)
+    params += [ARN_HEAD, ARN_PATH]
+    text = (
+        "inv_latest AS (SELECT r.resource_id, r.key, r.value FROM resource_tags r JOIN "
+        "(SELECT source AS s, max(snapshot_date) AS d FROM resource_tags GROUP BY source) l "
+        "ON r.source = l.s AND r.snapshot_date = l.d), "
+        "inv AS (SELECT rid, " + ", ".join(picks) + " FROM ("
+        "SELECT resource_id AS rid, key, value FROM inv_latest UNION ALL "
+        "SELECT regexp_replace(regexp_replace(resource_id, ?, ''), ?, '') AS rid, key, value "
+        "FROM inv_latest WHERE resource_id LIKE 'arn:%') AS ids GROUP BY rid), "
+    )
+    return text, columns
+
+
+def _case(whens: list[str]) -> str:
+    """CASE over `whens` with a bound ELSE value (just the value when there is no WHEN)."""
+    return f"CASE {' '.join(whens)} ELSE ? END" if whens else "CAST(? AS VARCHAR)"
+
+
+def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, where_params: Sequence,
+                   inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = ()) -> Sql:
+    """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
+    period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
+    dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
+    (`p_<dim>`: `tag:<key>`, `inventory-tag:<key>`, `rule:<i>` or `default`). Ends with a
+    trailing CTE name.
+
+    `inventory_keys` (the tag keys of the lake's `resource_tags`, None when it has none):
+    a line whose own tags give a dimension no value takes it from the inventory tags of its
+    resource (same key order), before the virtual-tag rules. `extra_columns`: more cost
+    columns to carry (canonical names, e.g. `x_line_item_type`)."""
+    tag_keys = list(tag_keys)
+    order = config.dimension_order()
+    params: list = []
+    inv_text, inv_cols = "", {}
+    inv_candidates: dict[str, list[str]] = {name: [] for name in order}
+    if inventory_keys is not None:
+        inv_candidates = {name: tag_candidates(config.dimensions[name].tags or (name,), inventory_keys)
+                          for name in order}
+        wanted = list(dict.fromkeys(k for name in order for k in inv_candidates[name]))
+        if wanted:
+            inv_text, inv_cols = inventory_tags_cte(wanted, params)
+    tag_cols: dict[str, str] = {}  # original key → column holding its trimmed, non-empty value
+    candidates = {name: tag_candidates(config.dimensions[name].tags or (name,), tag_keys) for name in order}
+    base_tags = []
+    for name in order:
+        for key in candidates[name]:
+            if key not in tag_cols:
+                tag_cols[key] = f"t_{len(tag_cols)}"
+                base_tags.append(f"nullif(trim(Tags[?]), '') AS {tag_cols[key]}")
+                params.append(key)
+    start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
+    steps = [
+        f"s0 AS (SELECT {start} AS cp_start, greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end, "
+        "BillingCurrency AS currency, source, billing_period, SubAccountId, ServiceName, ResourceId, x_usage_type, "
+        "RegionId, ChargeCategory, BilledCost, EffectiveCost, ListCost"
+        + "".join(f", {c}" for c in extra_columns)
+        + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
+        + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
+    ]
+    params += list(where_params)
+    for i, name in enumerate(order, start=1):
+        dim = config.dimensions[name]
+        value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
+        how_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN ?" for k in candidates[name]]
+        value_params: list = []
+        how_params: list = [f"tag:{k}" for k in candidates[name]]
+        value_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {inv_cols[k]}" for k in inv_candidates[name]]
+        how_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN ?" for k in inv_candidates[name]]
+        how_params += [f"inventory-tag:{k}" for k in inv_candidates[name]]
+        for j, rule in enumerate(dim.rules):
+            cond_params: list = []
+            cond = _condition(rule.match, cond_params)
+            value_cases.append(f"WHEN {cond} THEN ?")
+            value_params += cond_params + [rule.value.strip()]
+            how_cases.append(f"WHEN {cond} THEN ?")
+            how_params += cond_params + [f"rule:{j}"]
+        steps.append(f"s{i} AS (SELECT *, {_case(value_cases)} AS {dim_col(name)}, "
+                     f"{_case(how_cases)} AS {how_col(name)} FROM s{i - 1})")
+        params += value_params + [dim.default.strip()] + how_params + ["default"]
+    shared_cases = [f"WHEN {_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
+    shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
+    steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM s{len(order)})")
+    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params)
+
+
+def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
+               inventory_keys: Iterable[str] | None = None) -> Sql:
+    """The attributed rollup of one (source, billing period) of the `costs` view."""
+    lines = attributed_sql(config, tag_keys, "source = ? AND billing_period = ?", [source, period], inventory_keys)
+    dims = [c for name in config.dimension_order() for c in (dim_col(name), how_col(name))]
+    keys = ["cp_start", "cp_end", "currency", "shared", *dims]
+    text = (
+        lines.text + "SELECT " + ", ".join(keys)
+        + ", " + ", ".join(f"coalesce(sum({col}), 0) AS {m}" for m, col in MEASURES.items())
+        + ", count(*) AS lines FROM attributed GROUP BY " + ", ".join(keys)
+    )
+    return Sql(text, lines.params)
+
+
+def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str],
+                  inventory_keys: Iterable[str] | None = None) -> Sql:
+    """Per resource id, each dimension's value on its latest line."""
+    where = f"ResourceId IN ({', '.join('?' for _ in resource_ids)})" if resource_ids else "ResourceId IS NOT NULL"
+    lines = attributed_sql(config, tag_keys, where, list(resource_ids), inventory_keys)
+    picks = ", ".join(f"arg_max({dim_col(d)}, cp_start) AS {d}" for d in config.dimension_order())
+    return Sql(lines.text + f"SELECT ResourceId, {picks} FROM attributed GROUP BY ResourceId", lines.params)
+
+
+def all_tag_keys_sql() -> Sql:
+    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE Tags IS NOT NULL", [])
+
+
+def inventory_keys_sql() -> Sql:
+    """Tag keys of the inventory (`resource_tags`); run only when the lake has that table."""
+    return Sql("SELECT DISTINCT key FROM resource_tags WHERE key IS NOT NULL", [])
+
+
+def tag_keys_sql(source: str, period: str) -> Sql:
+    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE source = ? AND billing_period = ? "
+               "AND Tags IS NOT NULL", [source, period])
+
+
+def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
+               since: datetime | None, until: datetime | None, *, explain: bool, per_partition: bool) -> Sql:
+    """Sums from the rollup relation `rollup` for [since, until). Rows whose charge period
+    lies inside the window are grouped by output period; the others (edge_start/edge_end
+    set) keep their charge period so the caller can prorate them. No window: everything,
+    as inside rows."""
+    if granularity not in GRANULARITIES or measure not in MEASURES:
+        raise ValueError(f"granularity {granularity!r} or measure {measure!r}")
+    params: list = []
+    if since is None or until is None:
+        inside = "TRUE"
+        where = "TRUE"
+    else:
+        # Zero-length charge periods are instants: inside when since <= start < until.
+        inside = "(cp_start >= ? AND cp_end <= ? AND (cp_end > cp_start OR cp_start < ?))"
+        where = "cp_start < ? AND (cp_end > ? OR (cp_end = cp_start AND cp_start >= ?))"
+        params += [since, until, until]
+    period = "CAST(NULL AS TIMESTAMP)" if granularity == "total" else f"date_trunc('{granularity}', cp_start)"
+    cols = ["currency", "shared"] + [f"lower({dim_col(d)})" for d in dims]
+    if explain:
+        cols += [how_col(d) for d in dims]
+    if per_partition:
+        cols += ["source", "billing_period"]
+    keys = [
+        f"CASE WHEN inside THEN {period} END",
+        "CASE WHEN inside THEN NULL ELSE cp_start END",
+        "CASE WHEN inside THEN NULL ELSE cp_end END",
+        *cols,
+    ]
+    text = (
+        "SELECT " + ", ".join(keys) + f", sum({measure}) "
+        f"FROM (SELECT *, {inside} AS inside FROM {rollup} WHERE {where}) AS w "
+        "GROUP BY " + ", ".join(keys)
+    )
+    if since is not None and until is not None:
+        params += [until, since, since]
+    return Sql(text, params)
+
+
+def spellings_sql(rollup: str, dims: Sequence[str]) -> Sql:
+    """How often each original spelling of each dimension value occurs."""
+    parts = [f"SELECT '{d}' AS dim, lower({dim_col(d)}), {dim_col(d)}, sum(lines) FROM {rollup} "
+             f"GROUP BY lower({dim_col(d)}), {dim_col(d)}" for d in dims]
+    return Sql(" UNION ALL ".join(parts), [])

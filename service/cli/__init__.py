@@ -1,0 +1,1 @@
+"""The command line: the click group (errors become exit codes there), one module per command family."""

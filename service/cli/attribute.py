@@ -1,0 +1,127 @@
+"""`spendlake attribute`: thin over service.attribution.api (rendering only)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import click
+
+from service.core.output import emit, format_option, to_json
+
+COSTS = ("billed", "effective", "list")
+GRANULARITY = ("total", "day", "week", "month")
+
+
+def _money(value: str | None) -> str:
+    """Tables show cents; CSV and JSON keep every decimal."""
+    return "" if value is None else f"{Decimal(value):,.2f}"
+
+
+def _share(cost: Decimal, total: Decimal) -> str:
+    return "" if total == 0 else f"{cost * 100 / total:.1f}%"
+
+
+def _columns(result) -> list[str]:
+    columns = list(result.by)
+    if result.granularity != "total":
+        columns.insert(0, "period")
+    columns += ["currency", "cost"]
+    if result.compare:
+        columns += ["previous_cost", "change", "change_pct"]
+    return columns
+
+
+def render(result, fmt: str | None) -> None:
+    data = result.to_json()
+    if (fmt or "") == "json" or (fmt is None and not _is_tty()):
+        click.echo(to_json(data))
+        return
+    columns = _columns(result)
+    if fmt == "csv":  # money as numbers, so a negative cost stays a number (not a neutralised "-")
+        numbers = ("cost", "previous_cost", "change", "change_pct")
+        rows = [{**row, **{k: Decimal(row[k]) for k in numbers if row.get(k) is not None}} for row in data["rows"]]
+        emit(rows, columns + (["explain"] if result.explain else []), "csv")
+        return
+    totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
+    money = ("cost", "previous_cost", "change")
+    rows = [{**row, **{k: _money(row[k]) for k in money if k in row},
+             "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row in data["rows"]]
+    footer = {columns[0]: "total", "currency": "\n".join(str(c) for c in totals)}
+    for key in money:
+        if key in columns:
+            footer[key] = "\n".join(_money(t[key]) for t in data["totals"])
+    title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
+    emit(rows, columns + ["share"], "table", title=title, footer=footer,
+         right=("cost", "share", "previous_cost", "change", "change_pct"))
+    if result.explain:
+        detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
+                   "dimension": part["dimension"], "placed by": part["how"], "cost": _money(part["cost"])}
+                  for row in data["rows"] for part in row["explain"]]
+        keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
+        emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",
+             right=("cost",))
+
+
+def _is_tty() -> bool:
+    import sys
+
+    return sys.stdout.isatty()
+
+
+def render_check(results, fmt: str | None) -> None:
+    rows = [{"source": r.source, "billing_period": r.billing_period, "currency": r.currency, "cost": r.cost,
+             "source_total": r.source_total, "attributed_total": r.attributed_total, "difference": r.difference,
+             "ok": r.ok} for r in results]
+    emit(rows, list(rows[0]) if rows else ["source"], fmt, title="attributed vs source, per billing period",
+         right=("source_total", "attributed_total", "difference"))
+
+
+@click.command("attribute")
+@click.option("--since", help="Start of the window: 7d, 24h, 30d, 2026-11-01 or an ISO time (UTC).")
+@click.option("--until", help="End of the window (default: now).")
+@click.option("--by", "by", default="team", show_default=True, help="Dimensions, comma-separated.")
+@click.option("--where", "where", multiple=True, metavar="DIM=VALUE", help="Keep rows with this value (repeatable).")
+@click.option("--cost", type=click.Choice(COSTS), default="billed", show_default=True)
+@click.option("--granularity", type=click.Choice(GRANULARITY), default="total", show_default=True)
+@click.option("--compare", is_flag=True, help="Add the previous window of the same length and the change.")
+@click.option("--top", type=click.IntRange(min=1), help="Keep the N largest rows, fold the rest into `other`.")
+@click.option("--explain", is_flag=True, help="Show how much each tag key, rule, shared split or default placed.")
+@click.option("--check", is_flag=True, help="Reconcile: Σ attributed = Σ source per billing period and currency; exit 3 if not.")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]),
+              help="What runs the attribution SQL (default: config `engine.kind`, else duckdb).")
+@format_option
+@click.pass_obj
+def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
+    """Who spent what: cost per team, project, experiment (or any declared dimension)."""
+    from service.attribution.api import attribute as run_attribute
+    from service.attribution.api import parse_where, reconcile
+    from service.core.errors import ReconciliationError, UsageError
+    from service.core.timewindow import parse_window
+
+    config, lake = obj.config, obj.lake
+    engine_config = config.engine.model_copy(update={"kind": engine}) if engine else config.engine
+    read_from = engine_config.lake if engine_config.kind == "spark" and engine_config.lake else config.lake
+    if check:
+        results = reconcile(lake, config, engine=engine_config)
+        if not results:
+            click.echo(f"the lake at {read_from} is empty: nothing to reconcile", err=True)
+        render_check(results, fmt)
+        bad = [r for r in results if not r.ok]
+        if bad:
+            raise ReconciliationError(
+                "attributed cost differs from source cost: " + "; ".join(
+                    f"{r.source} {r.billing_period} {r.currency} {r.cost}: {format(r.difference, 'f')}" for r in bad),
+                hint="this is a bug in attribution; please report it with the config")
+        return
+    if not since:
+        raise UsageError("--since is required", where="--since", hint="e.g. --since 7d, 24h, 30d or 2026-11-01")
+    window = parse_window(since, until)
+    dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
+    result = run_attribute(lake, config, window, by=dims, where=parse_where(config, where), cost=cost,
+                           granularity=granularity, top=top, compare=compare, explain=explain,
+                           engine=engine_config)
+    if result.lake_empty:
+        click.echo(f"the lake at {read_from} is empty: run `spendlake ingest`", err=True)
+        if (fmt or ("table" if _is_tty() else "json")) == "table":
+            return
+    render(result, fmt)

@@ -1,0 +1,83 @@
+"""`spendlake demo`: thin over service.cli.demo_org."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+
+import click
+
+from service.core.output import emit
+
+SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
+TOP_FINDINGS = 8
+
+
+def _print_spend_and_findings(result) -> None:
+    """Spend by team over the bill's last 7 days, and the biggest open findings."""
+    from datetime import timedelta
+
+    from service.attribution.api import attribute
+    from service.core.lake import Lake
+    from service.core.timewindow import Window
+
+    window = Window(result.as_of - timedelta(days=7), result.as_of)
+    spend = attribute(Lake(result.config.lake), result.config, window, by=("team",))
+    rows = [{"team": r.values["team"], "currency": r.currency, "cost": f"{r.cost:,.2f}"} for r in spend.rows]
+    emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",))
+    open_findings = sorted((f for f in result.findings if f.status == "open"),
+                           key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]
+    rows = [{"rule": f.rule, "severity": f.severity, "team": f.team, "project": f.project,
+             "resource": f.resource_id, "waste/month": f"${f.monthly_waste_usd:,.2f}"} for f in open_findings]
+    emit(rows, ["rule", "severity", "team", "project", "resource", "waste/month"], "table",
+         title=f"top findings ({len(result.findings)} in all)", right=("waste/month",))
+
+
+@click.command("demo")
+@click.option("--dir", "directory", default="spendlake-data", show_default=True,
+              type=click.Path(file_okay=False), help="Where the export, the demo config and the lake go.")
+@click.option("--days", default=60, show_default=True, type=click.IntRange(1, 400),
+              help="Days of billing to generate.")
+@click.option("--seed", default=7, show_default=True, type=int, help="Same seed and window, same bill.")
+@click.option("--start", type=click.DateTime(formats=["%Y-%m-%d"]),
+              help="First day (UTC) of the window [default: the DAYS ending yesterday].")
+def demo_command(directory: str, days: int, seed: int, start: datetime | None) -> None:
+    """Generate a synthetic ML organisation's AWS bill (CUR 2.0), ingest it, show the lake."""
+    from service.core.lake import Lake
+    from service.cli.demo_org import run_demo
+    from service.ingest.status import status
+
+    result = run_demo(directory, days=days, seed=seed, start=start.date() if start else None)
+    generation = result.generation
+    first, last = generation.periods[0].billing_period, generation.periods[-1].billing_period
+    click.echo(f"generated {generation.rows:,} line items ({first} to {last}) of a synthetic ML organisation "
+               f"in {generation.exports['parquet']}")
+    for outcome in result.ingest.outcomes:
+        for line in outcome.lines():
+            click.echo(line, err=outcome.status == "failed")
+    for snapshot in result.inventory:
+        for line in snapshot.lines():
+            click.echo(line, err=snapshot.failed)
+    # whole cents on screen; `spendlake status` shows every decimal
+    rows = [{"source": r["source"], "period": r["billing_period"], "currency": r["currency"], "rows": r["rows"],
+             "billed": f"{Decimal(r['billed_cost'] or 0):,.2f}",
+             "effective": f"{Decimal(r['effective_cost'] or 0):,.2f}",
+             "final": r["final"]} for r in status(Lake(result.config.lake))]
+    emit(rows, SUMMARY_COLUMNS, "table", title="spendlake status", right=("rows", "billed", "effective"))
+    config = Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd()) \
+        else result.config_path
+    report = Path(result.report.html)
+    report = os.path.relpath(report) if report.is_relative_to(Path.cwd()) else report
+    _print_spend_and_findings(result)
+    click.echo(f"report: {report}")
+    click.echo(f"config: {config}")
+    click.echo("next:\n"
+               f"  spendlake --config {config} attribute --since 7d --by project\n"
+               f"  spendlake --config {config} findings\n"
+               f"  spendlake --config {config} budgets\n"
+               f"  spendlake --config {config} serve")
+    if result.ingest.failed or any(snapshot.failed for snapshot in result.inventory):
+        sys.exit(3)

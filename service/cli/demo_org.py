@@ -1,0 +1,129 @@
+"""`spendlake demo`: the synthetic ML organisation's bill, ingested into a local lake.
+
+Layout under the demo directory (default `./spendlake-data`, so the lake is where
+`spendlake` looks without a config):
+
+    <dir>/demo/export/ml-org-cur2/   the CUR 2.0 delivery (data/ and metadata/)
+    <dir>/demo/inventory/            tags, S3 listing and lifecycles, log groups, GPU utilisation
+                                     (connectors.synthetic.inventory), as local files
+    <dir>/demo/spendlake.yaml        the config the demo used: one `aws-cur2` source and
+                                     four inventory sources reading those files
+    <dir>/lake/                      the lake
+    <dir>/reports/<last day>/        the daily report of the window's last day (service.report.write)
+
+The bill carries an injected anomaly (extra GPU nodes for the `eval` team over the last
+three days, connectors.synthetic.org.inject_gpu_anomaly) besides its untagged spend; the
+config gets two budgets sized from the ingested spend — one the team has already crossed,
+one it is forecast to cross — and the demo runs the rules before the report, so the report
+shows budgets, the anomaly and unallocated spend.
+
+Deterministic for a given seed and window; re-running the same day rewrites identical
+files, so the ingest finds every delivery already held and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import yaml
+
+from connectors.synthetic.billing import GenerationResult, default_start, write_billing
+from connectors.synthetic.inventory import write_inventory
+from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
+from rules.base import Finding
+from rules.budget import forecast_month, month_bounds
+from service.findings.budgets import daily_spend_lookup
+from service.core.config import Config, load_config
+from service.core.lake import Lake
+from service.findings.run import run_rules
+from service.ingest.billing import IngestResult, ingest
+from service.ingest.inventory import InventoryOutcome, run_inventory
+from service.report.write import ReportResult, write_report
+
+DEFAULT_DIR = Path("spendlake-data")
+SOURCE_NAME = "ml-org"
+# How the organisation's inconsistent tag keys map to dimensions, and who shares tax and
+# support (see README "Attribution").
+ATTRIBUTION = {
+    "dimensions": {
+        "team": {"tags": ["team", "owner-team"]},
+        "project": {"tags": ["project"]},
+        "experiment": {"tags": ["experiment"]},
+    },
+    "shared": [
+        {"match": {"charge_category": "Tax"}, "split": "proportional", "by": "team"},
+        {"match": {"service": "AWS Support (Business)"}, "split": "even", "by": "team"},
+    ],
+}
+
+
+@dataclass
+class DemoResult:
+    config_path: Path
+    config: Config
+    generation: GenerationResult
+    ingest: IngestResult
+    inventory: list[InventoryOutcome]
+    findings: list[Finding]
+    as_of: datetime  # the demo's "now": the end of the bill's last day
+    report: ReportResult  # the daily report of the window's last day
+
+
+def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int = 7,
+             start: date | None = None) -> DemoResult:
+    """Generate the organisation's export, write the demo config, ingest it."""
+    root = Path(directory).resolve()
+    demo_dir = root / "demo"
+    org = build_organisation(seed, start or default_start(days), days)
+    inject_gpu_anomaly(org)
+    generation = write_billing(org, demo_dir / "export", formats=("parquet",))
+    inventory = write_inventory(generation.organisation, demo_dir / "inventory")
+    config_path = demo_dir / "spendlake.yaml"
+    document = {
+        "lake": str(root / "lake"),
+        "sources": [{"name": SOURCE_NAME, "kind": "aws-cur2", "location": str(generation.exports["parquet"])}],
+        "inventory": inventory.sources(SOURCE_NAME),
+        "attribution": ATTRIBUTION,
+        # inventory tags place most untagged team spend; experiments stay largely unallocated
+        "rules": {"unallocated-spend": {"dimensions": ["team", "project", "experiment"]}},
+    }
+    config = _write_config(config_path, document)
+    ingested = ingest(config)
+    snapshots = run_inventory(config)
+    last_day = org.start + timedelta(days=org.days - 1)
+    now = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
+    budgets = demo_budgets(config, now)
+    if budgets:
+        config = _write_config(config_path, {**document, "budgets": budgets})
+    as_of = now.replace(tzinfo=timezone.utc)
+    findings = run_rules(config, now=as_of).result.findings
+    return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
+                      inventory=snapshots, findings=findings, as_of=as_of, report=write_report(config, last_day))
+
+
+def _write_config(path: Path, document: dict) -> Config:
+    text = "# written by `spendlake demo`; edit a copy, it is rewritten on every run\n" + yaml.safe_dump(
+        document, sort_keys=False)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return load_config(path)
+
+
+def demo_budgets(config: Config, now: datetime) -> list[dict]:
+    """Two team budgets from the month's spend so far: `pretrain` at 80% of what it has
+    spent (crossed), `eval` halfway between its actual and its month-end forecast
+    (forecast to cross). None for a team without spend this month, or a forecast no higher
+    than the actual (the month's last day)."""
+    daily = daily_spend_lookup(Lake(config.lake), config)
+    start, _ = month_bounds(now)
+    budgets = []
+    for name, team, pick in (("pretrain-monthly", "pretrain", lambda a, f: a * Decimal("0.8")),
+                             ("eval-monthly", "eval", lambda a, f: (a + f) / 2)):
+        outlook = forecast_month(daily("team", team, "USD", min(start, now - timedelta(days=29)), now), now)
+        amount = pick(outlook.actual, outlook.forecast).quantize(Decimal("1"))
+        if outlook.actual > 0 and amount > 0 and (team == "pretrain" or outlook.forecast > amount > outlook.actual):
+            budgets.append({"name": name, "dimension": "team", "value": team, "amount": str(amount)})
+    return budgets

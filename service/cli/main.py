@@ -1,0 +1,185 @@
+"""The command line: thin over the Python API. Errors become one line and an exit code here
+and only here (0 ok, 1 findings at --fail-on, 2 usage/config, 3 source/data)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from service.core.config import Config, load_config
+from service.core.errors import SpendlakeError
+from service.core.lake import Lake
+from service.core.logs import setup_logging
+from service.core.output import emit, format_option
+
+
+class SpendlakeGroup(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SpendlakeError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+class Context:
+    """Per-invocation state: the config is loaded lazily so `--help` never needs one."""
+
+    def __init__(self, config_path: str | None):
+        self.config_path = config_path
+        self._config: Config | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+    @property
+    def lake(self) -> Lake:
+        return Lake(self.config.lake)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@click.group(cls=SpendlakeGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", envvar="SPENDLAKE_CONFIG", type=click.Path(dir_okay=False),
+              help="YAML config (default: $SPENDLAKE_CONFIG, else ./spendlake.yaml).")
+@click.option("-v", "--verbose", count=True, help="-v for info, -vv for debug logging (secrets are redacted).")
+@click.version_option(package_name="spendlake")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, verbose: int) -> None:
+    """spendlake: where the money goes when you pretrain on cloud GPUs."""
+    setup_logging({0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG))
+    ctx.obj = Context(config_path)
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Check the configuration."""
+
+
+@config_group.command("validate")
+@pass_ctx
+def config_validate(obj: Context) -> None:
+    """Load and validate the config; exit 0 if valid, 2 with dotted paths if not."""
+    from service.findings.run import rules_for
+
+    enabled = sum(rule.config.enabled for rule in rules_for(obj.config))
+    click.echo(f"config ok: {len(obj.config.sources)} source(s), {enabled} rule(s) enabled, lake at {obj.config.lake}")
+
+
+@cli.command()
+@click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
+@pass_ctx
+def ingest(obj: Context, sources: tuple[str, ...]) -> None:
+    """Ingest billing exports into the lake: one summary line per billing period."""
+    from service.ingest.billing import ingest as run_ingest
+
+    result = _with_progress(lambda progress: run_ingest(obj.config, only=sources, progress=progress))
+    for outcome in result.outcomes:
+        for line in outcome.lines():
+            click.echo(line, err=outcome.status == "failed")
+    if result.failed:
+        sys.exit(3)
+
+
+@cli.command()
+@click.option("--source", "sources", multiple=True, help="Only this inventory source (repeatable).")
+@pass_ctx
+def inventory(obj: Context, sources: tuple[str, ...]) -> None:
+    """Snapshot the inventory sources (tags, S3 objects, log groups, GPU metrics) into the lake."""
+    from service.ingest.inventory import run_inventory
+
+    if not obj.config.inventory:
+        click.echo("no inventory sources configured: add an `inventory:` list to the config")
+        return
+    outcomes = run_inventory(obj.config, only=sources)
+    for outcome in outcomes:
+        for line in outcome.lines():
+            click.echo(line, err=outcome.failed)
+    if any(o.failed for o in outcomes):
+        sys.exit(3)
+
+
+def _with_progress(run):
+    if not sys.stderr.isatty():
+        return run(None)
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(source: str, done: int, total: int) -> None:
+            if source not in tasks:
+                tasks[source] = bar.add_task(f"ingest {source}", total=total)
+            bar.update(tasks[source], completed=done - 1, total=total)
+
+        return run(progress)
+
+
+@cli.command()
+@format_option
+@pass_ctx
+def status(obj: Context, fmt: str | None) -> None:
+    """What the lake holds: one row per source, billing period and currency."""
+    from service.ingest.status import STATUS_COLUMNS, status as lake_status
+
+    rows = lake_status(obj.lake)
+    if not rows and (fmt or "table") == "table":
+        click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`")
+        return
+    emit(rows, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
+
+
+def _add_area_commands() -> None:
+    from service.cli.attribute import attribute as attribute_command
+    from service.cli.budgets import budgets_command
+    from service.cli.demo import demo_command
+    from service.cli.estimate import estimate_command
+    from service.cli.report import report_command
+    from service.cli.rules import findings_group, rules_group
+
+    cli.add_command(estimate_command)
+    cli.add_command(report_command)
+    cli.add_command(demo_command)
+    cli.add_command(rules_group)
+    cli.add_command(findings_group)
+    cli.add_command(attribute_command)
+    cli.add_command(budgets_command)
+
+
+_add_area_commands()
+
+
+def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from pydantic import ValidationError
+
+    from service.core.config import ServiceConfig
+
+    try:
+        return value and ServiceConfig(listen=value).listen
+    except ValidationError as exc:
+        raise click.BadParameter(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+
+
+@cli.command()
+@click.option("--listen", metavar="HOST:PORT", callback=_check_listen,
+              help="Bind address (default: service.listen, 127.0.0.1:9464).")
+@pass_ctx
+def serve(obj: Context, listen: str | None) -> None:
+    """Run the scheduler (ingest, rules, daily job) and the HTTP server until SIGTERM."""
+    from service.serve.service import serve as run_service
+
+    run_service(obj.config, listen=listen, announce=lambda line: click.echo(line, err=True))
+
+
+def main() -> None:
+    cli(prog_name="spendlake")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""`spendlake rules …` and `spendlake findings …`: thin commands over service.findings.run."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from service.core.output import emit, format_option
+
+
+@click.group("rules")
+def rules_group() -> None:
+    """List and run the waste rules."""
+
+
+@rules_group.command("list")
+@format_option
+@click.pass_obj
+def rules_list(obj, fmt: str | None) -> None:
+    """Every rule with whether it is enabled and its first docstring line."""
+    from service.findings.run import rules_for
+
+    rows = [{"rule": r.name, "enabled": r.config.enabled, "about": (r.__doc__ or sys.modules[type(r).__module__].__doc__
+                                                                     or "").strip().splitlines()[0]}
+            for r in rules_for(obj.config)]
+    emit(rows, ["rule", "enabled", "about"], fmt, title="spendlake rules")
+
+
+@rules_group.command("run")
+@click.option("--rule", "only", multiple=True, help="Only this rule (repeatable).")
+@click.option("--since", default="7d", show_default=True, help="Window the rules look back over (7d, 24h, a date).")
+@click.option("--dry-run", is_flag=True, help="Evaluate and print; store nothing.")
+@click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+              help="Exit 1 when an open finding at or above this severity exists.")
+@format_option
+@click.pass_obj
+def rules_run(obj, only: tuple[str, ...], since: str, dry_run: bool, fail_on: str | None, fmt: str | None) -> None:
+    """Run the rules over the lake and store their findings (exit 3 if a rule failed)."""
+    from service.findings.run import LIST_COLUMNS, fails, finding_rows, run_rules
+
+    report = run_rules(obj.config, only=only, since=since, dry_run=dry_run)
+    result = report.result
+    for outcome in result.outcomes:
+        line = f"{outcome.rule}: {outcome.status}"
+        line += f", {outcome.findings} finding(s)" if outcome.status == "ok" else ""
+        line += f" — {outcome.message}" if outcome.message else ""
+        click.echo(line, err=True)
+    rows = finding_rows(result.seen)
+    emit(rows, LIST_COLUMNS, fmt, json_data=rows, title="findings" + (" (dry run, not stored)" if dry_run else ""),
+         right=("monthly_waste_usd",))
+    if result.errors:
+        sys.exit(3)
+    if fails(result.seen, fail_on):
+        sys.exit(1)
+
+
+@click.group("findings", invoke_without_command=True)
+@click.option("--rule", default=None, help="Only this rule's findings.")
+@click.option("--team", default=None, help="Only this team's findings.")
+@click.option("--status", type=click.Choice(["open", "acknowledged", "resolved", "all"]), default="open",
+              show_default=True)
+@format_option
+@click.pass_context
+def findings_group(ctx: click.Context, rule: str | None, team: str | None, status: str, fmt: str | None) -> None:
+    """List stored findings, biggest monthly waste first; `findings ack ID` acknowledges one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from service.findings.run import LIST_COLUMNS, finding_rows, load_findings
+
+    found = load_findings(ctx.obj.lake, rule=rule, team=team, status=None if status == "all" else status)
+    rows = finding_rows(found)
+    emit(rows, LIST_COLUMNS, fmt, json_data=rows, title="findings", right=("monthly_waste_usd",))
+
+
+@findings_group.command("ack")
+@click.argument("finding_id", metavar="ID")
+@click.option("--reason", required=True, help="Why (e.g. planned, expected, bug, or a sentence).")
+@click.pass_obj
+def findings_ack(obj, finding_id: str, reason: str) -> None:
+    """Acknowledge a finding: it stays listed as acknowledged instead of open."""
+    from service.findings.run import acknowledge
+
+    finding = acknowledge(obj.lake, finding_id, reason)
+    click.echo(f"acknowledged {finding.id} ({finding.rule}, {finding.resource_id}): {finding.ack_reason}")

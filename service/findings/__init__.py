@@ -1,0 +1,1 @@
+"""Findings: run the rules against the lake, attach owners, store them; budgets and forecasts."""

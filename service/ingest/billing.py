@@ -1,0 +1,134 @@
+"""Ingest: for each configured source, commit every delivery the lake does not hold yet.
+
+The unit is (source, billing period). A failing delivery fails alone: the other periods
+still commit, the previous version of the failed one stays, and the result says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+
+from connectors.base import Delivery, connector_for
+from service.core.config import Config, SourceConfig
+from service.core.errors import LakeBusyError, SpendlakeError
+from service.core.lake import CurrencyTotals, Lake, LedgerEntry, utc_now_iso
+
+log = logging.getLogger(__name__)
+
+
+def _total(totals: CurrencyTotals) -> str:
+    """Billed cost; for an export that carries only the effective cost (Azure amortized), that."""
+    if totals.billed_cost is None and totals.effective_cost is not None:
+        return f"{totals.currency} {totals.effective_cost} effective"
+    return f"{totals.currency} {totals.billed_cost}"
+
+
+@dataclass
+class DeliveryOutcome:
+    source: str
+    delivery: Delivery
+    status: str  # committed | unchanged | waiting | failed
+    entries: list[LedgerEntry] = field(default_factory=list)
+    error: SpendlakeError | None = None
+
+    def lines(self) -> list[str]:
+        label = ", ".join(self.delivery.periods or ()) or "(periods from data)"
+        if self.status == "committed":
+            return [
+                f"{self.source} {e.billing_period}: committed {e.rows} rows "
+                + ", ".join(_total(t) for t in e.totals)
+                + (" (final)" if e.final else " (estimated)")
+                for e in self.entries
+            ]
+        if self.status == "failed":
+            return [f"{self.source} {label}: FAILED: {self.error}"]
+        if self.status == "waiting":
+            return [f"{self.source} {label}: skipped, {self.delivery.waiting}"]
+        return [f"{self.source} {label}: unchanged (delivery {self.delivery.delivery_id[:16]} already ingested)"]
+
+
+@dataclass
+class IngestResult:
+    outcomes: list[DeliveryOutcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[DeliveryOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | None = None) -> IngestResult:
+    """Ingest the configured sources (or those named in `only`) into the lake."""
+    sources = [config.source(name) for name in only] if only else list(config.sources)
+    lake = Lake(config.lake)
+    result = IngestResult()
+    with lake.lock("ingest"):
+        lake.clean_staging()
+        for source in sources:
+            result.outcomes.extend(_ingest_source(lake, source, progress))
+        if any(o.status == "committed" for o in result.outcomes):
+            _attribute_new_periods(lake, config)
+    return result
+
+
+def _attribute_new_periods(lake: Lake, config: Config) -> None:
+    """Materialise the attribution rollups of what was just committed, so the next query is
+    fast. Not fatal: a query computes whatever is missing."""
+    from service.attribution.api import materialise
+
+    try:
+        materialise(lake, config)
+    except (SpendlakeError, duckdb.Error) as exc:
+        log.warning("attribution rollups not refreshed (the next query will): %s", exc)
+
+
+def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) -> list[DeliveryOutcome]:
+    state = lake.read_state("sources")
+    record = state.setdefault(source.name, {"failures_total": 0})
+    outcomes: list[DeliveryOutcome] = []
+    try:
+        connector = connector_for(source)
+        deliveries = list(connector.deliveries())
+        con = lake.connect(extra_paths=connector.local_paths(), memory_limit="600MB")
+        try:
+            for number, delivery in enumerate(deliveries, 1):
+                if progress:
+                    progress(source.name, number, len(deliveries))
+                outcomes.append(_ingest_delivery(lake, con, connector, source, delivery))
+        finally:
+            con.close()
+    except LakeBusyError:
+        raise
+    except SpendlakeError as exc:
+        log.error("source %s failed: %s", source.name, exc)
+        outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=exc))
+    if any(o.status == "failed" for o in outcomes):
+        record["failures_total"] = int(record.get("failures_total", 0)) + 1
+        record["last_failure"] = utc_now_iso()
+        record["last_error"] = str(next(o.error for o in outcomes if o.error))
+    else:
+        record["last_success"] = utc_now_iso()
+    lake.write_state("sources", state)
+    return outcomes
+
+
+def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Delivery) -> DeliveryOutcome:
+    if delivery.waiting:
+        return DeliveryOutcome(source.name, delivery, "waiting")
+    if lake.has_delivery(source.name, delivery.delivery_id, delivery.periods):
+        return DeliveryOutcome(source.name, delivery, "unchanged")
+    try:
+        with lake.scratch() as scratch:
+            relation = connector.read(delivery, con, scratch)
+            entries = lake.commit_costs(con, relation, source=source.name, delivery_id=delivery.delivery_id,
+                                        periods=delivery.periods, files=delivery.files)
+    except SpendlakeError as exc:
+        log.error("%s: delivery %s failed: %s", source.name, delivery.delivery_id, exc)
+        return DeliveryOutcome(source.name, delivery, "failed", error=exc)
+    return DeliveryOutcome(source.name, delivery, "committed", entries=entries)

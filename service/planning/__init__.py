@@ -1,0 +1,1 @@
+"""Planning: what a pretraining run will cost (estimate, GPU table) and the registered plans."""

@@ -1,0 +1,183 @@
+"""Registered pretraining plans (`spendlake estimate --register`): what a run should cost, and when.
+
+Plans are a lake table, `plans` (one file, replaced atomically under a lock on every
+registration, through `Lake.commit_snapshot`), so every reader sees them as a view on
+`Lake.query()` connections, including rules, which may import only service.core:
+
+    SELECT name, project, experiment, start, "end", total_cost_low, total_cost_high FROM plans
+
+| column | type | meaning |
+|---|---|---|
+| name | VARCHAR | unique; registering a name again replaces that plan |
+| project, experiment | VARCHAR | what the spend is attributed to (experiment may be NULL: the whole project) |
+| start, end | TIMESTAMP | UTC; the planned window, `end` after the pessimistic run length |
+| retention_days | INTEGER | storage kept after the run |
+| run_hours_low/high, compute_cost_low/high, storage_cost_low/high, total_cost_low/high | DECIMAL(38,12) | optimistic / pessimistic; USD |
+| inputs | VARCHAR | JSON of the estimate's inputs |
+
+The estimate is stored as computed when registered, so a later change to the GPU table or
+prices does not move an agreed plan. Readers: the report (plan vs actual), budgets, and the
+anomaly rule (spend inside a planned window, within the planned amount, is expected). The
+planned spend curve is linear: compute over the run (start → start + run hours), storage
+over the run plus the retention period.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from service.core.errors import UsageError
+from service.core.lake import Lake
+from service.core.timewindow import iso_utc, parse_instant
+from service.planning.estimate import Estimate, Span
+
+TABLE = "plans"
+MONEY = pa.decimal128(38, 12)
+SCHEMA = pa.schema([
+    ("name", pa.string()), ("project", pa.string()), ("experiment", pa.string()), ("start", pa.timestamp("us")),
+    ("end", pa.timestamp("us")), ("retention_days", pa.int32()),
+    *((f"{name}_{side}", MONEY) for name in ("run_hours", "compute_cost", "storage_cost", "total_cost")
+      for side in ("low", "high")),
+    ("inputs", pa.string()),
+])
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    project: str
+    experiment: str | None
+    start: datetime
+    run_hours: Span          # low (optimistic) and high (pessimistic) run length incl. overheads
+    retention_days: int
+    compute_cost: Span       # USD
+    storage_cost: Span       # USD
+    inputs: dict[str, Any]
+
+    @property
+    def total_cost(self) -> Span:
+        return Span(self.compute_cost.low + self.storage_cost.low, self.compute_cost.high + self.storage_cost.high)
+
+    @property
+    def end(self) -> datetime:
+        """End of the planned window: the pessimistic run length."""
+        return self.start + _hours(self.run_hours.high)
+
+    def in_window(self, at: datetime) -> bool:
+        return self.start <= at < self.end
+
+    def planned_spend(self, at: datetime) -> Span:
+        """Cumulative planned spend at `at`, for the optimistic and the pessimistic scenario."""
+        retention = timedelta(days=self.retention_days)
+
+        def spend(run: Decimal, compute: Decimal, storage: Decimal) -> Decimal:
+            run_end = self.start + _hours(run)
+            return compute * _progress(self.start, run_end, at) + storage * _progress(self.start, run_end + retention, at)
+
+        return Span(spend(self.run_hours.low, self.compute_cost.low, self.storage_cost.low),
+                    spend(self.run_hours.high, self.compute_cost.high, self.storage_cost.high))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "project": self.project, "experiment": self.experiment,
+            "start": iso_utc(self.start), "end": iso_utc(self.end), "retention_days": self.retention_days,
+            "run_hours": _span_json(self.run_hours), "compute_cost": _span_json(self.compute_cost),
+            "storage_cost": _span_json(self.storage_cost), "total_cost": _span_json(self.total_cost),
+            "inputs": self.inputs,
+        }
+
+
+
+def _hours(value: Decimal) -> timedelta:
+    return timedelta(seconds=int(value * 3600))
+
+
+def _progress(start: datetime, end: datetime, at: datetime) -> Decimal:
+    if at <= start:
+        return Decimal(0)
+    if at >= end:
+        return Decimal(1)
+    return Decimal((at - start).total_seconds()) / Decimal((end - start).total_seconds())
+
+
+def _span_json(span: Span) -> dict[str, str]:
+    return {"low": format(span.low, "f"), "high": format(span.high, "f")}
+
+
+def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment: str | None, start: str) -> Plan:
+    if not NAME_RE.match(name):
+        raise UsageError(f"invalid plan name {name!r}", where="--register",
+                         hint="use letters, digits, '.', '_' or '-', at most 64 characters")
+    if not project.strip():
+        raise UsageError("a registered plan needs a project", where="--project")
+    return Plan(name=name, project=project.strip(), experiment=(experiment or "").strip() or None,
+                start=parse_instant(start, option="--start"),
+                run_hours=Span(result.low.run_hours, result.high.run_hours),
+                retention_days=result.inputs.retention_days,
+                compute_cost=Span(result.low.compute_cost.quantize(Decimal("0.01")),
+                                  result.high.compute_cost.quantize(Decimal("0.01"))),
+                storage_cost=Span(result.low.storage_cost.quantize(Decimal("0.01")),
+                                  result.high.storage_cost.quantize(Decimal("0.01"))),
+                inputs=result.to_json()["inputs"])
+
+
+def register_plan(lake: Lake, plan: Plan) -> bool:
+    """Store `plan`; True when it replaced a plan of the same name."""
+    with lake.lock(TABLE):
+        plans = {p.name: p for p in load_plans(lake)}
+        replaced = plan.name in plans
+        plans[plan.name] = plan
+        rows = [_row(p) for _, p in sorted(plans.items())]
+        con = lake.connect()
+        try:
+            lake.commit_snapshot(con, con.from_arrow(pa.Table.from_pylist(rows, schema=SCHEMA)), table=TABLE,
+                                 source="estimate", key="snapshot", value="current")
+        finally:
+            con.close()
+    return replaced
+
+
+def load_plans(lake: Lake) -> list[Plan]:
+    """Every registered plan, by name."""
+    if not lake.has_table(TABLE):
+        return []
+    con = lake.query()
+    try:
+        columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
+        cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
+        records = [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()]
+    finally:
+        con.close()
+    return [_plan(r) for r in records]
+
+
+def _row(plan: Plan) -> dict[str, Any]:
+    row: dict[str, Any] = {"name": plan.name, "project": plan.project, "experiment": plan.experiment,
+                           "start": plan.start.replace(tzinfo=None), "end": plan.end.replace(tzinfo=None),
+                           "retention_days": plan.retention_days, "inputs": json.dumps(plan.inputs, sort_keys=True)}
+    for name, span in (("run_hours", plan.run_hours), ("compute_cost", plan.compute_cost),
+                       ("storage_cost", plan.storage_cost), ("total_cost", plan.total_cost)):
+        row[f"{name}_low"], row[f"{name}_high"] = _money(span.low), _money(span.high)
+    return row
+
+
+def _plan(row: dict[str, Any]) -> Plan:
+    def span(name: str) -> Span:
+        return Span(row[f"{name}_low"], row[f"{name}_high"])
+
+    return Plan(name=row["name"], project=row["project"], experiment=row["experiment"],
+                start=row["start"].replace(tzinfo=timezone.utc), run_hours=span("run_hours"),
+                retention_days=row["retention_days"], compute_cost=span("compute_cost"),
+                storage_cost=span("storage_cost"), inputs=json.loads(row["inputs"] or "{}"))
+
+
+def _money(value: Decimal) -> Decimal:
+    return value.quantize(Decimal("1e-12"))  # DECIMAL(38,12)

@@ -1,0 +1,158 @@
+"""Gather the numbers of a daily report from the lake: one function per section.
+
+Sections whose data source is not part of this build say so instead of showing numbers.
+Nothing here reads the clock: every time is derived from the report day or read from the
+lake, so the same lake and day give the same report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+
+from service.core.config import Config
+from service.core.lake import Lake
+from service.core.timewindow import day_start, iso_utc, parse_instant
+from service.planning.plans import Plan, load_plans
+from service.report.sections.budgets import budgets_section
+from service.report.sections.findings import anomalies_section, unallocated_causes, waste_section
+from service.report.model import Chart, Column, Headline, Report, Section, Table
+from service.report.sections.spend import SpendReport
+
+CENT = Decimal("0.01")
+PLAN_CHARTS = 3  # plans drawn; the table lists them all
+PLAN_CHART_DAYS = 120
+
+
+def gather(config: Config, lake: Lake, day: date) -> Report:
+    until = day_start(day) + timedelta(days=1)
+    spend = SpendReport(config, lake, day)
+    headlines, spend_by = spend.spend_section()
+    unallocated = unallocated_section(spend, lake, config.report.top)
+    headlines += [Headline(f"Unallocated, team, month to date ({row['currency']})", row["currency"] or "",
+                           row["share_pct"], None, None, kind="percent")
+                  for row in unallocated.tables[0].rows if row["dimension"] == "team" and row["share_pct"] is not None]
+    sections = [
+        spend_by,
+        spend.trend_section(),
+        spend.experiments_section(),
+        waste_section(lake, config.report.top),
+        budgets_section(config, lake, day),
+        plans_section(lake, day, spend.plan_actual),
+        anomalies_section(lake, config.report.top),
+        unallocated,
+        freshness_section(config, lake, until),
+    ]
+    return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections)
+
+
+def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
+    section = Section("unallocated", "Unallocated spend", tables=[spend.unallocated_table()])
+    causes = unallocated_causes(lake, top)
+    if isinstance(causes, Table):
+        section.tables.append(causes)
+    else:
+        section.note = causes
+    return section
+
+
+def plans_section(lake: Lake, day: date, actual_of: Callable[[Plan], dict[date, Decimal]]) -> Section:
+    """Each registered plan: its planned spend curve at the report's end against attributed spend,
+    with a chart of both, cumulative per day, for the plans that have started."""
+    until = day_start(day) + timedelta(days=1)
+    plans = load_plans(lake)
+    table = Table("plans", "Registered plans: planned and actual spend to the end of the day", [
+        Column("plan", "plan"), Column("project", "project"), Column("experiment", "experiment"),
+        Column("start", "start", "time"), Column("end", "end", "time"),
+        Column("planned_to_date_low", "plan low", "money"), Column("planned_to_date_high", "plan high", "money"),
+        Column("actual_to_date", "actual", "money"), Column("status", "status"),
+        Column("planned_total_high", "plan total", "money"),
+    ], markdown=(("plan", "project"), "status"))
+    charts = []
+    for plan in plans:
+        to_date = plan.planned_spend(until)
+        low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
+        daily = actual_of(plan)
+        actual = sum(daily.values(), Decimal(0))
+        table.rows.append({
+            "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
+            "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
+            "planned_to_date_high": high, "actual_to_date": actual,
+            "status": "over plan" if actual > high else "under plan" if actual < low else "on plan",
+            "planned_total_high": plan.total_cost.high,
+        })
+        if plan.start < until and len(charts) < PLAN_CHARTS:
+            charts.append(_plan_chart(plan, day, daily))
+    note = None if plans else "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
+    return Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts, note=note)
+
+
+def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
+    """Cumulative actual spend to the report day against the planned curve to the plan's end."""
+    first, last = plan.start.date(), max(day, plan.end.date())
+    days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
+    running, actual = Decimal(0), []
+    for current in days:
+        running += daily.get(current, Decimal(0))
+        actual.append(running if current <= day else None)
+    ends = [day_start(current) + timedelta(days=1) for current in days]
+    planned = [plan.planned_spend(end) for end in ends]
+    series: dict[str, list[Decimal | None]] = {"actual": actual}
+    if any(p.low != p.high for p in planned):
+        series |= {"planned (low)": [p.low for p in planned], "planned (high)": [p.high for p in planned]}
+    else:
+        series["planned"] = [p.low for p in planned]
+    return Chart("lines", f"{plan.name}: cumulative spend vs plan (USD)", [d.isoformat() for d in days], series, "USD")
+
+
+def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
+    """Per source: what the lake holds, when its last delivery was committed, and how far the data lags
+    the day's end. Times of ingest runs that changed nothing are left out, so a re-run of an
+    unchanged ingest leaves the report as it was."""
+    state = lake.read_state("sources")
+    con = lake.query()
+    try:
+        data_end = {source: end.replace(tzinfo=timezone.utc) for source, end in  # naive means UTC in the lake
+                    con.execute("SELECT source, max(ChargePeriodEnd) FROM costs GROUP BY source").fetchall()}
+    finally:
+        con.close()
+    limits = {s.name: s.freshness_hours for s in config.sources}
+    latest: dict[str, tuple[str, str]] = {}
+    for entry in lake.ledger():
+        period, ingested = latest.get(entry.source, ("", ""))
+        latest[entry.source] = (max(period, entry.billing_period), max(ingested, entry.ingested_at))
+    table = Table("freshness", "Data freshness per source", [
+        Column("source", "source"), Column("status", "status"), Column("latest_period", "latest period"),
+        Column("data_through", "data through", "time"), Column("hours_behind", "hours behind", "count"),
+        Column("last_delivery", "last delivery committed", "time"), Column("last_error", "last error"),
+    ], markdown=(("source",), "status"))
+    for source in sorted(set(limits) | set(latest) | set(state)):
+        period, ingested = latest.get(source, (None, None))
+        record = state.get(source, {})
+        end = data_end.get(source)
+        behind = None if end is None else max(int((until - end).total_seconds()) // 3600, 0)
+        table.rows.append({
+            "source": source, "status": _status(record, behind, limits.get(source)),
+            "latest_period": period, "data_through": iso_utc(end) if end else None, "hours_behind": behind,
+            "last_delivery": ingested, "last_error": _current_error(record),
+        })
+    note = None if table.rows else "No sources configured or ingested yet."
+    return Section("freshness", "Data freshness", tables=[table] if table.rows else [], note=note)
+
+
+def _current_error(record: dict) -> str | None:
+    failed, succeeded = record.get("last_failure"), record.get("last_success")
+    if failed and (not succeeded or parse_instant(failed) > parse_instant(succeeded)):
+        return record.get("last_error")
+    return None
+
+
+def _status(record: dict, behind: int | None, limit: int | None) -> str:
+    if _current_error(record):
+        return "failing"
+    if behind is None:
+        return "no data"
+    if limit is not None and behind > limit:
+        return "stale"
+    return "ok"

@@ -1,0 +1,128 @@
+"""Render a Report as files: report.html, report.json, summary.md and one CSV per table.
+
+HTML comes from a Jinja2 template with autoescaping on; its Content-Security-Policy
+allows no network and only our one inline script (by hash), so even a value that escaped
+escaping could not run. CSV cells that start with = + - @ are neutralised (service.core.output).
+The same Report always renders to the same bytes: nothing here reads the clock.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+from service.core.output import to_csv, to_json
+from service.report.charts import render as render_chart
+from service.report.model import Column, Headline, Report
+
+# Runs last; marks the page when the DOM it expects is there (the browser test reads it).
+SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
+          'String(document.querySelectorAll("svg").length + ":" + document.querySelectorAll("table").length));')
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+CENT = Decimal("0.01")
+MD_SPECIAL = set("\\`*_{}[]()|~")  # inline syntax; our values never start a line
+MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat tools (Slack) both expect
+
+
+def money(value: Any, currency: str | None = "USD") -> str:
+    if value is None:
+        return "—"
+    amount = Decimal(value).quantize(CENT, rounding=ROUND_HALF_UP)
+    sign = "−" if amount < 0 else ""
+    symbol = "$" if (currency or "USD") == "USD" else f"{currency} "
+    return f"{sign}{symbol}{abs(amount):,}"
+
+
+def change(value: Decimal | None) -> str:
+    if value is None:
+        return "—"
+    return f"{'+' if value > 0 else '−' if value < 0 else '±'}{abs(value)}%"
+
+
+def change_class(value: Decimal | None) -> str:
+    return "" if value is None or value == 0 else "up" if value > 0 else "down"
+
+
+def display(value: Any, column: Column, row: dict[str, Any]) -> str:
+    if column.kind == "money":
+        return money(value, row.get("currency"))
+    if column.kind == "change":
+        return change(value)
+    if column.kind == "percent":
+        return "—" if value is None else f"{Decimal(value).quantize(Decimal('0.1'))}%"
+    if column.kind == "count":
+        return "—" if value is None else f"{int(value):,}"
+    if column.kind == "time" and isinstance(value, str) and len(value) == 20:  # 2026-11-28T06:00:00Z
+        return f"{value[:10]} {value[11:16]}"  # UTC, as the page says
+    return "" if value is None else str(value)
+
+
+def cell(row: dict[str, Any], column: Column) -> Markup:
+    value = row.get(column.key)
+    classes = [] if column.kind == "text" else ["num"]
+    if column.kind == "change":
+        classes.append(change_class(value))
+    attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
+    return Markup(f"<td{attr}>{escape(display(value, column, row))}</td>")
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("service.report", "templates"), autoescape=True, undefined=StrictUndefined,
+                      keep_trailing_newline=True)
+    env.filters.update(money=money, change=change, change_class=change_class, svg=render_chart)
+    env.globals.update(cell=cell, headline=headline)
+    return env
+
+
+def render_html(report: Report) -> str:
+    template = _environment().get_template("report.html.j2")
+    return template.render(report=report, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)
+
+
+def render_csvs(report: Report) -> dict[str, str]:
+    return {f"{table.key}.csv": to_csv(table.rows, [c.key for c in table.columns]) for table in report.tables}
+
+
+def md(text: Any) -> str:
+    """A user-controlled string made inert for Markdown and chat (no links, no HTML, no emphasis)."""
+    return "".join(MD_ENTITIES.get(ch) or ("\\" + ch if ch in MD_SPECIAL else ch)
+                   for ch in str(text).replace("\n", " "))
+
+
+def headline(h: Headline) -> str:
+    if h.kind == "percent":
+        return display(h.value, Column("", "", "percent"), {})
+    return money(h.value, h.currency)
+
+
+def render_markdown(report: Report, rows: int = 5) -> str:
+    """A short summary for chat: the headlines, then the first rows of the key tables."""
+    lines = [f"**spendlake daily report — {report.day.isoformat()}**", ""]
+    for h in report.headlines:
+        versus = f" ({change(h.change_pct)} vs {money(h.previous, h.currency)})" if h.previous is not None else ""
+        lines.append(f"- {h.label}: {headline(h)}{versus}")
+    if not report.headlines:
+        lines.append("- No spend in the lake for this day or month: run `spendlake ingest`.")
+    for section in report.sections:
+        if not section.available:
+            lines.append(f"- {section.title}: {section.note}")
+        for table in section.tables:
+            if table.markdown and table.rows:
+                labels, value = table.markdown
+                column = next(c for c in table.columns if c.key == value)
+                lines += ["", f"*{table.title}* — {column.label}"]
+                lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None)}: "
+                          f"{display(row.get(value), column, row)}" for row in table.rows[:rows]]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_files(report: Report) -> dict[str, bytes]:
+    """Every output file of one report, by name."""
+    files = {"report.html": render_html(report), "report.json": to_json(report.to_json()) + "\n",
+             "summary.md": render_markdown(report), **render_csvs(report)}
+    return {name: text.encode("utf-8") for name, text in sorted(files.items())}

@@ -1,0 +1,1 @@
+"""The report's sections, one module per family of numbers."""

@@ -1,0 +1,60 @@
+"""The report's budgets section: month-to-date actual and month-end forecast per configured
+budget (service.findings.budgets, the numbers `spendlake budgets` shows), with the warning lines.
+
+The report day D is judged at its last instant (23:59:59.999999 UTC), so the last day of a
+month still reports on that month, while its spend is read for whole days up to D's end, so
+the actual ties out to `spendlake attribute` to the last decimal.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from rules.budget import TRAILING_DAYS, forecast_month
+from service.findings.budgets import BudgetStatus, daily_spend_lookup
+from service.core.config import Config
+from service.core.lake import Lake
+from service.core.timewindow import day_start
+from service.report.model import Chart, Column, Section, Table
+
+CENT, TENTH = Decimal("0.01"), Decimal("0.1")  # forecasts are estimates: cents and tenths of a percent
+
+
+def budgets_section(config: Config, lake: Lake, day: date) -> Section:
+    if not config.budgets:
+        return Section("budgets", "Budgets", note="No budgets configured (`budgets:` in the config).")
+    until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)  # naive UTC, as service.findings.budgets takes it
+    since = min(datetime(day.year, day.month, 1), until - timedelta(days=TRAILING_DAYS + 1))
+    daily = daily_spend_lookup(lake, config)
+    statuses = [BudgetStatus(b, forecast_month(daily(b.dimension, b.value, b.currency, since, until),
+                                               until - timedelta(microseconds=1))) for b in config.budgets]
+    table = Table("budgets", "Budgets this month: actual, forecast and warning lines", [
+        Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
+        Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
+        Column("used_pct", "used", "percent"), Column("forecast", "forecast", "money"),
+        Column("forecast_low", "forecast low", "money", in_html=False),
+        Column("forecast_high", "forecast high", "money", in_html=False),
+        Column("forecast_pct", "forecast used", "percent"), Column("lines", "lines", in_html=False),
+        Column("status", "status"),
+    ], markdown=(("budget", "value"), "status"))
+    for status in statuses:
+        budget, outlook = status.budget, status.outlook
+        table.rows.append({
+            "budget": budget.name, "dimension": budget.dimension, "value": budget.value,
+            "currency": budget.currency, "amount": budget.amount, "actual": outlook.actual,
+            "used_pct": (status.used_ratio * 100).quantize(TENTH), "forecast": outlook.forecast.quantize(CENT),
+            "forecast_low": outlook.low.quantize(CENT), "forecast_high": outlook.high.quantize(CENT),
+            "forecast_pct": (status.forecast_ratio * 100).quantize(TENTH),
+            "lines": ", ".join(f"{line * 100:.0f}%" for line in budget.lines), "status": status.status,
+        })
+    names = [s.budget.name for s in statuses]
+    series: dict[str, list] = {"actual": [s.used_ratio * 100 for s in statuses],
+                               "forecast": [s.forecast_ratio * 100 for s in statuses],
+                               "forecast low": [s.outlook.low / s.budget.amount * 100 for s in statuses],
+                               "forecast high": [s.outlook.high / s.budget.amount * 100 for s in statuses]}
+    for line in sorted({line for s in statuses for line in s.budget.lines}):
+        series[f"line {line * 100:.0f}%"] = [line * 100 if line in s.budget.lines else None for s in statuses]
+    chart = Chart("budget", "Budgets: % used (bar), month-end forecast (outline, band) and warning lines",
+                  names, series, "%")
+    return Section("budgets", "Budgets", tables=[table], charts=[chart])

@@ -1,0 +1,100 @@
+"""Report sections drawn from the findings table: waste by rule, open findings, anomalies.
+
+Findings are the state of the last `spendlake rules run`, not of the report day; the
+section says so. Only open findings count (acknowledged and resolved ones are left out).
+
+Anomalies: the `spend-anomaly` rule's findings, with the root causes the report shows taken
+from `evidence.root_causes`, a list of `{"dimension": "service", "value": "Amazon EC2",
+"impact_usd": "1200.50"}` (largest first). Unallocated spend: the `unallocated-spend` rule's
+findings are its top causes. Until those rules exist, the sections say so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+
+from rules.base import registered
+from service.core.lake import Lake
+from service.core.timewindow import iso_utc
+from service.findings.run import load_findings
+from service.report.model import Chart, Column, Section, Table, unavailable
+
+ANOMALY_RULE = "spend-anomaly"
+UNALLOCATED_RULE = "unallocated-spend"
+FINDING_COLUMNS = [
+    Column("rule", "rule"), Column("severity", "severity"), Column("team", "team"), Column("project", "project"),
+    Column("resource_id", "resource"), Column("summary", "finding"), Column("first_seen", "since", "time"),
+    Column("monthly_waste_usd", "monthly $", "money"),
+]
+
+
+def _finding_row(finding) -> dict:
+    return {"rule": finding.rule, "severity": finding.severity, "team": finding.team, "project": finding.project,
+            "resource_id": finding.resource_id, "summary": finding.summary, "currency": "USD",
+            "first_seen": iso_utc(finding.first_seen) if finding.first_seen else None,
+            "monthly_waste_usd": finding.monthly_waste_usd, "id": finding.id}
+
+
+def waste_section(lake: Lake, top: int) -> Section:
+    findings = [f for f in load_findings(lake, status="open") if f.rule not in (ANOMALY_RULE, UNALLOCATED_RULE)]
+    by_rule: dict[str, list] = defaultdict(list)
+    for finding in findings:
+        by_rule[finding.rule].append(finding)
+    summary = Table("waste_by_rule", "Open findings and monthly waste by rule", [
+        Column("rule", "rule"), Column("findings", "open findings", "count"),
+        Column("critical", "critical", "count"), Column("monthly_waste_usd", "monthly waste", "money"),
+    ])
+    for rule, items in by_rule.items():
+        summary.rows.append({"rule": rule, "findings": len(items), "currency": "USD",
+                             "critical": sum(f.severity == "critical" for f in items),
+                             "monthly_waste_usd": sum((f.monthly_waste_usd for f in items), Decimal(0))})
+    summary.rows.sort(key=lambda r: (-r["monthly_waste_usd"], r["rule"]))
+    top_findings = Table("open_findings", f"Top {top} open findings by monthly waste", FINDING_COLUMNS + [
+        Column("id", "id")], rows=[_finding_row(f) for f in findings[:top]],  # load_findings sorts by $
+        markdown=(("rule", "resource_id", "team"), "monthly_waste_usd"))
+    if not findings:
+        return Section("waste", "Waste by rule", note="No open findings in the last rules run "
+                                                     "(`spendlake rules run` refreshes them).")
+    chart = Chart("bars", "Monthly waste of open findings by rule (USD)", [r["rule"] for r in summary.rows],
+                  {"waste": [r["monthly_waste_usd"] for r in summary.rows]}, "USD")
+    return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart],
+                   note="As of the last rules run; owners come from attribution.")
+
+
+def anomalies_section(lake: Lake, top: int) -> Section:
+    if ANOMALY_RULE not in registered():
+        return unavailable("anomalies", "Anomalies", "the spend-anomaly rule is not part of this build")
+    anomalies = load_findings(lake, rule=ANOMALY_RULE, status="open")
+    if not anomalies:
+        return Section("anomalies", "Anomalies", note="No open spend anomalies in the last rules run.")
+    table = Table("anomalies", "Open spend anomalies", FINDING_COLUMNS + [Column("root_causes", "top causes")],
+                  markdown=(("team", "summary"), "monthly_waste_usd"))
+    for finding in anomalies[:top]:
+        row = _finding_row(finding)
+        row["root_causes"] = _root_causes(finding.evidence)
+        table.rows.append(row)
+    return Section("anomalies", "Anomalies", tables=[table])
+
+
+def _root_causes(evidence: dict, shown: int = 3) -> str | None:
+    """The rule's top contributors as `service Amazon EC2: $1,200.50; …`."""
+    causes = evidence.get("root_causes")
+    parts = []
+    for cause in causes[:shown] if isinstance(causes, list) else []:
+        if isinstance(cause, dict):
+            name = " ".join(str(cause[k]) for k in ("dimension", "value") if cause.get(k) is not None)
+            impact = cause.get("impact_usd")
+            parts.append(f"{name}: ${Decimal(str(impact)).quantize(Decimal('0.01')):,}" if impact is not None else name)
+    return "; ".join(parts) or None
+
+
+def unallocated_causes(lake: Lake, top: int) -> Table | str:
+    """The unallocated-spend rule's findings (top services, accounts, resources), or why there are none."""
+    if UNALLOCATED_RULE not in registered():
+        return "Top causes come from the unallocated-spend rule, which is not part of this build yet."
+    findings = load_findings(lake, rule=UNALLOCATED_RULE, status="open")
+    if not findings:
+        return "No open unallocated-spend findings in the last rules run."
+    return Table("unallocated_causes", "Top causes of unallocated spend", FINDING_COLUMNS,
+                 rows=[_finding_row(f) for f in findings[:top]])

@@ -1,0 +1,208 @@
+"""Report sections drawn from attribution: spend by team and project, top movers, the 30-day
+trend, top experiments, unallocated share, and plans vs actual.
+
+Every number comes from `service.attribution.attribute` (billed cost, the default of
+`spendlake attribute`), so the report's totals equal the CLI's for the same window.
+Currencies are never added together: each row carries its currency, and charts draw the
+currency with the most spend.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, timedelta
+from decimal import Decimal
+
+from service.attribution.api import AttributionResult, attribute
+from service.core.config import Config
+from service.core.lake import Lake
+from service.core.timewindow import Window, day_start, iso_utc
+from service.planning.plans import Plan
+from service.report.model import Chart, Column, Headline, Section, Table, change_pct
+
+ZERO = Decimal(0)
+OTHER = "other"
+TREND_DAYS = 30
+CHART_SERIES = 8  # teams drawn in the stacked chart; the rest is "other"
+
+
+def windows(day: date) -> dict[str, Window]:
+    """The report's windows: the day and the month to date, each with what it is compared with."""
+    start, until = day_start(day), day_start(day) + timedelta(days=1)
+    month = day_start(day.replace(day=1))
+    previous_month = day_start((day.replace(day=1) - timedelta(days=1)).replace(day=1))
+    return {
+        "day": Window(start, until), "previous_day": Window(start - timedelta(days=1), start),
+        "mtd": Window(month, until),
+        "previous_mtd": Window(previous_month, min(previous_month + (until - month), month)),
+        "trend": Window(until - timedelta(days=TREND_DAYS), until),
+    }
+
+
+class SpendReport:
+    """Runs the attribution queries of one report day and turns them into sections."""
+
+    def __init__(self, config: Config, lake: Lake, day: date):
+        self.config, self.lake, self.top = config, lake, config.report.top
+        self.w = windows(day)
+        self._results: dict[tuple, AttributionResult] = {}
+
+    def query(self, window: str, by: tuple[str, ...], **options) -> AttributionResult:
+        """Attribution of one of the report's windows; each distinct query runs once."""
+        key = (window, by, tuple(sorted(options.items())))
+        if key not in self._results:
+            self._results[key] = attribute(self.lake, self.config, self.w[window], by=by, **options)
+        return self._results[key]
+
+    # ---- headlines and totals ---------------------------------------------------------
+
+    def totals(self) -> tuple[list[Headline], Table]:
+        table = Table("totals", "Totals (equal to `spendlake attribute` for the same windows)", [
+            Column("window", "window"), Column("since", "since", "time"), Column("until", "until", "time"),
+            Column("currency", "currency"), Column("cost", "cost", "money")])
+        sums: dict[str, dict[str | None, Decimal]] = {}
+        for name in ("day", "previous_day", "mtd", "previous_mtd"):
+            result = self.query(name, ("team",))
+            sums[name] = {currency: cost for currency, cost, _ in result.totals}
+            for currency, cost, _ in result.totals:
+                table.rows.append({"window": name, "since": iso_utc(self.w[name].since),
+                                   "until": iso_utc(self.w[name].until), "currency": currency, "cost": cost})
+        headlines = []
+        for label, now, before in (("Day", "day", "previous_day"), ("Month to date", "mtd", "previous_mtd")):
+            for currency in sorted(set(sums[now]) | set(sums[before]), key=str):
+                value, previous = sums[now].get(currency, ZERO), sums[before].get(currency)
+                headlines.append(Headline(f"{label} ({currency})", currency or "", value, previous,
+                                          change_pct(value, previous)))
+        return headlines, table
+
+    # ---- spend by team and project ------------------------------------------------------
+
+    def by_dimension(self, dim: str) -> Table:
+        """One row per value: the day and the month to date, each against its comparison window."""
+        cells: dict[tuple[str, str | None], dict[str, Decimal | None]] = defaultdict(dict)
+        for name in ("day", "previous_day", "mtd", "previous_mtd"):
+            for row in self.query(name, (dim,)).rows:
+                cells[(row.values[dim], row.currency)][name] = row.cost
+        ranked = sorted(cells, key=lambda k: (str(k[1]), -cells[k].get("mtd", ZERO), k[0]))
+        kept: dict[tuple[str, str | None], dict[str, Decimal | None]] = {}
+        for value, currency in ranked:  # the top N values per currency; the rest folded into "other"
+            if sum(key[1] == currency for key in kept) < self.top:
+                kept[(value, currency)] = cells[(value, currency)]
+                continue
+            folded = kept.setdefault((OTHER, currency), {})
+            for name, cost in cells[(value, currency)].items():
+                folded[name] = (folded.get(name) or ZERO) + (cost or ZERO)
+        rows = []
+        for (value, currency), c in kept.items():
+            day, mtd = c.get("day", ZERO), c.get("mtd", ZERO)
+            rows.append({dim: value, "currency": currency, "day_cost": day, "day_previous": c.get("previous_day"),
+                         "day_change_pct": change_pct(day, c.get("previous_day")), "mtd_cost": mtd,
+                         "mtd_previous": c.get("previous_mtd"),
+                         "mtd_change_pct": change_pct(mtd, c.get("previous_mtd"))})
+        return Table(f"spend_by_{dim}", f"Spend by {dim}", [
+            Column(dim, dim), Column("currency", "currency"), Column("day_previous", "day before", "money"),
+            Column("day_cost", "day", "money"), Column("day_change_pct", "change", "change"), Column("mtd_cost", "month to date", "money"),
+            Column("mtd_previous", "same days last month", "money"),
+            Column("mtd_change_pct", "vs last month", "change"),
+        ], rows=rows, markdown=((dim,), "mtd_cost"))
+
+    def movers(self) -> Table:
+        result = self.query("day", ("team", "project"), compare=True)
+        rows = [{"team": r.values["team"], "project": r.values["project"], "currency": r.currency,
+                 "day_cost": r.cost, "previous_cost": r.previous_cost,
+                 "change": r.cost - (r.previous_cost or ZERO), "change_pct": change_pct(r.cost, r.previous_cost)}
+                for r in result.rows]
+        rows = [r for r in rows if r["change"] != 0]
+        rows.sort(key=lambda r: (-abs(r["change"]), r["team"], r["project"]))
+        return Table("top_movers", "Top movers: team and project, day over day", [
+            Column("team", "team"), Column("project", "project"), Column("currency", "currency"),
+            Column("previous_cost", "day before", "money"), Column("day_cost", "day", "money"),
+            Column("change", "change", "money"), Column("change_pct", "change %", "change"),
+        ], rows=rows[:self.top], markdown=(("team", "project"), "change"))
+
+    def spend_section(self) -> tuple[list[Headline], Section]:
+        headlines, totals = self.totals()
+        tables = [self.by_dimension("team"), self.by_dimension("project"), self.movers(), totals]
+        note = "Billed cost, attributed as `spendlake attribute` does." if totals.rows else \
+            "No spend in the lake for this day or month: run `spendlake ingest`."
+        return headlines, Section("spend", "Spend by team and project", tables=tables, note=note)
+
+    # ---- trend and experiments -----------------------------------------------------------
+
+    def trend_section(self) -> Section:
+        result = self.query("trend", ("team",), granularity="day")
+        table = Table("daily_spend_by_team", f"Spend by team per day, last {TREND_DAYS} days", [
+            Column("period", "day"), Column("team", "team"), Column("currency", "currency"),
+            Column("cost", "cost", "money")], in_html=False)
+        table.rows = sorted(({"period": r.period.isoformat(), "team": r.values["team"], "currency": r.currency,
+                              "cost": r.cost} for r in result.rows),
+                            key=lambda r: (r["period"], str(r["currency"]), r["team"]))
+        currency = _main_currency(result)
+        if currency is None:
+            return Section("trend", "Spend by team, last 30 days", note="No spend in the last 30 days.")
+        days = [(self.w["trend"].since + timedelta(days=i)).date().isoformat() for i in range(TREND_DAYS)]
+        per_team: dict[str, dict[str, Decimal]] = defaultdict(dict)
+        for row in table.rows:
+            if row["currency"] == currency:
+                per_team[row["team"]][row["period"]] = row["cost"]
+        ranked = sorted(per_team, key=lambda t: (-sum(per_team[t].values()), t))
+        series = {team: [per_team[team].get(d, ZERO) for d in days] for team in ranked[:CHART_SERIES]}
+        if len(ranked) > CHART_SERIES:
+            series["other"] = [sum((per_team[t].get(d, ZERO) for t in ranked[CHART_SERIES:]), ZERO) for d in days]
+        chart = Chart("stacked", f"Daily spend by team ({currency})", days, series, currency)
+        return Section("trend", "Spend by team, last 30 days", tables=[table], charts=[chart])
+
+    def experiments_section(self) -> Section:
+        result = self.query("mtd", ("team", "project", "experiment"))
+        totals = {currency: cost for currency, cost, _ in result.totals}
+        rows = [{"team": r.values["team"], "project": r.values["project"], "experiment": r.values["experiment"],
+                 "currency": r.currency, "mtd_cost": r.cost, "share_pct": _share(r.cost, totals.get(r.currency))}
+                for r in result.rows]
+        rows.sort(key=lambda r: (-r["mtd_cost"], r["experiment"], r["team"], r["project"]))
+        return Section("experiments", "Top experiments", tables=[Table(
+            "top_experiments", f"Top {self.top} experiments, month to date", [
+                Column("experiment", "experiment"), Column("team", "team"), Column("project", "project"),
+                Column("currency", "currency"), Column("mtd_cost", "month to date", "money"),
+                Column("share_pct", "share", "percent")], rows=rows[:self.top],
+            markdown=(("experiment", "team"), "mtd_cost"))])
+
+    # ---- unallocated and plans -------------------------------------------------------------
+
+    def unallocated_table(self) -> Table:
+        table = Table("unallocated", "Unallocated share, month to date", [
+            Column("dimension", "dimension"), Column("currency", "currency"),
+            Column("unallocated_cost", "unallocated", "money"), Column("total_cost", "total", "money"),
+            Column("share_pct", "share", "percent")], markdown=(("dimension", "currency"), "share_pct"))
+        for dim, settings in self.config.attribution.dimensions.items():
+            result = self.query("mtd", (dim,))
+            for currency, total, _ in result.totals:
+                missing = sum((r.cost for r in result.rows
+                               if r.currency == currency and r.values[dim] == settings.default), ZERO)
+                table.rows.append({"dimension": dim, "currency": currency, "unallocated_cost": missing,
+                                   "total_cost": total, "share_pct": _share(missing, total)})
+        return table
+
+    def plan_actual(self, plan: Plan) -> dict[date, Decimal]:
+        """USD attributed to the plan's project (and experiment) per day, from its start to the report's end."""
+        until = self.w["day"].until
+        if plan.start >= until:
+            return {}
+        where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
+        result = attribute(self.lake, self.config, Window(plan.start, until), by=("project",), where=where,
+                           granularity="day")
+        daily: dict[date, Decimal] = defaultdict(Decimal)
+        for row in result.rows:
+            if row.currency == "USD":
+                daily[row.period] += row.cost
+        return dict(daily)
+
+
+def _main_currency(result: AttributionResult) -> str | None:
+    totals = [(cost, str(currency)) for currency, cost, _ in result.totals if cost > 0]
+    return max(totals)[1] if totals else None
+
+
+def _share(part: Decimal, total: Decimal | None) -> Decimal | None:
+    if not total:
+        return None
+    return (part * 100 / total).quantize(Decimal("0.1"))

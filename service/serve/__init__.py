@@ -1,0 +1,1 @@
+"""`spendlake serve`: the HTTP app, the metrics collector and its families, the scheduler."""

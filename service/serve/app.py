@@ -1,0 +1,272 @@
+"""HTTP: `/metrics`, `/healthz`, `/readyz` and a read-only JSON API under `/api/v1`.
+
+Standard library `ThreadingHTTPServer`; one small routing table. Every error is JSON with a
+message; unknown query parameters are a 400 that lists the accepted ones. When a bearer
+token is set (config `service.api_token` or `$SPENDLAKE_API_TOKEN`), `/api` requires it;
+`/metrics` and the probes stay open so Prometheus and the orchestrator need no secret.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import duckdb
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from service.core.config import Config
+from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError
+from service.core.lake import Lake
+from service.core.timewindow import iso_utc, parse_window, utc_now
+from service.serve.families import freshness_limits
+from service.core.output import to_json
+from service.ingest.status import status as lake_status
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "SPENDLAKE_API_TOKEN"
+ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
+FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
+JSON = "application/json; charset=utf-8"
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def json_response(status: int, data: object, **headers: str) -> Response:
+    return Response(status, (to_json(data) + "\n").encode(), headers=headers)
+
+
+def error_response(status: int, message: str, *, where: str | None = None, hint: str | None = None,
+                   **headers: str) -> Response:
+    error = {"message": message, **({"where": where} if where else {}), **({"hint": hint} if hint else {})}
+    return json_response(status, {"error": error}, **headers)
+
+
+Query = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Route:
+    handler: Callable[[Query], Response]
+    params: frozenset[str] = frozenset()
+    repeatable: frozenset[str] = frozenset()
+    protected: bool = False
+
+
+def api_token(config: Config) -> str | None:
+    return os.environ.get(TOKEN_ENV) or config.service.api_token
+
+
+def source_freshness(config: Config, lake: Lake, now: datetime) -> list[dict]:
+    """Per configured source (billing and inventory): last success, failures, and whether
+    it is within its freshness limit."""
+    state = lake.read_state("sources")
+    rows = []
+    for name, hours in sorted(freshness_limits(config).items()):
+        record = state.get(name, {})
+        last = record.get("last_success")
+        age = now - datetime.fromisoformat(last.replace("Z", "+00:00")) if last else None
+        rows.append({
+            "source": name,
+            "last_success": last,
+            "failures_total": int(record.get("failures_total", 0)),
+            "last_error": record.get("last_error"),
+            "freshness_hours": hours,
+            "fresh": age is not None and age <= timedelta(hours=hours),
+        })
+    return rows
+
+
+class Api:
+    """The routes, as plain functions of the query; `ServiceHandler` does the HTTP."""
+
+    def __init__(self, config: Config, registry: CollectorRegistry, *, token: str | None = None,
+                 clock: Callable[[], datetime] = utc_now):
+        self.config = config
+        self.lake = Lake(config.lake)
+        self.registry = registry
+        self.token = token
+        self.clock = clock
+        self.routes: dict[str, Route] = {
+            "/metrics": Route(self.metrics),
+            "/healthz": Route(self.healthz),
+            "/readyz": Route(self.readyz),
+            "/api/v1/status": Route(self.status, protected=True),
+            "/api/v1/attribute": Route(self.attribute, ATTRIBUTE_PARAMS, repeatable=frozenset({"where"}),
+                                       protected=True),
+            "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status"}), protected=True),
+        }
+
+    def handle(self, path: str, query: Query, authorization: str | None) -> Response:
+        route = self.routes.get(path.rstrip("/") or "/")
+        if route is None:
+            return error_response(404, f"no such endpoint {path!r}", hint="see " + ", ".join(sorted(self.routes)))
+        unknown = sorted(set(query) - route.params)
+        if unknown:
+            accepted = ", ".join(sorted(route.params)) or "none"
+            return error_response(400, f"unknown parameter(s): {', '.join(unknown)}", where=path,
+                                  hint=f"accepted: {accepted}")
+        repeated = sorted(k for k, v in query.items() if len(v) > 1 and k not in route.repeatable)
+        if repeated:
+            return error_response(400, f"parameter(s) given more than once: {', '.join(repeated)}", where=path)
+        if route.protected and self.token and not self.authorized(authorization):
+            return error_response(401, "missing or wrong bearer token", where=path,
+                                  hint=f"send 'Authorization: Bearer <token>' (service.api_token or ${TOKEN_ENV})",
+                                  **{"WWW-Authenticate": 'Bearer realm="spendlake"'})
+        try:
+            return route.handler(query)
+        except UsageError as exc:
+            return error_response(400, exc.message, where=exc.where, hint=exc.hint)
+        except LakeBusyError as exc:
+            return error_response(503, exc.message, where=exc.where, hint=exc.hint)
+        except SpendlakeError as exc:
+            log.error("%s: %s", path, exc)
+            return error_response(500, exc.message, where=exc.where, hint=exc.hint)
+
+    def authorized(self, header: str | None) -> bool:
+        scheme, _, given = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+
+    # ---- routes --------------------------------------------------------------------------
+
+    def metrics(self, query: Query) -> Response:
+        return Response(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+
+    def healthz(self, query: Query) -> Response:
+        return json_response(200, {"status": "ok"})
+
+    def readyz(self, query: Query) -> Response:
+        reasons = []
+        try:
+            con = self.lake.query()
+            con.execute("SELECT count(*) FROM costs WHERE false").fetchall()
+            con.close()
+            self.lake.ledger()
+        except (SpendlakeError, duckdb.Error, OSError) as exc:
+            reasons.append(f"the lake at {self.lake.root} is not readable: {exc}")
+        else:
+            for row in source_freshness(self.config, self.lake, self.clock()):
+                if row["last_success"] is None:
+                    reasons.append(f"source {row['source']} has not been ingested yet")
+                elif not row["fresh"]:
+                    reasons.append(f"source {row['source']} last ingested at {row['last_success']}, "
+                                   f"older than its freshness limit of {row['freshness_hours']}h")
+        if reasons:
+            return json_response(503, {"status": "not ready", "reasons": reasons})
+        return json_response(200, {"status": "ready"})
+
+    def status(self, query: Query) -> Response:
+        return json_response(200, {
+            "now": iso_utc(self.clock()),
+            "sources": source_freshness(self.config, self.lake, self.clock()),
+            "jobs": self.lake.read_state("jobs"),
+            "periods": lake_status(self.lake),
+        })
+
+
+    def attribute(self, query: Query) -> Response:
+        """The engine and JSON contract of `spendlake attribute --format json`."""
+        from service.attribution.api import attribute, parse_where
+
+        since = one(query, "since")
+        if not since:
+            raise UsageError("since is required", where="since", hint="e.g. ?since=7d&by=team,project")
+        top = one(query, "top")
+        if top is not None and not top.isdigit():
+            raise UsageError(f"top must be a whole number, not {top!r}", where="top")
+        result = attribute(
+            self.lake, self.config, parse_window(since, one(query, "until"), now=self.clock()),
+            by=tuple(d.strip() for d in (one(query, "by") or "team").split(",") if d.strip()),
+            where=parse_where(self.config, query.get("where", [])), cost=one(query, "cost") or "billed",
+            granularity=one(query, "granularity") or "total", top=int(top) if top else None,
+            compare=flag(query, "compare"), explain=flag(query, "explain"))
+        return json_response(200, result.to_json())
+
+    def findings(self, query: Query) -> Response:
+        """The list `spendlake findings --format json` prints (open ones unless `status` says)."""
+        from service.findings.run import finding_rows, load_findings
+
+        status = one(query, "status") or "open"
+        if status not in FINDING_STATUSES:
+            raise UsageError(f"unknown status {status!r}", where="status", hint=f"use one of {', '.join(FINDING_STATUSES)}")
+        found = load_findings(self.lake, rule=one(query, "rule"), team=one(query, "team"),
+                              status=None if status == "all" else status)
+        return json_response(200, finding_rows(found))
+
+
+def one(query: Query, name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def flag(query: Query, name: str) -> bool:
+    value = (one(query, name) or "false").lower()
+    if value not in ("true", "false", "1", "0"):
+        raise UsageError(f"{name} must be true or false, not {value!r}", where=name)
+    return value in ("true", "1")
+
+
+class ServiceHandler(BaseHTTPRequestHandler):
+    api: Api  # set on the subclass made by `make_server`
+    server_version = "spendlake"
+    sys_version = ""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        url = urlsplit(self.path)
+        try:
+            query = parse_qs(url.query, keep_blank_values=True, strict_parsing=bool(url.query))
+        except ValueError:
+            self.send(error_response(400, "malformed query string", where=url.path))
+            return
+        self.send(self.api.handle(url.path, query, self.headers.get("Authorization")))
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.send(error_response(405, "the API is read-only: use GET", Allow="GET"))
+
+    do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def send(self, response: Response) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(response.body)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (signature of the base class)
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def make_server(api: Api, listen: str) -> ThreadingHTTPServer:
+    """Bind (nothing is served until `serve_forever`); `server_address` gives the real port."""
+    host, port = parse_listen(listen)
+    handler = type("BoundServiceHandler", (ServiceHandler,), {"api": api})
+    server_class = type("SpendlakeHTTPServer", (ThreadingHTTPServer,), {
+        "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET,
+        "daemon_threads": True,
+    })
+    try:
+        return server_class((host, port), handler)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where="service.listen",
+                          hint="choose another address with --listen HOST:PORT") from None

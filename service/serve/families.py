@@ -1,0 +1,195 @@
+"""The metric families derived from the lake, as functions of (config, lake, now).
+
+`LakeCollector` (service/serve/metrics.py) calls these at scrape time. Each returns complete
+families; a family with nothing to report is returned empty, so its HELP/TYPE still show.
+Money is USD only (`_usd`: other currencies are never converted or summed in). Label values
+are bounded by `service.top_n`: the largest values by spend or waste are kept, the rest are
+summed under `other`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from service.core.config import Config, SourceConfig
+from service.core.lake import Lake
+from service.core.timewindow import Window
+
+OTHER = "other"
+USD = "USD"
+DIMENSIONS = ("team", "project", "experiment")
+
+
+def fold_top(values: dict[tuple[str, ...], Decimal], n: int) -> dict[tuple[str, ...], Decimal]:
+    """The `n` largest label tuples by value; everything else summed under (`other`, …).
+    Ties break on the labels, so the same lake always gives the same series."""
+    ranked = sorted(values.items(), key=lambda item: (-item[1], item[0]))
+    kept = dict(ranked[:n])
+    rest = ranked[n:]
+    if rest:
+        other = (OTHER,) * len(rest[0][0])
+        kept[other] = kept.get(other, Decimal(0)) + sum((v for _, v in rest), Decimal(0))
+    return kept
+
+
+def windows(now: datetime) -> dict[str, Window]:
+    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    found = {"24h": Window(now - timedelta(hours=24), now), "7d": Window(now - timedelta(days=7), now)}
+    if month_start < now:
+        found["mtd"] = Window(month_start, now)
+    return found
+
+
+def iso_seconds(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def freshness_limits(config: Config) -> dict[str, int]:
+    """Hours each configured source (billing and inventory) may go without a successful
+    ingest. Inventory sources have no setting of their own and take the billing default."""
+    default = SourceConfig.model_fields["freshness_hours"].default
+    limits = {source.name: source.freshness_hours for source in config.sources}
+    limits.update({source.name: default for source in config.inventory})
+    return limits
+
+
+def source_families(config: Config, lake: Lake) -> list[Metric]:
+    state = lake.read_state("sources")
+    last = GaugeMetricFamily("spendlake_source_last_success_timestamp_seconds",
+                             "When the source last ingested without error.", labels=["source"])
+    limit = GaugeMetricFamily("spendlake_source_freshness_limit_seconds",
+                              "How long the source may go without a successful ingest.", labels=["source"])
+    failures = CounterMetricFamily("spendlake_source_failures", "Ingest runs of the source that failed.",
+                                   labels=["source"])
+    for name, hours in sorted(freshness_limits(config).items()):  # configured sources only: bounded
+        record = state.get(name, {})
+        if record.get("last_success"):
+            last.add_metric([name], iso_seconds(record["last_success"]))
+        limit.add_metric([name], hours * 3600)
+        failures.add_metric([name], int(record.get("failures_total", 0)))
+    return [last, limit, failures]
+
+
+def data_end_families(config: Config, lake: Lake) -> list[Metric]:
+    end = GaugeMetricFamily("spendlake_source_data_end_timestamp_seconds",
+                            "End of the latest charge period the lake holds for the source.", labels=["source"])
+    configured = {s.name for s in config.sources}
+    con = lake.query()
+    try:
+        rows = con.execute("SELECT source, epoch(max(ChargePeriodEnd)) FROM costs GROUP BY source").fetchall()
+    finally:
+        con.close()
+    for source, seconds in rows:
+        if source in configured and seconds is not None:
+            end.add_metric([source], float(seconds))
+    return [end]
+
+
+def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
+    """Attributed USD spend per (team, project) and per experiment, and the unallocated
+    share per dimension, for each window: one attribution per window."""
+    from service.attribution.api import attribute
+
+    top_n = config.service.top_n
+    spend = GaugeMetricFamily("spendlake_spend_usd", "Attributed billed cost in USD over the window.",
+                              labels=["team", "project", "window"])
+    experiments = GaugeMetricFamily("spendlake_experiment_spend_usd",
+                                    "Attributed billed cost in USD per experiment over the window.",
+                                    labels=["experiment", "window"])
+    unallocated = GaugeMetricFamily("spendlake_unallocated_ratio",
+                                    "Share of the window's USD spend that no rule or tag placed (0-1).",
+                                    labels=["dimension", "window"])
+    defaults = {d: config.attribution.dimensions[d].default.strip().lower() for d in DIMENSIONS}
+    for name, window in windows(now).items():
+        result = attribute(lake, config, window, by=DIMENSIONS)
+        pairs: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
+        per_experiment: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
+        placed_nowhere = {d: Decimal(0) for d in DIMENSIONS}
+        total = Decimal(0)
+        for row in result.rows:
+            if row.currency != USD:
+                continue
+            pairs[(row.values["team"], row.values["project"])] += row.cost
+            per_experiment[(row.values["experiment"],)] += row.cost
+            total += row.cost
+            for dim in DIMENSIONS:
+                if row.values[dim].strip().lower() == defaults[dim]:
+                    placed_nowhere[dim] += row.cost
+        for (team, project), cost in sorted(fold_top(pairs, top_n).items()):
+            spend.add_metric([team, project, name], float(cost))
+        for (experiment,), cost in sorted(fold_top(per_experiment, top_n).items()):
+            experiments.add_metric([experiment, name], float(cost))
+        if total > 0:
+            for dim in DIMENSIONS:
+                unallocated.add_metric([dim, name], float(placed_nowhere[dim] / total))
+    return [spend, experiments, unallocated]
+
+
+def findings_families(config: Config, lake: Lake) -> list[Metric]:
+    """Open findings and their estimated monthly waste; teams beyond the top N by waste
+    are folded into `other`. Rule and severity are bounded by the rule registry."""
+    from service.findings.run import load_findings
+
+    found = load_findings(lake, status="open")
+    waste_by_team: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
+    for finding in found:
+        waste_by_team[(team_of(finding.team),)] += finding.monthly_waste_usd
+    kept = {team for (team,) in fold_top(waste_by_team, config.service.top_n)}
+    counts: dict[tuple[str, str, str], int] = defaultdict(int)
+    waste: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for finding in found:
+        team = team_of(finding.team) if team_of(finding.team) in kept else OTHER
+        counts[(finding.rule, finding.severity, team)] += 1
+        waste[(finding.rule, team)] += finding.monthly_waste_usd
+    count_family = GaugeMetricFamily("spendlake_findings", "Open findings.", labels=["rule", "severity", "team"])
+    waste_family = GaugeMetricFamily("spendlake_waste_monthly_usd",
+                                     "Estimated monthly waste of the open findings, in USD.", labels=["rule", "team"])
+    add_all(count_family, counts.items())
+    add_all(waste_family, waste.items())
+    return [count_family, waste_family, anomaly_family(config, found)]
+
+
+def anomaly_family(config: Config, found) -> GaugeMetricFamily:
+    """Impact (actual − expected, USD, over the episode) of the open spend anomalies by team
+    and service; anomalies inside a planned run (severity info) are not anomalies."""
+    impact: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for finding in found:
+        if finding.rule == "spend-anomaly" and finding.severity != "info" and finding.evidence.get("currency") == "USD":
+            key = (team_of(finding.team), finding.evidence.get("service") or "none")
+            impact[key] += Decimal(str(finding.evidence.get("impact_usd", 0)))
+    family = GaugeMetricFamily("spendlake_anomaly_impact_usd",
+                               "Impact in USD of the open spend anomalies (actual minus expected spend).",
+                               labels=["team", "service"])
+    add_all(family, fold_top(impact, config.service.top_n).items())
+    return family
+
+
+def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
+    """Each configured budget's month-to-date and forecast spend as a share of its amount
+    (bounded by the config: one series per budget)."""
+    from service.findings.budgets import budget_status
+
+    labels = ["budget", "dimension", "value"]
+    used = GaugeMetricFamily("spendlake_budget_used_ratio", "Month-to-date spend over the budget's amount.",
+                             labels=labels)
+    forecast = GaugeMetricFamily("spendlake_budget_forecast_ratio",
+                                 "Forecast end-of-month spend over the budget's amount.", labels=labels)
+    for status in budget_status(lake, config, now):
+        budget = status.budget
+        used.add_metric([budget.name, budget.dimension, budget.value], float(status.used_ratio))
+        forecast.add_metric([budget.name, budget.dimension, budget.value], float(status.forecast_ratio))
+    return [used, forecast]
+
+
+def team_of(team: str | None) -> str:
+    return team or "unallocated"
+
+
+def add_all(family: GaugeMetricFamily, items: Iterable[tuple[tuple[str, ...], Decimal | int]]) -> None:
+    for labels, value in sorted(items):
+        family.add_metric(list(labels), float(value))

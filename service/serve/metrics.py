@@ -1,0 +1,117 @@
+"""Prometheus metrics: a collector that reads the lake at scrape time, and job instruments.
+
+Derived numbers (spend, findings, freshness) come from `LakeCollector`, computed when
+Prometheus scrapes and cached until the lake changes, so nothing goes stale. Job events
+(durations, failures, skipped fires) are instruments updated by the scheduler.
+
+Label values are bounded: a metric keeps the `top_n` largest label values and folds the
+rest into `other`; resource ids never become labels. Money is `_usd` (USD rows only:
+currencies are never summed together), times are seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
+
+import duckdb
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from service.core.config import Config
+from service.core.errors import SpendlakeError
+from service.core.lake import Lake
+from service.serve.families import (budget_families, data_end_families, findings_families, source_families,
+                                  spend_families)
+
+log = logging.getLogger(__name__)
+
+JOB_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
+
+
+class JobMetrics:
+    """Instruments the scheduler updates: one series per job from the start, so a job that
+    never failed shows 0 rather than nothing."""
+
+    def __init__(self, registry: CollectorRegistry, jobs: Iterable[str]):
+        self.duration = Histogram("spendlake_job_duration_seconds", "Wall time of a scheduled job run.", ["job"],
+                                  registry=registry, buckets=JOB_BUCKETS)
+        self.failures = Counter("spendlake_job_failures_total", "Scheduled job runs that failed.", ["job"],
+                                registry=registry)
+        self.skipped = Counter("spendlake_job_skipped_total",
+                               "Scheduled fires skipped because the previous run was still going or was missed.",
+                               ["job"], registry=registry)
+        self.last_success = Gauge("spendlake_job_last_success_timestamp_seconds",
+                                  "When a scheduled job last finished without error.", ["job"], registry=registry)
+        for job in jobs:
+            self.duration.labels(job)
+            self.failures.labels(job)
+            self.skipped.labels(job)
+
+
+class LakeCollector(Collector):
+    """Reads the lake when scraped; recomputes only when a lake file changed or the
+    cached page is older than `max_age_seconds` (relative windows such as 24h move)."""
+
+    def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time):
+        self.config = config
+        self.lake = Lake(config.lake)
+        self.max_age_seconds = max_age_seconds
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._computed_at = 0.0
+        self._families: list[Metric] = []
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to declare up front: registering must not read the lake
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            key = self.fingerprint()
+            now = self.clock()
+            if key != self._key or now - self._computed_at >= self.max_age_seconds:
+                self._families = self.compute()
+                self._key, self._computed_at = key, now
+            return iter(list(self._families))
+
+    def fingerprint(self) -> tuple:
+        """What a change of the lake touches: the ledger, job/source state and table files."""
+        root = self.lake.root
+        paths = [root / "_ledger" / "deliveries.json", *sorted((root / "_state").glob("*.json")),
+                 *sorted(root.glob("*/*=*/*=*/data.parquet"))]
+        stats = []
+        for path in paths:
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                continue
+            stats.append((str(path), stat.st_mtime_ns, stat.st_size))
+        return tuple(stats)
+
+    def compute(self) -> list[Metric]:
+        """Every family group on its own: a group that cannot be read is logged and left
+        out, and `spendlake_lake_readable` drops to 0, while the others still report."""
+        now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        groups = (
+            lambda: source_families(self.config, self.lake),
+            lambda: data_end_families(self.config, self.lake),
+            lambda: spend_families(self.config, self.lake, now),
+            lambda: findings_families(self.config, self.lake),
+            lambda: budget_families(self.config, self.lake, now),
+        )
+        families: list[Metric] = []
+        ok = True
+        for group in groups:
+            try:
+                families += group()
+            except (SpendlakeError, duckdb.Error, OSError) as exc:
+                log.error("metrics: cannot read the lake at %s: %s", self.lake.root, exc)
+                ok = False
+        readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read all of the lake.")
+        readable.add_metric([], 1 if ok else 0)
+        return [readable, *families]

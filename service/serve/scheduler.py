@@ -1,0 +1,129 @@
+"""The service's jobs on APScheduler, in UTC: ingest (then rules) on an interval, and the daily job.
+
+- One instance per job (`max_instances=1`, `coalesce`): a fire that arrives while the
+  previous run is still going is skipped, logged and counted (`spendlake_job_skipped_total`).
+- The daily job runs for the date of its latest scheduled fire. The last date done is
+  kept in the lake (`_state/jobs.json`), so after downtime a missed run is made up once at
+  start, and a fire for a date already done (a restart, a coalesced fire) does nothing.
+- `shutdown()` waits for running jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time as clock_time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from service.core.lake import Lake, utc_now_iso
+from service.core.timewindow import utc_now
+from service.serve.metrics import JobMetrics
+
+log = logging.getLogger(__name__)
+
+STATE = "jobs"
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """What the jobs do. `daily` receives the date it reports on (the day before its run)."""
+
+    ingest: Callable[[], None]
+    rules: Callable[[], None] | None
+    daily: Callable[[date], None]
+
+    def names(self) -> tuple[str, ...]:
+        return ("ingest", "daily") if self.rules is None else ("ingest", "rules", "daily")
+
+
+def latest_fire_date(now: datetime, daily_at: time) -> date:
+    """The date of the most recent scheduled daily fire at or before `now` (UTC)."""
+    now = now.astimezone(timezone.utc)
+    today_fire = datetime.combine(now.date(), daily_at, tzinfo=timezone.utc)
+    return now.date() if now >= today_fire else now.date() - timedelta(days=1)
+
+
+class ServiceScheduler:
+    def __init__(self, lake: Lake, metrics: JobMetrics, tasks: Tasks, *, ingest_every: timedelta,
+                 daily_at: time, clock: Callable[[], datetime] = utc_now):
+        self.lake = lake
+        self.metrics = metrics
+        self.tasks = tasks
+        self.ingest_every = ingest_every
+        self.daily_at = daily_at
+        self.clock = clock
+        self._state_lock = threading.Lock()
+        self.scheduler = BackgroundScheduler(
+            timezone=timezone.utc,
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 3600},
+        )
+        self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+
+    def start(self) -> None:
+        """Ingest at once and then every interval; the daily job at its time, and at once
+        if the latest scheduled run has not happened (the make-up run)."""
+        at_once = datetime.now(timezone.utc)  # APScheduler's own clock, whatever `self.clock` says
+        self.scheduler.add_job(self.run_ingest, IntervalTrigger(seconds=self.ingest_every.total_seconds(),
+                                                                timezone=timezone.utc),
+                               id="ingest", name="ingest", next_run_time=at_once)
+        daily = CronTrigger(hour=self.daily_at.hour, minute=self.daily_at.minute, timezone=timezone.utc)
+        makeup = self.daily_due(self.clock())
+        if makeup:
+            log.warning("the daily run of %s has not happened: running it now",
+                        latest_fire_date(self.clock(), self.daily_at))
+        self.scheduler.add_job(self.run_daily, daily, id="daily", name="daily",
+                               **({"next_run_time": at_once} if makeup else {}))
+        self.scheduler.start()
+
+    def shutdown(self) -> None:
+        """Stop firing and wait for running jobs to finish."""
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+
+    # ---- jobs ------------------------------------------------------------------------------
+
+    def run_ingest(self) -> None:
+        self.instrumented("ingest", self.tasks.ingest)
+        if self.tasks.rules is not None:
+            self.instrumented("rules", self.tasks.rules)
+
+    def run_daily(self) -> None:
+        run_date = latest_fire_date(self.clock(), self.daily_at)
+        if not self.daily_due(self.clock()):
+            log.info("daily run of %s already done", run_date)
+            return
+        if self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
+            with self._state_lock:
+                state = self.lake.read_state(STATE)
+                state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
+                self.lake.write_state(STATE, state)
+
+    def daily_due(self, now: datetime) -> bool:
+        """True when the latest scheduled daily fire has not run to completion yet."""
+        done = self.lake.read_state(STATE).get("daily", {}).get("last_run_date")
+        return done is None or date.fromisoformat(done) < latest_fire_date(now, self.daily_at)
+
+    def instrumented(self, job: str, task: Callable[[], None]) -> bool:
+        started = clock_time.perf_counter()
+        try:
+            task()
+        except Exception:  # a job failure is counted and logged; the service keeps running
+            log.exception("job %s failed", job)
+            self.metrics.failures.labels(job).inc()
+            return False
+        finally:
+            self.metrics.duration.labels(job).observe(clock_time.perf_counter() - started)
+        self.metrics.last_success.labels(job).set_to_current_time()
+        return True
+
+    def _skipped(self, event: JobEvent) -> None:
+        reason = "the previous run is still going" if event.code == EVENT_JOB_MAX_INSTANCES else "it was missed"
+        log.warning("skipped a fire of job %s: %s", event.job_id, reason)
+        self.metrics.skipped.labels(event.job_id).inc()

@@ -1,0 +1,117 @@
+"""`spendlake serve`: one process per lake running the scheduler and the HTTP server.
+
+Start: take the lake's service lock (a second service refuses, naming the holder's pid),
+bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running jobs,
+release the lock, return (exit 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time as clock_time
+from collections.abc import Callable
+from datetime import date, datetime, time, timedelta
+
+from prometheus_client import CollectorRegistry, disable_created_metrics
+
+from service.serve.app import Api, api_token, make_server
+from service.core.config import Config
+from service.core.errors import SourceError, SpendlakeError
+from service.core.lake import Lake
+from service.core.timewindow import utc_now
+from service.serve.metrics import JobMetrics, LakeCollector
+from service.report.write import ReportResult, write_report
+from service.serve.scheduler import ServiceScheduler, Tasks
+
+log = logging.getLogger(__name__)
+
+
+def run_ingest(config: Config) -> None:
+    """Billing exports, then inventory snapshots; a failing source fails the job (counted)
+    after the others have committed."""
+    from service.ingest.billing import ingest
+    from service.ingest.inventory import run_inventory
+
+    errors = [str(o.error) for o in ingest(config).failed]
+    if config.inventory:
+        errors += [str(o.error) for o in run_inventory(config) if o.failed]
+    if errors:
+        raise SourceError("; ".join(errors))
+
+
+def run_rules(config: Config) -> None:
+    from service.findings.run import run_rules as evaluate
+
+    errors = evaluate(config).result.errors
+    if errors:  # the other rules' findings are stored; the job still counts as failed
+        raise SpendlakeError("; ".join(f"rule {o.rule}: {o.message}" for o in errors))
+
+
+def write_daily_report(config: Config, day: date) -> ReportResult:
+    result = write_report(config, day)
+    log.info("daily report for %s written to %s", day, result.location)
+    return result
+
+
+def default_tasks(config: Config) -> Tasks:
+    from service.findings.run import rules_for
+
+    rules_for(config)  # a bad `rules:` section stops the service at start-up, not at the first run
+    return Tasks(ingest=lambda: run_ingest(config), rules=lambda: run_rules(config),
+                 daily=lambda day: write_daily_report(config, day))
+
+
+class Service:
+    def __init__(self, config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
+                 clock: Callable[[], datetime] = utc_now):
+        self.config = config
+        self.listen = listen or config.service.listen
+        self.tasks = tasks or default_tasks(config)
+        self.clock = clock
+        self.lake = Lake(config.lake)
+        self._stopping = False
+
+    def stop(self) -> None:
+        """Safe from a signal handler: sets a flag, takes no lock."""
+        self._stopping = True
+
+    def run(self, announce: Callable[[str], None] = log.warning) -> None:
+        with self.lake.lock("service"):
+            registry = CollectorRegistry()
+            job_metrics = JobMetrics(registry, jobs=self.tasks.names())
+            registry.register(LakeCollector(self.config))
+            server = make_server(Api(self.config, registry, token=api_token(self.config), clock=self.clock),
+                                 self.listen)
+            hours, minutes = (int(p) for p in self.config.service.daily_at.split(":"))
+            scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
+                                         ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
+                                         daily_at=time(hours, minutes), clock=self.clock)
+            thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+            thread.start()
+            try:
+                host, port = server.server_address[:2]
+                host = f"[{host}]" if ":" in host else host
+                announce(f"spendlake serving http://{host}:{port} (lake {self.lake.root})")
+                scheduler.start()
+                # Poll rather than block on a lock: a signal delivered to another thread only
+                # runs its handler when the main thread next executes Python code.
+                while not self._stopping:
+                    clock_time.sleep(0.2)
+                announce("stopping: waiting for running jobs")
+            finally:
+                server.shutdown()
+                server.server_close()
+                scheduler.shutdown()
+        announce("stopped")
+
+
+def serve(config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
+          announce: Callable[[str], None] = log.warning) -> None:
+    """Run until SIGTERM or SIGINT."""
+    disable_created_metrics()  # `_created` series only add noise to every scrape
+    service = Service(config, listen=listen, tasks=tasks)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: service.stop())
+    service.run(announce)
