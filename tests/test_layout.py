@@ -1,4 +1,10 @@
-"""The house: imports run one way (service.core ← connectors, rules ← the rest of service)."""
+"""The house: packages by stage, imports one way, floor by floor, and small modules.
+
+A package may import its own modules and the packages on floors below it, never a package
+on its own floor or above. The order follows the flow of DESIGN.md: ingest sits above
+attribution because it rebuilds the rollups after each commit; planning reads only the
+lake, so it shares attribution's floor.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,19 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# package → top-level modules it may import from this project
-ALLOWED = {
-    "service/core": ("service.core",),
-    "connectors": ("service.core", "connectors"),
-    "rules": ("service.core", "rules"),
-}
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("service.core",),
+    ("connectors", "rules"),
+    ("service.attribution", "service.planning"),
+    ("service.ingest",),
+    ("service.findings",),
+    ("service.report",),
+    ("service.serve",),
+    ("service.cli",),
+)
+FLOOR_OF = {package: level for level, packages in enumerate(FLOORS) for package in packages}
 OURS = ("service", "connectors", "rules")
+MAX_LINES = 400
 
 
 def project_imports(path: Path) -> list[str]:
@@ -29,33 +41,58 @@ def project_imports(path: Path) -> list[str]:
     return [n for n in names if n.split(".")[0] in OURS]
 
 
-def python_files(folder: str) -> list[Path]:
-    return sorted((REPO / folder).rglob("*.py"))
+def package_of(module: str) -> str | None:
+    """The floor package a dotted module name belongs to (longest prefix), or None."""
+    matches = [p for p in FLOOR_OF if module == p or module.startswith(p + ".")]
+    return max(matches, key=len) if matches else None
 
 
-@pytest.mark.parametrize("folder", sorted(ALLOWED))
-def test_imports_run_one_way(folder):
-    allowed = ALLOWED[folder]
-    wrong = [
-        f"{path.relative_to(REPO)} imports {name}"
-        for path in python_files(folder)
-        for name in project_imports(path)
-        if not any(name == a or name.startswith(a + ".") for a in allowed)
-    ]
-    assert not wrong, "imports that run back up the layers:\n" + "\n".join(wrong)
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts)
+
+
+def python_files() -> list[Path]:
+    return sorted(p for folder in OURS for p in (REPO / folder).rglob("*.py"))
+
+
+def wrong_imports(path: Path) -> list[str]:
+    here = package_of(module_name(path))
+    wrong = []
+    for name in project_imports(path):
+        there = package_of(name)
+        if there is None:
+            wrong.append(f"{name} (in no package of the floor plan)")
+        elif there != here and FLOOR_OF[there] >= FLOOR_OF[here]:
+            wrong.append(f"{name} (floor {FLOOR_OF[there]}, from floor {FLOOR_OF[here]})")
+    return wrong
+
+
+def test_every_module_sits_in_a_package_of_the_floor_plan():
+    loose = [str(p.relative_to(REPO)) for p in python_files()
+             if package_of(module_name(p)) is None and module_name(p) not in ("service.__init__", "service.__main__")]
+    assert not loose, "modules outside the floor plan (move them into a package):\n" + "\n".join(loose)
+
+
+@pytest.mark.parametrize("package", sorted(FLOOR_OF))
+def test_imports_run_one_way(package):
+    wrong = [f"{path.relative_to(REPO)} imports {name}"
+             for path in python_files() if package_of(module_name(path)) == package
+             for name in wrong_imports(path)]
+    assert not wrong, "imports that run sideways or back up the floors:\n" + "\n".join(wrong)
 
 
 def test_the_detector_sees_a_wrong_import(tmp_path):
-    bad = tmp_path / "bad.py"
-    bad.write_text("from service.attribution.api import attribute\nimport rules.engine\nimport os\n")
-    assert project_imports(bad) == ["service.attribution.api", "rules.engine"]
+    bad = REPO / "rules" / "_layout_probe.py"
+    bad.write_text("from service.attribution import attribute\nimport rules.engine\nimport connectors.base\nimport os\n")
+    try:
+        assert project_imports(bad) == ["service.attribution", "rules.engine", "connectors.base"]
+        assert wrong_imports(bad) == ["service.attribution (floor 2, from floor 1)",
+                                      "connectors.base (floor 1, from floor 1)"]
+    finally:
+        bad.unlink()
 
 
 def test_modules_stay_small():
-    too_big = [
-        f"{path.relative_to(REPO)}: {n} lines"
-        for folder in ("service", "connectors", "rules")
-        for path in python_files(folder)
-        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 450
-    ]
-    assert not too_big, "split these modules (one role each, about 400 lines at most):\n" + "\n".join(too_big)
+    too_big = [f"{path.relative_to(REPO)}: {n} lines" for path in python_files()
+               if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not too_big, f"split these modules (one role each, {MAX_LINES} lines at most):\n" + "\n".join(too_big)

@@ -63,9 +63,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.timewindow import Window, iso_utc
-
-OTHER = "other"
-
+from service.core.units import OTHER
 
 @dataclass(frozen=True)
 class Contribution:

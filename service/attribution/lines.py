@@ -1,5 +1,5 @@
 """What the service hands rules beyond SQL over the lake (rules import only service.core):
-attributed daily spend per dimension and the registered plans' windows.
+attributed daily spend per dimension.
 
 `attributed_daily_lookup(lake, config)` → `attributed_daily(dimension, since, until)`: cost
 lines whose charge period starts in [since, until) and lasts at most a day, attributed line
@@ -16,13 +16,12 @@ from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 
-from rules.base import DailySpend, PlannedWindow
+from rules.base import DailySpend
 from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import all_tag_keys_sql, attributed_sql, dim_col, tag_candidates
 from service.core.config import Config
 from service.core.errors import ConfigError
 from service.core.lake import Lake
-from service.planning.plans import load_plans
 
 GROUP = ["ServiceName", "SubAccountId", "RegionId", "x_usage_type", "ResourceId", "ChargeCategory", "x_line_item_type"]
 
@@ -69,9 +68,3 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
                        line_type, tuple(tag_keys_left or ()), day, currency, Decimal(cost or 0))
             for (value, project, experiment, service, account, region, usage_type, resource, category, line_type,
                  tag_keys_left, day, currency, cost) in rows]
-
-
-def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
-    """The registered plans as windows with their pessimistic total (naive UTC)."""
-    return tuple(PlannedWindow(p.name, p.project, p.experiment, p.start.replace(tzinfo=None),
-                               p.end.replace(tzinfo=None), p.total_cost.high) for p in load_plans(lake))

@@ -20,7 +20,8 @@ import duckdb
 
 from service.attribution.sql import inventory_keys_sql, rollup_sql, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
-from service.core.lake import DATA_FILE, Lake, LedgerEntry
+from service.core.lake import DATA_FILE, Lake
+from service.core.ledger import LedgerEntry
 
 log = logging.getLogger(__name__)
 

@@ -26,14 +26,13 @@ import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from decimal import Decimal
 from pathlib import Path
 
 import duckdb
 
 from service.core.errors import DataError, LakeBusyError, SpendlakeError
+from service.core.ledger import CurrencyTotals, LedgerEntry, parse_ledger
 from service.core.schema import COST_COLUMNS
 from service.core.staging import DATA_FILE, stage_periods
 
@@ -41,58 +40,6 @@ PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 WRITER_MEMORY_LIMIT = "600MB"
 LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root
-
-
-@dataclass(frozen=True)
-class CurrencyTotals:
-    currency: str | None
-    rows: int
-    billed_cost: Decimal | None
-    effective_cost: Decimal | None
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One committed delivery of one (source, billing period)."""
-
-    source: str
-    billing_period: str
-    delivery_id: str
-    rows: int
-    totals: tuple[CurrencyTotals, ...]
-    final: bool
-    ingested_at: str
-    files: tuple[str, ...] = field(default=())
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["totals"] = [
-            {**asdict(t), "billed_cost": _dec_str(t.billed_cost), "effective_cost": _dec_str(t.effective_cost)}
-            for t in self.totals
-        ]
-        data["files"] = list(self.files)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> LedgerEntry:
-        totals = tuple(
-            CurrencyTotals(
-                currency=t["currency"],
-                rows=int(t["rows"]),
-                billed_cost=_dec(t["billed_cost"]),
-                effective_cost=_dec(t["effective_cost"]),
-            )
-            for t in data["totals"]
-        )
-        return cls(**{**data, "totals": totals, "files": tuple(data.get("files", ()))})
-
-
-def _dec(value: str | None) -> Decimal | None:
-    return None if value is None else Decimal(value)
-
-
-def _dec_str(value: Decimal | None) -> str | None:
-    return None if value is None else format(value, "f")
 
 
 def utc_now_iso() -> str:
@@ -120,15 +67,6 @@ def write_json_atomic(path: Path, data: object) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     _fsync_path(path.parent)
-
-
-def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
-    """The entries of a `_ledger/deliveries.json` read from `where`."""
-    try:
-        return [LedgerEntry.from_json(item) for item in json.loads(text)["entries"]]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
-                        hint="restore it from a backup, or re-ingest every source") from None
 
 
 def check_partition_value(name: str, value: str) -> str:

@@ -35,7 +35,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from rules.base import SEVERITIES, UNALLOCATED, Finding, Owner, Rule, RuleContext, configure, registered
+from rules.base import SEVERITIES, UNALLOCATED, Finding, Owner, PlannedWindow, Rule, RuleContext, configure, registered
 from rules.engine import EngineResult, run
 from service.attribution.api import attribute_resources
 from service.findings.budgets import daily_spend_lookup
@@ -43,7 +43,8 @@ from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake, utc_now_iso
 from service.core.timewindow import parse_window, utc_now
-from service.attribution.lines import attributed_daily_lookup, plan_windows
+from service.attribution.lines import attributed_daily_lookup
+from service.planning.plans import load_plans
 
 TABLE = "findings"
 PARTITION = {"table": TABLE, "source": "engine", "key": "snapshot", "value": "current"}
@@ -119,6 +120,12 @@ def fill_owners(findings: list[Finding], owner_of: Callable[[Sequence[str]], Map
             owner = Owner(finding.team, finding.project, finding.experiment)
         filled.append(replace(finding, team=owner.team, project=owner.project, experiment=owner.experiment))
     return filled
+
+
+def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
+    """The registered plans as windows with their pessimistic total (naive UTC)."""
+    return tuple(PlannedWindow(p.name, p.project, p.experiment, p.start.replace(tzinfo=None),
+                               p.end.replace(tzinfo=None), p.total_cost.high) for p in load_plans(lake))
 
 
 @dataclass(frozen=True)

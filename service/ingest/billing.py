@@ -15,7 +15,8 @@ import duckdb
 from connectors.base import Delivery, connector_for
 from service.core.config import Config, SourceConfig
 from service.core.errors import LakeBusyError, SpendlakeError
-from service.core.lake import CurrencyTotals, Lake, LedgerEntry, utc_now_iso
+from service.core.lake import Lake, utc_now_iso
+from service.core.ledger import CurrencyTotals, LedgerEntry
 
 log = logging.getLogger(__name__)
 

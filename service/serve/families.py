@@ -19,22 +19,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from service.core.config import Config, SourceConfig
 from service.core.lake import Lake
 from service.core.timewindow import Window
+from service.core.units import OTHER, fold_top
 
-OTHER = "other"
 USD = "USD"
 DIMENSIONS = ("team", "project", "experiment")
-
-
-def fold_top(values: dict[tuple[str, ...], Decimal], n: int) -> dict[tuple[str, ...], Decimal]:
-    """The `n` largest label tuples by value; everything else summed under (`other`, …).
-    Ties break on the labels, so the same lake always gives the same series."""
-    ranked = sorted(values.items(), key=lambda item: (-item[1], item[0]))
-    kept = dict(ranked[:n])
-    rest = ranked[n:]
-    if rest:
-        other = (OTHER,) * len(rest[0][0])
-        kept[other] = kept.get(other, Decimal(0)) + sum((v for _, v in rest), Decimal(0))
-    return kept
 
 
 def windows(now: datetime) -> dict[str, Window]:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from service.attribution.rollup import ROLLUP_TABLE, Partition, inventory_basis
 from service.core.errors import ConfigError, DataError, SourceError
-from service.core.lake import DATA_FILE, LEDGER_FILE, LedgerEntry, check_partition_value, parse_ledger
+from service.core.lake import DATA_FILE, LEDGER_FILE, check_partition_value
+from service.core.ledger import LedgerEntry, parse_ledger
 
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 IAM_HINT = "the lake needs s3:ListBucket on its bucket and s3:GetObject on its objects (deploy/iam/spendlake-spark-lake.json)"

@@ -17,11 +17,11 @@ from service.attribution.api import AttributionResult, attribute
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
+from service.core.units import OTHER
 from service.planning.plans import Plan
 from service.report.model import Chart, Column, Headline, Section, Table, change_pct
 
 ZERO = Decimal(0)
-OTHER = "other"
 TREND_DAYS = 30
 CHART_SERIES = 8  # teams drawn in the stacked chart; the rest is "other"
 

@@ -1,0 +1,82 @@
+"""Small helpers every floor shares, written once: money, UTC instants, top-N folding.
+
+Money is `Decimal`: `cents()` rounds half-up to the cent (what a person reads), `exact_text()`
+keeps every decimal (what JSON and CSV carry), `money_text()` and `usd()` format for tables.
+The lake stores naive TIMESTAMPs that mean UTC: `naive_utc()` and `aware_utc()` convert.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, TextIO, TypeVar
+
+CENT = Decimal("0.01")
+OTHER = "other"  # the label that top-N folding gives to everything past the top
+
+K = TypeVar("K")
+
+
+def cents(value: Decimal | int | float | str | None) -> Decimal:
+    """Rounded half-up to the cent (a float only ever comes from a ratio, never a bill)."""
+    return Decimal(str(value or 0)).quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def exact_text(value: Decimal | None) -> str | None:
+    """Every decimal, no exponent: `Decimal('1E+2')` → `'100'`; None stays None."""
+    return None if value is None else format(value, "f")
+
+
+def money_text(value: Any, currency: str | None = None, *, empty: str = "") -> str:
+    """`1,234.57` (or `USD 1,234.57` with a currency); None gives `empty`."""
+    if value is None or value == "":
+        return empty
+    text = f"{cents(Decimal(value)):,.2f}"
+    return f"{currency} {text}" if currency else text
+
+
+def usd(value: Any) -> str:
+    """`$1,234.57`."""
+    return f"${cents(Decimal(value)):,.2f}"
+
+
+def naive_utc(value: datetime | None) -> datetime | None:
+    """An aware instant as the lake's naive UTC; naive values are taken to be UTC already."""
+    if value is None or value.tzinfo is None:
+        return value
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def aware_utc(value: datetime | None) -> datetime | None:
+    """A naive UTC instant (the lake's) as an aware one; aware values are converted to UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def top_keys(values: Mapping[K, Decimal], n: int) -> list[K]:
+    """The `n` keys with the largest values; ties break on the key, so the same data always
+    gives the same top."""
+    return [key for key, _ in sorted(values.items(), key=lambda item: (-item[1], item[0]))[:n]]
+
+
+def fold_top(values: Mapping[tuple[str, ...], Decimal], n: int) -> dict[tuple[str, ...], Decimal]:
+    """The `n` largest label tuples by value; everything else summed under (`other`, …)."""
+    kept_keys = top_keys(values, n)
+    kept = {key: values[key] for key in kept_keys}
+    rest = [value for key, value in values.items() if key not in kept]
+    if rest:
+        other = (OTHER,) * len(next(iter(values)))
+        kept[other] = kept.get(other, Decimal(0)) + sum(rest, Decimal(0))
+    return kept
+
+
+def is_tty(stream: TextIO | None = None) -> bool:
+    """True when `stream` (default stdout) is a terminal: tables for people, JSON for pipes."""
+    stream = stream or sys.stdout
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream is not a terminal
+        return False
