@@ -6,15 +6,12 @@ from decimal import Decimal
 
 import click
 
-from service.core.output import emit, format_option, to_json
+from service.cli.output import emit, format_option
+from service.core.output import to_json
+from service.core.units import is_tty, money_text
 
 COSTS = ("billed", "effective", "list")
 GRANULARITY = ("total", "day", "week", "month")
-
-
-def _money(value: str | None) -> str:
-    """Tables show cents; CSV and JSON keep every decimal."""
-    return "" if value is None else f"{Decimal(value):,.2f}"
 
 
 def _share(cost: Decimal, total: Decimal) -> str:
@@ -33,7 +30,7 @@ def _columns(result) -> list[str]:
 
 def render(result, fmt: str | None) -> None:
     data = result.to_json()
-    if (fmt or "") == "json" or (fmt is None and not _is_tty()):
+    if (fmt or "") == "json" or (fmt is None and not is_tty()):
         click.echo(to_json(data))
         return
     columns = _columns(result)
@@ -44,28 +41,22 @@ def render(result, fmt: str | None) -> None:
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")
-    rows = [{**row, **{k: _money(row[k]) for k in money if k in row},
+    rows = [{**row, **{k: money_text(row[k]) for k in money if k in row},
              "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row in data["rows"]]
     footer = {columns[0]: "total", "currency": "\n".join(str(c) for c in totals)}
     for key in money:
         if key in columns:
-            footer[key] = "\n".join(_money(t[key]) for t in data["totals"])
+            footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
     title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
     emit(rows, columns + ["share"], "table", title=title, footer=footer,
          right=("cost", "share", "previous_cost", "change", "change_pct"))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
-                   "dimension": part["dimension"], "placed by": part["how"], "cost": _money(part["cost"])}
+                   "dimension": part["dimension"], "placed by": part["how"], "cost": money_text(part["cost"])}
                   for row in data["rows"] for part in row["explain"]]
         keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
         emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",
              right=("cost",))
-
-
-def _is_tty() -> bool:
-    import sys
-
-    return sys.stdout.isatty()
 
 
 def render_check(results, fmt: str | None) -> None:
@@ -122,6 +113,6 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                            engine=engine_config)
     if result.lake_empty:
         click.echo(f"the lake at {read_from} is empty: run `spendlake ingest`", err=True)
-        if (fmt or ("table" if _is_tty() else "json")) == "table":
+        if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)

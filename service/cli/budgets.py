@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from service.core.output import emit, format_option
+from service.cli.output import emit, format_option
 
 COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used_pct", "forecast",
            "forecast_low", "forecast_high", "forecast_pct", "days_left", "status"]

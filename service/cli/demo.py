@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 
 import click
 
-from service.core.output import emit
+from service.cli.output import emit
+from service.core.units import money_text, usd
 
 SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
 TOP_FINDINGS = 8
@@ -26,12 +26,12 @@ def _print_spend_and_findings(result) -> None:
 
     window = Window(result.as_of - timedelta(days=7), result.as_of)
     spend = attribute(Lake(result.config.lake), result.config, window, by=("team",))
-    rows = [{"team": r.values["team"], "currency": r.currency, "cost": f"{r.cost:,.2f}"} for r in spend.rows]
+    rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost)} for r in spend.rows]
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",))
     open_findings = sorted((f for f in result.findings if f.status == "open"),
                            key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]
     rows = [{"rule": f.rule, "severity": f.severity, "team": f.team, "project": f.project,
-             "resource": f.resource_id, "waste/month": f"${f.monthly_waste_usd:,.2f}"} for f in open_findings]
+             "resource": f.resource_id, "waste/month": usd(f.monthly_waste_usd)} for f in open_findings]
     emit(rows, ["rule", "severity", "team", "project", "resource", "waste/month"], "table",
          title=f"top findings ({len(result.findings)} in all)", right=("waste/month",))
 
@@ -63,8 +63,8 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
             click.echo(line, err=snapshot.failed)
     # whole cents on screen; `spendlake status` shows every decimal
     rows = [{"source": r["source"], "period": r["billing_period"], "currency": r["currency"], "rows": r["rows"],
-             "billed": f"{Decimal(r['billed_cost'] or 0):,.2f}",
-             "effective": f"{Decimal(r['effective_cost'] or 0):,.2f}",
+             "billed": money_text(r["billed_cost"] or 0),
+             "effective": money_text(r["effective_cost"] or 0),
              "final": r["final"]} for r in status(Lake(result.config.lake))]
     emit(rows, SUMMARY_COLUMNS, "table", title="spendlake status", right=("rows", "billed", "effective"))
     config = Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd()) \

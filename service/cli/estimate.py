@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from service.core.output import default_format, emit, format_option
+from service.cli.output import default_format, emit, format_option
 
 FRACTION_HELP = "a fraction, a percentage or a range (0.35-0.45)"
 

@@ -12,7 +12,8 @@ from service.core.config import Config, load_config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
 from service.core.logs import setup_logging
-from service.core.output import emit, format_option
+from service.cli.output import emit, format_option
+from service.core.units import is_tty
 
 
 class SpendlakeGroup(click.Group):
@@ -106,7 +107,7 @@ def inventory(obj: Context, sources: tuple[str, ...]) -> None:
 
 
 def _with_progress(run):
-    if not sys.stderr.isatty():
+    if not is_tty(sys.stderr):
         return run(None)
     from rich.progress import Progress
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from service.core.output import emit, format_option
+from service.cli.output import emit, format_option
 
 
 @click.group("rules")

@@ -49,10 +49,6 @@ COST_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 COST_COLUMN_NAMES = tuple(name for name, _ in COST_COLUMNS)
-MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
-
-# Hive partition keys of the costs table, in directory order.
-COST_PARTITIONS = ("source", "billing_period")
 
 
 def cost_select_list(expressions: dict[str, str]) -> str:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from service.core.output import to_csv, to_json
+from service.core.units import cents
 from service.report.charts import render as render_chart
 from service.report.model import Column, Headline, Report
 
@@ -24,7 +25,6 @@ from service.report.model import Column, Headline, Report
 SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
           'String(document.querySelectorAll("svg").length + ":" + document.querySelectorAll("table").length));')
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
-CENT = Decimal("0.01")
 MD_SPECIAL = set("\\`*_{}[]()|~")  # inline syntax; our values never start a line
 MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat tools (Slack) both expect
 
@@ -32,7 +32,7 @@ MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat t
 def money(value: Any, currency: str | None = "USD") -> str:
     if value is None:
         return "—"
-    amount = Decimal(value).quantize(CENT, rounding=ROUND_HALF_UP)
+    amount = cents(Decimal(value))
     sign = "−" if amount < 0 else ""
     symbol = "$" if (currency or "USD") == "USD" else f"{currency} "
     return f"{sign}{symbol}{abs(amount):,}"
