@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import duckdb
 from pydantic import Field, ValidationError, model_validator
@@ -175,6 +175,23 @@ class PlannedWindow:
     amount: Decimal
 
 
+class Outlook(Protocol):
+    """A budget's month: spend so far and the month-end forecast with its band."""
+
+    actual: Decimal
+    forecast: Decimal
+    low: Decimal
+    high: Decimal
+    days_left: Decimal
+
+
+class BudgetOutlook(Protocol):
+    """One configured budget and its outlook at the window's end."""
+
+    budget: BudgetConfig
+    outlook: Outlook
+
+
 @dataclass(frozen=True)
 class RuleContext:
     """What a rule may see: read-only SQL over the lake, the window, an owner look-up."""
@@ -182,11 +199,9 @@ class RuleContext:
     con: duckdb.DuckDBPyConnection
     window: Window
     owner_of: Callable[[Sequence[str]], Mapping[str, Owner]] = lambda ids: {}
-    # Budgets (config `budgets:`) and attributed spend per day of one dimension value, in
-    # one currency: daily_spend(dimension, value, currency, since, until) -> {day: cost}.
-    # The service provides both, so rules see attributed money without importing attribution.
-    budgets: tuple[BudgetConfig, ...] = ()
-    daily_spend: Callable[[str, str, str, datetime, datetime], Mapping[date, Decimal]] | None = None
+    # Every configured budget with its outlook at the window's end (the numbers `spendlake
+    # budgets` shows); computed when a rule asks, so a run without the budget rule skips it.
+    budget_outlooks: Callable[[], Sequence[BudgetOutlook]] = lambda: ()
     # Attributed spend per day over [since, until) on one dimension, one row per day and group
     # of lines: attributed_daily(dimension, since, until) -> rows. Lines whose charge period
     # is longer than a day (monthly fees) are not daily spend and are left out.

@@ -17,82 +17,18 @@ forecast below 100% info. `monthly_waste_usd` is the overrun beyond the budget (
 forecast for forecast findings), 0 below the budget. Ignores: other currencies than
 the budget's, and budgets with no attributed spend in the trailing weeks.
 
-Forecast (weekday-aware run rate): month-to-date actual + for each remaining day of the
-month (the rest of today counted pro rata) the mean spend of the same weekday over the
-trailing 28 full days; weekdays without data fall back to the trailing 7-day mean, then to
-the month-to-date daily mean. The band uses the 20th and 80th percentiles of the trailing
-28 daily values as the rate for the remaining days (widened to include the point forecast).
+The actual and forecast spend come with the context (`ctx.budget_outlooks()`): the numbers
+`spendlake budgets` shows, computed by service/findings/budgets.py (the forecast is
+described in service/findings/forecast.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from dataclasses import replace
 from decimal import Decimal
 
-from rules.base import Finding, Rule, RuleContext, money, register
+from rules.base import BudgetOutlook, Finding, Outlook, Rule, RuleContext, money, register
 from service.core.config_budgets import BudgetConfig
-
-TRAILING_DAYS = 28
-
-
-@dataclass(frozen=True)
-class Forecast:
-    actual: Decimal
-    forecast: Decimal
-    low: Decimal
-    high: Decimal
-    days_left: Decimal
-
-
-def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    start = datetime(now.year, now.month, 1)
-    end = datetime(now.year + (now.month == 12), now.month % 12 + 1, 1)
-    return start, end
-
-
-def _percentile(values: list[Decimal], fraction: Decimal) -> Decimal:
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * fraction
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def forecast_month(daily: Mapping[date, Decimal], now: datetime) -> Forecast:
-    """Month-end forecast from attributed spend per day (naive UTC `now`)."""
-    start, end = month_bounds(now)
-    today = now.date()
-    actual = sum((cost for day, cost in daily.items() if start.date() <= day <= today), Decimal(0))
-    # Days since the series began count, those without spend as 0; earlier days are unknown.
-    first = min(daily, default=today)
-    observed = {day: daily.get(day, Decimal(0))
-                for day in (today - timedelta(days=n) for n in range(1, TRAILING_DAYS + 1)) if day >= first}
-    last_week = [cost for day, cost in observed.items() if day >= today - timedelta(days=7)]
-    elapsed_days = max((now - start) / timedelta(days=1), 1 / 24)
-    fallback = (sum(last_week, Decimal(0)) / len(last_week) if last_week
-                else actual / Decimal(str(elapsed_days)))
-
-    def rate(day: date) -> Decimal:
-        same = [cost for d, cost in observed.items() if d.weekday() == day.weekday()]
-        return sum(same, Decimal(0)) / len(same) if same else fallback
-
-    rest_of_today = Decimal(str((datetime.combine(today + timedelta(days=1), datetime.min.time()) - now)
-                                / timedelta(days=1)))
-    remaining = [(today, rest_of_today)] + [
-        (today + timedelta(days=n), Decimal(1)) for n in range(1, (end.date() - today).days)]
-    projection = sum((rate(day) * weight for day, weight in remaining), Decimal(0))
-    days_left = sum((weight for _, weight in remaining), Decimal(0))
-    values = list(observed.values()) or [fallback]
-    low = actual + min(_percentile(values, Decimal("0.2")) * days_left, projection)
-    high = actual + max(_percentile(values, Decimal("0.8")) * days_left, projection)
-    return Forecast(actual, actual + projection, low, high, days_left)
-
-
-def highest_line(budget: BudgetConfig, spend: Decimal) -> Decimal | None:
-    crossed = [line for line in budget.lines if spend >= budget.amount * line]
-    return crossed[-1] if crossed else None
 
 
 @register
@@ -100,25 +36,22 @@ class BudgetRule(Rule):
     name = "budget"
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
-        if not ctx.budgets or ctx.daily_spend is None:
-            return []
-        now = ctx.until
-        start, _ = month_bounds(now)
         findings = []
-        for budget in ctx.budgets:
-            daily = ctx.daily_spend(budget.dimension, budget.value, budget.currency,
-                                    min(start, now - timedelta(days=TRAILING_DAYS + 1)), now)
-            if not daily:
-                continue
-            outlook = forecast_month(daily, now)
-            for kind in budget.on:
-                spend = outlook.actual if kind == "actual" else outlook.forecast
-                line = highest_line(budget, spend)
-                if line is not None:
-                    findings.append(self._finding(budget, kind, line, spend, outlook))
+        for status in ctx.budget_outlooks():
+            findings += self._findings(status)
         return findings
 
-    def _finding(self, budget: BudgetConfig, kind: str, line: Decimal, spend: Decimal, outlook: Forecast) -> Finding:
+    def _findings(self, status: BudgetOutlook) -> list[Finding]:
+        budget, outlook = status.budget, status.outlook
+        findings = []
+        for kind in budget.on:
+            spend = outlook.actual if kind == "actual" else outlook.forecast
+            line = budget.highest_line(spend)
+            if line is not None:
+                findings.append(self._finding(budget, kind, line, spend, outlook))
+        return findings
+
+    def _finding(self, budget: BudgetConfig, kind: str, line: Decimal, spend: Decimal, outlook: Outlook) -> Finding:
         over_budget = line >= 1
         severity = ("critical" if over_budget else "warning") if kind == "actual" else (
             "warning" if over_budget else "info")

@@ -108,7 +108,7 @@ def org_config(root: Path, day: date = date(2026, 11, 29)):
     from service.core.config import parse_config
     from service.core.lake import Lake
     from service.planning.estimate import estimate, plan_inputs
-    from service.findings.run import store_findings
+    from service.findings.store import store_findings
     from service.ingest.billing import ingest
     from service.planning.plans import plan_from_estimate, register_plan
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 from click.testing import CliRunner
 
 from attribution_helpers import line, make_lake
-from rules.budget import forecast_month
 from service.findings.budgets import budget_status
+from service.findings.forecast import forecast_month
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.findings.run import run_rules

@@ -65,7 +65,7 @@ def test_demo_config_is_written_and_valid(tmp_path):
 def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path):
     from service.core.lake import Lake
     from service.cli.demo_org import run_demo
-    from service.findings.run import load_findings
+    from service.findings.store import load_findings
 
     result = run_demo(tmp_path / "d", days=40, start=date(2026, 10, 20), seed=7)
     found = load_findings(Lake(result.config.lake))

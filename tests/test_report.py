@@ -274,7 +274,7 @@ def test_currencies_are_never_added_together(tmp_path):
 def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, monkeypatch):
     from rules.base import RULES, Finding, Rule
     from service.core.lake import Lake
-    from service.findings.run import store_findings
+    from service.findings.store import store_findings
 
     config = org_config(tmp_path / "org")
     write_report(config, DAY, str(tmp_path / "before"))

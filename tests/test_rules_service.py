@@ -14,7 +14,9 @@ from rules.idle_gpu import IdleGpu
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
-from service.findings.run import JSON_KEYS, bill_ids, load_findings, owner_lookup, run_rules
+from service.findings.owners import bill_ids, owner_lookup
+from service.findings.run import run_rules
+from service.findings.store import JSON_KEYS, load_findings
 from tests.rules_lake import build_lake
 
 NOW = datetime(2026, 11, 8, tzinfo=timezone.utc)

@@ -22,7 +22,7 @@ from service.cli.main import cli as cli_group
 from service.core.config import ServiceConfig
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
-from service.findings.run import store_findings
+from service.findings.store import store_findings
 from service.ingest.billing import ingest
 from service.serve.metrics import LakeCollector
 

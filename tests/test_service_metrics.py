@@ -17,7 +17,7 @@ from rules.base import Finding
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.schema import cost_select_list
-from service.findings.run import store_findings
+from service.findings.store import store_findings
 from service.ingest.billing import ingest
 from service.serve.metrics import JobMetrics, LakeCollector
 

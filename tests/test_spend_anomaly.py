@@ -9,7 +9,8 @@ from decimal import Decimal
 from attribution_helpers import line, make_lake
 from rules.spend_anomaly import Thresholds, detect, expected_spend, noise_scale
 from service.core.config import parse_config
-from service.findings.run import acknowledge, load_findings, run_rules
+from service.findings.run import run_rules
+from service.findings.store import acknowledge, load_findings
 from service.planning.plans import Plan, register_plan
 from service.planning.estimate import Span
 

@@ -34,10 +34,10 @@ from connectors.synthetic.billing import GenerationResult, default_start, write_
 from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from rules.base import Finding
-from rules.budget import forecast_month, month_bounds
-from service.findings.budgets import daily_spend_lookup
 from service.core.config import Config, load_config
 from service.core.lake import Lake
+from service.findings.budgets import daily_spend_lookup
+from service.findings.forecast import forecast_month, history_start
 from service.findings.run import run_rules
 from service.ingest.billing import IngestResult, ingest
 from service.ingest.inventory import InventoryOutcome, run_inventory
@@ -118,11 +118,10 @@ def demo_budgets(config: Config, now: datetime) -> list[dict]:
     (forecast to cross). None for a team without spend this month, or a forecast no higher
     than the actual (the month's last day)."""
     daily = daily_spend_lookup(Lake(config.lake), config)
-    start, _ = month_bounds(now)
     budgets = []
     for name, team, pick in (("pretrain-monthly", "pretrain", lambda a, f: a * Decimal("0.8")),
                              ("eval-monthly", "eval", lambda a, f: (a + f) / 2)):
-        outlook = forecast_month(daily("team", team, "USD", min(start, now - timedelta(days=29)), now), now)
+        outlook = forecast_month(daily("team", team, "USD", history_start(now), now), now)
         amount = pick(outlook.actual, outlook.forecast).quantize(Decimal("1"))
         if outlook.actual > 0 and amount > 0 and (team == "pretrain" or outlook.forecast > amount > outlook.actual):
             budgets.append({"name": name, "dimension": "team", "value": team, "amount": str(amount)})

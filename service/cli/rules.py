@@ -1,4 +1,4 @@
-"""`spendlake rules …` and `spendlake findings …`: thin commands over service.findings.run."""
+"""`spendlake rules …` and `spendlake findings …`: thin commands over service.findings."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def rules_list(obj, fmt: str | None) -> None:
 @click.pass_obj
 def rules_run(obj, only: tuple[str, ...], since: str, dry_run: bool, fail_on: str | None, fmt: str | None) -> None:
     """Run the rules over the lake and store their findings (exit 3 if a rule failed)."""
-    from service.findings.run import LIST_COLUMNS, fails, finding_rows, run_rules
+    from service.findings.run import fails, run_rules
+    from service.findings.store import LIST_COLUMNS, finding_rows
 
     report = run_rules(obj.config, only=only, since=since, dry_run=dry_run)
     result = report.result
@@ -66,7 +67,7 @@ def findings_group(ctx: click.Context, rule: str | None, team: str | None, statu
     """List stored findings, biggest monthly waste first; `findings ack ID` acknowledges one."""
     if ctx.invoked_subcommand is not None:
         return
-    from service.findings.run import LIST_COLUMNS, finding_rows, load_findings
+    from service.findings.store import LIST_COLUMNS, finding_rows, load_findings
 
     found = load_findings(ctx.obj.lake, rule=rule, team=team, status=None if status == "all" else status)
     rows = finding_rows(found)
@@ -79,7 +80,7 @@ def findings_group(ctx: click.Context, rule: str | None, team: str | None, statu
 @click.pass_obj
 def findings_ack(obj, finding_id: str, reason: str) -> None:
     """Acknowledge a finding: it stays listed as acknowledged instead of open."""
-    from service.findings.run import acknowledge
+    from service.findings.store import acknowledge
 
     finding = acknowledge(obj.lake, finding_id, reason)
     click.echo(f"acknowledged {finding.id} ({finding.rule}, {finding.resource_id}): {finding.ack_reason}")

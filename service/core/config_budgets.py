@@ -35,3 +35,8 @@ class BudgetConfig(Strict):
         if not lines or any(line <= 0 for line in lines):
             raise ValueError("lines must be positive fractions of the amount, e.g. [0.5, 0.8, 1.0]")
         return tuple(sorted(set(lines)))
+
+    def highest_line(self, spend: Decimal) -> Decimal | None:
+        """The highest warning line `spend` reached (None below the lowest)."""
+        crossed = [line for line in self.lines if spend >= self.amount * line]
+        return crossed[-1] if crossed else None

@@ -1,26 +1,30 @@
-"""Budgets: month-to-date actual and forecast for every configured budget.
+"""Budgets: month-to-date actual and forecast (service/findings/forecast.py) for every
+configured budget.
 
 `budget_status(lake, config, now)` is what `spendlake budgets`, the metrics collector and
-the report show; the `budget` rule (rules/budget.py) raises findings from the same
-numbers. Spend comes from attribution, so it ties out to `spendlake attribute`.
+the `budget` rule (through its RuleContext) read; the report reads `budget_statuses` for
+its day. Spend comes from attribution, so it ties out to `spendlake attribute`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from decimal import Decimal
 
-from rules.budget import TRAILING_DAYS, Forecast, forecast_month, highest_line, month_bounds
 from service.attribution.api import attribute
 from service.core.config import Config
 from service.core.config_budgets import BudgetConfig
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
+from service.core.units import naive_utc
+from service.findings.forecast import Forecast, forecast_month, history_start
+
+DailySpendLookup = Callable[[str, str, str, datetime, datetime], dict[date, Decimal]]
 
 
-def daily_spend_lookup(lake: Lake, config: Config) -> Callable[[str, str, str, datetime, datetime], dict[date, Decimal]]:
+def daily_spend_lookup(lake: Lake, config: Config) -> DailySpendLookup:
     """daily_spend(dimension, value, currency, since, until) → {day: attributed billed cost}."""
 
     def daily_spend(dimension: str, value: str, currency: str, since: datetime, until: datetime) -> dict[date, Decimal]:
@@ -54,7 +58,7 @@ class BudgetStatus:
             return "exceeded"
         if self.outlook.forecast >= self.budget.amount:
             return "forecast to exceed"
-        line = highest_line(self.budget, self.outlook.actual)
+        line = self.budget.highest_line(self.outlook.actual)
         return f"past {line * 100:.0f}%" if line is not None else "ok"
 
     def to_json(self) -> dict:
@@ -75,10 +79,13 @@ def _pct(ratio: Decimal) -> str:
     return format((ratio * 100).quantize(Decimal("0.1")), "f")
 
 
-def budget_status(lake: Lake, config: Config, now: datetime | None = None) -> list[BudgetStatus]:
-    now = (now or utc_now()).astimezone(timezone.utc).replace(tzinfo=None)
-    start, _ = month_bounds(now)
-    since = min(start, now - timedelta(days=TRAILING_DAYS + 1))
+def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime, at: datetime) -> list[BudgetStatus]:
+    """Every budget's outlook at `at` from its spend per day over [since, until) (naive UTC)."""
     lookup = daily_spend_lookup(lake, config)
-    return [BudgetStatus(b, forecast_month(lookup(b.dimension, b.value, b.currency, since, now), now))
+    return [BudgetStatus(b, forecast_month(lookup(b.dimension, b.value, b.currency, since, until), at))
             for b in config.budgets]
+
+
+def budget_status(lake: Lake, config: Config, now: datetime | None = None) -> list[BudgetStatus]:
+    now = naive_utc(now or utc_now())
+    return budget_statuses(lake, config, history_start(now), now, now)

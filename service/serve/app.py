@@ -197,7 +197,7 @@ class Api:
 
     def findings(self, query: Query) -> Response:
         """The list `spendlake findings --format json` prints (open ones unless `status` says)."""
-        from service.findings.run import finding_rows, load_findings
+        from service.findings.store import finding_rows, load_findings
 
         status = one(query, "status") or "open"
         if status not in FINDING_STATUSES:

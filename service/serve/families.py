@@ -121,7 +121,7 @@ def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
 def findings_families(config: Config, lake: Lake) -> list[Metric]:
     """Open findings and their estimated monthly waste; teams beyond the top N by waste
     are folded into `other`. Rule and severity are bounded by the rule registry."""
-    from service.findings.run import load_findings
+    from service.findings.store import load_findings
 
     found = load_findings(lake, status="open")
     waste_by_team: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)

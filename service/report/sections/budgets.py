@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
-from rules.budget import TRAILING_DAYS, forecast_month
-from service.findings.budgets import BudgetStatus, daily_spend_lookup
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start
+from service.findings.budgets import budget_statuses
+from service.findings.forecast import TRAILING_DAYS
 from service.report.model import Chart, Column, Section, Table
 
 CENT, TENTH = Decimal("0.01"), Decimal("0.1")  # forecasts are estimates: cents and tenths of a percent
@@ -26,9 +26,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         return Section("budgets", "Budgets", note="No budgets configured (`budgets:` in the config).")
     until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)  # naive UTC, as service.findings.budgets takes it
     since = min(datetime(day.year, day.month, 1), until - timedelta(days=TRAILING_DAYS + 1))
-    daily = daily_spend_lookup(lake, config)
-    statuses = [BudgetStatus(b, forecast_month(daily(b.dimension, b.value, b.currency, since, until),
-                                               until - timedelta(microseconds=1))) for b in config.budgets]
+    statuses = budget_statuses(lake, config, since, until, until - timedelta(microseconds=1))
     table = Table("budgets", "Budgets this month: actual, forecast and warning lines", [
         Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
         Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),

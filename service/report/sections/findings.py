@@ -17,7 +17,7 @@ from decimal import Decimal
 from rules.base import registered
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
-from service.findings.run import load_findings
+from service.findings.store import load_findings
 from service.report.model import Chart, Column, Section, Table, unavailable
 
 ANOMALY_RULE = "spend-anomaly"

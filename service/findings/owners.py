@@ -1,0 +1,64 @@
+"""Owners of findings: each finding's resource placed on team, project and experiment by the
+same attribution `spendlake attribute` uses, from the resource's latest cost line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from rules.base import UNALLOCATED, Finding, Owner
+from service.attribution.api import attribute_resources
+from service.core.config import Config
+from service.core.lake import Lake
+
+OwnerLookup = Callable[[Sequence[str]], Mapping[str, Owner]]
+
+
+def bill_ids(resource_id: str) -> list[str]:
+    """The ResourceIds a finding's resource may carry in the bill: itself, the bucket of an
+    `s3://bucket/prefix/` (S3 bills per bucket), the instance id of an EC2 ARN."""
+    if resource_id.startswith("s3://"):
+        bucket = resource_id[5:].split("/", 1)[0]
+        return [resource_id, bucket, f"arn:aws:s3:::{bucket}"]
+    if resource_id.startswith("arn:aws:ec2:") and "/" in resource_id:
+        return [resource_id, resource_id.rsplit("/", 1)[1]]
+    return [resource_id]
+
+
+def _log_group_arns(lake: Lake, names: Sequence[str]) -> dict[str, str]:
+    """Log group name → the ARN the bill uses for it (log groups are listed by name)."""
+    rows = lake.query().execute(
+        "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
+        "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))", [list(names)]).fetchall()
+    return {name: arn for name, arn in rows}
+
+
+def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
+    """Owners of resource ids through attribution, from each resource's latest cost line;
+    a resource the bill does not name stays unallocated."""
+
+    def owner_of(resource_ids: Sequence[str]) -> dict[str, Owner]:
+        candidates = {rid: bill_ids(rid) for rid in resource_ids}
+        for name, arn in _log_group_arns(lake, resource_ids).items():
+            candidates[name].append(arn)
+        wanted = sorted({c for ids in candidates.values() for c in ids})
+        found = attribute_resources(lake, config, wanted) if wanted else {}
+        owners = {}
+        for rid, ids in candidates.items():
+            dims = next((found[c] for c in ids if c in found), None)
+            if dims:
+                owners[rid] = Owner(**{d: dims.get(d) or UNALLOCATED for d in ("team", "project", "experiment")})
+        return owners
+
+    return owner_of
+
+
+def fill_owners(findings: list[Finding], owner_of: OwnerLookup) -> list[Finding]:
+    owners = owner_of(sorted({f.resource_id for f in findings})) if findings else {}
+    filled = []
+    for finding in findings:
+        owner = owners.get(finding.resource_id)
+        if owner is None:  # not a billed resource (e.g. a budget): keep what the rule said
+            owner = Owner(finding.team, finding.project, finding.experiment)
+        filled.append(replace(finding, team=owner.team, project=owner.project, experiment=owner.experiment))
+    return filled
