@@ -15,23 +15,22 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from decimal import ROUND_HALF_UP, Decimal
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, ClassVar, Literal, Protocol
 
-import duckdb
 from pydantic import Field, ValidationError, model_validator
 
 from service.core.config import Strict, dotted_path
 from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
 from service.core.timewindow import Window
+from service.core.units import cents, naive_utc, usd  # noqa: F401 (usd: the rules' money format)
 
 Severity = Literal["info", "warning", "critical"]
 Status = Literal["open", "resolved", "acknowledged"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
 UNALLOCATED = "unallocated"
-CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal("730")  # 365 × 24 / 12, the convention of cloud price lists
 GIB = 1024**3
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -79,9 +78,7 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"evidence value of type {type(value).__name__} is not JSON-able")
 
 
-def money(value: Decimal | int | float | None) -> Decimal:
-    """USD rounded to the cent (floats only ever come from ratios, never from bills)."""
-    return Decimal(str(value or 0)).quantize(CENT, rounding=ROUND_HALF_UP)
+money = cents  # a finding's USD: rounded half-up to the cent (service.core.units)
 
 
 def glob_regex(patterns: Sequence[str], *, path_component: bool = False) -> str:
@@ -98,10 +95,6 @@ def storage_cost(bytes_by_class: Mapping[str, int], prices: StoragePrices) -> De
         price = prices.per_gib_month.get(storage_class, prices.per_gib_month[prices.default_class])
         total += Decimal(int(size)) * price / GIB
     return total
-
-
-def usd(value: Decimal) -> str:
-    return f"${money(value):,.2f}"
 
 
 def gib(size_bytes: int | float | Decimal) -> str:
@@ -142,9 +135,12 @@ class StoragePrices(Strict):
         return ", ".join("(?, CAST(? AS DECIMAL(38,12)))" for _ in items), [v for kv in items for v in kv]
 
 
+# ---- what a rule sees: small dataclasses the service fills, Protocols it implements ----
+
 @dataclass(frozen=True)
 class DailySpend:
-    """Attributed spend of one day on one group of cost lines (the service sums the lines)."""
+    """Direct spend of one day on one group of cost lines (the service sums the lines; see
+    service/attribution/lines.py for what direct spend leaves out and why)."""
 
     value: str  # the asked dimension's value
     project: str
@@ -175,38 +171,77 @@ class PlannedWindow:
     amount: Decimal
 
 
+class Rows(Protocol):
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+
+
+class LakeSql(Protocol):
+    """Read-only SQL over the lake's tables (a `Lake.query()` DuckDB connection): `?` or
+    `$name` parameters bound by a list or a dict."""
+
+    def execute(self, query: str, parameters: Sequence[Any] | Mapping[str, Any] | None = None) -> Rows: ...
+
+
+class OwnerLookup(Protocol):
+    """Resource ids → their owners; ids the bill does not name are absent."""
+
+    def __call__(self, resource_ids: Sequence[str], /) -> Mapping[str, Owner]: ...
+
+
+class DirectDaily(Protocol):
+    """direct_daily(dimension, since, until) → direct spend per day and group of lines over
+    [since, until) (naive UTC). Lines whose charge period is longer than a day (monthly
+    fees) are not daily spend and are left out."""
+
+    def __call__(self, dimension: str, since: datetime, until: datetime, /) -> Sequence[DailySpend]: ...
+
+
 class Outlook(Protocol):
     """A budget's month: spend so far and the month-end forecast with its band."""
 
-    actual: Decimal
-    forecast: Decimal
-    low: Decimal
-    high: Decimal
-    days_left: Decimal
+    @property
+    def actual(self) -> Decimal: ...
+    @property
+    def forecast(self) -> Decimal: ...
+    @property
+    def low(self) -> Decimal: ...
+    @property
+    def high(self) -> Decimal: ...
+    @property
+    def days_left(self) -> Decimal: ...
 
 
 class BudgetOutlook(Protocol):
     """One configured budget and its outlook at the window's end."""
 
-    budget: BudgetConfig
-    outlook: Outlook
+    @property
+    def budget(self) -> BudgetConfig: ...
+    @property
+    def outlook(self) -> Outlook: ...
+
+
+def _no_owners(resource_ids: Sequence[str], /) -> Mapping[str, Owner]:
+    return {}
+
+
+def _no_budgets() -> Sequence[BudgetOutlook]:
+    return ()
 
 
 @dataclass(frozen=True)
 class RuleContext:
-    """What a rule may see: read-only SQL over the lake, the window, an owner look-up."""
+    """What a rule may see: read-only SQL over the lake, the window, and what the service
+    computes for rules (owners, budget outlooks, direct daily spend, plans) behind the
+    interfaces above, so a rule imports nothing of the service's implementation."""
 
-    con: duckdb.DuckDBPyConnection
+    con: LakeSql
     window: Window
-    owner_of: Callable[[Sequence[str]], Mapping[str, Owner]] = lambda ids: {}
+    owner_of: OwnerLookup = _no_owners
     # Every configured budget with its outlook at the window's end (the numbers `spendlake
     # budgets` shows); computed when a rule asks, so a run without the budget rule skips it.
-    budget_outlooks: Callable[[], Sequence[BudgetOutlook]] = lambda: ()
-    # Attributed spend per day over [since, until) on one dimension, one row per day and group
-    # of lines: attributed_daily(dimension, since, until) -> rows. Lines whose charge period
-    # is longer than a day (monthly fees) are not daily spend and are left out.
-    attributed_daily: Callable[[str, datetime, datetime], Sequence[DailySpend]] | None = None
-    plans: tuple[PlannedWindow, ...] = ()
+    budget_outlooks: Callable[[], Sequence[BudgetOutlook]] = _no_budgets
+    direct_daily: DirectDaily | None = None
+    plans: Sequence[PlannedWindow] = ()
 
     @property
     def now(self) -> datetime:
@@ -215,11 +250,11 @@ class RuleContext:
     @property
     def since(self) -> datetime:
         """Window start as a naive UTC timestamp, the lake's convention."""
-        return self.window.since.astimezone(timezone.utc).replace(tzinfo=None)
+        return naive_utc(self.window.since)
 
     @property
     def until(self) -> datetime:
-        return self.window.until.astimezone(timezone.utc).replace(tzinfo=None)
+        return naive_utc(self.window.until)
 
     @property
     def window_hours(self) -> Decimal:

@@ -1,6 +1,8 @@
 """spend-anomaly: a day's spend of one series well above what its own history expects.
 
-A series is one value of a dimension × one service, daily, in one currency:
+A series is the direct spend of one value of a dimension × one service, daily, in one
+currency (lines that a shared-cost rule splits over the dimension are left out;
+service/attribution/lines.py says why):
 
 ```yaml
 rules:
@@ -223,13 +225,13 @@ class SpendAnomalyRule(Rule):
     inputs = {"costs": ("ServiceName", "ChargeCategory", "x_line_item_type", "BilledCost")}
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
-        if ctx.attributed_daily is None:
+        if ctx.direct_daily is None:
             return []
         cfg = self.config
         last = ctx.until.date() - timedelta(days=1)  # the last full day
         scan_from = min(ctx.since.date(), last) - timedelta(days=cfg.lookback_days)
         fetch_from = scan_from - timedelta(days=7 * BASELINE_WEEKS)
-        rows = [r for r in ctx.attributed_daily(cfg.dimension, datetime.combine(fetch_from, datetime.min.time()),
+        rows = [r for r in ctx.direct_daily(cfg.dimension, datetime.combine(fetch_from, datetime.min.time()),
                                                 datetime.combine(last + timedelta(days=1), datetime.min.time()))
                 if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
                 and r.line_item_type not in cfg.exclude_line_item_types and r.day <= last]

@@ -9,9 +9,10 @@ rules:
     unallocated_value: unallocated  # the dimensions' default value
 ```
 
-Flags: per dimension, attributed spend over the window (USD, lines of at most a day;
-shared-cost rules not applied, see service/attribution/lines.py) whose value is the default,
-when its share of the dimension's spend is above `max_unallocated_pct`. One finding per
+Flags: per dimension, direct spend over the window (USD, lines of at most a day; lines a
+shared-cost rule splits over the dimension are left out, as the config already places them;
+see service/attribution/lines.py) whose value is the default, when its share of the
+dimension's direct spend is above `max_unallocated_pct`. One finding per
 dimension (stable id), seen while the share stays above. Evidence: the top unallocated
 services, accounts and resources by $, and the tag keys on those lines that no
 dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them) — the
@@ -71,12 +72,12 @@ class UnallocatedSpendRule(Rule):
     inputs = {"costs": ("ServiceName", "SubAccountId", "ResourceId", "Tags", "BilledCost")}
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
-        if ctx.attributed_daily is None:
+        if ctx.direct_daily is None:
             return []
         cfg = self.config
         findings = []
         for dimension in cfg.dimensions:
-            rows = [r for r in ctx.attributed_daily(dimension, ctx.since, ctx.until)
+            rows = [r for r in ctx.direct_daily(dimension, ctx.since, ctx.until)
                     if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
                     and r.line_item_type not in cfg.exclude_line_item_types]
             total = sum((r.cost for r in rows), Decimal(0))

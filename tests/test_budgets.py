@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 from click.testing import CliRunner
 
 from attribution_helpers import line, make_lake
+from rules.base import RuleContext
+from rules.budget import BudgetRule
 from service.findings.budgets import budget_status
-from service.findings.forecast import forecast_month
+from service.findings.forecast import Forecast, forecast_month
 from service.cli.main import cli
 from service.core.config import parse_config
+from service.core.config_budgets import BudgetConfig
+from service.core.lake import Lake
+from service.core.timewindow import Window
 from service.findings.run import run_rules
 
 ATTRIBUTION = {"dimensions": {"team": {"tags": ["team"]}}}
@@ -75,6 +81,29 @@ def test_budget_rule_raises_the_highest_line_crossed_with_owner_and_overrun(tmp_
     assert hard.severity == "critical" and hard.monthly_waste_usd == Decimal("200.00")
     assert {f.team.lower() for f in found.values()} == {"pretrain"}  # as each budget spells it
     assert "pretrain" in hard.summary and "1,400.00" in hard.summary
+    # the rule's numbers are those of `spendlake budgets` at the same instant
+    statuses = {s.budget.name: s.to_json() for s in budget_status(lake, config, datetime(2026, 11, 15))}
+    assert soft_forecast.evidence["forecast"] == statuses["pretrain-soft"]["forecast"]
+    assert hard.evidence["actual"] == statuses["pretrain-hard"]["actual"] == "1400.00"
+
+
+def test_the_budget_rule_judges_the_outlooks_its_context_gives(tmp_path):
+    @dataclass(frozen=True)
+    class Given:  # anything with a budget and an outlook will do: rules see an interface
+        budget: BudgetConfig
+        outlook: Forecast
+
+    budget = BudgetConfig(name="gpu", value="pretrain", amount=Decimal(1000), lines=(Decimal("0.5"), Decimal(1)))
+    outlook = Forecast(actual=Decimal(600), forecast=Decimal(1100), low=Decimal(900), high=Decimal(1300),
+                       days_left=Decimal(12))
+    ctx = RuleContext(con=Lake(tmp_path / "lake").query(), window=Window(datetime(2026, 11, 8, tzinfo=timezone.utc),
+                                                                         datetime(2026, 11, 15, tzinfo=timezone.utc)),
+                      budget_outlooks=lambda: [Given(budget, outlook)])
+    found = {f.evidence["kind"]: f for f in BudgetRule().evaluate(ctx)}
+    assert (found["actual"].evidence["line"], found["actual"].severity) == ("0.5", "warning")
+    assert (found["forecast"].evidence["line"], found["forecast"].monthly_waste_usd) == ("1", Decimal(100))
+    assert found["forecast"].team == "pretrain"
+    assert BudgetRule().evaluate(RuleContext(con=ctx.con, window=ctx.window)) == []  # no budgets, no findings
 
 
 def test_budget_status_and_the_cli_agree_with_attribution(tmp_path):

@@ -92,6 +92,31 @@ def test_the_detector_sees_a_wrong_import(tmp_path):
         bad.unlink()
 
 
+PUBLIC_API = ("service.attribution",)  # packages whose modules only the package itself imports
+
+
+def private_imports(path: Path) -> list[str]:
+    """Imports of another package's modules where that package has a public API."""
+    here = module_name(path)
+    return [name for name in project_imports(path) for package in PUBLIC_API
+            if name.startswith(package + ".") and not here.startswith(package + ".")]
+
+
+def test_attribution_is_imported_through_its_public_api():
+    wrong = [f"{path.relative_to(REPO)} imports {name}" for path in python_files() for name in private_imports(path)]
+    assert not wrong, "import these from the package (its __init__), not its modules:\n" + "\n".join(wrong)
+
+
+def test_the_detector_sees_a_private_import():
+    bad = REPO / "service" / "findings" / "_layout_probe.py"
+    bad.write_text("from service.attribution.sql import window_sql\nfrom service.attribution import attribute\n")
+    try:
+        assert private_imports(bad) == ["service.attribution.sql"]
+        assert private_imports(REPO / "service" / "attribution" / "lines.py") == []
+    finally:
+        bad.unlink()
+
+
 def test_modules_stay_small():
     too_big = [f"{path.relative_to(REPO)}: {n} lines" for path in python_files()
                if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]

@@ -7,7 +7,9 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 from attribution_helpers import line, make_lake
+from service.attribution import attribute
 from service.core.config import parse_config
+from service.core.timewindow import Window
 from service.findings.run import run_rules
 
 TODAY = date(2026, 11, 20)
@@ -62,3 +64,20 @@ def test_below_the_threshold_or_aliased_there_is_no_finding(tmp_path):
     config = parse_config({"lake": str(lake.root), "attribution": {"dimensions": {"team": {"tags": ["team", "owner"]}}},
                            "rules": {"unallocated-spend": {"dimensions": ["team"]}}})
     assert run_rules(config, only=["unallocated-spend"], now=NOW).result.seen == []  # Owner now names the team
+
+
+def test_spend_a_shared_rule_splits_over_the_dimension_is_not_unallocated(tmp_path):
+    """Rules read direct spend (service/attribution/lines.py): lines the config shares out over
+    team are left out of team's series and keep their own value on the other dimensions."""
+    lake = lake_with(tmp_path, "10")
+    config = parse_config({
+        "lake": str(lake.root),
+        "attribution": {"dimensions": {"team": {"tags": ["team"]}, "project": {"tags": ["project"]}},
+                        "shared": [{"match": {"service": "Amazon S3"}, "split": "proportional", "by": "team"}]},
+        "rules": {"unallocated-spend": {"dimensions": ["team", "project"]}}})
+    window = Window(NOW - timedelta(days=7), NOW)
+    assert {r.values["team"] for r in attribute(lake, config, window).rows} == {"vision", "nlp"}
+    found = {f.resource_id: f for f in run_rules(config, only=["unallocated-spend"], now=NOW).result.seen}
+    assert "unallocated:team" not in found
+    project = found["unallocated:project"]  # the S3 lines have no project, shared or not
+    assert (project.evidence["unallocated_usd"], project.evidence["total_usd"]) == ("91.00", "791.00")

@@ -1,22 +1,29 @@
-"""What the service hands rules beyond SQL over the lake (rules import only service.core):
-attributed daily spend per dimension.
+"""What rules read of attribution: direct spend per day, per dimension value.
 
-`attributed_daily_lookup(lake, config)` → `attributed_daily(dimension, since, until)`: cost
-lines whose charge period starts in [since, until) and lasts at most a day, attributed line
-by line with the attribution SQL (service/attribution/sql.py; tags, inventory tags, virtual
-tags, default), summed by day and by the fields the anomaly and unallocated rules read (dimension values
-lower-cased: attribution compares them case-insensitively).
-Shared-cost rules are not applied here: a shared line keeps its own values, so a series
-shows the spend its lines really carry. Results are cached per call arguments for the run.
+`direct_daily_lookup(lake, config)` → `direct_daily(dimension, since, until)`: the cost lines
+whose charge period starts in [since, until) and lasts at most a day, each placed by the
+attribution SQL (service/attribution/sql.py: tags, inventory tags, virtual tags, default),
+summed by day and by the fields the spend-anomaly and unallocated-spend rules read
+(dimension values lower-cased: attribution compares them case-insensitively). Results are
+cached per call arguments for the run.
+
+Direct spend, before shared splits — the part of `attribute()` that the lines themselves
+carry. A line that a shared-cost rule splits over `dimension` is nobody's direct spend and is
+left out (a shared rule that splits over another dimension leaves this one's value as the
+line says, as `attribute()` does). Why not apply the splits: a split is weighted by the whole
+window's direct spend of every value, so one value's spike would move every other value's
+share and show as an anomaly in each of them; a split part names no service, resource or
+account of its own to point at as the cause; and spend a config already shares out is not
+"unallocated". Budgets, which are about what a value is charged, read `attribute()` with its
+splits (service/findings/budgets.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 
-from rules.base import DailySpend
+from rules.base import DailySpend, DirectDaily
 from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import all_tag_keys_sql, attributed_sql, dim_col, tag_candidates
 from service.core.config import Config
@@ -26,11 +33,11 @@ from service.core.lake import Lake
 GROUP = ["ServiceName", "SubAccountId", "RegionId", "x_usage_type", "ResourceId", "ChargeCategory", "x_line_item_type"]
 
 
-def attributed_daily_lookup(lake: Lake, config: Config) -> Callable[[str, datetime, datetime], list[DailySpend]]:
+def direct_daily_lookup(lake: Lake, config: Config) -> DirectDaily:
     attribution = config.attribution
     cache: dict[tuple[str, datetime, datetime], list[DailySpend]] = {}
 
-    def attributed_daily(dimension: str, since: datetime, until: datetime) -> list[DailySpend]:
+    def direct_daily(dimension: str, since: datetime, until: datetime) -> list[DailySpend]:
         if dimension not in attribution.dimensions:
             raise ConfigError(f"unknown dimension {dimension!r}", where="rules.*.dimension",
                               hint=f"use one of the attribution dimensions: {', '.join(attribution.dimensions)}")
@@ -39,7 +46,7 @@ def attributed_daily_lookup(lake: Lake, config: Config) -> Callable[[str, dateti
             cache[key] = _query(lake, config, dimension, since, until) if cost_partitions(lake) else []
         return cache[key]
 
-    return attributed_daily
+    return direct_daily
 
 
 def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: datetime) -> list[DailySpend]:
@@ -50,6 +57,7 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
         covered = sorted({k for name, dim in attribution.dimensions.items()
                           for k in tag_candidates(dim.tags or (name,), tag_keys)})
+        split_here = [k for k, rule in enumerate(attribution.shared) if rule.by == dimension]
         start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
         lines = attributed_sql(attribution, tag_keys, f"{start} >= ? AND {start} < ?", [since, until],
                                inventory_keys(lake, con), extra_columns=("x_line_item_type", "Tags"))
@@ -60,8 +68,10 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         keys = [*values, *GROUP, "uncovered_keys", "day", "currency"]
         sql = (lines.text + "SELECT " + ", ".join(keys) + ", sum(BilledCost) FROM (SELECT *, "
                f"{uncovered} AS uncovered_keys, CAST(cp_start AS DATE) AS day FROM attributed "
-               "WHERE cp_end <= cp_start + INTERVAL 1 DAY) AS lines GROUP BY " + ", ".join(keys))
-        rows = con.execute(sql, [*lines.params, covered]).fetchall()
+               "WHERE cp_end <= cp_start + INTERVAL 1 DAY "
+               "AND (shared IS NULL OR NOT list_contains(CAST(? AS INTEGER[]), shared))) AS lines "
+               "GROUP BY " + ", ".join(keys))
+        rows = con.execute(sql, [*lines.params, covered, split_here]).fetchall()
     finally:
         con.close()
     return [DailySpend(value, project, experiment, service, account, region, usage_type, resource, category,

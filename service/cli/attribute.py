@@ -1,4 +1,4 @@
-"""`spendlake attribute`: thin over service.attribution.api (rendering only)."""
+"""`spendlake attribute`: thin over service.attribution (rendering only)."""
 
 from __future__ import annotations
 
@@ -84,8 +84,8 @@ def render_check(results, fmt: str | None) -> None:
 @click.pass_obj
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
-    from service.attribution.api import attribute as run_attribute
-    from service.attribution.api import parse_where, reconcile
+    from service.attribution import attribute as run_attribute
+    from service.attribution import parse_where, reconcile
     from service.core.errors import ReconciliationError, UsageError
     from service.core.timewindow import parse_window
 

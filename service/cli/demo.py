@@ -20,7 +20,7 @@ def _print_spend_and_findings(result) -> None:
     """Spend by team over the bill's last 7 days, and the biggest open findings."""
     from datetime import timedelta
 
-    from service.attribution.api import attribute
+    from service.attribution import attribute
     from service.core.lake import Lake
     from service.core.timewindow import Window
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
-from service.attribution.api import attribute
+from service.attribution import attribute
 from service.core.config import Config
 from service.core.config_budgets import BudgetConfig
 from service.core.lake import Lake

@@ -3,16 +3,13 @@ same attribution `spendlake attribute` uses, from the resource's latest cost lin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
-from rules.base import UNALLOCATED, Finding, Owner
-from service.attribution.api import attribute_resources
+from rules.base import UNALLOCATED, Finding, Owner, OwnerLookup
+from service.attribution import attribute_resources
 from service.core.config import Config
 from service.core.lake import Lake
-
-OwnerLookup = Callable[[Sequence[str]], Mapping[str, Owner]]
-
 
 def bill_ids(resource_id: str) -> list[str]:
     """The ResourceIds a finding's resource may carry in the bill: itself, the bucket of an

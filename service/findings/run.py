@@ -1,5 +1,5 @@
 """Running the rules: build the context a rule sees (the lake, the window, owners, budget
-outlooks, daily spend, plans), evaluate, attach owners and store the result
+outlooks, direct daily spend, plans), evaluate, attach owners and store the result
 (service/findings/store.py).
 
 The outcome of the last run of each rule (ok / skipped / error with its message, finding
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from rules.base import SEVERITIES, Finding, PlannedWindow, Rule, RuleContext, configure, registered
+from rules.base import SEVERITIES, Finding, LakeSql, PlannedWindow, Rule, RuleContext, configure, registered
 from rules.engine import EngineResult, run
-from service.attribution.lines import attributed_daily_lookup
+from service.attribution import direct_daily_lookup
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake, utc_now_iso
@@ -41,12 +41,12 @@ def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
                                p.end.replace(tzinfo=None), p.total_cost.high) for p in load_plans(lake))
 
 
-def rule_context(lake: Lake, config: Config, window: Window, con) -> RuleContext:
+def rule_context(lake: Lake, config: Config, window: Window, con: LakeSql) -> RuleContext:
     """What the rules of one run see: `con` (a `Lake.query()` connection), owners through
-    attribution, the budgets' outlooks at the window's end, daily spend and the plans."""
+    attribution, the budgets' outlooks at the window's end, direct daily spend and the plans."""
     return RuleContext(con=con, window=window, owner_of=owner_lookup(lake, config),
                        budget_outlooks=lambda: budget_status(lake, config, window.until),
-                       attributed_daily=attributed_daily_lookup(lake, config), plans=plan_windows(lake))
+                       direct_daily=direct_daily_lookup(lake, config), plans=plan_windows(lake))
 
 
 @dataclass(frozen=True)

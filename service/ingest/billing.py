@@ -81,7 +81,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
 def _attribute_new_periods(lake: Lake, config: Config) -> None:
     """Materialise the attribution rollups of what was just committed, so the next query is
     fast. Not fatal: a query computes whatever is missing."""
-    from service.attribution.api import materialise
+    from service.attribution import materialise
 
     try:
         materialise(lake, config)

@@ -179,7 +179,7 @@ class Api:
 
     def attribute(self, query: Query) -> Response:
         """The engine and JSON contract of `spendlake attribute --format json`."""
-        from service.attribution.api import attribute, parse_where
+        from service.attribution import attribute, parse_where
 
         since = one(query, "since")
         if not since:

@@ -81,7 +81,7 @@ def data_end_families(config: Config, lake: Lake) -> list[Metric]:
 def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     """Attributed USD spend per (team, project) and per experiment, and the unallocated
     share per dimension, for each window: one attribution per window."""
-    from service.attribution.api import attribute
+    from service.attribution import attribute
 
     top_n = config.service.top_n
     spend = GaugeMetricFamily("spendlake_spend_usd", "Attributed billed cost in USD over the window.",

@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
 
-from service.attribution.api import AttributionResult, attribute
+from service.attribution import AttributionResult, attribute
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
