@@ -55,4 +55,11 @@ def config(attribution: dict | None = None, lake=None):
     data = {"attribution": attribution or {}}
     if lake is not None:
         data["lake"] = str(lake.root)
+        data["sources"] = declared_sources(lake)
     return parse_config(data)
+
+
+def declared_sources(lake: Lake) -> list[dict]:
+    """Config entries for the sources a hand-built lake holds: only configured sources count."""
+    names = sorted({e.source for e in lake.ledger()})
+    return [{"name": name, "kind": "focus", "location": str(lake.root.parent / f"{name}-export")} for name in names]

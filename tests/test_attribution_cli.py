@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
-from tests.attribution_helpers import line, make_lake
+from tests.attribution_helpers import declared_sources, line, make_lake
 
 LINES = [
     line("2026-11-02 00:00", "10", tags={"team": "nlp", "project": "llama"}),
@@ -28,7 +28,8 @@ ATTRIBUTION = {"shared": [{"match": {"charge_category": "Tax"}, "split": "fixed"
 def setup(tmp_path):
     lake = make_lake(tmp_path, LINES)
     path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump({"lake": str(lake.root), "attribution": ATTRIBUTION}))
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
+                                    "sources": declared_sources(lake)}))
     return lake, path
 
 

@@ -13,6 +13,7 @@ from conftest import SAMPLES
 from service.attribution.api import attribute, reconcile
 from service.core.config import parse_config
 from service.core.timewindow import Window
+from tests.attribution_helpers import declared_sources
 
 KIND_BY_FILE = {
     "aws/legacy_cur_csv_anonymous_sample.csv": "aws-cur",
@@ -46,7 +47,7 @@ def test_every_sample_reconciles(tmp_path, file):
     assert failures(result) == []
     # ingest materialised the rollups (for the default config) before any query
     assert len(list((lake.root / "attribution_rollup").rglob("*.parquet"))) == len(lake.ledger())
-    config = parse_config({"lake": str(lake.root), "attribution": ATTRIBUTION})
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION})
     checks = reconcile(lake, config)
     assert checks and all(check.ok for check in checks), [c for c in checks if not c.ok]
     # The ledger's totals (taken at commit) agree too, and so does a window holding everything.

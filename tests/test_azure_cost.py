@@ -17,6 +17,7 @@ from conftest import SAMPLES
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
+from tests.attribution_helpers import declared_sources
 
 # Older EA header: Cost / BillingCurrency / Product; UTF-8 BOM; MM/DD/YYYY; LF.
 OLD_EA = ("\ufeffBillingAccountId,BillingPeriodStartDate,BillingPeriodEndDate,SubscriptionId,Date,Product,MeterCategory,"
@@ -106,7 +107,7 @@ def test_actual_fills_billed_and_amortized_fills_effective_the_other_stays_null(
     assert sums(lake, "source") == [("actual", 11, Decimal("8.545007786742"), None),
                                     ("amortized", 28, None, Decimal("16.296932136637"))]
     config = tmp_path / "spendlake.yaml"
-    config.write_text(json.dumps({"lake": str(lake.root)}))
+    config.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake)}))
     run = CliRunner().invoke(cli, ["--config", str(config), "status", "--format", "json"])
     assert run.exit_code == 0, run.output
     status = {e["source"]: (e["billed_cost"], e["effective_cost"]) for e in json.loads(run.output)}

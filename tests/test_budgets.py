@@ -20,6 +20,7 @@ from service.core.config_budgets import BudgetConfig
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.findings.run import run_rules
+from tests.attribution_helpers import declared_sources
 
 ATTRIBUTION = {"dimensions": {"team": {"tags": ["team"]}}}
 
@@ -59,7 +60,7 @@ def budget_lake(tmp_path, *, today: date, per_day: str = "100", days: int = 45):
 
 
 def budgets_config(lake, budgets):
-    return parse_config({"lake": str(lake.root), "attribution": ATTRIBUTION, "budgets": budgets})
+    return parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION, "budgets": budgets})
 
 
 def test_budget_rule_raises_the_highest_line_crossed_with_owner_and_overrun(tmp_path):
@@ -114,7 +115,7 @@ def test_budget_status_and_the_cli_agree_with_attribution(tmp_path):
     expected_actual = Decimal(100) * (today.day - 1)
     assert status.outlook.actual == expected_actual and status.status == "ok"
     path = tmp_path / "spendlake.yaml"
-    path.write_text(json.dumps({"lake": str(lake.root), "attribution": ATTRIBUTION,
+    path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
                                 "budgets": [{"name": "pretrain", "value": "pretrain", "amount": 1000000}]}))
     result = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
     assert result.exit_code == 0, result.output

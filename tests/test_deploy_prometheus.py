@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
-ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
+ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeLakeDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh")
 
@@ -29,7 +29,7 @@ def rules() -> dict[str, dict]:
 
 def test_config_and_rules_are_valid():
     promtool = require_binary("promtool")
-    assert "SUCCESS: 8 rules found" in run(promtool, "check", "rules", "prometheus/alerts.yml")
+    assert f"SUCCESS: {len(ALERTS)} rules found" in run(promtool, "check", "rules", "prometheus/alerts.yml")
     run(promtool, "check", "config", "prometheus/prometheus.yml")
 
 

@@ -11,7 +11,7 @@ from service.attribution.api import attribute, attribute_resources, reconcile
 from service.core.config import parse_config
 from service.core.timewindow import Window
 from service.ingest.inventory import run_inventory
-from tests.attribution_helpers import config, line, make_lake
+from tests.attribution_helpers import declared_sources, config, line, make_lake
 
 NOV = Window(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
 ARN = "arn:aws:ec2:us-east-1:111111111111:instance/"
@@ -20,7 +20,7 @@ ARN = "arn:aws:ec2:us-east-1:111111111111:instance/"
 def snapshot_tags(tmp_path, lake, mappings: list[dict], day: int) -> None:
     path = tmp_path / f"tags-{day}.json"
     path.write_text(json.dumps({"ResourceTagMappingList": mappings}))
-    cfg = parse_config({"lake": str(lake.root), "inventory": [{"name": "tags", "kind": "aws-tags", "path": str(path)}]})
+    cfg = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "inventory": [{"name": "tags", "kind": "aws-tags", "path": str(path)}]})
     [outcome] = run_inventory(cfg, now=datetime(2026, 11, day, 6, tzinfo=timezone.utc))
     assert outcome.error is None, outcome.error
 

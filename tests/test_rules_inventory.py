@@ -19,6 +19,7 @@ NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)
 def test_rules_run_on_inventory_written_by_the_connectors(tmp_path):
     config = parse_config({
         "lake": str(tmp_path / "lake"),
+        "sources": [{"name": "test", "kind": "focus", "location": str(tmp_path / "bill")}],  # build_lake's
         "inventory": [
             {"name": "gpus", "kind": "gpu-metrics", "path": str(INVENTORY / "gpu")},
             {"name": "objects", "kind": "s3-objects", "path": str(INVENTORY / "s3" / "listing.csv"),

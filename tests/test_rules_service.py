@@ -18,6 +18,7 @@ from service.findings.owners import bill_ids, owner_lookup
 from service.findings.run import run_rules
 from service.findings.store import JSON_KEYS, load_findings
 from tests.rules_lake import build_lake
+from tests.attribution_helpers import declared_sources
 
 NOW = datetime(2026, 11, 8, tzinfo=timezone.utc)
 
@@ -37,7 +38,7 @@ def setup(tmp_path, monkeypatch):
                              "metric": "DCGM_FI_PROF_SM_ACTIVE"} for h in range(4)],
     }, NOW.date())
     config_file = tmp_path / "spendlake.yaml"
-    config_file.write_text(yaml.safe_dump({"lake": str(lake.root), "rules": {"idle-gpu": {"min_idle_hours": 2}}}))
+    config_file.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "rules": {"idle-gpu": {"min_idle_hours": 2}}}))
     monkeypatch.setattr("service.findings.run.utc_now", lambda: NOW)
     return lake, config_file
 
@@ -120,7 +121,7 @@ def test_log_groups_and_buckets_get_owners_from_their_cost_lines(tmp_path):
         {**line, "ResourceId": "arn:aws:logs:us-east-1:123456789012:log-group:/train/llm", "Tags": {"team": "nlp"}},
         {**line, "ResourceId": "corpus", "Tags": {"team": "data", "experiment": "c4"}},
     ]}, NOW.date())
-    owner_of = owner_lookup(lake, parse_config({"lake": str(lake.root)}))
+    owner_of = owner_lookup(lake, parse_config({"lake": str(lake.root), "sources": declared_sources(lake)}))
     owners = owner_of(["/train/llm", "s3://corpus/shared/", "s3://elsewhere/x/"])
     assert owners["/train/llm"].team == "nlp"
     assert (owners["s3://corpus/shared/"].team, owners["s3://corpus/shared/"].experiment) == ("data", "c4")

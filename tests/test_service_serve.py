@@ -36,7 +36,8 @@ def test_a_second_serve_on_the_same_lake_refuses_and_names_the_pid(tmp_path):
 SLOW_SERVICE = """
 import sys, time
 from service.core.config import load_config
-from service.core.lake import Lake, write_json_atomic
+from service.core.files import write_json_atomic
+from service.core.lake import Lake
 from service.serve.scheduler import Tasks
 from service.serve.service import serve
 

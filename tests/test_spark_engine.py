@@ -26,6 +26,7 @@ from service.core.config import EngineConfig, parse_config
 from service.core.errors import ConfigError, DataError, UsageError
 from service.core.lake import Lake
 from service.core.timewindow import Window
+from tests.attribution_helpers import declared_sources
 
 SPARK = EngineConfig(kind="spark", master="local[2]")
 # Cuts hourly and daily charge periods at both edges, across a month boundary.
@@ -81,7 +82,7 @@ def test_raw_lines_without_rollups_same_answer_and_spark_writes_nothing(org, tmp
 def test_check_on_spark_from_the_cli(org, tmp_path):
     lake, _ = org
     path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump({"lake": str(lake.root), "attribution": ORG_ATTRIBUTION,
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ORG_ATTRIBUTION,
                                     "engine": {"kind": "spark", "master": "local[2]"}}))
     result = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--check", "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -97,7 +98,7 @@ def test_every_sample_same_answer_on_spark(tmp_path, file):
     kind = KIND_BY_FILE[file]
     lake, result = ingest_files(tmp_path, ("sample", kind, SAMPLES / file))
     assert failures(result) == []
-    config = parse_config({"lake": str(lake.root), "attribution": SAMPLE_ATTRIBUTION})
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": SAMPLE_ATTRIBUTION})
     duck, spark = both(lake, config, EVERYTHING, by=("team", "project"), granularity="month", explain=True)
     assert spark == duck
     checks = reconcile(lake, config, engine=SPARK)  # --check on Spark, per sample

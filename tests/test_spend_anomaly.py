@@ -13,6 +13,7 @@ from service.findings.run import run_rules
 from service.findings.store import acknowledge, load_findings
 from service.planning.plans import Plan, register_plan
 from service.planning.estimate import Span
+from tests.attribution_helpers import declared_sources
 
 DEFAULTS = Thresholds(Decimal(100), Decimal(20), Decimal(50))
 FIRST = date(2026, 10, 1)
@@ -101,7 +102,7 @@ def anomaly_lake(tmp_path):
 
 
 def anomaly_config(lake):
-    return parse_config({"lake": str(lake.root), "attribution": {"dimensions": {"team": {"tags": ["team"]}}},
+    return parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": {"dimensions": {"team": {"tags": ["team"]}}},
                          "rules": {"spend-anomaly": {}}})
 
 

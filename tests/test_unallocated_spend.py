@@ -11,6 +11,7 @@ from service.attribution import attribute
 from service.core.config import parse_config
 from service.core.timewindow import Window
 from service.findings.run import run_rules
+from tests.attribution_helpers import declared_sources
 
 TODAY = date(2026, 11, 20)
 NOW = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
@@ -33,7 +34,7 @@ def lake_with(tmp_path, untagged_per_day: str):
 
 
 def config_for(lake, **rule):
-    return parse_config({"lake": str(lake.root), "attribution": {"dimensions": {"team": {"tags": ["team"]},
+    return parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": {"dimensions": {"team": {"tags": ["team"]},
                                                                                   "project": {"tags": ["project"]}}},
                          "rules": {"unallocated-spend": {"dimensions": ["team", "project"], **rule}}})
 
@@ -61,7 +62,7 @@ def test_below_the_threshold_or_aliased_there_is_no_finding(tmp_path):
     seen = run_rules(config_for(lake, dimensions=["team"]), only=["unallocated-spend"], now=NOW).result.seen
     assert seen == []
     lake = lake_with(tmp_path / "aliased", "10")
-    config = parse_config({"lake": str(lake.root), "attribution": {"dimensions": {"team": {"tags": ["team", "owner"]}}},
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": {"dimensions": {"team": {"tags": ["team", "owner"]}}},
                            "rules": {"unallocated-spend": {"dimensions": ["team"]}}})
     assert run_rules(config, only=["unallocated-spend"], now=NOW).result.seen == []  # Owner now names the team
 

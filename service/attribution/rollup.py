@@ -38,10 +38,8 @@ class Partition:
 
 
 def cost_partitions(lake: Lake) -> list[Partition]:
-    found = []
-    for path in sorted(lake.table_dir("costs").glob(f"source=*/billing_period=*/{DATA_FILE}")):
-        found.append(Partition(path.parent.parent.name.split("=", 1)[1], path.parent.name.split("=", 1)[1], path))
-    return found
+    """The configured sources' cost partitions, verified against the ledger (DataError if not)."""
+    return [Partition(check.source, check.period, check.path) for check in lake.verified_costs()]
 
 
 def rollup_version(lake: Lake, config: AttributionConfig, part: Partition, inventory: str) -> str:
@@ -69,6 +67,8 @@ def inventory_tags_basis(lake: Lake) -> str:
     snapshot (empty without any). A new day's identical snapshot changes nothing."""
     latest = {}
     for source_dir in sorted(lake.table_dir("resource_tags").glob("source=*")):
+        if not lake.counts(source_dir.name.split("=", 1)[1]):
+            continue
         snapshots = sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))
         if snapshots:
             latest[source_dir.name] = hashlib.sha256(snapshots[-1].read_bytes()).hexdigest()

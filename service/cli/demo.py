@@ -25,7 +25,7 @@ def _print_spend_and_findings(result) -> None:
     from service.core.timewindow import Window
 
     window = Window(result.as_of - timedelta(days=7), result.as_of)
-    spend = attribute(Lake(result.config.lake), result.config, window, by=("team",))
+    spend = attribute(Lake.of(result.config), result.config, window, by=("team",))
     rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost)} for r in spend.rows]
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",))
     open_findings = sorted((f for f in result.findings if f.status == "open"),
@@ -65,7 +65,7 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     rows = [{"source": r["source"], "period": r["billing_period"], "currency": r["currency"], "rows": r["rows"],
              "billed": money_text(r["billed_cost"] or 0),
              "effective": money_text(r["effective_cost"] or 0),
-             "final": r["final"]} for r in status(Lake(result.config.lake))]
+             "final": r["final"]} for r in status(Lake.of(result.config))]
     emit(rows, SUMMARY_COLUMNS, "table", title="spendlake status", right=("rows", "billed", "effective"))
     config = Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd()) \
         else result.config_path

@@ -117,7 +117,7 @@ def demo_budgets(config: Config, now: datetime) -> list[dict]:
     spent (crossed), `eval` halfway between its actual and its month-end forecast
     (forecast to cross). None for a team without spend this month, or a forecast no higher
     than the actual (the month's last day)."""
-    daily = daily_spend_lookup(Lake(config.lake), config)
+    daily = daily_spend_lookup(Lake.of(config), config)
     budgets = []
     for name, team, pick in (("pretrain-monthly", "pretrain", lambda a, f: a * Decimal("0.8")),
                              ("eval-monthly", "eval", lambda a, f: (a + f) / 2)):

@@ -40,7 +40,7 @@ class Context:
 
     @property
     def lake(self) -> Lake:
-        return Lake(self.config.lake)
+        return Lake.of(self.config)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -134,6 +134,16 @@ def status(obj: Context, fmt: str | None) -> None:
         click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`")
         return
     emit(rows, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
+    for source, tables in obj.lake.orphans().items():
+        click.echo(f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); "
+                   f"it counts nowhere; `spendlake forget {source}` removes it", err=True)
+    damaged = [row for row in rows if row["check"] not in ("ok", "orphaned")]
+    if damaged:
+        from service.core.errors import DataError
+
+        raise DataError(f"{len(damaged)} partition(s) do not match the ledger ("
+                        + ", ".join(f"{r['source']} {r['billing_period']}: {r['check']}" for r in damaged) + ")",
+                        where=str(obj.lake.root), hint="run `spendlake ingest` to restore them from their sources")
 
 
 def _add_area_commands() -> None:
@@ -141,6 +151,7 @@ def _add_area_commands() -> None:
     from service.cli.budgets import budgets_command
     from service.cli.demo import demo_command
     from service.cli.estimate import estimate_command
+    from service.cli.integrity import forget_command, verify_command
     from service.cli.report import report_command
     from service.cli.rules import findings_group, rules_group
 
@@ -151,6 +162,8 @@ def _add_area_commands() -> None:
     cli.add_command(findings_group)
     cli.add_command(attribute_command)
     cli.add_command(budgets_command)
+    cli.add_command(verify_command)
+    cli.add_command(forget_command)
 
 
 _add_area_commands()

@@ -24,64 +24,51 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core.errors import DataError, LakeBusyError, SpendlakeError
-from service.core.ledger import CurrencyTotals, LedgerEntry, parse_ledger
-from service.core.schema import COST_COLUMNS
-from service.core.staging import DATA_FILE, stage_periods
+from service.core.errors import DataError, LakeBusyError
+from service.core import commit
+from service.core.files import check_partition_value, write_json_atomic
+from service.core.integrity import PartitionCheck, deep_check, partition_error, quick_check
+from service.core.ledger import LedgerEntry, parse_ledger
+from service.core.schema import COST_COLUMNS, INVENTORY_TABLES
+from service.core.staging import DATA_FILE
+from service.core.units import utc_now_iso
 
-PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+if TYPE_CHECKING:
+    from service.core.config import Config
+
 TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 WRITER_MEMORY_LIMIT = "600MB"
 LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root
-
-
-def utc_now_iso() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    """Write JSON next to `path`, fsync, then rename over it: readers see old or new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync_path(path.parent)
-
-
-def check_partition_value(name: str, value: str) -> str:
-    """Partition values become directory names: refuse anything that could traverse."""
-    if not PARTITION_VALUE_RE.match(value) or ".." in value:
-        raise DataError(f"invalid {name} value {value!r} for a lake partition")
-    return value
+# Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
+SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)
 
 
 class Lake:
-    def __init__(self, root: str | os.PathLike[str]):
+    """The lake at `root`. `sources`: the source names the config declares (billing and
+    inventory); only their partitions are read, and the others are orphans (`status`,
+    `forget`). None: every source the lake holds counts (tools and tests)."""
+
+    def __init__(self, root: str | os.PathLike[str], sources: Iterable[str] | None = None):
         self.root = Path(root).resolve()
+        self.sources = None if sources is None else frozenset(sources)
         self.staging = self.root / "_staging"
         self.ledger_file = self.root / LEDGER_FILE
         self.locks = self.root / "_locks"
+
+    @classmethod
+    def of(cls, config: Config) -> Lake:
+        """The config's lake, counting only the sources it declares. A config that declares
+        none (a read-only reporting config) reads every source the lake holds."""
+        names = [s.name for s in (*config.sources, *config.inventory)]
+        return cls(config.lake, sources=names or None)
 
     # ---- paths ----------------------------------------------------------------------
 
@@ -139,11 +126,13 @@ class Lake:
         return con
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        if self.has_table("costs"):
-            con.execute(
-                f"CREATE OR REPLACE VIEW costs AS SELECT * FROM read_parquet('{self.table_glob('costs')}', "
-                "hive_partitioning = true, hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})"
-            )
+        """`costs` over the ledger's verified partitions of the configured sources; a view per
+        inventory table over the configured sources' snapshots. Paths are bound, never pasted."""
+        files = [str(check.path) for check in self.verified_costs()]
+        if files:
+            con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, "
+                    "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})",
+                    params=[files]).create_view("costs")
         else:
             columns = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in COST_COLUMNS)
             con.execute(
@@ -152,12 +141,93 @@ class Lake:
             )
         for table_dir in sorted(self.root.iterdir()) if self.root.exists() else ():
             name = table_dir.name
-            if name == "costs" or not TABLE_RE.match(name) or not self.has_table(name):
+            if name == "costs" or not TABLE_RE.match(name):
                 continue
-            con.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{self.table_glob(name)}', "
-                "hive_partitioning = true, hive_types_autocast = false)"
-            )
+            files = [str(f) for f in sorted(table_dir.glob(f"source=*/*=*/{DATA_FILE}"))
+                     if name not in INVENTORY_TABLES or self.counts(f.parent.parent.name.split("=", 1)[1])]
+            if files:
+                con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)",
+                        params=[files]).create_view(name)
+
+    def counts(self, source: str) -> bool:
+        """True when `source` is one the config declares (or no config was given)."""
+        return self.sources is None or source in self.sources
+
+    # ---- what the ledger says against what is on disk ----------------------------------
+
+    def cost_checks(self, *, deep: bool = False) -> list[PartitionCheck]:
+        """Every cost partition of the configured sources next to its ledger entry, plus
+        the partitions on disk that the ledger does not list (`unlisted`)."""
+        entries = [e for e in self.ledger() if self.counts(e.source)]
+        con = self.connect() if deep else None
+        try:
+            checks = [(deep_check(con, path, e) if con else quick_check(path, e))
+                      for e in entries for path in [self.partition_file("costs", self._cost_key(e))]]
+        finally:
+            if con:
+                con.close()
+        listed = {e.key for e in entries}
+        for path in sorted(self.table_dir("costs").glob(f"source=*/billing_period=*/{DATA_FILE}")):
+            source, period = (part.split("=", 1)[1] for part in (path.parent.parent.name, path.parent.name))
+            if self.counts(source) and (source, period) not in listed:
+                checks.append(PartitionCheck(source, period, path, "unlisted",
+                                             "a file the delivery ledger does not know"))
+        return checks
+
+    def verified_costs(self) -> list[PartitionCheck]:
+        """The configured sources' cost partitions, each checked against the ledger (size,
+        footer row count, and the last `verify`); any mismatch is a DataError naming the
+        files and the fix, never a smaller total."""
+        checks = self.cost_checks()
+        found = {(p["source"], p["billing_period"]): p for p in self.read_state("verify").get("problems", [])}
+        checks = [replace(c, state=found[c.source, c.period]["state"],
+                          detail=found[c.source, c.period]["detail"] + ", found by `spendlake verify`")
+                  if c.ok and (c.source, c.period) in found else c for c in checks]
+        bad = [c for c in checks if not c.ok]
+        if bad:
+            raise partition_error(bad)
+        return checks
+
+    def verify(self) -> list[PartitionCheck]:
+        """Re-hash and re-sum every configured cost partition; the damaged ones are recorded
+        (`_state/verify.json`) so the next ingest re-reads them even when the size matches."""
+        checks = self.cost_checks(deep=True)
+        bad = [c for c in checks if not c.ok]
+        self.write_state("verify", {
+            "checked_at": utc_now_iso(), "partitions": len(checks),
+            "problems": [{"source": c.source, "billing_period": c.period, "state": c.state, "detail": c.detail}
+                         for c in bad]})
+        return checks
+
+    def forget(self, source: str) -> list[str]:
+        """Remove everything the lake holds of `source` (ledger rows first: the commit point,
+        so a crash in between leaves only files no view reads); returns the tables touched."""
+        check_partition_value("source", source)
+        tables = [t for t in SOURCE_TABLES if (self.table_dir(t) / f"source={source}").exists()]
+        with self.lock("ingest"):
+            self._write_ledger([e for e in self.ledger() if e.source != source])
+            for table in SOURCE_TABLES:
+                shutil.rmtree(self.table_dir(table) / f"source={source}", ignore_errors=True)
+            state = self.read_state("sources")
+            if state.pop(source, None) is not None:
+                self.write_state("sources", state)
+        return tables
+
+    @staticmethod
+    def _cost_key(entry: LedgerEntry) -> list[tuple[str, str]]:
+        return [("source", entry.source), ("billing_period", entry.billing_period)]
+
+    def orphans(self) -> dict[str, list[str]]:
+        """Sources the lake holds that the config does not declare → the tables holding them."""
+        if self.sources is None:
+            return {}
+        found: dict[str, set[str]] = {e.source: {"costs"} for e in self.ledger() if e.source not in self.sources}
+        for table in SOURCE_TABLES:
+            for source_dir in self.table_dir(table).glob("source=*"):
+                source = source_dir.name.split("=", 1)[1]
+                if source not in self.sources:
+                    found.setdefault(source, set()).add(table)
+        return {source: sorted(tables) for source, tables in sorted(found.items())}
 
     # ---- locking and staging ---------------------------------------------------------
 
@@ -213,8 +283,12 @@ class Lake:
         return None
 
     def has_delivery(self, source: str, delivery_id: str, periods: Sequence[str] | None = None) -> bool:
-        """True when this delivery is what the lake already holds for its periods."""
-        held = {e.billing_period for e in self.ledger() if e.source == source and e.delivery_id == delivery_id}
+        """True when this delivery is what the lake already holds for its periods, and their
+        files still match the ledger (a damaged period is re-ingested, whatever its id)."""
+        damaged = self._damaged()
+        held = {e.billing_period for e in self.ledger()
+                if e.source == source and e.delivery_id == delivery_id and e.key not in damaged
+                and quick_check(self.partition_file("costs", self._cost_key(e)), e).ok}
         if periods is None:
             return bool(held)
         return bool(periods) and set(periods) <= held
@@ -224,9 +298,17 @@ class Lake:
         write_json_atomic(self.ledger_file, {"entries": [e.to_json() for e in entries]})
 
     def record(self, new_entries: Sequence[LedgerEntry]) -> None:
-        keys = {(e.source, e.billing_period) for e in new_entries}
-        kept = [e for e in self.ledger() if (e.source, e.billing_period) not in keys]
+        keys = {e.key for e in new_entries}
+        kept = [e for e in self.ledger() if e.key not in keys]
         self._write_ledger(kept + list(new_entries))
+        verify = self.read_state("verify")
+        if self._damaged() & keys:  # a re-commit repairs what `verify` found
+            verify["problems"] = [p for p in verify["problems"] if (p["source"], p["billing_period"]) not in keys]
+            self.write_state("verify", verify)
+
+    def _damaged(self) -> set[tuple[str, str]]:
+        """(source, period) of the partitions the last `verify` found damaged."""
+        return {(p["source"], p["billing_period"]) for p in self.read_state("verify").get("problems", [])}
 
     # ---- job and source state (what must survive a restart) ----------------------------
 
@@ -247,100 +329,13 @@ class Lake:
     def write_state(self, name: str, data: dict) -> None:
         write_json_atomic(self.state_file(name), data)
 
-    # ---- commits ------------------------------------------------------------------------
+    # ---- commits (service/core/commit.py writes the files) ---------------------------------
 
-    def install(self, staged: Path, target: Path) -> None:
-        """fsync a staged file, then atomically put it in place of `target`."""
-        _fsync_path(staged)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staged, target)
-        _fsync_path(target.parent)
-
-    def commit_costs(
-        self,
-        con: duckdb.DuckDBPyConnection,
-        relation: duckdb.DuckDBPyRelation,
-        *,
-        source: str,
-        delivery_id: str,
-        periods: Sequence[str] | None,
-        files: Sequence[str] = (),
-    ) -> list[LedgerEntry]:
-        """Write one delivery (canonical cost columns) as the new content of its periods.
-
-        `periods`: the billing periods the delivery declares (from its manifest); rows in
-        any other period are a data error. None: every period found in the data.
-        Nothing is replaced until every period of the delivery has been staged.
-        """
-        check_partition_value("source", source)
-        stage = self.staging / f"costs-{uuid.uuid4().hex}"
-        stage.mkdir(parents=True)
-        try:
-            view = f"delivery_{uuid.uuid4().hex}"
-            relation.create_view(view)
-            staged = stage_periods(con, view, stage, periods)
-            if periods is not None:
-                extra = set(staged) - set(periods)
-                if extra:
-                    raise DataError(f"rows of billing period(s) {sorted(extra)} in a delivery for {sorted(periods)}",
-                                    where=", ".join(files) or source, hint="check the export's BillingPeriodStart")
-                for period in set(periods) - set(staged):
-                    empty = stage / f"billing_period={period}" / DATA_FILE
-                    empty.parent.mkdir(parents=True)
-                    con.execute(f"COPY (SELECT * FROM {view} WHERE false) TO '{empty}' (FORMAT parquet)")
-                    staged[period] = empty
-            con.execute(f"DROP VIEW {view}")
-            entries = [self._ledger_entry(con, staged[p], source, p, delivery_id, files) for p in sorted(staged)]
-            for entry in entries:
-                self.install(staged[entry.billing_period],
-                             self.partition_file("costs", [("source", source), ("billing_period", entry.billing_period)]))
-            self.record(entries)
-            return entries
-        except duckdb.Error as exc:
-            # DuckDB's CSV errors append pages of reader options; the first lines say what is wrong.
-            reason = str(exc).split("Parser options", 1)[0].strip()
-            raise DataError(f"could not read the delivery: {reason}", where=", ".join(files) or source) from None
-        except OSError as exc:
-            raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(self.root),
-                                 hint="free disk space or fix permissions; the previous data is intact") from None
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-
-    def _ledger_entry(self, con, path: Path, source: str, period: str, delivery_id: str,
-                      files: Sequence[str]) -> LedgerEntry:
-        rows = con.execute(
-            "SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost), "
-            "bool_or(coalesce(trim(InvoiceId), '') <> '') FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST",
-            [str(path)],
-        ).fetchall()
-        totals = tuple(CurrencyTotals(cur, int(n), billed, effective) for cur, n, billed, effective, _ in rows)
-        final = bool(rows) and all(r[4] for r in rows)
-        return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
-                           rows=sum(t.rows for t in totals), totals=totals, final=final,
-                           ingested_at=utc_now_iso(), files=tuple(files))
+    def commit_costs(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *, source: str,
+                     delivery_id: str, periods: Sequence[str] | None, files: Sequence[str] = ()) -> list[LedgerEntry]:
+        return commit.commit_costs(self, con, relation, source=source, delivery_id=delivery_id, periods=periods, files=files)
 
     def commit_snapshot(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
                         table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
-        """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date).
-        Derived tables (attribution rollups) pass `version`: the file is `<version>.parquet`,
-        invisible to the table views, and the partition's other versions are dropped."""
-        target = self.partition_file(table, [("source", source), (key, value)])
-        if version is not None:
-            target = target.with_name(f"{check_partition_value('version', version)}.parquet")
-        self.staging.mkdir(parents=True, exist_ok=True)
-        staged = self.staging / f"{table}-{uuid.uuid4().hex}.parquet"
-        try:
-            view = f"snapshot_{uuid.uuid4().hex}"
-            relation.create_view(view)
-            con.execute(f"COPY (SELECT * FROM {view}) TO '{staged}' (FORMAT parquet, COMPRESSION zstd)")
-            con.execute(f"DROP VIEW {view}")
-            self.install(staged, target)
-            for other in target.parent.glob("*.parquet") if version is not None else ():
-                if other != target:
-                    other.unlink(missing_ok=True)
-            return target
-        except OSError as exc:
-            raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(self.root),
-                                 hint="free disk space or fix permissions; the previous data is intact") from None
-        finally:
-            staged.unlink(missing_ok=True)
+        return commit.commit_snapshot(self, con, relation, table=table, source=source, key=key, value=value,
+                               version=version)

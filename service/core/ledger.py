@@ -33,7 +33,13 @@ class LedgerEntry:
     totals: tuple[CurrencyTotals, ...]
     final: bool
     ingested_at: str
-    files: tuple[str, ...] = field(default=())
+    files: tuple[str, ...] = field(default=())  # the delivery's source files
+    size: int | None = None  # bytes of the committed partition file; None in ledgers before 2026-12
+    sha256: str | None = None  # hex digest of that file
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.source, self.billing_period
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -80,3 +80,7 @@ def is_tty(stream: TextIO | None = None) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # a closed or replaced stream is not a terminal
         return False
+
+
+def utc_now_iso() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -17,7 +17,8 @@ from rules.engine import EngineResult, run
 from service.attribution import direct_daily_lookup
 from service.core.config import Config
 from service.core.errors import UsageError
-from service.core.lake import Lake, utc_now_iso
+from service.core.lake import Lake
+from service.core.units import utc_now_iso
 from service.core.timewindow import Window, parse_window, utc_now
 from service.findings.budgets import budget_status
 from service.findings.owners import fill_owners, owner_lookup
@@ -59,7 +60,7 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
               now: datetime | None = None) -> RunReport:
     """Evaluate the rules over the window ending now; store unless `dry_run`."""
     rules = rules_for(config, only)
-    lake = Lake(config.lake)
+    lake = Lake.of(config)
     window = parse_window(since, now=now or utc_now())
     with lake.lock(TABLE):
         ctx = rule_context(lake, config, window, lake.query())

@@ -15,7 +15,8 @@ import duckdb
 from connectors.base import Delivery, connector_for
 from service.core.config import Config, SourceConfig
 from service.core.errors import LakeBusyError, SpendlakeError
-from service.core.lake import Lake, utc_now_iso
+from service.core.lake import Lake
+from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ Progress = Callable[[str, int, int], None]
 def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | None = None) -> IngestResult:
     """Ingest the configured sources (or those named in `only`) into the lake."""
     sources = [config.source(name) for name in only] if only else list(config.sources)
-    lake = Lake(config.lake)
+    lake = Lake.of(config)
     result = IngestResult()
     with lake.lock("ingest"):
         lake.clean_staging()

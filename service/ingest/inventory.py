@@ -19,7 +19,8 @@ import duckdb
 from connectors.inventory_base import SnapshotPart, inventory_connector_for
 from service.core.config import Config, InventorySource
 from service.core.errors import DataError, LakeBusyError, SpendlakeError
-from service.core.lake import Lake, utc_now_iso
+from service.core.lake import Lake
+from service.core.units import utc_now_iso
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
     """Snapshot the configured inventory sources (or those named in `only`) into the lake."""
     sources = [config.inventory_source(name) for name in only] if only else list(config.inventory)
     now = now or datetime.now(timezone.utc)
-    lake = Lake(config.lake)
+    lake = Lake.of(config)
     with lake.lock("ingest"):
         lake.clean_staging()
         return [_snapshot_source(lake, source, now) for source in sources]

@@ -1,32 +1,32 @@
-"""What the lake holds: one entry per (source, billing period, currency), from the ledger."""
+"""What the lake holds: one entry per (source, billing period, currency), from the ledger,
+with each partition's check against its file, and the sources the config no longer names."""
 
 from __future__ import annotations
 
 from service.core.lake import Lake
-
+from service.core.units import exact_text
 
 # The columns `spendlake status` shows, in order (JSON carries the same keys).
 STATUS_COLUMNS = ("source", "billing_period", "currency", "rows", "billed_cost", "effective_cost", "final",
-                  "ingested_at", "delivery_id")
+                  "check", "ingested_at", "delivery_id")
 
 
 def status(lake: Lake) -> list[dict]:
+    """`check`: `ok`, `missing`, `truncated`, `altered` (size or footer against the ledger,
+    or the last `spendlake verify`), `orphaned` (a source the config does not declare)."""
+    checks = {(c.source, c.period): c.state for c in lake.cost_checks()}
+    damaged = {(p["source"], p["billing_period"]): p["state"] for p in lake.read_state("verify").get("problems", [])}
     rows = []
     for entry in lake.ledger():
+        check = "orphaned" if not lake.counts(entry.source) else checks.get(entry.key, "ok")
+        if check == "ok":
+            check = damaged.get(entry.key, "ok")
+        base = {"source": entry.source, "billing_period": entry.billing_period, "delivery_id": entry.delivery_id,
+                "ingested_at": entry.ingested_at, "final": entry.final, "check": check}
         for totals in entry.totals:
-            rows.append({
-                "source": entry.source,
-                "billing_period": entry.billing_period,
-                "currency": totals.currency,
-                "rows": totals.rows,
-                "billed_cost": None if totals.billed_cost is None else format(totals.billed_cost, "f"),
-                "effective_cost": None if totals.effective_cost is None else format(totals.effective_cost, "f"),
-                "delivery_id": entry.delivery_id,
-                "ingested_at": entry.ingested_at,
-                "final": entry.final,
-            })
+            rows.append({**base, "currency": totals.currency, "rows": totals.rows,
+                         "billed_cost": exact_text(totals.billed_cost),
+                         "effective_cost": exact_text(totals.effective_cost)})
         if not entry.totals:  # an empty snapshot still replaced its period
-            rows.append({"source": entry.source, "billing_period": entry.billing_period, "currency": None,
-                         "rows": 0, "billed_cost": "0", "effective_cost": "0", "delivery_id": entry.delivery_id,
-                         "ingested_at": entry.ingested_at, "final": entry.final})
-    return rows
+            rows.append({**base, "currency": None, "rows": 0, "billed_cost": "0", "effective_cost": "0"})
+    return [{key: row[key] for key in STATUS_COLUMNS} for row in rows]

@@ -51,7 +51,7 @@ def default_out(config: Config) -> str:
 
 def write_report(config: Config, day: date, out: str | None = None) -> ReportResult:
     """Gather, render and write the report for `day`; returns where it went."""
-    files = render_files(gather(config, Lake(config.lake), day))
+    files = render_files(gather(config, Lake.of(config), day))
     target = out or default_out(config)
     if target.startswith("s3://"):
         location = upload_s3(files, target, day)

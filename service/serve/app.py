@@ -96,7 +96,7 @@ class Api:
     def __init__(self, config: Config, registry: CollectorRegistry, *, token: str | None = None,
                  clock: Callable[[], datetime] = utc_now):
         self.config = config
-        self.lake = Lake(config.lake)
+        self.lake = Lake.of(config)
         self.registry = registry
         self.token = token
         self.clock = clock

@@ -63,6 +63,28 @@ def source_families(config: Config, lake: Lake) -> list[Metric]:
     return [last, limit, failures]
 
 
+def integrity_families(lake: Lake) -> list[Metric]:
+    """Cost partitions that do not match the ledger (the quick check now, or the last
+    `spendlake verify`), when verify last ran, and sources the config no longer declares."""
+    states = ("missing", "truncated", "altered", "unlisted")
+    damaged = GaugeMetricFamily("spendlake_lake_partitions_damaged",
+                                "Cost partitions that do not match the delivery ledger, by state.", labels=["state"])
+    found = {(c.source, c.period): c.state for c in lake.cost_checks() if not c.ok}
+    verify = lake.read_state("verify")
+    for problem in verify.get("problems", []):
+        found.setdefault((problem["source"], problem["billing_period"]), problem["state"])
+    for state in states:
+        damaged.add_metric([state], sum(1 for s in found.values() if s == state))
+    verified = GaugeMetricFamily("spendlake_lake_verify_timestamp_seconds",
+                                 "When `spendlake verify` (the daily verify job) last re-hashed the lake.")
+    if verify.get("checked_at"):
+        verified.add_metric([], iso_seconds(verify["checked_at"]))
+    orphaned = GaugeMetricFamily("spendlake_lake_orphaned_sources",
+                                 "Sources the lake holds that the config does not declare (they count nowhere).")
+    orphaned.add_metric([], len(lake.orphans()))
+    return [damaged, verified, orphaned]
+
+
 def data_end_families(config: Config, lake: Lake) -> list[Metric]:
     end = GaugeMetricFamily("spendlake_source_data_end_timestamp_seconds",
                             "End of the latest charge period the lake holds for the source.", labels=["source"])

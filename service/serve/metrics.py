@@ -25,8 +25,8 @@ from prometheus_client.registry import Collector
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
-from service.serve.families import (budget_families, data_end_families, findings_families, source_families,
-                                  spend_families)
+from service.serve.families import (budget_families, data_end_families, findings_families, integrity_families,
+                                    source_families, spend_families)
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class LakeCollector(Collector):
 
     def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time):
         self.config = config
-        self.lake = Lake(config.lake)
+        self.lake = Lake.of(config)
         self.max_age_seconds = max_age_seconds
         self.clock = clock
         self._lock = threading.Lock()
@@ -99,6 +99,7 @@ class LakeCollector(Collector):
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
         groups = (
             lambda: source_families(self.config, self.lake),
+            lambda: integrity_families(self.lake),
             lambda: data_end_families(self.config, self.lake),
             lambda: spend_families(self.config, self.lake, now),
             lambda: findings_families(self.config, self.lake),

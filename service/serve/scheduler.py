@@ -2,7 +2,7 @@
 
 - One instance per job (`max_instances=1`, `coalesce`): a fire that arrives while the
   previous run is still going is skipped, logged and counted (`spendlake_job_skipped_total`).
-- The daily job runs for the date of its latest scheduled fire. The last date done is
+- The daily job (verify the lake, then the report) runs for the date of its latest scheduled fire. The last date done is
   kept in the lake (`_state/jobs.json`), so after downtime a missed run is made up once at
   start, and a fire for a date already done (a restart, a coalesced fire) does nothing.
 - `shutdown()` waits for running jobs.
@@ -22,7 +22,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from service.core.lake import Lake, utc_now_iso
+from service.core.lake import Lake
+from service.core.units import utc_now_iso
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics
 
@@ -33,14 +34,16 @@ STATE = "jobs"
 
 @dataclass(frozen=True)
 class Tasks:
-    """What the jobs do. `daily` receives the date it reports on (the day before its run)."""
+    """What the jobs do. `daily` receives the date it reports on (the day before its run);
+    `verify` (re-hash the lake) runs just before it, and its failure does not stop the report."""
 
     ingest: Callable[[], None]
     rules: Callable[[], None] | None
     daily: Callable[[date], None]
+    verify: Callable[[], None] | None = None
 
     def names(self) -> tuple[str, ...]:
-        return ("ingest", "daily") if self.rules is None else ("ingest", "rules", "daily")
+        return tuple(name for name in ("ingest", "rules", "verify", "daily") if getattr(self, name) is not None)
 
 
 def latest_fire_date(now: datetime, daily_at: time) -> date:
@@ -99,6 +102,8 @@ class ServiceScheduler:
         if not self.daily_due(self.clock()):
             log.info("daily run of %s already done", run_date)
             return
+        if self.tasks.verify is not None:
+            self.instrumented("verify", self.tasks.verify)
         if self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
             with self._state_lock:
                 state = self.lake.read_state(STATE)

@@ -55,12 +55,21 @@ def write_daily_report(config: Config, day: date) -> ReportResult:
     return result
 
 
+def verify_lake(config: Config) -> None:
+    """Re-hash and re-sum every partition; a damaged one fails the job (and the metric says which)."""
+    from service.core.integrity import partition_error
+
+    bad = [check for check in Lake.of(config).verify() if not check.ok]
+    if bad:
+        raise partition_error(bad)
+
+
 def default_tasks(config: Config) -> Tasks:
     from service.findings.run import rules_for
 
     rules_for(config)  # a bad `rules:` section stops the service at start-up, not at the first run
     return Tasks(ingest=lambda: run_ingest(config), rules=lambda: run_rules(config),
-                 daily=lambda day: write_daily_report(config, day))
+                 daily=lambda day: write_daily_report(config, day), verify=lambda: verify_lake(config))
 
 
 class Service:
@@ -70,7 +79,7 @@ class Service:
         self.listen = listen or config.service.listen
         self.tasks = tasks or default_tasks(config)
         self.clock = clock
-        self.lake = Lake(config.lake)
+        self.lake = Lake.of(config)
         self._stopping = False
 
     def stop(self) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from service.attribution.rollup import ROLLUP_TABLE, Partition, inventory_basis
 from service.core.errors import ConfigError, DataError, SourceError
-from service.core.lake import DATA_FILE, LEDGER_FILE, check_partition_value
+from service.core.files import check_partition_value
+from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.ledger import LedgerEntry, parse_ledger
 
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")

@@ -1,0 +1,55 @@
+"""`spendlake verify` and `spendlake forget`: the lake proves its partitions, and lets go of
+the sources the config no longer declares. Thin over service.core.lake."""
+
+from __future__ import annotations
+
+import click
+
+from service.cli.output import emit, format_option
+
+VERIFY_COLUMNS = ["source", "billing_period", "check", "detail"]
+
+
+@click.command("verify")
+@format_option
+@click.pass_obj
+def verify_command(obj, fmt: str | None) -> None:
+    """Re-hash and re-sum every cost partition against the ledger; exit 3 if one differs."""
+    from service.core.integrity import partition_error
+
+    lake = obj.lake
+    checks = lake.verify()
+    rows = [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail}
+            for c in checks]
+    if not rows and (fmt or "table") == "table":
+        click.echo(f"the lake at {lake.root} holds no cost partition of the configured sources")
+    else:
+        emit(rows, VERIFY_COLUMNS, fmt, title=f"{len(checks)} partition(s) against the ledger")
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        raise partition_error(bad)
+
+
+@click.command("forget")
+@click.argument("source")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def forget_command(obj, source: str, yes: bool) -> None:
+    """Remove every partition and ledger row of SOURCE, a source no longer in the config."""
+    from service.core.errors import UsageError
+
+    lake = obj.lake
+    if lake.counts(source):
+        raise UsageError(f"source {source!r} is in the config", where="SOURCE",
+                         hint="remove it from the config first; forget removes what the config no longer names")
+    tables = lake.orphans().get(source)
+    if not tables:
+        known = ", ".join(lake.orphans()) or "none"
+        raise UsageError(f"the lake holds nothing of source {source!r}", where="SOURCE",
+                         hint=f"orphaned sources: {known}")
+    rows = sum(e.rows for e in lake.ledger() if e.source == source)
+    if not yes:
+        click.confirm(f"remove source {source} ({rows:,} cost rows; tables {', '.join(tables)}) from "
+                      f"the lake at {lake.root}?", abort=True, err=True)
+    lake.forget(source)
+    click.echo(f"forgot {source}: {rows:,} cost rows and its partitions in {', '.join(tables)}")

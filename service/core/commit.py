@@ -1,0 +1,118 @@
+"""Writing a partition: stage under the lake's staging area, fsync, `os.replace` into place.
+
+The only code that writes table files; `Lake.commit_costs` and `Lake.commit_snapshot`
+call it. A crash at any point leaves the previous file readable and nothing stray inside a
+table (staging is outside every table directory).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from service.core.errors import DataError, SpendlakeError
+from service.core.integrity import sha256_file
+from service.core.files import check_partition_value, install
+from service.core.ledger import CurrencyTotals, LedgerEntry
+from service.core.staging import DATA_FILE, stage_periods
+from service.core.units import utc_now_iso
+
+if TYPE_CHECKING:
+    from service.core.lake import Lake
+
+
+
+def commit_costs(
+    lake: Lake,
+    con: duckdb.DuckDBPyConnection,
+    relation: duckdb.DuckDBPyRelation,
+    *,
+    source: str,
+    delivery_id: str,
+    periods: Sequence[str] | None,
+    files: Sequence[str] = (),
+) -> list[LedgerEntry]:
+    """Write one delivery (canonical cost columns) as the new content of its periods.
+
+    `periods`: the billing periods the delivery declares (from its manifest); rows in
+    any other period are a data error. None: every period found in the data.
+    Nothing is replaced until every period of the delivery has been staged.
+    """
+    check_partition_value("source", source)
+    stage = lake.staging / f"costs-{uuid.uuid4().hex}"
+    stage.mkdir(parents=True)
+    try:
+        view = f"delivery_{uuid.uuid4().hex}"
+        relation.create_view(view)
+        staged = stage_periods(con, view, stage, periods)
+        if periods is not None:
+            extra = set(staged) - set(periods)
+            if extra:
+                raise DataError(f"rows of billing period(s) {sorted(extra)} in a delivery for {sorted(periods)}",
+                                where=", ".join(files) or source, hint="check the export's BillingPeriodStart")
+            for period in set(periods) - set(staged):
+                empty = stage / f"billing_period={period}" / DATA_FILE
+                empty.parent.mkdir(parents=True)
+                con.execute(f"COPY (SELECT * FROM {view} WHERE false) TO '{empty}' (FORMAT parquet)")
+                staged[period] = empty
+        con.execute(f"DROP VIEW {view}")
+        entries = [ledger_entry(con, staged[p], source, p, delivery_id, files) for p in sorted(staged)]
+        for entry in entries:
+            install(staged[entry.billing_period],
+                         lake.partition_file("costs", [("source", source), ("billing_period", entry.billing_period)]))
+        lake.record(entries)
+        return entries
+    except duckdb.Error as exc:
+        # DuckDB's CSV errors append pages of reader options; the first lines say what is wrong.
+        reason = str(exc).split("Parser options", 1)[0].strip()
+        raise DataError(f"could not read the delivery: {reason}", where=", ".join(files) or source) from None
+    except OSError as exc:
+        raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
+                             hint="free disk space or fix permissions; the previous data is intact") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+def ledger_entry(con, path: Path, source: str, period: str, delivery_id: str,
+                  files: Sequence[str]) -> LedgerEntry:
+    rows = con.execute(
+        "SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost), "
+        "bool_or(coalesce(trim(InvoiceId), '') <> '') FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST",
+        [str(path)],
+    ).fetchall()
+    totals = tuple(CurrencyTotals(cur, int(n), billed, effective) for cur, n, billed, effective, _ in rows)
+    final = bool(rows) and all(r[4] for r in rows)
+    return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
+                       rows=sum(t.rows for t in totals), totals=totals, final=final,
+                       ingested_at=utc_now_iso(), files=tuple(files), size=path.stat().st_size,
+                       sha256=sha256_file(path))
+
+def commit_snapshot(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
+                    table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
+    """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date).
+    Derived tables (attribution rollups) pass `version`: the file is `<version>.parquet`,
+    invisible to the table views, and the partition's other versions are dropped."""
+    target = lake.partition_file(table, [("source", source), (key, value)])
+    if version is not None:
+        target = target.with_name(f"{check_partition_value('version', version)}.parquet")
+    lake.staging.mkdir(parents=True, exist_ok=True)
+    staged = lake.staging / f"{table}-{uuid.uuid4().hex}.parquet"
+    try:
+        view = f"snapshot_{uuid.uuid4().hex}"
+        relation.create_view(view)
+        con.execute(f"COPY (SELECT * FROM {view}) TO '{staged}' (FORMAT parquet, COMPRESSION zstd)")
+        con.execute(f"DROP VIEW {view}")
+        install(staged, target)
+        for other in target.parent.glob("*.parquet") if version is not None else ():
+            if other != target:
+                other.unlink(missing_ok=True)
+        return target
+    except OSError as exc:
+        raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
+                             hint="free disk space or fix permissions; the previous data is intact") from None
+    finally:
+        staged.unlink(missing_ok=True)

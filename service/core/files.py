@@ -1,0 +1,51 @@
+"""Atomic file writes and the names they may take inside the lake."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+
+from service.core.errors import DataError
+
+PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+def fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    """Write JSON next to `path`, fsync, then rename over it: readers see old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_path(path.parent)
+
+
+def check_partition_value(name: str, value: str) -> str:
+    """Partition values become directory names: refuse anything that could traverse."""
+    if not PARTITION_VALUE_RE.match(value) or ".." in value:
+        raise DataError(f"invalid {name} value {value!r} for a lake partition")
+    return value
+
+
+def install(staged: Path, target: Path) -> None:
+    """fsync a staged file, then atomically put it in place of `target`."""
+    fsync_path(staged)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, target)
+    fsync_path(target.parent)

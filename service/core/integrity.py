@@ -1,0 +1,131 @@
+"""Partitions checked against the ledger: a missing, truncated or altered file is an error,
+never a smaller total.
+
+Two depths. The quick check (every read) compares the file's size and its Parquet footer's
+row count with what the ledger recorded at commit; it costs one `stat` and one footer read
+per partition. The deep check (`spendlake verify`) also re-hashes the file (SHA-256) and
+re-sums its rows per currency. Entries written before the ledger kept sizes and hashes are
+checked by existence and row count only, until the next commit records the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from service.core.errors import DataError
+from service.core.ledger import LedgerEntry
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class PartitionCheck:
+    """What a cost partition looks like next to its ledger entry."""
+
+    source: str
+    period: str
+    path: Path
+    state: str  # ok | missing | truncated | altered | unlisted
+    detail: str = ""
+    entry: LedgerEntry | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    def sentence(self) -> str:
+        what = f"cost partition source={self.source}/billing_period={self.period}"
+        return f"{what} is {self.state}" + (f" ({self.detail})" if self.detail else "")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def footer_rows(path: Path) -> int | None:
+    """Rows in the Parquet footer, or None when the file has no readable footer."""
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
+def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
+    """Size and footer row count against the ledger entry."""
+    def result(state: str, detail: str = "") -> PartitionCheck:
+        return PartitionCheck(entry.source, entry.billing_period, path, state, detail, entry)
+
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return result("missing", f"the ledger holds {entry.rows:,} rows")
+    if entry.size is not None and size != entry.size:
+        state = "truncated" if size < entry.size else "altered"
+        return result(state, f"{size:,} bytes, the ledger says {entry.size:,}")
+    rows = footer_rows(path)
+    if rows is None:
+        return result("truncated", "no readable Parquet footer")
+    if rows != entry.rows:
+        return result("altered", f"{rows:,} rows, the ledger says {entry.rows:,}")
+    return result("ok")
+
+
+def deep_check(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -> PartitionCheck:
+    """The quick check, then the content hash and the per-currency sums."""
+    quick = quick_check(path, entry)
+    if not quick.ok:
+        return quick
+
+    def altered(detail: str) -> PartitionCheck:
+        return PartitionCheck(entry.source, entry.billing_period, path, "altered", detail, entry)
+
+    if entry.sha256 is not None and sha256_file(path) != entry.sha256:
+        return altered("its SHA-256 differs from the one recorded at commit")
+    try:
+        found = {currency: (int(rows), billed, effective) for currency, rows, billed, effective in con.execute(
+            "SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost) FROM read_parquet(?) GROUP BY 1",
+            [str(path)]).fetchall()}
+    except duckdb.Error as exc:
+        return altered(f"unreadable: {str(exc).splitlines()[0]}")
+    expected = {t.currency: (t.rows, t.billed_cost, t.effective_cost) for t in entry.totals}
+    if found != expected:
+        return altered("its rows or sums per currency differ from the ledger's: " + _difference(expected, found))
+    return quick
+
+
+def _difference(expected: dict, found: dict) -> str:
+    parts = []
+    for currency in sorted(set(expected) | set(found), key=lambda c: c or ""):
+        if expected.get(currency) != found.get(currency):
+            want, got = expected.get(currency), found.get(currency)
+            parts.append(f"{currency}: ledger {_totals(want)}, file {_totals(got)}")
+    return "; ".join(parts)
+
+
+def _totals(value: tuple[int, Decimal | None, Decimal | None] | None) -> str:
+    if value is None:
+        return "nothing"
+    rows, billed, _ = value
+    return f"{rows:,} rows billed {format(billed, 'f') if billed is not None else 'NULL'}"
+
+
+def partition_error(bad: Sequence[PartitionCheck]) -> DataError:
+    """One error for every partition that does not match the ledger, naming each file."""
+    sources = sorted({c.source for c in bad})
+    message = ("; ".join(c.sentence() for c in bad[:5])
+               + (f"; and {len(bad) - 5} more" if len(bad) > 5 else ""))
+    return DataError(message, where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
+                     hint="run `spendlake ingest" + "".join(f" --source {s}" for s in sources)
+                          + "` to restore it from the source; `spendlake verify` checks every partition")

@@ -1,0 +1,236 @@
+"""The lake keeps its own truth (RELIABILITY 35-39): a partition that is missing, truncated or
+altered is an error for every query, `ingest` restores it, and only configured sources count."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.lake import Lake
+from tests.conftest import SAMPLES
+
+SAMPLE = SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv"
+BILLED = "193.807689048914"
+WINDOW = ["--since", "2024-01-01", "--until", "2025-01-01"]
+QUERIES = [["attribute", *WINDOW, "--format", "json"], ["attribute", "--check", "--format", "json"],
+           ["status", "--format", "json"], ["rules", "run", "--dry-run", "--format", "json"],
+           ["report", "--date", "2024-06-30"]]
+
+
+def write_config(tmp_path: Path, name: str = "trey") -> Path:
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"),
+                                    "sources": [{"name": name, "kind": "focus", "location": str(tmp_path / "export")}]}))
+    return path
+
+
+@pytest.fixture
+def lake(tmp_path):
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export" / SAMPLE.name)
+    config = write_config(tmp_path)
+    result = spendlake(config, "ingest")
+    assert result.exit_code == 0, result.output
+    return config, Lake(tmp_path / "lake")
+
+
+def spendlake(config: Path, *args: str):
+    return CliRunner().invoke(cli, ["--config", str(config), *args])
+
+
+def partition(lake: Lake, source: str = "trey") -> Path:
+    return lake.root / "costs" / f"source={source}" / "billing_period=2024-06" / "data.parquet"
+
+
+def attributed_total(config: Path) -> str | None:
+    result = spendlake(config, "attribute", *WINDOW, "--format", "json")
+    assert result.exit_code == 0, result.output
+    totals = json.loads(result.output)["totals"]
+    return totals[0]["cost"] if totals else None
+
+
+def assert_every_query_exits_3_naming(config: Path, file: Path, state: str) -> None:
+    for args in QUERIES:
+        result = spendlake(config, *args)
+        assert result.exit_code == 3, (args, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+        assert "Traceback" not in result.output
+        if args[0] != "status":
+            assert str(file) in result.output and f"is {state}" in result.output, (args, result.output)
+            assert "spendlake ingest --source trey" in result.output
+
+
+def test_35_deleted_partition_makes_every_query_exit_3_and_ingest_restores_it(lake):
+    config, lake = lake
+    file = partition(lake)
+    file.unlink()
+    assert_every_query_exits_3_naming(config, file, "missing")
+    status = spendlake(config, "status", "--format", "json")
+    assert json.loads(status.output.split("\nerror:")[0])[0]["check"] == "missing"
+    restored = spendlake(config, "ingest")
+    assert restored.exit_code == 0 and "trey 2024-06: committed 1000 rows" in restored.output
+    assert attributed_total(config) == BILLED
+
+
+def test_36_truncated_partition_exits_3_without_traceback_and_ingest_restores_it(lake):
+    config, lake = lake
+    file = partition(lake)
+    file.write_bytes(file.read_bytes()[:5000])
+    assert_every_query_exits_3_naming(config, file, "truncated")
+    assert "committed" in spendlake(config, "ingest").output  # never "unchanged"
+    assert attributed_total(config) == BILLED
+
+
+def test_36_a_file_cut_to_its_recorded_size_but_without_footer_is_truncated(lake):
+    config, lake = lake
+    file = partition(lake)
+    data = file.read_bytes()
+    file.write_bytes(data[:-8] + b"\0" * 8)  # same size, Parquet footer magic gone
+    assert_every_query_exits_3_naming(config, file, "truncated")
+
+
+def test_37_altered_bytes_are_caught_by_verify_and_then_by_every_query(lake):
+    config, lake = lake
+    file = partition(lake)
+    data = bytearray(file.read_bytes())
+    data[2000:2100] = bytes(100)  # same size, same footer: only the hash can tell
+    file.write_bytes(bytes(data))
+    verified = spendlake(config, "verify", "--format", "json")
+    assert verified.exit_code == 3
+    [row] = json.loads(verified.output.split("\nerror:")[0])
+    assert row["check"] == "altered" and "SHA-256" in row["detail"]
+    assert_every_query_exits_3_naming(config, file, "altered")
+    assert "committed" in spendlake(config, "ingest").output  # the delivery id is unchanged
+    assert spendlake(config, "verify").exit_code == 0
+    assert attributed_total(config) == BILLED
+
+
+def test_37_a_rewritten_partition_with_other_numbers_fails_verify_on_its_sums(lake, tmp_path):
+    config, lake = lake
+    file = partition(lake)
+    con = lake.connect()
+    other = tmp_path / "other.parquet"
+    con.execute("COPY (SELECT * REPLACE (BilledCost * 2 AS BilledCost) FROM read_parquet(?)) TO '"
+                + str(lake.root / "_staging" / "x.parquet") + "'", [str(file)])
+    con.close()
+    shutil.move(lake.root / "_staging" / "x.parquet", other)
+    entry = lake.ledger()[0]
+    # Same rows; size differs, so even the quick check catches it (no hash needed)
+    shutil.copy(other, file)
+    assert file.stat().st_size != entry.size
+    assert_every_query_exits_3_naming(config, file, "altered")
+
+
+def test_38_ledger_and_data_disagree_ingest_reingests_with_the_same_delivery_id(lake):
+    config, lake = lake
+    before = lake.ledger()[0]
+    partition(lake).unlink()
+    again = spendlake(config, "ingest")
+    assert "committed" in again.output and "unchanged" not in again.output
+    after = lake.ledger()[0]
+    assert after.delivery_id == before.delivery_id and after.sha256 == before.sha256
+    assert "unchanged" in spendlake(config, "ingest").output  # and then it is a no-op again
+
+
+def test_38_a_partition_the_ledger_does_not_list_is_an_error_not_extra_money(lake):
+    config, lake = lake
+    stray = partition(lake).parent.parent.parent / "source=trey" / "billing_period=2024-07" / "data.parquet"
+    stray.parent.mkdir(parents=True)
+    shutil.copy(partition(lake), stray)
+    result = spendlake(config, *QUERIES[0])
+    assert result.exit_code == 3 and "unlisted" in result.output and str(stray) in result.output
+
+
+def test_39_a_renamed_source_counts_nowhere_status_lists_it_and_forget_removes_it(lake, tmp_path):
+    config, lake = lake
+    write_config(tmp_path, name="trey-research")
+    assert "trey-research 2024-06: committed" in spendlake(config, "ingest").output
+    assert attributed_total(config) == BILLED  # not twice the bill
+    check = json.loads(spendlake(config, "attribute", "--check", "--format", "json").output)
+    assert {r["source"] for r in check} == {"trey-research"}
+    status = spendlake(config, "status", "--format", "json")
+    assert status.exit_code == 0
+    rows = json.loads(status.output.split("\norphaned:")[0])
+    assert {(r["source"], r["check"], r["billed_cost"]) for r in rows} == {
+        ("trey", "orphaned", BILLED), ("trey-research", "ok", BILLED)}
+    assert "`spendlake forget trey` removes it" in status.output
+    refused = spendlake(config, "forget", "trey-research", "--yes")
+    assert refused.exit_code == 2 and "is in the config" in refused.output
+    asked = CliRunner().invoke(cli, ["--config", str(config), "forget", "trey"], input="n\n")
+    assert asked.exit_code != 0 and partition(lake).exists()
+    gone = spendlake(config, "forget", "trey", "--yes")
+    assert gone.exit_code == 0 and "forgot trey: 1,000 cost rows" in gone.output
+    assert not partition(lake).exists() and not (lake.root / "attribution_rollup" / "source=trey").exists()
+    assert [e.source for e in lake.ledger()] == ["trey-research"]
+    assert json.loads(spendlake(config, "status", "--format", "json").output)[0]["source"] == "trey-research"
+    assert attributed_total(config) == BILLED
+
+
+def test_39_inventory_of_an_unconfigured_source_is_not_read(lake, tmp_path):
+    config, lake = lake
+    con = lake.connect()
+    for source in ("trey", "gone"):
+        lake.commit_snapshot(con, con.sql("SELECT 'i-1' AS resource_id, 'us' AS region, 'team' AS key, "
+                                          f"'{source}' AS value"),
+                             table="resource_tags", source=source, key="snapshot_date", value="2024-06-30")
+    con.close()
+    from service.core.config import load_config
+
+    seen = Lake.of(load_config(config)).query().execute("SELECT DISTINCT value FROM resource_tags").fetchall()
+    assert seen == [("trey",)]
+    assert Lake.of(load_config(config)).orphans() == {"gone": ["resource_tags"]}
+
+
+def test_the_ledger_records_size_hash_and_sums_of_each_partition(lake):
+    _, lake = lake
+    [entry] = lake.ledger()
+    file = partition(lake)
+    assert entry.size == file.stat().st_size and len(entry.sha256) == 64
+    assert entry.totals[0].billed_cost == Decimal(BILLED)
+
+
+def test_the_daily_job_verifies_the_lake_before_the_report_and_metrics_and_alerts_see_it(lake, tmp_path):
+    from datetime import date, datetime, time, timezone
+
+    from prometheus_client import CollectorRegistry
+
+    from service.core.config import load_config
+    from service.serve.metrics import JobMetrics, LakeCollector
+    from service.serve.scheduler import ServiceScheduler, Tasks
+    from service.serve.service import verify_lake
+
+    config_path, lake = lake
+    config = load_config(config_path)
+    file = partition(lake)
+    data = bytearray(file.read_bytes())
+    data[3000:3050] = bytes(50)
+    file.write_bytes(bytes(data))
+    order: list[str] = []
+    registry = CollectorRegistry()
+    tasks = Tasks(ingest=lambda: None, rules=None, daily=lambda day: order.append("report"),
+                  verify=lambda: (order.append("verify"), verify_lake(config)))
+    metrics = JobMetrics(registry, tasks.names())
+    scheduler = ServiceScheduler(lake, metrics, tasks, ingest_every=timedelta_hours(1), daily_at=time(6),
+                                 clock=lambda: datetime(2024, 7, 1, 7, tzinfo=timezone.utc))
+    scheduler.run_daily()
+    assert order == ["verify", "report"]  # a failed verify does not stop the report
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "verify"}) == 1
+    assert lake.read_state("jobs")["daily"]["last_run_date"] == date(2024, 7, 1).isoformat()
+    scrape = CollectorRegistry()
+    scrape.register(LakeCollector(config))
+    assert scrape.get_sample_value("spendlake_lake_partitions_damaged", {"state": "altered"}) == 1
+    assert scrape.get_sample_value("spendlake_lake_verify_timestamp_seconds") > 0
+    assert scrape.get_sample_value("spendlake_lake_readable") == 0  # spend cannot be read from a damaged lake
+
+
+def timedelta_hours(hours: int):
+    from datetime import timedelta
+
+    return timedelta(hours=hours)
