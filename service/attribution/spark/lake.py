@@ -45,13 +45,30 @@ class SparkLake:
     def table_url(self, table: str) -> str:
         return self._path(self.root, table).toString()
 
-    def cost_partitions(self) -> list[Partition]:
-        found = []
-        for url, relative in self._glob(f"costs/source=*/billing_period=*/{DATA_FILE}"):
+    def cost_partitions(self, counts=lambda source: True) -> list[Partition]:
+        """The cost partitions of the sources that `counts`, checked against the ledger as
+        the DuckDB path checks them (presence and size): a mismatch is a DataError."""
+        ledger = self.ledger()
+        found, bad = {}, []
+        for url, relative, size in self._glob(f"costs/source=*/billing_period=*/{DATA_FILE}", sizes=True):
             source, period = (part.split("=", 1)[1] for part in relative.split("/")[1:3])
-            found.append(Partition(self._value("source", source, url), self._value("billing_period", period, url),
-                                   url))
-        return found
+            key = (self._value("source", source, url), self._value("billing_period", period, url))
+            if not counts(key[0]):
+                continue
+            entry = ledger.get(key)
+            if entry is None:
+                bad.append(f"{url} is unlisted (a file the delivery ledger does not know)")
+            elif entry.size is not None and size != entry.size:
+                bad.append(f"{url} is {'truncated' if size < entry.size else 'altered'} "
+                           f"({size:,} bytes, the ledger says {entry.size:,})")
+            found[key] = Partition(*key, url)
+        bad += [f"cost partition source={s}/billing_period={p} is missing" for (s, p) in ledger
+                if counts(s) and (s, p) not in found]
+        if bad:
+            raise DataError("; ".join(bad[:5]), where=self.location,
+                            hint="run `spendlake ingest` to restore it from the source; "
+                                 "`spendlake verify` checks every partition")
+        return [found[key] for key in sorted(found)]
 
     def ledger(self) -> dict[tuple[str, str], LedgerEntry]:
         path = self._path(self.root, LEDGER_FILE)
@@ -80,15 +97,15 @@ class SparkLake:
 
     # ---- Hadoop FileSystem ----------------------------------------------------------------
 
-    def _glob(self, pattern: str) -> list[tuple[str, str]]:
-        """(URL, path relative to the root) of the files matching `pattern`, sorted."""
+    def _glob(self, pattern: str, *, sizes: bool = False) -> list[tuple]:
+        """(URL, path relative to the root[, size]) of the files matching `pattern`, sorted."""
         statuses = self._java(lambda: self._fs.globStatus(self._path(self.root, pattern))) or []
         prefix = self.root.toString().rstrip("/") + "/"
         found = []
         for status in statuses:
             url = status.getPath().toString()
             if status.isFile() and url.startswith(prefix):
-                found.append((url, url[len(prefix):]))
+                found.append((url, url[len(prefix):], status.getLen()) if sizes else (url, url[len(prefix):]))
         return sorted(found)
 
     def _with_stream(self, path, read):

@@ -160,12 +160,13 @@ class SparkRollupSession(RollupSession):
         spark = spark_session(engine)
         self.lake = SparkLake(spark, engine.lake or str(lake.root))
         self.con = SparkConnection(spark, self.lake)
-        self.partitions = self.lake.cost_partitions()
+        self.partitions = self.lake.cost_partitions(lake.counts)
         self.files: list[str] = []
         if not self.partitions:
             return
         _read(self.lake, "costs", [str(p.file) for p in self.partitions]).createOrReplaceTempView("costs")
-        tag_files = self.lake.table_files("resource_tags")
+        tag_files = [url for url in self.lake.table_files("resource_tags")
+                     if lake.counts(url.rsplit("/", 3)[-3].split("=", 1)[1])]
         if tag_files:
             _read(self.lake, "resource_tags", tag_files).createOrReplaceTempView("resource_tags")
         self._has_inventory, self._inventory = bool(tag_files), None  # keys read once a period needs them
