@@ -59,7 +59,11 @@ def config(attribution: dict | None = None, lake=None):
     return parse_config(data)
 
 
-def declared_sources(lake: Lake) -> list[dict]:
-    """Config entries for the sources a hand-built lake holds: only configured sources count."""
-    names = sorted({e.source for e in lake.ledger()})
+def declared_sources(lake: Lake, *, inventory: bool = False) -> list[dict]:
+    """Config entries for the sources a hand-built lake holds (only configured sources count):
+    its billing sources, and with `inventory` those of its inventory tables too."""
+    names = {e.source for e in lake.ledger()}
+    if inventory:
+        names |= {d.name.split("=", 1)[1] for d in lake.root.glob("*/source=*") if d.parent.name not in ("findings", "plans")}
+    names = sorted(names)
     return [{"name": name, "kind": "focus", "location": str(lake.root.parent / f"{name}-export")} for name in names]

@@ -82,7 +82,8 @@ def test_raw_lines_without_rollups_same_answer_and_spark_writes_nothing(org, tmp
 def test_check_on_spark_from_the_cli(org, tmp_path):
     lake, _ = org
     path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ORG_ATTRIBUTION,
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake, inventory=True),
+                                    "attribution": ORG_ATTRIBUTION,
                                     "engine": {"kind": "spark", "master": "local[2]"}}))
     result = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--check", "--format", "json"])
     assert result.exit_code == 0, result.output
@@ -90,6 +91,7 @@ def test_check_on_spark_from_the_cli(org, tmp_path):
     assert rows and all(Decimal(r["difference"]) == 0 for r in rows)
     duck = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--engine", "duckdb", "--check",
                                     "--format", "json"])
+    assert duck.exit_code == 0, duck.output
     assert json.loads(duck.output) == rows
 
 
@@ -163,8 +165,13 @@ def test_a_corrupt_file_in_the_engine_lake_is_a_data_error_naming_the_lake(org, 
     copy = tmp_path / "copied-lake"
     shutil.copytree(lake.root, copy)
     [first, *_] = sorted((copy / "costs").glob("source=*/billing_period=*/data.parquet"))
+    size = first.stat().st_size
     first.write_bytes(b"not parquet")
     engine = SPARK.model_copy(update={"lake": str(copy)})
+    with pytest.raises(DataError, match="data.parquet is truncated .11 bytes, the ledger says") as error:
+        attribute(lake, config, CUT, engine=engine)  # checked against the ledger before Spark reads it
+    assert error.value.where == str(copy) and error.value.exit_code == 3
+    first.write_bytes(b"x" * size)  # the recorded size, not Parquet: Spark's own read fails, named
     with pytest.raises(DataError, match="Spark cannot read") as error:
         attribute(lake, config, CUT, engine=engine)
     assert error.value.where == str(copy) and error.value.exit_code == 3

@@ -82,7 +82,10 @@ class Lake:
         return str(self.table_dir(table) / "*=*" / "*=*" / DATA_FILE)
 
     def has_table(self, table: str) -> bool:
-        return any(self.table_dir(table).glob(f"*=*/*=*/{DATA_FILE}"))
+        """True when the table has a partition a query sees (an inventory table: of a
+        configured source)."""
+        return any(table not in INVENTORY_TABLES or self.counts(f.parent.parent.name.split("=", 1)[1])
+                   for f in self.table_dir(table).glob(f"*=*/*=*/{DATA_FILE}"))
 
     def partition_file(self, table: str, partitions: Sequence[tuple[str, str]]) -> Path:
         path = self.table_dir(table)
