@@ -7,19 +7,22 @@ written as numbers, so negative costs stay numeric.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_PREFIXES = ("=", "+", "-", "@")
+LEADING_BLANKS = " \t\r\n"  # spreadsheets skip these before reading a formula
+MUST_QUOTE = (",", '"', "\r", "\n")  # the csv module would not quote a bare CR under "\n" line ends
 
 
 def neutralise_cell(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+    """A text cell a spreadsheet would run as a formula (after any leading blanks) gets a
+    leading quote, so it shows as text."""
+    if isinstance(value, str) and (value.lstrip(LEADING_BLANKS).startswith(FORMULA_PREFIXES)
+                                   or value.startswith(("\t", "\r"))):
         return "'" + value
     return value
 
@@ -39,12 +42,19 @@ def to_json(data: Any) -> str:
 
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
+    """RFC 4180 cells with `\n` line ends; every cell holding CR, LF, a comma or a quote is
+    quoted (readers that break lines on a bare CR see no new cell)."""
+    lines = [",".join(_quoted(str(c)) for c in columns)]
     for row in rows:
-        writer.writerow([_csv_value(row.get(c)) for c in columns])
-    return buffer.getvalue()
+        lines.append(",".join(_quoted(_csv_value(row.get(c))) for c in columns))
+    return "\n".join(lines) + "\n"
+
+
+def _quoted(cell: Any) -> str:
+    text = str(cell)
+    if any(mark in text for mark in MUST_QUOTE):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def _csv_value(value: Any) -> Any:

@@ -60,10 +60,15 @@ def write_report(config: Config, day: date, out: str | None = None) -> ReportRes
     return ReportResult(day, location, tuple(files))
 
 
+STAGING_PREFIX = ".staging-"
+
+
 def write_local(files: dict[str, bytes], folder: Path) -> Path:
-    """Stage every file beside `folder`, fsync, then rename each into place; drop stale CSVs."""
+    """Stage every file beside `folder`, fsync, then rename each into place; drop stale CSVs.
+    Staging folders left by a writer that was killed are removed first."""
     folder = folder.resolve()
-    staging = folder.parent / f".staging-{folder.name}-{uuid.uuid4().hex}"
+    remove_abandoned_staging(folder.parent)
+    staging = folder.parent / f"{STAGING_PREFIX}{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
     try:
         staging.mkdir(parents=True)
         for name, data in files.items():
@@ -88,6 +93,25 @@ def write_local(files: dict[str, bytes], folder: Path) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def remove_abandoned_staging(parent: Path) -> None:
+    """`.staging-<day>-<pid>-<uuid>` folders whose writer is gone (a `kill -9`); a live
+    writer's folder, another report being written at this moment, is left alone."""
+    for staging in parent.glob(f"{STAGING_PREFIX}*") if parent.is_dir() else ():
+        pid = staging.name.rsplit("-", 2)[-2] if staging.name.count("-") >= 3 else ""
+        if not pid.isdigit() or not _alive(int(pid)):
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 def upload_s3(files: dict[str, bytes], url: str, day: date) -> str:

@@ -1,0 +1,81 @@
+"""Output that survives hostile values and killed writers (RELIABILITY 62)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+
+
+from service.core.output import to_csv
+from service.report.write import write_local
+
+HOSTILE = ["\r=1+1", "a\nb", "x,y", 'say "hi"', " =HYPERLINK(1)", "\t+cmd", "\n-2", "@SUM(A1)", "plain"]
+
+
+def test_62_cells_holding_cr_lf_or_the_delimiter_are_quoted_and_formulas_neutralised():
+    text = to_csv([{"value": v, "cost": -3} for v in HOSTILE], ["value", "cost"])
+    assert text.count("\r") == 1 and "\"'\r=1+1\"" in text  # the one CR sits inside a quoted cell
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["value", "cost"]
+    values = [row[0] for row in rows[1:]]
+    assert values == ["'\r=1+1", "a\nb", "x,y", 'say "hi"', "' =HYPERLINK(1)", "'\t+cmd", "'\n-2", "'@SUM(A1)",
+                      "plain"]
+    assert all(row[1] == "-3" for row in rows[1:])  # numbers stay numbers
+    for cell in ("'\r=1+1", "'\n-2"):  # quoted in the file itself, so CR-splitting readers keep them whole
+        assert f'"{cell}"' in text
+
+
+def test_62_attribute_csv_quotes_a_tag_value_with_a_bare_cr(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+    from tests.attribution_helpers import declared_sources, line, make_lake
+
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": "\r=1+1"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "2026-11-01",
+                                      "--until", "2026-12-01", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert "\"'\r=1+1\",USD,10" in result.output
+
+
+KILLED_WRITER = """
+import sys, time
+from pathlib import Path
+import service.report.write as write
+import os
+real_replace = os.replace
+def stall(*args):  # staged, not yet in place: wait to be killed
+    print("staged", flush=True); time.sleep(60)
+write.os.replace = stall
+write.write_local({"report.html": b"x" * 1000, "a.csv": b"a\\n"}, Path(sys.argv[1]))
+"""
+
+
+def test_62_a_report_killed_mid_write_leaves_no_staging_folder_after_the_next_run(tmp_path):
+    folder = tmp_path / "reports" / "2026-11-29"
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(folder)], stdout=subprocess.PIPE,
+                              cwd=os.getcwd(), text=True)
+    assert writer.stdout.readline().strip() == "staged"
+    staged = [p.name for p in folder.parent.iterdir() if p.name.startswith(".staging-")]
+    assert len(staged) == 1
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert (folder.parent / staged[0]).exists()  # kill -9 leaves it behind...
+    write_local({"report.html": b"<html>", "a.csv": b"a\n"}, folder)
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["2026-11-29"]  # ...the next report removes it
+    assert (folder / "report.html").read_bytes() == b"<html>"
+
+
+def test_62_a_live_writers_staging_folder_is_left_alone(tmp_path):
+    parent = tmp_path / "reports"
+    live = parent / f".staging-2026-11-28-{os.getpid()}-{'a' * 32}"
+    live.mkdir(parents=True)
+    write_local({"report.html": b"<html>"}, parent / "2026-11-29")
+    assert live.exists()
