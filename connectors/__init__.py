@@ -1,8 +1,9 @@
 """Readers of billing exports and inventories. They read and normalise; only the lake writes.
 
-Importing this package registers every built-in connector (see `connectors.base.register`).
+Each connector is one module, registered by its `kind` as an entry point (`spendlake.connectors`,
+see service/core/registry.py); nothing is imported until its kind is asked for.
 """
 
-from connectors.base import CONNECTORS, CostConnector, Delivery, connector_for, register
+from connectors.base import COSTS, CostConnector, Delivery
 
-__all__ = ["CONNECTORS", "CostConnector", "Delivery", "connector_for", "register"]
+__all__ = ["COSTS", "CostConnector", "Delivery"]

@@ -19,8 +19,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from connectors.aws_export import AwsExportConnector
-from connectors.base import Delivery, register
+from connectors.base import COSTS, Delivery
 from connectors.storage import StoredObject, fingerprint
+from service.core.config import SourceConfig
 from service.core.errors import ConfigError, DataError, SpendlakeError
 
 PERIOD_DIR = re.compile(r"(?:^|/)(\d{4})(\d{2})\d{2}-\d{8}/")
@@ -29,9 +30,10 @@ MANIFEST_SUFFIX = "-Manifest.json"
 DATA_FILE = re.compile(r"\.(csv|csv\.gz|csv\.zip|parquet)$", re.IGNORECASE)
 
 
-@register
 class AwsCurConnector(AwsExportConnector):
     kind = "aws-cur"
+    config_model = SourceConfig
+    feeds = COSTS
 
     def deliveries(self) -> Iterator[Delivery]:
         periods: dict[str, dict] = defaultdict(lambda: {"manifest": None, "parts": []})

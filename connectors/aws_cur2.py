@@ -20,8 +20,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from connectors.aws_export import AwsExportConnector
-from connectors.base import Delivery, register
+from connectors.base import COSTS, Delivery
 from connectors.storage import StoredObject, fingerprint
+from service.core.config import SourceConfig
 from service.core.errors import DataError, SpendlakeError
 
 MANIFEST = re.compile(r"(?:^|/)metadata/BILLING_PERIOD=(\d{4}-\d{2})/(?:(.+)/)?[^/]*Manifest\.json$")
@@ -29,9 +30,10 @@ DATA = re.compile(r"(?:^|/)data/BILLING_PERIOD=(\d{4}-\d{2})/.+\.(parquet|csv\.g
 DATA_IN_URI = re.compile(r"(?:^|/)data/BILLING_PERIOD=\d{4}-\d{2}/")
 
 
-@register
 class AwsCur2Connector(AwsExportConnector):
     kind = "aws-cur2"
+    config_model = SourceConfig
+    feeds = COSTS
 
     def deliveries(self) -> Iterator[Delivery]:
         manifests: dict[tuple[str, str], list[tuple[str, StoredObject]]] = defaultdict(list)

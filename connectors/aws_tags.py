@@ -13,15 +13,16 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client, region_of
-from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file, register,
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from service.core.config import AwsTagsSource
 from service.core.errors import DataError
+from service.core.registry import Disposition, Feeds
 
 
 def tag_rows(mappings: list[dict[str, Any]], region: str | None, seen: set[str]) -> list[dict[str, Any]]:
@@ -42,10 +43,11 @@ def tag_rows(mappings: list[dict[str, Any]], region: str | None, seen: set[str])
     return rows
 
 
-@register
 class AwsTagsConnector(FileOrApiConnector):
+    kind = "aws-tags"
+    config_model = AwsTagsSource
+    feeds = Feeds(("resource_tags",), "snapshot_date", Disposition.SNAPSHOT)
     config: AwsTagsSource
-    kind: ClassVar[str] = "aws-tags"
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:

@@ -27,9 +27,10 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.base import register
+from connectors.base import COSTS
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags, text,
                                    timestamp)
+from service.core.config import SourceConfig
 from service.core.errors import DataError
 from service.core.schema import cost_select_list
 
@@ -50,9 +51,10 @@ def lookup(value_sql: str | None, mapping: dict[str, str]) -> str | None:
     return f"CASE {value_sql} {cases} ELSE {value_sql} END"
 
 
-@register
 class AzureCostConnector(FolderExport):
     kind = "azure-cost"
+    config_model = SourceConfig
+    feeds = COSTS
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"
 

@@ -1,13 +1,14 @@
-"""The protocol every billing connector follows, and the registry that finds them by kind.
+"""The protocol every billing connector follows.
 
 A connector lists deliveries cheaply (manifests, fingerprints) and, for one delivery,
 returns a DuckDB relation with exactly the canonical cost columns (service.core.schema).
-It never writes into the lake: `service.core.lake.Lake.commit_costs` does.
+It never writes into the lake: `service.core.lake.Lake.commit_costs` does. It is found by
+its `kind` through the registry (service.core.registry, entry-point group
+`spendlake.connectors`) and declares its config model and what it feeds (`COSTS`).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,10 @@ from typing import ClassVar, Protocol
 import duckdb
 
 from service.core.config import SourceConfig
-from service.core.errors import ConfigError
+from service.core.registry import Disposition, Feeds
+
+# Every billing connector feeds `costs`, and each delivery replaces the periods it holds.
+COSTS = Feeds(("costs",), "billing_period", Disposition.PERIOD)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class Delivery:
 
 class CostConnector(Protocol):
     kind: ClassVar[str]
+    config_model: ClassVar[type[SourceConfig]]
+    feeds: ClassVar[Feeds]
 
     def __init__(self, config: SourceConfig) -> None: ...
 
@@ -49,32 +55,3 @@ class CostConnector(Protocol):
         """The delivery's rows as canonical cost columns. `scratch` is a private directory
         inside the lake's staging area for downloads; it is removed afterwards."""
         ...
-
-
-CONNECTORS: dict[str, type[CostConnector]] = {}
-
-# kind → module that registers it; imported lazily so one broken optional source does not
-# stop the others, and start-up stays quick.
-BUILTIN_MODULES = {
-    "aws-cur": "connectors.aws_cur",
-    "aws-cur2": "connectors.aws_cur2",
-    "focus": "connectors.focus",
-    "gcp-billing": "connectors.gcp_billing",
-    "azure-cost": "connectors.azure_cost",
-}
-
-
-def register(cls: type[CostConnector]) -> type[CostConnector]:
-    """Class decorator: make a connector available under its `kind`."""
-    CONNECTORS[cls.kind] = cls
-    return cls
-
-
-def connector_for(config: SourceConfig) -> CostConnector:
-    if config.kind not in CONNECTORS and config.kind in BUILTIN_MODULES:
-        importlib.import_module(BUILTIN_MODULES[config.kind])
-    try:
-        cls = CONNECTORS[config.kind]
-    except KeyError:
-        raise ConfigError(f"no connector for kind {config.kind!r}", where=f"sources.{config.name}.kind") from None
-    return cls(config)

@@ -12,15 +12,16 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client, region_of
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, from_epoch_ms, local_files,
-                                       read_table_file, register, rows_relation)
+                                       read_table_file, rows_relation)
 from service.core.config import CloudWatchLogsSource
 from service.core.errors import DataError
+from service.core.registry import Disposition, Feeds
 
 
 def log_group_row(group: dict[str, Any], region: str | None) -> dict[str, Any]:
@@ -34,10 +35,11 @@ def log_group_row(group: dict[str, Any], region: str | None) -> dict[str, Any]:
     }
 
 
-@register
 class CloudWatchLogsConnector(FileOrApiConnector):
+    kind = "cloudwatch-logs"
+    config_model = CloudWatchLogsSource
+    feeds = Feeds(("log_groups",), "snapshot_date", Disposition.SNAPSHOT)
     config: CloudWatchLogsSource
-    kind: ClassVar[str] = "cloudwatch-logs"
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:

@@ -26,9 +26,10 @@ from pathlib import Path
 import duckdb
 
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
-from connectors.base import Delivery, register
+from connectors.base import COSTS, Delivery
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, money, open_table, tags, text,
                                    timestamp)
+from service.core.config import SourceConfig
 from service.core.schema import COST_COLUMNS, MONEY, cost_select_list
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
@@ -50,9 +51,10 @@ class DataExportsLayout(AwsCur2Connector):
         return self._problems.get(delivery.delivery_id)
 
 
-@register
 class FocusConnector(FolderExport):
     kind = "focus"
+    config_model = SourceConfig
+    feeds = COSTS
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
     data_exports: DataExportsLayout | None = None

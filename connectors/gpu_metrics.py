@@ -27,15 +27,16 @@ import urllib.request
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
-                                       register, rows_relation)
+                                       rows_relation)
 from service.core.config import GpuMetricsSource
 from service.core.errors import SourceError
+from service.core.registry import Disposition, Feeds
 
 # DCGM fields reported as a 0-1 ratio; the others are already percentages.
 RATIO_METRICS = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
@@ -57,10 +58,11 @@ def _gpu_index(value: Any) -> int | None:
         return None
 
 
-@register
 class GpuMetricsConnector(FileOrApiConnector):
+    kind = "gpu-metrics"
+    config_model = GpuMetricsSource
+    feeds = Feeds(("gpu_utilization",), "day", Disposition.SERIES)
     config: GpuMetricsSource
-    kind: ClassVar[str] = "gpu-metrics"
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         start, end = window(now, self.config.lookback_hours)

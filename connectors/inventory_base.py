@@ -2,12 +2,13 @@
 
 An inventory connector reads what exists now and returns it as parts of canonical
 inventory tables (service.core.schema.INVENTORY_TABLES). It never writes into the lake:
-service/ingest/inventory.py commits each part with `Lake.commit_snapshot`.
+service/ingest/inventory.py commits each part with `Lake.commit_snapshot`. It is found by
+its `kind` through the registry (service.core.registry) and declares its config model and
+what it feeds: its tables, their partition key and its write disposition.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Any, ClassVar, Protocol
 import duckdb
 
 from service.core.config import InventorySource
-from service.core.errors import ConfigError, DataError, SourceError
+from service.core.errors import DataError, SourceError
+from service.core.registry import Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
 
 
@@ -32,6 +34,8 @@ class SnapshotPart:
 
 class InventoryConnector(Protocol):
     kind: ClassVar[str]
+    config_model: ClassVar[type[InventorySource]]
+    feeds: ClassVar[Feeds]
 
     def __init__(self, config: InventorySource) -> None: ...
 
@@ -56,32 +60,6 @@ class FileOrApiConnector:
 
     def local_paths(self) -> list[Path]:
         return [Path(self.config.path).expanduser().resolve()] if self.config.path else []
-
-
-INVENTORY_CONNECTORS: dict[str, type[InventoryConnector]] = {}
-
-BUILTIN_MODULES = {
-    "aws-tags": "connectors.aws_tags",
-    "s3-objects": "connectors.s3_objects",
-    "cloudwatch-logs": "connectors.cloudwatch_logs",
-    "gpu-metrics": "connectors.gpu_metrics",
-}
-
-
-def register(cls: type[InventoryConnector]) -> type[InventoryConnector]:
-    INVENTORY_CONNECTORS[cls.kind] = cls
-    return cls
-
-
-def inventory_connector_for(config: InventorySource) -> InventoryConnector:
-    kind = config.kind  # type: ignore[attr-defined]
-    if kind not in INVENTORY_CONNECTORS and kind in BUILTIN_MODULES:
-        importlib.import_module(BUILTIN_MODULES[kind])
-    try:
-        cls = INVENTORY_CONNECTORS[kind]
-    except KeyError:
-        raise ConfigError(f"no inventory connector for kind {kind!r}", where=f"inventory.{config.name}.kind") from None
-    return cls(config)
 
 
 # ---- helpers shared by the connectors ------------------------------------------------------

@@ -21,15 +21,16 @@ import hashlib
 import json
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import Any
 
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
-                                       register, rows_relation)
+                                       rows_relation)
 from service.core.config import S3ObjectsSource
 from service.core.errors import DataError, SourceError
+from service.core.registry import Disposition, Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
 
 # S3 Inventory CSV field (fileSchema) → Parquet column, for the fields we keep.
@@ -73,10 +74,11 @@ def object_row(bucket: str, item: dict[str, Any]) -> dict[str, Any]:
             "storage_class": item.get("StorageClass"), "last_modified": naive_utc(item.get("LastModified"))}
 
 
-@register
 class S3ObjectsConnector(FileOrApiConnector):
+    kind = "s3-objects"
+    config_model = S3ObjectsSource
+    feeds = Feeds(("s3_objects", "s3_buckets"), "snapshot_date", Disposition.SNAPSHOT)
     config: S3ObjectsSource
-    kind: ClassVar[str] = "s3-objects"
 
     def __init__(self, config: S3ObjectsSource):
         super().__init__(config)

@@ -1,4 +1,4 @@
-"""Rules, findings and the registry that finds rules by their kebab-case name.
+"""Rules and findings; the registry (service/core/registry.py) finds rules by kebab-case name.
 
 A rule is one small class in its own module: a typed config model (the only place its
 defaults live), the lake tables and columns it reads, and `evaluate(ctx) -> list[Finding]`.
@@ -10,7 +10,6 @@ ids stable, tracks first/last seen and resolution; the service fills in owners.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +23,7 @@ from pydantic import Field, ValidationError, model_validator
 from service.core.config import Strict, dotted_path
 from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
+from service.core.registry import RULES
 from service.core.timewindow import Window
 from service.core.units import cents, naive_utc, usd  # noqa: F401 (usd: the rules' money format)
 
@@ -33,7 +33,6 @@ SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
 UNALLOCATED = "unallocated"
 HOURS_PER_MONTH = Decimal("730")  # 365 × 24 / 12, the convention of cloud price lists
 GIB = 1024**3
-NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True)
@@ -301,29 +300,13 @@ class Rule:
         )
 
 
-# ---- the registry -------------------------------------------------------------------
-
-RULES: dict[str, type[Rule]] = {}
-
-BUILTIN_MODULES = ("rules.idle_gpu", "rules.checkpoint_sprawl", "rules.duplicate_datasets",
-                   "rules.unbounded_logs", "rules.budget", "rules.spend_anomaly",
-                   "rules.unallocated_spend")
-
-
-def register(cls: type[Rule]) -> type[Rule]:
-    """Class decorator: make a rule available under its kebab-case `name`, forever."""
-    if not NAME_RE.match(getattr(cls, "name", "")):
-        raise ValueError(f"rule name {getattr(cls, 'name', None)!r} must be kebab-case")
-    if RULES.get(cls.name, cls) is not cls:
-        raise ValueError(f"rule name {cls.name!r} is already registered by {RULES[cls.name].__module__}")
-    RULES[cls.name] = cls
-    return cls
-
+# ---- the registry: entry-point group `spendlake.rules` (service/core/registry.py) ----------
 
 def registered() -> dict[str, type[Rule]]:
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    return dict(sorted(RULES.items()))
+    """Every installed rule by name. One whose package cannot be loaded is left out here
+    (the registry logs why) and named by `configure` when the config sets it."""
+    loaded, _ = RULES.load_all()
+    return dict(sorted(loaded.items()))
 
 
 def configure(raw: Mapping[str, Any], *, file: str = "<config>") -> list[Rule]:
@@ -332,10 +315,13 @@ def configure(raw: Mapping[str, Any], *, file: str = "<config>") -> list[Rule]:
     Errors carry dotted paths such as `rules.idle-gpu.sm_active_max_pct`; unknown rule
     names are rejected.
     """
-    known = registered()
+    loaded, broken = RULES.load_all()
+    known = dict(sorted(loaded.items()))
     errors = []
     for name in raw:
-        if name not in known:
+        if name in broken:
+            errors.append(f"rules.{name}: {broken[name].message}")
+        elif name not in known:
             errors.append(f"rules.{name}: unknown rule; known rules: {', '.join(known)}")
     rules = []
     for name, cls in known.items():

@@ -27,11 +27,10 @@ from __future__ import annotations
 from dataclasses import replace
 from decimal import Decimal
 
-from rules.base import BudgetOutlook, Finding, Outlook, Rule, RuleContext, money, register
+from rules.base import BudgetOutlook, Finding, Outlook, Rule, RuleContext, money
 from service.core.config_budgets import BudgetConfig
 
 
-@register
 class BudgetRule(Rule):
     name = "budget"
 

@@ -54,7 +54,7 @@ from decimal import Decimal
 
 from pydantic import Field, model_validator
 
-from rules.base import (Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, glob_regex, register,
+from rules.base import (Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, glob_regex,
                         storage_cost, usd)
 
 
@@ -117,7 +117,6 @@ ORDER BY ALL
 """
 
 
-@register
 class CheckpointSprawl(Rule):
     name = "checkpoint-sprawl"
     config_model = CheckpointSprawlConfig

@@ -42,7 +42,7 @@ from collections import defaultdict
 
 from pydantic import Field
 
-from rules.base import Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, register, storage_cost, usd
+from rules.base import Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, storage_cost, usd
 
 EVIDENCE = {"checksum": "same size and checksum", "etag": "same size and ETag",
             "multipart-etag": "same size and multipart ETag with the same part count, weaker evidence"}
@@ -121,7 +121,6 @@ def _prefix(bucket: str, prefix: str) -> str:
     return f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"
 
 
-@register
 class DuplicateDatasets(Rule):
     name = "duplicate-datasets"
     config_model = DuplicateDatasetsConfig

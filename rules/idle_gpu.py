@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, glob_regex, money, register, usd
+from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, glob_regex, money, usd
 from service.core.schema import MONEY
 
 INSTANCE_ID = "regexp_replace({}, '^arn:.*/', '')"  # an ARN's last segment is the instance id
@@ -103,7 +103,6 @@ ORDER BY b.resource_id
 """
 
 
-@register
 class IdleGpu(Rule):
     name = "idle-gpu"
     config_model = IdleGpuConfig

@@ -52,7 +52,7 @@ from statistics import median
 
 from pydantic import Field
 
-from rules.base import DailySpend, Finding, PlannedWindow, Rule, RuleConfig, RuleContext, money, register, usd
+from rules.base import DailySpend, Finding, PlannedWindow, Rule, RuleConfig, RuleContext, money, usd
 
 BASELINE_WEEKS = 4
 MIN_KNOWN_DAYS = 7
@@ -218,7 +218,6 @@ def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
     return found, names
 
 
-@register
 class SpendAnomalyRule(Rule):
     name = "spend-anomaly"
     config_model = SpendAnomalyConfig

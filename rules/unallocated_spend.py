@@ -29,8 +29,7 @@ from decimal import Decimal
 
 from pydantic import Field
 
-from rules.base import (HOURS_PER_MONTH, UNALLOCATED, DailySpend, Finding, Rule, RuleConfig, RuleContext, money,
-                        register, usd)
+from rules.base import HOURS_PER_MONTH, UNALLOCATED, DailySpend, Finding, Rule, RuleConfig, RuleContext, money, usd
 
 DIMENSION = r"^[a-z][a-z0-9_]{0,39}$"
 
@@ -65,7 +64,6 @@ def uncovered_keys(rows: Sequence[DailySpend], top: int) -> list[dict]:
     return [{"key": key, "cost_usd": money(cost)} for key, cost in ranked[:top]]
 
 
-@register
 class UnallocatedSpendRule(Rule):
     name = "unallocated-spend"
     config_model = UnallocatedSpendConfig

@@ -48,7 +48,7 @@ from decimal import Decimal
 
 from pydantic import Field, field_validator
 
-from rules.base import (GIB, Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, glob_regex, register,
+from rules.base import (GIB, Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, glob_regex,
                         storage_cost, usd)
 
 # PutRetentionPolicy accepts exactly these.
@@ -106,7 +106,6 @@ class UnboundedLogsConfig(RuleConfig):
         return days
 
 
-@register
 class UnboundedLogs(Rule):
     name = "unbounded-logs"
     config_model = UnboundedLogsConfig

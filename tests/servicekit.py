@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from connectors.base import Delivery
-from service.core.config import Config, parse_config
+from connectors.base import COSTS, Delivery
+from service.core.config import Config, SourceConfig, parse_config
 from service.core.errors import SourceError
 from service.core.lake import Lake
 from service.core.schema import cost_select_list
@@ -66,6 +66,8 @@ class MemoryConnector:
     `ROWS` None makes listing fail like an unreachable bucket."""
 
     kind = "focus"
+    config_model = SourceConfig
+    feeds = COSTS
     ROWS: list | None = [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "1", {})]
     DELIVERY = "d1"
 

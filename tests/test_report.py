@@ -272,7 +272,8 @@ def test_currencies_are_never_added_together(tmp_path):
 
 
 def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, monkeypatch):
-    from rules.base import RULES, Finding, Rule
+    from rules.base import Finding, Rule
+    from service.core.registry import RULES
     from service.core.lake import Lake
     from service.findings.store import store_findings
 
@@ -283,7 +284,7 @@ def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, 
     assert "No open unallocated-spend findings in the last rules run." in by_key["unallocated"]["note"]
 
     for name in ("spend-anomaly", "unallocated-spend"):
-        monkeypatch.setitem(RULES, name, type(name, (Rule,), {"name": name}))
+        monkeypatch.setitem(RULES.added, name, type(name, (Rule,), {"name": name}))
     seen = datetime(2026, 11, 29, tzinfo=timezone.utc)
     store_findings(Lake(config.lake), [Finding(
         id="u1", rule="unallocated-spend", severity="warning", resource_id="dimension=team",

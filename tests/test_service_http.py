@@ -15,12 +15,12 @@ from prometheus_client import CollectorRegistry
 from click.testing import CliRunner
 from servicekit import MemoryConnector, commit, make_config, write_config
 
-from connectors.base import CONNECTORS
 from rules.base import Finding
 from service.serve.app import Api, make_server, parse_listen
 from service.cli.main import cli as cli_group
 from service.core.config import ServiceConfig
 from service.core.lake import Lake
+from service.core.registry import CONNECTORS
 from service.core.timewindow import utc_now
 from service.findings.store import store_findings
 from service.ingest.billing import ingest
@@ -64,7 +64,7 @@ def api_for(config, **kwargs) -> Api:
 
 
 def test_probes_metrics_and_status(tmp_path, serve_api, monkeypatch):
-    monkeypatch.setitem(CONNECTORS, "focus", MemoryConnector)
+    monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
     monkeypatch.setattr(MemoryConnector, "ROWS", [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "2", {})])
     config = make_config(tmp_path)
     base = serve_api(api_for(config))
@@ -85,7 +85,7 @@ def test_probes_metrics_and_status(tmp_path, serve_api, monkeypatch):
 
 
 def test_readyz_names_a_stale_source(tmp_path, monkeypatch):
-    monkeypatch.setitem(CONNECTORS, "focus", MemoryConnector)
+    monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
     config = make_config(tmp_path)
     ingest(config)
     later = utc_now() + timedelta(hours=config.sources[0].freshness_hours + 1)

@@ -12,10 +12,10 @@ from conftest import require_binary
 from prometheus_client import CollectorRegistry, generate_latest
 from servicekit import MemoryConnector, commit, make_config
 
-from connectors.base import CONNECTORS
 from rules.base import Finding
 from service.core.config import parse_config
 from service.core.lake import Lake
+from service.core.registry import CONNECTORS
 from service.core.schema import cost_select_list
 from service.findings.store import store_findings
 from service.ingest.billing import ingest
@@ -27,7 +27,7 @@ ROWS = [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "3.5", {"team": "n
 
 @pytest.fixture
 def memory_source(monkeypatch):
-    monkeypatch.setitem(CONNECTORS, "focus", MemoryConnector)
+    monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
     monkeypatch.setattr(MemoryConnector, "ROWS", list(ROWS))
     return MemoryConnector
 

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from connectors.base import Delivery, connector_for
+from connectors.base import Delivery
 from service.core.config import Config, SourceConfig
 from service.core.errors import LakeBusyError, SpendlakeError
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
+from service.core.registry import CONNECTORS
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) 
     record = state.setdefault(source.name, {"failures_total": 0})
     outcomes: list[DeliveryOutcome] = []
     try:
-        connector = connector_for(source)
+        connector = CONNECTORS.get(source.kind)(source)
         deliveries = list(connector.deliveries())
         con = lake.connect(extra_paths=connector.local_paths(), memory_limit="600MB")
         try:

@@ -16,12 +16,13 @@ from datetime import datetime, timezone
 
 import duckdb
 
-from connectors.inventory_base import SnapshotPart, inventory_connector_for
+from connectors.inventory_base import SnapshotPart
 from service.core.config import Config, InventorySource
 from service.core.errors import DataError, LakeBusyError, SpendlakeError
 from service.core.lake import Lake
-from service.core.units import utc_now_iso
+from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
+from service.core.units import utc_now_iso
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     kind = source.kind  # type: ignore[attr-defined]
     outcome = InventoryOutcome(source.name, kind)
     try:
-        connector = inventory_connector_for(source)
+        connector = CONNECTORS.get(kind)(source)
         con = lake.connect(extra_paths=connector.local_paths(), memory_limit="600MB")
         try:
             with lake.scratch() as scratch:

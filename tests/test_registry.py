@@ -1,0 +1,130 @@
+"""The registry: an installed package adds a connector or a rule with one entry point, exactly
+as the built-ins do; nothing is imported before its name is asked for; a broken package
+fails only where its name is asked for.
+
+Each test installs a package the way pip does, as far as importlib.metadata can tell: its
+module and a `*.dist-info` (METADATA, entry_points.txt) in a directory on sys.path.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rules.base import configure
+from service.cli.main import cli
+from service.core.errors import ConfigError
+from service.core.registry import CONNECTORS, RULES, PluginError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def install(tmp_path: Path, monkeypatch, modules: dict[str, str], entry_points: dict[str, dict[str, str]]) -> None:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    for module, source in modules.items():
+        (site / f"{module}.py").write_text(source, encoding="utf-8")
+    info = site / "acme_spend-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-spend\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in points.items()) + "\n"
+        for group, points in entry_points.items()), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+
+
+def unique(prefix: str) -> str:
+    """A module name no other test imported (sys.modules outlives each test's directory)."""
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+RULE = '''
+"""An installed package's rule."""
+from rules.base import Rule, RuleConfig
+
+
+class QuietConfig(RuleConfig):
+    threshold: int = 3
+
+
+class Quiet(Rule):
+    """Flags nothing, from an installed package."""
+
+    name = "acme-quiet"
+    config_model = QuietConfig
+
+    def evaluate(self, ctx):
+        return []
+'''
+
+
+def test_a_rule_from_an_installed_package_is_listed_and_configured(tmp_path, monkeypatch):
+    module = unique("acme_rules")
+    install(tmp_path, monkeypatch, {module: RULE}, {"spendlake.rules": {"acme-quiet": f"{module}:Quiet"}})
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "rules": {"acme-quiet": {"threshold": 5}}}))
+    listed = CliRunner().invoke(cli, ["--config", str(config), "rules", "list", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    rows = {row["rule"]: row for row in json.loads(listed.output)}
+    assert rows["acme-quiet"] == {"rule": "acme-quiet", "enabled": True, "about": "Flags nothing, from an installed package."}
+    assert {"idle-gpu", "budget", "spend-anomaly"} <= set(rows)  # the built-ins, through the same group
+    [quiet] = [rule for rule in configure({"acme-quiet": {"threshold": 5}}) if rule.name == "acme-quiet"]
+    assert quiet.config.threshold == 5
+    with pytest.raises(ConfigError, match=r"rules\.acme-quiet\.threshold: Input should be a valid integer"):
+        configure({"acme-quiet": {"threshold": "many"}})
+
+
+def test_a_broken_package_fails_only_where_its_name_is_asked_for(tmp_path, monkeypatch):
+    module = unique("acme_broken")
+    install(tmp_path, monkeypatch, {module: "import acme_missing_dependency\n"},
+            {"spendlake.rules": {"acme-broken": f"{module}:Broken"},
+             "spendlake.connectors": {"acme-broken": f"{module}:BrokenConnector"}})
+    assert {"idle-gpu", "budget"} <= set(rules_named())  # the other rules still load
+    with pytest.raises(ConfigError) as error:
+        configure({"acme-broken": {}})
+    assert "rules.acme-broken: rule 'acme-broken' cannot be loaded" in str(error.value)
+    assert f"{module}:Broken from acme-spend 1.0" in str(error.value)
+    assert "No module named 'acme_missing_dependency'" in str(error.value)
+    with pytest.raises(PluginError, match="connector kind 'acme-broken' cannot be loaded .*acme_missing_dependency"):
+        CONNECTORS.get("acme-broken")
+    assert CONNECTORS.get("focus").kind == "focus"
+
+
+def rules_named() -> list[str]:
+    loaded, _ = RULES.load_all()
+    return list(loaded)
+
+
+@pytest.mark.parametrize("body, problem", [
+    ('class Wrong:\n    kind = "acme-other"\n    config_model = object\n    feeds = COSTS\n',
+     "declares kind 'acme-other', not 'acme-wrong'"),
+    ('class Wrong:\n    kind = "acme-wrong"\n    feeds = COSTS\n', "declares no config_model"),
+    ('class Wrong:\n    kind = "acme-wrong"\n    config_model = object\n'
+     '    feeds = Feeds(("gpu_utilization",), "snapshot_date", Disposition.SNAPSHOT)\n',
+     "feeds 'gpu_utilization', which is not partitioned by 'snapshot_date'"),
+    ('class Wrong:\n    kind = "acme-wrong"\n    config_model = object\n'
+     '    feeds = Feeds(("costs",), "day", Disposition.SERIES)\n', "cannot feed 'costs' with time series by day"),
+])
+def test_a_connector_must_declare_what_it_is(tmp_path, monkeypatch, body, problem):
+    module = unique("acme_wrong")
+    source = "from connectors.base import COSTS\nfrom service.core.registry import Disposition, Feeds\n" + body
+    install(tmp_path, monkeypatch, {module: source}, {"spendlake.connectors": {"acme-wrong": f"{module}:Wrong"}})
+    with pytest.raises(PluginError) as error:
+        CONNECTORS.get("acme-wrong")
+    assert str(error.value) == f"connector kind 'acme-wrong' ({module}:Wrong from acme-spend 1.0) {problem}"
+
+
+def test_asking_for_one_kind_imports_only_its_connector():
+    probe = ("import json, sys\nfrom service.core.registry import CONNECTORS\nCONNECTORS.get('aws-tags')\n"
+             "print(json.dumps([m for m in sys.modules if m.startswith(('connectors.', 'rules.'))]))")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    loaded = set(json.loads(run.stdout))
+    assert "connectors.aws_tags" in loaded
+    assert not loaded & {"connectors.focus", "connectors.aws_cur", "connectors.gpu_metrics", "connectors.s3_objects"}
+    assert not any(name.startswith("rules.") for name in loaded)
