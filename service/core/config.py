@@ -149,11 +149,20 @@ InventorySourceConfig = Annotated[
 class ServiceConfig(Strict):
     """`spendlake serve`: listen address, job schedule (UTC), bearer token, metric label bound."""
 
-    listen: str = Field(default="127.0.0.1:9464", pattern=r"^\S+:\d{1,5}$", description="host:port")
+    listen: str = Field(default="127.0.0.1:9464", description="host:port")
     ingest_every_minutes: int = Field(default=60, ge=1, le=24 * 60)
     daily_at: str = Field(default="06:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM, UTC")
     api_token: str | None = Field(default=None, min_length=16, description="$SPENDLAKE_API_TOKEN takes precedence")
     top_n: int = Field(default=20, ge=1, le=200, description="label values per metric before folding into `other`")
+
+    @field_validator("listen")
+    @classmethod
+    def _host_and_port(cls, listen: str) -> str:
+        host, sep, port = listen.rpartition(":")
+        if not sep or not host.strip("[]") or any(c.isspace() for c in listen) or not port.isdigit() \
+                or not 0 <= int(port) <= 65535:
+            raise ValueError(f"{listen!r} is not HOST:PORT with a port from 0 to 65535 (e.g. 127.0.0.1:9464)")
+        return listen
 
 
 class EngineConfig(Strict):

@@ -14,6 +14,8 @@ from service.core.errors import UsageError
 RELATIVE_RE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, 2026-11-01 or 2026-11-01T06:00:00Z"
+MIN_INSTANT = datetime(1, 1, 2, tzinfo=timezone.utc)
+MAX_INSTANT = datetime(9999, 12, 30, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,11 @@ class Window:
 
     def previous(self) -> Window:
         """The window of the same length that ends where this one starts."""
-        return Window(self.since - self.length, self.since)
+        try:
+            return Window(self.since - self.length, self.since)
+        except OverflowError:
+            raise UsageError(f"no window of the same length before {iso_utc(self.since)} to compare with",
+                             where="--compare", hint="compare a later or shorter window") from None
 
 
 def utc_now() -> datetime:
@@ -38,18 +44,22 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
     """A relative span back from `now`, or an absolute ISO date/time (naive means UTC)."""
     now = now or utc_now()
     match = RELATIVE_RE.match(text)
-    if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        return now - timedelta(**{UNITS[unit]: amount})
-    if text.strip().lower() == "now":
-        return now
     try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"cannot read {text!r} as a time", where=option, hint=EXAMPLES) from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+        if match:
+            amount, unit = int(match.group(1)), match.group(2)
+            return now - timedelta(**{UNITS[unit]: amount})
+        if text.strip().lower() == "now":
+            return now
+        try:
+            value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"cannot read {text!r} as a time", where=option, hint=EXAMPLES) from None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+    except OverflowError:  # 99999999999999d, or year 1 at +14:00: before the first representable instant
+        raise UsageError(f"{text!r} is out of range", where=option,
+                         hint=f"times run from {MIN_INSTANT.date()} to {MAX_INSTANT.date()}; {EXAMPLES}") from None
 
 
 def parse_window(since: str, until: str | None = None, *, now: datetime | None = None) -> Window:

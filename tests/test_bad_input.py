@@ -1,0 +1,39 @@
+"""Every bad input gets one clear sentence and exit 2 or 3, never a traceback (RELIABILITY 54)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from tests.attribution_helpers import declared_sources, line, make_lake
+
+CASES = [  # (arguments after --config, exit code, what the message names)
+    (["attribute", "--since", "99999999999999d"], 2, "--since: '99999999999999d' is out of range"),
+    (["attribute", "--since", "7d", "--until", "0001-01-01T00:00:00+14:00"], 2, "--until: "),
+    (["attribute", "--since", "0001-01-01T00:00:00+14:00"], 2, "out of range"),
+    (["attribute", "--since", "0001-01-02", "--compare"], 2, "--compare: no window of the same length"),
+    (["attribute", "--since", "yesterday-ish"], 2, "cannot read 'yesterday-ish' as a time"),
+    (["attribute", "--since", "7d", "--by", "teem"], 2, "unknown dimension 'teem'"),
+    (["rules", "run", "--since", "99999999999999d", "--dry-run"], 2, "out of range"),
+    (["serve", "--listen", "127.0.0.1:99999"], 2, "port from 0 to 65535"),
+    (["serve", "--listen", "no-port"], 2, "is not HOST:PORT"),
+]
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("bad-input")
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": "nlp"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    return path
+
+
+@pytest.mark.parametrize("args, code, named", CASES, ids=lambda c: " ".join(c) if isinstance(c, list) else None)
+def test_54_out_of_range_and_bad_values_exit_with_one_clear_line(config, args, code, named):
+    result = CliRunner().invoke(cli, ["--config", str(config), *args])
+    assert result.exit_code == code, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output and named in result.output, result.output
