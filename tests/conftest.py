@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ SAMPLES = DATA / "samples"  # copies of ../shared/samples, so the project builds
 @pytest.fixture(autouse=True)
 def _no_real_aws(monkeypatch):
     """Tests never reach a real AWS account, whatever the machine's environment holds."""
+    isolate(monkeypatch)
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
@@ -33,3 +38,18 @@ def require_binary(name: str) -> str:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+# The demo organisation most demo tests read: 40 days across a month boundary, seed 7. One
+# run per session (the whole demo takes several seconds); tests only read what it wrote.
+DEMO_DAYS, DEMO_START, DEMO_SEED = 40, date(2026, 10, 20), 7
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """`run_demo` once for the session: the DemoResult (config, lake, findings, as_of)."""
+    from service.cli.demo_org import run_demo
+
+    with pytest.MonkeyPatch.context() as monkeypatch:  # session fixtures run before the autouse one
+        isolate(monkeypatch)
+        return run_demo(tmp_path_factory.mktemp("demo") / "d", days=DEMO_DAYS, start=DEMO_START, seed=DEMO_SEED)

@@ -227,6 +227,7 @@ def test_debug_logs_never_show_credentials(tmp_path, moto_server, s3):
 
 # ---- processes: crash mid-commit, two at once -----------------------------------------------
 
+@pytest.mark.slow  # a subprocess ingest, killed mid-commit
 def test_sigkill_mid_commit_leaves_old_totals_and_nothing_stray(tmp_path):
     export = tmp_path / "exp" / "cur.csv"
     export.parent.mkdir()

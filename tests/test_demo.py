@@ -6,11 +6,14 @@ import json
 from datetime import date
 from decimal import Decimal
 
+import pytest
 from click.testing import CliRunner
 
 from connectors.synthetic.billing import write_billing
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from service.cli.main import cli
+
+pytestmark = pytest.mark.slow  # each runs the whole demo, or reads the session's demo_run
 
 ARGS = ["demo", "--days", "3", "--start", "2026-10-30", "--seed", "5"]  # three days across a month boundary
 
@@ -44,30 +47,31 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
 
     before = lake_files(lake)
     ledger = (lake / "_ledger" / "deliveries.json").read_bytes()
-    second = runner.invoke(cli, ARGS)
+    # the re-run names the same directory with --dir from elsewhere: were --dir ignored, it
+    # would build a new lake under the other working directory and commit again
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    second = runner.invoke(cli, [*ARGS, "--dir", str(tmp_path / "spendlake-data")])
     assert second.exit_code == 0, second.output
     assert second.output.count("unchanged") == 2 and "committed" not in second.output
     assert lake_files(lake) == before
     assert {p.name: p.read_bytes() for p in report.iterdir()} == written
     assert (lake / "_ledger" / "deliveries.json").read_bytes() == ledger
+    assert list(elsewhere.iterdir()) == []
 
-
-def test_demo_config_is_written_and_valid(tmp_path):
-    runner = CliRunner()
-    result = runner.invoke(cli, [*ARGS, "--dir", str(tmp_path / "d")])
-    assert result.exit_code == 0, result.output
-    config = tmp_path / "d" / "demo" / "spendlake.yaml"
+    # the config it wrote is valid and names the lake
+    config = tmp_path / "spendlake-data" / "demo" / "spendlake.yaml"
     checked = runner.invoke(cli, ["--config", str(config), "config", "validate"])
     assert checked.exit_code == 0, checked.output
-    assert str(tmp_path / "d" / "lake") in checked.output
+    assert str(lake) in checked.output
 
 
-def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path):
+def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(demo_run):
     from service.core.lake import Lake
-    from service.cli.demo_org import run_demo
     from service.findings.store import load_findings
 
-    result = run_demo(tmp_path / "d", days=40, start=date(2026, 10, 20), seed=7)
+    result = demo_run  # 40 days from 2026-10-20, seed 7
     found = load_findings(Lake(result.config.lake))
     budgets = {(f.evidence["budget"], f.evidence["kind"], f.evidence["line"]) for f in found if f.rule == "budget"}
     assert ("pretrain-monthly", "actual", "1.0") in budgets  # crossed
@@ -84,12 +88,11 @@ def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(tmp_path)
     assert not {"user_owner_team", "user_team"} & {k["key"] for k in unallocated.evidence["uncovered_tag_keys"]}
 
 
-def test_demo_attributes_runs_the_rules_and_sets_budgets_that_warn(tmp_path):
+def test_demo_attributes_runs_the_rules_and_sets_budgets_that_warn(demo_run):
     from service.findings.budgets import budget_status
     from service.core.lake import Lake
-    from service.cli.demo_org import run_demo
 
-    result = run_demo(tmp_path / "d", days=21, start=date(2026, 11, 1))
+    result = demo_run
     rules = {f.rule for f in result.findings if f.status == "open"}
     assert {"budget", "idle-gpu", "checkpoint-sprawl", "duplicate-datasets", "unbounded-logs"} <= rules
     assert any(f.monthly_waste_usd > 0 for f in result.findings if f.rule == "idle-gpu")

@@ -41,6 +41,7 @@ def scraped(tmp_path_factory):
         yield prom
 
 
+@pytest.mark.slow  # spendlake serve and Prometheus for real, three scrapes
 @pytest.mark.parametrize("title, expr", [pytest.param(title, expr, id=title) for title, expr in panel_queries()])
 def test_panel_query_returns_series(scraped, title, expr):
     result = query(scraped, expr)["result"]

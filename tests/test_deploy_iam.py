@@ -127,6 +127,7 @@ def test_the_policy_allows_no_write_action():
     assert {s["Effect"] for s in POLICY["Statement"]} == {"Allow"}
 
 
+@pytest.mark.slow  # moto server enforcing the policy
 def test_a_full_ingest_passes_under_the_policy(tmp_path, aws):
     aws(POLICY)
     cfg = config(tmp_path)
@@ -152,6 +153,7 @@ WRITES = {
 }
 
 
+@pytest.mark.slow  # moto server enforcing the policy
 def test_writes_are_denied(aws):
     aws(POLICY)
     allowed = []
@@ -168,6 +170,7 @@ def test_writes_are_denied(aws):
     assert allowed == []
 
 
+@pytest.mark.slow  # moto server enforcing the policy
 def test_without_get_object_the_error_names_the_action_and_the_object(tmp_path, aws):
     policy = copy.deepcopy(POLICY)
     policy["Statement"] = [s for s in policy["Statement"] if s["Action"] != ["s3:GetObject"]]
@@ -180,6 +183,7 @@ def test_without_get_object_the_error_names_the_action_and_the_object(tmp_path, 
     assert f"s3://{BILLING}/cur/" in message
 
 
+@pytest.mark.slow  # moto server enforcing the policy
 def test_without_the_inventory_reports_statement_the_error_names_the_action_and_the_manifest(tmp_path, aws):
     aws(without(POLICY, "ReadS3InventoryReports"))
     cfg = config(tmp_path)

@@ -27,12 +27,14 @@ def rules() -> dict[str, dict]:
     return {rule["alert"]: rule for group in groups for rule in group["rules"]}
 
 
+@pytest.mark.slow  # promtool
 def test_config_and_rules_are_valid():
     promtool = require_binary("promtool")
     assert f"SUCCESS: {len(ALERTS)} rules found" in run(promtool, "check", "rules", "prometheus/alerts.yml")
     run(promtool, "check", "config", "prometheus/prometheus.yml")
 
 
+@pytest.mark.slow  # promtool's unit tests
 def test_alert_unit_tests_pass():
     promtool = require_binary("promtool")
     assert "SUCCESS" in run(promtool, "test", "rules", "alerts_test.yml", cwd=DEPLOY / "prometheus")

@@ -8,7 +8,10 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from stackkit import alertmanager, demo_service, prometheus, query, wait_until
+
+pytestmark = pytest.mark.slow  # spendlake serve, Prometheus and Alertmanager for real
 
 
 class Receiver(BaseHTTPRequestHandler):

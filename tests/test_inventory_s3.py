@@ -57,6 +57,7 @@ def make_lifecycles(s3) -> None:
          "Transitions": [{"Days": 60, "StorageClass": "GLACIER"}]}]})
 
 
+@pytest.mark.slow  # 2500 objects through moto
 @mock_aws
 def test_list_objects_paginates_2500_objects_with_multipart_checksum_and_lifecycle(tmp_path):
     s3 = boto3.client("s3", region_name="us-east-1")

@@ -51,6 +51,7 @@ def make_tagged_resources(region: str = "us-east-1") -> None:
         s3.put_bucket_tagging(Bucket=f"data-{n:03d}", Tagging={"TagSet": [{"Key": "team", "Value": "data"}]})
 
 
+@pytest.mark.slow  # 120 resources through moto
 @mock_aws
 def test_tags_paginate_all_120_resources_and_keep_casing(tmp_path):
     make_tagged_resources()
@@ -66,6 +67,7 @@ def test_tags_paginate_all_120_resources_and_keep_casing(tmp_path):
     assert ec2_arn[1] == "us-east-1"
 
 
+@pytest.mark.slow  # two snapshots through moto
 @mock_aws
 def test_tags_rerun_same_day_replaces_snapshot(tmp_path):
     make_tagged_resources()
@@ -78,6 +80,7 @@ def test_tags_rerun_same_day_replaces_snapshot(tmp_path):
         ("2026-11-28", 220), ("2026-11-29", 220)]
 
 
+@pytest.mark.slow  # retries through moto
 @mock_aws
 def test_tagging_throttling_is_retried_then_succeeds(tmp_path, monkeypatch, no_retry_wait):
     make_tagged_resources()
@@ -88,6 +91,7 @@ def test_tagging_throttling_is_retried_then_succeeds(tmp_path, monkeypatch, no_r
     assert query(tmp_path, "SELECT count(DISTINCT resource_id) FROM resource_tags") == [(120,)]
 
 
+@pytest.mark.slow  # retries through moto
 @mock_aws
 def test_throttled_past_max_attempts_fails_and_names_the_action(tmp_path, monkeypatch, no_retry_wait):
     make_tagged_resources()

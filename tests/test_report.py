@@ -271,6 +271,7 @@ def test_currencies_are_never_added_together(tmp_path):
     assert [r["source"] for r in table(by_key["freshness"], "freshness")["rows"]] == ["focus-eu", "focus-us"]
 
 
+@pytest.mark.slow  # its own organisation lake, two reports
 def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, monkeypatch):
     from rules.base import Finding, Rule
     from service.core.registry import RULES

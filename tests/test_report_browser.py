@@ -14,7 +14,7 @@ from conftest import require_binary
 from report_fixtures import INJECTIONS, org_config
 from service.report.write import write_report
 
-pytestmark = pytest.mark.binary
+pytestmark = [pytest.mark.binary, pytest.mark.slow]  # a headless Chromium per test
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
          "--no-first-run", "--disable-component-update", "--disable-sync"]

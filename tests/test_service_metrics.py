@@ -132,6 +132,7 @@ def test_spend_by_team_project_and_window_and_the_unallocated_share(tmp_path):
         pytest.approx(1 / 115)
 
 
+@pytest.mark.slow  # ten thousand experiments
 def test_ten_thousand_experiments_stay_under_the_series_cap(tmp_path):
     config = make_config(tmp_path)
     lake = Lake(config.lake)

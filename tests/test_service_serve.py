@@ -9,7 +9,10 @@ import sys
 import textwrap
 import urllib.request
 
+import pytest
 from servicekit import REPO, start_serve, write_config
+
+pytestmark = pytest.mark.slow  # `spendlake serve` subprocesses
 
 
 def config_data(tmp_path) -> dict:

@@ -28,6 +28,8 @@ from service.core.lake import Lake
 from service.core.timewindow import Window
 from tests.attribution_helpers import declared_sources
 
+pytestmark = pytest.mark.slow  # a Spark JVM per module, seconds per query
+
 SPARK = EngineConfig(kind="spark", master="local[2]")
 # Cuts hourly and daily charge periods at both edges, across a month boundary.
 CUT = Window(datetime(2026, 10, 30, 5, 30, tzinfo=timezone.utc), datetime(2026, 11, 1, 12, 20, tzinfo=timezone.utc))

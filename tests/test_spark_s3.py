@@ -25,6 +25,8 @@ from service.attribution.api import attribute, reconcile
 from service.core.timewindow import parse_window
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # Spark over S3A against a moto server
+
 POLICY = (REPO / "deploy" / "iam" / "spendlake-spark-lake.json").read_text()
 BUCKET, PREFIX, OTHER_BUCKET = "example-spendlake-lake", "lake", "example-other-bucket"
 LAKE_URL = f"s3a://{BUCKET}/{PREFIX}"

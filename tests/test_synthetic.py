@@ -129,6 +129,7 @@ def test_the_bill_looks_like_an_ml_organisation(fortnight):
     assert p5 == [("98.32",)]
 
 
+@pytest.mark.slow  # generates an organisation's bill
 def test_rows_sizes_the_fleet(tmp_path):
     result = generate_organisation(tmp_path, days=31, start=date(2026, 10, 1), seed=5, rows=300_000)
     assert [p.billing_period for p in result.periods] == ["2026-10"]
@@ -147,6 +148,7 @@ def test_a_changed_organisation_bills_the_change(tmp_path):
     assert Decimal("98.32") * org.hours < added < Decimal("98.32") * org.hours * Decimal("1.1")
 
 
+@pytest.mark.slow  # generates and ingests a legacy CUR
 def test_legacy_cur_holds_the_same_bill_for_the_aws_cur_connector(tmp_path):
     result = generate_organisation(tmp_path / "out", days=5, start=START, seed=11,
                                    formats=("legacy-csv.gz",))

@@ -72,15 +72,15 @@ def test_idle_stretches_and_busy_hours(inventory_lake):
     assert all(0 < share < 0.5 for share in rows.values())  # mostly busy, with idle stretches
 
 
-def test_demo_lake_shows_waste_of_all_four_rules(tmp_path):
+@pytest.mark.slow
+def test_demo_lake_shows_waste_of_all_four_rules(demo_run):
+    from conftest import DEMO_DAYS
     from rules.base import finding_id
-    from service.cli.demo_org import run_demo
     from service.findings.run import run_rules
 
-    demo = run_demo(tmp_path / "demo", days=DAYS, start=START, seed=7)
+    demo = demo_run
     assert not demo.ingest.failed and not any(o.failed for o in demo.inventory)
-    end = datetime.combine(START + timedelta(days=DAYS), datetime.min.time(), tzinfo=timezone.utc)
-    report = run_rules(demo.config, since=f"{DAYS}d", now=end, dry_run=True)
+    report = run_rules(demo.config, since=f"{DEMO_DAYS}d", now=demo.as_of, dry_run=True)
     assert [o.message for o in report.result.outcomes if o.status == "error"] == []
     waste: dict[str, float] = {}
     for finding in report.result.findings:
