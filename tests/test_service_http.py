@@ -16,7 +16,8 @@ from click.testing import CliRunner
 from servicekit import MemoryConnector, commit, make_config, write_config
 
 from rules.base import Finding
-from service.serve.app import Api, make_server, parse_listen
+from service.serve.app import Api
+from service.serve.http import make_server, parse_listen
 from service.cli.main import cli as cli_group
 from service.core.config import ServiceConfig
 from service.core.lake import Lake
@@ -71,7 +72,7 @@ def test_probes_metrics_and_status(tmp_path, serve_api, monkeypatch):
 
     assert get(base + "/healthz")[0] == 200
     status, _, body = get(base + "/readyz")
-    assert status == 503 and json.loads(body)["reasons"] == ["source cur has not been ingested yet"]
+    assert status == 503 and json.loads(body) == {"status": "not ready", "not_ready": ["cur"]}
 
     ingest(config)
     assert get(base + "/readyz")[0] == 200
@@ -89,8 +90,10 @@ def test_readyz_names_a_stale_source(tmp_path, monkeypatch):
     config = make_config(tmp_path)
     ingest(config)
     later = utc_now() + timedelta(hours=config.sources[0].freshness_hours + 1)
-    response = api_for(config, clock=lambda: later).handle("/readyz", {}, None)
-    assert response.status == 503
+    api = api_for(config, clock=lambda: later, token=TOKEN)
+    response = api.handle("/readyz", {}, None)
+    assert response.status == 503 and json.loads(response.body) == {"status": "not ready", "not_ready": ["cur"]}
+    response = api.handle("/readyz", {}, f"Bearer {TOKEN}")  # the reasons only to a token holder
     [reason] = json.loads(response.body)["reasons"]
     assert reason.startswith("source cur last ingested at") and "freshness limit of 36h" in reason
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 import hmac
 import logging
 import os
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import duckdb
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -27,6 +24,7 @@ from service.core.lake import Lake
 from service.core.timewindow import iso_utc, parse_window, utc_now
 from service.serve.families import freshness_limits
 from service.core.output import to_json
+from service.serve.http import JSON
 from service.ingest.status import status as lake_status
 
 log = logging.getLogger(__name__)
@@ -34,7 +32,6 @@ log = logging.getLogger(__name__)
 TOKEN_ENV = "SPENDLAKE_API_TOKEN"
 ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
 FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
-JSON = "application/json; charset=utf-8"
 
 
 @dataclass
@@ -64,10 +61,17 @@ class Route:
     params: frozenset[str] = frozenset()
     repeatable: frozenset[str] = frozenset()
     protected: bool = False
+    detailed: bool = False  # the handler takes `authorized` and says more to a token holder
 
 
 def api_token(config: Config) -> str | None:
-    return os.environ.get(TOKEN_ENV) or config.service.api_token
+    """The bearer token: `$SPENDLAKE_API_TOKEN`, else `service.api_token`; either must be at
+    least 16 characters (a short token is a config error, not a weak lock)."""
+    token = os.environ.get(TOKEN_ENV)
+    if token is not None and len(token) < 16:
+        raise ConfigError(f"${TOKEN_ENV} is {len(token)} characters; it must be at least 16", where=f"${TOKEN_ENV}",
+                          hint="set a longer random token, e.g. `openssl rand -hex 24`")
+    return token or config.service.api_token
 
 
 def source_freshness(config: Config, lake: Lake, now: datetime) -> list[dict]:
@@ -103,7 +107,7 @@ class Api:
         self.routes: dict[str, Route] = {
             "/metrics": Route(self.metrics),
             "/healthz": Route(self.healthz),
-            "/readyz": Route(self.readyz),
+            "/readyz": Route(self.readyz, detailed=True),
             "/api/v1/status": Route(self.status, protected=True),
             "/api/v1/attribute": Route(self.attribute, ATTRIBUTE_PARAMS, repeatable=frozenset({"where"}),
                                        protected=True),
@@ -114,20 +118,21 @@ class Api:
         route = self.routes.get(path.rstrip("/") or "/")
         if route is None:
             return error_response(404, f"no such endpoint {path!r}", hint="see " + ", ".join(sorted(self.routes)))
+        authorized = bool(self.token) and self.authorized(authorization)
+        if route.protected and self.token and not authorized:  # before anything about the parameters
+            return error_response(401, "missing or wrong bearer token", where=path,
+                                  hint=f"send 'Authorization: Bearer <token>' (service.api_token or ${TOKEN_ENV})",
+                                  **{"WWW-Authenticate": 'Bearer realm="spendlake"'})
         unknown = sorted(set(query) - route.params)
         if unknown:
             accepted = ", ".join(sorted(route.params)) or "none"
-            return error_response(400, f"unknown parameter(s): {', '.join(unknown)}", where=path,
+            return error_response(400, f"unknown parameter(s): {', '.join(unknown)[:200]}", where=path,
                                   hint=f"accepted: {accepted}")
         repeated = sorted(k for k, v in query.items() if len(v) > 1 and k not in route.repeatable)
         if repeated:
             return error_response(400, f"parameter(s) given more than once: {', '.join(repeated)}", where=path)
-        if route.protected and self.token and not self.authorized(authorization):
-            return error_response(401, "missing or wrong bearer token", where=path,
-                                  hint=f"send 'Authorization: Bearer <token>' (service.api_token or ${TOKEN_ENV})",
-                                  **{"WWW-Authenticate": 'Bearer realm="spendlake"'})
         try:
-            return route.handler(query)
+            return route.handler(query, authorized) if route.detailed else route.handler(query)
         except UsageError as exc:
             return error_response(400, exc.message, where=exc.where, hint=exc.hint)
         except LakeBusyError as exc:
@@ -148,15 +153,16 @@ class Api:
     def healthz(self, query: Query) -> Response:
         return json_response(200, {"status": "ok"})
 
-    def readyz(self, query: Query) -> Response:
-        reasons = []
+    def readyz(self, query: Query, authorized: bool = False) -> Response:
+        """Ready or not, and which sources hold it back; the reasons (paths, errors) only to a
+        holder of the API token."""
+        reasons, waiting = [], []
         try:
-            con = self.lake.query()
-            con.execute("SELECT count(*) FROM costs WHERE false").fetchall()
-            con.close()
-            self.lake.ledger()
+            with self.lake.query() as con:
+                con.execute("SELECT count(*) FROM costs WHERE false").fetchall()
         except (SpendlakeError, duckdb.Error, OSError) as exc:
             reasons.append(f"the lake at {self.lake.root} is not readable: {exc}")
+            waiting.append("lake")
         else:
             for row in source_freshness(self.config, self.lake, self.clock()):
                 if row["last_success"] is None:
@@ -164,9 +170,13 @@ class Api:
                 elif not row["fresh"]:
                     reasons.append(f"source {row['source']} last ingested at {row['last_success']}, "
                                    f"older than its freshness limit of {row['freshness_hours']}h")
-        if reasons:
-            return json_response(503, {"status": "not ready", "reasons": reasons})
-        return json_response(200, {"status": "ready"})
+                else:
+                    continue
+                waiting.append(row["source"])
+        if not reasons:
+            return json_response(200, {"status": "ready"})
+        body = {"status": "not ready", "not_ready": waiting}
+        return json_response(503, {**body, "reasons": reasons} if authorized else body)
 
     def status(self, query: Query) -> Response:
         return json_response(200, {
@@ -217,56 +227,3 @@ def flag(query: Query, name: str) -> bool:
     if value not in ("true", "false", "1", "0"):
         raise UsageError(f"{name} must be true or false, not {value!r}", where=name)
     return value in ("true", "1")
-
-
-class ServiceHandler(BaseHTTPRequestHandler):
-    api: Api  # set on the subclass made by `make_server`
-    server_version = "spendlake"
-    sys_version = ""
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        url = urlsplit(self.path)
-        try:
-            query = parse_qs(url.query, keep_blank_values=True, strict_parsing=bool(url.query))
-        except ValueError:
-            self.send(error_response(400, "malformed query string", where=url.path))
-            return
-        self.send(self.api.handle(url.path, query, self.headers.get("Authorization")))
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.send(error_response(405, "the API is read-only: use GET", Allow="GET"))
-
-    do_PUT = do_DELETE = do_PATCH = do_POST
-
-    def send(self, response: Response) -> None:
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        self.send_header("Cache-Control", "no-store")
-        for name, value in response.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(response.body)
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (signature of the base class)
-        log.debug("%s %s", self.address_string(), format % args)
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
-def make_server(api: Api, listen: str) -> ThreadingHTTPServer:
-    """Bind (nothing is served until `serve_forever`); `server_address` gives the real port."""
-    host, port = parse_listen(listen)
-    handler = type("BoundServiceHandler", (ServiceHandler,), {"api": api})
-    server_class = type("SpendlakeHTTPServer", (ThreadingHTTPServer,), {
-        "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET,
-        "daemon_threads": True,
-    })
-    try:
-        return server_class((host, port), handler)
-    except OSError as exc:
-        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where="service.listen",
-                          hint="choose another address with --listen HOST:PORT") from None

@@ -16,7 +16,8 @@ from datetime import date, datetime, time, timedelta
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
-from service.serve.app import Api, api_token, make_server
+from service.serve.app import Api, api_token
+from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
 from service.core.lake import Lake

@@ -1,0 +1,169 @@
+"""The HTTP layer under service/serve/app.py: a standard-library threading server that a
+slow or hostile client cannot take down.
+
+- Each connection gets `REQUEST_TIMEOUT_SECONDS` to send its request: an idle or half-open
+  connection is dropped, it cannot hold its thread for as long as it likes.
+- At most `MAX_CONNECTIONS` connections are served at once; the next one is answered 503 at
+  once (JSON, `Retry-After`) without reading it, so threads stay bounded.
+- Every answer is JSON, the errors http.server produces itself included (400 bad request
+  line, 414 URI too long, 431 headers too large, 501 unsupported method), and carries an
+  `X-Request-Id`; a handler that fails unexpectedly is a 500 naming that id, the traceback
+  only in the service log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from service.core.errors import ConfigError
+from service.core.output import to_json
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_SECONDS = 10
+MAX_CONNECTIONS = 256
+MAX_QUERY_FIELDS = 50  # parameters per request (a repeatable one counts each time)
+MAX_URL_BYTES = 8192
+JSON = "application/json; charset=utf-8"
+
+
+def json_body(status: int, message: str, request_id: str, **extra) -> bytes:
+    return (to_json({"error": {"status": status, "message": message, **extra}, "request_id": request_id})
+            + "\n").encode()
+
+
+class ServiceHandler(BaseHTTPRequestHandler):
+    api = None  # the app (service.serve.app.Api), set on the subclass made by `make_server`
+    server_version = "spendlake"
+    sys_version = ""
+    timeout = REQUEST_TIMEOUT_SECONDS  # socket timeout for reading the request
+    protocol_version = "HTTP/1.0"  # one request per connection: no keep-alive to hold a thread
+
+    def setup(self) -> None:
+        self.request_id = uuid.uuid4().hex[:16]
+        super().setup()
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        url = urlsplit(self.path)
+        try:  # the field count first: it is what makes a long query expensive
+            query = parse_qs(url.query, keep_blank_values=True, strict_parsing=bool(url.query),
+                             max_num_fields=MAX_QUERY_FIELDS)
+        except ValueError as exc:
+            too_many = "Max number of fields exceeded" in str(exc)
+            self.send_error(400, f"more than {MAX_QUERY_FIELDS} parameters" if too_many else "malformed query string")
+            return
+        if len(self.path.encode()) > MAX_URL_BYTES:
+            self.send_error(414, f"the URL is longer than {MAX_URL_BYTES} bytes")
+            return
+        try:
+            response = self.api.handle(url.path, query, self.headers.get("Authorization"))
+            body = self.with_request_id(response)
+        except Exception:  # a bug must not drop the connection: log it, answer 500 with the id
+            log.exception("request %s %s failed", self.request_id, url.path)
+            self.send_error(500, "internal error; the service log has the details under this request id")
+            return
+        self.send(response.status, body, response.content_type, response.headers)
+
+    def with_request_id(self, response) -> bytes:
+        """An error answer's JSON with its status and this request's id (for the log)."""
+        if response.status < 400 or response.content_type != JSON:
+            return response.body
+        data = json.loads(response.body)
+        if not isinstance(data, dict) or not isinstance(data.get("error"), dict):
+            return response.body  # a probe's answer (`/readyz` not ready), not an error report
+        data["error"]["status"] = response.status
+        return (to_json({**data, "request_id": self.request_id}) + "\n").encode()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.send_error(405, "the API is read-only: use GET")
+
+    do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors, as JSON like every other answer."""
+        self.close_connection = True
+        if getattr(self, "request_version", None) == "HTTP/0.9":  # a garbled request line: answer with headers
+            self.request_version = "HTTP/1.0"
+        headers = {"Allow": "GET"} if code in (405, 501) else {}
+        reason = message or self.responses.get(code, ("error",))[0]
+        self.send(code, json_body(code, reason, self.request_id), JSON, headers)
+
+    def send(self, status: int, body: bytes, content_type: str, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Request-Id", self.request_id)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (signature of the base class)
+        log.debug("%s %s %s", self.request_id, self.address_string(), format % args)
+
+
+class BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` at once."""
+
+    daemon_threads = True
+    max_connections = MAX_CONNECTIONS
+
+    def server_activate(self) -> None:
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        super().server_activate()
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request) -> None:
+        body = json_body(503, f"more than {self.max_connections} connections at once; retry shortly",
+                         uuid.uuid4().hex[:16])
+        try:
+            request.settimeout(1)
+            request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: " + JSON.encode()
+                            + b"\r\nRetry-After: 1\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        except OSError:
+            pass
+        finally:
+            self.shutdown_request(request)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS) -> ThreadingHTTPServer:
+    """Bind (nothing is served until `serve_forever`); `server_address` gives the real port."""
+    host, port = parse_listen(listen)
+    handler = type("BoundServiceHandler", (ServiceHandler,), {"api": api})
+    server_class = type("SpendlakeHTTPServer", (BoundedServer,), {
+        "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET,
+        "max_connections": max_connections,
+    })
+    try:
+        return server_class((host, port), handler)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where="service.listen",
+                          hint="choose another address with --listen HOST:PORT") from None

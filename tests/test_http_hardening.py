@@ -1,0 +1,150 @@
+"""`spendlake serve` against hostile clients (RELIABILITY 58-60): capped parameters, idle and
+half-open connections that time out, a connection cap, JSON for every error, authentication
+first, and a readiness probe that tells strangers nothing but ready or not."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
+
+from service.cli.main import cli
+from service.serve import http
+from service.serve.app import Api
+from service.serve.http import make_server
+from tests.servicekit import make_config, write_config
+
+TOKEN = "s3cret-token-0123456789"
+
+
+@pytest.fixture
+def server(tmp_path):
+    servers = []
+
+    def start(token: str | None = None, **options):
+        api = Api(make_config(tmp_path), CollectorRegistry(), token=token)
+        server = make_server(api, "127.0.0.1:0", **options)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for started in servers:
+        started.shutdown()
+        started.server_close()
+
+
+def raw(port: int, request: bytes, timeout: float = 5) -> tuple[int, dict, dict]:
+    """Send `request` bytes as they are; (status, headers, JSON body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+def get(port: int, target: str, token: str | None = None) -> tuple[int, dict, dict]:
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    return raw(port, f"GET {target} HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+
+
+def test_58_a_dimension_repeated_2000_times_is_400_before_any_work(server, monkeypatch):
+    import service.attribution as attribution
+
+    monkeypatch.setattr(attribution, "attribute", lambda *a, **k: pytest.fail("attribution must not run"))
+    port = server()
+    status, _, body = get(port, "/api/v1/attribute?since=7d&" + "&".join(["by=team"] * 2000))
+    assert status == 400 and "more than 50 parameters" in body["error"]["message"]
+    status, _, body = get(port, "/api/v1/status?" + "&".join(f"x{n}=1" for n in range(40)))
+    assert status == 400 and len(body["error"]["message"]) < 300  # unknown names listed, capped
+
+
+def test_59_healthz_answers_while_150_idle_connections_are_held(server):
+    port = server()
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(150)]
+    try:
+        half = idle[0]
+        half.sendall(b"GET /healthz HTTP/1.1\r\n")  # half a request, never finished
+        status, headers, body = get(port, "/healthz")
+        assert status == 200 and body == {"status": "ok"} and headers["X-Request-Id"]
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_59_an_idle_connection_is_dropped_after_the_request_timeout(server, monkeypatch):
+    monkeypatch.setattr(http.ServiceHandler, "timeout", 0.5)
+    port = server()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # headers never end
+        started = time.monotonic()
+        assert sock.recv(100) == b""  # the server closed it
+        assert time.monotonic() - started < 9
+
+
+def test_59_connections_past_the_cap_are_answered_503_at_once(server):
+    port = server(max_connections=5)
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+    try:
+        time.sleep(0.2)  # the server has accepted them
+        status, headers, body = get(port, "/healthz")
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert "more than 5 connections" in body["error"]["message"]
+    finally:
+        for sock in held:
+            sock.close()
+    deadline = time.monotonic() + 5
+    while get(port, "/healthz")[0] != 200:  # slots come back when the connections go
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("request_bytes, code", [
+    (b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+    (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    (b"GET /healthz HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(120)) + b"\r\n", 431),
+    (b"BREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+    (b"NOT HTTP\r\n\r\n", 400),
+    (b"GET /api/v1/attribute?since=%zz&& HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+], ids=["404", "414", "431", "501", "bad-request-line", "malformed-query"])
+def test_60_every_error_status_answers_json_with_a_request_id(server, request_bytes, code):
+    port = server()
+    status, headers, body = raw(port, request_bytes)
+    assert status == code and headers["Content-Type"].startswith("application/json")
+    assert body["error"]["status"] == code and body["request_id"] == headers["X-Request-Id"]
+
+
+def test_60_a_handler_crash_is_a_json_500_naming_the_request_id(server, monkeypatch, caplog):
+    monkeypatch.setattr(Api, "healthz", lambda self, query: 1 / 0)
+    port = server()
+    status, headers, body = get(port, "/healthz")
+    assert status == 500 and body["request_id"] == headers["X-Request-Id"]
+    assert "ZeroDivisionError" not in json.dumps(body)
+
+
+def test_60_readyz_tells_strangers_only_ready_or_not_and_authentication_comes_first(server):
+    port = server(token=TOKEN)
+    status, _, body = get(port, "/readyz")
+    assert status == 503 and body == {"status": "not ready", "not_ready": ["cur"]}  # no paths, no SQL
+    status, _, body = get(port, "/readyz", TOKEN)
+    assert body["reasons"] == ["source cur has not been ingested yet"]
+    status, _, body = get(port, "/api/v1/attribute?since=7d&nonsense=1")
+    assert status == 401  # not a list of the accepted parameters
+    status, _, body = get(port, "/api/v1/attribute?since=7d&nonsense=1", TOKEN)
+    assert status == 400 and "nonsense" in body["error"]["message"]
+
+
+def test_60_a_token_from_the_environment_meets_the_same_length_rule(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPENDLAKE_API_TOKEN", "short")
+    path = write_config(tmp_path, {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}})
+    result = CliRunner().invoke(cli, ["--config", str(path), "serve"])
+    assert result.exit_code == 2 and "$SPENDLAKE_API_TOKEN is 5 characters; it must be at least 16" in result.output
