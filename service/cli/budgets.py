@@ -15,11 +15,22 @@ COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used
 @click.pass_obj
 def budgets_command(obj, fmt: str | None) -> None:
     """Every budget: month-to-date actual, month-end forecast (with its band), % used, status."""
-    from service.findings.budgets import budget_status
+    from service.findings.budgets import FIRST_DAYS, budget_status
+    from service.core.timewindow import utc_now
 
-    rows = [status.to_json() for status in budget_status(obj.lake, obj.config)]
+    statuses = budget_status(obj.lake, obj.config)
+    rows = [status.to_json() for status in statuses]
     if not rows and (fmt or "table") == "table":
-        click.echo("no budgets configured: add a `budgets:` section to the config (see README)")
+        click.echo("no budgets configured: add a `budgets:` section to the config (see README \"Budgets\")")
         return
-    emit(rows, COLUMNS, fmt, title="spendlake budgets",
+    columns = list(COLUMNS)
+    if utc_now().day <= FIRST_DAYS and (fmt or "table") != "json":  # early in a month: how the last one ended
+        for row in rows:
+            last = row["last_month"] or {}
+            row["last_month"] = f"{last['month']}: {last['used_pct']}% {last['status']}" if last else ""
+        columns.append("last_month")
+    emit(rows, columns, fmt, title="spendlake budgets",
          right=("amount", "actual", "used_pct", "forecast", "forecast_low", "forecast_high", "forecast_pct"))
+    for status in statuses:
+        if status.warning:
+            click.echo(f"warning: {status.warning}", err=True)

@@ -34,10 +34,10 @@ from connectors.synthetic.billing import GenerationResult, default_start, write_
 from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from rules.base import Finding
-from service.core.config import Config, load_config
+from service.core.config import Config, load_config, parse_config
 from service.core.lake import Lake
-from service.findings.budgets import daily_spend_lookup
-from service.findings.forecast import forecast_month, history_start
+from service.findings.budgets import budget_statuses
+from service.findings.forecast import history_start
 from service.findings.run import run_rules
 from service.ingest.billing import IngestResult, ingest
 from service.ingest.inventory import InventoryOutcome, run_inventory
@@ -113,16 +113,24 @@ def _write_config(path: Path, document: dict) -> Config:
 
 
 def demo_budgets(config: Config, now: datetime) -> list[dict]:
-    """Two team budgets from the month's spend so far: `pretrain` at 80% of what it has
-    spent (crossed), `eval` halfway between its actual and its month-end forecast
-    (forecast to cross). None for a team without spend this month, or a forecast no higher
-    than the actual (the month's last day)."""
-    daily = daily_spend_lookup(Lake.of(config), config)
+    """Two team budgets sized from the bill, so the demo shows one crossed and one forecast to
+    cross on any day of any month: `pretrain` at 80% of what it spent this month (on a
+    month's first day, when nothing is spent yet, 80% of last month's spend, which it then
+    crossed), `eval` halfway between its actual and its month-end forecast. None for a
+    team without spend."""
+    lake = Lake.of(config)
     budgets = []
-    for name, team, pick in (("pretrain-monthly", "pretrain", lambda a, f: a * Decimal("0.8")),
-                             ("eval-monthly", "eval", lambda a, f: (a + f) / 2)):
-        outlook = forecast_month(daily("team", team, "USD", history_start(now), now), now)
-        amount = pick(outlook.actual, outlook.forecast).quantize(Decimal("1"))
-        if outlook.actual > 0 and amount > 0 and (team == "pretrain" or outlook.forecast > amount > outlook.actual):
-            budgets.append({"name": name, "dimension": "team", "value": team, "amount": str(amount)})
+    for name, team in (("pretrain-monthly", "pretrain"), ("eval-monthly", "eval")):
+        probe = {"name": name, "dimension": "team", "value": team, "amount": "1"}
+        [status] = budget_statuses(lake, config.model_copy(update={"budgets": parse_config(
+            {"budgets": [probe]}).budgets}), history_start(now), now, now)
+        actual, forecast = status.outlook.actual, status.outlook.forecast
+        if team == "pretrain":
+            spent = actual if actual > 0 else (status.last_month.actual if status.last_month else Decimal(0))
+            amount = spent * Decimal("0.8")
+        else:
+            amount = (actual + forecast) / 2
+        amount = amount.quantize(Decimal("1"))
+        if amount > 0 and (team == "pretrain" or forecast > amount > actual):
+            budgets.append({**probe, "amount": str(amount)})
     return budgets

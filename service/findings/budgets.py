@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 from service.attribution import attribute
@@ -19,7 +19,7 @@ from service.core.config_budgets import BudgetConfig
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
 from service.core.units import naive_utc
-from service.findings.forecast import Forecast, forecast_month, history_start
+from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
 DailySpendLookup = Callable[[str, str, str, datetime, datetime], dict[date, Decimal]]
 
@@ -39,10 +39,35 @@ def daily_spend_lookup(lake: Lake, config: Config) -> DailySpendLookup:
     return daily_spend
 
 
+FIRST_DAYS = 7  # the last closed month's outcome is shown in the month's first days
+
+
+@dataclass(frozen=True)
+class MonthOutcome:
+    """How a closed month ended against the budget."""
+
+    month: str  # YYYY-MM
+    actual: Decimal
+    amount: Decimal
+
+    @property
+    def used_ratio(self) -> Decimal:
+        return self.actual / self.amount
+
+    @property
+    def status(self) -> str:
+        return "exceeded" if self.actual >= self.amount else "within"
+
+    def to_json(self) -> dict:
+        return {"month": self.month, "actual": _money(self.actual), "used_pct": _pct(self.used_ratio),
+                "status": self.status}
+
+
 @dataclass(frozen=True)
 class BudgetStatus:
     budget: BudgetConfig
     outlook: Forecast
+    last_month: MonthOutcome | None = None  # the month before, when the lake holds spend of it
 
     @property
     def used_ratio(self) -> Decimal:
@@ -54,12 +79,27 @@ class BudgetStatus:
 
     @property
     def status(self) -> str:
+        """exceeded / forecast to exceed (100%), then the highest warning line crossed by the
+        actual (`past 80%`) or, failing that, by the forecast (`forecast past 80%`), else ok."""
         if self.outlook.actual >= self.budget.amount:
             return "exceeded"
         if self.outlook.forecast >= self.budget.amount:
             return "forecast to exceed"
         line = self.budget.highest_line(self.outlook.actual)
-        return f"past {line * 100:.0f}%" if line is not None else "ok"
+        if line is not None:
+            return f"past {line * 100:.0f}%"
+        line = self.budget.highest_line(self.outlook.forecast)
+        return f"forecast past {line * 100:.0f}%" if line is not None else "ok"
+
+    @property
+    def warning(self) -> str | None:
+        """One sentence when the forecast crosses a line the actual has not crossed yet."""
+        line = self.budget.highest_line(self.outlook.forecast)
+        if line is None or (self.budget.highest_line(self.outlook.actual) or 0) >= line:
+            return None
+        b = self.budget
+        return (f"budget {b.name} ({b.dimension} {b.value}) is forecast to reach {_pct(self.forecast_ratio)}% of "
+                f"{b.currency} {b.amount:,.2f} by the month's end, past its {line * 100:.0f}% line")
 
     def to_json(self) -> dict:
         b, o = self.budget, self.outlook
@@ -68,7 +108,8 @@ class BudgetStatus:
                 "forecast_low": _money(o.low), "forecast_high": _money(o.high),
                 "used_pct": _pct(self.used_ratio), "forecast_pct": _pct(self.forecast_ratio),
                 "days_left": format(o.days_left.quantize(Decimal("0.1")), "f"), "status": self.status,
-                "lines": [format(line, "f") for line in b.lines]}
+                "lines": [format(line, "f") for line in b.lines],
+                "last_month": self.last_month.to_json() if self.last_month else None}
 
 
 def _money(value: Decimal) -> str:
@@ -80,10 +121,19 @@ def _pct(ratio: Decimal) -> str:
 
 
 def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime, at: datetime) -> list[BudgetStatus]:
-    """Every budget's outlook at `at` from its spend per day over [since, until) (naive UTC)."""
+    """Every budget's outlook at `at` from its spend per day over [since, until) (naive UTC),
+    and how the month before `at` ended (its spend is read too)."""
     lookup = daily_spend_lookup(lake, config)
-    return [BudgetStatus(b, forecast_month(lookup(b.dimension, b.value, b.currency, since, until), at))
-            for b in config.budgets]
+    this_month, _ = month_bounds(at)
+    previous = month_bounds(this_month - timedelta(days=1))[0]
+    statuses = []
+    for b in config.budgets:
+        daily = lookup(b.dimension, b.value, b.currency, min(since, previous), until)
+        closed = [cost for day, cost in daily.items() if previous.date() <= day < this_month.date()]
+        last = MonthOutcome(previous.strftime("%Y-%m"), sum(closed, Decimal(0)), b.amount) if closed else None
+        statuses.append(BudgetStatus(b, forecast_month({d: c for d, c in daily.items() if d >= since.date()}, at),
+                                     last))
+    return statuses
 
 
 def budget_status(lake: Lake, config: Config, now: datetime | None = None) -> list[BudgetStatus]:

@@ -1,5 +1,6 @@
 """The report's budgets section: month-to-date actual and month-end forecast per configured
-budget (service.findings.budgets, the numbers `spendlake budgets` shows), with the warning lines.
+budget (service.findings.budgets, the numbers `spendlake budgets` shows), with the warning lines;
+in the first days of a month, also how the month before ended.
 
 The report day D is judged at its last instant (23:59:59.999999 UTC), so the last day of a
 month still reports on that month, while its spend is read for whole days up to D's end, so
@@ -14,7 +15,7 @@ from decimal import Decimal
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start
-from service.findings.budgets import budget_statuses
+from service.findings.budgets import FIRST_DAYS, budget_statuses
 from service.findings.forecast import TRAILING_DAYS
 from service.report.model import Chart, Column, Section, Table
 
@@ -35,6 +36,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         Column("forecast_high", "forecast high", "money", in_html=False),
         Column("forecast_pct", "forecast used", "percent"), Column("lines", "lines", in_html=False),
         Column("status", "status"),
+        *([Column("last_month", "last month")] if day.day <= FIRST_DAYS else []),
     ], markdown=(("budget", "value"), "status"))
     for status in statuses:
         budget, outlook = status.budget, status.outlook
@@ -45,6 +47,8 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
             "forecast_low": outlook.low.quantize(CENT), "forecast_high": outlook.high.quantize(CENT),
             "forecast_pct": (status.forecast_ratio * 100).quantize(TENTH),
             "lines": ", ".join(f"{line * 100:.0f}%" for line in budget.lines), "status": status.status,
+            "last_month": (f"{status.last_month.month}: {(status.last_month.used_ratio * 100).quantize(TENTH)}% "
+                           f"{status.last_month.status}") if status.last_month else "",
         })
     names = [s.budget.name for s in statuses]
     series: dict[str, list] = {"actual": [s.used_ratio * 100 for s in statuses],
