@@ -156,8 +156,8 @@ def test_html_and_markdown_escape_tag_values(org):
     assert html.count("<script>") == 1  # ours, allowed by hash in the Content-Security-Policy
     summary = (folder / "summary.md").read_text()
     assert "<script>" not in summary and "<img" not in summary
-    assert md("[x](http://evil) <b>") == r"\[x\]\(http://evil\) &lt;b&gt;"
-    assert r"- &lt;script&gt;alert\(1\)&lt;/script&gt;: $8,295.00" in summary  # 29 days × (300 or 255)
+    assert md("[x](http://evil) <b>") == r"\[x\](http://evil) &lt;b&gt;"  # no link without its brackets
+    assert "- &lt;script&gt;alert(1)&lt;/script&gt;: $8,295.00" in summary  # 29 days × (300 or 255)
 
 
 def test_csv_cells_that_look_like_formulas_are_neutralised_and_numbers_stay_numbers():

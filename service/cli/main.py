@@ -12,8 +12,8 @@ from service.core.config import Config, load_config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
 from service.core.logs import setup_logging
-from service.cli.output import emit, format_option
-from service.core.units import is_tty
+from service.cli.output import default_format, emit, format_option
+from service.core.units import is_tty, money_text
 
 
 class SpendlakeGroup(click.Group):
@@ -133,7 +133,10 @@ def status(obj: Context, fmt: str | None) -> None:
     if not rows and (fmt or "table") == "table":
         click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`")
         return
-    emit(rows, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
+    # a table shows cents, as the demo does; CSV and JSON keep every decimal
+    shown = rows if (fmt or default_format()) != "table" else [
+        {**r, **{k: money_text(r[k]) for k in ("billed_cost", "effective_cost")}} for r in rows]
+    emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
     for source, tables in obj.lake.orphans().items():
         click.echo(f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); "
                    f"it counts nowhere; `spendlake forget {source}` removes it", err=True)

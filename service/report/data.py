@@ -44,7 +44,20 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         unallocated,
         freshness_section(config, lake, until),
     ]
-    return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections)
+    return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections,
+                  notes=estimated_notes(lake, day))
+
+
+def estimated_notes(lake: Lake, day: date) -> list[str]:
+    """A sentence per source whose bill for the report's month has no invoice id yet: its
+    figures are estimates that may still change until the provider closes the month."""
+    period = day.strftime("%Y-%m")
+    sources = sorted(e.source for e in lake.ledger() if lake.counts(e.source) and e.billing_period == period
+                     and e.totals and not e.final)
+    if not sources:
+        return []
+    return [f"{day:%B %Y} is still estimated for {', '.join(sources)}: the bill has no invoice id yet, "
+            "so these figures may change until the provider closes the month."]
 
 
 def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:

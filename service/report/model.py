@@ -21,6 +21,7 @@ class Column:
     label: str
     kind: ColumnKind = "text"
     in_html: bool = True  # False: in CSV and JSON only (e.g. what a chart beside the table shows)
+    css: str = ""  # an HTML class for the column's cells (e.g. `finding`: a sentence kept readable)
 
 
 @dataclass
@@ -32,10 +33,15 @@ class Table:
     in_html: bool = True  # False: too long for the page; the chart shows it, CSV and JSON hold it
     # In the Markdown summary: (label columns, value column) of the first few rows; None: left out.
     markdown: tuple[tuple[str, ...], str] | None = None
+    # A total row under the table (HTML and JSON; CSVs keep only data rows): column → value.
+    total: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "columns": [c.key for c in self.columns],
+        data = {"key": self.key, "title": self.title, "columns": [c.key for c in self.columns],
                 "rows": [{c.key: row.get(c.key) for c in self.columns} for row in self.rows]}
+        if self.total is not None:
+            data["total"] = {c.key: self.total.get(c.key) for c in self.columns}
+        return data
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class Report:
     month_start: date
     headlines: list[Headline]
     sections: list[Section]
+    notes: list[str] = field(default_factory=list)  # said under the title (e.g. a month still estimated)
 
     @property
     def tables(self) -> list[Table]:
@@ -87,7 +94,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "date": self.day, "month_start": self.month_start,
+            "date": self.day, "month_start": self.month_start, "notes": self.notes,
             "headlines": [vars(h) for h in self.headlines],
             "sections": [s.to_json() for s in self.sections],
         }

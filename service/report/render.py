@@ -25,7 +25,7 @@ from service.report.model import Column, Headline, Report
 SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
           'String(document.querySelectorAll("svg").length + ":" + document.querySelectorAll("table").length));')
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
-MD_SPECIAL = set("\\`*_{}[]()|~")  # inline syntax; our values never start a line
+MD_SPECIAL = set("\\`*_[]|~")  # inline syntax; our values never start a line ("(" is inert without "]")
 MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat tools (Slack) both expect
 
 
@@ -64,7 +64,7 @@ def display(value: Any, column: Column, row: dict[str, Any]) -> str:
 
 def cell(row: dict[str, Any], column: Column) -> Markup:
     value = row.get(column.key)
-    classes = [] if column.kind == "text" else ["num"]
+    classes = ([] if column.kind == "text" else ["num"]) + ([column.css] if column.css else [])
     if column.kind == "change":
         classes.append(change_class(value))
     attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
@@ -103,6 +103,7 @@ def headline(h: Headline) -> str:
 def render_markdown(report: Report, rows: int = 5) -> str:
     """A short summary for chat: the headlines, then the first rows of the key tables."""
     lines = [f"**spendlake daily report — {report.day.isoformat()}**", ""]
+    lines += [f"_{md(note)}_" for note in report.notes] + ([""] if report.notes else [])
     for h in report.headlines:
         versus = f" ({change(h.change_pct)} vs {money(h.previous, h.currency)})" if h.previous is not None else ""
         lines.append(f"- {h.label}: {headline(h)}{versus}")

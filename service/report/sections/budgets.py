@@ -2,21 +2,22 @@
 budget (service.findings.budgets, the numbers `spendlake budgets` shows), with the warning lines;
 in the first days of a month, also how the month before ended.
 
-The report day D is judged at its last instant (23:59:59.999999 UTC), so the last day of a
-month still reports on that month, while its spend is read for whole days up to D's end, so
-the actual ties out to `spendlake attribute` to the last decimal.
+The report day D is judged as of D's end (the next midnight UTC), the instant `spendlake
+budgets` uses when the bill runs through D: the report of a month's last day shows the new
+month's forecast and, in its last-month column, how the month that just ended came out.
+Spend is read for whole days up to D's end, so the actual ties out to `spendlake attribute`.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start
 from service.findings.budgets import FIRST_DAYS, budget_statuses
-from service.findings.forecast import TRAILING_DAYS
+from service.findings.forecast import history_start
 from service.report.model import Chart, Column, Section, Table
 
 CENT, TENTH = Decimal("0.01"), Decimal("0.1")  # forecasts are estimates: cents and tenths of a percent
@@ -26,9 +27,9 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     if not config.budgets:
         return Section("budgets", "Budgets", note="No budgets configured (`budgets:` in the config).")
     until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)  # naive UTC, as service.findings.budgets takes it
-    since = min(datetime(day.year, day.month, 1), until - timedelta(days=TRAILING_DAYS + 1))
-    statuses = budget_statuses(lake, config, since, until, until - timedelta(microseconds=1))
-    table = Table("budgets", "Budgets this month: actual, forecast and warning lines", [
+    since = history_start(until)
+    statuses = budget_statuses(lake, config, since, until, until)
+    table = Table("budgets", f"Budgets, {until:%B %Y} as of {until:%Y-%m-%d %H:%M}: actual, forecast and warning lines", [
         Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
         Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
         Column("used_pct", "used", "percent"), Column("forecast", "forecast", "money"),
@@ -36,7 +37,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         Column("forecast_high", "forecast high", "money", in_html=False),
         Column("forecast_pct", "forecast used", "percent"), Column("lines", "lines", in_html=False),
         Column("status", "status"),
-        *([Column("last_month", "last month")] if day.day <= FIRST_DAYS else []),
+        *([Column("last_month", "last month")] if until.day <= FIRST_DAYS else []),
     ], markdown=(("budget", "value"), "status"))
     for status in statuses:
         budget, outlook = status.budget, status.outlook

@@ -24,16 +24,26 @@ ANOMALY_RULE = "spend-anomaly"
 UNALLOCATED_RULE = "unallocated-spend"
 FINDING_COLUMNS = [
     Column("rule", "rule"), Column("severity", "severity"), Column("team", "team"), Column("project", "project"),
-    Column("resource_id", "resource"), Column("summary", "finding"), Column("first_seen", "since", "time"),
-    Column("monthly_waste_usd", "monthly $", "money"),
+    Column("resource_id", "resource", css="long"), Column("summary", "finding", css="finding"),
+    Column("since", "since", "time"), Column("monthly_waste_usd", "monthly $", "money"),
 ]
 
 
 def _finding_row(finding) -> dict:
+    """`since`: when what the finding describes began, as its text says (an anomaly's episode
+    start), else when a rules run first saw it."""
+    since = finding.evidence.get("start") or (iso_utc(finding.first_seen) if finding.first_seen else None)
     return {"rule": finding.rule, "severity": finding.severity, "team": finding.team, "project": finding.project,
             "resource_id": finding.resource_id, "summary": finding.summary, "currency": "USD",
-            "first_seen": iso_utc(finding.first_seen) if finding.first_seen else None,
-            "monthly_waste_usd": finding.monthly_waste_usd, "id": finding.id}
+            "since": since, "monthly_waste_usd": finding.monthly_waste_usd, "id": finding.id}
+
+
+def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
+    """The total row of a findings table: how many, and the sum of each money column."""
+    total = {label_key: f"total ({len(rows)})", "currency": "USD", **extra}
+    for key in money_keys:
+        total[key] = sum((r[key] for r in rows), Decimal(0))
+    return total
 
 
 def waste_section(lake: Lake, top: int) -> Section:
@@ -50,9 +60,12 @@ def waste_section(lake: Lake, top: int) -> Section:
                              "critical": sum(f.severity == "critical" for f in items),
                              "monthly_waste_usd": sum((f.monthly_waste_usd for f in items), Decimal(0))})
     summary.rows.sort(key=lambda r: (-r["monthly_waste_usd"], r["rule"]))
+    summary.total = _total(summary.rows, "rule", "monthly_waste_usd", findings=len(findings),
+                           critical=sum(f.severity == "critical" for f in findings))
+    shown = [_finding_row(f) for f in findings[:top]]  # load_findings sorts by $
     top_findings = Table("open_findings", f"Top {top} open findings by monthly waste", FINDING_COLUMNS + [
-        Column("id", "id")], rows=[_finding_row(f) for f in findings[:top]],  # load_findings sorts by $
-        markdown=(("rule", "resource_id", "team"), "monthly_waste_usd"))
+        Column("id", "id")], rows=shown, markdown=(("rule", "resource_id", "team"), "monthly_waste_usd"),
+        total=_total(shown, "rule", "monthly_waste_usd"))
     if not findings:
         return Section("waste", "Waste by rule", note="No open findings in the last rules run "
                                                      "(`spendlake rules run` refreshes them).")
@@ -68,12 +81,13 @@ def anomalies_section(lake: Lake, top: int) -> Section:
     anomalies = load_findings(lake, rule=ANOMALY_RULE, status="open")
     if not anomalies:
         return Section("anomalies", "Anomalies", note="No open spend anomalies in the last rules run.")
-    table = Table("anomalies", "Open spend anomalies", FINDING_COLUMNS + [Column("root_causes", "top causes")],
+    table = Table("anomalies", "Open spend anomalies", FINDING_COLUMNS + [Column("root_causes", "top causes", css="long")],
                   markdown=(("team", "summary"), "monthly_waste_usd"))
     for finding in anomalies[:top]:
         row = _finding_row(finding)
         row["root_causes"] = _root_causes(finding.evidence)
         table.rows.append(row)
+    table.total = _total(table.rows, "rule", "monthly_waste_usd")
     return Section("anomalies", "Anomalies", tables=[table])
 
 
@@ -96,5 +110,6 @@ def unallocated_causes(lake: Lake, top: int) -> Table | str:
     findings = load_findings(lake, rule=UNALLOCATED_RULE, status="open")
     if not findings:
         return "No open unallocated-spend findings in the last rules run."
-    return Table("unallocated_causes", "Top causes of unallocated spend", FINDING_COLUMNS,
-                 rows=[_finding_row(f) for f in findings[:top]])
+    rows = [_finding_row(f) for f in findings[:top]]
+    return Table("unallocated_causes", "Top causes of unallocated spend", FINDING_COLUMNS, rows=rows,
+                 total=_total(rows, "rule", "monthly_waste_usd"))

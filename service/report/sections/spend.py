@@ -153,12 +153,22 @@ class SpendReport:
         return Section("trend", "Spend by team, last 30 days", tables=[table], charts=[chart])
 
     def experiments_section(self) -> Section:
-        result = self.query("mtd", ("team", "project", "experiment"))
+        """One row per experiment (`unallocated` once): its team and project when it has one
+        of each, else `several`."""
+        result = self.query("mtd", ("experiment", "team", "project"))
         totals = {currency: cost for currency, cost, _ in result.totals}
-        rows = [{"team": r.values["team"], "project": r.values["project"], "experiment": r.values["experiment"],
-                 "currency": r.currency, "mtd_cost": r.cost, "share_pct": _share(r.cost, totals.get(r.currency))}
-                for r in result.rows]
-        rows.sort(key=lambda r: (-r["mtd_cost"], r["experiment"], r["team"], r["project"]))
+        grouped: dict[tuple, dict] = {}
+        for r in result.rows:
+            row = grouped.setdefault((r.values["experiment"], r.currency), {
+                "experiment": r.values["experiment"], "currency": r.currency, "mtd_cost": ZERO,
+                "teams": set(), "projects": set()})
+            row["mtd_cost"] += r.cost
+            row["teams"].add(r.values["team"])
+            row["projects"].add(r.values["project"])
+        rows = [{"experiment": g["experiment"], "team": _one_or_several(g["teams"]),
+                 "project": _one_or_several(g["projects"]), "currency": g["currency"], "mtd_cost": g["mtd_cost"],
+                 "share_pct": _share(g["mtd_cost"], totals.get(g["currency"]))} for g in grouped.values()]
+        rows.sort(key=lambda r: (-r["mtd_cost"], r["experiment"], r["currency"] or ""))
         return Section("experiments", "Top experiments", tables=[Table(
             "top_experiments", f"Top {self.top} experiments, month to date", [
                 Column("experiment", "experiment"), Column("team", "team"), Column("project", "project"),
@@ -195,6 +205,10 @@ class SpendReport:
             if row.currency == "USD":
                 daily[row.period] += row.cost
         return dict(daily)
+
+
+def _one_or_several(values: set[str]) -> str:
+    return next(iter(values)) if len(values) == 1 else "several"
 
 
 def _main_currency(result: AttributionResult) -> str | None:

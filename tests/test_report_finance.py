@@ -1,0 +1,71 @@
+"""A report finance reads without squinting (issue 15, item 6), on the demo organisation."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from service.core.lake import Lake
+from service.report.data import gather
+from service.report.render import render_files
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def report(demo_run):
+    lake = Lake.of(demo_run.config)
+    day = demo_run.as_of.date().fromordinal(demo_run.as_of.date().toordinal() - 1)
+    return gather(demo_run.config, lake, day), render_files(gather(demo_run.config, lake, day))
+
+
+def table(report, key: str):
+    return next(t for t in report[0].tables if t.key == key)
+
+
+def test_unallocated_appears_once_in_top_experiments(report):
+    experiments = [row["experiment"] for row in table(report, "top_experiments").rows]
+    assert experiments.count("unallocated") <= 1 and len(experiments) == len(set(experiments))
+    unallocated = [row for row in table(report, "top_experiments").rows if row["experiment"] == "unallocated"]
+    assert not unallocated or unallocated[0]["team"] == "several"
+
+
+def test_every_findings_table_has_a_total_row_that_adds_up(report):
+    data = json.loads(report[1]["report.json"])
+    tables = {t["key"]: t for s in data["sections"] for t in s["tables"]}
+    for key in ("waste_by_rule", "open_findings", "anomalies"):
+        rows, total = tables[key]["rows"], tables[key]["total"]
+        assert Decimal(total["monthly_waste_usd"]) == sum(Decimal(r["monthly_waste_usd"]) for r in rows), key
+    assert tables["waste_by_rule"]["total"]["findings"] == sum(r["findings"] for r in tables["waste_by_rule"]["rows"])
+    html = report[1]["report.html"].decode()
+    assert html.count('<tr class="total">') >= 3
+    assert "total" not in report[1]["open_findings.csv"].decode().split("\n", 1)[1]  # CSVs keep data rows only
+
+
+def test_an_anomalys_since_is_the_day_its_text_names(report):
+    rows = table(report, "anomalies").rows
+    assert rows
+    for row in rows:
+        assert f"since {row['since']}" in row["summary"]
+
+
+def test_the_report_says_the_month_is_still_estimated(report):
+    notes = report[0].notes
+    assert notes and "still estimated for ml-org: the bill has no invoice id yet" in notes[0]
+    assert notes[0] in report[1]["report.html"].decode() and "still estimated" in report[1]["summary.md"].decode()
+
+
+def test_summary_md_has_no_stray_escapes(report):
+    summary = report[1]["summary.md"].decode()
+    assert "\\(" not in summary and "\\)" not in summary and "day(s)" in summary
+
+
+def test_a_months_last_day_shows_how_that_month_ended(demo_run):
+    lake = Lake.of(demo_run.config)
+    [budgets] = [t for t in gather(demo_run.config, lake, date(2026, 10, 31)).tables if t.key == "budgets"]
+    assert "November 2026 as of 2026-11-01 00:00" in budgets.title
+    assert [c.key for c in budgets.columns][-1] == "last_month"
+    assert all(row["last_month"].startswith("2026-10: ") for row in budgets.rows)
