@@ -52,6 +52,12 @@ def test_ranges_give_low_and_high_scenarios():
     assert result.is_range
 
 
+@pytest.mark.parametrize("written", ["10-20%", "10%-20%", "0.1-0.2"])
+def test_a_range_of_percents_reads_the_same_however_it_is_written(written):
+    result = run({**SEVEN_B, "failure_overhead": written})
+    assert (result.inputs.failure_overhead.low, result.inputs.failure_overhead.high) == (Decimal("0.1"), Decimal("0.2"))
+
+
 def test_storage_counts_checkpoints_dataset_versions_and_logs_over_run_and_retention():
     # 6 × 1e9 × 93.6e9 = 5.616e20 FLOPs = 1,000 A100 GPU-hours at MFU 0.5 → 100 h on 10 GPUs, $2,000
     result = run({"params": "1B", "tokens": "93.6B", "gpu": "a100", "gpus": 10, "mfu": "50%",

@@ -91,6 +91,8 @@ def _span(value: Any) -> Any:
     parts = value.split("-") if "e-" not in value.lower() else [value]
     if len(parts) > 2:
         raise ValueError(f"cannot read {value!r} as a range; use low-high, e.g. 0.35-0.45")
+    if len(parts) == 2 and parts[1].strip().endswith("%") and not parts[0].strip().endswith("%"):
+        parts[0] += "%"  # `5-10%` is a range of percents, as `5%-10%`
     low, high = _fraction(parts[0]), _fraction(parts[-1])
     if low > high:
         raise ValueError(f"the range {value!r} runs backwards; write the low end first")
