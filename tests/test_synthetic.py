@@ -169,3 +169,24 @@ def test_legacy_cur_holds_the_same_bill_for_the_aws_cur_connector(tmp_path):
 def test_unknown_format_is_refused(tmp_path):
     with pytest.raises(ValueError, match="formats"):
         generate_organisation(tmp_path, days=1, start=START, formats=("xlsx",))
+
+
+def test_parts_split_every_format_and_each_connector_reads_them_whole(tmp_path):
+    """AWS splits large deliveries into numbered parts; the bench sends 20 of them."""
+    kinds = {"parquet": "aws-cur2", "csv.gz": "aws-cur2", "legacy-csv.gz": "aws-cur", "focus-csv": "focus"}
+    result = generate_organisation(tmp_path / "out", days=4, start=START, seed=11, parts=3, formats=tuple(kinds))
+    con = duckdb.connect()
+    for fmt, root in result.exports.items():
+        files = [f for f in result.files if f.is_relative_to(root)]
+        assert len(files) == 3 * len(result.periods), fmt
+        reader = "read_parquet" if fmt == "parquet" else "read_csv"
+        sizes = [con.execute(f"SELECT count(*) FROM {reader}(?)", [str(f)]).fetchone()[0] for f in files[:3]]
+        assert sum(sizes) == result.periods[0].rows and max(sizes) - min(sizes) < 0.02 * sum(sizes) + 10, sizes
+        config = parse_config({"lake": str(tmp_path / f"lake-{kinds[fmt]}-{len(fmt)}"),
+                               "sources": [{"name": "s", "kind": kinds[fmt], "location": str(root)}]})
+        entries = [e for o in ingest(config).outcomes for e in o.entries]
+        assert [(e.billing_period, e.rows, e.totals[0].billed_cost, e.totals[0].effective_cost) for e in entries] == [
+            (p.billing_period, p.rows, p.billed_cost, p.effective_cost) for p in result.periods], fmt
+    manifest = json.loads(result.manifests[0].read_text())
+    assert [k.rsplit("-", 1)[1] for k in manifest["dataFiles"]] == ["00001.snappy.parquet", "00002.snappy.parquet",
+                                                                     "00003.snappy.parquet"]

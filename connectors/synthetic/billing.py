@@ -7,8 +7,11 @@ writes, per format (`parquet` and/or `csv.gz`), one export in the layout AWS del
     <out_dir>/<export>/data/BILLING_PERIOD=YYYY-MM/<export>-00001.snappy.parquet   (or .csv.gz)
     <out_dir>/<export>/metadata/BILLING_PERIOD=YYYY-MM/<export>-Manifest.json
 
-and, with `legacy-csv.gz`, the same rows as a legacy CUR (connectors.synthetic.legacy)
-under `<out_dir>/ml-org-cur/`. The CUR 2.0 manifest lists its data files as
+with `legacy-csv.gz`, the same rows as a legacy CUR (connectors.synthetic.legacy)
+under `<out_dir>/ml-org-cur/`, and with `focus-csv` as FOCUS 1.0 CSV files
+(connectors.synthetic.focus) under `<out_dir>/ml-org-focus/`. `parts=N` splits each
+period's data into N numbered files, as AWS splits large deliveries
+(connectors.synthetic.writers). The CUR 2.0 manifest lists its data files as
 `s3://ml-org-billing/cur2/<export>/data/...` URIs, as AWS does; a reader of a local copy
 resolves them relative to the export directory. Same
 arguments → byte-identical files. The result carries the expected totals per billing
@@ -23,7 +26,6 @@ itself, build the organisation, append or alter its streams, then `write_billing
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import shutil
@@ -35,18 +37,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from connectors.synthetic.cur2 import (
-    CHUNK_ROWS, SCHEMA, Catalogue, Rows, columns, expand, manifest_columns, month_bounds, utc_midnight,
+    CHUNK_ROWS, Catalogue, Rows, expand, manifest_columns, month_bounds, slots, utc_midnight,
 )
-from connectors.synthetic.legacy import LegacyColumns, install_assembly, tag_keys
+from connectors.synthetic.legacy import file_digest, install_assembly, tag_keys
 from connectors.synthetic.org import UNITS, Organisation, Stream, build_organisation
-
-FORMATS = {"parquet": ".snappy.parquet", "csv.gz": ".csv.gz", "legacy-csv.gz": ".csv.gz"}
-EXPORT_NAMES = {"parquet": "ml-org-cur2", "csv.gz": "ml-org-cur2-csv", "legacy-csv.gz": "ml-org-cur"}
+from connectors.synthetic.writers import EXPORT_NAMES, FORMATS, PeriodWriters
 BUCKET, PREFIX = "ml-org-billing", "cur2"
 CENT = UNITS // 100
 TAXED = ("AmazonS3", "AmazonCloudWatch", "AmazonFSx", "AWSSupportBusiness")
@@ -88,11 +85,13 @@ def default_start(days: int, today: date | None = None) -> date:
 
 
 def generate_organisation(out_dir: str | Path, *, days: int = 60, start: date | None = None, seed: int = 7,
-                          rows: int | None = None, formats: Sequence[str] = ("parquet",)) -> GenerationResult:
+                          rows: int | None = None, formats: Sequence[str] = ("parquet",),
+                          parts: int = 1) -> GenerationResult:
     """Write the organisation's CUR 2.0 export(s) under `out_dir` and return what was written.
 
     `rows`: size the fleets so the export holds about this many line items over `days`.
     `start`: first day (UTC) of the window; default: the `days` ending yesterday.
+    `parts`: data files per billing period and format (AWS splits large deliveries).
     Each export directory is replaced as a whole, so a re-run never leaves stale periods.
     """
     start = start or default_start(days)
@@ -100,11 +99,11 @@ def generate_organisation(out_dir: str | Path, *, days: int = 60, start: date | 
     if rows is not None:
         base = build_organisation(seed, start, days)
         scale = max(rows, 1) / max(_expected_rows(base), 1)
-    return write_billing(build_organisation(seed, start, days, scale), out_dir, formats=formats)
+    return write_billing(build_organisation(seed, start, days, scale), out_dir, formats=formats, parts=parts)
 
 
 def write_billing(org: Organisation, out_dir: str | Path, *,
-                  formats: Sequence[str] = ("parquet",)) -> GenerationResult:
+                  formats: Sequence[str] = ("parquet",), parts: int = 1) -> GenerationResult:
     """Write an organisation's bill. The extension point: build the organisation with
     `build_organisation`, change it (an injected anomaly, a planned run), then write it."""
     unknown = set(formats) - set(FORMATS)
@@ -116,7 +115,7 @@ def write_billing(org: Organisation, out_dir: str | Path, *,
         if root.exists():
             shutil.rmtree(root)
     result = GenerationResult(organisation=org, exports=exports)
-    _write(org, result)
+    _write(org, result, parts)
     return result
 
 
@@ -129,7 +128,7 @@ def _expected_rows(org: Organisation) -> int:
     return total
 
 
-def _write(org: Organisation, result: GenerationResult) -> None:
+def _write(org: Organisation, result: GenerationResult, parts: int) -> None:
     cat = Catalogue(org.streams)
     window_start = utc_midnight(org.start)
     window_end = window_start + timedelta(days=org.days)
@@ -145,7 +144,9 @@ def _write(org: Organisation, result: GenerationResult) -> None:
         invoice = str(int(hashlib.sha256(f"{org.seed}/{label}".encode()).hexdigest(), 16) % 10**10).zfill(10) if final else ""
         lo = max(0, int((period[0] - window_start).total_seconds() // 3600))
         hi = min(org.hours, int((period[1] - window_start).total_seconds() // 3600))
-        writers = _Writers(result.exports, label, tag_keys(org.streams))
+        # Parts are cut by row count, so count first (the slots are deterministic: cheap).
+        expected = sum(len(slots(cat, ids, lo, hi)[0]) for ids in _chunks(cat, lo, hi)) if parts > 1 else 0
+        writers = PeriodWriters(result.exports, label, tag_keys(org.streams), rows=expected, parts=parts)
         billed, effective, count = 0, 0, 0
         stream_cost = np.zeros(len(org.streams), dtype=np.int64)
         rng = np.random.default_rng([org.seed, period[0].year, period[0].month])
@@ -164,15 +165,18 @@ def _write(org: Organisation, result: GenerationResult) -> None:
         for stream, cost in zip(org.streams, stream_cost.tolist()):
             team_totals[stream.team] = team_totals.get(stream.team, 0) + cost
         team_totals[None] = team_totals.get(None, 0) + int(extra.cost.sum())
-        for fmt, path in writers.close().items():
+        for fmt, paths in writers.close().items():
             root = result.exports[fmt]
             if fmt == "legacy-csv.gz":
-                manifest = install_assembly(root, period, path, writers.legacy_header, BUCKET, PREFIX)
-                path = root / json.loads(manifest.read_text())["reportKeys"][0].split(f"/{root.name}/", 1)[1]
+                manifest = install_assembly(root, period, paths, writers.legacy_header, BUCKET, PREFIX)
+                paths = [root / key.split(f"/{root.name}/", 1)[1] for key in json.loads(manifest.read_text())["reportKeys"]]
+            elif fmt == "focus-csv":  # a plain folder of FOCUS files: no manifest
+                manifest = None
             else:
-                manifest = _write_manifest(root, fmt, label, period, path)
-            result.files.append(path)
-            result.manifests.append(manifest)
+                manifest = _write_manifest(root, fmt, label, period, paths)
+            result.files.extend(paths)
+            if manifest:
+                result.manifests.append(manifest)
         result.periods.append(PeriodTotals(label, count, Decimal(billed) / UNITS, Decimal(effective) / UNITS, final))
         period_start = period[1]
     result.spend_by_team = {team: Decimal(v) / UNITS for team, v in sorted(team_totals.items(), key=lambda kv: kv[0] or "")}
@@ -251,69 +255,18 @@ def _units(amount: Decimal) -> int:
     return int(amount * UNITS)
 
 
-class _Writers:
-    """One data file per format for one billing period, written chunk by chunk. (The legacy
-    part is written beside its period and moved into its assembly folder once complete.)"""
-
-    def __init__(self, exports: dict[str, Path], label: str, keys: list[str]):
-        self.paths = {fmt: root / "data" / f"BILLING_PERIOD={label}" / f"{root.name}-00001{FORMATS[fmt]}"
-                      for fmt, root in exports.items()}
-        self.keys = keys
-        self.legacy_header: list[str] = []
-        self.legacy_columns: dict[int, LegacyColumns] = {}
-        self.parquet = None
-        self.csv: dict[str, tuple[gzip.GzipFile, pacsv.CSVWriter | None]] = {}
-        for fmt, path in self.paths.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if fmt == "parquet":
-                self.parquet = pq.ParquetWriter(path, SCHEMA, compression="snappy")
-            else:
-                self.csv[fmt] = (gzip.GzipFile(path, "wb", compresslevel=6, mtime=0), None)
-
-    def write(self, cat, rows: Rows, period, invoice: str, rng: np.random.Generator) -> None:
-        if not len(rows.sid):
-            return
-        state = rng.bit_generator.state  # the same line item ids in every format
-        if self.parquet:
-            self.parquet.write_table(columns(cat, rows, period=period, invoice_id=invoice, rng=rng, csv=False))
-        for fmt in self.csv:
-            rng.bit_generator.state = state
-            table = columns(cat, rows, period=period, invoice_id=invoice, rng=rng, csv=True)
-            if fmt == "legacy-csv.gz":
-                legacy = self.legacy_columns.setdefault(id(cat), LegacyColumns(cat, self.keys))
-                table = legacy.table(table, pa.array(rows.sid, pa.int64()))
-                self.legacy_header = table.column_names
-            handle, writer = self.csv[fmt]
-            if writer is None:
-                writer = pacsv.CSVWriter(handle, table.schema)
-                self.csv[fmt] = (handle, writer)
-            writer.write_table(table)
-
-    def close(self) -> dict[str, Path]:
-        if self.parquet:
-            self.parquet.close()
-        for handle, writer in self.csv.values():
-            if writer:
-                writer.close()
-            handle.close()
-        return self.paths
-
-
-def _write_manifest(root: Path, fmt: str, label: str, period, data_file: Path) -> Path:
-    digest = hashlib.sha256()
-    with open(data_file, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+def _write_manifest(root: Path, fmt: str, label: str, period, data_files: Sequence[Path]) -> Path:
+    digest = file_digest(data_files)
     export = root.name
-    key = f"{PREFIX}/{export}/data/BILLING_PERIOD={label}/{data_file.name}"
+    keys = [f"{PREFIX}/{export}/data/BILLING_PERIOD={label}/{f.name}" for f in data_files]
     manifest = {
-        "executionId": str(uuid.UUID(bytes=digest.digest()[:16])),
+        "executionId": str(uuid.UUID(bytes=digest[:16])),
         "exportArn": f"arn:aws:bcm-data-exports:us-east-1:210987654321:export/{export}",
         "exportName": export,
         "bucket": BUCKET,
         "billingPeriod": {"start": period[0].strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                           "end": period[1].strftime("%Y-%m-%dT%H:%M:%S.000Z")},
-        "dataFiles": [f"s3://{BUCKET}/{key}"],
+        "dataFiles": [f"s3://{BUCKET}/{key}" for key in keys],
         "format": "PARQUET" if fmt == "parquet" else "TEXT_OR_CSV",
         "compression": "PARQUET" if fmt == "parquet" else "GZIP",
         "columns": manifest_columns(),

@@ -74,7 +74,7 @@ def manifest_columns() -> list[dict[str, str]]:
     return [{"name": f.name, "type": kinds[f.type]} for f in SCHEMA]
 
 
-def _money_array(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+def money_array(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     """int64 of 1e-10 USD → DECIMAL(38,10) without a detour through float or Python ints."""
     values = np.ascontiguousarray(values, dtype=np.int64)
     words = np.empty((len(values), 2), dtype=np.int64)
@@ -178,9 +178,9 @@ class Rows:
     effective: np.ndarray  # amortized (what EffectiveCost should come out as)
 
 
-def expand(cat: Catalogue, ids: np.ndarray, lo: int, hi: int, window_ms: int, days_in_month: np.ndarray,
-           rng: np.random.Generator) -> Rows:
-    """The rows of streams `ids` whose slots fall in [lo, hi) (hour slots of the window)."""
+def slots(cat: Catalogue, ids: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(stream index, hour slot) of each row of streams `ids` in [lo, hi) (hour slots of the
+    window). Deterministic, so a writer can count a period's rows before writing them."""
     start, end, gran = cat.start[ids], cat.end[ids], cat.granularity[ids]
     a, b = np.maximum(start, lo), np.minimum(end, hi)
     first = start + (a - start + gran - 1) // gran * gran
@@ -190,7 +190,13 @@ def expand(cat: Catalogue, ids: np.ndarray, lo: int, hi: int, window_ms: int, da
     slot = first[local] + (np.arange(len(local)) - offsets) * gran[local]
     sid = ids[local]
     keep = (cat.hours[sid] >> (slot % 24)) & 1 == 1
-    sid, slot = sid[keep], slot[keep]
+    return sid[keep], slot[keep]
+
+
+def expand(cat: Catalogue, ids: np.ndarray, lo: int, hi: int, window_ms: int, days_in_month: np.ndarray,
+           rng: np.random.Generator) -> Rows:
+    """The rows of streams `ids` whose slots fall in [lo, hi) (hour slots of the window)."""
+    sid, slot = slots(cat, ids, lo, hi)
     g = cat.granularity[sid]
     usage = cat.amount[sid].copy()
     per_month = cat.per_month[sid]
@@ -234,18 +240,18 @@ def columns(cat: Catalogue, rows: Rows, *, period: tuple[datetime, datetime], in
         "line_item_legal_entity": const("Amazon Web Services, Inc."),
         "identity_line_item_id": _fixed_strings(ID_ALPHABET[rng.integers(0, 32, size=(n, 26), dtype=np.uint8)]),
         "line_item_usage_amount": pa.array(rows.usage, pa.float64()),
-        "line_item_unblended_cost": _money_array(rows.cost),
-        "line_item_blended_cost": _money_array(rows.cost),
-        "pricing_public_on_demand_cost": _money_array(rows.public, rows.public_valid),
-        "savings_plan_savings_plan_effective_cost": _money_array(np.where(sp_row, rows.effective, 0), sp_row),
-        "savings_plan_savings_plan_rate": _money_array(cat.sp_rate[rows.sid], sp_row),
-        "savings_plan_recurring_commitment_for_billing_period": _money_array(cat.commitment[rows.sid], fee_row),
-        "savings_plan_total_commitment_to_date": _money_array(cat.commitment[rows.sid], fee_row),
-        "savings_plan_used_commitment": _money_array(cat.used[rows.sid], fee_row),
-        "savings_plan_amortized_upfront_commitment_for_billing_period": _money_array(np.zeros(n, np.int64), fee_row),
-        "reservation_effective_cost": _money_array(np.zeros(n, np.int64), null_money),
-        "reservation_unused_amortized_upfront_fee_for_billing_period": _money_array(np.zeros(n, np.int64), null_money),
-        "reservation_unused_recurring_fee": _money_array(np.zeros(n, np.int64), null_money),
+        "line_item_unblended_cost": money_array(rows.cost),
+        "line_item_blended_cost": money_array(rows.cost),
+        "pricing_public_on_demand_cost": money_array(rows.public, rows.public_valid),
+        "savings_plan_savings_plan_effective_cost": money_array(np.where(sp_row, rows.effective, 0), sp_row),
+        "savings_plan_savings_plan_rate": money_array(cat.sp_rate[rows.sid], sp_row),
+        "savings_plan_recurring_commitment_for_billing_period": money_array(cat.commitment[rows.sid], fee_row),
+        "savings_plan_total_commitment_to_date": money_array(cat.commitment[rows.sid], fee_row),
+        "savings_plan_used_commitment": money_array(cat.used[rows.sid], fee_row),
+        "savings_plan_amortized_upfront_commitment_for_billing_period": money_array(np.zeros(n, np.int64), fee_row),
+        "reservation_effective_cost": money_array(np.zeros(n, np.int64), null_money),
+        "reservation_unused_amortized_upfront_fee_for_billing_period": money_array(np.zeros(n, np.int64), null_money),
+        "reservation_unused_recurring_fee": money_array(np.zeros(n, np.int64), null_money),
         "reservation_reservation_a_r_n": const(""),
     })
     start_ts = pa.array(rows.start_ms.astype("datetime64[ms]"), TIMESTAMP)

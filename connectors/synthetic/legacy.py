@@ -93,15 +93,26 @@ def period_folder(period) -> str:
     return f"{period[0]:%Y%m%d}-{period[1]:%Y%m%d}"
 
 
-def install_assembly(root: Path, period, written: Path, header: Sequence[str], bucket: str, prefix: str) -> Path:
-    """Move a written part into its `<assemblyId>/` folder and write both manifests."""
-    digest = hashlib.sha256(written.read_bytes()).digest()
-    assembly = str(uuid.UUID(bytes=digest[:16]))
+def file_digest(paths: Sequence[Path]) -> bytes:
+    """SHA-256 of the files' bytes one after the other, read in blocks (parts can be large)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.digest()
+
+
+def install_assembly(root: Path, period, written: Sequence[Path], header: Sequence[str], bucket: str,
+                     prefix: str) -> Path:
+    """Move the written parts into their `<assemblyId>/` folder and write both manifests."""
+    assembly = str(uuid.UUID(bytes=file_digest(written)[:16]))
     folder = root / period_folder(period)
-    part = folder / assembly / f"{root.name}-00001.csv.gz"
-    part.parent.mkdir(parents=True, exist_ok=True)
-    written.replace(part)
-    for empty in (written.parent, written.parent.parent):  # the folder it was written in
+    parts = [folder / assembly / path.name for path in written]
+    parts[0].parent.mkdir(parents=True, exist_ok=True)
+    for path, part in zip(written, parts):
+        path.replace(part)
+    for empty in (written[0].parent, written[0].parent.parent):  # the folder they were written in
         if not any(empty.iterdir()):
             empty.rmdir()
     manifest = {
@@ -110,11 +121,12 @@ def install_assembly(root: Path, period, written: Path, header: Sequence[str], b
         "charset": "UTF-8", "compression": "GZIP", "contentType": "text/csv",
         "reportId": hashlib.sha256(root.name.encode()).hexdigest(), "reportName": root.name,
         "billingPeriod": {"start": f"{period[0]:%Y%m%dT%H%M%S}.000Z", "end": f"{period[1]:%Y%m%dT%H%M%S}.000Z"},
-        "bucket": bucket, "reportKeys": [f"{prefix}/{root.name}/{period_folder(period)}/{assembly}/{part.name}"],
+        "bucket": bucket,
+        "reportKeys": [f"{prefix}/{root.name}/{period_folder(period)}/{assembly}/{part.name}" for part in parts],
         "additionalArtifactKeys": [],
     }
     text = json.dumps(manifest, indent=2) + "\n"
-    (part.parent / f"{root.name}-Manifest.json").write_text(text, encoding="utf-8")
+    (parts[0].parent / f"{root.name}-Manifest.json").write_text(text, encoding="utf-8")
     current = folder / f"{root.name}-Manifest.json"
     current.write_text(text, encoding="utf-8")
     return current
