@@ -24,13 +24,18 @@ from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery
 from connectors.storage import Storage, StoredObject
 from service.core.config import SourceConfig
-from service.core.errors import DataError, SourceError, SpendlakeError
+from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error
 
 
 def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
-               display: dict[str, str]) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
-    """One relation over the delivery's local files (all CSV/CSV.gz, or all Parquet), and
-    the original header name of each column DuckDB renamed."""
+               display: dict[str, str]) -> list[tuple[duckdb.DuckDBPyRelation, dict[str, str]]]:
+    """The delivery's parts (all CSV/CSV.gz, or all Parquet) as relations, each with the
+    original header name of every column DuckDB renamed.
+
+    Each CSV part is its own relation, read when the lake writes it: a multi-file CSV
+    read (worse, `union_by_name`, which sniffs every part at once) holds a ~30 MB buffer
+    per CSV.gz part, so 20 parts exhaust the writer's memory. Parquet files are one
+    multi-file read: it holds only their footers and one row group at a time."""
     if not paths:
         raise DataError("the delivery names no data files", where=", ".join(display.values()) or None)
     names = [str(p) for p in paths]
@@ -45,17 +50,16 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
                         hint="AWS exports must be CSV, CSV.gz (GZIP) or Parquet")
     try:
         if kinds == {"parquet"}:
-            return con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {}
-        headers: dict[str, str] = {}
-        for name in names:  # each part's header, so a missing column names its file
-            part = con.read_csv(name, all_varchar=True, header=True)
-            check_required(AwsColumns(part), display.get(name, name))
-            headers.update(zip(part.columns, _csv_header(name)))
-        relation = con.read_csv(names, all_varchar=True, header=True, filename=True, union_by_name=len(names) > 1)
-        return relation, headers
+            return [(con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {})]
+        parts = []
+        for name in names:
+            relation = con.read_csv(name, all_varchar=True, header=True, filename=True)
+            check_required(AwsColumns(relation), display.get(name, name))  # a missing column names its file
+            parts.append((relation, dict(zip(relation.columns, _csv_header(name)))))
+        return parts
     except duckdb.Error as exc:
-        raise DataError(f"cannot read the export: {_first_line(exc)}", where=", ".join(display.values()),
-                        hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
+        raise duckdb_error(exc, "cannot read the export", reason=_first_line(exc), where=", ".join(display.values()),
+                           hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
 
 
 def _csv_header(path: str) -> list[str]:
@@ -124,7 +128,8 @@ class AwsExportConnector:
             raise SourceError("the manifest changed while this period was being read; nothing was committed",
                               where=manifest.uri, hint="AWS is delivering a new version: run ingest again")
 
-    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
+             scratch: Path) -> list[duckdb.DuckDBPyRelation]:
         if delivery.delivery_id in self._problems:
             raise self._problems[delivery.delivery_id]
         display: dict[str, str] = {}
@@ -135,5 +140,6 @@ class AwsExportConnector:
             paths.append(path)
             display[str(path)] = obj.uri
         self._check_manifest_unchanged(delivery)
-        relation, headers = read_files(con, paths, display)
-        return cost_relation(con, relation, display=display, headers=headers)
+        # one relation per part: the lake writes them one after another (bounded memory)
+        return [cost_relation(con, relation, display=display, headers=headers)
+                for relation, headers in read_files(con, paths, display)]

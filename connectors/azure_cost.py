@@ -31,7 +31,7 @@ from connectors.base import COSTS
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags, text,
                                    timestamp)
 from service.core.config import SourceConfig
-from service.core.errors import DataError
+from service.core.errors import DataError, duckdb_error
 from service.core.schema import cost_select_list
 
 # Month first, always explicit; ISO dates (unambiguous) as newer exports write them.
@@ -119,6 +119,6 @@ class AzureCostConnector(FolderExport):
         try:
             [(signs,)] = con.execute(query).fetchall()
         except duckdb.Error as exc:
-            raise DataError(f"cannot read the file: {short(exc)}", where=table.uri,
-                            hint="check that it is a complete, UTF-8 cost details export") from None
+            raise duckdb_error(exc, "cannot read the file", reason=short(exc), where=table.uri,
+                               hint="check that it is a complete, UTF-8 cost details export") from None
         return signs > 0

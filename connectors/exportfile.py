@@ -27,7 +27,7 @@ from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_d
 from connectors.base import Delivery
 from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
-from service.core.errors import DataError, SourceError
+from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.schema import MONEY
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
@@ -52,7 +52,7 @@ class FolderExport(ABC):
     """Base of the manifest-less file connectors: one delivery per folder of export files.
 
     Subclasses set `kind`, `suffixes` and `what`, and write `select(con, path, uri)`: the
-    SQL SELECT (canonical columns) over one file. A delivery is the UNION ALL of its files.
+    SQL SELECT (canonical columns) over one file. A delivery is its files, one relation each.
     """
 
     kind: ClassVar[str]
@@ -90,18 +90,20 @@ class FolderExport(ABC):
             self._objects.update((o.uri, o) for o in objects)
             yield Delivery(fingerprint(objects), None, tuple(o.uri for o in objects))
 
-    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
+             scratch: Path) -> list[duckdb.DuckDBPyRelation]:
         run = self.runs.get(delivery.delivery_id)
         if run and run.problem:
             raise run.problem
-        selects = []
+        parts = []  # one relation per file: the lake writes them one after another (bounded memory)
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            selects.append(self.select(con, self.storage.local_copy(obj, scratch), uri))
-        try:
-            return con.sql("\nUNION ALL\n".join(selects))
-        except duckdb.Error as exc:
-            raise DataError(f"cannot read the delivery: {short(exc)}", where=", ".join(delivery.files)) from None
+            select = self.select(con, self.storage.local_copy(obj, scratch), uri)
+            try:
+                parts.append(con.sql(select))
+            except duckdb.Error as exc:
+                raise duckdb_error(exc, "cannot read the delivery", reason=short(exc), where=uri) from None
+        return parts
 
     def export_type(self, uri: str) -> str | None:
         """The cost type an Azure export run's manifest declares for this file, if any."""
@@ -186,8 +188,8 @@ def _describe(con: duckdb.DuckDBPyConnection, source: str, uri: str) -> dict[str
         relation = con.sql(f"SELECT * FROM {source} LIMIT 0")
         columns = {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
     except duckdb.Error as exc:
-        raise DataError(f"cannot read the file: {short(exc)}", where=uri,
-                        hint="check that it is a complete, UTF-8 export file") from None
+        raise duckdb_error(exc, "cannot read the file", reason=short(exc), where=uri,
+                           hint="check that it is a complete, UTF-8 export file") from None
     if list(columns) == ["column0"]:
         raise DataError("the file has no header row", where=uri, hint="re-export it with headers")
     return columns

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 import duckdb
 
 from service.core.config import InventorySource
-from service.core.errors import DataError, SourceError
+from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.registry import Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
 
@@ -130,7 +130,7 @@ def read_table_file(con: duckdb.DuckDBPyConnection, path: Path, table: str,
                             hint=f"the file needs the columns of {table}: {', '.join(wanted)}")
         return source.project(inventory_select_list(table, exprs))
     except duckdb.Error as exc:
-        raise DataError(f"cannot read as {table}: {exc}", where=str(path)) from None
+        raise duckdb_error(exc, f"cannot read as {table}", reason=str(exc), where=str(path)) from None
 
 
 # Columns a local file must have; the others may be absent (NULL).

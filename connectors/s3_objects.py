@@ -29,7 +29,7 @@ from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
                                        rows_relation)
 from service.core.config import S3ObjectsSource
-from service.core.errors import DataError, SourceError
+from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.registry import Disposition, Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
 
@@ -250,7 +250,7 @@ class S3ObjectsConnector(FileOrApiConnector):
             filtered = source.filter(" AND ".join(keep)) if keep else source
             return with_etag_parts(filtered.project(inventory_select_list("s3_objects", exprs)))
         except duckdb.Error as exc:
-            raise DataError(f"cannot read the inventory report: {exc}", where=where) from None
+            raise duckdb_error(exc, "cannot read the inventory report", reason=str(exc), where=where) from None
 
     # ---- local lifecycle ---------------------------------------------------------------------
 

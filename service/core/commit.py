@@ -7,6 +7,7 @@ table (staging is outside every table directory).
 
 from __future__ import annotations
 
+import logging
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -15,22 +16,23 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core.errors import DataError, SpendlakeError
+from service.core.errors import DataError, SpendlakeError, duckdb_error, resource_error
 from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
-from service.core.staging import DATA_FILE, stage_periods
+from service.core.staging import DATA_FILE, query_memory, stage_parts
 from service.core.units import utc_now_iso
 
 if TYPE_CHECKING:
     from service.core.lake import Lake
 
+log = logging.getLogger(__name__)
 
 
 def commit_costs(
     lake: Lake,
     con: duckdb.DuckDBPyConnection,
-    relation: duckdb.DuckDBPyRelation,
+    relation: duckdb.DuckDBPyRelation | Sequence[duckdb.DuckDBPyRelation],
     *,
     source: str,
     delivery_id: str,
@@ -41,15 +43,18 @@ def commit_costs(
 
     `periods`: the billing periods the delivery declares (from its manifest); rows in
     any other period are a data error. None: every period found in the data.
+    `relation` may be the delivery's parts (one relation per file): they are written one
+    after another, so memory does not grow with their number (service.core.staging).
     Nothing is replaced until every period of the delivery has been staged.
     """
     check_partition_value("source", source)
     stage = lake.staging / f"costs-{uuid.uuid4().hex}"
     stage.mkdir(parents=True)
     try:
-        view = f"delivery_{uuid.uuid4().hex}"
-        relation.create_view(view)
-        staged = stage_periods(con, view, stage, periods)
+        parts = [relation] if isinstance(relation, duckdb.DuckDBPyRelation) else list(relation)
+        if not parts:
+            raise DataError("the delivery has no data files", where=", ".join(files) or source)
+        staged = stage_parts(con, parts, stage)
         if periods is not None:
             extra = set(staged) - set(periods)
             if extra:
@@ -58,9 +63,8 @@ def commit_costs(
             for period in set(periods) - set(staged):
                 empty = stage / f"billing_period={period}" / DATA_FILE
                 empty.parent.mkdir(parents=True)
-                con.execute(f"COPY (SELECT * FROM {view} WHERE false) TO '{empty}' (FORMAT parquet)")
+                parts[0].limit(0).write_parquet(str(empty))
                 staged[period] = empty
-        con.execute(f"DROP VIEW {view}")
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files) for p in sorted(staged)]
         for entry in entries:
             install(staged[entry.billing_period],
@@ -70,10 +74,11 @@ def commit_costs(
     except duckdb.Error as exc:
         # DuckDB's CSV errors append pages of reader options; the first lines say what is wrong.
         reason = str(exc).split("Parser options", 1)[0].strip()
-        raise DataError(f"could not read the delivery: {reason}", where=", ".join(files) or source) from None
+        raise duckdb_error(exc, "could not read the delivery", reason=reason, where=", ".join(files) or source) from None
     except OSError as exc:
-        raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
-                             hint="free disk space or fix permissions; the previous data is intact") from None
+        raise resource_error(exc, str(lake.root)) or SpendlakeError(
+            f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
+            hint="free disk space or fix permissions; the previous data is intact") from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -105,6 +110,9 @@ def commit_snapshot(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb
         view = f"snapshot_{uuid.uuid4().hex}"
         relation.create_view(view)
         con.execute(f"COPY (SELECT * FROM {view}) TO '{staged}' (FORMAT parquet, COMPRESSION zstd)")
+        peak, spilled = query_memory(con)
+        log.debug("staged %s %s=%s: DuckDB peak memory %d MB, spilled %d MB", table, key, value, peak >> 20,
+                  spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
         con.execute(f"DROP VIEW {view}")
         install(staged, target)
         for other in target.parent.glob("*.parquet") if version is not None else ():
@@ -112,7 +120,8 @@ def commit_snapshot(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb
                 other.unlink(missing_ok=True)
         return target
     except OSError as exc:
-        raise SpendlakeError(f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
-                             hint="free disk space or fix permissions; the previous data is intact") from None
+        raise resource_error(exc, str(lake.root)) or SpendlakeError(
+            f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
+            hint="free disk space or fix permissions; the previous data is intact") from None
     finally:
         staged.unlink(missing_ok=True)

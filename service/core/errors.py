@@ -52,3 +52,40 @@ class LakeBusyError(SpendlakeError):
 
 class ReconciliationError(DataError):
     """Attributed totals differ from source totals."""
+
+
+class ResourceError(SpendlakeError):
+    """The machine ran short, not the data: out of memory, or no disk left for the lake's
+    staged files and DuckDB's spill files. The previous data is intact."""
+
+    exit_code = 3
+
+
+DISK_FULL = ("No space left on device", "Disk quota exceeded", '"errno":"28"', '"errno":"122"')
+
+
+def resource_error(exc: BaseException, where: str | None = None) -> ResourceError | None:
+    """A full disk or exhausted memory, from DuckDB's or the OS's error; else None."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if getattr(exc, "errno", None) in (28, 122) or any(marker in text for marker in DISK_FULL):
+        return ResourceError(f"disk full: {first}", where=where,
+                             hint="free disk space for the lake (staged files and DuckDB's spill files go to "
+                                  "its _staging directory), then run ingest again; the previous data is intact")
+    if type(exc).__name__ == "OutOfMemoryException" or first.startswith("Out of Memory Error"):
+        return ResourceError(f"out of memory: {first}", where=where,
+                             hint="DuckDB spills to the lake's _staging directory and still ran short: free memory "
+                                  "or disk space there, then run ingest again; the file is not at fault")
+    return None
+
+
+def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None, where: str | None = None,
+                 hint: str | None = None) -> SpendlakeError:
+    """The one place a DuckDB error becomes ours. A full disk or exhausted memory says so
+    (a ResourceError: the file is not at fault, and re-exporting it would not help);
+    anything else is a DataError `message: reason` (default: DuckDB's first paragraph)."""
+    resource = resource_error(exc, where)
+    if resource is not None:
+        return resource
+    text = str(exc).strip()
+    return DataError(f"{message}: {reason or text.split(chr(10) * 2, 1)[0]}", where=where, hint=hint)

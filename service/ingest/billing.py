@@ -98,7 +98,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) 
     try:
         connector = CONNECTORS.get(source.kind)(source)
         deliveries = list(connector.deliveries())
-        con = lake.connect(extra_paths=connector.local_paths(), memory_limit="600MB")
+        con = lake.writer(connector.local_paths())
         try:
             for number, delivery in enumerate(deliveries, 1):
                 if progress:

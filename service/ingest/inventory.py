@@ -18,7 +18,7 @@ import duckdb
 
 from connectors.inventory_base import SnapshotPart
 from service.core.config import Config, InventorySource
-from service.core.errors import DataError, LakeBusyError, SpendlakeError
+from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error
 from service.core.lake import Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
@@ -70,7 +70,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     outcome = InventoryOutcome(source.name, kind)
     try:
         connector = CONNECTORS.get(kind)(source)
-        con = lake.connect(extra_paths=connector.local_paths(), memory_limit="600MB")
+        con = lake.writer(connector.local_paths())
         try:
             with lake.scratch() as scratch:
                 for (table, value), relation in _combined(connector.snapshot(con, scratch, now), now).items():
@@ -82,8 +82,9 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                                                     key=key, value=value)
                         count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
                     except duckdb.Error as exc:
-                        raise DataError(f"could not write {table}: {exc}", where=f"inventory.{source.name}",
-                                        hint="check the source's data against the table's columns") from None
+                        raise duckdb_error(exc, f"could not write {table}", reason=str(exc),
+                                           where=f"inventory.{source.name}",
+                                           hint="check the source's data against the table's columns") from None
                     outcome.rows[f"{table} {key}={value}"] = int(count)
         finally:
             con.close()

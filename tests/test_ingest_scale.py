@@ -1,0 +1,146 @@
+"""RELIABILITY 46: ingest in flat memory whatever the number or size of the parts; DuckDB
+spills into the lake's staging area; out of memory and a full disk are reported as such.
+
+The figures at 1M-100M lines are bench/ingest_bench.py's; these tests are small and
+measure what is deterministic: how parts are staged, DuckDB's own peak memory and spill
+per query (its profiler, logged by service.core.staging), and the errors."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+import service.core.lake as lake_module
+import service.core.staging as staging
+from connectors.synthetic.billing import generate_organisation
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.core.errors import DataError, ResourceError, duckdb_error
+from service.core.lake import Lake
+from service.core.staging import query_memory
+from service.ingest.billing import ingest
+from service.ingest.inventory import run_inventory
+from tests.aws_exports import legacy_csv, line
+
+START = date(2026, 11, 3)
+KINDS = {"legacy-csv.gz": "aws-cur", "csv.gz": "aws-cur2", "parquet": "aws-cur2", "focus-csv": "focus"}
+
+
+def config(lake: Path, kind: str, location: Path):
+    return parse_config({"lake": str(lake), "sources": [{"name": "bill", "kind": kind, "location": str(location)}]})
+
+
+def committed(result) -> list[tuple]:
+    assert [o.error for o in result.outcomes] == [None] * len(result.outcomes)
+    return [(e.billing_period, e.rows, e.totals[0].billed_cost, e.totals[0].effective_cost)
+            for o in result.outcomes for e in o.entries]
+
+
+def expected(generation) -> list[tuple]:
+    return [(p.billing_period, p.rows, p.billed_cost, p.effective_cost) for p in generation.periods]
+
+
+def staged_records(caplog) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "service.core.staging" and hasattr(r, "peak_bytes")]
+
+
+@pytest.fixture(scope="module")
+def bills(tmp_path_factory):
+    """The same three days of the organisation in every layout, in 2 and in 24 parts."""
+    out = tmp_path_factory.mktemp("bills")
+    return {parts: generate_organisation(out / f"parts-{parts}", days=3, start=START, seed=46, parts=parts,
+                                         formats=tuple(KINDS)) for parts in (2, 24)}
+
+
+def test_46_parts_are_staged_one_at_a_time_so_memory_does_not_grow_with_their_number(tmp_path, bills, monkeypatch,
+                                                                                       caplog):
+    # 24 CSV.gz parts read at once hold a 30.5 MB buffer each: far above this limit.
+    monkeypatch.setattr(lake_module, "WRITER_MEMORY_LIMIT", "160MB")
+    caplog.set_level(logging.DEBUG, logger="service.core.staging")
+    peaks = {}
+    for parts, generation in bills.items():
+        caplog.clear()
+        result = ingest(config(tmp_path / f"lake-{parts}", "aws-cur", generation.exports["legacy-csv.gz"]))
+        assert committed(result) == expected(generation)
+        records = staged_records(caplog)
+        assert [r.part for r in records] == list(range(1, parts + 1))  # each part its own query, in turn
+        peaks[parts] = max(r.peak_bytes for r in records)
+    assert 0 < peaks[24] <= peaks[2] * 1.1 + (4 << 20), peaks  # bounded by one part, not by how many
+
+
+def test_46_every_layout_ingests_exactly_under_a_small_memory_limit(tmp_path, bills, monkeypatch):
+    monkeypatch.setattr(lake_module, "WRITER_MEMORY_LIMIT", "100MB")
+    generation = bills[24]
+    for fmt, kind in KINDS.items():
+        result = ingest(config(tmp_path / f"lake-{len(fmt)}-{kind}", kind, generation.exports[fmt]))
+        assert committed(result) == expected(generation), fmt
+
+
+def test_46_the_writer_spills_into_the_lake_staging_area(tmp_path, monkeypatch, caplog):
+    """An inventory snapshot is sorted on every column before it is written: under a tiny
+    limit that sort spills, inside the sandbox, and the snapshot is complete."""
+    rows = 600_000
+    tags = tmp_path / "tags.parquet"
+    duckdb.sql(f"COPY (SELECT 'arn:aws:ec2:us-east-1:1:instance/i-' || md5(i::VARCHAR) AS resource_id, 'us-east-1' "
+               f"AS region, 'team' AS key, 'nlp-' || (i % 97) AS value FROM range({rows}) t(i)) TO '{tags}' (FORMAT parquet)")
+    monkeypatch.setattr(lake_module, "WRITER_MEMORY_LIMIT", "80MB")
+    caplog.set_level(logging.DEBUG, logger="service.core.commit")
+    cfg = parse_config({"lake": str(tmp_path / "lake"), "inventory": [{"name": "tags", "kind": "aws-tags",
+                                                                       "path": str(tags)}]})
+    [outcome] = run_inventory(cfg)
+    assert outcome.error is None and list(outcome.rows.values()) == [rows]
+    [record] = [r for r in caplog.records if hasattr(r, "spilled_bytes")]
+    assert record.spilled_bytes > 0 and record.peak_bytes <= 80 << 20
+    lake = Lake(cfg.lake)
+    con = lake.writer()
+    assert Path(con.execute("SELECT current_setting('temp_directory')").fetchone()[0]).is_relative_to(lake.staging)
+
+
+def test_46_out_of_memory_is_reported_as_such_not_as_a_damaged_file(tmp_path, bills, monkeypatch):
+    monkeypatch.setattr(lake_module, "WRITER_MEMORY_LIMIT", "16MB")  # below one CSV.gz read buffer
+    export = bills[2].exports["csv.gz"]
+    cfg = config(tmp_path / "lake", "aws-cur2", export)
+    failures = [o for o in ingest(cfg).outcomes if o.status == "failed"]
+    assert failures and all(isinstance(o.error, ResourceError) for o in failures)
+    message = str(failures[0].error)
+    assert message.count("out of memory") == 1 and "damaged" not in message and "UTF-8" not in message
+    assert not Lake(cfg.lake).ledger()
+    (tmp_path / "spendlake.yaml").write_text(f"lake: {tmp_path / 'lake'}\nsources:\n"
+                                             f"  - {{name: bill, kind: aws-cur2, location: '{export}'}}\n")
+    done = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "ingest"])
+    assert done.exit_code == 3 and "out of memory" in done.output and "Traceback" not in done.output
+
+
+def test_46_disk_full_is_reported_as_such(tmp_path, bills, monkeypatch):
+    """DuckDB's ENOSPC, and the OS's while a staged file is written, both say 'disk full'."""
+    with pytest.raises(duckdb.IOException) as raised:
+        duckdb.sql("COPY (SELECT range AS i, md5(range::VARCHAR) FROM range(200000)) TO '/dev/full' (FORMAT parquet)")
+    error = duckdb_error(raised.value, "could not read the delivery", where="x")
+    assert isinstance(error, ResourceError) and str(error).startswith("x: disk full")
+
+    real = staging.pq.ParquetWriter
+    monkeypatch.setattr(staging.pq, "ParquetWriter", lambda path, *args, **kw: real("/dev/full", *args, **kw))
+    cfg = config(tmp_path / "lake", "aws-cur2", bills[2].exports["parquet"])
+    [failure] = [o for o in ingest(cfg).outcomes if o.status == "failed"]
+    assert isinstance(failure.error, ResourceError) and "disk full" in str(failure.error)
+    assert "damaged" not in str(failure.error) and not Lake(cfg.lake).ledger()
+
+
+def test_46_a_bad_value_after_the_first_streamed_batch_is_a_data_error_naming_its_row(tmp_path):
+    """DuckDB's errors reach the stager through Arrow as OSError: they must stay data errors."""
+    bad_row = staging.BATCH_ROWS + 12_345
+    header, good, bad = legacy_csv([line(cost="1"), line(cost="oops")]).decode().splitlines()
+    rows = [good] * (bad_row - 1) + [bad] + [good] * 1000
+    export = tmp_path / "cur.csv.gz"
+    export.write_bytes(gzip.compress(("\n".join([header, *rows]) + "\n").encode(), compresslevel=1))
+    [outcome] = ingest(config(tmp_path / "lake", "aws-cur", export)).outcomes
+    assert isinstance(outcome.error, DataError) and not isinstance(outcome.error, ResourceError)
+    message = str(outcome.error)
+    assert f"row {bad_row}" in message and "'oops' is not a number" in message
+    assert "could not write to the lake" not in message
