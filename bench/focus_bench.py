@@ -57,11 +57,14 @@ def main() -> None:
         ingest, bare = [], []
         for _ in range(args.repeat):
             shutil.rmtree(lake, ignore_errors=True)
-            ingest.append(measure([sys.executable, "-m", "service", "--config", str(config), "ingest"]))
+            *timing, error = measure([sys.executable, "-m", "service", "--config", str(config), "ingest"])
+            if error:
+                raise SystemExit(f"ingest failed: {error}")
+            ingest.append(timing)
             [entry] = json.loads((lake / "_ledger" / "deliveries.json").read_text())["entries"]
             if Decimal(entry["totals"][0]["billed_cost"]) != SAMPLE_BILLED * (rows // SAMPLE_ROWS):
                 raise SystemExit(f"wrong BilledCost in the lake: {entry['totals']}")
-            bare.append(measure([sys.executable, "-c", BARE_COPY, str(path), str(args.work / "bare.parquet")]))
+            bare.append(measure([sys.executable, "-c", BARE_COPY, str(args.work / "bare.parquet"), str(path)])[:3])
         iw, bw = statistics.median(r[0] for r in ingest), statistics.median(r[0] for r in bare)
         ic, bc = statistics.median(r[2] for r in ingest), statistics.median(r[2] for r in bare)
         print(f"{rows:>10,} {iw:>9.2f} {bw:>8.2f} {iw / bw:>6.2f} {ic:>13.1f} {bc:>11.1f} "

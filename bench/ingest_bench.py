@@ -1,21 +1,29 @@
-"""Ingest benchmark: `spendlake ingest` of one CUR 2.0 CSV.gz month vs a bare DuckDB copy.
+"""Ingest benchmark: `spendlake ingest` vs a bare DuckDB copy of the same files, per layout.
 
-    python bench/ingest_bench.py                       # 1M and 10M rows, 3 runs each
-    python bench/ingest_bench.py --sizes 100000 --repeat 1   # a quick look
+    python bench/ingest_bench.py                                  # every layout, 1M and 10M, 3 runs
+    python bench/ingest_bench.py --sizes 100000 --repeat 1        # a quick look
+    python bench/ingest_bench.py --sizes 100000 --repeat 1 --layouts legacy-csv.gz,cur2-parquet
 
-For each size the synthetic organisation (connectors.synthetic.billing) writes one month of CUR 2.0
-as CSV.gz (cached under --work, regenerated only when missing). Then, in one run and
-interleaved, each of these is timed as a whole process, `--repeat` times:
+Layouts (one synthetic month of the organisation of connectors.synthetic.billing, about
+`--sizes` line items, generated once and cached under --work):
 
-- ingest: `python -m service --config <cfg> ingest` into a fresh lake (a second ingest of
-  the same delivery would be a no-op);
-- bare:   `python -c` with DuckDB: `COPY (SELECT * FROM read_csv('<file>')) TO '<out>.parquet'`.
+    legacy-csv.gz   aws-cur   legacy CUR, 20 CSV.gz parts of one assembly, with its manifests
+    cur2-csv.gz     aws-cur2  CUR 2.0 Data Exports, one CSV.gz with its manifest
+    cur2-parquet    aws-cur2  CUR 2.0 Data Exports, one Parquet file with its manifest
+    focus-csv       focus     FOCUS 1.0, one plain CSV in a folder (periods read from the data)
 
-Wall time is the median; peak RSS is that of the process and its children, from
-`/usr/bin/time -v` (or `getrusage(RUSAGE_CHILDREN)` in a wrapper process where that is
-missing). The ingested totals are checked against the generator's expected totals.
-Targets at the largest size: ingest wall ≤ 1.2 × bare, peak RSS ≤ 1 GB, and RSS at the
-largest size ≤ 1.5 × RSS at the smallest. Results: a table on stdout and JSON in bench/out/.
+For each size, run and layout, interleaved, each timed as a whole process:
+
+- ingest: `python -m service --config <cfg> ingest` into a fresh lake: read, convert, stage,
+  commit, and build the attribution rollups, as `spendlake ingest` always does;
+- bare:   `python -c` with DuckDB's defaults: `COPY (SELECT * FROM read_csv([<the same
+  files>])) TO '<out>.parquet' (FORMAT parquet)` (read_parquet for Parquet).
+
+Wall and CPU seconds are medians, peak RSS the largest of the runs, from `/usr/bin/time -v`
+(or `getrusage(RUSAGE_CHILDREN)` in a wrapper process where that is missing). A run only
+counts when the lake's ledger holds the generator's rows and totals. Targets at the largest
+size, per layout: it ingests; wall <= 1.2 x bare; peak RSS <= 1 GB; RSS at the largest size
+<= 1.5 x RSS at the smallest. Results: a table on stdout and JSON in bench/out/.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -39,9 +48,12 @@ sys.path.insert(0, str(REPO))
 
 from connectors.synthetic.billing import generate_organisation  # noqa: E402
 
-MONTH_START, MONTH_DAYS = date(2026, 10, 1), 31
-BARE_COPY = ("import duckdb, sys; duckdb.sql(\"COPY (SELECT * FROM read_csv('\" + sys.argv[1] + \"')) "
-             "TO '\" + sys.argv[2] + \"' (FORMAT parquet)\")")
+MONTH_START, MONTH_DAYS, SEED = date(2026, 10, 1), 31, 2026
+# argv: the output file, then the input files
+BARE_COPY = ("import duckdb, sys; files = ', '.join(\"'\" + f.replace(\"'\", \"''\") + \"'\" for f in sys.argv[2:]); "
+             "reader = 'read_parquet' if sys.argv[2].endswith('.parquet') else 'read_csv'; "
+             "duckdb.sql('COPY (SELECT * FROM ' + reader + '([' + files + '])) TO \\'' + sys.argv[1] + "
+             "'\\' (FORMAT parquet)')")
 RSS_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
                "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
                "print('Maximum resident set size (kbytes):', u.ru_maxrss, file=sys.stderr); "
@@ -50,116 +62,177 @@ RSS_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.arg
 TARGET_WALL, TARGET_RSS_MB, TARGET_GROWTH = 1.2, 1024, 1.5
 
 
-def delivery(work: Path, rows: int) -> tuple[Path, dict]:
-    """The CSV.gz export of `rows` line items, generated once and cached with its totals."""
-    folder = work / f"rows-{rows}"
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    fmt: str  # connectors.synthetic.billing format
+    kind: str  # source kind
+    parts: int
+    pattern: str  # glob of the data files under the export
+
+
+LAYOUTS = {layout.name: layout for layout in (
+    Layout("legacy-csv.gz", "legacy-csv.gz", "aws-cur", 20, "*/*/*.csv.gz"),
+    Layout("cur2-csv.gz", "csv.gz", "aws-cur2", 1, "data/*/*.csv.gz"),
+    Layout("cur2-parquet", "parquet", "aws-cur2", 1, "data/*/*.parquet"),
+    Layout("focus-csv", "focus-csv", "focus", 1, "*/*.csv"),
+)}
+
+
+def export(work: Path, layout: Layout, rows: int) -> dict:
+    """The layout's export of `rows` line items, generated once and cached with its totals."""
+    folder = work / f"rows-{rows}" / layout.name
     marker = folder / "expected.json"
     if marker.exists():
-        expected = json.loads(marker.read_text())
-        return Path(expected["export"]), expected
+        return json.loads(marker.read_text())
     if folder.exists():
         shutil.rmtree(folder)
+    print(f"  generating {layout.name}, {rows:,} rows ...", flush=True)
     began = time.perf_counter()
-    result = generate_organisation(folder, days=MONTH_DAYS, start=MONTH_START, seed=2026, rows=rows,
-                                   formats=("csv.gz",))
-    [period] = result.periods
-    expected = {"export": str(result.exports["csv.gz"]), "rows": period.rows,
-                "billed_cost": str(period.billed_cost), "effective_cost": str(period.effective_cost),
-                "bytes": sum(f.stat().st_size for f in result.files), "generate_seconds": time.perf_counter() - began}
+    result = generate_organisation(folder, days=MONTH_DAYS, start=MONTH_START, seed=SEED, rows=rows,
+                                   formats=(layout.fmt,), parts=layout.parts)
+    root = result.exports[layout.fmt]
+    expected = {"export": str(root), "files": sorted(str(f) for f in root.glob(layout.pattern)),
+                "periods": {p.billing_period: [p.rows, str(p.billed_cost), str(p.effective_cost)]
+                            for p in result.periods},
+                "rows": result.rows, "generate_seconds": round(time.perf_counter() - began, 1)}
+    expected["bytes"] = sum(Path(f).stat().st_size for f in expected["files"])
+    if len(expected["files"]) != layout.parts * len(result.periods):
+        raise SystemExit(f"{layout.name}: expected {layout.parts} data files per period, found {expected['files']}")
     marker.write_text(json.dumps(expected, indent=1))
-    return Path(expected["export"]), expected
+    return expected
 
 
-def measure(command: list[str]) -> tuple[float, int, float]:
-    """(wall seconds, peak RSS in MB, CPU seconds) of one whole process and its children.
-    CPU time is reported too: on a shared machine it is steadier than wall time."""
+def measure(command: list[str]) -> tuple[float, int, float, str | None]:
+    """(wall seconds, peak RSS in MB, CPU seconds, error or None) of one whole process and its
+    children. CPU time is reported too: on a shared machine it is steadier than wall time."""
     wrapped = (["/usr/bin/time", "-v", *command] if Path("/usr/bin/time").exists()
                else [sys.executable, "-c", RSS_WRAPPER, *command])
     began = time.perf_counter()
     done = subprocess.run(wrapped, capture_output=True, text=True, cwd=REPO)
     wall = time.perf_counter() - began
-    if done.returncode != 0:
-        raise SystemExit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stdout}\n{done.stderr[-3000:]}")
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", done.stderr))
-    return wall, int(rss.group(1)) // 1024 if rss else -1, cpu
+    error = None
+    if done.returncode != 0:
+        error = (done.stdout + done.stderr).strip().split("\tCommand being timed")[0][-1500:]
+    return wall, int(rss.group(1)) // 1024 if rss else -1, cpu, error
 
 
-def run_size(work: Path, rows: int, repeat: int) -> dict:
-    export, expected = delivery(work, rows)
-    data_file = next(export.glob("data/BILLING_PERIOD=*/*.csv.gz"))
-    runs: dict[str, list[tuple[float, int, float]]] = {"ingest": [], "bare": []}
-    for attempt in range(repeat):
-        lake = work / f"lake-{rows}"
-        shutil.rmtree(lake, ignore_errors=True)
-        config = work / f"bench-{rows}.yaml"
-        config.write_text(json.dumps({"lake": str(lake), "sources": [
-            {"name": "bench", "kind": "aws-cur2", "location": str(export)}]}))
-        runs["ingest"].append(measure([sys.executable, "-m", "service", "--config", str(config), "ingest"]))
-        check_lake(lake, expected)
-        out = work / f"bare-{rows}.parquet"
-        out.unlink(missing_ok=True)
-        runs["bare"].append(measure([sys.executable, "-c", BARE_COPY, str(data_file), str(out)]))
-        (iw, ir, ic), (bw, br, bc) = runs["ingest"][-1], runs["bare"][-1]
-        print(f"  {rows:>10,} rows, run {attempt + 1}: ingest {iw:.2f}s ({ic:.1f} CPU s) {ir} MB, "
-              f"bare {bw:.2f}s ({bc:.1f} CPU s) {br} MB", flush=True)
-    summary = {"rows": expected["rows"], "csv_gz_bytes": expected["bytes"], "runs": runs}
-    for name, values in runs.items():
-        summary[f"{name}_wall_s"] = statistics.median(w for w, _, _ in values)
-        summary[f"{name}_rss_mb"] = max(r for _, r, _ in values)
-        summary[f"{name}_cpu_s"] = statistics.median(c for _, _, c in values)
+def check_lake(lake: Path, expected: dict) -> str | None:
+    """The benchmark only counts if the ingest was right: rows and sums as generated."""
+    entries = json.loads((lake / "_ledger" / "deliveries.json").read_text())["entries"]
+    got = {}
+    for entry in entries:
+        [totals] = entry["totals"]
+        got[entry["billing_period"]] = [entry["rows"], Decimal(totals["billed_cost"]),
+                                        Decimal(totals["effective_cost"])]
+    want = {p: [n, Decimal(b), Decimal(e)] for p, (n, b, e) in expected["periods"].items()}
+    return None if got == want else f"the lake does not hold what was generated: {got} != {want}"
+
+
+def run_once(work: Path, layout: Layout, rows: int, expected: dict) -> dict:
+    lake = work / f"lake-{layout.name}-{rows}"
+    shutil.rmtree(lake, ignore_errors=True)
+    config = work / f"bench-{layout.name}-{rows}.yaml"
+    config.write_text(json.dumps({"lake": str(lake), "sources": [
+        {"name": "bench", "kind": layout.kind, "location": expected["export"]}]}))
+    iw, ir, ic, error = measure([sys.executable, "-m", "service", "--config", str(config), "ingest"])
+    error = error or check_lake(lake, expected)
+    shutil.rmtree(lake, ignore_errors=True)
+    out = work / f"bare-{layout.name}-{rows}.parquet"
+    out.unlink(missing_ok=True)
+    bw, br, bc, bare_error = measure([sys.executable, "-c", BARE_COPY, str(out), *expected["files"]])
+    out.unlink(missing_ok=True)
+    if bare_error:
+        raise SystemExit(f"the bare copy failed: {bare_error}")
+    return {"ingest": [iw, ir, ic], "bare": [bw, br, bc], "error": error}
+
+
+def summarise(layout: Layout, expected: dict, runs: list[dict]) -> dict:
+    good = [r for r in runs if not r["error"]]
+    summary = {"layout": layout.name, "rows": expected["rows"], "files": len(expected["files"]),
+               "bytes": expected["bytes"], "runs": runs, "ok": len(good) == len(runs)}
+    for name in ("ingest", "bare"):
+        values = [r[name] for r in (good if name == "ingest" else runs)] or [[float("nan"), -1, float("nan")]]
+        summary[f"{name}_wall_s"] = statistics.median(v[0] for v in values)
+        summary[f"{name}_rss_mb"] = max(v[1] for v in values)
+        summary[f"{name}_cpu_s"] = statistics.median(v[2] for v in values)
     summary["wall_ratio"] = summary["ingest_wall_s"] / summary["bare_wall_s"]
+    summary["cpu_ratio"] = summary["ingest_cpu_s"] / summary["bare_cpu_s"]
     return summary
 
 
-def check_lake(lake: Path, expected: dict) -> None:
-    """The benchmark only counts if the ingest was right: rows and sums as generated."""
-    ledger = json.loads((lake / "_ledger" / "deliveries.json").read_text())
-    [entry] = ledger["entries"]
-    [totals] = entry["totals"]
-    got = (entry["rows"], Decimal(totals["billed_cost"]), Decimal(totals["effective_cost"]))
-    want = (expected["rows"], Decimal(expected["billed_cost"]), Decimal(expected["effective_cost"]))
-    if got != want:
-        raise SystemExit(f"the lake does not hold what was generated: {got} != {want}")
+def print_table(results: list[dict]) -> None:
+    print(f"\n{'layout':<14} {'rows':>12} {'files':>5} {'MB':>6} {'ingest s':>9} {'bare s':>8} {'ratio':>6} "
+          f"{'ingest CPU':>11} {'bare CPU':>9} {'CPU ratio':>9} {'ingest MB':>10} {'bare MB':>8}")
+    for r in results:
+        status = "" if r["ok"] else "  FAILED: " + next(x["error"] for x in r["runs"] if x["error"]).splitlines()[-1]
+        print(f"{r['layout']:<14} {r['rows']:>12,} {r['files']:>5} {r['bytes'] / 2**20:>6.0f} {r['ingest_wall_s']:>9.2f} "
+              f"{r['bare_wall_s']:>8.2f} {r['wall_ratio']:>6.2f} {r['ingest_cpu_s']:>11.1f} {r['bare_cpu_s']:>9.1f} "
+              f"{r['cpu_ratio']:>9.2f} {r['ingest_rss_mb']:>10} {r['bare_rss_mb']:>8}{status}")
+
+
+def checks(results: list[dict], layouts: list[Layout]) -> dict[str, bool]:
+    found: dict[str, bool] = {}
+    for layout in layouts:
+        mine = sorted((r for r in results if r["layout"] == layout.name), key=lambda r: r["rows"])
+        largest, smallest = mine[-1], mine[0]
+        at = f"{layout.name} at {largest['rows']:,} rows"
+        found[f"{at}: ingests, with the generated totals"] = largest["ok"]
+        found[f"{at}: wall {largest['wall_ratio']:.2f} x bare <= {TARGET_WALL}"] = largest["wall_ratio"] <= TARGET_WALL
+        found[f"{at}: peak RSS {largest['ingest_rss_mb']} MB <= {TARGET_RSS_MB} MB"] = (
+            largest["ok"] and largest["ingest_rss_mb"] <= TARGET_RSS_MB)
+        if len(mine) > 1 and largest["ok"] and smallest["ok"]:
+            growth = largest["ingest_rss_mb"] / smallest["ingest_rss_mb"]
+            found[f"{at}: RSS {growth:.2f} x RSS at {smallest['rows']:,} <= {TARGET_GROWTH}"] = growth <= TARGET_GROWTH
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000000,10000000", help="comma-separated row counts")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"comma-separated, of {', '.join(LAYOUTS)}")
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "work",
                         help="generated exports (cached) and scratch lakes")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
+    unknown = set(args.layouts.split(",")) - set(LAYOUTS)
+    if unknown:
+        parser.error(f"unknown layouts {sorted(unknown)}; choose among {', '.join(LAYOUTS)}")
+    layouts = [LAYOUTS[name] for name in args.layouts.split(",")]
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     for rows in sizes:
-        print(f"{rows:,} rows: generating (cached after the first time) ...", flush=True)
-        results.append(run_size(args.work, rows, args.repeat))
+        print(f"{rows:,} rows", flush=True)
+        exports = {layout.name: export(args.work, layout, rows) for layout in layouts}
+        runs: dict[str, list[dict]] = {layout.name: [] for layout in layouts}
+        for attempt in range(args.repeat):
+            for layout in layouts:
+                run = run_once(args.work, layout, rows, exports[layout.name])
+                runs[layout.name].append(run)
+                (iw, ir, ic), (bw, br, bc) = run["ingest"], run["bare"]
+                print(f"  {layout.name:<14} run {attempt + 1}: ingest {iw:.2f}s ({ic:.1f} CPU s) {ir} MB, "
+                      f"bare {bw:.2f}s ({bc:.1f} CPU s) {br} MB" + (f"  FAILED: {run['error']}" if run["error"] else ""),
+                      flush=True)
+        results.extend(summarise(layout, exports[layout.name], runs[layout.name]) for layout in layouts)
 
-    print(f"\n{'rows':>12} {'csv.gz MB':>10} {'ingest s':>9} {'bare s':>8} {'ratio':>6} {'ingest CPU s':>13} "
-          f"{'bare CPU s':>11} {'ingest MB':>10} {'bare MB':>8}")
-    for r in results:
-        print(f"{r['rows']:>12,} {r['csv_gz_bytes'] / 2**20:>10.0f} {r['ingest_wall_s']:>9.2f} {r['bare_wall_s']:>8.2f} "
-              f"{r['wall_ratio']:>6.2f} {r['ingest_cpu_s']:>13.1f} {r['bare_cpu_s']:>11.1f} {r['ingest_rss_mb']:>10} "
-              f"{r['bare_rss_mb']:>8}")
-    largest, smallest = results[-1], results[0]
-    growth = largest["ingest_rss_mb"] / smallest["ingest_rss_mb"] if len(results) > 1 else None
-    checks = {
-        f"ingest wall <= {TARGET_WALL} x bare at {largest['rows']:,} rows": largest["wall_ratio"] <= TARGET_WALL,
-        f"ingest peak RSS <= {TARGET_RSS_MB} MB at {largest['rows']:,} rows": largest["ingest_rss_mb"] <= TARGET_RSS_MB,
-    }
-    if growth is not None:
-        checks[f"RSS at {largest['rows']:,} <= {TARGET_GROWTH} x RSS at {smallest['rows']:,} "
-               f"(is {growth:.2f}x)"] = growth <= TARGET_GROWTH
+    print_table(results)
+    found = checks(results, layouts)
     print()
-    for name, ok in checks.items():
+    for name, ok in found.items():
         print(f"{'PASS' if ok else 'MISS'}  {name}")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = REPO / "bench" / "out" / f"ingest-{stamp}.json"
-    out.write_text(json.dumps({"when": stamp, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                               "command": " ".join(sys.argv), "results": results, "checks": checks}, indent=1))
-    print(f"\nresults: {out.relative_to(REPO)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout
+    load = os.getloadavg()
+    out.write_text(json.dumps({"when": stamp, "commit": commit.strip(), "command": " ".join(sys.argv),
+                               "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                           "load_average": load},
+                               "results": results, "checks": found}, indent=1))
+    print(f"\nresults: {out.relative_to(REPO)} (load average now {load[0]:.1f})")
 
 
 if __name__ == "__main__":
