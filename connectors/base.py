@@ -51,7 +51,10 @@ class CostConnector(Protocol):
 
     def deliveries(self) -> Iterator[Delivery]: ...
 
-    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
-        """The delivery's rows as canonical cost columns. `scratch` is a private directory
-        inside the lake's staging area for downloads; it is removed afterwards."""
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
+             scratch: Path) -> duckdb.DuckDBPyRelation | list[duckdb.DuckDBPyRelation]:
+        """The delivery's rows as canonical cost columns: one relation, or one per file (the
+        lake writes them one after another, so memory does not grow with their number).
+        `scratch` is a private directory inside the lake's staging area for downloads; it
+        is removed afterwards."""
         ...
