@@ -15,6 +15,7 @@ Shared by the file-based connectors that have no manifest:
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -119,7 +120,7 @@ class Table:
     """One export file opened in DuckDB: its FROM clause and its columns."""
 
     uri: str
-    source: str  # e.g. read_csv('/path', ...) — a FROM item
+    source: str  # the name of a view over the file — a FROM item
     columns: dict[str, tuple[str, duckdb.DuckDBPyType]]  # lower-case name → (name, type)
 
     def name(self, *candidates: str) -> str | None:
@@ -153,43 +154,52 @@ class Table:
 
 def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: Iterable[str] = (),
                nullstr: tuple[str, ...] = ("",), dateformat: str | None = None) -> Table:
-    """Open a CSV, Parquet or JSON-lines export file.
+    """Open a CSV, Parquet or JSON-lines export file as a view of `con`.
 
     CSV: every column is text, except those named in `money` (case-insensitive), which the
-    CSV reader parses as exact decimals so a bad value names its line and column.
+    CSV reader parses as exact decimals so a bad value names its line and column. The path
+    and the reader's options are bound as parameters, never pasted into SQL text.
     """
     if path.stat().st_size == 0:
         raise DataError("the file is empty", where=uri, hint="re-export it; an export with no rows still has a header")
     suffix = suffix_of(PurePosixPath(uri).name)
-    location = sql_string(str(path))
     if suffix in CSV_SUFFIXES:
-        options = ("header = true, skip = 0, all_varchar = true, delim = ',', quote = '\"', escape = '\"', "
-                   f"nullstr = [{', '.join(sql_string(s) for s in nullstr)}]")
+        options: dict[str, object] = {"header": True, "skip": 0, "all_varchar": True, "delim": ",", "quote": '"',
+                                      "escape": '"', "nullstr": list(nullstr)}
         if dateformat:
-            options += f", dateformat = {sql_string(dateformat)}"
-        names = _describe(con, f"read_csv({location}, {options})", uri)
+            options["dateformat"] = dateformat
+        names = _columns(_reader(con, "read_csv", path, options, uri), uri)
         wanted = {m.lower() for m in money}
         typed = {name: MONEY for name, _ in names.values() if name.lower() in wanted}
         if typed:
-            options += ", types = {" + ", ".join(f"{sql_string(n)}: '{t}'" for n, t in typed.items()) + "}"
-        source = f"read_csv({location}, {options})"
+            options["types"] = typed
+        relation = _reader(con, "read_csv", path, options, uri)
     elif suffix in PARQUET_SUFFIXES:
-        source = f"read_parquet({location})"
+        relation = _reader(con, "read_parquet", path, {}, uri)
     elif suffix in JSON_SUFFIXES:
-        source = f"read_json({location}, format = 'newline_delimited', sample_size = -1)"
+        relation = _reader(con, "read_json", path, {"format": "newline_delimited", "sample_size": -1}, uri)
     else:
         raise DataError(f"unsupported file type {suffix!r}", where=uri,
                         hint="expected CSV, CSV.gz, Parquet or JSON lines")
-    return Table(uri, source, _describe(con, source, uri))
+    columns = _columns(relation, uri)
+    view = f"export_{uuid.uuid4().hex}"
+    relation.create_view(view)
+    return Table(uri, view, columns)
 
 
-def _describe(con: duckdb.DuckDBPyConnection, source: str, uri: str) -> dict[str, tuple[str, duckdb.DuckDBPyType]]:
+def _reader(con: duckdb.DuckDBPyConnection, function: str, path: Path, options: dict[str, object],
+            uri: str) -> duckdb.DuckDBPyRelation:
+    """`SELECT * FROM function(path, option = value, ...)` with the path and values bound."""
+    named = "".join(f", {name} = ?" for name in options)
     try:
-        relation = con.sql(f"SELECT * FROM {source} LIMIT 0")
-        columns = {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
+        return con.sql(f"SELECT * FROM {function}(?{named})", params=[str(path), *options.values()])
     except duckdb.Error as exc:
-        raise duckdb_error(exc, "cannot read the file", reason=short(exc), where=uri,
+        raise duckdb_error(exc, "cannot read the file", where=uri,
                            hint="check that it is a complete, UTF-8 export file") from None
+
+
+def _columns(relation: duckdb.DuckDBPyRelation, uri: str) -> dict[str, tuple[str, duckdb.DuckDBPyType]]:
+    columns = {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
     if list(columns) == ["column0"]:
         raise DataError("the file has no header row", where=uri, hint="re-export it with headers")
     return columns

@@ -203,6 +203,6 @@ def per_day(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation) -
     relation.create(table)
     days = [day for (day,) in con.execute(f"SELECT DISTINCT CAST(hour AS DATE) FROM {table} ORDER BY 1").fetchall()]
     return [SnapshotPart("gpu_utilization",
-                         con.sql(f"SELECT * FROM {table} WHERE CAST(hour AS DATE) = DATE '{day.isoformat()}'"),
+                         con.sql(f"SELECT * FROM {table} WHERE CAST(hour AS DATE) = ?", params=[day]),
                          partition=day.isoformat())
             for day in days if isinstance(day, date)]

@@ -131,9 +131,9 @@ class RollupSession:
         self.con = lake.query()
         self.files = ensure_rollups(lake, config, self.con)
         if self.files:
-            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {ROLLUP_VIEW} AS SELECT * FROM read_parquet("
-                             + "[" + ", ".join(f"'{f}'" for f in self.files) + "], hive_partitioning = true, "
-                             "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})")
+            self.con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, "
+                         "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})",
+                         params=[[str(f) for f in self.files]]).create_view(ROLLUP_VIEW)
 
     def spellings(self, dims: Sequence[str]) -> dict[tuple[str, str], str]:
         """(dimension, lowercase value) → most common original spelling (ties: byte order)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -67,8 +68,8 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
              "effective": money_text(r["effective_cost"] or 0),
              "final": r["final"]} for r in status(Lake.of(result.config))]
     emit(rows, SUMMARY_COLUMNS, "table", title="spendlake status", right=("rows", "billed", "effective"))
-    config = Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd()) \
-        else result.config_path
+    config = shlex.quote(str(Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd())
+                             else result.config_path))  # a command line to paste, whatever the path holds
     report = Path(result.report.html)
     report = os.path.relpath(report) if report.is_relative_to(Path.cwd()) else report
     _print_spend_and_findings(result)

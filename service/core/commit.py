@@ -107,13 +107,10 @@ def commit_snapshot(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb
     lake.staging.mkdir(parents=True, exist_ok=True)
     staged = lake.staging / f"{table}-{uuid.uuid4().hex}.parquet"
     try:
-        view = f"snapshot_{uuid.uuid4().hex}"
-        relation.create_view(view)
-        con.execute(f"COPY (SELECT * FROM {view}) TO '{staged}' (FORMAT parquet, COMPRESSION zstd)")
+        relation.write_parquet(str(staged), compression="zstd")  # the path is passed, never pasted into SQL
         peak, spilled = query_memory(con)
         log.debug("staged %s %s=%s: DuckDB peak memory %d MB, spilled %d MB", table, key, value, peak >> 20,
                   spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
-        con.execute(f"DROP VIEW {view}")
         install(staged, target)
         for other in target.parent.glob("*.parquet") if version is not None else ():
             if other != target:
