@@ -99,7 +99,7 @@ def test_where_top_and_explain(setup):
     (["--since", "7d", "--where", "team"], "DIMENSION=VALUE"),
     (["--since", "2026-11-02", "--until", "2026-11-01"], "the window is empty"),
     (["--since", "7d", "--compare", "--granularity", "day"], "--compare needs --granularity total"),
-    ([], "--since is required"),
+    ([], "--since: the window needs a start"),
 ])
 def test_bad_input_exits_2(setup, args, message):
     _, path = setup

@@ -159,17 +159,21 @@ def test_attribute_gives_the_cli_json_contract(tmp_path, serve_api):
 
 
 @pytest.mark.parametrize("query, message", [
-    ("by=team", "since is required"),
+    ("by=team", "the window needs a start"),
     ("since=yesterday-ish", "cannot read 'yesterday-ish' as a time"),
     ("since=7d&by=team,nope", "unknown dimension 'nope'"),
     ("since=7d&top=ten", "top must be a whole number, not 'ten'"),
+    ("since=7d&top=²", "top must be a whole number, not '²'"),
+    ("since=7d&compare=true&granularity=day", "compare needs granularity total"),
     ("since=7d&compare=maybe", "compare must be true or false, not 'maybe'"),
     ("since=7d&cost=list&cost=billed", "parameter(s) given more than once: cost"),
 ])
 def test_attribute_rejects_bad_parameters_with_a_json_400(tmp_path, query, message):
     response = api_for(make_config(tmp_path)).handle("/api/v1/attribute", parse_qs(query), None)
     assert response.status == 400
-    assert json.loads(response.body)["error"]["message"] == message
+    error = json.loads(response.body)["error"]
+    assert error["message"] == message
+    assert not error.get("where", "").startswith("-"), "the API names its parameters, not CLI flags"
 
 
 def test_findings_lists_what_the_cli_lists(tmp_path, serve_api):

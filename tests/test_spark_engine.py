@@ -215,3 +215,24 @@ def test_a_second_spark_engine_in_one_process_is_refused_not_ignored(org):
     attribute(lake, config, CUT, engine=SPARK)  # the process's Spark session: local[2]
     with pytest.raises(UsageError, match=r"engine\.master: a Spark session on local\[2\] already runs"):
         attribute(lake, config, CUT, engine=SPARK.model_copy(update={"master": "local[1]"}))
+
+
+def test_the_http_api_honours_the_configured_engine(org, tmp_path):
+    """`engine:` in the config reaches /api/v1/attribute: with the lake only where Spark reads
+    it (engine.lake), the API answers from there, as DuckDB does from the lake itself."""
+    from urllib.parse import parse_qs
+
+    from prometheus_client import CollectorRegistry
+
+    from service.serve.app import Api
+
+    lake, config = org
+    copy = tmp_path / "copied-lake"
+    shutil.copytree(lake.root, copy)
+    moved = config.model_copy(update={"lake": tmp_path / "no-lake-here",
+                                      "engine": SPARK.model_copy(update={"lake": str(copy)})})
+    query = "since=2026-10-30T05:30:00Z&until=2026-11-01T12:20:00Z&by=team,project"
+    response = Api(moved, CollectorRegistry()).handle("/api/v1/attribute", parse_qs(query), None)
+    assert response.status == 200, response.body
+    assert json.loads(response.body) == attribute(lake, config, CUT, by=("team", "project")).to_json()
+    assert json.loads(response.body)["totals"], "an empty answer would mean the local (missing) lake was read"

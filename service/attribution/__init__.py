@@ -3,6 +3,8 @@
 The package's public API — every other package imports attribution from here, never from
 its modules (tests/test_layout.py):
 
+- `AttributionQuery`, `attribute_query`: one attribution question, parsed once for the CLI
+  and the HTTP API, and its answer;
 - `attribute`, `AttributionResult`, `AttributionRow`, `Contribution`: attributed cost of a
   window (service/attribution/api.py describes how a line gets its values);
 - `reconcile`, `Reconciliation`: Σ attributed against Σ source, per billing period;
@@ -14,12 +16,14 @@ its modules (tests/test_layout.py):
 """
 
 from service.attribution.api import (
-    AttributionResult, AttributionRow, Contribution, Reconciliation, attribute, attribute_resources, materialise,
-    parse_where, reconcile,
+    AttributionResult, AttributionRow, Contribution, Reconciliation, attribute, attribute_query, attribute_resources,
+    materialise, reconcile,
 )
+from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
 from service.attribution.lines import direct_daily_lookup
 
 __all__ = [
-    "AttributionResult", "AttributionRow", "Contribution", "Reconciliation", "attribute", "attribute_resources",
-    "direct_daily_lookup", "materialise", "parse_where", "reconcile",
+    "AttributionQuery", "AttributionResult", "AttributionRow", "Contribution", "Reconciliation", "api_parameter",
+    "attribute", "attribute_query", "attribute_resources", "cli_option", "direct_daily_lookup", "materialise",
+    "parse_where", "reconcile",
 ]

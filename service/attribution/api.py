@@ -7,11 +7,15 @@ Python API (the CLI, rules engine, metrics, report and HTTP API call these):
               granularity="total", top=None, compare=False, explain=False, engine=None) -> AttributionResult
         AttributionResult.to_json() is the `spendlake attribute --format json` contract:
         {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}]}
+    attribute_query(lake, config, query, engine=None) -> AttributionResult
+        the same for an `AttributionQuery` (service/attribution/query.py), which the CLI and the
+        HTTP API parse from what the user typed
     materialise(lake, config) -> int          compute missing per-period rollups now (ingest
         calls it after committing; queries also do it on demand)
     reconcile(lake, config, engine=None) -> list[Reconciliation]      Σ attributed vs Σ source, per
         (source, billing period, currency, cost measure); `spendlake attribute --check`
-    `engine` (an EngineConfig, default DuckDB): `kind="spark"` runs the same SQL on Apache
+    `engine` (an EngineConfig; default the config's `engine:` when given the whole Config,
+        else DuckDB): `kind="spark"` runs the same SQL on Apache
         Spark (service/attribution/spark/session.py) and returns the same results
     attribute_resources(lake, config, resource_ids) -> {resource id: {dimension: value}}
         for findings: each dimension's value on the resource's latest cost line
@@ -57,10 +61,10 @@ from decimal import Decimal
 
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.rollup import cost_partitions, ensure_rollups, inventory_keys
-from service.attribution.sql import GRANULARITIES, MEASURES, all_tag_keys_sql, resources_sql
+from service.attribution.query import AttributionQuery
+from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
-from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.timewindow import Window, iso_utc
 from service.core.units import OTHER
@@ -136,25 +140,9 @@ def _attribution(config: AttributionConfig | Config) -> AttributionConfig:
     return config.attribution if isinstance(config, Config) else config
 
 
-def check_dimensions(config: AttributionConfig, names: Sequence[str], option: str) -> None:
-    for name in names:
-        if name not in config.dimensions:
-            raise UsageError(f"unknown dimension {name!r}", where=option,
-                             hint=f"valid dimensions: {', '.join(config.dimensions)}")
-
-
-def parse_where(config: AttributionConfig | Config, items: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """`team=nlp` (repeatable) → {dimension: values}; several values of one dimension are
-    alternatives, several dimensions must all hold."""
-    config = _attribution(config)
-    where: dict[str, tuple[str, ...]] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not value.strip():
-            raise UsageError(f"cannot read {item!r}", where="--where", hint="use DIMENSION=VALUE, e.g. team=nlp")
-        check_dimensions(config, [name.strip()], "--where")
-        where[name.strip()] = where.get(name.strip(), ()) + (value,)
-    return where
+def _engine(config: AttributionConfig | Config) -> EngineConfig | None:
+    """The configured engine: what `engine:` says in a whole Config; DuckDB otherwise."""
+    return config.engine if isinstance(config, Config) else None
 
 
 def _sql_dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
@@ -196,23 +184,21 @@ def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *,
               where: Mapping[str, Sequence[str]] | None = None, cost: str = "billed", granularity: str = "total",
               top: int | None = None, compare: bool = False, explain: bool = False,
               engine: EngineConfig | None = None) -> AttributionResult:
-    """Attributed cost of `window`, one row per (period, currency, values of `by`)."""
+    """Attributed cost of `window`, one row per (period, currency, values of `by`). The engine
+    is `engine`, else the config's `engine:` when `config` is the whole Config, else DuckDB."""
+    query = AttributionQuery(window, tuple(by), {d: tuple(v) for d, v in (where or {}).items()}, cost,
+                             granularity, top, compare, explain)
+    return attribute_query(lake, config, query.validated(_attribution(config), naming=lambda name: name),
+                           engine=engine)
+
+
+def attribute_query(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery,
+                    engine: EngineConfig | None = None) -> AttributionResult:
+    """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it."""
+    engine = engine or _engine(config)
     config = _attribution(config)
-    by, where = tuple(by), dict(where or {})
-    check_dimensions(config, by, "--by")
-    check_dimensions(config, list(where), "--where")
-    if not by:
-        raise UsageError("no dimension to group by", where="--by", hint=f"valid dimensions: {', '.join(config.dimensions)}")
-    if cost not in MEASURES:
-        raise UsageError(f"unknown cost {cost!r}", where="--cost", hint=f"use one of {', '.join(MEASURES)}")
-    if granularity not in GRANULARITIES:
-        raise UsageError(f"unknown granularity {granularity!r}", where="--granularity",
-                         hint=f"use one of {', '.join(GRANULARITIES)}")
-    if compare and granularity != "total":
-        raise UsageError("--compare needs --granularity total", where="--compare",
-                         hint="compare totals, or look at the periods without --compare")
-    if top is not None and top < 1:
-        raise UsageError("--top must be at least 1", where="--top")
+    window, by, where, cost, granularity = query.window, query.by, query.where, query.cost, query.granularity
+    top, compare, explain = query.top, query.compare, query.explain
     session = open_session(lake, config, engine)
     if session is None:
         return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
@@ -322,6 +308,7 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
               engine: EngineConfig | None = None) -> list[Reconciliation]:
     """Σ attributed (unallocated included) against Σ source cost, per source, billing
     period, currency and cost measure, over the whole lake."""
+    engine = engine or _engine(config)
     config = _attribution(config)
     session = open_session(lake, config, engine)
     if session is None:

@@ -84,10 +84,8 @@ def render_check(results, fmt: str | None) -> None:
 @click.pass_obj
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
-    from service.attribution import attribute as run_attribute
-    from service.attribution import parse_where, reconcile
-    from service.core.errors import ReconciliationError, UsageError
-    from service.core.timewindow import parse_window
+    from service.attribution import AttributionQuery, attribute_query, reconcile
+    from service.core.errors import ReconciliationError
 
     config, lake = obj.config, obj.lake
     engine_config = config.engine.model_copy(update={"kind": engine}) if engine else config.engine
@@ -104,13 +102,9 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                     f"{r.source} {r.billing_period} {r.currency} {r.cost}: {format(r.difference, 'f')}" for r in bad),
                 hint="this is a bug in attribution; please report it with the config")
         return
-    if not since:
-        raise UsageError("--since is required", where="--since", hint="e.g. --since 7d, 24h, 30d or 2026-11-01")
-    window = parse_window(since, until)
-    dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
-    result = run_attribute(lake, config, window, by=dims, where=parse_where(config, where), cost=cost,
-                           granularity=granularity, top=top, compare=compare, explain=explain,
-                           engine=engine_config)
+    query = AttributionQuery.parse(config, since=since, until=until, by=by, where=where, cost=cost,
+                                   granularity=granularity, top=top, compare=compare, explain=explain)
+    result = attribute_query(lake, config, query, engine=engine_config)
     if result.lake_empty:
         click.echo(f"the lake at {read_from} is empty: run `spendlake ingest`", err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":

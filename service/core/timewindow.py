@@ -6,6 +6,7 @@ Everything is UTC. A window is half-open: [since, until).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
@@ -62,13 +63,15 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
                          hint=f"times run from {MIN_INSTANT.date()} to {MAX_INSTANT.date()}; {EXAMPLES}") from None
 
 
-def parse_window(since: str, until: str | None = None, *, now: datetime | None = None) -> Window:
+def parse_window(since: str, until: str | None = None, *, now: datetime | None = None,
+                 naming: Callable[[str], str] = lambda name: f"--{name}") -> Window:
+    """[since, until) from what was typed; errors name `since`/`until` as `naming` spells them."""
     now = now or utc_now()
-    end = parse_instant(until, now=now, option="--until") if until else now
-    start = parse_instant(since, now=end if RELATIVE_RE.match(since) else now, option="--since")
+    end = parse_instant(until, now=now, option=naming("until")) if until else now
+    start = parse_instant(since, now=end if RELATIVE_RE.match(since) else now, option=naming("since"))
     if start >= end:
         raise UsageError(f"the window is empty: {start.isoformat()} is not before {end.isoformat()}",
-                         where="--since", hint=EXAMPLES)
+                         where=naming("since"), hint=EXAMPLES)
     return Window(start, end)
 
 

@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from service.core.config import Config
 from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError
 from service.core.lake import Lake
-from service.core.timewindow import iso_utc, parse_window, utc_now
+from service.core.timewindow import iso_utc, utc_now
 from service.serve.families import freshness_limits
 from service.core.output import to_json
 from service.serve.http import JSON
@@ -189,20 +189,14 @@ class Api:
 
     def attribute(self, query: Query) -> Response:
         """The engine and JSON contract of `spendlake attribute --format json`."""
-        from service.attribution import attribute, parse_where
+        from service.attribution import AttributionQuery, api_parameter, attribute_query
 
-        since = one(query, "since")
-        if not since:
-            raise UsageError("since is required", where="since", hint="e.g. ?since=7d&by=team,project")
-        top = one(query, "top")
-        if top is not None and not top.isdigit():
-            raise UsageError(f"top must be a whole number, not {top!r}", where="top")
-        result = attribute(
-            self.lake, self.config, parse_window(since, one(query, "until"), now=self.clock()),
-            by=tuple(d.strip() for d in (one(query, "by") or "team").split(",") if d.strip()),
-            where=parse_where(self.config, query.get("where", [])), cost=one(query, "cost") or "billed",
-            granularity=one(query, "granularity") or "total", top=int(top) if top else None,
-            compare=flag(query, "compare"), explain=flag(query, "explain"))
+        parsed = AttributionQuery.parse(
+            self.config, since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
+            where=query.get("where", []), cost=one(query, "cost"), granularity=one(query, "granularity"),
+            top=one(query, "top"), compare=flag(query, "compare"), explain=flag(query, "explain"),
+            now=self.clock(), naming=api_parameter)
+        result = attribute_query(self.lake, self.config, parsed)
         return json_response(200, result.to_json())
 
     def findings(self, query: Query) -> Response:

@@ -1,0 +1,114 @@
+"""One attribution question, read once for every front end.
+
+`spendlake attribute` and `/api/v1/attribute` both build an `AttributionQuery` with
+`AttributionQuery.parse` from what the user typed; only the way a parameter is named in an
+error differs (`--since` on the command line, `since` in a URL), so a mistake reads the same
+in both and is checked in one place. `attribute()` validates the same way for Python callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from service.attribution.sql import GRANULARITIES, MEASURES
+from service.core.config import Config
+from service.core.config_attribution import AttributionConfig
+from service.core.errors import UsageError
+from service.core.timewindow import Window, parse_window
+
+Naming = Callable[[str], str]
+
+
+def cli_option(name: str) -> str:
+    """`since` as the command line spells it."""
+    return f"--{name}"
+
+
+def api_parameter(name: str) -> str:
+    """`since` as a URL spells it."""
+    return name
+
+
+@dataclass(frozen=True)
+class AttributionQuery:
+    window: Window
+    by: tuple[str, ...] = ("team",)
+    where: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    cost: str = "billed"
+    granularity: str = "total"
+    top: int | None = None
+    compare: bool = False
+    explain: bool = False
+
+    @classmethod
+    def parse(cls, config: AttributionConfig | Config, *, since: str | None, until: str | None = None,
+              by: str | None = None, where: Sequence[str] = (), cost: str | None = None,
+              granularity: str | None = None, top: str | int | None = None, compare: bool = False,
+              explain: bool = False, now: datetime | None = None, naming: Naming = cli_option) -> AttributionQuery:
+        """The query the user typed; a UsageError names the parameter as `naming` spells it."""
+        config = _attribution(config)
+        if not since:
+            raise UsageError("the window needs a start", where=naming("since"),
+                             hint=f"e.g. {naming('since')} 7d, 24h, 30d or 2026-11-01")
+        query = cls(parse_window(since, until, now=now, naming=naming),
+                    by=tuple(dict.fromkeys(d.strip() for d in (by or "team").split(",") if d.strip())),
+                    where=parse_where(config, where, naming), cost=cost or "billed",
+                    granularity=granularity or "total", top=_whole_number(top, naming("top")),
+                    compare=compare, explain=explain)
+        return query.validated(config, naming)
+
+    def validated(self, config: AttributionConfig, naming: Naming = cli_option) -> AttributionQuery:
+        """This query, if every part of it is one `config` can answer."""
+        check_dimensions(config, self.by, naming("by"))
+        check_dimensions(config, list(self.where), naming("where"))
+        if not self.by:
+            raise UsageError("no dimension to group by", where=naming("by"),
+                             hint=f"valid dimensions: {', '.join(config.dimensions)}")
+        if self.cost not in MEASURES:
+            raise UsageError(f"unknown cost {self.cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
+        if self.granularity not in GRANULARITIES:
+            raise UsageError(f"unknown granularity {self.granularity!r}", where=naming("granularity"),
+                             hint=f"use one of {', '.join(GRANULARITIES)}")
+        if self.compare and self.granularity != "total":
+            raise UsageError(f"{naming('compare')} needs {naming('granularity')} total", where=naming("compare"),
+                             hint="compare totals, or look at the periods without comparing")
+        if self.top is not None and self.top < 1:
+            raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
+        return self
+
+
+def check_dimensions(config: AttributionConfig, names: Sequence[str], where: str) -> None:
+    for name in names:
+        if name not in config.dimensions:
+            raise UsageError(f"unknown dimension {name!r}", where=where,
+                             hint=f"valid dimensions: {', '.join(config.dimensions)}")
+
+
+def parse_where(config: AttributionConfig | Config, items: Sequence[str],
+                naming: Naming = cli_option) -> dict[str, tuple[str, ...]]:
+    """`team=nlp` (repeatable) → {dimension: values}; several values of one dimension are
+    alternatives, several dimensions must all hold."""
+    config = _attribution(config)
+    where: dict[str, tuple[str, ...]] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip():
+            raise UsageError(f"cannot read {item!r}", where=naming("where"), hint="use DIMENSION=VALUE, e.g. team=nlp")
+        check_dimensions(config, [name.strip()], naming("where"))
+        where[name.strip()] = where.get(name.strip(), ()) + (value,)
+    return where
+
+
+def _attribution(config: AttributionConfig | Config) -> AttributionConfig:
+    return config.attribution if isinstance(config, Config) else config
+
+
+def _whole_number(value: str | int | None, where: str) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):  # '²'.isdigit() is True, int('²') is not
+        raise UsageError(f"{where} must be a whole number, not {value!r}", where=where)
+    return int(text)
