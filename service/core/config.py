@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from service.core.config_attribution import AttributionConfig
 from service.core.config_base import NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
+from service.core.config_jobs import JobsFileSource
 from service.core.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "spendlake.yaml"
@@ -143,7 +144,8 @@ class GpuMetricsSource(InventorySource):
 
 
 InventorySourceConfig = Annotated[
-    Union[AwsTagsSource, S3ObjectsSource, CloudWatchLogsSource, GpuMetricsSource], Field(discriminator="kind")]
+    Union[AwsTagsSource, S3ObjectsSource, CloudWatchLogsSource, GpuMetricsSource, JobsFileSource],
+    Field(discriminator="kind")]
 
 
 class ServiceConfig(Strict):

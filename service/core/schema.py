@@ -114,6 +114,39 @@ INVENTORY_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("util_pct", "DOUBLE"),  # 0-100 whatever the series' own scale
         ("metric", "VARCHAR"),  # the series it came from, e.g. DCGM_FI_PROF_SM_ACTIVE
     ),
+    # One row per job record of a scheduler (slurm-jobs, k8s-pods, jobs-file): a Slurm job
+    # allocation (one per attempt of a requeued job; steps are not jobs), a Kubernetes pod, a
+    # jobs file's row. A job held `gpus` GPUs on each of its `nodes` in equal parts over
+    # [start_time, end_time). Each snapshot holds what the source shows that day; for history,
+    # read every snapshot of a source and keep each record_id from the newest one (a job
+    # running in one snapshot has ended in a later one).
+    "jobs": (
+        ("record_id", "VARCHAR"),  # one record of one source, the same in every snapshot
+        ("job_id", "VARCHAR"),  # as the scheduler shows it: 1234, 1234_7 (array task), 1234+1 (het), ns/pod
+        ("run_id", "VARCHAR"),  # the run the job belongs to; its job_id unless a label or column says
+        ("scheduler", "VARCHAR"),  # slurm | kubernetes | file
+        ("cluster", "VARCHAR"),
+        ("state", "VARCHAR"),  # COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED, RUNNING, ...
+        ("submit_time", "TIMESTAMP"),
+        ("start_time", "TIMESTAMP"),  # NULL: never started
+        ("end_time", "TIMESTAMP"),  # NULL: still running (or pending)
+        ("gpus", "DOUBLE"),  # held in all, over all nodes; a MIG slice is its fraction of a GPU
+        ("nodes", "VARCHAR[]"),  # host names, expanded (p5-[001-002] → p5-001, p5-002); NULL: unknown
+        ("instance_ids", "VARCHAR[]"),  # EC2 instance ids, when the source knows them; NULL: unknown
+        ("user", "VARCHAR"),
+        ("account", "VARCHAR"),  # Slurm account
+        ("partition", "VARCHAR"),  # Slurm partition
+        ("qos", "VARCHAR"),  # Slurm QOS; Kubernetes priority class
+        ("namespace", "VARCHAR"),  # Kubernetes namespace
+        ("name", "VARCHAR"),  # job name; pod name
+        ("team", "VARCHAR"),  # team, project, experiment, job_type: only where the source states them
+        ("project", "VARCHAR"),  # (a jobs file's columns); labels carry the rest, as written
+        ("experiment", "VARCHAR"),
+        ("job_type", "VARCHAR"),
+        ("labels", "MAP(VARCHAR, VARCHAR)"),  # pod labels; Slurm wckey, comment and its key=value pairs
+        ("restarts", "INTEGER"),  # Slurm: requeues before this attempt; Kubernetes: container restarts
+        ("gpu_util_hourly", "MAP(TIMESTAMP, DOUBLE)"),  # hour → mean GPU use % (DCGM), when known
+    ),
 }
 INVENTORY_PARTITION = {table: "snapshot_date" for table in INVENTORY_TABLES} | {"gpu_utilization": "day"}
 

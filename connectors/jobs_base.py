@@ -1,0 +1,111 @@
+"""What the job sources (slurm-jobs, k8s-pods, jobs-file) share: rows of the `jobs` table
+(service.core.schema), job states, MIG slices as fractions of a GPU, and the files of a
+local `path`.
+
+Every source yields one row per job record with the table's columns; `job_row` fills what
+a source leaves out (run_id defaults to job_id) and refuses a column the table lacks.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from service.core.errors import SourceError
+from service.core.schema import INVENTORY_TABLES
+
+JOB_COLUMNS = INVENTORY_TABLES["jobs"]
+JOB_COLUMN_NAMES = tuple(name for name, _ in JOB_COLUMNS)
+
+# Slurm's job states (squeue/sacct), which every source maps onto; UNKNOWN where a source
+# cannot tell (a Kubernetes pod in phase Unknown).
+STATES = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+                    "PENDING", "PREEMPTED", "RUNNING", "REQUEUED", "RESIZING", "REVOKED", "SUSPENDED", "TIMEOUT",
+                    "UNKNOWN"})
+STATE_SYNONYMS = {"CANCELED": "CANCELLED", "SUCCEEDED": "COMPLETED", "SUCCESS": "COMPLETED", "COMPLETE": "COMPLETED",
+                  "DONE": "COMPLETED", "OOM": "OUT_OF_MEMORY", "OOMKILLED": "OUT_OF_MEMORY", "ERROR": "FAILED"}
+
+# A100/H100/H200/B200 MIG profiles have seven compute slices; A30's have four (1g.6gb, 2g.12gb,
+# 4g.24gb: six GB per slice). Kubernetes' `nvidia.com/mig-3g.40gb` (metric form
+# `nvidia_com_mig_3g_40gb`, `_me` for media extensions) and Slurm's gres types
+# (`gpu:3g.40gb`, `gpu:nvidia_a100_3g.39gb`) alike.
+_MIG = re.compile(r"(?<![0-9a-z])(\d)g[._](\d+)gb", re.IGNORECASE)
+A30_PROFILES = frozenset({(1, 6), (2, 12), (4, 24)})
+
+_ARROW = {"VARCHAR": "string", "TIMESTAMP": "timestamp[us]", "DOUBLE": "float64", "INTEGER": "int32"}
+
+
+def normal_state(value: str | None) -> str | None:
+    """`CANCELLED by 0` → CANCELLED, `Succeeded` → COMPLETED; None for a value that is no state."""
+    if value is None or not str(value).strip():
+        return None
+    word = str(value).strip().split()[0].upper().replace("-", "_")
+    word = STATE_SYNONYMS.get(word, word)
+    return word if word in STATES else None
+
+
+def mig_fraction(resource: str) -> float | None:
+    """The share of a whole GPU that one MIG instance of `resource` is; None if no MIG profile."""
+    match = _MIG.search(resource)
+    if not match:
+        return None
+    slices, memory = int(match.group(1)), int(match.group(2))
+    return slices / (4 if (slices, memory) in A30_PROFILES else 7)
+
+
+def job_row(**values: Any) -> dict[str, Any]:
+    """One row of `jobs`: the given columns, the others NULL; run_id defaults to job_id."""
+    unknown = set(values) - set(JOB_COLUMN_NAMES)
+    if unknown:
+        raise KeyError(f"not columns of jobs: {sorted(unknown)}")
+    row = dict.fromkeys(JOB_COLUMN_NAMES) | values
+    row["run_id"] = row["run_id"] or row["job_id"]
+    return row
+
+
+def jobs_relation(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
+    """Rows made by `job_row` as a relation with the table's exact types."""
+    import pyarrow as pa
+
+    def arrow(kind: str) -> pa.DataType:
+        if kind.endswith("[]"):
+            return pa.list_(arrow(kind[:-2]))
+        if kind.startswith("MAP("):
+            key, value = (part.strip() for part in kind[4:-1].split(","))
+            return pa.map_(arrow(key), arrow(value))
+        return pa.type_for_alias(_ARROW[kind])
+
+    schema = pa.schema([(name, arrow(kind)) for name, kind in JOB_COLUMNS])
+    return con.from_arrow(pa.Table.from_pylist(rows, schema=schema))
+
+
+def naive_utc(value: datetime) -> datetime:
+    """An aware time as the lake's naive UTC; a naive one is taken to be UTC already."""
+    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+
+
+def from_epoch(seconds: float | None) -> datetime | None:
+    """Unix seconds → naive UTC; 0 and None are Slurm's and Kubernetes' 'not set'."""
+    if not seconds:
+        return None
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).replace(tzinfo=None)
+
+
+def source_files(path: str, config_path: str) -> list[Path]:
+    """The file `path`, or every visible file under the directory `path`, sorted; a
+    SourceError names the location when there is nothing to read."""
+    root = Path(path).expanduser().resolve()
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise SourceError("no such file or directory", where=str(root), hint=f"check {config_path}")
+    files = sorted(p for p in root.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
+    if not files:
+        raise SourceError("the directory holds no files", where=str(root),
+                          hint=f"point {config_path} at the scheduler's exported job files")
+    return files

@@ -1,0 +1,283 @@
+"""jobs-file: a job table any scheduler can write, as CSV (.csv, .csv.gz) or Parquet → `jobs`.
+
+Columns (header names compared case-insensitively; others are ignored):
+- required: `job_id`; `start_time` and `end_time` (ISO 8601; an offset is honoured, a time
+  without one is in the source's `timezone`, UTC by default; an empty `end_time` means the
+  job still runs); `gpus` (the job's total over all its nodes, a number >= 0, fractions allowed);
+- optional: `nodes` (a Slurm hostlist, `p5-[001-004],p5-010`), `instance_ids` (`;`-separated),
+  `cluster` (default: the source's `cluster`), `state` (a Slurm job state; empty: RUNNING
+  without an end, else unknown), `run_id` (default `job_id`), `user`, `team`, `project`,
+  `experiment`, `job_type`, `labels` (a JSON object), `name`, `account`, `partition`, `qos`,
+  `namespace`, `submit_time`, `restarts` (an integer >= 0).
+`columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type}).
+A bad value fails the source with its file, row (the first data row is 1) and column named.
+The record id is `<cluster>/<job_id>#<n>`, n counting one job id's rows in start order, so
+a corrected time keeps its record.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+from collections.abc import Iterator
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import duckdb
+
+from connectors.hostlist import expand_hostlist
+from connectors.inventory_base import FileOrApiConnector, SnapshotPart
+from connectors.jobs_base import STATES, job_row, jobs_relation, naive_utc, normal_state, source_files
+from service.core.config_jobs import FILE_COLUMNS, FILE_REQUIRED, JobsFileSource
+from service.core.errors import DataError, SourceError
+from service.core.registry import Disposition, Feeds
+
+TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
+                "qos", "namespace")
+
+
+class BadValue(ValueError):
+    """A value that cannot be read; the reader adds file, row and column."""
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, str) and not value.strip()) and not (
+        isinstance(value, float) and math.isnan(value))
+
+
+def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
+    """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty → None."""
+    if not _present(value):
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise BadValue(f"{value!r} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
+    else:
+        raise BadValue(f"{value!r} is not a time (want ISO 8601 text or a timestamp)")
+    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone))
+
+
+def parse_gpus(value: Any) -> float:
+    if not _present(value):
+        raise BadValue("empty; gpus is required (0 for a job without GPUs)")
+    try:
+        gpus = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise BadValue(f"{value!r} is not a number") from None
+    if not math.isfinite(gpus) or gpus < 0:
+        raise BadValue(f"{value!r} is not a number >= 0")
+    return gpus
+
+
+def parse_labels(value: Any) -> dict[str, str] | None:
+    if not _present(value):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise BadValue(f"{value[:80]!r} is not JSON") from None
+    elif isinstance(value, list):  # a Parquet map reads as [(key, value), ...]
+        value = dict(value)
+    if not isinstance(value, dict):
+        raise BadValue('not a JSON object such as {"team": "nlp"}')
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items() if v is not None}
+
+
+def parse_restarts(value: Any) -> int | None:
+    if not _present(value):
+        return None
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise BadValue(f"{value!r} is not a whole number") from None
+    if not number.is_integer() or not 0 <= number < 2**31:
+        raise BadValue(f"{value!r} is not a whole number >= 0")
+    return int(number)
+
+
+def _text(value: Any) -> str | None:
+    if not _present(value):
+        return None
+    return value.strip() if isinstance(value, str) else str(value)
+
+
+class JobsFileConnector(FileOrApiConnector):
+    kind = "jobs-file"
+    config_model = JobsFileSource
+    feeds = Feeds(("jobs",), "snapshot_date", Disposition.SNAPSHOT)
+    config: JobsFileSource
+
+    def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
+        where = f"{self.config_path}.path"
+        files = [p for p in source_files(self.config.path or "", where) if _format(p)]
+        if not files:
+            raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path or "")),
+                              hint=f"check {where}")
+        rows: list[dict[str, Any]] = []
+        for path in files:
+            rows.extend(self._read(path))
+        _number_records(rows)
+        for row in rows:
+            del row["_at"]
+        return [SnapshotPart("jobs", jobs_relation(con, rows))]
+
+    def _read(self, path: Path) -> list[dict[str, Any]]:
+        records = _records(path)
+        columns = self._columns(path, next(records))
+        zone = ZoneInfo(self.config.timezone)
+        rows = []
+        for at, record in records:
+            values = {ours: record[index] if index < len(record) else None for ours, index in columns.items()}
+            try:
+                row = self._row(values, zone)
+            except _ColumnError as exc:
+                raise DataError(f"{at}, column {exc.column}: {exc.reason}", where=str(path),
+                                hint="fix the file (README: jobs-file)") from None
+            row["_at"] = f"{path}: {at}"
+            rows.append(row)
+        return rows
+
+    def _columns(self, path: Path, header: list[str]) -> dict[str, int]:
+        """Our column name → its index in the file, after the config's renames."""
+        renames = {theirs.strip().lower(): ours.lower() for theirs, ours in self.config.columns.items()}
+        found: dict[str, int] = {}
+        for index, name in enumerate(header):
+            ours = renames.get(name.strip().lower(), name.strip().lower())
+            if ours not in FILE_COLUMNS:
+                continue
+            if ours in found:
+                raise DataError(f"columns {header[found[ours]]!r} and {name!r} both give {ours!r}", where=str(path),
+                                hint=f"drop one, or rename one with {self.config_path}.columns")
+            found[ours] = index
+        missing = [name for name in FILE_REQUIRED if name not in found]
+        if missing:
+            raise DataError(f"missing column(s) {', '.join(missing)} (the file has: {', '.join(header) or 'none'})",
+                            where=str(path), hint=f"add them, or map the file's own names with "
+                                                  f"{self.config_path}.columns, e.g. {{gpu_num: gpus}}")
+        return found
+
+    def _row(self, values: dict[str, Any], zone: ZoneInfo) -> dict[str, Any]:
+        def read(column: str, parse):
+            try:
+                return parse(values.get(column))
+            except BadValue as exc:
+                raise _ColumnError(column, str(exc)) from None
+
+        job_id = read("job_id", _text)
+        if job_id is None:
+            raise _ColumnError("job_id", "empty; every job needs an id")
+        start = read("start_time", lambda v: parse_time(v, zone))
+        if start is None:
+            raise _ColumnError("start_time", "empty; a job without a start cannot hold GPUs")
+        end = read("end_time", lambda v: parse_time(v, zone))
+        if end is not None and end < start:
+            raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()}")
+        state = read("state", _state)
+        cluster = read("cluster", _text) or self.config.cluster
+        return job_row(
+            job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=end,
+            state=state or ("RUNNING" if end is None else None), gpus=read("gpus", parse_gpus),
+            nodes=read("nodes", _nodes), instance_ids=read("instance_ids", _instance_ids),
+            submit_time=read("submit_time", lambda v: parse_time(v, zone)), labels=read("labels", parse_labels),
+            restarts=read("restarts", parse_restarts), **{name: read(name, _text) for name in TEXT_COLUMNS})
+
+
+class _ColumnError(Exception):
+    def __init__(self, column: str, reason: str):
+        super().__init__(reason)
+        self.column, self.reason = column, reason
+
+
+def _state(value: Any) -> str | None:
+    if not _present(value):
+        return None
+    state = normal_state(str(value))
+    if state is None:
+        raise BadValue(f"{value!r} is not a job state (one of {', '.join(sorted(STATES))})")
+    return state
+
+
+def _nodes(value: Any) -> list[str] | None:
+    if not _present(value):
+        return None
+    try:
+        return expand_hostlist(str(value)) or None
+    except ValueError as exc:
+        raise BadValue(str(exc)) from None
+
+
+def _instance_ids(value: Any) -> list[str] | None:
+    ids = [part.strip() for part in str(value).split(";") if part.strip()] if _present(value) else []
+    return ids or None
+
+
+def _number_records(rows: list[dict[str, Any]]) -> None:
+    """record_id `<cluster>/<job_id>#<n>`: n counts a job id's rows by start (attempts);
+    the same job id starting twice at the same time in one cluster is one job listed twice."""
+    rows.sort(key=lambda r: (r["cluster"] or "", r["job_id"], r["start_time"]))
+    previous: tuple[Any, ...] | None = None
+    attempt = 0
+    for row in rows:
+        key = (row["cluster"], row["job_id"])
+        if previous and key == previous[:2]:
+            if row["start_time"] == previous[2]:
+                raise DataError(f"job {row['job_id']} is listed twice with start_time {row['start_time'].isoformat()}"
+                                f" ({previous[3]} and {row['_at']})",
+                                hint="keep one row per job (or per attempt, with different start times)")
+            attempt += 1
+        else:
+            attempt = 0
+        row["record_id"] = f"{row['cluster'] or ''}/{row['job_id']}#{attempt}"
+        previous = (*key, row["start_time"], row["_at"])
+
+
+def _format(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith((".csv", ".csv.gz")):
+        return "csv"
+    return "parquet" if name.endswith(".parquet") else None
+
+
+def _records(path: Path) -> Iterator[Any]:
+    """The header of a CSV or Parquet file, then (where, values) per row: `row N` (the first
+    data row is 1), and for CSV the line it starts on."""
+    try:
+        if _format(path) == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            yield table.column_names
+            columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+            yield from ((f"row {n}", list(values)) for n, values in enumerate(zip(*columns), 1))
+            return
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rb") as raw:
+            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", newline=""))
+            header = next(reader, None)
+            if header is None:
+                raise DataError("the file is empty (not even a header)", where=str(path),
+                                hint="write a header: job_id,start_time,end_time,gpus,...")
+            yield header
+            number, line = 0, reader.line_num + 1
+            for record in reader:
+                if any(cell.strip() for cell in record):
+                    number += 1
+                    yield f"row {number} (line {line})", record
+                line = reader.line_num + 1
+    except DataError:
+        raise
+    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:
+        raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
+                        hint="write UTF-8 CSV (or Parquet) with a header row") from None

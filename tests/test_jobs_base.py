@@ -1,0 +1,80 @@
+"""What every job source relies on: Slurm hostlists expanded, job states normalised, MIG
+profiles as fractions of a GPU, and the `jobs` table's types."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+import pytest
+
+from connectors.hostlist import MAX_HOSTS, expand_hostlist
+from connectors.jobs_base import job_row, jobs_relation, mig_fraction, normal_state
+
+
+@pytest.mark.parametrize("text, hosts", [
+    ("p5-[001-004],p5-010", ["p5-001", "p5-002", "p5-003", "p5-004", "p5-010"]),
+    ("gpu-node-01", ["gpu-node-01"]),
+    ("n[8-10]", ["n8", "n9", "n10"]),
+    ("n[08-10]", ["n08", "n09", "n10"]),
+    ("n[1,3,5-6]", ["n1", "n3", "n5", "n6"]),
+    ("rack[1-2]-gpu[01,03]", ["rack1-gpu01", "rack1-gpu03", "rack2-gpu01", "rack2-gpu03"]),
+    ("a[1-2],b,c[7]", ["a1", "a2", "b", "c7"]),
+    (" p5-001 ", ["p5-001"]),
+    ("None assigned", []),
+    ("", []),
+])
+def test_hostlists_expand_like_slurm(text, hosts):
+    assert expand_hostlist(text) == hosts
+
+
+@pytest.mark.parametrize("text, says", [
+    ("n[1-", "'[' without ']'"),
+    ("n]1[", "']' without '['"),
+    ("n[[1]]", "nested '['"),
+    ("n[a-b]", "not a list of numbers and ranges"),
+    ("n[1-]", "not a list of numbers and ranges"),
+    ("n[5-3]", "runs backwards"),
+    ("n[1-999999999999]", f"more than {MAX_HOSTS:,} hosts"),
+    ("n[1-1000]-g[1-1000]", f"more than {MAX_HOSTS:,} hosts"),
+    ("a,,b", "empty or blank host name"),
+    ("a b", "empty or blank host name"),
+])
+def test_bad_hostlists_say_what_is_wrong(text, says):
+    with pytest.raises(ValueError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        expand_hostlist(text)
+
+
+@pytest.mark.parametrize("value, state", [
+    ("COMPLETED", "COMPLETED"), ("CANCELLED by 0", "CANCELLED"), ("Succeeded", "COMPLETED"),
+    ("canceled", "CANCELLED"), ("OOMKilled", "OUT_OF_MEMORY"), ("node_fail", "NODE_FAIL"),
+    ("TIMEOUT", "TIMEOUT"), ("PREEMPTED", "PREEMPTED"), ("RUNNING", "RUNNING"), ("", None), ("sleepy", None),
+])
+def test_states_are_slurms(value, state):
+    assert normal_state(value) == state
+
+
+@pytest.mark.parametrize("resource, fraction", [
+    ("nvidia_com_mig_1g_10gb", 1 / 7), ("nvidia_com_mig_3g_40gb", 3 / 7), ("nvidia_com_mig_7g_80gb", 1.0),
+    ("nvidia.com/mig-2g.20gb", 2 / 7), ("nvidia_com_mig_1g_10gb_me", 1 / 7), ("nvidia_com_mig_1g_20gb", 1 / 7),
+    ("gpu:3g.40gb", 3 / 7), ("gpu:nvidia_a100_3g.39gb", 3 / 7),
+    # A30: four compute slices
+    ("nvidia_com_mig_1g_6gb", 1 / 4), ("nvidia_com_mig_2g_12gb", 2 / 4), ("nvidia_com_mig_4g_24gb", 1.0),
+    ("nvidia_com_gpu", None), ("gpu:h100", None), ("gpu:a100-80gb", None),
+])
+def test_mig_profiles_are_their_share_of_a_gpu(resource, fraction):
+    assert mig_fraction(resource) == fraction
+
+
+def test_job_rows_have_the_tables_types_and_run_defaults_to_job():
+    con = duckdb.connect()
+    row = job_row(record_id="c/1#0", job_id="1", scheduler="file", start_time=datetime(2026, 11, 30), gpus=0.5,
+                  nodes=["a", "b"], labels={"team": "nlp"}, gpu_util_hourly={datetime(2026, 11, 30): 40.0})
+    relation = jobs_relation(con, [row, job_row(record_id="c/2#0", job_id="2", run_id="r")])
+    types = dict(zip(relation.columns, map(str, relation.types)))
+    assert (types["nodes"], types["labels"], types["gpu_util_hourly"], types["gpus"]) == (
+        "VARCHAR[]", "MAP(VARCHAR, VARCHAR)", "MAP(TIMESTAMP, DOUBLE)", "DOUBLE")
+    assert relation.order("record_id").project("run_id, nodes, labels['team']").fetchall() == [
+        ("1", ["a", "b"], "nlp"), ("r", None, None)]
+    with pytest.raises(KeyError, match="not columns of jobs"):
+        job_row(job_id="1", gpu=1)

@@ -1,0 +1,189 @@
+"""jobs-file: a CSV/Parquet job table from any scheduler → `jobs`; other schemas through
+`columns:`; every bad input named (file, row, column) with exit 3, config errors exit 2."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.core.errors import ConfigError
+from service.core.lake import Lake
+from service.ingest.inventory import run_inventory
+
+NOW = datetime(2026, 12, 1, 6)
+
+JOBS_CSV = """\ufeffJob_ID,START_TIME,end_time,GPUs,nodes,instance_ids,cluster,state,run_id,user,team,project,experiment,job_type,labels,cpu_num
+101,2026-11-30T10:00:00Z,2026-11-30T12:30:00Z,16,"p5-[001-002]",,p5,COMPLETED,llama-70b,ana,pretrain,llama,70b-r1,pretrain,"{""wandb"": ""abc"", ""seed"": 7}",96
+102,2026-11-30T11:00:00+01:00,,8,p5-010,i-0aaa,p5,,,bo,,,,eval,,12
+103,2026-11-30 09:15:00,2026-11-30 09:45:00,0.5,,i-0bbb;i-0ccc,,cancelled by 0,,,,,,debug,,
+"""
+
+
+def run(tmp_path: Path, path: Path, **source):
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(path), **source}]})
+    [outcome] = run_inventory(config, now=NOW)
+    return outcome
+
+
+def jobs(tmp_path: Path, columns: str = "*") -> list[tuple]:
+    con = Lake(tmp_path / "lake").query()
+    try:
+        return con.execute(f"SELECT {columns} FROM jobs ORDER BY record_id").fetchall()
+    finally:
+        con.close()
+
+
+def cli_inventory(tmp_path: Path, path: Path, **source):
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({
+        "lake": str(tmp_path / "lake"),
+        "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(path), **source}]}))
+    return CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+
+
+def test_a_csv_job_table_lands_in_jobs(tmp_path):
+    (tmp_path / "jobs.csv").write_text(JOBS_CSV, encoding="utf-8")
+    outcome = run(tmp_path, tmp_path / "jobs.csv", cluster="default-pool")
+    assert outcome.error is None and outcome.rows == {"jobs snapshot_date=2026-12-01": 3}
+    rows = jobs(tmp_path, "record_id, job_id, run_id, scheduler, cluster, state, start_time, end_time, gpus, nodes, "
+                          "instance_ids, user, team, project, experiment, job_type, labels, source, snapshot_date")
+    assert rows == [
+        ("default-pool/103#0", "103", "103", "file", "default-pool", "CANCELLED", datetime(2026, 11, 30, 9, 15),
+         datetime(2026, 11, 30, 9, 45), 0.5, None, ["i-0bbb", "i-0ccc"], None, None, None, None, "debug", None,
+         "trace", "2026-12-01"),
+        ("p5/101#0", "101", "llama-70b", "file", "p5", "COMPLETED", datetime(2026, 11, 30, 10),
+         datetime(2026, 11, 30, 12, 30), 16.0, ["p5-001", "p5-002"], None, "ana", "pretrain", "llama", "70b-r1",
+         "pretrain", {"wandb": "abc", "seed": "7"}, "trace", "2026-12-01"),
+        # +01:00 becomes UTC; an empty end_time is a job still running
+        ("p5/102#0", "102", "102", "file", "p5", "RUNNING", datetime(2026, 11, 30, 10), None, 8.0, ["p5-010"],
+         ["i-0aaa"], "bo", None, None, None, "eval", None, "trace", "2026-12-01"),
+    ]
+
+
+def test_times_without_an_offset_are_in_the_configured_zone_and_attempts_get_their_own_record(tmp_path):
+    (tmp_path / "jobs.csv.gz").write_bytes(gzip.compress(
+        b"job_id,start_time,end_time,gpus,state\n"
+        b"7,2026-11-30T10:00:00,2026-11-30T11:00:00,8,REQUEUED\n"
+        b"7,2026-11-30T11:05:00,2026-11-30T13:00:00,8,COMPLETED\n"))
+    assert run(tmp_path, tmp_path / "jobs.csv.gz", timezone="Europe/Paris").error is None
+    assert jobs(tmp_path, "record_id, start_time, end_time, state") == [
+        ("/7#0", datetime(2026, 11, 30, 9), datetime(2026, 11, 30, 10), "REQUEUED"),
+        ("/7#1", datetime(2026, 11, 30, 10, 5), datetime(2026, 11, 30, 12), "COMPLETED")]
+
+
+def test_a_public_trace_schema_maps_through_columns(tmp_path):
+    """Shaped like AcmeTrace (InternLM's LLM-cluster trace): gpu_num, type, naive times."""
+    (tmp_path / "trace_seren.csv").write_text(
+        "job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration\n"
+        "dlc1q9a,u17,2,16,128,Pretrain,COMPLETED,2023-07-01 00:00:01,2023-07-01 00:00:05,2023-07-01 02:00:05,7200\n"
+        "dlc1q9b,u03,1,1,8,Evaluation,FAILED,2023-07-01 00:01:00,2023-07-01 00:02:00,2023-07-01 00:03:30,90\n")
+    outcome = run(tmp_path, tmp_path / "trace_seren.csv", cluster="seren",
+                  columns={"gpu_num": "gpus", "type": "job_type"})
+    assert outcome.error is None
+    assert jobs(tmp_path, "job_id, gpus, job_type, state, user, submit_time") == [
+        ("dlc1q9a", 16.0, "Pretrain", "COMPLETED", "u17", datetime(2023, 7, 1, 0, 0, 1)),
+        ("dlc1q9b", 1.0, "Evaluation", "FAILED", "u03", datetime(2023, 7, 1, 0, 1))]
+
+
+def test_parquet_with_timestamps_and_a_labels_map(tmp_path):
+    table = pa.table({
+        "job_id": pa.array([1, 2], pa.int64()),
+        "start_time": pa.array([datetime(2026, 11, 30, 1), datetime(2026, 11, 30, 2)], pa.timestamp("ms", "UTC")),
+        "end_time": pa.array([datetime(2026, 11, 30, 3), None], pa.timestamp("ms", "UTC")),
+        "gpus": pa.array([8, 4], pa.int32()),
+        "labels": pa.array([[("team", "rl")], None], pa.map_(pa.string(), pa.string())),
+        "restarts": pa.array([2, None], pa.int16()),
+    })
+    pq.write_table(table, tmp_path / "jobs.parquet")
+    assert run(tmp_path, tmp_path / "jobs.parquet").error is None
+    assert jobs(tmp_path, "job_id, start_time, end_time, gpus, labels, restarts, state") == [
+        ("1", datetime(2026, 11, 30, 1), datetime(2026, 11, 30, 3), 8.0, {"team": "rl"}, 2, None),
+        ("2", datetime(2026, 11, 30, 2), None, 4.0, None, None, "RUNNING")]
+
+
+def test_a_directory_reads_every_csv_and_parquet_file(tmp_path):
+    folder = tmp_path / "exports"
+    (folder / "2026-11").mkdir(parents=True)
+    (folder / "2026-11" / "a.csv").write_text("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n")
+    (folder / "b.csv").write_text("job_id,start_time,end_time,gpus\n2,2026-11-30T00:00:00Z,,2\n")
+    (folder / "README.txt").write_text("not a job table")
+    assert run(tmp_path, folder).error is None
+    assert jobs(tmp_path, "job_id, gpus") == [("1", 1.0), ("2", 2.0)]
+
+
+def test_a_header_only_file_stores_zero_rows(tmp_path):
+    (tmp_path / "jobs.csv").write_text("job_id,start_time,end_time,gpus\n")
+    outcome = run(tmp_path, tmp_path / "jobs.csv")
+    assert outcome.error is None and outcome.rows == {"jobs snapshot_date=2026-12-01": 0}
+
+
+def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = cli_inventory(tmp_path, tmp_path / "empty")
+    assert result.exit_code == 3 and f"{tmp_path / 'empty'}: the directory holds no files" in result.output
+    (tmp_path / "empty" / "notes.txt").write_text("x")
+    result = cli_inventory(tmp_path, tmp_path / "empty")
+    assert result.exit_code == 3 and "no .csv, .csv.gz or .parquet files found" in result.output
+    result = cli_inventory(tmp_path, tmp_path / "nowhere")
+    assert result.exit_code == 3 and f"{tmp_path / 'nowhere'}: no such file or directory" in result.output
+
+
+@pytest.mark.parametrize("content, says", [
+    ("job_id,start,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n",
+     "missing column(s) start_time (the file has: job_id, start, end_time, gpus)"),
+    ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n2,30/11/2026 01:00,,1\n",
+     "row 2 (line 3), column start_time: '30/11/2026 01:00' is not an ISO 8601 time"),
+    ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,yesterday,1\n",
+     "row 1 (line 2), column end_time: 'yesterday' is not an ISO 8601 time"),
+    ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,eight\n", "row 1 (line 2), column gpus: 'eight' is not a number"),
+    ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,-1\n", "column gpus: '-1' is not a number >= 0"),
+    ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,\n", "column gpus: empty; gpus is required"),
+    ("job_id,start_time,end_time,gpus\n,2026-11-30T00:00:00Z,,1\n", "column job_id: empty; every job needs an id"),
+    ("job_id,start_time,end_time,gpus\n1,,,1\n", "column start_time: empty; a job without a start"),
+    ("job_id,start_time,end_time,gpus\n1,2026-11-30T02:00:00Z,2026-11-30T01:00:00Z,1\n",
+     "column end_time: 2026-11-30T01:00:00 is before start_time 2026-11-30T02:00:00"),
+    ("job_id,start_time,end_time,gpus,nodes\n1,2026-11-30T00:00:00Z,,1,p5-[001-\n", "column nodes: '[' without ']'"),
+    ("job_id,start_time,end_time,gpus,state\n1,2026-11-30T00:00:00Z,,1,sleepy\n",
+     "column state: 'sleepy' is not a job state (one of BOOT_FAIL, CANCELLED"),
+    ("job_id,start_time,end_time,gpus,labels\n1,2026-11-30T00:00:00Z,,1,team=nlp\n",
+     "column labels: 'team=nlp' is not JSON"),
+    ('job_id,start_time,end_time,gpus,labels\n1,2026-11-30T00:00:00Z,,1,"[1, 2]"\n',
+     "column labels: not a JSON object"),
+    ("job_id,start_time,end_time,gpus,restarts\n1,2026-11-30T00:00:00Z,,1,1.5\n",
+     "column restarts: '1.5' is not a whole number >= 0"),
+    ("job_id,start_time,end_time,gpus,GPU_NUM\n1,2026-11-30T00:00:00Z,,1,2\n",
+     "columns 'gpus' and 'GPU_NUM' both give 'gpus'"),
+    ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n1,2026-11-30T00:00:00Z,,2\n",
+     "job 1 is listed twice with start_time 2026-11-30T00:00:00"),
+    ("", "the file is empty (not even a header)"),
+    (b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\xff\n", "cannot read: UnicodeDecodeError"),
+])
+def test_bad_rows_and_values_exit_3_naming_file_row_and_column(tmp_path, content, says):
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    result = cli_inventory(tmp_path, path, columns={"gpu_num": "gpus"})
+    assert result.exit_code == 3, result.output
+    assert f"{path}" in result.output and says in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "lake" / "jobs").exists()
+
+
+@pytest.mark.parametrize("source, says", [
+    ({"path": "/x", "columns": {"gpu_num": "gpu"}}, "inventory[0].jobs-file.columns.gpu_num: 'gpu' is not a jobs-file column"),
+    ({"path": "/x", "columns": {"a": "gpus", "b": "GPUS"}}, "inventory[0].jobs-file.columns.b: 'b' and 'a' both become 'GPUS'"),
+    ({}, "path is required"),
+    ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].jobs-file.regions: unknown key"),
+    ({"path": "/x", "timezone": "Mars/Olympus"}, "inventory[0].jobs-file.timezone: 'Mars/Olympus' is not an IANA"),
+])
+def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
+    with pytest.raises(ConfigError) as error:
+        parse_config({"inventory": [{"name": "trace", "kind": "jobs-file", **source}]})
+    assert error.value.exit_code == 2 and says in str(error.value)
