@@ -19,7 +19,9 @@ EffectiveCost (amortized) by line item type, as AWS defines it:
     RIFee                              → unused amortized upfront fee + unused recurring fee
     anything else                      → unblended cost
 Tags keep their original keys: `user:team` (legacy CSV), `user_team` (Athena columns and
-CUR 2.0 map); empty values are dropped.
+CUR 2.0 map); empty values are dropped. Commitments, pricing, capacity reservations and the
+other FOCUS columns: connectors.aws_focus. Unit prices are money (parsed the same strict
+way); quantities are exact decimals, NULL when not a number.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import re
 import uuid
 from collections.abc import Sequence
 
 import duckdb
 
+from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_name, text, timestamp
+from connectors.aws_focus import focus_columns, product_text
 from service.core.errors import DataError
 from service.core.schema import MONEY, cost_select_list
+
+__all__ = ["AwsColumns", "MONEY_FIELDS", "check_required", "cost_relation", "snake_name"]
 
 REQUIRED = (
     "bill_billing_period_start_date",
@@ -53,6 +58,9 @@ MONEY_FIELDS = (
     "reservation_effective_cost",
     "reservation_unused_amortized_upfront_fee_for_billing_period",
     "reservation_unused_recurring_fee",
+    "pricing_public_on_demand_rate",
+    "line_item_unblended_rate",
+    "line_item_net_unblended_rate",
 )
 
 # FOCUS ChargeCategory for each AWS line item type; unknown types are 'Usage'.
@@ -78,21 +86,6 @@ CHARGE_CATEGORY = {
 FAST_MONEY = "DECIMAL(18,12)"
 LEGACY_TAG_PREFIX = "resourceTags/"
 ATHENA_TAG_PREFIX = "resource_tags_"
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def snake_name(column: str) -> str:
-    """The Athena / CUR 2.0 name of a column: 'lineItem/UnblendedCost' → 'line_item_unblended_cost'."""
-    parts = [_CAMEL.sub("_", part) for part in column.split("/")]
-    return re.sub(r"[^a-z0-9]+", "_", "_".join(parts).lower()).strip("_")
-
-
-def ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 class BadValueLocator:
@@ -144,50 +137,11 @@ class BadValueLocator:
         return None
 
 
-class AwsColumns:
-    """The columns of one input relation, looked up by snake_case name."""
-
-    def __init__(self, relation: duckdb.DuckDBPyRelation):
-        self.types = {name: str(kind) for name, kind in zip(relation.columns, relation.types)}
-        self.by_snake: dict[str, str] = {}
-        for name in relation.columns:
-            self.by_snake.setdefault(snake_name(name), name)
-
-    def has(self, field: str) -> bool:
-        return field in self.by_snake
-
-    def raw(self, field: str) -> str:
-        return ident(self.by_snake[field])
-
-    def is_text(self, field: str) -> bool:
-        return self.types[self.by_snake[field]] == "VARCHAR"
-
-    def missing(self, fields: Sequence[str]) -> list[str]:
-        return [f for f in fields if not self.has(f)]
-
-
 def check_required(columns: AwsColumns, where: str, required: Sequence[str] = REQUIRED) -> None:
     missing = columns.missing(required)
     if missing:
         raise DataError(f"required column(s) missing: {', '.join(missing)}", where=where,
                         hint="is this an AWS cost and usage report? check the source kind and the export's columns")
-
-
-def _text(columns: AwsColumns, field: str, fallback: str = "NULL") -> str:
-    if not columns.has(field):
-        return fallback
-    expr = columns.raw(field)
-    return f"NULLIF(CAST({expr} AS VARCHAR), '')" if columns.is_text(field) else f"CAST({expr} AS VARCHAR)"
-
-
-def _timestamp(columns: AwsColumns, field: str) -> str:
-    if not columns.has(field):
-        return "NULL"
-    expr = columns.raw(field)
-    # Text times carry 'Z' or an offset: through TIMESTAMPTZ so the offset is honoured (session is UTC).
-    if columns.is_text(field):
-        return f"CAST(CAST(NULLIF({expr}, '') AS TIMESTAMPTZ) AS TIMESTAMP)"
-    return f"CAST({expr} AS TIMESTAMP)"
 
 
 def _tags(columns: AwsColumns, headers: dict[str, str]) -> str:
@@ -223,14 +177,7 @@ def _without_empty_values(entries: str) -> str:
 
 
 def _service_name(columns: AwsColumns) -> str:
-    name = _text(columns, "product_product_name")
-    if name == "NULL" and columns.has("product"):
-        product = columns.raw("product")
-        if columns.types[columns.by_snake["product"]].startswith("MAP"):
-            name = f"NULLIF({product}['product_name'], '')"
-        else:  # CUR 2.0 CSV: the product map as JSON text
-            name = f"NULLIF(json_extract_string(NULLIF({product}, ''), '$.product_name'), '')"
-    return f"coalesce({name}, {_text(columns, 'line_item_product_code')})"
+    return f"coalesce({product_text(columns, 'product_name')}, {text(columns, 'line_item_product_code')})"
 
 
 def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelation, *,
@@ -260,6 +207,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
             else:
                 cast = f"TRY_CAST({columns.raw(field)} AS {MONEY})"
             parsed.append(f"{cast} AS {ident('__m_' + field)}")
+    parsed.append(f"{quantity(columns, 'line_item_usage_amount')} AS __q_usage")
     level1 = f"SELECT *, {', '.join(parsed)} FROM {raw_view}"
 
     def money(field: str) -> str:
@@ -271,7 +219,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         message = f"{locator}(filename, {literal(columns.by_snake[field])}, CAST({original} AS VARCHAR))"
         return f"(CASE WHEN {parsed_value} IS NULL AND {present} THEN error({message}) ELSE {parsed_value} END)"
 
-    line_type = _text(columns, "line_item_line_item_type")
+    line_type = text(columns, "line_item_line_item_type")
     unblended = money("line_item_unblended_cost")
 
     def zero_if_null(field: str) -> str:
@@ -290,42 +238,41 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
     )
     category = "CASE " + line_type + " " + " ".join(
         f"WHEN {literal(kind)} THEN {literal(cat)}" for kind, cat in CHARGE_CATEGORY.items()) + " ELSE 'Usage' END"
-    pricing_term = _text(columns, "pricing_term")
+    pricing_term = text(columns, "pricing_term")
     pricing = (f"CASE WHEN {line_type} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage') THEN 'Committed' "
                f"WHEN {pricing_term} = 'OnDemand' THEN 'Standard' WHEN {pricing_term} = 'Spot' THEN 'Dynamic' END")
-    usage_amount = columns.raw("line_item_usage_amount") if columns.has("line_item_usage_amount") else "NULL"
-    if columns.has("line_item_usage_amount") and columns.is_text("line_item_usage_amount"):
-        usage_amount = f"NULLIF({usage_amount}, '')"
-
+    currency = text(columns, "line_item_currency_code")
     select = cost_select_list({
-        "BillingAccountId": _text(columns, "bill_payer_account_id"),
-        "BillingAccountName": _text(columns, "bill_payer_account_name"),
-        "BillingPeriodStart": _timestamp(columns, "bill_billing_period_start_date"),
-        "BillingPeriodEnd": _timestamp(columns, "bill_billing_period_end_date"),
-        "ChargePeriodStart": _timestamp(columns, "line_item_usage_start_date"),
-        "ChargePeriodEnd": _timestamp(columns, "line_item_usage_end_date"),
+        "BillingAccountId": text(columns, "bill_payer_account_id"),
+        "BillingAccountName": text(columns, "bill_payer_account_name"),
+        "BillingPeriodStart": timestamp(columns, "bill_billing_period_start_date"),
+        "BillingPeriodEnd": timestamp(columns, "bill_billing_period_end_date"),
+        "ChargePeriodStart": timestamp(columns, "line_item_usage_start_date"),
+        "ChargePeriodEnd": timestamp(columns, "line_item_usage_end_date"),
         "BilledCost": unblended,
         "EffectiveCost": effective,
         "ListCost": money("pricing_public_on_demand_cost"),
-        "BillingCurrency": _text(columns, "line_item_currency_code"),
+        "BillingCurrency": currency,
         "ChargeCategory": category,
-        "ChargeDescription": _text(columns, "line_item_line_item_description"),
+        "ChargeDescription": text(columns, "line_item_line_item_description"),
         "ProviderName": "'AWS'",
         "ServiceName": _service_name(columns),
-        "ResourceId": _text(columns, "line_item_resource_id"),
-        "RegionId": f"coalesce({_text(columns, 'product_region_code')}, {_text(columns, 'product_region')})",
-        "AvailabilityZone": _text(columns, "line_item_availability_zone"),
-        "SubAccountId": _text(columns, "line_item_usage_account_id"),
-        "SubAccountName": _text(columns, "line_item_usage_account_name"),
-        "SkuId": _text(columns, "product_sku"),
+        "ResourceId": text(columns, "line_item_resource_id"),
+        "RegionId": f"coalesce({text(columns, 'product_region_code')}, {text(columns, 'product_region')})",
+        "AvailabilityZone": text(columns, "line_item_availability_zone"),
+        "SubAccountId": text(columns, "line_item_usage_account_id"),
+        "SubAccountName": text(columns, "line_item_usage_account_name"),
+        "SkuId": text(columns, "product_sku"),
         "PricingCategory": pricing,
-        "ConsumedQuantity": f"TRY_CAST({usage_amount} AS DOUBLE)",
-        "ConsumedUnit": _text(columns, "pricing_unit"),
-        "InvoiceId": f"NULLIF(trim({_text(columns, 'bill_invoice_id')}), '')",
+        "ConsumedQuantity": "__q_usage",
+        "ConsumedUnit": text(columns, "pricing_unit"),
+        "InvoiceId": f"NULLIF(trim({text(columns, 'bill_invoice_id')}), '')",
         "Tags": _tags(columns, headers or {}),
         "x_line_item_type": line_type,
-        "x_usage_type": _text(columns, "line_item_usage_type"),
-        "x_instance_type": _text(columns, "product_instance_type"),
-        "x_operation": _text(columns, "line_item_operation"),
+        "x_usage_type": text(columns, "line_item_usage_type"),
+        "x_instance_type": text(columns, "product_instance_type"),
+        "x_operation": text(columns, "line_item_operation"),
+        **focus_columns(columns, line_type=line_type, money=money, usage="__q_usage", effective=effective,
+                        currency=currency),
     })
     return con.sql(f"SELECT {select} FROM ({level1})")

@@ -19,6 +19,13 @@ commitment-covered usage (PricingModel Reservation/SavingsPlan, ChargeType Usage
 cost, or when it has UnusedReservation/UnusedSavingsPlan rows — in an actual export that usage
 costs 0 and the purchase carries the money. Otherwise it is actual (the two coincide when no
 commitment is involved). Set `cost_type: actual|amortized` to skip that extra pass.
+
+The other FOCUS columns, from Azure's own: CommitmentDiscount* from `benefitId`/`benefitName`
+(`ReservationId`/`ReservationName` in older EA files) and `PricingModel` (Used on usage a
+reservation or savings plan covered, Unused on UnusedReservation/UnusedSavingsPlan rows);
+ListUnitPrice = `PayGPrice`, ContractedUnitPrice = `UnitPrice`, PricingQuantity = `Quantity`
+in PricingUnit = `UnitOfMeasure` (e.g. `10 Hours`: Azure prices per block), ChargeFrequency
+from `Frequency`, SkuMeter = `MeterName`, PublisherName = `PublisherName`.
 """
 
 from __future__ import annotations
@@ -28,11 +35,11 @@ from pathlib import Path
 import duckdb
 
 from connectors.base import COSTS
-from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, money, open_table, short, sql_string, tags, text,
-                                   timestamp)
+from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table, short,
+                                   sql_string, tags, text, timestamp)
 from service.core.config import SourceConfig
 from service.core.errors import DataError, duckdb_error
-from service.core.schema import cost_select_list
+from service.core.schema import QUANTITY, cost_select_list
 
 # Month first, always explicit; ISO dates (unambiguous) as newer exports write them.
 DATE_FORMATS = ("%m/%d/%Y", "%Y-%m-%d")
@@ -42,13 +49,48 @@ COMMITMENTS = "('Reservation', 'SavingsPlan')"
 CHARGE_CATEGORY = {"Usage": "Usage", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage",
                    "Purchase": "Purchase", "Refund": "Purchase", "Tax": "Tax", "RoundingAdjustment": "Adjustment"}
 PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "Committed", "SavingsPlan": "Committed"}
+CHARGE_FREQUENCY = {"UsageBased": "Usage-Based", "Recurring": "Recurring", "OneTime": "One-Time"}
+COMMITMENT_TYPE = {"Reservation": "Reservation", "SavingsPlan": "Savings Plan"}
+COMMITMENT_CATEGORY = {"Reservation": "Usage", "SavingsPlan": "Spend"}
 
 
-def lookup(value_sql: str | None, mapping: dict[str, str]) -> str | None:
+def lookup(value_sql: str | None, mapping: dict[str, str], otherwise: str | None = None) -> str | None:
+    """`mapping[value]`; other values are kept (or become `otherwise`, an SQL expression)."""
     if value_sql is None:
         return None
     cases = " ".join(f"WHEN {sql_string(k)} THEN {sql_string(v)}" for k, v in mapping.items())
-    return f"CASE {value_sql} {cases} ELSE {value_sql} END"
+    return f"CASE {value_sql} {cases} ELSE {otherwise or value_sql} END"
+
+
+def commitment_columns(table: Table, charge_type: str | None) -> dict[str, str | None]:
+    """FOCUS CommitmentDiscount* from the reservation / savings plan a row used or left unused:
+    `benefitId`/`benefitName` (older EA: `ReservationId`/`ReservationName`), `PricingModel`
+    for its kind, and ChargeType `UnusedReservation`/`UnusedSavingsPlan` for the unused part."""
+    commitment = text(table, "benefitId", "ReservationId")
+    if commitment is None:
+        return {}
+    model = text(table, "PricingModel")
+    unused = "('UnusedReservation', 'UnusedSavingsPlan')"
+    if model is None:
+        kind = None
+    elif charge_type is None:
+        kind = model
+    else:  # an unused row may carry PricingModel OnDemand: its ChargeType names the kind
+        kind = (f"CASE WHEN {charge_type} = 'UnusedReservation' THEN 'Reservation' "
+                f"WHEN {charge_type} = 'UnusedSavingsPlan' THEN 'SavingsPlan' ELSE {model} END")
+
+    def when_committed(sql: str | None) -> str | None:
+        return sql and f"CASE WHEN {commitment} IS NOT NULL THEN {sql} END"
+
+    status = charge_type and (f"CASE WHEN {commitment} IS NULL THEN NULL WHEN {charge_type} IN {unused} THEN 'Unused' "
+                              f"WHEN {charge_type} = 'Usage' THEN 'Used' END")
+    return {
+        "CommitmentDiscountId": commitment,
+        "CommitmentDiscountName": when_committed(text(table, "benefitName", "ReservationName")),
+        "CommitmentDiscountType": when_committed(lookup(kind, COMMITMENT_TYPE, "NULL")),
+        "CommitmentDiscountCategory": when_committed(lookup(kind, COMMITMENT_CATEGORY, "NULL")),
+        "CommitmentDiscountStatus": status,
+    }
 
 
 class AzureCostConnector(FolderExport):
@@ -93,10 +135,19 @@ class AzureCostConnector(FolderExport):
             "SubAccountName": text(table, "SubscriptionName"),
             "SkuId": text(table, "MeterId"),
             "PricingCategory": lookup(text(table, "PricingModel"), PRICING_CATEGORY),
-            "ConsumedQuantity": (column := table.col("Quantity")) and f"CAST({column} AS DOUBLE)",
+            "ConsumedQuantity": decimal(table, QUANTITY, "Quantity"),
             "ConsumedUnit": text(table, "UnitOfMeasure"),
             "InvoiceId": text(table, "InvoiceId"),
             "Tags": tags(table, "Tags", braces_optional=True),
+            "ChargeFrequency": lookup(text(table, "Frequency"), CHARGE_FREQUENCY),
+            "PublisherName": text(table, "PublisherName"),
+            "ServiceProviderName": "'Microsoft'",
+            "SkuMeter": text(table, "MeterName"),
+            "PricingQuantity": decimal(table, QUANTITY, "Quantity"),
+            "PricingUnit": text(table, "UnitOfMeasure"),
+            "ListUnitPrice": money(table, "PayGPrice"),
+            "ContractedUnitPrice": money(table, "UnitPrice"),
+            **commitment_columns(table, charge_type),
             "x_line_item_type": charge_type,
             "x_usage_type": text(table, "MeterName"),
             # the VM size, e.g. Standard_ND96asr_v4, is in AdditionalInfo's ServiceType

@@ -217,17 +217,33 @@ def parsed_or_fail(table: Table, raw: str, parsed: str, column: str, problem: st
     return f"(CASE WHEN {raw} IS NULL THEN NULL ELSE coalesce({parsed}, {table.fail(column, problem, raw)}) END)"
 
 
-def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None) -> str:
-    """Exact DECIMAL(38,12) from text, decimals or floats (a float via its shortest text)."""
-    if kind is not None and str(kind) == MONEY:
+def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None, target: str = MONEY) -> str:
+    """Exact DECIMAL(38,12) (or `target`) from text, decimals or floats (a float via its shortest text)."""
+    if kind is not None and str(kind) == target:
         return sql
     raw = nonblank(sql)
-    return parsed_or_fail(table, raw, f"TRY_CAST({raw} AS {MONEY})", column, "not a number")
+    return parsed_or_fail(table, raw, f"TRY_CAST({raw} AS {target})", column, "not a number")
 
 
 def money(table: Table, *candidates: str) -> str | None:
+    return decimal(table, MONEY, *candidates)
+
+
+def decimal(table: Table, target: str, *candidates: str) -> str | None:
+    """The first candidate column as the exact decimal type `target` (money or a quantity)."""
     name = table.name(*candidates)
-    return None if name is None else money_sql(table, ident(name), name, table.type_of(name))
+    return None if name is None else money_sql(table, ident(name), name, table.type_of(name), target)
+
+
+def json_text(table: Table, *candidates: str) -> str | None:
+    """A JSON column as its text: as written in CSV, serialised from a Parquet map or struct."""
+    name = table.name(*candidates)
+    if name is None:
+        return None
+    kind = str(table.type_of(name))
+    if kind.startswith(("MAP(", "STRUCT(")) or kind.endswith("[]"):
+        return f"CAST(to_json({ident(name)}) AS VARCHAR)"
+    return f"nullif(CAST({ident(name)} AS VARCHAR), '')"
 
 
 def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None,

@@ -1,4 +1,4 @@
-"""FOCUS 1.0–1.2 exports of any provider (AWS, Azure, GCP, Oracle, …): CSV, CSV.gz or Parquet.
+"""FOCUS 1.0–1.3 exports of any provider (AWS, Azure, GCP, Oracle, …): CSV, CSV.gz or Parquet.
 
 Canonical columns are FOCUS names, so the mapping is mostly one to one. What varies between
 producers, and is handled here:
@@ -8,8 +8,14 @@ producers, and is handled here:
 - `Tags` as JSON text (CSV) or a map (Parquet); keys and values are kept exactly as written,
   including keys with a leading space (`" org"`); non-string values keep their JSON text;
 - a UTF-8 BOM and CRLF line ends (the CSV reader handles both);
-- FOCUS 1.3 renames `ProviderName` to `ServiceProviderName`; Microsoft writes the invoice
-  id as `x_InvoiceId`, AWS its usage type and operation as `x_UsageType` / `x_Operation`.
+- every FOCUS 1.2 column and the 1.3 additions are kept as the file gives them (absent ones
+  are NULL); FOCUS 1.3 deprecates `ProviderName` for `ServiceProviderName` (ProviderName
+  falls back to it); Microsoft's FOCUS 1.0 export writes the invoice id, SKU details, meter
+  name and pricing currency as `x_InvoiceId`, `x_SkuDetails`, `x_SkuMeterName`,
+  `x_PricingCurrency`; AWS its usage type and operation as `x_UsageType` / `x_Operation`;
+- quantities and unit prices are exact decimals like the costs; the JSON columns
+  (SkuPriceDetails, AllocatedMethodDetails, ContractApplied) keep the file's JSON text, and
+  AllocatedTags is a map like Tags.
 
 Deliveries: AWS delivers its FOCUS export through Data Exports, laid out like CUR 2.0
 (`data/BILLING_PERIOD=…/` + `metadata/BILLING_PERIOD=…/*-Manifest.json`); there the manifests
@@ -27,21 +33,26 @@ import duckdb
 
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
 from connectors.base import COSTS, Delivery
-from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, money, open_table, tags, text,
-                                   timestamp)
+from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, decimal, json_text, open_table, tags,
+                                   text, timestamp)
 from service.core.config import SourceConfig
-from service.core.schema import COST_COLUMNS, MONEY, cost_select_list
+from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
 
-# Canonical text columns that may be absent in a FOCUS version → alternatives to try.
+# Canonical columns a FOCUS version names differently → the names to try, in order. FOCUS
+# 1.3 deprecates ProviderName for ServiceProviderName (a file may carry either or both);
+# Microsoft's FOCUS 1.0 export carries some later FOCUS columns under `x_` names.
 ALTERNATIVES = {
     "ProviderName": ("ProviderName", "ServiceProviderName"),
     "InvoiceId": ("InvoiceId", "x_InvoiceId"),
+    "SkuPriceDetails": ("SkuPriceDetails", "x_SkuDetails"),
+    "SkuMeter": ("SkuMeter", "x_SkuMeterName"),
+    "PricingCurrency": ("PricingCurrency", "x_PricingCurrency"),
     "x_usage_type": ("x_UsageType",),
     "x_operation": ("x_Operation",),
 }
-
+TAG_COLUMNS = ("Tags", "AllocatedTags")
 
 class DataExportsLayout(AwsCur2Connector):
     """The manifests of an AWS Data Exports delivery, read the way `aws-cur2` reads them."""
@@ -83,15 +94,14 @@ class FocusConnector(FolderExport):
             candidates = ALTERNATIVES.get(name, (name,) if not name.startswith("x_") else ())
             if not candidates:
                 continue
-            if kind == MONEY:
-                expressions[name] = money(table, *candidates)
+            if kind in (MONEY, QUANTITY):
+                expressions[name] = decimal(table, kind, *candidates)
             elif kind == "TIMESTAMP":
                 expressions[name] = timestamp(table, *candidates)
-            elif name == "Tags":
+            elif name in TAG_COLUMNS:
                 expressions[name] = tags(table, *candidates)
-            elif kind == "DOUBLE":
-                column = table.col(*candidates)
-                expressions[name] = column and f"CAST({column} AS DOUBLE)"
+            elif name in JSON_COLUMNS:
+                expressions[name] = json_text(table, *candidates)
             else:
                 expressions[name] = text(table, *candidates)
         present = {k: v for k, v in expressions.items() if v is not None}

@@ -18,7 +18,10 @@ Money, as the issue and FOCUS ask:
 JSON and Parquet FLOAT64 values are taken at their shortest decimal text, so `5e-06` is
 exactly 0.000005. `invoice.month` (YYYYMM) is the billing period.
 Tags = the project's labels overlaid by the resource's own `labels` (a resource label wins),
-keys and values as written.
+keys and values as written. SkuId = `sku.id`, ChargeDescription = `sku.description`,
+ConsumedQuantity/Unit = `usage.amount`/`usage.unit`, PricingQuantity/Unit =
+`usage.amount_in_pricing_units`/`usage.pricing_unit`, PublisherName = `seller_name`
+(Marketplace), CommitmentDiscount* from a committed use discount credit (commitment_columns).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES
                                    money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
 from service.core.config import SourceConfig
 from service.core.errors import DataError
-from service.core.schema import MONEY, cost_select_list
+from service.core.schema import MONEY, QUANTITY, cost_select_list
 
 PY_LITERAL_JSON = "spendlake_py_literal_json"
 REQUIRED = ("cost", "currency", "invoice.month", "usage_start_time")
@@ -96,6 +99,10 @@ class Fields:
         found = self.get(path)
         return found and money_sql(self.table, found[0], path, found[1])
 
+    def quantity(self, path: str) -> str | None:
+        found = self.get(path)
+        return found and money_sql(self.table, found[0], path, found[1], QUANTITY)
+
     def timestamp(self, path: str) -> str | None:
         found = self.get(path)
         return found and timestamp_sql(self.table, found[0], path, found[1])
@@ -129,6 +136,26 @@ class Fields:
             return None
         amounts = f"list_transform({credits}, lambda c: CAST(c.amount AS {MONEY}))"
         return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
+
+
+def commitment_columns(fields: Fields) -> dict[str, str | None]:
+    """FOCUS CommitmentDiscount* from the committed use discount a row received: its credit of
+    type COMMITTED_USAGE_DISCOUNT (resource-based: Category `Usage`) or
+    COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE (spend-based: `Spend`). Google gives the credit an
+    `id` or, where it has none, describes it in `name` ("Committed use discount: GPU")."""
+    credits = fields.repeated("credits", '[{"name": "VARCHAR", "full_name": "VARCHAR", "id": "VARCHAR", '
+                                         '"type": "VARCHAR"}]')
+    if credits is None:
+        return {}
+    cud = f"list_filter({credits}, lambda c: starts_with(c.type, 'COMMITTED_USAGE_DISCOUNT'))[1]"
+    return {
+        "CommitmentDiscountId": f"coalesce(nullif({cud}.id, ''), nullif({cud}.full_name, ''), nullif({cud}.name, ''))",
+        "CommitmentDiscountName": f"coalesce(nullif({cud}.full_name, ''), nullif({cud}.name, ''))",
+        "CommitmentDiscountCategory": (f"CASE {cud}.type WHEN 'COMMITTED_USAGE_DISCOUNT' THEN 'Usage' "
+                                       "WHEN 'COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE' THEN 'Spend' END"),
+        "CommitmentDiscountType": f"CASE WHEN {cud} IS NOT NULL THEN 'Committed Use Discount' END",
+        "CommitmentDiscountStatus": f"CASE WHEN {cud} IS NOT NULL THEN 'Used' END",
+    }
 
 
 class GcpBillingConnector(FolderExport):
@@ -175,8 +202,13 @@ class GcpBillingConnector(FolderExport):
             "SubAccountId": fields.text("project.id"),
             "SubAccountName": fields.text("project.name"),
             "SkuId": fields.text("sku.id"),
-            "ConsumedQuantity": (found := fields.get("usage.amount")) and f"CAST({found[0]} AS DOUBLE)",
+            "ConsumedQuantity": fields.quantity("usage.amount"),
             "ConsumedUnit": fields.text("usage.unit"),
+            "PricingQuantity": fields.quantity("usage.amount_in_pricing_units"),
+            "PricingUnit": fields.text("usage.pricing_unit"),
+            "PublisherName": fields.text("seller_name"),
+            "ServiceProviderName": "'Google Cloud'",
+            **commitment_columns(fields),
             "Tags": labels or project_labels,
             "x_credits": credits,
         }

@@ -62,6 +62,14 @@ def footer_rows(path: Path) -> int | None:
         return None
 
 
+def footer_columns(path: Path) -> tuple[str, ...]:
+    """The column names a Parquet file's footer declares (empty when it has no readable footer)."""
+    try:
+        return tuple(pq.read_schema(path).names)
+    except (OSError, ValueError, pa.ArrowException):
+        return ()
+
+
 def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
     """Size and footer row count against the ledger entry."""
     def result(state: str, detail: str = "") -> PartitionCheck:

@@ -35,9 +35,9 @@ import duckdb
 from service.core.errors import DataError, LakeBusyError
 from service.core import commit
 from service.core.files import check_partition_value, write_json_atomic
-from service.core.integrity import PartitionCheck, deep_check, partition_error, quick_check
+from service.core.integrity import PartitionCheck, deep_check, footer_columns, partition_error, quick_check
 from service.core.ledger import LedgerEntry, parse_ledger
-from service.core.schema import COST_COLUMNS, INVENTORY_TABLES
+from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.staging import DATA_FILE
 from service.core.units import utc_now_iso
 
@@ -148,11 +148,14 @@ class Lake:
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """`costs` over the ledger's verified partitions of the configured sources; a view per
         inventory table over the configured sources' snapshots. Paths are bound, never pasted."""
-        files = [str(check.path) for check in self.verified_costs()]
-        if files:
-            con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, "
-                    "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})",
-                    params=[files]).create_view("costs")
+        groups: dict[tuple[str, ...], list[str]] = {}  # partitions by the columns their files hold
+        for check in self.verified_costs():
+            groups.setdefault(footer_columns(check.path), []).append(str(check.path))
+        if groups:
+            con.sql(" UNION ALL ".join(
+                f"SELECT {cost_view_select(columns)}, source, billing_period FROM read_parquet(?, "
+                "hive_partitioning = true, hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})"
+                for columns in groups), params=list(groups.values())).create_view("costs")
         else:
             columns = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in COST_COLUMNS)
             con.execute(
@@ -304,14 +307,19 @@ class Lake:
 
     def has_delivery(self, source: str, delivery_id: str, periods: Sequence[str] | None = None) -> bool:
         """True when this delivery is what the lake already holds for its periods, and their
-        files still match the ledger (a damaged period is re-ingested, whatever its id)."""
+        files still match the ledger (a damaged period is re-ingested, whatever its id) and
+        hold today's columns (a partition written before a column was added is rewritten)."""
         damaged = self._damaged()
         held = {e.billing_period for e in self.ledger()
                 if e.source == source and e.delivery_id == delivery_id and e.key not in damaged
-                and quick_check(self.partition_file("costs", self._cost_key(e)), e).ok}
+                and self._current(e)}
         if periods is None:
             return bool(held)
         return bool(periods) and set(periods) <= held
+
+    def _current(self, entry: LedgerEntry) -> bool:
+        path = self.partition_file("costs", self._cost_key(entry))
+        return quick_check(path, entry).ok and footer_columns(path) == COST_COLUMN_NAMES
 
     def _write_ledger(self, entries: list[LedgerEntry]) -> None:
         entries = sorted(entries, key=lambda e: (e.source, e.billing_period))

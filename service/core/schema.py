@@ -7,12 +7,24 @@ normalisation happens in attribution, so fixing a rule corrects history.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 MONEY = "DECIMAL(38,12)"
+# FOCUS quantities (Consumed, Pricing, CommitmentDiscount) are Decimal too; 16 places keep a
+# GB-month of a small object (1.4e-9) exact, 22 integer digits hold any byte count.
+QUANTITY = "DECIMAL(38,16)"
+# FOCUS JSON columns other than the tag maps are kept as the JSON text the source wrote.
+JSON_TEXT = "VARCHAR"
+TAG_MAP = "MAP(VARCHAR, VARCHAR)"
 
 # (column, DuckDB type) in file order. Connectors must produce exactly these columns.
-COST_COLUMNS: tuple[tuple[str, str], ...] = (
+# Every FOCUS 1.2 Cost and Usage column, then the 1.3 additions, then `x_` columns for what
+# FOCUS lacks. Types are FOCUS's: Decimal → MONEY (costs, unit prices) or QUANTITY,
+# DateTime → TIMESTAMP (UTC), JSON → the text (Tags and AllocatedTags: a map, like Tags).
+FOCUS_1_2_COLUMNS: tuple[tuple[str, str], ...] = (
     ("BillingAccountId", "VARCHAR"),
     ("BillingAccountName", "VARCHAR"),
+    ("BillingAccountType", "VARCHAR"),
     ("BillingPeriodStart", "TIMESTAMP"),
     ("BillingPeriodEnd", "TIMESTAMP"),
     ("ChargePeriodStart", "TIMESTAMP"),
@@ -25,30 +37,73 @@ COST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("ChargeCategory", "VARCHAR"),
     ("ChargeClass", "VARCHAR"),
     ("ChargeDescription", "VARCHAR"),
+    ("ChargeFrequency", "VARCHAR"),
     ("ProviderName", "VARCHAR"),
+    ("PublisherName", "VARCHAR"),
+    ("InvoiceIssuerName", "VARCHAR"),
     ("ServiceName", "VARCHAR"),
     ("ServiceCategory", "VARCHAR"),
+    ("ServiceSubcategory", "VARCHAR"),
     ("ResourceId", "VARCHAR"),
     ("ResourceName", "VARCHAR"),
     ("ResourceType", "VARCHAR"),
     ("RegionId", "VARCHAR"),
+    ("RegionName", "VARCHAR"),
     ("AvailabilityZone", "VARCHAR"),
     ("SubAccountId", "VARCHAR"),
     ("SubAccountName", "VARCHAR"),
+    ("SubAccountType", "VARCHAR"),
     ("SkuId", "VARCHAR"),
+    ("SkuMeter", "VARCHAR"),
+    ("SkuPriceId", "VARCHAR"),
+    ("SkuPriceDetails", JSON_TEXT),
     ("PricingCategory", "VARCHAR"),
-    ("ConsumedQuantity", "DOUBLE"),
+    ("PricingQuantity", QUANTITY),
+    ("PricingUnit", "VARCHAR"),
+    ("ListUnitPrice", MONEY),
+    ("ContractedUnitPrice", MONEY),
+    ("PricingCurrency", "VARCHAR"),
+    ("PricingCurrencyListUnitPrice", MONEY),
+    ("PricingCurrencyContractedUnitPrice", MONEY),
+    ("PricingCurrencyEffectiveCost", MONEY),
+    ("ConsumedQuantity", QUANTITY),
     ("ConsumedUnit", "VARCHAR"),
+    ("CommitmentDiscountId", "VARCHAR"),
+    ("CommitmentDiscountName", "VARCHAR"),
+    ("CommitmentDiscountCategory", "VARCHAR"),
+    ("CommitmentDiscountType", "VARCHAR"),
+    ("CommitmentDiscountStatus", "VARCHAR"),
+    ("CommitmentDiscountQuantity", QUANTITY),
+    ("CommitmentDiscountUnit", "VARCHAR"),
+    ("CapacityReservationId", "VARCHAR"),
+    ("CapacityReservationStatus", "VARCHAR"),
     ("InvoiceId", "VARCHAR"),
-    ("Tags", "MAP(VARCHAR, VARCHAR)"),
+    ("Tags", TAG_MAP),
+)
+FOCUS_1_3_ADDITIONS: tuple[tuple[str, str], ...] = (
+    ("ServiceProviderName", "VARCHAR"),  # replaces ProviderName (deprecated in 1.3)
+    ("HostProviderName", "VARCHAR"),
+    ("ContractApplied", JSON_TEXT),
+    ("AllocatedMethodId", "VARCHAR"),
+    ("AllocatedMethodDetails", JSON_TEXT),
+    ("AllocatedResourceId", "VARCHAR"),
+    ("AllocatedResourceName", "VARCHAR"),
+    ("AllocatedTags", TAG_MAP),
+)
+EXTENSION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("x_line_item_type", "VARCHAR"),
     ("x_usage_type", "VARCHAR"),
     ("x_instance_type", "VARCHAR"),
     ("x_operation", "VARCHAR"),
     ("x_credits", MONEY),
+    # AWS: `ODCR` or `EC2 Capacity Blocks for ML` (FOCUS has no column for the kind of reservation)
+    ("x_capacity_reservation_type", "VARCHAR"),
 )
+COST_COLUMNS: tuple[tuple[str, str], ...] = FOCUS_1_2_COLUMNS + FOCUS_1_3_ADDITIONS + EXTENSION_COLUMNS
 
 COST_COLUMN_NAMES = tuple(name for name, _ in COST_COLUMNS)
+JSON_COLUMNS = ("SkuPriceDetails", "ContractApplied", "AllocatedMethodDetails")
+COST_TYPES = dict(COST_COLUMNS)
 
 
 def cost_select_list(expressions: dict[str, str]) -> str:
@@ -65,6 +120,20 @@ def cost_select_list(expressions: dict[str, str]) -> str:
         expr = expressions.get(name, "NULL")
         parts.append(f"CAST({expr} AS {kind}) AS {name}")
     return ",\n  ".join(parts)
+
+
+def cost_view_select(file_columns: Iterable[str]) -> str:
+    """The `costs` view's SELECT list over partitions whose files hold `file_columns`:
+    every canonical column, in order and type. A partition written before a column existed
+    reads it as a typed NULL (and an older type is cast), so old and new partitions union
+    until the next ingest rewrites the old ones (Lake.has_delivery)."""
+    present = set(file_columns)
+    return ", ".join(f"CAST({_quoted(name) if name in present else 'NULL'} AS {kind}) AS {name}"
+                     for name, kind in COST_COLUMNS)
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 # Inventory tables: what exists besides the bill (tags, objects, log groups, GPU use).
