@@ -25,7 +25,7 @@ from service.core.errors import ConfigError
 DEFAULT_CONFIG_FILE = "spendlake.yaml"
 DEFAULT_LAKE = "./spendlake-data/lake"
 
-SourceKind = Literal["aws-cur", "aws-cur2", "focus", "gcp-billing", "azure-cost"]
+SourceKind = Literal["aws-cur", "aws-cur2", "focus", "gcp-billing", "azure-cost", "oci-cost"]
 
 
 class SourceConfig(Strict):

@@ -1,0 +1,221 @@
+"""`oci-cost`: Oracle Cloud Infrastructure cost reports, Oracle's own CSV format.
+
+Where: Oracle writes them to its usage-report bucket (Object Storage namespace `bling`, bucket
+= the tenancy OCID) as `reports/cost-csv/<number>-00001.csv.gz`; `location` is a local copy
+of that bucket (or of its `reports/cost-csv/` folder, or one file) or an `s3://` URL read
+through Object Storage's S3-compatible API (`endpoint_url:
+https://<namespace>.compat.objectstorage.<region>.oraclecloud.com`, a customer secret key as
+the AWS credentials). Usage reports (`reports/usage-csv/`) and FOCUS reports beside them are
+not read (FOCUS reports: `kind: focus`).
+
+What Oracle documents (Cost and Usage Reports): a report is written every six hours and holds
+the rows of about six hours of usage, one per resource and hour, with late data up to a day
+old; a file over a million rows is split into `-00002.csv.gz`, `-00003.csv.gz`, …; reports
+are kept one year. So the files are increments, not snapshots: every file counts, and a
+billing period is the month of `lineItem/intervalUsageStart` (UTC), gathered from all files.
+The files are one delivery (id: their fingerprint); each ingest after a new file re-reads
+them and replaces every month found. A month that began more than a year before the newest
+interval has lost its first files to Oracle's retention: its rows are left out and the lake
+keeps the month as it was ingested while whole.
+
+Corrections. Oracle: "Corrections are added as new rows to the report, with the
+lineItem/isCorrection column set and the referenceNo value of the corrected line populated in
+the lineItem/backReference column" (the column is written `lineItem/backreferenceNo`; either
+name is read). Oracle does not say more; a correction is the corrected line's new content, so
+it replaces that line: a row whose `lineItem/referenceNo` a correction row back-references
+(in any file of the delivery) is left out, and the correction row is kept, with ChargeClass
+`Correction`. A correction of a correction replaces it the same way. `isCorrection` counts as
+set when it holds anything but blank, false, no or 0.
+
+Columns (Oracle's cost report schema) → canonical:
+    lineItem/tenantId → BillingAccountId;  product/compartmentId, product/compartmentName →
+    SubAccountId, SubAccountName (compartments are where OCI places cost ownership);
+    lineItem/intervalUsageStart, …End → ChargePeriodStart, ChargePeriodEnd (UTC);
+    cost/myCost → BilledCost and EffectiveCost (the cost charged, overage included; OCI bills
+    no amortised purchases here); cost/currencyCode → BillingCurrency;
+    product/service → ServiceName; product/Description → ChargeDescription;
+    product/resourceId → ResourceId (its OCID's type, `ocid1.<type>.…`, → ResourceType);
+    product/region → RegionId; product/availabilityDomain → AvailabilityZone;
+    cost/productSku → SkuId; usage/billedQuantity → PricingQuantity; cost/skuUnitDescription
+    (earlier cost/billingUnitReadable) → PricingUnit; cost/unitPrice → ContractedUnitPrice;
+    usage/consumedQuantity, …Units → ConsumedQuantity, ConsumedUnit (when a file has them);
+    tags/<namespace>.<key> and tags/<key> → Tags `<namespace>.<key>` / `<key>`, as written,
+    empty values left out (the set of tag columns varies from file to file).
+    ChargeCategory is Usage and ChargeFrequency Usage-Based for every row; ProviderName and
+    ServiceProviderName are `Oracle`. Not kept: lineItem/referenceNo and backreferenceNo (used
+    for corrections above), cost/subscriptionId, and the *Overage columns and
+    cost/overageFlag (the main columns include overage).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path, PurePosixPath
+
+import duckdb
+
+from connectors.base import COSTS, Delivery
+from connectors.exportfile import Table, decimal, ident, money, open_table, short, sql_string, text, timestamp
+from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
+from service.core.config import SourceConfig
+from service.core.errors import SourceError, duckdb_error
+from service.core.schema import QUANTITY, cost_select_list
+
+COST_FOLDER = "cost-csv"
+OTHER_REPORTS = re.compile(r"(?:^|/)(?:usage-csv|FOCUS Reports)/", re.IGNORECASE)
+START, END = "lineItem/intervalUsageStart", "lineItem/intervalUsageEnd"
+COST, CURRENCY = "cost/myCost", "cost/currencyCode"
+REFERENCE, CORRECTION = "lineItem/referenceNo", "lineItem/isCorrection"
+BACK_REFERENCE = ("lineItem/backreferenceNo", "lineItem/backReference")
+TAG_PREFIX = "tags/"
+NOT_SET = "('', 'false', 'f', 'n', 'no', '0')"
+RETENTION = timedelta(days=365)  # Oracle keeps cost reports one year
+
+
+class OciCostConnector:
+    kind = "oci-cost"
+    config_model = SourceConfig
+    feeds = COSTS
+
+    def __init__(self, config: SourceConfig):
+        self.config = config
+        self.storage = Storage(config)
+        self._objects: dict[str, StoredObject] = {}
+
+    def local_paths(self) -> list[Path]:
+        return self.storage.local_paths()
+
+    def deliveries(self) -> Iterator[Delivery]:
+        files = cost_report_files(self.storage.list())
+        if not files:
+            raise SourceError("no OCI cost report files (reports/cost-csv/*.csv.gz) found", where=self.config.location,
+                              hint=f"check sources.{self.config.name}.location: the usage-report bucket or a copy of it")
+        self._objects = {o.uri: o for o in files}
+        yield Delivery(fingerprint(files), None, tuple(o.uri for o in files))
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
+             scratch: Path) -> list[duckdb.DuckDBPyRelation]:
+        tables = []
+        for uri in delivery.files:
+            obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
+            path = self.storage.local_copy(obj, scratch)
+            table = open_table(con, path, uri, money=(COST,))
+            table.require(START, COST, CURRENCY)
+            tables.append((table, _header(path)))
+        superseded = f"oci_superseded_{uuid.uuid4().hex}"
+        con.execute(f"CREATE TEMP TABLE {superseded} (reference VARCHAR)")
+        newest = None
+        for table, _ in tables:
+            newest = max(filter(None, [newest, self._scan(con, table, superseded)]), default=None)
+        since = _whole_months_since(newest)
+        parts = []
+        for table, header in tables:
+            try:
+                sql, params = select(table, header, superseded, since)
+                parts.append(con.sql(sql, params=params))
+            except duckdb.Error as exc:
+                raise duckdb_error(exc, "cannot read the cost report", reason=short(exc), where=table.uri) from None
+        return parts
+
+    @staticmethod
+    def _scan(con: duckdb.DuckDBPyConnection, table: Table, superseded: str) -> datetime | None:
+        """Record the lines this file's corrections replace; return its newest interval start."""
+        back = table.col(*BACK_REFERENCE)
+        flag = table.col(CORRECTION)
+        try:
+            if back and flag:
+                con.execute(f"INSERT INTO {superseded} SELECT DISTINCT nullif(trim({back}), '') FROM {table.source} "
+                            f"WHERE {is_set(flag)} AND nullif(trim({back}), '') IS NOT NULL")
+            [(newest,)] = con.execute(f"SELECT max({timestamp(table, START)}) FROM {table.source}").fetchall()
+        except duckdb.Error as exc:
+            raise duckdb_error(exc, "cannot read the cost report", reason=short(exc), where=table.uri) from None
+        return newest
+
+
+def cost_report_files(listing: list[StoredObject]) -> list[StoredObject]:
+    """The cost report files of a listing: those under `cost-csv/` if any, else every CSV that
+    is not a usage or FOCUS report (a location that is the cost-csv folder or one file)."""
+    csvs = [o for o in listing if suffix_of(o.name) in (".csv", ".csv.gz") and not OTHER_REPORTS.search(o.key)]
+    under = [o for o in csvs if COST_FOLDER in PurePosixPath(o.key).parts[:-1]]
+    return under or csvs
+
+
+def is_set(flag_sql: str) -> str:
+    return f"coalesce(lower(trim({flag_sql})), '') NOT IN {NOT_SET}"
+
+
+def _whole_months_since(newest: datetime | None) -> datetime | None:
+    """The first month still whole in the bucket: the one after the month the retention cut."""
+    if newest is None:
+        return None
+    cut = newest - RETENTION
+    return datetime(cut.year + cut.month // 12, cut.month % 12 + 1, 1)
+
+
+def _header(path: Path) -> list[str]:
+    """The file's own column names (DuckDB renames one that differs from another only in case)."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as raw:
+        return next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")), [])
+
+
+def _tags(table: Table, header: list[str]) -> str:
+    names = [name for name, _ in table.columns.values()]
+    originals = dict(zip(names, header)) if len(header) == len(names) else {}
+    pairs = [f"{{'key': {sql_string(originals.get(name, name)[len(TAG_PREFIX):])}, 'value': CAST({ident(name)} AS VARCHAR)}}"
+             for name in names if originals.get(name, name).startswith(TAG_PREFIX)]
+    if not pairs:
+        return "MAP {}"
+    return f"map_from_entries(list_filter([{', '.join(pairs)}], lambda e: coalesce(e.value, '') <> ''))"
+
+
+def select(table: Table, header: list[str], superseded: str, since: datetime | None) -> tuple[str, list]:
+    """SELECT <canonical columns> FROM the file, without the lines a correction replaced (and
+    its parameters)."""
+    start = timestamp(table, START)
+    flag, reference = table.col(CORRECTION), table.col(REFERENCE)
+    resource = text(table, "product/resourceId")
+    expressions = {
+        "BillingAccountId": text(table, "lineItem/tenantId"),
+        "BillingPeriodStart": f"date_trunc('month', {start})",
+        "BillingPeriodEnd": f"date_trunc('month', {start}) + INTERVAL 1 MONTH",
+        "ChargePeriodStart": start,
+        "ChargePeriodEnd": timestamp(table, END),
+        "BilledCost": money(table, COST),
+        "EffectiveCost": money(table, COST),
+        "BillingCurrency": text(table, CURRENCY),
+        "ChargeCategory": "'Usage'",
+        "ChargeClass": flag and f"CASE WHEN {is_set(flag)} THEN 'Correction' END",
+        "ChargeFrequency": "'Usage-Based'",
+        "ChargeDescription": text(table, "product/Description"),
+        "ProviderName": "'Oracle'",
+        "ServiceProviderName": "'Oracle'",
+        "ServiceName": text(table, "product/service"),
+        "ResourceId": resource,
+        "ResourceType": resource and f"nullif(regexp_extract({resource}, '^ocid[0-9]*\\.([a-z0-9]+)\\.', 1), '')",
+        "RegionId": text(table, "product/region"),
+        "AvailabilityZone": text(table, "product/availabilityDomain"),
+        "SubAccountId": text(table, "product/compartmentId"),
+        "SubAccountName": text(table, "product/compartmentName"),
+        "SkuId": text(table, "cost/productSku"),
+        "PricingQuantity": decimal(table, QUANTITY, "usage/billedQuantity"),
+        "PricingUnit": text(table, "cost/skuUnitDescription", "cost/billingUnitReadable"),
+        "ContractedUnitPrice": money(table, "cost/unitPrice"),
+        "ConsumedQuantity": decimal(table, QUANTITY, "usage/consumedQuantity"),
+        "ConsumedUnit": text(table, "usage/consumedQuantityUnits"),
+        "Tags": _tags(table, header),
+    }
+    present = {k: v for k, v in expressions.items() if v}
+    where, params = ["true"], []
+    if reference:
+        where.append(f"NOT EXISTS (SELECT 1 FROM {superseded} s WHERE s.reference = nullif(trim({reference}), ''))")
+    if since is not None:
+        where.append(f"{start} >= ?")
+        params.append(since)
+    return f"SELECT {cost_select_list(present)} FROM {table.source} WHERE {' AND '.join(where)}", params
