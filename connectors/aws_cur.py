@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from connectors.aws_export import AwsExportConnector
 from connectors.base import COSTS, Delivery
 from connectors.storage import StoredObject, fingerprint
+from pydantic import Field
+
 from service.core.config import SourceConfig
 from service.core.errors import ConfigError, DataError, SpendlakeError
 
@@ -30,9 +32,15 @@ MANIFEST_SUFFIX = "-Manifest.json"
 DATA_FILE = re.compile(r"\.(csv|csv\.gz|csv\.zip|parquet)$", re.IGNORECASE)
 
 
+class AwsCurSource(SourceConfig):
+    """An `aws-cur` source: `report_name` picks one report under a prefix several share."""
+
+    report_name: str | None = Field(default=None, min_length=1)
+
+
 class AwsCurConnector(AwsExportConnector):
     kind = "aws-cur"
-    config_model = SourceConfig
+    config_model = AwsCurSource
     feeds = COSTS
 
     def deliveries(self) -> Iterator[Delivery]:

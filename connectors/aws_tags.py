@@ -20,7 +20,9 @@ import duckdb
 from connectors.aws_client import aws_error, default_region, make_client, region_of
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
-from service.core.config import AwsTagsSource
+from pydantic import Field
+
+from service.core.config import InventorySource
 from service.core.errors import DataError
 from service.core.registry import Disposition, Feeds
 
@@ -41,6 +43,12 @@ def tag_rows(mappings: list[dict[str, Any]], region: str | None, seen: set[str])
         for tag in tags:
             rows.append({"resource_id": arn, "region": where, "key": tag["Key"], "value": tag.get("Value", "")})
     return rows
+
+
+class AwsTagsSource(InventorySource):
+    """Resource Groups Tagging API GetResources → resource_tags."""
+
+    resource_types: tuple[str, ...] = Field(default=(), description="ResourceTypeFilters, e.g. ec2:instance")
 
 
 class AwsTagsConnector(FileOrApiConnector):

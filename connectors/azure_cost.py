@@ -31,6 +31,7 @@ from `Frequency`, SkuMeter = `MeterName`, PublisherName = `PublisherName`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import duckdb
 
@@ -93,9 +94,15 @@ def commitment_columns(table: Table, charge_type: str | None) -> dict[str, str |
     }
 
 
+class AzureCostSource(SourceConfig):
+    """An `azure-cost` source: which cost its export holds (`auto` decides from its rows)."""
+
+    cost_type: Literal["auto", "actual", "amortized"] = "auto"
+
+
 class AzureCostConnector(FolderExport):
     kind = "azure-cost"
-    config_model = SourceConfig
+    config_model = AzureCostSource
     feeds = COSTS
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"

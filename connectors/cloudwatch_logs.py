@@ -19,7 +19,7 @@ import duckdb
 from connectors.aws_client import aws_error, default_region, make_client, region_of
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, from_epoch_ms, local_files,
                                        read_table_file, rows_relation)
-from service.core.config import CloudWatchLogsSource
+from service.core.config import InventorySource
 from service.core.errors import DataError
 from service.core.registry import Disposition, Feeds
 
@@ -33,6 +33,12 @@ def log_group_row(group: dict[str, Any], region: str | None) -> dict[str, Any]:
         "stored_bytes": group.get("storedBytes"),
         "created_at": from_epoch_ms(group.get("creationTime")),
     }
+
+
+class CloudWatchLogsSource(InventorySource):
+    """DescribeLogGroups → log_groups."""
+
+    name_prefix: str | None = None
 
 
 class CloudWatchLogsConnector(FileOrApiConnector):

@@ -27,14 +27,16 @@ import urllib.request
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
                                        rows_relation)
-from service.core.config import GpuMetricsSource
+from pydantic import Field, model_validator
+
+from service.core.config import InventorySource
 from service.core.errors import SourceError
 from service.core.registry import Disposition, Feeds
 
@@ -56,6 +58,35 @@ def _gpu_index(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+GpuMetricName = Literal["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
+
+
+class GpuMetricsSource(InventorySource):
+    """GPU utilisation per instance, GPU and hour → gpu_utilization. Exactly one of
+    `prometheus_url` (DCGM exporter series), `cloudwatch: true` (CloudWatch agent) or `path`."""
+
+    prometheus_url: str | None = Field(default=None, pattern=r"^https?://")
+    instance_label: str = Field(default="instance_id", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    gpu_label: str = Field(default="gpu", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    metrics: tuple[GpuMetricName, ...] = Field(
+        default=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"),
+        min_length=1, description="DCGM series in order of preference; the first with data is used per instance")
+    cloudwatch: bool = False
+    cloudwatch_namespace: str = "CWAgent"
+    cloudwatch_metric: str = "nvidia_smi_utilization_gpu"
+    lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
+    timeout_seconds: float = Field(default=30, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> GpuMetricsSource:
+        chosen = [n for n, v in (("prometheus_url", self.prometheus_url), ("cloudwatch", self.cloudwatch),
+                                 ("path", self.path)) if v]
+        if len(chosen) != 1:
+            raise ValueError("set exactly one of prometheus_url, cloudwatch: true or path"
+                             + (f" (found {', '.join(chosen)})" if chosen else ""))
+        return self
 
 
 class GpuMetricsConnector(FileOrApiConnector):

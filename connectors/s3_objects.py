@@ -28,7 +28,10 @@ import duckdb
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
                                        rows_relation)
-from service.core.config import S3ObjectsSource
+from pydantic import Field
+
+from service.core.config import InventorySource
+from service.core.config_base import Strict
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.registry import Disposition, Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
@@ -72,6 +75,22 @@ def object_row(bucket: str, item: dict[str, Any]) -> dict[str, Any]:
     return {"bucket": bucket, "key": item["Key"], "size": item.get("Size"), "etag": item.get("ETag"),
             "checksum_algorithm": algorithms[0] if algorithms else None,
             "storage_class": item.get("StorageClass"), "last_modified": naive_utc(item.get("LastModified"))}
+
+
+class S3Location(Strict):
+    bucket: str = Field(min_length=3, max_length=63)
+    prefixes: tuple[str, ...] = ("",)
+
+
+class S3ObjectsSource(InventorySource):
+    """ListObjectsV2 and S3 Inventory reports → s3_objects; lifecycle rules → s3_buckets."""
+
+    buckets: tuple[S3Location, ...] = ()
+    inventory_manifests: tuple[str, ...] = Field(
+        default=(), description="manifest.json of S3 Inventory reports: s3://bucket/key or a local path")
+    lifecycle: bool = Field(default=True, description="read GetBucketLifecycleConfiguration of each bucket")
+    lifecycle_path: str | None = Field(
+        default=None, description="local JSON {bucket: lifecycle configuration or null} instead of the API")
 
 
 class S3ObjectsConnector(FileOrApiConnector):

@@ -184,7 +184,7 @@ def test_cli_inventory_commits_and_reports(tmp_path):
 
 
 def test_config_rejects_misplaced_keys_and_duplicate_names():
-    with pytest.raises(ConfigError, match=r"inventory\[0\]\.aws-tags\.buckets: unknown key"):
+    with pytest.raises(ConfigError, match=r"inventory\[0\]\.buckets: kind aws-tags takes no such key"):
         parse_config({"inventory": [{"name": "t", "kind": "aws-tags", "buckets": []}]})
     with pytest.raises(ConfigError, match="exactly one of prometheus_url"):
         parse_config({"inventory": [{"name": "g", "kind": "gpu-metrics"}]})

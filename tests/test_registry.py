@@ -128,3 +128,73 @@ def test_asking_for_one_kind_imports_only_its_connector():
     assert "connectors.aws_tags" in loaded
     assert not loaded & {"connectors.focus", "connectors.aws_cur", "connectors.gpu_metrics", "connectors.s3_objects"}
     assert not any(name.startswith("rules.") for name in loaded)
+
+
+CONNECTOR = '''
+"""An installed package's billing connector: its own config key, read from memory."""
+from pydantic import Field
+
+from connectors.base import COSTS, Delivery
+from service.core.config import SourceConfig
+from service.core.schema import cost_select_list
+
+
+class LedgerSource(SourceConfig):
+    dollars: str = Field(pattern=r"^[0-9.]+$")
+
+
+class LedgerConnector:
+    kind = "acme-ledger"
+    config_model = LedgerSource
+    feeds = COSTS
+
+    def __init__(self, config):
+        self.config = config
+
+    def local_paths(self):
+        return []
+
+    def deliveries(self):
+        yield Delivery("acme-1", None, ("memory",))
+
+    def read(self, delivery, con, scratch):
+        select = cost_select_list({
+            "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "ChargePeriodStart": "TIMESTAMP '2026-11-20'",
+            "ChargePeriodEnd": "TIMESTAMP '2026-11-21'", "BillingCurrency": "'USD'", "BilledCost": "d",
+            "EffectiveCost": "d", "ServiceName": "'Acme Compute'"})
+        return con.sql(f"SELECT {select} FROM (SELECT CAST(? AS DECIMAL(38, 12)) AS d)", params=[self.config.dollars])
+'''
+
+
+def test_a_connector_from_an_installed_package_is_configured_and_ingested(tmp_path, monkeypatch):
+    """One file and one entry-point line: the kind validates its own keys through the registry
+    (dotted paths kept) and `spendlake ingest` commits what it reads."""
+    module = unique("acme_ledger")
+    install(tmp_path, monkeypatch, {module: CONNECTOR},
+            {"spendlake.connectors": {"acme-ledger": f"{module}:LedgerConnector"}})
+    config = tmp_path / "spendlake.yaml"
+    source = {"name": "books", "kind": "acme-ledger", "location": "memory", "dollars": "12.34"}
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [source]}))
+    ingested = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+    assert ingested.exit_code == 0, ingested.output
+    status = CliRunner().invoke(cli, ["--config", str(config), "status", "--format", "json"])
+    assert [(row["source"], row["billed_cost"]) for row in json.loads(status.output)] == [("books", "12.340000000000")]
+
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [{**source, "dollars": "many"}]}))
+    invalid = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert invalid.exit_code == 2
+    assert "sources[0].dollars: String should match pattern" in invalid.output
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [{**source, "report_name": "x"}]}))
+    invalid = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert "sources[0].report_name: kind acme-ledger takes no such key" in invalid.output
+
+
+def test_a_kind_goes_under_the_section_of_what_it_feeds(tmp_path):
+    from service.core.config import parse_config
+
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.kind: 'aws-tags' is not a billing kind; put it under `inventory:`"):
+        parse_config({"sources": [{"name": "t", "kind": "aws-tags", "location": "x"}]})
+    with pytest.raises(ConfigError, match=r"inventory\[0\]\.kind: 'focus' is not an inventory kind"):
+        parse_config({"inventory": [{"name": "f", "kind": "focus"}]})
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.kind: no connector kind 'acme-none' is installed"):
+        parse_config({"sources": [{"name": "n", "kind": "acme-none", "location": "x"}]})

@@ -11,7 +11,7 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -19,35 +19,26 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from service.core.config_attribution import AttributionConfig
 from service.core.config_base import NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
-from service.core.config_jobs import JobsFileSource
 from service.core.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "spendlake.yaml"
 DEFAULT_LAKE = "./spendlake-data/lake"
 
-SourceKind = Literal["aws-cur", "aws-cur2", "focus", "gcp-billing", "azure-cost", "oci-cost"]
+KIND_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 
 
 class SourceConfig(Strict):
-    """One billing export to ingest."""
+    """One billing export to ingest: what every billing kind takes. A connector whose kind
+    takes more subclasses it beside its code and declares it as its `config_model`."""
 
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
-    kind: SourceKind
+    kind: str = Field(pattern=KIND_PATTERN, description="a billing connector kind, e.g. aws-cur2 or focus")
     location: str = Field(min_length=1, description="s3://bucket/prefix, a local directory or a local file")
     endpoint_url: str | None = None
     region: str | None = None
     profile: str | None = None
-    report_name: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
     freshness_hours: int = Field(default=36, ge=1, description="/readyz fails when older than this")
-    cost_type: Literal["auto", "actual", "amortized"] = Field(
-        default="auto", description="azure-cost only: which cost the export holds; auto decides from its rows")
-
-    @model_validator(mode="after")
-    def _cost_type_is_azure_only(self) -> SourceConfig:
-        if self.cost_type != "auto" and self.kind != "azure-cost":
-            raise ValueError("cost_type applies to kind azure-cost only")
-        return self
 
     @property
     def is_s3(self) -> bool:
@@ -72,9 +63,11 @@ class ReportConfig(Strict):
 
 
 class InventorySource(Strict):
-    """Settings shared by every inventory source (see connectors/inventory_base.py)."""
+    """Settings shared by every inventory source (see connectors/inventory_base.py); each kind
+    subclasses it beside its connector and declares it as its `config_model`."""
 
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
+    kind: str = Field(pattern=KIND_PATTERN, description="an inventory connector kind")
     regions: tuple[str, ...] = Field(default=(), description="AWS regions to read; empty: the profile's region")
     endpoint_url: str | None = None
     profile: str | None = None
@@ -82,70 +75,46 @@ class InventorySource(Strict):
     path: str | None = Field(default=None, description="read a local file or directory instead of the AWS API")
 
 
-class AwsTagsSource(InventorySource):
-    """Resource Groups Tagging API GetResources → resource_tags."""
+def _by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tuple:
+    """Each entry of `section` validated by the config model its kind's connector declares
+    (service.core.registry), errors keeping their dotted paths (`sources[1].report_name`)."""
+    from pydantic_core import ValidationError as CoreValidationError
 
-    kind: Literal["aws-tags"]
-    resource_types: tuple[str, ...] = Field(default=(), description="ResourceTypeFilters, e.g. ec2:instance")
+    from service.core.registry import CONNECTORS, PluginError
 
-
-class S3Location(Strict):
-    bucket: str = Field(min_length=3, max_length=63)
-    prefixes: tuple[str, ...] = ("",)
-
-
-class S3ObjectsSource(InventorySource):
-    """ListObjectsV2 and S3 Inventory reports → s3_objects; lifecycle rules → s3_buckets."""
-
-    kind: Literal["s3-objects"]
-    buckets: tuple[S3Location, ...] = ()
-    inventory_manifests: tuple[str, ...] = Field(
-        default=(), description="manifest.json of S3 Inventory reports: s3://bucket/key or a local path")
-    lifecycle: bool = Field(default=True, description="read GetBucketLifecycleConfiguration of each bucket")
-    lifecycle_path: str | None = Field(
-        default=None, description="local JSON {bucket: lifecycle configuration or null} instead of the API")
-
-
-class CloudWatchLogsSource(InventorySource):
-    """DescribeLogGroups → log_groups."""
-
-    kind: Literal["cloudwatch-logs"]
-    name_prefix: str | None = None
-
-
-GpuMetricName = Literal["DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"]
-
-
-class GpuMetricsSource(InventorySource):
-    """GPU utilisation per instance, GPU and hour → gpu_utilization. Exactly one of
-    `prometheus_url` (DCGM exporter series), `cloudwatch: true` (CloudWatch agent) or `path`."""
-
-    kind: Literal["gpu-metrics"]
-    prometheus_url: str | None = Field(default=None, pattern=r"^https?://")
-    instance_label: str = Field(default="instance_id", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-    gpu_label: str = Field(default="gpu", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-    metrics: tuple[GpuMetricName, ...] = Field(
-        default=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"),
-        min_length=1, description="DCGM series in order of preference; the first with data is used per instance")
-    cloudwatch: bool = False
-    cloudwatch_namespace: str = "CWAgent"
-    cloudwatch_metric: str = "nvidia_smi_utilization_gpu"
-    lookback_hours: int = Field(default=48, ge=1, le=24 * 31)
-    timeout_seconds: float = Field(default=30, gt=0, le=600)
-
-    @model_validator(mode="after")
-    def _one_origin(self) -> GpuMetricsSource:
-        chosen = [n for n, v in (("prometheus_url", self.prometheus_url), ("cloudwatch", self.cloudwatch),
-                                 ("path", self.path)) if v]
-        if len(chosen) != 1:
-            raise ValueError("set exactly one of prometheus_url, cloudwatch: true or path"
-                             + (f" (found {', '.join(chosen)})" if chosen else ""))
-        return self
+    models, errors = [], []
+    for index, item in enumerate(items):
+        kind = item.get("kind") if isinstance(item, dict) else None
+        model: type[Strict] = base
+        if isinstance(kind, str):
+            try:
+                connector = CONNECTORS.get(kind)
+            except PluginError as exc:
+                errors.append(_error(index, ("kind",), exc.message, kind))
+                continue
+            if (connector.feeds.tables == ("costs",)) != billing:
+                other = "inventory" if billing else "sources"
+                errors.append(_error(index, ("kind",), f"{kind!r} is not {'a billing' if billing else 'an inventory'} "
+                                     f"kind; put it under `{other}:`", kind))
+                continue
+            model = connector.config_model
+        try:
+            models.append(model.model_validate(item))
+        except ValidationError as exc:
+            for e in exc.errors():
+                if e["type"] == "extra_forbidden" and len(e["loc"]) == 1 and isinstance(kind, str):
+                    takes = ", ".join(model.model_fields)
+                    errors.append(_error(index, e["loc"], f"kind {kind} takes no such key (it takes {takes})", e["input"]))
+                else:
+                    errors.append({"type": e["type"], "loc": (index, *e["loc"]), "input": e["input"],
+                                   "ctx": e.get("ctx") or {}})
+    if errors:
+        raise CoreValidationError.from_exception_data(section, errors)
+    return tuple(models)
 
 
-InventorySourceConfig = Annotated[
-    Union[AwsTagsSource, S3ObjectsSource, CloudWatchLogsSource, GpuMetricsSource, JobsFileSource],
-    Field(discriminator="kind")]
+def _error(index: int, loc: tuple, message: str, value: Any) -> dict:
+    return {"type": "value_error", "loc": (index, *loc), "input": value, "ctx": {"error": ValueError(message)}}
 
 
 class ServiceConfig(Strict):
@@ -192,12 +161,20 @@ class Config(Strict):
     sources: tuple[SourceConfig, ...] = ()
     estimate: EstimateConfig = EstimateConfig()
     report: ReportConfig = ReportConfig()
-    inventory: tuple[InventorySourceConfig, ...] = ()
+    inventory: tuple[InventorySource, ...] = ()
     attribution: AttributionConfig = Field(default_factory=AttributionConfig)
     service: ServiceConfig = ServiceConfig()
     budgets: tuple[BudgetConfig, ...] = ()
     engine: EngineConfig = EngineConfig()
     rules: dict[str, dict[str, Any]] = Field(default_factory=dict)  # each checked by rules.base.configure
+
+    @field_validator("sources", "inventory", mode="wrap")
+    @classmethod
+    def _each_by_its_kind(cls, items: Any, handler: Any, info: Any) -> Any:
+        if not isinstance(items, (list, tuple)):
+            return handler(items)  # not a list: pydantic says so
+        billing = info.field_name == "sources"
+        return _by_kind(info.field_name, items, SourceConfig if billing else InventorySource, billing)
 
     @field_validator("sources")
     @classmethod
