@@ -31,7 +31,7 @@ inside the window; the engine resolves it once it is gone and keeps acknowledgem
 acknowledged anomaly is not raised again. `monthly_waste_usd` is the episode's total impact.
 Root causes (`evidence.root_causes`): the service, resource, usage type, account and region
 values with the largest impact in $ (their mean daily spend over the episode minus their
-median over the 7 days before it), largest first.
+median over the 7 days before it), largest first, at most `top_causes` (5).
 
 Ignores: credits, refunds, tax and commitment purchases (`exclude_charge_categories`,
 `exclude_line_item_types`), currencies other than `currency`, days not yet over.

@@ -18,7 +18,7 @@ services, accounts and resources by $, and the tag keys on those lines that no
 dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them) — the
 likely fix is an alias or a virtual-tag rule. `monthly_waste_usd` is the unallocated spend
 scaled to a month (730 hours). Ignores: credits, refunds, tax and commitment purchases
-(same defaults as spend-anomaly), other currencies than `currency`.
+(`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as spend-anomaly), other currencies than `currency`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,121 @@
+"""The docs keep up with the code (in the spirit of sqlite-utils' tests/test_docs.py): every
+command appears in the README, every option is in the README or explained by `--help`,
+every config key (connectors' and rules' included, found through the registry) is in the
+README or the rule's docstring, and every metric the service exports is in the README."""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+
+import click
+import pytest
+from pydantic import BaseModel
+
+from rules.base import Rule, RuleConfig
+from service.cli.main import cli
+from service.core.config import Config
+from service.core.registry import CONNECTORS, RULES
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    found = []
+    for name, command in sorted(group.commands.items()):
+        path = (*prefix, name)
+        found.append((path, command))
+        if isinstance(command, click.Group):
+            found += commands(command, path)
+    return found
+
+
+COMMANDS = commands(cli)
+
+
+@pytest.mark.parametrize("path", [p for p, _ in COMMANDS], ids=" ".join)
+def test_every_command_is_in_the_readme(path):
+    assert f"spendlake {' '.join(path)}" in README, f"README.md never mentions `spendlake {' '.join(path)}`"
+
+
+def test_every_option_is_in_the_readme_or_explained_by_help():
+    unexplained = []
+    for path, command in [((), cli), *COMMANDS]:
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.hidden:
+                continue
+            flags = [f for f in param.opts + param.secondary_opts if f.startswith("--")]
+            if not any(re.search(re.escape(f) + r"(?![\w-])", README) for f in flags) and not (param.help or "").strip():
+                unexplained.append(f"spendlake {' '.join(path)} {'/'.join(param.opts)}")
+    assert not unexplained, "options neither in README.md nor explained by --help:\n" + "\n".join(unexplained)
+
+
+def model_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Dotted keys of a config model, nested models and lists/maps of models included."""
+    keys = []
+    for name, field in model.model_fields.items():
+        keys.append(f"{prefix}{name}")
+        for inner in nested_models(field.annotation):
+            keys += model_keys(inner, f"{prefix}{name}.")
+    return keys
+
+
+def nested_models(annotation) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in nested_models(arg)]
+
+
+def config_keys() -> list[str]:
+    keys = model_keys(Config) + model_keys(RuleConfig, "rules.<rule>.")
+    for kind in CONNECTORS.names():
+        connector = CONNECTORS.get(kind)
+        section = "sources" if connector.feeds.tables == ("costs",) else "inventory"
+        keys += model_keys(connector.config_model, f"{section}.")
+    return sorted(set(keys))
+
+
+def documented(key: str) -> bool:
+    """A key is documented when its last part appears as a YAML key or a `code` word."""
+    name = key.rsplit(".", 1)[-1]
+    return bool(re.search(rf"(^|[\s{{,`(]){re.escape(name)}:|`{re.escape(name)}`", README, re.MULTILINE))
+
+
+def test_every_config_key_is_in_the_readme():
+    missing = [key for key in config_keys() if not documented(key)]
+    assert not missing, "config keys README.md never names (as `key:` or `key`):\n" + "\n".join(missing)
+
+
+def test_the_config_walk_sees_the_connectors_keys():
+    """The walk above would pass on nothing: it must reach into the registry's models."""
+    keys = config_keys()
+    assert {"sources.report_name", "sources.cost_type", "inventory.prometheus_url", "inventory.buckets.prefixes",
+            "attribution.dimensions", "service.listen", "budgets.amount"} <= set(keys)
+
+
+@pytest.mark.parametrize("name", RULES.names())
+def test_every_rule_setting_is_in_its_docstring(name):
+    rule: type[Rule] = RULES.get(name)
+    text = (rule.__module__ and __import__(rule.__module__, fromlist=["_"]).__doc__ or "") + (rule.__doc__ or "")
+    own = set(rule.config_model.model_fields) - set(RuleConfig.model_fields)  # the shared ones: README
+    missing = [key for key in sorted(own) if not re.search(rf"\b{re.escape(key)}\b", text)]
+    assert not missing, f"rules.{name}: settings its module docstring never names: {', '.join(missing)}"
+
+
+def metric_names() -> list[str]:
+    """Every metric the service defines (collector families and instruments)."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "service" / "serve").glob("*.py"))
+    names = re.findall(r'(?:MetricFamily|Gauge|Counter|Histogram|Summary)\(\s*"(spendlake_[a-z0-9_]+)"', source)
+    return sorted(set(names))
+
+
+def test_the_metric_scan_finds_the_metrics():
+    assert {"spendlake_spend_usd", "spendlake_job_duration_seconds", "spendlake_lake_readable"} <= set(metric_names())
+
+
+@pytest.mark.parametrize("name", metric_names())
+def test_every_metric_is_in_the_readme(name):
+    exported = name.removesuffix("_total") if name.endswith("_total") else name
+    assert re.search(rf"\b{re.escape(exported)}", README), f"README.md never names the metric {name}"
