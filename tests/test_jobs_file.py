@@ -177,11 +177,11 @@ def test_bad_rows_and_values_exit_3_naming_file_row_and_column(tmp_path, content
 
 
 @pytest.mark.parametrize("source, says", [
-    ({"path": "/x", "columns": {"gpu_num": "gpu"}}, "inventory[0].jobs-file.columns.gpu_num: 'gpu' is not a jobs-file column"),
-    ({"path": "/x", "columns": {"a": "gpus", "b": "GPUS"}}, "inventory[0].jobs-file.columns.b: 'b' and 'a' both become 'GPUS'"),
+    ({"path": "/x", "columns": {"gpu_num": "gpu"}}, "inventory[0].columns.gpu_num: 'gpu' is not a jobs-file column"),
+    ({"path": "/x", "columns": {"a": "gpus", "b": "GPUS"}}, "inventory[0].columns.b: 'b' and 'a' both become 'GPUS'"),
     ({}, "path is required"),
-    ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].jobs-file.regions: unknown key"),
-    ({"path": "/x", "timezone": "Mars/Olympus"}, "inventory[0].jobs-file.timezone: 'Mars/Olympus' is not an IANA"),
+    ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].regions: kind jobs-file takes no such key"),
+    ({"path": "/x", "timezone": "Mars/Olympus"}, "inventory[0].timezone: 'Mars/Olympus' is not an IANA"),
 ])
 def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
     with pytest.raises(ConfigError) as error:
