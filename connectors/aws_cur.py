@@ -8,8 +8,10 @@
 - Parts without a period manifest → "waiting for manifest": nothing is committed.
 - The Athena Parquet layout: `.../year=YYYY/month=M/*.parquet`, one delivery per month,
   identified by a fingerprint of its files.
-- A bare CSV / CSV.gz (no manifest, no period folder): one delivery per file, its periods
-  read from the data, identified by a fingerprint.
+- A bare CSV / CSV.gz (no manifest, no period folder): a loose delivery per file, its
+  periods read from the data; ingest joins the bare files of one period, wherever they sit,
+  into one delivery identified by a fingerprint of them (service.ingest.periods).
+- Nothing of these under the location: a SourceError naming it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from connectors.storage import StoredObject, fingerprint
 from pydantic import Field
 
 from service.core.config import SourceConfig
-from service.core.errors import ConfigError, DataError, SpendlakeError
+from service.core.errors import ConfigError, DataError, SourceError, SpendlakeError
 
 PERIOD_DIR = re.compile(r"(?:^|/)(\d{4})(\d{2})\d{2}-\d{8}/")
 ATHENA_MONTH = re.compile(r"(?:^|/)year=(\d{4})/month=(\d{1,2})/")
@@ -81,7 +83,13 @@ class AwsCurConnector(AwsExportConnector):
         for period, objs in athena.items():
             found.append(Delivery(fingerprint(objs), (period,), tuple(o.uri for o in objs)))
         for obj in bare:
-            found.append(Delivery(fingerprint([obj]), None, (obj.uri,)))
+            found.append(Delivery(fingerprint([obj]), None, (obj.uri,), loose=True))
+        if not found:
+            report = f" of report {self.config.report_name!r}" if self.config.report_name else ""
+            raise SourceError(f"no legacy CUR{report} manifests or data (yyyymmdd-yyyymmdd/…-Manifest.json, "
+                              f"year=/month= Parquet, CSV) under {self.config.location}",
+                              where=f"sources.{self.config.name}.location",
+                              hint="point it at the prefix the Cost and Usage Report is delivered to")
         return iter(sorted(found, key=lambda d: (d.periods or ("",), d.files)))
 
     def _in_report(self, key: str) -> bool:

@@ -8,9 +8,9 @@ Layout under the export (`s3://<bucket>/<prefix>/<export-name>/`, or a local cop
 OVERWRITE_REPORT keeps one manifest per period; CREATE_NEW_REPORT adds a date-stamped
 `<delivery>` folder per execution, and only the newest one counts. Either way exactly the
 manifest's `dataFiles` are read, and the delivery id is its `executionId`. Data present
-without a manifest is "waiting for manifest". `resource_tags` is a map column in Parquet
-and JSON text in CSV; both become the canonical Tags map with the keys as written
-(`user_team`).
+without a manifest is "waiting for manifest"; neither under the location is a SourceError.
+`resource_tags` is a map column in Parquet and JSON text in CSV; both become the canonical
+Tags map with the keys as written (`user_team`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from connectors.aws_export import AwsExportConnector
 from connectors.base import COSTS, Delivery
 from connectors.storage import StoredObject, fingerprint
 from service.core.config import SourceConfig
-from service.core.errors import DataError, SpendlakeError
+from service.core.errors import DataError, SourceError, SpendlakeError
 
 MANIFEST = re.compile(r"(?:^|/)metadata/BILLING_PERIOD=(\d{4}-\d{2})/(?:(.+)/)?[^/]*Manifest\.json$")
 DATA = re.compile(r"(?:^|/)data/BILLING_PERIOD=(\d{4}-\d{2})/.+\.(parquet|csv\.gz|csv)$", re.IGNORECASE)
@@ -59,6 +59,11 @@ class AwsCur2Connector(AwsExportConnector):
             if (root, period) not in manifests:
                 result.append(Delivery("waiting:" + fingerprint(objs), (period,), tuple(o.uri for o in objs),
                                        waiting="waiting for manifest"))
+        if not result:
+            raise SourceError(f"no CUR 2.0 manifests or data (metadata/BILLING_PERIOD=…/…-Manifest.json, "
+                              f"data/BILLING_PERIOD=…/) under {self.config.location}",
+                              where=f"sources.{self.config.name}.location",
+                              hint="point it at the export's folder, the one holding data/ and metadata/")
         return iter(sorted(result, key=lambda d: (d.periods or ("",), d.files)))
 
     def _manifest_delivery(self, root: str, period: str, manifest: StoredObject) -> Delivery:

@@ -5,6 +5,11 @@ returns a DuckDB relation with exactly the canonical cost columns (service.core.
 It never writes into the lake: `service.core.lake.Lake.commit_costs` does. It is found by
 its `kind` through the registry (service.core.registry, entry-point group
 `spendlake.connectors`) and declares its config model and what it feeds (`COSTS`).
+
+Files that come without a manifest are yielded as *loose* deliveries, one per file; ingest
+joins every loose file holding rows of one billing period into that period's delivery,
+wherever the file sits (service.ingest.periods). A location with nothing the connector can
+read is a SourceError naming the location and what was expected, never an empty success.
 """
 
 from __future__ import annotations
@@ -29,13 +34,26 @@ class Delivery:
 
     `periods` comes from a manifest; None means the periods are known only once the data
     is read (a bare export file). `waiting` set means "not ready, skip without committing"
-    (e.g. data parts present but the manifest not yet written).
+    (e.g. data parts present but the manifest not yet written). `loose`: one file with no
+    manifest (its id a fingerprint of that file), to be grouped with the other loose files
+    of its billing periods before it is committed.
     """
 
     delivery_id: str
     periods: tuple[str, ...] | None
     files: tuple[str, ...]
     waiting: str | None = None
+    loose: bool = False
+
+
+class OtherDataset(Exception):
+    """Raised by `read` for a file that holds another dataset of the same export (e.g. a FOCUS
+    Contract Commitment file beside the cost rows): ingest skips it with one line. A signal,
+    not an error: it never reaches the command line."""
+
+    def __init__(self, uri: str, dataset: str):
+        super().__init__(f"{uri}: {dataset}")
+        self.uri, self.dataset = uri, dataset
 
 
 class CostConnector(Protocol):

@@ -2,13 +2,15 @@
 
 Shared by the file-based connectors that have no manifest:
 
-- deliveries: the files of one folder form one delivery (its id is their fingerprint, its
-  periods are those found in the data). A provider that splits a month into parts writes
-  them into one folder, so the parts add up instead of replacing each other. Azure export
-  runs with a manifest.json are read by their manifests instead (connectors.azure_manifest).
+- deliveries: each export file is a loose delivery (its id is its fingerprint, its periods
+  are those found in the data); ingest joins the files of one billing period into one
+  delivery wherever they sit: one folder, several, or Hive partitions by any column
+  (service.ingest.periods). Azure export runs with a manifest.json are read by their
+  manifests instead (connectors.azure_manifest).
 - `open_table`: one file as a DuckDB FROM clause plus its column names and types. CSV is
   read as text (money columns as DECIMAL(38,12) by the CSV reader itself, so a bad value
-  fails with the file, line and column); Parquet and JSON keep their types.
+  fails with the file, line and column); Parquet and JSON keep their types. Hive folder
+  names (`SubAccountId=…/`) above the file give the columns the file lacks, as text.
 - SQL builders for exact money, UTC timestamps and JSON tags, which fail loudly with the
   file and column instead of turning a bad value into NULL.
 """
@@ -21,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
+from urllib.parse import unquote
 
 import duckdb
 
@@ -50,7 +53,7 @@ def short(exc: Exception) -> str:
 
 
 class FolderExport(ABC):
-    """Base of the manifest-less file connectors: one delivery per folder of export files.
+    """Base of the manifest-less file connectors: one loose delivery per export file.
 
     Subclasses set `kind`, `suffixes` and `what`, and write `select(con, path, uri)`: the
     SQL SELECT (canonical columns) over one file. A delivery is its files, one relation each.
@@ -80,16 +83,14 @@ class FolderExport(ABC):
                 self._objects.update((o.uri, o) for o in run.files)
                 yield run_delivery(run)
             return
-        folders: dict[str, list[StoredObject]] = {}
-        for obj in listing:
-            if suffix_of(obj.name) in self.suffixes:
-                folders.setdefault(str(PurePosixPath(obj.key).parent), []).append(obj)
-        if not folders:
-            raise SourceError(f"no {self.what} files ({', '.join(self.suffixes)}) found", where=self.config.location,
-                              hint=f"check sources.{self.config.name}.location")
-        for _, objects in sorted(folders.items()):
-            self._objects.update((o.uri, o) for o in objects)
-            yield Delivery(fingerprint(objects), None, tuple(o.uri for o in objects))
+        files = [obj for obj in listing if suffix_of(obj.name) in self.suffixes]
+        if not files:
+            raise SourceError(f"no {self.what} files ({', '.join(self.suffixes)}) under {self.config.location}",
+                              where=f"sources.{self.config.name}.location",
+                              hint=f"point it at the folder the {self.what} export writes into")
+        for obj in files:
+            self._objects[obj.uri] = obj
+            yield Delivery(fingerprint([obj]), None, (obj.uri,), loose=True)
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
              scratch: Path) -> list[duckdb.DuckDBPyRelation]:
@@ -165,7 +166,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     suffix = suffix_of(PurePosixPath(uri).name)
     if suffix in CSV_SUFFIXES:
         options: dict[str, object] = {"header": True, "skip": 0, "all_varchar": True, "delim": ",", "quote": '"',
-                                      "escape": '"', "nullstr": list(nullstr)}
+                                      "escape": '"', "nullstr": list(nullstr), "hive_partitioning": False}
         if dateformat:
             options["dateformat"] = dateformat
         names = _columns(_reader(con, "read_csv", path, options, uri), uri)
@@ -175,16 +176,40 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
             options["types"] = typed
         relation = _reader(con, "read_csv", path, options, uri)
     elif suffix in PARQUET_SUFFIXES:
-        relation = _reader(con, "read_parquet", path, {}, uri)
+        relation = _reader(con, "read_parquet", path, {"hive_partitioning": False}, uri)
     elif suffix in JSON_SUFFIXES:
-        relation = _reader(con, "read_json", path, {"format": "newline_delimited", "sample_size": -1}, uri)
+        relation = _reader(con, "read_json", path, {"format": "newline_delimited", "sample_size": -1,
+                                                    "hive_partitioning": False}, uri)
     else:
         raise DataError(f"unsupported file type {suffix!r}", where=uri,
                         hint="expected CSV, CSV.gz, Parquet or JSON lines")
     columns = _columns(relation, uri)
+    partitions = [(k, v) for k, v in hive_partitions(uri) if k.lower() not in columns]
+    if partitions:  # a column written only into the folder names (Hive), e.g. SubAccountId=…/
+        text = duckdb.sqltype("VARCHAR")
+        relation = relation.select(duckdb.StarExpression(),
+                                   *(duckdb.ConstantExpression(v).cast(text).alias(k) for k, v in partitions))
+        columns |= {k.lower(): (k, text) for k, _ in partitions}
     view = f"export_{uuid.uuid4().hex}"
     relation.create_view(view)
     return Table(uri, view, columns)
+
+
+# How Hive writers name a NULL partition value (Spark and Hive; DuckDB).
+HIVE_NULLS = ("__HIVE_DEFAULT_PARTITION__", "NULL")
+
+
+def hive_partitions(uri: str) -> list[tuple[str, str | None]]:
+    """The `key=value` folders of a file's path (S3 key or local path), values URL-decoded
+    and kept as text (no guessing: `SubAccountId=000123` stays `000123`); a key given twice
+    (in any case) takes the deepest folder's value."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for folder in PurePosixPath(uri.removeprefix("s3://")).parent.parts:
+        key, equals, value = folder.partition("=")
+        if equals and key:
+            found.pop(key.lower(), None)
+            found[key.lower()] = (key, None if value in HIVE_NULLS else unquote(value))
+    return list(found.values())
 
 
 def _reader(con: duckdb.DuckDBPyConnection, function: str, path: Path, options: dict[str, object],

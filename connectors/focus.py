@@ -20,8 +20,13 @@ producers, and is handled here:
 Deliveries: AWS delivers its FOCUS export through Data Exports, laid out like CUR 2.0
 (`data/BILLING_PERIOD=…/` + `metadata/BILLING_PERIOD=…/*-Manifest.json`); there the manifests
 decide, as for `aws-cur2` (the newest execution of a period counts, data without a manifest
-waits). Anywhere else the files of one folder are one delivery, and every billing period
-found in them is replaced.
+waits). Anywhere else every file holding rows of a billing period is part of that period's
+delivery, in one folder, several, or Hive partitions by any column (service.ingest.periods).
+
+FOCUS 1.3 and 1.4 exports put other datasets beside the cost rows (Contract Commitment,
+Billing Period, Invoice Detail). They are recognised by their columns (OTHER_DATASETS: a
+file without ChargePeriodStart that has the dataset's id or status column), and skipped
+with one line each: spendlake does not read them yet.
 """
 
 from __future__ import annotations
@@ -32,13 +37,16 @@ from pathlib import Path
 import duckdb
 
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
-from connectors.base import COSTS, Delivery
+from connectors.base import COSTS, Delivery, OtherDataset
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, decimal, json_text, open_table, tags,
                                    text, timestamp)
 from service.core.config import SourceConfig
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
+# FOCUS datasets other than Cost and Usage, by a column only they have.
+OTHER_DATASETS = (("ContractCommitmentId", "Contract Commitment"), ("InvoiceDetailId", "Invoice Detail"),
+                  ("BillingPeriodStatus", "Billing Period"))
 
 # Canonical columns a FOCUS version names differently → the names to try, in order. FOCUS
 # 1.3 deprecates ProviderName for ServiceProviderName (a file may carry either or both);
@@ -88,6 +96,11 @@ class FocusConnector(FolderExport):
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
         money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]
         table = open_table(con, path, uri, money=money_columns, nullstr=("", "NULL"))
+        if table.name("ChargePeriodStart") is None:
+            for column, dataset in OTHER_DATASETS:
+                if table.name(column):
+                    raise OtherDataset(uri, f"a FOCUS {dataset} dataset (it has {column}), not cost and usage "
+                                            "rows; spendlake does not read it yet")
         table.require(*REQUIRED)
         expressions: dict[str, str | None] = {}
         for name, kind in COST_COLUMNS:

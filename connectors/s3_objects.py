@@ -28,7 +28,7 @@ import duckdb
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
                                        rows_relation)
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from service.core.config import InventorySource
 from service.core.config_base import Strict
@@ -91,6 +91,12 @@ class S3ObjectsSource(InventorySource):
     lifecycle: bool = Field(default=True, description="read GetBucketLifecycleConfiguration of each bucket")
     lifecycle_path: str | None = Field(
         default=None, description="local JSON {bucket: lifecycle configuration or null} instead of the API")
+
+    @model_validator(mode="after")
+    def _reads_something(self) -> S3ObjectsSource:
+        if not (self.path or self.buckets or self.inventory_manifests or self.lifecycle_path):
+            raise ValueError("nothing to read: set buckets, inventory_manifests, path or lifecycle_path")
+        return self
 
 
 class S3ObjectsConnector(FileOrApiConnector):

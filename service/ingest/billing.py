@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from connectors.base import Delivery
+from connectors.base import Delivery, OtherDataset
 from service.core.config import Config, SourceConfig
-from service.core.errors import LakeBusyError, SpendlakeError
+from service.core.errors import LakeBusyError, SourceError, SpendlakeError
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
+from service.ingest import periods
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,17 @@ def _total(totals: CurrencyTotals) -> str:
 class DeliveryOutcome:
     source: str
     delivery: Delivery
-    status: str  # committed | unchanged | waiting | failed
+    status: str  # committed | unchanged | waiting | skipped | empty | failed
     entries: list[LedgerEntry] = field(default_factory=list)
     error: SpendlakeError | None = None
+    note: str = ""  # why a file was skipped
 
     def lines(self) -> list[str]:
         label = ", ".join(self.delivery.periods or ()) or "(periods from data)"
+        if self.status == "skipped":
+            return [f"{self.source} {self.delivery.files[0]}: skipped, {self.note}"]
+        if self.status == "empty" or (self.status == "committed" and not self.entries):
+            return [f"{self.source} {', '.join(self.delivery.files)}: 0 rows"]
         if self.status == "committed":
             return [
                 f"{self.source} {e.billing_period}: committed {e.rows} rows "
@@ -98,14 +104,25 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) 
     try:
         connector = CONNECTORS.get(source.kind)(source)
         deliveries = list(connector.deliveries())
+        if not deliveries:  # every built-in says what it expected; this covers any other
+            raise SourceError(f"nothing a {source.kind} source reads under {source.location}",
+                              where=f"sources.{source.name}.location", hint="check the location and the kind")
         con = lake.writer(connector.local_paths())
         try:
-            for number, delivery in enumerate(deliveries, 1):
+            plan = periods.plan(lake, con, connector, source.name, deliveries)
+            outcomes += [_skipped(source, other) for other in plan.skipped]
+            outcomes += [DeliveryOutcome(source.name, Delivery("", None, (uri,)), "empty") for uri in plan.empty]
+            outcomes += [DeliveryOutcome(source.name, d, "failed", error=e) for d, e in plan.failed]
+            for number, delivery in enumerate(plan.deliveries, 1):
                 if progress:
-                    progress(source.name, number, len(deliveries))
-                outcomes.append(_ingest_delivery(lake, con, connector, source, delivery))
+                    progress(source.name, number, len(plan.deliveries))
+                outcomes.append(_ingest_delivery(lake, con, connector, source, delivery, plan))
         finally:
             con.close()
+        if outcomes and all(o.status == "skipped" for o in outcomes):
+            raise SourceError(f"nothing a {source.kind} source reads under {source.location}: "
+                              f"{len(outcomes)} file(s) skipped", where=f"sources.{source.name}.location",
+                              hint="check the location and the kind")
     except LakeBusyError:
         raise
     except SpendlakeError as exc:
@@ -121,7 +138,12 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) 
     return outcomes
 
 
-def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Delivery) -> DeliveryOutcome:
+def _skipped(source: SourceConfig, other: OtherDataset) -> DeliveryOutcome:
+    return DeliveryOutcome(source.name, Delivery("", None, (other.uri,)), "skipped", note=other.dataset)
+
+
+def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Delivery,
+                     plan: periods.Plan) -> DeliveryOutcome:
     if delivery.waiting:
         return DeliveryOutcome(source.name, delivery, "waiting")
     if lake.has_delivery(source.name, delivery.delivery_id, delivery.periods):
@@ -131,7 +153,10 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
             relation = connector.read(delivery, con, scratch)
             entries = lake.commit_costs(con, relation, source=source.name, delivery_id=delivery.delivery_id,
                                         periods=delivery.periods, files=delivery.files)
+    except OtherDataset as other:
+        return _skipped(source, other)
     except SpendlakeError as exc:
         log.error("%s: delivery %s failed: %s", source.name, delivery.delivery_id, exc)
         return DeliveryOutcome(source.name, delivery, "failed", error=exc)
+    plan.committed(lake, source.name, delivery, entries)
     return DeliveryOutcome(source.name, delivery, "committed", entries=entries)

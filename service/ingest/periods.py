@@ -1,0 +1,154 @@
+"""One delivery per (source, billing period), whatever the layout.
+
+Files without a manifest (FOCUS, GCP and Azure exports, bare legacy CUR CSVs) come from
+their connector as loose deliveries, one per file. Only a file's rows say which billing
+periods it holds, so `plan` reads each new or changed file once for them (the connector's
+own canonical SELECT, distinct billing periods: a Parquet file gives one column) and
+remembers them in `_state/file_periods.json` under the file's fingerprint (key, size,
+version). Files are then joined by period: every file holding rows of a period is in that
+period's delivery, whether the files sit in one folder, several, or Hive partitions by any
+column; a file holding two periods joins them, so each file is read once per commit.
+The delivery id is a fingerprint of its files' fingerprints: unchanged files give the same
+id (re-ingesting is a no-op), and a period one of whose files is added, replaced or deleted
+is read again as a whole (it grows or shrinks, never keeps stale rows).
+
+A source's only loose file is committed without a survey (what the commit finds is
+remembered). Files holding another dataset (connectors.base.OtherDataset) or no rows are
+skipped, one line each. A file that cannot be read fails alone, and the periods the ledger
+says it delivered before are held back with it: their previous version stays, so no period
+is committed without one of its files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+
+from connectors.base import Delivery, OtherDataset
+from service.core.errors import DataError, SpendlakeError, duckdb_error
+from service.core.lake import Lake
+from service.core.ledger import LedgerEntry
+from service.core.staging import PERIOD_RE
+
+STATE = "file_periods"  # {source: {file fingerprint: {"uri": …, "periods": [...], "skipped": str | None}}}
+
+
+@dataclass
+class Plan:
+    """What to ingest from one source: its manifest deliveries as the connector gave them and
+    its loose files joined by period; the files skipped and the deliveries that fail now."""
+
+    deliveries: list[Delivery] = field(default_factory=list)
+    skipped: list[OtherDataset] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)  # files with a header and no rows
+    failed: list[tuple[Delivery, SpendlakeError]] = field(default_factory=list)
+    unsurveyed: dict[str, Delivery] = field(default_factory=dict)  # delivery id → the file it is
+
+    def committed(self, lake: Lake, source: str, delivery: Delivery, entries: Sequence[LedgerEntry]) -> None:
+        """Remember the periods a delivery committed without a survey was found to hold."""
+        file = self.unsurveyed.get(delivery.delivery_id)
+        if file is not None:
+            state = lake.read_state(STATE)
+            state.setdefault(source, {})[file.delivery_id] = _entry(file, sorted(e.billing_period for e in entries))
+            lake.write_state(STATE, state)
+
+
+def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector, source: str, deliveries: Sequence[Delivery]) -> Plan:
+    result = Plan(deliveries=[d for d in deliveries if not d.loose])
+    loose = [d for d in deliveries if d.loose]
+    if not loose:
+        return result
+    state = lake.read_state(STATE)
+    known: dict[str, dict] = state.get(source, {})
+    ledger = [e for e in lake.ledger() if e.source == source]
+    index: dict[str, dict] = {}
+    held: dict[str, SpendlakeError] = {}  # period → why it waits
+    for file in loose:
+        if file.delivery_id in known:
+            index[file.delivery_id] = known[file.delivery_id]
+        elif len(loose) == 1:  # nothing to join it with: the commit finds its periods
+            result.unsurveyed[file.delivery_id] = file
+            result.deliveries.append(file)
+        else:
+            try:
+                index[file.delivery_id] = _entry(file, _survey(lake, con, connector, file))
+            except OtherDataset as other:
+                index[file.delivery_id] = _entry(file, [], skipped=other.dataset)
+            except SpendlakeError as exc:
+                result.failed.append((file, exc))
+                for entry in ledger:
+                    if set(entry.files) & set(file.files):
+                        held.setdefault(entry.billing_period, DataError(
+                            f"not committed: {file.files[0]}, a file of this period, cannot be read",
+                            where=file.files[0], hint="fix or remove that file, then run ingest again"))
+    for file in loose:
+        entry = index.get(file.delivery_id)
+        if entry is not None and entry["skipped"]:
+            result.skipped.append(OtherDataset(file.files[0], entry["skipped"]))
+        elif entry is not None and not entry["periods"]:
+            result.empty.append(file.files[0])
+    for group in _by_period(loose, index):
+        periods = sorted({p for file in group for p in index[file.delivery_id]["periods"]})
+        delivery = joined(group, tuple(periods))
+        problem = next((held[p] for p in periods if p in held), None)
+        if problem:
+            result.failed.append((delivery, problem))
+        else:
+            result.deliveries.append(delivery)
+    if index != known:
+        state[source] = index
+        lake.write_state(STATE, state)
+    return result
+
+
+def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delivery:
+    """One delivery of these loose files. A single file keeps its own fingerprint as the id."""
+    ids = sorted(f.delivery_id for f in files)
+    delivery_id = ids[0] if len(ids) == 1 else "sha256:" + hashlib.sha256("\n".join(ids).encode()).hexdigest()[:32]
+    return Delivery(delivery_id, periods, tuple(sorted(uri for f in files for uri in f.files)))
+
+
+def _entry(file: Delivery, periods: list[str], skipped: str | None = None) -> dict:
+    return {"uri": file.files[0], "periods": periods, "skipped": skipped}
+
+
+def _by_period(files: Sequence[Delivery], index: dict[str, dict]) -> list[list[Delivery]]:
+    """The files grouped so that files sharing a period are in one group (connected by
+    period: a file holding two periods joins their groups)."""
+    parent: dict[str, str] = {}
+
+    def root(period: str) -> str:
+        while parent.setdefault(period, period) != period:
+            parent[period] = parent[parent[period]]
+            period = parent[period]
+        return period
+
+    holding = [(f, index[f.delivery_id]["periods"]) for f in files if index.get(f.delivery_id, {}).get("periods")]
+    for _, periods in holding:
+        for period in periods[1:]:
+            parent[root(period)] = root(periods[0])
+    groups: dict[str, list[Delivery]] = {}
+    for file, periods in holding:
+        groups.setdefault(root(periods[0]), []).append(file)
+    return sorted(groups.values(), key=lambda g: min(p for f in g for p in index[f.delivery_id]["periods"]))
+
+
+def _survey(lake: Lake, con: duckdb.DuckDBPyConnection, connector, file: Delivery) -> list[str]:
+    """The billing periods a file's rows hold, read through its connector."""
+    uri = file.files[0]
+    with lake.scratch() as scratch:
+        parts = connector.read(file, con, scratch)
+        found: set[str | None] = set()
+        for part in [parts] if isinstance(parts, duckdb.DuckDBPyRelation) else parts:
+            try:
+                found |= {row[0] for row in part.project("strftime(BillingPeriodStart, '%Y-%m')").distinct().fetchall()}
+            except duckdb.Error as exc:
+                raise duckdb_error(exc, "cannot read the file", where=uri) from None
+    bad = sorted(str(p) for p in found if p is None or not PERIOD_RE.match(p))
+    if bad:
+        raise DataError(f"rows with an invalid or missing BillingPeriodStart ({bad[0]})", where=uri,
+                        hint="every cost row needs a billing period")
+    return sorted(found)  # type: ignore[arg-type]
