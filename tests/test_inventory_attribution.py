@@ -70,11 +70,11 @@ def test_bill_tags_then_inventory_tags_then_rules(tmp_path):
 
 
 def test_no_inventory_keeps_the_sql_unchanged():
-    from service.attribution.sql import attributed_sql
+    from service.attribution.sql import Params, attributed_sql
 
     cfg = config({}).attribution
-    plain = attributed_sql(cfg, ["team"], "TRUE", [])
-    assert attributed_sql(cfg, ["team"], "TRUE", [], None) == plain
-    with_inventory = attributed_sql(cfg, ["team"], "TRUE", [], ["Team", "cost-center"])
-    assert "resource_tags" in with_inventory.text and "Team" in with_inventory.params
-    assert "cost-center" not in with_inventory.params  # only keys a dimension asks for
+    plain = attributed_sql(cfg, ["team"], "TRUE", Params())
+    assert attributed_sql(cfg, ["team"], "TRUE", Params(), None) == plain
+    with_inventory = attributed_sql(cfg, ["team"], "TRUE", Params(), ["Team", "cost-center"])
+    assert "resource_tags" in with_inventory.text and "Team" in with_inventory.params.values()
+    assert "cost-center" not in with_inventory.params.values()  # only keys a dimension asks for

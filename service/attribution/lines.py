@@ -25,7 +25,7 @@ from decimal import Decimal
 
 from rules.base import DailySpend, DirectDaily
 from service.attribution.rollup import cost_partitions, inventory_keys
-from service.attribution.sql import all_tag_keys_sql, attributed_sql, dim_col, tag_candidates
+from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, tag_candidates
 from service.core.config import Config
 from service.core.errors import ConfigError
 from service.core.lake import Lake
@@ -51,29 +51,29 @@ def direct_daily_lookup(lake: Lake, config: Config) -> DirectDaily:
 
 def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: datetime) -> list[DailySpend]:
     attribution = config.attribution
-    con = lake.query()
-    try:
+    with lake.query() as con:
         keys_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
         covered = sorted({k for name, dim in attribution.dimensions.items()
                           for k in tag_candidates(dim.tags or (name,), tag_keys)})
         split_here = [k for k, rule in enumerate(attribution.shared) if rule.by == dimension]
         start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
-        lines = attributed_sql(attribution, tag_keys, f"{start} >= ? AND {start} < ?", [since, until],
-                               inventory_keys(lake, con), extra_columns=("x_line_item_type", "Tags"))
+        params = Params()
+        where = f"{start} >= {params.bind(since, 'since')} AND {start} < {params.bind(until, 'until')}"
+        covered_keys, split_rules = params.bind(covered, "covered"), params.bind(split_here, "split_here")
+        lines = attributed_sql(attribution, tag_keys, where, params, inventory_keys(lake, con),
+                               extra_columns=("x_line_item_type", "Tags"))
         # values compare case-insensitively in attribution: one series per value, lower-cased
         values = [f"lower({dim_col(d)})" for d in (dimension, "project", "experiment")]
         uncovered = ("list_sort(list_filter(coalesce(map_keys(Tags), []), "
-                     "lambda k: NOT list_contains(CAST(? AS VARCHAR[]), k)))")
+                     f"lambda k: NOT list_contains(CAST({covered_keys} AS VARCHAR[]), k)))")
         keys = [*values, *GROUP, "uncovered_keys", "day", "currency"]
         sql = (lines.text + "SELECT " + ", ".join(keys) + ", sum(BilledCost) FROM (SELECT *, "
                f"{uncovered} AS uncovered_keys, CAST(cp_start AS DATE) AS day FROM attributed "
                "WHERE cp_end <= cp_start + INTERVAL 1 DAY "
-               "AND (shared IS NULL OR NOT list_contains(CAST(? AS INTEGER[]), shared))) AS lines "
+               f"AND (shared IS NULL OR NOT list_contains(CAST({split_rules} AS INTEGER[]), shared))) AS lines "
                "GROUP BY " + ", ".join(keys))
-        rows = con.execute(sql, [*lines.params, covered, split_here]).fetchall()
-    finally:
-        con.close()
+        rows = con.execute(sql, lines.params).fetchall()
     return [DailySpend(value, project, experiment, service, account, region, usage_type, resource, category,
                        line_type, tuple(tag_keys_left or ()), day, currency, Decimal(cost or 0))
             for (value, project, experiment, service, account, region, usage_type, resource, category, line_type,

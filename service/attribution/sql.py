@@ -2,8 +2,9 @@
 
 Two statements, both plain DuckDB SQL that sqlglot transpiles (map access is `Tags[key]`,
 regexes are `regexp_matches`, no `GROUP BY ALL`, no lateral aliases), each returned with
-its bound parameters — config values, tag keys and regexes never enter the SQL text;
-identifiers come only from validated dimension names:
+its named parameters (`$p3`, `$since`: a value is bound where it is used, so no order of
+concatenation can misplace one) — config values, tag keys and regexes never enter the SQL
+text; identifiers come only from validated dimension names:
 
 - `rollup_sql`: one (source, billing period) of the `costs` table → the attributed rollup,
   one row per (charge period, currency, shared rule, dimension values and how each was
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from service.core.config_attribution import MATCH_FIELDS, AttributionConfig
 
@@ -67,9 +69,24 @@ def tag_candidates(aliases: Sequence[str], keys: Iterable[str]) -> list[str]:
 
 
 @dataclass
+class Params:
+    """The named parameters of one statement being built: `bind(value)` returns the marker
+    (`$p0`, or `$name` when named) that stands for `value` in the SQL text."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def bind(self, value: Any, name: str | None = None) -> str:
+        name = name or f"p{len(self.values)}"
+        if name in self.values and self.values[name] is not value:
+            raise ValueError(f"parameter ${name} bound twice")
+        self.values[name] = value
+        return f"${name}"
+
+
+@dataclass
 class Sql:
     text: str
-    params: list
+    params: dict[str, Any]
 
 
 # Map access that returns NULL for a missing key, per engine (DuckDB's `map[key]` does).
@@ -77,7 +94,7 @@ MAP_ACCESS = {"spark": "TRY_ELEMENT_AT", "trino": "ELEMENT_AT"}
 
 
 def transpile(sql: Sql, dialect: str) -> str:
-    """`sql` in another engine's dialect, same parameters in the same order."""
+    """`sql` in another engine's dialect, the same named parameters (`$p0` becomes `:p0`)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ErrorLevel
@@ -93,18 +110,15 @@ def transpile(sql: Sql, dialect: str) -> str:
     return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
 
 
-def _condition(match: dict[str, str], params: list) -> str:
+def _condition(match: dict[str, str], params: Params) -> str:
     parts = []
     for key, value in match.items():
         if key == "resource_id":
-            parts.append("regexp_matches(coalesce(ResourceId, ''), ?)")
-            params.append(value)
+            parts.append(f"regexp_matches(coalesce(ResourceId, ''), {params.bind(value)})")
         elif key in MATCH_FIELDS:
-            parts.append(f"lower(trim({MATCH_FIELDS[key]})) = ?")
-            params.append(value.strip().lower())
+            parts.append(f"lower(trim({MATCH_FIELDS[key]})) = {params.bind(value.strip().lower())}")
         else:  # another dimension's value, computed in an earlier step
-            parts.append(f"lower({dim_col(key)}) = ?")
-            params.append(value.strip().lower())
+            parts.append(f"lower({dim_col(key)}) = {params.bind(value.strip().lower())}")
     return " AND ".join(parts)
 
 
@@ -114,39 +128,39 @@ ARN_HEAD = "^arn:[^:]*:[^:]*:[^:]*:[^:]*:"
 ARN_PATH = "^.*/"
 
 
-def inventory_tags_cte(inventory_keys: Sequence[str], params: list) -> tuple[str, dict[str, str]]:
+def inventory_tags_cte(inventory_keys: Sequence[str], params: Params) -> tuple[str, dict[str, str]]:
     """`inv` CTE: one row per resource id (ARN and short id) of the latest `resource_tags`
     snapshot of each inventory source, one column per wanted tag key (trimmed, empty = absent)."""
     columns = {key: f"i_{n}" for n, key in enumerate(inventory_keys)}
     picks = []
     for key, col in columns.items():
-        picks.append(f"max(CASE WHEN key = ? THEN nullif(trim(value), '') END) AS {col}")
-        params.append(key)
-    params += [ARN_HEAD, ARN_PATH]
+        picks.append(f"max(CASE WHEN key = {params.bind(key)} THEN nullif(trim(value), '') END) AS {col}")
     text = (
         "inv_latest AS (SELECT r.resource_id, r.key, r.value FROM resource_tags r JOIN "
         "(SELECT source AS s, max(snapshot_date) AS d FROM resource_tags GROUP BY source) l "
         "ON r.source = l.s AND r.snapshot_date = l.d), "
         "inv AS (SELECT rid, " + ", ".join(picks) + " FROM ("
         "SELECT resource_id AS rid, key, value FROM inv_latest UNION ALL "
-        "SELECT regexp_replace(regexp_replace(resource_id, ?, ''), ?, '') AS rid, key, value "
+        f"SELECT regexp_replace(regexp_replace(resource_id, {params.bind(ARN_HEAD)}, ''), {params.bind(ARN_PATH)}, '') "
+        "AS rid, key, value "
         "FROM inv_latest WHERE resource_id LIKE 'arn:%') AS ids GROUP BY rid), "
     )
     return text, columns
 
 
-def _case(whens: list[str]) -> str:
-    """CASE over `whens` with a bound ELSE value (just the value when there is no WHEN)."""
-    return f"CASE {' '.join(whens)} ELSE ? END" if whens else "CAST(? AS VARCHAR)"
+def _case(whens: list[str], otherwise: str) -> str:
+    """CASE over `whens` with the bound ELSE value `otherwise` (just it when there is no WHEN)."""
+    return f"CASE {' '.join(whens)} ELSE {otherwise} END" if whens else f"CAST({otherwise} AS VARCHAR)"
 
 
-def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, where_params: Sequence,
+def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, params: Params,
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = ()) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
     (`p_<dim>`: `tag:<key>`, `inventory-tag:<key>`, `rule:<i>` or `default`). Ends with a
-    trailing CTE name.
+    trailing CTE name. `where` holds markers the caller bound in `params`, which the
+    statement's own values are added to.
 
     `inventory_keys` (the tag keys of the lake's `resource_tags`, None when it has none):
     a line whose own tags give a dimension no value takes it from the inventory tags of its
@@ -154,7 +168,6 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     columns to carry (canonical names, e.g. `x_line_item_type`)."""
     tag_keys = list(tag_keys)
     order = config.dimension_order()
-    params: list = []
     inv_text, inv_cols = "", {}
     inv_candidates: dict[str, list[str]] = {name: [] for name in order}
     if inventory_keys is not None:
@@ -170,8 +183,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         for key in candidates[name]:
             if key not in tag_cols:
                 tag_cols[key] = f"t_{len(tag_cols)}"
-                base_tags.append(f"nullif(trim(Tags[?]), '') AS {tag_cols[key]}")
-                params.append(key)
+                base_tags.append(f"nullif(trim(Tags[{params.bind(key)}]), '') AS {tag_cols[key]}")
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     steps = [
         f"s0 AS (SELECT {start} AS cp_start, greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end, "
@@ -181,36 +193,31 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
         + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
     ]
-    params += list(where_params)
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
-        how_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN ?" for k in candidates[name]]
-        value_params: list = []
-        how_params: list = [f"tag:{k}" for k in candidates[name]]
+        how_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {params.bind(f'tag:{k}')}" for k in candidates[name]]
         value_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {inv_cols[k]}" for k in inv_candidates[name]]
-        how_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN ?" for k in inv_candidates[name]]
-        how_params += [f"inventory-tag:{k}" for k in inv_candidates[name]]
+        how_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {params.bind(f'inventory-tag:{k}')}"
+                      for k in inv_candidates[name]]
         for j, rule in enumerate(dim.rules):
-            cond_params: list = []
-            cond = _condition(rule.match, cond_params)
-            value_cases.append(f"WHEN {cond} THEN ?")
-            value_params += cond_params + [rule.value.strip()]
-            how_cases.append(f"WHEN {cond} THEN ?")
-            how_params += cond_params + [f"rule:{j}"]
-        steps.append(f"s{i} AS (SELECT *, {_case(value_cases)} AS {dim_col(name)}, "
-                     f"{_case(how_cases)} AS {how_col(name)} FROM s{i - 1})")
-        params += value_params + [dim.default.strip()] + how_params + ["default"]
+            cond = _condition(rule.match, params)
+            value_cases.append(f"WHEN {cond} THEN {params.bind(rule.value.strip())}")
+            how_cases.append(f"WHEN {cond} THEN {params.bind(f'rule:{j}')}")
+        steps.append(f"s{i} AS (SELECT *, {_case(value_cases, params.bind(dim.default.strip()))} AS {dim_col(name)}, "
+                     f"{_case(how_cases, params.bind('default'))} AS {how_col(name)} FROM s{i - 1})")
     shared_cases = [f"WHEN {_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
     shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
     steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM s{len(order)})")
-    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params)
+    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values)
 
 
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
                inventory_keys: Iterable[str] | None = None) -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view."""
-    lines = attributed_sql(config, tag_keys, "source = ? AND billing_period = ?", [source, period], inventory_keys)
+    params = Params()
+    where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')}"
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys)
     dims = [c for name in config.dimension_order() for c in (dim_col(name), how_col(name))]
     keys = ["cp_start", "cp_end", "currency", "shared", *dims]
     text = (
@@ -224,24 +231,26 @@ def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, 
 def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str],
                   inventory_keys: Iterable[str] | None = None) -> Sql:
     """Per resource id, each dimension's value on its latest line."""
-    where = f"ResourceId IN ({', '.join('?' for _ in resource_ids)})" if resource_ids else "ResourceId IS NOT NULL"
-    lines = attributed_sql(config, tag_keys, where, list(resource_ids), inventory_keys)
+    params = Params()
+    where = (f"ResourceId IN ({', '.join(params.bind(r) for r in resource_ids)})" if resource_ids
+             else "ResourceId IS NOT NULL")
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys)
     picks = ", ".join(f"arg_max({dim_col(d)}, cp_start) AS {d}" for d in config.dimension_order())
     return Sql(lines.text + f"SELECT ResourceId, {picks} FROM attributed GROUP BY ResourceId", lines.params)
 
 
 def all_tag_keys_sql() -> Sql:
-    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE Tags IS NOT NULL", [])
+    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE Tags IS NOT NULL", {})
 
 
 def inventory_keys_sql() -> Sql:
     """Tag keys of the inventory (`resource_tags`); run only when the lake has that table."""
-    return Sql("SELECT DISTINCT key FROM resource_tags WHERE key IS NOT NULL", [])
+    return Sql("SELECT DISTINCT key FROM resource_tags WHERE key IS NOT NULL", {})
 
 
 def tag_keys_sql(source: str, period: str) -> Sql:
-    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE source = ? AND billing_period = ? "
-               "AND Tags IS NOT NULL", [source, period])
+    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE source = $source AND billing_period = $period "
+               "AND Tags IS NOT NULL", {"source": source, "period": period})
 
 
 def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
@@ -252,15 +261,15 @@ def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
     as inside rows."""
     if granularity not in GRANULARITIES or measure not in MEASURES:
         raise ValueError(f"granularity {granularity!r} or measure {measure!r}")
-    params: list = []
+    params: dict[str, Any] = {}
     if since is None or until is None:
         inside = "TRUE"
         where = "TRUE"
     else:
         # Zero-length charge periods are instants: inside when since <= start < until.
-        inside = "(cp_start >= ? AND cp_end <= ? AND (cp_end > cp_start OR cp_start < ?))"
-        where = "cp_start < ? AND (cp_end > ? OR (cp_end = cp_start AND cp_start >= ?))"
-        params += [since, until, until]
+        inside = "(cp_start >= $since AND cp_end <= $until AND (cp_end > cp_start OR cp_start < $until))"
+        where = "cp_start < $until AND (cp_end > $since OR (cp_end = cp_start AND cp_start >= $since))"
+        params = {"since": since, "until": until}
     period = "CAST(NULL AS TIMESTAMP)" if granularity == "total" else f"date_trunc('{granularity}', cp_start)"
     cols = ["currency", "shared"] + [f"lower({dim_col(d)})" for d in dims]
     if explain:
@@ -278,8 +287,6 @@ def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
         f"FROM (SELECT *, {inside} AS inside FROM {rollup} WHERE {where}) AS w "
         "GROUP BY " + ", ".join(keys)
     )
-    if since is not None and until is not None:
-        params += [until, since, since]
     return Sql(text, params)
 
 
@@ -287,4 +294,4 @@ def spellings_sql(rollup: str, dims: Sequence[str]) -> Sql:
     """How often each original spelling of each dimension value occurs."""
     parts = [f"SELECT '{d}' AS dim, lower({dim_col(d)}), {dim_col(d)}, sum(lines) FROM {rollup} "
              f"GROUP BY lower({dim_col(d)}), {dim_col(d)}" for d in dims]
-    return Sql(" UNION ALL ".join(parts), [])
+    return Sql(" UNION ALL ".join(parts), {})

@@ -1,5 +1,5 @@
 """The attribution on Apache Spark: the same generated SQL (service/attribution/sql.py),
-transpiled with sqlglot to Spark SQL and run with bound `?` parameters; the Python steps
+transpiled with sqlglot to Spark SQL and run with the same named parameters; the Python steps
 (proration, exact shared splits, spellings) stay those of service/attribution/compute.py.
 
 Spark reads the lake as it is, at `engine.lake` (a shared path or s3a://..., listed by
@@ -71,11 +71,11 @@ def spark_session(engine: EngineConfig):
     return session
 
 
-def to_spark(sql: Sql | str, params: list | None = None) -> str:
+def to_spark(sql: Sql | str, params: dict | None = None) -> str:
     """Spark SQL for a DuckDB statement; a construct sqlglot cannot express on Spark is an error."""
     from sqlglot.errors import SqlglotError
 
-    sql = sql if isinstance(sql, Sql) else Sql(sql, list(params or []))
+    sql = sql if isinstance(sql, Sql) else Sql(sql, dict(params or {}))
     try:
         return transpile(sql, "spark")
     except SqlglotError as error:
@@ -98,23 +98,23 @@ def _utc_naive(value):
 
 class SparkConnection:
     """What attribution_engine needs of a DuckDB connection: `execute(sql, params).fetchall()`,
-    with the DuckDB SQL transpiled to Spark and `?` bound positionally."""
+    with the DuckDB SQL transpiled to Spark and its named parameters bound by name."""
 
     def __init__(self, spark, lake: SparkLake):
         self.spark = spark
         self.lake = lake
 
-    def frame(self, text: str, params: list | None = None):
+    def frame(self, text: str, params: dict | None = None):
         from pyspark.errors import AnalysisException
 
         spark_sql = to_spark(text, params)
         try:  # Spark analyses eagerly: an unknown function or syntax fails here, by name
-            return self.spark.sql(spark_sql, args=[_bind(p) for p in params or []])
+            return self.spark.sql(spark_sql, args={name: _bind(value) for name, value in (params or {}).items()})
         except AnalysisException as error:
             raise UsageError(f"the attribution SQL cannot run on Spark: {str(error).splitlines()[0]}",
                              where="--engine spark", hint="use --engine duckdb, and report the construct named above") from error
 
-    def execute(self, text: str, params: list | None = None) -> _Rows:
+    def execute(self, text: str, params: dict | None = None) -> _Rows:
         return _Rows(self.frame(text, params), self.lake)
 
 
