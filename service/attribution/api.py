@@ -277,11 +277,8 @@ def materialise(lake: Lake, config: AttributionConfig | Config) -> int:
     config = _attribution(config)
     if not cost_partitions(lake):
         return 0
-    con = lake.query()
-    try:
+    with lake.query() as con:
         return len(ensure_rollups(lake, config, con))
-    finally:
-        con.close()
 
 
 # ---- reconciliation and resources ---------------------------------------------------------------
@@ -338,12 +335,12 @@ def attribute_resources(lake: Lake, config: AttributionConfig | Config,
     config = _attribution(config)
     if not cost_partitions(lake):
         return {}
-    con = lake.query()
-    keys_sql = all_tag_keys_sql()
-    tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
-    sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
+    with lake.query() as con:
+        keys_sql = all_tag_keys_sql()
+        tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+        sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
+        rows = con.execute(sql.text, sql.params).fetchall()
     order = config.dimension_order()
-    rows = con.execute(sql.text, sql.params).fetchall()
     # Shown in each value's most common spelling, as `attribute` shows it (`Eval` → `eval`).
     spell = RollupSession(lake, config).spellings(order) if rows else {}
     return {row[0]: {d: spell.get((d, v.strip().lower()), v) if v else v for d, v in zip(order, row[1:])}

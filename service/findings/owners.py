@@ -24,9 +24,10 @@ def bill_ids(resource_id: str) -> list[str]:
 
 def _log_group_arns(lake: Lake, names: Sequence[str]) -> dict[str, str]:
     """Log group name → the ARN the bill uses for it (log groups are listed by name)."""
-    rows = lake.query().execute(
-        "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
-        "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))", [list(names)]).fetchall()
+    with lake.query() as con:
+        rows = con.execute(
+            "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
+            "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))", [list(names)]).fetchall()
     return {name: arn for name, arn in rows}
 
 

@@ -62,8 +62,8 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
     rules = rules_for(config, only)
     lake = Lake.of(config)
     window = parse_window(since, now=now or utc_now())
-    with lake.lock(TABLE):
-        ctx = rule_context(lake, config, window, lake.query())
+    with lake.lock(TABLE), lake.query() as con:
+        ctx = rule_context(lake, config, window, con)
         result = run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, ctx.owner_of))
         if not dry_run:
             store_findings(lake, result.findings)

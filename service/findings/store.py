@@ -81,7 +81,8 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY monthly_waste_usd DESC, rule, id"
-    rows = lake.query().execute(sql, params).fetchall()
+    with lake.query() as con:
+        rows = con.execute(sql, params).fetchall()
     findings = []
     for row in rows:
         data = dict(zip(SCHEMA.names, row))

@@ -149,13 +149,10 @@ def load_plans(lake: Lake) -> list[Plan]:
     """Every registered plan, by name."""
     if not lake.has_table(TABLE):
         return []
-    con = lake.query()
-    try:
+    with lake.query() as con:
         columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
         cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
         records = [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()]
-    finally:
-        con.close()
     return [_plan(r) for r in records]
 
 

@@ -124,12 +124,9 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
     the day's end. Times of ingest runs that changed nothing are left out, so a re-run of an
     unchanged ingest leaves the report as it was."""
     state = lake.read_state("sources")
-    con = lake.query()
-    try:
+    with lake.query() as con:
         data_end = {source: end.replace(tzinfo=timezone.utc) for source, end in  # naive means UTC in the lake
                     con.execute("SELECT source, max(ChargePeriodEnd) FROM costs GROUP BY source").fetchall()}
-    finally:
-        con.close()
     limits = {s.name: s.freshness_hours for s in config.sources}
     latest: dict[str, tuple[str, str]] = {}
     for entry in lake.ledger():

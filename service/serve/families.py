@@ -89,11 +89,8 @@ def data_end_families(config: Config, lake: Lake) -> list[Metric]:
     end = GaugeMetricFamily("spendlake_source_data_end_timestamp_seconds",
                             "End of the latest charge period the lake holds for the source.", labels=["source"])
     configured = {s.name for s in config.sources}
-    con = lake.query()
-    try:
+    with lake.query() as con:
         rows = con.execute("SELECT source, epoch(max(ChargePeriodEnd)) FROM costs GROUP BY source").fetchall()
-    finally:
-        con.close()
     for source, seconds in rows:
         if source in configured and seconds is not None:
             end.add_metric([source], float(seconds))
