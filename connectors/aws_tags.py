@@ -10,20 +10,16 @@ Attribution (not this module) decides which spelling means what.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
-
-from connectors.aws_client import aws_error, default_region, make_client, region_of
-from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
-                                       rows_relation)
 from pydantic import Field
 
+from connectors.aws_client import aws_error, default_region, make_client, region_of
+from connectors.inventory_base import FileOrApiConnector, SnapshotPart, cli_dump_part, local_files, rows_relation
 from service.core.config import InventorySource
-from service.core.errors import DataError
 from service.core.registry import Disposition, Feeds
 
 
@@ -81,13 +77,6 @@ class AwsTagsConnector(FileOrApiConnector):
             raise aws_error(exc, "tag:GetResources", f"region {region}", self.config_path) from None
 
     def _from_file(self, con: duckdb.DuckDBPyConnection, path: Path) -> SnapshotPart:
-        if path.suffix.lower() != ".json":
-            return SnapshotPart("resource_tags", read_table_file(con, path, "resource_tags"))
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            mappings = data["ResourceTagMappingList"] if isinstance(data, dict) else data
-            rows = tag_rows(mappings, None, set())
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"not a GetResources JSON ({type(exc).__name__}: {exc})", where=str(path),
-                            hint='expected {"ResourceTagMappingList": [{"ResourceARN": ..., "Tags": [...]}]}') from None
-        return SnapshotPart("resource_tags", rows_relation(con, "resource_tags", rows))
+        return cli_dump_part(con, path, "resource_tags", "GetResources", "ResourceTagMappingList",
+                             lambda mappings: tag_rows(mappings, None, set()),
+                             '{"ResourceTagMappingList": [{"ResourceARN": ..., "Tags": [...]}]}')

@@ -39,7 +39,7 @@ from connectors.base import COSTS
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table, short,
                                    sql_string, tags, text, timestamp)
 from service.core.config import SourceConfig
-from service.core.errors import DataError, duckdb_error
+from service.core.errors import duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
 
 # Month first, always explicit; ISO dates (unambiguous) as newer exports write them.

@@ -9,7 +9,6 @@ without `retentionInDays` never expires: `retention_days` is NULL. Daily snapsho
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,9 @@ from typing import Any
 import duckdb
 
 from connectors.aws_client import aws_error, default_region, make_client, region_of
-from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, from_epoch_ms, local_files,
-                                       read_table_file, rows_relation)
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, cli_dump_part, from_epoch_ms, local_files,
+                                       rows_relation)
 from service.core.config import InventorySource
-from service.core.errors import DataError
 from service.core.registry import Disposition, Feeds
 
 
@@ -68,12 +66,6 @@ class CloudWatchLogsConnector(FileOrApiConnector):
             raise aws_error(exc, "logs:DescribeLogGroups", f"region {region}", self.config_path) from None
 
     def _from_file(self, con: duckdb.DuckDBPyConnection, path: Path) -> SnapshotPart:
-        if path.suffix.lower() != ".json":
-            return SnapshotPart("log_groups", read_table_file(con, path, "log_groups"))
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            rows = [log_group_row(g, None) for g in (data["logGroups"] if isinstance(data, dict) else data)]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"not a DescribeLogGroups JSON ({type(exc).__name__}: {exc})", where=str(path),
-                            hint='expected {"logGroups": [{"logGroupName": ..., "storedBytes": ...}]}') from None
-        return SnapshotPart("log_groups", rows_relation(con, "log_groups", rows))
+        return cli_dump_part(con, path, "log_groups", "DescribeLogGroups", "logGroups",
+                             lambda groups: [log_group_row(g, None) for g in groups],
+                             '{"logGroups": [{"logGroupName": ..., "storedBytes": ...}]}')

@@ -9,6 +9,8 @@ what it feeds: its tables, their partition key and its write disposition.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -74,6 +76,21 @@ def rows_relation(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict[st
 
     schema = pa.schema([(name, pa.type_for_alias(_ARROW_TYPES[kind])) for name, kind in INVENTORY_TABLES[table]])
     return con.from_arrow(pa.Table.from_pylist(rows, schema=schema))
+
+
+def cli_dump_part(con: duckdb.DuckDBPyConnection, path: Path, table: str, api: str, list_key: str,
+                  to_rows: Callable[[list], list[dict[str, Any]]], example: str) -> SnapshotPart:
+    """A local copy of what an AWS API lists: a CSV/Parquet table file as it is, or the JSON
+    the AWS CLI writes for `api` (`{list_key: [...]}` or the bare list), rows by `to_rows`."""
+    if path.suffix.lower() != ".json":
+        return SnapshotPart(table, read_table_file(con, path, table))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        rows = to_rows(data[list_key] if isinstance(data, dict) else data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"not a {api} JSON ({type(exc).__name__}: {exc})", where=str(path),
+                        hint=f"expected {example}") from None
+    return SnapshotPart(table, rows_relation(con, table, rows))
 
 
 def naive_utc(value: datetime | None) -> datetime | None:

@@ -24,12 +24,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import duckdb
+from pydantic import Field, model_validator
 
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
                                        rows_relation)
-from pydantic import Field, model_validator
-
 from service.core.config import InventorySource
 from service.core.config_base import Strict
 from service.core.errors import DataError, SourceError, duckdb_error

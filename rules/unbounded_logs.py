@@ -32,11 +32,7 @@ rules:
     s3_log_dirs: ["logs", "log", "AWSLogs", "access-logs", "*-logs", "*_logs"]
     s3_log_files: ["*.log", "*.log.gz"]
     critical_monthly_usd: 1000
-    prices:
-      default_class: STANDARD
-      per_gib_month: {STANDARD: 0.023, INTELLIGENT_TIERING: 0.023, REDUCED_REDUNDANCY: 0.024,
-                      EXPRESS_ONEZONE: 0.11, STANDARD_IA: 0.0125, ONEZONE_IA: 0.01, GLACIER_IR: 0.004,
-                      GLACIER: 0.0036, DEEP_ARCHIVE: 0.00099}
+    prices: {default_class: STANDARD}  # per_gib_month: S3 list prices (rules/base.py StoragePrices)
 ```
 """
 

@@ -40,6 +40,19 @@ def require_binary(name: str) -> str:
     pytest.skip(message)
 
 
+def stop(proc, timeout: float = 15) -> None:
+    """SIGTERM a process a test started, then SIGKILL it if it outlives `timeout` seconds."""
+    import subprocess
+
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 # The demo organisation most demo tests read: 40 days across a month boundary, seed 7. One
 # run per session (the whole demo takes several seconds); tests only read what it wrote.
 DEMO_DAYS, DEMO_START, DEMO_SEED = 40, date(2026, 10, 20), 7

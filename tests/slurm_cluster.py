@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from conftest import stop
+
 import pytest
 from conftest import require_binary
 
@@ -222,13 +224,8 @@ class SlurmCluster:
                 pass  # the daemons go anyway
         for name in reversed(DAEMONS):
             proc = self.procs.pop(name, None)
-            if proc and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
+            if proc:
+                stop(proc)
         kill_marked(self.root)
         self._lock.close()
         shutil.rmtree(self.root, ignore_errors=True)

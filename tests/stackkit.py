@@ -6,7 +6,6 @@ the context managers; every wait is bounded."""
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import yaml
 from aws_exports import LEGACY_COLUMNS, legacy_csv, line
-from conftest import require_binary
+from conftest import require_binary, stop
 from servicekit import REPO, start_serve, write_config
 
 DEPLOY = REPO / "deploy"
@@ -113,16 +112,6 @@ def demo_service(tmp_path: Path) -> Iterator[str]:
     finally:
         stop(proc)
         assert proc.returncode == 0, "".join(proc.output)
-
-
-def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def shortened_rules(target: Path) -> Path:

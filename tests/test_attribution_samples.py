@@ -9,22 +9,13 @@ from decimal import Decimal
 import pytest
 from billing_helpers import failures, ingest_files
 from conftest import SAMPLES
+from test_samples import KIND_BY_FILE
 
 from service.attribution.api import attribute, reconcile
 from service.core.config import parse_config
 from service.core.timewindow import Window
 from tests.attribution_helpers import declared_sources
 
-KIND_BY_FILE = {
-    "aws/legacy_cur_csv_anonymous_sample.csv": "aws-cur",
-    "focus/focus_1.0_sample_1000.csv": "focus",
-    "focus/azure_focus_1.0_trey_research_1000.csv": "focus",
-    "gcp/koku_gcp_standard_export_202011.csv": "gcp-billing",
-    "gcp/koku_gcp_detailed_export_2022-08-01.csv": "gcp-billing",
-    "azure/ea_actual_trey_research_small.csv": "azure-cost",
-    "azure/ea_amortized_trey_research_small.csv": "azure-cost",
-    "azure/ea_actual_anonymous_sample.csv": "azure-cost",
-}
 ATTRIBUTION = {
     "dimensions": {
         "team": {"tags": ["team", "org", "costcenter", "env"],

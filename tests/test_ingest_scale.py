@@ -23,7 +23,6 @@ from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import DataError, ResourceError, duckdb_error
 from service.core.lake import Lake
-from service.core.staging import query_memory
 from service.ingest.billing import ingest
 from service.ingest.inventory import run_inventory
 from tests.aws_exports import legacy_csv, line

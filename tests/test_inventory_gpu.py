@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from conftest import require_binary
+from conftest import require_binary, stop
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
@@ -86,12 +86,7 @@ def prometheus(tmp_path_factory):
             time.sleep(0.1)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        stop(process, timeout=10)
         log.close()
 
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from rules.base import Finding, Rule, RuleContext, configure, finding_id, registered
+from rules.base import Rule, RuleContext, configure, finding_id, registered
 from rules.engine import run
 from service.core.errors import ConfigError
 from service.core.lake import Lake

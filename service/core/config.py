@@ -208,18 +208,19 @@ class Config(Strict):
         return self
 
     def inventory_source(self, name: str) -> InventorySource:
-        for source in self.inventory:
-            if source.name == name:
-                return source
-        known = ", ".join(s.name for s in self.inventory) or "none configured"
-        raise ConfigError(f"no inventory source named {name!r}", where="inventory", hint=f"known: {known}")
+        return _named(self.inventory, name, "inventory", "inventory source")
 
     def source(self, name: str) -> SourceConfig:
-        for source in self.sources:
-            if source.name == name:
-                return source
-        known = ", ".join(s.name for s in self.sources) or "none configured"
-        raise ConfigError(f"no source named {name!r}", where="sources", hint=f"known sources: {known}")
+        return _named(self.sources, name, "sources", "source")
+
+
+def _named(entries: tuple, name: str, section: str, what: str):
+    """The entry of `section` called `name`; a ConfigError lists the names there are."""
+    for entry in entries:
+        if entry.name == name:
+            return entry
+    known = ", ".join(e.name for e in entries) or "none configured"
+    raise ConfigError(f"no {what} named {name!r}", where=section, hint=f"known: {known}")
 
 
 def dotted_path(loc: tuple[Any, ...]) -> str:

@@ -27,7 +27,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from decimal import Decimal
 
 import pyarrow as pa
 
