@@ -130,3 +130,18 @@ def test_budget_config_errors_name_the_path(tmp_path):
     result = CliRunner().invoke(cli, ["--config", str(path), "budgets"])
     assert result.exit_code == 2
     assert "budgets[0].dimension: unknown dimension 'squad'" in result.output
+
+
+def test_a_budgets_on_key_written_in_yaml_is_the_key_on(tmp_path):
+    """YAML 1.1 reads a bare `on` as the boolean true; the config reads YAML 1.2 booleans, so
+    the documented `on: [actual]` works as written (it failed as `budgets[0][1]: Keys should be strings`)."""
+    from service.core.config import load_config
+
+    path = tmp_path / "spendlake.yaml"
+    path.write_text("budgets:\n  - name: gpu\n    value: pretrain\n    amount: 1000\n    on: [actual]\n"
+                    "rules:\n  unbounded-logs: {enabled: off}\n")
+    config = load_config(path)
+    assert config.budgets[0].on == ("actual",)
+    assert config.rules["unbounded-logs"]["enabled"] == "off"  # a string, which the rule's bool field reads as false
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
+    assert result.exit_code == 0, result.output

@@ -263,6 +263,18 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
     return config
 
 
+class ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 booleans: only true/false are booleans, so `on:`
+    (a budget's key), `yes`, `no` and `off` stay the strings they are written as."""
+
+
+ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                   list("tTfF"))
+
+
 def resolve_config_path(explicit: str | os.PathLike[str] | None) -> Path | None:
     if explicit:
         return Path(explicit)
@@ -284,7 +296,7 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config: {exc}", where=str(path)) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=ConfigLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {exc}", where=str(path)) from None
     return parse_config(data, str(path))
