@@ -9,6 +9,7 @@ a source leaves out (run_id defaults to job_id) and refuses a column the table l
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,16 @@ def mig_fraction(resource: str) -> float | None:
         return None
     slices, memory = int(match.group(1)), int(match.group(2))
     return slices / (4 if (slices, memory) in A30_PROFILES else 7)
+
+
+def _label_key(label: str) -> str:
+    return re.sub(r"[-._/\s]", "", label.lower())
+
+
+def labelled_run(labels: dict[str, str], run_labels: Iterable[str]) -> str | None:
+    """The value of the first of `run_labels` present (case and -._/ separators ignored)."""
+    by_key = {_label_key(k): v for k, v in labels.items() if v}
+    return next((by_key[_label_key(name)] for name in run_labels if _label_key(name) in by_key), None)
 
 
 def job_row(**values: Any) -> dict[str, Any]:

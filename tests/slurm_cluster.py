@@ -467,11 +467,17 @@ def slurm_cluster():
 
 def capture(folder: Path) -> None:
     """Write tests/data/slurm/: what this cluster's sacct and slurmrestd return for WORKLOAD."""
+    from connectors.slurm_records import SACCT_FORMAT as DOCUMENTED_FORMAT
+
     cluster = SlurmCluster().start()
     try:
         cluster.submit(WORKLOAD)
-        cluster.settled(timeout=200)
         folder.mkdir(parents=True, exist_ok=True)
+        # While jobs still run (End Unknown), in the --format list README documents.
+        (folder / "sacct-running.json").write_text(cluster.sacct("--json"))
+        (folder / "sacct-running-parsable2.txt").write_text(
+            cluster.sacct("--parsable2", f"--format={DOCUMENTED_FORMAT}"))
+        cluster.settled(timeout=200)
         (folder / "sacct.json").write_text(cluster.sacct("--json"))
         (folder / "sacct-parsable2.txt").write_text(cluster.sacct_parsable())
         (folder / "slurmrestd-jobs.json").write_bytes(cluster.rest_jobs())

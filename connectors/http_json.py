@@ -1,0 +1,68 @@
+"""GET a JSON document over HTTP with retries (urllib3's Retry): the job sources' client for
+slurmrestd and Prometheus.
+
+Connection errors, read timeouts and 429/500/502/503/504 answers are retried with
+exponential backoff (honouring Retry-After) up to `attempts` in all. Errors become a
+SourceError naming the URL (without its query) and the next step. Request headers (tokens)
+never appear in an error or a log line: urllib3 logs the method and path only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from service.core.errors import SourceError
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+BACKOFF_SECONDS = 0.5  # the first retry waits this long, each next one twice as long
+MAX_BODY_BYTES = 512 * 1024 * 1024  # a job listing larger than this is not an answer we can hold
+
+
+def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
+             timeout: float = 30, attempts: int = 5, hint: str = "check the URL") -> Any:
+    """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had."""
+    import urllib3
+    from urllib3.util import Retry, Timeout
+
+    where = _without_query(url)
+    retry = Retry(total=attempts - 1, connect=attempts - 1, read=attempts - 1, status=attempts - 1, other=0,
+                  allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=BACKOFF_SECONDS,
+                  respect_retry_after_header=True, raise_on_status=False, raise_on_redirect=True)
+    target = f"{url}?{urlencode(params)}" if params else url
+    try:
+        with urllib3.PoolManager(retries=retry, timeout=Timeout(total=timeout)) as pool:
+            response = pool.request("GET", target, headers=headers or {}, preload_content=False)
+            try:
+                body = response.read(MAX_BODY_BYTES + 1)
+            finally:
+                response.release_conn()
+    except urllib3.exceptions.MaxRetryError as exc:
+        reason = exc.reason or exc
+        raise SourceError(f"cannot reach it after {attempts} attempt(s): {_reason(reason)}", where=where,
+                          hint=f"{hint}, or raise max_attempts / timeout_seconds") from None
+    except urllib3.exceptions.HTTPError as exc:
+        raise SourceError(f"HTTP request failed: {_reason(exc)}", where=where, hint=hint) from None
+    if len(body) > MAX_BODY_BYTES:
+        raise SourceError(f"the answer is larger than {MAX_BODY_BYTES >> 20} MB", where=where,
+                          hint="read a shorter window (lookback_hours)")
+    if response.status >= 400:
+        detail = body[:300].decode(errors="replace").strip()
+        tried = f" after {attempts} attempts" if response.status in RETRY_STATUSES and attempts > 1 else ""
+        raise SourceError(f"answered HTTP {response.status}{tried}: {detail}", where=where, hint=hint)
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise SourceError(f"the answer is not JSON ({exc}): {body[:120]!r}", where=where, hint=hint) from None
+
+
+def _without_query(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    # urllib3 wraps the cause in "<urllib3.connection.HTTPConnection object at 0x..>: ..." text
+    return text.split(">: ", 1)[-1] if ">: " in text else text

@@ -1,0 +1,167 @@
+"""slurm-jobs: Slurm accounting → `jobs`, one row per job allocation (and per attempt of a
+requeued job); how records become rows: connectors/slurm_records.py.
+
+Two origins (exactly one per source):
+- `path`: a file or a directory of files written by `sacct --json` or by
+  `sacct --parsable2 --format=<SACCT_FORMAT>` (told apart by their first character; `.gz`
+  read as gzip). Write them with `--allusers --duplicates --starttime=...`: without
+  `--duplicates` only a requeued job's last attempt is listed, and sacct's default window
+  starts at midnight. A record found in several files counts once (the one that has ended,
+  else the later file in name order).
+- `url`: slurmrestd, `GET <url>/slurmdb/<version>/jobs?start_time=...&end_time=...` over the
+  last `lookback_hours` (every attempt of a requeued job, as slurmdbd lists them only with a
+  time bound). The JWT comes from the environment variable named by `token_env` (sent as
+  X-SLURM-USER-TOKEN, never logged); `api_version` defaults to the newest
+  /slurmdb/v*/jobs the server's OpenAPI document offers.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import duckdb
+
+from connectors.http_json import get_json
+from connectors.inventory_base import FileOrApiConnector, SnapshotPart
+from connectors.jobs_base import jobs_relation, source_files
+from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, parsable_attempts, rows_of
+from service.core.config_jobs import SlurmJobsSource
+from service.core.errors import DataError, SourceError
+from service.core.registry import Disposition, Feeds
+
+OPENAPI_PATHS = ("/openapi/v3", "/openapi")  # 23.02+ and 22.05
+_JOBS_PATH = re.compile(r"^/slurmdb/(v(\d+)\.(\d+)\.(\d+))/jobs/?$")
+
+
+class SlurmJobsConnector(FileOrApiConnector):
+    kind = "slurm-jobs"
+    config_model = SlurmJobsSource
+    feeds = Feeds(("jobs",), "snapshot_date", Disposition.SNAPSHOT)
+    config: SlurmJobsSource
+
+    def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
+        attempts = self._from_files() if self.config.path else self._from_slurmrestd(now)
+        return [SnapshotPart("jobs", jobs_relation(con, rows_of(attempts, self.config.run_labels)))]
+
+    # ---- files ----------------------------------------------------------------------------
+
+    def _from_files(self) -> list[Attempt]:
+        zone = ZoneInfo(self.config.timezone)
+        attempts: list[Attempt] = []
+        for path in source_files(self.config.path or "", f"{self.config_path}.path"):
+            try:
+                text = _read_text(path)
+                if text.lstrip().startswith("{"):
+                    attempts.extend(json_attempts(_json(text), self.config.cluster))
+                else:
+                    attempts.extend(parsable_attempts(text.splitlines(), zone, self.config.cluster))
+            except BadRecord as exc:
+                raise DataError(str(exc), where=str(path),
+                                hint=f"write it with sacct --json, or sacct --parsable2 --format={SACCT_FORMAT}") from None
+        return attempts
+
+    # ---- slurmrestd -----------------------------------------------------------------------
+
+    def _from_slurmrestd(self, now: datetime) -> list[Attempt]:
+        c = self.config
+        base = (c.url or "").rstrip("/")
+        headers = self._headers()
+        version = c.api_version or self._newest_version(base, headers)
+        end = now.astimezone(timezone.utc)
+        start = end - timedelta(hours=c.lookback_hours)
+        # Slurm reads `2026-12-01T00:00:00` in slurmrestd's local zone; `uts<epoch>` is the same everywhere.
+        params = {"start_time": f"uts{int(start.timestamp())}", "end_time": f"uts{int(end.timestamp())}"}
+        url = f"{base}/slurmdb/{version}/jobs"
+        data = get_json(url, params=params, headers=headers, timeout=c.timeout_seconds, attempts=c.max_attempts,
+                        hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}")
+        _raise_slurm_errors(data, url, self.config_path, c.token_env)
+        try:
+            return list(json_attempts(data, c.cluster))
+        except BadRecord as exc:
+            raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
+                                                      "set api_version to one it does (v0.0.38 and later)") from None
+
+    def _headers(self) -> dict[str, str]:
+        c = self.config
+        headers = {"Accept": "application/json"}
+        if c.token_env:
+            token = os.environ.get(c.token_env, "").strip()
+            if not token:
+                raise SourceError(f"the environment variable {c.token_env} holding slurmrestd's JWT is not set",
+                                  where=f"{self.config_path}.token_env",
+                                  hint=f"export {c.token_env}=$(scontrol token lifespan=... | cut -d= -f2)")
+            headers["X-SLURM-USER-TOKEN"] = token
+        user = c.user_name or (_token_user(headers["X-SLURM-USER-TOKEN"]) if c.token_env else None)
+        if user:
+            headers["X-SLURM-USER-NAME"] = user  # Slurm 22.05 answers 401 without it
+        return headers
+
+    def _newest_version(self, base: str, headers: dict[str, str]) -> str:
+        errors = []
+        for path in OPENAPI_PATHS:
+            try:
+                spec = get_json(base + path, headers=headers, timeout=self.config.timeout_seconds,
+                                attempts=self.config.max_attempts, hint=f"check {self.config_path}.url")
+            except SourceError as exc:
+                errors.append(str(exc))
+                continue
+            versions = [m for m in map(_JOBS_PATH.match, (spec.get("paths") or {}) if isinstance(spec, dict) else ())
+                        if m]
+            if versions:
+                return max(versions, key=lambda m: tuple(int(n) for n in m.groups()[1:])).group(1)
+            errors.append(f"{base}{path}: lists no /slurmdb/v*/jobs")
+        raise SourceError("cannot tell which /slurmdb/<version>/jobs slurmrestd serves: " + "; ".join(errors),
+                          where=base, hint=f"set {self.config_path}.api_version (e.g. v0.0.38), and start slurmrestd "
+                                           "with the openapi/dbv0.0.XX plugin")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return raw.decode("utf-8-sig")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise BadRecord(f"cannot read: {type(exc).__name__}: {exc}") from None
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise BadRecord(f"not JSON: {exc}") from None
+
+
+def _token_user(token: str) -> str | None:
+    """The user a Slurm JWT was issued for (its `sun` claim), read without checking it."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return None
+    user = claims.get("sun") if isinstance(claims, dict) else None
+    return user if isinstance(user, str) and user else None
+
+
+NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query": no job in the window, not a failure
+
+
+def _raise_slurm_errors(data: Any, url: str, config_path: str, token_env: str | None) -> None:
+    """slurmrestd answers a refused token with HTTP 200 and an `errors` list."""
+    errors = data.get("errors") if isinstance(data, dict) else None
+    errors = [e for e in errors or () if not (isinstance(e, dict) and e.get("error_number") == NOTHING_FOUND)]
+    if not errors:
+        return
+    texts = [str(e.get("error") or e.get("description") or e) if isinstance(e, dict) else str(e) for e in errors]
+    auth = any("auth" in text.lower() for text in texts)
+    raise SourceError(f"slurmrestd answered with error(s): {'; '.join(texts)}", where=url,
+                      hint=(f"the JWT in {token_env or 'token_env'} was refused: renew it (scontrol token) and check "
+                            f"{config_path}.user_name") if auth else f"check {config_path}")

@@ -1,0 +1,264 @@
+"""Slurm accounting records → rows of `jobs`: pure functions over what sacct and slurmrestd
+print, shared by the file and HTTP paths of connectors/slurm_jobs.py.
+
+- A job allocation is one row; its steps (`123.batch`, `123.extern`, `123.0`) are not jobs
+  and are skipped: the allocation held the GPUs whatever its steps used.
+- A requeued job has one record per attempt (`sacct --duplicates`, slurmrestd with a
+  start_time): each attempt is a row, with `restarts` = the attempts before it.
+- An array task is a job of its own (`7_1`, raw id 7; `7_0`, raw id 9); a heterogeneous
+  job's components likewise (`10+0`, `10+1`). Their run defaults to the job as submitted
+  (`7`, `10`); a plain job's run is its job id.
+- GPUs are the allocation's `gres/gpu` TRES. With typed gres (`gres/gpu:h100=8`) the typed
+  counts are summed, a MIG type (`gpu:3g.40gb`) as its share of a GPU.
+- JSON: the OpenAPI data parser of Slurm 22.05 (v0.0.36-38: plain numbers, state a string)
+  and of 23.02+ (v0.0.39+: numbers as {"set", "infinite", "number"}, state a list) alike.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from connectors.hostlist import expand_hostlist
+from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction, naive_utc, normal_state
+
+# The --format list README documents; REQUIRED are the columns a parsable2 file must have.
+SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Cluster,Partition,Account,User,QOS,WCKey,Comment,State,Submit,Start,End,"
+                "Elapsed,NodeList,AllocTRES")
+REQUIRED = ("JobID", "JobIDRaw", "State", "Submit", "Start", "End", "NodeList", "AllocTRES")
+NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID"})
+ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+                   "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT"})
+_GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
+_DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+_PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
+
+
+class BadRecord(ValueError):
+    """A record that cannot be read; the caller names the file (and line)."""
+
+
+def slurm_duration(text: str | None) -> float | None:
+    """Elapsed/Timelimit `[DD-[HH:]]MM:SS[.fff]` → seconds; None for UNLIMITED, Unknown, ..."""
+    match = _DURATION.match((text or "").strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = match.groups()
+    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def gres_gpus(entries: Iterable[tuple[str, float]]) -> float:
+    """GPUs from gres TRES entries ("gpu" or "gpu:<type>", count)."""
+    untyped = 0.0
+    typed: list[tuple[str, float]] = []
+    for name, count in entries:
+        if name == "gpu":
+            untyped += count
+        elif name.startswith("gpu:"):
+            typed.append((name[4:], count))
+    if not typed:
+        return untyped
+    fractions = [mig_fraction(kind) for kind, _ in typed]
+    total = sum(count * (fraction or 1.0) for (_, count), fraction in zip(typed, fractions))
+    return total if any(fractions) else max(total, untyped)
+
+
+def alloc_tres_gpus(text: str) -> float:
+    """`billing=1,cpu=1,gres/gpu=2,node=1` → 2.0; `gres/gpu=8,gres/gpu:1g.10gb=8` → 8/7."""
+    return gres_gpus((name, float(count)) for name, count in _GRES.findall(text or ""))
+
+
+def comment_labels(comment: str | None) -> dict[str, str]:
+    """Labels a job comment carries: a JSON object, or key=value pairs (`run=sft-v2 job_type=sft`)."""
+    text = (comment or "").strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return {}
+        if isinstance(data, dict):
+            return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items() if v is not None}
+        return {}
+    pairs = _PAIR.findall(text)
+    if not pairs or _PAIR.sub("", text).strip(" \t,;"):
+        return {}  # free text, not (only) pairs
+    return {key: value.strip('"') for key, value in pairs}
+
+
+class Attempt:
+    """One allocation record, as read; `row()` makes it a `jobs` row once restarts are known."""
+
+    def __init__(self, *, raw_id: str, job_id: str, submitted_as: str, cluster: str | None, state: str | None,
+                 submit: datetime | None, start: datetime | None, end: datetime | None, elapsed: float | None,
+                 gpus: float, nodes: list[str] | None, user: str | None, account: str | None,
+                 partition: str | None, qos: str | None, name: str | None, wckey: str | None,
+                 comment: str | None):
+        if end is None and start is not None and elapsed is not None and state in ENDED:
+            end = start + timedelta(seconds=elapsed)  # sacct without an End for a finished job
+        self.raw_id, self.job_id, self.submitted_as, self.cluster = raw_id, job_id, submitted_as, cluster
+        self.state, self.submit, self.start, self.end, self.gpus, self.nodes = state, submit, start, end, gpus, nodes
+        self.user, self.account, self.partition, self.qos, self.name = user, account, partition, qos, name
+        self.labels = comment_labels(comment)
+        wckey = (wckey or "").lstrip("*")
+        self.labels.update({"wckey": wckey} if wckey else {})
+        self.labels.update({"comment": comment.strip()} if comment and comment.strip() else {})
+        self.record_id = f"{cluster or ''}/{raw_id}@{int(submit.timestamp()) if submit else 0}"
+
+    def row(self, restarts: int, run_labels: Iterable[str]) -> dict[str, Any]:
+        return job_row(record_id=self.record_id, job_id=self.job_id, scheduler="slurm", cluster=self.cluster,
+                       run_id=labelled_run(self.labels, run_labels) or self.submitted_as, state=self.state,
+                       submit_time=self.submit, start_time=self.start, end_time=self.end, gpus=self.gpus,
+                       nodes=self.nodes, user=self.user, account=self.account, partition=self.partition,
+                       qos=self.qos, name=self.name, labels=self.labels or None, restarts=restarts)
+
+
+def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
+    """One row per record id (a later attempt record of the same id replaces an earlier one
+    unless only the earlier has ended); restarts counted per job in submit order."""
+    unique: dict[str, Attempt] = {}
+    for attempt in attempts:
+        held = unique.get(attempt.record_id)
+        if held is None or attempt.end is not None or held.end is None:
+            unique[attempt.record_id] = attempt
+    ordered = sorted(unique.values(), key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min))
+    rows, previous, restarts = [], None, 0
+    for attempt in ordered:
+        job = (attempt.cluster, attempt.raw_id)
+        restarts = restarts + 1 if job == previous else 0
+        previous = job
+        rows.append(attempt.row(restarts, run_labels))
+    return rows
+
+
+# ---- sacct --parsable2 -----------------------------------------------------------------------
+
+def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str | None) -> Iterable[Attempt]:
+    """Attempts of a `sacct --parsable2` text (header first); BadRecord names the line."""
+    header: list[str] | None = None
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if header is None:
+            header = fields
+            missing = [name for name in REQUIRED if name not in header]
+            if missing:
+                raise BadRecord(f"line {number}: not a sacct --parsable2 header with {', '.join(missing)} "
+                                f"(run sacct --parsable2 --format={SACCT_FORMAT})")
+            continue
+        if len(fields) != len(header):
+            raise BadRecord(f"line {number}: {len(fields)} fields where the header has {len(header)} (a '|' inside "
+                            "Comment or JobName? then read sacct --json instead)")
+        row = dict(zip(header, fields))
+        if "." in row["JobIDRaw"]:
+            continue  # a step
+        try:
+            yield _parsable_attempt(row, zone, default_cluster)
+        except (BadRecord, ValueError) as exc:
+            raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
+    if header is None:
+        raise BadRecord("empty: not even a sacct --parsable2 header")
+
+
+def _time(text: str, zone: ZoneInfo, column: str) -> datetime | None:
+    text = text.strip()
+    if text in NO_TIME:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRecord(f"{column} {text!r} is not a time such as 2026-12-01T20:47:05 "
+                        "(leave SLURM_TIME_FORMAT unset)") from None
+    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone))
+
+
+def _text(value: str | None) -> str | None:
+    return value.strip() or None if value else None
+
+
+def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str | None) -> Attempt:
+    job_id = row["JobID"].strip()
+    state = normal_state(row["State"])
+    if state is None:
+        raise BadRecord(f"State {row['State']!r} is not a Slurm job state")
+    submitted_as = re.split(r"[_+]", job_id, maxsplit=1)[0]
+    try:
+        nodes = expand_hostlist(row["NodeList"]) or None
+    except ValueError as exc:
+        raise BadRecord(f"NodeList: {exc}") from None
+    return Attempt(raw_id=row["JobIDRaw"].strip(), job_id=job_id, submitted_as=submitted_as,
+                   cluster=_text(row.get("Cluster")) or default_cluster, state=state,
+                   submit=_time(row["Submit"], zone, "Submit"), start=_time(row["Start"], zone, "Start"),
+                   end=_time(row["End"], zone, "End"), elapsed=slurm_duration(row.get("Elapsed")),
+                   gpus=alloc_tres_gpus(row["AllocTRES"]), nodes=nodes, user=_text(row.get("User")),
+                   account=_text(row.get("Account")), partition=_text(row.get("Partition")),
+                   qos=_text(row.get("QOS")), name=_text(row.get("JobName")), wckey=row.get("WCKey"),
+                   comment=row.get("Comment"))
+
+
+# ---- sacct --json and slurmrestd /slurmdb/vX/jobs -------------------------------------------
+
+def number(value: Any) -> float | None:
+    """A plain number, or v0.0.39+'s {"set": true, "infinite": false, "number": 5}."""
+    if isinstance(value, dict):
+        return value.get("number") if value.get("set", True) and not value.get("infinite") else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _nested_text(value: Any, key: str) -> str | None:
+    """A string, or the `key` member of an object (comment.job, wckey.wckey)."""
+    if isinstance(value, dict):
+        value = value.get(key)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
+    """Attempts of a `sacct --json` document or a slurmrestd /slurmdb/vX/jobs answer."""
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        raise BadRecord('not a sacct --json document: no "jobs" list')
+    for index, record in enumerate(data["jobs"]):
+        try:
+            yield _json_attempt(record, default_cluster)
+        except (BadRecord, ValueError, TypeError, KeyError, AttributeError) as exc:
+            job = record.get("job_id") if isinstance(record, dict) else None
+            raise BadRecord(f"jobs[{index}] (job {job}): {type(exc).__name__}: {exc}") from None
+
+
+def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attempt:
+    raw_id = str(record["job_id"])
+    array, het = record.get("array") or {}, record.get("het") or {}
+    array_job, task = number(array.get("job_id")), number(array.get("task_id"))
+    het_job, offset = number(het.get("job_id")), number(het.get("job_offset"))
+    if array_job and task is not None:
+        job_id, submitted_as = f"{array_job}_{task}", str(array_job)
+    elif het_job and offset is not None:
+        job_id, submitted_as = f"{het_job}+{offset}", str(het_job)
+    else:
+        job_id = submitted_as = raw_id
+    current = (record.get("state") or {}).get("current")
+    state_text = current[0] if isinstance(current, list) and current else current
+    state = normal_state(state_text if isinstance(state_text, str) else None)
+    if state is None:
+        raise BadRecord(f"state {current!r} is not a Slurm job state")
+    times = record.get("time") or {}
+    tres = (record.get("tres") or {}).get("allocated") or []
+    gpus = gres_gpus((entry.get("name") or "", float(number(entry.get("count")) or 0))
+                     for entry in tres if entry.get("type") == "gres")
+    nodes_text = record.get("nodes")
+    try:
+        nodes = expand_hostlist(nodes_text) or None if isinstance(nodes_text, str) else None
+    except ValueError as exc:
+        raise BadRecord(f"nodes: {exc}") from None
+    return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
+                   cluster=_text(record.get("cluster")) or default_cluster, state=state,
+                   submit=from_epoch(number(times.get("submission"))), start=from_epoch(number(times.get("start"))),
+                   end=from_epoch(number(times.get("end"))), elapsed=number(times.get("elapsed")), gpus=gpus,
+                   nodes=nodes, user=_text(record.get("user")), account=_text(record.get("account")),
+                   partition=_text(record.get("partition")), qos=_text(record.get("qos")),
+                   name=_text(record.get("name")), wckey=_nested_text(record.get("wckey"), "wckey"),
+                   comment=_nested_text(record.get("comment"), "job"))

@@ -1,0 +1,215 @@
+"""slurm-jobs from files captured from the real cluster of tests/slurm_cluster.py (see
+tests/data/slurm/README.md): sacct --json, sacct --parsable2 and slurmrestd's answer give
+the same rows; running jobs, requeues, arrays, steps and never-started jobs; bad input named."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA
+
+from connectors.slurm_records import alloc_tres_gpus, comment_labels, json_attempts, rows_of, slurm_duration
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.core.errors import ConfigError
+from service.core.lake import Lake
+from service.ingest.inventory import run_inventory
+
+SLURM = DATA / "slurm"
+NOW = datetime(2026, 12, 2, 6)
+COLUMNS = "record_id, job_id, run_id, state, submit_time, start_time, end_time, gpus, nodes, restarts"
+
+
+def t(second: int, minute: int = 19) -> datetime:
+    return datetime(2026, 12, 2, 1, minute, second)
+
+
+NODE = ["gpu-node-01"]
+# What the workload of tests/slurm_cluster.py did, as sacct recorded it (tests/data/slurm/sacct.json).
+SETTLED = [
+    ("spendlake/1@1796174389", "1", "1", "TIMEOUT", t(49), t(50), t(17, 21), 1.0, NODE, 0),
+    ("spendlake/2@1796174389", "2", "llama-70b-r1", "COMPLETED", t(49), t(50), t(54), 2.0, NODE, 0),
+    ("spendlake/3@1796174389", "3", "sft-v2", "FAILED", t(49), t(50), t(52), 1.0, NODE, 0),
+    ("spendlake/4@1796174389", "4", "4", "CANCELLED", t(49), t(50), t(51), 2.0, NODE, 0),
+    ("spendlake/5@1796174389", "5", "5", "REQUEUED", t(49), t(50), t(51), 1.0, NODE, 0),  # first attempt
+    ("spendlake/5@1796174391", "5", "5", "COMPLETED", t(51), t(54), t(56), 1.0, NODE, 1),  # the restart
+    ("spendlake/6@1796174389", "6", "6", "COMPLETED", t(49), t(50), t(52), 1.0, NODE, 0),  # steps not counted
+    ("spendlake/7@1796174389", "7_1", "7", "COMPLETED", t(49), t(50), t(52), 0.0, NODE, 0),  # array task 1
+    ("spendlake/8@1796174389", "8", "8", "CANCELLED", t(49), t(49), t(49), 0.0, None, 0),  # never allocated
+    ("spendlake/9@1796174389", "7_0", "7", "COMPLETED", t(49), t(50), t(52), 0.0, NODE, 0),  # array task 0
+]
+
+
+def run(tmp_path: Path, **source):
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "slurm", "kind": "slurm-jobs", **source}]})
+    [outcome] = run_inventory(config, now=NOW)
+    return outcome
+
+
+def jobs(tmp_path: Path, columns: str = COLUMNS) -> list[tuple]:
+    con = Lake(tmp_path / "lake").query()
+    try:
+        return con.execute(f"SELECT {columns} FROM jobs ORDER BY record_id").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("name", ["sacct.json", "sacct-parsable2.txt", "slurmrestd-jobs.json"])
+def test_every_capture_gives_one_row_per_allocation_and_attempt(tmp_path, name):
+    outcome = run(tmp_path, path=str(SLURM / name))
+    assert outcome.error is None and outcome.rows == {"jobs snapshot_date=2026-12-02": 10}
+    assert jobs(tmp_path) == SETTLED
+
+
+def test_what_a_slurm_row_keeps(tmp_path):
+    assert run(tmp_path, path=str(SLURM / "sacct.json")).error is None
+    rows = {r[0]: r[1:] for r in jobs(tmp_path, "job_id, scheduler, cluster, user, account, partition, qos, name, "
+                                                "labels, team, job_type, instance_ids")}
+    assert rows["2"] == ("slurm", "spendlake", "root", "pretrain", "train", "normal", "pretrain-llama-r1",
+                         {"run": "llama-70b-r1", "job_type": "pretrain", "wckey": "llama-70b",
+                          "comment": '{"run": "llama-70b-r1", "job_type": "pretrain"}'}, None, None, None)
+    assert rows["3"][7] == {"run": "sft-v2", "job_type": "sft", "wckey": "sft-v2", "comment": "run=sft-v2 job_type=sft"}
+    assert rows["4"][7] is None  # no wckey (sacct's "*"), no comment
+    assert rows["7_0"][2:4] == ("nobody", "eval")
+
+
+@pytest.mark.parametrize("name", ["sacct-running.json", "sacct-running-parsable2.txt"])
+def test_running_jobs_have_no_end(tmp_path, name):
+    assert run(tmp_path, path=str(SLURM / name)).error is None
+    rows = {r[0]: r for r in jobs(tmp_path)}
+    assert rows["spendlake/1@1796174389"][3:] == ("RUNNING", t(49), t(50), None, 1.0, NODE, 0)
+    assert rows["spendlake/3@1796174389"][3] == "FAILED"
+
+
+def test_a_record_in_several_files_counts_once_and_the_ended_one_wins(tmp_path):
+    folder = tmp_path / "sacct"
+    folder.mkdir()
+    shutil.copy(SLURM / "sacct.json", folder / "a-settled.json")
+    (folder / "b-running.json.gz").write_bytes(gzip.compress((SLURM / "sacct-running.json").read_bytes()))
+    shutil.copy(SLURM / "sacct-running-parsable2.txt", folder / "c-running.txt")
+    assert run(tmp_path, path=str(folder)).error is None
+    assert jobs(tmp_path) == SETTLED
+
+
+def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for path, says in ((tmp_path / "empty", "the directory holds no files"), (tmp_path / "nope", "no such file")):
+        (tmp_path / "spendlake.yaml").write_text(json.dumps({
+            "lake": str(tmp_path / "lake"), "inventory": [{"name": "slurm", "kind": "slurm-jobs", "path": str(path)}]}))
+        result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+        assert result.exit_code == 3 and f"{path}: {says}" in result.output
+
+
+HEADER = "JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES"
+GOOD = "12|12|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|p5-[001-002]|gres/gpu=16"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("JobID|State|Start\n1|COMPLETED|2026-12-01T10:00:00\n",
+     "line 1: not a sacct --parsable2 header with JobIDRaw, Submit, End, NodeList, AllocTRES"),
+    (f"{HEADER}\n{GOOD}\n12|12|COMPLETED|x|y\n", "line 3: 5 fields where the header has 8"),
+    (f"{HEADER}\n13|13|DREAMING|2026-12-01T10:00:00|Unknown|Unknown|None assigned|\n",
+     "line 2 (job 13): State 'DREAMING' is not a Slurm job state"),
+    (f"{HEADER}\n13|13|RUNNING|2026-12-01T10:00:00|12/01-10:00:05|Unknown|p5-001|gres/gpu=8\n",
+     "line 2 (job 13): Start '12/01-10:00:05' is not a time such as 2026-12-01T20:47:05"),
+    (f"{HEADER}\n13|13|RUNNING|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|p5-[001-|gres/gpu=8\n",
+     "line 2 (job 13): NodeList: '[' without ']'"),
+    ("", "empty: not even a sacct --parsable2 header"),
+    ('{"meta": {}, "errors": []}', 'not a sacct --json document: no "jobs" list'),
+    ('{"jobs": [', "not JSON"),
+    ('{"jobs": [{"job_id": 4, "state": {"current": "SLEEPING"}}]}', "jobs[0] (job 4): BadRecord: state 'SLEEPING'"),
+])
+def test_bad_files_exit_3_naming_file_line_and_reason(tmp_path, text, says):
+    path = tmp_path / "sacct.out"
+    path.write_text(text)
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({
+        "lake": str(tmp_path / "lake"), "inventory": [{"name": "slurm", "kind": "slurm-jobs", "path": str(path)}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3 and f"{path}: {says}" in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_ended_job_without_an_end_time_ends_after_its_elapsed_time(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobIDRaw|State|Submit|Start|End|Elapsed|NodeList|AllocTRES|Cluster\n"
+                    "12|12|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|1-01:00:00|p5-[001-002]|"
+                    "billing=16,gres/gpu=16,gres/gpu:h100=16|\n"
+                    "13|13|RUNNING|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|00:30|p5-003|gres/gpu:1g.10gb=7|\n")
+    assert run(tmp_path, path=str(path), cluster="p5", timezone="America/New_York").error is None
+    # 10:00:05 in New York is 15:00:05 UTC; a day and an hour later is 16:00:05 the next day
+    assert jobs(tmp_path, "record_id, end_time, gpus, nodes") == [
+        ("p5/12@1796137200", datetime(2026, 12, 2, 16, 0, 5), 16.0, ["p5-001", "p5-002"]),
+        ("p5/13@1796137200", None, 1.0, ["p5-003"])]  # 7 × 1g.10gb = one GPU
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("00:01:27", 87), ("1-02:03:04", 93784), ("03:04", 184), ("12:00.250", 720.25), ("UNLIMITED", None),
+    ("Partition_Limit", None), ("", None), ("INVALID", None)])
+def test_slurm_durations(text, seconds):
+    assert slurm_duration(text) == seconds
+
+
+@pytest.mark.parametrize("tres, gpus", [
+    ("billing=1,cpu=1,gres/gpu=2,node=1", 2), ("cpu=1,mem=0,node=1", 0), ("", 0),
+    ("gres/gpu=8,gres/gpu:h100=8", 8), ("gres/gpu:h100=4,gres/gpu:a100=4", 8),
+    ("gres/gpu=2,gres/gpu:3g.40gb=1,gres/gpu:1g.10gb=1", 4 / 7), ("gres/gpumem=80G,gres/gpu=1", 1)])
+def test_gpus_from_alloc_tres(tres, gpus):
+    assert alloc_tres_gpus(tres) == pytest.approx(gpus)
+
+
+@pytest.mark.parametrize("comment, labels", [
+    ('{"run": "r1", "seed": 3}', {"run": "r1", "seed": "3"}), ("run=sft-v2 job_type=sft", {"run": "sft-v2", "job_type": "sft"}),
+    ('team=nlp, project="big model";', {"team": "nlp", "project": "big model"}), ("resubmitted after OOM", {}),
+    ("run=x but also words", {}), ("{not json", {}), ("", {}), (None, {})])
+def test_labels_a_comment_carries(comment, labels):
+    assert comment_labels(comment) == labels
+
+
+def newer_shape(record: dict) -> dict:
+    """A v0.0.38 record as Slurm 23.02+ writes it: numbers as {set, infinite, number}, state a list."""
+    record = json.loads(json.dumps(record))
+
+    def wrap(value):
+        return {"set": value is not None, "infinite": False, "number": value or 0}
+
+    record["time"] = {k: wrap(v) if k in ("start", "end", "submission") else v for k, v in record["time"].items()}
+    record["state"]["current"] = [record["state"]["current"]]
+    record["array"]["task_id"], record["het"]["job_offset"] = wrap(record["array"]["task_id"]), wrap(None)
+    for item in record["tres"]["allocated"]:
+        item["count"] = wrap(item["count"])
+    return record
+
+
+def test_slurm_23_shapes_and_heterogeneous_jobs_read_alike():
+    data = json.loads((SLURM / "sacct.json").read_text())
+    newer = {"jobs": [newer_shape(r) for r in data["jobs"]]}
+    assert rows_of(json_attempts(newer, None), ()) == rows_of(json_attempts(data, None), ())
+    [component] = [r for r in data["jobs"] if r["job_id"] == 2]
+    component = json.loads(json.dumps(component)) | {"job_id": 21, "het": {"job_id": 20, "job_offset": 1}}
+    [row] = rows_of(json_attempts({"jobs": [component]}, None), ("run",))
+    assert (row["job_id"], row["run_id"], row["gpus"]) == ("20+1", "llama-70b-r1", 2.0)
+    component["comment"]["job"] = None
+    [row] = rows_of(json_attempts({"jobs": [component]}, None), ("run",))
+    assert row["run_id"] == "20"  # the heterogeneous job as submitted
+
+
+@pytest.mark.parametrize("source, says", [
+    ({}, "set exactly one of path (sacct output files) or url (slurmrestd)"),
+    ({"path": "/x", "url": "http://slurm:6820"}, "set exactly one of path"),
+    ({"path": "/x", "token_env": "SLURM_JWT"}, "token_env, user_name and api_version apply to url only"),
+    ({"url": "http://slurm:6820", "api_version": "0.0.38"}, "inventory[0].slurm-jobs.api_version: String should match"),
+    ({"url": "http://slurm:6820", "token_env": "SLURM JWT"}, "inventory[0].slurm-jobs.token_env: String should match"),
+    ({"url": "slurm:6820"}, "inventory[0].slurm-jobs.url: String should match"),
+    ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].slurm-jobs.regions: unknown key"),
+])
+def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
+    with pytest.raises(ConfigError) as error:
+        parse_config({"inventory": [{"name": "slurm", "kind": "slurm-jobs", **source}]})
+    assert error.value.exit_code == 2 and says in str(error.value)

@@ -1,0 +1,164 @@
+"""slurm-jobs over HTTP against a stand-in slurmrestd that replays the real one's answers
+(tests/data/slurm/slurmrestd-jobs.json, and the errors Slurm 22.05 gives): version discovery,
+the time window, the JWT from the environment (never logged), retries, refusals.
+The real slurmrestd is read in tests/test_slurm_jobs_live.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA
+
+from connectors import http_json
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.ingest.inventory import run_inventory
+from test_slurm_jobs import SETTLED, jobs
+
+NOW = datetime(2026, 12, 2, 6, tzinfo=timezone.utc)
+CLAIMS = base64.urlsafe_b64encode(json.dumps({"exp": 1, "iat": 0, "sun": "svc-spend"}).encode()).decode().rstrip("=")
+TOKEN = f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.{CLAIMS}.c2lnbmF0dXJl"
+ANSWER = (DATA / "slurm" / "slurmrestd-jobs.json").read_bytes()
+OPENAPI = json.dumps({"paths": {p: {} for p in ("/slurmdb/v0.0.37/jobs", "/slurmdb/v0.0.38/jobs",
+                                                "/slurmdb/v0.0.38/job/{job_id}", "/slurm/v0.0.39/jobs")}}).encode()
+
+
+class FakeSlurmrestd(BaseHTTPRequestHandler):
+    """Answers as slurmrestd 22.05 does; `plan` holds queued (status, body) answers for the jobs path."""
+
+    requests: list[tuple[str, dict, dict]]
+    plan: list[tuple[int, bytes]]
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        path, query = urlsplit(self.path).path, parse_qs(urlsplit(self.path).query)
+        self.requests.append((path, query, dict(self.headers)))
+        if self.headers.get("X-SLURM-USER-TOKEN") and not self.headers.get("X-SLURM-USER-NAME"):
+            return self.answer(401, b"Authentication failure")
+        if path in ("/openapi/v3", "/openapi"):
+            return self.answer(200, OPENAPI)
+        if path == "/slurmdb/v0.0.38/jobs":
+            return self.answer(*(self.plan.pop(0) if self.plan else (200, ANSWER)))
+        return self.answer(404, b"Unable find requested URL")
+
+    def answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def slurmrestd(monkeypatch):
+    monkeypatch.setattr(http_json, "BACKOFF_SECONDS", 0)
+    handler = type("Handler", (FakeSlurmrestd,), {"requests": [], "plan": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run(tmp_path: Path, url: str, **source):
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "slurm", "kind": "slurm-jobs", "url": url, **source}]})
+    [outcome] = run_inventory(config, now=NOW)
+    return outcome
+
+
+def test_jobs_of_the_lookback_window_from_the_newest_version(tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", lookback_hours=24)
+    assert outcome.error is None, outcome.error
+    assert jobs(tmp_path) == SETTLED
+    (discovery, _, _), (path, query, headers) = server.requests
+    assert (discovery, path) == ("/openapi/v3", "/slurmdb/v0.0.38/jobs")
+    since = int((NOW - timedelta(hours=24)).timestamp())
+    assert query == {"start_time": [f"uts{since}"], "end_time": [f"uts{int(NOW.timestamp())}"]}
+    # the user is the token's own (its `sun` claim) unless user_name says otherwise
+    assert (headers["X-SLURM-USER-TOKEN"], headers["X-SLURM-USER-NAME"]) == (TOKEN, "svc-spend")
+
+
+def test_a_configured_version_and_user_skip_discovery(tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    assert run(tmp_path, url + "/", token_env="SLURM_JWT", api_version="v0.0.38", user_name="root").error is None
+    [(path, _, headers)] = server.requests
+    assert (path, headers["X-SLURM-USER-NAME"]) == ("/slurmdb/v0.0.38/jobs", "root")
+
+
+def test_nothing_in_the_window_is_zero_jobs_not_a_failure(tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    server.plan.append((200, json.dumps({"errors": [{"description": "Nothing found", "error_number": 9003,
+                                                     "error": "Nothing found with query"}], "jobs": []}).encode()))
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", api_version="v0.0.38")
+    assert outcome.error is None and outcome.rows == {"jobs snapshot_date=2026-12-02": 0}
+
+
+def test_14_slurmrestd_unavailable_twice_then_answering_succeeds_after_retries(tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    server.plan += [(503, b"busy"), (502, b"bad gateway")]
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", api_version="v0.0.38", max_attempts=3)
+    assert outcome.error is None and len(server.requests) == 3 and jobs(tmp_path) == SETTLED
+
+
+def test_15_slurmrestd_unavailable_every_time_fails_after_the_attempts_and_commits_nothing(tmp_path, slurmrestd,
+                                                                                           monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    server.plan += [(503, b"busy")] * 5
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", api_version="v0.0.38", max_attempts=4)
+    assert f"{url}/slurmdb/v0.0.38/jobs: answered HTTP 503 after 4 attempts: busy" in str(outcome.error)
+    assert len(server.requests) == 4 and not (tmp_path / "lake" / "jobs").exists()
+
+
+def test_19_a_refused_token_exits_3_saying_how_to_renew_it_and_20_the_token_is_never_shown(
+        tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    # slurmrestd 22.05 answers a bad token with HTTP 200 and an error (tests/test_slurm_cluster.py)
+    server.plan.append((200, json.dumps({"errors": [{"error_number": 1007, "error": "Protocol authentication error",
+                                                     "source": "slurmdb_jobs_get"}], "jobs": []}).encode()))
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "url": url, "token_env": "SLURM_JWT", "api_version": "v0.0.38"}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "-vv", "inventory"])
+    assert result.exit_code == 3
+    assert "slurmrestd answered with error(s): Protocol authentication error" in result.output
+    assert "the JWT in SLURM_JWT was refused: renew it (scontrol token)" in result.output
+    assert 'DEBUG urllib3.connectionpool: http://127.0.0.1' in result.output  # the request was logged, its path only
+    assert TOKEN not in result.output and CLAIMS not in result.output
+
+
+def test_a_missing_token_variable_is_named(tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.delenv("SLURM_JWT", raising=False)
+    outcome = run(tmp_path, url, token_env="SLURM_JWT")
+    assert "the environment variable SLURM_JWT holding slurmrestd's JWT is not set" in str(outcome.error)
+    assert "inventory.slurm.token_env" in str(outcome.error) and server.requests == []
+
+
+def test_a_server_without_slurmdb_jobs_or_not_there_is_named(tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    monkeypatch.setattr(FakeSlurmrestd, "do_GET", lambda self: self.answer(200, b'{"paths": {}}'))
+    outcome = run(tmp_path, url, token_env="SLURM_JWT")
+    assert "cannot tell which /slurmdb/<version>/jobs slurmrestd serves" in str(outcome.error)
+    assert "set inventory.slurm.api_version (e.g. v0.0.38)" in str(outcome.error)
+    outcome = run(tmp_path, "http://127.0.0.1:9/", api_version="v0.0.38", max_attempts=2)
+    assert "http://127.0.0.1:9/slurmdb/v0.0.38/jobs: cannot reach it after 2 attempt(s)" in str(outcome.error)
