@@ -1,6 +1,6 @@
-"""What the job sources (slurm-jobs, k8s-pods, jobs-file) share: rows of the `jobs` table
-(service.core.schema), job states, MIG slices as fractions of a GPU, and the files of a
-local `path`.
+"""What the job sources (slurm-jobs, k8s-pods, jobs-file) share: their config's common keys,
+rows of the `jobs` table (service.core.schema), job states, MIG slices as fractions of a GPU,
+and the files of a local `path`.
 
 Every source yields one row per job record with the table's columns; `job_row` fills what
 a source leaves out (run_id defaults to job_id) and refuses a column the table lacks.
@@ -9,16 +9,20 @@ a source leaves out (run_id defaults to job_id) and refuses a column the table l
 from __future__ import annotations
 
 import re
+import zoneinfo
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import duckdb
+from pydantic import Field, field_validator
 
+from service.core.config_base import Strict
 from service.core.errors import SourceError
 from service.core.schema import INVENTORY_TABLES
 
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"  # an environment variable's name
 JOB_COLUMNS = INVENTORY_TABLES["jobs"]
 JOB_COLUMN_NAMES = tuple(name for name, _ in JOB_COLUMNS)
 
@@ -36,6 +40,37 @@ STATE_SYNONYMS = {"CANCELED": "CANCELLED", "SUCCEEDED": "COMPLETED", "SUCCESS": 
 # (`gpu:3g.40gb`, `gpu:nvidia_a100_3g.39gb`) alike.
 _MIG = re.compile(r"(?<![0-9a-z])(\d)g[._](\d+)gb", re.IGNORECASE)
 A30_PROFILES = frozenset({(1, 6), (2, 12), (4, 24)})
+
+class JobSource(Strict):
+    """Settings every job source shares (an inventory source without the AWS keys)."""
+
+    name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
+    path: str | None = Field(default=None, min_length=1, description="a local file or directory")
+    cluster: str | None = Field(default=None, min_length=1, max_length=200,
+                                description="the cluster of records that do not name one")
+
+
+class ZonedTimes(JobSource):
+    timezone: str = Field(default="UTC", description="IANA zone of times written without an offset")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, name: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{name!r} is not an IANA time zone (e.g. UTC, Europe/Paris)") from None
+        return name
+
+
+class HttpSource(JobSource):
+    max_attempts: int = Field(default=5, ge=1, le=20, description="HTTP attempts in all (the first and its retries)")
+    timeout_seconds: float = Field(default=30, gt=0, le=600, description="per HTTP request")
+    lookback_hours: int = Field(default=48, ge=1, le=24 * 400, description="jobs active in this many past hours")
+    run_labels: tuple[str, ...] = Field(
+        default=("run", "run_id"), max_length=20,
+        description="label keys naming a job's run, tried in order (case and -._/ separators ignored)")
+
 
 _ARROW = {"VARCHAR": "string", "TIMESTAMP": "timestamp[us]", "DOUBLE": "float64", "INTEGER": "int32"}
 

@@ -25,20 +25,49 @@ import math
 from collections.abc import Iterator
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import duckdb
+from pydantic import Field, model_validator
 
 from connectors.hostlist import expand_hostlist
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import STATES, job_row, jobs_relation, naive_utc, normal_state, source_files
-from service.core.config_jobs import FILE_COLUMNS, FILE_REQUIRED, JobsFileSource
+from connectors.jobs_base import STATES, ZonedTimes, job_row, jobs_relation, naive_utc, normal_state, source_files
+from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
 from service.core.registry import Disposition, Feeds
 
+# The columns a jobs file may have (header names compared case-insensitively).
+FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
+FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
+                 "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
+FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
+
+
+class JobsFileSource(ZonedTimes):
+    """A CSV or Parquet job table written by any scheduler (README: "jobs-file")."""
+
+    kind: Literal["jobs-file"]
+    columns: dict[str, str] = Field(default_factory=dict, max_length=100,
+                                    description="the file's column name → a jobs-file column, e.g. {gpu_num: gpus}")
+
+    @model_validator(mode="after")
+    def _path_and_columns(self) -> JobsFileSource:
+        if not self.path:
+            raise ValueError("path is required: a CSV/Parquet file or a directory of them")
+        targets: dict[str, str] = {}
+        for theirs, ours in self.columns.items():
+            if ours.lower() not in FILE_COLUMNS:
+                raise NestedValueError(("columns", theirs), f"{ours!r} is not a jobs-file column; "
+                                       f"known: {', '.join(FILE_COLUMNS)}")
+            if ours.lower() in targets:
+                raise NestedValueError(("columns", theirs), f"{theirs!r} and {targets[ours.lower()]!r} "
+                                       f"both become {ours!r}")
+            targets[ours.lower()] = theirs
+        return self
 
 
 class BadValue(ValueError):

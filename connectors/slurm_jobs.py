@@ -24,21 +24,42 @@ import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import duckdb
+from pydantic import Field, model_validator
 
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import jobs_relation, source_files
+from connectors.jobs_base import ENV_NAME, HttpSource, ZonedTimes, jobs_relation, source_files
 from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, parsable_attempts, rows_of
-from service.core.config_jobs import SlurmJobsSource
 from service.core.errors import DataError, SourceError
 from service.core.registry import Disposition, Feeds
 
 OPENAPI_PATHS = ("/openapi/v3", "/openapi")  # 23.02+ and 22.05
 _JOBS_PATH = re.compile(r"^/slurmdb/(v(\d+)\.(\d+)\.(\d+))/jobs/?$")
+
+
+class SlurmJobsSource(HttpSource, ZonedTimes):
+    """Slurm accounting → jobs. Exactly one of `path` (files written by `sacct --json` or
+    `sacct --parsable2 --format=...`) or `url` (slurmrestd's /slurmdb/<version>/jobs)."""
+
+    kind: Literal["slurm-jobs"]
+    url: str | None = Field(default=None, pattern=r"^https?://\S+$", description="slurmrestd's base URL")
+    token_env: str | None = Field(default=None, pattern=ENV_NAME,
+                                  description="environment variable holding the JWT (X-SLURM-USER-TOKEN)")
+    user_name: str | None = Field(default=None, min_length=1, description="X-SLURM-USER-NAME, if the token needs one")
+    api_version: str | None = Field(default=None, pattern=r"^v\d+\.\d+\.\d+$",
+                                    description="e.g. v0.0.38; default: the newest the server offers")
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> SlurmJobsSource:
+        if bool(self.path) == bool(self.url):
+            raise ValueError("set exactly one of path (sacct output files) or url (slurmrestd)")
+        if self.path and (self.token_env or self.user_name or self.api_version):
+            raise ValueError("token_env, user_name and api_version apply to url only")
+        return self
 
 
 class SlurmJobsConnector(FileOrApiConnector):
