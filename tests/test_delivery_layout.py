@@ -209,3 +209,14 @@ def test_40_a_file_that_cannot_be_read_holds_its_period_back(tmp_path):
     result = run(tmp_path, "focus", export)[1]
     assert failures(result) == [] and committed(result) == ["2024-05"]
     assert lake_sums(lake) == duckdb_sums("focus", export)
+
+
+def test_40_what_ingest_knows_of_a_sources_files_goes_with_forget(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    focus(export / "a.csv", [("2024-05", "USD", "1")])
+    focus(export / "b.csv", [("2024-05", "USD", "2")])
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and set(lake.read_state("file_periods")) == {"src"}
+    lake.forget("src")
+    assert lake.read_state("file_periods") == {} and lake.ledger() == []

@@ -147,3 +147,11 @@ def test_42_an_empty_s3_prefix_says_what_was_expected_under_it(tmp_path, kind, e
         result = spendlake(tmp_path, "ingest", {"name": "src", "kind": kind, "location": "s3://exports/billing"})
     assert result.exit_code == 3, result.output
     assert f"{expected}" in result.output and "under s3://exports/billing" in result.output
+
+
+def test_42_an_s3_objects_source_given_nothing_to_read_is_a_config_error(tmp_path):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "inventory": [{"name": "s3", "kind": "s3-objects"}]}))
+    result = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert result.exit_code == 2, result.output
+    assert "inventory[0]: nothing to read: set buckets, inventory_manifests, path or lifecycle_path" in result.output

@@ -231,9 +231,10 @@ class Lake:
             self._write_ledger([e for e in self.ledger() if e.source != source])
             for table in SOURCE_TABLES:
                 shutil.rmtree(self.table_dir(table) / f"source={source}", ignore_errors=True)
-            state = self.read_state("sources")
-            if state.pop(source, None) is not None:
-                self.write_state("sources", state)
+            for name in ("sources", "file_periods"):  # its state, and what ingest knows of its files
+                state = self.read_state(name)
+                if state.pop(source, None) is not None:
+                    self.write_state(name, state)
         return tables
 
     @staticmethod
