@@ -11,6 +11,8 @@ Layouts (one synthetic month of the organisation of connectors.synthetic.billing
     cur2-csv.gz     aws-cur2  CUR 2.0 Data Exports, one CSV.gz with its manifest
     cur2-parquet    aws-cur2  CUR 2.0 Data Exports, one Parquet file with its manifest
     focus-csv       focus     FOCUS 1.0, one plain CSV in a folder (periods read from the data)
+    focus-csv-parts focus     FOCUS 1.0, 20 plain CSV parts in a folder: each part is read once
+                              for its billing periods before the period's parts are joined
 
 For each size, run and layout, interleaved, each timed as a whole process:
 
@@ -76,6 +78,7 @@ LAYOUTS = {layout.name: layout for layout in (
     Layout("cur2-csv.gz", "csv.gz", "aws-cur2", 1, "data/*/*.csv.gz"),
     Layout("cur2-parquet", "parquet", "aws-cur2", 1, "data/*/*.parquet"),
     Layout("focus-csv", "focus-csv", "focus", 1, "*/*.csv"),
+    Layout("focus-csv-parts", "focus-csv", "focus", 20, "*/*.csv"),
 )}
 
 
