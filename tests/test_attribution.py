@@ -216,23 +216,33 @@ def test_empty_lake_has_no_rows(tmp_path):
     assert result.lake_empty and result.to_json()["rows"] == [] and result.to_json()["totals"] == []
 
 
-def test_rollups_follow_the_delivery_and_the_config(tmp_path):
+def test_queries_write_nothing_and_rollups_follow_the_delivery_and_the_config(tmp_path):
+    from datetime import timedelta
+
+    from service.attribution import materialise
     from service.core.lake import Lake
     from tests.attribution_helpers import relation
 
     lake = make_lake(tmp_path, [line("2026-11-02 00:00", "5", tags={"team": "nlp"})])
-    attribute(lake, config(), NOV)
-    first = sorted((lake.root / "attribution_rollup").rglob("*.parquet"))
+    rollups = lake.root / "attribution_rollup"
+    assert costs(attribute(lake, config(), NOV), "team") == {("nlp", "USD"): Decimal(5)}
+    assert not rollups.exists()  # rolled up in memory: a query writes nothing
+    assert materialise(lake, config()).built == 1
+    first = sorted(rollups.rglob("*.parquet"))
     assert len(first) == 1
-    con = Lake(lake.root).connect()  # a restated November replaces the rollup too
+    con = Lake(lake.root).connect()  # a restated November: a new version, the old one kept for its grace
     lake.commit_costs(con, relation(con, [line("2026-11-02 00:00", "7", tags={"team": "nlp"})]),
                       source="cur", delivery_id="d2", periods=("2026-11",))
     assert costs(attribute(lake, config(), NOV), "team") == {("nlp", "USD"): Decimal(7)}
-    second = sorted((lake.root / "attribution_rollup").rglob("*.parquet"))
+    assert materialise(lake, config()).built == 1 and len(list(rollups.rglob("*.parquet"))) == 2
+    assert materialise(lake, config(), grace=timedelta(0)).removed == 1
+    second = sorted(rollups.rglob("*.parquet"))
     assert len(second) == 1 and second != first
-    attribute(lake, config({"dimensions": {"team": {"default": "nobody"}}}), NOV)
-    third = sorted((lake.root / "attribution_rollup").rglob("*.parquet"))
-    assert len(third) == 1 and third != second and third[0].parent == second[0].parent
+    other = config({"dimensions": {"team": {"default": "nobody"}}})
+    assert costs(attribute(lake, other, NOV), "team") == {("nlp", "USD"): Decimal(7)}
+    materialise(lake, other, grace=timedelta(0))  # another config's current version is not superseded
+    third = sorted(rollups.rglob("*.parquet"))
+    assert len(third) == 2 and second[0] in third and third[0].parent == second[0].parent
     assert "attribution_rollup" not in {r[0] for r in lake.query().execute("SHOW TABLES").fetchall()}
 
 

@@ -8,7 +8,8 @@ its modules (tests/test_layout.py):
 - `attribute`, `AttributionResult`, `AttributionRow`, `Contribution`: attributed cost of a
   window (service/attribution/api.py describes how a line gets its values);
 - `reconcile`, `Reconciliation`: Σ attributed against Σ source, per billing period;
-- `materialise`: compute missing per-period rollups now (ingest calls it after committing);
+- `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
+  ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
 - `attribute_resources`: each dimension's value on a resource's latest cost line (owners);
 - `parse_where`: `team=nlp` options as a filter;
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
@@ -21,9 +22,10 @@ from service.attribution.api import (
 )
 from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
 from service.attribution.lines import direct_daily_lookup
+from service.attribution.rollup import RollupBuild
 
 __all__ = [
-    "AttributionQuery", "AttributionResult", "AttributionRow", "Contribution", "Reconciliation", "api_parameter",
-    "attribute", "attribute_query", "attribute_resources", "cli_option", "direct_daily_lookup", "materialise",
-    "parse_where", "reconcile",
+    "AttributionQuery", "AttributionResult", "AttributionRow", "Contribution", "Reconciliation", "RollupBuild",
+    "api_parameter", "attribute", "attribute_query", "attribute_resources", "cli_option", "direct_daily_lookup",
+    "materialise", "parse_where", "reconcile",
 ]

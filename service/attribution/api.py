@@ -10,8 +10,8 @@ Python API (the CLI, rules engine, metrics, report and HTTP API call these):
     attribute_query(lake, config, query, engine=None) -> AttributionResult
         the same for an `AttributionQuery` (service/attribution/query.py), which the CLI and the
         HTTP API parse from what the user typed
-    materialise(lake, config) -> int          compute missing per-period rollups now (ingest
-        calls it after committing; queries also do it on demand)
+    materialise(lake, config) -> RollupBuild  store the current per-period rollups for `config`
+        and remove superseded ones (ingest and `spendlake rollup` call it, holding the lake lock)
     reconcile(lake, config, engine=None) -> list[Reconciliation]      Σ attributed vs Σ source, per
         (source, billing period, currency, cost measure); `spendlake attribute --check`
     `engine` (an EngineConfig; default the config's `engine:` when given the whole Config,
@@ -48,26 +48,33 @@ a line falls in the period where its (window-clipped) charge period starts; week
 on Monday.
 
 Speed: queries read the per-period rollups of service/attribution/rollup.py, never the raw
-cost lines; see bench/attribute_bench.py.
+cost lines; a period whose rollup is not stored (yet) for this config and delivery is rolled
+up from its raw lines in memory. Queries write nothing, and each answer comes from one
+state of the lake (service/core/snapshot.py); see bench/attribute_bench.py.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import TypeVar
 
 from service.attribution.compute import RollupSession, attributed_sums
-from service.attribution.rollup import cost_partitions, ensure_rollups, inventory_keys
+from service.attribution.rollup import ROLLUP_GRACE, RollupBuild, build_rollups, inventory_keys
 from service.attribution.query import AttributionQuery
 from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
+from service.core.snapshot import read_consistently
 from service.core.timewindow import Window, iso_utc
 from service.core.units import OTHER
+
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Contribution:
@@ -169,15 +176,27 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
     return "default"
 
 
-def open_session(lake: Lake, config: AttributionConfig, engine: EngineConfig | None) -> RollupSession | None:
-    """The rollups on the engine that runs the SQL: DuckDB (default) or Spark, same SQL;
-    None when the lake that engine reads holds no cost partition."""
+def read_sessions(lake: Lake, config: AttributionConfig, engine: EngineConfig | None,
+                  answer: Callable[[RollupSession | None], T]) -> T:
+    """`answer(session)` with the rollups on the engine that runs the SQL: DuckDB (default),
+    on one consistent snapshot of the lake, or Spark, same SQL; the session is None when the
+    lake that engine reads holds no cost partition."""
     if engine is None or engine.kind == "duckdb":
-        return RollupSession(lake, config) if cost_partitions(lake) else None
+        return read_consistently(lake, lambda snapshot: _answer_on(lake, config, snapshot, answer))
     from service.attribution.spark.session import SparkRollupSession
 
     session = SparkRollupSession(lake, config, engine)
-    return session if session.partitions else None
+    return answer(session if session.partitions else None)
+
+
+def _answer_on(lake: Lake, config: AttributionConfig, snapshot, answer: Callable[[RollupSession | None], T]) -> T:
+    if not snapshot.checks:
+        return answer(None)
+    session = RollupSession(lake, config, snapshot)
+    try:
+        return answer(session)
+    finally:
+        session.con.close()
 
 
 def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
@@ -199,7 +218,13 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     config = _attribution(config)
     window, by, where, cost, granularity = query.window, query.by, query.where, query.cost, query.granularity
     top, compare, explain = query.top, query.compare, query.explain
-    session = open_session(lake, config, engine)
+    return read_sessions(lake, config, engine, lambda session: _attribute(
+        session, config, window, by, where, cost, granularity, top, compare, explain))
+
+
+def _attribute(session: RollupSession | None, config: AttributionConfig, window: Window, by: tuple[str, ...],
+               where: Mapping[str, Sequence[str]], cost: str, granularity: str, top: int | None, compare: bool,
+               explain: bool) -> AttributionResult:
     if session is None:
         return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
     dims = _sql_dims(config, by, where)
@@ -207,7 +232,8 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     index = {d: i for i, d in enumerate(dims)}
 
     def rows_of(win: Window) -> dict[tuple, tuple[Decimal, dict]]:
-        sums = attributed_sums(session.con, config, dims, cost, granularity, win, explain, per_partition=False)
+        # per partition: SQL sums stay within a period, which ingest keeps inside DECIMAL(38,12)
+        sums = attributed_sums(session.con, config, dims, cost, granularity, win, explain, per_partition=True)
         grouped: dict[tuple, tuple[Decimal, dict]] = {}
         for (period, currency, _, values, hows), amount in sums.items():
             if any(values[index[d]] not in ok for d, ok in wanted.items()):
@@ -272,13 +298,11 @@ def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width
     return folded
 
 
-def materialise(lake: Lake, config: AttributionConfig | Config) -> int:
-    """Compute every missing rollup now; returns how many partitions the lake holds."""
-    config = _attribution(config)
-    if not cost_partitions(lake):
-        return 0
-    with lake.query() as con:
-        return len(ensure_rollups(lake, config, con))
+def materialise(lake: Lake, config: AttributionConfig | Config, *, grace: timedelta = ROLLUP_GRACE,
+                now: datetime | None = None) -> RollupBuild:
+    """Store the current rollup of every period for `config` and remove versions superseded
+    for `grace` (service/attribution/rollup.py). Call only while holding the ingest lock."""
+    return build_rollups(lake, _attribution(config), grace=grace, now=now)
 
 
 # ---- reconciliation and resources ---------------------------------------------------------------
@@ -307,7 +331,10 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     period, currency and cost measure, over the whole lake."""
     engine = engine or _engine(config)
     config = _attribution(config)
-    session = open_session(lake, config, engine)
+    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config))
+
+
+def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list[Reconciliation]:
     if session is None:
         return []
     dims = _sql_dims(config, (), {})
@@ -333,15 +360,19 @@ def attribute_resources(lake: Lake, config: AttributionConfig | Config,
     """Resource id → {dimension: value} from the resource's latest cost line (all resources
     with a cost line when `resource_ids` is empty). Resources without cost lines are absent."""
     config = _attribution(config)
-    if not cost_partitions(lake):
+    return read_consistently(lake, lambda snapshot: _resources(lake, config, resource_ids, snapshot))
+
+
+def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str], snapshot) -> dict:
+    if not snapshot.checks:
         return {}
-    with lake.query() as con:
+    with lake.query(snapshot) as con:
         keys_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
         sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
         rows = con.execute(sql.text, sql.params).fetchall()
     order = config.dimension_order()
     # Shown in each value's most common spelling, as `attribute` shows it (`Eval` → `eval`).
-    spell = RollupSession(lake, config).spellings(order) if rows else {}
+    spell = _answer_on(lake, config, snapshot, lambda session: session.spellings(order)) if rows else {}
     return {row[0]: {d: spell.get((d, v.strip().lower()), v) if v else v for d, v in zip(order, row[1:])}
             for row in rows}

@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
-from service.attribution.rollup import ensure_rollups
+from service.attribution.rollup import rollup_view
 from service.attribution.sql import spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 
 QUANTUM = Decimal("1e-12")
@@ -124,16 +125,14 @@ def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measu
 
 
 class RollupSession:
-    """A query connection with the rollup view over the current rollup files."""
+    """A query connection on one snapshot of the lake, with the rollup view over every period
+    (stored rollups, or rolled up in memory where none is stored: service/attribution/rollup.py)."""
 
-    def __init__(self, lake: Lake, config: AttributionConfig):
+    def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None):
         self.config = config
-        self.con = lake.query()
-        self.files = ensure_rollups(lake, config, self.con)
-        if self.files:
-            self.con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, "
-                         "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})",
-                         params=[[str(f) for f in self.files]]).create_view(ROLLUP_VIEW)
+        snapshot = snapshot or lake.snapshot()
+        self.con = lake.query(snapshot)
+        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW)
 
     def spellings(self, dims: Sequence[str]) -> dict[tuple[str, str], str]:
         """(dimension, lowercase value) → most common original spelling (ties: byte order)."""

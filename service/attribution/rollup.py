@@ -1,12 +1,25 @@
 """Materialised attribution: one small rollup per (source, billing period), kept in the lake.
 
 A rollup holds the attributed sums of its period per exact charge period (see
-service/attribution/sql.py). Its file name is its version: the allocation config's
-fingerprint plus what the period's data came from (the ledger's delivery id and commit
-time). A query asks for the versions it needs; a missing one — new delivery, changed
-config, first query — is computed then and written through `Lake.commit_snapshot` as
-`<lake>/attribution_rollup/source=<s>/billing_period=<p>/<version>.parquet`. So a config
-change re-attributes history on the next query, without re-ingesting.
+service/attribution/sql.py), at `<lake>/attribution_rollup/source=<s>/billing_period=<p>/
+<owner>-<data>-<inventory>.parquet`. Its name is its version:
+- owner: the allocation config's fingerprint and the inventory sources it reads;
+- data: the delivery the ledger records for the period (id, commit time, rows);
+- inventory: the content of the latest inventory tag snapshots it reads.
+
+Who writes: ingest after its commits, and `spendlake rollup` after a config change, both
+under the lake's ingest lock (`build_rollups`); each file is staged, fsynced and renamed
+into place, so a reader finds it whole or not at all. Queries never write: a period whose
+version is not stored is rolled up from its raw lines in memory, for that query only
+(`rollup_view`; `-v` logs which). So a config change re-attributes history at once.
+
+Which files go (`build_rollups` again, under the lock): a version superseded for at least
+ROLLUP_GRACE. Superseded means its period has a newer delivery (whatever config wrote it;
+since that commit), or, for the building config's own owner only, newer inventory tags
+(since the current version was stored). A version of the current data that another config
+reads (another owner) is never removed by this config's build. A reader picks the version
+named by the ledger it read at its start, so a query shorter than the grace always finds
+its files; one that finds a file gone anyway reads again (service/core/snapshot.py).
 """
 
 from __future__ import annotations
@@ -14,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
@@ -22,12 +36,15 @@ from service.attribution.sql import inventory_keys_sql, rollup_sql, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
 from service.core.ledger import LedgerEntry
+from service.core.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
 ROLLUP_TABLE = "attribution_rollup"
 # Bump when the rollup's columns or meaning change, so old files are recomputed.
 ROLLUP_FORMAT = "1"
+ROLLUP_GRACE = timedelta(hours=1)
+MEMORY_TABLE = "rollups_in_memory"
 
 
 @dataclass(frozen=True)
@@ -35,36 +52,55 @@ class Partition:
     source: str
     period: str
     file: Path | str  # a local path, or the URL Spark reads it at
+    entry: LedgerEntry | None = None  # the ledger entry the file matched
 
 
-def cost_partitions(lake: Lake) -> list[Partition]:
+@dataclass(frozen=True)
+class Version:
+    owner: str
+    data: str
+    inventory: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.owner}-{self.data}-{self.inventory}"
+
+    @classmethod
+    def parse(cls, name: str) -> Version | None:
+        parts = name.split("-")
+        return cls(*parts) if len(parts) == 3 else None  # None: a name from before versions had three parts
+
+
+@dataclass(frozen=True)
+class RollupBuild:
+    """What `build_rollups` did: versions written, already stored, superseded ones removed."""
+
+    built: int = 0
+    stored: int = 0
+    removed: int = 0
+
+
+def cost_partitions(lake: Lake, snapshot: Snapshot | None = None) -> list[Partition]:
     """The configured sources' cost partitions, verified against the ledger (DataError if not)."""
-    return [Partition(check.source, check.period, check.path) for check in lake.verified_costs()]
+    snapshot = snapshot or lake.snapshot()
+    return [Partition(check.source, check.period, check.path, check.entry) for check in snapshot.checks]
 
 
-def rollup_version(lake: Lake, config: AttributionConfig, part: Partition, inventory: str) -> str:
-    """The version of `part`'s rollup in `lake`; `inventory` is `inventory_tags_basis(lake)`."""
-    entry = lake.ledger_entry(part.source, part.period)
-    identity = ""
-    if entry is None:  # a partition without a ledger entry: its file identity stands in for the delivery
-        stat = Path(part.file).stat()
-        identity = f"{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
-    return version_name(config, entry, identity, inventory)
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def version_name(config: AttributionConfig, entry: LedgerEntry | None, file_identity: str, inventory: str) -> str:
-    """A rollup's file name: the config's fingerprint, then a hash of what the period's data
-    came from (the ledger's delivery, else `file_identity`) and of the inventory tags."""
-    basis = f"{entry.delivery_id}|{entry.ingested_at}|{entry.rows}" if entry is not None else file_identity
-    if inventory:  # inventory tags fill in missing bill tags: a new snapshot re-attributes
-        basis = f"{basis}|{inventory}"
-    data = hashlib.sha256(f"{ROLLUP_FORMAT}|{basis}".encode()).hexdigest()[:16]
-    return f"{config.fingerprint()}-{data}"
+def version_of(config: AttributionConfig, entry: LedgerEntry, inventory: dict[str, str]) -> Version:
+    """The version of a period's rollup: `entry` is its ledger entry, `inventory` the
+    `inventory_latest` of the lake it reads."""
+    return Version(owner=_hash(f"{config.fingerprint()}|{','.join(sorted(inventory))}"),
+                   data=_hash(f"{ROLLUP_FORMAT}|{entry.delivery_id}|{entry.ingested_at}|{entry.rows}"),
+                   inventory=_hash(inventory_basis(inventory)))
 
 
-def inventory_tags_basis(lake: Lake) -> str:
-    """What attribution reads of `resource_tags`: the content of each source's latest
-    snapshot (empty without any). A new day's identical snapshot changes nothing."""
+def inventory_latest(lake: Lake) -> dict[str, str]:
+    """What attribution reads of `resource_tags`: `source=<name>` → SHA-256 of that configured
+    source's latest snapshot. A new day's identical snapshot changes nothing."""
     latest = {}
     for source_dir in sorted(lake.table_dir("resource_tags").glob("source=*")):
         if not lake.counts(source_dir.name.split("=", 1)[1]):
@@ -72,7 +108,7 @@ def inventory_tags_basis(lake: Lake) -> str:
         snapshots = sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))
         if snapshots:
             latest[source_dir.name] = hashlib.sha256(snapshots[-1].read_bytes()).hexdigest()
-    return inventory_basis(latest)
+    return latest
 
 
 def inventory_basis(latest: dict[str, str]) -> str:
@@ -88,30 +124,107 @@ def inventory_keys(lake: Lake, con: duckdb.DuckDBPyConnection) -> list[str] | No
     return sorted(row[0] for row in con.execute(sql.text, sql.params).fetchall())
 
 
-def ensure_rollups(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection) -> list[Path]:
-    """The current rollup file of every cost partition, computing the missing ones.
-    `con` is a `Lake.query()` connection (it has the `costs` view)."""
-    files = []
-    inventory = inventory_tags_basis(lake)
-    for part in cost_partitions(lake):
-        version = rollup_version(lake, config, part, inventory)
-        target = lake.partition_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)])
-        target = target.with_name(f"{version}.parquet")
-        if not target.exists():
-            build_rollup(lake, config, con, part, target.stem)
-        files.append(target)
-    return files
+def rollup_file(lake: Lake, part: Partition, version: Version) -> Path:
+    folder = lake.partition_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)]).parent
+    return folder / f"{version.name}.parquet"
 
 
-def build_rollup(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, part: Partition,
-                 version: str) -> Path:
-    log.info("attributing %s %s (config %s)", part.source, part.period, version.split("-")[0])
+def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection,
+                     part: Partition, inventory: list[str] | None) -> duckdb.DuckDBPyRelation:
+    """The attributed rollup of one period, from its raw lines (`con` has the `costs` view)."""
     keys_sql = tag_keys_sql(part.source, part.period)
     tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
-    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory_keys(lake, con))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE rollup_build AS {sql.text}", sql.params)
+    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory)
+    return con.sql(sql.text, params=sql.params)
+
+
+def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
+                view: str) -> list[Path]:
+    """Create `view` over every period's rollup: the stored version where there is one, else
+    rolled up from the raw lines into a temporary table of `con` (a `Lake.query` connection
+    on `snapshot`). Writes nothing to the lake; returns the stored files it reads."""
+    inventory = inventory_latest(lake)
+    stored, missing = [], []
+    for part in cost_partitions(lake, snapshot):
+        file = rollup_file(lake, part, version_of(config, part.entry, inventory))
+        (stored if file.exists() else missing).append((part, file))
+    keys = inventory_keys(lake, con) if missing else None
+    for number, (part, _) in enumerate(missing):
+        relation = _rollup_relation(lake, config, con, part, keys)
+        temp = f"rollup_part_{number}"
+        relation.create_view(temp)
+        into = f"CREATE TEMP TABLE {MEMORY_TABLE} AS" if number == 0 else f"INSERT INTO {MEMORY_TABLE}"
+        con.execute(f"{into} SELECT *, ? AS source, ? AS billing_period FROM {temp}", [part.source, part.period])
+        con.execute(f"DROP VIEW {temp}")
+    if missing:
+        log.info("attribution: %d period(s) from stored rollups, %d rolled up from the raw lines in memory "
+                 "(no stored rollup for this config and delivery yet: %s; `spendlake rollup` stores them)",
+                 len(stored), len(missing), ", ".join(f"{p.source} {p.period}" for p, _ in missing[:5])
+                 + (" …" if len(missing) > 5 else ""))
+    selects, params = [], []
+    if stored:
+        selects.append("SELECT * FROM read_parquet(?, hive_partitioning = true, "
+                       "hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})")
+        params.append([str(file) for _, file in stored])
+    if missing:
+        selects.append(f"SELECT * FROM {MEMORY_TABLE}")
+    if selects:
+        con.sql(" UNION ALL BY NAME ".join(selects), params=params).create_view(view)
+    return [file for _, file in stored]
+
+
+def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = ROLLUP_GRACE,
+                  now: datetime | None = None) -> RollupBuild:
+    """Store the current rollup of every period for `config` and remove the versions
+    superseded for at least `grace` (see the module). Call only while holding the ingest lock."""
+    now = now or datetime.now(timezone.utc)
+    snapshot = lake.snapshot()
+    parts = cost_partitions(lake, snapshot)
+    if not parts:
+        return RollupBuild()
+    inventory = inventory_latest(lake)
+    con = lake.query(snapshot)
+    built = stored = removed = 0
     try:
-        return lake.commit_snapshot(con, con.table("rollup_build"), table=ROLLUP_TABLE,
-                                    source=part.source, key="billing_period", value=part.period, version=version)
+        keys = inventory_keys(lake, con)
+        for part in parts:
+            version = version_of(config, part.entry, inventory)
+            target = rollup_file(lake, part, version)
+            if target.exists():
+                stored += 1
+            else:
+                log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
+                lake.commit_snapshot(con, _rollup_relation(lake, config, con, part, keys), table=ROLLUP_TABLE,
+                                     source=part.source, key="billing_period", value=part.period,
+                                     version=version.name)
+                built += 1
+            gone = superseded(target, version, part.entry, now - grace)
+            lake.drop_versions(ROLLUP_TABLE, part.source, "billing_period", part.period, gone)
+            removed += len(gone)
     finally:
-        con.execute("DROP TABLE rollup_build")
+        con.close()
+    log.info("rollups for config %s: %d built, %d already stored, %d superseded removed",
+             config.fingerprint(), built, stored, removed)
+    return RollupBuild(built, stored, removed)
+
+
+def superseded(current: Path, version: Version, entry: LedgerEntry, before: datetime) -> list[str]:
+    """Versions beside `current` superseded before `before`: of an older delivery (since
+    `entry` was committed), or of this owner with older inventory tags or an older name
+    (since `current` was stored)."""
+    committed = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
+    stored = datetime.fromtimestamp(current.stat().st_mtime, timezone.utc)
+    gone = []
+    for file in sorted(current.parent.glob("*.parquet")):
+        other = Version.parse(file.stem)
+        if file == current:
+            continue
+        if other is not None and other.data != version.data:
+            since = committed
+        elif other is None or (other.owner == version.owner and other.inventory != version.inventory):
+            since = stored
+        else:
+            continue  # the current data as another config reads it
+        if since <= before:
+            gone.append(file.stem)
+    return gone

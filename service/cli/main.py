@@ -156,6 +156,7 @@ def _add_area_commands() -> None:
     from service.cli.estimate import estimate_command
     from service.cli.integrity import forget_command, verify_command
     from service.cli.report import report_command
+    from service.cli.rollup import rollup_command
     from service.cli.rules import findings_group, rules_group
 
     cli.add_command(estimate_command)
@@ -167,6 +168,7 @@ def _add_area_commands() -> None:
     cli.add_command(budgets_command)
     cli.add_command(verify_command)
     cli.add_command(forget_command)
+    cli.add_command(rollup_command)
 
 
 _add_area_commands()

@@ -2,7 +2,13 @@
 
 The only code that writes table files; `Lake.commit_costs` and `Lake.commit_snapshot`
 call it. A crash at any point leaves the previous file readable and nothing stray inside a
-table (staging is outside every table directory).
+table (staging is outside every table directory). A cost commit announces its ledger
+entries (pending) before it moves its files, so readers always find the entry that
+describes the file they see (service/core/snapshot.py).
+
+Every sum spendlake takes over a period's money fits the lake's DECIMAL(38,12): a period
+whose Σ|value| of a money column (per currency) would not fit is refused at commit, naming
+the period and the column, so no later query can overflow (any group's sum is at most that).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from service.core.errors import DataError, SpendlakeError, duckdb_error, resourc
 from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
+from service.core.schema import COST_COLUMNS, MONEY
 from service.core.staging import DATA_FILE, query_memory, stage_parts
 from service.core.units import utc_now_iso
 
@@ -65,10 +72,17 @@ def commit_costs(
                 empty.parent.mkdir(parents=True)
                 parts[0].limit(0).write_parquet(str(empty))
                 staged[period] = empty
+        for period in sorted(staged):
+            check_sums_fit(con, staged[period], period, ", ".join(files) or source)
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files) for p in sorted(staged)]
-        for entry in entries:
-            install(staged[entry.billing_period],
-                         lake.partition_file("costs", [("source", source), ("billing_period", entry.billing_period)]))
+        lake.announce(entries)
+        try:
+            for entry in entries:
+                install(staged[entry.billing_period],
+                        lake.partition_file("costs", [("source", source), ("billing_period", entry.billing_period)]))
+        except OSError:
+            lake.settle()  # what was placed is recorded, the rest keeps its previous entry
+            raise
         lake.record(entries)
         return entries
     except duckdb.Error as exc:
@@ -81,6 +95,36 @@ def commit_costs(
             hint="free disk space or fix permissions; the previous data is intact") from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
+
+
+def check_sums_fit(con: duckdb.DuckDBPyConnection, path: Path, period: str, where: str) -> None:
+    """A DataError naming the period, column and currency whose Σ|value| overflows MONEY."""
+    every = ", ".join(f"sum(abs({column}))" for column in MONEY_COLUMNS)
+    if _fits(con, f"SELECT {every} FROM read_parquet(?) GROUP BY BillingCurrency", [str(path)]):
+        return
+    currencies = [row[0] for row in con.execute("SELECT DISTINCT BillingCurrency FROM read_parquet(?) ORDER BY 1",
+                                                [str(path)]).fetchall()]
+    for column in MONEY_COLUMNS:
+        for currency in currencies:
+            if not _fits(con, f"SELECT sum(abs({column})) FROM read_parquet(?) "
+                              "WHERE BillingCurrency IS NOT DISTINCT FROM ?", [str(path), currency]):
+                raise DataError(
+                    f"billing period {period}: the sum of {column} in {currency} does not fit the lake's {MONEY} "
+                    "(at most 26 digits before the decimal point); nothing of this delivery was committed",
+                    where=where, hint=f"check the export's {column} values: costs this large are almost "
+                                      "surely a unit or parsing error")
+    raise DataError(f"billing period {period}: a money sum does not fit the lake's {MONEY}", where=where)
+
+
+def _fits(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> bool:
+    try:
+        con.execute(sql, params).fetchall()
+    except duckdb.OutOfRangeException:
+        return False
+    return True
+
 
 def ledger_entry(con, path: Path, source: str, period: str, delivery_id: str,
                   files: Sequence[str]) -> LedgerEntry:
@@ -100,7 +144,8 @@ def commit_snapshot(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb
                     table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
     """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date).
     Derived tables (attribution rollups) pass `version`: the file is `<version>.parquet`,
-    invisible to the table views, and the partition's other versions are dropped."""
+    invisible to the table views; the partition's other versions stay (readers may hold
+    them) until the caller drops them with `Lake.drop_versions`."""
     target = lake.partition_file(table, [("source", source), (key, value)])
     if version is not None:
         target = target.with_name(f"{check_partition_value('version', version)}.parquet")
@@ -112,9 +157,6 @@ def commit_snapshot(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb
         log.debug("staged %s %s=%s: DuckDB peak memory %d MB, spilled %d MB", table, key, value, peak >> 20,
                   spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
         install(staged, target)
-        for other in target.parent.glob("*.parquet") if version is not None else ():
-            if other != target:
-                other.unlink(missing_ok=True)
         return target
     except OSError as exc:
         raise resource_error(exc, str(lake.root)) or SpendlakeError(

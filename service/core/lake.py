@@ -6,12 +6,15 @@ Layout (only `costs/` and the inventory tables are globbed by queries):
     <root>/<table>/source=<name>/<key>=<value>/data.parquet      inventory snapshots
     <root>/_ledger/deliveries.json   what each committed (source, period) came from
     <root>/<table>/source=<name>/<key>=<value>/<version>.parquet   derived (attribution
-                                     rollups): a version per file name, never in a view
+                                     rollups): a version per file name, never in a view;
+                                     published whole, removed only by `drop_versions`
     <root>/_staging/                 work in progress; never inside a table directory
     <root>/_locks/                   ingest and service locks
 
 A partition is one file, replaced with `os.replace` after an fsync, so a reader sees the
-old file or the new one, never a mix, and a crash leaves nothing inside a table.
+old file or the new one, never a mix, and a crash leaves nothing inside a table. Readers
+write nothing (a read-only lake answers queries); what they see of the ledger and the files
+together is service/core/snapshot.py.
 We never use DuckDB's `COPY ... PARTITION_BY ... OVERWRITE` on a table: it deletes the
 whole target directory, i.e. every other period.
 """
@@ -23,10 +26,10 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,8 +38,9 @@ import duckdb
 from service.core.errors import DataError, LakeBusyError
 from service.core import commit
 from service.core.files import check_partition_value, write_json_atomic
-from service.core.integrity import PartitionCheck, deep_check, footer_columns, partition_error, quick_check
-from service.core.ledger import LedgerEntry, parse_ledger
+from service.core.integrity import PartitionCheck, footer_columns, quick_check
+from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
+from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.staging import DATA_FILE
 from service.core.units import utc_now_iso
@@ -102,8 +106,12 @@ class Lake:
         """A DuckDB connection whose file access is limited to the lake (plus `extra_paths`,
         the local source files an ingest reads). The configuration is then locked, so SQL
         cannot turn external access back on, install extensions or read elsewhere.
-        `writer`: see Lake.writer."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        `writer`: see Lake.writer; it spills to the lake's staging area. Any other connection
+        spills to a private directory of the system's (DuckDB removes it on close), so a
+        query writes nothing to the lake, and an ingest cleaning its staging area at start
+        never deletes a query's spill files."""
+        if writer:
+            self.root.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(":memory:")
         dirs = [str(self.root) + os.sep]
         paths: list[str] = []
@@ -113,7 +121,8 @@ class Lake:
         con.execute("SET allowed_directories = ?", [dirs])
         if paths:
             con.execute("SET allowed_paths = ?", [paths])
-        con.execute("SET temp_directory = ?", [str(self.staging / "duckdb_tmp")])
+        spill = self.staging / "duckdb_tmp" if writer else Path(tempfile.gettempdir()) / f"spendlake-{uuid.uuid4().hex}"
+        con.execute("SET temp_directory = ?", [str(spill)])
         if memory_limit:
             con.execute("SET memory_limit = ?", [memory_limit])
         con.execute("SET enable_progress_bar = false")
@@ -139,17 +148,18 @@ class Lake:
         memory and spill are profiled (service.core.staging logs them)."""
         return self.connect(extra_paths=extra_paths, memory_limit=WRITER_MEMORY_LIMIT, writer=True)
 
-    def query(self) -> duckdb.DuckDBPyConnection:
-        """A sandboxed connection with a view per table (`costs`, and inventory tables)."""
+    def query(self, snapshot: Snapshot | None = None) -> duckdb.DuckDBPyConnection:
+        """A sandboxed connection with a view per table (`costs`, and inventory tables);
+        `costs` holds the partitions of `snapshot` (default: one taken now)."""
         con = self.connect()
-        self.create_views(con)
+        self.create_views(con, snapshot)
         return con
 
-    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+    def create_views(self, con: duckdb.DuckDBPyConnection, snapshot: Snapshot | None = None) -> None:
         """`costs` over the ledger's verified partitions of the configured sources; a view per
         inventory table over the configured sources' snapshots. Paths are bound, never pasted."""
         groups: dict[tuple[str, ...], list[str]] = {}  # partitions by the columns their files hold
-        for check in self.verified_costs():
+        for check in (snapshot or self.snapshot()).checks:
             groups.setdefault(footer_columns(check.path), []).append(str(check.path))
         if groups:
             con.sql(" UNION ALL ".join(
@@ -181,35 +191,13 @@ class Lake:
     def cost_checks(self, *, deep: bool = False) -> list[PartitionCheck]:
         """Every cost partition of the configured sources next to its ledger entry, plus
         the partitions on disk that the ledger does not list (`unlisted`)."""
-        entries = [e for e in self.ledger() if self.counts(e.source)]
-        con = self.connect() if deep else None
-        try:
-            checks = [(deep_check(con, path, e) if con else quick_check(path, e))
-                      for e in entries for path in [self.partition_file("costs", self._cost_key(e))]]
-        finally:
-            if con:
-                con.close()
-        listed = {e.key for e in entries}
-        for path in sorted(self.table_dir("costs").glob(f"source=*/billing_period=*/{DATA_FILE}")):
-            source, period = (part.split("=", 1)[1] for part in (path.parent.parent.name, path.parent.name))
-            if self.counts(source) and (source, period) not in listed:
-                checks.append(PartitionCheck(source, period, path, "unlisted",
-                                             "a file the delivery ledger does not know"))
-        return checks
+        return stable_checks(self, deep=deep)[1]
 
-    def verified_costs(self) -> list[PartitionCheck]:
+    def snapshot(self) -> Snapshot:
         """The configured sources' cost partitions, each checked against the ledger (size,
         footer row count, and the last `verify`); any mismatch is a DataError naming the
         files and the fix, never a smaller total."""
-        checks = self.cost_checks()
-        found = {(p["source"], p["billing_period"]): p for p in self.read_state("verify").get("problems", [])}
-        checks = [replace(c, state=found[c.source, c.period]["state"],
-                          detail=found[c.source, c.period]["detail"] + ", found by `spendlake verify`")
-                  if c.ok and (c.source, c.period) in found else c for c in checks]
-        bad = [c for c in checks if not c.ok]
-        if bad:
-            raise partition_error(bad)
-        return checks
+        return take_snapshot(self)
 
     def verify(self) -> list[PartitionCheck]:
         """Re-hash and re-sum every configured cost partition; the damaged ones are recorded
@@ -228,7 +216,9 @@ class Lake:
         check_partition_value("source", source)
         tables = [t for t in SOURCE_TABLES if (self.table_dir(t) / f"source={source}").exists()]
         with self.lock("ingest"):
-            self._write_ledger([e for e in self.ledger() if e.source != source])
+            state = self.ledger_state()
+            self._write_ledger([e for e in state.entries if e.source != source],
+                               [e for e in state.pending if e.source != source])
             for table in SOURCE_TABLES:
                 shutil.rmtree(self.table_dir(table) / f"source={source}", ignore_errors=True)
             for name in ("sources", "file_periods"):  # its state, and what ingest knows of its files
@@ -296,9 +286,14 @@ class Lake:
     # ---- the ledger -------------------------------------------------------------------
 
     def ledger(self) -> list[LedgerEntry]:
-        if not self.ledger_file.exists():
-            return []
-        return parse_ledger(self.ledger_file.read_text(encoding="utf-8"), str(self.ledger_file))
+        return list(self.ledger_state().entries)
+
+    def ledger_state(self) -> LedgerState:
+        """Committed and pending entries, with the stamp of the file they were read from."""
+        return read_ledger_state(self.ledger_file)
+
+    def ledger_stamp(self) -> tuple[int, ...]:
+        return ledger_stamp(self.ledger_file)
 
     def ledger_entry(self, source: str, period: str) -> LedgerEntry | None:
         for entry in self.ledger():
@@ -322,14 +317,30 @@ class Lake:
         path = self.partition_file("costs", self._cost_key(entry))
         return quick_check(path, entry).ok and footer_columns(path) == COST_COLUMN_NAMES
 
-    def _write_ledger(self, entries: list[LedgerEntry]) -> None:
-        entries = sorted(entries, key=lambda e: (e.source, e.billing_period))
-        write_json_atomic(self.ledger_file, {"entries": [e.to_json() for e in entries]})
+    def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry]) -> None:
+        write_json_atomic(self.ledger_file, ledger_json(entries, pending))
+
+    def announce(self, new_entries: Sequence[LedgerEntry]) -> None:
+        """Before a commit moves its files into place: its entries, as pending (see
+        service/core/snapshot.py). Call only while holding the ingest lock."""
+        keys = {e.key for e in new_entries}
+        state = self.ledger_state()
+        self._write_ledger(list(state.entries), [e for e in state.pending if e.key not in keys] + list(new_entries))
+
+    def settle(self) -> None:
+        """Pending entries of a commit that did not finish: recorded where their file is in
+        place, dropped where it is not. Call only while holding the ingest lock."""
+        state = self.ledger_state()
+        if not state.pending:
+            return
+        placed = [e for e in state.pending if quick_check(self.partition_file("costs", self._cost_key(e)), e).ok]
+        self._write_ledger([e for e in state.entries if e.key not in {p.key for p in placed}] + placed, [])
 
     def record(self, new_entries: Sequence[LedgerEntry]) -> None:
         keys = {e.key for e in new_entries}
-        kept = [e for e in self.ledger() if e.key not in keys]
-        self._write_ledger(kept + list(new_entries))
+        state = self.ledger_state()
+        self._write_ledger([e for e in state.entries if e.key not in keys] + list(new_entries),
+                           [e for e in state.pending if e.key not in keys])
         verify = self.read_state("verify")
         if self._damaged() & keys:  # a re-commit repairs what `verify` found
             verify["problems"] = [p for p in verify["problems"] if (p["source"], p["billing_period"]) not in keys]
@@ -368,4 +379,11 @@ class Lake:
     def commit_snapshot(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
                         table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
         return commit.commit_snapshot(self, con, relation, table=table, source=source, key=key, value=value,
-                               version=version)
+                                      version=version)
+
+    def drop_versions(self, table: str, source: str, key: str, value: str, versions: Iterable[str]) -> None:
+        """Remove versions of a derived partition (files `<version>.parquet`). The caller
+        decides that no reader can still hold them; call only while holding the ingest lock."""
+        folder = self.partition_file(table, [("source", source), (key, value)]).parent
+        for version in versions:
+            (folder / f"{check_partition_value('version', version)}.parquet").unlink(missing_ok=True)

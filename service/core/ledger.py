@@ -1,14 +1,19 @@
 """The delivery ledger's entries: what each committed (source, billing period) came from.
 
 The ledger itself is one JSON file in the lake (`_ledger/deliveries.json`), written only by
-service.core.lake; this module is its format.
+service.core.lake; this module is its format. Besides the committed `entries` it may hold
+`pending` ones: a commit in flight writes them before it moves its files into place and
+drops them when it records the entries, so a reader that finds a partition already replaced
+still finds the entry that describes it (service.core.snapshot).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
+from pathlib import Path
 
 from service.core.errors import DataError
 from service.core.units import exact_text
@@ -68,12 +73,55 @@ def _dec(value: str | None) -> Decimal | None:
     return None if value is None else Decimal(value)
 
 
+@dataclass(frozen=True)
+class LedgerState:
+    """The ledger as one reader saw it: committed entries, the entries of a commit in flight,
+    and `stamp`, which changes with every write of the file (each write is a new file)."""
+
+    entries: tuple[LedgerEntry, ...] = ()
+    pending: tuple[LedgerEntry, ...] = ()
+    stamp: tuple[int, ...] = ()
+
+
 def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
-    """The entries of a `_ledger/deliveries.json` read from `where`."""
+    """The committed entries of a `_ledger/deliveries.json` read from `where`."""
+    return list(parse_ledger_state(text, where).entries)
+
+
+def parse_ledger_state(text: str, where: str, stamp: tuple[int, ...] = ()) -> LedgerState:
     try:
-        return [LedgerEntry.from_json(item) for item in json.loads(text)["entries"]]
-    except (ValueError, KeyError, TypeError) as exc:
+        data = json.loads(text)
+        return LedgerState(tuple(LedgerEntry.from_json(item) for item in data["entries"]),
+                           tuple(LedgerEntry.from_json(item) for item in data.get("pending", ())), stamp)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
                         hint="restore it from a backup, or re-ingest every source") from None
+
+
+def read_ledger_state(path: Path) -> LedgerState:
+    """The ledger at `path` (empty when there is none), stamped from the file it was read from."""
+    try:
+        with open(path, "rb") as handle:
+            stat = os.fstat(handle.fileno())
+            text = handle.read().decode("utf-8")
+    except FileNotFoundError:
+        return LedgerState()
+    return parse_ledger_state(text, str(path), (stat.st_ino, stat.st_mtime_ns, stat.st_size))
+
+
+def ledger_stamp(path: Path) -> tuple[int, ...]:
+    """Changes with every write of the ledger (each write is a new file)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return ()
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def ledger_json(entries: list[LedgerEntry], pending: list[LedgerEntry]) -> dict:
+    data: dict = {"entries": [e.to_json() for e in sorted(entries, key=lambda e: e.key)]}
+    if pending:
+        data["pending"] = [e.to_json() for e in sorted(pending, key=lambda e: e.key)]
+    return data
 
 

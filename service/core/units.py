@@ -3,20 +3,34 @@
 Money is `Decimal`: `cents()` rounds half-up to the cent (what a person reads), `exact_text()`
 keeps every decimal (what JSON and CSV carry), `money_text()` and `usd()` format for tables.
 The lake stores naive TIMESTAMPs that mean UTC: `naive_utc()` and `aware_utc()` convert.
+
+Decimal arithmetic is exact at the lake's sizes: Python's default context keeps 28
+significant digits and rounds every sum silently beyond them, but a DECIMAL(38,12) cost
+near 1e19 has 32. `use_exact_decimals()` (run once when the `service` package is imported)
+gives this thread and every thread started later MONEY_DIGITS: a product of two 38-digit
+numbers (a share of a cost) is exact, and so is any sum of them.
 """
 
 from __future__ import annotations
 
+import decimal
 import sys
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TextIO, TypeVar
 
+MONEY_DIGITS = 76
 CENT = Decimal("0.01")
 OTHER = "other"  # the label that top-N folding gives to everything past the top
 
 K = TypeVar("K")
+
+
+def use_exact_decimals() -> None:
+    """MONEY_DIGITS for this thread's decimal context and for threads started from now on."""
+    decimal.DefaultContext.prec = MONEY_DIGITS
+    decimal.getcontext().prec = MONEY_DIGITS
 
 
 def cents(value: Decimal | int | float | str | None) -> Decimal:

@@ -10,8 +10,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import duckdb
-
 from connectors.base import Delivery, OtherDataset
 from service.core.config import Config, SourceConfig
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError
@@ -20,6 +18,7 @@ from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.ingest import periods
+from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
 
@@ -79,22 +78,11 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
     result = IngestResult()
     with lake.lock("ingest"):
         lake.clean_staging()
+        lake.settle()  # a commit that died between placing its files and recording them
         for source in sources:
             result.outcomes.extend(_ingest_source(lake, source, progress))
-        if any(o.status == "committed" for o in result.outcomes):
-            _attribute_new_periods(lake, config)
+        refresh_rollups(lake, config)  # also after a config change, when nothing was new
     return result
-
-
-def _attribute_new_periods(lake: Lake, config: Config) -> None:
-    """Materialise the attribution rollups of what was just committed, so the next query is
-    fast. Not fatal: a query computes whatever is missing."""
-    from service.attribution import materialise
-
-    try:
-        materialise(lake, config)
-    except (SpendlakeError, duckdb.Error) as exc:
-        log.warning("attribution rollups not refreshed (the next query will): %s", exc)
 
 
 def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) -> list[DeliveryOutcome]:

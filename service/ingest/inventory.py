@@ -23,6 +23,7 @@ from service.core.lake import Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 from service.core.units import utc_now_iso
+from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,10 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
     lake = Lake.of(config)
     with lake.lock("ingest"):
         lake.clean_staging()
-        return [_snapshot_source(lake, source, now) for source in sources]
+        outcomes = [_snapshot_source(lake, source, now) for source in sources]
+        if any(part.startswith("resource_tags ") for o in outcomes for part in o.rows):
+            refresh_rollups(lake, config)  # attribution reads the latest tags
+        return outcomes
 
 
 def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> InventoryOutcome:

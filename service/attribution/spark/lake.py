@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from service.attribution.rollup import ROLLUP_TABLE, Partition, inventory_basis
+from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.lake import DATA_FILE, LEDGER_FILE
@@ -77,12 +77,12 @@ class SparkLake:
         text = bytes(self._with_stream(path, self._jvm.org.apache.commons.io.IOUtils.toByteArray)).decode("utf-8")
         return {(e.source, e.billing_period): e for e in parse_ledger(text, path.toString())}
 
-    def inventory_tags_basis(self, tag_files: list[str]) -> str:
-        """As attribution_rollup.inventory_tags_basis, for the `resource_tags` files
-        (`table_files`), hashed where they lie (no copy)."""
+    def inventory_latest(self, tag_files: list[str]) -> dict[str, str]:
+        """As rollup.inventory_latest, for the `resource_tags` files (`table_files`), hashed
+        where they lie (no copy)."""
         latest = {url.rsplit("/", 3)[-3]: url for url in sorted(tag_files)}  # sorted: a source's last snapshot
         sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
-        return inventory_basis({name: self._with_stream(self._path(url), sha256) for name, url in latest.items()})
+        return {name: self._with_stream(self._path(url), sha256) for name, url in latest.items()}
 
     def table_files(self, table: str) -> list[str]:
         return [url for url, _ in self._glob(f"{table}/*=*/*=*/{DATA_FILE}")]

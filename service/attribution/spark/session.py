@@ -4,8 +4,8 @@ transpiled with sqlglot to Spark SQL and run with the same named parameters; the
 
 Spark reads the lake as it is, at `engine.lake` (a shared path or s3a://..., listed by
 service/attribution/spark/lake.py) or else the config's `lake`: the `costs` table (and `resource_tags`)
-as Hive-partitioned Parquet, and the current per-period rollup files where the DuckDB path
-has written them; a period without its rollup is rolled up on Spark from the raw lines, with
+as Hive-partitioned Parquet, and the current per-period rollup files where ingest or
+`spendlake rollup` stored them; a period without its rollup is rolled up on Spark from the raw lines, with
 `rollup_sql`. Spark never writes to the lake. Needs `pip install 'spendlake[spark]'` and Java 17.
 """
 
@@ -17,7 +17,7 @@ import warnings
 from datetime import datetime, timezone
 
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
-from service.attribution.rollup import ROLLUP_TABLE, version_name
+from service.attribution.rollup import ROLLUP_TABLE, version_of
 from service.attribution.sql import Sql, inventory_keys_sql, rollup_sql, tag_keys_sql, transpile
 from service.core.config import EngineConfig
 from service.core.config_attribution import AttributionConfig
@@ -171,13 +171,10 @@ class SparkRollupSession(RollupSession):
             _read(self.lake, "resource_tags", tag_files).createOrReplaceTempView("resource_tags")
         self._has_inventory, self._inventory = bool(tag_files), None  # keys read once a period needs them
         ledger, stored = self.lake.ledger(), self.lake.rollup_files()
-        basis = self.lake.inventory_tags_basis(tag_files)
+        inventory = self.lake.inventory_latest(tag_files)
         computed = []
         for part in self.partitions:
-            # No ledger entry: the DuckDB path names the rollup by the file's inode, which
-            # Spark cannot see, so it rolls the period up itself.
-            entry = ledger.get((part.source, part.period))
-            version = version_name(config, entry, "", basis) if entry else None
+            version = version_of(config, ledger[(part.source, part.period)], inventory).name
             if (part.source, part.period, version) in stored:
                 self.files.append(stored[(part.source, part.period, version)])
             else:

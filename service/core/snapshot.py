@@ -1,0 +1,150 @@
+"""What one read sees: the delivery ledger and the cost partitions that match it, together.
+
+A commit moves a partition's new file into place (`os.replace`) and then records its ledger
+entry; in between, a reader would find a file that its ledger entry does not describe. So a
+commit first writes its new entries as `pending` (service/core/ledger.py): a partition is
+sound when it matches its committed entry or its pending one, and the entry it matches is
+the one the reader goes by (the rollup it reads is named after it). Every write of the
+ledger is a new file, so its `stamp` (inode, mtime, size) tells a reader whether anything
+changed while it read.
+
+- `stable_checks(lake)`: every configured cost partition against the entry it matches. A
+  mismatch seen while the ledger changed is a commit passing by: look again. A mismatch on
+  a ledger that stayed the same is damage.
+- `take_snapshot(lake)`: those checks, verified (damage is a DataError naming the files).
+- `read_consistently(lake, read)`: `read(snapshot)` again until no commit touched the lake
+  while it ran, so an answer never mixes two states; after READ_PATIENCE the answer stands
+  (each file it read was whole, old or new). A file that vanished under the read (a rollup
+  removed after its grace period) makes it read again from the lake as it is now.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, TypeVar
+
+import duckdb
+
+from service.core.integrity import PartitionCheck, deep_check, partition_error, quick_check, sha256_file
+from service.core.ledger import LedgerEntry, LedgerState
+
+if TYPE_CHECKING:
+    from service.core.lake import Lake
+
+log = logging.getLogger(__name__)
+
+READ_PATIENCE = 10.0  # seconds a read waits out commits in flight before its answer stands
+VANISHED_RETRIES = 3  # reads again when a file vanished under it, at most this often
+# A pending entry older than this belongs to a commit that died; the next ingest settles it.
+PENDING_ABANDONED = timedelta(minutes=10)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The ledger as read, and each configured cost partition with the entry its file matches."""
+
+    ledger: LedgerState
+    checks: tuple[PartitionCheck, ...]
+    in_flight: bool  # a live commit had not placed all its files yet: they may change during a read
+
+    @property
+    def entries(self) -> dict[tuple[str, str], LedgerEntry]:
+        return {(c.source, c.period): c.entry for c in self.checks if c.entry is not None}
+
+
+def check_partitions(lake: Lake, state: LedgerState, *, deep: bool = False) -> tuple[list[PartitionCheck], bool]:
+    """(checks, in flight): each configured partition against its committed entry or, where
+    that does not match, its pending one; plus the files the ledger does not know."""
+    committed = {e.key: e for e in state.entries if lake.counts(e.source)}
+    pending = {e.key: e for e in state.pending if lake.counts(e.source)}
+    con = lake.connect() if deep else None
+    checks, in_flight = [], False
+    try:
+        for key in sorted(set(committed) | set(pending)):
+            path = lake.partition_file("costs", [("source", key[0]), ("billing_period", key[1])])
+            candidates = [e for e in (committed.get(key), pending.get(key)) if e is not None]
+            results = [deep_check(con, path, e) if con else quick_check(path, e) for e in candidates]
+            sound = _which(path, [r for r in results if r.ok])
+            if key in pending and (sound is None or sound.entry is not pending[key]):
+                in_flight = in_flight or not _abandoned(pending[key])
+            if sound is None and key not in committed and results[0].state == "missing":
+                continue  # a new period whose commit has not placed its file yet
+            checks.append(sound or results[0])
+    finally:
+        if con:
+            con.close()
+    for path in sorted(lake.table_dir("costs").glob("source=*/billing_period=*/data.parquet")):
+        source, period = (part.split("=", 1)[1] for part in (path.parent.parent.name, path.parent.name))
+        if lake.counts(source) and (source, period) not in committed and (source, period) not in pending:
+            checks.append(PartitionCheck(source, period, path, "unlisted", "a file the delivery ledger does not know"))
+    return checks, in_flight
+
+
+def _which(path, matches: list[PartitionCheck]) -> PartitionCheck | None:
+    """The check whose entry describes the file: with a commit in flight both the old and
+    the new entry may match its size and rows, and only the content hash tells."""
+    if len(matches) < 2:
+        return matches[0] if matches else None
+    digest = sha256_file(path)
+    return next((m for m in matches if m.entry.sha256 == digest), None)
+
+
+def _abandoned(entry: LedgerEntry) -> bool:
+    try:
+        written = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
+    except ValueError:
+        return True
+    return datetime.now(timezone.utc) - written > PENDING_ABANDONED
+
+
+def stable_checks(lake: Lake, *, deep: bool = False) -> tuple[LedgerState, list[PartitionCheck], bool]:
+    """check_partitions on a ledger that did not change while the files were checked."""
+    deadline = time.monotonic() + READ_PATIENCE
+    while True:
+        state = lake.ledger_state()
+        checks, in_flight = check_partitions(lake, state, deep=deep)
+        if all(c.ok for c in checks) or lake.ledger_stamp() == state.stamp or time.monotonic() > deadline:
+            return state, checks, in_flight
+        time.sleep(0.02)
+
+
+def take_snapshot(lake: Lake) -> Snapshot:
+    """The configured cost partitions, each matching its ledger entry, or a DataError naming
+    the ones that do not (and those the last `spendlake verify` found damaged)."""
+    state, checks, in_flight = stable_checks(lake)
+    found = {(p["source"], p["billing_period"]): p for p in lake.read_state("verify").get("problems", [])}
+    committed = {e.key: e for e in state.entries}
+    checks = [replace(c, state=found[c.source, c.period]["state"],
+                      detail=found[c.source, c.period]["detail"] + ", found by `spendlake verify`")
+              if c.ok and (c.source, c.period) in found and c.entry is committed.get((c.source, c.period)) else c
+              for c in checks]
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        raise partition_error(bad)
+    return Snapshot(state, tuple(checks), in_flight)
+
+
+def read_consistently(lake: Lake, read: Callable[[Snapshot], T]) -> T:
+    """`read(snapshot)`, read again while commits change the lake under it (see the module)."""
+    deadline = time.monotonic() + READ_PATIENCE
+    vanished = 0
+    while True:
+        snapshot = take_snapshot(lake)
+        try:
+            result = read(snapshot)
+        except (duckdb.IOException, FileNotFoundError) as exc:
+            vanished += 1
+            if vanished > VANISHED_RETRIES:
+                raise
+            log.info("a file of the lake changed under the read (%s): reading again", str(exc).splitlines()[0])
+            continue
+        if (lake.ledger_stamp() == snapshot.ledger.stamp and not snapshot.in_flight) or time.monotonic() > deadline:
+            return result
+        log.info("a commit changed the lake during the read: reading again")
+        time.sleep(0.05)
