@@ -333,17 +333,45 @@ def test_43_a_read_only_lake_answers_queries(tmp_path):
         config.write_text(yaml.safe_dump({**base, "attribution": ATTRIBUTIONS[1]}))
         for path in [root, *root.rglob("*")]:
             path.chmod(0o555 if path.is_dir() else 0o444)
-        before = {p: p.stat().st_mtime_ns for p in root.rglob("*")}
+        before = {p: p.stat().st_mtime_ns for p in (root / "lake").rglob("*")}
         done = spendlake(config, "-v", "attribute", *EVERYTHING, "--format", "json", as_nobody=True)
         assert done.returncode == 0, done.stderr
         assert Decimal(json.loads(done.stdout)["totals"][0]["cost"]) == TOTALS["a"]
         assert "rolled up from the raw lines in memory" in done.stderr
-        for args in (["attribute", "--check"], ["status", "--format", "json"]):
+        reports = root / "reports"  # outside the lake, writable by the reader
+        reports.mkdir(mode=0o777)
+        reports.chmod(0o777)
+        for args in (["attribute", "--check"], ["status", "--format", "json"], ["rules", "run", "--dry-run"],
+                     ["report", "--date", NOW.date().isoformat(), "--out", str(reports)]):
             done = spendlake(config, *args, as_nobody=True)
-            assert done.returncode == 0, done.stdout + done.stderr
-        assert {p: p.stat().st_mtime_ns for p in root.rglob("*")} == before
+            assert done.returncode in (0, 1), args + [done.stdout + done.stderr]  # 1: findings
+            assert "Traceback" not in done.stderr
+        assert {p: p.stat().st_mtime_ns for p in (root / "lake").rglob("*")} == before
     finally:
         for path in [root, *root.rglob("*")]:
             if path.is_dir():
                 path.chmod(0o755)
         shutil.rmtree(root)
+
+
+def test_43_metrics_and_the_api_of_the_service_write_nothing(tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    from service.ingest.billing import ingest
+    from service.serve.app import Api
+    from service.serve.metrics import LakeCollector
+
+    _, base = focus_setup(tmp_path)
+    assert not ingest(parse_config({**base, "attribution": ATTRIBUTIONS[0]})).failed
+    config = parse_config({**base, "attribution": ATTRIBUTIONS[1]})  # no stored rollups: rolled up in memory
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config))
+    api = Api(config, registry)
+    lake = Path(config.lake)
+    before = {p: p.stat().st_mtime_ns for p in lake.rglob("*")}
+    answer = api.handle("/api/v1/attribute", {"since": ["2000-01-01"], "until": ["2100-01-01"]}, None)
+    assert answer.status == 200 and Decimal(json.loads(answer.body)["totals"][0]["cost"]) == TOTALS["a"]
+    page = api.handle("/metrics", {}, None)
+    assert page.status == 200 and metric_values(page.body.decode(), "spendlake_lake_readable") == [1.0]
+    assert api.handle("/api/v1/status", {}, None).status == 200
+    assert {p: p.stat().st_mtime_ns for p in lake.rglob("*")} == before  # not a file added or touched

@@ -9,6 +9,7 @@ count, seconds) is kept in the lake's `_state/rules.json`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -62,7 +63,8 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
     rules = rules_for(config, only)
     lake = Lake.of(config)
     window = parse_window(since, now=now or utc_now())
-    with lake.lock(TABLE), lake.query() as con:
+    # a dry run is a query: no lock file (the lock guards storing), so a read-only lake answers it
+    with nullcontext() if dry_run else lake.lock(TABLE), lake.query() as con:
         ctx = rule_context(lake, config, window, con)
         result = run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, ctx.owner_of))
         if not dry_run:
