@@ -24,7 +24,7 @@ import duckdb
 
 from service.core.errors import DataError, SpendlakeError, duckdb_error, resource_error
 from service.core.integrity import sha256_file
-from service.core.files import check_partition_value, install
+from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.staging import DATA_FILE, query_memory, stage_parts
@@ -75,6 +75,8 @@ def commit_costs(
         for period in sorted(staged):
             check_sums_fit(con, staged[period], period, ", ".join(files) or source)
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files) for p in sorted(staged)]
+        for path in staged.values():  # before the announcement: readers wait while files are being placed
+            fsync_path(path)
         lake.announce(entries)
         try:
             for entry in entries:

@@ -218,7 +218,7 @@ class Lake:
         with self.lock("ingest"):
             state = self.ledger_state()
             self._write_ledger([e for e in state.entries if e.source != source],
-                               [e for e in state.pending if e.source != source])
+                               [e for e in state.pending if e.source != source], state.pending_since)
             for table in SOURCE_TABLES:
                 shutil.rmtree(self.table_dir(table) / f"source={source}", ignore_errors=True)
             for name in ("sources", "file_periods"):  # its state, and what ingest knows of its files
@@ -317,15 +317,16 @@ class Lake:
         path = self.partition_file("costs", self._cost_key(entry))
         return quick_check(path, entry).ok and footer_columns(path) == COST_COLUMN_NAMES
 
-    def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry]) -> None:
-        write_json_atomic(self.ledger_file, ledger_json(entries, pending))
+    def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry], since: str = "") -> None:
+        write_json_atomic(self.ledger_file, ledger_json(entries, pending, since))
 
     def announce(self, new_entries: Sequence[LedgerEntry]) -> None:
         """Before a commit moves its files into place: its entries, as pending (see
         service/core/snapshot.py). Call only while holding the ingest lock."""
         keys = {e.key for e in new_entries}
         state = self.ledger_state()
-        self._write_ledger(list(state.entries), [e for e in state.pending if e.key not in keys] + list(new_entries))
+        self._write_ledger(list(state.entries), [e for e in state.pending if e.key not in keys] + list(new_entries),
+                           utc_now_iso())
 
     def settle(self) -> None:
         """Pending entries of a commit that did not finish: recorded where their file is in
@@ -340,7 +341,7 @@ class Lake:
         keys = {e.key for e in new_entries}
         state = self.ledger_state()
         self._write_ledger([e for e in state.entries if e.key not in keys] + list(new_entries),
-                           [e for e in state.pending if e.key not in keys])
+                           [e for e in state.pending if e.key not in keys], state.pending_since)
         verify = self.read_state("verify")
         if self._damaged() & keys:  # a re-commit repairs what `verify` found
             verify["problems"] = [p for p in verify["problems"] if (p["source"], p["billing_period"]) not in keys]

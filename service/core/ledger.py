@@ -81,6 +81,7 @@ class LedgerState:
     entries: tuple[LedgerEntry, ...] = ()
     pending: tuple[LedgerEntry, ...] = ()
     stamp: tuple[int, ...] = ()
+    pending_since: str = ""  # when the commit in flight announced its entries (UTC, ISO)
 
 
 def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
@@ -92,7 +93,8 @@ def parse_ledger_state(text: str, where: str, stamp: tuple[int, ...] = ()) -> Le
     try:
         data = json.loads(text)
         return LedgerState(tuple(LedgerEntry.from_json(item) for item in data["entries"]),
-                           tuple(LedgerEntry.from_json(item) for item in data.get("pending", ())), stamp)
+                           tuple(LedgerEntry.from_json(item) for item in data.get("pending", ())), stamp,
+                           data.get("pending_since", ""))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
                         hint="restore it from a backup, or re-ingest every source") from None
@@ -118,10 +120,11 @@ def ledger_stamp(path: Path) -> tuple[int, ...]:
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
-def ledger_json(entries: list[LedgerEntry], pending: list[LedgerEntry]) -> dict:
+def ledger_json(entries: list[LedgerEntry], pending: list[LedgerEntry], pending_since: str) -> dict:
     data: dict = {"entries": [e.to_json() for e in sorted(entries, key=lambda e: e.key)]}
     if pending:
         data["pending"] = [e.to_json() for e in sorted(pending, key=lambda e: e.key)]
+        data["pending_since"] = pending_since
     return data
 
 

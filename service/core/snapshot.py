@@ -12,10 +12,11 @@ changed while it read.
   mismatch seen while the ledger changed is a commit passing by: look again. A mismatch on
   a ledger that stayed the same is damage.
 - `take_snapshot(lake)`: those checks, verified (damage is a DataError naming the files).
-- `read_consistently(lake, read)`: `read(snapshot)` again until no commit touched the lake
-  while it ran, so an answer never mixes two states; after READ_PATIENCE the answer stands
-  (each file it read was whole, old or new). A file that vanished under the read (a rollup
-  removed after its grace period) makes it read again from the lake as it is now.
+- `read_consistently(lake, read)`: `read(snapshot)` once no commit is placing files (a commit
+  fsyncs its files before it announces them: that takes renames only), and again until no
+  commit touched the lake while it ran, so an answer never mixes two states; after
+  READ_PATIENCE the answer stands (each file it read was whole, old or new). A file that
+  vanished under the read (a rollup removed after its grace period) makes it read again.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 
+from service.core.errors import duckdb_error
 from service.core.integrity import PartitionCheck, deep_check, partition_error, quick_check, sha256_file
 from service.core.ledger import LedgerEntry, LedgerState
 
@@ -39,8 +41,10 @@ log = logging.getLogger(__name__)
 
 READ_PATIENCE = 10.0  # seconds a read waits out commits in flight before its answer stands
 VANISHED_RETRIES = 3  # reads again when a file vanished under it, at most this often
-# A pending entry older than this belongs to a commit that died; the next ingest settles it.
-PENDING_ABANDONED = timedelta(minutes=10)
+# Pending entries announced longer ago than this belong to a commit that died (a live one
+# announces after fsyncing its files, then only renames them): readers stop waiting for it,
+# and the next ingest settles them.
+PENDING_ABANDONED = timedelta(seconds=60)
 
 T = TypeVar("T")
 
@@ -52,10 +56,6 @@ class Snapshot:
     ledger: LedgerState
     checks: tuple[PartitionCheck, ...]
     in_flight: bool  # a live commit had not placed all its files yet: they may change during a read
-
-    @property
-    def entries(self) -> dict[tuple[str, str], LedgerEntry]:
-        return {(c.source, c.period): c.entry for c in self.checks if c.entry is not None}
 
 
 def check_partitions(lake: Lake, state: LedgerState, *, deep: bool = False) -> tuple[list[PartitionCheck], bool]:
@@ -72,7 +72,7 @@ def check_partitions(lake: Lake, state: LedgerState, *, deep: bool = False) -> t
             results = [deep_check(con, path, e) if con else quick_check(path, e) for e in candidates]
             sound = _which(path, [r for r in results if r.ok])
             if key in pending and (sound is None or sound.entry is not pending[key]):
-                in_flight = in_flight or not _abandoned(pending[key])
+                in_flight = in_flight or not _abandoned(state.pending_since)
             if sound is None and key not in committed and results[0].state == "missing":
                 continue  # a new period whose commit has not placed its file yet
             checks.append(sound or results[0])
@@ -95,9 +95,9 @@ def _which(path, matches: list[PartitionCheck]) -> PartitionCheck | None:
     return next((m for m in matches if m.entry.sha256 == digest), None)
 
 
-def _abandoned(entry: LedgerEntry) -> bool:
+def _abandoned(since: str) -> bool:
     try:
-        written = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
+        written = datetime.fromisoformat(since.replace("Z", "+00:00"))
     except ValueError:
         return True
     return datetime.now(timezone.utc) - written > PENDING_ABANDONED
@@ -136,12 +136,16 @@ def read_consistently(lake: Lake, read: Callable[[Snapshot], T]) -> T:
     vanished = 0
     while True:
         snapshot = take_snapshot(lake)
+        if snapshot.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)  # a commit is placing its files: read once they are all in place
+            continue
         try:
             result = read(snapshot)
         except (duckdb.IOException, FileNotFoundError) as exc:
             vanished += 1
             if vanished > VANISHED_RETRIES:
-                raise
+                raise duckdb_error(exc, "could not read the lake", where=str(lake.root),
+                                   hint="check the lake's files and permissions, then run again") from None
             log.info("a file of the lake changed under the read (%s): reading again", str(exc).splitlines()[0])
             continue
         if (lake.ledger_stamp() == snapshot.ledger.stamp and not snapshot.in_flight) or time.monotonic() > deadline:
