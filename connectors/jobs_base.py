@@ -45,12 +45,14 @@ class JobSource(Strict):
     """Settings every job source shares (an inventory source without the AWS keys)."""
 
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
-    path: str | None = Field(default=None, min_length=1, description="a local file or directory")
     cluster: str | None = Field(default=None, min_length=1, max_length=200,
                                 description="the cluster of records that do not name one")
 
 
-class ZonedTimes(JobSource):
+class FileSource(JobSource):
+    """A source that reads local files: `path` is a file or a directory of them."""
+
+    path: str | None = Field(default=None, min_length=1, description="a local file or directory")
     timezone: str = Field(default="UTC", description="IANA zone of times written without an offset")
 
     @field_validator("timezone")

@@ -33,7 +33,7 @@ from pydantic import Field, model_validator
 
 from connectors.hostlist import expand_hostlist
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import STATES, ZonedTimes, job_row, jobs_relation, naive_utc, normal_state, source_files
+from connectors.jobs_base import STATES, FileSource, job_row, jobs_relation, naive_utc, normal_state, source_files
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
 from service.core.registry import Disposition, Feeds
@@ -47,17 +47,16 @@ TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "
                 "qos", "namespace")
 
 
-class JobsFileSource(ZonedTimes):
+class JobsFileSource(FileSource):
     """A CSV or Parquet job table written by any scheduler (README: "jobs-file")."""
 
     kind: Literal["jobs-file"]
+    path: str = Field(min_length=1, description="a CSV/Parquet file or a directory of them")
     columns: dict[str, str] = Field(default_factory=dict, max_length=100,
                                     description="the file's column name → a jobs-file column, e.g. {gpu_num: gpus}")
 
     @model_validator(mode="after")
-    def _path_and_columns(self) -> JobsFileSource:
-        if not self.path:
-            raise ValueError("path is required: a CSV/Parquet file or a directory of them")
+    def _columns_are_ours(self) -> JobsFileSource:
         targets: dict[str, str] = {}
         for theirs, ours in self.columns.items():
             if ours.lower() not in FILE_COLUMNS:
@@ -150,9 +149,9 @@ class JobsFileConnector(FileOrApiConnector):
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"
-        files = [p for p in source_files(self.config.path or "", where) if _format(p)]
+        files = [p for p in source_files(self.config.path, where) if _format(p)]
         if not files:
-            raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path or "")),
+            raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
                               hint=f"check {where}")
         rows: list[dict[str, Any]] = []
         for path in files:

@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import ENV_NAME, HttpSource, ZonedTimes, jobs_relation, source_files
+from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, jobs_relation, source_files
 from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, parsable_attempts, rows_of
 from service.core.errors import DataError, SourceError
 from service.core.registry import Disposition, Feeds
@@ -41,7 +41,7 @@ OPENAPI_PATHS = ("/openapi/v3", "/openapi")  # 23.02+ and 22.05
 _JOBS_PATH = re.compile(r"^/slurmdb/(v(\d+)\.(\d+)\.(\d+))/jobs/?$")
 
 
-class SlurmJobsSource(HttpSource, ZonedTimes):
+class SlurmJobsSource(HttpSource, FileSource):
     """Slurm accounting → jobs. Exactly one of `path` (files written by `sacct --json` or
     `sacct --parsable2 --format=...`) or `url` (slurmrestd's /slurmdb/<version>/jobs)."""
 

@@ -3,10 +3,6 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -14,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from conftest import require_binary, stop
+from prometheus_support import backfilled_prometheus, free_port
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
@@ -51,43 +47,11 @@ def openmetrics() -> str:
     return "\n".join(lines) + "\n# EOF\n"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
     """A real Prometheus on 127.0.0.1 serving backfilled DCGM series; stopped afterwards."""
-    server, promtool = require_binary("prometheus"), require_binary("promtool")
-    base = tmp_path_factory.mktemp("prometheus")
-    (base / "dcgm.om").write_text(openmetrics())
-    (base / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
-    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(base / "dcgm.om"), str(base / "data")],
-                   check=True, capture_output=True, timeout=60)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = open(base / "prometheus.log", "wb")
-    process = subprocess.Popen([server, f"--config.file={base / 'prometheus.yml'}",
-                                f"--storage.tsdb.path={base / 'data'}", "--storage.tsdb.retention.time=100y",
-                                f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("prometheus did not become ready:\n" + (base / "prometheus.log").read_text()[-2000:])
-            time.sleep(0.1)
+    with backfilled_prometheus(tmp_path_factory.mktemp("prometheus"), openmetrics()) as url:
         yield url
-    finally:
-        stop(process, timeout=10)
-        log.close()
 
 
 def run(tmp_path: Path, now: datetime, **source):

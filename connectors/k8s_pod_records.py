@@ -1,0 +1,193 @@
+"""kube-state-metrics series → rows of `jobs`, one per pod (pure; connectors/k8s_pods.py asks
+Prometheus). A pod is (cluster, namespace, pod, uid): a pod re-created under the same name (a
+StatefulSet's) is a new record.
+
+- gpus: its containers' `nvidia_com_gpu` requests, a MIG resource (`nvidia_com_mig_3g_40gb`)
+  as its share of a GPU; an init container asking for more than the containers together
+  sets the pod's figure (the pod holds the larger of the two);
+- start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that
+  saw the pod Succeeded or Failed, else, for a pod that vanished while kube-state-metrics went
+  on reporting (deleted), the last scrape that listed it; NULL while it runs;
+- state: Succeeded → COMPLETED; Failed → OUT_OF_MEMORY (a container OOMKilled), PREEMPTED
+  (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
+  RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
+- node from `kube_pod_info`, its EC2 instance id from `kube_node_info`'s provider_id
+  (`aws:///us-east-1a/i-0abc…`); labels from `kube_pod_labels` without the `label_` prefix
+  (names as kube-state-metrics writes them: `app_kubernetes_io_name`); qos = priority class;
+- run: the first of `run_labels` among the labels, else the owner (`created_by_name`: a Job
+  and its retries, a PyTorchJob's workers are one run), else the pod.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction
+from connectors.prometheus_api import Series
+
+TERMINAL = {"Succeeded", "Failed"}
+FAILED_BECAUSE = {"Evicted": "PREEMPTED", "NodeLost": "NODE_FAIL", "Shutdown": "NODE_FAIL"}
+_INSTANCE = re.compile(r"/(i-[0-9a-f]{8,17})$")
+
+PodKey = tuple[str, str, str, str]  # cluster, namespace, pod, uid
+
+
+@dataclass
+class Pod:
+    key: PodKey
+    requests: dict[str, float] = field(default_factory=dict)  # resource → containers' sum
+    init_requests: dict[str, float] = field(default_factory=dict)  # resource → largest init container
+    node: str | None = None
+    owner: str | None = None
+    priority_class: str | None = None
+    last_seen: float | None = None  # the last scrape that listed the pod
+    info_at: float = -1.0  # when `node`/`owner` were seen
+    labels: dict[str, str] = field(default_factory=dict)
+    created: float | None = None
+    started: float | None = None
+    completed: float | None = None
+    phases: dict[str, tuple[float, float]] = field(default_factory=dict)  # phase → first, last scrape
+    reasons: set[str] = field(default_factory=set)
+    oom: bool = False
+    restarts: int | None = None
+    gpu_util_hourly: dict[datetime, float] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> float:
+        def total(requests: dict[str, float]) -> float:
+            return sum(count * (1.0 if resource == "nvidia_com_gpu" else mig_fraction(resource) or 0.0)
+                       for resource, count in requests.items())
+        return max(total(self.requests), total(self.init_requests))
+
+
+def last(series: Series) -> float | None:
+    return series["values"][-1][1] if series["values"] else None
+
+
+class PodTable:
+    """Pods assembled from one query at a time; `cluster_label` None: every pod is `cluster`."""
+
+    def __init__(self, cluster_label: str | None, cluster: str | None):
+        self.cluster_label, self.cluster = cluster_label, cluster
+        self.pods: dict[PodKey, Pod] = {}
+        self.reported: dict[str, float] = {}  # cluster → last scrape of kube-state-metrics
+        self.instances: dict[tuple[str, str], str] = {}  # (cluster, node) → EC2 instance id
+
+    def _cluster(self, labels: dict[str, str]) -> str:
+        return (labels.get(self.cluster_label) if self.cluster_label else None) or self.cluster or ""
+
+    def key(self, labels: dict[str, str]) -> PodKey:
+        return self._cluster(labels), labels.get("namespace", ""), labels.get("pod", ""), labels.get("uid", "")
+
+    def _each(self, result: Iterable[Series], create: bool = False) -> Iterable[tuple[Pod, Series]]:
+        for series in result:
+            key = self.key(series["metric"])
+            if create and series["values"]:
+                self.pods.setdefault(key, Pod(key))
+            if key in self.pods and series["values"]:
+                yield self.pods[key], series
+
+    def add_requests(self, result: Iterable[Series], init: bool = False) -> None:
+        for pod, series in self._each(result, create=True):
+            target = pod.init_requests if init else pod.requests
+            target[series["metric"].get("resource", "")] = last(series) or 0.0
+
+    def add_info(self, result: Iterable[Series]) -> None:
+        """Values are the scrape times (timestamp(kube_pod_info))."""
+        for pod, series in self._each(result):
+            seen = max(v for _, v in series["values"])
+            labels = series["metric"]
+            pod.last_seen = max(pod.last_seen or seen, seen)
+            if labels.get("node") and seen >= pod.info_at:
+                pod.node, pod.info_at = labels["node"], seen
+                kind, owner = labels.get("created_by_kind", ""), labels.get("created_by_name", "")
+                pod.owner = owner if owner and kind not in ("", "<none>") else None
+                pod.priority_class = labels.get("priority_class") or None
+            elif pod.node is None and labels.get("created_by_name"):
+                pod.owner = labels["created_by_name"] if labels.get("created_by_kind") not in ("", "<none>") else None
+
+    def add_reported(self, result: Iterable[Series]) -> None:
+        for series in result:
+            if series["values"]:
+                cluster = self._cluster(series["metric"])
+                self.reported[cluster] = max(self.reported.get(cluster, 0.0), max(v for _, v in series["values"]))
+
+    def add_labels(self, result: Iterable[Series]) -> None:
+        for pod, series in self._each(result):
+            pod.labels = {name[6:]: value for name, value in series["metric"].items()
+                          if name.startswith("label_") and value}
+
+    def add_times(self, result: Iterable[Series], which: str) -> None:
+        for pod, series in self._each(result):
+            setattr(pod, which, last(series) or None)
+
+    def add_phases(self, result: Iterable[Series]) -> None:
+        """Values are the scrape times at which the phase held (timestamp(phase == 1))."""
+        for pod, series in self._each(result):
+            times = [v for _, v in series["values"]]
+            phase = series["metric"].get("phase", "")
+            held = pod.phases.get(phase)
+            pod.phases[phase] = (min(times + ([held[0]] if held else [])), max(times + ([held[1]] if held else [])))
+
+    def add_reasons(self, result: Iterable[Series]) -> None:
+        for pod, series in self._each(result):
+            pod.reasons.add(series["metric"].get("reason", ""))
+
+    def add_oom(self, result: Iterable[Series]) -> None:
+        for pod, _ in self._each(result):
+            pod.oom = True
+
+    def add_restarts(self, result: Iterable[Series]) -> None:
+        for pod, series in self._each(result):
+            pod.restarts = int(last(series) or 0)
+
+    def add_nodes(self, result: Iterable[Series]) -> None:
+        for series in result:
+            labels = series["metric"]
+            match = _INSTANCE.search(labels.get("provider_id", ""))
+            if match and labels.get("node"):
+                self.instances[(self._cluster(labels), labels["node"])] = match.group(1)
+
+    def add_gpu_use(self, hourly: dict[tuple[str, str, str], dict[datetime, float]]) -> None:
+        """Per (cluster, namespace, pod) hour → use %, kept for the hours the pod lived."""
+        for pod in self.pods.values():
+            hours = hourly.get(pod.key[:3], {})
+            start = from_epoch(pod.started or pod.created)
+            end = from_epoch(pod.completed)
+            pod.gpu_util_hourly = {hour: pct for hour, pct in hours.items()
+                                   if (start is None or hour >= start.replace(minute=0, second=0, microsecond=0))
+                                   and (end is None or hour < end)}
+
+    def rows(self, run_labels: Iterable[str]) -> list[dict[str, Any]]:
+        return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus > 0]
+
+    def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
+        cluster, namespace, name, uid = pod.key
+        state, end = self._state_and_end(pod)
+        instance = self.instances.get((cluster, pod.node)) if pod.node else None
+        record = f"{cluster}/{uid}" if uid else f"{cluster}/{namespace}/{name}@{int(pod.started or pod.created or 0)}"
+        return job_row(record_id=record, job_id=f"{namespace}/{name}", scheduler="kubernetes", cluster=cluster or None,
+                       run_id=labelled_run(pod.labels, run_labels) or (f"{namespace}/{pod.owner}" if pod.owner else None),
+                       state=state, submit_time=from_epoch(pod.created), start_time=from_epoch(pod.started),
+                       end_time=from_epoch(end), gpus=pod.gpus, nodes=[pod.node] if pod.node else None,
+                       instance_ids=[instance] if instance else None, namespace=namespace, name=name,
+                       qos=pod.priority_class, labels=pod.labels or None, restarts=pod.restarts,
+                       gpu_util_hourly=pod.gpu_util_hourly or None)
+
+    def _state_and_end(self, pod: Pod) -> tuple[str, float | None]:
+        phase = max(pod.phases, key=lambda p: pod.phases[p][1]) if pod.phases else None
+        if phase in TERMINAL:
+            end = pod.completed or pod.phases[phase][0]
+            if phase == "Succeeded":
+                return "COMPLETED", end
+            failed = next((FAILED_BECAUSE[r] for r in sorted(pod.reasons) if r in FAILED_BECAUSE), "FAILED")
+            return ("OUT_OF_MEMORY" if pod.oom else failed), end
+        reported = self.reported.get(pod.key[0])
+        gone = pod.last_seen is not None and reported is not None and pod.last_seen < reported
+        if gone:  # deleted before it ended; kube-state-metrics went on reporting the others
+            return ("UNKNOWN" if phase == "Unknown" else "CANCELLED"), pod.last_seen
+        return {"Running": "RUNNING", "Pending": "PENDING"}.get(phase or "", "UNKNOWN"), None

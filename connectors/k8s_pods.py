@@ -1,0 +1,145 @@
+"""k8s-pods: the pods that requested GPUs, from kube-state-metrics (v2: `uid` on every pod
+series) through Prometheus `query_range` over the last `lookback_hours` → `jobs`, one row per
+pod; how series become rows: connectors/k8s_pod_records.py.
+
+Series read (each limited to pods with a GPU or MIG request, `namespaces` if set):
+kube_pod_container_resource_requests and kube_pod_init_container_resource_requests
+(resource nvidia_com_gpu or nvidia_com_mig_*), kube_pod_info (node, owner, priority class; its
+scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
+kube_pod_start_time, kube_pod_completion_time, kube_pod_status_phase, kube_pod_status_reason,
+kube_pod_container_status_terminated_reason (OOMKilled),
+kube_pod_container_status_restarts_total and kube_node_info (provider_id → EC2 instance id).
+Optionally DCGM exporter series (`dcgm_metrics`, in order of preference) labelled with the
+pod (`exported_pod`/`exported_namespace` when Prometheus kept the exporter's own `pod`, else
+`pod`/`namespace`): each pod's mean GPU use per hour, ratios as percent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Annotated, Literal
+
+import duckdb
+from pydantic import Field
+
+from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
+from connectors.inventory_base import FileOrApiConnector, SnapshotPart
+from connectors.jobs_base import HttpSource, jobs_relation
+from connectors.k8s_pod_records import PodTable
+from connectors.prometheus_api import Series, query_range
+from service.core.errors import SourceError
+from service.core.registry import Disposition, Feeds
+
+GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_mig_.+"
+LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, so it goes into a PromQL regex as it is
+
+
+class K8sPodsSource(HttpSource):
+    """Pods that requested GPUs, from kube-state-metrics (and DCGM exporter) series in Prometheus."""
+
+    kind: Literal["k8s-pods"]
+    prometheus_url: str = Field(pattern=r"^https?://\S+$")
+    cluster_label: str | None = Field(default=None, pattern=LABEL_NAME,
+                                      description="the series label naming the cluster (one Prometheus, many clusters)")
+    namespaces: tuple[Annotated[str, Field(pattern=NAMESPACE, max_length=63)], ...] = Field(
+        default=(), max_length=1000, description="only these namespaces; default: all")
+    step_seconds: int = Field(default=60, ge=1, le=3600, description="query_range step: how closely phases are seen")
+    dcgm_metrics: tuple[GpuMetricName, ...] = Field(
+        default=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"),
+        description="DCGM series with pod labels for per-pod GPU use, in order of preference; [] reads none")
+
+
+class K8sPodsConnector(FileOrApiConnector):
+    kind = "k8s-pods"
+    config_model = K8sPodsSource
+    feeds = Feeds(("jobs",), "snapshot_date", Disposition.SNAPSHOT)
+    config: K8sPodsSource
+
+    def local_paths(self) -> list[Path]:
+        return []
+
+    def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
+        c = self.config
+        end = now.astimezone(timezone.utc).replace(microsecond=0)
+        start = end - timedelta(hours=c.lookback_hours)
+        table = PodTable(c.cluster_label, c.cluster)
+        by = ", ".join(["namespace", "pod", "uid", *([c.cluster_label] if c.cluster_label else [])])
+        where = f', namespace=~"{"|".join(c.namespaces)}"' if c.namespaces else ""
+        gpu_pods = (f'group by ({by}) ({{__name__=~"kube_pod_container_resource_requests|'
+                    f'kube_pod_init_container_resource_requests", resource=~"{GPU_RESOURCES}"{where}}})')
+
+        def of_gpu_pods(selector: str) -> str:
+            return f"({selector}) and on ({by}) {gpu_pods}"
+
+        def ask(query: str) -> list[Series]:
+            return self._query(query, start, end, c.step_seconds)
+
+        # when kube-state-metrics last reported any pod: a pod listed before that and not since was deleted
+        cluster_by = f" by ({c.cluster_label})" if c.cluster_label else ""
+        table.add_reported(ask(f"max{cluster_by} (timestamp(kube_pod_info))"))
+        if not table.reported:
+            raise SourceError(f"no kube-state-metrics series (kube_pod_info) from {start:%Y-%m-%d %H:%M} to "
+                              f"{end:%Y-%m-%d %H:%M} UTC", where=c.prometheus_url,
+                              hint="check that this Prometheus scrapes kube-state-metrics, or widen lookback_hours")
+        table.add_requests(ask(f'sum by ({by}, resource) (kube_pod_container_resource_requests'
+                               f'{{resource=~"{GPU_RESOURCES}"{where}}})'))
+        table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
+                               f'{{resource=~"{GPU_RESOURCES}"{where}}})'), init=True)
+        if not table.pods:
+            return [SnapshotPart("jobs", jobs_relation(con, []))]
+        inner = where.removeprefix(", ")
+        table.add_info(ask(of_gpu_pods(f"max by ({by}, node, created_by_kind, created_by_name, priority_class) "
+                                       f"(timestamp(kube_pod_info{{{inner}}}))")))
+        table.add_labels(ask(of_gpu_pods(f"kube_pod_labels{{{inner}}}")))
+        for metric, which in (("kube_pod_created", "created"), ("kube_pod_start_time", "started"),
+                              ("kube_pod_completion_time", "completed")):
+            table.add_times(ask(of_gpu_pods(f"max by ({by}) ({metric}{{{inner}}})")), which)
+        # timestamp() of a selector is the scrape's time; of a comparison, the step's: filter with `and`
+        phase = f"kube_pod_status_phase{{{inner}}}"
+        table.add_phases(ask(of_gpu_pods(f"max by ({by}, phase) (timestamp({phase}) and on ({by}, phase) "
+                                         f"({phase} == 1))")))
+        table.add_reasons(ask(of_gpu_pods(f"max by ({by}, reason) (kube_pod_status_reason{{{inner}}} == 1)")))
+        table.add_oom(ask(of_gpu_pods(f'max by ({by}) (kube_pod_container_status_terminated_reason'
+                                      f'{{reason="OOMKilled"{where}}} == 1)')))
+        table.add_restarts(ask(of_gpu_pods(f"sum by ({by}) (kube_pod_container_status_restarts_total{{{inner}}})")))
+        node_by = ", ".join(["node", "provider_id", *([c.cluster_label] if c.cluster_label else [])])
+        table.add_nodes(ask(f"max by ({node_by}) (kube_node_info)"))
+        if c.dcgm_metrics:
+            table.add_gpu_use(self._gpu_use(start, end))
+        return [SnapshotPart("jobs", jobs_relation(con, table.rows(c.run_labels)))]
+
+    def _gpu_use(self, start: datetime, end: datetime) -> dict[tuple[str, str, str], dict[datetime, float]]:
+        """(cluster, namespace, pod) → hour → mean use %, from the first DCGM metric that has the pod.
+        `avg_over_time(...[1h])` at each hour's end is that hour's mean."""
+        c = self.config
+        first_end = start.replace(minute=0, second=0) + timedelta(hours=1)
+        last_end = end.replace(minute=0, second=0)
+        if last_end < first_end:
+            return {}
+        by = ", ".join(["namespace", "pod", "exported_namespace", "exported_pod",
+                        *([c.cluster_label] if c.cluster_label else [])])
+        use: dict[tuple[str, str, str], dict[datetime, float]] = {}
+        for metric in c.dcgm_metrics:
+            scale = 100.0 if metric in RATIO_METRICS else 1.0
+            found: dict[tuple[str, str, str], dict[datetime, float]] = {}
+            for series in self._query(f"avg by ({by}) (avg_over_time({metric}[1h]))", first_end, last_end, 3600):
+                labels = series["metric"]
+                namespace, pod = ((labels.get("exported_namespace", ""), labels["exported_pod"])
+                                  if labels.get("exported_pod") else (labels.get("namespace", ""), labels.get("pod")))
+                cluster = (labels.get(c.cluster_label) if c.cluster_label else None) or c.cluster or ""
+                if not pod or (c.namespaces and namespace not in c.namespaces) or (cluster, namespace, pod) in use:
+                    continue
+                hours = found.setdefault((cluster, namespace, pod), {})
+                for timestamp, value in series["values"]:
+                    hour = datetime.fromtimestamp(timestamp, tz=timezone.utc).replace(tzinfo=None) - timedelta(hours=1)
+                    hours[hour] = value * scale
+            use.update(found)
+        return use
+
+    def _query(self, query: str, start: datetime, end: datetime, step: int) -> list[Series]:
+        c = self.config
+        return query_range(c.prometheus_url, query, start, end, step, timeout=c.timeout_seconds,
+                           attempts=c.max_attempts, hint=f"check {self.config_path}.prometheus_url and that "
+                                                         "kube-state-metrics is scraped")

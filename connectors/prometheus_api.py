@@ -1,0 +1,44 @@
+"""Prometheus's HTTP API `query_range`, through connectors/http_json.py (retries, errors that
+name the URL). A long range is asked for in pieces of at most MAX_POINTS steps (Prometheus
+refuses more than 11,000 points per series) and the pieces' samples are joined per series.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from connectors.http_json import get_json
+from service.core.errors import SourceError
+
+MAX_POINTS = 10_000
+
+Series = dict[str, Any]  # {"metric": {label: value}, "values": [(unix seconds, float), ...]}
+
+
+def query_range(base_url: str, query: str, start: datetime, end: datetime, step_seconds: int, *,
+                timeout: float, attempts: int, hint: str) -> list[Series]:
+    """Every series of `query` evaluated at start, start + step, ... <= end (UTC)."""
+    url = f"{base_url.rstrip('/')}/api/v1/query_range"
+    merged: dict[tuple[tuple[str, str], ...], Series] = {}
+    piece = timedelta(seconds=step_seconds * MAX_POINTS)
+    first = start
+    while first <= end:
+        last = min(first + piece, end)
+        body = get_json(url, params={"query": query, "start": _unix(first), "end": _unix(last),
+                                     "step": step_seconds}, timeout=timeout, attempts=attempts, hint=hint)
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error") if isinstance(body, dict) else body
+            raise SourceError(f"query failed: {error}", where=url, hint=hint)
+        for series in body.get("data", {}).get("result", []):
+            key = tuple(sorted(series.get("metric", {}).items()))
+            held = merged.setdefault(key, {"metric": series.get("metric", {}), "values": []})
+            held["values"].extend((float(t), float(v)) for t, v in series.get("values", [])
+                                  if not math.isnan(float(v)))
+        first = last + timedelta(seconds=step_seconds)
+    return list(merged.values())
+
+
+def _unix(moment: datetime) -> float:
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()

@@ -1,0 +1,266 @@
+"""k8s-pods against a real Prometheus holding backfilled kube-state-metrics and DCGM exporter
+series (as tests/test_inventory_gpu.py does for gpu-metrics): one row per GPU pod with its
+GPUs (MIG slices as fractions), node and EC2 instance, times, state, labels, run and hourly
+GPU use; pods without GPUs left out."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from prometheus_support import backfilled_prometheus, free_port
+
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.core.errors import ConfigError
+from service.core.lake import Lake
+from service.ingest.inventory import run_inventory
+
+# Three days back: old enough to lie in backfilled blocks. kube-state-metrics is scraped
+# every minute at :15 from H0 (01:00) to 06:59:15; the snapshot runs at 07:00.
+DAY0 = (datetime.now(timezone.utc) - timedelta(days=3)).replace(hour=0, minute=0, second=0, microsecond=0)
+H0 = DAY0 + timedelta(hours=1)
+SCRAPES = 360
+NOW = DAY0 + timedelta(hours=7)
+
+
+def at(minute: int, second: int = 15) -> datetime:
+    return (H0 + timedelta(minutes=minute, seconds=second)).replace(tzinfo=None)
+
+
+# name, namespace, uid, node, scrapes listed (first, last), phases (phase, from scrape), gpu requests
+# {container: (resource, count)}, init requests, labels, owner (kind, name), priority class, start scrape,
+# completion (scrape, seconds before it), status reason (reason, from scrape), oom from scrape, restarts
+PODS = [
+    dict(pod="llama-70b-worker-0", ns="train", uid="u-w0", node="ip-10-0-1-1", listed=(0, 359),
+         phases=[("Pending", 0), ("Running", 2), ("Succeeded", 180)], requests={"trainer": ("nvidia_com_gpu", 8),
+         "sidecar": ("cpu", 1)}, labels={"run": "llama-70b-r1", "team": "pretrain", "app_kubernetes_io_name": "trainer"},
+         owner=("Job", "llama-70b"), priority="train-high", start=2, completion=180),
+    dict(pod="llama-70b-worker-1", ns="train", uid="u-w1", node="ip-10-0-1-2", listed=(0, 359),
+         phases=[("Pending", 0), ("Running", 2), ("Failed", 120)], requests={"trainer": ("nvidia_com_gpu", 8)},
+         labels={"run": "llama-70b-r1"}, owner=("Job", "llama-70b"), start=2, completion=120, oom=120, restarts=2),
+    dict(pod="eval-mig", ns="eval", uid="u-em", node="ip-10-0-1-3", listed=(10, 359), phases=[("Running", 10)],
+         requests={"a": ("nvidia_com_mig_1g_10gb", 2), "b": ("nvidia_com_mig_3g_40gb", 1)}, start=10),
+    dict(pod="notebook", ns="debug", uid="u-nb", node="ip-10-0-1-1", listed=(5, 90), phases=[("Running", 5)],
+         requests={"jupyter": ("nvidia_com_gpu", 1)}, owner=("<none>", "<none>"), start=5),  # deleted at 90
+    dict(pod="frontend", ns="web", uid="u-fe", node="ip-10-0-1-1", listed=(0, 359), phases=[("Running", 0)],
+         requests={"nginx": ("cpu", 2)}, start=0),  # no GPU: not a job here
+    dict(pod="pending-big", ns="train", uid="u-pb", node="", listed=(0, 359), phases=[("Pending", 0)],
+         requests={"trainer": ("nvidia_com_gpu", 16)}),
+    dict(pod="trainer-0", ns="train", uid="u-t0a", node="ip-10-0-1-2", listed=(130, 210),
+         phases=[("Running", 130), ("Failed", 200)], requests={"trainer": ("nvidia_com_gpu", 4)},
+         owner=("StatefulSet", "trainer"), start=130, reason=("Evicted", 200)),
+    dict(pod="trainer-0", ns="train", uid="u-t0b", node="ip-10-0-1-2", listed=(211, 359), phases=[("Pending", 211), ("Running", 212)],
+         requests={"trainer": ("nvidia_com_gpu", 4)}, init={"warmup": ("nvidia_com_gpu", 8)},
+         owner=("StatefulSet", "trainer"), start=212),
+]
+NODES = {"ip-10-0-1-1": "aws:///us-east-1a/i-0aaa1111bbbb2222c", "ip-10-0-1-2": "aws:///us-east-1a/i-0ddd3333eeee4444f",
+         "ip-10-0-1-3": ""}
+
+
+def labels(**values: str) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in values.items())
+
+
+def openmetrics() -> str:
+    families: dict[str, list[str]] = {}
+
+    def sample(name: str, series: str, value: float, scrape: int) -> None:
+        families.setdefault(name, []).append(f"{name}{{{series}}} {value} {at(scrape).replace(tzinfo=timezone.utc).timestamp():.0f}")
+
+    for pod in PODS:
+        key = dict(namespace=pod["ns"], pod=pod["pod"], uid=pod["uid"])
+        first, last = pod["listed"]
+        kind, owner = pod.get("owner", ("ReplicaSet", "rs"))
+        for k in range(first, last + 1):
+            sample("kube_pod_info", labels(**key, node=pod["node"], created_by_kind=kind, created_by_name=owner,
+                                           priority_class=pod.get("priority", ""), host_ip="10.0.1.9"), 1, k)
+            sample("kube_pod_labels", labels(**key, **{f"label_{n}": v for n, v in pod.get("labels", {}).items()}), 1, k)
+            sample("kube_pod_created", labels(**key), at(first, 0).replace(tzinfo=timezone.utc).timestamp(), k)
+            if pod.get("start") is not None and k >= pod["start"]:
+                sample("kube_pod_start_time", labels(**key), at(pod["start"], 0).replace(tzinfo=timezone.utc).timestamp(), k)
+            if pod.get("completion") is not None and k >= pod["completion"]:
+                done = at(pod["completion"], 0) - timedelta(seconds=20)
+                sample("kube_pod_completion_time", labels(**key), done.replace(tzinfo=timezone.utc).timestamp(), k)
+            current = [phase for phase, since in pod["phases"] if since <= k][-1]
+            for phase in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+                sample("kube_pod_status_phase", labels(**key, phase=phase), int(phase == current), k)
+            if pod.get("reason") and k >= pod["reason"][1]:
+                sample("kube_pod_status_reason", labels(**key, reason=pod["reason"][0]), 1, k)
+            for container, (resource, count) in pod["requests"].items():
+                unit = "core" if resource == "cpu" else "integer"
+                sample("kube_pod_container_resource_requests", labels(**key, container=container, node=pod["node"],
+                                                                      resource=resource, unit=unit), count, k)
+                sample("kube_pod_container_status_restarts_total", labels(**key, container=container),
+                       pod.get("restarts", 0), k)
+                if pod.get("oom") is not None and k >= pod["oom"]:
+                    sample("kube_pod_container_status_terminated_reason",
+                           labels(**key, container=container, reason="OOMKilled"), 1, k)
+            for container, (resource, count) in pod.get("init", {}).items():
+                sample("kube_pod_init_container_resource_requests",
+                       labels(**key, container=container, node=pod["node"], resource=resource, unit="integer"), count, k)
+    for k in range(SCRAPES):
+        for node, provider in NODES.items():
+            sample("kube_node_info", labels(node=node, provider_id=provider, kernel_version="6.1"), 1, k)
+        # DCGM, through a ServiceMonitor: the exporter's own pod/namespace, the GPU's pod as exported_*
+        exporter = dict(namespace="gpu-operator", pod="dcgm-exporter-x7k2p", Hostname="ip-10-0-1-1")
+        if 2 <= k < 180:
+            sample("DCGM_FI_PROF_SM_ACTIVE", labels(gpu="0", **exporter, exported_namespace="train",
+                                                    exported_pod="llama-70b-worker-0"), 0.5 if k < 60 else 0.9, k)
+            sample("DCGM_FI_PROF_SM_ACTIVE", labels(gpu="1", **exporter, exported_namespace="train",
+                                                    exported_pod="llama-70b-worker-0"), 0.7, k)
+        sample("DCGM_FI_PROF_SM_ACTIVE", labels(gpu="2", **exporter), 0.0, k)  # a GPU no pod holds
+        if k >= 10:  # scraped with honor_labels: pod/namespace are the GPU's pod
+            sample("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels(gpu="0", GPU_I_ID="1", namespace="eval", pod="eval-mig"), 0.25, k)
+    lines = []
+    for name, samples in families.items():
+        lines += [f"# TYPE {name} gauge", *samples]
+    return "\n".join(lines) + "\n# EOF\n"
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    with backfilled_prometheus(tmp_path_factory.mktemp("prometheus"), openmetrics()) as url:
+        yield url
+
+
+def snapshot(tmp_path: Path, **source):
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "k8s", "kind": "k8s-pods", "cluster": "eks-p5", **source}]})
+    [outcome] = run_inventory(config, now=NOW)
+    return outcome
+
+
+def jobs(tmp_path: Path, columns: str) -> list[tuple]:
+    con = Lake(tmp_path / "lake").query()
+    try:
+        return con.execute(f"SELECT {columns} FROM jobs ORDER BY record_id").fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.binary
+def test_gpu_pods_become_jobs(tmp_path, prometheus):
+    outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8)
+    assert outcome.error is None, outcome.error
+    day = NOW.date().isoformat()
+    assert outcome.rows == {f"jobs snapshot_date={day}": 7}
+    rows = jobs(tmp_path, "record_id, job_id, run_id, state, submit_time, start_time, end_time, gpus, nodes, "
+                          "instance_ids, restarts, qos")
+    w0, w1 = ["i-0aaa1111bbbb2222c"], ["i-0ddd3333eeee4444f"]
+    assert rows == [
+        ("eks-p5/u-em", "eval/eval-mig", "eval/rs", "RUNNING", at(10, 0), at(10, 0), None,
+         pytest.approx(5 / 7), ["ip-10-0-1-3"], None, 0, None),  # 2 × 1g.10gb + 3g.40gb; a node without an EC2 id
+        ("eks-p5/u-nb", "debug/notebook", "debug/notebook", "CANCELLED", at(5, 0), at(5, 0), at(90), 1.0,
+         ["ip-10-0-1-1"], w0, 0, None),  # deleted while running: ends at the last scrape that listed it
+        ("eks-p5/u-pb", "train/pending-big", "train/rs", "PENDING", at(0, 0), None, None, 16.0, None, None, 0, None),
+        ("eks-p5/u-t0a", "train/trainer-0", "train/trainer", "PREEMPTED", at(130, 0), at(130, 0), at(200), 4.0,
+         ["ip-10-0-1-2"], w1, 0, None),  # evicted: Failed first seen at scrape 200, then deleted
+        ("eks-p5/u-t0b", "train/trainer-0", "train/trainer", "RUNNING", at(211, 0), at(212, 0), None, 8.0,
+         ["ip-10-0-1-2"], w1, 0, None),  # the init container's 8 GPUs outweigh the containers' 4
+        ("eks-p5/u-w0", "train/llama-70b-worker-0", "llama-70b-r1", "COMPLETED", at(0, 0), at(2, 0),
+         at(180, 0) - timedelta(seconds=20), 8.0, ["ip-10-0-1-1"], w0, 0, "train-high"),
+        ("eks-p5/u-w1", "train/llama-70b-worker-1", "llama-70b-r1", "OUT_OF_MEMORY", at(0, 0), at(2, 0),
+         at(120, 0) - timedelta(seconds=20), 8.0, ["ip-10-0-1-2"], w1, 2, None),
+    ]
+
+
+@pytest.mark.binary
+def test_labels_namespace_and_hourly_gpu_use(tmp_path, prometheus):
+    assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8).error is None
+    rows = {r[0]: r[1:] for r in jobs(tmp_path, "record_id, scheduler, cluster, namespace, name, labels, "
+                                                "gpu_util_hourly")}
+    hour = H0.replace(tzinfo=None)
+    assert rows["eks-p5/u-w0"] == (
+        "kubernetes", "eks-p5", "train", "llama-70b-worker-0",
+        {"run": "llama-70b-r1", "team": "pretrain", "app_kubernetes_io_name": "trainer"},
+        # SM active of its two GPUs, from the exporter's exported_pod: (50 + 70) / 2, then (90 + 70) / 2
+        {hour: pytest.approx(60.0), hour + timedelta(hours=1): pytest.approx(80.0),
+         hour + timedelta(hours=2): pytest.approx(80.0)})
+    # eval-mig has no SM active series: its graphics engine activity (pod/namespace labels), as percent
+    assert rows["eks-p5/u-em"][5] == {hour + timedelta(hours=h): pytest.approx(25.0) for h in range(6)}
+    assert rows["eks-p5/u-nb"][4:] == (None, None)
+
+
+@pytest.mark.binary
+def test_only_the_configured_namespaces_and_no_dcgm(tmp_path, prometheus):
+    assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, namespaces=["eval", "debug"],
+                    dcgm_metrics=[]).error is None
+    assert jobs(tmp_path, "job_id, gpu_util_hourly") == [("eval/eval-mig", None), ("debug/notebook", None)]
+
+
+@pytest.mark.binary
+def test_a_window_without_gpu_pods_stores_zero_rows(tmp_path, prometheus):
+    outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, namespaces=["web"])
+    assert outcome.error is None and list(outcome.rows.values()) == [0]
+
+
+def inventory_cli(tmp_path: Path, url: str):
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "k8s", "kind": "k8s-pods", "prometheus_url": url, "max_attempts": 1, "timeout_seconds": 5}]}))
+    return CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+
+
+def test_42_an_unreachable_prometheus_exits_3_naming_it(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"
+    result = inventory_cli(tmp_path, url)
+    assert result.exit_code == 3 and f"{url}/api/v1/query_range: cannot reach it after 1 attempt(s)" in result.output
+    assert "check inventory.k8s.prometheus_url" in result.output
+
+
+@pytest.mark.binary
+def test_42_a_prometheus_without_kube_state_metrics_exits_3_naming_it(tmp_path):
+    series = "\n".join(f"up{{job=\"node\"}} 1 {(NOW - timedelta(hours=2, minutes=m)).timestamp():.0f}"
+                       for m in range(60, 0, -1))
+    with backfilled_prometheus(tmp_path, f"# TYPE up gauge\n{series}\n# EOF\n") as url:
+        result = inventory_cli(tmp_path, url)
+    assert result.exit_code == 3, result.output
+    assert f"{url}: no kube-state-metrics series (kube_pod_info) from" in result.output
+    assert "check that this Prometheus scrapes kube-state-metrics" in result.output
+    assert not list((tmp_path / "lake").glob("jobs/*/*/*.parquet"))
+
+
+@pytest.mark.binary
+def test_a_long_window_is_asked_for_in_pieces_and_gives_the_same_rows(tmp_path, prometheus):
+    """Ten days at one-minute steps is 14,400 points a series: more than Prometheus answers at once."""
+    assert snapshot(tmp_path / "short", prometheus_url=prometheus, lookback_hours=8).error is None
+    assert snapshot(tmp_path / "long", prometheus_url=prometheus, lookback_hours=240).error is None
+    columns = "record_id, state, start_time, end_time, gpus, gpu_util_hourly"
+    assert jobs(tmp_path / "long", columns) == jobs(tmp_path / "short", columns)
+
+
+@pytest.mark.parametrize("source, says", [
+    ({}, "inventory[0].prometheus_url: Field required"),
+    ({"prometheus_url": "http://p:9090", "path": "/x"}, "inventory[0].path: kind k8s-pods takes no such key"),
+    ({"prometheus_url": "http://p:9090", "namespaces": ['a"|.*']}, "inventory[0].namespaces[0]: String should match"),
+    ({"prometheus_url": "http://p:9090", "cluster_label": "cluster-name"}, "inventory[0].cluster_label: String should match"),
+    ({"prometheus_url": "http://p:9090", "dcgm_metrics": ["DCGM_FI_DEV_FB_USED"]}, "inventory[0].dcgm_metrics[0]: Input should be"),
+])
+def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
+    with pytest.raises(ConfigError) as error:
+        parse_config({"inventory": [{"name": "k8s", "kind": "k8s-pods", **source}]})
+    assert says in str(error.value)
+
+
+def test_one_prometheus_over_many_clusters_keeps_them_apart():
+    """cluster_label: the same pod name and uid in two clusters are two records, and a pod is
+    deleted only when its own cluster's kube-state-metrics went on reporting without it."""
+    from connectors.k8s_pod_records import PodTable
+
+    def series(cluster: str, values: list[float], **labels: str) -> dict:
+        return {"metric": {"k8s_cluster": cluster, "namespace": "train", "pod": "w-0", "uid": "u1", **labels},
+                "values": [(100 + n, v) for n, v in enumerate(values)]}
+
+    table = PodTable("k8s_cluster", "fallback")
+    table.add_requests([series("east", [1], resource="nvidia_com_gpu"),  # one GPU requested
+                        series("west", [1], resource="nvidia_com_mig_1g_10gb")])
+    table.add_info([series("east", [100, 160], node="n1"), series("west", [100, 160], node="n9")])
+    table.add_phases([series("east", [100, 160], phase="Running"), series("west", [100, 160], phase="Running")])
+    table.add_reported([{"metric": {"k8s_cluster": "east"}, "values": [(220, 220)]},
+                        {"metric": {"k8s_cluster": "west"}, "values": [(160, 160)]}])
+    rows = sorted(table.rows(("run",)), key=lambda r: r["record_id"])
+    assert [(r["record_id"], r["cluster"], r["state"], r["gpus"], r["nodes"]) for r in rows] == [
+        ("east/u1", "east", "CANCELLED", 1.0, ["n1"]), ("west/u1", "west", "RUNNING", 1 / 7, ["n9"])]
