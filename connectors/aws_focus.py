@@ -31,6 +31,7 @@ is read from AWS's own CUR columns (legacy, Athena and CUR 2.0 names alike):
 from __future__ import annotations
 
 from connectors.aws_columns import AwsColumns, literal, text
+from service.core.schema import QUANTITY
 
 SAVINGS_PLAN_ARN = ("savings_plan_savings_plan_a_r_n", "savings_plan_savings_plan_arn")
 RESERVATION_ARN = ("reservation_reservation_a_r_n", "reservation_reservation_arn")
@@ -74,14 +75,14 @@ def focus_columns(columns: AwsColumns, *, line_type: str, money, usage: str, eff
     reservation = "coalesce(" + ", ".join([text(columns, f) for f in RESERVATION_ARN] + ["NULL"]) + ")"
 
     def as_quantity(field: str) -> str:
-        return f"CAST({money(field)} AS DECIMAL(38,16))"
+        return f"CAST({money(field)} AS {QUANTITY})"
 
     sp_unused = f"{as_quantity('savings_plan_total_commitment_to_date')} - {as_quantity('savings_plan_used_commitment')}"
     quantity_sql = (
         f"CASE {line_type} WHEN 'SavingsPlanCoveredUsage' THEN {as_quantity('savings_plan_savings_plan_effective_cost')} "
         f"WHEN 'SavingsPlanRecurringFee' THEN {sp_unused} "
         f"WHEN 'DiscountedUsage' THEN {usage} "
-        f"WHEN 'RIFee' THEN TRY_CAST({text(columns, 'reservation_unused_quantity')} AS DECIMAL(38,16)) END")
+        f"WHEN 'RIFee' THEN TRY_CAST({text(columns, 'reservation_unused_quantity')} AS {QUANTITY}) END")
     committed = f"coalesce({savings_plan}, {reservation}) IS NOT NULL"
     status = (f"CASE WHEN NOT ({committed}) THEN NULL "
               f"WHEN {line_type} IN ('SavingsPlanCoveredUsage', 'DiscountedUsage') THEN 'Used' "
