@@ -30,7 +30,7 @@ is read from AWS's own CUR columns (legacy, Athena and CUR 2.0 names alike):
 
 from __future__ import annotations
 
-from connectors.aws_columns import AwsColumns, literal, text
+from connectors.aws_columns import AwsColumns, literal, quantity, text
 from service.core.schema import QUANTITY
 
 SAVINGS_PLAN_ARN = ("savings_plan_savings_plan_a_r_n", "savings_plan_savings_plan_arn")
@@ -82,7 +82,7 @@ def focus_columns(columns: AwsColumns, *, line_type: str, money, usage: str, eff
         f"CASE {line_type} WHEN 'SavingsPlanCoveredUsage' THEN {as_quantity('savings_plan_savings_plan_effective_cost')} "
         f"WHEN 'SavingsPlanRecurringFee' THEN {sp_unused} "
         f"WHEN 'DiscountedUsage' THEN {usage} "
-        f"WHEN 'RIFee' THEN TRY_CAST({text(columns, 'reservation_unused_quantity')} AS {QUANTITY}) END")
+        f"WHEN 'RIFee' THEN {quantity(columns, 'reservation_unused_quantity')} END")
     committed = f"coalesce({savings_plan}, {reservation}) IS NOT NULL"
     status = (f"CASE WHEN NOT ({committed}) THEN NULL "
               f"WHEN {line_type} IN ('SavingsPlanCoveredUsage', 'DiscountedUsage') THEN 'Used' "
