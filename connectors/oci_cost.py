@@ -68,6 +68,7 @@ from service.core.errors import SourceError, duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
 
 COST_FOLDER = "cost-csv"
+REPORT_NAME = re.compile(r"^\d+(?:-\d+)?\.csv(?:\.gz)?$")
 OTHER_REPORTS = re.compile(r"(?:^|/)(?:usage-csv|FOCUS Reports)/", re.IGNORECASE)
 START, END = "lineItem/intervalUsageStart", "lineItem/intervalUsageEnd"
 COST, CURRENCY = "cost/myCost", "cost/currencyCode"
@@ -94,8 +95,9 @@ class OciCostConnector:
     def deliveries(self) -> Iterator[Delivery]:
         files = cost_report_files(self.storage.list())
         if not files:
-            raise SourceError("no OCI cost report files (reports/cost-csv/*.csv.gz) found", where=self.config.location,
-                              hint=f"check sources.{self.config.name}.location: the usage-report bucket or a copy of it")
+            raise SourceError(f"no OCI cost report files (reports/cost-csv/*.csv.gz) under {self.config.location}",
+                              where=f"sources.{self.config.name}.location",
+                              hint="point it at the usage-report bucket, a copy of it, or its reports/cost-csv/ folder")
         self._objects = {o.uri: o for o in files}
         yield Delivery(fingerprint(files), None, tuple(o.uri for o in files))
 
@@ -139,11 +141,12 @@ class OciCostConnector:
 
 
 def cost_report_files(listing: list[StoredObject]) -> list[StoredObject]:
-    """The cost report files of a listing: those under `cost-csv/` if any, else every CSV that
-    is not a usage or FOCUS report (a location that is the cost-csv folder or one file)."""
+    """The cost report files of a listing: the CSVs under a `cost-csv/` folder; where there is
+    none (the location is that folder, or one file), the CSVs named as Oracle names reports
+    (`<number>-00001.csv.gz`), outside usage and FOCUS report folders."""
     csvs = [o for o in listing if suffix_of(o.name) in (".csv", ".csv.gz") and not OTHER_REPORTS.search(o.key)]
     under = [o for o in csvs if COST_FOLDER in PurePosixPath(o.key).parts[:-1]]
-    return under or csvs
+    return under or [o for o in csvs if REPORT_NAME.match(o.name)]
 
 
 def is_set(flag_sql: str) -> str:

@@ -138,4 +138,4 @@ def test_a_location_without_cost_reports_exits_3_naming_it(tmp_path):
                    f"location: '{tmp_path / 'bucket'}'}}\n")
     result = CliRunner().invoke(cli, ["--config", str(cfg), "ingest"], catch_exceptions=False)
     assert result.exit_code == 3
-    assert "no OCI cost report files" in result.output and str(tmp_path / "bucket") in result.output
+    assert f"no OCI cost report files (reports/cost-csv/*.csv.gz) under {tmp_path / 'bucket'}" in result.output
