@@ -23,13 +23,18 @@ from pydantic import Field, ValidationError, model_validator
 from service.core.config import Strict, dotted_path
 from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
-from service.core.registry import RULES
+from service.core.registry import RULE_CATEGORIES, RULES
 from service.core.timewindow import Window
 from service.core.units import cents, naive_utc, usd  # noqa: F401 (usd: the rules' money format)
 
 Severity = Literal["info", "warning", "critical"]
 Status = Literal["open", "resolved", "acknowledged"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
+# What kind of money a finding is about, in the order they are listed. `waste` is spend that
+# buys nothing (its `monthly_waste_usd` is what it costs a month); `overspend` is spend above
+# a budget or an expectation; `ownership` is spend nobody owns. Waste totals never mix them.
+Category = Literal["waste", "overspend", "ownership"]
+CATEGORIES: tuple[Category, ...] = RULE_CATEGORIES  # the registry refuses a rule declaring another
 UNALLOCATED = "unallocated"
 HOURS_PER_MONTH = Decimal("730")  # 365 × 24 / 12, the convention of cloud price lists
 GIB = 1024**3
@@ -44,16 +49,22 @@ class Owner:
 
 @dataclass(frozen=True, kw_only=True)
 class Finding:
-    """One piece of waste, on one resource. `id` = hash(rule, resource_id, key)."""
+    """One thing a rule found, on one resource. `id` = hash(rule, resource_id, key).
+
+    `impact_usd` is the money at stake, as its rule's docstring defines it; `monthly_waste_usd`
+    is set for `waste` findings only (and equals their impact), None for the other categories.
+    """
 
     id: str
     rule: str
+    category: Category
     severity: Severity
     resource_id: str
     team: str = UNALLOCATED
     project: str = UNALLOCATED
     experiment: str = UNALLOCATED
-    monthly_waste_usd: Decimal
+    impact_usd: Decimal
+    monthly_waste_usd: Decimal | None = None
     summary: str
     evidence: dict[str, Any] = field(default_factory=dict)
     first_seen: datetime | None = None
@@ -61,6 +72,13 @@ class Finding:
     status: Status = "open"
     acknowledged_at: datetime | None = None
     ack_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"finding {self.id}: category {self.category!r} is not one of {', '.join(CATEGORIES)}")
+        if (self.monthly_waste_usd is not None) != (self.category == "waste"):
+            raise ValueError(f"finding {self.id}: monthly_waste_usd is for waste findings only, and every "
+                             f"waste finding has one (category {self.category})")
 
 
 def finding_id(rule: str, resource_id: str, key: str) -> str:
@@ -105,7 +123,7 @@ class RuleConfig(Strict):
 
     enabled: bool = True
     critical_monthly_usd: Decimal = Field(default=Decimal("1000"), ge=0,
-                                          description="findings wasting at least this much a month are critical")
+                                          description="findings with at least this much at stake (for waste: a month) are critical")
 
 
 class StoragePrices(Strict):
@@ -274,9 +292,10 @@ class RuleContext:
 
 
 class Rule:
-    """Subclass, set `name`, `config_model` and `inputs`, implement `evaluate`."""
+    """Subclass, set `name`, `category`, `config_model` and `inputs`, implement `evaluate`."""
 
     name: ClassVar[str]
+    category: ClassVar[Category]  # what kind of money its findings are about (CATEGORIES)
     config_model: ClassVar[type[RuleConfig]] = RuleConfig
     # table → the columns the rule reads (service.core.schema has their types). A table
     # that is not in the lake yet skips the rule; a missing column is an error.
@@ -288,16 +307,24 @@ class Rule:
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
         raise NotImplementedError
 
-    def severity(self, monthly_waste_usd: Decimal, default: Severity = "warning") -> Severity:
-        return "critical" if monthly_waste_usd >= self.config.critical_monthly_usd > 0 else default
+    def severity(self, monthly_usd: Decimal, default: Severity = "warning") -> Severity:
+        return "critical" if monthly_usd >= self.config.critical_monthly_usd > 0 else default
 
-    def finding(self, *, resource_id: str, key: str, severity: Severity, monthly_waste_usd: Decimal | int,
+    def finding(self, *, resource_id: str, key: str, severity: Severity, impact_usd: Decimal | int,
                 summary: str, evidence: Mapping[str, Any]) -> Finding:
+        """A finding of this rule's category; a waste rule's impact is its monthly waste."""
+        impact = money(impact_usd)
         return Finding(
-            id=finding_id(self.name, resource_id, key), rule=self.name, severity=severity,
-            resource_id=resource_id, monthly_waste_usd=money(monthly_waste_usd), summary=summary,
-            evidence=json.loads(json.dumps(dict(evidence), default=_jsonable)),
+            id=finding_id(self.name, resource_id, key), rule=self.name, category=self.category, severity=severity,
+            resource_id=resource_id, impact_usd=impact, monthly_waste_usd=impact if self.category == "waste" else None,
+            summary=summary, evidence=json.loads(json.dumps(dict(evidence), default=_jsonable)),
         )
+
+    @classmethod
+    def stored_impact(cls, monthly_waste_usd: Decimal, evidence: Mapping[str, Any]) -> Decimal:
+        """The impact of a finding stored before findings had one (its old `monthly_waste_usd`,
+        which meant the same for every rule but unallocated-spend, which says otherwise)."""
+        return monthly_waste_usd
 
 
 # ---- the registry: entry-point group `spendlake.rules` (service/core/registry.py) ----------

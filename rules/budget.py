@@ -13,9 +13,14 @@ rules:
 Flags: per budget, the highest line crossed by month-to-date actual spend, and the
 highest line crossed by the month-end forecast (if the budget watches `forecast`).
 Severity: actual ≥ 100% critical, actual below 100% warning; forecast ≥ 100% warning,
-forecast below 100% info. `monthly_waste_usd` is the overrun beyond the budget (actual, or
-forecast for forecast findings), 0 below the budget. Ignores: other currencies than
-the budget's, and budgets with no attributed spend in the trailing weeks.
+forecast below 100% info. Ignores: other currencies than the budget's, and budgets with no
+attributed spend in the trailing weeks.
+
+Category `overspend` (no `monthly_waste_usd`: spending past a budget buys something).
+`impact_usd` is the overrun beyond the budget this month: month-to-date spend minus the
+amount for an actual finding, the forecast month-end spend minus the amount for a forecast
+finding; 0 below the budget. A budget in another currency than USD has `impact_usd` 0 and
+its overrun in `evidence.overrun` (in `evidence.currency`); currencies are never mixed.
 
 The actual and forecast spend come with the context (`ctx.budget_outlooks()`): the numbers
 `spendlake budgets` shows, computed by service/findings/budgets.py (the forecast is
@@ -33,6 +38,7 @@ from service.core.config_budgets import BudgetConfig
 
 class BudgetRule(Rule):
     name = "budget"
+    category = "overspend"
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
         findings = []
@@ -59,11 +65,13 @@ class BudgetRule(Rule):
         summary = (f"{budget.dimension} {budget.value} {verb} {budget.currency} {spend:,.2f} this month, "
                    f"{pct}% of its {budget.currency} {budget.amount:,.2f} budget {budget.name} "
                    f"(line {line * 100:.0f}%, {outlook.days_left:.1f} days left)")
+        overrun = max(spend - budget.amount, Decimal(0))
         finding = self.finding(
             resource_id=f"budget:{budget.name}", key=f"{kind}:{line}", severity=severity,
-            monthly_waste_usd=max(spend - budget.amount, Decimal(0)), summary=summary,
+            impact_usd=overrun if budget.currency == "USD" else Decimal(0), summary=summary,
             evidence={"budget": budget.name, "dimension": budget.dimension, "value": budget.value,
                       "kind": kind, "line": line, "amount": budget.amount, "currency": budget.currency,
+                      "overrun": money(overrun),
                       "actual": money(outlook.actual), "forecast": money(outlook.forecast),
                       "forecast_low": money(outlook.low), "forecast_high": money(outlook.high),
                       "days_left": outlook.days_left.quantize(Decimal("0.1"))})

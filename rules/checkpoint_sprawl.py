@@ -16,6 +16,8 @@ Three findings:
 - `no-lifecycle` (per bucket): a bucket holding checkpoints whose lifecycle is `none` in
   `s3_buckets`. No waste of its own (the two above count it), severity warning.
 
+Category `waste`: `impact_usd` and `monthly_waste_usd` are the storage waste per month above.
+
 Ignores: objects that match no pattern, runs whose waste is below `min_monthly_usd`,
 buckets absent from `s3_buckets` (lifecycle unknown), and INTELLIGENT_TIERING objects for
 `hot-storage` (S3 already moves them). Prices are USD per GiB-month (S3 us-east-1).
@@ -115,6 +117,7 @@ ORDER BY ALL
 
 class CheckpointSprawl(Rule):
     name = "checkpoint-sprawl"
+    category = "waste"
     config_model = CheckpointSprawlConfig
     config: CheckpointSprawlConfig
     inputs = {"s3_objects": ("bucket", "key", "size", "storage_class", "last_modified")}
@@ -157,7 +160,7 @@ class CheckpointSprawl(Rule):
                            f"{kept}; the other {entry['units']['excess']} hold {gib(sum(excess.values()))} costing "
                            f"{usd(waste)} a month.")
                 found.append(self.finding(resource_id=resource, key="excess", severity=self.severity(waste),
-                                          monthly_waste_usd=waste, summary=summary, evidence={
+                                          impact_usd=waste, summary=summary, evidence={
                                               "checkpoints": entry["total"], "kept": kept,
                                               "excess": entry["units"]["excess"], "keep_last": c.keep_last,
                                               "keep_every_steps": c.keep_every_steps,
@@ -173,7 +176,7 @@ class CheckpointSprawl(Rule):
                            f"days ({gib(sum(hot.values()))}) sit in {classes}; {c.cold_storage_class} "
                            f"(${cold}/GiB-month) would save {usd(waste)} a month.")
                 found.append(self.finding(resource_id=resource, key="hot-storage", severity=self.severity(waste),
-                                          monthly_waste_usd=waste, summary=summary, evidence={
+                                          impact_usd=waste, summary=summary, evidence={
                                               "checkpoints": entry["units"]["hot-storage"], "hot_days": c.hot_days,
                                               "bytes_by_class": dict(hot), "cold_storage_class": c.cold_storage_class,
                                               "examples": entry["sample"]["hot-storage"]}))
@@ -195,6 +198,6 @@ class CheckpointSprawl(Rule):
             summary = (f"Bucket {bucket} holds {checkpoints} checkpoint(s) ({gib(size)}) in {len(entries)} run(s) "
                        "but has no lifecycle rule to expire or move them.")
             found.append(self.finding(resource_id=f"s3://{bucket}", key="no-lifecycle", severity="warning",
-                                      monthly_waste_usd=0, summary=summary,
+                                      impact_usd=0, summary=summary,
                                       evidence={"checkpoints": checkpoints, "bytes": size, "runs": len(entries)}))
         return found

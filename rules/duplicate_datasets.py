@@ -12,6 +12,8 @@ the longest common path suffix is dropped, leaving the two prefixes (`team-a/dat
 mirrors `shared/`); one finding per (copy prefix, original prefix). Waste = bytes of the
 redundant copies × the price of their storage class per month.
 
+Category `waste`: `impact_usd` and `monthly_waste_usd` are that storage cost per month.
+
 Ignores: objects smaller than `min_object_bytes` (markers, small configs), findings whose
 redundant bytes are below `min_duplicate_bytes`, objects with neither checksum nor ETag.
 Severity: info when the only evidence is multipart ETags; otherwise warning, or critical
@@ -119,6 +121,7 @@ def _prefix(bucket: str, prefix: str) -> str:
 
 class DuplicateDatasets(Rule):
     name = "duplicate-datasets"
+    category = "waste"
     config_model = DuplicateDatasetsConfig
     config: DuplicateDatasetsConfig
     inputs = {"s3_objects": ("bucket", "key", "size", "etag", "multipart", "part_count", "checksum_algorithm",
@@ -149,7 +152,7 @@ class DuplicateDatasets(Rule):
                        f"({EVIDENCE[strongest]}), costing {usd(waste)} a month.")
             examples = sorted(entry["examples"], key=lambda e: e["copy"])[:c.max_examples]
             findings.append(self.finding(resource_id=copy, key=f"copy-of:{original}", severity=severity,
-                                         monthly_waste_usd=waste, summary=summary, evidence={
+                                         impact_usd=waste, summary=summary, evidence={
                                              "original_prefix": original, "files": entry["files"], "bytes": size,
                                              "bytes_by_class": dict(entry["bytes"]),
                                              "files_by_evidence": dict(entry["evidence"]), "examples": examples}))

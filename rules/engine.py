@@ -90,7 +90,8 @@ def evaluate(rules: Sequence[Rule], ctx: RuleContext) -> tuple[dict[str, list[Fi
 def _check(rule: Rule, findings: list[Finding]) -> str | None:
     ids: set[str] = set()
     for finding in findings:
-        if not isinstance(finding, Finding) or finding.rule != rule.name or finding.severity not in SEVERITIES:
+        if not isinstance(finding, Finding) or finding.rule != rule.name or finding.severity not in SEVERITIES \
+                or finding.category != rule.category:
             return f"returned something that is not a valid {rule.name} finding: {finding!r:.200}"
         if finding.id in ids:
             return f"returned two findings with id {finding.id} (resource {finding.resource_id})"
@@ -119,7 +120,7 @@ def reconcile(previous: Sequence[Finding], fresh: dict[str, list[Finding]], now:
             continue
         ran = old.rule in fresh
         merged[old.id] = replace(old, status="resolved") if ran and old.status != "resolved" else old
-    return sorted(merged.values(), key=lambda f: (f.rule, -f.monthly_waste_usd, f.id))
+    return sorted(merged.values(), key=lambda f: (f.rule, -f.impact_usd, f.id))
 
 
 def run(rules: Sequence[Rule], ctx: RuleContext, previous: Sequence[Finding],

@@ -8,6 +8,9 @@ is the cost billed for those hours (`cost_column`), projected to a 730-hour mont
 window. A GPU instance billed in the window with no utilisation data at all gets a
 separate `unmonitored` finding (info, no waste claimed: we cannot know).
 
+Category `waste`: `impact_usd` and `monthly_waste_usd` are that monthly projection (0 for
+`unmonitored`); the idle hours' own cost in the window is `evidence.idle_cost_usd`.
+
 Ignores: hours with no utilisation data (they break a run rather than extend it), idle
 stretches shorter than `min_idle_hours`, non-usage charges (tax, credits, purchases) and
 costs in currencies other than USD. Daily cost rows are spread evenly over their hours.
@@ -105,6 +108,7 @@ ORDER BY b.resource_id
 
 class IdleGpu(Rule):
     name = "idle-gpu"
+    category = "waste"
     config_model = IdleGpuConfig
     config: IdleGpuConfig
     inputs = {
@@ -146,7 +150,7 @@ class IdleGpu(Rule):
                            "mean_util_pct": round(r["mean_util"], 2)} for r in runs[-20:]],
         }
         return self.finding(resource_id=resource_id, key="idle", severity=self.severity(monthly),
-                            monthly_waste_usd=monthly, summary=summary, evidence=evidence)
+                            impact_usd=monthly, summary=summary, evidence=evidence)
 
     def _unmonitored(self, ctx: RuleContext, resource_id: str, instance_type: str, billed_hours: int,
                      billed_cost: Decimal) -> Finding:
@@ -154,5 +158,5 @@ class IdleGpu(Rule):
                    "with no GPU utilisation data, so nobody can tell whether it was used.")
         evidence = {"instance_type": instance_type, "window_start": ctx.since, "window_end": ctx.until,
                     "billed_hours": billed_hours, "billed_cost_usd": money(billed_cost)}
-        return self.finding(resource_id=resource_id, key="unmonitored", severity="info", monthly_waste_usd=0,
+        return self.finding(resource_id=resource_id, key="unmonitored", severity="info", impact_usd=0,
                             summary=summary, evidence=evidence)

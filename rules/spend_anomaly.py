@@ -28,7 +28,11 @@ for them; earlier days are unknown, and a day needs 7 known days before it.
 Flags: consecutive anomalous days form one episode, one finding with a stable id from its
 series and start day. It is seen while ongoing on the last full day, or while it began
 inside the window; the engine resolves it once it is gone and keeps acknowledgements, so an
-acknowledged anomaly is not raised again. `monthly_waste_usd` is the episode's total impact.
+acknowledged anomaly is not raised again.
+
+Category `overspend` (no `monthly_waste_usd`: the extra spend may have bought something).
+`impact_usd` is the excess spend of the episode: actual minus expected, summed over its
+days; 0 for an episode inside a planned run (its excess stays in `evidence.impact_usd`).
 Root causes (`evidence.root_causes`): the service, resource, usage type, account and region
 values with the largest impact in $ (their mean daily spend over the episode minus their
 median over the 7 days before it), largest first, at most `top_causes` (5).
@@ -38,7 +42,7 @@ Ignores: credits, refunds, tax and commitment purchases (`exclude_charge_categor
 Planned runs (service/planning/plans.py): spend of a plan's project/experiment inside its window,
 while the plan's cumulative spend stays within its amount, is taken out of the day before
 testing it; an episode that is anomalous only because of it becomes an `info` finding with
-`evidence.planned`, with no waste.
+`evidence.planned`, with no impact.
 """
 
 from __future__ import annotations
@@ -220,6 +224,7 @@ def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
 
 class SpendAnomalyRule(Rule):
     name = "spend-anomaly"
+    category = "overspend"
     config_model = SpendAnomalyConfig
     inputs = {"costs": ("ServiceName", "ChargeCategory", "x_line_item_type", "BilledCost")}
 
@@ -275,15 +280,15 @@ class SpendAnomalyRule(Rule):
         if episode.planned_only:
             summary = (f"{where} spent {usd(latest.actual)} on {latest.day} against {usd(latest.expected)} "
                        f"expected, inside a planned run ({usd(planned_usd)} planned) — expected, not an anomaly.")
-            severity, waste = "info", Decimal(0)
+            severity, excess = "info", Decimal(0)
         else:
             state = "and still is" if episode.ongoing else f"until {latest.day}"
             summary = (f"{where} has spent above its expected band since {episode.start} {state}: "
                        f"{usd(latest.actual)} on {latest.day} against {usd(latest.expected)} expected, "
                        f"{usd(impact)} over in {len(episode.days)} day(s).")
-            severity, waste = self.severity(impact), impact
+            severity, excess = self.severity(impact), impact
         finding = self.finding(resource_id=f"series:{cfg.dimension}={value}|service={service}",
-                               key=episode.start.isoformat(), severity=severity, monthly_waste_usd=waste,
+                               key=episode.start.isoformat(), severity=severity, impact_usd=excess,
                                summary=summary, evidence=evidence)
         if cfg.dimension in ("team", "project", "experiment"):  # the series' owner is its value
             finding = replace(finding, **{cfg.dimension: value})

@@ -16,16 +16,22 @@ dimension's direct spend is above `max_unallocated_pct`. One finding per
 dimension (stable id), seen while the share stays above. Evidence: the top unallocated
 services, accounts and resources by $, and the tag keys on those lines that no
 dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them) — the
-likely fix is an alias or a virtual-tag rule. `monthly_waste_usd` is the unallocated spend
-scaled to a month (730 hours). Ignores: credits, refunds, tax and commitment purchases
-(`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as spend-anomaly), other currencies than `currency`.
+likely fix is an alias or a virtual-tag rule. Ignores: credits, refunds, tax and commitment
+purchases (`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as
+spend-anomaly), other currencies than `currency`.
+
+Category `ownership` (no `monthly_waste_usd`: the spend has an owner, just not a known one).
+`impact_usd` is the unallocated spend in the window (`evidence.unallocated_usd`); severity
+compares it, scaled to a 730-hour month (`evidence.monthly_unallocated_usd`), with
+`critical_monthly_usd`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from typing import Any
 
 from pydantic import Field
 
@@ -66,6 +72,7 @@ def uncovered_keys(rows: Sequence[DailySpend], top: int) -> list[dict]:
 
 class UnallocatedSpendRule(Rule):
     name = "unallocated-spend"
+    category = "ownership"
     config_model = UnallocatedSpendConfig
     inputs = {"costs": ("ServiceName", "SubAccountId", "ResourceId", "Tags", "BilledCost")}
 
@@ -93,7 +100,7 @@ class UnallocatedSpendRule(Rule):
         monthly = unallocated * HOURS_PER_MONTH / ctx.window_hours
         evidence = {
             "dimension": dimension, "currency": cfg.currency, "unallocated_pct": share,
-            "unallocated_usd": money(unallocated), "total_usd": money(total),
+            "unallocated_usd": money(unallocated), "monthly_unallocated_usd": money(monthly), "total_usd": money(total),
             "top_services": top_by_cost(lost, "service", cfg.top), "top_accounts": top_by_cost(lost, "account", cfg.top),
             "top_resources": top_by_cost(lost, "resource", cfg.top), "uncovered_tag_keys": uncovered_keys(lost, cfg.top),
         }
@@ -105,4 +112,9 @@ class UnallocatedSpendRule(Rule):
                    f"{'; most on ' + ', '.join(named) if named else ''}"
                    f"{'; tag keys no alias reads: ' + keys if keys else ''}.")
         return self.finding(resource_id=f"unallocated:{dimension}", key=dimension, severity=self.severity(monthly),
-                            monthly_waste_usd=monthly, summary=summary, evidence=evidence)
+                            impact_usd=unallocated, summary=summary, evidence=evidence)
+
+    @classmethod
+    def stored_impact(cls, monthly_waste_usd: Decimal, evidence: Mapping[str, Any]) -> Decimal:
+        """Findings stored before `impact_usd` kept the monthly figure; the window's is in the evidence."""
+        return Decimal(str(evidence.get("unallocated_usd", monthly_waste_usd)))

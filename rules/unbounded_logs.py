@@ -13,6 +13,8 @@ the suggested retention would keep, estimated from the weekly growth (bytes per 
 retention), or, with a single snapshot, assuming steady ingest since creation. For S3 it
 is the bytes of log objects older than the retention × the price of their class.
 
+Category `waste`: `impact_usd` and `monthly_waste_usd` are that cost per month.
+
 Ignores: groups with any retention, groups below `min_stored_gib`, buckets missing from
 `s3_buckets` (lifecycle unknown), and expiration rules' prefix filters (a bucket with any
 expiration rule counts as expiring). Severity: info when nothing is old enough to drop
@@ -104,6 +106,7 @@ class UnboundedLogsConfig(RuleConfig):
 
 class UnboundedLogs(Rule):
     name = "unbounded-logs"
+    category = "waste"
     config_model = UnboundedLogsConfig
     config: UnboundedLogsConfig
     inputs = {"log_groups": ("region", "name", "retention_days", "stored_bytes", "created_at", "snapshot_date")}
@@ -134,7 +137,7 @@ class UnboundedLogs(Rule):
         summary = (f"Log group {name} ({region}) never expires and holds {gib(stored)}{growth}; a {keep}-day "
                    f"retention would drop about {gib(beyond)}, saving {usd(waste)} a month.")
         severity = self.severity(waste) if beyond > 0 else "info"
-        return self.finding(resource_id=name, key=f"log-group:{region}", severity=severity, monthly_waste_usd=waste,
+        return self.finding(resource_id=name, key=f"log-group:{region}", severity=severity, impact_usd=waste,
                             summary=summary, evidence={
                                 "region": region, "stored_bytes": stored, "snapshot_date": day,
                                 "created_at": created_at, "prior_bytes": prior_bytes, "prior_snapshot_date": prior_day,
@@ -168,7 +171,7 @@ class UnboundedLogs(Rule):
                        f"without an expiration rule; expiring them after {c.suggested_retention_days} days would "
                        f"drop {gib(old)}, saving {usd(waste)} a month.")
             findings.append(self.finding(resource_id=resource, key="s3-logs",
-                                         severity=self.severity(waste) if old else "info", monthly_waste_usd=waste,
+                                         severity=self.severity(waste) if old else "info", impact_usd=waste,
                                          summary=summary, evidence={
                                              "objects": entry["objects"], "bytes": entry["bytes"],
                                              "bytes_beyond_retention": old,

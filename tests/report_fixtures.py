@@ -127,10 +127,10 @@ def org_config(root: Path, day: date = date(2026, 11, 29)):
     seen = datetime(2026, 11, 28, tzinfo=timezone.utc)
     store_findings(lake, [
         Finding(id="f1", rule="idle-gpu", severity="critical", resource_id="i-0abc", team="pretrain",
-                project="llm-7b", monthly_waste_usd=Decimal("1708.90"), summary="p5.48xlarge idle for 4 h",
+                project="llm-7b", category="waste", impact_usd=Decimal("1708.90"), monthly_waste_usd=Decimal("1708.90"), summary="p5.48xlarge idle for 4 h",
                 first_seen=seen, last_seen=seen),
         Finding(id="f2", rule="checkpoint-sprawl", severity="warning", resource_id=f"s3://ckpt/{INJECTIONS[1]}/",
-                team=INJECTIONS[0], monthly_waste_usd=Decimal("312.40"), summary=f"{INJECTIONS[0]} keeps 40 checkpoints",
+                team=INJECTIONS[0], category="waste", impact_usd=Decimal("312.40"), monthly_waste_usd=Decimal("312.40"), summary=f"{INJECTIONS[0]} keeps 40 checkpoints",
                 first_seen=seen, last_seen=seen),
     ])
     return config

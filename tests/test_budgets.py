@@ -74,12 +74,13 @@ def test_budget_rule_raises_the_highest_line_crossed_with_owner_and_overrun(tmp_
     found = {(f.evidence["budget"], f.evidence["kind"]): f for f in report.result.findings}
     assert set(found) == {("pretrain-soft", "actual"), ("pretrain-soft", "forecast"), ("pretrain-hard", "actual")}
     soft_actual = found[("pretrain-soft", "actual")]
-    assert (soft_actual.severity, soft_actual.evidence["line"], soft_actual.monthly_waste_usd) == ("warning", "0.5", 0)
+    assert (soft_actual.severity, soft_actual.evidence["line"], soft_actual.impact_usd) == ("warning", "0.5", 0)
+    assert soft_actual.category == "overspend" and soft_actual.monthly_waste_usd is None  # an overrun is not waste
     soft_forecast = found[("pretrain-soft", "forecast")]
     assert soft_forecast.severity == "warning" and soft_forecast.evidence["forecast"] == "3000.00"
-    assert soft_forecast.monthly_waste_usd == Decimal("1000.00")
+    assert soft_forecast.impact_usd == Decimal("1000.00")  # the forecast overrun: 3000 − 2000
     hard = found[("pretrain-hard", "actual")]
-    assert hard.severity == "critical" and hard.monthly_waste_usd == Decimal("200.00")
+    assert hard.severity == "critical" and hard.impact_usd == Decimal("200.00")  # the actual overrun
     assert {f.team.lower() for f in found.values()} == {"pretrain"}  # as each budget spells it
     assert "pretrain" in hard.summary and "1,400.00" in hard.summary
     # the rule's numbers are those of `spendlake budgets` at the same instant
@@ -102,7 +103,7 @@ def test_the_budget_rule_judges_the_outlooks_its_context_gives(tmp_path):
                       budget_outlooks=lambda: [Given(budget, outlook)])
     found = {f.evidence["kind"]: f for f in BudgetRule().evaluate(ctx)}
     assert (found["actual"].evidence["line"], found["actual"].severity) == ("0.5", "warning")
-    assert (found["forecast"].evidence["line"], found["forecast"].monthly_waste_usd) == ("1", Decimal(100))
+    assert (found["forecast"].evidence["line"], found["forecast"].impact_usd) == ("1", Decimal(100))
     assert found["forecast"].team == "pretrain"
     assert BudgetRule().evaluate(RuleContext(con=ctx.con, window=ctx.window)) == []  # no budgets, no findings
 

@@ -57,6 +57,7 @@ class Quiet(Rule):
     """Flags nothing, from an installed package."""
 
     name = "acme-quiet"
+    category = "waste"
     config_model = QuietConfig
 
     def evaluate(self, ctx):
@@ -72,7 +73,7 @@ def test_a_rule_from_an_installed_package_is_listed_and_configured(tmp_path, mon
     listed = CliRunner().invoke(cli, ["--config", str(config), "rules", "list", "--format", "json"])
     assert listed.exit_code == 0, listed.output
     rows = {row["rule"]: row for row in json.loads(listed.output)}
-    assert rows["acme-quiet"] == {"rule": "acme-quiet", "enabled": True, "about": "Flags nothing, from an installed package."}
+    assert rows["acme-quiet"] == {"rule": "acme-quiet", "category": "waste", "enabled": True, "about": "Flags nothing, from an installed package."}
     assert {"idle-gpu", "budget", "spend-anomaly"} <= set(rows)  # the built-ins, through the same group
     [quiet] = [rule for rule in configure({"acme-quiet": {"threshold": 5}}) if rule.name == "acme-quiet"]
     assert quiet.config.threshold == 5
@@ -118,6 +119,20 @@ def test_a_connector_must_declare_what_it_is(tmp_path, monkeypatch, body, proble
     with pytest.raises(PluginError) as error:
         CONNECTORS.get("acme-wrong")
     assert str(error.value) == f"connector kind 'acme-wrong' ({module}:Wrong from acme-spend 1.0) {problem}"
+
+
+@pytest.mark.parametrize("declared, problem", [
+    ("", "declares no category"),
+    ('    category = "savings"\n', "declares category 'savings', not one of waste, overspend, ownership"),
+])
+def test_a_rule_must_declare_what_kind_of_money_it_finds(tmp_path, monkeypatch, declared, problem):
+    module = unique("acme_uncategorised")
+    source = ("from rules.base import Rule\n\n\nclass Vague(Rule):\n    name = \"acme-vague\"\n" + declared
+              + "    def evaluate(self, ctx):\n        return []\n")
+    install(tmp_path, monkeypatch, {module: source}, {"spendlake.rules": {"acme-vague": f"{module}:Vague"}})
+    with pytest.raises(PluginError) as error:
+        RULES.get("acme-vague")
+    assert str(error.value) == f"rule 'acme-vague' ({module}:Vague from acme-spend 1.0) {problem}"
 
 
 def test_asking_for_one_kind_imports_only_its_connector():

@@ -289,10 +289,10 @@ def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, 
     seen = datetime(2026, 11, 29, tzinfo=timezone.utc)
     store_findings(Lake(config.lake), [Finding(
         id="u1", rule="unallocated-spend", severity="warning", resource_id="dimension=team",
-        monthly_waste_usd=Decimal("7500"), summary="2.6% of spend has no team: Amazon S3 $7,250",
+        category="ownership", impact_usd=Decimal("7500"), summary="2.6% of spend has no team: Amazon S3 $7,250",
         first_seen=seen, last_seen=seen), Finding(
         id="a1", rule="spend-anomaly", severity="warning", resource_id="team=pretrain/service=Amazon EC2",
-        team="pretrain", monthly_waste_usd=Decimal("2142.00"), summary="pretrain EC2 spend 40% above expected",
+        team="pretrain", category="overspend", impact_usd=Decimal("2142.00"), summary="pretrain EC2 spend 40% above expected",
         evidence={"root_causes": [{"dimension": "resource", "value": "i-0abc", "impact_usd": "1500.5"},
                                   {"dimension": "usage_type", "value": INJECTIONS[0], "impact_usd": "641.5"}]},
         first_seen=seen, last_seen=seen)])

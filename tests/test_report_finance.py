@@ -36,9 +36,10 @@ def test_unallocated_appears_once_in_top_experiments(report):
 def test_every_findings_table_has_a_total_row_that_adds_up(report):
     data = json.loads(report[1]["report.json"])
     tables = {t["key"]: t for s in data["sections"] for t in s["tables"]}
-    for key in ("waste_by_rule", "open_findings", "anomalies"):
+    for key, money in (("waste_by_rule", "monthly_waste_usd"), ("open_findings", "monthly_waste_usd"),
+                       ("anomalies", "impact_usd"), ("unallocated_causes", "impact_usd")):
         rows, total = tables[key]["rows"], tables[key]["total"]
-        assert Decimal(total["monthly_waste_usd"]) == sum(Decimal(r["monthly_waste_usd"]) for r in rows), key
+        assert Decimal(total[money]) == sum(Decimal(r[money]) for r in rows), key
     assert tables["waste_by_rule"]["total"]["findings"] == sum(r["findings"] for r in tables["waste_by_rule"]["rows"])
     html = report[1]["report.html"].decode()
     assert html.count('<tr class="total">') >= 3

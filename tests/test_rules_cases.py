@@ -112,11 +112,14 @@ def test_rule_case(tmp_path, capsys, rule_name, case):
     for fid, want in expected.items():
         got = found[fid]
         assert got.severity == want["severity"], got.summary
+        assert got.category == rule.category, got.summary
         assert {"monthly_waste_usd", "impact_usd"} & set(want), f"{fid}: state the money the finding carries"
         for money_field in ("monthly_waste_usd", "impact_usd"):
             if money_field in want:
                 assert getattr(got, money_field) == (None if want[money_field] is None else
                                                      Decimal(str(want[money_field]))), got.summary
+        if got.category == "waste":  # a waste rule's impact is its monthly waste
+            assert got.monthly_waste_usd == got.impact_usd, got.summary
         if "summary" in want:
             assert got.summary == want["summary"]
         for key, value in (want.get("evidence") or {}).items():

@@ -21,6 +21,7 @@ class Scripted(Rule):
     """A test rule that reports the resources it is told to."""
 
     name = "scripted"
+    category = "waste"
     inputs = {}
 
     def __init__(self, resources=(), *, crash=False):
@@ -30,7 +31,7 @@ class Scripted(Rule):
     def evaluate(self, ctx):
         if self.crash:
             raise RuntimeError("boom")
-        return [self.finding(resource_id=r, key="k", severity="warning", monthly_waste_usd=Decimal("12.345"),
+        return [self.finding(resource_id=r, key="k", severity="warning", impact_usd=Decimal("12.345"),
                              summary=f"{r} wastes.", evidence={"when": ctx.now}) for r in self.resources]
 
 

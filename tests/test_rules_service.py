@@ -84,7 +84,7 @@ def test_cli_dry_run_fail_on_list_and_ack(setup):
     acknowledged = json.loads(spendlake(config_file, "findings", "--status", "acknowledged", "--format", "json").output)
     assert [(r["id"], r["ack_reason"]) for r in acknowledged] == [(idle_id, "planned")]
     csv_out = spendlake(config_file, "findings", "--status", "all", "--format", "csv", "--rule", "idle-gpu").output
-    assert csv_out.splitlines()[0].startswith("id,rule,severity") and len(csv_out.splitlines()) == 3
+    assert csv_out.splitlines()[0].startswith("id,rule,category,severity") and len(csv_out.splitlines()) == 3
 
     missing = spendlake(config_file, "findings", "ack", "nope", "--reason", "x")
     assert missing.exit_code == 2 and "no finding with id 'nope'" in missing.output

@@ -180,9 +180,9 @@ def test_findings_lists_what_the_cli_lists(tmp_path, serve_api):
     config = make_config(tmp_path)
     store_findings(Lake(config.lake), [
         Finding(id="a1", rule="idle-gpu", severity="warning", resource_id="i-1", team="nlp",
-                monthly_waste_usd=Decimal("120.50"), summary="idle for 6 hours"),
+                category="waste", impact_usd=Decimal("120.50"), monthly_waste_usd=Decimal("120.50"), summary="idle for 6 hours"),
         Finding(id="b2", rule="idle-gpu", severity="critical", resource_id="i-2", team="vision",
-                monthly_waste_usd=Decimal("900"), summary="idle all week", status="resolved"),
+                category="waste", impact_usd=Decimal("900"), monthly_waste_usd=Decimal("900"), summary="idle all week", status="resolved"),
     ])
     base = serve_api(api_for(config))
     status, _, body = get(base + "/api/v1/findings?team=nlp")

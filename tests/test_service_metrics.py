@@ -163,12 +163,12 @@ def test_findings_and_waste_by_rule_and_team_with_teams_folded(tmp_path):
     config = make_config(tmp_path, top_n=2)
     lake = Lake(config.lake)
     found = [Finding(id=f"f{i}", rule="idle-gpu", severity="warning", resource_id=f"i-{i}", team=team,
-                     monthly_waste_usd=Decimal(waste), summary="idle") for i, (team, waste) in
+                     category="waste", impact_usd=Decimal(waste), monthly_waste_usd=Decimal(waste), summary="idle") for i, (team, waste) in
              enumerate([("nlp", "900"), ("nlp", "100"), ("vision", "500"), ("speech", "20"), ("infra", "10")])]
     found.append(Finding(id="f9", rule="checkpoint-sprawl", severity="info", resource_id="s3://b/ckpt/",
-                         team="nlp", monthly_waste_usd=Decimal("40.5"), summary="old checkpoints"))
+                         team="nlp", category="waste", impact_usd=Decimal("40.5"), monthly_waste_usd=Decimal("40.5"), summary="old checkpoints"))
     found.append(Finding(id="f10", rule="idle-gpu", severity="critical", resource_id="i-x", team="nlp",
-                         monthly_waste_usd=Decimal("5000"), summary="gone", status="resolved"))
+                         category="waste", impact_usd=Decimal("5000"), monthly_waste_usd=Decimal("5000"), summary="gone", status="resolved"))
     store_findings(lake, found)
     registry = scrape(LakeCollector(config))
 

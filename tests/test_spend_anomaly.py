@@ -112,7 +112,8 @@ def test_rule_finds_the_jump_with_owner_root_causes_and_a_stable_id(tmp_path):
     report = run_rules(config, only=["spend-anomaly"], now=NOW)
     (finding,) = report.result.seen
     assert finding.team == "vision" and finding.severity == "critical"  # 1800 ≥ $1000 critical line
-    assert finding.monthly_waste_usd == Decimal("1800.00")  # 2 days × (1100 − 200)
+    assert finding.impact_usd == Decimal("1800.00")  # the episode's excess: 2 days × (1100 − 200)
+    assert finding.category == "overspend" and finding.monthly_waste_usd is None
     assert finding.evidence["start"] == str(TODAY - timedelta(2)) and finding.evidence["ongoing"] is True
     assert finding.evidence["expected_usd"] == "200.00" and finding.evidence["actual_usd"] == "1100.00"
     causes = {(c["dimension"], c["value"]): c["impact_usd"] for c in finding.evidence["root_causes"]}
@@ -146,7 +147,7 @@ def test_spend_inside_a_planned_run_is_annotated_not_raised(tmp_path):
                              compute_cost=Span(Decimal(1500), Decimal(2000)), storage_cost=Span(Decimal(0), Decimal(0)),
                              inputs={}))
     (finding,) = run_rules(anomaly_config(lake), only=["spend-anomaly"], now=NOW).result.seen
-    assert finding.severity == "info" and finding.monthly_waste_usd == 0
+    assert finding.severity == "info" and finding.impact_usd == 0
     assert finding.evidence["planned"] == {"planned_usd": "1800.00", "plans": ["llm-run"]}
 
 

@@ -84,7 +84,8 @@ def test_demo_lake_shows_waste_of_all_four_rules(demo_run):
     assert [o.message for o in report.result.outcomes if o.status == "error"] == []
     waste: dict[str, float] = {}
     for finding in report.result.findings:
-        waste[finding.rule] = waste.get(finding.rule, 0) + float(finding.monthly_waste_usd)
+        if finding.category == "waste":
+            waste[finding.rule] = waste.get(finding.rule, 0) + float(finding.monthly_waste_usd)
     assert all(waste.get(rule, 0) > 0 for rule in ("idle-gpu", "checkpoint-sprawl", "duplicate-datasets",
                                                    "unbounded-logs")), waste
     long_context = {i for e in demo.generation.organisation.experiments if e.project == "long-context-eval"

@@ -51,7 +51,9 @@ def test_unallocated_share_above_the_threshold_names_its_causes(tmp_path):
     assert team.evidence["top_resources"] == [{"value": "bucket-x", "cost_usd": "70.00"}]
     assert team.evidence["uncovered_tag_keys"] == [{"key": "Owner", "cost_usd": "70.00"},
                                                    {"key": "cost-center", "cost_usd": "70.00"}]
-    assert team.monthly_waste_usd == Decimal("304.17")  # 70 × 730 / 168
+    assert team.impact_usd == Decimal("70.00")  # the unallocated spend of the window
+    assert team.category == "ownership" and team.monthly_waste_usd is None  # unowned spend is not waste
+    assert team.evidence["monthly_unallocated_usd"] == "304.17"  # 70 × 730 / 168, what severity compares
     assert team.summary.startswith("8.8% of spend ($70.00 of $791.00) has no team; most on service Amazon S3")
     # project: the S3 lines and nlp's Lambda lines have none: (70 + 21) / 791 = 11.5%
     assert found["unallocated:project"].evidence["unallocated_usd"] == "91.00"

@@ -6,6 +6,7 @@ import os
 import shlex
 import sys
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 import click
@@ -15,12 +16,14 @@ from service.core.units import money_text, usd
 
 SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
 TOP_FINDINGS = 8
+TOP_OTHERS = 5  # per category
 
 
 def _print_spend_and_findings(result) -> None:
     """Spend by team over the bill's last 7 days, and the biggest open findings."""
     from datetime import timedelta
 
+    from rules.base import CATEGORIES
     from service.attribution import attribute
     from service.core.lake import Lake
     from service.core.timewindow import Window
@@ -29,12 +32,24 @@ def _print_spend_and_findings(result) -> None:
     spend = attribute(Lake.of(result.config), result.config, window, by=("team",))
     rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost)} for r in spend.rows]
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",))
-    open_findings = sorted((f for f in result.findings if f.status == "open"),
-                           key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]
+    open_findings = [f for f in result.findings if f.status == "open"]
+    waste = [f for f in open_findings if f.category == "waste"]
+    monthly = sum((f.monthly_waste_usd for f in waste), Decimal(0))
     rows = [{"rule": f.rule, "severity": f.severity, "team": f.team, "project": f.project,
-             "resource": f.resource_id, "waste/month": usd(f.monthly_waste_usd)} for f in open_findings]
+             "resource": f.resource_id, "waste/month": usd(f.monthly_waste_usd)}
+            for f in sorted(waste, key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]]
     emit(rows, ["rule", "severity", "team", "project", "resource", "waste/month"], "table",
-         title=f"top findings ({len(result.findings)} in all)", right=("waste/month",))
+         title=f"top waste ({len(waste)} open findings, {usd(monthly)} a month)", right=("waste/month",))
+    # overspend and ownership are not waste: their impact is an overrun, an excess or
+    # unowned spend, never a monthly figure, so they get a table and a column of their own
+    rows = [{"rule": f.rule, "category": f.category, "severity": f.severity, "team": f.team,
+             "resource": f.resource_id, "impact": usd(f.impact_usd)}
+            for category in CATEGORIES[1:]
+            for f in sorted((f for f in open_findings if f.category == category),
+                            key=lambda f: f.impact_usd, reverse=True)[:TOP_OTHERS]]
+    emit(rows, ["rule", "category", "severity", "team", "resource", "impact"], "table",
+         title=f"top overspend and ownership ({len(open_findings) - len(waste)} open findings; impact: "
+               "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",))
 
 
 @click.command("demo")

@@ -6,12 +6,41 @@ import sys
 
 import click
 
-from service.cli.output import emit, format_option
+from rules.base import CATEGORIES
+from service.cli.output import default_format, emit, format_option
+
+# A terminal table per category, each with its own money column: a month of waste and a
+# one-off overrun are different money and are never in one column.
+CATEGORY_TABLES = {
+    "waste": ("monthly_waste_usd", "waste: spend that buys nothing (monthly_waste_usd: USD a month)"),
+    "overspend": ("impact_usd", "overspend: spend above a budget or what was expected (impact_usd)"),
+    "ownership": ("impact_usd", "ownership: spend nobody owns (impact_usd: in the window)"),
+}
+TABLE_COLUMNS = ["id", "rule", "severity", "team", "project", "resource_id", "status", "summary"]
+
+
+def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None:
+    """JSON and CSV: one list with `category`, `impact_usd` and `monthly_waste_usd` (waste
+    only); a table: one per category, in the store's order."""
+    from service.findings.store import LIST_COLUMNS, finding_rows
+
+    rows = finding_rows(findings)
+    if (fmt or default_format()) != "table":
+        emit(rows, LIST_COLUMNS, fmt, json_data=rows)
+        return
+    if not rows:
+        click.echo(f"{title}: none")
+    for category in CATEGORIES:
+        money, about = CATEGORY_TABLES[category]
+        shown = [r for r in rows if r["category"] == category]
+        if shown:
+            columns = [*TABLE_COLUMNS[:6], money, *TABLE_COLUMNS[6:]]
+            emit(shown, columns, "table", title=f"{title} — {about}", right=(money,))
 
 
 @click.group("rules")
 def rules_group() -> None:
-    """List and run the waste rules."""
+    """List and run the rules (waste, overspend, ownership)."""
 
 
 @rules_group.command("list")
@@ -21,10 +50,10 @@ def rules_list(obj, fmt: str | None) -> None:
     """Every rule with whether it is enabled and its first docstring line."""
     from service.findings.run import rules_for
 
-    rows = [{"rule": r.name, "enabled": r.config.enabled, "about": (r.__doc__ or sys.modules[type(r).__module__].__doc__
-                                                                     or "").strip().splitlines()[0]}
+    rows = [{"rule": r.name, "category": r.category, "enabled": r.config.enabled,
+             "about": (r.__doc__ or sys.modules[type(r).__module__].__doc__ or "").strip().splitlines()[0]}
             for r in rules_for(obj.config)]
-    emit(rows, ["rule", "enabled", "about"], fmt, title="spendlake rules")
+    emit(rows, ["rule", "category", "enabled", "about"], fmt, title="spendlake rules")
 
 
 @rules_group.command("run")
@@ -38,7 +67,6 @@ def rules_list(obj, fmt: str | None) -> None:
 def rules_run(obj, only: tuple[str, ...], since: str, dry_run: bool, fail_on: str | None, fmt: str | None) -> None:
     """Run the rules over the lake and store their findings (exit 3 if a rule failed)."""
     from service.findings.run import fails, run_rules
-    from service.findings.store import LIST_COLUMNS, finding_rows
 
     report = run_rules(obj.config, only=only, since=since, dry_run=dry_run)
     result = report.result
@@ -47,9 +75,7 @@ def rules_run(obj, only: tuple[str, ...], since: str, dry_run: bool, fail_on: st
         line += f", {outcome.findings} finding(s)" if outcome.status == "ok" else ""
         line += f" — {outcome.message}" if outcome.message else ""
         click.echo(line, err=True)
-    rows = finding_rows(result.seen)
-    emit(rows, LIST_COLUMNS, fmt, json_data=rows, title="findings" + (" (dry run, not stored)" if dry_run else ""),
-         right=("monthly_waste_usd",))
+    emit_findings(result.seen, fmt, title="findings" + (" (dry run, not stored)" if dry_run else ""))
     if result.errors:
         sys.exit(3)
     if fails(result.seen, fail_on):
@@ -61,17 +87,21 @@ def rules_run(obj, only: tuple[str, ...], since: str, dry_run: bool, fail_on: st
 @click.option("--team", default=None, help="Only this team's findings.")
 @click.option("--status", type=click.Choice(["open", "acknowledged", "resolved", "all"]), default="open",
               show_default=True)
+@click.option("--category", type=click.Choice(CATEGORIES), default=None,
+              help="Only waste, overspend or ownership findings.")
 @format_option
 @click.pass_context
-def findings_group(ctx: click.Context, rule: str | None, team: str | None, status: str, fmt: str | None) -> None:
-    """List stored findings, biggest monthly waste first; `findings ack ID` acknowledges one."""
+def findings_group(ctx: click.Context, rule: str | None, team: str | None, status: str, category: str | None,
+                   fmt: str | None) -> None:
+    """List stored findings by category (waste, overspend, ownership), largest first;
+    `findings ack ID` acknowledges one."""
     if ctx.invoked_subcommand is not None:
         return
-    from service.findings.store import LIST_COLUMNS, finding_rows, load_findings
+    from service.findings.store import load_findings
 
-    found = load_findings(ctx.obj.lake, rule=rule, team=team, status=None if status == "all" else status)
-    rows = finding_rows(found)
-    emit(rows, LIST_COLUMNS, fmt, json_data=rows, title="findings", right=("monthly_waste_usd",))
+    found = load_findings(ctx.obj.lake, rule=rule, team=team, status=None if status == "all" else status,
+                          category=category)
+    emit_findings(found, fmt)
 
 
 @findings_group.command("ack")

@@ -150,6 +150,9 @@ class Registry:
         missing = [attr for attr in self.requires if not hasattr(found, attr)]
         if missing:
             return f"declares no {', '.join(missing)}"
+        category = getattr(found, "category", None)
+        if "category" in self.requires and category not in RULE_CATEGORIES:
+            return f"declares category {category!r}, not one of {', '.join(RULE_CATEGORIES)}"
         feeds = getattr(found, "feeds", None)
         if "feeds" in self.requires and not isinstance(feeds, Feeds):
             return "declares feeds that are not a service.core.registry.Feeds"
@@ -159,4 +162,6 @@ class Registry:
 # A connector reads one kind of source; `config_model` validates its entries in the config
 # (service/core/config_sources.py) and `feeds` says what ingest writes from it.
 CONNECTORS = Registry("spendlake.connectors", "connector kind", "kind", ("config_model", "feeds"))
-RULES = Registry("spendlake.rules", "rule", "name", ("config_model", "inputs", "evaluate"))
+# What kind of money a rule's findings are about (rules/base.py says what each means).
+RULE_CATEGORIES = ("waste", "overspend", "ownership")
+RULES = Registry("spendlake.rules", "rule", "name", ("category", "config_model", "inputs", "evaluate"))

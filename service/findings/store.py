@@ -10,8 +10,10 @@ at `<lake>/findings/source=engine/snapshot=current/data.parquet` and is a view n
 | rule | VARCHAR | kebab-case rule name (`spendlake rules list`) |
 | severity | VARCHAR | info, warning or critical |
 | resource_id | VARCHAR | instance id/ARN, `s3://bucket/prefix/`, log group ARN or name |
+| category | VARCHAR | waste, overspend or ownership: the rule's category (rules/base.py) |
 | team, project, experiment | VARCHAR | owners through attribution; `unallocated` when unknown |
-| monthly_waste_usd | DECIMAL(38,12) | estimated USD per month, rounded to the cent |
+| impact_usd | DECIMAL(38,12) | USD at stake, as the rule's docstring defines it, rounded to the cent |
+| monthly_waste_usd | DECIMAL(38,12) | waste findings only (NULL for the others): USD per month that buys nothing |
 | summary | VARCHAR | one sentence |
 | evidence | VARCHAR | JSON object, rule-specific |
 | first_seen, last_seen | TIMESTAMP | UTC, the runs that first and last saw it |
@@ -19,6 +21,11 @@ at `<lake>/findings/source=engine/snapshot=current/data.parquet` and is a view n
 | acknowledged_at | TIMESTAMP | UTC, NULL unless acknowledged |
 | ack_reason | VARCHAR | the `--reason` given |
 | source, snapshot | VARCHAR | partition columns (`engine`, `current`) |
+
+Findings are listed by category (waste, overspend, ownership), then largest impact first.
+A table written before `category` and `impact_usd` existed still loads: the category comes
+from the rule, the impact from the old `monthly_waste_usd` (`Rule.stored_impact`), which
+only waste findings keep.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from datetime import datetime
 
 import pyarrow as pa
 
-from rules.base import Finding
+from rules.base import CATEGORIES, Finding, registered
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
@@ -38,16 +45,17 @@ from service.core.units import aware_utc, cents, naive_utc
 
 TABLE = "findings"
 PARTITION = {"table": TABLE, "source": "engine", "key": "snapshot", "value": "current"}
-LIST_COLUMNS = ["id", "rule", "severity", "team", "project", "resource_id", "monthly_waste_usd", "status",
-                "summary"]
-JSON_KEYS = ["id", "rule", "severity", "resource_id", "team", "project", "experiment", "monthly_waste_usd",
-             "summary", "evidence", "first_seen", "last_seen", "status", "acknowledged_at", "ack_reason"]
+LIST_COLUMNS = ["id", "rule", "category", "severity", "team", "project", "resource_id", "impact_usd",
+                "monthly_waste_usd", "status", "summary"]
+JSON_KEYS = ["id", "rule", "category", "severity", "resource_id", "team", "project", "experiment", "impact_usd",
+             "monthly_waste_usd", "summary", "evidence", "first_seen", "last_seen", "status", "acknowledged_at",
+             "ack_reason"]
 SCHEMA = pa.schema([
-    ("id", pa.string()), ("rule", pa.string()), ("severity", pa.string()), ("resource_id", pa.string()),
-    ("team", pa.string()), ("project", pa.string()), ("experiment", pa.string()),
-    ("monthly_waste_usd", pa.decimal128(38, 12)), ("summary", pa.string()), ("evidence", pa.string()),
-    ("first_seen", pa.timestamp("us")), ("last_seen", pa.timestamp("us")), ("status", pa.string()),
-    ("acknowledged_at", pa.timestamp("us")), ("ack_reason", pa.string()),
+    ("id", pa.string()), ("rule", pa.string()), ("category", pa.string()), ("severity", pa.string()),
+    ("resource_id", pa.string()), ("team", pa.string()), ("project", pa.string()), ("experiment", pa.string()),
+    ("impact_usd", pa.decimal128(38, 12)), ("monthly_waste_usd", pa.decimal128(38, 12)), ("summary", pa.string()),
+    ("evidence", pa.string()), ("first_seen", pa.timestamp("us")), ("last_seen", pa.timestamp("us")),
+    ("status", pa.string()), ("acknowledged_at", pa.timestamp("us")), ("ack_reason", pa.string()),
 ])
 TIMES = ("first_seen", "last_seen", "acknowledged_at")
 
@@ -68,7 +76,8 @@ def store_findings(lake: Lake, findings: Sequence[Finding]) -> None:
 
 
 def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = None,
-                  status: str | None = None) -> list[Finding]:
+                  status: str | None = None, category: str | None = None) -> list[Finding]:
+    """Stored findings, by category (CATEGORIES' order), then largest impact first."""
     if not lake.has_table(TABLE):
         return []
     where, params = [], []
@@ -76,20 +85,30 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
         if value:
             where.append(f"{column} = ?")
             params.append(value)
-    sql = f"SELECT {', '.join(SCHEMA.names)} FROM {TABLE}"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY monthly_waste_usd DESC, rule, id"
     with lake.query() as con:
+        present = {name for (name,) in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [TABLE]).fetchall()}
+        columns = [name for name in SCHEMA.names if name in present]
+        sql = f"SELECT {', '.join(columns)} FROM {TABLE}" + (" WHERE " + " AND ".join(where) if where else "")
         rows = con.execute(sql, params).fetchall()
-    findings = []
-    for row in rows:
-        data = dict(zip(SCHEMA.names, row))
-        data["evidence"] = json.loads(data["evidence"] or "{}")
-        data["monthly_waste_usd"] = cents(data["monthly_waste_usd"])
-        data.update({name: aware_utc(data[name]) for name in TIMES})
-        findings.append(Finding(**data))
-    return findings
+    findings = [_finding(dict(zip(columns, row))) for row in rows]
+    if category:
+        findings = [f for f in findings if f.category == category]
+    return sorted(findings, key=lambda f: (CATEGORIES.index(f.category), -f.impact_usd, f.rule, f.id))
+
+
+def _finding(data: dict) -> Finding:
+    data["evidence"] = json.loads(data["evidence"] or "{}")
+    data.update({name: aware_utc(data[name]) for name in TIMES})
+    monthly = data.get("monthly_waste_usd")
+    if data.get("category") is None:  # stored before findings had categories
+        rule = registered().get(data["rule"])
+        data["category"] = rule.category if rule else "waste"  # every rule was a waste rule then
+        data["impact_usd"] = rule.stored_impact(monthly, data["evidence"]) if rule else monthly
+    data["impact_usd"] = cents(data["impact_usd"])
+    data["monthly_waste_usd"] = cents(monthly if monthly is not None else data["impact_usd"]) \
+        if data["category"] == "waste" else None
+    return Finding(**data)
 
 
 def finding_rows(findings: Sequence[Finding]) -> list[dict]:

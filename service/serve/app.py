@@ -111,7 +111,7 @@ class Api:
             "/api/v1/status": Route(self.status, protected=True),
             "/api/v1/attribute": Route(self.attribute, ATTRIBUTE_PARAMS, repeatable=frozenset({"where"}),
                                        protected=True),
-            "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status"}), protected=True),
+            "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status", "category"}), protected=True),
         }
 
     def handle(self, path: str, query: Query, authorization: str | None) -> Response:
@@ -201,13 +201,17 @@ class Api:
 
     def findings(self, query: Query) -> Response:
         """The list `spendlake findings --format json` prints (open ones unless `status` says)."""
+        from rules.base import CATEGORIES
         from service.findings.store import finding_rows, load_findings
 
         status = one(query, "status") or "open"
         if status not in FINDING_STATUSES:
             raise UsageError(f"unknown status {status!r}", where="status", hint=f"use one of {', '.join(FINDING_STATUSES)}")
+        category = one(query, "category")
+        if category is not None and category not in CATEGORIES:
+            raise UsageError(f"unknown category {category!r}", where="category", hint=f"use one of {', '.join(CATEGORIES)}")
         found = load_findings(self.lake, rule=one(query, "rule"), team=one(query, "team"),
-                              status=None if status == "all" else status)
+                              status=None if status == "all" else status, category=category)
         return json_response(200, finding_rows(found))
 
 

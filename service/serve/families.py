@@ -138,27 +138,38 @@ def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
 
 
 def findings_families(config: Config, lake: Lake) -> list[Metric]:
-    """Open findings and their estimated monthly waste; teams beyond the top N by waste
-    are folded into `other`. Rule and severity are bounded by the rule registry."""
+    """Open findings, the monthly waste of the `waste` ones, and the impact of every one by
+    category (an overrun and unowned spend are not waste: only the waste family sums waste,
+    and it equals the report's "Waste by rule" total). Teams beyond the top N by impact are
+    folded into `other`; rule, category and severity are bounded by the rule registry."""
     from service.findings.store import load_findings
 
     found = load_findings(lake, status="open")
-    waste_by_team: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
+    impact_by_team: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
     for finding in found:
-        waste_by_team[(team_of(finding.team),)] += finding.monthly_waste_usd
-    kept = {team for (team,) in fold_top(waste_by_team, config.service.top_n)}
+        impact_by_team[(team_of(finding.team),)] += finding.impact_usd
+    kept = {team for (team,) in fold_top(impact_by_team, config.service.top_n)}
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     waste: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    impact: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
     for finding in found:
         team = team_of(finding.team) if team_of(finding.team) in kept else OTHER
         counts[(finding.rule, finding.severity, team)] += 1
-        waste[(finding.rule, team)] += finding.monthly_waste_usd
+        impact[(finding.rule, finding.category, team)] += finding.impact_usd
+        if finding.category == "waste":
+            waste[(finding.rule, team)] += finding.monthly_waste_usd
     count_family = GaugeMetricFamily("spendlake_findings", "Open findings.", labels=["rule", "severity", "team"])
     waste_family = GaugeMetricFamily("spendlake_waste_monthly_usd",
-                                     "Estimated monthly waste of the open findings, in USD.", labels=["rule", "team"])
+                                     "Estimated monthly waste of the open waste findings, in USD.",
+                                     labels=["rule", "team"])
+    impact_family = GaugeMetricFamily(
+        "spendlake_finding_impact_usd", "USD at stake in the open findings by category: monthly waste, "
+        "a budget overrun or anomaly excess (overspend), unallocated spend of the window (ownership).",
+        labels=["rule", "category", "team"])
     add_all(count_family, counts.items())
     add_all(waste_family, waste.items())
-    return [count_family, waste_family, anomaly_family(config, found)]
+    add_all(impact_family, impact.items())
+    return [count_family, waste_family, impact_family, anomaly_family(config, found)]
 
 
 def anomaly_family(config: Config, found) -> GaugeMetricFamily:

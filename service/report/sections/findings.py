@@ -2,6 +2,9 @@
 
 Findings are the state of the last `spendlake rules run`, not of the report day; the
 section says so. Only open findings count (acknowledged and resolved ones are left out).
+Categories stay apart: "Waste by rule" holds the `waste` findings and their monthly waste
+(the sum `spendlake_waste_monthly_usd` shows); anomalies (overspend) show their excess spend
+and unallocated spend (ownership) the unallocated spend of the window, as `impact_usd`.
 
 Anomalies: the `spend-anomaly` rule's findings, with the root causes the report shows taken
 from `evidence.root_causes`, a list of `{"dimension": "service", "value": "Amazon EC2",
@@ -22,11 +25,15 @@ from service.report.model import Chart, Column, Section, Table, unavailable
 
 ANOMALY_RULE = "spend-anomaly"
 UNALLOCATED_RULE = "unallocated-spend"
-FINDING_COLUMNS = [
-    Column("rule", "rule"), Column("severity", "severity"), Column("team", "team"), Column("project", "project"),
-    Column("resource_id", "resource", css="long"), Column("summary", "finding", css="finding"),
-    Column("since", "since", "time"), Column("monthly_waste_usd", "monthly $", "money"),
-]
+
+
+def finding_columns(money: str, label: str) -> list[Column]:
+    """A findings table's columns with its one money column (monthly waste or impact)."""
+    return [
+        Column("rule", "rule"), Column("severity", "severity"), Column("team", "team"), Column("project", "project"),
+        Column("resource_id", "resource", css="long"), Column("summary", "finding", css="finding"),
+        Column("since", "since", "time"), Column(money, label, "money"),
+    ]
 
 
 def _finding_row(finding) -> dict:
@@ -35,7 +42,8 @@ def _finding_row(finding) -> dict:
     since = finding.evidence.get("start") or (iso_utc(finding.first_seen) if finding.first_seen else None)
     return {"rule": finding.rule, "severity": finding.severity, "team": finding.team, "project": finding.project,
             "resource_id": finding.resource_id, "summary": finding.summary, "currency": "USD",
-            "since": since, "monthly_waste_usd": finding.monthly_waste_usd, "id": finding.id}
+            "since": since, "monthly_waste_usd": finding.monthly_waste_usd, "impact_usd": finding.impact_usd,
+            "id": finding.id}
 
 
 def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
@@ -47,7 +55,7 @@ def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
 
 
 def waste_section(lake: Lake, top: int) -> Section:
-    findings = [f for f in load_findings(lake, status="open") if f.rule not in (ANOMALY_RULE, UNALLOCATED_RULE)]
+    findings = load_findings(lake, status="open", category="waste")
     by_rule: dict[str, list] = defaultdict(list)
     for finding in findings:
         by_rule[finding.rule].append(finding)
@@ -63,8 +71,8 @@ def waste_section(lake: Lake, top: int) -> Section:
     summary.total = _total(summary.rows, "rule", "monthly_waste_usd", findings=len(findings),
                            critical=sum(f.severity == "critical" for f in findings))
     shown = [_finding_row(f) for f in findings[:top]]  # load_findings sorts by $
-    top_findings = Table("open_findings", f"Top {top} open findings by monthly waste", FINDING_COLUMNS + [
-        Column("id", "id")], rows=shown, markdown=(("rule", "resource_id", "team"), "monthly_waste_usd"),
+    top_findings = Table("open_findings", f"Top {top} open findings by monthly waste", finding_columns(
+        "monthly_waste_usd", "monthly $") + [Column("id", "id")], rows=shown, markdown=(("rule", "resource_id", "team"), "monthly_waste_usd"),
         total=_total(shown, "rule", "monthly_waste_usd"))
     if not findings:
         return Section("waste", "Waste by rule", note="No open findings in the last rules run "
@@ -81,14 +89,15 @@ def anomalies_section(lake: Lake, top: int) -> Section:
     anomalies = load_findings(lake, rule=ANOMALY_RULE, status="open")
     if not anomalies:
         return Section("anomalies", "Anomalies", note="No open spend anomalies in the last rules run.")
-    table = Table("anomalies", "Open spend anomalies", FINDING_COLUMNS + [Column("root_causes", "top causes", css="long")],
-                  markdown=(("team", "summary"), "monthly_waste_usd"))
+    table = Table("anomalies", "Open spend anomalies", finding_columns("impact_usd", "excess $")
+                  + [Column("root_causes", "top causes", css="long")], markdown=(("team", "summary"), "impact_usd"))
     for finding in anomalies[:top]:
         row = _finding_row(finding)
         row["root_causes"] = _root_causes(finding.evidence)
         table.rows.append(row)
-    table.total = _total(table.rows, "rule", "monthly_waste_usd")
-    return Section("anomalies", "Anomalies", tables=[table])
+    table.total = _total(table.rows, "rule", "impact_usd")
+    return Section("anomalies", "Anomalies", tables=[table],
+                   note="Overspend, not waste: the excess over expected spend of each episode.")
 
 
 def _root_causes(evidence: dict, shown: int = 3) -> str | None:
@@ -111,5 +120,5 @@ def unallocated_causes(lake: Lake, top: int) -> Table | str:
     if not findings:
         return "No open unallocated-spend findings in the last rules run."
     rows = [_finding_row(f) for f in findings[:top]]
-    return Table("unallocated_causes", "Top causes of unallocated spend", FINDING_COLUMNS, rows=rows,
-                 total=_total(rows, "rule", "monthly_waste_usd"))
+    return Table("unallocated_causes", "Top causes of unallocated spend", finding_columns(
+        "impact_usd", "unallocated $"), rows=rows, total=_total(rows, "rule", "impact_usd"))

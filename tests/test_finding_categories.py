@@ -1,0 +1,194 @@
+"""Findings say what kind of money they are (issue 15, item 3): each rule declares a category,
+`monthly_waste_usd` is for waste only, every finding has a documented `impact_usd`, and the
+store, the CLI, the API, the report and the metrics keep the categories apart."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import get_args
+from urllib.parse import parse_qs
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
+from servicekit import make_config
+
+from rules.base import CATEGORIES, Category, Finding, registered
+from service.cli.main import cli
+from service.core.lake import Lake
+from service.findings.store import PARTITION, load_findings, store_findings
+from service.serve.app import Api
+from service.serve.metrics import LakeCollector
+
+SEEN = datetime(2026, 11, 28, tzinfo=timezone.utc)
+EXPECTED_CATEGORIES = {
+    "idle-gpu": "waste", "checkpoint-sprawl": "waste", "duplicate-datasets": "waste", "unbounded-logs": "waste",
+    "spend-anomaly": "overspend", "budget": "overspend", "unallocated-spend": "ownership",
+}
+
+
+def finding(id, rule, category, impact, *, team="nlp", status="open", **extra) -> Finding:
+    return Finding(id=id, rule=rule, category=category, severity="warning", resource_id=f"r-{id}", team=team,
+                   impact_usd=Decimal(impact), monthly_waste_usd=Decimal(impact) if category == "waste" else None,
+                   summary=f"{rule} {id}", first_seen=SEEN, last_seen=SEEN, status=status, **extra)
+
+
+MIXED = [
+    finding("w1", "idle-gpu", "waste", "900"),
+    finding("w2", "checkpoint-sprawl", "waste", "40.50", team="vision"),
+    finding("b1", "budget", "overspend", "1579850.12"),
+    finding("a1", "spend-anomaly", "overspend", "28027.49", team="pretrain"),
+    finding("u1", "unallocated-spend", "ownership", "279796.00", team="unallocated"),
+    finding("gone", "idle-gpu", "waste", "5000", status="resolved"),
+]
+
+
+def test_each_built_in_rule_declares_its_category_and_documents_its_impact():
+    assert CATEGORIES == get_args(Category) == ("waste", "overspend", "ownership")
+    rules = registered()
+    assert {name: rules[name].category for name in EXPECTED_CATEGORIES} == EXPECTED_CATEGORIES
+    for name in EXPECTED_CATEGORIES:
+        doc = __import__(rules[name].__module__, fromlist=["_"]).__doc__
+        assert f"Category `{rules[name].category}`" in doc and "`impact_usd`" in doc, name
+        assert "`monthly_waste_usd`" in doc, name  # waste says what it is, the others why there is none
+
+
+def test_monthly_waste_is_for_waste_findings_only():
+    with pytest.raises(ValueError, match="monthly_waste_usd is for waste findings only"):
+        Finding(id="x", rule="budget", category="overspend", severity="info", resource_id="b", summary="s",
+                impact_usd=Decimal(1), monthly_waste_usd=Decimal(1))
+    with pytest.raises(ValueError, match="every waste finding has one"):
+        Finding(id="x", rule="idle-gpu", category="waste", severity="info", resource_id="i", summary="s",
+                impact_usd=Decimal(1))
+    with pytest.raises(ValueError, match="category 'savings' is not one of waste, overspend, ownership"):
+        Finding(id="x", rule="idle-gpu", category="savings", severity="info", resource_id="i", summary="s",
+                impact_usd=Decimal(1))
+
+
+def test_the_store_keeps_categories_and_lists_waste_before_overspend_and_ownership(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    store_findings(lake, MIXED)
+    found = load_findings(lake, status="open")
+    assert [(f.id, f.category) for f in found] == [
+        ("w1", "waste"), ("w2", "waste"), ("b1", "overspend"), ("a1", "overspend"), ("u1", "ownership")]
+    assert [f.monthly_waste_usd for f in found] == [Decimal("900.00"), Decimal("40.50"), None, None, None]
+    assert [f.id for f in load_findings(lake, category="overspend")] == ["b1", "a1"]
+
+
+def test_findings_stored_before_categories_still_load(tmp_path):
+    """A findings table of the old schema: no category, no impact_usd, every finding with a
+    monthly_waste_usd (unallocated-spend's a monthly projection of its window's spend)."""
+    lake = Lake(tmp_path / "lake")
+    rows = {
+        "id": ["old-idle", "old-budget", "old-unalloc"], "rule": ["idle-gpu", "budget", "unallocated-spend"],
+        "severity": ["critical", "warning", "critical"], "resource_id": ["i-1", "budget:b", "unallocated:team"],
+        "team": ["nlp", "pretrain", "unallocated"], "project": ["p", "p", "p"], "experiment": ["e", "e", "e"],
+        "monthly_waste_usd": [Decimal("1708.90"), Decimal("1579850.12"), Decimal("304.17")],
+        "summary": ["idle", "over budget", "no team"],
+        "evidence": ["{}", '{"kind": "forecast"}', '{"unallocated_usd": "70.00"}'],
+        "first_seen": [SEEN.replace(tzinfo=None)] * 3, "last_seen": [SEEN.replace(tzinfo=None)] * 3,
+        "status": ["open"] * 3, "acknowledged_at": [None] * 3, "ack_reason": [None] * 3,
+    }
+    old = pa.table(rows, schema=pa.schema([
+        (name, pa.decimal128(38, 12) if name == "monthly_waste_usd" else pa.timestamp("us")
+         if name in ("first_seen", "last_seen", "acknowledged_at") else pa.string()) for name in rows]))
+    con = lake.connect()
+    lake.commit_snapshot(con, con.from_arrow(old), **PARTITION)
+    found = {f.id: f for f in load_findings(lake)}
+    assert (found["old-idle"].category, found["old-idle"].impact_usd, found["old-idle"].monthly_waste_usd) == (
+        "waste", Decimal("1708.90"), Decimal("1708.90"))
+    assert (found["old-budget"].category, found["old-budget"].impact_usd, found["old-budget"].monthly_waste_usd) == (
+        "overspend", Decimal("1579850.12"), None)
+    assert (found["old-unalloc"].category, found["old-unalloc"].impact_usd,
+            found["old-unalloc"].monthly_waste_usd) == ("ownership", Decimal("70.00"), None)
+    store_findings(lake, list(found.values()))  # the next run writes the new schema
+    assert {f.id: f.category for f in load_findings(lake)} == {
+        "old-idle": "waste", "old-budget": "overspend", "old-unalloc": "ownership"}
+
+
+def test_cli_json_csv_and_table_keep_the_categories_apart(tmp_path):
+    config = make_config(tmp_path)
+    store_findings(Lake(config.lake), MIXED)
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(json.dumps({"lake": str(config.lake)}))
+
+    def findings(*args):
+        result = CliRunner(env={"COLUMNS": "300"}).invoke(cli, ["--config", str(config_file), "findings", *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    rows = json.loads(findings("--format", "json"))
+    assert [(r["rule"], r["category"], r["impact_usd"], r["monthly_waste_usd"]) for r in rows] == [
+        ("idle-gpu", "waste", "900.00", "900.00"), ("checkpoint-sprawl", "waste", "40.50", "40.50"),
+        ("budget", "overspend", "1579850.12", None), ("spend-anomaly", "overspend", "28027.49", None),
+        ("unallocated-spend", "ownership", "279796.00", None)]
+    assert [r["id"] for r in json.loads(findings("--category", "ownership", "--format", "json"))] == ["u1"]
+    header, *lines = findings("--format", "csv").splitlines()
+    assert header.startswith("id,rule,category,severity") and "impact_usd,monthly_waste_usd" in header
+    assert lines[2].startswith("b1,budget,overspend,") and lines[2].count(",,") >= 1  # no monthly waste
+
+    table = findings("--format", "table")
+    waste, rest = table.split("overspend: spend above a budget", 1)
+    overspend, ownership = rest.split("ownership: spend nobody owns", 1)
+    assert "monthly_waste_usd" in waste and "900.00" in waste and "40.50" in waste
+    assert "1579850.12" not in waste and "279796.00" not in waste  # never in a waste column
+    assert "impact_usd" in overspend and "1579850.12" in overspend and "28027.49" in overspend
+    assert "279796.00" in ownership and "1579850.12" not in ownership
+
+
+def test_the_api_lists_categories_and_filters_by_one(tmp_path):
+    config = make_config(tmp_path)
+    store_findings(Lake(config.lake), MIXED)
+    api = Api(config, CollectorRegistry())
+    response = api.handle("/api/v1/findings", parse_qs("category=waste"), None)
+    rows = json.loads(response.body)
+    assert response.status == 200 and [(r["id"], r["category"]) for r in rows] == [("w1", "waste"), ("w2", "waste")]
+    every = json.loads(api.handle("/api/v1/findings", {}, None).body)
+    assert {r["id"]: r["monthly_waste_usd"] for r in every if r["category"] != "waste"} == {
+        "b1": None, "a1": None, "u1": None}
+    bad = api.handle("/api/v1/findings", parse_qs("category=savings"), None)
+    assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "category"
+
+
+def test_waste_metric_is_waste_only_and_impact_keeps_the_categories(tmp_path):
+    config = make_config(tmp_path)
+    store_findings(Lake(config.lake), MIXED)
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config))
+    waste = {(s.labels["rule"], s.labels["team"]): s.value for m in registry.collect()
+             if m.name == "spendlake_waste_monthly_usd" for s in m.samples}
+    assert waste == {("idle-gpu", "nlp"): 900.0, ("checkpoint-sprawl", "vision"): 40.5}
+    impact = {(s.labels["rule"], s.labels["category"], s.labels["team"]): s.value for m in registry.collect()
+              if m.name == "spendlake_finding_impact_usd" for s in m.samples}
+    assert impact == {("idle-gpu", "waste", "nlp"): 900.0, ("checkpoint-sprawl", "waste", "vision"): 40.5,
+                      ("budget", "overspend", "nlp"): 1579850.12, ("spend-anomaly", "overspend", "pretrain"): 28027.49,
+                      ("unallocated-spend", "ownership", "unallocated"): 279796.0}
+
+
+@pytest.mark.slow
+def test_demo_waste_metric_equals_the_reports_waste_total_and_the_demo_prints_waste_apart(demo_run, capsys):
+    from service.cli.demo import _print_spend_and_findings
+
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(demo_run.config))
+    waste_metric = sum(s.value for m in registry.collect() if m.name == "spendlake_waste_monthly_usd"
+                       for s in m.samples)
+    report = json.loads((Path(demo_run.report.location) / "report.json").read_text())
+    (waste_table,) = [t for s in report["sections"] for t in s["tables"] if t["key"] == "waste_by_rule"]
+    assert {r["rule"] for r in waste_table["rows"]} <= {n for n, c in EXPECTED_CATEGORIES.items() if c == "waste"}
+    assert waste_metric == pytest.approx(float(Decimal(waste_table["total"]["monthly_waste_usd"])), abs=0.005)
+    assert waste_metric > 0
+
+    _print_spend_and_findings(demo_run)
+    out = capsys.readouterr().out
+    waste, others = out.split("top waste", 1)[1].split("top overspend and ownership", 1)
+    assert "waste/month" in waste and "waste/month" not in others and "impact" in others
+    for rule in ("budget", "spend-anom", "unallocat"):  # in the rule column; rich may cut a long name short
+        assert not re.search(rf"^│ {rule}", waste, re.MULTILINE), rule
+        assert re.search(rf"^│ {rule}", others, re.MULTILINE), rule
+    assert re.search(r"^│ idle-gpu", waste, re.MULTILINE)
