@@ -20,12 +20,13 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import Field, ValidationError, model_validator
 
-from service.core.config import Strict, dotted_path
+from service.core.config import Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
 from service.core.registry import RULE_CATEGORIES, RULES
 from service.core.timewindow import Window
 from service.core.units import cents, naive_utc, usd  # noqa: F401 (usd: the rules' money format)
+from service.core.validation import plain_errors
 
 Severity = Literal["info", "warning", "critical"]
 Status = Literal["open", "resolved", "acknowledged"]
@@ -359,11 +360,9 @@ def configure(raw: Mapping[str, Any], *, file: str = "<config>") -> list[Rule]:
         try:
             rules.append(cls(cls.config_model.model_validate(section)))
         except ValidationError as exc:
-            for error in exc.errors():
-                message = error["msg"].removeprefix("Value error, ")
-                if error["type"] == "extra_forbidden":
-                    message = "unknown key; see the rule's documented settings (`spendlake rules list`)"
-                errors.append(f"{dotted_path(('rules', name, *error['loc']))}: {message}")
+            errors += [f"{path}: {message}" for path, message in plain_errors(
+                exc, section, prefix=("rules", name),
+                unknown_key="unknown key; see the rule's documented settings (`spendlake rules list`)")]
     if errors:
         raise ConfigError("; ".join(errors), where=file, hint="fix the config and run `spendlake config validate`")
     return rules

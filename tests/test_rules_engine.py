@@ -113,7 +113,7 @@ def test_config_errors_carry_dotted_paths_and_unknown_rules_are_rejected():
     with pytest.raises(ConfigError) as err:
         configure({"idle-gpu": {"sm_active_max_pct": 150, "colour": "red"}, "idle-cpu": {}})
     message = str(err.value)
-    assert "rules.idle-gpu.sm_active_max_pct: Input should be less than or equal to 100" in message
+    assert "rules.idle-gpu.sm_active_max_pct: must be at most 100, not 150" in message
     assert "rules.idle-gpu.colour: unknown key" in message
     assert "rules.idle-cpu: unknown rule" in message
     rules = {r.name: r for r in configure({"idle-gpu": {"enabled": False}})}

@@ -103,7 +103,7 @@ def test_config_validate_checks_rule_sections(tmp_path):
     config_file = tmp_path / "spendlake.yaml"
     config_file.write_text("rules:\n  idle-gpu:\n    min_idle_hours: 0\n")
     result = spendlake(config_file, "config", "validate")
-    assert result.exit_code == 2 and "rules.idle-gpu.min_idle_hours: Input should be greater than or equal to 1" \
+    assert result.exit_code == 2 and "rules.idle-gpu.min_idle_hours: must be at least 1, not 0" \
         in result.output
     assert spendlake(config_file, "rules", "run", "--rule", "idle-gpu").exit_code == 2
 

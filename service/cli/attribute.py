@@ -7,6 +7,7 @@ from decimal import Decimal
 import click
 
 from service.cli.output import emit, format_option
+from service.cli.params import WholeNumber
 from service.core.output import to_json
 from service.core.units import is_tty, money_text
 
@@ -75,7 +76,7 @@ def render_check(results, fmt: str | None) -> None:
 @click.option("--cost", type=click.Choice(COSTS), default="billed", show_default=True)
 @click.option("--granularity", type=click.Choice(GRANULARITY), default="total", show_default=True)
 @click.option("--compare", is_flag=True, help="Add the previous window of the same length and the change.")
-@click.option("--top", type=click.IntRange(min=1), help="Keep the N largest rows, fold the rest into `other`.")
+@click.option("--top", type=WholeNumber(min=1), help="Keep the N largest rows, fold the rest into `other`.")
 @click.option("--explain", is_flag=True, help="Show how much each tag key, rule, shared split or default placed.")
 @click.option("--check", is_flag=True, help="Reconcile: Σ attributed = Σ source per billing period and currency; exit 3 if not.")
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]),

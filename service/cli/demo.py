@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from service.cli.output import emit
+from service.cli.params import Day, WholeNumber
 from service.core.units import money_text, usd
 
 SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
@@ -55,10 +56,10 @@ def _print_spend_and_findings(result) -> None:
 @click.command("demo")
 @click.option("--dir", "directory", default="spendlake-data", show_default=True,
               type=click.Path(file_okay=False), help="Where the export, the demo config and the lake go.")
-@click.option("--days", default=60, show_default=True, type=click.IntRange(1, 400),
+@click.option("--days", default=60, show_default=True, type=WholeNumber(1, 400),
               help="Days of billing to generate.")
 @click.option("--seed", default=7, show_default=True, type=int, help="Same seed and window, same bill.")
-@click.option("--start", type=click.DateTime(formats=["%Y-%m-%d"]),
+@click.option("--start", type=Day(),
               help="First day (UTC) of the window [default: the DAYS ending yesterday].")
 def demo_command(directory: str, days: int, seed: int, start: datetime | None) -> None:
     """Generate a synthetic ML organisation's AWS bill (CUR 2.0), ingest it, show the lake."""

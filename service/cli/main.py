@@ -178,11 +178,12 @@ def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None)
     from pydantic import ValidationError
 
     from service.core.config import ServiceConfig
+    from service.core.validation import plain_message
 
     try:
         return value and ServiceConfig(listen=value).listen
     except ValidationError as exc:
-        raise click.BadParameter(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+        raise click.BadParameter(plain_message(exc.errors()[0])) from None
 
 
 @cli.command()

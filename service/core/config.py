@@ -20,6 +20,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.config_base import NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
+from service.core.validation import plain_errors
 
 DEFAULT_CONFIG_FILE = "spendlake.yaml"
 DEFAULT_LAKE = "./spendlake-data/lake"
@@ -223,28 +224,8 @@ def _named(entries: tuple, name: str, section: str, what: str):
     raise ConfigError(f"no {what} named {name!r}", where=section, hint=f"known: {known}")
 
 
-def dotted_path(loc: tuple[Any, ...]) -> str:
-    """('sources', 2, 'location') → 'sources[2].location'."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        else:
-            path += f".{part}" if path else str(part)
-    return path or "(top level)"
-
-
-def _raise_validation(exc: ValidationError, file: str) -> None:
-    lines = []
-    for error in exc.errors():
-        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        cause = error.get("ctx", {}).get("error")
-        if isinstance(cause, NestedValueError):
-            loc += cause.subpath
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown key; check its spelling against the documented settings"
-        lines.append(f"{dotted_path(loc)}: {message}")
+def _raise_validation(exc: ValidationError, data: Any, file: str) -> None:
+    lines = [f"{path}: {message}" for path, message in plain_errors(exc, data)]
     raise ConfigError("; ".join(lines), where=file, hint="fix the config and run `spendlake config validate`")
 
 
@@ -256,7 +237,7 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        _raise_validation(exc, file)
+        _raise_validation(exc, data, file)
     base = Path(file).parent if file != "<config>" else Path.cwd()
     if not config.lake.is_absolute():
         config = config.model_copy(update={"lake": (base / config.lake).resolve()})

@@ -18,7 +18,9 @@ class SpendlakeError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        text = f"{self.where}: {self.message}" if self.where else self.message
+        # "--top must be at least 1" names its object already: no "--top: --top must ..."
+        named = not self.where or self.message.startswith(f"{self.where} ")
+        text = self.message if named else f"{self.where}: {self.message}"
         if self.hint:
             text = f"{text} — {self.hint}"
         return text

@@ -26,7 +26,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BeforeValidator, Field, ValidationError
 
-from service.core.config import Config, Strict, dotted_path
+from service.core.config import Config, Strict
+from service.core.validation import plain_errors
 from service.core.errors import UsageError
 from service.planning.gpus import GpuType, lookup_gpu
 
@@ -262,12 +263,9 @@ def plan_inputs(values: dict[str, Any], plan_file: str | None = None) -> PlanInp
         return PlanInputs.model_validate(data)
     except ValidationError as exc:
         problems = []
-        for error in exc.errors():
-            key = dotted_path(error["loc"])
+        for key, message in plain_errors(exc, data,
+                                         unknown_key="unknown key; use the names of the estimate flags with underscores"):
             where = f"{plan_file}: {key}" if plan_file and key not in given else f"--{key.replace('_', '-')}"
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "extra_forbidden":
-                message = "unknown key; use the names of the estimate flags with underscores"
             problems.append(f"{where}: {message}")
         raise UsageError("; ".join(problems), hint="see `spendlake estimate --help`") from None
 

@@ -1,0 +1,42 @@
+"""Parameter types that say what they want in words, where click's own would print
+`0 is not in the range x>=1` or `does not match the format '%Y-%m-%d'`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import click
+
+
+class WholeNumber(click.IntRange):
+    """A whole number between `min` and `max` (either may be None)."""
+
+    name = "whole number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        number = click.INT.convert(value, param, ctx)
+        if (self.min is not None and number < self.min) or (self.max is not None and number > self.max):
+            self.fail(f"must be {self._describe_range()}, not {number}", param, ctx)
+        return number
+
+    def _describe_range(self) -> str:
+        if self.max is None:
+            return f"at least {self.min}"
+        if self.min is None:
+            return f"at most {self.max}"
+        return f"from {self.min} to {self.max}"
+
+
+class Day(click.ParamType):
+    """A calendar day written YYYY-MM-DD, as a datetime at midnight."""
+
+    name = "YYYY-MM-DD"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return datetime.strptime(str(value).strip(), "%Y-%m-%d")
+        except ValueError:
+            self.fail(f"{value!r} is not a day; use YYYY-MM-DD, e.g. 2026-11-01", param, ctx)

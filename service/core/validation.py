@@ -1,0 +1,200 @@
+"""Pydantic's validation errors in plain words: the one place they are translated.
+
+Every model that reads what a person wrote (the config, rule settings, estimate plans, CLI
+values checked by a config model) reports its errors through `plain_errors`: one sentence
+per problem with its dotted path (`sources[0].name: must be lowercase letters, digits and
+hyphens, e.g. cur-main, not 'Cur!'`), never pydantic's own wording ("Input should be a
+valid tuple", "String should match pattern ..."). A pattern a field declares needs words
+in PATTERNS; a test walks every model so none is left without.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from pydantic import ValidationError
+
+PATTERNS = {
+    r"^[a-z0-9-]+$": "lowercase letters, digits and hyphens, e.g. cur-main",
+    r"^[a-z0-9][a-z0-9-]*$": "lowercase letters, digits and hyphens, e.g. pretrain-monthly",
+    r"^[A-Z]{3}$": "a three-letter currency code in capitals, e.g. USD",
+    r"^([01]\d|2[0-3]):[0-5]\d$": "a time of day as HH:MM from 00:00 to 23:59 (UTC), e.g. 06:00",
+    r"^https?://": "a URL starting with http:// or https://",
+    r"^https?://\S+$": "a URL starting with http:// or https://, without spaces",
+    r"^[a-zA-Z_][a-zA-Z0-9_]*$": "a label name: letters, digits and _, not starting with a digit",
+    r"^[a-z][a-z0-9_]{0,39}$": "a dimension name: lowercase letters, digits and _, starting with a letter, "
+                               "at most 40 characters",
+    r"\S": "not blank",
+    r"^[^/*?]+$": "one folder name, without /, * or ?",
+}
+
+
+def dotted_path(loc: tuple[Any, ...]) -> str:
+    """('sources', 2, 'location') → 'sources[2].location'."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "(top level)"
+
+
+def plain_errors(exc: ValidationError, data: Any = None, *, prefix: tuple[Any, ...] = (),
+                 unknown_key: str = "unknown key; check its spelling against the documented settings"
+                 ) -> list[tuple[str, str]]:
+    """(dotted path, plain sentence) per error. `data` is what was validated (it tells a
+    discriminated union's tag from a key); `prefix` goes before every path."""
+    problems = []
+    for error in exc.errors():
+        loc = _path(tuple(error["loc"]), data)
+        cause = (error.get("ctx") or {}).get("error")
+        loc += tuple(getattr(cause, "subpath", ()))  # a NestedValueError names a child of its section
+        message = unknown_key if error["type"] == "extra_forbidden" else plain_message(error)
+        problems.append((dotted_path(prefix + loc), message))
+    return problems
+
+
+def plain_message(error: Mapping[str, Any]) -> str:
+    """One error of `ValidationError.errors()` as a sentence without its path."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind in ("value_error", "assertion_error"):
+        return re.sub(r"^(Value error|Assertion failed), ", "", error["msg"])
+    if kind in MESSAGES:
+        return MESSAGES[kind](ctx, value)
+    return _reworded(error["msg"])
+
+
+def _got(value: Any) -> str:
+    """What was given, in words: `'abc'`, `the number 1.5`, `a list`, `a mapping`, `nothing`."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float, Decimal)):
+        return f"the number {_number(value)}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return repr(shown) if value.strip() else "a blank text"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _number(value: Any) -> Any:
+    """100.0 → 100: a bound or a value as a person would write it."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _choices(expected: str) -> str:
+    """pydantic's "'a', 'b' or 'c'" → "a, b or c"."""
+    return re.sub(r"'([^']*)'", r"\1", expected)
+
+
+def _list(ctx: dict, value: Any) -> str:
+    if isinstance(value, str):
+        return f"must be a list, not the single value {_got(value)} (a list of one is written [{value}])"
+    return f"must be a list, e.g. [a, b], not {_got(value)}"
+
+
+def _pattern(ctx: dict, value: Any) -> str:
+    words = PATTERNS.get(str(ctx.get("pattern")), "in the form the documentation gives")
+    return f"must be {words}, not {_got(value)}"
+
+
+def _too_short_text(ctx: dict, value: Any) -> str:  # never echoes the value: it may be a token
+    size = ctx.get("min_length", 1)
+    return "must not be empty" if size == 1 else f"must be at least {size} characters long"
+
+
+MESSAGES = {
+    "missing": lambda ctx, value: "is required but missing",
+    "string_type": lambda ctx, value: f"must be text, not {_got(value)}",
+    "string_pattern_mismatch": _pattern,
+    "string_too_short": _too_short_text,
+    "string_too_long": lambda ctx, value: f"must be at most {ctx.get('max_length')} characters long",
+    "literal_error": lambda ctx, value: f"must be one of {_choices(str(ctx.get('expected')))}, not {_got(value)}",
+    "enum": lambda ctx, value: f"must be one of {_choices(str(ctx.get('expected')))}, not {_got(value)}",
+    "int_type": lambda ctx, value: f"must be a whole number, not {_got(value)}",
+    "int_parsing": lambda ctx, value: f"must be a whole number, not {_got(value)}",
+    "int_from_float": lambda ctx, value: f"must be a whole number, not {_got(value)}",
+    "int_parsing_size": lambda ctx, value: "is too large a number",
+    "float_type": lambda ctx, value: f"must be a number, not {_got(value)}",
+    "float_parsing": lambda ctx, value: f"must be a number, not {_got(value)}",
+    "decimal_type": lambda ctx, value: f"must be a number, not {_got(value)}",
+    "decimal_parsing": lambda ctx, value: f"must be a number, not {_got(value)}",
+    "decimal_max_digits": lambda ctx, value: f"must have at most {ctx.get('max_digits')} digits",
+    "decimal_max_places": lambda ctx, value: f"must have at most {ctx.get('decimal_places')} decimals",
+    "decimal_whole_digits": lambda ctx, value: f"must have at most {ctx.get('whole_digits')} digits before the point",
+    "finite_number": lambda ctx, value: "must be a finite number",
+    "bool_type": lambda ctx, value: f"must be true or false, not {_got(value)}",
+    "bool_parsing": lambda ctx, value: f"must be true or false, not {_got(value)}",
+    "greater_than": lambda ctx, value: f"must be greater than {_number(ctx.get('gt'))}, not {_number(value)}",
+    "greater_than_equal": lambda ctx, value: f"must be at least {_number(ctx.get('ge'))}, not {_number(value)}",
+    "less_than": lambda ctx, value: f"must be less than {_number(ctx.get('lt'))}, not {_number(value)}",
+    "less_than_equal": lambda ctx, value: f"must be at most {_number(ctx.get('le'))}, not {_number(value)}",
+    "multiple_of": lambda ctx, value: f"must be a multiple of {ctx.get('multiple_of')}",
+    "list_type": _list,
+    "tuple_type": _list,
+    "set_type": _list,
+    "frozen_set_type": _list,
+    "iterable_type": _list,
+    "too_short": lambda ctx, value: f"needs at least {ctx.get('min_length')} item(s)",
+    "too_long": lambda ctx, value: f"takes at most {ctx.get('max_length')} item(s)",
+    "dict_type": lambda ctx, value: f"must be a mapping of key: value, not {_got(value)}",
+    "mapping_type": lambda ctx, value: f"must be a mapping of key: value, not {_got(value)}",
+    "model_type": lambda ctx, value: f"must be a mapping of settings, not {_got(value)}",
+    "model_attributes_type": lambda ctx, value: f"must be a mapping of settings, not {_got(value)}",
+    "dataclass_type": lambda ctx, value: f"must be a mapping of settings, not {_got(value)}",
+    "union_tag_invalid": lambda ctx, value: (f"{_choices(str(ctx.get('discriminator')))} {ctx.get('tag')!r} is not "
+                                             f"known; use one of {_choices(str(ctx.get('expected_tags')))}"),
+    "union_tag_not_found": lambda ctx, value: f"needs a {_choices(str(ctx.get('discriminator')))} to say what it is",
+    "date_type": lambda ctx, value: f"must be a date as YYYY-MM-DD, not {_got(value)}",
+    "date_parsing": lambda ctx, value: f"must be a date as YYYY-MM-DD, not {_got(value)}",
+    "date_from_datetime_parsing": lambda ctx, value: f"must be a date as YYYY-MM-DD, not {_got(value)}",
+    "date_from_datetime_inexact": lambda ctx, value: f"must be a date without a time of day, not {_got(value)}",
+    "datetime_type": lambda ctx, value: f"must be a date and time, e.g. 2026-11-01T06:00:00Z, not {_got(value)}",
+    "datetime_parsing": lambda ctx, value: f"must be a date and time, e.g. 2026-11-01T06:00:00Z, not {_got(value)}",
+    "datetime_from_date_parsing": lambda ctx, value: (f"must be a date and time, e.g. 2026-11-01T06:00:00Z, "
+                                                      f"not {_got(value)}"),
+    "path_type": lambda ctx, value: f"must be a path, not {_got(value)}",
+    "invalid_key": lambda ctx, value: "has a key that is not text (quote it, e.g. 'on':)",
+    "none_required": lambda ctx, value: "must be left out",
+    "frozen_instance": lambda ctx, value: "cannot be changed",
+    "frozen_field": lambda ctx, value: "cannot be changed",
+}
+
+
+def _reworded(message: str) -> str:
+    """The last resort for an error type this module does not know: pydantic's sentence
+    with its "Input should be" turned into "must be"."""
+    message = re.sub(r"^(Input|String|Value|List|Tuple|Dictionary|Decimal)( input)? should( have)?\b", "must",
+                     message)
+    return message[:1].lower() + message[1:]
+
+
+def _path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """The location without pydantic's own steps: validator functions (`function-after[...]`)
+    and the tag of a discriminated union (`inventory[0].aws-tags.regions` is
+    `inventory[0].regions`), found by walking what was validated."""
+    kept: list[Any] = []
+    current = data
+    for part in loc:
+        if isinstance(part, str) and (part.startswith("function-") or part.startswith("tagged-union[")):
+            continue
+        if isinstance(current, Mapping) and isinstance(part, str) and part not in current \
+                and current.get("kind") == part:
+            continue  # the union's tag: the entry's `kind`, not a key of it
+        kept.append(part)
+        if isinstance(current, Mapping):
+            current = current.get(part)
+        elif isinstance(current, (list, tuple)) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        else:
+            current = None
+    return tuple(kept)
