@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -15,7 +16,7 @@ from rules.budget import BudgetRule
 from service.findings.budgets import budget_status
 from service.findings.forecast import Forecast, forecast_month
 from service.cli.main import cli
-from service.core.config import parse_config
+from service.core.config import load_config, parse_config
 from service.core.config_budgets import BudgetConfig
 from service.core.lake import Lake
 from service.core.timewindow import Window
@@ -146,3 +147,16 @@ def test_a_budgets_on_key_written_in_yaml_is_the_key_on(tmp_path):
     assert config.rules["unbounded-logs"]["enabled"] == "off"  # a string, which the rule's bool field reads as false
     result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
     assert result.exit_code == 0, result.output
+
+
+def test_the_readme_budgets_example_loads_as_documented(tmp_path):
+    """README "Budgets" shows a full `budgets:` section; it must load as it reads (YAML 1.1
+    would read its `on:` key as the boolean true)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    example = readme.split("\n## Budgets\n", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(example)
+    (budget,) = load_config(path).budgets
+    assert (budget.name, budget.dimension, budget.value, budget.amount, budget.currency) == (
+        "pretrain-gpu", "team", "pretrain", Decimal(250000), "USD")
+    assert budget.lines == (Decimal("0.5"), Decimal("0.8"), Decimal("1.0")) and budget.on == ("actual", "forecast")

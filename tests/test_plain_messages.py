@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from rules.base import configure, registered
 from service.cli.main import cli
-from service.core.config import Config, ConfigLoader, parse_config
+from service.core.config import Config, ConfigLoader, load_config, parse_config
 from service.core.errors import ConfigError, SpendlakeError, UsageError
 from service.core.registry import CONNECTORS
 from service.core.validation import PATTERNS
