@@ -198,7 +198,7 @@ def test_a_connector_from_an_installed_package_is_configured_and_ingested(tmp_pa
     config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [{**source, "dollars": "many"}]}))
     invalid = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
     assert invalid.exit_code == 2
-    assert "sources[0].dollars: String should match pattern" in invalid.output
+    assert "sources[0].dollars: 'many' is not in the form this setting takes" in invalid.output
     config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [{**source, "report_name": "x"}]}))
     invalid = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
     assert "sources[0].report_name: kind acme-ledger takes no such key" in invalid.output

@@ -29,6 +29,7 @@ PATTERNS = {
                                "at most 40 characters",
     r"\S": "not blank",
     r"^[^/*?]+$": "one folder name, without /, * or ?",
+    r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$": "a kind in kebab-case, e.g. aws-cur2",
 }
 
 
@@ -103,7 +104,9 @@ def _list(ctx: dict, value: Any) -> str:
 
 
 def _pattern(ctx: dict, value: Any) -> str:
-    words = PATTERNS.get(str(ctx.get("pattern")), "in the form the documentation gives")
+    words = PATTERNS.get(str(ctx.get("pattern")))
+    if words is None:  # an installed package's setting: its own documentation says the form
+        return f"{_got(value)} is not in the form this setting takes (see its documentation)"
     return f"must be {words}, not {_got(value)}"
 
 
