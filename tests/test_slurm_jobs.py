@@ -204,9 +204,9 @@ def test_slurm_23_shapes_and_heterogeneous_jobs_read_alike():
     ({}, "set exactly one of path (sacct output files) or url (slurmrestd)"),
     ({"path": "/x", "url": "http://slurm:6820"}, "set exactly one of path"),
     ({"path": "/x", "token_env": "SLURM_JWT"}, "token_env, user_name and api_version apply to url only"),
-    ({"url": "http://slurm:6820", "api_version": "0.0.38"}, "inventory[0].api_version: String should match"),
-    ({"url": "http://slurm:6820", "token_env": "SLURM JWT"}, "inventory[0].token_env: String should match"),
-    ({"url": "slurm:6820"}, "inventory[0].url: String should match"),
+    ({"url": "http://slurm:6820", "api_version": "0.0.38"}, "inventory[0].api_version: must be an API version such as v0.0.40, not '0.0.38'"),
+    ({"url": "http://slurm:6820", "token_env": "SLURM JWT"}, "inventory[0].token_env: must be an environment variable's name"),
+    ({"url": "slurm:6820"}, "inventory[0].url: must be a URL starting with http:// or https://"),
     ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].regions: kind slurm-jobs takes no such key"),
 ])
 def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
