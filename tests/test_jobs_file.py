@@ -179,7 +179,7 @@ def test_bad_rows_and_values_exit_3_naming_file_row_and_column(tmp_path, content
 @pytest.mark.parametrize("source, says", [
     ({"path": "/x", "columns": {"gpu_num": "gpu"}}, "inventory[0].columns.gpu_num: 'gpu' is not a jobs-file column"),
     ({"path": "/x", "columns": {"a": "gpus", "b": "GPUS"}}, "inventory[0].columns.b: 'b' and 'a' both become 'GPUS'"),
-    ({}, "inventory[0].path: Field required"),
+    ({}, "inventory[0].path: is required but missing"),
     ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].regions: kind jobs-file takes no such key"),
     ({"path": "/x", "timezone": "Mars/Olympus"}, "inventory[0].timezone: 'Mars/Olympus' is not an IANA"),
 ])

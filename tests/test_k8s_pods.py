@@ -233,11 +233,11 @@ def test_a_long_window_is_asked_for_in_pieces_and_gives_the_same_rows(tmp_path, 
 
 
 @pytest.mark.parametrize("source, says", [
-    ({}, "inventory[0].prometheus_url: Field required"),
+    ({}, "inventory[0].prometheus_url: is required but missing"),
     ({"prometheus_url": "http://p:9090", "path": "/x"}, "inventory[0].path: kind k8s-pods takes no such key"),
-    ({"prometheus_url": "http://p:9090", "namespaces": ['a"|.*']}, "inventory[0].namespaces[0]: String should match"),
-    ({"prometheus_url": "http://p:9090", "cluster_label": "cluster-name"}, "inventory[0].cluster_label: String should match"),
-    ({"prometheus_url": "http://p:9090", "dcgm_metrics": ["DCGM_FI_DEV_FB_USED"]}, "inventory[0].dcgm_metrics[0]: Input should be"),
+    ({"prometheus_url": "http://p:9090", "namespaces": ['a"|.*']}, "inventory[0].namespaces[0]: must be a Kubernetes namespace"),
+    ({"prometheus_url": "http://p:9090", "cluster_label": "cluster-name"}, "inventory[0].cluster_label: must be a label name"),
+    ({"prometheus_url": "http://p:9090", "dcgm_metrics": ["DCGM_FI_DEV_FB_USED"]}, "inventory[0].dcgm_metrics[0]: must be one of DCGM_FI_PROF_SM_ACTIVE, "),
 ])
 def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
     with pytest.raises(ConfigError) as error:

@@ -182,12 +182,25 @@ def models() -> list[type[BaseModel]]:
     return seen
 
 
+def patterns(field) -> list[str]:
+    """The patterns on a field and on the items it holds (`tuple[Annotated[str, Field(pattern=...)], ...]`)."""
+    found = [meta.pattern for meta in field.metadata if getattr(meta, "pattern", None)]
+
+    def visit(annotation) -> None:
+        for arg in typing.get_args(annotation):
+            found.extend(meta.pattern for meta in getattr(arg, "__metadata__", ())
+                         for meta in [meta, *getattr(meta, "metadata", ())] if getattr(meta, "pattern", None))
+            visit(arg)
+
+    visit(field.annotation)
+    return found
+
+
 def test_every_pattern_a_model_declares_has_words():
     found = {}
     for model in models():
         for name, field in model.model_fields.items():
-            for meta in field.metadata:
-                if getattr(meta, "pattern", None):
-                    found[f"{model.__name__}.{name}"] = meta.pattern
+            for pattern in patterns(field):
+                found[f"{model.__name__}.{name}"] = pattern
     assert found, "the walk finds the config's patterns"
     assert {field: pattern for field, pattern in found.items() if pattern not in PATTERNS} == {}

@@ -32,6 +32,7 @@ PATTERNS = {
     r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$": "a kind in kebab-case, e.g. aws-cur2",
     r"^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable's name: letters, digits and _, not starting with a digit",
     r"^v\d+\.\d+\.\d+$": "an API version such as v0.0.40",
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a Kubernetes namespace: lowercase letters, digits and inner hyphens",
 }
 
 
