@@ -11,7 +11,7 @@ import sys
 
 
 from service.core.output import to_csv
-from service.report.write import write_local
+from service.core.publish import write_local
 
 HOSTILE = ["\r=1+1", "a\nb", "x,y", 'say "hi"', " =HYPERLINK(1)", "\t+cmd", "\n-2", "@SUM(A1)", "plain"]
 
@@ -48,7 +48,7 @@ def test_62_attribute_csv_quotes_a_tag_value_with_a_bare_cr(tmp_path):
 KILLED_WRITER = """
 import sys, time
 from pathlib import Path
-import service.report.write as write
+import service.core.publish as write
 import os
 real_replace = os.replace
 def stall(*args):  # staged, not yet in place: wait to be killed

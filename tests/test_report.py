@@ -15,7 +15,8 @@ from moto import mock_aws
 from report_fixtures import FORMULAS, INJECTIONS, org_config, sample_report
 from service.cli.main import cli
 from service.core.errors import UsageError
-from service.report.write import report_day, write_local, write_report
+from service.core.publish import write_local
+from service.report.write import report_day, write_report
 from service.report.render import md, render_csvs, render_files
 
 DAY = date(2026, 11, 29)  # a Sunday: weekend rhythm 0.85, and pretrain jumps by 40%

@@ -1,0 +1,138 @@
+"""Publishing files outside the lake: a local folder, atomically per file, or an S3 prefix.
+
+What `spendlake report` and `spendlake export` write goes through here. A local folder is
+filled from a staging folder beside it (`.staging-<name>-<pid>-<uuid>`, fsynced), each file
+renamed into place with `os.replace` and the one named `last` renamed last, so a reader that
+finds that file finds the rest of this run's files; a writer killed with `kill -9` leaves its
+staging folder, which the next run beside it removes (a live writer's is left alone). An S3
+prefix gets one PUT per file (each object replaced atomically), `last` uploaded last.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from service.core.errors import SpendlakeError, UsageError
+
+STAGING_PREFIX = ".staging-"
+CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json",
+                 ".md": "text/markdown; charset=utf-8", ".csv": "text/csv; charset=utf-8",
+                 ".parquet": "application/vnd.apache.parquet"}
+
+
+def staging_folder(folder: Path) -> Path:
+    """A new, empty staging folder beside `folder` (abandoned ones there removed first)."""
+    folder = folder.resolve()
+    remove_abandoned_staging(folder.parent)
+    staging = folder.parent / f"{STAGING_PREFIX}{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    return staging
+
+
+def publish_staged(staging: Path, folder: Path, *, last: str | None = None,
+                   stale: Callable[[Path], bool] = lambda path: False) -> Path:
+    """Rename every file of `staging` into `folder` (`last` last), remove the files of
+    `folder` that this run did not write and `stale` says are out of date, fsync the folder."""
+    folder = folder.resolve()
+    names = sorted((p.name for p in staging.iterdir() if p.is_file()), key=lambda n: n == last)
+    for name in names:
+        _fsync_file(staging / name)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        os.replace(staging / name, folder / name)
+    for old in folder.iterdir():
+        if old.is_file() and old.name not in names and stale(old):
+            old.unlink()
+    _fsync_dir(folder)
+    return folder
+
+
+def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = None,
+                stale: Callable[[Path], bool] = lambda path: path.suffix == ".csv", what: str = "the report") -> Path:
+    """Write `files` (name → bytes) into `folder` through a staging folder; stale CSVs of an
+    earlier run go (a report's tables change with the data)."""
+    folder = folder.resolve()
+    staging = None
+    try:
+        staging = staging_folder(folder)
+        for name, data in files.items():
+            with open(staging / name, "wb") as handle:
+                handle.write(data)
+        return publish_staged(staging, folder, last=last, stale=stale)
+    except OSError as exc:
+        raise write_error(exc, folder, what) from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_error(exc: OSError, where: Path | str, what: str) -> SpendlakeError:
+    return SpendlakeError(f"cannot write {what}: {exc.strerror or exc}", where=str(where),
+                          hint="check the --out folder's permissions and free space")
+
+
+def remove_abandoned_staging(parent: Path) -> None:
+    """`.staging-<name>-<pid>-<uuid>` folders whose writer is gone (a `kill -9`); a live
+    writer's folder, another run writing at this moment, is left alone."""
+    for staging in parent.glob(f"{STAGING_PREFIX}*") if parent.is_dir() else ():
+        pid = staging.name.rsplit("-", 2)[-2] if staging.name.count("-") >= 3 else ""
+        if not pid.isdigit() or not _alive(int(pid)):
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def split_s3_url(url: str, where: str = "--out") -> tuple[str, str]:
+    """(bucket, prefix without slashes at its ends) of `s3://bucket/prefix`."""
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    if not bucket:
+        raise UsageError(f"no bucket in {url!r}", where=where, hint="use s3://bucket/prefix")
+    return bucket, prefix.strip("/")
+
+
+def upload_s3(files: Mapping[str, bytes | Path], bucket: str, prefix: str, *, last: str | None = None,
+              what: str = "the files") -> str:
+    """PUT each file (bytes, or a local file sent in parts when large) under
+    `s3://bucket/prefix/<name>`, `last` last; returns the prefix's URL."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = boto3.client("s3")
+    try:
+        for name in sorted(files, key=lambda n: n == last):
+            key = f"{prefix}/{name}" if prefix else name
+            content_type = CONTENT_TYPES.get(Path(name).suffix, "application/octet-stream")
+            body = files[name]
+            if isinstance(body, Path):
+                client.upload_file(str(body), bucket, key, ExtraArgs={"ContentType": content_type})
+            else:
+                client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
+    except (BotoCoreError, ClientError) as exc:
+        raise SpendlakeError(f"cannot upload {what}: {exc}", where=f"s3://{bucket}/{prefix}/",
+                             hint="check the bucket name and that the credentials allow s3:PutObject") from None
+    return f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"
