@@ -95,7 +95,10 @@ def test_46_the_writer_spills_into_the_lake_staging_area(tmp_path, monkeypatch, 
     [outcome] = run_inventory(cfg)
     assert outcome.error is None and list(outcome.rows.values()) == [rows]
     [record] = [r for r in caplog.records if hasattr(r, "spilled_bytes")]
-    assert record.spilled_bytes > 0 and record.peak_bytes <= 80 << 20
+    # DuckDB's limit bounds its buffer pool; allocations outside it (readers, the sort's
+    # payload blocks) let the peak pass it by some MB (89 MB seen under load), never by the
+    # 155 MB this sort spills
+    assert record.spilled_bytes > 0 and record.peak_bytes <= 100 << 20
     lake = Lake(cfg.lake)
     con = lake.writer()
     assert Path(con.execute("SELECT current_setting('temp_directory')").fetchone()[0]).is_relative_to(lake.staging)
