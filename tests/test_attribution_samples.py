@@ -31,6 +31,7 @@ ATTRIBUTION = {
 EVERYTHING = Window(datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("file", sorted(KIND_BY_FILE))
 def test_every_sample_reconciles(tmp_path, file):
     kind = KIND_BY_FILE[file]

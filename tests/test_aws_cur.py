@@ -164,6 +164,7 @@ def test_only_the_current_assembly_counts(tmp_path, bucket):
     assert Lake(cfg.lake).ledger()[0].delivery_id == "new-assembly"
 
 
+@pytest.mark.slow
 def test_overwrite_redelivery_shrinking_from_three_parts_to_two(tmp_path, bucket):
     put = s3_put(bucket, "bills")
     write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="a1", overwrite=True,
@@ -192,6 +193,7 @@ def test_manifest_naming_a_missing_key_fails_that_period_only(tmp_path, bucket):
     assert totals(Lake(tmp_path / "lake")) == [("2026-09", "USD", Decimal(9), Decimal(9), 1)]
 
 
+@pytest.mark.slow
 def test_restated_closed_month_with_refund_changes_only_that_month(tmp_path, bucket):
     put = s3_put(bucket, "bills")
     write_legacy(put, prefix="cur", report="rep", period="2026-09", assembly="sep1",
@@ -214,6 +216,7 @@ def test_restated_closed_month_with_refund_changes_only_that_month(tmp_path, buc
     assert entries["2026-09"].final and not entries["2026-10"].final
 
 
+@pytest.mark.slow
 def test_same_delivery_twice_leaves_the_lake_byte_for_byte(tmp_path, bucket):
     write_legacy(s3_put(bucket, "bills"), prefix="cur", report="rep", period="2026-10", assembly="a1",
                  parts=[[line(cost="1"), line(cost="2", currency="EUR")]])

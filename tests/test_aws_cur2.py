@@ -29,6 +29,7 @@ def costs(lake: Lake):
         "ChargePeriodStart, SubAccountId FROM costs ORDER BY ALL").fetchall()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "csv.gz"])
 def test_overwrite_and_create_new_layouts_give_the_same_lake(tmp_path, fmt):
     rows = [line("2026-10", "2.5", team="pretrain"), line("2026-10", "1.81E-8", kind="Tax", invoice="INV-1"),

@@ -194,6 +194,7 @@ def test_expired_credentials_one_sentence_and_no_retry_storm(tmp_path, moto_serv
     assert "expired or invalid" in error_line and "refresh them" in error_line
 
 
+@pytest.mark.slow
 def test_hostile_keys_never_write_outside_the_lake(tmp_path, moto_server, s3):
     client, bucket = s3
     hostile = "cur/rep/20261001-20261101/a1/../../../../../../../../tmp/escape.csv.gz"
@@ -209,6 +210,7 @@ def test_hostile_keys_never_write_outside_the_lake(tmp_path, moto_server, s3):
     assert [o.status for o in result.outcomes] in (["committed"], ["failed"])
 
 
+@pytest.mark.slow
 def test_debug_logs_never_show_credentials(tmp_path, moto_server, s3):
     deliver(s3)
     s3_config(tmp_path, moto_server, s3[1])
@@ -275,6 +277,7 @@ def test_second_ingest_at_once_refuses_with_the_pid(tmp_path):
     assert not Lake(tmp_path / "lake").ledger()
 
 
+@pytest.mark.slow
 def test_manifest_replaced_while_the_period_is_read_commits_nothing(tmp_path, moto_server, s3, monkeypatch):
     from connectors.storage import Storage
 
@@ -305,6 +308,7 @@ BILLING_READ_POLICY = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::bills/cur/*"}]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("allow_get", [True, False])
 def test_least_privilege_policy_enforced_in_moto(tmp_path, monkeypatch, allow_get):
     import json

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
+import pytest
 from click.testing import CliRunner
 
 from attribution_helpers import line, make_lake
@@ -64,6 +65,7 @@ def budgets_config(lake, budgets):
     return parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION, "budgets": budgets})
 
 
+@pytest.mark.slow
 def test_budget_rule_raises_the_highest_line_crossed_with_owner_and_overrun(tmp_path):
     lake = budget_lake(tmp_path, today=date(2026, 11, 15))
     config = budgets_config(lake, [

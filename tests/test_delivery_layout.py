@@ -47,6 +47,7 @@ def statuses(result: IngestResult) -> set[str]:
     return {o.status for o in result.outcomes}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(WRITERS))
 def test_40_a_period_spread_over_folders_and_hive_partitions_is_one_delivery(tmp_path, kind):
     export, write = tmp_path / "export", WRITERS[kind]
@@ -82,6 +83,7 @@ def test_40_a_period_spread_over_folders_and_hive_partitions_is_one_delivery(tmp
     assert lake_sums(lake)[("2024-05", "USD")] == Decimal("1.145")
 
 
+@pytest.mark.slow
 def test_40_the_focus_toolkit_hive_folders_keep_every_row(tmp_path):
     """Hive-partitioned FOCUS Parquet (`SubAccountId=…/` by DuckDB, `BillingPeriodStart=…/
     BillingCurrency=…/` by the toolkit, values only in the folder names): all 150 rows and
@@ -123,6 +125,7 @@ def test_40_hive_folder_values_fill_only_the_columns_a_file_lacks_as_text(tmp_pa
     assert_hive_values(lake)
 
 
+@pytest.mark.slow
 def test_40_hive_folder_values_are_read_from_s3_keys_too(tmp_path):
     """An S3 file is read from a download with a hashed name: the folders come from its key."""
     hive_layout(tmp_path / "export")
@@ -154,6 +157,7 @@ def test_40_files_of_one_period_with_drifting_columns_union_by_name(tmp_path):
     assert lake_sums(lake) == duckdb_sums("focus", folder) == {("2024-05", "USD"): Decimal("4")}
 
 
+@pytest.mark.slow
 def test_40_break_it_rename_rehive_mix_delete_and_drop_a_folder(tmp_path):
     """Each step changes the layout; the period always holds exactly the rows of the files
     there, tied to DuckDB's sum, and a second ingest of the same files reads nothing."""
@@ -187,6 +191,7 @@ def test_40_break_it_rename_rehive_mix_delete_and_drop_a_folder(tmp_path):
     step("4")
 
 
+@pytest.mark.slow
 def test_40_a_file_that_cannot_be_read_holds_its_period_back(tmp_path):
     export = tmp_path / "export"
     (export / "x").mkdir(parents=True)

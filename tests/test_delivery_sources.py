@@ -61,6 +61,7 @@ TOOLKIT_FOLDERS = ["convert/aws-1.3-synthetic-csv", "convert/azure-1.3-synthetic
                    "generate/aws-1.3", "generate/azure-1.3", "generate/gcp-1.3"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", TOOLKIT_FOLDERS)
 def test_41_a_focus_toolkit_folder_ingests_its_cost_files_and_skips_the_other_datasets(tmp_path, folder):
     location = TOOLKIT / folder

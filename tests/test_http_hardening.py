@@ -68,6 +68,7 @@ def test_58_a_dimension_repeated_2000_times_is_400_before_any_work(server, monke
     assert status == 400 and len(body["error"]["message"]) < 300  # unknown names listed, capped
 
 
+@pytest.mark.slow
 def test_59_healthz_answers_while_150_idle_connections_are_held(server):
     port = server()
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(150)]

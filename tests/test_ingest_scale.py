@@ -57,6 +57,7 @@ def bills(tmp_path_factory):
                                          formats=tuple(KINDS)) for parts in (2, 24)}
 
 
+@pytest.mark.slow
 def test_46_parts_are_staged_one_at_a_time_so_memory_does_not_grow_with_their_number(tmp_path, bills, monkeypatch,
                                                                                        caplog):
     # 24 CSV.gz parts read at once hold a 30.5 MB buffer each: far above this limit.
@@ -73,6 +74,7 @@ def test_46_parts_are_staged_one_at_a_time_so_memory_does_not_grow_with_their_nu
     assert 0 < peaks[24] <= peaks[2] * 1.1 + (4 << 20), peaks  # bounded by one part, not by how many
 
 
+@pytest.mark.slow
 def test_46_every_layout_ingests_exactly_under_a_small_memory_limit(tmp_path, bills, monkeypatch):
     monkeypatch.setattr(lake_module, "WRITER_MEMORY_LIMIT", "100MB")
     generation = bills[24]
@@ -81,6 +83,7 @@ def test_46_every_layout_ingests_exactly_under_a_small_memory_limit(tmp_path, bi
         assert committed(result) == expected(generation), fmt
 
 
+@pytest.mark.slow
 def test_46_the_writer_spills_into_the_lake_staging_area(tmp_path, monkeypatch, caplog):
     """An inventory snapshot is sorted on every column before it is written: under a tiny
     limit that sort spills, inside the sandbox, and the snapshot is complete."""
@@ -134,6 +137,7 @@ def test_46_disk_full_is_reported_as_such(tmp_path, bills, monkeypatch):
     assert "damaged" not in str(failure.error) and not Lake(cfg.lake).ledger()
 
 
+@pytest.mark.slow
 def test_46_a_bad_value_after_the_first_streamed_batch_is_a_data_error_naming_its_row(tmp_path):
     """DuckDB's errors reach the stager through Arrow as OSError: they must stay data errors."""
     bad_row = staging.BATCH_ROWS + 12_345

@@ -7,6 +7,8 @@ import json
 from datetime import datetime, timezone
 from decimal import Decimal
 
+import pytest
+
 from service.attribution.api import attribute, attribute_resources, reconcile
 from service.core.config import parse_config
 from service.core.timewindow import Window
@@ -33,6 +35,7 @@ def by_team(result) -> dict:
     return {row["team"]: Decimal(row["cost"]) for row in result.to_json()["rows"]}
 
 
+@pytest.mark.slow
 def test_bill_tags_then_inventory_tags_then_rules(tmp_path):
     lake = make_lake(tmp_path, [
         line("2026-11-02 00:00", "10", resource="i-0aaa", tags={"team": "nlp"}),

@@ -119,6 +119,7 @@ def test_inventory_parquet_with_several_data_files(tmp_path):
     ]
 
 
+@pytest.mark.slow
 @mock_aws
 def test_inventory_report_read_from_s3_with_the_source_buckets_lifecycle(tmp_path):
     s3 = boto3.client("s3", region_name="us-east-1")

@@ -116,6 +116,7 @@ def make_log_groups(region: str = "us-east-1") -> None:
                         logEvents=[{"timestamp": int(NOW.timestamp() * 1000), "message": "x" * 1000}])
 
 
+@pytest.mark.slow
 @mock_aws
 def test_log_groups_paginate_all_120_with_retention_and_size(tmp_path):
     make_log_groups()
@@ -129,6 +130,7 @@ def test_log_groups_paginate_all_120_with_retention_and_size(tmp_path):
     assert abs((created - datetime.now(timezone.utc).replace(tzinfo=None)).total_seconds()) < 600
 
 
+@pytest.mark.slow
 @mock_aws
 def test_logs_throttling_is_retried_then_succeeds(tmp_path, monkeypatch, no_retry_wait):
     make_log_groups()

@@ -223,6 +223,7 @@ def test_42_a_prometheus_without_kube_state_metrics_exits_3_naming_it(tmp_path):
     assert not list((tmp_path / "lake").glob("jobs/*/*/*.parquet"))
 
 
+@pytest.mark.slow
 @pytest.mark.binary
 def test_a_long_window_is_asked_for_in_pieces_and_gives_the_same_rows(tmp_path, prometheus):
     """Ten days at one-minute steps is 14,400 points a series: more than Prometheus answers at once."""

@@ -7,6 +7,8 @@ import os
 from dataclasses import replace
 from decimal import Decimal
 
+import pytest
+
 from billing_helpers import failures, ingest_files, sums
 from conftest import SAMPLES
 
@@ -45,6 +47,7 @@ def make_old(lake: Lake, source: str) -> None:
     con.close()
 
 
+@pytest.mark.slow
 def test_old_partitions_union_with_new_ones_until_the_next_ingest_rewrites_them(tmp_path):
     lake, result = ingest_files(tmp_path, CUR, FOCUS)
     assert failures(result) == []

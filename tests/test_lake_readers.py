@@ -215,6 +215,7 @@ def total(lake: Lake, config) -> Decimal:
     return cost
 
 
+@pytest.mark.slow
 def test_43_a_reader_between_a_commit_placing_its_files_and_recording_them_sees_the_new_state(
         tmp_path, monkeypatch):
     from service.ingest.billing import ingest
@@ -240,6 +241,7 @@ def test_43_a_reader_between_a_commit_placing_its_files_and_recording_them_sees_
     assert total(lake, config) == TOTALS["b"] and lake.ledger_state().pending == ()
 
 
+@pytest.mark.slow
 def test_43_a_commit_that_died_after_placing_its_files_is_settled_by_the_next_ingest(tmp_path, monkeypatch):
     from service.ingest.billing import ingest
 
@@ -286,6 +288,7 @@ def test_43_queries_write_nothing_and_a_rollup_removed_under_a_query_is_read_aga
         p: t for p, t in before.items() if p not in stored}  # nothing written, only what the test removed
 
 
+@pytest.mark.slow
 def test_44_two_configs_on_one_lake_never_delete_what_the_other_reads(tmp_path, caplog):
     from service.ingest.billing import ingest
     from service.ingest.rollups import rollup
@@ -354,6 +357,7 @@ def test_43_a_read_only_lake_answers_queries(tmp_path):
         shutil.rmtree(root)
 
 
+@pytest.mark.slow
 def test_43_metrics_and_the_api_of_the_service_write_nothing(tmp_path):
     from prometheus_client import CollectorRegistry
 

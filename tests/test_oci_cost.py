@@ -17,6 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 import boto3
+import pytest
 from billing_helpers import failures, ingest_files
 from click.testing import CliRunner
 from conftest import DATA
@@ -80,6 +81,7 @@ def test_usage_reports_are_not_read_and_the_cost_folder_alone_works(tmp_path):
     assert failures(result) == [] and period_sums(lake) == PERIODS
 
 
+@pytest.mark.slow
 def test_an_unchanged_bucket_is_not_read_again_and_a_new_report_replaces_its_month(tmp_path):
     bucket = tmp_path / "bucket"
     shutil.copytree(OCI, bucket)
@@ -119,6 +121,7 @@ def test_a_month_cut_by_oracles_one_year_retention_is_left_as_the_lake_has_it(tm
     assert period_sums(lake) == [("2027-05", "USD", 1, Decimal(80))]
 
 
+@pytest.mark.slow
 def test_cost_reports_from_an_s3_compatible_bucket(tmp_path):
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")

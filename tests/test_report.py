@@ -46,6 +46,7 @@ def spendlake(config_file, *args):
     return CliRunner().invoke(cli, ["--config", config_file, *args], catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_totals_equal_spendlake_attribute_for_the_same_windows(org):
     _, config_file, folder, _ = org
     _, by_key = sections(folder)
@@ -132,6 +133,7 @@ def test_waste_by_rule_and_top_findings(org):
     assert [r["team"] for r in table(by_key["waste"], "open_findings")["rows"]] == ["pretrain", INJECTIONS[0]]
 
 
+@pytest.mark.slow
 def test_same_day_twice_gives_byte_identical_files(org):
     config, _, folder, first = org
     before = {name: (folder / name).read_bytes() for name in first.files}
@@ -188,6 +190,7 @@ def test_a_failed_write_leaves_the_previous_report_intact(tmp_path, monkeypatch)
     assert sorted(p.name for p in folder.iterdir()) == ["report.html"]  # the stale CSV is gone
 
 
+@pytest.mark.slow
 def test_upload_to_s3(org):
     config, _, folder, local = org
     with mock_aws():
@@ -202,6 +205,7 @@ def test_upload_to_s3(org):
     assert keys == sorted(f"spendlake/daily/2026-11-29/{name}" for name in local.files)
 
 
+@pytest.mark.slow
 def test_upload_to_a_missing_bucket_fails_with_a_hint(org):
     _, config_file, _, _ = org
     with mock_aws():
@@ -210,6 +214,7 @@ def test_upload_to_a_missing_bucket_fails_with_a_hint(org):
     assert result.exit_code == 3 and "s3:PutObject" in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_writes_the_report_where_configured_and_prints_where(org, tmp_path):
     _, config_file, _, _ = org
     result = spendlake(config_file, "report", "--date", "2026-11-29", "--out", str(tmp_path / "out"))
@@ -237,6 +242,7 @@ def test_render_is_pure():
     assert render_files(sample_report()) == render_files(sample_report())
 
 
+@pytest.mark.slow
 def test_top_n_folds_the_rest_into_other_and_keeps_the_total(org, tmp_path):
     config, _, folder, _ = org
     narrow = config.model_copy(update={"report": config.report.model_copy(update={"top": 3})})
@@ -249,6 +255,7 @@ def test_top_n_folds_the_rest_into_other_and_keeps_the_total(org, tmp_path):
     assert Decimal(rows[-1]["day_cost"]) == Decimal("510") + Decimal("255") + Decimal("250")  # eval, <script>, unallocated
 
 
+@pytest.mark.slow
 def test_currencies_are_never_added_together(tmp_path):
     from report_fixtures import focus_export
     from service.core.config import parse_config

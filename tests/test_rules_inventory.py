@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.findings.run import run_rules
@@ -16,6 +18,7 @@ INVENTORY = Path(__file__).parent / "data" / "inventory"
 NOW = datetime(2026, 11, 21, tzinfo=timezone.utc)
 
 
+@pytest.mark.slow
 def test_rules_run_on_inventory_written_by_the_connectors(tmp_path):
     config = parse_config({
         "lake": str(tmp_path / "lake"),

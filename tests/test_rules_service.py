@@ -47,6 +47,7 @@ def spendlake(config_file, *args):
     return CliRunner().invoke(cli, ["--config", str(config_file), *args])
 
 
+@pytest.mark.slow
 def test_run_stores_findings_and_rerun_keeps_them(setup):
     lake, config_file = setup
     config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))
@@ -63,6 +64,7 @@ def test_run_stores_findings_and_rerun_keeps_them(setup):
     assert columns[:len(JSON_KEYS)] == JSON_KEYS
 
 
+@pytest.mark.slow
 def test_cli_dry_run_fail_on_list_and_ack(setup):
     lake, config_file = setup
     dry = spendlake(config_file, "rules", "run", "--dry-run", "--format", "json", "--fail-on", "critical")
@@ -128,6 +130,7 @@ def test_log_groups_and_buckets_get_owners_from_their_cost_lines(tmp_path):
     assert "s3://elsewhere/x/" not in owners
 
 
+@pytest.mark.slow
 def test_the_service_runs_rules_as_a_job_and_refuses_a_bad_rules_section(setup, monkeypatch, tmp_path):
     from service.core.errors import ConfigError, SpendlakeError
     from service.serve.service import default_tasks

@@ -41,6 +41,7 @@ def test_every_sample_file_has_a_kind_and_reference_sums():
     assert data_files == sorted(KIND_BY_FILE) == sorted(reference())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("file", sorted(KIND_BY_FILE))
 def test_sample_sums_equal_the_reference(tmp_path, file):
     lake, result = ingest_files(tmp_path, ("sample", KIND_BY_FILE[file], SAMPLES / file))

@@ -38,6 +38,7 @@ def scrape(collector: LakeCollector) -> CollectorRegistry:
     return registry
 
 
+@pytest.mark.slow
 def test_success_sets_last_success_and_a_failure_leaves_it_and_is_counted(tmp_path, memory_source):
     config = make_config(tmp_path)
     registry = scrape(LakeCollector(config))
@@ -59,6 +60,7 @@ def test_success_sets_last_success_and_a_failure_leaves_it_and_is_counted(tmp_pa
     assert registry.get_sample_value("spendlake_lake_readable") == 1
 
 
+@pytest.mark.slow
 def test_collector_recomputes_only_when_the_lake_changes_or_the_page_ages(tmp_path):
     config = make_config(tmp_path)
     now = [1000.0]

@@ -95,6 +95,7 @@ def test_daily_fires_at_the_same_utc_time_across_a_dst_change(tmp_path, monkeypa
     assert fires == [utc(2026, 10, 25, 6), utc(2026, 10, 26, 6), utc(2026, 10, 27, 6)]
 
 
+@pytest.mark.slow
 def test_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical_files(tmp_path):
     config = make_config(tmp_path)
     lake = Lake(config.lake)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
+import pytest
+
 from attribution_helpers import line, make_lake
 from rules.spend_anomaly import Thresholds, detect, expected_spend, noise_scale
 from service.core.config import parse_config
@@ -106,6 +108,7 @@ def anomaly_config(lake):
                          "rules": {"spend-anomaly": {}}})
 
 
+@pytest.mark.slow
 def test_rule_finds_the_jump_with_owner_root_causes_and_a_stable_id(tmp_path):
     lake = anomaly_lake(tmp_path)
     config = anomaly_config(lake)
@@ -125,6 +128,7 @@ def test_rule_finds_the_jump_with_owner_root_causes_and_a_stable_id(tmp_path):
     assert later.result.seen[0].first_seen == report.result.seen[0].first_seen
 
 
+@pytest.mark.slow
 def test_acknowledged_anomaly_is_not_raised_again(tmp_path):
     lake = anomaly_lake(tmp_path)
     config = anomaly_config(lake)
@@ -151,6 +155,7 @@ def test_spend_inside_a_planned_run_is_annotated_not_raised(tmp_path):
     assert finding.evidence["planned"] == {"planned_usd": "1800.00", "plans": ["llm-run"]}
 
 
+@pytest.mark.slow
 def test_metrics_show_the_open_anomaly_impact_by_team_and_service(tmp_path):
     from service.serve.families import findings_families
 

@@ -61,6 +61,7 @@ def test_s3_location_needs_a_bucket():
         Storage(source("s3:///prefix"))
 
 
+@pytest.mark.slow
 @mock_aws
 def test_s3_listing_follows_pages_and_downloads_under_hashed_names(tmp_path):
     client = boto3.client("s3", region_name="us-east-1")

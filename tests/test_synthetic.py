@@ -171,6 +171,7 @@ def test_unknown_format_is_refused(tmp_path):
         generate_organisation(tmp_path, days=1, start=START, formats=("xlsx",))
 
 
+@pytest.mark.slow
 def test_parts_split_every_format_and_each_connector_reads_them_whole(tmp_path):
     """AWS splits large deliveries into numbered parts; the bench sends 20 of them."""
     kinds = {"parquet": "aws-cur2", "csv.gz": "aws-cur2", "legacy-csv.gz": "aws-cur", "focus-csv": "focus"}

@@ -24,6 +24,7 @@ def query(lake: Lake, sql: str):
         con.close()
 
 
+@pytest.mark.slow
 def test_same_organisation_same_files(tmp_path):
     org = build_organisation(7, START, DAYS)
     first, second = write_inventory(org, tmp_path / "a"), write_inventory(org, tmp_path / "b")
@@ -45,6 +46,7 @@ def inventory_lake(tmp_path_factory):
     return Lake(config.lake), org
 
 
+@pytest.mark.slow
 def test_inventory_ids_match_the_bill(inventory_lake):
     lake, org = inventory_lake
     billed = {s.resource_id for s in org.streams}
