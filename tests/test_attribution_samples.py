@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from billing_helpers import failures, ingest_files
 from conftest import SAMPLES
-from test_samples import KIND_BY_FILE
+from test_samples import KIND_BY_FILE, SAMPLE_CASES
 
 from service.attribution.api import attribute, reconcile
 from service.core.config import parse_config
@@ -31,8 +31,7 @@ ATTRIBUTION = {
 EVERYTHING = Window(datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2100, 1, 1, tzinfo=timezone.utc))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("file", sorted(KIND_BY_FILE))
+@pytest.mark.parametrize("file", SAMPLE_CASES)
 def test_every_sample_reconciles(tmp_path, file):
     kind = KIND_BY_FILE[file]
     lake, result = ingest_files(tmp_path, ("sample", kind, SAMPLES / file))
