@@ -18,7 +18,7 @@ import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import duckdb
 
@@ -30,14 +30,24 @@ from service.core.schema import COST_COLUMNS, MONEY
 from service.core.staging import DATA_FILE, query_memory, stage_parts
 from service.core.units import utc_now_iso
 
-if TYPE_CHECKING:
-    from service.core.lake import Lake
+
+class CommitTarget(Protocol):
+    """What a commit needs of the lake (service/core/lake.py's Lake), so this module depends
+    on these few operations and the lake on this module, not each on the other."""
+    root: Path
+    staging: Path
+
+    def partition_file(self, table: str, partitions: Sequence[tuple[str, str]]) -> Path: ...
+    def announce(self, new_entries: Sequence[LedgerEntry]) -> None: ...
+    def settle(self) -> None: ...
+    def record(self, new_entries: Sequence[LedgerEntry]) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
 
 def commit_costs(
-    lake: Lake,
+    lake: CommitTarget,
     con: duckdb.DuckDBPyConnection,
     relation: duckdb.DuckDBPyRelation | Sequence[duckdb.DuckDBPyRelation],
     *,
@@ -142,7 +152,7 @@ def ledger_entry(con, path: Path, source: str, period: str, delivery_id: str,
                        ingested_at=utc_now_iso(), files=tuple(files), size=path.stat().st_size,
                        sha256=sha256_file(path))
 
-def commit_snapshot(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
+def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
                     table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
     """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date).
     Derived tables (attribution rollups) pass `version`: the file is `<version>.parquet`,

@@ -23,19 +23,32 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, TypeVar
+from pathlib import Path
+from typing import Protocol, TypeVar
 
 import duckdb
 
 from service.core.errors import duckdb_error
 from service.core.integrity import PartitionCheck, deep_check, partition_error, quick_check, sha256_file
-from service.core.ledger import LedgerEntry, LedgerState
+from service.core.ledger import LedgerState
 
-if TYPE_CHECKING:
-    from service.core.lake import Lake
+
+class LakeFiles(Protocol):
+    """What reading consistently needs of the lake (service/core/lake.py's Lake), so this
+    module depends on these few operations and the lake on this module, not each on the other."""
+    root: Path
+
+    def counts(self, source: str) -> bool: ...
+    def connect(self) -> duckdb.DuckDBPyConnection: ...
+    def table_dir(self, table: str) -> Path: ...
+    def partition_file(self, table: str, partitions: Sequence[tuple[str, str]]) -> Path: ...
+    def ledger_state(self) -> LedgerState: ...
+    def ledger_stamp(self) -> tuple[int, ...]: ...
+    def read_state(self, name: str) -> dict: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +71,7 @@ class Snapshot:
     in_flight: bool  # a live commit had not placed all its files yet: they may change during a read
 
 
-def check_partitions(lake: Lake, state: LedgerState, *, deep: bool = False) -> tuple[list[PartitionCheck], bool]:
+def check_partitions(lake: LakeFiles, state: LedgerState, *, deep: bool = False) -> tuple[list[PartitionCheck], bool]:
     """(checks, in flight): each configured partition against its committed entry or, where
     that does not match, its pending one; plus the files the ledger does not know."""
     committed = {e.key: e for e in state.entries if lake.counts(e.source)}
@@ -103,7 +116,7 @@ def _abandoned(since: str) -> bool:
     return datetime.now(timezone.utc) - written > PENDING_ABANDONED
 
 
-def stable_checks(lake: Lake, *, deep: bool = False) -> tuple[LedgerState, list[PartitionCheck], bool]:
+def stable_checks(lake: LakeFiles, *, deep: bool = False) -> tuple[LedgerState, list[PartitionCheck], bool]:
     """check_partitions on a ledger that did not change while the files were checked."""
     deadline = time.monotonic() + READ_PATIENCE
     while True:
@@ -114,7 +127,7 @@ def stable_checks(lake: Lake, *, deep: bool = False) -> tuple[LedgerState, list[
         time.sleep(0.02)
 
 
-def take_snapshot(lake: Lake) -> Snapshot:
+def take_snapshot(lake: LakeFiles) -> Snapshot:
     """The configured cost partitions, each matching its ledger entry, or a DataError naming
     the ones that do not (and those the last `spendlake verify` found damaged)."""
     state, checks, in_flight = stable_checks(lake)
@@ -130,7 +143,7 @@ def take_snapshot(lake: Lake) -> Snapshot:
     return Snapshot(state, tuple(checks), in_flight)
 
 
-def read_consistently(lake: Lake, read: Callable[[Snapshot], T]) -> T:
+def read_consistently(lake: LakeFiles, read: Callable[[Snapshot], T]) -> T:
     """`read(snapshot)`, read again while commits change the lake under it (see the module)."""
     deadline = time.monotonic() + READ_PATIENCE
     vanished = 0
