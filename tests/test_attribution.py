@@ -172,7 +172,7 @@ def test_compare_across_a_month_boundary(tmp_path):
         line("2026-10-31 12:00", "4", end="2026-11-01 12:00", tags={"team": "nlp"}),  # spans the boundary
         line("2026-10-30 00:00", "8", tags={"team": "nlp"}),
         line("2026-11-01 13:00", "3", tags={"team": "nlp"}),
-        line("2026-11-02 00:00", "5", tags={"team": "cv"}),
+        line("2026-11-02 00:00", "5", end="2026-11-03 00:00", tags={"team": "cv"}),  # the data runs to the window's end
     ])
     window = Window(utc(2026, 11, 1), utc(2026, 11, 3))
     result = attribute(lake, config(), window, by=["team"], compare=True)

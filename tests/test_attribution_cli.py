@@ -50,8 +50,11 @@ def test_json_contract(setup):
     result = run(path, "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team,project", "--format", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert set(data) == {"since", "until", "cost", "by", "rows", "totals"}
+    assert set(data) == {"since", "until", "cost", "by", "rows", "totals", "data_through", "sources"}
     assert data["since"] == "2026-11-01T00:00:00Z" and data["until"] == "2026-12-01T00:00:00Z"
+    # the end of the latest usage charge period (the credit and tax lines do not count)
+    assert data["data_through"] == "2026-11-02T04:00:00Z"
+    assert data["sources"] == [{"source": "cur", "data_through": "2026-11-02T04:00:00Z"}]
     assert data["cost"] == "billed" and data["by"] == ["team", "project"]
     # the shared tax line keeps its own (default) project
     assert {"team": "nlp", "project": "llama", "currency": "USD", "cost": "10.000000000000"} in data["rows"]

@@ -6,7 +6,10 @@ Python API (the CLI, rules engine, metrics, report and HTTP API call these):
     attribute(lake, config, window, by=("team",), where={}, cost="billed",
               granularity="total", top=None, compare=False, explain=False, engine=None) -> AttributionResult
         AttributionResult.to_json() is the `spendlake attribute --format json` contract:
-        {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}]}
+        {since, until, cost, by, rows: [{<dim>..., currency, cost, period?}], totals: [{currency, cost}],
+         data_through, sources: [{source, data_through}]}
+        (data_through: how far the billing sources' usage data reaches, service/core/coverage.py;
+        a window that ends later than it covers less than its length)
     attribute_query(lake, config, query, engine=None) -> AttributionResult
         the same for an `AttributionQuery` (service/attribution/query.py), which the CLI and the
         HTTP API parse from what the user typed
@@ -116,6 +119,12 @@ class AttributionResult:
     compare: bool = False
     explain: bool = False
     lake_empty: bool = False
+    sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
+
+    @property
+    def data_through(self) -> datetime | None:
+        """The latest data_through of the sources read: the end of the data in the lake."""
+        return max((moment for _, moment in self.sources if moment is not None), default=None)
 
     def to_json(self) -> dict:
         rows = []
@@ -136,7 +145,12 @@ class AttributionResult:
                 total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
             totals.append(total)
         return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), "cost": self.cost,
-                "by": list(self.by), "rows": rows, "totals": totals}
+                "by": list(self.by), "rows": rows, "totals": totals, "data_through": _iso(self.data_through),
+                "sources": [{"source": name, "data_through": _iso(moment)} for name, moment in self.sources]}
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else iso_utc(moment)
 
 
 def _dec(value: Decimal | None) -> str | None:
@@ -227,6 +241,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
                explain: bool) -> AttributionResult:
     if session is None:
         return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
+    sources = tuple(session.data_through().items())
     dims = _sql_dims(config, by, where)
     wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
@@ -246,7 +261,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         return grouped
 
     current = rows_of(window)
-    previous = rows_of(window.previous()) if compare else {}
+    previous = rows_of(_previous(window, max((m for _, m in sources if m), default=None))) if compare else {}
     keep = _top_values(current, top) if top else None
     folded = _fold(current, keep, len(by))
     folded_previous = _fold(previous, keep, len(by))
@@ -268,7 +283,16 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         totals[row.currency][1] += row.previous_cost or 0
     total_rows = tuple((cur, t[0], t[1] if compare else None)
                        for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
-    return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain)
+    return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
+                             sources=sources)
+
+
+def _previous(window: Window, data_through: datetime | None) -> Window:
+    """What `--compare` compares with: the span before the window as long as the data the
+    window holds, so a window that runs past the data's end is not set against a full one."""
+    if data_through is not None and window.since < data_through < window.until:
+        return window.previous(data_through - window.since)
+    return window.previous()
 
 
 def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[tuple]:

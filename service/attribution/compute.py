@@ -11,6 +11,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from service.attribution.rollup import rollup_view
 from service.attribution.sql import spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
+from service.core.coverage import partitions_data_through
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
@@ -129,10 +130,15 @@ class RollupSession:
     (stored rollups, or rolled up in memory where none is stored: service/attribution/rollup.py)."""
 
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None):
-        self.config = config
-        snapshot = snapshot or lake.snapshot()
+        self.config, self.lake = config, lake
+        self.snapshot = snapshot = snapshot or lake.snapshot()
         self.con = lake.query(snapshot)
         self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW)
+
+    def data_through(self) -> dict[str, datetime | None]:
+        """Each billing source read → how far its usage data reaches (service.core.coverage),
+        from the ledger entries of the partitions this snapshot reads."""
+        return partitions_data_through(self.lake, [(c.entry, c.path) for c in self.snapshot.checks if c.entry])
 
     def spellings(self, dims: Sequence[str]) -> dict[tuple[str, str], str]:
         """(dimension, lowercase value) → most common original spelling (ties: byte order)."""

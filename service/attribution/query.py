@@ -46,13 +46,15 @@ class AttributionQuery:
     def parse(cls, config: AttributionConfig | Config, *, since: str | None, until: str | None = None,
               by: str | None = None, where: Sequence[str] = (), cost: str | None = None,
               granularity: str | None = None, top: str | int | None = None, compare: bool = False,
-              explain: bool = False, now: datetime | None = None, naming: Naming = cli_option) -> AttributionQuery:
-        """The query the user typed; a UsageError names the parameter as `naming` spells it."""
+              explain: bool = False, now: datetime | None = None, end: datetime | None = None,
+              naming: Naming = cli_option) -> AttributionQuery:
+        """The query the user typed; a UsageError names the parameter as `naming` spells it.
+        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end)."""
         config = _attribution(config)
         if not since:
             raise UsageError("the window needs a start", where=naming("since"),
-                             hint=f"e.g. {naming('since')} 7d, 24h, 30d or 2026-11-01")
-        query = cls(parse_window(since, until, now=now, naming=naming),
+                             hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
+        query = cls(parse_window(since, until, now=now, end=end, naming=naming),
                     by=tuple(dict.fromkeys(d.strip() for d in (by or "team").split(",") if d.strip())),
                     where=parse_where(config, where, naming), cost=cost or "billed",
                     granularity=granularity or "total", top=_whole_number(top, naming("top")),

@@ -51,6 +51,7 @@ def render(result, fmt: str | None) -> None:
     title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
     emit(rows, columns + ["share"], "table", title=title, footer=footer,
          right=("cost", "share", "previous_cost", "change", "change_pct"))
+    click.echo(coverage_line(result))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
                    "dimension": part["dimension"], "placed by": part["how"], "cost": money_text(part["cost"])}
@@ -58,6 +59,27 @@ def render(result, fmt: str | None) -> None:
         keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
         emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",
              right=("cost",))
+
+
+def coverage_line(result) -> str:
+    """`data through 2026-11-29 00:00 UTC`, with the sources that lag behind and how much of
+    the window runs past the data."""
+    end = result.data_through
+    if end is None:
+        return "data through: no usage data in the lake"
+    line = f"data through {_utc(end)}"
+    lagging = [f"{name} {_utc(moment)}" if moment else f"{name} no usage data"
+               for name, moment in result.sources if moment != end]
+    if lagging:
+        line += f" (behind: {', '.join(lagging)})"
+    if result.window.until > end:
+        hours = (result.window.until - max(end, result.window.since)).total_seconds() / 3600
+        line += f"; the window's last {hours:,.1f} h have no data yet"
+    return line
+
+
+def _utc(moment) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
 def render_check(results, fmt: str | None) -> None:
@@ -69,8 +91,8 @@ def render_check(results, fmt: str | None) -> None:
 
 
 @click.command("attribute")
-@click.option("--since", help="Start of the window: 7d, 24h, 30d, 2026-11-01 or an ISO time (UTC).")
-@click.option("--until", help="End of the window (default: now).")
+@click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC).")
+@click.option("--until", help="End of the window (default: the end of the data, `data through`).")
 @click.option("--by", "by", default="team", show_default=True, help="Dimensions, comma-separated.")
 @click.option("--where", "where", multiple=True, metavar="DIM=VALUE", help="Keep rows with this value (repeatable).")
 @click.option("--cost", type=click.Choice(COSTS), default="billed", show_default=True)
@@ -86,6 +108,7 @@ def render_check(results, fmt: str | None) -> None:
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
     from service.attribution import AttributionQuery, attribute_query, reconcile
+    from service.core.coverage import data_end
     from service.core.errors import ReconciliationError
 
     config, lake = obj.config, obj.lake
@@ -104,7 +127,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                 hint="this is a bug in attribution; please report it with the config")
         return
     query = AttributionQuery.parse(config, since=since, until=until, by=by, where=where, cost=cost,
-                                   granularity=granularity, top=top, compare=compare, explain=explain)
+                                   granularity=granularity, top=top, compare=compare, explain=explain,
+                                   end=None if until else data_end(lake))
     result = attribute_query(lake, config, query, engine=engine_config)
     if result.lake_empty:
         click.echo(f"the lake at {read_from} is empty: run `spendlake ingest`", err=True)

@@ -28,6 +28,7 @@ from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.staging import DATA_FILE, query_memory, stage_parts
+from service.core.coverage import usage_through
 from service.core.units import utc_now_iso
 
 
@@ -150,7 +151,8 @@ def ledger_entry(con, path: Path, source: str, period: str, delivery_id: str,
     return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
                        rows=sum(t.rows for t in totals), totals=totals, final=final,
                        ingested_at=utc_now_iso(), files=tuple(files), size=path.stat().st_size,
-                       sha256=sha256_file(path))
+                       sha256=sha256_file(path), data_through=usage_through(con, [path]).get(str(path)))
+
 
 def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
                     table: str, source: str, key: str, value: str, version: str | None = None) -> Path:

@@ -41,6 +41,10 @@ class LedgerEntry:
     files: tuple[str, ...] = field(default=())  # the delivery's source files
     size: int | None = None  # bytes of the committed partition file; None in ledgers before 2026-12
     sha256: str | None = None  # hex digest of that file
+    # End of the partition's latest usage charge period (max ChargePeriodEnd of its
+    # ChargeCategory = 'Usage' lines, ISO UTC): how far its data reaches. None: no usage line.
+    data_through: str | None = None
+    data_through_recorded: bool = True  # False in ledgers before 2026-12 (service.core.coverage reads the file)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -53,6 +57,7 @@ class LedgerEntry:
             for t in self.totals
         ]
         data["files"] = list(self.files)
+        del data["data_through_recorded"]
         return data
 
     @classmethod
@@ -66,7 +71,8 @@ class LedgerEntry:
             )
             for t in data["totals"]
         )
-        return cls(**{**data, "totals": totals, "files": tuple(data.get("files", ()))})
+        return cls(**{**data, "totals": totals, "files": tuple(data.get("files", ())),
+                      "data_through_recorded": "data_through" in data})
 
 
 def _dec(value: str | None) -> Decimal | None:

@@ -1,6 +1,10 @@
-"""Time windows from what people type: `7d`, `24h`, `2w`, `30d`, or ISO dates and times.
+"""Time windows from what people type: `7d`, `24h`, `2w`, `30d`, `mtd`, or ISO dates and times.
 
-Everything is UTC. A window is half-open: [since, until).
+Everything is UTC. A window is half-open: [since, until). Without an explicit end, a window
+ends at `end`: the end of the data (the latest `data_through` of the sources read, see
+service/core/coverage.py), so the same lake gives the same window whatever the wall-clock
+hour; only a lake without data falls back to `now`. A relative start (`7d`) counts back from
+that end; `mtd` starts at the first instant of the month that holds the window's last instant.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from datetime import date, datetime, timedelta, timezone
 from service.core.errors import UsageError
 
 RELATIVE_RE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
+MONTH_TO_DATE = "mtd"
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, 2026-11-01 or 2026-11-01T06:00:00Z"
+EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, mtd, 2026-11-01 or 2026-11-01T06:00:00Z"
 MIN_INSTANT = datetime(1, 1, 2, tzinfo=timezone.utc)
 MAX_INSTANT = datetime(9999, 12, 30, tzinfo=timezone.utc)
 
@@ -28,10 +33,10 @@ class Window:
     def length(self) -> timedelta:
         return self.until - self.since
 
-    def previous(self) -> Window:
-        """The window of the same length that ends where this one starts."""
+    def previous(self, length: timedelta | None = None) -> Window:
+        """The window of the same length (or `length`) that ends where this one starts."""
         try:
-            return Window(self.since - self.length, self.since)
+            return Window(self.since - (length or self.length), self.since)
         except OverflowError:
             raise UsageError(f"no window of the same length before {iso_utc(self.since)} to compare with",
                              where="--compare", hint="compare a later or shorter window") from None
@@ -63,16 +68,37 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
                          hint=f"times run from {MIN_INSTANT.date()} to {MAX_INSTANT.date()}; {EXAMPLES}") from None
 
 
+def month_start(moment: datetime) -> datetime:
+    """The first instant of the month holding the instant just before `moment`: the start
+    of the month to date of a window ending at `moment` (a whole month when it ends on the 1st)."""
+    last = moment - timedelta(microseconds=1)
+    return last.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def relative_window(spec: str, end: datetime) -> Window:
+    """`7d`, `24h` or `mtd` ending at `end`."""
+    if spec.strip().lower() == MONTH_TO_DATE:
+        return Window(month_start(end), end)
+    return Window(parse_instant(spec, now=end), end)
+
+
 def parse_window(since: str, until: str | None = None, *, now: datetime | None = None,
-                 naming: Callable[[str], str] = lambda name: f"--{name}") -> Window:
-    """[since, until) from what was typed; errors name `since`/`until` as `naming` spells them."""
+                 end: datetime | None = None, naming: Callable[[str], str] = lambda name: f"--{name}") -> Window:
+    """[since, until) from what was typed; errors name `since`/`until` as `naming` spells them.
+    Without `until` the window ends at `end` (the data's end), else at `now`; `until` may
+    itself be relative to `now` (`--until 1d`, `--until now`)."""
     now = now or utc_now()
-    end = parse_instant(until, now=now, option=naming("until")) if until else now
-    start = parse_instant(since, now=end if RELATIVE_RE.match(since) else now, option=naming("since"))
-    if start >= end:
-        raise UsageError(f"the window is empty: {start.isoformat()} is not before {end.isoformat()}",
-                         where=naming("since"), hint=EXAMPLES)
-    return Window(start, end)
+    stop = parse_instant(until, now=now, option=naming("until")) if until else (end or now)
+    if since.strip().lower() == MONTH_TO_DATE:
+        start = month_start(stop)
+    else:
+        start = parse_instant(since, now=stop if RELATIVE_RE.match(since) else now, option=naming("since"))
+    if start >= stop:
+        why = (f"the data runs through {iso_utc(stop)}" if not until and end is not None
+               else f"{iso_utc(start)} is not before {iso_utc(stop)}")
+        raise UsageError(f"the window is empty: {why}", where=naming("since"),
+                         hint=f"give an earlier {naming('since')} or a later {naming('until')}; {EXAMPLES}")
+    return Window(start, stop)
 
 
 def day_start(value: date) -> datetime:

@@ -21,6 +21,7 @@ from service.attribution.rollup import ROLLUP_TABLE, version_of
 from service.attribution.sql import Sql, inventory_keys_sql, rollup_sql, tag_keys_sql, transpile
 from service.core.config import EngineConfig
 from service.core.config_attribution import AttributionConfig
+from service.core.coverage import entries_data_through
 from service.core.errors import ConfigError, DataError, UsageError
 from service.core.lake import Lake
 from service.attribution.spark.lake import SparkLake
@@ -161,6 +162,7 @@ class SparkRollupSession(RollupSession):
         self.lake = SparkLake(spark, engine.lake or str(lake.root))
         self.con = SparkConnection(spark, self.lake)
         self.partitions = self.lake.cost_partitions(lake.counts)
+        self._counts = lake.counts
         self.files: list[str] = []
         if not self.partitions:
             return
@@ -186,6 +188,10 @@ class SparkRollupSession(RollupSession):
         for frame in frames[1:]:
             rollups = rollups.unionByName(frame)
         rollups.createOrReplaceTempView(ROLLUP_VIEW)
+
+    def data_through(self) -> dict[str, datetime | None]:
+        """From the ledger Spark reads (a ledger from before data_through was recorded: None)."""
+        return entries_data_through([e for (source, _), e in self.lake.ledger().items() if self._counts(source)])
 
     def _inventory_keys(self) -> list[str] | None:
         """The inventory's tag keys (None without `resource_tags`), read on first use."""

@@ -1,0 +1,97 @@
+"""How far the lake's data reaches: each source's `data_through`, and windows anchored to it.
+
+- A billing source's `data_through` is the end of its latest usage charge period: the
+  largest ChargePeriodEnd of its `ChargeCategory = 'Usage'` lines (a line without a
+  category counts as usage, as the rules read it). Ingest records it per
+  committed partition in the delivery ledger (service/core/commit.py), so reading it is a
+  ledger read. Usage only: a monthly fee, tax or Savings Plan fee line runs to the month's
+  end whatever the data says. A ledger written before 2026-12 lacks it; such partitions are
+  read from their file.
+- An inventory source's is recorded by its ingest in the source state
+  (`_state/sources.json`, key `data_through`): a snapshot (tags, S3 objects, log groups)
+  holds data through the time it was taken, GPU utilisation through the end of its latest
+  sampled hour.
+- `data_end(lake)`: the latest `data_through` of the billing sources (the ones attribution,
+  metrics, the report and the rules read), where a window without an explicit end stops
+  (`anchored_window`, service/core/timewindow.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from service.core.timewindow import Window, iso_utc, parse_window
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from service.core.lake import Lake
+    from service.core.ledger import LedgerEntry
+
+STATE_KEY = "data_through"  # in each source's record of the `sources` state
+
+
+def usage_through(con: duckdb.DuckDBPyConnection, paths: Sequence[Path | str]) -> dict[str, str]:
+    """File → the end of its latest usage charge period (ISO UTC), for the files with usage lines."""
+    rows = con.execute(
+        "SELECT filename, max(ChargePeriodEnd) FROM read_parquet(?, filename = true) "
+        "WHERE coalesce(ChargeCategory, 'Usage') = 'Usage' GROUP BY filename", [[str(p) for p in paths]]).fetchall()
+    return {name: iso_utc(end.replace(tzinfo=timezone.utc)) for name, end in rows if end is not None}
+
+
+def parse_utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def billing_data_through(lake: Lake) -> dict[str, datetime | None]:
+    """Each configured billing source in the ledger → its data_through (None: no usage line)."""
+    return partitions_data_through(lake, [
+        (e, lake.partition_file("costs", [("source", e.source), ("billing_period", e.billing_period)]))
+        for e in lake.ledger() if lake.counts(e.source)])
+
+
+def partitions_data_through(lake: Lake, parts: Sequence[tuple[LedgerEntry, Path]]) -> dict[str, datetime | None]:
+    """Source → the latest data_through of its partitions (ledger entry, file): the recorded
+    one, or for an entry from before it was recorded, read from the file."""
+    entries = [entry for entry, _ in parts if entry.data_through_recorded or not entry.rows]
+    unrecorded = {str(path): entry for entry, path in parts if not entry.data_through_recorded and entry.rows}
+    if unrecorded:
+        con = lake.connect()
+        try:
+            found = usage_through(con, [path for path in unrecorded if Path(path).exists()])
+        finally:
+            con.close()
+        entries += [replace(entry, data_through=found.get(path)) for path, entry in unrecorded.items()]
+    return entries_data_through(entries)
+
+
+def entries_data_through(entries: Sequence[LedgerEntry]) -> dict[str, datetime | None]:
+    """Source → the latest data_through its ledger entries record (None: no usage line)."""
+    through: dict[str, str | None] = {e.source: None for e in entries}
+    for entry in entries:
+        if entry.data_through and (through[entry.source] is None or entry.data_through > through[entry.source]):
+            through[entry.source] = entry.data_through
+    return {source: parse_utc(text) if text else None for source, text in sorted(through.items())}
+
+
+def inventory_data_through(lake: Lake, names: Sequence[str]) -> dict[str, datetime | None]:
+    """Each named inventory source → the data_through its last ingest recorded (None: none yet)."""
+    state = lake.read_state("sources")
+    return {name: parse_utc(state[name][STATE_KEY]) if state.get(name, {}).get(STATE_KEY) else None
+            for name in names}
+
+
+def data_end(lake: Lake) -> datetime | None:
+    """The latest data_through of the configured billing sources; None when none has usage data."""
+    known = [moment for moment in billing_data_through(lake).values() if moment is not None]
+    return max(known, default=None)
+
+
+def anchored_window(lake: Lake, since: str, until: str | None = None, *, now: datetime | None = None) -> Window:
+    """The window [since, until) of a question about `lake`: without `until`, it ends at the
+    data's end (`data_end`), so the answer does not change with the wall-clock hour."""
+    return parse_window(since, until, now=now, end=None if until else data_end(lake))
