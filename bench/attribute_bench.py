@@ -14,7 +14,10 @@ round-robin, median of `--repeat` runs; their answers are compared before any ti
    - the bare DuckDB query over the raw Parquet export computing the same answer
      (tag aliases, default, proration by the part of each charge period in the window);
    - a pandas attribution of the CSV.gz export;
-   - and, for information, `--explain` and `--granularity day` (target: under 3 s).
+   - and, for information, `--explain` and `--granularity day` (target: under 3 s);
+   - with `--baseline DIR` (another checkout, e.g. /work/main), that checkout's
+     `--granularity day` too, on its own lake ingested by it: before and after in one run
+     (their day totals must agree to the cent).
 Targets: spendlake ≤ 0.5 × DuckDB, and ≥ 20 × faster than pandas.
 """
 
@@ -144,6 +147,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/spendlake-bench"))
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="a checkout to time `--granularity day` against")
     args = parser.parse_args()
     repo = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(repo))
@@ -162,17 +166,30 @@ def main() -> None:
         "spendlake --granularity day": spendlake + ["attribute", *window, "--by", "team,project",
                                                     "--granularity", "day", "--format", "json"],
     }
+    if args.baseline:
+        base_config = args.workdir / "baseline.yaml"
+        base_config.write_text(config.read_text().replace(str(args.workdir / "lake"), str(args.workdir / "lake-baseline")))
+        baseline = [sys.executable, "-m", "service", "--config", str(base_config)]
+        run(baseline + ["ingest"], args.baseline)
+        contenders["baseline --granularity day"] = (args.baseline, baseline + [
+            "attribute", *window, "--by", "team,project", "--granularity", "day", "--format", "json"])
     times: dict[str, list[float]] = {name: [] for name in contenders}
     answers: dict[str, str] = {}
     for _ in range(args.repeat):
         for name, cmd in contenders.items():
-            elapsed, answers[name] = run(cmd, repo)
+            cwd, cmd = cmd if isinstance(cmd, tuple) else (repo, cmd)
+            elapsed, answers[name] = run(cmd, cwd)
             times[name].append(elapsed)
     ours = spendlake_answer(answers["spendlake attribute"])
     # The other two prorate in binary floating point: equal to the cent, not to 1e-12.
     print(f"rows in the answer: {len(ours)}; max |difference| vs duckdb "
           f"{same(ours, plain_answer(answers['bare duckdb query']), CENT):.2E}, vs pandas "
           f"{same(ours, plain_answer(answers['pandas (csv.gz)']), CENT):.2E}")
+    if args.baseline:
+        totals = [{t["currency"]: Decimal(t["cost"]).quantize(CENT) for t in json.loads(answers[name])["totals"]}
+                  for name in ("spendlake --granularity day", "baseline --granularity day")]
+        if totals[0] != totals[1]:
+            sys.exit(f"day totals differ from the baseline's: {totals}")
     median = {name: statistics.median(values) for name, values in times.items()}
     for name, value in median.items():
         print(f"{name:32s} median {value:7.3f} s   runs {', '.join(f'{v:.3f}' for v in times[name])}")

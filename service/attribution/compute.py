@@ -39,10 +39,47 @@ def _naive(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc).replace(tzinfo=None)
 
 
+def _next_bucket(start: datetime, granularity: str) -> datetime:
+    if granularity == "day":
+        return start + timedelta(days=1)
+    if granularity == "week":
+        return start + timedelta(days=7)
+    return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+
+
+def _micros(span: timedelta) -> Decimal:
+    return Decimal(span // timedelta(microseconds=1))
+
+
+def prorate(amount: Decimal, edge_start: datetime, edge_end: datetime, start: datetime, end: datetime,
+            granularity: str) -> list[tuple[date | None, Decimal]]:
+    """The part of a charge period [edge_start, edge_end) of `amount` that lies in [start, end)
+    (overlap ÷ length, rounded to 12 decimals), per output period: each period gets its own
+    overlap's share, computed from `amount` alone, so a day has the same value in every
+    window holding it; the rounding remainder goes to the period with the largest overlap
+    (ties: the first), so the periods sum to the window's part exactly."""
+    length = _micros(edge_end - edge_start)
+    with localcontext() as ctx:
+        ctx.prec = 80
+        whole = _quantize(amount * _micros(end - start) / length)
+        if granularity == "total":
+            return [(None, whole)]
+        overlaps: dict[date, Decimal] = {}
+        bucket = datetime.combine(_bucket(start, granularity), datetime.min.time())
+        while bucket < end:
+            following = _next_bucket(bucket, granularity)
+            overlaps[bucket.date()] = _micros(min(following, end) - max(bucket, start))
+            bucket = following
+        parts = {period: _quantize(amount * overlap / length) for period, overlap in overlaps.items()}
+    largest = min(overlaps, key=lambda period: (-overlaps[period], period))
+    parts[largest] += whole - sum(parts.values(), Decimal(0))
+    return list(parts.items())
+
+
 def window_parts(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
                   window: Window | None, explain: bool, per_partition: bool):
     """(shared rule, period, currency, partition, values, hows, amount) for the window, with
-    the cut charge periods prorated."""
+    the charge periods cut by the window, or spanning several output periods, prorated."""
     since = _naive(window.since) if window else None
     until = _naive(window.until) if window else None
     sql = window_sql(ROLLUP_VIEW, dims, measure, granularity, since, until,
@@ -57,14 +94,12 @@ def window_parts(con, config: AttributionConfig, dims: tuple[str, ...], measure:
         if amount is None:
             continue
         if edge_start is not None:
-            # Cut by the window: count the part of the charge period inside it.
-            start, end = max(edge_start, since), min(edge_end, until)
-            with localcontext() as ctx:
-                ctx.prec = 80
-                amount = _quantize(amount * Decimal((end - start) // timedelta(microseconds=1))
-                                   / Decimal((edge_end - edge_start) // timedelta(microseconds=1)))
-            period = _bucket(start, granularity)
-        elif period is not None:
+            start = max(edge_start, since) if since else edge_start
+            end = min(edge_end, until) if until else edge_end
+            for period, part in prorate(amount, edge_start, edge_end, start, end, granularity):
+                yield shared, period, currency, partition, values, hows, part
+            continue
+        if period is not None:
             period = period.date() if isinstance(period, datetime) else period
         yield shared, period, currency, partition, values, hows, amount
 
@@ -81,12 +116,12 @@ def split_exactly(amount: Decimal, weights: Mapping[str, Decimal]) -> dict[str, 
     return parts
 
 
-def _weights(config: AttributionConfig, rule_index: int, currency, direct: Mapping) -> dict[str, Decimal] | None:
+def _weights(config: AttributionConfig, rule_index: int, currency, period, direct: Mapping) -> dict[str, Decimal] | None:
     rule = config.shared[rule_index]
     if rule.split == "fixed":
         return {k.strip().lower(): w for k, w in rule.weights.items()}
     default = config.dimensions[rule.by].default.strip().lower()
-    spend = {k: v for k, v in direct.get((rule.by, currency), {}).items() if v > 0 and k != default}
+    spend = {k: v for k, v in direct.get((rule.by, currency, period), {}).items() if v > 0 and k != default}
     if not spend:
         return None
     return {k: Decimal(1) for k in spend} if rule.split == "even" else spend
@@ -94,7 +129,9 @@ def _weights(config: AttributionConfig, rule_index: int, currency, direct: Mappi
 
 def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
                 window: Window | None, explain: bool, per_partition: bool) -> dict[tuple, Decimal]:
-    """(period, currency, partition, values, hows) → amount, after shared splits."""
+    """(period, currency, partition, values, hows) → amount, after shared splits. A shared
+    line is split by the direct spend of its own output period (the whole window in
+    `total`), so each period is attributed as that period alone would be."""
     out: dict[tuple, Decimal] = defaultdict(Decimal)
     shared_parts = []
     direct: dict[tuple, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
@@ -103,16 +140,16 @@ def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measu
         if shared is None:
             out[(period, currency, partition, values, hows)] += amount
             for dim, value in zip(dims, values):
-                direct[(dim, currency)][value] += amount
+                direct[(dim, currency, period)][value] += amount
         else:
             shared_parts.append((shared, period, currency, partition, values, hows, amount))
     weights_cache: dict[tuple, dict[str, Decimal] | None] = {}
     for shared, period, currency, partition, values, hows, amount in shared_parts:
         rule = config.shared[shared]
         at = dims.index(rule.by)
-        key = (shared, currency)
+        key = (shared, currency, period)
         if key not in weights_cache:
-            weights_cache[key] = _weights(config, shared, currency, direct)
+            weights_cache[key] = _weights(config, shared, currency, period, direct)
         weights = weights_cache[key]
         how = f"shared:{shared}"
         if weights is None:

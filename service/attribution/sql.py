@@ -256,9 +256,9 @@ def tag_keys_sql(source: str, period: str) -> Sql:
 def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
                since: datetime | None, until: datetime | None, *, explain: bool, per_partition: bool) -> Sql:
     """Sums from the rollup relation `rollup` for [since, until). Rows whose charge period
-    lies inside the window are grouped by output period; the others (edge_start/edge_end
-    set) keep their charge period so the caller can prorate them. No window: everything,
-    as inside rows."""
+    lies inside the window (and, per period, inside one day/week/month) are grouped by output
+    period; the others (edge_start/edge_end set) keep their charge period so the caller can
+    prorate them and spread them over the periods they span. No window: everything."""
     if granularity not in GRANULARITIES or measure not in MEASURES:
         raise ValueError(f"granularity {granularity!r} or measure {measure!r}")
     params: dict[str, Any] = {}
@@ -270,6 +270,9 @@ def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
         inside = "(cp_start >= $since AND cp_end <= $until AND (cp_end > cp_start OR cp_start < $until))"
         where = "cp_start < $until AND (cp_end > $since OR (cp_end = cp_start AND cp_start >= $since))"
         params = {"since": since, "until": until}
+    if granularity != "total":  # a charge period that spans several periods is spread over them
+        inside = (f"({inside} AND (cp_end <= cp_start OR "
+                  f"date_trunc('{granularity}', cp_start) = date_trunc('{granularity}', cp_end - INTERVAL 1 MICROSECOND)))")
     period = "CAST(NULL AS TIMESTAMP)" if granularity == "total" else f"date_trunc('{granularity}', cp_start)"
     cols = ["currency", "shared"] + [f"lower({dim_col(d)})" for d in dims]
     if explain:
