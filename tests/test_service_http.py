@@ -64,9 +64,13 @@ def api_for(config, **kwargs) -> Api:
     return Api(config, registry, **kwargs)
 
 
+def hours_ago(hours: float) -> str:
+    return f"{utc_now().replace(tzinfo=None) - timedelta(hours=hours):%Y-%m-%d %H:%M:%S}"
+
+
 def test_probes_metrics_and_status(tmp_path, serve_api, monkeypatch):
     monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
-    monkeypatch.setattr(MemoryConnector, "ROWS", [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "2", {})])
+    monkeypatch.setattr(MemoryConnector, "ROWS", [(hours_ago(3), hours_ago(2), "USD", "2", {})])
     config = make_config(tmp_path)
     base = serve_api(api_for(config))
 
@@ -82,20 +86,48 @@ def test_probes_metrics_and_status(tmp_path, serve_api, monkeypatch):
     status, _, body = get(base + "/api/v1/status")
     data = json.loads(body)
     assert status == 200 and data["sources"][0]["source"] == "cur" and data["sources"][0]["fresh"]
-    assert [(p["billing_period"], p["billed_cost"]) for p in data["periods"]] == [("2026-11", "2.000000000000")]
+    assert [p["billed_cost"] for p in data["periods"]] == ["2.000000000000"]
 
 
 def test_readyz_names_a_stale_source(tmp_path, monkeypatch):
     monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
+    hours = 36  # the default freshness_hours
+    # data running a day into the future, so only the last success grows old
+    monkeypatch.setattr(MemoryConnector, "ROWS", [(hours_ago(1), hours_ago(-hours - 2), "USD", "2", {})])
     config = make_config(tmp_path)
     ingest(config)
-    later = utc_now() + timedelta(hours=config.sources[0].freshness_hours + 1)
+    later = utc_now() + timedelta(hours=hours + 1)
     api = api_for(config, clock=lambda: later, token=TOKEN)
     response = api.handle("/readyz", {}, None)
     assert response.status == 503 and json.loads(response.body) == {"status": "not ready", "not_ready": ["cur"]}
     response = api.handle("/readyz", {}, f"Bearer {TOKEN}")  # the reasons only to a token holder
     [reason] = json.loads(response.body)["reasons"]
     assert reason.startswith("source cur last ingested at") and "freshness limit of 36h" in reason
+
+
+def test_readyz_and_status_flag_data_that_stopped_advancing_though_ingest_succeeds(tmp_path, monkeypatch):
+    """Freshness means data (issue 15.5): an export whose newest usage ends 40 h ago is
+    stale even though every ingest succeeds and finds it unchanged."""
+    monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
+    monkeypatch.setattr(MemoryConnector, "ROWS", [(hours_ago(41), hours_ago(40), "USD", "2", {})])
+    config = make_config(tmp_path)
+    assert not ingest(config).failed
+    [outcome] = ingest(config).outcomes
+    assert outcome.status == "unchanged"
+    api = api_for(config, token=TOKEN)
+    response = api.handle("/readyz", {}, f"Bearer {TOKEN}")
+    [reason] = json.loads(response.body)["reasons"]
+    assert response.status == 503 and reason.startswith("source cur has data through ")
+    assert "40h behind, older than its freshness limit of 36h" in reason
+    [source] = json.loads(api.handle("/api/v1/status", {}, f"Bearer {TOKEN}").body)["sources"]
+    assert (source["state"], source["fresh"], source["hours_behind"]) == ("stale", False, 40)
+    path = write_config(tmp_path, {"lake": str(config.lake),
+                                   "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path)}]})
+    shown = CliRunner().invoke(cli_group, ["--config", str(path), "status", "--sources", "--format", "json"])
+    assert shown.exit_code == 0 and json.loads(shown.output)[0]["state"] == "stale"
+    # with a limit of two days the same data is fresh
+    relaxed = config.model_copy(update={"sources": (config.sources[0].model_copy(update={"freshness_hours": 48}),)})
+    assert api_for(relaxed).handle("/readyz", {}, None).status == 200
 
 
 def test_errors_are_json_and_unknown_parameters_are_rejected(tmp_path, serve_api):

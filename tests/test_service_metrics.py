@@ -51,7 +51,7 @@ def test_success_sets_last_success_and_a_failure_leaves_it_and_is_counted(tmp_pa
     succeeded_at = registry.get_sample_value(*last)
     assert before - 1 <= succeeded_at <= time.time()
     end = datetime(2026, 11, 27, 6, tzinfo=timezone.utc).timestamp()
-    assert registry.get_sample_value("spendlake_source_data_end_timestamp_seconds", {"source": "cur"}) == end
+    assert registry.get_sample_value("spendlake_data_through_timestamp_seconds", {"source": "cur"}) == end
 
     memory_source.ROWS = None  # the bucket becomes unreadable
     assert ingest(config).failed
@@ -76,8 +76,8 @@ def test_collector_recomputes_only_when_the_lake_changes_or_the_page_ages(tmp_pa
     commit(Lake(config.lake), "cur", ROWS)
     generate_latest(registry)
     assert len(calls) == 2
-    assert registry.get_sample_value("spendlake_source_data_end_timestamp_seconds", {"source": "cur"}) is not None
-    now[0] += 301  # relative windows (24h, 7d) move with time even when the lake does not
+    assert registry.get_sample_value("spendlake_data_through_timestamp_seconds", {"source": "cur"}) is not None
+    now[0] += 301  # a page is recomputed at least every max_age_seconds even when the lake does not change
     generate_latest(registry)
     assert len(calls) == 3
 

@@ -15,16 +15,18 @@ COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used
 @click.pass_obj
 def budgets_command(obj, fmt: str | None) -> None:
     """Every budget: month-to-date actual, month-end forecast (with its band), % used, status."""
-    from service.findings.budgets import FIRST_DAYS, budget_status
+    from service.core.coverage import data_end
     from service.core.timewindow import utc_now
+    from service.findings.budgets import FIRST_DAYS, budget_status
 
-    statuses = budget_status(obj.lake, obj.config)
+    as_of = data_end(obj.lake) or utc_now()  # budgets as of the data's end, as the rules and metrics see them
+    statuses = budget_status(obj.lake, obj.config, as_of)
     rows = [status.to_json() for status in statuses]
     if not rows and (fmt or "table") == "table":
         click.echo("no budgets configured: add a `budgets:` section to the config (see README \"Budgets\")")
         return
     columns = list(COLUMNS)
-    if utc_now().day <= FIRST_DAYS and (fmt or "table") != "json":  # early in a month: how the last one ended
+    if as_of.day <= FIRST_DAYS and (fmt or "table") != "json":  # early in a month: how the last one ended
         for row in rows:
             last = row["last_month"] or {}
             row["last_month"] = f"{last['month']}: {last['used_pct']}% {last['status']}" if last else ""

@@ -21,18 +21,22 @@ TOP_OTHERS = 5  # per category
 
 
 def _print_spend_and_findings(result) -> None:
-    """Spend by team over the bill's last 7 days, and the biggest open findings."""
-    from datetime import timedelta
-
+    """Spend by team over the last 7 days of data (the window `attribute --since 7d` reads),
+    and the biggest open findings."""
     from rules.base import CATEGORIES
     from service.attribution import attribute
+    from service.cli.attribute import coverage_line
+    from service.core.coverage import anchored_window
     from service.core.lake import Lake
-    from service.core.timewindow import Window
 
-    window = Window(result.as_of - timedelta(days=7), result.as_of)
-    spend = attribute(Lake.of(result.config), result.config, window, by=("team",))
+    lake = Lake.of(result.config)
+    spend = attribute(lake, result.config, anchored_window(lake, "7d"), by=("team",))
     rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost)} for r in spend.rows]
-    emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",))
+    footer = {"team": "total", "currency": "\n".join(str(c) for c, _, _ in spend.totals),
+              "cost": "\n".join(money_text(cost) for _, cost, _ in spend.totals)}
+    emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",),
+         footer=footer)
+    click.echo(coverage_line(spend))
     open_findings = [f for f in result.findings if f.status == "open"]
     waste = [f for f in open_findings if f.category == "waste"]
     monthly = sum((f.monthly_waste_usd for f in waste), Decimal(0))

@@ -24,7 +24,7 @@ files, so the ingest finds every delivery already held and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
+from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.findings.budgets import budget_statuses
 from service.findings.forecast import history_start
@@ -68,7 +69,7 @@ class DemoResult:
     ingest: IngestResult
     inventory: list[InventoryOutcome]
     findings: list[Finding]
-    as_of: datetime  # the demo's "now": the end of the bill's last day
+    as_of: datetime  # the demo's "now": the end of the bill's data (`data_through`), the end of its last day
     report: ReportResult  # the daily report of the window's last day
 
 
@@ -92,13 +93,13 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     }
     config = _write_config(config_path, document)
     ingested = ingest(config)
-    snapshots = run_inventory(config)
     last_day = org.start + timedelta(days=org.days - 1)
-    now = datetime.combine(last_day + timedelta(days=1), datetime.min.time())
-    budgets = demo_budgets(config, now)
+    # the organisation's "now": where its bill ends (the data's end, as every window sees it)
+    as_of = data_end(Lake.of(config)) or datetime.combine(last_day + timedelta(days=1), time(), timezone.utc)
+    snapshots = run_inventory(config, now=as_of)  # the inventory as it stood at the bill's end
+    budgets = demo_budgets(config, as_of.replace(tzinfo=None))
     if budgets:
         config = _write_config(config_path, {**document, "budgets": budgets})
-    as_of = now.replace(tzinfo=timezone.utc)
     findings = run_rules(config, now=as_of).result.findings
     return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
                       inventory=snapshots, findings=findings, as_of=as_of, report=write_report(config, last_day))

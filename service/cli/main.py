@@ -122,19 +122,38 @@ def _with_progress(run):
         return run(progress)
 
 
+SOURCE_COLUMNS = ["source", "kind", "state", "data_through", "hours_behind", "freshness_hours", "last_success",
+                  "last_error"]
+
+
 @cli.command()
+@click.option("--sources", "sources_only", is_flag=True,
+              help="One row per configured source: how far its data reaches and whether it is fresh.")
 @format_option
 @pass_ctx
-def status(obj: Context, fmt: str | None) -> None:
-    """What the lake holds: one row per source, billing period and currency."""
+def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
+    """What the lake holds: each source's freshness, then one row per billing period and currency."""
+    from service.core.timewindow import utc_now
+    from service.ingest.freshness import source_freshness
     from service.ingest.status import STATUS_COLUMNS, status as lake_status
 
+    table = (fmt or default_format()) == "table"
+    sources = source_freshness(obj.config, obj.lake, utc_now())
+    if sources_only or (table and sources):
+        emit([row.to_json() for row in sources], SOURCE_COLUMNS, fmt, title="sources")
+    for row in sources if table else ():
+        if row.state == "failing":
+            click.echo(f"failing: source {row.source}: {row.last_error}", err=True)
+        elif row.state == "stale":
+            click.echo(f"stale: {row.problem()}", err=True)
+    if sources_only:
+        return
     rows = lake_status(obj.lake)
-    if not rows and (fmt or "table") == "table":
+    if not rows and table:
         click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`")
         return
     # a table shows cents, as the demo does; CSV and JSON keep every decimal
-    shown = rows if (fmt or default_format()) != "table" else [
+    shown = rows if not table else [
         {**r, **{k: money_text(r[k]) for k in ("billed_cost", "effective_cost")}} for r in rows]
     emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
     for source, tables in obj.lake.orphans().items():

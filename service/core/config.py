@@ -39,7 +39,8 @@ class SourceConfig(Strict):
     region: str | None = None
     profile: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
-    freshness_hours: int = Field(default=36, ge=1, description="/readyz fails when older than this")
+    freshness_hours: int = Field(default=36, ge=1, description="stale (report, status, /readyz, alert) when "
+                                 "the data or the last successful ingest is older than this")
 
     @property
     def is_s3(self) -> bool:
@@ -74,6 +75,8 @@ class InventorySource(Strict):
     profile: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
     path: str | None = Field(default=None, description="read a local file or directory instead of the AWS API")
+    freshness_hours: int = Field(default=36, ge=1, description="stale when the latest snapshot or sample, or the "
+                                 "last successful run, is older than this")
 
 
 def _by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tuple:

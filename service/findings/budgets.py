@@ -16,6 +16,7 @@ from decimal import Decimal
 from service.attribution import attribute
 from service.core.config import Config
 from service.core.config_budgets import BudgetConfig
+from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
 from service.core.units import naive_utc
@@ -137,5 +138,6 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
 
 
 def budget_status(lake: Lake, config: Config, now: datetime | None = None) -> list[BudgetStatus]:
-    now = naive_utc(now or utc_now())
+    """Every budget as of `now`, by default the data's end (service.core.coverage), else the clock."""
+    now = naive_utc(now or data_end(lake) or utc_now())
     return budget_statuses(lake, config, history_start(now), now, now)

@@ -20,7 +20,8 @@ from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
-from service.core.timewindow import Window, parse_window, utc_now
+from service.core.coverage import anchored_window
+from service.core.timewindow import Window, utc_now
 from service.findings.budgets import budget_status
 from service.findings.owners import fill_owners, owner_lookup
 from service.findings.store import TABLE, load_findings, store_findings
@@ -59,10 +60,12 @@ class RunReport:
 
 def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dry_run: bool = False,
               now: datetime | None = None) -> RunReport:
-    """Evaluate the rules over the window ending now; store unless `dry_run`."""
+    """Evaluate the rules over the window ending at the data's end (service.core.coverage:
+    the same lake gives the same findings whatever the hour; `now` counts only for a lake
+    without billing data); store unless `dry_run`."""
     rules = rules_for(config, only)
     lake = Lake.of(config)
-    window = parse_window(since, now=now or utc_now())
+    window = anchored_window(lake, since, now=now or utc_now())
     # a dry run is a query: no lock file (the lock guards storing), so a read-only lake answers it
     with nullcontext() if dry_run else lake.lock(TABLE), lake.query() as con:
         ctx = rule_context(lake, config, window, con)

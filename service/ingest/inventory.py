@@ -12,16 +12,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import duckdb
 
 from connectors.inventory_base import SnapshotPart
 from service.core.config import Config, InventorySource
+from service.core.coverage import STATE_KEY, parse_utc
 from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error
 from service.core.lake import Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
+from service.core.timewindow import iso_utc
 from service.core.units import utc_now_iso
 from service.ingest.rollups import refresh_rollups
 
@@ -34,6 +36,7 @@ class InventoryOutcome:
     kind: str
     rows: dict[str, int] = field(default_factory=dict)  # "table key=value" → rows committed
     error: SpendlakeError | None = None
+    data_through: datetime | None = None  # how far what was committed reaches (service.core.coverage)
 
     @property
     def failed(self) -> bool:
@@ -90,6 +93,11 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                                            where=f"inventory.{source.name}",
                                            hint="check the source's data against the table's columns") from None
                     outcome.rows[f"{table} {key}={value}"] = int(count)
+                    reaches = _data_through(table, relation, now)
+                    if reaches and (outcome.data_through is None or reaches > outcome.data_through):
+                        outcome.data_through = reaches
+            if connector.feeds.partition_key == "snapshot_date":  # an empty snapshot is data too
+                outcome.data_through = now
         finally:
             con.close()
     except LakeBusyError:
@@ -99,6 +107,15 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         outcome.error = exc
     _record(lake, outcome)
     return outcome
+
+
+def _data_through(table: str, relation: duckdb.DuckDBPyRelation, now: datetime) -> datetime | None:
+    """A snapshot holds data through the time it was taken; a time series (GPU utilisation,
+    hourly) through the end of its latest hour."""
+    if INVENTORY_PARTITION[table] == "snapshot_date":
+        return now
+    latest = relation.aggregate("max(hour)").fetchall()[0][0]
+    return None if latest is None else latest.replace(tzinfo=timezone.utc) + timedelta(hours=1)
 
 
 def _combined(parts: list[SnapshotPart], now: datetime) -> dict[tuple[str, str], duckdb.DuckDBPyRelation]:
@@ -119,4 +136,8 @@ def _record(lake: Lake, outcome: InventoryOutcome) -> None:
         record["last_error"] = str(outcome.error)
     else:
         record["last_success"] = utc_now_iso()
+    if outcome.data_through is not None:
+        known = record.get(STATE_KEY)
+        if not known or parse_utc(known) < outcome.data_through:
+            record[STATE_KEY] = iso_utc(outcome.data_through)
     lake.write_state("sources", state)

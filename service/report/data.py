@@ -8,12 +8,13 @@ lake, so the same lake and day give the same report.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from service.core.config import Config
 from service.core.lake import Lake
-from service.core.timewindow import day_start, iso_utc, parse_instant
+from service.core.timewindow import day_start, iso_utc
+from service.ingest.freshness import SourceFreshness, source_freshness
 from service.planning.plans import Plan, load_plans
 from service.report.sections.budgets import budgets_section
 from service.report.sections.findings import anomalies_section, unallocated_causes, waste_section
@@ -120,49 +121,35 @@ def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
 
 
 def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
-    """Per source: what the lake holds, when its last delivery was committed, and how far the data lags
-    the day's end. Times of ingest runs that changed nothing are left out, so a re-run of an
-    unchanged ingest leaves the report as it was."""
-    state = lake.read_state("sources")
-    with lake.query() as con:
-        data_end = {source: end.replace(tzinfo=timezone.utc) for source, end in  # naive means UTC in the lake
-                    con.execute("SELECT source, max(ChargePeriodEnd) FROM costs GROUP BY source").fetchall()}
-    limits = {s.name: s.freshness_hours for s in config.sources}
+    """Per configured source, billing and inventory (service/ingest/freshness.py): how far its
+    data reaches, how far that lags the day's end, and whether within its freshness_hours.
+    Data past the day's end shows as the day's end, and ingest runs that changed nothing
+    leave no trace, so a later snapshot or an unchanged re-run leaves a past day's report as it was."""
     latest: dict[str, tuple[str, str]] = {}
     for entry in lake.ledger():
         period, ingested = latest.get(entry.source, ("", ""))
         latest[entry.source] = (max(period, entry.billing_period), max(ingested, entry.ingested_at))
     table = Table("freshness", "Data freshness per source", [
-        Column("source", "source"), Column("status", "status"), Column("latest_period", "latest period"),
-        Column("data_through", "data through", "time"), Column("hours_behind", "hours behind", "count"),
+        Column("source", "source"), Column("kind", "kind"), Column("status", "status"),
+        Column("latest_period", "latest period"), Column("data_through", "data through", "time"),
+        Column("hours_behind", "hours behind", "count"), Column("freshness_hours", "limit (h)", "count"),
         Column("last_delivery", "last delivery committed", "time"), Column("last_error", "last error"),
     ], markdown=(("source",), "status"))
-    for source in sorted(set(limits) | set(latest) | set(state)):
-        period, ingested = latest.get(source, (None, None))
-        record = state.get(source, {})
-        end = data_end.get(source)
-        behind = None if end is None else max(int((until - end).total_seconds()) // 3600, 0)
+    for row in source_freshness(config, lake, until):
+        period, ingested = latest.get(row.source, (None, None))
+        through = None if row.data_through is None else min(row.data_through, until)
         table.rows.append({
-            "source": source, "status": _status(record, behind, limits.get(source)),
-            "latest_period": period, "data_through": iso_utc(end) if end else None, "hours_behind": behind,
-            "last_delivery": ingested, "last_error": _current_error(record),
+            "source": row.source, "kind": row.kind, "status": _status(row), "latest_period": period, "data_through": iso_utc(through) if through else None,
+            "hours_behind": row.hours_behind, "freshness_hours": row.freshness_hours,
+            "last_delivery": ingested, "last_error": row.last_error,
         })
-    note = None if table.rows else "No sources configured or ingested yet."
+    note = None if table.rows else "No sources configured."
     return Section("freshness", "Data freshness", tables=[table] if table.rows else [], note=note)
 
 
-def _current_error(record: dict) -> str | None:
-    failed, succeeded = record.get("last_failure"), record.get("last_success")
-    if failed and (not succeeded or parse_instant(failed) > parse_instant(succeeded)):
-        return record.get("last_error")
-    return None
-
-
-def _status(record: dict, behind: int | None, limit: int | None) -> str:
-    if _current_error(record):
-        return "failing"
-    if behind is None:
-        return "no data"
-    if limit is not None and behind > limit:
-        return "stale"
-    return "ok"
+def _status(row: SourceFreshness) -> str:
+    """The source's state at the day's end, judged by its data alone (when it last ingested
+    changes with every unchanged re-run and says nothing about the day)."""
+    if row.state in ("failing", "no data", "not ingested"):
+        return row.state
+    return "stale" if row.data_stale else "ok"

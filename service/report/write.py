@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from service.core.config import Config
+from service.core.coverage import data_end
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.publish import split_s3_url, upload_s3, write_local
@@ -32,9 +33,12 @@ class ReportResult:
         return f"{self.location.rstrip('/')}/report.html"
 
 
-def report_day(text: str | None, *, now: datetime | None = None) -> date:
+def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | None = None) -> date:
+    """The day `--date` names; by default the last whole day of data in `lake` (the day before
+    the one its data ends in, service.core.coverage), else yesterday."""
     if not text:
-        return ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
+        end = data_end(lake) if lake is not None else None
+        return end.date() - timedelta(days=1) if end else ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
     try:
         return date.fromisoformat(text.strip())
     except ValueError:

@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import duckdb
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -21,8 +21,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from service.core.config import Config
 from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError
 from service.core.lake import Lake
+from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
-from service.serve.families import freshness_limits
+from service.ingest.freshness import source_freshness
 from service.core.output import to_json
 from service.serve.http import JSON
 from service.ingest.status import status as lake_status
@@ -72,26 +73,6 @@ def api_token(config: Config) -> str | None:
         raise ConfigError(f"${TOKEN_ENV} is {len(token)} characters; it must be at least 16", where=f"${TOKEN_ENV}",
                           hint="set a longer random token, e.g. `openssl rand -hex 24`")
     return token or config.service.api_token
-
-
-def source_freshness(config: Config, lake: Lake, now: datetime) -> list[dict]:
-    """Per configured source (billing and inventory): last success, failures, and whether
-    it is within its freshness limit."""
-    state = lake.read_state("sources")
-    rows = []
-    for name, hours in sorted(freshness_limits(config).items()):
-        record = state.get(name, {})
-        last = record.get("last_success")
-        age = now - datetime.fromisoformat(last.replace("Z", "+00:00")) if last else None
-        rows.append({
-            "source": name,
-            "last_success": last,
-            "failures_total": int(record.get("failures_total", 0)),
-            "last_error": record.get("last_error"),
-            "freshness_hours": hours,
-            "fresh": age is not None and age <= timedelta(hours=hours),
-        })
-    return rows
 
 
 class Api:
@@ -154,8 +135,9 @@ class Api:
         return json_response(200, {"status": "ok"})
 
     def readyz(self, query: Query, authorized: bool = False) -> Response:
-        """Ready or not, and which sources hold it back; the reasons (paths, errors) only to a
-        holder of the API token."""
+        """Ready or not, and which sources hold it back (never ingested, data older than the
+        source's freshness_hours, or no successful ingest within them); the reasons (paths,
+        errors) only to a holder of the API token."""
         reasons, waiting = [], []
         try:
             with self.lake.query() as con:
@@ -165,14 +147,10 @@ class Api:
             waiting.append("lake")
         else:
             for row in source_freshness(self.config, self.lake, self.clock()):
-                if row["last_success"] is None:
-                    reasons.append(f"source {row['source']} has not been ingested yet")
-                elif not row["fresh"]:
-                    reasons.append(f"source {row['source']} last ingested at {row['last_success']}, "
-                                   f"older than its freshness limit of {row['freshness_hours']}h")
-                else:
-                    continue
-                waiting.append(row["source"])
+                problem = row.problem()
+                if problem:
+                    reasons.append(problem)
+                    waiting.append(row.source)
         if not reasons:
             return json_response(200, {"status": "ready"})
         body = {"status": "not ready", "not_ready": waiting}
@@ -181,7 +159,7 @@ class Api:
     def status(self, query: Query) -> Response:
         return json_response(200, {
             "now": iso_utc(self.clock()),
-            "sources": source_freshness(self.config, self.lake, self.clock()),
+            "sources": [row.to_json() for row in source_freshness(self.config, self.lake, self.clock())],
             "jobs": self.lake.read_state("jobs"),
             "periods": lake_status(self.lake),
         })
@@ -195,7 +173,7 @@ class Api:
             self.config, since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
             where=query.get("where", []), cost=one(query, "cost"), granularity=one(query, "granularity"),
             top=one(query, "top"), compare=flag(query, "compare"), explain=flag(query, "explain"),
-            now=self.clock(), naming=api_parameter)
+            now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         result = attribute_query(self.lake, self.config, parsed)
         return json_response(200, result.to_json())
 

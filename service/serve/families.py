@@ -11,39 +11,39 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from service.core.config import Config, SourceConfig
+from service.core.config import Config
+from service.core.coverage import billing_data_through, data_end, inventory_data_through
 from service.core.lake import Lake
-from service.core.timewindow import Window
+from service.core.timewindow import Window, relative_window
 from service.core.units import OTHER, fold_top
+from service.ingest.freshness import freshness_limits
 
 USD = "USD"
 DIMENSIONS = ("team", "project", "experiment")
 
 
-def windows(now: datetime) -> dict[str, Window]:
-    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    found = {"24h": Window(now - timedelta(hours=24), now), "7d": Window(now - timedelta(days=7), now)}
-    if month_start < now:
-        found["mtd"] = Window(month_start, now)
-    return found
+WINDOWS = ("24h", "7d", "mtd")
+
+
+def windows(end: datetime) -> dict[str, Window]:
+    """The metrics' windows, ending at `end`: the data's end (service.core.coverage), so a
+    scrape at any hour of the same lake gives the same values; `mtd` is the month holding
+    the data's last instant (a whole month when the data ends on the 1st at 00:00)."""
+    return {name: relative_window(name, end) for name in WINDOWS}
+
+
+def anchor(lake: Lake, now: datetime) -> datetime:
+    """Where the metrics' windows end: the lake's data end, or `now` for a lake without data."""
+    return data_end(lake) or now
 
 
 def iso_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def freshness_limits(config: Config) -> dict[str, int]:
-    """Hours each configured source (billing and inventory) may go without a successful
-    ingest. Inventory sources have no setting of their own and take the billing default."""
-    default = SourceConfig.model_fields["freshness_hours"].default
-    limits = {source.name: source.freshness_hours for source in config.sources}
-    limits.update({source.name: default for source in config.inventory})
-    return limits
 
 
 def source_families(config: Config, lake: Lake) -> list[Metric]:
@@ -51,7 +51,7 @@ def source_families(config: Config, lake: Lake) -> list[Metric]:
     last = GaugeMetricFamily("spendlake_source_last_success_timestamp_seconds",
                              "When the source last ingested without error.", labels=["source"])
     limit = GaugeMetricFamily("spendlake_source_freshness_limit_seconds",
-                              "How long the source may go without a successful ingest.", labels=["source"])
+                              "How far the source's data, or its last successful ingest, may lag.", labels=["source"])
     failures = CounterMetricFamily("spendlake_source_failures", "Ingest runs of the source that failed.",
                                    labels=["source"])
     for name, hours in sorted(freshness_limits(config).items()):  # configured sources only: bounded
@@ -85,21 +85,25 @@ def integrity_families(lake: Lake) -> list[Metric]:
     return [damaged, verified, orphaned]
 
 
-def data_end_families(config: Config, lake: Lake) -> list[Metric]:
-    end = GaugeMetricFamily("spendlake_source_data_end_timestamp_seconds",
-                            "End of the latest charge period the lake holds for the source.", labels=["source"])
-    configured = {s.name for s in config.sources}
-    with lake.query() as con:
-        rows = con.execute("SELECT source, epoch(max(ChargePeriodEnd)) FROM costs GROUP BY source").fetchall()
-    for source, seconds in rows:
-        if source in configured and seconds is not None:
-            end.add_metric([source], float(seconds))
-    return [end]
+def data_through_families(config: Config, lake: Lake) -> list[Metric]:
+    """How far each configured source's data reaches (service/core/coverage.py): billing
+    sources to the end of their latest usage charge period, inventory sources to their
+    latest snapshot or GPU sample."""
+    family = GaugeMetricFamily("spendlake_data_through_timestamp_seconds",
+                               "End of the source's data: its latest usage charge period, snapshot or sample.",
+                               labels=["source"])
+    billing = billing_data_through(lake)
+    through = {s.name: billing.get(s.name) for s in config.sources}
+    through |= inventory_data_through(lake, [s.name for s in config.inventory])
+    for source, moment in sorted(through.items()):  # configured sources only: bounded
+        if moment is not None:
+            family.add_metric([source], moment.timestamp())
+    return [family]
 
 
 def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     """Attributed USD spend per (team, project) and per experiment, and the unallocated
-    share per dimension, for each window: one attribution per window."""
+    share per dimension, for each window (ending at the data's end): one attribution per window."""
     from service.attribution import attribute
 
     top_n = config.service.top_n
@@ -112,7 +116,7 @@ def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
                                     "Share of the window's USD spend that no rule or tag placed (0-1).",
                                     labels=["dimension", "window"])
     defaults = {d: config.attribution.dimensions[d].default.strip().lower() for d in DIMENSIONS}
-    for name, window in windows(now).items():
+    for name, window in windows(anchor(lake, now)).items():
         result = attribute(lake, config, window, by=DIMENSIONS)
         pairs: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
         per_experiment: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
@@ -188,8 +192,8 @@ def anomaly_family(config: Config, found) -> GaugeMetricFamily:
 
 
 def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
-    """Each configured budget's month-to-date and forecast spend as a share of its amount
-    (bounded by the config: one series per budget)."""
+    """Each configured budget's month-to-date and forecast spend as a share of its amount, as
+    of the data's end (bounded by the config: one series per budget)."""
     from service.findings.budgets import budget_status
 
     labels = ["budget", "dimension", "value"]
@@ -197,7 +201,7 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
                              labels=labels)
     forecast = GaugeMetricFamily("spendlake_budget_forecast_ratio",
                                  "Forecast end-of-month spend over the budget's amount.", labels=labels)
-    for status in budget_status(lake, config, now):
+    for status in budget_status(lake, config, anchor(lake, now)):
         budget = status.budget
         used.add_metric([budget.name, budget.dimension, budget.value], float(status.used_ratio))
         forecast.add_metric([budget.name, budget.dimension, budget.value], float(status.forecast_ratio))

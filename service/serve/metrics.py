@@ -25,8 +25,8 @@ from prometheus_client.registry import Collector
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
-from service.serve.families import (budget_families, data_end_families, findings_families, integrity_families,
-                                    source_families, spend_families)
+from service.serve.families import (budget_families, data_through_families, findings_families,
+                                    integrity_families, source_families, spend_families)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class JobMetrics:
 
 class LakeCollector(Collector):
     """Reads the lake when scraped; recomputes only when a lake file changed or the
-    cached page is older than `max_age_seconds` (relative windows such as 24h move)."""
+    cached page is older than `max_age_seconds`."""
 
     def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time):
         self.config = config
@@ -100,7 +100,7 @@ class LakeCollector(Collector):
         groups = (
             lambda: source_families(self.config, self.lake),
             lambda: integrity_families(self.lake),
-            lambda: data_end_families(self.config, self.lake),
+            lambda: data_through_families(self.config, self.lake),
             lambda: spend_families(self.config, self.lake, now),
             lambda: findings_families(self.config, self.lake),
             lambda: budget_families(self.config, self.lake, now),

@@ -20,6 +20,7 @@ from service.serve.app import Api, api_token
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
+from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector
@@ -51,6 +52,12 @@ def run_rules(config: Config) -> None:
 
 
 def write_daily_report(config: Config, day: date) -> ReportResult:
+    """The report of `day` (the day before the run), or of the data's last whole day when the
+    bill has not reached `day`'s end yet: a report of a day without its data would show a
+    false drop."""
+    end = data_end(Lake.of(config))
+    if end is not None:
+        day = min(day, end.date() - timedelta(days=1))
     result = write_report(config, day)
     log.info("daily report for %s written to %s", day, result.location)
     return result

@@ -27,7 +27,8 @@ CHART_SERIES = 8  # teams drawn in the stacked chart; the rest is "other"
 
 
 def windows(day: date) -> dict[str, Window]:
-    """The report's windows: the day and the month to date, each with what it is compared with."""
+    """The report's windows: the day and the month to date, each with what it is compared with,
+    the last 7 days (`attribute --since 7d` when the day is the data's last whole day) and the trend."""
     start, until = day_start(day), day_start(day) + timedelta(days=1)
     month = day_start(day.replace(day=1))
     previous_month = day_start((day.replace(day=1) - timedelta(days=1)).replace(day=1))
@@ -35,6 +36,7 @@ def windows(day: date) -> dict[str, Window]:
         "day": Window(start, until), "previous_day": Window(start - timedelta(days=1), start),
         "mtd": Window(month, until),
         "previous_mtd": Window(previous_month, min(previous_month + (until - month), month)),
+        "7d": Window(until - timedelta(days=7), until),
         "trend": Window(until - timedelta(days=TREND_DAYS), until),
     }
 
@@ -61,7 +63,7 @@ class SpendReport:
             Column("window", "window"), Column("since", "since", "time"), Column("until", "until", "time"),
             Column("currency", "currency"), Column("cost", "cost", "money")])
         sums: dict[str, dict[str | None, Decimal]] = {}
-        for name in ("day", "previous_day", "mtd", "previous_mtd"):
+        for name in ("day", "previous_day", "mtd", "previous_mtd", "7d"):
             result = self.query(name, ("team",))
             sums[name] = {currency: cost for currency, cost, _ in result.totals}
             for currency, cost, _ in result.totals:

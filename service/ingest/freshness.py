@@ -1,0 +1,105 @@
+"""Freshness per configured source, billing and inventory alike: how far its data reaches
+(`data_through`, service/core/coverage.py), when it last ingested, and whether that is
+within its `freshness_hours`.
+
+A source is `stale` when its data_through is more than `freshness_hours` behind the moment
+asked about, even when every ingest succeeds and reports "unchanged" (an export that stopped
+changing), or when its last successful ingest is that old. `spendlake status`, the report,
+`/readyz`, `/api/v1/status` and the metrics behind the `SpendlakeSourceStale` alert all read
+this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from service.core.config import Config
+from service.core.coverage import billing_data_through, inventory_data_through, parse_utc
+from service.core.lake import Lake
+from service.core.timewindow import iso_utc
+
+STATES = ("ok", "stale", "failing", "no data", "not ingested")
+
+
+@dataclass(frozen=True)
+class SourceFreshness:
+    source: str
+    kind: str
+    data_through: datetime | None
+    freshness_hours: int
+    last_success: str | None
+    failures_total: int
+    last_error: str | None  # the error of the last run, when it failed after the last success
+    state: str  # one of STATES
+    hours_behind: int | None  # whole hours from data_through to the moment asked about
+    success_age: timedelta | None = None  # from the last successful ingest to the moment asked about
+
+    @property
+    def data_stale(self) -> bool:
+        return self.hours_behind is not None and self.hours_behind > self.freshness_hours
+
+    @property
+    def success_stale(self) -> bool:
+        return self.success_age is not None and self.success_age > timedelta(hours=self.freshness_hours)
+
+    def problem(self) -> str | None:
+        """Why `/readyz` holds back for this source (None: ready): never ingested, data older
+        than its limit, or no successful ingest within it."""
+        limit = f"its freshness limit of {self.freshness_hours}h"
+        if self.last_success is None:
+            return f"source {self.source} has not been ingested yet"
+        if self.data_stale:
+            return (f"source {self.source} has data through {iso_utc(self.data_through)}, "
+                    f"{self.hours_behind}h behind, older than {limit}")
+        if self.success_stale:
+            return f"source {self.source} last ingested at {self.last_success}, older than {limit}"
+        return None
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "kind": self.kind, "state": self.state,
+                "data_through": iso_utc(self.data_through) if self.data_through else None,
+                "hours_behind": self.hours_behind, "freshness_hours": self.freshness_hours,
+                "last_success": self.last_success, "failures_total": self.failures_total,
+                "last_error": self.last_error, "fresh": self.state == "ok"}
+
+
+def freshness_limits(config: Config) -> dict[str, int]:
+    """Hours each configured source (billing and inventory) may lag."""
+    return {source.name: source.freshness_hours for source in (*config.sources, *config.inventory)}
+
+
+def source_freshness(config: Config, lake: Lake, now: datetime) -> list[SourceFreshness]:
+    """Every configured source as of `now` (the clock, or a report's end), by name."""
+    kinds = {source.name: source.kind for source in (*config.sources, *config.inventory)}  # type: ignore[attr-defined]
+    billing = billing_data_through(lake)
+    through = {s.name: billing.get(s.name) for s in config.sources}
+    through |= inventory_data_through(lake, [s.name for s in config.inventory])
+    state = lake.read_state("sources")
+    rows = []
+    for name, hours in sorted(freshness_limits(config).items()):
+        record = state.get(name, {})
+        data = through.get(name)
+        behind = None if data is None else max(int((now - data).total_seconds()) // 3600, 0)
+        success = record.get("last_success")
+        error = current_error(record)
+        age = now - parse_utc(success) if success else None
+        if error:
+            verdict = "failing"
+        elif data is None:
+            verdict = "no data" if success else "not ingested"
+        elif behind > hours or (age is not None and age > timedelta(hours=hours)):
+            verdict = "stale"
+        else:
+            verdict = "ok"
+        rows.append(SourceFreshness(name, kinds[name], data, hours, success, int(record.get("failures_total", 0)),
+                                    error, verdict, behind, age))
+    return rows
+
+
+def current_error(record: dict) -> str | None:
+    """The last error of a source's record, when its last run failed after its last success."""
+    failed, succeeded = record.get("last_failure"), record.get("last_success")
+    if failed and (not succeeded or parse_utc(failed) > parse_utc(succeeded)):
+        return record.get("last_error")
+    return None
