@@ -15,9 +15,10 @@ see service/attribution/lines.py) whose value is the default, when its share of 
 dimension's direct spend is above `max_unallocated_pct`. One finding per
 dimension (stable id), seen while the share stays above. Evidence: the top unallocated
 services, accounts and resources by $, and the tag keys on those lines that no
-dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them) — the
-likely fix is an alias or a virtual-tag rule. Ignores: credits, refunds, tax and commitment
-purchases (`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as
+dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them), and the
+window (`window_start`, `window_end`: the run's, ending at the data's end) — the likely fix is
+an alias or a virtual-tag rule. Ignores: credits, refunds, tax and commitment purchases
+(`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as
 spend-anomaly), other currencies than `currency`.
 
 Category `ownership` (no `monthly_waste_usd`: the spend has an owner, just not a known one).
@@ -99,7 +100,8 @@ class UnallocatedSpendRule(Rule):
         share = (unallocated * 100 / total).quantize(Decimal("0.1"))
         monthly = unallocated * HOURS_PER_MONTH / ctx.window_hours
         evidence = {
-            "dimension": dimension, "currency": cfg.currency, "unallocated_pct": share,
+            "dimension": dimension, "currency": cfg.currency, "window_start": ctx.since, "window_end": ctx.until,
+            "unallocated_pct": share,
             "unallocated_usd": money(unallocated), "monthly_unallocated_usd": money(monthly), "total_usd": money(total),
             "top_services": top_by_cost(lost, "service", cfg.top), "top_accounts": top_by_cost(lost, "account", cfg.top),
             "top_resources": top_by_cost(lost, "resource", cfg.top), "uncovered_tag_keys": uncovered_keys(lost, cfg.top),

@@ -1,0 +1,138 @@
+"""Windows anchored to the data (issue 15.1): each source's data_through, relative windows
+that end there, coverage in every answer, equal spans for --compare, and the same answers,
+findings and metrics whatever the wall-clock hour."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.utils import floatToGoString
+
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.core.coverage import billing_data_through, data_end
+from service.core.lake import LEDGER_FILE
+from service.findings.run import run_rules
+from service.serve.app import Api
+from service.serve.metrics import LakeCollector
+from tests.attribution_helpers import declared_sources, line, make_lake
+
+END = datetime(2026, 11, 28, tzinfo=timezone.utc)  # the usage data ends at midnight
+
+
+def day_lines() -> list[dict]:
+    lines = []
+    for n in range(1, 41):  # 40 days of 24 hourly lines: 1 an hour for nlp, 0.5 untagged
+        day = END - timedelta(days=n)
+        for hour in range(24):
+            start = f"{day + timedelta(hours=hour):%Y-%m-%d %H:%M}"
+            lines.append(line(start, "1", tags={"team": "nlp"}, resource="i-1"))
+            lines.append(line(start, "0.5", service="Amazon S3", resource="bucket-x"))
+    lines.append(line("2026-11-01 00:00", "300", end="2026-12-01 00:00", category="Tax"))  # ends later: not usage
+    lines.append(line("2026-11-01 00:00", "90", end="2026-12-01 00:00", service="AWS Support (Business)",
+                      category="Purchase"))
+    return lines
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("windows")
+    lake = make_lake(root, day_lines())
+    path = root / "spendlake.yaml"
+    document = {"lake": str(lake.root), "sources": declared_sources(lake),
+                "attribution": {"shared": [{"match": {"charge_category": "Tax"}, "split": "proportional",
+                                            "by": "team"}]},
+                "rules": {"unallocated-spend": {"dimensions": ["team"]}}}
+    path.write_text(yaml.safe_dump(document))
+    return lake, path, parse_config(document)
+
+
+def run(path, *args):
+    return CliRunner().invoke(cli, ["--config", str(path), "attribute", *args])
+
+
+def test_data_through_is_the_end_of_the_latest_usage_charge_period(setup):
+    lake, _, _ = setup
+    [entry] = [e for e in lake.ledger() if e.billing_period == "2026-11"]
+    assert entry.data_through == "2026-11-28T00:00:00Z"  # not the tax or support line's 2026-12-01
+    assert billing_data_through(lake) == {"cur": END} and data_end(lake) == END
+
+
+def test_a_ledger_without_data_through_is_read_from_the_partition(setup, tmp_path):
+    lake, _, _ = setup
+    copy = make_lake(tmp_path, day_lines()[:48])  # 2026-11-27's hours
+    ledger = json.loads((copy.root / LEDGER_FILE).read_text())
+    for item in ledger["entries"]:
+        del item["data_through"]  # as ingest wrote it before 2026-12
+    (copy.root / LEDGER_FILE).write_text(json.dumps(ledger))
+    assert not copy.ledger()[0].data_through_recorded
+    assert data_end(copy) == END
+
+
+def test_relative_windows_end_at_the_data_and_say_so(setup):
+    _, path, _ = setup
+    data = json.loads(run(path, "--since", "7d", "--format", "json").output)
+    assert (data["since"], data["until"]) == ("2026-11-21T00:00:00Z", "2026-11-28T00:00:00Z")
+    assert data["data_through"] == "2026-11-28T00:00:00Z"
+    assert data["sources"] == [{"source": "cur", "data_through": "2026-11-28T00:00:00Z"}]
+    # 7 days × 24 × 1.5, and 7/30 of the tax and support lines
+    assert Decimal(data["totals"][0]["cost"]) == Decimal(7 * 36) + Decimal(300 + 90) * 7 / 30
+    mtd = json.loads(run(path, "--since", "mtd", "--format", "json").output)
+    assert (mtd["since"], mtd["until"]) == ("2026-11-01T00:00:00Z", "2026-11-28T00:00:00Z")
+    table = run(path, "--since", "24h", "--format", "table").output
+    assert "data through 2026-11-28 00:00 UTC" in table and "no data yet" not in table
+
+
+def test_an_explicit_until_is_kept_and_its_coverage_stated(setup):
+    _, path, _ = setup
+    data = json.loads(run(path, "--since", "2026-11-27", "--until", "2026-11-29", "--format", "json").output)
+    assert data["until"] == "2026-11-29T00:00:00Z" and data["data_through"] == "2026-11-28T00:00:00Z"
+    table = run(path, "--since", "2026-11-27", "--until", "2026-11-29", "--format", "table").output
+    assert "data through 2026-11-28 00:00 UTC; the window's last 24.0 h have no data yet" in table
+    empty = run(path, "--since", "2026-11-29", "--format", "json")
+    assert empty.exit_code == 2 and "the data runs through 2026-11-28T00:00:00Z" in empty.output
+
+
+def test_compare_sets_equal_spans_of_data_side_by_side(setup):
+    _, path, _ = setup
+
+    def totals(*args):
+        data = json.loads(run(path, *args, "--format", "json").output)
+        return [(t["cost"], t.get("previous_cost")) for t in data["totals"]]
+
+    # the window runs a day past the data: it is set against the one day before it, not two
+    [(cost, previous)] = totals("--since", "2026-11-27", "--until", "2026-11-29", "--compare")
+    assert cost == totals("--since", "2026-11-27", "--until", "2026-11-29")[0][0]
+    assert previous == totals("--since", "2026-11-26", "--until", "2026-11-27")[0][0]
+    # a relative window: the week of data against the week before it, change 0 for hourly spend
+    week = json.loads(run(path, "--since", "7d", "--by", "team", "--compare", "--format", "json").output)
+    assert Decimal(week["totals"][0]["change"]) == 0
+
+
+@pytest.mark.parametrize("clock", [datetime(2026, 11, 28, 18, 53, tzinfo=timezone.utc),
+                                   datetime(2026, 12, 1, 3, 7, tzinfo=timezone.utc)])
+def test_same_lake_same_answers_findings_and_metrics_at_any_hour(setup, clock):
+    """Run at 18:53 on the day the data ends and at 03:07 three days later: the same window,
+    attribution, findings and metric values (the clock only judges freshness)."""
+    lake, _, config = setup
+    first = datetime(2026, 11, 28, 0, 30, tzinfo=timezone.utc)
+    seen = []
+    for now in (first, clock):
+        registry = CollectorRegistry()
+        registry.register(LakeCollector(config, clock=now.timestamp))
+        page = generate_latest(registry).decode()
+        found = run_rules(config, dry_run=True, now=now).result.seen
+        api = Api(config, registry, clock=lambda: now)
+        answer = json.loads(api.handle("/api/v1/attribute", {"since": ["7d"], "by": ["team"]}, None).body)
+        seen.append((page, [(f.id, f.monthly_waste_usd, f.summary, f.evidence, f.last_seen) for f in found], answer))
+    assert seen[0] == seen[1]
+    page, findings, answer = seen[0]
+    assert answer["until"] == "2026-11-28T00:00:00Z"
+    assert findings and 'spendlake_spend_usd{project="unallocated",team="nlp",window="24h"}' in page
+    assert f'spendlake_data_through_timestamp_seconds{{source="cur"}} {floatToGoString(END.timestamp())}' in page
