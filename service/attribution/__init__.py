@@ -6,7 +6,8 @@ its modules (tests/test_layout.py):
 - `AttributionQuery`, `attribute_query`: one attribution question, parsed once for the CLI
   and the HTTP API, and its answer;
 - `attribute`, `AttributionResult`, `AttributionRow`, `Contribution`: attributed cost of a
-  window (service/attribution/api.py describes how a line gets its values);
+  window (service/attribution/api.py describes how a line gets its values; result.py holds
+  the answer and its JSON contract, with how far the data it read reaches);
 - `reconcile`, `Reconciliation`: Σ attributed against Σ source, per billing period;
 - `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
@@ -17,9 +18,9 @@ its modules (tests/test_layout.py):
 """
 
 from service.attribution.api import (
-    AttributionResult, AttributionRow, Contribution, Reconciliation, attribute, attribute_query, attribute_resources,
-    materialise, reconcile,
+    Reconciliation, attribute, attribute_query, attribute_resources, materialise, reconcile,
 )
+from service.attribution.result import AttributionResult, AttributionRow, Contribution
 from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
 from service.attribution.lines import direct_daily_lookup
 from service.attribution.rollup import RollupBuild

@@ -1,0 +1,88 @@
+"""The answer of an attribution: rows, totals, how far the data it read reaches, and the
+JSON contract of `spendlake attribute --format json` (service/attribution/api.py computes it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+
+from service.core.timewindow import Window, iso_utc
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """How much of a row one way of deciding a dimension placed (for --explain)."""
+
+    dimension: str
+    how: str
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class AttributionRow:
+    values: dict[str, str]  # dimension → value as shown
+    currency: str | None
+    cost: Decimal
+    period: date | None = None
+    previous_cost: Decimal | None = None
+    explain: tuple[Contribution, ...] = ()
+
+    @property
+    def change(self) -> Decimal | None:
+        return None if self.previous_cost is None else self.cost - self.previous_cost
+
+    @property
+    def change_pct(self) -> Decimal | None:
+        if self.previous_cost is None or self.previous_cost == 0:
+            return None
+        return ((self.cost - self.previous_cost) * 100 / abs(self.previous_cost)).quantize(Decimal("0.01"))
+
+
+@dataclass(frozen=True)
+class AttributionResult:
+    window: Window
+    cost: str
+    by: tuple[str, ...]
+    granularity: str
+    rows: tuple[AttributionRow, ...]
+    totals: tuple[tuple[str | None, Decimal, Decimal | None], ...]  # (currency, cost, previous cost)
+    compare: bool = False
+    explain: bool = False
+    lake_empty: bool = False
+    sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
+
+    @property
+    def data_through(self) -> datetime | None:
+        """The latest data_through of the sources read: the end of the data in the lake."""
+        return max((moment for _, moment in self.sources if moment is not None), default=None)
+
+    def to_json(self) -> dict:
+        rows = []
+        for row in self.rows:
+            item: dict = {**row.values, "currency": row.currency, "cost": _dec(row.cost)}
+            if self.granularity != "total":
+                item["period"] = row.period.isoformat() if row.period else None
+            if self.compare:
+                item.update(previous_cost=_dec(row.previous_cost), change=_dec(row.change),
+                            change_pct=_dec(row.change_pct))
+            if self.explain:
+                item["explain"] = [{"dimension": c.dimension, "how": c.how, "cost": _dec(c.cost)} for c in row.explain]
+            rows.append(item)
+        totals = []
+        for currency, cost, previous in self.totals:
+            total: dict = {"currency": currency, "cost": _dec(cost)}
+            if self.compare:
+                total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
+            totals.append(total)
+        return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), "cost": self.cost,
+                "by": list(self.by), "rows": rows, "totals": totals, "data_through": _iso(self.data_through),
+                "sources": [{"source": name, "data_through": _iso(moment)} for name, moment in self.sources]}
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else iso_utc(moment)
+
+
+def _dec(value: Decimal | None) -> str | None:
+    return None if value is None else format(value, "f")
