@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from service.core.errors import SpendlakeError, UsageError
+from service.core.files import fsync_path
 
 STAGING_PREFIX = ".staging-"
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json",
@@ -40,14 +41,14 @@ def publish_staged(staging: Path, folder: Path, *, last: str | None = None,
     folder = folder.resolve()
     names = sorted((p.name for p in staging.iterdir() if p.is_file()), key=lambda n: n == last)
     for name in names:
-        _fsync_file(staging / name)
+        fsync_path(staging / name)
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
         os.replace(staging / name, folder / name)
     for old in folder.iterdir():
         if old.is_file() and old.name not in names and stale(old):
             old.unlink()
-    _fsync_dir(folder)
+    fsync_path(folder)
     return folder
 
 
@@ -93,18 +94,6 @@ def _alive(pid: int) -> bool:
         return True
     return True
 
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def split_s3_url(url: str, where: str = "--out") -> tuple[str, str]:

@@ -118,28 +118,37 @@ def _too_short_text(ctx: dict, value: Any) -> str:  # never echoes the value: it
     return "must not be empty" if size == 1 else f"must be at least {size} characters long"
 
 
+def _one_of(ctx: dict, value: Any) -> str:
+    return f"must be one of {_choices(str(ctx.get('expected')))}, not {_got(value)}"
+
+
+def _must_be(what: str):
+    """The message of a value of the wrong kind: "must be <what>, not <the value>"."""
+    return lambda ctx, value: f"must be {what}, not {_got(value)}"
+
+
 MESSAGES = {
     "missing": lambda ctx, value: "is required but missing",
-    "string_type": lambda ctx, value: f"must be text, not {_got(value)}",
+    "string_type": _must_be("text"),
     "string_pattern_mismatch": _pattern,
     "string_too_short": _too_short_text,
     "string_too_long": lambda ctx, value: f"must be at most {ctx.get('max_length')} characters long",
-    "literal_error": lambda ctx, value: f"must be one of {_choices(str(ctx.get('expected')))}, not {_got(value)}",
-    "enum": lambda ctx, value: f"must be one of {_choices(str(ctx.get('expected')))}, not {_got(value)}",
-    "int_type": lambda ctx, value: f"must be a whole number, not {_got(value)}",
-    "int_parsing": lambda ctx, value: f"must be a whole number, not {_got(value)}",
-    "int_from_float": lambda ctx, value: f"must be a whole number, not {_got(value)}",
+    "literal_error": _one_of,
+    "enum": _one_of,
+    "int_type": _must_be("a whole number"),
+    "int_parsing": _must_be("a whole number"),
+    "int_from_float": _must_be("a whole number"),
     "int_parsing_size": lambda ctx, value: "is too large a number",
-    "float_type": lambda ctx, value: f"must be a number, not {_got(value)}",
-    "float_parsing": lambda ctx, value: f"must be a number, not {_got(value)}",
-    "decimal_type": lambda ctx, value: f"must be a number, not {_got(value)}",
-    "decimal_parsing": lambda ctx, value: f"must be a number, not {_got(value)}",
+    "float_type": _must_be("a number"),
+    "float_parsing": _must_be("a number"),
+    "decimal_type": _must_be("a number"),
+    "decimal_parsing": _must_be("a number"),
     "decimal_max_digits": lambda ctx, value: f"must have at most {ctx.get('max_digits')} digits",
     "decimal_max_places": lambda ctx, value: f"must have at most {ctx.get('decimal_places')} decimals",
     "decimal_whole_digits": lambda ctx, value: f"must have at most {ctx.get('whole_digits')} digits before the point",
     "finite_number": lambda ctx, value: "must be a finite number",
-    "bool_type": lambda ctx, value: f"must be true or false, not {_got(value)}",
-    "bool_parsing": lambda ctx, value: f"must be true or false, not {_got(value)}",
+    "bool_type": _must_be("true or false"),
+    "bool_parsing": _must_be("true or false"),
     "greater_than": lambda ctx, value: f"must be greater than {_number(ctx.get('gt'))}, not {_number(value)}",
     "greater_than_equal": lambda ctx, value: f"must be at least {_number(ctx.get('ge'))}, not {_number(value)}",
     "less_than": lambda ctx, value: f"must be less than {_number(ctx.get('lt'))}, not {_number(value)}",
@@ -152,23 +161,22 @@ MESSAGES = {
     "iterable_type": _list,
     "too_short": lambda ctx, value: f"needs at least {ctx.get('min_length')} item(s)",
     "too_long": lambda ctx, value: f"takes at most {ctx.get('max_length')} item(s)",
-    "dict_type": lambda ctx, value: f"must be a mapping of key: value, not {_got(value)}",
-    "mapping_type": lambda ctx, value: f"must be a mapping of key: value, not {_got(value)}",
-    "model_type": lambda ctx, value: f"must be a mapping of settings, not {_got(value)}",
-    "model_attributes_type": lambda ctx, value: f"must be a mapping of settings, not {_got(value)}",
-    "dataclass_type": lambda ctx, value: f"must be a mapping of settings, not {_got(value)}",
+    "dict_type": _must_be("a mapping of key: value"),
+    "mapping_type": _must_be("a mapping of key: value"),
+    "model_type": _must_be("a mapping of settings"),
+    "model_attributes_type": _must_be("a mapping of settings"),
+    "dataclass_type": _must_be("a mapping of settings"),
     "union_tag_invalid": lambda ctx, value: (f"{_choices(str(ctx.get('discriminator')))} {ctx.get('tag')!r} is not "
                                              f"known; use one of {_choices(str(ctx.get('expected_tags')))}"),
     "union_tag_not_found": lambda ctx, value: f"needs a {_choices(str(ctx.get('discriminator')))} to say what it is",
-    "date_type": lambda ctx, value: f"must be a date as YYYY-MM-DD, not {_got(value)}",
-    "date_parsing": lambda ctx, value: f"must be a date as YYYY-MM-DD, not {_got(value)}",
-    "date_from_datetime_parsing": lambda ctx, value: f"must be a date as YYYY-MM-DD, not {_got(value)}",
-    "date_from_datetime_inexact": lambda ctx, value: f"must be a date without a time of day, not {_got(value)}",
-    "datetime_type": lambda ctx, value: f"must be a date and time, e.g. 2026-11-01T06:00:00Z, not {_got(value)}",
-    "datetime_parsing": lambda ctx, value: f"must be a date and time, e.g. 2026-11-01T06:00:00Z, not {_got(value)}",
-    "datetime_from_date_parsing": lambda ctx, value: (f"must be a date and time, e.g. 2026-11-01T06:00:00Z, "
-                                                      f"not {_got(value)}"),
-    "path_type": lambda ctx, value: f"must be a path, not {_got(value)}",
+    "date_type": _must_be("a date as YYYY-MM-DD"),
+    "date_parsing": _must_be("a date as YYYY-MM-DD"),
+    "date_from_datetime_parsing": _must_be("a date as YYYY-MM-DD"),
+    "date_from_datetime_inexact": _must_be("a date without a time of day"),
+    "datetime_type": _must_be("a date and time, e.g. 2026-11-01T06:00:00Z"),
+    "datetime_parsing": _must_be("a date and time, e.g. 2026-11-01T06:00:00Z"),
+    "datetime_from_date_parsing": _must_be("a date and time, e.g. 2026-11-01T06:00:00Z"),
+    "path_type": _must_be("a path"),
     "invalid_key": lambda ctx, value: "has a key that is not text (quote it, e.g. 'on':)",
     "none_required": lambda ctx, value: "must be left out",
     "frozen_instance": lambda ctx, value: "cannot be changed",
