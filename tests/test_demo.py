@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from connectors.synthetic.billing import write_billing
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
+from connectors.synthetic.slurm import add_slurm_cluster
 from service.cli.main import cli
 
 pytestmark = pytest.mark.slow  # each runs the whole demo, or reads the session's demo_run
@@ -41,6 +42,7 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
         ("ml-org", "2026-10", "USD", True), ("ml-org", "2026-11", "USD", False)]
     org = build_organisation(5, date(2026, 10, 30), 3)
     inject_gpu_anomaly(org)  # the demo's bill carries the injected GPU anomaly
+    add_slurm_cluster(org)  # and the Slurm cluster
     expected = write_billing(org, tmp_path / "expected")
     assert [(r["rows"], Decimal(r["billed_cost"]), Decimal(r["effective_cost"])) for r in rows] == [
         (p.rows, p.billed_cost, p.effective_cost) for p in expected.periods]
@@ -81,11 +83,17 @@ def test_demo_shows_budgets_the_injected_anomaly_and_unallocated_spend(demo_run)
     assert {"2026-11-26", "2026-11-27", "2026-11-28"} <= {d["day"] for d in sweep.evidence["daily"]}
     assert {c["value"] for c in sweep.evidence["root_causes"] if c["dimension"] == "usage_type"} >= {
         "BoxUsage:p4d.24xlarge"}
-    (unallocated,) = [f for f in found if f.rule == "unallocated-spend"]
-    assert unallocated.resource_id == "unallocated:experiment"
-    assert unallocated.evidence["top_services"] and unallocated.evidence["top_resources"]
-    # the demo's attribution reads `owner-team` too, so no owner key is left uncovered
-    assert not {"user_owner_team", "user_team"} & {k["key"] for k in unallocated.evidence["uncovered_tag_keys"]}
+    unallocated = {f.resource_id: f for f in found if f.rule == "unallocated-spend"}
+    # The Slurm cluster's nodes name no team, project or experiment: until its jobs place them,
+    # team and project are short too, most of all on those nodes (tagged with the cluster only).
+    assert set(unallocated) == {"unallocated:experiment", "unallocated:project", "unallocated:team"}
+    team = unallocated["unallocated:team"].evidence
+    assert {r["value"] for r in team["top_resources"]} <= set(result.generation.organisation.clusters[0].nodes.values())
+    assert {"user_cluster", "user_slurm_node"} <= {k["key"] for k in team["uncovered_tag_keys"]}
+    for finding in unallocated.values():
+        assert finding.evidence["top_services"] and finding.evidence["top_resources"]
+        # the demo's attribution reads `owner-team` too, so no owner key is left uncovered
+        assert not {"user_owner_team", "user_team"} & {k["key"] for k in finding.evidence["uncovered_tag_keys"]}
 
 
 def test_demo_attributes_runs_the_rules_and_sets_budgets_that_warn(demo_run):

@@ -1,7 +1,8 @@
 """The synthetic organisation's inventory, written as the local files the inventory connectors read.
 
     files = write_inventory(org, out_dir)      # org: connectors.synthetic.org.Organisation
-    config["inventory"] = files.sources()      # aws-tags, s3-objects, cloudwatch-logs, gpu-metrics
+    config["inventory"] = files.sources()      # aws-tags, s3-objects, cloudwatch-logs, gpu-metrics,
+                                               # and slurm-jobs when the organisation has a cluster
 
 Derived from the same organisation as its bill, so ids match: instance ids in the GPU
 metrics are the bill's ResourceIds, buckets and log groups are the billed ones. What it
@@ -18,7 +19,11 @@ shows, on purpose:
 - log groups (`logs/describe-log-groups.json`): most never expire, terabytes each;
 - GPU utilisation (`gpu/dcgm-utilization.parquet`): hourly per GPU; busy runs, except idle
   tails after some runs end their job, idle nights of the nightly eval fleet, and no data
-  at all for the long-context eval nodes (unmonitored).
+  at all for the long-context eval nodes (unmonitored); a Slurm cluster's GPUs are busy
+  while a job holds them and idle otherwise;
+- Slurm accounting (`slurm/<cluster>/sacct-<day>.json`, connectors.synthetic.sacct): the
+  jobs of each cluster (connectors.synthetic.slurm), whose nodes the tags show with their
+  cluster and node name only.
 Same organisation → identical files.
 """
 
@@ -37,6 +42,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from connectors.synthetic.org import ACCOUNTS, ALL_HOURS, INSTANCES, TEAM_ACCOUNT, Organisation
+from connectors.synthetic.sacct import write_sacct
+from connectors.synthetic.slurm import CLUSTER_TAG, NODE_TAG, cluster_jobs, node_hour_gpu_seconds
 
 GIB = 1024**3
 PART = 64 * 1024**2  # multipart upload part size of the training jobs' uploader
@@ -57,6 +64,7 @@ class InventoryFiles:
     lifecycle: Path
     log_groups: Path
     gpu: Path
+    slurm: Path | None = None  # sacct files, one folder per cluster; None: no cluster
 
     def sources(self, prefix: str = "ml-org") -> list[dict]:
         """`inventory:` config entries that read these files."""
@@ -66,7 +74,7 @@ class InventoryFiles:
              "lifecycle_path": str(self.lifecycle)},
             {"name": f"{prefix}-logs", "kind": "cloudwatch-logs", "path": str(self.log_groups)},
             {"name": f"{prefix}-gpu", "kind": "gpu-metrics", "path": str(self.gpu)},
-        ]
+        ] + ([{"name": f"{prefix}-slurm", "kind": "slurm-jobs", "path": str(self.slurm)}] if self.slurm else [])
 
 
 def _hex(*parts: object, length: int = 32) -> str:
@@ -85,7 +93,9 @@ def write_inventory(org: Organisation, out_dir: str | Path) -> InventoryFiles:
         (out / sub).mkdir(parents=True, exist_ok=True)
     files = InventoryFiles(out / "tags" / "get-resources.json", out / "s3" / "listing.parquet",
                            out / "s3" / "lifecycle.json", out / "logs" / "describe-log-groups.json",
-                           out / "gpu" / "dcgm-utilization.parquet")
+                           out / "gpu" / "dcgm-utilization.parquet", out / "slurm" if org.clusters else None)
+    for cluster in org.clusters:
+        write_sacct(org, cluster, out / "slurm" / cluster.name)
     start = datetime(org.start.year, org.start.month, org.start.day)
     _write_json(files.tags, {"ResourceTagMappingList": _tag_mappings(org)})
     pq.write_table(_s3_objects(org, start), files.s3_listing)
@@ -132,6 +142,10 @@ def _tag_mappings(org: Organisation) -> list[dict]:
         region = "us-west-2" if team == "inference" else "us-east-1"
         account = ACCOUNTS[TEAM_ACCOUNT[team]][0]
         mappings[f"arn:aws:logs:{region}:{account}:log-group:{group}"] = _owner_tags(team)
+    for cluster in org.clusters:  # the fleet's nodes: the cluster and the node name, no owner
+        for node, instance in cluster.nodes.items():
+            mappings[f"arn:aws:ec2:{cluster.region}:{ACCOUNTS[cluster.account][0]}:instance/{instance}"] = [
+                {"Key": CLUSTER_TAG, "Value": cluster.name}, {"Key": NODE_TAG, "Value": node}]
     return [{"ResourceARN": arn, "Tags": tags} for arn, tags in sorted(mappings.items())]
 
 
@@ -226,8 +240,9 @@ def _gpu_utilization(org: Organisation, start: datetime) -> pa.Table:
     for exp in org.experiments:
         for instance in exp.instances:
             nodes[instance] = (exp.instance_type, exp.start, exp.end, ALL_HOURS, exp.project)
+    clustered = {instance for cluster in org.clusters for instance in cluster.nodes.values()}
     for stream in org.streams:  # serving fleets outside any experiment
-        if stream.resource_id.startswith("i-") and stream.instance_type and stream.resource_id not in nodes:
+        if stream.resource_id.startswith("i-") and stream.instance_type and stream.resource_id not in nodes.keys() | clustered:
             nodes[stream.resource_id] = (stream.instance_type, stream.start, stream.end, stream.hours, "serving")
     columns: dict[str, list] = {"resource_id": [], "gpu": [], "hour": [], "util_pct": [], "metric": []}
     idle_tail_runs = 0
@@ -241,6 +256,8 @@ def _gpu_utilization(org: Organisation, start: datetime) -> pa.Table:
     for instance, node in sorted(nodes.items()):
         if INSTANCES[node[0]][2] and node[4] != "long-context-eval":
             _node_rows(columns, rng, instance, node, start, 0)
+    for cluster in org.clusters:
+        _cluster_rows(columns, rng, org, cluster, start)
     return pa.table({"resource_id": columns["resource_id"], "gpu": pa.array(columns["gpu"], pa.int32()),
                      "hour": pa.array(columns["hour"], pa.timestamp("us")),
                      "util_pct": pa.array(columns["util_pct"], pa.float64()), "metric": columns["metric"]})
@@ -267,3 +284,21 @@ def _node_rows(columns: dict[str, list], rng, instance: str, node: tuple, start:
         columns["hour"] += hours
         columns["util_pct"] += np.round(util[:, gpu], 2).tolist()
         columns["metric"] += [metric] * len(slots)
+
+
+def _cluster_rows(columns: dict[str, list], rng, org: Organisation, cluster, start: datetime) -> None:
+    """A cluster's GPUs: as many busy in an hour as its jobs held on average, the rest idle."""
+    names = list(cluster.nodes)
+    held = node_hour_gpu_seconds(cluster_jobs(org, cluster), names, org.hours) / 3600
+    gpus = INSTANCES[cluster.instance_type][2]
+    hours = [start + timedelta(hours=h) for h in range(org.hours)]
+    for row, node in enumerate(names):
+        busy = np.arange(gpus)[None, :] < np.rint(held[row])[:, None]  # (hours, gpus)
+        util = np.where(busy, np.clip(rng.normal(45.0, 8.0, busy.shape), 15.0, 100.0),
+                        rng.uniform(0.0, 2 * IDLE_GPU_PCT, busy.shape))
+        for gpu in range(gpus):
+            columns["resource_id"] += [cluster.nodes[node]] * org.hours
+            columns["gpu"] += [gpu] * org.hours
+            columns["hour"] += hours
+            columns["util_pct"] += np.round(util[:, gpu], 2).tolist()
+            columns["metric"] += ["DCGM_FI_PROF_SM_ACTIVE"] * org.hours

@@ -6,8 +6,9 @@ resource × usage type that bills one line per hour (or per day) over its active
 a p5.48xlarge node of `llama-70b-run-0412`, the gp3 volume beside it, a checkpoint
 bucket's storage, a log group's ingestion. `connectors.synthetic.billing` expands streams into
 CUR 2.0 rows. Later features (inventory listings, GPU utilisation, budgets, an injected
-anomaly, a planned run) read the same `Organisation` — its instances, buckets and log
-groups — or append streams to it before it is written.
+anomaly, a planned run, a Slurm cluster: connectors.synthetic.slurm) read the same
+`Organisation` — its instances, buckets, log groups and clusters — or append streams to it
+before it is written.
 
 Prices are public us-east-1 / us-west-2 on-demand list prices (USD); money is kept as
 integers of 1e-10 USD (`UNITS`) so every sum is exact.
@@ -140,6 +141,18 @@ class Experiment:
 
 
 @dataclass
+class Cluster:
+    """A scheduler-managed GPU fleet (connectors.synthetic.slurm): long-lived nodes whose tags
+    name the cluster and the node, never a team; jobs say who used them."""
+
+    name: str
+    instance_type: str
+    region: str
+    account: str  # key of ACCOUNTS
+    nodes: dict[str, str]  # node name (p5-001) → EC2 instance id
+
+
+@dataclass
 class Organisation:
     seed: int
     start: date
@@ -149,6 +162,7 @@ class Organisation:
     streams: list[Stream] = field(default_factory=list)
     buckets: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # bucket → (team, project, class)
     log_groups: dict[str, str] = field(default_factory=dict)  # log group → team
+    clusters: list[Cluster] = field(default_factory=list)
     savings_plan_arn: str = ""
 
     @property

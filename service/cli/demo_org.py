@@ -5,14 +5,18 @@ Layout under the demo directory (default `./spendlake-data`, so the lake is wher
 
     <dir>/demo/export/ml-org-cur2/   the CUR 2.0 delivery (data/ and metadata/)
     <dir>/demo/inventory/            tags, S3 listing and lifecycles, log groups, GPU utilisation
+                                     and the Slurm cluster's daily `sacct --json` files
                                      (connectors.synthetic.inventory), as local files
     <dir>/demo/spendlake.yaml        the config the demo used: one `aws-cur2` source and
-                                     four inventory sources reading those files
+                                     five inventory sources reading those files
     <dir>/lake/                      the lake
     <dir>/reports/<last day>/        the daily report of the window's last day (service.report.write)
 
 The bill carries an injected anomaly (extra GPU nodes for the `eval` team over the last
-three days, connectors.synthetic.org.inject_gpu_anomaly) besides its untagged spend; the
+three days, connectors.synthetic.org.inject_gpu_anomaly) besides its untagged spend, and a
+Slurm cluster (`p5-west`, 16 p5.48xlarge nodes tagged only with the cluster and the node
+name, shared by pretraining, post-training, evaluation and debugging jobs:
+connectors.synthetic.slurm) whose jobs the `ml-org-slurm` source reads; the
 config gets two budgets sized from the ingested spend — one the team has already crossed,
 one it is forecast to cross — and the demo runs the rules before the report, so the report
 shows budgets, the anomaly and unallocated spend.
@@ -33,6 +37,7 @@ import yaml
 from connectors.synthetic.billing import GenerationResult, default_start, write_billing
 from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
+from connectors.synthetic.slurm import add_slurm_cluster
 from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
 from service.core.coverage import data_end
@@ -80,6 +85,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     demo_dir = root / "demo"
     org = build_organisation(seed, start or default_start(days), days)
     inject_gpu_anomaly(org)
+    add_slurm_cluster(org)
     generation = write_billing(org, demo_dir / "export", formats=("parquet",))
     inventory = write_inventory(generation.organisation, demo_dir / "inventory")
     config_path = demo_dir / "spendlake.yaml"
