@@ -59,6 +59,16 @@ SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Cluster,Partition,Account,User,Group,QOS
 SACCT_FLAGS = ("--allusers", "--duplicates")
 
 
+def shape(value, path: str = "") -> set[str]:
+    """Every key path in a JSON value (list items under `[]`), with the types its values take."""
+    if isinstance(value, dict):
+        return {path + "/" + key for key in value} | {p for key, item in value.items()
+                                                     for p in shape(item, f"{path}/{key}")}
+    if isinstance(value, list):
+        return {p for item in value for p in shape(item, path + "[]")}
+    return set() if value is None else {f"{path}:{type(value).__name__}"}
+
+
 class CommandFailed(RuntimeError):
     pass
 

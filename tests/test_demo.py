@@ -110,3 +110,24 @@ def test_demo_attributes_runs_the_rules_and_sets_budgets_that_warn(demo_run):
                                      "--until", "2026-11-21", "--format", "json"])
     teams = {row["team"] for row in json.loads(shown.output)["rows"]}
     assert {"pretrain", "posttrain", "eval", "data", "inference"} <= teams  # the inconsistent tag keys map
+
+
+def test_the_bill_with_its_slurm_cluster_ties_out(demo_run):
+    from service.core.lake import Lake
+
+    result = demo_run
+    shown = CliRunner().invoke(cli, ["--config", str(result.config_path), "attribute", "--since", "2026-10-20",
+                                     "--until", "2026-11-29", "--check", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    checks = json.loads(shown.output)
+    assert checks and all(c["ok"] and Decimal(c["difference"]) == 0 for c in checks)
+    billed = {c["billing_period"]: Decimal(c["source_total"]) for c in checks if c["cost"] == "billed"}
+    assert billed == {p.billing_period: p.billed_cost for p in result.generation.periods}
+    # the cluster's nodes are in those totals: every hour of the window, at the p5 list price
+    [cluster] = result.generation.organisation.clusters
+    with Lake(result.config.lake).query() as con:
+        [(hours, cost)] = con.execute(
+            "SELECT count(*), sum(BilledCost) FROM costs WHERE ResourceId IN (SELECT unnest($ids)) "
+            "AND x_usage_type LIKE '%BoxUsage%'", {"ids": list(cluster.nodes.values())}).fetchall()
+    assert hours == len(cluster.nodes) * result.generation.organisation.hours
+    assert cost == Decimal("98.32") * hours

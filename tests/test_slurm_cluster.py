@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 
 import pytest
 from conftest import DATA
-from slurm_cluster import CLUSTER, NODE, REST_VERSION, SACCT_FORMAT, WORKLOAD, slurm_cluster  # noqa: F401 (fixture)
+from slurm_cluster import (CLUSTER, NODE, REST_VERSION, SACCT_FORMAT, WORKLOAD, shape,  # noqa: F401 (fixture)
+                           slurm_cluster)
 
 CAPTURED = DATA / "slurm"
 FAST = tuple(spec.key for spec in WORKLOAD if spec.key != "timeout")  # all but the job that needs a minute
@@ -171,16 +172,6 @@ def test_the_timeout_job_ends_after_its_one_minute_limit(slurm_cluster):  # noqa
 
 
 # -- the captured files ---------------------------------------------------------------------
-def shape(value, path: str = "") -> set[str]:
-    """Every key path in `value` (list items under `[]`), with the types its values take."""
-    if isinstance(value, dict):
-        return {path + "/" + key for key in value} | {p for key, item in value.items()
-                                                     for p in shape(item, f"{path}/{key}")}
-    if isinstance(value, list):
-        return {p for item in value for p in shape(item, path + "[]")}
-    return set() if value is None else {f"{path}:{type(value).__name__}"}
-
-
 KINDS = (("int", r"\d+"), ("time", r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"), ("duration", r"(\d+-)?\d\d:\d\d:\d\d"),
          ("exit", r"\d+:\d+"), ("tres", r"[a-z/]+=[^,\s]+(,[a-z/]+=[^,\s]+)*"), ("text", r".+"))
 
