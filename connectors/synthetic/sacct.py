@@ -8,8 +8,9 @@ One file per day, as a site's cron writes them just after midnight UTC:
     sacct --json --allusers --duplicates --starttime=<day> --endtime=<day+1> > sacct-<day>.json
 
 so every job active that day is listed as it stood at the day's end: a long attempt RUNNING
-in several files and ended in a later one, a job submitted late in the evening PENDING, each
-attempt of a requeued job a record of its own (the slurm-jobs connector keeps one per record).
+in several files (without its comment, which Slurm 22.05 stores when a job ends) and ended in
+a later one, a job submitted late in the evening PENDING, each attempt of a requeued job a
+record of its own (the slurm-jobs connector keeps one per record, the ended one).
 
     paths = write_sacct(org, cluster, out_dir)
 """
@@ -103,7 +104,9 @@ def _record(job: SlurmJob, cluster: str, epoch: int, moment: int) -> dict:
     exit_code = FAILURE if state in ("FAILED", "OUT_OF_MEMORY") else SUCCESS
     return {
         "account": job.account,
-        "comment": {"administrator": None, "job": job.comment or None, "system": None},
+        # 22.05 stores the comment when the job ends: a running or pending job shows none
+        "comment": {"administrator": None, "job": job.comment if job.comment and state not in ("RUNNING", "PENDING")
+                    else None, "system": None},
         "allocation_nodes": len(nodes),
         "array": {"job_id": 0, "limits": {"max": {"running": {"tasks": 0}}}, "task": None, "task_id": None},
         "association": {"account": job.account, "cluster": cluster, "partition": None, "user": job.user},

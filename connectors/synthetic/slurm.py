@@ -11,7 +11,10 @@ as a jobs file. Same organisation and cluster → the same jobs.
 - team: the Slurm account (`sbatch --account=pretrain`);
 - project: the wckey (`--wckey=llama-405b`; slurm.conf `TrackWCKey=yes`);
 - run, experiment, job_type: key=value pairs in the job comment (`--comment "run=llama-405b-r1
-  experiment=llama-405b job_type=pretrain"`; slurm.conf `AccountingStoreFlags=job_comment`);
+  experiment=llama-405b job_type=pretrain"`; slurm.conf `AccountingStoreFlags=job_comment`).
+  Slurm 22.05 stores the comment only when the job ends (tests/data/slurm/sacct-running.json),
+  so a training job also carries its run as its name (`--job-name=llama-405b-r1`): the one
+  label a running job shows besides account and wckey;
 - debug sessions set none of these: their partition (`debug`) says what they are, their run is
   their job id, and most name no wckey.
 
@@ -217,9 +220,10 @@ class _Workload:
         while t < self.horizon:
             planned = self.horizon + 30 * DAY if outlasts_window and run_no == 1 else self.seconds(8 * DAY, 30 * DAY)
             done, user = 0, self.pick(USERS["pretrain"])
-            fields = dict(name=f"{project}-pretrain", account="pretrain", partition="train", qos="high", user=user,
-                          wckey=project, gpus_per_node=8, limit_minutes=LIMITS["train"],
-                          labels=(("run", f"{project}-r{run_no}"), ("experiment", project), ("job_type", "pretrain")))
+            run = f"{project}-r{run_no}"
+            fields = dict(name=run, account="pretrain", partition="train", qos="high", user=user, wckey=project,
+                          gpus_per_node=8, limit_minutes=LIMITS["train"],
+                          labels=(("run", run), ("experiment", project), ("job_type", "pretrain")))
             job, submit, start = self.new_job(), t - self.seconds(60, 900), t
             while True:
                 length = self.seconds(18 * HOUR, 96 * HOUR)
@@ -246,11 +250,11 @@ class _Workload:
         while t < self.horizon:
             project, job_type, width = POSTTRAIN[0] if self.rng.random() < 0.7 else POSTTRAIN[1]
             numbers[project] = number = numbers[project] + 1
-            fields = dict(name=f"{project}-{job_type}", account="posttrain", partition="train", qos="normal",
+            run = f"{project}-{number:02d}"
+            fields = dict(name=run, account="posttrain", partition="train", qos="normal",
                           user=self.pick(USERS["posttrain"]), wckey=project, gpus_per_node=8,
                           nodes=tuple(pair[:width]), limit_minutes=LIMITS["posttrain"],
-                          labels=(("run", f"{project}-{number:02d}"), ("experiment", project),
-                                  ("job_type", job_type)))
+                          labels=(("run", run), ("experiment", project), ("job_type", job_type)))
             remaining = self.seconds(8 * HOUR, 40 * HOUR)
             while remaining > 0:
                 roll, limit = self.rng.random(), LIMITS["posttrain"] * 60
