@@ -98,7 +98,7 @@ def generate_organisation(out_dir: str | Path, *, days: int = 60, start: date | 
     scale = 1.0
     if rows is not None:
         base = build_organisation(seed, start, days)
-        scale = max(rows, 1) / max(_expected_rows(base), 1)
+        scale = max(rows, 1) / max(expected_rows(base), 1)
     return write_billing(build_organisation(seed, start, days, scale), out_dir, formats=formats, parts=parts)
 
 
@@ -119,7 +119,8 @@ def write_billing(org: Organisation, out_dir: str | Path, *,
     return result
 
 
-def _expected_rows(org: Organisation) -> int:
+def expected_rows(org: Organisation) -> int:
+    """About how many line items the organisation's streams bill (without the monthly lines)."""
     total = 0
     for s in org.streams:
         slots = -(-(s.end - s.start) // s.granularity)

@@ -24,19 +24,20 @@ is the cluster's idle), tagged `cluster: <name>` and `slurm-node: <node>` (CUR 2
 traffic no tag.
 
 **The workload** on N nodes (p5-001, ...; see `lanes`):
-- about three quarters pretrain, in blocks of up to 32 nodes, each run one node short of its
-  block (a hot spare): attempts end REQUEUED (a node failed: Slurm requeues the same job and
-  the spare takes the failed node's place) or FAILED (a crash: the researcher resubmits from
-  the last checkpoint, a new job with the same run label), with idle gaps between them; the
-  first block's run outlasts any window (RUNNING at its end);
-- pairs of nodes post-train: SFT on two nodes, DPO on one, runs of 8-40 h; a quarter of the
-  attempts end FAILED or OUT_OF_MEMORY and are resubmitted, long ones TIMEOUT at 48 h; idle
-  between runs;
-- the rest evaluate and debug: at 20:00 UTC every night the eval harness runs six suites (4
-  or 8 GPUs each, two sharing a node, queued when the nodes are full); in working hours debug
-  sessions of 1-8 GPUs, most cancelled by their user, long ones TIMEOUT at the debug
-  partition's 2 h, now and then one cancelled before it ever started. Beyond four such nodes
-  the rest stay free for sweeps (connectors.synthetic.jobfile fills them for the benchmark).
+- pretraining takes what the other lanes leave (12 of 16), in blocks of up to 32 nodes, each
+  run one node short of its block (a hot spare): attempts end REQUEUED (a node failed: Slurm
+  requeues the same job and the spare takes the failed node's place) or FAILED (a crash: the
+  researcher resubmits from the last checkpoint, a new job with the same run label), with
+  idle gaps between them; the first block's run outlasts any window (RUNNING at its end);
+- a pair of nodes per 16 post-trains: SFT on two nodes, DPO on one, runs of 8-40 h; a quarter
+  of the attempts end FAILED or OUT_OF_MEMORY and are resubmitted, long ones TIMEOUT at 48 h;
+  idle between runs;
+- an eighth of the nodes (two to four) evaluate and debug: at 20:00 UTC every night the eval
+  harness runs six suites (4 or 8 GPUs each, two sharing a node, queued when the nodes are
+  full); in working hours debug sessions of 1-8 GPUs, most cancelled by their user, long ones
+  TIMEOUT at the debug partition's 2 h, now and then one cancelled before it ever started;
+- the last `sweep_nodes` (none in the demo) are left to eval sweeps, which
+  connectors.synthetic.jobfile adds by the hundred thousand for the benchmark.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ CLUSTER_TAG, NODE_TAG = "cluster", "slurm-node"  # as the tagging API shows them
 BILL_TAGS = {CLUSTER_TAG: "user_cluster", NODE_TAG: "user_slurm_node"}  # as CUR 2.0 writes them
 HOUR, DAY = 3600, 86400
 BLOCK = 32  # nodes of one pretraining block
-SHARED_POOL = 4  # eval/debug nodes; more are left to sweeps
+SHARED_POOL = 4  # eval/debug nodes at most; a larger cluster pretrains on the rest
 JOB_ID_BASE = 41000
 USERS = {"pretrain": ("akira", "bea", "carlos"), "posttrain": ("dana", "emil"), "eval": ("evalbot",)}
 PRETRAIN_PROJECTS = ("llama-405b", "moe-400b", "vlm-90b", "code-34b", "llama-405b-long", "scaling-3b")
@@ -107,7 +108,7 @@ def add_slurm_cluster(org: Organisation, *, name: str = "p5-west", nodes: int = 
                       account: str = "training") -> Cluster:
     """Bill `nodes` p5.48xlarge nodes over the whole window, tagged with the cluster and the node."""
     if nodes < 6:
-        raise ValueError("a cluster needs at least 6 nodes (pretraining, post-training and eval lanes)")
+        raise ValueError(f"{nodes} nodes: a cluster needs at least 6 (pretraining, post-training, eval)")
     instance = "p5.48xlarge"
     price, _, _ = INSTANCES[instance]
     prefix, location = REGIONS[region]
@@ -140,23 +141,25 @@ def add_slurm_cluster(org: Organisation, *, name: str = "p5-west", nodes: int = 
     return cluster
 
 
-def lanes(nodes: list[str]) -> tuple[list[list[str]], list[list[str]], list[str], list[str]]:
-    """(pretraining blocks, post-training pairs, eval/debug pool, sweep nodes) of a cluster."""
+def lanes(nodes: list[str]) -> tuple[list[list[str]], list[list[str]], list[str]]:
+    """(pretraining blocks, post-training pairs, eval/debug pool) of a cluster's nodes."""
+    if len(nodes) < 6:
+        raise ValueError(f"{len(nodes)} nodes: the workload needs at least 6 (pretraining, post-training, eval)")
     pairs = max(1, len(nodes) // 16)
-    shared = max(2, len(nodes) // 8)
+    shared = min(SHARED_POOL, max(2, len(nodes) // 8))
     pretrain = nodes[:len(nodes) - 2 * pairs - shared]
     blocks = [pretrain[i:i + BLOCK] for i in range(0, len(pretrain), BLOCK)]
     if len(blocks) > 1 and len(blocks[-1]) < 2:
         blocks[-2] += blocks.pop()
     rest = nodes[len(pretrain):]
-    return blocks, [rest[2 * i:2 * i + 2] for i in range(pairs)], rest[2 * pairs:][:SHARED_POOL], \
-        rest[2 * pairs + SHARED_POOL:]
+    return blocks, [rest[2 * i:2 * i + 2] for i in range(pairs)], rest[2 * pairs:]
 
 
-def cluster_jobs(org: Organisation, cluster: Cluster) -> list[SlurmJob]:
-    """Every allocation record of the cluster over the window, by job id and attempt."""
+def cluster_jobs(org: Organisation, cluster: Cluster, *, sweep_nodes: int = 0) -> list[SlurmJob]:
+    """Every allocation record of the cluster over the window, by job id and attempt; the last
+    `sweep_nodes` nodes are left free (connectors.synthetic.jobfile fills them with sweeps)."""
     work = _Workload(org, cluster)
-    blocks, pairs, pool, _ = lanes(list(cluster.nodes))
+    blocks, pairs, pool = lanes(list(cluster.nodes)[:len(cluster.nodes) - sweep_nodes])
     for index, block in enumerate(blocks):
         work.pretrain(block, PRETRAIN_PROJECTS[index % len(PRETRAIN_PROJECTS)], outlasts_window=index == 0)
     for pair in pairs:
