@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from connectors.synthetic.billing import expected_rows, write_billing  # noqa: E402
 from connectors.synthetic.jobfile import write_jobs_file  # noqa: E402
-from connectors.synthetic.org import build_organisation  # noqa: E402
+from connectors.synthetic.org import INSTANCES, build_organisation  # noqa: E402
 from connectors.synthetic.slurm import add_slurm_cluster  # noqa: E402
 
 START, DAYS, SEED, CLUSTER = date(2026, 11, 1), 30, 2026, "p5-west"
@@ -133,7 +133,7 @@ def prepare(work: Path, nodes: int, jobs: int, rows: int) -> dict:
                 "jobs": str(jobs_file.path), "until": window_end.isoformat(), "line_items": bill.rows,
                 "jobs_rows": jobs_file.rows, "generate_seconds": round(generated, 1),
                 # what the cluster's nodes bill for their instance-hours: runs + idle must add up to it
-                "cluster_box_cost": str(Decimal("98.32") * nodes * DAYS * 24)}
+                "cluster_box_cost": str(Decimal(INSTANCES[cluster.instance_type][0]) * nodes * DAYS * 24)}
     marker.write_text(json.dumps(prepared, indent=1))
     return prepared
 
