@@ -18,6 +18,8 @@ from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
 
+pytestmark = pytest.mark.slow  # generates and ingests a cluster's jobs
+
 START, DAYS, SEED, NODES, JOBS = date(2026, 11, 1), 6, 11, 16, 9000
 T0 = datetime(2026, 11, 1)
 

@@ -146,6 +146,7 @@ def test_same_seed_same_files_another_seed_other_jobs(org, read_back, tmp_path):
     assert cluster_jobs(other, other.clusters[0]) != cluster_jobs(org, org.clusters[0])
 
 
+@pytest.mark.slow  # writes the cluster's bill
 def test_nodes_carry_only_the_cluster_and_node_tags(org, tmp_path):
     cluster = org.clusters[0]
     bill = write_billing(org, tmp_path / "bill")
@@ -175,6 +176,7 @@ def test_nodes_carry_only_the_cluster_and_node_tags(org, tmp_path):
     assert {"name": "ml-org-slurm", "kind": "slurm-jobs", "path": str(inventory.slurm)} in inventory.sources()
 
 
+@pytest.mark.slow  # writes and ingests the inventory
 def test_dcgm_shows_the_cluster_busy_while_jobs_hold_its_gpus(org, tmp_path):
     cluster = org.clusters[0]
     held = node_hour_gpu_seconds(cluster_jobs(org, cluster), list(cluster.nodes), org.hours)
