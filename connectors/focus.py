@@ -26,7 +26,8 @@ delivery, in one folder, several, or Hive partitions by any column (service.inge
 FOCUS 1.3 and 1.4 exports put other datasets beside the cost rows (Contract Commitment,
 Billing Period, Invoice Detail). They are recognised by their columns (OTHER_DATASETS: a
 file without ChargePeriodStart that has the dataset's id or status column), and skipped
-with one line each: spendlake does not read them yet.
+with one line each: an inventory source of kind focus-datasets (connectors/focus_datasets.py)
+reads them into tables of their own.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class FocusConnector(FolderExport):
             for column, dataset in OTHER_DATASETS:
                 if table.name(column):
                     raise OtherDataset(uri, f"a FOCUS {dataset} dataset (it has {column}), not cost and usage "
-                                            "rows; spendlake does not read it yet")
+                                            "rows; an inventory source of kind focus-datasets reads it")
         table.require(*REQUIRED)
         expressions: dict[str, str | None] = {}
         for name, kind in COST_COLUMNS:

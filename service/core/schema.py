@@ -144,6 +144,70 @@ def _quoted(name: str) -> str:
 # partition holds that day's hours only, so reading all partitions never double counts).
 # Tags, ETags and names keep their original spelling; normalisation is attribution's job.
 INVENTORY_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    # FOCUS 1.3/1.4 datasets beside Cost and Usage (connectors/focus_datasets.py), FOCUS names
+    # and every column of 1.4 (1.3's Contract Commitment has 13 of them; absent ones are NULL).
+    # Costs link to them by InvoiceId (invoice_details), by the ContractCommitmentId of each
+    # element of ContractApplied (contract_commitments) and by BillingPeriodStart (billing_periods).
+    "contract_commitments": (
+        ("ContractCommitmentId", "VARCHAR"),
+        ("ContractCommitmentType", "VARCHAR"),
+        ("ContractCommitmentCategory", "VARCHAR"),  # Spend | Usage
+        ("ContractCommitmentCost", MONEY),
+        ("ContractCommitmentQuantity", QUANTITY),
+        ("ContractCommitmentUnit", "VARCHAR"),
+        ("ContractCommitmentDescription", "VARCHAR"),
+        ("ContractCommitmentPeriodStart", "TIMESTAMP"),
+        ("ContractCommitmentPeriodEnd", "TIMESTAMP"),
+        ("ContractId", "VARCHAR"),
+        ("ContractPeriodStart", "TIMESTAMP"),
+        ("ContractPeriodEnd", "TIMESTAMP"),
+        ("BillingCurrency", "VARCHAR"),
+        ("ContractCommitmentApplicability", "VARCHAR"),
+        ("ContractCommitmentBenefitCategory", "VARCHAR"),
+        ("ContractCommitmentCreated", "TIMESTAMP"),
+        ("ContractCommitmentDiscountPercentage", QUANTITY),
+        ("ContractCommitmentDurationType", "VARCHAR"),
+        ("ContractCommitmentFulfillmentInterval", "VARCHAR"),
+        ("ContractCommitmentLastUpdated", "TIMESTAMP"),
+        ("ContractCommitmentLifecycleStatus", "VARCHAR"),
+        ("ContractCommitmentModel", "VARCHAR"),
+        ("ContractCommitmentOfferCategory", "VARCHAR"),
+        ("ContractCommitmentPaymentInterval", "VARCHAR"),
+        ("ContractCommitmentPaymentModel", "VARCHAR"),
+        ("ContractCommitmentPaymentUpfrontPercentage", QUANTITY),
+        ("InvoiceIssuerName", "VARCHAR"),
+        ("PricingCurrency", "VARCHAR"),
+        ("PricingCurrencyContractCommitmentCost", MONEY),
+        ("ServiceProviderName", "VARCHAR"),
+    ),
+    "billing_periods": (
+        ("BillingPeriodStart", "TIMESTAMP"),
+        ("BillingPeriodEnd", "TIMESTAMP"),
+        ("BillingPeriodStatus", "VARCHAR"),  # Open | Closed (final)
+        ("BillingPeriodCreated", "TIMESTAMP"),
+        ("BillingPeriodLastUpdated", "TIMESTAMP"),
+        ("InvoiceIssuerName", "VARCHAR"),
+    ),
+    "invoice_details": (
+        ("InvoiceDetailId", "VARCHAR"),
+        ("InvoiceId", "VARCHAR"),
+        ("ReferenceInvoiceId", "VARCHAR"),  # the invoice a credit or debit note corrects
+        ("BillingAccountId", "VARCHAR"),
+        ("BillingPeriodStart", "TIMESTAMP"),
+        ("BillingPeriodEnd", "TIMESTAMP"),
+        ("ChargeCategory", "VARCHAR"),
+        ("BilledCost", MONEY),
+        ("BillingCurrency", "VARCHAR"),
+        ("InvoiceDetailDescription", "VARCHAR"),
+        ("InvoiceDetailGrain", "VARCHAR"),
+        ("InvoiceDetailCreated", "TIMESTAMP"),
+        ("InvoiceDetailLastUpdated", "TIMESTAMP"),
+        ("InvoiceIssueDate", "TIMESTAMP"),
+        ("InvoiceIssueStatus", "VARCHAR"),
+        ("InvoiceIssuerName", "VARCHAR"),
+        ("PaymentDueDate", "TIMESTAMP"),
+        ("PaymentTerms", "VARCHAR"),
+    ),
     # One row per (resource, tag); a resource with no tags has one row with NULL key/value.
     "resource_tags": (
         ("resource_id", "VARCHAR"),  # the ARN, as the Tagging API returns it
