@@ -12,12 +12,13 @@ from click.testing import CliRunner
 from service.cli.demo_org import run_demo
 from service.cli.main import cli
 from service.core.lake import Lake
-from service.findings.budgets import budget_status
+from service.findings.budgets import FIRST_DAYS, budget_status
 
 pytestmark = pytest.mark.slow
 
 # (the bill's last day; the demo's "now" is the next midnight)
-LAST_DAYS = {"the 1st": date(2026, 10, 31), "the 15th": date(2026, 11, 14), "the last day": date(2026, 11, 29)}
+LAST_DAYS = {"the 1st": date(2026, 10, 31), "the 3rd": date(2026, 11, 2), "the 15th": date(2026, 11, 14),
+             "the last day": date(2026, 11, 29)}
 
 
 @pytest.mark.parametrize("when", sorted(LAST_DAYS))
@@ -28,8 +29,10 @@ def test_demo_shows_one_crossed_and_one_forecast_budget_on(when, tmp_path, monke
     statuses = {s.budget.name: s for s in budget_status(Lake.of(result.config), result.config, result.as_of)}
     assert set(statuses) == {"pretrain-monthly", "eval-monthly"}, result.config.budgets
     pretrain, eval_ = statuses["pretrain-monthly"], statuses["eval-monthly"]
-    if result.as_of.day == 1:  # nothing spent yet this month: the month just closed was crossed
+    if result.as_of.day <= FIRST_DAYS:  # early in a month: the month just closed was crossed
         assert pretrain.last_month.status == "exceeded" and pretrain.status == "forecast to exceed"
+        # sized from a month's spend, not from a day or two of it (3,306% on a 2nd, before)
+        assert pretrain.last_month.used_ratio < 2
     else:
         assert pretrain.status == "exceeded"
     assert eval_.status == "forecast to exceed" and eval_.outlook.actual < eval_.budget.amount
@@ -39,7 +42,7 @@ def test_demo_shows_one_crossed_and_one_forecast_budget_on(when, tmp_path, monke
     assert shown.exit_code == 0, shown.output
     rows = {row["budget"]: row for row in json.loads(shown.output.split("\nwarning:")[0])}
     assert rows["eval-monthly"]["status"] == "forecast to exceed"
-    if result.as_of.day == 1:
+    if result.as_of.day <= FIRST_DAYS:
         assert rows["pretrain-monthly"]["last_month"]["status"] == "exceeded"
 
 

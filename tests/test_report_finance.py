@@ -62,6 +62,7 @@ def test_the_report_says_the_month_is_still_estimated(report):
 def test_summary_md_has_no_stray_escapes(report):
     summary = report[1]["summary.md"].decode()
     assert "\\(" not in summary and "\\)" not in summary and "day(s)" in summary
+    assert ".:" not in summary  # a finding's sentence, then its amount: no full stop before the colon
 
 
 def test_a_months_last_day_shows_how_that_month_ended(demo_run):

@@ -42,7 +42,7 @@ from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
 from service.core.coverage import data_end
 from service.core.lake import Lake
-from service.findings.budgets import budget_statuses
+from service.findings.budgets import FIRST_DAYS, budget_statuses
 from service.findings.forecast import history_start
 from service.findings.run import run_rules
 from service.ingest.billing import IngestResult, ingest
@@ -121,10 +121,12 @@ def _write_config(path: Path, document: dict) -> Config:
 
 def demo_budgets(config: Config, now: datetime) -> list[dict]:
     """Two team budgets sized from the bill, so the demo shows one crossed and one forecast to
-    cross on any day of any month: `pretrain` at 80% of what it spent this month (on a
-    month's first day, when nothing is spent yet, 80% of last month's spend, which it then
-    crossed), `eval` halfway between its actual and its month-end forecast. None for a
-    team without spend."""
+    cross on any day of any month: `pretrain` at 80% of what it spent this month, or in the
+    month's first days (while `spendlake budgets` and the report show how the last month
+    ended) 80% of last month's spend, which the month just closed crossed: a budget that a
+    day or two of spend crosses would be a sliver of a month's (forecast past 3,000%);
+    `eval` halfway between its actual and its month-end forecast. None for a team without
+    spend."""
     lake = Lake.of(config)
     budgets = []
     for name, team in (("pretrain-monthly", "pretrain"), ("eval-monthly", "eval")):
@@ -133,7 +135,8 @@ def demo_budgets(config: Config, now: datetime) -> list[dict]:
             {"budgets": [probe]}).budgets}), history_start(now), now, now)
         actual, forecast = status.outlook.actual, status.outlook.forecast
         if team == "pretrain":
-            spent = actual if actual > 0 else (status.last_month.actual if status.last_month else Decimal(0))
+            closed = status.last_month.actual if status.last_month else Decimal(0)
+            spent = closed if closed > 0 and (now.day <= FIRST_DAYS or actual <= 0) else actual
             amount = spent * Decimal("0.8")
         else:
             amount = (actual + forecast) / 2

@@ -22,13 +22,13 @@ from typing import Protocol
 
 import duckdb
 
+from service.core.coverage import usage_through
 from service.core.errors import DataError, SpendlakeError, duckdb_error, resource_error
 from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.staging import DATA_FILE, query_memory, stage_parts
-from service.core.coverage import usage_through
 from service.core.units import utc_now_iso
 
 

@@ -117,7 +117,8 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 labels, value = table.markdown
                 column = next(c for c in table.columns if c.key == value)
                 lines += ["", f"*{table.title}* — {column.label}"]
-                lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None)}: "
+                # a label ending in a sentence's full stop would read "day(s).: $28,027.49"
+                lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None).rstrip('.')}: "
                           f"{display(row.get(value), column, row)}" for row in table.rows[:rows]]
     return "\n".join(lines).rstrip() + "\n"
 
