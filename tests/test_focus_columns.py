@@ -12,7 +12,7 @@ import duckdb
 from billing_helpers import failures, ingest_files
 from conftest import DATA, SAMPLES
 
-from service.core.schema import COST_COLUMN_NAMES, FOCUS_1_2_COLUMNS, FOCUS_1_3_ADDITIONS
+from service.core.schema import COST_COLUMN_NAMES, FOCUS_1_2_COLUMNS, FOCUS_1_3_ADDITIONS, FOCUS_1_4_ADDITIONS
 from tests.aws_exports import LEGACY_COLUMNS, legacy_csv, line, local_put, write_cur2
 
 TOOLKIT = DATA / "focus-toolkit" / "generate"
@@ -23,12 +23,15 @@ def rows_of(lake, where: str, *columns: str, params=()):
                                 list(params)).fetchall()
 
 
-def test_the_cost_table_holds_every_focus_1_2_column_and_the_1_3_additions():
-    assert len(FOCUS_1_2_COLUMNS) == 57 and len(FOCUS_1_3_ADDITIONS) == 8
+def test_the_cost_table_holds_every_focus_1_2_column_and_the_1_3_and_1_4_additions():
+    assert len(FOCUS_1_2_COLUMNS) == 57 and len(FOCUS_1_3_ADDITIONS) == 8 and len(FOCUS_1_4_ADDITIONS) == 2
     for path in (TOOLKIT / "aws-1.2" / "focus_1_2_cost_and_usage_aws.csv.gz",
                  TOOLKIT / "aws-1.3" / "focus_1_3_cost_and_usage_aws.csv.gz"):
         header = gzip.decompress(path.read_bytes()).decode().splitlines()[0].split(",")
         assert set(header) <= set(COST_COLUMN_NAMES), set(header) - set(COST_COLUMN_NAMES)
+    bundle = TOOLKIT.parent / "convert" / "aws-1.3-strict-parquet" / "focus_1_4_cost_and_usage.parquet"
+    header = {name for (name, *_) in duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{bundle}')").fetchall()}
+    assert {n for n in header if not n.startswith("x_")} <= set(COST_COLUMN_NAMES)
 
 
 def test_legacy_cur_sample_fills_pricing_sku_issuer_and_frequency(tmp_path):

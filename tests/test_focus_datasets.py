@@ -75,12 +75,17 @@ def test_costs_link_to_their_invoice_details_commitments_and_billing_period(tmp_
             "SELECT ContractApplied FROM costs WHERE ContractApplied IS NOT NULL").fetchall()
             for element in json.loads(text)["Elements"]]
         commitments = {row[0] for row in con.execute("SELECT ContractCommitmentId FROM contract_commitments").fetchall()}
+        details = con.execute("SELECT count(*) FROM costs c WHERE InvoiceDetailId IS NOT NULL AND NOT EXISTS "
+                              "(SELECT 1 FROM invoice_details d WHERE d.InvoiceDetailId = c.InvoiceDetailId)"
+                              ).fetchall()[0][0]
+        detailed = con.execute("SELECT count(*) FROM costs WHERE InvoiceDetailId IS NOT NULL").fetchall()[0][0]
         periods = con.execute("SELECT count(*) FROM costs c WHERE NOT EXISTS (SELECT 1 FROM billing_periods b "
                               "WHERE b.BillingPeriodStart = c.BillingPeriodStart)").fetchall()[0][0]
         billed = con.execute("SELECT (SELECT sum(BilledCost) FROM costs), (SELECT sum(BilledCost) FROM invoice_details)"
                              ).fetchall()[0]
     assert invoices[0] > 0 and invoices[0] == invoices[1]  # every invoiced cost row finds its invoice
     assert applied and set(applied) <= commitments
+    assert detailed > 0 and details == 0  # FOCUS 1.4: each charge names its invoice detail row
     assert periods == 0
     assert billed[0] == billed[1]  # the invoice details add up to the cost rows' billed cost
 

@@ -18,7 +18,7 @@ JSON_TEXT = "VARCHAR"
 TAG_MAP = "MAP(VARCHAR, VARCHAR)"
 
 # (column, DuckDB type) in file order. Connectors must produce exactly these columns.
-# Every FOCUS 1.2 Cost and Usage column, then the 1.3 additions, then `x_` columns for what
+# Every FOCUS 1.2 Cost and Usage column, then the 1.3 and 1.4 additions, then `x_` columns for what
 # FOCUS lacks. Types are FOCUS's: Decimal → MONEY (costs, unit prices) or QUANTITY,
 # DateTime → TIMESTAMP (UTC), JSON → the text (Tags and AllocatedTags: a map, like Tags).
 FOCUS_1_2_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -90,6 +90,10 @@ FOCUS_1_3_ADDITIONS: tuple[tuple[str, str], ...] = (
     ("AllocatedResourceName", "VARCHAR"),
     ("AllocatedTags", TAG_MAP),
 )
+FOCUS_1_4_ADDITIONS: tuple[tuple[str, str], ...] = (
+    ("InvoiceDetailId", "VARCHAR"),  # the invoice_details row this charge is billed on
+    ("CommitmentProgramEligibilityDetails", JSON_TEXT),
+)
 EXTENSION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("x_line_item_type", "VARCHAR"),
     ("x_usage_type", "VARCHAR"),
@@ -99,10 +103,11 @@ EXTENSION_COLUMNS: tuple[tuple[str, str], ...] = (
     # AWS: `ODCR` or `EC2 Capacity Blocks for ML` (FOCUS has no column for the kind of reservation)
     ("x_capacity_reservation_type", "VARCHAR"),
 )
-COST_COLUMNS: tuple[tuple[str, str], ...] = FOCUS_1_2_COLUMNS + FOCUS_1_3_ADDITIONS + EXTENSION_COLUMNS
+COST_COLUMNS: tuple[tuple[str, str], ...] = (FOCUS_1_2_COLUMNS + FOCUS_1_3_ADDITIONS + FOCUS_1_4_ADDITIONS
+                                              + EXTENSION_COLUMNS)
 
 COST_COLUMN_NAMES = tuple(name for name, _ in COST_COLUMNS)
-JSON_COLUMNS = ("SkuPriceDetails", "ContractApplied", "AllocatedMethodDetails")
+JSON_COLUMNS = ("SkuPriceDetails", "ContractApplied", "AllocatedMethodDetails", "CommitmentProgramEligibilityDetails")
 COST_TYPES = dict(COST_COLUMNS)
 
 
