@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 from pydantic import Field, field_validator
 
-from service.core.config_base import Strict
+from service.core.config import Freshness
 from service.core.errors import SourceError
 from service.core.schema import INVENTORY_TABLES
 
@@ -41,7 +41,7 @@ STATE_SYNONYMS = {"CANCELED": "CANCELLED", "SUCCEEDED": "COMPLETED", "SUCCESS": 
 _MIG = re.compile(r"(?<![0-9a-z])(\d)g[._](\d+)gb", re.IGNORECASE)
 A30_PROFILES = frozenset({(1, 6), (2, 12), (4, 24)})
 
-class JobSource(Strict):
+class JobSource(Freshness):
     """Settings every job source shares (an inventory source without the AWS keys)."""
 
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)

@@ -213,3 +213,17 @@ def test_a_kind_goes_under_the_section_of_what_it_feeds(tmp_path):
         parse_config({"inventory": [{"name": "f", "kind": "focus"}]})
     with pytest.raises(ConfigError, match=r"sources\[0\]\.kind: no connector kind 'acme-none' is installed"):
         parse_config({"sources": [{"name": "n", "kind": "acme-none", "location": "x"}]})
+
+
+def test_every_source_kind_states_how_fresh_its_data_must_be():
+    """Freshness (status, report, /readyz, the stale alert) reads `freshness_hours` of every
+    configured source: a kind whose config lacks it broke the demo's report (slurm-jobs)."""
+    from service.core.registry import Disposition
+
+    loaded, broken = CONNECTORS.load_all()
+    assert not broken, broken
+    for kind, connector in loaded.items():
+        field = connector.config_model.model_fields.get("freshness_hours")
+        assert field is not None and field.default == 36, kind
+        if connector.feeds.disposition is not Disposition.PERIOD:
+            assert field.description and "stale" in field.description, kind

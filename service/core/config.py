@@ -64,7 +64,14 @@ class ReportConfig(Strict):
     top: int = Field(default=10, ge=1, le=100, description="rows in each top-N table")
 
 
-class InventorySource(Strict):
+class Freshness(Strict):
+    """The setting every inventory source has, job sources included."""
+
+    freshness_hours: int = Field(default=36, ge=1, description="stale when the latest snapshot or sample, or the "
+                                 "last successful run, is older than this")
+
+
+class InventorySource(Freshness):
     """Settings shared by every inventory source (see connectors/inventory_base.py); each kind
     subclasses it beside its connector and declares it as its `config_model`."""
 
@@ -75,8 +82,6 @@ class InventorySource(Strict):
     profile: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
     path: str | None = Field(default=None, description="read a local file or directory instead of the AWS API")
-    freshness_hours: int = Field(default=36, ge=1, description="stale when the latest snapshot or sample, or the "
-                                 "last successful run, is older than this")
 
 
 def _by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tuple:
