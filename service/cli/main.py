@@ -171,6 +171,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
 def _add_area_commands() -> None:
     from service.cli.attribute import attribute as attribute_command
     from service.cli.budgets import budgets_command
+    from service.cli.commitments import commitments_command
     from service.cli.demo import demo_command
     from service.cli.estimate import estimate_command
     from service.cli.integrity import forget_command, verify_command
@@ -185,6 +186,7 @@ def _add_area_commands() -> None:
     cli.add_command(findings_group)
     cli.add_command(attribute_command)
     cli.add_command(budgets_command)
+    cli.add_command(commitments_command)
     cli.add_command(verify_command)
     cli.add_command(forget_command)
     cli.add_command(rollup_command)

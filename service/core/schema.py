@@ -102,6 +102,8 @@ EXTENSION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("x_credits", MONEY),
     # AWS: `ODCR` or `EC2 Capacity Blocks for ML` (FOCUS has no column for the kind of reservation)
     ("x_capacity_reservation_type", "VARCHAR"),
+    # when the line's commitment (Savings Plan, reservation) ends: FOCUS cost rows do not say
+    ("x_commitment_end", "TIMESTAMP"),
 )
 COST_COLUMNS: tuple[tuple[str, str], ...] = (FOCUS_1_2_COLUMNS + FOCUS_1_3_ADDITIONS + FOCUS_1_4_ADDITIONS
                                               + EXTENSION_COLUMNS)

@@ -1,0 +1,56 @@
+"""`spendlake commitments`: thin over service.findings.commitments (rendering only)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import click
+
+from service.cli.output import default_format, emit, format_option
+from service.core.output import to_json
+from service.core.units import money_text
+
+MONEY = ("commitment", "used", "unused", "covered_usage", "eligible_usage")
+PERCENT = ("unused_pct", "utilization_pct", "coverage_pct")
+
+
+def _pct(value: Decimal | None) -> str:
+    return "" if value is None else f"{value:.1f}%"
+
+
+@click.command("commitments")
+@click.option("--since", default="30d", show_default=True,
+              help="Start of the window: 30d, 7d, 2026-11-01 or an ISO time (UTC).")
+@click.option("--until", help="End of the window (default: now).")
+@click.option("--by", "by", default="", help="Add each commitment's owner in these dimensions, e.g. team.")
+@format_option
+@click.pass_obj
+def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | None) -> None:
+    """Savings Plans, reservations, committed use discounts: commitment, used, unused, coverage, expiry."""
+    from service.core.timewindow import parse_window
+    from service.findings.commitments import commitments
+
+    dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
+    result = commitments(obj.lake, obj.config, parse_window(since, until), by=dims)
+    data = result.to_json()
+    fmt = fmt or default_format()
+    if fmt == "json":
+        click.echo(to_json(data))
+        return
+    columns = ["commitment_id", "type", *dims, "account", "currency", "commitment", "used", "unused", "unused_pct",
+               "utilization_pct", "coverage_pct", "expires"]
+    if fmt == "csv":
+        emit(data["rows"], columns + ["name", "category", "covered_usage", "eligible_usage"], "csv")
+        return
+    if not data["rows"]:
+        click.echo(f"no commitment was used or left unused between {data['since']} and {data['until']}")
+        return
+    rows = [{**row, **{k: money_text(row[k]) for k in MONEY}, **{k: _pct(row[k]) for k in PERCENT},
+             "expires": (row["expires"] or "")[:10]} for row in data["rows"]]
+    footer = {"commitment_id": "total", "currency": "\n".join(str(t["currency"]) for t in data["totals"])}
+    for key in MONEY:
+        footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
+    for key in PERCENT:
+        footer[key] = "\n".join(_pct(t[key]) for t in data["totals"])
+    emit(rows, columns, "table", title=f"commitments, {data['since']} → {data['until']}", footer=footer,
+         right=MONEY + PERCENT)

@@ -1,0 +1,158 @@
+"""`spendlake commitments`: per commitment, its cost in the window, used and unused (FOCUS
+CommitmentDiscountStatus), coverage of eligible usage, expiry and owner."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.core.timewindow import Window
+from service.findings.commitments import commitments, share
+from tests.attribution_helpers import declared_sources
+from tests.rules_lake import build_lake
+
+SP = "arn:aws:savingsplans::111122223333:savingsplan/sp-1"
+RI = "arn:aws:ec2:us-east-1:444455556666:reserved-instances/ri-1"
+NOW = datetime(2026, 11, 8, tzinfo=timezone.utc)
+
+
+def hour(h: int) -> dict:
+    return {"ChargePeriodStart": f"2026-11-07 {h:02d}:00:00", "ChargePeriodEnd": f"2026-11-07 {h + 1:02d}:00:00"}
+
+
+def ec2(region: str, h: int, **extra) -> dict:
+    return {"ChargeCategory": "Usage", "ServiceName": "Amazon EC2", "RegionId": region, "BillingCurrency": "USD",
+            "ListCost": "10", "BilledCost": "10", "EffectiveCost": "10", **hour(h), **extra}
+
+
+def rows() -> list[dict]:
+    lines = []
+    for h in range(4):
+        # covered by the Savings Plan: $10 on demand for $6 of commitment
+        lines.append(ec2("us-west-2", h, CommitmentDiscountId=SP, CommitmentDiscountStatus="Used",
+                         CommitmentDiscountCategory="Spend", CommitmentDiscountType="Savings Plan",
+                         BilledCost="10", EffectiveCost="6"))
+        # its negation names the plan but is neither used nor unused commitment
+        lines.append(ec2("us-west-2", h, ChargeCategory="Credit", CommitmentDiscountId=SP, BilledCost="-10",
+                         EffectiveCost="0", ListCost="0"))
+        # the fee: $8 an hour, $2 of it unused (AWS: SavingsPlanRecurringFee)
+        lines.append({"ChargeCategory": "Purchase", "CommitmentDiscountId": SP, "CommitmentDiscountStatus": "Unused",
+                      "CommitmentDiscountCategory": "Spend", "CommitmentDiscountType": "Savings Plan",
+                      "ResourceId": SP, "SubAccountId": "111122223333", "BillingCurrency": "USD",
+                      "BilledCost": "8", "EffectiveCost": "2", "Tags": {"team": "Inference"},
+                      "x_commitment_end": "2027-06-01 00:00:00", **hour(h)})
+        # on demand EC2 in another region: eligible for a Savings Plan, not covered
+        lines.append(ec2("us-east-1", h))
+        # S3 is not eligible
+        lines.append({**ec2("us-west-2", h), "ServiceName": "Amazon S3", "ListCost": "50"})
+    # a reservation left wholly unused, billed monthly: the window holds 7 of its 30 days
+    lines.append({"ChargeCategory": "Purchase", "CommitmentDiscountId": RI, "CommitmentDiscountStatus": "Unused",
+                  "CommitmentDiscountCategory": "Usage", "CommitmentDiscountType": "Reserved Instance",
+                  "ResourceId": RI, "SubAccountId": "444455556666", "BillingCurrency": "USD",
+                  "BilledCost": "720", "EffectiveCost": "720",
+                  "ChargePeriodStart": "2026-11-01 00:00:00", "ChargePeriodEnd": "2026-12-01 00:00:00"})
+    return lines
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    build_lake(lake, {"costs": rows()}, NOW.date())
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": {
+        "dimensions": {"team": {"tags": ["team"], "rules": [{"match": {"account": "444455556666"}, "value": "platform"}]},
+                       "project": {"tags": ["project"]}}}}))
+    return path
+
+
+def spendlake(config_file, *args):
+    return CliRunner().invoke(cli, ["--config", str(config_file), *args])
+
+
+def test_used_unused_coverage_expiry_and_owner_per_commitment(config_file):
+    result = spendlake(config_file, "commitments", "--since", "30d", "--until", "2026-11-08", "--by", "team",
+                       "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert (data["since"], data["until"], data["by"]) == ("2026-10-09T00:00:00Z", "2026-11-08T00:00:00Z", ["team"])
+    by_id = {row["commitment_id"]: row for row in data["rows"]}
+    sp, ri = by_id[SP], by_id[RI]
+    assert [row["commitment_id"] for row in data["rows"]] == [RI, SP]  # largest unused first
+    # 4 hours × $6 used + 4 × $2 unused
+    assert {k: Decimal(sp[k]) for k in ("commitment", "used", "unused", "unused_pct", "utilization_pct")} == {
+        "commitment": Decimal(32), "used": Decimal(24), "unused": Decimal(8), "unused_pct": Decimal(25),
+        "utilization_pct": Decimal(75)}
+    # covered $40 on demand of $80 eligible EC2 (both regions: a Savings Plan is not regional); S3 is not eligible
+    assert (Decimal(sp["covered_usage"]), Decimal(sp["eligible_usage"]), Decimal(sp["coverage_pct"])) == (
+        Decimal(40), Decimal(80), Decimal(50))
+    assert (sp["expires"], sp["team"], sp["account"], sp["type"]) == (
+        "2027-06-01T00:00:00Z", "Inference", "111122223333", "Savings Plan")
+    # 7 of 30 days of $720 lie in the window, all unused; owned by its paying account's rule
+    assert (Decimal(ri["unused"]), Decimal(ri["used"]), Decimal(ri["utilization_pct"])) == (
+        Decimal(168), Decimal(0), Decimal(0))
+    assert (ri["coverage_pct"], ri["expires"], ri["team"]) == (None, None, "platform")
+    [total] = data["totals"]
+    assert {k: Decimal(total[k]) for k in ("commitment", "used", "unused")} == {
+        "commitment": Decimal(200), "used": Decimal(24), "unused": Decimal(176)}
+    assert Decimal(total["utilization_pct"]) == Decimal(12)
+
+
+def test_table_and_csv_show_the_same_commitments(config_file):
+    table = CliRunner().invoke(cli, ["--config", str(config_file), "commitments", "--until", "2026-11-08",
+                                     "--format", "table"], env={"COLUMNS": "300"})
+    assert table.exit_code == 0, table.output
+    assert "sp-1" in table.output and "25.0%" in table.output and "2027-06-01" in table.output
+    csv = spendlake(config_file, "commitments", "--until", "2026-11-08", "--format", "csv")
+    header, *lines = csv.output.splitlines()
+    assert header.startswith("commitment_id,type,account,currency,commitment,used,unused")
+    assert len(lines) == 2 and lines[1].startswith(SP)
+
+
+def test_a_window_without_commitments_and_an_unknown_dimension(config_file):
+    empty = spendlake(config_file, "commitments", "--since", "2026-01-01", "--until", "2026-02-01", "--format", "json")
+    assert empty.exit_code == 0 and json.loads(empty.output)["rows"] == []
+    wrong = spendlake(config_file, "commitments", "--by", "colour")
+    assert wrong.exit_code == 2 and "colour" in wrong.output
+
+
+def test_window_edges_count_the_fraction_inside(config_file):
+    config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))
+    window = Window(datetime(2026, 11, 7, 1, 30, tzinfo=timezone.utc), NOW)
+    result = commitments(Lake.of(config), config, window)
+    sp = next(row for row in result.rows if row.commitment_id == SP)
+    assert (sp.used, sp.unused) == (Decimal(15), Decimal(5))  # half of hour 1, then hours 2 and 3
+    assert share(Decimal(1), datetime(2026, 11, 1), datetime(2026, 11, 4),
+                 Window(datetime(2026, 11, 2, tzinfo=timezone.utc), NOW)) == Decimal("0.666666666667")
+
+
+def test_aws_commitment_end_times_become_the_expiry(tmp_path):
+    import duckdb
+    from billing_helpers import failures, ingest_files
+    from tests.aws_exports import local_put, write_cur2
+
+    part = tmp_path / "part.parquet"
+    duckdb.connect().execute(f"""COPY (SELECT TIMESTAMP '2026-10-01' AS bill_billing_period_start_date,
+        TIMESTAMP '2026-11-01' AS bill_billing_period_end_date, TIMESTAMP '2026-10-02 03:00' AS
+        line_item_usage_start_date, TIMESTAMP '2026-10-02 04:00' AS line_item_usage_end_date,
+        'USD' AS line_item_currency_code, * FROM (VALUES
+        ('SavingsPlanRecurringFee', 8.0, '{SP}', '2027-06-01T00:00:00.000Z', NULL, NULL),
+        ('RIFee', 3.0, NULL, NULL, '{RI}', '2026-12-31T23:59:59Z'),
+        ('RIFee', 3.0, NULL, NULL, 'arn:ri-2', 'not a time'),
+        ('Usage', 1.0, NULL, NULL, NULL, NULL))
+        t(line_item_line_item_type, line_item_unblended_cost, savings_plan_savings_plan_a_r_n,
+          savings_plan_end_time, reservation_reservation_a_r_n, reservation_end_time)) TO '{part}' (FORMAT parquet)""")
+    write_cur2(local_put(tmp_path / "export"), prefix="", export="cur2", period="2026-10", execution="e1",
+               parts=[part.read_bytes()], fmt="parquet")
+    lake, result = ingest_files(tmp_path, ("cur2", "aws-cur2", tmp_path / "export"))
+    assert failures(result) == []
+    got = lake.query().execute("SELECT CommitmentDiscountId, x_commitment_end FROM costs ORDER BY ALL").fetchall()
+    assert got == [(RI, datetime(2026, 12, 31, 23, 59, 59)), (SP, datetime(2027, 6, 1)),
+                   ("arn:ri-2", None), (None, None)]  # a time that does not parse is no expiry
