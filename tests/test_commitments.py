@@ -156,3 +156,11 @@ def test_aws_commitment_end_times_become_the_expiry(tmp_path):
     got = lake.query().execute("SELECT CommitmentDiscountId, x_commitment_end FROM costs ORDER BY ALL").fetchall()
     assert got == [(RI, datetime(2026, 12, 31, 23, 59, 59)), (SP, datetime(2027, 6, 1)),
                    ("arn:ri-2", None), (None, None)]  # a time that does not parse is no expiry
+
+
+def test_the_window_ends_where_the_data_ends(config_file):
+    # usage runs through 2026-11-07 04:00; 1d back from there holds all four hours of the plan
+    result = spendlake(config_file, "commitments", "--since", "1d", "--format", "json")
+    data = json.loads(result.output)
+    assert data["until"] == "2026-11-07T04:00:00Z"
+    assert Decimal(next(r for r in data["rows"] if r["commitment_id"] == SP)["used"]) == Decimal(24)

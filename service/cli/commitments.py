@@ -21,17 +21,17 @@ def _pct(value: Decimal | None) -> str:
 @click.command("commitments")
 @click.option("--since", default="30d", show_default=True,
               help="Start of the window: 30d, 7d, 2026-11-01 or an ISO time (UTC).")
-@click.option("--until", help="End of the window (default: now).")
+@click.option("--until", help="End of the window (default: the end of the data).")
 @click.option("--by", "by", default="", help="Add each commitment's owner in these dimensions, e.g. team.")
 @format_option
 @click.pass_obj
 def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | None) -> None:
     """Savings Plans, reservations, committed use discounts: commitment, used, unused, coverage, expiry."""
-    from service.core.timewindow import parse_window
+    from service.core.coverage import anchored_window
     from service.findings.commitments import commitments
 
     dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
-    result = commitments(obj.lake, obj.config, parse_window(since, until), by=dims)
+    result = commitments(obj.lake, obj.config, anchored_window(obj.lake, since, until), by=dims)
     data = result.to_json()
     fmt = fmt or default_format()
     if fmt == "json":
