@@ -33,11 +33,12 @@ import duckdb
 from pydantic import Field, model_validator
 
 from connectors.aws_client import aws_error, default_region, make_client
-from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from service.core.config import InventorySource
 from service.core.errors import SourceError
 from service.core.registry import Disposition, Feeds
+from service.core.units import naive_utc
 
 # DCGM fields reported as a 0-1 ratio; the others are already percentages.
 RATIO_METRICS = frozenset({"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})

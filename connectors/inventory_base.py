@@ -93,12 +93,6 @@ def cli_dump_part(con: duckdb.DuckDBPyConnection, path: Path, table: str, api: s
     return SnapshotPart(table, rows_relation(con, table, rows))
 
 
-def naive_utc(value: datetime | None) -> datetime | None:
-    """boto3 returns aware datetimes; the lake stores naive UTC."""
-    if value is None or value.tzinfo is None:
-        return value
-    return value.astimezone(timezone.utc).replace(tzinfo=None)
-
 
 def from_epoch_ms(value: int | None) -> datetime | None:
     if value is None:

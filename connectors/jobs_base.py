@@ -131,10 +131,6 @@ def jobs_relation(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) ->
     return con.from_arrow(pa.Table.from_pylist(rows, schema=schema))
 
 
-def naive_utc(value: datetime) -> datetime:
-    """An aware time as the lake's naive UTC; a naive one is taken to be UTC already."""
-    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
-
 
 def from_epoch(seconds: float | None) -> datetime | None:
     """Unix seconds → naive UTC; 0 and None are Slurm's and Kubernetes' 'not set'."""

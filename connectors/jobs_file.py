@@ -33,10 +33,11 @@ from pydantic import Field, model_validator
 
 from connectors.hostlist import expand_hostlist
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import STATES, FileSource, job_row, jobs_relation, naive_utc, normal_state, source_files
+from connectors.jobs_base import STATES, FileSource, job_row, jobs_relation, normal_state, source_files
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
 from service.core.registry import Disposition, Feeds
+from service.core.units import naive_utc
 
 # The columns a jobs file may have (header names compared case-insensitively).
 FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")

@@ -27,13 +27,14 @@ import duckdb
 from pydantic import Field, model_validator
 
 from connectors.aws_client import aws_error, default_region, make_client
-from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, naive_utc, read_table_file,
+from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from service.core.config import InventorySource
 from service.core.config_base import Strict
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.registry import Disposition, Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
+from service.core.units import naive_utc
 
 # S3 Inventory CSV field (fileSchema) → Parquet column, for the fields we keep.
 INVENTORY_FIELDS = {"Bucket": "bucket", "Key": "key", "Size": "size", "ETag": "e_tag", "StorageClass": "storage_class",

@@ -24,7 +24,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from connectors.hostlist import expand_hostlist
-from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction, naive_utc, normal_state
+from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction, normal_state
+from service.core.units import naive_utc
 
 # The --format list README documents; REQUIRED are the columns a parsable2 file must have.
 SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Cluster,Partition,Account,User,QOS,WCKey,Comment,State,Submit,Start,End,"

@@ -145,7 +145,7 @@ class Storage:
     def object(self, key: str) -> StoredObject:
         """An object by key relative to the location, e.g. a data file a manifest names."""
         if self.is_s3:
-            full = "/".join(p for p in (self.prefix, key) if p) if not key.startswith(f"s3://") else key[len(f"s3://{self.bucket}/"):]
+            full = "/".join(p for p in (self.prefix, key) if p) if not key.startswith("s3://") else key[len(f"s3://{self.bucket}/"):]
             return StoredObject(f"s3://{self.bucket}/{full}", key, -1, "")
         base = self.path if self.path.is_dir() else self.path.parent
         path = (base / key).resolve()

@@ -51,3 +51,17 @@ def no_retry_wait(monkeypatch):
     from botocore.retries import standard
 
     monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
+
+
+def stored_jobs(source: dict, lake_dir, now) -> list[dict]:
+    """One job source run into a fresh lake at `now`: its `jobs` rows as stored, as dicts."""
+    from service.core.config import parse_config
+    from service.core.lake import Lake
+    from service.ingest.inventory import run_inventory
+
+    [outcome] = run_inventory(parse_config({"lake": str(lake_dir), "inventory": [source]}), now=now)
+    assert outcome.error is None, outcome.error
+    with Lake(lake_dir).query() as con:
+        cursor = con.execute("SELECT * FROM jobs")
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, values)) for values in cursor.fetchall()]

@@ -10,13 +10,11 @@ from datetime import date, datetime, timedelta
 import duckdb
 import numpy as np
 import pytest
+from inventory_support import stored_jobs
 
 from connectors.synthetic.jobfile import ARRAY_TASKS, write_jobs_file
 from connectors.synthetic.org import build_organisation
 from connectors.synthetic.slurm import HOUR, add_slurm_cluster, cluster_jobs
-from service.core.config import parse_config
-from service.core.lake import Lake
-from service.ingest.inventory import run_inventory
 
 pytestmark = pytest.mark.slow  # generates and ingests a cluster's jobs
 
@@ -30,14 +28,8 @@ def written(tmp_path_factory):
     cluster = add_slurm_cluster(org, nodes=NODES)
     root = tmp_path_factory.mktemp("jobfile")
     result = write_jobs_file(org, cluster, root / "jobs.parquet", jobs=JOBS)
-    config = parse_config({"lake": str(root / "lake"), "inventory": [
-        {"name": "jobs", "kind": "jobs-file", "path": str(result.path), "cluster": cluster.name}]})
-    [outcome] = run_inventory(config, now=T0 + timedelta(days=DAYS + 1))
-    assert outcome.error is None
-    with Lake(root / "lake").query() as con:
-        cursor = con.execute("SELECT * FROM jobs")
-        names = [d[0] for d in cursor.description]
-        rows = [dict(zip(names, values)) for values in cursor.fetchall()]
+    rows = stored_jobs({"name": "jobs", "kind": "jobs-file", "path": str(result.path), "cluster": cluster.name},
+                       root / "lake", T0 + timedelta(days=DAYS + 1))
     return org, cluster, result, rows
 
 

@@ -13,6 +13,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from conftest import DATA
+from inventory_support import stored_jobs
 from slurm_cluster import shape
 
 from connectors.synthetic.billing import write_billing
@@ -20,9 +21,6 @@ from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation
 from connectors.synthetic.sacct import write_sacct
 from connectors.synthetic.slurm import HOUR, add_slurm_cluster, cluster_jobs, node_hour_gpu_seconds
-from service.core.config import parse_config
-from service.core.lake import Lake
-from service.ingest.inventory import run_inventory
 
 START, DAYS, SEED = date(2026, 10, 20), 12, 7
 T0 = datetime(2026, 10, 20)
@@ -40,14 +38,8 @@ def read_back(org, tmp_path_factory):
     """The sacct files as the slurm-jobs connector stores them: {(job_id, restarts): row}."""
     root = tmp_path_factory.mktemp("slurm")
     paths = write_sacct(org, org.clusters[0], root / "sacct")
-    config = parse_config({"lake": str(root / "lake"),
-                           "inventory": [{"name": "slurm", "kind": "slurm-jobs", "path": str(root / "sacct")}]})
-    [outcome] = run_inventory(config, now=T0 + timedelta(days=DAYS + 1))
-    assert outcome.error is None
-    with Lake(root / "lake").query() as con:
-        cursor = con.execute("SELECT * FROM jobs")
-        names = [d[0] for d in cursor.description]
-        rows = [dict(zip(names, values)) for values in cursor.fetchall()]
+    rows = stored_jobs({"name": "slurm", "kind": "slurm-jobs", "path": str(root / "sacct")}, root / "lake",
+                       T0 + timedelta(days=DAYS + 1))
     return paths, {(row["job_id"], row["restarts"]): row for row in rows}
 
 
