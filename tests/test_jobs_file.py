@@ -187,3 +187,22 @@ def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
     with pytest.raises(ConfigError) as error:
         parse_config({"inventory": [{"name": "trace", "kind": "jobs-file", **source}]})
     assert error.value.exit_code == 2 and says in str(error.value)
+
+
+def test_a_job_source_has_a_freshness_like_every_inventory_source(tmp_path):
+    """status, the report and /readyz read every inventory source's freshness_hours (issue 15.5):
+    a job source is one, its data reaching as far as its last snapshot."""
+    from datetime import timedelta, timezone
+
+    from service.ingest.freshness import source_freshness
+
+    (tmp_path / "jobs.csv").write_text(JOBS_CSV, encoding="utf-8")
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "trace", "kind": "jobs-file", "path": str(tmp_path / "jobs.csv"), "freshness_hours": 12}]})
+    [outcome] = run_inventory(config, now=NOW.replace(tzinfo=timezone.utc))
+    assert outcome.error is None
+    lake = Lake.of(config)
+    [fresh] = source_freshness(config, lake, NOW.replace(tzinfo=timezone.utc) + timedelta(hours=6))
+    assert (fresh.source, fresh.freshness_hours, fresh.state) == ("trace", 12, "ok")
+    [late] = source_freshness(config, lake, NOW.replace(tzinfo=timezone.utc) + timedelta(hours=13))
+    assert late.state == "stale" and late.hours_behind == 13
