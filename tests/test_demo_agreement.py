@@ -65,9 +65,11 @@ def test_demo_attribute_metrics_report_and_findings_agree_on_the_last_7_days(dem
 
     # the unallocated finding reads the same window; its base is that window's direct daily
     # spend without credits, tax and purchases (rules/unallocated_spend.py), here from the raw lines
-    [finding] = [f for f in load_findings(lake) if f.rule == "unallocated-spend"]
-    assert (finding.evidence["window_start"], finding.evidence["window_end"]) == (
-        "2026-11-22T00:00:00", "2026-11-29T00:00:00")
+    unallocated = [f for f in load_findings(lake) if f.rule == "unallocated-spend"]
+    assert unallocated  # one per dimension that has too much without an owner
+    for finding in unallocated:
+        assert (finding.evidence["window_start"], finding.evidence["window_end"]) == (
+            "2026-11-22T00:00:00", "2026-11-29T00:00:00")
     since, until = window.since.replace(tzinfo=None), window.until.replace(tzinfo=None)
     con = lake.query()
     try:
@@ -86,7 +88,19 @@ def test_demo_attribute_metrics_report_and_findings_agree_on_the_last_7_days(dem
             since, until, until, since, until, since, since]).fetchall()[0]
     finally:
         con.close()
-    assert Decimal(finding.evidence["total_usd"]) == cents(base)
+    assert {Decimal(f.evidence["total_usd"]) for f in unallocated} == {cents(base)}
+
+    # the findings: the demo's waste line, the store, /metrics (scraped days later) and the
+    # report's "Waste by rule" count the same open waste findings and the same monthly sum
+    found = re.search(r"top waste \((\d+) open findings, \$([\d,.]+) a month\)", printed)
+    open_waste = [f for f in load_findings(lake) if f.status == "open" and f.category == "waste"]
+    stored = sum((f.monthly_waste_usd for f in open_waste), Decimal(0))
+    waste_metric = sum(sample.value for family in registry.collect() if family.name == "spendlake_waste_monthly_usd"
+                       for sample in family.samples)
+    [waste_table] = [t for s in report["sections"] for t in s["tables"] if t["key"] == "waste_by_rule"]
+    assert int(found.group(1)) == len(open_waste) == waste_table["total"]["findings"] > 0
+    assert Decimal(found.group(2).replace(",", "")) == cents(stored) == cents(waste_metric) == cents(
+        waste_table["total"]["monthly_waste_usd"])
     assert cents(everything) == cents(usd)  # the same window, read from the raw lines by hand
 
 
@@ -123,7 +137,7 @@ def test_the_freshness_table_covers_every_source_of_the_demo(demo_run):
     report = gather(demo_run.config, Lake.of(demo_run.config), demo_run.report.day)
     freshness = next(t for s in report.sections for t in s.tables if t.key == "freshness")
     rows = {row["source"]: row for row in freshness.rows}
-    assert set(rows) == {"ml-org", "ml-org-tags", "ml-org-s3", "ml-org-logs", "ml-org-gpu"}
-    assert {row["status"] for row in rows.values()} == {"ok"}  # was "no data" for the four inventory sources
+    assert set(rows) == {"ml-org", "ml-org-tags", "ml-org-s3", "ml-org-logs", "ml-org-gpu", "ml-org-slurm"}
+    assert {row["status"] for row in rows.values()} == {"ok"}  # was "no data" for the inventory sources
     assert rows["ml-org"]["data_through"] == "2026-11-29T00:00:00Z"
     assert rows["ml-org-gpu"]["kind"] == "gpu-metrics" and rows["ml-org-gpu"]["data_through"]
