@@ -136,3 +136,16 @@ def test_same_lake_same_answers_findings_and_metrics_at_any_hour(setup, clock):
     assert answer["until"] == "2026-11-28T00:00:00Z"
     assert findings and 'spendlake_spend_usd{project="unallocated",team="nlp",window="24h"}' in page
     assert f'spendlake_data_through_timestamp_seconds{{source="cur"}} {floatToGoString(END.timestamp())}' in page
+
+
+def test_status_shows_money_as_the_demo_does(setup):
+    """A table shows cents with thousands separators, as the demo prints them (issue 15.6);
+    JSON keeps every decimal."""
+    _, path, _ = setup
+    shown = CliRunner().invoke(cli, ["--config", str(path), "status", "--format", "json"])
+    november = [r for r in json.loads(shown.output) if r["billing_period"].startswith("2026-11")]
+    billed = Decimal(november[0]["billed_cost"])
+    assert billed == Decimal(27 * 36 + 390) and november[0]["billed_cost"].endswith(".000000000000")
+    table = CliRunner().invoke(cli, ["--config", str(path), "status", "--format", "table"], env={"COLUMNS": "240"})
+    assert table.exit_code == 0, table.output
+    assert "1,362.00" in table.output and "1362.0000" not in table.output
