@@ -36,6 +36,7 @@ from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from service.core.config import InventorySource
+from service.core.config_base import exactly_one
 from service.core.errors import SourceError
 from service.core.registry import Disposition, Feeds
 from service.core.units import naive_utc
@@ -81,11 +82,7 @@ class GpuMetricsSource(InventorySource):
 
     @model_validator(mode="after")
     def _one_origin(self) -> GpuMetricsSource:
-        chosen = [n for n, v in (("prometheus_url", self.prometheus_url), ("cloudwatch", self.cloudwatch),
-                                 ("path", self.path)) if v]
-        if len(chosen) != 1:
-            raise ValueError("set exactly one of prometheus_url, cloudwatch: true or path"
-                             + (f" (found {', '.join(chosen)})" if chosen else ""))
+        exactly_one(self, {"prometheus_url": "prometheus_url", "cloudwatch": "cloudwatch: true", "path": "path"})
         return self
 
 

@@ -34,6 +34,7 @@ from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, jobs_relation, source_files
 from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, parsable_attempts, rows_of
+from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Disposition, Feeds
 
@@ -55,8 +56,7 @@ class SlurmJobsSource(HttpSource, FileSource):
 
     @model_validator(mode="after")
     def _one_origin(self) -> SlurmJobsSource:
-        if bool(self.path) == bool(self.url):
-            raise ValueError("set exactly one of path (sacct output files) or url (slurmrestd)")
+        exactly_one(self, {"path": "path (sacct output files)", "url": "url (slurmrestd)"})
         if self.path and (self.token_env or self.user_name or self.api_version):
             raise ValueError("token_env, user_name and api_version apply to url only")
         return self

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.schema import cost_select_list
@@ -67,3 +69,14 @@ def declared_sources(lake: Lake, *, inventory: bool = False) -> list[dict]:
         names |= {d.name.split("=", 1)[1] for d in lake.root.glob("*/source=*") if d.parent.name not in ("findings", "plans")}
     names = sorted(names)
     return [{"name": name, "kind": "focus", "location": str(lake.root.parent / f"{name}-export")} for name in names]
+
+
+def one_line_config_file(tmp_path) -> Path:
+    """spendlake.yaml of a lake holding one $10 line of team nlp (2026-11-02): for tests of
+    what the CLI answers to bad input, where the data only has to exist."""
+    import yaml
+
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": "nlp"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    return path

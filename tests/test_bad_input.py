@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
-from tests.attribution_helpers import declared_sources, line, make_lake
+from tests.attribution_helpers import one_line_config_file
 
 CASES = [  # (arguments after --config, exit code, what the message names)
     (["attribute", "--since", "99999999999999d"], 2, "--since: '99999999999999d' is out of range"),
@@ -24,11 +23,7 @@ CASES = [  # (arguments after --config, exit code, what the message names)
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("bad-input")
-    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": "nlp"})])
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
-    return path
+    return one_line_config_file(tmp_path_factory.mktemp("bad-input"))
 
 
 @pytest.mark.parametrize("args, code, named", CASES, ids=lambda c: " ".join(c) if isinstance(c, list) else None)

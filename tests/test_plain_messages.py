@@ -23,7 +23,7 @@ from service.core.registry import CONNECTORS
 from service.core.validation import PATTERNS
 from service.planning.estimate import PlanInputs
 from service.serve.app import Api
-from tests.attribution_helpers import declared_sources, line, make_lake
+from tests.attribution_helpers import one_line_config_file
 
 # pydantic's and click's own phrasing, which a user should never read
 RAW = re.compile(r"Input should|String should|Value error|Field required|valid tuple|match pattern|"
@@ -93,11 +93,7 @@ def test_config_errors_are_plain_sentences_with_dotted_paths(text, expected):
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("plain")
-    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": "nlp"})])
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
-    return path
+    return one_line_config_file(tmp_path_factory.mktemp("plain"))
 
 
 ESTIMATE = ["estimate", "--params", "7B", "--tokens", "2T", "--gpu", "H100", "--mfu", "0.4"]

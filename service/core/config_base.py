@@ -19,3 +19,13 @@ class NestedValueError(ValueError):
     def __init__(self, subpath: tuple[str | int, ...], message: str):
         super().__init__(message)
         self.subpath = subpath
+
+
+def exactly_one(section: BaseModel, options: dict[str, str]) -> None:
+    """A ValueError unless exactly one of the fields `options` names is set (field → how the
+    message shows it, e.g. {"url": "url (slurmrestd)"})."""
+    chosen = [name for name in options if getattr(section, name)]
+    if len(chosen) != 1:
+        *first, last = options.values()
+        raise ValueError(f"set exactly one of {', '.join(first)} or {last}"
+                         + (f" (found {', '.join(chosen)})" if chosen else ""))
