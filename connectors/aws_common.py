@@ -21,7 +21,9 @@ EffectiveCost (amortized) by line item type, as AWS defines it:
 Tags keep their original keys: `user:team` (legacy CSV), `user_team` (Athena columns and
 CUR 2.0 map); empty values are dropped. Commitments, pricing, capacity reservations and the
 other FOCUS columns: connectors.aws_focus. Unit prices are money (parsed the same strict
-way); quantities are exact decimals, NULL when not a number.
+way); quantities are exact decimals, NULL when not a number. Split cost allocation data
+(`split_line_item_parent_resource_id`, `_split_cost`, `_unused_cost` on EKS pod and ECS task
+rows) → x_split_parent_resource_id, x_split_cost, x_split_unused_cost.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ MONEY_FIELDS = (
     "pricing_public_on_demand_rate",
     "line_item_unblended_rate",
     "line_item_net_unblended_rate",
+    "split_line_item_split_cost",
+    "split_line_item_unused_cost",
 )
 
 # FOCUS ChargeCategory for each AWS line item type; unknown types are 'Usage'.
@@ -272,6 +276,9 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         "x_usage_type": text(columns, "line_item_usage_type"),
         "x_instance_type": text(columns, "product_instance_type"),
         "x_operation": text(columns, "line_item_operation"),
+        "x_split_parent_resource_id": text(columns, "split_line_item_parent_resource_id"),
+        "x_split_cost": money("split_line_item_split_cost"),
+        "x_split_unused_cost": money("split_line_item_unused_cost"),
         **focus_columns(columns, line_type=line_type, money=money, usage="__q_usage", effective=effective,
                         currency=currency),
     })

@@ -9,29 +9,34 @@ from service.core.lake import Lake
 from service.core.schema import cost_select_list
 
 FIELDS = ("start", "end", "cost", "currency", "tags", "account", "service", "resource", "category", "usage_type",
-          "region", "effective", "list")
+          "region", "effective", "list", "instance_type", "split_parent", "split_cost", "split_unused")
 
 
 def line(start: str, cost: str, *, end: str | None = None, currency: str = "USD", tags: dict | None = None,
          account: str = "111111111111", service: str = "Amazon Elastic Compute Cloud", resource: str = "",
          category: str = "Usage", usage_type: str = "", region: str = "us-east-1", effective: str | None = None,
-         list_cost: str | None = None) -> dict:
-    """One cost line; `end` defaults to one hour after `start`."""
+         list_cost: str | None = None, instance_type: str = "", split_parent: str = "", split_cost: str | None = None,
+         split_unused: str | None = None) -> dict:
+    """One cost line; `end` defaults to one hour after `start`. `instance_type` (an EC2
+    instance's line), `split_*` (an EKS pod's split cost allocation row) as a CUR has them."""
     return {"start": start, "end": end, "cost": cost, "currency": currency, "tags": tags or {}, "account": account,
             "service": service, "resource": resource, "category": category, "usage_type": usage_type,
-            "region": region, "effective": effective or cost, "list": list_cost or cost}
+            "region": region, "effective": effective or cost, "list": list_cost or cost,
+            "instance_type": instance_type, "split_parent": split_parent, "split_cost": split_cost,
+            "split_unused": split_unused}
 
 
 def relation(con, lines: list[dict]):
     """Canonical cost columns from `line(...)` dicts; values are bound, never spliced."""
     con.execute("CREATE OR REPLACE TEMP TABLE handmade (s VARCHAR, e VARCHAR, b VARCHAR, c VARCHAR, "
                 "tk VARCHAR[], tv VARCHAR[], acct VARCHAR, svc VARCHAR, rid VARCHAR, cat VARCHAR, ut VARCHAR, "
-                "reg VARCHAR, eff VARCHAR, lst VARCHAR)")
+                "reg VARCHAR, eff VARCHAR, lst VARCHAR, it VARCHAR, sp VARCHAR, sc VARCHAR, su VARCHAR)")
     for item in lines:
-        con.execute("INSERT INTO handmade VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        con.execute("INSERT INTO handmade VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
             item["start"], item["end"], item["cost"], item["currency"], list(item["tags"]),
             list(item["tags"].values()), item["account"], item["service"], item["resource"], item["category"],
-            item["usage_type"], item["region"], item["effective"], item["list"]])
+            item["usage_type"], item["region"], item["effective"], item["list"], item.get("instance_type", ""),
+            item.get("split_parent", ""), item.get("split_cost"), item.get("split_unused")])
     start = "CAST(s AS TIMESTAMP)"
     select = cost_select_list({
         "BillingPeriodStart": f"date_trunc('month', {start})",
@@ -41,6 +46,8 @@ def relation(con, lines: list[dict]):
         "BilledCost": "b", "EffectiveCost": "eff", "ListCost": "lst", "BillingCurrency": "c",
         "ChargeCategory": "cat", "ServiceName": "svc", "ResourceId": "nullif(rid, '')", "RegionId": "reg",
         "SubAccountId": "acct", "x_usage_type": "nullif(ut, '')", "Tags": "map_from_entries(list_zip(tk, tv))",
+        "x_instance_type": "nullif(it, '')", "x_split_parent_resource_id": "nullif(sp, '')",
+        "x_split_cost": "sc", "x_split_unused_cost": "su",
     })
     return con.sql(f"SELECT {select} FROM handmade")
 
@@ -80,3 +87,15 @@ def one_line_config_file(tmp_path) -> Path:
     path = tmp_path / "spendlake.yaml"
     path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
     return path
+
+
+def add_jobs(lake: Lake, rows: list[dict], *, source: str = "slurm", snapshot: str = "2026-11-03"):
+    """Job records (`connectors.jobs_base.job_row` dicts) as one snapshot of a job source."""
+    from connectors.jobs_base import jobs_relation
+
+    con = lake.connect()
+    try:
+        lake.commit_snapshot(con, jobs_relation(con, rows), table="jobs", source=source, key="snapshot_date",
+                             value=snapshot)
+    finally:
+        con.close()

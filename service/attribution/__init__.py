@@ -12,6 +12,8 @@ its modules (tests/test_layout.py):
 - `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
 - `attribute_resources`: each dimension's value on a resource's latest cost line (owners);
+- `cluster_usage`, `ClusterUsage`, `JobCost`, `ClusterCost`: shared GPU clusters in a window,
+  per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
 - `parse_where`: `team=nlp` options as a filter;
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why).
@@ -21,12 +23,13 @@ from service.attribution.api import (
     Reconciliation, attribute, attribute_query, attribute_resources, materialise, reconcile,
 )
 from service.attribution.result import AttributionResult, AttributionRow, Contribution
+from service.attribution.clusters import ClusterCost, ClusterUsage, JobCost, cluster_usage
 from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
 from service.attribution.lines import direct_daily_lookup
 from service.attribution.rollup import RollupBuild
 
 __all__ = [
-    "AttributionQuery", "AttributionResult", "AttributionRow", "Contribution", "Reconciliation", "RollupBuild",
-    "api_parameter", "attribute", "attribute_query", "attribute_resources", "cli_option", "direct_daily_lookup",
-    "materialise", "parse_where", "reconcile",
+    "AttributionQuery", "AttributionResult", "AttributionRow", "ClusterCost", "ClusterUsage", "Contribution", "JobCost",
+    "Reconciliation", "RollupBuild", "api_parameter", "attribute", "attribute_query", "attribute_resources",
+    "cli_option", "cluster_usage", "direct_daily_lookup", "materialise", "parse_where", "reconcile",
 ]

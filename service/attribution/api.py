@@ -98,8 +98,8 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
     kind, _, rest = how.partition(":")
     if kind == "tag":
         return f"tag {rest}"
-    if kind == "inventory-tag":
-        return f"inventory-tag:{rest}"
+    if kind in ("inventory-tag", "job", "idle"):  # a job's or a cluster's idle part: job:<id>, idle:<cluster>
+        return how
     if kind == "rule":
         rule = config.dimensions[dim].rules[int(rest)]
         return f"rule {rest} ({', '.join(f'{k}={v}' for k, v in rule.match.items())})"
@@ -206,8 +206,9 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         totals[row.currency][1] += row.previous_cost or 0
     total_rows = tuple((cur, t[0], t[1] if compare else None)
                        for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
+    overbooked = session.overbooked(window) if config.clusters is not None else 0
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
-                             sources=sources)
+                             sources=sources, overbooked=overbooked)
 
 
 def _previous(window: Window, data_through: datetime | None) -> Window:

@@ -177,6 +177,16 @@ class RollupSession:
         from the ledger entries of the partitions this snapshot reads."""
         return partitions_data_through(self.lake, [(c.entry, c.path) for c in self.snapshot.checks if c.entry])
 
+    def overbooked(self, window: Window) -> int:
+        """Instance-hours starting in `window` whose jobs held more GPU-seconds than the
+        instance had (shared GPU clusters: service/attribution/allocation.py); 0 without."""
+        columns = {row[0] for row in self.con.execute(f"DESCRIBE {ROLLUP_VIEW}").fetchall()}
+        if "overbooked" not in columns:
+            return 0
+        return int(self.con.execute(
+            f"SELECT coalesce(sum(overbooked), 0) FROM {ROLLUP_VIEW} WHERE cp_start >= $since AND cp_start < $until",
+            {"since": _naive(window.since), "until": _naive(window.until)}).fetchall()[0][0])
+
     def spellings(self, dims: Sequence[str]) -> dict[tuple[str, str], str]:
         """(dimension, lowercase value) → most common original spelling (ties: byte order)."""
         best: dict[tuple[str, str], tuple[int, str]] = {}

@@ -3,7 +3,9 @@
 `direct_daily_lookup(lake, config)` → `direct_daily(dimension, since, until)`: the cost lines
 whose charge period starts in [since, until) and lasts at most a day, each placed by the
 attribution SQL (service/attribution/sql.py: tags, inventory tags, virtual tags, default),
-summed by day and by the fields the spend-anomaly and unallocated-spend rules read
+with shared GPU clusters allocated to jobs and idle as `attribute()` does (its job parts keep
+the instance line's service, account and resource), summed by day and by the fields the
+spend-anomaly and unallocated-spend rules read
 (dimension values lower-cased: attribution compares them case-insensitively). Results are
 cached per call arguments for the run.
 
@@ -24,6 +26,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from rules.base import DailySpend, DirectDaily
+from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, tag_candidates
 from service.core.config import Config
@@ -61,8 +64,9 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         params = Params()
         where = f"{start} >= {params.bind(since, 'since')} AND {start} < {params.bind(until, 'until')}"
         covered_keys, split_rules = params.bind(covered, "covered"), params.bind(split_here, "split_here")
+        allocation = allocation_inputs(lake, attribution, con, where, dict(params.values))
         lines = attributed_sql(attribution, tag_keys, where, params, inventory_keys(lake, con),
-                               extra_columns=("x_line_item_type", "Tags"))
+                               extra_columns=("x_line_item_type", "Tags"), allocation=allocation)
         # values compare case-insensitively in attribution: one series per value, lower-cased
         values = [f"lower({dim_col(d)})" for d in (dimension, "project", "experiment")]
         uncovered = ("list_sort(list_filter(coalesce(map_keys(Tags), []), "

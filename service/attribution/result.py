@@ -51,6 +51,7 @@ class AttributionResult:
     explain: bool = False
     lake_empty: bool = False
     sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
+    overbooked: int = 0  # shared clusters: instance-hours in the window whose jobs held more than they had
 
     @property
     def data_through(self) -> datetime | None:

@@ -5,7 +5,8 @@ service/attribution/sql.py), at `<lake>/attribution_rollup/source=<s>/billing_pe
 <owner>-<data>-<inventory>.parquet`. Its name is its version:
 - owner: the allocation config's fingerprint and the inventory sources it reads;
 - data: the delivery the ledger records for the period (id, commit time, rows);
-- inventory: the content of the latest inventory tag snapshots it reads.
+- inventory: the content of the latest inventory tag snapshots it reads and, with
+  `attribution.clusters`, the job snapshots (service/attribution/jobs.py).
 
 Who writes: ingest after its commits, and `spendlake rollup` after a config change, both
 under the lake's ingest lock (`build_rollups`); each file is staged, fsynced and renamed
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import duckdb
 
+from service.attribution.jobs import allocation_inputs, jobs_basis
 from service.attribution.sql import inventory_keys_sql, rollup_sql, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
@@ -98,10 +100,11 @@ def version_of(config: AttributionConfig, entry: LedgerEntry, inventory: dict[st
                    inventory=_hash(inventory_basis(inventory)))
 
 
-def inventory_latest(lake: Lake) -> dict[str, str]:
+def inventory_latest(lake: Lake, config: AttributionConfig | None = None) -> dict[str, str]:
     """What attribution reads of `resource_tags`: `source=<name>` → SHA-256 of that configured
-    source's latest snapshot. A new day's identical snapshot changes nothing."""
-    latest = {}
+    source's latest snapshot. A new day's identical snapshot changes nothing. With
+    `clusters:` in `config`, the job snapshots too (`jobs_basis`)."""
+    latest = jobs_basis(lake) if config is not None and config.clusters is not None else {}
     for source_dir in sorted(lake.table_dir("resource_tags").glob("source=*")):
         if not lake.counts(source_dir.name.split("=", 1)[1]):
             continue
@@ -134,7 +137,9 @@ def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPy
     """The attributed rollup of one period, from its raw lines (`con` has the `costs` view)."""
     keys_sql = tag_keys_sql(part.source, part.period)
     tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
-    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory)
+    allocation = allocation_inputs(lake, config, con, "source = $source AND billing_period = $period",
+                                   keys_sql.params)
+    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation)
     return con.sql(sql.text, params=sql.params)
 
 
@@ -143,7 +148,7 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
     """Create `view` over every period's rollup: the stored version where there is one, else
     rolled up from the raw lines into a temporary table of `con` (a `Lake.query` connection
     on `snapshot`). Writes nothing to the lake; returns the stored files it reads."""
-    inventory = inventory_latest(lake)
+    inventory = inventory_latest(lake, config)
     stored, missing = [], []
     for part in cost_partitions(lake, snapshot):
         file = rollup_file(lake, part, version_of(config, part.entry, inventory))
@@ -182,7 +187,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     parts = cost_partitions(lake, snapshot)
     if not parts:
         return RollupBuild()
-    inventory = inventory_latest(lake)
+    inventory = inventory_latest(lake, config)
     con = lake.query(snapshot)
     built = stored = removed = 0
     try:
@@ -194,10 +199,11 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 stored += 1
             else:
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
-                lake.commit_snapshot(con, _rollup_relation(lake, config, con, part, keys), table=ROLLUP_TABLE,
-                                     source=part.source, key="billing_period", value=part.period,
-                                     version=version.name)
+                path = lake.commit_snapshot(con, _rollup_relation(lake, config, con, part, keys), table=ROLLUP_TABLE,
+                                            source=part.source, key="billing_period", value=part.period,
+                                            version=version.name)
                 built += 1
+                _warn_overbooked(con, config, part, path)
             gone = superseded(target, version, part.entry, now - grace)
             lake.drop_versions(ROLLUP_TABLE, part.source, "billing_period", part.period, gone)
             removed += len(gone)
@@ -206,6 +212,15 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     log.info("rollups for config %s: %d built, %d already stored, %d superseded removed",
              config.fingerprint(), built, stored, removed)
     return RollupBuild(built, stored, removed)
+
+
+def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, part: Partition, path: Path) -> None:
+    if config.clusters is None:
+        return
+    count = con.execute("SELECT coalesce(sum(overbooked), 0) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
+    if count:
+        log.warning("%s %s: %d instance-hour(s) over-booked (their jobs held more GPU-seconds than the instance "
+                    "has); shared in proportion to the jobs, none idle", part.source, part.period, count)
 
 
 def superseded(current: Path, version: Version, entry: LedgerEntry, before: datetime) -> list[str]:

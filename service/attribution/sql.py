@@ -26,10 +26,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from service.core.config_attribution import MATCH_FIELDS, AttributionConfig
+from service.attribution.allocation import JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, allocation_ctes, extra_tag_aliases
+from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
+from service.core.config_clusters import JOB_MATCH_FIELDS
 
 KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
 KEY_SEPARATORS = re.compile(r"[-_:\s]")
+# Cost columns the allocation reads besides those every statement carries.
+ALLOCATION_COLUMNS = ("x_instance_type", "x_split_parent_resource_id", "x_split_cost", "x_split_unused_cost")
 MEASURES = {"billed": "BilledCost", "effective": "EffectiveCost", "list": "ListCost"}
 GRANULARITIES = ("total", "day", "week", "month")
 
@@ -115,6 +119,11 @@ def _condition(match: dict[str, str], params: Params) -> str:
     for key, value in match.items():
         if key == "resource_id":
             parts.append(f"regexp_matches(coalesce(ResourceId, ''), {params.bind(value)})")
+        elif key in JOB_MATCH_FIELDS:  # a job's field: NULL (no match) on cost lines and idle parts
+            column = JOB_MATCH_FIELDS[key]
+            test = (f"regexp_matches({column}, {params.bind(value)})" if key in REGEX_FIELDS
+                    else f"lower(trim({column})) = {params.bind(value.strip().lower())}")
+            parts.append(f"({column} IS NOT NULL AND {test})")
         elif key in MATCH_FIELDS:
             parts.append(f"lower(trim({MATCH_FIELDS[key]})) = {params.bind(value.strip().lower())}")
         else:  # another dimension's value, computed in an earlier step
@@ -154,7 +163,8 @@ def _case(whens: list[str], otherwise: str) -> str:
 
 
 def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, params: Params,
-                   inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = ()) -> Sql:
+                   inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
+                   allocation: AllocationInputs | None = None) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -165,34 +175,56 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     `inventory_keys` (the tag keys of the lake's `resource_tags`, None when it has none):
     a line whose own tags give a dimension no value takes it from the inventory tags of its
     resource (same key order), before the virtual-tag rules. `extra_columns`: more cost
-    columns to carry (canonical names, e.g. `x_line_item_type`)."""
+    columns to carry (canonical names, e.g. `x_line_item_type`). `allocation` (with
+    `attribution.clusters`): GPU instances' lines become parts of jobs and idle first
+    (service/attribution/allocation.py), and a part's own values and placement come first."""
     tag_keys = list(tag_keys)
     order = config.dimension_order()
+    aliases = {name: config.dimensions[name].tags or (name,) for name in order}
+    extra_aliases = extra_tag_aliases(allocation.clusters) if allocation else {}
+    line_keys = tag_keys
+    if allocation and allocation.has_jobs:  # a job's labels (and fields) stand for a line's tags
+        line_keys = list(dict.fromkeys([*tag_keys, *allocation.label_keys, *JOB_FIELD_KEYS]))
     inv_text, inv_cols = "", {}
-    inv_candidates: dict[str, list[str]] = {name: [] for name in order}
+    inv_candidates: dict[str, list[str]] = {name: [] for name in [*order, *extra_aliases]}
     if inventory_keys is not None:
-        inv_candidates = {name: tag_candidates(config.dimensions[name].tags or (name,), inventory_keys)
-                          for name in order}
-        wanted = list(dict.fromkeys(k for name in order for k in inv_candidates[name]))
+        inv_candidates = {name: tag_candidates(keys, inventory_keys) for name, keys in {**aliases, **extra_aliases}.items()}
+        wanted = list(dict.fromkeys(k for keys in inv_candidates.values() for k in keys))
         if wanted:
             inv_text, inv_cols = inventory_tags_cte(wanted, params)
     tag_cols: dict[str, str] = {}  # original key → column holding its trimmed, non-empty value
-    candidates = {name: tag_candidates(config.dimensions[name].tags or (name,), tag_keys) for name in order}
+    candidates = {name: tag_candidates(aliases[name], line_keys) for name in order}
     base_tags = []
     for name in order:
         for key in candidates[name]:
             if key not in tag_cols:
                 tag_cols[key] = f"t_{len(tag_cols)}"
                 base_tags.append(f"nullif(trim(Tags[{params.bind(key)}]), '') AS {tag_cols[key]}")
+    for name, keys in extra_aliases.items():  # the instance tags allocation reads (node, cluster)
+        values = [f"nullif(trim(Tags[{params.bind(k)}]), '')" for k in tag_candidates(keys, tag_keys)]
+        values += [inv_cols[k] for k in inv_candidates[name] if k in inv_cols]
+        base_tags.append(f"{_first(values)} AS e_{name}")
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
+    columns = ["cp_start", "cp_end", "currency", "source", "billing_period", "SubAccountId", "ServiceName", "ResourceId",
+               "x_usage_type", "RegionId", "ChargeCategory", "BilledCost", "EffectiveCost", "ListCost",
+               *extra_columns, *(ALLOCATION_COLUMNS if allocation else ())]
+    renamed = {"cp_start": f"{start} AS cp_start",
+               "cp_end": f"greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end",
+               "currency": "BillingCurrency AS currency"}
     steps = [
-        f"s0 AS (SELECT {start} AS cp_start, greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end, "
-        "BillingCurrency AS currency, source, billing_period, SubAccountId, ServiceName, ResourceId, x_usage_type, "
-        "RegionId, ChargeCategory, BilledCost, EffectiveCost, ListCost"
-        + "".join(f", {c}" for c in extra_columns)
+        f"s0 AS (SELECT {', '.join(renamed.get(c, c) for c in dict.fromkeys(columns))}"
         + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
         + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
     ]
+    first = "s0"
+    if allocation:
+        all_columns = [*dict.fromkeys(columns), *tag_cols.values(), *(f"e_{n}" for n in extra_aliases),
+                       *inv_cols.values()]
+        extra = {name: f"e_{name}" for name in extra_aliases}
+        run_cols = [tag_cols[k] for k in candidates.get("run", ())]
+        steps[0] = steps[0] + ", " + allocation_ctes(allocation, all_columns, tag_cols, list(inv_cols.values()),
+                                                     extra, run_cols, order, params).rstrip(", ")
+        first = "s0a"
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
@@ -200,30 +232,42 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         value_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {inv_cols[k]}" for k in inv_candidates[name]]
         how_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {params.bind(f'inventory-tag:{k}')}"
                       for k in inv_candidates[name]]
+        if allocation:  # a part of a job or of idle: its own values first, its placement as how
+            if name in JOB_COLUMNS:
+                value_cases.insert(0, f"WHEN jd_{name} IS NOT NULL THEN jd_{name}")
+            how_cases.insert(0, "WHEN a_how IS NOT NULL THEN a_how")
         for j, rule in enumerate(dim.rules):
             cond = _condition(rule.match, params)
             value_cases.append(f"WHEN {cond} THEN {params.bind(rule.value.strip())}")
             how_cases.append(f"WHEN {cond} THEN {params.bind(f'rule:{j}')}")
+        previous = first if i == 1 else f"s{i - 1}"
         steps.append(f"s{i} AS (SELECT *, {_case(value_cases, params.bind(dim.default.strip()))} AS {dim_col(name)}, "
-                     f"{_case(how_cases, params.bind('default'))} AS {how_col(name)} FROM s{i - 1})")
+                     f"{_case(how_cases, params.bind('default'))} AS {how_col(name)} FROM {previous})")
     shared_cases = [f"WHEN {_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
     shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
     steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM s{len(order)})")
     return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values)
 
 
+def _first(values: list[str]) -> str:
+    """The first non-NULL of `values` (a typed NULL when there is none)."""
+    return f"coalesce({', '.join(values)})" if values else "CAST(NULL AS VARCHAR)"
+
+
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
-               inventory_keys: Iterable[str] | None = None) -> Sql:
-    """The attributed rollup of one (source, billing period) of the `costs` view."""
+               inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None) -> Sql:
+    """The attributed rollup of one (source, billing period) of the `costs` view; with
+    `allocation`, `overbooked` counts the instance slots whose jobs held more than it had."""
     params = Params()
     where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')}"
-    lines = attributed_sql(config, tag_keys, where, params, inventory_keys)
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation)
     dims = [c for name in config.dimension_order() for c in (dim_col(name), how_col(name))]
     keys = ["cp_start", "cp_end", "currency", "shared", *dims]
     text = (
         lines.text + "SELECT " + ", ".join(keys)
         + ", " + ", ".join(f"coalesce(sum({col}), 0) AS {m}" for m, col in MEASURES.items())
-        + ", count(*) AS lines FROM attributed GROUP BY " + ", ".join(keys)
+        + ", count(*) AS lines" + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocation else "")
+        + " FROM attributed GROUP BY " + ", ".join(keys)
     )
     return Sql(text, lines.params)
 

@@ -135,3 +135,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)
+    if result.overbooked:
+        click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
+                   "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
+                   "no dollar made up); check the job records' GPUs and nodes", err=True)

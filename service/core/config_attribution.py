@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import re
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from service.core.config_base import NestedValueError, Strict
+from service.core.config_clusters import JOB_MATCH_FIELDS, ClustersConfig, job_dimension_tags
 
 # What a virtual-tag rule or a shared-cost rule may match on → canonical cost column.
 # Dimension names may be used as match keys too (another dimension's value).
@@ -22,6 +23,7 @@ MATCH_FIELDS = {
     "region": "RegionId",
     "charge_category": "ChargeCategory",
 }
+REGEX_FIELDS = ("resource_id", "job_name")  # matched as regular expressions, the others as values
 PREDEFINED_DIMENSIONS = ("team", "project", "experiment")
 # Keys of an attribution result row; a dimension may not take these names.
 RESERVED_NAMES = frozenset({"currency", "cost", "period", "share", "source", "billing_period", "other"})
@@ -31,12 +33,12 @@ DIMENSION_NAME = r"^[a-z][a-z0-9_]{0,39}$"
 def _check_match(match: dict[str, str]) -> dict[str, str]:
     if not match:
         raise ValueError("needs at least one condition, e.g. {service: \"AWS Support (Business)\"}")
-    pattern = match.get("resource_id")
-    if pattern is not None:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise NestedValueError(("resource_id",), f"not a valid regular expression: {exc}") from None
+    for key in REGEX_FIELDS:
+        if match.get(key) is not None:
+            try:
+                re.compile(match[key])
+            except re.error as exc:
+                raise NestedValueError((key,), f"not a valid regular expression: {exc}") from None
     for key, value in match.items():
         if not value.strip():
             raise NestedValueError((key,), "must not be empty")
@@ -95,6 +97,22 @@ class AttributionConfig(Strict):
 
     dimensions: dict[str, DimensionConfig] = Field(default_factory=dict, validate_default=True)
     shared: tuple[SharedCostRule, ...] = ()
+    clusters: ClustersConfig | None = None  # shared GPU clusters: service/attribution/allocation.py
+
+    @model_validator(mode="before")
+    @classmethod
+    def _job_dimensions(cls, data: Any) -> Any:
+        """With `clusters:`, the job dimensions exist (declared ones keep their settings)."""
+        if not isinstance(data, dict) or data.get("clusters") is None:
+            return data
+        clusters = data["clusters"]
+        cluster_tag = clusters.get("cluster_tag") if isinstance(clusters, dict) else None
+        tags = job_dimension_tags(cluster_tag if isinstance(cluster_tag, str) else None)
+        declared = data.get("dimensions") or {}
+        if not isinstance(declared, dict):
+            return data
+        return {**data, "dimensions": {**{name: {"tags": list(keys)} for name, keys in tags.items()
+                                          if name not in declared}, **declared}}
 
     @field_validator("dimensions")
     @classmethod
@@ -116,20 +134,25 @@ class AttributionConfig(Strict):
                     if key == name:
                         raise NestedValueError(("dimensions", name, "rules", i, "match", key),
                                                "a dimension's rule cannot match on its own value")
-                    if key not in MATCH_FIELDS and key not in self.dimensions:
-                        raise NestedValueError(("dimensions", name, "rules", i, "match", key),
-                                               f"unknown match key; use one of {', '.join(MATCH_FIELDS)} "
-                                               f"or a dimension ({known})")
+                    self._check_key(key, ("dimensions", name, "rules", i, "match", key), known)
         for i, rule in enumerate(self.shared):
             if rule.by not in self.dimensions:
                 raise NestedValueError(("shared", i, "by"), f"unknown dimension {rule.by!r}; declared: {known}")
             for key in rule.match:
-                if key not in MATCH_FIELDS and key not in self.dimensions:
-                    raise NestedValueError(("shared", i, "match", key),
-                                           f"unknown match key; use one of {', '.join(MATCH_FIELDS)} "
-                                           f"or a dimension ({known})")
+                self._check_key(key, ("shared", i, "match", key), known)
         self.dimension_order()  # raises on a cycle
         return self
+
+    def _check_key(self, key: str, path: tuple, known: str) -> None:
+        if key in MATCH_FIELDS or key in self.dimensions:
+            return
+        if key in JOB_MATCH_FIELDS:
+            if self.clusters is None:
+                raise NestedValueError(path, f"{key} is a job's field: it needs the `clusters:` section "
+                                             "(attribution.clusters), which places GPU instances' cost on jobs")
+            return
+        fields = ", ".join([*MATCH_FIELDS, *(JOB_MATCH_FIELDS if self.clusters is not None else ())])
+        raise NestedValueError(path, f"unknown match key; use one of {fields} or a dimension ({known})")
 
     def dimension_order(self) -> tuple[str, ...]:
         """Dimensions in an order where a rule only reads dimensions computed before it."""

@@ -104,6 +104,12 @@ EXTENSION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("x_capacity_reservation_type", "VARCHAR"),
     # when the line's commitment (Savings Plan, reservation) ends: FOCUS cost rows do not say
     ("x_commitment_end", "TIMESTAMP"),
+    # AWS split cost allocation data (CUR `split_line_item_*`, EKS pods and ECS tasks): on a
+    # pod's row, the EC2 instance it ran on, its share of that instance's cost and its share
+    # of the instance's unused cost (amortized, as AWS computes them); NULL on other rows.
+    ("x_split_parent_resource_id", "VARCHAR"),
+    ("x_split_cost", MONEY),
+    ("x_split_unused_cost", MONEY),
 )
 COST_COLUMNS: tuple[tuple[str, str], ...] = (FOCUS_1_2_COLUMNS + FOCUS_1_3_ADDITIONS + FOCUS_1_4_ADDITIONS
                                               + EXTENSION_COLUMNS)

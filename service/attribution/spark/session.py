@@ -157,6 +157,9 @@ class SparkRollupSession(RollupSession):
     path, s3a://... or any Hadoop filesystem URL), else the config's lake."""
 
     def __init__(self, lake: Lake, config: AttributionConfig, engine: EngineConfig):
+        if config.clusters is not None:
+            raise UsageError("the Spark engine does not allocate shared GPU clusters to jobs (attribution.clusters)",
+                             where="engine.kind", hint="run this config with --engine duckdb")
         self.config = config
         spark = spark_session(engine)
         self.lake = SparkLake(spark, engine.lake or str(lake.root))

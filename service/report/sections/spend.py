@@ -15,6 +15,7 @@ from decimal import Decimal
 
 from service.attribution import AttributionResult, attribute
 from service.core.config import Config
+from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import OTHER
@@ -186,6 +187,8 @@ class SpendReport:
             Column("unallocated_cost", "unallocated", "money"), Column("total_cost", "total", "money"),
             Column("share_pct", "share", "percent")], markdown=(("dimension", "currency"), "share_pct"))
         for dim, settings in self.config.attribution.dimensions.items():
+            if self.config.attribution.clusters is not None and dim in JOB_DIMENSIONS:
+                continue  # who owns spend; a job dimension's default means "not on a cluster"
             result = self.query("mtd", (dim,))
             for currency, total, _ in result.totals:
                 missing = sum((r.cost for r in result.rows

@@ -1,0 +1,340 @@
+"""Shared GPU clusters: each instance-hour's cost on the jobs that held its GPUs, the rest on
+the cluster's idle, exactly (SQL generated here, run inside the attribution statement).
+
+Which instances: cost lines of an instance (`ResourceId` an EC2 id or its ARN, `x_instance_type`
+set, a charge period of positive length) that jobs reach: by a job's `instance_ids`; else
+(no instance ids) by its `nodes` through the instance tag `node_tag`; else (no instance ids,
+and no nodes or no `node_tag`) through the pool of instances whose `cluster_tag` names the
+job's cluster. An instance of a GPU type (`ClustersConfig.gpu_table`) in a cluster pool, or
+one that jobs reach, is the cluster's: its lines are cut at the clock hours (each hour's part
+by its share of the line's charge period) and each hour is split.
+
+How an hour of an instance (a slot: the hour within the line's charge period) is split, in
+weights of 1/5040 GPU-microseconds (integers: MIG slices of 1/7 and 1/4 GPU and a job's GPUs
+over up to ten nodes are whole in them):
+- a job placed on it holds round(5040 × its GPUs there) × the microseconds it overlaps the
+  slot; its GPUs there are its GPUs ÷ its instance ids (or nodes);
+- the jobs of the pool (no placement) share the free capacity of their cluster's instances in
+  that clock hour: a pool job k weighs g_k·t_k × free_i ÷ max(Σ free, Σ g·t) on instance i;
+- the instance's capacity is its GPUs × 5040 × the slot's microseconds (its type's GPUs, else
+  the most any job placed there holds per node); what the jobs do not hold is `idle`;
+- jobs holding more than the capacity (an over-booked slot) share the whole cost in
+  proportion (no dollar made up, none idle), and the slot is counted (`a_overbooked`).
+The cost is split by these weights with the exact-remainder rule (service/attribution/exact.py).
+
+EKS split cost allocation data (CUR `split_line_item_*`, `ClustersConfig.eks_split`): an hour
+of an instance that pod rows name as their parent is split by the pods instead: each pod
+weighs its split cost in that hour, the parent's unused cost (Σ of the pods' unused cost) is
+the idle of the pods' cluster (the weights are AWS's amortized costs; the parent's own lines
+are what is split, so the bill's total stays). Its hours without pod rows are split as above
+when it is a cluster's GPU instance, else left as they are.
+
+What the parts are: a job's part takes its dimensions from the job (run, job_state, cluster,
+user; team/project/experiment/job_type where the source states them, else the job's labels
+through the dimensions' tag keys, then the virtual-tag rules, then the default), never from
+the instance's tags; an idle part keeps the instance line's values but shows `idle` in run,
+job_type and job_state and the cluster in `cluster`. `--explain` names them `job:<id>` and
+`idle:<cluster>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from service.attribution.exact import from_units, split_select, to_units
+from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
+
+GPU_SHARES = 5040  # weights count 1/5040 of a GPU: 1/7 (MIG), 1/4 (A30 MIG), 1/2 .. 1/10 exact
+NANO = 1_000_000_000  # EKS pods weigh their split cost in nano-units
+FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
+MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
+# Job fields the dimensions' tag keys can name, beside the job's labels (a label of the same
+# key wins): `tags: [team, account]` takes a Slurm job's account when it has no team label.
+JOB_FIELD_KEYS = {"account": "account", "partition": "partition", "qos": "qos", "namespace": "namespace",
+                  "user": '"user"', "job_name": "name"}
+# Dimensions a job states in its own columns (they win over its labels).
+JOB_COLUMNS = {"run": "run_id", "job_state": "state", "cluster": "cluster", "user": '"user"', "team": "team",
+               "project": "project", "experiment": "experiment", "job_type": "job_type"}
+EXTRA_TAGS = {"node": "node_tag", "cluster": "cluster_tag"}  # instance tags the allocation reads
+EKS_WORKLOAD_TAG = "aws:eks:workload-name"
+INSTANCE_ID = "CASE WHEN ResourceId LIKE 'arn:%' THEN regexp_replace(ResourceId, '^arn:.*/', '') ELSE ResourceId END"
+
+
+@dataclass(frozen=True)
+class AllocationInputs:
+    """What the allocation of one statement needs besides the config: whether the lake has
+    job records (the `jobs` view) and EKS split rows, and the job labels' keys."""
+
+    clusters: ClustersConfig
+    has_jobs: bool
+    has_split: bool
+    label_keys: tuple[str, ...] = ()
+
+
+def extra_tag_aliases(clusters: ClustersConfig) -> dict[str, tuple[str, ...]]:
+    """Instance tags read besides the dimensions' (name → tag keys): node, cluster, EKS workload."""
+    aliases = {name: (getattr(clusters, key),) for name, key in EXTRA_TAGS.items() if getattr(clusters, key)}
+    return aliases | {"workload": (EKS_WORKLOAD_TAG,)}
+
+
+def part_columns(dims: Sequence[str]) -> list[str]:
+    """Columns the allocated lines add to the cost lines' (NULL on lines left as they are)."""
+    return ([f"jd_{d}" for d in dims if d in JOB_COLUMNS] + ["a_how", "a_overbooked"]
+            + list(JOB_MATCH_FIELDS.values()))
+
+
+def _jobs_cte(inputs: AllocationInputs) -> str:
+    """`a_jobs`: every job record as the newest snapshot holding it shows it, that held GPUs."""
+    if not inputs.has_jobs:
+        return ("a_jobs AS (SELECT CAST(NULL AS VARCHAR) AS record_id, CAST(NULL AS VARCHAR) AS job_id, "
+                "CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS cluster, CAST(NULL AS VARCHAR) AS state, "
+                "CAST(NULL AS TIMESTAMP) AS j_start, CAST(NULL AS TIMESTAMP) AS j_end, CAST(NULL AS DOUBLE) AS gpus, "
+                "CAST(NULL AS VARCHAR[]) AS nodes, CAST(NULL AS VARCHAR[]) AS instance_ids, "
+                + ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in
+                            ("\"user\"", "team", "project", "experiment", "job_type", "name", "account", "partition",
+                             "qos", "namespace"))
+                + ", CAST(NULL AS MAP(VARCHAR, VARCHAR)) AS labels WHERE false), ")
+    return (
+        "a_jobs AS (SELECT record_id, job_id, run_id, cluster, state, start_time AS j_start, "
+        f"coalesce(end_time, {FAR}) AS j_end, gpus, nodes, instance_ids, \"user\", team, project, experiment, "
+        "job_type, name, account, partition, qos, namespace, labels FROM ("
+        "SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY snapshot_date DESC, source DESC) AS a_newest "
+        "FROM jobs) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
+        f"AND coalesce(end_time, {FAR}) > start_time "
+        "AND start_time < (SELECT max(cp_end) FROM a_lines) "
+        f"AND coalesce(end_time, {FAR}) > (SELECT min(cp_start) FROM a_lines)), "
+    )
+
+
+def _placement_ctes(clusters: ClustersConfig) -> str:
+    """`a_place` (job × instance it names, its GPUs there), `a_members` (the clusters' GPU
+    instances: GPUs, cluster) and the jobs exploded over the clock hours they overlap."""
+    by_node = (
+        "SELECT n.record_id, i.a_instance, n.g FROM (SELECT record_id, gpus / len(nodes) AS g, "
+        "lower(unnest(nodes)) AS node FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 "
+        "AND coalesce(len(nodes), 0) > 0) AS n JOIN a_inst i ON lower(i.a_node) = n.node "
+    ) if clusters.node_tag else ""
+    pool_needs = "coalesce(len(nodes), 0) = 0" if clusters.node_tag else "TRUE"
+    return (
+        "a_inst AS (SELECT a_instance, max(a_type_gpus) AS a_type_gpus, max(a_node) AS a_node, "
+        "max(a_cluster) AS a_cluster FROM a_lines GROUP BY a_instance), "
+        "a_place AS (SELECT ids.record_id, i.a_instance, ids.g FROM (SELECT record_id, gpus / len(instance_ids) AS g, "
+        "unnest(instance_ids) AS iid FROM a_jobs WHERE coalesce(len(instance_ids), 0) > 0) AS ids "
+        "JOIN a_inst i ON i.a_instance = ids.iid "
+        + (f"UNION ALL {by_node}" if by_node else "") + "), "
+        "a_pool_jobs AS (SELECT * FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND "
+        f"{pool_needs} AND cluster IS NOT NULL), "
+        "a_members AS (SELECT i.a_instance, coalesce(i.a_type_gpus, p.most) AS a_gpus, "
+        "coalesce(i.a_cluster, p.job_cluster) AS a_cl FROM a_inst i LEFT JOIN ("
+        "SELECT a_place.a_instance, max(a_place.g) AS most, min(a_jobs.cluster) AS job_cluster FROM a_place "
+        "JOIN a_jobs USING (record_id) GROUP BY a_place.a_instance) AS p ON p.a_instance = i.a_instance "
+        "WHERE (p.a_instance IS NOT NULL OR (i.a_cluster IS NOT NULL AND i.a_type_gpus IS NOT NULL)) "
+        "AND coalesce(i.a_type_gpus, p.most) > 0), "
+        "a_span AS (SELECT min(cp_start) AS lo, max(cp_end) AS hi FROM a_lines), "
+        "a_place_h AS (SELECT p.a_instance, p.record_id, p.g, j.j_start, j.j_end, unnest(generate_series("
+        "date_trunc('hour', greatest(j.j_start, s.lo)), least(j.j_end, s.hi) - INTERVAL 1 MICROSECOND, "
+        "INTERVAL 1 HOUR)) AS h FROM a_place p JOIN a_jobs j USING (record_id), a_span s "
+        "WHERE j.j_start < s.hi AND j.j_end > s.lo), "
+        "a_pool_h AS (SELECT j.record_id, lower(trim(j.cluster)) AS pool, j.gpus AS g, j.j_start, j.j_end, "
+        "unnest(generate_series(date_trunc('hour', greatest(j.j_start, s.lo)), "
+        "least(j.j_end, s.hi) - INTERVAL 1 MICROSECOND, INTERVAL 1 HOUR)) AS h FROM a_pool_jobs j, a_span s "
+        "WHERE j.j_start < s.hi AND j.j_end > s.lo), "
+    )
+
+
+def _overlap(start: str, end: str) -> str:
+    return f"(epoch_us(least(s_end, {end})) - epoch_us(greatest(s_start, {start})))"
+
+
+def _weight_ctes() -> str:
+    """`a_slots` (each member line cut at the clock hours, its amount spread exactly) and
+    `a_weights` (per instance slot: each job's weight, the idle weight and the total)."""
+    gpu_weight = f"CAST(round(g * {GPU_SHARES}) AS HUGEINT)"
+    return (
+        "a_islots AS (SELECT DISTINCT a_instance, s_start, s_end, a_gpus, a_cl, "
+        "CAST(round(a_gpus * $a_shares) AS HUGEINT) * (epoch_us(s_end) - epoch_us(s_start)) AS cap "
+        "FROM a_slots sl WHERE a_gpus IS NOT NULL AND NOT EXISTS (SELECT 1 FROM a_pod_w pw WHERE "
+        "pw.a_instance = sl.a_instance AND pw.s_start = sl.s_start AND pw.s_end = sl.s_end)), "
+        "a_placed AS (SELECT s.a_instance, s.s_start, s.s_end, 'job' AS kind, p.record_id AS ref, "
+        f"sum({gpu_weight} * {_overlap('p.j_start', 'p.j_end')}) AS w FROM a_islots s JOIN a_place_h p "
+        "ON p.a_instance = s.a_instance AND p.h = date_trunc('hour', s.s_start) "
+        "WHERE p.j_start < s.s_end AND p.j_end > s.s_start GROUP BY ALL), "
+        "a_free AS (SELECT s.*, greatest(s.cap - coalesce(p.w, 0), 0) AS free, coalesce(p.w, 0) AS placed "
+        "FROM a_islots s LEFT JOIN (SELECT a_instance, s_start, s_end, sum(w) AS w FROM a_placed GROUP BY ALL) AS p "
+        "USING (a_instance, s_start, s_end)), "
+        "a_pool_free AS (SELECT lower(trim(a_cl)) AS pool, date_trunc('hour', s_start) AS h, sum(free) AS free "
+        "FROM a_free WHERE a_cl IS NOT NULL GROUP BY ALL), "
+        "a_pool_need AS (SELECT pool, h, record_id, sum(CAST(round(g * $a_shares) AS HUGEINT) * "
+        "(epoch_us(least(h + INTERVAL 1 HOUR, j_end)) - epoch_us(greatest(h, j_start)))) AS need "
+        "FROM a_pool_h GROUP BY ALL), "
+        "a_pool_w AS (SELECT f.a_instance, f.s_start, f.s_end, 'job' AS kind, n.record_id AS ref, "
+        "n.need * f.free // greatest(pf.free, t.need) AS w FROM a_free f "
+        "JOIN a_pool_free pf ON pf.pool = lower(trim(f.a_cl)) AND pf.h = date_trunc('hour', f.s_start) "
+        "JOIN a_pool_need n ON n.pool = pf.pool AND n.h = pf.h "
+        "JOIN (SELECT pool, h, sum(need) AS need FROM a_pool_need GROUP BY ALL) AS t ON t.pool = n.pool AND t.h = n.h "
+        "WHERE f.free > 0), "
+        "a_jobs_w AS (SELECT * FROM a_placed UNION ALL SELECT * FROM a_pool_w WHERE w > 0), "
+        "a_gpu_total AS (SELECT f.a_instance, f.s_start, f.s_end, f.cap, f.a_cl, coalesce(j.w, 0) AS held "
+        "FROM a_free f LEFT JOIN (SELECT a_instance, s_start, s_end, sum(w) AS w FROM a_jobs_w GROUP BY ALL) AS j "
+        "USING (a_instance, s_start, s_end)), "
+        "a_weights AS MATERIALIZED (SELECT *, row_number() OVER (PARTITION BY a_instance, s_start, s_end "
+        "ORDER BY w DESC, ref, kind) = 1 AS w_first FROM ("
+        "SELECT a_instance, s_start, s_end, kind, ref, w FROM a_jobs_w UNION ALL "
+        "SELECT a_instance, s_start, s_end, 'idle', a_cl, cap - held FROM a_gpu_total WHERE cap > held "
+        "UNION ALL SELECT a_instance, s_start, s_end, kind, ref, w FROM a_pod_w) AS all_weights), "
+        "a_totals AS (SELECT t.*, f.first_line FROM (SELECT a_instance, s_start, s_end, greatest(cap, held) AS total, "
+        "held > cap AS overbooked FROM a_gpu_total UNION ALL "
+        "SELECT a_instance, s_start, s_end, sum(w), false FROM a_pod_w GROUP BY ALL) AS t JOIN ("
+        "SELECT a_instance, s_start, s_end, min(a_line) AS first_line FROM a_slots GROUP BY ALL) AS f "
+        "USING (a_instance, s_start, s_end)), "
+    )
+
+
+def _pod_ctes(inputs: AllocationInputs, tag_cols: Sequence[str], run_cols: Sequence[str],
+              workload: str | None) -> str:
+    """`a_pod_rows` (EKS split rows of pods, each with its parent instance), `a_pods` (one
+    row per pod: its dimensions' tag columns, cluster, namespace, name, run) and `a_parents`."""
+    if not (inputs.has_split and inputs.clusters.eks_split):
+        return ("a_pod_rows AS (SELECT CAST(NULL AS VARCHAR) AS a_instance, CAST(NULL AS TIMESTAMP) AS cp_start, "
+                "CAST(NULL AS TIMESTAMP) AS cp_end, CAST(NULL AS VARCHAR) AS ResourceId, "
+                "CAST(NULL AS DECIMAL(38,12)) AS x_split_cost, CAST(NULL AS DECIMAL(38,12)) AS x_split_unused_cost "
+                "WHERE false), a_pods AS (SELECT CAST(NULL AS VARCHAR) AS pod, CAST(NULL AS VARCHAR) AS pod_cluster, "
+                "CAST(NULL AS VARCHAR) AS pod_namespace, CAST(NULL AS VARCHAR) AS pod_name, "
+                "CAST(NULL AS VARCHAR) AS pod_run" + "".join(f", CAST(NULL AS VARCHAR) AS {c}" for c in tag_cols)
+                + " WHERE false), a_parents AS (SELECT a_instance FROM a_pod_rows), ")
+    run = ", ".join([*run_cols, *([workload] if workload else []),
+                     "split_part(ResourceId, '/', 3) || '/' || split_part(ResourceId, '/', 4)"])
+    picks = "".join(f", max({c}) AS {c}" for c in tag_cols)
+    return (
+        f"a_pod_rows AS MATERIALIZED (SELECT *, {INSTANCE_ID.replace('ResourceId', 'x_split_parent_resource_id')} "
+        "AS a_instance FROM s0 WHERE x_split_parent_resource_id IS NOT NULL AND cp_end > cp_start), "
+        "a_pods AS (SELECT ResourceId AS pod, split_part(ResourceId, '/', 2) AS pod_cluster, "
+        "split_part(ResourceId, '/', 3) AS pod_namespace, split_part(ResourceId, '/', 4) AS pod_name, "
+        f"max(coalesce({run})) AS pod_run{picks} FROM a_pod_rows GROUP BY ResourceId), "
+        "a_parents AS (SELECT DISTINCT a_instance FROM a_pod_rows), "
+    )
+
+
+def _pod_weights_cte() -> str:
+    """`a_pod_w`: per parent slot, each pod's split cost and the pods' unused cost (→ idle of
+    the pod's cluster) in that slot, in nano-units."""
+    share = (f"CAST(round(CAST(cost AS DOUBLE) * {NANO} * {_overlap('r_start', 'r_end')} "
+             "/ (epoch_us(r_end) - epoch_us(r_start))) AS HUGEINT)")
+    return (
+        "a_pod_w AS (SELECT a_instance, s_start, s_end, kind, ref, sum(w) AS w FROM ("
+        f"SELECT s.a_instance, s.s_start, s.s_end, r.kind, r.ref, {share} AS w FROM "
+        "(SELECT DISTINCT a_instance, s_start, s_end FROM a_slots) AS s JOIN ("
+        "SELECT a_instance, cp_start AS r_start, cp_end AS r_end, 'pod' AS kind, ResourceId AS ref, "
+        "x_split_cost AS cost FROM a_pod_rows UNION ALL SELECT a_instance, cp_start, cp_end, 'idle', "
+        "split_part(ResourceId, '/', 2), x_split_unused_cost FROM a_pod_rows) AS r "
+        "ON r.a_instance = s.a_instance AND r.r_start < s.s_end AND r.r_end > s.s_start) AS pw "
+        "WHERE w > 0 GROUP BY ALL), "
+    )
+
+
+def allocation_ctes(inputs: AllocationInputs, columns: Sequence[str], label_cols: Mapping[str, str],
+                    inventory_cols: Sequence[str], extra_cols: Mapping[str, str], run_cols: Sequence[str],
+                    dims: Sequence[str], params) -> str:
+    """CTEs turning `s0` (the cost lines: `columns`, their tag columns `label_cols` (tag key →
+    column), inventory tag columns, the allocation's own tags `extra_cols`) into `s0a`: the
+    lines no cluster holds as they are, and the others split into job and idle parts, with
+    the columns of `part_columns(dims)` added. `run_cols`: the run dimension's tag columns."""
+    tags = list(label_cols.values())
+    types = inputs.clusters.gpu_table()
+    a_types, a_gpus = params.bind(list(types), "a_types"), params.bind([float(g) for g in types.values()], "a_gpus")
+    params.bind(GPU_SHARES, "a_shares")
+    node, cluster = extra_cols.get("node", "NULL"), extra_cols.get("cluster", "NULL")
+    numbered = [*columns, "a_instance", "a_type_gpus", "a_node", "a_cluster", "a_gpus", "a_cl", "a_line"]
+    plain = [c for c in numbered if c not in MEASURE_COLUMNS and c not in ("cp_start", "cp_end")]
+    units = ["u_billed", "u_effective", "u_list"]
+    cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
+    text = (
+        f"a_lines AS MATERIALIZED (SELECT {', '.join(columns)}, {INSTANCE_ID} AS a_instance, "
+        f"{a_gpus}[list_position({a_types}, lower(x_instance_type))] AS a_type_gpus, "
+        f"{node} AS a_node, {cluster} AS a_cluster FROM s0 WHERE ResourceId IS NOT NULL "
+        "AND x_instance_type IS NOT NULL AND cp_end > cp_start AND x_split_parent_resource_id IS NULL), "
+        + _jobs_cte(inputs)
+        + _pod_ctes(inputs, tags, run_cols, extra_cols.get("workload"))
+        + _placement_ctes(inputs.clusters)
+        + "a_numbered AS (SELECT *, row_number() OVER () AS a_line FROM ("
+        "SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
+        "WHERE m.a_instance IS NOT NULL OR l.a_instance IN (SELECT a_instance FROM a_parents)) AS members), "
+        "a_cut AS (SELECT *, epoch_us(s_end) - epoch_us(s_start) AS a_w, epoch_us(cp_end) - epoch_us(cp_start) AS a_len, "
+        + ", ".join(f"{to_units(m)} AS {u}" for m, u in zip(MEASURE_COLUMNS, units))
+        + " FROM (SELECT *, greatest(h, cp_start) AS s_start, least(h + INTERVAL 1 HOUR, cp_end) AS s_end FROM ("
+        "SELECT *, unnest(generate_series(date_trunc('hour', cp_start), cp_end - INTERVAL 1 MICROSECOND, "
+        "INTERVAL 1 HOUR)) AS h FROM a_numbered) AS hours) AS slots), "
+        f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'])}), "
+        + _pod_weights_cte()
+        + _weight_ctes()
+        + _split_ctes(columns, cut, units, label_cols, inventory_cols, dims, params)
+    )
+    return text
+
+
+def _job_label(key: str, params) -> str:
+    """A job's value for tag key `key`: its label, else the job field of that name."""
+    label = f"nullif(trim(j.labels[{params.bind(key)}]), '')"
+    field = JOB_FIELD_KEYS.get(key)
+    return f"coalesce({label}, nullif(trim(j.{field}), ''))" if field else label
+
+
+def _job_dimension(dim: str) -> str:
+    """A part's own value of a job dimension: the job's (or pod's) column, `idle`, the cluster."""
+    job = f"nullif(trim(j.{JOB_COLUMNS[dim]}), '')"
+    if dim == "cluster":
+        job = f"coalesce({job}, sp.a_cl)"
+    pod = {"run": "p.pod_run", "job_state": "'UNKNOWN'", "cluster": "p.pod_cluster"}.get(dim, "NULL")
+    idle = f"'{IDLE}'" if dim in IDLE_DIMENSIONS else ("sp.a_ref" if dim == "cluster" else "NULL")
+    return f"CAST(CASE sp.a_part WHEN 'job' THEN {job} WHEN 'pod' THEN {pod} WHEN 'idle' THEN {idle} END AS VARCHAR) AS jd_{dim}"
+
+
+def _split_ctes(columns: Sequence[str], cut: Sequence[str], units: Sequence[str], label_cols: Mapping[str, str],
+                inventory_cols: Sequence[str], dims: Sequence[str], params) -> str:
+    """`a_split` (each slot's amount split by its weights), `a_parts` (their columns: the job's
+    labels and fields for a job part, the line's for idle) and `s0a` (kept lines and parts)."""
+    split_in = (
+        "a_split_in AS (SELECT sl.*, coalesce(w.kind, 'none') AS a_part, w.ref AS a_ref, coalesce(w.w, 1) AS a_wt, "
+        "coalesce(t.total, 1) AS a_total, coalesce(t.overbooked AND w.w_first AND sl.a_line = t.first_line, false) "
+        "AS a_over FROM a_slots sl LEFT JOIN a_totals t USING (a_instance, s_start, s_end) "
+        "LEFT JOIN a_weights w USING (a_instance, s_start, s_end)), "
+    )
+    extra = ["a_part", "a_ref", "a_wt", "a_total", "a_over"]
+    order = ["a_wt DESC", "a_ref", "a_part"]
+    split = f"a_split AS ({split_select('a_split_in', [*cut, *extra], ['a_line', 's_start'], units, 'a_wt', 'a_total', order)}), "
+    labels = {col: key for key, col in label_cols.items()}
+    picks = []
+    for column in columns:
+        if column in ("cp_start", "cp_end"):
+            picks.append(f"sp.s_{column[3:]} AS {column}")
+        elif column in MEASURE_COLUMNS:
+            picks.append(f"{from_units('sp.' + units[MEASURE_COLUMNS.index(column)])} AS {column}")
+        elif column in labels:
+            picks.append(f"CASE sp.a_part WHEN 'job' THEN {_job_label(labels[column], params)} "
+                         f"WHEN 'pod' THEN p.{column} ELSE sp.{column} END AS {column}")
+        elif column in inventory_cols:
+            picks.append(f"CASE WHEN sp.a_part IN ('job', 'pod') THEN NULL ELSE sp.{column} END AS {column}")
+        else:
+            picks.append(f"sp.{column}")
+    job_dims = [d for d in dims if d in JOB_COLUMNS]
+    how = ("CASE sp.a_part WHEN 'job' THEN 'job:' || j.job_id WHEN 'pod' THEN 'job:' || p.pod_namespace || '/' "
+           "|| p.pod_name WHEN 'idle' THEN 'idle:' || coalesce(sp.a_ref, 'unknown') END")
+    fields = {"j_name": ("j.name", "p.pod_name"), "j_partition": ("j.partition", "NULL"),
+              "j_qos": ("j.qos", "NULL"), "j_namespace": ("j.namespace", "p.pod_namespace")}
+    added = ([_job_dimension(d) for d in job_dims] + [f"CAST({how} AS VARCHAR) AS a_how",
+             "CAST(CASE WHEN sp.a_over THEN 1 ELSE 0 END AS INTEGER) AS a_overbooked"]
+             + [f"CAST(CASE sp.a_part WHEN 'job' THEN {gpu} WHEN 'pod' THEN {pod} END AS VARCHAR) AS {name}"
+                for name, (gpu, pod) in fields.items()])
+    nulls = ([f"CAST(NULL AS VARCHAR) AS jd_{d}" for d in job_dims] + ["CAST(NULL AS VARCHAR) AS a_how",
+             "CAST(0 AS INTEGER) AS a_overbooked"] + [f"CAST(NULL AS VARCHAR) AS {name}" for name in fields])
+    member = ("ResourceId IS NOT NULL AND x_instance_type IS NOT NULL AND cp_end > cp_start "
+              "AND x_split_parent_resource_id IS NULL AND ResourceId IN (SELECT ResourceId FROM a_numbered)")
+    return (
+        split_in + split
+        + f"a_parts AS (SELECT {', '.join(picks + added)} FROM a_split sp "
+        "LEFT JOIN a_jobs j ON sp.a_part = 'job' AND j.record_id = sp.a_ref "
+        "LEFT JOIN a_pods p ON sp.a_part = 'pod' AND p.pod = sp.a_ref), "
+        f"a_keep AS (SELECT {', '.join([*columns, *nulls])} FROM s0 WHERE NOT coalesce({member}, false)), "
+        "s0a AS (SELECT * FROM a_keep UNION ALL SELECT * FROM a_parts), "
+    )

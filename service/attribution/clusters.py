@@ -1,0 +1,111 @@
+"""Shared GPU clusters in a window: what each job, run and cluster's idle capacity cost, from
+the same attribution as `attribute()` (service/attribution/allocation.py places the dollars).
+
+    cluster_usage(lake, config, window, cost="billed") -> ClusterUsage
+        .jobs      one JobCost per (cluster, job id, currency) and the job's dimension values
+        .runs()    cost per (run, currency), with the jobs' values where they agree
+        .clusters  one ClusterCost per (cluster, currency): its instances' cost, the idle part
+        .overbooked  instance-hours whose jobs held more GPU-seconds than the instance had
+
+A dollar counts for a cluster when allocation placed it (`job:<id>` or `idle:<cluster>`):
+jobs' parts and idle parts of the cluster's instances; EKS pods count as jobs, their id
+`<namespace>/<pod>`. Values are shown as `attribute()` shows them (most common spelling).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from decimal import Decimal
+
+from service.attribution.api import _attribution, _engine, read_sessions
+from service.attribution.compute import RollupSession, attributed_sums
+from service.core.config import Config
+from service.core.config_attribution import AttributionConfig
+from service.core.errors import UsageError
+from service.core.lake import Lake
+from service.core.timewindow import Window
+
+JOB_VALUES = ("team", "project", "experiment", "run", "job_type", "job_state", "user")
+
+
+@dataclass(frozen=True)
+class JobCost:
+    cluster: str
+    job: str  # the job id as the scheduler shows it (EKS pods: <namespace>/<pod>)
+    values: dict[str, str]  # team, project, experiment, run, job_type, job_state, user
+    currency: str | None
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class ClusterCost:
+    cluster: str
+    currency: str | None
+    cost: Decimal  # what its instances cost in the window: jobs' parts and idle
+    idle: Decimal
+
+    @property
+    def idle_ratio(self) -> Decimal | None:
+        return None if self.cost == 0 else self.idle / self.cost
+
+
+@dataclass(frozen=True)
+class ClusterUsage:
+    window: Window
+    cost: str
+    jobs: tuple[JobCost, ...]
+    clusters: tuple[ClusterCost, ...]
+    overbooked: int = 0
+
+    def runs(self) -> dict[tuple[str, str | None], tuple[Decimal, dict[str, str]]]:
+        """(run, currency) → (cost, the values its jobs share; `several` where they differ)."""
+        runs: dict[tuple[str, str | None], tuple[Decimal, dict[str, str]]] = {}
+        for job in self.jobs:
+            key = (job.values["run"], job.currency)
+            cost, values = runs.get(key, (Decimal(0), dict(job.values)))
+            runs[key] = (cost + job.cost, {d: v if v == job.values[d] else "several" for d, v in values.items()})
+        return runs
+
+
+def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window, *,
+                  cost: str = "billed") -> ClusterUsage:
+    """Per job, run and cluster of shared GPU clusters in `window` (module docstring)."""
+    engine = _engine(config)
+    config = _attribution(config)
+    if config.clusters is None:
+        raise UsageError("no shared clusters are configured", where="attribution.clusters",
+                         hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
+    return read_sessions(lake, config, engine, lambda session: _usage(session, config, window, cost))
+
+
+def _usage(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str) -> ClusterUsage:
+    if session is None:
+        return ClusterUsage(window, cost, (), ())
+    dims = tuple(dict.fromkeys([*JOB_VALUES, "cluster", *(r.by for r in config.shared)]))
+    at = {d: i for i, d in enumerate(dims)}
+    jobs: dict[tuple, Decimal] = defaultdict(Decimal)
+    clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    for (_, currency, _, values, hows), amount in attributed_sums(
+            session.con, config, dims, cost, "total", window, True, per_partition=True).items():
+        placed = hows[at["run"]]
+        kind, _, name = (placed or "").partition(":")
+        if kind not in ("job", "idle"):
+            continue
+        cluster = values[at["cluster"]]
+        clusters[(cluster, currency)][0] += amount
+        if kind == "idle":
+            clusters[(cluster, currency)][1] += amount
+        else:
+            jobs[(cluster, name, tuple(values[at[d]] for d in JOB_VALUES), currency)] += amount
+    spell = session.spellings([*JOB_VALUES, "cluster"])
+    job_rows = tuple(sorted(
+        (JobCost(spell.get(("cluster", c), c), job, {d: spell.get((d, v), v) for d, v in zip(JOB_VALUES, values)},
+                 currency, amount)
+         for (c, job, values, currency), amount in jobs.items()),
+        key=lambda j: (j.currency or "", -j.cost, j.cluster, j.job)))
+    cluster_rows = tuple(sorted(
+        (ClusterCost(spell.get(("cluster", c), c), currency, total, idle)
+         for (c, currency), (total, idle) in clusters.items()),
+        key=lambda c: (c.currency or "", -c.cost, c.cluster)))
+    return ClusterUsage(window, cost, job_rows, cluster_rows, session.overbooked(window))

@@ -1,0 +1,50 @@
+"""What attribution reads of the job records (`jobs`) and of EKS split rows, to allocate a
+statement's GPU instance lines (service/attribution/allocation.py), and the part of a rollup's
+version that stands for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import duckdb
+
+from service.attribution.allocation import AllocationInputs
+from service.core.config_attribution import AttributionConfig
+from service.core.lake import DATA_FILE, Lake
+
+JOBS_TABLE = "jobs"
+
+
+def allocation_inputs(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, where: str = "TRUE",
+                      params: dict | None = None) -> AllocationInputs | None:
+    """The allocation's inputs for the cost lines matching `where` (bound `params`) on `con`
+    (a `Lake.query` connection); None when the config has no `clusters:` section."""
+    if config.clusters is None:
+        return None
+    has_jobs = lake.has_table(JOBS_TABLE)
+    keys: tuple[str, ...] = ()
+    if has_jobs:
+        keys = tuple(sorted(row[0] for row in con.execute(
+            "SELECT DISTINCT unnest(map_keys(labels)) FROM jobs WHERE labels IS NOT NULL").fetchall()))
+    has_split = config.clusters.eks_split and bool(con.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM costs WHERE ({where}) AND x_split_parent_resource_id IS NOT NULL "
+        "LIMIT 1) AS found", {k: v for k, v in (params or {}).items() if re.search(rf"\${re.escape(k)}\b", where)}).fetchall()[0][0])
+    return AllocationInputs(config.clusters, has_jobs, has_split, keys)
+
+
+def jobs_basis(lake: Lake) -> dict[str, str]:
+    """Each configured job source (`jobs/source=<name>`) → a digest of its snapshot files'
+    names, sizes and modification times: a new or replaced snapshot changes it, so the
+    rollups of a config with `clusters:` are rebuilt (history is every snapshot of a source,
+    not only its latest)."""
+    basis = {}
+    for source_dir in sorted(lake.table_dir(JOBS_TABLE).glob("source=*")):
+        if not lake.counts(source_dir.name.split("=", 1)[1]):
+            continue
+        stamps = [f"{file.parent.name}:{file.stat().st_size}:{file.stat().st_mtime_ns}"
+                  for file in sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))]
+        if stamps:
+            basis[f"{JOBS_TABLE}/{source_dir.name}"] = hashlib.sha256(";".join(stamps).encode()).hexdigest()
+    return basis

@@ -1,0 +1,101 @@
+"""The `attribution.clusters` section: how job records meet billed GPU instances (shared
+clusters), the GPUs each instance type has, and the dimensions jobs bring.
+
+How it is applied: service/attribution/allocation.py. Present (even empty, `clusters: {}`),
+it turns allocation on and adds the job dimensions; absent, attribution is what it was.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from pydantic import Field, field_validator
+
+from service.core.config_base import Strict
+
+# The dimensions jobs bring, and the tag keys a cost line may set them with (as any dimension's
+# `tags:`); `cluster` takes `cluster_tag` when one is set.
+JOB_DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "run": ("run", "run_id"),
+    "job_type": ("job_type",),
+    "job_state": ("job_state",),
+    "cluster": ("cluster",),
+    "user": ("user",),
+}
+# What idle capacity shows in these dimensions (the others keep the instance line's values).
+IDLE = "idle"
+IDLE_DIMENSIONS = ("run", "job_type", "job_state")
+
+# Virtual-tag rule match keys that read a job's own fields → their column in the allocated
+# lines (NULL on cost lines and idle parts). `job_name` is a regular expression.
+JOB_MATCH_FIELDS = {
+    "job_name": "j_name",
+    "partition": "j_partition",
+    "qos": "j_qos",
+    "namespace": "j_namespace",
+}
+
+# GPUs (or Trainium/Inferentia/Gaudi accelerators) per instance, by instance type, from the
+# providers' instance type pages. `gpus_per_instance` in the config overrides or adds types.
+GPU_INSTANCE_TYPES: dict[str, int] = {
+    "p5.48xlarge": 8, "p5.4xlarge": 1, "p5e.48xlarge": 8, "p5en.48xlarge": 8,
+    "p6-b200.48xlarge": 8, "p6e-gb200.36xlarge": 4,
+    "p4d.24xlarge": 8, "p4de.24xlarge": 8,
+    "p3.2xlarge": 1, "p3.8xlarge": 4, "p3.16xlarge": 8, "p3dn.24xlarge": 8,
+    "p2.xlarge": 1, "p2.8xlarge": 8, "p2.16xlarge": 16,
+    **{f"{family}.{size}": 1 for family in ("g5", "g6", "g6e") for size in
+       ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
+    **{f"{family}.{size}": gpus for family in ("g5", "g6", "g6e") for size, gpus in
+       (("12xlarge", 4), ("24xlarge", 4), ("48xlarge", 8))},
+    **{f"g4dn.{size}": 1 for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge")},
+    "g4dn.12xlarge": 4, "g4dn.metal": 8,
+    "trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16, "trn2.48xlarge": 16,
+    "inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12,
+    "dl1.24xlarge": 8,
+    "a3-highgpu-8g": 8, "a3-megagpu-8g": 8, "a3-ultragpu-8g": 8,
+    "a2-highgpu-1g": 1, "a2-highgpu-2g": 2, "a2-highgpu-4g": 4, "a2-highgpu-8g": 8, "a2-megagpu-16g": 16,
+    "standard_nd96isr_h100_v5": 8, "standard_nd96isr_h200_v5": 8, "standard_nd96asr_v4": 8,
+    "standard_nd96amsr_a100_v4": 8,
+}
+
+
+def job_dimension_tags(cluster_tag: str | None) -> dict[str, tuple[str, ...]]:
+    """The job dimensions' default tag keys (`cluster` reads `cluster_tag` first)."""
+    tags = dict(JOB_DIMENSIONS)
+    if cluster_tag and cluster_tag.strip():
+        tags["cluster"] = tuple(dict.fromkeys((cluster_tag.strip(), "cluster")))
+    return tags
+
+
+class ClustersConfig(Strict):
+    """How job records (inventory kinds slurm-jobs, k8s-pods, jobs-file) meet the billed
+    instances of a shared GPU cluster: by the job's `instance_ids`; else its `nodes` through
+    the instance tag `node_tag`; else the pool of instances whose `cluster_tag` names the
+    job's cluster."""
+
+    cluster_tag: str | None = Field(default=None, min_length=1, max_length=128,
+                                    description="instance tag naming its cluster (the pool of jobs without nodes)")
+    node_tag: str | None = Field(default=None, min_length=1, max_length=128,
+                                 description="instance tag holding the scheduler's name of the node")
+    gpus_per_instance: dict[str, Decimal] = Field(
+        default_factory=dict, max_length=1000,
+        description="GPUs per instance type, over the built-in table (0 takes a type out)")
+    eks_split: bool = Field(default=True, description="move EKS split cost allocation data onto pods")
+
+    @field_validator("gpus_per_instance")
+    @classmethod
+    def _counts(cls, table: dict[str, Decimal]) -> dict[str, Decimal]:
+        for name, gpus in table.items():
+            if not name.strip():
+                raise ValueError("an instance type must not be empty")
+            if gpus < 0 or gpus > 1024:
+                raise ValueError(f"{name}: GPUs per instance must be from 0 to 1024, not {gpus}")
+        return table
+
+    def gpu_table(self) -> dict[str, Decimal]:
+        """Instance type (lower case) → GPUs, the built-in table with the config's overrides;
+        types with 0 GPUs left out."""
+        table = {name: Decimal(gpus) for name, gpus in GPU_INSTANCE_TYPES.items()}
+        table.update({name.strip().lower(): gpus for name, gpus in self.gpus_per_instance.items()})
+        return {name: gpus for name, gpus in table.items() if gpus > 0}
+
