@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from service.attribution import attribute, cluster_usage, reconcile
+from service.attribution import RunsQuery, attribute, cluster_usage, reconcile, runs
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
@@ -89,3 +89,13 @@ def test_the_bills_total_is_the_same_with_or_without_the_split(lake_dir):
     assert totals(lake, configured(lake_dir, clusters={}), ["team", "job_type"]) == {
         ("nlp", "pretrain"): D("4.20"), ("eval", "eval"): D("5.53"), ("platform", "idle"): D("0.27"),
         ("platform", "unallocated"): D(10), ("data", "unallocated"): D("3.5")}
+
+
+def test_runs_of_pods_count_their_pods_and_the_instances_idle_share(lake_dir):
+    # the instance's November: $20, of which $10.27 idle (its hour without pods and the pods'
+    # unused cost): 0.5135 for both runs; pods have no job record, so no GPU-hours or state
+    query = RunsQuery.parse(since="2026-11-01", until="2026-12-01")
+    result = runs(Lake(lake_dir / "lake"), configured(lake_dir), query)
+    assert [(r.run, r.jobs, r.cost, r.gpu_hours, r.state, r.idle_share) for r in result.rows] == [
+        ("namespace2-trainer", 2, D("5.53"), None, None, D("0.5135")),
+        ("namespace1-trainer", 2, D("4.20"), None, None, D("0.5135"))]

@@ -14,6 +14,8 @@ its modules (tests/test_layout.py):
 - `attribute_resources`: each dimension's value on a resource's latest cost line (owners);
 - `cluster_usage`, `ClusterUsage`, `JobCost`, `ClusterCost`: shared GPU clusters in a window,
   per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
+- `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
+  clusters, for `spendlake runs` and /api/v1/runs (service/attribution/runs.py);
 - `parse_where`: `team=nlp` options as a filter;
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why).
@@ -27,9 +29,11 @@ from service.attribution.clusters import ClusterCost, ClusterUsage, JobCost, clu
 from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
 from service.attribution.lines import direct_daily_lookup
 from service.attribution.rollup import RollupBuild
+from service.attribution.runs import RunRow, RunsQuery, RunsResult, RunTotal, runs
 
 __all__ = [
     "AttributionQuery", "AttributionResult", "AttributionRow", "ClusterCost", "ClusterUsage", "Contribution", "JobCost",
     "Reconciliation", "RollupBuild", "api_parameter", "attribute", "attribute_query", "attribute_resources",
-    "cli_option", "cluster_usage", "direct_daily_lookup", "materialise", "parse_where", "reconcile",
+    "cli_option", "cluster_usage", "direct_daily_lookup", "materialise", "parse_where", "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal",
+    "runs",
 ]

@@ -76,10 +76,11 @@ def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
-    return read_sessions(lake, config, engine, lambda session: _usage(session, config, window, cost))
+    return read_sessions(lake, config, engine, lambda session: usage_in(session, config, window, cost))
 
 
-def _usage(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str) -> ClusterUsage:
+def usage_in(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str) -> ClusterUsage:
+    """`cluster_usage` on an open session (None: an empty lake)."""
     if session is None:
         return ClusterUsage(window, cost, (), ())
     dims = tuple(dict.fromkeys([*JOB_VALUES, "cluster", *(r.by for r in config.shared)]))

@@ -178,6 +178,7 @@ def _add_area_commands() -> None:
     from service.cli.report import report_command
     from service.cli.rollup import rollup_command
     from service.cli.rules import findings_group, rules_group
+    from service.cli.runs import runs_command
 
     cli.add_command(estimate_command)
     cli.add_command(report_command)
@@ -190,6 +191,7 @@ def _add_area_commands() -> None:
     cli.add_command(verify_command)
     cli.add_command(forget_command)
     cli.add_command(rollup_command)
+    cli.add_command(runs_command)
 
 
 _add_area_commands()

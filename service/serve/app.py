@@ -31,6 +31,7 @@ from service.ingest.status import status as lake_status
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "SPENDLAKE_API_TOKEN"
+RUNS_PARAMS = frozenset({"since", "until", "by", "state", "top", "cost"})
 ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
 FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
 
@@ -92,6 +93,7 @@ class Api:
             "/api/v1/status": Route(self.status, protected=True),
             "/api/v1/attribute": Route(self.attribute, ATTRIBUTE_PARAMS, repeatable=frozenset({"where"}),
                                        protected=True),
+            "/api/v1/runs": Route(self.runs, RUNS_PARAMS, protected=True),
             "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status", "category"}), protected=True),
         }
 
@@ -176,6 +178,15 @@ class Api:
             now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         result = attribute_query(self.lake, self.config, parsed)
         return json_response(200, result.to_json())
+
+    def runs(self, query: Query) -> Response:
+        """The engine and JSON contract of `spendlake runs --format json`."""
+        from service.attribution import RunsQuery, api_parameter, runs
+
+        parsed = RunsQuery.parse(since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
+                                 state=one(query, "state"), top=one(query, "top"), cost=one(query, "cost"),
+                                 now=self.clock(), naming=api_parameter)
+        return json_response(200, runs(self.lake, self.config, parsed).to_json())
 
     def findings(self, query: Query) -> Response:
         """The list `spendlake findings --format json` prints (open ones unless `status` says)."""

@@ -1,0 +1,304 @@
+"""Runs on shared GPU clusters: one row per run, what `spendlake runs` and `/api/v1/runs` show.
+
+    RunsQuery.parse(since=..., until=..., by=..., state=..., top=..., cost=...) -> RunsQuery
+    runs(lake, config, query) -> RunsResult   (.rows: RunRow, .totals: RunTotal, .to_json())
+
+A run is the `run` dimension of allocation (service/attribution/allocation.py): a job record's
+`run_id` (its job id unless a label or column says), an EKS pod's run tag or workload. Per run
+and currency:
+- cost, team, project, experiment, job_type, cluster, user: from the same attribution as
+  `attribute --by run` (cluster_usage: the jobs' parts; values shared by its jobs, `several`
+  where they differ);
+- jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
+  of each) that held GPUs in the window: jobs = records, restarts = jobs - 1 (every attempt after
+  the first: a requeue or a resubmission), GPUs = the most any of them held, GPU-hours = Σ GPUs ×
+  hours inside the window (a running job up to the window's end), state = its last job's (latest
+  start), start = first start, end = last end (None while one runs); EKS pods have no job record:
+  jobs = its pods, the rest unknown;
+- idle_share: of the instances its jobs ran on, the share of their cost in the window that was
+  idle (hours starting in the window; pool jobs ran on their cluster's instances);
+- cost_per_gpu_hour = cost / GPU-hours.
+A run with job records in the window but no billed instance shows cost 0 and no currency.
+`by` groups the rows (team, project, experiment, job_type, cluster, user, state): `top` keeps the
+N costliest runs of each group and folds the rest into one `other` row; totals are per group and
+currency (all runs, with or without `top`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from service.attribution.api import _attribution, read_sessions
+from service.attribution.clusters import usage_in
+from service.attribution.compute import RollupSession
+from service.attribution.jobs import JOBS_TABLE, allocation_inputs
+from service.attribution.query import Naming, _whole_number, cli_option
+from service.attribution.rollup import inventory_keys
+from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col
+from service.core.config import Config
+from service.core.config_attribution import AttributionConfig
+from service.core.errors import UsageError
+from service.core.lake import Lake
+from service.core.timewindow import Window, iso_utc, parse_window
+
+RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
+VALUES = ("team", "project", "experiment", "job_type", "cluster", "user")
+OTHER = "other"
+SEVERAL = "several"
+HOURS = Decimal(3600)
+GPU_HOURS_QUANTUM = Decimal("1e-6")
+RATIO_QUANTUM = Decimal("1e-4")
+MONEY_QUANTUM = Decimal("1e-6")
+
+
+@dataclass(frozen=True)
+class RunsQuery:
+    window: Window
+    by: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()  # upper case; a run is kept when its last job's state is one of them
+    top: int | None = None
+    cost: str = "billed"
+
+    @classmethod
+    def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
+              state: str | None = None, top: str | int | None = None, cost: str | None = None,
+              now: datetime | None = None, naming: Naming = cli_option) -> RunsQuery:
+        """What the user typed, checked; a UsageError names the parameter as `naming` spells it."""
+        if not since:
+            raise UsageError("the window needs a start", where=naming("since"),
+                             hint=f"e.g. {naming('since')} 7d, 24h, 30d or 2026-11-01")
+        groups = tuple(dict.fromkeys(d.strip() for d in (by or "").split(",") if d.strip()))
+        for name in groups:
+            if name not in RUN_GROUPS:
+                raise UsageError(f"runs cannot be grouped by {name!r}", where=naming("by"),
+                                 hint=f"use some of {', '.join(RUN_GROUPS)}")
+        states = tuple(dict.fromkeys(s.strip().upper() for s in (state or "").split(",") if s.strip()))
+        top_n = _whole_number(top, naming("top"))
+        if top_n is not None and top_n < 1:
+            raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
+        if (cost or "billed") not in MEASURES:
+            raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
+        return cls(parse_window(since, until, now=now, naming=naming), groups, states, top_n, cost or "billed")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run: str
+    values: dict[str, str | None]  # team, project, experiment, job_type, cluster, user
+    jobs: int
+    restarts: int
+    gpus: Decimal | None
+    gpu_hours: Decimal | None
+    cost: Decimal
+    currency: str | None
+    state: str | None
+    start: datetime | None
+    end: datetime | None
+    idle_share: Decimal | None
+
+    @property
+    def cost_per_gpu_hour(self) -> Decimal | None:
+        if not self.gpu_hours:
+            return None
+        return (self.cost / self.gpu_hours).quantize(MONEY_QUANTUM)
+
+    def group(self, by: tuple[str, ...]) -> tuple[str | None, ...]:
+        return tuple(self.state if d == "state" else self.values.get(d) for d in by)
+
+    def to_json(self) -> dict:
+        return {"run": self.run, **self.values, "jobs": self.jobs, "restarts": self.restarts,
+                "gpus": _text(self.gpus), "gpu_hours": _text(self.gpu_hours), "cost": _text(self.cost),
+                "currency": self.currency, "cost_per_gpu_hour": _text(self.cost_per_gpu_hour),
+                "idle_share": _text(self.idle_share), "state": self.state,
+                "start": iso_utc(self.start) if self.start else None, "end": iso_utc(self.end) if self.end else None}
+
+
+@dataclass(frozen=True)
+class RunTotal:
+    group: tuple[str | None, ...]
+    currency: str | None
+    runs: int
+    jobs: int
+    gpu_hours: Decimal
+    cost: Decimal
+
+
+@dataclass(frozen=True)
+class RunsResult:
+    query: RunsQuery
+    rows: tuple[RunRow, ...]
+    totals: tuple[RunTotal, ...]
+    lake_empty: bool = False
+    overbooked: int = 0
+
+    def to_json(self) -> dict:
+        by = self.query.by
+        return {"since": iso_utc(self.query.window.since), "until": iso_utc(self.query.window.until),
+                "cost": self.query.cost, "by": list(by), "rows": [row.to_json() for row in self.rows],
+                "totals": [{**dict(zip(by, t.group)), "currency": t.currency, "runs": t.runs, "jobs": t.jobs,
+                            "gpu_hours": _text(t.gpu_hours), "cost": _text(t.cost)} for t in self.totals]}
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else format(value, "f")
+
+
+def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> RunsResult:
+    """One row per run of the shared GPU clusters in the query's window (module docstring)."""
+    config = _attribution(config)
+    if config.clusters is None:
+        raise UsageError("no shared clusters are configured", where="attribution.clusters",
+                         hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
+    return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query))
+
+
+@dataclass
+class _JobSide:
+    """What a run's job records say in the window."""
+    name: str
+    jobs: int = 0
+    gpus: Decimal = Decimal(0)
+    gpu_hours: Decimal = Decimal(0)
+    last: tuple = ()
+    state: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    running: bool = False
+    clusters: set = field(default_factory=set)
+
+
+def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
+    if session is None:
+        return RunsResult(query, (), (), lake_empty=True)
+    usage = usage_in(session, config, query.window, query.cost)
+    records = _job_records(lake, session, query.window)
+    idle = _idle_shares(lake, session, config, query.window, query.cost)
+    costs: dict[tuple[str, str | None], list] = {}
+    for job in usage.jobs:
+        key = (job.values["run"].strip().lower(), job.currency)
+        values = {**{d: job.values.get(d) for d in VALUES if d != "cluster"}, "cluster": job.cluster}
+        held = costs.setdefault(key, [job.values["run"], Decimal(0), values, 0])
+        held[1] += job.cost
+        held[2] = {d: v if v == values[d] else SEVERAL for d, v in held[2].items()}
+        held[3] += 1
+    rows = []
+    for (run, currency), (name, cost, values, parts) in costs.items():
+        rows.append(_row(name, values, cost, currency, records.get(run), parts, idle.get((run, currency))))
+    costed = {run for run, _ in costs}
+    for run, side in records.items():
+        if run not in costed:
+            values = {d: None for d in VALUES} | {"cluster": ", ".join(sorted(side.clusters)) or None}
+            rows.append(_row(side.name, values, Decimal(0), None, side, 0, None))
+    rows = [r for r in rows if not query.states or (r.state or "").upper() in query.states]
+    return _arrange(query, rows, usage.overbooked)
+
+
+def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: _JobSide | None, parts: int,
+         idle: Decimal | None) -> RunRow:
+    if side is None:  # EKS pods: no job record
+        return RunRow(name, values, parts, max(parts - 1, 0), None, None, cost, currency, None, None, None, idle)
+    return RunRow(name, values, side.jobs, side.jobs - 1, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
+                  cost, currency, side.state, side.start, None if side.running else side.end, idle)
+
+
+def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResult:
+    """Rows by group, costliest first; `top` per group with the rest as `other`; totals."""
+    groups: dict[tuple, list[RunRow]] = defaultdict(list)
+    for row in rows:
+        groups[row.group(query.by)].append(row)
+    kept, totals = [], []
+    for group in sorted(groups, key=lambda g: tuple(v or "" for v in g)):
+        members = sorted(groups[group], key=lambda r: (r.currency or "~", -r.cost, r.run))
+        per_currency: dict[str | None, list[RunRow]] = defaultdict(list)
+        for row in members:
+            per_currency[row.currency].append(row)
+        for currency, these in per_currency.items():
+            totals.append(RunTotal(group, currency, len(these), sum(r.jobs for r in these),
+                                   sum((r.gpu_hours or Decimal(0) for r in these), Decimal(0)),
+                                   sum((r.cost for r in these), Decimal(0))))
+            if query.top is None or len(these) <= query.top:
+                kept += these
+                continue
+            kept += these[:query.top]
+            rest = these[query.top:]
+            values = {d: None for d in VALUES} | {d: v for d, v in zip(query.by, group) if d != "state"}
+            kept.append(RunRow(OTHER, values, sum(r.jobs for r in rest), sum(r.restarts for r in rest), None,
+                               sum((r.gpu_hours or Decimal(0) for r in rest), Decimal(0)),
+                               sum((r.cost for r in rest), Decimal(0)), currency,
+                               group[query.by.index("state")] if "state" in query.by else None, None, None, None))
+    return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _job_records(lake: Lake, session: RollupSession, window: Window) -> dict[str, _JobSide]:
+    """run (lower case) → its job records' figures in `window`: the newest snapshot of each
+    record that held GPUs and overlaps the window, as allocation reads them."""
+    if not lake.has_table(JOBS_TABLE):
+        return {}
+    since, until = _naive(window.since), _naive(window.until)
+    rows = session.con.execute(
+        "SELECT run_id, cluster, state, start_time, end_time, gpus FROM (SELECT *, row_number() OVER ("
+        "PARTITION BY record_id ORDER BY snapshot_date DESC, source DESC) AS newest FROM jobs) AS j "
+        "WHERE newest = 1 AND start_time IS NOT NULL AND gpus > 0 AND start_time < $until "
+        "AND (end_time IS NULL OR end_time > $since) AND coalesce(trim(run_id), '') <> '' "
+        "ORDER BY start_time, end_time NULLS LAST, record_id",
+        {"since": since, "until": until}).fetchall()
+    runs: dict[str, _JobSide] = {}
+    for run_id, cluster, state, start, end, gpus in rows:
+        side = runs.setdefault(run_id.strip().lower(), _JobSide(run_id.strip()))
+        gpus = Decimal(repr(gpus))
+        held_until = min(end or until, until)
+        seconds = Decimal(int((held_until - max(start, since)).total_seconds() * 1_000_000)) / 1_000_000
+        side.jobs += 1
+        side.gpus = max(side.gpus, gpus)
+        side.gpu_hours += gpus * max(seconds, Decimal(0)) / HOURS
+        side.state = state  # rows come by start time: the last one is the run's last job
+        side.start = side.start or start.replace(tzinfo=timezone.utc)
+        side.running = side.running or end is None
+        if end is not None:
+            side.end = max(side.end or end.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))
+        if cluster:
+            side.clusters.add(cluster.strip())
+    return runs
+
+
+def _idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window,
+                 cost: str) -> dict[tuple[str, str | None], Decimal]:
+    """(run lower case, currency) → idle share of the instances its jobs' parts are on, over
+    their hours that start in `window`."""
+    con = session.con
+    params = Params()
+    start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
+    since, until = params.bind(_naive(window.since), "since"), params.bind(_naive(window.until), "until")
+    where = f"{start} < {until} AND (coalesce(ChargePeriodEnd, {start}) > {since} OR {start} >= {since})"
+    tag_sql = all_tag_keys_sql()
+    tag_keys = [row[0] for row in con.execute(tag_sql.text, tag_sql.params).fetchall()]
+    allocation = allocation_inputs(lake, config, con, where, dict(params.values))
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation)
+    run, how = dim_col("run"), how_col("run")
+    sql = (lines.text + f" SELECT lower({run}), ResourceId, currency, split_part({how}, ':', 1) AS kind, "
+           f"sum({MEASURES[cost]}) FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "
+           f"AND split_part({how}, ':', 1) IN ('job', 'idle') GROUP BY ALL")
+    instance_total: dict[tuple, Decimal] = defaultdict(Decimal)
+    instance_idle: dict[tuple, Decimal] = defaultdict(Decimal)
+    on: dict[tuple[str, str | None], set] = defaultdict(set)
+    for value, resource, currency, kind, amount in con.execute(sql, lines.params).fetchall():
+        instance_total[(resource, currency)] += amount or 0
+        if kind == "idle":
+            instance_idle[(resource, currency)] += amount or 0
+        else:
+            on[(value, currency)].add(resource)
+    shares = {}
+    for (value, currency), instances in on.items():
+        total = sum((instance_total[(i, currency)] for i in instances), Decimal(0))
+        if total:
+            shares[(value, currency)] = (sum((instance_idle[(i, currency)] for i in instances), Decimal(0))
+                                         / total).quantize(RATIO_QUANTUM)
+    return shares
+

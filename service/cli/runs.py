@@ -1,0 +1,63 @@
+"""`spendlake runs`: thin over service.attribution.runs (rendering only)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import click
+
+from service.cli.output import emit, format_option
+from service.cli.params import WholeNumber
+from service.core.units import money_text
+
+COSTS = ("billed", "effective", "list")
+COLUMNS = ("run", "team", "project", "experiment", "job_type", "cluster", "user", "jobs", "restarts", "gpus",
+           "gpu_hours", "cost", "currency", "cost_per_gpu_hour", "idle_share", "state", "start", "end")
+TABLE = {"run": "run", "team": "team", "project": "project", "experiment": "experiment", "job_type": "job type",
+         "jobs": "jobs (restarts)", "gpus": "GPUs", "gpu_hours": "GPU-h", "cost": "cost", "currency": "currency",
+         "cost_per_gpu_hour": "$/GPU-h", "idle_share": "idle", "state": "state", "start": "start", "end": "end"}
+
+
+def _number(text: str | None, places: int) -> str:
+    return "" if text is None else f"{Decimal(text):,.{places}f}".rstrip("0").rstrip(".")
+
+
+def render(result, fmt: str | None) -> None:
+    data = result.to_json()
+    if fmt in ("json", "csv") or fmt is None:
+        emit(data["rows"], COLUMNS, fmt, json_data=data)
+        return
+    rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"]),
+             "gpus": _number(row["gpus"], 2), "gpu_hours": _number(row["gpu_hours"], 1),
+             "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]) if row["cost_per_gpu_hour"] else "",
+             "idle_share": f"{float(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
+             "start": (row["start"] or "")[:16], "end": (row["end"] or ("running" if row["start"] else ""))[:16]} for row in data["rows"]]
+    rows = [{TABLE[k]: v for k, v in row.items() if k in TABLE} for row in rows]
+    footer = {"run": "total", "currency": "\n".join(str(t["currency"] or "") for t in data["totals"]),
+              "cost": "\n".join(money_text(t["cost"]) for t in data["totals"])}
+    title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
+    emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
+         right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"))
+
+
+@click.command("runs")
+@click.option("--since", help="Start of the window: 7d, 24h, 30d, 2026-11-01 or an ISO time (UTC).")
+@click.option("--until", help="End of the window (default: now).")
+@click.option("--by", "by", help="Group the runs: team, project, experiment, job_type, cluster, user or state.")
+@click.option("--state", help="Keep runs whose last job ended in this state (comma-separated), e.g. failed.")
+@click.option("--top", type=WholeNumber(min=1), help="Keep the N costliest runs (of each group), fold the rest into `other`.")
+@click.option("--cost", type=click.Choice(COSTS), default="billed", show_default=True)
+@format_option
+@click.pass_obj
+def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
+    """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
+    from service.attribution import RunsQuery, runs
+
+    query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost)
+    result = runs(obj.lake, obj.config, query)
+    if result.lake_empty:
+        click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`", err=True)
+    render(result, fmt)
+    if result.overbooked:
+        click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
+                   "`spendlake attribute`)", err=True)

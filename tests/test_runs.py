@@ -1,0 +1,147 @@
+"""`spendlake runs` and /api/v1/runs: one row per run of the shared GPU clusters. Figures by hand
+(p5.48xlarge: 8 GPUs, $80 an hour, i.e. $10 a GPU-hour):
+
+- run r1: job 1 (8 GPUs of i-a, 10:00-10:30, FAILED) and its restart job 2 (8 GPUs of i-a,
+  10:30-11:00, COMPLETED): $40 + $40 = $80, 4 + 4 = 8 GPU-hours, $10 a GPU-hour, i-a never idle;
+- run r2: job 3 (4 GPUs of i-b, 10:00-10:30, CANCELLED): 4·30/(8·60) of $80 = $20, 2 GPU-hours;
+  i-b is idle for the other $60 of its $80: idle share 0.75;
+- run r3: job 4 (2 GPUs of i-z, which is not billed, RUNNING since 10:00): $0, no currency; in the
+  window 2026-11-02 (a day) it held 2 GPUs for 14 hours: 28 GPU-hours.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+from urllib.parse import parse_qs
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.attribution import RunsQuery, runs
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.core.errors import UsageError
+from tests.attribution_helpers import declared_sources
+from tests.test_clusters_allocation import gpu_line, job, setup
+from tests.test_service_http import api_for
+
+D = Decimal
+DAY = {"since": "2026-11-02", "until": "2026-11-03"}
+
+
+def lake_with_runs(tmp_path):
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
+                state="FAILED", team="nlp", project="llm", job_type="pretrain"),
+            job("2", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1",
+                team="nlp", project="llm", job_type="pretrain"),
+            job("3", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2",
+                state="CANCELLED", team="nlp", project="evals", job_type="eval"),
+            job("4", 2, "2026-11-02T10:00:00", None, instance_ids=["i-z"], run_id="r3", state="RUNNING")]
+    return setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+
+
+def query(**kwargs) -> RunsQuery:
+    return RunsQuery.parse(**{**DAY, **kwargs})
+
+
+def test_one_row_per_run_with_its_jobs_gpu_hours_cost_and_idle_share(tmp_path):
+    lake, cfg = lake_with_runs(tmp_path)
+    result = runs(lake, cfg, query())
+    got = {r.run: (r.jobs, r.restarts, r.gpus, r.gpu_hours, r.cost, r.currency, r.state, r.cost_per_gpu_hour,
+                   r.idle_share) for r in result.rows}
+    assert got == {
+        "r1": (2, 1, D(8), D(8), D(80), "USD", "COMPLETED", D(10), D(0)),
+        "r2": (1, 0, D(4), D(2), D(20), "USD", "CANCELLED", D(10), D("0.75")),
+        "r3": (1, 0, D(2), D(28), D(0), None, "RUNNING", D(0), None),
+    }
+    r1 = result.rows[0]
+    assert (r1.run, r1.values["team"], r1.values["project"], r1.values["job_type"], r1.values["cluster"]) == (
+        "r1", "nlp", "llm", "pretrain", "p5")
+    assert (r1.start, r1.end) == (datetime(2026, 11, 2, 10, tzinfo=timezone.utc),
+                                  datetime(2026, 11, 2, 11, tzinfo=timezone.utc))
+    assert [r.end for r in result.rows if r.run == "r3"] == [None]  # still running
+    assert {(t.currency, t.runs, t.jobs, t.gpu_hours, t.cost) for t in result.totals} == {
+        ("USD", 2, 3, D(10), D(100)), (None, 1, 1, D(28), D(0))}
+
+
+def test_state_filters_on_the_last_jobs_state_and_top_folds_the_rest(tmp_path):
+    lake, cfg = lake_with_runs(tmp_path)
+    assert [r.run for r in runs(lake, cfg, query(state="failed")).rows] == []  # r1's last job completed
+    assert [r.run for r in runs(lake, cfg, query(state="cancelled,completed")).rows] == ["r1", "r2"]
+    top = runs(lake, cfg, query(top="1")).rows
+    assert [(r.run, r.cost, r.jobs) for r in top] == [("r1", D(80), 2), ("other", D(20), 1), ("r3", D(0), 1)]
+
+
+def test_by_project_groups_rows_and_totals(tmp_path):
+    lake, cfg = lake_with_runs(tmp_path)
+    result = runs(lake, cfg, query(by="project"))
+    assert [(r.values["project"], r.run) for r in result.rows] == [(None, "r3"), ("evals", "r2"), ("llm", "r1")]
+    assert {(t.group, t.currency, t.cost) for t in result.totals} == {
+        (("evals",), "USD", D(20)), (("llm",), "USD", D(80)), ((None,), None, D(0))}
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    ({"by": "account"}, "runs cannot be grouped by 'account'"),
+    ({"top": "²"}, "--top must be a whole number"),
+    ({"top": "0"}, "--top must be at least 1"),
+    ({"since": "2026-11-03"}, "the window is empty"),
+])
+def test_bad_parameters_name_the_option(kwargs, says):
+    with pytest.raises(UsageError, match=says):
+        query(**kwargs)
+
+
+def whole_config(tmp_path, lake) -> dict:
+    """A config declaring the lake's sources, the job source included (only declared ones count)."""
+    return {"lake": str(lake.root), "sources": declared_sources(lake),
+            "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path)}],
+            "attribution": {"clusters": {}}}
+
+
+def write_config(tmp_path, lake) -> str:
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    return str(path)
+
+
+def test_the_cli_keeps_the_json_contract_and_writes_csv_and_tables(tmp_path):
+    lake, _ = lake_with_runs(tmp_path)
+    path = write_config(tmp_path, lake)
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert (data["since"], data["until"]) == ("2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z")
+    contract = {"run", "team", "project", "experiment", "job_type", "jobs", "gpu_hours", "cost", "currency", "state",
+                "start", "end"}
+    assert all(contract <= set(row) for row in data["rows"])
+    assert {k: data["rows"][0][k] for k in contract} == {
+        "run": "r1", "team": "nlp", "project": "llm", "experiment": "unallocated", "job_type": "pretrain", "jobs": 2,
+        "gpu_hours": "8.000000", "cost": "80.000000000000", "currency": "USD", "state": "COMPLETED",
+        "start": "2026-11-02T10:00:00Z", "end": "2026-11-02T11:00:00Z"}
+    assert [t["cost"] for t in data["totals"] if t["currency"] == "USD"] == ["100.000000000000"]
+    failed = runner.invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                 "--state", "cancelled", "--format", "csv"])
+    assert failed.exit_code == 0, failed.output
+    lines = failed.stdout.splitlines()
+    assert lines[0].startswith("run,team,project,experiment,job_type") and len(lines) == 2 and lines[1].startswith("r2,")
+    table = runner.invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                "--by", "project", "--top", "1", "--format", "table"], env={"COLUMNS": "220"})
+    assert table.exit_code == 0 and "r1" in table.stdout and "$/GPU-h" in table.stdout, table.output
+    bad = runner.invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--by", "account"])
+    assert bad.exit_code == 2 and "--by" in bad.output
+
+
+def test_the_http_api_answers_as_the_cli_does(tmp_path):
+    lake, _ = lake_with_runs(tmp_path)
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    response = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03&state=cancelled"), None)
+    assert response.status == 200, response.body
+    data = json.loads(response.body)
+    assert [(r["run"], r["cost"], r["idle_share"]) for r in data["rows"]] == [("r2", "20.000000000000", "0.7500")]
+    bad = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&top=0"), None)
+    assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "top"
