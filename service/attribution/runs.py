@@ -65,11 +65,12 @@ class RunsQuery:
     @classmethod
     def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
               state: str | None = None, top: str | int | None = None, cost: str | None = None,
-              now: datetime | None = None, naming: Naming = cli_option) -> RunsQuery:
-        """What the user typed, checked; a UsageError names the parameter as `naming` spells it."""
+              now: datetime | None = None, end: datetime | None = None, naming: Naming = cli_option) -> RunsQuery:
+        """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
+        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end)."""
         if not since:
             raise UsageError("the window needs a start", where=naming("since"),
-                             hint=f"e.g. {naming('since')} 7d, 24h, 30d or 2026-11-01")
+                             hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
         groups = tuple(dict.fromkeys(d.strip() for d in (by or "").split(",") if d.strip()))
         for name in groups:
             if name not in RUN_GROUPS:
@@ -81,7 +82,8 @@ class RunsQuery:
             raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
         if (cost or "billed") not in MEASURES:
             raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
-        return cls(parse_window(since, until, now=now, naming=naming), groups, states, top_n, cost or "billed")
+        return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
+                   cost or "billed")
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def render(result, fmt: str | None) -> None:
 
 @click.command("runs")
 @click.option("--since", help="Start of the window: 7d, 24h, 30d, 2026-11-01 or an ISO time (UTC).")
-@click.option("--until", help="End of the window (default: now).")
+@click.option("--until", help="End of the window (default: the end of the data, `data through`).")
 @click.option("--by", "by", help="Group the runs: team, project, experiment, job_type, cluster, user or state.")
 @click.option("--state", help="Keep runs whose last job ended in this state (comma-separated), e.g. failed.")
 @click.option("--top", type=WholeNumber(min=1), help="Keep the N costliest runs (of each group), fold the rest into `other`.")
@@ -52,8 +52,10 @@ def render(result, fmt: str | None) -> None:
 def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
     """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
     from service.attribution import RunsQuery, runs
+    from service.core.coverage import data_end
 
-    query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost)
+    query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost,
+                            end=None if until else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
     if result.lake_empty:
         click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`", err=True)

@@ -185,7 +185,7 @@ class Api:
 
         parsed = RunsQuery.parse(since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
                                  state=one(query, "state"), top=one(query, "top"), cost=one(query, "cost"),
-                                 now=self.clock(), naming=api_parameter)
+                                 now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         return json_response(200, runs(self.lake, self.config, parsed).to_json())
 
     def findings(self, query: Query) -> Response:
