@@ -3,7 +3,8 @@
 A package may import its own modules and the packages on floors below it, never a package
 on its own floor or above. The order follows the flow of DESIGN.md: ingest sits above
 attribution because it rebuilds the rollups after each commit; planning reads only the
-lake, so it shares attribution's floor.
+lake, so it shares attribution's floor; export (a FOCUS dataset of the lake) shares the
+report's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("service.attribution", "service.planning"),
     ("service.ingest",),
     ("service.findings",),
-    ("service.report",),
+    ("service.report", "service.export"),
     ("service.serve",),
     ("service.cli",),
 )

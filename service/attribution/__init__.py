@@ -17,6 +17,8 @@ its modules (tests/test_layout.py):
 - `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
   clusters, for `spendlake runs` and /api/v1/runs (service/attribution/runs.py);
 - `parse_where`: `team=nlp` options as a filter;
+- `attributed_lines`: every line with its value per dimension and shared costs split into
+  allocated lines (service/attribution/per_line.py; `spendlake export --with-attribution`);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why).
 """
@@ -28,12 +30,13 @@ from service.attribution.result import AttributionResult, AttributionRow, Contri
 from service.attribution.clusters import ClusterCost, ClusterUsage, JobCost, cluster_usage
 from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
 from service.attribution.lines import direct_daily_lookup
+from service.attribution.per_line import attributed_lines
 from service.attribution.rollup import RollupBuild
 from service.attribution.runs import RunRow, RunsQuery, RunsResult, RunTotal, runs
 
 __all__ = [
     "AttributionQuery", "AttributionResult", "AttributionRow", "ClusterCost", "ClusterUsage", "Contribution", "JobCost",
     "Reconciliation", "RollupBuild", "api_parameter", "attribute", "attribute_query", "attribute_resources",
-    "cli_option", "cluster_usage", "direct_daily_lookup", "materialise", "parse_where", "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal",
-    "runs",
+    "attributed_lines", "cli_option", "cluster_usage", "direct_daily_lookup", "materialise", "parse_where",
+    "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs",
 ]

@@ -20,8 +20,8 @@ QUANTUM = Decimal("1e-12")
 ROLLUP_VIEW = "attribution_rollups"
 
 
-def _quantize(value: Decimal) -> Decimal:
-    return value.quantize(QUANTUM, rounding=ROUND_HALF_EVEN)
+def _quantize(value: Decimal, quantum: Decimal = QUANTUM) -> Decimal:
+    return value.quantize(quantum, rounding=ROUND_HALF_EVEN)
 
 
 def _bucket(moment: datetime, granularity: str) -> date | None:
@@ -104,19 +104,24 @@ def window_parts(con, config: AttributionConfig, dims: tuple[str, ...], measure:
         yield shared, period, currency, partition, values, hows, amount
 
 
-def split_exactly(amount: Decimal, weights: Mapping[str, Decimal]) -> dict[str, Decimal]:
-    """amount × weight / Σ weights per key, rounded to 12 decimals; the remainder goes to
-    the largest weight (ties: first key in byte order), so the parts sum to `amount`."""
+def split_exactly(amount: Decimal, weights: Mapping[str, Decimal], quantum: Decimal = QUANTUM) -> dict[str, Decimal]:
+    """amount × weight / Σ weights per key, rounded to `quantum` (12 decimals); the remainder
+    goes to the largest weight (ties: first key in byte order), so the parts sum to `amount`."""
     total = sum(weights.values(), Decimal(0))
     with localcontext() as ctx:
         ctx.prec = 80
-        parts = {key: _quantize(amount * w / total) for key, w in weights.items()}
+        parts = {key: _quantize(amount * w / total, quantum) for key, w in weights.items()}
     largest = min(weights, key=lambda k: (-weights[k], k))
     parts[largest] += amount - sum(parts.values(), Decimal(0))
     return parts
 
 
-def _weights(config: AttributionConfig, rule_index: int, currency, period, direct: Mapping) -> dict[str, Decimal] | None:
+def split_weights(config: AttributionConfig, rule_index: int, currency, period,
+                  direct: Mapping) -> dict[str, Decimal] | None:
+    """What shared rule `rule_index` splits by in `currency` and output `period`: its fixed
+    weights, or the values of its dimension with positive direct spend
+    (`direct[(dimension, currency, period)]`, the default value left out): 1 each (even) or
+    that spend (proportional); None: nothing to split over."""
     rule = config.shared[rule_index]
     if rule.split == "fixed":
         return {k.strip().lower(): w for k, w in rule.weights.items()}
@@ -149,7 +154,7 @@ def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measu
         at = dims.index(rule.by)
         key = (shared, currency, period)
         if key not in weights_cache:
-            weights_cache[key] = _weights(config, shared, currency, period, direct)
+            weights_cache[key] = split_weights(config, shared, currency, period, direct)
         weights = weights_cache[key]
         how = f"shared:{shared}"
         if weights is None:

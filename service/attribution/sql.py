@@ -164,7 +164,7 @@ def _case(whens: list[str], otherwise: str) -> str:
 
 def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, params: Params,
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
-                   allocation: AllocationInputs | None = None) -> Sql:
+                   allocation: AllocationInputs | None = None, every_column: bool = False) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -177,7 +177,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     resource (same key order), before the virtual-tag rules. `extra_columns`: more cost
     columns to carry (canonical names, e.g. `x_line_item_type`). `allocation` (with
     `attribution.clusters`): GPU instances' lines become parts of jobs and idle first
-    (service/attribution/allocation.py), and a part's own values and placement come first."""
+    (service/attribution/allocation.py), and a part's own values and placement come first.
+    `every_column`: carry every cost column."""
     tag_keys = list(tag_keys)
     order = config.dimension_order()
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
@@ -208,6 +209,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     columns = ["cp_start", "cp_end", "currency", "source", "billing_period", "SubAccountId", "ServiceName", "ResourceId",
                "x_usage_type", "RegionId", "ChargeCategory", "BilledCost", "EffectiveCost", "ListCost",
                *extra_columns, *(ALLOCATION_COLUMNS if allocation else ())]
+    if every_column:
+        columns = ["cp_start", "cp_end", "currency", "costs.*"]
     renamed = {"cp_start": f"{start} AS cp_start",
                "cp_end": f"greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end",
                "currency": "BillingCurrency AS currency"}

@@ -174,6 +174,7 @@ def _add_area_commands() -> None:
     from service.cli.commitments import commitments_command
     from service.cli.demo import demo_command
     from service.cli.estimate import estimate_command
+    from service.cli.export import export_command
     from service.cli.integrity import forget_command, verify_command
     from service.cli.report import report_command
     from service.cli.rollup import rollup_command
@@ -182,6 +183,7 @@ def _add_area_commands() -> None:
 
     cli.add_command(estimate_command)
     cli.add_command(report_command)
+    cli.add_command(export_command)
     cli.add_command(demo_command)
     cli.add_command(rules_group)
     cli.add_command(findings_group)

@@ -109,6 +109,7 @@ def upload_s3(files: Mapping[str, bytes | Path], bucket: str, prefix: str, *, la
     """PUT each file (bytes, or a local file sent in parts when large) under
     `s3://bucket/prefix/<name>`, `last` last; returns the prefix's URL."""
     import boto3
+    from boto3.exceptions import S3UploadFailedError  # what upload_file raises for a ClientError
     from botocore.exceptions import BotoCoreError, ClientError
 
     client = boto3.client("s3")
@@ -121,7 +122,7 @@ def upload_s3(files: Mapping[str, bytes | Path], bucket: str, prefix: str, *, la
                 client.upload_file(str(body), bucket, key, ExtraArgs={"ContentType": content_type})
             else:
                 client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
-    except (BotoCoreError, ClientError) as exc:
+    except (BotoCoreError, ClientError, S3UploadFailedError) as exc:
         raise SpendlakeError(f"cannot upload {what}: {exc}", where=f"s3://{bucket}/{prefix}/",
                              hint="check the bucket name and that the credentials allow s3:PutObject") from None
     return f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"

@@ -1,0 +1,162 @@
+"""Attribution line by line, for a dataset that carries it (`spendlake export --with-attribution`).
+
+`attributed_lines(lake, config, snapshot, where=..., params=..., window=..., allocated_prefix=...)`
+is a context manager yielding (connection, relation, extra columns): the cost lines matching
+`where` (SQL over `costs`, its values bound in `params`), each with every cost column,
+`source`, `billing_period`, and one column `x_<dimension>` per configured dimension, in the
+config's order: the value attribution gives the line (tags, inventory tags, virtual tags,
+default: service/attribution/sql.py), spelled as `spendlake attribute` shows it.
+
+A line a shared rule matches is no one's direct spend: it becomes one line per value the
+rule splits it over — the weights `attribute` uses for `window` (the values of the rule's
+dimension with direct spend in the window, in the line's currency; fixed weights as
+configured; billed cost decides, as `attribute`'s default measure) — each carrying the
+line's every column, its value in `x_<by>`, and its part of each summable column (costs,
+credits and quantities; unit prices stay), split exactly: parts rounded to 12 decimals
+(quantities 16), the remainder on the largest, so they add up to the line. A split line is
+a FOCUS 1.3 *allocated charge* of its *origin charge*, described in the Allocated columns
+(named `<allocated_prefix>AllocatedMethodId`, ...):
+
+- AllocatedMethodId `spendlake-shared-<even|proportional|fixed>`; a rule with nothing to
+  split over keeps the line whole on the default value: `spendlake-shared-default`;
+- AllocatedMethodDetails `{"Elements": [{"AllocatedRatio": r, "UsageUnit": "<currency> direct
+  spend", "UsageQuantity": s}], "x_SharedRule": i, "x_Dimension": d, "x_Value": v}` (UsageUnit
+  and UsageQuantity only for proportional splits: the value's direct spend);
+- AllocatedResourceId `<dimension>/<value>`, AllocatedResourceName the value (both null
+  on a line kept on the default: FOCUS's unallocated portion), AllocatedTags
+  `{"spendlake/<dimension>": "<value>"}`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from service.attribution.compute import RollupSession, split_exactly, split_weights, window_parts
+from service.attribution.rollup import inventory_keys
+from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col
+from service.core.config import Config
+from service.core.config_attribution import AttributionConfig
+from service.core.lake import Lake
+from service.core.schema import COST_COLUMN_NAMES
+from service.core.snapshot import Snapshot
+from service.core.timewindow import Window
+
+ALLOCATED = ("AllocatedMethodId", "AllocatedMethodDetails", "AllocatedResourceId", "AllocatedResourceName",
+             "AllocatedTags")
+MONEY_PARTS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "PricingCurrencyEffectiveCost",
+               "x_credits")
+QUANTITY_PARTS = ("ConsumedQuantity", "PricingQuantity", "CommitmentDiscountQuantity")
+MONEY_QUANTUM, QUANTITY_QUANTUM = Decimal("1e-12"), Decimal("1e-16")
+TAG_PREFIX = "spendlake/"
+SPLIT_MEASURE = "billed"
+
+
+@contextmanager
+def attributed_lines(lake: Lake, config: AttributionConfig | Config, snapshot: Snapshot, *, where: str,
+                     params: Mapping[str, Any], window: Window | None,
+                     allocated_prefix: str = "") -> Iterator[tuple[duckdb.DuckDBPyConnection, str, tuple[str, ...]]]:
+    """See the module docstring."""
+    config = config.attribution if isinstance(config, Config) else config
+    dims = config.dimension_order()
+    session = RollupSession(lake, config, snapshot)
+    try:
+        con = session.con
+        keys_sql = all_tag_keys_sql()
+        tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+        sql = attributed_sql(config, tag_keys, where, Params(dict(params)), inventory_keys(lake, con),
+                             every_column=True)
+        spellings = session.spellings(dims)
+        con.register("attribution_spellings", pa.table({
+            "dim": [d for d, _ in spellings], "key": [k for _, k in spellings], "spelling": list(spellings.values())},
+            schema=pa.schema([("dim", pa.string()), ("key", pa.string()), ("spelling", pa.string())])))
+        joins = " ".join(f"LEFT JOIN attribution_spellings AS s{i} ON s{i}.dim = $dim{i} "
+                         f"AND s{i}.key = lower(a.{dim_col(d)})" for i, d in enumerate(dims))
+        values = ", ".join(f"coalesce(s{i}.spelling, a.{dim_col(d)}) AS x_{d}" for i, d in enumerate(dims))
+        columns = ", ".join(f"a.{name}" for name in (*COST_COLUMN_NAMES, "source", "billing_period"))
+        con.sql(f"{sql.text} SELECT {columns}, {values}, a.shared FROM attributed AS a {joins}",
+                params={**sql.params, **{f"dim{i}": d for i, d in enumerate(dims)}}).create_view("attributed_lines")
+        names = [f"{allocated_prefix}{name}" for name in ALLOCATED] if allocated_prefix else []
+        nulls = "".join(f", CAST(NULL AS VARCHAR) AS {name}" for name in names)
+        split = _split_lines(con, config, dims, window, spellings, allocated_prefix)
+        con.register("attributed_splits", split)
+        con.execute(f"CREATE VIEW export_lines AS SELECT * EXCLUDE (shared){nulls} FROM attributed_lines "
+                    "WHERE shared IS NULL UNION ALL BY NAME SELECT * FROM attributed_splits")
+        yield con, "export_lines", (*(f"x_{d}" for d in dims), *names)
+    finally:
+        session.con.close()
+
+
+def _split_lines(con: duckdb.DuckDBPyConnection, config: AttributionConfig, dims: Sequence[str],
+                 window: Window | None, spellings: Mapping[tuple[str, str], str], prefix: str) -> pa.Table:
+    """The shared lines, each as its allocated charges (see the module docstring)."""
+    shared = con.sql("SELECT * FROM attributed_lines WHERE shared IS NOT NULL").to_arrow_table()
+    schema = shared.schema.remove(shared.schema.get_field_index("shared"))
+    if prefix:
+        schema = pa.schema([*schema, *(pa.field(f"{prefix}{name}", pa.string()) for name in ALLOCATED)])
+    rows = shared.to_pylist()
+    if not rows:
+        return schema.empty_table()
+    direct = _direct_spend(con, config, tuple(dims), window)
+    out = []
+    for row in rows:
+        rule_index = row.pop("shared")
+        out += _allocated(row, config, rule_index, direct, spellings, prefix)
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+def _direct_spend(con, config: AttributionConfig, dims: tuple[str, ...], window: Window | None) -> dict:
+    """(dimension, currency, None) → {value (lower case): direct spend} in `window` (one period,
+    the whole window), as `attribute` sums it."""
+    direct: dict = defaultdict(lambda: defaultdict(Decimal))
+    for shared, _, currency, _, values, _, amount in window_parts(con, config, dims, SPLIT_MEASURE, "total", window,
+                                                                  False, False):
+        if shared is None:
+            for dim, value in zip(dims, values):
+                direct[(dim, currency, None)][value] += amount
+    return direct
+
+
+def _allocated(row: dict, config: AttributionConfig, rule_index: int, direct: Mapping,
+               spellings: Mapping[tuple[str, str], str], prefix: str) -> list[dict]:
+    rule = config.shared[rule_index]
+    currency = row["BillingCurrency"]
+    weights = split_weights(config, rule_index, currency, None, direct)
+    method = f"spendlake-shared-{rule.split}"
+    if weights is None:  # nothing to split over: the whole line stays on the default value
+        weights = {config.dimensions[rule.by].default.strip().lower(): Decimal(1)}
+        method = "spendlake-shared-default"
+    total = sum(weights.values(), Decimal(0))
+    parts = {name: split_exactly(row[name], weights, MONEY_QUANTUM) for name in MONEY_PARTS if row[name] is not None}
+    parts |= {name: split_exactly(row[name], weights, QUANTITY_QUANTUM)
+              for name in QUANTITY_PARTS if row[name] is not None}
+    lines = []
+    for value, weight in weights.items():
+        shown = spellings.get((rule.by, value), value)
+        line = {**row, **{name: split[value] for name, split in parts.items()}, f"x_{rule.by}": shown}
+        element: dict[str, Any] = {"AllocatedRatio": _number(weight / total)}
+        if rule.split == "proportional" and method != "spendlake-shared-default":
+            element |= {"UsageUnit": f"{currency} direct spend", "UsageQuantity": _number(weight)}
+        kept = method == "spendlake-shared-default"
+        line[f"{prefix}AllocatedMethodId"] = method
+        line[f"{prefix}AllocatedMethodDetails"] = json.dumps(
+            {"Elements": [element], "x_SharedRule": rule_index, "x_Dimension": rule.by, "x_Value": shown})
+        line[f"{prefix}AllocatedResourceId"] = None if kept else f"{rule.by}/{shown}"
+        line[f"{prefix}AllocatedResourceName"] = None if kept else shown
+        tags = None if kept else {f"{TAG_PREFIX}{rule.by}": shown}
+        line[f"{prefix}AllocatedTags"] = json.dumps(tags) if prefix and tags else (list(tags.items()) if tags else None)
+        lines.append(line)
+    return lines
+
+
+def _number(value: Decimal) -> float | int:
+    """A JSON number: exact ratios rounded to 12 significant decimals."""
+    rounded = round(value, 12)
+    return int(rounded) if rounded == rounded.to_integral_value() else float(rounded)

@@ -1,0 +1,173 @@
+"""The FOCUS Cost and Usage columns of an export, and the SQL that makes each line conform.
+
+The lake keeps what the bill says; FOCUS asks for more than some bills say. An exported
+line carries the lake's value of every FOCUS column, except where FOCUS requires a value
+the lake lacks or forbids one it holds. Those cases, and only those, are filled or cleared
+here, each from the line's own columns (the lake is never changed):
+
+- Not-null columns the bill leaves empty: PublisherName and InvoiceIssuerName are the
+  ProviderName; ChargeFrequency follows ChargeCategory (Usage → Usage-Based, else One-Time);
+  PricingCurrency is the BillingCurrency, PricingCurrencyEffectiveCost the EffectiveCost when
+  the two currencies agree; ServiceCategory and ServiceSubcategory come from the service
+  name (service/export/categories.py), a category of another vocabulary is translated.
+- Costs a file holds only one of: an actual-cost export (Azure) has no EffectiveCost, an
+  amortized one no BilledCost. EffectiveCost is then 0 on a purchase (FOCUS: a purchase
+  covering future charges is amortized into them) and the BilledCost otherwise; BilledCost
+  is 0 where a commitment covered the line (CommitmentDiscountStatus Used or Unused: the
+  purchase is what was billed) and the EffectiveCost otherwise. ContractedCost, when the
+  bill has none, is ContractedUnitPrice × PricingQuantity, else the BilledCost; ListCost is
+  ListUnitPrice × PricingQuantity, else the ContractedCost (no list price known: nothing
+  below the price paid can be claimed). Products are rounded to 12 decimals.
+- InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
+  own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
+  than the provider as a third party collecting the payment (BilledCost then 0). The legal
+  entity stays in `x_InvoicingEntity`.
+- Columns FOCUS wants null: on Tax lines the pricing and SKU columns (PricingQuantity,
+  PricingUnit, PricingCategory, the unit prices, SkuId, SkuPriceId, SkuPriceDetails);
+  ConsumedQuantity and ConsumedUnit on lines that are not Usage or that are unused
+  commitment; a column whose subject is absent (SkuMeter without SkuId, PricingUnit
+  without PricingQuantity, ResourceType without ResourceId, SubAccountName/Type without
+  SubAccountId, BillingAccountType without BillingAccountId, the CommitmentDiscount
+  details without CommitmentDiscountId, CommitmentDiscountUnit without its quantity); empty
+  strings anywhere (FOCUS: null, never '').
+
+Tags (and AllocatedTags) are written as JSON objects; times are UTC; money is DECIMAL(38,12)
+and quantities DECIMAL(38,16), as in the lake.
+"""
+
+from __future__ import annotations
+
+from service.core.schema import (COST_TYPES, EXTENSION_COLUMNS, FOCUS_1_2_COLUMNS, FOCUS_1_3_ADDITIONS, MONEY,
+                                 TAG_MAP)
+
+VERSIONS = ("1.2", "1.3")
+# What a FOCUS 1.3 dataset holds beyond 1.2: the 1.3 additions. ProviderName and
+# PublisherName stay (deprecated in 1.3, not removed).
+FOCUS_COLUMNS = {
+    "1.2": tuple(name for name, _ in FOCUS_1_2_COLUMNS),
+    "1.3": tuple(name for name, _ in FOCUS_1_2_COLUMNS + FOCUS_1_3_ADDITIONS),
+}
+# The lake's own extension columns, kept as custom columns after the FOCUS ones; plus the
+# invoicing entity (see the module docstring) and the source it came from.
+EXTENSIONS = tuple(name for name, _ in EXTENSION_COLUMNS)
+SOURCE_COLUMN = "x_source"  # the configured source a line came from
+INVOICING_ENTITY = "x_InvoicingEntity"
+ALLOCATION_COLUMNS = tuple(name for name, _ in FOCUS_1_3_ADDITIONS if name.startswith("Allocated"))
+
+# Provider names and the first words of the companies that invoice for them.
+PROVIDER_ENTITIES = {
+    "aws": ("amazon", "aws"), "amazon web services": ("amazon", "aws"),
+    "microsoft": ("microsoft",), "microsoft azure": ("microsoft",), "azure": ("microsoft",),
+    "google cloud": ("google",), "google": ("google",), "gcp": ("google",),
+    "oracle": ("oracle",), "oracle cloud infrastructure": ("oracle",), "oci": ("oracle",),
+}
+
+TAX = "ChargeCategory = 'Tax'"
+USAGE_OR_PURCHASE = "ChargeCategory IN ('Usage', 'Purchase')"
+
+
+def _text(name: str) -> str:
+    return f"nullif({name}, '')"
+
+
+def _product(price: str, quantity: str) -> str:
+    """price × quantity rounded to the money scale; NULL when it would not fit."""
+    return f"try(CAST({price} * {quantity} AS {MONEY}))"
+
+
+def _own_entity(issuer: str, provider: str) -> str:
+    """SQL: the invoicing entity is one of the provider's own companies."""
+    cases = []
+    for name, words in PROVIDER_ENTITIES.items():
+        starts = " OR ".join(f"lower({issuer}) LIKE '{word}%'" for word in words)
+        cases.append(f"(lower({provider}) = '{name}' AND ({starts}))")
+    return "(" + " OR ".join(cases) + ")"
+
+
+def conform_sql(source: str, version: str, extra: tuple[str, ...] = ()) -> str:
+    """SELECT every FOCUS column of `version` (conforming, see the module docstring), then the
+    extension columns, then `extra` columns as they are, from relation `source` (the `costs`
+    columns plus `service_category`/`service_subcategory`, the pair categories.py chose)."""
+    step1 = _step1(source)
+    step2 = _step2()
+    columns = [*FOCUS_COLUMNS[version], *EXTENSIONS, INVOICING_ENTITY, *extra]
+    return (f"WITH conform1 AS ({step1}), conform2 AS ({step2}) "
+            f"SELECT {', '.join(_output(name) for name in columns)} FROM conform2")
+
+
+def _step1(source: str) -> str:
+    """Text columns without empty strings; who, what and when columns filled or cleared."""
+    replaced = {}
+    for name, kind in COST_TYPES.items():
+        if kind == "VARCHAR":
+            replaced[name] = _text(name)
+    provider = _text("ProviderName")
+    issuer = _text("InvoiceIssuerName")
+    category = _text("ChargeCategory")
+    replaced.update({
+        "PublisherName": f"coalesce({_text('PublisherName')}, {provider})",
+        "InvoiceIssuerName": f"CASE WHEN {issuer} IS NULL OR {_own_entity(issuer, provider)} THEN {provider} "
+                             f"ELSE {issuer} END",
+        "ChargeFrequency": f"coalesce({_text('ChargeFrequency')}, "
+                           f"CASE WHEN {category} = 'Usage' THEN 'Usage-Based' ELSE 'One-Time' END)",
+        "PricingCurrency": f"coalesce({_text('PricingCurrency')}, {_text('BillingCurrency')})",
+        "ServiceCategory": "service_category",
+        "ServiceSubcategory": "service_subcategory",
+        "PricingUnit": f"coalesce(focus_pricing_unit, {_text('PricingUnit')})",
+        "ConsumedUnit": f"coalesce(focus_consumed_unit, {_text('ConsumedUnit')})",
+        "CommitmentDiscountUnit": f"coalesce(focus_commitment_unit, {_text('CommitmentDiscountUnit')})",
+        "ServiceProviderName": f"coalesce({_text('ServiceProviderName')}, {provider})",
+        "HostProviderName": f"coalesce({_text('HostProviderName')}, {provider})",
+    })
+    tax_null = ("PricingQuantity", "PricingUnit", "PricingCategory", "ListUnitPrice", "ContractedUnitPrice",
+                "PricingCurrencyListUnitPrice", "PricingCurrencyContractedUnitPrice", "SkuId", "SkuPriceId",
+                "SkuPriceDetails", "SkuMeter")
+    for name in tax_null:
+        replaced[name] = f"CASE WHEN {category} = 'Tax' THEN NULL ELSE {replaced.get(name, name)} END"
+    not_consumed = (f"{category} IS DISTINCT FROM 'Usage' OR "
+                    f"coalesce({_text('CommitmentDiscountStatus')}, '') = 'Unused'")
+    for name in ("ConsumedQuantity", "ConsumedUnit"):
+        replaced[name] = f"CASE WHEN {not_consumed} THEN NULL ELSE {replaced.get(name, name)} END"
+    select = ", ".join(f"{replaced.get(name, name)} AS {name}" for name in COST_TYPES)
+    return (f"SELECT * EXCLUDE ({', '.join(COST_TYPES)}), {select}, {issuer} AS {INVOICING_ENTITY} "
+            f"FROM {source}")
+
+
+def _step2() -> str:
+    """Costs derived from each other; columns whose subject is absent cleared."""
+    covered = "CommitmentDiscountStatus IN ('Used', 'Unused')"
+    contracted = f"coalesce(ContractedCost, {_product('ContractedUnitPrice', 'PricingQuantity')}, BilledCost, " \
+                 "EffectiveCost)"
+    replaced = {
+        "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
+        "EffectiveCost": "coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END)",
+        "ContractedCost": contracted,
+        "ListCost": f"coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted})",
+        "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
+                                        "BillingCurrency THEN coalesce(EffectiveCost, CASE WHEN ChargeCategory = "
+                                        "'Purchase' THEN 0 ELSE BilledCost END) END)",
+        "SkuMeter": "CASE WHEN SkuId IS NULL THEN NULL ELSE SkuMeter END",
+        "SkuPriceDetails": "CASE WHEN SkuPriceId IS NULL THEN NULL ELSE SkuPriceDetails END",
+        "PricingUnit": "CASE WHEN PricingQuantity IS NULL THEN NULL ELSE PricingUnit END",
+        "ConsumedUnit": "CASE WHEN ConsumedQuantity IS NULL THEN NULL ELSE coalesce(ConsumedUnit, PricingUnit) END",
+        "ResourceType": "CASE WHEN ResourceId IS NULL THEN NULL ELSE ResourceType END",
+        "SubAccountName": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountName END",
+        "SubAccountType": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountType END",
+        "BillingAccountType": "CASE WHEN BillingAccountId IS NULL THEN NULL ELSE BillingAccountType END",
+        "CommitmentDiscountUnit": "CASE WHEN CommitmentDiscountQuantity IS NULL THEN NULL "
+                                  "ELSE CommitmentDiscountUnit END",
+    }
+    for name in ("CommitmentDiscountName", "CommitmentDiscountCategory", "CommitmentDiscountType",
+                 "CommitmentDiscountStatus", "CommitmentDiscountQuantity"):
+        replaced[name] = f"CASE WHEN CommitmentDiscountId IS NULL THEN NULL ELSE {name} END"
+    select = ", ".join(f"{expr} AS {name}" for name, expr in replaced.items())
+    return f"SELECT * REPLACE ({select}) FROM conform1"
+
+
+def _output(name: str) -> str:
+    """A column as the file holds it: tag maps as JSON objects, everything else as is."""
+    if COST_TYPES.get(name) == TAG_MAP:
+        return f"CAST(to_json({name}) AS VARCHAR) AS {name}"
+    if name == SOURCE_COLUMN:
+        return f"source AS {SOURCE_COLUMN}"
+    return name

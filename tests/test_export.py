@@ -1,0 +1,243 @@
+"""`spendlake export --format focus`: the lake as a FOCUS Cost and Usage dataset, one folder per
+billing period, its money exactly the lake's (per period and currency), Tags as JSON objects,
+FOCUS metadata, local folders written atomically, S3 through boto3 (moto)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from attribution_helpers import config as attribution_config
+from attribution_helpers import line, make_lake
+from billing_helpers import failures, ingest_files
+from click.testing import CliRunner
+from conftest import SAMPLES
+from moto import mock_aws
+
+from service.cli.main import cli
+from service.core.publish import STAGING_PREFIX
+from service.export import ExportOptions, export_focus
+from service.export.focus import FOCUS_COLUMNS
+
+SOURCES = {
+    "cur": ("aws-cur", "aws/legacy_cur_csv_anonymous_sample.csv"),
+    "focus10": ("focus", "focus/focus_1.0_sample_1000.csv"),
+    "azure-focus": ("focus", "focus/azure_focus_1.0_trey_research_1000.csv"),
+    "gcp": ("gcp-billing", "gcp/koku_gcp_detailed_export_2022-08-01.csv"),
+    "gcp-standard": ("gcp-billing", "gcp/koku_gcp_standard_export_202011.csv"),
+    "azure": ("azure-cost", "azure/ea_actual_anonymous_sample.csv"),
+    "azure-amortized": ("azure-cost", "azure/ea_amortized_trey_research_small.csv"),
+}
+MONEY = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "x_credits")
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    """Every sample kind ingested into one lake; (config file, lake)."""
+    tmp = tmp_path_factory.mktemp("samples")
+    lake, result = ingest_files(tmp, *((name, kind, SAMPLES / file) for name, (kind, file) in SOURCES.items()))
+    assert failures(result) == []
+    config_file = tmp / "spendlake.yaml"
+    config_file.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": [
+        {"name": name, "kind": kind, "location": str(SAMPLES / file)} for name, (kind, file) in SOURCES.items()]}))
+    return config_file, lake
+
+
+def spendlake(config_file: Path, *args: str):
+    return CliRunner().invoke(cli, ["--config", str(config_file), "export", "--format", "focus", *args])
+
+
+def lake_sums(lake, where: str = "true") -> dict:
+    """(period, currency, source) → (rows, Σ each money column, None when a line lacks it)."""
+    columns = ", ".join(f"CASE WHEN count({c}) = count(*) THEN sum({c}) END" for c in MONEY)
+    rows = lake.query().execute(f"SELECT billing_period, BillingCurrency, source, count(*), {columns} FROM costs "
+                                f"WHERE {where} GROUP BY ALL").fetchall()
+    return {tuple(row[:3]): row[3:] for row in rows}
+
+
+def export_sums(out: Path, csv: bool = False) -> dict:
+    """The same from an exported dataset (the period from its folder name)."""
+    columns = ", ".join(f"sum(CAST({c} AS DECIMAL(38, 12)))" for c in MONEY)
+    reader = (f"read_csv('{out}/*/cost_and_usage.csv', all_varchar=true, filename=true)" if csv
+              else f"read_parquet('{out}/*/cost_and_usage.parquet', filename=true, union_by_name=true)")
+    rows = duckdb.sql(f"SELECT regexp_extract(filename, '(\\d{{4}}-\\d{{2}})/cost_and_usage', 1), BillingCurrency, "
+                      f"x_source, count(*), {columns} FROM {reader} GROUP BY ALL").fetchall()
+    return {tuple(row[:3]): row[3:] for row in rows}
+
+
+def assert_ties_out(lake_side: dict, exported: dict, rows: bool = True) -> None:
+    """Same periods, currencies, sources (and rows); every money sum the lake has, to the last decimal."""
+    assert sorted(exported) == sorted(lake_side)
+    for key, (count, *money) in lake_side.items():
+        assert not rows or exported[key][0] == count, key
+        for name, expected, got in zip(MONEY, money, exported[key][1:]):
+            if expected is not None:
+                assert got == expected, (key, name)
+
+
+def test_sums_per_period_and_currency_equal_the_lake(samples, tmp_path):
+    config_file, lake = samples
+    result = spendlake(config_file, "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    expected = lake_sums(lake)
+    assert_ties_out(expected, export_sums(tmp_path / "out"))
+    periods = sorted({period for period, _, _ in expected})
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([*periods, "metadata"])
+    assert f"FOCUS 1.2 dataset at {tmp_path / 'out'}" in result.output
+    one = pq.read_schema(tmp_path / "out" / periods[0] / "cost_and_usage.parquet")
+    assert str(one.field("BilledCost").type) == "decimal128(38, 12)"  # exact, never float
+    assert str(one.field("ChargePeriodStart").type) == "timestamp[us, tz=UTC]"
+    assert [name for name in one.names if not name.startswith("x_")] == list(FOCUS_COLUMNS["1.2"])
+
+
+def test_csv_ties_out_too_and_tags_are_json_objects(samples, tmp_path):
+    config_file, lake = samples
+    assert spendlake(config_file, "--csv", "--out", str(tmp_path / "out")).exit_code == 0
+    assert_ties_out(lake_sums(lake), export_sums(tmp_path / "out", csv=True))
+    rows = duckdb.sql(f"SELECT Tags, ChargePeriodStart, x_source FROM read_csv('{tmp_path}/out/*/*.csv', "
+                      "all_varchar=true) WHERE x_source = 'azure-focus'").fetchall()
+    tags = [json.loads(tags) for tags, _, _ in rows if tags]
+    assert tags and all(isinstance(t, dict) for t in tags)
+    assert sum(bool(t) for t in tags) == 993  # the lines of the Azure FOCUS sample that carry tags
+    assert all(start.endswith("Z") and "T" in start for _, start, _ in rows)
+
+
+def test_metadata_names_the_focus_version_and_the_data_generator(samples, tmp_path):
+    config_file, lake = samples
+    assert spendlake(config_file, "--focus-version", "1.3", "--source", "cur", "--out", str(tmp_path)).exit_code == 0
+    [period] = [p for p in tmp_path.iterdir() if p.name != "metadata"]
+    document = json.loads((period / "metadata.json").read_text())
+    assert document["FocusVersion"] == "1.3" and document["DataGenerator"] == "spendlake"
+    assert document["data_location"] == [{"filepath": "cost_and_usage.parquet", "total_rows": 1281,
+                                          "total_bytes": (period / "cost_and_usage.parquet").stat().st_size}]
+    assert document["x_Sources"] == ["cur"]
+    assert json.loads((tmp_path / "metadata" / "data_generator.json").read_text()) == {"DataGenerator": "spendlake"}
+    schema = json.loads((tmp_path / "metadata" / "schemas" / f"schema-{document['SchemaId']}.json").read_text())
+    names = [c["ColumnName"] for c in schema["ColumnDefinition"]]
+    assert names == pq.read_schema(period / "cost_and_usage.parquet").names
+    assert {"ServiceProviderName", "HostProviderName", "AllocatedMethodId", "ContractApplied"} <= set(names)
+    kinds = {c["ColumnName"]: c["DataType"] for c in schema["ColumnDefinition"]}
+    assert (kinds["BilledCost"], kinds["Tags"], kinds["ChargePeriodEnd"]) == ("DECIMAL", "JSON", "DATETIME")
+
+
+def test_windows_and_sources_select_lines_once(samples, tmp_path):
+    config_file, lake = samples
+    args = ("--source", "focus10", "--source", "azure-focus")
+    assert spendlake(config_file, *args, "--until", "2024-09-15", "--out", str(tmp_path / "a")).exit_code == 0
+    assert spendlake(config_file, *args, "--since", "2024-09-15", "--out", str(tmp_path / "b")).exit_code == 0
+    first, second = export_sums(tmp_path / "a"), export_sums(tmp_path / "b")
+    add = lambda a, b: b if a is None else a if b is None else a + b  # noqa: E731
+    both = dict(first)
+    for key, value in second.items():
+        both[key] = tuple(map(add, both[key], value)) if key in both else value
+    assert_ties_out(lake_sums(lake, "source IN ('focus10', 'azure-focus')"), both)
+    assert {source for _, _, source in first} == {"focus10", "azure-focus"} and second
+
+
+def test_a_re_export_replaces_the_files_and_leaves_no_staging(samples, tmp_path):
+    config_file, _ = samples
+    out = tmp_path / "out"
+    assert spendlake(config_file, "--source", "gcp", "--csv", "--out", str(out)).exit_code == 0
+    assert spendlake(config_file, "--source", "gcp", "--out", str(out)).exit_code == 0
+    assert sorted(p.name for p in (out / "2022-08").iterdir()) == ["cost_and_usage.parquet", "metadata.json"]
+    assert not [p for p in tmp_path.rglob(f"{STAGING_PREFIX}*")]
+
+
+def test_usage_errors(samples, tmp_path):
+    config_file, lake = samples
+    inside = spendlake(config_file, "--out", str(lake.root / "export"))
+    assert inside.exit_code == 2 and "inside the lake" in inside.stderr
+    unknown = spendlake(config_file, "--source", "nope", "--out", str(tmp_path))
+    assert unknown.exit_code == 2 and "no billing source named 'nope'" in unknown.stderr
+    empty = spendlake(config_file, "--since", "2026-01-02", "--until", "2026-01-01", "--out", str(tmp_path))
+    assert empty.exit_code == 2 and "--since" in empty.stderr
+    nothing = spendlake(config_file, "--since", "2026-01-01", "--until", "2026-02-01", "--out", str(tmp_path / "none"))
+    assert nothing.exit_code == 0 and "nothing to export" in nothing.stderr
+
+
+def test_upload_to_s3(samples, tmp_path):
+    config_file, lake = samples
+    assert spendlake(config_file, "--source", "azure", "--out", str(tmp_path / "local")).exit_code == 0
+    [period] = {p for p, _, source in lake_sums(lake) if source == "azure"}
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="finance")
+        result = spendlake(config_file, "--source", "azure", "--out", "s3://finance/focus/")
+        assert result.exit_code == 0, result.output
+        keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="finance")["Contents"])
+        data = s3.get_object(Bucket="finance", Key=f"focus/{period}/cost_and_usage.parquet")["Body"].read()
+        missing = spendlake(config_file, "--source", "azure", "--out", "s3://nope/x")
+    schema = next(p.name for p in (tmp_path / "local" / "metadata" / "schemas").iterdir())
+    assert keys == [f"focus/{period}/cost_and_usage.parquet", f"focus/{period}/metadata.json",
+                    "focus/metadata/data_generator.json", f"focus/metadata/schemas/{schema}"]
+    local = pq.read_table(tmp_path / "local" / period / "cost_and_usage.parquet")
+    assert pq.read_table(pa.BufferReader(data)).equals(local)
+    assert f"s3://finance/focus/{period}" in result.output
+    assert missing.exit_code == 3 and "s3:PutObject" in missing.stderr
+
+
+SHARED_LINES = [
+    line("2026-11-02T00:00:00", "60", tags={"team": "nlp"}),
+    line("2026-11-02T01:00:00", "30", tags={"Team": "Vision"}),
+    line("2026-11-03T00:00:00", "10", tags={}),
+    line("2026-11-03T00:00:00", "9.000000000001", category="Tax", service="Tax"),
+    line("2026-12-01T00:00:00", "5", tags={"team": "nlp"}),
+    line("2026-12-01T00:00:00", "1", category="Tax", service="Tax"),
+    line("2026-12-01T00:00:00", "7", currency="EUR", category="Tax", service="Tax"),
+]
+SHARED_TAX = {"dimensions": {"project": {"tags": ["project"]}},
+              "shared": [{"match": {"charge_category": "Tax"}, "split": "proportional", "by": "team"}]}
+
+
+@pytest.mark.parametrize("version,prefix", [("1.3", ""), ("1.2", "x_")])
+def test_with_attribution_splits_shared_lines_into_allocated_charges(tmp_path, version, prefix):
+    lake = make_lake(tmp_path, SHARED_LINES)
+    cfg = attribution_config(SHARED_TAX, lake)
+    result = export_focus(cfg, ExportOptions(str(tmp_path / "out"), version, attribution=True))
+    assert [p.period for p in result.periods] == ["2026-11", "2026-12"]
+    table = duckdb.sql(f"SELECT * FROM read_parquet('{tmp_path}/out/*/*.parquet', filename=true)")
+    rows = table.fetchall()
+    names = table.columns
+    lines = [dict(zip(names, row)) for row in rows]
+    assert {"x_team", "x_project", "x_experiment"} <= set(names)
+    assert f"{prefix}AllocatedMethodId" in names
+    direct = sorted((line["x_team"], line["BilledCost"]) for line in lines if line["ChargeCategory"] == "Usage")
+    assert direct == [("Vision", Decimal(30)), ("nlp", Decimal(5)), ("nlp", Decimal(60)), ("unallocated", Decimal(10))]
+    november_tax = {line["x_team"]: line for line in lines
+                    if line["ChargeCategory"] == "Tax" and line["ChargePeriodStart"].month == 11}
+    # Proportional to the direct spend of the window (nlp 65, Vision 30), parts exact to the line.
+    assert sorted(november_tax) == ["Vision", "nlp"]
+    assert sum(line["BilledCost"] for line in november_tax.values()) == Decimal("9.000000000001")
+    assert november_tax["nlp"]["BilledCost"] == Decimal("6.157894736843")
+    details = json.loads(november_tax["Vision"][f"{prefix}AllocatedMethodDetails"])
+    assert details["Elements"][0]["AllocatedRatio"] == pytest.approx(30 / 95)
+    assert november_tax["Vision"][f"{prefix}AllocatedMethodId"] == "spendlake-shared-proportional"
+    assert november_tax["Vision"][f"{prefix}AllocatedResourceId"] == "team/Vision"
+    assert json.loads(november_tax["Vision"][f"{prefix}AllocatedTags"]) == {"spendlake/team": "Vision"}
+    # EUR has no direct spend to split over: the line stays whole on the default value.
+    [euro] = [line for line in lines if line["BillingCurrency"] == "EUR"]
+    assert (euro["x_team"], euro[f"{prefix}AllocatedMethodId"]) == ("unallocated", "spendlake-shared-default")
+    assert all(line[f"{prefix}AllocatedMethodId"] is None for line in lines if line["ChargeCategory"] == "Usage")
+    # Every period and currency ties out to the lake.
+    assert_ties_out(lake_sums(lake), export_sums(tmp_path / "out"), rows=False)  # split lines add rows, not money
+
+
+def test_with_attribution_on_the_cli_ties_out_on_every_sample(samples, tmp_path):
+    config_file, lake = samples
+    data = yaml.safe_load(config_file.read_text())
+    data["attribution"] = {"shared": [{"match": {"charge_category": "Tax"}, "split": "even", "by": "team"}]}
+    config_file = tmp_path / "attributed.yaml"
+    config_file.write_text(yaml.safe_dump(data))
+    result = spendlake(config_file, "--with-attribution", "--focus-version", "1.3", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    assert_ties_out(lake_sums(lake), export_sums(tmp_path / "out"), rows=False)
+    [(allocated,)] = duckdb.sql(f"SELECT count(*) FROM read_parquet('{tmp_path}/out/*/*.parquet') "
+                                "WHERE AllocatedMethodId LIKE 'spendlake-shared-%'").fetchall()
+    assert allocated > 0
