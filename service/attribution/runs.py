@@ -10,8 +10,9 @@ and currency:
   `attribute --by run` (cluster_usage: the jobs' parts; values shared by its jobs, `several`
   where they differ);
 - jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
-  of each) that held GPUs in the window: jobs = records, restarts = jobs - 1 (every attempt after
-  the first: a requeue or a resubmission), GPUs = the most any of them held, GPU-hours = Σ GPUs ×
+  of each) that held GPUs in the window: jobs = records, restarts = its jobs that started after
+  one of its jobs had ended other than COMPLETED (a requeue, a resubmission after a failure,
+  timeout or preemption; jobs of a sweep side by side are not restarts), GPUs = the most any held, GPU-hours = Σ GPUs ×
   hours inside the window (a running job up to the window's end), state = its last job's (latest
   start), start = first start, end = last end (None while one runs); EKS pods have no job record:
   jobs = its pods, the rest unknown;
@@ -164,7 +165,8 @@ class _JobSide:
     jobs: int = 0
     gpus: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
-    last: tuple = ()
+    restarts: int = 0
+    failed_by: datetime | None = None  # the earliest end of one of its jobs that did not complete
     state: str | None = None
     start: datetime | None = None
     end: datetime | None = None
@@ -201,8 +203,8 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: _JobSide | None, parts: int,
          idle: Decimal | None) -> RunRow:
     if side is None:  # EKS pods: no job record
-        return RunRow(name, values, parts, max(parts - 1, 0), None, None, cost, currency, None, None, None, idle)
-    return RunRow(name, values, side.jobs, side.jobs - 1, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
+        return RunRow(name, values, parts, 0, None, None, cost, currency, None, None, None, idle)
+    return RunRow(name, values, side.jobs, side.restarts, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
                   cost, currency, side.state, side.start, None if side.running else side.end, idle)
 
 
@@ -255,6 +257,11 @@ def _job_records(lake: Lake, session: RollupSession, window: Window) -> dict[str
     for run_id, cluster, state, start, end, gpus in rows:
         side = runs.setdefault(run_id.strip().lower(), _JobSide(run_id.strip()))
         gpus = Decimal(repr(gpus))
+        gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
+        if side.failed_by is not None and start >= side.failed_by:
+            side.restarts += 1
+        if end is not None and state != "COMPLETED":
+            side.failed_by = min(side.failed_by or end, end)
         held_until = min(end or until, until)
         seconds = Decimal(int((held_until - max(start, since)).total_seconds() * 1_000_000)) / 1_000_000
         side.jobs += 1

@@ -31,9 +31,12 @@ def render(result, fmt: str | None) -> None:
              "gpus": _number(row["gpus"], 2), "gpu_hours": _number(row["gpu_hours"], 1),
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]) if row["cost_per_gpu_hour"] else "",
              "idle_share": f"{float(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
-             "start": (row["start"] or "")[:16], "end": (row["end"] or ("running" if row["start"] else ""))[:16]} for row in data["rows"]]
+             "start": (row["start"] or "")[:16], "end": (row["end"] or ("running" if row["start"] else ""))[:16]}
+            for row in data["rows"]]
     rows = [{TABLE[k]: v for k, v in row.items() if k in TABLE} for row in rows]
-    footer = {"run": "total", "currency": "\n".join(str(t["currency"] or "") for t in data["totals"]),
+    by = result.query.by
+    names = ["total" + "".join(f" {t.get(d) or '-'}" for d in by) for t in data["totals"]]
+    footer = {"run": "\n".join(names), "currency": "\n".join(str(t["currency"] or "") for t in data["totals"]),
               "cost": "\n".join(money_text(t["cost"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
