@@ -1,4 +1,5 @@
-"""The house: packages by stage, imports one way, floor by floor, and small modules.
+"""The house: packages by stage, imports one way, floor by floor, no two modules importing
+each other, and small modules.
 
 A package may import its own modules and the packages on floors below it, never a package
 on its own floor or above. The order follows the flow of DESIGN.md: ingest sits above
@@ -10,6 +11,8 @@ report's.
 from __future__ import annotations
 
 import ast
+import graphlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +125,41 @@ def test_modules_stay_small():
     too_big = [f"{path.relative_to(REPO)}: {n} lines" for path in python_files()
                if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
     assert not too_big, f"split these modules (one role each, {MAX_LINES} lines at most):\n" + "\n".join(too_big)
+
+
+def module_graph(files: list[Path]) -> dict[str, set[str]]:
+    """Module → the modules of ours it imports (anywhere in it, type-checking imports too:
+    a circle drawn only for the type checker still ties the two modules together)."""
+    def name(path: Path) -> str:
+        parts = path.relative_to(REPO).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name(path): path for path in files}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names}
+        graph[module] = {m for m in found if m in modules and m != module}
+    return graph
+
+
+def test_no_two_modules_import_each_other():
+    try:
+        list(graphlib.TopologicalSorter(module_graph(python_files())).static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"modules that import each other (move what both need below them): {' -> '.join(exc.args[1])}")
+
+
+def test_the_detector_sees_a_circle(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    (tmp_path / "service").mkdir()
+    (tmp_path / "service" / "a.py").write_text("from service.b import x\n")
+    (tmp_path / "service" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                              "    from service import a\n")
+    with pytest.raises(graphlib.CycleError):
+        list(graphlib.TopologicalSorter(module_graph(sorted((tmp_path / "service").glob("*.py")))).static_order())

@@ -17,18 +17,19 @@ import logging
 import shutil
 import uuid
 from collections.abc import Sequence
+from datetime import timezone
 from pathlib import Path
 from typing import Protocol
 
 import duckdb
 
-from service.core.coverage import usage_through
 from service.core.errors import DataError, SpendlakeError, duckdb_error, resource_error
 from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.staging import DATA_FILE, query_memory, stage_parts
+from service.core.timewindow import iso_utc
 from service.core.units import utc_now_iso
 
 
@@ -110,6 +111,14 @@ def commit_costs(
         shutil.rmtree(stage, ignore_errors=True)
 
 MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
+
+
+def usage_through(con: duckdb.DuckDBPyConnection, paths: Sequence[Path | str]) -> dict[str, str]:
+    """File → the end of its latest usage charge period (ISO UTC), for the files with usage lines."""
+    rows = con.execute(
+        "SELECT filename, max(ChargePeriodEnd) FROM read_parquet(?, filename = true) "
+        "WHERE coalesce(ChargeCategory, 'Usage') = 'Usage' GROUP BY filename", [[str(p) for p in paths]]).fetchall()
+    return {name: iso_utc(end.replace(tzinfo=timezone.utc)) for name, end in rows if end is not None}
 
 
 def check_sums_fit(con: duckdb.DuckDBPyConnection, path: Path, period: str, where: str) -> None:

@@ -24,23 +24,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.core.timewindow import Window, iso_utc, parse_window
+from service.core.commit import usage_through
+from service.core.timewindow import Window, parse_window
 
 if TYPE_CHECKING:
-    import duckdb
 
     from service.core.lake import Lake
     from service.core.ledger import LedgerEntry
 
 STATE_KEY = "data_through"  # in each source's record of the `sources` state
-
-
-def usage_through(con: duckdb.DuckDBPyConnection, paths: Sequence[Path | str]) -> dict[str, str]:
-    """File → the end of its latest usage charge period (ISO UTC), for the files with usage lines."""
-    rows = con.execute(
-        "SELECT filename, max(ChargePeriodEnd) FROM read_parquet(?, filename = true) "
-        "WHERE coalesce(ChargeCategory, 'Usage') = 'Usage' GROUP BY filename", [[str(p) for p in paths]]).fetchall()
-    return {name: iso_utc(end.replace(tzinfo=timezone.utc)) for name, end in rows if end is not None}
 
 
 def parse_utc(text: str) -> datetime:
