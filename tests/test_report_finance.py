@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from decimal import Decimal
 
@@ -71,3 +72,22 @@ def test_a_months_last_day_shows_how_that_month_ended(demo_run):
     assert "November 2026 as of 2026-11-01 00:00" in budgets.title
     assert [c.key for c in budgets.columns][-1] == "last_month"
     assert all(row["last_month"].startswith("2026-10: ") for row in budgets.rows)
+
+
+def test_the_anomalies_table_keeps_room_for_its_sentence_and_causes(report):
+    """800 px wide, the sentence and its causes stay on screen (issue 15.6, seen in Chromium):
+    the series id and its project, which the sentence names, are left to CSV and JSON."""
+    html = report[1]["report.html"].decode()
+    anomalies = html.split('data-table="anomalies"', 1)[1].split("</table>", 1)[0]
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", anomalies.split("</thead>", 1)[0])
+    assert headers == ["rule", "severity", "team", "finding", "since", "excess $", "top causes"]
+    assert 'class="causes"' in anomalies and "@media (max-width: 900px)" in html
+    csv_header = report[1]["anomalies.csv"].decode().split("\n", 1)[0]
+    assert "resource" in csv_header and "project" in csv_header
+
+
+def test_an_unallocated_shares_since_is_the_start_of_its_window(report, demo_run):
+    rows = table(report, "unallocated_causes").rows
+    assert rows
+    for row in rows:
+        assert row["since"] == "2026-11-22T00:00:00Z"  # the 7 days of data the share was measured over

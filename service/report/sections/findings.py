@@ -15,6 +15,7 @@ findings are its top causes. Until those rules exist, the sections say so.
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime, timezone
 from decimal import Decimal
 
 from rules.base import registered
@@ -38,8 +39,11 @@ def finding_columns(money: str, label: str) -> list[Column]:
 
 def _finding_row(finding) -> dict:
     """`since`: when what the finding describes began, as its text says (an anomaly's episode
-    start), else when a rules run first saw it."""
-    since = finding.evidence.get("start") or (iso_utc(finding.first_seen) if finding.first_seen else None)
+    start, the start of the window a share was measured over), else when a rules run first saw it."""
+    window = finding.evidence.get("window_start")  # a share measured over a window (unallocated-spend)
+    since = (finding.evidence.get("start") or (iso_utc(datetime.fromisoformat(window).replace(tzinfo=timezone.utc))
+                                                if window else None)
+             or (iso_utc(finding.first_seen) if finding.first_seen else None))
     return {"rule": finding.rule, "severity": finding.severity, "team": finding.team, "project": finding.project,
             "resource_id": finding.resource_id, "summary": finding.summary, "currency": "USD",
             "since": since, "monthly_waste_usd": finding.monthly_waste_usd, "impact_usd": finding.impact_usd,
@@ -89,8 +93,12 @@ def anomalies_section(lake: Lake, top: int) -> Section:
     anomalies = load_findings(lake, rule=ANOMALY_RULE, status="open")
     if not anomalies:
         return Section("anomalies", "Anomalies", note="No open spend anomalies in the last rules run.")
-    table = Table("anomalies", "Open spend anomalies", finding_columns("impact_usd", "excess $")
-                  + [Column("root_causes", "top causes", css="long")], markdown=(("team", "summary"), "impact_usd"))
+    # the series (team|service) and its project are in the finding's sentence: the page keeps
+    # room for the sentence and its causes even 800 px wide (CSV and JSON keep both)
+    columns = [Column(c.key, c.label, c.kind, in_html=False, css=c.css) if c.key in ("project", "resource_id") else c
+               for c in finding_columns("impact_usd", "excess $")]
+    table = Table("anomalies", "Open spend anomalies", columns + [Column("root_causes", "top causes", css="causes")],
+                  markdown=(("team", "summary"), "impact_usd"))
     for finding in anomalies[:top]:
         row = _finding_row(finding)
         row["root_causes"] = _root_causes(finding.evidence)
