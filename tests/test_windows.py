@@ -149,3 +149,14 @@ def test_status_shows_money_as_the_demo_does(setup):
     table = CliRunner().invoke(cli, ["--config", str(path), "status", "--format", "table"], env={"COLUMNS": "240"})
     assert table.exit_code == 0, table.output
     assert "1,362.00" in table.output and "1362.0000" not in table.output
+
+
+def test_month_to_date_on_the_1st_is_the_month_just_ended():
+    """Data through the 1st 00:00: `mtd` is the whole month that data covers, not an empty
+    window (the month-to-date series vanished on the 1st, issue 15.1)."""
+    from service.core.timewindow import Window, parse_window
+
+    first = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    assert parse_window("mtd", end=first) == Window(datetime(2026, 11, 1, tzinfo=timezone.utc), first)
+    later = datetime(2026, 12, 1, 6, tzinfo=timezone.utc)
+    assert parse_window("mtd", end=later) == Window(first, later)
