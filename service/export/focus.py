@@ -29,7 +29,13 @@ here, each from the line's own columns (the lake is never changed):
   without PricingQuantity, ResourceType without ResourceId, SubAccountName/Type without
   SubAccountId, BillingAccountType without BillingAccountId, the CommitmentDiscount
   details without CommitmentDiscountId, CommitmentDiscountUnit without its quantity); empty
-  strings anywhere (FOCUS: null, never '').
+  strings anywhere (FOCUS: null, never ''); a PricingQuantity without a PricingUnit on a
+  line FOCUS does not price (a credit). A priced line (Usage, Purchase) with a quantity and
+  no unit (an AWS fee) counts `Units`.
+- A commitment fee that carries part of its cost as EffectiveCost (AWS's recurring Savings
+  Plan or reservation fee, amortized: the commitment left unused) is two FOCUS lines: the
+  Purchase (EffectiveCost 0) and a Usage line with CommitmentDiscountStatus Unused holding
+  that EffectiveCost (no billed, list or contracted cost), so every sum stays the lake's.
 
 Tags (and AllocatedTags) are written as JSON objects; times are UTC; money is DECIMAL(38,12)
 and quantities DECIMAL(38,16), as in the lake.
@@ -62,8 +68,10 @@ PROVIDER_ENTITIES = {
     "oracle": ("oracle",), "oracle cloud infrastructure": ("oracle",), "oci": ("oracle",),
 }
 
-TAX = "ChargeCategory = 'Tax'"
-USAGE_OR_PURCHASE = "ChargeCategory IN ('Usage', 'Purchase')"
+# A quantity without a unit on a line FOCUS does not price (credits, adjustments): dropped.
+NO_UNIT_NEEDED = "(PricingUnit IS NULL AND ChargeCategory NOT IN ('Usage', 'Purchase'))"
+FEE_WITH_UNUSED = ("(ChargeCategory = 'Purchase' AND CommitmentDiscountId IS NOT NULL "
+                   "AND coalesce(EffectiveCost, 0) <> 0)")
 
 
 def _text(name: str) -> str:
@@ -90,9 +98,10 @@ def conform_sql(source: str, version: str, extra: tuple[str, ...] = ()) -> str:
     columns plus `service_category`/`service_subcategory`, the pair categories.py chose)."""
     step1 = _step1(source)
     step2 = _step2()
+    step3 = _step3()
     columns = [*FOCUS_COLUMNS[version], *EXTENSIONS, INVOICING_ENTITY, *extra]
-    return (f"WITH conform1 AS ({step1}), conform2 AS ({step2}) "
-            f"SELECT {', '.join(_output(name) for name in columns)} FROM conform2")
+    return (f"WITH conform1 AS ({step1}), conform2 AS ({step2}), conform3 AS ({step3}) "
+            f"SELECT {', '.join(_output(name) for name in columns)} FROM conform3")
 
 
 def _step1(source: str) -> str:
@@ -148,7 +157,9 @@ def _step2() -> str:
                                         "'Purchase' THEN 0 ELSE BilledCost END) END)",
         "SkuMeter": "CASE WHEN SkuId IS NULL THEN NULL ELSE SkuMeter END",
         "SkuPriceDetails": "CASE WHEN SkuPriceId IS NULL THEN NULL ELSE SkuPriceDetails END",
-        "PricingUnit": "CASE WHEN PricingQuantity IS NULL THEN NULL ELSE PricingUnit END",
+        "PricingQuantity": f"CASE WHEN {NO_UNIT_NEEDED} THEN NULL ELSE PricingQuantity END",
+        "PricingUnit": f"CASE WHEN PricingQuantity IS NULL OR {NO_UNIT_NEEDED} THEN NULL "
+                       "ELSE coalesce(PricingUnit, 'Units') END",
         "ConsumedUnit": "CASE WHEN ConsumedQuantity IS NULL THEN NULL ELSE coalesce(ConsumedUnit, PricingUnit) END",
         "ResourceType": "CASE WHEN ResourceId IS NULL THEN NULL ELSE ResourceType END",
         "SubAccountName": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountName END",
@@ -162,6 +173,22 @@ def _step2() -> str:
         replaced[name] = f"CASE WHEN CommitmentDiscountId IS NULL THEN NULL ELSE {name} END"
     select = ", ".join(f"{expr} AS {name}" for name, expr in replaced.items())
     return f"SELECT * REPLACE ({select}) FROM conform1"
+
+
+def _step3() -> str:
+    """A commitment's recurring fee as FOCUS splits it: the Purchase line (EffectiveCost 0: it
+    is amortized into the usage it covers) and, where the bill amortizes part of it onto the
+    fee line itself (AWS: the commitment left unused), a Usage line of that EffectiveCost with
+    CommitmentDiscountStatus Unused and no billed, list or contracted cost. Every sum stays."""
+    zero = f"CAST(0 AS {MONEY})"
+    keep = f"CASE WHEN {FEE_WITH_UNUSED} THEN {zero} ELSE {{0}} END AS {{0}}"
+    purchase = ", ".join(keep.format(name) for name in ("EffectiveCost", "PricingCurrencyEffectiveCost"))
+    unused = {"ChargeCategory": "'Usage'", "ChargeFrequency": "'Usage-Based'", "CommitmentDiscountStatus": "'Unused'",
+              "BilledCost": zero, "ListCost": zero, "ContractedCost": zero, "x_credits": zero,
+              "ConsumedQuantity": "CAST(NULL AS DECIMAL(38,16))", "ConsumedUnit": "CAST(NULL AS VARCHAR)"}
+    replaced = ", ".join(f"{expr} AS {name}" for name, expr in unused.items())
+    return (f"SELECT * REPLACE ({purchase}) FROM conform2 UNION ALL BY NAME "
+            f"SELECT * REPLACE ({replaced}) FROM conform2 WHERE {FEE_WITH_UNUSED}")
 
 
 def _output(name: str) -> str:
