@@ -76,6 +76,31 @@ class Report:
         return sum(rule.status == status for rule in self.rules.values())
 
 
+_reports: dict[tuple[Path, str | None], Report] = {}
+
+
+def validate_once(path: Path, criteria: str | None = None) -> Report:
+    """`validate(path)`, run once per file and criteria for the whole test session (a run takes
+    10-40 s), so a provider's file and its export are judged by the same run."""
+    key = (Path(path).resolve(), criteria)
+    if key not in _reports:
+        _reports[key] = validate(path, criteria=criteria)
+    return _reports[key]
+
+
+def unexplained_failures(report: Report, level: str | None = None) -> list[Rule]:
+    """Failed rules, without the failed alternatives of an OR composite that passed (the
+    validator reports each child of `InvoiceId-C-003-C`, "null when not invoiced OR not null
+    when invoiced": one of them fails on every file while the rule itself holds)."""
+    rules = model()
+    alternatives = set()
+    for rule_id, rule in report.rules.items():
+        requirement = rules[rule_id]["ValidationCriteria"]["Requirement"]
+        if rule.function == "Composite" and requirement.get("CheckFunction") == "OR" and rule.status == "PASS":
+            alternatives |= {item.get("ModelRuleId") for item in requirement["Items"]}
+    return [rule for rule in report.failures(level) if rule.id not in alternatives]
+
+
 def executable() -> Path:
     """The validator, or fail (CI=true) / skip (elsewhere) naming how to install it."""
     path = Path(os.environ.get("FOCUS_VALIDATOR") or INSTALL / "bin" / "focus-validator")

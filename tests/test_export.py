@@ -241,3 +241,40 @@ def test_with_attribution_on_the_cli_ties_out_on_every_sample(samples, tmp_path)
     [(allocated,)] = duckdb.sql(f"SELECT count(*) FROM read_parquet('{tmp_path}/out/*/*.parquet') "
                                 "WHERE AllocatedMethodId LIKE 'spendlake-shared-%'").fetchall()
     assert allocated > 0
+
+
+def test_a_commitment_fee_with_unused_cost_becomes_a_purchase_and_an_unused_usage_line(tmp_path):
+    """AWS's amortized Savings Plan recurring fee carries the unused commitment as its
+    EffectiveCost; FOCUS wants the Purchase at EffectiveCost 0 and the unused part as usage."""
+    from service.core.lake import Lake
+    from service.core.schema import cost_select_list
+
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    select = cost_select_list({
+        "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "BillingPeriodEnd": "TIMESTAMP '2026-12-01'",
+        "ChargePeriodStart": "TIMESTAMP '2026-11-02'", "ChargePeriodEnd": "TIMESTAMP '2026-11-02 01:00'",
+        "BillingCurrency": "'USD'", "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category",
+        "BilledCost": "billed", "EffectiveCost": "effective", "CommitmentDiscountId": "commitment",
+        "CommitmentDiscountStatus": "status", "PricingQuantity": "quantity", "PricingUnit": "unit",
+    })
+    rows = con.sql(f"SELECT {select} FROM (VALUES "
+                   "('Savings Plans for AWS Compute usage', 'Purchase', '10', '2.5', 'arn:sp/1', 'Unused', '1', 'Hrs'), "
+                   "('Amazon Elastic Compute Cloud', 'Usage', '0', '7.5', 'arn:sp/1', 'Used', '1', 'Hrs'), "
+                   "('AWS Support (Business)', 'Purchase', '3', '3', NULL, NULL, '1', NULL), "
+                   "('Amazon Elastic Compute Cloud', 'Credit', '-1', '-1', NULL, NULL, '1', NULL)"
+                   ") AS t(service, category, billed, effective, commitment, status, quantity, unit)")
+    lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
+    con.close()
+    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out")))
+    lines = duckdb.sql(f"SELECT ServiceName, ChargeCategory, CommitmentDiscountStatus, BilledCost, EffectiveCost, "
+                       f"PricingQuantity, PricingUnit FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' "
+                       "ORDER BY ALL").fetchall()
+    d = Decimal
+    assert lines == [
+        ("AWS Support (Business)", "Purchase", None, d(3), d(3), d(1), "Units"),
+        ("Amazon Elastic Compute Cloud", "Credit", None, d(-1), d(-1), None, None),
+        ("Amazon Elastic Compute Cloud", "Usage", "Used", d(0), d("7.5"), d(1), "Hours"),
+        ("Savings Plans for AWS Compute usage", "Purchase", "Unused", d(10), d(0), d(1), "Hours"),
+        ("Savings Plans for AWS Compute usage", "Usage", "Unused", d(0), d("2.5"), d(1), "Hours"),
+    ]

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.focus_validator import Report, single_file, validate
+from tests.focus_validator import single_file, validate, validate_once
 
 TOOLKIT = Path(__file__).parent / "data" / "focus-toolkit"
 AZURE_12 = TOOLKIT / "generate" / "azure-1.2" / "focus_1_2_cost_and_usage_azure.csv.gz"
@@ -39,14 +39,7 @@ BASELINE = {
     AZURE_12: ((135, 2, 441), {"EffectiveCost-C-005-C": "5", "InvoiceId-C-004-C": "150"}),
 }
 
-_reports: dict[Path, Report] = {}
-
-
-def report_of(path: Path) -> Report:
-    """One validator run per file for the whole module (each takes ~10 s)."""
-    if path not in _reports:
-        _reports[path] = validate(path)
-    return _reports[path]
+report_of = validate_once  # one run per file for the session, shared with tests/test_export_validator.py
 
 
 @pytest.mark.slow
