@@ -15,7 +15,8 @@ from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
-from service.findings.commitments import commitments, share
+from service.core.timewindow import share_in_window
+from service.findings.commitments import commitments
 from tests.attribution_helpers import declared_sources
 from tests.rules_lake import build_lake
 
@@ -129,8 +130,8 @@ def test_window_edges_count_the_fraction_inside(config_file):
     result = commitments(Lake.of(config), config, window)
     sp = next(row for row in result.rows if row.commitment_id == SP)
     assert (sp.used, sp.unused) == (Decimal(15), Decimal(5))  # half of hour 1, then hours 2 and 3
-    assert share(Decimal(1), datetime(2026, 11, 1), datetime(2026, 11, 4),
-                 Window(datetime(2026, 11, 2, tzinfo=timezone.utc), NOW)) == Decimal("0.666666666667")
+    assert share_in_window(Decimal(1), datetime(2026, 11, 1), datetime(2026, 11, 4), datetime(2026, 11, 2),
+                           datetime(2026, 11, 8)) == Decimal("0.666666666667")
 
 
 def test_aws_commitment_end_times_become_the_expiry(tmp_path):

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from service.core.errors import UsageError
 
@@ -107,3 +108,23 @@ def day_start(value: date) -> datetime:
 
 def iso_utc(value: datetime) -> str:
     return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+TWELVE_PLACES = Decimal("0.000000000001")
+
+
+def share_in_window(amount: Decimal | None, start: datetime, end: datetime | None, since: datetime,
+                    until: datetime) -> Decimal:
+    """The part of `amount`, charged over [start, end), that lies in [since, until) (all naive
+    UTC or all aware): in full when wholly inside (or an instant), else overlap ÷ length in
+    exact decimals, rounded half-even to 12 places as attribution prorates. None counts 0."""
+    if amount is None:
+        return Decimal(0)
+    if end is None or end <= start or (start >= since and end <= until):
+        return amount
+    overlap = _microseconds(min(end, until) - max(start, since))
+    return (amount * overlap / _microseconds(end - start)).quantize(TWELVE_PLACES, rounding=ROUND_HALF_EVEN)
+
+
+def _microseconds(span: timedelta) -> Decimal:
+    return Decimal((span.days * 86400 + span.seconds) * 10**6 + span.microseconds)

@@ -38,10 +38,9 @@ from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.snapshot import read_consistently
-from service.core.timewindow import Window, iso_utc
+from service.core.timewindow import Window, iso_utc, share_in_window
 from service.core.units import naive_utc
 
-PLACES = Decimal("0.000000000001")
 HUNDRED = Decimal(100)
 
 LINES_SQL = """
@@ -71,20 +70,6 @@ WHERE ChargeCategory = 'Usage' AND coalesce(CommitmentDiscountStatus, '') <> 'Un
   AND ChargePeriodStart < ? AND coalesce(ChargePeriodEnd, ChargePeriodStart + INTERVAL 1 MICROSECOND) > ?
 GROUP BY ALL
 """
-
-
-def share(amount: Decimal | None, start: datetime, end: datetime | None, window: Window) -> Decimal:
-    """The part of `amount` whose charge period [start, end) lies in the window (naive UTC)."""
-    if amount is None:
-        return Decimal(0)
-    since, until = naive_utc(window.since), naive_utc(window.until)
-    if end is None or end <= start or (start >= since and end <= until):
-        return amount
-    overlap = min(end, until) - max(start, since)
-    micro = Decimal((overlap.days * 86400 + overlap.seconds) * 10**6 + overlap.microseconds)
-    length = end - start
-    whole = Decimal((length.days * 86400 + length.seconds) * 10**6 + length.microseconds)
-    return (amount * micro / whole).quantize(PLACES, rounding=ROUND_HALF_EVEN)
 
 
 def percent(part: Decimal, whole: Decimal) -> Decimal | None:
@@ -172,10 +157,10 @@ def _read(lake: Lake, window: Window, snapshot) -> tuple[list[Commitment], dict]
         for cid, status, currency, service, region, start, end, effective, listed in \
                 con.execute(LINES_SQL, [until, since]).fetchall():
             row = found.setdefault((cid, currency), Commitment(cid, currency))
-            amount = share(effective, start, end, window)
+            amount = share_in_window(effective, start, end, since, until)
             if status == "Used":
                 row.used += amount
-                row.covered_usage += share(listed, start, end, window)
+                row.covered_usage += share_in_window(listed, start, end, since, until)
                 if service:
                     row.eligible.add((service, region))
             else:
@@ -187,7 +172,7 @@ def _read(lake: Lake, window: Window, snapshot) -> tuple[list[Commitment], dict]
         if services:
             for currency, service, region, start, end, listed in \
                     con.execute(ELIGIBLE_SQL, [services, until, since]).fetchall():
-                eligible[(currency, service, region)] += share(listed, start, end, window)
+                eligible[(currency, service, region)] += share_in_window(listed, start, end, since, until)
     for row in found.values():
         name, kind, category, expires, resource, account = about.get(row.commitment_id, (None,) * 6)
         row.name, row.type, row.category, row.expires, row.account = name, kind, category, expires, account

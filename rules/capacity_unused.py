@@ -1,0 +1,127 @@
+"""capacity-unused: capacity reservations and EC2 Capacity Blocks for ML billed while unused.
+
+Flags each capacity reservation (FOCUS `CapacityReservationId`) with rows whose
+`CapacityReservationStatus` is `Unused` in the window: reserved capacity no instance ran in.
+How the bills mark it: AWS CUR 2.0 `capacity_reservation_capacity_reservation_status`
+`Unused` (with `…_type` `ODCR` or `EC2 Capacity Blocks for ML`); the legacy CUR's
+`UnusedBox` / `UnusedDed` usage types, whose ResourceId is the reservation's ARN
+(`…:capacity-reservation/cr-…`); FOCUS files as given. AWS's `Reserved` and `Cancelled`
+(future-dated reservations not yet active) have no FOCUS status and are not flagged.
+
+The unused cost: an on-demand capacity reservation bills its unused hours at the on-demand
+rate, on the Unused rows themselves (`cost_column`). A Capacity Block is paid upfront, so its
+hour rows may carry no cost: then each unused hour (PricingQuantity, else ConsumedQuantity, of
+the Unused rows) is valued at the block's price per reported hour, its Purchase rows'
+BilledCost ÷ the hours of its Used and Unused rows in the window.
+
+Category `waste`: `impact_usd` and `monthly_waste_usd` are, for an on-demand reservation, the
+window's unused cost projected to a 730-hour month (it goes on until released); for a
+Capacity Block (`x_capacity_reservation_type` `EC2 Capacity Blocks for ML`, or a usage type
+naming `CapacityBlock`), the unused value itself (a block ends; nothing is projected).
+
+Ignores: currencies other than USD, reservations whose unused cost is below `min_unused_usd`
+in the window. A row cut by the window counts by the fraction of its charge period inside it.
+
+Config example (the defaults):
+
+```yaml
+rules:
+  capacity-unused:
+    enabled: true
+    min_unused_usd: 1
+    cost_column: BilledCost
+    critical_monthly_usd: 1000
+```
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import Field
+
+from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
+from service.core.timewindow import share_in_window
+
+CAPACITY_BLOCK = "EC2 Capacity Blocks for ML"
+
+
+class CapacityUnusedConfig(RuleConfig):
+    min_unused_usd: Decimal = Field(default=Decimal(1), ge=0,
+                                    description="flag a reservation whose unused capacity cost at least this in the window")
+    cost_column: Literal["BilledCost", "EffectiveCost"] = "BilledCost"
+
+
+SQL = """
+SELECT CapacityReservationId, coalesce(CapacityReservationStatus, 'Purchase') AS status, ChargePeriodStart,
+       ChargePeriodEnd, sum({cost}), sum(coalesce(PricingQuantity, ConsumedQuantity)), sum(BilledCost)
+FROM costs
+WHERE CapacityReservationId IS NOT NULL AND coalesce(BillingCurrency, 'USD') = 'USD'
+  AND (CapacityReservationStatus IN ('Used', 'Unused') OR ChargeCategory = 'Purchase')
+  AND ChargePeriodStart < ? AND coalesce(ChargePeriodEnd, ChargePeriodStart + INTERVAL 1 MICROSECOND) > ?
+GROUP BY ALL
+"""
+ABOUT = """
+SELECT CapacityReservationId, any_value(x_capacity_reservation_type),
+       bool_or(contains(coalesce(x_usage_type, ''), 'CapacityBlock')), any_value(x_instance_type),
+       any_value(RegionId), any_value(SubAccountId)
+FROM costs WHERE CapacityReservationId IN (SELECT unnest(?)) GROUP BY CapacityReservationId
+"""
+
+
+class CapacityUnused(Rule):
+    name = "capacity-unused"
+    category = "waste"
+    config_model = CapacityUnusedConfig
+    config: CapacityUnusedConfig
+    inputs = {"costs": ("CapacityReservationId", "CapacityReservationStatus", "x_capacity_reservation_type",
+                        "x_usage_type", "x_instance_type", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd",
+                        "BilledCost", "EffectiveCost", "PricingQuantity", "ConsumedQuantity", "BillingCurrency",
+                        "RegionId", "SubAccountId")}
+
+    def evaluate(self, ctx: RuleContext) -> list[Finding]:
+        zero = Decimal(0)
+        cost: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        hours: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        sql = SQL.format(cost=self.config.cost_column)
+        for rid, status, start, end, amount, quantity, billed in ctx.con.execute(sql, [ctx.until, ctx.since]).fetchall():
+            share = lambda value: share_in_window(value, start, end, ctx.since, ctx.until)  # noqa: E731
+            cost[rid][status] += share(billed if status == "Purchase" else amount)
+            hours[rid][status] += share(quantity) if status != "Purchase" else zero
+        unused_ids = sorted(rid for rid in cost if "Unused" in cost[rid] or "Unused" in hours[rid])
+        about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT, [unused_ids]).fetchall()} if unused_ids else {}
+        findings = []
+        for rid in unused_ids:
+            kind, block_usage, instance_type, region, account = about.get(rid, (None, False, None, None, None))
+            block = kind == CAPACITY_BLOCK or bool(block_usage)
+            unused, method = cost[rid]["Unused"], "billed on its Unused rows"
+            reported = hours[rid]["Used"] + hours[rid]["Unused"]
+            if unused == 0 and cost[rid]["Purchase"] > 0 and reported > 0:
+                unused = cost[rid]["Purchase"] * hours[rid]["Unused"] / reported
+                method = "unused hours at the purchase's price per reported hour"
+            if unused <= 0 or unused < self.config.min_unused_usd:
+                continue
+            impact = unused if block else unused * HOURS_PER_MONTH / ctx.window_hours
+            what = f"{'Capacity Block' if block else 'capacity reservation'} {rid}"
+            if instance_type:
+                what += f" ({instance_type}{', ' + region if region else ''})"
+            tail = ("paid for capacity nobody ran in" if block
+                    else f"about {usd(impact)} a month while it stays reserved and empty; release it or run in it")
+            summary = (f"{what} held {_plain(hours[rid]['Unused'])} unused hour(s) costing {usd(unused)} between "
+                       f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC: {tail}.")
+            evidence = {"capacity_reservation_id": rid, "type": kind or ("EC2 Capacity Blocks for ML" if block else None),
+                        "instance_type": instance_type, "region": region, "account": account,
+                        "window_start": ctx.since, "window_end": ctx.until, "unused_hours": _plain(hours[rid]["Unused"]),
+                        "used_hours": _plain(hours[rid]["Used"]), "unused_usd": money(unused), "valued": method,
+                        "projected_to_month": not block}
+            findings.append(self.finding(resource_id=rid, key="unused", severity=self.severity(impact),
+                                         impact_usd=impact, summary=summary, evidence=evidence))
+        return findings
+
+
+def _plain(quantity: Decimal) -> str:
+    """3.0000000000000000 → '3'; 2.5000 → '2.5'."""
+    text = format(quantity, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
