@@ -165,3 +165,76 @@ def test_the_window_ends_where_the_data_ends(config_file):
     data = json.loads(result.output)
     assert data["until"] == "2026-11-07T04:00:00Z"
     assert Decimal(next(r for r in data["rows"] if r["commitment_id"] == SP)["used"]) == Decimal(24)
+
+
+def test_metrics_give_utilization_and_unused_dollars_by_type_and_owner(config_file):
+    from prometheus_client import CollectorRegistry
+
+    from service.serve.metrics import LakeCollector
+
+    config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config))
+    value = registry.get_sample_value
+    # 30 days to the data's end (2026-11-07 04:00): the plan's 4 hours, 148 of the reservation's 720 hours
+    labels = {"type": "Savings Plan", "team": "Inference"}
+    assert value("spendlake_commitment_utilization_ratio", labels) == 0.75
+    assert value("spendlake_commitment_unused_usd", labels) == 8.0
+    labels = {"type": "Reserved Instance", "team": "platform"}
+    assert (value("spendlake_commitment_utilization_ratio", labels), value("spendlake_commitment_unused_usd", labels)) \
+        == (0.0, 148.0)
+
+
+def test_the_report_has_a_commitments_section(config_file):
+    from datetime import date
+
+    from service.report.data import gather
+    from service.report.render import render_csvs, render_html
+
+    config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))
+    report = gather(config, Lake.of(config), date(2026, 11, 7))
+    [section] = [s for s in report.sections if s.key == "commitments"]
+    rows = {row["commitment_id"]: row for row in section.tables[0].rows}
+    assert (Decimal(rows[RI]["unused"]), Decimal(rows[SP]["unused_pct"]), rows[SP]["expires"]) == (
+        Decimal(168), Decimal(25), "2027-06-01T00:00:00Z")  # 30 days to 2026-11-08: 7 days of the reservation
+    assert section.tables[0].total["unused"] == Decimal(176)
+    html = render_html(report)
+    assert "Commitments" in html and "sp-1" in html
+    assert render_csvs(report)["commitments.csv"].splitlines()[0].startswith("commitment_id,type,account")
+
+
+def test_the_demo_organisation_holds_a_partly_unused_savings_plan_and_capacity_reservation(tmp_path):
+    from datetime import date
+
+    from connectors.synthetic.billing import generate_organisation
+    from connectors.synthetic.org import INSTANCES, SAVINGS_PLAN_USE
+    from rules.capacity_unused import CapacityUnused
+    from rules.commitment_unused import CommitmentUnused
+    from rules.engine import evaluate
+    from rules.base import RuleContext
+    from service.core.timewindow import parse_window
+    from service.ingest.billing import ingest
+
+    result = generate_organisation(tmp_path / "out", days=2, start=date(2026, 11, 5), seed=5, rows=3000)
+    org = result.organisation
+    config = parse_config({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "cur2", "kind": "aws-cur2", "location": str(result.exports["parquet"])}]})
+    assert all(o.status == "committed" for o in ingest(config).outcomes)
+    lake = Lake.of(config)
+    window = Window(datetime(2026, 11, 5, tzinfo=timezone.utc), datetime(2026, 11, 7, tzinfo=timezone.utc))
+    [plan] = commitments(lake, config, window).rows
+    assert plan.commitment_id == org.savings_plan_arn and plan.type == "Savings Plan"
+    # the fleet uses SAVINGS_PLAN_USE of the hourly commitment, rounded up to the cent: a little more is unused
+    assert plan.utilization_pct <= SAVINGS_PLAN_USE * 100 < plan.utilization_pct + 1 and plan.unused_pct >= 5
+    assert plan.coverage_pct is not None and 0 < plan.coverage_pct <= 100
+
+    ctx = RuleContext(con=lake.query(), window=parse_window("2d", now=window.until))
+    fresh, outcomes = evaluate([CommitmentUnused(), CapacityUnused()], ctx)
+    assert [o.status for o in outcomes] == ["ok", "ok"]
+    [unused_plan] = fresh["commitment-unused"]
+    assert Decimal(unused_plan.evidence["unused_usd"]) == plan.unused.quantize(Decimal("0.01"))
+    [capacity] = fresh["capacity-unused"]
+    # one of its two p5.48xlarge slots empty for the 48 hours, billed on demand
+    assert capacity.resource_id == org.capacity_reservation_arn
+    assert Decimal(capacity.evidence["unused_usd"]) == 48 * Decimal(INSTANCES["p5.48xlarge"][0])
+    assert capacity.evidence["used_hours"] == capacity.evidence["unused_hours"] == "48"

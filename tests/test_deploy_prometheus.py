@@ -12,7 +12,7 @@ from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
 ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeLakeDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
-          "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeSpendAnomaly",
+          "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh")
 
 

@@ -62,6 +62,9 @@ SCHEMA = pa.schema([
     ("savings_plan_savings_plan_a_r_n", STRING), ("savings_plan_savings_plan_effective_cost", MONEY),
     ("savings_plan_savings_plan_rate", MONEY), ("savings_plan_total_commitment_to_date", MONEY),
     ("savings_plan_used_commitment", MONEY),
+    ("capacity_reservation_capacity_reservation_arn", STRING),
+    ("capacity_reservation_capacity_reservation_status", STRING),
+    ("capacity_reservation_capacity_reservation_type", STRING),
 ])
 CSV_SCHEMA = pa.schema([pa.field(f.name, STRING if f.type in (TAGS, TIMESTAMP, MONEY) else f.type)
                         for f in SCHEMA])
@@ -149,6 +152,10 @@ class Catalogue:
             "product_region_code": pa.array(col("region")),
             "product_servicecode": pa.array(col("servicecode")),
             "savings_plan_savings_plan_a_r_n": pa.array(col("savings_plan_arn")),
+            "capacity_reservation_capacity_reservation_arn": pa.array(col("capacity_reservation_arn")),
+            "capacity_reservation_capacity_reservation_status": pa.array(col("capacity_status")),
+            "capacity_reservation_capacity_reservation_type": pa.array(
+                ["ODCR" if s.capacity_reservation_arn else "" for s in streams]),
         }
         is_fee = [s.line_type == "SavingsPlanRecurringFee" for s in streams]
         for name, value in (("savings_plan_offering_type", "ComputeSavingsPlans"),

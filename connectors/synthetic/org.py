@@ -124,6 +124,8 @@ class Stream:
     commitment: int = 0  # UNITS per hour, SavingsPlanRecurringFee
     used: int = 0  # UNITS per hour, SavingsPlanRecurringFee
     savings_plan_arn: str = ""
+    capacity_reservation_arn: str = ""  # CUR 2.0 capacity_reservation_* columns (ODCR)
+    capacity_status: str = ""  # Used | Unused
     tags: tuple[tuple[str, str], ...] = ()
     team: str | None = None  # the team the tags name (None: untagged), for expected shares
 
@@ -164,6 +166,7 @@ class Organisation:
     log_groups: dict[str, str] = field(default_factory=dict)  # log group → team
     clusters: list[Cluster] = field(default_factory=list)
     savings_plan_arn: str = ""
+    capacity_reservation_arn: str = ""
 
     @property
     def hours(self) -> int:
@@ -370,6 +373,9 @@ def build_organisation(seed: int, start: date, days: int, scale: float = 1.0) ->
     builder.clusters()
     builder.inference_fleet()
     builder.storage()
+    from connectors.synthetic.capacity import capacity_reservation  # it builds on this module
+
+    capacity_reservation(builder)
     return builder.org
 
 

@@ -17,6 +17,7 @@ from service.core.timewindow import day_start, iso_utc
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.planning.plans import Plan, load_plans
 from service.report.sections.budgets import budgets_section
+from service.report.sections.commitments import commitments_section
 from service.report.sections.findings import anomalies_section, unallocated_causes, waste_section
 from service.report.model import Chart, Column, Headline, Report, Section, Table
 from service.report.sections.spend import SpendReport
@@ -40,6 +41,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         spend.experiments_section(),
         waste_section(lake, config.report.top),
         budgets_section(config, lake, day),
+        commitments_section(config, lake, day),
         plans_section(lake, day, spend.plan_actual),
         anomalies_section(lake, config.report.top),
         unallocated,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,7 +20,8 @@ from service.core.config import Config
 from service.core.coverage import billing_data_through, data_end, inventory_data_through
 from service.core.lake import Lake
 from service.core.timewindow import Window, relative_window
-from service.core.units import OTHER, fold_top
+from service.core.units import OTHER, fold_top, top_keys
+from service.findings.commitments import commitments
 from service.ingest.freshness import freshness_limits
 
 USD = "USD"
@@ -28,6 +29,7 @@ DIMENSIONS = ("team", "project", "experiment")
 
 
 WINDOWS = ("24h", "7d", "mtd")
+COMMITMENT_DAYS = 30
 
 
 def windows(end: datetime) -> dict[str, Window]:
@@ -215,3 +217,38 @@ def team_of(team: str | None) -> str:
 def add_all(family: GaugeMetricFamily, items: Iterable[tuple[tuple[str, ...], Decimal | int]]) -> None:
     for labels, value in sorted(items):
         family.add_metric(list(labels), float(value))
+
+
+def commitment_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
+    """Commitments over the 30 days to the data's end (service.findings.commitments), USD only, by type and
+    the team that owns each commitment; the `top_n` teams by unused commitment, the rest `other`."""
+    ratio = GaugeMetricFamily("spendlake_commitment_utilization_ratio",
+                              "Used ÷ commitment of Savings Plans, reservations and committed use discounts over "
+                              "the last 30 days (USD), by commitment type and owning team.", labels=["type", "team"])
+    unused = GaugeMetricFamily("spendlake_commitment_unused_usd",
+                               "Commitment paid for and left unused over the last 30 days, USD, by commitment "
+                               "type and owning team.", labels=["type", "team"])
+    result = commitments(lake, config, Window(anchor(lake, now) - timedelta(days=COMMITMENT_DAYS), anchor(lake, now)), by=("team",))
+    used_by: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    unused_by: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for row in result.rows:
+        if row.currency == USD:
+            key = (row.type or "unknown", row.owner.get("team") or "unallocated")
+            used_by[key] += row.used
+            unused_by[key] += row.unused
+    teams: dict[str, Decimal] = defaultdict(Decimal)
+    for (_, team), amount in unused_by.items():
+        teams[team] += amount
+    kept = set(top_keys(teams, config.service.top_n))
+    folded_used: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    folded_unused: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for (kind, team), amount in unused_by.items():
+        key = (kind, team if team in kept else OTHER)
+        folded_unused[key] += amount
+        folded_used[key] += used_by[(kind, team)]
+    for key in sorted(folded_unused):
+        whole = folded_used[key] + folded_unused[key]
+        unused.add_metric(list(key), float(folded_unused[key]))
+        if whole > 0:
+            ratio.add_metric(list(key), float(folded_used[key] / whole))
+    return [ratio, unused]

@@ -1,0 +1,40 @@
+"""The report's commitments section: what each Savings Plan, reservation and committed use
+discount cost over the 30 days ending with the report day, used and unused, coverage and
+expiry (service.findings.commitments, the numbers `spendlake commitments --since 30d` shows)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from service.core.config import Config
+from service.core.lake import Lake
+from service.core.timewindow import Window, day_start
+from service.findings.commitments import commitments
+from service.report.model import Chart, Column, Section, Table
+
+DAYS = 30
+
+
+def commitments_section(config: Config, lake: Lake, day: date) -> Section:
+    until = day_start(day) + timedelta(days=1)
+    result = commitments(lake, config, Window(until - timedelta(days=DAYS), until))
+    if not result.rows:
+        return Section("commitments", "Commitments",
+                       note=f"No Savings Plan, reservation or committed use discount was used or left unused "
+                            f"in the {DAYS} days to {day:%Y-%m-%d}.")
+    columns = [Column("commitment_id", "commitment"), Column("type", "type"), Column("account", "account"),
+               Column("currency", "currency"), Column("commitment", "commitment", "money"),
+               Column("used", "used", "money"), Column("unused", "unused", "money"),
+               Column("unused_pct", "unused", "percent"), Column("utilization_pct", "utilization", "percent"),
+               Column("coverage_pct", "coverage", "percent"), Column("expires", "expires", "time")]
+    table = Table("commitments", f"Commitments, {DAYS} days to {day:%Y-%m-%d}: commitment, used, unused, "
+                  "coverage of eligible usage and expiry", columns, markdown=(("commitment_id",), "unused"))
+    table.rows = [{c.key: row.get(c.key) for c in columns} for row in result.to_json()["rows"]]
+    if len(result.totals) == 1:
+        total = result.totals[0]
+        table.total = {"commitment_id": "total", "currency": total["currency"], **{
+            k: total[k] for k in ("commitment", "used", "unused", "unused_pct", "utilization_pct", "coverage_pct")}}
+    shown = [row for row in result.rows if row.currency == "USD"]
+    chart = Chart("stacked", "Commitments (USD): used and unused", [row.name or row.commitment_id for row in shown],
+                  {"used": [row.used for row in shown], "unused": [row.unused for row in shown]}, "USD")
+    return Section("commitments", "Commitments", tables=[table], charts=[chart] if shown else [])
