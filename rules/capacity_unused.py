@@ -50,7 +50,8 @@ CAPACITY_BLOCK = "EC2 Capacity Blocks for ML"
 
 class CapacityUnusedConfig(RuleConfig):
     min_unused_usd: Decimal = Field(default=Decimal(1), ge=0,
-                                    description="flag a reservation whose unused capacity cost at least this in the window")
+                                    description="flag a reservation whose unused capacity cost at least this "
+                                                "in the window")
     cost_column: Literal["BilledCost", "EffectiveCost"] = "BilledCost"
 
 
@@ -86,7 +87,8 @@ class CapacityUnused(Rule):
         cost: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         hours: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         sql = SQL.format(cost=self.config.cost_column)
-        for rid, status, start, end, amount, quantity, billed in ctx.con.execute(sql, [ctx.until, ctx.since]).fetchall():
+        rows = ctx.con.execute(sql, [ctx.until, ctx.since]).fetchall()
+        for rid, status, start, end, amount, quantity, billed in rows:
             share = lambda value: share_in_window(value, start, end, ctx.since, ctx.until)  # noqa: E731
             cost[rid][status] += share(billed if status == "Purchase" else amount)
             hours[rid][status] += share(quantity) if status != "Purchase" else zero
@@ -111,9 +113,10 @@ class CapacityUnused(Rule):
                     else f"about {usd(impact)} a month while it stays reserved and empty; release it or run in it")
             summary = (f"{what} held {_plain(hours[rid]['Unused'])} unused hour(s) costing {usd(unused)} between "
                        f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC: {tail}.")
-            evidence = {"capacity_reservation_id": rid, "type": kind or ("EC2 Capacity Blocks for ML" if block else None),
+            evidence = {"capacity_reservation_id": rid, "type": kind or (CAPACITY_BLOCK if block else None),
                         "instance_type": instance_type, "region": region, "account": account,
-                        "window_start": ctx.since, "window_end": ctx.until, "unused_hours": _plain(hours[rid]["Unused"]),
+                        "window_start": ctx.since, "window_end": ctx.until,
+                        "unused_hours": _plain(hours[rid]["Unused"]),
                         "used_hours": _plain(hours[rid]["Used"]), "unused_usd": money(unused), "valued": method,
                         "projected_to_month": not block}
             findings.append(self.finding(resource_id=rid, key="unused", severity=self.severity(impact),

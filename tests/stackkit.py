@@ -56,7 +56,8 @@ def http_json(url: str, data: bytes | None = None) -> dict:
 def write_demo_exports(folder: Path, now: datetime) -> dict:
     """A legacy CUR export and GPU utilisation for the last eight hours: team nlp's
     p4d instance sat idle all along; team vision spent on storage, and its daily archive
-    bill jumped tenfold yesterday (a spend anomaly); one line has no tags.
+    bill jumped tenfold yesterday (a spend anomaly); one line has no tags; team inference's
+    Savings Plan covered $4 of its $5 hourly commitment.
     Returns the config's `sources` and `inventory` sections for them."""
     folder.mkdir(parents=True, exist_ok=True)
     top = now.replace(minute=0, second=0, microsecond=0)
@@ -86,7 +87,20 @@ def write_demo_exports(folder: Path, now: datetime) -> dict:
                                                         "product__instanceType": "", "lineItem__ResourceId": ""}),
                  "lineItem/UsageStartDate": iso(top - timedelta(hours=2)),
                  "lineItem/UsageEndDate": iso(top - timedelta(hours=1)), "identity/LineItemId": "untagged"})
-    (folder / "cur.csv").write_bytes(legacy_csv(rows, LEGACY_COLUMNS + TAG_COLUMNS))
+    plan = "arn:aws:savingsplans::012345678901:savingsplan/sp-demo"  # team inference's, 80% used
+    for back in range(8, 0, -1):
+        start = top - timedelta(hours=back)
+        period, hour = start.strftime("%Y-%m"), {"lineItem/UsageStartDate": iso(start),
+                                                 "lineItem/UsageEndDate": iso(start + timedelta(hours=1))}
+        for kind, cost, extra in (
+                ("SavingsPlanCoveredUsage", "6", {"lineItem__ResourceId": "i-0sp", "product__instanceType": "m7i.large",
+                                                  "savingsPlan__SavingsPlanEffectiveCost": "4"}),
+                ("SavingsPlanNegation", "-6", {"lineItem__ResourceId": "i-0sp", "product__instanceType": "m7i.large"}),
+                ("SavingsPlanRecurringFee", "5", {"lineItem__ResourceId": plan, "savingsPlan__TotalCommitmentToDate": "5",
+                                                  "savingsPlan__UsedCommitment": "4"})):
+            rows.append({**line(period, cost, kind=kind, team="inference", **extra), **hour,
+                         "savingsPlan/SavingsPlanARN": plan, "identity/LineItemId": f"sp-{kind}-{back}"})
+    (folder / "cur.csv").write_bytes(legacy_csv(rows, LEGACY_COLUMNS + TAG_COLUMNS + ["savingsPlan/SavingsPlanARN"]))
     (folder / "gpu.csv").write_text("\n".join(utilisation) + "\n")
     return {"sources": [{"name": "cur", "kind": "aws-cur", "location": str(folder / "cur.csv")}],
             "inventory": [{"name": "gpu", "kind": "gpu-metrics", "path": str(folder / "gpu.csv")}]}

@@ -28,6 +28,7 @@ def _print_spend_and_findings(result) -> None:
     from service.cli.attribute import coverage_line
     from service.core.coverage import anchored_window
     from service.core.lake import Lake
+    from service.findings.commitments import commitments
 
     lake = Lake.of(result.config)
     spend = attribute(lake, result.config, anchored_window(lake, "7d"), by=("team",))
@@ -37,6 +38,10 @@ def _print_spend_and_findings(result) -> None:
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",),
          footer=footer)
     click.echo(coverage_line(spend))
+    for total in commitments(lake, result.config, anchored_window(lake, "30d")).totals:
+        click.echo(f"commitments, last 30 days ({total['currency']}): {money_text(total['commitment'])} committed, "
+                   f"{money_text(total['used'])} used, {money_text(total['unused'])} unused ({total['unused_pct']}%), "
+                   f"covering {total['coverage_pct']}% of eligible usage (`spendlake commitments`)")
     open_findings = [f for f in result.findings if f.status == "open"]
     waste = [f for f in open_findings if f.category == "waste"]
     monthly = sum((f.monthly_waste_usd for f in waste), Decimal(0))
@@ -98,6 +103,7 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     click.echo("next:\n"
                f"  spendlake --config {config} attribute --since 7d --by project\n"
                f"  spendlake --config {config} findings\n"
+               f"  spendlake --config {config} commitments --since 30d --by team\n"
                f"  spendlake --config {config} budgets\n"
                f"  spendlake --config {config} serve")
     if result.ingest.failed or any(snapshot.failed for snapshot in result.inventory):

@@ -54,11 +54,9 @@ GROUP BY ALL
 ABOUT_SQL = """
 SELECT CommitmentDiscountId, any_value(CommitmentDiscountName), any_value(CommitmentDiscountType),
        any_value(CommitmentDiscountCategory), max({end}),
-       coalesce(any_value(ResourceId) FILTER (WHERE CommitmentDiscountStatus = 'Unused' OR ChargeCategory = 'Purchase'),
-                CommitmentDiscountId),
-       coalesce(any_value(SubAccountId) FILTER (WHERE CommitmentDiscountStatus = 'Unused' OR ChargeCategory = 'Purchase'),
-                any_value(SubAccountId))
-FROM costs
+       coalesce(any_value(ResourceId) FILTER (WHERE own), CommitmentDiscountId),
+       coalesce(any_value(SubAccountId) FILTER (WHERE own), any_value(SubAccountId))
+FROM (SELECT *, CommitmentDiscountStatus = 'Unused' OR ChargeCategory = 'Purchase' AS own FROM costs)
 WHERE CommitmentDiscountId IN (SELECT unnest(?))
 GROUP BY CommitmentDiscountId
 """

@@ -220,15 +220,17 @@ def add_all(family: GaugeMetricFamily, items: Iterable[tuple[tuple[str, ...], De
 
 
 def commitment_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
-    """Commitments over the 30 days to the data's end (service.findings.commitments), USD only, by type and
-    the team that owns each commitment; the `top_n` teams by unused commitment, the rest `other`."""
+    """Commitments over the 30 days to the data's end (service.findings.commitments), USD only, by
+    type and the team that owns each commitment; the `top_n` teams by unused commitment, the rest `other`."""
     ratio = GaugeMetricFamily("spendlake_commitment_utilization_ratio",
-                              "Used ÷ commitment of Savings Plans, reservations and committed use discounts over "
-                              "the last 30 days (USD), by commitment type and owning team.", labels=["type", "team"])
+                              "Used / commitment of Savings Plans, reservations and committed use discounts over "
+                              "the 30 days to the data's end (USD), by commitment type and owning team.",
+                              labels=["type", "team"])
     unused = GaugeMetricFamily("spendlake_commitment_unused_usd",
-                               "Commitment paid for and left unused over the last 30 days, USD, by commitment "
-                               "type and owning team.", labels=["type", "team"])
-    result = commitments(lake, config, Window(anchor(lake, now) - timedelta(days=COMMITMENT_DAYS), anchor(lake, now)), by=("team",))
+                               "Commitment paid for and left unused over the 30 days to the data's end, USD, "
+                               "by commitment type and owning team.", labels=["type", "team"])
+    end = anchor(lake, now)
+    result = commitments(lake, config, Window(end - timedelta(days=COMMITMENT_DAYS), end), by=("team",))
     used_by: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     unused_by: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for row in result.rows:
