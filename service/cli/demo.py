@@ -46,10 +46,11 @@ def _print_spend_and_findings(result) -> None:
     waste = [f for f in open_findings if f.category == "waste"]
     monthly = sum((f.monthly_waste_usd for f in waste), Decimal(0))
     rows = [{"rule": f.rule, "severity": f.severity, "team": f.team, "project": f.project,
-             "resource": f.resource_id, "waste/month": usd(f.monthly_waste_usd)}
+             "resource": _short(f.resource_id), "waste/month": usd(f.monthly_waste_usd)}
             for f in sorted(waste, key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]]
     emit(rows, ["rule", "severity", "team", "project", "resource", "waste/month"], "table",
-         title=f"top waste ({len(waste)} open findings, {usd(monthly)} a month)", right=("waste/month",))
+         title=f"top waste ({len(waste)} open findings, {usd(monthly)} a month)", right=("waste/month",),
+         whole=("waste/month",))
     # overspend and ownership are not waste: their impact is an overrun, an excess or
     # unowned spend, never a monthly figure, so they get a table and a column of their own
     rows = [{"rule": f.rule, "category": f.category, "severity": f.severity, "team": f.team,
@@ -60,6 +61,13 @@ def _print_spend_and_findings(result) -> None:
     emit(rows, ["rule", "category", "severity", "team", "resource", "impact"], "table",
          title=f"top overspend and ownership ({len(open_findings) - len(waste)} open findings; impact: "
                "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",))
+
+
+def _short(resource_id: str) -> str:
+    """An ARN's resource part (`capacity-reservation/cr-0…`, `savingsplan/…`): the table stays
+    readable on a terminal; `spendlake findings` shows the whole id."""
+    is_arn = resource_id.startswith("arn:") and resource_id.count(":") >= 5
+    return resource_id.split(":", 5)[5] if is_arn else resource_id
 
 
 @click.command("demo")

@@ -26,13 +26,16 @@ def format_option(func):
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None,
-                footer: dict[str, Any] | None = None, right: Sequence[str] = ()) -> None:
+                footer: dict[str, Any] | None = None, right: Sequence[str] = (),
+                whole: Sequence[str] = ()) -> None:
+    """`whole`: columns never cut short (their header and values); the others give way."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, show_footer=footer is not None)
     for column in columns:
-        table.add_column(column, justify="right" if column in right else "left",
+        widest = max([len(column), *(len(_cell(row.get(column))) for row in rows)]) if column in whole else None
+        table.add_column(column, justify="right" if column in right else "left", min_width=widest,
                          footer=_cell(footer.get(column)) if footer else "")
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in columns))
