@@ -42,6 +42,7 @@ from connectors.synthetic.cur2 import (
     CHUNK_ROWS, Catalogue, Rows, expand, manifest_columns, month_bounds, slots, utc_midnight,
 )
 from connectors.synthetic.legacy import file_digest, install_assembly, tag_keys
+from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.org import UNITS, Organisation, Stream, build_organisation
 from connectors.synthetic.writers import EXPORT_NAMES, FORMATS, PeriodWriters
 BUCKET, PREFIX = "ml-org-billing", "cur2"
@@ -99,7 +100,9 @@ def generate_organisation(out_dir: str | Path, *, days: int = 60, start: date | 
     if rows is not None:
         base = build_organisation(seed, start, days)
         scale = max(rows, 1) / max(expected_rows(base), 1)
-    return write_billing(build_organisation(seed, start, days, scale), out_dir, formats=formats, parts=parts)
+    org = build_organisation(seed, start, days, scale)
+    add_capacity_reservation(org)
+    return write_billing(org, out_dir, formats=formats, parts=parts)
 
 
 def write_billing(org: Organisation, out_dir: str | Path, *,

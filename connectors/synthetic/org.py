@@ -373,9 +373,6 @@ def build_organisation(seed: int, start: date, days: int, scale: float = 1.0) ->
     builder.clusters()
     builder.inference_fleet()
     builder.storage()
-    from connectors.synthetic.capacity import capacity_reservation  # it builds on this module
-
-    capacity_reservation(builder)
     return builder.org
 
 

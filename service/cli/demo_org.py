@@ -35,6 +35,7 @@ from pathlib import Path
 import yaml
 
 from connectors.synthetic.billing import GenerationResult, default_start, write_billing
+from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from connectors.synthetic.slurm import add_slurm_cluster
@@ -86,6 +87,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     org = build_organisation(seed, start or default_start(days), days)
     inject_gpu_anomaly(org)
     add_slurm_cluster(org)
+    add_capacity_reservation(org)
     generation = write_billing(org, demo_dir / "export", formats=("parquet",))
     inventory = write_inventory(generation.organisation, demo_dir / "inventory")
     config_path = demo_dir / "spendlake.yaml"
