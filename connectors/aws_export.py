@@ -9,9 +9,6 @@ hands the local files to DuckDB: CSV/CSV.gz as text, Parquet as typed.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import json
 import re
 from collections.abc import Sequence
@@ -22,6 +19,7 @@ import duckdb
 
 from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery
+from connectors.csvfile import read_csv
 from connectors.storage import Storage, StoredObject
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error
@@ -53,19 +51,13 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
             return [(con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {})]
         parts = []
         for name in names:
-            relation = con.read_csv(name, all_varchar=True, header=True, filename=True)
+            relation, header = read_csv(con, name, display.get(name, name), filename=True)
             check_required(AwsColumns(relation), display.get(name, name))  # a missing column names its file
-            parts.append((relation, dict(zip(relation.columns, _csv_header(name)))))
+            parts.append((relation, header))
         return parts
     except duckdb.Error as exc:
         raise duckdb_error(exc, "cannot read the export", reason=_first_line(exc), where=", ".join(display.values()),
                            hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
-
-
-def _csv_header(path: str) -> list[str]:
-    opener = gzip.open if path.lower().endswith(".gz") else open
-    with opener(path, "rb") as raw:
-        return next(csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")), [])
 
 
 def _first_line(exc: Exception) -> str:

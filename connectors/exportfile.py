@@ -29,6 +29,7 @@ import duckdb
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery
+from connectors.csvfile import read_csv
 from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
@@ -154,27 +155,23 @@ class Table:
 
 
 def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: Iterable[str] = (),
-               nullstr: tuple[str, ...] = ("",), dateformat: str | None = None) -> Table:
+               nullstr: tuple[str, ...] = ("",)) -> Table:
     """Open a CSV, Parquet or JSON-lines export file as a view of `con`.
 
     CSV: every column is text, except those named in `money` (case-insensitive), which the
-    CSV reader parses as exact decimals so a bad value names its line and column. The path
-    and the reader's options are bound as parameters, never pasted into SQL text.
+    CSV reader parses as exact decimals so a bad value names its line and column (the
+    dialect and columns are given, nothing is sniffed: connectors.csvfile). The path and
+    the reader's options are bound as parameters, never pasted into SQL text.
     """
     if path.stat().st_size == 0:
         raise DataError("the file is empty", where=uri, hint="re-export it; an export with no rows still has a header")
     suffix = suffix_of(PurePosixPath(uri).name)
     if suffix in CSV_SUFFIXES:
-        options: dict[str, object] = {"header": True, "skip": 0, "all_varchar": True, "delim": ",", "quote": '"',
-                                      "escape": '"', "nullstr": list(nullstr), "hive_partitioning": False}
-        if dateformat:
-            options["dateformat"] = dateformat
-        names = _columns(_reader(con, "read_csv", path, options, uri), uri)
-        wanted = {m.lower() for m in money}
-        typed = {name: MONEY for name, _ in names.values() if name.lower() in wanted}
-        if typed:
-            options["types"] = typed
-        relation = _reader(con, "read_csv", path, options, uri)
+        try:
+            relation, _ = read_csv(con, path, uri, types={m.lower(): MONEY for m in money}, nullstr=nullstr)
+        except duckdb.Error as exc:
+            raise duckdb_error(exc, "cannot read the file", where=uri,
+                               hint="check that it is a complete, UTF-8 export file") from None
     elif suffix in PARQUET_SUFFIXES:
         relation = _reader(con, "read_parquet", path, {"hive_partitioning": False}, uri)
     elif suffix in JSON_SUFFIXES:
@@ -183,7 +180,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     else:
         raise DataError(f"unsupported file type {suffix!r}", where=uri,
                         hint="expected CSV, CSV.gz, Parquet or JSON lines")
-    columns = _columns(relation, uri)
+    columns = _columns(relation)
     partitions = [(k, v) for k, v in hive_partitions(uri) if k.lower() not in columns]
     if partitions:  # a column written only into the folder names (Hive), e.g. SubAccountId=…/
         text = duckdb.sqltype("VARCHAR")
@@ -223,11 +220,8 @@ def _reader(con: duckdb.DuckDBPyConnection, function: str, path: Path, options: 
                            hint="check that it is a complete, UTF-8 export file") from None
 
 
-def _columns(relation: duckdb.DuckDBPyRelation, uri: str) -> dict[str, tuple[str, duckdb.DuckDBPyType]]:
-    columns = {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
-    if list(columns) == ["column0"]:
-        raise DataError("the file has no header row", where=uri, hint="re-export it with headers")
-    return columns
+def _columns(relation: duckdb.DuckDBPyRelation) -> dict[str, tuple[str, duckdb.DuckDBPyType]]:
+    return {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
 
 
 # ---- typed expressions ---------------------------------------------------------------------

@@ -100,9 +100,7 @@ def commit_costs(
         lake.record(entries)
         return entries
     except duckdb.Error as exc:
-        # DuckDB's CSV errors append pages of reader options; the first lines say what is wrong.
-        reason = str(exc).split("Parser options", 1)[0].strip()
-        raise duckdb_error(exc, "could not read the delivery", reason=reason, where=", ".join(files) or source) from None
+        raise duckdb_error(exc, "could not read the delivery", where=", ".join(files) or source) from None
     except OSError as exc:
         raise resource_error(exc, str(lake.root)) or SpendlakeError(
             f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),

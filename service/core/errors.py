@@ -89,5 +89,13 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     resource = resource_error(exc, where)
     if resource is not None:
         return resource
+    return DataError(f"{message}: {reason or duckdb_reason(exc)}", where=where, hint=hint)
+
+
+def duckdb_reason(exc: BaseException) -> str:
+    """What DuckDB says is wrong, without what follows: its CSV reader appends fixes that do
+    not apply to an export (`strict_mode=false`, `ignore_errors=true`) and its options."""
     text = str(exc).strip()
-    return DataError(f"{message}: {reason or text.split(chr(10) * 2, 1)[0]}", where=where, hint=hint)
+    for end in ("\n\n", "\nPossible fixes", "Parser options"):
+        text = text.split(end, 1)[0]
+    return text.strip() or type(exc).__name__
