@@ -19,10 +19,12 @@ import duckdb
 
 from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery
-from connectors.csvfile import read_csv
+from connectors.csvfile import csv_header, read_csv
 from connectors.storage import Storage, StoredObject
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error
+
+PARTS_AT_ONCE = 2  # CSV.gz parts read together: one thread each, ~30 MB of buffers each
 
 
 def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
@@ -30,10 +32,12 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
     """The delivery's parts (all CSV/CSV.gz, or all Parquet) as relations, each with the
     original header name of every column DuckDB renamed.
 
-    Each CSV part is its own relation, read when the lake writes it: a multi-file CSV
-    read (worse, `union_by_name`, which sniffs every part at once) holds a ~30 MB buffer
-    per CSV.gz part, so 20 parts exhaust the writer's memory. Parquet files are one
-    multi-file read: it holds only their footers and one row group at a time."""
+    CSV parts are read PARTS_AT_ONCE at a time, consecutive parts with the same header as one
+    relation: a CSV.gz file is decompressed by one thread, so one part at a time leaves a
+    core idle, while a read of every part (worse, `union_by_name`, which sniffs every part
+    at once) holds a ~30 MB buffer per CSV.gz part, so 20 parts exhaust the writer's
+    memory. Parquet files are one multi-file read: it holds only their footers and one row
+    group at a time."""
     if not paths:
         raise DataError("the delivery names no data files", where=", ".join(display.values()) or None)
     names = [str(p) for p in paths]
@@ -50,14 +54,27 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
         if kinds == {"parquet"}:
             return [(con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {})]
         parts = []
-        for name in names:
-            relation, header = read_csv(con, name, display.get(name, name), filename=True)
-            check_required(AwsColumns(relation), display.get(name, name))  # a missing column names its file
-            parts.append((relation, header))
+        for group, header in _csv_groups(names, display):
+            where = ", ".join(display.get(name, name) for name in group)
+            relation, headers = read_csv(con, group, where, filename=True, header=header)
+            check_required(AwsColumns(relation), where)  # a missing column names its file
+            parts.append((relation, headers))
         return parts
     except duckdb.Error as exc:
         raise duckdb_error(exc, "cannot read the export", reason=_first_line(exc), where=", ".join(display.values()),
                            hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
+
+
+def _csv_groups(names: Sequence[str], display: dict[str, str]) -> list[tuple[list[str], list[str]]]:
+    """Consecutive CSV parts with the same header, at most PARTS_AT_ONCE in a group."""
+    groups: list[tuple[list[str], list[str]]] = []
+    for name in names:
+        header = csv_header(name, display.get(name, name))
+        if groups and groups[-1][1] == header and len(groups[-1][0]) < PARTS_AT_ONCE:
+            groups[-1][0].append(name)
+        else:
+            groups.append(([name], header))
+    return groups
 
 
 def _first_line(exc: Exception) -> str:

@@ -69,17 +69,20 @@ def column_names(header: Sequence[str]) -> list[str]:
     return names
 
 
-def read_csv(con: duckdb.DuckDBPyConnection, path: str | Path, where: str, *, types: Mapping[str, str] | None = None,
-             nullstr: Sequence[str] = ("",), filename: bool = False) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
-    """The file as a relation whose columns are text (or `types`, by lower-case name), and the
-    header field of each DuckDB column name. Path and options are bound, never pasted;
-    `where` names the file in errors."""
-    header = csv_header(path, where)
+def read_csv(con: duckdb.DuckDBPyConnection, path: str | Path | Sequence[str | Path], where: str, *,
+             types: Mapping[str, str] | None = None, nullstr: Sequence[str] = ("",), filename: bool = False,
+             header: Sequence[str] | None = None) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
+    """The file (or files sharing `header`, read as one relation) as a relation whose columns
+    are text (or `types`, by lower-case name), and the header field of each DuckDB column
+    name. Path and options are bound, never pasted; `where` names the file(s) in errors."""
+    paths = [str(path)] if isinstance(path, (str, Path)) else [str(p) for p in path]
+    header = list(header) if header is not None else csv_header(paths[0], where)
     names = column_names(header)
     columns = {name: (types or {}).get(name.lower(), TEXT) for name in names}
     options: dict[str, object] = {"header": True, "auto_detect": False, "delim": ",", "quote": '"', "escape": '"',
                                   "nullstr": list(nullstr), "columns": columns, "filename": filename,
                                   "hive_partitioning": False}
     named = "".join(f", {name} = ?" for name in options)
-    relation = con.sql(f"SELECT * FROM read_csv(?{named})", params=[str(path), *options.values()])
+    relation = con.sql(f"SELECT * FROM read_csv(?{named})",
+                       params=[paths[0] if len(paths) == 1 else paths, *options.values()])
     return relation, dict(zip(names, header))
