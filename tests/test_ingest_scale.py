@@ -89,11 +89,13 @@ def test_46_every_layout_ingests_exactly_under_a_small_memory_limit(tmp_path, bi
 def test_46_the_writer_spills_into_the_lake_staging_area(tmp_path, monkeypatch, caplog):
     """An inventory snapshot is sorted on every column before it is written: under a tiny
     limit that sort spills, inside the sandbox, and the snapshot is complete."""
-    rows = 600_000
+    rows = 900_000
     tags = tmp_path / "tags.parquet"
     duckdb.sql(f"COPY (SELECT 'arn:aws:ec2:us-east-1:1:instance/i-' || md5(i::VARCHAR) AS resource_id, 'us-east-1' "
                f"AS region, 'team' AS key, 'nlp-' || (i % 97) AS value FROM range({rows}) t(i)) TO '{tags}' (FORMAT parquet)")
-    monkeypatch.setattr(lake_module, "WRITER_MEMORY_LIMIT", "80MB")
+    # small enough that the sort spills, large enough that DuckDB's fixed per-thread buffers
+    # never run it out of memory (80 MB did, once, on a loaded machine)
+    monkeypatch.setattr(lake_module, "WRITER_MEMORY_LIMIT", "128MB")
     caplog.set_level(logging.DEBUG, logger="service.core.commit")
     cfg = parse_config({"lake": str(tmp_path / "lake"), "inventory": [{"name": "tags", "kind": "aws-tags",
                                                                        "path": str(tags)}]})
@@ -101,9 +103,8 @@ def test_46_the_writer_spills_into_the_lake_staging_area(tmp_path, monkeypatch, 
     assert outcome.error is None and list(outcome.rows.values()) == [rows]
     [record] = [r for r in caplog.records if hasattr(r, "spilled_bytes")]
     # DuckDB's limit bounds its buffer pool; allocations outside it (readers, the sort's
-    # payload blocks) let the peak pass it by some MB (89 MB seen under load), never by the
-    # 155 MB this sort spills
-    assert record.spilled_bytes > 0 and record.peak_bytes <= 100 << 20
+    # payload blocks) let the peak pass it by some MB (89 MB of 80 seen under load)
+    assert record.spilled_bytes > 0 and record.peak_bytes <= 160 << 20
     lake = Lake(cfg.lake)
     con = lake.writer()
     assert Path(con.execute("SELECT current_setting('temp_directory')").fetchone()[0]).is_relative_to(lake.staging)
