@@ -205,6 +205,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         values = [f"nullif(trim(Tags[{params.bind(k)}]), '')" for k in tag_candidates(keys, tag_keys)]
         values += [inv_cols[k] for k in inv_candidates[name] if k in inv_cols]
         base_tags.append(f"{_first(values)} AS e_{name}")
+    if allocation is None:  # rules on a job's fields (job_name, partition, ...) match no line here
+        base_tags += [f"CAST(NULL AS VARCHAR) AS {column}" for column in JOB_MATCH_FIELDS.values()]
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     columns = ["cp_start", "cp_end", "currency", "source", "billing_period", "SubAccountId", "ServiceName", "ResourceId",
                "x_usage_type", "RegionId", "ChargeCategory", "BilledCost", "EffectiveCost", "ListCost",
