@@ -24,7 +24,11 @@ from servicekit import REPO, start_serve, write_config
 
 DEPLOY = REPO / "deploy"
 GPU_HOURLY_USD = "32.77"  # p4d.24xlarge on demand
-TAG_COLUMNS = ["resourceTags/user:project", "resourceTags/user:experiment"]
+TAG_COLUMNS = ["resourceTags/user:project", "resourceTags/user:experiment", "resourceTags/user:cluster",
+               "resourceTags/user:slurm-node"]
+CLUSTER_HOURLY_USD = "98.32"  # p5.48xlarge on demand: a node of the shared cluster `gpu-west`
+# The cluster's node and its jobs meet through the node tag (README "Shared GPU clusters").
+CLUSTERS = {"clusters": {"node_tag": "slurm-node", "cluster_tag": "cluster"}}
 
 
 def free_port() -> int:
@@ -57,7 +61,9 @@ def write_demo_exports(folder: Path, now: datetime) -> dict:
     """A legacy CUR export and GPU utilisation for the last eight hours: team nlp's
     p4d instance sat idle all along; team vision spent on storage, and its daily archive
     bill jumped tenfold yesterday (a spend anomaly); one line has no tags; team inference's
-    Savings Plan covered $4 of its $5 hourly commitment.
+    Savings Plan covered $4 of its $5 hourly commitment; a p5 node of the
+    shared cluster `gpu-west` (tagged with the cluster and its node name only) ran one
+    job on 4 of its 8 GPUs (run `pretrain-7b`, a jobs file), so half its cost is idle.
     Returns the config's `sources` and `inventory` sections for them."""
     folder.mkdir(parents=True, exist_ok=True)
     top = now.replace(minute=0, second=0, microsecond=0)
@@ -76,6 +82,10 @@ def write_demo_exports(folder: Path, now: datetime) -> dict:
                                                               "lineItem__ResourceId": "vision-datasets"}),
                      **hour, "identity/LineItemId": f"s3-{back}", "resourceTags/user:project": "vit"})
         utilisation.append(f"i-0e2e1,,{start.strftime('%Y-%m-%d %H:%M:%S')},1.0,DCGM_FI_PROF_SM_ACTIVE")
+        rows.append({**line(period, CLUSTER_HOURLY_USD, **{"lineItem__ResourceId": "i-0c1u5",
+                                                           "product__instanceType": "p5.48xlarge"}),
+                     **hour, "identity/LineItemId": f"node-{back}", "resourceTags/user:cluster": "gpu-west",
+                     "resourceTags/user:slurm-node": "gpu-001"})
     for back in range(35, 0, -1):  # vision's daily storage spend: steady, then ten times as much yesterday
         day = (top - timedelta(days=back)).replace(hour=0)
         rows.append({**line(day.strftime("%Y-%m"), "1000" if back == 1 else "100", team="vision",
@@ -102,8 +112,12 @@ def write_demo_exports(folder: Path, now: datetime) -> dict:
                          "savingsPlan/SavingsPlanARN": plan, "identity/LineItemId": f"sp-{kind}-{back}"})
     (folder / "cur.csv").write_bytes(legacy_csv(rows, LEGACY_COLUMNS + TAG_COLUMNS + ["savingsPlan/SavingsPlanARN"]))
     (folder / "gpu.csv").write_text("\n".join(utilisation) + "\n")
+    (folder / "jobs.csv").write_text("job_id,start_time,end_time,gpus,nodes,cluster,state,run_id,team,job_type\n"
+                                     f"7001,{iso(top - timedelta(hours=8))},,4,gpu-001,gpu-west,RUNNING,"
+                                     "pretrain-7b,nlp,pretrain\n")
     return {"sources": [{"name": "cur", "kind": "aws-cur", "location": str(folder / "cur.csv")}],
-            "inventory": [{"name": "gpu", "kind": "gpu-metrics", "path": str(folder / "gpu.csv")}]}
+            "inventory": [{"name": "gpu", "kind": "gpu-metrics", "path": str(folder / "gpu.csv")},
+                          {"name": "jobs", "kind": "jobs-file", "path": str(folder / "jobs.csv")}]}
 
 
 def iso(moment: datetime) -> str:
@@ -115,13 +129,15 @@ def demo_service(tmp_path: Path) -> Iterator[str]:
     """`spendlake serve` over the demo exports, with a budget team nlp has exceeded; yields
     its base URL once the rules job has stored the idle-GPU finding (the first ingest and
     rules run at start)."""
-    data = {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"},
+    data = {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}, "attribution": CLUSTERS,
             "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "100"}],
             **write_demo_exports(tmp_path / "exports", datetime.now(timezone.utc))}
     proc, base = start_serve(write_config(tmp_path, data))
     try:
-        wait_until(lambda: b'rule="idle-gpu"' in urllib.request.urlopen(base + "/metrics", timeout=5).read(),
-                   timeout=30, what="the idle-gpu finding in spendlake's metrics")
+        # a scrape right after the first ingest, rules and report computes every family (the
+        # cluster allocation's too): seconds on a loaded machine, so a poll waits for it
+        wait_until(lambda: b'rule="idle-gpu"' in urllib.request.urlopen(base + "/metrics", timeout=60).read(),
+                   timeout=120, what="the idle-gpu finding in spendlake's metrics")
         yield base
     finally:
         stop(proc)

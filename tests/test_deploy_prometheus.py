@@ -13,7 +13,7 @@ from conftest import REPO, require_binary
 DEPLOY = REPO / "deploy"
 ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeLakeDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
-          "SpendlakeUnallocatedSpendHigh")
+          "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
 
 
 def run(*args: str, cwd: Path = DEPLOY) -> str:

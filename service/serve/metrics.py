@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
+from service.serve.cluster_families import cluster_families
 from service.serve.families import (budget_families, commitment_families, data_through_families, findings_families,
                                     integrity_families, source_families, spend_families)
 
@@ -105,6 +106,7 @@ class LakeCollector(Collector):
             lambda: findings_families(self.config, self.lake),
             lambda: budget_families(self.config, self.lake, now),
             lambda: commitment_families(self.config, self.lake, now),
+            lambda: cluster_families(self.config, self.lake, now),
         )
         families: list[Metric] = []
         ok = True

@@ -1,0 +1,67 @@
+"""Metrics of shared GPU clusters, hand-computed: one p5.48xlarge node of cluster `gpu-west`
+($98.32 an hour, 8 GPUs) billed for the last 8 hours, and three jobs on it:
+A 4 GPUs all 8 hours (32 GPU-hours: $393.28), B 2 GPUs the last 4 hours (8: $98.32),
+C 1 GPU the last 2 hours (2: $24.58); nobody held 22 of its 64 GPU-hours: idle $270.38,
+a ratio of 22/64 = 0.34375."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from prometheus_client import CollectorRegistry
+from stackkit import CLUSTERS, iso, write_demo_exports
+
+from service.core.config import parse_config
+from service.ingest.billing import ingest
+from service.ingest.inventory import run_inventory
+from service.serve.metrics import LakeCollector
+
+pytestmark = pytest.mark.slow  # ingests an export and a jobs file
+
+TOP = datetime(2026, 11, 20, 12, tzinfo=timezone.utc)  # the export's last hour ends here
+
+
+def scrape(config) -> dict[str, dict[tuple, float]]:
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config, clock=(TOP + timedelta(days=3)).timestamp))
+    found: dict[str, dict[tuple, float]] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            found.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cluster-metrics")
+    sections = write_demo_exports(folder / "exports", TOP)
+    at = {hours: iso(TOP - timedelta(hours=hours)) for hours in (8, 4, 2)}
+    (folder / "exports" / "jobs.csv").write_text(
+        "job_id,start_time,end_time,gpus,nodes,cluster,state,run_id\n"
+        f"1,{at[8]},{iso(TOP)},4,gpu-001,gpu-west,COMPLETED,run-a\n"
+        f"2,{at[4]},,2,gpu-001,gpu-west,RUNNING,run-b\n"
+        f"3,{at[2]},{iso(TOP)},1,gpu-001,gpu-west,FAILED,run-c\n")
+    config = parse_config({"lake": str(folder / "lake"), "service": {"top_n": 2}, "attribution": CLUSTERS,
+                           **sections})
+    assert not ingest(config).failed
+    assert not any(outcome.failed for outcome in run_inventory(config, now=TOP))
+    return config
+
+
+def test_run_cost_keeps_the_top_runs_and_folds_the_rest_into_other(config):
+    runs = scrape(config)["spendlake_run_cost_usd"]
+    for window in ("24h", "7d"):
+        assert {dict(k)["run"]: v for k, v in runs.items() if dict(k)["window"] == window} == pytest.approx(
+            {"run-a": 393.28, "run-b": 98.32, "other": 24.58}), window
+
+
+def test_cluster_idle_ratio_is_the_share_no_job_held(config):
+    idle = scrape(config)["spendlake_cluster_idle_ratio"]
+    assert idle == pytest.approx({(("cluster", "gpu-west"), ("window", w)): 22 / 64 for w in ("24h", "7d", "mtd")})
+
+
+def test_without_clusters_the_families_are_empty(config):
+    plain = config.model_copy(update={"attribution": parse_config({"lake": str(config.lake)}).attribution})
+    found = scrape(plain)
+    assert "spendlake_run_cost_usd" not in found and "spendlake_cluster_idle_ratio" not in found
