@@ -18,6 +18,7 @@ from service.core.units import money_text, usd
 SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
 TOP_FINDINGS = 8
 TOP_OTHERS = 5  # per category
+TOP_RUNS = 8
 
 
 def _print_spend_and_findings(result) -> None:
@@ -70,6 +71,32 @@ def _short(resource_id: str) -> str:
     return resource_id.split(":", 5)[5] if is_arn else resource_id
 
 
+def _print_cluster(result) -> None:
+    """The Slurm cluster's last 7 days: its cost by job type (idle: GPUs no job held) and the top runs."""
+    from datetime import timedelta
+
+    from service.attribution import RunsQuery, attribute, runs
+    from service.core.lake import Lake
+    from service.core.timewindow import Window
+
+    window = Window(result.as_of - timedelta(days=7), result.as_of)
+    lake = Lake.of(result.config)
+    clusters = sorted({c.name for c in result.generation.organisation.clusters})
+    if not clusters:
+        return
+    spend = attribute(lake, result.config, window, by=("job_type",), where={"cluster": clusters})
+    rows = [{"job_type": r.values["job_type"], "currency": r.currency, "cost": money_text(r.cost)}
+            for r in sorted(spend.rows, key=lambda r: -r.cost)]
+    emit(rows, ["job_type", "currency", "cost"], "table", right=("cost",),
+         title=f"cluster {', '.join(clusters)} by job type, last 7 days (idle: GPUs no job held; "
+               "unallocated: its other lines, the nodes' volumes and traffic)")
+    top = runs(lake, result.config, RunsQuery(window, top=TOP_RUNS))
+    rows = [{"run": r.run, "job_type": r.values.get("job_type"), "jobs": r.jobs, "state": r.state,
+             "cost": money_text(r.cost)} for r in top.rows]
+    emit(rows, ["run", "job_type", "jobs", "state", "cost"], "table", right=("jobs", "cost"),
+         title=f"top runs, last 7 days ({sum(t.runs for t in top.totals)} runs)")
+
+
 @click.command("demo")
 @click.option("--dir", "directory", default="spendlake-data", show_default=True,
               type=click.Path(file_okay=False), help="Where the export, the demo config and the lake go.")
@@ -106,6 +133,7 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     report = Path(result.report.html)
     report = os.path.relpath(report) if report.is_relative_to(Path.cwd()) else report
     _print_spend_and_findings(result)
+    _print_cluster(result)
     click.echo(f"report: {report}")
     click.echo(f"config: {config}")
     click.echo("next:\n"

@@ -38,7 +38,7 @@ from connectors.synthetic.billing import GenerationResult, default_start, write_
 from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.inventory import write_inventory
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
-from connectors.synthetic.slurm import add_slurm_cluster
+from connectors.synthetic.slurm import CLUSTER_TAG, NODE_TAG, add_slurm_cluster
 from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
 from service.core.coverage import data_end
@@ -53,12 +53,22 @@ from service.report.write import ReportResult, write_report
 DEFAULT_DIR = Path("spendlake-data")
 SOURCE_NAME = "ml-org"
 # How the organisation's inconsistent tag keys map to dimensions, and who shares tax and
-# support (see README "Attribution").
+# support (see README "Attribution"); the Slurm cluster's nodes carry only the cluster and the
+# node name, so its cost goes to the jobs that held their GPUs (README "Shared GPU clusters"):
+# a job's team is its Slurm account, its project the wckey, the rest from its comment's labels.
 ATTRIBUTION = {
+    "clusters": {"node_tag": NODE_TAG, "cluster_tag": CLUSTER_TAG},
     "dimensions": {
-        "team": {"tags": ["team", "owner-team"]},
-        "project": {"tags": ["project"]},
+        "team": {"tags": ["team", "owner-team", "account"]},
+        "project": {"tags": ["project", "wckey"]},
         "experiment": {"tags": ["experiment"]},
+        # a job's comment labels say its type once it ended; while it runs (Slurm keeps the
+        # comment until then) and for debug sessions (no labels) its partition and name do
+        "job_type": {"rules": [{"match": {"partition": "debug"}, "value": "debug"},
+                               {"match": {"partition": "eval"}, "value": "eval"},
+                               {"match": {"job_name": "^sft-"}, "value": "sft"},
+                               {"match": {"job_name": "^dpo-"}, "value": "rl"},
+                               {"match": {"partition": "train"}, "value": "pretrain"}]},
     },
     "shared": [
         {"match": {"charge_category": "Tax"}, "split": "proportional", "by": "team"},

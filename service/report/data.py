@@ -18,6 +18,7 @@ from service.ingest.freshness import SourceFreshness, source_freshness
 from service.planning.plans import Plan, load_plans
 from service.report.sections.budgets import budgets_section
 from service.report.sections.commitments import commitments_section
+from service.report.sections.clusters import clusters_section
 from service.report.sections.findings import anomalies_section, unallocated_causes, waste_section
 from service.report.model import Chart, Column, Headline, Report, Section, Table
 from service.report.sections.spend import SpendReport
@@ -39,6 +40,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         spend_by,
         spend.trend_section(),
         spend.experiments_section(),
+        *clusters_section(config, lake, day, config.report.top),
         waste_section(lake, config.report.top),
         budgets_section(config, lake, day),
         commitments_section(config, lake, day),

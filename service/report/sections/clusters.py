@@ -1,0 +1,115 @@
+"""Report section of shared GPU clusters (README "Shared GPU clusters"): the month's top runs,
+what failed, cancelled and otherwise unfinished jobs cost, cost by job type per day, and each
+cluster's idle share.
+
+Every number comes from the allocation that `spendlake attribute`, `spendlake runs` and
+`cluster_usage` share (billed cost), so a run's cost here is its `spendlake runs` cost, and a
+cluster's jobs plus idle equal what its instances cost. A config without `clusters:` has no
+such section.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, timedelta
+from decimal import Decimal
+
+from service.attribution import RunsQuery, attribute, cluster_usage, runs
+from service.core.config import Config
+from service.core.lake import Lake
+from service.core.timewindow import Window, day_start
+from service.report.model import Chart, Column, Section, Table
+
+ZERO = Decimal(0)
+TREND_DAYS = 30
+# A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
+UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+              "DEADLINE", "REQUEUED")
+TITLE = "Shared GPU clusters"
+
+
+def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Section]:
+    """The section, or none for a config without `clusters:` (nothing is allocated to jobs)."""
+    if config.attribution.clusters is None:
+        return []
+    until = day_start(day) + timedelta(days=1)
+    month = Window(day_start(day.replace(day=1)), until)
+    usage = cluster_usage(lake, config, month)
+    if not usage.clusters:
+        return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
+    names = {c.cluster for c in usage.clusters}
+    by_type, chart = job_type_days(config, lake, Window(until - timedelta(days=TREND_DAYS), until), names)
+    tables = [top_runs(config, lake, month, top), unfinished_jobs(usage), idle_by_cluster(usage), by_type]
+    return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [],
+                    note="Billed cost of the clusters' instances, placed on jobs by the GPU-seconds they held; "
+                         "what no job held is the cluster's idle (`spendlake runs`, `attribute --by job_type`).")]
+
+
+def top_runs(config: Config, lake: Lake, month: Window, top: int) -> Table:
+    result = runs(lake, config, RunsQuery(month, top=top))
+    rows = [{"run": r.run, "team": r.values.get("team"), "project": r.values.get("project"),
+             "job_type": r.values.get("job_type"), "cluster": r.values.get("cluster"), "jobs": r.jobs,
+             "gpu_hours": r.gpu_hours, "state": r.state, "currency": r.currency, "cost": r.cost,
+             "idle_share_pct": None if r.idle_share is None else (r.idle_share * 100).quantize(Decimal("0.1"))}
+            for r in result.rows if r.run != "other"]
+    return Table("top_runs", f"Top {top} runs, month to date", [
+        Column("run", "run"), Column("team", "team"), Column("project", "project"), Column("job_type", "job type"),
+        Column("cluster", "cluster"), Column("jobs", "jobs", "count"), Column("gpu_hours", "GPU-hours", "count"),
+        Column("state", "last state"), Column("currency", "currency"), Column("cost", "month to date", "money"),
+        Column("idle_share_pct", "idle of its instances", "percent")], rows=rows, markdown=(("run",), "cost"))
+
+
+def unfinished_jobs(usage) -> Table:
+    """Cost of the month's jobs by final state, the unfinished ones (failed, cancelled, timed out...)."""
+    cost: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
+    jobs: dict[tuple[str, str | None], int] = defaultdict(int)
+    totals: dict[str | None, Decimal] = defaultdict(Decimal)
+    for job in usage.jobs:
+        totals[job.currency] += job.cost
+        state = (job.values.get("job_state") or "").upper()
+        if state in UNFINISHED:
+            cost[(state, job.currency)] += job.cost
+            jobs[(state, job.currency)] += 1
+    rows = [{"state": state, "currency": currency, "jobs": jobs[(state, currency)], "cost": amount,
+             "share_pct": (amount * 100 / totals[currency]).quantize(Decimal("0.1")) if totals[currency] else None}
+            for (state, currency), amount in sorted(cost.items(), key=lambda kv: (str(kv[0][1]), -kv[1], kv[0][0]))]
+    return Table("unfinished_jobs", "Failed, cancelled and timed-out jobs, month to date", [
+        Column("state", "state"), Column("currency", "currency"), Column("jobs", "jobs", "count"),
+        Column("cost", "cost", "money"), Column("share_pct", "share of jobs' cost", "percent")],
+        rows=rows, markdown=(("state",), "cost"))
+
+
+def idle_by_cluster(usage) -> Table:
+    rows = [{"cluster": c.cluster, "currency": c.currency, "cost": c.cost, "jobs_cost": c.cost - c.idle,
+             "idle": c.idle,
+             "idle_pct": None if c.idle_ratio is None else (c.idle_ratio * 100).quantize(Decimal("0.1"))}
+            for c in usage.clusters]
+    return Table("cluster_idle", "Idle share per cluster, month to date", [
+        Column("cluster", "cluster"), Column("currency", "currency"), Column("cost", "instances", "money"),
+        Column("jobs_cost", "jobs", "money"), Column("idle", "idle", "money"),
+        Column("idle_pct", "idle share", "percent")], rows=rows, markdown=(("cluster",), "idle_pct"))
+
+
+def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str]) -> tuple[Table, Chart | None]:
+    """Cost of the clusters' instances per day and job type (`idle` the GPUs no job held)."""
+    result = attribute(lake, config, window, by=("cluster", "job_type"), granularity="day")
+    cells: dict[tuple[str, str, str | None], Decimal] = defaultdict(Decimal)
+    for row in result.rows:
+        if row.values["cluster"] in clusters:
+            cells[(row.period.isoformat(), row.values["job_type"], row.currency)] += row.cost
+    table = Table("cluster_cost_by_job_type", f"Cluster cost by job type per day, last {TREND_DAYS} days", [
+        Column("period", "day"), Column("job_type", "job type"), Column("currency", "currency"),
+        Column("cost", "cost", "money")], in_html=False)
+    table.rows = [{"period": p, "job_type": t, "currency": c, "cost": v} for (p, t, c), v in sorted(
+        cells.items(), key=lambda kv: (kv[0][0], str(kv[0][2]), kv[0][1]))]
+    per_currency: dict[str | None, Decimal] = defaultdict(Decimal)
+    for (_, _, currency), cost in cells.items():
+        per_currency[currency] += cost
+    if not per_currency or max(per_currency.values()) <= 0:
+        return table, None
+    currency = max(per_currency, key=lambda c: (per_currency[c], str(c)))
+    days = [(window.since + timedelta(days=i)).date().isoformat() for i in range(TREND_DAYS)]
+    types = sorted({t for (_, t, c) in cells if c == currency},
+                   key=lambda t: (-sum(v for (_, k, c), v in cells.items() if k == t and c == currency), t))
+    series = {t: [cells.get((d, t, currency), ZERO) for d in days] for t in types}
+    return table, Chart("stacked", f"Cluster cost by job type per day ({currency})", days, series, currency or "")

@@ -1,0 +1,95 @@
+"""The demo's Slurm cluster seen everywhere (issue 16, points 5 and 6): `spendlake demo` prints
+its cost by job type and its top runs, and the daily report has a section with the month's top
+runs, what failed and cancelled jobs cost, cost by job type per day and each cluster's idle
+share; every figure ties out to the cluster's bill and to `spendlake runs`."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from service.attribution import RunsQuery, cluster_usage, runs
+from service.cli.demo import _print_cluster
+from service.core.lake import Lake
+from service.core.timewindow import Window, day_start
+from service.report.data import gather
+
+pytestmark = pytest.mark.slow  # reads the session's demo run
+
+CENT = Decimal("0.01")
+
+
+def instance_hours_cost(lake: Lake, window: Window, instances: list[str]) -> Decimal:
+    """Σ billed cost of the instances' hourly BoxUsage lines inside the window, from the raw lines."""
+    with lake.query() as con:
+        [(cost,)] = con.execute(
+            "SELECT sum(BilledCost) FROM costs WHERE ResourceId IN (SELECT unnest($ids)) "
+            "AND x_usage_type LIKE '%BoxUsage%' AND ChargePeriodStart >= $since AND ChargePeriodEnd <= $until",
+            {"ids": instances, "since": window.since.replace(tzinfo=None),
+             "until": window.until.replace(tzinfo=None)}).fetchall()
+    return cost
+
+
+def money(text: str) -> Decimal:
+    return Decimal(text.replace(",", ""))
+
+
+def test_the_demo_prints_the_clusters_cost_by_job_type_and_its_top_runs(demo_run, capsys):
+    _print_cluster(demo_run)
+    printed = capsys.readouterr().out
+    by_type, top = printed.split("top runs, last 7 days", 1)
+    costs = {m.group(1): money(m.group(2)) for m in re.finditer(r"^│ (\w+)\s*│ USD\s*│\s*([\d,.]+) │", by_type, re.M)}
+    # training, post-training (SFT and DPO as rl), nightly evals, debug sessions and the idle GPUs
+    assert {"pretrain", "sft", "rl", "eval", "debug", "idle"} <= set(costs)
+    assert costs["idle"] > 0 and costs["pretrain"] == max(costs.values())
+    # the jobs and idle add up to what the cluster's nodes cost in those 7 days (to the cent on
+    # each printed row); `unallocated` holds the cluster's other lines (the nodes' volumes, traffic)
+    lake = Lake.of(demo_run.config)
+    window = Window(demo_run.as_of - timedelta(days=7), demo_run.as_of)
+    [cluster] = demo_run.generation.organisation.clusters
+    gpu_time = {t: c for t, c in costs.items() if t != "unallocated"}
+    nodes = instance_hours_cost(lake, window, list(cluster.nodes.values()))
+    assert nodes == Decimal("98.32") * len(cluster.nodes) * 24 * 7
+    assert abs(sum(gpu_time.values()) - nodes) <= CENT * len(gpu_time) / 2
+    # the top runs are `spendlake runs`' costliest, the rest summed as other
+    expected = runs(lake, demo_run.config, RunsQuery(window, top=8))
+    shown = re.findall(r"^│ (\S+)\s*│.*│\s*([\d,.]+) │$", top, re.M)
+    assert [(name, money(cost)) for name, cost in shown] == [(r.run, r.cost.quantize(CENT)) for r in expected.rows]
+    assert shown[-1][0] == "other"
+
+
+def test_the_report_shows_top_runs_unfinished_jobs_idle_and_job_types(demo_run):
+    config, lake = demo_run.config, Lake.of(demo_run.config)
+    day = (demo_run.as_of - timedelta(days=1)).date()
+    [section] = [s for s in gather(config, lake, day).sections if s.key == "clusters"]
+    tables = {t.key: t for t in section.tables}
+    month = Window(day_start(day.replace(day=1)), day_start(day) + timedelta(days=1))
+    usage = cluster_usage(lake, config, month)
+    [cluster] = usage.clusters
+
+    expected = runs(lake, config, RunsQuery(month, top=config.report.top))
+    assert [(r["run"], r["cost"]) for r in tables["top_runs"].rows] == [
+        (r.run, r.cost) for r in expected.rows if r.run != "other"]
+
+    [idle] = tables["cluster_idle"].rows
+    assert (idle["cluster"], idle["cost"], idle["idle"]) == (cluster.cluster, cluster.cost, cluster.idle)
+    assert idle["jobs_cost"] + idle["idle"] == idle["cost"] > 0 and 0 < idle["idle_pct"] < 100
+
+    unfinished = {r["state"]: r for r in tables["unfinished_jobs"].rows}
+    assert {"FAILED", "CANCELLED", "TIMEOUT"} <= set(unfinished)  # the demo's crashes, cancelled debug, 2 h limits
+    for state, row in unfinished.items():
+        assert row["cost"] == sum(j.cost for j in usage.jobs if j.values["job_state"] == state) > 0, state
+
+    # per day and job type: what the cluster's lines cost each day of the last 30
+    days = tables["cluster_cost_by_job_type"].rows
+    assert {"pretrain", "eval", "debug", "idle"} <= {r["job_type"] for r in days}
+    last = day_start(day)
+    assert sum(r["cost"] for r in days if r["period"] == day.isoformat() and r["job_type"] != "unallocated") == (
+        instance_hours_cost(lake, Window(last, last + timedelta(days=1)),
+                            list(demo_run.generation.organisation.clusters[0].nodes.values())))
+    [chart] = section.charts
+    assert sum(values[-1] for values in chart.series.values()) == sum(
+        r["cost"] for r in days if r["period"] == day.isoformat())
