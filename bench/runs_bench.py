@@ -15,8 +15,9 @@ jobs against a bare DuckDB interval join computing the same shares, in the same 
    by the jobs that held its GPUs, cost x (the job's GPUs on that node x overlap seconds) /
    (8 GPUs x 3600), scaled to capacity where jobs overbook the hour; what no job held is the
    cluster's idle. Its answer (cost per run, and idle) must add up to the nodes' bill.
-3. Times spendlake's allocation over the lake (`attribute --by run`) and compares its answer:
-   NOT ON MAIN YET when this script was written, so step 3 stops here, loudly (exit 2).
+3. Times spendlake's allocation the same way: `attribute --by run --where cluster=p5-west`
+   with `clusters:` in the config (rollups built without it, so every run allocates the
+   month from the raw lines and the jobs in memory), and compares the answers to the cent.
 Targets: allocation wall <= 1.5 x the bare join's, peak RSS <= 1 GB, answers equal to the cent.
 """
 
@@ -41,12 +42,13 @@ sys.path.insert(0, str(REPO))
 from connectors.synthetic.billing import expected_rows, write_billing  # noqa: E402
 from connectors.synthetic.jobfile import write_jobs_file  # noqa: E402
 from connectors.synthetic.org import INSTANCES, build_organisation  # noqa: E402
-from connectors.synthetic.slurm import add_slurm_cluster  # noqa: E402
+from connectors.synthetic.slurm import CLUSTER_TAG, NODE_TAG, add_slurm_cluster  # noqa: E402
 
 START, DAYS, SEED, CLUSTER = date(2026, 11, 1), 30, 2026, "p5-west"
 ROWS_PER_NODE = 40_000
 TARGET_RATIO, TARGET_RSS_MB = 1.5, 1024
 CENT = Decimal("0.01")
+RUN_DEFAULT = "unallocated"
 
 # argv: CUR 2.0 Parquet glob, jobs file, cluster, the window's end (running jobs end there)
 BARE_JOIN = textwrap.dedent('''
@@ -86,7 +88,7 @@ BARE_JOIN = textwrap.dedent('''
 ''')
 
 
-def measure(command: list[str]) -> tuple[float, int, float, str]:
+def measure(command: list[str], label: str) -> tuple[float, int, float, str]:
     """(wall s, peak RSS MB, CPU s, stdout) of one whole process; exits when it fails."""
     wrapped = ["/usr/bin/time", "-v", *command] if Path("/usr/bin/time").exists() else command
     began = time.perf_counter()
@@ -96,7 +98,9 @@ def measure(command: list[str]) -> tuple[float, int, float, str]:
         sys.exit(f"failed: {' '.join(command)}\n{done.stderr[-3000:]}")
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", done.stderr))
-    return wall, int(rss.group(1)) // 1024 if rss else -1, cpu, done.stdout
+    peak = int(rss.group(1)) // 1024 if rss else -1
+    print(f"  {wall:.1f} s, {cpu:.1f} CPU s, {peak} MB: {label}", flush=True)
+    return wall, peak, cpu, done.stdout
 
 
 def prepare(work: Path, nodes: int, jobs: int, rows: int) -> dict:
@@ -126,7 +130,7 @@ def prepare(work: Path, nodes: int, jobs: int, rows: int) -> dict:
     }, indent=1))
     spendlake = [sys.executable, "-m", "service", "--config", str(config)]
     for step in ("ingest", "inventory"):
-        wall, rss, cpu, _ = measure(spendlake + [step])
+        wall, rss, cpu, _ = measure(spendlake + [step], f"spendlake {step}")
         print(f"spendlake {step}: {wall:.0f} s, {cpu:.0f} CPU s, {rss} MB", flush=True)
     window_end = datetime(START.year, START.month, START.day) + timedelta(days=DAYS)
     prepared = {"config": str(config), "cur": str(bill.exports["parquet"] / "data" / "*" / "*.parquet"),
@@ -143,15 +147,38 @@ def bare_answer(stdout: str) -> tuple[dict[str, Decimal], Decimal]:
     return {run: Decimal(cost) for run, cost in data["runs"].items()}, Decimal(data["idle"])
 
 
-def allocation_command(prepared: dict) -> list[str]:
-    """spendlake's allocation over the lake. Issue 16 item 2 (cost of instance-hours placed on
-    jobs, `--by run`, `idle:<cluster>`) was not on main when this bench was written: wire its
-    entry point here, e.g. [sys.executable, "-m", "service", "--config", prepared["config"],
-    "attribute", "--since", "2026-11-01", "--until", prepared["until"], "--by", "run",
-    "--format", "json"] once the config (cluster_tag: cluster, node_tag: slurm-node) and
-    `--by run` exist, and compare its runs and idle with the bare join's to the cent."""
-    raise NotImplementedError("spendlake's allocation of instance cost to jobs (issue 16, item 2) is not on main "
-                              "yet: wire it in bench/runs_bench.py allocation_command()")
+def clusters_config(prepared: dict, name: str, lake: Path | None = None) -> Path:
+    """The prepared config with `clusters:` (README "Shared GPU clusters"), written beside it."""
+    document = json.loads(Path(prepared["config"]).read_text())
+    document["attribution"] = {"clusters": {"node_tag": NODE_TAG, "cluster_tag": CLUSTER_TAG}}
+    if lake is not None:
+        document["lake"] = str(lake)
+    path = Path(prepared["config"]).parent / name
+    path.write_text(json.dumps(document, indent=1))
+    return path
+
+
+def attribute_command(prepared: dict, config: Path) -> list[str]:
+    """spendlake's allocation of the cluster's month, a whole process: `attribute --by run`."""
+    return [sys.executable, "-m", "service", "--config", str(config), "attribute", "--since", START.isoformat(),
+            "--until", prepared["until"], "--by", "run", "--where", f"cluster={CLUSTER}", "--format", "json"]
+
+
+def allocation_answer(stdout: str) -> tuple[dict[str, Decimal], Decimal, Decimal]:
+    """(cost per run, idle, the cluster's lines allocation does not split: its nodes' volumes
+    and traffic, which keep the run dimension's default)."""
+    data = json.loads(stdout)
+    runs: dict[str, Decimal] = {}
+    for row in data["rows"]:
+        runs[row["run"]] = runs.get(row["run"], Decimal(0)) + Decimal(row["cost"])
+    return runs, runs.pop("idle", Decimal(0)), runs.pop(RUN_DEFAULT, Decimal(0))
+
+
+def differences(bare: dict[str, Decimal], ours: dict[str, Decimal]) -> tuple[int, Decimal]:
+    """(runs whose costs differ by more than a cent, the largest difference)."""
+    names = set(bare) | set(ours)
+    gaps = [abs(bare.get(n, Decimal(0)) - ours.get(n, Decimal(0))) for n in names]
+    return sum(gap > CENT for gap in gaps), max(gaps, default=Decimal(0))
 
 
 def main() -> None:
@@ -160,33 +187,72 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200_000, help="job records in the jobs file")
     parser.add_argument("--rows", type=int, help=f"line items in all (default {ROWS_PER_NODE:,} a node)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--prepare-only", action="store_true", help="generate and ingest, time nothing")
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "runs-work")
     args = parser.parse_args()
     prepared = prepare(args.work, args.nodes, args.jobs, args.rows or ROWS_PER_NODE * args.nodes)
+    if args.prepare_only:
+        return
     bare = [sys.executable, "-c", BARE_JOIN, prepared["cur"], prepared["jobs"], CLUSTER, prepared["until"]]
-    runs = [measure(bare) for _ in range(args.repeat)]
+    # the lake's rollups are the prepared config's: with `clusters:` each run allocates from the raw lines
+    in_memory = attribute_command(prepared, clusters_config(prepared, "spendlake-clusters.yaml"))
+    runs, ours = [], []
+    for _ in range(args.repeat):  # alternating, so a change of the machine's load hits both alike
+        runs.append(measure(bare, "bare join"))
+        ours.append(measure(in_memory, "allocation from the raw lines"))
     shares, idle = bare_answer(runs[-1][3])
     billed = Decimal(prepared["cluster_box_cost"])
     if abs(sum(shares.values()) + idle - billed) > CENT:
         sys.exit(f"the bare join's runs + idle = {sum(shares.values()) + idle}, the nodes billed {billed}")
-    wall, rss, cpu = statistics.median(r[0] for r in runs), max(r[1] for r in runs), statistics.median(r[2] for r in runs)
-    print(f"bare DuckDB interval join: median {wall:.2f} s ({cpu:.1f} CPU s), peak RSS {rss} MB, runs "
-          f"{', '.join(f'{r[0]:.2f}' for r in runs)}; {len(shares):,} runs, idle {idle:,.2f} of {billed:,.2f} "
-          f"({idle / billed:.1%})", flush=True)
     result = {"when": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"), "command": " ".join(sys.argv),
-              "prepared": prepared, "bare": {"wall_s": wall, "cpu_s": cpu, "rss_mb": rss,
-                                             "runs": [r[:3] for r in runs]},
-              "load_average": os.getloadavg()}
+              "prepared": prepared, "bare": summary("bare DuckDB interval join", runs)}
+    print(f"  {len(shares):,} runs, idle {idle:,.2f} of {billed:,.2f} ({idle / billed:.1%})")
+    result["allocation"] = summary("spendlake allocation from the raw lines (attribute --by run)", ours)
+    answers = [("allocation", ours[-1][3])]
+    # what ingest does once: store the rollups with the allocation (in a hard-linked copy of
+    # the lake, so the next run of this bench still finds none), then answer from them
+    copy = Path(prepared["config"]).parent / "lake-rollup"
+    subprocess.run(["rm", "-rf", str(copy)], check=True)
+    subprocess.run(["cp", "-al", json.loads(Path(prepared["config"]).read_text())["lake"], str(copy)], check=True)
+    try:
+        stored = clusters_config(prepared, "spendlake-rollup.yaml", copy)
+        build = measure([sys.executable, "-m", "service", "--config", str(stored), "rollup"], "spendlake rollup")
+        result["rollup"] = summary("spendlake rollup (stores the month's rollup with the allocation)", [build])
+        from_rollups = [measure(attribute_command(prepared, stored), "from the rollups") for _ in range(args.repeat)]
+        result["from_rollups"] = summary("attribute --by run from the stored rollups", from_rollups)
+        answers.append(("from_rollups", from_rollups[-1][3]))
+    finally:
+        subprocess.run(["rm", "-rf", str(copy)], check=True)
+    ratio = result["allocation"]["wall_s"] / result["bare"]["wall_s"]
+    result["ratio"] = ratio
+    print(f"allocation / bare join: {ratio:.2f} wall (target <= {TARGET_RATIO}), "
+          f"{result['allocation']['cpu_s'] / result['bare']['cpu_s']:.2f} CPU; allocation peak RSS "
+          f"{result['allocation']['rss_mb']} MB, rollup build {result['rollup']['rss_mb']} MB (target <= {TARGET_RSS_MB})")
+    result["load_average"] = os.getloadavg()
+    differ = 0
+    for name, stdout in answers:
+        runs_ours, idle_ours, unsplit = allocation_answer(stdout)
+        count, largest = differences({**shares, "idle": idle}, {**runs_ours, "idle": idle_ours})
+        differ += count
+        result[name]["answer"] = {"runs": len(runs_ours), "idle": str(idle_ours), "differ": count,
+                                  "largest": str(largest), "unsplit": str(unsplit)}
+        print(f"{name}: {len(runs_ours):,} runs, idle {idle_ours:,.2f}; {count} run(s) differ from the bare join by "
+              f"more than a cent (largest {largest:.6f}); the cluster's lines that are not instance-hours "
+              f"(volumes, traffic): {unsplit:,.2f}")
     out = REPO / "bench" / "out" / f"runs-{result['when']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     print(f"results: {out.relative_to(REPO)}")
-    try:
-        allocation_command(prepared)
-    except NotImplementedError as missing:
-        print(f"NOT RUN: {missing}", file=sys.stderr)
-        sys.exit(2)
+    if differ:
+        sys.exit("the answers differ by more than a cent")
 
+
+def summary(what: str, runs: list[tuple[float, int, float, str]]) -> dict:
+    wall, cpu = statistics.median(r[0] for r in runs), statistics.median(r[2] for r in runs)
+    rss = max(r[1] for r in runs)
+    print(f"{what}: median {wall:.2f} s ({cpu:.1f} CPU s), peak RSS {rss} MB; runs "
+          f"{', '.join(f'{r[0]:.2f}' for r in runs)}", flush=True)
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": rss, "runs": [r[:3] for r in runs]}
 
 if __name__ == "__main__":
     main()
