@@ -36,14 +36,14 @@ def allocation_inputs(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBP
 
 def jobs_basis(lake: Lake) -> dict[str, str]:
     """Each configured job source (`jobs/source=<name>`) → a digest of its snapshot files'
-    names, sizes and modification times: a new or replaced snapshot changes it, so the
-    rollups of a config with `clusters:` are rebuilt (history is every snapshot of a source,
-    not only its latest)."""
+    names and contents: a new or changed snapshot changes it, so the rollups of a config with
+    `clusters:` are rebuilt (history is every snapshot of a source, not only its latest); a
+    snapshot rewritten with the same records (a re-run the same day) changes nothing."""
     basis = {}
     for source_dir in sorted(lake.table_dir(JOBS_TABLE).glob("source=*")):
         if not lake.counts(source_dir.name.split("=", 1)[1]):
             continue
-        stamps = [f"{file.parent.name}:{file.stat().st_size}:{file.stat().st_mtime_ns}"
+        stamps = [f"{file.parent.name}:{hashlib.sha256(file.read_bytes()).hexdigest()}"
                   for file in sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))]
         if stamps:
             basis[f"{JOBS_TABLE}/{source_dir.name}"] = hashlib.sha256(";".join(stamps).encode()).hexdigest()
