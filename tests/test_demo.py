@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from connectors.synthetic.billing import write_billing
+from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from connectors.synthetic.slurm import add_slurm_cluster
 from service.cli.main import cli
@@ -43,6 +44,7 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     org = build_organisation(5, date(2026, 10, 30), 3)
     inject_gpu_anomaly(org)  # the demo's bill carries the injected GPU anomaly
     add_slurm_cluster(org)  # and the Slurm cluster
+    add_capacity_reservation(org)  # and the capacity reservation
     expected = write_billing(org, tmp_path / "expected")
     assert [(r["rows"], Decimal(r["billed_cost"]), Decimal(r["effective_cost"])) for r in rows] == [
         (p.rows, p.billed_cost, p.effective_cost) for p in expected.periods]
@@ -56,7 +58,7 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     monkeypatch.chdir(elsewhere)
     second = runner.invoke(cli, [*ARGS, "--dir", str(tmp_path / "spendlake-data")])
     assert second.exit_code == 0, second.output
-    assert second.output.count("unchanged") == 2 and "committed" not in second.output
+    assert second.output.count("unchanged") == 2 and ": committed" not in second.output  # no period ingested again
     assert lake_files(lake) == before
     assert {p.name: p.read_bytes() for p in report.iterdir()} == written
     assert (lake / "_ledger" / "deliveries.json").read_bytes() == ledger
