@@ -50,7 +50,7 @@ def commit(lake: Lake, source: str, rows, delivery_id: str = "d1") -> None:
 
 def make_config(tmp_path: Path, **service) -> Config:
     data = {"lake": str(tmp_path / "lake"),
-            "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path)}],
+            "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}],
             "service": {"listen": "127.0.0.1:0", **service}}
     return parse_config(data, str(tmp_path / "spendlake.yaml"))
 

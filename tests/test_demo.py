@@ -35,8 +35,9 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     assert "report: spendlake-data/reports/2026-11-01/report.html" in first.output
     written = {p.name: p.read_bytes() for p in report.iterdir()}
     lake = tmp_path / "spendlake-data" / "lake"
-    # the lake is where spendlake looks without a config, so `status` needs no flags
-    shown = runner.invoke(cli, ["status", "--format", "json"])
+    # without a config spendlake answers nothing (exit 2 naming where it looked); the demo's config names the lake
+    assert runner.invoke(cli, ["status"]).exit_code == 2
+    shown = runner.invoke(cli, ["--config", "spendlake-data/demo/spendlake.yaml", "status", "--format", "json"])
     assert shown.exit_code == 0, shown.output
     rows = json.loads(shown.output)
     assert [(r["source"], r["billing_period"], r["currency"], r["final"]) for r in rows] == [

@@ -182,7 +182,7 @@ def test_attribute_gives_the_cli_json_contract(tmp_path, serve_api):
     status, _, body = get(base + "/api/v1/attribute?" + query)
     assert status == 200
     cli = CliRunner().invoke(cli_group, ["--config", str(write_config(tmp_path, {
-        "lake": str(config.lake), "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path)}]})),
+        "lake": str(config.lake), "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}]})),
         "attribute", "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team,project",
         "--where", "team=nlp", "--where", "team=vision", "--format", "json"])
     assert cli.exit_code == 0, cli.output

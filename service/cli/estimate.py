@@ -45,7 +45,8 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
         raise UsageError("registering a plan needs --project and --start", where="--register")
     if not register_name and (project or experiment or start):
         raise UsageError("--project, --experiment and --start only apply with --register NAME", where="--register")
-    result = estimate(plan_inputs(values, plan_file), obj.config)
+    # pricing a run needs no lake: without a config the built-in GPU table prices it
+    result = estimate(plan_inputs(values, plan_file), obj.config if register_name else obj.config_or_defaults())
     plan = None
     if register_name:
         plan = plan_from_estimate(result, name=register_name, project=project, experiment=experiment, start=start)

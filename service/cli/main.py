@@ -34,9 +34,14 @@ class Context:
 
     @property
     def config(self) -> Config:
+        """The config; none found is exit 2 naming the places looked at."""
         if self._config is None:
             self._config = load_config(self.config_path)
         return self._config
+
+    def config_or_defaults(self) -> Config:
+        """The config if there is one, else the built-in defaults (commands that need no lake)."""
+        return self._config or load_config(self.config_path, required=False)
 
     @property
     def lake(self) -> Lake:

@@ -1,8 +1,8 @@
 """YAML configuration → typed, frozen objects. Unknown keys are rejected.
 
-Lookup order: `--config PATH`, else `$SPENDLAKE_CONFIG`, else `./spendlake.yaml`; with
-none of them, the defaults (a local lake and no sources). Every error carries a dotted
-path such as `sources[2].location`.
+Where the file is looked for, its size limit and its YAML rules (unique keys, bounded
+lists): service.core.config_file. Every error carries a dotted path such as
+`sources[2].location`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from service.core.config_attribution import AttributionConfig
 from service.core.config_base import NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
+from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
+from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
 from service.core.errors import ConfigError
 from service.core.validation import plain_errors
 
-DEFAULT_CONFIG_FILE = "spendlake.yaml"
 DEFAULT_LAKE = "./spendlake-data/lake"
 
 KIND_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
@@ -242,6 +242,7 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("the top level must be a mapping of settings", where=file)
+    check_sizes(data, file)
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
@@ -249,43 +250,35 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
     base = Path(file).parent if file != "<config>" else Path.cwd()
     if not config.lake.is_absolute():
         config = config.model_copy(update={"lake": (base / config.lake).resolve()})
+    _check_lake(config, file)
     return config
 
 
-class ConfigLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with YAML 1.2 booleans: only true/false are booleans, so `on:`
-    (a budget's key), `yes`, `no` and `off` stay the strings they are written as."""
+def _check_lake(config: Config, file: str) -> None:
+    """The lake is a directory (created on first use), and no source reads it: a lake inside
+    a source's location would make every ingest read the lake's own files."""
+    lake = config.lake.resolve()
+    existing = next(p for p in (lake, *lake.parents) if p.exists())
+    if not existing.is_dir():
+        on_path = "" if existing == lake else f" (on the way to {lake})"
+        raise ConfigError(f"lake: {existing} is a file{on_path}; the lake must be a directory, created if missing",
+                          where=file, hint="point `lake` at a directory, e.g. ./spendlake-data/lake")
+    locations = [(f"sources[{i}].location", s.location) for i, s in enumerate(config.sources) if not s.is_s3]
+    locations += [(f"inventory[{i}].path", s.path) for i, s in enumerate(config.inventory) if s.path]
+    for key, location in locations:
+        where = Path(location).expanduser().resolve()  # as connectors.storage resolves it
+        if lake == where or lake.is_relative_to(where):
+            raise ConfigError(f"lake: {lake} is inside {key} ({where}), so every ingest would read the lake's "
+                              "own files", where=file, hint="move the lake out of the source's location")
 
 
-ConfigLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                                   list("tTfF"))
-
-
-def resolve_config_path(explicit: str | os.PathLike[str] | None) -> Path | None:
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get("SPENDLAKE_CONFIG")
-    if env:
-        return Path(env)
-    local = Path(DEFAULT_CONFIG_FILE)
-    return local if local.exists() else None
-
-
-def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
-    path = resolve_config_path(explicit)
+def load_config(explicit: str | os.PathLike[str] | None = None, *, required: bool = True) -> Config:
+    """The config at `explicit`, else $SPENDLAKE_CONFIG, else ./spendlake.yaml. None of them:
+    a ConfigError naming the three places, or with `required=False` the built-in defaults
+    (for commands such as `estimate` that need no lake)."""
+    path = find_config(explicit)
     if path is None:
+        if required:
+            raise no_config_error()
         return parse_config({}, "<defaults>")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("config file not found", where=str(path), hint="pass --config PATH or set SPENDLAKE_CONFIG") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config: {exc}", where=str(path)) from None
-    try:
-        data = yaml.load(text, Loader=ConfigLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", where=str(path)) from None
-    return parse_config(data, str(path))
+    return parse_config(read_config_file(path), str(path))

@@ -1,0 +1,129 @@
+"""Reading the config file: where it is looked for, and what a file may hold before its
+settings are validated (service.core.config).
+
+- Looked for at `--config PATH`, else `$SPENDLAKE_CONFIG`, else `./spendlake.yaml`; none
+  found is a ConfigError naming the three places (a command never answers from defaults
+  it was not told about).
+- At most MAX_CONFIG_BYTES (10 MB): a config is a page of settings, not a data file.
+- YAML 1.2 booleans and unique keys: a second `sources:` (or any key repeated in one
+  mapping) is an error with both lines, never a silent replacement of the first.
+- Every list or mapping holds at most MAX_ITEMS entries, and the whole file at most
+  MAX_VALUES values once YAML aliases are expanded (an alias bomb stops here, not in
+  validation); errors carry the dotted path of the offending list.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+
+from service.core.errors import ConfigError
+from service.core.validation import dotted_path
+
+DEFAULT_CONFIG_FILE = "spendlake.yaml"
+MAX_CONFIG_BYTES = 10 * 1024 * 1024
+MAX_ITEMS = 1_000  # sources, inventory, budgets, rules, virtual-tag rules, tag keys, weights, ...
+MAX_VALUES = 100_000
+LOOKED_AT = f"--config, $SPENDLAKE_CONFIG, ./{DEFAULT_CONFIG_FILE}"
+
+
+def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
+    """The config file to read: `explicit`, else $SPENDLAKE_CONFIG, else ./spendlake.yaml if it exists."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("SPENDLAKE_CONFIG")
+    if env:
+        return Path(env)
+    local = Path(DEFAULT_CONFIG_FILE)
+    return local if local.exists() else None
+
+
+def no_config_error() -> ConfigError:
+    return ConfigError(f"no config found (looked at {LOOKED_AT}, which does not exist here)",
+                       where="--config", hint=f"pass --config PATH, set $SPENDLAKE_CONFIG, or create ./{DEFAULT_CONFIG_FILE}"
+                                              " (`spendlake demo` writes an example)")
+
+
+def read_config_file(path: Path) -> Any:
+    """The YAML document of `path`, checked for size and duplicate keys."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError("config file not found", where=str(path),
+                          hint="pass --config PATH or set $SPENDLAKE_CONFIG") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config: {exc.strerror or exc}", where=str(path)) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"the config is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB", where=str(path),
+                          hint="a config holds settings, not data; is this the right file?")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"the config is not UTF-8 text: {exc}", where=str(path)) from None
+    try:
+        return yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKeyError as exc:
+        raise ConfigError(str(exc), where=str(path), hint="keep one of them (YAML keeps only the last)") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", where=str(path)) from None
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    pass
+
+
+class ConfigLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 booleans (only true/false: `on:`, a budget's key,
+    `yes`, `no` and `off` stay the strings they are written as), refusing a key that appears
+    twice in one mapping. Keys merged in with `<<: *anchor` may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Node] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                try:
+                    key = self.construct_object(key_node, deep=True)
+                    hash(key)
+                except (TypeError, ConstructorError):
+                    continue  # the base constructor reports unhashable keys
+                if key in seen:
+                    raise DuplicateKeyError(f"key {key!r} appears twice in one mapping: line "
+                                            f"{seen[key].start_mark.line + 1} and line {key_node.start_mark.line + 1}")
+                seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                                   list("tTfF"))
+
+
+def check_sizes(data: Any, file: str) -> None:
+    """Every list or mapping in `data` holds at most MAX_ITEMS entries, and `data` at most
+    MAX_VALUES values (aliases counted each time they are used)."""
+    count = 0
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), data)]
+    while stack:
+        loc, value = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise ConfigError(f"{dotted_path(loc)}: the config holds more than {MAX_VALUES:,} values "
+                              "(YAML aliases counted each time they are used)", where=file,
+                              hint="a config holds settings, not data; is this the right file?")
+        if isinstance(value, (list, tuple, dict)):
+            if len(value) > MAX_ITEMS:
+                kind = "list" if isinstance(value, (list, tuple)) else "mapping"
+                raise ConfigError(f"{dotted_path(loc)}: {len(value):,} entries; a {kind} in the config holds at "
+                                  f"most {MAX_ITEMS:,}", where=file, hint="split it over several spendlake configs")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend((loc + (key if isinstance(key, (str, int)) else str(key),), item) for key, item in items)

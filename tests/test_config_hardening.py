@@ -1,0 +1,154 @@
+"""The config file answers every bad input with exit 2 and where (RELIABILITY 47, 48, 50-52)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config_file import MAX_CONFIG_BYTES, MAX_ITEMS
+
+COMMANDS = [["config", "validate"], ["ingest"], ["status"], ["attribute", "--since", "7d"], ["report"],
+            ["verify"], ["rules", "run"], ["findings"], ["budgets"], ["inventory"]]
+
+
+def invoke(*args):
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    return result
+
+
+def write(path, data) -> str:
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return str(path)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_47_a_lake_that_is_a_file_is_a_config_error_for_every_command(tmp_path, command):
+    not_a_dir = tmp_path / "passwd"
+    not_a_dir.write_text("root:x:0:0\n")
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(not_a_dir)})
+    result = invoke("--config", config, *command)
+    assert result.exit_code == 2, result.output
+    assert "lake: " in result.output and f"{not_a_dir} is a file" in result.output
+    assert "must be a directory" in result.output and not_a_dir.read_text() == "root:x:0:0\n"
+
+
+def test_47_a_lake_below_a_file_is_refused_and_a_missing_lake_is_created(tmp_path):
+    (tmp_path / "file").write_text("x")
+    below = invoke("--config", write(tmp_path / "a.yaml", {"lake": str(tmp_path / "file" / "lake")}), "config",
+                   "validate")
+    assert below.exit_code == 2 and f"{tmp_path / 'file'} is a file (on the way to" in below.output
+    missing = tmp_path / "new" / "lake"
+    fresh = invoke("--config", write(tmp_path / "b.yaml", {"lake": str(missing)}), "config", "validate")
+    assert fresh.exit_code == 0, fresh.output
+    assert invoke("--config", str(tmp_path / "b.yaml"), "ingest").exit_code == 0
+    assert missing.is_dir()
+
+
+@pytest.mark.parametrize("lake_at", ["inside", "same"])
+def test_48_a_lake_inside_a_source_location_is_refused_naming_both(tmp_path, lake_at):
+    export = tmp_path / "export"
+    export.mkdir()
+    lake = export / "spendlake" / "lake" if lake_at == "inside" else export
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(lake), "sources": [
+        {"name": "cur", "kind": "aws-cur", "location": "s3://bucket/prefix"},
+        {"name": "focus", "kind": "focus", "location": str(export)}]})
+    result = invoke("--config", config, "config", "validate")
+    assert result.exit_code == 2, result.output
+    assert f"lake: {lake} is inside sources[1].location ({export})" in result.output
+    inventory = write(tmp_path / "inventory.yaml", {"lake": str(lake), "inventory": [
+        {"name": "tags", "kind": "aws-tags", "path": str(export)}]})
+    assert "is inside inventory[0].path" in invoke("--config", inventory, "ingest").output
+    beside = write(tmp_path / "ok.yaml", {"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "focus", "kind": "focus", "location": str(export)}]})
+    assert invoke("--config", beside, "config", "validate").exit_code == 0
+
+
+DUPLICATES = [
+    ("lake: /tmp/a\nsources: []\nreport: {top: 5}\nsources:\n  - {name: x, kind: focus, location: /tmp}\n",
+     "key 'sources' appears twice in one mapping: line 2 and line 4"),
+    ("sources:\n  - name: x\n    kind: focus\n    location: /tmp/a\n    location: /tmp/b\n",
+     "key 'location' appears twice in one mapping: line 4 and line 5"),
+    ("rules:\n  idle-gpu: {min_idle_hours: 2, min_idle_hours: 3}\n", "key 'min_idle_hours' appears twice"),
+]
+
+
+@pytest.mark.parametrize("text, message", DUPLICATES)
+def test_50_duplicate_yaml_keys_are_refused_with_their_lines(tmp_path, text, message):
+    result = invoke("--config", write(tmp_path / "spendlake.yaml", text), "config", "validate")
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "spendlake.yaml" in result.output
+
+
+def test_50_merge_keys_may_still_be_overridden(tmp_path):
+    text = (f"lake: {tmp_path / 'lake'}\nbase: &base {{kind: focus, location: {tmp_path}/x}}\n")
+    # `base` is not a setting: it fails as an unknown key, not as a duplicate
+    result = invoke("--config", write(tmp_path / "a.yaml", text), "config", "validate")
+    assert result.exit_code == 2 and "appears twice" not in result.output
+    text = (f"lake: {tmp_path / 'lake'}\nsources:\n  - &s {{name: a, kind: focus, location: {tmp_path}/x}}\n"
+            "  - <<: *s\n    name: b\n")
+    result = invoke("--config", write(tmp_path / "b.yaml", text), "config", "validate")
+    assert result.exit_code == 0, result.output
+
+
+def test_51_a_config_over_the_size_limit_is_refused(tmp_path):
+    big = tmp_path / "spendlake.yaml"
+    big.write_text("# " + "x" * MAX_CONFIG_BYTES + "\nlake: ./lake\n")
+    result = invoke("--config", str(big), "config", "validate")
+    assert result.exit_code == 2 and "larger than 10 MB" in result.output
+
+
+@pytest.mark.parametrize("data, path", [
+    ({"sources": [{"name": f"s{i}", "kind": "focus", "location": f"/tmp/{i}"} for i in range(MAX_ITEMS + 1)]},
+     "sources: 1,001 entries; a list in the config holds at most 1,000"),
+    ({"attribution": {"dimensions": {"team": {"tags": ["team"] * (MAX_ITEMS + 1)}}}},
+     "attribution.dimensions.team.tags: 1,001 entries"),
+    ({"rules": {f"rule-{i}": {} for i in range(MAX_ITEMS + 5)}}, "rules: 1,005 entries; a mapping"),
+])
+def test_51_absurdly_long_lists_are_refused_with_the_dotted_path(tmp_path, data, path):
+    result = invoke("--config", write(tmp_path / "spendlake.yaml", data), "config", "validate")
+    assert result.exit_code == 2, result.output
+    assert path in result.output
+
+
+def test_51_a_yaml_alias_bomb_stops_at_the_value_limit(tmp_path):
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join(f'*a{i - 1}' for _ in range(10))}]" for i in range(1, 10)]
+    text = "\n".join(lines) + "\n"
+    result = invoke("--config", write(tmp_path / "spendlake.yaml", text), "config", "validate")
+    assert result.exit_code == 2 and "more than 100,000 values" in result.output
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != ["config", "validate"]] + [["config", "validate"]],
+                         ids=" ".join)
+def test_52_no_config_found_is_exit_2_naming_the_three_places(tmp_path, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*command)
+    assert result.exit_code == 2, result.output
+    assert "--config, $SPENDLAKE_CONFIG, ./spendlake.yaml" in result.output
+    assert not (tmp_path / "spendlake-data").exists()
+
+
+def test_52_the_environment_and_the_working_directory_are_found(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "here")})
+    assert str(tmp_path / "here") in invoke("config", "validate").output
+    monkeypatch.setenv("SPENDLAKE_CONFIG", write(tmp_path / "other.yaml", {"lake": str(tmp_path / "there")}))
+    assert str(tmp_path / "there") in invoke("config", "validate").output
+    monkeypatch.setenv("SPENDLAKE_CONFIG", str(tmp_path / "missing.yaml"))
+    missing = invoke("config", "validate")
+    assert missing.exit_code == 2 and "missing.yaml: config file not found" in missing.output
+
+
+def test_52_estimate_and_help_need_no_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert invoke("--help").exit_code == 0
+    priced = invoke("estimate", "--params", "7B", "--tokens", "2T", "--gpu", "H100", "--gpus", "64", "--mfu", "0.4",
+                    "--price-per-gpu-hour", "4", "--format", "json")
+    assert priced.exit_code == 0, priced.output
+    registered = invoke("estimate", "--params", "7B", "--tokens", "2T", "--gpu", "H100", "--gpus", "64", "--mfu",
+                        "0.4", "--price-per-gpu-hour", "4", "--register", "x", "--project", "p", "--start", "2026-12-01")
+    assert registered.exit_code == 2 and "no config found" in registered.output
