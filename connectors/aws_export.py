@@ -61,7 +61,7 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
             parts.append((relation, headers))
         return parts
     except duckdb.Error as exc:
-        raise duckdb_error(exc, "cannot read the export", reason=_first_line(exc), where=", ".join(display.values()),
+        raise duckdb_error(exc, "cannot read the export", where=", ".join(display.values()),
                            hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
 
 
@@ -75,10 +75,6 @@ def _csv_groups(names: Sequence[str], display: dict[str, str]) -> list[tuple[lis
         else:
             groups.append(([name], header))
     return groups
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 class AwsExportConnector:

@@ -36,7 +36,7 @@ from typing import Literal
 import duckdb
 
 from connectors.base import COSTS
-from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table, short,
+from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table,
                                    sql_string, tags, text, timestamp)
 from service.core.config import SourceConfig
 from service.core.errors import duckdb_error
@@ -177,6 +177,6 @@ class AzureCostConnector(FolderExport):
         try:
             [(signs,)] = con.execute(query).fetchall()
         except duckdb.Error as exc:
-            raise duckdb_error(exc, "cannot read the file", reason=short(exc), where=table.uri,
+            raise duckdb_error(exc, "cannot read the file", where=table.uri,
                                hint="check that it is a complete, UTF-8 cost details export") from None
         return signs > 0

@@ -48,11 +48,6 @@ def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def short(exc: Exception) -> str:
-    """DuckDB's first paragraph: the error without its dump of reader options."""
-    return str(exc).strip().split("\n\n", 1)[0]
-
-
 class FolderExport(ABC):
     """Base of the manifest-less file connectors: one loose delivery per export file.
 
@@ -105,7 +100,7 @@ class FolderExport(ABC):
             try:
                 parts.append(con.sql(select))
             except duckdb.Error as exc:
-                raise duckdb_error(exc, "cannot read the delivery", reason=short(exc), where=uri) from None
+                raise duckdb_error(exc, "cannot read the delivery", where=uri) from None
         return parts
 
     def export_type(self, uri: str) -> str | None:

@@ -141,7 +141,7 @@ def read_table_file(con: duckdb.DuckDBPyConnection, path: Path, table: str,
                             hint=f"the file needs the columns of {table}: {', '.join(wanted)}")
         return source.project(inventory_select_list(table, exprs))
     except duckdb.Error as exc:
-        raise duckdb_error(exc, f"cannot read as {table}", reason=str(exc), where=str(path)) from None
+        raise duckdb_error(exc, f"cannot read as {table}", where=str(path)) from None
 
 
 # Columns a local file must have; the others may be absent (NULL).

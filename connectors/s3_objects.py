@@ -275,7 +275,7 @@ class S3ObjectsConnector(FileOrApiConnector):
             filtered = source.filter(" AND ".join(keep)) if keep else source
             return with_etag_parts(filtered.project(inventory_select_list("s3_objects", exprs)))
         except duckdb.Error as exc:
-            raise duckdb_error(exc, "cannot read the inventory report", reason=str(exc), where=where) from None
+            raise duckdb_error(exc, "cannot read the inventory report", where=where) from None
 
     # ---- local lifecycle ---------------------------------------------------------------------
 

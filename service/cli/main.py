@@ -9,7 +9,7 @@ import sys
 import click
 
 from service.core.config import Config, load_config
-from service.core.errors import SpendlakeError
+from service.core.errors import SpendlakeError, os_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.output import default_format, emit, format_option
@@ -23,6 +23,12 @@ class SpendlakeGroup(click.Group):
         except SpendlakeError as exc:
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:  # a read-only lake, a full disk: one sentence, never a traceback
+            error = os_error(exc)
+            click.echo(f"error: {error}", err=True)
+            ctx.exit(error.exit_code)
 
 
 class Context:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import duckdb
 
-from service.core.errors import DataError, SpendlakeError, duckdb_error, resource_error
+from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
@@ -68,8 +68,8 @@ def commit_costs(
     """
     check_partition_value("source", source)
     stage = lake.staging / f"costs-{uuid.uuid4().hex}"
-    stage.mkdir(parents=True)
     try:
+        stage.mkdir(parents=True)
         parts = [relation] if isinstance(relation, duckdb.DuckDBPyRelation) else list(relation)
         if not parts:
             raise DataError("the delivery has no data files", where=", ".join(files) or source)
@@ -102,9 +102,7 @@ def commit_costs(
     except duckdb.Error as exc:
         raise duckdb_error(exc, "could not read the delivery", where=", ".join(files) or source) from None
     except OSError as exc:
-        raise resource_error(exc, str(lake.root)) or SpendlakeError(
-            f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
-            hint="free disk space or fix permissions; the previous data is intact") from None
+        raise os_error(exc, str(lake.root)) from None
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -170,18 +168,18 @@ def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation
     target = lake.partition_file(table, [("source", source), (key, value)])
     if version is not None:
         target = target.with_name(f"{check_partition_value('version', version)}.parquet")
-    lake.staging.mkdir(parents=True, exist_ok=True)
     staged = lake.staging / f"{table}-{uuid.uuid4().hex}.parquet"
     try:
+        lake.staging.mkdir(parents=True, exist_ok=True)
         relation.write_parquet(str(staged), compression="zstd")  # the path is passed, never pasted into SQL
         peak, spilled = query_memory(con)
         log.debug("staged %s %s=%s: DuckDB peak memory %d MB, spilled %d MB", table, key, value, peak >> 20,
                   spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
         install(staged, target)
         return target
+    except duckdb.Error as exc:
+        raise duckdb_error(exc, f"could not write {table}", where=str(staged)) from None
     except OSError as exc:
-        raise resource_error(exc, str(lake.root)) or SpendlakeError(
-            f"could not write to the lake: {exc.strerror or exc}", where=str(lake.root),
-            hint="free disk space or fix permissions; the previous data is intact") from None
+        raise os_error(exc, str(lake.root)) from None
     finally:
         staged.unlink(missing_ok=True)

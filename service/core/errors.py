@@ -5,6 +5,13 @@ Only the CLI turns them into exit codes (see DESIGN.md): 2 usage/config, 3 sourc
 
 from __future__ import annotations
 
+import errno
+import logging
+import re
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
 
 class SpendlakeError(Exception):
     """Base class. `where` names the object (file, key, config path); `hint` the next step."""
@@ -81,15 +88,46 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
     return None
 
 
+NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+NOT_WRITABLE_HINT = ("give the user running spendlake write access to the lake and read access to the sources (or "
+                     "run it as the lake's owner), then run the command again; nothing was changed")
+
+
+def os_error(exc: OSError, where: str | None = None) -> SpendlakeError:
+    """A file system error as one sentence whose hint matches the cause: a full disk, a
+    lake (or file) this user may not write, or any other OSError naming its file."""
+    resource = resource_error(exc, where or exc.filename)
+    if resource is not None:
+        return resource
+    path = f"{exc.filename} → {exc.filename2}" if exc.filename and exc.filename2 else exc.filename or where
+    reason = (exc.strerror or str(exc)).lower()
+    if exc.errno in NOT_WRITABLE:
+        return SpendlakeError(f"{reason} for this user", where=path, hint=NOT_WRITABLE_HINT)
+    return SpendlakeError(reason, where=path, hint="check the path and its file system, then run the command again")
+
+
 def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None, where: str | None = None,
                  hint: str | None = None) -> SpendlakeError:
-    """The one place a DuckDB error becomes ours. A full disk or exhausted memory says so
-    (a ResourceError: the file is not at fault, and re-exporting it would not help);
-    anything else is a DataError `message: reason` (default: DuckDB's first paragraph)."""
+    """The one place a DuckDB error becomes ours, in one line whose hint matches the cause:
+    a full disk or exhausted memory says so (a ResourceError: the file is not at fault, and
+    re-exporting it would not help); a path the sandbox refuses names it (and the link's
+    target); anything else is a DataError `message: reason`, the reason defaulting to
+    DuckDB's own in one line (file line, column, what is wrong). DuckDB's full text, reader
+    options and all, is logged at INFO (`spendlake -v`)."""
     resource = resource_error(exc, where)
     if resource is not None:
         return resource
-    return DataError(f"{message}: {reason or duckdb_reason(exc)}", where=where, hint=hint)
+    text = str(exc).strip()
+    log.info("%s: %s; DuckDB's full message:\n%s", where or "DuckDB", message, text)
+    denied = next((m for m in ("Permission denied", "Read-only file system") if m in text), None)
+    if denied:
+        path = QUOTED_PATH.search(text)
+        return SpendlakeError(f"{message}: {denied.lower()} for this user", where=path.group(1) if path else where,
+                              hint=NOT_WRITABLE_HINT)
+    refused = SANDBOX_REFUSAL.search(text)
+    if refused:
+        return sandbox_error(Path(refused.group(1)), message, where)
+    return DataError(f"{message}: {reason or one_line(text)}", where=where, hint=hint)
 
 
 def duckdb_reason(exc: BaseException) -> str:
@@ -99,3 +137,39 @@ def duckdb_reason(exc: BaseException) -> str:
     for end in ("\n\n", "\nPossible fixes", "Parser options"):
         text = text.split(end, 1)[0]
     return text.strip() or type(exc).__name__
+
+
+SANDBOX_REFUSAL = re.compile(r'Cannot access (?:file|directory) "(.+?)" - file system operations are disabled')
+QUOTED_PATH = re.compile(r'"(/[^"]+)"')
+CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
+CONVERSION = re.compile(r'Error when converting column "(.+?)"\. Could not convert string "(.*?)" to \'([^\']+)\'', re.S)
+ERROR_KIND = re.compile(r"^[A-Z][A-Za-z ]* Error: ")
+MAX_REASON = 400
+
+
+def one_line(text: str) -> str:
+    """DuckDB's error in one line: for a CSV error `line N, column C: reason`, without the
+    offending line's text and the pages of reader options that follow."""
+    paragraph = text.strip().split("\n\n", 1)[0]
+    line = CSV_LINE.search(paragraph)
+    conversion = CONVERSION.search(paragraph)
+    if conversion:
+        column, value, kind = conversion.groups()
+        reason = f"column {column}: could not convert {value!r} to {kind}"
+    else:
+        lines = [ERROR_KIND.sub("", item).strip() for item in paragraph.splitlines() if item.strip()]
+        reason = lines[-1] if line and len(lines) > 1 else (lines[0] if lines else "DuckDB gave no reason")
+    if line:
+        reason = f"line {line.group(1)}{', ' if conversion else ': '}{reason}"
+    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON] + "…"
+
+
+def sandbox_error(path: Path, message: str, where: str | None) -> SourceError:
+    """DuckDB refused a path outside the directories it may read (the source's location,
+    the lake): most often a symbolic link inside the location pointing elsewhere."""
+    if path.is_symlink():
+        return SourceError(f"{message}: {path} is a symbolic link to {path.resolve()}, outside the directories "
+                           "spendlake may read for this source", where=where,
+                           hint="copy the file into the source's location, or point `location` at where it lives")
+    return SourceError(f"{message}: {path} is outside the directories spendlake may read for this source",
+                       where=where, hint="point the source's `location` at the directory that holds it")

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core.errors import DataError, LakeBusyError
+from service.core.errors import DataError, LakeBusyError, os_error
 from service.core import commit
 from service.core.files import check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, footer_columns, quick_check
@@ -248,9 +248,12 @@ class Lake:
     @contextmanager
     def lock(self, name: str = "ingest") -> Iterator[None]:
         """An exclusive, non-blocking lock; the holder's pid is written into the lock file."""
-        self.locks.mkdir(parents=True, exist_ok=True)
         path = self.locks / f"{name}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.locks.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only lake: say so before anything runs
+            raise os_error(exc) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -103,7 +104,9 @@ def parse_ledger_state(text: str, where: str, stamp: tuple[int, ...] = ()) -> Le
                            data.get("pending_since", ""))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
-                        hint="restore it from a backup, or re-ingest every source") from None
+                        hint=f"restore it from a backup, or move it aside (mv {shlex.quote(where)} "
+                             f"{shlex.quote(where + '.bad')}) and run `spendlake ingest`, which reads every "
+                             "source again and writes a new ledger") from None
 
 
 def read_ledger_state(path: Path) -> LedgerState:

@@ -10,9 +10,11 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import duckdb
+
 from connectors.base import Delivery, OtherDataset
 from service.core.config import Config, SourceConfig
-from service.core.errors import LakeBusyError, SourceError, SpendlakeError
+from service.core.errors import LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
@@ -113,9 +115,10 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) 
                               hint="check the location and the kind")
     except LakeBusyError:
         raise
-    except SpendlakeError as exc:
-        log.error("source %s failed: %s", source.name, exc)
-        outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=exc))
+    except (SpendlakeError, OSError, duckdb.Error) as exc:
+        error = _as_error(exc, source.location)
+        log.info("source %s failed: %s", source.name, error)  # the outcome line says so; -v logs it too
+        outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=error))
     if any(o.status == "failed" for o in outcomes):
         record["failures_total"] = int(record.get("failures_total", 0)) + 1
         record["last_failure"] = utc_now_iso()
@@ -143,8 +146,19 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
                                         periods=delivery.periods, files=delivery.files)
     except OtherDataset as other:
         return _skipped(source, other)
-    except SpendlakeError as exc:
-        log.error("%s: delivery %s failed: %s", source.name, delivery.delivery_id, exc)
-        return DeliveryOutcome(source.name, delivery, "failed", error=exc)
+    except (SpendlakeError, OSError, duckdb.Error) as exc:
+        error = _as_error(exc, ", ".join(delivery.files) or source.location)
+        log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
+        return DeliveryOutcome(source.name, delivery, "failed", error=error)
     plan.committed(lake, source.name, delivery, entries)
     return DeliveryOutcome(source.name, delivery, "committed", entries=entries)
+
+
+def _as_error(exc: Exception, where: str) -> SpendlakeError:
+    """A failure of one source or delivery as our one-line error (a read-only lake, a full
+    disk, a DuckDB error no connector caught), so it is counted like any other."""
+    if isinstance(exc, SpendlakeError):
+        return exc
+    if isinstance(exc, OSError):
+        return os_error(exc, where)
+    return duckdb_error(exc, "could not read the delivery", where=where)

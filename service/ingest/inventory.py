@@ -89,8 +89,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                                                     key=key, value=value)
                         count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
                     except duckdb.Error as exc:
-                        raise duckdb_error(exc, f"could not write {table}", reason=str(exc),
-                                           where=f"inventory.{source.name}",
+                        raise duckdb_error(exc, f"could not write {table}", where=f"inventory.{source.name}",
                                            hint="check the source's data against the table's columns") from None
                     outcome.rows[f"{table} {key}={value}"] = int(count)
                     reaches = _data_through(table, relation, now)
@@ -103,7 +102,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     except LakeBusyError:
         raise
     except SpendlakeError as exc:
-        log.error("inventory source %s failed: %s", source.name, exc)
+        log.info("inventory source %s failed: %s", source.name, exc)  # the outcome line says so
         outcome.error = exc
     _record(lake, outcome)
     return outcome

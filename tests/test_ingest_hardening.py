@@ -1,0 +1,201 @@
+"""Faults during ingest and queries answered in one sentence (RELIABILITY 53, 55).
+
+A read-only lake is made by chmod. Root ignores chmod, so as root the command runs in a
+subprocess without the capabilities that bypass file permissions (`setpriv`), for which the
+root-owned, chmod-ed lake is read-only just the same."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import REPO, SAMPLES, require_binary
+from service.cli.main import cli
+from service.core import staging
+
+FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+BYPASS_PERMISSIONS = "-dac_override,-dac_read_search,-fowner,-linux_immutable"
+
+
+@pytest.fixture
+def shared_dir(tmp_path):
+    """tmp_path, made writable again afterwards so that it can be removed."""
+    yield tmp_path
+    for item in [tmp_path, *tmp_path.rglob("*")]:
+        if item.is_dir() and not item.is_symlink():
+            item.chmod(0o755)
+
+
+def config_file(base: Path, lake: Path, export: Path, **extra) -> Path:
+    path = base / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake), "sources": [
+        {"name": "focus", "kind": "focus", "location": str(export)}], **extra}))
+    return path
+
+
+def invoke(config: Path, *args: str):
+    result = CliRunner().invoke(cli, ["--config", str(config), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+def run_as_another_user(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`spendlake ARGS` in a subprocess that file permissions apply to (as root: without the
+    capabilities that bypass them)."""
+    command = [sys.executable, "-m", "service", *args]
+    if os.geteuid() == 0:
+        command = [require_binary("setpriv"), f"--bounding-set={BYPASS_PERMISSIONS}", "--", *command]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def read_only(path: Path) -> None:
+    for item in [path, *path.rglob("*")]:
+        item.chmod(item.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def lake_bytes(lake: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(lake)): p.read_bytes() for p in sorted(lake.rglob("*")) if p.is_file()
+            and "_locks" not in p.parts}
+
+
+def one_sentence(output: str) -> str:
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+def ingested_lake(base: Path) -> tuple[Path, Path, Path]:
+    """A lake holding one FOCUS delivery, and a new delivery waiting in the export folder."""
+    export = base / "export"
+    export.mkdir()
+    shutil.copy(FOCUS, export / "part-1.csv")
+    lake = base / "lake"
+    config = config_file(base, lake, export)
+    assert invoke(config, "ingest").exit_code == 0
+    rows = list(csv.reader(FOCUS.open(encoding="utf-8-sig")))
+    with (export / "part-1.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows[:500])  # a restated delivery: ingest would commit it
+    return config, lake, export
+
+
+def test_53_a_read_only_lake_is_exit_3_in_one_sentence_for_ingest_and_rules(shared_dir):
+    config, lake, _ = ingested_lake(shared_dir)
+    before = lake_bytes(lake)
+    read_only(lake)
+    for command in (["ingest"], ["rules", "run"]):
+        result = run_as_another_user("--config", str(config), *command, cwd=shared_dir)
+        assert result.returncode == 3, result.stdout + result.stderr
+        sentence = one_sentence(result.stderr)
+        assert str(lake) in sentence and "permission denied" in sentence and "write access to the lake" in sentence
+    assert lake_bytes(lake) == before
+
+
+def test_53_attribute_after_a_config_change_on_a_read_only_lake(shared_dir):
+    config, lake, export = ingested_lake(shared_dir)
+    expected = json.loads(invoke(config, "attribute", "--since", "2024-01-01", "--until", "2025-01-01",
+                                 "--format", "json").output)["totals"]
+    changed = config_file(shared_dir, lake, export, attribution={"dimensions": {"team": {"tags": ["application"]}}})
+    read_only(lake)
+    result = run_as_another_user("--config", str(changed), "attribute", "--since", "2024-01-01", "--until",
+                                 "2025-01-01", "--format", "json", cwd=shared_dir)
+    # a lake the user may not write either answers from memory (same totals) or says why not
+    if result.returncode == 0:
+        assert json.loads(result.stdout)["totals"] == expected
+    else:
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert "write access to the lake" in one_sentence(result.stderr)
+
+
+def test_53_a_partly_read_only_lake_fails_the_period_and_counts_the_failure(shared_dir):
+    config, lake, _ = ingested_lake(shared_dir)
+    read_only(lake / "costs")
+    result = run_as_another_user("--config", str(config), "ingest", cwd=shared_dir)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "FAILED" in result.stderr
+    assert "permission denied" in result.stderr
+    state = json.loads((lake / "_state" / "sources.json").read_text())["focus"]
+    assert state["failures_total"] == 1 and "permission denied" in state["last_error"]
+
+
+def test_53_disk_full_during_ingest_is_exit_3_counted_and_says_disk_full(tmp_path, monkeypatch):
+    export = tmp_path / "export"
+    export.mkdir()
+    shutil.copy(FOCUS, export / "part-1.csv")
+    config = config_file(tmp_path, tmp_path / "lake", export)
+    real = staging.pq.ParquetWriter
+    monkeypatch.setattr(staging.pq, "ParquetWriter", lambda path, *args, **kw: real("/dev/full", *args, **kw))
+    result = invoke(config, "ingest")
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    [failed] = [line for line in result.output.splitlines() if "FAILED" in line]
+    assert "disk full" in failed and "could not read the delivery" not in failed and "free disk space" in failed
+    state = json.loads((tmp_path / "lake" / "_state" / "sources.json").read_text())["focus"]
+    assert state["failures_total"] == 1 and "disk full" in state["last_error"] and "last_success" not in state
+    monkeypatch.setattr(staging.pq, "ParquetWriter", real)
+    assert invoke(config, "ingest").exit_code == 0
+    state = json.loads((tmp_path / "lake" / "_state" / "sources.json").read_text())["focus"]
+    assert state["failures_total"] == 1 and "last_success" in state
+
+
+def test_55_a_reader_error_is_one_line_with_file_line_and_column_and_the_whole_text_with_v(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    rows = list(csv.reader(FOCUS.open(encoding="utf-8-sig")))
+    rows[6][rows[0].index("BilledCost")] = "12,5 EUR"
+    with (export / "bill.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows[:20])
+    config = config_file(tmp_path, tmp_path / "lake", export)
+    result = invoke(config, "ingest")
+    assert result.exit_code == 3
+    [line] = result.output.splitlines()
+    assert line.startswith("focus (periods from data): FAILED: ") and str(export / "bill.csv") in line
+    assert "line 7, column BilledCost: could not convert '12,5 EUR' to DECIMAL" in line
+    assert "Original Line" not in line and "delimiter" not in line
+    state = json.loads((tmp_path / "lake" / "_state" / "sources.json").read_text())["focus"]
+    assert state["last_error"] in line and "\n" not in state["last_error"]
+    verbose = CliRunner().invoke(cli, ["-v", "--config", str(config), "ingest"])
+    assert "DuckDB's full message" in verbose.output and "Original Line" in verbose.output
+
+
+def test_55_a_symlink_the_sandbox_refuses_is_named_as_such_not_as_a_bad_file(tmp_path):
+    export, elsewhere = tmp_path / "export", tmp_path / "elsewhere"
+    export.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(FOCUS, elsewhere / "real.csv")
+    (export / "bill.csv").symlink_to(elsewhere / "real.csv")
+    result = invoke(config_file(tmp_path, tmp_path / "lake", export), "ingest")
+    assert result.exit_code == 3
+    [line] = result.output.splitlines()
+    assert f"{export / 'bill.csv'} is a symbolic link to {elsewhere / 'real.csv'}" in line
+    assert "outside the directories spendlake may read" in line and "UTF-8" not in line
+
+
+def test_55_a_corrupt_ledger_says_how_to_repair_it_and_the_repair_works(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    shutil.copy(FOCUS, export / "bill.csv")
+    config = config_file(tmp_path, tmp_path / "lake", export)
+    assert invoke(config, "ingest").exit_code == 0
+    totals = invoke(config, "status", "--format", "json").output
+    ledger = tmp_path / "lake" / "_ledger" / "deliveries.json"
+    ledger.write_text('{"entries": [')
+    for command in (["ingest"], ["status"], ["attribute", "--since", "2024-01-01"]):
+        result = invoke(config, *command)
+        assert result.exit_code == 3 and "Traceback" not in result.output
+        assert "re-ingest every source" not in result.output and f"mv {ledger} {ledger}.bad" in result.output
+    ledger.rename(f"{ledger}.bad")  # what the hint says
+    assert invoke(config, "ingest").exit_code == 0
+    repaired = json.loads(invoke(config, "status", "--format", "json").output)
+    assert [(r["billing_period"], r["billed_cost"], r["check"]) for r in repaired] == [
+        (r["billing_period"], r["billed_cost"], "ok") for r in json.loads(totals)]
