@@ -264,7 +264,9 @@ def _check_lake(config: Config, file: str) -> None:
         raise ConfigError(f"lake: {existing} is a file{on_path}; the lake must be a directory, created if missing",
                           where=file, hint="point `lake` at a directory, e.g. ./spendlake-data/lake")
     locations = [(f"sources[{i}].location", s.location) for i, s in enumerate(config.sources) if not s.is_s3]
-    locations += [(f"inventory[{i}].path", s.path) for i, s in enumerate(config.inventory) if s.path]
+    # job sources that read an API have no `path`
+    locations += [(f"inventory[{i}].path", path) for i, s in enumerate(config.inventory)
+                  if (path := getattr(s, "path", None))]
     for key, location in locations:
         where = Path(location).expanduser().resolve()  # as connectors.storage resolves it
         if lake == where or lake.is_relative_to(where):
