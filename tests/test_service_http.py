@@ -122,7 +122,7 @@ def test_readyz_and_status_flag_data_that_stopped_advancing_though_ingest_succee
     [source] = json.loads(api.handle("/api/v1/status", {}, f"Bearer {TOKEN}").body)["sources"]
     assert (source["state"], source["fresh"], source["hours_behind"]) == ("stale", False, 40)
     path = write_config(tmp_path, {"lake": str(config.lake),
-                                   "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path)}]})
+                                   "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}]})
     shown = CliRunner().invoke(cli_group, ["--config", str(path), "status", "--sources", "--format", "json"])
     assert shown.exit_code == 0 and json.loads(shown.output)[0]["state"] == "stale"
     # with a limit of two days the same data is fresh
