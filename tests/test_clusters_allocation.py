@@ -253,7 +253,7 @@ def test_the_cli_checks_explains_and_warns(tmp_path):
     lake, _ = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
     path = tmp_path / "spendlake.yaml"
     path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake),
-                                    "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path)}],
+                                    "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
                                     "attribution": {"clusters": {}}}))
     runner = CliRunner()
     check = runner.invoke(cli, ["--config", str(path), "attribute", "--check", "--format", "json"])

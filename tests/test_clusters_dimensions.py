@@ -29,7 +29,7 @@ HOUR = (datetime.now(timezone.utc) - timedelta(days=2)).replace(minute=0, second
 
 def whole_config(tmp_path, lake, **extra) -> dict:
     return {"lake": str(lake.root), "sources": declared_sources(lake),
-            "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path)}],
+            "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
             "attribution": {"clusters": {}, "dimensions": {
                 "project": {"tags": ["project", "wckey"]},
                 "job_type": {"rules": [{"match": {"job_name": "^eval"}, "value": "eval"},

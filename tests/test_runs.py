@@ -110,7 +110,7 @@ def test_bad_parameters_name_the_option(kwargs, says):
 def whole_config(tmp_path, lake) -> dict:
     """A config declaring the lake's sources, the job source included (only declared ones count)."""
     return {"lake": str(lake.root), "sources": declared_sources(lake),
-            "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path)}],
+            "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
             "attribution": {"clusters": {}}}
 
 
