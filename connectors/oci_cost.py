@@ -61,7 +61,7 @@ from pathlib import Path, PurePosixPath
 import duckdb
 
 from connectors.base import COSTS, Delivery
-from connectors.exportfile import Table, decimal, ident, money, open_table, short, sql_string, text, timestamp
+from connectors.exportfile import Table, decimal, ident, money, open_table, sql_string, text, timestamp
 from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import SourceError, duckdb_error
@@ -122,7 +122,7 @@ class OciCostConnector:
                 sql, params = select(table, header, superseded, since)
                 parts.append(con.sql(sql, params=params))
             except duckdb.Error as exc:
-                raise duckdb_error(exc, "cannot read the cost report", reason=short(exc), where=table.uri) from None
+                raise duckdb_error(exc, "cannot read the cost report", where=table.uri) from None
         return parts
 
     @staticmethod
@@ -136,7 +136,7 @@ class OciCostConnector:
                             f"WHERE {is_set(flag)} AND nullif(trim({back}), '') IS NOT NULL")
             [(newest,)] = con.execute(f"SELECT max({timestamp(table, START)}) FROM {table.source}").fetchall()
         except duckdb.Error as exc:
-            raise duckdb_error(exc, "cannot read the cost report", reason=short(exc), where=table.uri) from None
+            raise duckdb_error(exc, "cannot read the cost report", where=table.uri) from None
         return newest
 
 
