@@ -139,7 +139,7 @@ def write(tmp_path, name: str, content: bytes):
      ["missing.csv", "required column 'ChargePeriodStart' is missing"]),
     ("badcost.csv", focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,", "1,1,USD,2024-06-01,2024-06-02,,AWS,",
                               "12,3O,USD,2024-06-01,2024-06-02,,AWS,"),
-     ["badcost.csv", "Line: 4", 'column "EffectiveCost"', '"3O"']),
+     ["badcost.csv", "line 4, column EffectiveCost: could not convert '3O'"]),
     ("badtime.csv", focus_csv("1,1,USD,2024-06-01,June 2nd,,AWS,"),
      ["badtime.csv", "column ChargePeriodStart: not a date/time: June 2nd"]),
     ("badtags.csv", focus_csv('1,1,USD,2024-06-01,2024-06-02,,AWS,"{""a"": 1"'),

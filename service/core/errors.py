@@ -150,7 +150,7 @@ MAX_REASON = 400
 def one_line(text: str) -> str:
     """DuckDB's error in one line: for a CSV error `line N, column C: reason`, without the
     offending line's text and the pages of reader options that follow."""
-    paragraph = text.strip().split("\n\n", 1)[0]
+    paragraph = text.strip().split("\n\n", 1)[0].split("\nPossible fixes", 1)[0]  # fixes that do not apply
     line = CSV_LINE.search(paragraph)
     conversion = CONVERSION.search(paragraph)
     if conversion:
