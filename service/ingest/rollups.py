@@ -1,4 +1,5 @@
-"""The attribution rollups, rebuilt by the writers of the lake and never by its readers.
+"""The attribution rollups and metric tops, rebuilt by the writers of the lake and never by
+its readers.
 
 `refresh_rollups` runs at the end of every ingest and inventory run, inside their lock;
 `rollup` is `spendlake rollup`: the same under its own hold of the lock, for after a config
@@ -11,7 +12,7 @@ import logging
 
 import duckdb
 
-from service.attribution import RollupBuild, materialise
+from service.attribution import RollupBuild, build_tops, materialise
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
@@ -20,18 +21,22 @@ log = logging.getLogger(__name__)
 
 
 def refresh_rollups(lake: Lake, config: Config) -> None:
-    """Store the rollups of `config` (the caller holds the ingest lock). Not fatal: a query
-    rolls up in memory whatever is not stored."""
+    """Store the rollups of `config`, then the metric tops (the caller holds the ingest lock).
+    Not fatal: a query rolls up in memory whatever is not stored, a scrape computes its tops."""
     try:
         materialise(lake, config)
+        build_tops(lake, config)
     except (SpendlakeError, duckdb.Error, OSError) as exc:
-        log.warning("attribution rollups not refreshed (queries roll up from the raw lines meanwhile; "
-                    "`spendlake rollup` retries): %s", exc)
+        log.warning("attribution rollups or metric tops not refreshed (queries and scrapes compute them from "
+                    "the lake meanwhile; `spendlake rollup` retries): %s", exc)
 
 
 def rollup(config: Config) -> RollupBuild:
-    """Store the current rollups for `config` and remove superseded ones, under the lake lock."""
+    """Store the current rollups and metric tops for `config` and remove superseded ones,
+    under the lake lock."""
     lake = Lake.of(config)
     with lake.lock("ingest"):
         lake.settle()
-        return materialise(lake, config)
+        done = materialise(lake, config)
+        build_tops(lake, config)
+        return done

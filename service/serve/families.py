@@ -16,6 +16,7 @@ from decimal import Decimal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from service.attribution import metrics_anchor, read_tops
 from service.core.config import Config
 from service.core.coverage import billing_data_through, data_end, inventory_data_through
 from service.core.lake import Lake
@@ -105,10 +106,8 @@ def data_through_families(config: Config, lake: Lake) -> list[Metric]:
 
 def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     """Attributed USD spend per (team, project) and per experiment, and the unallocated
-    share per dimension, for each window (ending at the data's end): one attribution per window."""
-    from service.attribution import attribute
-
-    top_n = config.service.top_n
+    share per dimension, for each window (ending at the data's end): the tops ingest stored
+    for this lake state (service/attribution/tops.py), so a scrape reads a small file."""
     spend = GaugeMetricFamily("spendlake_spend_usd", "Attributed billed cost in USD over the window.",
                               labels=["team", "project", "window"])
     experiments = GaugeMetricFamily("spendlake_experiment_spend_usd",
@@ -117,29 +116,9 @@ def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     unallocated = GaugeMetricFamily("spendlake_unallocated_ratio",
                                     "Share of the window's USD spend that no rule or tag placed (0-1).",
                                     labels=["dimension", "window"])
-    defaults = {d: config.attribution.dimensions[d].default.strip().lower() for d in DIMENSIONS}
-    for name, window in windows(anchor(lake, now)).items():
-        result = attribute(lake, config, window, by=DIMENSIONS)
-        pairs: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
-        per_experiment: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
-        placed_nowhere = {d: Decimal(0) for d in DIMENSIONS}
-        total = Decimal(0)
-        for row in result.rows:
-            if row.currency != USD:
-                continue
-            pairs[(row.values["team"], row.values["project"])] += row.cost
-            per_experiment[(row.values["experiment"],)] += row.cost
-            total += row.cost
-            for dim in DIMENSIONS:
-                if row.values[dim].strip().lower() == defaults[dim]:
-                    placed_nowhere[dim] += row.cost
-        for (team, project), cost in sorted(fold_top(pairs, top_n).items()):
-            spend.add_metric([team, project, name], float(cost))
-        for (experiment,), cost in sorted(fold_top(per_experiment, top_n).items()):
-            experiments.add_metric([experiment, name], float(cost))
-        if total > 0:
-            for dim in DIMENSIONS:
-                unallocated.add_metric([dim, name], float(placed_nowhere[dim] / total))
+    family = {"spend": spend, "experiment": experiments, "unallocated": unallocated}
+    for top in read_tops(lake, config, now):
+        family[top.family].add_metric([*top.labels, top.window], float(top.value))
     return [spend, experiments, unallocated]
 
 
@@ -203,7 +182,7 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
                              labels=labels)
     forecast = GaugeMetricFamily("spendlake_budget_forecast_ratio",
                                  "Forecast end-of-month spend over the budget's amount.", labels=labels)
-    for status in budget_status(lake, config, anchor(lake, now)):
+    for status in budget_status(lake, config, metrics_anchor(lake, now)):
         budget = status.budget
         used.add_metric([budget.name, budget.dimension, budget.value], float(status.used_ratio))
         forecast.add_metric([budget.name, budget.dimension, budget.value], float(status.forecast_ratio))

@@ -1,0 +1,122 @@
+"""RELIABILITY 61: a scrape reads the metric tops ingest stored for the lake's state (a small
+file), and they are the attribution's own numbers, folded as the scrape folds them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+from prometheus_client import CollectorRegistry
+from servicekit import commit, make_config
+
+from service.attribution import attribute, metrics_anchor
+from service.attribution import tops as tops_module
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.core.units import fold_top
+from service.ingest.rollups import rollup
+from service.serve.metrics import LakeCollector
+
+NOW = datetime(2026, 11, 28, 0, 0, tzinfo=timezone.utc)
+FAMILIES = ("spendlake_spend_usd", "spendlake_experiment_spend_usd", "spendlake_unallocated_ratio")
+ROWS = [
+    ("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp", "project": "llm", "experiment": "a"}),
+    ("2026-11-27 06:00:00", "2026-11-27 07:00:00", "USD", "4", {"team": "NLP", "project": "llm", "experiment": "b"}),
+    ("2026-11-25 05:00:00", "2026-11-25 06:00:00", "USD", "10", {"team": "nlp", "project": "rl", "experiment": "c"}),
+    ("2026-11-19 12:00:00", "2026-11-20 12:00:00", "USD", "48", {"team": "vision", "experiment": "d"}),  # cut by 7d
+    ("2026-11-26 00:00:00", "2026-11-27 00:00:00", "USD", "7.3", {"team": "speech", "project": "asr"}),  # cut by 24h
+    ("2026-11-02 05:00:00", "2026-11-02 06:00:00", "USD", "100", {"team": "vision", "project": "vit"}),
+    ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "1", {}),
+    ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "EUR", "1000", {"team": "nlp"}),  # never in _usd
+    ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "3", {"team": "infra", "service": "support"}),
+]
+
+
+def config_for(tmp_path, shared: bool):
+    config = make_config(tmp_path, top_n=2)
+    if shared:  # shared costs split over the teams: the tops take the whole attribution's path
+        attribution = parse_config({"attribution": {"shared": [
+            {"match": {"service": "Amazon Elastic Compute Cloud"}, "split": "proportional", "by": "team"}]}}).attribution
+        config = config.model_copy(update={"attribution": attribution})
+    return config
+
+
+def samples(config) -> dict[tuple, float]:
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config, clock=NOW.timestamp))
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for family in registry.collect() for s in family.samples if s.name in FAMILIES}
+    assert registry.get_sample_value("spendlake_lake_readable") == 1
+    return found
+
+
+def expected(config) -> dict[tuple, float]:
+    """The scrape's numbers as it computed them before the tops: one whole attribution per
+    window, folded in Python."""
+    lake = Lake.of(config)
+    found = {}
+    defaults = {d: config.attribution.dimensions[d].default for d in tops_module.DIMENSIONS}
+    for name, window in tops_module.windows(metrics_anchor(lake, NOW)).items():
+        pairs, experiments, nowhere = defaultdict(Decimal), defaultdict(Decimal), defaultdict(Decimal)
+        total = Decimal(0)
+        for row in attribute(lake, config, window, by=tops_module.DIMENSIONS).rows:
+            if row.currency != "USD":
+                continue
+            pairs[(row.values["team"], row.values["project"])] += row.cost
+            experiments[(row.values["experiment"],)] += row.cost
+            total += row.cost
+            for dim in tops_module.DIMENSIONS:
+                nowhere[dim] += row.cost if row.values[dim].lower() == defaults[dim] else 0
+        for (team, project), cost in fold_top(pairs, config.service.top_n).items():
+            found[("spendlake_spend_usd", (("project", project), ("team", team), ("window", name)))] = float(cost)
+        for (experiment,), cost in fold_top(experiments, config.service.top_n).items():
+            found[("spendlake_experiment_spend_usd", (("experiment", experiment), ("window", name)))] = float(cost)
+        for dim in tops_module.DIMENSIONS:
+            found[("spendlake_unallocated_ratio", (("dimension", dim), ("window", name)))] = float(nowhere[dim] / total)
+    return found
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["direct", "shared-split"])
+def test_61_stored_tops_are_the_attributions_numbers_folded(tmp_path, shared):
+    config = config_for(tmp_path, shared)
+    commit(Lake(config.lake), "cur", ROWS)
+    computed = samples(config)  # nothing stored yet: computed for the scrape
+    rollup(config)
+    [stored_file] = (config.lake / tops_module.TOPS_TABLE).glob("source=all/config=*/*.parquet")
+    stored = samples(config)
+    assert stored == computed
+    want = expected(config)
+    assert stored.keys() == want.keys()
+    for key, value in want.items():
+        assert stored[key] == pytest.approx(value, abs=1e-9), key
+    assert ("spendlake_spend_usd", (("project", "other"), ("team", "other"), ("window", "mtd"))) in stored
+    assert stored_file.stat().st_size < 20_000
+
+
+def test_61_a_scrape_reads_the_stored_tops_and_a_changed_lake_is_not_read_from_old_ones(tmp_path, monkeypatch):
+    config = config_for(tmp_path, shared=False)
+    lake = Lake(config.lake)
+    commit(lake, "cur", ROWS)
+    rollup(config)
+    before = samples(config)
+
+    def no_lake_sums(*args, **kwargs):
+        raise AssertionError("the scrape summed the lake instead of reading the stored tops")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(tops_module, "_WindowSums", no_lake_sums)
+        assert samples(config) == before  # read from the stored file alone
+        commit(lake, "cur", [*ROWS, ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "500",
+                                     {"team": "nlp", "project": "llm", "experiment": "a"})], delivery_id="d2")
+        with pytest.raises(AssertionError, match="summed the lake"):
+            tops_module.read_tops(lake, config, NOW)  # the stored tops are of the previous delivery
+    changed = samples(config)  # computed for the scrape until the next build
+    key = ("spendlake_spend_usd", (("project", "llm"), ("team", "nlp"), ("window", "24h")))
+    assert changed[key] == before[key] + 500
+    rollup(config)
+    assert len(list((config.lake / tops_module.TOPS_TABLE).glob("source=all/config=*/*.parquet"))) == 1
+    with monkeypatch.context() as patch:
+        patch.setattr(tops_module, "_WindowSums", no_lake_sums)
+        assert samples(config) == changed
