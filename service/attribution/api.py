@@ -74,6 +74,7 @@ from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
 from service.core.snapshot import read_consistently
+from service.core.suggest import suggestion
 from service.core.timewindow import Window
 from service.core.units import OTHER
 
@@ -208,7 +209,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
                        for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
     overbooked = session.overbooked(window) if config.clusters is not None else 0
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
-                             sources=sources, overbooked=overbooked)
+                             sources=sources, overbooked=overbooked, unmatched=_unmatched(session, where))
 
 
 def _previous(window: Window, data_through: datetime | None) -> Window:
@@ -217,6 +218,19 @@ def _previous(window: Window, data_through: datetime | None) -> Window:
     if data_through is not None and window.since < data_through < window.until:
         return window.previous(data_through - window.since)
     return window.previous()
+
+
+def _unmatched(session, where: Mapping[str, Sequence[str]]) -> tuple[tuple[str, str, str], ...]:
+    """Each filter value that no line of the lake carries (a typo, most often), with the
+    dimension's closest known values."""
+    if not where:
+        return ()
+    known: dict[str, list[str]] = defaultdict(list)
+    for (dim, _), spelling in session.spellings(list(where)).items():
+        known[dim].append(spelling)
+    return tuple((dim, value, suggestion(value, known[dim], f"{dim} values"))
+                 for dim, values in where.items() for value in values
+                 if value.strip().lower() not in {k.lower() for k in known[dim]})
 
 
 def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[tuple]:

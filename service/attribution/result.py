@@ -52,6 +52,8 @@ class AttributionResult:
     lake_empty: bool = False
     sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
     overbooked: int = 0  # shared clusters: instance-hours in the window whose jobs held more than they had
+    # --where values the lake holds nowhere: (dimension, value, the closest known values)
+    unmatched: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def data_through(self) -> datetime | None:

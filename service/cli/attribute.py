@@ -130,6 +130,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                                    granularity=granularity, top=top, compare=compare, explain=explain,
                                    end=None if until else data_end(lake))
     result = attribute_query(lake, config, query, engine=engine_config)
+    for dim, value, hint in result.unmatched:
+        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
     if result.lake_empty:
         click.echo(f"the lake at {read_from} is empty: run `spendlake ingest`", err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":

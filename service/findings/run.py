@@ -19,6 +19,7 @@ from service.attribution import direct_daily_lookup
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake
+from service.core.suggest import suggestion
 from service.core.units import utc_now_iso
 from service.core.coverage import anchored_window
 from service.core.timewindow import Window, utc_now
@@ -30,12 +31,17 @@ from service.planning.plans import load_plans
 
 def rules_for(config: Config, only: Sequence[str] = ()) -> list[Rule]:
     """The configured rules (validated; errors carry `rules.<name>.<key>` paths)."""
+    check_rule_names(only)
     rules = configure(config.rules)
-    unknown = sorted(set(only) - {r.name for r in rules})
-    if unknown:
-        raise UsageError(f"no rule named {', '.join(unknown)}", where="--rule",
-                         hint=f"known rules: {', '.join(registered())}")
     return [r for r in rules if not only or r.name in only]
+
+
+def check_rule_names(names: Sequence[str]) -> None:
+    """Every name is a registered rule, else a UsageError (exit 2) with the closest names."""
+    unknown = [name for name in dict.fromkeys(names) if name not in registered()]
+    if unknown:
+        raise UsageError(f"no rule named {', '.join(repr(n) for n in unknown)}", where="--rule",
+                         hint=suggestion(unknown[0], registered(), "rules"))
 
 
 def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:

@@ -111,6 +111,14 @@ def _finding(data: dict) -> Finding:
     return Finding(**data)
 
 
+def known_values(lake: Lake, column: str) -> list[str]:
+    """The distinct values of a findings column (`team`, `project`, ...) the lake holds."""
+    if column not in SCHEMA.names or not lake.has_table(TABLE):
+        return []
+    return [value for (value,) in lake.query().execute(
+        f"SELECT DISTINCT {column} FROM {TABLE} WHERE {column} IS NOT NULL ORDER BY 1").fetchall()]
+
+
 def finding_rows(findings: Sequence[Finding]) -> list[dict]:
     """Findings as plain dicts with the documented keys (JSON, CSV and table output)."""
     return [{key: getattr(f, key) for key in JSON_KEYS} for f in findings]

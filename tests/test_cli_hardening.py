@@ -1,0 +1,194 @@
+"""Names and values that match nothing (RELIABILITY 57), and a table of bad inputs walked
+through the real command line: each is exit 2 or 3 with one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import SAMPLES
+from rules.base import Finding
+from service.cli.main import cli
+from service.core.lake import Lake
+from service.findings.store import store_findings
+
+FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+WINDOW = ["--since", "2024-01-01", "--until", "2025-01-01"]
+
+
+def invoke(*args: str, env: dict | None = None):
+    result = CliRunner().invoke(cli, list(args), env=env)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    return result
+
+
+def write_config(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """A lake holding the FOCUS sample (tags application/environment/business_unit) and two findings."""
+    root = tmp_path_factory.mktemp("base")
+    (root / "export").mkdir()
+    shutil.copy(FOCUS, root / "export" / "bill.csv")
+    config = write_config(root / "spendlake.yaml", {
+        "lake": str(root / "lake"), "sources": [{"name": "focus", "kind": "focus", "location": str(root / "export")}],
+        "attribution": {"dimensions": {"team": {"tags": ["business_unit"]}, "project": {"tags": ["application"]}}}})
+    assert invoke("--config", str(config), "ingest").exit_code == 0
+    store_findings(Lake(root / "lake"), [
+        Finding(id="a1", rule="idle-gpu", severity="warning", resource_id="i-1", team="eval", category="waste",
+                impact_usd=Decimal("120.50"), monthly_waste_usd=Decimal("120.50"), summary="idle for 6 hours"),
+        Finding(id="b2", rule="checkpoint-sprawl", severity="critical", resource_id="s3://ckpt", team="pretrain",
+                category="waste", impact_usd=Decimal("900"), monthly_waste_usd=Decimal("900"),
+                summary="no lifecycle")])
+    return root
+
+
+def copy_of(base: Path, tmp_path: Path) -> Path:
+    """A private copy of the base lake and config (for cases that damage it)."""
+    shutil.copytree(base / "lake", tmp_path / "lake")
+    shutil.copytree(base / "export", tmp_path / "export")
+    data = yaml.safe_load((base / "spendlake.yaml").read_text())
+    data.update(lake=str(tmp_path / "lake"), sources=[{**data["sources"][0], "location": str(tmp_path / "export")}])
+    return write_config(tmp_path / "spendlake.yaml", data)
+
+
+def test_57_findings_of_an_unknown_rule_is_exit_2_with_the_closest_names(base):
+    config = str(base / "spendlake.yaml")
+    result = invoke("--config", config, "findings", "--rule", "idle-gpus")
+    assert result.exit_code == 2, result.output
+    assert "error: --rule: no rule named 'idle-gpus' — closest rules: idle-gpu" in result.output
+    ran = invoke("--config", config, "rules", "run", "--rule", "chekpoint-sprawl", "--dry-run")
+    assert ran.exit_code == 2 and "closest rules: checkpoint-sprawl" in ran.output
+    assert invoke("--config", config, "findings", "--rule", "idle-gpu", "--format", "json").exit_code == 0
+
+
+def test_57_a_where_value_that_matches_nothing_answers_and_warns_with_the_closest_values(base):
+    config = str(base / "spendlake.yaml")
+    good = invoke("--config", config, "attribute", *WINDOW, "--by", "project", "--format", "csv")
+    projects = [row["project"] for row in csv.DictReader(good.output.splitlines())]
+    assert "BrightPathMatrix" in projects and good.exit_code == 0
+    result = invoke("--config", config, "attribute", *WINDOW, "--by", "project", "--where", "project=BrightPathMatrx",
+                    "--where", "team=nothing-like-it", "--format", "csv")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0].startswith("warning: --where project=BrightPathMatrx matches nothing in the lake; closest "
+                               "project values: BrightPathMatrix")
+    [team] = [line for line in lines if line.startswith("warning: --where team=")]
+    assert "known team values: " in team
+    assert [line for line in lines if not line.startswith("warning: ")] == ["project,currency,cost"]
+    matched = invoke("--config", config, "attribute", *WINDOW, "--where", "project=brightpathmatrix")
+    assert matched.exit_code == 0 and "warning" not in matched.output
+
+
+def test_57_a_team_that_matches_no_finding_answers_and_warns_with_the_closest_teams(base):
+    config = str(base / "spendlake.yaml")
+    result = invoke("--config", config, "findings", "--team", "evl", "--format", "json")
+    assert result.exit_code == 0
+    assert result.output.splitlines() == ["warning: --team evl matches no finding; closest teams: eval", "[]"]
+    none_open = invoke("--config", config, "findings", "--team", "eval", "--status", "resolved", "--format", "json")
+    assert none_open.exit_code == 0 and "warning" not in none_open.output
+
+
+def lake_file_config(base, tmp):
+    (tmp / "file").write_text("x")
+    return write_config(tmp / "c.yaml", {"lake": str(tmp / "file")})
+
+
+def damaged(how):
+    def setup(base, tmp):
+        config = copy_of(base, tmp)
+        [partition] = sorted((tmp / "lake" / "costs").rglob("data.parquet"))[:1]
+        how(partition, tmp)
+        return config
+    return setup
+
+
+def bad_value(base, tmp):
+    config = copy_of(base, tmp)
+    rows = list(csv.reader(FOCUS.open(encoding="utf-8-sig")))
+    rows[3][rows[0].index("BilledCost")] = "1.0.0"
+    with (tmp / "export" / "bill.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    return config
+
+
+def symlinked(base, tmp):
+    (tmp / "export").mkdir()
+    (tmp / "elsewhere").mkdir()
+    shutil.copy(FOCUS, tmp / "elsewhere" / "bill.csv")
+    (tmp / "export" / "bill.csv").symlink_to(tmp / "elsewhere" / "bill.csv")
+    return write_config(tmp / "c.yaml", {"lake": str(tmp / "lake"), "sources": [
+        {"name": "focus", "kind": "focus", "location": str(tmp / "export")}]})
+
+
+def not_utf8(base, tmp):
+    (tmp / "c.yaml").write_bytes(b"lake: \xff\xfe\n")
+    return tmp / "c.yaml"
+
+
+def existing(base, tmp):
+    return base / "spendlake.yaml"
+
+
+CASES = [  # (case, config setup, arguments, exit code, what the one line names)
+    ("lake is a file", lake_file_config, ["status"], 2, "is a file; the lake must be a directory"),
+    ("lake inside the source", lambda b, t: write_config(t / "c.yaml", {
+        "lake": str(t / "x" / "lake"), "sources": [{"name": "a", "kind": "focus", "location": str(t / "x")}]}),
+     ["ingest"], 2, "is inside sources[0].location"),
+    ("duplicate key", lambda b, t: write_config(t / "c.yaml", "lake: ./a\nlake: ./b\n"), ["status"], 2,
+     "key 'lake' appears twice in one mapping: line 1 and line 2"),
+    ("too many sources", lambda b, t: write_config(t / "c.yaml", {"sources": [
+        {"name": f"s{i}", "kind": "focus", "location": f"/x/{i}"} for i in range(1001)]}), ["status"], 2,
+     "sources: 1,001 entries"),
+    ("not YAML", lambda b, t: write_config(t / "c.yaml", "lake: [unclosed\n"), ["status"], 2, "not valid YAML"),
+    ("not a mapping", lambda b, t: write_config(t / "c.yaml", "- a\n- b\n"), ["status"], 2,
+     "the top level must be a mapping"),
+    ("not UTF-8", not_utf8, ["status"], 2, "not UTF-8"),
+    ("unknown key", lambda b, t: write_config(t / "c.yaml", {"lakes": "./x"}), ["status"], 2, "lakes: unknown key"),
+    ("config missing", lambda b, t: t / "missing.yaml", ["status"], 2, "config file not found"),
+    ("no config", None, ["attribute", "--since", "7d"], 2, "no config found (looked at --config, $SPENDLAKE_CONFIG"),
+    ("unknown source", existing, ["ingest", "--source", "nope"], 2, "no source named 'nope'"),
+    ("unknown rule", existing, ["rules", "run", "--rule", "idle-gpus"], 2, "closest rules: idle-gpu"),
+    ("findings of an unknown rule", existing, ["findings", "--rule", "idlegpu"], 2, "closest rules: idle-gpu"),
+    ("unknown dimension", existing, ["attribute", "--since", "7d", "--by", "teem"], 2, "unknown dimension 'teem'"),
+    ("out-of-range window", existing, ["attribute", "--since", "99999999999999d"], 2, "out of range"),
+    ("bad listen address", existing, ["serve", "--listen", "127.0.0.1:99999"], 2, "port from 0 to 65535"),
+    ("unknown finding", existing, ["findings", "ack", "zzz", "--reason", "x"], 2, "no finding with id 'zzz'"),
+    ("missing partition", damaged(lambda p, t: p.unlink()), ["attribute", "--since", "2024-01-01"], 3, "missing"),
+    ("truncated partition", damaged(lambda p, t: p.write_bytes(p.read_bytes()[:100])), ["status"], 3, "truncated"),
+    ("altered partition", damaged(lambda p, t: p.write_bytes(p.read_bytes()[:-9] + b"X" + p.read_bytes()[-8:])),
+     ["verify"], 3, "spendlake ingest"),
+    ("corrupt ledger", damaged(lambda p, t: (t / "lake" / "_ledger" / "deliveries.json").write_text("{")),
+     ["attribute", "--since", "2024-01-01"], 3, "deliveries.json.bad) and run `spendlake ingest`"),
+    ("unreadable state", damaged(lambda p, t: (t / "lake" / "_state" / "sources.json").write_text("{")),
+     ["ingest"], 3, "state file is unreadable"),
+    ("bad cost value", bad_value, ["ingest"], 3, "line 4, column BilledCost: could not convert '1.0.0'"),
+    ("symlink out of the location", symlinked, ["ingest"], 3, "is a symbolic link to"),
+    ("source location missing", lambda b, t: write_config(t / "c.yaml", {
+        "lake": str(t / "lake"), "sources": [{"name": "a", "kind": "focus", "location": str(t / "gone")}]}),
+     ["ingest"], 3, str("gone")),
+]
+
+
+@pytest.mark.parametrize("case, setup, args, code, named", CASES, ids=[c[0] for c in CASES])
+def test_bad_inputs_exit_2_or_3_with_one_line_and_no_traceback(base, tmp_path, monkeypatch, case, setup, args, code,
+                                                              named):
+    monkeypatch.chdir(tmp_path)
+    config = ["--config", str(setup(base, tmp_path))] if setup else []
+    result = invoke(*config, *args)
+    assert result.exit_code == code, result.output
+    assert named in result.output, result.output
+    problems = [line for line in result.output.splitlines()
+                if line.lower().startswith("error: ") or "FAILED" in line]  # click's own usage errors say Error:
+    assert len(problems) == 1, result.output
