@@ -115,8 +115,9 @@ def known_values(lake: Lake, column: str) -> list[str]:
     """The distinct values of a findings column (`team`, `project`, ...) the lake holds."""
     if column not in SCHEMA.names or not lake.has_table(TABLE):
         return []
-    return [value for (value,) in lake.query().execute(
-        f"SELECT DISTINCT {column} FROM {TABLE} WHERE {column} IS NOT NULL ORDER BY 1").fetchall()]
+    with lake.query() as con:
+        return [value for (value,) in con.execute(
+            f"SELECT DISTINCT {column} FROM {TABLE} WHERE {column} IS NOT NULL ORDER BY 1").fetchall()]
 
 
 def finding_rows(findings: Sequence[Finding]) -> list[dict]:
