@@ -20,7 +20,7 @@ from pydantic import Field
 from connectors.aws_client import aws_error, default_region, make_client, region_of
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart, cli_dump_part, local_files, rows_relation
 from service.core.config import InventorySource
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 
 
 def tag_rows(mappings: list[dict[str, Any]], region: str | None, seen: set[str]) -> list[dict[str, Any]]:
@@ -47,11 +47,9 @@ class AwsTagsSource(InventorySource):
     resource_types: tuple[str, ...] = Field(default=(), description="ResourceTypeFilters, e.g. ec2:instance")
 
 
-class AwsTagsConnector(FileOrApiConnector):
+class AwsTagsConnector(FileOrApiConnector[AwsTagsSource]):
     kind = "aws-tags"
-    config_model = AwsTagsSource
-    feeds = Feeds(("resource_tags",), "snapshot_date", Disposition.SNAPSHOT)
-    config: AwsTagsSource
+    feeds = Feeds.snapshot("resource_tags")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:

@@ -19,7 +19,7 @@ from connectors.aws_client import aws_error, default_region, make_client, region
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, cli_dump_part, from_epoch_ms, local_files,
                                        rows_relation)
 from service.core.config import InventorySource
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 
 
 def log_group_row(group: dict[str, Any], region: str | None) -> dict[str, Any]:
@@ -39,11 +39,9 @@ class CloudWatchLogsSource(InventorySource):
     name_prefix: str | None = None
 
 
-class CloudWatchLogsConnector(FileOrApiConnector):
+class CloudWatchLogsConnector(FileOrApiConnector[CloudWatchLogsSource]):
     kind = "cloudwatch-logs"
-    config_model = CloudWatchLogsSource
-    feeds = Feeds(("log_groups",), "snapshot_date", Disposition.SNAPSHOT)
-    config: CloudWatchLogsSource
+    feeds = Feeds.snapshot("log_groups")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         if self.config.path:

@@ -27,7 +27,7 @@ from connectors.focus import OTHER_DATASETS
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart, local_files
 from service.core.config import InventorySource
 from service.core.errors import SourceError
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 from service.core.schema import INVENTORY_TABLES, MONEY, QUANTITY, inventory_select_list
 
 # FOCUS dataset name → its table in the lake
@@ -41,11 +41,9 @@ class FocusDatasetsSource(InventorySource):
     path: str = Field(min_length=1, description="the export's local file or folder (the focus source's location)")
 
 
-class FocusDatasetsConnector(FileOrApiConnector):
+class FocusDatasetsConnector(FileOrApiConnector[FocusDatasetsSource]):
     kind = "focus-datasets"
-    config_model = FocusDatasetsSource
-    feeds = Feeds(tuple(TABLES.values()), "snapshot_date", Disposition.SNAPSHOT)
-    config: FocusDatasetsSource
+    feeds = Feeds.snapshot(*TABLES.values())
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"

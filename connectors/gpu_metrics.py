@@ -38,7 +38,7 @@ from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_f
 from service.core.config import InventorySource
 from service.core.config_base import exactly_one
 from service.core.errors import SourceError
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 from service.core.units import naive_utc
 
 # DCGM fields reported as a 0-1 ratio; the others are already percentages.
@@ -86,11 +86,9 @@ class GpuMetricsSource(InventorySource):
         return self
 
 
-class GpuMetricsConnector(FileOrApiConnector):
+class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
     kind = "gpu-metrics"
-    config_model = GpuMetricsSource
-    feeds = Feeds(("gpu_utilization",), "day", Disposition.SERIES)
-    config: GpuMetricsSource
+    feeds = Feeds.series("gpu_utilization")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         start, end = window(now, self.config.lookback_hours)

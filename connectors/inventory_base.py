@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import duckdb
 
 from service.core.config import InventorySource
 from service.core.errors import DataError, SourceError, duckdb_error
-from service.core.registry import Feeds
+from service.core.registry import Configured, Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
 
 
@@ -50,13 +50,17 @@ class InventoryConnector(Protocol):
         ...
 
 
-class FileOrApiConnector:
-    """What every built-in inventory connector shares: its config, the dotted config path its
-    errors name, and a local `path` that replaces the cloud API when set."""
+SourceT = TypeVar("SourceT", bound=InventorySource)
+
+
+class FileOrApiConnector(Configured[SourceT]):
+    """What every built-in inventory connector shares: its config (its model the type
+    parameter, `FileOrApiConnector[AwsTagsSource]`), the dotted config path its errors name,
+    and a local `path` that replaces the cloud API when set."""
 
     kind: ClassVar[str]
 
-    def __init__(self, config: InventorySource):
+    def __init__(self, config: SourceT):
         self.config = config
         self.config_path = f"inventory.{config.name}"
 

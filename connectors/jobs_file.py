@@ -36,7 +36,7 @@ from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import STATES, FileSource, job_row, jobs_relation, normal_state, source_files
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 from service.core.units import naive_utc
 
 # The columns a jobs file may have (header names compared case-insensitively).
@@ -142,11 +142,9 @@ def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) else str(value)
 
 
-class JobsFileConnector(FileOrApiConnector):
+class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     kind = "jobs-file"
-    config_model = JobsFileSource
-    feeds = Feeds(("jobs",), "snapshot_date", Disposition.SNAPSHOT)
-    config: JobsFileSource
+    feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"

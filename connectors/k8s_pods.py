@@ -29,7 +29,7 @@ from connectors.jobs_base import HttpSource, jobs_relation
 from connectors.k8s_pod_records import PodTable
 from connectors.prometheus_api import Series, query_range
 from service.core.errors import SourceError
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 
 GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_mig_.+"
 LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
@@ -51,11 +51,9 @@ class K8sPodsSource(HttpSource):
         description="DCGM series with pod labels for per-pod GPU use, in order of preference; [] reads none")
 
 
-class K8sPodsConnector(FileOrApiConnector):
+class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
     kind = "k8s-pods"
-    config_model = K8sPodsSource
-    feeds = Feeds(("jobs",), "snapshot_date", Disposition.SNAPSHOT)
-    config: K8sPodsSource
+    feeds = Feeds.snapshot("jobs")
 
     def local_paths(self) -> list[Path]:
         return []

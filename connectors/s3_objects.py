@@ -32,7 +32,7 @@ from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_f
 from service.core.config import InventorySource
 from service.core.config_base import Strict
 from service.core.errors import DataError, SourceError, duckdb_error
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
 from service.core.units import naive_utc
 
@@ -99,11 +99,9 @@ class S3ObjectsSource(InventorySource):
         return self
 
 
-class S3ObjectsConnector(FileOrApiConnector):
+class S3ObjectsConnector(FileOrApiConnector[S3ObjectsSource]):
     kind = "s3-objects"
-    config_model = S3ObjectsSource
-    feeds = Feeds(("s3_objects", "s3_buckets"), "snapshot_date", Disposition.SNAPSHOT)
-    config: S3ObjectsSource
+    feeds = Feeds.snapshot("s3_objects", "s3_buckets")
 
     def __init__(self, config: S3ObjectsSource):
         super().__init__(config)

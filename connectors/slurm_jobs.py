@@ -36,7 +36,7 @@ from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, jobs_relation
 from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, parsable_attempts, rows_of
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Feeds
 
 OPENAPI_PATHS = ("/openapi/v3", "/openapi")  # 23.02+ and 22.05
 _JOBS_PATH = re.compile(r"^/slurmdb/(v(\d+)\.(\d+)\.(\d+))/jobs/?$")
@@ -62,11 +62,9 @@ class SlurmJobsSource(HttpSource, FileSource):
         return self
 
 
-class SlurmJobsConnector(FileOrApiConnector):
+class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
     kind = "slurm-jobs"
-    config_model = SlurmJobsSource
-    feeds = Feeds(("jobs",), "snapshot_date", Disposition.SNAPSHOT)
-    config: SlurmJobsSource
+    feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         attempts = self._from_files() if self.config.path else self._from_slurmrestd(now)

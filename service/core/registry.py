@@ -20,8 +20,12 @@ import importlib.metadata
 import logging
 import re
 import sys
+import typing
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from service.core.errors import ConfigError
 from service.core.schema import INVENTORY_PARTITION
@@ -65,6 +69,36 @@ class Feeds:
             if table != "costs" and INVENTORY_PARTITION.get(table) != self.partition_key:
                 return f"feeds {table!r}, which is not partitioned by {self.partition_key!r}"
         return None if self.tables else "feeds no table"
+
+    @classmethod
+    def snapshot(cls, *tables: str) -> Feeds:
+        """Inventory tables replaced by each run's snapshot of its UTC date."""
+        return cls(tables, PARTITION_KEY[Disposition.SNAPSHOT], Disposition.SNAPSHOT)
+
+    @classmethod
+    def series(cls, *tables: str) -> Feeds:
+        """Time-series tables whose every UTC day of data replaces that day's partition."""
+        return cls(tables, PARTITION_KEY[Disposition.SERIES], Disposition.SERIES)
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class Configured(Generic[ModelT]):
+    """A registered class whose typed config model is its type parameter, so the model is
+    named once: `class AwsTags(FileOrApiConnector[AwsTagsSource])` declares
+    `config_model = AwsTagsSource` (what the config is validated with) and types
+    `self.config` as AwsTagsSource. A class may still set `config_model` itself."""
+
+    config_model: ClassVar[type[BaseModel]]
+    config: ModelT
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            model = next(iter(typing.get_args(base)), None)
+            if isinstance(model, type) and issubclass(model, BaseModel) and "config_model" not in cls.__dict__:
+                cls.config_model = model
 
 
 def _origin(point: importlib.metadata.EntryPoint) -> str:
