@@ -21,12 +21,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from connectors.aws_export import AwsExportConnector
-from connectors.base import COSTS, Delivery
+from connectors.base import Delivery
 from connectors.storage import StoredObject, fingerprint
 from pydantic import Field
 
 from service.core.config import SourceConfig
-from service.core.errors import ConfigError, DataError, SourceError, SpendlakeError
+from service.core.errors import ConfigError, SourceError
 
 PERIOD_DIR = re.compile(r"(?:^|/)(\d{4})(\d{2})\d{2}-\d{8}/")
 ATHENA_MONTH = re.compile(r"(?:^|/)year=(\d{4})/month=(\d{1,2})/")
@@ -43,7 +43,7 @@ class AwsCurSource(SourceConfig):
 class AwsCurConnector(AwsExportConnector):
     kind = "aws-cur"
     config_model = AwsCurSource
-    feeds = COSTS
+    manifest_files, manifest_id, manifest_name = "reportKeys", "assemblyId", "a CUR manifest"
 
     def deliveries(self) -> Iterator[Delivery]:
         periods: dict[str, dict] = defaultdict(lambda: {"manifest": None, "parts": []})
@@ -105,25 +105,8 @@ class AwsCurConnector(AwsExportConnector):
             where=f"sources.{self.config.name}.location", hint="set report_name, or give each report its own source"))
         return failed
 
-    def _manifest_delivery(self, folder: str, period: str, manifest: StoredObject) -> Delivery:
-        """The period's current assembly: exactly the keys its manifest lists."""
-        try:
-            data = self._manifest_json(manifest)
-            keys = data.get("reportKeys")
-            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-                raise DataError("the manifest has no list of reportKeys", where=manifest.uri,
-                                hint="is this a CUR manifest? check the source kind")
-            files = tuple(self._object(folder + self._relative_to_period(key)).uri for key in keys)
-        except SpendlakeError as exc:
-            failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))
-            self._problem(failed.delivery_id, exc)
-            return failed
-        delivery_id = str(data.get("assemblyId") or fingerprint([manifest]))
-        self._manifests[delivery_id] = manifest
-        return Delivery(delivery_id, (period,), files)
-
     @staticmethod
-    def _relative_to_period(key: str) -> str:
+    def _relative(key: str) -> str:
         """A manifest key is bucket-absolute; keep what follows its period folder, so a copy
         of the export under another bucket or prefix (or a local directory) still resolves."""
         folder = PERIOD_DIR.search(key)

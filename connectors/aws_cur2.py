@@ -20,10 +20,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from connectors.aws_export import AwsExportConnector
-from connectors.base import COSTS, Delivery
+from connectors.base import Delivery
 from connectors.storage import StoredObject, fingerprint
-from service.core.config import SourceConfig
-from service.core.errors import DataError, SourceError, SpendlakeError
+from service.core.errors import DataError, SourceError
 
 MANIFEST = re.compile(r"(?:^|/)metadata/BILLING_PERIOD=(\d{4}-\d{2})/(?:(.+)/)?[^/]*Manifest\.json$")
 DATA = re.compile(r"(?:^|/)data/BILLING_PERIOD=(\d{4}-\d{2})/.+\.(parquet|csv\.gz|csv)$", re.IGNORECASE)
@@ -32,8 +31,7 @@ DATA_IN_URI = re.compile(r"(?:^|/)data/BILLING_PERIOD=\d{4}-\d{2}/")
 
 class AwsCur2Connector(AwsExportConnector):
     kind = "aws-cur2"
-    config_model = SourceConfig
-    feeds = COSTS
+    manifest_files, manifest_id, manifest_name = "dataFiles", "executionId", "a Data Exports manifest"
 
     def deliveries(self) -> Iterator[Delivery]:
         manifests: dict[tuple[str, str], list[tuple[str, StoredObject]]] = defaultdict(list)
@@ -66,24 +64,8 @@ class AwsCur2Connector(AwsExportConnector):
                               hint="point it at the export's folder, the one holding data/ and metadata/")
         return iter(sorted(result, key=lambda d: (d.periods or ("",), d.files)))
 
-    def _manifest_delivery(self, root: str, period: str, manifest: StoredObject) -> Delivery:
-        try:
-            body = self._manifest_json(manifest)
-            files = body.get("dataFiles")
-            if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-                raise DataError("the manifest has no list of dataFiles", where=manifest.uri,
-                                hint="is this a Data Exports manifest? check the source kind")
-            uris = tuple(self._object(root + self._relative_to_export(uri)).uri for uri in files)
-        except SpendlakeError as exc:
-            failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))
-            self._problem(failed.delivery_id, exc)
-            return failed
-        delivery_id = str(body.get("executionId") or fingerprint([manifest]))
-        self._manifests[delivery_id] = manifest
-        return Delivery(delivery_id, (period,), uris)
-
     @staticmethod
-    def _relative_to_export(uri: str) -> str:
+    def _relative(uri: str) -> str:
         """`s3://bucket/prefix/export/data/BILLING_PERIOD=…/x.parquet` → `data/BILLING_PERIOD=…/x.parquet`,
         so a copy of the export elsewhere (another bucket, a local directory) still resolves."""
         found = DATA_IN_URI.search(uri)

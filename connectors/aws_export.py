@@ -18,9 +18,9 @@ from typing import ClassVar
 import duckdb
 
 from connectors.aws_common import AwsColumns, check_required, cost_relation
-from connectors.base import Delivery
+from connectors.base import Delivery, StoredExport
 from connectors.csvfile import csv_header, read_csv
-from connectors.storage import Storage, StoredObject
+from connectors.storage import StoredObject, fingerprint
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error
 
@@ -77,23 +77,44 @@ def _csv_groups(names: Sequence[str], display: dict[str, str]) -> list[tuple[lis
     return groups
 
 
-class AwsExportConnector:
-    """What both AWS connectors share: storage, per-delivery problems, and `read`.
+class AwsExportConnector(StoredExport):
+    """What both AWS connectors share: per-delivery problems, manifests, and `read`.
 
     A problem found while listing (an unreadable manifest, a key outside the location) is
     kept against its delivery and raised by `read`, so that period fails alone."""
 
-    kind: ClassVar[str]
-
     def __init__(self, config: SourceConfig):
-        self.config = config
-        self.storage = Storage(config)
-        self._objects: dict[str, StoredObject] = {}
+        super().__init__(config)
         self._problems: dict[str, SpendlakeError] = {}
         self._manifests: dict[str, StoredObject] = {}  # delivery id → the manifest it came from
 
-    def local_paths(self) -> list[Path]:
-        return self.storage.local_paths()
+    # What the export's manifest calls its list of data files and its delivery id, and what
+    # it is called in the hint of a manifest without that list.
+    manifest_files: ClassVar[str]
+    manifest_id: ClassVar[str]
+    manifest_name: ClassVar[str]
+
+    @staticmethod
+    def _relative(listed: str) -> str:
+        """A data file the manifest lists, relative to the folder the delivery's files sit below."""
+        raise NotImplementedError
+
+    def _manifest_delivery(self, base: str, period: str, manifest: StoredObject) -> Delivery:
+        """The period's current delivery: exactly the files its manifest lists, found below `base`."""
+        try:
+            data = self._manifest_json(manifest)
+            listed = data.get(self.manifest_files)
+            if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
+                raise DataError(f"the manifest has no list of {self.manifest_files}", where=manifest.uri,
+                                hint=f"is this {self.manifest_name}? check the source kind")
+            files = tuple(self._object(base + self._relative(key)).uri for key in listed)
+        except SpendlakeError as exc:
+            failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))
+            self._problem(failed.delivery_id, exc)
+            return failed
+        delivery_id = str(data.get(self.manifest_id) or fingerprint([manifest]))
+        self._manifests[delivery_id] = manifest
+        return Delivery(delivery_id, (period,), files)
 
     def _list(self) -> list[StoredObject]:
         listing = self.storage.list()

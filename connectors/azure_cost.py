@@ -35,7 +35,6 @@ from typing import Literal
 
 import duckdb
 
-from connectors.base import COSTS
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table,
                                    sql_string, tags, text, timestamp)
 from service.core.config import SourceConfig
@@ -103,7 +102,6 @@ class AzureCostSource(SourceConfig):
 class AzureCostConnector(FolderExport):
     kind = "azure-cost"
     config_model = AzureCostSource
-    feeds = COSTS
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"
 

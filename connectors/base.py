@@ -21,8 +21,9 @@ from typing import ClassVar, Protocol
 
 import duckdb
 
+from connectors.storage import Storage, StoredObject
 from service.core.config import SourceConfig
-from service.core.registry import Disposition, Feeds
+from service.core.registry import Connector, Disposition, Feeds
 
 # Every billing connector feeds `costs`, and each delivery replaces the periods it holds.
 COSTS = Feeds(("costs",), "billing_period", Disposition.PERIOD)
@@ -56,16 +57,8 @@ class OtherDataset(Exception):
         self.uri, self.dataset = uri, dataset
 
 
-class CostConnector(Protocol):
-    kind: ClassVar[str]
-    config_model: ClassVar[type[SourceConfig]]
-    feeds: ClassVar[Feeds]
-
+class CostConnector(Connector, Protocol):
     def __init__(self, config: SourceConfig) -> None: ...
-
-    def local_paths(self) -> list[Path]:
-        """Local files or directories the lake's DuckDB connection must be allowed to read."""
-        ...
 
     def deliveries(self) -> Iterator[Delivery]: ...
 
@@ -76,3 +69,22 @@ class CostConnector(Protocol):
         `scratch` is a private directory inside the lake's staging area for downloads; it
         is removed afterwards."""
         ...
+
+
+class StoredExport:
+    """What the built-in billing connectors share: they feed `costs` (COSTS), read the common
+    source settings (a connector with settings of its own sets `config_model`), and list and
+    fetch their export's files through Storage (a local path or S3), keeping what they listed
+    by URI."""
+
+    kind: ClassVar[str]
+    config_model: ClassVar[type[SourceConfig]] = SourceConfig
+    feeds: ClassVar[Feeds] = COSTS
+
+    def __init__(self, config: SourceConfig):
+        self.config = config
+        self.storage = Storage(config)
+        self._objects: dict[str, StoredObject] = {}
+
+    def local_paths(self) -> list[Path]:
+        return self.storage.local_paths()

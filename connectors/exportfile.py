@@ -28,9 +28,9 @@ from urllib.parse import unquote
 import duckdb
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
-from connectors.base import Delivery
+from connectors.base import Delivery, StoredExport
 from connectors.csvfile import read_csv
-from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
+from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.schema import MONEY
@@ -48,25 +48,19 @@ def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class FolderExport(ABC):
+class FolderExport(StoredExport, ABC):
     """Base of the manifest-less file connectors: one loose delivery per export file.
 
     Subclasses set `kind`, `suffixes` and `what`, and write `select(con, path, uri)`: the
     SQL SELECT (canonical columns) over one file. A delivery is its files, one relation each.
     """
 
-    kind: ClassVar[str]
     suffixes: ClassVar[tuple[str, ...]]
     what: ClassVar[str]
 
     def __init__(self, config: SourceConfig):
-        self.config = config
-        self.storage = Storage(config)
-        self._objects: dict[str, StoredObject] = {}
+        super().__init__(config)
         self.runs: dict[str, ExportRun] = {}  # Azure export runs by delivery id
-
-    def local_paths(self) -> list[Path]:
-        return self.storage.local_paths()
 
     def deliveries(self) -> Iterator[Delivery]:
         return self.folder_deliveries(self.storage.list())

@@ -38,10 +38,9 @@ from pathlib import Path
 import duckdb
 
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
-from connectors.base import COSTS, Delivery, OtherDataset
+from connectors.base import Delivery, OtherDataset
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, decimal, json_text, open_table, tags,
                                    text, timestamp)
-from service.core.config import SourceConfig
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
@@ -73,8 +72,6 @@ class DataExportsLayout(AwsCur2Connector):
 
 class FocusConnector(FolderExport):
     kind = "focus"
-    config_model = SourceConfig
-    feeds = COSTS
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
     data_exports: DataExportsLayout | None = None

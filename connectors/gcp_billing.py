@@ -32,10 +32,8 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.base import COSTS
 from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, ident,
                                    money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
-from service.core.config import SourceConfig
 from service.core.errors import DataError
 from service.core.schema import MONEY, QUANTITY, cost_select_list
 
@@ -160,8 +158,6 @@ def commitment_columns(fields: Fields) -> dict[str, str | None]:
 
 class GcpBillingConnector(FolderExport):
     kind = "gcp-billing"
-    config_model = SourceConfig
-    feeds = COSTS
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
 

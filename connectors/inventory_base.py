@@ -20,7 +20,7 @@ import duckdb
 
 from service.core.config import InventorySource
 from service.core.errors import DataError, SourceError, duckdb_error
-from service.core.registry import Configured, Feeds
+from service.core.registry import Configured, Connector
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
 
 
@@ -34,16 +34,8 @@ class SnapshotPart:
     partition: str | None = None
 
 
-class InventoryConnector(Protocol):
-    kind: ClassVar[str]
-    config_model: ClassVar[type[InventorySource]]
-    feeds: ClassVar[Feeds]
-
+class InventoryConnector(Connector, Protocol):
     def __init__(self, config: InventorySource) -> None: ...
-
-    def local_paths(self) -> list[Path]:
-        """Local files or directories the DuckDB connection must be allowed to read."""
-        ...
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         """Everything the source holds now. `scratch` is a private directory for downloads."""

@@ -60,10 +60,9 @@ from pathlib import Path, PurePosixPath
 
 import duckdb
 
-from connectors.base import COSTS, Delivery
+from connectors.base import Delivery, StoredExport
 from connectors.exportfile import Table, decimal, ident, money, open_table, sql_string, text, timestamp
-from connectors.storage import Storage, StoredObject, fingerprint, suffix_of
-from service.core.config import SourceConfig
+from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.errors import SourceError, duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
 
@@ -79,18 +78,8 @@ NOT_SET = "('', 'false', 'f', 'n', 'no', '0')"
 RETENTION = timedelta(days=365)  # Oracle keeps cost reports one year
 
 
-class OciCostConnector:
+class OciCostConnector(StoredExport):
     kind = "oci-cost"
-    config_model = SourceConfig
-    feeds = COSTS
-
-    def __init__(self, config: SourceConfig):
-        self.config = config
-        self.storage = Storage(config)
-        self._objects: dict[str, StoredObject] = {}
-
-    def local_paths(self) -> list[Path]:
-        return self.storage.local_paths()
 
     def deliveries(self) -> Iterator[Delivery]:
         files = cost_report_files(self.storage.list())

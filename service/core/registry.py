@@ -23,7 +23,8 @@ import sys
 import typing
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar, Generic, TypeVar
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -79,6 +80,19 @@ class Feeds:
     def series(cls, *tables: str) -> Feeds:
         """Time-series tables whose every UTC day of data replaces that day's partition."""
         return cls(tables, PARTITION_KEY[Disposition.SERIES], Disposition.SERIES)
+
+
+class Connector(Protocol):
+    """What the registry asks of every connector, billing or inventory (connectors/base.py and
+    connectors/inventory_base.py add how each reads)."""
+
+    kind: ClassVar[str]
+    config_model: ClassVar[type[BaseModel]]  # validates the connector's entries in the config
+    feeds: ClassVar[Feeds]
+
+    def local_paths(self) -> list[Path]:
+        """Local files or directories the lake's DuckDB connection must be allowed to read."""
+        ...
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
