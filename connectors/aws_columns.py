@@ -34,13 +34,17 @@ def literal(text: str) -> str:
 
 
 class AwsColumns:
-    """The columns of one input relation, looked up by snake_case name."""
+    """The columns of one input relation, looked up by snake_case name. `headers` maps
+    DuckDB's column names to the file's own where DuckDB renamed a repeated header."""
 
-    def __init__(self, relation: duckdb.DuckDBPyRelation):
+    def __init__(self, relation: duckdb.DuckDBPyRelation, headers: dict[str, str] | None = None):
         self.types = {name: str(kind) for name, kind in zip(relation.columns, relation.types)}
         self.by_snake: dict[str, str] = {}
+        self.spellings: dict[str, list[str]] = {}  # snake_case name → the file's headers that give it
         for name in relation.columns:
-            self.by_snake.setdefault(snake_name(name), name)
+            header = (headers or {}).get(name, name)
+            self.by_snake.setdefault(snake_name(header), name)
+            self.spellings.setdefault(snake_name(header), []).append(header)
 
     def has(self, field: str) -> bool:
         return field in self.by_snake

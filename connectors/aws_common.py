@@ -40,6 +40,7 @@ from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_n
 from connectors.aws_focus import focus_columns, product_text
 from service.core.errors import DataError
 from service.core.schema import MONEY, cost_select_list
+from service.core.staging import LINE_ITEM_KEY
 
 __all__ = ["AwsColumns", "MONEY_FIELDS", "check_required", "cost_relation", "snake_name"]
 
@@ -146,6 +147,12 @@ def check_required(columns: AwsColumns, where: str, required: Sequence[str] = RE
     if missing:
         raise DataError(f"required column(s) missing: {', '.join(missing)}", where=where,
                         hint="is this an AWS cost and usage report? check the source kind and the export's columns")
+    for field in MONEY_FIELDS:  # which of two cost columns holds the cost is never guessed
+        spellings = columns.spellings.get(field, [])
+        if len(spellings) > 1:
+            raise DataError(f"the cost column {field} is present {len(spellings)} times: "
+                            + " and ".join(repr(s) for s in spellings), where=where,
+                            hint="keep one of them and re-export; spendlake does not guess which holds the cost")
 
 
 def _tags(columns: AwsColumns, headers: dict[str, str]) -> str:
@@ -191,7 +198,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
     `display` maps local file paths to the names shown in errors (e.g. s3:// URIs);
     `headers` maps DuckDB's column names to the file's own, where DuckDB renamed a
     column that differs only in case (`resourceTags/user:Team` → `..._1`)."""
-    columns = AwsColumns(source)
+    columns = AwsColumns(source, headers)
     check_required(columns, ", ".join(sorted(set(display.values()))) or "the export")
     raw_view = f"aws_raw_{uuid.uuid4().hex}"
     source.create_view(raw_view)
@@ -282,4 +289,8 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         **focus_columns(columns, line_type=line_type, money=money, usage="__q_usage", effective=effective,
                         currency=currency),
     })
-    return con.sql(f"SELECT {select} FROM ({level1})")
+    keys = ""
+    if columns.has("identity_line_item_id"):  # checked for repeats while staged, not stored
+        keys = (f", {text(columns, 'identity_line_item_id')} AS {ident(LINE_ITEM_KEY[0])}, "
+                f"{text(columns, 'identity_time_interval', 'CAST(NULL AS VARCHAR)')} AS {ident(LINE_ITEM_KEY[1])}")
+    return con.sql(f"SELECT {select}{keys} FROM ({level1})")

@@ -57,7 +57,7 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
         for group, header in _csv_groups(names, display):
             where = ", ".join(display.get(name, name) for name in group)
             relation, headers = read_csv(con, group, where, filename=True, header=header)
-            check_required(AwsColumns(relation), where)  # a missing column names its file
+            check_required(AwsColumns(relation, headers), where)  # a missing or repeated column names its file
             parts.append((relation, headers))
         return parts
     except duckdb.Error as exc:

@@ -69,14 +69,31 @@ def column_names(header: Sequence[str]) -> list[str]:
     return names
 
 
+def check_typed_once(header: Sequence[str], types: Mapping[str, str], where: str) -> None:
+    """A cost column named twice (`BilledCost` twice, or `BilledCost` and `billedcost`) fails
+    naming both: which of them holds the cost is never guessed (DuckDB would read the second
+    as `BilledCost_1`, as text, and the first would silently win)."""
+    seen: dict[str, tuple[int, str]] = {}
+    for number, field in enumerate(header, 1):
+        key = field.strip().lower()
+        if key in types and key in seen:
+            first, spelling = seen[key]
+            raise DataError(f"the cost column {field!r} is present twice: column {first} ({spelling!r}) "
+                            f"and column {number} ({field!r})", where=where,
+                            hint="keep one of them and re-export; spendlake does not guess which holds the cost")
+        seen.setdefault(key, (number, field))
+
+
 def read_csv(con: duckdb.DuckDBPyConnection, path: str | Path | Sequence[str | Path], where: str, *,
              types: Mapping[str, str] | None = None, nullstr: Sequence[str] = ("",), filename: bool = False,
              header: Sequence[str] | None = None) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
     """The file (or files sharing `header`, read as one relation) as a relation whose columns
     are text (or `types`, by lower-case name), and the header field of each DuckDB column
-    name. Path and options are bound, never pasted; `where` names the file(s) in errors."""
+    name. Path and options are bound, never pasted; `where` names the file(s) in errors.
+    A typed (cost) column named twice fails naming both (check_typed_once)."""
     paths = [str(path)] if isinstance(path, (str, Path)) else [str(p) for p in path]
     header = list(header) if header is not None else csv_header(paths[0], where)
+    check_typed_once(header, types or {}, where)
     names = column_names(header)
     columns = {name: (types or {}).get(name.lower(), TEXT) for name in names}
     options: dict[str, object] = {"header": True, "auto_detect": False, "delim": ",", "quote": '"', "escape": '"',

@@ -234,12 +234,18 @@ def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | N
 
 
 def money(table: Table, *candidates: str) -> str | None:
+    """The first candidate cost column the file has; two of them present is an error."""
     return decimal(table, MONEY, *candidates)
 
 
 def decimal(table: Table, target: str, *candidates: str) -> str | None:
-    """The first candidate column as the exact decimal type `target` (money or a quantity)."""
-    name = table.name(*candidates)
+    """The first candidate column as the exact decimal type `target` (money or a quantity);
+    two of the candidates present is an error: which one holds the value is never guessed."""
+    present = [table.name(c) for c in candidates if table.name(c) is not None]
+    if len(present) > 1:
+        raise DataError(f"the value is in two columns: {' and '.join(repr(p) for p in present)}", where=table.uri,
+                        hint="keep one of them and re-export; spendlake does not guess which holds the cost")
+    name = present[0] if present else None
     return None if name is None else money_sql(table, ident(name), name, table.type_of(name), target)
 
 

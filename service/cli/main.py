@@ -86,15 +86,19 @@ def config_validate(obj: Context) -> None:
 
 @cli.command()
 @click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
+@click.option("--strict", is_flag=True,
+              help="Fail a delivery that repeats a line item (same id and time interval) instead of warning.")
 @pass_ctx
-def ingest(obj: Context, sources: tuple[str, ...]) -> None:
+def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
     """Ingest billing exports into the lake: one summary line per billing period."""
     from service.ingest.billing import ingest as run_ingest
 
-    result = _with_progress(lambda progress: run_ingest(obj.config, only=sources, progress=progress))
+    result = _with_progress(lambda progress: run_ingest(obj.config, only=sources, progress=progress, strict=strict))
     for outcome in result.outcomes:
         for line in outcome.lines():
             click.echo(line, err=outcome.status == "failed")
+        for warning in outcome.warnings:
+            click.echo(f"warning: {warning}", err=True)
     if result.failed:
         sys.exit(3)
 

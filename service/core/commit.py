@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timezone
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +28,7 @@ from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
-from service.core.staging import DATA_FILE, query_memory, stage_parts
+from service.core.staging import DATA_FILE, LINE_ITEM_KEY, query_memory, stage_parts
 from service.core.timewindow import iso_utc
 from service.core.units import utc_now_iso
 
@@ -57,6 +57,8 @@ def commit_costs(
     delivery_id: str,
     periods: Sequence[str] | None,
     files: Sequence[str] = (),
+    strict: bool = False,
+    warn: Callable[[str], None] = log.warning,
 ) -> list[LedgerEntry]:
     """Write one delivery (canonical cost columns) as the new content of its periods.
 
@@ -65,6 +67,8 @@ def commit_costs(
     `relation` may be the delivery's parts (one relation per file): they are written one
     after another, so memory does not grow with their number (service.core.staging).
     Nothing is replaced until every period of the delivery has been staged.
+    Line items the delivery repeats (staging.LINE_ITEM_KEY) are passed to `warn`, or with
+    `strict` fail the delivery.
     """
     check_partition_value("source", source)
     stage = lake.staging / f"costs-{uuid.uuid4().hex}"
@@ -73,7 +77,14 @@ def commit_costs(
         parts = [relation] if isinstance(relation, duckdb.DuckDBPyRelation) else list(relation)
         if not parts:
             raise DataError("the delivery has no data files", where=", ".join(files) or source)
-        staged = stage_parts(con, parts, stage)
+        result = stage_parts(con, parts, stage)
+        staged = result.files
+        if result.repeats is not None:
+            if strict:
+                raise DataError(str(result.repeats), where=", ".join(files) or source,
+                                hint="re-export the period, or ingest without --strict to keep the rows as they are")
+            warn(f"{', '.join(files) or source}: {result.repeats}; the rows are kept and summed "
+                 "(`spendlake ingest --strict` fails such a delivery)")
         if periods is not None:
             extra = set(staged) - set(periods)
             if extra:
@@ -82,7 +93,8 @@ def commit_costs(
             for period in set(periods) - set(staged):
                 empty = stage / f"billing_period={period}" / DATA_FILE
                 empty.parent.mkdir(parents=True)
-                parts[0].limit(0).write_parquet(str(empty))
+                columns = ", ".join(f'"{c}"' for c in parts[0].columns if c not in LINE_ITEM_KEY)
+                parts[0].limit(0).project(columns).write_parquet(str(empty))
                 staged[period] = empty
         for period in sorted(staged):
             check_sums_fit(con, staged[period], period, ", ".join(files) or source)

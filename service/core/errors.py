@@ -127,6 +127,8 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     refused = SANDBOX_REFUSAL.search(text)
     if refused:
         return sandbox_error(Path(refused.group(1)), message, where)
+    if CONVERSION.search(text):  # a value, not the file: "not UTF-8" or "incomplete" would mislead
+        hint = "fix that value or re-export the file"
     return DataError(f"{message}: {reason or one_line(text)}", where=where, hint=hint)
 
 

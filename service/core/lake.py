@@ -377,8 +377,11 @@ class Lake:
 
     def commit_costs(self, con: duckdb.DuckDBPyConnection,
                      relation: duckdb.DuckDBPyRelation | Sequence[duckdb.DuckDBPyRelation], *, source: str,
-                     delivery_id: str, periods: Sequence[str] | None, files: Sequence[str] = ()) -> list[LedgerEntry]:
-        return commit.commit_costs(self, con, relation, source=source, delivery_id=delivery_id, periods=periods, files=files)
+                     delivery_id: str, periods: Sequence[str] | None, files: Sequence[str] = (),
+                     **checks) -> list[LedgerEntry]:
+        """See commit.commit_costs (`checks`: strict, warn)."""
+        return commit.commit_costs(self, con, relation, source=source, delivery_id=delivery_id, periods=periods,
+                                   files=files, **checks)
 
     def commit_snapshot(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
                         table: str, source: str, key: str, value: str, version: str | None = None) -> Path:

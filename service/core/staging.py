@@ -17,6 +17,7 @@ import logging
 import re
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -30,15 +31,40 @@ PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 DATA_FILE = "data.parquet"
 BATCH_ROWS = 1 << 17  # also the Parquet row group size
 PERIOD_COLUMN = "__spendlake_billing_period"
+# A connector whose export identifies its line items (AWS: identity/LineItemId with
+# identity/TimeInterval) adds these two columns; they are checked for repeats, never stored.
+LINE_ITEM_KEY = ("__spendlake_line_item_id", "__spendlake_line_item_interval")
+LINE_ITEMS_FILE = "line_items.parquet"
+LISTED_REPEATS = 5
 
 log = logging.getLogger(__name__)
 
 
-def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation],
-                stage: Path) -> dict[str, Path]:
-    """Write the rows of `parts` under `stage`; return billing period → staged file."""
+@dataclass(frozen=True)
+class Repeats:
+    """Line items (id and time interval) that a delivery holds more than once."""
+
+    line_items: int  # how many line items appear more than once
+    extra_rows: int  # the rows beyond the first of each
+    first: tuple[str, ...]  # the first few, in the delivery's order: "<id> (<time interval>)"
+
+    def __str__(self) -> str:
+        return (f"{self.line_items:,} line item id(s) appear more than once ({self.extra_rows:,} extra row(s)): "
+                f"{', '.join(self.first)}{', ...' if self.line_items > len(self.first) else ''}")
+
+
+@dataclass(frozen=True)
+class Staged:
+    files: dict[str, Path]  # billing period → staged file
+    repeats: Repeats | None = None
+
+
+def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation], stage: Path) -> Staged:
+    """Write the rows of `parts` under `stage`, one file per billing period, and look for
+    line items the delivery repeats (when the parts carry LINE_ITEM_KEY)."""
     writers: dict[str, pq.ParquetWriter] = {}
     staged: dict[str, Path] = {}
+    keys: list[pq.ParquetWriter] = []  # the line item keys, in the delivery's order
     try:
         for number, part in enumerate(parts, 1):
             view = f"part_{uuid.uuid4().hex}"
@@ -49,6 +75,9 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             try:
                 while (batch := _next_batch(reader)) is not None:
                     rows += batch.num_rows
+                    if LINE_ITEM_KEY[0] in batch.schema.names:
+                        _append_keys(batch.select(list(LINE_ITEM_KEY)), stage, keys)
+                        batch = batch.drop_columns(list(LINE_ITEM_KEY))
                     _append(batch, stage, writers, staged)
             finally:
                 reader.close()  # a failed part must not leave the connection with a pending result
@@ -58,9 +87,26 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
                       extra={"part": number, "peak_bytes": peak, "spilled_bytes": spilled})
             con.execute(f"DROP VIEW {view}")
     finally:
-        for writer in writers.values():
+        for writer in [*writers.values(), *keys]:
             writer.close()
-    return staged
+    return Staged(staged, _repeats(con, stage / LINE_ITEMS_FILE) if keys else None)
+
+
+def _append_keys(batch: pa.RecordBatch, stage: Path, keys: list[pq.ParquetWriter]) -> None:
+    if not keys:
+        keys.append(pq.ParquetWriter(stage / LINE_ITEMS_FILE, batch.schema, compression="zstd"))
+    keys[0].write_batch(batch, row_group_size=BATCH_ROWS)
+
+
+def _repeats(con: duckdb.DuckDBPyConnection, path: Path) -> Repeats | None:
+    """The line items `path` holds more than once (DuckDB groups them, spilling if need be)."""
+    line_item, interval = LINE_ITEM_KEY
+    [(count, extra, first)] = con.execute(
+        f"SELECT count(*), sum(n - 1), min_by({line_item} || coalesce(' (' || {interval} || ')', ''), first_row, {LISTED_REPEATS}) "
+        f"FROM (SELECT {line_item}, {interval}, count(*) AS n, min(file_row_number) AS first_row "
+        f"      FROM read_parquet(?, file_row_number = true) WHERE {line_item} IS NOT NULL "
+        f"      GROUP BY {line_item}, {interval} HAVING count(*) > 1)", [str(path)]).fetchall()
+    return Repeats(int(count), int(extra), tuple(first)) if count else None
 
 
 def _next_batch(reader: pa.RecordBatchReader) -> pa.RecordBatch | None:

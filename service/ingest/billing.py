@@ -40,6 +40,7 @@ class DeliveryOutcome:
     entries: list[LedgerEntry] = field(default_factory=list)
     error: SpendlakeError | None = None
     note: str = ""  # why a file was skipped
+    warnings: list[str] = field(default_factory=list)  # e.g. line items the delivery repeats
 
     def lines(self) -> list[str]:
         label = ", ".join(self.delivery.periods or ()) or "(periods from data)"
@@ -73,8 +74,10 @@ class IngestResult:
 Progress = Callable[[str, int, int], None]
 
 
-def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | None = None) -> IngestResult:
-    """Ingest the configured sources (or those named in `only`) into the lake."""
+def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | None = None,
+           strict: bool = False) -> IngestResult:
+    """Ingest the configured sources (or those named in `only`) into the lake. `strict`:
+    a delivery that repeats a line item fails instead of committing with a warning."""
     sources = [config.source(name) for name in only] if only else list(config.sources)
     lake = Lake.of(config)
     result = IngestResult()
@@ -82,12 +85,13 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
         lake.clean_staging()
         lake.settle()  # a commit that died between placing its files and recording them
         for source in sources:
-            result.outcomes.extend(_ingest_source(lake, source, progress))
+            result.outcomes.extend(_ingest_source(lake, source, progress, strict))
         refresh_rollups(lake, config)  # also after a config change, when nothing was new
     return result
 
 
-def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) -> list[DeliveryOutcome]:
+def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
+                   strict: bool = False) -> list[DeliveryOutcome]:
     state = lake.read_state("sources")
     record = state.setdefault(source.name, {"failures_total": 0})
     outcomes: list[DeliveryOutcome] = []
@@ -106,7 +110,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None) 
             for number, delivery in enumerate(plan.deliveries, 1):
                 if progress:
                     progress(source.name, number, len(plan.deliveries))
-                outcomes.append(_ingest_delivery(lake, con, connector, source, delivery, plan))
+                outcomes.append(_ingest_delivery(lake, con, connector, source, delivery, plan, strict))
         finally:
             con.close()
         if outcomes and all(o.status == "skipped" for o in outcomes):
@@ -134,16 +138,18 @@ def _skipped(source: SourceConfig, other: OtherDataset) -> DeliveryOutcome:
 
 
 def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Delivery,
-                     plan: periods.Plan) -> DeliveryOutcome:
+                     plan: periods.Plan, strict: bool = False) -> DeliveryOutcome:
     if delivery.waiting:
         return DeliveryOutcome(source.name, delivery, "waiting")
     if lake.has_delivery(source.name, delivery.delivery_id, delivery.periods):
         return DeliveryOutcome(source.name, delivery, "unchanged")
+    warnings: list[str] = []
     try:
         with lake.scratch() as scratch:
             relation = connector.read(delivery, con, scratch)
             entries = lake.commit_costs(con, relation, source=source.name, delivery_id=delivery.delivery_id,
-                                        periods=delivery.periods, files=delivery.files)
+                                        periods=delivery.periods, files=delivery.files, strict=strict,
+                                        warn=warnings.append)
     except OtherDataset as other:
         return _skipped(source, other)
     except (SpendlakeError, OSError, duckdb.Error) as exc:
@@ -151,7 +157,7 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
         log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
     plan.committed(lake, source.name, delivery, entries)
-    return DeliveryOutcome(source.name, delivery, "committed", entries=entries)
+    return DeliveryOutcome(source.name, delivery, "committed", entries=entries, warnings=warnings)
 
 
 def _as_error(exc: Exception, where: str) -> SpendlakeError:
