@@ -3,7 +3,7 @@
 Shared by the file-based connectors that have no manifest:
 
 - deliveries: each export file is a loose delivery (its id is its fingerprint, its periods
-  are those found in the data); ingest joins the files of one billing period into one
+  are those found in the data, or in a Parquet file's footer: `footer_periods`); ingest joins the files of one billing period into one
   delivery wherever they sit: one folder, several, or Hive partitions by any column
   (service.ingest.periods). Azure export runs with a manifest.json are read by their
   manifests instead (connectors.azure_manifest).
@@ -21,11 +21,14 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 from urllib.parse import unquote
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
@@ -57,6 +60,8 @@ class FolderExport(StoredExport, ABC):
 
     suffixes: ClassVar[tuple[str, ...]]
     what: ClassVar[str]
+    # The file column the canonical BillingPeriodStart is, as is (see footer_periods); None: none is.
+    period_column: ClassVar[str | None] = None
 
     def __init__(self, config: SourceConfig):
         super().__init__(config)
@@ -96,6 +101,16 @@ class FolderExport(StoredExport, ABC):
             except duckdb.Error as exc:
                 raise duckdb_error(exc, "cannot read the delivery", where=uri) from None
         return parts
+
+    def footer_periods(self, delivery: Delivery, scratch: Path) -> list[str] | None:
+        """A loose Parquet file's billing periods from its footer (parquet_periods), so that
+        ingest need not read its rows to learn them; None when the footer does not settle them."""
+        uri = delivery.files[0]
+        if self.period_column is None or len(delivery.files) != 1 or delivery.delivery_id in self.runs \
+                or suffix_of(PurePosixPath(uri).name) not in PARQUET_SUFFIXES:
+            return None
+        obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
+        return parquet_periods(self.storage.local_copy(obj, scratch), self.period_column)
 
     def export_type(self, uri: str) -> str | None:
         """The cost type an Azure export run's manifest declares for this file, if any."""
@@ -179,6 +194,35 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     view = f"export_{uuid.uuid4().hex}"
     relation.create_view(view)
     return Table(uri, view, columns)
+
+
+def parquet_periods(path: Path, column: str) -> list[str] | None:
+    """The one billing period (UTC month) of a Parquet file whose `column` (a top-level
+    timestamp or date, case-insensitive) has min/max statistics and no nulls in every row
+    group, all in one month: a read of the footer instead of the rows. None otherwise (no
+    statistics, nulls, text, several months, no rows): the caller reads the rows."""
+    try:
+        meta = pq.read_metadata(path)
+    except (OSError, pa.ArrowException):
+        return None  # reading the rows reports what is wrong with the file
+    paths = [meta.schema.column(i).path.lower() for i in range(meta.num_columns)]
+    if paths.count(column.lower()) != 1:
+        return None
+    index = paths.index(column.lower())
+    months: set[str] = set()
+    for group in range(meta.num_row_groups):
+        if meta.row_group(group).num_rows == 0:
+            continue
+        stats = meta.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max or not stats.has_null_count or stats.null_count:
+            return None
+        for value in (stats.min, stats.max):
+            if isinstance(value, datetime) and value.tzinfo is not None:
+                value = value.astimezone(timezone.utc)
+            elif not isinstance(value, date):  # a datetime is a date too
+                return None
+            months.add(value.strftime("%Y-%m"))
+    return sorted(months) if len(months) == 1 else None
 
 
 # How Hive writers name a NULL partition value (Spark and Hive; DuckDB).

@@ -74,6 +74,7 @@ class FocusConnector(FolderExport):
     kind = "focus"
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
+    period_column = "BillingPeriodStart"
     data_exports: DataExportsLayout | None = None
 
     def deliveries(self) -> Iterator[Delivery]:

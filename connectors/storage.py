@@ -162,6 +162,8 @@ class Storage:
 
         suffix = "".join(PurePosixPath(obj.key).suffixes[-2:])
         target = scratch / (hashlib.sha256(obj.uri.encode()).hexdigest()[:24] + suffix)
+        if obj.size >= 0 and target.is_file() and target.stat().st_size == obj.size:
+            return target  # downloaded into this scratch already (a survey reads a file twice)
         key = obj.uri[len(f"s3://{self.bucket}/"):]
         try:
             self.client.download_file(self.bucket, key, str(target))

@@ -3,7 +3,8 @@
 Files without a manifest (FOCUS, GCP and Azure exports, bare legacy CUR CSVs) come from
 their connector as loose deliveries, one per file. Only a file's rows say which billing
 periods it holds, so `plan` reads each new or changed file once for them (the connector's
-own canonical SELECT, distinct billing periods: a Parquet file gives one column) and
+own canonical SELECT, distinct billing periods: a Parquet file gives one column; a Parquet
+file whose footer statistics settle them is not read: the connector's `footer_periods`) and
 remembers them in `_state/file_periods.json` under the file's fingerprint (key, size,
 version). Files are then joined by period: every file holding rows of a period is in that
 period's delivery, whether the files sit in one folder, several, or Hive partitions by any
@@ -140,15 +141,22 @@ def _survey(lake: Lake, con: duckdb.DuckDBPyConnection, connector, file: Deliver
     """The billing periods a file's rows hold, read through its connector."""
     uri = file.files[0]
     with lake.scratch() as scratch:
-        parts = connector.read(file, con, scratch)
-        found: set[str | None] = set()
-        for part in [parts] if isinstance(parts, duckdb.DuckDBPyRelation) else parts:
-            try:
-                found |= {row[0] for row in part.project("strftime(BillingPeriodStart, '%Y-%m')").distinct().fetchall()}
-            except duckdb.Error as exc:
-                raise duckdb_error(exc, "cannot read the file", where=uri) from None
+        parts = connector.read(file, con, scratch)  # also checks the columns: another dataset, a missing one
+        footer = getattr(connector, "footer_periods", None)
+        from_footer = footer(file, scratch) if footer else None
+        found = set(from_footer) if from_footer is not None else _read_periods(parts, uri)
     bad = sorted(str(p) for p in found if p is None or not PERIOD_RE.match(p))
     if bad:
         raise DataError(f"rows with an invalid or missing BillingPeriodStart ({bad[0]})", where=uri,
                         hint="every cost row needs a billing period")
     return sorted(found)  # type: ignore[arg-type]
+
+
+def _read_periods(parts: duckdb.DuckDBPyRelation | list[duckdb.DuckDBPyRelation], uri: str) -> set[str | None]:
+    found: set[str | None] = set()
+    for part in [parts] if isinstance(parts, duckdb.DuckDBPyRelation) else parts:
+        try:
+            found |= {row[0] for row in part.project("strftime(BillingPeriodStart, '%Y-%m')").distinct().fetchall()}
+        except duckdb.Error as exc:
+            raise duckdb_error(exc, "cannot read the file", where=uri) from None
+    return found
