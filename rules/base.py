@@ -16,14 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
 from service.core.config import Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.errors import ConfigError
-from service.core.registry import RULE_CATEGORIES, RULES
+from service.core.registry import RULE_CATEGORIES, RULES, Configured
 from service.core.timewindow import Window
 from service.core.units import cents, naive_utc, usd  # noqa: F401 (usd: the rules' money format)
 from service.core.validation import plain_errors
@@ -292,8 +292,12 @@ class RuleContext:
                 f"(SELECT (source, max(snapshot_date)) FROM {table} GROUP BY source))")
 
 
-class Rule:
-    """Subclass, set `name`, `category`, `config_model` and `inputs`, implement `evaluate`."""
+RuleConfigT = TypeVar("RuleConfigT", bound=RuleConfig)
+
+
+class Rule(Configured[RuleConfigT]):
+    """Subclass as `Rule[ItsConfig]` (that declares `config_model = ItsConfig`; a rule with no
+    settings of its own has RuleConfig), set `name`, `category` and `inputs`, implement `evaluate`."""
 
     name: ClassVar[str]
     category: ClassVar[Category]  # what kind of money its findings are about (CATEGORIES)
@@ -302,7 +306,7 @@ class Rule:
     # that is not in the lake yet skips the rule; a missing column is an error.
     inputs: ClassVar[dict[str, tuple[str, ...]]] = {}
 
-    def __init__(self, config: RuleConfig | None = None):
+    def __init__(self, config: RuleConfigT | None = None):
         self.config = config if config is not None else self.config_model()
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:

@@ -72,11 +72,9 @@ FROM costs WHERE CapacityReservationId IN (SELECT unnest(?)) GROUP BY CapacityRe
 """
 
 
-class CapacityUnused(Rule):
+class CapacityUnused(Rule[CapacityUnusedConfig]):
     name = "capacity-unused"
     category = "waste"
-    config_model = CapacityUnusedConfig
-    config: CapacityUnusedConfig
     inputs = {"costs": ("CapacityReservationId", "CapacityReservationStatus", "x_capacity_reservation_type",
                         "x_usage_type", "x_instance_type", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd",
                         "BilledCost", "EffectiveCost", "PricingQuantity", "ConsumedQuantity", "BillingCurrency",

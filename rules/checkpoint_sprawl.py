@@ -115,11 +115,9 @@ ORDER BY ALL
 """
 
 
-class CheckpointSprawl(Rule):
+class CheckpointSprawl(Rule[CheckpointSprawlConfig]):
     name = "checkpoint-sprawl"
     category = "waste"
-    config_model = CheckpointSprawlConfig
-    config: CheckpointSprawlConfig
     inputs = {"s3_objects": ("bucket", "key", "size", "storage_class", "last_modified")}
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:

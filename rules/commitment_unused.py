@@ -65,11 +65,9 @@ FROM costs WHERE CommitmentDiscountId IN (SELECT unnest(?)) GROUP BY CommitmentD
 """
 
 
-class CommitmentUnused(Rule):
+class CommitmentUnused(Rule[CommitmentUnusedConfig]):
     name = "commitment-unused"
     category = "waste"
-    config_model = CommitmentUnusedConfig
-    config: CommitmentUnusedConfig
     inputs = {"costs": ("CommitmentDiscountId", "CommitmentDiscountStatus", "CommitmentDiscountType",
                         "CommitmentDiscountName", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd",
                         "EffectiveCost", "BillingCurrency", "ResourceId", "SubAccountId")}

@@ -119,11 +119,9 @@ def _prefix(bucket: str, prefix: str) -> str:
     return f"s3://{bucket}/{prefix}/" if prefix else f"s3://{bucket}/"
 
 
-class DuplicateDatasets(Rule):
+class DuplicateDatasets(Rule[DuplicateDatasetsConfig]):
     name = "duplicate-datasets"
     category = "waste"
-    config_model = DuplicateDatasetsConfig
-    config: DuplicateDatasetsConfig
     inputs = {"s3_objects": ("bucket", "key", "size", "etag", "multipart", "part_count", "checksum_algorithm",
                              "checksum_value", "storage_class", "last_modified")}
 

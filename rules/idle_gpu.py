@@ -106,11 +106,9 @@ ORDER BY b.resource_id
 """
 
 
-class IdleGpu(Rule):
+class IdleGpu(Rule[IdleGpuConfig]):
     name = "idle-gpu"
     category = "waste"
-    config_model = IdleGpuConfig
-    config: IdleGpuConfig
     inputs = {
         "costs": ("ResourceId", "x_instance_type", "ChargePeriodStart", "ChargePeriodEnd", "BilledCost",
                   "EffectiveCost", "ChargeCategory", "BillingCurrency"),

@@ -222,10 +222,9 @@ def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
     return found, names
 
 
-class SpendAnomalyRule(Rule):
+class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
     name = "spend-anomaly"
     category = "overspend"
-    config_model = SpendAnomalyConfig
     inputs = {"costs": ("ServiceName", "ChargeCategory", "x_line_item_type", "BilledCost")}
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:

@@ -71,10 +71,9 @@ def uncovered_keys(rows: Sequence[DailySpend], top: int) -> list[dict]:
     return [{"key": key, "cost_usd": money(cost)} for key, cost in ranked[:top]]
 
 
-class UnallocatedSpendRule(Rule):
+class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
     name = "unallocated-spend"
     category = "ownership"
-    config_model = UnallocatedSpendConfig
     inputs = {"costs": ("ServiceName", "SubAccountId", "ResourceId", "Tags", "BilledCost")}
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:

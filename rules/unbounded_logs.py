@@ -104,11 +104,9 @@ class UnboundedLogsConfig(RuleConfig):
         return days
 
 
-class UnboundedLogs(Rule):
+class UnboundedLogs(Rule[UnboundedLogsConfig]):
     name = "unbounded-logs"
     category = "waste"
-    config_model = UnboundedLogsConfig
-    config: UnboundedLogsConfig
     inputs = {"log_groups": ("region", "name", "retention_days", "stored_bytes", "created_at", "snapshot_date")}
 
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
