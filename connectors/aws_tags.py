@@ -10,15 +10,12 @@ Attribution (not this module) decides which spelling means what.
 
 from __future__ import annotations
 
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-import duckdb
 from pydantic import Field
 
-from connectors.aws_client import aws_error, default_region, make_client, region_of
-from connectors.inventory_base import FileOrApiConnector, SnapshotPart, cli_dump_part, local_files, rows_relation
+from connectors.aws_client import region_of
+from connectors.aws_listing import AwsApi, AwsListing, Listed
 from service.core.config import InventorySource
 from service.core.registry import Feeds
 
@@ -47,34 +44,18 @@ class AwsTagsSource(InventorySource):
     resource_types: tuple[str, ...] = Field(default=(), description="ResourceTypeFilters, e.g. ec2:instance")
 
 
-class AwsTagsConnector(FileOrApiConnector[AwsTagsSource]):
+class AwsTagsConnector(AwsListing[AwsTagsSource]):
     kind = "aws-tags"
     feeds = Feeds.snapshot("resource_tags")
+    api = AwsApi("resourcegroupstaggingapi", "get_resources", "tag:GetResources", "ResourceTagMappingList",
+                 example='{"ResourceTagMappingList": [{"ResourceARN": ..., "Tags": [...]}]}')
 
-    def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
-        if self.config.path:
-            return [self._from_file(con, path) for path in local_files(self.config.path, f"{self.config_path}.path")]
-        rows: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for region in self.config.regions or (default_region(self.config.profile),):
-            rows.extend(tag_rows(list(self._get_resources(region)), region, seen))
-        return [SnapshotPart("resource_tags", rows_relation(con, "resource_tags", rows))]
+    def rows(self, listed: Listed) -> list[dict[str, Any]]:
+        seen: set[str] = set()  # a global resource is listed by every region
+        return [row for region, mappings in listed for row in tag_rows(mappings, region, seen)]
 
-    def _get_resources(self, region: str):
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        client = make_client("resourcegroupstaggingapi", region=region, profile=self.config.profile,
-                             endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
+    def parameters(self) -> dict[str, Any]:
         params: dict[str, Any] = {"ResourcesPerPage": 100}
         if self.config.resource_types:
             params["ResourceTypeFilters"] = list(self.config.resource_types)
-        try:
-            for page in client.get_paginator("get_resources").paginate(**params):
-                yield from page.get("ResourceTagMappingList", [])
-        except (ClientError, BotoCoreError) as exc:
-            raise aws_error(exc, "tag:GetResources", f"region {region}", self.config_path) from None
-
-    def _from_file(self, con: duckdb.DuckDBPyConnection, path: Path) -> SnapshotPart:
-        return cli_dump_part(con, path, "resource_tags", "GetResources", "ResourceTagMappingList",
-                             lambda mappings: tag_rows(mappings, None, set()),
-                             '{"ResourceTagMappingList": [{"ResourceARN": ..., "Tags": [...]}]}')
+        return params

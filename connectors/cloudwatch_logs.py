@@ -9,15 +9,11 @@ without `retentionInDays` never expires: `retention_days` is NULL. Daily snapsho
 
 from __future__ import annotations
 
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-import duckdb
-
-from connectors.aws_client import aws_error, default_region, make_client, region_of
-from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, cli_dump_part, from_epoch_ms, local_files,
-                                       rows_relation)
+from connectors.aws_client import region_of
+from connectors.aws_listing import AwsApi, AwsListing, Listed
+from connectors.inventory_base import from_epoch_ms
 from service.core.config import InventorySource
 from service.core.registry import Feeds
 
@@ -39,31 +35,14 @@ class CloudWatchLogsSource(InventorySource):
     name_prefix: str | None = None
 
 
-class CloudWatchLogsConnector(FileOrApiConnector[CloudWatchLogsSource]):
+class CloudWatchLogsConnector(AwsListing[CloudWatchLogsSource]):
     kind = "cloudwatch-logs"
     feeds = Feeds.snapshot("log_groups")
+    api = AwsApi("logs", "describe_log_groups", "logs:DescribeLogGroups", "logGroups",
+                 example='{"logGroups": [{"logGroupName": ..., "storedBytes": ...}]}')
 
-    def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
-        if self.config.path:
-            return [self._from_file(con, path) for path in local_files(self.config.path, f"{self.config_path}.path")]
-        rows = []
-        for region in self.config.regions or (default_region(self.config.profile),):
-            rows.extend(log_group_row(group, region) for group in self._describe(region))
-        return [SnapshotPart("log_groups", rows_relation(con, "log_groups", rows))]
+    def rows(self, listed: Listed) -> list[dict[str, Any]]:
+        return [log_group_row(group, region) for region, groups in listed for group in groups]
 
-    def _describe(self, region: str):
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        client = make_client("logs", region=region, profile=self.config.profile,
-                             endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
-        params = {"logGroupNamePrefix": self.config.name_prefix} if self.config.name_prefix else {}
-        try:
-            for page in client.get_paginator("describe_log_groups").paginate(**params):
-                yield from page.get("logGroups", [])
-        except (ClientError, BotoCoreError) as exc:
-            raise aws_error(exc, "logs:DescribeLogGroups", f"region {region}", self.config_path) from None
-
-    def _from_file(self, con: duckdb.DuckDBPyConnection, path: Path) -> SnapshotPart:
-        return cli_dump_part(con, path, "log_groups", "DescribeLogGroups", "logGroups",
-                             lambda groups: [log_group_row(g, None) for g in groups],
-                             '{"logGroups": [{"logGroupName": ..., "storedBytes": ...}]}')
+    def parameters(self) -> dict[str, Any]:
+        return {"logGroupNamePrefix": self.config.name_prefix} if self.config.name_prefix else {}
