@@ -11,8 +11,7 @@ import pytest
 from click.testing import CliRunner
 from moto import mock_aws
 
-import connectors.aws_tags as aws_tags
-import connectors.cloudwatch_logs as cloudwatch_logs
+import connectors.aws_listing as aws_listing
 from inventory_support import no_retry_wait, throttle_first  # noqa: F401 (fixture)
 from service.cli.main import cli
 from service.core.config import parse_config
@@ -82,20 +81,9 @@ def test_tags_rerun_same_day_replaces_snapshot(tmp_path):
 
 @pytest.mark.slow  # retries through moto
 @mock_aws
-def test_tagging_throttling_is_retried_then_succeeds(tmp_path, monkeypatch, no_retry_wait):
-    make_tagged_resources()
-    calls = throttle_first(aws_tags, monkeypatch, "GetResources", times=2)
-    [outcome] = run_inventory(config_for(tmp_path, {"name": "tags", "kind": "aws-tags"}), now=NOW)
-    assert outcome.error is None, outcome.error
-    assert len(calls) >= 3  # two throttled attempts, then the pages
-    assert query(tmp_path, "SELECT count(DISTINCT resource_id) FROM resource_tags") == [(120,)]
-
-
-@pytest.mark.slow  # retries through moto
-@mock_aws
 def test_throttled_past_max_attempts_fails_and_names_the_action(tmp_path, monkeypatch, no_retry_wait):
     make_tagged_resources()
-    throttle_first(aws_tags, monkeypatch, "GetResources", times=100)
+    throttle_first(aws_listing, monkeypatch, "GetResources", times=100)
     config = config_for(tmp_path, {"name": "tags", "kind": "aws-tags", "max_attempts": 3})
     [outcome] = run_inventory(config, now=NOW)
     assert "tag:GetResources" in str(outcome.error) and "max_attempts" in str(outcome.error)
@@ -130,15 +118,19 @@ def test_log_groups_paginate_all_120_with_retention_and_size(tmp_path):
     assert abs((created - datetime.now(timezone.utc).replace(tzinfo=None)).total_seconds()) < 600
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # retries through moto
+@pytest.mark.parametrize(("kind", "make", "operation", "count"), [
+    ("aws-tags", make_tagged_resources, "GetResources", "SELECT count(DISTINCT resource_id) FROM resource_tags"),
+    ("cloudwatch-logs", make_log_groups, "DescribeLogGroups", "SELECT count(*) FROM log_groups"),
+])
 @mock_aws
-def test_logs_throttling_is_retried_then_succeeds(tmp_path, monkeypatch, no_retry_wait):
-    make_log_groups()
-    calls = throttle_first(cloudwatch_logs, monkeypatch, "DescribeLogGroups", times=2)
-    [outcome] = run_inventory(config_for(tmp_path, {"name": "logs", "kind": "cloudwatch-logs"}), now=NOW)
+def test_throttling_is_retried_then_succeeds(tmp_path, monkeypatch, no_retry_wait, kind, make, operation, count):
+    make()
+    calls = throttle_first(aws_listing, monkeypatch, operation, times=2)
+    [outcome] = run_inventory(config_for(tmp_path, {"name": "listing", "kind": kind}), now=NOW)
     assert outcome.error is None, outcome.error
-    assert len(calls) == 2 + 3  # two throttled, then three pages of 50
-    assert query(tmp_path, "SELECT count(*) FROM log_groups") == [(120,)]
+    assert len(calls) == 2 + 3  # two throttled, then three pages of at most 50 (moto's page size)
+    assert query(tmp_path, count) == [(120,)]
 
 
 def test_local_tag_files_keep_casing_and_empty_tag_lists(tmp_path):
