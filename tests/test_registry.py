@@ -227,3 +227,30 @@ def test_every_source_kind_states_how_fresh_its_data_must_be():
         assert field is not None and field.default == 36, kind
         if connector.feeds.disposition is not Disposition.PERIOD:
             assert field.description and "stale" in field.description, kind
+
+
+def test_a_config_model_is_named_once_by_the_type_parameter():
+    from connectors.inventory_base import FileOrApiConnector
+    from rules.base import Rule, RuleConfig
+    from service.core.config import InventorySource
+    from service.core.registry import Disposition, Feeds
+
+    class Settings(InventorySource):
+        depth: int = 1
+
+    class Typed(FileOrApiConnector[Settings]):
+        kind = "acme-typed"
+
+    class Explicit(FileOrApiConnector[Settings]):
+        kind = "acme-explicit"
+        config_model = InventorySource  # a model set in the class body wins
+
+    class Plain(Rule):
+        name = "acme-plain"
+
+    assert Typed.config_model is Settings and Explicit.config_model is InventorySource
+    assert Plain.config_model is RuleConfig  # a rule with no settings of its own
+    assert not hasattr(FileOrApiConnector, "config_model")  # no parameter, no model: the registry says so
+    assert Feeds.snapshot("jobs") == Feeds(("jobs",), "snapshot_date", Disposition.SNAPSHOT)
+    assert Feeds.series("gpu_utilization") == Feeds(("gpu_utilization",), "day", Disposition.SERIES)
+    assert Feeds.snapshot("jobs").problem() is None and Feeds.series("gpu_utilization").problem() is None

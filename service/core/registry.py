@@ -20,11 +20,10 @@ import importlib.metadata
 import logging
 import re
 import sys
-import typing
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, get_args
 
 from pydantic import BaseModel
 
@@ -110,7 +109,7 @@ class Configured(Generic[ModelT]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for base in cls.__dict__.get("__orig_bases__", ()):
-            model = next(iter(typing.get_args(base)), None)
+            model = next(iter(get_args(base)), None)
             if isinstance(model, type) and issubclass(model, BaseModel) and "config_model" not in cls.__dict__:
                 cls.config_model = model
 
