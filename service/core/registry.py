@@ -168,7 +168,9 @@ class Registry:
             raise PluginError(f"{len(points)} packages provide {self.what} {name!r}: "
                               + "; ".join(_origin(p) for p in points), hint="uninstall all but one of them")
         point = points[0]
-        cached = (point.value, _origin(point))
+        # where the distribution lives, not _origin: reading a distribution's name and
+        # version parses its METADATA file (~20 ms), and this runs on every lookup
+        cached = (point.value, str(point.dist.locate_file("")) if point.dist else "")
         if cached not in self._loaded:
             self._loaded[cached] = self._import(name, point)
         found = self._loaded[cached]
