@@ -42,11 +42,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_cte
 from service.attribution.exact import from_units, split_select, to_units
 from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
 
 GPU_SHARES = 5040  # weights count 1/5040 of a GPU: 1/7 (MIG), 1/4 (A30 MIG), 1/2 .. 1/10 exact
-NANO = 1_000_000_000  # EKS pods weigh their split cost in nano-units
 FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
 MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
 # Job fields the dimensions' tag keys can name, beside the job's labels (a label of the same
@@ -102,36 +102,53 @@ def _jobs_cte(inputs: AllocationInputs) -> str:
         "SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY snapshot_date DESC, source DESC) AS a_newest "
         "FROM jobs) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
         f"AND coalesce(end_time, {FAR}) > start_time "
-        "AND start_time < (SELECT max(cp_end) FROM a_lines) "
-        f"AND coalesce(end_time, {FAR}) > (SELECT min(cp_start) FROM a_lines)), "
+        "AND start_time < (SELECT hi FROM a_span) "
+        f"AND coalesce(end_time, {FAR}) > (SELECT lo FROM a_span)), "
+    )
+
+
+def _instance_ctes() -> str:
+    """`a_inst` (each instance of `a_lines`: its type's GPUs, node, cluster) and `a_span` (the
+    lines' first start and last end), both from one pass over `a_lines`."""
+    return (
+        "a_inst AS (SELECT a_instance, max(a_type_gpus) AS a_type_gpus, max(a_node) AS a_node, "
+        "max(a_cluster) AS a_cluster, min(cp_start) AS lo, max(cp_end) AS hi FROM a_lines GROUP BY a_instance), "
+        "a_span AS (SELECT min(lo) AS lo, max(hi) AS hi FROM a_inst), "
     )
 
 
 def _placement_ctes(clusters: ClustersConfig) -> str:
-    """`a_place` (job × instance it names, its GPUs there), `a_members` (the clusters' GPU
-    instances: GPUs, cluster) and the jobs exploded over the clock hours they overlap."""
+    """`a_place` (job × instance it names, its GPUs there)."""
     by_node = (
         "SELECT n.record_id, i.a_instance, n.g FROM (SELECT record_id, gpus / len(nodes) AS g, "
         "lower(unnest(nodes)) AS node FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 "
         "AND coalesce(len(nodes), 0) > 0) AS n JOIN a_inst i ON lower(i.a_node) = n.node "
     ) if clusters.node_tag else ""
-    pool_needs = "coalesce(len(nodes), 0) = 0" if clusters.node_tag else "TRUE"
     return (
-        "a_inst AS (SELECT a_instance, max(a_type_gpus) AS a_type_gpus, max(a_node) AS a_node, "
-        "max(a_cluster) AS a_cluster FROM a_lines GROUP BY a_instance), "
         "a_place AS (SELECT ids.record_id, i.a_instance, ids.g FROM (SELECT record_id, gpus / len(instance_ids) AS g, "
         "unnest(instance_ids) AS iid FROM a_jobs WHERE coalesce(len(instance_ids), 0) > 0) AS ids "
         "JOIN a_inst i ON i.a_instance = ids.iid "
         + (f"UNION ALL {by_node}" if by_node else "") + "), "
+    )
+
+
+MEMBERS_CTE = (
+    "a_members AS (SELECT i.a_instance, coalesce(i.a_type_gpus, p.most) AS a_gpus, "
+    "coalesce(i.a_cluster, p.job_cluster) AS a_cl FROM a_inst i LEFT JOIN ("
+    "SELECT a_place.a_instance, max(a_place.g) AS most, min(a_jobs.cluster) AS job_cluster FROM a_place "
+    "JOIN a_jobs USING (record_id) GROUP BY a_place.a_instance) AS p ON p.a_instance = i.a_instance "
+    "WHERE (p.a_instance IS NOT NULL OR (i.a_cluster IS NOT NULL AND i.a_type_gpus IS NOT NULL)) "
+    "AND coalesce(i.a_type_gpus, p.most) > 0)"
+)
+
+
+def _hour_ctes(clusters: ClustersConfig) -> str:
+    """The jobs exploded over the clock hours they overlap: placed (`a_place_h`) and pool jobs
+    (`a_pool_h`: no instance ids, and no nodes or no `node_tag`)."""
+    pool_needs = "coalesce(len(nodes), 0) = 0" if clusters.node_tag else "TRUE"
+    return (
         "a_pool_jobs AS (SELECT * FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND "
         f"{pool_needs} AND cluster IS NOT NULL), "
-        "a_members AS (SELECT i.a_instance, coalesce(i.a_type_gpus, p.most) AS a_gpus, "
-        "coalesce(i.a_cluster, p.job_cluster) AS a_cl FROM a_inst i LEFT JOIN ("
-        "SELECT a_place.a_instance, max(a_place.g) AS most, min(a_jobs.cluster) AS job_cluster FROM a_place "
-        "JOIN a_jobs USING (record_id) GROUP BY a_place.a_instance) AS p ON p.a_instance = i.a_instance "
-        "WHERE (p.a_instance IS NOT NULL OR (i.a_cluster IS NOT NULL AND i.a_type_gpus IS NOT NULL)) "
-        "AND coalesce(i.a_type_gpus, p.most) > 0), "
-        "a_span AS (SELECT min(cp_start) AS lo, max(cp_end) AS hi FROM a_lines), "
         "a_place_h AS (SELECT p.a_instance, p.record_id, p.g, j.j_start, j.j_end, unnest(generate_series("
         "date_trunc('hour', greatest(j.j_start, s.lo)), least(j.j_end, s.hi) - INTERVAL 1 MICROSECOND, "
         "INTERVAL 1 HOUR)) AS h FROM a_place p JOIN a_jobs j USING (record_id), a_span s "
@@ -191,72 +208,82 @@ def _weight_ctes() -> str:
     )
 
 
-def _pod_ctes(inputs: AllocationInputs, tag_cols: Sequence[str], run_cols: Sequence[str],
-              workload: str | None) -> str:
-    """`a_pod_rows` (EKS split rows of pods, each with its parent instance), `a_pods` (one
-    row per pod: its dimensions' tag columns, cluster, namespace, name, run) and `a_parents`."""
-    if not (inputs.has_split and inputs.clusters.eks_split):
-        return ("a_pod_rows AS (SELECT CAST(NULL AS VARCHAR) AS a_instance, CAST(NULL AS TIMESTAMP) AS cp_start, "
-                "CAST(NULL AS TIMESTAMP) AS cp_end, CAST(NULL AS VARCHAR) AS ResourceId, "
-                "CAST(NULL AS DECIMAL(38,12)) AS x_split_cost, CAST(NULL AS DECIMAL(38,12)) AS x_split_unused_cost "
-                "WHERE false), a_pods AS (SELECT CAST(NULL AS VARCHAR) AS pod, CAST(NULL AS VARCHAR) AS pod_cluster, "
-                "CAST(NULL AS VARCHAR) AS pod_namespace, CAST(NULL AS VARCHAR) AS pod_name, "
-                "CAST(NULL AS VARCHAR) AS pod_run" + "".join(f", CAST(NULL AS VARCHAR) AS {c}" for c in tag_cols)
-                + " WHERE false), a_parents AS (SELECT a_instance FROM a_pod_rows), ")
-    run = ", ".join([*run_cols, *([workload] if workload else []),
-                     "split_part(ResourceId, '/', 3) || '/' || split_part(ResourceId, '/', 4)"])
-    picks = "".join(f", max({c}) AS {c}" for c in tag_cols)
+INSTANCE_LINE = ("ResourceId IS NOT NULL AND x_instance_type IS NOT NULL AND cp_end > cp_start "
+                 "AND x_split_parent_resource_id IS NULL")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The temporary tables one allocation fills before its statement runs (SQL of
+    `members_sql` and `held_sql`, in that order, on the statement's connection)."""
+
+    members: str  # each instance a cluster holds (its GPUs, cluster) or EKS pods name as parent
+    held: str  # those instances' cost lines and the EKS pod rows, with every column of `s0`
+
+
+def _bind_types(inputs: AllocationInputs, params) -> tuple[str, str]:
+    """The markers of the GPU table (instance types, their GPUs) and the weights' unit, bound once."""
+    if "a_types" not in params.values:
+        types = inputs.clusters.gpu_table()
+        params.bind(GPU_SHARES, "a_shares")
+        params.bind(list(types), "a_types")
+        params.bind([float(g) for g in types.values()], "a_gpus")
+    return "$a_types", "$a_gpus"
+
+
+def _lines_cte(source: str, columns: Sequence[str], extra_cols: Mapping[str, str], a_types: str, a_gpus: str,
+               materialized: bool) -> str:
+    node, cluster = extra_cols.get("node", "NULL"), extra_cols.get("cluster", "NULL")
+    return (f"a_lines AS {'MATERIALIZED ' if materialized else ''}(SELECT {', '.join(columns)}, "
+            f"{INSTANCE_ID} AS a_instance, {a_gpus}[list_position({a_types}, lower(x_instance_type))] AS a_type_gpus, "
+            f"{node} AS a_node, {cluster} AS a_cluster FROM {source} WHERE {INSTANCE_LINE}), ")
+
+
+def members_sql(inputs: AllocationInputs, stage: Stage, extra_cols: Mapping[str, str], params) -> str:
+    """After `WITH ..., s0 AS (...)`: fill `stage.members` from one pass over the instance
+    lines of `s0` (narrow: times, instance, type, node and cluster tags) and the jobs."""
+    a_types, a_gpus = _bind_types(inputs, params)
+    parents = (f"SELECT DISTINCT {PARENT_ID} FROM s0 WHERE x_split_parent_resource_id IS NOT NULL "
+               "AND cp_end > cp_start" if inputs.has_split and inputs.clusters.eks_split else "SELECT NULL WHERE false")
     return (
-        f"a_pod_rows AS MATERIALIZED (SELECT *, {INSTANCE_ID.replace('ResourceId', 'x_split_parent_resource_id')} "
-        "AS a_instance FROM s0 WHERE x_split_parent_resource_id IS NOT NULL AND cp_end > cp_start), "
-        "a_pods AS (SELECT ResourceId AS pod, split_part(ResourceId, '/', 2) AS pod_cluster, "
-        "split_part(ResourceId, '/', 3) AS pod_namespace, split_part(ResourceId, '/', 4) AS pod_name, "
-        f"max(coalesce({run})) AS pod_run{picks} FROM a_pod_rows GROUP BY ResourceId), "
-        "a_parents AS (SELECT DISTINCT a_instance FROM a_pod_rows), "
+        _lines_cte("s0", ["cp_start", "cp_end"], extra_cols, a_types, a_gpus, materialized=False)
+        + _instance_ctes() + _jobs_cte(inputs) + _placement_ctes(inputs.clusters) + MEMBERS_CTE
+        + f", a_parents AS ({parents}) "
+        f"SELECT a_instance, a_gpus, a_cl, true AS a_member FROM a_members UNION ALL "
+        "SELECT CAST(p.a_instance AS VARCHAR), NULL, NULL, false FROM a_parents AS p(a_instance) "
+        "WHERE p.a_instance IS NOT NULL AND p.a_instance NOT IN (SELECT a_instance FROM a_members)"
     )
 
 
-def _pod_weights_cte() -> str:
-    """`a_pod_w`: per parent slot, each pod's split cost and the pods' unused cost (→ idle of
-    the pod's cluster) in that slot, in nano-units."""
-    share = (f"CAST(round(CAST(cost AS DOUBLE) * {NANO} * {_overlap('r_start', 'r_end')} "
-             "/ (epoch_us(r_end) - epoch_us(r_start))) AS HUGEINT)")
-    return (
-        "a_pod_w AS (SELECT a_instance, s_start, s_end, kind, ref, sum(w) AS w FROM ("
-        f"SELECT s.a_instance, s.s_start, s.s_end, r.kind, r.ref, {share} AS w FROM "
-        "(SELECT DISTINCT a_instance, s_start, s_end FROM a_slots) AS s JOIN ("
-        "SELECT a_instance, cp_start AS r_start, cp_end AS r_end, 'pod' AS kind, ResourceId AS ref, "
-        "x_split_cost AS cost FROM a_pod_rows UNION ALL SELECT a_instance, cp_start, cp_end, 'idle', "
-        "split_part(ResourceId, '/', 2), x_split_unused_cost FROM a_pod_rows) AS r "
-        "ON r.a_instance = s.a_instance AND r.r_start < s.s_end AND r.r_end > s.s_start) AS pw "
-        "WHERE w > 0 GROUP BY ALL), "
-    )
+def held_sql(stage: Stage) -> str:
+    """After `WITH ..., s0 AS (...)`: the lines `stage.held` keeps."""
+    return (f"SELECT * FROM s0 WHERE ({INSTANCE_LINE} AND {INSTANCE_ID} IN (SELECT a_instance FROM {stage.members})) "
+            "OR x_split_parent_resource_id IS NOT NULL")
 
 
-def allocation_ctes(inputs: AllocationInputs, columns: Sequence[str], label_cols: Mapping[str, str],
+def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[str], label_cols: Mapping[str, str],
                     inventory_cols: Sequence[str], extra_cols: Mapping[str, str], run_cols: Sequence[str],
                     dims: Sequence[str], params) -> str:
     """CTEs turning `s0` (the cost lines: `columns`, their tag columns `label_cols` (tag key →
     column), inventory tag columns, the allocation's own tags `extra_cols`) into `s0a`: the
-    lines no cluster holds as they are, and the others split into job and idle parts, with
-    the columns of `part_columns(dims)` added. `run_cols`: the run dimension's tag columns."""
+    lines no cluster holds as they are, and the others (`stage.held`, filled beforehand) split
+    into job and idle parts, with the columns of `part_columns(dims)` added. `run_cols`: the
+    run dimension's tag columns. Only the held lines are spread hourly and joined to jobs:
+    the rest of `s0` streams through once."""
     tags = list(label_cols.values())
-    types = inputs.clusters.gpu_table()
-    a_types, a_gpus = params.bind(list(types), "a_types"), params.bind([float(g) for g in types.values()], "a_gpus")
-    params.bind(GPU_SHARES, "a_shares")
-    node, cluster = extra_cols.get("node", "NULL"), extra_cols.get("cluster", "NULL")
+    a_types, a_gpus = _bind_types(inputs, params)
     numbered = [*columns, "a_instance", "a_type_gpus", "a_node", "a_cluster", "a_gpus", "a_cl", "a_line"]
     plain = [c for c in numbered if c not in MEASURE_COLUMNS and c not in ("cp_start", "cp_end")]
     units = ["u_billed", "u_effective", "u_list"]
     cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
     text = (
-        f"a_lines AS MATERIALIZED (SELECT {', '.join(columns)}, {INSTANCE_ID} AS a_instance, "
-        f"{a_gpus}[list_position({a_types}, lower(x_instance_type))] AS a_type_gpus, "
-        f"{node} AS a_node, {cluster} AS a_cluster FROM s0 WHERE ResourceId IS NOT NULL "
-        "AND x_instance_type IS NOT NULL AND cp_end > cp_start AND x_split_parent_resource_id IS NULL), "
-        + _jobs_cte(inputs)
-        + _pod_ctes(inputs, tags, run_cols, extra_cols.get("workload"))
+        _lines_cte(stage.held, columns, extra_cols, a_types, a_gpus, materialized=True)
+        + _instance_ctes() + _jobs_cte(inputs)
+        + pod_ctes(inputs.has_split and inputs.clusters.eks_split, tags, run_cols, extra_cols.get("workload"),
+                   stage.held)
         + _placement_ctes(inputs.clusters)
+        + f"a_members AS (SELECT a_instance, a_gpus, a_cl FROM {stage.members} WHERE a_member), "
+        + _hour_ctes(inputs.clusters)
         + "a_numbered AS (SELECT *, row_number() OVER () AS a_line FROM ("
         "SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
         "WHERE m.a_instance IS NOT NULL OR l.a_instance IN (SELECT a_instance FROM a_parents)) AS members), "
@@ -266,9 +293,9 @@ def allocation_ctes(inputs: AllocationInputs, columns: Sequence[str], label_cols
         "SELECT *, unnest(generate_series(date_trunc('hour', cp_start), cp_end - INTERVAL 1 MICROSECOND, "
         "INTERVAL 1 HOUR)) AS h FROM a_numbered) AS hours) AS slots), "
         f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'])}), "
-        + _pod_weights_cte()
+        + pod_weights_cte()
         + _weight_ctes()
-        + _split_ctes(columns, cut, units, label_cols, inventory_cols, dims, params)
+        + _split_ctes(columns, cut, units, label_cols, inventory_cols, dims, stage, params)
     )
     return text
 
@@ -291,7 +318,7 @@ def _job_dimension(dim: str) -> str:
 
 
 def _split_ctes(columns: Sequence[str], cut: Sequence[str], units: Sequence[str], label_cols: Mapping[str, str],
-                inventory_cols: Sequence[str], dims: Sequence[str], params) -> str:
+                inventory_cols: Sequence[str], dims: Sequence[str], stage: Stage, params) -> str:
     """`a_split` (each slot's amount split by its weights), `a_parts` (their columns: the job's
     labels and fields for a job part, the line's for idle) and `s0a` (kept lines and parts)."""
     split_in = (
@@ -328,8 +355,7 @@ def _split_ctes(columns: Sequence[str], cut: Sequence[str], units: Sequence[str]
                 for name, (gpu, pod) in fields.items()])
     nulls = ([f"CAST(NULL AS VARCHAR) AS jd_{d}" for d in job_dims] + ["CAST(NULL AS VARCHAR) AS a_how",
              "CAST(0 AS INTEGER) AS a_overbooked"] + [f"CAST(NULL AS VARCHAR) AS {name}" for name in fields])
-    member = ("ResourceId IS NOT NULL AND x_instance_type IS NOT NULL AND cp_end > cp_start "
-              "AND x_split_parent_resource_id IS NULL AND ResourceId IN (SELECT ResourceId FROM a_numbered)")
+    member = f"{INSTANCE_LINE} AND {INSTANCE_ID} IN (SELECT a_instance FROM {stage.members})"
     return (
         split_in + split
         + f"a_parts AS (SELECT {', '.join(picks + added)} FROM a_split sp "

@@ -115,22 +115,24 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
 
 
 def read_sessions(lake: Lake, config: AttributionConfig, engine: EngineConfig | None,
-                  answer: Callable[[RollupSession | None], T]) -> T:
+                  answer: Callable[[RollupSession | None], T], dims: Sequence[str] | None = None) -> T:
     """`answer(session)` with the rollups on the engine that runs the SQL: DuckDB (default),
     on one consistent snapshot of the lake, or Spark, same SQL; the session is None when the
-    lake that engine reads holds no cost partition."""
+    lake that engine reads holds no cost partition. `dims`: the dimensions `answer` reads
+    (default all; see RollupSession)."""
     if engine is None or engine.kind == "duckdb":
-        return read_consistently(lake, lambda snapshot: _answer_on(lake, config, snapshot, answer))
+        return read_consistently(lake, lambda snapshot: _answer_on(lake, config, snapshot, answer, dims))
     from service.attribution.spark.session import SparkRollupSession
 
     session = SparkRollupSession(lake, config, engine)
     return answer(session if session.partitions else None)
 
 
-def _answer_on(lake: Lake, config: AttributionConfig, snapshot, answer: Callable[[RollupSession | None], T]) -> T:
+def _answer_on(lake: Lake, config: AttributionConfig, snapshot, answer: Callable[[RollupSession | None], T],
+               dims: Sequence[str] | None = None) -> T:
     if not snapshot.checks:
         return answer(None)
-    session = RollupSession(lake, config, snapshot)
+    session = RollupSession(lake, config, snapshot, dims)
     try:
         return answer(session)
     finally:
@@ -157,7 +159,7 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     window, by, where, cost, granularity = query.window, query.by, query.where, query.cost, query.granularity
     top, compare, explain = query.top, query.compare, query.explain
     return read_sessions(lake, config, engine, lambda session: _attribute(
-        session, config, window, by, where, cost, granularity, top, compare, explain))
+        session, config, window, by, where, cost, granularity, top, compare, explain), _sql_dims(config, by, where))
 
 
 def _attribute(session: RollupSession | None, config: AttributionConfig, window: Window, by: tuple[str, ...],
@@ -293,7 +295,7 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     period, currency and cost measure, over the whole lake."""
     engine = engine or _engine(config)
     config = _attribution(config)
-    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config))
+    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config), _sql_dims(config, (), {}))
 
 
 def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list[Reconciliation]:

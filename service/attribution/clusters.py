@@ -76,14 +76,20 @@ def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
-    return read_sessions(lake, config, engine, lambda session: usage_in(session, config, window, cost))
+    return read_sessions(lake, config, engine, lambda session: usage_in(session, config, window, cost),
+                         usage_dims(config))
+
+
+def usage_dims(config: AttributionConfig) -> tuple[str, ...]:
+    """The dimensions `usage_in` reads."""
+    return tuple(dict.fromkeys([*JOB_VALUES, "cluster", *(r.by for r in config.shared)]))
 
 
 def usage_in(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str) -> ClusterUsage:
     """`cluster_usage` on an open session (None: an empty lake)."""
     if session is None:
         return ClusterUsage(window, cost, (), ())
-    dims = tuple(dict.fromkeys([*JOB_VALUES, "cluster", *(r.by for r in config.shared)]))
+    dims = usage_dims(config)
     at = {d: i for i, d in enumerate(dims)}
     jobs: dict[tuple, Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])

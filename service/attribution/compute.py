@@ -171,11 +171,14 @@ class RollupSession:
     """A query connection on one snapshot of the lake, with the rollup view over every period
     (stored rollups, or rolled up in memory where none is stored: service/attribution/rollup.py)."""
 
-    def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None):
+    def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
+                 dims: Sequence[str] | None = None):
+        """`dims`: the dimensions the session's queries read (default all); a period rolled up
+        in memory computes only those and what they need."""
         self.config, self.lake = config, lake
         self.snapshot = snapshot = snapshot or lake.snapshot()
         self.con = lake.query(snapshot)
-        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW)
+        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, dims)
 
     def data_through(self) -> dict[str, datetime | None]:
         """Each billing source read → how far its usage data reaches (service.core.coverage),

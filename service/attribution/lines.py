@@ -28,7 +28,7 @@ from decimal import Decimal
 from rules.base import DailySpend, DirectDaily
 from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup import cost_partitions, inventory_keys
-from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, tag_candidates
+from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
 from service.core.config import Config
 from service.core.errors import ConfigError
 from service.core.lake import Lake
@@ -77,6 +77,7 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
                "WHERE cp_end <= cp_start + INTERVAL 1 DAY "
                f"AND (shared IS NULL OR NOT list_contains(CAST({split_rules} AS INTEGER[]), shared))) AS lines "
                "GROUP BY " + ", ".join(keys))
+        run_setup(con, lines)
         rows = con.execute(sql, lines.params).fetchall()
     return [DailySpend(value, project, experiment, service, account, region, usage_type, resource, category,
                        line_type, tuple(tag_keys_left or ()), day, currency, Decimal(cost or 0))

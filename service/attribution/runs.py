@@ -33,12 +33,12 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 from service.attribution.api import _attribution, read_sessions
-from service.attribution.clusters import usage_in
+from service.attribution.clusters import usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs
 from service.attribution.query import Naming, _whole_number, cli_option
 from service.attribution.rollup import inventory_keys
-from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col
+from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
@@ -155,7 +155,7 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
-    return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query))
+    return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query), usage_dims(config))
 
 
 @dataclass
@@ -297,6 +297,7 @@ def _idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, 
     instance_total: dict[tuple, Decimal] = defaultdict(Decimal)
     instance_idle: dict[tuple, Decimal] = defaultdict(Decimal)
     on: dict[tuple[str, str | None], set] = defaultdict(set)
+    run_setup(con, lines)
     for value, resource, currency, kind, amount in con.execute(sql, lines.params).fetchall():
         instance_total[(resource, currency)] += amount or 0
         if kind == "idle":

@@ -20,13 +20,15 @@ which return NULL like DuckDB's bracket does.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from service.attribution.allocation import JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, allocation_ctes, extra_tag_aliases
+from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
+                                           extra_tag_aliases, held_sql, members_sql)
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 
@@ -89,8 +91,26 @@ class Params:
 
 @dataclass
 class Sql:
+    """A statement and its named parameters; `setup`: statements that fill the temporary
+    tables it reads (shared GPU clusters), to run first on the same connection (`run_setup`)."""
+
     text: str
     params: dict[str, Any]
+    setup: tuple[Sql, ...] = ()
+
+
+def used(text: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters `text` names (DuckDB refuses any it does not)."""
+    return {name: value for name, value in params.items() if re.search(rf"\${re.escape(name)}\b", text)}
+
+
+def run_setup(con, sql: Sql) -> None:
+    """Fill the temporary tables `sql` reads, on `con` (the connection it will run on)."""
+    for step in sql.setup:
+        con.execute(step.text, used(step.text, step.params))
+
+
+_STAGES = itertools.count()  # a connection may hold several allocations' tables at once
 
 
 # Map access that returns NULL for a missing key, per engine (DuckDB's `map[key]` does).
@@ -162,9 +182,25 @@ def _case(whens: list[str], otherwise: str) -> str:
     return f"CASE {' '.join(whens)} ELSE {otherwise} END" if whens else f"CAST({otherwise} AS VARCHAR)"
 
 
+def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> tuple[str, ...]:
+    """`dims`, the shared rules' dimensions and every dimension their rules read, in
+    `dimension_order()`: what a query over `dims` needs computed (None: every dimension)."""
+    if dims is None:
+        return config.dimension_order()
+    wanted = {*dims, *(rule.by for rule in config.shared),
+              *(key for rule in config.shared for key in rule.match if key in config.dimensions)}
+    while True:
+        more = {key for name in wanted for rule in config.dimensions[name].rules for key in rule.match
+                if key in config.dimensions} - wanted
+        if not more:
+            return tuple(name for name in config.dimension_order() if name in wanted)
+        wanted |= more
+
+
 def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, params: Params,
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
-                   allocation: AllocationInputs | None = None, every_column: bool = False) -> Sql:
+                   allocation: AllocationInputs | None = None, every_column: bool = False,
+                   dims: Iterable[str] | None = None) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -178,9 +214,10 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     columns to carry (canonical names, e.g. `x_line_item_type`). `allocation` (with
     `attribution.clusters`): GPU instances' lines become parts of jobs and idle first
     (service/attribution/allocation.py), and a part's own values and placement come first.
-    `every_column`: carry every cost column."""
+    `every_column`: carry every cost column. `dims`: compute only these dimensions (and what
+    they need: `needed_dimensions`); default all."""
     tag_keys = list(tag_keys)
-    order = config.dimension_order()
+    order = needed_dimensions(config, dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
     extra_aliases = extra_tag_aliases(allocation.clusters) if allocation else {}
     line_keys = tag_keys
@@ -221,13 +258,20 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
         + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
     ]
-    first = "s0"
+    first, setup = "s0", ()
     if allocation:
         all_columns = [*dict.fromkeys(columns), *tag_cols.values(), *(f"e_{n}" for n in extra_aliases),
                        *inv_cols.values()]
         extra = {name: f"e_{name}" for name in extra_aliases}
         run_cols = [tag_cols[k] for k in candidates.get("run", ())]
-        steps[0] = steps[0] + ", " + allocation_ctes(allocation, all_columns, tag_cols, list(inv_cols.values()),
+        number = next(_STAGES)
+        stage = Stage(f"a_stage_members_{number}", f"a_stage_held_{number}")
+        head = "WITH " + inv_text + steps[0].replace("s0 AS (", "s0 AS NOT MATERIALIZED (", 1) + ", "
+        setup = (Sql(f"CREATE OR REPLACE TEMP TABLE {stage.members} AS {head}"
+                     + members_sql(allocation, stage, extra, params), params.values),
+                 Sql(f"CREATE OR REPLACE TEMP TABLE {stage.held} AS {head.rstrip(', ')} " + held_sql(stage),
+                     params.values))
+        steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
                                                      extra, run_cols, order, params).rstrip(", ")
         first = "s0a"
     for i, name in enumerate(order, start=1):
@@ -250,8 +294,9 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                      f"{_case(how_cases, params.bind('default'))} AS {how_col(name)} FROM {previous})")
     shared_cases = [f"WHEN {_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
     shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
-    steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM s{len(order)})")
-    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values)
+    last = f"s{len(order)}" if order else first
+    steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM {last})")
+    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values, setup)
 
 
 def _first(values: list[str]) -> str:
@@ -260,13 +305,15 @@ def _first(values: list[str]) -> str:
 
 
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
-               inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None) -> Sql:
+               inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None,
+               dims: Iterable[str] | None = None) -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view; with
-    `allocation`, `overbooked` counts the instance slots whose jobs held more than it had."""
+    `allocation`, `overbooked` counts the instance slots whose jobs held more than it had.
+    `dims`: only the columns of these dimensions (`needed_dimensions`; default all, as stored)."""
     params = Params()
     where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')}"
-    lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation)
-    dims = [c for name in config.dimension_order() for c in (dim_col(name), how_col(name))]
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, dims=dims)
+    dims = [c for name in needed_dimensions(config, dims) for c in (dim_col(name), how_col(name))]
     keys = ["cp_start", "cp_end", "currency", "shared", *dims]
     text = (
         lines.text + "SELECT " + ", ".join(keys)
@@ -274,7 +321,7 @@ def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, 
         + ", count(*) AS lines" + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocation else "")
         + " FROM attributed GROUP BY " + ", ".join(keys)
     )
-    return Sql(text, lines.params)
+    return Sql(text, lines.params, lines.setup)
 
 
 def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str],

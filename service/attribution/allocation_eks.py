@@ -1,0 +1,54 @@
+"""EKS split cost allocation data in the allocation (service/attribution/allocation.py): the
+pod rows of CUR's `split_line_item_*` columns, one row per pod, and each pod's weight in an
+hour of its parent instance (its split cost; the pods' unused cost is the idle of their cluster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+NANO = 1_000_000_000  # EKS pods weigh their split cost in nano-units
+# The parent instance's id, as allocation names instances (an ARN's last part).
+PARENT_ID = ("CASE WHEN x_split_parent_resource_id LIKE 'arn:%' "
+             "THEN regexp_replace(x_split_parent_resource_id, '^arn:.*/', '') ELSE x_split_parent_resource_id END")
+
+
+def pod_ctes(split: bool, tag_cols: Sequence[str], run_cols: Sequence[str], workload: str | None, held: str) -> str:
+    """`a_pod_rows` (EKS split rows of pods, each with its parent instance), `a_pods` (one
+    row per pod: its dimensions' tag columns, cluster, namespace, name, run) and `a_parents`."""
+    if not split:
+        return ("a_pod_rows AS (SELECT CAST(NULL AS VARCHAR) AS a_instance, CAST(NULL AS TIMESTAMP) AS cp_start, "
+                "CAST(NULL AS TIMESTAMP) AS cp_end, CAST(NULL AS VARCHAR) AS ResourceId, "
+                "CAST(NULL AS DECIMAL(38,12)) AS x_split_cost, CAST(NULL AS DECIMAL(38,12)) AS x_split_unused_cost "
+                "WHERE false), a_pods AS (SELECT CAST(NULL AS VARCHAR) AS pod, CAST(NULL AS VARCHAR) AS pod_cluster, "
+                "CAST(NULL AS VARCHAR) AS pod_namespace, CAST(NULL AS VARCHAR) AS pod_name, "
+                "CAST(NULL AS VARCHAR) AS pod_run" + "".join(f", CAST(NULL AS VARCHAR) AS {c}" for c in tag_cols)
+                + " WHERE false), a_parents AS (SELECT a_instance FROM a_pod_rows), ")
+    run = ", ".join([*run_cols, *([workload] if workload else []),
+                     "split_part(ResourceId, '/', 3) || '/' || split_part(ResourceId, '/', 4)"])
+    picks = "".join(f", max({c}) AS {c}" for c in tag_cols)
+    return (
+        f"a_pod_rows AS MATERIALIZED (SELECT *, {PARENT_ID} "
+        f"AS a_instance FROM {held} WHERE x_split_parent_resource_id IS NOT NULL AND cp_end > cp_start), "
+        "a_pods AS (SELECT ResourceId AS pod, split_part(ResourceId, '/', 2) AS pod_cluster, "
+        "split_part(ResourceId, '/', 3) AS pod_namespace, split_part(ResourceId, '/', 4) AS pod_name, "
+        f"max(coalesce({run})) AS pod_run{picks} FROM a_pod_rows GROUP BY ResourceId), "
+        "a_parents AS (SELECT DISTINCT a_instance FROM a_pod_rows), "
+    )
+
+
+def pod_weights_cte() -> str:
+    """`a_pod_w`: per parent slot, each pod's split cost and the pods' unused cost (→ idle of
+    the pod's cluster) in that slot, in nano-units."""
+    overlap = "(epoch_us(least(s_end, r_end)) - epoch_us(greatest(s_start, r_start)))"
+    share = f"CAST(round(CAST(cost AS DOUBLE) * {NANO} * {overlap} / (epoch_us(r_end) - epoch_us(r_start))) AS HUGEINT)"
+    return (
+        "a_pod_w AS (SELECT a_instance, s_start, s_end, kind, ref, sum(w) AS w FROM ("
+        f"SELECT s.a_instance, s.s_start, s.s_end, r.kind, r.ref, {share} AS w FROM "
+        "(SELECT DISTINCT a_instance, s_start, s_end FROM a_slots) AS s JOIN ("
+        "SELECT a_instance, cp_start AS r_start, cp_end AS r_end, 'pod' AS kind, ResourceId AS ref, "
+        "x_split_cost AS cost FROM a_pod_rows UNION ALL SELECT a_instance, cp_start, cp_end, 'idle', "
+        "split_part(ResourceId, '/', 2), x_split_unused_cost FROM a_pod_rows) AS r "
+        "ON r.a_instance = s.a_instance AND r.r_start < s.s_end AND r.r_end > s.s_start) AS pw "
+        "WHERE w > 0 GROUP BY ALL), "
+    )
