@@ -295,7 +295,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'])}), "
         + pod_weights_cte()
         + _weight_ctes()
-        + _split_ctes(columns, cut, units, label_cols, inventory_cols, dims, stage, params)
+        + _split_ctes(columns, units, label_cols, inventory_cols, dims, stage, params)
     )
     return text
 
@@ -311,39 +311,41 @@ def _job_dimension(dim: str) -> str:
     """A part's own value of a job dimension: the job's (or pod's) column, `idle`, the cluster."""
     job = f"nullif(trim(j.{JOB_COLUMNS[dim]}), '')"
     if dim == "cluster":
-        job = f"coalesce({job}, sp.a_cl)"
+        job = f"coalesce({job}, sl.a_cl)"
     pod = {"run": "p.pod_run", "job_state": "'UNKNOWN'", "cluster": "p.pod_cluster"}.get(dim, "NULL")
     idle = f"'{IDLE}'" if dim in IDLE_DIMENSIONS else ("sp.a_ref" if dim == "cluster" else "NULL")
     return f"CAST(CASE sp.a_part WHEN 'job' THEN {job} WHEN 'pod' THEN {pod} WHEN 'idle' THEN {idle} END AS VARCHAR) AS jd_{dim}"
 
 
-def _split_ctes(columns: Sequence[str], cut: Sequence[str], units: Sequence[str], label_cols: Mapping[str, str],
+def _split_ctes(columns: Sequence[str], units: Sequence[str], label_cols: Mapping[str, str],
                 inventory_cols: Sequence[str], dims: Sequence[str], stage: Stage, params) -> str:
-    """`a_split` (each slot's amount split by its weights), `a_parts` (their columns: the job's
-    labels and fields for a job part, the line's for idle) and `s0a` (kept lines and parts)."""
+    """`a_split` (each slot's amount split by its weights: narrow rows, the slot's key and its
+    parts), `a_parts` (their columns: the slot line's, with the job's labels and fields for a
+    job part) and `s0a` (kept lines and parts)."""
     split_in = (
-        "a_split_in AS (SELECT sl.*, coalesce(w.kind, 'none') AS a_part, w.ref AS a_ref, coalesce(w.w, 1) AS a_wt, "
+        f"a_split_in AS (SELECT sl.a_line, sl.s_start, {', '.join(f'sl.{u}' for u in units)}, "
+        "coalesce(w.kind, 'none') AS a_part, w.ref AS a_ref, coalesce(w.w, 1) AS a_wt, "
         "coalesce(t.total, 1) AS a_total, coalesce(t.overbooked AND w.w_first AND sl.a_line = t.first_line, false) "
         "AS a_over FROM a_slots sl LEFT JOIN a_totals t USING (a_instance, s_start, s_end) "
         "LEFT JOIN a_weights w USING (a_instance, s_start, s_end)), "
     )
     extra = ["a_part", "a_ref", "a_wt", "a_total", "a_over"]
     order = ["a_wt DESC", "a_ref", "a_part"]
-    split = f"a_split AS ({split_select('a_split_in', [*cut, *extra], ['a_line', 's_start'], units, 'a_wt', 'a_total', order)}), "
+    split = f"a_split AS ({split_select('a_split_in', ['a_line', 's_start', *extra], ['a_line', 's_start'], units, 'a_wt', 'a_total', order)}), "
     labels = {col: key for key, col in label_cols.items()}
     picks = []
     for column in columns:
         if column in ("cp_start", "cp_end"):
-            picks.append(f"sp.s_{column[3:]} AS {column}")
+            picks.append(f"sl.s_{column[3:]} AS {column}")
         elif column in MEASURE_COLUMNS:
             picks.append(f"{from_units('sp.' + units[MEASURE_COLUMNS.index(column)])} AS {column}")
         elif column in labels:
             picks.append(f"CASE sp.a_part WHEN 'job' THEN {_job_label(labels[column], params)} "
-                         f"WHEN 'pod' THEN p.{column} ELSE sp.{column} END AS {column}")
+                         f"WHEN 'pod' THEN p.{column} ELSE sl.{column} END AS {column}")
         elif column in inventory_cols:
-            picks.append(f"CASE WHEN sp.a_part IN ('job', 'pod') THEN NULL ELSE sp.{column} END AS {column}")
+            picks.append(f"CASE WHEN sp.a_part IN ('job', 'pod') THEN NULL ELSE sl.{column} END AS {column}")
         else:
-            picks.append(f"sp.{column}")
+            picks.append(f"sl.{column}")
     job_dims = [d for d in dims if d in JOB_COLUMNS]
     how = ("CASE sp.a_part WHEN 'job' THEN 'job:' || j.job_id WHEN 'pod' THEN 'job:' || p.pod_namespace || '/' "
            "|| p.pod_name WHEN 'idle' THEN 'idle:' || coalesce(sp.a_ref, 'unknown') END")
@@ -359,6 +361,7 @@ def _split_ctes(columns: Sequence[str], cut: Sequence[str], units: Sequence[str]
     return (
         split_in + split
         + f"a_parts AS (SELECT {', '.join(picks + added)} FROM a_split sp "
+        "JOIN a_slots sl ON sl.a_line = sp.a_line AND sl.s_start = sp.s_start "
         "LEFT JOIN a_jobs j ON sp.a_part = 'job' AND j.record_id = sp.a_ref "
         "LEFT JOIN a_pods p ON sp.a_part = 'pod' AND p.pod = sp.a_ref), "
         f"a_keep AS (SELECT {', '.join([*columns, *nulls])} FROM s0 WHERE NOT coalesce({member}, false)), "

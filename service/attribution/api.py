@@ -69,7 +69,7 @@ from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.rollup import ROLLUP_GRACE, RollupBuild, build_rollups, inventory_keys
 from service.attribution.query import AttributionQuery
 from service.attribution.result import AttributionResult, AttributionRow, Contribution
-from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
+from service.attribution.sql import MEASURES, Needs, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
@@ -115,13 +115,13 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
 
 
 def read_sessions(lake: Lake, config: AttributionConfig, engine: EngineConfig | None,
-                  answer: Callable[[RollupSession | None], T], dims: Sequence[str] | None = None) -> T:
+                  answer: Callable[[RollupSession | None], T], needs: Needs = Needs()) -> T:
     """`answer(session)` with the rollups on the engine that runs the SQL: DuckDB (default),
     on one consistent snapshot of the lake, or Spark, same SQL; the session is None when the
-    lake that engine reads holds no cost partition. `dims`: the dimensions `answer` reads
-    (default all; see RollupSession)."""
+    lake that engine reads holds no cost partition. `needs`: what `answer` reads (default
+    all; see RollupSession)."""
     if engine is None or engine.kind == "duckdb":
-        return read_consistently(lake, lambda snapshot: _answer_on(lake, config, snapshot, answer, dims))
+        return read_consistently(lake, lambda snapshot: _answer_on(lake, config, snapshot, answer, needs))
     from service.attribution.spark.session import SparkRollupSession
 
     session = SparkRollupSession(lake, config, engine)
@@ -129,10 +129,10 @@ def read_sessions(lake: Lake, config: AttributionConfig, engine: EngineConfig | 
 
 
 def _answer_on(lake: Lake, config: AttributionConfig, snapshot, answer: Callable[[RollupSession | None], T],
-               dims: Sequence[str] | None = None) -> T:
+               needs: Needs = Needs()) -> T:
     if not snapshot.checks:
         return answer(None)
-    session = RollupSession(lake, config, snapshot, dims)
+    session = RollupSession(lake, config, snapshot, needs)
     try:
         return answer(session)
     finally:
@@ -159,7 +159,7 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     window, by, where, cost, granularity = query.window, query.by, query.where, query.cost, query.granularity
     top, compare, explain = query.top, query.compare, query.explain
     return read_sessions(lake, config, engine, lambda session: _attribute(
-        session, config, window, by, where, cost, granularity, top, compare, explain), _sql_dims(config, by, where))
+        session, config, window, by, where, cost, granularity, top, compare, explain), Needs(_sql_dims(config, by, where), (cost,)))
 
 
 def _attribute(session: RollupSession | None, config: AttributionConfig, window: Window, by: tuple[str, ...],
@@ -295,7 +295,8 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     period, currency and cost measure, over the whole lake."""
     engine = engine or _engine(config)
     config = _attribution(config)
-    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config), _sql_dims(config, (), {}))
+    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config),
+                         Needs(_sql_dims(config, (), {})))
 
 
 def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list[Reconciliation]:

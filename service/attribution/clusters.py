@@ -20,6 +20,7 @@ from decimal import Decimal
 
 from service.attribution.api import _attribution, _engine, read_sessions
 from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.sql import Needs
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
@@ -77,7 +78,7 @@ def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
     return read_sessions(lake, config, engine, lambda session: usage_in(session, config, window, cost),
-                         usage_dims(config))
+                         Needs(usage_dims(config), (cost,)))
 
 
 def usage_dims(config: AttributionConfig) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 from service.attribution.rollup import rollup_view
-from service.attribution.sql import spellings_sql, window_sql
+from service.attribution.sql import Needs, spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import partitions_data_through
 from service.core.lake import Lake
@@ -172,13 +172,13 @@ class RollupSession:
     (stored rollups, or rolled up in memory where none is stored: service/attribution/rollup.py)."""
 
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
-                 dims: Sequence[str] | None = None):
-        """`dims`: the dimensions the session's queries read (default all); a period rolled up
-        in memory computes only those and what they need."""
+                 needs: Needs = Needs()):
+        """`needs`: the dimensions and measures the session's queries read (default all); a
+        period rolled up in memory computes only those."""
         self.config, self.lake = config, lake
         self.snapshot = snapshot = snapshot or lake.snapshot()
         self.con = lake.query(snapshot)
-        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, dims)
+        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs)
 
     def data_through(self) -> dict[str, datetime | None]:
         """Each billing source read → how far its usage data reaches (service.core.coverage),

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -35,7 +34,7 @@ from pathlib import Path
 import duckdb
 
 from service.attribution.jobs import allocation_inputs, jobs_basis
-from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_keys_sql
+from service.attribution.sql import Needs, inventory_keys_sql, rollup_sql, run_setup, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
 from service.core.ledger import LedgerEntry
@@ -135,24 +134,24 @@ def rollup_file(lake: Lake, part: Partition, version: Version) -> Path:
 
 def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection,
                      part: Partition, inventory: list[str] | None,
-                     dims: Sequence[str] | None = None) -> duckdb.DuckDBPyRelation:
+                     needs: Needs = Needs()) -> duckdb.DuckDBPyRelation:
     """The attributed rollup of one period, from its raw lines (`con` has the `costs` view);
-    `dims`: only the columns of these dimensions and what they need (default all)."""
+    `needs`: only those dimensions and measures (default all)."""
     keys_sql = tag_keys_sql(part.source, part.period)
     tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
     allocation = allocation_inputs(lake, config, con, "source = $source AND billing_period = $period",
                                    keys_sql.params)
-    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, dims)
+    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, needs)
     run_setup(con, sql)
     return con.sql(sql.text, params=sql.params)
 
 
 def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
-                view: str, dims: Sequence[str] | None = None) -> list[Path]:
+                view: str, needs: Needs = Needs()) -> list[Path]:
     """Create `view` over every period's rollup: the stored version where there is one, else
     rolled up from the raw lines into a temporary table of `con` (a `Lake.query` connection
-    on `snapshot`), with only the columns of `dims` and what they need (`needed_dimensions`;
-    default all): a query rolls up no more than it reads. Writes nothing to the lake;
+    on `snapshot`), with only the dimensions and measures of `needs` (default all): a query
+    rolls up no more than it reads. Writes nothing to the lake;
     returns the stored files it reads."""
     inventory = inventory_latest(lake, config)
     stored, missing = [], []
@@ -161,7 +160,7 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
         (stored if file.exists() else missing).append((part, file))
     keys = inventory_keys(lake, con) if missing else None
     for number, (part, _) in enumerate(missing):
-        relation = _rollup_relation(lake, config, con, part, keys, dims)
+        relation = _rollup_relation(lake, config, con, part, keys, needs)
         temp = f"rollup_part_{number}"
         relation.create_view(temp)
         into = f"CREATE TEMP TABLE {MEMORY_TABLE} AS" if number == 0 else f"INSERT INTO {MEMORY_TABLE}"

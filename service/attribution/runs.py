@@ -38,7 +38,7 @@ from service.attribution.compute import RollupSession
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs
 from service.attribution.query import Naming, _whole_number, cli_option
 from service.attribution.rollup import inventory_keys
-from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
+from service.attribution.sql import MEASURES, Needs, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
@@ -155,7 +155,8 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
-    return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query), usage_dims(config))
+    return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query),
+                         Needs(usage_dims(config), (query.cost,)))
 
 
 @dataclass

@@ -182,6 +182,16 @@ def _case(whens: list[str], otherwise: str) -> str:
     return f"CASE {' '.join(whens)} ELSE {otherwise} END" if whens else f"CAST({otherwise} AS VARCHAR)"
 
 
+@dataclass(frozen=True)
+class Needs:
+    """What a query reads of a rollup rolled up in memory for it: these dimensions (and what
+    their rules need: `needed_dimensions`) and cost measures (`MEASURES` keys); None: all,
+    as stored rollups hold them. The others are not computed (their columns are NULL)."""
+
+    dims: tuple[str, ...] | None = None
+    measures: tuple[str, ...] | None = None
+
+
 def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> tuple[str, ...]:
     """`dims`, the shared rules' dimensions and every dimension their rules read, in
     `dimension_order()`: what a query over `dims` needs computed (None: every dimension)."""
@@ -200,7 +210,7 @@ def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> 
 def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, params: Params,
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
                    allocation: AllocationInputs | None = None, every_column: bool = False,
-                   dims: Iterable[str] | None = None) -> Sql:
+                   needs: Needs = Needs()) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -214,10 +224,10 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     columns to carry (canonical names, e.g. `x_line_item_type`). `allocation` (with
     `attribution.clusters`): GPU instances' lines become parts of jobs and idle first
     (service/attribution/allocation.py), and a part's own values and placement come first.
-    `every_column`: carry every cost column. `dims`: compute only these dimensions (and what
-    they need: `needed_dimensions`); default all."""
+    `every_column`: carry every cost column. `needs`: compute only these dimensions and cost
+    measures (default all)."""
     tag_keys = list(tag_keys)
-    order = needed_dimensions(config, dims)
+    order = needed_dimensions(config, needs.dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
     extra_aliases = extra_tag_aliases(allocation.clusters) if allocation else {}
     line_keys = tag_keys
@@ -253,6 +263,9 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     renamed = {"cp_start": f"{start} AS cp_start",
                "cp_end": f"greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end",
                "currency": "BillingCurrency AS currency"}
+    for measure, column in MEASURES.items():  # NULL costs nothing to spread and split
+        if needs.measures is not None and measure not in needs.measures:
+            renamed[column] = f"CAST(NULL AS DECIMAL(38,12)) AS {column}"
     steps = [
         f"s0 AS (SELECT {', '.join(renamed.get(c, c) for c in dict.fromkeys(columns))}"
         + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
@@ -306,18 +319,20 @@ def _first(values: list[str]) -> str:
 
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
                inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None,
-               dims: Iterable[str] | None = None) -> Sql:
+               needs: Needs = Needs()) -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view; with
     `allocation`, `overbooked` counts the instance slots whose jobs held more than it had.
-    `dims`: only the columns of these dimensions (`needed_dimensions`; default all, as stored)."""
+    `needs`: only those dimensions' columns and measures (default all, as stored)."""
     params = Params()
     where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')}"
-    lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, dims=dims)
-    dims = [c for name in needed_dimensions(config, dims) for c in (dim_col(name), how_col(name))]
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, needs=needs)
+    dims = [c for name in needed_dimensions(config, needs.dims) for c in (dim_col(name), how_col(name))]
+    sums = [f"coalesce(sum({col}), 0) AS {m}" if needs.measures is None or m in needs.measures
+            else f"CAST(NULL AS DECIMAL(38,12)) AS {m}" for m, col in MEASURES.items()]
     keys = ["cp_start", "cp_end", "currency", "shared", *dims]
     text = (
         lines.text + "SELECT " + ", ".join(keys)
-        + ", " + ", ".join(f"coalesce(sum({col}), 0) AS {m}" for m, col in MEASURES.items())
+        + ", " + ", ".join(sums)
         + ", count(*) AS lines" + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocation else "")
         + " FROM attributed GROUP BY " + ", ".join(keys)
     )
