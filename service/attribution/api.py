@@ -66,10 +66,11 @@ from decimal import Decimal
 from typing import TypeVar
 
 from service.attribution.compute import RollupSession, attributed_sums
-from service.attribution.rollup import ROLLUP_GRACE, RollupBuild, build_rollups, inventory_keys
+from service.attribution.needs import Needs
 from service.attribution.query import AttributionQuery
 from service.attribution.result import AttributionResult, AttributionRow, Contribution
-from service.attribution.sql import MEASURES, Needs, all_tag_keys_sql, resources_sql
+from service.attribution.rollup import ROLLUP_GRACE, RollupBuild, build_rollups, inventory_keys
+from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake

@@ -20,7 +20,7 @@ from decimal import Decimal
 
 from service.attribution.api import _attribution, _engine, read_sessions
 from service.attribution.compute import RollupSession, attributed_sums
-from service.attribution.sql import Needs
+from service.attribution.needs import Needs
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
+from service.attribution.needs import Needs
 from service.attribution.rollup import rollup_view
-from service.attribution.sql import Needs, spellings_sql, window_sql
+from service.attribution.sql import spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import partitions_data_through
 from service.core.lake import Lake

@@ -34,7 +34,8 @@ from pathlib import Path
 import duckdb
 
 from service.attribution.jobs import allocation_inputs, jobs_basis
-from service.attribution.sql import Needs, inventory_keys_sql, rollup_sql, run_setup, tag_keys_sql
+from service.attribution.needs import Needs
+from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
 from service.core.ledger import LedgerEntry

@@ -36,9 +36,10 @@ from service.attribution.api import _attribution, read_sessions
 from service.attribution.clusters import usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs
+from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option
 from service.attribution.rollup import inventory_keys
-from service.attribution.sql import MEASURES, Needs, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
+from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
@@ -281,7 +282,8 @@ def _job_records(lake: Lake, session: RollupSession, window: Window) -> dict[str
 def _idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window,
                  cost: str) -> dict[tuple[str, str | None], Decimal]:
     """(run lower case, currency) → idle share of the instances its jobs' parts are on, over
-    their hours that start in `window`."""
+    their hours that start in `window`: allocation's parts of the window's cluster lines
+    (in stages: only those lines are read in full), with the run dimension alone."""
     con = session.con
     params = Params()
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
@@ -290,7 +292,8 @@ def _idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, 
     tag_sql = all_tag_keys_sql()
     tag_keys = [row[0] for row in con.execute(tag_sql.text, tag_sql.params).fetchall()]
     allocation = allocation_inputs(lake, config, con, where, dict(params.values))
-    lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation)
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation,
+                           needs=Needs(("run",), (cost,)), parts_only=True)
     run, how = dim_col("run"), how_col("run")
     sql = (lines.text + f" SELECT lower({run}), ResourceId, currency, split_part({how}, ':', 1) AS kind, "
            f"sum({MEASURES[cost]}) FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "

@@ -29,6 +29,7 @@ from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
                                            extra_tag_aliases, held_sql, members_sql)
+from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 
@@ -182,35 +183,10 @@ def _case(whens: list[str], otherwise: str) -> str:
     return f"CASE {' '.join(whens)} ELSE {otherwise} END" if whens else f"CAST({otherwise} AS VARCHAR)"
 
 
-@dataclass(frozen=True)
-class Needs:
-    """What a query reads of a rollup rolled up in memory for it: these dimensions (and what
-    their rules need: `needed_dimensions`) and cost measures (`MEASURES` keys); None: all,
-    as stored rollups hold them. The others are not computed (their columns are NULL)."""
-
-    dims: tuple[str, ...] | None = None
-    measures: tuple[str, ...] | None = None
-
-
-def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> tuple[str, ...]:
-    """`dims`, the shared rules' dimensions and every dimension their rules read, in
-    `dimension_order()`: what a query over `dims` needs computed (None: every dimension)."""
-    if dims is None:
-        return config.dimension_order()
-    wanted = {*dims, *(rule.by for rule in config.shared),
-              *(key for rule in config.shared for key in rule.match if key in config.dimensions)}
-    while True:
-        more = {key for name in wanted for rule in config.dimensions[name].rules for key in rule.match
-                if key in config.dimensions} - wanted
-        if not more:
-            return tuple(name for name in config.dimension_order() if name in wanted)
-        wanted |= more
-
-
 def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, params: Params,
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
                    allocation: AllocationInputs | None = None, every_column: bool = False,
-                   needs: Needs = Needs()) -> Sql:
+                   needs: Needs = Needs(), parts_only: bool = False) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -225,7 +201,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     `attribution.clusters`): GPU instances' lines become parts of jobs and idle first
     (service/attribution/allocation.py), and a part's own values and placement come first.
     `every_column`: carry every cost column. `needs`: compute only these dimensions and cost
-    measures (default all)."""
+    measures (default all). `parts_only` (with `allocation`): only the lines allocation split
+    (job, idle and pod parts), not the others: the cluster's lines alone are read twice."""
     tag_keys = list(tag_keys)
     order = needed_dimensions(config, needs.dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
@@ -286,7 +263,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                      params.values))
         steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
                                                      extra, run_cols, order, params).rstrip(", ")
-        first = "s0a"
+        first = "a_parts" if parts_only else "s0a"
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]

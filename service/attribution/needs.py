@@ -1,0 +1,35 @@
+"""What one query reads of the attribution rollups, so a period rolled up in memory for it
+computes no more: its dimensions (with those their rules and the shared rules read) and its
+cost measures (service/attribution/rollup.py `rollup_view`, service/attribution/sql.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from service.core.config_attribution import AttributionConfig
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a query reads of a rollup rolled up in memory for it: these dimensions (and what
+    their rules need: `needed_dimensions`) and cost measures (`MEASURES` keys); None: all,
+    as stored rollups hold them. The others are not computed (their columns are NULL)."""
+
+    dims: tuple[str, ...] | None = None
+    measures: tuple[str, ...] | None = None
+
+
+def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> tuple[str, ...]:
+    """`dims`, the shared rules' dimensions and every dimension their rules read, in
+    `dimension_order()`: what a query over `dims` needs computed (None: every dimension)."""
+    if dims is None:
+        return config.dimension_order()
+    wanted = {*dims, *(rule.by for rule in config.shared),
+              *(key for rule in config.shared for key in rule.match if key in config.dimensions)}
+    while True:
+        more = {key for name in wanted for rule in config.dimensions[name].rules for key in rule.match
+                if key in config.dimensions} - wanted
+        if not more:
+            return tuple(name for name in config.dimension_order() if name in wanted)
+        wanted |= more
