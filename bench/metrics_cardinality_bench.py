@@ -9,11 +9,12 @@ Per size:
    400 projects, `size` distinct experiments) through `Lake.commit_costs`;
 2. `spendlake rollup` stores the attribution rollups and the metric tops (timed: this is
    what ingest adds after a commit);
-3. starts `spendlake serve` on the lake, waits for its start-up jobs (ingest, rules), scrapes
+3. starts `spendlake serve` on the lake, waits for its start-up jobs (ingest, rules, and the
+   daily make-up run: verify and the report), scrapes
    once (warm), then times `--scrapes` scrapes of `/metrics`, each one recomputed (the bench
    touches `_state/sources.json` before it, so the collector's page cache never answers:
    every scrape reads the lake and the stored tops), and reads the service's peak RSS
-   (VmHWM, the whole life of the process, start-up jobs included);
+   (VmHWM, the whole life of the process, all start-up jobs included);
 4. baselines, same lake, same run: the bare DuckDB query of the stored tops file (the floor
    a scrape cannot beat), and, up to `--old-path-max` values, the old scrape path (one full
    attribution by team, project and experiment per window, folded in Python) in its own
@@ -47,7 +48,8 @@ OLD_PATH_SCRIPT = textwrap.dedent('''
     from datetime import datetime, timezone
     from decimal import Decimal
     from service.attribution import attribute
-    from service.attribution.tops import DIMENSIONS, metrics_anchor, windows
+    from service.attribution.metric_top import metrics_anchor, windows
+    from service.attribution.spend_tops import DIMENSIONS
     from service.core.config import load_config
     from service.core.lake import Lake
     from service.core.units import fold_top
@@ -127,14 +129,18 @@ def scrape(base: str) -> str:
         return response.read().decode()
 
 
+STARTUP_JOBS = ("ingest", "rules", "daily")  # daily: the make-up run (verify, then the report)
+
+
 def wait_for_jobs(base: str, timeout: float = 3600) -> None:
-    """Until the start-up ingest and rules runs are over (their duration histograms count them)."""
+    """Until the start-up jobs are over (their duration histograms count them): the peak RSS
+    read after the scrapes then covers them all."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         page = scrape(base)
-        done = {job for job in ("ingest", "rules")
+        done = {job for job in STARTUP_JOBS
                 if re.search(rf'spendlake_job_duration_seconds_count{{job="{job}"}} [1-9]', page)}
-        if done == {"ingest", "rules"}:
+        if done == set(STARTUP_JOBS):
             return
         time.sleep(2)
     raise RuntimeError("the service's start-up jobs did not finish")
@@ -193,7 +199,11 @@ def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: boo
         rss = peak_rss(proc.pid)
     finally:
         proc.terminate()
-        proc.wait(timeout=120)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # a job still running holds the shutdown
+            proc.kill()
+            proc.wait()
     bare = bare_tops_query(config_path, scrapes)
     result = {"values": size, "lines": lines, "lake_write_s": round(written, 1), "rollup_and_tops_s": round(built, 1),
               "scrape_p50_s": statistics.median(times), "scrape_p99_s": percentile(times, 0.99),

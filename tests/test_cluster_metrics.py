@@ -65,3 +65,27 @@ def test_without_clusters_the_families_are_empty(config):
     plain = config.model_copy(update={"attribution": parse_config({"lake": str(config.lake)}).attribution})
     found = scrape(plain)
     assert "spendlake_run_cost_usd" not in found and "spendlake_cluster_idle_ratio" not in found
+
+
+def test_61_a_scrape_reads_the_stored_cluster_tops_without_allocating(config, monkeypatch):
+    """Ingest stored the tops of this lake state (the job snapshot included); a scrape reads
+    them without running the allocation, and they equal the ones computed on the fly."""
+    from service.attribution import cluster_tops, metrics_anchor
+    from service.attribution.tops import compute_tops, stored_tops
+    from service.core.lake import Lake
+
+    lake = Lake.of(config)
+    end = metrics_anchor(lake, TOP)
+    stored = [t for t in stored_tops(lake, config, end) or [] if t.family in ("run", "idle")]
+    assert stored == [t for t in compute_tops(lake, config, end, ("clusters",)) if t.family != "anchor"]
+    assert {t.family for t in stored} == {"run", "idle"}
+    before = scrape(config)
+
+    def no_allocation(*args, **kwargs):
+        raise AssertionError("the scrape ran the cluster allocation instead of reading the stored tops")
+
+    monkeypatch.setattr(cluster_tops, "usage_in", no_allocation)
+    after = scrape(config)
+    assert after["spendlake_lake_readable"] == {(): 1.0}
+    for family in ("spendlake_run_cost_usd", "spendlake_cluster_idle_ratio"):
+        assert after[family] == before[family]

@@ -16,7 +16,7 @@ from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.core.timewindow import share_in_window
-from service.findings.commitments import commitments
+from service.attribution import commitments
 from tests.attribution_helpers import declared_sources
 from tests.rules_lake import build_lake
 

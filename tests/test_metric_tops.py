@@ -8,16 +8,20 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 import pytest
+import yaml
 from prometheus_client import CollectorRegistry
 from servicekit import commit, make_config
 
 from service.attribution import attribute, metrics_anchor
+from service.attribution import commitment_tops, spend_tops
 from service.attribution import tops as tops_module
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.units import fold_top
 from service.ingest.rollups import rollup
 from service.serve.metrics import LakeCollector
+from tests.test_commitments import NOW as COMMITMENTS_NOW
+from tests.test_commitments import config_file  # noqa: F401 (a fixture)
 
 NOW = datetime(2026, 11, 28, 0, 0, tzinfo=timezone.utc)
 FAMILIES = ("spendlake_spend_usd", "spendlake_experiment_spend_usd", "spendlake_unallocated_ratio")
@@ -57,23 +61,23 @@ def expected(config) -> dict[tuple, float]:
     window, folded in Python."""
     lake = Lake.of(config)
     found = {}
-    defaults = {d: config.attribution.dimensions[d].default for d in tops_module.DIMENSIONS}
-    for name, window in tops_module.windows(metrics_anchor(lake, NOW)).items():
+    defaults = {d: config.attribution.dimensions[d].default for d in spend_tops.DIMENSIONS}
+    for name, window in spend_tops.windows(metrics_anchor(lake, NOW)).items():
         pairs, experiments, nowhere = defaultdict(Decimal), defaultdict(Decimal), defaultdict(Decimal)
         total = Decimal(0)
-        for row in attribute(lake, config, window, by=tops_module.DIMENSIONS).rows:
+        for row in attribute(lake, config, window, by=spend_tops.DIMENSIONS).rows:
             if row.currency != "USD":
                 continue
             pairs[(row.values["team"], row.values["project"])] += row.cost
             experiments[(row.values["experiment"],)] += row.cost
             total += row.cost
-            for dim in tops_module.DIMENSIONS:
+            for dim in spend_tops.DIMENSIONS:
                 nowhere[dim] += row.cost if row.values[dim].lower() == defaults[dim] else 0
         for (team, project), cost in fold_top(pairs, config.service.top_n).items():
             found[("spendlake_spend_usd", (("project", project), ("team", team), ("window", name)))] = float(cost)
         for (experiment,), cost in fold_top(experiments, config.service.top_n).items():
             found[("spendlake_experiment_spend_usd", (("experiment", experiment), ("window", name)))] = float(cost)
-        for dim in tops_module.DIMENSIONS:
+        for dim in spend_tops.DIMENSIONS:
             found[("spendlake_unallocated_ratio", (("dimension", dim), ("window", name)))] = float(nowhere[dim] / total)
     return found
 
@@ -106,7 +110,7 @@ def test_61_a_scrape_reads_the_stored_tops_and_a_changed_lake_is_not_read_from_o
         raise AssertionError("the scrape summed the lake instead of reading the stored tops")
 
     with monkeypatch.context() as patch:
-        patch.setattr(tops_module, "_WindowSums", no_lake_sums)
+        patch.setattr(spend_tops, "WindowSums", no_lake_sums)
         assert samples(config) == before  # read from the stored file alone
         commit(lake, "cur", [*ROWS, ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "500",
                                      {"team": "nlp", "project": "llm", "experiment": "a"})], delivery_id="d2")
@@ -118,5 +122,36 @@ def test_61_a_scrape_reads_the_stored_tops_and_a_changed_lake_is_not_read_from_o
     rollup(config)
     assert len(list((config.lake / tops_module.TOPS_TABLE).glob("source=all/config=*/*.parquet"))) == 1
     with monkeypatch.context() as patch:
-        patch.setattr(tops_module, "_WindowSums", no_lake_sums)
+        patch.setattr(spend_tops, "WindowSums", no_lake_sums)
         assert samples(config) == changed
+
+
+COMMITMENT_FAMILIES = ("spendlake_commitment_utilization_ratio", "spendlake_commitment_unused_usd")
+
+
+def commitment_samples(config, now) -> dict[tuple, float]:
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config, clock=now.timestamp))
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for family in registry.collect() for s in family.samples if s.name in COMMITMENT_FAMILIES}
+    assert registry.get_sample_value("spendlake_lake_readable") == 1
+    return found
+
+
+def test_61_a_scrape_reads_the_stored_commitment_tops_without_computing_commitments(config_file, monkeypatch):
+    config = parse_config(yaml.safe_load(config_file.read_text()), str(config_file))
+    on_the_fly = commitment_samples(config, COMMITMENTS_NOW)  # nothing stored yet: computed for the scrape
+    # the numbers test_commitments checks by hand (30 days to the data's end)
+    plan, reservation = (("team", "Inference"), ("type", "Savings Plan")), (("team", "platform"),
+                                                                            ("type", "Reserved Instance"))
+    assert on_the_fly == {("spendlake_commitment_utilization_ratio", plan): 0.75,
+                          ("spendlake_commitment_unused_usd", plan): 8.0,
+                          ("spendlake_commitment_utilization_ratio", reservation): 0.0,
+                          ("spendlake_commitment_unused_usd", reservation): 148.0}
+    rollup(config)
+
+    def no_commitments(*args, **kwargs):
+        raise AssertionError("the scrape computed the commitments instead of reading the stored tops")
+
+    monkeypatch.setattr(commitment_tops, "commitments", no_commitments)
+    assert commitment_samples(config, COMMITMENTS_NOW) == on_the_fly

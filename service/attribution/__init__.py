@@ -11,8 +11,11 @@ its modules (tests/test_layout.py):
 - `reconcile`, `Reconciliation`: Σ attributed against Σ source, per billing period;
 - `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
-- `build_tops`, `read_tops`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of spend, stored per lake
-  state by the writers of the lake (service/attribution/tops.py), read by the scrape;
+- `build_tops`, `ScrapeTops`, `read_tops`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of
+  spend, shared clusters and commitments, stored per lake state by the writers of the lake
+  (service/attribution/tops.py), read by the scrape;
+- `commitments`, `CommitmentsResult`, `Commitment`: used, unused, coverage and expiry of each
+  Savings Plan, reservation and committed use discount in a window (commitment_usage.py);
 - `attribute_resources`: each dimension's value on a resource's latest cost line (owners);
 - `cluster_usage`, `ClusterUsage`, `JobCost`, `ClusterCost`: shared GPU clusters in a window,
   per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
@@ -35,11 +38,14 @@ from service.attribution.lines import direct_daily_lookup
 from service.attribution.per_line import attributed_lines
 from service.attribution.rollup import RollupBuild
 from service.attribution.runs import RunRow, RunsQuery, RunsResult, RunTotal, runs
-from service.attribution.tops import Top, build_tops, metrics_anchor, read_tops
+from service.attribution.commitment_usage import Commitment, CommitmentsResult, commitments
+from service.attribution.metric_top import Top, metrics_anchor
+from service.attribution.tops import ScrapeTops, build_tops, read_tops
 
 __all__ = [
-    "AttributionQuery", "AttributionResult", "AttributionRow", "ClusterCost", "ClusterUsage", "Contribution", "JobCost",
-    "Reconciliation", "RollupBuild", "api_parameter", "attribute", "attribute_query", "attribute_resources",
-    "attributed_lines", "cli_option", "cluster_usage", "direct_daily_lookup", "materialise", "parse_where",
-    "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs", "Top", "build_tops", "metrics_anchor", "read_tops",
+    "AttributionQuery", "AttributionResult", "AttributionRow", "ClusterCost", "ClusterUsage", "Commitment",
+    "CommitmentsResult", "Contribution", "JobCost", "Reconciliation", "RollupBuild", "ScrapeTops", "Top",
+    "api_parameter", "attribute", "attribute_query", "attribute_resources", "attributed_lines", "build_tops",
+    "cli_option", "cluster_usage", "commitments", "direct_daily_lookup", "materialise", "metrics_anchor",
+    "parse_where", "read_tops", "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs",
 ]

@@ -1,4 +1,4 @@
-"""`spendlake commitments`: thin over service.findings.commitments (rendering only)."""
+"""`spendlake commitments`: thin over service.attribution.commitment_usage (rendering only)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _pct(value: Decimal | None) -> str:
 def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | None) -> None:
     """Savings Plans, reservations, committed use discounts: commitment, used, unused, coverage, expiry."""
     from service.core.coverage import anchored_window
-    from service.findings.commitments import commitments
+    from service.attribution import commitments
 
     dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
     result = commitments(obj.lake, obj.config, anchored_window(obj.lake, since, until), by=dims)

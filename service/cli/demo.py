@@ -29,7 +29,7 @@ def _print_spend_and_findings(result) -> None:
     from service.cli.attribute import coverage_line
     from service.core.coverage import anchored_window
     from service.core.lake import Lake
-    from service.findings.commitments import commitments
+    from service.attribution import commitments
 
     lake = Lake.of(result.config)
     spend = attribute(lake, result.config, anchored_window(lake, "7d"), by=("team",))

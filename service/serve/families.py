@@ -1,6 +1,7 @@
 """The metric families derived from the lake, as functions of (config, lake, now).
 
-`LakeCollector` (service/serve/metrics.py) calls these at scrape time. Each returns complete
+`LakeCollector` (service/serve/metrics.py) calls these at scrape time; spend, clusters and
+commitments read the tops ingest stored for the lake's state (`ScrapeTops`). Each returns complete
 families; a family with nothing to report is returned empty, so its HELP/TYPE still show.
 Money is USD only (`_usd`: other currencies are never converted or summed in). Label values
 are bounded by `service.top_n`: the largest values by spend or waste are kept, the rest are
@@ -11,39 +12,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from service.attribution import metrics_anchor, read_tops
+from service.attribution import ScrapeTops, metrics_anchor
 from service.core.config import Config
-from service.core.coverage import billing_data_through, data_end, inventory_data_through
+from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
-from service.core.timewindow import Window, relative_window
-from service.core.units import OTHER, fold_top, top_keys
-from service.findings.commitments import commitments
+from service.core.units import OTHER, fold_top
 from service.ingest.freshness import freshness_limits
-
-USD = "USD"
-DIMENSIONS = ("team", "project", "experiment")
-
-
-WINDOWS = ("24h", "7d", "mtd")
-COMMITMENT_DAYS = 30
-
-
-def windows(end: datetime) -> dict[str, Window]:
-    """The metrics' windows, ending at `end`: the data's end (service.core.coverage), so a
-    scrape at any hour of the same lake gives the same values; `mtd` is the month holding
-    the data's last instant (a whole month when the data ends on the 1st at 00:00)."""
-    return {name: relative_window(name, end) for name in WINDOWS}
-
-
-def anchor(lake: Lake, now: datetime) -> datetime:
-    """Where the metrics' windows end: the lake's data end, or `now` for a lake without data."""
-    return data_end(lake) or now
-
 
 def iso_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -104,7 +83,7 @@ def data_through_families(config: Config, lake: Lake) -> list[Metric]:
     return [family]
 
 
-def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
+def spend_families(tops: ScrapeTops) -> list[Metric]:
     """Attributed USD spend per (team, project) and per experiment, and the unallocated
     share per dimension, for each window (ending at the data's end): the tops ingest stored
     for this lake state (service/attribution/tops.py), so a scrape reads a small file."""
@@ -117,7 +96,7 @@ def spend_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
                                     "Share of the window's USD spend that no rule or tag placed (0-1).",
                                     labels=["dimension", "window"])
     family = {"spend": spend, "experiment": experiments, "unallocated": unallocated}
-    for top in read_tops(lake, config, now):
+    for top in tops.group("spend"):
         family[top.family].add_metric([*top.labels, top.window], float(top.value))
     return [spend, experiments, unallocated]
 
@@ -198,9 +177,10 @@ def add_all(family: GaugeMetricFamily, items: Iterable[tuple[tuple[str, ...], De
         family.add_metric(list(labels), float(value))
 
 
-def commitment_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
-    """Commitments over the 30 days to the data's end (service.findings.commitments), USD only, by
-    type and the team that owns each commitment; the `top_n` teams by unused commitment, the rest `other`."""
+def commitment_families(tops: ScrapeTops) -> list[Metric]:
+    """Commitments over the 30 days to the data's end, USD only, by type and the team that owns
+    each commitment; the `top_n` teams by unused commitment, the rest `other`
+    (service/attribution/commitment_tops.py, stored per lake state)."""
     ratio = GaugeMetricFamily("spendlake_commitment_utilization_ratio",
                               "Used / commitment of Savings Plans, reservations and committed use discounts over "
                               "the 30 days to the data's end (USD), by commitment type and owning team.",
@@ -208,28 +188,7 @@ def commitment_families(config: Config, lake: Lake, now: datetime) -> list[Metri
     unused = GaugeMetricFamily("spendlake_commitment_unused_usd",
                                "Commitment paid for and left unused over the 30 days to the data's end, USD, "
                                "by commitment type and owning team.", labels=["type", "team"])
-    end = anchor(lake, now)
-    result = commitments(lake, config, Window(end - timedelta(days=COMMITMENT_DAYS), end), by=("team",))
-    used_by: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    unused_by: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for row in result.rows:
-        if row.currency == USD:
-            key = (row.type or "unknown", row.owner.get("team") or "unallocated")
-            used_by[key] += row.used
-            unused_by[key] += row.unused
-    teams: dict[str, Decimal] = defaultdict(Decimal)
-    for (_, team), amount in unused_by.items():
-        teams[team] += amount
-    kept = set(top_keys(teams, config.service.top_n))
-    folded_used: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    folded_unused: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for (kind, team), amount in unused_by.items():
-        key = (kind, team if team in kept else OTHER)
-        folded_unused[key] += amount
-        folded_used[key] += used_by[(kind, team)]
-    for key in sorted(folded_unused):
-        whole = folded_used[key] + folded_unused[key]
-        unused.add_metric(list(key), float(folded_unused[key]))
-        if whole > 0:
-            ratio.add_metric(list(key), float(folded_used[key] / whole))
+    family = {"commitment_unused": unused, "commitment_utilization": ratio}
+    for top in tops.group("commitments"):
+        family[top.family].add_metric(list(top.labels), float(top.value))
     return [ratio, unused]

@@ -1,7 +1,9 @@
 """Prometheus metrics: a collector that reads the lake at scrape time, and job instruments.
 
 Derived numbers (spend, findings, freshness) come from `LakeCollector`, computed when
-Prometheus scrapes and cached until the lake changes, so nothing goes stale. Job events
+Prometheus scrapes and cached until the lake changes, so nothing goes stale; what needs the
+whole window summed or allocated (spend, shared clusters, commitments) is read from the tops
+ingest stored for the lake's state (service/attribution/tops.py). Job events
 (durations, failures, skipped fires) are instruments updated by the scheduler.
 
 Label values are bounded: a metric keeps the `top_n` largest label values and folds the
@@ -22,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from service.attribution import ScrapeTops
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
@@ -98,15 +101,16 @@ class LakeCollector(Collector):
         """Every family group on its own: a group that cannot be read is logged and left
         out, and `spendlake_lake_readable` drops to 0, while the others still report."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        tops = ScrapeTops(self.lake, self.config, now)  # the stored tops file is read once per scrape
         groups = (
             lambda: source_families(self.config, self.lake),
             lambda: integrity_families(self.lake),
             lambda: data_through_families(self.config, self.lake),
-            lambda: spend_families(self.config, self.lake, now),
+            lambda: spend_families(tops),
             lambda: findings_families(self.config, self.lake),
             lambda: budget_families(self.config, self.lake, now),
-            lambda: commitment_families(self.config, self.lake, now),
-            lambda: cluster_families(self.config, self.lake, now),
+            lambda: commitment_families(tops),
+            lambda: cluster_families(self.config, tops),
         )
         families: list[Metric] = []
         ok = True

@@ -1,6 +1,6 @@
 """The report's commitments section: what each Savings Plan, reservation and committed use
 discount cost over the 30 days ending with the report day, used and unused, coverage and
-expiry (service.findings.commitments, the numbers `spendlake commitments --since 30d` shows)."""
+expiry (service.attribution.commitment_usage, the numbers `spendlake commitments --since 30d` shows)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import date, timedelta
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
-from service.findings.commitments import commitments
+from service.attribution import commitments
 from service.report.model import Chart, Column, Section, Table
 
 DAYS = 30

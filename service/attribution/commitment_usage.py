@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from service.attribution import attribute_resources
+from service.attribution.api import attribute_resources
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake
-from service.core.snapshot import read_consistently
+from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, iso_utc, share_in_window
 from service.core.units import naive_utc
 
@@ -130,13 +130,18 @@ class CommitmentsResult:
                 "rows": [row.to_json(self.by) for row in self.rows], "totals": list(self.totals)}
 
 
-def commitments(lake: Lake, config: Config, window: Window, by: tuple[str, ...] = ()) -> CommitmentsResult:
-    """Every commitment with Used or Unused rows in the window, largest unused first."""
+def commitments(lake: Lake, config: Config, window: Window, by: tuple[str, ...] = (),
+                snapshot: Snapshot | None = None) -> CommitmentsResult:
+    """Every commitment with Used or Unused rows in the window, largest unused first; from
+    `snapshot` when given (a writer holding the lake lock), else one consistent state."""
     unknown = [d for d in by if d not in config.attribution.dimensions]
     if unknown:
         raise UsageError(f"unknown dimension(s) {', '.join(unknown)}", where="--by",
                          hint=f"valid dimensions: {', '.join(config.attribution.dimensions)}")
-    rows, eligible = read_consistently(lake, lambda snapshot: _read(lake, window, snapshot))
+    if snapshot is not None:
+        rows, eligible = _read(lake, window, snapshot)
+    else:
+        rows, eligible = read_consistently(lake, lambda snap: _read(lake, window, snap))
     owners = attribute_resources(lake, config, sorted({row.owner["resource"] for row in rows})) if rows else {}
     defaults = {d: config.attribution.dimensions[d].default for d in config.attribution.dimensions}
     for row in rows:
@@ -145,7 +150,7 @@ def commitments(lake: Lake, config: Config, window: Window, by: tuple[str, ...] 
     return CommitmentsResult(window, tuple(by), tuple(rows), _totals(rows, eligible))
 
 
-def _read(lake: Lake, window: Window, snapshot) -> tuple[list[Commitment], dict]:
+def _read(lake: Lake, window: Window, snapshot: Snapshot) -> tuple[list[Commitment], dict]:
     if not snapshot.checks:
         return [], {}
     since, until = naive_utc(window.since), naive_utc(window.until)
