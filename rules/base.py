@@ -161,8 +161,8 @@ class DailySpend:
     service/attribution/lines.py for what direct spend leaves out and why)."""
 
     value: str  # the asked dimension's value
-    project: str
-    experiment: str
+    project: str  # where a registered plan names it (the planned-run check), else ''
+    experiment: str  # where a registered plan names it with its project, else ''
     service: str | None
     account: str | None
     region: str | None

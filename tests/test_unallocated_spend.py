@@ -84,3 +84,23 @@ def test_spend_a_shared_rule_splits_over_the_dimension_is_not_unallocated(tmp_pa
     assert "unallocated:team" not in found
     project = found["unallocated:project"]  # the S3 lines have no project, shared or not
     assert (project.evidence["unallocated_usd"], project.evidence["total_usd"]) == ("91.00", "791.00")
+
+
+def test_61_direct_daily_spend_keeps_project_and_experiment_only_where_a_plan_names_them(tmp_path):
+    """A million experiments must not become a million rows per day held in Python: rules read
+    experiments and projects only to take planned runs out (RELIABILITY 61, the service's RSS)."""
+    from rules.base import PlannedWindow
+    from service.attribution import direct_daily_lookup
+
+    lines = [day_line(1, "1", tags={"team": "nlp", "project": project, "experiment": f"exp-{n}"})
+             for project in ("llm", "rl") for n in range(50)]
+    lake = make_lake(tmp_path, lines)
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake)})
+    since, until = datetime(2026, 11, 1), datetime(2026, 11, 21)
+    plain = direct_daily_lookup(lake, config)("team", since, until)
+    assert [(r.value, r.project, r.experiment, r.cost) for r in plain] == [("nlp", "", "", Decimal(100))]
+    plans = [PlannedWindow("sweep", "LLM", "Exp-7", since, until, Decimal(1000)),
+             PlannedWindow("rl-all", "rl", None, since, until, Decimal(1000))]
+    planned = direct_daily_lookup(lake, config, plans)("team", since, until)
+    assert sorted((r.project, r.experiment, r.cost) for r in planned) == [
+        ("llm", "", Decimal(49)), ("llm", "exp-7", Decimal(1)), ("rl", "", Decimal(50))]

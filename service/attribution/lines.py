@@ -1,6 +1,6 @@
 """What rules read of attribution: direct spend per day, per dimension value.
 
-`direct_daily_lookup(lake, config)` → `direct_daily(dimension, since, until)`: the cost lines
+`direct_daily_lookup(lake, config, plans)` → `direct_daily(dimension, since, until)`: the cost lines
 whose charge period starts in [since, until) and lasts at most a day, each placed by the
 attribution SQL (service/attribution/sql.py: tags, inventory tags, virtual tags, default),
 with shared GPU clusters allocated to jobs and idle as `attribute()` does (its job parts keep
@@ -22,10 +22,11 @@ splits (service/findings/budgets.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from rules.base import DailySpend, DirectDaily
+from rules.base import DailySpend, DirectDaily, PlannedWindow
 from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
@@ -33,10 +34,11 @@ from service.core.config import Config
 from service.core.errors import ConfigError
 from service.core.lake import Lake
 
+VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
 GROUP = ["ServiceName", "SubAccountId", "RegionId", "x_usage_type", "ResourceId", "ChargeCategory", "x_line_item_type"]
 
 
-def direct_daily_lookup(lake: Lake, config: Config) -> DirectDaily:
+def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = ()) -> DirectDaily:
     attribution = config.attribution
     cache: dict[tuple[str, datetime, datetime], list[DailySpend]] = {}
 
@@ -46,13 +48,14 @@ def direct_daily_lookup(lake: Lake, config: Config) -> DirectDaily:
                               hint=f"use one of the attribution dimensions: {', '.join(attribution.dimensions)}")
         key = (dimension, since, until)
         if key not in cache:
-            cache[key] = _query(lake, config, dimension, since, until) if cost_partitions(lake) else []
+            cache[key] = _query(lake, config, dimension, since, until, plans) if cost_partitions(lake) else []
         return cache[key]
 
     return direct_daily
 
 
-def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: datetime) -> list[DailySpend]:
+def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: datetime,
+           plans: Sequence[PlannedWindow]) -> list[DailySpend]:
     attribution = config.attribution
     with lake.query() as con:
         keys_sql = all_tag_keys_sql()
@@ -68,11 +71,19 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         lines = attributed_sql(attribution, tag_keys, where, params, inventory_keys(lake, con),
                                extra_columns=("x_line_item_type", "Tags"), allocation=allocation)
         # values compare case-insensitively in attribution: one series per value, lower-cased
-        values = [f"lower({dim_col(d)})" for d in (dimension, "project", "experiment")]
+        projects = params.bind(sorted({p.project.lower() for p in plans}), "plan_projects")
+        pairs = params.bind([list(pair) for pair in sorted({(p.project.lower(), p.experiment.lower())
+                                                            for p in plans if p.experiment})], "plan_experiments")
+        project, experiment = (f"lower({dim_col(d)})" for d in ("project", "experiment"))
+        values = [f"lower({dim_col(dimension)})",
+                  f"CASE WHEN list_contains(CAST({projects} AS VARCHAR[]), {project}) THEN {project} ELSE '' END",
+                  f"CASE WHEN list_contains(CAST({pairs} AS VARCHAR[][]), [{project}, {experiment}]) "
+                  f"THEN {experiment} ELSE '' END"]
         uncovered = ("list_sort(list_filter(coalesce(map_keys(Tags), []), "
                      f"lambda k: NOT list_contains(CAST({covered_keys} AS VARCHAR[]), k)))")
-        keys = [*values, *GROUP, "uncovered_keys", "day", "currency"]
-        sql = (lines.text + "SELECT " + ", ".join(keys) + ", sum(BilledCost) FROM (SELECT *, "
+        named = ", ".join(f"{expr} AS {name}" for expr, name in zip(values, VALUE_COLUMNS))
+        keys = [*VALUE_COLUMNS, *GROUP, "uncovered_keys", "day", "currency"]
+        sql = (lines.text + "SELECT " + ", ".join(keys) + f", sum(BilledCost) FROM (SELECT *, {named}, "
                f"{uncovered} AS uncovered_keys, CAST(cp_start AS DATE) AS day FROM attributed "
                "WHERE cp_end <= cp_start + INTERVAL 1 DAY "
                f"AND (shared IS NULL OR NOT list_contains(CAST({split_rules} AS INTEGER[]), shared))) AS lines "

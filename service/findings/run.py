@@ -53,9 +53,10 @@ def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
 def rule_context(lake: Lake, config: Config, window: Window, con: LakeSql) -> RuleContext:
     """What the rules of one run see: `con` (a `Lake.query()` connection), owners through
     attribution, the budgets' outlooks at the window's end, direct daily spend and the plans."""
+    plans = plan_windows(lake)
     return RuleContext(con=con, window=window, owner_of=owner_lookup(lake, config),
                        budget_outlooks=lambda: budget_status(lake, config, window.until),
-                       direct_daily=direct_daily_lookup(lake, config), plans=plan_windows(lake))
+                       direct_daily=direct_daily_lookup(lake, config, plans), plans=plans)
 
 
 @dataclass(frozen=True)
