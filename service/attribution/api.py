@@ -194,7 +194,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     folded_previous = _fold(previous, keep, len(by))
     spell = session.spellings(by)
     rows = []
-    for key in set(folded) | set(folded_previous):
+    for key in [*folded, *(k for k in folded_previous if k not in folded)]:
         period, currency, values = key
         amount, parts = folded.get(key, (Decimal(0), {}))
         prev = folded_previous.get(key, (Decimal(0), {}))[0] if compare else None
@@ -248,9 +248,9 @@ def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[
     return keep
 
 
-def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width: int) -> dict:
+def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width: int) -> Mapping:
     if keep is None:
-        return dict(grouped)
+        return grouped  # read, never changed: no copy of a million groups
     folded: dict[tuple, tuple[Decimal, dict]] = {}
     for (period, currency, values), (amount, parts) in grouped.items():
         if (currency, values) not in keep:

@@ -50,12 +50,17 @@ class SpendReport:
         self.w = windows(day)
         self._results: dict[tuple, AttributionResult] = {}
 
-    def query(self, window: str, by: tuple[str, ...], **options) -> AttributionResult:
-        """Attribution of one of the report's windows; each distinct query runs once."""
+    def query(self, window: str, by: tuple[str, ...], *, keep: bool = True, **options) -> AttributionResult:
+        """Attribution of one of the report's windows; each distinct query runs once. A query
+        only one section reads (`keep=False`: one row per experiment, a million of them) is
+        not kept for the rest of the report."""
         key = (window, by, tuple(sorted(options.items())))
-        if key not in self._results:
-            self._results[key] = attribute(self.lake, self.config, self.w[window], by=by, **options)
-        return self._results[key]
+        if key in self._results:
+            return self._results[key]
+        result = attribute(self.lake, self.config, self.w[window], by=by, **options)
+        if keep:
+            self._results[key] = result
+        return result
 
     # ---- headlines and totals ---------------------------------------------------------
 
@@ -158,7 +163,7 @@ class SpendReport:
     def experiments_section(self) -> Section:
         """One row per experiment (`unallocated` once): its team and project when it has one
         of each, else `several`."""
-        result = self.query("mtd", ("experiment", "team", "project"))
+        result = self.query("mtd", ("experiment", "team", "project"), keep=False)
         totals = {currency: cost for currency, cost, _ in result.totals}
         grouped: dict[tuple, dict] = {}
         for r in result.rows:
@@ -189,7 +194,7 @@ class SpendReport:
         for dim, settings in self.config.attribution.dimensions.items():
             if self.config.attribution.clusters is not None and dim in JOB_DIMENSIONS:
                 continue  # who owns spend; a job dimension's default means "not on a cluster"
-            result = self.query("mtd", (dim,))
+            result = self.query("mtd", (dim,), keep=False)  # team and project: kept by by_dimension
             for currency, total, _ in result.totals:
                 missing = sum((r.cost for r in result.rows
                                if r.currency == currency and r.values[dim] == settings.default), ZERO)
