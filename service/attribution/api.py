@@ -63,6 +63,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from types import MappingProxyType
 from typing import TypeVar
 
 from service.attribution.compute import RollupSession, attributed_sums
@@ -78,6 +79,8 @@ from service.core.snapshot import read_consistently
 from service.core.suggest import suggestion
 from service.core.timewindow import Window
 from service.core.units import OTHER
+
+NO_PARTS: Mapping = MappingProxyType({})  # a row's contributions when nothing is explained
 
 T = TypeVar("T")
 
@@ -173,15 +176,16 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
 
-    def rows_of(win: Window) -> dict[tuple, tuple[Decimal, dict]]:
+    def rows_of(win: Window) -> dict[tuple, tuple[Decimal, Mapping]]:
         # per partition: SQL sums stay within a period, which ingest keeps inside DECIMAL(38,12)
         sums = attributed_sums(session.con, config, dims, cost, granularity, win, explain, per_partition=True)
-        grouped: dict[tuple, tuple[Decimal, dict]] = {}
-        for (period, currency, _, values, hows), amount in sums.items():
+        grouped: dict[tuple, tuple[Decimal, Mapping]] = {}
+        while sums:  # emptied as it is read, and no parts without explain: a million groups are held once
+            (period, currency, _, values, hows), amount = sums.popitem()
             if any(values[index[d]] not in ok for d, ok in wanted.items()):
                 continue
             key = (period, currency, tuple(values[index[d]] for d in by))
-            total, parts = grouped.get(key, (Decimal(0), defaultdict(Decimal)))
+            total, parts = grouped.get(key, (Decimal(0), defaultdict(Decimal) if explain else NO_PARTS))
             for d in (by if explain else ()):
                 parts[(d, hows[index[d]])] += amount
             grouped[key] = (total + amount, parts)
