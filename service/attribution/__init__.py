@@ -24,6 +24,9 @@ its modules (tests/test_layout.py):
 - `parse_where`: `team=nlp` options as a filter;
 - `attributed_lines`: every line with its value per dimension and shared costs split into
   allocated lines (service/attribution/per_line.py; `spendlake export --with-attribution`);
+- `top_groups`, `default_shares`, `Ranked`, `RankedGroup`, `DefaultShare`: the top groups of a
+  window and each dimension's cost on its default, per currency, summed and ranked in DuckDB
+  (service/attribution/ranked.py; the daily report's top experiments and unallocated shares);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why).
 """
@@ -36,6 +39,7 @@ from service.attribution.clusters import ClusterCost, ClusterUsage, JobCost, clu
 from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
 from service.attribution.lines import direct_daily_lookup
 from service.attribution.per_line import attributed_lines
+from service.attribution.ranked import DefaultShare, Ranked, RankedGroup, default_shares, top_groups
 from service.attribution.rollup import RollupBuild
 from service.attribution.runs import RunRow, RunsQuery, RunsResult, RunTotal, runs
 from service.attribution.commitment_usage import Commitment, CommitmentsResult, commitments
@@ -44,7 +48,8 @@ from service.attribution.tops import ScrapeTops, build_tops, read_tops
 
 __all__ = [
     "AttributionQuery", "AttributionResult", "AttributionRow", "ClusterCost", "ClusterUsage", "Commitment",
-    "CommitmentsResult", "Contribution", "JobCost", "Reconciliation", "RollupBuild", "ScrapeTops", "Top",
+    "CommitmentsResult", "Contribution", "DefaultShare", "JobCost", "Ranked", "RankedGroup", "Reconciliation",
+    "RollupBuild", "ScrapeTops", "Top", "default_shares", "top_groups",
     "api_parameter", "attribute", "attribute_query", "attribute_resources", "attributed_lines", "build_tops",
     "cli_option", "cluster_usage", "commitments", "direct_daily_lookup", "materialise", "metrics_anchor",
     "parse_where", "read_tops", "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs",

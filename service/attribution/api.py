@@ -94,7 +94,7 @@ def _engine(config: AttributionConfig | Config) -> EngineConfig | None:
     return config.engine if isinstance(config, Config) else None
 
 
-def _sql_dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+def sql_dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     needed = list(by) + [d for d in where if d not in by] + [r.by for r in config.shared]
     return tuple(dict.fromkeys(needed))
 
@@ -163,7 +163,7 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     window, by, where, cost, granularity = query.window, query.by, query.where, query.cost, query.granularity
     top, compare, explain = query.top, query.compare, query.explain
     return read_sessions(lake, config, engine, lambda session: _attribute(
-        session, config, window, by, where, cost, granularity, top, compare, explain), Needs(_sql_dims(config, by, where), (cost,)))
+        session, config, window, by, where, cost, granularity, top, compare, explain), Needs(sql_dims(config, by, where), (cost,)))
 
 
 def _attribute(session: RollupSession | None, config: AttributionConfig, window: Window, by: tuple[str, ...],
@@ -172,7 +172,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     if session is None:
         return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
     sources = tuple(session.data_through().items())
-    dims = _sql_dims(config, by, where)
+    dims = sql_dims(config, by, where)
     wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
 
@@ -301,13 +301,13 @@ def reconcile(lake: Lake, config: AttributionConfig | Config,
     engine = engine or _engine(config)
     config = _attribution(config)
     return read_sessions(lake, config, engine, lambda session: _reconcile(session, config),
-                         Needs(_sql_dims(config, (), {})))
+                         Needs(sql_dims(config, (), {})))
 
 
 def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list[Reconciliation]:
     if session is None:
         return []
-    dims = _sql_dims(config, (), {})
+    dims = sql_dims(config, (), {})
     results = []
     for measure, column in MEASURES.items():
         source: dict[tuple, Decimal] = {}

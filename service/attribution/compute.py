@@ -10,7 +10,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 from service.attribution.needs import Needs
 from service.attribution.rollup import rollup_view
-from service.attribution.sql import spellings_sql, window_sql
+from service.attribution.sql import dim_col, spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import partitions_data_through
 from service.core.lake import Lake
@@ -172,6 +172,8 @@ class RollupSession:
     """A query connection on one snapshot of the lake, with the rollup view over every period
     (stored rollups, or rolled up in memory where none is stored: service/attribution/rollup.py)."""
 
+    local = True  # the connection is this process's DuckDB (a Spark session's is not)
+
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
                  needs: Needs = Needs()):
         """`needs`: the dimensions and measures the session's queries read (default all); a
@@ -208,4 +210,19 @@ class RollupSession:
         for rule in self.config.shared:  # fixed-weight values may have no line of their own
             for value in rule.weights or {}:
                 spelling.setdefault((rule.by, value.strip().lower()), value.strip())
+        return spelling
+
+    def spellings_of(self, dim: str, keys: Sequence[str]) -> dict[str, str]:
+        """Lowercase value → most common spelling, as `spellings` gives it, for `keys` of
+        `dim` only (a million values need not reach Python to spell the top ten)."""
+        column = dim_col(dim)
+        spelling = dict(self.con.execute(
+            "SELECT key, first(spelling ORDER BY lines DESC, spelling) FROM ("
+            f"SELECT lower({column}) AS key, {column} AS spelling, sum(lines) AS lines FROM {ROLLUP_VIEW} "
+            f"WHERE list_contains($1, lower({column})) GROUP BY ALL) GROUP BY key", [list(keys)]).fetchall())
+        wanted = set(keys)
+        for rule in self.config.shared:
+            for value in rule.weights or {}:
+                if rule.by == dim and value.strip().lower() in wanted:
+                    spelling.setdefault(value.strip().lower(), value.strip())
         return spelling

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
@@ -156,6 +157,8 @@ class SparkRollupSession(RollupSession):
     lake has it) and the rollups of every cost partition, read from `engine.lake` (a local
     path, s3a://... or any Hadoop filesystem URL), else the config's lake."""
 
+    local = False
+
     def __init__(self, lake: Lake, config: AttributionConfig, engine: EngineConfig):
         if config.clusters is not None:
             raise UsageError("the Spark engine does not allocate shared GPU clusters to jobs (attribution.clusters)",
@@ -195,6 +198,10 @@ class SparkRollupSession(RollupSession):
     def data_through(self) -> dict[str, datetime | None]:
         """From the ledger Spark reads (a ledger from before data_through was recorded: None)."""
         return entries_data_through([e for (source, _), e in self.lake.ledger().items() if self._counts(source)])
+
+    def spellings_of(self, dim: str, keys: Sequence[str]) -> dict[str, str]:
+        wanted = set(keys)
+        return {key: spelling for (_, key), spelling in self.spellings([dim]).items() if key in wanted}
 
     def _inventory_keys(self) -> list[str] | None:
         """The inventory's tag keys (None without `resource_tags`), read on first use."""

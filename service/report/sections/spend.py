@@ -13,7 +13,7 @@ from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
 
-from service.attribution import AttributionResult, attribute
+from service.attribution import AttributionResult, attribute, default_shares, top_groups
 from service.core.config import Config
 from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.lake import Lake
@@ -50,17 +50,12 @@ class SpendReport:
         self.w = windows(day)
         self._results: dict[tuple, AttributionResult] = {}
 
-    def query(self, window: str, by: tuple[str, ...], *, keep: bool = True, **options) -> AttributionResult:
-        """Attribution of one of the report's windows; each distinct query runs once. A query
-        only one section reads (`keep=False`: one row per experiment, a million of them) is
-        not kept for the rest of the report."""
+    def query(self, window: str, by: tuple[str, ...], **options) -> AttributionResult:
+        """Attribution of one of the report's windows; each distinct query runs once."""
         key = (window, by, tuple(sorted(options.items())))
-        if key in self._results:
-            return self._results[key]
-        result = attribute(self.lake, self.config, self.w[window], by=by, **options)
-        if keep:
-            self._results[key] = result
-        return result
+        if key not in self._results:
+            self._results[key] = attribute(self.lake, self.config, self.w[window], by=by, **options)
+        return self._results[key]
 
     # ---- headlines and totals ---------------------------------------------------------
 
@@ -161,27 +156,18 @@ class SpendReport:
         return Section("trend", "Spend by team, last 30 days", tables=[table], charts=[chart])
 
     def experiments_section(self) -> Section:
-        """One row per experiment (`unallocated` once): its team and project when it has one
-        of each, else `several`."""
-        result = self.query("mtd", ("experiment", "team", "project"), keep=False)
-        totals = {currency: cost for currency, cost, _ in result.totals}
-        grouped: dict[tuple, dict] = {}
-        for r in result.rows:
-            row = grouped.setdefault((r.values["experiment"], r.currency), {
-                "experiment": r.values["experiment"], "currency": r.currency, "mtd_cost": ZERO,
-                "teams": set(), "projects": set()})
-            row["mtd_cost"] += r.cost
-            row["teams"].add(r.values["team"])
-            row["projects"].add(r.values["project"])
-        rows = [{"experiment": g["experiment"], "team": _one_or_several(g["teams"]),
-                 "project": _one_or_several(g["projects"]), "currency": g["currency"], "mtd_cost": g["mtd_cost"],
-                 "share_pct": _share(g["mtd_cost"], totals.get(g["currency"]))} for g in grouped.values()]
-        rows.sort(key=lambda r: (-r["mtd_cost"], r["experiment"], r["currency"] or ""))
+        """The top experiments of the month to date (`unallocated` once), each with its team
+        and project when it has one of each, else `several`. DuckDB sums and ranks them: a
+        million experiments never reach Python, only the top and the totals."""
+        found = top_groups(self.lake, self.config, self.w["mtd"], ("experiment",), ("team", "project"), self.top)
+        rows = [{"experiment": g.values["experiment"], "team": _one_or_several(g.details["team"]),
+                 "project": _one_or_several(g.details["project"]), "currency": g.currency, "mtd_cost": g.cost,
+                 "share_pct": _share(g.cost, found.totals.get(g.currency))} for g in found.top]
         return Section("experiments", "Top experiments", tables=[Table(
             "top_experiments", f"Top {self.top} experiments, month to date", [
                 Column("experiment", "experiment"), Column("team", "team"), Column("project", "project"),
                 Column("currency", "currency"), Column("mtd_cost", "month to date", "money"),
-                Column("share_pct", "share", "percent")], rows=rows[:self.top],
+                Column("share_pct", "share", "percent")], rows=rows,
             markdown=(("experiment", "team"), "mtd_cost"))])
 
     # ---- unallocated and plans -------------------------------------------------------------
@@ -191,15 +177,13 @@ class SpendReport:
             Column("dimension", "dimension"), Column("currency", "currency"),
             Column("unallocated_cost", "unallocated", "money"), Column("total_cost", "total", "money"),
             Column("share_pct", "share", "percent")], markdown=(("dimension", "currency"), "share_pct"))
-        for dim, settings in self.config.attribution.dimensions.items():
-            if self.config.attribution.clusters is not None and dim in JOB_DIMENSIONS:
-                continue  # who owns spend; a job dimension's default means "not on a cluster"
-            result = self.query("mtd", (dim,), keep=False)  # team and project: kept by by_dimension
-            for currency, total, _ in result.totals:
-                missing = sum((r.cost for r in result.rows
-                               if r.currency == currency and r.values[dim] == settings.default), ZERO)
-                table.rows.append({"dimension": dim, "currency": currency, "unallocated_cost": missing,
-                                   "total_cost": total, "share_pct": _share(missing, total)})
+        clusters = self.config.attribution.clusters is not None
+        # who owns spend; a job dimension's default means "not on a cluster"
+        dims = [dim for dim in self.config.attribution.dimensions if not (clusters and dim in JOB_DIMENSIONS)]
+        for dim, shares in default_shares(self.lake, self.config, self.w["mtd"], dims).items():
+            for share in shares:
+                table.rows.append({"dimension": dim, "currency": share.currency, "unallocated_cost": share.default_cost,
+                                   "total_cost": share.total, "share_pct": _share(share.default_cost, share.total)})
         return table
 
     def plan_actual(self, plan: Plan) -> dict[date, Decimal]:
@@ -217,8 +201,8 @@ class SpendReport:
         return dict(daily)
 
 
-def _one_or_several(values: set[str]) -> str:
-    return next(iter(values)) if len(values) == 1 else "several"
+def _one_or_several(value: str | None) -> str:
+    return "several" if value is None else value
 
 
 def _main_currency(result: AttributionResult) -> str | None:

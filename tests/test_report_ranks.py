@@ -1,0 +1,137 @@
+"""The report's top experiments and unallocated shares are ranked in DuckDB (issue 14, "Metrics
+at high cardinality"): only the top N and one row per currency reach Python, and the numbers
+are those of the full attribution to the last decimal (window edges prorated, shared costs split)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pytest
+
+from report_fixtures import FOCUS_HEADER
+from service.attribution import attribute
+from service.attribution.compute import RollupSession
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.ingest.billing import ingest
+from service.report.sections.spend import SpendReport
+
+DAY = date(2026, 11, 20)
+EXPERIMENTS = 300
+TOP = 5
+
+
+def _lines():
+    """Daily lines over November's first 20 days, one experiment each (spelled two ways), a
+    USD and a EUR currency, untagged lines, monthly lines the report's day cuts, and a tax line."""
+    for number in range(EXPERIMENTS * 2):
+        day = date(2026, 11, 1) + timedelta(days=number % 20)
+        experiment = f"exp-{number % EXPERIMENTS}" if number % 3 else f"EXP-{number % EXPERIMENTS}"
+        tags = {"team": f"team-{number % 7}", "project": f"p-{number % 11}", "experiment": experiment}
+        yield day, day + timedelta(days=1), f"{(number * 7919) % 1000}.{number % 97:02d}", tags, "Usage", "USD"
+    for number in range(40):
+        tags = {"team": f"team-{number % 3}", "experiment": f"exp-{number}"} if number % 4 else {}
+        yield date(2026, 11, number % 20 + 1), date(2026, 11, number % 20 + 2), "7.5", tags, "Usage", "EUR"
+        if number < 3:  # the only groups that reach Python whole: cut by the window's end, prorated there
+            yield date(2026, 11, 1), date(2026, 12, 1), f"{1000 + number}.333333", tags, "Usage", "USD"
+    yield date(2026, 11, 3), date(2026, 11, 4), "123.456789", {}, "Tax", "USD"
+
+
+def _lake(tmp_path, extra: dict):
+    export = tmp_path / "export"
+    export.mkdir()
+    with open(export / "focus.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(FOCUS_HEADER)
+        for number, (start, end, cost, tags, category, currency) in enumerate(_lines()):
+            writer.writerow([cost, cost, currency, "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z",
+                             f"{start}T00:00:00Z", f"{end}T00:00:00Z", category, "Amazon EC2", f"i-{number:06d}",
+                             "111122223333", "AWS", json.dumps(tags)])
+    config = parse_config({"lake": str(tmp_path / "lake"), "report": {"top": TOP},
+                           "sources": [{"name": "focus", "kind": "focus", "location": str(export)}], **extra})
+    assert not ingest(config).failed
+    return config, Lake(config.lake)
+
+
+class CountingConnection:
+    """The session's DuckDB connection, counting the rows each fetch brings into Python."""
+
+    def __init__(self, con, fetched: list[int]):
+        self._con, self._fetched = con, fetched
+
+    def execute(self, *args, **kwargs):
+        self._con.execute(*args, **kwargs)
+        return self
+
+    def fetchall(self):
+        rows = self._con.fetchall()
+        self._fetched.append(len(rows))
+        return rows
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
+def _expected_experiments(config, lake, report: SpendReport) -> list[dict]:
+    """The section as computed from the full attribution, one row per experiment in Python."""
+    result = attribute(lake, config, report.w["mtd"], by=("experiment", "team", "project"))
+    totals = {currency: cost for currency, cost, _ in result.totals}
+    grouped: dict[tuple, dict] = {}
+    for r in result.rows:
+        row = grouped.setdefault((r.values["experiment"], r.currency), {"cost": Decimal(0), "teams": set(),
+                                                                         "projects": set()})
+        row["cost"] += r.cost
+        row["teams"].add(r.values["team"])
+        row["projects"].add(r.values["project"])
+    rows = [{"experiment": experiment, "currency": currency, "mtd_cost": g["cost"],
+             "team": next(iter(g["teams"])) if len(g["teams"]) == 1 else "several",
+             "project": next(iter(g["projects"])) if len(g["projects"]) == 1 else "several",
+             "share_pct": (g["cost"] * 100 / totals[currency]).quantize(Decimal("0.1"))}
+            for (experiment, currency), g in grouped.items()]
+    rows.sort(key=lambda r: (-r["mtd_cost"], r["experiment"], r["currency"]))
+    return rows[:TOP]
+
+
+def _expected_unallocated(config, lake, report: SpendReport) -> list[dict]:
+    rows = []
+    for dim, settings in config.attribution.dimensions.items():
+        result = attribute(lake, config, report.w["mtd"], by=(dim,))
+        for currency, total, _ in result.totals:
+            missing = sum((r.cost for r in result.rows if r.currency == currency and r.values[dim] == settings.default),
+                          Decimal(0))
+            rows.append({"dimension": dim, "currency": currency, "unallocated_cost": missing, "total_cost": total,
+                         "share_pct": (missing * 100 / total).quantize(Decimal("0.1"))})
+    return rows
+
+
+@pytest.mark.parametrize("extra", [{}, {"attribution": {"shared": [
+    {"match": {"charge_category": "Tax"}, "split": "proportional", "by": "team"}]}}], ids=["direct", "shared"])
+def test_top_experiments_bring_only_the_top_into_python_and_equal_the_full_attribution(tmp_path, monkeypatch, extra):
+    config, lake = _lake(tmp_path, extra)
+    report = SpendReport(config, lake, DAY)
+    expected_experiments = _expected_experiments(config, lake, report)
+    expected_unallocated = _expected_unallocated(config, lake, report)
+    assert len({r["experiment"].lower() for r in expected_experiments}) == TOP  # distinct costs at the top
+    assert any(r["experiment"].startswith("EXP-") for r in expected_experiments)  # spelled as most lines spell it
+
+    fetched: list[int] = []
+    opened = RollupSession.__init__
+
+    def counting(self, *args, **kwargs):
+        opened(self, *args, **kwargs)
+        self.con = CountingConnection(self.con, fetched)
+
+    monkeypatch.setattr(RollupSession, "__init__", counting)
+    (table,) = report.experiments_section().tables
+    unallocated = report.unallocated_table()
+
+    assert table.rows == expected_experiments
+    assert unallocated.rows == expected_unallocated
+    assert {r["currency"] for r in unallocated.rows} == {"USD", "EUR"}
+    assert all(r["unallocated_cost"] for r in unallocated.rows if r["dimension"] == "team")
+    if not extra:  # shared costs are split in Python, as `attribute` splits them
+        assert fetched and max(fetched) <= TOP + 2, fetched
