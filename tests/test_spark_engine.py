@@ -19,6 +19,7 @@ from test_attribution_samples import ATTRIBUTION as SAMPLE_ATTRIBUTION
 from test_attribution_samples import EVERYTHING, KIND_BY_FILE, SAMPLES
 
 from service.attribution.api import attribute, reconcile
+from service.attribution.ranked import default_shares, top_groups
 from service.attribution.compute import RollupSession
 from service.attribution.spark.session import SparkRollupSession
 from service.cli.main import cli
@@ -62,6 +63,17 @@ def test_synthetic_organisation_same_answer(org, query):
     lake, config = org
     duck, spark = both(lake, config, CUT, **query)
     assert duck["rows"] and duck["totals"]
+    assert spark == duck
+
+
+def test_the_reports_top_groups_and_default_shares_same_answer(org):
+    lake, config = org
+    on_spark = config.model_copy(update={"engine": SPARK})
+    duck = (top_groups(lake, config, CUT, ("project",), ("team",), 3),
+            default_shares(lake, config, CUT, ("team", "project")))
+    spark = (top_groups(lake, on_spark, CUT, ("project",), ("team",), 3),
+             default_shares(lake, on_spark, CUT, ("team", "project")))
+    assert duck[0].top and duck[0].totals and duck[1]["team"]
     assert spark == duck
 
 

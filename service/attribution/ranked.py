@@ -1,7 +1,9 @@
 """Ranked attribution: the few largest groups of a window and per-currency totals, with the
 groups kept in DuckDB (the daily report's top experiments and unallocated shares: a million
-experiments are summed and ranked there; only the candidates for the top, ties included,
-and one row per currency reach Python).
+experiments are summed and ranked there). What reaches Python: the candidates for the top
+(ties included), one row per currency, and the groups of charge periods cut by the window's
+edges (prorated exactly, as `attribute` prorates them; none in a window of whole days of
+hourly and daily lines).
 
 The sums are `attribute`'s to the last decimal: the same SQL (per partition, the same
 dimensions), charge periods cut by the window prorated per row as `attribute` prorates
@@ -26,6 +28,7 @@ from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_s
 from service.attribution.needs import Needs
 from service.attribution.sql import window_sql
 from service.core.config import Config
+from service.core.lake import Lake
 from service.core.timewindow import Window
 
 COST = "billed"
@@ -56,7 +59,7 @@ class DefaultShare:
     total: Decimal
 
 
-def top_groups(lake, config: Config, window: Window, by: Sequence[str], details: Sequence[str], top: int) -> Ranked:
+def top_groups(lake: Lake, config: Config, window: Window, by: Sequence[str], details: Sequence[str], top: int) -> Ranked:
     """The `top` groups of `by` (per currency, ranked across currencies as `attribute(by=by +
     details)` rows summed per group would rank: cost descending, then shown values, then
     currency), each with its detail dimensions, and the window's totals per currency."""
@@ -69,7 +72,7 @@ def top_groups(lake, config: Config, window: Window, by: Sequence[str], details:
                          Needs(sql_dims(config.attribution, (*by, *details), {}), (COST,)))
 
 
-def default_shares(lake, config: Config, window: Window, dims: Sequence[str]) -> dict[str, list[DefaultShare]]:
+def default_shares(lake: Lake, config: Config, window: Window, dims: Sequence[str]) -> dict[str, list[DefaultShare]]:
     """Per dimension and currency (in currency order): the cost `attribute(by=(dim,))` shows
     on the dimension's default value, and its total."""
     def answer(session: RollupSession | None) -> dict[str, list[DefaultShare]]:
