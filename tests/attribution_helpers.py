@@ -16,27 +16,27 @@ def line(start: str, cost: str, *, end: str | None = None, currency: str = "USD"
          account: str = "111111111111", service: str = "Amazon Elastic Compute Cloud", resource: str = "",
          category: str = "Usage", usage_type: str = "", region: str = "us-east-1", effective: str | None = None,
          list_cost: str | None = None, instance_type: str = "", split_parent: str = "", split_cost: str | None = None,
-         split_unused: str | None = None) -> dict:
+         split_unused: str | None = None, quantity: str | None = None) -> dict:
     """One cost line; `end` defaults to one hour after `start`. `instance_type` (an EC2
     instance's line), `split_*` (an EKS pod's split cost allocation row) as a CUR has them."""
     return {"start": start, "end": end, "cost": cost, "currency": currency, "tags": tags or {}, "account": account,
             "service": service, "resource": resource, "category": category, "usage_type": usage_type,
             "region": region, "effective": effective or cost, "list": list_cost or cost,
             "instance_type": instance_type, "split_parent": split_parent, "split_cost": split_cost,
-            "split_unused": split_unused}
+            "split_unused": split_unused, "quantity": quantity}
 
 
 def relation(con, lines: list[dict]):
     """Canonical cost columns from `line(...)` dicts; values are bound, never spliced."""
     con.execute("CREATE OR REPLACE TEMP TABLE handmade (s VARCHAR, e VARCHAR, b VARCHAR, c VARCHAR, "
                 "tk VARCHAR[], tv VARCHAR[], acct VARCHAR, svc VARCHAR, rid VARCHAR, cat VARCHAR, ut VARCHAR, "
-                "reg VARCHAR, eff VARCHAR, lst VARCHAR, it VARCHAR, sp VARCHAR, sc VARCHAR, su VARCHAR)")
+                "reg VARCHAR, eff VARCHAR, lst VARCHAR, it VARCHAR, sp VARCHAR, sc VARCHAR, su VARCHAR, q VARCHAR)")
     for item in lines:
-        con.execute("INSERT INTO handmade VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        con.execute("INSERT INTO handmade VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
             item["start"], item["end"], item["cost"], item["currency"], list(item["tags"]),
             list(item["tags"].values()), item["account"], item["service"], item["resource"], item["category"],
             item["usage_type"], item["region"], item["effective"], item["list"], item.get("instance_type", ""),
-            item.get("split_parent", ""), item.get("split_cost"), item.get("split_unused")])
+            item.get("split_parent", ""), item.get("split_cost"), item.get("split_unused"), item.get("quantity")])
     start = "CAST(s AS TIMESTAMP)"
     select = cost_select_list({
         "BillingPeriodStart": f"date_trunc('month', {start})",
@@ -47,7 +47,7 @@ def relation(con, lines: list[dict]):
         "ChargeCategory": "cat", "ServiceName": "svc", "ResourceId": "nullif(rid, '')", "RegionId": "reg",
         "SubAccountId": "acct", "x_usage_type": "nullif(ut, '')", "Tags": "map_from_entries(list_zip(tk, tv))",
         "x_instance_type": "nullif(it, '')", "x_split_parent_resource_id": "nullif(sp, '')",
-        "x_split_cost": "sc", "x_split_unused_cost": "su",
+        "x_split_cost": "sc", "x_split_unused_cost": "su", "ConsumedQuantity": "q",
     })
     return con.sql(f"SELECT {select} FROM handmade")
 

@@ -49,6 +49,13 @@ from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_DIMENSIONS, 
 GPU_SHARES = 5040  # weights count 1/5040 of a GPU: 1/7 (MIG), 1/4 (A30 MIG), 1/2 .. 1/10 exact
 FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
 MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
+# Summable columns split alike when a statement carries them (every cost column: an export),
+# with their decimals; the others (unit prices, names) stay on each part as the line has them.
+CARRIED_MEASURES = {"ContractedCost": 12, "PricingCurrencyEffectiveCost": 12, "x_credits": 12,
+                    "ConsumedQuantity": 16, "PricingQuantity": 16, "CommitmentDiscountQuantity": 16}
+# A part's share of its slot (`a_weight` of `a_weight_total`) and its basis: `gpu` (weights of
+# 1/5040 GPU-microseconds) or `eks` (EKS split cost in nano-units).
+SHARE_COLUMNS = ("a_weight", "a_weight_total", "a_basis")
 # Job fields the dimensions' tag keys can name, beside the job's labels (a label of the same
 # key wins): `tags: [team, account]` takes a Slurm job's account when it has no team label.
 JOB_FIELD_KEYS = {"account": "account", "partition": "partition", "qos": "qos", "namespace": "namespace",
@@ -81,7 +88,7 @@ def extra_tag_aliases(clusters: ClustersConfig) -> dict[str, tuple[str, ...]]:
 def part_columns(dims: Sequence[str]) -> list[str]:
     """Columns the allocated lines add to the cost lines' (NULL on lines left as they are)."""
     return ([f"jd_{d}" for d in dims if d in JOB_COLUMNS] + ["a_how", "a_overbooked"]
-            + list(JOB_MATCH_FIELDS.values()))
+            + list(JOB_MATCH_FIELDS.values()) + list(SHARE_COLUMNS))
 
 
 def _jobs_cte(inputs: AllocationInputs) -> str:
@@ -201,8 +208,8 @@ def _weight_ctes() -> str:
         "SELECT a_instance, s_start, s_end, 'idle', a_cl, cap - held FROM a_gpu_total WHERE cap > held "
         "UNION ALL SELECT a_instance, s_start, s_end, kind, ref, w FROM a_pod_w) AS all_weights), "
         "a_totals AS (SELECT t.*, f.first_line FROM (SELECT a_instance, s_start, s_end, greatest(cap, held) AS total, "
-        "held > cap AS overbooked FROM a_gpu_total UNION ALL "
-        "SELECT a_instance, s_start, s_end, sum(w), false FROM a_pod_w GROUP BY ALL) AS t JOIN ("
+        "held > cap AS overbooked, false AS a_eks FROM a_gpu_total UNION ALL "
+        "SELECT a_instance, s_start, s_end, sum(w), false, true FROM a_pod_w GROUP BY ALL) AS t JOIN ("
         "SELECT a_instance, s_start, s_end, min(a_line) AS first_line FROM a_slots GROUP BY ALL) AS f "
         "USING (a_instance, s_start, s_end)), "
     )
@@ -273,8 +280,9 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     tags = list(label_cols.values())
     a_types, a_gpus = _bind_types(inputs, params)
     numbered = [*columns, "a_instance", "a_type_gpus", "a_node", "a_cluster", "a_gpus", "a_cl", "a_line"]
-    plain = [c for c in numbered if c not in MEASURE_COLUMNS and c not in ("cp_start", "cp_end")]
-    units = ["u_billed", "u_effective", "u_list"]
+    measures = {m: 12 for m in MEASURE_COLUMNS} | {m: d for m, d in CARRIED_MEASURES.items() if m in columns}
+    plain = [c for c in numbered if c not in measures and c not in ("cp_start", "cp_end")]
+    units = [f"u_{i}" for i in range(len(measures))]
     cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
     text = (
         _lines_cte(stage.held, columns, extra_cols, a_types, a_gpus, materialized=True)
@@ -288,14 +296,14 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         "SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
         "WHERE m.a_instance IS NOT NULL OR l.a_instance IN (SELECT a_instance FROM a_parents)) AS members), "
         "a_cut AS (SELECT *, epoch_us(s_end) - epoch_us(s_start) AS a_w, epoch_us(cp_end) - epoch_us(cp_start) AS a_len, "
-        + ", ".join(f"{to_units(m)} AS {u}" for m, u in zip(MEASURE_COLUMNS, units))
+        + ", ".join(f"{to_units(m, d)} AS {u}" for (m, d), u in zip(measures.items(), units))
         + " FROM (SELECT *, greatest(h, cp_start) AS s_start, least(h + INTERVAL 1 HOUR, cp_end) AS s_end FROM ("
         "SELECT *, unnest(generate_series(date_trunc('hour', cp_start), cp_end - INTERVAL 1 MICROSECOND, "
         "INTERVAL 1 HOUR)) AS h FROM a_numbered) AS hours) AS slots), "
         f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'])}), "
         + pod_weights_cte()
         + _weight_ctes()
-        + _split_ctes(columns, units, label_cols, inventory_cols, dims, stage, params)
+        + _split_ctes(columns, measures, units, label_cols, inventory_cols, dims, stage, params)
     )
     return text
 
@@ -317,7 +325,7 @@ def _job_dimension(dim: str) -> str:
     return f"CAST(CASE sp.a_part WHEN 'job' THEN {job} WHEN 'pod' THEN {pod} WHEN 'idle' THEN {idle} END AS VARCHAR) AS jd_{dim}"
 
 
-def _split_ctes(columns: Sequence[str], units: Sequence[str], label_cols: Mapping[str, str],
+def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequence[str], label_cols: Mapping[str, str],
                 inventory_cols: Sequence[str], dims: Sequence[str], stage: Stage, params) -> str:
     """`a_split` (each slot's amount split by its weights: narrow rows, the slot's key and its
     parts), `a_parts` (their columns: the slot line's, with the job's labels and fields for a
@@ -326,19 +334,19 @@ def _split_ctes(columns: Sequence[str], units: Sequence[str], label_cols: Mappin
         f"a_split_in AS (SELECT sl.a_line, sl.s_start, {', '.join(f'sl.{u}' for u in units)}, "
         "coalesce(w.kind, 'none') AS a_part, w.ref AS a_ref, coalesce(w.w, 1) AS a_wt, "
         "coalesce(t.total, 1) AS a_total, coalesce(t.overbooked AND w.w_first AND sl.a_line = t.first_line, false) "
-        "AS a_over FROM a_slots sl LEFT JOIN a_totals t USING (a_instance, s_start, s_end) "
+        "AS a_over, coalesce(t.a_eks, false) AS a_eks FROM a_slots sl LEFT JOIN a_totals t USING (a_instance, s_start, s_end) "
         "LEFT JOIN a_weights w USING (a_instance, s_start, s_end)), "
     )
-    extra = ["a_part", "a_ref", "a_wt", "a_total", "a_over"]
+    extra = ["a_part", "a_ref", "a_wt", "a_total", "a_over", "a_eks"]
     order = ["a_wt DESC", "a_ref", "a_part"]
     split = f"a_split AS ({split_select('a_split_in', ['a_line', 's_start', *extra], ['a_line', 's_start'], units, 'a_wt', 'a_total', order)}), "
     labels = {col: key for key, col in label_cols.items()}
     picks = []
     for column in columns:
-        if column in ("cp_start", "cp_end"):
-            picks.append(f"sl.s_{column[3:]} AS {column}")
-        elif column in MEASURE_COLUMNS:
-            picks.append(f"{from_units('sp.' + units[MEASURE_COLUMNS.index(column)])} AS {column}")
+        if column in ("cp_start", "cp_end", "ChargePeriodStart", "ChargePeriodEnd"):  # a part is of its hour
+            picks.append(f"sl.s_{'start' if column.endswith('Start') or column == 'cp_start' else 'end'} AS {column}")
+        elif column in measures:
+            picks.append(f"{from_units('sp.' + units[list(measures).index(column)], measures[column])} AS {column}")
         elif column in labels:
             picks.append(f"CASE sp.a_part WHEN 'job' THEN {_job_label(labels[column], params)} "
                          f"WHEN 'pod' THEN p.{column} ELSE sl.{column} END AS {column}")
@@ -354,9 +362,13 @@ def _split_ctes(columns: Sequence[str], units: Sequence[str], label_cols: Mappin
     added = ([_job_dimension(d) for d in job_dims] + [f"CAST({how} AS VARCHAR) AS a_how",
              "CAST(CASE WHEN sp.a_over THEN 1 ELSE 0 END AS INTEGER) AS a_overbooked"]
              + [f"CAST(CASE sp.a_part WHEN 'job' THEN {gpu} WHEN 'pod' THEN {pod} END AS VARCHAR) AS {name}"
-                for name, (gpu, pod) in fields.items()])
+                for name, (gpu, pod) in fields.items()]
+             + [f"CASE WHEN sp.a_part <> 'none' THEN {value} END AS {name}" for name, value in zip(
+                 SHARE_COLUMNS, ("sp.a_wt", "sp.a_total", "CASE WHEN sp.a_eks THEN 'eks' ELSE 'gpu' END"))])
     nulls = ([f"CAST(NULL AS VARCHAR) AS jd_{d}" for d in job_dims] + ["CAST(NULL AS VARCHAR) AS a_how",
-             "CAST(0 AS INTEGER) AS a_overbooked"] + [f"CAST(NULL AS VARCHAR) AS {name}" for name in fields])
+             "CAST(0 AS INTEGER) AS a_overbooked"] + [f"CAST(NULL AS VARCHAR) AS {name}" for name in fields]
+             + ["CAST(NULL AS HUGEINT) AS a_weight", "CAST(NULL AS HUGEINT) AS a_weight_total",
+                "CAST(NULL AS VARCHAR) AS a_basis"])
     member = f"{INSTANCE_LINE} AND {INSTANCE_ID} IN (SELECT a_instance FROM {stage.members})"
     return (
         split_in + split

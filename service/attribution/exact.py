@@ -11,20 +11,24 @@ goes to its largest weight (ties: the smallest key), so the parts sum to the cos
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 UNIT = 1_000_000_000_000  # 1e12 units per currency unit: DECIMAL(38,12)
 
 
-def to_units(money: str) -> str:
-    """A DECIMAL(38,12) expression as HUGEINT units (NULL stays NULL)."""
-    return (f"(CAST(trunc({money}) AS HUGEINT) * {UNIT} "
-            f"+ CAST(({money} - trunc({money})) * {UNIT} AS HUGEINT))")
+def to_units(money: str, scale: int = 12) -> str:
+    """A DECIMAL(38,`scale`) expression as HUGEINT units of 10^-scale (NULL stays NULL)."""
+    unit = 10 ** scale
+    return (f"(CAST(trunc({money}) AS HUGEINT) * {unit} "
+            f"+ CAST(({money} - trunc({money})) * {unit} AS HUGEINT))")
 
 
-def from_units(units: str) -> str:
-    """HUGEINT units back to DECIMAL(38,12), exactly (division would go through DOUBLE)."""
-    return (f"(CAST({units} // {UNIT} AS DECIMAL(38,12)) "
-            f"+ CAST({units} % {UNIT} AS DECIMAL(18,0)) * CAST('0.000000000001' AS DECIMAL(13,12)))")
+def from_units(units: str, scale: int = 12) -> str:
+    """HUGEINT units back to DECIMAL(38,`scale`), exactly (division would go through DOUBLE)."""
+    unit = 10 ** scale
+    return (f"(CAST({units} // {unit} AS DECIMAL(38,{scale})) "
+            f"+ CAST({units} % {unit} AS DECIMAL(18,0)) * CAST('{Decimal(1).scaleb(-scale):f}' "
+            f"AS DECIMAL({scale + 1},{scale})))")
 
 
 def rounded_part(units: str, weight: str, total: str) -> str:

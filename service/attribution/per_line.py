@@ -25,6 +25,23 @@ a FOCUS 1.3 *allocated charge* of its *origin charge*, described in the Allocate
 - AllocatedResourceId `<dimension>/<value>`, AllocatedResourceName the value (both null
   on a line kept on the default: FOCUS's unallocated portion), AllocatedTags
   `{"spendlake/<dimension>": "<value>"}`.
+
+With `attribution.clusters`, a shared GPU cluster's instance lines are first allocated as
+`attribute` allocates them (service/attribution/allocation.py: the same SQL, so the same
+parts): each line becomes, per clock hour it covers, one line per job that held the
+instance's GPUs and one for the cluster's idle rest (per EKS pod and the pods' unused cost
+with split cost allocation data). A part carries the line's every column, its hour as
+ChargePeriodStart/End, its exact part of each summable column, the job's values in the
+dimensions (`x_run`, `x_job_type`, `x_job_state`, `x_cluster`, `x_user`, and team, project,
+experiment from the job), and Allocated columns:
+
+- AllocatedMethodId `spendlake-cluster-gpu-time` (EKS: `spendlake-cluster-eks-split`);
+- AllocatedMethodDetails `{"Elements": [{"AllocatedRatio": r, "UsageUnit": "GPU-Hours",
+  "UsageQuantity": q}], "x_Placement": "job:<id>" | "idle:<cluster>"}`: r the part's share of
+  the hour, q the GPU-hours the job held in it (idle: those no job held); EKS parts weigh
+  `"<currency> split cost"` instead;
+- AllocatedResourceId the placement (`job:<id>`, `idle:<cluster>`), AllocatedResourceName the
+  job's name (else the placement), AllocatedTags `{"spendlake/cluster": c, "spendlake/run": r}`.
 """
 
 from __future__ import annotations
@@ -39,9 +56,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from service.attribution.allocation import GPU_SHARES
+from service.attribution.allocation_eks import NANO
 from service.attribution.compute import RollupSession, split_exactly, split_weights, window_parts
+from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup import inventory_keys
-from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col
+from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
@@ -71,8 +91,10 @@ def attributed_lines(lake: Lake, config: AttributionConfig | Config, snapshot: S
         con = session.con
         keys_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+        allocation = allocation_inputs(lake, config, con, where, dict(params))
         sql = attributed_sql(config, tag_keys, where, Params(dict(params)), inventory_keys(lake, con),
-                             every_column=True)
+                             allocation=allocation, every_column=True)
+        run_setup(con, sql)
         spellings = session.spellings(dims)
         con.register("attribution_spellings", pa.table({
             "dim": [d for d, _ in spellings], "key": [k for _, k in spellings], "spelling": list(spellings.values())},
@@ -80,14 +102,17 @@ def attributed_lines(lake: Lake, config: AttributionConfig | Config, snapshot: S
         joins = " ".join(f"LEFT JOIN attribution_spellings AS s{i} ON s{i}.dim = $dim{i} "
                          f"AND s{i}.key = lower(a.{dim_col(d)})" for i, d in enumerate(dims))
         values = ", ".join(f"coalesce(s{i}.spelling, a.{dim_col(d)}) AS x_{d}" for i, d in enumerate(dims))
-        columns = ", ".join(f"a.{name}" for name in (*COST_COLUMN_NAMES, "source", "billing_period"))
-        con.sql(f"{sql.text} SELECT {columns}, {values}, a.shared FROM attributed AS a {joins}",
+        kept = [name for name in COST_COLUMN_NAMES if allocated_prefix or name not in ALLOCATED]
+        columns = ", ".join(f"a.{name}" for name in (*kept, "source", "billing_period"))
+        shown = {d: f"coalesce(s{i}.spelling, a.{dim_col(d)})" for i, d in enumerate(dims)}
+        allocated = ", ".join(f"{expr} AS {allocated_prefix}{name}" for name, expr in
+                              _cluster_allocated(allocation is not None, allocated_prefix, shown).items())
+        con.sql(f"{sql.text} SELECT {columns}, {values}, {allocated}, a.shared FROM attributed AS a {joins}",
                 params={**sql.params, **{f"dim{i}": d for i, d in enumerate(dims)}}).create_view("attributed_lines")
         names = [f"{allocated_prefix}{name}" for name in ALLOCATED] if allocated_prefix else []
-        nulls = "".join(f", CAST(NULL AS VARCHAR) AS {name}" for name in names)
         split = _split_lines(con, config, dims, window, spellings, allocated_prefix)
         con.register("attributed_splits", split)
-        con.execute(f"CREATE VIEW export_lines AS SELECT * EXCLUDE (shared){nulls} FROM attributed_lines "
+        con.execute("CREATE VIEW export_lines AS SELECT * EXCLUDE (shared) FROM attributed_lines "
                     "WHERE shared IS NULL UNION ALL BY NAME SELECT * FROM attributed_splits")
         yield con, "export_lines", (*(f"x_{d}" for d in dims), *names)
     finally:
@@ -99,8 +124,6 @@ def _split_lines(con: duckdb.DuckDBPyConnection, config: AttributionConfig, dims
     """The shared lines, each as its allocated charges (see the module docstring)."""
     shared = con.sql("SELECT * FROM attributed_lines WHERE shared IS NOT NULL").to_arrow_table()
     schema = shared.schema.remove(shared.schema.get_field_index("shared"))
-    if prefix:
-        schema = pa.schema([*schema, *(pa.field(f"{prefix}{name}", pa.string()) for name in ALLOCATED)])
     rows = shared.to_pylist()
     if not rows:
         return schema.empty_table()
@@ -110,6 +133,30 @@ def _split_lines(con: duckdb.DuckDBPyConnection, config: AttributionConfig, dims
         rule_index = row.pop("shared")
         out += _allocated(row, config, rule_index, direct, spellings, prefix)
     return pa.Table.from_pylist(out, schema=schema)
+
+
+def _cluster_allocated(clusters: bool, prefix: str, shown: Mapping[str, str]) -> dict[str, str]:
+    """The Allocated columns of a line as SQL over `attributed AS a`: a cluster part's (see the
+    module docstring), else the line's own (FOCUS 1.3: the lake's) or NULL (1.2: `x_` columns);
+    `shown`: each dimension's value as exported."""
+    own = {name: f"a.{name}" if not prefix else "CAST(NULL AS VARCHAR)" for name in ALLOCATED}
+    if not clusters:
+        return own
+    gpu_hours = f"CAST(a.a_weight AS DOUBLE) / {GPU_SHARES * 3_600_000_000}"
+    quantity = f"CASE a.a_basis WHEN 'eks' THEN CAST(a.a_weight AS DOUBLE) / {NANO} ELSE {gpu_hours} END"
+    unit = "CASE a.a_basis WHEN 'eks' THEN a.currency || ' split cost' ELSE 'GPU-Hours' END"
+    element = (f"json_object('AllocatedRatio', round(CAST(a.a_weight AS DOUBLE) / CAST(a.a_weight_total AS DOUBLE), 12), "
+               f"'UsageUnit', {unit}, 'UsageQuantity', round({quantity}, 12))")
+    tags = f"MAP {{'{TAG_PREFIX}cluster': {shown.get('cluster', 'NULL')}, '{TAG_PREFIX}run': {shown.get('run', 'NULL')}}}"
+    part = {
+        "AllocatedMethodId": "CASE a.a_basis WHEN 'eks' THEN 'spendlake-cluster-eks-split' "
+                             "ELSE 'spendlake-cluster-gpu-time' END",
+        "AllocatedMethodDetails": f"CAST(json_object('Elements', json_array({element}), 'x_Placement', a.a_how) AS VARCHAR)",
+        "AllocatedResourceId": "a.a_how",
+        "AllocatedResourceName": "coalesce(a.j_name, a.a_how)",
+        "AllocatedTags": f"CAST(to_json({tags}) AS VARCHAR)" if prefix else tags,
+    }
+    return {name: f"CASE WHEN a.a_basis IS NOT NULL THEN {part[name]} ELSE {own[name]} END" for name in ALLOCATED}
 
 
 def _direct_spend(con, config: AttributionConfig, dims: tuple[str, ...], window: Window | None) -> dict:

@@ -32,6 +32,7 @@ from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, Allocat
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
+from service.core.schema import COST_COLUMN_NAMES
 
 KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
 KEY_SEPARATORS = re.compile(r"[-_:\s]")
@@ -235,8 +236,9 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     columns = ["cp_start", "cp_end", "currency", "source", "billing_period", "SubAccountId", "ServiceName", "ResourceId",
                "x_usage_type", "RegionId", "ChargeCategory", "BilledCost", "EffectiveCost", "ListCost",
                *extra_columns, *(ALLOCATION_COLUMNS if allocation else ())]
-    if every_column:
-        columns = ["cp_start", "cp_end", "currency", "costs.*"]
+    if every_column:  # the allocation names each column it carries through its parts
+        columns = ["cp_start", "cp_end", "currency",
+                   *((*COST_COLUMN_NAMES, "source", "billing_period") if allocation else ("costs.*",))]
     renamed = {"cp_start": f"{start} AS cp_start",
                "cp_end": f"greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end",
                "currency": "BillingCurrency AS currency"}

@@ -1,0 +1,109 @@
+"""`spendlake export --with-attribution` on a shared GPU cluster: an instance's GPU line is
+exported as its parts per job and the cluster's idle rest, as `attribute` allocates it
+(service/attribution/allocation.py), with the jobs' dimensions and FOCUS Allocated columns,
+every dollar once. The figures are worked out by hand in the test's comment."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import duckdb
+import pytest
+import yaml
+from attribution_helpers import add_jobs, declared_sources, line, make_lake
+from click.testing import CliRunner
+from test_export import assert_ties_out, export_sums, lake_sums
+
+from connectors.jobs_base import job_row
+from service.cli.main import cli
+from service.core.config import parse_config
+from service.export import ExportOptions, export_focus
+
+D = Decimal
+# One hour of a p5.48xlarge (8 GPUs) billed $80 (effective $64, list $96), 1 hour of usage.
+GPU_HOUR = line("2026-11-02T10:00:00", "80", effective="64", list_cost="96", resource="i-a",
+                instance_type="p5.48xlarge", tags={"team": "platform"}, quantity="1")
+STORAGE = line("2026-11-02T10:00:00", "5", service="Amazon Simple Storage Service", tags={"team": "nlp"})
+
+
+def job(job_id: str, gpus: int, start: str, end: str, **fields) -> dict:
+    return job_row(record_id=f"p5/{job_id}", job_id=job_id, cluster="p5", instance_ids=["i-a"], gpus=float(gpus),
+                   start_time=datetime.fromisoformat(start), end_time=datetime.fromisoformat(end), **fields)
+
+
+JOBS = [job("101", 4, "2026-11-02T10:00:00", "2026-11-02T11:00:00", run_id="pretrain-7", state="COMPLETED",
+            user="alice", team="nlp", project="llm", experiment="exp-1", job_type="pretrain", name="train"),
+        job("102", 2, "2026-11-02T10:15:00", "2026-11-02T10:45:00", state="FAILED", user="bob", team="vision",
+            job_type="eval", name="eval")]
+
+
+def cluster_config(lake) -> dict:
+    """The config of a lake with a job source: every source declared, `clusters:` on."""
+    return {"lake": str(lake.root), "sources": declared_sources(lake, inventory=True), "attribution": {"clusters": {}}}
+
+
+def exported(folder) -> list[dict]:
+    table = duckdb.sql(f"SELECT * FROM read_parquet('{folder}/*/*.parquet')")
+    return [dict(zip(table.columns, row)) for row in table.fetchall()]
+
+
+@pytest.mark.parametrize("version,prefix", [("1.3", ""), ("1.2", "x_")])
+def test_a_cluster_hour_is_exported_as_its_jobs_parts_and_the_idle_rest(tmp_path, version, prefix):
+    # Job 101 holds 4 of the 8 GPUs for the hour: 4·60 / (8·60) = 1/2 → $40 (effective $32,
+    # list $48, 0.5 h), 4 GPU-hours. Job 102 holds 2 GPUs for 30 minutes: 2·30 / 480 = 1/8 →
+    # $10 ($8, $12, 0.125 h), 1 GPU-hour. Idle: the other 3/8 → $30 ($24, $36, 0.375 h), 3 GPU-hours.
+    lake = make_lake(tmp_path, [GPU_HOUR, STORAGE])
+    add_jobs(lake, JOBS)
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(yaml.safe_dump(cluster_config(lake)))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["--config", str(config_file), "export", "--format", "focus", "--with-attribution",
+                                      "--focus-version", version, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = exported(out)
+    parts = {line["x_run"]: line for line in lines if line["ResourceId"] == "i-a"}
+    assert sorted(parts) == ["102", "idle", "pretrain-7"]
+    money = {run: (p["BilledCost"], p["EffectiveCost"], p["ListCost"], p["ConsumedQuantity"]) for run, p in parts.items()}
+    assert money == {"pretrain-7": (D(40), D(32), D(48), D("0.5")), "102": (D(10), D(8), D(12), D("0.125")),
+                     "idle": (D(30), D(24), D(36), D("0.375"))}
+    dims = ("x_team", "x_project", "x_experiment", "x_job_type", "x_job_state", "x_cluster", "x_user")
+    assert tuple(parts["pretrain-7"][d] for d in dims) == ("nlp", "llm", "exp-1", "pretrain", "COMPLETED", "p5", "alice")
+    assert tuple(parts["102"][d] for d in dims) == ("vision", "unallocated", "unallocated", "eval", "FAILED", "p5", "bob")
+    # idle keeps the instance line's team, shows `idle` in run/job type/state and the cluster
+    assert tuple(parts["idle"][d] for d in dims) == ("platform", "unallocated", "unallocated", "idle", "idle", "p5",
+                                                     "unallocated")
+    for run, ratio, gpu_hours, placed, name in [("pretrain-7", 0.5, 4, "job:101", "train"),
+                                                ("102", 0.125, 1, "job:102", "eval"),
+                                                ("idle", 0.375, 3, "idle:p5", "idle:p5")]:
+        part = parts[run]
+        assert part[f"{prefix}AllocatedMethodId"] == "spendlake-cluster-gpu-time"
+        assert json.loads(part[f"{prefix}AllocatedMethodDetails"]) == {
+            "Elements": [{"AllocatedRatio": ratio, "UsageUnit": "GPU-Hours", "UsageQuantity": gpu_hours}],
+            "x_Placement": placed}
+        assert (part[f"{prefix}AllocatedResourceId"], part[f"{prefix}AllocatedResourceName"]) == (placed, name)
+        assert json.loads(part[f"{prefix}AllocatedTags"]) == {"spendlake/cluster": "p5", "spendlake/run": run}
+        assert (part["ChargePeriodStart"], part["ChargePeriodEnd"]) == (datetime(2026, 11, 2, 10, tzinfo=UTC),
+                                                                   datetime(2026, 11, 2, 11, tzinfo=UTC))
+    # a line no cluster holds is exported whole, with no Allocated columns
+    [storage] = [line for line in lines if line["ServiceName"] == "Amazon Simple Storage Service"]
+    assert (storage["BilledCost"], storage["x_team"], storage["x_run"], storage[f"{prefix}AllocatedMethodId"]) == (
+        D(5), "nlp", "unallocated", None)
+    # every dollar (and hour of usage) once: the export's sums per period and currency are the lake's
+    assert_ties_out(lake_sums(lake), export_sums(out), rows=False)
+    [(hours,)] = duckdb.sql(f"SELECT sum(ConsumedQuantity) FROM read_parquet('{out}/*/*.parquet')").fetchall()
+    assert hours == D(1)
+
+
+def test_a_daily_line_is_exported_per_hour_and_ties_out(tmp_path):
+    # $1,920 for a day of i-a = $80 an hour; job 101 holds all 8 GPUs 10:00-12:00 ($160); the
+    # day's 24 hours are each one part (22 idle hours of $80, two of the job's).
+    lake = make_lake(tmp_path, [line("2026-11-02T00:00:00", "1920", end="2026-11-03T00:00:00", resource="i-a",
+                                     instance_type="p5.48xlarge")])
+    add_jobs(lake, [job("101", 8, "2026-11-02T10:00:00", "2026-11-02T12:00:00")])
+    export_focus(parse_config(cluster_config(lake)), ExportOptions(str(tmp_path / "out"), "1.3", attribution=True))
+    lines = exported(tmp_path / "out")
+    assert len(lines) == 24 and all(line["BilledCost"] == D(80) for line in lines)
+    assert sorted(line["ChargePeriodStart"].hour for line in lines if line["x_run"] == "101") == [10, 11]
+    assert_ties_out(lake_sums(lake), export_sums(tmp_path / "out"), rows=False)
