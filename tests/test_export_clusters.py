@@ -14,12 +14,15 @@ import pytest
 import yaml
 from attribution_helpers import add_jobs, declared_sources, line, make_lake
 from click.testing import CliRunner
+from conftest import DATA
 from test_export import assert_ties_out, export_sums, lake_sums
 
 from connectors.jobs_base import job_row
 from service.cli.main import cli
 from service.core.config import parse_config
+from service.core.lake import Lake
 from service.export import ExportOptions, export_focus
+from service.ingest.billing import ingest
 
 D = Decimal
 # One hour of a p5.48xlarge (8 GPUs) billed $80 (effective $64, list $96), 1 hour of usage.
@@ -107,3 +110,21 @@ def test_a_daily_line_is_exported_per_hour_and_ties_out(tmp_path):
     assert len(lines) == 24 and all(line["BilledCost"] == D(80) for line in lines)
     assert sorted(line["ChargePeriodStart"].hour for line in lines if line["x_run"] == "101") == [10, 11]
     assert_ties_out(lake_sums(lake), export_sums(tmp_path / "out"), rows=False)
+
+
+def test_eks_split_rows_export_the_parent_hour_as_pod_parts(tmp_path):
+    # tests/data/cur2-eks-split, AWS's worked example: the parent's first hour ($10) goes to its
+    # pods by their split cost (1.85 + 2.35 + 3.18 + 2.35) and the unused 0.27 to the pods'
+    # cluster's idle; the bill's $23.50 stays.
+    cfg = parse_config({"lake": str(tmp_path / "lake"), "attribution": {"clusters": {"cluster_tag": "cluster"}},
+                        "sources": [{"name": "cur2", "kind": "aws-cur2", "location": str(DATA / "cur2-eks-split")}]})
+    ingest(cfg)
+    export_focus(cfg, ExportOptions(str(tmp_path / "out"), "1.3", attribution=True))
+    pods = {line["AllocatedResourceId"]: line for line in exported(tmp_path / "out")
+            if line["AllocatedMethodId"] == "spendlake-cluster-eks-split"}
+    assert sorted((placed, part["BilledCost"]) for placed, part in pods.items()) == [
+        ("idle:gpu-cluster", D("0.27")), ("job:namespace1/pod1", D("1.85")), ("job:namespace1/pod3", D("2.35")),
+        ("job:namespace2/pod2", D("3.18")), ("job:namespace2/pod4", D("2.35"))]
+    [element] = json.loads(pods["job:namespace1/pod1"]["AllocatedMethodDetails"])["Elements"]
+    assert element == {"AllocatedRatio": 0.185, "UsageUnit": "USD split cost", "UsageQuantity": 1.85}
+    assert_ties_out(lake_sums(Lake.of(cfg)), export_sums(tmp_path / "out"), rows=False)

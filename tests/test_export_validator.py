@@ -90,3 +90,24 @@ def test_the_export_of_the_demo_organisation_fails_no_mandatory_rule(demo_run, t
         left = {rule.id: rule.violations for rule in unexplained_failures(report, "Mandatory")}
         assert left == ({"EffectiveCost-C-005-C": str(support_fees)} if support_fees else {}), period.name
         assert report.rules["InvoiceId-C-003-C"].status == "PASS", period.name
+
+
+def test_the_demo_export_with_attribution_fails_no_rule_the_plain_export_does_not(demo_run, tmp_path):
+    # The demo's p5 cluster: its instance lines become hourly job and idle parts (their own
+    # ChargePeriodStart/End, split costs and quantities, x_Allocated* columns in FOCUS 1.2).
+    plain = export_focus(demo_run.config, ExportOptions(str(tmp_path / "plain")))
+    attributed = export_focus(demo_run.config, ExportOptions(str(tmp_path / "attributed"), attribution=True))
+    assert [p.period for p in attributed.periods] == [p.period for p in plain.periods]
+    for period in attributed.periods:
+        data = Path(period.location) / "cost_and_usage.parquet"
+        [(parts,)] = duckdb.sql(f"SELECT count(*) FROM '{data}' WHERE x_AllocatedMethodId = "
+                                "'spendlake-cluster-gpu-time'").fetchall()
+        assert parts > 0, period.period
+        sums = ("SELECT BillingCurrency, sum(BilledCost), sum(EffectiveCost), sum(ListCost), sum(ConsumedQuantity) "
+                "FROM '{}' GROUP BY ALL ORDER BY ALL")
+        plain_data = tmp_path / "plain" / period.period / "cost_and_usage.parquet"
+        assert duckdb.sql(sums.format(data)).fetchall() == duckdb.sql(sums.format(plain_data)).fetchall()  # ties out
+        before = validate_once(plain_data)
+        after = validate_once(data)
+        new = {rule.id: rule.violations for rule in after.failures() if rule.id not in before.failed_ids}
+        assert new == {}, period.period

@@ -1,5 +1,6 @@
 """The lines an export reads: plain cost lines, or attributed ones (service/attribution's per-line
-attribution, on the same snapshot and window)."""
+attribution, on the same snapshot and window: shared splits and the shared clusters' job and
+idle parts)."""
 
 from __future__ import annotations
 

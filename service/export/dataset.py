@@ -9,8 +9,8 @@ share a line. How they are written: one folder per billing period (the lake's pa
 `YYYY-MM`), holding `cost_and_usage.parquet` (or `.csv`) and `metadata.json`, plus the
 dataset's `metadata/` (service/export/metadata.py); the columns conform as
 service/export/focus.py says. With `attribution`, each line also carries its value of every
-attribution dimension (`x_<dimension>`) and shared costs are split
-(service/export/allocation.py).
+attribution dimension (`x_<dimension>`), shared costs are split and shared GPU clusters'
+instance lines become their job and idle parts (service/export/allocation.py).
 
 How it stays safe: the lake is read through its verified partitions, on one consistent
 snapshot (a damaged partition is a DataError, exit 3), with the query connection's sandbox:
