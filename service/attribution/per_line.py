@@ -42,6 +42,8 @@ experiment from the job), and Allocated columns:
   `"<currency> split cost"` instead;
 - AllocatedResourceId the placement (`job:<id>`, `idle:<cluster>`), AllocatedResourceName the
   job's name (else the placement), AllocatedTags `{"spendlake/cluster": c, "spendlake/run": r}`.
+A part that a shared rule also matches is then split as any shared line (its Allocated
+columns describe that split).
 """
 
 from __future__ import annotations
@@ -145,13 +147,14 @@ def _cluster_allocated(clusters: bool, prefix: str, shown: Mapping[str, str]) ->
     gpu_hours = f"CAST(a.a_weight AS DOUBLE) / {GPU_SHARES * 3_600_000_000}"
     quantity = f"CASE a.a_basis WHEN 'eks' THEN CAST(a.a_weight AS DOUBLE) / {NANO} ELSE {gpu_hours} END"
     unit = "CASE a.a_basis WHEN 'eks' THEN a.currency || ' split cost' ELSE 'GPU-Hours' END"
-    element = (f"json_object('AllocatedRatio', round(CAST(a.a_weight AS DOUBLE) / CAST(a.a_weight_total AS DOUBLE), 12), "
-               f"'UsageUnit', {unit}, 'UsageQuantity', round({quantity}, 12))")
-    tags = f"MAP {{'{TAG_PREFIX}cluster': {shown.get('cluster', 'NULL')}, '{TAG_PREFIX}run': {shown.get('run', 'NULL')}}}"
+    ratio = "round(CAST(a.a_weight AS DOUBLE) / CAST(a.a_weight_total AS DOUBLE), 12)"
+    element = f"json_object('AllocatedRatio', {ratio}, 'UsageUnit', {unit}, 'UsageQuantity', round({quantity}, 12))"
+    tags = "MAP {" + ", ".join(f"'{TAG_PREFIX}{d}': {shown.get(d, 'NULL')}" for d in ("cluster", "run")) + "}"
     part = {
         "AllocatedMethodId": "CASE a.a_basis WHEN 'eks' THEN 'spendlake-cluster-eks-split' "
                              "ELSE 'spendlake-cluster-gpu-time' END",
-        "AllocatedMethodDetails": f"CAST(json_object('Elements', json_array({element}), 'x_Placement', a.a_how) AS VARCHAR)",
+        "AllocatedMethodDetails": f"CAST(json_object('Elements', json_array({element}), 'x_Placement', a.a_how) "
+                                  "AS VARCHAR)",
         "AllocatedResourceId": "a.a_how",
         "AllocatedResourceName": "coalesce(a.j_name, a.a_how)",
         "AllocatedTags": f"CAST(to_json({tags}) AS VARCHAR)" if prefix else tags,
