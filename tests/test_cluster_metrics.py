@@ -76,7 +76,7 @@ def test_61_a_scrape_reads_the_stored_cluster_tops_without_allocating(config, mo
 
     lake = Lake.of(config)
     end = metrics_anchor(lake, TOP)
-    stored = [t for t in stored_tops(lake, config, end) or [] if t.family in ("run", "idle")]
+    stored = [t for t in stored_tops(lake, config, lake.snapshot(), end) or [] if t.family in ("run", "idle")]
     assert stored == [t for t in compute_tops(lake, config, end, ("clusters",)) if t.family != "anchor"]
     assert {t.family for t in stored} == {"run", "idle"}
     before = scrape(config)

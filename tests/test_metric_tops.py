@@ -16,6 +16,8 @@ from service.attribution import attribute, metrics_anchor
 from service.attribution import commitment_tops, spend_tops
 from service.attribution import tops as tops_module
 from service.core.config import parse_config
+from service.core import lake as lake_module
+from service.core import snapshot as snapshot_module
 from service.core.lake import Lake
 from service.core.units import fold_top
 from service.ingest.rollups import rollup
@@ -124,6 +126,34 @@ def test_61_a_scrape_reads_the_stored_tops_and_a_changed_lake_is_not_read_from_o
     with monkeypatch.context() as patch:
         patch.setattr(spend_tops, "WindowSums", no_lake_sums)
         assert samples(config) == changed
+
+
+def test_43_a_scrape_takes_its_windows_end_and_its_numbers_from_one_lake_state(tmp_path, monkeypatch):
+    """An ingest committing while a scrape starts: the windows' end and the sums both come from
+    the new state (an end read before the commit cut the new hour off the new data's sums)."""
+    config = config_for(tmp_path, shared=False)
+    lake = Lake(config.lake)
+    commit(lake, "cur", ROWS)
+    rollup(config)
+    later = [*ROWS, ("2026-11-27 08:00:00", "2026-11-27 09:00:00", "USD", "500",
+                     {"team": "nlp", "project": "llm", "experiment": "a"})]
+    take_snapshot = snapshot_module.take_snapshot
+    committed = []
+
+    def commit_first(of):
+        if not committed:  # the scrape has begun; its first snapshot meets the new delivery
+            committed.append(commit(lake, "cur", later, delivery_id="d2"))
+        return take_snapshot(of)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(snapshot_module, "take_snapshot", commit_first)
+        patch.setattr(lake_module, "take_snapshot", commit_first)
+        during = samples(config)
+    assert committed
+    after = samples(config)
+    assert during == after
+    key = ("spendlake_spend_usd", (("project", "llm"), ("team", "nlp"), ("window", "24h")))
+    assert after[key] == pytest.approx(4 + 4 + 500)
 
 
 COMMITMENT_FAMILIES = ("spendlake_commitment_utilization_ratio", "spendlake_commitment_unused_usd")

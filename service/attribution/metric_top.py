@@ -12,7 +12,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from service.core.lake import Lake
-from service.core.coverage import data_end
+from service.core.coverage import data_end, snapshot_data_end
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, relative_window
 
 USD = "USD"
@@ -45,3 +46,8 @@ def windows(end: datetime) -> dict[str, Window]:
 def metrics_anchor(lake: Lake, now: datetime) -> datetime:
     """Where the metrics' windows end: the lake's data end, or `now` for a lake without data."""
     return data_end(lake) or now
+
+
+def snapshot_anchor(lake: Lake, snapshot: Snapshot, now: datetime) -> datetime:
+    """`metrics_anchor` of the lake state `snapshot` saw."""
+    return snapshot_data_end(lake, snapshot) or now

@@ -28,11 +28,11 @@ import pyarrow.parquet as pq
 from service.attribution.cluster_tops import cluster_tops
 from service.attribution.commitment_tops import commitment_tops
 from service.attribution.compute import RollupSession
-from service.attribution.metric_top import GROUP_OF, GROUPS, Top, metrics_anchor
+from service.attribution.metric_top import GROUP_OF, GROUPS, Top, snapshot_anchor
 from service.attribution.rollup import ROLLUP_FORMAT, inventory_basis, inventory_latest
 from service.attribution.spend_tops import spend_tops
 from service.core.config import Config
-from service.core.coverage import data_end
+from service.core.coverage import snapshot_data_end
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 
@@ -61,28 +61,36 @@ def tops_file(lake: Lake, config: Config, snapshot: Snapshot) -> Path:
 
 class ScrapeTops:
     """The tops one scrape shows: the file stored for the lake's state, read once (on the
-    first `group` call); a group is computed for this scrape only when none is stored."""
+    first `group` call); a group is computed for this scrape only when none is stored. The
+    windows' end and the numbers always come from one lake state: an end taken before an
+    ingest committed, over the data after it, would cut the newest hours off."""
 
     def __init__(self, lake: Lake, config: Config, now: datetime):
         self.lake, self.config, self.now = lake, config, now
         self._stored: list[Top] | None = None
-        self._end: datetime | None = None
+        self._looked = False
 
     def group(self, name: str) -> list[Top]:
-        if self._end is None:
-            self._end = metrics_anchor(self.lake, self.now)
-            self._stored = stored_tops(self.lake, self.config, self._end)
+        if not self._looked:
+            self._stored = read_consistently(self.lake, self._stored_tops)
+            self._looked = True
             if self._stored is None:
                 log.info("metrics: no stored tops for this lake state (the next ingest or `spendlake rollup` "
                          "stores them); computing them for this scrape")
-        tops = self._stored if self._stored is not None else compute_tops(self.lake, self.config, self._end, (name,))
+        tops = self._stored
+        if tops is None:
+            tops = read_consistently(self.lake, lambda snap: _compute(
+                self.lake, self.config, snapshot_anchor(self.lake, snap, self.now), (name,), snap))
         return [top for top in tops if GROUP_OF.get(top.family) == name]
 
+    def _stored_tops(self, snapshot: Snapshot) -> list[Top] | None:
+        return stored_tops(self.lake, self.config, snapshot, snapshot_anchor(self.lake, snapshot, self.now))
 
-def stored_tops(lake: Lake, config: Config, end: datetime) -> list[Top] | None:
-    """The tops the last build stored for the lake's current state and `end`, or None."""
+
+def stored_tops(lake: Lake, config: Config, snapshot: Snapshot, end: datetime) -> list[Top] | None:
+    """The tops the last build stored for the lake state `snapshot` and `end`, or None."""
     try:
-        table = pq.read_table(tops_file(lake, config, lake.snapshot()), filters=[("anchor", "=", end)])
+        table = pq.read_table(tops_file(lake, config, snapshot), filters=[("anchor", "=", end)])
     except FileNotFoundError:  # not built yet, or superseded since the snapshot
         return None
     if not table.num_rows:
@@ -103,7 +111,7 @@ def build_tops(lake: Lake, config: Config) -> bool:
     snapshot = lake.snapshot()
     target = tops_file(lake, config, snapshot)
     owner = target.parent.name.split("=", 1)[1]
-    end = data_end(lake)
+    end = snapshot_data_end(lake, snapshot)
     built = end is not None and not target.exists()
     if built:
         rows = [{"anchor": t.anchor, "family": t.family, "window": t.window, "labels": list(t.labels),

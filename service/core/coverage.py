@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from service.core.lake import Lake
     from service.core.ledger import LedgerEntry
+    from service.core.snapshot import Snapshot
 
 STATE_KEY = "data_through"  # in each source's record of the `sources` state
 
@@ -80,6 +81,14 @@ def inventory_data_through(lake: Lake, names: Sequence[str]) -> dict[str, dateti
 def data_end(lake: Lake) -> datetime | None:
     """The latest data_through of the configured billing sources; None when none has usage data."""
     known = [moment for moment in billing_data_through(lake).values() if moment is not None]
+    return max(known, default=None)
+
+
+def snapshot_data_end(lake: Lake, snapshot: Snapshot) -> datetime | None:
+    """`data_end` of the lake state `snapshot` saw, for a read whose window and data must
+    come from the same state (a commit between two ledger reads would mix them)."""
+    parts = [(check.entry, check.path) for check in snapshot.checks if check.entry is not None]
+    known = [moment for moment in partitions_data_through(lake, parts).values() if moment is not None]
     return max(known, default=None)
 
 
