@@ -379,3 +379,53 @@ def test_43_metrics_and_the_api_of_the_service_write_nothing(tmp_path):
     assert page.status == 200 and metric_values(page.body.decode(), "spendlake_lake_readable") == [1.0]
     assert api.handle("/api/v1/status", {}, None).status == 200
     assert {p: p.stat().st_mtime_ns for p in lake.rglob("*")} == before  # not a file added or touched
+
+
+def test_43_a_window_without_until_ends_at_the_data_end_of_the_state_it_reads(tmp_path, monkeypatch):
+    """`attribute --since 24h` while an ingest commits a later hour: the window's end is read
+    before the query's snapshot; the answer re-anchors it to the state it read, so it holds
+    the new hour (not the new data cut at the old end)."""
+    from service.attribution import AttributionQuery, attribute_query
+    from service.core import lake as lake_module
+    from service.core import snapshot as snapshot_module
+    from service.core.coverage import data_end
+    from tests.servicekit import commit, make_config
+
+    config = make_config(tmp_path)
+    lake = Lake(config.lake)
+    first = [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp"}),
+             ("2026-11-26 05:00:00", "2026-11-26 06:00:00", "USD", "10", {"team": "vision"})]
+    commit(lake, "cur", first)
+    query = AttributionQuery.parse(config, since="24h", end=data_end(lake))
+    assert query.window.until == datetime(2026, 11, 27, 6, tzinfo=timezone.utc)
+    take_snapshot = snapshot_module.take_snapshot
+    committed = []
+
+    def commit_first(of):
+        if not committed:  # the question was parsed; its read meets the new delivery
+            committed.append(commit(lake, "cur", [*first, ("2026-11-27 06:00:00", "2026-11-27 07:00:00", "USD",
+                                                           "500", {"team": "nlp"})], delivery_id="d2"))
+        return take_snapshot(of)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(snapshot_module, "take_snapshot", commit_first)
+        patch.setattr(lake_module, "take_snapshot", commit_first)
+        result = attribute_query(lake, config, query)
+    assert committed
+    assert result.window.until == datetime(2026, 11, 27, 7, tzinfo=timezone.utc)
+    assert {row.values["team"]: row.cost for row in result.rows} == {"nlp": Decimal("504")}
+    fixed = AttributionQuery.parse(config, since="2026-11-27T00:00:00Z", until="2026-11-27T06:00:00Z")
+    assert attribute_query(lake, config, fixed).window == fixed.window  # an explicit end stays
+
+
+def test_43_runs_take_the_same_re_anchoring():
+    from service.attribution import RunsQuery
+    from service.attribution.query import window_at
+
+    old, new = datetime(2026, 11, 27, 6, tzinfo=timezone.utc), datetime(2026, 11, 27, 7, tzinfo=timezone.utc)
+    query = RunsQuery.parse(since="24h", end=old)
+    moved = window_at(query, {"cur": new, "other": None})
+    assert moved.window == Window(new - timedelta(hours=24), new)
+    assert window_at(query, {"cur": old}) is query
+    fixed = RunsQuery.parse(since="24h", until="2026-11-27T06:00:00Z")
+    assert window_at(fixed, {"cur": new}) is fixed

@@ -68,7 +68,7 @@ from typing import TypeVar
 
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs
-from service.attribution.query import AttributionQuery
+from service.attribution.query import AttributionQuery, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution
 from service.attribution.rollup import ROLLUP_GRACE, RollupBuild, build_rollups, inventory_keys
 from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
@@ -160,10 +160,13 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it."""
     engine = engine or _engine(config)
     config = _attribution(config)
-    window, by, where, cost, granularity = query.window, query.by, query.where, query.cost, query.granularity
+    by, where, cost, granularity = query.by, query.where, query.cost, query.granularity
     top, compare, explain = query.top, query.compare, query.explain
-    return read_sessions(lake, config, engine, lambda session: _attribute(
-        session, config, window, by, where, cost, granularity, top, compare, explain), Needs(sql_dims(config, by, where), (cost,)))
+
+    def answer(session: RollupSession | None) -> AttributionResult:
+        window = window_at(query, session and session.data_through()).window
+        return _attribute(session, config, window, by, where, cost, granularity, top, compare, explain)
+    return read_sessions(lake, config, engine, answer, Needs(sql_dims(config, by, where), (cost,)))
 
 
 def _attribute(session: RollupSession | None, config: AttributionConfig, window: Window, by: tuple[str, ...],

@@ -9,14 +9,15 @@ in both and is checked in one place. `attribute()` validates the same way for Py
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from service.attribution.sql import GRANULARITIES, MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
-from service.core.timewindow import Window, parse_window
+from service.core.timewindow import Window, data_anchored, parse_window, utc_now
 
 Naming = Callable[[str], str]
 
@@ -41,6 +42,8 @@ class AttributionQuery:
     top: int | None = None
     compare: bool = False
     explain: bool = False
+    # without `until`: the window at another data end (`window_at`); None when `until` fixed it
+    anchored: Callable[..., Window] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def parse(cls, config: AttributionConfig | Config, *, since: str | None, until: str | None = None,
@@ -54,11 +57,12 @@ class AttributionQuery:
         if not since:
             raise UsageError("the window needs a start", where=naming("since"),
                              hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
+        now = now or utc_now()
         query = cls(parse_window(since, until, now=now, end=end, naming=naming),
                     by=tuple(dict.fromkeys(d.strip() for d in (by or "team").split(",") if d.strip())),
                     where=parse_where(config, where, naming), cost=cost or "billed",
                     granularity=granularity or "total", top=_whole_number(top, naming("top")),
-                    compare=compare, explain=explain)
+                    compare=compare, explain=explain, anchored=data_anchored(since, until, now=now, naming=naming))
         return query.validated(config, naming)
 
     def validated(self, config: AttributionConfig, naming: Naming = cli_option) -> AttributionQuery:
@@ -79,6 +83,24 @@ class AttributionQuery:
         if self.top is not None and self.top < 1:
             raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
         return self
+
+
+class DataAnchored(Protocol):
+    window: Window
+    anchored: Callable[..., Window] | None
+
+
+Q = TypeVar("Q", bound=DataAnchored)
+
+
+def window_at(query: Q, data_through: Mapping[str, datetime | None] | None) -> Q:
+    """`query` with its window ending at the data's end of the lake state a read sees (its
+    sources' `data_through`): the end given at parse time was read before the read's
+    snapshot, and an ingest committing in between would cut the new hours off the new data."""
+    if query.anchored is None or data_through is None:
+        return query
+    end = max((moment for moment in data_through.values() if moment is not None), default=None)
+    return query if end == query.window.until else replace(query, window=query.anchored(end=end))
 
 
 def check_dimensions(config: AttributionConfig, names: Sequence[str], where: str) -> None:

@@ -28,6 +28,7 @@ currency (all runs, with or without `top`).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -37,14 +38,14 @@ from service.attribution.clusters import usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs
 from service.attribution.needs import Needs
-from service.attribution.query import Naming, _whole_number, cli_option
+from service.attribution.query import Naming, _whole_number, cli_option, window_at
 from service.attribution.rollup import inventory_keys
 from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
 from service.core.lake import Lake
-from service.core.timewindow import Window, iso_utc, parse_window
+from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, utc_now
 
 RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
 VALUES = ("team", "project", "experiment", "job_type", "cluster", "user")
@@ -63,6 +64,8 @@ class RunsQuery:
     states: tuple[str, ...] = ()  # upper case; a run is kept when its last job's state is one of them
     top: int | None = None
     cost: str = "billed"
+    # without `until`: the window at another data end (`window_at`); None when `until` fixed it
+    anchored: Callable[..., Window] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
@@ -84,8 +87,9 @@ class RunsQuery:
             raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
         if (cost or "billed") not in MEASURES:
             raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
+        now = now or utc_now()
         return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
-                   cost or "billed")
+                   cost or "billed", data_anchored(since, until, now=now, naming=naming))
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,7 @@ class _JobSide:
 def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
     if session is None:
         return RunsResult(query, (), (), lake_empty=True)
+    query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
     records = _job_records(lake, session, query.window)
     idle = _idle_shares(lake, session, config, query.window, query.cost)

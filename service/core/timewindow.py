@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -100,6 +101,14 @@ def parse_window(since: str, until: str | None = None, *, now: datetime | None =
         raise UsageError(f"the window is empty: {why}", where=naming("since"),
                          hint=f"give an earlier {naming('since')} or a later {naming('until')}; {EXAMPLES}")
     return Window(start, stop)
+
+
+def data_anchored(since: str, until: str | None, *, now: datetime | None = None,
+                  naming: Callable[[str], str] = lambda name: f"--{name}") -> Callable[..., Window] | None:
+    """Without `until`: the typed window as a function of the data's end (`end=`), so a read
+    can anchor it to the lake state it reads (an ingest committing between the question and
+    the read moves the end); None when `until` fixes the end."""
+    return None if until else partial(parse_window, since, None, now=now or utc_now(), naming=naming)
 
 
 def day_start(value: date) -> datetime:
