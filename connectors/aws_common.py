@@ -40,7 +40,7 @@ from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_n
 from connectors.aws_focus import focus_columns, product_text
 from service.core.errors import DataError
 from service.core.schema import MONEY, cost_select_list
-from service.core.staging import LINE_ITEM_KEY
+from service.core.staging import LINE_ITEM_KEY, rounded_away_sql, rounding_select
 
 __all__ = ["AwsColumns", "MONEY_FIELDS", "check_required", "cost_relation", "snake_name"]
 
@@ -289,8 +289,11 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         **focus_columns(columns, line_type=line_type, money=money, usage="__q_usage", effective=effective,
                         currency=currency),
     })
-    keys = ""
+    keys = rounding_select({measure: rounded_away_sql(columns.raw(field), columns.types[columns.by_snake[field]])
+                            for measure, field in (("BilledCost", "line_item_unblended_cost"),
+                                                   ("ListCost", "pricing_public_on_demand_cost"))
+                            if columns.has(field)})  # EffectiveCost is derived from several fields
     if columns.has("identity_line_item_id"):  # checked for repeats while staged, not stored
-        keys = (f", {text(columns, 'identity_line_item_id')} AS {ident(LINE_ITEM_KEY[0])}, "
+        keys += (f", {text(columns, 'identity_line_item_id')} AS {ident(LINE_ITEM_KEY[0])}, "
                 f"{text(columns, 'identity_time_interval', 'CAST(NULL AS VARCHAR)')} AS {ident(LINE_ITEM_KEY[1])}")
     return con.sql(f"SELECT {select}{keys} FROM ({level1})")

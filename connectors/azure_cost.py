@@ -36,10 +36,11 @@ from typing import Literal
 import duckdb
 
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table,
-                                   sql_string, tags, text, timestamp)
+                                   rounded_away, sql_string, tags, text, timestamp)
 from service.core.config import SourceConfig
 from service.core.errors import duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
+from service.core.staging import rounding_select
 
 # Month first, always explicit; ISO dates (unambiguous) as newer exports write them.
 DATE_FORMATS = ("%m/%d/%Y", "%Y-%m-%d")
@@ -159,7 +160,8 @@ class AzureCostConnector(FolderExport):
             "x_instance_type": info and f"CASE WHEN json_valid({info}) THEN {info}->>'$.ServiceType' END",
         }
         present = {k: v for k, v in expressions.items() if v}
-        return f"SELECT {cost_select_list(present)} FROM {table.source}"
+        rounding = rounding_select({"EffectiveCost" if amortized else "BilledCost": rounded_away(table, *COST)})
+        return f"SELECT {cost_select_list(present)}{rounding} FROM {table.source}"
 
     def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str, declared: str | None) -> bool:
         if self.config.cost_type != "auto":

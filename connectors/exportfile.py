@@ -8,8 +8,9 @@ Shared by the file-based connectors that have no manifest:
   (service.ingest.periods). Azure export runs with a manifest.json are read by their
   manifests instead (connectors.azure_manifest).
 - `open_table`: one file as a DuckDB FROM clause plus its column names and types. CSV is
-  read as text (money columns as DECIMAL(38,12) by the CSV reader itself, so a bad value
-  fails with the file, line and column); Parquet and JSON keep their types. Hive folder
+  read as text (money columns as DECIMAL(38,18) by the CSV reader itself, so a bad value
+  fails with the file, line and column, and what the lake's 12 decimals round away is
+  known); Parquet and JSON keep their types. Hive folder
   names (`SubAccountId=…/`) above the file give the columns the file lacks, as text.
 - SQL builders for exact money, UTC timestamps and JSON tags, which fail loudly with the
   file and column instead of turning a bad value into NULL.
@@ -37,6 +38,7 @@ from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.schema import MONEY
+from service.core.staging import rounded_away_sql
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
 PARQUET_SUFFIXES = (".parquet",)
@@ -163,7 +165,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     """Open a CSV, Parquet or JSON-lines export file as a view of `con`.
 
     CSV: every column is text, except those named in `money` (case-insensitive), which the
-    CSV reader parses as exact decimals so a bad value names its line and column (the
+    CSV reader parses as exact decimals (CSV_MONEY) so a bad value names its line and column (the
     dialect and columns are given, nothing is sniffed: connectors.csvfile). The path and
     the reader's options are bound as parameters, never pasted into SQL text.
     """
@@ -172,7 +174,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     suffix = suffix_of(PurePosixPath(uri).name)
     if suffix in CSV_SUFFIXES:
         try:
-            relation, _ = read_csv(con, path, uri, types={m.lower(): MONEY for m in money}, nullstr=nullstr)
+            relation, _ = read_csv(con, path, uri, types={m.lower(): CSV_MONEY for m in money}, nullstr=nullstr)
         except duckdb.Error as exc:
             raise duckdb_error(exc, "cannot read the file", where=uri,
                                hint="check that it is a complete, UTF-8 export file") from None
@@ -257,6 +259,10 @@ def _columns(relation: duckdb.DuckDBPyRelation) -> dict[str, tuple[str, duckdb.D
     return {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
 
 
+# CSV money as the reader parses it: 6 decimals more than the lake keeps, so what the lake's
+# 12 round away is known (service.core.staging.rounded_away_sql); values below 1e20.
+CSV_MONEY = "DECIMAL(38,18)"
+
 # ---- typed expressions ---------------------------------------------------------------------
 # Each value is parsed once: `coalesce(parsed, error(...))` only evaluates the error for
 # rows whose parse failed, so a bad value stops the read naming file, column and value.
@@ -270,9 +276,12 @@ def parsed_or_fail(table: Table, raw: str, parsed: str, column: str, problem: st
 
 
 def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None, target: str = MONEY) -> str:
-    """Exact DECIMAL(38,12) (or `target`) from text, decimals or floats (a float via its shortest text)."""
+    """Exact DECIMAL(38,12) (or `target`) from text, decimals or floats (a float via its shortest
+    text); a decimal of another scale is cast as such (half away from zero, as from text)."""
     if kind is not None and str(kind) == target:
         return sql
+    if kind is not None and str(kind).startswith("DECIMAL("):
+        return parsed_or_fail(table, sql, f"TRY_CAST({sql} AS {target})", column, "out of range")
     raw = nonblank(sql)
     return parsed_or_fail(table, raw, f"TRY_CAST({raw} AS {target})", column, "not a number")
 
@@ -291,6 +300,14 @@ def decimal(table: Table, target: str, *candidates: str) -> str | None:
                         hint="keep one of them and re-export; spendlake does not guess which holds the cost")
     name = present[0] if present else None
     return None if name is None else money_sql(table, ident(name), name, table.type_of(name), target)
+
+
+def rounded_away(table: Table, *candidates: str) -> str | None:
+    """What the lake's 12 decimals round away from the first candidate money column the file
+    has (service.core.staging.rounded_away_sql); None when it has none or it cannot hold
+    more than 12 decimals."""
+    name = next((table.name(c) for c in candidates if table.name(c) is not None), None)
+    return None if name is None else rounded_away_sql(ident(name), str(table.type_of(name)))
 
 
 def json_text(table: Table, *candidates: str) -> str | None:

@@ -39,9 +39,10 @@ import duckdb
 
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
-from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, decimal, json_text, open_table, tags,
-                                   text, timestamp)
+from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, decimal, json_text, open_table,
+                                   rounded_away, tags, text, timestamp)
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
+from service.core.staging import ROUNDING_COLUMNS, rounding_select
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
 # FOCUS datasets other than Cost and Usage, by a column only they have.
@@ -117,4 +118,5 @@ class FocusConnector(FolderExport):
             else:
                 expressions[name] = text(table, *candidates)
         present = {k: v for k, v in expressions.items() if v is not None}
-        return f"SELECT {cost_select_list(present)} FROM {table.source}"
+        rounding = rounding_select({m: rounded_away(table, *ALTERNATIVES.get(m, (m,))) for m in ROUNDING_COLUMNS})
+        return f"SELECT {cost_select_list(present)}{rounding} FROM {table.source}"

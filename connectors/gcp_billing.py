@@ -36,6 +36,7 @@ from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES
                                    money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
 from service.core.errors import DataError
 from service.core.schema import MONEY, QUANTITY, cost_select_list
+from service.core.staging import rounded_away_sql, rounding_select
 
 PY_LITERAL_JSON = "spendlake_py_literal_json"
 REQUIRED = ("cost", "currency", "invoice.month", "usage_start_time")
@@ -96,6 +97,12 @@ class Fields:
     def money(self, path: str) -> str | None:
         found = self.get(path)
         return found and money_sql(self.table, found[0], path, found[1])
+
+    def rounded_away(self, path: str) -> str | None:
+        """What the lake's 12 decimals round away from a money field (EffectiveCost adds the
+        credits to it: not tracked)."""
+        found = self.get(path)
+        return found and rounded_away_sql(found[0], str(found[1]))
 
     def quantity(self, path: str) -> str | None:
         found = self.get(path)
@@ -209,4 +216,6 @@ class GcpBillingConnector(FolderExport):
             "x_credits": credits,
         }
         present = {k: v for k, v in expressions.items() if v}
-        return f"SELECT {cost_select_list(present)} FROM {fields.table.source}"
+        rounding = rounding_select({"BilledCost": fields.rounded_away("cost"),
+                                    "ListCost": fields.rounded_away("cost_at_list")})
+        return f"SELECT {cost_select_list(present)}{rounding} FROM {fields.table.source}"

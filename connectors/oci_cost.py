@@ -61,10 +61,12 @@ from pathlib import Path, PurePosixPath
 import duckdb
 
 from connectors.base import Delivery, StoredExport
-from connectors.exportfile import Table, decimal, ident, money, open_table, sql_string, text, timestamp
+from connectors.exportfile import (Table, decimal, ident, money, open_table, rounded_away, sql_string, text,
+                                   timestamp)
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.errors import SourceError, duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
+from service.core.staging import rounding_select
 
 COST_FOLDER = "cost-csv"
 REPORT_NAME = re.compile(r"^\d+(?:-\d+)?\.csv(?:\.gz)?$")
@@ -210,4 +212,5 @@ def select(table: Table, header: list[str], superseded: str, since: datetime | N
     if since is not None:
         where.append(f"{start} >= ?")
         params.append(since)
-    return f"SELECT {cost_select_list(present)} FROM {table.source} WHERE {' AND '.join(where)}", params
+    rounding = rounding_select(dict.fromkeys(("BilledCost", "EffectiveCost"), rounded_away(table, COST)))
+    return f"SELECT {cost_select_list(present)}{rounding} FROM {table.source} WHERE {' AND '.join(where)}", params

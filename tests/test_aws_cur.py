@@ -251,3 +251,22 @@ def test_two_reports_for_one_period_without_report_name_fail_instead_of_replacin
     assert "set report_name" in str(result.outcomes[0].error) and "cur/daily/20261001-20261101/" in str(
         result.outcomes[0].error)
     assert not Lake(tmp_path / "lake").ledger()
+
+
+def test_45_costs_with_more_than_12_decimals_give_the_rounding_total_of_check(tmp_path):
+    """Unblended and public on-demand cost as text with 14 decimals: stored rounded half away
+    from zero at 12, and what was rounded away is in the ledger, shown by `--check`."""
+    export = tmp_path / "cur.csv"
+    export.write_bytes(legacy_csv([line("2026-10", "1.00000000000049"), line("2026-10", "2.00000000000051"),
+                                   line("2026-10", "4.00000000000049"),
+                                   line("2026-10", "3")]))
+    path = write_config(tmp_path, export)
+    assert run_cli(path, "ingest").exit_code == 0
+    assert totals(Lake(config(tmp_path, export).lake))[0][2] == Decimal("10.000000000001")
+    import json
+
+    check = run_cli(path, "attribute", "--check", "--format", "json")
+    rows = {r["cost"]: r for r in json.loads(check.output)}
+    assert Decimal(rows["billed"]["rounding"]) == Decimal("0.00000000000049")  # (0.49 − 0.49 + 0.49)e-12
+    assert Decimal(rows["billed"]["source_total"]) + Decimal(rows["billed"]["rounding"]) == Decimal("10.00000000000149")
+    assert Decimal(rows["effective"]["rounding"]) == 0  # derived from several fields: not tracked

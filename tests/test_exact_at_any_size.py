@@ -63,7 +63,47 @@ def test_45_costs_with_18_decimals_near_1e19_status_equals_attribute_and_check_p
     assert {r["team"] for r in answer["rows"]} == {"nlp", "vision"}
     check = spendlake(config, "attribute", "--check", "--format", "json")
     assert check.exit_code == 0, check.output
-    assert {Decimal(r["difference"]) for r in json.loads(check.output)} == {Decimal(0)}
+    rows = json.loads(check.output)
+    assert {Decimal(r["difference"]) for r in rows} == {Decimal(0)}
+    # what the 12 decimals rounded away, per cost: the delivery's own sum is source_total + rounding
+    delivered = sum((Decimal(c) for c in [*BIG, TAX]), Decimal(0))
+    for row in rows:
+        assert Decimal(row["source_total"]) + Decimal(row["rounding"]) == delivered, row
+    assert Decimal(rows[0]["rounding"]) == delivered - expected != 0
+    table = spendlake(config, "attribute", "--check", "--format", "table")
+    assert table.exit_code == 0 and f"big 2026-11 billed {delivered - expected:f} USD" in table.output
+
+
+def test_45_the_rounding_total_of_text_and_float_money_and_none_for_twelve_decimals(tmp_path):
+    """FOCUS Parquet with money as text and as floats carries the part rounded away too; a
+    file whose values have at most 12 decimals rounds nothing."""
+    export = tmp_path / "export"
+    export.mkdir()
+    con = duckdb.connect()
+    con.execute(
+        "COPY (SELECT * FROM (VALUES ('0.0000000000004', 1.0000000000001999::DOUBLE, '2.5', 0), "
+        "('-0.0000000000006', 3::DOUBLE, '1e-13', 1)) AS t(BilledCost, EffectiveCost, ListCost, i) "
+        ") TO '__out__' (FORMAT parquet)".replace("__out__", str(export / "raw.parquet")))
+    con.execute(
+        "COPY (SELECT BilledCost, EffectiveCost, ListCost, 'EUR' AS BillingCurrency, "
+        "TIMESTAMP '2026-11-01' AS BillingPeriodStart, TIMESTAMP '2026-11-02' + INTERVAL 1 HOUR * i "
+        "AS ChargePeriodStart, TIMESTAMP '2026-11-02' + INTERVAL 1 HOUR * (i + 1) AS ChargePeriodEnd, "
+        "'Usage' AS ChargeCategory FROM read_parquet(?)) TO '__out__' (FORMAT parquet)".replace(
+            "__out__", str(export / "bill.parquet")), [str(export / "raw.parquet")])
+    con.close()
+    (export / "raw.parquet").unlink()
+    focus_parquet(tmp_path / "plain" / "bill.parquet", [("1.123456789012", "nlp", "Usage")])
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "json", "kind": "focus", "location": str(export)},
+        {"name": "plain", "kind": "focus", "location": str(tmp_path / "plain")}]}))
+    assert spendlake(config, "ingest").exit_code == 0
+    check = spendlake(config, "attribute", "--check", "--format", "json")
+    assert check.exit_code == 0, check.output
+    rounding = {(r["source"], r["cost"]): Decimal(r["rounding"]) for r in json.loads(check.output)}
+    assert rounding == {("json", "billed"): Decimal("0.0000000000004") + Decimal("0.0000000000004"),
+                        ("json", "effective"): Decimal(repr(1.0000000000001999)) - 1, ("json", "list"): Decimal("1e-13"),
+                        ("plain", "billed"): 0, ("plain", "effective"): 0, ("plain", "list"): 0}
 
 
 def test_45_a_sum_that_would_overflow_the_lake_fails_its_period_named(tmp_path):
@@ -86,3 +126,23 @@ def test_45_a_sum_that_would_overflow_the_lake_fails_its_period_named(tmp_path):
     assert [(r["source"], r["billed_cost"]) for r in rows] == [("fine", "1.500000000000")]
     check = spendlake(config, "attribute", "--check")
     assert check.exit_code == 0, check.output
+
+
+def test_45_focus_csv_money_with_18_decimals_gives_its_rounding_total(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "bill.csv").write_text(
+        "BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd\n"
+        "12000000000000000000.123456789012345678,1.5,USD,2026-11-01,2026-11-02T00:00:00Z,2026-11-02T01:00:00Z\n"
+        "-0.000000000000700000000000000001,2,USD,2026-11-01,2026-11-02T01:00:00Z,2026-11-02T02:00:00Z\n",
+        encoding="utf-8")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"),
+                                      "sources": [{"name": "csv", "kind": "focus", "location": str(export)}]}))
+    assert spendlake(config, "ingest").exit_code == 0
+    [status] = json.loads(spendlake(config, "status", "--format", "json").output)
+    assert Decimal(status["billed_cost"]) == Decimal("12000000000000000000.123456789012") - Decimal("0.000000000001")
+    rows = {r["cost"]: r for r in json.loads(spendlake(config, "attribute", "--check", "--format", "json").output)}
+    # 0.000000000000345678 rounded away from the first; the second (18 decimals as read) gave 0.0000000000003
+    assert Decimal(rows["billed"]["rounding"]) == Decimal("0.000000000000345678") + Decimal("0.0000000000003")
+    assert Decimal(rows["effective"]["rounding"]) == 0

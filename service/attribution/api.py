@@ -287,6 +287,9 @@ class Reconciliation:
     cost: str
     source_total: Decimal
     attributed_total: Decimal
+    # Σ (source value as delivered − as the lake stores it, at 12 decimals): the delivery's
+    # own total is source_total + rounding
+    rounding: Decimal = Decimal(0)
 
     @property
     def difference(self) -> Decimal:
@@ -322,9 +325,11 @@ def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list
         for (_, currency, partition, _, _), amount in attributed_sums(
                 session.con, config, dims, measure, "total", None, False, per_partition=True).items():
             attributed[(*partition, currency)] += amount
+        rounded = {(e.source, e.billing_period, t.currency): dict(t.rounding).get(column, Decimal(0))
+                   for e in session.ledger_entries() for t in e.totals}
         for key in sorted(set(source) | set(attributed), key=lambda k: (k[0], k[1], k[2] or "")):
             results.append(Reconciliation(key[0], key[1], key[2], measure, source.get(key, Decimal(0)),
-                                          attributed.get(key, Decimal(0))))
+                                          attributed.get(key, Decimal(0)), rounded.get(key, Decimal(0))))
     return results
 
 

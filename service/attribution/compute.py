@@ -14,6 +14,7 @@ from service.attribution.sql import dim_col, spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import partitions_data_through
 from service.core.lake import Lake
+from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 
@@ -187,6 +188,10 @@ class RollupSession:
         """Each billing source read → how far its usage data reaches (service.core.coverage),
         from the ledger entries of the partitions this snapshot reads."""
         return partitions_data_through(self.lake, [(c.entry, c.path) for c in self.snapshot.checks if c.entry])
+
+    def ledger_entries(self) -> list[LedgerEntry]:
+        """The ledger entries of the partitions this snapshot reads."""
+        return [c.entry for c in self.snapshot.checks if c.entry]
 
     def overbooked(self, window: Window) -> int:
         """Instance-hours starting in `window` whose jobs held more GPU-seconds than the

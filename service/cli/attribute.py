@@ -6,10 +6,10 @@ from decimal import Decimal
 
 import click
 
-from service.cli.output import emit, format_option
+from service.cli.output import default_format, emit, format_option
 from service.cli.params import WholeNumber
 from service.core.output import to_json
-from service.core.units import is_tty, money_text
+from service.core.units import exact_text, is_tty, money_text
 
 COSTS = ("billed", "effective", "list")
 GRANULARITY = ("total", "day", "week", "month")
@@ -83,11 +83,19 @@ def _utc(moment) -> str:
 
 
 def render_check(results, fmt: str | None) -> None:
+    """One row per source, period, currency and cost; `rounding` is what the lake's 12
+    decimals rounded away from the delivered values (the delivery's own sum is source_total
+    + rounding), said once more under a table when it is not zero."""
     rows = [{"source": r.source, "billing_period": r.billing_period, "currency": r.currency, "cost": r.cost,
              "source_total": r.source_total, "attributed_total": r.attributed_total, "difference": r.difference,
-             "ok": r.ok} for r in results]
+             "rounding": r.rounding, "ok": r.ok} for r in results]
     emit(rows, list(rows[0]) if rows else ["source"], fmt, title="attributed vs source, per billing period",
-         right=("source_total", "attributed_total", "difference"))
+         right=("source_total", "attributed_total", "difference", "rounding"))
+    rounded = [r for r in results if r.rounding]
+    if rounded and (fmt or default_format()) == "table":
+        click.echo("rounding: values with more than 12 decimals are stored rounded half away from zero; "
+                   "rounded away: " + "; ".join(f"{r.source} {r.billing_period} {r.cost} {exact_text(r.rounding)} "
+                                                 f"{r.currency or ''}".rstrip() for r in rounded), err=True)
 
 
 @click.command("attribute")

@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Protocol
 
@@ -28,7 +29,7 @@ from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
-from service.core.staging import DATA_FILE, LINE_ITEM_KEY, query_memory, stage_parts
+from service.core.staging import DATA_FILE, HIDDEN_COLUMNS, query_memory, stage_parts
 from service.core.timewindow import iso_utc
 from service.core.units import utc_now_iso
 
@@ -93,12 +94,14 @@ def commit_costs(
             for period in set(periods) - set(staged):
                 empty = stage / f"billing_period={period}" / DATA_FILE
                 empty.parent.mkdir(parents=True)
-                columns = ", ".join(f'"{c}"' for c in parts[0].columns if c not in LINE_ITEM_KEY)
+                columns = ", ".join(f'"{c}"' for c in parts[0].columns if c not in HIDDEN_COLUMNS)
                 parts[0].limit(0).project(columns).write_parquet(str(empty))
                 staged[period] = empty
         for period in sorted(staged):
             check_sums_fit(con, staged[period], period, ", ".join(files) or source)
-        entries = [ledger_entry(con, staged[p], source, p, delivery_id, files) for p in sorted(staged)]
+        entries = [ledger_entry(con, staged[p], source, p, delivery_id, files,
+                                {(currency, column): value for (period, currency, column), value
+                                 in result.rounding.items() if period == p}) for p in sorted(staged)]
         for path in staged.values():  # before the announcement: readers wait while files are being placed
             fsync_path(path)
         lake.announce(entries)
@@ -156,14 +159,20 @@ def _fits(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> bool:
     return True
 
 
-def ledger_entry(con, path: Path, source: str, period: str, delivery_id: str,
-                  files: Sequence[str]) -> LedgerEntry:
+def ledger_entry(con, path: Path, source: str, period: str, delivery_id: str, files: Sequence[str],
+                 rounding: Mapping[tuple[str | None, str], Decimal] | None = None) -> LedgerEntry:
+    """The entry of a staged partition; `rounding`: (currency, cost column) → what the lake's
+    12 decimals rounded away from the delivery's values (staging.Staged.rounding)."""
     rows = con.execute(
         "SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost), "
         "bool_or(coalesce(trim(InvoiceId), '') <> '') FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST",
         [str(path)],
     ).fetchall()
-    totals = tuple(CurrencyTotals(cur, int(n), billed, effective) for cur, n, billed, effective, _ in rows)
+    rounding = rounding or {}
+    totals = tuple(CurrencyTotals(cur, int(n), billed, effective,
+                                  tuple(sorted((column, value) for (currency, column), value in rounding.items()
+                                               if currency == cur)))
+                   for cur, n, billed, effective, _ in rows)
     final = bool(rows) and all(r[4] for r in rows)
     return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
                        rows=sum(t.rows for t in totals), totals=totals, final=final,

@@ -26,6 +26,9 @@ class CurrencyTotals:
     rows: int
     billed_cost: Decimal | None
     effective_cost: Decimal | None
+    # (cost column, Σ value as delivered − as stored): what the lake's 12 decimals rounded away
+    # from BilledCost, EffectiveCost, ListCost; only the columns where that is not zero
+    rounding: tuple[tuple[str, Decimal], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class LedgerEntry:
     def to_json(self) -> dict:
         data = asdict(self)
         data["totals"] = [
-            {**asdict(t), "billed_cost": exact_text(t.billed_cost), "effective_cost": exact_text(t.effective_cost)}
+            {**asdict(t), "billed_cost": exact_text(t.billed_cost), "effective_cost": exact_text(t.effective_cost),
+             "rounding": {column: exact_text(value) for column, value in t.rounding}}
             for t in self.totals
         ]
         data["files"] = list(self.files)
@@ -69,6 +73,7 @@ class LedgerEntry:
                 rows=int(t["rows"]),
                 billed_cost=_dec(t["billed_cost"]),
                 effective_cost=_dec(t["effective_cost"]),
+                rounding=tuple((column, Decimal(value)) for column, value in t.get("rounding", {}).items()),
             )
             for t in data["totals"]
         )

@@ -16,8 +16,10 @@ import json
 import logging
 import re
 import uuid
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -26,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from service.core.errors import DataError
+from service.core.schema import MONEY
 
 PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 DATA_FILE = "data.parquet"
@@ -34,10 +37,47 @@ PERIOD_COLUMN = "__spendlake_billing_period"
 # A connector whose export identifies its line items (AWS: identity/LineItemId with
 # identity/TimeInterval) adds these two columns; they are checked for repeats, never stored.
 LINE_ITEM_KEY = ("__spendlake_line_item_id", "__spendlake_line_item_interval")
+# A connector whose money arrives with more than 12 decimals adds, per cost measure, the part
+# the lake's DECIMAL(38,12) rounded away (the value as given − as stored; NULL when none):
+# summed per period and currency into the ledger (`--check` shows it), never stored.
+ROUNDING_COLUMNS = {"BilledCost": "__spendlake_rounding_billed", "EffectiveCost": "__spendlake_rounding_effective",
+                    "ListCost": "__spendlake_rounding_list"}
+HIDDEN_COLUMNS = (*LINE_ITEM_KEY, *ROUNDING_COLUMNS.values())
+ROUNDING_TYPE = "DECIMAL(38,30)"  # a rounded-away part is below 1e-12
 LINE_ITEMS_FILE = "line_items.parquet"
+SCALE_RE = re.compile(r"^DECIMAL\(\d+,\s*(\d+)\)$")
+WHOLE_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
 LISTED_REPEATS = 5
 
 log = logging.getLogger(__name__)
+
+
+def rounded_away_sql(value: str, kind: str | None) -> str | None:
+    """SQL: the part of a money value (`value`, of DuckDB type `kind`; None: text) that the
+    lake's DECIMAL(38,12) rounds away (half away from zero), NULL where none; None when the
+    type cannot hold more than 12 decimals (or already is the lake's: a CSV reader parsed it).
+    Exact for a value below 1e14 with up to 24 decimals and below 1e20 with up to 18."""
+    kind = (kind or "VARCHAR").upper()
+    scale = SCALE_RE.match(kind)
+    if kind in WHOLE_TYPES or kind == MONEY or (scale and int(scale.group(1)) <= 12):
+        return None
+    if scale:
+        return f"nullif(CAST({value} - CAST({value} AS {MONEY}) AS {ROUNDING_TYPE}), 0)"
+    raw = f"nullif(trim(CAST({value} AS VARCHAR)), '')"
+    wide = [f"CAST(TRY_CAST({raw} AS DECIMAL(38,{s})) - TRY_CAST(TRY_CAST({raw} AS {MONEY}) AS DECIMAL(38,{s})) "
+            f"AS {ROUNDING_TYPE})" for s in (24, 18)]
+    many_decimals = f"(length({raw}) - strpos({raw}, '.') > 12 AND strpos({raw}, '.') > 0)"
+    exponent = f"(strpos({raw}, 'e') > 0 OR strpos({raw}, 'E') > 0)"
+    return f"(CASE WHEN {many_decimals} OR {exponent} THEN nullif(coalesce({', '.join(wide)}), 0) END)"
+
+
+def rounding_select(expressions: dict[str, str | None]) -> str:
+    """`, <sql> AS <hidden column>` for each cost measure (BilledCost, ...) with an expression
+    (`rounded_away_sql`): appended to a connector's canonical SELECT list."""
+    unknown = set(expressions) - set(ROUNDING_COLUMNS)
+    if unknown:
+        raise KeyError(f"no rounding column for {sorted(unknown)}")
+    return "".join(f", {sql} AS {ROUNDING_COLUMNS[column]}" for column, sql in expressions.items() if sql)
 
 
 @dataclass(frozen=True)
@@ -57,6 +97,8 @@ class Repeats:
 class Staged:
     files: dict[str, Path]  # billing period → staged file
     repeats: Repeats | None = None
+    # (billing period, currency, cost column) → Σ what the lake's 12 decimals rounded away
+    rounding: dict[tuple[str, str | None, str], Decimal] = field(default_factory=dict)
 
 
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation], stage: Path) -> Staged:
@@ -65,6 +107,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     writers: dict[str, pq.ParquetWriter] = {}
     staged: dict[str, Path] = {}
     keys: list[pq.ParquetWriter] = []  # the line item keys, in the delivery's order
+    rounding: dict[tuple[str, str | None, str], Decimal] = defaultdict(Decimal)
     try:
         for number, part in enumerate(parts, 1):
             view = f"part_{uuid.uuid4().hex}"
@@ -78,6 +121,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
                     if LINE_ITEM_KEY[0] in batch.schema.names:
                         _append_keys(batch.select(list(LINE_ITEM_KEY)), stage, keys)
                         batch = batch.drop_columns(list(LINE_ITEM_KEY))
+                    batch = _take_rounding(batch, rounding)
                     _append(batch, stage, writers, staged)
             finally:
                 reader.close()  # a failed part must not leave the connection with a pending result
@@ -89,7 +133,26 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     finally:
         for writer in [*writers.values(), *keys]:
             writer.close()
-    return Staged(staged, _repeats(con, stage / LINE_ITEMS_FILE) if keys else None)
+    return Staged(staged, _repeats(con, stage / LINE_ITEMS_FILE) if keys else None,
+                  {key: value.normalize() for key, value in rounding.items() if value})
+
+
+def _take_rounding(batch: pa.RecordBatch, rounding: dict[tuple[str, str | None, str], Decimal]) -> pa.RecordBatch:
+    """Add the batch's rounded-away parts to `rounding` and drop their columns. Only the rare
+    rows with more than 12 decimals reach Python."""
+    present = {column: name for column, name in ROUNDING_COLUMNS.items() if name in batch.schema.names}
+    if not present:
+        return batch
+    found = None
+    for name in present.values():
+        valid = pc.is_valid(batch.column(name))
+        found = valid if found is None else pc.or_(found, valid)
+    if pc.any(found).as_py():
+        for row in batch.filter(found).select([PERIOD_COLUMN, "BillingCurrency", *present.values()]).to_pylist():
+            for column, name in present.items():
+                if row[name] is not None:
+                    rounding[(row[PERIOD_COLUMN], row["BillingCurrency"], column)] += row[name]
+    return batch.drop_columns(list(present.values()))
 
 
 def _append_keys(batch: pa.RecordBatch, stage: Path, keys: list[pq.ParquetWriter]) -> None:

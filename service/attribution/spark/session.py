@@ -25,6 +25,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.coverage import entries_data_through
 from service.core.errors import ConfigError, DataError, UsageError
 from service.core.lake import Lake
+from service.core.ledger import LedgerEntry
 from service.attribution.spark.lake import SparkLake
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,11 @@ class SparkRollupSession(RollupSession):
 
     def data_through(self) -> dict[str, datetime | None]:
         """From the ledger Spark reads (a ledger from before data_through was recorded: None)."""
-        return entries_data_through([e for (source, _), e in self.lake.ledger().items() if self._counts(source)])
+        return entries_data_through(self.ledger_entries())
+
+    def ledger_entries(self) -> list[LedgerEntry]:
+        """The ledger entries of the configured sources Spark reads."""
+        return [e for (source, _), e in self.lake.ledger().items() if self._counts(source)]
 
     def spellings_of(self, dim: str, keys: Sequence[str]) -> dict[str, str]:
         wanted = set(keys)
