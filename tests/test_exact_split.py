@@ -64,3 +64,13 @@ def test_parts_equal_exact_arithmetic_on_both_sides_of_the_fast_path_limits():
         cases.append(group_of(units, weights, total))
     groups = dict(enumerate(cases))
     assert split_in_sql(groups) == expected_parts(groups)
+
+
+def test_rows_alone_in_their_group_keep_the_whole_amount_and_the_others_split_as_before():
+    groups = {0: group_of(10, [1, 1, 1], 3), 1: group_of(-7, [5], 5), 2: group_of(10 ** 30 + 1, [3], 3)}
+    con = duckdb.connect()
+    con.execute("CREATE TABLE rows_in (g INTEGER, k INTEGER, u HUGEINT, w HUGEINT, t HUGEINT, alone BOOLEAN)")
+    con.executemany("INSERT INTO rows_in VALUES (?, ?, CAST(? AS HUGEINT), CAST(? AS HUGEINT), CAST(? AS HUGEINT), ?)",
+                    [(g, k, str(u), str(w), str(t), len(rows) == 1) for g, rows in groups.items() for k, u, w, t in rows])
+    sql = split_select("rows_in", ["g", "k"], ["g"], ["u"], "w", "t", ["w DESC", "k"], alone="alone")
+    assert {(g, k): int(u) for g, k, u in con.execute(sql).fetchall()} == expected_parts(groups)

@@ -202,16 +202,22 @@ def _weight_ctes() -> str:
         "a_gpu_total AS (SELECT f.a_instance, f.s_start, f.s_end, f.cap, f.a_cl, coalesce(j.w, 0) AS held "
         "FROM a_free f LEFT JOIN (SELECT a_instance, s_start, s_end, sum(w) AS w FROM a_jobs_w GROUP BY ALL) AS j "
         "USING (a_instance, s_start, s_end)), "
-        "a_weights AS MATERIALIZED (SELECT *, row_number() OVER (PARTITION BY a_instance, s_start, s_end "
-        "ORDER BY w DESC, ref, kind) = 1 AS w_first FROM ("
-        "SELECT a_instance, s_start, s_end, kind, ref, w FROM a_jobs_w UNION ALL "
+        "a_weights AS MATERIALIZED (SELECT a_instance, s_start, s_end, kind, ref, w FROM a_jobs_w UNION ALL "
         "SELECT a_instance, s_start, s_end, 'idle', a_cl, cap - held FROM a_gpu_total WHERE cap > held "
-        "UNION ALL SELECT a_instance, s_start, s_end, kind, ref, w FROM a_pod_w) AS all_weights), "
-        "a_totals AS (SELECT t.*, f.first_line FROM (SELECT a_instance, s_start, s_end, greatest(cap, held) AS total, "
+        "UNION ALL SELECT a_instance, s_start, s_end, kind, ref, w FROM a_pod_w), "
+        # an over-booked slot is counted once: on its first line's part of its first weight
+        "a_over_first AS (SELECT a_instance, s_start, s_end, kind AS first_kind, ref AS first_ref FROM ("
+        "SELECT w.*, row_number() OVER (PARTITION BY a_instance, s_start, s_end ORDER BY w DESC, ref, kind) AS n "
+        "FROM a_weights w JOIN a_gpu_total g USING (a_instance, s_start, s_end) WHERE g.held > g.cap) AS o "
+        "WHERE n = 1), "
+        "a_counts AS (SELECT a_instance, s_start, s_end, count(*) AS weights FROM a_weights GROUP BY ALL), "
+        "a_totals AS (SELECT t.*, f.first_line, o.first_kind, o.first_ref, c.weights FROM ("
+        "SELECT a_instance, s_start, s_end, greatest(cap, held) AS total, "
         "held > cap AS overbooked, false AS a_eks FROM a_gpu_total UNION ALL "
         "SELECT a_instance, s_start, s_end, sum(w), false, true FROM a_pod_w GROUP BY ALL) AS t JOIN ("
         "SELECT a_instance, s_start, s_end, min(a_line) AS first_line FROM a_slots GROUP BY ALL) AS f "
-        "USING (a_instance, s_start, s_end)), "
+        "USING (a_instance, s_start, s_end) LEFT JOIN a_over_first o USING (a_instance, s_start, s_end) "
+        "LEFT JOIN a_counts c USING (a_instance, s_start, s_end)), "
     )
 
 
@@ -285,22 +291,23 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     units = [f"u_{i}" for i in range(len(measures))]
     cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
     text = (
-        _lines_cte(stage.held, columns, extra_cols, a_types, a_gpus, materialized=True)
+        _lines_cte(stage.held, [*columns, "rowid AS a_line"], extra_cols, a_types, a_gpus, materialized=False)
         + _instance_ctes() + _jobs_cte(inputs)
         + pod_ctes(inputs.has_split and inputs.clusters.eks_split, tags, run_cols, extra_cols.get("workload"),
                    stage.held)
         + _placement_ctes(inputs.clusters)
         + f"a_members AS (SELECT a_instance, a_gpus, a_cl FROM {stage.members} WHERE a_member), "
         + _hour_ctes(inputs.clusters)
-        + "a_numbered AS (SELECT *, row_number() OVER () AS a_line FROM ("
-        "SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
-        "WHERE m.a_instance IS NOT NULL OR l.a_instance IN (SELECT a_instance FROM a_parents)) AS members), "
-        "a_cut AS (SELECT *, epoch_us(s_end) - epoch_us(s_start) AS a_w, epoch_us(cp_end) - epoch_us(cp_start) AS a_len, "
+        + "a_member_lines AS (SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
+        "WHERE m.a_instance IS NOT NULL OR l.a_instance IN (SELECT a_instance FROM a_parents)), "
+        "a_cut AS (SELECT *, epoch_us(s_end) - epoch_us(s_start) AS a_w, "
+        "epoch_us(cp_end) - epoch_us(cp_start) AS a_len, s_start = cp_start AND s_end = cp_end AS a_alone, "
         + ", ".join(f"{to_units(m, d)} AS {u}" for (m, d), u in zip(measures.items(), units))
         + " FROM (SELECT *, greatest(h, cp_start) AS s_start, least(h + INTERVAL 1 HOUR, cp_end) AS s_end FROM ("
         "SELECT *, unnest(generate_series(date_trunc('hour', cp_start), cp_end - INTERVAL 1 MICROSECOND, "
-        "INTERVAL 1 HOUR)) AS h FROM a_numbered) AS hours) AS slots), "
-        f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'])}), "
+        "INTERVAL 1 HOUR)) AS h FROM a_member_lines) AS hours) AS slots), "
+        # a line within one clock hour is its one slot's whole
+        f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone')}), "
         + pod_weights_cte()
         + _weight_ctes()
         + _split_ctes(columns, measures, units, label_cols, inventory_cols, dims, stage, params)
@@ -331,15 +338,18 @@ def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequ
     parts), `a_parts` (their columns: the slot line's, with the job's labels and fields for a
     job part) and `s0a` (kept lines and parts)."""
     split_in = (
-        f"a_split_in AS (SELECT sl.a_line, sl.s_start, {', '.join(f'sl.{u}' for u in units)}, "
+        f"a_split_in AS MATERIALIZED (SELECT sl.a_line, sl.s_start, {', '.join(f'sl.{u}' for u in units)}, "
         "coalesce(w.kind, 'none') AS a_part, w.ref AS a_ref, coalesce(w.w, 1) AS a_wt, "
-        "coalesce(t.total, 1) AS a_total, coalesce(t.overbooked AND w.w_first AND sl.a_line = t.first_line, false) "
-        "AS a_over, coalesce(t.a_eks, false) AS a_eks FROM a_slots sl LEFT JOIN a_totals t USING (a_instance, s_start, s_end) "
+        "coalesce(t.total, 1) AS a_total, coalesce(t.overbooked AND sl.a_line = t.first_line AND w.kind = t.first_kind "
+        "AND w.ref IS NOT DISTINCT FROM t.first_ref, false) AS a_over, coalesce(t.a_eks, false) AS a_eks, "
+        "coalesce(t.weights, 0) <= 1 AS a_alone FROM a_slots sl LEFT JOIN a_totals t USING (a_instance, s_start, s_end) "
         "LEFT JOIN a_weights w USING (a_instance, s_start, s_end)), "
     )
     extra = ["a_part", "a_ref", "a_wt", "a_total", "a_over", "a_eks"]
     order = ["a_wt DESC", "a_ref", "a_part"]
-    split = f"a_split AS ({split_select('a_split_in', ['a_line', 's_start', *extra], ['a_line', 's_start'], units, 'a_wt', 'a_total', order)}), "
+    # a slot with one weight (one job, or all idle: its weight is the total) is that part's whole
+    split = "a_split AS (" + split_select("a_split_in", ["a_line", "s_start", *extra], ["a_line", "s_start"], units,
+                                          "a_wt", "a_total", order, alone="a_alone") + "), "
     labels = {col: key for key, col in label_cols.items()}
     picks = []
     for column in columns:

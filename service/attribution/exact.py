@@ -79,11 +79,13 @@ def _part(units: str, weight: str, total: str) -> str:
 
 
 def split_select(relation: str, columns: Sequence[str], group: Sequence[str], measures: Sequence[str],
-                 weight: str, total: str, order: Sequence[str]) -> str:
+                 weight: str, total: str, order: Sequence[str], alone: str | None = None) -> str:
     """`SELECT <columns>, <measures>` over `relation`, each measure (a units column holding the
     group's amount on every row) replaced by its exact part of the group (`group` columns) by
     `weight` of `total`; the group's remainder goes to the row first in `order` (the largest
-    weight first, then a key)."""
+    weight first, then a key). `alone`: a column true on rows that are their group's only row
+    (so their weight is the total): they keep the whole amount, without the windows' sorts
+    (`relation` is then read twice: a table or materialized CTE)."""
     window = f"PARTITION BY {', '.join(group)}"
     parts = ", ".join(f"{_part(m, weight, total)} AS {m}__part" for m in measures)
     fixed = ", ".join(
@@ -91,6 +93,10 @@ def split_select(relation: str, columns: Sequence[str], group: Sequence[str], me
         for m in measures)
     first = f"row_number() OVER ({window} ORDER BY {', '.join(order)}) = 1 AS split_first"
     keep = ", ".join(columns)
-    return (f"SELECT {keep}, {fixed} FROM ("
-            f"SELECT {keep}, {', '.join(measures)}, {parts}, {first} "
-            f"FROM {_fast_parts(relation, measures, weight, total)} AS split_in) AS split_parts")
+    rows = relation if alone is None else f"(SELECT * FROM {relation} WHERE NOT {alone})"
+    split = (f"SELECT {keep}, {fixed} FROM ("
+             f"SELECT {keep}, {', '.join(measures)}, {parts}, {first} "
+             f"FROM {_fast_parts(rows, measures, weight, total)} AS split_in) AS split_parts")
+    if alone is None:
+        return split
+    return f"{split} UNION ALL SELECT {keep}, {', '.join(measures)} FROM {relation} WHERE {alone}"
