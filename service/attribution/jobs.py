@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 
 import duckdb
 
 from service.attribution.allocation import AllocationInputs
 from service.core.config_attribution import AttributionConfig
+from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
 
 JOBS_TABLE = "jobs"
@@ -23,15 +25,20 @@ def allocation_inputs(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBP
     (a `Lake.query` connection); None when the config has no `clusters:` section."""
     if config.clusters is None:
         return None
-    has_jobs = lake.has_table(JOBS_TABLE)
+    return inputs_on(con, config.clusters, lake.has_table(JOBS_TABLE), where, params)
+
+
+def inputs_on(con: duckdb.DuckDBPyConnection, clusters: ClustersConfig, has_jobs: bool, where: str = "TRUE",
+              params: dict | None = None) -> AllocationInputs:
+    """As `allocation_inputs`, on any connection with the `costs` view (and `jobs` when `has_jobs`)."""
     keys: tuple[str, ...] = ()
     if has_jobs:
         keys = tuple(sorted(row[0] for row in con.execute(
             "SELECT DISTINCT unnest(map_keys(labels)) FROM jobs WHERE labels IS NOT NULL").fetchall()))
-    has_split = config.clusters.eks_split and bool(con.execute(
+    has_split = clusters.eks_split and bool(con.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM costs WHERE ({where}) AND x_split_parent_resource_id IS NOT NULL "
         "LIMIT 1) AS found", {k: v for k, v in (params or {}).items() if re.search(rf"\${re.escape(k)}\b", where)}).fetchall()[0][0])
-    return AllocationInputs(config.clusters, has_jobs, has_split, keys)
+    return AllocationInputs(clusters, has_jobs, has_split, keys)
 
 
 def jobs_basis(lake: Lake) -> dict[str, str]:
@@ -39,12 +46,16 @@ def jobs_basis(lake: Lake) -> dict[str, str]:
     names and contents: a new or changed snapshot changes it, so the rollups of a config with
     `clusters:` are rebuilt (history is every snapshot of a source, not only its latest); a
     snapshot rewritten with the same records (a re-run the same day) changes nothing."""
-    basis = {}
+    stamps = {}
     for source_dir in sorted(lake.table_dir(JOBS_TABLE).glob("source=*")):
-        if not lake.counts(source_dir.name.split("=", 1)[1]):
-            continue
-        stamps = [f"{file.parent.name}:{hashlib.sha256(file.read_bytes()).hexdigest()}"
-                  for file in sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))]
-        if stamps:
-            basis[f"{JOBS_TABLE}/{source_dir.name}"] = hashlib.sha256(";".join(stamps).encode()).hexdigest()
-    return basis
+        if lake.counts(source_dir.name.split("=", 1)[1]):
+            stamps[source_dir.name] = [(file.parent.name, hashlib.sha256(file.read_bytes()).hexdigest())
+                                       for file in sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))]
+    return basis_of(stamps)
+
+
+def basis_of(stamps: Mapping[str, Sequence[tuple[str, str]]]) -> dict[str, str]:
+    """`jobs_basis` from each source directory's (snapshot directory, SHA-256 hex of its file),
+    in snapshot order: the Spark engine hashes the files where it reads them."""
+    return {f"{JOBS_TABLE}/{name}": hashlib.sha256(";".join(f"{snap}:{digest}" for snap, digest in files).encode())
+            .hexdigest() for name, files in stamps.items() if files}

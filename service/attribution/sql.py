@@ -298,12 +298,13 @@ def _first(values: list[str]) -> str:
 
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
                inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None,
-               needs: Needs = Needs()) -> Sql:
+               needs: Needs = Needs(), only: str = "TRUE") -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view; with
     `allocation`, `overbooked` counts the instance slots whose jobs held more than it had.
-    `needs`: only those dimensions' columns and measures (default all, as stored)."""
+    `needs`: only those dimensions' columns and measures (default all, as stored). `only`:
+    a condition on the lines (SQL over `costs`, no values), to roll up a part of the period."""
     params = Params()
-    where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')}"
+    where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')} AND {only}"
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, needs=needs)
     dims = [c for name in needed_dimensions(config, needs.dims) for c in (dim_col(name), how_col(name))]
     sums = [f"coalesce(sum({col}), 0) AS {m}" if needs.measures is None or m in needs.measures

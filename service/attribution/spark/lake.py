@@ -3,8 +3,8 @@ local path, `s3a://bucket/prefix` (hadoop-aws on Spark's classpath) and `hdfs://
 one code path, seen with the endpoint and credentials Spark's executors use.
 
 Read-only: nothing here writes. It finds what service/attribution/spark/session.py needs — the
-cost partitions, the delivery ledger, the latest inventory tag snapshots and the rollup
-files already written — and turns a Java failure into an error that names the lake and
+cost partitions, the delivery ledger, the latest inventory tag snapshots, the job snapshots'
+digests and the rollup files already written — and turns a Java failure into an error that names the lake and
 says what to do.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from service.attribution.jobs import basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
@@ -83,6 +84,16 @@ class SparkLake:
         latest = {url.rsplit("/", 3)[-3]: url for url in sorted(tag_files)}  # sorted: a source's last snapshot
         sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
         return {name: self._with_stream(self._path(url), sha256) for name, url in latest.items()}
+
+    def jobs_basis(self, job_files: list[str]) -> dict[str, str]:
+        """As jobs.jobs_basis, for the job snapshot files (`table_files("jobs")` of the
+        configured sources), hashed where they lie (no copy)."""
+        sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
+        stamps: dict[str, list[tuple[str, str]]] = {}
+        for url in sorted(job_files):  # by source, then snapshot date
+            source, snapshot = url.rsplit("/", 3)[-3:-1]
+            stamps.setdefault(source, []).append((snapshot, self._with_stream(self._path(url), sha256)))
+        return basis_of(stamps)
 
     def table_files(self, table: str) -> list[str]:
         return [url for url, _ in self._glob(f"{table}/*=*/*=*/{DATA_FILE}")]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
+from service.attribution.jobs import JOBS_TABLE
 from service.attribution.rollup import ROLLUP_TABLE, version_of
 from service.attribution.sql import Sql, inventory_keys_sql, rollup_sql, tag_keys_sql, transpile
 from service.core.config import EngineConfig
@@ -26,6 +27,7 @@ from service.core.coverage import entries_data_through
 from service.core.errors import ConfigError, DataError, UsageError
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
+from service.attribution.spark.clusters import SparkAllocation
 from service.attribution.spark.lake import SparkLake
 
 log = logging.getLogger(__name__)
@@ -161,9 +163,6 @@ class SparkRollupSession(RollupSession):
     local = False
 
     def __init__(self, lake: Lake, config: AttributionConfig, engine: EngineConfig):
-        if config.clusters is not None:
-            raise UsageError("the Spark engine does not allocate shared GPU clusters to jobs (attribution.clusters)",
-                             where="engine.kind", hint="run this config with --engine duckdb")
         self.config = config
         spark = spark_session(engine)
         self.lake = SparkLake(spark, engine.lake or str(lake.root))
@@ -181,6 +180,12 @@ class SparkRollupSession(RollupSession):
         self._has_inventory, self._inventory = bool(tag_files), None  # keys read once a period needs them
         ledger, stored = self.lake.ledger(), self.lake.rollup_files()
         inventory = self.lake.inventory_latest(tag_files)
+        self.allocation = None
+        if config.clusters is not None:  # the job snapshots are part of the rollups' version too
+            job_files = [url for url in self.lake.table_files(JOBS_TABLE)
+                         if lake.counts(url.rsplit("/", 3)[-3].split("=", 1)[1])]
+            inventory |= self.lake.jobs_basis(job_files)
+            self.allocation = SparkAllocation(self.con, lake, config, job_files, bool(tag_files))
         computed = []
         for part in self.partitions:
             version = version_of(config, ledger[(part.source, part.period)], inventory).name
@@ -215,11 +220,18 @@ class SparkRollupSession(RollupSession):
         return self._inventory
 
     def _rollup(self, part):
-        from pyspark.sql.functions import lit
+        from pyspark.sql.functions import col, lit
 
         inventory = self._inventory_keys()
         keys = tag_keys_sql(part.source, part.period)
         tag_keys = [row[0] for row in self.con.execute(keys.text, keys.params).fetchall()]
-        sql = rollup_sql(self.config, tag_keys, part.source, part.period, inventory)
-        return (self.con.frame(sql.text, sql.params)
-                .withColumn("source", lit(part.source)).withColumn("billing_period", lit(part.period)))
+        if self.allocation is None:
+            sql = rollup_sql(self.config, tag_keys, part.source, part.period, inventory)
+            frame = self.con.frame(sql.text, sql.params)
+        else:  # shared GPU clusters: the allocation's lines on DuckDB (service/attribution/spark/clusters.py)
+            sql = self.allocation.rest_sql(tag_keys, part.source, part.period, inventory)
+            rest = self.con.frame(sql.text, sql.params).withColumn("overbooked", lit(0).cast("bigint"))
+            allocated = self.con.spark.createDataFrame(self.allocation.rollup(tag_keys, part.source, part.period,
+                                                                              inventory))
+            frame = rest.unionByName(allocated.select([col(f.name).cast(f.dataType) for f in rest.schema.fields]))
+        return frame.withColumn("source", lit(part.source)).withColumn("billing_period", lit(part.period))
