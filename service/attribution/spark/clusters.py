@@ -30,6 +30,9 @@ from service.core.schema import INVENTORY_TABLES, cost_view_select
 JOB_COLUMNS = tuple((name, kind) for name, kind in INVENTORY_TABLES[JOBS_TABLE]
                     if name not in ("gpu_util_hourly", "restarts"))
 PERIOD = "source = $source AND billing_period = $period"
+# A job record as its newest snapshot shows it (what the allocation's `a_jobs` keeps of them).
+NEWEST_JOBS = ("SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY snapshot_date DESC, "
+               "source DESC) AS newest FROM jobs) AS j WHERE newest = 1")
 
 
 def _arrow(frame):
@@ -61,8 +64,7 @@ class SparkAllocation:
             reading(spark_lake, JOBS_TABLE, lambda: spark_lake.spark.read.option("mergeSchema", "true")
                     .option("basePath", spark_lake.table_url(JOBS_TABLE)).parquet(*self.job_files)
                     ).createOrReplaceTempView(JOBS_TABLE)
-            self._jobs = self._read("SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY record_id "
-                                    "ORDER BY snapshot_date DESC, source DESC) AS newest FROM jobs) AS j WHERE newest = 1")
+            self._jobs = self._read(NEWEST_JOBS)
         return self._jobs
 
     def rest_sql(self, tag_keys: list[str], source: str, period: str, inventory: list[str] | None):

@@ -6,7 +6,9 @@ Spark reads the lake as it is, at `engine.lake` (a shared path or s3a://..., lis
 service/attribution/spark/lake.py) or else the config's `lake`: the `costs` table (and `resource_tags`)
 as Hive-partitioned Parquet, and the current per-period rollup files where ingest or
 `spendlake rollup` stored them; a period without its rollup is rolled up on Spark from the raw lines, with
-`rollup_sql`. Spark never writes to the lake. Needs `pip install 'spendlake[spark]'` and Java 17.
+`rollup_sql` (with `attribution.clusters`, the allocation's lines on DuckDB:
+service/attribution/spark/clusters.py). Spark never writes to the lake. Needs
+`pip install 'spendlake[spark]'` and Java 17.
 """
 
 from __future__ import annotations
