@@ -57,13 +57,8 @@ class SparkAllocation:
 
     def jobs(self):
         """Each job record as its newest snapshot shows it (Arrow), None without job records."""
-        from service.attribution.spark.session import reading
-
         if self._jobs is None and self.job_files:
-            spark_lake = self.connection.lake
-            reading(spark_lake, JOBS_TABLE, lambda: spark_lake.spark.read.option("mergeSchema", "true")
-                    .option("basePath", spark_lake.table_url(JOBS_TABLE)).parquet(*self.job_files)
-                    ).createOrReplaceTempView(JOBS_TABLE)
+            self.connection.lake.read(JOBS_TABLE, self.job_files, merge_schema=True).createOrReplaceTempView(JOBS_TABLE)
             self._jobs = self._read(NEWEST_JOBS)
         return self._jobs
 
@@ -94,10 +89,8 @@ class SparkAllocation:
             con.close()
 
     def _read(self, text: str, params: dict | None = None):
-        from service.attribution.spark.session import reading
-
         frame = self.connection.frame(text, params)
-        return reading(self.connection.lake, "the lake", lambda: _arrow(frame))
+        return self.connection.lake.reading("the lake", lambda: _arrow(frame))
 
     def _views(self, con: duckdb.DuckDBPyConnection, lines, tags) -> None:
         """`costs`, `resource_tags` and `jobs` on `con`, typed as the lake's views are."""

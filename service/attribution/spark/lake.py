@@ -106,6 +106,29 @@ class SparkLake:
             found[(source.split("=", 1)[1], period.split("=", 1)[1], name.removesuffix(".parquet"))] = url
         return found
 
+    # ---- reading ----------------------------------------------------------------------------
+
+    def read(self, table: str, files: list[str], *, merge_schema: bool = False):
+        """The Parquet `files` of `table` as a DataFrame; Spark reads their footers here, so an
+        unreadable file fails now, by name. `merge_schema`: files may hold different columns."""
+        reader = self.spark.read.option("basePath", self.table_url(table))
+        if merge_schema:
+            reader = reader.option("mergeSchema", "true")
+        return self.reading(table, lambda: reader.parquet(*files))
+
+    def reading(self, what: str, call):
+        """`call()`, with a failure of Spark reading the lake turned into a spendlake error."""
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import PySparkException
+
+        try:
+            return call()
+        except Py4JJavaError as error:
+            raise self.error(error.java_exception) from None
+        except PySparkException as error:
+            raise DataError(f"Spark cannot read {what}: {str(error).splitlines()[0][:400]}", where=self.location,
+                            hint="check that the lake was copied whole, then run again") from None
+
     # ---- Hadoop FileSystem ----------------------------------------------------------------
 
     def _glob(self, pattern: str, *, sizes: bool = False) -> list[tuple]:

@@ -26,7 +26,7 @@ from service.attribution.sql import Sql, inventory_keys_sql, rollup_sql, tag_key
 from service.core.config import EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import entries_data_through
-from service.core.errors import ConfigError, DataError, UsageError
+from service.core.errors import ConfigError, UsageError
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
 from service.attribution.spark.clusters import SparkAllocation
@@ -134,27 +134,8 @@ class _Rows:
         from pyspark.sql.types import TimestampType
 
         local = {i for i, f in enumerate(self.frame.schema.fields) if isinstance(f.dataType, TimestampType)}
-        rows = reading(self.lake, "the lake", self.frame.collect)  # the files are read now
+        rows = self.lake.reading("the lake", self.frame.collect)  # the files are read now
         return [tuple(_utc_naive(v) if i in local else v for i, v in enumerate(row)) for row in rows]
-
-
-def reading(lake: SparkLake, what: str, call):
-    """`call()`, with a failure of Spark reading the lake turned into a spendlake error."""
-    from py4j.protocol import Py4JJavaError
-    from pyspark.errors import PySparkException
-
-    try:
-        return call()
-    except Py4JJavaError as error:
-        raise lake.error(error.java_exception) from None
-    except PySparkException as error:
-        raise DataError(f"Spark cannot read {what}: {str(error).splitlines()[0][:400]}", where=lake.location,
-                        hint="check that the lake was copied whole, then run again") from None
-
-
-def _read(lake: SparkLake, table: str, files: list[str]):
-    # Spark reads the Parquet footers here: an unreadable file fails now, by name.
-    return reading(lake, table, lambda: lake.spark.read.option("basePath", lake.table_url(table)).parquet(*files))
 
 
 class SparkRollupSession(RollupSession):
@@ -174,11 +155,11 @@ class SparkRollupSession(RollupSession):
         self.files: list[str] = []
         if not self.partitions:
             return
-        _read(self.lake, "costs", [str(p.file) for p in self.partitions]).createOrReplaceTempView("costs")
+        self.lake.read("costs", [str(p.file) for p in self.partitions]).createOrReplaceTempView("costs")
         tag_files = [url for url in self.lake.table_files("resource_tags")
                      if lake.counts(url.rsplit("/", 3)[-3].split("=", 1)[1])]
         if tag_files:
-            _read(self.lake, "resource_tags", tag_files).createOrReplaceTempView("resource_tags")
+            self.lake.read("resource_tags", tag_files).createOrReplaceTempView("resource_tags")
         self._has_inventory, self._inventory = bool(tag_files), None  # keys read once a period needs them
         ledger, stored = self.lake.ledger(), self.lake.rollup_files()
         inventory = self.lake.inventory_latest(tag_files)
@@ -197,7 +178,7 @@ class SparkRollupSession(RollupSession):
                 computed.append(self._rollup(part))
         log.info("Spark reads %s: %d periods from their stored rollups, %d rolled up from the raw lines",
                  self.lake.location, len(self.files), len(computed))
-        frames = ([_read(self.lake, ROLLUP_TABLE, self.files)] if self.files else []) + computed
+        frames = ([self.lake.read(ROLLUP_TABLE, self.files)] if self.files else []) + computed
         rollups = frames[0]
         for frame in frames[1:]:
             rollups = rollups.unionByName(frame)
