@@ -19,6 +19,9 @@ jobs against a bare DuckDB interval join computing the same shares, in the same 
    with `clusters:` in the config (rollups built without it, so every run allocates the
    month from the raw lines and the jobs in memory), and compares the answers to the cent.
 Targets: allocation wall <= 1.5 x the bare join's, peak RSS <= 1 GB, answers equal to the cent.
+4. With --spark, the same query on `--engine spark` (local[2]), from the raw lines (the clusters'
+   lines allocated on DuckDB in the driver, the rest on Spark) and from the stored rollups; each
+   answer must equal DuckDB's exactly. Peak RSS is the largest process's (the JVM or Python).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ ROWS_PER_NODE = 40_000
 TARGET_RATIO, TARGET_RSS_MB = 1.5, 1024
 CENT = Decimal("0.01")
 RUN_DEFAULT = "unallocated"
+SPARK = ["--engine", "spark"]
 
 # argv: CUR 2.0 Parquet glob, jobs file, cluster, the window's end (running jobs end there)
 BARE_JOIN = textwrap.dedent('''
@@ -189,6 +193,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--prepare-only", action="store_true", help="generate and ingest, time nothing")
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "runs-work")
+    parser.add_argument("--spark", action="store_true", help="also time `attribute --engine spark` (step 4)")
     args = parser.parse_args()
     prepared = prepare(args.work, args.nodes, args.jobs, args.rows or ROWS_PER_NODE * args.nodes)
     if args.prepare_only:
@@ -196,10 +201,12 @@ def main() -> None:
     bare = [sys.executable, "-c", BARE_JOIN, prepared["cur"], prepared["jobs"], CLUSTER, prepared["until"]]
     # the lake's rollups are the prepared config's: with `clusters:` each run allocates from the raw lines
     in_memory = attribute_command(prepared, clusters_config(prepared, "spendlake-clusters.yaml"))
-    runs, ours = [], []
+    runs, ours, spark = [], [], []
     for _ in range(args.repeat):  # alternating, so a change of the machine's load hits both alike
         runs.append(measure(bare, "bare join"))
         ours.append(measure(in_memory, "allocation from the raw lines"))
+        if args.spark:
+            spark.append(measure(in_memory + SPARK, "allocation from the raw lines on Spark"))
     shares, idle = bare_answer(runs[-1][3])
     billed = Decimal(prepared["cluster_box_cost"])
     if abs(sum(shares.values()) + idle - billed) > CENT:
@@ -209,6 +216,9 @@ def main() -> None:
     print(f"  {len(shares):,} runs, idle {idle:,.2f} of {billed:,.2f} ({idle / billed:.1%})")
     result["allocation"] = summary("spendlake allocation from the raw lines (attribute --by run)", ours)
     answers = [("allocation", ours[-1][3])]
+    if args.spark:
+        result["spark"] = summary("the same on --engine spark, from the raw lines", spark)
+        same_as_duckdb(spark, ours[-1][3], "from the raw lines")
     # what ingest does once: store the rollups with the allocation (in a hard-linked copy of
     # the lake, so the next run of this bench still finds none), then answer from them
     copy = Path(prepared["config"]).parent / "lake-rollup"
@@ -221,6 +231,11 @@ def main() -> None:
         from_rollups = [measure(attribute_command(prepared, stored), "from the rollups") for _ in range(args.repeat)]
         result["from_rollups"] = summary("attribute --by run from the stored rollups", from_rollups)
         answers.append(("from_rollups", from_rollups[-1][3]))
+        if args.spark:
+            spark_stored = [measure(attribute_command(prepared, stored) + SPARK, "from the rollups on Spark")
+                            for _ in range(args.repeat)]
+            result["spark_from_rollups"] = summary("the same on --engine spark, from the stored rollups", spark_stored)
+            same_as_duckdb(spark_stored, from_rollups[-1][3], "from the stored rollups")
     finally:
         subprocess.run(["rm", "-rf", str(copy)], check=True)
     ratio = result["allocation"]["wall_s"] / result["bare"]["wall_s"]
@@ -245,6 +260,11 @@ def main() -> None:
     print(f"results: {out.relative_to(REPO)}")
     if differ:
         sys.exit("the answers differ by more than a cent")
+
+
+def same_as_duckdb(spark: list[tuple[float, int, float, str]], duckdb_stdout: str, what: str) -> None:
+    if any(json.loads(run[3]) != json.loads(duckdb_stdout) for run in spark):
+        sys.exit(f"--engine spark {what} answers otherwise than DuckDB")
 
 
 def summary(what: str, runs: list[tuple[float, int, float, str]]) -> dict:
