@@ -223,9 +223,9 @@ def _weight_ctes() -> str:
 
 INSTANCE_LINE = ("ResourceId IS NOT NULL AND x_instance_type IS NOT NULL AND cp_end > cp_start "
                  "AND x_split_parent_resource_id IS NULL")
-# Every cost line the allocation reads or splits (instance lines and EKS pod rows, and a few
-# more), as SQL over `costs`: any other line is attributed without the allocation as with it,
-# so the Spark engine attributes those and allocates only these (service/attribution/spark/clusters.py).
+# Every cost line the allocation reads (instance lines and EKS pod rows, and a few more), as
+# SQL over `costs`: any other line is attributed without the allocation as with it
+# (the Spark engine relies on it: service/attribution/spark/clusters.py).
 ALLOCATION_LINES = "(x_instance_type IS NOT NULL OR x_split_parent_resource_id IS NOT NULL)"
 
 

@@ -94,11 +94,13 @@ class Params:
 @dataclass
 class Sql:
     """A statement and its named parameters; `setup`: statements that fill the temporary
-    tables it reads (shared GPU clusters), to run first on the same connection (`run_setup`)."""
+    tables it reads (shared GPU clusters), to run first on the same connection (`run_setup`);
+    `stage`: those tables' names."""
 
     text: str
     params: dict[str, Any]
     setup: tuple[Sql, ...] = ()
+    stage: Stage | None = None
 
 
 def used(text: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +252,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
         + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
     ]
-    first, setup = "s0", ()
+    first, setup, stage = "s0", (), None
     if allocation:
         all_columns = [*dict.fromkeys(columns), *tag_cols.values(), *(f"e_{n}" for n in extra_aliases),
                        *inv_cols.values()]
@@ -288,7 +290,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
     last = f"s{len(order)}" if order else first
     steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM {last})")
-    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values, setup)
+    return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values, setup, stage)
 
 
 def _first(values: list[str]) -> str:
@@ -316,7 +318,7 @@ def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, 
         + ", count(*) AS lines" + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocation else "")
         + " FROM attributed GROUP BY " + ", ".join(keys)
     )
-    return Sql(text, lines.params, lines.setup)
+    return Sql(text, lines.params, lines.setup, lines.stage)
 
 
 def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str],

@@ -1,27 +1,30 @@
 """Shared GPU clusters on the Spark engine: a period rolled up on Spark is attributed in two
 parts that add up to DuckDB's rollup of it, row for row.
 
-- The lines no allocation reads (`ALLOCATION_LINES` false: all but the instance lines and EKS
-  pod rows) are attributed on Spark by the transpiled rollup SQL, as without `clusters:`
+- The lines of the instances a cluster holds (or EKS pods name as parent) and the pod rows
+  are rolled up by DuckDB with the allocation (service/attribution/allocation.py): the same
+  SQL as `--engine duckdb`, so the same job and idle parts to the last decimal. Spark reads
+  them, with the job records (each as its newest snapshot shows it) and the latest inventory
+  tags of those resources, and hands them to DuckDB in the driver as Arrow. Which instances:
+  the allocation's own first stage, run by DuckDB on a narrow projection of every instance
+  line of the period (times, instance, type, node and cluster tags).
+- All other lines are attributed on Spark by the transpiled rollup SQL, as without `clusters:`
   (a line the allocation does not split gets the same values either way).
-- The allocation's lines of the period, the job records (each record as its newest snapshot
-  shows it) and the latest inventory tags of those lines' resources are read by Spark, brought
-  to the driver as Arrow and rolled up by DuckDB with the allocation
-  (service/attribution/allocation.py): the same SQL as `--engine duckdb`, so the same job and
-  idle parts to the last decimal. That set is bounded by the clusters' instance-hours, not by
-  the bill.
 
-Both parts are grouped by the same keys, and every query sums the rollup view's rows, so the
-union answers as the one rollup does.
+The driver holds the clusters' instance-hours and the jobs, and a narrow row per instance
+line, not the bill. Both parts are grouped by the same keys and every query sums the rollup
+view's rows, so the union answers as the one rollup does.
 """
 
 from __future__ import annotations
 
+import itertools
+
 import duckdb
 
-from service.attribution.allocation import ALLOCATION_LINES
+from service.attribution.allocation import ALLOCATION_LINES, INSTANCE_ID, extra_tag_aliases
 from service.attribution.jobs import JOBS_TABLE, inputs_on
-from service.attribution.sql import ARN_HEAD, ARN_PATH, rollup_sql, run_setup
+from service.attribution.sql import ARN_HEAD, ARN_PATH, Sql, rollup_sql, tag_candidates, used
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
 from service.core.schema import INVENTORY_TABLES, cost_view_select
@@ -29,10 +32,14 @@ from service.core.schema import INVENTORY_TABLES, cost_view_select
 # The job columns the allocation reads (`gpu_util_hourly` and `restarts` it does not).
 JOB_COLUMNS = tuple((name, kind) for name, kind in INVENTORY_TABLES[JOBS_TABLE]
                     if name not in ("gpu_util_hourly", "restarts"))
+# What the allocation's first stage reads of a line (its tags: only the node and cluster tags).
+NARROW = ("ResourceId", "x_instance_type", "x_split_parent_resource_id", "ChargePeriodStart", "ChargePeriodEnd",
+          "BillingPeriodStart", "BillingCurrency", "source", "billing_period")
 PERIOD = "source = $source AND billing_period = $period"
 # A job record as its newest snapshot shows it (what the allocation's `a_jobs` keeps of them).
 NEWEST_JOBS = ("SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY snapshot_date DESC, "
                "source DESC) AS newest FROM jobs) AS j WHERE newest = 1")
+_VIEWS = itertools.count()  # each period's Spark views get their own names
 
 
 def _arrow(frame):
@@ -62,41 +69,62 @@ class SparkAllocation:
             self._jobs = self._read(NEWEST_JOBS)
         return self._jobs
 
-    def rest_sql(self, tag_keys: list[str], source: str, period: str, inventory: list[str] | None):
-        """The rollup SQL of the period's lines that the allocation does not read."""
-        return rollup_sql(self.config, tag_keys, source, period, inventory, only=f"NOT {ALLOCATION_LINES}")
-
     def rollup(self, tag_keys: list[str], source: str, period: str, inventory: list[str] | None):
-        """The rollup of the period's allocation lines, as an Arrow table (DuckDB's columns)."""
-        params = {"source": source, "period": period}
+        """(the rollup of the period's cluster lines as an Arrow table with DuckDB's columns, the
+        rollup SQL of its other lines for Spark)."""
+        from pyspark.sql.functions import map_filter
+
+        number = next(_VIEWS)
+        lines, members = f"allocation_lines_{number}", f"allocation_members_{number}"
         self.connection.frame(f"SELECT * FROM costs WHERE {PERIOD} AND {ALLOCATION_LINES}",
-                              params).createOrReplaceTempView("allocation_lines")
-        lines = self._read("SELECT * FROM allocation_lines")
+                              {"source": source, "period": period}).createOrReplaceTempView(lines)
+        keys = [k for aliases in extra_tag_aliases(self.config.clusters).values() for k in tag_candidates(aliases, tag_keys)]
+        narrow = self.connection.frame(f"SELECT * FROM {lines}").select(
+            *NARROW, map_filter("Tags", lambda key, _: key.isin(keys)).alias("Tags"))
         tags = self._read(
-            "SELECT r.* FROM resource_tags r JOIN (SELECT source AS s, max(snapshot_date) AS d FROM resource_tags "
-            "GROUP BY source) l ON r.source = l.s AND r.snapshot_date = l.d WHERE r.resource_id IN "
-            "(SELECT ResourceId FROM allocation_lines) OR regexp_replace(regexp_replace(r.resource_id, $head, ''), "
-            "$path, '') IN (SELECT ResourceId FROM allocation_lines)",
+            f"SELECT r.* FROM resource_tags r JOIN (SELECT source AS s, max(snapshot_date) AS d FROM resource_tags "
+            f"GROUP BY source) l ON r.source = l.s AND r.snapshot_date = l.d WHERE r.resource_id IN "
+            f"(SELECT ResourceId FROM {lines}) OR regexp_replace(regexp_replace(r.resource_id, $head, ''), "
+            f"$path, '') IN (SELECT ResourceId FROM {lines})",
             {"head": ARN_HEAD, "path": ARN_PATH}) if self.has_inventory else None
         con = self.local.connect()
         try:
-            self._views(con, lines, tags)
-            inputs = inputs_on(con, self.config.clusters, self.jobs() is not None, PERIOD, params)
+            self._views(con, self._arrow(narrow), tags)
+            inputs = inputs_on(con, self.config.clusters, self.jobs() is not None, PERIOD,
+                               {"source": source, "period": period})
             sql = rollup_sql(self.config, tag_keys, source, period, inventory, inputs)
-            run_setup(con, sql)
-            return con.sql(sql.text, params=sql.params).to_arrow_table()
+            find_members, keep_held = sql.setup
+            _run(con, find_members)
+            self.connection.spark.createDataFrame(con.sql(
+                f"SELECT DISTINCT a_instance FROM {sql.stage.members} WHERE a_instance IS NOT NULL").to_arrow_table(),
+                schema="a_instance string").createOrReplaceTempView(members)
+            held = (f"((ResourceId IS NOT NULL AND {INSTANCE_ID} IN (SELECT a_instance FROM {members})) "
+                    "OR x_split_parent_resource_id IS NOT NULL)")
+            con.execute("DROP VIEW costs")
+            self._costs(con, self._read(f"SELECT * FROM {lines} WHERE {held}"))
+            _run(con, keep_held)
+            allocated = con.sql(sql.text, params=sql.params).to_arrow_table()
         finally:
             con.close()
+        return allocated, rollup_sql(self.config, tag_keys, source, period, inventory,
+                                     only=f"NOT ({ALLOCATION_LINES} AND {held})")
 
     def _read(self, text: str, params: dict | None = None):
-        frame = self.connection.frame(text, params)
+        return self._arrow(self.connection.frame(text, params))
+
+    def _arrow(self, frame):
         return self.connection.lake.reading("the lake", lambda: _arrow(frame))
+
+    def _costs(self, con: duckdb.DuckDBPyConnection, lines) -> None:
+        """`costs` on `con` over the Arrow table `lines`, typed as the lake's view is."""
+        name = f"spark_costs_{next(_VIEWS)}"
+        con.register(name, lines)
+        con.execute(f"CREATE VIEW costs AS SELECT {cost_view_select(lines.column_names)}, source, billing_period "
+                    f"FROM {name}")
 
     def _views(self, con: duckdb.DuckDBPyConnection, lines, tags) -> None:
         """`costs`, `resource_tags` and `jobs` on `con`, typed as the lake's views are."""
-        con.register("spark_costs", lines)
-        con.execute(f"CREATE VIEW costs AS SELECT {cost_view_select(lines.column_names)}, source, billing_period "
-                    "FROM spark_costs")
+        self._costs(con, lines)
         if tags is not None:
             con.register("spark_resource_tags", tags)
             con.execute("CREATE VIEW resource_tags AS SELECT * FROM spark_resource_tags")
@@ -106,6 +134,10 @@ class SparkAllocation:
             con.execute("CREATE VIEW jobs AS SELECT " + ", ".join(  # names from the schema, a column missing: NULL
                 f"CAST({_quoted(name) if name in present else 'NULL'} AS {kind}) AS {_quoted(name)}"
                 for name, kind in JOB_COLUMNS) + ", source, snapshot_date FROM spark_jobs")
+
+
+def _run(con: duckdb.DuckDBPyConnection, step: Sql) -> None:
+    con.execute(step.text, used(step.text, step.params))
 
 
 def _quoted(name: str) -> str:

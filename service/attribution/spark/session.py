@@ -212,9 +212,8 @@ class SparkRollupSession(RollupSession):
             sql = rollup_sql(self.config, tag_keys, part.source, part.period, inventory)
             frame = self.con.frame(sql.text, sql.params)
         else:  # shared GPU clusters: the allocation's lines on DuckDB (service/attribution/spark/clusters.py)
-            sql = self.allocation.rest_sql(tag_keys, part.source, part.period, inventory)
+            allocated, sql = self.allocation.rollup(tag_keys, part.source, part.period, inventory)
             rest = self.con.frame(sql.text, sql.params).withColumn("overbooked", lit(0).cast("bigint"))
-            allocated = self.con.spark.createDataFrame(self.allocation.rollup(tag_keys, part.source, part.period,
-                                                                              inventory))
+            allocated = self.con.spark.createDataFrame(allocated)
             frame = rest.unionByName(allocated.select([col(f.name).cast(f.dataType) for f in rest.schema.fields]))
         return frame.withColumn("source", lit(part.source)).withColumn("billing_period", lit(part.period))
