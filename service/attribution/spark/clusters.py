@@ -78,7 +78,8 @@ class SparkAllocation:
         lines, members = f"allocation_lines_{number}", f"allocation_members_{number}"
         self.connection.frame(f"SELECT * FROM costs WHERE {PERIOD} AND {ALLOCATION_LINES}",
                               {"source": source, "period": period}).createOrReplaceTempView(lines)
-        keys = [k for aliases in extra_tag_aliases(self.config.clusters).values() for k in tag_candidates(aliases, tag_keys)]
+        keys = [key for aliases in extra_tag_aliases(self.config.clusters).values()
+                for key in tag_candidates(aliases, tag_keys)]
         narrow = self.connection.frame(f"SELECT * FROM {lines}").select(
             *NARROW, map_filter("Tags", lambda key, _: key.isin(keys)).alias("Tags"))
         tags = self._read(
