@@ -3,18 +3,27 @@ peak RSS with 10k, 100k and 1M distinct experiment values, against baselines in 
 
     nice -n 10 python bench/metrics_cardinality_bench.py [--sizes 10000,100000,1000000]
         [--lines 1000000,2000000,10000000] [--scrapes 40] [--workdir /tmp/spendlake-metrics-bench]
+        [--data-end month-start|now]
 
 Per size:
-1. writes a lake of `lines` cost lines (hourly, the 30 days ending at this hour, 50 teams,
-   400 projects, `size` distinct experiments) through `Lake.commit_costs`;
-2. `spendlake rollup` stores the attribution rollups and the metric tops (timed: this is
-   what ingest adds after a commit);
+1. writes a lake of `lines` cost lines (hourly, 50 teams, 400 projects, `size` distinct
+   experiments) through `Lake.commit_costs`, over the 30 days ending at the start of this
+   month (`--data-end month-start`, the default: the daily report's month to date then holds
+   every line and experiment, whatever the day the bench runs) or at this hour (`now`: early
+   in a month the report and the month-to-date window see a day or two of data);
+2. the rollup build in its own process, as `spendlake rollup` runs it (the same code ingest
+   runs after a commit): the attribution rollups, then the metric tops, each timed with its
+   own peak RSS (VmHWM, reset between the two);
 3. starts `spendlake serve` on the lake, waits for its start-up jobs (ingest, rules, and the
    daily make-up run: verify and the report), scrapes
    once (warm), then times `--scrapes` scrapes of `/metrics`, each one recomputed (the bench
    touches `_state/sources.json` before it, so the collector's page cache never answers:
    every scrape reads the lake and the stored tops), and reads the service's peak RSS
-   (VmHWM, the whole life of the process, all start-up jobs included);
+   (VmHWM, the whole life of the process, all start-up jobs included). A thread samples the
+   service's RSS every 50 ms; each job's peak is the largest sample within its run (its end
+   and duration from the job metrics). Ingest and rules run beside verify and the report
+   (two scheduler threads), so an overlapping pair's peaks share samples: the table says
+   which jobs overlapped. A start-up job that failed fails the bench;
 4. baselines, same lake, same run: the bare DuckDB query of the stored tops file (the floor
    a scrape cannot beat), and, up to `--old-path-max` values, the old scrape path (one full
    attribution by team, project and experiment per window, folded in Python) in its own
@@ -32,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -69,8 +79,41 @@ OLD_PATH_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def write_lake(workdir: Path, size: int, lines: int) -> Path:
-    """The config of a lake holding `lines` hourly cost lines over `size` experiments."""
+ROLLUP_SCRIPT = textwrap.dedent('''
+    import re, sys, time
+    from service.attribution import build_tops, materialise
+    from service.core.config import load_config
+    from service.core.lake import Lake
+    def peak():
+        with open("/proc/self/status") as status:
+            return int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)) * 1024
+    def reset_peak():
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    config = load_config(sys.argv[1])
+    lake = Lake.of(config)
+    with lake.lock("ingest"):
+        lake.settle()
+        reset_peak()
+        started = time.perf_counter()
+        materialise(lake, config)
+        rollups = time.perf_counter() - started, peak()
+        reset_peak()
+        started = time.perf_counter()
+        build_tops(lake, config)
+        tops = time.perf_counter() - started, peak()
+    print(*rollups, *tops)
+''')
+
+
+def data_end(anchor: str) -> datetime:
+    now = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0, tzinfo=None)
+    return now.replace(day=1, hour=0) if anchor == "month-start" else now
+
+
+def write_lake(workdir: Path, size: int, lines: int, end: datetime) -> Path:
+    """The config of a lake holding `lines` hourly cost lines over `size` experiments, over
+    the 30 days before `end`."""
     from service.core.config import load_config
     from service.core.lake import Lake
     from service.core.schema import cost_select_list
@@ -87,7 +130,6 @@ def write_lake(workdir: Path, size: int, lines: int) -> Path:
     lake = Lake.of(config)
     if lake.ledger():
         return config_path
-    end = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0, tzinfo=None)
     hours = 30 * 24
     start = end - timedelta(hours=hours)
     select = cost_select_list({
@@ -109,19 +151,79 @@ def write_lake(workdir: Path, size: int, lines: int) -> Path:
     return config_path
 
 
-def spendlake(config_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "service", "--config", str(config_path), *args], cwd=REPO,
-                          capture_output=True, text=True, check=True)
-
-
-def start_serve(config_path: Path) -> tuple[subprocess.Popen, str]:
+def start_serve(config_path: Path) -> tuple[subprocess.Popen, str, list[str]]:
+    """The service, its address, and its log as it grows (read on a thread, so a long log
+    never blocks it)."""
     proc = subprocess.Popen([sys.executable, "-m", "service", "--config", str(config_path), "serve"], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         match = re.search(r"serving (http://\S+)", line)
         if match:
-            return proc, match.group(1)
+            log: list[str] = []
+            threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
+            return proc, match.group(1), log
     raise RuntimeError(f"spendlake serve did not start (exit {proc.wait()})")
+
+
+def build_rollups(config_path: Path) -> dict:
+    """`spendlake rollup`'s two steps in their own process: wall time and peak RSS of each."""
+    out = subprocess.run([sys.executable, "-c", ROLLUP_SCRIPT, str(config_path)], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout.split()
+    return {"rollups_s": float(out[0]), "rollups_rss_mb": int(out[1]) >> 20,
+            "tops_s": float(out[2]), "tops_rss_mb": int(out[3]) >> 20}
+
+
+class RssSampler(threading.Thread):
+    """The resident set of process `pid` every `every` seconds, with the wall clock's time."""
+
+    def __init__(self, pid: int, every: float = 0.05):
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.samples: list[tuple[float, int]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        status = Path(f"/proc/{self.pid}/status")
+        while not self.stopped.is_set():
+            try:
+                rss = int(re.search(r"VmRSS:\s+(\d+) kB", status.read_text()).group(1)) * 1024
+            except (OSError, AttributeError):  # the process is gone
+                return
+            self.samples.append((time.time(), rss))
+            self.stopped.wait(self.every)
+
+    def peak(self, start: float, end: float) -> int:
+        return max((rss for at, rss in self.samples if start <= at <= end), default=0)
+
+
+NOTHING_TO_INGEST = "no FOCUS files"  # the export folder is empty: the bench writes the lake itself
+
+
+def job_runs(page: str, log: list[str]) -> dict[str, tuple[float, float]]:
+    """Each start-up job's (start, end) on the wall clock, from its last success and duration.
+    Ingest finds no export file (its run takes milliseconds and is left out); any other
+    failure fails the bench."""
+    def value(metric: str, job: str) -> float:
+        return float(re.search(rf'{metric}{{job="{job}"}} (\S+)', page).group(1))
+
+    if value("spendlake_job_failures_total", "ingest") and not any(NOTHING_TO_INGEST in line for line in log):
+        raise RuntimeError("the service's ingest failed:\n" + "".join(log[-20:]))
+    runs = {}
+    for job in ("rules", "verify", "daily"):
+        if value("spendlake_job_failures_total", job):
+            raise RuntimeError(f"the service's start-up job {job} failed:\n" + "".join(log[-20:]))
+        end = value("spendlake_job_last_success_timestamp_seconds", job)
+        runs[job] = (end - value("spendlake_job_duration_seconds_sum", job), end)
+    return runs
+
+
+def step_peaks(sampler: RssSampler, runs: dict[str, tuple[float, float]],
+               scrapes: tuple[float, float]) -> dict[str, dict]:
+    """Per job and for the timed scrapes: seconds, peak RSS sampled, and the jobs it overlapped."""
+    steps = {**runs, "scrapes": scrapes}
+    return {name: {"s": round(end - start, 1), "rss_mb": sampler.peak(start, end) >> 20,
+                   "overlaps": [other for other, (s, e) in steps.items() if other != name and s < end and start < e]}
+            for name, (start, end) in steps.items()}
 
 
 def scrape(base: str) -> str:
@@ -177,28 +279,34 @@ def bare_tops_query(config_path: Path, repeat: int) -> list[float]:
     return times
 
 
-def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: bool) -> dict:
+def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: bool, end: datetime) -> dict:
     started = time.perf_counter()
-    config_path = write_lake(workdir, size, lines)
+    config_path = write_lake(workdir, size, lines, end)
     written = time.perf_counter() - started
     started = time.perf_counter()
-    spendlake(config_path, "rollup")
+    build = build_rollups(config_path)
     built = time.perf_counter() - started
     state = workdir / "lake" / "_state" / "sources.json"
     (workdir / "lake" / "_state" / "jobs.json").unlink(missing_ok=True)  # so the daily make-up run is due
-    proc, base = start_serve(config_path)
+    proc, base, log = start_serve(config_path)
+    sampler = RssSampler(proc.pid)
+    sampler.start()
     try:
         wait_for_jobs(base)
         page = scrape(base)  # warm
+        runs = job_runs(page, log)
         series = sum(1 for line in page.splitlines() if line.startswith("spendlake_experiment_spend_usd{"))
         times = []
+        scrapes_started = time.time()
         for _ in range(scrapes):
             os.utime(state)  # a lake change the page cache sees; the stored tops stay current
             started = time.perf_counter()
             scrape(base)
             times.append(time.perf_counter() - started)
+        steps = step_peaks(sampler, runs, (scrapes_started, time.time()))
         rss = peak_rss(proc.pid)
     finally:
+        sampler.stopped.set()
         proc.terminate()
         try:
             proc.wait(timeout=120)
@@ -209,7 +317,7 @@ def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: boo
     result = {"values": size, "lines": lines, "lake_write_s": round(written, 1), "rollup_and_tops_s": round(built, 1),
               "scrape_p50_s": statistics.median(times), "scrape_p99_s": percentile(times, 0.99),
               "service_peak_rss_mb": rss >> 20, "bare_tops_p50_s": statistics.median(bare),
-              "experiment_series": series}
+              "experiment_series": series, "data_end": end.isoformat(), "rollup_build": build, "service_steps": steps}
     result["scrape_over_bare"] = result["scrape_p50_s"] / result["bare_tops_p50_s"]
     if old_path:
         out = subprocess.run([sys.executable, "-c", OLD_PATH_SCRIPT, str(config_path)], cwd=REPO,
@@ -227,10 +335,14 @@ def main() -> None:
     parser.add_argument("--old-path-max", type=int, default=100000,
                         help="run the old scrape path up to this many values (at 1M it needs GBs)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/spendlake-metrics-bench"))
+    parser.add_argument("--data-end", choices=("month-start", "now"), default="month-start",
+                        help="where the lake's 30 days end (a lake already in --workdir keeps its own)")
     args = parser.parse_args()
+    end = data_end(args.data_end)
     results = []
     for size, lines in zip(map(int, args.sizes.split(",")), map(int, args.lines.split(","))):
-        result = bench_size(args.workdir / f"v{size}-l{lines}", size, lines, args.scrapes, size <= args.old_path_max)
+        result = bench_size(args.workdir / f"v{size}-l{lines}", size, lines, args.scrapes, size <= args.old_path_max,
+                            end)
         results.append(result)
         print(json.dumps(result), flush=True)
     print(f"\n| values | lines | rollup+tops | scrape p50 | scrape p99 | service peak RSS | bare tops p50 | "
@@ -242,6 +354,19 @@ def main() -> None:
         print(f"| {r['values']:,} | {r['lines']:,} | {r['rollup_and_tops_s']:.0f} s | {r['scrape_p50_s'] * 1000:.0f} ms "
               f"| {r['scrape_p99_s'] * 1000:.0f} ms | {r['service_peak_rss_mb']} MB | "
               f"{r['bare_tops_p50_s'] * 1000:.1f} ms | {r['scrape_over_bare']:.0f} | {old} |")
+    print("\nPeak RSS per step (rollups and tops: `spendlake rollup`'s steps in their own process; the jobs "
+          "and scrapes: the service's RSS sampled every 50 ms during each):\n")
+    print("| values | rollups | tops | rules | verify | daily (report) | scrapes | service VmHWM |")
+    print("|---:|" + "---:|" * 7)
+    for r in results:
+        jobs = r["service_steps"]
+        cells = [f"{jobs[j]['rss_mb']} MB, {jobs[j]['s']:.0f} s" + (f" (with {', '.join(jobs[j]['overlaps'])})"
+                                                                     if jobs[j]["overlaps"] else "")
+                 for j in ("rules", "verify", "daily", "scrapes")]
+        build = r["rollup_build"]
+        print(f"| {r['values']:,} | {build['rollups_rss_mb']} MB, {build['rollups_s']:.0f} s | "
+              f"{build['tops_rss_mb']} MB, {build['tops_s']:.0f} s | " + " | ".join(cells)
+              + f" | {r['service_peak_rss_mb']} MB |")
     last = results[-1]
     ok = last["scrape_p99_s"] <= 1 and last["service_peak_rss_mb"] <= 1024
     print(f"\nat {last['values']:,} values: p99 {last['scrape_p99_s']:.3f} s (target <= 1 s), "
