@@ -11,9 +11,11 @@ Per size:
    month (`--data-end month-start`, the default: the daily report's month to date then holds
    every line and experiment, whatever the day the bench runs) or at this hour (`now`: early
    in a month the report and the month-to-date window see a day or two of data);
-2. the rollup build in its own process, as `spendlake rollup` runs it (the same code ingest
-   runs after a commit): the attribution rollups, then the metric tops, each timed with its
-   own peak RSS (VmHWM, reset between the two);
+2. the rollup build in its own process (the stored rollups and tops removed first), as
+   `spendlake rollup` runs it (the same code ingest runs after a commit): the attribution
+   rollups, then the metric tops, each timed with its own peak RSS (VmHWM, reset between the
+   two); with `--service-builds` they are removed again, so the service's ingest job builds
+   them, as after a delivery or a config change, while the daily make-up report runs;
 3. starts `spendlake serve` on the lake, waits for its start-up jobs (ingest, rules, and the
    daily make-up run: verify and the report), scrapes
    once (warm), then times `--scrapes` scrapes of `/metrics`, each one recomputed (the bench
@@ -23,7 +25,8 @@ Per size:
    service's RSS every 50 ms; each job's peak is the largest sample within its run (its end
    and duration from the job metrics). Ingest and rules run beside verify and the report
    (two scheduler threads), so an overlapping pair's peaks share samples: the table says
-   which jobs overlapped. A start-up job that failed fails the bench;
+   which jobs overlapped. A start-up job that failed fails the bench (ingest finds no export
+   file by design);
 4. baselines, same lake, same run: the bare DuckDB query of the stored tops file (the floor
    a scrape cannot beat), and, up to `--old-path-max` values, the old scrape path (one full
    attribution by team, project and experiment per window, folded in Python) in its own
@@ -37,6 +40,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -201,8 +205,8 @@ NOTHING_TO_INGEST = "no FOCUS files"  # the export folder is empty: the bench wr
 
 def job_runs(page: str, log: list[str]) -> dict[str, tuple[float, float]]:
     """Each start-up job's (start, end) on the wall clock, from its last success and duration.
-    Ingest finds no export file (its run takes milliseconds and is left out); any other
-    failure fails the bench."""
+    Ingest finds no export file (the bench wrote the lake), a failure that still refreshes the
+    rollups and tops, and ends where rules start; any other failure fails the bench."""
     def value(metric: str, job: str) -> float:
         return float(re.search(rf'{metric}{{job="{job}"}} (\S+)', page).group(1))
 
@@ -214,6 +218,8 @@ def job_runs(page: str, log: list[str]) -> dict[str, tuple[float, float]]:
             raise RuntimeError(f"the service's start-up job {job} failed:\n" + "".join(log[-20:]))
         end = value("spendlake_job_last_success_timestamp_seconds", job)
         runs[job] = (end - value("spendlake_job_duration_seconds_sum", job), end)
+    rules_started = runs["rules"][0]  # ingest, then rules, on one thread
+    runs["ingest"] = (rules_started - value("spendlake_job_duration_seconds_sum", "ingest"), rules_started)
     return runs
 
 
@@ -279,13 +285,23 @@ def bare_tops_query(config_path: Path, repeat: int) -> list[float]:
     return times
 
 
-def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: bool, end: datetime) -> dict:
+def forget_derived(lake: Path) -> None:
+    """Remove the stored rollups and metric tops: the next build computes them all."""
+    for table in ("attribution_rollup", "metric_tops"):
+        shutil.rmtree(lake / table, ignore_errors=True)
+
+
+def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: bool, end: datetime,
+               service_builds: bool) -> dict:
     started = time.perf_counter()
     config_path = write_lake(workdir, size, lines, end)
     written = time.perf_counter() - started
+    forget_derived(workdir / "lake")
     started = time.perf_counter()
     build = build_rollups(config_path)
     built = time.perf_counter() - started
+    if service_builds:
+        forget_derived(workdir / "lake")
     state = workdir / "lake" / "_state" / "sources.json"
     (workdir / "lake" / "_state" / "jobs.json").unlink(missing_ok=True)  # so the daily make-up run is due
     proc, base, log = start_serve(config_path)
@@ -317,7 +333,7 @@ def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: boo
     result = {"values": size, "lines": lines, "lake_write_s": round(written, 1), "rollup_and_tops_s": round(built, 1),
               "scrape_p50_s": statistics.median(times), "scrape_p99_s": percentile(times, 0.99),
               "service_peak_rss_mb": rss >> 20, "bare_tops_p50_s": statistics.median(bare),
-              "experiment_series": series, "data_end": end.isoformat(), "rollup_build": build, "service_steps": steps}
+              "experiment_series": series, "data_end": end.isoformat(), "service_builds": service_builds, "rollup_build": build, "service_steps": steps}
     result["scrape_over_bare"] = result["scrape_p50_s"] / result["bare_tops_p50_s"]
     if old_path:
         out = subprocess.run([sys.executable, "-c", OLD_PATH_SCRIPT, str(config_path)], cwd=REPO,
@@ -335,6 +351,9 @@ def main() -> None:
     parser.add_argument("--old-path-max", type=int, default=100000,
                         help="run the old scrape path up to this many values (at 1M it needs GBs)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/spendlake-metrics-bench"))
+    parser.add_argument("--service-builds", action="store_true",
+                        help="remove the stored rollups and tops before the service starts: its ingest job builds "
+                             "them (as after a delivery or a config change) while the daily report runs")
     parser.add_argument("--data-end", choices=("month-start", "now"), default="month-start",
                         help="where the lake's 30 days end (a lake already in --workdir keeps its own)")
     args = parser.parse_args()
@@ -342,7 +361,7 @@ def main() -> None:
     results = []
     for size, lines in zip(map(int, args.sizes.split(",")), map(int, args.lines.split(","))):
         result = bench_size(args.workdir / f"v{size}-l{lines}", size, lines, args.scrapes, size <= args.old_path_max,
-                            end)
+                            end, args.service_builds)
         results.append(result)
         print(json.dumps(result), flush=True)
     print(f"\n| values | lines | rollup+tops | scrape p50 | scrape p99 | service peak RSS | bare tops p50 | "
@@ -356,13 +375,13 @@ def main() -> None:
               f"{r['bare_tops_p50_s'] * 1000:.1f} ms | {r['scrape_over_bare']:.0f} | {old} |")
     print("\nPeak RSS per step (rollups and tops: `spendlake rollup`'s steps in their own process; the jobs "
           "and scrapes: the service's RSS sampled every 50 ms during each):\n")
-    print("| values | rollups | tops | rules | verify | daily (report) | scrapes | service VmHWM |")
-    print("|---:|" + "---:|" * 7)
+    print("| values | rollups | tops | ingest | rules | verify | daily (report) | scrapes | service VmHWM |")
+    print("|---:|" + "---:|" * 8)
     for r in results:
         jobs = r["service_steps"]
         cells = [f"{jobs[j]['rss_mb']} MB, {jobs[j]['s']:.0f} s" + (f" (with {', '.join(jobs[j]['overlaps'])})"
                                                                      if jobs[j]["overlaps"] else "")
-                 for j in ("rules", "verify", "daily", "scrapes")]
+                 for j in ("ingest", "rules", "verify", "daily", "scrapes")]
         build = r["rollup_build"]
         print(f"| {r['values']:,} | {build['rollups_rss_mb']} MB, {build['rollups_s']:.0f} s | "
               f"{build['tops_rss_mb']} MB, {build['tops_s']:.0f} s | " + " | ".join(cells)

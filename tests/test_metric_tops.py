@@ -7,6 +7,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from decimal import Decimal
 
+import duckdb
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
@@ -99,6 +100,43 @@ def test_61_stored_tops_are_the_attributions_numbers_folded(tmp_path, shared):
         assert stored[key] == pytest.approx(value, abs=1e-9), key
     assert ("spendlake_spend_usd", (("project", "other"), ("team", "other"), ("window", "mtd"))) in stored
     assert stored_file.stat().st_size < 20_000
+
+
+def test_61_the_rollup_build_spills_beyond_the_writer_memory_limit(tmp_path, monkeypatch):
+    """A month of a million experiments rolls up into 9M groups: unbounded, 2.7 GB inside
+    the service's ingest job; under the limit it spills (bench/metrics_cardinality_bench.py)."""
+    config = config_for(tmp_path, shared=False)
+    commit(Lake(config.lake), "cur", ROWS)
+    limits, commit_snapshot = [], Lake.commit_snapshot
+
+    def spy(self, con, relation, **where):
+        if where["table"] == "attribution_rollup":
+            limits.append(con.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return commit_snapshot(self, con, relation, **where)
+
+    monkeypatch.setattr(Lake, "commit_snapshot", spy)
+    rollup(config)
+    reference = duckdb.connect()
+    reference.execute("SET memory_limit = ?", [lake_module.WRITER_MEMORY_LIMIT])
+    assert limits == [reference.execute("SELECT current_setting('memory_limit')").fetchone()[0]]
+
+
+def test_61_tops_are_computed_under_the_writer_memory_limit_stored_or_for_a_scrape(tmp_path, monkeypatch):
+    config = config_for(tmp_path, shared=False)
+    commit(Lake(config.lake), "cur", ROWS)
+    limits, compute = [], tops_module.spend_tops
+
+    def spy(session, *args):
+        limits.append(session.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return compute(session, *args)
+
+    monkeypatch.setattr(tops_module, "spend_tops", spy)
+    computed = samples(config)  # nothing stored: the scrape computes them (rolling the period up in memory)
+    rollup(config)
+    reference = duckdb.connect()
+    reference.execute("SET memory_limit = ?", [lake_module.WRITER_MEMORY_LIMIT])
+    assert limits == [reference.execute("SELECT current_setting('memory_limit')").fetchone()[0]] * 2
+    assert samples(config) == computed
 
 
 def test_61_a_scrape_reads_the_stored_tops_and_a_changed_lake_is_not_read_from_old_ones(tmp_path, monkeypatch):

@@ -176,12 +176,12 @@ class RollupSession:
     local = True  # the connection is this process's DuckDB (a Spark session's is not)
 
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
-                 needs: Needs = Needs()):
+                 needs: Needs = Needs(), memory_limit: str | None = None):
         """`needs`: the dimensions and measures the session's queries read (default all); a
-        period rolled up in memory computes only those."""
+        period rolled up in memory computes only those. `memory_limit`: DuckDB's (Lake.query)."""
         self.config, self.lake = config, lake
         self.snapshot = snapshot = snapshot or lake.snapshot()
-        self.con = lake.query(snapshot)
+        self.con = lake.query(snapshot, memory_limit=memory_limit)
         self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs)
 
     def data_through(self) -> dict[str, datetime | None]:

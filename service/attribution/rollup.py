@@ -37,7 +37,7 @@ from service.attribution.jobs import allocation_inputs, jobs_basis
 from service.attribution.needs import Needs
 from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
-from service.core.lake import DATA_FILE, Lake
+from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
 
@@ -194,7 +194,10 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     if not parts:
         return RollupBuild()
     inventory = inventory_latest(lake, config)
-    con = lake.query(snapshot)
+    # A period's rollup groups every (hour, team, project, experiment, ...): 9M groups for a
+    # month of 1M experiments, 2.7 GB of hash tables unbounded. Spilling beyond the ingest
+    # writer's limit keeps the service that builds them after each ingest under 1 GB.
+    con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT)
     built = stored = removed = 0
     try:
         keys = inventory_keys(lake, con)

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from service.core.config import Config
 
 TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-# The DuckDB memory of an ingest connection (Lake.writer); beyond it DuckDB spills to
-# <lake>/_staging/duckdb_tmp. The ingest process peaks at about this plus Python's own.
+# The DuckDB memory of an ingest connection (Lake.writer) and of the rollup build; beyond it
+# DuckDB spills. The ingest process peaks at about this plus Python's own.
 WRITER_MEMORY_LIMIT = "600MB"
 LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root
 # Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
@@ -148,10 +148,11 @@ class Lake:
         memory and spill are profiled (service.core.staging logs them)."""
         return self.connect(extra_paths=extra_paths, memory_limit=WRITER_MEMORY_LIMIT, writer=True)
 
-    def query(self, snapshot: Snapshot | None = None) -> duckdb.DuckDBPyConnection:
+    def query(self, snapshot: Snapshot | None = None, *, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
         """A sandboxed connection with a view per table (`costs`, and inventory tables);
-        `costs` holds the partitions of `snapshot` (default: one taken now)."""
-        con = self.connect()
+        `costs` holds the partitions of `snapshot` (default: one taken now). `memory_limit`:
+        DuckDB's, beyond which it spills to a private temporary directory (default: DuckDB's own)."""
+        con = self.connect(memory_limit=memory_limit)
         self.create_views(con, snapshot)
         return con
 
