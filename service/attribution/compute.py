@@ -9,11 +9,11 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 from service.attribution.needs import Needs
-from service.attribution.rollup import rollup_view
+from service.attribution.rollup import rollup_split, rollup_view
 from service.attribution.sql import dim_col, spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import partitions_data_through
-from service.core.lake import Lake
+from service.core.lake import WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
@@ -176,13 +176,17 @@ class RollupSession:
     local = True  # the connection is this process's DuckDB (a Spark session's is not)
 
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
-                 needs: Needs = Needs(), memory_limit: str | None = None):
+                 needs: Needs = Needs()):
         """`needs`: the dimensions and measures the session's queries read (default all); a
-        period rolled up in memory computes only those. `memory_limit`: DuckDB's (Lake.query)."""
+        period rolled up in memory computes only those."""
         self.config, self.lake = config, lake
         self.snapshot = snapshot = snapshot or lake.snapshot()
-        self.con = lake.query(snapshot, memory_limit=memory_limit)
-        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs)
+        split = rollup_split(lake, config, snapshot)
+        # A period rolled up in memory holds all its groups (a month of 1M experiments: 9M,
+        # 2.6 GB) until the session ends: it spills beyond the writer's limit, as the build
+        # does. Over stored rollups the limit only costs (DuckDB then held more, not less).
+        self.con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT if split.missing else None)
+        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs, split)
 
     def data_through(self) -> dict[str, datetime | None]:
         """Each billing source read → how far its usage data reaches (service.core.coverage),

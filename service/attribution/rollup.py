@@ -147,18 +147,33 @@ def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPy
     return con.sql(sql.text, params=sql.params)
 
 
-def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
-                view: str, needs: Needs = Needs()) -> list[Path]:
-    """Create `view` over every period's rollup: the stored version where there is one, else
-    rolled up from the raw lines into a temporary table of `con` (a `Lake.query` connection
-    on `snapshot`), with only the dimensions and measures of `needs` (default all): a query
-    rolls up no more than it reads. Writes nothing to the lake;
-    returns the stored files it reads."""
+@dataclass(frozen=True)
+class RollupSplit:
+    """The periods of a snapshot whose rollup for a config is stored, and those without one
+    (rolled up in memory by a reader), each as (partition, its rollup file)."""
+
+    stored: list[tuple[Partition, Path]]
+    missing: list[tuple[Partition, Path]]
+
+
+def rollup_split(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> RollupSplit:
     inventory = inventory_latest(lake, config)
     stored, missing = [], []
     for part in cost_partitions(lake, snapshot):
         file = rollup_file(lake, part, version_of(config, part.entry, inventory))
         (stored if file.exists() else missing).append((part, file))
+    return RollupSplit(stored, missing)
+
+
+def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
+                view: str, needs: Needs = Needs(), split: RollupSplit | None = None) -> list[Path]:
+    """Create `view` over every period's rollup: the stored version where there is one, else
+    rolled up from the raw lines into a temporary table of `con` (a `Lake.query` connection
+    on `snapshot`), with only the dimensions and measures of `needs` (default all): a query
+    rolls up no more than it reads. Writes nothing to the lake;
+    returns the stored files it reads. `split`: `rollup_split` of the same snapshot, if taken."""
+    split = split or rollup_split(lake, config, snapshot)
+    stored, missing = split.stored, split.missing
     keys = inventory_keys(lake, con) if missing else None
     for number, (part, _) in enumerate(missing):
         relation = _rollup_relation(lake, config, con, part, keys, needs)

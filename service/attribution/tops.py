@@ -33,7 +33,7 @@ from service.attribution.rollup import ROLLUP_FORMAT, inventory_basis, inventory
 from service.attribution.spend_tops import spend_tops
 from service.core.config import Config
 from service.core.coverage import snapshot_data_end
-from service.core.lake import WRITER_MEMORY_LIMIT, Lake
+from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 
 log = logging.getLogger(__name__)
@@ -143,9 +143,7 @@ def _compute(lake: Lake, config: Config, end: datetime, groups: tuple[str, ...],
     if "commitments" in groups:
         tops += commitment_tops(lake, config, end, snapshot)
     if "spend" in groups or "clusters" in groups:
-        # The service computes these after each ingest, and a scrape before they are stored
-        # rolls its periods up in memory: 2.6 GB unbounded for a month of 1M experiments.
-        session = RollupSession(lake, config.attribution, snapshot, memory_limit=WRITER_MEMORY_LIMIT)
+        session = RollupSession(lake, config.attribution, snapshot)
         try:
             if "spend" in groups:
                 tops += spend_tops(session, config, end)
