@@ -144,6 +144,31 @@ def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplo
     assert "skipped a fire of job ingest: the previous run is still going" in caplog.text
 
 
+def test_24_the_jobs_take_turns_so_a_report_never_runs_beside_an_ingest(tmp_path):
+    """Each may hold a month's rollup in memory: side by side the service's peak doubled."""
+    spans: dict[str, tuple[float, float]] = {}
+
+    def job(name):
+        def run(*_):
+            started = time.monotonic()
+            time.sleep(0.3)
+            spans[name] = (started, time.monotonic())
+        return run
+
+    lake = Lake(tmp_path / "lake")  # no daily run done yet: the make-up run starts with the first ingest
+    registry = CollectorRegistry()
+    tasks = Tasks(ingest=job("ingest"), rules=job("rules"), daily=job("daily"), verify=job("verify"))
+    scheduler = ServiceScheduler(lake, JobMetrics(registry, tasks.names()), tasks, ingest_every=timedelta(hours=1),
+                                 daily_at=SIX, clock=lambda: datetime.now(timezone.utc))
+    scheduler.start()
+    wait_for(lambda: len(spans) == 4)
+    scheduler.shutdown()
+    ordered = sorted(spans.values())
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(ordered, ordered[1:])), spans
+    assert spans["ingest"] < spans["rules"] and spans["verify"] < spans["daily"]
+    assert lake.read_state("jobs")["daily"]["last_run_date"]
+
+
 def test_a_failing_job_is_counted_and_rules_still_run(tmp_path):
     ran_rules = []
 

@@ -2,6 +2,9 @@
 
 - One instance per job (`max_instances=1`, `coalesce`): a fire that arrives while the
   previous run is still going is skipped, logged and counted (`spendlake_job_skipped_total`).
+- The jobs take turns (ingest then rules, or verify then the report): each may hold a
+  month's rollup in DuckDB, so two at once doubled the service's peak memory (bench/README).
+  A job waiting for its turn is not running: its duration starts when its turn comes.
 - The daily job (verify the lake, then the report) runs for the date of its latest scheduled fire. The last date done is
   kept in the lake (`_state/jobs.json`), so after downtime a missed run is made up once at
   start, and a fire for a date already done (a restart, a coalesced fire) does nothing.
@@ -63,6 +66,7 @@ class ServiceScheduler:
         self.daily_at = daily_at
         self.clock = clock
         self._state_lock = threading.Lock()
+        self._turn = threading.Lock()  # one job at a time (see the module)
         self.scheduler = BackgroundScheduler(
             timezone=timezone.utc,
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 3600},
@@ -93,22 +97,25 @@ class ServiceScheduler:
     # ---- jobs ------------------------------------------------------------------------------
 
     def run_ingest(self) -> None:
-        self.instrumented("ingest", self.tasks.ingest)
-        if self.tasks.rules is not None:
-            self.instrumented("rules", self.tasks.rules)
+        with self._turn:
+            self.instrumented("ingest", self.tasks.ingest)
+            if self.tasks.rules is not None:
+                self.instrumented("rules", self.tasks.rules)
 
     def run_daily(self) -> None:
         run_date = latest_fire_date(self.clock(), self.daily_at)
         if not self.daily_due(self.clock()):
             log.info("daily run of %s already done", run_date)
             return
-        if self.tasks.verify is not None:
-            self.instrumented("verify", self.tasks.verify)
-        if self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
-            with self._state_lock:
-                state = self.lake.read_state(STATE)
-                state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
-                self.lake.write_state(STATE, state)
+        with self._turn:
+            if self.tasks.verify is not None:
+                self.instrumented("verify", self.tasks.verify)
+            if not self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
+                return
+        with self._state_lock:
+            state = self.lake.read_state(STATE)
+            state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
+            self.lake.write_state(STATE, state)
 
     def daily_due(self, now: datetime) -> bool:
         """True when the latest scheduled daily fire has not run to completion yet."""
