@@ -119,4 +119,5 @@ class FocusConnector(FolderExport):
                 expressions[name] = text(table, *candidates)
         present = {k: v for k, v in expressions.items() if v is not None}
         rounding = rounding_select({m: rounded_away(table, *ALTERNATIVES.get(m, (m,))) for m in ROUNDING_COLUMNS})
-        return f"SELECT {cost_select_list(present)}{rounding} FROM {table.source}"
+        # the columns the file has: the stager adds the others as nulls
+        return f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding} FROM {table.source}"

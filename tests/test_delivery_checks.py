@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from aws_exports import LEGACY_COLUMNS, cur2_table, legacy_csv, line, local_put, to_bytes, write_cur2
 from conftest import SAMPLES
 from service.cli.main import cli
+from service.core import staging
 
 FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
 AZURE = SAMPLES / "azure" / "ea_actual_anonymous_sample.csv"  # the newer EA header
@@ -166,3 +167,13 @@ def test_56_the_samples_raise_no_repeat_and_no_twice_named_column(tmp_path):
     result = ingest(tmp_path, "aws-cur", export.parent, "--strict")
     assert result.exit_code == 0 and "warning" not in result.output, result.output
     assert io.StringIO(result.output).read().count("committed") >= 1
+
+
+def test_56_line_items_whose_hashes_collide_are_not_repeats(tmp_path):
+    """Repeats are looked for by hash(id, interval) first, then confirmed on the id and interval."""
+    line_item, interval = staging.LINE_ITEM_KEY
+    con = duckdb.connect()
+    con.sql(f"SELECT * FROM (VALUES ('A', '{DAY1}', 7::UBIGINT), ('B', '{DAY1}', 7::UBIGINT), "
+            f"('C', '{DAY1}', 9::UBIGINT), ('C', '{DAY1}', 9::UBIGINT), ('D', NULL, NULL), ('D', NULL, NULL)) "
+            f"t({line_item}, {interval}, {staging.LINE_ITEM_HASH})").write_parquet(str(tmp_path / staging.LINE_ITEMS_FILE))
+    assert str(staging._repeats(con, tmp_path)) == f"1 line item id(s) appear more than once (1 extra row(s)): C ({DAY1})"

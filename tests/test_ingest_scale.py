@@ -12,7 +12,10 @@ import logging
 from datetime import date
 from pathlib import Path
 
+from decimal import Decimal
+
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -24,6 +27,7 @@ from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import DataError, ResourceError, duckdb_error
 from service.core.lake import Lake
+from service.core.schema import COST_COLUMNS
 from service.ingest.billing import ingest
 from service.ingest.inventory import run_inventory
 from tests.aws_exports import legacy_csv, line
@@ -153,3 +157,37 @@ def test_46_a_bad_value_after_the_first_streamed_batch_is_a_data_error_naming_it
     message = str(outcome.error)
     assert f"row {bad_row}" in message and "'oops' is not a number" in message
     assert "could not write to the lake" not in message
+
+
+def test_46_small_batches_are_written_as_full_row_groups_and_the_rows_tie_out(tmp_path, bills, monkeypatch):
+    """Batches are read small (DuckDB's memory per batch in flight) and buffered into the lake
+    file's row groups, for one period and for a delivery whose batches mix periods."""
+    monkeypatch.setattr(staging, "BATCH_ROWS", 700)
+    monkeypatch.setattr(staging, "ROW_GROUP_ROWS", 2_000)
+    generation = bills[2]
+    for fmt, kind in (("focus-csv", "focus"), ("parquet", "aws-cur2")):
+        cfg = config(tmp_path / f"lake-{kind}", kind, generation.exports[fmt])
+        assert committed(ingest(cfg)) == expected(generation), fmt
+        for path in (tmp_path / f"lake-{kind}").glob("costs/**/data.parquet"):
+            meta = pq.ParquetFile(path).metadata
+            groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+            assert groups[:-1] == [2_000] * (len(groups) - 1) and 0 < groups[-1] <= 2_000, (fmt, groups)
+
+
+def test_46_columns_a_focus_export_lacks_are_stored_as_typed_nulls_in_canonical_order(tmp_path):
+    """The FOCUS connector leaves out the columns the file does not have (DuckDB need not compute
+    them); the staged file still has every canonical column, in order and type, NULL."""
+    export = tmp_path / "export" / "bill.csv"
+    export.parent.mkdir()
+    export.write_text("BillingPeriodStart,ChargePeriodStart,BilledCost,BillingCurrency,SubAccountId\n"
+                      "2026-10-01T00:00:00Z,2026-10-02T00:00:00Z,1.50,USD,a\n"
+                      "2026-10-01T00:00:00Z,2026-10-03T00:00:00Z,2.25,USD,b\n")
+    [outcome] = ingest(config(tmp_path / "lake", "focus", export.parent)).outcomes
+    assert outcome.error is None and outcome.entries[0].totals[0].billed_cost == Decimal("3.75")
+    [path] = (tmp_path / "lake").glob("costs/**/data.parquet")
+    con = duckdb.connect()
+    assert pq.read_schema(path) == staging.canonical_schema(con)
+    row = con.execute("SELECT * FROM read_parquet(?, hive_partitioning = false) ORDER BY SubAccountId LIMIT 1", [str(path)]).fetchone()
+    present = {"BillingPeriodStart", "ChargePeriodStart", "BilledCost", "BillingCurrency", "SubAccountId"}
+    names = [name for name, _ in COST_COLUMNS]
+    assert [names[i] for i, value in enumerate(row) if value is not None] == [n for n in names if n in present]

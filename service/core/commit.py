@@ -29,7 +29,7 @@ from service.core.integrity import sha256_file
 from service.core.files import check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
-from service.core.staging import DATA_FILE, HIDDEN_COLUMNS, query_memory, stage_parts
+from service.core.staging import DATA_FILE, query_memory, stage_parts, write_empty
 from service.core.timewindow import iso_utc
 from service.core.units import utc_now_iso
 
@@ -94,8 +94,7 @@ def commit_costs(
             for period in set(periods) - set(staged):
                 empty = stage / f"billing_period={period}" / DATA_FILE
                 empty.parent.mkdir(parents=True)
-                columns = ", ".join(f'"{c}"' for c in parts[0].columns if c not in HIDDEN_COLUMNS)
-                parts[0].limit(0).project(columns).write_parquet(str(empty))
+                write_empty(con, empty)
                 staged[period] = empty
         for period in sorted(staged):
             check_sums_fit(con, staged[period], period, ", ".join(files) or source)

@@ -119,8 +119,10 @@ JSON_COLUMNS = ("SkuPriceDetails", "ContractApplied", "AllocatedMethodDetails", 
 COST_TYPES = dict(COST_COLUMNS)
 
 
-def cost_select_list(expressions: dict[str, str]) -> str:
-    """A SELECT list that casts each canonical column; missing ones become typed NULLs.
+def cost_select_list(expressions: dict[str, str], *, absent_as_null: bool = True) -> str:
+    """A SELECT list that casts each canonical column; missing ones become typed NULLs, or
+    with `absent_as_null=False` are left out (the lake's stager adds them as null arrays:
+    computing dozens of all-NULL columns in DuckDB costs about a CPU second per 1M lines).
 
     `expressions` maps canonical column → SQL expression over the connector's input.
     Unknown keys are a programming error, caught here rather than in the lake.
@@ -130,6 +132,8 @@ def cost_select_list(expressions: dict[str, str]) -> str:
         raise KeyError(f"not canonical cost columns: {sorted(unknown)}")
     parts = []
     for name, kind in COST_COLUMNS:
+        if name not in expressions and not absent_as_null:
+            continue
         expr = expressions.get(name, "NULL")
         parts.append(f"CAST({expr} AS {kind}) AS {name}")
     return ",\n  ".join(parts)

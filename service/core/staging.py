@@ -3,11 +3,14 @@ per billing period, before the lake moves them into place (service.core.lake).
 
 A delivery comes as parts (a connector's relation per file, or one relation). The parts
 are streamed one after another as Arrow batches of BATCH_ROWS rows, and each batch is
-appended to its period's file: memory holds about one batch per period whatever the
-number or size of the parts. One DuckDB `COPY` per delivery does not do that: a
-multi-file CSV read holds buffers for many parts at once, a `UNION ALL` of parts spills
-gigabytes, and an order-preserving COPY buffers batches; writing each part to its own
-file and merging costs another pass over the data.
+appended to its period's file (in row groups of ROW_GROUP_ROWS): memory holds about one
+batch in flight and one row group per period whatever the number or size of the parts.
+One DuckDB `COPY` per delivery does not do that: a multi-file CSV read holds buffers for
+many parts at once, a `UNION ALL` of parts spills gigabytes, and an order-preserving COPY
+buffers batches; writing each part to its own file and merging costs another pass.
+
+Connectors may leave out the canonical columns their export lacks (cost_select_list's
+absent_as_null=False): they are added here as null arrays, cheaper than DuckDB computing them.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import json
 import logging
 import re
 import uuid
-from collections import defaultdict
 from collections.abc import Sequence
+from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -28,11 +31,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from service.core.errors import DataError
-from service.core.schema import MONEY
+from service.core.schema import MONEY, cost_select_list
 
 PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 DATA_FILE = "data.parquet"
-BATCH_ROWS = 1 << 17  # also the Parquet row group size
+# Rows per Arrow batch read from DuckDB. DuckDB's memory for a batch in flight (its chunks
+# and the Arrow arrays built from them, per reading thread) is many times the batch's Arrow
+# size: 131k-row batches of a 10M-line legacy CUR peaked at 900 MB, 32k-row ones at 660 MB.
+# A part smaller than a batch (every part of a 1M-line delivery in 20 parts) gave small
+# batches at 1M and full ones at 10M, so RSS grew with the delivery's size.
+BATCH_ROWS = 1 << 15
+ROW_GROUP_ROWS = 1 << 17  # the lake file's row group size: each period's batches are buffered up to it
 PERIOD_COLUMN = "__spendlake_billing_period"
 # A connector whose export identifies its line items (AWS: identity/LineItemId with
 # identity/TimeInterval) adds these two columns; they are checked for repeats, never stored.
@@ -44,6 +53,7 @@ ROUNDING_COLUMNS = {"BilledCost": "__spendlake_rounding_billed", "EffectiveCost"
                     "ListCost": "__spendlake_rounding_list"}
 HIDDEN_COLUMNS = (*LINE_ITEM_KEY, *ROUNDING_COLUMNS.values())
 ROUNDING_TYPE = "DECIMAL(38,30)"  # a rounded-away part is below 1e-12
+LINE_ITEM_HASH = "__spendlake_line_item_hash"  # hash(id, interval), what the repeats are looked for by
 LINE_ITEMS_FILE = "line_items.parquet"
 SCALE_RE = re.compile(r"^DECIMAL\(\d+,\s*(\d+)\)$")
 WHOLE_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
@@ -104,25 +114,29 @@ class Staged:
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation], stage: Path) -> Staged:
     """Write the rows of `parts` under `stage`, one file per billing period, and look for
     line items the delivery repeats (when the parts carry LINE_ITEM_KEY)."""
-    writers: dict[str, pq.ParquetWriter] = {}
+    writers: dict[str, _PeriodFile] = {}
     staged: dict[str, Path] = {}
+    schema = canonical_schema(con)
     keys: list[pq.ParquetWriter] = []  # the line item keys, in the delivery's order
     rounding: dict[tuple[str, str | None, str], Decimal] = defaultdict(Decimal)
     try:
         for number, part in enumerate(parts, 1):
             view = f"part_{uuid.uuid4().hex}"
             part.create_view(view)
-            reader = con.sql(f"SELECT *, strftime(BillingPeriodStart, '%Y-%m') AS {PERIOD_COLUMN} "
+            line_item, interval = LINE_ITEM_KEY
+            key_hash = (f", CASE WHEN {line_item} IS NOT NULL THEN hash({line_item}, {interval}) END AS {LINE_ITEM_HASH}"
+                        if line_item in part.columns else "")
+            reader = con.sql(f"SELECT *, strftime(BillingPeriodStart, '%Y-%m') AS {PERIOD_COLUMN}{key_hash} "
                              f"FROM {view}").to_arrow_reader(BATCH_ROWS)
             rows = 0
             try:
                 while (batch := _next_batch(reader)) is not None:
                     rows += batch.num_rows
-                    if LINE_ITEM_KEY[0] in batch.schema.names:
-                        _append_keys(batch.select(list(LINE_ITEM_KEY)), stage, keys)
-                        batch = batch.drop_columns(list(LINE_ITEM_KEY))
+                    if key_hash:
+                        _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
+                        batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
                     batch = _take_rounding(batch, rounding)
-                    _append(batch, stage, writers, staged)
+                    _append(batch, stage, writers, staged, schema)
             finally:
                 reader.close()  # a failed part must not leave the connection with a pending result
             peak, spilled = query_memory(con)
@@ -130,10 +144,12 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
                       number, len(parts), rows, peak >> 20, spilled >> 20,
                       extra={"part": number, "peak_bytes": peak, "spilled_bytes": spilled})
             con.execute(f"DROP VIEW {view}")
+        for writer in writers.values():
+            writer.flush()
     finally:
         for writer in [*writers.values(), *keys]:
             writer.close()
-    return Staged(staged, _repeats(con, stage / LINE_ITEMS_FILE) if keys else None,
+    return Staged(staged, _repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value})
 
 
@@ -158,17 +174,27 @@ def _take_rounding(batch: pa.RecordBatch, rounding: dict[tuple[str, str | None, 
 def _append_keys(batch: pa.RecordBatch, stage: Path, keys: list[pq.ParquetWriter]) -> None:
     if not keys:
         keys.append(pq.ParquetWriter(stage / LINE_ITEMS_FILE, batch.schema, compression="zstd"))
-    keys[0].write_batch(batch, row_group_size=BATCH_ROWS)
+    keys[0].write_batch(batch, row_group_size=ROW_GROUP_ROWS)
 
 
-def _repeats(con: duckdb.DuckDBPyConnection, path: Path) -> Repeats | None:
-    """The line items `path` holds more than once (DuckDB groups them, spilling if need be)."""
-    line_item, interval = LINE_ITEM_KEY
+def _repeats(con: duckdb.DuckDBPyConnection, stage: Path) -> Repeats | None:
+    """The line items the staged keys hold more than once. Their hashes are grouped first
+    (8 bytes a key, where grouping the ids and intervals held hundreds of MB at 10M lines;
+    DuckDB spills beyond the writer's limit), then only the rows whose hash repeats (the
+    repeats, and any hash collision) are grouped by id and interval."""
+    keys, line_item, interval = str(stage / LINE_ITEMS_FILE), *LINE_ITEM_KEY
+    candidates = str(stage / "repeated_hashes.parquet")
+    con.sql(f"SELECT {LINE_ITEM_HASH} FROM read_parquet(?) WHERE {LINE_ITEM_HASH} IS NOT NULL "
+            f"GROUP BY {LINE_ITEM_HASH} HAVING count(*) > 1", params=[keys]).write_parquet(candidates)
+    [(found,)] = con.execute("SELECT count(*) FROM read_parquet(?)", [candidates]).fetchall()
+    if not found:
+        return None
     [(count, extra, first)] = con.execute(
         f"SELECT count(*), sum(n - 1), min_by({line_item} || coalesce(' (' || {interval} || ')', ''), first_row, {LISTED_REPEATS}) "
         f"FROM (SELECT {line_item}, {interval}, count(*) AS n, min(file_row_number) AS first_row "
-        f"      FROM read_parquet(?, file_row_number = true) WHERE {line_item} IS NOT NULL "
-        f"      GROUP BY {line_item}, {interval} HAVING count(*) > 1)", [str(path)]).fetchall()
+        f"      FROM read_parquet(?, file_row_number = true) "
+        f"      WHERE {LINE_ITEM_HASH} IN (SELECT {LINE_ITEM_HASH} FROM read_parquet(?)) "
+        f"      GROUP BY {line_item}, {interval} HAVING count(*) > 1)", [keys, candidates]).fetchall()
     return Repeats(int(count), int(extra), tuple(first)) if count else None
 
 
@@ -194,12 +220,59 @@ def query_memory(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
     return int(system.get("peak_buffer_memory", 0)), int(system.get("total_bytes_spilled", 0))
 
 
-def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, pq.ParquetWriter],
-            staged: dict[str, Path]) -> None:
+class _PeriodFile:
+    """One period's staged file: batches are buffered into row groups of ROW_GROUP_ROWS
+    (the last one holds the rest)."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.writer = pq.ParquetWriter(path, schema, compression="zstd")
+        self.pending: list[pa.RecordBatch] = []
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.pending.append(batch)
+        self.rows += batch.num_rows
+        while self.rows >= ROW_GROUP_ROWS:  # one full row group; the rest waits for the next batches
+            buffered = pa.Table.from_batches(self.pending)
+            self.writer.write_table(buffered.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
+            rest = buffered.slice(ROW_GROUP_ROWS)
+            self.pending, self.rows = rest.to_batches(), rest.num_rows
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.Table.from_batches(self.pending), row_group_size=ROW_GROUP_ROWS)
+            self.pending, self.rows = [], 0
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def canonical_schema(con: duckdb.DuckDBPyConnection) -> pa.Schema:
+    """The Arrow schema of the canonical cost columns, as DuckDB gives them."""
+    return con.sql(f"SELECT {cost_select_list({})} LIMIT 0").to_arrow_table().schema
+
+
+def write_empty(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """A staged file with the canonical columns and no rows (a declared period with none)."""
+    pq.write_table(canonical_schema(con).empty_table(), path, compression="zstd")
+
+
+def _complete(rows: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of some canonical columns (cost_select_list without the absent ones) with the
+    others as null arrays, in canonical order; any other batch as it is."""
+    names = set(rows.schema.names)
+    if rows.schema.names == schema.names or not names <= set(schema.names):
+        return rows
+    return pa.RecordBatch.from_arrays([rows.column(field.name) if field.name in names
+                                       else pa.nulls(rows.num_rows, field.type) for field in schema], schema=schema)
+
+
+def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, _PeriodFile],
+            staged: dict[str, Path], schema: pa.Schema) -> None:
     if not batch.num_rows:
         return
     period_of = batch.column(PERIOD_COLUMN)
-    rows = batch.drop_columns([PERIOD_COLUMN])
+    rows = _complete(batch.drop_columns([PERIOD_COLUMN]), schema)
     found = pc.unique(period_of).to_pylist()
     for period in found:
         _check_period(period)
@@ -207,9 +280,8 @@ def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, pq.ParquetWri
         if period not in writers:
             staged[period] = stage / f"billing_period={period}" / DATA_FILE
             staged[period].parent.mkdir(parents=True)
-            writers[period] = pq.ParquetWriter(staged[period], rows.schema, compression="zstd")
-        writers[period].write_batch(rows if len(found) == 1 else rows.filter(pc.equal(period_of, period)),
-                                    row_group_size=BATCH_ROWS)
+            writers[period] = _PeriodFile(staged[period], rows.schema)
+        writers[period].write(rows if len(found) == 1 else rows.filter(pc.equal(period_of, period)))
 
 
 def _check_period(value: str | None) -> str:
