@@ -51,7 +51,6 @@ LINE_ITEM_KEY = ("__spendlake_line_item_id", "__spendlake_line_item_interval")
 # summed per period and currency into the ledger (`--check` shows it), never stored.
 ROUNDING_COLUMNS = {"BilledCost": "__spendlake_rounding_billed", "EffectiveCost": "__spendlake_rounding_effective",
                     "ListCost": "__spendlake_rounding_list"}
-HIDDEN_COLUMNS = (*LINE_ITEM_KEY, *ROUNDING_COLUMNS.values())
 ROUNDING_TYPE = "DECIMAL(38,30)"  # a rounded-away part is below 1e-12
 LINE_ITEM_HASH = "__spendlake_line_item_hash"  # hash(id, interval), what the repeats are looked for by
 LINE_ITEMS_FILE = "line_items.parquet"
