@@ -68,6 +68,27 @@ def test_58_a_dimension_repeated_2000_times_is_400_before_any_work(server, monke
     assert status == 400 and len(body["error"]["message"]) < 300  # unknown names listed, capped
 
 
+def test_58_a_dimension_named_twice_in_one_by_is_400_and_exit_2(server, tmp_path, monkeypatch):
+    import service.attribution as attribution
+
+    monkeypatch.setattr(attribution, "attribute_query", lambda *a, **k: pytest.fail("attribution must not run"))
+    port = server()
+    for target in ("/api/v1/attribute?since=7d&by=team,project,team", "/api/v1/runs?since=7d&by=team,team"):
+        status, _, body = get(port, target)
+        assert status == 400 and "'team' is named 2 times" in body["error"]["message"], body
+    path = write_config(tmp_path, {"lake": str(tmp_path / "lake"), "sources": []})
+    done = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "7d", "--by", "team,team"])
+    assert done.exit_code == 2 and "'team' is named 2 times" in done.output, done.output
+
+
+@pytest.mark.parametrize("query", ["since=99999999999999d", "since=7d&top=%C2%B2",
+                                   "since=2026-11-01&until=0001-01-01T00:00:00%2B14:00"])
+def test_54_impossible_windows_and_numbers_over_http_are_400_in_json(server, query):
+    port = server()
+    status, headers, body = get(port, f"/api/v1/attribute?{query}")
+    assert status == 400 and body["error"]["message"] and headers["X-Request-Id"], body
+
+
 @pytest.mark.slow
 def test_59_healthz_answers_while_150_idle_connections_are_held(server):
     port = server()

@@ -59,7 +59,7 @@ class AttributionQuery:
                              hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
         now = now or utc_now()
         query = cls(parse_window(since, until, now=now, end=end, naming=naming),
-                    by=tuple(dict.fromkeys(d.strip() for d in (by or "team").split(",") if d.strip())),
+                    by=listed_once((by or "team").split(","), naming("by")),
                     where=parse_where(config, where, naming), cost=cost or "billed",
                     granularity=granularity or "total", top=_whole_number(top, naming("top")),
                     compare=compare, explain=explain, anchored=data_anchored(since, until, now=now, naming=naming))
@@ -101,6 +101,17 @@ def window_at(query: Q, data_through: Mapping[str, datetime | None] | None) -> Q
         return query
     end = max((moment for moment in data_through.values() if moment is not None), default=None)
     return query if end == query.window.until else replace(query, window=query.anchored(end=end))
+
+
+def listed_once(names: Sequence[str], where: str) -> tuple[str, ...]:
+    """The non-blank names, each once; one named twice is a UsageError (a list of dimensions
+    repeating one is a mistake, and each repeat would cost a grouping)."""
+    found = tuple(name.strip() for name in names if name.strip())
+    for name in found:
+        if found.count(name) > 1:
+            raise UsageError(f"{name!r} is named {found.count(name)} times", where=where,
+                             hint="name each dimension once")
+    return found
 
 
 def check_dimensions(config: AttributionConfig, names: Sequence[str], where: str) -> None:

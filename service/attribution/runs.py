@@ -38,7 +38,7 @@ from service.attribution.clusters import usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs
 from service.attribution.needs import Needs
-from service.attribution.query import Naming, _whole_number, cli_option, window_at
+from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
 from service.attribution.rollup import inventory_keys
 from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
 from service.core.config import Config
@@ -76,7 +76,7 @@ class RunsQuery:
         if not since:
             raise UsageError("the window needs a start", where=naming("since"),
                              hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
-        groups = tuple(dict.fromkeys(d.strip() for d in (by or "").split(",") if d.strip()))
+        groups = listed_once((by or "").split(","), naming("by"))
         for name in groups:
             if name not in RUN_GROUPS:
                 raise UsageError(f"runs cannot be grouped by {name!r}", where=naming("by"),
