@@ -174,6 +174,40 @@ def test_61_a_scrape_reads_the_stored_tops_and_a_changed_lake_is_not_read_from_o
         assert samples(config) == changed
 
 
+def test_61_while_a_writer_holds_the_lake_a_scrape_shows_the_previous_tops_instead_of_computing(tmp_path,
+                                                                                                 monkeypatch):
+    """An ingest committed a delivery and is building its tops: a scrape shows the previous
+    state's stored tops (spendlake_metric_tops_current 0) rather than computing the new
+    state's beside the build (at a million values: past a scrape's timeout, twice the memory)."""
+    config = config_for(tmp_path, shared=False)
+    lake = Lake(config.lake)
+    commit(lake, "cur", ROWS)
+    rollup(config)
+    before = samples(config)
+    commit(lake, "cur", [*ROWS, ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "500",
+                                 {"team": "nlp", "project": "llm", "experiment": "a"})], delivery_id="d2")
+
+    def no_lake_sums(*args, **kwargs):
+        raise AssertionError("the scrape summed the lake instead of reading the stored tops")
+
+    with monkeypatch.context() as patch, lake.lock():
+        patch.setattr(spend_tops, "WindowSums", no_lake_sums)
+        assert lake.writing()
+        assert samples(config) == before
+        assert current_flag(config) == 0
+    assert not lake.writing()
+    changed = samples(config)  # no writer: computed for the scrape
+    key = ("spendlake_spend_usd", (("project", "llm"), ("team", "nlp"), ("window", "24h")))
+    assert changed[key] == before[key] + 500
+    assert current_flag(config) == 1
+
+
+def current_flag(config) -> float:
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config, clock=NOW.timestamp))
+    return registry.get_sample_value("spendlake_metric_tops_current")
+
+
 def test_43_a_scrape_takes_its_windows_end_and_its_numbers_from_one_lake_state(tmp_path, monkeypatch):
     """An ingest committing while a scrape starts: the windows' end and the sums both come from
     the new state (an end read before the commit cut the new hour off the new data's sums)."""

@@ -48,32 +48,44 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def tops_folder(lake: Lake, config: Config) -> Path:
+    """Where the tops of `config` are, one file per lake state."""
+    owner = _hash(f"{TOPS_FORMAT}|{config.attribution.fingerprint()}|{config.service.top_n}")
+    return lake.partition_file(TOPS_TABLE, [("source", "all"), ("config", owner)]).parent
+
+
 def tops_file(lake: Lake, config: Config, snapshot: Snapshot) -> Path:
     """Where the tops of `config` for the lake state `snapshot` (and today's inventory) are."""
-    owner = _hash(f"{TOPS_FORMAT}|{config.attribution.fingerprint()}|{config.service.top_n}")
     deliveries = ";".join(sorted(f"{c.source}|{c.period}|{c.entry.delivery_id}|{c.entry.ingested_at}|{c.entry.rows}"
                                  for c in snapshot.checks))
     inventory = inventory_basis(inventory_latest(lake, config.attribution))
     data = _hash(f"{ROLLUP_FORMAT}|{deliveries}|{inventory}")
-    folder = lake.partition_file(TOPS_TABLE, [("source", "all"), ("config", owner)]).parent
-    return folder / f"{data}.parquet"
+    return tops_folder(lake, config) / f"{data}.parquet"
 
 
 class ScrapeTops:
     """The tops one scrape shows: the file stored for the lake's state, read once (on the
     first `group` call); a group is computed for this scrape only when none is stored. The
     windows' end and the numbers always come from one lake state: an end taken before an
-    ingest committed, over the data after it, would cut the newest hours off."""
+    ingest committed, over the data after it, would cut the newest hours off. While a writer
+    holds the lake (it stores the new state's tops before it lets go), a scrape shows the
+    previous state's stored tops (`current` False) instead of computing the new ones beside
+    the build: at a million values that takes longer than a scrape may and doubles memory."""
 
     def __init__(self, lake: Lake, config: Config, now: datetime):
         self.lake, self.config, self.now = lake, config, now
         self._stored: list[Top] | None = None
         self._looked = False
+        # False while a writer builds the tops of a new lake state and the previous state's are shown
+        self.current = True
 
     def group(self, name: str) -> list[Top]:
         if not self._looked:
             self._stored = read_consistently(self.lake, self._stored_tops)
             self._looked = True
+            if self._stored is None and self.lake.writing():
+                self._stored = previous_tops(self.lake, self.config)
+                self.current = self._stored is None
             if self._stored is None:
                 log.info("metrics: no stored tops for this lake state (the next ingest or `spendlake rollup` "
                          "stores them); computing them for this scrape")
@@ -93,10 +105,30 @@ def stored_tops(lake: Lake, config: Config, snapshot: Snapshot, end: datetime) -
         table = pq.read_table(tops_file(lake, config, snapshot), filters=[("anchor", "=", end)])
     except FileNotFoundError:  # not built yet, or superseded since the snapshot
         return None
-    if not table.num_rows:
-        return None
+    return _tops_of(table) if table.num_rows else None
+
+
+def previous_tops(lake: Lake, config: Config) -> list[Top] | None:
+    """The tops of `config` stored last, for whichever lake state (None: none stored)."""
+    for path in sorted(tops_folder(lake, config).glob("*.parquet"), key=_modified, reverse=True):
+        try:
+            table = pq.read_table(path)
+        except FileNotFoundError:  # dropped since it was listed
+            continue
+        return _tops_of(table)
+    return None
+
+
+def _tops_of(table: pa.Table) -> list[Top]:
     return [Top(row["anchor"], row["family"], row["window"], tuple(row["labels"]), Decimal(row["value"]))
             for row in table.to_pylist()]
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 def read_tops(lake: Lake, config: Config, now: datetime, group: str = "spend") -> list[Top]:

@@ -271,6 +271,20 @@ class Lake:
         finally:
             os.close(fd)
 
+    def writing(self, name: str = "ingest") -> bool:
+        """True while a writer (this process or another) holds the `name` lock."""
+        try:
+            fd = os.open(self.locks / f"{name}.lock", os.O_RDONLY)
+        except OSError:  # never locked, or not readable: no writer we can see
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # drops the shared lock taken to look
+
     def clean_staging(self) -> None:
         """Remove what a crashed writer left behind. Call only while holding the ingest lock."""
         if self.staging.exists():

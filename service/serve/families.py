@@ -101,6 +101,16 @@ def spend_families(tops: ScrapeTops) -> list[Metric]:
     return [spend, experiments, unallocated]
 
 
+def tops_state_family(tops: ScrapeTops) -> list[Metric]:
+    """Whether the tops-based families (spend, clusters, commitments) describe the lake as it
+    is, or, while a writer builds the new state's, the previous state's stored ones."""
+    family = GaugeMetricFamily(
+        "spendlake_metric_tops_current", "1 when the spend, cluster and commitment families describe the lake's "
+        "current state; 0 while an ingest or rollup builds them and the previous state's are shown.")
+    family.add_metric([], 1 if tops.current else 0)
+    return [family]
+
+
 def findings_families(config: Config, lake: Lake) -> list[Metric]:
     """Open findings, the monthly waste of the `waste` ones, and the impact of every one by
     category (an overrun and unowned spend are not waste: only the waste family sums waste,

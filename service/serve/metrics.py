@@ -30,7 +30,7 @@ from service.core.errors import SpendlakeError
 from service.core.lake import Lake
 from service.serve.cluster_families import cluster_families
 from service.serve.families import (budget_families, commitment_families, data_through_families, findings_families,
-                                    integrity_families, source_families, spend_families)
+                                    integrity_families, source_families, spend_families, tops_state_family)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ class LakeCollector(Collector):
             lambda: budget_families(self.config, self.lake, now),
             lambda: commitment_families(tops),
             lambda: cluster_families(self.config, tops),
+            lambda: tops_state_family(tops),
         )
         families: list[Metric] = []
         ok = True
