@@ -21,7 +21,6 @@ whole target directory, i.e. every other period.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -29,16 +28,17 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core.errors import DataError, LakeBusyError, os_error
+from service.core.errors import DataError, os_error
 from service.core import commit
 from service.core.files import check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, footer_columns, quick_check
+from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
@@ -246,44 +246,13 @@ class Lake:
 
     # ---- locking and staging ---------------------------------------------------------
 
-    @contextmanager
-    def lock(self, name: str = "ingest") -> Iterator[None]:
-        """An exclusive, non-blocking lock; the holder's pid is written into the lock file."""
-        path = self.locks / f"{name}.lock"
-        try:
-            self.locks.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:  # a read-only lake: say so before anything runs
-            raise os_error(exc) from None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-                raise LakeBusyError(
-                    f"another spendlake {name} holds the lake (pid {holder})",
-                    where=str(path),
-                    hint="wait for it to finish, or stop that process",
-                ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
-            yield
-        finally:
-            os.close(fd)
+    def lock(self, name: str = "ingest") -> AbstractContextManager[None]:
+        """An exclusive, non-blocking lock on the lake (service/core/locks.py)."""
+        return hold_lock(self.locks, name)
 
     def writing(self, name: str = "ingest") -> bool:
         """True while a writer (this process or another) holds the `name` lock."""
-        try:
-            fd = os.open(self.locks / f"{name}.lock", os.O_RDONLY)
-        except OSError:  # never locked, or not readable: no writer we can see
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # drops the shared lock taken to look
+        return lock_held(self.locks, name)
 
     def clean_staging(self) -> None:
         """Remove what a crashed writer left behind. Call only while holding the ingest lock."""

@@ -1,0 +1,55 @@
+"""The lake's locks: one file per name under `<lake>/_locks/`, held with flock(2).
+
+A writer (ingest, `spendlake rollup`, the service's jobs) holds `ingest` exclusively and
+writes its pid into the file, so a second writer is refused naming the holder. A reader may
+ask whether a writer holds it (`lock_held`): it takes and drops a shared lock, which fails
+while the exclusive one is held, in this process or another.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from service.core.errors import LakeBusyError, os_error
+
+
+@contextmanager
+def hold_lock(locks: Path, name: str) -> Iterator[None]:
+    """An exclusive, non-blocking lock; the holder's pid is written into the lock file."""
+    path = locks / f"{name}.lock"
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # a read-only lake: say so before anything runs
+        raise os_error(exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise LakeBusyError(f"another spendlake {name} holds the lake (pid {holder})", where=str(path),
+                                hint="wait for it to finish, or stop that process") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def lock_held(locks: Path, name: str) -> bool:
+    """True while a writer holds the `name` lock."""
+    try:
+        fd = os.open(locks / f"{name}.lock", os.O_RDONLY)
+    except OSError:  # never locked, or not readable: no writer to be seen
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # drops the shared lock taken to look
