@@ -170,3 +170,10 @@ def test_60_a_token_from_the_environment_meets_the_same_length_rule(tmp_path, mo
     path = write_config(tmp_path, {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}})
     result = CliRunner().invoke(cli, ["--config", str(path), "serve"])
     assert result.exit_code == 2 and "$SPENDLAKE_API_TOKEN is 5 characters; it must be at least 16" in result.output
+
+
+def test_58_an_error_echoing_a_long_value_is_capped(server):
+    port = server()
+    status, _, body = get(port, "/api/v1/attribute?since=7d&by=" + "x" * 5000)
+    assert status == 400 and "more characters)" in body["error"]["message"]
+    assert len(json.dumps(body)) < 2000

@@ -36,7 +36,7 @@ from service.attribution.api import (
 )
 from service.attribution.result import AttributionResult, AttributionRow, Contribution
 from service.attribution.clusters import ClusterCost, ClusterUsage, JobCost, cluster_usage
-from service.attribution.query import AttributionQuery, api_parameter, cli_option, parse_where
+from service.attribution.query import AttributionQuery, api_parameter, cli_option, listed_once, parse_where
 from service.attribution.lines import direct_daily_lookup
 from service.attribution.per_line import attributed_lines
 from service.attribution.ranked import DefaultShare, Ranked, RankedGroup, default_shares, top_groups
@@ -51,6 +51,7 @@ __all__ = [
     "CommitmentsResult", "Contribution", "DefaultShare", "JobCost", "Ranked", "RankedGroup", "Reconciliation",
     "RollupBuild", "ScrapeTops", "Top", "default_shares", "top_groups",
     "api_parameter", "attribute", "attribute_query", "attribute_resources", "attributed_lines", "build_tops",
-    "cli_option", "cluster_usage", "commitments", "direct_daily_lookup", "materialise", "metrics_anchor",
+    "cli_option", "cluster_usage", "commitments", "direct_daily_lookup", "listed_once", "materialise",
+    "metrics_anchor",
     "parse_where", "read_tops", "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs",
 ]

@@ -28,9 +28,9 @@ def _pct(value: Decimal | None) -> str:
 def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | None) -> None:
     """Savings Plans, reservations, committed use discounts: commitment, used, unused, coverage, expiry."""
     from service.core.coverage import anchored_window
-    from service.attribution import commitments
+    from service.attribution import commitments, listed_once
 
-    dims = tuple(dict.fromkeys(d.strip() for d in by.split(",") if d.strip()))
+    dims = listed_once(by.split(","), "--by")
     result = commitments(obj.lake, obj.config, anchored_window(obj.lake, since, until), by=dims)
     data = result.to_json()
     fmt = fmt or default_format()

@@ -25,7 +25,7 @@ from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
 from service.core.output import to_json
-from service.serve.http import JSON
+from service.serve.http import JSON, capped
 from service.ingest.status import status as lake_status
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ def json_response(status: int, data: object, **headers: str) -> Response:
 
 def error_response(status: int, message: str, *, where: str | None = None, hint: str | None = None,
                    **headers: str) -> Response:
-    error = {"message": message, **({"where": where} if where else {}), **({"hint": hint} if hint else {})}
+    error = {"message": capped(message), **({"where": capped(where)} if where else {}),
+             **({"hint": capped(hint)} if hint else {})}
     return json_response(status, {"error": error}, **headers)
 
 

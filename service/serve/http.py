@@ -33,9 +33,20 @@ MAX_URL_BYTES = 8192
 JSON = "application/json; charset=utf-8"
 
 
+MAX_ERROR_TEXT = 500  # characters of an error's message, where or hint: they may echo a hostile value
+
+
+def capped(text: str | None) -> str | None:
+    """`text` cut to MAX_ERROR_TEXT characters, saying how much was left out."""
+    if text is None or len(text) <= MAX_ERROR_TEXT:
+        return text
+    return f"{text[:MAX_ERROR_TEXT]}... ({len(text) - MAX_ERROR_TEXT:,} more characters)"
+
+
 def json_body(status: int, message: str, request_id: str, **extra) -> bytes:
-    return (to_json({"error": {"status": status, "message": message, **extra}, "request_id": request_id})
-            + "\n").encode()
+    return (to_json({"error": {"status": status, "message": capped(message),
+                               **{k: capped(v) if isinstance(v, str) else v for k, v in extra.items()}},
+                     "request_id": request_id}) + "\n").encode()
 
 
 class ServiceHandler(BaseHTTPRequestHandler):
