@@ -41,6 +41,9 @@ from service.core.schema import MONEY
 from service.core.staging import rounded_away_sql
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
+# CSV money as the reader parses it: 6 decimals more than the lake keeps, so what the lake's
+# 12 round away is known (service.core.staging.rounded_away_sql); values below 1e20.
+CSV_MONEY = "DECIMAL(38,18)"
 PARQUET_SUFFIXES = (".parquet",)
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 
@@ -259,10 +262,6 @@ def _columns(relation: duckdb.DuckDBPyRelation) -> dict[str, tuple[str, duckdb.D
     return {name.lower(): (name, kind) for name, kind in zip(relation.columns, relation.types)}
 
 
-# CSV money as the reader parses it: 6 decimals more than the lake keeps, so what the lake's
-# 12 round away is known (service.core.staging.rounded_away_sql); values below 1e20.
-CSV_MONEY = "DECIMAL(38,18)"
-
 # ---- typed expressions ---------------------------------------------------------------------
 # Each value is parsed once: `coalesce(parsed, error(...))` only evaluates the error for
 # rows whose parse failed, so a bad value stops the read naming file, column and value.
@@ -306,7 +305,7 @@ def rounded_away(table: Table, *candidates: str) -> str | None:
     """What the lake's 12 decimals round away from the first candidate money column the file
     has (service.core.staging.rounded_away_sql); None when it has none or it cannot hold
     more than 12 decimals."""
-    name = next((table.name(c) for c in candidates if table.name(c) is not None), None)
+    name = table.name(*candidates)
     return None if name is None else rounded_away_sql(ident(name), str(table.type_of(name)))
 
 

@@ -12,7 +12,7 @@ from service.attribution.needs import Needs
 from service.attribution.rollup import rollup_split, rollup_view
 from service.attribution.sql import dim_col, spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
-from service.core.coverage import partitions_data_through
+from service.core.coverage import snapshot_data_through
 from service.core.lake import WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
@@ -191,7 +191,7 @@ class RollupSession:
     def data_through(self) -> dict[str, datetime | None]:
         """Each billing source read → how far its usage data reaches (service.core.coverage),
         from the ledger entries of the partitions this snapshot reads."""
-        return partitions_data_through(self.lake, [(c.entry, c.path) for c in self.snapshot.checks if c.entry])
+        return snapshot_data_through(self.lake, self.snapshot)
 
     def ledger_entries(self) -> list[LedgerEntry]:
         """The ledger entries of the partitions this snapshot reads."""

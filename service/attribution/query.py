@@ -9,9 +9,9 @@ in both and is checked in one place. `attribute()` validates the same way for Py
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, TypeVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Protocol, TypeVar
 
 from service.attribution.sql import GRANULARITIES, MEASURES
 from service.core.config import Config

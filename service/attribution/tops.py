@@ -83,9 +83,9 @@ class ScrapeTops:
         if not self._looked:
             self._stored = read_consistently(self.lake, self._stored_tops)
             self._looked = True
-            if self._stored is None and self.lake.writing():
-                self._stored = previous_tops(self.lake, self.config)
-                self.current = self._stored is None
+            previous = previous_tops(self.lake, self.config) if self._stored is None and self.lake.writing() else None
+            if previous is not None:
+                self._stored, self.current = previous, False
             if self._stored is None:
                 log.info("metrics: no stored tops for this lake state (the next ingest or `spendlake rollup` "
                          "stores them); computing them for this scrape")

@@ -84,11 +84,15 @@ def data_end(lake: Lake) -> datetime | None:
     return max(known, default=None)
 
 
+def snapshot_data_through(lake: Lake, snapshot: Snapshot) -> dict[str, datetime | None]:
+    """Each billing source → its data_through in the lake state `snapshot` saw."""
+    return partitions_data_through(lake, [(check.entry, check.path) for check in snapshot.checks if check.entry])
+
+
 def snapshot_data_end(lake: Lake, snapshot: Snapshot) -> datetime | None:
     """`data_end` of the lake state `snapshot` saw, for a read whose window and data must
     come from the same state (a commit between two ledger reads would mix them)."""
-    parts = [(check.entry, check.path) for check in snapshot.checks if check.entry is not None]
-    known = [moment for moment in partitions_data_through(lake, parts).values() if moment is not None]
+    known = [moment for moment in snapshot_data_through(lake, snapshot).values() if moment is not None]
     return max(known, default=None)
 
 

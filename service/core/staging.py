@@ -19,8 +19,8 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Sequence
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
