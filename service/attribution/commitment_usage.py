@@ -29,12 +29,14 @@ attribution (exact decimals, rounded half-even to 12 places). Currencies are nev
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from service.attribution.api import attribute_resources
 from service.core.config import Config
+from service.core.coverage import snapshot_data_end
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
@@ -131,17 +133,19 @@ class CommitmentsResult:
 
 
 def commitments(lake: Lake, config: Config, window: Window, by: tuple[str, ...] = (),
-                snapshot: Snapshot | None = None) -> CommitmentsResult:
+                snapshot: Snapshot | None = None, anchored: Callable[..., Window] | None = None) -> CommitmentsResult:
     """Every commitment with Used or Unused rows in the window, largest unused first; from
-    `snapshot` when given (a writer holding the lake lock), else one consistent state."""
+    `snapshot` when given (a writer holding the lake lock), else one consistent state.
+    `anchored` (service.core.timewindow.data_anchored): the window as a function of the data's
+    end, re-anchored to the state read (an ingest committing before the read moves the end)."""
     unknown = [d for d in by if d not in config.attribution.dimensions]
     if unknown:
         raise UsageError(f"unknown dimension(s) {', '.join(unknown)}", where="--by",
                          hint=f"valid dimensions: {', '.join(config.attribution.dimensions)}")
-    if snapshot is not None:
-        rows, eligible = _read(lake, window, snapshot)
-    else:
-        rows, eligible = read_consistently(lake, lambda snap: _read(lake, window, snap))
+    def read(snap: Snapshot) -> tuple[Window, list[Commitment], dict]:
+        at = window if anchored is None else anchored(end=snapshot_data_end(lake, snap))
+        return (at, *_read(lake, at, snap))
+    window, rows, eligible = read(snapshot) if snapshot is not None else read_consistently(lake, read)
     owners = attribute_resources(lake, config, sorted({row.owner["resource"] for row in rows})) if rows else {}
     defaults = {d: config.attribution.dimensions[d].default for d in config.attribution.dimensions}
     for row in rows:

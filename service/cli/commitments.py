@@ -28,10 +28,12 @@ def _pct(value: Decimal | None) -> str:
 def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | None) -> None:
     """Savings Plans, reservations, committed use discounts: commitment, used, unused, coverage, expiry."""
     from service.core.coverage import anchored_window
+    from service.core.timewindow import data_anchored
     from service.attribution import commitments, listed_once
 
     dims = listed_once(by.split(","), "--by")
-    result = commitments(obj.lake, obj.config, anchored_window(obj.lake, since, until), by=dims)
+    result = commitments(obj.lake, obj.config, anchored_window(obj.lake, since, until), by=dims,
+                         anchored=data_anchored(since, until))
     data = result.to_json()
     fmt = fmt or default_format()
     if fmt == "json":

@@ -25,21 +25,24 @@ def _print_spend_and_findings(result) -> None:
     """Spend by team over the last 7 days of data (the window `attribute --since 7d` reads),
     and the biggest open findings."""
     from rules.base import CATEGORIES
-    from service.attribution import attribute
+    from service.attribution import AttributionQuery, attribute_query, commitments
     from service.cli.attribute import coverage_line
-    from service.core.coverage import anchored_window
+    from service.core.coverage import anchored_window, data_end
     from service.core.lake import Lake
-    from service.attribution import commitments
+    from service.core.timewindow import data_anchored
 
     lake = Lake.of(result.config)
-    spend = attribute(lake, result.config, anchored_window(lake, "7d"), by=("team",))
+    # each window ends where the data it reads ends (an ingest may commit in between)
+    spend = attribute_query(lake, result.config,
+                            AttributionQuery.parse(result.config, since="7d", by="team", end=data_end(lake)))
     rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost)} for r in spend.rows]
     footer = {"team": "total", "currency": "\n".join(str(c) for c, _, _ in spend.totals),
               "cost": "\n".join(money_text(cost) for _, cost, _ in spend.totals)}
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",),
          footer=footer)
     click.echo(coverage_line(spend))
-    for total in commitments(lake, result.config, anchored_window(lake, "30d")).totals:
+    for total in commitments(lake, result.config, anchored_window(lake, "30d"),
+                             anchored=data_anchored("30d", None)).totals:
         click.echo(f"commitments, last 30 days ({total['currency']}): {money_text(total['commitment'])} committed, "
                    f"{money_text(total['used'])} used, {money_text(total['unused'])} unused ({total['unused_pct']}%), "
                    f"covering {total['coverage_pct']}% of eligible usage (`spendlake commitments`)")

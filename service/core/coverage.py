@@ -96,7 +96,11 @@ def snapshot_data_end(lake: Lake, snapshot: Snapshot) -> datetime | None:
     return max(known, default=None)
 
 
-def anchored_window(lake: Lake, since: str, until: str | None = None, *, now: datetime | None = None) -> Window:
+def anchored_window(lake: Lake, since: str, until: str | None = None, *, now: datetime | None = None,
+                    snapshot: Snapshot | None = None) -> Window:
     """The window [since, until) of a question about `lake`: without `until`, it ends at the
-    data's end (`data_end`), so the answer does not change with the wall-clock hour."""
-    return parse_window(since, until, now=now, end=None if until else data_end(lake))
+    data's end (`data_end`; of the state `snapshot` saw when given, for a read of that
+    snapshot), so the answer does not change with the wall-clock hour."""
+    if until:
+        return parse_window(since, until, now=now)
+    return parse_window(since, None, now=now, end=data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot))

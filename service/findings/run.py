@@ -72,9 +72,10 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
     without billing data); store unless `dry_run`."""
     rules = rules_for(config, only)
     lake = Lake.of(config)
-    window = anchored_window(lake, since, now=now or utc_now())
+    snapshot = lake.snapshot()  # the window ends where the data it reads ends
+    window = anchored_window(lake, since, now=now or utc_now(), snapshot=snapshot)
     # a dry run is a query: no lock file (the lock guards storing), so a read-only lake answers it
-    with nullcontext() if dry_run else lake.lock(TABLE), lake.query() as con:
+    with nullcontext() if dry_run else lake.lock(TABLE), lake.query(snapshot) as con:
         ctx = rule_context(lake, config, window, con)
         result = run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, ctx.owner_of))
         if not dry_run:

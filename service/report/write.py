@@ -9,17 +9,23 @@ byte-identical files.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from service.core.config import Config
 from service.core.coverage import data_end
-from service.core.errors import UsageError
+from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
 from service.core.publish import split_s3_url, upload_s3, write_local
 from service.report.data import gather
+from service.report.model import Report
 from service.report.render import render_files
+
+log = logging.getLogger(__name__)
+
+GATHER_ATTEMPTS = 3  # gathers of one report while ingests keep committing, before giving up
 
 
 @dataclass(frozen=True)
@@ -51,13 +57,26 @@ def default_out(config: Config) -> str:
 
 def write_report(config: Config, day: date, out: str | None = None) -> ReportResult:
     """Gather, render and write the report for `day`; returns where it went."""
-    files = render_files(gather(config, Lake.of(config), day))
+    files = render_files(gather_consistently(config, Lake.of(config), day))
     target = out or default_out(config)
     if target.startswith("s3://"):
         location = upload_report(files, target, day)
     else:
         location = str(write_local(files, Path(target) / day.isoformat(), last="report.html"))
     return ReportResult(day, location, tuple(files))
+
+
+def gather_consistently(config: Config, lake: Lake, day: date) -> Report:
+    """`gather`, again when an ingest committed while it read: each section reads the lake on
+    its own, and a report whose sections saw two states would not tie out to one bill."""
+    for _ in range(GATHER_ATTEMPTS):
+        stamp = lake.ledger_stamp()
+        report = gather(config, lake, day)
+        if lake.ledger_stamp() == stamp:
+            return report
+        log.info("an ingest committed while the report was gathered: gathering again")
+    raise DataError(f"the lake changed under the report {GATHER_ATTEMPTS} times", where=str(lake.root),
+                    hint="run `spendlake report` again once the ingests running now have finished")
 
 
 def upload_report(files: dict[str, bytes], url: str, day: date) -> str:
