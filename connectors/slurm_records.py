@@ -103,18 +103,19 @@ class Attempt:
         self.raw_id, self.job_id, self.submitted_as, self.cluster = raw_id, job_id, submitted_as, cluster
         self.state, self.submit, self.start, self.end, self.gpus, self.nodes = state, submit, start, end, gpus, nodes
         self.user, self.account, self.partition, self.qos, self.name = user, account, partition, qos, name
-        self.labels = comment_labels(comment)
-        wckey = (wckey or "").lstrip("*")
-        self.labels.update({"wckey": wckey} if wckey else {})
-        self.labels.update({"comment": comment.strip()} if comment and comment.strip() else {})
+        self.comment, self.wckey = (comment or "").strip(), (wckey or "").lstrip("*")
         self.record_id = f"{cluster or ''}/{raw_id}@{int(submit.timestamp()) if submit else 0}"
 
-    def row(self, restarts: int, run_labels: Iterable[str]) -> dict[str, Any]:
+    def row(self, restarts: int, run_labels: Iterable[str], job_comment: str) -> dict[str, Any]:
+        """`job_comment`: the comment of the job this is an attempt of (`_job_comments`)."""
+        comment = self.comment or job_comment
+        labels = {**comment_labels(comment), **({"wckey": self.wckey} if self.wckey else {}),
+                  **({"comment": comment} if comment else {})}
         return job_row(record_id=self.record_id, job_id=self.job_id, scheduler="slurm", cluster=self.cluster,
-                       run_id=labelled_run(self.labels, run_labels) or self.submitted_as, state=self.state,
+                       run_id=labelled_run(labels, run_labels) or self.submitted_as, state=self.state,
                        submit_time=self.submit, start_time=self.start, end_time=self.end, gpus=self.gpus,
                        nodes=self.nodes, user=self.user, account=self.account, partition=self.partition,
-                       qos=self.qos, name=self.name, labels=self.labels or None, restarts=restarts)
+                       qos=self.qos, name=self.name, labels=labels or None, restarts=restarts)
 
 
 def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
@@ -126,13 +127,21 @@ def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict
         if held is None or attempt.end is not None or held.end is None:
             unique[attempt.record_id] = attempt
     ordered = sorted(unique.values(), key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min))
+    comments = _job_comments(ordered)
     rows, previous, restarts = [], None, 0
     for attempt in ordered:
         job = (attempt.cluster, attempt.raw_id)
         restarts = restarts + 1 if job == previous else 0
         previous = job
-        rows.append(attempt.row(restarts, run_labels))
+        rows.append(attempt.row(restarts, run_labels, comments.get(job, "")))
     return rows
+
+
+def _job_comments(ordered: Iterable[Attempt]) -> dict[tuple[str | None, str], str]:
+    """Each job's comment, from its latest attempt that shows one: Slurm 22.05 stores the
+    comment when an attempt ends, so the running attempt of a requeued job shows none, yet it
+    is the same job, submitted with the same comment (and the same run)."""
+    return {(a.cluster, a.raw_id): a.comment for a in ordered if a.comment}
 
 
 # ---- sacct --parsable2 -----------------------------------------------------------------------

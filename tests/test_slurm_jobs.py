@@ -149,6 +149,23 @@ def test_an_ended_job_without_an_end_time_ends_after_its_elapsed_time(tmp_path):
         ("p5/13@1796137200", None, 1.0, ["p5-003"])]  # 7 × 1g.10gb = one GPU
 
 
+def test_the_running_attempt_of_a_requeued_job_keeps_the_jobs_run(tmp_path):
+    """Slurm 22.05 stores the comment when an attempt ends: the running attempt of a requeued
+    job shows none. It is the same job (and run); another job of the same name is not."""
+    path = tmp_path / "sacct.txt"
+    path.write_text(
+        "JobID|JobIDRaw|JobName|WCKey|Comment|State|Submit|Start|End|NodeList|AllocTRES\n"
+        "41|41|llama-r1|llama|run=llama-r1 experiment=llama|REQUEUED|2026-12-01T00:00:00|2026-12-01T00:00:05|"
+        "2026-12-01T05:00:00|p5-001|gres/gpu=8\n"
+        "41|41|llama-r1|llama||RUNNING|2026-12-01T05:00:00|2026-12-01T05:01:00|Unknown|p5-002|gres/gpu=8\n"
+        "42|42|llama-r1|llama||RUNNING|2026-12-01T06:00:00|2026-12-01T06:01:00|Unknown|p5-003|gres/gpu=8\n")
+    assert run(tmp_path, path=str(path), cluster="p5").error is None
+    labels = {"run": "llama-r1", "experiment": "llama", "wckey": "llama", "comment": "run=llama-r1 experiment=llama"}
+    assert jobs(tmp_path, "job_id, state, run_id, restarts, labels") == [
+        ("41", "REQUEUED", "llama-r1", 0, labels), ("41", "RUNNING", "llama-r1", 1, labels),
+        ("42", "RUNNING", "42", 0, {"wckey": "llama"})]
+
+
 @pytest.mark.parametrize("text, seconds", [
     ("00:01:27", 87), ("1-02:03:04", 93784), ("03:04", 184), ("12:00.250", 720.25), ("UNLIMITED", None),
     ("Partition_Limit", None), ("", None), ("INVALID", None)])
