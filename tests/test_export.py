@@ -162,6 +162,14 @@ def test_usage_errors(samples, tmp_path):
     assert nothing.exit_code == 0 and "nothing to export" in nothing.stderr
 
 
+def test_an_out_folder_that_cannot_be_made_is_exit_3_naming_it(samples, tmp_path):
+    config_file, _ = samples
+    (tmp_path / "a-file").write_text("not a folder")
+    done = spendlake(config_file, "--out", str(tmp_path / "a-file" / "out"))
+    assert done.exit_code == 3 and "cannot write the export" in done.stderr and "a-file" in done.stderr
+    assert not isinstance(done.exception, UnboundLocalError)
+
+
 def test_upload_to_s3(samples, tmp_path):
     config_file, lake = samples
     assert spendlake(config_file, "--source", "azure", "--out", str(tmp_path / "local")).exit_code == 0

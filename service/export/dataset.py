@@ -79,9 +79,8 @@ def export_focus(config: Config, options: ExportOptions, *, now: datetime | None
     sources = _check(config, lake, options)
     created = (now or datetime.now(timezone.utc)).replace(microsecond=0)
     s3 = options.out.startswith("s3://")
-    root = Path(tempfile.mkdtemp(prefix="spendlake-export-")) if s3 else None
+    staging = Path(tempfile.mkdtemp(prefix="spendlake-export-")) if s3 else _local_staging(Path(options.out))
     try:
-        staging = root or _local_staging(Path(options.out))
         try:
             staged = read_consistently(lake, lambda snapshot: _stage(config, lake, snapshot, options, sources,
                                                                      staging, created))
@@ -93,7 +92,7 @@ def export_focus(config: Config, options: ExportOptions, *, now: datetime | None
             return _upload(staging, staged, options)
         return _publish(staging, staged, options)
     finally:
-        shutil.rmtree(root or staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _check(config: Config, lake: Lake, options: ExportOptions) -> tuple[str, ...]:
