@@ -128,6 +128,17 @@ def inventory_keys(lake: Lake, con: duckdb.DuckDBPyConnection) -> list[str] | No
     return sorted(row[0] for row in con.execute(sql.text, sql.params).fetchall())
 
 
+def recorded_tag_keys(parts: list[Partition]) -> list[str] | None:
+    """The tag keys of `parts`' lines as ingest recorded them in the ledger (sorted), so no
+    query decodes every line's Tags map for them; None when an entry predates that record."""
+    keys: set[str] = set()
+    for part in parts:
+        if part.entry is None or part.entry.tag_keys is None:
+            return None
+        keys.update(part.entry.tag_keys)
+    return sorted(keys)
+
+
 def rollup_file(lake: Lake, part: Partition, version: Version) -> Path:
     folder = lake.partition_file(ROLLUP_TABLE, [("source", part.source), ("billing_period", part.period)]).parent
     return folder / f"{version.name}.parquet"
@@ -139,7 +150,9 @@ def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPy
     """The attributed rollup of one period, from its raw lines (`con` has the `costs` view);
     `needs`: only those dimensions and measures (default all)."""
     keys_sql = tag_keys_sql(part.source, part.period)
-    tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+    tag_keys = recorded_tag_keys([part])
+    if tag_keys is None:
+        tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
     allocation = allocation_inputs(lake, config, con, "source = $source AND billing_period = $period",
                                    keys_sql.params)
     sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, needs)

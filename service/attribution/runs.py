@@ -39,7 +39,7 @@ from service.attribution.compute import RollupSession
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
-from service.attribution.rollup import inventory_keys
+from service.attribution.rollup import cost_partitions, inventory_keys, recorded_tag_keys
 from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
@@ -294,8 +294,10 @@ def _idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, 
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     since, until = params.bind(_naive(window.since), "since"), params.bind(_naive(window.until), "until")
     where = f"{start} < {until} AND (coalesce(ChargePeriodEnd, {start}) > {since} OR {start} >= {since})"
-    tag_sql = all_tag_keys_sql()
-    tag_keys = [row[0] for row in con.execute(tag_sql.text, tag_sql.params).fetchall()]
+    tag_keys = recorded_tag_keys(cost_partitions(lake, session.snapshot))
+    if tag_keys is None:
+        tag_sql = all_tag_keys_sql()
+        tag_keys = [row[0] for row in con.execute(tag_sql.text, tag_sql.params).fetchall()]
     allocation = allocation_inputs(lake, config, con, where, dict(params.values))
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation,
                            needs=Needs(("run",), (cost,)), parts_only=True)

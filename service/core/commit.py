@@ -176,7 +176,14 @@ def ledger_entry(con, path: Path, source: str, period: str, delivery_id: str, fi
     return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
                        rows=sum(t.rows for t in totals), totals=totals, final=final,
                        ingested_at=utc_now_iso(), files=tuple(files), size=path.stat().st_size,
-                       sha256=sha256_file(path), data_through=usage_through(con, [path]).get(str(path)))
+                       sha256=sha256_file(path), data_through=usage_through(con, [path]).get(str(path)),
+                       tag_keys=tag_keys_of(con, path))
+
+
+def tag_keys_of(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[str, ...]:
+    """The distinct keys of the Tags maps of a staged partition, sorted (byte order)."""
+    return tuple(sorted(row[0] for row in con.execute(
+        "SELECT DISTINCT unnest(map_keys(Tags)) FROM read_parquet(?) WHERE Tags IS NOT NULL", [str(path)]).fetchall()))
 
 
 def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,

@@ -49,6 +49,9 @@ class LedgerEntry:
     # ChargeCategory = 'Usage' lines, ISO UTC): how far its data reaches. None: no usage line.
     data_through: str | None = None
     data_through_recorded: bool = True  # False in ledgers before 2026-12 (service.core.coverage reads the file)
+    # The distinct keys of the partition's Tags, sorted: attribution reads them here instead of
+    # decoding every line's Tags map per query. None in ledgers before 2026-12 (it scans the file).
+    tag_keys: tuple[str, ...] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -63,6 +66,10 @@ class LedgerEntry:
         ]
         data["files"] = list(self.files)
         del data["data_through_recorded"]
+        if self.tag_keys is None:
+            del data["tag_keys"]
+        else:
+            data["tag_keys"] = list(self.tag_keys)
         return data
 
     @classmethod
@@ -77,8 +84,10 @@ class LedgerEntry:
             )
             for t in data["totals"]
         )
+        keys = data.get("tag_keys")
         return cls(**{**data, "totals": totals, "files": tuple(data.get("files", ())),
-                      "data_through_recorded": "data_through" in data})
+                      "data_through_recorded": "data_through" in data,
+                      "tag_keys": None if keys is None else tuple(keys)})
 
 
 def _dec(value: str | None) -> Decimal | None:
