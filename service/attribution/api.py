@@ -166,7 +166,7 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     def answer(session: RollupSession | None) -> AttributionResult:
         window = window_at(query, session and session.data_through()).window
         return _attribute(session, config, window, by, where, cost, granularity, top, compare, explain)
-    return read_sessions(lake, config, engine, answer, Needs(sql_dims(config, by, where), (cost,)))
+    return read_sessions(lake, config, engine, answer, Needs(sql_dims(config, by, where), (cost,), hows=explain))
 
 
 def _attribute(session: RollupSession | None, config: AttributionConfig, window: Window, by: tuple[str, ...],

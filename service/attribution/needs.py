@@ -18,6 +18,9 @@ class Needs:
 
     dims: tuple[str, ...] | None = None
     measures: tuple[str, ...] | None = None
+    # whether it reads how each value was decided (`p_<dim>`: explain, cluster placements);
+    # without, those columns are NULL and a period's lines group by their values alone
+    hows: bool = True
 
 
 def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> tuple[str, ...]:

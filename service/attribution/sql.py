@@ -271,10 +271,10 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
-        how_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {params.bind(f'tag:{k}')}" for k in candidates[name]]
         value_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {inv_cols[k]}" for k in inv_candidates[name]]
-        how_cases += [f"WHEN {inv_cols[k]} IS NOT NULL THEN {params.bind(f'inventory-tag:{k}')}"
-                      for k in inv_candidates[name]]
+        found_by = ([(tag_cols[k], f"tag:{k}") for k in candidates[name]]
+                    + [(inv_cols[k], f"inventory-tag:{k}") for k in inv_candidates[name]])
+        how_cases = [f"WHEN {col} IS NOT NULL THEN {params.bind(how)}" for col, how in found_by] if needs.hows else []
         if allocation:  # a part of a job or of idle: its own values first, its placement as how
             if name in JOB_COLUMNS:
                 value_cases.insert(0, f"WHEN jd_{name} IS NOT NULL THEN jd_{name}")
@@ -282,10 +282,12 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         for j, rule in enumerate(dim.rules):
             cond = _condition(rule.match, params)
             value_cases.append(f"WHEN {cond} THEN {params.bind(rule.value.strip())}")
-            how_cases.append(f"WHEN {cond} THEN {params.bind(f'rule:{j}')}")
+            if needs.hows:
+                how_cases.append(f"WHEN {cond} THEN {params.bind(f'rule:{j}')}")
+        how = _case(how_cases, params.bind("default")) if needs.hows else "CAST(NULL AS VARCHAR)"  # read by explain
         previous = first if i == 1 else f"s{i - 1}"
         steps.append(f"s{i} AS (SELECT *, {_case(value_cases, params.bind(dim.default.strip()))} AS {dim_col(name)}, "
-                     f"{_case(how_cases, params.bind('default'))} AS {how_col(name)} FROM {previous})")
+                     f"{how} AS {how_col(name)} FROM {previous})")
     shared_cases = [f"WHEN {_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
     shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
     last = f"s{len(order)}" if order else first
