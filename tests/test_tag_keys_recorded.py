@@ -53,3 +53,13 @@ def test_a_ledger_without_tag_keys_is_read_from_the_partition(tmp_path):
     rewrite_ledger(lake, lambda item: item.pop("tag_keys"))  # as ingest wrote it before 2026-12
     assert lake.ledger()[0].tag_keys is None
     assert by_team(lake) == {"nlp": Decimal(2), "vision": Decimal(1), "unallocated": Decimal("0.5")}
+
+
+def test_a_ledger_entry_with_a_field_of_a_later_version_is_still_read(tmp_path):
+    """Each new ledger field (data_through, tag_keys) was a one-way upgrade: an earlier
+    spendlake refused the whole ledger. A field it does not know is left out instead."""
+    lake = make_lake(tmp_path, lines())
+    rewrite_ledger(lake, lambda item: item.update(a_later_field={"any": "value"}))
+    [entry] = lake.ledger()
+    assert entry.tag_keys == ("Team", "owner", "user:team") and entry.rows == 3
+    assert by_team(lake) == {"nlp": Decimal("2"), "vision": Decimal("1"), "unallocated": Decimal("0.5")}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
 
@@ -85,7 +85,9 @@ class LedgerEntry:
             for t in data["totals"]
         )
         keys = data.get("tag_keys")
-        return cls(**{**data, "totals": totals, "files": tuple(data.get("files", ())),
+        known = {f.name for f in fields(cls)}  # a later version's fields are left out: it can still be read
+        return cls(**{**{k: v for k, v in data.items() if k in known}, "totals": totals,
+                      "files": tuple(data.get("files", ())),
                       "data_through_recorded": "data_through" in data,
                       "tag_keys": None if keys is None else tuple(keys)})
 
