@@ -50,7 +50,7 @@ def render(result, fmt: str | None) -> None:
             footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
     title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
     emit(rows, columns + ["share"], "table", title=title, footer=footer,
-         right=("cost", "share", "previous_cost", "change", "change_pct"))
+         right=("cost", "share", "previous_cost", "change", "change_pct"), whole=("cost",))
     click.echo(coverage_line(result))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
@@ -58,7 +58,7 @@ def render(result, fmt: str | None) -> None:
                   for row in data["rows"] for part in row["explain"]]
         keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
         emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",
-             right=("cost",))
+             right=("cost",), whole=("cost",))
 
 
 def coverage_line(result) -> str:
@@ -90,7 +90,7 @@ def render_check(results, fmt: str | None) -> None:
              "source_total": r.source_total, "attributed_total": r.attributed_total, "difference": r.difference,
              "rounding": r.rounding, "ok": r.ok} for r in results]
     emit(rows, list(rows[0]) if rows else ["source"], fmt, title="attributed vs source, per billing period",
-         right=("source_total", "attributed_total", "difference", "rounding"))
+         right=("source_total", "attributed_total", "difference", "rounding"), whole=("difference", "ok"))
     rounded = [r for r in results if r.rounding]
     if rounded and (fmt or default_format()) == "table":
         click.echo("rounding: values with more than 12 decimals are stored rounded half away from zero; "

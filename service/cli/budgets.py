@@ -32,7 +32,8 @@ def budgets_command(obj, fmt: str | None) -> None:
             row["last_month"] = f"{last['month']}: {last['used_pct']}% {last['status']}" if last else ""
         columns.append("last_month")
     emit(rows, columns, fmt, title="spendlake budgets",
-         right=("amount", "actual", "used_pct", "forecast", "forecast_low", "forecast_high", "forecast_pct"))
+         right=("amount", "actual", "used_pct", "forecast", "forecast_low", "forecast_high", "forecast_pct"),
+         whole=("amount", "actual", "forecast"))
     for status in statuses:
         if status.warning:
             click.echo(f"warning: {status.warning}", err=True)

@@ -55,4 +55,4 @@ def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | 
     for key in PERCENT:
         footer[key] = "\n".join(_pct(t[key]) for t in data["totals"])
     emit(rows, columns, "table", title=f"commitments, {data['since']} → {data['until']}", footer=footer,
-         right=MONEY + PERCENT)
+         right=MONEY + PERCENT, whole=("commitment", "unused", "unused_pct"))

@@ -58,13 +58,13 @@ def _print_spend_and_findings(result) -> None:
     # overspend and ownership are not waste: their impact is an overrun, an excess or
     # unowned spend, never a monthly figure, so they get a table and a column of their own
     rows = [{"rule": f.rule, "category": f.category, "severity": f.severity, "team": f.team,
-             "resource": f.resource_id, "impact": usd(f.impact_usd)}
+             "resource": _short(f.resource_id), "impact": usd(f.impact_usd)}
             for category in CATEGORIES[1:]
             for f in sorted((f for f in open_findings if f.category == category),
                             key=lambda f: f.impact_usd, reverse=True)[:TOP_OTHERS]]
     emit(rows, ["rule", "category", "severity", "team", "resource", "impact"], "table",
          title=f"top overspend and ownership ({len(open_findings) - len(waste)} open findings; impact: "
-               "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",))
+               "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",), whole=("impact",))
 
 
 def _short(resource_id: str) -> str:

@@ -58,4 +58,4 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     data = result.to_json() | ({"plan": plan.to_json()} if plan else {})
     title = f"{result.gpu.name} × {result.inputs.gpus}, MFU {result.inputs.mfu}, ${result.price_per_gpu_hour}/GPU-hour"
     rows = result.rows(display=(fmt or default_format()) == "table")
-    emit(rows, columns, fmt, json_data=data, title=title, right=("low", "high", "value"))
+    emit(rows, columns, fmt, json_data=data, title=title, right=("low", "high", "value"), whole=("low", "high"))

@@ -170,7 +170,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     # a table shows cents, as the demo does; CSV and JSON keep every decimal
     shown = rows if not table else [
         {**r, **{k: money_text(r[k]) for k in ("billed_cost", "effective_cost")}} for r in rows]
-    emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"))
+    emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
+         whole=("billing_period", "currency", "billed_cost", "check"))
     for source, tables in obj.lake.orphans().items():
         click.echo(f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); "
                    f"it counts nowhere; `spendlake forget {source}` removes it", err=True)

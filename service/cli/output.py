@@ -28,18 +28,44 @@ def format_option(func):
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None,
                 footer: dict[str, Any] | None = None, right: Sequence[str] = (),
                 whole: Sequence[str] = ()) -> None:
-    """`whole`: columns never cut short (their header and values); the others give way."""
+    """`whole`: columns never cut short (their header and values); the others give way. A
+    table wider than the terminal leaves columns out (`shown`) rather than cut every cell to
+    one letter, and says which."""
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
+    cells = {column: [_cell(row.get(column)) for row in rows] + ([_cell(footer.get(column))] if footer else [])
+             for column in columns}
+    widths = {column: max(len(line) for text in [column, *cells[column]] for line in text.split("\n"))
+              for column in columns}
+    # amounts in several currencies without their currency would be misread
+    several = "currency" in columns and len({row.get("currency") for row in rows}) > 1
+    kept = shown(columns, widths, console.width, keep=(*columns[:1], *whole, *(["currency"] if several else [])))
     table = Table(title=title, show_footer=footer is not None)
-    for column in columns:
-        widest = max([len(column), *(len(_cell(row.get(column))) for row in rows)]) if column in whole else None
-        table.add_column(column, justify="right" if column in right else "left", min_width=widest,
+    for column in kept:
+        table.add_column(column, justify="right" if column in right else "left",
+                         min_width=widths[column] if column in whole else None,
                          footer=_cell(footer.get(column)) if footer else "")
     for row in rows:
-        table.add_row(*(_cell(row.get(c)) for c in columns))
-    Console().print(table)
+        table.add_row(*(_cell(row.get(c)) for c in kept))
+    console.print(table)
+    left_out = [column for column in columns if column not in kept]
+    if left_out:
+        click.echo(f"not shown at {console.width} columns: {', '.join(left_out)} (a wider terminal shows them; "
+                   "--format csv or json shows every column)", err=True)
+
+
+def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str]) -> list[str]:
+    """The columns a table `budget` characters wide shows whole: `keep` always, the others
+    (in order of importance, as the command lists them) left out from the last while it is too wide."""
+    kept = list(columns)
+    for column in reversed(columns):
+        if sum(widths[c] + 3 for c in kept) + 1 <= budget:
+            break
+        if column not in keep:
+            kept.remove(column)
+    return kept
 
 
 def _cell(value: Any) -> str:

@@ -35,7 +35,7 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
         shown = [r for r in rows if r["category"] == category]
         if shown:
             columns = [*TABLE_COLUMNS[:6], money, *TABLE_COLUMNS[6:]]
-            emit(shown, columns, "table", title=f"{title} — {about}", right=(money,))
+            emit(shown, columns, "table", title=f"{title} — {about}", right=(money,), whole=(money,))
 
 
 @click.group("rules")

@@ -40,7 +40,7 @@ def render(result, fmt: str | None) -> None:
               "cost": "\n".join(money_text(t["cost"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
-         right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"))
+         right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",))
 
 
 @click.command("runs")
