@@ -199,3 +199,42 @@ def test_budget_used_and_forecast_ratios(tmp_path):
     labels = {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"}
     assert registry.get_sample_value("spendlake_budget_used_ratio", labels) == pytest.approx(14 / 20)
     assert registry.get_sample_value("spendlake_budget_forecast_ratio", labels) > 14 / 20
+
+
+def test_61_the_service_scrape_computes_no_tops_while_a_job_runs(tmp_path, monkeypatch):
+    """The service hands its jobs' turn to the collector: while the daily report runs (it may
+    roll a month up), a scrape of a lake with no stored tops does not compute them beside it."""
+    import threading
+    import urllib.request
+
+    from service.attribution import spend_tops
+    from service.serve.scheduler import Tasks
+    from service.serve.service import Service
+
+    config = make_config(tmp_path)
+    commit(Lake(config.lake), "cur", ROWS)  # no rollups or tops stored
+
+    def no_lake_sums(*args, **kwargs):
+        raise AssertionError("the scrape summed the lake beside a running job")
+
+    monkeypatch.setattr(spend_tops, "WindowSums", no_lake_sums)
+    reporting, release = threading.Event(), threading.Event()
+
+    def daily(_day):
+        reporting.set()
+        release.wait(20)
+
+    service = Service(config, tasks=Tasks(ingest=lambda: None, rules=None, daily=daily))
+    urls: list[str] = []
+    thread = threading.Thread(target=service.run, args=(lambda line: urls.extend(line.split()[2:3]),), daemon=True)
+    thread.start()
+    try:
+        assert reporting.wait(20)  # the make-up daily run holds the turn
+        with urllib.request.urlopen(f"{urls[0]}/metrics", timeout=20) as response:
+            page = response.read().decode()
+    finally:
+        release.set()
+        service.stop()
+        thread.join(20)
+    assert "spendlake_metric_tops_current 0.0" in page
+    assert "spendlake_lake_readable 1.0" in page

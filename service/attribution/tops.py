@@ -10,13 +10,15 @@ every job of a cluster), so the writers of the lake compute them once per lake s
 attribution config and `top_n`, and `data` the ledger's deliveries and the inventory tags
 and job snapshots attribution read, so the name says which lake state it describes.
 `ScrapeTops` (the scrape) reads that file once; finding none for the lake's state, it
-computes each group for that scrape only, writing nothing.
+computes each group for that scrape only, writing nothing, unless a build or a service job
+is at work (then it shows the previous state's tops).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
@@ -67,33 +69,54 @@ class ScrapeTops:
     """The tops one scrape shows: the file stored for the lake's state, read once (on the
     first `group` call); a group is computed for this scrape only when none is stored. The
     windows' end and the numbers always come from one lake state: an end taken before an
-    ingest committed, over the data after it, would cut the newest hours off. While a writer
-    holds the lake (it stores the new state's tops before it lets go), a scrape shows the
-    previous state's stored tops (`current` False) instead of computing the new ones beside
-    the build: at a million values that takes longer than a scrape may and doubles memory."""
+    ingest committed, over the data after it, would cut the newest hours off.
 
-    def __init__(self, lake: Lake, config: Config, now: datetime):
-        self.lake, self.config, self.now = lake, config, now
+    A scrape never computes beside other heavy work (at a million values that takes longer
+    than a scrape may, and a second DuckDB instance of up to the writer's limit): while a
+    writer holds the lake (it stores the new state's tops before it lets go), or while one
+    of the service's jobs holds `turn` (service/serve/scheduler.py: a report may be rolling
+    a month up), it shows the previous state's stored tops, or none when this config has
+    none yet (`current` False). Otherwise it computes holding `turn`, so no job starts
+    beside it."""
+
+    def __init__(self, lake: Lake, config: Config, now: datetime, turn: threading.Lock | None = None):
+        self.lake, self.config, self.now, self.turn = lake, config, now, turn
         self._stored: list[Top] | None = None
         self._looked = False
-        # False while a writer builds the tops of a new lake state and the previous state's are shown
+        # False while the previous state's tops (or none) are shown instead of the current ones
         self.current = True
 
     def group(self, name: str) -> list[Top]:
         if not self._looked:
             self._stored = read_consistently(self.lake, self._stored_tops)
             self._looked = True
-            previous = previous_tops(self.lake, self.config) if self._stored is None and self.lake.writing() else None
-            if previous is not None:
-                self._stored, self.current = previous, False
-            if self._stored is None:
-                log.info("metrics: no stored tops for this lake state (the next ingest or `spendlake rollup` "
-                         "stores them); computing them for this scrape")
+            if self._stored is None and self.lake.writing():
+                self._show_previous("a writer holds the lake")
         tops = self._stored
         if tops is None:
-            tops = read_consistently(self.lake, lambda snap: _compute(
-                self.lake, self.config, snapshot_anchor(self.lake, snap, self.now), (name,), snap))
+            tops = self._compute_in_turn(name)
+        if tops is None:
+            self._show_previous("a service job is running")
+            tops = self._stored
         return [top for top in tops if GROUP_OF.get(top.family) == name]
+
+    def _compute_in_turn(self, name: str) -> list[Top] | None:
+        """The group computed for this scrape while holding the jobs' turn; None when a job has it."""
+        if self.turn is not None and not self.turn.acquire(blocking=False):
+            return None
+        try:
+            log.info("metrics: no stored tops for this lake state (the next ingest or `spendlake rollup` "
+                     "stores them); computing %s for this scrape", name)
+            return read_consistently(self.lake, lambda snap: _compute(
+                self.lake, self.config, snapshot_anchor(self.lake, snap, self.now), (name,), snap))
+        finally:
+            if self.turn is not None:
+                self.turn.release()
+
+    def _show_previous(self, why: str) -> None:
+        self._stored, self.current = previous_tops(self.lake, self.config) or [], False
+        log.info("metrics: no stored tops for this lake state and %s: showing the previous state's (%d samples) "
+                 "instead of computing them beside it", why, len(self._stored))
 
     def _stored_tops(self, snapshot: Snapshot) -> list[Top] | None:
         return stored_tops(self.lake, self.config, snapshot, snapshot_anchor(self.lake, snapshot, self.now))

@@ -59,10 +59,13 @@ class JobMetrics:
 
 class LakeCollector(Collector):
     """Reads the lake when scraped; recomputes only when a lake file changed or the
-    cached page is older than `max_age_seconds`."""
+    cached page is older than `max_age_seconds`. `turn`: the lock the service's jobs take
+    turns with; tops missing from the lake are computed only while holding it (ScrapeTops)."""
 
-    def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time):
+    def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time,
+                 turn: threading.Lock | None = None):
         self.config = config
+        self.turn = turn
         self.lake = Lake.of(config)
         self.max_age_seconds = max_age_seconds
         self.clock = clock
@@ -101,7 +104,7 @@ class LakeCollector(Collector):
         """Every family group on its own: a group that cannot be read is logged and left
         out, and `spendlake_lake_readable` drops to 0, while the others still report."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
-        tops = ScrapeTops(self.lake, self.config, now)  # the stored tops file is read once per scrape
+        tops = ScrapeTops(self.lake, self.config, now, self.turn)  # the stored tops file is read once per scrape
         groups = (
             lambda: source_families(self.config, self.lake),
             lambda: integrity_families(self.lake),

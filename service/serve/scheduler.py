@@ -4,7 +4,9 @@
   previous run is still going is skipped, logged and counted (`spendlake_job_skipped_total`).
 - The jobs take turns (ingest then rules, or verify then the report): each may hold a
   month's rollup in DuckDB, so two at once doubled the service's peak memory (bench/README).
-  A job waiting for its turn is not running: its duration starts when its turn comes.
+  A job waiting for its turn is not running: its duration starts when its turn comes. A
+  scrape that must compute the metric tops takes the same turn, or shows the previous ones
+  (service/attribution/tops.py: ScrapeTops).
 - The daily job (verify the lake, then the report) runs for the date of its latest scheduled fire. The last date done is
   kept in the lake (`_state/jobs.json`), so after downtime a missed run is made up once at
   start, and a fire for a date already done (a restart, a coalesced fire) does nothing.
@@ -66,7 +68,7 @@ class ServiceScheduler:
         self.daily_at = daily_at
         self.clock = clock
         self._state_lock = threading.Lock()
-        self._turn = threading.Lock()  # one job at a time (see the module)
+        self.turn = threading.Lock()  # one job at a time (see the module); a scrape computing tops takes it too
         self.scheduler = BackgroundScheduler(
             timezone=timezone.utc,
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 3600},
@@ -97,7 +99,7 @@ class ServiceScheduler:
     # ---- jobs ------------------------------------------------------------------------------
 
     def run_ingest(self) -> None:
-        with self._turn:
+        with self.turn:
             self.instrumented("ingest", self.tasks.ingest)
             if self.tasks.rules is not None:
                 self.instrumented("rules", self.tasks.rules)
@@ -107,7 +109,7 @@ class ServiceScheduler:
         if not self.daily_due(self.clock()):
             log.info("daily run of %s already done", run_date)
             return
-        with self._turn:
+        with self.turn:
             if self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
             if not self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):

@@ -98,13 +98,13 @@ class Service:
         with self.lake.lock("service"):
             registry = CollectorRegistry()
             job_metrics = JobMetrics(registry, jobs=self.tasks.names())
-            registry.register(LakeCollector(self.config))
-            server = make_server(Api(self.config, registry, token=api_token(self.config), clock=self.clock),
-                                 self.listen)
             hours, minutes = (int(p) for p in self.config.service.daily_at.split(":"))
             scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
+            registry.register(LakeCollector(self.config, turn=scheduler.turn))
+            server = make_server(Api(self.config, registry, token=api_token(self.config), clock=self.clock),
+                                 self.listen)
             thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
             thread.start()
             try:
