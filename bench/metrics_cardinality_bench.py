@@ -3,7 +3,7 @@ peak RSS with 10k, 100k and 1M distinct experiment values, against baselines in 
 
     nice -n 10 python bench/metrics_cardinality_bench.py [--sizes 10000,100000,1000000]
         [--lines 1000000,2000000,10000000] [--scrapes 40] [--workdir /tmp/spendlake-metrics-bench]
-        [--data-end month-start|now]
+        [--data-end month-start|now] [--service-builds [delivery|config]]
 
 Per size:
 1. writes a lake of `lines` cost lines (hourly, 50 teams, 400 projects, `size` distinct
@@ -14,8 +14,13 @@ Per size:
 2. the rollup build in its own process (the stored rollups and tops removed first), as
    `spendlake rollup` runs it (the same code ingest runs after a commit): the attribution
    rollups, then the metric tops, each timed with its own peak RSS (VmHWM, reset between the
-   two); with `--service-builds` they are removed again, so the service's ingest job builds
-   them, as after a delivery or a config change, while the daily make-up report runs;
+   two); with `--service-builds` it then writes a changed delivery of the lake's month (the
+   same lines with other costs, a FOCUS Parquet export: bench/metrics_bench_lake.py) into the
+   source's folder, so the service's first ingest commits it and builds the new state's
+   rollups and tops, with the previous state's stored, as after a provider's re-delivery;
+   with `--service-builds config` they are removed again instead, as after a config change
+   (none of the service's config stored: the build runs while the daily make-up report
+   rolls the month up in memory, and scrapes meanwhile show no tops);
 3. starts `spendlake serve` on the lake, waits for its start-up jobs (ingest, rules, and the
    daily make-up run: verify and the report), scrapes
    once (warm), then times `--scrapes` scrapes of `/metrics`, each one recomputed (the bench
@@ -23,10 +28,11 @@ Per size:
    every scrape reads the lake and the stored tops), and reads the service's peak RSS
    (VmHWM, the whole life of the process, all start-up jobs included). A thread samples the
    service's RSS every 50 ms; each job's peak is the largest sample within its run (its end
-   and duration from the job metrics). Ingest and rules run beside verify and the report
-   (two scheduler threads), so an overlapping pair's peaks share samples: the table says
-   which jobs overlapped. A start-up job that failed fails the bench (ingest finds no export
-   file by design);
+   and duration from the job metrics). The jobs take turns (service/serve/scheduler.py); were
+   two to overlap, their peaks would share samples: the table names overlapping jobs. The wait scrapes every 2 s: those made while ingest ran are timed
+   and counted when they showed the previous state's tops (`spendlake_metric_tops_current 0`).
+   A start-up job that failed fails the bench (without a delivery ingest finds no export file
+   by design). The service runs with `-v`; its log goes to `<workdir>/serve.log`;
 4. baselines, same lake, same run: the bare DuckDB query of the stored tops file (the floor
    a scrape cannot beat), and, up to `--old-path-max` values, the old scrape path (one full
    attribution by team, project and experiment per window, folded in Python) in its own
@@ -51,10 +57,10 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from metrics_bench_lake import lake_end, write_delivery, write_lake  # noqa: E402  (bench/ is on sys.path)
 
 OLD_PATH_SCRIPT = textwrap.dedent('''
     import resource, sys, time
@@ -115,50 +121,10 @@ def data_end(anchor: str) -> datetime:
     return now.replace(day=1, hour=0) if anchor == "month-start" else now
 
 
-def write_lake(workdir: Path, size: int, lines: int, end: datetime) -> Path:
-    """The config of a lake holding `lines` hourly cost lines over `size` experiments, over
-    the 30 days before `end`."""
-    from service.core.config import load_config
-    from service.core.lake import Lake
-    from service.core.schema import cost_select_list
-
-    export = workdir / "export"
-    export.mkdir(parents=True, exist_ok=True)
-    config_path = workdir / "spendlake.yaml"
-    config_path.write_text(yaml.safe_dump({
-        "lake": str(workdir / "lake"),
-        "sources": [{"name": "cur", "kind": "focus", "location": str(export)}],
-        "service": {"listen": "127.0.0.1:0"},
-    }), encoding="utf-8")
-    config = load_config(str(config_path))
-    lake = Lake.of(config)
-    if lake.ledger():
-        return config_path
-    hours = 30 * 24
-    start = end - timedelta(hours=hours)
-    select = cost_select_list({
-        "BillingPeriodStart": "date_trunc('month', s)", "ChargePeriodStart": "s",
-        "ChargePeriodEnd": "s + INTERVAL 1 HOUR", "BillingCurrency": "'USD'",
-        "BilledCost": "c", "EffectiveCost": "c", "ServiceName": "'Amazon Elastic Compute Cloud'",
-        "Tags": "MAP {'team': 'team-' || (i % 50), 'project': 'p-' || (i % 400), "
-                "'experiment': 'exp-' || (i % $size)}",
-    })
-    con = lake.connect()
-    try:
-        relation = con.sql(
-            f"SELECT {select} FROM (SELECT i, $start + to_hours(CAST((i * 7919) % $hours AS BIGINT)) AS s, "
-            "CAST(((i * 2654435761) % 100000) / 100 AS DECIMAL(38, 12)) AS c FROM range($lines) AS t(i))",
-            params={"start": start, "hours": hours, "size": size, "lines": lines})
-        lake.commit_costs(con, relation, source="cur", delivery_id=f"bench-{size}-{lines}", periods=None)
-    finally:
-        con.close()
-    return config_path
-
-
 def start_serve(config_path: Path) -> tuple[subprocess.Popen, str, list[str]]:
     """The service, its address, and its log as it grows (read on a thread, so a long log
     never blocks it)."""
-    proc = subprocess.Popen([sys.executable, "-m", "service", "--config", str(config_path), "serve"], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "service", "--config", str(config_path), "-v", "serve"], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         match = re.search(r"serving (http://\S+)", line)
@@ -203,14 +169,16 @@ class RssSampler(threading.Thread):
 NOTHING_TO_INGEST = "no FOCUS files"  # the export folder is empty: the bench writes the lake itself
 
 
-def job_runs(page: str, log: list[str]) -> dict[str, tuple[float, float]]:
+def job_runs(page: str, log: list[str], delivered: bool) -> dict[str, tuple[float, float]]:
     """Each start-up job's (start, end) on the wall clock, from its last success and duration.
-    Ingest finds no export file (the bench wrote the lake), a failure that still refreshes the
-    rollups and tops, and ends where rules start; any other failure fails the bench."""
+    Without a delivery ingest finds no export file (the bench wrote the lake), a failure that
+    still refreshes the rollups and tops; it ends where rules start. Any other failure fails
+    the bench."""
     def value(metric: str, job: str) -> float:
         return float(re.search(rf'{metric}{{job="{job}"}} (\S+)', page).group(1))
 
-    if value("spendlake_job_failures_total", "ingest") and not any(NOTHING_TO_INGEST in line for line in log):
+    if value("spendlake_job_failures_total", "ingest") and (
+            delivered or not any(NOTHING_TO_INGEST in line for line in log)):
         raise RuntimeError("the service's ingest failed:\n" + "".join(log[-20:]))
     runs = {}
     for job in ("rules", "verify", "daily"):
@@ -240,18 +208,33 @@ def scrape(base: str) -> str:
 STARTUP_JOBS = ("ingest", "rules", "daily")  # daily: the make-up run (verify, then the report)
 
 
-def wait_for_jobs(base: str, timeout: float = 3600) -> None:
+def wait_for_jobs(base: str, timeout: float = 3600) -> list[tuple[float, float, float | None]]:
     """Until the start-up jobs are over (their duration histograms count them): the peak RSS
-    read after the scrapes then covers them all."""
+    read after the scrapes then covers them all. Returns the scrapes made meanwhile, every
+    2 s as Prometheus would: (when, seconds, the `spendlake_metric_tops_current` value)."""
     deadline = time.monotonic() + timeout
+    during = []
     while time.monotonic() < deadline:
+        started = time.perf_counter()
         page = scrape(base)
+        current = re.search(r"^spendlake_metric_tops_current (\S+)", page, re.M)
+        during.append((time.time(), time.perf_counter() - started, float(current.group(1)) if current else None))
         done = {job for job in STARTUP_JOBS
                 if re.search(rf'spendlake_job_duration_seconds_count{{job="{job}"}} [1-9]', page)}
         if done == set(STARTUP_JOBS):
-            return
+            return during
         time.sleep(2)
     raise RuntimeError("the service's start-up jobs did not finish")
+
+
+def scrapes_during(during: list[tuple[float, float, float | None]], runs: dict[str, tuple[float, float]]) -> dict:
+    """The scrapes made while the ingest job ran (commit, rollups, tops): latency and how many
+    showed the previous state's tops."""
+    start, end = runs["ingest"]
+    inside = [(seconds, current) for at, seconds, current in during if start <= at <= end]
+    times = [seconds for seconds, _ in inside] or [0.0]
+    return {"n": len(inside), "p50_s": statistics.median(times), "p99_s": percentile(times, 0.99),
+            "max_s": max(times), "previous_tops": sum(1 for _, current in inside if current == 0)}
 
 
 def peak_rss(pid: int) -> int:
@@ -286,21 +269,23 @@ def bare_tops_query(config_path: Path, repeat: int) -> list[float]:
 
 
 def forget_derived(lake: Path) -> None:
-    """Remove the stored rollups and metric tops: the next build computes them all."""
+    """Remove the stored rollups and metric tops, as a config change makes them another config's."""
     for table in ("attribution_rollup", "metric_tops"):
         shutil.rmtree(lake / table, ignore_errors=True)
 
 
 def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: bool, end: datetime,
-               service_builds: bool) -> dict:
+               service_builds: str | None) -> dict:
     started = time.perf_counter()
     config_path = write_lake(workdir, size, lines, end)
     written = time.perf_counter() - started
-    forget_derived(workdir / "lake")
+    forget_derived(workdir / "lake")  # the build below computes them all
     started = time.perf_counter()
     build = build_rollups(config_path)
     built = time.perf_counter() - started
-    if service_builds:
+    if service_builds == "delivery":  # the service's first ingest commits it, then builds rollups and tops
+        write_delivery(workdir, size, lines, lake_end(config_path))
+    elif service_builds == "config":  # no rollups or tops of the service's config stored
         forget_derived(workdir / "lake")
     state = workdir / "lake" / "_state" / "sources.json"
     (workdir / "lake" / "_state" / "jobs.json").unlink(missing_ok=True)  # so the daily make-up run is due
@@ -308,9 +293,9 @@ def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: boo
     sampler = RssSampler(proc.pid)
     sampler.start()
     try:
-        wait_for_jobs(base)
+        during = wait_for_jobs(base)
         page = scrape(base)  # warm
-        runs = job_runs(page, log)
+        runs = job_runs(page, log, delivered=service_builds == "delivery")
         series = sum(1 for line in page.splitlines() if line.startswith("spendlake_experiment_spend_usd{"))
         times = []
         scrapes_started = time.time()
@@ -329,11 +314,13 @@ def bench_size(workdir: Path, size: int, lines: int, scrapes: int, old_path: boo
         except subprocess.TimeoutExpired:  # a job still running holds the shutdown
             proc.kill()
             proc.wait()
+    (workdir / "serve.log").write_text("".join(log), encoding="utf-8")  # -v: each step's start
     bare = bare_tops_query(config_path, scrapes)
     result = {"values": size, "lines": lines, "lake_write_s": round(written, 1), "rollup_and_tops_s": round(built, 1),
               "scrape_p50_s": statistics.median(times), "scrape_p99_s": percentile(times, 0.99),
               "service_peak_rss_mb": rss >> 20, "bare_tops_p50_s": statistics.median(bare),
-              "experiment_series": series, "data_end": end.isoformat(), "service_builds": service_builds, "rollup_build": build, "service_steps": steps}
+              "experiment_series": series, "data_end": end.isoformat(), "service_builds": service_builds, "rollup_build": build, "service_steps": steps,
+              "scrapes_during_ingest": scrapes_during(during, runs)}
     result["scrape_over_bare"] = result["scrape_p50_s"] / result["bare_tops_p50_s"]
     if old_path:
         out = subprocess.run([sys.executable, "-c", OLD_PATH_SCRIPT, str(config_path)], cwd=REPO,
@@ -351,9 +338,10 @@ def main() -> None:
     parser.add_argument("--old-path-max", type=int, default=100000,
                         help="run the old scrape path up to this many values (at 1M it needs GBs)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/spendlake-metrics-bench"))
-    parser.add_argument("--service-builds", action="store_true",
-                        help="remove the stored rollups and tops before the service starts: its ingest job builds "
-                             "them (as after a delivery or a config change) while the daily report runs")
+    parser.add_argument("--service-builds", nargs="?", const="delivery", choices=("delivery", "config"),
+                        help="the service's ingest job builds the rollups and tops: after committing a changed "
+                             "delivery of the month (`delivery`, the default), or with none stored for its config "
+                             "(`config`: as after a config change or on first start)")
     parser.add_argument("--data-end", choices=("month-start", "now"), default="month-start",
                         help="where the lake's 30 days end (a lake already in --workdir keeps its own)")
     args = parser.parse_args()
@@ -386,6 +374,12 @@ def main() -> None:
         print(f"| {r['values']:,} | {build['rollups_rss_mb']} MB, {build['rollups_s']:.0f} s | "
               f"{build['tops_rss_mb']} MB, {build['tops_s']:.0f} s | " + " | ".join(cells)
               + f" | {r['service_peak_rss_mb']} MB |")
+    print("\nScrapes every 2 s while the ingest job ran (commit, rollups, metric tops):\n")
+    print("| values | scrapes | p50 | p99 | max | showing the previous state's tops |\n|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        d = r["scrapes_during_ingest"]
+        print(f"| {r['values']:,} | {d['n']} | {d['p50_s'] * 1000:.0f} ms | {d['p99_s'] * 1000:.0f} ms | "
+              f"{d['max_s'] * 1000:.0f} ms | {d['previous_tops']} |")
     last = results[-1]
     ok = last["scrape_p99_s"] <= 1 and last["service_peak_rss_mb"] <= 1024
     print(f"\nat {last['values']:,} values: p99 {last['scrape_p99_s']:.3f} s (target <= 1 s), "
