@@ -253,7 +253,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
     pricing = (f"CASE WHEN {line_type} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage') THEN 'Committed' "
                f"WHEN {pricing_term} = 'OnDemand' THEN 'Standard' WHEN {pricing_term} = 'Spot' THEN 'Dynamic' END")
     currency = text(columns, "line_item_currency_code")
-    select = cost_select_list({
+    expressions = {
         "BillingAccountId": text(columns, "bill_payer_account_id"),
         "BillingAccountName": text(columns, "bill_payer_account_name"),
         "BillingPeriodStart": timestamp(columns, "bill_billing_period_start_date"),
@@ -288,7 +288,10 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         "x_split_unused_cost": money("split_line_item_unused_cost"),
         **focus_columns(columns, line_type=line_type, money=money, usage="__q_usage", effective=effective,
                         currency=currency),
-    })
+    }
+    # the fields the export lacks are left out: the lake's stager adds them as null arrays,
+    # cheaper than DuckDB computing ~30 all-NULL columns (staging._complete)
+    select = cost_select_list({name: sql for name, sql in expressions.items() if sql != "NULL"}, absent_as_null=False)
     keys = rounding_select({measure: rounded_away_sql(columns.raw(field), columns.types[columns.by_snake[field]])
                             for measure, field in (("BilledCost", "line_item_unblended_cost"),
                                                    ("ListCost", "pricing_public_on_demand_cost"))
