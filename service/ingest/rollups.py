@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 def refresh_rollups(lake: Lake, config: Config) -> None:
     """Store the rollups of `config`, then the metric tops (the caller holds the ingest lock).
     Not fatal: a query rolls up in memory whatever is not stored, a scrape computes its tops."""
+    log.info("building the attribution rollups and metric tops")  # bench/ingest_bench.py times the phase by it
     try:
         materialise(lake, config)
         build_tops(lake, config)
