@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import threading
 from datetime import date
 from pathlib import Path
 
@@ -210,27 +209,3 @@ def test_46_columns_an_aws_export_lacks_are_added_by_the_stager_as_typed_nulls(t
         [(skus, costs)] = con.execute("SELECT count(SkuId), count(BilledCost) FROM read_parquet(?)", [str(path)]).fetchall()
         assert skus == 0 and costs > 0
 
-
-def test_46_row_groups_are_compressed_on_a_background_thread_one_at_a_time(tmp_path, bills, monkeypatch):
-    """The staged file's zstd writing overlaps the reading of the next batches (a second
-    core), with at most one row group in flight, in order: the rows tie out."""
-    monkeypatch.setattr(staging, "BATCH_ROWS", 700)
-    monkeypatch.setattr(staging, "ROW_GROUP_ROWS", 2_000)
-    writers: list[str] = []
-    in_flight = [0]
-
-    class Recording(staging.pq.ParquetWriter):
-        def write_table(self, table, *args, **kw):
-            in_flight[0] += 1
-            assert in_flight[0] == 1, "two row groups written at once"
-            writers.append(threading.current_thread().name)
-            try:
-                return super().write_table(table, *args, **kw)
-            finally:
-                in_flight[0] -= 1
-
-    monkeypatch.setattr(staging.pq, "ParquetWriter", Recording)
-    generation = bills[2]
-    cfg = config(tmp_path / "lake", "focus", generation.exports["focus-csv"])
-    assert committed(ingest(cfg)) == expected(generation)
-    assert len(writers) > len(generation.periods) and all(name.startswith("spendlake-stage") for name in writers)

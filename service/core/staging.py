@@ -9,10 +9,6 @@ One DuckDB `COPY` per delivery does not do that: a multi-file CSV read holds buf
 many parts at once, a `UNION ALL` of parts spills gigabytes, and an order-preserving COPY
 buffers batches; writing each part to its own file and merging costs another pass.
 
-A period's full row groups are encoded and compressed (pyarrow's zstd writer, one thread)
-on a background thread while the next batches are read and converted (DuckDB), one row
-group in flight: run one after the other they left the second core idle.
-
 Connectors may leave out the canonical columns their export lacks (cost_select_list's
 absent_as_null=False): they are added here as null arrays, cheaper than DuckDB computing them.
 """
@@ -24,8 +20,7 @@ import logging
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -119,7 +114,6 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     """Write the rows of `parts` under `stage`, one file per billing period, and look for
     line items the delivery repeats (when the parts carry LINE_ITEM_KEY)."""
     writers: dict[str, _PeriodFile] = {}
-    background = _Background()
     staged: dict[str, Path] = {}
     schema = canonical_schema(con)
     keys: list[pq.ParquetWriter] = []  # the line item keys, in the delivery's order
@@ -141,7 +135,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
                         _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
                         batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
                     batch = _take_rounding(batch, rounding)
-                    _append(batch, stage, writers, staged, schema, background)
+                    _append(batch, stage, writers, staged, schema)
             finally:
                 reader.close()  # a failed part must not leave the connection with a pending result
             peak, spilled = query_memory(con)
@@ -151,9 +145,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             con.execute(f"DROP VIEW {view}")
         for writer in writers.values():
             writer.flush()
-        background.wait()
     finally:
-        background.close()  # before the files close: the row group in flight is theirs
         for writer in [*writers.values(), *keys]:
             writer.close()
     return Staged(staged, _repeats(con, stage) if keys else None,
@@ -227,34 +219,12 @@ def query_memory(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
     return int(system.get("peak_buffer_memory", 0)), int(system.get("total_bytes_spilled", 0))
 
 
-class _Background:
-    """One writing thread and at most one write in flight: `submit` waits for the previous
-    write (and raises its error, e.g. a full disk) before handing over the next."""
-
-    def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spendlake-stage")
-        self.last: Future | None = None
-
-    def submit(self, write: Callable[[], None]) -> None:
-        self.wait()
-        self.last = self.pool.submit(write)
-
-    def wait(self) -> None:
-        if self.last is not None:
-            last, self.last = self.last, None
-            last.result()
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)  # after a failure: the write in flight ends, its error is moot
-
-
 class _PeriodFile:
     """One period's staged file: batches are buffered into row groups of ROW_GROUP_ROWS
-    (the last one holds the rest), written on the background thread in order."""
+    (the last one holds the rest)."""
 
-    def __init__(self, path: Path, schema: pa.Schema, background: _Background):
+    def __init__(self, path: Path, schema: pa.Schema):
         self.writer = pq.ParquetWriter(path, schema, compression="zstd")
-        self.background = background
         self.pending: list[pa.RecordBatch] = []
         self.rows = 0
 
@@ -263,17 +233,14 @@ class _PeriodFile:
         self.rows += batch.num_rows
         while self.rows >= ROW_GROUP_ROWS:  # one full row group; the rest waits for the next batches
             buffered = pa.Table.from_batches(self.pending)
-            self._write(buffered.slice(0, ROW_GROUP_ROWS))
+            self.writer.write_table(buffered.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS)
             rest = buffered.slice(ROW_GROUP_ROWS)
             self.pending, self.rows = rest.to_batches(), rest.num_rows
 
     def flush(self) -> None:
         if self.pending:
-            self._write(pa.Table.from_batches(self.pending))
+            self.writer.write_table(pa.Table.from_batches(self.pending), row_group_size=ROW_GROUP_ROWS)
             self.pending, self.rows = [], 0
-
-    def _write(self, table: pa.Table) -> None:
-        self.background.submit(lambda: self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS))
 
     def close(self) -> None:
         self.writer.close()
@@ -300,7 +267,7 @@ def _complete(rows: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, _PeriodFile],
-            staged: dict[str, Path], schema: pa.Schema, background: _Background) -> None:
+            staged: dict[str, Path], schema: pa.Schema) -> None:
     if not batch.num_rows:
         return
     period_of = batch.column(PERIOD_COLUMN)
@@ -312,7 +279,7 @@ def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, _PeriodFile],
         if period not in writers:
             staged[period] = stage / f"billing_period={period}" / DATA_FILE
             staged[period].parent.mkdir(parents=True)
-            writers[period] = _PeriodFile(staged[period], rows.schema, background)
+            writers[period] = _PeriodFile(staged[period], rows.schema)
         writers[period].write(rows if len(found) == 1 else rows.filter(pc.equal(period_of, period)))
 
 
