@@ -209,3 +209,17 @@ def test_46_columns_an_aws_export_lacks_are_added_by_the_stager_as_typed_nulls(t
         [(skus, costs)] = con.execute("SELECT count(SkuId), count(BilledCost) FROM read_parquet(?)", [str(path)]).fetchall()
         assert skus == 0 and costs > 0
 
+
+
+def test_46_the_ingest_log_marks_where_the_rollup_build_begins(tmp_path, caplog):
+    """bench/ingest_bench.py splits the ingest's wall time at this line (the rollup build has
+    no counterpart in the bare copy it compares with)."""
+    export = tmp_path / "export" / "bill.csv"
+    export.parent.mkdir()
+    export.write_text("BillingPeriodStart,ChargePeriodStart,BilledCost,BillingCurrency\n"
+                      "2026-10-01T00:00:00Z,2026-10-02T00:00:00Z,1.50,USD\n")
+    with caplog.at_level(logging.INFO, logger="service.ingest.rollups"):
+        [outcome] = ingest(config(tmp_path / "lake", "focus", export.parent)).outcomes
+    assert outcome.error is None
+    assert [r.getMessage() for r in caplog.records if r.name == "service.ingest.rollups"][0].startswith(
+        "building the attribution rollups")
