@@ -122,6 +122,14 @@ def test_51_a_yaml_alias_bomb_stops_at_the_value_limit(tmp_path):
     assert result.exit_code == 2 and "more than 100,000 values" in result.output
 
 
+def test_51_a_yaml_alias_that_contains_itself_is_named_in_one_short_line(tmp_path):
+    result = invoke("--config", write(tmp_path / "spendlake.yaml", "lake: /tmp/x\nsources: &s [*s]\n"),
+                    "config", "validate")
+    assert result.exit_code == 2, result.output[:300]
+    assert "sources[0][0]" in result.output and "nested deeper than" in result.output
+    assert len(result.output) < 400 and "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c != ["config", "validate"]] + [["config", "validate"]],
                          ids=" ".join)
 def test_52_no_config_found_is_exit_2_naming_the_three_places(tmp_path, monkeypatch, command):

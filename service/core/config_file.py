@@ -9,7 +9,8 @@ settings are validated (service.core.config).
   mapping) is an error with both lines, never a silent replacement of the first.
 - Every list or mapping holds at most MAX_ITEMS entries, and the whole file at most
   MAX_VALUES values once YAML aliases are expanded (an alias bomb stops here, not in
-  validation); errors carry the dotted path of the offending list.
+  validation), and nesting stops at MAX_DEPTH levels (an alias inside its own anchor);
+  errors carry the dotted path of the offending list.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ DEFAULT_CONFIG_FILE = "spendlake.yaml"
 MAX_CONFIG_BYTES = 10 * 1024 * 1024
 MAX_ITEMS = 1_000  # sources, inventory, budgets, rules, virtual-tag rules, tag keys, weights, ...
 MAX_VALUES = 100_000
+MAX_DEPTH = 32  # the deepest documented setting is ~6 levels; deeper is an alias that contains itself
 LOOKED_AT = f"--config, $SPENDLAKE_CONFIG, ./{DEFAULT_CONFIG_FILE}"
 
 
@@ -116,6 +118,10 @@ def check_sizes(data: Any, file: str) -> None:
     while stack:
         loc, value = stack.pop()
         count += 1
+        if len(loc) > MAX_DEPTH:
+            raise ConfigError(f"{dotted_path(loc[:4])}...: nested deeper than {MAX_DEPTH} levels", where=file,
+                              hint="a YAML alias (*name) inside the list or mapping its anchor (&name) marks "
+                                   "contains itself; point the alias elsewhere")
         if count > MAX_VALUES:
             raise ConfigError(f"{dotted_path(loc)}: the config holds more than {MAX_VALUES:,} values "
                               "(YAML aliases counted each time they are used)", where=file,
