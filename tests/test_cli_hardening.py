@@ -192,3 +192,12 @@ def test_bad_inputs_exit_2_or_3_with_one_line_and_no_traceback(base, tmp_path, m
     problems = [line for line in result.output.splitlines()
                 if line.lower().startswith("error: ") or "FAILED" in line]  # click's own usage errors say Error:
     assert len(problems) == 1, result.output
+
+
+def test_57_runs_of_an_unknown_job_state_is_exit_2_and_synonyms_are_read(base):
+    config = str(base / "spendlake.yaml")
+    result = invoke("--config", config, "runs", "--since", "7d", "--state", "failed,cancled")
+    assert result.exit_code == 2, result.output
+    assert "error: --state: no job state 'CANCLED' — closest states: CANCELLED" in result.output
+    from service.attribution.runs import RunsQuery
+    assert RunsQuery.parse(since="7d", state="canceled,failed,oom").states == ("CANCELLED", "FAILED", "OUT_OF_MEMORY")

@@ -177,3 +177,13 @@ def test_58_an_error_echoing_a_long_value_is_capped(server):
     status, _, body = get(port, "/api/v1/attribute?since=7d&by=" + "x" * 5000)
     assert status == 400 and "more characters)" in body["error"]["message"]
     assert len(json.dumps(body)) < 2000
+
+
+def test_57_an_unknown_rule_or_job_state_is_400_naming_the_closest(server):
+    port = server()
+    status, _, body = get(port, "/api/v1/findings?rule=idle-gpus")
+    assert status == 400, body
+    assert body["error"]["where"] == "rule" and "closest rules: idle-gpu" in body["error"]["hint"]
+    status, _, body = get(port, "/api/v1/runs?since=7d&state=faild")
+    assert status == 400 and body["error"]["where"] == "state", body
+    assert "closest states: FAILED" in body["error"]["hint"]

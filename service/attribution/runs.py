@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
 
+from connectors.jobs_base import STATE_SYNONYMS, STATES
 from service.attribution.api import _attribution, read_sessions
 from service.attribution.clusters import usage_dims, usage_in
 from service.attribution.compute import RollupSession
@@ -45,6 +46,7 @@ from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
 from service.core.lake import Lake
+from service.core.suggest import suggestion
 from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, utc_now
 
 RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
@@ -81,7 +83,7 @@ class RunsQuery:
             if name not in RUN_GROUPS:
                 raise UsageError(f"runs cannot be grouped by {name!r}", where=naming("by"),
                                  hint=f"use some of {', '.join(RUN_GROUPS)}")
-        states = tuple(dict.fromkeys(s.strip().upper() for s in (state or "").split(",") if s.strip()))
+        states = tuple(dict.fromkeys(_job_state(s, naming("state")) for s in (state or "").split(",") if s.strip()))
         top_n = _whole_number(top, naming("top"))
         if top_n is not None and top_n < 1:
             raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
@@ -148,6 +150,16 @@ class RunsResult:
                 "cost": self.query.cost, "by": list(by), "rows": [row.to_json() for row in self.rows],
                 "totals": [{**dict(zip(by, t.group)), "currency": t.currency, "runs": t.runs, "jobs": t.jobs,
                             "gpu_hours": _text(t.gpu_hours), "cost": _text(t.cost)} for t in self.totals]}
+
+
+def _job_state(text: str, where: str) -> str:
+    """A Slurm job state as the job sources store it (`failed`, `Canceled` read too); another
+    word is a UsageError, never a filter that silently keeps nothing."""
+    word = text.strip().upper()
+    word = STATE_SYNONYMS.get(word, word)
+    if word not in STATES:
+        raise UsageError(f"no job state {word!r}", where=where, hint=suggestion(word, STATES, "states"))
+    return word
 
 
 def _text(value: Decimal | None) -> str | None:

@@ -36,11 +36,11 @@ def rules_for(config: Config, only: Sequence[str] = ()) -> list[Rule]:
     return [r for r in rules if not only or r.name in only]
 
 
-def check_rule_names(names: Sequence[str]) -> None:
-    """Every name is a registered rule, else a UsageError (exit 2) with the closest names."""
+def check_rule_names(names: Sequence[str], where: str = "--rule") -> None:
+    """Every name is a registered rule, else a UsageError (exit 2, HTTP 400) with the closest names."""
     unknown = [name for name in dict.fromkeys(names) if name not in registered()]
     if unknown:
-        raise UsageError(f"no rule named {', '.join(repr(n) for n in unknown)}", where="--rule",
+        raise UsageError(f"no rule named {', '.join(repr(n) for n in unknown)}", where=where,
                          hint=suggestion(unknown[0], registered(), "rules"))
 
 

@@ -192,6 +192,7 @@ class Api:
     def findings(self, query: Query) -> Response:
         """The list `spendlake findings --format json` prints (open ones unless `status` says)."""
         from rules.base import CATEGORIES
+        from service.findings.run import check_rule_names
         from service.findings.store import finding_rows, load_findings
 
         status = one(query, "status") or "open"
@@ -200,6 +201,8 @@ class Api:
         category = one(query, "category")
         if category is not None and category not in CATEGORIES:
             raise UsageError(f"unknown category {category!r}", where="category", hint=f"use one of {', '.join(CATEGORIES)}")
+        if one(query, "rule"):
+            check_rule_names([one(query, "rule")], where="rule")
         found = load_findings(self.lake, rule=one(query, "rule"), team=one(query, "team"),
                               status=None if status == "all" else status, category=category)
         return json_response(200, finding_rows(found))
