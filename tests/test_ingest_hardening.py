@@ -199,3 +199,22 @@ def test_55_a_corrupt_ledger_says_how_to_repair_it_and_the_repair_works(tmp_path
     repaired = json.loads(invoke(config, "status", "--format", "json").output)
     assert [(r["billing_period"], r["billed_cost"], r["check"]) for r in repaired] == [
         (r["billing_period"], r["billed_cost"], "ok") for r in json.loads(totals)]
+
+
+def test_53_a_disk_too_full_to_record_the_failure_names_the_state_file(tmp_path, monkeypatch):
+    export = tmp_path / "export"
+    export.mkdir()
+    shutil.copy(FOCUS, export / "part-1.csv")
+    config = config_file(tmp_path, tmp_path / "lake", export)
+    real_dump = json.dump
+
+    def full_disk(data, handle, **kw):  # the state write fails the way a write on a full disk does
+        if "sources.json" in handle.name:
+            raise OSError(28, "No space left on device")
+        return real_dump(data, handle, **kw)
+
+    monkeypatch.setattr(json, "dump", full_disk)
+    result = invoke(config, "ingest")
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert f"error: {tmp_path / 'lake' / '_state' / 'sources.json'}: disk full" in result.output, result.output
+    assert result.output.count("sources.json") == 1

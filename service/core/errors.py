@@ -77,6 +77,8 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
     """A full disk or exhausted memory, from DuckDB's or the OS's error; else None."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror and exc.filename and where == exc.filename:
+        first = f"[Errno {exc.errno}] {exc.strerror}"  # `where` names the file once
     if getattr(exc, "errno", None) in (28, 122) or any(marker in text for marker in DISK_FULL):
         return ResourceError(f"disk full: {first}", where=where,
                              hint="free disk space for the lake (staged files and DuckDB's spill files go to "

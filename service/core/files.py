@@ -22,7 +22,8 @@ def fsync_path(path: Path) -> None:
 
 
 def write_json_atomic(path: Path, data: object) -> None:
-    """Write JSON next to `path`, fsync, then rename over it: readers see old or new."""
+    """Write JSON next to `path`, fsync, then rename over it: readers see old or new. An
+    OSError names `path` (a write on a full disk carries no file name of its own)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -31,6 +32,10 @@ def write_json_atomic(path: Path, data: object) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     finally:
         tmp.unlink(missing_ok=True)
     fsync_path(path.parent)
