@@ -218,3 +218,22 @@ def test_53_a_disk_too_full_to_record_the_failure_names_the_state_file(tmp_path,
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert f"error: {tmp_path / 'lake' / '_state' / 'sources.json'}: disk full" in result.output, result.output
     assert result.output.count("sources.json") == 1
+
+
+def test_53_a_disk_too_full_for_the_lock_file_names_it_and_the_command_to_rerun(tmp_path, monkeypatch):
+    from service.core import locks
+
+    export = tmp_path / "export"
+    export.mkdir()
+    shutil.copy(FOCUS, export / "part-1.csv")
+    config = config_file(tmp_path, tmp_path / "lake", export)
+    assert invoke(config, "ingest").exit_code == 0
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(locks.os, "pwrite", full_disk)
+    result = invoke(config, "rules", "run")
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert result.output.startswith(f"error: {tmp_path / 'lake' / '_locks'}/"), result.output
+    assert "disk full" in result.output and "run the command again" in result.output

@@ -82,7 +82,7 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
     if getattr(exc, "errno", None) in (28, 122) or any(marker in text for marker in DISK_FULL):
         return ResourceError(f"disk full: {first}", where=where,
                              hint="free disk space for the lake (staged files and DuckDB's spill files go to "
-                                  "its _staging directory), then run ingest again; the previous data is intact")
+                                  "its _staging directory), then run the command again; the previous data is intact")
     if type(exc).__name__ == "OutOfMemoryException" or first.startswith("Out of Memory Error"):
         return ResourceError(f"out of memory: {first}", where=where,
                              hint="DuckDB spills to the lake's _staging directory and still ran short: free memory "

@@ -33,8 +33,11 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             raise LakeBusyError(f"another spendlake {name} holds the lake (pid {holder})", where=str(path),
                                 hint="wait for it to finish, or stop that process") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
+            raise os_error(exc, str(path)) from None
         yield
     finally:
         os.close(fd)
