@@ -237,3 +237,14 @@ def test_53_a_disk_too_full_for_the_lock_file_names_it_and_the_command_to_rerun(
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert result.output.startswith(f"error: {tmp_path / 'lake' / '_locks'}/"), result.output
     assert "disk full" in result.output and "run the command again" in result.output
+
+
+def test_37_verify_on_a_read_only_lake_still_checks_and_answers_and_warns_it_recorded_nothing(shared_dir):
+    config, lake, _ = ingested_lake(shared_dir)
+    read_only(lake)
+    result = run_as_another_user("--config", str(config), "verify", "--format", "csv", cwd=shared_dir)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and ".tmp" not in result.stderr
+    assert result.stdout.splitlines()[1].startswith("focus,2024-09,ok")
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith(f"warning: {lake / '_state' / 'verify.json'}: not recorded (permission denied")

@@ -15,10 +15,19 @@ VERIFY_COLUMNS = ["source", "billing_period", "check", "detail"]
 @click.pass_obj
 def verify_command(obj, fmt: str | None) -> None:
     """Re-hash and re-sum every cost partition against the ledger; exit 3 if one differs."""
+    from service.core.errors import NOT_WRITABLE
     from service.core.integrity import partition_error
 
     lake = obj.lake
-    checks = lake.verify()
+    checks = lake.verify(record=False)
+    try:
+        lake.record_verify(checks)
+    except OSError as exc:  # a reader without write access still gets its answer
+        if exc.errno not in NOT_WRITABLE:
+            raise
+        click.echo(f"warning: {lake.state_file('verify')}: not recorded ({exc.strerror.lower()} for this user); "
+                   "the next ingest learns of damaged partitions only from a recorded verify — run verify as "
+                   "the lake's owner", err=True)
     rows = [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail}
             for c in checks]
     if not rows and (fmt or "table") == "table":

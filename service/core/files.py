@@ -23,7 +23,7 @@ def fsync_path(path: Path) -> None:
 
 def write_json_atomic(path: Path, data: object) -> None:
     """Write JSON next to `path`, fsync, then rename over it: readers see old or new. An
-    OSError names `path` (a write on a full disk carries no file name of its own)."""
+    OSError names `path` (a write on a full disk carries no file name, the temp file's is noise)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -33,7 +33,7 @@ def write_json_atomic(path: Path, data: object) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        if exc.filename is not None:
+        if exc.filename not in (None, str(tmp)):
             raise
         raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     finally:

@@ -200,16 +200,21 @@ class Lake:
         files and the fix, never a smaller total."""
         return take_snapshot(self)
 
-    def verify(self) -> list[PartitionCheck]:
+    def verify(self, record: bool = True) -> list[PartitionCheck]:
         """Re-hash and re-sum every configured cost partition; the damaged ones are recorded
-        (`_state/verify.json`) so the next ingest re-reads them even when the size matches."""
+        (`_state/verify.json`, `record_verify`) so the next ingest re-reads them even when the
+        size matches."""
         checks = self.cost_checks(deep=True)
+        if record:
+            self.record_verify(checks)
+        return checks
+
+    def record_verify(self, checks: list[PartitionCheck]) -> None:
         bad = [c for c in checks if not c.ok]
         self.write_state("verify", {
             "checked_at": utc_now_iso(), "partitions": len(checks),
             "problems": [{"source": c.source, "billing_period": c.period, "state": c.state, "detail": c.detail}
                          for c in bad]})
-        return checks
 
     def forget(self, source: str) -> list[str]:
         """Remove everything the lake holds of `source` (ledger rows first: the commit point,
