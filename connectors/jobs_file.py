@@ -162,7 +162,9 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
 
     def _read(self, path: Path) -> list[dict[str, Any]]:
         records = _records(path)
-        columns = self._columns(path, next(records))
+        header = next(records)
+        columns = self._columns(path, header)
+        spelled = {ours: header[index].strip() for ours, index in columns.items()}  # for errors: the file's name
         zone = ZoneInfo(self.config.timezone)
         rows = []
         for at, record in records:
@@ -170,7 +172,9 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             try:
                 row = self._row(values, zone)
             except _ColumnError as exc:
-                raise DataError(f"{at}, column {exc.column}: {exc.reason}", where=str(path),
+                theirs = spelled.get(exc.column, exc.column)
+                column = exc.column if theirs.lower() == exc.column else f"{theirs} (read as {exc.column})"
+                raise DataError(f"{at}, column {column}: {exc.reason}", where=str(path),
                                 hint="fix the file (README: jobs-file)") from None
             row["_at"] = f"{path}: {at}"
             rows.append(row)
@@ -189,6 +193,13 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                                 hint=f"drop one, or rename one with {self.config_path}.columns")
             found[ours] = index
         missing = [name for name in FILE_REQUIRED if name not in found]
+        absent = {ours: theirs for theirs, ours in self.config.columns.items()
+                  if ours.lower() in missing and theirs.strip().lower() not in {h.strip().lower() for h in header}}
+        if absent:
+            ours, theirs = next(iter(absent.items()))
+            raise DataError(f"missing column(s) {', '.join(missing)} ({self.config_path}.columns maps {theirs!r} "
+                            f"to it: the file has no such column; it has: {', '.join(header) or 'none'})",
+                            where=str(path), hint=f"fix the name in {self.config_path}.columns")
         if missing:
             raise DataError(f"missing column(s) {', '.join(missing)} (the file has: {', '.join(header) or 'none'})",
                             where=str(path), hint=f"add them, or map the file's own names with "

@@ -206,3 +206,21 @@ def test_a_job_source_has_a_freshness_like_every_inventory_source(tmp_path):
     assert (fresh.source, fresh.freshness_hours, fresh.state) == ("trace", 12, "ok")
     [late] = source_freshness(config, lake, NOW.replace(tzinfo=timezone.utc) + timedelta(hours=13))
     assert late.state == "stale" and late.hours_behind == 13
+
+
+def test_a_bad_value_in_a_renamed_column_names_the_files_column_and_ours(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("JobId,Begin,Finish,gpu_num\nj1,yesterday,,8\n")
+    result = cli_inventory(tmp_path, path, columns={"JobId": "job_id", "Begin": "start_time", "Finish": "end_time",
+                                                    "gpu_num": "gpus"})
+    assert result.exit_code == 3, result.output
+    assert "row 1 (line 2), column Begin (read as start_time): 'yesterday' is not an ISO 8601 time" in result.output
+
+
+def test_a_columns_mapping_from_a_name_the_file_lacks_says_so(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("job_id,start_time,end_time,gpu_num\nj1,2026-11-30T00:00:00Z,,8\n")
+    result = cli_inventory(tmp_path, path, columns={"gpu_nm": "gpus"})
+    assert result.exit_code == 3, result.output
+    assert "missing column(s) gpus (inventory.trace.columns maps 'gpu_nm' to it: the file has no such column;" \
+        in result.output, result.output
