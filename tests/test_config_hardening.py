@@ -160,3 +160,17 @@ def test_52_estimate_and_help_need_no_config(tmp_path, monkeypatch):
     registered = invoke("estimate", "--params", "7B", "--tokens", "2T", "--gpu", "H100", "--gpus", "64", "--mfu",
                         "0.4", "--price-per-gpu-hour", "4", "--register", "x", "--project", "p", "--start", "2026-12-01")
     assert registered.exit_code == 2 and "no config found" in registered.output
+
+
+def test_48_a_report_is_never_written_inside_the_lake(tmp_path):
+    lake = tmp_path / "lake"
+    inside = write(tmp_path / "inside.yaml", {"lake": str(lake), "sources": [],
+                                              "report": {"out": str(lake / "costs")}})
+    result = invoke("--config", inside, "config", "validate")
+    assert result.exit_code == 2, result.output
+    assert f"report.out: {lake / 'costs'} is inside the lake ({lake})" in result.output
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(lake), "sources": []})
+    result = invoke("--config", config, "report", "--out", str(lake / "costs"))
+    assert result.exit_code == 2, result.output
+    assert f"error: --out: {lake / 'costs'} is inside the lake" in result.output and "Traceback" not in result.output
+    assert not (lake / "costs").exists()

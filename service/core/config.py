@@ -256,7 +256,8 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
 
 def _check_lake(config: Config, file: str) -> None:
     """The lake is a directory (created on first use), and no source reads it: a lake inside
-    a source's location would make every ingest read the lake's own files."""
+    a source's location would make every ingest read the lake's own files. Reports go
+    outside it (only ingest writes the lake)."""
     lake = config.lake.resolve()
     existing = next(p for p in (lake, *lake.parents) if p.exists())
     if not existing.is_dir():
@@ -272,6 +273,16 @@ def _check_lake(config: Config, file: str) -> None:
         if lake == where or lake.is_relative_to(where):
             raise ConfigError(f"lake: {lake} is inside {key} ({where}), so every ingest would read the lake's "
                               "own files", where=file, hint="move the lake out of the source's location")
+    out = config.report.out
+    if out and not out.startswith("s3://") and inside_lake(config.lake, out):
+        raise ConfigError(f"report.out: {Path(out).resolve()} is inside the lake ({lake})", where=file,
+                          hint="write reports to a folder outside the lake; the lake is only written by ingest")
+
+
+def inside_lake(lake: Path, folder: str) -> bool:
+    """Whether local `folder` is the lake or a folder in it."""
+    lake, where = lake.resolve(), Path(folder).expanduser().resolve()
+    return where == lake or where.is_relative_to(lake)
 
 
 def load_config(explicit: str | os.PathLike[str] | None = None, *, required: bool = True) -> Config:
