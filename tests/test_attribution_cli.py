@@ -169,3 +169,12 @@ def test_config_errors_carry_dotted_paths(tmp_path):
         "shared": [{"match": {"service": "Support"}, "split": "fixed", "weights": {"a": 0.5, "b": 0.3}}]}}))
     result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
     assert result.exit_code == 2 and "attribution.shared[0].weights: must sum to 1" in result.output
+
+
+def test_check_on_an_empty_lake_says_so_and_a_csv_keeps_its_whole_header(tmp_path):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": []}))
+    result = CliRunner().invoke(cli, ["--config", str(config), "attribute", "--check", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == ("source,billing_period,currency,cost,source_total,attributed_total,"
+                                              "difference,rounding,ok")

@@ -82,6 +82,10 @@ def _utc(moment) -> str:
     return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
+CHECK_COLUMNS = ["source", "billing_period", "currency", "cost", "source_total", "attributed_total", "difference",
+                 "rounding", "ok"]
+
+
 def render_check(results, fmt: str | None) -> None:
     """One row per source, period, currency and cost; `rounding` is what the lake's 12
     decimals rounded away from the delivered values (the delivery's own sum is source_total
@@ -89,7 +93,7 @@ def render_check(results, fmt: str | None) -> None:
     rows = [{"source": r.source, "billing_period": r.billing_period, "currency": r.currency, "cost": r.cost,
              "source_total": r.source_total, "attributed_total": r.attributed_total, "difference": r.difference,
              "rounding": r.rounding, "ok": r.ok} for r in results]
-    emit(rows, list(rows[0]) if rows else ["source"], fmt, title="attributed vs source, per billing period",
+    emit(rows, CHECK_COLUMNS, fmt, title="attributed vs source, per billing period",
          right=("source_total", "attributed_total", "difference", "rounding"), whole=("difference", "ok"))
     rounded = [r for r in results if r.rounding]
     if rounded and (fmt or default_format()) == "table":
