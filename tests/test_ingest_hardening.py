@@ -248,3 +248,19 @@ def test_37_verify_on_a_read_only_lake_still_checks_and_answers_and_warns_it_rec
     assert result.stdout.splitlines()[1].startswith("focus,2024-09,ok")
     [warning] = result.stderr.splitlines()
     assert warning.startswith(f"warning: {lake / '_state' / 'verify.json'}: not recorded (permission denied")
+
+
+@pytest.mark.parametrize("value, says", [
+    ("9000000000000000000000000", "line 2, column BilledCost: '9000000000000000000000000' is too large for DECIMAL"),
+    ("NaN", "line 2, column BilledCost: 'NaN' is not a finite amount"),
+    ("12,5 EUR", "line 2, column BilledCost: could not convert '12,5 EUR' to DECIMAL"),
+])
+def test_55_a_cost_too_large_or_not_finite_says_so_rather_than_could_not_convert(tmp_path, value, says):
+    export = tmp_path / "export"
+    export.mkdir()
+    rows = list(csv.reader(FOCUS.open(encoding="utf-8-sig")))
+    rows[1][rows[0].index("BilledCost")] = value
+    with (export / "bill.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows[:5])
+    result = invoke(config_file(tmp_path, tmp_path / "lake", export), "ingest")
+    assert result.exit_code == 3 and says in result.output, result.output

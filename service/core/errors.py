@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import logging
 import re
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -159,13 +160,27 @@ def one_line(text: str) -> str:
     conversion = CONVERSION.search(paragraph)
     if conversion:
         column, value, kind = conversion.groups()
-        reason = f"column {column}: could not convert {value!r} to {kind}"
+        reason = f"column {column}: {conversion_reason(value, kind)}"
     else:
         lines = [ERROR_KIND.sub("", item).strip() for item in paragraph.splitlines() if item.strip()]
         reason = lines[-1] if line and len(lines) > 1 else (lines[0] if lines else "DuckDB gave no reason")
     if line:
         reason = f"line {line.group(1)}{', ' if conversion else ': '}{reason}"
     return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON] + "…"
+
+
+def conversion_reason(value: str, kind: str) -> str:
+    """Why `value` is not a `kind`: a number DuckDB refused as DECIMAL is out of its range
+    (or NaN/Infinity), which "could not convert" would hide."""
+    try:
+        number = Decimal(value.strip())
+    except (InvalidOperation, ValueError):
+        return f"could not convert {value!r} to {kind}"
+    if not kind.startswith("DECIMAL"):
+        return f"could not convert {value!r} to {kind}"
+    if not number.is_finite():
+        return f"{value!r} is not a finite amount"
+    return f"{value!r} is too large for DECIMAL (costs hold at most 20 digits before the point)"
 
 
 def sandbox_error(path: Path, message: str, where: str | None) -> SourceError:
