@@ -79,3 +79,31 @@ def test_62_a_live_writers_staging_folder_is_left_alone(tmp_path):
     live.mkdir(parents=True)
     write_local({"report.html": b"<html>"}, parent / "2026-11-29")
     assert live.exists()
+
+
+def test_34_terminal_escapes_in_lake_values_are_shown_not_run(capsys):
+    """A tag value is anyone's text: in a table, a warning or an error it must not clear the
+    screen, recolour it or retitle the window (ESC, OSC, BEL, C1 controls)."""
+    import click
+
+    from service.cli.output import print_table
+    from service.core.errors import DataError
+    from service.core.suggest import suggestion
+
+    hostile = "\x1b[2J\x1b[31mPWNED\x1b]0;title\x07\x9b1m"
+    print_table([{"team": hostile, "cost": "1"}], ["team", "cost"])
+    click.echo(suggestion("x", [hostile], "team values"), err=True)
+    out = capsys.readouterr()
+    for text in (out.out, out.err):
+        assert "PWNED" in text and not any(c in text for c in "\x1b\x07\x9b"), repr(text)
+    assert "\\x1b[2J" in out.out
+    from click.testing import CliRunner
+
+    from service.cli.main import SpendlakeGroup
+
+    @click.command()
+    def fails():
+        raise DataError(f"job {hostile} is listed twice")
+
+    result = CliRunner().invoke(SpendlakeGroup("t", commands={"fails": fails}), ["fails"])
+    assert result.exit_code == 3 and "PWNED" in result.output and "\x1b" not in result.output, repr(result.output)

@@ -13,6 +13,7 @@ from service.core.errors import SpendlakeError, os_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.output import default_format, emit, format_option
+from service.core.output import printable
 from service.core.units import is_tty, money_text
 
 
@@ -21,13 +22,13 @@ class SpendlakeGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SpendlakeError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(printable(f"error: {exc}"), err=True)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             raise
         except OSError as exc:  # a read-only lake, a full disk: one sentence, never a traceback
             error = os_error(exc)
-            click.echo(f"error: {error}", err=True)
+            click.echo(printable(f"error: {error}"), err=True)
             ctx.exit(error.exit_code)
 
 

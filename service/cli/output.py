@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from service.core.output import to_csv, to_json
+from service.core.output import printable, to_csv, to_json
 from service.core.units import is_tty
 
 FORMATS = ("table", "csv", "json")
@@ -75,7 +75,7 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, Decimal):
         return format(value, "f")
-    return escape(str(value))
+    return escape(printable(str(value)))
 
 
 def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None, *, json_data: Any = None,

@@ -2,12 +2,14 @@
 
 CSV cells that start with = + - @ (or a tab/CR) are prefixed with a quote so that a
 spreadsheet shows them as text instead of running them as formulas. Numbers are
-written as numbers, so negative costs stay numeric.
+written as numbers, so negative costs stay numeric. Text for a terminal goes through
+`printable`: control characters shown, never run.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -16,6 +18,16 @@ from typing import Any
 FORMULA_PREFIXES = ("=", "+", "-", "@")
 LEADING_BLANKS = " \t\r\n"  # spreadsheets skip these before reading a formula
 MUST_QUOTE = (",", '"', "\r", "\n")  # the csv module would not quote a bare CR under "\n" line ends
+
+
+# C0 controls but line feed, DEL and C1: ESC, OSC, BEL... would clear, recolour or retitle a terminal
+CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: control characters shown as escapes (`\\x1b`), never run. Tag
+    values, job names and ids are anyone's text."""
+    return CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def neutralise_cell(value: Any) -> Any:

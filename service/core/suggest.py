@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+from service.core.output import printable
+
 SHOWN = 10  # known names listed when none is close
 
 
@@ -21,7 +23,7 @@ def suggestion(word: str, known: Iterable[str], what: str) -> str:
     known = sorted(set(known))
     near = closest(word, known)
     if near:
-        return f"closest {what}: {', '.join(near)}"
+        return printable(f"closest {what}: {', '.join(near)}")
     if not known:
         return f"no {what} known yet"
-    return f"known {what}: {', '.join(known[:SHOWN])}{', ...' if len(known) > SHOWN else ''}"
+    return printable(f"known {what}: {', '.join(known[:SHOWN])}{', ...' if len(known) > SHOWN else ''}")
