@@ -107,3 +107,24 @@ def test_34_terminal_escapes_in_lake_values_are_shown_not_run(capsys):
 
     result = CliRunner().invoke(SpendlakeGroup("t", commands={"fails": fails}), ["fails"])
     assert result.exit_code == 3 and "PWNED" in result.output and "\x1b" not in result.output, repr(result.output)
+
+
+def test_34_an_ingest_warning_naming_ids_from_the_file_prints_their_escapes(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from conftest import SAMPLES
+    from service.cli.main import cli
+
+    rows = list(csv.reader((SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv").open(encoding="utf-8")))
+    rows[1][rows[0].index("identity/LineItemId")] = "id\x1b]0;owned\x07"
+    export = tmp_path / "export"
+    export.mkdir()
+    with (export / "cur.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([rows[0], rows[1], rows[1], *rows[2:5]])
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"),
+                                      "sources": [{"name": "cur", "kind": "aws-cur", "location": str(export)}]}))
+    result = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+    assert result.exit_code == 0, result.output
+    assert "id\\x1b]0;owned\\x07" in result.output and "\x1b" not in result.output, repr(result.output)

@@ -97,9 +97,9 @@ def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
     result = _with_progress(lambda progress: run_ingest(obj.config, only=sources, progress=progress, strict=strict))
     for outcome in result.outcomes:
         for line in outcome.lines():
-            click.echo(line, err=outcome.status == "failed")
+            click.echo(printable(line), err=outcome.status == "failed")
         for warning in outcome.warnings:
-            click.echo(f"warning: {warning}", err=True)
+            click.echo(printable(f"warning: {warning}"), err=True)
     if result.failed:
         sys.exit(3)
 
@@ -117,7 +117,7 @@ def inventory(obj: Context, sources: tuple[str, ...]) -> None:
     outcomes = run_inventory(obj.config, only=sources)
     for outcome in outcomes:
         for line in outcome.lines():
-            click.echo(line, err=outcome.failed)
+            click.echo(printable(line), err=outcome.failed)
     if any(o.failed for o in outcomes):
         sys.exit(3)
 
@@ -159,7 +159,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         emit([row.to_json() for row in sources], SOURCE_COLUMNS, fmt, title="sources")
     for row in sources if table else ():
         if row.state == "failing":
-            click.echo(f"failing: source {row.source}: {row.last_error}", err=True)
+            click.echo(printable(f"failing: source {row.source}: {row.last_error}"), err=True)
         elif row.state == "stale":
             click.echo(f"stale: {row.problem()}", err=True)
     if sources_only:
