@@ -174,3 +174,17 @@ def test_48_a_report_is_never_written_inside_the_lake(tmp_path):
     assert result.exit_code == 2, result.output
     assert f"error: --out: {lake / 'costs'} is inside the lake" in result.output and "Traceback" not in result.output
     assert not (lake / "costs").exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    (b"lake: /tmp/x\nsources:\n\t- x\n", "not valid YAML at line 3, column 1: found character that cannot start any "
+                                          "token (while scanning for the next token) — YAML indents with spaces"),
+    (b"lake: [unclosed\n", "not valid YAML at line 2, column 1:"),
+    (b"\xff\xfe lake", "the config is not UTF-8 text (byte 1 is 0xff) — save it as UTF-8"),
+])
+def test_50_a_malformed_config_is_one_line_naming_where(tmp_path, text, says):
+    path = tmp_path / "spendlake.yaml"
+    path.write_bytes(text)
+    result = invoke("--config", str(path), "config", "validate")
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and says in result.output, result.output

@@ -67,13 +67,28 @@ def read_config_file(path: Path) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"the config is not UTF-8 text: {exc}", where=str(path)) from None
+        raise ConfigError(f"the config is not UTF-8 text (byte {exc.start + 1} is 0x{raw[exc.start]:02x})",
+                          where=str(path), hint="save it as UTF-8") from None
     try:
         return yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
     except DuplicateKeyError as exc:
         raise ConfigError(str(exc), where=str(path), hint="keep one of them (YAML keeps only the last)") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", where=str(path)) from None
+        raise yaml_error(exc, str(path), text) from None
+
+
+def yaml_error(exc: yaml.YAMLError, where: str, text: str) -> ConfigError:
+    """PyYAML's three-line message as one: where (1-based), what, while doing what."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return ConfigError(f"not valid YAML: {' '.join(str(exc).split())}", where=where)
+    context = getattr(exc, "context", None)
+    lines = text.splitlines()
+    tabs = mark.line < len(lines) and "\t" in lines[mark.line]
+    hint = "YAML indents with spaces, not tabs" if tabs else "check the line against the README's example"
+    return ConfigError(f"not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+                       + (f" ({context})" if context else ""), where=where, hint=hint)
 
 
 class DuplicateKeyError(yaml.YAMLError):
