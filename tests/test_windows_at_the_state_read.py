@@ -148,3 +148,23 @@ def test_43_a_report_is_gathered_again_when_an_ingest_commits_under_it(lake_and_
     monkeypatch.setattr(write, "gather", always_committing)
     with pytest.raises(DataError, match="changed under the report 3 times"):
         write.gather_consistently(config, lake, day)
+
+
+def test_43_rules_are_evaluated_again_when_a_commit_changes_the_lake_under_them(lake_and_config, monkeypatch):
+    """An ingest (or a `forget` from another config) committing while the rules read: the
+    rules judge the state that stands, not half of each (nor fail on a replaced file)."""
+    from service.findings import run as run_module
+
+    lake, config = lake_and_config
+    seen: list[Window] = []
+    context = run_module.rule_context
+
+    def committing(lake, config, window, con):
+        seen.append(window)
+        if len(seen) == 1:
+            commit(lake, "cur", [*FIRST, LATER], delivery_id="d2")
+        return context(lake, config, window, con)
+
+    monkeypatch.setattr(run_module, "rule_context", committing)
+    run_module.run_rules(config, since="24h")
+    assert seen == [Window(OLD_END - timedelta(hours=24), OLD_END), Window(NEW_END - timedelta(hours=24), NEW_END)]

@@ -19,6 +19,7 @@ from service.attribution import direct_daily_lookup
 from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot, read_consistently
 from service.core.suggest import suggestion
 from service.core.units import utc_now_iso
 from service.core.coverage import anchored_window
@@ -72,12 +73,19 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
     without billing data); store unless `dry_run`."""
     rules = rules_for(config, only)
     lake = Lake.of(config)
-    snapshot = lake.snapshot()  # the window ends where the data it reads ends
-    window = anchored_window(lake, since, now=now or utc_now(), snapshot=snapshot)
+
+    def evaluate(snapshot: Snapshot) -> EngineResult:
+        # the window ends where the data it reads ends
+        window = anchored_window(lake, since, now=now or utc_now(), snapshot=snapshot)
+        with lake.query(snapshot) as con:
+            ctx = rule_context(lake, config, window, con)
+            return run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, ctx.owner_of))
+
     # a dry run is a query: no lock file (the lock guards storing), so a read-only lake answers it
-    with nullcontext() if dry_run else lake.lock(TABLE), lake.query(snapshot) as con:
-        ctx = rule_context(lake, config, window, con)
-        result = run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, ctx.owner_of))
+    with nullcontext() if dry_run else lake.lock(TABLE):
+        # evaluated again when a commit (an ingest, a `forget`) changed the lake under it: a
+        # rule must not judge half of one state, nor fail on a file the commit replaced
+        result = read_consistently(lake, evaluate)
         if not dry_run:
             store_findings(lake, result.findings)
             state = lake.read_state("rules")
