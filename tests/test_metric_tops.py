@@ -175,11 +175,9 @@ def test_61_a_scrape_reads_the_stored_tops_and_a_changed_lake_is_not_read_from_o
         assert samples(config) == changed
 
 
-def test_61_while_a_writer_holds_the_lake_a_scrape_shows_the_previous_tops_instead_of_computing(tmp_path,
-                                                                                                 monkeypatch):
-    """An ingest committed a delivery and is building its tops: a scrape shows the previous
-    state's stored tops (spendlake_metric_tops_current 0) rather than computing the new
-    state's beside the build (at a million values: past a scrape's timeout, twice the memory)."""
+def stored_tops_then_a_new_delivery(tmp_path):
+    """A lake whose tops are stored, then a delivery committed without them: (config, lake,
+    the scrape's samples before the delivery)."""
     config = config_for(tmp_path, shared=False)
     lake = Lake(config.lake)
     commit(lake, "cur", ROWS)
@@ -187,6 +185,15 @@ def test_61_while_a_writer_holds_the_lake_a_scrape_shows_the_previous_tops_inste
     before = samples(config)
     commit(lake, "cur", [*ROWS, ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "500",
                                  {"team": "nlp", "project": "llm", "experiment": "a"})], delivery_id="d2")
+    return config, lake, before
+
+
+def test_61_while_a_writer_holds_the_lake_a_scrape_shows_the_previous_tops_instead_of_computing(tmp_path,
+                                                                                                 monkeypatch):
+    """An ingest committed a delivery and is building its tops: a scrape shows the previous
+    state's stored tops (spendlake_metric_tops_current 0) rather than computing the new
+    state's beside the build (at a million values: past a scrape's timeout, twice the memory)."""
+    config, lake, before = stored_tops_then_a_new_delivery(tmp_path)
 
     def no_lake_sums(*args, **kwargs):
         raise AssertionError("the scrape summed the lake instead of reading the stored tops")
@@ -215,13 +222,7 @@ def test_61_while_a_service_job_holds_its_turn_a_scrape_shows_the_previous_tops_
     a scrape without tops for the lake's state shows the previous state's instead of running a
     second DuckDB computation beside it (at a million values: 0.78 GB more). With the turn
     free it computes them holding the turn, so no job starts beside it."""
-    config = config_for(tmp_path, shared=False)
-    lake = Lake(config.lake)
-    commit(lake, "cur", ROWS)
-    rollup(config)
-    before = samples(config)
-    commit(lake, "cur", [*ROWS, ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "500",
-                                 {"team": "nlp", "project": "llm", "experiment": "a"})], delivery_id="d2")
+    config, lake, before = stored_tops_then_a_new_delivery(tmp_path)
     turn = threading.Lock()
 
     def no_lake_sums(*args, **kwargs):
