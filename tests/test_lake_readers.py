@@ -100,6 +100,15 @@ def metric_values(text: str, name: str, **labels: str) -> list[float]:
     return found
 
 
+def api_sees(answers: list, total: Decimal, patience: float = 60) -> None:
+    """Wait until the API loop's latest answer holds `total` (or `patience` seconds pass)."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        if answers and answers[-1][0] == 200 and Decimal(json.loads(answers[-1][1])["totals"][0]["cost"]) == total:
+            return
+        time.sleep(0.05)
+
+
 def rollup_files(lake: Path) -> set[Path]:
     return set((lake / "attribution_rollup").rglob("*.parquet"))
 
@@ -158,6 +167,7 @@ def test_43_attribute_api_and_metrics_in_loops_during_ingests_rollups_and_config
             for version, attribution in [("b", 1), ("a", 0)]:
                 swap(export, bill(*bills[version], now))
                 writes.append(spendlake(cli_config, "ingest"))  # a re-ingest: both periods change
+                api_sees(answers["api"], totals[version])  # readers meet each state, however loaded the machine
                 write_yaml(cli_config, {**base, "attribution": ATTRIBUTIONS[attribution]})  # rolled up in memory
                 time.sleep(0.5)
                 writes.append(spendlake(cli_config, "rollup"))

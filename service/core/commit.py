@@ -1,7 +1,7 @@
 """Writing a partition: stage under the lake's staging area, fsync, `os.replace` into place.
 
-The only code that writes table files; `Lake.commit_costs` and `Lake.commit_snapshot`
-call it. A crash at any point leaves the previous file readable and nothing stray inside a
+The only code that writes table files; `Lake.commit_costs`, ingest (`stage_costs` for each
+delivery, then one `publish_costs` for the run) and `Lake.commit_snapshot` call it. A crash at any point leaves the previous file readable and nothing stray inside a
 table (staging is outside every table directory). A cost commit announces its ledger
 entries (pending) before it moves its files, so readers always find the entry that
 describes the file they see (service/core/snapshot.py).
@@ -17,6 +17,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timezone
 from decimal import Decimal
 from pathlib import Path
@@ -49,7 +50,23 @@ class CommitTarget(Protocol):
 log = logging.getLogger(__name__)
 
 
-def commit_costs(
+@dataclass(frozen=True)
+class StagedCosts:
+    """One delivery written under the lake's staging area, not yet in place (`publish_costs`)."""
+    stage: Path
+    entries: list[LedgerEntry]
+    files: dict[str, Path]  # billing period → its staged partition file
+
+
+def commit_costs(lake: CommitTarget, con: duckdb.DuckDBPyConnection,
+                 relation: duckdb.DuckDBPyRelation | Sequence[duckdb.DuckDBPyRelation], **delivery) -> list[LedgerEntry]:
+    """Stage one delivery (`stage_costs`) and put it in place at once (`publish_costs`)."""
+    staged = stage_costs(lake, con, relation, **delivery)
+    publish_costs(lake, [staged])
+    return staged.entries
+
+
+def stage_costs(
     lake: CommitTarget,
     con: duckdb.DuckDBPyConnection,
     relation: duckdb.DuckDBPyRelation | Sequence[duckdb.DuckDBPyRelation],
@@ -60,16 +77,15 @@ def commit_costs(
     files: Sequence[str] = (),
     strict: bool = False,
     warn: Callable[[str], None] = log.warning,
-) -> list[LedgerEntry]:
-    """Write one delivery (canonical cost columns) as the new content of its periods.
+) -> StagedCosts:
+    """Write one delivery (canonical cost columns) as the new content of its periods, staged.
 
     `periods`: the billing periods the delivery declares (from its manifest); rows in
     any other period are a data error. None: every period found in the data.
     `relation` may be the delivery's parts (one relation per file): they are written one
     after another, so memory does not grow with their number (service.core.staging).
-    Nothing is replaced until every period of the delivery has been staged.
     Line items the delivery repeats (staging.LINE_ITEM_KEY) are passed to `warn`, or with
-    `strict` fail the delivery.
+    `strict` fail the delivery. Nothing of the lake changes until `publish_costs`.
     """
     check_partition_value("source", source)
     stage = lake.staging / f"costs-{uuid.uuid4().hex}"
@@ -101,24 +117,44 @@ def commit_costs(
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files,
                                 {(currency, column): value for (period, currency, column), value
                                  in result.rounding.items() if period == p}) for p in sorted(staged)]
-        for path in staged.values():  # before the announcement: readers wait while files are being placed
+        return StagedCosts(stage, entries, dict(staged))
+    except BaseException as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, duckdb.Error):
+            raise duckdb_error(exc, "could not read the delivery", where=", ".join(files) or source) from None
+        if isinstance(exc, OSError):
+            raise os_error(exc, str(lake.root)) from None
+        raise
+
+
+def publish_costs(lake: CommitTarget, staged: Sequence[StagedCosts]) -> None:
+    """Put staged deliveries in place as one change (one announcement, one record): a reader
+    sees all of them or none, so an ingest of several periods never shows some new periods
+    beside others still old. A later delivery of the same period replaces an earlier one."""
+    latest: dict[tuple[str, str], tuple[LedgerEntry, Path]] = {}
+    for delivery in staged:
+        for entry in delivery.entries:
+            latest.pop(entry.key, None)
+            latest[entry.key] = (entry, delivery.files[entry.billing_period])
+    try:
+        for _, path in latest.values():  # before the announcement: readers wait while files are being placed
             fsync_path(path)
+        entries = [entry for entry, _ in latest.values()]
         lake.announce(entries)
         try:
-            for entry in entries:
-                install(staged[entry.billing_period],
-                        lake.partition_file("costs", [("source", source), ("billing_period", entry.billing_period)]))
+            for entry, path in latest.values():
+                install(path, lake.partition_file("costs", [("source", entry.source),
+                                                            ("billing_period", entry.billing_period)]))
         except OSError:
             lake.settle()  # what was placed is recorded, the rest keeps its previous entry
             raise
         lake.record(entries)
-        return entries
-    except duckdb.Error as exc:
-        raise duckdb_error(exc, "could not read the delivery", where=", ".join(files) or source) from None
     except OSError as exc:
         raise os_error(exc, str(lake.root)) from None
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        for delivery in staged:
+            shutil.rmtree(delivery.stage, ignore_errors=True)
+
 
 MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
 

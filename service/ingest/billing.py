@@ -2,6 +2,9 @@
 
 The unit is (source, billing period). A failing delivery fails alone: the other periods
 still commit, the previous version of the failed one stays, and the result says so.
+Every delivery is staged first and the run's deliveries are put in place as one change
+(service.core.commit.publish_costs): a reader sees the lake before the run or after it,
+never some new periods beside others still old.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from connectors.base import Delivery, OtherDataset
+from service.core.commit import StagedCosts, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
 from service.core.lake import Lake
@@ -36,8 +40,10 @@ def _total(totals: CurrencyTotals) -> str:
 class DeliveryOutcome:
     source: str
     delivery: Delivery
-    status: str  # committed | unchanged | waiting | skipped | empty | failed
+    status: str  # committed | unchanged | waiting | skipped | empty | failed (staged: until the run publishes)
     entries: list[LedgerEntry] = field(default_factory=list)
+    staged: StagedCosts | None = None
+    on_commit: Callable[[], None] | None = None  # once published: what the plan remembers of it
     error: SpendlakeError | None = None
     note: str = ""  # why a file was skipped
     warnings: list[str] = field(default_factory=list)  # e.g. line items the delivery repeats
@@ -86,14 +92,46 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
         lake.settle()  # a commit that died between placing its files and recording them
         for source in sources:
             result.outcomes.extend(_ingest_source(lake, source, progress, strict))
+        _publish(lake, result.outcomes)
+        for source in sources:
+            _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
         refresh_rollups(lake, config)  # also after a config change, when nothing was new
     return result
 
 
+def _publish(lake: Lake, outcomes: Sequence[DeliveryOutcome]) -> None:
+    """Put every staged delivery in place at once; if that fails, they all failed."""
+    staged = [o for o in outcomes if o.status == "staged"]
+    if not staged:
+        return
+    try:
+        publish_costs(lake, [o.staged for o in staged])
+    except SpendlakeError as error:
+        log.info("publishing %d staged deliveries failed: %s", len(staged), error)
+        for outcome in staged:
+            outcome.status, outcome.error, outcome.entries = "failed", error, []
+        return
+    for outcome in staged:
+        outcome.status = "committed"
+        if outcome.on_commit:
+            outcome.on_commit()
+
+
+def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> None:
+    """The source's success or failure in the `sources` state (service/ingest/freshness.py)."""
+    state = lake.read_state("sources")
+    record = state.setdefault(source, {"failures_total": 0})
+    if any(o.status == "failed" for o in outcomes):
+        record["failures_total"] = int(record.get("failures_total", 0)) + 1
+        record["last_failure"] = utc_now_iso()
+        record["last_error"] = str(next(o.error for o in outcomes if o.error))
+    else:
+        record["last_success"] = utc_now_iso()
+    lake.write_state("sources", state)
+
+
 def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
                    strict: bool = False) -> list[DeliveryOutcome]:
-    state = lake.read_state("sources")
-    record = state.setdefault(source.name, {"failures_total": 0})
     outcomes: list[DeliveryOutcome] = []
     try:
         connector = CONNECTORS.get(source.kind)(source)
@@ -123,13 +161,6 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         error = _as_error(exc, source.location)
         log.info("source %s failed: %s", source.name, error)  # the outcome line says so; -v logs it too
         outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=error))
-    if any(o.status == "failed" for o in outcomes):
-        record["failures_total"] = int(record.get("failures_total", 0)) + 1
-        record["last_failure"] = utc_now_iso()
-        record["last_error"] = str(next(o.error for o in outcomes if o.error))
-    else:
-        record["last_success"] = utc_now_iso()
-    lake.write_state("sources", state)
     return outcomes
 
 
@@ -147,17 +178,16 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
     try:
         with lake.scratch() as scratch:
             relation = connector.read(delivery, con, scratch)
-            entries = lake.commit_costs(con, relation, source=source.name, delivery_id=delivery.delivery_id,
-                                        periods=delivery.periods, files=delivery.files, strict=strict,
-                                        warn=warnings.append)
+            staged = stage_costs(lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
+                                 periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append)
     except OtherDataset as other:
         return _skipped(source, other)
     except (SpendlakeError, OSError, duckdb.Error) as exc:
         error = _as_error(exc, ", ".join(delivery.files) or source.location)
         log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
-    plan.committed(lake, source.name, delivery, entries)
-    return DeliveryOutcome(source.name, delivery, "committed", entries=entries, warnings=warnings)
+    return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
+                           on_commit=lambda: plan.committed(lake, source.name, delivery, staged.entries))
 
 
 def _as_error(exc: Exception, where: str) -> SpendlakeError:
