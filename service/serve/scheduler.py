@@ -69,6 +69,10 @@ class ServiceScheduler:
         self.clock = clock
         self._state_lock = threading.Lock()
         self.turn = threading.Lock()  # one job at a time (see the module); a scrape computing tops takes it too
+        # the start-up's make-up daily run waits for the first ingest: its report then reads the
+        # rollups that ingest builds (after a config change it rolled the month up in memory)
+        self.first_ingest = threading.Event()
+        self.first_ingest.set()  # cleared by start()
         self.scheduler = BackgroundScheduler(
             timezone=timezone.utc,
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 3600},
@@ -79,6 +83,7 @@ class ServiceScheduler:
         """Ingest at once and then every interval; the daily job at its time, and at once
         if the latest scheduled run has not happened (the make-up run)."""
         at_once = datetime.now(timezone.utc)  # APScheduler's own clock, whatever `self.clock` says
+        self.first_ingest.clear()
         self.scheduler.add_job(self.run_ingest, IntervalTrigger(seconds=self.ingest_every.total_seconds(),
                                                                 timezone=timezone.utc),
                                id="ingest", name="ingest", next_run_time=at_once)
@@ -93,22 +98,27 @@ class ServiceScheduler:
 
     def shutdown(self) -> None:
         """Stop firing and wait for running jobs to finish."""
+        self.first_ingest.set()  # a make-up run waiting for an ingest that will not come goes on
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
 
     # ---- jobs ------------------------------------------------------------------------------
 
     def run_ingest(self) -> None:
-        with self.turn:
-            self.instrumented("ingest", self.tasks.ingest)
-            if self.tasks.rules is not None:
-                self.instrumented("rules", self.tasks.rules)
+        try:
+            with self.turn:
+                self.instrumented("ingest", self.tasks.ingest)
+                if self.tasks.rules is not None:
+                    self.instrumented("rules", self.tasks.rules)
+        finally:
+            self.first_ingest.set()
 
     def run_daily(self) -> None:
         run_date = latest_fire_date(self.clock(), self.daily_at)
         if not self.daily_due(self.clock()):
             log.info("daily run of %s already done", run_date)
             return
+        self.first_ingest.wait()
         with self.turn:
             if self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
