@@ -35,9 +35,9 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     from rich.table import Table
 
     console = Console()
-    cells = {column: [_cell(row.get(column)) for row in rows] + ([_cell(footer.get(column))] if footer else [])
-             for column in columns}
-    widths = {column: max(len(line) for text in [column, *cells[column]] for line in text.split("\n"))
+    cells = {column: [_cell(row.get(column)) for row in rows] for column in columns}
+    feet = {column: _cell(footer.get(column)) if footer else "" for column in columns}
+    widths = {column: max(len(line) for text in [column, *cells[column], feet[column]] for line in text.split("\n"))
               for column in columns}
     # amounts in several currencies without their currency would be misread
     several = "currency" in columns and len({row.get("currency") for row in rows}) > 1
@@ -45,10 +45,9 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     table = Table(title=title, show_footer=footer is not None)
     for column in kept:
         table.add_column(column, justify="right" if column in right else "left",
-                         min_width=widths[column] if column in whole else None,
-                         footer=_cell(footer.get(column)) if footer else "")
-    for row in rows:
-        table.add_row(*(_cell(row.get(c)) for c in kept))
+                         min_width=widths[column] if column in whole else None, footer=feet[column])
+    for index in range(len(rows)):
+        table.add_row(*(cells[column][index] for column in kept))
     console.print(table)
     left_out = [column for column in columns if column not in kept]
     if left_out:

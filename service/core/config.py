@@ -20,7 +20,7 @@ from service.core.config_base import NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
-from service.core.errors import ConfigError
+from service.core.errors import ConfigError, SpendlakeError, UsageError
 from service.core.validation import plain_errors
 
 DEFAULT_LAKE = "./spendlake-data/lake"
@@ -273,16 +273,20 @@ def _check_lake(config: Config, file: str) -> None:
         if lake == where or lake.is_relative_to(where):
             raise ConfigError(f"lake: {lake} is inside {key} ({where}), so every ingest would read the lake's "
                               "own files", where=file, hint="move the lake out of the source's location")
-    out = config.report.out
-    if out and not out.startswith("s3://") and inside_lake(config.lake, out):
-        raise ConfigError(f"report.out: {Path(out).resolve()} is inside the lake ({lake})", where=file,
-                          hint="write reports to a folder outside the lake; the lake is only written by ingest")
+    if config.report.out:
+        check_outside_lake(config.lake, config.report.out, "reports", where=file, key="report.out: ", error=ConfigError)
 
 
-def inside_lake(lake: Path, folder: str) -> bool:
-    """Whether local `folder` is the lake or a folder in it."""
-    lake, where = lake.resolve(), Path(folder).expanduser().resolve()
-    return where == lake or where.is_relative_to(lake)
+def check_outside_lake(lake: Path, folder: str, what: str, *, where: str, key: str = "",
+                       error: type[SpendlakeError] = UsageError) -> None:
+    """`folder` (local; an s3:// URL passes) is not the lake nor in it: only ingest writes the
+    lake, and files among its partitions would be read or removed as its own."""
+    if folder.startswith("s3://"):
+        return
+    lake, target = lake.resolve(), Path(folder).expanduser().resolve()
+    if target == lake or target.is_relative_to(lake):
+        raise error(f"{key}{target} is inside the lake ({lake})", where=where,
+                    hint=f"write {what} to a folder outside the lake; the lake is only written by ingest")
 
 
 def load_config(explicit: str | os.PathLike[str] | None = None, *, required: bool = True) -> Config:

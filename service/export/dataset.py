@@ -32,7 +32,7 @@ from pathlib import Path
 
 import duckdb
 
-from service.core.config import Config
+from service.core.config import Config, check_outside_lake
 from service.core.errors import UsageError, duckdb_error
 from service.core.lake import Lake
 from service.core.publish import (publish_staged, split_s3_url, staging_folder, upload_s3, write_error)
@@ -113,11 +113,7 @@ def _check(config: Config, lake: Lake, options: ExportOptions) -> tuple[str, ...
                 raise UsageError(f"dimension {dimension!r} would be exported as x_{dimension}, a column the export "
                                  "already writes", where=f"attribution.dimensions.{dimension}",
                                  hint="rename the dimension to export it with --with-attribution")
-    if not options.out.startswith("s3://"):
-        out = Path(options.out).resolve()
-        if out == lake.root or lake.root in out.parents:
-            raise UsageError(f"{options.out} is inside the lake", where="--out",
-                             hint="export to a folder outside the lake; the lake is only written by ingest")
+    check_outside_lake(lake.root, options.out, "the export", where="--out")
     return tuple(options.sources) or tuple(known)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from service.core.config import Config, inside_lake
+from service.core.config import Config, check_outside_lake
 from service.core.coverage import data_end
 from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
@@ -58,9 +58,7 @@ def default_out(config: Config) -> str:
 def write_report(config: Config, day: date, out: str | None = None) -> ReportResult:
     """Gather, render and write the report for `day`; returns where it went."""
     target = out or default_out(config)
-    if not target.startswith("s3://") and inside_lake(config.lake, target):
-        raise UsageError(f"{Path(target).resolve()} is inside the lake", where="--out",
-                         hint="write reports to a folder outside the lake; the lake is only written by ingest")
+    check_outside_lake(config.lake, target, "reports", where="--out")
     files = render_files(gather_consistently(config, Lake.of(config), day))
     if target.startswith("s3://"):
         location = upload_report(files, target, day)
