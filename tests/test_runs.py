@@ -78,9 +78,9 @@ def test_state_filters_on_the_last_jobs_state_and_top_folds_the_rest(tmp_path):
 def test_by_project_groups_rows_and_totals(tmp_path):
     lake, cfg = lake_with_runs(tmp_path)
     result = runs(lake, cfg, query(by="project"))
-    assert [(r.values["project"], r.run) for r in result.rows] == [(None, "r3"), ("evals", "r2"), ("llm", "r1")]
+    assert [(r.values["project"], r.run) for r in result.rows] == [("evals", "r2"), ("llm", "r1"), ("unallocated", "r3")]
     assert {(t.group, t.currency, t.cost) for t in result.totals} == {
-        (("evals",), "USD", D(20)), (("llm",), "USD", D(80)), ((None,), None, D(0))}
+        (("evals",), "USD", D(20)), (("llm",), "USD", D(80)), (("unallocated",), None, D(0))}
 
 
 def test_restarts_are_jobs_started_after_one_of_the_run_did_not_complete(tmp_path):
@@ -158,3 +158,63 @@ def test_the_http_api_answers_as_the_cli_does(tmp_path):
     assert [(r["run"], r["cost"], r["idle_share"]) for r in data["rows"]] == [("r2", "20.000000000000", "0.7500")]
     bad = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&top=0"), None)
     assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "top"
+
+
+def lake_with_unbilled_runs(tmp_path):
+    """Runs whose jobs reach no billed instance: r3 on an instance the bill lacks, r5 in a
+    cluster with no pool (no `cluster_tag`), r6 stating nothing; r1 is billed as above."""
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1",
+                team="nlp", project="llm", job_type="pretrain"),
+            job("4", 2, "2026-11-02T10:00:00", "2026-11-02T12:00:00", instance_ids=["i-z"], run_id="r3",
+                team="cv", project="vision", experiment="e1", job_type="debug", user="ana"),
+            job("5", 1, "2026-11-02T10:00:00", "2026-11-02T11:00:00", run_id="r5", cluster="gpu2",
+                name="eval-nightly", account="speech-acct", labels={"team": "speech"}),
+            job("6", 1, "2026-11-02T10:00:00", "2026-11-02T11:00:00", run_id="r6", cluster="gpu2")]
+    dimensions = {"project": {"tags": ["project", "account"]},
+                  "job_type": {"rules": [{"match": {"job_name": "^eval"}, "value": "eval"}]}}
+    return setup(tmp_path, [gpu_line("i-a")], jobs, dimensions=dimensions)
+
+
+UNBILLED = {  # run → team, project, experiment, job_type, cluster, user
+    "r1": ("nlp", "llm", "unallocated", "pretrain", "p5", "unallocated"),
+    "r3": ("cv", "vision", "e1", "debug", "p5", "ana"),
+    "r5": ("speech", "speech-acct", "unallocated", "eval", "gpu2", "unallocated"),
+    "r6": ("unallocated", "unallocated", "unallocated", "unallocated", "gpu2", "unallocated"),
+}
+
+
+def test_a_run_without_a_billed_instance_takes_its_values_from_its_jobs(tmp_path):
+    # its cost is 0, its labels are what its jobs state: columns, labels and fields through the
+    # dimensions' tag keys, the virtual-tag rules on job fields, else the default
+    lake, cfg = lake_with_unbilled_runs(tmp_path)
+    result = runs(lake, cfg, query())
+    fields = ("team", "project", "experiment", "job_type", "cluster", "user")
+    assert {r.run: tuple(r.values[d] for d in fields) for r in result.rows} == UNBILLED
+    assert {r.run: (r.cost, r.currency) for r in result.rows if r.run != "r1"} == {
+        "r3": (D(0), None), "r5": (D(0), None), "r6": (D(0), None)}
+    by_team = runs(lake, cfg, query(by="team"))
+    assert {t.group: t.runs for t in by_team.totals} == {("nlp",): 1, ("cv",): 1, ("speech",): 1, ("unallocated",): 1}
+
+
+def test_the_cli_and_the_api_show_the_values_of_runs_without_cost(tmp_path):
+    lake, cfg = lake_with_unbilled_runs(tmp_path)
+    data = whole_config(tmp_path, lake)
+    data["attribution"] = cfg.attribution.model_dump(exclude_none=True, include={"dimensions", "clusters"})
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(json.loads(json.dumps(data, default=str))))
+    runner = CliRunner()
+    args = ["--config", str(path), "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--format"]
+    shown = runner.invoke(cli, [*args, "json"])
+    assert shown.exit_code == 0, shown.output
+    fields = ("team", "project", "experiment", "job_type", "cluster", "user")
+    assert {r["run"]: tuple(r[d] for d in fields) for r in json.loads(shown.stdout)["rows"]} == UNBILLED
+    table = runner.invoke(cli, [*args, "table"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.output
+    [r3] = [line for line in table.stdout.splitlines() if " r3 " in f" {line} "]
+    assert all(value in r3 for value in ("cv", "vision", "e1", "debug")), table.stdout
+    csv_out = runner.invoke(cli, [*args, "csv"])
+    assert "r5,speech,speech-acct,unallocated,eval,gpu2" in csv_out.stdout, csv_out.stdout
+    api = api_for(parse_config(yaml.safe_load(path.read_text())))
+    response = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03"), None)
+    assert response.status == 200, response.body
+    assert {r["run"]: tuple(r[d] for d in fields) for r in json.loads(response.body)["rows"]} == UNBILLED

@@ -319,7 +319,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     return text
 
 
-def _job_label(key: str, params) -> str:
+def job_label(key: str, params) -> str:
     """A job's value for tag key `key`: its label, else the job field of that name."""
     label = f"nullif(trim(j.labels[{params.bind(key)}]), '')"
     field = JOB_FIELD_KEYS.get(key)
@@ -362,7 +362,7 @@ def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequ
         elif column in measures:
             picks.append(f"{from_units('sp.' + units[list(measures).index(column)], measures[column])} AS {column}")
         elif column in labels:
-            picks.append(f"CASE sp.a_part WHEN 'job' THEN {_job_label(labels[column], params)} "
+            picks.append(f"CASE sp.a_part WHEN 'job' THEN {job_label(labels[column], params)} "
                          f"WHEN 'pod' THEN p.{column} ELSE sl.{column} END AS {column}")
         elif column in inventory_cols:
             picks.append(f"CASE WHEN sp.a_part IN ('job', 'pod') THEN NULL ELSE sl.{column} END AS {column}")

@@ -31,14 +31,17 @@ def allocation_inputs(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBP
 def inputs_on(con: duckdb.DuckDBPyConnection, clusters: ClustersConfig, has_jobs: bool, where: str = "TRUE",
               params: dict | None = None) -> AllocationInputs:
     """As `allocation_inputs`, on any connection with the `costs` view (and `jobs` when `has_jobs`)."""
-    keys: tuple[str, ...] = ()
-    if has_jobs:
-        keys = tuple(sorted(row[0] for row in con.execute(
-            "SELECT DISTINCT unnest(map_keys(labels)) FROM jobs WHERE labels IS NOT NULL").fetchall()))
+    keys = label_keys(con) if has_jobs else ()
     has_split = clusters.eks_split and bool(con.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM costs WHERE ({where}) AND x_split_parent_resource_id IS NOT NULL "
         "LIMIT 1) AS found", {k: v for k, v in (params or {}).items() if re.search(rf"\${re.escape(k)}\b", where)}).fetchall()[0][0])
     return AllocationInputs(clusters, has_jobs, has_split, keys)
+
+
+def label_keys(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+    """The keys of the job records' labels (the `jobs` view on `con`)."""
+    return tuple(sorted(row[0] for row in con.execute(
+        "SELECT DISTINCT unnest(map_keys(labels)) FROM jobs WHERE labels IS NOT NULL").fetchall()))
 
 
 def jobs_basis(lake: Lake) -> dict[str, str]:

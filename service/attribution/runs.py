@@ -19,7 +19,9 @@ and currency:
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances);
 - cost_per_gpu_hour = cost / GPU-hours.
-A run with job records in the window but no billed instance shows cost 0 and no currency.
+A run with job records in the window but no billed instance (its instances or nodes are not in the
+bill, its cluster has no pool) shows cost 0, no currency, and the values its jobs state
+(service/attribution/job_values.py: columns, labels and fields through the tag keys, rules, default).
 `by` groups the rows (team, project, experiment, job_type, cluster, user, state): `top` keeps the
 N costliest runs of each group and folds the rest into one `other` row; totals are per group and
 currency (all runs, with or without `top`).
@@ -37,7 +39,8 @@ from connectors.jobs_base import STATE_SYNONYMS, STATES
 from service.attribution.api import _attribution, read_sessions
 from service.attribution.clusters import usage_dims, usage_in
 from service.attribution.compute import RollupSession
-from service.attribution.jobs import JOBS_TABLE, allocation_inputs
+from service.attribution.job_values import job_values_ctes
+from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
 from service.attribution.rollup import cost_partitions, inventory_keys, recorded_tag_keys
@@ -189,7 +192,7 @@ class _JobSide:
     start: datetime | None = None
     end: datetime | None = None
     running: bool = False
-    clusters: set = field(default_factory=set)
+    values: dict[str, str] | None = None  # what its jobs state (`several` where they differ)
 
 
 def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
@@ -197,7 +200,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         return RunsResult(query, (), (), lake_empty=True)
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
-    records = _job_records(lake, session, query.window)
+    records = _job_records(lake, session, config, query.window)
     idle = _idle_shares(lake, session, config, query.window, query.cost)
     costs: dict[tuple[str, str | None], list] = {}
     for job in usage.jobs:
@@ -213,8 +216,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     costed = {run for run, _ in costs}
     for run, side in records.items():
         if run not in costed:
-            values = {d: None for d in VALUES} | {"cluster": ", ".join(sorted(side.clusters)) or None}
-            rows.append(_row(side.name, values, Decimal(0), None, side, 0, None))
+            rows.append(_row(side.name, side.values, Decimal(0), None, side, 0, None))
     rows = [r for r in rows if not query.states or (r.state or "").upper() in query.states]
     return _arrange(query, rows, usage.overbooked)
 
@@ -259,21 +261,26 @@ def _naive(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc).replace(tzinfo=None)
 
 
-def _job_records(lake: Lake, session: RollupSession, window: Window) -> dict[str, _JobSide]:
+def _job_records(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window) -> dict[str, _JobSide]:
     """run (lower case) → its job records' figures in `window`: the newest snapshot of each
-    record that held GPUs and overlaps the window, as allocation reads them."""
+    record that held GPUs and overlaps the window, as allocation reads them, with the values
+    its jobs state (service/attribution/job_values.py)."""
     if not lake.has_table(JOBS_TABLE):
         return {}
     since, until = _naive(window.since), _naive(window.until)
+    params = Params()
+    records = (
+        "j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, row_number() OVER (PARTITION BY record_id "
+        "ORDER BY snapshot_date DESC, source DESC) AS newest FROM jobs) AS j WHERE newest = 1 "
+        f"AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
+        f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) AND coalesce(trim(run_id), '') <> '')")
+    values, last = job_values_ctes(config, "j_records", label_keys(session.con), VALUES, params)
     rows = session.con.execute(
-        "SELECT run_id, cluster, state, start_time, end_time, gpus FROM (SELECT *, row_number() OVER ("
-        "PARTITION BY record_id ORDER BY snapshot_date DESC, source DESC) AS newest FROM jobs) AS j "
-        "WHERE newest = 1 AND start_time IS NOT NULL AND gpus > 0 AND start_time < $until "
-        "AND (end_time IS NULL OR end_time > $since) AND coalesce(trim(run_id), '') <> '' "
-        "ORDER BY start_time, end_time NULLS LAST, record_id",
-        {"since": since, "until": until}).fetchall()
+        f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, "
+        f"{', '.join(dim_col(d) for d in VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, record_id",
+        params.values).fetchall()
     runs: dict[str, _JobSide] = {}
-    for run_id, cluster, state, start, end, gpus in rows:
+    for run_id, state, start, end, gpus, *stated in rows:
         side = runs.setdefault(run_id.strip().lower(), _JobSide(run_id.strip()))
         gpus = Decimal(repr(gpus))
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
@@ -291,8 +298,9 @@ def _job_records(lake: Lake, session: RollupSession, window: Window) -> dict[str
         side.running = side.running or end is None
         if end is not None:
             side.end = max(side.end or end.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))
-        if cluster:
-            side.clusters.add(cluster.strip())
+        stated = dict(zip(VALUES, stated))
+        side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
+                                                          for d, v in side.values.items()}
     return runs
 
 

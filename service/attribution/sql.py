@@ -138,7 +138,7 @@ def transpile(sql: Sql, dialect: str) -> str:
     return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
 
 
-def _condition(match: dict[str, str], params: Params) -> str:
+def rule_condition(match: dict[str, str], params: Params) -> str:
     parts = []
     for key, value in match.items():
         if key == "resource_id":
@@ -181,7 +181,7 @@ def inventory_tags_cte(inventory_keys: Sequence[str], params: Params) -> tuple[s
     return text, columns
 
 
-def _case(whens: list[str], otherwise: str) -> str:
+def case_else(whens: list[str], otherwise: str) -> str:
     """CASE over `whens` with the bound ELSE value `otherwise` (just it when there is no WHEN)."""
     return f"CASE {' '.join(whens)} ELSE {otherwise} END" if whens else f"CAST({otherwise} AS VARCHAR)"
 
@@ -280,15 +280,15 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                 value_cases.insert(0, f"WHEN jd_{name} IS NOT NULL THEN jd_{name}")
             how_cases.insert(0, "WHEN a_how IS NOT NULL THEN a_how")
         for j, rule in enumerate(dim.rules):
-            cond = _condition(rule.match, params)
+            cond = rule_condition(rule.match, params)
             value_cases.append(f"WHEN {cond} THEN {params.bind(rule.value.strip())}")
             if needs.hows:
                 how_cases.append(f"WHEN {cond} THEN {params.bind(f'rule:{j}')}")
-        how = _case(how_cases, params.bind("default")) if needs.hows else "CAST(NULL AS VARCHAR)"  # read by explain
+        how = case_else(how_cases, params.bind("default")) if needs.hows else "CAST(NULL AS VARCHAR)"  # read by explain
         previous = first if i == 1 else f"s{i - 1}"
-        steps.append(f"s{i} AS (SELECT *, {_case(value_cases, params.bind(dim.default.strip()))} AS {dim_col(name)}, "
+        steps.append(f"s{i} AS (SELECT *, {case_else(value_cases, params.bind(dim.default.strip()))} AS {dim_col(name)}, "
                      f"{how} AS {how_col(name)} FROM {previous})")
-    shared_cases = [f"WHEN {_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
+    shared_cases = [f"WHEN {rule_condition(rule.match, params)} THEN {k}" for k, rule in enumerate(config.shared)]
     shared = f"CASE {' '.join(shared_cases)} ELSE NULL END" if shared_cases else "NULL"
     last = f"s{len(order)}" if order else first
     steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM {last})")
