@@ -288,6 +288,25 @@ def _format(path: Path) -> str | None:
     return "parquet" if name.endswith(".parquet") else None
 
 
+class _Lines:
+    """A text's lines for csv.reader, counting the line breaks read as an editor shows them
+    (and `grep -n`): the file's own line ending, LF (or CRLF), or CR alone when its header line
+    ends so; a bare CR inside a quoted cell of an LF or CRLF file is no line break. (csv's
+    `line_num` counts every CR.)"""
+
+    def __init__(self, text: Iterator[str]):
+        self.text, self.breaks, self.ending = iter(text), 0, ""
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.text)  # with newline="", ends in LF, CRLF or a bare CR
+        self.ending = self.ending or ("\r" if line.endswith("\r") else "\n")
+        self.breaks += line.count(self.ending)
+        return line
+
+
 def _records(path: Path) -> Iterator[Any]:
     """The header of a CSV or Parquet file, then (where, values) per row: `row N` (the first
     data row is 1), and for CSV the line it starts on."""
@@ -302,18 +321,19 @@ def _records(path: Path) -> Iterator[Any]:
             return
         opener = gzip.open if path.name.lower().endswith(".gz") else open
         with opener(path, "rb") as raw:
-            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", newline=""))
+            lines = _Lines(io.TextIOWrapper(raw, encoding="utf-8-sig", newline=""))
+            reader = csv.reader(lines)
             header = next(reader, None)
             if header is None:
                 raise DataError("the file is empty (not even a header)", where=str(path),
                                 hint="write a header: job_id,start_time,end_time,gpus,...")
             yield header
-            number, line = 0, reader.line_num + 1
+            number, line = 0, lines.breaks + 1
             for record in reader:
                 if any(cell.strip() for cell in record):
                     number += 1
                     yield f"row {number} (line {line})", record
-                line = reader.line_num + 1
+                line = lines.breaks + 1
     except DataError:
         raise
     except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:

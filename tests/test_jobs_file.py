@@ -176,6 +176,31 @@ def test_bad_rows_and_values_exit_3_naming_file_row_and_column(tmp_path, content
     assert "Traceback" not in result.output and not (tmp_path / "lake" / "jobs").exists()
 
 
+BAD_THIRD_ROW = (b'job_id,start_time,end_time,gpus,name\n1,2026-11-30T00:00:00Z,,1,"two\rlines?"\n'
+                 b'2,2026-11-30T00:00:00Z,,1,"a\nb"\n3,30/11/2026,,1,c\n')
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["", "bom"])
+def test_55_a_bad_row_names_the_line_its_record_starts_on_as_an_editor_counts_them(tmp_path, ending, bom):
+    # a bare CR inside a quoted cell is not a line break (grep -n, vim and less show ^M), a line
+    # break inside one is (LF or CRLF); a file whose lines end in CR alone counts CRs: row 3
+    # starts on line 5 (header 1, row 1 on 2, row 2 on 3-4)
+    content = BAD_THIRD_ROW.replace(b"\n", ending.encode())
+    if ending == "\r":  # a CR file: its quoted CR is a line break, as it is the file's own
+        content = content.replace(b"two\rlines?", b"one line")
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(bom + content)
+    result = cli_inventory(tmp_path, path)
+    assert result.exit_code == 3, result.output
+    assert "row 3 (line 5), column start_time: '30/11/2026'" in result.output, result.output
+    fixed = content.replace(b"30/11/2026", b"2026-11-30") + b"1,2026-11-30T00:00:00Z,,1,again" + ending.encode()
+    path.unlink()
+    (tmp_path / "jobs.csv.gz").write_bytes(gzip.compress(bom + fixed))
+    twice = cli_inventory(tmp_path, tmp_path / "jobs.csv.gz")
+    assert twice.exit_code == 3 and "jobs.csv.gz: row 4 (line 6))" in twice.output, twice.output
+
+
 @pytest.mark.parametrize("source, says", [
     ({"path": "/x", "columns": {"gpu_num": "gpu"}}, "inventory[0].columns.gpu_num: 'gpu' is not a jobs-file column"),
     ({"path": "/x", "columns": {"a": "gpus", "b": "GPUS"}}, "inventory[0].columns.b: 'b' and 'a' both become 'GPUS'"),
