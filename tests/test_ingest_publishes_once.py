@@ -4,6 +4,7 @@ and put in place together, so a reader never sees some new periods beside others
 
 from __future__ import annotations
 
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -84,3 +85,59 @@ def test_a_failed_publish_fails_every_staged_delivery_and_keeps_the_lake(two_mon
     assert all("No space left" in str(o.error) for o in result.outcomes)
     assert lake_total(lake) == Decimal(110)
     assert lake.read_state("sources")["bill"]["failures_total"] == 1
+
+
+def test_the_committed_periods_are_printed_when_the_run_publishes_before_the_rollups_once(two_months, monkeypatch):
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+
+    config, export, lake = two_months
+    write_month(export, "2026-10", "500")
+    path = export.parent / "spendlake.yaml"
+    path.write_text(f"lake: {lake.root}\nsources: [{{name: bill, kind: focus, location: {export}}}]\n")
+    printed_before_rollups: list[str] = []  # what the command's stdout holds when the rollup build starts
+    monkeypatch.setattr(billing, "refresh_rollups",
+                        lambda lake, config: printed_before_rollups.append(sys.stdout.buffer.getvalue().decode()))
+    result = CliRunner().invoke(cli, ["--config", str(path), "ingest"])
+    assert result.exit_code == 0, result.output
+    committed = "bill 2026-10: committed 1 rows USD 500"
+    assert result.output.count(committed) == 1 and result.output.count("bill 2026-11: unchanged") == 1, result.output
+    assert printed_before_rollups and committed in printed_before_rollups[0]
+
+
+@pytest.mark.slow  # a subprocess ingest, killed during the rollup build
+def test_an_ingest_killed_during_the_rollup_build_has_printed_what_it_committed(two_months):
+    import os
+    import signal
+    import subprocess
+
+    config, export, lake = two_months
+    write_month(export, "2026-11", "600")
+    path = export.parent / "spendlake.yaml"
+    path.write_text(f"lake: {lake.root}\nsources: [{{name: bill, kind: focus, location: {export}}}]\n")
+    # the rollup build dies as under kill -9: nothing after the publish runs, no buffer is flushed
+    die = ("import os, signal, sys; from service.ingest import billing; "
+           "billing.refresh_rollups = lambda lake, config: os.kill(os.getpid(), signal.SIGKILL); "
+           "from service.cli.main import cli; sys.argv[0] = 'spendlake'; cli()")
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", die, "--config", str(path), "ingest"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "bill 2026-11: committed 1 rows USD 600" in done.stdout and "bill 2026-10: unchanged" in done.stdout
+    assert {e.billing_period: e.totals[0].billed_cost for e in lake.ledger()}["2026-11"] == Decimal(600)
+
+
+def test_the_service_logs_the_committed_periods_before_the_rollups(two_months, monkeypatch, caplog):
+    import logging
+
+    from service.serve.service import run_ingest
+
+    config, export, lake = two_months
+    write_month(export, "2026-10", "700")
+    logged: list[str] = []
+    monkeypatch.setattr(billing, "refresh_rollups", lambda lake, config: logged.extend(caplog.messages))
+    with caplog.at_level(logging.INFO):
+        run_ingest(config)
+    assert "ingest: bill 2026-10: committed 1 rows USD 700.000000000000 (estimated)" in logged
+    assert caplog.messages.count("ingest: bill 2026-10: committed 1 rows USD 700.000000000000 (estimated)") == 1

@@ -94,14 +94,20 @@ def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
     """Ingest billing exports into the lake: one summary line per billing period."""
     from service.ingest.billing import ingest as run_ingest
 
-    result = _with_progress(lambda progress: run_ingest(obj.config, only=sources, progress=progress, strict=strict))
+    result = _with_progress(lambda progress: run_ingest(obj.config, only=sources, progress=progress, strict=strict,
+                                                        published=_print_outcomes))
+    if result.failed:
+        sys.exit(3)
+
+
+def _print_outcomes(result) -> None:
+    """The run's lines as soon as its deliveries are in place, before the rollups are built:
+    an ingest killed during that build has told what it committed (click.echo flushes)."""
     for outcome in result.outcomes:
         for line in outcome.lines():
             click.echo(printable(line), err=outcome.status == "failed")
         for warning in outcome.warnings:
             click.echo(printable(f"warning: {warning}"), err=True)
-    if result.failed:
-        sys.exit(3)
 
 
 @cli.command()

@@ -81,9 +81,11 @@ Progress = Callable[[str, int, int], None]
 
 
 def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | None = None,
-           strict: bool = False) -> IngestResult:
+           strict: bool = False, published: Callable[[IngestResult], None] | None = None) -> IngestResult:
     """Ingest the configured sources (or those named in `only`) into the lake. `strict`:
-    a delivery that repeats a line item fails instead of committing with a warning."""
+    a delivery that repeats a line item fails instead of committing with a warning.
+    `published(result)`: called once the run's deliveries are in place, before the rollups
+    are built (a long step), so what was committed can be told even if the run dies in it."""
     sources = [config.source(name) for name in only] if only else list(config.sources)
     lake = Lake.of(config)
     result = IngestResult()
@@ -93,6 +95,8 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
         for source in sources:
             result.outcomes.extend(_ingest_source(lake, source, progress, strict))
         _publish(lake, result.outcomes)
+        if published:
+            published(result)
         for source in sources:
             _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
         refresh_rollups(lake, config)  # also after a config change, when nothing was new

@@ -22,6 +22,7 @@ from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
 from service.core.coverage import data_end
 from service.core.lake import Lake
+from service.core.output import printable
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector
 from service.report.write import ReportResult, write_report
@@ -36,11 +37,20 @@ def run_ingest(config: Config) -> None:
     from service.ingest.billing import ingest
     from service.ingest.inventory import run_inventory
 
-    errors = [str(o.error) for o in ingest(config).failed]
+    errors = [str(o.error) for o in ingest(config, published=_log_outcomes).failed]
     if config.inventory:
         errors += [str(o.error) for o in run_inventory(config) if o.failed]
     if errors:
         raise SourceError("; ".join(errors))
+
+
+def _log_outcomes(result) -> None:
+    """What the run committed, logged when its deliveries are in place (before the rollups)."""
+    for outcome in result.outcomes:
+        for line in outcome.lines():
+            log.info("ingest: %s", printable(line))
+        for warning in outcome.warnings:
+            log.warning("ingest: %s", printable(warning))
 
 
 def run_rules(config: Config) -> None:
