@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from decimal import Decimal
 from urllib.parse import parse_qs
@@ -55,7 +56,7 @@ def test_one_row_per_run_with_its_jobs_gpu_hours_cost_and_idle_share(tmp_path):
     assert got == {
         "r1": (2, 1, D(8), D(8), D(80), "USD", "COMPLETED", D(10), D(0)),
         "r2": (1, 0, D(4), D(2), D(20), "USD", "CANCELLED", D(10), D("0.75")),
-        "r3": (1, 0, D(2), D(28), D(0), None, "RUNNING", D(0), None),
+        "r3": (1, 0, D(2), D(28), D(0), None, "RUNNING", None, None),  # nothing billed: no $ per GPU-hour
     }
     r1 = result.rows[0]
     assert (r1.run, r1.values["team"], r1.values["project"], r1.values["job_type"], r1.values["cluster"]) == (
@@ -218,3 +219,47 @@ def test_the_cli_and_the_api_show_the_values_of_runs_without_cost(tmp_path):
     response = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03"), None)
     assert response.status == 200, response.body
     assert {r["run"]: tuple(r[d] for d in fields) for r in json.loads(response.body)["rows"]} == UNBILLED
+
+
+def test_a_window_past_the_bill_says_where_the_bill_ends_and_prices_no_gpu_hour(tmp_path):
+    # the bill ends at 11:00 on the 2nd: on the 3rd r3's job still runs and nothing is billed
+    lake, _ = lake_with_runs(tmp_path)
+    path = write_config(tmp_path, lake)
+    args = ["--config", path, "runs", "--since", "2026-11-03", "--until", "2026-11-04", "--format"]
+    shown = CliRunner().invoke(cli, [*args, "json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert data["data_through"] == "2026-11-02T11:00:00Z" and data["sources"] == [
+        {"source": "cur", "data_through": "2026-11-02T11:00:00Z"}]
+    assert [(r["run"], r["cost"], r["currency"], r["cost_per_gpu_hour"], r["gpu_hours"]) for r in data["rows"]] == [
+        ("r3", "0", None, None, "48.000000")]
+    table = CliRunner().invoke(cli, [*args, "table"], env={"COLUMNS": "250"})
+    assert "data through 2026-11-02 11:00 UTC; the window's last 24.0 h have no data yet" in table.stdout, table.output
+    lines = table.stdout.splitlines()
+    [header] = [line for line in lines if "$/GPU-h" in line]
+    [r3] = [line for line in lines if " r3 " in line]
+    cells = dict(zip((c.strip() for c in re.split("[┃│]", header)), (c.strip() for c in r3.split("│"))))
+    assert (cells["cost"], cells["currency"], cells["$/GPU-h"]) == ("0.00", "", "")
+
+
+def test_a_lake_without_a_bill_shows_the_runs_of_its_job_records(tmp_path):
+    from service.core.lake import Lake
+    from tests.attribution_helpers import add_jobs
+
+    lake = Lake(tmp_path / "lake")
+    add_jobs(lake, [job("7", 8, "2026-11-02T10:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"], run_id="r7",
+                        team="nlp", project="llm")])
+    data = whole_config(tmp_path, lake)
+    result = runs(lake, parse_config(data), query())
+    assert result.lake_empty and [(r.run, r.values["team"], r.values["project"], r.gpu_hours, r.cost, r.currency)
+                                  for r in result.rows] == [("r7", "nlp", "llm", D(16), D(0), None)]
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(data))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                     "--format", "table"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    assert "holds no bill: the runs of its job records show no cost" in shown.stderr
+    assert " r7 " in shown.stdout and "data through: no usage data in the lake" in shown.stdout
+    csv_out = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", "2026-11-02", "--until",
+                                       "2026-11-03", "--format", "csv", "--state", "completed"])
+    assert csv_out.stdout.splitlines()[1].startswith("r7,nlp,llm,"), csv_out.output

@@ -18,7 +18,9 @@ and currency:
   jobs = its pods, the rest unknown;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances);
-- cost_per_gpu_hour = cost / GPU-hours.
+- cost_per_gpu_hour = cost / GPU-hours (None without a currency: nothing was billed).
+`data_through` (and each billing source's): the bill's end, after which a run has no cost yet; a
+lake without a bill gives the runs of its job records, without cost (`lake_empty`).
 A run with job records in the window but no billed instance (its instances or nodes are not in the
 bill, its cluster has no pool) shows cost 0, no currency, and the values its jobs state
 (service/attribution/job_values.py: columns, labels and fields through the tag keys, rules, default).
@@ -31,9 +33,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from decimal import Decimal
+
+import duckdb
 
 from connectors.jobs_base import STATE_SYNONYMS, STATES
 from service.attribution.api import _attribution, read_sessions
@@ -114,7 +118,7 @@ class RunRow:
 
     @property
     def cost_per_gpu_hour(self) -> Decimal | None:
-        if not self.gpu_hours:
+        if not self.gpu_hours or self.currency is None:  # no currency: nothing billed, no price
             return None
         return (self.cost / self.gpu_hours).quantize(MONEY_QUANTUM)
 
@@ -144,15 +148,28 @@ class RunsResult:
     query: RunsQuery
     rows: tuple[RunRow, ...]
     totals: tuple[RunTotal, ...]
-    lake_empty: bool = False
+    lake_empty: bool = False  # no bill in the lake: the rows are what the job records show, without cost
     overbooked: int = 0
+    sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
+
+    @property
+    def window(self) -> Window:
+        return self.query.window
+
+    @property
+    def data_through(self) -> datetime | None:
+        """The end of the bill in the lake: a run's hours after it have no cost yet."""
+        return max((moment for _, moment in self.sources if moment is not None), default=None)
 
     def to_json(self) -> dict:
         by = self.query.by
         return {"since": iso_utc(self.query.window.since), "until": iso_utc(self.query.window.until),
                 "cost": self.query.cost, "by": list(by), "rows": [row.to_json() for row in self.rows],
                 "totals": [{**dict(zip(by, t.group)), "currency": t.currency, "runs": t.runs, "jobs": t.jobs,
-                            "gpu_hours": _text(t.gpu_hours), "cost": _text(t.cost)} for t in self.totals]}
+                            "gpu_hours": _text(t.gpu_hours), "cost": _text(t.cost)} for t in self.totals],
+                "data_through": iso_utc(self.data_through) if self.data_through else None,
+                "sources": [{"source": name, "data_through": iso_utc(moment) if moment else None}
+                            for name, moment in self.sources]}
 
 
 def _job_state(text: str, where: str) -> str:
@@ -196,11 +213,17 @@ class _JobSide:
 
 
 def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
-    if session is None:
-        return RunsResult(query, (), (), lake_empty=True)
+    if session is None:  # no bill in the lake: the runs of its job records, without cost
+        con = lake.query()
+        try:
+            records = _job_records(lake, con, config, query.window)
+        finally:
+            con.close()
+        rows = [_row(side.name, side.values, Decimal(0), None, side, 0, None) for side in records.values()]
+        return replace(_arrange(query, _kept(query, rows), 0), lake_empty=True)
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
-    records = _job_records(lake, session, config, query.window)
+    records = _job_records(lake, session.con, config, query.window)
     idle = _idle_shares(lake, session, config, query.window, query.cost)
     costs: dict[tuple[str, str | None], list] = {}
     for job in usage.jobs:
@@ -217,8 +240,13 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     for run, side in records.items():
         if run not in costed:
             rows.append(_row(side.name, side.values, Decimal(0), None, side, 0, None))
-    rows = [r for r in rows if not query.states or (r.state or "").upper() in query.states]
-    return _arrange(query, rows, usage.overbooked)
+    result = _arrange(query, _kept(query, rows), usage.overbooked)
+    return replace(result, sources=tuple(session.data_through().items()))
+
+
+def _kept(query: RunsQuery, rows: list[RunRow]) -> list[RunRow]:
+    """The rows whose last job's state `--state` names (all without it)."""
+    return [r for r in rows if not query.states or (r.state or "").upper() in query.states]
 
 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: _JobSide | None, parts: int,
@@ -261,7 +289,8 @@ def _naive(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc).replace(tzinfo=None)
 
 
-def _job_records(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window) -> dict[str, _JobSide]:
+def _job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
+                 window: Window) -> dict[str, _JobSide]:
     """run (lower case) → its job records' figures in `window`: the newest snapshot of each
     record that held GPUs and overlaps the window, as allocation reads them, with the values
     its jobs state (service/attribution/job_values.py)."""
@@ -274,8 +303,8 @@ def _job_records(lake: Lake, session: RollupSession, config: AttributionConfig, 
         "ORDER BY snapshot_date DESC, source DESC) AS newest FROM jobs) AS j WHERE newest = 1 "
         f"AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
         f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) AND coalesce(trim(run_id), '') <> '')")
-    values, last = job_values_ctes(config, "j_records", label_keys(session.con), VALUES, params)
-    rows = session.con.execute(
+    values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
+    rows = con.execute(
         f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, "
         f"{', '.join(dim_col(d) for d in VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, record_id",
         params.values).fetchall()

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import click
 
+from service.cli.attribute import coverage_line
 from service.cli.output import emit, format_option
 from service.cli.params import WholeNumber
 from service.core.units import money_text
@@ -41,6 +42,7 @@ def render(result, fmt: str | None) -> None:
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
          right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",))
+    click.echo(coverage_line(result))
 
 
 @click.command("runs")
@@ -60,7 +62,10 @@ def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost,
                             end=None if until else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
-    if result.lake_empty:
+    if result.lake_empty and result.rows:
+        click.echo(f"the lake at {obj.config.lake} holds no bill: the runs of its job records show no cost "
+                   "until `spendlake ingest` stores one", err=True)
+    elif result.lake_empty:
         click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`", err=True)
     render(result, fmt)
     if result.overbooked:
