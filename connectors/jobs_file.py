@@ -44,6 +44,7 @@ FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
 FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
                  "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
 FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
+SHOWN = 60  # characters of a bad value an error shows
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
 
@@ -74,6 +75,14 @@ class BadValue(ValueError):
     """A value that cannot be read; the reader adds file, row and column."""
 
 
+def _shown(value: Any) -> str:
+    """A bad value as an error shows it: its repr, cut short (a quote left open makes the rest
+    of the file one cell)."""
+    if isinstance(value, str) and len(value) > SHOWN:
+        return f"{value[:SHOWN]!r}... ({len(value):,} characters)"
+    return repr(value)
+
+
 def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip()) and not (
         isinstance(value, float) and math.isnan(value))
@@ -91,9 +100,9 @@ def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
         try:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
-            raise BadValue(f"{value!r} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
+            raise BadValue(f"{_shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
     else:
-        raise BadValue(f"{value!r} is not a time (want ISO 8601 text or a timestamp)")
+        raise BadValue(f"{_shown(value)} is not a time (want ISO 8601 text or a timestamp)")
     return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone))
 
 
@@ -103,9 +112,9 @@ def parse_gpus(value: Any) -> float:
     try:
         gpus = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise BadValue(f"{value!r} is not a number") from None
+        raise BadValue(f"{_shown(value)} is not a number") from None
     if not math.isfinite(gpus) or gpus < 0:
-        raise BadValue(f"{value!r} is not a number >= 0")
+        raise BadValue(f"{_shown(value)} is not a number >= 0")
     return gpus
 
 
@@ -116,7 +125,7 @@ def parse_labels(value: Any) -> dict[str, str] | None:
         try:
             value = json.loads(value)
         except ValueError:
-            raise BadValue(f"{value[:80]!r} is not JSON") from None
+            raise BadValue(f"{_shown(value)} is not JSON") from None
     elif isinstance(value, list):  # a Parquet map reads as [(key, value), ...]
         value = dict(value)
     if not isinstance(value, dict):
@@ -130,9 +139,9 @@ def parse_restarts(value: Any) -> int | None:
     try:
         number = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise BadValue(f"{value!r} is not a whole number") from None
+        raise BadValue(f"{_shown(value)} is not a whole number") from None
     if not number.is_integer() or not 0 <= number < 2**31:
-        raise BadValue(f"{value!r} is not a whole number >= 0")
+        raise BadValue(f"{_shown(value)} is not a whole number >= 0")
     return int(number)
 
 
@@ -174,7 +183,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             except _ColumnError as exc:
                 theirs = spelled.get(exc.column, exc.column)
                 column = exc.column if theirs.lower() == exc.column else f"{theirs} (read as {exc.column})"
-                raise DataError(f"{at}, column {column}: {exc.reason}", where=str(path),
+                cell = values.get(exc.column)
+                spans = isinstance(cell, str) and ("\n" in cell or "\r" in cell)
+                raise DataError(f"{at}, column {column}: {exc.reason}"
+                                + (" (the cell spans lines: a quote left open?)" if spans else ""), where=str(path),
                                 hint="fix the file (README: jobs-file)") from None
             row["_at"] = f"{path}: {at}"
             rows.append(row)
@@ -243,7 +255,7 @@ def _state(value: Any) -> str | None:
         return None
     state = normal_state(str(value))
     if state is None:
-        raise BadValue(f"{value!r} is not a job state (one of {', '.join(sorted(STATES))})")
+        raise BadValue(f"{_shown(value)} is not a job state (one of {', '.join(sorted(STATES))})")
     return state
 
 
@@ -323,10 +335,14 @@ def _records(path: Path) -> Iterator[Any]:
         with opener(path, "rb") as raw:
             lines = _Lines(io.TextIOWrapper(raw, encoding="utf-8-sig", newline=""))
             reader = csv.reader(lines)
-            header = next(reader, None)
+            header = next((record for record in reader if any(cell.strip() for cell in record)), None)
             if header is None:
                 raise DataError("the file is empty (not even a header)", where=str(path),
                                 hint="write a header: job_id,start_time,end_time,gpus,...")
+            if len(header) == 1 and (";" in header[0] or "\t" in header[0]):
+                raise DataError(f"the header is one column, {_shown(header[0])}: the file is separated by "
+                                f"{'semicolons' if ';' in header[0] else 'tabs'}", where=str(path),
+                                hint="write it comma-separated (or as Parquet)")
             yield header
             number, line = 0, lines.breaks + 1
             for record in reader:
@@ -336,6 +352,23 @@ def _records(path: Path) -> Iterator[Any]:
                 line = lines.breaks + 1
     except DataError:
         raise
-    except (OSError, UnicodeDecodeError, csv.Error, ValueError) as exc:
+    except UnicodeDecodeError:
+        raise DataError(f"not UTF-8: {_undecodable(path)}", where=str(path),
+                        hint="save it as UTF-8 (or write Parquet)") from None
+    except (OSError, csv.Error, ValueError) as exc:
         raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
                         hint="write UTF-8 CSV (or Parquet) with a header row") from None
+
+
+def _undecodable(path: Path) -> str:
+    """Where a text file's first byte that is not UTF-8 is, as an editor numbers lines
+    (`byte 0xe9 on line 4001`): the decoder's position counts from the chunk it was reading."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as raw:
+        for number, chunk in enumerate(raw, 1):  # lines ending in LF (a CR-ended file is one chunk)
+            try:
+                chunk.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                before = 0 if b"\n" in chunk else chunk.count(b"\r", 0, exc.start)
+                return f"byte 0x{chunk[exc.start]:02x} on line {number + before}"
+    return "a byte sequence cut short at the end"

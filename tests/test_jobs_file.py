@@ -165,7 +165,21 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n1,2026-11-30T00:00:00Z,,2\n",
      "job 1 is listed twice with start_time 2026-11-30T00:00:00"),
     ("", "the file is empty (not even a header)"),
-    (b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\xff\n", "cannot read: UnicodeDecodeError"),
+    (b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\xff\n", "not UTF-8: byte 0xff on line 2"),
+    # the decoder's position counts from its chunk: the line is found in the bytes
+    (b"job_id,start_time,end_time,gpus\r\n" + b"1,2026-11-30T00:00:00Z,,1\r\n" * 3999 + b"2,caf\xe9,,1\r\n"
+     + b"3,2026-11-30T00:00:00Z,,1\r\n" * 999, "not UTF-8: byte 0xe9 on line 4001"),
+    (b"job_id,start_time,end_time,gpus\r1,2026-11-30T00:00:00Z,,1\r2,caf\xe9,,1\r", "not UTF-8: byte 0xe9 on line 3"),
+    # blank lines before the header are skipped (and counted)
+    ("\r\n\r\njob_id,start_time,end_time,gpus\r\n1,2026-11-30T00:00:00Z,,1\r\n2,x,,1\r\n",
+     "row 2 (line 5), column start_time: 'x' is not an ISO 8601 time"),
+    ("job_id;start_time;end_time;gpus\n1;2026-11-30T00:00:00Z;;1\n",
+     "the header is one column, 'job_id;start_time;end_time;gpus': the file is separated by semicolons"),
+    ("job_id\tstart_time\tend_time\tgpus\n", "the file is separated by tabs"),
+    # a quote left open makes the rest of the file one cell: shown cut short
+    ('job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,"1\n' + "2,2026-11-30T00:00:00Z,,1\n" * 50,
+     "row 1 (line 2), column gpus: '1\\n2,2026-11-30T00:00:00Z,,1\\n2,2026-11-30T00:00:00Z,,1\\n2,2026'... "
+     "(1,302 characters) is not a number (the cell spans lines: a quote left open?)"),
 ])
 def test_bad_rows_and_values_exit_3_naming_file_row_and_column(tmp_path, content, says):
     path = tmp_path / "jobs.csv"
