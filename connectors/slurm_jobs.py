@@ -81,7 +81,9 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                 if text.lstrip().startswith("{"):
                     attempts.extend(json_attempts(_json(text), self.config.cluster))
                 else:
-                    attempts.extend(parsable_attempts(text.splitlines(), zone, self.config.cluster))
+                    # lines end at LF (or CRLF) only: str.splitlines() also splits at U+2028, NEL,
+                    # form feeds and separators a job name or comment may hold
+                    attempts.extend(parsable_attempts(text.split("\n"), zone, self.config.cluster))
             except BadRecord as exc:
                 raise DataError(str(exc), where=str(path),
                                 hint=f"write it with sacct --json, or sacct --parsable2 --format={SACCT_FORMAT}") from None

@@ -230,3 +230,15 @@ def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
     with pytest.raises(ConfigError) as error:
         parse_config({"inventory": [{"name": "slurm", "kind": "slurm-jobs", **source}]})
     assert error.value.exit_code == 2 and says in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["eval\u2028nightly", "eval\x0cnightly", "eval\x1dnightly", "eval\x85nightly"])
+def test_a_parsable2_line_breaks_only_at_its_newline(tmp_path, name):
+    # str.splitlines() also splits at U+2028, form feed, group separators and NEL: a job name
+    # holding one made a line of too few fields; CRLF line ends (a copy through Windows) read too
+    path = tmp_path / "sacct.txt"
+    header = "JobID|JobIDRaw|JobName|State|Submit|Start|End|NodeList|AllocTRES"
+    row = f"12|12|{name}|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|p5-001|gres/gpu=8"
+    path.write_text(f"{header}\r\n{row}\r\n", encoding="utf-8", newline="")
+    assert run(tmp_path, path=str(path)).error is None
+    assert jobs(tmp_path, "name, nodes, gpus") == [(name, ["p5-001"], 8.0)]
