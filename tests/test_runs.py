@@ -97,6 +97,17 @@ def test_restarts_are_jobs_started_after_one_of_the_run_did_not_complete(tmp_pat
     assert (row.jobs, row.restarts, row.state, row.to_json()["gpus"]) == (4, 1, "COMPLETED", "1")
 
 
+def test_a_job_after_one_that_ended_in_no_known_state_is_no_restart(tmp_path):
+    # a jobs file without a `state` column: ended jobs have none, and none is no failure
+    jobs = [job(name, 1, start, end, instance_ids=["i-a"], run_id="plain", state=state) for name, start, end, state in (
+        ("a", "2026-11-02T10:00:00", "2026-11-02T10:20:00", None),
+        ("b", "2026-11-02T10:20:00", "2026-11-02T10:40:00", "UNKNOWN"),
+        ("c", "2026-11-02T10:40:00", "2026-11-02T11:00:00", None))]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
+    [row] = runs(lake, cfg, query()).rows
+    assert (row.jobs, row.restarts, row.state) == (3, 0, None)
+
+
 @pytest.mark.parametrize("kwargs, says", [
     ({"by": "account"}, "runs cannot be grouped by 'account'"),
     ({"top": "²"}, "--top must be a whole number"),

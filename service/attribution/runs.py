@@ -11,8 +11,9 @@ and currency:
   where they differ);
 - jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
   of each) that held GPUs in the window: jobs = records, restarts = its jobs that started after
-  one of its jobs had ended other than COMPLETED (a requeue, a resubmission after a failure,
-  timeout or preemption; jobs of a sweep side by side are not restarts), GPUs = the most any held, GPU-hours = Σ GPUs ×
+  one of its jobs had ended in a state other than COMPLETED (a requeue, a resubmission after a
+  failure, timeout or preemption; not after an end of no or UNKNOWN state; jobs of a sweep side
+  by side are not restarts), GPUs = the most any held, GPU-hours = Σ GPUs ×
   hours inside the window (a running job up to the window's end), state = its last job's (latest
   start), start = first start, end = last end (None while one runs); EKS pods have no job record:
   jobs = its pods, the rest unknown;
@@ -56,6 +57,9 @@ from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, utc_now
 
+# Ends that are no evidence of a failure: a job after one of them is no restart (no state: a
+# jobs file without a `state` column; UNKNOWN: a pod whose phase Kubernetes lost).
+NOT_FAILED = (None, "COMPLETED", "UNKNOWN")
 RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "state")
 VALUES = ("team", "project", "experiment", "job_type", "cluster", "user")
 OTHER = "other"
@@ -315,7 +319,7 @@ def _job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: Attribution
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
         if side.failed_by is not None and start >= side.failed_by:
             side.restarts += 1
-        if end is not None and state != "COMPLETED":
+        if end is not None and state not in NOT_FAILED:
             side.failed_by = min(side.failed_by or end, end)
         held_until = min(end or until, until)
         seconds = Decimal(int((held_until - max(start, since)).total_seconds() * 1_000_000)) / 1_000_000
