@@ -7,6 +7,7 @@ a ratio of 22/64 = 0.34375."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -84,8 +85,29 @@ def test_61_a_scrape_reads_the_stored_cluster_tops_without_allocating(config, mo
     def no_allocation(*args, **kwargs):
         raise AssertionError("the scrape ran the cluster allocation instead of reading the stored tops")
 
-    monkeypatch.setattr(cluster_tops, "usage_in", no_allocation)
+    monkeypatch.setattr(cluster_tops, "placed_totals", no_allocation)
     after = scrape(config)
     assert after["spendlake_lake_readable"] == {(): 1.0}
     for family in ("spendlake_run_cost_usd", "spendlake_cluster_idle_ratio"):
         assert after[family] == before[family]
+
+
+def test_the_tops_per_run_and_cluster_equal_the_per_job_usage_summed(config):
+    """The tops sum the parts by run and cluster in SQL (placement kinds, not one row per
+    job); they equal what `cluster_usage` gives per job, summed by run and cluster."""
+    from service.attribution.clusters import placed_totals, usage_in
+    from service.attribution.compute import RollupSession
+    from service.attribution.metric_top import windows
+    from service.core.lake import Lake
+
+    lake = Lake.of(config)
+    session = RollupSession(lake, config.attribution)
+    try:
+        for name, window in windows(TOP).items():
+            usage = usage_in(session, config.attribution, window, "billed")
+            totals = placed_totals(session, config.attribution, window, "billed")
+            assert totals.runs == {key: cost for key, (cost, _) in usage.runs().items()}, name
+            assert totals.clusters == usage.clusters, name
+            assert totals.runs[("run-a", "USD")] == Decimal("393.28")
+    finally:
+        session.con.close()

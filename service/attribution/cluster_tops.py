@@ -1,5 +1,6 @@
 """The `clusters` group of the metric tops, per window (24h, 7d, mtd, ending at the data's end),
-from the allocation of shared GPU clusters (service/attribution/clusters.py), USD only:
+from the allocation of shared GPU clusters (service/attribution/clusters.py `placed_totals`: by run
+and cluster, not by job), USD only:
 
 - family `run` (run,): what each run's jobs cost, the `service.top_n` costliest runs and the
   rest as `other`;
@@ -16,7 +17,7 @@ from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
-from service.attribution.clusters import usage_in
+from service.attribution.clusters import placed_totals
 from service.attribution.compute import RollupSession
 from service.attribution.metric_top import USD, Top, windows
 from service.core.config import Config
@@ -29,8 +30,8 @@ def cluster_tops(session: RollupSession, config: Config, end: datetime) -> list[
     top_n = config.service.top_n
     tops: list[Top] = []
     for name, window in windows(end).items():
-        usage = usage_in(session, config.attribution, window, "billed")
-        per_run = {(run,): cost for (run, currency), (cost, _) in usage.runs().items() if currency == USD}
+        usage = placed_totals(session, config.attribution, window, "billed")
+        per_run = {(run,): cost for (run, currency), cost in usage.runs.items() if currency == USD}
         for (run,), cost in sorted(fold_top(per_run, top_n).items()):
             tops.append(Top(end, "run", name, (run,), cost))
         costs = {(c.cluster,): c.cost for c in usage.clusters if c.currency == USD and c.cost > 0}

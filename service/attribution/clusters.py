@@ -10,6 +10,9 @@ the same attribution as `attribute()` (service/attribution/allocation.py places 
 A dollar counts for a cluster when allocation placed it (`job:<id>` or `idle:<cluster>`):
 jobs' parts and idle parts of the cluster's instances; EKS pods count as jobs, their id
 `<namespace>/<pod>`. Values are shown as `attribute()` shows them (most common spelling).
+
+    placed_totals(session, config, window, cost) -> PlacedTotals
+        the same per run and per cluster without the per-job rows (the metric tops)
 """
 
 from __future__ import annotations
@@ -69,6 +72,12 @@ class ClusterUsage:
         return runs
 
 
+@dataclass(frozen=True)
+class PlacedTotals:
+    runs: dict[tuple[str, str | None], Decimal]  # (run, currency) → its jobs' cost, as ClusterUsage.runs()
+    clusters: tuple[ClusterCost, ...]
+
+
 def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window, *,
                   cost: str = "billed") -> ClusterUsage:
     """Per job, run and cluster of shared GPU clusters in `window` (module docstring)."""
@@ -86,6 +95,42 @@ def usage_dims(config: AttributionConfig) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*JOB_VALUES, "cluster", *(r.by for r in config.shared)]))
 
 
+def _placed(session: RollupSession, config: AttributionConfig, dims: tuple[str, ...], window: Window, cost: str,
+            by_job: bool):
+    """(kind `job` or `idle`, job id (None unless `by_job`), currency, values of `dims`, amount)
+    of each part allocation placed in `window`; without `by_job` the window's rows are grouped
+    by placement kind, not by job (a month of 200k jobs' parts is then a few hundred rows)."""
+    at = dims.index("run")
+    for (_, currency, _, values, hows), amount in attributed_sums(
+            session.con, config, dims, cost, "total", window, True, per_partition=True, placement=not by_job).items():
+        kind, _, name = (hows[at] or "").partition(":")
+        if kind in ("job", "idle"):
+            yield kind, name if by_job else None, currency, values, amount
+
+
+def _cluster_rows(clusters: dict[tuple, list[Decimal]], spell: dict[tuple[str, str], str]) -> tuple[ClusterCost, ...]:
+    return tuple(sorted(
+        (ClusterCost(spell.get(("cluster", c), c), currency, total, idle)
+         for (c, currency), (total, idle) in clusters.items()),
+        key=lambda c: (c.currency or "", -c.cost, c.cluster)))
+
+
+def placed_totals(session: RollupSession, config: AttributionConfig, window: Window, cost: str) -> PlacedTotals:
+    """`usage_in`'s runs() and clusters, summed by run and cluster in SQL (module docstring)."""
+    dims = tuple(dict.fromkeys(["run", "cluster", *(r.by for r in config.shared)]))
+    runs: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
+    clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    spell = session.spellings(["run", "cluster"])
+    for kind, _, currency, values, amount in _placed(session, config, dims, window, cost, by_job=False):
+        run, cluster = values[0], values[1]
+        clusters[(cluster, currency)][0] += amount
+        if kind == "idle":
+            clusters[(cluster, currency)][1] += amount
+        else:
+            runs[(spell.get(("run", run), run), currency)] += amount
+    return PlacedTotals(dict(runs), _cluster_rows(clusters, spell))
+
+
 def usage_in(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str) -> ClusterUsage:
     """`cluster_usage` on an open session (None: an empty lake)."""
     if session is None:
@@ -94,12 +139,7 @@ def usage_in(session: RollupSession | None, config: AttributionConfig, window: W
     at = {d: i for i, d in enumerate(dims)}
     jobs: dict[tuple, Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    for (_, currency, _, values, hows), amount in attributed_sums(
-            session.con, config, dims, cost, "total", window, True, per_partition=True).items():
-        placed = hows[at["run"]]
-        kind, _, name = (placed or "").partition(":")
-        if kind not in ("job", "idle"):
-            continue
+    for kind, name, currency, values, amount in _placed(session, config, dims, window, cost, by_job=True):
         cluster = values[at["cluster"]]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
@@ -112,8 +152,4 @@ def usage_in(session: RollupSession | None, config: AttributionConfig, window: W
                  currency, amount)
          for (c, job, values, currency), amount in jobs.items()),
         key=lambda j: (j.currency or "", -j.cost, j.cluster, j.job)))
-    cluster_rows = tuple(sorted(
-        (ClusterCost(spell.get(("cluster", c), c), currency, total, idle)
-         for (c, currency), (total, idle) in clusters.items()),
-        key=lambda c: (c.currency or "", -c.cost, c.cluster)))
-    return ClusterUsage(window, cost, job_rows, cluster_rows, session.overbooked(window))
+    return ClusterUsage(window, cost, job_rows, _cluster_rows(clusters, spell), session.overbooked(window))

@@ -79,13 +79,14 @@ def prorate(amount: Decimal, edge_start: datetime, edge_end: datetime, start: da
 
 
 def window_parts(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
-                  window: Window | None, explain: bool, per_partition: bool):
+                  window: Window | None, explain: bool, per_partition: bool, placement: bool = False):
     """(shared rule, period, currency, partition, values, hows, amount) for the window, with
-    the charge periods cut by the window, or spanning several output periods, prorated."""
+    the charge periods cut by the window, or spanning several output periods, prorated.
+    `placement`: hows as their kind only (sql.window_sql)."""
     since = _naive(window.since) if window else None
     until = _naive(window.until) if window else None
     sql = window_sql(ROLLUP_VIEW, dims, measure, granularity, since, until,
-                     explain=explain, per_partition=per_partition)
+                     explain=explain, per_partition=per_partition, placement=placement)
     n = len(dims)
     for row in con.execute(sql.text, sql.params).fetchall():
         period, edge_start, edge_end, currency, shared = row[:5]
@@ -135,15 +136,17 @@ def split_weights(config: AttributionConfig, rule_index: int, currency, period,
 
 
 def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
-                window: Window | None, explain: bool, per_partition: bool) -> dict[tuple, Decimal]:
+                window: Window | None, explain: bool, per_partition: bool,
+                placement: bool = False) -> dict[tuple, Decimal]:
     """(period, currency, partition, values, hows) → amount, after shared splits. A shared
     line is split by the direct spend of its own output period (the whole window in
-    `total`), so each period is attributed as that period alone would be."""
+    `total`), so each period is attributed as that period alone would be. `placement`: hows
+    as their kind only (sql.window_sql)."""
     out: dict[tuple, Decimal] = defaultdict(Decimal)
     shared_parts = []
     direct: dict[tuple, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for shared, period, currency, partition, values, hows, amount in window_parts(
-            con, config, dims, measure, granularity, window, explain, per_partition):
+            con, config, dims, measure, granularity, window, explain, per_partition, placement):
         if shared is None:
             out[(period, currency, partition, values, hows)] += amount
             for dim, value in zip(dims, values):

@@ -349,11 +349,14 @@ def tag_keys_sql(source: str, period: str) -> Sql:
 
 
 def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
-               since: datetime | None, until: datetime | None, *, explain: bool, per_partition: bool) -> Sql:
+               since: datetime | None, until: datetime | None, *, explain: bool, per_partition: bool,
+               placement: bool = False) -> Sql:
     """Sums from the rollup relation `rollup` for [since, until). Rows whose charge period
     lies inside the window (and, per period, inside one day/week/month) are grouped by output
     period; the others (edge_start/edge_end set) keep their charge period so the caller can
-    prorate them and spread them over the periods they span. No window: everything."""
+    prorate them and spread them over the periods they span. No window: everything.
+    `placement` (with `explain`): each how only as its kind (`job`, `idle`, `tag`, ...: what
+    precedes the colon), so the parts of 200k jobs are not 200k rows."""
     if granularity not in GRANULARITIES or measure not in MEASURES:
         raise ValueError(f"granularity {granularity!r} or measure {measure!r}")
     params: dict[str, Any] = {}
@@ -371,7 +374,7 @@ def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
     period = "CAST(NULL AS TIMESTAMP)" if granularity == "total" else f"date_trunc('{granularity}', cp_start)"
     cols = ["currency", "shared"] + [f"lower({dim_col(d)})" for d in dims]
     if explain:
-        cols += [how_col(d) for d in dims]
+        cols += [f"split_part({how_col(d)}, ':', 1)" if placement else how_col(d) for d in dims]
     if per_partition:
         cols += ["source", "billing_period"]
     keys = [
