@@ -280,13 +280,13 @@ def held_sql(stage: Stage) -> str:
 
 def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[str], label_cols: Mapping[str, str],
                     inventory_cols: Sequence[str], extra_cols: Mapping[str, str], run_cols: Sequence[str],
-                    dims: Sequence[str], params) -> str:
+                    dims: Sequence[str], params, keep: str = "TRUE") -> str:
     """CTEs turning `s0` (the cost lines: `columns`, their tag columns `label_cols` (tag key →
     column), inventory tag columns, the allocation's own tags `extra_cols`) into `s0a`: the
     lines no cluster holds as they are, and the others (`stage.held`, filled beforehand) split
     into job and idle parts, with the columns of `part_columns(dims)` added. `run_cols`: the
     run dimension's tag columns. Only the held lines are spread hourly and joined to jobs:
-    the rest of `s0` streams through once."""
+    the rest of `s0` streams through once, those where `keep` (SQL over `s0`) holds."""
     tags = list(label_cols.values())
     a_types, a_gpus = _bind_types(inputs, params)
     numbered = [*columns, "a_instance", "a_type_gpus", "a_node", "a_cluster", "a_gpus", "a_cl", "a_line"]
@@ -314,7 +314,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone')}), "
         + pod_weights_cte()
         + _weight_ctes()
-        + _split_ctes(columns, measures, units, label_cols, inventory_cols, dims, stage, params)
+        + _split_ctes(columns, measures, units, label_cols, inventory_cols, dims, stage, params, keep)
     )
     return text
 
@@ -337,7 +337,7 @@ def _job_dimension(dim: str) -> str:
 
 
 def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequence[str], label_cols: Mapping[str, str],
-                inventory_cols: Sequence[str], dims: Sequence[str], stage: Stage, params) -> str:
+                inventory_cols: Sequence[str], dims: Sequence[str], stage: Stage, params, keep: str) -> str:
     """`a_split` (each slot's amount split by its weights: narrow rows, the slot's key and its
     parts), `a_parts` (their columns: the slot line's, with the job's labels and fields for a
     job part) and `s0a` (kept lines and parts)."""
@@ -390,6 +390,6 @@ def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequ
         "JOIN a_slots sl ON sl.a_line = sp.a_line AND sl.s_start = sp.s_start "
         "LEFT JOIN a_jobs j ON sp.a_part = 'job' AND j.record_id = sp.a_ref "
         "LEFT JOIN a_pods p ON sp.a_part = 'pod' AND p.pod = sp.a_ref), "
-        f"a_keep AS (SELECT {', '.join([*columns, *nulls])} FROM s0 WHERE NOT coalesce({member}, false)), "
+        f"a_keep AS (SELECT {', '.join([*columns, *nulls])} FROM s0 WHERE ({keep}) AND NOT coalesce({member}, false)), "
         "s0a AS (SELECT * FROM a_keep UNION ALL SELECT * FROM a_parts), "
     )

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from types import MappingProxyType
@@ -163,17 +163,27 @@ def attribute_query(lake: Lake, config: AttributionConfig | Config, query: Attri
     by, where, cost, granularity = query.by, query.where, query.cost, query.granularity
     top, compare, explain = query.top, query.compare, query.explain
 
-    def answer(session: RollupSession | None) -> AttributionResult:
+    def answer(session: RollupSession | None) -> AttributionResult | None:
         window = window_at(query, session and session.data_through()).window
         return _attribute(session, config, window, by, where, cost, granularity, top, compare, explain)
-    return read_sessions(lake, config, engine, answer, Needs(sql_dims(config, by, where), (cost,), hows=explain))
+    needs = Needs(sql_dims(config, by, where), (cost,), hows=explain, where=tuple(where.items()))
+    # A period without a stored rollup is rolled up from the lines `where` can match; when that
+    # cannot show the answer as every line would (a suggestion, a spelling), from every line.
+    result = read_sessions(lake, config, engine, answer, needs)
+    return result if result is not None else read_sessions(lake, config, engine, answer, replace(needs, where=()))
 
 
 def _attribute(session: RollupSession | None, config: AttributionConfig, window: Window, by: tuple[str, ...],
                where: Mapping[str, Sequence[str]], cost: str, granularity: str, top: int | None, compare: bool,
-               explain: bool) -> AttributionResult:
+               explain: bool) -> AttributionResult | None:
+    """The answer; None when the session's rollup is narrowed to the lines `where` can match
+    and that would show it otherwise than every line: a value nothing matches (its suggestions
+    come from every value), or a constant spelling of a shown value the lines left out carry."""
     if session is None:
         return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
+    unmatched = _unmatched(session, where)
+    if unmatched and session.narrowed:
+        return None
     sources = tuple(session.data_through().items())
     dims = sql_dims(config, by, where)
     wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
@@ -200,6 +210,8 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     folded = _fold(current, keep, len(by))
     folded_previous = _fold(previous, keep, len(by))
     spell = session.spellings(by)
+    if session.narrowed and _respelled(config, by, where, [*folded, *folded_previous], spell):
+        return None
     rows = []
     for key in [*folded, *(k for k in folded_previous if k not in folded)]:
         period, currency, values = key
@@ -219,7 +231,23 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
                        for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
     overbooked = session.overbooked(window) if config.clusters is not None else 0
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
-                             sources=sources, overbooked=overbooked, unmatched=_unmatched(session, where))
+                             sources=sources, overbooked=overbooked, unmatched=unmatched)
+
+
+def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[str, Sequence[str]],
+               keys: Sequence[tuple], spell: Mapping[tuple[str, str], str]) -> bool:
+    """Whether a line a narrowed rollup left out could change how a shown value is spelled:
+    such a line carries in each other dimension a rule's value or the default
+    (rollup.py `narrowed_to`), which counts for its spelling when it names a shown value."""
+    for at, dim in enumerate(by):
+        if dim in where:
+            continue
+        definition = config.dimensions[dim]
+        constants = {value.strip() for value in (definition.default, *(r.value for r in definition.rules))}
+        shown = {values[at] for _, _, values in keys}
+        if any(c.lower() in shown and spell.get((dim, c.lower()), c.lower()) != c for c in constants):
+            return True
+    return False
 
 
 def _previous(window: Window, data_through: datetime | None) -> Window:

@@ -10,7 +10,8 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 from service.attribution.needs import Needs
 from service.attribution.rollup import rollup_split, rollup_view
-from service.attribution.sql import dim_col, spellings_sql, window_sql
+from service.attribution.sql import dim_col
+from service.attribution.window_sql import spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import snapshot_data_through
 from service.core.lake import WRITER_MEMORY_LIMIT, Lake
@@ -177,6 +178,7 @@ class RollupSession:
     (stored rollups, or rolled up in memory where none is stored: service/attribution/rollup.py)."""
 
     local = True  # the connection is this process's DuckDB (a Spark session's is not)
+    narrowed = False  # a period rolled up in memory holds only the lines the query's `--where` can match
 
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
                  needs: Needs = Needs()):
@@ -189,7 +191,7 @@ class RollupSession:
         # 2.6 GB) until the session ends: it spills beyond the writer's limit, as the build
         # does. Over stored rollups the limit only costs (DuckDB then held more, not less).
         self.con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT if split.missing else None)
-        self.files = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs, split)
+        self.files, self.narrowed = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs, split)
 
     def data_through(self) -> dict[str, datetime | None]:
         """Each billing source read → how far its usage data reaches (service.core.coverage),

@@ -21,6 +21,9 @@ class Needs:
     # whether it reads how each value was decided (`p_<dim>`: explain, cluster placements);
     # without, those columns are NULL and a period's lines group by their values alone
     hows: bool = True
+    # the query's `--where` (dimension, values): a period rolled up in memory may keep only the
+    # lines that can match it (service/attribution/rollup.py `narrowed_to`)
+    where: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> tuple[str, ...]:

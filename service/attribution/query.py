@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from service.attribution.sql import GRANULARITIES, MEASURES
+from service.attribution.sql import MEASURES
+from service.attribution.window_sql import GRANULARITIES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError

@@ -26,7 +26,7 @@ import pyarrow as pa
 from service.attribution.api import read_sessions, sql_dims
 from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_sums, prorate
 from service.attribution.needs import Needs
-from service.attribution.sql import window_sql
+from service.attribution.window_sql import window_sql
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window

@@ -35,7 +35,7 @@ import duckdb
 
 from service.attribution.jobs import allocation_inputs, jobs_basis
 from service.attribution.needs import Needs
-from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_keys_sql
+from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_candidates, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
@@ -144,20 +144,46 @@ def rollup_file(lake: Lake, part: Partition, version: Version) -> Path:
     return folder / f"{version.name}.parquet"
 
 
+def narrowed_to(config: AttributionConfig, needs: Needs, tag_keys: list[str],
+                inventory: list[str] | None) -> tuple[str, tuple[str, ...]] | None:
+    """(dimension, lowercase values) when a period rolled up in memory for `needs` may keep, of
+    the lines allocation does not split, only those whose own or inventory tags for that
+    dimension hold one of the values (`needs.where`); else None. A line left out then has
+    none of them (its value is a rule's or the default), so the query's rows stay exact. Only
+    with one `--where` dimension, no shared rules (their splits read every line's spend), no
+    rule or default giving a wanted value, and no other dimension it reads from a tag key the
+    period's lines or the inventory carry: a line left out can then only carry constants in
+    those (rules' values, defaults), whose spellings `api.py` checks against the shown ones."""
+    if len(needs.where) != 1 or config.shared or needs.dims is None:
+        return None
+    dim, values = needs.where[0]
+    wanted = tuple(sorted({value.strip().lower() for value in values}))
+    definition = config.dimensions[dim]
+    if any(value.strip().lower() in wanted for value in (definition.default, *(r.value for r in definition.rules))):
+        return None
+    for other in needs.dims:
+        aliases = config.dimensions[other].tags or (other,)
+        if other != dim and (tag_candidates(aliases, tag_keys) or tag_candidates(aliases, inventory or ())):
+            return None
+    return dim, wanted
+
+
 def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection,
                      part: Partition, inventory: list[str] | None,
-                     needs: Needs = Needs()) -> duckdb.DuckDBPyRelation:
-    """The attributed rollup of one period, from its raw lines (`con` has the `costs` view);
-    `needs`: only those dimensions and measures (default all)."""
+                     needs: Needs = Needs()) -> tuple[duckdb.DuckDBPyRelation, bool]:
+    """The attributed rollup of one period, from its raw lines (`con` has the `costs` view),
+    and whether it holds only the lines `needs.where` can match (`narrowed_to`); `needs`:
+    only those dimensions and measures (default all)."""
     keys_sql = tag_keys_sql(part.source, part.period)
     tag_keys = recorded_tag_keys([part])
     if tag_keys is None:
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
     allocation = allocation_inputs(lake, config, con, "source = $source AND billing_period = $period",
                                    keys_sql.params)
-    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, needs)
+    narrow = narrowed_to(config, needs, tag_keys, inventory)
+    sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, needs, narrow=narrow)
     run_setup(con, sql)
-    return con.sql(sql.text, params=sql.params)
+    return con.sql(sql.text, params=sql.params), narrow is not None
 
 
 @dataclass(frozen=True)
@@ -179,7 +205,7 @@ def rollup_split(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> R
 
 
 def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
-                view: str, needs: Needs = Needs(), split: RollupSplit | None = None) -> list[Path]:
+                view: str, needs: Needs = Needs(), split: RollupSplit | None = None) -> tuple[list[Path], bool]:
     """Create `view` over every period's rollup: the stored version where there is one, else
     rolled up from the raw lines into a temporary table of `con` (a `Lake.query` connection
     on `snapshot`), with only the dimensions and measures of `needs` (default all): a query
@@ -188,8 +214,10 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
     split = split or rollup_split(lake, config, snapshot)
     stored, missing = split.stored, split.missing
     keys = inventory_keys(lake, con) if missing else None
+    narrowed = False
     for number, (part, _) in enumerate(missing):
-        relation = _rollup_relation(lake, config, con, part, keys, needs)
+        relation, narrow = _rollup_relation(lake, config, con, part, keys, needs)
+        narrowed = narrowed or narrow
         temp = f"rollup_part_{number}"
         relation.create_view(temp)
         into = f"CREATE TEMP TABLE {MEMORY_TABLE} AS" if number == 0 else f"INSERT INTO {MEMORY_TABLE}"
@@ -209,7 +237,7 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
         selects.append(f"SELECT * FROM {MEMORY_TABLE}")
     if selects:
         con.sql(" UNION ALL BY NAME ".join(selects), params=params).create_view(view)
-    return [file for _, file in stored]
+    return [file for _, file in stored], narrowed
 
 
 def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = ROLLUP_GRACE,
@@ -236,7 +264,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 stored += 1
             else:
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
-                path = lake.commit_snapshot(con, _rollup_relation(lake, config, con, part, keys), table=ROLLUP_TABLE,
+                path = lake.commit_snapshot(con, _rollup_relation(lake, config, con, part, keys)[0], table=ROLLUP_TABLE,
                                             source=part.source, key="billing_period", value=part.period,
                                             version=version.name)
                 built += 1

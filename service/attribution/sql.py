@@ -1,6 +1,6 @@
 """SQL that attributes cost lines, generated from the allocation config.
 
-Two statements, both plain DuckDB SQL that sqlglot transpiles (map access is `Tags[key]`,
+Statements in plain DuckDB SQL that sqlglot transpiles (map access is `Tags[key]`,
 regexes are `regexp_matches`, no `GROUP BY ALL`, no lateral aliases), each returned with
 its named parameters (`$p3`, `$since`: a value is bound where it is used, so no order of
 concatenation can misplace one) — config values, tag keys and regexes never enter the SQL
@@ -10,8 +10,7 @@ text; identifiers come only from validated dimension names:
   one row per (charge period, currency, shared rule, dimension values and how each was
   decided) with the sums of the three cost measures. Grouping by the exact charge period
   keeps windows that cut a charge period exact (see service/attribution/api.py).
-- `window_sql`: rollups → sums for a window, inside rows by output period, rows whose
-  charge period sticks out of the window kept apart so they can be prorated exactly.
+- `window_sql` (service/attribution/window_sql.py) reads the rollups back.
 
 `transpile(sql, dialect)` gives the same statement for Spark or Trino: there `map[key]`
 raises on a missing key, so map access becomes TRY_ELEMENT_AT (Spark) / ELEMENT_AT (Trino),
@@ -24,7 +23,6 @@ import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
@@ -39,7 +37,6 @@ KEY_SEPARATORS = re.compile(r"[-_:\s]")
 # Cost columns the allocation reads besides those every statement carries.
 ALLOCATION_COLUMNS = ("x_instance_type", "x_split_parent_resource_id", "x_split_cost", "x_split_unused_cost")
 MEASURES = {"billed": "BilledCost", "effective": "EffectiveCost", "list": "ListCost"}
-GRANULARITIES = ("total", "day", "week", "month")
 
 
 def normalise_key(key: str) -> str:
@@ -189,7 +186,8 @@ def case_else(whens: list[str], otherwise: str) -> str:
 def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: str, params: Params,
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
                    allocation: AllocationInputs | None = None, every_column: bool = False,
-                   needs: Needs = Needs(), parts_only: bool = False) -> Sql:
+                   needs: Needs = Needs(), parts_only: bool = False,
+                   narrow: tuple[str, tuple[str, ...]] | None = None) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -205,7 +203,9 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     (service/attribution/allocation.py), and a part's own values and placement come first.
     `every_column`: carry every cost column. `needs`: compute only these dimensions and cost
     measures (default all). `parts_only` (with `allocation`): only the lines allocation split
-    (job, idle and pod parts), not the others: the cluster's lines alone are read twice."""
+    (job, idle and pod parts), not the others: the cluster's lines alone are read twice.
+    `narrow` (dimension, lowercase values): of the lines allocation does not split, only those
+    whose tags or inventory tags for that dimension hold one of the values (rollup.py `narrowed_to`)."""
     tag_keys = list(tag_keys)
     order = needed_dimensions(config, needs.dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
@@ -253,6 +253,15 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
     ]
     first, setup, stage = "s0", (), None
+    keep = "TRUE"
+    if narrow:  # a line can have one of the values only through these columns (the rest is constants)
+        dim, values = narrow
+        columns_of = [tag_cols[k] for k in candidates[dim]] + [inv_cols[k] for k in inv_candidates[dim] if k in inv_cols]
+        marker = params.bind(list(values))
+        keep = " OR ".join(f"list_contains({marker}, lower({c}))" for c in columns_of) or "FALSE"
+        if not allocation:
+            steps.append(f"s0k AS (SELECT * FROM s0 WHERE {keep})")
+            first = "s0k"
     if allocation:
         all_columns = [*dict.fromkeys(columns), *tag_cols.values(), *(f"e_{n}" for n in extra_aliases),
                        *inv_cols.values()]
@@ -266,7 +275,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                  Sql(f"CREATE OR REPLACE TEMP TABLE {stage.held} AS {head.rstrip(', ')} " + held_sql(stage),
                      params.values))
         steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
-                                                     extra, run_cols, order, params).rstrip(", ")
+                                                     extra, run_cols, order, params, keep).rstrip(", ")
         first = "a_parts" if parts_only else "s0a"
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
@@ -302,14 +311,16 @@ def _first(values: list[str]) -> str:
 
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
                inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None,
-               needs: Needs = Needs(), only: str = "TRUE") -> Sql:
+               needs: Needs = Needs(), only: str = "TRUE", narrow: tuple[str, tuple[str, ...]] | None = None) -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view; with
     `allocation`, `overbooked` counts the instance slots whose jobs held more than it had.
     `needs`: only those dimensions' columns and measures (default all, as stored). `only`:
-    a condition on the lines (SQL over `costs`, no values), to roll up a part of the period."""
+    a condition on the lines (SQL over `costs`, no values), to roll up a part of the period.
+    `narrow`: see `attributed_sql`."""
     params = Params()
     where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')} AND {only}"
-    lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, needs=needs)
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, needs=needs,
+                           narrow=narrow)
     dims = [c for name in needed_dimensions(config, needs.dims) for c in (dim_col(name), how_col(name))]
     sums = [f"coalesce(sum({col}), 0) AS {m}" if needs.measures is None or m in needs.measures
             else f"CAST(NULL AS DECIMAL(38,12)) AS {m}" for m, col in MEASURES.items()]
@@ -346,53 +357,3 @@ def inventory_keys_sql() -> Sql:
 def tag_keys_sql(source: str, period: str) -> Sql:
     return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE source = $source AND billing_period = $period "
                "AND Tags IS NOT NULL", {"source": source, "period": period})
-
-
-def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
-               since: datetime | None, until: datetime | None, *, explain: bool, per_partition: bool,
-               placement: bool = False) -> Sql:
-    """Sums from the rollup relation `rollup` for [since, until). Rows whose charge period
-    lies inside the window (and, per period, inside one day/week/month) are grouped by output
-    period; the others (edge_start/edge_end set) keep their charge period so the caller can
-    prorate them and spread them over the periods they span. No window: everything.
-    `placement` (with `explain`): each how only as its kind (`job`, `idle`, `tag`, ...: what
-    precedes the colon), so the parts of 200k jobs are not 200k rows."""
-    if granularity not in GRANULARITIES or measure not in MEASURES:
-        raise ValueError(f"granularity {granularity!r} or measure {measure!r}")
-    params: dict[str, Any] = {}
-    if since is None or until is None:
-        inside = "TRUE"
-        where = "TRUE"
-    else:
-        # Zero-length charge periods are instants: inside when since <= start < until.
-        inside = "(cp_start >= $since AND cp_end <= $until AND (cp_end > cp_start OR cp_start < $until))"
-        where = "cp_start < $until AND (cp_end > $since OR (cp_end = cp_start AND cp_start >= $since))"
-        params = {"since": since, "until": until}
-    if granularity != "total":  # a charge period that spans several periods is spread over them
-        inside = (f"({inside} AND (cp_end <= cp_start OR "
-                  f"date_trunc('{granularity}', cp_start) = date_trunc('{granularity}', cp_end - INTERVAL 1 MICROSECOND)))")
-    period = "CAST(NULL AS TIMESTAMP)" if granularity == "total" else f"date_trunc('{granularity}', cp_start)"
-    cols = ["currency", "shared"] + [f"lower({dim_col(d)})" for d in dims]
-    if explain:
-        cols += [f"split_part({how_col(d)}, ':', 1)" if placement else how_col(d) for d in dims]
-    if per_partition:
-        cols += ["source", "billing_period"]
-    keys = [
-        f"CASE WHEN inside THEN {period} END",
-        "CASE WHEN inside THEN NULL ELSE cp_start END",
-        "CASE WHEN inside THEN NULL ELSE cp_end END",
-        *cols,
-    ]
-    text = (
-        "SELECT " + ", ".join(keys) + f", sum({measure}) "
-        f"FROM (SELECT *, {inside} AS inside FROM {rollup} WHERE {where}) AS w "
-        "GROUP BY " + ", ".join(keys)
-    )
-    return Sql(text, params)
-
-
-def spellings_sql(rollup: str, dims: Sequence[str]) -> Sql:
-    """How often each original spelling of each dimension value occurs."""
-    parts = [f"SELECT '{d}' AS dim, lower({dim_col(d)}), {dim_col(d)}, sum(lines) FROM {rollup} "
-             f"GROUP BY lower({dim_col(d)}), {dim_col(d)}" for d in dims]
-    return Sql(" UNION ALL ".join(parts), {})
