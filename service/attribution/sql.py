@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
-                                           extra_tag_aliases, held_sql, members_sql)
+                                           extra_tag_aliases, held_sql, members_sql, part_columns)
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
@@ -187,7 +187,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
                    allocation: AllocationInputs | None = None, every_column: bool = False,
                    needs: Needs = Needs(), parts_only: bool = False,
-                   narrow: tuple[str, tuple[str, ...]] | None = None) -> Sql:
+                   narrow: tuple[str, tuple[str, ...]] | None = None, grouped: bool = False) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -205,7 +205,9 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     measures (default all). `parts_only` (with `allocation`): only the lines allocation split
     (job, idle and pod parts), not the others: the cluster's lines alone are read twice.
     `narrow` (dimension, lowercase values): of the lines allocation does not split, only those
-    whose tags or inventory tags for that dimension hold one of the values (rollup.py `narrowed_to`)."""
+    whose tags or inventory tags for that dimension hold one of the values (rollup.py `narrowed_to`).
+    `grouped`: the lines allocation does not split are summed by all the dimensions and shared
+    rules read of them before those are computed (their count in `a_lines`, 1 on a part)."""
     tag_keys = list(tag_keys)
     order = needed_dimensions(config, needs.dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
@@ -277,6 +279,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
                                                      extra, run_cols, order, params, keep).rstrip(", ")
         first = "a_parts" if parts_only else "s0a"
+    if grouped and not parts_only:
+        first = _grouped_steps(steps, config, order, first, [*tag_cols.values(), *inv_cols.values()], allocation)
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
@@ -304,6 +308,28 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values, setup, stage)
 
 
+def _grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str], first: str,
+                   tag_columns: Sequence[str], allocation: AllocationInputs | None) -> str:
+    """Append `s0g`: the lines allocation does not split, summed by what the dimensions'
+    values and the shared rules read of them (a month's 10M lines are a few thousand groups),
+    and with allocation `s0u`: those and the parts. Returns the step the dimensions read."""
+    rules = [*(r for name in order for r in config.dimensions[name].rules), *config.shared]
+    fields = [MATCH_FIELDS[key] for rule in rules for key in rule.match if key in MATCH_FIELDS]
+    read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns, *fields,
+                               *JOB_MATCH_FIELDS.values()]))  # a job's fields: NULL on these lines
+    sums = [f"sum({m}) AS {m}" for m in MEASURES.values()]
+    steps.append(f"s0g AS (SELECT {', '.join(read + sums)}, count(*) AS a_lines "
+                 f"FROM {'a_keep' if allocation else first} GROUP BY {', '.join(read)})")
+    if not allocation:
+        return "s0g"
+    parts = [c for c in part_columns(order) if c not in read]
+    nulls = ["CAST(0 AS INTEGER)" if c == "a_overbooked" else "NULL" for c in parts]
+    steps.append(f"s0u AS (SELECT {', '.join([*read, *MEASURES.values(), 'a_lines'])}, "
+                 f"{', '.join(f'{v} AS {c}' for v, c in zip(nulls, parts))} FROM s0g UNION ALL "
+                 f"SELECT {', '.join([*read, *MEASURES.values()])}, 1, {', '.join(parts)} FROM a_parts)")
+    return "s0u"
+
+
 def _first(values: list[str]) -> str:
     """The first non-NULL of `values` (a typed NULL when there is none)."""
     return f"coalesce({', '.join(values)})" if values else "CAST(NULL AS VARCHAR)"
@@ -320,7 +346,7 @@ def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, 
     params = Params()
     where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')} AND {only}"
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, needs=needs,
-                           narrow=narrow)
+                           narrow=narrow, grouped=True)
     dims = [c for name in needed_dimensions(config, needs.dims) for c in (dim_col(name), how_col(name))]
     sums = [f"coalesce(sum({col}), 0) AS {m}" if needs.measures is None or m in needs.measures
             else f"CAST(NULL AS DECIMAL(38,12)) AS {m}" for m, col in MEASURES.items()]
@@ -328,7 +354,8 @@ def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, 
     text = (
         lines.text + "SELECT " + ", ".join(keys)
         + ", " + ", ".join(sums)
-        + ", count(*) AS lines" + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocation else "")
+        + ", CAST(sum(a_lines) AS BIGINT) AS lines"
+        + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocation else "")
         + " FROM attributed GROUP BY " + ", ".join(keys)
     )
     return Sql(text, lines.params, lines.setup, lines.stage)
