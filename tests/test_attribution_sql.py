@@ -8,9 +8,8 @@ from datetime import datetime
 import pytest
 import sqlglot
 
-from service.attribution.sql import (
-    resources_sql, rollup_sql, spellings_sql, tag_candidates, transpile, window_sql,
-)
+from service.attribution.sql import resources_sql, rollup_sql, tag_candidates, transpile
+from service.attribution.window_sql import spellings_sql, window_sql
 from tests.attribution_helpers import config
 
 CONFIG = config({
