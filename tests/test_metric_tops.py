@@ -246,6 +246,26 @@ def test_61_while_a_service_job_holds_its_turn_a_scrape_shows_the_previous_tops_
     assert not turn.locked()
 
 
+def test_61_a_page_showing_the_previous_tops_is_not_served_again_once_the_current_ones_can_be_shown(tmp_path):
+    """The service keeps its page until a lake file changes; storing the tops or a job
+    letting go of the turn changes none it watches. A page with the previous state's tops
+    (current 0) was served for minutes after the new ones existed: a scrape loop right after
+    the service's first ingest saw no spend series at all."""
+    config, lake, before = stored_tops_then_a_new_delivery(tmp_path)
+    turn = threading.Lock()
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config, clock=NOW.timestamp, turn=turn))  # one service, scraped twice
+    key = ("spendlake_spend_usd", (("project", "llm"), ("team", "nlp"), ("window", "24h")))
+
+    def scrape() -> tuple[float, float]:
+        return (registry.get_sample_value(key[0], dict(key[1])),
+                registry.get_sample_value("spendlake_metric_tops_current"))
+
+    with turn:
+        assert scrape() == (before[key], 0)
+    assert scrape() == (before[key] + 500, 1)
+
+
 def test_61_with_no_tops_stored_for_the_config_a_scrape_beside_a_build_shows_none_rather_than_computing(
         tmp_path, monkeypatch):
     """A first start or a config change: the writer builds the rollups and tops of the new

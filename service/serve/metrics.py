@@ -82,8 +82,11 @@ class LakeCollector(Collector):
             key = self.fingerprint()
             now = self.clock()
             if key != self._key or now - self._computed_at >= self.max_age_seconds:
-                self._families = self.compute()
-                self._key, self._computed_at = key, now
+                self._families, current = self.compute()
+                # A page showing the previous state's tops is not kept: the tops stored when the
+                # writer lets go, or computed once the jobs' turn is free, change no file the
+                # fingerprint reads, so it would be served for up to max_age_seconds.
+                self._key, self._computed_at = (key if current else None), now
             return iter(list(self._families))
 
     def fingerprint(self) -> tuple:
@@ -100,9 +103,10 @@ class LakeCollector(Collector):
             stats.append((str(path), stat.st_mtime_ns, stat.st_size))
         return tuple(stats)
 
-    def compute(self) -> list[Metric]:
+    def compute(self) -> tuple[list[Metric], bool]:
         """Every family group on its own: a group that cannot be read is logged and left
-        out, and `spendlake_lake_readable` drops to 0, while the others still report."""
+        out, and `spendlake_lake_readable` drops to 0, while the others still report. With
+        whether the tops-based families describe the lake's current state."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
         tops = ScrapeTops(self.lake, self.config, now, self.turn)  # the stored tops file is read once per scrape
         groups = (
@@ -126,4 +130,4 @@ class LakeCollector(Collector):
                 ok = False
         readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read all of the lake.")
         readable.add_metric([], 1 if ok else 0)
-        return [readable, *families]
+        return [readable, *families], tops.current
