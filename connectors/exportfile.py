@@ -18,9 +18,10 @@ Shared by the file-based connectors that have no manifest:
 
 from __future__ import annotations
 
+import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
@@ -46,6 +47,7 @@ CSV_SUFFIXES = (".csv", ".csv.gz")
 CSV_MONEY = "DECIMAL(38,18)"
 PARQUET_SUFFIXES = (".parquet",)
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
+DECIMAL_RE = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
 
 
 def sql_string(value: str) -> str:
@@ -270,6 +272,21 @@ def nonblank(sql: str) -> str:
     return f"nullif(trim(CAST({sql} AS VARCHAR)), '')"
 
 
+def parsed_as_given_or_fail(table: Table, sql: str, parse: Callable[[str], str], column: str, problem: str) -> str:
+    """Like parsed_or_fail over nonblank(sql), but the text is parsed as given (`parse`: SQL that
+    is NULL where its text argument does not parse) and trimmed only where that fails: blank
+    text is NULL, other text is parsed trimmed or fails. Trimming every value first cost about
+    0.1 CPU s per 1M values and column."""
+    given, raw = f"CAST({sql} AS VARCHAR)", nonblank(sql)
+    return (f"(CASE WHEN {given} IS NULL THEN NULL ELSE coalesce({parse(given)}, "
+            f"CASE WHEN {raw} IS NOT NULL THEN coalesce({parse(raw)}, {table.fail(column, problem, raw)}) END) END)")
+
+
+def _integer_digits(decimal_type: str) -> int:
+    precision, scale = DECIMAL_RE.match(decimal_type).groups()
+    return int(precision) - int(scale)
+
+
 def parsed_or_fail(table: Table, raw: str, parsed: str, column: str, problem: str) -> str:
     return f"(CASE WHEN {raw} IS NULL THEN NULL ELSE coalesce({parsed}, {table.fail(column, problem, raw)}) END)"
 
@@ -280,6 +297,8 @@ def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | N
     if kind is not None and str(kind) == target:
         return sql
     if kind is not None and str(kind).startswith("DECIMAL("):
+        if _integer_digits(str(kind)) <= _integer_digits(target):  # cannot overflow: a plain cast, the very
+            return f"CAST({sql} AS {target})"  # expression rounded_away_sql subtracts, so DuckDB computes it once
         return parsed_or_fail(table, sql, f"TRY_CAST({sql} AS {target})", column, "out of range")
     raw = nonblank(sql)
     return parsed_or_fail(table, raw, f"TRY_CAST({raw} AS {target})", column, "not a number")
@@ -327,7 +346,7 @@ def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType
     never be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January)."""
     kind_name = str(kind) if kind is not None else "VARCHAR"
     if kind_name == "TIMESTAMP WITH TIME ZONE":
-        return f"timezone('UTC', {sql})"
+        return utc_naive(sql)
     if kind_name.startswith("TIMESTAMP") or kind_name == "DATE":
         return f"CAST({sql} AS TIMESTAMP)"
     raw = nonblank(sql)
@@ -335,7 +354,15 @@ def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType
         listed = "[" + ", ".join(sql_string(f) for f in formats) + "]"
         return parsed_or_fail(table, raw, f"try_strptime({raw}, {listed})", column,
                               f"not a date ({' or '.join(formats)})")
-    return parsed_or_fail(table, raw, f"timezone('UTC', TRY_CAST({raw} AS TIMESTAMPTZ))", column, "not a date/time")
+    return parsed_as_given_or_fail(table, sql, lambda text: utc_naive(f"TRY_CAST({text} AS TIMESTAMPTZ)"), column,
+                                   "not a date/time")
+
+
+def utc_naive(sql: str) -> str:
+    """A TIMESTAMPTZ as the naive UTC TIMESTAMP: from its instant in microseconds, which is
+    what it holds (ICU's `timezone('UTC', …)` cost 0.1 CPU s per 1M values), or through ICU
+    where that is NULL: ±infinity."""
+    return f"coalesce(make_timestamp(epoch_us({sql})), timezone('UTC', {sql}))"
 
 
 def timestamp(table: Table, *candidates: str, formats: tuple[str, ...] = ()) -> str | None:
@@ -353,11 +380,14 @@ def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool 
     string values unquoted, other values as their JSON text, JSON null as NULL. Anything
     else (malformed, not an object, a key twice) fails. `braces_optional`: Azure writes
     the object without its outer braces."""
+    def parsed(text: str) -> str:
+        return f"try(json_transform({text}, '\"MAP(VARCHAR, VARCHAR)\"'))"
+
+    if not braces_optional:
+        return parsed_as_given_or_fail(table, sql, parsed, column, "not a JSON object with unique keys")
     raw = nonblank(sql)
-    if braces_optional:
-        raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
-    parsed = f"try(json_transform({raw}, '\"MAP(VARCHAR, VARCHAR)\"'))"
-    return parsed_or_fail(table, raw, parsed, column, "not a JSON object with unique keys")
+    raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
+    return parsed_or_fail(table, raw, parsed(raw), column, "not a JSON object with unique keys")
 
 
 def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 import boto3
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -101,6 +102,51 @@ def test_typed_parquet_money_times_and_map_tags(tmp_path):
     assert sums(lake) == [("Google Cloud", "EUR", 2, Decimal("0.10000001"), Decimal("0.05"))]
     tags = lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart").fetchall()
     assert tags == [({" team": "a"},), ({},)]
+
+
+def test_padded_blank_and_infinite_cells_read_as_written(tmp_path):
+    """Times and tags are parsed as given and trimmed only where that fails (the cheaper
+    parse): padded values still parse, blank ones are NULL, ±infinity stays as before."""
+    path = write(tmp_path, "focus.csv", focus_csv(
+        '1,1,USD, 2024-06-01T00:00Z ,  2024-06-12 03:00:00+02:00  , infinity ,AWS," {""a"": ""b""} "',
+        "2,2,USD,2024-06-01,2024-06-13T00:00:00.000Z,   ,AWS,   "))
+    lake, result = ingest_files(tmp_path, ("focus", "focus", path))
+    assert failures(result) == []
+    rows = lake.query().execute("SELECT BillingPeriodStart, ChargePeriodStart, ChargePeriodEnd, Tags FROM costs "
+                                "ORDER BY BilledCost").fetchall()
+    assert rows == [(datetime(2024, 6, 1), datetime(2024, 6, 12, 1), datetime.max, {"a": "b"}),
+                    (datetime(2024, 6, 1), datetime(2024, 6, 13), None, None)]
+    path = write(tmp_path, "focus.csv", focus_csv("1,1,USD,2024-06-01,  June 2nd ,,AWS,"))
+    assert "column ChargePeriodStart: not a date/time: June 2nd" in failures(ingest_files(
+        tmp_path, ("focus", "focus", path))[1])[0]
+
+
+def test_typed_parquet_infinite_times_and_decimals_that_may_not_fit(tmp_path):
+    """A TIMESTAMPTZ keeps ±infinity; a decimal type with more integer digits than the lake's
+    is checked value by value (out of range fails), one with fewer is cast as it is."""
+    utc = pa.timestamp("us", tz="UTC")
+    def parquet(cost: pa.Array) -> None:
+        pq.write_table(pa.table({
+            "BilledCost": cost, "BillingCurrency": ["USD"],
+            "BillingPeriodStart": pa.array([datetime(2024, 7, 1, tzinfo=timezone.utc)], utc),
+            "ChargePeriodStart": pa.array([datetime(2024, 7, 2, tzinfo=timezone.utc)], utc),
+            "ChargePeriodEnd": pa.array([datetime(2024, 7, 3, tzinfo=timezone.utc)], utc)}), tmp_path / "focus.parquet")
+    parquet(pa.array([Decimal("12345678901234567890123456")], pa.decimal128(38, 0)))
+    lake, result = ingest_files(tmp_path, ("focus", "focus", tmp_path / "focus.parquet"))
+    assert failures(result) == []
+    assert sums(lake)[0][3] == Decimal("12345678901234567890123456")
+    parquet(pa.array([Decimal("123456789012345678901234567")], pa.decimal128(38, 0)))
+    [message] = failures(ingest_files(tmp_path, ("focus", "focus", tmp_path / "focus.parquet"))[1])
+    assert "column BilledCost: out of range: 123456789012345678901234567" in message
+    with duckdb.connect() as con:
+        con.execute("COPY (SELECT 1.5::DECIMAL(38,18) AS BilledCost, 'USD' AS BillingCurrency, "
+                    "TIMESTAMPTZ '2024-07-01 00:00:00+00' AS BillingPeriodStart, "
+                    "TIMESTAMPTZ '2024-07-02 00:00:00+00' AS ChargePeriodStart, "
+                    "TIMESTAMPTZ 'infinity' AS ChargePeriodEnd) TO '" + str(tmp_path / "focus.parquet") + "'")
+    lake, result = ingest_files(tmp_path, ("focus", "focus", tmp_path / "focus.parquet"))
+    assert failures(result) == []
+    assert lake.query().execute("SELECT ChargePeriodEnd, BilledCost FROM costs").fetchall() == [
+        (datetime.max, Decimal("1.5"))]
 
 
 def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
