@@ -47,6 +47,7 @@ CSV_SUFFIXES = (".csv", ".csv.gz")
 CSV_MONEY = "DECIMAL(38,18)"
 PARQUET_SUFFIXES = (".parquet",)
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
+NOT_A_NUMBER = "not a number"
 DECIMAL_RE = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
 
 
@@ -73,6 +74,7 @@ class FolderExport(StoredExport, ABC):
     def __init__(self, config: SourceConfig):
         super().__init__(config)
         self.runs: dict[str, ExportRun] = {}  # Azure export runs by delivery id
+        self.local: dict[str, Path] = {}  # URI → the local copy of each file read
 
     def deliveries(self) -> Iterator[Delivery]:
         return self.folder_deliveries(self.storage.list())
@@ -102,7 +104,8 @@ class FolderExport(StoredExport, ABC):
         parts = []  # one relation per file: the lake writes them one after another (bounded memory)
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            select = self.select(con, self.storage.local_copy(obj, scratch), uri)
+            self.local[uri] = self.storage.local_copy(obj, scratch)
+            select = self.select(con, self.local[uri], uri)
             try:
                 parts.append(con.sql(select))
             except duckdb.Error as exc:
@@ -166,20 +169,21 @@ class Table:
 
 
 def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: Iterable[str] = (),
-               nullstr: tuple[str, ...] = ("",)) -> Table:
+               nullstr: tuple[str, ...] = ("",), money_type: str = CSV_MONEY) -> Table:
     """Open a CSV, Parquet or JSON-lines export file as a view of `con`.
 
     CSV: every column is text, except those named in `money` (case-insensitive), which the
     CSV reader parses as exact decimals (CSV_MONEY) so a bad value names its line and column (the
-    dialect and columns are given, nothing is sniffed: connectors.csvfile). The path and
-    the reader's options are bound as parameters, never pasted into SQL text.
+    dialect and columns are given, nothing is sniffed: connectors.csvfile). `money_type`
+    VARCHAR: they stay text, parsed in SQL (connectors.focus locates a bad value's line). The
+    path and the reader's options are bound as parameters, never pasted into SQL text.
     """
     if path.stat().st_size == 0:
         raise DataError("the file is empty", where=uri, hint="re-export it; an export with no rows still has a header")
     suffix = suffix_of(PurePosixPath(uri).name)
     if suffix in CSV_SUFFIXES:
         try:
-            relation, _ = read_csv(con, path, uri, types={m.lower(): CSV_MONEY for m in money}, nullstr=nullstr)
+            relation, _ = read_csv(con, path, uri, types={m.lower(): money_type for m in money}, nullstr=nullstr)
         except duckdb.Error as exc:
             raise duckdb_error(exc, "cannot read the file", where=uri,
                                hint="check that it is a complete, UTF-8 export file") from None
@@ -273,18 +277,15 @@ def nonblank(sql: str) -> str:
 
 
 def parsed_as_given_or_fail(table: Table, sql: str, parse: Callable[[str], str], column: str, problem: str) -> str:
-    """Like parsed_or_fail over nonblank(sql), but the text is parsed as given (`parse`: SQL that
-    is NULL where its text argument does not parse) and trimmed only where that fails: blank
-    text is NULL, other text is parsed trimmed or fails. Trimming every value first cost about
-    0.1 CPU s per 1M values and column."""
+    """parsed_or_fail over nonblank(sql), trimming only where the text as given does not parse
+    (`parse`: SQL, NULL then); trimming every value cost 0.1 CPU s per 1M values and column."""
     given, raw = f"CAST({sql} AS VARCHAR)", nonblank(sql)
     return (f"(CASE WHEN {given} IS NULL THEN NULL ELSE coalesce({parse(given)}, "
             f"CASE WHEN {raw} IS NOT NULL THEN coalesce({parse(raw)}, {table.fail(column, problem, raw)}) END) END)")
 
 
 def _integer_digits(decimal_type: str) -> int:
-    precision, scale = DECIMAL_RE.match(decimal_type).groups()
-    return int(precision) - int(scale)
+    return int(DECIMAL_RE.match(decimal_type).group(1)) - int(DECIMAL_RE.match(decimal_type).group(2))
 
 
 def parsed_or_fail(table: Table, raw: str, parsed: str, column: str, problem: str) -> str:
@@ -300,8 +301,7 @@ def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | N
         if _integer_digits(str(kind)) <= _integer_digits(target):  # cannot overflow: a plain cast, the very
             return f"CAST({sql} AS {target})"  # expression rounded_away_sql subtracts, so DuckDB computes it once
         return parsed_or_fail(table, sql, f"TRY_CAST({sql} AS {target})", column, "out of range")
-    raw = nonblank(sql)
-    return parsed_or_fail(table, raw, f"TRY_CAST({raw} AS {target})", column, "not a number")
+    return parsed_as_given_or_fail(table, sql, lambda text: f"TRY_CAST({text} AS {target})", column, NOT_A_NUMBER)
 
 
 def money(table: Table, *candidates: str) -> str | None:
@@ -321,11 +321,12 @@ def decimal(table: Table, target: str, *candidates: str) -> str | None:
 
 
 def rounded_away(table: Table, *candidates: str) -> str | None:
-    """What the lake's 12 decimals round away from the first candidate money column the file
-    has (service.core.staging.rounded_away_sql); None when it has none or it cannot hold
-    more than 12 decimals."""
+    """What the lake's 12 decimals round away from the first candidate money column the file has
+    (service.core.staging.rounded_away_sql); None when it has none or it cannot hold more than 12."""
     name = table.name(*candidates)
-    return None if name is None else rounded_away_sql(ident(name), str(table.type_of(name)))
+    too_large = name and table.fail(name, "more than 12 decimals on a value of 1e20 or more (what the lake's "
+                                          "12 decimals round away cannot be summed exactly)", nonblank(ident(name)))
+    return None if name is None else rounded_away_sql(ident(name), str(table.type_of(name)), too_large)
 
 
 def json_text(table: Table, *candidates: str) -> str | None:
@@ -359,9 +360,8 @@ def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType
 
 
 def utc_naive(sql: str) -> str:
-    """A TIMESTAMPTZ as the naive UTC TIMESTAMP: from its instant in microseconds, which is
-    what it holds (ICU's `timezone('UTC', …)` cost 0.1 CPU s per 1M values), or through ICU
-    where that is NULL: ±infinity."""
+    """A TIMESTAMPTZ as the naive UTC TIMESTAMP from its microseconds (ICU's `timezone('UTC', …)`
+    cost 0.1 CPU s per 1M values); through ICU where that is NULL: ±infinity."""
     return f"coalesce(make_timestamp(epoch_us({sql})), timezone('UTC', {sql}))"
 
 

@@ -32,15 +32,19 @@ reads them into tables of their own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import duckdb
 
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
-from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, decimal, json_text, open_table,
-                                   rounded_away, tags, text, timestamp)
+from connectors.csvfile import TEXT, read_csv
+from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, FolderExport, decimal,
+                                   ident, json_text, open_table, rounded_away, tags, text, timestamp)
+from connectors.storage import suffix_of
+from service.core.errors import SpendlakeError, duckdb_error
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
 from service.core.staging import ROUNDING_COLUMNS, rounding_select
 
@@ -62,6 +66,7 @@ ALTERNATIVES = {
     "x_operation": ("x_Operation",),
 }
 TAG_COLUMNS = ("Tags", "AllocatedTags")
+NULLS = ("", "NULL")  # how producers write a null cell
 
 class DataExportsLayout(AwsCur2Connector):
     """The manifests of an AWS Data Exports delivery, read the way `aws-cur2` reads them."""
@@ -95,7 +100,9 @@ class FocusConnector(FolderExport):
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
         money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]
-        table = open_table(con, path, uri, money=money_columns, nullstr=("", "NULL"))
+        # CSV money as text, parsed in SQL: the reader's exact decimals (DECIMAL(38,18), to learn
+        # what the lake's 12 decimals round away) cost a 128-bit division per value to store
+        table = open_table(con, path, uri, money=money_columns, nullstr=NULLS, money_type=TEXT)
         if table.name("ChargePeriodStart") is None:
             for column, dataset in OTHER_DATASETS:
                 if table.name(column):
@@ -121,3 +128,17 @@ class FocusConnector(FolderExport):
         rounding = rounding_select({m: rounded_away(table, *ALTERNATIVES.get(m, (m,))) for m in ROUNDING_COLUMNS})
         # the columns the file has: the stager adds the others as nulls
         return f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding} FROM {table.source}"
+
+    def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
+        """A CSV money value the SQL found not a number, with its line: the CSV reader parses
+        that column of the file as a number, and its error names the line (read as text, the
+        value has none). Any other error as it is. Called while the files are still local."""
+        for uri, path in self.local.items():
+            found = re.search(re.escape(f"{uri}: column ") + f"(.+?): {NOT_A_NUMBER}: ", str(error))
+            if found and suffix_of(PurePosixPath(uri).name) in CSV_SUFFIXES and path.exists():
+                try:
+                    relation, _ = read_csv(con, path, uri, types={found.group(1).lower(): CSV_MONEY}, nullstr=NULLS)
+                    relation.aggregate(f"count({ident(found.group(1))})").fetchall()
+                except duckdb.Error as exc:
+                    return duckdb_error(exc, "could not read the delivery", where=uri)
+        return error

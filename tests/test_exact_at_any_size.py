@@ -146,3 +146,30 @@ def test_45_focus_csv_money_with_18_decimals_gives_its_rounding_total(tmp_path):
     # 0.000000000000345678 rounded away from the first; the second (18 decimals as read) gave 0.0000000000003
     assert Decimal(rows["billed"]["rounding"]) == Decimal("0.000000000000345678") + Decimal("0.0000000000003")
     assert Decimal(rows["effective"]["rounding"]) == 0
+
+
+def test_45_text_money_of_1e20_or_more_is_kept_and_more_than_12_decimals_on_it_fails_named(tmp_path):
+    """FOCUS CSV money is parsed from its text: up to the lake's 26 integer digits it is kept
+    as written (the CSV reader's DECIMAL(38,18) stopped at 1e20); with more than 12 decimals on
+    1e20 or more, what the lake rounds away cannot be summed exactly: the file fails, named,
+    for CSV and for Parquet text alike (Parquet text used to lose that part silently)."""
+    header = "BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd\n"
+    line = ",USD,2026-11-01,2026-11-02T00:00:00Z,2026-11-02T01:00:00Z\n"
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "bill.csv").write_text(header + "12345678901234567890123456.5" + line)
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "bill.csv").write_text(header + "1.5" + line + "123456789012345678901.0000000000001" + line)
+    focus_parquet(tmp_path / "text" / "bill.parquet", [("123456789012345678901.0000000000001", "nlp", "Usage")],
+                  money="VARCHAR")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": name, "kind": "focus", "location": str(tmp_path / name)} for name in ("big", "csv", "text")]}))
+    done = spendlake(config, "ingest")
+    assert done.exit_code == 3 and "Traceback" not in done.output
+    failed = sorted(line for line in done.output.splitlines() if "FAILED" in line)
+    assert [line.split()[0] for line in failed] == ["csv", "text"]
+    for line in failed:
+        assert "column BilledCost: more than 12 decimals on a value of 1e20 or more" in line
+        assert "123456789012345678901.0000000000001" in line
+    [status] = json.loads(spendlake(config, "status", "--format", "json").output)
+    assert Decimal(status["billed_cost"]) == Decimal("12345678901234567890123456.5")

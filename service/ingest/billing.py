@@ -18,7 +18,7 @@ import duckdb
 from connectors.base import Delivery, OtherDataset
 from service.core.commit import StagedCosts, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
-from service.core.errors import LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
+from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
@@ -182,8 +182,13 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
     try:
         with lake.scratch() as scratch:
             relation = connector.read(delivery, con, scratch)
-            staged = stage_costs(lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
-                                 periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append)
+            try:
+                staged = stage_costs(lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
+                                     periods=delivery.periods, files=delivery.files, strict=strict,
+                                     warn=warnings.append)
+            except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
+                locate = getattr(connector, "locate", None)
+                raise (locate(error, con) if locate else error) from None
     except OtherDataset as other:
         return _skipped(source, other)
     except (SpendlakeError, OSError, duckdb.Error) as exc:
