@@ -8,9 +8,9 @@ Shared by the file-based connectors that have no manifest:
   (service.ingest.periods). Azure export runs with a manifest.json are read by their
   manifests instead (connectors.azure_manifest).
 - `open_table`: one file as a DuckDB FROM clause plus its column names and types. CSV is
-  read as text (money columns as DECIMAL(38,18) by the CSV reader itself, so a bad value
-  fails with the file, line and column, and what the lake's 12 decimals round away is
-  known); Parquet and JSON keep their types. Hive folder
+  read as text (money columns as DECIMAL(38,18) by the CSV reader itself unless the connector
+  keeps them text, so a bad value fails with the file, line and column, and what the lake's
+  12 decimals round away is known); Parquet and JSON keep their types. Hive folder
   names (`SubAccountId=…/`) above the file give the columns the file lacks, as text.
 - SQL builders for exact money, UTC timestamps and JSON tags, which fail loudly with the
   file and column instead of turning a bad value into NULL.
