@@ -70,7 +70,8 @@ from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs
 from service.attribution.query import AttributionQuery, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution
-from service.attribution.rollup import ROLLUP_GRACE, RollupBuild, build_rollups, inventory_keys
+from service.attribution.rollup import (ROLLUP_GRACE, RollupBuild, build_rollups, cost_partitions, inventory_keys,
+                                       recorded_tag_keys)
 from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
@@ -372,9 +373,12 @@ def attribute_resources(lake: Lake, config: AttributionConfig | Config,
 def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str], snapshot) -> dict:
     if not snapshot.checks:
         return {}
+    # the keys ingest recorded: decoding every line's tags for them took most of the commitment tops
+    tag_keys = recorded_tag_keys(cost_partitions(lake, snapshot))
     with lake.query(snapshot) as con:
-        keys_sql = all_tag_keys_sql()
-        tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+        if tag_keys is None:  # a partition from before the ledger recorded them
+            keys_sql = all_tag_keys_sql()
+            tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
         sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
         rows = con.execute(sql.text, sql.params).fetchall()
     order = config.dimension_order()

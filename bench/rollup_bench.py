@@ -1,0 +1,76 @@
+"""Rollup-phase benchmark: the attribution rollups and metric tops an ingest builds after its
+commit (service/ingest/rollups.py), rebuilt on a kept lake, this tree against a baseline tree.
+
+Each run is a fresh process that removes the lake's stored rollups and tops, then times
+`materialise` and `build_tops` under the lake lock (wall and CPU seconds of the process, DuckDB's
+threads included). Runs alternate baseline / this tree, so load on a shared machine hits both;
+medians of `--repeat`. `--baseline` is a source tree of the code to compare with, e.g.
+`mkdir /tmp/base && git archive main | tar -x -C /tmp/base`. The lake is one an ingest made, e.g.
+`bench/ingest_bench.py`'s exports ingested with `python -m service --config C ingest`.
+
+    nice -n 10 python bench/rollup_bench.py --config C --baseline /tmp/base --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+# argv: the config; prints "rollup_wall rollup_cpu tops_wall tops_cpu"
+PHASE = """
+import shutil, sys, time
+from service.attribution import build_tops, materialise
+from service.core.config import load_config
+from service.core.lake import Lake
+config = load_config(sys.argv[1])
+lake = Lake.of(config)
+for table in ("attribution_rollup", "metric_tops"):
+    shutil.rmtree(config.lake / table, ignore_errors=True)
+with lake.lock("ingest"):
+    lake.settle()
+    w0, c0 = time.perf_counter(), time.process_time()
+    materialise(lake, config)
+    w1, c1 = time.perf_counter(), time.process_time()
+    build_tops(lake, config)
+    w2, c2 = time.perf_counter(), time.process_time()
+print(w1 - w0, c1 - c0, w2 - w1, c2 - c1)
+"""
+
+
+def run(tree: Path, config: str) -> list[float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", PHASE, config], env=env, cwd=tree, check=True,
+                         capture_output=True, text=True).stdout
+    return [float(value) for value in out.split()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="spendlake config of a lake an ingest made")
+    parser.add_argument("--baseline", required=True, type=Path, help="source tree of the code to compare with")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    runs: dict[str, list[list[float]]] = {"baseline": [], "this tree": []}
+    for attempt in range(args.repeat):
+        for name, tree in (("baseline", args.baseline.resolve()), ("this tree", HERE)):
+            runs[name].append(run(tree, args.config))
+            rw, rc, tw, tc = runs[name][-1]
+            print(f"  run {attempt + 1} {name:<9}: rollups {rw:.2f}s ({rc:.2f} CPU s), tops {tw:.2f}s ({tc:.2f} CPU s), "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"\n{'':<10} {'rollups s':>10} {'CPU s':>7} {'tops s':>7} {'CPU s':>7} {'phase s':>8} {'CPU s':>7}")
+    medians = {}
+    for name, found in runs.items():
+        rw, rc, tw, tc = (statistics.median(run[i] for run in found) for i in range(4))
+        medians[name] = (rw + tw, rc + tc)
+        print(f"{name:<10} {rw:>10.2f} {rc:>7.2f} {tw:>7.2f} {tc:>7.2f} {rw + tw:>8.2f} {rc + tc:>7.2f}")
+    (bw, bc), (nw, nc) = medians["baseline"], medians["this tree"]
+    print(f"\nthis tree / baseline: wall {nw / bw:.2f}, CPU {nc / bc:.2f}")
+
+
+if __name__ == "__main__":
+    main()
