@@ -27,6 +27,7 @@ from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
                                            extra_tag_aliases, held_sql, members_sql, part_columns)
+from service.attribution.grouped_lines import grouped_lines, rule_fields
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
@@ -225,11 +226,17 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     tag_cols: dict[str, str] = {}  # original key → column holding its trimmed, non-empty value
     candidates = {name: tag_candidates(aliases[name], line_keys) for name in order}
     base_tags = []
+    early = grouped and allocation is None  # the lines are grouped as read, before any value is trimmed
+    raw_tags: list[str] = []  # early: each tag read, as the lines are grouped by it (g_<n>)
     for name in order:
         for key in candidates[name]:
             if key not in tag_cols:
                 tag_cols[key] = f"t_{len(tag_cols)}"
-                base_tags.append(f"nullif(trim(Tags[{params.bind(key)}]), '') AS {tag_cols[key]}")
+                value = f"Tags[{params.bind(key)}]"
+                if early:
+                    raw_tags.append(value)
+                    value = f"g_{len(raw_tags) - 1}"
+                base_tags.append(f"nullif(trim({value}), '') AS {tag_cols[key]}")
     for name, keys in extra_aliases.items():  # the instance tags allocation reads (node, cluster)
         values = [f"nullif(trim(Tags[{params.bind(k)}]), '')" for k in tag_candidates(keys, tag_keys)]
         values += [inv_cols[k] for k in inv_candidates[name] if k in inv_cols]
@@ -249,10 +256,18 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     for measure, column in MEASURES.items():  # NULL costs nothing to spread and split
         if needs.measures is not None and measure not in needs.measures:
             renamed[column] = f"CAST(NULL AS DECIMAL(38,12)) AS {column}"
+    lines, head = "costs", ""
+    if early:
+        read = [*rule_fields(config, order), *(["ResourceId"] if inv_cols else [])]
+        head = grouped_lines(where, raw_tags, list(dict.fromkeys(read)),
+                             [c for m, c in MEASURES.items() if needs.measures is None or m in needs.measures])
+        lines, where = "grouped_lines", "TRUE"
+        columns = ["cp_start", "cp_end", "currency", *dict.fromkeys(read), *MEASURES.values(), "a_lines"]
     steps = [
-        f"s0 AS (SELECT {', '.join(renamed.get(c, c) for c in dict.fromkeys(columns))}"
+        f"{head}s0 AS (SELECT {', '.join(renamed.get(c, c) for c in dict.fromkeys(columns))}"
         + "".join(f", {t}" for t in base_tags) + "".join(f", {c}" for c in inv_cols.values())
-        + " FROM costs" + (" LEFT JOIN inv ON inv.rid = costs.ResourceId" if inv_cols else "") + f" WHERE {where})"
+        + f" FROM {lines}" + (f" LEFT JOIN inv ON inv.rid = {lines}.ResourceId" if inv_cols else "")
+        + f" WHERE {where})"
     ]
     first, setup, stage = "s0", (), None
     keep = "TRUE"
@@ -279,7 +294,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
                                                      extra, run_cols, order, params, keep).rstrip(", ")
         first = "a_parts" if parts_only else "s0a"
-    if grouped and not parts_only:
+    if grouped and not parts_only and not early:
         first = _grouped_steps(steps, config, order, first, [*tag_cols.values(), *inv_cols.values()], allocation)
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
@@ -313,9 +328,8 @@ def _grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[
     """Append `s0g`: the lines allocation does not split, summed by what the dimensions'
     values and the shared rules read of them (the bench's 10M lines: 60,315 groups),
     and with allocation `s0u`: those and the parts. Returns the step the dimensions read."""
-    rules = [*(r for name in order for r in config.dimensions[name].rules), *config.shared]
-    fields = [MATCH_FIELDS[key] for rule in rules for key in rule.match if key in MATCH_FIELDS]
-    read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns, *fields,
+    read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns,
+                               *rule_fields(config, order),
                                *JOB_MATCH_FIELDS.values()]))  # a job's fields: NULL on these lines
     sums = [f"sum({m}) AS {m}" for m in MEASURES.values()]
     steps.append(f"s0g AS (SELECT {', '.join(read + sums)}, count(*) AS a_lines "
