@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.attribution.grouped_lines import grouped_lines
 from service.attribution.needs import Needs, needed_dimensions
 from service.attribution.rollup import cost_partitions, inventory_keys, recorded_tag_keys
 from service.attribution.sql import MEASURES, Params, Sql, attributed_sql, dim_col, how_col, rollup_sql
@@ -77,7 +78,9 @@ def test_a_rollup_grouped_per_tag_map_is_the_rollup_line_by_line(tmp_path, inven
         keys = inventory_keys(lake, con)
         assert (keys is not None) == inventory
         tag_keys = recorded_tag_keys([part])
-        grouped = rows(con, rollup_sql(attribution, tag_keys, part.source, part.period, keys, needs=needs))
+        sql = rollup_sql(attribution, tag_keys, part.source, part.period, keys, needs=needs)
+        assert "grouped_lines AS (" in sql.text  # grouped as read, before any value is decided
+        grouped = rows(con, sql)
         assert grouped == rows(con, line_by_line(attribution, tag_keys, part, keys, needs))
     finally:
         con.close()
@@ -86,3 +89,18 @@ def test_a_rollup_grouped_per_tag_map_is_the_rollup_line_by_line(tmp_path, inven
     if inventory and needs.dims is None:
         assert any("inventory-tag:team" in row for row in grouped_rows)
 
+
+
+def test_lines_are_grouped_by_the_tags_read_not_the_whole_tag_map(tmp_path):
+    """A tag on every resource (a Name) makes each line's map its own: grouping by the map
+    would sum nothing and cost twice the CPU of deciding each line (bench/README.md)."""
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "1", tags={"team": "nlp", "Name": f"node-{n}"})
+                                for n in range(20)])
+    con = lake.query()
+    try:
+        groups = con.execute("WITH " + grouped_lines("TRUE", ["Tags[$key]"], [], ["BilledCost"]).rstrip(", ")
+                             + " SELECT count(*), sum(a_lines), sum(BilledCost) FROM grouped_lines",
+                             {"key": "team"}).fetchall()
+    finally:
+        con.close()
+    assert groups == [(1, 20, 20)]
