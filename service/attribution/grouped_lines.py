@@ -1,6 +1,6 @@
 """A rollup's lines summed before their values are decided (service/attribution/sql.py
 `attributed_sql`, `grouped`): what the dimensions and shared rules read of a line is all a
-rollup keeps of it, and a month's millions of lines share a few thousand of those."""
+rollup keeps of it, and the bench's month of 10M lines has about 69,000 of those."""
 
 from __future__ import annotations
 
