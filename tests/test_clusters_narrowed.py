@@ -14,7 +14,7 @@ from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.rollup import narrowed_to
 from service.core.timewindow import Window
-from tests.attribution_helpers import config, line
+from tests.attribution_helpers import config, line, make_lake
 from tests.test_clusters_allocation import gpu_line, job, setup
 
 NOVEMBER = Window(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
@@ -91,3 +91,14 @@ def test_a_period_is_narrowed_only_when_the_lines_left_out_cannot_change_the_ans
     cfg = config({"clusters": CLUSTER, **attribution}).attribution
     needs = Needs((*by, "cluster"), ("billed",), hows=False, where=(("cluster", ("p5",)),))
     assert (narrowed_to(cfg, needs, ["cluster", "team"], None) is not None) is narrowed
+
+
+def test_a_value_of_a_dimension_no_line_is_tagged_with_is_suggested_from_its_rules(tmp_path):
+    # env has rules only: the narrowed period keeps no line (nothing to bind a value against)
+    lines = [line("2026-11-02T10:00:00", "5", region="us-west-2"), line("2026-11-02T11:00:00", "7")]
+    lake = make_lake(tmp_path, lines)
+    cfg = config({"dimensions": {"env": {"rules": [{"match": {"region": "us-west-2"}, "value": "west"}],
+                                         "default": "east"}}}, lake)
+    raw, stored = from_raw_lines_and_stored(lake, cfg, by=("team",), where={"env": ("wset",)})
+    assert raw == stored
+    assert raw[0] == [] and "west" in raw[1][0][2]
