@@ -102,3 +102,28 @@ def test_a_value_of_a_dimension_no_line_is_tagged_with_is_suggested_from_its_rul
     raw, stored = from_raw_lines_and_stored(lake, cfg, by=("team",), where={"env": ("wset",)})
     assert raw == stored
     assert raw[0] == [] and "west" in raw[1][0][2]
+
+
+def test_a_default_the_database_lowercases_to_the_value_keeps_every_line(tmp_path):
+    # DuckDB lowercases `İSTANBUL` to `istanbul`, Python to `i̇stanbul`: the untagged line's
+    # default is in team istanbul, as the tagged one is
+    lake = make_lake(tmp_path, [line("2026-11-02T10:00:00", "3", tags={"team": "Istanbul"}),
+                                line("2026-11-02T11:00:00", "7")])
+    cfg = config({"dimensions": {"team": {"default": "İSTANBUL"}}}, lake)
+    raw, stored = from_raw_lines_and_stored(lake, cfg, by=("project",), where={"team": ("istanbul",)})
+    assert raw == stored
+    assert raw[0] == [({"project": "unallocated"}, 10)]
+
+
+def test_a_constant_the_database_lowercases_to_a_shown_value_is_spelled_as_every_line_spells_it(tmp_path):
+    # cc `Istanbul` (a rule) on two lines of team vision, the default `İSTANBUL` on one and on the
+    # five lines outside vision: DuckDB shows both as `istanbul`, every line spells it `İSTANBUL`
+    west = [line(f"2026-11-02T1{h}:00:00", "1", region="us-west-2", tags={"team": "vision"}) for h in range(2)]
+    lines = [*west, line("2026-11-02T12:00:00", "1", tags={"team": "vision"}),
+             *(line(f"2026-11-03T1{h}:00:00", "1", tags={"team": "nlp"}) for h in range(5))]
+    lake = make_lake(tmp_path, lines)
+    cfg = config({"dimensions": {"cc": {"rules": [{"match": {"region": "us-west-2"}, "value": "Istanbul"}],
+                                        "default": "İSTANBUL"}}}, lake)
+    raw, stored = from_raw_lines_and_stored(lake, cfg, by=("cc",), where={"team": ("vision",)})
+    assert raw == stored
+    assert raw[0] == [({"cc": "İSTANBUL"}, 3)]

@@ -67,7 +67,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from service.attribution.compute import RollupSession, attributed_sums
-from service.attribution.needs import Needs
+from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution
 from service.attribution.rollup import (ROLLUP_GRACE, RollupBuild, build_rollups, cost_partitions, inventory_keys,
@@ -244,10 +244,13 @@ def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[st
         if dim in where:
             continue
         definition = config.dimensions[dim]
-        constants = {value.strip() for value in (definition.default, *(r.value for r in definition.rules))}
-        shown = {values[at] for _, _, values in keys}
-        if any(c.lower() in shown and spell.get((dim, c.lower()), c.lower()) != c for c in constants):
-            return True
+        constants: dict[str, set[str]] = defaultdict(set)  # by `loosely`: SQL's lower() may differ from Python's
+        for value in (definition.default, *(r.value for r in definition.rules)):
+            constants[loosely(value)].add(value.strip())
+        for shown in {values[at] for _, _, values in keys}:  # lowercased by SQL; ASCII: as loosely
+            if any(spell.get((dim, shown), shown) != c for c in constants.get(shown if shown.isascii()
+                                                                                else loosely(shown), ())):
+                return True
     return False
 
 

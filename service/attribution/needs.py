@@ -4,6 +4,7 @@ cost measures (service/attribution/rollup.py `rollup_view`, service/attribution/
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -39,3 +40,11 @@ def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> 
         if not more:
             return tuple(name for name in config.dimension_order() if name in wanted)
         wanted |= more
+
+
+def loosely(value: str) -> str:
+    """`value` as its letters compare however it is lowercased: DuckDB's lower() and Python's
+    differ on a few (`İ` → `i` or `i̇`, a final `Σ` → `σ` or `ς`), and a query's filter lowercases
+    in SQL, so what decides which lines a narrowed rollup may leave out compares this way."""
+    decomposed = unicodedata.normalize("NFKD", value.strip())
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
