@@ -27,7 +27,7 @@ from tests.test_clusters_narrowed import lines_and_jobs
 WINDOW = Window(datetime(2026, 10, 20, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
 TEAM_TAGS = [{"team": "NLP"}, {"team": " nlp "}, {"Team": "nlp"}, {"owner": "Vision"}, {"team": ""}, {"team": "  "},
              {"team": "vision", "owner": "NLP"}, {"user:team": "Nlp"}, {"TEAM": "vision "}, {"team": "Unowned"},
-             {"team": "data"}, {}, {}, {}]
+             {"team": "data"}, {"team": "\tvision"}, {"team": "Istanbul"}, {"owner": "ΣΑΣ"}, {}, {}, {}]
 PROJECT_TAGS = [{"project": "Alpha"}, {"project": "alpha "}, {"project": ""}, {}, {}]
 RESOURCES = ["", "i-0aaa", "db-prod-1", "bucket-x", "arn:aws:ec2:us-east-1:111111111111:instance/i-0bbb"]
 SERVICES = ["Amazon Elastic Compute Cloud", "AWS Support", "Amazon Simple Storage Service"]
@@ -36,10 +36,13 @@ DIMENSIONS = {
     "team": {"tags": ["team", "owner"], "default": "Unowned", "rules": [
         {"match": {"resource_id": "^db-"}, "value": "Data"},
         {"match": {"account": "222222222222"}, "value": "NLP"},  # a tag's value, spelled otherwise
-        {"match": {"region": "us-west-2", "service": "Amazon Simple Storage Service"}, "value": "storage "}]},
+        {"match": {"region": "us-west-2", "service": "Amazon Simple Storage Service"}, "value": "storage "},
+        {"match": {"service": "AWS Support", "account": "111111111111"}, "value": "İSTANBUL"}]},  # SQL: istanbul
     "env": {"rules": [{"match": {"region": "us-west-2"}, "value": "West"},
                       {"match": {"service": "AWS Support"}, "value": "west"}], "default": "east"},
     "cc": {"rules": [{"match": {"team": "nlp"}, "value": "research"}], "default": "Research"},
+    "site": {"rules": [{"match": {"region": "us-west-2"}, "value": "Istanbul"},
+                       {"match": {"team": "σας"}, "value": "ΣΑΣ"}], "default": "İSTANBUL"},
 }
 SHARED = [{"match": {"service": "AWS Support"}, "split": "proportional", "by": "team"},
           {"match": {"service": "Amazon Simple Storage Service", "region": "us-west-2"}, "split": "even",
@@ -62,7 +65,12 @@ def hostile_lines(seed: int, count: int = 70) -> list[dict]:
                           account=rng.choice(["111111111111", "222222222222"]), service=rng.choice(SERVICES),
                           resource=rng.choice(RESOURCES), region=rng.choice(["us-east-1", "us-west-2"]),
                           category="Credit" if cost < 0 else "Usage"))
-    return lines
+    # always: a tag and a rule's value SQL lowercases alike (Istanbul, İSTANBUL), team vision
+    # where site is the rule's `Istanbul` and the default `İSTANBUL`
+    fixed = [line("2026-11-05T00:00:00", "2.5", tags={"team": "Istanbul"}),
+             line("2026-11-05T01:00:00", "4", service="AWS Support"),
+             *(line(f"2026-11-05T0{h}:00:00", "1", region="us-west-2", tags={"team": "vision"}) for h in (2, 3))]
+    return [*lines, *fixed]
 
 
 def answers(lake, cfg, queries) -> list:
@@ -130,10 +138,10 @@ def sampled(seed: int, count: int, wheres, bys, kwargs=({},)) -> list:
 
 
 TEAM_WHERES = [{"team": (v,)} for v in ("vision", "VISION", " Vision ", "nlp", "Nlp", "unowned", "data", "storage",
-                                       "ghost", "visio", "unallocated")] + [
+                                       "ghost", "visio", "unallocated", "istanbul", "İSTANBUL", "σας")] + [
     {"team": ("vision", "nlp")}, {"team": ("vision", "ghost")}, {"project": ("alpha",)}, {"project": ("Misc",)},
     {"env": ("West",)}, {"env": ("wset",)}, {"cc": ("research",)}, {"cc": ("reserch",)}]
-BYS = [("env",), ("cc",), ("env", "cc"), ("team",), ("project", "env"), ("experiment",), ("cc", "team")]
+BYS = [("env",), ("cc",), ("env", "cc"), ("team",), ("project", "env"), ("experiment",), ("cc", "team"), ("site",)]
 OPTIONS = ({}, {"explain": True, "granularity": "day"}, {"compare": True}, {"top": 1}, {"cost": "effective"})
 # what the fast lane asks: narrowed with constants spelled like the shown ones, a typo, the
 # default, a rule's value spelled as a tag's, several values, a dimension with rules only
@@ -141,7 +149,9 @@ CORE = [(("env", "cc"), {"team": ("vision",)}, {}), (("cc",), {"team": (" Vision
         (("env",), {"team": ("visio",)}, {}), (("team",), {"team": ("unowned",)}, {}),
         (("cc",), {"team": ("Nlp",)}, {}), (("env",), {"team": ("vision", "ghost")}, {}),
         (("experiment",), {"env": ("wset",)}, {}), (("team",), {"project": ("alpha",)}, {"compare": True}),
-        (("env", "cc"), {"project": ("ALPHA",)}, {"granularity": "day"}), (("cc",), {"cc": ("reserch",)}, {})]
+        (("env", "cc"), {"project": ("ALPHA",)}, {"granularity": "day"}), (("cc",), {"cc": ("reserch",)}, {}),
+        (("site",), {"team": ("vision",)}, {}), (("site", "env"), {"team": ("istanbul",)}, {}),
+        (("site",), {"team": ("σας",)}, {})]
 
 
 def rules_lake(tmp_path, seed: int):
