@@ -194,3 +194,18 @@ def test_clusters_with_jobs_narrowed_stored_and_grouped_agree(tmp_path):
         {"run": ("unassigned",)}, {"run": ("idle",)}, {"team": ("vision",)}]
     check(tmp_path, lake, cfg, sampled(6, 8, wheres, [("run",), ("job_type",), ("user", "run"), ("env", "cc")],
                                        OPTIONS), 3)
+
+
+def test_inventory_tags_narrowed_stored_and_grouped_agree(tmp_path):
+    from tests.test_inventory_attribution import ARN, snapshot_tags, tags
+
+    lake, cfg = rules_lake(tmp_path, 7)
+    snapshot_tags(tmp_path, lake, [
+        {"ResourceARN": f"{ARN}i-0aaa", "Tags": tags(team="Vision", project="beta")},
+        {"ResourceARN": f"{ARN}i-0bbb", "Tags": tags(Team="NLP ")},  # the bill names it by ARN
+        {"ResourceARN": "arn:aws:s3:::bucket-x", "Tags": tags(owner="vision ")},
+        {"ResourceARN": f"{ARN}db-prod-1", "Tags": tags(team="")}], day=20)
+    assert "inventory-tag:owner" in str(attribute(lake, cfg, WINDOW, by=("team",), explain=True).to_json())
+    wheres = [{"team": (v,)} for v in ("vision", "nlp", "NLP", "istanbul", "ghost")] + [{"project": ("beta",)}]
+    check(tmp_path, lake, cfg, sampled(7, 10, wheres, [("env",), ("site",), ("project",), ("cc", "team")], OPTIONS),
+          3)
