@@ -155,6 +155,10 @@ CORE = [(("env", "cc"), {"team": ("vision",)}, {}), (("cc",), {"team": (" Vision
 
 
 def rules_lake(tmp_path, seed: int):
+    # a second source whose lines carry no project tag: its period is narrowed where the first's is not
+    untagged = [{**item, "tags": {k: v for k, v in item["tags"].items() if k != "project"}}
+                for item in hostile_lines(seed + 100, 25)]
+    make_lake(tmp_path, untagged, source="azure", delivery="a1")
     lake = make_lake(tmp_path, hostile_lines(seed))
     return lake, config({"dimensions": {**DIMENSIONS, "project": {"default": "Misc"}}}, lake)
 
