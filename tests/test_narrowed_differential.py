@@ -39,7 +39,9 @@ DIMENSIONS = {
         {"match": {"region": "us-west-2", "service": "Amazon Simple Storage Service"}, "value": "storage "},
         {"match": {"service": "AWS Support", "account": "111111111111"}, "value": "İSTANBUL"}]},  # SQL: istanbul
     "env": {"rules": [{"match": {"region": "us-west-2"}, "value": "West"},
-                      {"match": {"service": "AWS Support"}, "value": "west"}], "default": "east"},
+                      {"match": {"service": "AWS Support"}, "value": "west"},
+                      {"match": {"charge_category": "credit"}, "value": "Refunds"},
+                      {"match": {"usage_type": "BoxUsage"}, "value": "boxes"}], "default": "east"},
     "cc": {"rules": [{"match": {"team": "nlp"}, "value": "research"}], "default": "Research"},
     "site": {"rules": [{"match": {"region": "us-west-2"}, "value": "Istanbul"},
                        {"match": {"team": "σας"}, "value": "ΣΑΣ"}], "default": "İSTANBUL"},
@@ -64,7 +66,7 @@ def hostile_lines(seed: int, count: int = 70) -> list[dict]:
                           tags={**rng.choice(TEAM_TAGS), **rng.choice(PROJECT_TAGS)},
                           account=rng.choice(["111111111111", "222222222222"]), service=rng.choice(SERVICES),
                           resource=rng.choice(RESOURCES), region=rng.choice(["us-east-1", "us-west-2"]),
-                          category="Credit" if cost < 0 else "Usage"))
+                          category="Credit" if cost < 0 else "Usage", usage_type=rng.choice(["", "BoxUsage"])))
     # always: a tag and a rule's value SQL lowercases alike (Istanbul, İSTANBUL), team vision
     # where site is the rule's `Istanbul` and the default `İSTANBUL`
     fixed = [line("2026-11-05T00:00:00", "2.5", tags={"team": "Istanbul"}),
