@@ -274,10 +274,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     if narrow:  # a line can have one of the values only through these columns (the rest is constants)
         dim, values = narrow
         columns_of = [tag_cols[k] for k in candidates[dim]] + [inv_cols[k] for k in inv_candidates[dim] if k in inv_cols]
-        keep = "FALSE"  # no tag of the dimension: only allocation's parts can hold a value
-        if columns_of:  # a value bound and not read fails the statement
-            marker = params.bind(list(values))
-            keep = " OR ".join(f"list_contains({marker}, lower({c}))" for c in columns_of)
+        marker = params.bind(list(values)) if columns_of else None  # bound and not read: the statement fails
+        keep = " OR ".join(f"list_contains({marker}, lower({c}))" for c in columns_of) or "FALSE"  # only parts
         if not allocation:
             steps.append(f"s0k AS (SELECT * FROM s0 WHERE {keep})")
             first = "s0k"
