@@ -27,7 +27,8 @@ from tests.test_clusters_narrowed import lines_and_jobs
 WINDOW = Window(datetime(2026, 10, 20, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
 TEAM_TAGS = [{"team": "NLP"}, {"team": " nlp "}, {"Team": "nlp"}, {"owner": "Vision"}, {"team": ""}, {"team": "  "},
              {"team": "vision", "owner": "NLP"}, {"user:team": "Nlp"}, {"TEAM": "vision "}, {"team": "Unowned"},
-             {"team": "data"}, {"team": "\tvision"}, {"team": "Istanbul"}, {"owner": "ΣΑΣ"}, {}, {}, {}]
+             {"team": "data"}, {"team": "\tvision"}, {"team": "Istanbul"}, {"owner": "ΣΑΣ"},
+             {"team": "nlp", "Team": "Vision"}, {}, {}, {}]
 PROJECT_TAGS = [{"project": "Alpha"}, {"project": "alpha "}, {"project": ""}, {}, {}]
 RESOURCES = ["", "i-0aaa", "db-prod-1", "bucket-x", "arn:aws:ec2:us-east-1:111111111111:instance/i-0bbb"]
 SERVICES = ["Amazon Elastic Compute Cloud", "AWS Support", "Amazon Simple Storage Service"]
