@@ -294,8 +294,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
                                                      extra, run_cols, order, params, keep).rstrip(", ")
         first = "a_parts" if parts_only else "s0a"
-    if grouped and not parts_only and not early:
-        first = _grouped_steps(steps, config, order, first, [*tag_cols.values(), *inv_cols.values()], allocation)
+    if grouped and allocation and not parts_only:
+        first = _grouped_steps(steps, config, order, [*tag_cols.values(), *inv_cols.values()])
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
@@ -323,19 +323,18 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values, setup, stage)
 
 
-def _grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str], first: str,
-                   tag_columns: Sequence[str], allocation: AllocationInputs | None) -> str:
-    """Append `s0g`: the lines allocation does not split, summed by what the dimensions'
-    values and the shared rules read of them (the bench's 10M lines: 60,315 groups),
-    and with allocation `s0u`: those and the parts. Returns the step the dimensions read."""
+def _grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str],
+                   tag_columns: Sequence[str]) -> str:
+    """Append `s0g`: the lines allocation does not split (`a_keep`), summed by what the
+    dimensions' values and the shared rules read of them (the bench's 10M lines: 60,315
+    groups), and `s0u`: those and the parts. Returns the step the dimensions read. (Without
+    allocation the lines are grouped as read: grouped_lines.py.)"""
     read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns,
                                *rule_fields(config, order),
                                *JOB_MATCH_FIELDS.values()]))  # a job's fields: NULL on these lines
     sums = [f"sum({m}) AS {m}" for m in MEASURES.values()]
     steps.append(f"s0g AS (SELECT {', '.join(read + sums)}, count(*) AS a_lines "
-                 f"FROM {'a_keep' if allocation else first} GROUP BY {', '.join(read)})")
-    if not allocation:
-        return "s0g"
+                 f"FROM a_keep GROUP BY {', '.join(read)})")
     parts = [c for c in part_columns(order) if c not in read]
     nulls = ["CAST(0 AS INTEGER)" if c == "a_overbooked" else "NULL" for c in parts]
     steps.append(f"s0u AS (SELECT {', '.join([*read, *MEASURES.values(), 'a_lines'])}, "
