@@ -149,14 +149,14 @@ def export(work: Path, layout: Layout, rows: int) -> dict:
 ROLLUP_START = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO service\.ingest\.rollups: building", re.M)
 
 
-def measure(command: list[str]) -> tuple[float, int, float, str | None, float | None]:
+def measure(command: list[str], cwd: Path = REPO) -> tuple[float, int, float, str | None, float | None]:
     """(wall seconds, peak RSS in MB, CPU seconds, error or None, wall seconds until the
     rollup build began or None) of one whole process and its children. CPU time is reported
     too: on a shared machine it is steadier than wall time."""
     wrapped = (["/usr/bin/time", "-v", *command] if Path("/usr/bin/time").exists()
                else [sys.executable, "-c", RSS_WRAPPER, *command])
     began, began_at = time.perf_counter(), time.time()
-    done = subprocess.run(wrapped, capture_output=True, text=True, cwd=REPO)
+    done = subprocess.run(wrapped, capture_output=True, text=True, cwd=cwd)
     wall = time.perf_counter() - began
     rollups = ROLLUP_START.search(done.stderr)  # the log's local time, to the millisecond
     before_rollups = (datetime.strptime(rollups.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - began_at
@@ -181,14 +181,19 @@ def check_lake(lake: Path, expected: dict) -> str | None:
     return None if got == want else f"the lake does not hold what was generated: {got} != {want}"
 
 
-def run_once(work: Path, layout: Layout, rows: int, expected: dict) -> dict:
+def run_once(work: Path, layout: Layout, rows: int, expected: dict, baseline: Path | None = None) -> dict:
     lake = work / f"lake-{layout.name}-{rows}"
-    shutil.rmtree(lake, ignore_errors=True)
     config = work / f"bench-{layout.name}-{rows}.yaml"
     config.write_text(json.dumps({"lake": str(lake), "sources": [
         {"name": "bench", "kind": layout.kind, "location": expected["export"]}]}))
-    iw, ir, ic, error, staged = measure([sys.executable, "-m", "service", "--config", str(config), "-v", "ingest"])
-    error = error or check_lake(lake, expected)
+    run = {}
+    for name, tree in [("ingest", REPO), *([("baseline", baseline)] if baseline else [])]:
+        shutil.rmtree(lake, ignore_errors=True)
+        # `python -m service` from `tree`: its checkout's code (the current directory comes first on sys.path)
+        wall, rss, cpu, error, staged = measure([sys.executable, "-m", "service", "--config", str(config), "-v",
+                                                 "ingest"], cwd=tree)
+        run[name], run[f"{name}_error"] = [wall, rss, cpu], error or check_lake(lake, expected)
+        run[f"{name}_before_rollups_s"] = staged
     shutil.rmtree(lake, ignore_errors=True)
     out = work / f"bare-{layout.name}-{rows}.parquet"
     out.unlink(missing_ok=True)
@@ -196,14 +201,17 @@ def run_once(work: Path, layout: Layout, rows: int, expected: dict) -> dict:
     out.unlink(missing_ok=True)
     if bare_error:
         raise SystemExit(f"the bare copy failed: {bare_error}")
-    return {"ingest": [iw, ir, ic], "bare": [bw, br, bc], "error": error, "before_rollups_s": staged}
+    if run.get("baseline_error"):
+        raise SystemExit(f"the baseline's ingest failed: {run['baseline_error']}")
+    return {**run, "bare": [bw, br, bc], "error": run.pop("ingest_error"),
+            "before_rollups_s": run.pop("ingest_before_rollups_s")}
 
 
 def summarise(layout: Layout, expected: dict, runs: list[dict]) -> dict:
     good = [r for r in runs if not r["error"]]
     summary = {"layout": layout.name, "rows": expected["rows"], "files": len(expected["files"]),
                "bytes": expected["bytes"], "runs": runs, "ok": len(good) == len(runs)}
-    for name in ("ingest", "bare"):
+    for name in ("ingest", "bare", *(["baseline"] if "baseline" in runs[0] else [])):
         values = [r[name] for r in (good if name == "ingest" else runs)] or [[float("nan"), -1, float("nan")]]
         summary[f"{name}_wall_s"] = statistics.median(v[0] for v in values)
         summary[f"{name}_rss_mb"] = max(v[1] for v in values)
@@ -213,6 +221,11 @@ def summarise(layout: Layout, expected: dict, runs: list[dict]) -> dict:
     summary["before_rollups_wall_s"] = statistics.median(before) if before else float("nan")
     summary["before_rollups_ratio"] = summary["before_rollups_wall_s"] / summary["bare_wall_s"]
     summary["cpu_ratio"] = summary["ingest_cpu_s"] / summary["bare_cpu_s"]
+    if "baseline_wall_s" in summary:
+        summary["baseline_wall_ratio"] = summary["baseline_wall_s"] / summary["bare_wall_s"]
+        summary["baseline_cpu_ratio"] = summary["baseline_cpu_s"] / summary["bare_cpu_s"]
+        wait = [r["baseline_before_rollups_s"] for r in runs if r["baseline_before_rollups_s"] is not None]
+        summary["baseline_before_rollups_ratio"] = (statistics.median(wait) if wait else float("nan")) / summary["bare_wall_s"]
     return summary
 
 
@@ -225,6 +238,10 @@ def print_table(results: list[dict]) -> None:
               f"{r['bare_wall_s']:>8.2f} {r['wall_ratio']:>6.2f} {r['before_rollups_wall_s']:>11.2f} "
               f"{r['before_rollups_ratio']:>6.2f} {r['ingest_cpu_s']:>11.1f} {r['bare_cpu_s']:>9.1f} "
               f"{r['cpu_ratio']:>9.2f} {r['ingest_rss_mb']:>10} {r['bare_rss_mb']:>8}{status}")
+        if "baseline_wall_s" in r:
+            print(f"{'  baseline':<14} {'':>12} {'':>5} {'':>6} {r['baseline_wall_s']:>9.2f} {'':>8} "
+                  f"{r['baseline_wall_ratio']:>6.2f} {'':>11} {r['baseline_before_rollups_ratio']:>6.2f} "
+                  f"{r['baseline_cpu_s']:>11.1f} {'':>9} {r['baseline_cpu_ratio']:>9.2f} {r['baseline_rss_mb']:>10}")
 
 
 def checks(results: list[dict], layouts: list[Layout]) -> dict[str, bool]:
@@ -252,6 +269,8 @@ def main() -> None:
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"comma-separated, of {', '.join(LAYOUTS)}")
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "work",
                         help="generated exports (cached) and scratch lakes")
+    parser.add_argument("--baseline", type=Path, help="another checkout (e.g. a worktree of main): its ingest is "
+                        "timed too, interleaved with this one's, for a before/after under the same load")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     unknown = set(args.layouts.split(",")) - set(LAYOUTS)
@@ -266,13 +285,14 @@ def main() -> None:
         runs: dict[str, list[dict]] = {layout.name: [] for layout in layouts}
         for attempt in range(args.repeat):
             for layout in layouts:
-                run = run_once(args.work, layout, rows, exports[layout.name])
+                run = run_once(args.work, layout, rows, exports[layout.name], args.baseline)
                 runs[layout.name].append(run)
                 (iw, ir, ic), (bw, br, bc) = run["ingest"], run["bare"]
                 staged = f", {run['before_rollups_s']:.2f}s before the rollups" if run["before_rollups_s"] else ""
                 print(f"  {layout.name:<14} run {attempt + 1}: ingest {iw:.2f}s ({ic:.1f} CPU s{staged}) {ir} MB, "
-                      f"bare {bw:.2f}s ({bc:.1f} CPU s) {br} MB" + (f"  FAILED: {run['error']}" if run["error"] else ""),
-                      flush=True)
+                      f"bare {bw:.2f}s ({bc:.1f} CPU s) {br} MB" + (f"  FAILED: {run['error']}" if run["error"] else "")
+                      + (f", baseline {run['baseline'][0]:.2f}s ({run['baseline'][2]:.1f} CPU s) {run['baseline'][1]} MB"
+                         if "baseline" in run else ""), flush=True)
         results.extend(summarise(layout, exports[layout.name], runs[layout.name]) for layout in layouts)
 
     print_table(results)
