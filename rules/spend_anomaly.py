@@ -57,6 +57,7 @@ from statistics import median
 from pydantic import Field
 
 from rules.base import DailySpend, Finding, PlannedWindow, Rule, RuleConfig, RuleContext, money, usd
+from service.core.folding import folded
 
 BASELINE_WEEKS = 4
 MIN_KNOWN_DAYS = 7
@@ -206,8 +207,8 @@ def planned_spend(rows: Sequence[DailySpend], plans: Sequence[PlannedWindow]
     names: dict[SeriesKey, set[str]] = defaultdict(set)
     for plan in plans:
         def covered(row: DailySpend) -> bool:
-            return (row.project.lower() == plan.project.lower()
-                    and (plan.experiment is None or row.experiment.lower() == plan.experiment.lower())
+            return (folded(row.project) == folded(plan.project)
+                    and (plan.experiment is None or folded(row.experiment) == folded(plan.experiment))
                     and plan.start.date() <= row.day and datetime.combine(row.day, datetime.min.time()) < plan.end)
         mine = sorted((r for r in rows if covered(r)), key=lambda r: r.day)
         spent = Decimal(0)

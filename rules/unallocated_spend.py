@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import Field
 
 from rules.base import HOURS_PER_MONTH, UNALLOCATED, DailySpend, Finding, Rule, RuleConfig, RuleContext, money, usd
+from service.core.folding import folded
 
 DIMENSION = r"^[a-z][a-z0-9_]{0,39}$"
 
@@ -86,7 +87,7 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
                     if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
                     and r.line_item_type not in cfg.exclude_line_item_types]
             total = sum((r.cost for r in rows), Decimal(0))
-            lost = [r for r in rows if r.value.strip().lower() == cfg.unallocated_value.strip().lower()]
+            lost = [r for r in rows if folded(r.value) == folded(cfg.unallocated_value)]
             unallocated = sum((r.cost for r in lost), Decimal(0))
             if total <= 0 or unallocated < cfg.min_unallocated_usd or unallocated * 100 <= cfg.max_unallocated_pct * total:
                 continue

@@ -127,3 +127,17 @@ def test_a_constant_the_database_lowercases_to_a_shown_value_is_spelled_as_every
     raw, stored = from_raw_lines_and_stored(lake, cfg, by=("cc",), where={"team": ("vision",)})
     assert raw == stored
     assert raw[0] == [({"cc": "İSTANBUL"}, 3)]
+
+
+def test_a_filter_typed_as_python_lowercases_differently_still_finds_its_lines(tmp_path):
+    # `İSTANBUL` and a final `Σ` fold in Python (`i̇stanbul`, `οδυσσευς`) unlike DuckDB's lower()
+    # (`istanbul`, `οδυσσευσ`) that the lines are folded by: the filter must fold as the lines do
+    lake = make_lake(tmp_path, [line("2026-11-02T10:00:00", "3", tags={"team": "Istanbul"}),
+                                line("2026-11-02T11:00:00", "4", tags={"team": "İSTANBUL"}),
+                                line("2026-11-02T12:00:00", "5", tags={"team": "ΟΔΥΣΣΕΥΣ"}),
+                                line("2026-11-02T13:00:00", "7")])
+    cfg = config({}, lake)
+    for value, total in (("İSTANBUL", 7), ("istanbul", 7), ("ΟΔΥΣΣΕΥΣ", 5), ("οδυσσευσ", 5)):
+        raw, stored = from_raw_lines_and_stored(lake, cfg, by=("team",), where={"team": (value,)})
+        assert raw == stored, value
+        assert sum(amount for _, amount in raw[0]) == total, (value, raw[0])

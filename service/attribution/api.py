@@ -75,6 +75,7 @@ from service.attribution.rollup import (ROLLUP_GRACE, RollupBuild, build_rollups
 from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.snapshot import read_consistently
 from service.core.suggest import suggestion
@@ -187,7 +188,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         return None
     sources = tuple(session.data_through().items())
     dims = sql_dims(config, by, where)
-    wanted = {d: {v.strip().lower() for v in values} for d, values in where.items()}
+    wanted = {d: {folded(v) for v in values} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
 
     def rows_of(win: Window) -> dict[tuple, tuple[Decimal, Mapping]]:
@@ -208,16 +209,16 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     current = rows_of(window)
     previous = rows_of(_previous(window, max((m for _, m in sources if m), default=None))) if compare else {}
     keep = _top_values(current, top) if top else None
-    folded = _fold(current, keep, len(by))
-    folded_previous = _fold(previous, keep, len(by))
+    shown_groups = _fold(current, keep, len(by))
+    shown_previous = _fold(previous, keep, len(by))
     spell = session.spellings(by)
-    if session.narrowed and _respelled(config, by, where, [*folded, *folded_previous], spell):
+    if session.narrowed and _respelled(config, by, where, [*shown_groups, *shown_previous], spell):
         return None
     rows = []
-    for key in [*folded, *(k for k in folded_previous if k not in folded)]:
+    for key in [*shown_groups, *(k for k in shown_previous if k not in shown_groups)]:
         period, currency, values = key
-        amount, parts = folded.get(key, (Decimal(0), {}))
-        prev = folded_previous.get(key, (Decimal(0), {}))[0] if compare else None
+        amount, parts = shown_groups.get(key, (Decimal(0), {}))
+        prev = shown_previous.get(key, (Decimal(0), {}))[0] if compare else None
         shown = {d: (OTHER if v == OTHER and keep is not None else spell.get((d, v), v)) for d, v in zip(by, values)}
         contributions = tuple(Contribution(d, _how_label(config, d, h), c)
                               for (d, h), c in sorted(parts.items(),
@@ -272,7 +273,7 @@ def _unmatched(session, where: Mapping[str, Sequence[str]]) -> tuple[tuple[str, 
         known[dim].append(spelling)
     return tuple((dim, value, suggestion(value, known[dim], f"{dim} values"))
                  for dim, values in where.items() for value in values
-                 if value.strip().lower() not in {k.lower() for k in known[dim]})
+                 if folded(value) not in {folded(k) for k in known[dim]})
 
 
 def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[tuple]:
@@ -290,16 +291,16 @@ def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[
 def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width: int) -> Mapping:
     if keep is None:
         return grouped  # read, never changed: no copy of a million groups
-    folded: dict[tuple, tuple[Decimal, dict]] = {}
+    merged_rows: dict[tuple, tuple[Decimal, dict]] = {}
     for (period, currency, values), (amount, parts) in grouped.items():
         if (currency, values) not in keep:
             values = (OTHER,) * width
         key = (period, currency, values)
-        total, merged = folded.get(key, (Decimal(0), defaultdict(Decimal)))
+        total, merged = merged_rows.get(key, (Decimal(0), defaultdict(Decimal)))
         for part, value in parts.items():
             merged[part] += value
-        folded[key] = (total + amount, merged)
-    return folded
+        merged_rows[key] = (total + amount, merged)
+    return merged_rows
 
 
 def materialise(lake: Lake, config: AttributionConfig | Config, *, grace: timedelta = ROLLUP_GRACE,
@@ -387,5 +388,5 @@ def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str
     order = config.dimension_order()
     # Shown in each value's most common spelling, as `attribute` shows it (`Eval` → `eval`).
     spell = _answer_on(lake, config, snapshot, lambda session: session.spellings(order)) if rows else {}
-    return {row[0]: {d: spell.get((d, v.strip().lower()), v) if v else v for d, v in zip(order, row[1:])}
+    return {row[0]: {d: spell.get((d, folded(v)), v) if v else v for d, v in zip(order, row[1:])}
             for row in rows}

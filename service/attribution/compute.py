@@ -14,6 +14,7 @@ from service.attribution.sql import dim_col
 from service.attribution.window_sql import spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import snapshot_data_through
+from service.core.folding import folded
 from service.core.lake import WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
@@ -128,8 +129,8 @@ def split_weights(config: AttributionConfig, rule_index: int, currency, period,
     that spend (proportional); None: nothing to split over."""
     rule = config.shared[rule_index]
     if rule.split == "fixed":
-        return {k.strip().lower(): w for k, w in rule.weights.items()}
-    default = config.dimensions[rule.by].default.strip().lower()
+        return {folded(k): w for k, w in rule.weights.items()}
+    default = folded(config.dimensions[rule.by].default)
     spend = {k: v for k, v in direct.get((rule.by, currency, period), {}).items() if v > 0 and k != default}
     if not spend:
         return None
@@ -164,7 +165,7 @@ def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measu
         weights = weights_cache[key]
         how = f"shared:{shared}"
         if weights is None:
-            weights = {config.dimensions[rule.by].default.strip().lower(): Decimal(1)}
+            weights = {folded(config.dimensions[rule.by].default): Decimal(1)}
             how = f"shared:{shared}:nobasis"
         for value, part in split_exactly(amount, weights).items():
             new_values = values[:at] + (value,) + values[at + 1:]
@@ -223,7 +224,7 @@ class RollupSession:
         spelling = {k: v[1] for k, v in best.items()}
         for rule in self.config.shared:  # fixed-weight values may have no line of their own
             for value in rule.weights or {}:
-                spelling.setdefault((rule.by, value.strip().lower()), value.strip())
+                spelling.setdefault((rule.by, folded(value)), value.strip())
         return spelling
 
     def spellings_of(self, dim: str, keys: Sequence[str]) -> dict[str, str]:
@@ -237,6 +238,6 @@ class RollupSession:
         wanted = set(keys)
         for rule in self.config.shared:
             for value in rule.weights or {}:
-                if rule.by == dim and value.strip().lower() in wanted:
-                    spelling.setdefault(value.strip().lower(), value.strip())
+                if rule.by == dim and folded(value) in wanted:
+                    spelling.setdefault(folded(value), value.strip())
         return spelling

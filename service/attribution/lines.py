@@ -32,6 +32,7 @@ from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
 from service.core.config import Config
 from service.core.errors import ConfigError
+from service.core.folding import folded
 from service.core.lake import Lake
 
 VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
@@ -71,8 +72,8 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         lines = attributed_sql(attribution, tag_keys, where, params, inventory_keys(lake, con),
                                extra_columns=("x_line_item_type", "Tags"), allocation=allocation)
         # values compare case-insensitively in attribution: one series per value, lower-cased
-        projects = params.bind(sorted({p.project.lower() for p in plans}), "plan_projects")
-        pairs = params.bind([list(pair) for pair in sorted({(p.project.lower(), p.experiment.lower())
+        projects = params.bind(sorted({folded(p.project) for p in plans}), "plan_projects")
+        pairs = params.bind([list(pair) for pair in sorted({(folded(p.project), folded(p.experiment))
                                                             for p in plans if p.experiment})], "plan_experiments")
         project, experiment = (f"lower({dim_col(d)})" for d in ("project", "experiment"))
         values = [f"lower({dim_col(dimension)})",

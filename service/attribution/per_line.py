@@ -66,6 +66,7 @@ from service.attribution.rollup import inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.schema import COST_COLUMN_NAMES
 from service.core.snapshot import Snapshot
@@ -181,7 +182,7 @@ def _allocated(row: dict, config: AttributionConfig, rule_index: int, direct: Ma
     weights = split_weights(config, rule_index, currency, None, direct)
     method = f"spendlake-shared-{rule.split}"
     if weights is None:  # nothing to split over: the whole line stays on the default value
-        weights = {config.dimensions[rule.by].default.strip().lower(): Decimal(1)}
+        weights = {folded(config.dimensions[rule.by].default): Decimal(1)}
         method = "spendlake-shared-default"
     total = sum(weights.values(), Decimal(0))
     parts = {name: split_exactly(row[name], weights, MONEY_QUANTUM) for name in MONEY_PARTS if row[name] is not None}

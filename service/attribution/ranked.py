@@ -28,6 +28,7 @@ from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_s
 from service.attribution.needs import Needs
 from service.attribution.window_sql import window_sql
 from service.core.config import Config
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window
 
@@ -80,7 +81,7 @@ def default_shares(lake: Lake, config: Config, window: Window, dims: Sequence[st
         for dim in dims if session is not None else ():
             default = config.attribution.dimensions[dim].default
             with WindowGroups(session, config, window, (dim,)) as groups:
-                key = default.lower()
+                key = folded(default)
                 shown = session.spellings_of(dim, [key]).get(key, key) == default
                 on_default = groups.cost_of(dim, key) if shown else {}
                 shares[dim] = [DefaultShare(currency, on_default.get(currency, Decimal(0)), total)

@@ -37,6 +37,7 @@ from service.attribution.jobs import allocation_inputs, jobs_basis
 from service.attribution.needs import Needs, loosely
 from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_candidates, tag_keys_sql
 from service.core.config_attribution import AttributionConfig
+from service.core.folding import folded
 from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
@@ -157,10 +158,10 @@ def narrowed_to(config: AttributionConfig, needs: Needs, tag_keys: list[str],
     if len(needs.where) != 1 or config.shared or needs.dims is None:
         return None
     dim, values = needs.where[0]
-    wanted = tuple(sorted({value.strip().lower() for value in values}))
+    wanted = tuple(sorted({folded(value) for value in values}))
     loose = {loosely(value) for value in values}
     definition = config.dimensions[dim]
-    if any(value.strip().lower() in wanted or loosely(value) in loose
+    if any(folded(value) in wanted or loosely(value) in loose
            for value in (definition.default, *(r.value for r in definition.rules))):
         return None
     for other in needs.dims:

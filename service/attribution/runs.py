@@ -53,6 +53,7 @@ from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attribut
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, utc_now
@@ -231,7 +232,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     idle = _idle_shares(lake, session, config, query.window, query.cost)
     costs: dict[tuple[str, str | None], list] = {}
     for job in usage.jobs:
-        key = (job.values["run"].strip().lower(), job.currency)
+        key = (folded(job.values["run"]), job.currency)
         values = {**{d: job.values.get(d) for d in VALUES if d != "cluster"}, "cluster": job.cluster}
         held = costs.setdefault(key, [job.values["run"], Decimal(0), values, 0])
         held[1] += job.cost
@@ -314,7 +315,7 @@ def _job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: Attribution
         params.values).fetchall()
     runs: dict[str, _JobSide] = {}
     for run_id, state, start, end, gpus, *stated in rows:
-        side = runs.setdefault(run_id.strip().lower(), _JobSide(run_id.strip()))
+        side = runs.setdefault(folded(run_id), _JobSide(run_id.strip()))
         gpus = Decimal(repr(gpus))
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
         if side.failed_by is not None and start >= side.failed_by:

@@ -18,6 +18,7 @@ from service.attribution.compute import RollupSession
 from service.attribution.metric_top import USD, Top, windows
 from service.attribution.ranked import WindowGroups
 from service.core.config import Config
+from service.core.folding import folded
 from service.core.timewindow import Window
 from service.core.units import OTHER, top_keys
 
@@ -40,7 +41,7 @@ class WindowSums:
 
     def __init__(self, session: RollupSession, config: Config, window: Window):
         self.session, self.top_n = session, config.service.top_n
-        self.defaults = [config.attribution.dimensions[d].default.strip().lower() for d in DIMENSIONS]
+        self.defaults = [folded(config.attribution.dimensions[d].default) for d in DIMENSIONS]
         self.groups = WindowGroups(session, config, window, DIMENSIONS)
         self.con, self.table = self.groups.con, self.groups.table
 

@@ -31,6 +31,7 @@ from service.attribution.grouped_lines import grouped_lines, rule_fields
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
+from service.core.folding import folded
 from service.core.schema import COST_COLUMN_NAMES
 
 KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
@@ -144,12 +145,12 @@ def rule_condition(match: dict[str, str], params: Params) -> str:
         elif key in JOB_MATCH_FIELDS:  # a job's field: NULL (no match) on cost lines and idle parts
             column = JOB_MATCH_FIELDS[key]
             test = (f"regexp_matches({column}, {params.bind(value)})" if key in REGEX_FIELDS
-                    else f"lower(trim({column})) = {params.bind(value.strip().lower())}")
+                    else f"lower(trim({column})) = {params.bind(folded(value))}")
             parts.append(f"({column} IS NOT NULL AND {test})")
         elif key in MATCH_FIELDS:
-            parts.append(f"lower(trim({MATCH_FIELDS[key]})) = {params.bind(value.strip().lower())}")
+            parts.append(f"lower(trim({MATCH_FIELDS[key]})) = {params.bind(folded(value))}")
         else:  # another dimension's value, computed in an earlier step
-            parts.append(f"lower({dim_col(key)}) = {params.bind(value.strip().lower())}")
+            parts.append(f"lower({dim_col(key)}) = {params.bind(folded(value))}")
     return " AND ".join(parts)
 
 

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from service.core.config_base import NestedValueError, Strict
 from service.core.config_clusters import JOB_MATCH_FIELDS, ClustersConfig, job_dimension_tags
+from service.core.folding import folded
 
 # What a virtual-tag rule or a shared-cost rule may match on → canonical cost column.
 # Dimension names may be used as match keys too (another dimension's value).
@@ -83,9 +84,9 @@ class SharedCostRule(Strict):
         for value, weight in self.weights.items():
             if weight <= 0:
                 raise NestedValueError(("weights", value), "must be greater than 0")
-            if value.strip().lower() in seen or not value.strip():
+            if folded(value) in seen or not value.strip():
                 raise NestedValueError(("weights", value), "names a value twice (values compare case-insensitively)")
-            seen.add(value.strip().lower())
+            seen.add(folded(value))
         total = sum(self.weights.values(), Decimal(0))
         if total != 1:
             raise NestedValueError(("weights",), f"must sum to 1 exactly, they sum to {total}")
