@@ -5,10 +5,11 @@ integer arithmetic gives: rounded half-even, the remainder on the first row of e
 from __future__ import annotations
 
 import random
+from decimal import Decimal
 
 import duckdb
 
-from service.attribution.exact import FAST_TOTAL, FAST_UNITS, split_select
+from service.attribution.exact import FAST_TOTAL, FAST_UNITS, from_units, split_select
 
 
 def expected_parts(groups: dict[int, list[tuple[int, int, int, int]]]) -> dict[tuple[int, int], int]:
@@ -74,3 +75,22 @@ def test_rows_alone_in_their_group_keep_the_whole_amount_and_the_others_split_as
                     [(g, k, str(u), str(w), str(t), len(rows) == 1) for g, rows in groups.items() for k, u, w, t in rows])
     sql = split_select("rows_in", ["g", "k"], ["g"], ["u"], "w", "t", ["w DESC", "k"], alone="alone")
     assert {(g, k): int(u) for g, k, u in con.execute(sql).fetchall()} == expected_parts(groups)
+
+
+def test_units_come_back_as_the_exact_decimal_of_their_scale_or_fail_beyond_it():
+    con = duckdb.connect()
+    generator = random.Random(12)
+    for scale in (12, 16):
+        values = [0, 1, -1, 10 ** 38 - 1, -(10 ** 38 - 1), 10 ** scale, -(10 ** scale) - 1]
+        values += [generator.randrange(-10 ** generator.randrange(1, 39), 10 ** 38) for _ in range(200)]
+        con.execute("CREATE OR REPLACE TABLE units (u HUGEINT)")
+        con.executemany("INSERT INTO units VALUES (CAST(? AS HUGEINT))", [(str(v),) for v in values])
+        rows = con.execute(f"SELECT u, {from_units('u', scale)}, typeof({from_units('u', scale)}) FROM units").fetchall()
+        assert all(value == Decimal(int(u)).scaleb(-scale) and kind == f"DECIMAL(38,{scale})" for u, value, kind in rows)
+        assert con.execute(f"SELECT {from_units('CAST(NULL AS HUGEINT)', scale)}").fetchall() == [(None,)]
+        try:
+            con.execute(f"SELECT {from_units('CAST(' + str(10 ** 38) + ' AS HUGEINT)', scale)}").fetchall()
+        except duckdb.ConversionException:
+            pass
+        else:
+            raise AssertionError("units of 10^38 fit no DECIMAL(38,x)")

@@ -32,11 +32,12 @@ def to_units(money: str, scale: int = 12) -> str:
 
 
 def from_units(units: str, scale: int = 12) -> str:
-    """HUGEINT units back to DECIMAL(38,`scale`), exactly (division would go through DOUBLE)."""
-    unit = 10 ** scale
-    return (f"(CAST({units} // {unit} AS DECIMAL(38,{scale})) "
-            f"+ CAST({units} % {unit} AS DECIMAL(18,0)) * CAST('{Decimal(1).scaleb(-scale):f}' "
-            f"AS DECIMAL({scale + 1},{scale})))")
+    """HUGEINT units back to DECIMAL(38,`scale`), exactly: a DECIMAL(38,0) times 10^-scale is
+    one 128-bit multiplication by 1 (DuckDB keeps the scale, caps the width at 38 and checks
+    overflow: units of 10^38 or more fail, as they do not fit DECIMAL(38,`scale`)); division
+    would go through DOUBLE, and `units // 10^scale` plus the remainder cost two 128-bit
+    divisions a value (0.46 CPU s for 3M values, against 0.02)."""
+    return f"(CAST({units} AS DECIMAL(38,0)) * CAST('{Decimal(1).scaleb(-scale):f}' AS DECIMAL({scale + 1},{scale})))"
 
 
 def rounded_part(units: str, weight: str, total: str) -> str:
