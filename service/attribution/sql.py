@@ -244,6 +244,11 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         base_tags.append(f"{_first(values)} AS e_{name}")
     if allocation is None:  # rules on a job's fields (job_name, partition, ...) match no line here
         base_tags += [f"CAST(NULL AS VARCHAR) AS {column}" for column in JOB_MATCH_FIELDS.values()]
+    present: dict[str, str] = {}  # narrow: tag key → whether a line's Tags hold the key (`h_<n>`)
+    if narrow and not early:  # tested first, it spares most lines the value's lookup, trim and lower:
+        for key in candidates[narrow[0]]:  # the scan's filter 0.51 → 0.41 CPU s on the bench's 10M lines
+            present[key] = f"h_{len(present)}"
+            base_tags.append(f"map_contains(Tags, {params.bind(key)}) AS {present[key]}")
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     columns = ["cp_start", "cp_end", "currency", "source", "billing_period", "SubAccountId", "ServiceName", "ResourceId",
                "x_usage_type", "RegionId", "ChargeCategory", "BilledCost", "EffectiveCost", "ListCost",
@@ -274,9 +279,11 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     keep = "TRUE"
     if narrow:  # a line can have one of the values only through these columns (the rest is constants)
         dim, values = narrow
-        columns_of = [tag_cols[k] for k in candidates[dim]] + [inv_cols[k] for k in inv_candidates[dim] if k in inv_cols]
+        columns_of = {tag_cols[k]: present.get(k) for k in candidates[dim]}
+        columns_of |= {inv_cols[k]: None for k in inv_candidates[dim] if k in inv_cols}
         marker = params.bind(list(values)) if columns_of else None  # bound and not read: the statement fails
-        keep = " OR ".join(f"list_contains({marker}, lower({c}))" for c in columns_of) or "FALSE"  # only parts
+        keep = " OR ".join(f"({held} AND list_contains({marker}, lower({c})))" if held else
+                           f"list_contains({marker}, lower({c}))" for c, held in columns_of.items()) or "FALSE"  # only parts
         if not allocation:
             steps.append(f"s0k AS (SELECT * FROM s0 WHERE {keep})")
             first = "s0k"
