@@ -87,17 +87,21 @@ def split_select(relation: str, columns: Sequence[str], group: Sequence[str], me
     weight first, then a key). `alone`: a column true on rows that are their group's only row
     (so their weight is the total): they keep the whole amount, without the windows' sorts
     (`relation` is then read twice: a table or materialized CTE)."""
-    window = f"PARTITION BY {', '.join(group)}"
+    # one sort of each group for both windows: the row first in `order` and the group's sum of parts
+    keys = [item.rsplit(" ", 1) if item.upper().endswith((" DESC", " ASC")) else [item, ""] for item in order]
+    picks = ", ".join(f"{key} AS split_o{n}" for n, (key, _) in enumerate(keys))
+    ordered = (f"PARTITION BY {', '.join(group)} ORDER BY "
+               + ", ".join(f"split_o{n} {way}".rstrip() for n, (_, way) in enumerate(keys)))
+    whole = f"{ordered} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
     parts = ", ".join(f"{_part(m, weight, total)} AS {m}__part" for m in measures)
-    fixed = ", ".join(
-        f"{m}__part + CASE WHEN split_first THEN {m} - sum({m}__part) OVER ({window}) ELSE 0 END AS {m}"
-        for m in measures)
-    first = f"row_number() OVER ({window} ORDER BY {', '.join(order)}) = 1 AS split_first"
+    sums = ", ".join(f"sum({m}__part) OVER ({whole}) AS {m}__sum" for m in measures)
+    fixed = ", ".join(f"{m}__part + CASE WHEN split_n = 1 THEN {m} - {m}__sum ELSE 0 END AS {m}" for m in measures)
     keep = ", ".join(columns)
     rows = relation if alone is None else f"(SELECT * FROM {relation} WHERE NOT {alone})"
     split = (f"SELECT {keep}, {fixed} FROM ("
-             f"SELECT {keep}, {', '.join(measures)}, {parts}, {first} "
-             f"FROM {_fast_parts(rows, measures, weight, total)} AS split_in) AS split_parts")
+             f"SELECT *, row_number() OVER ({ordered}) AS split_n, {sums} FROM ("
+             f"SELECT {keep}, {', '.join(measures)}, {parts}, {picks} "
+             f"FROM {_fast_parts(rows, measures, weight, total)} AS split_in) AS split_parts) AS split_sums")
     if alone is None:
         return split
     return f"{split} UNION ALL SELECT {keep}, {', '.join(measures)} FROM {relation} WHERE {alone}"
