@@ -268,3 +268,15 @@ def test_the_cli_checks_explains_and_warns(tmp_path):
     assert {(r["job_type"], p["how"], p["cost"]) for r in rows for p in r["explain"]} == {
         ("unallocated", "job:a", "64.000000000000"), ("unallocated", "job:b", "16.000000000000"),
         ("unallocated", "default", "80.000000000000")}
+
+
+def test_an_instance_billing_two_types_in_the_month_has_all_its_lines_allocated(tmp_path):
+    # i-a resized from p4d.24xlarge to p5.48xlarge (8 GPUs each) between two hours, held whole by
+    # one 8-GPU job: both hours are the job's ($80 + $80), none idle. The held lines' scan is
+    # filtered by the types the member's lines bill: each of them, not one per instance.
+    lines = [gpu_line("i-a", start="2026-11-02T10:00:00", instance_type="p4d.24xlarge"),
+             gpu_line("i-a", start="2026-11-02T11:00:00")]
+    lake, cfg = setup(tmp_path, lines, [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"])])
+    assert by(lake, cfg, ["run"]) == {"1": D(160)}
+    assert by(lake, cfg, ["run"], where={"cluster": ("p5",)}) == {"1": D(160)}
+    assert_ties_out(lake, cfg)
