@@ -43,10 +43,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_cte
+from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
 from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
 
-GPU_SHARES = 5040  # weights count 1/5040 of a GPU: 1/7 (MIG), 1/4 (A30 MIG), 1/2 .. 1/10 exact
 FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
 MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
 # Summable columns split alike when a statement carries them (every cost column: an export),
@@ -167,60 +167,6 @@ def _hour_ctes(clusters: ClustersConfig) -> str:
     )
 
 
-def _overlap(start: str, end: str) -> str:
-    return f"(epoch_us(least(s_end, {end})) - epoch_us(greatest(s_start, {start})))"
-
-
-def _weight_ctes() -> str:
-    """`a_slots` (each member line cut at the clock hours, its amount spread exactly) and
-    `a_weights` (per instance slot: each job's weight, the idle weight and the total)."""
-    gpu_weight = f"CAST(round(g * {GPU_SHARES}) AS HUGEINT)"
-    return (
-        "a_islots AS (SELECT DISTINCT a_instance, s_start, s_end, a_gpus, a_cl, "
-        "CAST(round(a_gpus * $a_shares) AS HUGEINT) * (epoch_us(s_end) - epoch_us(s_start)) AS cap "
-        "FROM a_slots sl WHERE a_gpus IS NOT NULL AND NOT EXISTS (SELECT 1 FROM a_pod_w pw WHERE "
-        "pw.a_instance = sl.a_instance AND pw.s_start = sl.s_start AND pw.s_end = sl.s_end)), "
-        "a_placed AS (SELECT s.a_instance, s.s_start, s.s_end, 'job' AS kind, p.record_id AS ref, "
-        f"sum({gpu_weight} * {_overlap('p.j_start', 'p.j_end')}) AS w FROM a_islots s JOIN a_place_h p "
-        "ON p.a_instance = s.a_instance AND p.h = date_trunc('hour', s.s_start) "
-        "WHERE p.j_start < s.s_end AND p.j_end > s.s_start GROUP BY ALL), "
-        "a_free AS (SELECT s.*, greatest(s.cap - coalesce(p.w, 0), 0) AS free, coalesce(p.w, 0) AS placed "
-        "FROM a_islots s LEFT JOIN (SELECT a_instance, s_start, s_end, sum(w) AS w FROM a_placed GROUP BY ALL) AS p "
-        "USING (a_instance, s_start, s_end)), "
-        "a_pool_free AS (SELECT lower(trim(a_cl)) AS pool, date_trunc('hour', s_start) AS h, sum(free) AS free "
-        "FROM a_free WHERE a_cl IS NOT NULL GROUP BY ALL), "
-        "a_pool_need AS (SELECT pool, h, record_id, sum(CAST(round(g * $a_shares) AS HUGEINT) * "
-        "(epoch_us(least(h + INTERVAL 1 HOUR, j_end)) - epoch_us(greatest(h, j_start)))) AS need "
-        "FROM a_pool_h GROUP BY ALL), "
-        "a_pool_w AS (SELECT f.a_instance, f.s_start, f.s_end, 'job' AS kind, n.record_id AS ref, "
-        "n.need * f.free // greatest(pf.free, t.need) AS w FROM a_free f "
-        "JOIN a_pool_free pf ON pf.pool = lower(trim(f.a_cl)) AND pf.h = date_trunc('hour', f.s_start) "
-        "JOIN a_pool_need n ON n.pool = pf.pool AND n.h = pf.h "
-        "JOIN (SELECT pool, h, sum(need) AS need FROM a_pool_need GROUP BY ALL) AS t ON t.pool = n.pool AND t.h = n.h "
-        "WHERE f.free > 0), "
-        "a_jobs_w AS (SELECT * FROM a_placed UNION ALL SELECT * FROM a_pool_w WHERE w > 0), "
-        "a_gpu_total AS (SELECT f.a_instance, f.s_start, f.s_end, f.cap, f.a_cl, coalesce(j.w, 0) AS held "
-        "FROM a_free f LEFT JOIN (SELECT a_instance, s_start, s_end, sum(w) AS w FROM a_jobs_w GROUP BY ALL) AS j "
-        "USING (a_instance, s_start, s_end)), "
-        "a_weights AS MATERIALIZED (SELECT a_instance, s_start, s_end, kind, ref, w FROM a_jobs_w UNION ALL "
-        "SELECT a_instance, s_start, s_end, 'idle', a_cl, cap - held FROM a_gpu_total WHERE cap > held "
-        "UNION ALL SELECT a_instance, s_start, s_end, kind, ref, w FROM a_pod_w), "
-        # an over-booked slot is counted once: on its first line's part of its first weight
-        "a_over_first AS (SELECT a_instance, s_start, s_end, kind AS first_kind, ref AS first_ref FROM ("
-        "SELECT w.*, row_number() OVER (PARTITION BY a_instance, s_start, s_end ORDER BY w DESC, ref, kind) AS n "
-        "FROM a_weights w JOIN a_gpu_total g USING (a_instance, s_start, s_end) WHERE g.held > g.cap) AS o "
-        "WHERE n = 1), "
-        "a_counts AS (SELECT a_instance, s_start, s_end, count(*) AS weights FROM a_weights GROUP BY ALL), "
-        "a_totals AS (SELECT t.*, f.first_line, o.first_kind, o.first_ref, c.weights FROM ("
-        "SELECT a_instance, s_start, s_end, greatest(cap, held) AS total, "
-        "held > cap AS overbooked, false AS a_eks FROM a_gpu_total UNION ALL "
-        "SELECT a_instance, s_start, s_end, sum(w), false, true FROM a_pod_w GROUP BY ALL) AS t JOIN ("
-        "SELECT a_instance, s_start, s_end, min(a_line) AS first_line FROM a_slots GROUP BY ALL) AS f "
-        "USING (a_instance, s_start, s_end) LEFT JOIN a_over_first o USING (a_instance, s_start, s_end) "
-        "LEFT JOIN a_counts c USING (a_instance, s_start, s_end)), "
-    )
-
-
 INSTANCE_LINE = ("ResourceId IS NOT NULL AND x_instance_type IS NOT NULL AND cp_end > cp_start "
                  "AND x_split_parent_resource_id IS NULL")
 # Every cost line the allocation reads (instance lines and EKS pod rows, and a few more), as
@@ -325,7 +271,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         # a line within one clock hour is its one slot's whole
         f"a_slots AS MATERIALIZED ({split_select('a_cut', cut, ['a_line'], units, 'a_w', 'a_len', ['a_w DESC', 's_start'], alone='a_alone')}), "
         + pod_weights_cte()
-        + _weight_ctes()
+        + weight_ctes()
         + _split_ctes(columns, measures, units, label_cols, inventory_cols, dims, stage, params, keep)
     )
     return text

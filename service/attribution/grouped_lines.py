@@ -1,12 +1,16 @@
 """A rollup's lines summed before their values are decided (service/attribution/sql.py
 `attributed_sql`, `grouped`): what the dimensions and shared rules read of a line is all a
-rollup keeps of it, and the bench's month of 10M lines has about 69,000 of those."""
+rollup keeps of it, and the bench's month of 10M lines has about 69,000 of those. Without
+allocation the lines are grouped as read (`grouped_lines`); with it, those allocation does not
+split, beside its parts (`grouped_steps`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from service.attribution.allocation import part_columns
 from service.core.config_attribution import MATCH_FIELDS, AttributionConfig
+from service.core.config_clusters import JOB_MATCH_FIELDS
 
 
 def rule_fields(config: AttributionConfig, order: Sequence[str]) -> list[str]:
@@ -26,3 +30,24 @@ def grouped_lines(where: str, tags: list[str], read: list[str], sums: list[str])
     picks = [*keys, *(f"{tag} AS g_{n}" for n, tag in enumerate(tags)), *(f"sum({c}) AS {c}" for c in sums)]
     return (f"grouped_lines AS (SELECT {', '.join(picks)}, count(*) AS a_lines FROM costs WHERE {where} "
             f"GROUP BY {', '.join([*keys, *tags])}), ")
+
+
+def grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str],
+                  tag_columns: Sequence[str], measures: Sequence[str]) -> str:
+    """Append `s0g`: the lines allocation does not split (`a_keep`), summed by what the
+    dimensions' values and the shared rules read of them (the bench's 10M lines: 60,315
+    groups), and `s0u`: those and the parts (sql.py `attributed_sql`, `grouped` with allocation;
+    `measures`: the cost columns). Returns the step the dimensions read. (Without allocation
+    the lines are grouped as read: `grouped_lines`.)"""
+    read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns,
+                               *rule_fields(config, order),
+                               *JOB_MATCH_FIELDS.values()]))  # a job's fields: NULL on these lines
+    sums = [f"sum({m}) AS {m}" for m in measures]
+    steps.append(f"s0g AS (SELECT {', '.join(read + sums)}, count(*) AS a_lines "
+                 f"FROM a_keep GROUP BY {', '.join(read)})")
+    parts = [c for c in part_columns(order) if c not in read]
+    nulls = ["CAST(0 AS INTEGER)" if c == "a_overbooked" else "NULL" for c in parts]
+    steps.append(f"s0u AS (SELECT {', '.join([*read, *measures, 'a_lines'])}, "
+                 f"{', '.join(f'{v} AS {c}' for v, c in zip(nulls, parts))} FROM s0g UNION ALL "
+                 f"SELECT {', '.join([*read, *measures])}, 1, {', '.join(parts)} FROM a_parts)")
+    return "s0u"

@@ -58,7 +58,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from service.attribution.allocation import GPU_SHARES
+from service.attribution.allocation_weights import GPU_SHARES
 from service.attribution.allocation_eks import NANO
 from service.attribution.compute import RollupSession, split_exactly, split_weights, window_parts
 from service.attribution.jobs import allocation_inputs

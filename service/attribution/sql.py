@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
-                                           extra_tag_aliases, held_sql, members_sql, part_columns)
-from service.attribution.grouped_lines import grouped_lines, rule_fields
+                                           extra_tag_aliases, held_sql, members_sql)
+from service.attribution.grouped_lines import grouped_lines, grouped_steps, rule_fields
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
@@ -306,7 +306,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                                                      extra, run_cols, order, params, keep).rstrip(", ")
         first = "a_parts" if parts_only else "s0a"
     if grouped and allocation and not parts_only:
-        first = _grouped_steps(steps, config, order, [*tag_cols.values(), *inv_cols.values()])
+        first = grouped_steps(steps, config, order, [*tag_cols.values(), *inv_cols.values()],
+                              list(MEASURES.values()))
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
@@ -332,26 +333,6 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     last = f"s{len(order)}" if order else first
     steps.append(f"attributed AS (SELECT *, CAST({shared} AS INTEGER) AS shared FROM {last})")
     return Sql("WITH " + inv_text + ", ".join(steps) + " ", params.values, setup, stage)
-
-
-def _grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str],
-                   tag_columns: Sequence[str]) -> str:
-    """Append `s0g`: the lines allocation does not split (`a_keep`), summed by what the
-    dimensions' values and the shared rules read of them (the bench's 10M lines: 60,315
-    groups), and `s0u`: those and the parts. Returns the step the dimensions read. (Without
-    allocation the lines are grouped as read: grouped_lines.py.)"""
-    read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns,
-                               *rule_fields(config, order),
-                               *JOB_MATCH_FIELDS.values()]))  # a job's fields: NULL on these lines
-    sums = [f"sum({m}) AS {m}" for m in MEASURES.values()]
-    steps.append(f"s0g AS (SELECT {', '.join(read + sums)}, count(*) AS a_lines "
-                 f"FROM a_keep GROUP BY {', '.join(read)})")
-    parts = [c for c in part_columns(order) if c not in read]
-    nulls = ["CAST(0 AS INTEGER)" if c == "a_overbooked" else "NULL" for c in parts]
-    steps.append(f"s0u AS (SELECT {', '.join([*read, *MEASURES.values(), 'a_lines'])}, "
-                 f"{', '.join(f'{v} AS {c}' for v, c in zip(nulls, parts))} FROM s0g UNION ALL "
-                 f"SELECT {', '.join([*read, *MEASURES.values()])}, 1, {', '.join(parts)} FROM a_parts)")
-    return "s0u"
 
 
 def _first(values: list[str]) -> str:
