@@ -31,7 +31,7 @@ from service.core.units import naive_utc
 SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Cluster,Partition,Account,User,QOS,WCKey,Comment,State,Submit,Start,End,"
                 "Elapsed,NodeList,AllocTRES")
 REQUIRED = ("JobID", "JobIDRaw", "State", "Submit", "Start", "End", "NodeList", "AllocTRES")
-NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID"})
+NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID", "0"})  # "0": JSON's unset, as some tools print it
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
                    "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT"})
 _GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
@@ -40,7 +40,12 @@ _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
 
 
 class BadRecord(ValueError):
-    """A record that cannot be read; the caller names the file (and line)."""
+    """A record that cannot be read; the caller names the file (and line). `hint`: the next
+    step when it is not the format's (a file cut short is re-read, not rewritten)."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 def slurm_duration(text: str | None) -> float | None:
@@ -100,6 +105,9 @@ class Attempt:
                  comment: str | None):
         if end is None and start is not None and elapsed is not None and state in ENDED:
             end = start + timedelta(seconds=elapsed)  # sacct without an End for a finished job
+        # an End before the Start (the controller's clock stepped back): no GPU time, said by the reader
+        self.skewed_end = end if end is not None and start is not None and end < start else None
+        end = start if self.skewed_end else end
         self.raw_id, self.job_id, self.submitted_as, self.cluster = raw_id, job_id, submitted_as, cluster
         self.state, self.submit, self.start, self.end, self.gpus, self.nodes = state, submit, start, end, gpus, nodes
         self.user, self.account, self.partition, self.qos, self.name = user, account, partition, qos, name
@@ -147,7 +155,7 @@ def _job_comments(ordered: Iterable[Attempt]) -> dict[tuple[str | None, str], st
 # ---- sacct --parsable2 -----------------------------------------------------------------------
 
 def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str | None) -> Iterable[Attempt]:
-    """Attempts of a `sacct --parsable2` text (header first); BadRecord names the line."""
+    """Attempts of a `sacct --parsable2` text (header first, blank lines skipped); BadRecord names the line."""
     header: list[str] | None = None
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
@@ -171,8 +179,6 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
             yield _parsable_attempt(row, zone, default_cluster)
         except (BadRecord, ValueError) as exc:
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
-    if header is None:
-        raise BadRecord("empty: not even a sacct --parsable2 header")
 
 
 def _time(text: str, zone: ZoneInfo, column: str) -> datetime | None:
