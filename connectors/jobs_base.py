@@ -8,6 +8,7 @@ a source leaves out (run_id defaults to job_id) and refuses a column the table l
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -79,6 +80,7 @@ class HttpSource(JobSource):
         description="label keys naming a job's run, tried in order (case and -._/ separators ignored)")
 
 
+BATCH_ROWS = 20_000  # rows turned into Arrow at a time
 _ARROW = {"VARCHAR": "string", "TIMESTAMP": "timestamp[us]", "DOUBLE": "float64", "INTEGER": "int32"}
 
 
@@ -120,8 +122,9 @@ def job_row(**values: Any) -> dict[str, Any]:
     return row
 
 
-def jobs_relation(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
-    """Rows made by `job_row` as a relation with the table's exact types."""
+def jobs_relation(con: duckdb.DuckDBPyConnection, rows: Iterable[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
+    """Rows made by `job_row` as a relation with the table's exact types; built in batches, so
+    a million jobs are never a million dicts at once when `rows` is a generator."""
     import pyarrow as pa
 
     def arrow(kind: str) -> pa.DataType:
@@ -133,8 +136,11 @@ def jobs_relation(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) ->
         return pa.type_for_alias(_ARROW[kind])
 
     schema = pa.schema([(name, arrow(kind)) for name, kind in JOB_COLUMNS])
-    return con.from_arrow(pa.Table.from_pylist(rows, schema=schema))
-
+    rows = iter(rows)
+    batches = []
+    while batch := list(itertools.islice(rows, BATCH_ROWS)):
+        batches.append(pa.RecordBatch.from_pylist(batch, schema=schema))
+    return con.from_arrow(pa.Table.from_batches(batches, schema=schema))
 
 
 def from_epoch(seconds: float | None) -> datetime | None:

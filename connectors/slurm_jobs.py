@@ -18,9 +18,7 @@ Two origins (exactly one per source):
 from __future__ import annotations
 
 import base64
-import gzip
 import json
-import logging
 import os
 import re
 from datetime import datetime, timedelta, timezone
@@ -33,15 +31,14 @@ from pydantic import Field, model_validator
 
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, empty_file, job_file, jobs_relation, source_files
-from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, parsable_attempts, rows_of
+from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, jobs_relation, source_files
+from connectors.sacct_files import file_attempts, said_skewed
+from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, rows_of
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
-log = logging.getLogger(__name__)
 
-CUT_HINT = "re-run when the job writing it has finished (write to a temporary name, then rename it)"
 OPENAPI_PATHS = ("/openapi/v3", "/openapi")  # 23.02+ and 22.05
 _JOBS_PATH = re.compile(r"^/slurmdb/(v(\d+)\.(\d+)\.(\d+))/jobs/?$")
 
@@ -71,8 +68,9 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
     feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
-        attempts = self._from_files() if self.config.path else self._from_slurmrestd(now)
-        return [SnapshotPart("jobs", jobs_relation(con, rows_of(attempts, self.config.run_labels)))]
+        # passed on, not held here: rows_of lets each attempt go once its row is made
+        rows = rows_of(self._from_files() if self.config.path else self._from_slurmrestd(now), self.config.run_labels)
+        return [SnapshotPart("jobs", jobs_relation(con, rows))]
 
     # ---- files ----------------------------------------------------------------------------
 
@@ -83,27 +81,13 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         files = source_files(self.config.path or "", f"{self.config_path}.path")
         skipped = 0
         for path in files:
-            text = _read_text(path)
             try:
-                form = _form(text)
-                if form is None and root.is_dir():
-                    # a README, an editor's backup: not sacct's; a broken sacct file is said so
-                    log.warning("%s: not sacct output (neither JSON nor a '|'-separated header): skipped", path)
-                    skipped += 1
-                elif form == "empty":
-                    empty_file(path, len(text))
-                elif form == "json":
-                    attempts.extend(_warn_skewed(path, _json_attempts(path, _json(text), self.config.cluster)))
-                else:
-                    # lines end at LF (or CRLF) only: str.splitlines() also splits at U+2028, NEL,
-                    # form feeds and separators a job name or comment may hold
-                    read = list(parsable_attempts(_whole_lines(text), zone, self.config.cluster))
-                    if not read:
-                        log.info("%s: a sacct --parsable2 file without job allocations", path)
-                    attempts.extend(_warn_skewed(path, read))
+                read = file_attempts(path, zone, self.config.cluster, in_directory=root.is_dir())
             except BadRecord as exc:
                 raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
                                                                              f"--parsable2 --format={SACCT_FORMAT}") from None
+            skipped += read is None
+            attempts += read or []
         if skipped == len(files):
             raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),
                               hint=f"point {self.config_path}.path at the files sacct --json or --parsable2 writes")
@@ -125,7 +109,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                         hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}")
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
         try:
-            return _warn_skewed(url, list(json_attempts(data, c.cluster)))
+            return said_skewed(url, list(json_attempts(data, c.cluster)))
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
@@ -162,79 +146,6 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         raise SourceError("cannot tell which /slurmdb/<version>/jobs slurmrestd serves: " + "; ".join(errors),
                           where=base, hint=f"set {self.config_path}.api_version (e.g. v0.0.38), and start slurmrestd "
                                            "with the openapi/dbv0.0.XX plugin")
-
-
-def _read_text(path: Path) -> str:
-    """A file's text; bytes that are not UTF-8 (Slurm stores job names and comments as
-    given) read as U+FFFD, said in one line."""
-    with job_file(path) as raw:
-        data = raw.read()
-        try:
-            if data[:2] == b"\x1f\x8b":
-                data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise DataError(f"not a whole gzip file ({exc})", where=str(path),
-                            hint="re-run when the job writing it has finished, or gzip it again") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        log.warning("%s: byte 0x%02x at offset %d and others are not UTF-8: read as U+FFFD (in job names or "
-                    "comments?)", path, data[exc.start], exc.start)
-        return data.decode("utf-8-sig", errors="replace")
-
-
-def _form(text: str) -> str | None:
-    """What a file holds: "empty" (nothing but blanks), "json", "parsable2" (its first line
-    has sacct's '|'), else None."""
-    start = text.lstrip()
-    if not start:
-        return "empty"
-    if start[0] in "{[" or start.startswith("null"):
-        return "json"
-    return "parsable2" if "|" in start.split("\n", 1)[0] else None
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        cut = isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())
-        if cut:
-            raise BadRecord(f"not JSON: {exc}: the file ends mid-document (cut short while being written?)",
-                            hint=CUT_HINT) from None
-        raise BadRecord(f"not JSON: {exc}") from None
-
-
-def _json_attempts(path: Path, data: Any, cluster: str | None) -> list[Attempt]:
-    """`{"jobs": []}` is a day without jobs; JSON null or a bare list is no sacct document."""
-    if data is None or isinstance(data, list):
-        raise BadRecord(f"{'JSON null' if data is None else 'a JSON list'} is not a sacct --json document "
-                        '({"jobs": [...]}): was it written through a filter (jq) that found nothing?')
-    attempts = list(json_attempts(data, cluster))
-    if not attempts:
-        log.info("%s: a sacct --json document without jobs", path)
-    return attempts
-
-
-def _whole_lines(text: str) -> list[str]:
-    """A parsable2 text's lines; sacct ends every line with LF, so a last line without one was
-    cut short (a GPU count `gres/gpu=16` cut to `gres/gpu=1` would read as one GPU)."""
-    lines = text.split("\n")
-    if lines[-1].strip():
-        raise BadRecord(f"line {len(lines)}, the last, has no line end: the file was cut short (still being "
-                        "written?); sacct ends every line with one", hint=CUT_HINT)
-    return lines
-
-
-def _warn_skewed(where: Path | str, attempts: list[Attempt]) -> list[Attempt]:
-    """`attempts`, after one line for those that end before they start."""
-    skewed = [a for a in attempts if a.skewed_end]
-    if skewed:
-        first = skewed[0]
-        log.warning("%s: %d record(s) end before they start (clock skew?), counted as holding no GPU time; "
-                    "the first, job %s: End %s, Start %s", where, len(skewed), first.job_id,
-                    first.skewed_end.isoformat(), first.start.isoformat() if first.start else None)
-    return attempts
 
 
 def _token_user(token: str) -> str | None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -78,8 +80,21 @@ def alloc_tres_gpus(text: str) -> float:
     return gres_gpus((name, float(count)) for name, count in _GRES.findall(text or ""))
 
 
+def _shared(text: str | None) -> str | None:
+    """One copy of a value a million records repeat (user, account, partition, job name)."""
+    return sys.intern(text) if text else text
+
+
+@lru_cache(maxsize=65_536)
+def hosts(text: str) -> tuple[str, ...]:
+    """expand_hostlist, once per distinct NodeList (a cluster's jobs repeat them); ValueError as it."""
+    return tuple(expand_hostlist(text))
+
+
+@lru_cache(maxsize=65_536)
 def comment_labels(comment: str | None) -> dict[str, str]:
-    """Labels a job comment carries: a JSON object, or key=value pairs (`run=sft-v2 job_type=sft`)."""
+    """Labels a job comment carries: a JSON object, or key=value pairs (`run=sft-v2 job_type=sft`).
+    Cached (a run's jobs share a comment): callers copy, never change, what it returns."""
     text = (comment or "").strip()
     if text.startswith("{"):
         try:
@@ -96,11 +111,15 @@ def comment_labels(comment: str | None) -> dict[str, str]:
 
 
 class Attempt:
-    """One allocation record, as read; `row()` makes it a `jobs` row once restarts are known."""
+    """One allocation record, as read; `row()` makes it a `jobs` row once restarts are known.
+    Slotted: a month of a big cluster is a million of them in memory at once."""
+
+    __slots__ = ("raw_id", "job_id", "submitted_as", "cluster", "state", "submit", "start", "end", "gpus", "nodes",
+                 "user", "account", "partition", "qos", "name", "comment", "wckey", "record_id", "skewed_end")
 
     def __init__(self, *, raw_id: str, job_id: str, submitted_as: str, cluster: str | None, state: str | None,
                  submit: datetime | None, start: datetime | None, end: datetime | None, elapsed: float | None,
-                 gpus: float, nodes: list[str] | None, user: str | None, account: str | None,
+                 gpus: float, nodes: Iterable[str] | None, user: str | None, account: str | None,
                  partition: str | None, qos: str | None, name: str | None, wckey: str | None,
                  comment: str | None):
         if end is None and start is not None and elapsed is not None and state in ENDED:
@@ -108,10 +127,12 @@ class Attempt:
         # an End before the Start (the controller's clock stepped back): no GPU time, said by the reader
         self.skewed_end = end if end is not None and start is not None and end < start else None
         end = start if self.skewed_end else end
-        self.raw_id, self.job_id, self.submitted_as, self.cluster = raw_id, job_id, submitted_as, cluster
-        self.state, self.submit, self.start, self.end, self.gpus, self.nodes = state, submit, start, end, gpus, nodes
-        self.user, self.account, self.partition, self.qos, self.name = user, account, partition, qos, name
-        self.comment, self.wckey = (comment or "").strip(), (wckey or "").lstrip("*")
+        self.raw_id, self.job_id, self.submitted_as, self.cluster = raw_id, job_id, submitted_as, _shared(cluster)
+        self.state, self.submit, self.start, self.end, self.gpus = _shared(state), submit, start, end, gpus
+        self.nodes = tuple(nodes) if nodes else None
+        self.user, self.account, self.partition = _shared(user), _shared(account), _shared(partition)
+        self.qos, self.name = _shared(qos), _shared(name)
+        self.comment, self.wckey = _shared((comment or "").strip()), _shared((wckey or "").lstrip("*"))
         self.record_id = f"{cluster or ''}/{raw_id}@{int(submit.timestamp()) if submit else 0}"
 
     def row(self, restarts: int, run_labels: Iterable[str], job_comment: str) -> dict[str, Any]:
@@ -122,27 +143,33 @@ class Attempt:
         return job_row(record_id=self.record_id, job_id=self.job_id, scheduler="slurm", cluster=self.cluster,
                        run_id=labelled_run(labels, run_labels) or self.submitted_as, state=self.state,
                        submit_time=self.submit, start_time=self.start, end_time=self.end, gpus=self.gpus,
-                       nodes=self.nodes, user=self.user, account=self.account, partition=self.partition,
+                       nodes=list(self.nodes) if self.nodes else None, user=self.user, account=self.account, partition=self.partition,
                        qos=self.qos, name=self.name, labels=labels or None, restarts=restarts)
 
 
-def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
+def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> Iterator[dict[str, Any]]:
     """One row per record id (a later attempt record of the same id replaces an earlier one
-    unless only the earlier has ended); restarts counted per job in submit order."""
+    unless only the earlier has ended); restarts counted per job in submit order. A generator:
+    the caller turns rows into Arrow a batch at a time."""
     unique: dict[str, Attempt] = {}
     for attempt in attempts:
         held = unique.get(attempt.record_id)
         if held is None or attempt.end is not None or held.end is None:
             unique[attempt.record_id] = attempt
-    ordered = sorted(unique.values(), key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min))
-    comments = _job_comments(ordered)
-    rows, previous, restarts = [], None, 0
-    for attempt in ordered:
+    del attempts  # the caller holds no other reference: each attempt goes once its row is made
+    ordered: list[Attempt | None] = sorted(unique.values(),
+                                           key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min))
+    del unique
+    comments = _job_comments(a for a in ordered if a)
+    run_labels = tuple(run_labels)
+    previous, restarts = None, 0
+    for index, attempt in enumerate(ordered):
+        assert attempt is not None
+        ordered[index] = None
         job = (attempt.cluster, attempt.raw_id)
         restarts = restarts + 1 if job == previous else 0
         previous = job
-        rows.append(attempt.row(restarts, run_labels, comments.get(job, "")))
-    return rows
+        yield attempt.row(restarts, run_labels, comments.get(job, ""))
 
 
 def _job_comments(ordered: Iterable[Attempt]) -> dict[tuple[str | None, str], str]:
@@ -198,16 +225,17 @@ def _text(value: str | None) -> str | None:
 
 
 def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str | None) -> Attempt:
-    job_id = row["JobID"].strip()
+    raw_id, job_id = row["JobIDRaw"].strip(), row["JobID"].strip()
+    job_id = raw_id if job_id == raw_id else job_id  # one string where they agree (most jobs): memory
     state = normal_state(row["State"])
     if state is None:
         raise BadRecord(f"State {row['State']!r} is not a Slurm job state")
-    submitted_as = re.split(r"[_+]", job_id, maxsplit=1)[0]
+    submitted_as = re.split(r"[_+]", job_id, maxsplit=1)[0] if "_" in job_id or "+" in job_id else job_id
     try:
-        nodes = expand_hostlist(row["NodeList"]) or None
+        nodes = hosts(row["NodeList"]) or None
     except ValueError as exc:
         raise BadRecord(f"NodeList: {exc}") from None
-    return Attempt(raw_id=row["JobIDRaw"].strip(), job_id=job_id, submitted_as=submitted_as,
+    return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
                    cluster=_text(row.get("Cluster")) or default_cluster, state=state,
                    submit=_time(row["Submit"], zone, "Submit"), start=_time(row["Start"], zone, "Start"),
                    end=_time(row["End"], zone, "End"), elapsed=slurm_duration(row.get("Elapsed")),
@@ -267,7 +295,7 @@ def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attemp
                      for entry in tres if entry.get("type") == "gres")
     nodes_text = record.get("nodes")
     try:
-        nodes = expand_hostlist(nodes_text) or None if isinstance(nodes_text, str) else None
+        nodes = hosts(nodes_text) or None if isinstance(nodes_text, str) else None
     except ValueError as exc:
         raise BadRecord(f"nodes: {exc}") from None
     return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
