@@ -122,9 +122,11 @@ def job_row(**values: Any) -> dict[str, Any]:
     return row
 
 
-def jobs_relation(con: duckdb.DuckDBPyConnection, rows: Iterable[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
-    """Rows made by `job_row` as a relation with the table's exact types; built in batches, so
-    a million jobs are never a million dicts at once when `rows` is a generator."""
+def jobs_relation(con: duckdb.DuckDBPyConnection,
+                  rows: Iterable[dict[str, Any]] | Iterable[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
+    """Rows made by `job_row` (or their values as tuples in the columns' order) as a relation
+    with the table's exact types; built in batches, so a million jobs are never a million
+    dicts at once when `rows` is a generator."""
     import pyarrow as pa
 
     def arrow(kind: str) -> pa.DataType:
@@ -139,7 +141,11 @@ def jobs_relation(con: duckdb.DuckDBPyConnection, rows: Iterable[dict[str, Any]]
     rows = iter(rows)
     batches = []
     while batch := list(itertools.islice(rows, BATCH_ROWS)):
-        batches.append(pa.RecordBatch.from_pylist(batch, schema=schema))
+        if isinstance(batch[0], dict):
+            batches.append(pa.RecordBatch.from_pylist(batch, schema=schema))
+        else:  # tuples in the columns' order
+            batches.append(pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field
+                                                       in zip(zip(*batch), schema)], schema=schema))
     return con.from_arrow(pa.Table.from_batches(batches, schema=schema))
 
 

@@ -21,9 +21,11 @@ import difflib
 import json
 import logging
 import math
+import sys
+from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -31,8 +33,8 @@ from pydantic import Field, model_validator
 
 from connectors.hostlist import expand_hostlist
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import (STATES, FileSource, empty_file, job_file, job_row, jobs_relation, normal_state,
-                                  source_files)
+from connectors.jobs_base import (JOB_COLUMN_NAMES, STATES, FileSource, empty_file, job_file, job_row, jobs_relation,
+                                  normal_state, source_files)
 from connectors.jobs_file_read import file_format, records, shown
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
@@ -46,6 +48,9 @@ FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
 FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
                  "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
 FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
+RECORD_ID = JOB_COLUMN_NAMES.index("record_id")
+SHARED = frozenset({"cluster", "state", "scheduler", "user", "team", "project", "experiment", "job_type", "account",
+                    "partition", "qos", "namespace", "name", "run_id"})
 SKEW = timedelta(minutes=5)  # an end this much before the start is clock skew; more is a wrong value
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
@@ -155,25 +160,27 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if not files:
             raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
                               hint=f"check {where}")
-        rows: list[dict[str, Any]] = []
-        for path in files:
-            rows.extend(self._read(path))
-        rows = _number_records(rows)
-        for row in rows:
-            del row["_at"], row["_file"]
-        return [SnapshotPart("jobs", jobs_relation(con, rows))]
+        listed: list[_Listed] = []
+        for number, path in enumerate(files):
+            listed += self._read(path, number)
+        return [SnapshotPart("jobs", jobs_relation(con, _numbered(listed, files)))]
 
-    def _read(self, path: Path) -> list[dict[str, Any]]:
+    def _read(self, path: Path, number: int) -> list[_Listed]:
+        """The file's rows, compact: a million of them are held until all files are read."""
+        listed, skewed, first = [], 0, None
         with job_file(path) as raw:
             size = raw.seek(0, 2)
             raw.seek(0)
-            rows = list(self._rows(path, records(path, raw, size), size))
-        skewed = [row for row in rows if row.pop("_skewed")]
-        if skewed:
+            for at, row in self._rows(path, records(path, raw, size), size):
+                if row.pop("_skewed"):
+                    skewed, first = skewed + 1, first or (at, row["job_id"])
+                values = tuple(_shared(row[name]) if name in SHARED else row[name] for name in JOB_COLUMN_NAMES)
+                listed.append(_Listed(row["cluster"] or "", row["job_id"], row["start_time"], row["end_time"],
+                                      number, at, values))
+        if first:
             log.warning("%s: %d row(s) end less than %d minutes before they start (clock skew?), counted as holding "
-                        "no GPU time; the first, %s (job %s)", path, len(skewed), SKEW.seconds // 60,
-                        skewed[0]["_at"].rsplit(": ", 1)[-1], skewed[0]["job_id"])
-        return rows
+                        "no GPU time; the first, %s (job %s)", path, skewed, SKEW.seconds // 60, *first)
+        return listed
 
     def _rows(self, path: Path, read: Any, size: int) -> Any:
         header = next(read)
@@ -195,8 +202,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                 raise DataError(f"{at}, column {column}: {exc.reason}"
                                 + (" (the cell spans lines: a quote left open?)" if spans else ""), where=str(path),
                                 hint="fix the file (README: jobs-file)") from None
-            row["_at"], row["_file"] = f"{path}: {at}", path
-            yield row
+            yield at, row
 
     def _columns(self, path: Path, header: list[str]) -> dict[str, int]:
         """Our column name → its index in the file, after the config's renames."""
@@ -292,28 +298,45 @@ def _instance_ids(value: Any) -> list[str] | None:
     return ids or None
 
 
-def _number_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows, a job listed in several files (exports whose windows overlap) once: the row
-    that has ended, else the later file's. record_id `<cluster>/<job_id>#<n>`: n counts a job
-    id's rows by start (attempts); the same job id starting twice at the same time in one
-    file is one job listed twice, an error."""
-    rows.sort(key=lambda r: (r["cluster"] or "", r["job_id"], r["start_time"]))  # stable: files in name order
-    kept: list[dict[str, Any]] = []
-    for row in rows:
+class _Listed(NamedTuple):
+    """A row as read: what finds it again in another file, where it is, and its values in the
+    order of `jobs`' columns."""
+
+    cluster: str
+    job_id: str
+    start: datetime
+    end: datetime | None
+    file: int
+    at: str
+    values: tuple[Any, ...]
+
+
+def _shared(value: Any) -> Any:
+    """One copy of a text a million rows repeat (cluster, state, user, project)."""
+    return sys.intern(value) if isinstance(value, str) else value
+
+
+def _numbered(listed: list[_Listed], files: list[Path]) -> Iterator[tuple[Any, ...]]:
+    """The rows' values, a job listed in several files (exports whose windows overlap) once:
+    the row that has ended, else the later file's. record_id `<cluster>/<job_id>#<n>`: n counts
+    a job id's rows by start (attempts); the same job id starting twice at the same time in
+    one file is one job listed twice, an error."""
+    listed.sort(key=lambda r: (r.cluster, r.job_id, r.start))  # stable: files in name order
+    kept: list[_Listed] = []
+    for row in listed:
         held = kept[-1] if kept else None
-        if held is None or (held["cluster"], held["job_id"], held["start_time"]) != (
-                row["cluster"], row["job_id"], row["start_time"]):
+        if held is None or (held.cluster, held.job_id, held.start) != (row.cluster, row.job_id, row.start):
             kept.append(row)
-        elif held["_file"] == row["_file"]:
-            raise DataError(f"job {row['job_id']} is listed twice with start_time {row['start_time'].isoformat()}"
-                            f" ({held['_at']} and {row['_at']})",
+        elif held.file == row.file:
+            raise DataError(f"job {row.job_id} is listed twice with start_time {row.start.isoformat()}"
+                            f" ({held.at} and {row.at})", where=str(files[row.file]),
                             hint="keep one row per job (or per attempt, with different start times)")
-        elif row["end_time"] is not None or held["end_time"] is None:
+        elif row.end is not None or held.end is None:
             kept[-1] = row
+    listed.clear()
     attempt = 0
     for index, row in enumerate(kept):
         previous = kept[index - 1] if index else None
-        same = previous is not None and (previous["cluster"], previous["job_id"]) == (row["cluster"], row["job_id"])
-        attempt = attempt + 1 if same else 0
-        row["record_id"] = f"{row['cluster'] or ''}/{row['job_id']}#{attempt}"
-    return kept
+        attempt = attempt + 1 if previous and (previous.cluster, previous.job_id) == (row.cluster, row.job_id) else 0
+        values = row.values
+        yield values[:RECORD_ID] + (f"{row.cluster}/{row.job_id}#{attempt}",) + values[RECORD_ID + 1:]

@@ -136,7 +136,7 @@ class Attempt:
         self.record_id = f"{cluster or ''}/{raw_id}@{int(submit.timestamp()) if submit else 0}"
 
     def row(self, restarts: int, run_labels: Iterable[str], job_comment: str) -> dict[str, Any]:
-        """`job_comment`: the comment of the job this is an attempt of (`_job_comments`)."""
+        """`job_comment`: the comment of the job this is an attempt of (`rows_of`)."""
         comment = self.comment or job_comment
         labels = {**comment_labels(comment), **({"wckey": self.wckey} if self.wckey else {}),
                   **({"comment": comment} if comment else {})}
@@ -160,23 +160,28 @@ def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> Iterator[
     ordered: list[Attempt | None] = sorted(unique.values(),
                                            key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min))
     del unique
-    comments = _job_comments(a for a in ordered if a)
     run_labels = tuple(run_labels)
-    previous, restarts = None, 0
-    for index, attempt in enumerate(ordered):
-        assert attempt is not None
-        ordered[index] = None
-        job = (attempt.cluster, attempt.raw_id)
-        restarts = restarts + 1 if job == previous else 0
-        previous = job
-        yield attempt.row(restarts, run_labels, comments.get(job, ""))
+    index = 0
+    while index < len(ordered):
+        job = _job(ordered[index])
+        end = index + 1
+        while end < len(ordered) and _job(ordered[end]) == job:
+            end += 1
+        attempts_of_job = ordered[index:end]
+        ordered[index:end] = [None] * (end - index)
+        # the job's comment from its latest attempt that shows one: Slurm 22.05 stores the
+        # comment when an attempt ends, so the running attempt of a requeued job shows none, yet
+        # it is the same job, submitted with the same comment (and the same run)
+        comment = next((a.comment for a in reversed(attempts_of_job) if a and a.comment), "")
+        for restarts, attempt in enumerate(attempts_of_job):
+            assert attempt is not None
+            yield attempt.row(restarts, run_labels, comment)
+        index = end
 
 
-def _job_comments(ordered: Iterable[Attempt]) -> dict[tuple[str | None, str], str]:
-    """Each job's comment, from its latest attempt that shows one: Slurm 22.05 stores the
-    comment when an attempt ends, so the running attempt of a requeued job shows none, yet it
-    is the same job, submitted with the same comment (and the same run)."""
-    return {(a.cluster, a.raw_id): a.comment for a in ordered if a.comment}
+def _job(attempt: Attempt | None) -> tuple[str | None, str]:
+    assert attempt is not None
+    return attempt.cluster, attempt.raw_id
 
 
 # ---- sacct --parsable2 -----------------------------------------------------------------------

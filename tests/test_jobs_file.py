@@ -220,7 +220,9 @@ def test_55_a_bad_row_names_the_line_its_record_starts_on_as_an_editor_counts_th
     path.unlink()
     (tmp_path / "jobs.csv.gz").write_bytes(gzip.compress(bom + fixed))
     twice = cli_inventory(tmp_path, tmp_path / "jobs.csv.gz")
-    assert twice.exit_code == 3 and "jobs.csv.gz: row 4 (line 6))" in twice.output, twice.output
+    assert twice.exit_code == 3, twice.output
+    assert ("jobs.csv.gz: job 1 is listed twice with start_time 2026-11-30T00:00:00 (row 1 (line 2) and row 4 "
+            "(line 6))") in twice.output, twice.output
 
 
 @pytest.mark.parametrize("source, says", [
