@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 from zoneinfo import ZoneInfo
@@ -21,6 +22,7 @@ from connectors.slurm_records import Attempt, BadRecord, json_attempts, parsable
 
 log = logging.getLogger(__name__)
 
+STALE = timedelta(hours=24)  # a running job absent from files this much newer has ended unseen
 CUT_HINT = "re-run when the job writing it has finished (write to a temporary name, then rename it)"
 
 
@@ -58,6 +60,35 @@ def said_skewed(where: Path | str, attempts: list[Attempt]) -> list[Attempt]:
                     "the first, job %s: End %s, Start %s", where, len(skewed), first.job_id,
                     first.skewed_end.isoformat(), first.start.isoformat() if first.start else None)
     return attempts
+
+
+def said_stale_running(files: list[tuple[Path, list[Attempt]]]) -> None:
+    """One line for jobs running in a file that files whose records reach a day or more later do
+    not list at all: sacct lists a running job in every window, so the later files' windows
+    began after the job ended, and nothing says when. Such a job holds its GPUs until a file
+    shows its end (read as running: no guess at an end)."""
+    if len(files) < 2:
+        return
+    running = {a.record_id for _, read in files for a in read if a.end is None and a.start is not None}
+    if not running:
+        return
+    newest = {path: max((t for a in read for t in (a.submit, a.start, a.end) if t), default=datetime.min)
+              for path, read in files}
+    latest = max(newest.values())
+    seen: dict[str, datetime] = {}  # a running record → the newest file listing it (max: one shows its end)
+    for path, read in files:
+        for attempt in read:
+            if attempt.record_id in running:
+                time = datetime.max if attempt.end is not None else newest[path]
+                seen[attempt.record_id] = max(seen.get(attempt.record_id, datetime.min), time)
+    stale = [(path, a) for path, read in files for a in read
+             if a.record_id in running and a.end is None and seen[a.record_id] <= latest - STALE]
+    if stale:
+        path, first = stale[0]
+        log.warning("%d job(s) running in a file and absent from files whose records reach %d hours or more later "
+                    "(their end is unknown, so they hold their GPUs until a file shows it); the first, job %s in %s: "
+                    "export with a --starttime reaching back to their start", len({a.record_id for _, a in stale}),
+                    STALE.total_seconds() // 3600, first.job_id, path)
 
 
 def _unzipped(raw: IO[bytes]) -> IO[bytes]:

@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, jobs_relation, source_files
-from connectors.sacct_files import file_attempts, said_skewed
+from connectors.sacct_files import file_attempts, said_skewed, said_stale_running
 from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, rows_of
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
@@ -80,6 +80,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         attempts: list[Attempt] = []
         files = source_files(self.config.path or "", f"{self.config_path}.path")
         skipped = 0
+        listed: list[tuple[Path, list[Attempt]]] = []
         for path in files:
             try:
                 read = file_attempts(path, zone, self.config.cluster, in_directory=root.is_dir())
@@ -88,9 +89,12 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                                                                              f"--parsable2 --format={SACCT_FORMAT}") from None
             skipped += read is None
             attempts += read or []
+            if read:
+                listed.append((path, read))
         if skipped == len(files):
             raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),
                               hint=f"point {self.config_path}.path at the files sacct --json or --parsable2 writes")
+        said_stale_running(listed)
         return attempts
 
     # ---- slurmrestd -----------------------------------------------------------------------

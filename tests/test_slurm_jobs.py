@@ -342,3 +342,29 @@ def test_bytes_that_are_not_utf8_in_a_job_name_are_read_and_said(tmp_path, caplo
     assert jobs(tmp_path, "name") == [("caf\ufffd",)]
     assert [r.getMessage() for r in caplog.records] == [
         f"{path}: line 2: byte 0xe9 is not UTF-8: read as U+FFFD, as any later (a job name or comment?)"]
+
+
+def test_a_job_running_in_an_old_file_that_later_files_never_list_is_said(tmp_path, caplog):
+    """Daily exports: the job is running on the 1st; the 3rd's export (window from the 2nd)
+    does not list it, so it ended unseen. It stays running (no guessed end), said in one line."""
+    folder = tmp_path / "sacct"
+    folder.mkdir()
+    (folder / "2026-12-01.txt").write_text(
+        f"{HEADER}\n"
+        "30|30|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-001|gres/gpu=8\n"
+        "31|31|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-002|gres/gpu=8\n"
+        "32|32|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-003|gres/gpu=8\n")
+    (folder / "2026-12-03.txt").write_text(
+        f"{HEADER}\n"
+        "31|31|COMPLETED|2026-12-01T08:00:00|2026-12-01T08:00:05|2026-12-02T09:00:00|p5-002|gres/gpu=8\n"
+        "32|32|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-003|gres/gpu=8\n"
+        "33|33|COMPLETED|2026-12-03T00:00:00|2026-12-03T00:00:05|2026-12-03T06:00:00|p5-001|gres/gpu=8\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path=str(folder)).error is None
+    assert jobs(tmp_path, "job_id, state, end_time") == [
+        ("30", "RUNNING", None), ("31", "COMPLETED", datetime(2026, 12, 2, 9)), ("32", "RUNNING", None),
+        ("33", "COMPLETED", datetime(2026, 12, 3, 6))]
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 job(s) running in a file and absent from files whose records reach 24 hours or more later (their end is "
+        "unknown, so they hold their GPUs until a file shows it); the first, job 30 in "
+        f"{folder / '2026-12-01.txt'}: export with a --starttime reaching back to their start"]
