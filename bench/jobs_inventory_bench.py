@@ -4,7 +4,7 @@ DuckDB `read_csv` → Parquet of the same file in its own process (the floor: no
 hostlists, no record ids), alternating, median wall of `--repeat`, peak RSS from
 `/usr/bin/time -v`.
 
-    nice -n 10 python bench/jobs_inventory_bench.py --repeat 3 --work /tmp/jobsbench
+    nice -n 10 python bench/jobs_inventory_bench.py --repeat 3 --work /tmp/jobsbench [--before /work/main/.venv/bin/spendlake]
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--work", type=Path, default=Path("/tmp/jobs-inventory-bench"))
+    parser.add_argument("--before", type=Path, help="another checkout's spendlake (e.g. main's), run alternately too")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     sacct, table = write_files(args.work, args.jobs)
@@ -78,10 +79,12 @@ def main() -> None:
                 "all_varchar=true)) TO ? (FORMAT parquet)\", [sys.argv[1], sys.argv[2], sys.argv[3]])")
         cases[kind] = {"spendlake": [spendlake, "--config", str(config), "inventory"],
                        "bare": [sys.executable, "-c", bare, str(path), delim, str(args.work / f"bare-{kind}.parquet")]}
+        if args.before:
+            cases[kind]["before"] = [str(args.before), "--config", str(config), "inventory"]
     for kind, commands in cases.items():
-        figures: dict[str, list[tuple[float, int]]] = {"spendlake": [], "bare": []}
+        figures: dict[str, list[tuple[float, int]]] = {name: [] for name in commands}
         for _ in range(args.repeat):
-            for name in ("bare", "spendlake"):
+            for name in commands:
                 figures[name].append(timed(commands[name]))
         wall = {name: statistics.median(w for w, _ in runs) for name, runs in figures.items()}
         rss = {name: max(r for _, r in runs) / 1024 for name, runs in figures.items()}
@@ -89,6 +92,9 @@ def main() -> None:
               f"{rss['spendlake']:.0f} MB; bare DuckDB read_csv→Parquet {wall['bare']:.1f} s, {rss['bare']:.0f} MB; "
               f"ratio {wall['spendlake'] / wall['bare']:.1f}x (medians of {args.repeat}; "
               f"runs {[round(w, 1) for w, _ in figures['spendlake']]})")
+        if "before" in figures:
+            print(f"  {args.before}: {wall['before']:.1f} s, peak RSS {rss['before']:.0f} MB "
+                  f"(runs {[round(w, 1) for w, _ in figures['before']]})")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
 RECORD_ID = JOB_COLUMN_NAMES.index("record_id")
 SHARED = frozenset({"cluster", "state", "scheduler", "user", "team", "project", "experiment", "job_type", "account",
                     "partition", "qos", "namespace", "name", "run_id"})
+NOT_YET = frozenset({"unknown", "none", "n/a", "0", "null", "nat"})  # a time not set, as schedulers write it
 SKEW = timedelta(minutes=5)  # an end this much before the start is clock skew; more is a wrong value
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
@@ -88,8 +89,9 @@ def _present(value: Any) -> bool:
 
 
 def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
-    """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty → None."""
-    if not _present(value):
+    """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty, or a word a scheduler
+    writes for "not yet" (Slurm's `Unknown`, `None`, `0`; `null`, `NaT`) → None."""
+    if not _present(value) or (isinstance(value, str) and value.strip().lower() in NOT_YET):
         return None
     if isinstance(value, datetime):
         moment = value
@@ -253,7 +255,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             raise _ColumnError("job_id", "empty; every job needs an id")
         start = read("start_time", lambda v: parse_time(v, zone))
         if start is None:
-            raise _ColumnError("start_time", "empty; a job without a start cannot hold GPUs")
+            raise _ColumnError("start_time", f"{shown(values.get('start_time') or '')}: a job without a start "
+                                             "cannot hold GPUs (leave jobs that never started out)")
         end = read("end_time", lambda v: parse_time(v, zone))
         skewed = end is not None and end < start
         if skewed and start - end > SKEW:

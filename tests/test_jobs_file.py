@@ -148,7 +148,9 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,-1\n", "column gpus: '-1' is not a number >= 0"),
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,\n", "column gpus: empty; gpus is required"),
     ("job_id,start_time,end_time,gpus\n,2026-11-30T00:00:00Z,,1\n", "column job_id: empty; every job needs an id"),
-    ("job_id,start_time,end_time,gpus\n1,,,1\n", "column start_time: empty; a job without a start"),
+    ("job_id,start_time,end_time,gpus\n1,,,1\n", "column start_time: '': a job without a start cannot hold GPUs"),
+    ("job_id,start_time,end_time,gpus\n1,Unknown,Unknown,1\n",
+     "column start_time: 'Unknown': a job without a start cannot hold GPUs (leave jobs that never started out)"),
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T02:00:00Z,2026-11-30T01:00:00Z,1\n",
      "column end_time: 2026-11-30T01:00:00 is before start_time 2026-11-30T02:00:00"),
     ("job_id,start_time,end_time,gpus,nodes\n1,2026-11-30T00:00:00Z,,1,p5-[001-\n", "column nodes: '[' without ']'"),
@@ -338,3 +340,11 @@ def test_a_columns_mapping_to_an_optional_column_the_file_lacks_fails_naming_it(
     assert result.exit_code == 3, result.output
     assert (f"{path}: inventory.trace.columns maps 'nodelist' to 'nodes', and the file has no column 'nodelist' "
             "(it has: job_id, start_time, end_time, gpus)") in result.output
+
+
+def test_an_end_time_as_schedulers_write_not_yet_is_a_running_job(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text("job_id,start_time,end_time,gpus\n" + "".join(
+        f"{n},2026-11-30T00:00:00+01:00,{end},8\n" for n, end in enumerate(["Unknown", "None", "0", "null", "NaT", ""])))
+    assert run(tmp_path, path).error is None
+    assert jobs(tmp_path, "DISTINCT start_time, end_time, state") == [(datetime(2026, 11, 29, 23), None, "RUNNING")]

@@ -241,7 +241,7 @@ def test_a_parsable2_line_breaks_only_at_its_newline(tmp_path, name):
     path = tmp_path / "sacct.txt"
     header = "JobID|JobIDRaw|JobName|State|Submit|Start|End|NodeList|AllocTRES"
     row = f"12|12|{name}|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|p5-001|gres/gpu=8"
-    path.write_text(f"{header}\r\n{row}\r\n", encoding="utf-8", newline="")
+    path.write_text(f"\ufeff{header}\r\n{row}\r\n", encoding="utf-8", newline="")  # with a BOM, as Windows saves
     assert run(tmp_path, path=str(path)).error is None
     assert jobs(tmp_path, "name, nodes, gpus") == [(name, ["p5-001"], 8.0)]
 
