@@ -49,15 +49,17 @@ def write_files(work: Path, jobs: int) -> tuple[Path, Path]:
     return sacct, table
 
 
-def timed(command: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KB) of one process, via /usr/bin/time -v."""
+def timed(command: list[str]) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KB) and CPU seconds (user + system: steadier than the wall on a
+    shared machine) of one process, via /usr/bin/time -v."""
     began = time.perf_counter()
     done = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True)
     wall = time.perf_counter() - began
     if done.returncode:
         sys.exit(f"{command} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
-    return wall, rss
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", done.stderr).group(1)) for kind in ("User", "System"))
+    return wall, rss, cpu
 
 
 def main() -> None:
@@ -82,19 +84,19 @@ def main() -> None:
         if args.before:
             cases[kind]["before"] = [str(args.before), "--config", str(config), "inventory"]
     for kind, commands in cases.items():
-        figures: dict[str, list[tuple[float, int]]] = {name: [] for name in commands}
+        figures: dict[str, list[tuple[float, int, float]]] = {name: [] for name in commands}
         for _ in range(args.repeat):
             for name in commands:
                 figures[name].append(timed(commands[name]))
-        wall = {name: statistics.median(w for w, _ in runs) for name, runs in figures.items()}
-        rss = {name: max(r for _, r in runs) / 1024 for name, runs in figures.items()}
-        print(f"{kind} {args.jobs:,} jobs: spendlake inventory {wall['spendlake']:.1f} s, peak RSS "
-              f"{rss['spendlake']:.0f} MB; bare DuckDB read_csv→Parquet {wall['bare']:.1f} s, {rss['bare']:.0f} MB; "
-              f"ratio {wall['spendlake'] / wall['bare']:.1f}x (medians of {args.repeat}; "
-              f"runs {[round(w, 1) for w, _ in figures['spendlake']]})")
-        if "before" in figures:
-            print(f"  {args.before}: {wall['before']:.1f} s, peak RSS {rss['before']:.0f} MB "
-                  f"(runs {[round(w, 1) for w, _ in figures['before']]})")
+        wall = {name: statistics.median(w for w, _, _ in runs) for name, runs in figures.items()}
+        cpu = {name: statistics.median(c for _, _, c in runs) for name, runs in figures.items()}
+        rss = {name: max(r for _, r, _ in runs) / 1024 for name, runs in figures.items()}
+        print(f"{kind} {args.jobs:,} jobs (medians of {args.repeat}):")
+        for name in commands:
+            label = {"spendlake": "spendlake inventory", "bare": "bare DuckDB read_csv→Parquet"}.get(name, str(args.before))
+            print(f"  {label}: {wall[name]:.1f} s wall, {cpu[name]:.1f} CPU s, peak RSS {rss[name]:.0f} MB "
+                  f"(walls {[round(w, 1) for w, _, _ in figures[name]]})")
+        print(f"  spendlake / bare: {cpu['spendlake'] / cpu['bare']:.1f}x CPU")
 
 
 if __name__ == "__main__":

@@ -49,8 +49,6 @@ FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", 
                  "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
 FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
 RECORD_ID = JOB_COLUMN_NAMES.index("record_id")
-SHARED = frozenset({"cluster", "state", "scheduler", "user", "team", "project", "experiment", "job_type", "account",
-                    "partition", "qos", "namespace", "name", "run_id"})
 NOT_YET = frozenset({"unknown", "none", "n/a", "0", "null", "nat"})  # a time not set, as schedulers write it
 SKEW = timedelta(minutes=5)  # an end this much before the start is clock skew; more is a wrong value
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
@@ -152,6 +150,12 @@ def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) else str(value)
 
 
+def _shared_text(value: Any) -> str | None:
+    """_text, one copy of a text a million rows repeat (cluster, user, project)."""
+    text = _text(value)
+    return sys.intern(text) if text else text
+
+
 class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     kind = "jobs-file"
     feeds = Feeds.snapshot("jobs")
@@ -176,7 +180,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             for at, row in self._rows(path, records(path, raw, size), size):
                 if row.pop("_skewed"):
                     skewed, first = skewed + 1, first or (at, row["job_id"])
-                values = tuple(_shared(row[name]) if name in SHARED else row[name] for name in JOB_COLUMN_NAMES)
+                values = tuple(map(row.__getitem__, JOB_COLUMN_NAMES))
                 listed.append(_Listed(row["cluster"] or "", row["job_id"], row["start_time"], row["end_time"],
                                       number, at, values))
         if first:
@@ -263,13 +267,13 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()} (by more "
                                            f"than {SKEW.seconds // 60} minutes of clock skew: columns swapped?)")
         state = read("state", _state)
-        cluster = read("cluster", _text) or self.config.cluster
+        cluster = read("cluster", _shared_text) or self.config.cluster
         return {"_skewed": skewed} | job_row(
             job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=start if skewed else end,
             state=state or ("RUNNING" if end is None else None), gpus=read("gpus", parse_gpus),
             nodes=read("nodes", _nodes), instance_ids=read("instance_ids", _instance_ids),
             submit_time=read("submit_time", lambda v: parse_time(v, zone)), labels=read("labels", parse_labels),
-            restarts=read("restarts", parse_restarts), **{name: read(name, _text) for name in TEXT_COLUMNS})
+            restarts=read("restarts", parse_restarts), **{name: read(name, _shared_text) for name in TEXT_COLUMNS})
 
 
 class _ColumnError(Exception):
@@ -312,11 +316,6 @@ class _Listed(NamedTuple):
     file: int
     at: str
     values: tuple[Any, ...]
-
-
-def _shared(value: Any) -> Any:
-    """One copy of a text a million rows repeat (cluster, state, user, project)."""
-    return sys.intern(value) if isinstance(value, str) else value
 
 
 def _numbered(listed: list[_Listed], files: list[Path]) -> Iterator[tuple[Any, ...]]:

@@ -16,6 +16,7 @@ print, shared by the file and HTTP paths of connectors/slurm_jobs.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sys
@@ -157,31 +158,23 @@ def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> Iterator[
         if held is None or attempt.end is not None or held.end is None:
             unique[attempt.record_id] = attempt
     del attempts  # the caller holds no other reference: each attempt goes once its row is made
-    ordered: list[Attempt | None] = sorted(unique.values(),
-                                           key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min))
+    ordered = sorted(unique.values(), key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min),
+                     reverse=True)
     del unique
     run_labels = tuple(run_labels)
-    index = 0
-    while index < len(ordered):
-        job = _job(ordered[index])
-        end = index + 1
-        while end < len(ordered) and _job(ordered[end]) == job:
-            end += 1
-        attempts_of_job = ordered[index:end]
-        ordered[index:end] = [None] * (end - index)
+
+    def drained() -> Iterator[Attempt]:
+        while ordered:
+            yield ordered.pop()
+
+    for _, group in itertools.groupby(drained(), key=lambda a: (a.cluster, a.raw_id)):
+        attempts_of_job = list(group)
         # the job's comment from its latest attempt that shows one: Slurm 22.05 stores the
         # comment when an attempt ends, so the running attempt of a requeued job shows none, yet
         # it is the same job, submitted with the same comment (and the same run)
-        comment = next((a.comment for a in reversed(attempts_of_job) if a and a.comment), "")
+        comment = next((a.comment for a in reversed(attempts_of_job) if a.comment), "")
         for restarts, attempt in enumerate(attempts_of_job):
-            assert attempt is not None
             yield attempt.row(restarts, run_labels, comment)
-        index = end
-
-
-def _job(attempt: Attempt | None) -> tuple[str | None, str]:
-    assert attempt is not None
-    return attempt.cluster, attempt.raw_id
 
 
 # ---- sacct --parsable2 -----------------------------------------------------------------------
