@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -348,3 +348,11 @@ def test_an_end_time_as_schedulers_write_not_yet_is_a_running_job(tmp_path):
         f"{n},2026-11-30T00:00:00+01:00,{end},8\n" for n, end in enumerate(["Unknown", "None", "0", "null", "NaT", ""])))
     assert run(tmp_path, path).error is None
     assert jobs(tmp_path, "DISTINCT start_time, end_time, state") == [(datetime(2026, 11, 29, 23), None, "RUNNING")]
+
+
+def test_inventory_run_twice_with_a_naive_now_takes_it_as_utc(tmp_path):
+    """The second run compared the stored (aware) data-through time with a naive `now`: TypeError."""
+    (tmp_path / "jobs.csv").write_text(JOBS_CSV, encoding="utf-8")
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    again = run(tmp_path, tmp_path / "jobs.csv")
+    assert again.error is None and again.data_through == NOW.replace(tzinfo=timezone.utc)
