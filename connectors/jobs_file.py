@@ -31,7 +31,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 from pydantic import Field, model_validator
 
-from connectors.hostlist import expand_hostlist
+from connectors.hostlist import hosts
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import (JOB_COLUMN_NAMES, STATES, FileSource, empty_file, job_file, job_row, jobs_relation,
                                   normal_state, source_files)
@@ -295,7 +295,7 @@ def _nodes(value: Any) -> list[str] | None:
     if not _present(value):
         return None
     try:
-        return expand_hostlist(str(value)) or None
+        return list(hosts(str(value))) or None
     except ValueError as exc:
         raise BadValue(str(exc)) from None
 

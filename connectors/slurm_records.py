@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from connectors.hostlist import expand_hostlist
+from connectors.hostlist import hosts
 from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction, normal_state
 from service.core.units import naive_utc
 
@@ -84,12 +84,6 @@ def alloc_tres_gpus(text: str) -> float:
 def _shared(text: str | None) -> str | None:
     """One copy of a value a million records repeat (user, account, partition, job name)."""
     return sys.intern(text) if text else text
-
-
-@lru_cache(maxsize=65_536)
-def hosts(text: str) -> tuple[str, ...]:
-    """expand_hostlist, once per distinct NodeList (a cluster's jobs repeat them); ValueError as it."""
-    return tuple(expand_hostlist(text))
 
 
 @lru_cache(maxsize=65_536)
