@@ -168,7 +168,7 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
      "job 1 is listed twice with start_time 2026-11-30T00:00:00"),
     # a file cut short while being written
     (pa.BufferOutputStream, "not a whole Parquet file"),
-    (gzip.compress(b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n")[:-6], "not a whole gzip file"),
+    (gzip.compress(b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n", mtime=0)[:-6], "not a whole gzip file"),
     (b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\xff\n", "not UTF-8: byte 0xff on line 2"),
     # the decoder's position counts from its chunk: the line is found in the bytes
     (b"job_id,start_time,end_time,gpus\r\n" + b"1,2026-11-30T00:00:00Z,,1\r\n" * 3999 + b"2,caf\xe9,,1\r\n"

@@ -255,7 +255,7 @@ def cli_inventory(tmp_path: Path, path: Path):
 @pytest.mark.parametrize("name, content, says", [
     ("sacct.json", b"", "0 bytes: counted as no jobs"),  # `sacct --json > sacct.json` not yet written
     ("sacct.txt", b"\n\n", "only blank lines: counted as no jobs"),
-    ("sacct.json.gz", gzip.compress(b""), "0 bytes: counted as no jobs"),
+    ("sacct.json.gz", gzip.compress(b"", mtime=0), "0 bytes: counted as no jobs"),
     ("sacct.txt", f"{HEADER}\n".encode(), None),  # a day without jobs, as sacct writes it
     ("sacct.json", b'{"jobs": [], "meta": {}, "errors": []}', None),
 ])
@@ -277,7 +277,7 @@ def test_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplo
     (SLURM.joinpath("sacct.json").read_bytes()[:5000], "the file ends mid-document (cut short while being written?)"),
     (f"{HEADER}\n{GOOD}\n{GOOD[:-1]}".encode(),  # gres/gpu=16 cut to gres/gpu=1: one line, one GPU, silently
      "line 3, the last, has no line end: the file was cut short"),
-    (gzip.compress(f"{HEADER}\n{GOOD}\n".encode())[:-6], "not a whole gzip file"),
+    (gzip.compress(f"{HEADER}\n{GOOD}\n".encode(), mtime=0)[:-6], "not a whole gzip file"),
 ])
 def test_a_file_cut_short_fails_naming_it_and_what_next(tmp_path, content, says):
     path = tmp_path / "sacct.out"
