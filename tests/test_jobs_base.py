@@ -83,7 +83,7 @@ def test_job_rows_have_the_tables_types_and_run_defaults_to_job():
         job_row(job_id="1", gpu=1)
 
 
-def test_a_file_written_again_while_read_fails_and_the_rerun_reads_it(tmp_path):
+def test_6_a_file_written_again_while_read_fails_and_the_rerun_reads_it(tmp_path):
     path = tmp_path / "sacct.txt"
     path.write_text("first version\n")
     with pytest.raises(DataError) as error, job_file(path) as raw:

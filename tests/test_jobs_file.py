@@ -283,7 +283,7 @@ def test_a_columns_mapping_from_a_name_the_file_lacks_says_so(tmp_path):
     ("jobs.csv.gz", b"", "0 bytes: counted as no jobs"),
     ("jobs.parquet", b"", "0 bytes: counted as no jobs"),
 ])
-def test_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplog, name, content, says):
+def test_56_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplog, name, content, says):
     folder = tmp_path / "jobs"
     folder.mkdir()
     (folder / name).write_bytes(content)

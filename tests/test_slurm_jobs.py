@@ -259,7 +259,7 @@ def cli_inventory(tmp_path: Path, path: Path):
     ("sacct.txt", f"{HEADER}\n".encode(), None),  # a day without jobs, as sacct writes it
     ("sacct.json", b'{"jobs": [], "meta": {}, "errors": []}', None),
 ])
-def test_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplog, name, content, says):
+def test_56_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplog, name, content, says):
     folder = tmp_path / "sacct"
     folder.mkdir()
     (folder / name).write_bytes(content)
@@ -279,7 +279,7 @@ def test_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplo
      "line 3, the last, has no line end: the file was cut short"),
     (gzip.compress(f"{HEADER}\n{GOOD}\n".encode(), mtime=0)[:-6], "not a whole gzip file"),
 ])
-def test_a_file_cut_short_fails_naming_it_and_what_next(tmp_path, content, says):
+def test_5_a_file_cut_short_fails_naming_it_and_what_next(tmp_path, content, says):
     path = tmp_path / "sacct.out"
     path.write_bytes(content)
     result = cli_inventory(tmp_path, path)
