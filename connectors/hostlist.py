@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from functools import lru_cache
 
 MAX_HOSTS = 100_000  # a typo such as [1-999999999] must not exhaust memory
 NO_NODES = frozenset({"", "None assigned", "(null)"})
@@ -25,6 +26,13 @@ def expand_hostlist(text: str) -> list[str]:
     for name in _split_top_level(text):
         hosts.extend(_expand_name(name, budget=MAX_HOSTS - len(hosts)))
     return hosts
+
+
+@lru_cache(maxsize=65_536)
+def hosts(text: str) -> tuple[str, ...]:
+    """expand_hostlist once per distinct text (a cluster's jobs repeat their node lists), as a
+    tuple the cache can share; ValueError as it."""
+    return tuple(expand_hostlist(text))
 
 
 def _split_top_level(text: str) -> list[str]:

@@ -8,19 +8,25 @@ a source leaves out (run_id defaults to job_id) and refuses a column the table l
 
 from __future__ import annotations
 
+import itertools
+import logging
+import os
 import re
 import zoneinfo
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import duckdb
 from pydantic import Field, field_validator
 
 from service.core.config import Freshness
-from service.core.errors import SourceError
+from service.core.errors import DataError, SourceError
 from service.core.schema import INVENTORY_TABLES
+
+log = logging.getLogger(__name__)
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"  # an environment variable's name
 JOB_COLUMNS = INVENTORY_TABLES["jobs"]
@@ -74,6 +80,7 @@ class HttpSource(JobSource):
         description="label keys naming a job's run, tried in order (case and -._/ separators ignored)")
 
 
+BATCH_ROWS = 20_000  # rows turned into Arrow at a time
 _ARROW = {"VARCHAR": "string", "TIMESTAMP": "timestamp[us]", "DOUBLE": "float64", "INTEGER": "int32"}
 
 
@@ -115,8 +122,11 @@ def job_row(**values: Any) -> dict[str, Any]:
     return row
 
 
-def jobs_relation(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> duckdb.DuckDBPyRelation:
-    """Rows made by `job_row` as a relation with the table's exact types."""
+def jobs_relation(con: duckdb.DuckDBPyConnection,
+                  rows: Iterable[dict[str, Any]] | Iterable[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
+    """Rows made by `job_row` (or their values as tuples in the columns' order) as a relation
+    with the table's exact types; built in batches, so a million jobs are never a million
+    dicts at once when `rows` is a generator."""
     import pyarrow as pa
 
     def arrow(kind: str) -> pa.DataType:
@@ -128,8 +138,15 @@ def jobs_relation(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) ->
         return pa.type_for_alias(_ARROW[kind])
 
     schema = pa.schema([(name, arrow(kind)) for name, kind in JOB_COLUMNS])
-    return con.from_arrow(pa.Table.from_pylist(rows, schema=schema))
-
+    rows = iter(rows)
+    batches = []
+    while batch := list(itertools.islice(rows, BATCH_ROWS)):
+        if isinstance(batch[0], dict):
+            batches.append(pa.RecordBatch.from_pylist(batch, schema=schema))
+        else:  # tuples in the columns' order
+            batches.append(pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field
+                                                       in zip(zip(*batch), schema)], schema=schema))
+    return con.from_arrow(pa.Table.from_batches(batches, schema=schema))
 
 
 def from_epoch(seconds: float | None) -> datetime | None:
@@ -141,15 +158,69 @@ def from_epoch(seconds: float | None) -> datetime | None:
 
 def source_files(path: str, config_path: str) -> list[Path]:
     """The file `path`, or every visible file under the directory `path`, sorted; a
-    SourceError names the location when there is nothing to read."""
+    SourceError names the location when there is nothing to read, and a folder the OS refuses
+    fails naming it (skipped, its jobs would be missing without a word)."""
     root = Path(path).expanduser().resolve()
     if root.is_file():
         return [root]
     if not root.is_dir():
         raise SourceError("no such file or directory", where=str(root), hint=f"check {config_path}")
-    files = sorted(p for p in root.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+    def refused(exc: OSError) -> None:
+        raise unreadable(Path(exc.filename or root), exc)
+
+    files = []
+    for folder, folders, names in os.walk(root, onerror=refused):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        files += [Path(folder, name) for name in names if not name.startswith(".") and Path(folder, name).is_file()]
     if not files:
         raise SourceError("the directory holds no files", where=str(root),
                           hint=f"point {config_path} at the scheduler's exported job files")
-    return files
+    return sorted(files)
+
+
+def unreadable(path: Path, exc: OSError) -> DataError:
+    """A job file or folder the OS refuses, said as the OS's reason (no "not UTF-8" for a permission)."""
+    if isinstance(exc, PermissionError):
+        return DataError(f"permission denied: the user running spendlake (uid {os.geteuid()}) cannot read it",
+                         where=str(path), hint="make it readable to that user (chmod/chown, or its group)")
+    return DataError(f"cannot read: {exc.strerror or type(exc).__name__}", where=str(path),
+                     hint="check the file and its disk, then re-run")
+
+
+@contextmanager
+def job_file(path: Path) -> Iterator[IO[bytes]]:
+    """A job file opened for reading, checked after the caller has read it: one written again
+    meanwhile (`sacct ... > jobs.txt` re-run truncates and rewrites it in place) fails, and
+    its change is the error even when the caller's parse failed on the half-written bytes.
+    A file replaced by rename is read whole as it was (the descriptor holds the old one)."""
+    try:
+        raw = path.open("rb")
+    except OSError as exc:
+        raise unreadable(path, exc) from None
+    descriptor = os.dup(raw.fileno())  # for the check: a reader's text wrapper closes `raw` when done
+    try:
+        with raw:
+            before = os.fstat(descriptor)
+            try:
+                yield raw
+            except (DataError, OSError, EOFError, ValueError):
+                _unchanged(path, descriptor, before)
+                raise
+            _unchanged(path, descriptor, before)
+    finally:
+        os.close(descriptor)
+
+
+def _unchanged(path: Path, descriptor: int, before: os.stat_result) -> None:
+    after = os.fstat(descriptor)
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        raise DataError(f"changed while it was read ({before.st_size:,} bytes, then {after.st_size:,})",
+                        where=str(path), hint="re-run when the job writing it has finished (write to a temporary "
+                                              "name and rename it, and readers never see half a file)")
+
+
+def empty_file(path: Path, size: int) -> None:
+    """The one line a job file without a byte of data gets: it counts as no jobs."""
+    log.warning("%s: %s: counted as no jobs (a scheduler's export writes a header even without jobs: was it "
+                "still being written, or did the export fail?)", path, "0 bytes" if not size else "only blank lines")

@@ -17,34 +17,40 @@ a corrected time keeps its record.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
+import difflib
 import json
+import logging
 import math
+import sys
 from collections.abc import Iterator
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from zoneinfo import ZoneInfo
 
 import duckdb
 from pydantic import Field, model_validator
 
-from connectors.hostlist import expand_hostlist
+from connectors.hostlist import hosts
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import STATES, FileSource, job_row, jobs_relation, normal_state, source_files
+from connectors.jobs_base import (JOB_COLUMN_NAMES, STATES, FileSource, empty_file, job_file, job_row, jobs_relation,
+                                  normal_state, source_files)
+from connectors.jobs_file_read import file_format, records, shown
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 from service.core.units import naive_utc
+
+log = logging.getLogger(__name__)
 
 # The columns a jobs file may have (header names compared case-insensitively).
 FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
 FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
                  "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
 FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
-SHOWN = 60  # characters of a bad value an error shows
+RECORD_ID = JOB_COLUMN_NAMES.index("record_id")
+NOT_YET = frozenset({"unknown", "none", "n/a", "0", "null", "nat"})  # a time not set, as schedulers write it
+SKEW = timedelta(minutes=5)  # an end this much before the start is clock skew; more is a wrong value
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
 
@@ -75,22 +81,15 @@ class BadValue(ValueError):
     """A value that cannot be read; the reader adds file, row and column."""
 
 
-def _shown(value: Any) -> str:
-    """A bad value as an error shows it: its repr, cut short (a quote left open makes the rest
-    of the file one cell)."""
-    if isinstance(value, str) and len(value) > SHOWN:
-        return f"{value[:SHOWN]!r}... ({len(value):,} characters)"
-    return repr(value)
-
-
 def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, str) and not value.strip()) and not (
         isinstance(value, float) and math.isnan(value))
 
 
 def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
-    """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty → None."""
-    if not _present(value):
+    """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty, or a word a scheduler
+    writes for "not yet" (Slurm's `Unknown`, `None`, `0`; `null`, `NaT`) → None."""
+    if not _present(value) or (isinstance(value, str) and value.strip().lower() in NOT_YET):
         return None
     if isinstance(value, datetime):
         moment = value
@@ -100,9 +99,9 @@ def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
         try:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
-            raise BadValue(f"{_shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
+            raise BadValue(f"{shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
     else:
-        raise BadValue(f"{_shown(value)} is not a time (want ISO 8601 text or a timestamp)")
+        raise BadValue(f"{shown(value)} is not a time (want ISO 8601 text or a timestamp)")
     return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone))
 
 
@@ -112,9 +111,9 @@ def parse_gpus(value: Any) -> float:
     try:
         gpus = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise BadValue(f"{_shown(value)} is not a number") from None
+        raise BadValue(f"{shown(value)} is not a number") from None
     if not math.isfinite(gpus) or gpus < 0:
-        raise BadValue(f"{_shown(value)} is not a number >= 0")
+        raise BadValue(f"{shown(value)} is not a number >= 0")
     return gpus
 
 
@@ -125,7 +124,7 @@ def parse_labels(value: Any) -> dict[str, str] | None:
         try:
             value = json.loads(value)
         except ValueError:
-            raise BadValue(f"{_shown(value)} is not JSON") from None
+            raise BadValue(f"{shown(value)} is not JSON") from None
     elif isinstance(value, list):  # a Parquet map reads as [(key, value), ...]
         value = dict(value)
     if not isinstance(value, dict):
@@ -139,9 +138,9 @@ def parse_restarts(value: Any) -> int | None:
     try:
         number = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise BadValue(f"{_shown(value)} is not a whole number") from None
+        raise BadValue(f"{shown(value)} is not a whole number") from None
     if not number.is_integer() or not 0 <= number < 2**31:
-        raise BadValue(f"{_shown(value)} is not a whole number >= 0")
+        raise BadValue(f"{shown(value)} is not a whole number >= 0")
     return int(number)
 
 
@@ -151,32 +150,53 @@ def _text(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) else str(value)
 
 
+def _shared_text(value: Any) -> str | None:
+    """_text, one copy of a text a million rows repeat (cluster, user, project)."""
+    text = _text(value)
+    return sys.intern(text) if text else text
+
+
 class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     kind = "jobs-file"
     feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"
-        files = [p for p in source_files(self.config.path, where) if _format(p)]
+        files = [p for p in source_files(self.config.path, where) if file_format(p)]
         if not files:
             raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
                               hint=f"check {where}")
-        rows: list[dict[str, Any]] = []
-        for path in files:
-            rows.extend(self._read(path))
-        _number_records(rows)
-        for row in rows:
-            del row["_at"]
-        return [SnapshotPart("jobs", jobs_relation(con, rows))]
+        listed: list[_Listed] = []
+        for number, path in enumerate(files):
+            listed += self._read(path, number)
+        return [SnapshotPart("jobs", jobs_relation(con, _numbered(listed, files)))]
 
-    def _read(self, path: Path) -> list[dict[str, Any]]:
-        records = _records(path)
-        header = next(records)
+    def _read(self, path: Path, number: int) -> list[_Listed]:
+        """The file's rows, compact: a million of them are held until all files are read."""
+        listed, skewed, first = [], 0, None
+        with job_file(path) as raw:
+            size = raw.seek(0, 2)
+            raw.seek(0)
+            for at, row in self._rows(path, records(path, raw, size), size):
+                if row.pop("_skewed"):
+                    skewed, first = skewed + 1, first or (at, row["job_id"])
+                values = tuple(map(row.__getitem__, JOB_COLUMN_NAMES))
+                listed.append(_Listed(row["cluster"] or "", row["job_id"], row["start_time"], row["end_time"],
+                                      number, at, values))
+        if first:
+            log.warning("%s: %d row(s) end less than %d minutes before they start (clock skew?), counted as holding "
+                        "no GPU time; the first, %s (job %s)", path, skewed, SKEW.seconds // 60, *first)
+        return listed
+
+    def _rows(self, path: Path, read: Any, size: int) -> Any:
+        header = next(read)
+        if header is None:
+            empty_file(path, size)
+            return
         columns = self._columns(path, header)
         spelled = {ours: header[index].strip() for ours, index in columns.items()}  # for errors: the file's name
         zone = ZoneInfo(self.config.timezone)
-        rows = []
-        for at, record in records:
+        for at, record in read:
             values = {ours: record[index] if index < len(record) else None for ours, index in columns.items()}
             try:
                 row = self._row(values, zone)
@@ -188,9 +208,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                 raise DataError(f"{at}, column {column}: {exc.reason}"
                                 + (" (the cell spans lines: a quote left open?)" if spans else ""), where=str(path),
                                 hint="fix the file (README: jobs-file)") from None
-            row["_at"] = f"{path}: {at}"
-            rows.append(row)
-        return rows
+            yield at, row
 
     def _columns(self, path: Path, header: list[str]) -> dict[str, int]:
         """Our column name → its index in the file, after the config's renames."""
@@ -216,6 +234,17 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             raise DataError(f"missing column(s) {', '.join(missing)} (the file has: {', '.join(header) or 'none'})",
                             where=str(path), hint=f"add them, or map the file's own names with "
                                                   f"{self.config_path}.columns, e.g. {{gpu_num: gpus}}")
+        names = {h.strip().lower() for h in header}
+        for theirs, ours in self.config.columns.items():
+            if theirs.strip().lower() not in names and ours.lower() not in found:
+                raise DataError(f"{self.config_path}.columns maps {theirs!r} to {ours!r}, and the file has no column "
+                                f"{theirs!r} (it has: {', '.join(header)})", where=str(path),
+                                hint=f"fix the name in {self.config_path}.columns, or drop it if these files lack it")
+        for name in sorted(names - set(renames) - set(FILE_COLUMNS)):
+            near = difflib.get_close_matches(name, [c for c in FILE_COLUMNS if c not in found], n=1, cutoff=0.8)
+            if near:
+                log.warning("%s: column %r is not read: is it %s? (else ignore this; to read it, set %s.columns: "
+                            "{%s: %s})", path, name, near[0], self.config_path, name, near[0])
         return found
 
     def _row(self, values: dict[str, Any], zone: ZoneInfo) -> dict[str, Any]:
@@ -230,18 +259,21 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             raise _ColumnError("job_id", "empty; every job needs an id")
         start = read("start_time", lambda v: parse_time(v, zone))
         if start is None:
-            raise _ColumnError("start_time", "empty; a job without a start cannot hold GPUs")
+            raise _ColumnError("start_time", f"{shown(values.get('start_time') or '')}: a job without a start "
+                                             "cannot hold GPUs (leave jobs that never started out)")
         end = read("end_time", lambda v: parse_time(v, zone))
-        if end is not None and end < start:
-            raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()}")
+        skewed = end is not None and end < start
+        if skewed and start - end > SKEW:
+            raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()} (by more "
+                                           f"than {SKEW.seconds // 60} minutes of clock skew: columns swapped?)")
         state = read("state", _state)
-        cluster = read("cluster", _text) or self.config.cluster
-        return job_row(
-            job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=end,
+        cluster = read("cluster", _shared_text) or self.config.cluster
+        return {"_skewed": skewed} | job_row(
+            job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=start if skewed else end,
             state=state or ("RUNNING" if end is None else None), gpus=read("gpus", parse_gpus),
             nodes=read("nodes", _nodes), instance_ids=read("instance_ids", _instance_ids),
             submit_time=read("submit_time", lambda v: parse_time(v, zone)), labels=read("labels", parse_labels),
-            restarts=read("restarts", parse_restarts), **{name: read(name, _text) for name in TEXT_COLUMNS})
+            restarts=read("restarts", parse_restarts), **{name: read(name, _shared_text) for name in TEXT_COLUMNS})
 
 
 class _ColumnError(Exception):
@@ -255,7 +287,7 @@ def _state(value: Any) -> str | None:
         return None
     state = normal_state(str(value))
     if state is None:
-        raise BadValue(f"{_shown(value)} is not a job state (one of {', '.join(sorted(STATES))})")
+        raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))})")
     return state
 
 
@@ -263,7 +295,7 @@ def _nodes(value: Any) -> list[str] | None:
     if not _present(value):
         return None
     try:
-        return expand_hostlist(str(value)) or None
+        return list(hosts(str(value))) or None
     except ValueError as exc:
         raise BadValue(str(exc)) from None
 
@@ -273,102 +305,40 @@ def _instance_ids(value: Any) -> list[str] | None:
     return ids or None
 
 
-def _number_records(rows: list[dict[str, Any]]) -> None:
-    """record_id `<cluster>/<job_id>#<n>`: n counts a job id's rows by start (attempts);
-    the same job id starting twice at the same time in one cluster is one job listed twice."""
-    rows.sort(key=lambda r: (r["cluster"] or "", r["job_id"], r["start_time"]))
-    previous: tuple[Any, ...] | None = None
+class _Listed(NamedTuple):
+    """A row as read: what finds it again in another file, where it is, and its values in the
+    order of `jobs`' columns."""
+
+    cluster: str
+    job_id: str
+    start: datetime
+    end: datetime | None
+    file: int
+    at: str
+    values: tuple[Any, ...]
+
+
+def _numbered(listed: list[_Listed], files: list[Path]) -> Iterator[tuple[Any, ...]]:
+    """The rows' values, a job listed in several files (exports whose windows overlap) once:
+    the row that has ended, else the later file's. record_id `<cluster>/<job_id>#<n>`: n counts
+    a job id's rows by start (attempts); the same job id starting twice at the same time in
+    one file is one job listed twice, an error."""
+    listed.sort(key=lambda r: (r.cluster, r.job_id, r.start))  # stable: files in name order
+    kept: list[_Listed] = []
+    for row in listed:
+        held = kept[-1] if kept else None
+        if held is None or (held.cluster, held.job_id, held.start) != (row.cluster, row.job_id, row.start):
+            kept.append(row)
+        elif held.file == row.file:
+            raise DataError(f"job {row.job_id} is listed twice with start_time {row.start.isoformat()}"
+                            f" ({held.at} and {row.at})", where=str(files[row.file]),
+                            hint="keep one row per job (or per attempt, with different start times)")
+        elif row.end is not None or held.end is None:
+            kept[-1] = row
+    listed.clear()
     attempt = 0
-    for row in rows:
-        key = (row["cluster"], row["job_id"])
-        if previous and key == previous[:2]:
-            if row["start_time"] == previous[2]:
-                raise DataError(f"job {row['job_id']} is listed twice with start_time {row['start_time'].isoformat()}"
-                                f" ({previous[3]} and {row['_at']})",
-                                hint="keep one row per job (or per attempt, with different start times)")
-            attempt += 1
-        else:
-            attempt = 0
-        row["record_id"] = f"{row['cluster'] or ''}/{row['job_id']}#{attempt}"
-        previous = (*key, row["start_time"], row["_at"])
-
-
-def _format(path: Path) -> str | None:
-    name = path.name.lower()
-    if name.endswith((".csv", ".csv.gz")):
-        return "csv"
-    return "parquet" if name.endswith(".parquet") else None
-
-
-class _Lines:
-    """A text's lines for csv.reader, counting the line breaks read as an editor shows them
-    (and `grep -n`): the file's own line ending, LF (or CRLF), or CR alone when its header line
-    ends so; a bare CR inside a quoted cell of an LF or CRLF file is no line break. (csv's
-    `line_num` counts every CR.)"""
-
-    def __init__(self, text: Iterator[str]):
-        self.text, self.breaks, self.ending = iter(text), 0, ""
-
-    def __iter__(self) -> _Lines:
-        return self
-
-    def __next__(self) -> str:
-        line = next(self.text)  # with newline="", ends in LF, CRLF or a bare CR
-        self.ending = self.ending or ("\r" if line.endswith("\r") else "\n")
-        self.breaks += line.count(self.ending)
-        return line
-
-
-def _records(path: Path) -> Iterator[Any]:
-    """The header of a CSV or Parquet file, then (where, values) per row: `row N` (the first
-    data row is 1), and for CSV the line it starts on."""
-    try:
-        if _format(path) == "parquet":
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(path)
-            yield table.column_names
-            columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
-            yield from ((f"row {n}", list(values)) for n, values in enumerate(zip(*columns), 1))
-            return
-        opener = gzip.open if path.name.lower().endswith(".gz") else open
-        with opener(path, "rb") as raw:
-            lines = _Lines(io.TextIOWrapper(raw, encoding="utf-8-sig", newline=""))
-            reader = csv.reader(lines)
-            header = next((record for record in reader if any(cell.strip() for cell in record)), None)
-            if header is None:
-                raise DataError("the file is empty (not even a header)", where=str(path),
-                                hint="write a header: job_id,start_time,end_time,gpus,...")
-            if len(header) == 1 and (";" in header[0] or "\t" in header[0]):
-                raise DataError(f"the header is one column, {_shown(header[0])}: the file is separated by "
-                                f"{'semicolons' if ';' in header[0] else 'tabs'}", where=str(path),
-                                hint="write it comma-separated (or as Parquet)")
-            yield header
-            number, line = 0, lines.breaks + 1
-            for record in reader:
-                if any(cell.strip() for cell in record):
-                    number += 1
-                    yield f"row {number} (line {line})", record
-                line = lines.breaks + 1
-    except DataError:
-        raise
-    except UnicodeDecodeError:
-        raise DataError(f"not UTF-8: {_undecodable(path)}", where=str(path),
-                        hint="save it as UTF-8 (or write Parquet)") from None
-    except (OSError, csv.Error, ValueError) as exc:
-        raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
-                        hint="write UTF-8 CSV (or Parquet) with a header row") from None
-
-
-def _undecodable(path: Path) -> str:
-    """Where a text file's first byte that is not UTF-8 is, as an editor numbers lines
-    (`byte 0xe9 on line 4001`): the decoder's position counts from the chunk it was reading."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rb") as raw:
-        for number, chunk in enumerate(raw, 1):  # lines ending in LF (a CR-ended file is one chunk)
-            try:
-                chunk.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                before = 0 if b"\n" in chunk else chunk.count(b"\r", 0, exc.start)
-                return f"byte 0x{chunk[exc.start]:02x} on line {number + before}"
-    return "a byte sequence cut short at the end"
+    for index, row in enumerate(kept):
+        previous = kept[index - 1] if index else None
+        attempt = attempt + 1 if previous and (previous.cluster, previous.job_id) == (row.cluster, row.job_id) else 0
+        values = row.values
+        yield values[:RECORD_ID] + (f"{row.cluster}/{row.job_id}#{attempt}",) + values[RECORD_ID + 1:]

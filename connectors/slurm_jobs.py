@@ -18,7 +18,6 @@ Two origins (exactly one per source):
 from __future__ import annotations
 
 import base64
-import gzip
 import json
 import os
 import re
@@ -33,10 +32,12 @@ from pydantic import Field, model_validator
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, jobs_relation, source_files
-from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, parsable_attempts, rows_of
+from connectors.sacct_files import file_attempts, said_skewed, said_stale_running
+from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, rows_of
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
+
 
 OPENAPI_PATHS = ("/openapi/v3", "/openapi")  # 23.02+ and 22.05
 _JOBS_PATH = re.compile(r"^/slurmdb/(v(\d+)\.(\d+)\.(\d+))/jobs/?$")
@@ -67,26 +68,33 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
     feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
-        attempts = self._from_files() if self.config.path else self._from_slurmrestd(now)
-        return [SnapshotPart("jobs", jobs_relation(con, rows_of(attempts, self.config.run_labels)))]
+        # passed on, not held here: rows_of lets each attempt go once its row is made
+        rows = rows_of(self._from_files() if self.config.path else self._from_slurmrestd(now), self.config.run_labels)
+        return [SnapshotPart("jobs", jobs_relation(con, rows))]
 
     # ---- files ----------------------------------------------------------------------------
 
     def _from_files(self) -> list[Attempt]:
         zone = ZoneInfo(self.config.timezone)
+        root = Path(self.config.path or "").expanduser()
         attempts: list[Attempt] = []
-        for path in source_files(self.config.path or "", f"{self.config_path}.path"):
+        files = source_files(self.config.path or "", f"{self.config_path}.path")
+        skipped = 0
+        listed: list[tuple[Path, list[Attempt]]] = []
+        for path in files:
             try:
-                text = _read_text(path)
-                if text.lstrip().startswith("{"):
-                    attempts.extend(json_attempts(_json(text), self.config.cluster))
-                else:
-                    # lines end at LF (or CRLF) only: str.splitlines() also splits at U+2028, NEL,
-                    # form feeds and separators a job name or comment may hold
-                    attempts.extend(parsable_attempts(text.split("\n"), zone, self.config.cluster))
+                read = file_attempts(path, zone, self.config.cluster, in_directory=root.is_dir())
             except BadRecord as exc:
-                raise DataError(str(exc), where=str(path),
-                                hint=f"write it with sacct --json, or sacct --parsable2 --format={SACCT_FORMAT}") from None
+                raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
+                                                                             f"--parsable2 --format={SACCT_FORMAT}") from None
+            skipped += read is None
+            attempts += read or []
+            if read:
+                listed.append((path, read))
+        if skipped == len(files):
+            raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),
+                              hint=f"point {self.config_path}.path at the files sacct --json or --parsable2 writes")
+        said_stale_running(listed)
         return attempts
 
     # ---- slurmrestd -----------------------------------------------------------------------
@@ -105,7 +113,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                         hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}")
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
         try:
-            return list(json_attempts(data, c.cluster))
+            return said_skewed(url, list(json_attempts(data, c.cluster)))
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
@@ -142,23 +150,6 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         raise SourceError("cannot tell which /slurmdb/<version>/jobs slurmrestd serves: " + "; ".join(errors),
                           where=base, hint=f"set {self.config_path}.api_version (e.g. v0.0.38), and start slurmrestd "
                                            "with the openapi/dbv0.0.XX plugin")
-
-
-def _read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return raw.decode("utf-8-sig")
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise BadRecord(f"cannot read: {type(exc).__name__}: {exc}") from None
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise BadRecord(f"not JSON: {exc}") from None
 
 
 def _token_user(token: str) -> str | None:

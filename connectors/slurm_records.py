@@ -16,14 +16,17 @@ print, shared by the file and HTTP paths of connectors/slurm_jobs.py.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from connectors.hostlist import expand_hostlist
+from connectors.hostlist import hosts
 from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction, normal_state
 from service.core.units import naive_utc
 
@@ -31,7 +34,7 @@ from service.core.units import naive_utc
 SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Cluster,Partition,Account,User,QOS,WCKey,Comment,State,Submit,Start,End,"
                 "Elapsed,NodeList,AllocTRES")
 REQUIRED = ("JobID", "JobIDRaw", "State", "Submit", "Start", "End", "NodeList", "AllocTRES")
-NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID"})
+NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID", "0"})  # "0": JSON's unset, as some tools print it
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
                    "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT"})
 _GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
@@ -40,7 +43,12 @@ _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
 
 
 class BadRecord(ValueError):
-    """A record that cannot be read; the caller names the file (and line)."""
+    """A record that cannot be read; the caller names the file (and line). `hint`: the next
+    step when it is not the format's (a file cut short is re-read, not rewritten)."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
 
 
 def slurm_duration(text: str | None) -> float | None:
@@ -73,8 +81,15 @@ def alloc_tres_gpus(text: str) -> float:
     return gres_gpus((name, float(count)) for name, count in _GRES.findall(text or ""))
 
 
+def _shared(text: str | None) -> str | None:
+    """One copy of a value a million records repeat (user, account, partition, job name)."""
+    return sys.intern(text) if text else text
+
+
+@lru_cache(maxsize=65_536)
 def comment_labels(comment: str | None) -> dict[str, str]:
-    """Labels a job comment carries: a JSON object, or key=value pairs (`run=sft-v2 job_type=sft`)."""
+    """Labels a job comment carries: a JSON object, or key=value pairs (`run=sft-v2 job_type=sft`).
+    Cached (a run's jobs share a comment): callers copy, never change, what it returns."""
     text = (comment or "").strip()
     if text.startswith("{"):
         try:
@@ -91,63 +106,75 @@ def comment_labels(comment: str | None) -> dict[str, str]:
 
 
 class Attempt:
-    """One allocation record, as read; `row()` makes it a `jobs` row once restarts are known."""
+    """One allocation record, as read; `row()` makes it a `jobs` row once restarts are known.
+    Slotted: a month of a big cluster is a million of them in memory at once."""
+
+    __slots__ = ("raw_id", "job_id", "submitted_as", "cluster", "state", "submit", "start", "end", "gpus", "nodes",
+                 "user", "account", "partition", "qos", "name", "comment", "wckey", "record_id", "skewed_end")
 
     def __init__(self, *, raw_id: str, job_id: str, submitted_as: str, cluster: str | None, state: str | None,
                  submit: datetime | None, start: datetime | None, end: datetime | None, elapsed: float | None,
-                 gpus: float, nodes: list[str] | None, user: str | None, account: str | None,
+                 gpus: float, nodes: Iterable[str] | None, user: str | None, account: str | None,
                  partition: str | None, qos: str | None, name: str | None, wckey: str | None,
                  comment: str | None):
         if end is None and start is not None and elapsed is not None and state in ENDED:
             end = start + timedelta(seconds=elapsed)  # sacct without an End for a finished job
-        self.raw_id, self.job_id, self.submitted_as, self.cluster = raw_id, job_id, submitted_as, cluster
-        self.state, self.submit, self.start, self.end, self.gpus, self.nodes = state, submit, start, end, gpus, nodes
-        self.user, self.account, self.partition, self.qos, self.name = user, account, partition, qos, name
-        self.comment, self.wckey = (comment or "").strip(), (wckey or "").lstrip("*")
+        # an End before the Start (the controller's clock stepped back): no GPU time, said by the reader
+        self.skewed_end = end if end is not None and start is not None and end < start else None
+        end = start if self.skewed_end else end
+        self.raw_id, self.job_id, self.submitted_as, self.cluster = raw_id, job_id, submitted_as, _shared(cluster)
+        self.state, self.submit, self.start, self.end, self.gpus = _shared(state), submit, start, end, gpus
+        self.nodes = tuple(nodes) if nodes else None
+        self.user, self.account, self.partition = _shared(user), _shared(account), _shared(partition)
+        self.qos, self.name = _shared(qos), _shared(name)
+        self.comment, self.wckey = _shared((comment or "").strip()), _shared((wckey or "").lstrip("*"))
         self.record_id = f"{cluster or ''}/{raw_id}@{int(submit.timestamp()) if submit else 0}"
 
     def row(self, restarts: int, run_labels: Iterable[str], job_comment: str) -> dict[str, Any]:
-        """`job_comment`: the comment of the job this is an attempt of (`_job_comments`)."""
+        """`job_comment`: the comment of the job this is an attempt of (`rows_of`)."""
         comment = self.comment or job_comment
         labels = {**comment_labels(comment), **({"wckey": self.wckey} if self.wckey else {}),
                   **({"comment": comment} if comment else {})}
         return job_row(record_id=self.record_id, job_id=self.job_id, scheduler="slurm", cluster=self.cluster,
                        run_id=labelled_run(labels, run_labels) or self.submitted_as, state=self.state,
                        submit_time=self.submit, start_time=self.start, end_time=self.end, gpus=self.gpus,
-                       nodes=self.nodes, user=self.user, account=self.account, partition=self.partition,
+                       nodes=list(self.nodes) if self.nodes else None, user=self.user, account=self.account, partition=self.partition,
                        qos=self.qos, name=self.name, labels=labels or None, restarts=restarts)
 
 
-def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
+def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> Iterator[dict[str, Any]]:
     """One row per record id (a later attempt record of the same id replaces an earlier one
-    unless only the earlier has ended); restarts counted per job in submit order."""
+    unless only the earlier has ended); restarts counted per job in submit order. A generator:
+    the caller turns rows into Arrow a batch at a time."""
     unique: dict[str, Attempt] = {}
     for attempt in attempts:
         held = unique.get(attempt.record_id)
         if held is None or attempt.end is not None or held.end is None:
             unique[attempt.record_id] = attempt
-    ordered = sorted(unique.values(), key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min))
-    comments = _job_comments(ordered)
-    rows, previous, restarts = [], None, 0
-    for attempt in ordered:
-        job = (attempt.cluster, attempt.raw_id)
-        restarts = restarts + 1 if job == previous else 0
-        previous = job
-        rows.append(attempt.row(restarts, run_labels, comments.get(job, "")))
-    return rows
+    del attempts  # the caller holds no other reference: each attempt goes once its row is made
+    ordered = sorted(unique.values(), key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min),
+                     reverse=True)
+    del unique
+    run_labels = tuple(run_labels)
 
+    def drained() -> Iterator[Attempt]:
+        while ordered:
+            yield ordered.pop()
 
-def _job_comments(ordered: Iterable[Attempt]) -> dict[tuple[str | None, str], str]:
-    """Each job's comment, from its latest attempt that shows one: Slurm 22.05 stores the
-    comment when an attempt ends, so the running attempt of a requeued job shows none, yet it
-    is the same job, submitted with the same comment (and the same run)."""
-    return {(a.cluster, a.raw_id): a.comment for a in ordered if a.comment}
+    for _, group in itertools.groupby(drained(), key=lambda a: (a.cluster, a.raw_id)):
+        attempts_of_job = list(group)
+        # the job's comment from its latest attempt that shows one: Slurm 22.05 stores the
+        # comment when an attempt ends, so the running attempt of a requeued job shows none, yet
+        # it is the same job, submitted with the same comment (and the same run)
+        comment = next((a.comment for a in reversed(attempts_of_job) if a.comment), "")
+        for restarts, attempt in enumerate(attempts_of_job):
+            yield attempt.row(restarts, run_labels, comment)
 
 
 # ---- sacct --parsable2 -----------------------------------------------------------------------
 
 def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str | None) -> Iterable[Attempt]:
-    """Attempts of a `sacct --parsable2` text (header first); BadRecord names the line."""
+    """Attempts of a `sacct --parsable2` text (header first, blank lines skipped); BadRecord names the line."""
     header: list[str] | None = None
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
@@ -171,8 +198,6 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
             yield _parsable_attempt(row, zone, default_cluster)
         except (BadRecord, ValueError) as exc:
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
-    if header is None:
-        raise BadRecord("empty: not even a sacct --parsable2 header")
 
 
 def _time(text: str, zone: ZoneInfo, column: str) -> datetime | None:
@@ -192,16 +217,17 @@ def _text(value: str | None) -> str | None:
 
 
 def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str | None) -> Attempt:
-    job_id = row["JobID"].strip()
+    raw_id, job_id = row["JobIDRaw"].strip(), row["JobID"].strip()
+    job_id = raw_id if job_id == raw_id else job_id  # one string where they agree (most jobs): memory
     state = normal_state(row["State"])
     if state is None:
         raise BadRecord(f"State {row['State']!r} is not a Slurm job state")
-    submitted_as = re.split(r"[_+]", job_id, maxsplit=1)[0]
+    submitted_as = re.split(r"[_+]", job_id, maxsplit=1)[0] if "_" in job_id or "+" in job_id else job_id
     try:
-        nodes = expand_hostlist(row["NodeList"]) or None
+        nodes = hosts(row["NodeList"]) or None
     except ValueError as exc:
         raise BadRecord(f"NodeList: {exc}") from None
-    return Attempt(raw_id=row["JobIDRaw"].strip(), job_id=job_id, submitted_as=submitted_as,
+    return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
                    cluster=_text(row.get("Cluster")) or default_cluster, state=state,
                    submit=_time(row["Submit"], zone, "Submit"), start=_time(row["Start"], zone, "Start"),
                    end=_time(row["End"], zone, "End"), elapsed=slurm_duration(row.get("Elapsed")),
@@ -261,7 +287,7 @@ def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attemp
                      for entry in tres if entry.get("type") == "gres")
     nodes_text = record.get("nodes")
     try:
-        nodes = expand_hostlist(nodes_text) or None if isinstance(nodes_text, str) else None
+        nodes = hosts(nodes_text) or None if isinstance(nodes_text, str) else None
     except ValueError as exc:
         raise BadRecord(f"nodes: {exc}") from None
     return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,

@@ -9,7 +9,8 @@ import duckdb
 import pytest
 
 from connectors.hostlist import MAX_HOSTS, expand_hostlist
-from connectors.jobs_base import job_row, jobs_relation, mig_fraction, normal_state
+from connectors.jobs_base import job_file, job_row, jobs_relation, mig_fraction, normal_state, source_files
+from service.core.errors import DataError
 
 
 @pytest.mark.parametrize("text, hosts", [
@@ -22,6 +23,8 @@ from connectors.jobs_base import job_row, jobs_relation, mig_fraction, normal_st
     ("a[1-2],b,c[7]", ["a1", "a2", "b", "c7"]),
     (" p5-001 ", ["p5-001"]),
     ("None assigned", []),
+    ("p5-[001-004,010]", ["p5-001", "p5-002", "p5-003", "p5-004", "p5-010"]),
+    ("gpu[1-3]-ib", ["gpu1-ib", "gpu2-ib", "gpu3-ib"]),
     ("", []),
 ])
 def test_hostlists_expand_like_slurm(text, hosts):
@@ -78,3 +81,64 @@ def test_job_rows_have_the_tables_types_and_run_defaults_to_job():
         ("1", ["a", "b"], "nlp"), ("r", None, None)]
     with pytest.raises(KeyError, match="not columns of jobs"):
         job_row(job_id="1", gpu=1)
+
+
+def test_6_a_file_written_again_while_read_fails_and_the_rerun_reads_it(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text("first version\n")
+    with pytest.raises(DataError) as error, job_file(path) as raw:
+        raw.read()
+        path.write_text("sacct re-run, still writing")  # `sacct ... > sacct.txt` truncates and writes in place
+    assert str(error.value).startswith(f"{path}: changed while it was read (14 bytes, then 27)")
+    assert "re-run when the job writing it has finished" in str(error.value)
+    with job_file(path) as raw:
+        assert raw.read() == b"sacct re-run, still writing"
+
+
+def test_a_file_replaced_by_rename_while_read_is_read_whole_as_it_was(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text("old\n")
+    with job_file(path) as raw:
+        (tmp_path / "new").write_text("new, longer\n")
+        (tmp_path / "new").replace(path)
+        assert raw.read() == b"old\n"
+
+
+def test_55_an_unreadable_file_says_permission_denied_and_what_next(tmp_path, monkeypatch):
+    import os
+    from pathlib import Path
+
+    path = tmp_path / "jobs.csv"
+    path.write_text("x")
+    if os.geteuid():
+        path.chmod(0)
+    else:  # root reads every file: the OS's refusal, as it comes
+        def refuse(self, *args, **kwargs):
+            raise PermissionError(13, "Permission denied", str(self))
+        monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(DataError) as error, job_file(path):
+        pass
+    assert str(error.value) == (f"{path}: permission denied: the user running spendlake (uid {os.geteuid()}) cannot "
+                                "read it — make it readable to that user (chmod/chown, or its group)")
+
+
+def test_55_a_folder_the_os_refuses_fails_naming_it_instead_of_being_skipped(tmp_path, monkeypatch):
+    import os
+
+    (tmp_path / "jobs" / "2026-12").mkdir(parents=True)
+    (tmp_path / "jobs" / "2026-11.csv").write_text("x")
+    (tmp_path / "jobs" / "2026-12" / "01.csv").write_text("x")
+    (tmp_path / "jobs" / ".snapshots").mkdir()
+    assert source_files(str(tmp_path / "jobs"), "inventory.x.path") == [
+        tmp_path / "jobs" / "2026-11.csv", tmp_path / "jobs" / "2026-12" / "01.csv"]
+    scandir = os.scandir
+
+    def refuse(path):  # as the OS answers a user without x/r on the folder (root is never refused)
+        if str(path).endswith("2026-12"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse)
+    with pytest.raises(DataError) as error:
+        source_files(str(tmp_path / "jobs"), "inventory.x.path")
+    assert str(error.value).startswith(f"{tmp_path / 'jobs' / '2026-12'}: permission denied")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -148,7 +148,9 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,-1\n", "column gpus: '-1' is not a number >= 0"),
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,\n", "column gpus: empty; gpus is required"),
     ("job_id,start_time,end_time,gpus\n,2026-11-30T00:00:00Z,,1\n", "column job_id: empty; every job needs an id"),
-    ("job_id,start_time,end_time,gpus\n1,,,1\n", "column start_time: empty; a job without a start"),
+    ("job_id,start_time,end_time,gpus\n1,,,1\n", "column start_time: '': a job without a start cannot hold GPUs"),
+    ("job_id,start_time,end_time,gpus\n1,Unknown,Unknown,1\n",
+     "column start_time: 'Unknown': a job without a start cannot hold GPUs (leave jobs that never started out)"),
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T02:00:00Z,2026-11-30T01:00:00Z,1\n",
      "column end_time: 2026-11-30T01:00:00 is before start_time 2026-11-30T02:00:00"),
     ("job_id,start_time,end_time,gpus,nodes\n1,2026-11-30T00:00:00Z,,1,p5-[001-\n", "column nodes: '[' without ']'"),
@@ -164,7 +166,9 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
      "columns 'gpus' and 'GPU_NUM' both give 'gpus'"),
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n1,2026-11-30T00:00:00Z,,2\n",
      "job 1 is listed twice with start_time 2026-11-30T00:00:00"),
-    ("", "the file is empty (not even a header)"),
+    # a file cut short while being written
+    (pa.BufferOutputStream, "not a whole Parquet file"),
+    (gzip.compress(b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\n", mtime=0)[:-6], "not a whole gzip file"),
     (b"job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,1\xff\n", "not UTF-8: byte 0xff on line 2"),
     # the decoder's position counts from its chunk: the line is found in the bytes
     (b"job_id,start_time,end_time,gpus\r\n" + b"1,2026-11-30T00:00:00Z,,1\r\n" * 3999 + b"2,caf\xe9,,1\r\n"
@@ -183,6 +187,12 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
 ])
 def test_bad_rows_and_values_exit_3_naming_file_row_and_column(tmp_path, content, says):
     path = tmp_path / "jobs.csv"
+    if content is pa.BufferOutputStream:
+        path = tmp_path / "jobs.parquet"
+        pq.write_table(pa.table({"job_id": ["1"], "start_time": ["2026-11-30T00:00:00Z"], "gpus": [1]}), path)
+        content = path.read_bytes()[:-20]
+    elif isinstance(content, bytes) and content[:2] == b"\x1f\x8b":
+        path = tmp_path / "jobs.csv.gz"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     result = cli_inventory(tmp_path, path, columns={"gpu_num": "gpus"})
     assert result.exit_code == 3, result.output
@@ -212,7 +222,9 @@ def test_55_a_bad_row_names_the_line_its_record_starts_on_as_an_editor_counts_th
     path.unlink()
     (tmp_path / "jobs.csv.gz").write_bytes(gzip.compress(bom + fixed))
     twice = cli_inventory(tmp_path, tmp_path / "jobs.csv.gz")
-    assert twice.exit_code == 3 and "jobs.csv.gz: row 4 (line 6))" in twice.output, twice.output
+    assert twice.exit_code == 3, twice.output
+    assert ("jobs.csv.gz: job 1 is listed twice with start_time 2026-11-30T00:00:00 (row 1 (line 2) and row 4 "
+            "(line 6))") in twice.output, twice.output
 
 
 @pytest.mark.parametrize("source, says", [
@@ -263,3 +275,84 @@ def test_a_columns_mapping_from_a_name_the_file_lacks_says_so(tmp_path):
     assert result.exit_code == 3, result.output
     assert "missing column(s) gpus (inventory.trace.columns maps 'gpu_nm' to it: the file has no such column;" \
         in result.output, result.output
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("jobs.csv", b"", "0 bytes: counted as no jobs"),  # `export > jobs.csv` not yet written
+    ("jobs.csv", b"\r\n\r\n", "only blank lines: counted as no jobs"),
+    ("jobs.csv.gz", b"", "0 bytes: counted as no jobs"),
+    ("jobs.parquet", b"", "0 bytes: counted as no jobs"),
+])
+def test_56_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplog, name, content, says):
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / name).write_bytes(content)
+    (folder / "z-good.csv").write_text("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,8\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, folder).error is None
+    assert jobs(tmp_path, "job_id") == [("1",)]
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [f"{folder / name}: {says}"]
+    alone = run(tmp_path / "alone", folder / name)
+    assert alone.error is None and alone.rows == {"jobs snapshot_date=2026-12-01": 0}
+
+
+def test_a_job_in_two_exports_whose_windows_overlap_counts_once_the_ended_row_winning(tmp_path):
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    header = "job_id,start_time,end_time,gpus\n"
+    (folder / "2026-11-30.csv").write_text(header + "1,2026-11-30T00:00:00Z,,8\n2,2026-11-30T01:00:00Z,2026-11-30T02:00:00Z,8\n")
+    (folder / "2026-12-01.csv").write_text(header + "1,2026-11-30T00:00:00Z,2026-11-30T05:00:00Z,8\n"
+                                           "2,2026-11-30T01:00:00Z,2026-11-30T02:00:00Z,8\n1,2026-11-30T06:00:00Z,,8\n")
+    (folder / "2026-12-02.csv").write_text(header + "1,2026-11-30T06:00:00Z,,8\n")  # still running: kept once
+    assert run(tmp_path, folder).error is None
+    assert jobs(tmp_path, "record_id, end_time") == [
+        ("/1#0", datetime(2026, 11, 30, 5)), ("/1#1", None), ("/2#0", datetime(2026, 11, 30, 2))]
+
+
+def test_a_row_ending_minutes_before_it_starts_is_clock_skew_held_no_gpu_time(tmp_path, caplog):
+    path = tmp_path / "jobs.csv"
+    path.write_text("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,2026-11-30T01:00:00Z,8\n"
+                    "2,2026-11-30T00:00:00Z,2026-11-29T23:58:00Z,8\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path).error is None
+    assert jobs(tmp_path, "job_id, end_time") == [("1", datetime(2026, 11, 30, 1)), ("2", datetime(2026, 11, 30))]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 1 row(s) end less than 5 minutes before they start (clock skew?), counted as holding no GPU time; "
+        "the first, row 2 (line 3) (job 2)"]
+
+
+def test_a_windows_csv_with_bom_crlf_and_an_extra_column_reads_and_a_near_name_is_said(tmp_path, caplog):
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(b"\xef\xbb\xbfjob_id,start_time,end_time,gpus,cpu_num,node\r\n"
+                     b"1,2026-11-30T00:00:00Z,2026-11-30T01:00:00Z,8,96,p5-001\r\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path).error is None
+    assert jobs(tmp_path, "job_id, gpus, nodes") == [("1", 8.0, None)]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: column 'node' is not read: is it nodes? (else ignore this; to read it, set "
+        "inventory.trace.columns: {node: nodes})"]
+
+
+def test_a_columns_mapping_to_an_optional_column_the_file_lacks_fails_naming_it(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("job_id,start_time,end_time,gpus\nj1,2026-11-30T00:00:00Z,,8\n")
+    result = cli_inventory(tmp_path, path, columns={"nodelist": "nodes"})
+    assert result.exit_code == 3, result.output
+    assert (f"{path}: inventory.trace.columns maps 'nodelist' to 'nodes', and the file has no column 'nodelist' "
+            "(it has: job_id, start_time, end_time, gpus)") in result.output
+
+
+def test_an_end_time_as_schedulers_write_not_yet_is_a_running_job(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text("job_id,start_time,end_time,gpus\n" + "".join(
+        f"{n},2026-11-30T00:00:00+01:00,{end},8\n" for n, end in enumerate(["Unknown", "None", "0", "null", "NaT", ""])))
+    assert run(tmp_path, path).error is None
+    assert jobs(tmp_path, "DISTINCT start_time, end_time, state") == [(datetime(2026, 11, 29, 23), None, "RUNNING")]
+
+
+def test_inventory_run_twice_with_a_naive_now_takes_it_as_utc(tmp_path):
+    """The second run compared the stored (aware) data-through time with a naive `now`: TypeError."""
+    (tmp_path / "jobs.csv").write_text(JOBS_CSV, encoding="utf-8")
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    again = run(tmp_path, tmp_path / "jobs.csv")
+    assert again.error is None and again.data_through == NOW.replace(tzinfo=timezone.utc)

@@ -121,7 +121,9 @@ GOOD = "12|12|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00
      "line 2 (job 13): Start '12/01-10:00:05' is not a time such as 2026-12-01T20:47:05"),
     (f"{HEADER}\n13|13|RUNNING|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|p5-[001-|gres/gpu=8\n",
      "line 2 (job 13): NodeList: '[' without ']'"),
-    ("", "empty: not even a sacct --parsable2 header"),
+    ("hello\n", "line 1: not a sacct --parsable2 header"),  # the file named as path is read, whatever it holds
+    ("null", 'JSON null is not a sacct --json document ({"jobs": [...]})'),
+    ("[]", 'a JSON list is not a sacct --json document'),
     ('{"meta": {}, "errors": []}', 'not a sacct --json document: no "jobs" list'),
     ('{"jobs": [', "not JSON"),
     ('{"jobs": [{"job_id": 4, "state": {"current": "SLEEPING"}}]}', "jobs[0] (job 4): BadRecord: state 'SLEEPING'"),
@@ -207,7 +209,7 @@ def newer_shape(record: dict) -> dict:
 def test_slurm_23_shapes_and_heterogeneous_jobs_read_alike():
     data = json.loads((SLURM / "sacct.json").read_text())
     newer = {"jobs": [newer_shape(r) for r in data["jobs"]]}
-    assert rows_of(json_attempts(newer, None), ()) == rows_of(json_attempts(data, None), ())
+    assert list(rows_of(json_attempts(newer, None), ())) == list(rows_of(json_attempts(data, None), ()))
     [component] = [r for r in data["jobs"] if r["job_id"] == 2]
     component = json.loads(json.dumps(component)) | {"job_id": 21, "het": {"job_id": 20, "job_offset": 1}}
     [row] = rows_of(json_attempts({"jobs": [component]}, None), ("run",))
@@ -239,6 +241,130 @@ def test_a_parsable2_line_breaks_only_at_its_newline(tmp_path, name):
     path = tmp_path / "sacct.txt"
     header = "JobID|JobIDRaw|JobName|State|Submit|Start|End|NodeList|AllocTRES"
     row = f"12|12|{name}|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|p5-001|gres/gpu=8"
-    path.write_text(f"{header}\r\n{row}\r\n", encoding="utf-8", newline="")
+    path.write_text(f"\ufeff{header}\r\n{row}\r\n", encoding="utf-8", newline="")  # with a BOM, as Windows saves
     assert run(tmp_path, path=str(path)).error is None
     assert jobs(tmp_path, "name, nodes, gpus") == [(name, ["p5-001"], 8.0)]
+
+
+def cli_inventory(tmp_path: Path, path: Path):
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({
+        "lake": str(tmp_path / "lake"), "inventory": [{"name": "slurm", "kind": "slurm-jobs", "path": str(path)}]}))
+    return CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("sacct.json", b"", "0 bytes: counted as no jobs"),  # `sacct --json > sacct.json` not yet written
+    ("sacct.txt", b"\n\n", "only blank lines: counted as no jobs"),
+    ("sacct.json.gz", gzip.compress(b"", mtime=0), "0 bytes: counted as no jobs"),
+    ("sacct.txt", f"{HEADER}\n".encode(), None),  # a day without jobs, as sacct writes it
+    ("sacct.json", b'{"jobs": [], "meta": {}, "errors": []}', None),
+])
+def test_56_an_empty_file_counts_as_no_jobs_and_says_so_in_one_line(tmp_path, caplog, name, content, says):
+    folder = tmp_path / "sacct"
+    folder.mkdir()
+    (folder / name).write_bytes(content)
+    (folder / "z-good.txt").write_text(f"{HEADER}\n{GOOD}\n")
+    with caplog.at_level("INFO"):
+        assert run(tmp_path, path=str(folder)).error is None
+    assert jobs(tmp_path, "job_id") == [("12",)]
+    lines = [r.getMessage() for r in caplog.records if str(folder / name) in r.getMessage()]
+    assert len(lines) == 1 and (says is None or says in lines[0]), lines
+    alone = run(tmp_path / "alone", path=str(folder / name))
+    assert alone.error is None and alone.rows == {"jobs snapshot_date=2026-12-02": 0}
+
+
+@pytest.mark.parametrize("content, says", [
+    (SLURM.joinpath("sacct.json").read_bytes()[:5000], "the file ends mid-document (cut short while being written?)"),
+    (f"{HEADER}\n{GOOD}\n{GOOD[:-1]}".encode(),  # gres/gpu=16 cut to gres/gpu=1: one line, one GPU, silently
+     "line 3, the last, has no line end: the file was cut short"),
+    (gzip.compress(f"{HEADER}\n{GOOD}\n".encode(), mtime=0)[:-6], "not a whole gzip file"),
+])
+def test_5_a_file_cut_short_fails_naming_it_and_what_next(tmp_path, content, says):
+    path = tmp_path / "sacct.out"
+    path.write_bytes(content)
+    result = cli_inventory(tmp_path, path)
+    assert result.exit_code == 3 and f"{path}: " in result.output and says in result.output, result.output
+    assert "re-run when the job writing it has finished" in result.output
+
+
+def test_41_a_directory_skips_files_that_are_not_sacct_output_one_line_each(tmp_path, caplog):
+    folder = tmp_path / "sacct"
+    folder.mkdir()
+    (folder / "2026-12-01.txt").write_text(f"{HEADER}\n{GOOD}\n")
+    (folder / "README.txt").write_text("sacct exports, written by cron at 01:00\n")
+    (folder / "2026-12-01.txt~").write_bytes(b"x")  # an editor's backup
+    (folder / ".2026-12-01.txt.swp").write_bytes(b"b0VIM 9.0\x00\x00")  # hidden: never read
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path=str(folder)).error is None
+    assert jobs(tmp_path, "job_id") == [("12",)]
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"{folder / name}: not sacct output (neither JSON nor a '|'-separated header): skipped"
+        for name in ("2026-12-01.txt~", "README.txt")]
+    (folder / "2026-12-01.txt").unlink()
+    result = cli_inventory(tmp_path, folder)
+    assert result.exit_code == 3 and f"{folder}: none of its 2 file(s) is sacct output" in result.output
+
+
+def test_a_record_ending_before_it_starts_holds_no_gpu_time_and_is_said(tmp_path, caplog):
+    path = tmp_path / "sacct.txt"
+    path.write_text(f"{HEADER}\n{GOOD}\n"
+                    "15|15|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T09:59:00|p5-001|gres/gpu=8\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path=str(path)).error is None
+    assert jobs(tmp_path, "job_id, start_time, end_time") == [
+        ("12", datetime(2026, 12, 1, 10, 0, 5), datetime(2026, 12, 1, 11, 0, 5)),
+        ("15", datetime(2026, 12, 1, 10, 0, 5), datetime(2026, 12, 1, 10, 0, 5))]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: 1 record(s) end before they start (clock skew?), counted as holding no GPU time; the first, "
+        "job 15: End 2026-12-01T09:59:00, Start 2026-12-01T10:00:05"]
+
+
+def test_times_as_sacct_writes_them_with_and_without_a_zone(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text(f"{HEADER}\n"
+                    "16|16|COMPLETED|None|2026-12-01T10:00:05+01:00|2026-12-01T10:30:00Z|p5-001|gres/gpu=8\n"
+                    "17|17|PENDING|2026-12-01T10:00:00|Unknown|Unknown|None assigned|\n"
+                    "18|18|PENDING|2026-12-01T10:00:00|0|0|None assigned|billing=1\n"
+                    "19|19|RUNNING|2026-12-01T10:00:00|2026-12-01T10:00:00|Unknown|gpu[1-3]-ib|gres/gpu:h100=8\n")
+    assert run(tmp_path, path=str(path), timezone="Europe/Paris").error is None
+    assert jobs(tmp_path, "job_id, submit_time, start_time, end_time, nodes, gpus") == [
+        ("16", None, datetime(2026, 12, 1, 9, 0, 5), datetime(2026, 12, 1, 10, 30), ["p5-001"], 8.0),
+        ("17", datetime(2026, 12, 1, 9), None, None, None, 0.0),
+        ("18", datetime(2026, 12, 1, 9), None, None, None, 0.0),
+        ("19", datetime(2026, 12, 1, 9), datetime(2026, 12, 1, 9), None, ["gpu1-ib", "gpu2-ib", "gpu3-ib"], 8.0)]
+
+
+def test_bytes_that_are_not_utf8_in_a_job_name_are_read_and_said(tmp_path, caplog):
+    path = tmp_path / "sacct.txt"
+    path.write_bytes(f"{HEADER}|JobName\n{GOOD}|caf".encode() + b"\xe9\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path=str(path)).error is None
+    assert jobs(tmp_path, "name") == [("caf\ufffd",)]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: line 2: byte 0xe9 is not UTF-8: read as U+FFFD, as any later (a job name or comment?)"]
+
+
+def test_a_job_running_in_an_old_file_that_later_files_never_list_is_said(tmp_path, caplog):
+    """Daily exports: the job is running on the 1st; the 3rd's export (window from the 2nd)
+    does not list it, so it ended unseen. It stays running (no guessed end), said in one line."""
+    folder = tmp_path / "sacct"
+    folder.mkdir()
+    (folder / "2026-12-01.txt").write_text(
+        f"{HEADER}\n"
+        "30|30|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-001|gres/gpu=8\n"
+        "31|31|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-002|gres/gpu=8\n"
+        "32|32|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-003|gres/gpu=8\n")
+    (folder / "2026-12-03.txt").write_text(
+        f"{HEADER}\n"
+        "31|31|COMPLETED|2026-12-01T08:00:00|2026-12-01T08:00:05|2026-12-02T09:00:00|p5-002|gres/gpu=8\n"
+        "32|32|RUNNING|2026-12-01T08:00:00|2026-12-01T08:00:05|Unknown|p5-003|gres/gpu=8\n"
+        "33|33|COMPLETED|2026-12-03T00:00:00|2026-12-03T00:00:05|2026-12-03T06:00:00|p5-001|gres/gpu=8\n")
+    with caplog.at_level("WARNING"):
+        assert run(tmp_path, path=str(folder)).error is None
+    assert jobs(tmp_path, "job_id, state, end_time") == [
+        ("30", "RUNNING", None), ("31", "COMPLETED", datetime(2026, 12, 2, 9)), ("32", "RUNNING", None),
+        ("33", "COMPLETED", datetime(2026, 12, 3, 6))]
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 job(s) running in a file and absent from files whose records reach 24 hours or more later (their end is "
+        "unknown, so they hold their GPUs until a file shows it); the first, job 30 in "
+        f"{folder / '2026-12-01.txt'}: export with a --starttime reaching back to their start"]

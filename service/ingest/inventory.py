@@ -24,7 +24,7 @@ from service.core.lake import Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 from service.core.timewindow import iso_utc
-from service.core.units import utc_now_iso
+from service.core.units import aware_utc, utc_now_iso
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class InventoryOutcome:
 def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None) -> list[InventoryOutcome]:
     """Snapshot the configured inventory sources (or those named in `only`) into the lake."""
     sources = [config.inventory_source(name) for name in only] if only else list(config.inventory)
-    now = now or datetime.now(timezone.utc)
+    now = aware_utc(now) if now else datetime.now(timezone.utc)  # a naive `now` is UTC, as the lake's times
     lake = Lake.of(config)
     with lake.lock("ingest"):
         lake.clean_staging()

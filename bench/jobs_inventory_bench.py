@@ -1,0 +1,103 @@
+"""`spendlake inventory` over one big job file: a sacct --parsable2 file and a jobs-file CSV of
+`--jobs` records (default 1M), each read by a whole `spendlake inventory` process against a bare
+DuckDB `read_csv` → Parquet of the same file in its own process (the floor: no validation, no
+hostlists, no record ids), alternating, median wall of `--repeat`, peak RSS from
+`/usr/bin/time -v`.
+
+    nice -n 10 python bench/jobs_inventory_bench.py --repeat 3 --work /tmp/jobsbench [--before /work/main/.venv/bin/spendlake]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+SACCT_HEADER = ("JobID|JobIDRaw|JobName|Cluster|Partition|Account|User|QOS|WCKey|Comment|State|Submit|Start|End|"
+                "Elapsed|NodeList|AllocTRES")
+CSV_HEADER = "job_id,start_time,end_time,gpus,nodes,cluster,state,run_id,user,project,job_type"
+STATES = ("COMPLETED", "FAILED", "CANCELLED by 0", "TIMEOUT", "RUNNING")
+
+
+def write_files(work: Path, jobs: int) -> tuple[Path, Path]:
+    sacct, table = work / f"sacct-{jobs}.txt", work / f"jobs-{jobs}.csv"
+    if sacct.exists() and table.exists():
+        return sacct, table
+    base = datetime(2026, 11, 1)
+    with sacct.open("w") as s, table.open("w") as t:
+        s.write(SACCT_HEADER + "\n")
+        t.write(CSV_HEADER + "\n")
+        for n in range(jobs):
+            start = base + timedelta(seconds=n * 2)
+            end = start + timedelta(minutes=30 + n % 600)
+            state = STATES[n % len(STATES)]
+            running = state == "RUNNING"
+            first = 1 + (n * 4) % 248
+            nodes = f"p5-[{first:03d}-{first + 1:03d}]"
+            end_text = "Unknown" if running else end.isoformat()
+            s.write(f"{n + 1}|{n + 1}|train-{n % 977}|p5|gpu|proj{n % 40}|u{n % 300}|normal|run{n // 5}|"
+                    f"run=run{n // 5} job_type=sft|{state}|{start.isoformat()}|{start.isoformat()}|{end_text}|"
+                    f"00:30:00|{nodes}|billing=16,cpu=192,gres/gpu:h100=16,gres/gpu=16,node=2\n")
+            t.write(f"{n + 1},{start.isoformat()}Z,{'' if running else end.isoformat() + 'Z'},16,\"{nodes}\",p5,"
+                    f"{state},run{n // 5},u{n % 300},proj{n % 40},sft\n")
+    return sacct, table
+
+
+def timed(command: list[str]) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KB) and CPU seconds (user + system: steadier than the wall on a
+    shared machine) of one process, via /usr/bin/time -v."""
+    began = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    if done.returncode:
+        sys.exit(f"{command} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", done.stderr).group(1)) for kind in ("User", "System"))
+    return wall, rss, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/jobs-inventory-bench"))
+    parser.add_argument("--before", type=Path, help="another checkout's spendlake (e.g. main's), run alternately too")
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    sacct, table = write_files(args.work, args.jobs)
+    spendlake = str(Path(sys.executable).with_name("spendlake"))
+    cases = {}
+    for kind, path, delim in (("slurm-jobs", sacct, "|"), ("jobs-file", table, ",")):
+        config = args.work / f"{kind}.yaml"
+        config.write_text(json.dumps({"lake": str(args.work / f"lake-{kind}"),
+                                      "inventory": [{"name": "big", "kind": kind, "path": str(path), "cluster": "p5"}]}))
+        bare = ("import duckdb,sys; duckdb.execute(\"COPY (SELECT * FROM read_csv(?, delim=?, header=true, "
+                "all_varchar=true)) TO ? (FORMAT parquet)\", [sys.argv[1], sys.argv[2], sys.argv[3]])")
+        cases[kind] = {"spendlake": [spendlake, "--config", str(config), "inventory"],
+                       "bare": [sys.executable, "-c", bare, str(path), delim, str(args.work / f"bare-{kind}.parquet")]}
+        if args.before:
+            cases[kind]["before"] = [str(args.before), "--config", str(config), "inventory"]
+    for kind, commands in cases.items():
+        figures: dict[str, list[tuple[float, int, float]]] = {name: [] for name in commands}
+        for _ in range(args.repeat):
+            for name in commands:
+                figures[name].append(timed(commands[name]))
+        wall = {name: statistics.median(w for w, _, _ in runs) for name, runs in figures.items()}
+        cpu = {name: statistics.median(c for _, _, c in runs) for name, runs in figures.items()}
+        rss = {name: max(r for _, r, _ in runs) / 1024 for name, runs in figures.items()}
+        print(f"{kind} {args.jobs:,} jobs (medians of {args.repeat}):")
+        for name in commands:
+            label = {"spendlake": "spendlake inventory", "bare": "bare DuckDB read_csv→Parquet"}.get(name, str(args.before))
+            print(f"  {label}: {wall[name]:.1f} s wall, {cpu[name]:.1f} CPU s, peak RSS {rss[name]:.0f} MB "
+                  f"(walls {[round(w, 1) for w, _, _ in figures[name]]})")
+        print(f"  spendlake / bare: {cpu['spendlake'] / cpu['bare']:.1f}x CPU")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Reading a jobs-file's files: the header of a CSV (.csv, .csv.gz) or Parquet file, then its
+records, each with where it is (`row N (line M)`, as an editor numbers lines); connectors/jobs_file.py
+makes them rows of `jobs`."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from service.core.errors import DataError
+
+SHOWN = 60  # characters of a bad value an error shows
+
+
+def shown(value: Any) -> str:
+    """A bad value as an error shows it: its repr, cut short (a quote left open makes the rest
+    of the file one cell)."""
+    if isinstance(value, str) and len(value) > SHOWN:
+        return f"{value[:SHOWN]!r}... ({len(value):,} characters)"
+    return repr(value)
+
+
+
+def file_format(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith((".csv", ".csv.gz")):
+        return "csv"
+    return "parquet" if name.endswith(".parquet") else None
+
+
+class _Lines:
+    """A text's lines for csv.reader, counting the line breaks read as an editor shows them
+    (and `grep -n`): the file's own line ending, LF (or CRLF), or CR alone when its header line
+    ends so; a bare CR inside a quoted cell of an LF or CRLF file is no line break. (csv's
+    `line_num` counts every CR.)"""
+
+    def __init__(self, text: Iterator[str]):
+        self.text, self.breaks, self.ending = iter(text), 0, ""
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.text)  # with newline="", ends in LF, CRLF or a bare CR
+        self.ending = self.ending or ("\r" if line.endswith("\r") else "\n")
+        self.breaks += line.count(self.ending)
+        return line
+
+
+def records(path: Path, raw: IO[bytes], size: int) -> Iterator[Any]:
+    """The header of the CSV or Parquet file open as `raw` (None when it holds no byte but
+    blanks: no jobs), then (where, values) per row: `row N` (the first data row is 1), and
+    for CSV the line it starts on."""
+    try:
+        if file_format(path) == "parquet":
+            import pyarrow.parquet as pq
+
+            if not size:
+                yield None
+                return
+            try:
+                table = pq.read_table(raw)
+            except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+                raise DataError(f"not a whole Parquet file: {exc}", where=str(path),
+                                hint="re-run when the job writing it has finished, or write it again") from None
+            yield table.column_names
+            columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+            yield from ((f"row {n}", list(values)) for n, values in enumerate(zip(*columns), 1))
+            return
+        binary = gzip.GzipFile(fileobj=raw, mode="rb") if path.name.lower().endswith(".gz") else raw
+        lines = _Lines(io.TextIOWrapper(binary, encoding="utf-8-sig", newline=""))
+        reader = csv.reader(lines)
+        header = next((record for record in reader if any(cell.strip() for cell in record)), None)
+        if header is not None and len(header) == 1 and (";" in header[0] or "\t" in header[0]):
+            raise DataError(f"the header is one column, {shown(header[0])}: the file is separated by "
+                            f"{'semicolons' if ';' in header[0] else 'tabs'}", where=str(path),
+                            hint="write it comma-separated (or as Parquet)")
+        yield header
+        number, line = 0, lines.breaks + 1
+        for record in reader:
+            if any(cell.strip() for cell in record):
+                number += 1
+                yield f"row {number} (line {line})", record
+            line = lines.breaks + 1
+    except DataError:
+        raise
+    except UnicodeDecodeError:
+        raise DataError(f"not UTF-8: {_undecodable(path)}", where=str(path),
+                        hint="save it as UTF-8 (or write Parquet)") from None
+    except (EOFError, gzip.BadGzipFile) as exc:
+        raise DataError(f"not a whole gzip file ({exc})", where=str(path),
+                        hint="re-run when the job writing it has finished, or gzip it again") from None
+    except (OSError, csv.Error, ValueError) as exc:
+        raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
+                        hint="write UTF-8 CSV (or Parquet) with a header row") from None
+
+
+def _undecodable(path: Path) -> str:
+    """Where a text file's first byte that is not UTF-8 is, as an editor numbers lines
+    (`byte 0xe9 on line 4001`): the decoder's position counts from the chunk it was reading."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as raw:
+        for number, chunk in enumerate(raw, 1):  # lines ending in LF (a CR-ended file is one chunk)
+            try:
+                chunk.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                before = 0 if b"\n" in chunk else chunk.count(b"\r", 0, exc.start)
+                return f"byte 0x{chunk[exc.start]:02x} on line {number + before}"
+    return "a byte sequence cut short at the end"
