@@ -70,9 +70,6 @@ class FolderExport(StoredExport, ABC):
     what: ClassVar[str]
     # The file column the canonical BillingPeriodStart is, as is (see footer_periods); None: none is.
     period_column: ClassVar[str | None] = None
-    # `read` gives one relation per file, in the delivery's order: a source's new files can be
-    # committed in one pass, staging telling which file held which periods (service.ingest.periods)
-    parts_are_files: ClassVar[bool] = True
 
     def __init__(self, config: SourceConfig):
         super().__init__(config)
