@@ -112,12 +112,20 @@ def test_40_a_bad_file_among_new_ones_fails_alone(tmp_path, caplog, monkeypatch)
     assert entries(lake) == entries(run(tmp_path, export, "surveyed")[0])  # as a run that surveyed them
 
 
-def test_40_another_dataset_among_new_files_is_skipped_and_the_others_commit(tmp_path):
+def test_41_another_dataset_among_new_files_is_skipped_and_the_others_still_go_in_one_pass(
+        tmp_path, caplog, monkeypatch):
     export = parts(tmp_path / "export")
     (export / "periods.csv").write_text("BillingPeriodStart,BillingPeriodStatus\n2024-05-01T00:00:00Z,Closed\n")
-    lake, result = run(tmp_path, export)
-    assert failures(result) == [] and [o.note for o in result.outcomes if o.status == "skipped"] != []
-    assert sorted(e.billing_period for e in lake.ledger()) == [MAY, JUNE, JULY]
+    with caplog.at_level(logging.INFO, logger="service.ingest.billing"):
+        lake, result = run(tmp_path, export)
+    assert not any("in one pass failed" in r.getMessage() for r in caplog.records)  # no survey
+    assert failures(result) == [] and [o.delivery.files for o in result.outcomes if o.status == "skipped"] \
+        == [(str(export / "periods.csv"),)]
+    monkeypatch.setattr(FocusConnector, "parts_are_files", False)
+    surveyed, _ = run(tmp_path, export, "surveyed")
+    assert entries(lake) == entries(surveyed) and len(entries(lake)) == 3
+    assert lake.read_state("file_periods") == surveyed.read_state("file_periods")
+    assert {o.status for o in run(tmp_path, export)[1].outcomes} == {"unchanged", "empty", "skipped"}
 
 
 def test_46_periods_idle_while_others_are_read_write_what_they_buffer(tmp_path, monkeypatch):

@@ -168,14 +168,18 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
 
 def _ingest_plan(lake: Lake, con, connector, source: SourceConfig, plan: periods.Plan,
                  progress: Progress | None, strict: bool) -> list[DeliveryOutcome] | None:
-    """The plan's outcomes; None when its new files, read in one pass, failed or held another
-    dataset (the plan is to be made again with a survey, so a bad file fails alone)."""
+    """The plan's outcomes; None when its new files, read in one pass, failed (the plan is to
+    be made again with a survey, so a bad file fails alone)."""
     outcomes = [_skipped(source, other) for other in plan.skipped]
     outcomes += [DeliveryOutcome(source.name, d, "failed", error=e) for d, e in plan.failed]
     for number, delivery in enumerate(plan.deliveries, 1):
         if progress:
             progress(source.name, number, len(plan.deliveries))
         outcome = _ingest_delivery(lake, con, connector, source, delivery, plan, strict)
+        while delivery is plan.together and outcome.status == "skipped" and (
+                rest := plan.without(outcome.delivery.files[0], outcome.note)):
+            outcomes.append(outcome)  # another dataset (found before any row is read): the rest again
+            delivery, outcome = rest, _ingest_delivery(lake, con, connector, source, rest, plan, strict)
         if delivery is plan.together and outcome.status in ("failed", "skipped") and len(plan.members) > 1:
             log.info("%s: reading its %d new files in one pass failed (%s); surveying each for its periods "
                      "first", source.name, len(plan.members), outcome.error or outcome.note)

@@ -65,7 +65,7 @@ class Plan:
         if len(staged.part_periods) != len(self.members):
             raise DataError(f"{len(staged.part_periods)} parts read from {len(self.members)} files",
                             where=self.members[0].files[0], hint="run ingest again")
-        self.found = {m.delivery_id: _entry(m, sorted(p)) for m, p in zip(self.members, staged.part_periods)}
+        self.found.update((m.delivery_id, _entry(m, sorted(p))) for m, p in zip(self.members, staged.part_periods))
         if len(self.members) > 1 and staged.entries:
             self.empty.extend(m.files[0] for m in self.members if not self.found[m.delivery_id]["periods"])
         delivery_of: dict[str, Delivery] = {}
@@ -74,6 +74,16 @@ class Plan:
             delivery_of.update((period, joined(group, periods)) for period in periods)
         return replace(staged, entries=[replace(e, delivery_id=delivery_of[e.billing_period].delivery_id,
                                                 files=delivery_of[e.billing_period].files) for e in staged.entries])
+
+    def without(self, uri: str, dataset: str) -> Delivery | None:
+        """The `together` delivery again without a file found to hold another dataset (it is
+        remembered as skipped, as a survey does); None if no other file would be left."""
+        rest = tuple(m for m in self.members if m.files[0] != uri)
+        if not rest or len(rest) == len(self.members):
+            return None
+        self.found.update((m.delivery_id, _entry(m, [], skipped=dataset)) for m in self.members if m not in rest)
+        self.members, self.together = rest, joined(rest, None)
+        return self.together
 
     def committed(self, lake: Lake, source: str, delivery: Delivery) -> None:
         """Remember the periods each file of a delivery committed without a survey held."""
@@ -96,7 +106,8 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector, source: str, del
     ledger = [e for e in lake.ledger() if e.source == source]
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
-    if all(f.delivery_id not in known for f in loose) and (len(loose) == 1 or together and _unheld(loose, ledger, connector)):
+    if all(f.delivery_id not in known for f in loose) and (
+            len(loose) == 1 or together and _unheld(loose, ledger, connector)):
         result.members = tuple(sorted(loose, key=lambda f: f.files[0]))
         result.together = joined(result.members, None)
         result.deliveries.append(result.together)
