@@ -18,12 +18,15 @@ entry of the source: a first ingest), they are committed without a survey, as on
 read once (`Plan.together`; the connector must read each file as one part: `parts_are_files`).
 Staging reports which periods each file held, each period's ledger entry gets the id and
 files its joined delivery would have had after a survey, and the files' periods are
-remembered, so the lake and the next ingest are as after a survey. If that delivery fails,
-the run surveys the files instead (service.ingest.billing), so a bad file fails alone. A
-source's only loose file is committed the same way, whatever the connector. Files holding another dataset (connectors.base.OtherDataset) or no rows are
-skipped, one line each. A file that cannot be read fails alone, and the periods the ledger
-says it delivered before are held back with it: their previous version stays, so no period
-is committed without one of its files.
+remembered, so the lake and the next ingest are as after a survey. A file of another
+dataset found by the read leaves the pass (`Plan.without`); if the pass fails, the run
+surveys the files instead (service.ingest.billing), so a bad file fails alone. A source's
+only loose file is committed the same way, whatever the connector.
+
+Files holding another dataset (connectors.base.OtherDataset) or no rows are skipped, one
+line each. A file that cannot be read fails alone, and the periods the ledger says it
+delivered before are held back with it: their previous version stays, so no period is
+committed without one of its files.
 """
 
 from __future__ import annotations
