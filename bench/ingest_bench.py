@@ -11,8 +11,8 @@ Layouts (one synthetic month of the organisation of connectors.synthetic.billing
     cur2-csv.gz     aws-cur2  CUR 2.0 Data Exports, one CSV.gz with its manifest
     cur2-parquet    aws-cur2  CUR 2.0 Data Exports, one Parquet file with its manifest
     focus-csv       focus     FOCUS 1.0, one plain CSV in a folder (periods read from the data)
-    focus-csv-parts focus     FOCUS 1.0, 20 plain CSV parts in a folder: each part is read once
-                              for its billing periods before the period's parts are joined
+    focus-csv-parts focus     FOCUS 1.0, 20 plain CSV parts in a folder (a first ingest: the parts
+                              are read once, their periods learnt as they are staged)
     focus-parquet   focus     FOCUS 1.0 as typed Parquet (costs DECIMAL(38,12), times TIMESTAMPTZ,
                               Tags a map), 20 parts in a folder
     focus-parquet-hive focus  the same, Hive-partitioned by SubAccountId (`SubAccountId=…/`, the

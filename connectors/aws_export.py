@@ -83,6 +83,8 @@ class AwsExportConnector(StoredExport):
     A problem found while listing (an unreadable manifest, a key outside the location) is
     kept against its delivery and raised by `read`, so that period fails alone."""
 
+    parts_are_files = False  # CSV parts are read PARTS_AT_ONCE at a time (read_files)
+
     def __init__(self, config: SourceConfig):
         super().__init__(config)
         self._problems: dict[str, SpendlakeError] = {}

@@ -80,6 +80,10 @@ class StoredExport:
     kind: ClassVar[str]
     config_model: ClassVar[type[SourceConfig]] = SourceConfig
     feeds: ClassVar[Feeds] = COSTS
+    # `read` gives one relation per file, in the delivery's order: a source's new loose files
+    # are then committed in one pass, staging telling which file held which periods
+    # (service.ingest.periods); a connector that reads files together sets False
+    parts_are_files: ClassVar[bool] = True
 
     def __init__(self, config: SourceConfig):
         self.config = config

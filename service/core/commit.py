@@ -56,6 +56,7 @@ class StagedCosts:
     stage: Path
     entries: list[LedgerEntry]
     files: dict[str, Path]  # billing period → its staged partition file
+    part_periods: tuple[frozenset[str], ...] = ()  # the periods each part held (staging.Staged)
 
 
 def commit_costs(lake: CommitTarget, con: duckdb.DuckDBPyConnection,
@@ -117,7 +118,7 @@ def stage_costs(
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files,
                                 {(currency, column): value for (period, currency, column), value
                                  in result.rounding.items() if period == p}) for p in sorted(staged)]
-        return StagedCosts(stage, entries, dict(staged))
+        return StagedCosts(stage, entries, dict(staged), result.part_periods)
     except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
         if isinstance(exc, duckdb.Error):

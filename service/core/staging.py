@@ -45,6 +45,10 @@ DATA_FILE = "data.parquet"
 # batches at 1M and full ones at 10M, so RSS grew with the delivery's size.
 BATCH_ROWS = 1 << 15
 ROW_GROUP_ROWS = 1 << 17  # the lake file's row group size: each period's batches are buffered up to it
+# Rows buffered across all periods' files: beyond it, the periods the last batch did not
+# hold write what they have as a shorter row group, so a delivery of many periods (a
+# folder's years of monthly files read in one pass) does not hold a row group for each.
+PENDING_ROWS = 2 * ROW_GROUP_ROWS
 PERIOD_COLUMN = "__spendlake_billing_period"
 # A connector whose export identifies its line items (AWS: identity/LineItemId with
 # identity/TimeInterval) adds these two columns; they are checked for repeats, never stored.
@@ -118,6 +122,9 @@ class Staged:
     repeats: Repeats | None = None
     # (billing period, currency, cost column) → Σ what the lake's 12 decimals rounded away
     rounding: dict[tuple[str, str | None, str], Decimal] = field(default_factory=dict)
+    # the billing periods each part's rows hold, in the order of the parts (ingest learns from
+    # them which file gave which periods when a delivery's parts are its files)
+    part_periods: tuple[frozenset[str], ...] = ()
 
 
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation], stage: Path) -> Staged:
@@ -128,12 +135,13 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     schema = canonical_schema(con)
     keys: list[pq.ParquetWriter] = []  # the line item keys, in the delivery's order
     rounding: dict[tuple[str, str | None, str], Decimal] = defaultdict(Decimal)
+    part_periods: list[set[str]] = []
 
-    def write(batch: pa.RecordBatch, with_keys: bool) -> None:
+    def write(batch: pa.RecordBatch, with_keys: bool, seen: set[str]) -> None:
         if with_keys:
             _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
             batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
-        _append(_take_rounding(batch, rounding), stage, writers, staged, schema)
+        seen.update(_append(_take_rounding(batch, rounding), stage, writers, staged, schema))
 
     background = _OneBehind()
     try:
@@ -145,11 +153,12 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
                         if line_item in part.columns else "")
             reader = con.sql(f"SELECT *, strftime(BillingPeriodStart, '%Y-%m') AS {PERIOD_COLUMN}{key_hash} "
                              f"FROM {view}").to_arrow_reader(BATCH_ROWS)
-            rows = 0
+            rows, seen = 0, set()
+            part_periods.append(seen)
             try:
                 while (batch := _next_batch(reader)) is not None:
                     rows += batch.num_rows
-                    background.submit(write, batch, bool(key_hash))
+                    background.submit(write, batch, bool(key_hash), seen)
                 background.wait()
             finally:
                 reader.close()  # a failed part must not leave the connection with a pending result
@@ -165,7 +174,8 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
         for writer in [*writers.values(), *keys]:
             writer.close()
     return Staged(staged, _repeats(con, stage) if keys else None,
-                  {key: value.normalize() for key, value in rounding.items() if value})
+                  {key: value.normalize() for key, value in rounding.items() if value},
+                  tuple(frozenset(seen) for seen in part_periods))
 
 
 class _OneBehind:
@@ -338,9 +348,10 @@ def _nulls(rows: int, kind: pa.DataType) -> pa.Array:
 
 
 def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, _PeriodFile],
-            staged: dict[str, Path], schema: pa.Schema) -> None:
+            staged: dict[str, Path], schema: pa.Schema) -> list[str]:
+    """Write the batch's rows to their periods' files; the periods it held."""
     if not batch.num_rows:
-        return
+        return []
     period_of = batch.column(PERIOD_COLUMN)
     rows = _complete(batch.drop_columns([PERIOD_COLUMN]), schema)
     found = pc.unique(period_of).to_pylist()
@@ -352,6 +363,14 @@ def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, _PeriodFile],
             staged[period].parent.mkdir(parents=True)
             writers[period] = _PeriodFile(staged[period], rows.schema)
         writers[period].write(rows if len(found) == 1 else rows.filter(pc.equal(period_of, period)))
+    idle = sorted((w for p, w in writers.items() if p not in found and w.rows), key=lambda w: -w.rows)
+    pending = sum(w.rows for w in writers.values())
+    for writer in idle:
+        if pending <= PENDING_ROWS:
+            break
+        pending -= writer.rows
+        writer.flush()
+    return found
 
 
 def _check_period(value: str | None) -> str:

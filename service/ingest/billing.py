@@ -146,13 +146,11 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         con = lake.writer(connector.local_paths())
         try:
             plan = periods.plan(lake, con, connector, source.name, deliveries)
-            outcomes += [_skipped(source, other) for other in plan.skipped]
-            outcomes += [DeliveryOutcome(source.name, Delivery("", None, (uri,)), "empty") for uri in plan.empty]
-            outcomes += [DeliveryOutcome(source.name, d, "failed", error=e) for d, e in plan.failed]
-            for number, delivery in enumerate(plan.deliveries, 1):
-                if progress:
-                    progress(source.name, number, len(plan.deliveries))
-                outcomes.append(_ingest_delivery(lake, con, connector, source, delivery, plan, strict))
+            planned = _ingest_plan(lake, con, connector, source, plan, progress, strict)
+            if planned is None:  # the new files in one pass failed: each is read for its periods first
+                plan = periods.plan(lake, con, connector, source.name, deliveries, together=False)
+                planned = _ingest_plan(lake, con, connector, source, plan, progress, strict)
+            outcomes += planned or []
         finally:
             con.close()
         if outcomes and all(o.status == "skipped" for o in outcomes):
@@ -165,6 +163,30 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         error = _as_error(exc, source.location)
         log.info("source %s failed: %s", source.name, error)  # the outcome line says so; -v logs it too
         outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=error))
+    return outcomes
+
+
+def _ingest_plan(lake: Lake, con, connector, source: SourceConfig, plan: periods.Plan,
+                 progress: Progress | None, strict: bool) -> list[DeliveryOutcome] | None:
+    """The plan's outcomes; None when its new files, read in one pass, failed (the plan is to
+    be made again with a survey, so a bad file fails alone)."""
+    outcomes = [_skipped(source, other) for other in plan.skipped]
+    outcomes += [DeliveryOutcome(source.name, d, "failed", error=e) for d, e in plan.failed]
+    for number, delivery in enumerate(plan.deliveries, 1):
+        if progress:
+            progress(source.name, number, len(plan.deliveries))
+        outcome = _ingest_delivery(lake, con, connector, source, delivery, plan, strict)
+        while delivery is plan.together and outcome.status == "skipped" and (
+                rest := plan.without(outcome.delivery.files[0], outcome.note)):
+            outcomes.append(outcome)  # another dataset (found before any row is read): the rest again
+            delivery, outcome = rest, _ingest_delivery(lake, con, connector, source, rest, plan, strict)
+        if delivery is plan.together and outcome.status in ("failed", "skipped") and len(plan.members) > 1:
+            log.info("%s: reading its %d new files in one pass failed (%s); surveying each for its periods "
+                     "first", source.name, len(plan.members), outcome.error or outcome.note)
+            return None
+        outcomes.append(outcome)
+    # after the deliveries: committing the new files in one pass finds those with no rows
+    outcomes += [DeliveryOutcome(source.name, Delivery("", None, (uri,)), "empty") for uri in plan.empty]
     return outcomes
 
 
@@ -183,9 +205,9 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
         with lake.scratch() as scratch:
             relation = connector.read(delivery, con, scratch)
             try:
-                staged = stage_costs(lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
-                                     periods=delivery.periods, files=delivery.files, strict=strict,
-                                     warn=warnings.append)
+                staged = plan.regroup(delivery, stage_costs(
+                    lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
+                    periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
                 locate = getattr(connector, "locate", None)
                 raise (locate(error, con) if locate else error) from None
@@ -196,7 +218,7 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
         log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
-                           on_commit=lambda: plan.committed(lake, source.name, delivery, staged.entries))
+                           on_commit=lambda: plan.committed(lake, source.name, delivery))
 
 
 def _as_error(exc: Exception, where: str) -> SpendlakeError:

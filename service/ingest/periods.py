@@ -13,22 +13,32 @@ The delivery id is a fingerprint of its files' fingerprints: unchanged files giv
 id (re-ingesting is a no-op), and a period one of whose files is added, replaced or deleted
 is read again as a whole (it grows or shrinks, never keeps stale rows).
 
-A source's only loose file is committed without a survey (what the commit finds is
-remembered). Files holding another dataset (connectors.base.OtherDataset) or no rows are
-skipped, one line each. A file that cannot be read fails alone, and the periods the ledger
-says it delivered before are held back with it: their previous version stays, so no period
-is committed without one of its files.
+When all of a source's loose files are new to it (none surveyed before, none in a ledger
+entry of the source: a first ingest), they are committed without a survey, as one delivery
+read once (`Plan.together`; the connector must read each file as one part: `parts_are_files`).
+Staging reports which periods each file held, each period's ledger entry gets the id and
+files its joined delivery would have had after a survey, and the files' periods are
+remembered, so the lake and the next ingest are as after a survey. A file of another
+dataset found by the read leaves the pass (`Plan.without`); if the pass fails, the run
+surveys the files instead (service.ingest.billing), so a bad file fails alone. A source's
+only loose file is committed the same way, whatever the connector.
+
+Files holding another dataset (connectors.base.OtherDataset) or no rows are skipped, one
+line each. A file that cannot be read fails alone, and the periods the ledger says it
+delivered before are held back with it: their previous version stays, so no period is
+committed without one of its files.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import duckdb
 
 from connectors.base import Delivery, OtherDataset
+from service.core.commit import StagedCosts
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
@@ -46,18 +56,50 @@ class Plan:
     skipped: list[OtherDataset] = field(default_factory=list)
     empty: list[str] = field(default_factory=list)  # files with a header and no rows
     failed: list[tuple[Delivery, SpendlakeError]] = field(default_factory=list)
-    unsurveyed: dict[str, Delivery] = field(default_factory=dict)  # delivery id → the file it is
+    together: Delivery | None = None  # the new loose files as one delivery, committed without a survey
+    members: tuple[Delivery, ...] = ()  # its files, in the order of its parts
+    found: dict[str, dict] = field(default_factory=dict)  # member id → its state entry, once staged
 
-    def committed(self, lake: Lake, source: str, delivery: Delivery, entries: Sequence[LedgerEntry]) -> None:
-        """Remember the periods a delivery committed without a survey was found to hold."""
-        file = self.unsurveyed.get(delivery.delivery_id)
-        if file is not None:
+    def regroup(self, delivery: Delivery, staged: StagedCosts) -> StagedCosts:
+        """The `together` delivery's staged periods as a survey would have delivered them:
+        each entry with the id and files of its period's joined delivery; others as staged."""
+        if delivery is not self.together:
+            return staged
+        if len(staged.part_periods) != len(self.members):
+            raise DataError(f"{len(staged.part_periods)} parts read from {len(self.members)} files",
+                            where=self.members[0].files[0], hint="run ingest again")
+        self.found.update((m.delivery_id, _entry(m, sorted(p))) for m, p in zip(self.members, staged.part_periods))
+        if len(self.members) > 1 and staged.entries:
+            self.empty.extend(m.files[0] for m in self.members if not self.found[m.delivery_id]["periods"])
+        delivery_of: dict[str, Delivery] = {}
+        for group in _by_period(self.members, self.found):
+            periods = tuple(sorted({p for file in group for p in self.found[file.delivery_id]["periods"]}))
+            delivery_of.update((period, joined(group, periods)) for period in periods)
+        return replace(staged, entries=[replace(e, delivery_id=delivery_of[e.billing_period].delivery_id,
+                                                files=delivery_of[e.billing_period].files) for e in staged.entries])
+
+    def without(self, uri: str, dataset: str) -> Delivery | None:
+        """The `together` delivery again without a file found to hold another dataset (it is
+        remembered as skipped, as a survey does); None if no other file would be left."""
+        rest = tuple(m for m in self.members if m.files[0] != uri)
+        if not rest or len(rest) == len(self.members):
+            return None
+        self.found.update((m.delivery_id, _entry(m, [], skipped=dataset)) for m in self.members if m not in rest)
+        self.members, self.together = rest, joined(rest, None)
+        return self.together
+
+    def committed(self, lake: Lake, source: str, delivery: Delivery) -> None:
+        """Remember the periods each file of a delivery committed without a survey held."""
+        if delivery is self.together and self.found:
             state = lake.read_state(STATE)
-            state.setdefault(source, {})[file.delivery_id] = _entry(file, sorted(e.billing_period for e in entries))
+            state.setdefault(source, {}).update(self.found)
             lake.write_state(STATE, state)
 
 
-def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector, source: str, deliveries: Sequence[Delivery]) -> Plan:
+def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector, source: str, deliveries: Sequence[Delivery],
+         together: bool = True) -> Plan:
+    """`together`: new loose files may be committed without a survey (see above); False: they
+    are surveyed (the run's second try when that failed), except a source's only file."""
     result = Plan(deliveries=[d for d in deliveries if not d.loose])
     loose = [d for d in deliveries if d.loose]
     if not loose:
@@ -67,12 +109,15 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector, source: str, del
     ledger = [e for e in lake.ledger() if e.source == source]
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
+    if all(f.delivery_id not in known for f in loose) and (
+            len(loose) == 1 or together and _unheld(loose, ledger, connector)):
+        result.members = tuple(sorted(loose, key=lambda f: f.files[0]))
+        result.together = joined(result.members, None)
+        result.deliveries.append(result.together)
+        loose = []
     for file in loose:
         if file.delivery_id in known:
             index[file.delivery_id] = known[file.delivery_id]
-        elif len(loose) == 1:  # nothing to join it with: the commit finds its periods
-            result.unsurveyed[file.delivery_id] = file
-            result.deliveries.append(file)
         else:
             try:
                 index[file.delivery_id] = _entry(file, _survey(lake, con, connector, file))
@@ -110,6 +155,12 @@ def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delive
     ids = sorted(f.delivery_id for f in files)
     delivery_id = ids[0] if len(ids) == 1 else "sha256:" + hashlib.sha256("\n".join(ids).encode()).hexdigest()[:32]
     return Delivery(delivery_id, periods, tuple(sorted(uri for f in files for uri in f.files)))
+
+
+def _unheld(loose: Sequence[Delivery], ledger: Sequence[LedgerEntry], connector) -> bool:
+    """No ledger entry delivered any of these files, and the connector reads each as one part."""
+    uris = {uri for file in loose for uri in file.files}
+    return getattr(connector, "parts_are_files", False) and not any(uris & set(e.files) for e in ledger)
 
 
 def _entry(file: Delivery, periods: list[str], skipped: str | None = None) -> dict:
