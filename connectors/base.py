@@ -23,6 +23,7 @@ import duckdb
 
 from connectors.storage import Storage, StoredObject
 from service.core.config import SourceConfig
+from service.core.errors import SpendlakeError
 from service.core.registry import Connector, Disposition, Feeds
 
 # Every billing connector feeds `costs`, and each delivery replaces the periods it holds.
@@ -58,6 +59,14 @@ class OtherDataset(Exception):
 
 
 class CostConnector(Connector, Protocol):
+    """What ingest asks of a billing connector: `deliveries` and `read`, and three optional
+    hooks whose defaults below are what a connector without them gets (`cost_connector`)."""
+
+    # `read` gives one relation per file, in the delivery's order: a source's new loose files
+    # are then committed in one pass, staging telling which file held which periods
+    # (service.ingest.periods). False (the default): each new file is first read for its periods.
+    parts_are_files: ClassVar[bool] = False
+
     def __init__(self, config: SourceConfig) -> None: ...
 
     def deliveries(self) -> Iterator[Delivery]: ...
@@ -70,8 +79,27 @@ class CostConnector(Connector, Protocol):
         is removed afterwards."""
         ...
 
+    def footer_periods(self, delivery: Delivery, scratch: Path) -> list[str] | None:
+        """A loose delivery's billing periods, if the connector can tell them without reading
+        its rows (e.g. a Parquet footer's statistics); None (the default): ingest reads them."""
+        return None
 
-class StoredExport:
+    def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
+        """A DataError from staging a delivery this connector read, made more precise (e.g. the
+        CSV line of a bad value); called while the delivery's files are still local. The
+        default: the error as it is."""
+        return error
+
+
+def cost_connector(cls: type, config: SourceConfig) -> CostConnector:
+    """An instance of a billing connector class. A class that follows CostConnector without
+    deriving from it (an installed package's) is given its defaults, so ingest reads every hook plainly."""
+    if CostConnector not in cls.__mro__:
+        cls = type(cls.__name__, (cls, CostConnector), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return cls(config)
+
+
+class StoredExport(CostConnector):
     """What the built-in billing connectors share: they feed `costs` (COSTS), read the common
     source settings (a connector with settings of its own sets `config_model`), and list and
     fetch their export's files through Storage (a local path or S3), keeping what they listed
@@ -80,10 +108,7 @@ class StoredExport:
     kind: ClassVar[str]
     config_model: ClassVar[type[SourceConfig]] = SourceConfig
     feeds: ClassVar[Feeds] = COSTS
-    # `read` gives one relation per file, in the delivery's order: a source's new loose files
-    # are then committed in one pass, staging telling which file held which periods
-    # (service.ingest.periods); a connector that reads files together sets False
-    parts_are_files: ClassVar[bool] = True
+    parts_are_files: ClassVar[bool] = True  # (CostConnector) one relation per file; AWS's CSV parts: False
 
     def __init__(self, config: SourceConfig):
         self.config = config

@@ -153,8 +153,13 @@ def publish_costs(lake: CommitTarget, staged: Sequence[StagedCosts]) -> None:
     except OSError as exc:
         raise os_error(exc, str(lake.root)) from None
     finally:
-        for delivery in staged:
-            shutil.rmtree(delivery.stage, ignore_errors=True)
+        discard_costs(staged)
+
+
+def discard_costs(staged: Sequence[StagedCosts]) -> None:
+    """Remove staged deliveries that will not be published (placed ones are gone already)."""
+    for delivery in staged:
+        shutil.rmtree(delivery.stage, ignore_errors=True)
 
 
 MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from connectors.base import Delivery, OtherDataset
-from service.core.commit import StagedCosts, publish_costs, stage_costs
+from connectors.base import CostConnector, Delivery, OtherDataset, cost_connector
+from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
 from service.core.lake import Lake
@@ -138,7 +138,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
                    strict: bool = False) -> list[DeliveryOutcome]:
     outcomes: list[DeliveryOutcome] = []
     try:
-        connector = CONNECTORS.get(source.kind)(source)
+        connector = cost_connector(CONNECTORS.get(source.kind), source)
         deliveries = list(connector.deliveries())
         if not deliveries:  # every built-in says what it expected; this covers any other
             raise SourceError(f"nothing a {source.kind} source reads under {source.location}",
@@ -166,7 +166,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
     return outcomes
 
 
-def _ingest_plan(lake: Lake, con, connector, source: SourceConfig, plan: periods.Plan,
+def _ingest_plan(lake: Lake, con, connector: CostConnector, source: SourceConfig, plan: periods.Plan,
                  progress: Progress | None, strict: bool) -> list[DeliveryOutcome] | None:
     """The plan's outcomes; None when its new files, read in one pass, failed (the plan is to
     be made again with a survey, so a bad file fails alone)."""
@@ -183,6 +183,7 @@ def _ingest_plan(lake: Lake, con, connector, source: SourceConfig, plan: periods
         if delivery is plan.together and outcome.status in ("failed", "skipped") and len(plan.members) > 1:
             log.info("%s: reading its %d new files in one pass failed (%s); surveying each for its periods "
                      "first", source.name, len(plan.members), outcome.error or outcome.note)
+            discard_costs([o.staged for o in outcomes if o.staged])  # the second try stages them again
             return None
         outcomes.append(outcome)
     # after the deliveries: committing the new files in one pass finds those with no rows
@@ -194,7 +195,7 @@ def _skipped(source: SourceConfig, other: OtherDataset) -> DeliveryOutcome:
     return DeliveryOutcome(source.name, Delivery("", None, (other.uri,)), "skipped", note=other.dataset)
 
 
-def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Delivery,
+def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, delivery: Delivery,
                      plan: periods.Plan, strict: bool = False) -> DeliveryOutcome:
     if delivery.waiting:
         return DeliveryOutcome(source.name, delivery, "waiting")
@@ -209,8 +210,7 @@ def _ingest_delivery(lake, con, connector, source: SourceConfig, delivery: Deliv
                     lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
                     periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
-                locate = getattr(connector, "locate", None)
-                raise (locate(error, con) if locate else error) from None
+                raise connector.locate(error, con) from None
     except OtherDataset as other:
         return _skipped(source, other)
     except (SpendlakeError, OSError, duckdb.Error) as exc:

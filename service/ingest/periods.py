@@ -37,8 +37,8 @@ from dataclasses import dataclass, field, replace
 
 import duckdb
 
-from connectors.base import Delivery, OtherDataset
-from service.core.commit import StagedCosts
+from connectors.base import CostConnector, Delivery, OtherDataset
+from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
@@ -66,6 +66,7 @@ class Plan:
         if delivery is not self.together:
             return staged
         if len(staged.part_periods) != len(self.members):
+            discard_costs([staged])
             raise DataError(f"{len(staged.part_periods)} parts read from {len(self.members)} files",
                             where=self.members[0].files[0], hint="run ingest again")
         self.found.update((m.delivery_id, _entry(m, sorted(p))) for m, p in zip(self.members, staged.part_periods))
@@ -96,8 +97,8 @@ class Plan:
             lake.write_state(STATE, state)
 
 
-def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector, source: str, deliveries: Sequence[Delivery],
-         together: bool = True) -> Plan:
+def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, source: str,
+         deliveries: Sequence[Delivery], together: bool = True) -> Plan:
     """`together`: new loose files may be committed without a survey (see above); False: they
     are surveyed (the run's second try when that failed), except a source's only file."""
     result = Plan(deliveries=[d for d in deliveries if not d.loose])
@@ -157,10 +158,10 @@ def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delive
     return Delivery(delivery_id, periods, tuple(sorted(uri for f in files for uri in f.files)))
 
 
-def _unheld(loose: Sequence[Delivery], ledger: Sequence[LedgerEntry], connector) -> bool:
+def _unheld(loose: Sequence[Delivery], ledger: Sequence[LedgerEntry], connector: CostConnector) -> bool:
     """No ledger entry delivered any of these files, and the connector reads each as one part."""
     uris = {uri for file in loose for uri in file.files}
-    return getattr(connector, "parts_are_files", False) and not any(uris & set(e.files) for e in ledger)
+    return connector.parts_are_files and not any(uris & set(e.files) for e in ledger)
 
 
 def _entry(file: Delivery, periods: list[str], skipped: str | None = None) -> dict:
@@ -188,13 +189,12 @@ def _by_period(files: Sequence[Delivery], index: dict[str, dict]) -> list[list[D
     return sorted(groups.values(), key=lambda g: min(p for f in g for p in index[f.delivery_id]["periods"]))
 
 
-def _survey(lake: Lake, con: duckdb.DuckDBPyConnection, connector, file: Delivery) -> list[str]:
+def _survey(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, file: Delivery) -> list[str]:
     """The billing periods a file's rows hold, read through its connector."""
     uri = file.files[0]
     with lake.scratch() as scratch:
         parts = connector.read(file, con, scratch)  # also checks the columns: another dataset, a missing one
-        footer = getattr(connector, "footer_periods", None)
-        from_footer = footer(file, scratch) if footer else None
+        from_footer = connector.footer_periods(file, scratch)
         found = set(from_footer) if from_footer is not None else _read_periods(parts, uri)
     bad = sorted(str(p) for p in found if p is None or not PERIOD_RE.match(p))
     if bad:
