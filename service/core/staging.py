@@ -171,11 +171,23 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             writer.flush()
     finally:
         background.close()
-        for writer in [*writers.values(), *keys]:
-            writer.close()
+        _close_all([*writers.values(), *keys])
     return Staged(staged, _repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value},
                   tuple(frozenset(seen) for seen in part_periods))
+
+
+def _close_all(writers: Sequence[_PeriodFile | pq.ParquetWriter]) -> None:
+    """Close every file, then raise the first error: a file left open after a failed write
+    (a full disk) keeps its space taken after the stage is removed, until the process ends."""
+    first: BaseException | None = None
+    for writer in writers:
+        try:
+            writer.close()
+        except BaseException as exc:  # noqa: BLE001 (raised below, after the others are closed)
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 class _OneBehind:
