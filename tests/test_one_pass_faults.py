@@ -153,6 +153,23 @@ def test_40_a_file_renamed_after_the_one_pass_is_read_again_with_the_same_totals
     exactly_the_files(lake, export)
 
 
+def test_35_a_lost_partition_of_a_single_file_is_restored_when_what_ingest_knew_of_the_file_is_lost(tmp_path):
+    """A source's only file is committed in one pass whenever ingest does not know its periods
+    (`_state/file_periods.json` lost, or the run killed between the publish and writing it):
+    its id was found "already ingested" if any of its periods was intact, so a deleted
+    partition of the other stayed lost while every query said to run ingest to restore it."""
+    export = tmp_path / "export"
+    export.mkdir()
+    focus(export / "a.csv", [("2024-05", "USD", "1.10"), ("2024-06", "USD", "2.20")])
+    lake, _ = run(tmp_path, export)
+    (lake.root / "_state" / "file_periods.json").unlink()
+    lake.partition_file("costs", [("source", "src"), ("billing_period", "2024-06")]).unlink()
+    result = run(tmp_path, export)[1]
+    assert [o.status for o in result.outcomes] == ["committed"] and failures(result) == []
+    exactly_the_files(lake, export)
+    assert [o.status for o in run(tmp_path, export)[1].outcomes] == ["unchanged"]
+
+
 def test_40_a_truncated_parquet_file_among_new_ones_fails_alone(tmp_path):
     export = tmp_path / "export"
     export.mkdir()

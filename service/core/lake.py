@@ -298,12 +298,11 @@ class Lake:
         files still match the ledger (a damaged period is re-ingested, whatever its id) and
         hold today's columns (a partition written before a column was added is rewritten)."""
         damaged = self._damaged()
-        held = {e.billing_period for e in self.ledger()
-                if e.source == source and e.delivery_id == delivery_id and e.key not in damaged
-                and self._current(e)}
-        if periods is None:
-            return bool(held)
-        return bool(periods) and set(periods) <= held
+        delivered = [e for e in self.ledger() if e.source == source and e.delivery_id == delivery_id]
+        held = {e.billing_period for e in delivered if e.key not in damaged and self._current(e)}
+        # periods unknown until the data is read: those it delivered last time
+        wanted = {e.billing_period for e in delivered} if periods is None else set(periods)
+        return bool(wanted) and wanted <= held
 
     def _current(self, entry: LedgerEntry) -> bool:
         path = self.partition_file("costs", self._cost_key(entry))
