@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -168,6 +169,35 @@ def test_35_a_lost_partition_of_a_single_file_is_restored_when_what_ingest_knew_
     assert [o.status for o in result.outcomes] == ["committed"] and failures(result) == []
     exactly_the_files(lake, export)
     assert [o.status for o in run(tmp_path, export)[1].outcomes] == ["unchanged"]
+
+
+def test_41_an_invoice_detail_file_beside_each_months_costs_does_not_make_the_pass_read_each_file_again(
+        tmp_path, monkeypatch):
+    """Each file of another dataset found by the one pass made it open the rest again: with
+    one beside each month's costs, the first cost file was opened once per month (36 cost
+    and 36 Invoice Detail files: 738 opens, each an S3 download, instead of about 110)."""
+    opened: Counter = Counter()
+    select = FocusConnector.select
+
+    def counting(self, con, path, uri):
+        opened[Path(uri).name] += 1
+        return select(self, con, path, uri)
+
+    monkeypatch.setattr(FocusConnector, "select", counting)
+    export = tmp_path / "export"
+    export.mkdir()
+    for number in range(6):
+        focus(export / f"{month(number)}-cost.csv", [(month(number), "USD", f"{number}.01")])
+        (export / f"{month(number)}-invoice.csv").write_text(
+            f"InvoiceDetailId,BillingPeriodStart,InvoiceId\nd{number},{month(number)}-01T00:00:00Z,i{number}\n")
+    lake, result = run(tmp_path, export)
+    assert failures(result) == [] and sum(o.status == "skipped" for o in result.outcomes) == 6
+    assert max(opened.values()) <= 2, opened  # the cost files: in the pass, and opened alone or in the pass again
+    assert {period: str(cost) for (period, _), cost in lake_sums(lake).items()} == {
+        month(number): f"{number}.010000000000" for number in range(6)}
+    monkeypatch.setattr(FocusConnector, "parts_are_files", False)
+    surveyed, _ = run(tmp_path, export, "surveyed")
+    assert lake.read_state("file_periods") == surveyed.read_state("file_periods")
 
 
 def test_40_a_truncated_parquet_file_among_new_ones_fails_alone(tmp_path):

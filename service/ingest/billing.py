@@ -177,8 +177,8 @@ def _ingest_plan(lake: Lake, con, connector: CostConnector, source: SourceConfig
             progress(source.name, number, len(plan.deliveries))
         outcome = _ingest_delivery(lake, con, connector, source, delivery, plan, strict)
         while delivery is plan.together and outcome.status == "skipped" and (
-                rest := plan.without(outcome.delivery.files[0], outcome.note)):
-            outcomes.append(outcome)  # another dataset (found before any row is read): the rest again
+                rest := plan.without(others := _other_datasets(lake, con, connector, plan, outcome))):
+            outcomes += [_skipped(source, other) for other in others]  # found before any row is read
             delivery, outcome = rest, _ingest_delivery(lake, con, connector, source, rest, plan, strict)
         if delivery is plan.together and outcome.status in ("failed", "skipped") and len(plan.members) > 1:
             log.info("%s: reading its %d new files in one pass failed (%s); surveying each for its periods "
@@ -189,6 +189,25 @@ def _ingest_plan(lake: Lake, con, connector: CostConnector, source: SourceConfig
     # after the deliveries: committing the new files in one pass finds those with no rows
     outcomes += [DeliveryOutcome(source.name, Delivery("", None, (uri,)), "empty") for uri in plan.empty]
     return outcomes
+
+
+def _other_datasets(lake: Lake, con, connector: CostConnector, plan: periods.Plan,
+                    found: DeliveryOutcome) -> list[OtherDataset]:
+    """The file the one pass found to hold another dataset, and the others among the files
+    after it (the pass opens them in order: those before it passed), each opened alone, no
+    row read: the rest is then read again once, not once per such file (a FOCUS 1.3 folder
+    may hold an Invoice Detail file beside each month's costs)."""
+    uri = found.delivery.files[0]
+    others = [OtherDataset(uri, found.note)]
+    with lake.scratch() as scratch:
+        for member in (m for m in plan.members if m.files[0] > uri):
+            try:
+                connector.read(member, con, scratch)
+            except OtherDataset as other:
+                others.append(other)
+            except (SpendlakeError, OSError, duckdb.Error):
+                pass  # the pass opens it again and fails, and the run surveys each file
+    return others
 
 
 def _skipped(source: SourceConfig, other: OtherDataset) -> DeliveryOutcome:

@@ -18,8 +18,9 @@ entry of the source: a first ingest), they are committed without a survey, as on
 read once (`Plan.together`; the connector must read each file as one part: `parts_are_files`).
 Staging reports which periods each file held, each period's ledger entry gets the id and
 files its joined delivery would have had after a survey, and the files' periods are
-remembered, so the lake and the next ingest are as after a survey. A file of another
-dataset found by the read leaves the pass (`Plan.without`); if the pass fails, the run
+remembered, so the lake and the next ingest are as after a survey. Files of another
+dataset found by the read leave the pass (`Plan.without`: the files after the first one found
+are opened alone to find the others at once); if the pass fails, the run
 surveys the files instead (service.ingest.billing), so a bad file fails alone. A source's
 only loose file is committed the same way, whatever the connector.
 
@@ -79,13 +80,15 @@ class Plan:
         return replace(staged, entries=[replace(e, delivery_id=delivery_of[e.billing_period].delivery_id,
                                                 files=delivery_of[e.billing_period].files) for e in staged.entries])
 
-    def without(self, uri: str, dataset: str) -> Delivery | None:
-        """The `together` delivery again without a file found to hold another dataset (it is
+    def without(self, others: Sequence[OtherDataset]) -> Delivery | None:
+        """The `together` delivery again without files found to hold another dataset (they are
         remembered as skipped, as a survey does); None if no other file would be left."""
-        rest = tuple(m for m in self.members if m.files[0] != uri)
+        dataset = {other.uri: other.dataset for other in others}
+        rest = tuple(m for m in self.members if m.files[0] not in dataset)
         if not rest or len(rest) == len(self.members):
             return None
-        self.found.update((m.delivery_id, _entry(m, [], skipped=dataset)) for m in self.members if m not in rest)
+        self.found.update((m.delivery_id, _entry(m, [], skipped=dataset[m.files[0]]))
+                          for m in self.members if m.files[0] in dataset)
         self.members, self.together = rest, joined(rest, None)
         return self.together
 
