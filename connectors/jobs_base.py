@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import duckdb
 from pydantic import Field, field_validator
@@ -25,6 +25,9 @@ from pydantic import Field, field_validator
 from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
 from service.core.schema import INVENTORY_TABLES
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +125,8 @@ def job_row(**values: Any) -> dict[str, Any]:
     return row
 
 
-def jobs_relation(con: duckdb.DuckDBPyConnection,
-                  rows: Iterable[dict[str, Any]] | Iterable[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
-    """Rows made by `job_row` (or their values as tuples in the columns' order) as a relation
-    with the table's exact types; built in batches, so a million jobs are never a million
-    dicts at once when `rows` is a generator."""
+def jobs_schema() -> pa.Schema:
+    """The Arrow schema of the table's columns, exact types."""
     import pyarrow as pa
 
     def arrow(kind: str) -> pa.DataType:
@@ -137,7 +137,16 @@ def jobs_relation(con: duckdb.DuckDBPyConnection,
             return pa.map_(arrow(key), arrow(value))
         return pa.type_for_alias(_ARROW[kind])
 
-    schema = pa.schema([(name, arrow(kind)) for name, kind in JOB_COLUMNS])
+    return pa.schema([(name, arrow(kind)) for name, kind in JOB_COLUMNS])
+
+
+def jobs_arrow(rows: Iterable[dict[str, Any]] | Iterable[tuple[Any, ...]]) -> pa.Table:
+    """Rows made by `job_row` (or their values as tuples in the columns' order) as an Arrow
+    table of the table's exact types; built in batches, so a million jobs are never a million
+    dicts at once when `rows` is a generator."""
+    import pyarrow as pa
+
+    schema = jobs_schema()
     rows = iter(rows)
     batches = []
     while batch := list(itertools.islice(rows, BATCH_ROWS)):
@@ -146,7 +155,13 @@ def jobs_relation(con: duckdb.DuckDBPyConnection,
         else:  # tuples in the columns' order
             batches.append(pa.RecordBatch.from_arrays([pa.array(column, type=field.type) for column, field
                                                        in zip(zip(*batch), schema)], schema=schema))
-    return con.from_arrow(pa.Table.from_batches(batches, schema=schema))
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def jobs_relation(con: duckdb.DuckDBPyConnection,
+                  rows: Iterable[dict[str, Any]] | Iterable[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
+    """`jobs_arrow(rows)` as a relation on `con`."""
+    return con.from_arrow(jobs_arrow(rows))
 
 
 def from_epoch(seconds: float | None) -> datetime | None:

@@ -11,35 +11,38 @@ Columns (header names compared case-insensitively; others are ignored):
   `namespace`, `submit_time`, `restarts` (an integer >= 0).
 `columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type}).
 A bad value fails the source with its file, row (the first data row is 1) and column named.
-The record id is `<cluster>/<job_id>#<n>`, n counting one job id's rows in start order, so
-a corrected time keeps its record.
+A job listed in several files (exports whose windows overlap) counts once: the row that has
+ended, else the later file's (in name order). The record id is `<cluster>/<job_id>@<start_time>`
+(`p5/101@2026-11-30T10:00:00`, UTC): an attempt keeps it whichever files are read, as readers
+keep each record from the newest snapshot holding it (a corrected start_time is another record).
+
+Files are read column-wise (connectors/jobs_file_columns.py); one that reader cannot take as
+this one would is read again row by row, which names what is wrong in it.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import logging
-import math
-import sys
 from collections.abc import Iterator
-from datetime import date, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import IO, Any, Literal
 from zoneinfo import ZoneInfo
 
 import duckdb
+import pyarrow as pa
 from pydantic import Field, model_validator
 
-from connectors.hostlist import hosts
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import (JOB_COLUMN_NAMES, STATES, FileSource, empty_file, job_file, job_row, jobs_relation,
-                                  normal_state, source_files)
-from connectors.jobs_file_read import file_format, records, shown
+from connectors.jobs_base import FileSource, empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files
+from connectors.jobs_file_columns import column_rows, csv_cells, parquet_cells
+from connectors.jobs_file_read import file_format, parquet_table, records, shown
+from connectors.jobs_file_values import (SKEW, BadValue, parse_gpus, parse_instance_ids, parse_labels, parse_nodes,
+                                         parse_restarts, parse_shared_text, parse_state, parse_text, parse_time)
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
-from service.core.units import naive_utc
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +51,6 @@ FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
 FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
                  "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
 FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
-RECORD_ID = JOB_COLUMN_NAMES.index("record_id")
-NOT_YET = frozenset({"unknown", "none", "n/a", "0", "null", "nat"})  # a time not set, as schedulers write it
-SKEW = timedelta(minutes=5)  # an end this much before the start is clock skew; more is a wrong value
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
 
@@ -77,85 +77,6 @@ class JobsFileSource(FileSource):
         return self
 
 
-class BadValue(ValueError):
-    """A value that cannot be read; the reader adds file, row and column."""
-
-
-def _present(value: Any) -> bool:
-    return value is not None and not (isinstance(value, str) and not value.strip()) and not (
-        isinstance(value, float) and math.isnan(value))
-
-
-def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
-    """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty, or a word a scheduler
-    writes for "not yet" (Slurm's `Unknown`, `None`, `0`; `null`, `NaT`) → None."""
-    if not _present(value) or (isinstance(value, str) and value.strip().lower() in NOT_YET):
-        return None
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, date):
-        moment = datetime(value.year, value.month, value.day)
-    elif isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise BadValue(f"{shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
-    else:
-        raise BadValue(f"{shown(value)} is not a time (want ISO 8601 text or a timestamp)")
-    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone))
-
-
-def parse_gpus(value: Any) -> float:
-    if not _present(value):
-        raise BadValue("empty; gpus is required (0 for a job without GPUs)")
-    try:
-        gpus = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise BadValue(f"{shown(value)} is not a number") from None
-    if not math.isfinite(gpus) or gpus < 0:
-        raise BadValue(f"{shown(value)} is not a number >= 0")
-    return gpus
-
-
-def parse_labels(value: Any) -> dict[str, str] | None:
-    if not _present(value):
-        return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise BadValue(f"{shown(value)} is not JSON") from None
-    elif isinstance(value, list):  # a Parquet map reads as [(key, value), ...]
-        value = dict(value)
-    if not isinstance(value, dict):
-        raise BadValue('not a JSON object such as {"team": "nlp"}')
-    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items() if v is not None}
-
-
-def parse_restarts(value: Any) -> int | None:
-    if not _present(value):
-        return None
-    try:
-        number = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        raise BadValue(f"{shown(value)} is not a whole number") from None
-    if not number.is_integer() or not 0 <= number < 2**31:
-        raise BadValue(f"{shown(value)} is not a whole number >= 0")
-    return int(number)
-
-
-def _text(value: Any) -> str | None:
-    if not _present(value):
-        return None
-    return value.strip() if isinstance(value, str) else str(value)
-
-
-def _shared_text(value: Any) -> str | None:
-    """_text, one copy of a text a million rows repeat (cluster, user, project)."""
-    text = _text(value)
-    return sys.intern(text) if text else text
-
-
 class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     kind = "jobs-file"
     feeds = Feeds.snapshot("jobs")
@@ -166,34 +87,62 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if not files:
             raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
                               hint=f"check {where}")
-        listed: list[_Listed] = []
-        for number, path in enumerate(files):
-            listed += self._read(path, number)
-        return [SnapshotPart("jobs", jobs_relation(con, _numbered(listed, files)))]
+        tables = [self._read(con, path, number) for number, path in enumerate(files)]
+        return [SnapshotPart("jobs", merged(con, tables, files))]
 
-    def _read(self, path: Path, number: int) -> list[_Listed]:
-        """The file's rows, compact: a million of them are held until all files are read."""
-        listed, skewed, first = [], 0, None
+    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, number: int) -> pa.Table:
+        """The file's rows (`jobs`' columns, record_id NULL) with `_file` (`number`), `_row`
+        (0, 1, ... in the file) and `_at` (where the row is, when read row by row)."""
         with job_file(path) as raw:
             size = raw.seek(0, 2)
             raw.seek(0)
-            for at, row in self._rows(path, records(path, raw, size), size):
+            read = records(path, raw, size)  # held until done: its text wrapper closes `raw` when dropped
+            header = next(read)
+            if header is None:
+                empty_file(path, size)
+                table = _no_rows()
+            else:
+                columns = self._columns(path, header)
+                table = self._column_wise(con, path, raw, size, header, columns)
+                if table is None:
+                    raw.seek(0)
+                    again = records(path, raw, size)
+                    next(again)
+                    table = self._row_wise(path, again, header, columns)
+            del read
+        return table.append_column("_file", pa.array([number] * table.num_rows, pa.int32()))
+
+    def _column_wise(self, con: duckdb.DuckDBPyConnection, path: Path, raw: IO[bytes], size: int,
+                     header: list[str], columns: dict[str, int]) -> pa.Table | None:
+        raw.seek(0)
+        if file_format(path) == "parquet":
+            cells = parquet_cells(parquet_table(path, raw, size), columns)
+        else:
+            cells = csv_cells(raw, path.name.lower().endswith(".gz"), header, columns)
+        rows = None if cells is None else column_rows(con, cells, ZoneInfo(self.config.timezone), self.config.cluster)
+        return None if rows is None else rows.append_column("_at", pa.nulls(rows.num_rows, pa.string()))
+
+    def _row_wise(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> pa.Table:
+        """The file's rows read one at a time; the first bad value fails naming its row and column."""
+        where: list[str] = []
+        skewed, first = 0, None
+
+        def rows() -> Iterator[dict[str, Any]]:
+            nonlocal skewed, first
+            for at, row in self._rows(path, read, header, columns):
                 if row.pop("_skewed"):
                     skewed, first = skewed + 1, first or (at, row["job_id"])
-                values = tuple(map(row.__getitem__, JOB_COLUMN_NAMES))
-                listed.append(_Listed(row["cluster"] or "", row["job_id"], row["start_time"], row["end_time"],
-                                      number, at, values))
+                where.append(at)
+                yield row
+
+        table = jobs_arrow(rows())
         if first:
             log.warning("%s: %d row(s) end less than %d minutes before they start (clock skew?), counted as holding "
                         "no GPU time; the first, %s (job %s)", path, skewed, SKEW.seconds // 60, *first)
-        return listed
+        return table.append_column("_row", pa.array(range(table.num_rows), pa.int64())).append_column(
+            "_at", pa.array(where, pa.string()))
 
-    def _rows(self, path: Path, read: Any, size: int) -> Any:
-        header = next(read)
-        if header is None:
-            empty_file(path, size)
-            return
-        columns = self._columns(path, header)
+    def _rows(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> Iterator[Any]:
         spelled = {ours: header[index].strip() for ours, index in columns.items()}  # for errors: the file's name
         zone = ZoneInfo(self.config.timezone)
         for at, record in read:
@@ -254,7 +203,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             except BadValue as exc:
                 raise _ColumnError(column, str(exc)) from None
 
-        job_id = read("job_id", _text)
+        job_id = read("job_id", parse_text)
         if job_id is None:
             raise _ColumnError("job_id", "empty; every job needs an id")
         start = read("start_time", lambda v: parse_time(v, zone))
@@ -266,14 +215,14 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if skewed and start - end > SKEW:
             raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()} (by more "
                                            f"than {SKEW.seconds // 60} minutes of clock skew: columns swapped?)")
-        state = read("state", _state)
-        cluster = read("cluster", _shared_text) or self.config.cluster
+        state = read("state", parse_state)
+        cluster = read("cluster", parse_shared_text) or self.config.cluster
         return {"_skewed": skewed} | job_row(
             job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=start if skewed else end,
             state=state or ("RUNNING" if end is None else None), gpus=read("gpus", parse_gpus),
-            nodes=read("nodes", _nodes), instance_ids=read("instance_ids", _instance_ids),
+            nodes=read("nodes", parse_nodes), instance_ids=read("instance_ids", parse_instance_ids),
             submit_time=read("submit_time", lambda v: parse_time(v, zone)), labels=read("labels", parse_labels),
-            restarts=read("restarts", parse_restarts), **{name: read(name, _shared_text) for name in TEXT_COLUMNS})
+            restarts=read("restarts", parse_restarts), **{name: read(name, parse_shared_text) for name in TEXT_COLUMNS})
 
 
 class _ColumnError(Exception):
@@ -282,63 +231,29 @@ class _ColumnError(Exception):
         self.column, self.reason = column, reason
 
 
-def _state(value: Any) -> str | None:
-    if not _present(value):
-        return None
-    state = normal_state(str(value))
-    if state is None:
-        raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))})")
-    return state
+def _no_rows() -> pa.Table:
+    schema = jobs_schema()
+    return schema.empty_table().append_column("_row", pa.array([], pa.int64())).append_column(
+        "_at", pa.array([], pa.string()))
 
 
-def _nodes(value: Any) -> list[str] | None:
-    if not _present(value):
-        return None
-    try:
-        return list(hosts(str(value))) or None
-    except ValueError as exc:
-        raise BadValue(str(exc)) from None
-
-
-def _instance_ids(value: Any) -> list[str] | None:
-    ids = [part.strip() for part in str(value).split(";") if part.strip()] if _present(value) else []
-    return ids or None
-
-
-class _Listed(NamedTuple):
-    """A row as read: what finds it again in another file, where it is, and its values in the
-    order of `jobs`' columns."""
-
-    cluster: str
-    job_id: str
-    start: datetime
-    end: datetime | None
-    file: int
-    at: str
-    values: tuple[Any, ...]
-
-
-def _numbered(listed: list[_Listed], files: list[Path]) -> Iterator[tuple[Any, ...]]:
-    """The rows' values, a job listed in several files (exports whose windows overlap) once:
-    the row that has ended, else the later file's. record_id `<cluster>/<job_id>#<n>`: n counts
-    a job id's rows by start (attempts); the same job id starting twice at the same time in
-    one file is one job listed twice, an error."""
-    listed.sort(key=lambda r: (r.cluster, r.job_id, r.start))  # stable: files in name order
-    kept: list[_Listed] = []
-    for row in listed:
-        held = kept[-1] if kept else None
-        if held is None or (held.cluster, held.job_id, held.start) != (row.cluster, row.job_id, row.start):
-            kept.append(row)
-        elif held.file == row.file:
-            raise DataError(f"job {row.job_id} is listed twice with start_time {row.start.isoformat()}"
-                            f" ({held.at} and {row.at})", where=str(files[row.file]),
-                            hint="keep one row per job (or per attempt, with different start times)")
-        elif row.end is not None or held.end is None:
-            kept[-1] = row
-    listed.clear()
-    attempt = 0
-    for index, row in enumerate(kept):
-        previous = kept[index - 1] if index else None
-        attempt = attempt + 1 if previous and (previous.cluster, previous.job_id) == (row.cluster, row.job_id) else 0
-        values = row.values
-        yield values[:RECORD_ID] + (f"{row.cluster}/{row.job_id}#{attempt}",) + values[RECORD_ID + 1:]
+def merged(con: duckdb.DuckDBPyConnection, tables: list[pa.Table], files: list[Path]) -> duckdb.DuckDBPyRelation:
+    """The files' rows as one relation of `jobs`: a job listed in several files (exports whose
+    windows overlap) once, the row that has ended, else the later file's; record_id
+    `<cluster>/<job_id>@<start_time>`. The same job id starting at the same time twice in one
+    file is one job listed twice: an error naming both rows."""
+    rows = con.from_arrow(pa.concat_tables(tables))
+    twice = rows.query("t", "SELECT job_id, start_time, _file, list(_at ORDER BY _row) FROM t "
+                            "GROUP BY cluster, job_id, start_time, _file HAVING count(*) > 1 "
+                            "ORDER BY coalesce(cluster, ''), job_id, start_time, _file LIMIT 1").fetchall()
+    if twice:
+        [(job_id, start, file, where)] = twice
+        raise DataError(f"job {job_id} is listed twice with start_time {start.isoformat()} ({where[0]} and "
+                        f"{where[1]})", where=str(files[file]),
+                        hint="keep one row per job (or per attempt, with different start times)")
+    columns = ", ".join(f'"{name}"' for name in jobs_schema().names if name != "record_id")
+    return rows.query("t", (
+        "SELECT coalesce(cluster, '') || '/' || job_id || '@' || strftime(start_time, '%Y-%m-%dT%H:%M:%S') || "
+        "CASE WHEN microsecond(start_time) % 1000000 <> 0 THEN strftime(start_time, '.%f') ELSE '' END "
+        f"AS record_id, {columns} FROM (SELECT *, row_number() OVER (PARTITION BY cluster, job_id, start_time "
+        "ORDER BY end_time IS NOT NULL DESC, _file DESC) AS kept FROM t) AS listed WHERE kept = 1"))

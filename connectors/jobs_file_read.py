@@ -9,9 +9,12 @@ import gzip
 import io
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from service.core.errors import DataError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SHOWN = 60  # characters of a bad value an error shows
 
@@ -57,16 +60,10 @@ def records(path: Path, raw: IO[bytes], size: int) -> Iterator[Any]:
     for CSV the line it starts on."""
     try:
         if file_format(path) == "parquet":
-            import pyarrow.parquet as pq
-
-            if not size:
+            table = parquet_table(path, raw, size)
+            if table is None:
                 yield None
                 return
-            try:
-                table = pq.read_table(raw)
-            except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-                raise DataError(f"not a whole Parquet file: {exc}", where=str(path),
-                                hint="re-run when the job writing it has finished, or write it again") from None
             yield table.column_names
             columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
             yield from ((f"row {n}", list(values)) for n, values in enumerate(zip(*columns), 1))
@@ -97,6 +94,19 @@ def records(path: Path, raw: IO[bytes], size: int) -> Iterator[Any]:
     except (OSError, csv.Error, ValueError) as exc:
         raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
                         hint="write UTF-8 CSV (or Parquet) with a header row") from None
+
+
+def parquet_table(path: Path, raw: IO[bytes], size: int) -> pa.Table | None:
+    """The Parquet file open as `raw`, whole; None when it has no byte (no jobs)."""
+    import pyarrow.parquet as pq
+
+    if not size:
+        return None
+    try:
+        return pq.read_table(raw)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise DataError(f"not a whole Parquet file: {exc}", where=str(path),
+                        hint="re-run when the job writing it has finished, or write it again") from None
 
 
 def _undecodable(path: Path) -> str:

@@ -1,0 +1,203 @@
+"""jobs-file, column-wise (connectors/jobs_file.py reads with it first): one file's cells read
+whole into Arrow, then made `jobs` values in bulk: texts trimmed and times parsed in DuckDB, and
+the cells a month repeats (GPU counts, states, node lists, instance ids, labels, restarts)
+parsed once per distinct value by the row reader's own parsers (connectors/jobs_file_values.py).
+
+Whatever it cannot take exactly as the row reader would answers None, and the caller reads
+that file again row by row, which fails (or warns) naming file, row, line and column: a row
+pyarrow's CSV parser splits otherwise than the csv module (a quoted line break, a short row,
+blanks), a value that does not parse, a row without a job id or a start, an end before the
+start, a job listed twice. Only such files pay the row reader's time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import uuid
+from collections.abc import Callable
+from typing import IO, Any
+from zoneinfo import ZoneInfo
+
+import duckdb
+import pyarrow as pa
+
+from connectors.jobs_base import JOB_COLUMN_NAMES, jobs_schema
+from connectors.jobs_file_values import (NOT_YET, BadValue, parse_gpus, parse_instance_ids, parse_labels,
+                                         parse_nodes, parse_restarts, parse_state, parse_time)
+
+# The characters str.isspace() takes (tests/test_jobs_file.py checks): SQL trims as strip() does.
+WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+              "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+TIMES = ("start_time", "end_time", "submit_time")
+# ISO 8601 as both datetime.fromisoformat and DuckDB's casts read it alike; other forms are parsed in Python
+_CLOCK = r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+WITH_OFFSET = rf"{_CLOCK}(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+_SCHEMA = jobs_schema()
+# column → its parser, for the columns whose values repeat: parsed once per distinct value
+PER_VALUE: dict[str, Callable[[Any], Any]] = {
+    "gpus": parse_gpus, "state": parse_state, "nodes": parse_nodes, "instance_ids": parse_instance_ids,
+    "labels": lambda value: _pairs(parse_labels(value)), "restarts": parse_restarts}
+
+
+class NotColumnWise(Exception):
+    """A file the row reader must read: it says what is wrong, if anything is."""
+
+
+def csv_cells(raw: IO[bytes], gzipped: bool, header: list[str], columns: dict[str, int]) -> pa.Table | None:
+    """The cells of `columns` (our name → index in `header`, the csv module's reading of the
+    header) as text, one row per data row; None when pyarrow reads the file otherwise."""
+    import pyarrow.csv as pcsv
+
+    names = [f"f{index}" for index in range(len(header))]
+    try:
+        table = pcsv.read_csv(
+            gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw,
+            read_options=pcsv.ReadOptions(autogenerate_column_names=True),  # the header is row 0: checked below
+            parse_options=pcsv.ParseOptions(newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()), include_columns=[names[i] for i in columns.values()],
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowException, OSError, EOFError, ValueError):  # the row reader says what is wrong
+        return None
+    if not table.num_rows or [table.column(names[i])[0].as_py() for i in columns.values()] != [
+            header[i] for i in columns.values()]:
+        return None
+    return pa.table({ours: table.column(names[index]).slice(1) for ours, index in columns.items()})
+
+
+def parquet_cells(table: pa.Table, columns: dict[str, int]) -> pa.Table:
+    return pa.table({ours: table.column(index) for ours, index in columns.items()})
+
+
+def column_rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo,
+                default_cluster: str | None) -> pa.Table | None:
+    """`cells` (our column names) as rows of `jobs` (record_id NULL) plus `_row` (0, 1, ... in
+    file order); None when the row reader must read the file."""
+    try:
+        return _rows(con, cells, zone, default_cluster)
+    except (NotColumnWise, BadValue):
+        return None
+
+
+def _rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, default_cluster: str | None) -> pa.Table:
+    utc = zone.key == "UTC"
+    columns: dict[str, Any] = {}
+    select = []
+    params: dict[str, Any] = {"ws": WHITESPACE}  # job_id is text: always trimmed
+    for name in cells.column_names:
+        column = cells.column(name)
+        if name in PER_VALUE:
+            columns[name] = per_value(column, PER_VALUE[name], _SCHEMA.field(name).type)
+            select.append(f'"{name}"')
+        elif name in TIMES:
+            columns[name] = column
+            select += _time_sql(name, column.type, utc)
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                params |= {"not_yet": sorted(NOT_YET), "offset": WITH_OFFSET} | ({"clock": _CLOCK} if utc else {})
+        else:
+            if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+                    or pa.types.is_integer(column.type)):
+                raise NotColumnWise(name)  # str() of a float or a timestamp: as Python spells it
+            columns[name] = column
+            select.append(f"nullif(trim(CAST(\"{name}\" AS VARCHAR), $ws), '') AS \"{name}\"")
+    columns["_row"] = pa.array(range(cells.num_rows), type=pa.int64())
+    view = f"jobs_cells_{uuid.uuid4().hex}"
+    con.register(view, pa.table(columns))
+    try:
+        table = con.sql(f"SELECT {', '.join(select)}, _row FROM {view}", params=params).to_arrow_table()
+    finally:
+        con.unregister(view)
+    for name in TIMES:
+        if f"{name}_odd" in table.column_names:
+            table = _odd_times(table, name, zone)
+    return _checked(con, _jobs(table, default_cluster))
+
+
+def per_value(column: pa.ChunkedArray, parse: Callable[[Any], Any], kind: pa.DataType) -> pa.Array:
+    """`parse` of each cell, called once per distinct value; BadValue as `parse`."""
+    try:
+        encoded = column.combine_chunks().dictionary_encode()
+    except (pa.ArrowException, NotImplementedError):
+        raise NotColumnWise("no distinct values to take") from None
+    if column.null_count:
+        parse(None)  # raises where the row reader would
+    mapped = pa.array([parse(value) for value in encoded.dictionary.to_pylist()], type=kind)
+    return mapped.take(encoded.indices)
+
+
+def _pairs(labels: dict[str, str] | None) -> list[tuple[str, str]] | None:
+    return None if labels is None else list(labels.items())
+
+
+def _time_sql(name: str, kind: pa.DataType, utc: bool) -> list[str]:
+    """`name` as naive UTC where SQL reads it as Python would, and `<name>_odd`, the cells left
+    to Python (parse_time)."""
+    column = f'"{name}"'
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        text = f"trim({column}, $ws)"
+        unset = f"({text} = '' OR list_contains($not_yet, lower({text})))"
+        fast = (f"CASE WHEN regexp_full_match({text}, $offset) THEN try_cast({text} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' "
+                + (f"WHEN regexp_full_match({text}, $clock) THEN try_cast({text} AS TIMESTAMP) " if utc else "")
+                + "END")
+        return [f"CASE WHEN NOT {unset} THEN {fast} END AS {column}",
+                f"CASE WHEN {column} IS NOT NULL AND NOT {unset} AND ({fast}) IS NULL THEN {column} END AS \"{name}_odd\""]
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return [f"timezone('UTC', {column}) AS {column}"]
+    if (pa.types.is_timestamp(kind) or pa.types.is_date(kind)) and utc:
+        return [f"CAST({column} AS TIMESTAMP) AS {column}"]
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):  # naive, in the source's zone: Python's rules
+        return [f"CAST(NULL AS TIMESTAMP) AS {column}", f"{column} AS \"{name}_odd\""]
+    raise NotColumnWise(name)
+
+
+def _odd_times(table: pa.Table, name: str, zone: ZoneInfo) -> pa.Table:
+    import pyarrow.compute as pc
+
+    odd = table.column(f"{name}_odd")
+    table = table.drop_columns([f"{name}_odd"])
+    if odd.null_count == len(odd):
+        return table
+    parsed = per_value(odd, lambda value: parse_time(value, zone), pa.timestamp("us"))
+    merged = pc.if_else(pc.is_null(odd), table.column(name), parsed)
+    return table.set_column(table.column_names.index(name), name, merged)
+
+
+def _jobs(table: pa.Table, default_cluster: str | None) -> pa.Table:
+    """The columns of `jobs` in order, with what the row reader fills in."""
+    import pyarrow.compute as pc
+
+    rows = table.num_rows
+
+    def column(name: str) -> Any:
+        return table.column(name) if name in table.column_names else pa.nulls(rows, _SCHEMA.field(name).type)
+
+    job_id, end = column("job_id"), column("end_time")
+    if job_id.null_count or column("start_time").null_count:
+        raise NotColumnWise("a row without a job id or a start")
+    values = {
+        "scheduler": pa.array(["file"] * rows, pa.string()) if rows else pa.nulls(0, pa.string()),
+        "cluster": pc.coalesce(column("cluster"), pa.scalar(default_cluster, pa.string())),
+        "run_id": pc.coalesce(column("run_id"), job_id),
+        "state": pc.coalesce(column("state"), pc.if_else(pc.is_null(end), pa.scalar("RUNNING"),
+                                                         pa.scalar(None, pa.string()))),
+    }
+    arrays = [values[name] if name in values else column(name) for name in JOB_COLUMN_NAMES]
+    jobs = pa.Table.from_arrays([pa.chunked_array(a) if isinstance(a, pa.Array) else a for a in arrays],
+                                schema=_SCHEMA)
+    return jobs.append_column("_row", table.column("_row"))
+
+
+def _checked(con: duckdb.DuckDBPyConnection, jobs: pa.Table) -> pa.Table:
+    """`jobs`, unless a row ends before it starts (an error, or clock skew said by row) or a job
+    is listed twice (said with both rows): the row reader says those."""
+    view = f"jobs_read_{uuid.uuid4().hex}"
+    con.register(view, jobs)
+    try:
+        [(skewed, twice)] = con.execute(
+            f"SELECT count(*) FILTER (WHERE end_time < start_time), count(*) - count(DISTINCT (cluster, job_id, "
+            f"start_time)) FROM {view}").fetchall()
+    finally:
+        con.unregister(view)
+    if skewed or twice:
+        raise NotColumnWise("clock skew or a job listed twice")
+    return jobs
