@@ -30,8 +30,8 @@ WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u
               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 TIMES = ("start_time", "end_time", "submit_time")
 # ISO 8601 as both datetime.fromisoformat and DuckDB's casts read it alike; other forms are parsed in Python
-_CLOCK = r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
-WITH_OFFSET = rf"{_CLOCK}(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+CLOCK = r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+WITH_OFFSET = rf"{CLOCK}(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
 _SCHEMA = jobs_schema()
 # column → its parser, for the columns whose values repeat: parsed once per distinct value
 PER_VALUE: dict[str, Callable[[Any], Any]] = {
@@ -93,7 +93,7 @@ def _rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, defau
             columns[name] = column
             select += _time_sql(name, column.type, utc)
             if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                params |= {"not_yet": sorted(NOT_YET), "offset": WITH_OFFSET} | ({"clock": _CLOCK} if utc else {})
+                params |= {"not_yet": sorted(NOT_YET), "offset": WITH_OFFSET} | ({"clock": CLOCK} if utc else {})
         else:
             if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
                     or pa.types.is_integer(column.type)):
@@ -140,7 +140,8 @@ def _time_sql(name: str, kind: pa.DataType, utc: bool) -> list[str]:
                 + (f"WHEN regexp_full_match({text}, $clock) THEN try_cast({text} AS TIMESTAMP) " if utc else "")
                 + "END")
         return [f"CASE WHEN NOT {unset} THEN {fast} END AS {column}",
-                f"CASE WHEN {column} IS NOT NULL AND NOT {unset} AND ({fast}) IS NULL THEN {column} END AS \"{name}_odd\""]
+                f"CASE WHEN {column} IS NOT NULL AND NOT {unset} AND ({fast}) IS NULL THEN {column} END "
+                f"AS \"{name}_odd\""]
     if pa.types.is_timestamp(kind) and kind.tz is not None:
         return [f"timezone('UTC', {column}) AS {column}"]
     if (pa.types.is_timestamp(kind) or pa.types.is_date(kind)) and utc:

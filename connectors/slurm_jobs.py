@@ -27,13 +27,15 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import duckdb
+import pyarrow as pa
 from pydantic import Field, model_validator
 
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, jobs_relation, source_files
-from connectors.sacct_files import file_attempts, said_skewed, said_stale_running
-from connectors.slurm_records import SACCT_FORMAT, Attempt, BadRecord, json_attempts, rows_of
+from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
+from connectors.sacct_files import file_attempts
+from connectors.slurm_attempts import attempts_table, said_skewed, said_stale_running, slurm_jobs
+from connectors.slurm_records import SACCT_FORMAT, BadRecord, json_attempts
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
@@ -68,38 +70,34 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
     feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
-        # passed on, not held here: rows_of lets each attempt go once its row is made
-        rows = rows_of(self._from_files() if self.config.path else self._from_slurmrestd(now), self.config.run_labels)
-        return [SnapshotPart("jobs", jobs_relation(con, rows))]
+        attempts = self._from_files(con) if self.config.path else self._from_slurmrestd(con, now)
+        return [SnapshotPart("jobs", con.from_arrow(slurm_jobs(con, attempts, self.config.run_labels)))]
 
     # ---- files ----------------------------------------------------------------------------
 
-    def _from_files(self) -> list[Attempt]:
+    def _from_files(self, con: duckdb.DuckDBPyConnection) -> pa.Table:
         zone = ZoneInfo(self.config.timezone)
         root = Path(self.config.path or "").expanduser()
-        attempts: list[Attempt] = []
         files = source_files(self.config.path or "", f"{self.config_path}.path")
-        skipped = 0
-        listed: list[tuple[Path, list[Attempt]]] = []
-        for path in files:
+        tables = []
+        for number, path in enumerate(files):
             try:
-                read = file_attempts(path, zone, self.config.cluster, in_directory=root.is_dir())
+                read = file_attempts(con, path, number, zone, self.config.cluster, in_directory=root.is_dir())
             except BadRecord as exc:
                 raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
                                                                              f"--parsable2 --format={SACCT_FORMAT}") from None
-            skipped += read is None
-            attempts += read or []
-            if read:
-                listed.append((path, read))
-        if skipped == len(files):
+            if read is not None:
+                tables.append(read)
+        if not tables:
             raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),
                               hint=f"point {self.config_path}.path at the files sacct --json or --parsable2 writes")
-        said_stale_running(listed)
+        attempts = pa.concat_tables(tables)
+        said_stale_running(con, attempts, files)
         return attempts
 
     # ---- slurmrestd -----------------------------------------------------------------------
 
-    def _from_slurmrestd(self, now: datetime) -> list[Attempt]:
+    def _from_slurmrestd(self, con: duckdb.DuckDBPyConnection, now: datetime) -> pa.Table:
         c = self.config
         base = (c.url or "").rstrip("/")
         headers = self._headers()
@@ -113,10 +111,11 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                         hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}")
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
         try:
-            return said_skewed(url, list(json_attempts(data, c.cluster)))
+            attempts = list(json_attempts(data, c.cluster))
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
+        return said_skewed(con, url, attempts_table(attempts))
 
     def _headers(self) -> dict[str, str]:
         c = self.config

@@ -1,5 +1,7 @@
 """Slurm accounting records → rows of `jobs`: pure functions over what sacct and slurmrestd
-print, shared by the file and HTTP paths of connectors/slurm_jobs.py.
+print, shared by the file and HTTP paths of connectors/slurm_jobs.py (sacct --parsable2 files
+are read column-wise by connectors/sacct_columns.py, with these functions once per distinct value;
+connectors/slurm_attempts.py makes the rows).
 
 - A job allocation is one row; its steps (`123.batch`, `123.extern`, `123.0`) are not jobs
   and are skipped: the allocation held the GPUs whatever its steps used.
@@ -16,18 +18,17 @@ print, shared by the file and HTTP paths of connectors/slurm_jobs.py.
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import lru_cache
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction, normal_state
+from connectors.jobs_base import from_epoch, mig_fraction, normal_state
 from service.core.units import naive_utc
 
 # The --format list README documents; REQUIRED are the columns a parsable2 file must have.
@@ -128,47 +129,21 @@ class Attempt:
         self.user, self.account, self.partition = _shared(user), _shared(account), _shared(partition)
         self.qos, self.name = _shared(qos), _shared(name)
         self.comment, self.wckey = _shared((comment or "").strip()), _shared((wckey or "").lstrip("*"))
-        self.record_id = f"{cluster or ''}/{raw_id}@{int(submit.timestamp()) if submit else 0}"
-
-    def row(self, restarts: int, run_labels: Iterable[str], job_comment: str) -> dict[str, Any]:
-        """`job_comment`: the comment of the job this is an attempt of (`rows_of`)."""
-        comment = self.comment or job_comment
-        labels = {**comment_labels(comment), **({"wckey": self.wckey} if self.wckey else {}),
-                  **({"comment": comment} if comment else {})}
-        return job_row(record_id=self.record_id, job_id=self.job_id, scheduler="slurm", cluster=self.cluster,
-                       run_id=labelled_run(labels, run_labels) or self.submitted_as, state=self.state,
-                       submit_time=self.submit, start_time=self.start, end_time=self.end, gpus=self.gpus,
-                       nodes=list(self.nodes) if self.nodes else None, user=self.user, account=self.account, partition=self.partition,
-                       qos=self.qos, name=self.name, labels=labels or None, restarts=restarts)
+        # the epoch of the naive UTC submit time, whatever the machine's zone
+        epoch = int(submit.replace(tzinfo=timezone.utc).timestamp()) if submit else 0
+        self.record_id = f"{cluster or ''}/{raw_id}@{epoch}"
 
 
-def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> Iterator[dict[str, Any]]:
-    """One row per record id (a later attempt record of the same id replaces an earlier one
-    unless only the earlier has ended); restarts counted per job in submit order. A generator:
-    the caller turns rows into Arrow a batch at a time."""
-    unique: dict[str, Attempt] = {}
-    for attempt in attempts:
-        held = unique.get(attempt.record_id)
-        if held is None or attempt.end is not None or held.end is None:
-            unique[attempt.record_id] = attempt
-    del attempts  # the caller holds no other reference: each attempt goes once its row is made
-    ordered = sorted(unique.values(), key=lambda a: (a.cluster or "", a.raw_id, a.submit or datetime.min),
-                     reverse=True)
-    del unique
-    run_labels = tuple(run_labels)
+def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
+    """The `jobs` rows of `attempts` (connectors/slurm_attempts.py makes them, in DuckDB), as
+    dicts, for a caller without a connection."""
+    import duckdb
 
-    def drained() -> Iterator[Attempt]:
-        while ordered:
-            yield ordered.pop()
+    from connectors.slurm_attempts import attempts_table, slurm_jobs
 
-    for _, group in itertools.groupby(drained(), key=lambda a: (a.cluster, a.raw_id)):
-        attempts_of_job = list(group)
-        # the job's comment from its latest attempt that shows one: Slurm 22.05 stores the
-        # comment when an attempt ends, so the running attempt of a requeued job shows none, yet
-        # it is the same job, submitted with the same comment (and the same run)
-        comment = next((a.comment for a in reversed(attempts_of_job) if a.comment), "")
-        for restarts, attempt in enumerate(attempts_of_job):
-            yield attempt.row(restarts, run_labels, comment)
+    with duckdb.connect() as con:
+        rows = slurm_jobs(con, attempts_table(list(attempts)), run_labels).to_pylist()
+    return [row | {"labels": dict(row["labels"]) if row["labels"] is not None else None} for row in rows]
 
 
 # ---- sacct --parsable2 -----------------------------------------------------------------------
@@ -200,7 +175,7 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
 
 
-def _time(text: str, zone: ZoneInfo, column: str) -> datetime | None:
+def parse_sacct_time(text: str, zone: ZoneInfo, column: str) -> datetime | None:
     text = text.strip()
     if text in NO_TIME:
         return None
@@ -229,8 +204,9 @@ def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str 
         raise BadRecord(f"NodeList: {exc}") from None
     return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
                    cluster=_text(row.get("Cluster")) or default_cluster, state=state,
-                   submit=_time(row["Submit"], zone, "Submit"), start=_time(row["Start"], zone, "Start"),
-                   end=_time(row["End"], zone, "End"), elapsed=slurm_duration(row.get("Elapsed")),
+                   submit=parse_sacct_time(row["Submit"], zone, "Submit"),
+                   start=parse_sacct_time(row["Start"], zone, "Start"),
+                   end=parse_sacct_time(row["End"], zone, "End"), elapsed=slurm_duration(row.get("Elapsed")),
                    gpus=alloc_tres_gpus(row["AllocTRES"]), nodes=nodes, user=_text(row.get("User")),
                    account=_text(row.get("Account")), partition=_text(row.get("Partition")),
                    qos=_text(row.get("QOS")), name=_text(row.get("JobName")), wckey=row.get("WCKey"),
