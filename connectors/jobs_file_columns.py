@@ -113,13 +113,14 @@ def _rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, defau
     return _checked(con, _jobs(table, default_cluster))
 
 
-def per_value(column: pa.ChunkedArray, parse: Callable[[Any], Any], kind: pa.DataType) -> pa.Array:
-    """`parse` of each cell, called once per distinct value; BadValue as `parse`."""
+def per_value(column: pa.ChunkedArray, parse: Callable[[Any], Any], kind: pa.DataType, nulls: bool = True) -> pa.Array:
+    """`parse` of each cell, called once per distinct value; BadValue as `parse`. `nulls`:
+    cells without a value are parsed too (else they stay without one)."""
     try:
         encoded = column.combine_chunks().dictionary_encode()
     except (pa.ArrowException, NotImplementedError):
         raise NotColumnWise("no distinct values to take") from None
-    if column.null_count:
+    if nulls and column.null_count:
         parse(None)  # raises where the row reader would
     mapped = pa.array([parse(value) for value in encoded.dictionary.to_pylist()], type=kind)
     return mapped.take(encoded.indices)
@@ -158,7 +159,7 @@ def _odd_times(table: pa.Table, name: str, zone: ZoneInfo) -> pa.Table:
     table = table.drop_columns([f"{name}_odd"])
     if odd.null_count == len(odd):
         return table
-    parsed = per_value(odd, lambda value: parse_time(value, zone), pa.timestamp("us"))
+    parsed = per_value(odd, lambda value: parse_time(value, zone), pa.timestamp("us"), nulls=False)
     merged = pc.if_else(pc.is_null(odd), table.column(name), parsed)
     return table.set_column(table.column_names.index(name), name, merged)
 

@@ -142,7 +142,8 @@ def _attempts(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, d
     for ours in TIMES.values():
         odd = table.column(f"{ours}_odd")
         if odd.null_count < len(odd):
-            parsed = per_value(odd, lambda value, name=ours: parse_sacct_time(value, zone, name), pa.timestamp("us"))
+            parsed = per_value(odd, lambda value, name=ours: parse_sacct_time(value, zone, name), pa.timestamp("us"),
+                               nulls=False)
             table = table.set_column(table.column_names.index(ours), ours,
                                      pc.if_else(pc.is_null(odd), table.column(ours), parsed))
         table = table.drop_columns([f"{ours}_odd"])
@@ -170,7 +171,8 @@ def _elapsed(table: pa.Table) -> pa.Table:
     table = table.drop_columns(["elapsed"])
     if not pc.any(need).as_py():
         return table
-    seconds = per_value(pc.if_else(need, elapsed, pa.scalar(None, pa.string())), slurm_duration, pa.float64())
+    seconds = per_value(pc.if_else(need, elapsed, pa.scalar(None, pa.string())), slurm_duration, pa.float64(),
+                        nulls=False)
     took = pc.cast(pc.round(pc.multiply(seconds, 1_000_000)), pa.int64()).cast(pa.duration("us"))
     ended = pc.if_else(pc.and_(need, pc.is_valid(seconds)), pc.add(table.column("start_time"), took),
                        table.column("end_time"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,14 +58,14 @@ def test_a_csv_job_table_lands_in_jobs(tmp_path):
     rows = jobs(tmp_path, "record_id, job_id, run_id, scheduler, cluster, state, start_time, end_time, gpus, nodes, "
                           "instance_ids, user, team, project, experiment, job_type, labels, source, snapshot_date")
     assert rows == [
-        ("default-pool/103#0", "103", "103", "file", "default-pool", "CANCELLED", datetime(2026, 11, 30, 9, 15),
+        ("default-pool/103@2026-11-30T09:15:00", "103", "103", "file", "default-pool", "CANCELLED", datetime(2026, 11, 30, 9, 15),
          datetime(2026, 11, 30, 9, 45), 0.5, None, ["i-0bbb", "i-0ccc"], None, None, None, None, "debug", None,
          "trace", "2026-12-01"),
-        ("p5/101#0", "101", "llama-70b", "file", "p5", "COMPLETED", datetime(2026, 11, 30, 10),
+        ("p5/101@2026-11-30T10:00:00", "101", "llama-70b", "file", "p5", "COMPLETED", datetime(2026, 11, 30, 10),
          datetime(2026, 11, 30, 12, 30), 16.0, ["p5-001", "p5-002"], None, "ana", "pretrain", "llama", "70b-r1",
          "pretrain", {"wandb": "abc", "seed": "7"}, "trace", "2026-12-01"),
         # +01:00 becomes UTC; an empty end_time is a job still running
-        ("p5/102#0", "102", "102", "file", "p5", "RUNNING", datetime(2026, 11, 30, 10), None, 8.0, ["p5-010"],
+        ("p5/102@2026-11-30T10:00:00", "102", "102", "file", "p5", "RUNNING", datetime(2026, 11, 30, 10), None, 8.0, ["p5-010"],
          ["i-0aaa"], "bo", None, None, None, "eval", None, "trace", "2026-12-01"),
     ]
 
@@ -76,8 +77,8 @@ def test_times_without_an_offset_are_in_the_configured_zone_and_attempts_get_the
         b"7,2026-11-30T11:05:00,2026-11-30T13:00:00,8,COMPLETED\n"))
     assert run(tmp_path, tmp_path / "jobs.csv.gz", timezone="Europe/Paris").error is None
     assert jobs(tmp_path, "record_id, start_time, end_time, state") == [
-        ("/7#0", datetime(2026, 11, 30, 9), datetime(2026, 11, 30, 10), "REQUEUED"),
-        ("/7#1", datetime(2026, 11, 30, 10, 5), datetime(2026, 11, 30, 12), "COMPLETED")]
+        ("/7@2026-11-30T09:00:00", datetime(2026, 11, 30, 9), datetime(2026, 11, 30, 10), "REQUEUED"),
+        ("/7@2026-11-30T10:05:00", datetime(2026, 11, 30, 10, 5), datetime(2026, 11, 30, 12), "COMPLETED")]
 
 
 def test_a_public_trace_schema_maps_through_columns(tmp_path):
@@ -306,7 +307,8 @@ def test_a_job_in_two_exports_whose_windows_overlap_counts_once_the_ended_row_wi
     (folder / "2026-12-02.csv").write_text(header + "1,2026-11-30T06:00:00Z,,8\n")  # still running: kept once
     assert run(tmp_path, folder).error is None
     assert jobs(tmp_path, "record_id, end_time") == [
-        ("/1#0", datetime(2026, 11, 30, 5)), ("/1#1", None), ("/2#0", datetime(2026, 11, 30, 2))]
+        ("/1@2026-11-30T00:00:00", datetime(2026, 11, 30, 5)), ("/1@2026-11-30T06:00:00", None),
+        ("/2@2026-11-30T01:00:00", datetime(2026, 11, 30, 2))]
 
 
 def test_a_row_ending_minutes_before_it_starts_is_clock_skew_held_no_gpu_time(tmp_path, caplog):
@@ -356,3 +358,63 @@ def test_inventory_run_twice_with_a_naive_now_takes_it_as_utc(tmp_path):
     assert run(tmp_path, tmp_path / "jobs.csv").error is None
     again = run(tmp_path, tmp_path / "jobs.csv")
     assert again.error is None and again.data_through == NOW.replace(tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("day_one, day_two", [(("a", "b"), ("b",)), (("b",), ("a", "b"))],
+                         ids=["an-old-export-deleted", "an-export-with-an-earlier-attempt-added"])
+def test_an_attempt_keeps_its_record_id_when_the_files_read_change_between_days(tmp_path, day_one, day_two):
+    """Readers keep each record from the newest snapshot holding it (service/attribution): an id
+    numbering a job's attempts among the files read that day moved the 10:05 attempt from #1
+    to #0, and it counted twice (the 09:00 attempt not at all)."""
+    from service.attribution import RunsQuery, runs
+
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    exports = {"a": "7,2026-11-30T09:00:00Z,2026-11-30T10:00:00Z,8,r\n",  # the first attempt, requeued
+               "b": "7,2026-11-30T10:05:00Z,2026-11-30T12:00:00Z,8,r\n"}
+    data = {"lake": str(tmp_path / "lake"), "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(folder)}],
+            "attribution": {"clusters": {}}}
+    for day, names in ((NOW, day_one), (NOW + timedelta(days=1), day_two)):
+        for path in folder.iterdir():
+            path.unlink()
+        for name in names:
+            (folder / f"{name}.csv").write_text("job_id,start_time,end_time,gpus,run_id\n" + exports[name])
+        assert run_inventory(parse_config(data), now=day)[0].error is None
+    [row] = runs(Lake(tmp_path / "lake"), parse_config(data),
+                 RunsQuery.parse(since="2026-11-30", until="2026-12-01")).rows
+    assert (row.run, row.jobs, row.gpu_hours) == ("r", 2, Decimal("23.333333"))  # 8 GPUs, 1 h + 1 h 55 min
+
+
+MIXED_CSV = (
+    "job_id,start_time,end_time,gpus,nodes,instance_ids,cluster,state,run_id,user,labels,restarts,submit_time\n"
+    " 201 ,2026-11-30T10:00:00.250Z, 2026-11-30T13:00:00+02:00 ,8, p5-[001-002] , i-1 ; i-2 ,\u00a0p5\u3000,"
+    "timeout,run-a,\u2028ana ,\"{\"\"k\"\": 1}\",2,2026-11-30\n"
+    "202,2026-11-30 09:00,Unknown,0.5,,,,,,,,,\n"
+    "203,2026-11-30T08:00:00,2026-11-30T09:00:00,1e0,p5-003,,p5,Succeeded,,bo,,0,2026-11-30T07:59:59.999999\n"
+    "201,2026-11-30T12:00:00Z,NaT,8,p5-001,,p5,,,,,,\n")
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata"])
+def test_the_column_wise_reader_gives_the_rows_of_the_row_reader(tmp_path, monkeypatch, zone):
+    """Files are read column-wise (connectors/jobs_file_columns.py), and row by row only when
+    that reader cannot take a file: both give the same rows, to the microsecond and character."""
+    import connectors.jobs_file as jobs_file
+
+    path = tmp_path / "jobs.csv"
+    path.write_text(MIXED_CSV, encoding="utf-8")
+    read_row_wise = []
+    row_wise = jobs_file.JobsFileConnector._row_wise
+    monkeypatch.setattr(jobs_file.JobsFileConnector, "_row_wise",
+                        lambda self, path, *args: read_row_wise.append(path) or row_wise(self, path, *args))
+    assert run(tmp_path, path, timezone=zone).error is None
+    column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
+    assert read_row_wise == [] and len(column_wise) == 4
+    monkeypatch.setattr(jobs_file, "column_rows", lambda *args: None)
+    assert run(tmp_path / "again", path, timezone=zone).error is None
+    assert jobs(tmp_path / "again", "* EXCLUDE (snapshot_date)") == column_wise and read_row_wise == [path]
+
+
+def test_sql_trims_the_whitespace_python_strips():
+    from connectors.jobs_file_columns import WHITESPACE
+
+    assert WHITESPACE == "".join(c for c in map(chr, range(0x110000)) if c.isspace())

@@ -368,3 +368,37 @@ def test_a_job_running_in_an_old_file_that_later_files_never_list_is_said(tmp_pa
         "1 job(s) running in a file and absent from files whose records reach 24 hours or more later (their end is "
         "unknown, so they hold their GPUs until a file shows it); the first, job 30 in "
         f"{folder / '2026-12-01.txt'}: export with a --starttime reaching back to their start"]
+
+
+MIXED_PARSABLE2 = (
+    "JobID|JobIDRaw|JobName|Cluster|Partition|Account|User|QOS|WCKey|Comment|State|Submit|Start|End|Elapsed|NodeList|"
+    "AllocTRES\n"
+    "50|50| train\u00a0| |gpu|proj|ana|normal|*run-x| run=r1 job_type=sft |REQUEUED|2026-12-01T00:00:00|"
+    "2026-12-01T00:00:05|2026-12-01T01:00:00|01:00:00|p5-[001-002]|billing=16,gres/gpu:h100=16,gres/gpu=16\n"
+    "50.batch|50.batch|batch||||||||COMPLETED|2026-12-01T00:00:05|2026-12-01T00:00:05|2026-12-01T01:00:00|"
+    "01:00:00|p5-001|cpu=1\n"
+    "50|50|train|c2|gpu|proj|ana|normal|run-x||RUNNING|2026-12-01T01:00:01|2026-12-01T01:01:00|Unknown|00:10:00|"
+    "p5-003|gres/gpu:1g.10gb=7\n"
+    "7_3|9|sweep|c2|gpu||bo|normal|||COMPLETED|2026-12-01T02:00:00|2026-12-01T02:00:00|Unknown|1-00:00:00|"
+    "None assigned|gres/gpu=1\n"
+    "60+1|61|het|c2|gpu||bo|normal||{\"run\": \"h\"}|CANCELLED by 0|2026-12-01T03:00:00.5|2026-12-01T03:00:01|"
+    "2026-12-01T02:59:00|00:00:00|p5-004|gres/gpu=2\n")
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_the_column_wise_reader_gives_the_rows_of_the_line_reader(tmp_path, monkeypatch, zone):
+    """sacct --parsable2 files are read column-wise (connectors/sacct_columns.py), and line by
+    line only when that reader cannot take a file: both give the same rows."""
+    import connectors.sacct_files as sacct_files
+
+    path = tmp_path / "sacct.txt"
+    path.write_text(MIXED_PARSABLE2, encoding="utf-8")
+    line_reads = []
+    line_reader = sacct_files.parsable_attempts
+    monkeypatch.setattr(sacct_files, "parsable_attempts", lambda *args: line_reads.append(1) or line_reader(*args))
+    assert run(tmp_path, path=str(path), cluster="p5", timezone=zone).error is None
+    column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
+    assert line_reads == [] and len(column_wise) == 4
+    monkeypatch.setattr(sacct_files, "parsable_table", lambda *args: None)
+    assert run(tmp_path / "again", path=str(path), cluster="p5", timezone=zone).error is None
+    assert jobs(tmp_path / "again", "* EXCLUDE (snapshot_date)") == column_wise and line_reads == [1]
