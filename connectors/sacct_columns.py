@@ -22,9 +22,8 @@ import pyarrow as pa
 from connectors.hostlist import hosts
 from connectors.jobs_base import normal_state
 from connectors.jobs_file_columns import CLOCK, WHITESPACE, WITH_OFFSET, NotColumnWise, per_value
-from connectors.slurm_attempts import ATTEMPTS
-from connectors.slurm_records import (ENDED, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus, parse_sacct_time,
-                                      slurm_duration)
+from connectors.slurm_records import (ATTEMPTS, ENDED, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
+                                      parse_sacct_time, slurm_duration)
 
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")
 TIMES = {"Submit": "submit_time", "Start": "start_time", "End": "end_time"}
@@ -64,7 +63,7 @@ class _Tail:
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
                    default_cluster: str | None, file: int) -> pa.Table | None:
     """The allocations (steps left out) of the parsable2 file open as `raw` whose header line is
-    `header`, as connectors/slurm_attempts.py's table; None when the row reader must read it."""
+    `header`, as connectors/slurm_records.py's ATTEMPTS; None when the row reader must read it."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
         return None
     cells = _cells(raw, gzipped, header, [name for name in (*REQUIRED, *OPTIONAL) if name in header])

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from connectors.jobs_base import empty_file, job_file
 from connectors.sacct_columns import parsable_table
-from connectors.slurm_attempts import ATTEMPTS, attempts_table, said_skewed
-from connectors.slurm_records import Attempt, BadRecord, json_attempts, parsable_attempts
+from connectors.slurm_records import ATTEMPTS, Attempt, BadRecord, attempts_table, json_attempts, parsable_attempts
+from connectors.slurm_warnings import said_skewed
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ CUT_HINT = "re-run when the job writing it has finished (write to a temporary na
 
 def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone: ZoneInfo, cluster: str | None,
                   in_directory: bool) -> pa.Table | None:
-    """The attempts of one sacct file (connectors/slurm_attempts.py's table, `_file` = `number`);
+    """The attempts of one sacct file (connectors/slurm_records.py's ATTEMPTS, `_file` = `number`);
     None when it is not sacct output and sits in a directory (a README, an editor's backup).
     BadRecord names the line; DataError the file. A parsable2 file is read column-wise, and
     again line by line when that reader cannot take it (which names what is wrong)."""

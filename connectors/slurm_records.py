@@ -1,7 +1,7 @@
 """Slurm accounting records → rows of `jobs`: pure functions over what sacct and slurmrestd
 print, shared by the file and HTTP paths of connectors/slurm_jobs.py (sacct --parsable2 files
 are read column-wise by connectors/sacct_columns.py, with these functions once per distinct value;
-connectors/slurm_attempts.py makes the rows).
+`slurm_jobs` makes the rows in DuckDB from the attempts' table).
 
 - A job allocation is one row; its steps (`123.batch`, `123.extern`, `123.0`) are not jobs
   and are skipped: the allocation held the GPUs whatever its steps used.
@@ -27,8 +27,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import duckdb
+import pyarrow as pa
+
 from connectors.hostlist import hosts
-from connectors.jobs_base import from_epoch, mig_fraction, normal_state
+from connectors.jobs_base import from_epoch, jobs_schema, labelled_run, mig_fraction, normal_state
 from service.core.units import naive_utc
 
 # The --format list README documents; REQUIRED are the columns a parsable2 file must have.
@@ -134,13 +137,66 @@ class Attempt:
         self.record_id = f"{cluster or ''}/{raw_id}@{epoch}"
 
 
+# ---- attempts as a table, and the rows of `jobs` -----------------------------------------
+
+_TEXT, _TIME = pa.string(), pa.timestamp("us")
+ATTEMPTS = pa.schema([
+    ("record_id", _TEXT), ("raw_id", _TEXT), ("job_id", _TEXT), ("submitted_as", _TEXT), ("cluster", _TEXT),
+    ("state", _TEXT), ("submit_time", _TIME), ("start_time", _TIME), ("end_time", _TIME), ("skewed_end", _TIME),
+    ("gpus", pa.float64()), ("nodes", pa.list_(_TEXT)), ("user", _TEXT), ("account", _TEXT), ("partition", _TEXT),
+    ("qos", _TEXT), ("name", _TEXT), ("comment", _TEXT), ("wckey", _TEXT),  # comment, wckey: '' when none
+    ("_file", pa.int32()), ("_row", pa.int64())])
+
+
+def attempts_table(attempts: list[Attempt], file: int = 0) -> pa.Table:
+    """`attempts` (read one at a time) as the table, in their order."""
+    fields = {"submit_time": "submit", "start_time": "start", "end_time": "end"}
+    columns = {name: [getattr(a, fields.get(name, name)) for a in attempts] for name in ATTEMPTS.names[:-2]}
+    columns["nodes"] = [list(nodes) if nodes else None for nodes in columns["nodes"]]
+    columns["_file"] = [file] * len(attempts)
+    columns["_row"] = list(range(len(attempts)))
+    return pa.table(columns, schema=ATTEMPTS)
+
+
+def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: pa.Table, run_labels: Iterable[str]) -> pa.Table:
+    """`jobs` rows: one per record id (the last read that has ended, else the last read: files
+    in name order), restarts counted per job in submit order, a job's comment from its latest
+    attempt showing one (Slurm 22.05 stores the comment when an attempt ends, so the running
+    attempt of a requeued job shows none, yet it is the same job and run); ordered by cluster,
+    job and submit time."""
+    import pyarrow.compute as pc
+
+    finished = con.from_arrow(attempts).query("t", (
+        "SELECT *, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
+        "last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, raw_id ORDER BY submit_time "
+        "NULLS FIRST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '') AS job_comment "
+        "FROM (SELECT * FROM t QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY end_time IS NOT NULL "
+        "DESC, _file DESC, _row DESC) = 1) AS kept "
+        "WINDOW job AS (PARTITION BY cluster, raw_id ORDER BY submit_time NULLS FIRST) "
+        "ORDER BY coalesce(cluster, ''), raw_id, submit_time NULLS FIRST")).to_arrow_table()
+    run_labels = tuple(run_labels)
+    keys = pc.binary_join_element_wise(finished.column("job_comment"), finished.column("wckey"), "\x00")
+    encoded = keys.combine_chunks().dictionary_encode() if len(keys) else pa.array([], _TEXT).dictionary_encode()
+    labels, runs = [], []
+    for key in encoded.dictionary.to_pylist():
+        comment, wckey = key.split("\x00")
+        found = {**comment_labels(comment), **({"wckey": wckey} if wckey else {}),
+                 **({"comment": comment} if comment else {})}
+        labels.append(list(found.items()) or None)
+        runs.append(labelled_run(found, run_labels))
+    schema = jobs_schema()
+    run = pc.coalesce(pa.array(runs, _TEXT).take(encoded.indices),
+                      pc.if_else(pc.equal(finished.column("submitted_as"), ""), pa.scalar(None, _TEXT),
+                                 finished.column("submitted_as")),
+                      finished.column("job_id"))
+    values = {"run_id": run, "scheduler": pa.array(["slurm"] * finished.num_rows, _TEXT),
+              "labels": pa.array(labels, schema.field("labels").type).take(encoded.indices)}
+    return pa.table({name: values[name] if name in values else finished.column(name) if name in finished.column_names
+                     else pa.nulls(finished.num_rows, schema.field(name).type) for name in schema.names}).cast(schema)
+
+
 def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
-    """The `jobs` rows of `attempts` (connectors/slurm_attempts.py makes them, in DuckDB), as
-    dicts, for a caller without a connection."""
-    import duckdb
-
-    from connectors.slurm_attempts import attempts_table, slurm_jobs
-
+    """`slurm_jobs` of `attempts` as dicts, for a caller without a connection."""
     with duckdb.connect() as con:
         rows = slurm_jobs(con, attempts_table(list(attempts)), run_labels).to_pylist()
     return [row | {"labels": dict(row["labels"]) if row["labels"] is not None else None} for row in rows]

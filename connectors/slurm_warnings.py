@@ -1,0 +1,56 @@
+"""What is said of Slurm allocation records read from files or slurmrestd, in bulk over their
+table (connectors/slurm_records.py `ATTEMPTS`): clock skew per file, and jobs running in an
+old file that later files never list.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+STALE = timedelta(hours=24)  # a running job absent from files this much newer has ended unseen
+
+
+def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: pa.Table) -> pa.Table:
+    """`attempts`, after one line for those that end before they start."""
+    [(count, job, end, start)] = con.from_arrow(attempts).query("t", (
+        "SELECT count(skewed_end), arg_min(job_id, _row) FILTER (WHERE skewed_end IS NOT NULL), "
+        "arg_min(skewed_end, _row) FILTER (WHERE skewed_end IS NOT NULL), "
+        "arg_min(start_time, _row) FILTER (WHERE skewed_end IS NOT NULL) FROM t")).fetchall()
+    if count:
+        log.warning("%s: %d record(s) end before they start (clock skew?), counted as holding no GPU time; "
+                    "the first, job %s: End %s, Start %s", where, count, job, end.isoformat(),
+                    start.isoformat() if start else None)
+    return attempts
+
+
+def said_stale_running(con: duckdb.DuckDBPyConnection, attempts: pa.Table, files: list[Path]) -> None:
+    """One line for jobs running in a file that files whose records reach a day or more later do
+    not list at all: sacct lists a running job in every window, so the later files' windows
+    began after the job ended, and nothing says when. Such a job holds its GPUs until a file
+    shows its end (read as running: no guess at an end). `_file` indexes `files`."""
+    [(count, job, file)] = con.from_arrow(attempts).query("t", (
+        # each file's newest time; a record's newest file listing it, or a file showing its end
+        "WITH listed AS (SELECT _file, max(greatest(coalesce(submit_time, start_time, end_time), "
+        "coalesce(start_time, submit_time, end_time), coalesce(end_time, start_time, submit_time))) AS newest "
+        "FROM t GROUP BY _file), "
+        "running AS (SELECT record_id FROM t GROUP BY record_id "
+        "HAVING bool_or(end_time IS NULL AND start_time IS NOT NULL)), "
+        "seen AS (SELECT record_id, bool_or(end_time IS NOT NULL) AS ended, max(newest) AS newest FROM t "
+        "JOIN listed USING (_file) WHERE record_id IN (SELECT record_id FROM running) GROUP BY record_id), "
+        "stale AS (SELECT t.* FROM t JOIN seen USING (record_id) WHERE t.end_time IS NULL AND NOT seen.ended "
+        "AND seen.newest <= (SELECT max(newest) FROM listed) - INTERVAL 24 HOUR "
+        "AND (SELECT count(*) FROM listed) >= 2) "
+        "SELECT count(DISTINCT record_id), arg_min(job_id, (_file, _row)), arg_min(_file, (_file, _row)) FROM stale"
+    )).fetchall()
+    if count:
+        log.warning("%d job(s) running in a file and absent from files whose records reach %d hours or more later "
+                    "(their end is unknown, so they hold their GPUs until a file shows it); the first, job %s in %s: "
+                    "export with a --starttime reaching back to their start", count,
+                    STALE.total_seconds() // 3600, job, files[file])
