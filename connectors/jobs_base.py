@@ -8,6 +8,7 @@ a source leaves out (run_id defaults to job_id) and refuses a column the table l
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -105,7 +106,9 @@ def mig_fraction(resource: str) -> float | None:
     return slices / (4 if (slices, memory) in A30_PROFILES else 7)
 
 
+@functools.lru_cache(maxsize=4096)
 def _label_key(label: str) -> str:
+    """A label key compared as its letters and digits (a million jobs repeat a few keys: cached)."""
     return re.sub(r"[-._/\s]", "", label.lower())
 
 

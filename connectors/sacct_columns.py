@@ -21,7 +21,8 @@ import pyarrow as pa
 
 from connectors.hostlist import hosts
 from connectors.jobs_base import normal_state
-from connectors.jobs_file_columns import CLOCK, WHITESPACE, WITH_OFFSET, NotColumnWise, per_value
+from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotColumnWise, odd_times, per_value,
+                                         strip_sql, time_sql)
 from connectors.slurm_records import (ATTEMPTS, ENDED, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
                                       parse_sacct_time, slurm_duration)
 
@@ -99,8 +100,6 @@ def _cells(raw: IO[bytes], gzipped: bool, header: list[str], wanted: list[str]) 
 
 def _attempts(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, default_cluster: str | None,
               file: int) -> pa.Table:
-    import pyarrow.compute as pc
-
     def state(text: str) -> str:
         found = normal_state(text)
         if found is None:
@@ -114,39 +113,37 @@ def _attempts(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, d
                                     pa.list_(pa.string()))
     columns["_row"] = pa.array(range(cells.num_rows), pa.int64())
 
-    def text(name: str) -> str:
-        return f"nullif(trim(\"{name}\", $ws), '')" if name in cells.column_names else "CAST(NULL AS VARCHAR)"
+    present = set(cells.column_names)
 
-    times = []
+    def text(name: str) -> str:  # a text column sacct may leave out, stripped; NULL when empty
+        return f"nullif({strip_sql(quoted(name))}, '')" if name in present else "CAST(NULL AS VARCHAR)"
+
+    stripped = ['"JobIDRaw"', '"JobID"', '"State"', '"AllocTRES"', '"NodeList"',
+                *(f'{strip_sql(quoted(name))} AS {quoted(name)}' for name in TIMES),
+                *(f"{text(name)} AS {quoted(name)}" for name in ("Cluster", "User", "Account", "Partition", "QOS",
+                                                                  "JobName")),
+                "ltrim(\"WCKey\", '*') AS \"WCKey\"" if "WCKey" in present else "'' AS \"WCKey\"",
+                f"{strip_sql(quoted('Comment'))} AS \"Comment\"" if "Comment" in present else "'' AS \"Comment\"",
+                '"Elapsed"' if "Elapsed" in present else 'CAST(NULL AS VARCHAR) AS "Elapsed"', "_row"]
+    utc = zone.key == "UTC"
+    times = [part for name in TIMES for part in time_sql(name, f"list_contains($no_time, {quoted(name)})", utc)]
+    params = {**STRIP_PARAMS, **TIME_PARAMS, "no_time": sorted(NO_TIME), "cluster": default_cluster,
+              **({"clock": CLOCK} if utc else {})}
+    table = _query(con, pa.table(columns), (
+        f'SELECT {strip_sql(quoted("JobIDRaw"))} AS raw_id, {strip_sql(quoted("JobID"))} AS job_id, '
+        'coalesce("Cluster", $cluster) AS cluster, "State" AS state, "AllocTRES" AS gpus, "NodeList" AS nodes, '
+        + ", ".join(times) + ', "User" AS "user", "Account" AS account, "Partition" AS "partition", "QOS" AS qos, '
+        '"JobName" AS name, "WCKey" AS wckey, "Comment" AS comment, "Elapsed" AS elapsed, _row FROM (SELECT '
+        + ", ".join(stripped) + " FROM {}) AS t"), params)
+    del columns
     for name, ours in TIMES.items():
-        value = f"trim(\"{name}\", $ws)"
-        fast = (f"CASE WHEN regexp_full_match({value}, $offset) THEN try_cast({value} AS TIMESTAMPTZ) AT TIME ZONE "
-                "'UTC' " + (f"WHEN regexp_full_match({value}, $clock) THEN try_cast({value} AS TIMESTAMP) "
-                            if zone.key == "UTC" else "") + "END")
-        unset = f"list_contains($no_time, {value})"
-        times += [f"CASE WHEN NOT {unset} THEN {fast} END AS {ours}",
-                  f"CASE WHEN NOT {unset} AND ({fast}) IS NULL THEN \"{name}\" END AS {ours}_odd"]
-    params = {"ws": WHITESPACE, "offset": WITH_OFFSET, "no_time": sorted(NO_TIME), "cluster": default_cluster}
-    if zone.key == "UTC":
-        params["clock"] = CLOCK
-    sql = ("SELECT trim(JobIDRaw, $ws) AS raw_id, trim(JobID, $ws) AS job_id, coalesce(" + text("Cluster")
-           + ", $cluster) AS cluster, State AS state, AllocTRES AS gpus, NodeList AS nodes, " + ", ".join(times) + ", "
-           + ", ".join(f"{text(name)} AS {ours}" for name, ours in (("User", '"user"'), ("Account", "account"),
-                                                                      ("Partition", "partition"), ("QOS", "qos"),
-                                                                      ("JobName", "name")))
-           + ", " + ("ltrim(WCKey, '*')" if "WCKey" in cells.column_names else "''") + " AS wckey, "
-           + ("trim(Comment, $ws)" if "Comment" in cells.column_names else "''") + " AS comment, "
-           + ("Elapsed" if "Elapsed" in cells.column_names else "CAST(NULL AS VARCHAR)") + " AS elapsed, _row FROM {}")
-    table = _query(con, pa.table(columns), sql, params)
-    for ours in TIMES.values():
-        odd = table.column(f"{ours}_odd")
-        if odd.null_count < len(odd):
-            parsed = per_value(odd, lambda value, name=ours: parse_sacct_time(value, zone, name), pa.timestamp("us"),
-                               nulls=False)
-            table = table.set_column(table.column_names.index(ours), ours,
-                                     pc.if_else(pc.is_null(odd), table.column(ours), parsed))
-        table = table.drop_columns([f"{ours}_odd"])
+        table = odd_times(table, name, lambda value, name=name: parse_sacct_time(value, zone, name))
+        table = table.rename_columns([ours if column == name else column for column in table.column_names])
     return _finished(con, _elapsed(table), file)
+
+
+def quoted(name: str) -> str:
+    return f'"{name}"'
 
 
 def _query(con: duckdb.DuckDBPyConnection, table: pa.Table, sql: str, params: dict[str, Any]) -> pa.Table:
