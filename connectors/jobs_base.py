@@ -13,6 +13,7 @@ import itertools
 import logging
 import os
 import re
+import uuid
 import zoneinfo
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -165,6 +166,33 @@ def jobs_relation(con: duckdb.DuckDBPyConnection,
                   rows: Iterable[dict[str, Any]] | Iterable[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
     """`jobs_arrow(rows)` as a relation on `con`."""
     return con.from_arrow(jobs_arrow(rows))
+
+
+def stored(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None, **tables: pa.Table) -> str:
+    """The answer to `sql` (naming each of `tables` by its keyword in braces: `FROM {cells}`)
+    kept in a temporary table of `con`, whose name it returns: DuckDB holds it within its memory
+    limit, spilling beyond, where Arrow tables of a million job records would add to it."""
+    views = {key: f"{key}_{uuid.uuid4().hex}" for key in tables}
+    name = f"jobs_{uuid.uuid4().hex}"
+    for key, table in tables.items():
+        con.register(views[key], table)
+    try:
+        con.execute(f"CREATE TEMP TABLE {name} AS {sql.format(**views)}", params or {}).fetchall()
+    finally:
+        for view in views.values():
+            con.unregister(view)
+    return name
+
+
+def with_values(con: duckdb.DuckDBPyConnection, table: str, sql: str, values: pa.Table) -> None:
+    """Run the statement `sql` on `table` (`{table}`) with `values` (a small Arrow table: a
+    column's distinct values and what they parse to) as `{values}`."""
+    view = f"values_{uuid.uuid4().hex}"
+    con.register(view, values)
+    try:
+        con.execute(sql.format(table=table, values=view)).fetchall()
+    finally:
+        con.unregister(view)
 
 
 def from_epoch(seconds: float | None) -> datetime | None:

@@ -12,7 +12,7 @@ short, a state, node list or time that does not parse.
 from __future__ import annotations
 
 import gzip
-import uuid
+from collections.abc import Callable
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
@@ -20,10 +20,10 @@ import duckdb
 import pyarrow as pa
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import normal_state
-from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotColumnWise, odd_times, per_value,
-                                         strip_sql, time_sql)
-from connectors.slurm_records import (ATTEMPTS, ENDED, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
+from connectors.jobs_base import normal_state, stored, with_values
+from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotColumnWise, per_value, strip_sql,
+                                         time_sql)
+from connectors.slurm_records import (ENDED, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
                                       parse_sacct_time, slurm_duration)
 
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")
@@ -62,18 +62,26 @@ class _Tail:
 
 
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
-                   default_cluster: str | None, file: int) -> pa.Table | None:
+                   default_cluster: str | None, file: int) -> str | None:
     """The allocations (steps left out) of the parsable2 file open as `raw` whose header line is
-    `header`, as connectors/slurm_records.py's ATTEMPTS; None when the row reader must read it."""
+    `header`: the name of a temporary table of `con` with connectors/slurm_records.py's ATTEMPTS;
+    None when the row reader must read it."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
         return None
-    cells = _cells(raw, gzipped, header, [name for name in (*REQUIRED, *OPTIONAL) if name in header])
-    if cells is None:
-        return None
+    read = None
     try:
-        return _attempts(con, cells, zone, default_cluster, file)
+        read = _stored(con, raw, gzipped, header, zone, default_cluster)
+        if read is None:
+            return None
+        for name in TIMES:
+            _odd_times(con, read, name, lambda value, name=name: parse_sacct_time(value, zone, name))
+        _elapsed(con, read)
+        return _finished(con, read, file)
     except (NotColumnWise, BadRecord, ValueError):
         return None
+    finally:
+        if read is not None:
+            con.execute(f"DROP TABLE IF EXISTS {read}").fetchall()
 
 
 def _cells(raw: IO[bytes], gzipped: bool, header: list[str], wanted: list[str]) -> pa.Table | None:
@@ -98,8 +106,15 @@ def _cells(raw: IO[bytes], gzipped: bool, header: list[str], wanted: list[str]) 
     return cells.filter(pc.invert(pc.match_substring(cells.column("JobIDRaw"), ".")))  # steps are not jobs
 
 
-def _attempts(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, default_cluster: str | None,
-              file: int) -> pa.Table:
+def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
+            default_cluster: str | None) -> str | None:
+    """The file's cells stored (in a temporary table) with texts stripped, times parsed where
+    SQL reads them as Python would (`<column>_odd`: the rest), and what a month repeats (State,
+    AllocTRES, NodeList) parsed once per distinct value."""
+    cells = _cells(raw, gzipped, header, [name for name in (*REQUIRED, *OPTIONAL) if name in header])
+    if cells is None:
+        return None
+
     def state(text: str) -> str:
         found = normal_state(text)
         if found is None:
@@ -112,8 +127,8 @@ def _attempts(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, d
     columns["NodeList"] = per_value(cells.column("NodeList"), lambda text: list(hosts(text)) or None,
                                     pa.list_(pa.string()))
     columns["_row"] = pa.array(range(cells.num_rows), pa.int64())
-
     present = set(cells.column_names)
+    del cells
 
     def text(name: str) -> str:  # a text column sacct may leave out, stripped; NULL when empty
         return f"nullif({strip_sql(quoted(name))}, '')" if name in present else "CAST(NULL AS VARCHAR)"
@@ -129,59 +144,50 @@ def _attempts(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, d
     times = [part for name in TIMES for part in time_sql(name, f"list_contains($no_time, {quoted(name)})", utc)]
     params = {**STRIP_PARAMS, **TIME_PARAMS, "no_time": sorted(NO_TIME), "cluster": default_cluster,
               **({"clock": CLOCK} if utc else {})}
-    table = _query(con, pa.table(columns), (
+    return stored(con, (
         f'SELECT {strip_sql(quoted("JobIDRaw"))} AS raw_id, {strip_sql(quoted("JobID"))} AS job_id, '
         'coalesce("Cluster", $cluster) AS cluster, "State" AS state, "AllocTRES" AS gpus, "NodeList" AS nodes, '
         + ", ".join(times) + ', "User" AS "user", "Account" AS account, "Partition" AS "partition", "QOS" AS qos, '
         '"JobName" AS name, "WCKey" AS wckey, "Comment" AS comment, "Elapsed" AS elapsed, _row FROM (SELECT '
-        + ", ".join(stripped) + " FROM {}) AS t"), params)
-    del columns
-    for name, ours in TIMES.items():
-        table = odd_times(table, name, lambda value, name=name: parse_sacct_time(value, zone, name))
-        table = table.rename_columns([ours if column == name else column for column in table.column_names])
-    return _finished(con, _elapsed(table), file)
+        + ", ".join(stripped) + " FROM {cells}) AS t"), params, cells=pa.table(columns))
 
 
 def quoted(name: str) -> str:
     return f'"{name}"'
 
 
-def _query(con: duckdb.DuckDBPyConnection, table: pa.Table, sql: str, params: dict[str, Any]) -> pa.Table:
-    """`sql` (its table `{}`) over `table`, with bound `params`, answered whole."""
-    view = f"sacct_cells_{uuid.uuid4().hex}"
-    con.register(view, table)
-    try:
-        return con.sql(sql.format(view), params=params).to_arrow_table()
-    finally:
-        con.unregister(view)
+def _odd_times(con: duckdb.DuckDBPyConnection, table: str, name: str, parse: Callable[[Any], Any]) -> None:
+    """The `<name>_odd` texts of `table` parsed in Python, once per distinct text, into `name`."""
+    odd = [text for (text,) in con.sql(f'SELECT DISTINCT "{name}_odd" FROM {table} '
+                                       f'WHERE "{name}_odd" IS NOT NULL').fetchall()]
+    if odd:
+        values = pa.table({"text": pa.array(odd, pa.string()),
+                           "time": pa.array([parse(text) for text in odd], pa.timestamp("us"))})
+        with_values(con, table, f'UPDATE {{table}} SET "{name}" = v.time FROM {{values}} AS v '
+                                f'WHERE {{table}}."{name}_odd" = v.text', values)
 
 
-def _elapsed(table: pa.Table) -> pa.Table:
+def _elapsed(con: duckdb.DuckDBPyConnection, table: str) -> None:
     """An ended job without an End ends its Elapsed after its Start (sacct leaves End unset
     for some): parsed once per distinct Elapsed of such rows."""
-    import pyarrow.compute as pc
-
-    need = pc.and_(pc.and_(pc.is_null(table.column("end_time")), pc.is_valid(table.column("start_time"))),
-                   pc.is_in(table.column("state"), pa.array(sorted(ENDED))))
-    elapsed = table.column("elapsed")
-    table = table.drop_columns(["elapsed"])
-    if not pc.any(need).as_py():
-        return table
-    seconds = per_value(pc.if_else(need, elapsed, pa.scalar(None, pa.string())), slurm_duration, pa.float64(),
-                        nulls=False)
-    took = pc.cast(pc.round(pc.multiply(seconds, 1_000_000)), pa.int64()).cast(pa.duration("us"))
-    ended = pc.if_else(pc.and_(need, pc.is_valid(seconds)), pc.add(table.column("start_time"), took),
-                       table.column("end_time"))
-    return table.set_column(table.column_names.index("end_time"), "end_time", ended)
+    wanting = f'"End" IS NULL AND "Start" IS NOT NULL AND state IN ({", ".join(map(repr, sorted(ENDED)))})'
+    texts = [text for (text,) in con.sql(f"SELECT DISTINCT elapsed FROM {table} WHERE {wanting} "
+                                         "AND elapsed IS NOT NULL").fetchall()]
+    seconds = [slurm_duration(text) for text in texts]
+    if any(second is not None for second in seconds):
+        values = pa.table({"text": pa.array(texts, pa.string()), "seconds": pa.array(seconds, pa.float64())})
+        with_values(con, table, f'UPDATE {{table}} SET "End" = "Start" + to_microseconds(CAST(round(v.seconds '
+                                f'* 1000000) AS BIGINT)) FROM {{values}} AS v WHERE {{table}}.elapsed = v.text '
+                                f'AND v.seconds IS NOT NULL AND {{table}}.{wanting}', values)
 
 
-def _finished(con: duckdb.DuckDBPyConnection, table: pa.Table, file: int) -> pa.Table:
-    """The record id, the job as submitted (`7` of array task `7_1`, of het component `10+1`),
-    an End before the Start kept as `skewed_end` (the job then holds no GPU time)."""
-    return _query(con, table, (
-        "SELECT coalesce(cluster, '') || '/' || raw_id || '@' || coalesce(CAST(epoch_us(submit_time) // 1000000 "
+def _finished(con: duckdb.DuckDBPyConnection, table: str, file: int) -> str:
+    """ATTEMPTS: the record id, the job as submitted (`7` of array task `7_1`, of het component
+    `10+1`), an End before the Start kept as `skewed_end` (the job then holds no GPU time)."""
+    return stored(con, (
+        "SELECT coalesce(cluster, '') || '/' || raw_id || '@' || coalesce(CAST(epoch_us(\"Submit\") // 1000000 "
         "AS VARCHAR), '0') AS record_id, raw_id, job_id, CASE WHEN contains(job_id, '_') OR contains(job_id, '+') "
-        "THEN regexp_extract(job_id, '^[^_+]*') ELSE job_id END AS submitted_as, cluster, state, submit_time, "
-        "start_time, CASE WHEN end_time < start_time THEN start_time ELSE end_time END AS end_time, "
-        "CASE WHEN end_time < start_time THEN end_time END AS skewed_end, gpus, nodes, \"user\", account, partition, "
-        "qos, name, comment, wckey, CAST($file AS INTEGER) AS _file, _row FROM {}"), {"file": file}).cast(ATTEMPTS)
+        "THEN regexp_extract(job_id, '^[^_+]*') ELSE job_id END AS submitted_as, cluster, state, "
+        "\"Submit\" AS submit_time, \"Start\" AS start_time, CASE WHEN \"End\" < \"Start\" THEN \"Start\" ELSE \"End\" "
+        "END AS end_time, CASE WHEN \"End\" < \"Start\" THEN \"End\" END AS skewed_end, gpus, nodes, \"user\", "
+        f"account, \"partition\", qos, name, comment, wckey, CAST({int(file)} AS INTEGER) AS _file, _row FROM {table}"))

@@ -16,11 +16,10 @@ from typing import IO, Any
 from zoneinfo import ZoneInfo
 
 import duckdb
-import pyarrow as pa
 
-from connectors.jobs_base import empty_file, job_file
+from connectors.jobs_base import empty_file, job_file, stored
 from connectors.sacct_columns import parsable_table
-from connectors.slurm_records import ATTEMPTS, Attempt, BadRecord, attempts_table, json_attempts, parsable_attempts
+from connectors.slurm_records import ATTEMPTS, Attempt, BadRecord, json_attempts, parsable_attempts, stored_attempts
 from connectors.slurm_warnings import said_skewed
 
 log = logging.getLogger(__name__)
@@ -30,8 +29,9 @@ CUT_HINT = "re-run when the job writing it has finished (write to a temporary na
 
 
 def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone: ZoneInfo, cluster: str | None,
-                  in_directory: bool) -> pa.Table | None:
-    """The attempts of one sacct file (connectors/slurm_records.py's ATTEMPTS, `_file` = `number`);
+                  in_directory: bool) -> str | None:
+    """The attempts of one sacct file: the name of a temporary table of `con` with
+    connectors/slurm_records.py's ATTEMPTS, `_file` = `number`;
     None when it is not sacct output and sits in a directory (a README, an editor's backup).
     BadRecord names the line; DataError the file. A parsable2 file is read column-wise, and
     again line by line when that reader cannot take it (which names what is wrong)."""
@@ -45,10 +45,10 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         first = head[-1].lstrip() if head else ""
         if not first:
             empty_file(path, sum(map(len, head)))
-            return ATTEMPTS.empty_table()
+            return stored(con, "SELECT * FROM {empty}", empty=ATTEMPTS.empty_table())
         if first[0] in "{[" or first.startswith("null"):
             attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster)
-            return said_skewed(con, path, attempts_table(attempts, number))
+            return said_skewed(con, path, stored_attempts(con, attempts, number))
         if "|" not in first and in_directory:
             log.warning("%s: not sacct output (neither JSON nor a '|'-separated header): skipped", path)
             return None
@@ -58,8 +58,8 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         if table is None:
             raw.seek(0)
             lines = _lines(path, _unzipped(raw))
-            table = attempts_table(list(parsable_attempts(_ended(lines), zone, cluster)), number)
-    if not table.num_rows:
+            table = stored_attempts(con, list(parsable_attempts(_ended(lines), zone, cluster)), number)
+    if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
         log.info("%s: a sacct --parsable2 file without job allocations", path)
     return said_skewed(con, path, table)
 

@@ -27,14 +27,13 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import duckdb
-import pyarrow as pa
 from pydantic import Field, model_validator
 
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
 from connectors.sacct_files import file_attempts
-from connectors.slurm_records import SACCT_FORMAT, BadRecord, attempts_table, json_attempts, slurm_jobs
+from connectors.slurm_records import SACCT_FORMAT, BadRecord, json_attempts, slurm_jobs, stored_attempts
 from connectors.slurm_warnings import said_skewed, said_stale_running
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
@@ -71,11 +70,12 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         attempts = self._from_files(con) if self.config.path else self._from_slurmrestd(con, now)
-        return [SnapshotPart("jobs", con.from_arrow(slurm_jobs(con, attempts, self.config.run_labels)))]
+        return [SnapshotPart("jobs", slurm_jobs(con, attempts, self.config.run_labels))]
 
     # ---- files ----------------------------------------------------------------------------
 
-    def _from_files(self, con: duckdb.DuckDBPyConnection) -> pa.Table:
+    def _from_files(self, con: duckdb.DuckDBPyConnection) -> str:
+        """SQL over the files' attempts (temporary tables of `con`)."""
         zone = ZoneInfo(self.config.timezone)
         root = Path(self.config.path or "").expanduser()
         files = source_files(self.config.path or "", f"{self.config_path}.path")
@@ -91,13 +91,13 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         if not tables:
             raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),
                               hint=f"point {self.config_path}.path at the files sacct --json or --parsable2 writes")
-        attempts = pa.concat_tables(tables)
+        attempts = " UNION ALL ".join(f"SELECT * FROM {table}" for table in tables)
         said_stale_running(con, attempts, files)
         return attempts
 
     # ---- slurmrestd -----------------------------------------------------------------------
 
-    def _from_slurmrestd(self, con: duckdb.DuckDBPyConnection, now: datetime) -> pa.Table:
+    def _from_slurmrestd(self, con: duckdb.DuckDBPyConnection, now: datetime) -> str:
         c = self.config
         base = (c.url or "").rstrip("/")
         headers = self._headers()
@@ -115,7 +115,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
-        return said_skewed(con, url, attempts_table(attempts))
+        return f"SELECT * FROM {said_skewed(con, url, stored_attempts(con, attempts))}"
 
     def _headers(self) -> dict[str, str]:
         c = self.config

@@ -31,7 +31,8 @@ import duckdb
 import pyarrow as pa
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import from_epoch, jobs_schema, labelled_run, mig_fraction, normal_state
+from connectors.jobs_base import (JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction, normal_state,
+                                  stored)
 from service.core.units import naive_utc
 
 # The --format list README documents; REQUIRED are the columns a parsable2 file must have.
@@ -158,47 +159,52 @@ def attempts_table(attempts: list[Attempt], file: int = 0) -> pa.Table:
     return pa.table(columns, schema=ATTEMPTS)
 
 
-def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: pa.Table, run_labels: Iterable[str]) -> pa.Table:
-    """`jobs` rows: one per record id (the last read that has ended, else the last read: files
-    in name order), restarts counted per job in submit order, a job's comment from its latest
-    attempt showing one (Slurm 22.05 stores the comment when an attempt ends, so the running
-    attempt of a requeued job shows none, yet it is the same job and run); ordered by cluster,
-    job and submit time."""
-    import pyarrow.compute as pc
+def stored_attempts(con: duckdb.DuckDBPyConnection, attempts: list[Attempt], file: int = 0) -> str:
+    """`attempts` (read one at a time) in a temporary table of `con` (its name), in their order."""
+    return stored(con, "SELECT * FROM {attempts}", attempts=attempts_table(attempts, file))
 
-    finished = con.from_arrow(attempts).query("t", (
+
+def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterable[str]) -> duckdb.DuckDBPyRelation:
+    """`jobs` rows of `attempts` (SQL over ATTEMPTS tables): one per record id (the last read
+    that has ended, else the last read: files in name order), restarts counted per job in submit
+    order, a job's comment from its latest attempt showing one (Slurm 22.05 stores the comment
+    when an attempt ends, so the running attempt of a requeued job shows none, yet it is the same
+    job and run); labels and run once per distinct comment and wckey."""
+    kept = stored(con, (
         "SELECT *, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
         "last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, raw_id ORDER BY submit_time "
         "NULLS FIRST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '') AS job_comment "
-        "FROM (SELECT * FROM t QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY end_time IS NOT NULL "
-        "DESC, _file DESC, _row DESC) = 1) AS kept "
-        "WINDOW job AS (PARTITION BY cluster, raw_id ORDER BY submit_time NULLS FIRST) "
-        "ORDER BY coalesce(cluster, ''), raw_id, submit_time NULLS FIRST")).to_arrow_table()
+        f"FROM (SELECT * FROM ({attempts}) AS read QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY "
+        "end_time IS NOT NULL DESC, _file DESC, _row DESC) = 1) AS kept "
+        "WINDOW job AS (PARTITION BY cluster, raw_id ORDER BY submit_time NULLS FIRST)"))
     run_labels = tuple(run_labels)
-    keys = pc.binary_join_element_wise(finished.column("job_comment"), finished.column("wckey"), "\x00")
-    encoded = keys.combine_chunks().dictionary_encode() if len(keys) else pa.array([], _TEXT).dictionary_encode()
-    labels, runs = [], []
-    for key in encoded.dictionary.to_pylist():
-        comment, wckey = key.split("\x00")
+    comments, wckeys, labels, runs = [], [], [], []
+    for comment, wckey in con.sql(f"SELECT DISTINCT job_comment, wckey FROM {kept}").fetchall():
         found = {**comment_labels(comment), **({"wckey": wckey} if wckey else {}),
                  **({"comment": comment} if comment else {})}
+        comments.append(comment)
+        wckeys.append(wckey)
         labels.append(list(found.items()) or None)
         runs.append(labelled_run(found, run_labels))
     schema = jobs_schema()
-    run = pc.coalesce(pa.array(runs, _TEXT).take(encoded.indices),
-                      pc.if_else(pc.equal(finished.column("submitted_as"), ""), pa.scalar(None, _TEXT),
-                                 finished.column("submitted_as")),
-                      finished.column("job_id"))
-    values = {"run_id": run, "scheduler": pa.array(["slurm"] * finished.num_rows, _TEXT),
-              "labels": pa.array(labels, schema.field("labels").type).take(encoded.indices)}
-    return pa.table({name: values[name] if name in values else finished.column(name) if name in finished.column_names
-                     else pa.nulls(finished.num_rows, schema.field(name).type) for name in schema.names}).cast(schema)
+    said = stored(con, "SELECT * FROM {said}", said=pa.table({
+        "comment": pa.array(comments, pa.string()), "wckey": pa.array(wckeys, pa.string()),
+        "labels": pa.array(labels, schema.field("labels").type), "run": pa.array(runs, pa.string())}))
+    values = {"run_id": "coalesce(s.run, nullif(k.submitted_as, ''), k.job_id)", "scheduler": "'slurm'",
+              "labels": "s.labels"}
+    columns = {"record_id", "job_id", "cluster", "state", "submit_time", "start_time", "end_time", "gpus", "nodes",
+               "user", "account", "partition", "qos", "name", "restarts"}
+    return con.sql("SELECT " + ", ".join(
+        f'CAST({values.get(name, f"k.{quoted}" if name in columns else "NULL")} AS {kind}) AS {quoted}'
+        for name, kind, quoted in ((name, kind, f'"{name}"') for name, kind in JOB_COLUMNS)) + f" FROM {kept} AS k "
+        f"LEFT JOIN {said} AS s ON k.job_comment = s.comment AND k.wckey = s.wckey")
 
 
 def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
     """`slurm_jobs` of `attempts` as dicts, for a caller without a connection."""
     with duckdb.connect() as con:
-        rows = slurm_jobs(con, attempts_table(list(attempts)), run_labels).to_pylist()
+        rows = slurm_jobs(con, f"SELECT * FROM {stored_attempts(con, list(attempts))}", run_labels).order(
+            "record_id").to_arrow_table().to_pylist()
     return [row | {"labels": dict(row["labels"]) if row["labels"] is not None else None} for row in rows]
 
 

@@ -10,16 +10,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
 STALE = timedelta(hours=24)  # a running job absent from files this much newer has ended unseen
 
 
-def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: pa.Table) -> pa.Table:
-    """`attempts`, after one line for those that end before they start."""
-    [(count, job, end, start)] = con.from_arrow(attempts).query("t", (
+def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:
+    """`attempts` (a table's name), after one line for those that end before they start."""
+    [(count, job, end, start)] = con.sql((f"WITH t AS (SELECT * FROM {attempts}) "
         "SELECT count(skewed_end), arg_min(job_id, _row) FILTER (WHERE skewed_end IS NOT NULL), "
         "arg_min(skewed_end, _row) FILTER (WHERE skewed_end IS NOT NULL), "
         "arg_min(start_time, _row) FILTER (WHERE skewed_end IS NOT NULL) FROM t")).fetchall()
@@ -30,14 +29,15 @@ def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: pa.
     return attempts
 
 
-def said_stale_running(con: duckdb.DuckDBPyConnection, attempts: pa.Table, files: list[Path]) -> None:
+def said_stale_running(con: duckdb.DuckDBPyConnection, attempts: str, files: list[Path]) -> None:
     """One line for jobs running in a file that files whose records reach a day or more later do
     not list at all: sacct lists a running job in every window, so the later files' windows
     began after the job ended, and nothing says when. Such a job holds its GPUs until a file
-    shows its end (read as running: no guess at an end). `_file` indexes `files`."""
-    [(count, job, file)] = con.from_arrow(attempts).query("t", (
+    shows its end (read as running: no guess at an end). `attempts`: SQL over ATTEMPTS tables,
+    whose `_file` indexes `files`."""
+    [(count, job, file)] = con.sql((f"WITH t AS ({attempts}), "
         # each file's newest time; a record's newest file listing it, or a file showing its end
-        "WITH listed AS (SELECT _file, max(greatest(coalesce(submit_time, start_time, end_time), "
+        "listed AS (SELECT _file, max(greatest(coalesce(submit_time, start_time, end_time), "
         "coalesce(start_time, submit_time, end_time), coalesce(end_time, start_time, submit_time))) AS newest "
         "FROM t GROUP BY _file), "
         "running AS (SELECT record_id FROM t GROUP BY record_id "
