@@ -168,16 +168,19 @@ def jobs_relation(con: duckdb.DuckDBPyConnection,
     return con.from_arrow(jobs_arrow(rows))
 
 
-def stored(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None, **tables: pa.Table) -> str:
+def stored(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None, into: str | None = None,
+           **tables: pa.Table) -> str:
     """The answer to `sql` (naming each of `tables` by its keyword in braces: `FROM {cells}`)
-    kept in a temporary table of `con`, whose name it returns: DuckDB holds it within its memory
-    limit, spilling beyond, where Arrow tables of a million job records would add to it."""
+    kept in a temporary table of `con`, whose name it returns (`into`: added to that table): DuckDB
+    holds it within its memory limit, spilling beyond, where Arrow tables of a million job
+    records would add to it."""
     views = {key: f"{key}_{uuid.uuid4().hex}" for key in tables}
-    name = f"jobs_{uuid.uuid4().hex}"
+    name = into or f"jobs_{uuid.uuid4().hex}"
     for key, table in tables.items():
         con.register(views[key], table)
     try:
-        con.execute(f"CREATE TEMP TABLE {name} AS {sql.format(**views)}", params or {}).fetchall()
+        statement = f"INSERT INTO {name} " if into else f"CREATE TEMP TABLE {name} AS "
+        con.execute(statement + sql.format(**views), params or {}).fetchall()
     finally:
         for view in views.values():
             con.unregister(view)

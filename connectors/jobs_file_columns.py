@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
@@ -171,17 +171,55 @@ def odd_times(table: pa.Table, name: str, parse: Callable[[Any], Any]) -> pa.Tab
     return table.set_column(table.column_names.index(name), name, merged)
 
 
-def per_value(column: pa.ChunkedArray, parse: Callable[[Any], Any], kind: pa.DataType, nulls: bool = True) -> pa.Array:
-    """`parse` of each cell, called once per distinct value; BadValue as `parse`. `nulls`:
-    cells without a value are parsed too (else they stay without one)."""
+def per_value(column: pa.ChunkedArray | pa.Array, parse: Callable[[Any], Any], kind: pa.DataType, nulls: bool = True,
+              memo: dict[Any, Any] | None = None) -> pa.Array:
+    """`parse` of each cell, called once per distinct value (`memo`: values parsed before, in
+    other blocks of the file); BadValue as `parse`. `nulls`: cells without a value are parsed
+    too (else they stay without one)."""
     try:
-        encoded = column.combine_chunks().dictionary_encode()
+        whole = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        encoded = whole.dictionary_encode()
     except (pa.ArrowException, NotImplementedError):
         raise NotColumnWise("no distinct values to take") from None
     if nulls and column.null_count:
         parse(None)  # raises where the row reader would
-    mapped = pa.array([parse(value) for value in encoded.dictionary.to_pylist()], type=kind)
-    return mapped.take(encoded.indices)
+    values = encoded.dictionary.to_pylist()
+    if memo is None:
+        parsed = [parse(value) for value in values]
+    else:
+        parsed = [memo[value] if value in memo else memo.setdefault(value, parse(value)) for value in values]
+    return pa.array(parsed, type=kind).take(encoded.indices)
+
+
+BLOCK_BYTES = 16 << 20  # of CSV text parsed at a time: a file's cells are never all in Arrow at once
+
+
+def csv_blocks(stream: IO[bytes], header: list[str], wanted: dict[str, int], parse_options: Any) -> Iterator[pa.Table]:
+    """The cells of `wanted` (our name → its index in `header`, as the row reader read the
+    header) as text, a block of rows at a time, the header row checked and left out;
+    NotColumnWise when pyarrow reads the file otherwise."""
+    import pyarrow.csv as pcsv
+
+    names = [f"f{index}" for index in range(len(header))]
+    try:
+        reader = pcsv.open_csv(
+            stream, read_options=pcsv.ReadOptions(autogenerate_column_names=True, block_size=BLOCK_BYTES),
+            parse_options=parse_options, convert_options=pcsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()), include_columns=[names[i] for i in wanted.values()],
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+        first = True
+        for batch in reader:
+            cells = pa.table({ours: batch.column(names[index]) for ours, index in wanted.items()})
+            if first:  # the header, as the row reader read it
+                if not cells.num_rows or [cells.column(ours)[0].as_py() for ours in wanted] != [
+                        header[index] for index in wanted.values()]:
+                    raise NotColumnWise("another header")
+                cells, first = cells.slice(1), False
+            yield cells
+        if first:
+            raise NotColumnWise("no header")
+    except (pa.ArrowException, OSError, EOFError, ValueError) as exc:  # the row reader says what is wrong
+        raise NotColumnWise(str(exc)) from None
 
 
 def _pairs(labels: dict[str, str] | None) -> list[tuple[str, str]] | None:

@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from connectors.hostlist import hosts
 from connectors.jobs_base import normal_state, stored, with_values
-from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotColumnWise, per_value, strip_sql,
-                                         time_sql)
+from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotColumnWise, csv_blocks, per_value,
+                                         strip_sql, time_sql)
 from connectors.slurm_records import (ENDED, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
                                       parse_sacct_time, slurm_duration)
 
@@ -84,52 +84,53 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
             con.execute(f"DROP TABLE IF EXISTS {read}").fetchall()
 
 
-def _cells(raw: IO[bytes], gzipped: bool, header: list[str], wanted: list[str]) -> pa.Table | None:
+def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
+            default_cluster: str | None) -> str | None:
+    """The file's allocations stored (in a temporary table) a block at a time: texts stripped,
+    times parsed where SQL reads them as Python would (`<column>_odd`: the rest), and what a
+    month repeats (State, AllocTRES, NodeList) parsed once per distinct value."""
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
-    names = [f"f{index}" for index in range(len(header))]
+    wanted = {name: header.index(name) for name in (*REQUIRED, *OPTIONAL) if name in header}
     stream = _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw)
+    options = pcsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False, double_quote=False)
+    sql, params = _block_sql(set(wanted), zone, default_cluster)
+    memos: dict[str, dict[Any, Any]] = {"State": {}, "AllocTRES": {}, "NodeList": {}}
+    table, rows = None, 0
     try:
-        table = pcsv.read_csv(
-            stream, read_options=pcsv.ReadOptions(autogenerate_column_names=True),  # the header is row 0
-            parse_options=pcsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False, double_quote=False),
-            convert_options=pcsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()),
-                include_columns=[names[header.index(name)] for name in wanted], strings_can_be_null=False))
-    except (pa.ArrowException, OSError, EOFError, ValueError):  # the row reader says what is wrong
-        return None
-    if not stream.ended() or not table.num_rows or [
-            table.column(names[header.index(name)])[0].as_py() for name in wanted] != wanted:
-        return None
-    cells = pa.table({name: table.column(names[header.index(name)]).slice(1) for name in wanted})
-    return cells.filter(pc.invert(pc.match_substring(cells.column("JobIDRaw"), ".")))  # steps are not jobs
+        for cells in csv_blocks(stream, header, wanted, options):
+            cells = cells.filter(pc.invert(pc.match_substring(cells.column("JobIDRaw"), ".")))  # steps are not jobs
+            columns: dict[str, Any] = {name: cells.column(name) for name in cells.column_names}
+            columns["State"] = per_value(cells.column("State"), _state, pa.string(), memo=memos["State"])
+            columns["AllocTRES"] = per_value(cells.column("AllocTRES"), alloc_tres_gpus, pa.float64(),
+                                             memo=memos["AllocTRES"])
+            columns["NodeList"] = per_value(cells.column("NodeList"), _nodes, pa.list_(pa.string()),
+                                            memo=memos["NodeList"])
+            columns["_row"] = pa.array(range(rows, rows + cells.num_rows), pa.int64())
+            rows += cells.num_rows
+            table = stored(con, sql, params, into=table, cells=pa.table(columns))
+        if not stream.ended():
+            raise NotColumnWise("cut short")
+    except (NotColumnWise, BadRecord, ValueError):
+        if table is not None:
+            con.execute(f"DROP TABLE {table}").fetchall()
+        raise
+    return table
 
 
-def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
-            default_cluster: str | None) -> str | None:
-    """The file's cells stored (in a temporary table) with texts stripped, times parsed where
-    SQL reads them as Python would (`<column>_odd`: the rest), and what a month repeats (State,
-    AllocTRES, NodeList) parsed once per distinct value."""
-    cells = _cells(raw, gzipped, header, [name for name in (*REQUIRED, *OPTIONAL) if name in header])
-    if cells is None:
-        return None
+def _state(text: str) -> str:
+    found = normal_state(text)
+    if found is None:
+        raise NotColumnWise(text)
+    return found
 
-    def state(text: str) -> str:
-        found = normal_state(text)
-        if found is None:
-            raise NotColumnWise(text)
-        return found
 
-    columns: dict[str, Any] = {name: cells.column(name) for name in cells.column_names}
-    columns["State"] = per_value(cells.column("State"), state, pa.string())
-    columns["AllocTRES"] = per_value(cells.column("AllocTRES"), alloc_tres_gpus, pa.float64())
-    columns["NodeList"] = per_value(cells.column("NodeList"), lambda text: list(hosts(text)) or None,
-                                    pa.list_(pa.string()))
-    columns["_row"] = pa.array(range(cells.num_rows), pa.int64())
-    present = set(cells.column_names)
-    del cells
+def _nodes(text: str) -> list[str] | None:
+    return list(hosts(text)) or None
 
+
+def _block_sql(present: set[str], zone: ZoneInfo, default_cluster: str | None) -> tuple[str, dict[str, Any]]:
     def text(name: str) -> str:  # a text column sacct may leave out, stripped; NULL when empty
         return f"nullif({strip_sql(quoted(name))}, '')" if name in present else "CAST(NULL AS VARCHAR)"
 
@@ -144,12 +145,12 @@ def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, heade
     times = [part for name in TIMES for part in time_sql(name, f"list_contains($no_time, {quoted(name)})", utc)]
     params = {**STRIP_PARAMS, **TIME_PARAMS, "no_time": sorted(NO_TIME), "cluster": default_cluster,
               **({"clock": CLOCK} if utc else {})}
-    return stored(con, (
+    return (
         f'SELECT {strip_sql(quoted("JobIDRaw"))} AS raw_id, {strip_sql(quoted("JobID"))} AS job_id, '
         'coalesce("Cluster", $cluster) AS cluster, "State" AS state, "AllocTRES" AS gpus, "NodeList" AS nodes, '
         + ", ".join(times) + ', "User" AS "user", "Account" AS account, "Partition" AS "partition", "QOS" AS qos, '
         '"JobName" AS name, "WCKey" AS wckey, "Comment" AS comment, "Elapsed" AS elapsed, _row FROM (SELECT '
-        + ", ".join(stripped) + " FROM {cells}) AS t"), params, cells=pa.table(columns))
+        + ", ".join(stripped) + " FROM {cells}) AS t"), params
 
 
 def quoted(name: str) -> str:
