@@ -35,8 +35,9 @@ import pyarrow as pa
 from pydantic import Field, model_validator
 
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import FileSource, empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files
-from connectors.jobs_file_columns import column_rows, csv_cells, parquet_cells
+from connectors.jobs_base import (FileSource, empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files,
+                                  stored)
+from connectors.jobs_file_columns import column_rows, csv_file_blocks, parquet_blocks
 from connectors.jobs_file_read import file_format, parquet_table, records, shown
 from connectors.jobs_file_values import (SKEW, BadValue, parse_gpus, parse_instance_ids, parse_labels, parse_nodes,
                                          parse_restarts, parse_shared_text, parse_state, parse_text, parse_time)
@@ -90,9 +91,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         tables = [self._read(con, path, number) for number, path in enumerate(files)]
         return [SnapshotPart("jobs", merged(con, tables, files))]
 
-    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, number: int) -> pa.Table:
-        """The file's rows (`jobs`' columns, record_id NULL) with `_file` (`number`), `_row`
-        (0, 1, ... in the file) and `_at` (where the row is, when read row by row)."""
+    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, number: int) -> str:
+        """A temporary table of `con` holding the file's rows (`jobs`' columns, record_id NULL)
+        with `_row` (0, 1, ... in the file), `_at` (where the row is, when read row by row) and
+        `_file` (`number`)."""
         with job_file(path) as raw:
             size = raw.seek(0, 2)
             raw.seek(0)
@@ -100,27 +102,25 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             header = next(read)
             if header is None:
                 empty_file(path, size)
-                table = _no_rows()
-            else:
-                columns = self._columns(path, header)
-                table = self._column_wise(con, path, raw, size, header, columns)
-                if table is None:
-                    raw.seek(0)
-                    again = records(path, raw, size)
-                    next(again)
-                    table = self._row_wise(path, again, header, columns)
+                return _stored_rows(con, _no_rows(), number)
+            columns = self._columns(path, header)
+            table = self._column_wise(con, path, raw, size, header, columns, number)
+            if table is None:
+                raw.seek(0)
+                again = records(path, raw, size)
+                next(again)
+                table = _stored_rows(con, self._row_wise(path, again, header, columns), number)
             del read
-        return table.append_column("_file", pa.array([number] * table.num_rows, pa.int32()))
+        return table
 
     def _column_wise(self, con: duckdb.DuckDBPyConnection, path: Path, raw: IO[bytes], size: int,
-                     header: list[str], columns: dict[str, int]) -> pa.Table | None:
+                     header: list[str], columns: dict[str, int], number: int) -> str | None:
         raw.seek(0)
         if file_format(path) == "parquet":
-            cells = parquet_cells(parquet_table(path, raw, size), columns)
+            blocks = parquet_blocks(parquet_table(path, raw, size), columns)
         else:
-            cells = csv_cells(raw, path.name.lower().endswith(".gz"), header, columns)
-        rows = None if cells is None else column_rows(con, cells, ZoneInfo(self.config.timezone), self.config.cluster)
-        return None if rows is None else rows.append_column("_at", pa.nulls(rows.num_rows, pa.string()))
+            blocks = csv_file_blocks(raw, path.name.lower().endswith(".gz"), header, columns)
+        return column_rows(con, blocks, ZoneInfo(self.config.timezone), self.config.cluster, number)
 
     def _row_wise(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> pa.Table:
         """The file's rows read one at a time; the first bad value fails naming its row and column."""
@@ -237,23 +237,27 @@ def _no_rows() -> pa.Table:
         "_at", pa.array([], pa.string()))
 
 
-def merged(con: duckdb.DuckDBPyConnection, tables: list[pa.Table], files: list[Path]) -> duckdb.DuckDBPyRelation:
-    """The files' rows as one relation of `jobs`: a job listed in several files (exports whose
-    windows overlap) once, the row that has ended, else the later file's; record_id
-    `<cluster>/<job_id>@<start_time>`. The same job id starting at the same time twice in one
-    file is one job listed twice: an error naming both rows."""
-    rows = con.from_arrow(pa.concat_tables(tables))
-    twice = rows.query("t", "SELECT job_id, start_time, _file, list(_at ORDER BY _row) FROM t "
-                            "GROUP BY cluster, job_id, start_time, _file HAVING count(*) > 1 "
-                            "ORDER BY coalesce(cluster, ''), job_id, start_time, _file LIMIT 1").fetchall()
+def _stored_rows(con: duckdb.DuckDBPyConnection, rows: pa.Table, number: int) -> str:
+    return stored(con, f"SELECT *, CAST({int(number)} AS INTEGER) AS _file FROM {{rows}}", rows=rows)
+
+
+def merged(con: duckdb.DuckDBPyConnection, tables: list[str], files: list[Path]) -> duckdb.DuckDBPyRelation:
+    """The files' rows (`tables`, temporary) as one relation of `jobs`: a job listed in several
+    files (exports whose windows overlap) once, the row that has ended, else the later file's;
+    record_id `<cluster>/<job_id>@<start_time>`. The same job id starting at the same time twice
+    in one file is one job listed twice: an error naming both rows."""
+    rows = " UNION ALL ".join(f"SELECT * FROM {table}" for table in tables)
+    twice = con.sql(f"SELECT job_id, start_time, _file, list(_at ORDER BY _row) FROM ({rows}) AS t "
+                    "GROUP BY cluster, job_id, start_time, _file HAVING count(*) > 1 "
+                    "ORDER BY coalesce(cluster, ''), job_id, start_time, _file LIMIT 1").fetchall()
     if twice:
         [(job_id, start, file, where)] = twice
         raise DataError(f"job {job_id} is listed twice with start_time {start.isoformat()} ({where[0]} and "
                         f"{where[1]})", where=str(files[file]),
                         hint="keep one row per job (or per attempt, with different start times)")
     columns = ", ".join(f'"{name}"' for name in jobs_schema().names if name != "record_id")
-    return rows.query("t", (
+    return con.sql(
         "SELECT coalesce(cluster, '') || '/' || job_id || '@' || strftime(start_time, '%Y-%m-%dT%H:%M:%S') || "
         "CASE WHEN microsecond(start_time) % 1000000 <> 0 THEN strftime(start_time, '.%f') ELSE '' END "
         f"AS record_id, {columns} FROM (SELECT *, row_number() OVER (PARTITION BY cluster, job_id, start_time "
-        "ORDER BY end_time IS NOT NULL DESC, _file DESC) AS kept FROM t) AS listed WHERE kept = 1"))
+        f"ORDER BY end_time IS NOT NULL DESC, _file DESC) AS kept FROM ({rows}) AS t) AS listed WHERE kept = 1")

@@ -13,7 +13,6 @@ start, a job listed twice. Only such files pay the row reader's time.
 from __future__ import annotations
 
 import gzip
-import uuid
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 from zoneinfo import ZoneInfo
@@ -21,7 +20,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 import pyarrow as pa
 
-from connectors.jobs_base import JOB_COLUMN_NAMES, jobs_schema
+from connectors.jobs_base import JOB_COLUMNS, jobs_schema, stored, with_values
 from connectors.jobs_file_values import (NOT_YET, BadValue, parse_gpus, parse_instance_ids, parse_labels,
                                          parse_nodes, parse_restarts, parse_state, parse_time)
 
@@ -46,43 +45,59 @@ class NotColumnWise(Exception):
     """A file the row reader must read: it says what is wrong, if anything is."""
 
 
-def csv_cells(raw: IO[bytes], gzipped: bool, header: list[str], columns: dict[str, int]) -> pa.Table | None:
+def csv_file_blocks(raw: IO[bytes], gzipped: bool, header: list[str], columns: dict[str, int]) -> Iterator[pa.Table]:
     """The cells of `columns` (our name → index in `header`, the csv module's reading of the
-    header) as text, one row per data row; None when pyarrow reads the file otherwise."""
+    header) as text, a block of rows at a time; NotColumnWise when pyarrow reads it otherwise."""
     import pyarrow.csv as pcsv
 
-    names = [f"f{index}" for index in range(len(header))]
+    return csv_blocks(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header, columns,
+                      pcsv.ParseOptions(newlines_in_values=False))
+
+
+def parquet_blocks(table: pa.Table, columns: dict[str, int]) -> Iterator[pa.Table]:
+    yield pa.table({ours: table.column(index) for ours, index in columns.items()})
+
+
+def column_rows(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo,
+                default_cluster: str | None, file: int) -> str | None:
+    """The name of a temporary table of `con` holding the rows of `blocks` (cells by our column
+    names) as `jobs` (record_id NULL) with `_row` (0, 1, ... in the file), `_at` (NULL) and
+    `_file`; None when the row reader must read the file."""
+    read = None
     try:
-        table = pcsv.read_csv(
-            gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw,
-            read_options=pcsv.ReadOptions(autogenerate_column_names=True),  # the header is row 0: checked below
-            parse_options=pcsv.ParseOptions(newlines_in_values=False),
-            convert_options=pcsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()), include_columns=[names[i] for i in columns.values()],
-                strings_can_be_null=False, quoted_strings_can_be_null=False))
-    except (pa.ArrowException, OSError, EOFError, ValueError):  # the row reader says what is wrong
-        return None
-    if not table.num_rows or [table.column(names[i])[0].as_py() for i in columns.values()] != [
-            header[i] for i in columns.values()]:
-        return None
-    return pa.table({ours: table.column(names[index]).slice(1) for ours, index in columns.items()})
-
-
-def parquet_cells(table: pa.Table, columns: dict[str, int]) -> pa.Table:
-    return pa.table({ours: table.column(index) for ours, index in columns.items()})
-
-
-def column_rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo,
-                default_cluster: str | None) -> pa.Table | None:
-    """`cells` (our column names) as rows of `jobs` (record_id NULL) plus `_row` (0, 1, ... in
-    file order); None when the row reader must read the file."""
-    try:
-        return _rows(con, cells, zone, default_cluster)
+        read = _stored(con, blocks, zone)
+        for name in TIMES:
+            if _has(con, read, f"{name}_odd"):
+                _odd_times(con, read, name, lambda value: parse_time(value, zone))
+        return _jobs(con, read, default_cluster, file)
     except (NotColumnWise, BadValue):
         return None
+    finally:
+        if read is not None:
+            con.execute(f"DROP TABLE IF EXISTS {read}").fetchall()
 
 
-def _rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, default_cluster: str | None) -> pa.Table:
+def _stored(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo) -> str:
+    """The cells stored a block at a time: texts stripped, times parsed where SQL reads them as
+    Python would (`<column>_odd`: the rest), repeated cells parsed once per distinct value."""
+    table, rows, memos = None, 0, {name: {} for name in PER_VALUE}  # type: ignore[var-annotated]
+    try:
+        for cells in blocks:
+            sql, params, columns = _block(cells, zone, memos)
+            columns["_row"] = pa.array(range(rows, rows + cells.num_rows), type=pa.int64())
+            rows += cells.num_rows
+            table = stored(con, sql, params, into=table, cells=pa.table(columns))
+    except (NotColumnWise, BadValue):
+        if table is not None:
+            con.execute(f"DROP TABLE {table}").fetchall()
+        raise
+    if table is None:
+        raise NotColumnWise("no block")
+    return table
+
+
+def _block(cells: pa.Table, zone: ZoneInfo, memos: dict[str, dict[Any, Any]]) -> tuple[str, dict[str, Any],
+                                                                                     dict[str, Any]]:
     utc = zone.key == "UTC"
     columns: dict[str, Any] = {}
     stripped, parsed = [], []  # the two layers of the query: texts stripped, then times parsed
@@ -90,7 +105,7 @@ def _rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, defau
     for name in cells.column_names:
         column, quoted = cells.column(name), f'"{name}"'
         if name in PER_VALUE:
-            columns[name] = per_value(column, PER_VALUE[name], _SCHEMA.field(name).type)
+            columns[name] = per_value(column, PER_VALUE[name], _SCHEMA.field(name).type, memo=memos[name])
             stripped.append(quoted)
             parsed.append(quoted)
         elif name in TIMES and _is_text(column.type):
@@ -108,19 +123,12 @@ def _rows(con: duckdb.DuckDBPyConnection, cells: pa.Table, zone: ZoneInfo, defau
             columns[name] = column
             stripped.append(f"nullif({strip_sql(f'CAST({quoted} AS VARCHAR)')}, '') AS {quoted}")
             parsed.append(quoted)
-    columns["_row"] = pa.array(range(cells.num_rows), type=pa.int64())
-    view = f"jobs_cells_{uuid.uuid4().hex}"
-    con.register(view, pa.table(columns))
-    del columns
-    try:
-        table = con.sql(f"SELECT {', '.join(parsed)}, _row FROM (SELECT {', '.join(stripped)}, _row FROM {view}) AS t",
-                        params=params).to_arrow_table()
-    finally:
-        con.unregister(view)
-    for name in TIMES:
-        if f"{name}_odd" in table.column_names:
-            table = odd_times(table, name, lambda value: parse_time(value, zone))
-    return _checked(con, _jobs(table, default_cluster))
+    return (f"SELECT {', '.join(parsed)}, _row FROM (SELECT {', '.join(stripped)}, _row FROM {{cells}}) AS t", params,
+            columns)
+
+
+def _has(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    return column in [name for (name, *_) in con.sql(f"DESCRIBE {table}").fetchall()]
 
 
 def _is_text(kind: pa.DataType) -> bool:
@@ -158,17 +166,14 @@ def _typed_time_sql(name: str, kind: pa.DataType, utc: bool) -> list[str]:
     raise NotColumnWise(name)
 
 
-def odd_times(table: pa.Table, name: str, parse: Callable[[Any], Any]) -> pa.Table:
-    """`name` with its `<name>_odd` cells (dropped) parsed by `parse`, once per distinct value."""
-    import pyarrow.compute as pc
-
-    odd = table.column(f"{name}_odd")
-    table = table.drop_columns([f"{name}_odd"])
-    if odd.null_count == len(odd):
-        return table
-    parsed = per_value(odd, parse, pa.timestamp("us"), nulls=False)
-    merged = pc.if_else(pc.is_null(odd), table.column(name), parsed)
-    return table.set_column(table.column_names.index(name), name, merged)
+def _odd_times(con: duckdb.DuckDBPyConnection, table: str, name: str, parse: Callable[[Any], Any]) -> None:
+    """The `<name>_odd` cells of `table` parsed in Python, once per distinct value, into `name`."""
+    odd = [value for (value,) in con.sql(f'SELECT DISTINCT "{name}_odd" FROM {table} '
+                                         f'WHERE "{name}_odd" IS NOT NULL').fetchall()]
+    if odd:
+        values = pa.table({"odd": pa.array(odd), "time": pa.array([parse(value) for value in odd], pa.timestamp("us"))})
+        with_values(con, table, f'UPDATE {{table}} SET "{name}" = v.time FROM {{values}} AS v '
+                                f'WHERE {{table}}."{name}_odd" = v.odd', values)
 
 
 def per_value(column: pa.ChunkedArray | pa.Array, parse: Callable[[Any], Any], kind: pa.DataType, nulls: bool = True,
@@ -226,42 +231,24 @@ def _pairs(labels: dict[str, str] | None) -> list[tuple[str, str]] | None:
     return None if labels is None else list(labels.items())
 
 
-def _jobs(table: pa.Table, default_cluster: str | None) -> pa.Table:
-    """The columns of `jobs` in order, with what the row reader fills in."""
-    import pyarrow.compute as pc
-
-    rows = table.num_rows
-
-    def column(name: str) -> Any:
-        return table.column(name) if name in table.column_names else pa.nulls(rows, _SCHEMA.field(name).type)
-
-    job_id, end = column("job_id"), column("end_time")
-    if job_id.null_count or column("start_time").null_count:
-        raise NotColumnWise("a row without a job id or a start")
-    values = {
-        "scheduler": pa.array(["file"] * rows, pa.string()) if rows else pa.nulls(0, pa.string()),
-        "cluster": pc.coalesce(column("cluster"), pa.scalar(default_cluster, pa.string())),
-        "run_id": pc.coalesce(column("run_id"), job_id),
-        "state": pc.coalesce(column("state"), pc.if_else(pc.is_null(end), pa.scalar("RUNNING"),
-                                                         pa.scalar(None, pa.string()))),
-    }
-    arrays = [values[name] if name in values else column(name) for name in JOB_COLUMN_NAMES]
-    jobs = pa.Table.from_arrays([pa.chunked_array(a) if isinstance(a, pa.Array) else a for a in arrays],
-                                schema=_SCHEMA)
-    return jobs.append_column("_row", table.column("_row"))
-
-
-def _checked(con: duckdb.DuckDBPyConnection, jobs: pa.Table) -> pa.Table:
-    """`jobs`, unless a row ends before it starts (an error, or clock skew said by row) or a job
-    is listed twice (said with both rows): the row reader says those."""
-    view = f"jobs_read_{uuid.uuid4().hex}"
-    con.register(view, jobs)
-    try:
-        [(skewed, twice)] = con.execute(
-            f"SELECT count(*) FILTER (WHERE end_time < start_time), count(*) - count(DISTINCT (cluster, job_id, "
-            f"start_time)) FROM {view}").fetchall()
-    finally:
-        con.unregister(view)
-    if skewed or twice:
-        raise NotColumnWise("clock skew or a job listed twice")
-    return jobs
+def _jobs(con: duckdb.DuckDBPyConnection, table: str, default_cluster: str | None, file: int) -> str:
+    """The `jobs` columns (record_id NULL) with what the row reader fills in, `_row`, `_at`
+    (NULL: where a row is is said by the row reader) and `_file`, unless a row lacks a job id
+    or a start, ends before it starts (an error, or clock skew said by row) or a job is listed
+    twice (said with both rows): the row reader says those."""
+    have = {name for (name, *_) in con.sql(f"DESCRIBE {table}").fetchall()}
+    [(bad,)] = con.sql(
+        f"SELECT count(*) FILTER (WHERE job_id IS NULL OR start_time IS NULL OR end_time < start_time) "
+        f"+ count(*) - count(DISTINCT ({'cluster' if 'cluster' in have else 'NULL'}, job_id, start_time)) "
+        f"FROM {table}").fetchall()
+    if bad:
+        raise NotColumnWise("a row the row reader says something of")
+    end = "end_time" if "end_time" in have else "NULL"
+    values = {"record_id": "NULL", "scheduler": "'file'", "run_id": "coalesce(run_id, job_id)" if "run_id" in have
+              else "job_id", "cluster": "coalesce(cluster, $cluster)" if "cluster" in have else "$cluster",
+              "state": f"coalesce({'state' if 'state' in have else 'NULL'}, "
+                       f"CASE WHEN {end} IS NULL THEN 'RUNNING' END)"}
+    columns = ", ".join(f'CAST({values.get(name, f"{quoted}" if name in have else "NULL")} AS {kind}) AS {quoted}'
+                        for name, kind, quoted in ((name, kind, f'"{name}"') for name, kind in JOB_COLUMNS))
+    return stored(con, f"SELECT {columns}, _row, CAST(NULL AS VARCHAR) AS _at, CAST({int(file)} AS INTEGER) AS _file "
+                       f"FROM {table}", {"cluster": default_cluster})
