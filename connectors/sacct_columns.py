@@ -64,24 +64,22 @@ class _Tail:
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
                    default_cluster: str | None, file: int) -> str | None:
     """The allocations (steps left out) of the parsable2 file open as `raw` whose header line is
-    `header`: the name of a temporary table of `con` with connectors/slurm_records.py's ATTEMPTS;
-    None when the row reader must read it."""
+    `header`: the name of a temporary table of `con` with connectors/slurm_records.py's ATTEMPTS
+    columns (and others); None when the row reader must read it."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
         return None
     read = None
     try:
         read = _stored(con, raw, gzipped, header, zone, default_cluster)
-        if read is None:
-            return None
         for name in TIMES:
             _odd_times(con, read, name, lambda value, name=name: parse_sacct_time(value, zone, name))
         _elapsed(con, read)
-        return _finished(con, read, file)
+        _finish(con, read, file)
+        return read
     except (NotColumnWise, BadRecord, ValueError):
-        return None
-    finally:
         if read is not None:
             con.execute(f"DROP TABLE IF EXISTS {read}").fetchall()
+        return None
 
 
 def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
@@ -182,13 +180,17 @@ def _elapsed(con: duckdb.DuckDBPyConnection, table: str) -> None:
                                 f'AND v.seconds IS NOT NULL AND {{table}}.{wanting}', values)
 
 
-def _finished(con: duckdb.DuckDBPyConnection, table: str, file: int) -> str:
-    """ATTEMPTS: the record id, the job as submitted (`7` of array task `7_1`, of het component
-    `10+1`), an End before the Start kept as `skewed_end` (the job then holds no GPU time)."""
-    return stored(con, (
-        "SELECT coalesce(cluster, '') || '/' || raw_id || '@' || coalesce(CAST(epoch_us(\"Submit\") // 1000000 "
-        "AS VARCHAR), '0') AS record_id, raw_id, job_id, CASE WHEN contains(job_id, '_') OR contains(job_id, '+') "
-        "THEN regexp_extract(job_id, '^[^_+]*') ELSE job_id END AS submitted_as, cluster, state, "
-        "\"Submit\" AS submit_time, \"Start\" AS start_time, CASE WHEN \"End\" < \"Start\" THEN \"Start\" ELSE \"End\" "
-        "END AS end_time, CASE WHEN \"End\" < \"Start\" THEN \"End\" END AS skewed_end, gpus, nodes, \"user\", "
-        f"account, \"partition\", qos, name, comment, wckey, CAST({int(file)} AS INTEGER) AS _file, _row FROM {table}"))
+def _finish(con: duckdb.DuckDBPyConnection, table: str, file: int) -> None:
+    """ATTEMPTS in place: the record id, the job as submitted (`7` of array task `7_1`, of het
+    component `10+1`), an End before the Start kept as `skewed_end` (the job then holds no GPU
+    time), the time columns' names. Updated, not copied: the table may be a million rows."""
+    for statement in (
+            "ALTER TABLE {t} ADD COLUMN record_id VARCHAR", "ALTER TABLE {t} ADD COLUMN submitted_as VARCHAR",
+            "ALTER TABLE {t} ADD COLUMN skewed_end TIMESTAMP", "ALTER TABLE {t} ADD COLUMN _file INTEGER",
+            "UPDATE {t} SET record_id = coalesce(cluster, '') || '/' || raw_id || '@' || coalesce(CAST(epoch_us("
+            "\"Submit\") // 1000000 AS VARCHAR), '0'), submitted_as = CASE WHEN contains(job_id, '_') OR contains("
+            "job_id, '+') THEN regexp_extract(job_id, '^[^_+]*') ELSE job_id END, _file = " + str(int(file)),
+            "UPDATE {t} SET skewed_end = \"End\", \"End\" = \"Start\" WHERE \"End\" < \"Start\"",
+            "ALTER TABLE {t} RENAME \"Submit\" TO submit_time", "ALTER TABLE {t} RENAME \"Start\" TO start_time",
+            "ALTER TABLE {t} RENAME \"End\" TO end_time"):
+        con.execute(statement.format(t=table)).fetchall()

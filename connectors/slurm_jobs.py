@@ -69,13 +69,16 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
     feeds = Feeds.snapshot("jobs")
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
-        attempts = self._from_files(con) if self.config.path else self._from_slurmrestd(con, now)
-        return [SnapshotPart("jobs", slurm_jobs(con, attempts, self.config.run_labels))]
+        tables = self._from_files(con) if self.config.path else [self._from_slurmrestd(con, now)]
+        rows = slurm_jobs(con, union(tables), self.config.run_labels)
+        for table in tables:  # in the rows' own table now: DuckDB's memory for the snapshot's sort
+            con.execute(f"DROP TABLE {table}").fetchall()
+        return [SnapshotPart("jobs", rows)]
 
     # ---- files ----------------------------------------------------------------------------
 
-    def _from_files(self, con: duckdb.DuckDBPyConnection) -> str:
-        """SQL over the files' attempts (temporary tables of `con`)."""
+    def _from_files(self, con: duckdb.DuckDBPyConnection) -> list[str]:
+        """The files' attempts: temporary tables of `con`."""
         zone = ZoneInfo(self.config.timezone)
         root = Path(self.config.path or "").expanduser()
         files = source_files(self.config.path or "", f"{self.config_path}.path")
@@ -91,9 +94,8 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         if not tables:
             raise SourceError(f"none of its {len(files)} file(s) is sacct output", where=str(root),
                               hint=f"point {self.config_path}.path at the files sacct --json or --parsable2 writes")
-        attempts = " UNION ALL ".join(f"SELECT * FROM {table}" for table in tables)
-        said_stale_running(con, attempts, files)
-        return attempts
+        said_stale_running(con, union(tables), files)
+        return tables
 
     # ---- slurmrestd -----------------------------------------------------------------------
 
@@ -115,7 +117,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
-        return f"SELECT * FROM {said_skewed(con, url, stored_attempts(con, attempts))}"
+        return said_skewed(con, url, stored_attempts(con, attempts))
 
     def _headers(self) -> dict[str, str]:
         c = self.config
@@ -149,6 +151,11 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         raise SourceError("cannot tell which /slurmdb/<version>/jobs slurmrestd serves: " + "; ".join(errors),
                           where=base, hint=f"set {self.config_path}.api_version (e.g. v0.0.38), and start slurmrestd "
                                            "with the openapi/dbv0.0.XX plugin")
+
+
+def union(tables: list[str]) -> str:
+    """SQL over attempts tables: a parsable2 file's has columns of its own (read as the file has them)."""
+    return " UNION ALL BY NAME ".join(f"SELECT * FROM {table}" for table in tables)
 
 
 def _token_user(token: str) -> str | None:

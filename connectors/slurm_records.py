@@ -170,8 +170,9 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
     order, a job's comment from its latest attempt showing one (Slurm 22.05 stores the comment
     when an attempt ends, so the running attempt of a requeued job shows none, yet it is the same
     job and run); labels and run once per distinct comment and wckey."""
+    names = ", ".join(f'"{name}"' for name in ATTEMPTS.names)  # a parsable2 file's attempts have more
     kept = stored(con, (
-        "SELECT *, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
+        f"SELECT {names}, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
         "last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, raw_id ORDER BY submit_time "
         "NULLS FIRST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '') AS job_comment "
         f"FROM (SELECT * FROM ({attempts}) AS read QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY "
