@@ -1,7 +1,8 @@
-"""jobs-file, column-wise (connectors/jobs_file.py reads with it first): one file's cells read
-whole into Arrow, then made `jobs` values in bulk: texts trimmed and times parsed in DuckDB, and
-the cells a month repeats (GPU counts, states, node lists, instance ids, labels, restarts)
-parsed once per distinct value by the row reader's own parsers (connectors/jobs_file_values.py).
+"""jobs-file, column-wise (connectors/jobs_file.py reads with it first): a file's cells read a
+block at a time into Arrow and stored in a DuckDB temporary table (within the writer's memory
+limit, spilling beyond), texts stripped and times parsed in SQL, and the cells a month repeats
+(GPU counts, states, node lists, instance ids, labels, restarts) parsed once per distinct value
+by the row reader's own parsers (connectors/jobs_file_values.py).
 
 Whatever it cannot take exactly as the row reader would answers None, and the caller reads
 that file again row by row, which fails (or warns) naming file, row, line and column: a row

@@ -1,7 +1,8 @@
-"""A `sacct --parsable2` file read column-wise (connectors/sacct_files.py tries it first): the
-file read whole by pyarrow's CSV reader ('|'-separated, no quoting, as sacct writes), texts
-trimmed and times parsed in DuckDB, and what a month repeats (states, AllocTRES, node lists)
-parsed once per distinct value by the row reader's own functions (connectors/slurm_records.py).
+"""A `sacct --parsable2` file read column-wise (connectors/sacct_files.py tries it first): read a
+block at a time by pyarrow's CSV reader ('|'-separated, no quoting, as sacct writes) into a
+DuckDB temporary table, texts stripped and times parsed in SQL, and what a month repeats
+(states, AllocTRES, node lists) parsed once per distinct value by the row reader's own
+functions (connectors/slurm_records.py).
 
 Whatever it cannot take exactly as the row reader would answers None, and the caller reads the
 file again line by line, which names the line and what is wrong: a line pyarrow splits
