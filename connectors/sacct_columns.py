@@ -193,5 +193,6 @@ def _finish(con: duckdb.DuckDBPyConnection, table: str, file: int) -> None:
             "job_id, '+') THEN regexp_extract(job_id, '^[^_+]*') ELSE job_id END, _file = " + str(int(file)),
             "UPDATE {t} SET skewed_end = \"End\", \"End\" = \"Start\" WHERE \"End\" < \"Start\"",
             "ALTER TABLE {t} RENAME \"Submit\" TO submit_time", "ALTER TABLE {t} RENAME \"Start\" TO start_time",
-            "ALTER TABLE {t} RENAME \"End\" TO end_time"):
+            "ALTER TABLE {t} RENAME \"End\" TO end_time", "ALTER TABLE {t} DROP COLUMN elapsed",
+            *(f"ALTER TABLE {{t}} DROP COLUMN \"{name}_odd\"" for name in TIMES)):
         con.execute(statement.format(t=table)).fetchall()

@@ -159,6 +159,10 @@ def attempts_table(attempts: list[Attempt], file: int = 0) -> pa.Table:
     return pa.table(columns, schema=ATTEMPTS)
 
 
+KEPT = frozenset({"record_id", "job_id", "submitted_as", "cluster", "state", "submit_time", "start_time", "end_time",
+                  "gpus", "nodes", "user", "account", "partition", "qos", "name", "wckey"})
+
+
 def stored_attempts(con: duckdb.DuckDBPyConnection, attempts: list[Attempt], file: int = 0) -> str:
     """`attempts` (read one at a time) in a temporary table of `con` (its name), in their order."""
     return stored(con, "SELECT * FROM {attempts}", attempts=attempts_table(attempts, file))
@@ -170,7 +174,7 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
     order, a job's comment from its latest attempt showing one (Slurm 22.05 stores the comment
     when an attempt ends, so the running attempt of a requeued job shows none, yet it is the same
     job and run); labels and run once per distinct comment and wckey."""
-    names = ", ".join(f'"{name}"' for name in ATTEMPTS.names)  # a parsable2 file's attempts have more
+    names = ", ".join(f'"{name}"' for name in ATTEMPTS.names if name in KEPT)  # what the rows take
     kept = stored(con, (
         f"SELECT {names}, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
         "last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, raw_id ORDER BY submit_time "
