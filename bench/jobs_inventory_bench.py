@@ -23,6 +23,7 @@ SACCT_HEADER = ("JobID|JobIDRaw|JobName|Cluster|Partition|Account|User|QOS|WCKey
                 "Elapsed|NodeList|AllocTRES")
 CSV_HEADER = "job_id,start_time,end_time,gpus,nodes,cluster,state,run_id,user,project,job_type"
 STATES = ("COMPLETED", "FAILED", "CANCELLED by 0", "TIMEOUT", "RUNNING")
+TARGET_RSS_MB = 1024  # peak RSS of `spendlake inventory` (MB of 2**20 bytes)
 
 
 def write_files(work: Path, jobs: int) -> tuple[Path, Path]:
@@ -96,7 +97,9 @@ def main() -> None:
             label = {"spendlake": "spendlake inventory", "bare": "bare DuckDB read_csv→Parquet"}.get(name, str(args.before))
             print(f"  {label}: {wall[name]:.1f} s wall, {cpu[name]:.1f} CPU s, peak RSS {rss[name]:.0f} MB "
                   f"(walls {[round(w, 1) for w, _, _ in figures[name]]})")
-        print(f"  spendlake / bare: {cpu['spendlake'] / cpu['bare']:.1f}x CPU")
+        print(f"  spendlake / bare: {wall['spendlake'] / wall['bare']:.1f}x wall, {cpu['spendlake'] / cpu['bare']:.1f}x CPU; "
+              f"peak RSS {rss['spendlake']:.0f} MB: {'PASS' if rss['spendlake'] <= TARGET_RSS_MB else 'MISS'} "
+              f"(<= {TARGET_RSS_MB} MB, RELIABILITY 46's 1 GB as bench/ingest_bench.py counts it)")
 
 
 if __name__ == "__main__":
