@@ -418,3 +418,24 @@ def test_sql_trims_the_whitespace_python_strips():
     from connectors.jobs_file_columns import WHITESPACE
 
     assert WHITESPACE == "".join(c for c in map(chr, range(0x110000)) if c.isspace())
+
+
+def test_snapshots_with_the_old_record_ids_are_told_to_count_twice(tmp_path, caplog):
+    """A lake whose jobs-file snapshots were written with `<cluster>/<job_id>#<n>` ids: readers
+    key history on the id, so the same attempt under its new id counts twice: inventory says so."""
+    (tmp_path / "jobs.csv").write_text("job_id,start_time,end_time,gpus\n7,2026-11-30T09:00:00Z,2026-11-30T10:00:00Z,8\n")
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    [old] = (tmp_path / "lake" / "jobs" / "source=trace").glob("snapshot_date=*/data.parquet")
+    table = pq.read_table(old)
+    table = table.set_column(table.schema.get_field_index("record_id"), "record_id", pa.array(["/7#0"]))
+    earlier = old.parent.parent / "snapshot_date=2026-11-30" / "data.parquet"
+    earlier.parent.mkdir()
+    pq.write_table(table, earlier)
+    caplog.clear()
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "1 job record(s)" in warned[0] and "count twice" in warned[0]
+    earlier.unlink()
+    caplog.clear()
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

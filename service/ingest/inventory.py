@@ -20,7 +20,7 @@ from connectors.inventory_base import SnapshotPart
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, parse_utc
 from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error
-from service.core.lake import Lake
+from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 from service.core.timewindow import iso_utc
@@ -28,6 +28,10 @@ from service.core.units import aware_utc, utc_now_iso
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
+
+# A jobs-file record id before 2026-12-03: `<cluster>/<job_id>#<n>`, n an attempt's rank among
+# the files read that day (now `<cluster>/<job_id>@<start>`, stable whatever files are read).
+OLD_JOBS_FILE_ID = r"#[0-9]+$"
 
 
 @dataclass
@@ -94,6 +98,8 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                     reaches = _data_through(table, relation, now)
                     if reaches and (outcome.data_through is None or reaches > outcome.data_through):
                         outcome.data_through = reaches
+            if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
+                _warn_old_record_ids(lake, con, source.name)
             if connector.feeds.partition_key == "snapshot_date":  # an empty snapshot is data too
                 outcome.data_through = now
         finally:
@@ -105,6 +111,21 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         outcome.error = exc
     _record(lake, outcome)
     return outcome
+
+
+def _warn_old_record_ids(lake: Lake, con: duckdb.DuckDBPyConnection, source: str) -> None:
+    """Readers keep each job record's newest snapshot by its id (every snapshot is history), so a
+    job in a snapshot written with the old jobs-file ids and in a new one counts twice: say so,
+    with the way out (a lake written before the ids changed)."""
+    files = [str(f) for f in sorted(lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*/{DATA_FILE}"))]
+    [(old,)] = con.execute("SELECT count(*) FROM read_parquet(?) WHERE regexp_matches(record_id, ?)",
+                           [files, OLD_JOBS_FILE_ID]).fetchall()
+    if old:
+        log.warning("inventory source %s: %d job record(s) in its earlier snapshots carry the record ids of an older "
+                    "spendlake (<cluster>/<job_id>#<n>): jobs listed in those and in newer snapshots count twice; "
+                    "rename the source in the config (the old name's snapshots then count nowhere; `spendlake forget "
+                    "%s --yes` removes them) and run `spendlake inventory` to take the jobs again from the files "
+                    "(jobs whose files are gone are then gone too)", source, old, source)
 
 
 def _sort_key(table: str) -> tuple[str, ...]:
