@@ -84,6 +84,12 @@ class CostConnector(Connector, Protocol):
         its rows (e.g. a Parquet footer's statistics); None (the default): ingest reads them."""
         return None
 
+    def listed_version(self, uri: str) -> str | None:
+        """The version (StoredObject.version) a file of a delivery had when `deliveries` listed
+        it, which its delivery id was made from; None (the default): unknown, ingest takes a
+        local file's version when it starts reading the delivery."""
+        return None
+
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A DataError from staging a delivery this connector read, made more precise (e.g. the
         CSV line of a bad value); called while the delivery's files are still local. The
@@ -117,3 +123,7 @@ class StoredExport(CostConnector):
 
     def local_paths(self) -> list[Path]:
         return self.storage.local_paths()
+
+    def listed_version(self, uri: str) -> str | None:
+        listed = self._objects.get(uri)
+        return listed.version if listed is not None and listed.version else None

@@ -105,8 +105,8 @@ class Storage:
             paths = [p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")]
         for path in paths:
             stat = path.stat()
-            yield StoredObject(str(path), path.relative_to(base).as_posix(), stat.st_size,
-                               f"{stat.st_size}-{stat.st_mtime_ns}", stat.st_mtime)
+            yield StoredObject(str(path), path.relative_to(base).as_posix(), stat.st_size, _version(stat),
+                               stat.st_mtime)
 
     def read_bytes(self, obj: StoredObject) -> bytes:
         if not self.is_s3:
@@ -125,11 +125,7 @@ class Storage:
     def current_version(self, obj: StoredObject) -> str | None:
         """The object's version now (ETag, or local size+mtime); None when it is gone."""
         if not self.is_s3:
-            try:
-                stat = Path(obj.uri).stat()
-            except FileNotFoundError:
-                return None
-            return f"{stat.st_size}-{stat.st_mtime_ns}"
+            return local_version(obj.uri)
         from botocore.exceptions import BotoCoreError, ClientError
 
         key = obj.uri[len(f"s3://{self.bucket}/"):]
@@ -177,6 +173,18 @@ class Storage:
 
     def local_paths(self) -> list[Path]:
         return [] if self.is_s3 else [self.path]
+
+
+def local_version(path: str) -> str | None:
+    """A local file's version as a listing gives it (size and modification time); None when it is gone."""
+    try:
+        return _version(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
+def _version(stat: os.stat_result) -> str:
+    return f"{stat.st_size}-{stat.st_mtime_ns}"
 
 
 def fingerprint(objects: list[StoredObject]) -> str:

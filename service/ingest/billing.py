@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset, cost_connector
+from connectors.storage import local_version
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
@@ -221,6 +222,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
     if lake.has_delivery(source.name, delivery.delivery_id, delivery.periods):
         return DeliveryOutcome(source.name, delivery, "unchanged")
     warnings: list[str] = []
+    versions = _local_versions(connector, delivery)
     try:
         with lake.scratch() as scratch:
             relation = connector.read(delivery, con, scratch)
@@ -230,14 +232,37 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
                     periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
                 raise connector.locate(error, con) from None
+        changed = _changed_while_read(versions)
+        if changed:
+            discard_costs([staged])
+            raise changed
     except OtherDataset as other:
         return _skipped(source, other)
     except (SpendlakeError, OSError, duckdb.Error) as exc:
-        error = _as_error(exc, ", ".join(delivery.files) or source.location)
+        # a file rewritten under the read fails it in any way: say that, not what it broke
+        error = _changed_while_read(versions) or _as_error(exc, ", ".join(delivery.files) or source.location)
         log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
                            on_commit=lambda: plan.committed(lake, source.name, delivery))
+
+
+def _local_versions(connector: CostConnector, delivery: Delivery) -> dict[str, str | None]:
+    """The version of each local file of a delivery its id was made from (as listed), or, if
+    the connector does not say, as the read starts. S3 downloads are checked by their size."""
+    return {uri: connector.listed_version(uri) or local_version(uri) for uri in delivery.files if "://" not in uri}
+
+
+def _changed_while_read(versions: dict[str, str | None]) -> SourceError | None:
+    """A file replaced, rewritten or removed since it was listed (an export job still writing
+    it, a copy over it): what was staged may mix its old and new rows, so the delivery fails
+    and commits nothing; the next ingest lists the file again and reads it whole."""
+    for uri, version in versions.items():
+        now = local_version(uri)
+        if now != version:
+            return SourceError(f"{uri} {'changed' if now else 'was removed'} while it was read", where=uri,
+                               hint="run ingest again when the export has finished writing it")
+    return None
 
 
 def _as_error(exc: Exception, where: str) -> SpendlakeError:
