@@ -71,19 +71,32 @@ class ResourceError(SpendlakeError):
     exit_code = 3
 
 
-DISK_FULL = ("No space left on device", "Disk quota exceeded", '"errno":"28"', '"errno":"122"')
+AGAIN = "then run the command again; the previous data is intact"
+STAGING = "the lake's _staging directory holds staged files and DuckDB's spill files"
+# errno → (what we call it, DuckDB's and the OS's words for it, what to do); DuckDB also says `"errno":"N"`
+WRITE_LIMITS = {
+    errno.ENOSPC: ("disk full", "No space left on device", f"free disk space on the lake's file system ({STAGING}), "
+                                                          f"{AGAIN}"),
+    errno.EDQUOT: ("disk quota exceeded", "Disk quota exceeded",
+                   f"free space within this user's quota on the lake's file system ({STAGING}), or have the quota "
+                   f"raised, {AGAIN}"),
+    errno.EFBIG: ("file too large", "File too large",
+                  f"a file the lake writes passed this process's file size limit (`ulimit -f`) or the largest file "
+                  f"the lake's file system allows ({STAGING}): raise the limit (`ulimit -f unlimited` in the shell "
+                  f"or service unit that runs spendlake) or move the lake to a file system without one, {AGAIN}"),
+}
 
 
 def resource_error(exc: BaseException, where: str | None = None) -> ResourceError | None:
-    """A full disk or exhausted memory, from DuckDB's or the OS's error; else None."""
+    """A full disk, a used-up quota, a file size limit or exhausted memory, from DuckDB's or the
+    OS's error, saying what to free or raise and where; else None."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     if isinstance(exc, OSError) and exc.strerror and exc.filename and where == exc.filename:
         first = f"[Errno {exc.errno}] {exc.strerror}"  # `where` names the file once
-    if getattr(exc, "errno", None) in (28, 122) or any(marker in text for marker in DISK_FULL):
-        return ResourceError(f"disk full: {first}", where=where,
-                             hint="free disk space for the lake (staged files and DuckDB's spill files go to "
-                                  "its _staging directory), then run the command again; the previous data is intact")
+    for number, (name, words, hint) in WRITE_LIMITS.items():
+        if getattr(exc, "errno", None) == number or words in text or f'"errno":"{number}"' in text:
+            return ResourceError(f"{name}: {first}", where=where, hint=hint)
     if type(exc).__name__ == "OutOfMemoryException" or first.startswith("Out of Memory Error"):
         return ResourceError(f"out of memory: {first}", where=where,
                              hint="DuckDB spills to the lake's _staging directory and still ran short: free memory "
