@@ -84,6 +84,12 @@ class CostConnector(Connector, Protocol):
         its rows (e.g. a Parquet footer's statistics); None (the default): ingest reads them."""
         return None
 
+    def passed_over(self) -> list[OtherDataset]:
+        """Entries of the location named like data files that `deliveries` did not give (a
+        dangling symbolic link, a directory with no files), each with why and what to do:
+        ingest tells each as skipped. The default: none."""
+        return []
+
     def listed_version(self, uri: str) -> str | None:
         """The version (StoredObject.version) a file of a delivery had when `deliveries` listed
         it, which its delivery id was made from; None (the default): unknown, ingest takes a
@@ -123,6 +129,9 @@ class StoredExport(CostConnector):
 
     def local_paths(self) -> list[Path]:
         return self.storage.local_paths()
+
+    def passed_over(self) -> list[OtherDataset]:
+        return [OtherDataset(path, why) for path, why in sorted(self.storage.passed_over.items())]
 
     def listed_version(self, uri: str) -> str | None:
         listed = self._objects.get(uri)

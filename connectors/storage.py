@@ -47,6 +47,7 @@ class Storage:
             self._client = None
         else:
             self.path = Path(config.location).expanduser().resolve()
+        self.passed_over: dict[str, str] = {}  # path → why a listing did not give it, and what to do
 
     # ---- S3 client ----------------------------------------------------------------------
 
@@ -102,7 +103,14 @@ class Storage:
         else:
             base = self.path
             root = (self.path / under).resolve() if under else self.path
-            paths = [p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")]
+            paths = []
+            for path in root.rglob("*"):
+                if path.name.startswith("."):
+                    continue
+                if path.is_file():
+                    paths.append(path)
+                elif suffix_of(path.name) in DATA_SUFFIXES and (why := _not_a_file(path)):
+                    self.passed_over[str(path)] = why
         for path in paths:
             stat = path.stat()
             yield StoredObject(str(path), path.relative_to(base).as_posix(), stat.st_size, _version(stat),
@@ -175,6 +183,17 @@ class Storage:
         return [] if self.is_s3 else [self.path]
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why an entry named like a data file is not one a listing gives, and what to do; None
+    for a directory holding files (they are listed: Spark writes `x.csv/part-0000.csv`)."""
+    if path.is_symlink() and not path.exists():
+        return (f"a symbolic link to {os.readlink(path)}, which does not exist: fix the link or remove it "
+                "(an export still being copied? run ingest again when it is there)")
+    if path.is_dir() and not any(inner.is_file() for inner in path.rglob("*") if not inner.name.startswith(".")):
+        return "a directory with no files in it, not a data file: put the export's file there or remove it"
+    return None
+
+
 def local_version(path: str) -> str | None:
     """A local file's version as a listing gives it (size and modification time); None when it is gone."""
     try:
@@ -195,10 +214,13 @@ def fingerprint(objects: list[StoredObject]) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
+DATA_SUFFIXES = (".csv.gz", ".csv.zip", ".json.gz", ".jsonl.gz", ".parquet", ".csv", ".json", ".jsonl", ".gz")
+
+
 def suffix_of(name: str) -> str:
     """'x.csv.gz' → '.csv.gz', 'x.CSV' → '.csv'."""
     lower = name.lower()
-    for suffix in (".csv.gz", ".csv.zip", ".json.gz", ".jsonl.gz", ".parquet", ".csv", ".json", ".jsonl", ".gz"):
+    for suffix in DATA_SUFFIXES:
         if lower.endswith(suffix):
             return suffix
     return os.path.splitext(lower)[1]

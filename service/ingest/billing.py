@@ -138,6 +138,7 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Non
 def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
                    strict: bool = False) -> list[DeliveryOutcome]:
     outcomes: list[DeliveryOutcome] = []
+    connector: CostConnector | None = None
     try:
         connector = cost_connector(CONNECTORS.get(source.kind), source)
         deliveries = list(connector.deliveries())
@@ -164,6 +165,8 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         error = _as_error(exc, source.location)
         log.info("source %s failed: %s", source.name, error)  # the outcome line says so; -v logs it too
         outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=error))
+    if connector is not None:  # also when nothing else was found: the line says why that file was not read
+        outcomes[:0] = [_skipped(source, other) for other in connector.passed_over()]
     return outcomes
 
 

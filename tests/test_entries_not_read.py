@@ -1,0 +1,53 @@
+"""Entries of a source folder named like data files that are not files (RELIABILITY 42, 55):
+a dangling symbolic link (an export still being copied, a moved target) and a directory
+named `x.csv/` with no file in it are told in one line each, the file, why and what to do,
+as other skipped files are; a directory holding files (Spark's `x.csv/part-0000.csv`) is read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from service.cli.main import cli
+
+HEADER = "BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd,ChargeCategory\n"
+
+
+def write_month(path: Path, month: str, cost: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEADER + f"{cost},{cost},USD,{month}-01T00:00:00Z,{month}-02T00:00:00Z,{month}-02T01:00:00Z,Usage\n")
+
+
+def ingest(tmp_path: Path, export: Path):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {tmp_path / 'lake'}\nsources:\n  - name: bill\n    kind: focus\n    location: {export}\n")
+    return CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+
+
+def test_42_a_dangling_link_and_an_empty_directory_named_like_data_files_are_told_once_each(tmp_path):
+    export = tmp_path / "export"
+    write_month(export / "2026-10.csv", "2026-10", "100")
+    write_month(export / "spark.csv" / "part-0000.csv", "2026-11", "10")  # a directory of files: read
+    (export / "2026-12.csv").symlink_to(tmp_path / "elsewhere" / "2026-12.csv")
+    (export / "2027-01.csv").mkdir()
+    (export / "2027-01.csv" / ".keep").write_text("")
+    (export / "notes").symlink_to(tmp_path / "gone")  # not named like a data file: the connector reads none such
+    result = ingest(tmp_path, export)
+    assert result.exit_code == 0, result.output
+    skipped = [line for line in result.output.splitlines() if ": skipped, " in line]
+    assert skipped == [
+        f"bill {export / '2026-12.csv'}: skipped, a symbolic link to {tmp_path / 'elsewhere' / '2026-12.csv'}, which "
+        "does not exist: fix the link or remove it (an export still being copied? run ingest again when it is there)",
+        f"bill {export / '2027-01.csv'}: skipped, a directory with no files in it, not a data file: put the export's "
+        "file there or remove it"], result.output
+    assert "2026-10: committed 1 rows" in result.output and "2026-11: committed 1 rows" in result.output
+
+
+def test_42_a_folder_holding_only_a_dangling_link_says_why_and_fails(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "2026-10.csv").symlink_to(tmp_path / "gone.csv")
+    result = ingest(tmp_path, export)
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
+    assert f"bill {export / '2026-10.csv'}: skipped, a symbolic link to {tmp_path / 'gone.csv'}" in result.output
