@@ -198,7 +198,7 @@ def local_version(path: str) -> str | None:
     """A local file's version as a listing gives it (size and modification time); None when it is gone."""
     try:
         return _version(os.stat(path))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 

@@ -10,6 +10,7 @@ never some new periods beside others still old.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -253,7 +254,8 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
 def _local_versions(connector: CostConnector, delivery: Delivery) -> dict[str, str | None]:
     """The version of each local file of a delivery its id was made from (as listed), or, if
     the connector does not say, as the read starts. S3 downloads are checked by their size."""
-    return {uri: connector.listed_version(uri) or local_version(uri) for uri in delivery.files if "://" not in uri}
+    return {uri: connector.listed_version(uri) or local_version(uri) for uri in delivery.files
+            if "://" not in uri and os.path.isabs(uri)}
 
 
 def _changed_while_read(versions: dict[str, str | None]) -> SourceError | None:
