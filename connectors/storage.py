@@ -48,6 +48,7 @@ class Storage:
         else:
             self.path = Path(config.location).expanduser().resolve()
         self.passed_over: dict[str, str] = {}  # path → why a listing did not give it, and what to do
+        self._hidden_files: dict[str, set[str]] = {}  # a hidden folder → the data files listings found in it
 
     # ---- S3 client ----------------------------------------------------------------------
 
@@ -88,6 +89,9 @@ class Storage:
                     if key.endswith("/"):
                         continue
                     rel = key[len(self.prefix):].lstrip("/") if self.prefix else key
+                    if self._in_hidden_folder(rel, f"s3://{self.bucket}/{self.prefix}/" if self.prefix
+                                              else f"s3://{self.bucket}/"):
+                        continue
                     yield StoredObject(f"s3://{self.bucket}/{key}", rel, int(item["Size"]), item["ETag"].strip('"'),
                                        item["LastModified"].timestamp())
         except (ClientError, BotoCoreError) as exc:
@@ -105,9 +109,11 @@ class Storage:
             root = (self.path / under).resolve() if under else self.path
             paths = []
             for path in root.rglob("*"):
-                if path.name.startswith("."):
+                is_file = path.is_file()
+                if path.name.startswith(".") or self._in_hidden_folder(path.relative_to(base).as_posix(),
+                                                                        f"{base}/", is_file):
                     continue
-                if path.is_file():
+                if is_file:
                     paths.append(path)
                 elif suffix_of(path.name) in DATA_SUFFIXES and (why := _not_a_file(path)):
                     self.passed_over[str(path)] = why
@@ -115,6 +121,25 @@ class Storage:
             stat = path.stat()
             yield StoredObject(str(path), path.relative_to(base).as_posix(), stat.st_size, _version(stat),
                                stat.st_mtime)
+
+    def _in_hidden_folder(self, key: str, base: str, is_file: bool = True) -> bool:
+        """Whether `key` (relative to the location) is below a folder named `.x` or `_x`: hidden,
+        or a job's output still being written (Spark's `_temporary/`), which Arrow and Spark
+        leave unread too. Reading it would count its rows beside the finished files' (twice);
+        the folder is told once, as skipped, when it holds data files."""
+        folders = key.split("/")[:-1]
+        hidden = next((i for i, name in enumerate(folders) if name.startswith(HIDDEN) and name not in (".", "..")),
+                      None)  # an S3 key's `..` is a name, not a way out (local_copy hashes it)
+        if hidden is None:
+            return False
+        if is_file and suffix_of(key) in DATA_SUFFIXES:
+            folder = base + "/".join(folders[:hidden + 1])
+            files = self._hidden_files.setdefault(folder, set())
+            files.add(key)
+            self.passed_over[folder] = (f"a folder whose name starts with '{folders[hidden][0]}' (hidden, or a job's "
+                                        f"output still being written, as Spark's _temporary): its {len(files)} data "
+                                        "file(s) are not read; move them out of it to ingest them")
+        return True
 
     def read_bytes(self, obj: StoredObject) -> bytes:
         if not self.is_s3:
@@ -187,7 +212,7 @@ def _not_a_file(path: Path) -> str | None:
     """Why an entry named like a data file is not one a listing gives, and what to do; None
     for a directory holding files (they are listed: Spark writes `x.csv/part-0000.csv`)."""
     if path.is_symlink() and not path.exists():
-        return (f"a symbolic link to {os.readlink(path)}, which does not exist: fix the link or remove it "
+        return (f"a symbolic link to {os.readlink(path)}, which leads to no file: fix the link or remove it "
                 "(an export still being copied? run ingest again when it is there)")
     if path.is_dir() and not any(inner.is_file() for inner in path.rglob("*") if not inner.name.startswith(".")):
         return "a directory with no files in it, not a data file: put the export's file there or remove it"
@@ -214,6 +239,7 @@ def fingerprint(objects: list[StoredObject]) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
+HIDDEN = (".", "_")  # folder name prefixes whose files are not read (Storage._in_hidden_folder)
 DATA_SUFFIXES = (".csv.gz", ".csv.zip", ".json.gz", ".jsonl.gz", ".parquet", ".csv", ".json", ".jsonl", ".gz")
 
 

@@ -38,7 +38,7 @@ def test_42_a_dangling_link_and_an_empty_directory_named_like_data_files_are_tol
     skipped = [line for line in result.output.splitlines() if ": skipped, " in line]
     assert skipped == [
         f"bill {export / '2026-12.csv'}: skipped, a symbolic link to {tmp_path / 'elsewhere' / '2026-12.csv'}, which "
-        "does not exist: fix the link or remove it (an export still being copied? run ingest again when it is there)",
+        "leads to no file: fix the link or remove it (an export still being copied? run ingest again when it is there)",
         f"bill {export / '2027-01.csv'}: skipped, a directory with no files in it, not a data file: put the export's "
         "file there or remove it"], result.output
     assert "2026-10: committed 1 rows" in result.output and "2026-11: committed 1 rows" in result.output
@@ -51,3 +51,16 @@ def test_42_a_folder_holding_only_a_dangling_link_says_why_and_fails(tmp_path):
     result = ingest(tmp_path, export)
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert f"bill {export / '2026-10.csv'}: skipped, a symbolic link to {tmp_path / 'gone.csv'}" in result.output
+
+
+def test_40_a_copy_in_a_temporary_or_hidden_folder_is_not_counted_beside_the_finished_file(tmp_path):
+    """Spark writing `_temporary/0/...` and a copy tool's `.partial/` beside the finished file:
+    the month was committed as 3 rows, $300 for a $100 bill."""
+    export = tmp_path / "export"
+    for folder in (export, export / "_temporary" / "0", export / ".partial"):
+        write_month(folder / "2026-10.csv", "2026-10", "100")
+    result = ingest(tmp_path, export)
+    assert result.exit_code == 0, result.output
+    assert "bill 2026-10: committed 1 rows USD 100.000000000000" in result.output
+    assert f"bill {export / '_temporary'}: skipped, a folder whose name starts with '_'" in result.output
+    assert f"bill {export / '.partial'}: skipped, a folder whose name starts with '.'" in result.output

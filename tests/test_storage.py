@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import boto3
 import pytest
@@ -95,3 +96,30 @@ def test_s3_missing_key_and_size_mismatch_are_named(tmp_path):
     with pytest.raises(SourceError, match="expected 9"):
         storage.local_copy(StoredObject(obj.uri, obj.key, 9, obj.version), tmp_path)
     assert not list(tmp_path.glob("*.csv")) or all(p.stat().st_size == 5 for p in tmp_path.glob("*.csv"))
+
+
+def test_files_below_hidden_or_temporary_folders_are_not_listed_and_each_folder_is_told(tmp_path):
+    """A Spark job's `_temporary/` or an export's `.partial/` copy read beside the finished
+    files counted their rows twice: Arrow and Spark leave such folders unread, and so does spendlake."""
+    for key in ("2026-10.csv", "_temporary/0/task/2026-10.csv", "_temporary/0/2026-11.csv", ".partial/2026-10.csv",
+                "_temporary/_SUCCESS", "a/.git/x.parquet", "a/b_c/y.csv"):
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_bytes(b"x")
+    storage = Storage(source(tmp_path))
+    assert [o.key for o in storage.list()] == ["2026-10.csv", "a/b_c/y.csv"]
+    storage.list()  # listed again: still told once, with the same count
+    told = {path: re.search(r"starts with '(.)' .*: its (\d+) data file", why).groups()
+            for path, why in storage.passed_over.items()}
+    assert told == {f"{tmp_path}/_temporary": ("_", "2"), f"{tmp_path}/.partial": (".", "1"),
+                    f"{tmp_path}/a/.git": (".", "1")}
+
+
+@mock_aws
+def test_s3_keys_below_hidden_or_temporary_folders_are_not_listed(tmp_path):
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket="bills")
+    for key in ("cur/2026-10.csv", "cur/_temporary/0/2026-10.csv", "cur/.partial/2026-10.csv"):
+        client.put_object(Bucket="bills", Key=key, Body=b"x")
+    storage = Storage(source("s3://bills/cur", region="us-east-1"))
+    assert [o.key for o in storage.list()] == ["2026-10.csv"]
+    assert sorted(storage.passed_over) == ["s3://bills/cur/.partial", "s3://bills/cur/_temporary"]
