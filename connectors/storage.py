@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,6 +20,9 @@ from pathlib import Path, PurePosixPath
 from connectors.aws_client import aws_error, make_client
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
+
+
+CHANGED_HINT = "run ingest again when the export has finished writing it"
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ class Storage:
         if code in ("NoSuchKey", "404", "NotFound"):
             return SourceError("object not found", where=f"s3://{self.bucket}/{key}",
                                hint="check the manifest and the export prefix")
+        if code in ("PreconditionFailed", "412"):
+            return SourceError("changed while it was read (its ETag is no longer the one listed)",
+                               where=f"s3://{self.bucket}/{key}", hint=CHANGED_HINT)
         if code == "NoSuchBucket":
             return SourceError("bucket not found", where=f"s3://{self.bucket}",
                                hint=f"check sources.{self.config.name}.location")
@@ -194,15 +201,49 @@ class Storage:
         if obj.size >= 0 and target.is_file() and target.stat().st_size == obj.size:
             return target  # downloaded into this scratch already (a survey reads a file twice)
         key = obj.uri[len(f"s3://{self.bucket}/"):]
+        from s3transfer.exceptions import S3DownloadFailedError
+
         try:
-            self.client.download_file(self.bucket, key, str(target))
+            self._download(obj, key, target)
         except (ClientError, BotoCoreError) as exc:
             target.unlink(missing_ok=True)
             raise self._s3_error(exc, "s3:GetObject", key) from None
+        except S3DownloadFailedError as exc:  # the transfer's ranged GETs: the ETag changed, or retries ran out
+            target.unlink(missing_ok=True)
+            if "ETag" in str(exc):
+                raise SourceError("changed while it was read (its ETag is no longer the one listed)", where=obj.uri,
+                                  hint=CHANGED_HINT) from None
+            raise SourceError(f"download failed: {exc}", where=obj.uri, hint="run ingest again") from None
         if obj.size >= 0 and target.stat().st_size != obj.size:
             raise SourceError(f"downloaded {target.stat().st_size} bytes, expected {obj.size}",
                               where=obj.uri, hint="the object changed while it was read; run ingest again")
         return target
+
+    def _download(self, obj: StoredObject, key: str, target: Path) -> None:
+        """Download an object as it was listed: its listed ETag goes with every GET (If-Match),
+        so an object replaced since, even by one of the same size, fails (PreconditionFailed)
+        rather than being read under the listed version's delivery id. Unlisted: as it is now."""
+        if not obj.version or obj.size < 0:
+            self.client.download_file(self.bucket, key, str(target))
+            return
+        from boto3.s3.transfer import TransferConfig, create_transfer_manager
+        from s3transfer.subscribers import BaseSubscriber
+
+        config = TransferConfig()
+        etag = f'"{obj.version}"'
+        if obj.size < config.multipart_threshold:  # one GET: the transfer manager would send no If-Match
+            body = self.client.get_object(Bucket=self.bucket, Key=key, IfMatch=etag)["Body"]
+            with open(target, "wb") as out:
+                shutil.copyfileobj(body, out, 1 << 20)
+            return
+
+        class AsListed(BaseSubscriber):
+            def on_queued(self, future, **kwargs):  # what its HEAD would say: its ranged GETs send If-Match
+                future.meta.provide_transfer_size(obj.size)
+                future.meta.provide_object_etag(etag)
+
+        with create_transfer_manager(self.client, config) as manager:
+            manager.download(self.bucket, key, str(target), subscribers=[AsListed()]).result()
 
     def local_paths(self) -> list[Path]:
         return [] if self.is_s3 else [self.path]

@@ -123,3 +123,39 @@ def test_s3_keys_below_hidden_or_temporary_folders_are_not_listed(tmp_path):
     storage = Storage(source("s3://bills/cur", region="us-east-1"))
     assert [o.key for o in storage.list()] == ["2026-10.csv"]
     assert sorted(storage.passed_over) == ["s3://bills/cur/.partial", "s3://bills/cur/_temporary"]
+
+
+@mock_aws
+def test_6_an_s3_object_replaced_by_one_of_the_same_size_after_it_was_listed_is_not_read(tmp_path):
+    """The size check misses a rewrite of the same length: the listed ETag goes with the GET."""
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket="bills")
+    client.put_object(Bucket="bills", Key="cur/a.csv", Body=b"12345")
+    storage = Storage(source("s3://bills/cur", region="us-east-1"))
+    [listed] = storage.list()
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    assert storage.local_copy(listed, tmp_path / "one").read_bytes() == b"12345"
+    client.put_object(Bucket="bills", Key="cur/a.csv", Body=b"67890")
+    with pytest.raises(SourceError, match=r"s3://bills/cur/a\.csv: changed while it was read .* run ingest again"):
+        storage.local_copy(listed, tmp_path / "two")
+    assert not list((tmp_path / "two").iterdir())
+    [again] = storage.list()
+    assert storage.local_copy(again, tmp_path / "two").read_bytes() == b"67890"
+
+
+@pytest.mark.slow
+@mock_aws
+def test_6_a_large_s3_object_replaced_after_it_was_listed_is_not_read(tmp_path):
+    """Past the multipart threshold the transfer's ranged GETs carry the listed ETag."""
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket="bills")
+    client.put_object(Bucket="bills", Key="cur/big.csv", Body=b"1" * (9 << 20))
+    storage = Storage(source("s3://bills/cur", region="us-east-1"))
+    [listed] = storage.list()
+    assert storage.local_copy(listed, tmp_path).stat().st_size == 9 << 20
+    client.put_object(Bucket="bills", Key="cur/big.csv", Body=b"2" * (9 << 20))
+    for stale in tmp_path.iterdir():
+        stale.unlink()
+    with pytest.raises(SourceError, match="changed while it was read"):
+        storage.local_copy(listed, tmp_path)

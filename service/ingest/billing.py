@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset, cost_connector
-from connectors.storage import local_version
+from connectors.storage import CHANGED_HINT, local_version
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
@@ -266,7 +266,7 @@ def _changed_while_read(versions: dict[str, str | None]) -> SourceError | None:
         now = local_version(uri)
         if now != version:
             return SourceError(f"{uri} {'changed' if now else 'was removed'} while it was read", where=uri,
-                               hint="run ingest again when the export has finished writing it")
+                               hint=CHANGED_HINT)
     return None
 
 
