@@ -22,7 +22,7 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
@@ -39,7 +39,7 @@ from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.schema import MONEY
-from service.core.staging import rounded_away_sql
+from service.core.staging import PerValuePart, rounded_away_sql
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
 # CSV money as the reader parses it: 6 decimals more than the lake keeps, so what the lake's
@@ -107,7 +107,7 @@ class FolderExport(StoredExport, ABC):
             self.local[uri] = self.storage.local_copy(obj, scratch)
             select = self.select(con, self.local[uri], uri)
             try:
-                parts.append(con.sql(select))
+                parts.append(con.sql(select) if isinstance(select, str) else select.part(con))
             except duckdb.Error as exc:
                 raise duckdb_error(exc, "cannot read the delivery", where=uri) from None
         return parts
@@ -127,8 +127,22 @@ class FolderExport(StoredExport, ABC):
         return next((r.cost_type for r in self.runs.values() if any(o.uri == uri for o in r.files)), None)
 
     @abstractmethod
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | Select:
         """SELECT <canonical columns> FROM <the file>."""
+
+
+@dataclass(frozen=True)
+class Select:
+    """A canonical SELECT over one file whose `per_value` columns (canonical name → SQL over a
+    text column `value`) `rows`, the same SELECT otherwise, gives as text: the stager converts
+    them once per distinct value (service.core.staging.PerValuePart)."""
+
+    sql: str
+    rows: str
+    per_value: dict[str, str] = field(default_factory=dict)
+
+    def part(self, con: duckdb.DuckDBPyConnection) -> PerValuePart:
+        return PerValuePart(con.sql(self.sql), con.sql(self.rows), self.per_value)
 
 
 @dataclass(frozen=True)
@@ -388,6 +402,15 @@ def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool 
     raw = nonblank(sql)
     raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
     return parsed_or_fail(table, raw, parsed(raw), column, "not a JSON object with unique keys")
+
+
+def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:
+    """`tags` of a JSON text column as SQL over a text column `value` holding it, for the stager
+    to run once per distinct value (Select); None when the file has no such column or a map."""
+    name = table.name(*candidates)
+    if name is None or str(table.type_of(name)).startswith("MAP("):
+        return None
+    return json_tags_sql(table, ident("value"), name, braces_optional=braces_optional)
 
 
 def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:

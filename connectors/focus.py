@@ -41,8 +41,9 @@ import duckdb
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
-from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, FolderExport, decimal,
-                                   ident, json_text, open_table, rounded_away, tags, text, timestamp)
+from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, FolderExport, Select,
+                                   decimal, ident, json_text, open_table, rounded_away, tags, tags_per_value, text,
+                                   timestamp)
 from connectors.storage import suffix_of
 from service.core.errors import SpendlakeError, duckdb_error
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
@@ -98,7 +99,7 @@ class FocusConnector(FolderExport):
             raise problem
         return super().read(delivery, con, scratch)
 
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | Select:
         money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]
         # CSV money as text, parsed in SQL: the reader's exact decimals (DECIMAL(38,18), to learn
         # what the lake's 12 decimals round away) cost a 128-bit division per value to store
@@ -110,6 +111,7 @@ class FocusConnector(FolderExport):
                                             "rows; an inventory source of kind focus-datasets reads it")
         table.require(*REQUIRED)
         expressions: dict[str, str | None] = {}
+        per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
         for name, kind in COST_COLUMNS:
             candidates = ALTERNATIVES.get(name, (name,) if not name.startswith("x_") else ())
             if not candidates:
@@ -120,6 +122,8 @@ class FocusConnector(FolderExport):
                 expressions[name] = timestamp(table, *candidates)
             elif name in TAG_COLUMNS:
                 expressions[name] = tags(table, *candidates)
+                if once := tags_per_value(table, *candidates):
+                    per_value[name] = once
             elif name in JSON_COLUMNS:
                 expressions[name] = json_text(table, *candidates)
             else:
@@ -127,7 +131,12 @@ class FocusConnector(FolderExport):
         present = {k: v for k, v in expressions.items() if v is not None}
         rounding = rounding_select({m: rounded_away(table, *ALTERNATIVES.get(m, (m,))) for m in ROUNDING_COLUMNS})
         # the columns the file has: the stager adds the others as nulls
-        return f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding} FROM {table.source}"
+        sql = f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding} FROM {table.source}"
+        if not per_value:
+            return sql
+        raw = {name: table.col(*ALTERNATIVES.get(name, (name,))) for name in per_value}
+        rows = cost_select_list(present | raw, absent_as_null=False, as_text=per_value)
+        return Select(sql, f"SELECT {rows}{rounding} FROM {table.source}", per_value)
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A CSV money value the SQL found not a number, with its line: the CSV reader parses

@@ -119,10 +119,13 @@ JSON_COLUMNS = ("SkuPriceDetails", "ContractApplied", "AllocatedMethodDetails", 
 COST_TYPES = dict(COST_COLUMNS)
 
 
-def cost_select_list(expressions: dict[str, str], *, absent_as_null: bool = True) -> str:
+def cost_select_list(expressions: dict[str, str], *, absent_as_null: bool = True,
+                     as_text: Iterable[str] = ()) -> str:
     """A SELECT list that casts each canonical column; missing ones become typed NULLs, or
     with `absent_as_null=False` are left out (the lake's stager adds them as null arrays:
     computing dozens of all-NULL columns in DuckDB costs about a CPU second per 1M lines).
+    Columns in `as_text` are cast to VARCHAR instead, for the stager to convert once per
+    distinct value (service.core.staging.PerValuePart).
 
     `expressions` maps canonical column → SQL expression over the connector's input.
     Unknown keys are a programming error, caught here rather than in the lake.
@@ -130,12 +133,13 @@ def cost_select_list(expressions: dict[str, str], *, absent_as_null: bool = True
     unknown = set(expressions) - set(COST_COLUMN_NAMES)
     if unknown:
         raise KeyError(f"not canonical cost columns: {sorted(unknown)}")
+    as_text = set(as_text)
     parts = []
     for name, kind in COST_COLUMNS:
         if name not in expressions and not absent_as_null:
             continue
         expr = expressions.get(name, "NULL")
-        parts.append(f"CAST({expr} AS {kind}) AS {name}")
+        parts.append(f"CAST({expr} AS {'VARCHAR' if name in as_text else kind}) AS {name}")
     return ",\n  ".join(parts)
 
 
