@@ -255,7 +255,7 @@ def _per_value(batch: pa.RecordBatch, per_value: dict[str, str], con: duckdb.Duc
     value (a null stays null) and taken back to every row, in its place."""
     for name, sql in per_value.items():
         index = batch.schema.get_field_index(name)
-        encoded = pc.dictionary_encode(batch.column(index))
+        encoded = pc.dictionary_encode(batch.column(index), null_encoding="encode")  # the SQL decides a null's value
         distinct = con.from_arrow(pa.table({"value": encoded.dictionary}))
         converted = distinct.project(f"CAST({sql} AS {COST_TYPES[name]}) AS value").to_arrow_table()
         batch = batch.set_column(index, name, converted.column(0).combine_chunks().take(encoded.indices))
