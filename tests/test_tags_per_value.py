@@ -1,0 +1,110 @@
+"""JSON tags of CSV exports (FOCUS `Tags`, CUR 2.0 `resource_tags`) are converted by the stager
+once per distinct value of each batch (service.core.staging.PerValuePart), not per line: the
+lake holds exactly the maps the per-line SQL gives, a null or blank cell included, and a bad
+object in any batch fails the delivery as before, naming the file and column."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import connectors.aws_common as aws_common
+import service.core.staging as staging
+from connectors.exportfile import Select
+from service.core.config import parse_config
+from service.core.errors import DataError
+from service.core.lake import Lake
+from service.ingest.billing import ingest
+from tests.aws_exports import cur2_table, line, local_put, write_cur2
+
+FOCUS_HEADER = "BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,Tags"
+FOCUS_TAGS = ['"{""team"": ""nlp""}"', '"{"" org"": ""trey"", ""n"": 3, ""none"": null, ""nested"": {""a"": [1]}}"',
+              "", "NULL", "{}", '" {""team"": ""nlp""} "', '"{""team"": ""vision"", ""project"": """"}"']
+CUR2_TAGS = ['{"user_team":"nlp"}', '{"user_team":""}', '{"user_team":null,"user_project":"x"}', "{}", "",
+             '{"user_team":"vision","user_project":"llama"}']
+
+
+def config(lake: Path, kind: str, location: Path):
+    return parse_config({"lake": str(lake), "sources": [{"name": "bill", "kind": kind, "location": str(location)}]})
+
+
+def lake_tags(lake: Path) -> list[tuple]:
+    """Every row's cost and tags as the lake holds them, sorted."""
+    con = duckdb.connect()
+    files = [str(p) for p in lake.glob("costs/**/data.parquet")]
+    return sorted(con.execute("SELECT BilledCost, CAST(Tags AS VARCHAR) FROM read_parquet(?, hive_partitioning = false)",
+                              [files]).fetchall())
+
+
+def focus_export(folder: Path, rows: int, tags: list[str]) -> Path:
+    folder.mkdir(parents=True)
+    lines = [f"{n},USD,2024-06-01,2024-06-02,{tags[n % len(tags)]}" for n in range(rows)]
+    (folder / "focus.csv").write_text("\n".join([FOCUS_HEADER, *lines]) + "\n")
+    return folder
+
+
+def cur2_export(folder: Path, tmp: Path, rows: int, tags: list[str]) -> Path:
+    con = duckdb.connect()
+    table = cur2_table(con, [line(cost=str(n)) for n in range(rows)])
+    table.create_view("cur2")
+    con.execute("CREATE TABLE texts AS SELECT * FROM (VALUES " + ", ".join(
+        f"({i}, {'NULL' if not t else repr(t)})" for i, t in enumerate(tags)) + ") t(i, text)")
+    target = tmp / "part.csv.gz"
+    con.execute(f"COPY (SELECT cur2.* REPLACE (texts.text AS resource_tags, CAST(to_json(product) AS VARCHAR) AS product) "
+                f"FROM cur2 JOIN texts ON texts.i = (CAST(line_item_unblended_cost AS BIGINT) * 7) % {len(tags)}) "
+                f"TO '{target}' (FORMAT csv, HEADER, COMPRESSION gzip)")
+    write_cur2(local_put(folder), prefix="", export="cur", period="2026-10", execution="exec-1",
+               parts=[target.read_bytes()], fmt="csv")
+    return folder / "cur"
+
+
+def per_line(monkeypatch) -> None:
+    """The connectors' per-line SQL for the tags, as before the stager converted them."""
+    monkeypatch.setattr(Select, "part", lambda self, con: con.sql(self.sql))
+    monkeypatch.setattr(aws_common, "_tags_as_text", lambda columns: False)
+
+
+@pytest.mark.parametrize("kind", ["focus", "aws-cur2"])
+def test_tags_converted_once_per_distinct_value_equal_the_per_line_conversion(tmp_path, monkeypatch, kind):
+    monkeypatch.setattr(staging, "BATCH_ROWS", 300)  # many batches, each with repeats
+    export = (focus_export(tmp_path / "export", 2_000, FOCUS_TAGS) if kind == "focus"
+              else cur2_export(tmp_path / "export", tmp_path, 2_000, CUR2_TAGS))
+    converted: list[int] = []
+    real = staging._per_value
+    monkeypatch.setattr(staging, "_per_value", lambda batch, per_value, con: converted.append(batch.num_rows)
+                        or real(batch, per_value, con))
+    [outcome] = ingest(config(tmp_path / "lake", kind, export)).outcomes
+    assert outcome.error is None and sum(converted) == 2_000
+    per_value = lake_tags(tmp_path / "lake")
+    per_line(monkeypatch)
+    [outcome] = ingest(config(tmp_path / "lake-per-line", kind, export)).outcomes
+    assert outcome.error is None
+    assert per_value == lake_tags(tmp_path / "lake-per-line")
+    assert {tags for _, tags in per_value} >= ({"{team=nlp}", "{}", None} if kind == "focus" else {"{user_team=nlp}", "{}"})
+
+
+def test_a_bad_tags_object_in_a_later_batch_fails_the_delivery_naming_file_and_column(tmp_path, monkeypatch):
+    monkeypatch.setattr(staging, "BATCH_ROWS", 300)
+    export = focus_export(tmp_path / "export", 1_000, FOCUS_TAGS)
+    with open(export / "focus.csv", "a") as out:
+        out.write('7,USD,2024-06-01,2024-06-02,"{""a"": ""1"", ""a"": ""2""}"\n')
+    cfg = config(tmp_path / "lake", "focus", export)
+    [outcome] = ingest(cfg).outcomes
+    assert isinstance(outcome.error, DataError)
+    message = str(outcome.error)
+    assert "focus.csv" in message and "column Tags: not a JSON object with unique keys" in message
+    assert Lake(cfg.lake).ledger() == []
+
+
+def test_a_csv_gz_focus_export_converts_its_tags_the_same_way(tmp_path, monkeypatch):
+    folder = focus_export(tmp_path / "export", 500, FOCUS_TAGS)
+    (folder / "focus.csv.gz").write_bytes(gzip.compress((folder / "focus.csv").read_bytes()))
+    (folder / "focus.csv").unlink()
+    [outcome] = ingest(config(tmp_path / "lake", "focus", folder)).outcomes
+    assert outcome.error is None
+    per_line(monkeypatch)
+    [outcome] = ingest(config(tmp_path / "lake-per-line", "focus", folder)).outcomes
+    assert lake_tags(tmp_path / "lake") == lake_tags(tmp_path / "lake-per-line")
