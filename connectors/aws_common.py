@@ -40,7 +40,8 @@ from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_n
 from connectors.aws_focus import focus_columns, product_text
 from service.core.errors import DataError
 from service.core.schema import MONEY, cost_select_list
-from service.core.staging import LINE_ITEM_KEY, PerValuePart, rounded_away_sql, rounding_select
+from service.core.per_value import PerValuePart
+from service.core.staging import LINE_ITEM_KEY, rounded_away_sql, rounding_select
 
 __all__ = ["AwsColumns", "MONEY_FIELDS", "check_required", "cost_relation", "snake_name"]
 
@@ -188,7 +189,7 @@ def _json_tags(expr: str) -> str:
 
 def _tags_as_text(columns: AwsColumns) -> bool:
     """CUR 2.0 CSV's tags: JSON text, converted by the stager once per distinct value
-    (service.core.staging.PerValuePart; per line they were a fifth of the read's CPU)."""
+    (service.core.per_value.PerValuePart; per line they were a fifth of the read's CPU)."""
     return (columns.has("resource_tags") and columns.by_snake["resource_tags"] == "resource_tags"
             and not columns.types["resource_tags"].startswith("MAP"))
 

@@ -39,7 +39,8 @@ from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.schema import MONEY
-from service.core.staging import PerValuePart, rounded_away_sql
+from service.core.per_value import PerValuePart
+from service.core.staging import rounded_away_sql
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
 # CSV money as the reader parses it: 6 decimals more than the lake keeps, so what the lake's
@@ -135,7 +136,7 @@ class FolderExport(StoredExport, ABC):
 class Select:
     """A canonical SELECT over one file whose `per_value` columns (canonical name → SQL over a
     text column `value`) `rows`, the same SELECT otherwise, gives as text: the stager converts
-    them once per distinct value (service.core.staging.PerValuePart)."""
+    them once per distinct value (service.core.per_value.PerValuePart)."""
 
     sql: str
     rows: str

@@ -1,7 +1,8 @@
 """JSON tags of CSV exports (FOCUS `Tags`, CUR 2.0 `resource_tags`) are converted by the stager
-once per distinct value of each batch (service.core.staging.PerValuePart), not per line: the
-lake holds exactly the maps the per-line SQL gives, a null or blank cell included, and a bad
-object in any batch fails the delivery as before, naming the file and column."""
+once per distinct value (service.core.per_value), not per line: the lake holds exactly the
+maps the per-line SQL gives, a null or blank cell included, whether the converted values
+are kept or start again (CACHED_VALUES), and a bad object in any batch fails the delivery
+as before, naming the file and column."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import duckdb
 import pytest
 
 import connectors.aws_common as aws_common
+import service.core.per_value as per_value
 import service.core.staging as staging
 from connectors.exportfile import Select
 from service.core.config import parse_config
@@ -67,23 +69,34 @@ def per_line(monkeypatch) -> None:
     monkeypatch.setattr(aws_common, "_tags_as_text", lambda columns: False)
 
 
+@pytest.mark.parametrize("cached", [per_value.CACHED_VALUES, 4])
 @pytest.mark.parametrize("kind", ["focus", "aws-cur2"])
-def test_tags_converted_once_per_distinct_value_equal_the_per_line_conversion(tmp_path, monkeypatch, kind):
+def test_tags_converted_once_per_distinct_value_equal_the_per_line_conversion(tmp_path, monkeypatch, kind, cached):
     monkeypatch.setattr(staging, "BATCH_ROWS", 300)  # many batches, each with repeats
-    export = (focus_export(tmp_path / "export", 2_000, FOCUS_TAGS) if kind == "focus"
-              else cur2_export(tmp_path / "export", tmp_path, 2_000, CUR2_TAGS))
-    converted: list[int] = []
-    real = staging._per_value
-    monkeypatch.setattr(staging, "_per_value", lambda batch, per_value, con: converted.append(batch.num_rows)
-                        or real(batch, per_value, con))
+    monkeypatch.setattr(per_value, "CACHED_VALUES", cached)
+    tags = FOCUS_TAGS if kind == "focus" else CUR2_TAGS
+    export = (focus_export(tmp_path / "export", 2_000, tags) if kind == "focus"
+              else cur2_export(tmp_path / "export", tmp_path, 2_000, tags))
+    rows, converted = [], []
+    real = per_value.Converter._column
+
+    def counted(self, column, name, sql):
+        rows.append(len(column))
+        return real(self, column, name, sql)
+    monkeypatch.setattr(per_value.Converter, "_column", counted)
+    run = per_value.Converter._run
+    monkeypatch.setattr(per_value.Converter, "_run", lambda self, texts, *a: converted.append(len(texts)) or run(self, texts, *a))
     [outcome] = ingest(config(tmp_path / "lake", kind, export)).outcomes
-    assert outcome.error is None and sum(converted) == 2_000
-    per_value = lake_tags(tmp_path / "lake")
+    assert outcome.error is None and sum(rows) == 2_000 and len(rows) >= 7
+    # each distinct text converted once (`""` and `NULL` are both a null FOCUS cell), unless the
+    # cache is smaller than the texts
+    assert (sum(converted) in (len(tags) - 1, len(tags))) if cached > len(tags) else (sum(converted) > len(tags))
+    kept = lake_tags(tmp_path / "lake")
     per_line(monkeypatch)
     [outcome] = ingest(config(tmp_path / "lake-per-line", kind, export)).outcomes
     assert outcome.error is None
-    assert per_value == lake_tags(tmp_path / "lake-per-line")
-    assert {tags for _, tags in per_value} >= ({"{team=nlp}", "{}", None} if kind == "focus" else {"{user_team=nlp}", "{}"})
+    assert kept == lake_tags(tmp_path / "lake-per-line")
+    assert {tags for _, tags in kept} >= ({"{team=nlp}", "{}", None} if kind == "focus" else {"{user_team=nlp}", "{}"})
 
 
 def test_a_bad_tags_object_in_a_later_batch_fails_the_delivery_naming_file_and_column(tmp_path, monkeypatch):

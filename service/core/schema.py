@@ -125,7 +125,7 @@ def cost_select_list(expressions: dict[str, str], *, absent_as_null: bool = True
     with `absent_as_null=False` are left out (the lake's stager adds them as null arrays:
     computing dozens of all-NULL columns in DuckDB costs about a CPU second per 1M lines).
     Columns in `as_text` are cast to VARCHAR instead, for the stager to convert once per
-    distinct value (service.core.staging.PerValuePart).
+    distinct value (service.core.per_value.PerValuePart).
 
     `expressions` maps canonical column → SQL expression over the connector's input.
     Unknown keys are a programming error, caught here rather than in the lake.

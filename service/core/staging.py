@@ -13,7 +13,7 @@ buffers batches; writing each part to its own file and merging costs another pas
 Connectors may leave out the canonical columns their export lacks (cost_select_list's
 absent_as_null=False): they are added here as null arrays, cheaper than DuckDB computing them.
 A connector may also leave a column as text for the stager to convert once per distinct
-value of each batch (PerValuePart): the JSON tags of a CSV bill repeat on most lines.
+value (service.core.per_value): the JSON tags of a CSV bill repeat on most lines.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from service.core.errors import DataError
-from service.core.schema import COST_TYPES, MONEY, cost_select_list
+from service.core.per_value import Converter, PerValuePart
+from service.core.schema import MONEY, cost_select_list
 
 PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 DATA_FILE = "data.parquet"
@@ -129,26 +130,6 @@ class Staged:
     part_periods: tuple[frozenset[str], ...] = ()
 
 
-@dataclass(frozen=True)
-class PerValuePart:
-    """A part whose `per_value` columns the stager computes once per distinct value of each
-    batch instead of once per row: `rows` gives them as text, and each one's SQL (over a text
-    column named `value`, cast to the canonical type) is what `relation`, the part as every
-    other reader sees it, computes per row. Parsing a JSON tags object per line was over a
-    third of a FOCUS CSV's canonical SELECT (0.4 of 1.1 CPU s per 1M lines, beyond the read);
-    once per distinct value in a batch, 0.1 (bench/README.md). A bad value fails the same way:
-    the same SQL raises the same error."""
-
-    relation: duckdb.DuckDBPyRelation
-    rows: duckdb.DuckDBPyRelation
-    per_value: dict[str, str]
-
-    def __getattr__(self, name: str) -> object:  # any other attribute: the canonical relation's
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.relation, name)
-
-
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation | PerValuePart],
                 stage: Path) -> Staged:
     """Write the rows of `parts` under `stage`, one file per billing period, and look for
@@ -159,11 +140,11 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     keys: list[pq.ParquetWriter] = []  # the line item keys, in the delivery's order
     rounding: dict[tuple[str, str | None, str], Decimal] = defaultdict(Decimal)
     part_periods: list[set[str]] = []
-    converter = con.cursor()  # the writer thread's, for the per-value columns
+    converter = Converter(con)
 
     def write(batch: pa.RecordBatch, with_keys: bool, seen: set[str], per_value: dict[str, str]) -> None:
         if per_value:
-            batch = _per_value(batch, per_value, converter)
+            batch = converter.convert(batch, per_value)
         if with_keys:
             _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
             batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
@@ -248,18 +229,6 @@ class _OneBehind:
                 self.pending.exception()
         finally:
             self.pool.shutdown(wait=True)
-
-
-def _per_value(batch: pa.RecordBatch, per_value: dict[str, str], con: duckdb.DuckDBPyConnection) -> pa.RecordBatch:
-    """The batch with each `per_value` column (text) converted by its SQL once per distinct
-    value (a null stays null) and taken back to every row, in its place."""
-    for name, sql in per_value.items():
-        index = batch.schema.get_field_index(name)
-        encoded = pc.dictionary_encode(batch.column(index), null_encoding="encode")  # the SQL decides a null's value
-        distinct = con.from_arrow(pa.table({"value": encoded.dictionary}))
-        converted = distinct.project(f"CAST({sql} AS {COST_TYPES[name]}) AS value").to_arrow_table()
-        batch = batch.set_column(index, name, converted.column(0).combine_chunks().take(encoded.indices))
-    return batch
 
 
 def _take_rounding(batch: pa.RecordBatch, rounding: dict[tuple[str, str | None, str], Decimal]) -> pa.RecordBatch:
