@@ -39,8 +39,8 @@ import duckdb
 from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_name, text, timestamp
 from connectors.aws_focus import focus_columns, product_text
 from service.core.errors import DataError
-from service.core.schema import MONEY, cost_select_list
 from service.core.per_value import PerValuePart
+from service.core.schema import MONEY, cost_select_list
 from service.core.staging import LINE_ITEM_KEY, rounded_away_sql, rounding_select
 
 __all__ = ["AwsColumns", "MONEY_FIELDS", "check_required", "cost_relation", "snake_name"]

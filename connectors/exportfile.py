@@ -38,8 +38,8 @@ from connectors.csvfile import read_csv
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
-from service.core.schema import MONEY
 from service.core.per_value import PerValuePart
+from service.core.schema import MONEY
 from service.core.staging import rounded_away_sql
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
