@@ -22,7 +22,7 @@ import re
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
@@ -38,7 +38,7 @@ from connectors.csvfile import read_csv
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
-from service.core.per_value import PerValuePart
+from service.core.per_value import PerValueSelect
 from service.core.schema import MONEY
 from service.core.staging import rounded_away_sql
 
@@ -128,22 +128,8 @@ class FolderExport(StoredExport, ABC):
         return next((r.cost_type for r in self.runs.values() if any(o.uri == uri for o in r.files)), None)
 
     @abstractmethod
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | Select:
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         """SELECT <canonical columns> FROM <the file>."""
-
-
-@dataclass(frozen=True)
-class Select:
-    """A canonical SELECT over one file whose `per_value` columns (canonical name → SQL over a
-    text column `value`) `rows`, the same SELECT otherwise, gives as text: the stager converts
-    them once per distinct value (service.core.per_value.PerValuePart)."""
-
-    sql: str
-    rows: str
-    per_value: dict[str, str] = field(default_factory=dict)
-
-    def part(self, con: duckdb.DuckDBPyConnection) -> PerValuePart:
-        return PerValuePart(con.sql(self.sql), con.sql(self.rows), self.per_value)
 
 
 @dataclass(frozen=True)
@@ -162,8 +148,7 @@ class Table:
         return None
 
     def col(self, *candidates: str) -> str | None:
-        name = self.name(*candidates)
-        return None if name is None else ident(name)
+        return None if (name := self.name(*candidates)) is None else ident(name)
 
     def type_of(self, name: str) -> duckdb.DuckDBPyType:
         return self.columns[name.lower()][1]
@@ -403,15 +388,6 @@ def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool 
     raw = nonblank(sql)
     raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
     return parsed_or_fail(table, raw, parsed(raw), column, "not a JSON object with unique keys")
-
-
-def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:
-    """`tags` of a JSON text column as SQL over a text column `value` holding it, for the stager
-    to run once per distinct value (Select); None when the file has no such column or a map."""
-    name = table.name(*candidates)
-    if name is None or str(table.type_of(name)).startswith("MAP("):
-        return None
-    return json_tags_sql(table, ident("value"), name, braces_optional=braces_optional)
 
 
 def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:

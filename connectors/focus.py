@@ -41,11 +41,12 @@ import duckdb
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
-from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, FolderExport, Select,
-                                   decimal, ident, json_text, open_table, rounded_away, tags, tags_per_value, text,
+from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, FolderExport, Table,
+                                   decimal, ident, json_tags_sql, json_text, open_table, rounded_away, tags, text,
                                    timestamp)
 from connectors.storage import suffix_of
 from service.core.errors import SpendlakeError, duckdb_error
+from service.core.per_value import PerValueSelect
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
 from service.core.staging import ROUNDING_COLUMNS, rounding_select
 
@@ -99,7 +100,7 @@ class FocusConnector(FolderExport):
             raise problem
         return super().read(delivery, con, scratch)
 
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | Select:
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]
         # CSV money as text, parsed in SQL: the reader's exact decimals (DECIMAL(38,18), to learn
         # what the lake's 12 decimals round away) cost a 128-bit division per value to store
@@ -136,7 +137,7 @@ class FocusConnector(FolderExport):
             return sql
         raw = {name: table.col(*ALTERNATIVES.get(name, (name,))) for name in per_value}
         rows = cost_select_list(present | raw, absent_as_null=False, as_text=per_value)
-        return Select(sql, f"SELECT {rows}{rounding} FROM {table.source}", per_value)
+        return PerValueSelect(sql, f"SELECT {rows}{rounding} FROM {table.source}", per_value)
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A CSV money value the SQL found not a number, with its line: the CSV reader parses
@@ -151,3 +152,12 @@ class FocusConnector(FolderExport):
                 except duckdb.Error as exc:
                     return duckdb_error(exc, "could not read the delivery", where=uri)
         return error
+
+
+def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:
+    """`tags` of a JSON text column as SQL over a text column `value` holding it, for the stager to
+    run once per distinct value (service.core.per_value); None when the column is absent or a map."""
+    name = table.name(*candidates)
+    if name is None or str(table.type_of(name)).startswith("MAP("):
+        return None
+    return json_tags_sql(table, ident("value"), name, braces_optional=braces_optional)

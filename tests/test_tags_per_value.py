@@ -15,7 +15,6 @@ import pytest
 import connectors.aws_common as aws_common
 import service.core.per_value as per_value
 import service.core.staging as staging
-from connectors.exportfile import Select
 from service.core.config import parse_config
 from service.core.errors import DataError
 from service.core.lake import Lake
@@ -65,7 +64,7 @@ def cur2_export(folder: Path, tmp: Path, rows: int, tags: list[str]) -> Path:
 
 def per_line(monkeypatch) -> None:
     """The connectors' per-line SQL for the tags, as before the stager converted them."""
-    monkeypatch.setattr(Select, "part", lambda self, con: con.sql(self.sql))
+    monkeypatch.setattr(per_value.PerValueSelect, "part", lambda self, con: con.sql(self.sql))
     monkeypatch.setattr(aws_common, "_tags_as_text", lambda columns: False)
 
 

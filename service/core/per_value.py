@@ -41,6 +41,19 @@ class PerValuePart:
         return getattr(self.relation, name)
 
 
+@dataclass(frozen=True)
+class PerValueSelect:
+    """A connector's canonical SELECT (`sql`) and the same SELECT with the `per_value` columns
+    as text (`rows`): a PerValuePart once bound."""
+
+    sql: str
+    rows: str
+    per_value: dict[str, str]
+
+    def part(self, con: duckdb.DuckDBPyConnection) -> PerValuePart:
+        return PerValuePart(con.sql(self.sql), con.sql(self.rows), self.per_value)
+
+
 class Converter:
     """Converts the per-value columns of a delivery's batches, on its own cursor of the
     writer's database (it runs on the staging writer thread while the reading query streams).

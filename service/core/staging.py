@@ -12,8 +12,6 @@ buffers batches; writing each part to its own file and merging costs another pas
 
 Connectors may leave out the canonical columns their export lacks (cost_select_list's
 absent_as_null=False): they are added here as null arrays, cheaper than DuckDB computing them.
-A connector may also leave a column as text for the stager to convert once per distinct
-value (service.core.per_value): the JSON tags of a CSV bill repeat on most lines.
 """
 
 from __future__ import annotations
@@ -180,16 +178,13 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             writer.flush()
     finally:
         background.close()
-        try:
-            _close_all([*writers.values(), *keys])
-        finally:
-            converter.close()
+        _close_all([*writers.values(), *keys, converter])
     return Staged(staged, _repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value},
                   tuple(frozenset(seen) for seen in part_periods))
 
 
-def _close_all(writers: Sequence[_PeriodFile | pq.ParquetWriter]) -> None:
+def _close_all(writers: Sequence[_PeriodFile | pq.ParquetWriter | Converter]) -> None:
     """Close every file, then raise the first error: a file left open after a failed write
     (a full disk) keeps its space taken after the stage is removed, until the process ends."""
     first: BaseException | None = None
