@@ -20,7 +20,6 @@ import functools
 import json
 import logging
 import re
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -153,13 +152,11 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
         for number, part in enumerate(parts, 1):
             per_value = part.per_value if isinstance(part, PerValuePart) else {}
             part = part.rows if isinstance(part, PerValuePart) else part
-            view = f"part_{uuid.uuid4().hex}"
-            part.create_view(view)
             line_item, interval = LINE_ITEM_KEY
             key_hash = (f", CASE WHEN {line_item} IS NOT NULL THEN hash({line_item}, {interval}) END AS {LINE_ITEM_HASH}"
                         if line_item in part.columns else "")
-            reader = con.sql(f"SELECT *, strftime(BillingPeriodStart, '%Y-%m') AS {PERIOD_COLUMN}{key_hash} "
-                             f"FROM {view}").to_arrow_reader(BATCH_ROWS)
+            reader = part.project(f"*, strftime(BillingPeriodStart, '%Y-%m') AS {PERIOD_COLUMN}{key_hash}"
+                                  ).to_arrow_reader(BATCH_ROWS)
             rows, seen = 0, set()
             part_periods.append(seen)
             try:
@@ -173,7 +170,6 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             log.debug("staged part %d of %d: %d rows, DuckDB peak memory %d MB, spilled %d MB",
                       number, len(parts), rows, peak >> 20, spilled >> 20,
                       extra={"part": number, "peak_bytes": peak, "spilled_bytes": spilled})
-            con.execute(f"DROP VIEW {view}")
         for writer in writers.values():
             writer.flush()
     finally:
