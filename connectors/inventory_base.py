@@ -10,6 +10,7 @@ what it feeds: its tables, their partition key and its write disposition.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,8 +21,11 @@ import duckdb
 
 from service.core.config import InventorySource
 from service.core.errors import DataError, SourceError, duckdb_error
+from service.core.files import hidden_folder
 from service.core.registry import Configured, Connector
 from service.core.schema import INVENTORY_TABLES, inventory_select_list
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,17 @@ def local_files(path: str, config_path: str) -> list[Path]:
         return [root]
     if not root.is_dir():
         raise SourceError("no such file or directory", where=str(root), hint=f"check {config_path}")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".") and file_format(p))
+    files, hidden = [], set()
+    for candidate in sorted(root.rglob("*")):
+        if candidate.name.startswith(".") or not candidate.is_file() or not file_format(candidate):
+            continue
+        folder = next((f for f in candidate.relative_to(root).parents if hidden_folder(f.name)), None)
+        if folder is None:
+            files.append(candidate)
+        elif folder not in hidden:
+            hidden.add(folder)
+            log.warning("%s: a folder whose name starts with '%s' (hidden, or a job's output still being written): "
+                        "its files are not read; move them out of it to read them", root / folder, folder.name[0])
     if not files:
         raise SourceError("no .csv, .csv.gz, .parquet or .json files found", where=str(root), hint=f"check {config_path}")
     return files

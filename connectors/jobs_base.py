@@ -26,6 +26,7 @@ from pydantic import Field, field_validator
 
 from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
+from service.core.files import hidden_folder
 from service.core.schema import INVENTORY_TABLES
 
 if TYPE_CHECKING:
@@ -220,7 +221,10 @@ def source_files(path: str, config_path: str) -> list[Path]:
 
     files = []
     for folder, folders, names in os.walk(root, onerror=refused):
-        folders[:] = [name for name in folders if not name.startswith(".")]
+        for name in [name for name in folders if hidden_folder(name) and not name.startswith(".")]:
+            log.warning("%s: a folder whose name starts with '_' (a job's output still being written?): its files "
+                        "are not read; move them out of it to read them", Path(folder, name))
+        folders[:] = [name for name in folders if not hidden_folder(name)]
         files += [Path(folder, name) for name in names if not name.startswith(".") and Path(folder, name).is_file()]
     if not files:
         raise SourceError("the directory holds no files", where=str(root),

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from connectors.aws_client import aws_error, make_client
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
+from service.core.files import hidden_folder
 
 
 CHANGED_HINT = "run ingest again when the export has finished writing it"
@@ -135,8 +136,7 @@ class Storage:
         leave unread too. Reading it would count its rows beside the finished files' (twice);
         the folder is told once, as skipped, when it holds data files."""
         folders = key.split("/")[:-1]
-        hidden = next((i for i, name in enumerate(folders) if name.startswith(HIDDEN) and name not in (".", "..")),
-                      None)  # an S3 key's `..` is a name, not a way out (local_copy hashes it)
+        hidden = next((i for i, name in enumerate(folders) if hidden_folder(name)), None)  # an S3 key's `..` is a name, not a way out (local_copy hashes it)
         if hidden is None:
             return False
         if is_file and suffix_of(key) in DATA_SUFFIXES:
@@ -280,7 +280,6 @@ def fingerprint(objects: list[StoredObject]) -> str:
     return "sha256:" + digest.hexdigest()[:32]
 
 
-HIDDEN = (".", "_")  # folder name prefixes whose files are not read (Storage._in_hidden_folder)
 DATA_SUFFIXES = (".csv.gz", ".csv.zip", ".json.gz", ".jsonl.gz", ".parquet", ".csv", ".json", ".jsonl", ".gz")
 
 

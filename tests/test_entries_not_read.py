@@ -64,3 +64,25 @@ def test_40_a_copy_in_a_temporary_or_hidden_folder_is_not_counted_beside_the_fin
     assert "bill 2026-10: committed 1 rows USD 100.000000000000" in result.output
     assert f"bill {export / '_temporary'}: skipped, a folder whose name starts with '_'" in result.output
     assert f"bill {export / '.partial'}: skipped, a folder whose name starts with '.'" in result.output
+
+
+def test_inventory_and_job_files_under_hidden_or_underscore_folders_are_not_read(tmp_path, caplog):
+    """As the billing sources' folders: a `_temporary/` or `.partial/` copy beside a finished
+    inventory or job file would add its rows twice; each such folder is told once."""
+    from connectors.inventory_base import local_files
+    from connectors.jobs_base import source_files
+
+    root = tmp_path / "inventory"
+    for relative in ("a/tags.csv", "x_y/tags.csv", "_temporary/0/tags.csv", "_temporary/1/tags.csv",
+                     ".partial/tags.csv"):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text("resource_id,key,value\n")
+    caplog.clear()
+    assert local_files(str(root), "inventory.tags.path") == [root / "a" / "tags.csv", root / "x_y" / "tags.csv"]
+    told = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(told) == 2 and any("_temporary" in t for t in told) and any(".partial" in t for t in told)
+    caplog.clear()
+    assert source_files(str(root), "inventory.jobs.path") == [root / "a" / "tags.csv", root / "x_y" / "tags.csv"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"{root / '_temporary'}: a folder whose name starts with '_' (a job's output still being written?): its "
+        "files are not read; move them out of it to read them"]

@@ -11,6 +11,13 @@ from pathlib import Path
 from service.core.errors import DataError
 
 PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+# Folders whose files no source reads: hidden (`.x`), or a job's output still being written
+# (Spark's `_temporary/`), as Arrow and Spark leave them: read, their rows count twice.
+HIDDEN_FOLDER_PREFIXES = (".", "_")
+
+
+def hidden_folder(name: str) -> bool:
+    return name.startswith(HIDDEN_FOLDER_PREFIXES) and name not in (".", "..")
 
 
 def fsync_path(path: Path) -> None:
