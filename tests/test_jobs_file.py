@@ -439,3 +439,23 @@ def test_snapshots_with_the_old_record_ids_are_told_to_count_twice(tmp_path, cap
     caplog.clear()
     assert run(tmp_path, tmp_path / "jobs.csv").error is None
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+
+def test_snapshots_dated_after_the_id_change_are_not_looked_at(tmp_path, caplog, monkeypatch):
+    """The look for old ids reads only snapshots dated up to the change: a lake started later
+    pays nothing for it on each inventory run, however long its history (here the change is
+    moved before an earlier snapshot holding such an id: it is not read, nothing is said)."""
+    import service.ingest.inventory as inventory
+
+    (tmp_path / "jobs.csv").write_text("job_id,start_time,end_time,gpus\n7,2026-11-30T09:00:00Z,2026-11-30T10:00:00Z,8\n")
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    [current] = (tmp_path / "lake" / "jobs" / "source=trace").glob("snapshot_date=*/data.parquet")
+    table = pq.read_table(current)
+    earlier = current.parent.parent / "snapshot_date=2026-11-30" / "data.parquet"
+    earlier.parent.mkdir()
+    pq.write_table(table.set_column(table.schema.get_field_index("record_id"), "record_id", pa.array(["/7#0"])), earlier)
+    monkeypatch.setattr(inventory, "OLD_JOBS_FILE_IDS_UNTIL", "2026-11-29")
+    caplog.clear()
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 # A jobs-file record id before 2026-12-03: `<cluster>/<job_id>#<n>`, n an attempt's rank among
 # the files read that day (now `<cluster>/<job_id>@<start>`, stable whatever files are read).
 OLD_JOBS_FILE_ID = r"#[0-9]+$"
+OLD_JOBS_FILE_IDS_UNTIL = "2026-12-03"  # the last snapshot date that can hold them: later ones are not read
 
 
 @dataclass
@@ -117,7 +118,10 @@ def _warn_old_record_ids(lake: Lake, con: duckdb.DuckDBPyConnection, source: str
     """Readers keep each job record's newest snapshot by its id (every snapshot is history), so a
     job in a snapshot written with the old jobs-file ids and in a new one counts twice: say so,
     with the way out (a lake written before the ids changed)."""
-    files = [str(f) for f in sorted(lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*/{DATA_FILE}"))]
+    files = [str(f) for f in sorted(lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*/{DATA_FILE}"))
+             if f.parent.name.split("=", 1)[1] <= OLD_JOBS_FILE_IDS_UNTIL]
+    if not files:
+        return
     [(old,)] = con.execute("SELECT count(*) FROM read_parquet(?) WHERE regexp_matches(record_id, ?)",
                            [files, OLD_JOBS_FILE_ID]).fetchall()
     if old:
