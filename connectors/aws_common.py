@@ -33,15 +33,18 @@ import gzip
 import io
 import uuid
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_name, text, timestamp
 from connectors.aws_focus import focus_columns, product_text
 from service.core.errors import DataError
-from service.core.per_value import PerValuePart
+from service.core.hidden_columns import LINE_ITEM_KEY, rounded_away_sql, rounding_select
 from service.core.schema import MONEY, cost_select_list
-from service.core.staging import LINE_ITEM_KEY, rounded_away_sql, rounding_select
+
+if TYPE_CHECKING:  # per_value needs Arrow, which a config's validation (it loads this module) does not
+    from service.core.per_value import PerValuePart
 
 __all__ = ["AwsColumns", "MONEY_FIELDS", "check_required", "cost_relation", "snake_name"]
 
@@ -317,4 +320,6 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         return relation
     as_text = {name: sql for name, sql in expressions.items() if sql != "NULL"} | {"Tags": ident("resource_tags")}
     rows = con.sql(f"SELECT {cost_select_list(as_text, absent_as_null=False, as_text={'Tags'})}{keys} FROM ({level1})")
+    from service.core.per_value import PerValuePart
+
     return PerValuePart(relation, rows, {"Tags": _json_tags(ident("value"))})

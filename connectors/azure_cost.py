@@ -40,7 +40,7 @@ from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport,
 from service.core.config import SourceConfig
 from service.core.errors import duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
-from service.core.staging import rounding_select
+from service.core.hidden_columns import rounding_select
 
 # Month first, always explicit; ISO dates (unambiguous) as newer exports write them.
 DATE_FORMATS = ("%m/%d/%Y", "%Y-%m-%d")

@@ -36,7 +36,7 @@ from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES
                                    money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
 from service.core.errors import DataError
 from service.core.schema import MONEY, QUANTITY, cost_select_list
-from service.core.staging import rounded_away_sql, rounding_select
+from service.core.hidden_columns import rounded_away_sql, rounding_select
 
 PY_LITERAL_JSON = "spendlake_py_literal_json"
 REQUIRED = ("cost", "currency", "invoice.month", "usage_start_time")

@@ -66,7 +66,7 @@ from connectors.exportfile import (Table, decimal, ident, money, open_table, rou
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.errors import SourceError, duckdb_error
 from service.core.schema import QUANTITY, cost_select_list
-from service.core.staging import rounding_select
+from service.core.hidden_columns import rounding_select
 
 COST_FOLDER = "cost-csv"
 REPORT_NAME = re.compile(r"^\d+(?:-\d+)?\.csv(?:\.gz)?$")

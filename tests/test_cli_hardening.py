@@ -199,5 +199,5 @@ def test_57_runs_of_an_unknown_job_state_is_exit_2_and_synonyms_are_read(base):
     result = invoke("--config", config, "runs", "--since", "7d", "--state", "failed,cancled")
     assert result.exit_code == 2, result.output
     assert "error: --state: no job state 'CANCLED' — closest states: CANCELLED" in result.output
-    from service.attribution.runs import RunsQuery
+    from service.attribution import RunsQuery
     assert RunsQuery.parse(since="7d", state="canceled,failed,oom").states == ("CANCELLED", "FAILED", "OUT_OF_MEMORY")

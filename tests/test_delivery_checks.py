@@ -17,6 +17,7 @@ from aws_exports import LEGACY_COLUMNS, cur2_table, legacy_csv, line, local_put,
 from conftest import SAMPLES
 from service.cli.main import cli
 from service.core import staging
+from service.core.hidden_columns import LINE_ITEM_KEY
 
 FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
 AZURE = SAMPLES / "azure" / "ea_actual_anonymous_sample.csv"  # the newer EA header
@@ -171,7 +172,7 @@ def test_56_the_samples_raise_no_repeat_and_no_twice_named_column(tmp_path):
 
 def test_56_line_items_whose_hashes_collide_are_not_repeats(tmp_path):
     """Repeats are looked for by hash(id, interval) first, then confirmed on the id and interval."""
-    line_item, interval = staging.LINE_ITEM_KEY
+    line_item, interval = LINE_ITEM_KEY
     con = duckdb.connect()
     con.sql(f"SELECT * FROM (VALUES ('A', '{DAY1}', 7::UBIGINT), ('B', '{DAY1}', 7::UBIGINT), "
             f"('C', '{DAY1}', 9::UBIGINT), ('C', '{DAY1}', 9::UBIGINT), ('D', NULL, NULL), ('D', NULL, NULL)) "

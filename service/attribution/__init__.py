@@ -20,7 +20,7 @@ its modules (tests/test_layout.py):
 - `cluster_usage`, `ClusterUsage`, `JobCost`, `ClusterCost`: shared GPU clusters in a window,
   per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
 - `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
-  clusters, for `spendlake runs` and /api/v1/runs (service/attribution/runs.py);
+  clusters, for `spendlake runs` and /api/v1/runs (service/attribution/run_rows.py);
 - `parse_where`: `team=nlp` options as a filter;
 - `attributed_lines`: every line with its value per dimension and shared costs split into
   allocated lines (service/attribution/per_line.py; `spendlake export --with-attribution`);
@@ -31,27 +31,36 @@ its modules (tests/test_layout.py):
   says what it leaves out and why).
 """
 
-from service.attribution.api import (
-    Reconciliation, attribute, attribute_query, attribute_resources, materialise, reconcile,
-)
-from service.attribution.result import AttributionResult, AttributionRow, Contribution
-from service.attribution.clusters import ClusterCost, ClusterUsage, JobCost, cluster_usage
-from service.attribution.query import AttributionQuery, api_parameter, cli_option, listed_once, parse_where
-from service.attribution.lines import direct_daily_lookup
-from service.attribution.per_line import attributed_lines
-from service.attribution.ranked import DefaultShare, Ranked, RankedGroup, default_shares, top_groups
-from service.attribution.rollup import RollupBuild
-from service.attribution.runs import RunRow, RunsQuery, RunsResult, RunTotal, runs
-from service.attribution.commitment_usage import Commitment, CommitmentsResult, commitments
-from service.attribution.metric_top import Top, metrics_anchor
-from service.attribution.tops import ScrapeTops, build_tops, read_tops
+import importlib
 
-__all__ = [
-    "AttributionQuery", "AttributionResult", "AttributionRow", "ClusterCost", "ClusterUsage", "Commitment",
-    "CommitmentsResult", "Contribution", "DefaultShare", "JobCost", "Ranked", "RankedGroup", "Reconciliation",
-    "RollupBuild", "ScrapeTops", "Top", "default_shares", "top_groups",
-    "api_parameter", "attribute", "attribute_query", "attribute_resources", "attributed_lines", "build_tops",
-    "cli_option", "cluster_usage", "commitments", "direct_daily_lookup", "listed_once", "materialise",
-    "metrics_anchor",
-    "parse_where", "read_tops", "reconcile", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs",
-]
+# Each public name and the module that defines it. A name is imported when first asked for,
+# with its module only: `spendlake attribute` loads the query's modules, not the export's,
+# the report's or the /metrics tops' (nor the Arrow they need).
+_MODULES = {
+    "api": ("Reconciliation", "attribute", "attribute_query", "attribute_resources", "materialise", "reconcile"),
+    "result": ("AttributionResult", "AttributionRow", "Contribution"),
+    "clusters": ("ClusterCost", "ClusterUsage", "JobCost", "cluster_usage"),
+    "query": ("AttributionQuery", "api_parameter", "cli_option", "listed_once", "parse_where"),
+    "lines": ("direct_daily_lookup",),
+    "per_line": ("attributed_lines",),
+    "ranked": ("DefaultShare", "Ranked", "RankedGroup", "default_shares", "top_groups"),
+    "rollup": ("RollupBuild",),
+    "run_rows": ("RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
+    "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
+    "metric_top": ("Top", "metrics_anchor"),
+    "tops": ("ScrapeTops", "build_tops", "read_tops"),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

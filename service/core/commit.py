@@ -18,7 +18,6 @@ import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Protocol
@@ -27,12 +26,12 @@ import duckdb
 
 from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
-from service.core.files import check_partition_value, fsync_path, install
+from service.core.files import DATA_FILE, check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
-from service.core.staging import DATA_FILE, query_memory, stage_parts, write_empty
-from service.core.timewindow import iso_utc
+from service.core.staging import query_memory, stage_parts, write_empty
 from service.core.units import utc_now_iso
+from service.core.usage_end import usage_through
 
 
 class CommitTarget(Protocol):
@@ -85,7 +84,7 @@ def stage_costs(
     any other period are a data error. None: every period found in the data.
     `relation` may be the delivery's parts (one relation per file): they are written one
     after another, so memory does not grow with their number (service.core.staging).
-    Line items the delivery repeats (staging.LINE_ITEM_KEY) are passed to `warn`, or with
+    Line items the delivery repeats (hidden_columns.LINE_ITEM_KEY) are passed to `warn`, or with
     `strict` fail the delivery. Nothing of the lake changes until `publish_costs`.
     """
     check_partition_value("source", source)
@@ -163,14 +162,6 @@ def discard_costs(staged: Sequence[StagedCosts]) -> None:
 
 
 MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
-
-
-def usage_through(con: duckdb.DuckDBPyConnection, paths: Sequence[Path | str]) -> dict[str, str]:
-    """File → the end of its latest usage charge period (ISO UTC), for the files with usage lines."""
-    rows = con.execute(
-        "SELECT filename, max(ChargePeriodEnd) FROM read_parquet(?, filename = true) "
-        "WHERE coalesce(ChargeCategory, 'Usage') = 'Usage' GROUP BY filename", [[str(p) for p in paths]]).fetchall()
-    return {name: iso_utc(end.replace(tzinfo=timezone.utc)) for name, end in rows if end is not None}
 
 
 def check_sums_fit(con: duckdb.DuckDBPyConnection, path: Path, period: str, where: str) -> None:

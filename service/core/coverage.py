@@ -24,11 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.core.commit import usage_through
 from service.core.timewindow import Window, parse_window
+from service.core.usage_end import usage_through
 
 if TYPE_CHECKING:
-
     from service.core.lake import Lake
     from service.core.ledger import LedgerEntry
     from service.core.snapshot import Snapshot

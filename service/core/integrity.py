@@ -3,7 +3,7 @@ never a smaller total.
 
 Two depths. The quick check (every read) compares the file's size and its Parquet footer's
 row count with what the ledger recorded at commit; it costs one `stat` and one footer read
-per partition. The deep check (`spendlake verify`) also re-hashes the file (SHA-256) and
+per partition, and keeps the footer's column names for the query's view. The deep check (`spendlake verify`) also re-hashes the file (SHA-256) and
 re-sums its rows per currency. Entries written before the ledger kept sizes and hashes are
 checked by existence and row count only, until the next commit records the rest.
 """
@@ -17,11 +17,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from service.core.errors import DataError
 from service.core.ledger import LedgerEntry
+from service.core.parquet_footer import read_footer
 
 CHUNK = 1 << 20
 
@@ -36,6 +35,7 @@ class PartitionCheck:
     state: str  # ok | missing | truncated | altered | unlisted
     detail: str = ""
     entry: LedgerEntry | None = None
+    columns: tuple[str, ...] = ()  # the file's columns, read by the quick check (empty before)
 
     @property
     def ok(self) -> bool:
@@ -54,26 +54,16 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def footer_rows(path: Path) -> int | None:
-    """Rows in the Parquet footer, or None when the file has no readable footer."""
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except (OSError, ValueError, pa.ArrowException):
-        return None
-
-
 def footer_columns(path: Path) -> tuple[str, ...]:
     """The column names a Parquet file's footer declares (empty when it has no readable footer)."""
-    try:
-        return tuple(pq.read_schema(path).names)
-    except (OSError, ValueError, pa.ArrowException):
-        return ()
+    footer = read_footer(path)
+    return footer.columns if footer else ()
 
 
 def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
-    """Size and footer row count against the ledger entry."""
-    def result(state: str, detail: str = "") -> PartitionCheck:
-        return PartitionCheck(entry.source, entry.billing_period, path, state, detail, entry)
+    """Size and footer row count against the ledger entry (an ok check carries the columns)."""
+    def result(state: str, detail: str = "", columns: tuple[str, ...] = ()) -> PartitionCheck:
+        return PartitionCheck(entry.source, entry.billing_period, path, state, detail, entry, columns)
 
     try:
         size = path.stat().st_size
@@ -82,12 +72,12 @@ def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
     if entry.size is not None and size != entry.size:
         state = "truncated" if size < entry.size else "altered"
         return result(state, f"{size:,} bytes, the ledger says {entry.size:,}")
-    rows = footer_rows(path)
-    if rows is None:
+    footer = read_footer(path)
+    if footer is None:
         return result("truncated", "no readable Parquet footer")
-    if rows != entry.rows:
-        return result("altered", f"{rows:,} rows, the ledger says {entry.rows:,}")
-    return result("ok")
+    if footer.rows != entry.rows:
+        return result("altered", f"{footer.rows:,} rows, the ledger says {entry.rows:,}")
+    return result("ok", columns=footer.columns)
 
 
 def deep_check(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -> PartitionCheck:

@@ -35,14 +35,12 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from service.core.errors import DataError, os_error
-from service.core import commit
-from service.core.files import check_partition_value, write_json_atomic
-from service.core.integrity import PartitionCheck, footer_columns, quick_check
+from service.core.files import DATA_FILE, check_partition_value, write_json_atomic
+from service.core.integrity import PartitionCheck, quick_check
 from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
-from service.core.staging import DATA_FILE
 from service.core.units import utc_now_iso
 
 if TYPE_CHECKING:
@@ -161,7 +159,7 @@ class Lake:
         inventory table over the configured sources' snapshots. Paths are bound, never pasted."""
         groups: dict[tuple[str, ...], list[str]] = {}  # partitions by the columns their files hold
         for check in (snapshot or self.snapshot()).checks:
-            groups.setdefault(footer_columns(check.path), []).append(str(check.path))
+            groups.setdefault(check.columns, []).append(str(check.path))
         if groups:
             con.sql(" UNION ALL ".join(
                 f"SELECT {cost_view_select(columns)}, source, billing_period FROM read_parquet(?, "
@@ -305,8 +303,8 @@ class Lake:
         return bool(wanted) and wanted <= held
 
     def _current(self, entry: LedgerEntry) -> bool:
-        path = self.partition_file("costs", self._cost_key(entry))
-        return quick_check(path, entry).ok and footer_columns(path) == COST_COLUMN_NAMES
+        check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)
+        return check.ok and check.columns == COST_COLUMN_NAMES
 
     def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry], since: str = "") -> None:
         write_json_atomic(self.ledger_file, ledger_json(entries, pending, since))
@@ -362,17 +360,22 @@ class Lake:
         write_json_atomic(self.state_file(name), data)
 
     # ---- commits (service/core/commit.py writes the files) ---------------------------------
+    # imported by the writers only: commit stages through Arrow, which a query never loads
 
     def commit_costs(self, con: duckdb.DuckDBPyConnection,
                      relation: duckdb.DuckDBPyRelation | Sequence[duckdb.DuckDBPyRelation], *, source: str,
                      delivery_id: str, periods: Sequence[str] | None, files: Sequence[str] = (),
                      **checks) -> list[LedgerEntry]:
         """See commit.commit_costs (`checks`: strict, warn)."""
+        from service.core import commit
+
         return commit.commit_costs(self, con, relation, source=source, delivery_id=delivery_id, periods=periods,
                                    files=files, **checks)
 
     def commit_snapshot(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
                         table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
+        from service.core import commit
+
         return commit.commit_snapshot(self, con, relation, table=table, source=source, key=key, value=value,
                                       version=version)
 

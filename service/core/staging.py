@@ -33,11 +33,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from service.core.errors import DataError
+from service.core.files import DATA_FILE
+# rounded_away_sql and rounding_select are re-exported for connectors/focus.py and exportfile.py,
+# until they import them from hidden_columns (a config that loads them then loads no Arrow)
+from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS, rounded_away_sql, rounding_select  # noqa: F401
 from service.core.per_value import Converter, PerValuePart
-from service.core.schema import MONEY, cost_select_list
+from service.core.schema import cost_select_list
 
 PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
-DATA_FILE = "data.parquet"
 # Rows per Arrow batch read from DuckDB. DuckDB's memory for a batch in flight (its chunks
 # and the Arrow arrays built from them, per reading thread) is many times the batch's Arrow
 # size: 131k-row batches of a 10M-line legacy CUR peaked at 900 MB, 32k-row ones at 660 MB.
@@ -50,57 +53,11 @@ ROW_GROUP_ROWS = 1 << 17  # the lake file's row group size: each period's batche
 # folder's years of monthly files read in one pass) does not hold a row group for each.
 PENDING_ROWS = 2 * ROW_GROUP_ROWS
 PERIOD_COLUMN = "__spendlake_billing_period"
-# A connector whose export identifies its line items (AWS: identity/LineItemId with
-# identity/TimeInterval) adds these two columns; they are checked for repeats, never stored.
-LINE_ITEM_KEY = ("__spendlake_line_item_id", "__spendlake_line_item_interval")
-# A connector whose money arrives with more than 12 decimals adds, per cost measure, the part
-# the lake's DECIMAL(38,12) rounded away (the value as given − as stored; NULL when none):
-# summed per period and currency into the ledger (`--check` shows it), never stored.
-ROUNDING_COLUMNS = {"BilledCost": "__spendlake_rounding_billed", "EffectiveCost": "__spendlake_rounding_effective",
-                    "ListCost": "__spendlake_rounding_list"}
-ROUNDING_TYPE = "DECIMAL(38,30)"  # a rounded-away part is below 1e-12
 LINE_ITEM_HASH = "__spendlake_line_item_hash"  # hash(id, interval), what the repeats are looked for by
 LINE_ITEMS_FILE = "line_items.parquet"
-SCALE_RE = re.compile(r"^DECIMAL\(\d+,\s*(\d+)\)$")
-WHOLE_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
 LISTED_REPEATS = 5
 
 log = logging.getLogger(__name__)
-
-
-def rounded_away_sql(value: str, kind: str | None, too_large: str = "NULL") -> str | None:
-    """SQL: the part of a money value (`value`, of DuckDB type `kind`; None: text) that the
-    lake's DECIMAL(38,12) rounds away (half away from zero), NULL where none; None when the
-    type cannot hold more than 12 decimals (or already is the lake's: a CSV reader parsed it).
-    Exact for a value below 1e14 with up to 24 decimals and below 1e20 with up to 18; text
-    with more than 12 decimals on a number of 1e20 or more gives `too_large` (e.g. an error())."""
-    kind = (kind or "VARCHAR").upper()
-    scale = SCALE_RE.match(kind)
-    if kind in WHOLE_TYPES or kind == MONEY or (scale and int(scale.group(1)) <= 12):
-        return None
-    if scale:
-        return f"nullif(CAST({value} - CAST({value} AS {MONEY}) AS {ROUNDING_TYPE}), 0)"
-    given = f"CAST({value} AS VARCHAR)"
-    raw = f"nullif(trim({given}), '')"
-    wide = [f"CAST(TRY_CAST({raw} AS DECIMAL(38,{s})) - TRY_CAST(TRY_CAST({raw} AS {MONEY}) AS DECIMAL(38,{s})) "
-            f"AS {ROUNDING_TYPE})" for s in (24, 18)]
-    many_decimals = f"(length({raw}) - strpos({raw}, '.') > 12 AND strpos({raw}, '.') > 0)"
-    exponent = f"(strpos({raw}, 'e') > 0 OR strpos({raw}, 'E') > 0)"
-    # more than 12 decimals needs at least 14 characters: most values are let through by
-    # one length test (the tests after it cost about 0.2 CPU s per 1M values and column)
-    maybe = f"(length({given}) > 13 OR contains({given}, 'e') OR contains({given}, 'E'))"
-    beyond = f"CASE WHEN TRY_CAST({raw} AS {MONEY}) IS NOT NULL THEN {too_large} END"
-    return (f"(CASE WHEN {maybe} THEN (CASE WHEN {many_decimals} OR {exponent} "
-            f"THEN nullif(coalesce({', '.join(wide)}, {beyond}), 0) END) END)")
-
-
-def rounding_select(expressions: dict[str, str | None]) -> str:
-    """`, <sql> AS <hidden column>` for each cost measure (BilledCost, ...) with an expression
-    (`rounded_away_sql`): appended to a connector's canonical SELECT list."""
-    unknown = set(expressions) - set(ROUNDING_COLUMNS)
-    if unknown:
-        raise KeyError(f"no rounding column for {sorted(unknown)}")
-    return "".join(f", {sql} AS {ROUNDING_COLUMNS[column]}" for column, sql in expressions.items() if sql)
 
 
 @dataclass(frozen=True)

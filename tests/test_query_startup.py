@@ -1,0 +1,143 @@
+"""What a query command loads and reads before it answers (issue 16, item 7: a team lead's
+`spendlake attribute` answers in about a second, most of it start-up).
+
+- The query commands import no Arrow or numpy (a quarter of a second of a process's start):
+  only writers (ingest, rollup, export) stage through Arrow.
+- A query reads each cost partition's Parquet footer once (the ledger check and the view's
+  columns), with service/core/parquet_footer.py, which must agree with Arrow's reader.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+import service.attribution
+from service.core import integrity
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.core.parquet_footer import read_footer
+from service.ingest.billing import ingest
+from tests.aws_exports import cur2_table, line, local_put, to_bytes, write_cur2
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("pyarrow", "numpy", "pandas")
+# Runs one CLI command in a fresh interpreter, then prints the heavy packages it imported.
+PROBE = f"""
+import json, sys
+from service.cli.main import cli
+try:
+    cli(sys.argv[1:], prog_name="spendlake", standalone_mode=False)
+finally:
+    print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & set({list(HEAVY)!r}))), file=sys.stderr)
+"""
+
+
+@pytest.fixture(scope="module")
+def aws_lake(tmp_path_factory) -> Path:
+    """A lake of one CUR 2.0 source over two months; returns its config file."""
+    tmp = tmp_path_factory.mktemp("startup")
+    con = duckdb.connect()
+    for period, cost in (("2026-10", "2.5"), ("2026-11", "4")):
+        body = to_bytes(con, cur2_table(con, [line(period, cost, team="pretrain")]), tmp, "parquet")
+        write_cur2(local_put(tmp / "export"), prefix="exports", export="cur2", period=period, execution="e1",
+                   parts=[body], fmt="parquet")
+    document = {"lake": str(tmp / "lake"),
+                "sources": [{"name": "cur2", "kind": "aws-cur2", "location": str(tmp / "export")}],
+                "attribution": {"dimensions": {"team": {"tags": ["team"]}}}}
+    ingest(parse_config(document))
+    config = tmp / "spendlake.yaml"
+    config.write_text(yaml.safe_dump(document))
+    return config
+
+
+@pytest.mark.parametrize("command", [
+    ["attribute", "--since", "2026-10-01", "--until", "2026-12-01", "--by", "team", "--format", "json"],
+    ["attribute", "--since", "2026-10-01", "--until", "2026-12-01", "--by", "team", "--explain", "--format", "json"],
+    ["attribute", "--since", "2026-10-01", "--until", "2026-12-01", "--by", "team", "--check"],
+    ["status"],
+])
+def test_a_query_command_imports_no_arrow(aws_lake, command):
+    done = subprocess.run([sys.executable, "-c", PROBE, "--config", str(aws_lake), *command], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [], f"{command[0]} imported Arrow: {done.stderr}"
+    if "--format" in command:
+        assert json.loads(done.stdout)["rows"], done.stdout
+
+
+def test_a_query_reads_each_partition_footer_once(aws_lake, monkeypatch):
+    reads: list[str] = []
+
+    def counted(path):
+        reads.append(str(path))
+        return read_footer(path)
+
+    monkeypatch.setattr(integrity, "read_footer", counted)
+    lake = Lake.of(parse_config(yaml.safe_load(aws_lake.read_text())))
+    con = lake.query()
+    assert con.execute("SELECT sum(BilledCost) FROM costs").fetchone()[0] == 6.5
+    assert len(reads) == 2 and len(set(reads)) == 2  # two partitions, one read each
+
+
+def test_every_public_attribution_name_is_not_also_a_module_name():
+    """A lazily imported name that is also a module's (service.attribution.runs once) is
+    shadowed by the module as soon as something imports it."""
+    homes = service.attribution._MODULES
+    assert not set(service.attribution.__all__) & set(homes)
+    for name in service.attribution.__all__:
+        assert not isinstance(getattr(service.attribution, name), type(sys))
+
+
+def arrow_footer(path: Path) -> tuple[int, tuple[str, ...]]:
+    return pq.ParquetFile(path).metadata.num_rows, tuple(pq.read_schema(path).names)
+
+
+def test_the_footer_reader_agrees_with_arrow(tmp_path):
+    nested = pa.table({
+        "id": pa.array(range(300), pa.int64()),
+        "Tags": pa.array([[("k", str(i))] for i in range(300)], pa.map_(pa.string(), pa.string())),
+        "parts": pa.array([[i, i + 1] for i in range(300)], pa.list_(pa.int32())),
+        "point": pa.array([{"x": 1.5, "y": {"z": True}}] * 300,
+                          pa.struct([("x", pa.float64()), ("y", pa.struct([("z", pa.bool_())]))])),
+        "ünïcode name": pa.array(["a"] * 300),
+        "flag": pa.array([True, False, None] * 100),
+    })
+    files = {"nested": tmp_path / "nested.parquet", "row groups": tmp_path / "groups.parquet",
+             "empty": tmp_path / "empty.parquet", "duckdb": tmp_path / "duckdb.parquet"}
+    pq.write_table(nested, files["nested"])
+    pq.write_table(nested, files["row groups"], row_group_size=7)  # many row groups before the end
+    pq.write_table(nested.slice(0, 0), files["empty"])
+    duckdb.sql("COPY (SELECT range AS n, MAP {'a': 'b'} AS m, [1, 2] AS l FROM range(5000)) TO "
+               f"'{files['duckdb']}' (FORMAT parquet, ROW_GROUP_SIZE 1000)")
+    for name, path in files.items():
+        footer = read_footer(path)
+        assert footer is not None, name
+        assert (footer.rows, footer.columns) == arrow_footer(path), name
+
+
+def test_a_file_without_a_readable_footer_reads_as_none(tmp_path):
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3]}), good)
+    data = good.read_bytes()
+    cases = {
+        "truncated": data[:-20],
+        "no magic": data[:-4] + b"XXXX",
+        "too short": b"PAR1",
+        "length beyond the file": data[:-8] + (10 ** 6).to_bytes(4, "little") + b"PAR1",
+        "garbage footer": data[:4] + b"\xff" * 64 + (64).to_bytes(4, "little") + b"PAR1",
+        "not parquet": b"a,b\n1,2\n" * 10,
+    }
+    for name, body in cases.items():
+        path = tmp_path / f"{name}.parquet"
+        path.write_bytes(body)
+        assert read_footer(path) is None, name
+    assert read_footer(tmp_path / "missing.parquet") is None
