@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,20 @@ def test_a_file_without_a_readable_footer_reads_as_none(tmp_path):
         path.write_bytes(body)
         assert read_footer(path) is None, name
     assert read_footer(tmp_path / "missing.parquet") is None
+
+
+def test_a_query_connection_caches_footers_but_sees_a_replaced_partition(tmp_path):
+    """Query connections keep DuckDB's Parquet metadata cache (each bind of `costs` parsed
+    every footer again); a partition a commit replaces (os.replace) is read anew."""
+    lake = Lake(tmp_path / "lake")
+    path = lake.root / "t" / "data.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"n": list(range(10))}), path)
+    con = lake.query()
+    assert con.execute("SELECT current_setting('parquet_metadata_cache')").fetchone()[0] is True
+    count = "SELECT count(*), sum(n) FROM read_parquet(?)"
+    assert con.execute(count, [str(path)]).fetchone() == (10, 45)
+    staged = path.with_name("staged.parquet")
+    pq.write_table(pa.table({"n": list(range(1000))}), staged, row_group_size=100)
+    os.replace(staged, path)
+    assert con.execute(count, [str(path)]).fetchone() == (1000, 499500)

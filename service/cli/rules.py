@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from rules.base import CATEGORIES
+from service.core.registry import RULE_CATEGORIES
 from service.cli.output import default_format, emit, format_option
 
 # A terminal table per category, each with its own money column: a month of waste and a
@@ -30,7 +30,7 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
         return
     if not rows:
         click.echo(f"{title}: none")
-    for category in CATEGORIES:
+    for category in RULE_CATEGORIES:
         money, about = CATEGORY_TABLES[category]
         shown = [r for r in rows if r["category"] == category]
         if shown:
@@ -87,7 +87,7 @@ def rules_run(obj, only: tuple[str, ...], since: str, dry_run: bool, fail_on: st
 @click.option("--team", default=None, help="Only this team's findings.")
 @click.option("--status", type=click.Choice(["open", "acknowledged", "resolved", "all"]), default="open",
               show_default=True)
-@click.option("--category", type=click.Choice(CATEGORIES), default=None,
+@click.option("--category", type=click.Choice(RULE_CATEGORIES), default=None,
               help="Only waste, overspend or ownership findings.")
 @format_option
 @click.pass_context
