@@ -14,8 +14,9 @@ from conftest import SAMPLES
 
 from service.attribution.api import reconcile
 from service.core.config import parse_config
-from service.core.integrity import footer_columns, sha256_file
+from service.core.integrity import sha256_file
 from service.core.lake import Lake
+from service.core.parquet_footer import read_footer
 from service.core.schema import COST_COLUMN_NAMES
 from service.ingest.billing import ingest
 from tests.attribution_helpers import declared_sources
@@ -54,7 +55,7 @@ def test_old_partitions_union_with_new_ones_until_the_next_ingest_rewrites_them(
     before = sums(lake)
     make_old(lake, "cur")
     cur_file = lake.partition_file("costs", [("source", "cur"), ("billing_period", "2023-11")])
-    assert footer_columns(cur_file) == OLD_COLUMNS
+    assert read_footer(cur_file).columns == OLD_COLUMNS
 
     # every query reads both: the old partition's new columns are NULL, its types the new ones
     assert sums(lake) == before
@@ -73,7 +74,7 @@ def test_old_partitions_union_with_new_ones_until_the_next_ingest_rewrites_them(
         {"name": n, "kind": k, "location": str(p)} for n, k, p in (CUR, FOCUS)]})
     again = ingest(config)
     assert {o.source: o.status for o in again.outcomes} == {"cur": "committed", "focus": "unchanged"}
-    assert footer_columns(cur_file) == COST_COLUMN_NAMES
+    assert read_footer(cur_file).columns == COST_COLUMN_NAMES
     assert sums(lake) == before
     assert lake.query().execute("SELECT count(PricingUnit) FROM costs WHERE source = 'cur'").fetchone()[0] == 1269
     assert [o.status for o in ingest(config).outcomes] == ["unchanged", "unchanged"]

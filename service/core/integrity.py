@@ -54,12 +54,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def footer_columns(path: Path) -> tuple[str, ...]:
-    """The column names a Parquet file's footer declares (empty when it has no readable footer)."""
-    footer = read_footer(path)
-    return footer.columns if footer else ()
-
-
 def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
     """Size and footer row count against the ledger entry (an ok check carries the columns)."""
     def result(state: str, detail: str = "", columns: tuple[str, ...] = ()) -> PartitionCheck:
