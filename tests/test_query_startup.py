@@ -25,6 +25,7 @@ import service.attribution
 from service.core import integrity
 from service.core.config import parse_config
 from service.core.lake import Lake
+from service.core.ledger import LedgerEntry
 from service.core.parquet_footer import read_footer
 from service.ingest.billing import ingest
 from tests.aws_exports import cur2_table, line, local_put, to_bytes, write_cur2
@@ -125,7 +126,8 @@ def test_the_footer_reader_agrees_with_arrow(tmp_path):
         assert (footer.rows, footer.columns) == arrow_footer(path), name
 
 
-def test_a_file_without_a_readable_footer_reads_as_none(tmp_path):
+def test_36_a_file_without_a_readable_footer_reads_as_none(tmp_path):
+    """RELIABILITY 36: the quick check calls such a partition truncated, never a traceback."""
     good = tmp_path / "good.parquet"
     pq.write_table(pa.table({"a": [1, 2, 3]}), good)
     data = good.read_bytes()
@@ -159,3 +161,17 @@ def test_a_query_connection_caches_footers_but_sees_a_replaced_partition(tmp_pat
     pq.write_table(pa.table({"n": list(range(1000))}), staged, row_group_size=100)
     os.replace(staged, path)
     assert con.execute(count, [str(path)]).fetchone() == (1000, 499500)
+
+
+def test_36_a_partition_whose_footer_is_overwritten_in_place_is_truncated_for_the_quick_check(tmp_path):
+    path = tmp_path / "data.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3]}), path)
+    entry = LedgerEntry("bill", "2026-11", "d1", 3, (), True, "2026-12-01T00:00:00Z", size=path.stat().st_size)
+    assert integrity.quick_check(path, entry).ok
+    assert integrity.quick_check(path, entry).columns == ("a",)
+    data = bytearray(path.read_bytes())
+    length = int.from_bytes(data[-8:-4], "little")
+    data[-8 - length:-8] = b"\x00" * length  # the same size, the footer zeroed: a STOP before any field
+    path.write_bytes(bytes(data))
+    check = integrity.quick_check(path, entry)
+    assert (check.state, check.detail) == ("truncated", "no readable Parquet footer")

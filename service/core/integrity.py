@@ -3,7 +3,8 @@ never a smaller total.
 
 Two depths. The quick check (every read) compares the file's size and its Parquet footer's
 row count with what the ledger recorded at commit; it costs one `stat` and one footer read
-per partition, and keeps the footer's column names for the query's view. The deep check (`spendlake verify`) also re-hashes the file (SHA-256) and
+per partition (service/core/parquet_footer.py), and keeps the footer's column names for the
+query's view. The deep check (`spendlake verify`) also re-hashes the file (SHA-256) and
 re-sums its rows per currency. Entries written before the ledger kept sizes and hashes are
 checked by existence and row count only, until the next commit records the rest.
 """

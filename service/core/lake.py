@@ -124,17 +124,17 @@ class Lake:
         if memory_limit:
             con.execute("SET memory_limit = ?", [memory_limit])
         con.execute("SET enable_progress_bar = false")
-        if not writer:
-            # a query binds the `costs` view (and the rollups over it) several times: each bind
-            # parsed every partition's footer again (~9 ms for a 10M-row one). The cache lives
-            # as long as this connection's database, and DuckDB drops an entry whose file's
-            # modification time changed (a partition replaced by a commit).
-            con.execute("SET parquet_metadata_cache = true")
         if writer:
             con.execute("SET preserve_insertion_order = false")
             # each query's peak memory and spill, which service.core.staging logs
             con.execute("SET enable_profiling = 'no_output'")
             con.execute("SET tracked_metrics = ['system.*']")
+        else:
+            # a query binds the `costs` view (and the rollups over it) several times: each bind
+            # parsed every partition's footer again (~9 ms for a 10M-row one). The cache lives
+            # as long as this connection's database, and DuckDB drops an entry whose file's
+            # modification time changed (a partition replaced by a commit).
+            con.execute("SET parquet_metadata_cache = true")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         con.execute("SET TimeZone = 'UTC'")
