@@ -50,8 +50,8 @@ def main() -> None:
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     env = dict(os.environ)
-    if args.no_bytecode:
-        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=tempfile.mkdtemp(prefix="startup-nopyc-"))
+    if args.no_bytecode:  # a prefix no .pyc was ever written to, and none written now
+        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / "startup-no-pyc"))
     checkouts = {"baseline": args.baseline.resolve(), "this": REPO}
     runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in checkouts}
     answers: dict[str, str] = {}
