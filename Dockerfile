@@ -12,7 +12,9 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 FROM python:3.11-slim
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/spendlake --create-home spendlake
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-compile /wheels/*.whl && rm -rf /wheels
+# compiled at install (no --no-compile): PYTHONDONTWRITEBYTECODE below only stops writing .pyc at run
+# time, so without them every CLI run compiles every module again (+0.66 CPU s a command)
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 ENV SPENDLAKE_CONFIG=/etc/spendlake/spendlake.yaml \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1

@@ -54,8 +54,8 @@ DUCKDB_SCRIPT = textwrap.dedent('''
         WITH lines AS (
           SELECT line_item_usage_start_date AS s, line_item_usage_end_date AS e,
                  line_item_currency_code AS currency, CAST(line_item_unblended_cost AS DECIMAL(38,12)) AS cost,
-                 lower({tag('user_team', 'user_Team', 'user_owner_team')}) AS team,
-                 lower({tag('user_project', 'user_Project')}) AS project
+                 lower({tag('user_team', 'user_Team', 'team', 'user_owner_team')}) AS team,
+                 lower({tag('user_project', 'user_Project', 'project')}) AS project
           FROM read_parquet(?) WHERE line_item_usage_start_date < ? AND line_item_usage_end_date > ?)
         SELECT team, project, currency,
                sum(CASE WHEN s >= ? AND e <= ? THEN cost ELSE cost * (epoch(least(e, ?)) - epoch(greatest(s, ?)))
@@ -85,8 +85,8 @@ PANDAS_SCRIPT = textwrap.dedent('''
             return "unallocated"
         return tags.map(one)
     frac = ((e.clip(upper=until) - s.clip(lower=since)) / (e - s)).fillna(1.0)
-    out = pd.DataFrame({"team": pick(["user_team", "user_Team", "user_owner_team"]),
-                        "project": pick(["user_project", "user_Project"]),
+    out = pd.DataFrame({"team": pick(["user_team", "user_Team", "team", "user_owner_team"]),
+                        "project": pick(["user_project", "user_Project", "project"]),
                         "currency": df["line_item_currency_code"],
                         "cost": df["line_item_unblended_cost"] * frac})
     g = out.groupby(["team", "project", "currency"])["cost"].sum()
