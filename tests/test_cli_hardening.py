@@ -171,6 +171,8 @@ CASES = [  # (case, config setup, arguments, exit code, what the one line names)
      ["verify"], 3, "spendlake ingest"),
     ("corrupt ledger", damaged(lambda p, t: (t / "lake" / "_ledger" / "deliveries.json").write_text("{")),
      ["attribute", "--since", "2024-01-01"], 3, "deliveries.json.bad) and run `spendlake ingest`"),
+    ("37 ledger bytes not UTF-8", damaged(lambda p, t: (t / "lake" / "_ledger" / "deliveries.json").write_bytes(
+        b'{"entries": [\xff\x00')), ["status"], 3, "deliveries.json.bad) and run `spendlake ingest`"),
     ("unreadable state", damaged(lambda p, t: (t / "lake" / "_state" / "sources.json").write_text("{")),
      ["ingest"], 3, "state file is unreadable"),
     ("bad cost value", bad_value, ["ingest"], 3, "line 4, column BilledCost: could not convert '1.0.0'"),

@@ -112,8 +112,8 @@ def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
     return list(parse_ledger_state(text, where).entries)
 
 
-def parse_ledger_state(text: str, where: str, stamp: tuple[int, ...] = ()) -> LedgerState:
-    try:
+def parse_ledger_state(text: str | bytes, where: str, stamp: tuple[int, ...] = ()) -> LedgerState:
+    try:  # bytes are decoded here, so a ledger that is not UTF-8 is unreadable like one that is not JSON
         data = json.loads(text)
         return LedgerState(tuple(LedgerEntry.from_json(item) for item in data["entries"]),
                            tuple(LedgerEntry.from_json(item) for item in data.get("pending", ())), stamp,
@@ -130,10 +130,10 @@ def read_ledger_state(path: Path) -> LedgerState:
     try:
         with open(path, "rb") as handle:
             stat = os.fstat(handle.fileno())
-            text = handle.read().decode("utf-8")
+            raw = handle.read()
     except FileNotFoundError:
         return LedgerState()
-    return parse_ledger_state(text, str(path), (stat.st_ino, stat.st_mtime_ns, stat.st_size))
+    return parse_ledger_state(raw, str(path), (stat.st_ino, stat.st_mtime_ns, stat.st_size))
 
 
 def ledger_stamp(path: Path) -> tuple[int, ...]:
