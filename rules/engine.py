@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Literal
 
 from rules.base import SEVERITIES, Finding, Rule, RuleContext
+from service.core.errors import damaged_lake_file
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,10 @@ def evaluate(rules: Sequence[Rule], ctx: RuleContext) -> tuple[dict[str, list[Fi
                 findings = rule.evaluate(ctx)
                 error = _check(rule, findings)
             except Exception as exc:  # a broken rule must not stop the others
-                log.exception("rule %s failed", rule.name)
-                error = f"{type(exc).__name__}: {exc}"
+                damaged = damaged_lake_file(exc)  # a lake file it read is damaged: not the rule's fault
+                if damaged is None:
+                    log.exception("rule %s failed", rule.name)
+                error = str(damaged) if damaged else f"{type(exc).__name__}: {exc}"
         seconds = round(time.monotonic() - started, 3)
         if error:
             outcomes.append(RuleOutcome(rule.name, "error", seconds=seconds, message=error))

@@ -4,6 +4,7 @@ through the real command line: each is exit 2 or 3 with one clear line, never a 
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -114,6 +115,24 @@ def damaged(how):
     return setup
 
 
+def damaged_findings(how):
+    """The findings table has no ledger: DuckDB's own error is what finds its damage."""
+    def setup(base, tmp):
+        config = copy_of(base, tmp)
+        [data] = (tmp / "lake" / "findings").rglob("data.parquet")
+        content = data.read_bytes()
+        data.write_bytes(how(content))
+        return config
+    return setup
+
+
+def footer_altered(content: bytes) -> bytes:
+    """Every byte of the footer's metadata flipped: DuckDB's error then names no file."""
+    size = int.from_bytes(content[-8:-4], "little")
+    start = len(content) - 8 - size
+    return content[:start] + bytes(b ^ 0x5A for b in content[start:-8]) + content[-8:]
+
+
 def bad_value(base, tmp):
     config = copy_of(base, tmp)
     rows = list(csv.reader(FOCUS.open(encoding="utf-8-sig")))
@@ -173,6 +192,11 @@ CASES = [  # (case, config setup, arguments, exit code, what the one line names)
      ["attribute", "--since", "2024-01-01"], 3, "deliveries.json.bad) and run `spendlake ingest`"),
     ("37 ledger bytes not UTF-8", damaged(lambda p, t: (t / "lake" / "_ledger" / "deliveries.json").write_bytes(
         b'{"entries": [\xff\x00')), ["status"], 3, "deliveries.json.bad) and run `spendlake ingest`"),
+    ("36 findings file truncated", damaged_findings(lambda content: content[:100]), ["findings"], 3,
+     "findings/source=engine/snapshot=current/data.parquet: this lake file cannot be read, it is damaged (No magic "
+     "bytes found at end of file) — delete it and run `spendlake rules run`"),
+    ("37 findings file altered", damaged_findings(footer_altered), ["attribute", "--since", "2024-01-01"], 3,
+     "findings/source=engine/snapshot=current/data.parquet: this lake file cannot be read, it is damaged"),
     ("unreadable state", damaged(lambda p, t: (t / "lake" / "_state" / "sources.json").write_text("{")),
      ["ingest"], 3, "state file is unreadable"),
     ("bad cost value", bad_value, ["ingest"], 3, "line 4, column BilledCost: could not convert '1.0.0'"),
@@ -203,3 +227,19 @@ def test_57_runs_of_an_unknown_job_state_is_exit_2_and_synonyms_are_read(base):
     assert "error: --state: no job state 'CANCLED' — closest states: CANCELLED" in result.output
     from service.attribution import RunsQuery
     assert RunsQuery.parse(since="7d", state="canceled,failed,oom").states == ("CANCELLED", "FAILED", "OUT_OF_MEMORY")
+
+
+def test_37_a_damaged_findings_file_is_named_by_the_api_not_an_anonymous_500(base, tmp_path):
+    from prometheus_client import CollectorRegistry
+    from service.core.config import load_config
+    from service.serve.app import Api
+
+    config = load_config(copy_of(base, tmp_path))
+    [data] = (tmp_path / "lake" / "findings").rglob("data.parquet")
+    content = data.read_bytes()
+    middle = slice(20, 60)  # a data page: DuckDB names the file only when it reads it
+    data.write_bytes(content[:middle.start] + bytes(b ^ 0x5A for b in content[middle]) + content[middle.stop:])
+    response = Api(config, CollectorRegistry()).handle("/api/v1/findings", {}, None)
+    error = json.loads(response.body)["error"]
+    assert response.status == 500 and error["where"] == str(data), error
+    assert "it is damaged" in error["message"] and "spendlake rules run" in error["hint"], error

@@ -9,7 +9,7 @@ import sys
 import click
 
 from service.core.config import Config, load_config
-from service.core.errors import SpendlakeError, os_error
+from service.core.errors import SpendlakeError, damaged_lake_file, os_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.output import default_format, emit, format_option
@@ -30,6 +30,12 @@ class SpendlakeGroup(click.Group):
             error = os_error(exc)
             click.echo(printable(f"error: {error}"), err=True)
             ctx.exit(error.exit_code)
+        except Exception as exc:  # DuckDB could not read one of the lake's own files
+            damaged = damaged_lake_file(exc)
+            if damaged is None:
+                raise
+            click.echo(printable(f"error: {damaged}"), err=True)
+            ctx.exit(damaged.exit_code)
 
 
 class Context:

@@ -148,6 +148,29 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     return DataError(f"{message}: {reason or one_line(text)}", where=where, hint=hint)
 
 
+LAKE_FILE = re.compile(r"""['"](/[^'"]*/([a-z0-9_]+)/source=([^/'"]+)/[^'"]*\.parquet)['"]""")
+REWRITTEN_BY = {"costs": "spendlake ingest", "attribution_rollup": "spendlake rollup", "metric_tops": "spendlake rollup",
+                "findings": "spendlake rules run"}
+
+
+def damaged_lake_file(exc: BaseException, path: str | None = None) -> DataError | None:
+    """A DuckDB error reading one of the lake's own Parquet files (cut short, bytes altered),
+    found in the error's text or given as `path`: the file named, with the command that writes
+    it again; else None. Cost partitions are checked against the ledger before they are read;
+    the inventory, job and findings tables have no ledger, so their damage is named here."""
+    if type(exc).__module__ not in ("duckdb", "_duckdb") or resource_error(exc) is not None:
+        return None
+    found = LAKE_FILE.search(str(exc) if path is None else f"'{path}'")
+    if found is None:
+        return None
+    path, table, source = found.groups()
+    reason = duckdb_reason(exc).splitlines()[0].replace(f" '{path}'", "").replace(f' "{path}"', "")
+    command = REWRITTEN_BY.get(table, f"spendlake inventory --source {source}")
+    again = "" if table in REWRITTEN_BY else " (today's snapshot; an earlier day's is gone with the file)"
+    return DataError(f"this lake file cannot be read, it is damaged ({ERROR_KIND.sub('', reason).strip()})",
+                     where=path, hint=f"delete it and run `{command}`, which writes it again{again}")
+
+
 def duckdb_reason(exc: BaseException) -> str:
     """What DuckDB says is wrong, without what follows: its CSV reader appends fixes that do
     not apply to an export (`strict_mode=false`, `ignore_errors=true`) and its options."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import duckdb
 
-from service.core.errors import DataError
+from service.core.errors import DataError, damaged_lake_file
 from service.core.ledger import LedgerEntry
 from service.core.parquet_footer import read_footer
 
@@ -122,3 +122,14 @@ def partition_error(bad: Sequence[PartitionCheck]) -> DataError:
     return DataError(message, where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
                      hint="run `spendlake ingest" + "".join(f" --source {s}" for s in sources)
                           + "` to restore it from the source; `spendlake verify` checks every partition")
+
+
+def damaged_table_error(con: duckdb.DuckDBPyConnection, files: Sequence[str], exc: duckdb.Error) -> Exception:
+    """The first of a table's `files` DuckDB cannot open, named, when opening them together
+    failed with `exc` (a footer cut short or altered is not always named by DuckDB); else `exc`."""
+    for path in files:
+        try:
+            con.sql("SELECT * FROM read_parquet(?)", params=[[path]])
+        except duckdb.Error as each:
+            return damaged_lake_file(each, path) or each
+    return exc

@@ -36,7 +36,7 @@ import duckdb
 
 from service.core.errors import DataError, os_error
 from service.core.files import DATA_FILE, check_partition_value, write_json_atomic
-from service.core.integrity import PartitionCheck, quick_check
+from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
 from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
@@ -184,8 +184,11 @@ class Lake:
             files = [str(f) for f in sorted(table_dir.glob(f"source=*/*=*/{DATA_FILE}"))
                      if name not in INVENTORY_TABLES or self.counts(f.parent.parent.name.split("=", 1)[1])]
             if files:
-                con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)",
-                        params=[files]).create_view(name)
+                try:
+                    con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)",
+                            params=[files]).create_view(name)
+                except duckdb.Error as exc:  # a snapshot file cut short or altered: name it
+                    raise damaged_table_error(con, files, exc) from None
 
     def counts(self, source: str) -> bool:
         """True when `source` is one the config declares (or no config was given)."""

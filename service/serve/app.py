@@ -19,7 +19,7 @@ import duckdb
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.core.config import Config
-from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError
+from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError, damaged_lake_file
 from service.core.lake import Lake
 from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
@@ -124,6 +124,12 @@ class Api:
         except SpendlakeError as exc:
             log.error("%s: %s", path, exc)
             return error_response(500, exc.message, where=exc.where, hint=exc.hint)
+        except duckdb.Error as exc:  # a lake file cut short or altered: named, not an anonymous 500
+            damaged = damaged_lake_file(exc)
+            if damaged is None:
+                raise
+            log.error("%s: %s", path, damaged)
+            return error_response(500, damaged.message, where=damaged.where, hint=damaged.hint)
 
     def authorized(self, header: str | None) -> bool:
         scheme, _, given = (header or "").partition(" ")
