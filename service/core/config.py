@@ -13,7 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from service.core.config_attribution import AttributionConfig
 from service.core.config_base import NestedValueError, Strict
@@ -176,6 +176,11 @@ class Config(Strict):
     budgets: tuple[BudgetConfig, ...] = ()
     engine: EngineConfig = EngineConfig()
     rules: dict[str, dict[str, Any]] = Field(default_factory=dict)  # each checked by rules.base.configure
+    _file: str = PrivateAttr(default="<config>")  # the file it was read from, for errors found later
+
+    @property
+    def file(self) -> str:
+        return self._file
 
     @field_validator("sources", "inventory", mode="wrap")
     @classmethod
@@ -251,6 +256,7 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
     if not config.lake.is_absolute():
         config = config.model_copy(update={"lake": (base / config.lake).resolve()})
     _check_lake(config, file)
+    config._file = file
     return config
 
 

@@ -33,7 +33,7 @@ from service.planning.plans import load_plans
 def rules_for(config: Config, only: Sequence[str] = ()) -> list[Rule]:
     """The configured rules (validated; errors carry `rules.<name>.<key>` paths)."""
     check_rule_names(only)
-    rules = configure(config.rules)
+    rules = configure(config.rules, file=config.file)
     return [r for r in rules if not only or r.name in only]
 
 
