@@ -246,3 +246,17 @@ def test_37_a_damaged_findings_file_is_named_by_the_api_not_an_anonymous_500(bas
     error = json.loads(response.body)["error"]
     assert response.status == 500 and error["where"] == str(data), error
     assert "it is damaged" in error["message"] and "spendlake rules run" in error["hint"], error
+
+
+def test_33_an_export_or_report_into_a_sources_location_is_refused_so_nothing_is_counted_twice(base, tmp_path):
+    config = str(copy_of(base, tmp_path))
+    before = invoke("--config", config, "status", "--format", "json").output
+    for args, what in ((["export", "--format", "focus"], "the export"), (["report"], "reports")):
+        result = invoke("--config", config, *args, "--out", str(tmp_path / "export" / "copy"))
+        assert result.exit_code == 2, result.output
+        assert (f"error: --out: {tmp_path / 'export' / 'copy'} is inside sources[0].location ({tmp_path / 'export'}), "
+                f"so the next ingest would read it — write {what} to a folder outside the sources' locations"
+                in result.output), result.output
+    assert not (tmp_path / "export" / "copy").exists()
+    assert invoke("--config", config, "ingest").exit_code == 0
+    assert invoke("--config", config, "status", "--format", "json").output == before  # the bill, once

@@ -270,29 +270,48 @@ def _check_lake(config: Config, file: str) -> None:
         on_path = "" if existing == lake else f" (on the way to {lake})"
         raise ConfigError(f"lake: {existing} is a file{on_path}; the lake must be a directory, created if missing",
                           where=file, hint="point `lake` at a directory, e.g. ./spendlake-data/lake")
-    locations = [(f"sources[{i}].location", s.location) for i, s in enumerate(config.sources) if not s.is_s3]
-    # job sources that read an API have no `path`
-    locations += [(f"inventory[{i}].path", path) for i, s in enumerate(config.inventory)
-                  if (path := getattr(s, "path", None))]
-    for key, location in locations:
+    for key, location in read_locations(config):
+        if location.startswith("s3://"):
+            continue
         where = Path(location).expanduser().resolve()  # as connectors.storage resolves it
         if lake == where or lake.is_relative_to(where):
             raise ConfigError(f"lake: {lake} is inside {key} ({where}), so every ingest would read the lake's "
                               "own files", where=file, hint="move the lake out of the source's location")
     if config.report.out:
-        check_outside_lake(config.lake, config.report.out, "reports", where=file, key="report.out: ", error=ConfigError)
+        check_outside_lake(config, config.report.out, "reports", where=file, key="report.out: ", error=ConfigError)
 
 
-def check_outside_lake(lake: Path, folder: str, what: str, *, where: str, key: str = "",
+def read_locations(config: Config) -> list[tuple[str, str]]:
+    """(dotted key, location) of every folder or prefix an ingest or inventory reads."""
+    locations = [(f"sources[{i}].location", s.location) for i, s in enumerate(config.sources)]
+    # job sources that read an API have no `path`
+    return locations + [(f"inventory[{i}].path", str(path)) for i, s in enumerate(config.inventory)
+                        if (path := getattr(s, "path", None))]
+
+
+def check_outside_lake(config: Config, folder: str, what: str, *, where: str, key: str = "",
                        error: type[SpendlakeError] = UsageError) -> None:
-    """`folder` (local; an s3:// URL passes) is not the lake nor in it: only ingest writes the
-    lake, and files among its partitions would be read or removed as its own."""
+    """`folder` is neither in the lake (only ingest writes the lake, and files among its
+    partitions would be read or removed as its own) nor in a source's location (the next
+    ingest would read what is written there: an export of the lake counted again)."""
+    for read_key, location in read_locations(config):
+        if _within(folder, location):
+            raise error(f"{key}{folder} is inside {read_key} ({location}), so the next ingest would read it",
+                        where=where, hint=f"write {what} to a folder outside the sources' locations")
     if folder.startswith("s3://"):
         return
-    lake, target = lake.resolve(), Path(folder).expanduser().resolve()
+    lake, target = config.lake.resolve(), Path(folder).expanduser().resolve()
     if target == lake or target.is_relative_to(lake):
         raise error(f"{key}{target} is inside the lake ({lake})", where=where,
                     hint=f"write {what} to a folder outside the lake; the lake is only written by ingest")
+
+
+def _within(folder: str, location: str) -> bool:
+    """`folder` is `location` or under it: both s3:// prefixes, or both local paths."""
+    if folder.startswith("s3://") or location.startswith("s3://"):
+        return (folder.rstrip("/") + "/").startswith(location.rstrip("/") + "/")
+    target, where = Path(folder).expanduser().resolve(), Path(location).expanduser().resolve()
+    return target == where or target.is_relative_to(where)
 
 
 def load_config(explicit: str | os.PathLike[str] | None = None, *, required: bool = True) -> Config:

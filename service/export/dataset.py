@@ -113,7 +113,7 @@ def _check(config: Config, lake: Lake, options: ExportOptions) -> tuple[str, ...
                 raise UsageError(f"dimension {dimension!r} would be exported as x_{dimension}, a column the export "
                                  "already writes", where=f"attribution.dimensions.{dimension}",
                                  hint="rename the dimension to export it with --with-attribution")
-    check_outside_lake(lake.root, options.out, "the export", where="--out")
+    check_outside_lake(config, options.out, "the export", where="--out")
     return tuple(options.sources) or tuple(known)
 
 

@@ -58,7 +58,7 @@ def default_out(config: Config) -> str:
 def write_report(config: Config, day: date, out: str | None = None) -> ReportResult:
     """Gather, render and write the report for `day`; returns where it went."""
     target = out or default_out(config)
-    check_outside_lake(config.lake, target, "reports", where="--out")
+    check_outside_lake(config, target, "reports", where="--out")
     files = render_files(gather_consistently(config, Lake.of(config), day))
     if target.startswith("s3://"):
         location = upload_report(files, target, day)
