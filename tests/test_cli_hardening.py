@@ -167,6 +167,10 @@ CASES = [  # (case, config setup, arguments, exit code, what the one line names)
      ["ingest"], 2, "is inside sources[0].location"),
     ("duplicate key", lambda b, t: write_config(t / "c.yaml", "lake: ./a\nlake: ./b\n"), ["status"], 2,
      "key 'lake' appears twice in one mapping: line 1 and line 2"),
+    ("33 two sources reading one folder", lambda b, t: write_config(t / "c.yaml", {
+        "lake": str(t / "lake"), "sources": [{"name": "a", "kind": "focus", "location": str(t / "x")},
+                                             {"name": "b", "kind": "azure-cost", "location": str(t / "x" / "sub")}]}),
+     ["ingest"], 2, "overlap, so their files would be counted twice"),
     ("too many sources", lambda b, t: write_config(t / "c.yaml", {"sources": [
         {"name": f"s{i}", "kind": "focus", "location": f"/x/{i}"} for i in range(1001)]}), ["status"], 2,
      "sources: 1,001 entries"),
@@ -260,3 +264,14 @@ def test_33_an_export_or_report_into_a_sources_location_is_refused_so_nothing_is
     assert not (tmp_path / "export" / "copy").exists()
     assert invoke("--config", config, "ingest").exit_code == 0
     assert invoke("--config", config, "status", "--format", "json").output == before  # the bill, once
+
+
+def test_33_aws_cur_reports_under_one_prefix_are_two_sources_and_other_prefixes_do_not_overlap(tmp_path):
+    config = write_config(tmp_path / "c.yaml", {"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "a", "kind": "aws-cur", "location": "s3://bills/cur", "report_name": "hourly"},
+        {"name": "b", "kind": "aws-cur", "location": "s3://bills/cur/", "report_name": "daily"},
+        {"name": "c", "kind": "aws-cur2", "location": "s3://bills/cur2"},
+        {"name": "d", "kind": "focus", "location": str(tmp_path / "x")},
+        {"name": "e", "kind": "focus", "location": str(tmp_path / "x2")}]})
+    result = invoke("--config", str(config), "config", "validate")
+    assert result.exit_code == 0 and "config ok: 5 source(s)" in result.output, result.output
