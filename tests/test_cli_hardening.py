@@ -275,3 +275,21 @@ def test_33_aws_cur_reports_under_one_prefix_are_two_sources_and_other_prefixes_
         {"name": "e", "kind": "focus", "location": str(tmp_path / "x2")}]})
     result = invoke("--config", str(config), "config", "validate")
     assert result.exit_code == 0 and "config ok: 5 source(s)" in result.output, result.output
+
+
+def test_39_a_renamed_source_before_ingest_is_named_not_an_empty_lake_and_forget_unanswered_removes_nothing(
+        base, tmp_path):
+    config = copy_of(base, tmp_path)
+    data = yaml.safe_load(config.read_text())
+    data["sources"][0]["name"] = "focus-renamed"
+    write_config(config, data)
+    result = invoke("--config", str(config), "attribute", *WINDOW, "--format", "csv")
+    assert result.exit_code == 0
+    assert ("holds no bill of the configured sources, only of focus, which the config no longer names: run "
+            "`spendlake ingest` to read the configured ones (a renamed source is read again under its new name), "
+            "and `spendlake forget focus` to remove the old") in result.output
+    unanswered = invoke("--config", str(config), "forget", "focus")  # no terminal: no answer
+    assert unanswered.exit_code == 2, unanswered.output
+    assert "error: forget: not confirmed: nothing was removed — answer y, or run `spendlake forget focus --yes`" \
+        in unanswered.output
+    assert (tmp_path / "lake" / "costs" / "source=focus").exists()

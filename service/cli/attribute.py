@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
 from service.core.output import to_json
 from service.core.units import exact_text, is_tty, money_text
@@ -145,7 +145,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     for dim, value, hint in result.unmatched:
         click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
     if result.lake_empty:
-        click.echo(f"the lake at {read_from} is empty: run `spendlake ingest`", err=True)
+        click.echo(empty_lake_line(lake, read_from), err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)

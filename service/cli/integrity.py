@@ -57,8 +57,18 @@ def forget_command(obj, source: str, yes: bool) -> None:
         raise UsageError(f"the lake holds nothing of source {source!r}", where="SOURCE",
                          hint=f"orphaned sources: {known}")
     rows = sum(e.rows for e in lake.ledger() if e.source == source)
-    if not yes:
-        click.confirm(f"remove source {source} ({rows:,} cost rows; tables {', '.join(tables)}) from "
-                      f"the lake at {lake.root}?", abort=True, err=True)
+    if not yes and not _confirmed(f"remove source {source} ({rows:,} cost rows; tables {', '.join(tables)}) from "
+                                  f"the lake at {lake.root}?"):
+        raise UsageError("not confirmed: nothing was removed", where="forget",
+                         hint=f"answer y, or run `spendlake forget {source} --yes` (where no one can answer)")
     lake.forget(source)
     click.echo(f"forgot {source}: {rows:,} cost rows and its partitions in {', '.join(tables)}")
+
+
+def _confirmed(question: str) -> bool:
+    """The user answered yes; no answer (no terminal, end of input) is no."""
+    try:
+        return click.confirm(question, default=False, err=True)
+    except click.Abort:
+        click.echo("", err=True)
+        return False

@@ -12,7 +12,7 @@ from service.core.config import Config, load_config
 from service.core.errors import SpendlakeError, damaged_lake_file, os_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.core.output import printable
 from service.core.units import is_tty, money_text
 
@@ -178,7 +178,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         return
     rows = lake_status(obj.lake)
     if not rows and table:
-        click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`")
+        click.echo(empty_lake_line(obj.lake))
         return
     # a table shows cents, as the demo does; CSV and JSON keep every decimal
     shown = rows if not table else [

@@ -87,3 +87,15 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None
         click.echo(to_csv(rows, columns), nl=False)
     else:
         print_table(rows, columns, **table_options)
+
+
+def empty_lake_line(lake, shown: object = None) -> str:
+    """The lake has no bill of the configured sources: run ingest; and when it holds the bills
+    of sources the config no longer names (a source renamed), say so rather than "empty"."""
+    orphans = [source for source, tables in lake.orphans().items() if "costs" in tables]
+    where = shown or lake.root
+    if not orphans:
+        return f"the lake at {where} is empty: run `spendlake ingest`"
+    return (f"the lake at {where} holds no bill of the configured sources, only of {', '.join(orphans)}, which the "
+            f"config no longer names: run `spendlake ingest` to read the configured ones (a renamed source is "
+            f"read again under its new name), and `spendlake forget {orphans[0]}` to remove the old")

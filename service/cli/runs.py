@@ -7,7 +7,7 @@ from decimal import Decimal
 import click
 
 from service.cli.attribute import coverage_line
-from service.cli.output import emit, format_option
+from service.cli.output import emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
 from service.core.units import money_text
 
@@ -66,7 +66,7 @@ def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
         click.echo(f"the lake at {obj.config.lake} holds no bill: the runs of its job records show no cost "
                    "until `spendlake ingest` stores one", err=True)
     elif result.lake_empty:
-        click.echo(f"the lake at {obj.config.lake} is empty: run `spendlake ingest`", err=True)
+        click.echo(empty_lake_line(obj.lake), err=True)
     render(result, fmt)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
