@@ -89,7 +89,7 @@ def test_50_merge_keys_may_still_be_overridden(tmp_path):
     result = invoke("--config", write(tmp_path / "a.yaml", text), "config", "validate")
     assert result.exit_code == 2 and "appears twice" not in result.output
     text = (f"lake: {tmp_path / 'lake'}\nsources:\n  - &s {{name: a, kind: focus, location: {tmp_path}/x}}\n"
-            "  - <<: *s\n    name: b\n")
+            f"  - <<: *s\n    name: b\n    location: {tmp_path}/y\n")  # two sources on one folder: refused
     result = invoke("--config", write(tmp_path / "b.yaml", text), "config", "validate")
     assert result.exit_code == 0, result.output
 
