@@ -293,3 +293,14 @@ def test_39_a_renamed_source_before_ingest_is_named_not_an_empty_lake_and_forget
     assert "error: forget: not confirmed: nothing was removed — answer y, or run `spendlake forget focus --yes`" \
         in unanswered.output
     assert (tmp_path / "lake" / "costs" / "source=focus").exists()
+
+
+def test_57_a_window_without_a_bill_says_which_periods_the_lake_holds(base):
+    config = str(base / "spendlake.yaml")
+    result = invoke("--config", config, "attribute", "--since", "2020-01-01", "--until", "2020-02-01",
+                    "--format", "csv")
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        "team,currency,cost", "note: no cost in the window 2020-01-01 00:00 → 2020-02-01 00:00 UTC; the lake holds "
+        "the billing periods 2024-09 to 2024-10"], result.output
+    assert "note:" not in invoke("--config", config, "attribute", *WINDOW, "--format", "csv").output

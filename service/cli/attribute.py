@@ -129,7 +129,9 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     if check:
         results = reconcile(lake, config, engine=engine_config)
         if not results:
-            click.echo(f"the lake at {read_from} is empty: nothing to reconcile", err=True)
+            click.echo(empty_lake_line(lake, read_from).replace(": run `spendlake ingest`",
+                                                                 ": nothing to reconcile; run `spendlake ingest`"),
+                       err=True)
         render_check(results, fmt)
         bad = [r for r in results if not r.ok]
         if bad:
@@ -149,7 +151,18 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)
+    if not result.rows and not result.unmatched:
+        click.echo(_outside_the_data(lake, result.window), err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
                    "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
                    "no dollar made up); check the job records' GPUs and nodes", err=True)
+
+
+def _outside_the_data(lake, window) -> str:
+    """Why a window holds nothing: the billing periods the lake holds, so that a window before
+    the first bill or in a month without one is not read as zero spend."""
+    periods = sorted({e.billing_period for e in lake.ledger() if lake.counts(e.source)})
+    held = f"{periods[0]} to {periods[-1]}" if periods else "none"
+    return (f"note: no cost in the window {window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC; the lake "
+            f"holds the billing periods {held}")
