@@ -304,3 +304,10 @@ def test_57_a_window_without_a_bill_says_which_periods_the_lake_holds(base):
         "team,currency,cost", "note: no cost in the window 2020-01-01 00:00 → 2020-02-01 00:00 UTC; the lake holds "
         "the billing periods 2024-09 to 2024-10"], result.output
     assert "note:" not in invoke("--config", config, "attribute", *WINDOW, "--format", "csv").output
+
+
+def test_1_a_source_named_twice_is_ingested_once(base):
+    result = invoke("--config", str(base / "spendlake.yaml"), "ingest", "--source", "focus", "--source", "focus")
+    assert result.exit_code == 0
+    lines = [line for line in result.output.splitlines() if line.startswith("focus ")]
+    assert lines and len(lines) == len(set(lines)), result.output

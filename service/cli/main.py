@@ -100,7 +100,8 @@ def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
     """Ingest billing exports into the lake: one summary line per billing period."""
     from service.ingest.billing import ingest as run_ingest
 
-    result = _with_progress(lambda progress: run_ingest(obj.config, only=sources, progress=progress, strict=strict,
+    only = tuple(dict.fromkeys(sources))  # `--source a --source a` reads a once
+    result = _with_progress(lambda progress: run_ingest(obj.config, only=only, progress=progress, strict=strict,
                                                         published=_print_outcomes))
     if result.failed:
         sys.exit(3)
@@ -126,7 +127,7 @@ def inventory(obj: Context, sources: tuple[str, ...]) -> None:
     if not obj.config.inventory:
         click.echo("no inventory sources configured: add an `inventory:` list to the config")
         return
-    outcomes = run_inventory(obj.config, only=sources)
+    outcomes = run_inventory(obj.config, only=tuple(dict.fromkeys(sources)))
     for outcome in outcomes:
         for line in outcome.lines():
             click.echo(printable(line), err=outcome.failed)
