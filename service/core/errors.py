@@ -166,7 +166,7 @@ def damaged_lake_file(exc: BaseException, path: str | None = None) -> DataError 
     path, table, source = found.groups()
     reason = duckdb_reason(exc).splitlines()[0].replace(f" '{path}'", "").replace(f' "{path}"', "")
     command = REWRITTEN_BY.get(table, f"spendlake inventory --source {source}")
-    again = "" if table in REWRITTEN_BY else " (today's snapshot; an earlier day's is gone with the file)"
+    again = "" if table in REWRITTEN_BY else " as far as the source still holds it (an older snapshot is gone)"
     return DataError(f"this lake file cannot be read, it is damaged ({ERROR_KIND.sub('', reason).strip()})",
                      where=path, hint=f"delete it and run `{command}`, which writes it again{again}")
 
