@@ -162,6 +162,8 @@ def existing(base, tmp):
 
 CASES = [  # (case, config setup, arguments, exit code, what the one line names)
     ("lake is a file", lake_file_config, ["status"], 2, "is a file; the lake must be a directory"),
+    ("47 lake is an empty string", lambda b, t: write_config(t / "c.yaml", "lake: ''\n"), ["status"], 2,
+     "lake: must be a path, not an empty string"),
     ("lake inside the source", lambda b, t: write_config(t / "c.yaml", {
         "lake": str(t / "x" / "lake"), "sources": [{"name": "a", "kind": "focus", "location": str(t / "x")}]}),
      ["ingest"], 2, "is inside sources[0].location"),

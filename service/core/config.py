@@ -182,6 +182,14 @@ class Config(Strict):
     def file(self) -> str:
         return self._file
 
+    @field_validator("lake", mode="before")
+    @classmethod
+    def _lake_named(cls, lake: Any) -> Any:
+        """`lake: ""` (a template whose variable was unset) would put the lake beside the config."""
+        if isinstance(lake, str) and not lake.strip():
+            raise ValueError("must be a path, not an empty string")
+        return lake
+
     @field_validator("sources", "inventory", mode="wrap")
     @classmethod
     def _each_by_its_kind(cls, items: Any, handler: Any, info: Any) -> Any:
