@@ -313,3 +313,16 @@ def test_1_a_source_named_twice_is_ingested_once(base):
     assert result.exit_code == 0
     lines = [line for line in result.output.splitlines() if line.startswith("focus ")]
     assert lines and len(lines) == len(set(lines)), result.output
+
+
+def test_54_serve_on_an_address_in_use_names_the_flag_that_gave_it(base, tmp_path):
+    import socket
+
+    config = copy_of(base, tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = invoke("--config", str(config), "serve", "--listen", address)
+    assert result.exit_code == 2, result.output
+    assert f"error: --listen: cannot listen on {address}: Address already in use" in result.output, result.output

@@ -165,7 +165,8 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS) -> ThreadingHTTPServer:
+def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS,
+                where: str = "service.listen") -> ThreadingHTTPServer:
     """Bind (nothing is served until `serve_forever`); `server_address` gives the real port."""
     host, port = parse_listen(listen)
     handler = type("BoundServiceHandler", (ServiceHandler,), {"api": api})
@@ -176,5 +177,5 @@ def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS) -> 
     try:
         return server_class((host, port), handler)
     except OSError as exc:
-        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where="service.listen",
+        raise ConfigError(f"cannot listen on {listen}: {exc.strerror or exc}", where=where,
                           hint="choose another address with --listen HOST:PORT") from None

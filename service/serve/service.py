@@ -95,6 +95,7 @@ class Service:
                  clock: Callable[[], datetime] = utc_now):
         self.config = config
         self.listen = listen or config.service.listen
+        self.listen_from = "--listen" if listen else "service.listen"  # what an error names
         self.tasks = tasks or default_tasks(config)
         self.clock = clock
         self.lake = Lake.of(config)
@@ -114,7 +115,7 @@ class Service:
                                          daily_at=time(hours, minutes), clock=self.clock)
             registry.register(LakeCollector(self.config, turn=scheduler.turn))
             server = make_server(Api(self.config, registry, token=api_token(self.config), clock=self.clock),
-                                 self.listen)
+                                 self.listen, where=self.listen_from)
             thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
             thread.start()
             try:
