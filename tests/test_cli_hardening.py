@@ -326,3 +326,11 @@ def test_54_serve_on_an_address_in_use_names_the_flag_that_gave_it(base, tmp_pat
         result = invoke("--config", str(config), "serve", "--listen", address)
     assert result.exit_code == 2, result.output
     assert f"error: --listen: cannot listen on {address}: Address already in use" in result.output, result.output
+
+
+def test_57_thousands_of_where_values_matching_nothing_warn_in_a_screenful(base):
+    wheres = [arg for i in range(500) for arg in ("--where", f"team=nobody-{i}")]
+    result = invoke("--config", str(base / "spendlake.yaml"), "attribute", *WINDOW, *wheres, "--format", "csv")
+    assert result.exit_code == 0
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 11 and warnings[-1] == "warning: 490 more --where values match nothing", warnings[-2:]

@@ -144,8 +144,10 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                                    granularity=granularity, top=top, compare=compare, explain=explain,
                                    end=None if until else data_end(lake))
     result = attribute_query(lake, config, query, engine=engine_config)
-    for dim, value, hint in result.unmatched:
+    for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
         click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
+    if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
+        click.echo(f"warning: {len(result.unmatched) - MAX_WARNINGS:,} more --where values match nothing", err=True)
     if result.lake_empty:
         click.echo(empty_lake_line(lake, read_from), err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":
@@ -157,6 +159,9 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
                    "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
                    "no dollar made up); check the job records' GPUs and nodes", err=True)
+
+
+MAX_WARNINGS = 10
 
 
 def _outside_the_data(lake, window) -> str:
