@@ -6,10 +6,17 @@ them); the rest of the hour is idle."""
 
 from __future__ import annotations
 
+import os
+import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from service.attribution import attribute, cluster_usage, reconcile
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from service.attribution import RunsQuery, attribute, cluster_usage, reconcile, runs
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
@@ -35,12 +42,16 @@ def setup(tmp_path):
     lake = make_lake(tmp_path, [line("2026-12-02T01:00:00", "28.80", resource="i-0slurm", instance_type="p5.48xlarge",
                                      tags={"slurm-node": "gpu-node-01", "slurm-cluster": "spendlake",
                                            "team": "platform"})])
-    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
-                           "inventory": [{"name": "slurm", "kind": "slurm-jobs",
-                                          "path": str(DATA / "slurm" / "sacct.json")}]})
+    config = reading(lake, "sacct.json")
     [outcome] = run_inventory(config, now=datetime(2026, 12, 2, 6))
     assert outcome.error is None
     return Lake.of(config), config
+
+
+def reading(lake, capture: str):
+    """The config of the bill in `lake` with the slurm-jobs source reading `capture`."""
+    return parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
+                         "inventory": [{"name": "slurm", "kind": "slurm-jobs", "path": str(DATA / "slurm" / capture)}]})
 
 
 def totals(lake, config, dims) -> dict:
@@ -73,3 +84,51 @@ def test_a_real_slurm_workload_on_a_billed_node(tmp_path):
     assert [(c.cluster, c.cost, c.idle) for c in usage.clusters] == [("spendlake", D("28.8"), D("28.696"))]
     assert usage.runs()[("5", "USD")][0] == D("0.003")
     assert all(r.ok for r in reconcile(lake, config))
+
+
+@contextmanager
+def host_zone(zone: str):
+    """The process's local zone is `zone` (what `datetime.timestamp()` of a naive time reads)."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+@pytest.mark.parametrize("capture", ["sacct.json", "sacct-parsable2.txt"])
+def test_an_attempt_in_a_snapshot_with_the_old_local_zone_ids_counts_once(tmp_path, capture):
+    """A lake whose Slurm snapshots were written before 2026-12-03 on a host east of UTC: their
+    record ids took the submit epoch in the host's zone (`int(submit.timestamp())` of the naive
+    UTC time), today's take it in UTC. The same attempts in an old and a new snapshot count
+    once: same GPU-hours, same cost, the rest idle, the bill tied out."""
+    with host_zone("Asia/Kolkata"):  # UTC+05:30 all year
+        lake, config = setup(tmp_path)
+        expected = totals(lake, config, ["run"])
+        [new] = (lake.root / "jobs" / "source=slurm").glob("snapshot_date=*/data.parquet")
+        table = pq.read_table(new)
+        old_ids = [f"{rid.rsplit('@', 1)[0]}@{int(submit.timestamp()) if submit else 0}"  # as the old code wrote them
+                   for rid, submit in zip(table["record_id"].to_pylist(), table["submit_time"].to_pylist())]
+        assert old_ids != table["record_id"].to_pylist()
+        old = new.parent.parent / "snapshot_date=2026-12-01" / "data.parquet"
+        old.parent.mkdir()
+        pq.write_table(table.set_column(table.schema.get_field_index("record_id"), "record_id", pa.array(old_ids)),
+                       old)
+        config = reading(lake, capture)
+        [outcome] = run_inventory(config, now=datetime(2026, 12, 3, 6))
+        assert outcome.error is None
+        assert totals(lake, config, ["run"]) == expected
+        assert usage_runs(lake, config) == {"1": 87, "llama-70b-r1": 8, "sft-v2": 2, "4": 2, "5": 3, "6": 2}
+        assert all(r.ok for r in reconcile(lake, config))
+
+
+def usage_runs(lake, config) -> dict:
+    """run → GPU-seconds, as `spendlake runs` counts them."""
+    query = RunsQuery.parse(since="2026-12-02T01:00:00Z", until="2026-12-02T02:00:00Z")
+    return {r.run: round(r.gpu_hours * 3600) for r in runs(lake, config, query).rows}

@@ -66,6 +66,13 @@ JOB_COLUMNS = {"run": "run_id", "job_state": "state", "cluster": "cluster", "use
 EXTRA_TAGS = {"node": "node_tag", "cluster": "cluster_tag"}  # instance tags the allocation reads
 EKS_WORKLOAD_TAG = "aws:eks:workload-name"
 INSTANCE_ID = "CASE WHEN ResourceId LIKE 'arn:%' THEN regexp_replace(ResourceId, '^arn:.*/', '') ELSE ResourceId END"
+# Rank 1: a job record as the newest snapshot holding it shows it (DuckDB and Spark SQL alike).
+# A Slurm attempt is its id without the submit epoch (cluster, raw job id) and its submit time as
+# stored (UTC), not the id's text: ids before 2026-12-03 took the epoch in the host's zone, so on
+# a non-UTC host an old and a new snapshot of one attempt hold different ids (it counted twice).
+NEWEST_RECORD = ("row_number() OVER (PARTITION BY CASE WHEN scheduler = 'slurm' THEN regexp_replace(record_id, "
+                 "'@[0-9]+$', '') ELSE record_id END, CASE WHEN scheduler = 'slurm' THEN submit_time END "
+                 "ORDER BY snapshot_date DESC, source DESC, record_id DESC)")
 
 
 @dataclass(frozen=True)
@@ -106,7 +113,7 @@ def _jobs_cte(inputs: AllocationInputs) -> str:
         "a_jobs AS (SELECT record_id, job_id, run_id, cluster, state, start_time AS j_start, "
         f"coalesce(end_time, {FAR}) AS j_end, gpus, nodes, instance_ids, \"user\", team, project, experiment, "
         "job_type, name, account, partition, qos, namespace, labels FROM ("
-        "SELECT *, row_number() OVER (PARTITION BY record_id ORDER BY snapshot_date DESC, source DESC) AS a_newest "
+        f"SELECT *, {NEWEST_RECORD} AS a_newest "
         "FROM jobs) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
         f"AND coalesce(end_time, {FAR}) > start_time "
         "AND start_time < (SELECT hi FROM a_span) "

@@ -41,6 +41,7 @@ from decimal import Decimal
 import duckdb
 
 from connectors.jobs_base import STATE_SYNONYMS, STATES
+from service.attribution.allocation import NEWEST_RECORD
 from service.attribution.api import _attribution, read_sessions
 from service.attribution.clusters import usage_dims, usage_in
 from service.attribution.compute import RollupSession
@@ -304,8 +305,8 @@ def _job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: Attribution
     since, until = _naive(window.since), _naive(window.until)
     params = Params()
     records = (
-        "j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, row_number() OVER (PARTITION BY record_id "
-        "ORDER BY snapshot_date DESC, source DESC) AS newest FROM jobs) AS j WHERE newest = 1 "
+        f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
+        "WHERE newest = 1 "
         f"AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
         f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) AND coalesce(trim(run_id), '') <> '')")
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
