@@ -22,6 +22,7 @@ from typing import ClassVar, Protocol
 import duckdb
 
 from connectors.storage import Storage, StoredObject
+from connectors.unread_files import unread_files
 from service.core.config import SourceConfig
 from service.core.errors import SpendlakeError
 from service.core.registry import Connector, Disposition, Feeds
@@ -121,6 +122,9 @@ class StoredExport(CostConnector):
     config_model: ClassVar[type[SourceConfig]] = SourceConfig
     feeds: ClassVar[Feeds] = COSTS
     parts_are_files: ClassVar[bool] = True  # (CostConnector) one relation per file; AWS's CSV parts: False
+    # The file types the kind reads; other files its listing gives are told as skipped. The
+    # kinds of connectors/exportfile.py (FolderExport) name theirs `suffixes`.
+    reads: ClassVar[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
 
     def __init__(self, config: SourceConfig):
         self.config = config
@@ -131,7 +135,9 @@ class StoredExport(CostConnector):
         return self.storage.local_paths()
 
     def passed_over(self) -> list[OtherDataset]:
-        return [OtherDataset(path, why) for path, why in sorted(self.storage.passed_over.items())]
+        unread = unread_files(self.storage.listed.values(), getattr(self, "suffixes", self.reads), self.kind)
+        return [OtherDataset(path, why) for path, why in sorted(self.storage.passed_over.items())] + [
+            OtherDataset(path, why) for path, why in unread]
 
     def listed_version(self, uri: str) -> str | None:
         listed = self._objects.get(uri)

@@ -53,6 +53,7 @@ class Storage:
         else:
             self.path = Path(config.location).expanduser().resolve()
         self.passed_over: dict[str, str] = {}  # path → why a listing did not give it, and what to do
+        self.listed: dict[str, StoredObject] = {}  # every file a listing gave, by URI
         self._hidden_files: dict[str, set[str]] = {}  # a hidden folder → the data files listings found in it
 
     # ---- S3 client ----------------------------------------------------------------------
@@ -83,7 +84,9 @@ class Storage:
 
     def list(self, under: str = "") -> list[StoredObject]:
         """Every object below the location (or below `under`, relative to it), sorted by key."""
-        return sorted(self._list_s3(under) if self.is_s3 else self._list_local(under), key=lambda o: o.key)
+        objects = sorted(self._list_s3(under) if self.is_s3 else self._list_local(under), key=lambda o: o.key)
+        self.listed.update((o.uri, o) for o in objects)
+        return objects
 
     def _list_s3(self, under: str) -> Iterator[StoredObject]:
         from botocore.exceptions import BotoCoreError, ClientError
