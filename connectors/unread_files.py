@@ -2,7 +2,8 @@
 a `.json` in a FOCUS folder, `x.csv.zip`): ingest tells them as skipped, one line per folder,
 so a bill saved in another format is not missing without a word. What exports write beside
 their data is not told: manifests, Hadoop/Spark markers (`_SUCCESS`, `_committed_…`, `.crc`),
-hidden files, and AWS's Redshift/Athena helpers (`…-RedshiftCommands.sql`, `crawler-cfn.yml`).
+hidden files, checksums (`SHA256SUMS`, `x.md5`) and AWS's Redshift/Athena helpers
+(`…-RedshiftCommands.sql`, `crawler-cfn.yml`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 
 from connectors.storage import StoredObject, suffix_of
 
-QUIET = re.compile(r"^[._]|manifest\.json$|\.(crc|sql|ya?ml)$", re.IGNORECASE)
+QUIET = re.compile(r"^[._]|manifest\.json$|\.(crc|sql|ya?ml|md5|sha\d*)$|^(md5|sha\d*)sums$", re.IGNORECASE)
 
 
 def unread_files(objects: Iterable[StoredObject], reads: tuple[str, ...], kind: str) -> list[tuple[str, str]]:
@@ -25,9 +26,9 @@ def unread_files(objects: Iterable[StoredObject], reads: tuple[str, ...], kind: 
             by_folder[obj.uri.rsplit("/", 1)[0]].append(obj)
     told = []
     for folder, objs in sorted(by_folder.items()):
-        types = sorted({suffix_of(o.name) or "(no extension)" for o in objs})
-        what = f"a {types[0]} file" if len(objs) == 1 else f"{len(objs)} files ({', '.join(types)})"
-        told.append((objs[0].uri if len(objs) == 1 else folder,
-                     f"{what} of a type {kind} does not read (it reads {', '.join(reads)}): not read; export the "
-                     "bill in one of those, or move what is not a bill out of the location"))
+        types = ", ".join(sorted({suffix_of(o.name) or "extensionless" for o in objs}))
+        why = (f"{kind} reads {', '.join(reads)} files, not {types}: export the bill as one of those, or move what "
+               "is not a bill out of the location")
+        told.append((objs[0].uri, f"not read: {why}") if len(objs) == 1
+                    else (folder, f"{len(objs)} files not read: {why}"))
     return told

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from service.cli.main import cli
 
 HEADER = "BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd,ChargeCategory\n"
-FOCUS_READS = "(it reads .csv, .csv.gz, .parquet)"
+FOCUS_READS = "focus reads .csv, .csv.gz, .parquet files"
+WHAT_TO_DO = "export the bill as one of those, or move what is not a bill out of the location"
 
 
 def write_month(path: Path, month: str, cost: str) -> None:
@@ -48,10 +49,9 @@ def test_42_files_of_a_type_the_kind_does_not_read_are_told_one_line_per_folder(
     result = ingest(tmp_path, export)
     assert result.exit_code == 0, result.output
     assert skipped(result.output) == [
-        f"bill {export / '2026-11.xlsx'}: skipped, a .xlsx file of a type focus does not read {FOCUS_READS}: not "
-        "read; export the bill in one of those, or move what is not a bill out of the location",
-        f"bill {export / 'old'}: skipped, 3 files (.csv.zip, .json, .txt) of a type focus does not read {FOCUS_READS}: "
-        "not read; export the bill in one of those, or move what is not a bill out of the location"], result.output
+        f"bill {export / '2026-11.xlsx'}: skipped, not read: {FOCUS_READS}, not .xlsx: {WHAT_TO_DO}",
+        f"bill {export / 'old'}: skipped, 3 files not read: {FOCUS_READS}, not .csv.zip, .json, .txt: {WHAT_TO_DO}"
+    ], result.output
     assert "bill 2026-10: committed 1 rows" in result.output and "bill 2026-07: committed 1 rows" in result.output
 
 
@@ -63,8 +63,7 @@ def test_42_a_folder_of_only_unread_files_fails_naming_them(tmp_path):
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert "no FOCUS files" in result.output
     assert skipped(result.output) == [
-        f"bill {export / '2026-11.xlsx'}: skipped, a .xlsx file of a type focus does not read {FOCUS_READS}: not "
-        "read; export the bill in one of those, or move what is not a bill out of the location"]
+        f"bill {export / '2026-11.xlsx'}: skipped, not read: {FOCUS_READS}, not .xlsx: {WHAT_TO_DO}"]
 
 
 def test_42_a_legacy_cur_reads_zip_parts_and_its_helpers_stay_quiet(tmp_path):
@@ -76,9 +75,9 @@ def test_42_a_legacy_cur_reads_zip_parts_and_its_helpers_stay_quiet(tmp_path):
     (period / "cur-RedshiftManifest.json").write_text("{}")
     (period / "cur-RedshiftCommands.sql").write_text("")
     (export / "cur" / "crawler-cfn.yml").write_text("")
-    (export / "cur" / "notes.txt").write_text("")
+    (export / "cur" / "SHA256SUMS").write_text("")
+    (export / "cur" / "notes").write_text("")
     result = ingest(tmp_path, export, kind="aws-cur")
     assert skipped(result.output) == [
-        f"bill {export / 'cur' / 'notes.txt'}: skipped, a .txt file of a type aws-cur does not read (it reads .csv, "
-        ".csv.gz, .csv.zip, .parquet): not read; export the bill in one of those, or move what is not a bill out of "
-        "the location"], result.output
+        f"bill {export / 'cur' / 'notes'}: skipped, not read: aws-cur reads .csv, .csv.gz, .csv.zip, .parquet files, "
+        f"not extensionless: {WHAT_TO_DO}"], result.output
