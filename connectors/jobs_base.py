@@ -267,7 +267,10 @@ def job_file(path: Path) -> Iterator[IO[bytes]]:
 
 def _unchanged(path: Path, descriptor: int, before: os.stat_result) -> None:
     after = os.fstat(descriptor)
-    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+    changed = (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+    if after.st_nlink == before.st_nlink:  # (replaced by rename, its link count and so its ctime change: read whole)
+        changed = changed or after.st_ctime_ns != before.st_ctime_ns  # rewritten in place within one mtime tick
+    if changed:
         raise DataError(f"changed while it was read ({before.st_size:,} bytes, then {after.st_size:,})",
                         where=str(path), hint="re-run when the job writing it has finished (write to a temporary "
                                               "name and rename it, and readers never see half a file)")

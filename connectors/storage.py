@@ -31,7 +31,7 @@ class StoredObject:
     uri: str  # s3://bucket/key or an absolute local path
     key: str  # path relative to the source's location, '/'-separated
     size: int
-    version: str  # S3 ETag, or local size+mtime: changes when the content is replaced
+    version: str  # S3 ETag, or local size, mtime, ctime and inode: changes when the content is replaced
     modified: float = 0.0  # S3 LastModified or local mtime, seconds since the epoch (0: unknown)
 
     @property
@@ -166,7 +166,7 @@ class Storage:
             raise self._s3_error(exc, "s3:GetObject", key) from None
 
     def current_version(self, obj: StoredObject) -> str | None:
-        """The object's version now (ETag, or local size+mtime); None when it is gone."""
+        """The object's version now (ETag, or local_version); None when it is gone."""
         if not self.is_s3:
             return local_version(obj.uri)
         from botocore.exceptions import BotoCoreError, ClientError
@@ -264,7 +264,7 @@ def _not_a_file(path: Path) -> str | None:
 
 
 def local_version(path: str) -> str | None:
-    """A local file's version as a listing gives it (size and modification time); None when it is gone."""
+    """A local file's version as a listing gives it (_version); None when it is gone."""
     try:
         return _version(os.stat(path))
     except (FileNotFoundError, NotADirectoryError):
@@ -272,7 +272,10 @@ def local_version(path: str) -> str | None:
 
 
 def _version(stat: os.stat_result) -> str:
-    return f"{stat.st_size}-{stat.st_mtime_ns}"
+    """Size, modification and change times, inode: a file rewritten with the same size within one
+    mtime tick, or given its old mtime back (`cp -p`, `os.utime`), still changes its ctime in
+    place, and a file put in its place has another inode."""
+    return f"{stat.st_size}-{stat.st_mtime_ns}-{stat.st_ctime_ns}-{stat.st_ino}"
 
 
 def fingerprint(objects: list[StoredObject]) -> str:

@@ -6,6 +6,7 @@ next ingest reads the file whole."""
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
 from pathlib import Path
 
@@ -127,6 +128,49 @@ def test_6_files_removed_or_rewritten_after_they_were_listed_are_named(export, m
     assert len(errors) == 2 and errors[0].startswith(f"{october}: file listed by the delivery is missing")
     assert CHANGED in errors[1]
     assert billed(lake) == {"2026-10": Decimal(100), "2026-11": Decimal(10)}
+
+
+def rewrite_keeping_size_and_mtime(path: Path, cost: str) -> None:
+    """`path` with another cost of as many digits, its size and modification time as before (an
+    export rewriting it within one mtime tick, or a copy keeping the old mtime)."""
+    before = path.stat()
+    write_month(path.parent, path.stem, cost)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_6_a_file_rewritten_with_its_size_and_mtime_is_read_again(export):
+    config, folder, lake = export
+    october = write_month(folder, "2026-10", "100")
+    assert not billing.ingest(config).failed
+    rewrite_keeping_size_and_mtime(october, "200")
+    result = billing.ingest(config)
+    assert not result.failed and [o.status for o in result.outcomes] == ["committed"]
+    assert billed(lake) == {"2026-10": Decimal(200)}
+
+
+def test_6_a_file_rewritten_with_its_size_and_mtime_while_read_fails_alone(export, monkeypatch):
+    config, folder, lake = export
+    october = write_month(folder, "2026-10", "100")
+    write_month(folder, "2026-11", "10")
+    assert not billing.ingest(config).failed
+    write_month(folder, "2026-10", "200")
+    stage = billing.stage_costs
+
+    def staging(lake, con, relation, **delivery):
+        staged = stage(lake, con, relation, **delivery)
+        if str(october) in delivery["files"]:
+            rewrite_keeping_size_and_mtime(october, "300")
+        return staged
+
+    monkeypatch.setattr(billing, "stage_costs", staging)
+    result = billing.ingest(config)
+    assert [str(o.error) for o in result.failed] == [
+        f"{october} {CHANGED} — run ingest again when the export has finished writing it"]
+    assert billed(lake) == {"2026-10": Decimal(100), "2026-11": Decimal(10)}
+    monkeypatch.undo()
+    assert not billing.ingest(config).failed
+    assert billed(lake) == {"2026-10": Decimal(300), "2026-11": Decimal(10)}
 
 
 def write_config(config, folder: Path) -> Path:

@@ -3,6 +3,7 @@ profiles as fractions of a GPU, and the `jobs` table's types."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 
 import duckdb
@@ -93,6 +94,19 @@ def test_6_a_file_written_again_while_read_fails_and_the_rerun_reads_it(tmp_path
     assert "re-run when the job writing it has finished" in str(error.value)
     with job_file(path) as raw:
         assert raw.read() == b"sacct re-run, still writing"
+
+
+def test_6_a_file_written_again_in_place_with_its_size_and_mtime_while_read_fails(tmp_path):
+    """The same size within one mtime tick (forced here): only its change time tells."""
+    path = tmp_path / "sacct.txt"
+    path.write_text("first version\n")
+    before = path.stat()
+    with pytest.raises(DataError) as error, job_file(path) as raw:
+        raw.read()
+        with open(path, "r+b") as same:
+            same.write(b"other")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert str(error.value).startswith(f"{path}: changed while it was read (14 bytes, then 14)")
 
 
 def test_a_file_replaced_by_rename_while_read_is_read_whole_as_it_was(tmp_path):
