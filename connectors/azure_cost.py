@@ -37,8 +37,10 @@ import duckdb
 
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table,
                                    rounded_away, sql_string, tags, text, timestamp)
+from connectors.focus import tags_per_value
 from service.core.config import SourceConfig
 from service.core.errors import duckdb_error
+from service.core.per_value import PerValueSelect
 from service.core.schema import QUANTITY, cost_select_list
 from service.core.hidden_columns import rounding_select
 
@@ -106,7 +108,7 @@ class AzureCostConnector(FolderExport):
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"
 
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST)
         table.require(COST, CURRENCY, "Date")
         cost = money(table, *COST)
@@ -161,7 +163,13 @@ class AzureCostConnector(FolderExport):
         }
         present = {k: v for k, v in expressions.items() if v}
         rounding = rounding_select({"EffectiveCost" if amortized else "BilledCost": rounded_away(table, *COST)})
-        return f"SELECT {cost_select_list(present)}{rounding} FROM {table.source}"
+        sql = f"SELECT {cost_select_list(present)}{rounding} FROM {table.source}"
+        once = tags_per_value(table, "Tags", braces_optional=True)
+        if not once:
+            return sql
+        # the Tags JSON text parsed once per distinct value by the stager (service.core.per_value)
+        rows = cost_select_list(present | {"Tags": table.col("Tags")}, as_text=("Tags",))
+        return PerValueSelect(sql, f"SELECT {rows}{rounding} FROM {table.source}", {"Tags": once})
 
     def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str, declared: str | None) -> bool:
         if self.config.cost_type != "auto":
