@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from datetime import datetime, timezone
+from decimal import Decimal
 
 import pytest
 import yaml
@@ -97,7 +98,6 @@ def handmade(root) -> tuple[Lake, dict]:
         job("n1", 4, hour, "2026-11-02T11:00:00", nodes=["p5-001"], labels={"team": "nlp"}, name="eval-mmlu"),
         job("n2", 2, "2026-11-02T10:15:00", "2026-11-02T10:45:00", nodes=["P5-001"], account="llama", qos="debug",
             user="ada", state="FAILED"),
-        job("pool", 4, hour, "2026-11-02T11:00:00"),  # no instance ids, no nodes: the p5 pool
         job("o1", 8, hour, "2026-11-02T11:00:00", instance_ids=["i-o"]),
         job("o2", 4, hour, "2026-11-02T10:30:00", instance_ids=["i-o"], state="CANCELLED"),
         job("m3", 3 / 7, hour, "2026-11-02T11:00:00", nodes=["a100-01"]),
@@ -105,10 +105,17 @@ def handmade(root) -> tuple[Lake, dict]:
         job("day", 8, "2026-11-03T10:00:00", "2026-11-03T12:00:00", instance_ids=["i-d"], run_id="pretrain-1"),
         job("inv", 2, hour, "2026-11-02T10:30:00", instance_ids=["i-inv"]),
     ]
-    add_jobs(lake, [*jobs, job("run", 4, "2026-11-30T23:30:00", None, instance_ids=["i-r"], state="RUNNING")],
-             snapshot="2026-11-30")
-    add_jobs(lake, [*jobs, job("run", 4, "2026-11-30T23:30:00", "2026-12-01T00:30:00", instance_ids=["i-r"],
-                               state="FAILED")], snapshot="2026-12-02")  # the newest snapshot wins
+    def pool(epoch: int) -> dict:  # no instance ids, no nodes: the p5 pool; a Slurm attempt whose record id
+        # took the submit epoch in the host's zone before 2026-12-03, in UTC since: one job in both snapshots
+        return job_row(record_id=f"p5/77@{epoch}", job_id="pool", scheduler="slurm", cluster="p5", state="COMPLETED",
+                       submit_time=datetime.fromisoformat(hour), start_time=datetime.fromisoformat(hour),
+                       end_time=datetime(2026, 11, 2, 11), gpus=4.0)
+
+    add_jobs(lake, [*jobs, pool(1793593800), job("run", 4, "2026-11-30T23:30:00", None, instance_ids=["i-r"],
+                                                 state="RUNNING")], snapshot="2026-11-30")
+    add_jobs(lake, [*jobs, pool(1793613600), job("run", 4, "2026-11-30T23:30:00", "2026-12-01T00:30:00",
+                                                 instance_ids=["i-r"], state="FAILED")],
+             snapshot="2026-12-02")  # the newest snapshot wins
     con = lake.connect()
     lake.commit_snapshot(con, con.sql(
         "SELECT * FROM (VALUES ('arn:aws:ec2:us-east-1:111111111111:instance/i-inv', 'us-east-1', 'team', 'infra'), "
@@ -176,6 +183,9 @@ def test_the_hand_computed_parts_on_spark(handmade_lake):
     # as tests/test_clusters_allocation.py works them out: 16 GPUs on two instances for 30 min
     # ($80), 4 of 8 GPUs an hour ($40), 2 for 30 min ($10), over-booked 8·60 + 4·30 of 480 ($64, $16)
     assert (runs["span"], runs["n1"], runs["n2"], runs["o1"], runs["o2"]) == (80, 40, 10, 64, 16)
+    # the pool's Slurm job once, though its two snapshots hold two ids (as two jobs: 78.206896551718)
+    duck = {row.values["run"]: row.cost for row in attribute(lake, config, EVERYTHING, by=("run",)).rows}
+    assert runs["pool"] == duck["pool"] == Decimal("39.103448275859")
     assert attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK).overbooked == 1
     on_spark = parse_config({**data, "engine": {"kind": "spark", "master": "local[2]"}})
     assert cluster_usage(lake, on_spark, EVERYTHING) == cluster_usage(lake, config, EVERYTHING)
