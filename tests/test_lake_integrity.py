@@ -173,6 +173,28 @@ def test_39_a_renamed_source_counts_nowhere_status_lists_it_and_forget_removes_i
     assert attributed_total(config) == BILLED
 
 
+def test_44_an_orphan_another_config_on_the_lake_declares_is_named_with_that_config(lake, tmp_path):
+    config, lake = lake
+    (tmp_path / "export-b").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export-b" / SAMPLE.name)
+    other = tmp_path / "team-b.yaml"  # a second config on the same lake
+    other.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "team-b", "kind": "focus", "location": str(tmp_path / "export-b")}]}))
+    assert spendlake(other, "ingest").exit_code == 0
+    status = spendlake(other, "status")
+    assert status.exit_code == 0, status.output
+    declared = f"{config.resolve()}, another config on this lake, still declares it and reads it"
+    assert declared in status.output and "forget trey" not in status.output
+    asked = CliRunner().invoke(cli, ["--config", str(other), "forget", "trey"], input="n\n")
+    assert declared in asked.output and partition(lake).exists()
+    config.write_text("sources: [")  # being edited: unreadable now, so its sources stay its own
+    assert declared in spendlake(other, "status").output
+    config.unlink()  # the config gone: what it ingested is an orphan like any other
+    assert "`spendlake forget trey` removes it" in spendlake(other, "status").output
+    gone = spendlake(other, "forget", "trey", "--yes")
+    assert gone.exit_code == 0 and "warning" not in gone.output and not partition(lake).exists()
+
+
 def test_39_inventory_of_an_unconfigured_source_is_not_read(lake, tmp_path):
     config, lake = lake
     con = lake.connect()

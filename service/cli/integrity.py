@@ -45,6 +45,7 @@ def verify_command(obj, fmt: str | None) -> None:
 @click.pass_obj
 def forget_command(obj, source: str, yes: bool) -> None:
     """Remove every partition and ledger row of SOURCE, a source no longer in the config."""
+    from service.core.claims import other_configs
     from service.core.errors import UsageError
 
     lake = obj.lake
@@ -57,12 +58,17 @@ def forget_command(obj, source: str, yes: bool) -> None:
         raise UsageError(f"the lake holds nothing of source {source!r}", where="SOURCE",
                          hint=f"orphaned sources: {known}")
     rows = sum(e.rows for e in lake.ledger() if e.source == source)
+    other = other_configs(lake).get(source)
+    shared = f"; {other}, another config on this lake, still declares it and reads it" if other else ""
     if not yes and not _confirmed(f"remove source {source} ({rows:,} cost rows; tables {', '.join(tables)}) from "
-                                  f"the lake at {lake.root}?"):
+                                  f"the lake at {lake.root}{shared}?"):
         raise UsageError("not confirmed: nothing was removed", where="forget",
                          hint=f"answer y, or run `spendlake forget {source} --yes` (where no one can answer)")
     lake.forget(source)
     click.echo(f"forgot {source}: {rows:,} cost rows and its partitions in {', '.join(tables)}")
+    if other:
+        click.echo(f"warning: {other} still declares {source}: its next `spendlake ingest` reads it again from the "
+                   "source's exports", err=True)
 
 
 def _confirmed(question: str) -> bool:

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from service.core.claims import other_configs
 from service.core.config import Config, load_config
 from service.core.errors import SpendlakeError, damaged_lake_file, os_error
 from service.core.lake import Lake
@@ -186,9 +187,11 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         {**r, **{k: money_text(r[k]) for k in ("billed_cost", "effective_cost")}} for r in rows]
     emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
          whole=("billing_period", "currency", "billed_cost", "check"))
+    others = other_configs(obj.lake)
     for source, tables in obj.lake.orphans().items():
-        click.echo(f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); "
-                   f"it counts nowhere; `spendlake forget {source}` removes it", err=True)
+        line = f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); it counts nowhere"
+        click.echo(line + (f" here; {others[source]}, another config on this lake, still declares it and reads it"
+                           if source in others else f"; `spendlake forget {source}` removes it"), err=True)
     damaged = [row for row in rows if row["check"] not in ("ok", "orphaned")]
     if damaged:
         from service.core.errors import DataError

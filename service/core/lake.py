@@ -60,9 +60,12 @@ class Lake:
     inventory); only their partitions are read, and the others are orphans (`status`,
     `forget`). None: every source the lake holds counts (tools and tests)."""
 
-    def __init__(self, root: str | os.PathLike[str], sources: Iterable[str] | None = None):
+    def __init__(self, root: str | os.PathLike[str], sources: Iterable[str] | None = None,
+                 config_file: str | os.PathLike[str] | None = None):
         self.root = Path(root).resolve()
         self.sources = None if sources is None else frozenset(sources)
+        # recorded by each ingest beside its sources: another config on this lake keeps them
+        self.config_file = None if config_file is None else Path(config_file).resolve()
         self.staging = self.root / "_staging"
         self.ledger_file = self.root / LEDGER_FILE
         self.locks = self.root / "_locks"
@@ -72,7 +75,7 @@ class Lake:
         """The config's lake, counting only the sources it declares. A config that declares
         none (a read-only reporting config) reads every source the lake holds."""
         names = [s.name for s in (*config.sources, *config.inventory)]
-        return cls(config.lake, sources=names or None)
+        return cls(config.lake, sources=names or None, config_file=None if config.file == "<config>" else config.file)
 
     # ---- paths ----------------------------------------------------------------------
 
