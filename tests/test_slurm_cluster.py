@@ -87,7 +87,10 @@ def test_requeued_job_has_one_record_per_attempt(slurm_cluster):  # noqa: F811
     assert first["time"]["start"] <= first["time"]["end"] <= second["time"]["submission"] <= second["time"]["start"]
     assert 2 <= second["time"]["elapsed"] <= 6  # `sleep 2` on the restart
     [batch] = [s for s in first["steps"] if s["step"]["id"] == "batch"]
-    assert batch["state"] == "CANCELLED" and batch["exit_code"]["signal"]["signal_id"] == 15
+    # the requeue's SIGTERM ends the batch step: CANCELLED by signal 15, or FAILED when the script's
+    # own exit is recorded first (seen on a loaded machine, main unchanged); either way not COMPLETED
+    assert (batch["state"] == "CANCELLED" and batch["exit_code"]["signal"]["signal_id"] == 15
+            or batch["state"] == "FAILED"), batch
 
 
 @live
