@@ -256,3 +256,16 @@ def timedelta_hours(hours: int):
     from datetime import timedelta
 
     return timedelta(hours=hours)
+
+
+def test_35_a_damaged_cache_of_file_periods_is_read_again_not_a_stop_to_every_ingest(lake, tmp_path):
+    config, lake = lake
+    cache = lake.root / "_state" / "file_periods.json"
+    assert json.loads(cache.read_text())["trey"]  # what the first ingest learnt of its file
+    cache.write_text('{"trey": {')  # cut short
+    result = spendlake(config, "ingest")
+    assert result.exit_code == 0, result.output
+    assert "file_periods.json" in result.output and "read again" in result.output
+    assert json.loads(cache.read_text()) == {}  # written anew: the next new file is surveyed into it
+    assert "read again" not in spendlake(config, "ingest").output
+    assert attributed_total(config) == BILLED

@@ -33,6 +33,7 @@ committed without one of its files.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -44,6 +45,8 @@ from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
 from service.core.staging import PERIOD_RE
+
+log = logging.getLogger(__name__)
 
 STATE = "file_periods"  # {source: {file fingerprint: {"uri": …, "periods": [...], "skipped": str | None}}}
 
@@ -95,7 +98,7 @@ class Plan:
     def committed(self, lake: Lake, source: str, delivery: Delivery) -> None:
         """Remember the periods each file of a delivery committed without a survey held."""
         if delivery is self.together and self.found:
-            state = lake.read_state(STATE)
+            state = _cache(lake)
             state.setdefault(source, {}).update(self.found)
             lake.write_state(STATE, state)
 
@@ -108,7 +111,7 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     loose = [d for d in deliveries if d.loose]
     if not loose:
         return result
-    state = lake.read_state(STATE)
+    state = _cache(lake)
     known: dict[str, dict] = state.get(source, {})
     ledger = [e for e in lake.ledger() if e.source == source]
     index: dict[str, dict] = {}
@@ -152,6 +155,17 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
         state[source] = index
         lake.write_state(STATE, state)
     return result
+
+
+def _cache(lake: Lake) -> dict:
+    """What ingest knows of each file's periods. Only a cache: a damaged one is read as empty
+    (each loose file is read again) and written anew, instead of stopping every ingest."""
+    try:
+        return lake.read_state(STATE)
+    except DataError as exc:
+        log.warning("%s: %s; every loose file is read again and the file written anew", exc.where, exc.message)
+        lake.write_state(STATE, {})
+        return {}
 
 
 def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delivery:
