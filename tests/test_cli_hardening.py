@@ -160,6 +160,12 @@ def existing(base, tmp):
     return base / "spendlake.yaml"
 
 
+def both_kinds(base: Path, tmp_path: Path) -> Path:
+    return write_config(tmp_path / "c.yaml", {
+        "lake": str(tmp_path / "lake"), "sources": [{"name": "bill", "kind": "focus", "location": str(tmp_path / "x")}],
+        "inventory": [{"name": "tags", "kind": "aws-tags", "regions": ["us-east-1"]}]})
+
+
 CASES = [  # (case, config setup, arguments, exit code, what the one line names)
     ("lake is a file", lake_file_config, ["status"], 2, "is a file; the lake must be a directory"),
     ("47 lake is an empty string", lambda b, t: write_config(t / "c.yaml", "lake: ''\n"), ["status"], 2,
@@ -184,6 +190,10 @@ CASES = [  # (case, config setup, arguments, exit code, what the one line names)
     ("config missing", lambda b, t: t / "missing.yaml", ["status"], 2, "config file not found"),
     ("no config", None, ["attribute", "--since", "7d"], 2, "no config found (looked at --config, $SPENDLAKE_CONFIG"),
     ("unknown source", existing, ["ingest", "--source", "nope"], 2, "no source named 'nope'"),
+    ("an inventory source to ingest", both_kinds, ["ingest", "--source", "tags"], 2,
+     "'tags' is an inventory source: `spendlake inventory --source` reads it — sources here: bill"),
+    ("a billing source to inventory", both_kinds, ["inventory", "--source", "bill"], 2,
+     "'bill' is a billing source: `spendlake ingest --source` reads it — inventory here: tags"),
     ("unknown rule", existing, ["rules", "run", "--rule", "idle-gpus"], 2, "closest rules: idle-gpu"),
     ("57 unknown rule in the config names the file", lambda b, t: write_config(t / "c.yaml", {
         "lake": str(t / "lake"), "rules": {"idle-gpus": {"enabled": False}}}), ["config", "validate"], 2,

@@ -230,18 +230,27 @@ class Config(Strict):
         return self
 
     def inventory_source(self, name: str) -> InventorySource:
-        return _named(self.inventory, name, "inventory", "inventory source")
+        elsewhere = "a billing source: `spendlake ingest --source` reads it" if self._has(self.sources, name) else ""
+        return _named(self.inventory, name, "inventory", "inventory source", elsewhere)
 
     def source(self, name: str) -> SourceConfig:
-        return _named(self.sources, name, "sources", "source")
+        elsewhere = "an inventory source: `spendlake inventory --source` reads it" if self._has(self.inventory, name) else ""
+        return _named(self.sources, name, "sources", "source", elsewhere)
+
+    @staticmethod
+    def _has(entries: tuple, name: str) -> bool:
+        return any(entry.name == name for entry in entries)
 
 
-def _named(entries: tuple, name: str, section: str, what: str):
-    """The entry of `section` called `name`; a ConfigError lists the names there are."""
+def _named(entries: tuple, name: str, section: str, what: str, elsewhere: str = ""):
+    """The entry of `section` called `name`; a ConfigError lists the names there are, and says
+    so when `name` is one of the other section (`elsewhere`: what it is there)."""
     for entry in entries:
         if entry.name == name:
             return entry
     known = ", ".join(e.name for e in entries) or "none configured"
+    if elsewhere:
+        raise ConfigError(f"{name!r} is {elsewhere}", where=section, hint=f"{section} here: {known}")
     raise ConfigError(f"no {what} named {name!r}", where=section, hint=f"known: {known}")
 
 
