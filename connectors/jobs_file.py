@@ -27,23 +27,24 @@ import logging
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
 import duckdb
-import pyarrow as pa
 from pydantic import Field, model_validator
 
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import (FileSource, empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files,
                                   stored)
-from connectors.jobs_file_columns import column_rows, csv_file_blocks, parquet_blocks
 from connectors.jobs_file_read import file_format, parquet_table, records, shown
 from connectors.jobs_file_values import (SKEW, BadValue, parse_gpus, parse_instance_ids, parse_labels, parse_nodes,
                                          parse_restarts, parse_shared_text, parse_state, parse_text, parse_time)
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,9 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
 
     def _column_wise(self, con: duckdb.DuckDBPyConnection, path: Path, raw: IO[bytes], size: int,
                      header: list[str], columns: dict[str, int], number: int) -> str | None:
+        # Arrow: loaded to read a file, not to configure or query
+        from connectors.jobs_file_columns import column_rows, csv_file_blocks, parquet_blocks
+
         raw.seek(0)
         if file_format(path) == "parquet":
             blocks = parquet_blocks(parquet_table(path, raw, size), columns)
@@ -134,6 +138,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                     skewed, first = skewed + 1, first or (at, row["job_id"])
                 where.append(at)
                 yield row
+
+        import pyarrow as pa
 
         table = jobs_arrow(rows())
         if first:
@@ -232,6 +238,8 @@ class _ColumnError(Exception):
 
 
 def _no_rows() -> pa.Table:
+    import pyarrow as pa
+
     schema = jobs_schema()
     return schema.empty_table().append_column("_row", pa.array([], pa.int64())).append_column(
         "_at", pa.array([], pa.string()))

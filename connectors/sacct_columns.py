@@ -65,7 +65,7 @@ class _Tail:
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
                    default_cluster: str | None, file: int) -> str | None:
     """The allocations (steps left out) of the parsable2 file open as `raw` whose header line is
-    `header`: the name of a temporary table of `con` with connectors/slurm_records.py's ATTEMPTS
+    `header`: the name of a temporary table of `con` with connectors/slurm_records.py's ATTEMPT_COLUMNS
     columns (and others); None when the row reader must read it."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
         return None
@@ -182,7 +182,7 @@ def _elapsed(con: duckdb.DuckDBPyConnection, table: str) -> None:
 
 
 def _finish(con: duckdb.DuckDBPyConnection, table: str, file: int) -> None:
-    """ATTEMPTS in place: the record id, the job as submitted (`7` of array task `7_1`, of het
+    """The attempts table in place: the record id, the job as submitted (`7` of array task `7_1`, of het
     component `10+1`), an End before the Start kept as `skewed_end` (the job then holds no GPU
     time), the time columns' names. Updated, not copied: the table may be a million rows."""
     for statement in (

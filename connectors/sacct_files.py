@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
-from connectors.sacct_columns import parsable_table
-from connectors.slurm_records import ATTEMPTS, Attempt, BadRecord, json_attempts, parsable_attempts, stored_attempts
+from connectors.slurm_records import (Attempt, BadRecord, attempts_schema, json_attempts, parsable_attempts,
+                                      stored_attempts)
 from connectors.slurm_warnings import said_skewed
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ CUT_HINT = "re-run when the job writing it has finished (write to a temporary na
 def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone: ZoneInfo, cluster: str | None,
                   in_directory: bool) -> str | None:
     """The attempts of one sacct file: the name of a temporary table of `con` with
-    connectors/slurm_records.py's ATTEMPTS, `_file` = `number`;
+    connectors/slurm_records.py's ATTEMPT_COLUMNS, `_file` = `number`;
     None when it is not sacct output and sits in a directory (a README, an editor's backup).
     BadRecord names the line; DataError the file. A parsable2 file is read column-wise, and
     again line by line when that reader cannot take it (which names what is wrong)."""
@@ -45,7 +45,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         first = head[-1].lstrip() if head else ""
         if not first:
             empty_file(path, sum(map(len, head)))
-            return stored(con, "SELECT * FROM {empty}", empty=ATTEMPTS.empty_table())
+            return stored(con, "SELECT * FROM {empty}", empty=attempts_schema().empty_table())
         if first[0] in "{[" or first.startswith("null"):
             attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster)
             return said_skewed(con, path, stored_attempts(con, attempts, number))
@@ -54,6 +54,8 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
             return None
         raw.seek(0)
         gzipped = raw.peek(2)[:2] == GZIP_MAGIC  # type: ignore[attr-defined]
+        from connectors.sacct_columns import parsable_table  # Arrow: loaded to read, not to configure
+
         table = parsable_table(con, raw, gzipped, head[-1].rstrip("\r\n").split("|"), zone, cluster, number)
         if table is None:
             raw.seek(0)

@@ -24,15 +24,17 @@ import sys
 from collections.abc import Iterable
 from functools import lru_cache
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import duckdb
-import pyarrow as pa
 
 from connectors.hostlist import hosts
 from connectors.jobs_base import (JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction, normal_state,
                                   stored)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 from service.core.units import naive_utc
 
 # The --format list README documents; REQUIRED are the columns a parsable2 file must have.
@@ -140,23 +142,33 @@ class Attempt:
 
 # ---- attempts as a table, and the rows of `jobs` -----------------------------------------
 
-_TEXT, _TIME = pa.string(), pa.timestamp("us")
-ATTEMPTS = pa.schema([
-    ("record_id", _TEXT), ("raw_id", _TEXT), ("job_id", _TEXT), ("submitted_as", _TEXT), ("cluster", _TEXT),
-    ("state", _TEXT), ("submit_time", _TIME), ("start_time", _TIME), ("end_time", _TIME), ("skewed_end", _TIME),
-    ("gpus", pa.float64()), ("nodes", pa.list_(_TEXT)), ("user", _TEXT), ("account", _TEXT), ("partition", _TEXT),
-    ("qos", _TEXT), ("name", _TEXT), ("comment", _TEXT), ("wckey", _TEXT),  # comment, wckey: '' when none
-    ("_file", pa.int32()), ("_row", pa.int64())])
+ATTEMPT_COLUMNS = {  # the table's columns → their types, by name (Arrow loaded only to read)
+    "record_id": "text", "raw_id": "text", "job_id": "text", "submitted_as": "text", "cluster": "text",
+    "state": "text", "submit_time": "time", "start_time": "time", "end_time": "time", "skewed_end": "time",
+    "gpus": "float64", "nodes": "text list", "user": "text", "account": "text", "partition": "text",
+    "qos": "text", "name": "text", "comment": "text", "wckey": "text",  # comment, wckey: '' when none
+    "_file": "int32", "_row": "int64"}
+
+
+@lru_cache(maxsize=1)
+def attempts_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    types = {"text": pa.string(), "time": pa.timestamp("us"), "float64": pa.float64(),
+             "text list": pa.list_(pa.string()), "int32": pa.int32(), "int64": pa.int64()}
+    return pa.schema([(name, types[kind]) for name, kind in ATTEMPT_COLUMNS.items()])
 
 
 def attempts_table(attempts: list[Attempt], file: int = 0) -> pa.Table:
     """`attempts` (read one at a time) as the table, in their order."""
     fields = {"submit_time": "submit", "start_time": "start", "end_time": "end"}
-    columns = {name: [getattr(a, fields.get(name, name)) for a in attempts] for name in ATTEMPTS.names[:-2]}
+    columns = {name: [getattr(a, fields.get(name, name)) for a in attempts] for name in list(ATTEMPT_COLUMNS)[:-2]}
     columns["nodes"] = [list(nodes) if nodes else None for nodes in columns["nodes"]]
     columns["_file"] = [file] * len(attempts)
     columns["_row"] = list(range(len(attempts)))
-    return pa.table(columns, schema=ATTEMPTS)
+    import pyarrow as pa
+
+    return pa.table(columns, schema=attempts_schema())
 
 
 KEPT = frozenset({"record_id", "job_id", "submitted_as", "cluster", "state", "submit_time", "start_time", "end_time",
@@ -169,12 +181,12 @@ def stored_attempts(con: duckdb.DuckDBPyConnection, attempts: list[Attempt], fil
 
 
 def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterable[str]) -> duckdb.DuckDBPyRelation:
-    """`jobs` rows of `attempts` (SQL over ATTEMPTS tables): one per record id (the last read
+    """`jobs` rows of `attempts` (SQL over attempts tables, ATTEMPT_COLUMNS): one per record id (the last read
     that has ended, else the last read: files in name order), restarts counted per job in submit
     order, a job's comment from its latest attempt showing one (Slurm 22.05 stores the comment
     when an attempt ends, so the running attempt of a requeued job shows none, yet it is the same
     job and run); labels and run once per distinct comment and wckey."""
-    names = ", ".join(f'"{name}"' for name in ATTEMPTS.names if name in KEPT)  # what the rows take
+    names = ", ".join(f'"{name}"' for name in ATTEMPT_COLUMNS if name in KEPT)  # what the rows take
     kept = stored(con, (
         f"SELECT {names}, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
         "last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, raw_id ORDER BY submit_time "
@@ -191,6 +203,8 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
         wckeys.append(wckey)
         labels.append(list(found.items()) or None)
         runs.append(labelled_run(found, run_labels))
+    import pyarrow as pa
+
     schema = jobs_schema()
     said = stored(con, "SELECT * FROM {said}", said=pa.table({
         "comment": pa.array(comments, pa.string()), "wckey": pa.array(wckeys, pa.string()),

@@ -1,5 +1,5 @@
 """What is said of Slurm allocation records read from files or slurmrestd, in bulk over their
-table (connectors/slurm_records.py `ATTEMPTS`): clock skew per file, and jobs running in an
+table (connectors/slurm_records.py `ATTEMPT_COLUMNS`): clock skew per file, and jobs running in an
 old file that later files never list.
 """
 
@@ -33,7 +33,7 @@ def said_stale_running(con: duckdb.DuckDBPyConnection, attempts: str, files: lis
     """One line for jobs running in a file that files whose records reach a day or more later do
     not list at all: sacct lists a running job in every window, so the later files' windows
     began after the job ended, and nothing says when. Such a job holds its GPUs until a file
-    shows its end (read as running: no guess at an end). `attempts`: SQL over ATTEMPTS tables,
+    shows its end (read as running: no guess at an end). `attempts`: SQL over attempts tables,
     whose `_file` indexes `files`."""
     [(count, job, file)] = con.sql((f"WITH t AS ({attempts}), "
         # each file's newest time; a record's newest file listing it, or a file showing its end

@@ -409,7 +409,9 @@ def test_the_column_wise_reader_gives_the_rows_of_the_row_reader(tmp_path, monke
     assert run(tmp_path, path, timezone=zone).error is None
     column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
     assert read_row_wise == [] and len(column_wise) == 4
-    monkeypatch.setattr(jobs_file, "column_rows", lambda *args: None)
+    import connectors.jobs_file_columns as jobs_file_columns  # imported by jobs_file when it reads
+
+    monkeypatch.setattr(jobs_file_columns, "column_rows", lambda *args: None)
     assert run(tmp_path / "again", path, timezone=zone).error is None
     assert jobs(tmp_path / "again", "* EXCLUDE (snapshot_date)") == column_wise and read_row_wise == [path]
 

@@ -76,6 +76,23 @@ def test_a_query_command_imports_no_arrow(aws_lake, command):
         assert json.loads(done.stdout)["rows"], done.stdout
 
 
+def test_a_config_with_job_sources_queries_without_arrow(aws_lake, tmp_path):
+    """A team lead's config names the cluster's job sources too: loading their connectors to
+    check the config must not load Arrow (it reads their files only at inventory)."""
+    document = yaml.safe_load(aws_lake.read_text())
+    document["inventory"] = [
+        {"name": "slurm", "kind": "slurm-jobs", "path": str(tmp_path / "sacct")},
+        {"name": "jobs", "kind": "jobs-file", "path": str(tmp_path / "jobs")},
+        {"name": "pods", "kind": "k8s-pods", "prometheus_url": "http://127.0.0.1:9"}]
+    config = tmp_path / "with-jobs.yaml"
+    config.write_text(yaml.safe_dump(document))
+    command = ["attribute", "--since", "2026-10-01", "--until", "2026-12-01", "--by", "team", "--format", "json"]
+    done = subprocess.run([sys.executable, "-c", PROBE, "--config", str(config), *command], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [], f"imported Arrow: {done.stderr}"
+
+
 def test_a_query_reads_each_partition_footer_once(aws_lake, monkeypatch):
     reads: list[str] = []
 

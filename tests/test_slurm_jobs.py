@@ -399,6 +399,8 @@ def test_the_column_wise_reader_gives_the_rows_of_the_line_reader(tmp_path, monk
     assert run(tmp_path, path=str(path), cluster="p5", timezone=zone).error is None
     column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
     assert line_reads == [] and len(column_wise) == 4
-    monkeypatch.setattr(sacct_files, "parsable_table", lambda *args: None)
+    import connectors.sacct_columns as sacct_columns  # imported by sacct_files when it reads
+
+    monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
     assert run(tmp_path / "again", path=str(path), cluster="p5", timezone=zone).error is None
     assert jobs(tmp_path / "again", "* EXCLUDE (snapshot_date)") == column_wise and line_reads == [1]
