@@ -29,8 +29,6 @@ from typing import ClassVar
 from urllib.parse import unquote
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
@@ -38,13 +36,13 @@ from connectors.csvfile import read_csv
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, duckdb_error
+from service.core.hidden_columns import rounded_away_sql
 from service.core.per_value import PerValueSelect
 from service.core.schema import MONEY
-from service.core.staging import rounded_away_sql
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
 # CSV money as the reader parses it: 6 decimals more than the lake keeps, so what the lake's
-# 12 round away is known (service.core.staging.rounded_away_sql); values below 1e20.
+# 12 round away is known (service.core.hidden_columns.rounded_away_sql); values below 1e20.
 CSV_MONEY = "DECIMAL(38,18)"
 PARQUET_SUFFIXES = (".parquet",)
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
@@ -212,9 +210,10 @@ def parquet_periods(path: Path, column: str) -> list[str] | None:
     timestamp or date, case-insensitive) has min/max statistics and no nulls in every row
     group, all in one month: a read of the footer instead of the rows. None otherwise (no
     statistics, nulls, text, several months, no rows): the caller reads the rows."""
+    from pyarrow import ArrowException, parquet as pq  # loaded to read, not to configure or query
     try:
         meta = pq.read_metadata(path)
-    except (OSError, pa.ArrowException):
+    except (OSError, ArrowException):
         return None  # reading the rows reports what is wrong with the file
     paths = [meta.schema.column(i).path.lower() for i in range(meta.num_columns)]
     if paths.count(column.lower()) != 1:
@@ -322,7 +321,7 @@ def decimal(table: Table, target: str, *candidates: str) -> str | None:
 
 def rounded_away(table: Table, *candidates: str) -> str | None:
     """What the lake's 12 decimals round away from the first candidate money column the file has
-    (service.core.staging.rounded_away_sql); None when it has none or it cannot hold more than 12."""
+    (service.core.hidden_columns.rounded_away_sql); None when it has none or it cannot hold more than 12."""
     name = table.name(*candidates)
     too_large = name and table.fail(name, "more than 12 decimals on a value of 1e20 or more (what the lake's "
                                           "12 decimals round away cannot be summed exactly)", nonblank(ident(name)))

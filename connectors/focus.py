@@ -46,9 +46,9 @@ from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUE
                                    timestamp)
 from connectors.storage import suffix_of
 from service.core.errors import SpendlakeError, duckdb_error
+from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
-from service.core.staging import ROUNDING_COLUMNS, rounding_select
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
 # FOCUS datasets other than Cost and Usage, by a column only they have.

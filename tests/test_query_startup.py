@@ -76,10 +76,12 @@ def test_a_query_command_imports_no_arrow(aws_lake, command):
         assert json.loads(done.stdout)["rows"], done.stdout
 
 
-def test_a_config_with_job_sources_queries_without_arrow(aws_lake, tmp_path):
-    """A team lead's config names the cluster's job sources too: loading their connectors to
-    check the config must not load Arrow (it reads their files only at inventory)."""
+def test_a_config_with_every_kind_queries_without_arrow(aws_lake, tmp_path):
+    """A team lead's config names other bills and the cluster's job sources too: loading their
+    connectors to check the config must not load Arrow (they load it to read their files)."""
     document = yaml.safe_load(aws_lake.read_text())
+    document["sources"] += [{"name": kind, "kind": kind, "location": str(tmp_path / kind)}
+                            for kind in ("focus", "azure-cost", "gcp-billing", "oci-cost", "aws-cur")]
     document["inventory"] = [
         {"name": "slurm", "kind": "slurm-jobs", "path": str(tmp_path / "sacct")},
         {"name": "jobs", "kind": "jobs-file", "path": str(tmp_path / "jobs")},

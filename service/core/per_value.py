@@ -12,12 +12,14 @@ raises it. Figures: bench/README.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from service.core.schema import COST_TYPES
+
+if TYPE_CHECKING:  # Arrow is loaded by the stager that converts, not by the connectors that hand over
+    import pyarrow as pa
 
 # Converted values kept per column and SQL (at least a batch's worth: a batch's distinct
 # values always fit); beyond it the cache starts again, so a column of unique values costs
@@ -72,6 +74,9 @@ class Converter:
         return batch
 
     def _column(self, column: pa.Array, name: str, sql: str) -> pa.Array:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         encoded = pc.dictionary_encode(column, null_encoding="encode")  # the SQL decides a null's value
         texts = encoded.dictionary.to_pylist()
         positions, chunks = self.cached.setdefault((name, sql), ({}, []))
@@ -90,6 +95,8 @@ class Converter:
 
     def _run(self, texts: list[str | None], name: str, sql: str) -> pa.Array:
         """The SQL's value of each text, in DuckDB."""
+        import pyarrow as pa
+
         values = self.con.from_arrow(pa.table({"value": pa.array(texts, pa.string())}))
         return values.project(f"CAST({sql} AS {COST_TYPES[name]}) AS value").to_arrow_table().column(0).combine_chunks()
 

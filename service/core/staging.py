@@ -34,9 +34,7 @@ import pyarrow.parquet as pq
 
 from service.core.errors import DataError
 from service.core.files import DATA_FILE
-# rounded_away_sql and rounding_select are re-exported for connectors/focus.py and exportfile.py,
-# until they import them from hidden_columns (a config that loads them then loads no Arrow)
-from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS, rounded_away_sql, rounding_select  # noqa: F401
+from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS
 from service.core.per_value import Converter, PerValuePart
 from service.core.schema import cost_select_list
 
