@@ -44,7 +44,7 @@ class AwsCurConnector(AwsExportConnector):
     kind = "aws-cur"
     config_model = AwsCurSource
     manifest_files, manifest_id, manifest_name = "reportKeys", "assemblyId", "a CUR manifest"
-    reads = (".csv", ".csv.gz", ".csv.zip", ".parquet")  # DATA_FILE's
+    suffixes = (".csv", ".csv.gz", ".csv.zip", ".parquet")  # DATA_FILE's
 
     def deliveries(self) -> Iterator[Delivery]:
         periods: dict[str, dict] = defaultdict(lambda: {"manifest": None, "parts": []})

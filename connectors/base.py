@@ -122,9 +122,8 @@ class StoredExport(CostConnector):
     config_model: ClassVar[type[SourceConfig]] = SourceConfig
     feeds: ClassVar[Feeds] = COSTS
     parts_are_files: ClassVar[bool] = True  # (CostConnector) one relation per file; AWS's CSV parts: False
-    # The file types the kind reads; other files its listing gives are told as skipped. The
-    # kinds of connectors/exportfile.py (FolderExport) name theirs `suffixes`.
-    reads: ClassVar[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
+    # The file types the kind reads; other files its listing gives are told as skipped.
+    suffixes: ClassVar[tuple[str, ...]] = (".csv", ".csv.gz", ".parquet")
 
     def __init__(self, config: SourceConfig):
         self.config = config
@@ -135,7 +134,7 @@ class StoredExport(CostConnector):
         return self.storage.local_paths()
 
     def passed_over(self) -> list[OtherDataset]:
-        unread = unread_files(self.storage.listed.values(), getattr(self, "suffixes", self.reads), self.kind)
+        unread = unread_files(self.storage.listed.values(), self.suffixes, self.kind)
         return [OtherDataset(path, why) for path, why in sorted(self.storage.passed_over.items())] + [
             OtherDataset(path, why) for path, why in unread]
 

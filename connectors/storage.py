@@ -139,7 +139,8 @@ class Storage:
         leave unread too. Reading it would count its rows beside the finished files' (twice);
         the folder is told once, as skipped, when it holds data files."""
         folders = key.split("/")[:-1]
-        hidden = next((i for i, name in enumerate(folders) if hidden_folder(name)), None)  # an S3 key's `..` is a name, not a way out (local_copy hashes it)
+        # (an S3 key's `..` is a name, not a way out: local_copy hashes it)
+        hidden = next((i for i, name in enumerate(folders) if hidden_folder(name)), None)
         if hidden is None:
             return False
         if is_file and suffix_of(key) in DATA_SUFFIXES:
