@@ -269,3 +269,10 @@ def test_35_a_damaged_cache_of_file_periods_is_read_again_not_a_stop_to_every_in
     assert json.loads(cache.read_text()) == {}  # written anew: the next new file is surveyed into it
     assert "read again" not in spendlake(config, "ingest").output
     assert attributed_total(config) == BILLED
+
+
+def test_check_on_a_lake_without_a_bill_says_there_is_nothing_to_reconcile(tmp_path):
+    config = write_config(tmp_path)
+    result = spendlake(config, "attribute", "--check", "--format", "json")
+    assert result.exit_code == 0
+    assert f"the lake at {tmp_path / 'lake'} is empty: nothing to reconcile; run `spendlake ingest`" in result.output

@@ -129,9 +129,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     if check:
         results = reconcile(lake, config, engine=engine_config)
         if not results:
-            click.echo(empty_lake_line(lake, read_from).replace(": run `spendlake ingest`",
-                                                                 ": nothing to reconcile; run `spendlake ingest`"),
-                       err=True)
+            click.echo(empty_lake_line(lake, read_from, nothing="nothing to reconcile"), err=True)
         render_check(results, fmt)
         bad = [r for r in results if not r.ok]
         if bad:

@@ -89,13 +89,14 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None
         print_table(rows, columns, **table_options)
 
 
-def empty_lake_line(lake, shown: object = None) -> str:
+def empty_lake_line(lake, shown: object = None, nothing: str = "") -> str:
     """The lake has no bill of the configured sources: run ingest; and when it holds the bills
-    of sources the config no longer names (a source renamed), say so rather than "empty"."""
+    of sources the config no longer names (a source renamed), say so rather than "empty".
+    `nothing`: what the command therefore cannot do (e.g. "nothing to reconcile")."""
     orphans = [source for source, tables in lake.orphans().items() if "costs" in tables]
-    where = shown or lake.root
+    where, run = shown or lake.root, f"{nothing}; run" if nothing else "run"
     if not orphans:
-        return f"the lake at {where} is empty: run `spendlake ingest`"
+        return f"the lake at {where} is empty: {run} `spendlake ingest`"
     return (f"the lake at {where} holds no bill of the configured sources, only of {', '.join(orphans)}, which the "
-            f"config no longer names: run `spendlake ingest` to read the configured ones (a renamed source is "
+            f"config no longer names: {run} `spendlake ingest` to read the configured ones (a renamed source is "
             f"read again under its new name), and `spendlake forget {orphans[0]}` to remove the old")
