@@ -302,19 +302,17 @@ def _check_lake(config: Config, file: str) -> None:
 def _check_overlaps(config: Config, file: str) -> None:
     """Two billing sources reading one folder (or one inside the other's) would count its
     files twice; only aws-cur sources that pick different reports (`report_name`) may share one."""
-    seen: list[tuple[int, str, str | None, str | None]] = []
     for i, source in enumerate(config.sources):
-        folder = (source.location.rstrip("/") + "/" if source.is_s3
-                  else str(Path(source.location).expanduser().resolve()).rstrip("/") + "/")
         report = getattr(source, "report_name", None)
-        for j, other, other_report, endpoint in seen:
-            if endpoint == source.endpoint_url and (folder.startswith(other) or other.startswith(folder)) \
-                    and not (report and other_report and report != other_report):
+        for j, other in enumerate(config.sources[:i]):
+            other_report = getattr(other, "report_name", None)
+            if other.endpoint_url != source.endpoint_url or (report and other_report and report != other_report):
+                continue
+            if _within(source.location, other.location) or _within(other.location, source.location):
                 raise ConfigError(f"sources[{i}].location ({source.location}) and sources[{j}].location "
-                                  f"({config.sources[j].location}) overlap, so their files would be counted twice",
+                                  f"({other.location}) overlap, so their files would be counted twice",
                                   where=file, hint="point each source at its own folder or prefix (aws-cur sources "
                                                    "sharing a prefix: give each its report_name)")
-        seen.append((i, folder, report, source.endpoint_url))
 
 
 def read_locations(config: Config) -> list[tuple[str, str]]:
