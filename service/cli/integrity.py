@@ -7,36 +7,46 @@ import click
 
 from service.cli.output import emit, format_option
 
-VERIFY_COLUMNS = ["source", "billing_period", "check", "detail"]
+# table and partition last: the cost columns came first, and scripts read them by position
+VERIFY_COLUMNS = ["source", "billing_period", "check", "detail", "table", "partition"]
 
 
 @click.command("verify")
 @format_option
 @click.pass_obj
 def verify_command(obj, fmt: str | None) -> None:
-    """Re-hash and re-sum every cost partition against the ledger; exit 3 if one differs."""
+    """Re-hash every cost partition and inventory snapshot against its record; exit 3 if one differs."""
+    from service.core import snapshot_ledger
     from service.core.errors import NOT_WRITABLE
     from service.core.integrity import partition_error
 
     lake = obj.lake
     checks = lake.verify(record=False)
+    snapshots = snapshot_ledger.verify_snapshots(lake, record=False)
     try:
         lake.record_verify(checks)
+        snapshot_ledger.record_verify(lake, snapshots)
     except OSError as exc:  # a reader without write access still gets its answer
         if exc.errno not in NOT_WRITABLE:
             raise
         click.echo(f"warning: {lake.state_file('verify')}: not recorded ({exc.strerror.lower()} for this user); "
                    "the next ingest learns of damaged partitions only from a recorded verify — run verify as "
                    "the lake's owner", err=True)
-    rows = [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail}
-            for c in checks]
+    rows = [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail,
+             "table": "costs", "partition": f"billing_period={c.period}"} for c in checks]
+    rows += [{"source": c.source, "billing_period": None, "check": c.state, "detail": c.detail, "table": c.table,
+              "partition": c.partition} for c in snapshots]
     if not rows and (fmt or "table") == "table":
-        click.echo(f"the lake at {lake.root} holds no cost partition of the configured sources")
+        click.echo(f"the lake at {lake.root} holds no cost partition or inventory snapshot of the configured sources")
     else:
-        emit(rows, VERIFY_COLUMNS, fmt, title=f"{len(checks)} partition(s) against the ledger")
+        emit(rows, VERIFY_COLUMNS, fmt, title=f"{len(checks)} partition(s) against the ledger, "
+                                              f"{len(snapshots)} inventory snapshot(s) against their records")
     bad = [c for c in checks if not c.ok]
     if bad:
         raise partition_error(bad)
+    damaged = [c for c in snapshots if not c.ok]
+    if damaged:
+        raise snapshot_ledger.snapshot_error(damaged)
 
 
 @click.command("forget")

@@ -15,6 +15,7 @@ from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.core.output import printable
+from service.core.snapshot_ledger import unnamed_damage
 from service.core.units import is_tty, money_text
 
 
@@ -32,11 +33,19 @@ class SpendlakeGroup(click.Group):
             click.echo(printable(f"error: {error}"), err=True)
             ctx.exit(error.exit_code)
         except Exception as exc:  # DuckDB could not read one of the lake's own files
-            damaged = damaged_lake_file(exc)
+            damaged = damaged_lake_file(exc) or _unnamed_damage(ctx.obj, exc)
             if damaged is None:
                 raise
             click.echo(printable(f"error: {damaged}"), err=True)
             ctx.exit(damaged.exit_code)
+
+
+def _unnamed_damage(obj: object, exc: Exception) -> SpendlakeError | None:
+    """A DuckDB error naming no file (bytes altered in a data page): the configured lake's
+    damaged file found by its hash, or None."""
+    if not isinstance(obj, Context) or obj._config is None:  # no lake was opened: none to blame
+        return None
+    return unnamed_damage(obj.lake, exc)
 
 
 class Context:

@@ -28,7 +28,8 @@ from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
 from service.core.files import DATA_FILE, check_partition_value, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
-from service.core.schema import COST_COLUMNS, MONEY
+from service.core.schema import COST_COLUMNS, INVENTORY_TABLES, MONEY
+from service.core.snapshot_ledger import recording
 from service.core.staging import query_memory, stage_parts, write_empty
 from service.core.units import utc_now_iso
 from service.core.usage_end import usage_through
@@ -235,7 +236,11 @@ def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation
         peak, spilled = query_memory(con)
         log.debug("staged %s %s=%s: DuckDB peak memory %d MB, spilled %d MB", table, key, value, peak >> 20,
                   spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
-        install(staged, target)
+        if table in INVENTORY_TABLES and version is None:  # a snapshot: checked against its record on every read
+            with recording(lake, staged, target):
+                install(staged, target)
+        else:
+            install(staged, target)
         return target
     except duckdb.Error as exc:
         raise duckdb_error(exc, f"could not write {table}", where=str(staged)) from None

@@ -40,6 +40,7 @@ from service.core.integrity import PartitionCheck, damaged_table_error, quick_ch
 from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
+from service.core.snapshot_ledger import forget_records, table_files
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
 
@@ -184,8 +185,7 @@ class Lake:
             name = table_dir.name
             if name == "costs" or not TABLE_RE.match(name):
                 continue
-            files = [str(f) for f in sorted(table_dir.glob(f"source=*/*=*/{DATA_FILE}"))
-                     if name not in INVENTORY_TABLES or self.counts(f.parent.parent.name.split("=", 1)[1])]
+            files = table_files(self, name)  # an inventory snapshot checked against its record
             if files:
                 try:
                     con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)",
@@ -237,6 +237,7 @@ class Lake:
                                [e for e in state.pending if e.source != source], state.pending_since)
             for table in SOURCE_TABLES:
                 shutil.rmtree(self.table_dir(table) / f"source={source}", ignore_errors=True)
+                forget_records(self.root, table, source)
             for name in ("sources", "file_periods"):  # its state, and what ingest knows of its files
                 state = self.read_state(name)
                 if state.pop(source, None) is not None:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import duckdb
 
@@ -24,6 +25,7 @@ from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
+from service.core.snapshot_ledger import SET_ASIDE, set_aside_damaged
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
 from service.ingest.rollups import refresh_rollups
@@ -84,6 +86,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     try:
         connector = CONNECTORS.get(kind)(source)
         con = lake.writer(connector.local_paths())
+        written: set[Path] = set()
         try:
             with lake.scratch() as scratch:
                 for (table, value), relation in _combined(connector.snapshot(con, scratch, now), now).items():
@@ -100,6 +103,8 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                     reaches = _data_through(table, relation, now)
                     if reaches and (outcome.data_through is None or reaches > outcome.data_through):
                         outcome.data_through = reaches
+                    written.add(path)
+            _set_aside_damaged(lake, source.name, written)
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
                 _warn_old_record_ids(lake, con, source.name)
             if connector.feeds.partition_key == "snapshot_date":  # an empty snapshot is data too
@@ -113,6 +118,14 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         outcome.error = exc
     _record(lake, outcome)
     return outcome
+
+
+def _set_aside_damaged(lake: Lake, source: str, written: set[Path]) -> None:
+    """The source's snapshots that no longer match their record and that this run did not
+    write again (an earlier day's): set aside, so reads go on with the whole ones."""
+    for check in set_aside_damaged(lake, source, written):
+        log.warning("inventory source %s: %s; it cannot be taken again (the source holds today's state), so it was "
+                    "moved under %s", source, check.sentence(), lake.root / SET_ASIDE / check.key)
 
 
 def _warn_old_record_ids(lake: Lake, con: duckdb.DuckDBPyConnection, source: str) -> None:

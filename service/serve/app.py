@@ -25,6 +25,7 @@ from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
 from service.core.output import to_json
+from service.core.snapshot_ledger import unnamed_damage
 from service.serve.http import JSON, capped
 from service.ingest.status import status as lake_status
 
@@ -125,7 +126,7 @@ class Api:
             log.error("%s: %s", path, exc)
             return error_response(500, exc.message, where=exc.where, hint=exc.hint)
         except duckdb.Error as exc:  # a lake file cut short or altered: named, not an anonymous 500
-            damaged = damaged_lake_file(exc)
+            damaged = damaged_lake_file(exc) or unnamed_damage(self.lake, exc)
             if damaged is None:
                 raise
             log.error("%s: %s", path, damaged)

@@ -10,7 +10,7 @@ summed under `other`.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
@@ -21,6 +21,7 @@ from service.attribution import ScrapeTops, metrics_anchor
 from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
+from service.core.snapshot_ledger import snapshot_checks, sound
 from service.core.units import OTHER, fold_top
 from service.ingest.freshness import freshness_limits
 
@@ -64,7 +65,13 @@ def integrity_families(lake: Lake) -> list[Metric]:
     orphaned = GaugeMetricFamily("spendlake_lake_orphaned_sources",
                                  "Sources the lake holds that the config does not declare (they count nowhere).")
     orphaned.add_metric([], len(lake.orphans()))
-    return [damaged, verified, orphaned]
+    snapshots = GaugeMetricFamily("spendlake_lake_snapshots_damaged",
+                                  "Inventory snapshots that do not match their record (the quick check now, or the "
+                                  "last `spendlake verify`), by state.", labels=["state"])
+    bad = Counter(c.state for c in sound(lake, snapshot_checks(lake)) if not c.ok)
+    for state in states[:3]:
+        snapshots.add_metric([state], bad[state])
+    return [damaged, verified, orphaned, snapshots]
 
 
 def data_through_families(config: Config, lake: Lake) -> list[Metric]:

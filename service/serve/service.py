@@ -74,12 +74,18 @@ def write_daily_report(config: Config, day: date) -> ReportResult:
 
 
 def verify_lake(config: Config) -> None:
-    """Re-hash and re-sum every partition; a damaged one fails the job (and the metric says which)."""
+    """Re-hash and re-sum every partition, re-hash every inventory snapshot; a damaged one
+    fails the job (and the metrics say which)."""
     from service.core.integrity import partition_error
+    from service.core.snapshot_ledger import snapshot_error, verify_snapshots
 
-    bad = [check for check in Lake.of(config).verify() if not check.ok]
+    lake = Lake.of(config)
+    bad = [check for check in lake.verify() if not check.ok]
+    damaged = [check for check in verify_snapshots(lake) if not check.ok]
     if bad:
         raise partition_error(bad)
+    if damaged:
+        raise snapshot_error(damaged)
 
 
 def default_tasks(config: Config) -> Tasks:

@@ -1,0 +1,256 @@
+"""Inventory snapshots checked against a record of each: a deleted, truncated or altered
+snapshot is an error naming the file, never fewer jobs or tags read in silence.
+
+`spendlake inventory` writes each snapshot (`<table>/source=<s>/<key>=<v>/data.parquet`)
+through commit.commit_snapshot, which records the file's size, row count and SHA-256 in
+`_ledger/snapshots/<table>/source=<s>/<key>=<v>.json`: one file per snapshot, so writers
+never share one (and a partition folder removed whole is still missed). The record is
+written before the file is moved into place, holding the old file's as `previous`, and
+again without it afterwards: a reader always finds a record describing the file it sees.
+
+As for cost partitions (service/core/integrity.py), every read checks size and footer row
+count (`table_files`); `spendlake verify` re-hashes (`verify_snapshots`) and what it found
+damaged stays an error for every read until `inventory` writes the snapshot again or sets
+it aside. Snapshots written before records existed are read as before; verify lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from service.core.errors import DataError, resource_error
+from service.core.files import DATA_FILE, write_json_atomic
+from service.core.integrity import partition_error, sha256_file
+from service.core.parquet_footer import read_footer
+from service.core.schema import INVENTORY_TABLES
+from service.core.units import utc_now_iso
+
+RECORDS = "_ledger/snapshots"  # relative to the lake root
+VERIFY_STATE = "snapshot_verify"  # `_state/snapshot_verify.json`: what the last verify found damaged
+SET_ASIDE = "_damaged"  # where `inventory` moves a damaged snapshot it cannot take again
+RECORD_FIELDS = ("size", "rows", "sha256")
+# DuckDB errors about the SQL, not the bytes read: no reason to hash the lake
+NOT_DAMAGE = ("BinderException", "ParserException", "CatalogException", "InterruptException")
+
+
+class SnapshotLake(Protocol):
+    """What checking snapshots needs of the lake (service/core/lake.py's Lake)."""
+    root: Path
+
+    def counts(self, source: str) -> bool: ...
+    def table_dir(self, table: str) -> Path: ...
+    def read_state(self, name: str) -> dict: ...
+    def write_state(self, name: str, data: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class SnapshotCheck:
+    """One snapshot next to its record."""
+
+    table: str
+    source: str
+    partition: str  # `<key>=<value>`
+    path: Path
+    state: str  # ok | missing | truncated | altered | unrecorded (written before records existed)
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("ok", "unrecorded")
+
+    @property
+    def key(self) -> str:
+        return f"{self.table}/source={self.source}/{self.partition}"
+
+    def sentence(self) -> str:
+        return f"{self.table} snapshot source={self.source}/{self.partition} is {self.state}" + (
+            f" ({self.detail})" if self.detail else "")
+
+
+def record_file(root: Path, snapshot: Path) -> Path:
+    """The record of the snapshot file `<root>/<table>/source=<s>/<key>=<v>/data.parquet`."""
+    partition = snapshot.parent
+    return root / RECORDS / partition.parent.parent.name / partition.parent.name / f"{partition.name}.json"
+
+
+def describe(path: Path) -> dict:
+    """Size, footer row count and SHA-256 of a snapshot file as it is."""
+    footer = read_footer(path)
+    return {"size": path.stat().st_size, "rows": None if footer is None else footer.rows, "sha256": sha256_file(path)}
+
+
+def _read_record(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return {}  # unreadable: describes no file, so its snapshot is reported, not trusted
+
+
+@contextmanager
+def recording(lake: SnapshotLake, staged: Path, target: Path) -> Iterator[None]:
+    """Record `staged` as the snapshot at `target` around the block that moves it there."""
+    record_path = record_file(lake.root, target)
+    new = describe(staged)
+    old = _read_record(record_path)
+    previous = {k: old.get(k) for k in RECORD_FIELDS} if old else (describe(target) if target.exists() else None)
+    write_json_atomic(record_path, {**new, "written_at": utc_now_iso(), "previous": previous})
+    yield
+    write_json_atomic(record_path, {**new, "written_at": utc_now_iso()})
+    _forget_problems(lake, {_key_of(lake.root, target)})
+
+
+def _key_of(root: Path, snapshot: Path) -> str:
+    return str(snapshot.parent.relative_to(root))
+
+
+def _forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
+    found = lake.read_state(VERIFY_STATE)
+    problems = found.get("problems", [])
+    if any(p["snapshot"] in keys for p in problems):
+        lake.write_state(VERIFY_STATE, {**found, "problems": [p for p in problems if p["snapshot"] not in keys]})
+
+
+def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> SnapshotCheck:
+    """Size and footer rows against the record (and with `deep`, the SHA-256); a record
+    rewritten while it was read (a commit passing by) is read again."""
+    record_path = record_file(lake.root, path)
+    source, partition = path.parent.parent.name.split("=", 1)[1], path.parent.name
+    table = path.parent.parent.parent.name
+    for _ in range(50):
+        record = _read_record(record_path)
+        state, detail = _compare(path, record, deep)
+        if state == "ok" or _read_record(record_path) == record:
+            break
+        time.sleep(0.02)  # a commit is passing by: look again once it moved its file
+    return SnapshotCheck(table, source, partition, path, state, detail)
+
+
+def _compare(path: Path, record: dict | None, deep: bool) -> tuple[str, str]:
+    exists = path.exists()
+    if record is None:
+        return ("unrecorded", "written before snapshots were recorded; the next `inventory` records it") if exists \
+            else ("missing", "")
+    described = [d for d in (record, record.get("previous")) if d]
+    if not exists:
+        return "missing", f"the record holds {record.get('rows') or 0:,} rows"
+    size = path.stat().st_size
+    same_size = [d for d in described if d.get("size") == size]
+    if not same_size:
+        return ("truncated" if size < (record.get("size") or 0) else "altered",
+                f"{size:,} bytes, the record says {record.get('size') or 0:,}")
+    footer = read_footer(path)
+    if footer is None:
+        return "truncated", "no readable Parquet footer"
+    if not any(d.get("rows") == footer.rows for d in same_size):
+        return "altered", f"{footer.rows:,} rows, the record says {record.get('rows') or 0:,}"
+    if deep and sha256_file(path) not in {d.get("sha256") for d in same_size}:
+        return "altered", "its SHA-256 differs from the one recorded when it was written"
+    return "ok", ""
+
+
+def snapshot_checks(lake: SnapshotLake, tables: Sequence[str] = tuple(INVENTORY_TABLES), *,
+                    deep: bool = False) -> list[SnapshotCheck]:
+    """Every snapshot of the configured sources in `tables`: the files on disk and the ones
+    a record says should be there; with `deep`, hashed."""
+    checks = []
+    for table in tables:
+        found = set(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))
+        for record in (lake.root / RECORDS / table).glob("source=*/*=*.json"):
+            found.add(lake.table_dir(table) / record.parent.name / record.name.removesuffix(".json") / DATA_FILE)
+        checks += [check_snapshot(lake, path, deep=deep) for path in sorted(found)
+                   if lake.counts(path.parent.parent.name.split("=", 1)[1])]
+    return checks
+
+
+def recorded_problems(lake: SnapshotLake) -> dict[str, dict]:
+    """Snapshot key → what the last `spendlake verify` found wrong with it."""
+    return {p["snapshot"]: p for p in lake.read_state(VERIFY_STATE).get("problems", [])}
+
+
+def sound(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list[SnapshotCheck]:
+    """`checks` with what the last verify found (a hash mismatch the quick check cannot see)."""
+    found = recorded_problems(lake)
+    return [SnapshotCheck(c.table, c.source, c.partition, c.path, found[c.key]["state"],
+                          found[c.key]["detail"] + ", found by `spendlake verify`")
+            if c.ok and c.key in found else c for c in checks]
+
+
+def table_files(lake: SnapshotLake, table: str) -> list[str]:
+    """The files of a table a query reads: those of the configured sources, each inventory
+    snapshot checked against its record; a damaged one is a DataError naming it and the fix."""
+    if table not in INVENTORY_TABLES:
+        return [str(f) for f in sorted(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))]
+    checks = sound(lake, snapshot_checks(lake, [table]))
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        raise snapshot_error(bad)
+    return [str(c.path) for c in checks]
+
+
+def verify_snapshots(lake: SnapshotLake, record: bool = True) -> list[SnapshotCheck]:
+    """Re-hash every snapshot of the configured sources; the damaged ones are recorded
+    (`record_verify`) so every read fails on them until `inventory` writes them again."""
+    checks = snapshot_checks(lake, deep=True)
+    if record:
+        record_verify(lake, checks)
+    return checks
+
+
+def record_verify(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> None:
+    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "snapshots": len(checks), "problems": [
+        {"snapshot": c.key, "state": c.state, "detail": c.detail} for c in checks if not c.ok]})
+
+
+def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:
+    """One error naming every damaged snapshot's file and the command that writes it again."""
+    message = "; ".join(c.sentence() for c in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+    commands = " and ".join(sorted({f"`spendlake inventory --source {c.source}`" for c in bad}))
+    return DataError(message, where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
+                     hint=f"run {commands}: it writes the snapshot again from the source, or sets one it can no "
+                          f"longer take (an earlier day's) aside under {SET_ASIDE}/; `spendlake verify` checks "
+                          "every snapshot")
+
+
+def set_aside_damaged(lake: SnapshotLake, source: str, written: set[Path]) -> list[SnapshotCheck]:
+    """After `inventory` wrote `written` for `source`: its other snapshots that do not match
+    their record are moved under `<lake>/_damaged/` (what is left of them kept for a look),
+    their records removed, so reads go on with the snapshots that are whole."""
+    bad = [c for c in sound(lake, [c for c in snapshot_checks(lake) if c.source == source])
+           if not c.ok and c.path not in written]
+    for check in bad:
+        if check.path.exists():
+            aside = lake.root / SET_ASIDE / check.key / f"{utc_now_iso().replace(':', '')}.parquet"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(check.path, aside)
+        record_file(lake.root, check.path).unlink(missing_ok=True)
+    _forget_problems(lake, {c.key for c in bad})
+    return bad
+
+
+def forget_records(root: Path, table: str, source: str) -> None:
+    shutil.rmtree(root / RECORDS / table / f"source={source}", ignore_errors=True)
+
+
+def unnamed_damage(lake, exc: BaseException) -> DataError | None:
+    """For a DuckDB error that names no file (bytes altered inside a data page): the lake's
+    files hashed against their records, the damaged ones named; None when all are whole."""
+    if type(exc).__module__ not in ("duckdb", "_duckdb") or resource_error(exc) is not None \
+            or type(exc).__name__ in NOT_DAMAGE:
+        return None
+    try:
+        snapshots = [c for c in snapshot_checks(lake, deep=True) if not c.ok]
+        if snapshots:
+            return snapshot_error(snapshots)
+        costs = [c for c in lake.cost_checks(deep=True) if not c.ok]
+    except (OSError, DataError):
+        return None
+    return partition_error(costs) if costs else None
