@@ -1,0 +1,187 @@
+"""Inventory snapshots keep their own truth (RELIABILITY 35-37, for `spendlake inventory`'s
+tables): a snapshot deleted, truncated or with bytes altered is exit 3 naming the file and
+`spendlake inventory --source NAME`, which writes it again (or sets an earlier day's aside)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config import load_config
+from service.core.lake import Lake
+from service.core.snapshot_ledger import RECORDS, SET_ASIDE, unnamed_damage
+from service.ingest.inventory import run_inventory
+
+HEADER = "job_id,start_time,end_time,gpus,cluster,state,user,team\n"
+JOBS = HEADER + "".join(f"{100 + i},2026-11-{1 + i % 28:02d}T10:00:00Z,2026-11-{1 + i % 28:02d}T12:00:00Z,{i % 8},p5,"
+                        f"{'FAILED' if i % 9 == 0 else 'COMPLETED'},user{i % 50},team{i % 7}\n" for i in range(3000))
+QUERIES = [["rules", "run", "--dry-run", "--format", "json"], ["runs", "--since", "30d", "--format", "json"]]
+
+
+@pytest.fixture
+def lake(tmp_path):
+    """A lake holding one jobs-file snapshot taken by `spendlake inventory`."""
+    (tmp_path / "jobs.csv").write_text(JOBS)
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({
+        "lake": str(tmp_path / "lake"),
+        "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(tmp_path / "jobs.csv")}],
+        "attribution": {"clusters": {}}}))
+    result = spendlake(config, "inventory")
+    assert result.exit_code == 0, result.output
+    return config, Lake.of(load_config(config))
+
+
+def spendlake(config: Path, *args: str):
+    return CliRunner().invoke(cli, ["--config", str(config), *args])
+
+
+def snapshot(lake: Lake) -> Path:
+    [file] = lake.table_dir("jobs").glob("source=trace/snapshot_date=*/data.parquet")
+    return file
+
+
+def job_count(lake: Lake) -> int:
+    with lake.query() as con:
+        return con.execute("SELECT count(*) FROM jobs").fetchall()[0][0]
+
+
+def assert_every_query_exits_3_naming(config: Path, file: Path, state: str) -> None:
+    for args in QUERIES:
+        result = spendlake(config, *args)
+        assert result.exit_code == 3, (args, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+        assert str(file) in result.output and f"is {state}" in result.output, (args, result.output)
+        assert "spendlake inventory --source trace" in result.output, result.output
+
+
+def flip(file: Path, start: int, length: int = 40) -> None:
+    data = bytearray(file.read_bytes())
+    data[start:start + length] = bytes(b ^ 0x5A for b in data[start:start + length])
+    file.write_bytes(bytes(data))
+
+
+def test_35_a_deleted_inventory_snapshot_makes_every_query_exit_3_and_inventory_writes_it_again(lake):
+    config, lake = lake
+    file = snapshot(lake)
+    file.unlink()
+    assert_every_query_exits_3_naming(config, file, "missing")
+    assert spendlake(config, "inventory").exit_code == 0  # the same input: written again all the same
+    assert job_count(lake) == 3000
+
+
+def test_35_a_snapshot_folder_removed_whole_is_missed_too(lake):
+    config, lake = lake
+    file = snapshot(lake)
+    shutil.rmtree(file.parent)
+    assert_every_query_exits_3_naming(config, file, "missing")
+
+
+def test_36_a_truncated_inventory_snapshot_exits_3_without_traceback_and_the_metric_counts_it(lake):
+    from prometheus_client import CollectorRegistry
+
+    from service.serve.metrics import LakeCollector
+
+    config, lake = lake
+    file = snapshot(lake)
+    file.write_bytes(file.read_bytes()[:5000])
+    assert_every_query_exits_3_naming(config, file, "truncated")
+    scrape = CollectorRegistry()
+    scrape.register(LakeCollector(load_config(config)))
+    assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"state": "truncated"}) == 1
+    assert spendlake(config, "inventory").exit_code == 0
+    assert job_count(lake) == 3000
+
+
+def test_36_a_snapshot_cut_to_its_recorded_size_without_its_footer_is_truncated(lake):
+    config, lake = lake
+    file = snapshot(lake)
+    data = file.read_bytes()
+    file.write_bytes(data[:-8] + bytes(8))
+    assert_every_query_exits_3_naming(config, file, "truncated")
+
+
+def test_37_bytes_altered_in_a_snapshots_data_page_are_caught_by_verify_then_by_every_query(lake):
+    config, lake = lake
+    file = snapshot(lake)
+    flip(file, 3000)  # same size, same footer: only the hash can tell
+    assert spendlake(config, "rules", "run", "--dry-run").exit_code == 0  # read in silence, as for costs
+    verified = spendlake(config, "verify", "--format", "json")
+    assert verified.exit_code == 3, verified.output
+    [row] = json.loads(verified.output.split("\nerror:")[0])
+    assert (row["table"], row["check"], row["partition"]) == ("jobs", "altered", file.parent.name), row
+    assert "SHA-256" in row["detail"]
+    assert_every_query_exits_3_naming(config, file, "altered")
+    assert spendlake(config, "inventory").exit_code == 0  # the input is unchanged: written again all the same
+    assert spendlake(config, "verify").exit_code == 0
+    assert job_count(lake) == 3000
+
+
+def test_37_a_data_page_duckdb_fails_on_without_naming_a_file_is_named_by_its_hash(lake):
+    _, lake = lake
+    file = snapshot(lake)
+    original = file.read_bytes()
+    unnamed = None
+    for start in range(0, len(original) - 200, 97):  # a flip DuckDB reports without the file's name
+        flip(file, start)
+        try:
+            job_count_all(lake)
+        except duckdb.Error as exc:
+            if str(file) not in str(exc):
+                unnamed = exc
+                break
+        file.write_bytes(original)
+    assert unnamed is not None, "no flip of this file gave an error without its name"
+    damage = unnamed_damage(lake, unnamed)
+    assert damage is not None and damage.where == str(file), damage
+    assert "is altered" in damage.message and "spendlake inventory --source trace" in damage.hint
+    assert unnamed_damage(lake, duckdb.BinderException("no column x")) is None  # the SQL, not the bytes
+
+
+def job_count_all(lake: Lake) -> list:
+    with lake.query() as con:
+        return con.execute("SELECT * FROM jobs").fetchall()
+
+
+def test_37_an_earlier_days_damaged_snapshot_is_set_aside_by_the_next_inventory(lake):
+    config, lake = lake
+    today = snapshot(lake)
+    day = datetime.strptime(today.parent.name.split("=")[1], "%Y-%m-%d") - timedelta(days=1)
+    run_inventory(load_config(config), now=day + timedelta(hours=6))
+    earlier = today.parent.with_name(f"snapshot_date={day:%Y-%m-%d}") / today.name
+    earlier.write_bytes(earlier.read_bytes()[:4000])
+    assert_every_query_exits_3_naming(config, earlier, "truncated")
+    result = spendlake(config, "inventory")  # the source holds today's jobs: that day cannot be taken again
+    assert result.exit_code == 0, result.output
+    assert f"{earlier.parent.name} is truncated" in result.output and SET_ASIDE in result.output, result.output
+    assert not earlier.exists() and list((lake.root / SET_ASIDE).rglob("*.parquet"))
+    assert job_count(lake) == 3000 and spendlake(config, "verify").exit_code == 0
+
+
+def test_snapshots_written_before_records_are_read_listed_by_verify_and_recorded_by_the_next_inventory(lake):
+    config, lake = lake
+    shutil.rmtree(lake.root / RECORDS)
+    assert job_count(lake) == 3000
+    verified = spendlake(config, "verify", "--format", "json")
+    assert verified.exit_code == 0 and json.loads(verified.output)[0]["check"] == "unrecorded", verified.output
+    assert spendlake(config, "inventory").exit_code == 0
+    assert json.loads(spendlake(config, "verify", "--format", "json").output)[0]["check"] == "ok"
+
+
+def test_39_forget_removes_a_sources_snapshot_records_with_its_snapshots(lake, tmp_path):
+    config, lake = lake
+    file = snapshot(lake)
+    assert (lake.root / RECORDS / "jobs" / "source=trace").exists()
+    data = yaml.safe_load(config.read_text())
+    data["inventory"][0]["name"] = "renamed"
+    config.write_text(yaml.safe_dump(data))
+    assert spendlake(config, "forget", "trace", "--yes").exit_code == 0
+    assert not file.exists() and not (lake.root / RECORDS / "jobs" / "source=trace").exists()
