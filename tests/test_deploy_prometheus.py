@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
-ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeLakeDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
+ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
 
