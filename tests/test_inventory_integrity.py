@@ -78,10 +78,11 @@ def test_35_a_deleted_inventory_snapshot_makes_every_query_exit_3_and_inventory_
     assert job_count(lake) == 3000
 
 
-def test_35_a_snapshot_folder_removed_whole_is_missed_too(lake):
+@pytest.mark.parametrize("removed", ["snapshot folder", "table folder"])
+def test_35_a_snapshot_or_table_folder_removed_whole_is_missed_too(lake, removed):
     config, lake = lake
     file = snapshot(lake)
-    shutil.rmtree(file.parent)
+    shutil.rmtree(file.parent if removed == "snapshot folder" else lake.table_dir("jobs"))
     assert_every_query_exits_3_naming(config, file, "missing")
 
 

@@ -40,7 +40,7 @@ from service.core.integrity import PartitionCheck, damaged_table_error, quick_ch
 from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
-from service.core.snapshot_ledger import forget_records, table_files
+from service.core.snapshot_ledger import forget_records, table_files, table_names
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
 
@@ -181,8 +181,7 @@ class Lake:
                 f"CREATE OR REPLACE VIEW costs AS SELECT {columns}, "
                 "CAST(NULL AS VARCHAR) AS source, CAST(NULL AS VARCHAR) AS billing_period WHERE false"
             )
-        for table_dir in sorted(self.root.iterdir()) if self.root.exists() else ():
-            name = table_dir.name
+        for name in table_names(self.root):  # a table folder removed whole is missed too
             if name == "costs" or not TABLE_RE.match(name):
                 continue
             files = table_files(self, name)  # an inventory snapshot checked against its record

@@ -184,6 +184,13 @@ def sound(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list[SnapshotC
             if c.ok and c.key in found else c for c in checks]
 
 
+def table_names(root: Path) -> list[str]:
+    """The folders under the lake root, and the inventory tables with a record of a snapshot."""
+    folders = {path.name for path in root.iterdir()} if root.exists() else set()
+    recorded = {path.name for path in (root / RECORDS).iterdir()} if (root / RECORDS).exists() else set()
+    return sorted(folders | recorded)
+
+
 def table_files(lake: SnapshotLake, table: str) -> list[str]:
     """The files of a table a query reads: those of the configured sources, each inventory
     snapshot checked against its record; a damaged one is a DataError naming it and the fix."""
