@@ -23,7 +23,8 @@ from service.ingest.inventory import run_inventory
 HEADER = "job_id,start_time,end_time,gpus,cluster,state,user,team\n"
 JOBS = HEADER + "".join(f"{100 + i},2026-11-{1 + i % 28:02d}T10:00:00Z,2026-11-{1 + i % 28:02d}T12:00:00Z,{i % 8},p5,"
                         f"{'FAILED' if i % 9 == 0 else 'COMPLETED'},user{i % 50},team{i % 7}\n" for i in range(3000))
-QUERIES = [["rules", "run", "--dry-run", "--format", "json"], ["runs", "--since", "30d", "--format", "json"]]
+QUERIES = [["rules", "run", "--dry-run", "--format", "json"], ["runs", "--since", "30d", "--format", "json"],
+           ["status"]]
 
 
 @pytest.fixture

@@ -190,6 +190,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     rows = lake_status(obj.lake)
     if not rows and table:
         click.echo(empty_lake_line(obj.lake))
+        _check_snapshots(obj.lake)
         return
     # a table shows cents, as the demo does; CSV and JSON keep every decimal
     shown = rows if not table else [
@@ -208,6 +209,16 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         raise DataError(f"{len(damaged)} partition(s) do not match the ledger ("
                         + ", ".join(f"{r['source']} {r['billing_period']}: {r['check']}" for r in damaged) + ")",
                         where=str(obj.lake.root), hint="run `spendlake ingest` to restore them from their sources")
+    _check_snapshots(obj.lake)
+
+
+def _check_snapshots(lake: Lake) -> None:
+    """Exit 3 naming the inventory snapshots that do not match their record (as costs do)."""
+    from service.core.snapshot_ledger import snapshot_checks, snapshot_error, sound
+
+    bad = [check for check in sound(lake, snapshot_checks(lake)) if not check.ok]
+    if bad:
+        raise snapshot_error(bad)
 
 
 def _add_area_commands() -> None:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core.errors import DataError, os_error
+from service.core.errors import DataError
 from service.core.files import DATA_FILE, check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
 from service.core.locks import hold_lock, lock_held
