@@ -69,6 +69,9 @@ class JobsFileSource(FileSource):
     def _columns_are_ours(self) -> JobsFileSource:
         targets: dict[str, str] = {}
         for theirs, ours in self.columns.items():
+            if ours.lower() not in FILE_COLUMNS and theirs.lower() in FILE_COLUMNS:  # a mapping written ours-first
+                raise NestedValueError(("columns", theirs), f"{ours!r} is not a jobs-file column, {theirs!r} is: "
+                                       f"the file's name comes first, ours second ({ours}: {theirs})")
             if ours.lower() not in FILE_COLUMNS:
                 raise NestedValueError(("columns", theirs), f"{ours!r} is not a jobs-file column; "
                                        f"known: {', '.join(FILE_COLUMNS)}")

@@ -231,6 +231,9 @@ def test_55_a_bad_row_names_the_line_its_record_starts_on_as_an_editor_counts_th
 @pytest.mark.parametrize("source, says", [
     ({"path": "/x", "columns": {"gpu_num": "gpu"}}, "inventory[0].columns.gpu_num: 'gpu' is not a jobs-file column"),
     ({"path": "/x", "columns": {"a": "gpus", "b": "GPUS"}}, "inventory[0].columns.b: 'b' and 'a' both become 'GPUS'"),
+    ({"path": "/x", "columns": {"job_id": "Id", "gpus": "gpu_num"}},  # written the other way round
+     "inventory[0].columns.job_id: 'Id' is not a jobs-file column, 'job_id' is: the file's name comes first, ours "
+     "second (Id: job_id)"),
     ({}, "inventory[0].path: is required but missing"),
     ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].regions: kind jobs-file takes no such key"),
     ({"path": "/x", "timezone": "Mars/Olympus"}, "inventory[0].timezone: 'Mars/Olympus' is not an IANA"),
