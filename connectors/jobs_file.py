@@ -220,6 +220,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             raise _ColumnError("start_time", f"{shown(values.get('start_time') or '')}: a job without a start "
                                              "cannot hold GPUs (leave jobs that never started out)")
         end = read("end_time", lambda v: parse_time(v, zone))
+        if end is not None and end < start:  # a job across the hour the clocks turned back: it ends in its second pass
+            end = max(end, read("end_time", lambda v: parse_time(v, zone, fold=1)))
         skewed = end is not None and end < start
         if skewed and start - end > SKEW:
             raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()} (by more "

@@ -29,9 +29,10 @@ def present(value: Any) -> bool:
         isinstance(value, float) and math.isnan(value))
 
 
-def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
+def parse_time(value: Any, zone: ZoneInfo, fold: int = 0) -> datetime | None:
     """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty, or a word a scheduler
-    writes for "not yet" (Slurm's `Unknown`, `None`, `0`; `null`, `NaT`) → None."""
+    writes for "not yet" (Slurm's `Unknown`, `None`, `0`; `null`, `NaT`) → None. `fold`: which
+    pass of an hour `zone`'s clocks go through twice a time without an offset is (0: the first)."""
     if not present(value) or (isinstance(value, str) and value.strip().lower() in NOT_YET):
         return None
     if isinstance(value, datetime):
@@ -45,7 +46,7 @@ def parse_time(value: Any, zone: ZoneInfo) -> datetime | None:
             raise BadValue(f"{shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
     else:
         raise BadValue(f"{shown(value)} is not a time (want ISO 8601 text or a timestamp)")
-    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone))
+    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone, fold=fold))
 
 
 def parse_gpus(value: Any) -> float:

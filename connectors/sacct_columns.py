@@ -74,6 +74,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
         read = _stored(con, raw, gzipped, header, zone, default_cluster)
         for name in TIMES:
             _odd_times(con, read, name, lambda value, name=name: parse_sacct_time(value, zone, name))
+        _ends_in_second_pass(con, read, zone)
         _elapsed(con, read)
         _finish(con, read, file)
         return read
@@ -179,6 +180,18 @@ def _elapsed(con: duckdb.DuckDBPyConnection, table: str) -> None:
         with_values(con, table, f'UPDATE {{table}} SET "End" = "Start" + to_microseconds(CAST(round(v.seconds '
                                 f'* 1000000) AS BIGINT)) FROM {{values}} AS v WHERE {{table}}.elapsed = v.text '
                                 f'AND v.seconds IS NOT NULL AND {{table}}.{wanting}', values)
+
+
+def _ends_in_second_pass(con: duckdb.DuckDBPyConnection, table: str, zone: ZoneInfo) -> None:
+    """An End before its Start, written without an offset in the hour `zone`'s clocks go through
+    twice (turned back): the End's second pass, as the row reader takes it."""
+    texts = [text for (text,) in con.sql(f'SELECT DISTINCT "End_odd" FROM {table} '
+                                         'WHERE "End" < "Start" AND "End_odd" IS NOT NULL').fetchall()]
+    if texts:
+        values = pa.table({"odd": pa.array(texts), "time": pa.array(
+            [parse_sacct_time(text, zone, "End", fold=1) for text in texts], pa.timestamp("us"))})
+        with_values(con, table, 'UPDATE {table} SET "End" = v.time FROM {values} AS v '
+                                'WHERE {table}."End_odd" = v.odd AND {table}."End" < {table}."Start"', values)
 
 
 def _finish(con: duckdb.DuckDBPyConnection, table: str, file: int) -> None:

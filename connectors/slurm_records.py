@@ -256,7 +256,8 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
 
 
-def parse_sacct_time(text: str, zone: ZoneInfo, column: str) -> datetime | None:
+def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> datetime | None:
+    """`fold`: which pass of an hour `zone`'s clocks go through twice the time is (0: the first)."""
     text = text.strip()
     if text in NO_TIME:
         return None
@@ -265,7 +266,7 @@ def parse_sacct_time(text: str, zone: ZoneInfo, column: str) -> datetime | None:
     except ValueError:
         raise BadRecord(f"{column} {text!r} is not a time such as 2026-12-01T20:47:05 "
                         "(leave SLURM_TIME_FORMAT unset)") from None
-    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone))
+    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone, fold=fold))
 
 
 def _text(value: str | None) -> str | None:
@@ -283,11 +284,13 @@ def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str 
         nodes = hosts(row["NodeList"]) or None
     except ValueError as exc:
         raise BadRecord(f"NodeList: {exc}") from None
+    start, end = parse_sacct_time(row["Start"], zone, "Start"), parse_sacct_time(row["End"], zone, "End")
+    if start and end and end < start:  # a job across the hour the clocks turned back: it ends in its second pass
+        end = max(end, parse_sacct_time(row["End"], zone, "End", fold=1))
     return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
                    cluster=_text(row.get("Cluster")) or default_cluster, state=state,
                    submit=parse_sacct_time(row["Submit"], zone, "Submit"),
-                   start=parse_sacct_time(row["Start"], zone, "Start"),
-                   end=parse_sacct_time(row["End"], zone, "End"), elapsed=slurm_duration(row.get("Elapsed")),
+                   start=start, end=end, elapsed=slurm_duration(row.get("Elapsed")),
                    gpus=alloc_tres_gpus(row["AllocTRES"]), nodes=nodes, user=_text(row.get("User")),
                    account=_text(row.get("Account")), partition=_text(row.get("Partition")),
                    qos=_text(row.get("QOS")), name=_text(row.get("JobName")), wckey=row.get("WCKey"),

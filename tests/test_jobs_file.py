@@ -464,3 +464,12 @@ def test_snapshots_dated_after_the_id_change_are_not_looked_at(tmp_path, caplog,
     caplog.clear()
     assert run(tmp_path, tmp_path / "jobs.csv").error is None
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_a_job_across_the_hour_the_clocks_turn_back_ends_in_its_second_pass(tmp_path):
+    """New York's clocks go 01:59 EDT → 01:00 EST on 2026-11-01: a job from 01:50 (EDT) to 01:10
+    (EST) ran twenty minutes; it is not an end before its start (which failed the source)."""
+    (tmp_path / "jobs.csv").write_text("job_id,start_time,end_time,gpus\n1,2026-11-01T01:50:00,2026-11-01T01:10:00,8\n")
+    assert run(tmp_path, tmp_path / "jobs.csv", timezone="America/New_York").error is None
+    assert jobs(tmp_path, "job_id, start_time, end_time") == [
+        ("1", datetime(2026, 11, 1, 5, 50), datetime(2026, 11, 1, 6, 10))]

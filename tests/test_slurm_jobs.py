@@ -404,3 +404,19 @@ def test_the_column_wise_reader_gives_the_rows_of_the_line_reader(tmp_path, monk
     monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
     assert run(tmp_path / "again", path=str(path), cluster="p5", timezone=zone).error is None
     assert jobs(tmp_path / "again", "* EXCLUDE (snapshot_date)") == column_wise and line_reads == [1]
+
+
+def test_a_job_across_the_hour_the_clocks_turn_back_ends_in_its_second_pass_for_both_readers(tmp_path, monkeypatch):
+    """New York's clocks go 01:59 EDT → 01:00 EST on 2026-11-01: a job from 01:50 (EDT) to 01:10
+    (EST, twenty minutes later) is not a record ending before it starts."""
+    import connectors.sacct_columns as sacct_columns
+
+    path = tmp_path / "sacct.txt"
+    path.write_text(f"{HEADER}\n21|21|COMPLETED|2026-11-01T01:49:00|2026-11-01T01:50:00|2026-11-01T01:10:00|p5-001|"
+                    "gres/gpu=8\n")
+    assert run(tmp_path, path=str(path), timezone="America/New_York").error is None
+    expected = [("21", datetime(2026, 11, 1, 5, 50), datetime(2026, 11, 1, 6, 10))]
+    assert jobs(tmp_path, "job_id, start_time, end_time") == expected
+    monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)  # the line reader
+    assert run(tmp_path / "again", path=str(path), timezone="America/New_York").error is None
+    assert jobs(tmp_path / "again", "job_id, start_time, end_time") == expected
