@@ -194,3 +194,22 @@ def test_39_forget_removes_a_sources_snapshot_records_with_its_snapshots(lake, t
     config.write_text(yaml.safe_dump(data))
     assert spendlake(config, "forget", "trace", "--yes").exit_code == 0
     assert not file.exists() and not (lake.root / RECORDS / "jobs" / "source=trace").exists()
+
+
+def test_37_the_daily_verify_job_finds_an_altered_snapshot_and_the_metric_keeps_it(lake):
+    from prometheus_client import CollectorRegistry
+
+    from service.core.errors import DataError
+    from service.serve.metrics import LakeCollector
+    from service.serve.service import verify_lake
+
+    config_path, lake = lake
+    config = load_config(config_path)
+    file = snapshot(lake)
+    flip(file, 3000)
+    with pytest.raises(DataError) as failed:
+        verify_lake(config)
+    assert failed.value.where == str(file) and "is altered" in failed.value.message
+    scrape = CollectorRegistry()
+    scrape.register(LakeCollector(config))
+    assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"state": "altered"}) == 1
