@@ -213,3 +213,16 @@ def test_37_the_daily_verify_job_finds_an_altered_snapshot_and_the_metric_keeps_
     scrape = CollectorRegistry()
     scrape.register(LakeCollector(config))
     assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"state": "altered"}) == 1
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]"])
+def test_an_unreadable_record_is_read_as_none_and_written_again_by_the_next_inventory(lake, content):
+    config, lake = lake
+    [record] = (lake.root / RECORDS).rglob("*.json")
+    record.write_text(content)
+    assert job_count(lake) == 3000
+    verified = spendlake(config, "verify", "--format", "json")
+    [row] = json.loads(verified.output)
+    assert verified.exit_code == 0 and row["check"] == "unrecorded" and "record is unreadable" in row["detail"], row
+    assert spendlake(config, "inventory").exit_code == 0
+    assert json.loads(spendlake(config, "verify", "--format", "json").output)[0]["check"] == "ok"

@@ -88,11 +88,12 @@ def describe(path: Path) -> dict:
 
 def _read_record(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
     except FileNotFoundError:
         return None
     except ValueError:
-        return {}  # unreadable: describes no file, so its snapshot is reported, not trusted
+        return {}  # unreadable: the snapshot is read as one without a record, until it is written again
 
 
 @contextmanager
@@ -136,9 +137,11 @@ def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> Sna
 
 def _compare(path: Path, record: dict | None, deep: bool) -> tuple[str, str]:
     exists = path.exists()
-    if record is None:
-        return ("unrecorded", "written before snapshots were recorded; the next `inventory` records it") if exists \
-            else ("missing", "")
+    if not record and exists:
+        return "unrecorded", ("its record is unreadable" if record == {} else "written before snapshots were "
+                              "recorded") + "; the next `inventory` records it"
+    if not record:
+        return "missing", ""
     described = [d for d in (record, record.get("previous")) if d]
     if not exists:
         return "missing", f"the record holds {record.get('rows') or 0:,} rows"
