@@ -19,7 +19,7 @@ import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_records import (Attempt, BadRecord, attempts_schema, json_attempts, parsable_attempts,
-                                      stored_attempts)
+                                      slurm_errors, stored_attempts)
 from connectors.slurm_warnings import said_skewed
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,10 @@ def _json_attempts(path: Path, text: str, cluster: str | None) -> list[Attempt]:
     if data is None or isinstance(data, list):
         raise BadRecord(f"{'JSON null' if data is None else 'a JSON list'} is not a sacct --json document "
                         '({"jobs": [...]}): was it written through a filter (jq) that found nothing?')
+    errors = slurm_errors(data)
+    if errors:  # sacct writes what failed (slurmdbd unreachable, a query refused) beside the jobs it got, if any
+        raise BadRecord(f"sacct wrote error(s) into this document: {'; '.join(errors)[:400]}",
+                        hint="fix what it says and run sacct again; its jobs list may be incomplete")
     attempts = list(json_attempts(data, cluster))
     if not attempts:
         log.info("%s: a sacct --json document without jobs", path)

@@ -33,7 +33,8 @@ from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
 from connectors.sacct_files import file_attempts
-from connectors.slurm_records import SACCT_FORMAT, BadRecord, json_attempts, slurm_jobs, stored_attempts
+from connectors.slurm_records import (SACCT_FORMAT, BadRecord, json_attempts, slurm_errors, slurm_jobs,
+                                      stored_attempts)
 from connectors.slurm_warnings import said_skewed, said_stale_running
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
@@ -169,16 +170,11 @@ def _token_user(token: str) -> str | None:
     return user if isinstance(user, str) and user else None
 
 
-NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query": no job in the window, not a failure
-
-
 def _raise_slurm_errors(data: Any, url: str, config_path: str, token_env: str | None) -> None:
     """slurmrestd answers a refused token with HTTP 200 and an `errors` list."""
-    errors = data.get("errors") if isinstance(data, dict) else None
-    errors = [e for e in errors or () if not (isinstance(e, dict) and e.get("error_number") == NOTHING_FOUND)]
-    if not errors:
+    texts = slurm_errors(data)
+    if not texts:
         return
-    texts = [str(e.get("error") or e.get("description") or e) if isinstance(e, dict) else str(e) for e in errors]
     auth = any("auth" in text.lower() for text in texts)
     raise SourceError(f"slurmrestd answered with error(s): {'; '.join(texts)}", where=url,
                       hint=(f"the JWT in {token_env or 'token_env'} was refused: renew it (scontrol token) and check "

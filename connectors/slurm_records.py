@@ -313,6 +313,16 @@ def _nested_text(value: Any, key: str) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query": no job in the window, not a failure
+
+
+def slurm_errors(data: Any) -> list[str]:
+    """The `errors` a sacct --json document or a slurmrestd answer carries, as texts."""
+    errors = data.get("errors") if isinstance(data, dict) else None
+    errors = [e for e in errors or () if not (isinstance(e, dict) and e.get("error_number") == NOTHING_FOUND)]
+    return [str(e.get("error") or e.get("description") or e) if isinstance(e, dict) else str(e) for e in errors]
+
+
 def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
     """Attempts of a `sacct --json` document or a slurmrestd /slurmdb/vX/jobs answer."""
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):

@@ -127,6 +127,9 @@ GOOD = "12|12|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00
     ('{"meta": {}, "errors": []}', 'not a sacct --json document: no "jobs" list'),
     ('{"jobs": [', "not JSON"),
     ('{"jobs": [{"job_id": 4, "state": {"current": "SLEEPING"}}]}', "jobs[0] (job 4): BadRecord: state 'SLEEPING'"),
+    # sacct --json when slurmdbd fails: its errors, and no jobs (stored as a day without jobs before)
+    ('{"meta": {}, "errors": [{"error": "Unable to connect to database", "error_number": 7000}], "jobs": []}',
+     "sacct wrote error(s) into this document: Unable to connect to database"),
 ])
 def test_bad_files_exit_3_naming_file_line_and_reason(tmp_path, text, says):
     path = tmp_path / "sacct.out"
