@@ -98,27 +98,32 @@ def part_columns(dims: Sequence[str]) -> list[str]:
             + list(JOB_MATCH_FIELDS.values()) + list(SHARE_COLUMNS))
 
 
-def _jobs_cte(inputs: AllocationInputs) -> str:
-    """`a_jobs`: every job record as the newest snapshot holding it shows it, that held GPUs."""
+def jobs_sql(inputs: AllocationInputs) -> str:
+    """What `Stage.jobs` holds: every job record as the newest snapshot holding it shows it,
+    that held GPUs (read once: the members' stage and the statement select from it)."""
     if not inputs.has_jobs:
-        return ("a_jobs AS (SELECT CAST(NULL AS VARCHAR) AS record_id, CAST(NULL AS VARCHAR) AS job_id, "
+        return ("SELECT CAST(NULL AS VARCHAR) AS record_id, CAST(NULL AS VARCHAR) AS job_id, "
                 "CAST(NULL AS VARCHAR) AS run_id, CAST(NULL AS VARCHAR) AS cluster, CAST(NULL AS VARCHAR) AS state, "
                 "CAST(NULL AS TIMESTAMP) AS j_start, CAST(NULL AS TIMESTAMP) AS j_end, CAST(NULL AS DOUBLE) AS gpus, "
                 "CAST(NULL AS VARCHAR[]) AS nodes, CAST(NULL AS VARCHAR[]) AS instance_ids, "
                 + ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in
                             ("\"user\"", "team", "project", "experiment", "job_type", "name", "account", "partition",
                              "qos", "namespace"))
-                + ", CAST(NULL AS MAP(VARCHAR, VARCHAR)) AS labels WHERE false), ")
+                + ", CAST(NULL AS MAP(VARCHAR, VARCHAR)) AS labels WHERE false")
     return (
-        "a_jobs AS (SELECT record_id, job_id, run_id, cluster, state, start_time AS j_start, "
+        "SELECT record_id, job_id, run_id, cluster, state, start_time AS j_start, "
         f"coalesce(end_time, {FAR}) AS j_end, gpus, nodes, instance_ids, \"user\", team, project, experiment, "
         "job_type, name, account, partition, qos, namespace, labels FROM ("
         f"SELECT *, {NEWEST_RECORD} AS a_newest "
         "FROM jobs) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
-        f"AND coalesce(end_time, {FAR}) > start_time "
-        "AND start_time < (SELECT hi FROM a_span) "
-        f"AND coalesce(end_time, {FAR}) > (SELECT lo FROM a_span)), "
+        f"AND coalesce(end_time, {FAR}) > start_time"
     )
+
+
+def _jobs_cte(stage: Stage) -> str:
+    """`a_jobs`: the staged job records that overlap the lines' span (`a_span`)."""
+    return (f"a_jobs AS (SELECT * FROM {stage.jobs} WHERE j_start < (SELECT hi FROM a_span) "
+            "AND j_end > (SELECT lo FROM a_span)), ")
 
 
 def _instance_ctes(lines: str = "a_lines") -> str:
@@ -185,10 +190,11 @@ ALLOCATION_LINES = "(x_instance_type IS NOT NULL OR x_split_parent_resource_id I
 @dataclass(frozen=True)
 class Stage:
     """The temporary tables one allocation fills before its statement runs (SQL of
-    `members_sql` and `held_sql`, in that order, on the statement's connection)."""
+    `jobs_sql`, `members_sql` and `held_sql`, in that order, on the statement's connection)."""
 
     members: str  # each instance a cluster holds (its GPUs, cluster) or EKS pods name as parent, its lines' types
     held: str  # those instances' cost lines and the EKS pod rows, with every column of `s0`
+    jobs: str  # the job records (`jobs_sql`), filled first
 
 
 def _bind_types(inputs: AllocationInputs, params) -> tuple[str, str]:
@@ -223,7 +229,7 @@ def members_sql(inputs: AllocationInputs, stage: Stage, extra_cols: Mapping[str,
         "max(a_cluster) AS a_cluster, min(cp_start) AS cp_start, max(cp_end) AS cp_end FROM a_lines "
         "GROUP BY a_instance, a_line_type), "
         "a_line_types AS (SELECT a_instance, list(a_line_type) AS a_line_types FROM a_inst_types GROUP BY a_instance), "
-        + _instance_ctes("a_inst_types") + _jobs_cte(inputs) + _placement_ctes(inputs.clusters) + MEMBERS_CTE
+        + _instance_ctes("a_inst_types") + _jobs_cte(stage) + _placement_ctes(inputs.clusters) + MEMBERS_CTE
         + f", a_parents AS ({parents}) "
         "SELECT m.a_instance, m.a_gpus, m.a_cl, true AS a_member, t.a_line_types FROM a_members m "
         "LEFT JOIN a_line_types t ON t.a_instance = m.a_instance UNION ALL "
@@ -263,7 +269,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
     text = (
         _lines_cte(stage.held, [*columns, "rowid AS a_line"], extra_cols, a_types, a_gpus, materialized=False)
-        + _instance_ctes() + _jobs_cte(inputs)
+        + _instance_ctes() + _jobs_cte(stage)
         + pod_ctes(inputs.has_split and inputs.clusters.eks_split, tags, run_cols, extra_cols.get("workload"),
                    stage.held)
         + _placement_ctes(inputs.clusters)

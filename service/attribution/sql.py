@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
-                                           extra_tag_aliases, held_sql, members_sql)
+                                           extra_tag_aliases, held_sql, jobs_sql, members_sql)
 from service.attribution.grouped_lines import grouped_lines, grouped_steps, rule_fields
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
@@ -296,9 +296,10 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         extra = {name: f"e_{name}" for name in extra_aliases}
         run_cols = [tag_cols[k] for k in candidates.get("run", ())]
         number = next(_STAGES)
-        stage = Stage(f"a_stage_members_{number}", f"a_stage_held_{number}")
+        stage = Stage(f"a_stage_members_{number}", f"a_stage_held_{number}", f"a_stage_jobs_{number}")
         head = "WITH " + inv_text + steps[0].replace("s0 AS (", "s0 AS NOT MATERIALIZED (", 1) + ", "
-        setup = (Sql(f"CREATE OR REPLACE TEMP TABLE {stage.members} AS {head}"
+        setup = (Sql(f"CREATE OR REPLACE TEMP TABLE {stage.jobs} AS {jobs_sql(allocation)}", params.values),
+                 Sql(f"CREATE OR REPLACE TEMP TABLE {stage.members} AS {head}"
                      + members_sql(allocation, stage, extra, params), params.values),
                  Sql(f"CREATE OR REPLACE TEMP TABLE {stage.held} AS {head.rstrip(', ')} " + held_sql(stage),
                      params.values))

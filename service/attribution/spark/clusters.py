@@ -93,8 +93,9 @@ class SparkAllocation:
             inputs = inputs_on(con, self.config.clusters, self.jobs() is not None, PERIOD,
                                {"source": source, "period": period})
             sql = rollup_sql(self.config, tag_keys, source, period, inventory, inputs)
-            find_members, keep_held = sql.setup
-            _run(con, find_members)
+            *find_members, keep_held = sql.setup  # the job records, then the members
+            for step in find_members:
+                _run(con, step)
             self.connection.spark.createDataFrame(con.sql(
                 f"SELECT DISTINCT a_instance FROM {sql.stage.members} WHERE a_instance IS NOT NULL").to_arrow_table(),
                 schema="a_instance string").createOrReplaceTempView(members)
