@@ -137,17 +137,19 @@ def _instance_ctes(lines: str = "a_lines") -> str:
 
 
 def _placement_ctes(clusters: ClustersConfig) -> str:
-    """`a_place` (job × instance it names, its GPUs there)."""
+    """`a_place` (job × instance it names: its GPUs there, and in weights of 1/GPU_SHARES GPU (`gw`),
+    summed where the job names the instance more than once: one row per job and instance)."""
     by_node = (
         "SELECT n.record_id, i.a_instance, n.g FROM (SELECT record_id, gpus / len(nodes) AS g, "
         "lower(unnest(nodes)) AS node FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 "
         "AND coalesce(len(nodes), 0) > 0) AS n JOIN a_inst i ON lower(i.a_node) = n.node "
     ) if clusters.node_tag else ""
     return (
-        "a_place AS (SELECT ids.record_id, i.a_instance, ids.g FROM (SELECT record_id, gpus / len(instance_ids) AS g, "
+        f"a_place AS (SELECT record_id, a_instance, max(g) AS g, sum(CAST(round(g * {GPU_SHARES}) AS HUGEINT)) AS gw "
+        "FROM (SELECT ids.record_id, i.a_instance, ids.g FROM (SELECT record_id, gpus / len(instance_ids) AS g, "
         "unnest(instance_ids) AS iid FROM a_jobs WHERE coalesce(len(instance_ids), 0) > 0) AS ids "
         "JOIN a_inst i ON i.a_instance = ids.iid "
-        + (f"UNION ALL {by_node}" if by_node else "") + "), "
+        + (f"UNION ALL {by_node}" if by_node else "") + ") AS named GROUP BY record_id, a_instance), "
     )
 
 
@@ -168,7 +170,7 @@ def _hour_ctes(clusters: ClustersConfig) -> str:
     return (
         "a_pool_jobs AS (SELECT * FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND "
         f"{pool_needs} AND cluster IS NOT NULL), "
-        "a_place_h AS (SELECT p.a_instance, p.record_id, p.g, j.j_start, j.j_end, unnest(generate_series("
+        "a_place_h AS (SELECT p.a_instance, p.record_id, p.gw, j.j_start, j.j_end, unnest(generate_series("
         "date_trunc('hour', greatest(j.j_start, s.lo)), least(j.j_end, s.hi) - INTERVAL 1 MICROSECOND, "
         "INTERVAL 1 HOUR)) AS h FROM a_place p JOIN a_jobs j USING (record_id), a_span s "
         "WHERE j.j_start < s.hi AND j.j_end > s.lo), "
