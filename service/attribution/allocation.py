@@ -255,17 +255,20 @@ def held_sql(stage: Stage) -> str:
 
 def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[str], label_cols: Mapping[str, str],
                     inventory_cols: Sequence[str], extra_cols: Mapping[str, str], run_cols: Sequence[str],
-                    dims: Sequence[str], params, keep: str = "TRUE") -> str:
+                    dims: Sequence[str], params, keep: str = "TRUE", unread: Sequence[str] = ()) -> str:
     """CTEs turning `s0` (the cost lines: `columns`, their tag columns `label_cols` (tag key →
     column), inventory tag columns, the allocation's own tags `extra_cols`) into `s0a`: the
     lines no cluster holds as they are, and the others (`stage.held`, filled beforehand) split
     into job and idle parts, with the columns of `part_columns(dims)` added. `run_cols`: the
     run dimension's tag columns. Only the held lines are spread hourly and joined to jobs:
-    the rest of `s0` streams through once, those where `keep` (SQL over `s0`) holds."""
+    the rest of `s0` streams through once, those where `keep` (SQL over `s0`) holds. `unread`:
+    cost measures the statement holds NULL (a query that does not read them): not split, NULL on
+    the parts too."""
     tags = list(label_cols.values())
     a_types, a_gpus = _bind_types(inputs, params)
     numbered = [*columns, "a_instance", "a_type_gpus", "a_node", "a_cluster", "a_gpus", "a_cl", "a_line"]
-    measures = {m: 12 for m in MEASURE_COLUMNS} | {m: d for m, d in CARRIED_MEASURES.items() if m in columns}
+    read = [m for m in MEASURE_COLUMNS if m not in unread] or list(MEASURE_COLUMNS)  # a split needs a measure
+    measures = {m: 12 for m in read} | {m: d for m, d in CARRIED_MEASURES.items() if m in columns}
     plain = [c for c in numbered if c not in measures and c not in ("cp_start", "cp_end")]
     units = [f"u_{i}" for i in range(len(measures))]
     cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]

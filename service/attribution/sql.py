@@ -304,7 +304,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                  Sql(f"CREATE OR REPLACE TEMP TABLE {stage.held} AS {head.rstrip(', ')} " + held_sql(stage),
                      params.values))
         steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
-                                                     extra, run_cols, order, params, keep).rstrip(", ")
+                                                     extra, run_cols, order, params, keep,
+                                                     unread=[c for c in MEASURES.values() if c in renamed]).rstrip(", ")
         first = "a_parts" if parts_only else "s0a"
     if grouped and allocation and not parts_only:
         first = grouped_steps(steps, config, order, [*tag_cols.values(), *inv_cols.values()],
