@@ -54,6 +54,7 @@ PERIOD_COLUMN = "__spendlake_billing_period"
 LINE_ITEM_HASH = "__spendlake_line_item_hash"  # hash(id, interval), what the repeats are looked for by
 LINE_ITEMS_FILE = "line_items.parquet"
 LISTED_REPEATS = 5
+TAGS = "Tags"  # the canonical map column whose keys each period's ledger entry names
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,10 @@ class Staged:
     # the billing periods each part's rows hold, in the order of the parts (ingest learns from
     # them which file gave which periods when a delivery's parts are its files)
     part_periods: tuple[frozenset[str], ...] = ()
+    # billing period → the distinct keys of its rows' Tags maps, sorted (the ledger's tag_keys):
+    # taken from the batches as they are written, where reading them back from the staged file
+    # cost 0.6-0.8 CPU s at 10M lines (bench/README.md)
+    tag_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation | PerValuePart],
@@ -132,7 +137,8 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
         _close_all([*writers.values(), *keys, converter])
     return Staged(staged, _repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value},
-                  tuple(frozenset(seen) for seen in part_periods))
+                  tuple(frozenset(seen) for seen in part_periods),
+                  {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()})
 
 
 def _close_all(writers: Sequence[_PeriodFile | pq.ParquetWriter | Converter]) -> None:
@@ -247,14 +253,18 @@ def query_memory(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
 
 class _PeriodFile:
     """One period's staged file: batches are buffered into row groups of ROW_GROUP_ROWS
-    (the last one holds the rest)."""
+    (the last one holds the rest). It keeps the keys of the Tags maps written."""
 
     def __init__(self, path: Path, schema: pa.Schema):
         self.writer = pq.ParquetWriter(path, schema, **lake_file_options(schema))
         self.pending: list[pa.RecordBatch] = []
         self.rows = 0
+        self.tag_keys: set[str] = set()
 
     def write(self, batch: pa.RecordBatch) -> None:
+        tags = batch.schema.get_field_index(TAGS)
+        if tags >= 0 and pa.types.is_map(batch.schema.field(tags).type):
+            self.tag_keys.update(map_keys(batch.column(tags)))
         self.pending.append(batch)
         self.rows += batch.num_rows
         while self.rows >= ROW_GROUP_ROWS:  # one full row group; the rest waits for the next batches
@@ -270,6 +280,13 @@ class _PeriodFile:
 
     def close(self) -> None:
         self.writer.close()
+
+
+def map_keys(column: pa.Array) -> list[str]:
+    """The distinct keys of a map column's maps. Through a list of entries: a map array's own
+    `keys` ignore a slice and include the entries behind null maps."""
+    entries = pa.list_(pa.struct([column.type.key_field, column.type.item_field]))
+    return pc.unique(pc.struct_field(pc.list_flatten(column.cast(entries)), 0)).to_pylist()
 
 
 def lake_file_options(schema: pa.Schema) -> dict:
