@@ -166,8 +166,8 @@ MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
 
 # One read of a staged file gives its ledger entry's figures per currency, and checks that
 # Σ|value| of every money column fits (a sum that does not raises OutOfRangeException).
-# Four reads did this, and a fifth the tag keys (the stager's now): 1.5 CPU s at 10M lines,
-# 0.65 with one (bench/README.md).
+# Four reads did this, and a fifth the tag keys (the stager's now): 1.5 CPU s for a 10M-line
+# file, 0.7 with this one and the stager's 0.1 (bench/README.md).
 ENTRY_FIGURES = ("SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost), "
                  f"bool_or(coalesce(trim(InvoiceId), '') <> ''), {USAGE_END}, "
                  + ", ".join(f"sum(abs({column}))" for column in MONEY_COLUMNS)

@@ -81,7 +81,7 @@ class Staged:
     # the billing periods each part's rows hold, in the order of the parts (ingest learns from
     # them which file gave which periods when a delivery's parts are its files)
     part_periods: tuple[frozenset[str], ...] = ()
-    # billing period → the distinct keys of its rows' Tags maps, sorted (the ledger's tag_keys):
+    # billing period → the distinct keys of its rows' Tags maps, sorted by code point (the ledger's tag_keys):
     # taken from the batches as they are written, where reading them back from the staged file
     # cost 0.6-0.8 CPU s at 10M lines (bench/README.md)
     tag_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
