@@ -21,7 +21,6 @@ from datetime import timezone
 from decimal import Decimal
 
 import duckdb
-import pyarrow as pa
 
 from service.attribution.api import read_sessions, sql_dims
 from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_sums, prorate
@@ -150,16 +149,17 @@ class WindowGroups:
         self._insert(grouped)
 
     def _insert(self, sums: dict[tuple, Decimal]) -> None:
+        """Add the groups `sums` ((currency, *values) → amount) to the table, bound as lists, not
+        as an Arrow table: pyarrow imports pandas for its first array built from Python objects
+        (0.2 CPU s, 0.4 s of an ingest's metric tops, for the one or few groups cut by an edge)."""
         if not sums:
             return
         keys = list(sums)
-        rows = pa.table({"currency": [k[0] for k in keys],
-                         **{c: [k[i + 1] for k in keys] for i, c in enumerate(self.columns)},
-                         "amount": pa.array([sums[k] for k in keys], type=pa.decimal128(38, 12))})
-        name = f"{self.table}_rows"
-        self.con.register(name, rows)
-        self.con.execute(f"INSERT INTO {self.table} SELECT currency, {', '.join(self.columns)}, amount FROM {name}")
-        self.con.unregister(name)
+        values = [[key[i] for key in keys] for i in range(len(self.columns) + 1)]
+        amounts = [format(sums[key], "f") for key in keys]  # exact: text cast to the table's decimal
+        lists = "".join(f"unnest(${i + 1}::VARCHAR[]), " for i in range(len(values)))
+        self.con.execute(f"INSERT INTO {self.table} SELECT {lists}unnest(${len(values) + 1}::VARCHAR[])::DECIMAL(38,12)",
+                         [*values, amounts])
 
     def totals(self) -> dict[str | None, Decimal]:
         return dict(self.con.execute(f"SELECT currency, sum(amount) FROM {self.table} GROUP BY currency").fetchall())
