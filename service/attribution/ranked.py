@@ -158,8 +158,8 @@ class WindowGroups:
         values = [[key[i] for key in keys] for i in range(len(self.columns) + 1)]
         amounts = [format(sums[key], "f") for key in keys]  # exact: text cast to the table's decimal
         lists = "".join(f"unnest(${i + 1}::VARCHAR[]), " for i in range(len(values)))
-        self.con.execute(f"INSERT INTO {self.table} SELECT {lists}unnest(${len(values) + 1}::VARCHAR[])::DECIMAL(38,12)",
-                         [*values, amounts])
+        amount = f"unnest(${len(values) + 1}::VARCHAR[])::DECIMAL(38,12)"
+        self.con.execute(f"INSERT INTO {self.table} SELECT {lists}{amount}", [*values, amounts])
 
     def totals(self) -> dict[str | None, Decimal]:
         return dict(self.con.execute(f"SELECT currency, sum(amount) FROM {self.table} GROUP BY currency").fetchall())
