@@ -59,8 +59,10 @@ print(json.dumps(stored))
 def run(tree: Path, config: str) -> tuple[list[float], dict[str, list[str]]]:
     """The phase's times in `tree`, and what it stored: file → [its Parquet schema, digest of its rows]."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    times, stored = subprocess.run([sys.executable, "-c", PHASE, config], env=env, cwd=tree, check=True,
-                                   capture_output=True, text=True).stdout.splitlines()[-2:]
+    done = subprocess.run([sys.executable, "-c", PHASE, config], env=env, cwd=tree, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"the phase failed in {tree}:\n{done.stderr}")
+    times, stored = done.stdout.splitlines()[-2:]
     return [float(value) for value in times.split()], json.loads(stored)
 
 

@@ -24,12 +24,29 @@ def grouped_lines(where: str, tags: list[str], read: list[str], sums: list[str])
     columns `sums`; their count in `a_lines`) as read, per charge period, currency, value of
     each tag in `tags` (`Tags[key]` markers, as `g_<n>`, untrimmed) and column in `read`.
     Trimming and deciding per group, not per line, saves a third of the rollup's CPU on a
-    month of 10M lines (bench/README.md). Not by the whole tag map: a tag per resource (a
-    Name) would make each line its own group, at twice the CPU of deciding each line."""
+    month of 10M lines (bench/README.md). `tags` empty and `Tags` in `read`: by the whole tag
+    map (rollup.py `groups_by_tag_map` says when: a tag per resource, a Name, would make each
+    line its own group, at twice the CPU of deciding each line)."""
     keys = ["ChargePeriodStart", "ChargePeriodEnd", "BillingPeriodStart", "BillingCurrency", *read]
     picks = [*keys, *(f"{tag} AS g_{n}" for n, tag in enumerate(tags)), *(f"sum({c}) AS {c}" for c in sums)]
     return (f"grouped_lines AS (SELECT {', '.join(picks)}, count(*) AS a_lines FROM costs WHERE {where} "
             f"GROUP BY {', '.join([*keys, *tags])}), ")
+
+
+# The lines `tag_map_groups_sql` judges a period by: 0.04 CPU s of the bench's 10M-line month.
+HEAD_LINES = 65536
+
+
+def tag_map_groups_sql(keys: int) -> str:
+    """How many groups `grouped_lines` makes of the first HEAD_LINES lines of the period
+    ($source, $period) of `costs`: by the whole Tags map, and by the values of the `keys` tag
+    keys read ($k0, $k1, ...)."""
+    by = "ChargePeriodStart, ChargePeriodEnd, BillingPeriodStart, BillingCurrency"
+    values = "".join(f", Tags[$k{n}]" for n in range(keys))
+    return (f"WITH head AS MATERIALIZED (SELECT {by}, Tags FROM costs WHERE source = $source AND "
+            f"billing_period = $period LIMIT {HEAD_LINES}) "
+            f"SELECT (SELECT count(*) FROM (SELECT DISTINCT {by}, Tags FROM head)), "
+            f"(SELECT count(*) FROM (SELECT DISTINCT {by}{values} FROM head))")
 
 
 def grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str],

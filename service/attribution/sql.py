@@ -189,7 +189,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                    inventory_keys: Iterable[str] | None = None, extra_columns: Sequence[str] = (),
                    allocation: AllocationInputs | None = None, every_column: bool = False,
                    needs: Needs = Needs(), parts_only: bool = False,
-                   narrow: tuple[str, tuple[str, ...]] | None = None, grouped: bool = False) -> Sql:
+                   narrow: tuple[str, tuple[str, ...]] | None = None, grouped: bool = False,
+                   by_tag_map: bool = False) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -209,7 +210,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     `narrow` (dimension, lowercase values): of the lines allocation does not split, only those
     whose tags or inventory tags for that dimension hold one of the values (rollup.py `narrowed_to`).
     `grouped`: the lines allocation does not split are summed by all the dimensions and shared
-    rules read of them before those are computed (their count in `a_lines`, 1 on a part)."""
+    rules read of them before those are computed (their count in `a_lines`, 1 on a part);
+    `by_tag_map` (without `allocation`): by the whole Tags map, not the values of its keys read."""
     tag_keys = list(tag_keys)
     order = needed_dimensions(config, needs.dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
@@ -234,7 +236,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
             if key not in tag_cols:
                 tag_cols[key] = f"t_{len(tag_cols)}"
                 value = f"Tags[{params.bind(key)}]"
-                if early:
+                if early and not by_tag_map:
                     raw_tags.append(value)
                     value = f"g_{len(raw_tags) - 1}"
                 base_tags.append(f"nullif(trim({value}), '') AS {tag_cols[key]}")
@@ -268,7 +270,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     lines, head = "costs", ""
     if early:
         read = [*rule_fields(config, order), *(["ResourceId"] if inv_cols else [])]
-        head = grouped_lines(where, raw_tags, list(dict.fromkeys(read)),
+        head = grouped_lines(where, raw_tags, list(dict.fromkeys([*read, *(["Tags"] if by_tag_map else [])])),
                              [c for m, c in MEASURES.items() if needs.measures is None or m in needs.measures])
         lines, where = "grouped_lines", "TRUE"
         columns = ["cp_start", "cp_end", "currency", *dict.fromkeys(read), *MEASURES.values(), "a_lines"]
@@ -344,16 +346,17 @@ def _first(values: list[str]) -> str:
 
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
                inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None,
-               needs: Needs = Needs(), only: str = "TRUE", narrow: tuple[str, tuple[str, ...]] | None = None) -> Sql:
+               needs: Needs = Needs(), only: str = "TRUE", narrow: tuple[str, tuple[str, ...]] | None = None,
+               by_tag_map: bool = False) -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view; with
     `allocation`, `overbooked` counts the instance slots whose jobs held more than it had.
     `needs`: only those dimensions' columns and measures (default all, as stored). `only`:
     a condition on the lines (SQL over `costs`, no values), to roll up a part of the period.
-    `narrow`: see `attributed_sql`."""
+    `narrow`, `by_tag_map` (DuckDB only: Spark groups by no map): see `attributed_sql`."""
     params = Params()
     where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')} AND {only}"
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, needs=needs,
-                           narrow=narrow, grouped=True)
+                           narrow=narrow, grouped=True, by_tag_map=by_tag_map)
     dims = [c for name in needed_dimensions(config, needs.dims) for c in (dim_col(name), how_col(name))]
     sums = [f"coalesce(sum({col}), 0) AS {m}" if needs.measures is None or m in needs.measures
             else f"CAST(NULL AS DECIMAL(38,12)) AS {m}" for m, col in MEASURES.items()]
