@@ -38,9 +38,9 @@ HEAD_LINES = 65536
 
 
 def tag_map_groups_sql(keys: int) -> str:
-    """How many groups `grouped_lines` makes of the first HEAD_LINES lines of the period
-    ($source, $period) of `costs`: by the whole Tags map, and by the values of the `keys` tag
-    keys read ($k0, $k1, ...)."""
+    """How many groups the first HEAD_LINES lines of the period ($source, $period) of `costs`
+    make by charge period and currency and the whole Tags map, and how many by those and the
+    values of the `keys` tag keys read ($k0, $k1, ...): `grouped_lines`' two ways."""
     by = "ChargePeriodStart, ChargePeriodEnd, BillingPeriodStart, BillingCurrency"
     values = "".join(f", Tags[$k{n}]" for n in range(keys))
     return (f"WITH head AS MATERIALIZED (SELECT {by}, Tags FROM costs WHERE source = $source AND "

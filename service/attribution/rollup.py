@@ -196,7 +196,7 @@ def groups_by_tag_map(con: duckdb.DuckDBPyConnection, config: AttributionConfig,
                       part: Partition, dims: tuple[str, ...] | None) -> bool:
     """Whether a rollup without allocation groups the period's lines by their whole Tags map
     rather than by the values of the tag keys it reads (sql.py `by_tag_map`): no lookup per
-    line and key (the bench's 10M-line month: 2.1 -> 1.6 CPU s), unless the maps vary more
+    line and key (the bench's 10M-line month: its build 2.6 -> 2.0 CPU s), unless the maps vary more
     than those values (a Name tag per resource makes each line its own group: 2.4x the CPU).
     Judged on the period's first lines: by the map when that makes at most twice the groups."""
     keys = list(dict.fromkeys(key for name in needed_dimensions(config, dims)
