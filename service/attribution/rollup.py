@@ -50,6 +50,9 @@ ROLLUP_TABLE = "attribution_rollup"
 ROLLUP_FORMAT = "1"
 ROLLUP_GRACE = timedelta(hours=1)
 MEMORY_TABLE = "rollups_in_memory"
+# The bench's 10M-line month grouped by the values of 4 tag keys costs about what grouping by
+# its maps does (1.56 vs 1.68 CPU s), by 5 more (1.71), by 8 a third more (2.23; bench/README.md)
+TAG_MAP_KEYS = 5
 
 
 @dataclass(frozen=True)
@@ -198,10 +201,11 @@ def groups_by_tag_map(con: duckdb.DuckDBPyConnection, config: AttributionConfig,
     rather than by the values of the tag keys it reads (sql.py `by_tag_map`): no lookup per
     line and key (the bench's 10M-line month: its build 2.6 -> 2.0 CPU s), unless the maps vary more
     than those values (a Name tag per resource makes each line its own group: 2.4x the CPU).
-    Judged on the period's first lines: by the map when that makes at most twice the groups."""
+    Judged on the period's first lines: by the map when that makes at most twice the groups,
+    and TAG_MAP_KEYS keys or more are read (fewer lookups cost less than the map's grouping)."""
     keys = list(dict.fromkeys(key for name in needed_dimensions(config, dims)
                               for key in tag_candidates(config.dimensions[name].tags or (name,), tag_keys)))
-    if not keys:
+    if len(keys) < TAG_MAP_KEYS:
         return False
     params = {"source": part.source, "period": part.period, **{f"k{n}": key for n, key in enumerate(keys)}}
     [(by_map, by_values)] = con.execute(tag_map_groups_sql(len(keys)), params).fetchall()
