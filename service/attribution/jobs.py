@@ -15,6 +15,7 @@ from service.attribution.allocation import AllocationInputs
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
+from service.core.snapshot_ledger import snapshot_digest
 
 JOBS_TABLE = "jobs"
 
@@ -48,17 +49,18 @@ def jobs_basis(lake: Lake) -> dict[str, str]:
     """Each configured job source (`jobs/source=<name>`) → a digest of its snapshot files'
     names and contents: a new or changed snapshot changes it, so the rollups of a config with
     `clusters:` are rebuilt (history is every snapshot of a source, not only its latest); a
-    snapshot rewritten with the same records (a re-run the same day) changes nothing."""
+    snapshot rewritten with the same records (a re-run the same day) changes nothing. The
+    digests are the snapshots' recorded ones (`snapshot_digest`): no file is read whole."""
     stamps = {}
     for source_dir in sorted(lake.table_dir(JOBS_TABLE).glob("source=*")):
         if lake.counts(source_dir.name.split("=", 1)[1]):
-            stamps[source_dir.name] = [(file.parent.name, hashlib.sha256(file.read_bytes()).hexdigest())
+            stamps[source_dir.name] = [(file.parent.name, snapshot_digest(lake, file))
                                        for file in sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))]
     return basis_of(stamps)
 
 
 def basis_of(stamps: Mapping[str, Sequence[tuple[str, str]]]) -> dict[str, str]:
     """`jobs_basis` from each source directory's (snapshot directory, SHA-256 hex of its file),
-    in snapshot order: the Spark engine hashes the files where it reads them."""
+    in snapshot order (the Spark engine finds them where it reads the files)."""
     return {f"{JOBS_TABLE}/{name}": hashlib.sha256(";".join(f"{snap}:{digest}" for snap, digest in files).encode())
             .hexdigest() for name, files in stamps.items() if files}

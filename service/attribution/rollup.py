@@ -42,6 +42,7 @@ from service.core.folding import folded
 from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
+from service.core.snapshot_ledger import snapshot_digest
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def inventory_latest(lake: Lake, config: AttributionConfig | None = None) -> dic
             continue
         snapshots = sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))
         if snapshots:
-            latest[source_dir.name] = hashlib.sha256(snapshots[-1].read_bytes()).hexdigest()
+            latest[source_dir.name] = snapshot_digest(lake, snapshots[-1])  # recorded: not read whole
     return latest
 
 

@@ -17,6 +17,7 @@ it aside. Snapshots written before records existed are read as before; verify li
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -36,6 +37,7 @@ RECORDS = "_ledger/snapshots"  # relative to the lake root
 VERIFY_STATE = "snapshot_verify"  # `_state/snapshot_verify.json`: what the last verify found damaged
 SET_ASIDE = "_damaged"  # where `inventory` moves a damaged snapshot it cannot take again
 RECORD_FIELDS = ("size", "rows", "sha256")
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # DuckDB errors about the SQL, not the bytes read: no reason to hash the lake
 NOT_DAMAGE = ("BinderException", "ParserException", "CatalogException", "InterruptException")
 
@@ -133,6 +135,35 @@ def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> Sna
             break
         time.sleep(0.02)  # a commit is passing by: look again once it moved its file
     return SnapshotCheck(table, source, partition, path, state, detail)
+
+
+def snapshot_digest(lake: SnapshotLake, path: Path) -> str:
+    """The SHA-256 (hex) of a snapshot file: its record's when the file matches the record's
+    size and footer rows (what every read checks; `spendlake verify` re-hashes), so a query
+    versioning its rollups reads no snapshot's bytes; hashed when there is no such record
+    (written before records existed, unreadable, or not telling which of two files it is)."""
+    record_path = record_file(lake.root, path)
+    for _ in range(50):
+        record = _read_record(record_path)
+        digest = _recorded_digest(path, record)
+        if digest is None or _read_record(record_path) == record:
+            break
+        time.sleep(0.02)  # a commit is passing by: look again once it moved its file
+    return digest or sha256_file(path)
+
+
+def _recorded_digest(path: Path, record: dict | None) -> str | None:
+    if not record:
+        return None
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    described = [d for d in (record, record.get("previous")) if isinstance(d, dict) and d.get("size") == size]
+    footer = read_footer(path) if described else None
+    digests = {d.get("sha256") for d in described if footer is not None and d.get("rows") == footer.rows}
+    digest = digests.pop() if len(digests) == 1 else None  # the old and new file alike: only hashing tells
+    return digest if isinstance(digest, str) and SHA256_HEX.fullmatch(digest) else None
 
 
 def _compare(path: Path, record: dict | None, deep: bool) -> tuple[str, str]:
