@@ -38,13 +38,28 @@ def read_footer(path: str | os.PathLike[str]) -> Footer | None:
             if size < len(MAGIC) + TAIL:
                 return None
             handle.seek(size - TAIL)
-            tail = handle.read(TAIL)
-            length = int.from_bytes(tail[:4], "little")
-            if tail[4:] != MAGIC or not 0 < length <= size - len(MAGIC) - TAIL:
+            length = footer_length(handle.read(TAIL), size)
+            if length is None:
                 return None
             handle.seek(size - TAIL - length)
-            return _file_metadata(_Compact(handle.read(length)))
-    except (OSError, ValueError, IndexError, UnicodeDecodeError, RecursionError):
+            return parse_footer(handle.read(length))
+    except OSError:
+        return None
+
+
+def footer_length(tail: bytes, size: int) -> int | None:
+    """The length of the footer before a file's last `TAIL` bytes (of `size` in all); None when
+    they are not a plain Parquet file's."""
+    length = int.from_bytes(tail[:4], "little")
+    return length if tail[4:] == MAGIC and 0 < length <= size - len(MAGIC) - TAIL else None
+
+
+def parse_footer(metadata: bytes) -> Footer | None:
+    """The row count and columns of a footer's bytes (FileMetaData), read by the caller from
+    wherever the file lies; None when they do not parse."""
+    try:
+        return _file_metadata(_Compact(metadata))
+    except (ValueError, IndexError, UnicodeDecodeError, RecursionError):
         return None
 
 

@@ -20,7 +20,7 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,16 +153,21 @@ def snapshot_digest(lake: SnapshotLake, path: Path) -> str:
 
 
 def _recorded_digest(path: Path, record: dict | None) -> str | None:
-    if not record:
-        return None
     try:
         size = path.stat().st_size
     except OSError:
         return None
-    described = [d for d in (record, record.get("previous")) if isinstance(d, dict) and d.get("size") == size]
-    footer = read_footer(path) if described else None
-    digests = {d.get("sha256") for d in described if footer is not None and d.get("rows") == footer.rows}
-    digest = digests.pop() if len(digests) == 1 else None  # the old and new file alike: only hashing tells
+    return recorded_digest(record, size, lambda: getattr(read_footer(path), "rows", None))
+
+
+def recorded_digest(record: dict | None, size: int, rows: Callable[[], int | None]) -> str | None:
+    """The SHA-256 `record` holds for a file of `size` bytes whose footer says `rows()` rows
+    (read only when a size matches); None when it holds none, or two for files alike (a commit
+    moving a new file of the same size and rows into place)."""
+    described = [d for d in (record, (record or {}).get("previous")) if isinstance(d, dict) and d.get("size") == size]
+    count = rows() if described else None
+    digests = {d.get("sha256") for d in described if count is not None and d.get("rows") == count}
+    digest = digests.pop() if len(digests) == 1 else None
     return digest if isinstance(digest, str) and SHA256_HEX.fullmatch(digest) else None
 
 

@@ -4,12 +4,13 @@ one code path, seen with the endpoint and credentials Spark's executors use.
 
 Read-only: nothing here writes. It finds what service/attribution/spark/session.py needs — the
 cost partitions, the delivery ledger, the latest inventory tag snapshots, the job snapshots'
-digests and the rollup files already written — and turns a Java failure into an error that names the lake and
+digests (their records') and the rollup files already written — and turns a Java failure into an error that names the lake and
 says what to do.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.ledger import LedgerEntry, parse_ledger
+from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
+from service.core.snapshot_ledger import RECORDS, recorded_digest
 
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 IAM_HINT = "the lake needs s3:ListBucket on its bucket and s3:GetObject on its objects (deploy/iam/spendlake-spark-lake.json)"
@@ -40,6 +43,7 @@ class SparkLake:
         root = self._path(lake_url(location))
         self._fs = self._java(lambda: root.getFileSystem(spark._jsc.hadoopConfiguration()))
         self.root = self._fs.makeQualified(root)
+        self._sizes: dict[str, int] = {}  # URL → size of the snapshot files `table_files` listed
 
     # ---- where things are ---------------------------------------------------------------
 
@@ -79,24 +83,36 @@ class SparkLake:
         return {(e.source, e.billing_period): e for e in parse_ledger(text, path.toString())}
 
     def inventory_latest(self, tag_files: list[str]) -> dict[str, str]:
-        """As rollup.inventory_latest, for the `resource_tags` files (`table_files`), hashed
-        where they lie (no copy)."""
+        """As rollup.inventory_latest, for the `resource_tags` files (`table_files`)."""
         latest = {url.rsplit("/", 3)[-3]: url for url in sorted(tag_files)}  # sorted: a source's last snapshot
-        sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
-        return {name: self._with_stream(self._path(url), sha256) for name, url in latest.items()}
+        return {name: self.snapshot_digest(url) for name, url in latest.items()}
 
     def jobs_basis(self, job_files: list[str]) -> dict[str, str]:
         """As jobs.jobs_basis, for the job snapshot files (`table_files("jobs")` of the
-        configured sources), hashed where they lie (no copy)."""
-        sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
+        configured sources)."""
         stamps: dict[str, list[tuple[str, str]]] = {}
         for url in sorted(job_files):  # by source, then snapshot date
             source, snapshot = url.rsplit("/", 3)[-3:-1]
-            stamps.setdefault(source, []).append((snapshot, self._with_stream(self._path(url), sha256)))
+            stamps.setdefault(source, []).append((snapshot, self.snapshot_digest(url)))
         return basis_of(stamps)
 
     def table_files(self, table: str) -> list[str]:
-        return [url for url, _ in self._glob(f"{table}/*=*/*=*/{DATA_FILE}")]
+        found = self._glob(f"{table}/*=*/*=*/{DATA_FILE}", sizes=True)
+        self._sizes.update((url, size) for url, _, size in found)
+        return [url for url, _, _ in found]
+
+    def snapshot_digest(self, url: str) -> str:
+        """As snapshot_ledger.snapshot_digest: the SHA-256 its record holds when the file's size
+        and footer rows match it, else the file hashed where it lies (no copy)."""
+        table, source, partition = url.rsplit("/", 4)[-4:-1]
+        path = self._path(url)
+        size = self._sizes.get(url)
+        if size is None:
+            size = self._java(lambda: self._fs.getFileStatus(path).getLen())
+        record = self._record(self._path(self.root, f"{RECORDS}/{table}/{source}/{partition}.json"))
+        digest = recorded_digest(record, size, lambda: self._footer_rows(path, size))
+        sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
+        return digest or self._with_stream(path, sha256)
 
     def rollup_files(self) -> dict[tuple[str, str, str], str]:
         """(source, billing period, version) → URL of every rollup file the lake holds."""
@@ -141,6 +157,34 @@ class SparkLake:
             if status.isFile() and url.startswith(prefix):
                 found.append((url, url[len(prefix):], status.getLen()) if sizes else (url, url[len(prefix):]))
         return sorted(found)
+
+    def _record(self, path) -> dict | None:
+        """A snapshot's record (`_ledger/snapshots/...json`); {} when unreadable, None when absent."""
+        if not self._java(lambda: self._fs.exists(path)):
+            return None
+        text = bytes(self._with_stream(path, self._jvm.org.apache.commons.io.IOUtils.toByteArray))
+        try:
+            data = json.loads(text.decode("utf-8"))
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _footer_rows(self, path, size: int) -> int | None:
+        """The row count in the Parquet footer of the file at `path` (`size` bytes), its tail read."""
+        to_bytes = self._jvm.org.apache.commons.io.IOUtils.toByteArray
+
+        def read(stream):
+            if size < len(MAGIC) + TAIL:
+                return None
+            stream.seek(size - TAIL)
+            length = footer_length(bytes(to_bytes(stream, TAIL)), size)
+            if length is None:
+                return None
+            stream.seek(size - TAIL - length)
+            footer = parse_footer(bytes(to_bytes(stream, length)))
+            return None if footer is None else footer.rows
+
+        return self._with_stream(path, read)
 
     def _with_stream(self, path, read):
         """`read(stream)` on the opened file at `path` (a Hadoop Path)."""

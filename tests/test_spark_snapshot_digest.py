@@ -1,0 +1,50 @@
+"""The Spark engine versions its rollups as DuckDB does, by each inventory snapshot's recorded
+SHA-256 (size and footer rows read through Hadoop, the file not read), hashing a snapshot only
+without a usable record."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from spark_support import require_pyspark
+
+from service.attribution.jobs import basis_of, jobs_basis
+from service.attribution.spark.lake import SparkLake
+from service.attribution.spark.session import spark_session
+from service.core.config import EngineConfig
+from service.core.snapshot_ledger import RECORDS, record_file
+from tests.test_inventory_integrity import lake, snapshot  # noqa: F401 (fixture)
+from tests.test_snapshot_digest import hashed_basis
+
+pytestmark = pytest.mark.slow  # a Spark JVM per module
+
+
+@pytest.fixture(scope="module")
+def spark():
+    require_pyspark()
+    return spark_session(EngineConfig(kind="spark", master="local[2]"))
+
+
+def test_spark_takes_the_recorded_digest_without_hashing_the_snapshot(lake, spark):
+    config, lake = lake
+    assert SparkLake(spark, str(lake.root)).jobs_basis(SparkLake(spark, str(lake.root)).table_files("jobs")) \
+        == jobs_basis(lake) == hashed_basis(lake)
+    path = record_file(lake.root, snapshot(lake))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "sha256": "ab" * 32}))  # hashing would not say it
+    spark_lake = SparkLake(spark, str(lake.root))
+    expected = basis_of({"source=trace": [(snapshot(lake).parent.name, "ab" * 32)]})
+    assert spark_lake.jobs_basis(spark_lake.table_files("jobs")) == expected == jobs_basis(lake)
+
+
+@pytest.mark.parametrize("record", [None, "not json", '{"size": 1, "rows": 3000, "sha256": "x"}'])
+def test_spark_hashes_a_snapshot_without_a_usable_record(lake, spark, record):
+    config, lake = lake
+    expected = hashed_basis(lake)
+    if record is None:
+        shutil.rmtree(lake.root / RECORDS)
+    else:
+        record_file(lake.root, snapshot(lake)).write_text(record)
+    spark_lake = SparkLake(spark, str(lake.root))
+    assert spark_lake.jobs_basis(spark_lake.table_files("jobs")) == expected
