@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_cte
 from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
-from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
+from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
 
 FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
 MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
