@@ -125,16 +125,24 @@ def _forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
 def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> SnapshotCheck:
     """Size and footer rows against the record (and with `deep`, the SHA-256); a record
     rewritten while it was read (a commit passing by) is read again."""
-    record_path = record_file(lake.root, path)
     source, partition = path.parent.parent.name.split("=", 1)[1], path.parent.name
     table = path.parent.parent.parent.name
+    state, detail = _settled(lake, path, lambda record: _compare(path, record, deep), lambda found: found[0] == "ok")
+    return SnapshotCheck(table, source, partition, path, state, detail)
+
+
+def _settled(lake: SnapshotLake, path: Path, judge: Callable[[dict | None], object],
+             final: Callable[[object], bool]):
+    """`judge(record)` of `path`'s record, taken again while the record changes under it (a
+    commit passing by) unless `final` accepts the answer."""
+    record_path = record_file(lake.root, path)
     for _ in range(50):
         record = _read_record(record_path)
-        state, detail = _compare(path, record, deep)
-        if state == "ok" or _read_record(record_path) == record:
+        found = judge(record)
+        if final(found) or _read_record(record_path) == record:
             break
         time.sleep(0.02)  # a commit is passing by: look again once it moved its file
-    return SnapshotCheck(table, source, partition, path, state, detail)
+    return found
 
 
 def snapshot_digest(lake: SnapshotLake, path: Path) -> str:
@@ -142,13 +150,7 @@ def snapshot_digest(lake: SnapshotLake, path: Path) -> str:
     size and footer rows (what every read checks; `spendlake verify` re-hashes), so a query
     versioning its rollups reads no snapshot's bytes; hashed when there is no such record
     (written before records existed, unreadable, or not telling which of two files it is)."""
-    record_path = record_file(lake.root, path)
-    for _ in range(50):
-        record = _read_record(record_path)
-        digest = _recorded_digest(path, record)
-        if digest is None or _read_record(record_path) == record:
-            break
-        time.sleep(0.02)  # a commit is passing by: look again once it moved its file
+    digest = _settled(lake, path, lambda record: _recorded_digest(path, record), lambda found: found is None)
     return digest or sha256_file(path)
 
 
