@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from connectors.hostlist import hosts
 from connectors.jobs_base import STATES, normal_state
 from connectors.jobs_file_read import shown
-from service.core.units import naive_utc
+from service.core.units import local_utc
 
 NOT_YET = frozenset({"unknown", "none", "n/a", "0", "null", "nat"})  # a time not set, as schedulers write it
 SKEW = timedelta(minutes=5)  # an end this much before the start is clock skew; more is a wrong value
@@ -32,7 +32,8 @@ def present(value: Any) -> bool:
 def parse_time(value: Any, zone: ZoneInfo, fold: int = 0) -> datetime | None:
     """ISO 8601 text or a Parquet timestamp/date → naive UTC; empty, or a word a scheduler
     writes for "not yet" (Slurm's `Unknown`, `None`, `0`; `null`, `NaT`) → None. `fold`: which
-    pass of an hour `zone`'s clocks go through twice a time without an offset is (0: the first)."""
+    pass of an hour `zone`'s clocks go through twice a time without an offset is (0: the first);
+    a time without an offset that `zone`'s clocks skip (spring forward) is a BadValue."""
     if not present(value) or (isinstance(value, str) and value.strip().lower() in NOT_YET):
         return None
     if isinstance(value, datetime):
@@ -46,7 +47,10 @@ def parse_time(value: Any, zone: ZoneInfo, fold: int = 0) -> datetime | None:
             raise BadValue(f"{shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
     else:
         raise BadValue(f"{shown(value)} is not a time (want ISO 8601 text or a timestamp)")
-    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone, fold=fold))
+    try:
+        return local_utc(moment, zone, fold)
+    except ValueError as exc:
+        raise BadValue(str(exc)) from None
 
 
 def parse_gpus(value: Any) -> float:

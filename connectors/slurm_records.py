@@ -35,7 +35,7 @@ from connectors.jobs_base import (JOB_COLUMNS, from_epoch, jobs_schema, labelled
 
 if TYPE_CHECKING:
     import pyarrow as pa
-from service.core.units import naive_utc
+from service.core.units import local_utc
 
 # The --format list README documents; REQUIRED are the columns a parsable2 file must have.
 SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Cluster,Partition,Account,User,QOS,WCKey,Comment,State,Submit,Start,End,"
@@ -257,7 +257,8 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
 
 
 def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> datetime | None:
-    """`fold`: which pass of an hour `zone`'s clocks go through twice the time is (0: the first)."""
+    """`fold`: which pass of an hour `zone`'s clocks go through twice the time is (0: the first);
+    a time `zone`'s clocks skip (spring forward) is a BadRecord."""
     text = text.strip()
     if text in NO_TIME:
         return None
@@ -266,7 +267,10 @@ def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> d
     except ValueError:
         raise BadRecord(f"{column} {text!r} is not a time such as 2026-12-01T20:47:05 "
                         "(leave SLURM_TIME_FORMAT unset)") from None
-    return naive_utc(moment if moment.tzinfo else moment.replace(tzinfo=zone, fold=fold))
+    try:
+        return local_utc(moment, zone, fold)
+    except ValueError as exc:
+        raise BadRecord(f"{column} {exc}") from None
 
 
 def _text(value: str | None) -> str | None:

@@ -473,3 +473,27 @@ def test_a_job_across_the_hour_the_clocks_turn_back_ends_in_its_second_pass(tmp_
     assert run(tmp_path, tmp_path / "jobs.csv", timezone="America/New_York").error is None
     assert jobs(tmp_path, "job_id, start_time, end_time") == [
         ("1", datetime(2026, 11, 1, 5, 50), datetime(2026, 11, 1, 6, 10))]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_time_the_clocks_skip_fails_naming_row_and_column_rather_than_shifting_an_hour(tmp_path, fmt):
+    """New York's clocks go 01:59 EST → 03:00 EDT on 2026-03-08: no clock there shows 02:30, so a
+    file holding it is not in that zone; read as 03:30 (Python's default) it moved the job by an hour."""
+    path = tmp_path / f"jobs.{fmt}"
+    starts = ["2026-03-08T01:00:00", "2026-03-08T02:30:00"]
+    if fmt == "csv":
+        path.write_text("job_id,start_time,end_time,gpus\n" + "".join(f"{n},{s},,8\n" for n, s in enumerate(starts)))
+    else:
+        pq.write_table(pa.table({"job_id": ["0", "1"], "start_time": [datetime.fromisoformat(s) for s in starts],
+                                 "end_time": pa.array([None, None], pa.timestamp("us")), "gpus": [8, 8]}), path)
+    result = cli_inventory(tmp_path, path, timezone="America/New_York")
+    assert result.exit_code == 3, result.output
+    assert ("row 2 (line 3), column start_time: 2026-03-08T02:30:00 does not exist in America/New_York" if fmt == "csv"
+            else "row 2, column start_time: 2026-03-08T02:30:00 does not exist in America/New_York") in result.output
+    assert "Traceback" not in result.output
+    # the hour after the gap, and the same wall time with an offset, are read
+    path.unlink()
+    (tmp_path / "jobs.csv").write_text("job_id,start_time,end_time,gpus\n1,2026-03-08T03:00:00,,8\n"
+                                       "2,2026-03-08T02:30:00-05:00,,8\n")
+    assert run(tmp_path, tmp_path / "jobs.csv", timezone="America/New_York").error is None
+    assert jobs(tmp_path, "job_id, start_time") == [("1", datetime(2026, 3, 8, 7)), ("2", datetime(2026, 3, 8, 7, 30))]

@@ -423,3 +423,22 @@ def test_a_job_across_the_hour_the_clocks_turn_back_ends_in_its_second_pass_for_
     monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)  # the line reader
     assert run(tmp_path / "again", path=str(path), timezone="America/New_York").error is None
     assert jobs(tmp_path / "again", "job_id, start_time, end_time") == expected
+
+
+@pytest.mark.parametrize("reader", ["column-wise", "line"])
+def test_a_time_the_clocks_skip_fails_naming_its_line_for_both_readers(tmp_path, monkeypatch, reader):
+    """New York's clocks go 01:59 EST → 03:00 EDT on 2026-03-08: sacct in that zone never prints
+    02:30, so the file was written in another zone; read as 03:30 it moved the job by an hour."""
+    import connectors.sacct_columns as sacct_columns
+
+    if reader == "line":
+        monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    path = tmp_path / "sacct.txt"
+    path.write_text(f"{HEADER}\n20|20|COMPLETED|2026-03-08T01:00:00|2026-03-08T01:00:00|2026-03-08T01:30:00|p5-001|"
+                    "gres/gpu=8\n21|21|RUNNING|2026-03-08T01:49:00|2026-03-08T02:30:00|Unknown|p5-001|gres/gpu=8\n")
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "path": str(path), "timezone": "America/New_York"}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
+    assert (f"{path}: line 3 (job 21): Start 2026-03-08T02:30:00 does not exist in America/New_York"
+            in result.output), result.output

@@ -2,7 +2,8 @@
 
 Money is `Decimal`: `cents()` rounds half-up to the cent (what a person reads), `exact_text()`
 keeps every decimal (what JSON and CSV carry), `money_text()` and `usd()` format for tables.
-The lake stores naive TIMESTAMPs that mean UTC: `naive_utc()` and `aware_utc()` convert.
+The lake stores naive TIMESTAMPs that mean UTC: `naive_utc()` and `aware_utc()` convert,
+`local_utc()` reads a file's time in a zone.
 
 Decimal arithmetic is exact at the lake's sizes: Python's default context keeps 28
 significant digits and rounds every sum silently beyond them, but a DECIMAL(38,12) cost
@@ -16,7 +17,7 @@ from __future__ import annotations
 import decimal
 import sys
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TextIO, TypeVar
 
@@ -61,6 +62,27 @@ def naive_utc(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is None:
         return value
     return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def local_utc(moment: datetime, zone: tzinfo, fold: int = 0) -> datetime:
+    """A time read from a file as the lake's naive UTC: an aware one converted, a naive one
+    taken as `zone`'s wall clock (`fold`: which pass of an hour the clocks go through twice).
+    ValueError for a wall time `zone`'s clocks skip (spring forward): no clock in that zone
+    shows it, so the file's times are in another zone; shifting it would move a job by an hour."""
+    if moment.tzinfo is not None:
+        return naive_utc(moment)
+    utc = moment.replace(tzinfo=zone, fold=fold).astimezone(timezone.utc)
+    if utc.astimezone(zone).replace(tzinfo=None) != moment:
+        before, after = (moment - timedelta(hours=3)).replace(tzinfo=zone), (moment + timedelta(hours=3)).replace(
+            tzinfo=zone)
+        raise ValueError(f"{moment.isoformat()} does not exist in {zone}: its clocks spring forward over it "
+                         f"({_offset(before)} to {_offset(after)}); are the times in another zone? (set the "
+                         "source's timezone to it)")
+    return utc.replace(tzinfo=None)
+
+
+def _offset(moment: datetime) -> str:
+    return moment.strftime("UTC%z").replace("UTC+0000", "UTC")
 
 
 def aware_utc(value: datetime | None) -> datetime | None:
