@@ -9,7 +9,8 @@ Columns (header names compared case-insensitively; others are ignored):
   without an end, else unknown), `run_id` (default `job_id`), `user`, `team`, `project`,
   `experiment`, `job_type`, `labels` (a JSON object), `name`, `account`, `partition`, `qos`,
   `namespace`, `submit_time`, `restarts` (an integer >= 0).
-`columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type}).
+`columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type});
+`states:` maps their state values ({Pass: COMPLETED, Killed: CANCELLED}), looked up first.
 A bad value fails the source with its file, row (the first data row is 1) and column named.
 A job listed in several files (exports whose windows overlap) counts once: the row that has
 ended, else the later file's (in name order). The record id is `<cluster>/<job_id>@<start_time>`
@@ -23,8 +24,9 @@ this one would is read again row by row, which names what is wrong in it.
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -34,8 +36,8 @@ import duckdb
 from pydantic import Field, model_validator
 
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import (FileSource, empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files,
-                                  stored)
+from connectors.jobs_base import (STATES, FileSource, empty_file, job_file, job_row, jobs_arrow, jobs_schema,
+                                  normal_state, source_files, stored)
 from connectors.jobs_file_read import file_format, parquet_table, records, shown
 from connectors.jobs_file_values import (SKEW, BadValue, parse_gpus, parse_instance_ids, parse_labels, parse_nodes,
                                          parse_restarts, parse_shared_text, parse_state, parse_text, parse_time)
@@ -64,6 +66,27 @@ class JobsFileSource(FileSource):
     path: str = Field(min_length=1, description="a CSV/Parquet file or a directory of them")
     columns: dict[str, str] = Field(default_factory=dict, max_length=100,
                                     description="the file's column name → a jobs-file column, e.g. {gpu_num: gpus}")
+    states: dict[str, str] = Field(default_factory=dict, max_length=100,
+                                   description="the file's state value → a job state, e.g. {Pass: COMPLETED}")
+
+    @model_validator(mode="after")
+    def _states_are_known(self) -> JobsFileSource:
+        seen: dict[str, str] = {}
+        for theirs, ours in self.states.items():
+            if not theirs.strip():
+                raise NestedValueError(("states",), "an empty state value (empty cells are read as no state)")
+            if normal_state(ours) is None or len(ours.split()) != 1:
+                raise NestedValueError(("states", theirs), f"{ours!r} is not a job state; known: "
+                                       f"{', '.join(sorted(STATES))} (the file's value comes first: {{Pass: COMPLETED}})")
+            if theirs.strip().lower() in seen:
+                raise NestedValueError(("states", theirs), f"{theirs!r} and {seen[theirs.strip().lower()]!r} are one "
+                                       "value (compared case-insensitively)")
+            seen[theirs.strip().lower()] = theirs
+        return self
+
+    def state_map(self) -> dict[str, str]:
+        """`states` as the reader looks values up: the file's value stripped, in lower case."""
+        return {theirs.strip().lower(): normal_state(ours) for theirs, ours in self.states.items()}
 
     @model_validator(mode="after")
     def _columns_are_ours(self) -> JobsFileSource:
@@ -117,6 +140,11 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             del read
         return table
 
+    @functools.cached_property
+    def _state(self) -> Callable[[Any], str | None]:
+        """parse_state with the source's `states` looked up first."""
+        return functools.partial(parse_state, states=self.config.state_map(), config=f"{self.config_path}.states")
+
     def _column_wise(self, con: duckdb.DuckDBPyConnection, path: Path, raw: IO[bytes], size: int,
                      header: list[str], columns: dict[str, int], number: int) -> str | None:
         # Arrow: loaded to read a file, not to configure or query
@@ -127,7 +155,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             blocks = parquet_blocks(parquet_table(path, raw, size), columns)
         else:
             blocks = csv_file_blocks(raw, path.name.lower().endswith(".gz"), header, columns)
-        return column_rows(con, blocks, ZoneInfo(self.config.timezone), self.config.cluster, number)
+        return column_rows(con, blocks, ZoneInfo(self.config.timezone), self.config.cluster, number, self._state)
 
     def _row_wise(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> pa.Table:
         """The file's rows read one at a time; the first bad value fails naming its row and column."""
@@ -226,7 +254,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if skewed and start - end > SKEW:
             raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()} (by more "
                                            f"than {SKEW.seconds // 60} minutes of clock skew: columns swapped?)")
-        state = read("state", parse_state)
+        state = read("state", self._state)
         cluster = read("cluster", parse_shared_text) or self.config.cluster
         return {"_skewed": skewed} | job_row(
             job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=start if skewed else end,

@@ -60,13 +60,13 @@ def parquet_blocks(table: pa.Table, columns: dict[str, int]) -> Iterator[pa.Tabl
 
 
 def column_rows(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo,
-                default_cluster: str | None, file: int) -> str | None:
+                default_cluster: str | None, file: int, state: Callable[[Any], Any] = parse_state) -> str | None:
     """The name of a temporary table of `con` holding the rows of `blocks` (cells by our column
     names) as `jobs` (record_id NULL) with `_row` (0, 1, ... in the file), `_at` (NULL) and
-    `_file`; None when the row reader must read the file."""
+    `_file`; None when the row reader must read the file. `state`: the source's state parser."""
     read = None
     try:
-        read = _stored(con, blocks, zone)
+        read = _stored(con, blocks, zone, PER_VALUE | {"state": state})
         for name in TIMES:
             if _has(con, read, f"{name}_odd"):
                 _odd_times(con, read, name, lambda value: parse_time(value, zone))
@@ -78,13 +78,15 @@ def column_rows(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone
             con.execute(f"DROP TABLE IF EXISTS {read}").fetchall()
 
 
-def _stored(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo) -> str:
+def _stored(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo,
+            parsers: dict[str, Callable[[Any], Any]]) -> str:
     """The cells stored a block at a time: texts stripped, times parsed where SQL reads them as
-    Python would (`<column>_odd`: the rest), repeated cells parsed once per distinct value."""
-    table, rows, memos = None, 0, {name: {} for name in PER_VALUE}  # type: ignore[var-annotated]
+    Python would (`<column>_odd`: the rest), repeated cells parsed once per distinct value by
+    `parsers` (PER_VALUE's columns)."""
+    table, rows, memos = None, 0, {name: {} for name in parsers}  # type: ignore[var-annotated]
     try:
         for cells in blocks:
-            sql, params, columns = _block(cells, zone, memos)
+            sql, params, columns = _block(cells, zone, parsers, memos)
             columns["_row"] = pa.array(range(rows, rows + cells.num_rows), type=pa.int64())
             rows += cells.num_rows
             table = stored(con, sql, params, into=table, cells=pa.table(columns))
@@ -97,16 +99,16 @@ def _stored(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: Zo
     return table
 
 
-def _block(cells: pa.Table, zone: ZoneInfo, memos: dict[str, dict[Any, Any]]) -> tuple[str, dict[str, Any],
-                                                                                     dict[str, Any]]:
+def _block(cells: pa.Table, zone: ZoneInfo, parsers: dict[str, Callable[[Any], Any]],
+           memos: dict[str, dict[Any, Any]]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     utc = zone.key == "UTC"
     columns: dict[str, Any] = {}
     stripped, parsed = [], []  # the two layers of the query: texts stripped, then times parsed
     params: dict[str, Any] = dict(STRIP_PARAMS)  # job_id is text: always stripped
     for name in cells.column_names:
         column, quoted = cells.column(name), f'"{name}"'
-        if name in PER_VALUE:
-            columns[name] = per_value(column, PER_VALUE[name], _SCHEMA.field(name).type, memo=memos[name])
+        if name in parsers:
+            columns[name] = per_value(column, parsers[name], _SCHEMA.field(name).type, memo=memos[name])
             stripped.append(quoted)
             parsed.append(quoted)
         elif name in TIMES and _is_text(column.type):

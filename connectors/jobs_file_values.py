@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -104,12 +105,17 @@ def parse_shared_text(value: Any) -> str | None:
     return sys.intern(text) if text else text
 
 
-def parse_state(value: Any) -> str | None:
+def parse_state(value: Any, states: Mapping[str, str] | None = None, config: str = "states") -> str | None:
+    """A Slurm state (or a synonym, connectors/jobs_base.py); `states`: the source's own values
+    (stripped, lower case) → a state, looked up first; `config`: its config path, for errors."""
     if not present(value):
         return None
-    found = normal_state(str(value))
+    text = str(value).strip()
+    found = states.get(text.lower()) if states else None
+    found = found or normal_state(text)
     if found is None:
-        raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))})")
+        raise BadValue(f"{shown(value)} is not a job state (one of {', '.join(sorted(STATES))}; map a trace's own "
+                       f"states with {config}, e.g. {{{text.split()[0]}: COMPLETED}})")
     return found
 
 

@@ -237,6 +237,13 @@ def test_55_a_bad_row_names_the_line_its_record_starts_on_as_an_editor_counts_th
     ({}, "inventory[0].path: is required but missing"),
     ({"path": "/x", "regions": ["us-east-1"]}, "inventory[0].regions: kind jobs-file takes no such key"),
     ({"path": "/x", "timezone": "Mars/Olympus"}, "inventory[0].timezone: 'Mars/Olympus' is not an IANA"),
+    ({"path": "/x", "states": {"Pass": "PASSED"}}, "inventory[0].states.Pass: 'PASSED' is not a job state; known: "
+                                                   "BOOT_FAIL, CANCELLED"),
+    ({"path": "/x", "states": {"COMPLETED": "Pass"}}, "inventory[0].states.COMPLETED: 'Pass' is not a job state"),
+    ({"path": "/x", "states": {"Pass": "COMPLETED", "PASS": "FAILED"}},
+     "inventory[0].states.PASS: 'PASS' and 'Pass' are one value (compared case-insensitively)"),
+    ({"path": "/x", "states": {" ": "FAILED"}}, "inventory[0].states: an empty state value"),
+    ({"path": "/x", "states": {"Killed": "CANCELLED by 0"}}, "inventory[0].states.Killed: 'CANCELLED by 0' is not"),
 ])
 def test_bad_config_is_exit_2_with_the_dotted_path(source, says):
     with pytest.raises(ConfigError) as error:
@@ -497,3 +504,41 @@ def test_a_time_the_clocks_skip_fails_naming_row_and_column_rather_than_shifting
                                        "2,2026-03-08T02:30:00-05:00,,8\n")
     assert run(tmp_path, tmp_path / "jobs.csv", timezone="America/New_York").error is None
     assert jobs(tmp_path, "job_id, start_time") == [("1", datetime(2026, 3, 8, 7)), ("2", datetime(2026, 3, 8, 7, 30))]
+
+
+# Microsoft Philly's trace as published (cluster_job_log, flattened): its own column names and states
+PHILLY_CSV = """jobid,status,vc,user,submitted_time,start_time,end_time,gpu_num
+application_1,Pass,6214e9,ana,2026-11-30 09:00:00,2026-11-30 10:00:00,2026-11-30 11:00:00,8
+application_2,Failed,6214e9,bo,2026-11-30 09:00:00,2026-11-30 10:00:00,2026-11-30 10:05:00,4
+application_3,Killed,b436b2,ana,2026-11-30 09:00:00,2026-11-30 10:00:00,2026-11-30 10:30:00,1
+application_4,Running,b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:00:00,,2
+application_5,killed ,b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:00:00,2026-11-30 10:01:00,2
+"""
+PHILLY = {"columns": {"jobid": "job_id", "status": "state", "vc": "project", "submitted_time": "submit_time",
+                      "gpu_num": "gpus"},
+          "states": {"Pass": "COMPLETED", "Failed": "FAILED", "Killed": "cancelled", "Running": "RUNNING"}}
+
+
+@pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
+def test_a_public_traces_own_states_are_read_through_states(tmp_path, monkeypatch, reader):
+    """A trace's `Pass`/`Killed` are no Slurm states: `states:` maps them (case and padding
+    ignored, as cells are read); `Failed` and `Running` would be read without it, the map comes first."""
+    if reader == "row-wise":
+        import connectors.jobs_file_columns as jobs_file_columns
+
+        monkeypatch.setattr(jobs_file_columns, "column_rows", lambda *args: None)
+    (tmp_path / "philly.csv").write_text(PHILLY_CSV)
+    assert run(tmp_path, tmp_path / "philly.csv", cluster="philly", **PHILLY).error is None
+    assert jobs(tmp_path, "job_id, state, project, gpus, end_time IS NULL") == [
+        ("application_1", "COMPLETED", "6214e9", 8.0, False), ("application_2", "FAILED", "6214e9", 4.0, False),
+        ("application_3", "CANCELLED", "b436b2", 1.0, False), ("application_4", "RUNNING", "b436b2", 2.0, True),
+        ("application_5", "CANCELLED", "b436b2", 2.0, False)]
+
+
+def test_a_state_neither_slurm_nor_mapped_fails_naming_row_column_and_the_config_key(tmp_path):
+    (tmp_path / "philly.csv").write_text(PHILLY_CSV.replace("application_2,Failed", "application_2,Waiting"))
+    result = cli_inventory(tmp_path, tmp_path / "philly.csv", **PHILLY)
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
+    assert ("philly.csv: row 2 (line 3), column status (read as state): 'Waiting' is not a job state (one of "
+            "BOOT_FAIL") in result.output, result.output
+    assert "map a trace's own states with inventory.trace.states, e.g. {Waiting: COMPLETED}" in result.output
