@@ -21,7 +21,8 @@ Deliveries: AWS delivers its FOCUS export through Data Exports, laid out like CU
 (`data/BILLING_PERIOD=…/` + `metadata/BILLING_PERIOD=…/*-Manifest.json`); there the manifests
 decide, as for `aws-cur2` (the newest execution of a period counts, data without a manifest
 waits). Anywhere else every file holding rows of a billing period is part of that period's
-delivery, in one folder, several, or Hive partitions by any column (service.ingest.periods).
+delivery, in one folder, several, or Hive partitions by any column (service.ingest.periods),
+except older versions of a focus-data-toolkit bundle (connectors/focus_bundles.py).
 
 FOCUS 1.3 and 1.4 exports put other datasets beside the cost rows (Contract Commitment,
 Billing Period, Invoice Detail). They are recognised by their columns (OTHER_DATASETS: a
@@ -41,6 +42,7 @@ import duckdb
 from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
+from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, FolderExport, Table,
                                    decimal, ident, json_tags_sql, json_text, open_table, rounded_away, tags, text,
                                    timestamp)
@@ -88,7 +90,7 @@ class FocusConnector(FolderExport):
     def deliveries(self) -> Iterator[Delivery]:
         listing = self.storage.list()
         if not any(MANIFEST.search(obj.key) for obj in listing):
-            yield from self.folder_deliveries(listing)
+            yield from self.folder_deliveries(newest_versions(self.storage, listing))
             return
         self.data_exports = DataExportsLayout(self.config)
         self._objects.update((obj.uri, obj) for obj in listing)

@@ -24,6 +24,7 @@ from pydantic import Field
 
 from connectors.exportfile import decimal, open_table, text, timestamp
 from connectors.focus import OTHER_DATASETS
+from connectors.focus_bundles import newest_local
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart, local_files
 from service.core.config import InventorySource
 from service.core.errors import SourceError
@@ -47,7 +48,8 @@ class FocusDatasetsConnector(FileOrApiConnector[FocusDatasetsSource]):
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"
-        parts = [part for path in local_files(self.config.path, where) if (part := self._read(con, path))]
+        files = newest_local(Path(self.config.path).expanduser().resolve(), local_files(self.config.path, where))
+        parts = [part for path in files if (part := self._read(con, path))]
         if not parts:
             raise SourceError("no FOCUS Contract Commitment, Billing Period or Invoice Detail files found",
                               where=str(Path(self.config.path).expanduser()),

@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import boto3
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 from billing_helpers import failures
@@ -225,3 +226,30 @@ def test_40_what_ingest_knows_of_a_sources_files_goes_with_forget(tmp_path):
     assert failures(result) == [] and set(lake.read_state("file_periods")) == {"src"}
     lake.forget("src")
     assert lake.read_state("file_periods") == {} and lake.ledger() == []
+
+
+def test_40_an_older_version_of_a_focus_toolkit_bundle_is_not_read_beside_the_newer(tmp_path):
+    """`focus-toolkit convert --on-exists version` writes the new bundle into `run-<id>/` inside
+    the old one, byte for byte the same periods: read together they doubled the bill (300 rows,
+    twice the reference BilledCost). The version generated last counts, the other is said once."""
+    import json
+
+    out = tmp_path / "out"
+    shutil.copytree(TOOLKIT / "convert/gcp-1.2-synthetic-parquet-hive", out)
+    newer = out / "run-9865fbe6923c"
+    shutil.copytree(TOOLKIT / "convert/gcp-1.2-synthetic-parquet-hive", newer)
+    run_json = json.loads((newer / "_run.json").read_text())
+    (newer / "_run.json").write_text(json.dumps(run_json | {"run_id": "9865fbe6923c",
+                                                             "generated_at": "2099-01-01T00:00:00+00:00"}))
+    for dropped in sorted((newer / "synthetic_focus_1_4_cost_and_usage").iterdir())[:1]:
+        shutil.rmtree(dropped)  # the newer conversion has fewer sub-accounts: its rows, not the old ones, count
+    lake, result = run(tmp_path, "focus", out)
+    assert failures(result) == [] and committed(result) == ["2026-05"], lines(result)
+    assert f"src {out}: skipped, a focus-data-toolkit bundle that run-9865fbe6923c/ replaces (generated later, as " \
+           "their _run.json say): its files are not read, they hold the same billing periods" in lines(result)
+    [(rows, billed)] = lake.query().execute("SELECT count(*), sum(BilledCost) FROM costs").fetchall()
+    [(expected_rows, expected)] = duckdb.sql(
+        f"SELECT count(*), sum(BilledCost) FROM read_parquet('{newer}/synthetic_focus_1_4_cost_and_usage/*/*.parquet')"
+    ).fetchall()
+    assert 0 < rows == expected_rows < 150 and abs(billed - expected) <= Decimal(rows) * Decimal("1e-12")
+    assert statuses(run(tmp_path, "focus", out)[1]) == {"unchanged", "skipped"}

@@ -104,3 +104,21 @@ def test_a_folder_without_these_datasets_fails_naming_it_and_a_missing_one_is_an
     [outcome] = run_inventory(config)
     assert outcome.error is None
     assert outcome.rows["billing_periods snapshot_date=" + next(iter(outcome.rows)).split("=", 1)[1]] == 0
+
+
+def test_an_older_version_of_a_toolkit_bundle_is_not_read_beside_the_newer(tmp_path, caplog):
+    """`focus-toolkit convert --on-exists version` writes the new bundle into `run-<id>/` inside the
+    old one: each commitment, invoice and period row was stored twice. The newer one is read."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(TOOLKIT / "convert/azure-1.3-synthetic-parquet", out)
+    shutil.copytree(TOOLKIT / "convert/azure-1.3-synthetic-parquet", out / "run-9865fbe6923c")
+    run_json = json.loads((out / "_run.json").read_text())
+    (out / "_run.json").write_text(json.dumps(run_json | {"generated_at": "2000-01-01T00:00:00+00:00"}))
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "focus", "kind": "focus-datasets", "path": str(out)}]})
+    [outcome] = run_inventory(config)
+    assert outcome.error is None, outcome.error
+    assert held(Lake.of(config)) == independent(TOOLKIT / "convert/azure-1.3-synthetic-parquet")
+    assert f"{out}: skipped, a focus-data-toolkit bundle that run-9865fbe6923c/ replaces" in caplog.text
