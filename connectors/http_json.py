@@ -48,13 +48,31 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
         raise SourceError(f"the answer is larger than {MAX_BODY_BYTES >> 20} MB", where=where,
                           hint="read a shorter window (lookback_hours)")
     if response.status >= 400:
-        detail = body[:300].decode(errors="replace").strip()
+        detail = _detail(body)
         tried = f" after {attempts} attempts" if response.status in RETRY_STATUSES and attempts > 1 else ""
         raise SourceError(f"answered HTTP {response.status}{tried}: {detail}", where=where, hint=hint)
     try:
         return json.loads(body)
     except ValueError as exc:
         raise SourceError(f"the answer is not JSON ({exc}): {body[:120]!r}", where=where, hint=hint) from None
+
+
+def _detail(body: bytes) -> str:
+    """What an error answer says: a JSON body's `errors` (slurmrestd puts them after a long
+    `meta` block, past any prefix shown) or `error` (Prometheus), else the body's start."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        errors = data.get("errors")
+        texts = [str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e)
+                 for e in errors] if isinstance(errors, list) else []
+        if not texts and isinstance(data.get("error"), str):
+            texts = [data["error"]]
+        if texts:
+            return "; ".join(texts)[:300]
+    return body[:300].decode(errors="replace").strip()
 
 
 def _without_query(url: str) -> str:

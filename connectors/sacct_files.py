@@ -20,7 +20,7 @@ import duckdb
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_records import (Attempt, BadRecord, attempts_schema, json_attempts, parsable_attempts,
                                       slurm_errors, stored_attempts)
-from connectors.slurm_warnings import said_skewed
+from connectors.slurm_warnings import said_skewed, said_warnings
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ def _json_attempts(path: Path, text: str, cluster: str | None) -> list[Attempt]:
     if errors:  # sacct writes what failed (slurmdbd unreachable, a query refused) beside the jobs it got, if any
         raise BadRecord(f"sacct wrote error(s) into this document: {'; '.join(errors)[:400]}",
                         hint="fix what it says and run sacct again; its jobs list may be incomplete")
+    said_warnings(data, path)
     attempts = list(json_attempts(data, cluster))
     if not attempts:
         log.info("%s: a sacct --json document without jobs", path)

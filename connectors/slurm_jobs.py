@@ -35,7 +35,7 @@ from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
 from connectors.sacct_files import file_attempts
 from connectors.slurm_records import (SACCT_FORMAT, BadRecord, json_attempts, slurm_errors, slurm_jobs,
                                       stored_attempts)
-from connectors.slurm_warnings import said_skewed, said_stale_running
+from connectors.slurm_warnings import said_skewed, said_stale_running, said_warnings
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
@@ -113,6 +113,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         data = get_json(url, params=params, headers=headers, timeout=c.timeout_seconds, attempts=c.max_attempts,
                         hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}")
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
+        said_warnings(data, url)
         try:
             attempts = list(json_attempts(data, c.cluster))
         except BadRecord as exc:

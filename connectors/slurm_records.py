@@ -320,11 +320,20 @@ def _nested_text(value: Any, key: str) -> str | None:
 NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query": no job in the window, not a failure
 
 
-def slurm_errors(data: Any) -> list[str]:
-    """The `errors` a sacct --json document or a slurmrestd answer carries, as texts."""
-    errors = data.get("errors") if isinstance(data, dict) else None
-    errors = [e for e in errors or () if not (isinstance(e, dict) and e.get("error_number") == NOTHING_FOUND)]
-    return [str(e.get("error") or e.get("description") or e) if isinstance(e, dict) else str(e) for e in errors]
+def slurm_errors(data: Any, key: str = "errors") -> list[str]:
+    """The `errors` (or `warnings`) a sacct --json document or a slurmrestd answer carries, as
+    texts: Slurm 23 and later put the specific text in `description`, the generic one in `error`."""
+    errors = data.get(key) if isinstance(data, dict) else None
+    errors = [e for e in errors if not (isinstance(e, dict) and e.get("error_number") == NOTHING_FOUND)] \
+        if isinstance(errors, list) else []
+    return [_said(e) if isinstance(e, dict) else str(e) for e in errors]
+
+
+def _said(entry: dict) -> str:
+    texts = [str(entry[k]) for k in ("description", "error") if entry.get(k)]
+    if len(texts) == 2 and texts[0] != texts[1]:
+        return f"{texts[0]} ({texts[1]})"
+    return texts[0] if texts else json.dumps(entry)
 
 
 def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:

@@ -1,6 +1,6 @@
 """What is said of Slurm allocation records read from files or slurmrestd, in bulk over their
-table (connectors/slurm_records.py `ATTEMPT_COLUMNS`): clock skew per file, and jobs running in an
-old file that later files never list.
+table (connectors/slurm_records.py `ATTEMPT_COLUMNS`): clock skew per file, jobs running in an
+old file that later files never list, and the `warnings` Slurm wrote beside the jobs.
 """
 
 from __future__ import annotations
@@ -8,12 +8,23 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
+
+from connectors.slurm_records import slurm_errors
 
 log = logging.getLogger(__name__)
 
 STALE = timedelta(hours=24)  # a running job absent from files this much newer has ended unseen
+
+
+def said_warnings(data: Any, where: Path | str) -> None:
+    """One line for the `warnings` of a sacct --json document or slurmrestd answer (its jobs are
+    read: a warning is no failure, but may say why some are missing)."""
+    texts = slurm_errors(data, "warnings")
+    if texts:
+        log.warning("%s: Slurm wrote %d warning(s) beside the jobs: %s", where, len(texts), "; ".join(texts)[:400])
 
 
 def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:

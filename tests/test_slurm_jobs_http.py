@@ -162,3 +162,49 @@ def test_a_server_without_slurmdb_jobs_or_not_there_is_named(tmp_path, slurmrest
     assert "set inventory.slurm.api_version (e.g. v0.0.38)" in str(outcome.error)
     outcome = run(tmp_path, "http://127.0.0.1:9/", api_version="v0.0.38", max_attempts=2)
     assert "http://127.0.0.1:9/slurmdb/v0.0.38/jobs: cannot reach it after 2 attempt(s)" in str(outcome.error)
+
+
+META = {"plugin": {"type": "openapi/slurmdbd", "name": "Slurm OpenAPI slurmdbd", "data_parser": "data_parser/v0.0.40",
+                   "accounting_storage": "accounting_storage/slurmdbd"},
+        "client": {"source": "[127.0.0.1]:51234", "user": "svc-spend", "group": "svc-spend"},
+        "command": [], "slurm": {"version": {"major": "23", "micro": "4", "minor": "11"}, "release": "23.11.4",
+                                 "cluster": "spendlake"}}
+
+
+def test_an_error_answer_says_slurms_errors_not_the_start_of_its_meta_block(tmp_path, slurmrestd, monkeypatch):
+    """Slurm 23 answers a failed query with HTTP 500 and `errors` after a `meta` block longer than
+    the 300 characters shown: the error said only `{"meta": {"plugin": ...`."""
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    body = {"meta": META, "errors": [{"description": "Unable to connect to slurmdbd", "error_number": 1800,
+                                      "error": "Unable to contact slurm controller (connect failure)",
+                                      "source": "slurmdb_jobs_get"}], "warnings": [], "jobs": []}
+    server.plan.append((500, json.dumps(body).encode()))
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", api_version="v0.0.38", max_attempts=1)
+    assert (f"{url}/slurmdb/v0.0.38/jobs: answered HTTP 500: Unable to connect to slurmdbd"
+            in str(outcome.error)), outcome.error
+    assert not (tmp_path / "lake" / "jobs").exists()
+
+
+def test_slurms_warnings_are_said_and_its_jobs_read(tmp_path, slurmrestd, monkeypatch, caplog):
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    body = json.loads(ANSWER) | {"warnings": [{"description": "Cluster spendlake is not responding",
+                                               "source": "slurmdb_jobs_get"}]}
+    server.plan.append((200, json.dumps(body).encode()))
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", api_version="v0.0.38")
+    assert outcome.error is None and jobs(tmp_path) == SETTLED
+    assert (f"{url}/slurmdb/v0.0.38/jobs: Slurm wrote 1 warning(s) beside the jobs: Cluster spendlake is not "
+            "responding") in caplog.text
+
+
+def test_a_sacct_json_file_with_warnings_is_read_and_they_are_said(tmp_path, caplog):
+    body = json.loads(ANSWER) | {"warnings": [{"description": "Cluster spendlake is not responding",
+                                               "error": "Unspecified error"}]}
+    (tmp_path / "sacct.json").write_text(json.dumps(body))
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "path": str(tmp_path / "sacct.json")}]})
+    [outcome] = run_inventory(config, now=NOW)
+    assert outcome.error is None and jobs(tmp_path) == SETTLED
+    assert (f"{tmp_path / 'sacct.json'}: Slurm wrote 1 warning(s) beside the jobs: Cluster spendlake is not "
+            "responding (Unspecified error)") in caplog.text
