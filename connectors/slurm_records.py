@@ -19,6 +19,7 @@ are read column-wise by connectors/sacct_columns.py, with these functions once p
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from collections.abc import Iterable
@@ -32,14 +33,17 @@ import duckdb
 from connectors.hostlist import hosts
 from connectors.jobs_base import (JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction, normal_state,
                                   stored)
+from connectors.sacct_fields import FREE_TEXT, split_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
 from service.core.units import local_utc
 
+log = logging.getLogger(__name__)
+
 # The --format list README documents; REQUIRED are the columns a parsable2 file must have.
-SACCT_FORMAT = ("JobID,JobIDRaw,JobName,Cluster,Partition,Account,User,QOS,WCKey,Comment,State,Submit,Start,End,"
-                "Elapsed,NodeList,AllocTRES")
+SACCT_FORMAT = ("JobID,JobIDRaw,Cluster,Partition,Account,User,QOS,WCKey,State,Submit,Start,End,Elapsed,NodeList,"
+                "AllocTRES,JobName,Comment")  # free text last: a '|' in it is told from the delimiter
 REQUIRED = ("JobID", "JobIDRaw", "State", "Submit", "Start", "End", "NodeList", "AllocTRES")
 NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID", "0"})  # "0": JSON's unset, as some tools print it
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -245,8 +249,7 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
                                 f"(run sacct --parsable2 --format={SACCT_FORMAT})")
             continue
         if len(fields) != len(header):
-            raise BadRecord(f"line {number}: {len(fields)} fields where the header has {len(header)} (a '|' inside "
-                            "Comment or JobName? then read sacct --json instead)")
+            fields = _free_text_split(fields, header, number)
         row = dict(zip(header, fields))
         if "." in row["JobIDRaw"]:
             continue  # a step
@@ -254,6 +257,19 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
             yield _parsable_attempt(row, zone, default_cluster)
         except (BadRecord, ValueError) as exc:
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
+
+
+def _free_text_split(fields: list[str], header: list[str], number: int) -> list[str]:
+    split = split_line(fields, header)
+    if split is None:
+        raise BadRecord(f"line {number}: {len(fields)} fields where the header has {len(header)} (a '|' inside "
+                        "Comment or JobName? sacct does not escape it: list them last in --format, as README does, "
+                        "or read sacct --json instead)")
+    if split[1]:
+        free = [name for name in header if name in FREE_TEXT]
+        log.warning("line %d (job %s): a '|' inside %s, which sit side by side: read as part of %s", number,
+                    split[0][0], " or ".join(free), free[0])
+    return split[0]
 
 
 def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> datetime | None:

@@ -442,3 +442,51 @@ def test_a_time_the_clocks_skip_fails_naming_its_line_for_both_readers(tmp_path,
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert (f"{path}: line 3 (job 21): Start 2026-03-08T02:30:00 does not exist in America/New_York"
             in result.output), result.output
+
+
+@pytest.mark.parametrize("reader", ["column-wise", "line"])
+def test_a_pipe_in_a_job_name_or_comment_listed_last_is_read_not_a_failed_source(tmp_path, monkeypatch, caplog,
+                                                                                  reader):
+    """sacct does not escape `|` in free text: `--job-name='eval|sweep a'` made the line 19 fields
+    where the header has 17, and one job name failed every job of the file. With JobName and
+    Comment last (README's --format list) every other field is found from the line's two ends."""
+    import connectors.sacct_columns as sacct_columns
+    from connectors.slurm_records import SACCT_FORMAT
+
+    if reader == "line":
+        monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    path = tmp_path / "sacct.txt"
+    path.write_text(SACCT_FORMAT.replace(",", "|") + "\n"
+                    "1|1|p5|eval|eval|ana|normal|*|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|"
+                    "2026-12-01T11:00:05|01:00:00|p5-001|billing=1,gres/gpu=2,node=1|eval|sweep a|run=x|y\n"
+                    "2|2|p5|train|pretrain|bo|normal|*|RUNNING|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|"
+                    "01:00:00|p5-002|gres/gpu=8|pretrain|\n")
+    assert run(tmp_path, path=str(path)).error is None
+    assert jobs(tmp_path, "job_id, state, gpus, nodes, end_time, name, \"user\", account") == [
+        ("1", "COMPLETED", 2.0, ["p5-001"], datetime(2026, 12, 1, 11, 0, 5), "eval|sweep a|run=x", "ana", "eval"),
+        ("2", "RUNNING", 8.0, ["p5-002"], None, "pretrain", "bo", "pretrain")]
+    assert "line 2 (job 1): a '|' inside JobName or Comment, which sit side by side: read as part of JobName" \
+        in caplog.text
+
+
+def test_a_pipe_in_free_text_between_other_columns_fails_saying_to_list_it_last(tmp_path):
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobIDRaw|JobName|State|Submit|Start|End|NodeList|AllocTRES|Comment\n"
+                    "1|1|eval|sweep|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|p5-001|"
+                    "gres/gpu=2|\n")
+    outcome = run(tmp_path, path=str(path))
+    assert "line 2: 11 fields where the header has 10 (a '|' inside Comment or JobName? sacct does not escape it: " \
+           "list them last in --format, as README does" in str(outcome.error)
+
+
+@pytest.mark.parametrize("fields, header, expected", [
+    (["1", "a", "b", "x"], ["JobID", "JobName", "State"], (["1", "a|b", "x"], False)),  # one free column
+    (["1", "x", "a", "b", "c"], ["JobID", "State", "Comment"], (["1", "x", "a|b|c"], False)),  # last
+    (["1", "x", "a", "b", "c"], ["JobID", "State", "JobName", "Comment"], (["1", "x", "a|b", "c"], True)),
+    (["1", "a", "b", "x", "c"], ["JobID", "JobName", "State", "Comment"], None),  # apart: cannot be told
+    (["1", "a", "b"], ["JobID", "State", "End"], None),  # no free text
+])
+def test_split_line(fields, header, expected):
+    from connectors.sacct_fields import split_line
+
+    assert split_line(fields, header) == expected
