@@ -11,7 +11,9 @@ Columns (header names compared case-insensitively; others are ignored):
   `namespace`, `submit_time`, `restarts` (an integer >= 0).
 `columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type});
 `states:` maps their state values ({Pass: COMPLETED, Killed: CANCELLED}), looked up first.
-A bad value fails the source with its file, row (the first data row is 1) and column named.
+A bad value fails the source with its file, row (the first data row is 1) and column named; a
+row without a start whose state says the job never ran (a trace's job killed while queued) is
+left out, said with the count.
 A job listed in several files (exports whose windows overlap) counts once: the row that has
 ended, else the later file's (in name order). The record id is `<cluster>/<job_id>@<start_time>`
 (`p5/101@2026-11-30T10:00:00`, UTC): an attempt keeps it whichever files are read, as readers
@@ -55,6 +57,7 @@ FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
 FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
                  "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
 FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
+RAN = ("RUNNING", "COMPLETED")  # states of a job that had a start: a row of one without it is wrong
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
 
@@ -160,11 +163,14 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     def _row_wise(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> pa.Table:
         """The file's rows read one at a time; the first bad value fails naming its row and column."""
         where: list[str] = []
-        skewed, first = 0, None
+        skewed, first, unstarted = 0, None, []
 
         def rows() -> Iterator[dict[str, Any]]:
             nonlocal skewed, first
             for at, row in self._rows(path, read, header, columns):
+                if row is None:
+                    unstarted.append(at)
+                    continue
                 if row.pop("_skewed"):
                     skewed, first = skewed + 1, first or (at, row["job_id"])
                 where.append(at)
@@ -176,6 +182,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if first:
             log.warning("%s: %d row(s) end less than %d minutes before they start (clock skew?), counted as holding "
                         "no GPU time; the first, %s (job %s)", path, skewed, SKEW.seconds // 60, *first)
+        if unstarted:
+            log.warning("%s: %d row(s) without a start_time, whose state says they never ran (cancelled, failed or "
+                        "pending before they started), are left out: they held no GPUs; the first, %s", path,
+                        len(unstarted), unstarted[0])
         return table.append_column("_row", pa.array(range(table.num_rows), pa.int64())).append_column(
             "_at", pa.array(where, pa.string()))
 
@@ -233,7 +243,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                             "{%s: %s})", path, name, near[0], self.config_path, name, near[0])
         return found
 
-    def _row(self, values: dict[str, Any], zone: ZoneInfo) -> dict[str, Any]:
+    def _row(self, values: dict[str, Any], zone: ZoneInfo) -> dict[str, Any] | None:
+        """The row as `jobs`' columns; None for a job that never started (no start, a state saying so)."""
         def read(column: str, parse):
             try:
                 return parse(values.get(column))
@@ -245,8 +256,11 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             raise _ColumnError("job_id", "empty; every job needs an id")
         start = read("start_time", lambda v: parse_time(v, zone))
         if start is None:
+            if read("state", self._state) not in (None, *RAN):
+                return None
             raise _ColumnError("start_time", f"{shown(values.get('start_time') or '')}: a job without a start "
-                                             "cannot hold GPUs (leave jobs that never started out)")
+                                             "cannot hold GPUs (one whose state says it never ran, such as "
+                                             "CANCELLED, is left out)")
         end = read("end_time", lambda v: parse_time(v, zone))
         if end is not None and end < start:  # a job across the hour the clocks turned back: it ends in its second pass
             end = max(end, read("end_time", lambda v: parse_time(v, zone, fold=1)))

@@ -151,7 +151,10 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
     ("job_id,start_time,end_time,gpus\n,2026-11-30T00:00:00Z,,1\n", "column job_id: empty; every job needs an id"),
     ("job_id,start_time,end_time,gpus\n1,,,1\n", "column start_time: '': a job without a start cannot hold GPUs"),
     ("job_id,start_time,end_time,gpus\n1,Unknown,Unknown,1\n",
-     "column start_time: 'Unknown': a job without a start cannot hold GPUs (leave jobs that never started out)"),
+     "column start_time: 'Unknown': a job without a start cannot hold GPUs (one whose state says it never ran, "
+     "such as CANCELLED, is left out)"),
+    ("job_id,start_time,end_time,gpus,state\n1,,2026-11-30T01:00:00Z,1,COMPLETED\n",
+     "column start_time: '': a job without a start cannot hold GPUs"),
     ("job_id,start_time,end_time,gpus\n1,2026-11-30T02:00:00Z,2026-11-30T01:00:00Z,1\n",
      "column end_time: 2026-11-30T01:00:00 is before start_time 2026-11-30T02:00:00"),
     ("job_id,start_time,end_time,gpus,nodes\n1,2026-11-30T00:00:00Z,,1,p5-[001-\n", "column nodes: '[' without ']'"),
@@ -514,6 +517,9 @@ application_3,Killed,b436b2,ana,2026-11-30 09:00:00,2026-11-30 10:00:00,2026-11-
 application_4,Running,b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:00:00,,2
 application_5,killed ,b436b2,cy,2026-11-30 09:00:00,2026-11-30 10:00:00,2026-11-30 10:01:00,2
 """
+NEVER_STARTED = """application_6,Killed,b436b2,cy,2026-11-30 09:00:00,None,None,8
+application_7,Failed,b436b2,cy,2026-11-30 09:00:00,,,4
+"""
 PHILLY = {"columns": {"jobid": "job_id", "status": "state", "vc": "project", "submitted_time": "submit_time",
                       "gpu_num": "gpus"},
           "states": {"Pass": "COMPLETED", "Failed": "FAILED", "Killed": "cancelled", "Running": "RUNNING"}}
@@ -542,3 +548,20 @@ def test_a_state_neither_slurm_nor_mapped_fails_naming_row_column_and_the_config
     assert ("philly.csv: row 2 (line 3), column status (read as state): 'Waiting' is not a job state (one of "
             "BOOT_FAIL") in result.output, result.output
     assert "map a trace's own states with inventory.trace.states, e.g. {Waiting: COMPLETED}" in result.output
+
+
+@pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
+def test_a_trace_job_that_never_started_is_left_out_and_said(tmp_path, monkeypatch, caplog, reader):
+    """Public traces list jobs killed or failed while queued, without a start: each failed the
+    whole trace as "a job without a start cannot hold GPUs". Their state says they never ran,
+    so they are left out (they held no GPUs), said in one line."""
+    if reader == "row-wise":
+        import connectors.jobs_file_columns as jobs_file_columns
+
+        monkeypatch.setattr(jobs_file_columns, "column_rows", lambda *args: None)
+    (tmp_path / "philly.csv").write_text(PHILLY_CSV + NEVER_STARTED)
+    assert run(tmp_path, tmp_path / "philly.csv", **PHILLY).error is None
+    assert [job for (job,) in jobs(tmp_path, "job_id")] == [f"application_{n}" for n in range(1, 6)]
+    assert (f"{tmp_path / 'philly.csv'}: 2 row(s) without a start_time, whose state says they never ran (cancelled, "
+            "failed or pending before they started), are left out: they held no GPUs; the first, row 6 (line 7)"
+            ) in caplog.text
