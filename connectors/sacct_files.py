@@ -19,8 +19,8 @@ import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_records import (Attempt, BadRecord, attempts_schema, json_attempts, parsable_attempts,
-                                      slurm_errors, stored_attempts)
-from connectors.slurm_warnings import said_skewed, said_warnings
+                                      stored_attempts)
+from connectors.slurm_warnings import said_skewed, said_warnings, slurm_errors
 
 log = logging.getLogger(__name__)
 

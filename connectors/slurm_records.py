@@ -333,25 +333,6 @@ def _nested_text(value: Any, key: str) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query": no job in the window, not a failure
-
-
-def slurm_errors(data: Any, key: str = "errors") -> list[str]:
-    """The `errors` (or `warnings`) a sacct --json document or a slurmrestd answer carries, as
-    texts: Slurm 23 and later put the specific text in `description`, the generic one in `error`."""
-    errors = data.get(key) if isinstance(data, dict) else None
-    errors = [e for e in errors if not (isinstance(e, dict) and e.get("error_number") == NOTHING_FOUND)] \
-        if isinstance(errors, list) else []
-    return [_said(e) if isinstance(e, dict) else str(e) for e in errors]
-
-
-def _said(entry: dict) -> str:
-    texts = [str(entry[k]) for k in ("description", "error") if entry.get(k)]
-    if len(texts) == 2 and texts[0] != texts[1]:
-        return f"{texts[0]} ({texts[1]})"
-    return texts[0] if texts else json.dumps(entry)
-
-
 def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
     """Attempts of a `sacct --json` document or a slurmrestd /slurmdb/vX/jobs answer."""
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):

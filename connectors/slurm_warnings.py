@@ -1,10 +1,11 @@
 """What is said of Slurm allocation records read from files or slurmrestd, in bulk over their
 table (connectors/slurm_records.py `ATTEMPT_COLUMNS`): clock skew per file, jobs running in an
-old file that later files never list, and the `warnings` Slurm wrote beside the jobs.
+old file that later files never list; and the `errors` and `warnings` Slurm writes beside the jobs.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -12,9 +13,26 @@ from typing import Any
 
 import duckdb
 
-from connectors.slurm_records import slurm_errors
-
 log = logging.getLogger(__name__)
+
+NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query": no job in the window, not a failure
+
+
+def slurm_errors(data: Any, key: str = "errors") -> list[str]:
+    """The `errors` (or `warnings`) a sacct --json document or a slurmrestd answer carries, as
+    texts: Slurm 23 and later put the specific text in `description`, the generic one in `error`."""
+    errors = data.get(key) if isinstance(data, dict) else None
+    errors = [e for e in errors if not (isinstance(e, dict) and e.get("error_number") == NOTHING_FOUND)] \
+        if isinstance(errors, list) else []
+    return [_said(e) if isinstance(e, dict) else str(e) for e in errors]
+
+
+def _said(entry: dict) -> str:
+    texts = [str(entry[k]) for k in ("description", "error") if entry.get(k)]
+    if len(texts) == 2 and texts[0] != texts[1]:
+        return f"{texts[0]} ({texts[1]})"
+    return texts[0] if texts else json.dumps(entry)
+
 
 STALE = timedelta(hours=24)  # a running job absent from files this much newer has ended unseen
 
