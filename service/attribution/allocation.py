@@ -120,13 +120,13 @@ def jobs_sql(inputs: AllocationInputs) -> str:
     )
 
 
-def _jobs_cte(stage: Stage) -> str:
+def jobs_cte(stage: Stage) -> str:
     """`a_jobs`: the staged job records that overlap the lines' span (`a_span`)."""
     return (f"a_jobs AS (SELECT * FROM {stage.jobs} WHERE j_start < (SELECT hi FROM a_span) "
             "AND j_end > (SELECT lo FROM a_span)), ")
 
 
-def _instance_ctes(lines: str = "a_lines") -> str:
+def instance_ctes(lines: str = "a_lines") -> str:
     """`a_inst` (each instance of `a_lines`: its type's GPUs, node, cluster) and `a_span` (the
     lines' first start and last end), both from one pass over `lines` (`a_lines` or its groups)."""
     return (
@@ -136,7 +136,7 @@ def _instance_ctes(lines: str = "a_lines") -> str:
     )
 
 
-def _placement_ctes(clusters: ClustersConfig) -> str:
+def placement_ctes(clusters: ClustersConfig) -> str:
     """`a_place` (job × instance it names: its GPUs there, and in weights of 1/GPU_SHARES GPU (`gw`),
     summed where the job names the instance more than once: one row per job and instance)."""
     by_node = (
@@ -151,16 +151,6 @@ def _placement_ctes(clusters: ClustersConfig) -> str:
         "JOIN a_inst i ON i.a_instance = ids.iid "
         + (f"UNION ALL {by_node}" if by_node else "") + ") AS named GROUP BY record_id, a_instance), "
     )
-
-
-MEMBERS_CTE = (
-    "a_members AS (SELECT i.a_instance, coalesce(i.a_type_gpus, p.most) AS a_gpus, "
-    "coalesce(i.a_cluster, p.job_cluster) AS a_cl FROM a_inst i LEFT JOIN ("
-    "SELECT a_place.a_instance, max(a_place.g) AS most, min(a_jobs.cluster) AS job_cluster FROM a_place "
-    "JOIN a_jobs USING (record_id) GROUP BY a_place.a_instance) AS p ON p.a_instance = i.a_instance "
-    "WHERE (p.a_instance IS NOT NULL OR (i.a_cluster IS NOT NULL AND i.a_type_gpus IS NOT NULL)) "
-    "AND coalesce(i.a_type_gpus, p.most) > 0)"
-)
 
 
 def _hour_ctes(clusters: ClustersConfig) -> str:
@@ -191,15 +181,17 @@ ALLOCATION_LINES = "(x_instance_type IS NOT NULL OR x_split_parent_resource_id I
 
 @dataclass(frozen=True)
 class Stage:
-    """The temporary tables one allocation fills before its statement runs (SQL of
-    `jobs_sql`, `members_sql` and `held_sql`, in that order, on the statement's connection)."""
+    """The temporary tables one allocation fills before its statement runs, in this order, on
+    the statement's connection (SQL of `jobs_sql`, and service/attribution/allocation_stage.py)."""
 
+    jobs: str  # the job records (`jobs_sql`)
+    lines: str  # the lines whose tags the allocation reads (`keep` too, unless TRUE), every column of `s0`;
+    # dropped once `held` is filled when the statement does not read it (`keep` TRUE)
     members: str  # each instance a cluster holds (its GPUs, cluster) or EKS pods name as parent, its lines' types
     held: str  # those instances' cost lines and the EKS pod rows, with every column of `s0`
-    jobs: str  # the job records (`jobs_sql`), filled first
 
 
-def _bind_types(inputs: AllocationInputs, params) -> tuple[str, str]:
+def bind_types(inputs: AllocationInputs, params) -> tuple[str, str]:
     """The markers of the GPU table (instance types, their GPUs) and the weights' unit, bound once."""
     if "a_types" not in params.values:
         types = inputs.clusters.gpu_table()
@@ -209,48 +201,11 @@ def _bind_types(inputs: AllocationInputs, params) -> tuple[str, str]:
     return "$a_types", "$a_gpus"
 
 
-def _lines_cte(source: str, columns: Sequence[str], extra_cols: Mapping[str, str], a_types: str, a_gpus: str,
-               materialized: bool) -> str:
+def _lines_cte(source: str, columns: Sequence[str], extra_cols: Mapping[str, str], a_types: str, a_gpus: str) -> str:
     node, cluster = extra_cols.get("node", "NULL"), extra_cols.get("cluster", "NULL")
-    return (f"a_lines AS {'MATERIALIZED ' if materialized else ''}(SELECT {', '.join(columns)}, "
+    return (f"a_lines AS (SELECT {', '.join(columns)}, "
             f"{INSTANCE_ID} AS a_instance, {a_gpus}[list_position({a_types}, lower(x_instance_type))] AS a_type_gpus, "
             f"{node} AS a_node, {cluster} AS a_cluster FROM {source} WHERE {INSTANCE_LINE}), ")
-
-
-def members_sql(inputs: AllocationInputs, stage: Stage, extra_cols: Mapping[str, str], params) -> str:
-    """After `WITH ..., s0 AS (...)`: fill `stage.members` from one pass over the instance
-    lines of `s0` (narrow: times, instance, type, node and cluster tags) and the jobs; with
-    each instance, the instance types its lines bill (`a_line_types`, for `held_sql`)."""
-    a_types, a_gpus = _bind_types(inputs, params)
-    parents = (f"SELECT DISTINCT {PARENT_ID} FROM s0 WHERE x_split_parent_resource_id IS NOT NULL "
-               "AND cp_end > cp_start" if inputs.has_split and inputs.clusters.eks_split else "SELECT NULL WHERE false")
-    return (
-        _lines_cte("s0", ["cp_start", "cp_end", "x_instance_type AS a_line_type"], extra_cols, a_types, a_gpus,
-                   materialized=False)
-        + "a_inst_types AS (SELECT a_instance, a_line_type, max(a_type_gpus) AS a_type_gpus, max(a_node) AS a_node, "
-        "max(a_cluster) AS a_cluster, min(cp_start) AS cp_start, max(cp_end) AS cp_end FROM a_lines "
-        "GROUP BY a_instance, a_line_type), "
-        "a_line_types AS (SELECT a_instance, list(a_line_type) AS a_line_types FROM a_inst_types GROUP BY a_instance), "
-        + _instance_ctes("a_inst_types") + _jobs_cte(stage) + _placement_ctes(inputs.clusters) + MEMBERS_CTE
-        + f", a_parents AS ({parents}) "
-        "SELECT m.a_instance, m.a_gpus, m.a_cl, true AS a_member, t.a_line_types FROM a_members m "
-        "LEFT JOIN a_line_types t ON t.a_instance = m.a_instance UNION ALL "
-        "SELECT CAST(p.a_instance AS VARCHAR), NULL, NULL, false, t.a_line_types FROM a_parents AS p(a_instance) "
-        "LEFT JOIN a_line_types t ON t.a_instance = CAST(p.a_instance AS VARCHAR) "
-        "WHERE p.a_instance IS NOT NULL AND p.a_instance NOT IN (SELECT a_instance FROM a_members)"
-    )
-
-
-def held_sql(stage: Stage) -> str:
-    """After `WITH ..., s0 AS (...)`: the lines `stage.held` keeps: the members' instance lines
-    and the EKS split rows, each a filter of plain conditions DuckDB pushes into the Parquet scan
-    (under an OR it pushes none without column statistics, and decodes every line). The types
-    condition is implied by membership (a held line bills one of its instance's types); on a
-    column of few values, it leaves only those types' lines to have their Tags decoded (the
-    bench's 10M lines: this statement 0.76 -> 0.3 CPU s)."""
-    return (f"SELECT * FROM s0 WHERE {INSTANCE_LINE} AND x_instance_type IN "
-            f"(SELECT unnest(a_line_types) FROM {stage.members}) AND {INSTANCE_ID} IN "
-            f"(SELECT a_instance FROM {stage.members}) UNION ALL SELECT * FROM s0 WHERE x_split_parent_resource_id IS NOT NULL")
 
 
 def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[str], label_cols: Mapping[str, str],
@@ -265,7 +220,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     cost measures the statement holds NULL (a query that does not read them): not split, NULL on
     the parts too."""
     tags = list(label_cols.values())
-    a_types, a_gpus = _bind_types(inputs, params)
+    a_types, a_gpus = bind_types(inputs, params)
     numbered = [*columns, "a_instance", "a_type_gpus", "a_node", "a_cluster", "a_gpus", "a_cl", "a_line"]
     read = [m for m in MEASURE_COLUMNS if m not in unread] or list(MEASURE_COLUMNS)  # a split needs a measure
     measures = {m: 12 for m in read} | {m: d for m, d in CARRIED_MEASURES.items() if m in columns}
@@ -273,11 +228,11 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     units = [f"u_{i}" for i in range(len(measures))]
     cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
     text = (
-        _lines_cte(stage.held, [*columns, "rowid AS a_line"], extra_cols, a_types, a_gpus, materialized=False)
-        + _instance_ctes() + _jobs_cte(stage)
+        _lines_cte(stage.held, [*columns, "rowid AS a_line"], extra_cols, a_types, a_gpus)
+        + instance_ctes() + jobs_cte(stage)
         + pod_ctes(inputs.has_split and inputs.clusters.eks_split, tags, run_cols, extra_cols.get("workload"),
                    stage.held)
-        + _placement_ctes(inputs.clusters)
+        + placement_ctes(inputs.clusters)
         + f"a_members AS (SELECT a_instance, a_gpus, a_cl FROM {stage.members} WHERE a_member), "
         + _hour_ctes(inputs.clusters)
         + "a_member_lines AS (SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
@@ -368,6 +323,8 @@ def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequ
         "JOIN a_slots sl ON sl.a_line = sp.a_line AND sl.s_start = sp.s_start "
         "LEFT JOIN a_jobs j ON sp.a_part = 'job' AND j.record_id = sp.a_ref "
         "LEFT JOIN a_pods p ON sp.a_part = 'pod' AND p.pod = sp.a_ref), "
-        f"a_keep AS (SELECT {', '.join([*columns, *nulls])} FROM s0 WHERE ({keep}) AND NOT coalesce({member}, false)), "
+        # the lines kept as they are: of `stage.lines` when it holds them (their Tags read once)
+        f"a_keep AS (SELECT {', '.join([*columns, *nulls])} FROM {'s0' if keep == 'TRUE' else stage.lines} "
+        f"WHERE ({keep}) AND NOT coalesce({member}, false)), "
         "s0a AS (SELECT * FROM a_keep UNION ALL SELECT * FROM a_parts), "
     )

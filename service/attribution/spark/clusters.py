@@ -24,7 +24,8 @@ import duckdb
 
 from service.attribution.allocation import ALLOCATION_LINES, INSTANCE_ID, NEWEST_RECORD, extra_tag_aliases
 from service.attribution.jobs import JOBS_TABLE, inputs_on
-from service.attribution.sql import ARN_HEAD, ARN_PATH, Sql, rollup_sql, tag_candidates, used
+from service.attribution.inventory_sql import ARN_HEAD, ARN_PATH
+from service.attribution.sql import Sql, rollup_sql, tag_candidates, used
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
 from service.core.schema import INVENTORY_TABLES, cost_view_select
@@ -93,8 +94,8 @@ class SparkAllocation:
             inputs = inputs_on(con, self.config.clusters, self.jobs() is not None, PERIOD,
                                {"source": source, "period": period})
             sql = rollup_sql(self.config, tag_keys, source, period, inventory, inputs)
-            *find_members, keep_held = sql.setup  # the job records, then the members
-            for step in find_members:
+            jobs, tagged, find_members, keep_held, drop_tagged = sql.setup  # (allocation_stage.py)
+            for step in (jobs, tagged, find_members):
                 _run(con, step)
             self.connection.spark.createDataFrame(con.sql(
                 f"SELECT DISTINCT a_instance FROM {sql.stage.members} WHERE a_instance IS NOT NULL").to_arrow_table(),
@@ -103,7 +104,9 @@ class SparkAllocation:
                     "OR x_split_parent_resource_id IS NOT NULL)")
             con.execute("DROP VIEW costs")
             self._costs(con, self._read(f"SELECT * FROM {lines} WHERE {held}"))
+            _run(con, tagged)  # the staged lines again, with every column: the held lines' own
             _run(con, keep_held)
+            _run(con, drop_tagged)
             allocated = con.sql(sql.text, params=sql.params).to_arrow_table()
         finally:
             con.close()
