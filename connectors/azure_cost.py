@@ -35,8 +35,9 @@ from typing import Literal
 
 import duckdb
 
-from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, decimal, money, open_table,
-                                   rounded_away, sql_string, tags, text, timestamp)
+from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
+                                   sql_string, tags, text, timestamp)
+from connectors.folder_export import FolderExport
 from connectors.focus import tags_per_value
 from service.core.config import SourceConfig
 from service.core.errors import duckdb_error
@@ -107,6 +108,7 @@ class AzureCostConnector(FolderExport):
     config_model = AzureCostSource
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"
+    reads_runs = False  # the cost type (actual or amortized) is decided from each file's rows
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST)

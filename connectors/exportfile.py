@@ -1,17 +1,14 @@
-"""Reading plain export files (FOCUS, GCP billing, Azure cost details) with DuckDB.
+"""Opening plain export files (FOCUS, GCP billing, Azure cost details) in DuckDB.
 
-Shared by the file-based connectors that have no manifest:
+Shared by the file-based connectors that have no manifest (connectors.folder_export):
 
-- deliveries: each export file is a loose delivery (its id is its fingerprint, its periods
-  are those found in the data, or in a Parquet file's footer: `footer_periods`); ingest joins the files of one billing period into one
-  delivery wherever they sit: one folder, several, or Hive partitions by any column
-  (service.ingest.periods). Azure export runs with a manifest.json are read by their
-  manifests instead (connectors.azure_manifest).
-- `open_table`: one file as a DuckDB FROM clause plus its column names and types. CSV is
-  read as text (money columns as DECIMAL(38,18) by the CSV reader itself unless the connector
-  keeps them text, so a bad value fails with the file, line and column, and what the lake's
-  12 decimals round away is known); Parquet and JSON keep their types. Hive folder
-  names (`SubAccountId=…/`) above the file give the columns the file lacks, as text.
+- `open_table`: one file, or a run of Parquet files with one schema (`ParquetRun`), as a
+  DuckDB FROM clause plus its column names and types. CSV is read as text (money columns as
+  DECIMAL(38,18) by the CSV reader itself unless the connector keeps them text, so a bad value
+  fails with the file, line and column, and what the lake's 12 decimals round away is known);
+  Parquet and JSON keep their types. Hive folder names (`SubAccountId=…/`) above the file give
+  the columns the file lacks, as text.
+- `parquet_periods`: a Parquet file's billing period from its footer, without reading its rows.
 - SQL builders for exact money, UTC timestamps and JSON tags, which fail loudly with the
   file and column instead of turning a bad value into NULL.
 """
@@ -20,24 +17,18 @@ from __future__ import annotations
 
 import re
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import ClassVar
 from urllib.parse import unquote
 
 import duckdb
 
-from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
-from connectors.base import Delivery, StoredExport
 from connectors.csvfile import read_csv
-from connectors.storage import StoredObject, fingerprint, suffix_of
-from service.core.config import SourceConfig
-from service.core.errors import DataError, SourceError, duckdb_error
-from service.core.hidden_columns import rounded_away_sql
-from service.core.per_value import PerValueSelect
+from connectors.storage import suffix_of
+from service.core.errors import DataError, duckdb_error
+from service.core.hidden_columns import FILE_INDEX, rounded_away_sql
 from service.core.schema import MONEY
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
@@ -58,85 +49,19 @@ def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-class FolderExport(StoredExport, ABC):
-    """Base of the manifest-less file connectors: one loose delivery per export file.
-
-    Subclasses set `kind`, `suffixes` and `what`, and write `select(con, path, uri)`: the
-    SQL SELECT (canonical columns) over one file. A delivery is its files, one relation each.
-    """
-
-    suffixes: ClassVar[tuple[str, ...]]
-    what: ClassVar[str]
-    # The file column the canonical BillingPeriodStart is, as is (see footer_periods); None: none is.
-    period_column: ClassVar[str | None] = None
-
-    def __init__(self, config: SourceConfig):
-        super().__init__(config)
-        self.runs: dict[str, ExportRun] = {}  # Azure export runs by delivery id
-        self.local: dict[str, Path] = {}  # URI → the local copy of each file read
-
-    def deliveries(self) -> Iterator[Delivery]:
-        return self.folder_deliveries(self.storage.list())
-
-    def folder_deliveries(self, listing: list[StoredObject]) -> Iterator[Delivery]:
-        runs = export_runs(self.storage, listing)
-        if runs:  # an Azure export with run manifests: they decide, loose files are ignored
-            for run in newest_runs(runs):
-                self.runs[run.run_id] = run
-                self._objects.update((o.uri, o) for o in run.files)
-                yield run_delivery(run)
-            return
-        files = [obj for obj in listing if suffix_of(obj.name) in self.suffixes]
-        if not files:
-            raise SourceError(f"no {self.what} files ({', '.join(self.suffixes)}) under {self.config.location}",
-                              where=f"sources.{self.config.name}.location",
-                              hint=f"point it at the folder the {self.what} export writes into")
-        for obj in files:
-            self._objects[obj.uri] = obj
-            yield Delivery(fingerprint([obj]), None, (obj.uri,), loose=True)
-
-    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
-             scratch: Path) -> list[duckdb.DuckDBPyRelation]:
-        run = self.runs.get(delivery.delivery_id)
-        if run and run.problem:
-            raise run.problem
-        parts = []  # one relation per file: the lake writes them one after another (bounded memory)
-        for uri in delivery.files:
-            obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            self.local[uri] = self.storage.local_copy(obj, scratch)
-            select = self.select(con, self.local[uri], uri)
-            try:
-                parts.append(con.sql(select) if isinstance(select, str) else select.part(con))
-            except duckdb.Error as exc:
-                raise duckdb_error(exc, "cannot read the delivery", where=uri) from None
-        return parts
-
-    def footer_periods(self, delivery: Delivery, scratch: Path) -> list[str] | None:
-        """A loose Parquet file's billing periods from its footer (parquet_periods), so that
-        ingest need not read its rows to learn them; None when the footer does not settle them."""
-        uri = delivery.files[0]
-        if self.period_column is None or len(delivery.files) != 1 or delivery.delivery_id in self.runs \
-                or suffix_of(PurePosixPath(uri).name) not in PARQUET_SUFFIXES:
-            return None
-        obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-        return parquet_periods(self.storage.local_copy(obj, scratch), self.period_column)
-
-    def export_type(self, uri: str) -> str | None:
-        """The cost type an Azure export run's manifest declares for this file, if any."""
-        return next((r.cost_type for r in self.runs.values() if any(o.uri == uri for o in r.files)), None)
-
-    @abstractmethod
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
-        """SELECT <canonical columns> FROM <the file>."""
-
-
 @dataclass(frozen=True)
 class Table:
-    """One export file opened in DuckDB: its FROM clause and its columns."""
+    """One export file (or a ParquetRun) opened in DuckDB: its FROM clause and its columns."""
 
-    uri: str
+    uri: str  # a run's first file's
     source: str  # the name of a view over the file — a FROM item
     columns: dict[str, tuple[str, duckdb.DuckDBPyType]]  # lower-case name → (name, type)
+    row_uri: str | None = None  # a run's: SQL of each row's file (its view has FILE_INDEX)
+
+    @property
+    def file_column(self) -> str:
+        """What a SELECT over a run lists after its columns: each row's FILE_INDEX for the stager."""
+        return f", {FILE_INDEX}" if self.row_uri else ""
 
     def name(self, *candidates: str) -> str | None:
         """The file's spelling of the first candidate column it has (case-insensitive)."""
@@ -162,13 +87,23 @@ class Table:
 
     def fail(self, column: str, problem: str, value_sql: str) -> str:
         """SQL that aborts the read with the file, column and offending value."""
-        prefix = sql_string(f"{self.uri}: column {column}: {problem}: ")
+        prefix = (f"{self.row_uri} || {sql_string(f': column {column}: {problem}: ')}" if self.row_uri
+                  else sql_string(f"{self.uri}: column {column}: {problem}: "))
         return f"error({prefix} || CAST({value_sql} AS VARCHAR))"
 
 
-def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: Iterable[str] = (),
+@dataclass(frozen=True)
+class ParquetRun:
+    """Parquet files with the same schema and Hive folder keys (connectors.folder_export), opened
+    as one table: one read of them all, planned once."""
+
+    paths: tuple[Path, ...]
+    uris: tuple[str, ...]
+
+
+def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str, *, money: Iterable[str] = (),
                nullstr: tuple[str, ...] = ("",), money_type: str = CSV_MONEY) -> Table:
-    """Open a CSV, Parquet or JSON-lines export file as a view of `con`.
+    """Open a CSV, Parquet or JSON-lines export file (or a ParquetRun) as a view of `con`.
 
     CSV: every column is text, except those named in `money` (case-insensitive), which the
     CSV reader parses as exact decimals (CSV_MONEY) so a bad value names its line and column (the
@@ -176,6 +111,8 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     VARCHAR: they stay text, parsed in SQL (connectors.focus locates a bad value's line). The
     path and the reader's options are bound as parameters, never pasted into SQL text.
     """
+    if isinstance(path, ParquetRun):
+        return _open_run(con, path)
     if path.stat().st_size == 0:
         raise DataError("the file is empty", where=uri, hint="re-export it; an export with no rows still has a header")
     suffix = suffix_of(PurePosixPath(uri).name)
@@ -203,6 +140,37 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path, uri: str, *, money: I
     view = f"export_{uuid.uuid4().hex}"
     relation.create_view(view)
     return Table(uri, view, columns)
+
+
+def _open_run(con: duckdb.DuckDBPyConnection, run: ParquetRun) -> Table:
+    """A ParquetRun as open_table opens each of its files, plus FILE_INDEX: the Hive values are
+    picked per row from a list by file, not one relation per file."""
+    for path, uri in zip(run.paths, run.uris):
+        if path.stat().st_size == 0:
+            raise DataError("the file is empty", where=uri,
+                            hint="re-export it; an export with no rows still has a header")
+    relation = _reader(con, "read_parquet", [str(p) for p in run.paths], {"hive_partitioning": False}, run.uris[0])
+    columns = _columns(relation)
+    number = "CAST(file_index AS INTEGER)"
+    text = duckdb.sqltype("VARCHAR")
+    hive = []  # the files' folder keys are the same (same_schema_runs); their values differ
+    for key, _ in hive_partitions(run.uris[0]):
+        if key.lower() not in columns:
+            values = [dict(hive_partitions(uri))[key] for uri in run.uris]
+            hive.append(f", {_text_list(values)}[{number} + 1] AS {ident(key)}")
+            columns[key.lower()] = (key, text)
+    view = f"export_{uuid.uuid4().hex}"
+    try:
+        con.sql(f"SELECT *{''.join(hive)}, {number} AS {FILE_INDEX} FROM read_parquet(?, hive_partitioning = false)",
+                params=[[str(p) for p in run.paths]]).create_view(view)
+    except duckdb.Error as exc:
+        raise duckdb_error(exc, "cannot read the file", where=run.uris[0],
+                           hint="check that it is a complete, UTF-8 export file") from None
+    return Table(run.uris[0], view, columns, row_uri=f"{_text_list(run.uris)}[{FILE_INDEX} + 1]")
+
+
+def _text_list(values: Iterable[str | None]) -> str:
+    return "([" + ", ".join("NULL" if v is None else sql_string(v) for v in values) + "]::VARCHAR[])"
 
 
 def parquet_periods(path: Path, column: str) -> list[str] | None:
@@ -252,12 +220,12 @@ def hive_partitions(uri: str) -> list[tuple[str, str | None]]:
     return list(found.values())
 
 
-def _reader(con: duckdb.DuckDBPyConnection, function: str, path: Path, options: dict[str, object],
+def _reader(con: duckdb.DuckDBPyConnection, function: str, path: Path | list[str], options: dict[str, object],
             uri: str) -> duckdb.DuckDBPyRelation:
     """`SELECT * FROM function(path, option = value, ...)` with the path and values bound."""
     named = "".join(f", {name} = ?" for name in options)
     try:
-        return con.sql(f"SELECT * FROM {function}(?{named})", params=[str(path), *options.values()])
+        return con.sql(f"SELECT * FROM {function}(?{named})", params=[path if isinstance(path, list) else str(path), *options.values()])
     except duckdb.Error as exc:
         raise duckdb_error(exc, "cannot read the file", where=uri,
                            hint="check that it is a complete, UTF-8 export file") from None

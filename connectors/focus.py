@@ -43,9 +43,10 @@ from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
-from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, FolderExport, Table,
+from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
                                    decimal, ident, json_tags_sql, json_text, open_table, rounded_away, tags, text,
                                    timestamp)
+from connectors.folder_export import FolderExport
 from connectors.storage import suffix_of
 from service.core.errors import SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
@@ -102,7 +103,7 @@ class FocusConnector(FolderExport):
             raise problem
         return super().read(delivery, con, scratch)
 
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str) -> str | PerValueSelect:
         money_columns = [name for name, kind in COST_COLUMNS if kind == MONEY]
         # CSV money as text, parsed in SQL: the reader's exact decimals (DECIMAL(38,18), to learn
         # what the lake's 12 decimals round away) cost a 128-bit division per value to store
@@ -134,12 +135,12 @@ class FocusConnector(FolderExport):
         present = {k: v for k, v in expressions.items() if v is not None}
         rounding = rounding_select({m: rounded_away(table, *ALTERNATIVES.get(m, (m,))) for m in ROUNDING_COLUMNS})
         # the columns the file has: the stager adds the others as nulls
-        sql = f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding} FROM {table.source}"
+        sql = f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding}{table.file_column} FROM {table.source}"
         if not per_value:
             return sql
         raw = {name: table.col(*ALTERNATIVES.get(name, (name,))) for name in per_value}
         rows = cost_select_list(present | raw, absent_as_null=False, as_text=per_value)
-        return PerValueSelect(sql, f"SELECT {rows}{rounding} FROM {table.source}", per_value)
+        return PerValueSelect(sql, f"SELECT {rows}{rounding}{table.file_column} FROM {table.source}", per_value)
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
         """A CSV money value the SQL found not a number, with its line: the CSV reader parses

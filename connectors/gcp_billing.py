@@ -32,8 +32,9 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, FolderExport, Table, ident,
+from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, ParquetRun, Table, ident,
                                    money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
+from connectors.folder_export import FolderExport
 from service.core.errors import DataError
 from service.core.schema import MONEY, QUANTITY, cost_select_list
 from service.core.hidden_columns import rounded_away_sql, rounding_select
@@ -168,7 +169,7 @@ class GcpBillingConnector(FolderExport):
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
 
-    def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str:
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str) -> str:
         register_functions(con)
         fields = Fields(open_table(con, path, uri, money=("cost", "cost_at_list")))
         fields.require(*REQUIRED)
@@ -218,4 +219,4 @@ class GcpBillingConnector(FolderExport):
         present = {k: v for k, v in expressions.items() if v}
         rounding = rounding_select({"BilledCost": fields.rounded_away("cost"),
                                     "ListCost": fields.rounded_away("cost_at_list")})
-        return f"SELECT {cost_select_list(present)}{rounding} FROM {fields.table.source}"
+        return f"SELECT {cost_select_list(present)}{rounding}{fields.table.file_column} FROM {fields.table.source}"

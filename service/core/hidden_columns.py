@@ -1,6 +1,6 @@
 """Columns a connector adds beside the canonical ones, which staging checks and never stores:
-the line item key (repeats within a delivery) and the parts the lake's 12 decimals round
-away (summed into the ledger). Plain SQL text, so a connector's module (loaded whenever a
+the line item key (repeats within a delivery), the parts the lake's 12 decimals round
+away (summed into the ledger) and the file of a row of a part over several files. Plain SQL text, so a connector's module (loaded whenever a
 config is validated) needs none of staging's Arrow machinery."""
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ LINE_ITEM_KEY = ("__spendlake_line_item_id", "__spendlake_line_item_interval")
 # summed per period and currency into the ledger (`--check` shows it), never stored.
 ROUNDING_COLUMNS = {"BilledCost": "__spendlake_rounding_billed", "EffectiveCost": "__spendlake_rounding_effective",
                     "ListCost": "__spendlake_rounding_list"}
+# A part over several files (service.core.file_parts.FilesPart) gives each row's file, 0-based in
+# the part's order: staging learns from it which periods each file held, never stores it.
+FILE_INDEX = "__spendlake_file"
 ROUNDING_TYPE = "DECIMAL(38,30)"  # a rounded-away part is below 1e-12
 SCALE_RE = re.compile(r"^DECIMAL\(\d+,\s*(\d+)\)$")
 WHOLE_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from service.core.errors import DataError
+from service.core.file_parts import FilesPart, note_periods, take_files
 from service.core.files import DATA_FILE
 from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS
 from service.core.per_value import Converter, PerValuePart
@@ -87,7 +88,7 @@ class Staged:
     tag_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation | PerValuePart],
+def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation | PerValuePart | FilesPart],
                 stage: Path) -> Staged:
     """Write the rows of `parts` under `stage`, one file per billing period, and look for
     line items the delivery repeats (when the parts carry LINE_ITEM_KEY)."""
@@ -99,17 +100,21 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     part_periods: list[set[str]] = []
     converter = Converter(con)
 
-    def write(batch: pa.RecordBatch, with_keys: bool, seen: set[str], per_value: dict[str, str]) -> None:
+    def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str]) -> None:
+        batch, files = take_files(batch)
         if per_value:
             batch = converter.convert(batch, per_value)
         if with_keys:
             _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
             batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
-        seen.update(_append(_take_rounding(batch, rounding), stage, writers, staged, schema))
+        note_periods(seen, files, batch.column(PERIOD_COLUMN),
+                     _append(_take_rounding(batch, rounding), stage, writers, staged, schema))
 
     background = _OneBehind()
     try:
         for number, part in enumerate(parts, 1):
+            files = part.files if isinstance(part, FilesPart) else 1
+            part = part.rows if isinstance(part, FilesPart) else part
             per_value = part.per_value if isinstance(part, PerValuePart) else {}
             part = part.rows if isinstance(part, PerValuePart) else part
             line_item, interval = LINE_ITEM_KEY
@@ -117,8 +122,8 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
                         if line_item in part.columns else "")
             reader = part.project(f"*, strftime(BillingPeriodStart, '%Y-%m') AS {PERIOD_COLUMN}{key_hash}"
                                   ).to_arrow_reader(BATCH_ROWS)
-            rows, seen = 0, set()
-            part_periods.append(seen)
+            rows, seen = 0, [set() for _ in range(files)]
+            part_periods.extend(seen)
             try:
                 while (batch := _next_batch(reader)) is not None:
                     rows += batch.num_rows

@@ -1,0 +1,150 @@
+"""The manifest-less file connectors' deliveries and reads (FOCUS, GCP billing, Azure cost details).
+
+Each export file is a loose delivery (its id is its fingerprint); ingest joins the files of a
+billing period into one delivery (service.ingest.periods). A delivery is read as parts, one
+per file, except that consecutive Parquet files with the same columns (names, types, and the
+Hive folder keys they lack) are one part over all of them (`ParquetRun`): DuckDB plans that
+read once instead of once per file (~55 ms a file: bench/README.md "Many small files") and
+reads the files in parallel, where one part per file is read after the other. The part
+carries each row's file index (hidden_columns.FILE_INDEX), so staging still learns which
+periods each file held, and a bad value names its own file.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
+from typing import ClassVar
+
+import duckdb
+
+from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
+from connectors.base import Delivery, StoredExport
+from connectors.exportfile import PARQUET_SUFFIXES, ParquetRun, hive_partitions, parquet_periods
+from connectors.storage import StoredObject, fingerprint, suffix_of
+from service.core.config import SourceConfig
+from service.core.errors import SourceError, duckdb_error
+from service.core.file_parts import FilesPart
+from service.core.per_value import PerValueSelect
+
+
+class FolderExport(StoredExport, ABC):
+    """Base of the manifest-less file connectors: one loose delivery per export file.
+
+    Subclasses set `kind`, `suffixes` and `what`, and write `select(con, path, uri)`: the
+    SQL SELECT (canonical columns) over one file, or over a ParquetRun given as `path` (then
+    `uri` is its first file's, and the SELECT ends with the table's `file_column`).
+    """
+
+    suffixes: ClassVar[tuple[str, ...]]
+    what: ClassVar[str]
+    # The file column the canonical BillingPeriodStart is, as is (see footer_periods); None: none is.
+    period_column: ClassVar[str | None] = None
+    # False: `select` decides something from each file's rows (Azure's cost type), so every file is read alone
+    reads_runs: ClassVar[bool] = True
+
+    def __init__(self, config: SourceConfig):
+        super().__init__(config)
+        self.runs: dict[str, ExportRun] = {}  # Azure export runs by delivery id
+        self.local: dict[str, Path] = {}  # URI → the local copy of each file read
+
+    def deliveries(self) -> Iterator[Delivery]:
+        return self.folder_deliveries(self.storage.list())
+
+    def folder_deliveries(self, listing: list[StoredObject]) -> Iterator[Delivery]:
+        runs = export_runs(self.storage, listing)
+        if runs:  # an Azure export with run manifests: they decide, loose files are ignored
+            for run in newest_runs(runs):
+                self.runs[run.run_id] = run
+                self._objects.update((o.uri, o) for o in run.files)
+                yield run_delivery(run)
+            return
+        files = [obj for obj in listing if suffix_of(obj.name) in self.suffixes]
+        if not files:
+            raise SourceError(f"no {self.what} files ({', '.join(self.suffixes)}) under {self.config.location}",
+                              where=f"sources.{self.config.name}.location",
+                              hint=f"point it at the folder the {self.what} export writes into")
+        for obj in files:
+            self._objects[obj.uri] = obj
+            yield Delivery(fingerprint([obj]), None, (obj.uri,), loose=True)
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
+             scratch: Path) -> list[duckdb.DuckDBPyRelation | FilesPart]:
+        run = self.runs.get(delivery.delivery_id)
+        if run and run.problem:
+            raise run.problem
+        for uri in delivery.files:
+            obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
+            self.local[uri] = self.storage.local_copy(obj, scratch)
+        groups = (same_schema_runs(con, [self.local[uri] for uri in delivery.files], delivery.files)
+                  if self.reads_runs else [[uri] for uri in delivery.files])
+        parts = []  # in the order of the files: staging reports each file's periods in that order
+        for uris in groups:
+            part = self._run_part(con, uris) if len(uris) > 1 else None
+            parts.extend([part] if part is not None else [self._file_part(con, uri) for uri in uris])
+        return parts
+
+    def _file_part(self, con: duckdb.DuckDBPyConnection, uri: str) -> duckdb.DuckDBPyRelation:
+        select = self.select(con, self.local[uri], uri)
+        try:
+            return con.sql(select) if isinstance(select, str) else select.part(con)
+        except duckdb.Error as exc:
+            raise duckdb_error(exc, "cannot read the delivery", where=uri) from None
+
+    def _run_part(self, con: duckdb.DuckDBPyConnection, uris: Sequence[str]) -> FilesPart | None:
+        """The files as one part; None when its SELECT has columns the stager converts per
+        distinct value (their SQL sees no row's file to name): then each file is its own part."""
+        select = self.select(con, ParquetRun(tuple(self.local[uri] for uri in uris), tuple(uris)), uris[0])
+        if isinstance(select, PerValueSelect):
+            return None
+        try:
+            return FilesPart(con.sql(select), len(uris))
+        except duckdb.Error as exc:
+            raise duckdb_error(exc, "cannot read the delivery", where=uris[0]) from None
+
+    def footer_periods(self, delivery: Delivery, scratch: Path) -> list[str] | None:
+        """A loose Parquet file's billing periods from its footer (parquet_periods), so that
+        ingest need not read its rows to learn them; None when the footer does not settle them."""
+        uri = delivery.files[0]
+        if self.period_column is None or len(delivery.files) != 1 or delivery.delivery_id in self.runs \
+                or suffix_of(PurePosixPath(uri).name) not in PARQUET_SUFFIXES:
+            return None
+        obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
+        return parquet_periods(self.storage.local_copy(obj, scratch), self.period_column)
+
+    def export_type(self, uri: str) -> str | None:
+        """The cost type an Azure export run's manifest declares for this file, if any."""
+        return next((r.cost_type for r in self.runs.values() if any(o.uri == uri for o in r.files)), None)
+
+    @abstractmethod
+    def select(self, con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str) -> str | PerValueSelect:
+        """SELECT <canonical columns> FROM <the file, or the run of files>."""
+
+
+def same_schema_runs(con: duckdb.DuckDBPyConnection, paths: Sequence[Path], uris: Sequence[str]) -> list[list[str]]:
+    """The files (URIs, in order) cut into runs of consecutive Parquet files whose footers give
+    the same schema and whose Hive folders the same keys: each run is read as one part. Any
+    other file, or every file when a footer cannot be read, is a run of its own: opened alone,
+    it fails naming itself, as it always did."""
+    signatures: list[object] = [None] * len(uris)
+    parquet = [i for i, uri in enumerate(uris) if suffix_of(PurePosixPath(uri).name) in PARQUET_SUFFIXES]
+    if len(parquet) > 1:
+        try:
+            rows = con.execute("SELECT * EXCLUDE (file_name), file_name FROM parquet_schema(?)",
+                               [[str(paths[i]) for i in parquet]]).fetchall()
+        except duckdb.Error:
+            rows = []
+        schema: dict[str, list[tuple]] = {}
+        for row in rows:
+            schema.setdefault(row[-1], []).append(row[:-1])
+        for i in parquet:
+            if str(paths[i]) in schema:
+                signatures[i] = (tuple(schema[str(paths[i])]), tuple(key for key, _ in hive_partitions(uris[i])))
+    runs: list[list[str]] = []
+    for i, uri in enumerate(uris):
+        if runs and signatures[i] is not None and signatures[i] == signatures[i - 1]:
+            runs[-1].append(uri)
+        else:
+            runs.append([uri])
+    return runs
