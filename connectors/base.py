@@ -63,7 +63,8 @@ class CostConnector(Connector, Protocol):
     """What ingest asks of a billing connector: `deliveries` and `read`, and three optional
     hooks whose defaults below are what a connector without them gets (`cost_connector`)."""
 
-    # `read` gives one relation per file, in the delivery's order: a source's new loose files
+    # `read` gives one relation per file, in the delivery's order, or one over consecutive files
+    # whose rows say their file (service.core.file_parts.FilesPart): a source's new loose files
     # are then committed in one pass, staging telling which file held which periods
     # (service.ingest.periods). False (the default): each new file is first read for its periods.
     parts_are_files: ClassVar[bool] = False

@@ -1,7 +1,8 @@
 """Staging one cost delivery: its rows go to Parquet files under a staging directory, one
 per billing period, before the lake moves them into place (service.core.lake).
 
-A delivery comes as parts (a connector's relation per file, or one relation). The parts
+A delivery comes as parts (a connector's relation per file, one over several files whose
+rows say their file: file_parts.FilesPart, or one relation). The parts
 are streamed one after another as Arrow batches of BATCH_ROWS rows, and each batch is
 appended to its period's file (in row groups of ROW_GROUP_ROWS) on a writer thread while
 the next batch is read: memory holds about two batches in flight and one row group per
