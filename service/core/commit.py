@@ -26,7 +26,7 @@ import duckdb
 
 from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
-from service.core.files import DATA_FILE, check_partition_value, fsync_path, install
+from service.core.files import DATA_FILE, check_partition_value, files_named, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.schema import COST_COLUMNS, INVENTORY_TABLES, MONEY
 from service.core.snapshot_ledger import recording
@@ -94,20 +94,20 @@ def stage_costs(
         stage.mkdir(parents=True)
         parts = [relation] if isinstance(relation, duckdb.DuckDBPyRelation) else list(relation)
         if not parts:
-            raise DataError("the delivery has no data files", where=", ".join(files) or source)
+            raise DataError("the delivery has no data files", where=files_named(files, source))
         result = stage_parts(con, parts, stage)
         staged = result.files
         if result.repeats is not None:
             if strict:
-                raise DataError(str(result.repeats), where=", ".join(files) or source,
+                raise DataError(str(result.repeats), where=files_named(files, source),
                                 hint="re-export the period, or ingest without --strict to keep the rows as they are")
-            warn(f"{', '.join(files) or source}: {result.repeats}; the rows are kept and summed "
+            warn(f"{files_named(files, source)}: {result.repeats}; the rows are kept and summed "
                  "(`spendlake ingest --strict` fails such a delivery)")
         if periods is not None:
             extra = set(staged) - set(periods)
             if extra:
                 raise DataError(f"rows of billing period(s) {sorted(extra)} in a delivery for {sorted(periods)}",
-                                where=", ".join(files) or source, hint="check the export's BillingPeriodStart")
+                                where=files_named(files, source), hint="check the export's BillingPeriodStart")
             for period in set(periods) - set(staged):
                 empty = stage / f"billing_period={period}" / DATA_FILE
                 empty.parent.mkdir(parents=True)
@@ -121,7 +121,7 @@ def stage_costs(
     except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
         if isinstance(exc, duckdb.Error):
-            raise duckdb_error(exc, "could not read the delivery", where=", ".join(files) or source) from None
+            raise duckdb_error(exc, "could not read the delivery", where=files_named(files, source)) from None
         if isinstance(exc, OSError):
             raise os_error(exc, str(lake.root)) from None
         raise
@@ -184,7 +184,7 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
     try:
         rows = con.execute(ENTRY_FIGURES, [str(path)]).fetchall()
     except duckdb.OutOfRangeException:
-        raise sum_overflow(con, path, period, ", ".join(files) or source) from None
+        raise sum_overflow(con, path, period, files_named(files, source)) from None
     rounding = rounding or {}
     totals = tuple(CurrencyTotals(cur, int(n), billed, effective,
                                   tuple(sorted((column, value) for (currency, column), value in rounding.items()

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from service.core.errors import DataError
@@ -15,6 +16,14 @@ DATA_FILE = "data.parquet"  # a partition's one file (service/core/lake.py)
 # Folders whose files no source reads: hidden (`.x`), or a job's output still being written
 # (Spark's `_temporary/`), as Arrow and Spark leave them: read, their rows count twice.
 HIDDEN_FOLDER_PREFIXES = (".", "_")
+
+
+def files_named(files: Sequence[str], otherwise: str, shown: int = 5) -> str:
+    """A delivery's files as an error's `where`: each of a few; the first few and how many more
+    of many (an export partitioned by hour has hundreds, and the error's own text names the file)."""
+    if len(files) <= shown:
+        return ", ".join(files) or otherwise
+    return f"{', '.join(files[:shown])} and {len(files) - shown:,} more files"
 
 
 def hidden_folder(name: str) -> bool:

@@ -22,6 +22,7 @@ from service.core.claims import CONFIG_KEY
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
+from service.core.files import files_named
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
@@ -56,7 +57,7 @@ class DeliveryOutcome:
         if self.status == "skipped":
             return [f"{self.source} {self.delivery.files[0]}: skipped, {self.note}"]
         if self.status == "empty" or (self.status == "committed" and not self.entries):
-            return [f"{self.source} {', '.join(self.delivery.files)}: 0 rows"]
+            return [f"{self.source} {files_named(self.delivery.files, '')}: 0 rows"]
         if self.status == "committed":
             return [
                 f"{self.source} {e.billing_period}: committed {e.rows} rows "
@@ -247,7 +248,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
         return _skipped(source, other)
     except (SpendlakeError, OSError, duckdb.Error) as exc:
         # a file rewritten under the read fails it in any way: say that, not what it broke
-        error = _changed_while_read(versions) or _as_error(exc, ", ".join(delivery.files) or source.location)
+        error = _changed_while_read(versions) or _as_error(exc, files_named(delivery.files, source.location))
         log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
