@@ -1,6 +1,10 @@
 """Prometheus's HTTP API `query_range`, through connectors/http_json.py (retries, errors that
 name the URL). A long range is asked for in pieces of at most MAX_POINTS steps (Prometheus
 refuses more than 11,000 points per series) and the pieces' samples are joined per series.
+A piece over the server's `--query.max-samples` is asked for again in halves. An answer with
+`warnings` (a partial response: a Thanos store or a remote-read endpoint that did not answer)
+fails the query: a pod left out would put its GPUs' cost on idle without a word; Thanos is
+asked not to answer partially at all (`partial_response=false`; Prometheus ignores it).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from connectors.http_json import get_json
 from service.core.errors import SourceError
 
 MAX_POINTS = 10_000
+# what Prometheus (errTooManySamples) and Thanos/Mimir say of a query over their sample limit
+TOO_MANY_SAMPLES = ("too many samples", "maximum number of samples")
 
 Series = dict[str, Any]  # {"metric": {label: value}, "values": [(unix seconds, float), ...]}
 
@@ -22,15 +28,28 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
     """Every series of `query` evaluated at start, start + step, ... <= end (UTC)."""
     url = f"{base_url.rstrip('/')}/api/v1/query_range"
     merged: dict[tuple[tuple[str, str], ...], Series] = {}
-    piece = timedelta(seconds=step_seconds * MAX_POINTS)
+    steps = MAX_POINTS
     first = start
     while first <= end:
-        last = min(first + piece, end)
-        body = get_json(url, params={"query": query, "start": _unix(first), "end": _unix(last),
-                                     "step": step_seconds}, timeout=timeout, attempts=attempts, hint=hint)
+        last = min(first + timedelta(seconds=step_seconds * steps), end)
+        try:
+            body = get_json(url, params={"query": query, "start": _unix(first), "end": _unix(last),
+                                         "step": step_seconds, "partial_response": "false"},
+                            timeout=timeout, attempts=attempts, hint=hint)
+        except SourceError as exc:
+            if last > first and any(words in exc.message for words in TOO_MANY_SAMPLES):
+                steps //= 2  # the same piece again in halves, until one step
+                continue
+            if any(words in exc.message for words in TOO_MANY_SAMPLES):
+                exc.hint = ("raise Prometheus's --query.max-samples, or read fewer pods at once "
+                            "(namespaces, a larger step_seconds)")
+            raise
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else body
             raise SourceError(f"query failed: {error}", where=url, hint=hint)
+        if body.get("warnings"):
+            raise SourceError(f"the answer may be partial: {'; '.join(map(str, body['warnings']))[:300]}",
+                              where=url, hint="ask again once every store behind this Prometheus answers")
         for series in body.get("data", {}).get("result", []):
             key = tuple(sorted(series.get("metric", {}).items()))
             held = merged.setdefault(key, {"metric": series.get("metric", {}), "values": []})

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,9 +21,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def backfilled_prometheus(base: Path, openmetrics: str) -> Iterator[str]:
+def backfilled_prometheus(base: Path, openmetrics: str, flags: Sequence[str] = ()) -> Iterator[str]:
     """The URL of a Prometheus on 127.0.0.1 holding `openmetrics` (samples older than two
-    hours: promtool writes them as blocks); stopped on exit."""
+    hours: promtool writes them as blocks), started with `flags` too; stopped on exit."""
     server, promtool = require_binary("prometheus"), require_binary("promtool")
     (base / "series.om").write_text(openmetrics)
     (base / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\n")
@@ -34,7 +34,7 @@ def backfilled_prometheus(base: Path, openmetrics: str) -> Iterator[str]:
     log = open(base / "prometheus.log", "wb")
     process = subprocess.Popen([server, f"--config.file={base / 'prometheus.yml'}",
                                 f"--storage.tsdb.path={base / 'data'}", "--storage.tsdb.retention.time=100y",
-                                f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+                                f"--web.listen-address=127.0.0.1:{port}", *flags], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -265,3 +265,59 @@ def test_one_prometheus_over_many_clusters_keeps_them_apart():
     rows = sorted(table.rows(("run",)), key=lambda r: r["record_id"])
     assert [(r["record_id"], r["cluster"], r["state"], r["gpus"], r["nodes"]) for r in rows] == [
         ("east/u1", "east", "CANCELLED", 1.0, ["n1"]), ("west/u1", "west", "RUNNING", 1 / 7, ["n9"])]
+
+
+@pytest.mark.binary
+def test_a_prometheus_with_a_low_max_samples_is_asked_in_smaller_pieces(tmp_path, prometheus):
+    """--query.max-samples=2000: the 8 hours at one-minute steps of the phases (5 series a pod)
+    is over it; the halves of halves are not, and give the rows the whole range gives."""
+    assert snapshot(tmp_path / "whole", prometheus_url=prometheus, lookback_hours=8).error is None
+    with backfilled_prometheus(tmp_path, openmetrics(), ["--query.max-samples=2000"]) as url:
+        outcome = snapshot(tmp_path / "pieces", prometheus_url=url, lookback_hours=8)
+    assert outcome.error is None, outcome.error
+    columns = "record_id, state, submit_time, start_time, end_time, gpus, nodes, instance_ids, labels, gpu_util_hourly"
+    assert jobs(tmp_path / "pieces", columns) == jobs(tmp_path / "whole", columns)
+
+
+@pytest.mark.binary
+def test_a_query_over_max_samples_even_for_one_step_fails_saying_so(tmp_path):
+    with backfilled_prometheus(tmp_path, openmetrics(), ["--query.max-samples=1"]) as url:
+        outcome = snapshot(tmp_path, prometheus_url=url, lookback_hours=8)
+    assert "too many samples" in str(outcome.error) and "raise Prometheus's --query.max-samples" in str(outcome.error)
+    assert not list((tmp_path / "lake").glob("jobs/*/*/*.parquet"))
+
+
+def test_an_answer_with_warnings_is_partial_and_exits_3(tmp_path):
+    """Thanos (a store down) and Prometheus (a remote-read endpoint down) answer `success` with
+    `warnings` and without that store's series: pods left out would put their cost on idle."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlsplit
+
+    asked: list[dict] = []
+
+    class PartialThanos(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            asked.append(parse_qs(urlsplit(self.path).query))
+            series = {"metric": {}, "values": [[NOW.timestamp() - 60, str(NOW.timestamp() - 60)]]}
+            body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [series]},
+                               "warnings": ["No StoreAPIs matched for this query"]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), PartialThanos)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = inventory_cli(tmp_path, f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 3, result.output
+    assert "the answer may be partial: No StoreAPIs matched for this query" in result.output
+    assert asked[0]["partial_response"] == ["false"]
+    assert not list((tmp_path / "lake").glob("jobs/*/*/*.parquet"))
