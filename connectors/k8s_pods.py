@@ -2,7 +2,8 @@
 series) through Prometheus `query_range` over the last `lookback_hours` → `jobs`, one row per
 pod; how series become rows: connectors/k8s_pod_records.py.
 
-Series read (each limited to pods with a GPU or MIG request, `namespaces` if set):
+Series read (each limited to pods with a GPU or MIG request, `namespaces` if set; a series that
+several kube-state-metrics replicas report counts once):
 kube_pod_container_resource_requests and kube_pod_init_container_resource_requests
 (resource nvidia_com_gpu or nvidia_com_mig_*), kube_pod_info (node, owner, priority class; its
 scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
@@ -81,8 +82,9 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             raise SourceError(f"no kube-state-metrics series (kube_pod_info) from {start:%Y-%m-%d %H:%M} to "
                               f"{end:%Y-%m-%d %H:%M} UTC", where=c.prometheus_url,
                               hint="check that this Prometheus scrapes kube-state-metrics, or widen lookback_hours")
-        table.add_requests(ask(f'sum by ({by}, resource) (kube_pod_container_resource_requests'
-                               f'{{resource=~"{GPU_RESOURCES}"{where}}})'))
+        # max by container first: two kube-state-metrics replicas (HA, a rollout) report each pod twice
+        table.add_requests(ask(f'sum by ({by}, resource) (max by ({by}, container, resource) '
+                               f'(kube_pod_container_resource_requests{{resource=~"{GPU_RESOURCES}"{where}}}))'))
         table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
                                f'{{resource=~"{GPU_RESOURCES}"{where}}})'), init=True)
         if not table.pods:
@@ -101,7 +103,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         table.add_reasons(ask(of_gpu_pods(f"max by ({by}, reason) (kube_pod_status_reason{{{inner}}} == 1)")))
         table.add_oom(ask(of_gpu_pods(f'max by ({by}) (kube_pod_container_status_terminated_reason'
                                       f'{{reason="OOMKilled"{where}}} == 1)')))
-        table.add_restarts(ask(of_gpu_pods(f"sum by ({by}) (kube_pod_container_status_restarts_total{{{inner}}})")))
+        table.add_restarts(ask(of_gpu_pods(f"sum by ({by}) (max by ({by}, container) "
+                                           f"(kube_pod_container_status_restarts_total{{{inner}}}))")))
         node_by = ", ".join(["node", "provider_id", *([c.cluster_label] if c.cluster_label else [])])
         table.add_nodes(ask(f"max by ({node_by}) (kube_node_info)"))
         if c.dcgm_metrics:

@@ -267,6 +267,31 @@ def test_one_prometheus_over_many_clusters_keeps_them_apart():
         ("east/u1", "east", "CANCELLED", 1.0, ["n1"]), ("west/u1", "west", "RUNNING", 1 / 7, ["n9"])]
 
 
+
+def two_replicas(text: str) -> str:
+    """Every kube-state-metrics sample as a Prometheus scraping two replicas (HA, or the old and
+    new pod of a rollout) stores it: twice, told apart by `instance`."""
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("kube_"):
+            name, rest = line.split("{", 1)
+            lines += [f'{name}{{instance="10.0.0.{n}:8080",job="kube-state-metrics",{rest}' for n in (1, 2)]
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.binary
+def test_two_kube_state_metrics_replicas_count_each_pod_once(tmp_path, prometheus):
+    """A pod's requests and restarts are summed over its containers, not over the replicas
+    that report them: 8 GPUs stay 8, 2 restarts stay 2."""
+    assert snapshot(tmp_path / "one", prometheus_url=prometheus, lookback_hours=8).error is None
+    with backfilled_prometheus(tmp_path, two_replicas(openmetrics())) as url:
+        outcome = snapshot(tmp_path / "two", prometheus_url=url, lookback_hours=8)
+    assert outcome.error is None, outcome.error
+    columns = "record_id, run_id, state, submit_time, start_time, end_time, gpus, nodes, instance_ids, restarts, labels"
+    assert jobs(tmp_path / "two", columns) == jobs(tmp_path / "one", columns)
+
 @pytest.mark.binary
 def test_a_prometheus_with_a_low_max_samples_is_asked_in_smaller_pieces(tmp_path, prometheus):
     """--query.max-samples=2000: the 8 hours at one-minute steps of the phases (5 series a pod)
