@@ -6,8 +6,8 @@ StatefulSet's) is a new record.
   as its share of a GPU; an init container asking for more than the containers together
   sets the pod's figure (the pod holds the larger of the two);
 - start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that
-  saw the pod Succeeded or Failed, else, for a pod that vanished while kube-state-metrics went
-  on reporting (deleted), the last scrape that listed it; NULL while it runs;
+  saw the pod Succeeded or Failed, else, for a pod that vanished for UNLISTED_SECONDS while
+  kube-state-metrics went on reporting (deleted), the last scrape that listed it; NULL while it runs;
 - state: Succeeded → COMPLETED; Failed → OUT_OF_MEMORY (a container OOMKilled), PREEMPTED
   (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
   RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
@@ -32,6 +32,10 @@ from connectors.prometheus_api import Series
 TERMINAL = {"Succeeded", "Failed"}
 FAILED_BECAUSE = {"Evicted": "PREEMPTED", "NodeLost": "NODE_FAIL", "Shutdown": "NODE_FAIL"}
 _INSTANCE = re.compile(r"/(i-[0-9a-f]{8,17})$")
+# A pod unlisted this long while kube-state-metrics reported others was deleted. Not 0: the
+# shards of a sharded kube-state-metrics are scraped at different moments of an interval, so
+# a shard's pods are always a little older than the newest scrape (Prometheus's staleness: 5m).
+UNLISTED_SECONDS = 300
 
 PodKey = tuple[str, str, str, str]  # cluster, namespace, pod, uid
 
@@ -187,7 +191,7 @@ class PodTable:
             failed = next((FAILED_BECAUSE[r] for r in sorted(pod.reasons) if r in FAILED_BECAUSE), "FAILED")
             return ("OUT_OF_MEMORY" if pod.oom else failed), end
         reported = self.reported.get(pod.key[0])
-        gone = pod.last_seen is not None and reported is not None and pod.last_seen < reported
+        gone = pod.last_seen is not None and reported is not None and pod.last_seen < reported - UNLISTED_SECONDS
         if gone:  # deleted before it ended; kube-state-metrics went on reporting the others
             return ("UNKNOWN" if phase == "Unknown" else "CANCELLED"), pod.last_seen
         return {"Running": "RUNNING", "Pending": "PENDING"}.get(phase or "", "UNKNOWN"), None

@@ -260,7 +260,7 @@ def test_one_prometheus_over_many_clusters_keeps_them_apart():
                         series("west", [1], resource="nvidia_com_mig_1g_10gb")])
     table.add_info([series("east", [100, 160], node="n1"), series("west", [100, 160], node="n9")])
     table.add_phases([series("east", [100, 160], phase="Running"), series("west", [100, 160], phase="Running")])
-    table.add_reported([{"metric": {"k8s_cluster": "east"}, "values": [(220, 220)]},
+    table.add_reported([{"metric": {"k8s_cluster": "east"}, "values": [(760, 760)]},
                         {"metric": {"k8s_cluster": "west"}, "values": [(160, 160)]}])
     rows = sorted(table.rows(("run",)), key=lambda r: r["record_id"])
     assert [(r["record_id"], r["cluster"], r["state"], r["gpus"], r["nodes"]) for r in rows] == [
@@ -346,3 +346,23 @@ def test_an_answer_with_warnings_is_partial_and_exits_3(tmp_path):
     assert "the answer may be partial: No StoreAPIs matched for this query" in result.output
     assert asked[0]["partial_response"] == ["false"]
     assert not list((tmp_path / "lake").glob("jobs/*/*/*.parquet"))
+
+
+def test_the_pods_of_a_kube_state_metrics_shard_scraped_earlier_are_not_deleted():
+    """Sharded kube-state-metrics: each shard is its own target, scraped at its own moment of the
+    interval; the pods of the shard scraped 40 s before the other run on (they were read as
+    deleted at their last scrape). A pod unlisted for more than 5 minutes was deleted."""
+    from connectors.k8s_pod_records import PodTable
+
+    def series(pod: str, times: list[float], **labels: str) -> dict:
+        return {"metric": {"namespace": "train", "pod": pod, "uid": pod, **labels}, "values": [(t, t) for t in times]}
+
+    table = PodTable(None, "p5")
+    scrapes = {"a-0": [1000 + 60 * k for k in range(10)], "b-0": [1040 + 60 * k for k in range(10)],
+               "gone": [1000 + 60 * k for k in range(4)]}  # shard A, shard B; a pod unlisted for the last 400 s
+    table.add_requests([series(pod, times[-1:], resource="nvidia_com_gpu") for pod, times in scrapes.items()])
+    table.add_info([series(pod, times, node="n1") for pod, times in scrapes.items()])
+    table.add_phases([series(pod, times, phase="Running") for pod, times in scrapes.items()])
+    table.add_reported([{"metric": {}, "values": [(1580, 1580)]}])
+    assert sorted((r["name"], r["state"], r["end_time"]) for r in table.rows(())) == [
+        ("a-0", "RUNNING", None), ("b-0", "RUNNING", None), ("gone", "CANCELLED", datetime(1970, 1, 1, 0, 19, 40))]
