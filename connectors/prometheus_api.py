@@ -19,6 +19,7 @@ from service.core.errors import SourceError
 MAX_POINTS = 10_000
 # what Prometheus (errTooManySamples) and Thanos/Mimir say of a query over their sample limit
 TOO_MANY_SAMPLES = ("too many samples", "maximum number of samples")
+NOT_PARTIAL = "PromQL info:"  # Prometheus 2.50-2.55 put its notes on a query among the warnings
 
 Series = dict[str, Any]  # {"metric": {label: value}, "values": [(unix seconds, float), ...]}
 
@@ -47,8 +48,9 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else body
             raise SourceError(f"query failed: {error}", where=url, hint=hint)
-        if body.get("warnings"):
-            raise SourceError(f"the answer may be partial: {'; '.join(map(str, body['warnings']))[:300]}",
+        warnings = [str(w) for w in body.get("warnings") or () if not str(w).startswith(NOT_PARTIAL)]
+        if warnings:
+            raise SourceError(f"the answer may be partial: {'; '.join(warnings)[:300]}",
                               where=url, hint="ask again once every store behind this Prometheus answers")
         for series in body.get("data", {}).get("result", []):
             key = tuple(sorted(series.get("metric", {}).items()))
