@@ -7,7 +7,8 @@ Three origins (exactly one per source):
   (DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE, then DCGM_FI_DEV_GPU_UTIL); each
   instance keeps the first metric that has data for it, recorded in `metric`. Ratios (0-1)
   become percentages. The instance id comes from `instance_label` (e.g. a relabelled
-  `instance_id` carrying the EC2 instance id, as in the bill's ResourceId);
+  `instance_id` carrying the EC2 instance id, as in the bill's ResourceId); asked through
+  connectors/prometheus_api.py as k8s-pods asks (an answer with warnings, partial, fails);
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
   agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
   `InstanceId` dimension, per region; the `index` dimension is the GPU;
@@ -19,11 +20,7 @@ each day of data replaces the partition `day=YYYY-MM-DD`.
 
 from __future__ import annotations
 
-import json
 import math
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -35,6 +32,7 @@ from pydantic import Field, model_validator
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
+from connectors.prometheus_api import query_range
 from service.core.config import InventorySource
 from service.core.config_base import exactly_one
 from service.core.errors import SourceError
@@ -139,26 +137,8 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
         return rows
 
     def _query_range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        params = urllib.parse.urlencode({
-            "query": query, "start": start.replace(tzinfo=timezone.utc).timestamp(),
-            "end": end.replace(tzinfo=timezone.utc).timestamp(), "step": 3600})
-        url = f"{self.config.prometheus_url.rstrip('/')}/api/v1/query_range"
-        try:
-            with urllib.request.urlopen(f"{url}?{params}", timeout=self.config.timeout_seconds) as response:
-                body = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:300]
-            raise SourceError(f"Prometheus answered HTTP {exc.code}: {detail}", where=url,
-                              hint=f"check {self.config_path}.prometheus_url and the query") from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise SourceError(f"cannot reach Prometheus: {reason}", where=url,
-                              hint=f"check {self.config_path}.prometheus_url, or raise timeout_seconds") from None
-        except ValueError as exc:
-            raise SourceError(f"Prometheus returned something that is not JSON: {exc}", where=url) from None
-        if body.get("status") != "success":
-            raise SourceError(f"query failed: {body.get('errorType')}: {body.get('error')}", where=url)
-        return body.get("data", {}).get("result", [])
+        return query_range(self.config.prometheus_url, query, start, end, 3600, timeout=self.config.timeout_seconds,
+                           attempts=1, hint=f"check {self.config_path}.prometheus_url and the query")
 
     # ---- CloudWatch ---------------------------------------------------------------------------
 

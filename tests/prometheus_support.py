@@ -3,13 +3,17 @@ create-blocks-from openmetrics`, for connector tests (gpu-metrics, k8s-pods)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from conftest import require_binary, stop
 
@@ -51,3 +55,29 @@ def backfilled_prometheus(base: Path, openmetrics: str, flags: Sequence[str] = (
     finally:
         stop(process, timeout=10)
         log.close()
+
+
+@contextmanager
+def answering_prometheus(answer: dict, asked: list[dict]) -> Iterator[str]:
+    """The URL of a stand-in Prometheus giving `answer` to every request (what a real one cannot
+    be made to say on cue: Thanos's partial responses); each request's parameters go to `asked`."""
+
+    class Answering(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            asked.append(parse_qs(urlsplit(self.path).query))
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()

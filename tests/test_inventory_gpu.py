@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from prometheus_support import backfilled_prometheus, free_port
+from prometheus_support import answering_prometheus, backfilled_prometheus, free_port
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
@@ -109,7 +109,19 @@ def test_prometheus_wrong_instance_label_says_which_label_to_set(tmp_path, prome
 def test_prometheus_unreachable_names_the_url(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     outcome = run(tmp_path, DAY0, prometheus_url=url, timeout_seconds=2)
-    assert f"{url}/api/v1/query_range" in str(outcome.error) and "cannot reach Prometheus" in str(outcome.error)
+    assert f"{url}/api/v1/query_range: cannot reach it" in str(outcome.error)
+
+
+def test_prometheus_answering_with_warnings_is_partial_and_fails(tmp_path):
+    """A Thanos with a store down answers `success` with `warnings` and without that store's
+    series: instances missing from a day's GPU use would read as never used."""
+    series = {"metric": {"instance_id": "i-0aaa", "gpu": "0"}, "values": [[DAY0.timestamp(), "0.5"]]}
+    answer = {"status": "success", "data": {"resultType": "matrix", "result": [series]},
+              "warnings": ["No StoreAPIs matched for this query"]}
+    with answering_prometheus(answer, []) as url:
+        outcome = run(tmp_path, DAY0 + timedelta(hours=5), prometheus_url=url)
+    assert "the answer may be partial: No StoreAPIs matched for this query" in str(outcome.error)
+    assert not (tmp_path / "lake" / "gpu_utilization").exists()
 
 
 @mock_aws

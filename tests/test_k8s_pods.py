@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from prometheus_support import backfilled_prometheus, free_port
+from prometheus_support import answering_prometheus, backfilled_prometheus, free_port
 
 from service.cli.main import cli
 from service.core.config import parse_config
@@ -318,33 +318,11 @@ def test_an_answer_with_warnings_is_partial_and_exits_3(tmp_path, warning, code)
     """Thanos (a store down) and Prometheus (a remote-read endpoint down) answer `success` with
     `warnings` and without that store's series: pods left out would put their cost on idle.
     Prometheus 2.5x's notes on a query (`PromQL info:`) among them are no such thing."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import parse_qs, urlsplit
-
     asked: list[dict] = []
-
-    class PartialThanos(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
-            asked.append(parse_qs(urlsplit(self.path).query))
-            series = {"metric": {}, "values": [[NOW.timestamp() - 60, str(NOW.timestamp() - 60)]]}
-            body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [series]},
-                               "warnings": [warning]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), PartialThanos)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        result = inventory_cli(tmp_path, f"http://127.0.0.1:{server.server_port}")
-    finally:
-        server.shutdown()
-        server.server_close()
+    series = {"metric": {}, "values": [[NOW.timestamp() - 60, str(NOW.timestamp() - 60)]]}
+    answer = {"status": "success", "data": {"resultType": "matrix", "result": [series]}, "warnings": [warning]}
+    with answering_prometheus(answer, asked) as url:
+        result = inventory_cli(tmp_path, url)
     assert result.exit_code == code, result.output
     assert asked[0]["partial_response"] == ["false"]
     if code:
