@@ -38,13 +38,13 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
                                          "step": step_seconds, "partial_response": "false"},
                             timeout=timeout, attempts=attempts, hint=hint)
         except SourceError as exc:
-            if last > first and any(words in exc.message for words in TOO_MANY_SAMPLES):
-                steps //= 2  # the same piece again in halves, until one step
-                continue
-            if any(words in exc.message for words in TOO_MANY_SAMPLES):
-                exc.hint = ("raise Prometheus's --query.max-samples, or read fewer pods at once "
-                            "(namespaces, a larger step_seconds)")
-            raise
+            if not any(words in exc.message for words in TOO_MANY_SAMPLES):
+                raise
+            if last == first:
+                exc.hint = "one step of this query is over it: raise Prometheus's --query.max-samples"
+                raise
+            steps //= 2  # the same piece again in halves, until one step
+            continue
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else body
             raise SourceError(f"query failed: {error}", where=url, hint=hint)
