@@ -14,6 +14,7 @@ from service.attribution.jobs import basis_of, jobs_basis
 from service.attribution.spark.lake import SparkLake
 from service.attribution.spark.session import spark_session
 from service.core.config import EngineConfig
+from service.core.errors import DataError
 from service.core.snapshot_ledger import RECORDS, record_file
 from tests.test_inventory_integrity import lake, snapshot  # noqa: F401 (fixture)
 from tests.test_snapshot_digest import hashed_basis
@@ -42,9 +43,15 @@ def test_spark_takes_the_recorded_digest_without_hashing_the_snapshot(lake, spar
 def test_spark_hashes_a_snapshot_without_a_usable_record(lake, spark, record):
     config, lake = lake
     expected = hashed_basis(lake)
+    files = SparkLake(spark, str(lake.root)).table_files("jobs")  # listed while whole
     if record is None:
         shutil.rmtree(lake.root / RECORDS)
     else:
         record_file(lake.root, snapshot(lake)).write_text(record)
     spark_lake = SparkLake(spark, str(lake.root))
-    assert spark_lake.jobs_basis(spark_lake.table_files("jobs")) == expected
+    assert spark_lake.jobs_basis(files) == expected
+    if record is not None and record.startswith("{"):  # a record of another file: a read names it altered
+        with pytest.raises(DataError, match="is altered"):
+            spark_lake.table_files("jobs")
+    else:
+        assert spark_lake.table_files("jobs") == files

@@ -59,7 +59,7 @@ class SnapshotCheck:
     table: str
     source: str
     partition: str  # `<key>=<value>`
-    path: Path
+    path: Path | str  # a URL when Spark read it
     state: str  # ok | missing | truncated | altered | unrecorded (written before records existed)
     detail: str = ""
 
@@ -125,21 +125,36 @@ def _forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
 def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> SnapshotCheck:
     """Size and footer rows against the record (and with `deep`, the SHA-256); a record
     rewritten while it was read (a commit passing by) is read again."""
-    source, partition = path.parent.parent.name.split("=", 1)[1], path.parent.name
-    table = path.parent.parent.parent.name
-    state, detail = _settled(lake, path, lambda record: _compare(path, record, deep), lambda found: found[0] == "ok")
-    return SnapshotCheck(table, source, partition, path, state, detail)
+    return check_file(path, lambda: _read_record(record_file(lake.root, path)), lambda: _size(path),
+                      lambda: getattr(read_footer(path), "rows", None), (lambda: sha256_file(path)) if deep else None)
 
 
-def _settled(lake: SnapshotLake, path: Path, judge: Callable[[dict | None], object],
+def check_file(path: Path | str, read_record: Callable[[], dict | None], size: Callable[[], int | None],
+               rows: Callable[[], int | None], sha256: Callable[[], str] | None = None) -> SnapshotCheck:
+    """The snapshot file at `path` (`<table>/source=<s>/<key>=<v>/data.parquet`, a URL on
+    Spark) judged against its record by what the reader sees of it: `size()` (None: absent),
+    footer `rows()` (None: no readable footer) and, for a deep check, `sha256()`."""
+    table, source, partition = str(path).rsplit("/", 4)[-4:-1]
+    state, detail = _settled(read_record, lambda record: judge(record, size(), rows, sha256),
+                             lambda found: found[0] == "ok")
+    return SnapshotCheck(table, source.split("=", 1)[1], partition, path, state, detail)
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
+
+
+def _settled(read_record: Callable[[], dict | None], judge: Callable[[dict | None], object],
              final: Callable[[object], bool]):
-    """`judge(record)` of `path`'s record, taken again while the record changes under it (a
-    commit passing by) unless `final` accepts the answer."""
-    record_path = record_file(lake.root, path)
+    """`judge(record)` of a snapshot's record, taken again while the record changes under it
+    (a commit passing by) unless `final` accepts the answer."""
     for _ in range(50):
-        record = _read_record(record_path)
+        record = read_record()
         found = judge(record)
-        if final(found) or _read_record(record_path) == record:
+        if final(found) or read_record() == record:
             break
         time.sleep(0.02)  # a commit is passing by: look again once it moved its file
     return found
@@ -150,7 +165,8 @@ def snapshot_digest(lake: SnapshotLake, path: Path) -> str:
     size and footer rows (what every read checks; `spendlake verify` re-hashes), so a query
     versioning its rollups reads no snapshot's bytes; hashed when there is no such record
     (written before records existed, unreadable, or not telling which of two files it is)."""
-    digest = _settled(lake, path, lambda record: _recorded_digest(path, record), lambda found: found is None)
+    digest = _settled(lambda: _read_record(record_file(lake.root, path)), lambda record: _recorded_digest(path, record),
+                      lambda found: found is None)
     return digest or sha256_file(path)
 
 
@@ -173,27 +189,28 @@ def recorded_digest(record: dict | None, size: int, rows: Callable[[], int | Non
     return digest if isinstance(digest, str) and SHA256_HEX.fullmatch(digest) else None
 
 
-def _compare(path: Path, record: dict | None, deep: bool) -> tuple[str, str]:
-    exists = path.exists()
-    if not record and exists:
+def judge(record: dict | None, size: int | None, rows: Callable[[], int | None],
+          sha256: Callable[[], str] | None = None) -> tuple[str, str]:
+    """(state, detail) of a snapshot file of `size` bytes (None: absent) against its record:
+    the footer's `rows()` read when a size matches, `sha256()` (a deep check) when they do."""
+    if not record and size is not None:
         return "unrecorded", ("its record is unreadable" if record == {} else "written before snapshots were "
                               "recorded") + "; the next `inventory` records it"
     if not record:
         return "missing", ""
     described = [d for d in (record, record.get("previous")) if d]
-    if not exists:
+    if size is None:
         return "missing", f"the record holds {record.get('rows') or 0:,} rows"
-    size = path.stat().st_size
     same_size = [d for d in described if d.get("size") == size]
     if not same_size:
         return ("truncated" if size < (record.get("size") or 0) else "altered",
                 f"{size:,} bytes, the record says {record.get('size') or 0:,}")
-    footer = read_footer(path)
-    if footer is None:
+    count = rows()
+    if count is None:
         return "truncated", "no readable Parquet footer"
-    if not any(d.get("rows") == footer.rows for d in same_size):
-        return "altered", f"{footer.rows:,} rows, the record says {record.get('rows') or 0:,}"
-    if deep and sha256_file(path) not in {d.get("sha256") for d in same_size}:
+    if not any(d.get("rows") == count for d in same_size):
+        return "altered", f"{count:,} rows, the record says {record.get('rows') or 0:,}"
+    if sha256 is not None and sha256() not in {d.get("sha256") for d in same_size}:
         return "altered", "its SHA-256 differs from the one recorded when it was written"
     return "ok", ""
 
@@ -237,7 +254,13 @@ def table_files(lake: SnapshotLake, table: str) -> list[str]:
     snapshot checked against its record; a damaged one is a DataError naming it and the fix."""
     if table not in INVENTORY_TABLES:
         return [str(f) for f in sorted(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))]
-    checks = sound(lake, snapshot_checks(lake, [table]))
+    return sound_files(lake, snapshot_checks(lake, [table]))
+
+
+def sound_files(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list:
+    """The paths of `checks`, each whole by its record and the last verify; else the DataError
+    naming the damaged ones and the fix (the DuckDB and the Spark reads answer alike)."""
+    checks = sound(lake, checks)
     bad = [c for c in checks if not c.ok]
     if bad:
         raise snapshot_error(bad)

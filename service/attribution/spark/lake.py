@@ -3,9 +3,9 @@ local path, `s3a://bucket/prefix` (hadoop-aws on Spark's classpath) and `hdfs://
 one code path, seen with the endpoint and credentials Spark's executors use.
 
 Read-only: nothing here writes. It finds what service/attribution/spark/session.py needs — the
-cost partitions, the delivery ledger, the latest inventory tag snapshots, the job snapshots'
-digests (their records') and the rollup files already written — and turns a Java failure into an error that names the lake and
-says what to do.
+cost partitions, the delivery ledger, the inventory snapshots (each checked against its record
+as the DuckDB read checks it), their digests and the rollup files already written — and turns
+a Java failure into an error that names the lake and says what to do.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from service.core.files import check_partition_value
 from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
-from service.core.snapshot_ledger import RECORDS, recorded_digest
+from service.core.schema import INVENTORY_TABLES
+from service.core.snapshot_ledger import RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
 
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 IAM_HINT = "the lake needs s3:ListBucket on its bucket and s3:GetObject on its objects (deploy/iam/spendlake-spark-lake.json)"
@@ -44,6 +45,7 @@ class SparkLake:
         self._fs = self._java(lambda: root.getFileSystem(spark._jsc.hadoopConfiguration()))
         self.root = self._fs.makeQualified(root)
         self._sizes: dict[str, int] = {}  # URL → size of the snapshot files `table_files` listed
+        self._rows: dict[tuple[str, int], int | None] = {}  # (URL, size) → its footer's row count
 
     # ---- where things are ---------------------------------------------------------------
 
@@ -77,10 +79,10 @@ class SparkLake:
 
     def ledger(self) -> dict[tuple[str, str], LedgerEntry]:
         path = self._path(self.root, LEDGER_FILE)
-        if not self._java(lambda: self._fs.exists(path)):
+        text = self._bytes(path)
+        if text is None:
             return {}
-        text = bytes(self._with_stream(path, self._jvm.org.apache.commons.io.IOUtils.toByteArray)).decode("utf-8")
-        return {(e.source, e.billing_period): e for e in parse_ledger(text, path.toString())}
+        return {(e.source, e.billing_period): e for e in parse_ledger(text.decode("utf-8"), path.toString())}
 
     def inventory_latest(self, tag_files: list[str]) -> dict[str, str]:
         """As rollup.inventory_latest, for the `resource_tags` files (`table_files`)."""
@@ -96,10 +98,50 @@ class SparkLake:
             stamps.setdefault(source, []).append((snapshot, self.snapshot_digest(url)))
         return basis_of(stamps)
 
-    def table_files(self, table: str) -> list[str]:
-        found = self._glob(f"{table}/*=*/*=*/{DATA_FILE}", sizes=True)
-        self._sizes.update((url, size) for url, _, size in found)
-        return [url for url, _, _ in found]
+    def inventory_files(self, counts=lambda source: True) -> dict[str, list[str]]:
+        """Inventory table → its snapshot files of the sources that `counts`, every table checked
+        in the order the DuckDB read opens them, so a damaged snapshot is the same DataError."""
+        return {table: self.table_files(table, counts) for table in sorted(INVENTORY_TABLES)}
+
+    def table_files(self, table: str, counts=lambda source: True) -> list[str]:
+        """As snapshot_ledger.table_files: the snapshots on the lake and those a record says
+        should be there, of the sources that `counts`, each checked against its record (size,
+        footer rows through a tail read, what the last `verify` found); URLs."""
+        listed = {url: size for url, _, size in self._glob(f"{table}/source=*/*=*/{DATA_FILE}", sizes=True)}
+        self._sizes.update(listed)
+        recorded = {self._path(self.table_url(table), f"{relative.split('/')[-2]}/"
+                               f"{relative.split('/')[-1].removesuffix('.json')}/{DATA_FILE}").toString()
+                    for _, relative in self._glob(f"{RECORDS}/{table}/source=*/*=*.json")}
+        urls = {self.where(url): url for url in sorted(listed.keys() | recorded)
+                if counts(url.rsplit("/", 3)[-3].split("=", 1)[1])}
+        checks = [self._check(url, listed) for url in urls.values()]
+        return [urls[where] for where in sound_files(self, checks)]
+
+    def _check(self, url: str, listed: dict[str, int]) -> SnapshotCheck:
+        table, source, partition = url.rsplit("/", 4)[-4:-1]
+        path, seen = self._path(url), {}
+
+        def size() -> int | None:  # the listing's first, looked up again when a commit passed by
+            seen["size"] = listed.pop(url) if url in listed else self._size(path)
+            return seen["size"]
+
+        record = self._path(self.root, f"{RECORDS}/{table}/{source}/{partition}.json")
+        return check_file(self.where(url), lambda: self._record(record), size,
+                          lambda: self._footer_rows(path, seen["size"]))
+
+    def where(self, url: str) -> str:
+        """A file as an error names it: a local one by its path (as the DuckDB read names it)."""
+        return url.removeprefix("file:") if url.startswith("file:/") else url
+
+    def read_state(self, name: str) -> dict:
+        """`_state/<name>.json` (what the last `verify` found), as Lake.read_state reads it."""
+        path = self._path(self.root, f"_state/{name}.json")
+        text = self._bytes(path)
+        try:
+            return {} if text is None else json.loads(text.decode("utf-8"))
+        except ValueError as exc:
+            raise DataError(f"state file is unreadable: {exc}", where=self.where(path.toString()),
+                            hint="delete it to start afresh") from None
 
     def snapshot_digest(self, url: str) -> str:
         """As snapshot_ledger.snapshot_digest: the SHA-256 its record holds when the file's size
@@ -160,17 +202,29 @@ class SparkLake:
 
     def _record(self, path) -> dict | None:
         """A snapshot's record (`_ledger/snapshots/...json`); {} when unreadable, None when absent."""
-        if not self._java(lambda: self._fs.exists(path)):
+        text = self._bytes(path)
+        if text is None:
             return None
-        text = bytes(self._with_stream(path, self._jvm.org.apache.commons.io.IOUtils.toByteArray))
         try:
             data = json.loads(text.decode("utf-8"))
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
 
+    def _bytes(self, path) -> bytes | None:
+        """The whole file at `path` (a Hadoop Path), None when there is none."""
+        if not self._java(lambda: self._fs.exists(path)):
+            return None
+        return bytes(self._with_stream(path, self._jvm.org.apache.commons.io.IOUtils.toByteArray))
+
+    def _size(self, path) -> int | None:
+        return self._java(lambda: self._fs.getFileStatus(path).getLen() if self._fs.exists(path) else None)
+
     def _footer_rows(self, path, size: int) -> int | None:
-        """The row count in the Parquet footer of the file at `path` (`size` bytes), its tail read."""
+        """The row count in the Parquet footer of the file at `path` (`size` bytes), its tail read
+        (once: the check and the digest both ask)."""
+        if (path.toString(), size) in self._rows:
+            return self._rows[(path.toString(), size)]
         to_bytes = self._jvm.org.apache.commons.io.IOUtils.toByteArray
 
         def read(stream):
@@ -184,7 +238,8 @@ class SparkLake:
             footer = parse_footer(bytes(to_bytes(stream, length)))
             return None if footer is None else footer.rows
 
-        return self._with_stream(path, read)
+        self._rows[(path.toString(), size)] = self._with_stream(path, read)
+        return self._rows[(path.toString(), size)]
 
     def _with_stream(self, path, read):
         """`read(stream)` on the opened file at `path` (a Hadoop Path)."""

@@ -151,13 +151,13 @@ class SparkRollupSession(RollupSession):
         self.lake = SparkLake(spark, engine.lake or str(lake.root))
         self.con = SparkConnection(spark, self.lake)
         self.partitions = self.lake.cost_partitions(lake.counts)
+        snapshots = self.lake.inventory_files(lake.counts)  # a damaged one fails as on DuckDB
+        tag_files, job_files = snapshots["resource_tags"], snapshots[JOBS_TABLE]
         self._counts = lake.counts
         self.files: list[str] = []
         if not self.partitions:
             return
         self.lake.read("costs", [str(p.file) for p in self.partitions]).createOrReplaceTempView("costs")
-        tag_files = [url for url in self.lake.table_files("resource_tags")
-                     if lake.counts(url.rsplit("/", 3)[-3].split("=", 1)[1])]
         if tag_files:
             self.lake.read("resource_tags", tag_files).createOrReplaceTempView("resource_tags")
         self._has_inventory, self._inventory = bool(tag_files), None  # keys read once a period needs them
@@ -165,8 +165,6 @@ class SparkRollupSession(RollupSession):
         inventory = self.lake.inventory_latest(tag_files)
         self.allocation = None
         if config.clusters is not None:  # the job snapshots are part of the rollups' version too
-            job_files = [url for url in self.lake.table_files(JOBS_TABLE)
-                         if lake.counts(url.rsplit("/", 3)[-3].split("=", 1)[1])]
             inventory |= self.lake.jobs_basis(job_files)
             self.allocation = SparkAllocation(self.con, lake, config, job_files, bool(tag_files))
         computed = []
