@@ -149,3 +149,19 @@ def test_the_cluster_policy_reads_and_never_writes(s3):
                       lambda: user.get_object(Bucket=OTHER_BUCKET, Key=ledger)):
             with pytest.raises(ClientError, match="AccessDenied"):
                 write()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "footer cut at its recorded size"])
+def test_35_36_a_damaged_tag_snapshot_in_s3_is_named_by_its_record_and_footer_read_through_s3a(s3, damage):
+    upload(s3)
+    [key] = [k for k in objects(s3) if k.startswith(f"{PREFIX}/resource_tags/") and k.endswith("/data.parquet")]
+    if damage == "deleted":
+        s3["admin"].delete_object(Bucket=BUCKET, Key=key)
+    else:  # the listing's size matches the record: only the footer, read by range, tells
+        data = s3["admin"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        s3["admin"].put_object(Bucket=BUCKET, Key=key, Body=data[:-8] + bytes(8))
+    done = spendlake_on_s3(s3, "--since", SINCE, "--until", UNTIL)
+    assert done.returncode == 3, done.stderr[-3000:]
+    state = "missing" if damage == "deleted" else "truncated"
+    assert f"s3a://{BUCKET}/{key}" in done.stderr and f"is {state}" in done.stderr, done.stderr
+    assert "spendlake inventory --source org-tags" in done.stderr and "Traceback" not in done.stderr
