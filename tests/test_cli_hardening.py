@@ -212,10 +212,11 @@ CASES = [  # (case, config setup, arguments, exit code, what the one line names)
     ("37 ledger bytes not UTF-8", damaged(lambda p, t: (t / "lake" / "_ledger" / "deliveries.json").write_bytes(
         b'{"entries": [\xff\x00')), ["status"], 3, "deliveries.json.bad) and run `spendlake ingest`"),
     ("36 findings file truncated", damaged_findings(lambda content: content[:100]), ["findings"], 3,
-     "findings/source=engine/snapshot=current/data.parquet: this lake file cannot be read, it is damaged (No magic "
-     "bytes found at end of file) — delete it and run `spendlake rules run`"),
+     "findings/source=engine/snapshot=current/data.parquet: findings table source=engine/snapshot=current is "
+     "truncated (100 bytes, the record says"),
     ("37 findings file altered", damaged_findings(footer_altered), ["attribute", "--since", "2024-01-01"], 3,
-     "findings/source=engine/snapshot=current/data.parquet: this lake file cannot be read, it is damaged"),
+     "findings table source=engine/snapshot=current is truncated (no readable Parquet footer) — run `spendlake rules "
+     "run`: it sets the damaged file aside under _damaged/ and writes the table again"),
     ("unreadable state", damaged(lambda p, t: (t / "lake" / "_state" / "sources.json").write_text("{")),
      ["ingest"], 3, "state file is unreadable"),
     ("bad cost value", bad_value, ["ingest"], 3, "line 4, column BilledCost: could not convert '1.0.0'"),

@@ -28,7 +28,7 @@ from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
 from service.core.files import DATA_FILE, check_partition_value, files_named, fsync_path, install
 from service.core.ledger import CurrencyTotals, LedgerEntry
-from service.core.schema import COST_COLUMNS, INVENTORY_TABLES, MONEY
+from service.core.schema import COST_COLUMNS, MONEY
 from service.core.snapshot_ledger import recording
 from service.core.staging import query_memory, stage_parts, write_empty
 from service.core.units import utc_now_iso
@@ -239,7 +239,7 @@ def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation
         peak, spilled = query_memory(con)
         log.debug("staged %s %s=%s: DuckDB peak memory %d MB, spilled %d MB", table, key, value, peak >> 20,
                   spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
-        if table in INVENTORY_TABLES and version is None:  # a snapshot: checked against its record on every read
+        if version is None:  # a snapshot or one of the lake's own tables: checked against its record on every read
             with recording(lake, staged, target):
                 install(staged, target)
         else:

@@ -150,14 +150,14 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
 
 LAKE_FILE = re.compile(r"""['"](/[^'"]*/([a-z0-9_]+)/source=([^/'"]+)/[^'"]*\.parquet)['"]""")
 REWRITTEN_BY = {"costs": "spendlake ingest", "attribution_rollup": "spendlake rollup", "metric_tops": "spendlake rollup",
-                "findings": "spendlake rules run"}
+                "findings": "spendlake rules run", "plans": "spendlake estimate --register NAME ... (each plan again)"}
 
 
 def damaged_lake_file(exc: BaseException, path: str | None = None) -> DataError | None:
     """A DuckDB error reading one of the lake's own Parquet files (cut short, bytes altered),
     found in the error's text or given as `path`: the file named, with the command that writes
-    it again; else None. Cost partitions are checked against the ledger before they are read;
-    the inventory, job and findings tables have no ledger, so their damage is named here."""
+    it again; else None. Cost partitions and recorded snapshots are checked before they are
+    read; a rollup, the metric tops or a snapshot written before records is named here."""
     if type(exc).__module__ not in ("duckdb", "_duckdb") or resource_error(exc) is not None:
         return None
     found = LAKE_FILE.search(str(exc) if path is None else f"'{path}'")

@@ -40,7 +40,7 @@ from service.core.integrity import PartitionCheck, damaged_table_error, quick_ch
 from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
-from service.core.snapshot_ledger import forget_records, table_files, table_names
+from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
 
@@ -91,9 +91,9 @@ class Lake:
 
     def has_table(self, table: str) -> bool:
         """True when the table has a partition a query sees (an inventory table: of a
-        configured source)."""
+        configured source), or a record of one (a read then names it missing)."""
         return any(table not in INVENTORY_TABLES or self.counts(f.parent.parent.name.split("=", 1)[1])
-                   for f in self.table_dir(table).glob(f"*=*/*=*/{DATA_FILE}"))
+                   for f in self.table_dir(table).glob(f"*=*/*=*/{DATA_FILE}")) or recorded(self, table)
 
     def partition_file(self, table: str, partitions: Sequence[tuple[str, str]]) -> Path:
         path = self.table_dir(table)

@@ -12,6 +12,10 @@ As for cost partitions (service/core/integrity.py), every read checks size and f
 count (`table_files`); `spendlake verify` re-hashes (`verify_snapshots`) and what it found
 damaged stays an error for every read until `inventory` writes the snapshot again or sets
 it aside. Snapshots written before records existed are read as before; verify lists them.
+
+The lake's own one-file tables, `findings` and `plans` (OWN_TABLES), are recorded and checked
+alike; the command that writes one (`rules run`, `estimate --register`) sets a damaged file
+aside first (`set_aside_table`) and writes the table again.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from service.core.errors import DataError, resource_error
+from service.core.errors import REWRITTEN_BY, DataError, resource_error
 from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import partition_error, sha256_file
 from service.core.parquet_footer import read_footer
@@ -36,6 +40,11 @@ from service.core.units import utc_now_iso
 RECORDS = "_ledger/snapshots"  # relative to the lake root
 VERIFY_STATE = "snapshot_verify"  # `_state/snapshot_verify.json`: what the last verify found damaged
 SET_ASIDE = "_damaged"  # where `inventory` moves a damaged snapshot it cannot take again
+# The lake's own one-file tables (service/findings/store.py, service/planning/plans.py):
+# written through commit_snapshot and recorded as snapshots are, of no configured source, and
+# written again by their own command (errors.REWRITTEN_BY), which sets a damaged one aside.
+OWN_TABLES = ("findings", "plans")
+RECORDED_TABLES = (*INVENTORY_TABLES, *OWN_TABLES)
 RECORD_FIELDS = ("size", "rows", "sha256")
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # DuckDB errors about the SQL, not the bytes read: no reason to hash the lake
@@ -72,7 +81,8 @@ class SnapshotCheck:
         return f"{self.table}/source={self.source}/{self.partition}"
 
     def sentence(self) -> str:
-        return f"{self.table} snapshot source={self.source}/{self.partition} is {self.state}" + (
+        kind = "table" if self.table in OWN_TABLES else "snapshot"
+        return f"{self.table} {kind} source={self.source}/{self.partition} is {self.state}" + (
             f" ({self.detail})" if self.detail else "")
 
 
@@ -215,17 +225,17 @@ def judge(record: dict | None, size: int | None, rows: Callable[[], int | None],
     return "ok", ""
 
 
-def snapshot_checks(lake: SnapshotLake, tables: Sequence[str] = tuple(INVENTORY_TABLES), *,
+def snapshot_checks(lake: SnapshotLake, tables: Sequence[str] = RECORDED_TABLES, *,
                     deep: bool = False) -> list[SnapshotCheck]:
-    """Every snapshot of the configured sources in `tables`: the files on disk and the ones
-    a record says should be there; with `deep`, hashed."""
+    """Every snapshot in `tables` (of an inventory table: of a configured source): the files
+    on disk and the ones a record says should be there; with `deep`, hashed."""
     checks = []
     for table in tables:
         found = set(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))
         for record in (lake.root / RECORDS / table).glob("source=*/*=*.json"):
             found.add(lake.table_dir(table) / record.parent.name / record.name.removesuffix(".json") / DATA_FILE)
         checks += [check_snapshot(lake, path, deep=deep) for path in sorted(found)
-                   if lake.counts(path.parent.parent.name.split("=", 1)[1])]
+                   if table in OWN_TABLES or lake.counts(path.parent.parent.name.split("=", 1)[1])]
     return checks
 
 
@@ -249,10 +259,16 @@ def table_names(root: Path) -> list[str]:
     return sorted(folders | recorded)
 
 
+def recorded(lake: SnapshotLake, table: str) -> bool:
+    """True when a record says `table` holds a snapshot a query would read."""
+    return any(table in OWN_TABLES or lake.counts(path.parent.name.split("=", 1)[1])
+               for path in (lake.root / RECORDS / table).glob("source=*/*=*.json"))
+
+
 def table_files(lake: SnapshotLake, table: str) -> list[str]:
     """The files of a table a query reads: those of the configured sources, each inventory
     snapshot checked against its record; a damaged one is a DataError naming it and the fix."""
-    if table not in INVENTORY_TABLES:
+    if table not in RECORDED_TABLES:
         return [str(f) for f in sorted(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))]
     return sound_files(lake, snapshot_checks(lake, [table]))
 
@@ -284,25 +300,44 @@ def record_verify(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> None:
 def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:
     """One error naming every damaged snapshot's file and the command that writes it again."""
     message = "; ".join(c.sentence() for c in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
-    commands = " and ".join(sorted({f"`spendlake inventory --source {c.source}`" for c in bad}))
+    fixes = []
+    for own, does in ((False, f"it writes the snapshot again from the source, or sets one it can no longer take (an "
+                              f"earlier day's) aside under {SET_ASIDE}/"),
+                      (True, f"it sets the damaged file aside under {SET_ASIDE}/ and writes the table again")):
+        commands = " and ".join(sorted({f"`{rewritten_by(c)}`" for c in bad if (c.table in OWN_TABLES) == own}))
+        fixes += [f"run {commands}: {does}"] if commands else []
     return DataError(message, where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
-                     hint=f"run {commands}: it writes the snapshot again from the source, or sets one it can no "
-                          f"longer take (an earlier day's) aside under {SET_ASIDE}/; `spendlake verify` checks "
-                          "every snapshot")
+                     hint="; ".join(fixes) + "; `spendlake verify` checks every snapshot")
+
+
+def rewritten_by(check: SnapshotCheck) -> str:
+    """The command that writes the file of `check` again."""
+    return REWRITTEN_BY[check.table] if check.table in OWN_TABLES else f"spendlake inventory --source {check.source}"
 
 
 def set_aside_damaged(lake: SnapshotLake, source: str, written: set[Path]) -> list[SnapshotCheck]:
     """After `inventory` wrote `written` for `source`: its other snapshots that do not match
     their record are moved under `<lake>/_damaged/` (what is left of them kept for a look),
     their records removed, so reads go on with the snapshots that are whole."""
-    bad = [c for c in sound(lake, [c for c in snapshot_checks(lake) if c.source == source])
-           if not c.ok and c.path not in written]
+    return _set_aside(lake, [c for c in sound(lake, [c for c in snapshot_checks(lake, tuple(INVENTORY_TABLES))
+                                                     if c.source == source])
+                             if not c.ok and c.path not in written])
+
+
+def set_aside_table(lake: SnapshotLake, table: str) -> list[SnapshotCheck]:
+    """Before the command that owns `table` (OWN_TABLES) reads and replaces it: its file, when
+    it does not match its record, set aside as `set_aside_damaged` does, so that command
+    starts afresh instead of failing on what it is about to write again."""
+    return _set_aside(lake, [c for c in sound(lake, snapshot_checks(lake, [table])) if not c.ok])
+
+
+def _set_aside(lake: SnapshotLake, bad: list[SnapshotCheck]) -> list[SnapshotCheck]:
     for check in bad:
-        if check.path.exists():
+        if Path(check.path).exists():
             aside = lake.root / SET_ASIDE / check.key / f"{utc_now_iso().replace(':', '')}.parquet"
             aside.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(check.path, aside)
-        record_file(lake.root, check.path).unlink(missing_ok=True)
+        record_file(lake.root, Path(check.path)).unlink(missing_ok=True)
     _forget_problems(lake, {c.key for c in bad})
     return bad
 

@@ -8,6 +8,7 @@ count, seconds) is kept in the lake's `_state/rules.json`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -20,6 +21,7 @@ from service.core.config import Config
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
+from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
 from service.core.suggest import suggestion
 from service.core.units import utc_now_iso
 from service.core.coverage import anchored_window
@@ -28,6 +30,8 @@ from service.findings.budgets import budget_status
 from service.findings.owners import fill_owners, owner_lookup
 from service.findings.store import TABLE, load_findings, store_findings
 from service.planning.plans import load_plans
+
+log = logging.getLogger(__name__)
 
 
 def rules_for(config: Config, only: Sequence[str] = ()) -> list[Rule]:
@@ -83,6 +87,9 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
 
     # a dry run is a query: no lock file (the lock guards storing), so a read-only lake answers it
     with nullcontext() if dry_run else lake.lock(TABLE):
+        for check in () if dry_run else set_aside_table(lake, TABLE):  # written again below
+            log.warning("%s; moved under %s: this run writes the findings again, without the acknowledgements "
+                        "it held", check.sentence(), lake.root / SET_ASIDE / check.key)
         # evaluated again when a commit (an ingest, a `forget`) changed the lake under it: a
         # rule must not judge half of one state, nor fail on a file the commit replaced
         result = read_consistently(lake, evaluate)

@@ -25,6 +25,7 @@ over the run plus the retention period.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -35,8 +36,11 @@ import pyarrow as pa
 
 from service.core.errors import UsageError
 from service.core.lake import Lake
+from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
 from service.core.timewindow import iso_utc, parse_instant
 from service.planning.estimate import Estimate, Span
+
+log = logging.getLogger(__name__)
 
 TABLE = "plans"
 MONEY = pa.decimal128(38, 12)
@@ -132,6 +136,9 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
 def register_plan(lake: Lake, plan: Plan) -> bool:
     """Store `plan`; True when it replaced a plan of the same name."""
     with lake.lock(TABLE):
+        for check in set_aside_table(lake, TABLE):  # written again below
+            log.warning("%s; moved under %s: register the plans it held again", check.sentence(),
+                        lake.root / SET_ASIDE / check.key)
         plans = {p.name: p for p in load_plans(lake)}
         replaced = plan.name in plans
         plans[plan.name] = plan

@@ -21,8 +21,8 @@ from service.core.files import check_partition_value
 from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
-from service.core.schema import INVENTORY_TABLES
-from service.core.snapshot_ledger import RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
+from service.core.snapshot_ledger import (OWN_TABLES, RECORDED_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest,
+                                          sound_files)
 
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 IAM_HINT = "the lake needs s3:ListBucket on its bucket and s3:GetObject on its objects (deploy/iam/spendlake-spark-lake.json)"
@@ -99,9 +99,10 @@ class SparkLake:
         return basis_of(stamps)
 
     def inventory_files(self, counts=lambda source: True) -> dict[str, list[str]]:
-        """Inventory table → its snapshot files of the sources that `counts`, every table checked
-        in the order the DuckDB read opens them, so a damaged snapshot is the same DataError."""
-        return {table: self.table_files(table, counts) for table in sorted(INVENTORY_TABLES)}
+        """Recorded table → its snapshot files (of an inventory table: of the sources that
+        `counts`), every table checked in the order the DuckDB read opens them, so a damaged
+        snapshot is the same DataError."""
+        return {table: self.table_files(table, counts) for table in sorted(RECORDED_TABLES)}
 
     def table_files(self, table: str, counts=lambda source: True) -> list[str]:
         """As snapshot_ledger.table_files: the snapshots on the lake and those a record says
@@ -113,7 +114,7 @@ class SparkLake:
                                f"{relative.split('/')[-1].removesuffix('.json')}/{DATA_FILE}").toString()
                     for _, relative in self._glob(f"{RECORDS}/{table}/source=*/*=*.json")}
         urls = {self.where(url): url for url in sorted(listed.keys() | recorded)
-                if counts(url.rsplit("/", 3)[-3].split("=", 1)[1])}
+                if table in OWN_TABLES or counts(url.rsplit("/", 3)[-3].split("=", 1)[1])}
         checks = [self._check(url, listed) for url in urls.values()]
         return [urls[where] for where in sound_files(self, checks)]
 

@@ -1,0 +1,99 @@
+"""The lake's own one-file tables keep their truth as inventory snapshots do (RELIABILITY
+35-37 for `findings` and `plans`): a deleted, truncated or altered file is exit 3 naming it
+and the command that writes it again, never an empty list of findings or a report without its
+plans; that command sets the damaged file aside and writes the table again."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from rules.base import Finding
+from service.core.snapshot_ledger import SET_ASIDE, record_file
+from service.findings.store import store_findings
+from tests.test_inventory_integrity import flip, lake, spendlake  # noqa: F401 (fixture)
+
+PLAN = ["estimate", "--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "64", "--mfu", "0.4",
+        "--price-per-gpu-hour", "4", "--project", "llm-7b", "--start", "2026-11-20"]
+QUERIES = [["findings", "--format", "json"], ["runs", "--since", "30d", "--format", "json"], ["status"],
+           ["rules", "run", "--dry-run", "--format", "json"]]
+WRITTEN_BY = {"findings": "spendlake rules run", "plans": "spendlake estimate --register"}
+
+
+@pytest.fixture
+def tables(lake):
+    """The jobs lake with two findings stored and a plan registered."""
+    config, lake = lake
+    assert spendlake(config, "rules", "run").exit_code == 0
+    store_findings(lake, [Finding(id=f"a{n}", rule="idle-gpu", severity="warning", resource_id=f"i-{n}", team="eval",
+                                  category="waste", impact_usd=Decimal(n), monthly_waste_usd=Decimal(n),
+                                  summary="idle for 6 hours " * 40) for n in range(2)])
+    assert spendlake(config, *PLAN, "--register", "plan-a").exit_code == 0
+    return config, lake
+
+
+def table_file(lake, table: str) -> Path:
+    [file] = lake.table_dir(table).glob("source=*/snapshot=current/data.parquet")
+    return file
+
+
+def damage(config: Path, file: Path, how: str) -> str:
+    """Damages `file`; the state a read finds it in."""
+    if how == "deleted":
+        file.unlink()
+        return "missing"
+    if how == "truncated":
+        file.write_bytes(file.read_bytes()[:file.stat().st_size // 2])
+        return "truncated"
+    flip(file, 4, 8)  # the same size, the same footer: only `verify`'s hash tells
+    verified = spendlake(config, "verify", "--format", "json")
+    assert verified.exit_code == 3, verified.output
+    [row] = [r for r in json.loads(verified.output.split("\nerror:")[0]) if r["check"] != "ok"]
+    assert (row["check"], row["table"]) == ("altered", file.parent.parent.parent.name) and "SHA-256" in row["detail"]
+    return "altered"
+
+
+def assert_every_query_exits_3_naming(config: Path, file: Path, table: str, state: str) -> None:
+    for args in QUERIES:
+        result = spendlake(config, *args)
+        assert result.exit_code == 3, (args, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+        assert str(file) in result.output and f"{table} table" in result.output, (args, result.output)
+        assert f"is {state}" in result.output and WRITTEN_BY[table] in result.output, (args, result.output)
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated", "altered"])
+def test_35_37_a_damaged_findings_file_exits_3_and_rules_run_writes_it_again(tables, how):
+    config, lake = tables
+    file = table_file(lake, "findings")
+    state = damage(config, file, how)
+    assert_every_query_exits_3_naming(config, file, "findings", state)
+    result = spendlake(config, "rules", "run")
+    assert result.exit_code == 0, result.output
+    assert f"is {state}" in result.output and SET_ASIDE in result.output, result.output
+    assert file.exists() and spendlake(config, "findings", "--format", "json").exit_code == 0
+    assert spendlake(config, "verify").exit_code == 0
+    assert (how == "deleted") != bool(list((lake.root / SET_ASIDE).rglob("*.parquet")))  # what was left, kept
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated", "altered"])
+def test_35_37_a_damaged_plans_file_exits_3_and_registering_writes_it_again(tables, how):
+    config, lake = tables
+    file = table_file(lake, "plans")
+    state = damage(config, file, how)
+    assert_every_query_exits_3_naming(config, file, "plans", state)
+    result = spendlake(config, *PLAN, "--register", "plan-a")
+    assert result.exit_code == 0, result.output
+    assert f"is {state}" in result.output and "register the plans it held again" in result.output, result.output
+    assert spendlake(config, "verify").exit_code == 0
+    assert spendlake(config, *QUERIES[1]).exit_code == 0
+
+
+def test_verify_lists_the_findings_and_plans_files_against_their_records(tables):
+    config, lake = tables
+    assert record_file(lake.root, table_file(lake, "findings")).exists()
+    rows = json.loads(spendlake(config, "verify", "--format", "json").output)
+    assert {(r["table"], r["check"]) for r in rows} >= {("findings", "ok"), ("plans", "ok")}, rows
