@@ -5,6 +5,7 @@ are not read by either engine."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from datetime import date
 from pathlib import Path
@@ -16,6 +17,7 @@ from spark_support import ORG_ATTRIBUTION, require_pyspark
 
 from connectors.synthetic.billing import generate_organisation
 from connectors.synthetic.inventory import write_inventory
+from service.attribution.rollup import ROLLUP_TABLE
 from service.attribution.spark.lake import SparkLake
 from service.attribution.spark.session import spark_session
 from service.cli.main import cli
@@ -148,3 +150,18 @@ def test_35_an_unconfigured_sources_snapshots_are_not_read_by_either_engine(lake
     finally:
         shutil.rmtree(gone.parent.parent)
         shutil.rmtree(record_file(lake.root, gone).parent)
+
+
+def test_36_a_damaged_rollup_is_rolled_up_from_the_raw_lines_on_spark_as_on_duckdb(lake):
+    config, lake = lake
+    before = both_engines(config)
+    file = max(lake.table_dir(ROLLUP_TABLE).glob("source=org/billing_period=*/*.parquet"),
+               key=lambda path: path.stat().st_mtime)  # a current version (the first ingest's are superseded)
+    kept = file.read_bytes()
+    file.write_bytes(kept[:len(kept) // 2])
+    try:
+        duckdb, spark = both_engines(config)
+        assert duckdb.exit_code == spark.exit_code == 0, (duckdb.output, spark.output)
+        assert json.loads(spark.output) == json.loads(duckdb.output) == json.loads(before[1].output)
+    finally:
+        file.write_bytes(kept)

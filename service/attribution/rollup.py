@@ -41,6 +41,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
+from service.core.parquet_footer import read_footer
 from service.core.snapshot import Snapshot
 from service.core.snapshot_ledger import snapshot_digest
 
@@ -227,8 +228,20 @@ def rollup_split(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> R
     stored, missing = [], []
     for part in cost_partitions(lake, snapshot):
         file = rollup_file(lake, part, version_of(config, part.entry, inventory))
-        (stored if file.exists() else missing).append((part, file))
+        (stored if stored_whole(file) else missing).append((part, file))
     return RollupSplit(stored, missing)
+
+
+def stored_whole(file: Path) -> bool:
+    """True when the rollup `file` is stored with a readable footer. One cut short or with its
+    footer altered is derived data: the period is rolled up from its raw lines instead (said
+    with -v), and the next build writes it again."""
+    if read_footer(file) is not None:
+        return True
+    if file.exists():
+        log.info("attribution: the stored rollup %s is damaged (no readable Parquet footer): its period is rolled "
+                 "up from the raw lines; `spendlake rollup` (or the next ingest) writes it again", file)
+    return False
 
 
 def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
@@ -287,7 +300,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
         for part in parts:
             version = version_of(config, part.entry, inventory)
             target = rollup_file(lake, part, version)
-            if target.exists():
+            if stored_whole(target):
                 stored += 1
             else:
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())

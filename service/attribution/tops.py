@@ -125,22 +125,31 @@ class ScrapeTops:
 
 def stored_tops(lake: Lake, config: Config, snapshot: Snapshot, end: datetime) -> list[Top] | None:
     """The tops the last build stored for the lake state `snapshot` and `end`, or None."""
-    try:
-        table = pq.read_table(tops_file(lake, config, snapshot), filters=[("anchor", "=", end)])
-    except FileNotFoundError:  # not built yet, or superseded since the snapshot
-        return None
-    return _tops_of(table) if table.num_rows else None
+    table = _read_tops(tops_file(lake, config, snapshot), filters=[("anchor", "=", end)])
+    return _tops_of(table) if table is not None and table.num_rows else None
 
 
 def previous_tops(lake: Lake, config: Config) -> list[Top] | None:
     """The tops of `config` stored last, for whichever lake state (None: none stored)."""
     for path in sorted(tops_folder(lake, config).glob("*.parquet"), key=_modified, reverse=True):
-        try:
-            table = pq.read_table(path)
-        except FileNotFoundError:  # dropped since it was listed
-            continue
-        return _tops_of(table)
+        table = _read_tops(path)
+        if table is not None:
+            return _tops_of(table)
     return None
+
+
+def _read_tops(path: Path, **options) -> pa.Table | None:
+    """A stored tops file; None when there is none (not built yet, superseded) or it cannot be
+    read: derived data, computed from the lake instead (said with -v) and written again by the
+    next build."""
+    try:
+        return pq.read_table(path, **options)
+    except FileNotFoundError:
+        return None
+    except (pa.ArrowException, OSError) as exc:
+        log.info("metrics: the stored tops %s are damaged (%s): computed from the lake instead; `spendlake rollup` "
+                 "(or the next ingest) writes them again", path, str(exc).splitlines()[0][:200])
+        return None
 
 
 def _tops_of(table: pa.Table) -> list[Top]:
@@ -168,7 +177,7 @@ def build_tops(lake: Lake, config: Config) -> bool:
     target = tops_file(lake, config, snapshot)
     owner = target.parent.name.split("=", 1)[1]
     end = snapshot_data_end(lake, snapshot)
-    built = end is not None and not target.exists()
+    built = end is not None and _read_tops(target) is None  # a damaged file is written again
     if built:
         tops = compute_tops(lake, config, end, GROUPS, snapshot)
         columns = [[t.anchor for t in tops], [t.family for t in tops], [t.window for t in tops],

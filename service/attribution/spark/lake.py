@@ -11,6 +11,7 @@ a Java failure into an error that names the lake and says what to do.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
 from service.core.snapshot_ledger import (OWN_TABLES, RECORDED_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest,
                                           sound_files)
+
+log = logging.getLogger(__name__)
 
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 IAM_HINT = "the lake needs s3:ListBucket on its bucket and s3:GetObject on its objects (deploy/iam/spendlake-spark-lake.json)"
@@ -160,10 +163,20 @@ class SparkLake:
     def rollup_files(self) -> dict[tuple[str, str, str], str]:
         """(source, billing period, version) → URL of every rollup file the lake holds."""
         found = {}
-        for url, relative in self._glob(f"{ROLLUP_TABLE}/source=*/billing_period=*/*.parquet"):
+        for url, relative, size in self._glob(f"{ROLLUP_TABLE}/source=*/billing_period=*/*.parquet", sizes=True):
+            self._sizes[url] = size
             _, source, period, name = relative.split("/")
             found[(source.split("=", 1)[1], period.split("=", 1)[1], name.removesuffix(".parquet"))] = url
         return found
+
+    def whole(self, rollup_url: str) -> bool:
+        """As rollup.stored_whole: True when a stored rollup (`rollup_files`) has a readable
+        footer; a damaged one is rolled up from the raw lines instead, said with -v."""
+        if self._footer_rows(self._path(rollup_url), self._sizes[rollup_url]) is not None:
+            return True
+        log.info("Spark: the stored rollup %s is damaged (no readable Parquet footer): its period is rolled up from "
+                 "the raw lines; `spendlake rollup` (or the next ingest) writes it again", rollup_url)
+        return False
 
     # ---- reading ----------------------------------------------------------------------------
 

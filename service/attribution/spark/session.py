@@ -170,8 +170,9 @@ class SparkRollupSession(RollupSession):
         computed = []
         for part in self.partitions:
             version = version_of(config, ledger[(part.source, part.period)], inventory).name
-            if (part.source, part.period, version) in stored:
-                self.files.append(stored[(part.source, part.period, version)])
+            file = stored.get((part.source, part.period, version))
+            if file is not None and self.lake.whole(file):
+                self.files.append(file)
             else:
                 computed.append(self._rollup(part))
         log.info("Spark reads %s: %d periods from their stored rollups, %d rolled up from the raw lines",
