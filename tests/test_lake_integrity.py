@@ -148,6 +148,17 @@ def test_38_a_partition_the_ledger_does_not_list_is_an_error_not_extra_money(lak
     assert result.exit_code == 3 and "unlisted" in result.output and str(stray) in result.output
 
 
+def test_38_a_lost_ledger_is_not_an_empty_lake_status_lists_its_partitions_unlisted_and_ingest_restores_it(lake):
+    config, lake = lake
+    (lake.root / "_ledger" / "deliveries.json").unlink()
+    assert_every_query_exits_3_naming(config, partition(lake), "unlisted")
+    for fmt in ("json", "table"):  # "the lake is empty" with exit 0 before
+        result = spendlake(config, "status", "--format", fmt)
+        assert result.exit_code == 3 and "trey 2024-06: unlisted" in result.output, result.output
+    assert spendlake(config, "ingest").exit_code == 0
+    assert attributed_total(config) == BILLED
+
+
 def test_39_a_renamed_source_counts_nowhere_status_lists_it_and_forget_removes_it(lake, tmp_path):
     config, lake = lake
     write_config(tmp_path, name="trey-research")

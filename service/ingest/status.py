@@ -13,8 +13,10 @@ STATUS_COLUMNS = ("source", "billing_period", "currency", "rows", "billed_cost",
 
 def status(lake: Lake) -> list[dict]:
     """`check`: `ok`, `missing`, `truncated`, `altered` (size or footer against the ledger,
-    or the last `spendlake verify`), `orphaned` (a source the config does not declare)."""
-    checks = {(c.source, c.period): c.state for c in lake.cost_checks()}
+    or the last `spendlake verify`), `orphaned` (a source the config does not declare),
+    `unlisted` (a partition on disk the ledger does not know: a ledger lost or rolled back)."""
+    found = lake.cost_checks()
+    checks = {(c.source, c.period): c.state for c in found}
     damaged = {(p["source"], p["billing_period"]): p["state"] for p in lake.read_state("verify").get("problems", [])}
     rows = []
     for entry in lake.ledger():
@@ -29,4 +31,5 @@ def status(lake: Lake) -> list[dict]:
                          "effective_cost": exact_text(totals.effective_cost)})
         if not entry.totals:  # an empty snapshot still replaced its period
             rows.append({**base, "currency": None, "rows": 0, "billed_cost": "0", "effective_cost": "0"})
-    return [{key: row[key] for key in STATUS_COLUMNS} for row in rows]
+    rows += [{"source": c.source, "billing_period": c.period, "check": c.state} for c in found if c.state == "unlisted"]
+    return [{key: row.get(key) for key in STATUS_COLUMNS} for row in rows]
