@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 from servicekit import commit
@@ -15,8 +16,10 @@ from servicekit import commit
 from service.attribution import attribute
 from service.attribution import tops as tops_module
 from service.attribution.rollup import ROLLUP_TABLE
+from service.core.errors import DataError
 from service.core.lake import Lake
 from service.core.parquet_footer import read_footer
+from service.core.snapshot_ledger import unnamed_damage
 from service.core.timewindow import Window
 from service.ingest.rollups import rollup
 from tests.test_inventory_integrity import flip
@@ -65,3 +68,25 @@ def test_37_damaged_metric_tops_are_computed_for_the_scrape_and_written_again(co
     assert f"the stored tops {file} are damaged" in caplog.text, caplog.text
     rollup(config)
     assert pq.read_table(file).num_rows and samples(config) == stored
+
+
+def test_37_a_rollup_page_duckdb_fails_on_without_naming_it_is_found_by_reading_the_unrecorded_files(config):
+    [file] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    lake, original = Lake.of(config), file.read_bytes()
+    unnamed = []  # flips DuckDB reports without the file's name ("Out of buffer" and the like)
+    for start in range(4, len(original) - 200, 7):
+        flip(file, start)
+        try:
+            answer(config)
+        except (duckdb.Error, DataError) as exc:  # a DataError names the file already
+            if isinstance(exc, duckdb.Error) and str(file) not in str(exc):
+                unnamed.append(exc)
+        file.write_bytes(original)
+        if len(unnamed) == 2:
+            break
+    assert unnamed, "no flip of this rollup gave an error without its name"
+    flip(file, 4, len(original) // 2)
+    for exc in unnamed:
+        damage = unnamed_damage(lake, exc)
+        assert damage is not None and damage.where == str(file), damage
+        assert "spendlake rollup" in damage.hint

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from service.core.errors import REWRITTEN_BY, DataError, resource_error
+from service.core.errors import REWRITTEN_BY, DataError, damaged_lake_file, resource_error
 from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import partition_error, sha256_file
 from service.core.parquet_footer import read_footer
@@ -348,15 +348,35 @@ def forget_records(root: Path, table: str, source: str) -> None:
 
 def unnamed_damage(lake, exc: BaseException) -> DataError | None:
     """For a DuckDB error that names no file (bytes altered inside a data page): the lake's
-    files hashed against their records, the damaged ones named; None when all are whole."""
+    files hashed against their records, the damaged ones named; then the files without a
+    record (rollups, metric tops, snapshots written before records) read whole, the first that
+    fails named with the command that writes it again; None when all are whole."""
     if type(exc).__module__ not in ("duckdb", "_duckdb") or resource_error(exc) is not None \
             or type(exc).__name__ in NOT_DAMAGE:
         return None
     try:
-        snapshots = [c for c in snapshot_checks(lake, deep=True) if not c.ok]
+        checks = snapshot_checks(lake, deep=True)
+        snapshots = [c for c in checks if not c.ok]
         if snapshots:
             return snapshot_error(snapshots)
         costs = [c for c in lake.cost_checks(deep=True) if not c.ok]
+        if costs:
+            return partition_error(costs)
+        hashed = {Path(c.path) for c in checks if c.state == "ok"}
+        return _unreadable(lake, [path for path in sorted(lake.root.glob("[a-z]*/source=*/*=*/*.parquet"))
+                                  if path.parts[-4] != "costs" and path not in hashed])
     except (OSError, DataError):
         return None
-    return partition_error(costs) if costs else None
+
+
+def _unreadable(lake, files: Sequence[Path]) -> DataError | None:
+    """The first of `files` DuckDB cannot read whole, named by damaged_lake_file."""
+    with lake.connect() as con:
+        for path in files:
+            try:
+                con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetch_arrow_table()
+            except Exception as each:  # noqa: BLE001 - any DuckDB error reading it is damage
+                damaged = damaged_lake_file(each, str(path))
+                if damaged is not None:
+                    return damaged
+    return None
