@@ -24,6 +24,7 @@ from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -36,6 +37,7 @@ from service.attribution.spend_tops import spend_tops
 from service.core.config import Config
 from service.core.coverage import snapshot_data_end
 from service.core.lake import Lake
+from service.core.parquet_footer import read_footer
 from service.core.snapshot import Snapshot, read_consistently
 
 log = logging.getLogger(__name__)
@@ -177,7 +179,7 @@ def build_tops(lake: Lake, config: Config) -> bool:
     target = tops_file(lake, config, snapshot)
     owner = target.parent.name.split("=", 1)[1]
     end = snapshot_data_end(lake, snapshot)
-    built = end is not None and _read_tops(target) is None  # a damaged file is written again
+    built = end is not None and not _whole(lake, target)  # none yet, or a damaged one: written again
     if built:
         tops = compute_tops(lake, config, end, GROUPS, snapshot)
         columns = [[t.anchor for t in tops], [t.family for t in tops], [t.window for t in tops],
@@ -192,6 +194,18 @@ def build_tops(lake: Lake, config: Config) -> bool:
     lake.drop_versions(TOPS_TABLE, "all", "config", owner,
                        [f.stem for f in target.parent.glob("*.parquet") if f != target])
     return built
+
+
+def _whole(lake: Lake, path: Path) -> bool:
+    """True when the stored tops file reads whole (through DuckDB: pyarrow imports pandas)."""
+    if read_footer(path) is None:
+        return False
+    with lake.connect() as con:
+        try:
+            con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+        except duckdb.Error:
+            return False
+    return True
 
 
 def compute_tops(lake: Lake, config: Config, end: datetime, groups: Iterable[str] = GROUPS,

@@ -22,8 +22,7 @@ from service.core.files import check_partition_value
 from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
-from service.core.snapshot_ledger import (OWN_TABLES, RECORDED_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest,
-                                          sound_files)
+from service.core.snapshot_ledger import OWN_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +99,6 @@ class SparkLake:
             source, snapshot = url.rsplit("/", 3)[-3:-1]
             stamps.setdefault(source, []).append((snapshot, self.snapshot_digest(url)))
         return basis_of(stamps)
-
-    def inventory_files(self, counts=lambda source: True) -> dict[str, list[str]]:
-        """Recorded table → its snapshot files (of an inventory table: of the sources that
-        `counts`), every table checked in the order the DuckDB read opens them, so a damaged
-        snapshot is the same DataError."""
-        return {table: self.table_files(table, counts) for table in sorted(RECORDED_TABLES)}
 
     def table_files(self, table: str, counts=lambda source: True) -> list[str]:
         """As snapshot_ledger.table_files: the snapshots on the lake and those a record says

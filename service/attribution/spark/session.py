@@ -151,8 +151,9 @@ class SparkRollupSession(RollupSession):
         self.lake = SparkLake(spark, engine.lake or str(lake.root))
         self.con = SparkConnection(spark, self.lake)
         self.partitions = self.lake.cost_partitions(lake.counts)
-        snapshots = self.lake.inventory_files(lake.counts)  # a damaged one fails as on DuckDB
-        tag_files, job_files = snapshots["resource_tags"], snapshots[JOBS_TABLE]
+        # The snapshots Spark reads, checked as DuckDB checks them and in its (sorted) order: a
+        # damaged one is the same error. The tables it does not read cost it no request.
+        job_files, tag_files = (self.lake.table_files(table, lake.counts) for table in (JOBS_TABLE, "resource_tags"))
         self._counts = lake.counts
         self.files: list[str] = []
         if not self.partitions:
