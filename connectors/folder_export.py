@@ -26,7 +26,7 @@ from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
 from service.core.errors import SourceError, duckdb_error
 from service.core.file_parts import FilesPart
-from service.core.per_value import PerValueSelect
+from service.core.per_value import PerValuePart, PerValueSelect
 
 
 class FolderExport(StoredExport, ABC):
@@ -70,7 +70,7 @@ class FolderExport(StoredExport, ABC):
             yield Delivery(fingerprint([obj]), None, (obj.uri,), loose=True)
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
-             scratch: Path) -> list[duckdb.DuckDBPyRelation | FilesPart]:
+             scratch: Path) -> list[duckdb.DuckDBPyRelation | PerValuePart | FilesPart]:
         run = self.runs.get(delivery.delivery_id)
         if run and run.problem:
             raise run.problem
@@ -81,8 +81,7 @@ class FolderExport(StoredExport, ABC):
                   if self.reads_runs else [[uri] for uri in delivery.files])
         parts = []  # in the order of the files: staging reports each file's periods in that order
         for uris in groups:
-            part = self._run_part(con, uris) if len(uris) > 1 else None
-            parts.extend([part] if part is not None else [self._file_part(con, uri) for uri in uris])
+            parts.append(self._run_part(con, uris) if len(uris) > 1 else self._file_part(con, uris[0]))
         return parts
 
     def _file_part(self, con: duckdb.DuckDBPyConnection, uri: str) -> duckdb.DuckDBPyRelation:
@@ -92,14 +91,12 @@ class FolderExport(StoredExport, ABC):
         except duckdb.Error as exc:
             raise duckdb_error(exc, "cannot read the delivery", where=uri) from None
 
-    def _run_part(self, con: duckdb.DuckDBPyConnection, uris: Sequence[str]) -> FilesPart | None:
-        """The files as one part; None when its SELECT has columns the stager converts per
-        distinct value (their SQL sees no row's file to name): then each file is its own part."""
+    def _run_part(self, con: duckdb.DuckDBPyConnection, uris: Sequence[str]) -> FilesPart:
+        """The files as one part. Columns the stager converts per distinct value stay text in its
+        rows; their SQL names a bad value's file by the FILE_INDEX the Converter gives each value."""
         select = self.select(con, ParquetRun(tuple(self.local[uri] for uri in uris), tuple(uris)), uris[0])
-        if isinstance(select, PerValueSelect):
-            return None
         try:
-            return FilesPart(con.sql(select), len(uris))
+            return FilesPart(select.part(con) if isinstance(select, PerValueSelect) else con.sql(select), len(uris))
         except duckdb.Error as exc:
             raise duckdb_error(exc, "cannot read the delivery", where=uris[0]) from None
 

@@ -4,8 +4,8 @@ Consecutive Parquet files of a FOCUS or GCP delivery whose footers give the same
 whose Hive folders the same keys are one relation (connectors.folder_export): DuckDB plans
 the read once instead of once per file. The lake must hold exactly what reading each file
 alone stored (rows, values, ledger, the periods remembered per file), a bad value must name
-its own file, a file that cannot be opened fails alone as before, and files of another schema
-are runs of their own."""
+its own file (JSON-text tags too, which the stager converts per distinct value), a file that
+cannot be opened fails alone as before, and files of another schema are runs of their own."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from service.core import commit
 from service.core.config import parse_config
 from service.core.file_parts import FilesPart
 from service.core.lake import Lake
+from service.core.per_value import PerValuePart
 from service.ingest.billing import IngestResult, ingest
 
 HIVE_FILES = {  # two periods, a file holding both, Hive values (a NULL, an escaped one, a leading zero)
@@ -206,3 +207,54 @@ def test_40_files_of_other_schemas_are_runs_of_their_own(tmp_path, monkeypatch):
     assert digests[0] == digests[1]
     assert Lake(tmp_path / "lake-False").query().execute("SELECT sum(BilledCost), count(RegionId) FROM costs"
                                                          ).fetchall() == [(Decimal(6), 1)]
+
+
+def tagged_export(root: Path, tags: list[str | None]) -> Path:
+    """FOCUS Parquet Hive-partitioned by hour, one row a file, Tags as JSON text (as Azure's
+    FOCUS Parquet has them): the stager converts them per distinct value."""
+    for number, text in enumerate(tags):
+        path = root / f"hr=20240501{number:02d}" / "part-0.parquet"
+        path.parent.mkdir(parents=True)
+        focus(path, [("2024-05" if number % 3 else "2024-06", "USD", f"{number}.25")])
+        pq.write_table(pq.read_table(path).append_column("Tags", pa.array([text], pa.string())), path)
+    return root
+
+
+def test_46_files_with_json_tags_are_staged_through_one_read_as_each_alone(tmp_path, monkeypatch):
+    tags = [None if n == 5 else json.dumps({"team": f"t{n % 4}", **({"env": "prod"} if n % 2 else {})})
+            for n in range(30)]
+    digests = []
+    for alone in (False, True):
+        if alone:
+            each_file_alone(monkeypatch)
+        shutil.rmtree(tmp_path / "export", ignore_errors=True)  # the same URIs in both lakes
+        staged = record_parts(monkeypatch)
+        assert failures(run(tmp_path / f"lake-{alone}", tagged_export(tmp_path / "export", tags))) == []
+        digests.append(lake_digest(tmp_path / f"lake-{alone}"))
+        if not alone:
+            [parts] = staged  # a first ingest: every new file in one pass
+    assert len(parts) == 1 and isinstance(parts[0], FilesPart) and parts[0].files == 30
+    assert isinstance(parts[0].rows, PerValuePart) and list(parts[0].rows.per_value) == ["Tags"]
+    assert digests[0] == digests[1]
+    counts = Lake(tmp_path / "lake-False").query().execute(
+        "SELECT count(*) FILTER (Tags['team'] = 't1'), count(*) FILTER (Tags['env'] = 'prod'), count(Tags) FROM costs")
+    assert counts.fetchall() == [(7, 14, 29)]  # file 5 has no tags
+
+
+def test_40_a_bad_json_tag_in_the_middle_file_names_that_file(tmp_path, monkeypatch):
+    """The tags' SQL, run once per distinct text for the whole run of files, names the first
+    file holding a bad text: what reading that file alone said, word for word."""
+    tags = ['{"team": "a"}'] * 24
+    tags[11] = tags[19] = '{"team": oops}'  # the same bad text in two files: the first one is named
+    said = []
+    for alone in (False, True):
+        if alone:
+            each_file_alone(monkeypatch)
+        shutil.rmtree(tmp_path / "export", ignore_errors=True)
+        staged = record_parts(monkeypatch)
+        result = run(tmp_path / f"lake-{alone}", tagged_export(tmp_path / "export", tags))
+        assert isinstance(staged[0][0], FilesPart) != alone
+        said.append(failures(result))
+    bad = str(tmp_path / "export" / "hr=2024050111" / "part-0.parquet")
+    assert any(f"{bad}: column Tags: not a JSON object with unique keys: {tags[11]}" in text for text in said[0]), said
+    assert said[0] == said[1]

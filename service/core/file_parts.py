@@ -17,12 +17,15 @@ from service.core.hidden_columns import FILE_INDEX
 if TYPE_CHECKING:  # Arrow is loaded by the stager, not by the connectors that hand over
     import pyarrow as pa
 
+    from service.core.per_value import PerValuePart
+
 
 @dataclass(frozen=True)
 class FilesPart:
-    """`rows` (canonical columns and FILE_INDEX) of `files` files."""
+    """`rows` (canonical columns and FILE_INDEX) of `files` files; a PerValuePart when some of
+    its columns are converted per distinct value (their SQL reads FILE_INDEX to name a file)."""
 
-    rows: duckdb.DuckDBPyRelation
+    rows: duckdb.DuckDBPyRelation | PerValuePart
     files: int
 
 

@@ -6,7 +6,9 @@ each line's JSON into a map in the connector's SELECT was over a third of that S
 instead gives such a column as text (PerValuePart) with the SQL it would have run per row; the
 stager runs that SQL on the distinct texts it has not met yet and takes the results back to
 every row (Converter). Same values, and a bad value fails with the same error: the same SQL
-raises it. Figures: bench/README.md.
+raises it. In a part over several files (file_parts.FilesPart) that SQL names each text's first
+file (hidden_columns.FILE_INDEX, given beside the text), as reading that file alone did.
+Figures: bench/README.md.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from service.core.hidden_columns import FILE_INDEX
 from service.core.schema import COST_TYPES
 
 if TYPE_CHECKING:  # Arrow is loaded by the stager that converts, not by the connectors that hand over
@@ -66,39 +69,54 @@ class Converter:
         self.con = con.cursor()
         self.cached: dict[tuple[str, str], tuple[dict[str | None, int], list[pa.Array]]] = {}
 
-    def convert(self, batch: pa.RecordBatch, per_value: dict[str, str]) -> pa.RecordBatch:
-        """The batch with each `per_value` column (text) replaced, in its place, by its SQL's value."""
+    def convert(self, batch: pa.RecordBatch, per_value: dict[str, str], files: pa.Array | None = None) -> pa.RecordBatch:
+        """The batch with each `per_value` column (text) replaced, in its place, by its SQL's value.
+        `files`: the batch's FILE_INDEX when its part spans several files (file_parts.FilesPart)."""
         for name, sql in per_value.items():
             index = batch.schema.get_field_index(name)
-            batch = batch.set_column(index, name, self._column(batch.column(index), name, sql))
+            batch = batch.set_column(index, name, self._column(batch.column(index), name, sql, files))
         return batch
 
-    def _column(self, column: pa.Array, name: str, sql: str) -> pa.Array:
+    def _column(self, column: pa.Array, name: str, sql: str, files: pa.Array | None) -> pa.Array:
         import pyarrow as pa
         import pyarrow.compute as pc
 
         encoded = pc.dictionary_encode(column, null_encoding="encode")  # the SQL decides a null's value
         texts = encoded.dictionary.to_pylist()
         positions, chunks = self.cached.setdefault((name, sql), ({}, []))
-        new = [text for text in texts if text not in positions]
+        new = [code for code, text in enumerate(texts) if text not in positions]
         if len(positions) + len(new) > CACHED_VALUES:
             positions.clear()
             chunks.clear()
-            new = texts
+            new = list(range(len(texts)))
         if new:
-            chunks.append(self._run(new, name, sql))
-            positions.update({text: number for number, text in enumerate(new, len(positions))})
+            chunks.append(self._run([texts[code] for code in new], name, sql, _first_files(encoded, files, new)))
+            positions.update({texts[code]: number for number, code in enumerate(new, len(positions))})
             if len(chunks) > 1:
                 chunks[:] = [pa.concat_arrays(chunks)]
         lookup = pa.array([positions[text] for text in texts], pa.int32())
         return chunks[0].take(lookup.take(encoded.indices))
 
-    def _run(self, texts: list[str | None], name: str, sql: str) -> pa.Array:
-        """The SQL's value of each text, in DuckDB."""
+    def _run(self, texts: list[str | None], name: str, sql: str, files: pa.Array | None) -> pa.Array:
+        """The SQL's value of each text, in DuckDB (beside each text its first file, which the
+        SQL of a part over several files names when the text is bad)."""
         import pyarrow as pa
 
-        values = self.con.from_arrow(pa.table({"value": pa.array(texts, pa.string())}))
+        columns = {"value": pa.array(texts, pa.string())} | ({} if files is None else {FILE_INDEX: files})
+        values = self.con.from_arrow(pa.table(columns))
         return values.project(f"CAST({sql} AS {COST_TYPES[name]}) AS value").to_arrow_table().column(0).combine_chunks()
 
     def close(self) -> None:
         self.con.close()
+
+
+def _first_files(encoded: pa.DictionaryArray, files: pa.Array | None, codes: list[int]) -> pa.Array | None:
+    """The FILE_INDEX of the first row holding each of the dictionary's `codes` (the rows come
+    in file order, so the least): the file that reading each file alone names for a bad value."""
+    import pyarrow as pa
+
+    if files is None:
+        return None
+    firsts = pa.table({"code": encoded.indices, "file": files}).group_by("code").aggregate([("file", "min")])
+    first = dict(zip(firsts.column("code").to_pylist(), firsts.column("file_min").to_pylist()))
+    return pa.array([first[code] for code in codes], files.type)

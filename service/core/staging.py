@@ -104,7 +104,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str]) -> None:
         batch, files = take_files(batch)
         if per_value:
-            batch = converter.convert(batch, per_value)
+            batch = converter.convert(batch, per_value, files)
         if with_keys:
             _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
             batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
