@@ -4,7 +4,7 @@ their split cost, the unused part onto the pods' cluster's idle; the bill's tota
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
@@ -99,3 +99,33 @@ def test_runs_of_pods_count_their_pods_and_the_instances_idle_share(lake_dir):
     assert [(r.run, r.jobs, r.cost, r.gpu_hours, r.state, r.idle_share) for r in result.rows] == [
         ("namespace2-trainer", 2, D("5.53"), None, None, D("0.5135")),
         ("namespace1-trainer", 2, D("4.20"), None, None, D("0.5135"))]
+
+
+def test_a_pod_labelled_on_part_of_the_month_is_one_run_named_by_its_label(tmp_path):
+    """AWS writes a pod's Kubernetes labels on its split rows only once their cost allocation
+    tags are active (README "Shared GPU clusters"): a label added or activated mid-month is on
+    the pod's later rows only. The pod is one run all month, named by the label wherever its rows
+    in the window's billing period carry it, whatever the window (the label `llm-r1` sorts before
+    the workload `trainer`: a per-row choice took the larger string, and a window of the labelled
+    hour alone named the same pod `llm-r1`). Figures: p5 hour $80, the pod's split cost 6 of
+    10 → $48 an hour, the unused 4 → $32 idle."""
+    from tests.attribution_helpers import line
+    from tests.test_clusters_allocation import by, gpu_line, setup
+
+    arn = "arn:aws:eks:us-east-1:123456789012:pod/gpu-cluster/train/trainer-0/u-1"
+
+    def pod_row(start: str, **labels: str) -> dict:
+        return line(start, "0", resource=arn, service="Amazon Elastic Kubernetes Service", split_parent="i-e",
+                    split_cost="6", split_unused="4",
+                    tags={"aws:eks:cluster-name": "gpu-cluster", "aws:eks:workload-name": "trainer", **labels})
+
+    hours = ("2026-11-02T10:00:00", "2026-11-02T11:00:00")
+    lines = [*(gpu_line("i-e", start=h, cluster="gpu-cluster") for h in hours),
+             pod_row(hours[0]), pod_row(hours[1], run="llm-r1")]
+    lake, cfg = setup(tmp_path, lines, [], {"cluster_tag": "cluster"}, dimensions={"run": {"tags": ["run"]}})
+    day = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
+    assert by(lake, cfg, ["run"], day) == {"llm-r1": D(96), "idle": D(64)}
+    for hour in (10, 11):
+        start = datetime(2026, 11, 2, hour, tzinfo=timezone.utc)
+        assert by(lake, cfg, ["run"], Window(start, start + timedelta(hours=1))) == {"llm-r1": D(48), "idle": D(32)}, hour
+    assert all(r.ok for r in reconcile(lake, cfg))

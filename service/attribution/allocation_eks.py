@@ -24,15 +24,18 @@ def pod_ctes(split: bool, tag_cols: Sequence[str], run_cols: Sequence[str], work
                 "CAST(NULL AS VARCHAR) AS pod_namespace, CAST(NULL AS VARCHAR) AS pod_name, "
                 "CAST(NULL AS VARCHAR) AS pod_run" + "".join(f", CAST(NULL AS VARCHAR) AS {c}" for c in tag_cols)
                 + " WHERE false), a_parents AS (SELECT a_instance FROM a_pod_rows), ")
-    run = ", ".join([*run_cols, *([workload] if workload else []),
-                     "split_part(ResourceId, '/', 3) || '/' || split_part(ResourceId, '/', 4)"])
+    # A pod's run: the first run tag any of its rows carry, else its workload, else <namespace>/<pod>.
+    # Per column over the pod's rows, not per row: AWS writes a pod label on the rows after its tag's
+    # activation only (a label added or activated mid-month), and the label names the pod's run.
+    run = ", ".join([*(f"max({c})" for c in [*run_cols, *([workload] if workload else [])]),
+                     "any_value(split_part(ResourceId, '/', 3) || '/' || split_part(ResourceId, '/', 4))"])
     picks = "".join(f", max({c}) AS {c}" for c in tag_cols)
     return (
         f"a_pod_rows AS MATERIALIZED (SELECT *, {PARENT_ID} "
         f"AS a_instance FROM {held} WHERE x_split_parent_resource_id IS NOT NULL AND cp_end > cp_start), "
         "a_pods AS (SELECT ResourceId AS pod, split_part(ResourceId, '/', 2) AS pod_cluster, "
         "split_part(ResourceId, '/', 3) AS pod_namespace, split_part(ResourceId, '/', 4) AS pod_name, "
-        f"max(coalesce({run})) AS pod_run{picks} FROM a_pod_rows GROUP BY ResourceId), "
+        f"coalesce({run}) AS pod_run{picks} FROM a_pod_rows GROUP BY ResourceId), "
         "a_parents AS (SELECT DISTINCT a_instance FROM a_pod_rows), "
     )
 
