@@ -26,7 +26,7 @@ from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import UsageError
 from tests.attribution_helpers import declared_sources
-from tests.test_clusters_allocation import gpu_line, job, setup
+from tests.test_clusters_allocation import by, gpu_line, job, setup
 from tests.test_service_http import api_for
 
 D = Decimal
@@ -274,3 +274,30 @@ def test_a_lake_without_a_bill_shows_the_runs_of_its_job_records(tmp_path):
     csv_out = CliRunner().invoke(cli, ["--config", str(path), "runs", "--since", "2026-11-02", "--until",
                                        "2026-11-03", "--format", "csv", "--state", "completed"])
     assert csv_out.stdout.splitlines()[1].startswith("r7,nlp,llm,"), csv_out.output
+
+
+def test_a_run_in_two_clusters_lists_both_and_attribute_splits_its_cost_per_cluster(tmp_path):
+    # r1's job 1 holds p5's i-a 10:00-10:30 (8 GPUs: $40), its restart job 2 h100's i-b 10:30-11:00
+    # ($40): one row of $80 whose cluster is both, sorted; `attribute --by cluster,run` still puts
+    # $40 on each cluster. r9 ran in two clusters that bill nothing: its jobs' clusters, the same way.
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
+                state="FAILED"),
+            job("2", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-b"], run_id="r1",
+                cluster="h100"),
+            job("8", 1, "2026-11-02T10:00:00", "2026-11-02T11:00:00", run_id="r9", cluster="gpu3"),
+            job("9", 1, "2026-11-02T11:00:00", "2026-11-02T12:00:00", run_id="r9", cluster="gpu2")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    result = runs(lake, cfg, query())
+    assert {r.run: (r.values["cluster"], r.cost, r.jobs, r.restarts) for r in result.rows} == {
+        "r1": ("h100,p5", D(80), 2, 1), "r9": ("gpu2,gpu3", D(0), 2, 0)}
+    assert {(t.group, t.cost) for t in runs(lake, cfg, query(by="cluster")).totals} == {
+        (("h100,p5",), D(80)), (("gpu2,gpu3",), D(0))}
+    assert by(lake, cfg, ["cluster", "run"]) == {("p5", "r1"): D(40), ("h100", "r1"): D(40),
+                                                 ("p5", "idle"): D(40), ("h100", "idle"): D(40)}
+    path = write_config(tmp_path, lake)
+    args = ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--format"]
+    shown = CliRunner().invoke(cli, [*args, "json"])
+    assert shown.exit_code == 0, shown.output
+    assert {r["run"]: r["cluster"] for r in json.loads(shown.stdout)["rows"]} == {"r1": "h100,p5", "r9": "gpu2,gpu3"}
+    csv_out = CliRunner().invoke(cli, [*args, "csv"])
+    assert 'r1,unallocated,unallocated,unallocated,unallocated,"h100,p5",' in csv_out.stdout, csv_out.stdout

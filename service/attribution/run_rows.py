@@ -8,7 +8,9 @@ A run is the `run` dimension of allocation (service/attribution/allocation.py): 
 and currency:
 - cost, team, project, experiment, job_type, cluster, user: from the same attribution as
   `attribute --by run` (cluster_usage: the jobs' parts; values shared by its jobs, `several`
-  where they differ);
+  where they differ, but cluster: every cluster its jobs' parts are in, sorted, joined by `,`:
+  a run moved from one cluster to another shows both, and `--by cluster` groups it under both
+  names, while `attribute --by run,cluster` splits its cost per cluster);
 - jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
   of each) that held GPUs in the window: jobs = records, restarts = its jobs that started after
   one of its jobs had ended in a state other than COMPLETED (a requeue, a resubmission after a
@@ -66,6 +68,7 @@ RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "s
 VALUES = ("team", "project", "experiment", "job_type", "cluster", "user")
 OTHER = "other"
 SEVERAL = "several"
+CLUSTERS_JOINED = ","
 HOURS = Decimal(3600)
 GPU_HOURS_QUANTUM = Decimal("1e-6")
 RATIO_QUANTUM = Decimal("1e-4")
@@ -215,7 +218,12 @@ class _JobSide:
     start: datetime | None = None
     end: datetime | None = None
     running: bool = False
-    values: dict[str, str] | None = None  # what its jobs state (`several` where they differ)
+    values: dict[str, str] | None = None  # what its jobs state (`several` where they differ), but cluster
+    clusters: set[str | None] = field(default_factory=set)  # each cluster its jobs state
+
+    @property
+    def stated(self) -> dict[str, str | None]:
+        return {**(self.values or {}), "cluster": _clusters(self.clusters)}
 
 
 def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
@@ -225,7 +233,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
             records = _job_records(lake, con, config, query.window)
         finally:
             con.close()
-        rows = [_row(side.name, side.values, Decimal(0), None, side, 0, None) for side in records.values()]
+        rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for side in records.values()]
         return replace(_arrange(query, _kept(query, rows), 0), lake_empty=True)
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
@@ -234,20 +242,27 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     costs: dict[tuple[str, str | None], list] = {}
     for job in usage.jobs:
         key = (folded(job.values["run"]), job.currency)
-        values = {**{d: job.values.get(d) for d in VALUES if d != "cluster"}, "cluster": job.cluster}
-        held = costs.setdefault(key, [job.values["run"], Decimal(0), values, 0])
+        values = {d: job.values.get(d) for d in VALUES if d != "cluster"}
+        held = costs.setdefault(key, [job.values["run"], Decimal(0), values, 0, set()])
         held[1] += job.cost
         held[2] = {d: v if v == values[d] else SEVERAL for d, v in held[2].items()}
         held[3] += 1
+        held[4].add(job.cluster)
     rows = []
-    for (run, currency), (name, cost, values, parts) in costs.items():
+    for (run, currency), (name, cost, values, parts, clusters) in costs.items():
+        values = {**values, "cluster": _clusters(clusters)}
         rows.append(_row(name, values, cost, currency, records.get(run), parts, idle.get((run, currency))))
     costed = {run for run, _ in costs}
     for run, side in records.items():
         if run not in costed:
-            rows.append(_row(side.name, side.values, Decimal(0), None, side, 0, None))
+            rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
     result = _arrange(query, _kept(query, rows), usage.overbooked)
     return replace(result, sources=tuple(session.data_through().items()))
+
+
+def _clusters(names: set[str | None]) -> str | None:
+    """A run's clusters as one value: sorted (case-insensitively), joined by `,`."""
+    return CLUSTERS_JOINED.join(sorted((n for n in names if n), key=lambda n: (folded(n), n))) or None
 
 
 def _kept(query: RunsQuery, rows: list[RunRow]) -> list[RunRow]:
@@ -334,6 +349,7 @@ def _job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: Attribution
         if end is not None:
             side.end = max(side.end or end.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))
         stated = dict(zip(VALUES, stated))
+        side.clusters.add(stated.pop("cluster"))
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     return runs
