@@ -111,3 +111,4 @@ def test_the_tops_per_run_and_cluster_equal_the_per_job_usage_summed(config):
             assert totals.runs[("run-a", "USD")] == Decimal("393.28")
     finally:
         session.con.close()
+

@@ -373,3 +373,30 @@ def test_61_a_scrape_reads_the_stored_commitment_tops_without_computing_commitme
 
     monkeypatch.setattr(commitment_tops, "commitments", no_commitments)
     assert commitment_samples(config, COMMITMENTS_NOW) == on_the_fly
+
+
+def test_the_idle_ratio_is_each_clusters_own_never_a_pooled_other(tmp_path):
+    """With `top_n: 1` and three clusters, the idle ratio stays one series per cluster: a pooled
+    `other` (the idle of a100 and h100 over their cost) is no cluster's share, yet the idle alert
+    would fire on it. Hand figures, each p5.48xlarge hour $80: p5 two instances, one full for the
+    hour and one half held ($40 idle of $160: 0.25); a100 one instance never held (1.0); h100
+    one instance fully held (0.0). Pooled, a100 and h100 made `other` 0.5, over the 0.3 threshold."""
+    from service.attribution.tops import compute_tops
+    from tests.attribution_helpers import config as make_config
+    from tests.test_clusters_allocation import gpu_line, job, setup
+
+    start = "2026-11-02T10:00:00"
+    lines = [gpu_line("i-p1", start=start, cluster="p5"), gpu_line("i-p2", start=start, cluster="p5"),
+             gpu_line("i-a1", start=start, cluster="a100"), gpu_line("i-h1", start=start, cluster="h100")]
+    jobs = [job("1", 8, start, "2026-11-02T11:00:00", instance_ids=["i-p1"]),
+            job("2", 8, start, "2026-11-02T10:30:00", instance_ids=["i-p2"]),
+            job("3", 8, start, "2026-11-02T11:00:00", instance_ids=["i-h1"], cluster="h100")]
+    lake, _ = setup(tmp_path, lines, jobs, {"cluster_tag": "cluster"})
+    cfg = make_config({"clusters": {"cluster_tag": "cluster"}}, lake)
+    cfg = cfg.model_copy(update={"service": cfg.service.model_copy(update={"top_n": 1})})
+    tops = compute_tops(lake, cfg, datetime(2026, 11, 2, 11, tzinfo=timezone.utc), ("clusters",))
+    idle = {(t.window, t.labels[0]): t.value for t in tops if t.family == "idle"}
+    assert idle == {(w, c): ratio for w in ("24h", "7d", "mtd")
+                    for c, ratio in (("p5", Decimal("0.25")), ("a100", Decimal(1)), ("h100", Decimal(0)))}
+    assert {(t.window, t.labels[0]) for t in tops if t.family == "run"} == {
+        (w, r) for w in ("24h", "7d", "mtd") for r in ("1", "other")}  # runs still fold beyond top_n

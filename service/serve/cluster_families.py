@@ -5,8 +5,9 @@ lake's state (service/attribution/cluster_tops.py computes them):
 - `spendlake_run_cost_usd{run,window}`: what each run's jobs cost (the allocation of
   `spendlake runs`), the `service.top_n` costliest runs per window and the rest as `other`;
 - `spendlake_cluster_idle_ratio{cluster,window}`: the share of a cluster's instance cost that
-  no job held (0-1), for clusters whose instances cost something in the window; clusters
-  beyond the top N by cost are pooled as `other` (their idle over their cost).
+  no job held (0-1), one series per cluster whose instances cost something in the window, never
+  folded into `other` (clusters are few; a pooled ratio is no cluster's, and the idle alert
+  would fire on it).
 USD only; both families are empty (HELP and TYPE still shown) without `clusters:` in the config.
 """
 
