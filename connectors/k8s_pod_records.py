@@ -1,6 +1,10 @@
 """kube-state-metrics series → rows of `jobs`, one per pod (pure; connectors/k8s_pods.py asks
 Prometheus). A pod is (cluster, namespace, pod, uid): a pod re-created under the same name (a
-StatefulSet's) is a new record.
+StatefulSet's) is a new record. Without a `uid` label (kube-state-metrics v1, or relabelling that
+drops it) a name's series are cut into lives, each a record: a new life begins where the name's
+creation time changes (`kube_pod_created`, else `kube_pod_start_time`), or where it is listed
+again after UNLISTED_SECONDS unlisted while kube-state-metrics went on reporting (deleted, as
+below); each sample belongs to the life its evaluation time falls in.
 
 - gpus: its containers' `nvidia_com_gpu` requests, a MIG resource (`nvidia_com_mig_3g_40gb`)
   as its share of a GPU; an init container asking for more than the containers together
@@ -21,6 +25,8 @@ StatefulSet's) is a new record.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,7 +43,8 @@ _INSTANCE = re.compile(r"/(i-[0-9a-f]{8,17})$")
 # a shard's pods are always a little older than the newest scrape (Prometheus's staleness: 5m).
 UNLISTED_SECONDS = 300
 
-PodKey = tuple[str, str, str, str]  # cluster, namespace, pod, uid
+PodName = tuple[str, str, str, str]  # cluster, namespace, pod, uid ("" without the label)
+PodKey = tuple[str, str, str, str, int]  # the name and its life (0 with a uid)
 
 
 @dataclass
@@ -79,21 +86,65 @@ class PodTable:
         self.cluster_label, self.cluster = cluster_label, cluster
         self.pods: dict[PodKey, Pod] = {}
         self.reported: dict[str, float] = {}  # cluster → last scrape of kube-state-metrics
+        self.reports: dict[str, list[float]] = {}  # cluster → its scrapes of kube-state-metrics, in order
+        self.lives: dict[PodName, list[float]] = {}  # a name without uid → when each life after the first began
         self.instances: dict[tuple[str, str], str] = {}  # (cluster, node) → EC2 instance id
 
     def _cluster(self, labels: dict[str, str]) -> str:
         return (labels.get(self.cluster_label) if self.cluster_label else None) or self.cluster or ""
 
-    def key(self, labels: dict[str, str]) -> PodKey:
+    def name(self, labels: dict[str, str]) -> PodName:
         return self._cluster(labels), labels.get("namespace", ""), labels.get("pod", ""), labels.get("uid", "")
 
     def _each(self, result: Iterable[Series], create: bool = False) -> Iterable[tuple[Pod, Series]]:
+        """Each pod's part of each series: a name's samples split among its lives."""
         for series in result:
-            key = self.key(series["metric"])
-            if create and series["values"]:
-                self.pods.setdefault(key, Pod(key))
-            if key in self.pods and series["values"]:
-                yield self.pods[key], series
+            name = self.name(series["metric"])
+            starts = self.lives.get(name, [])
+            parts: dict[int, list] = defaultdict(list)
+            for sample in series["values"]:
+                parts[bisect_right(starts, sample[0])].append(sample)
+            for life, values in parts.items():
+                key = (*name, life)
+                if create:
+                    self.pods.setdefault(key, Pod(key))
+                if key in self.pods:
+                    yield self.pods[key], {"metric": series["metric"], "values": values}
+
+    def add_lives(self, listed: Iterable[Series], created: Iterable[Series], started: Iterable[Series]) -> None:
+        """Cut the names without uid into lives (module docstring), before the other series are read.
+        `listed`: timestamp(kube_pod_info) (values are scrape times); `created`, `started`: the times."""
+        scrapes: dict[PodName, dict[float, float]] = defaultdict(dict)  # evaluation time → newest scrape
+        for series in listed:
+            name = self.name(series["metric"])
+            if not name[3]:
+                for at, scrape in series["values"]:
+                    scrapes[name][at] = max(scrape, scrapes[name].get(at, scrape))
+        births: dict[str, dict[PodName, dict[float, float]]] = {"created": {}, "started": {}}
+        for which, result in (("created", created), ("started", started)):
+            for series in result:
+                name = self.name(series["metric"])
+                if not name[3]:
+                    births[which].setdefault(name, {}).update(series["values"])
+        for name in {*scrapes, *births["created"], *births["started"]}:
+            starts = set()
+            listed_at = sorted(scrapes.get(name, {}).items())
+            for (_, before), (at, scrape) in zip(listed_at, listed_at[1:]):
+                if self._deleted_between(name[0], before, scrape):
+                    starts.add(at)
+            born = sorted((births["created"].get(name) or births["started"].get(name) or {}).items())
+            starts |= {at for (_, before), (at, value) in zip(born, born[1:]) if value != before}
+            if starts:
+                self.lives[name] = sorted(starts)
+
+    def _deleted_between(self, cluster: str, listed: float, again: float) -> bool:
+        """Whether kube-state-metrics reported without the pod for more than UNLISTED_SECONDS
+        between two scrapes that listed it (not: kube-state-metrics itself was not scraped)."""
+        if again - listed <= UNLISTED_SECONDS:
+            return False
+        reports = self.reports.get(cluster, [])
+        first_after = bisect_right(reports, listed + UNLISTED_SECONDS)
+        return first_after < len(reports) and reports[first_after] < again
 
     def add_requests(self, result: Iterable[Series], init: bool = False) -> None:
         for pod, series in self._each(result, create=True):
@@ -119,6 +170,7 @@ class PodTable:
             if series["values"]:
                 cluster = self._cluster(series["metric"])
                 self.reported[cluster] = max(self.reported.get(cluster, 0.0), max(v for _, v in series["values"]))
+                self.reports[cluster] = sorted({*self.reports.get(cluster, []), *(v for _, v in series["values"])})
 
     def add_labels(self, result: Iterable[Series]) -> None:
         for pod, series in self._each(result):
@@ -170,10 +222,13 @@ class PodTable:
         return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus > 0]
 
     def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
-        cluster, namespace, name, uid = pod.key
+        cluster, namespace, name, uid, life = pod.key
         state, end = self._state_and_end(pod)
         instance = self.instances.get((cluster, pod.node)) if pod.node else None
-        record = f"{cluster}/{uid}" if uid else f"{cluster}/{namespace}/{name}@{int(pod.started or pod.created or 0)}"
+        born = int(pod.started or pod.created or 0)
+        record = f"{cluster}/{uid}" if uid else f"{cluster}/{namespace}/{name}@{born}"
+        if life and not uid and not (pod.started or pod.created):  # lives told apart by a gap alone
+            record += f"#{life}"
         return job_row(record_id=record, job_id=f"{namespace}/{name}", scheduler="kubernetes", cluster=cluster or None,
                        run_id=labelled_run(pod.labels, run_labels) or (f"{namespace}/{pod.owner}" if pod.owner else None),
                        state=state, submit_time=from_epoch(pod.created), start_time=from_epoch(pod.started),

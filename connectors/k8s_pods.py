@@ -1,6 +1,7 @@
 """k8s-pods: the pods that requested GPUs, from kube-state-metrics (v2: `uid` on every pod
-series) through Prometheus `query_range` over the last `lookback_hours` → `jobs`, one row per
-pod; how series become rows: connectors/k8s_pod_records.py.
+series; without it, re-created pods of one name are told apart by creation time and gaps) through
+Prometheus `query_range` over the last `lookback_hours` → `jobs`, one row per pod; how series
+become rows: connectors/k8s_pod_records.py.
 
 Series read (each limited to pods with a GPU or MIG request, `namespaces` if set; a series that
 several kube-state-metrics replicas report counts once):
@@ -82,6 +83,14 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             raise SourceError(f"no kube-state-metrics series (kube_pod_info) from {start:%Y-%m-%d %H:%M} to "
                               f"{end:%Y-%m-%d %H:%M} UTC", where=c.prometheus_url,
                               hint="check that this Prometheus scrapes kube-state-metrics, or widen lookback_hours")
+        # the listings and creation times first: they cut the names without uid into lives
+        inner = where.removeprefix(", ")
+        listed = ask(of_gpu_pods(f"max by ({by}, node, created_by_kind, created_by_name, priority_class) "
+                                 f"(timestamp(kube_pod_info{{{inner}}}))"))
+        times = {which: ask(of_gpu_pods(f"max by ({by}) ({metric}{{{inner}}})")) for metric, which in (
+            ("kube_pod_created", "created"), ("kube_pod_start_time", "started"),
+            ("kube_pod_completion_time", "completed"))}
+        table.add_lives(listed, times["created"], times["started"])
         # max by container first: two kube-state-metrics replicas (HA, a rollout) report each pod twice
         table.add_requests(ask(f'sum by ({by}, resource) (max by ({by}, container, resource) '
                                f'(kube_pod_container_resource_requests{{resource=~"{GPU_RESOURCES}"{where}}}))'))
@@ -89,13 +98,10 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                                f'{{resource=~"{GPU_RESOURCES}"{where}}})'), init=True)
         if not table.pods:
             return [SnapshotPart("jobs", jobs_relation(con, []))]
-        inner = where.removeprefix(", ")
-        table.add_info(ask(of_gpu_pods(f"max by ({by}, node, created_by_kind, created_by_name, priority_class) "
-                                       f"(timestamp(kube_pod_info{{{inner}}}))")))
+        table.add_info(listed)
         table.add_labels(ask(of_gpu_pods(f"kube_pod_labels{{{inner}}}")))
-        for metric, which in (("kube_pod_created", "created"), ("kube_pod_start_time", "started"),
-                              ("kube_pod_completion_time", "completed")):
-            table.add_times(ask(of_gpu_pods(f"max by ({by}) ({metric}{{{inner}}})")), which)
+        for which, result in times.items():
+            table.add_times(result, which)
         # timestamp() of a selector is the scrape's time; of a comparison, the step's: filter with `and`
         phase = f"kube_pod_status_phase{{{inner}}}"
         table.add_phases(ask(of_gpu_pods(f"max by ({by}, phase) (timestamp({phase}) and on ({by}, phase) "

@@ -6,6 +6,7 @@ GPU use; pods without GPUs left out."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -65,13 +66,13 @@ def labels(**values: str) -> str:
     return ",".join(f'{k}="{v}"' for k, v in values.items())
 
 
-def openmetrics() -> str:
+def openmetrics(pods: list[dict] = PODS) -> str:
     families: dict[str, list[str]] = {}
 
     def sample(name: str, series: str, value: float, scrape: int) -> None:
         families.setdefault(name, []).append(f"{name}{{{series}}} {value} {at(scrape).replace(tzinfo=timezone.utc).timestamp():.0f}")
 
-    for pod in PODS:
+    for pod in pods:
         key = dict(namespace=pod["ns"], pod=pod["pod"], uid=pod["uid"])
         first, last = pod["listed"]
         kind, owner = pod.get("owner", ("ReplicaSet", "rs"))
@@ -348,3 +349,60 @@ def test_the_pods_of_a_kube_state_metrics_shard_scraped_earlier_are_not_deleted(
     table.add_reported([{"metric": {}, "values": [(1580, 1580)]}])
     assert sorted((r["name"], r["state"], r["end_time"]) for r in table.rows(())) == [
         ("a-0", "RUNNING", None), ("b-0", "RUNNING", None), ("gone", "CANCELLED", datetime(1970, 1, 1, 0, 19, 40))]
+
+
+# A StatefulSet pod deleted at scrape 60 and re-created at 75 (its node's GPUs free for 14 minutes)
+PS_0 = [dict(pod="ps-0", ns="train", uid="u-ps1", node="ip-10-0-1-1", listed=(20, 60), phases=[("Running", 20)],
+             requests={"server": ("nvidia_com_gpu", 2)}, owner=("StatefulSet", "ps"), start=20),
+        dict(pod="ps-0", ns="train", uid="u-ps2", node="ip-10-0-1-1", listed=(75, 359), phases=[("Running", 75)],
+             requests={"server": ("nvidia_com_gpu", 2)}, owner=("StatefulSet", "ps"), start=75)]
+
+
+@pytest.mark.binary
+def test_without_uid_a_re_created_pod_is_a_new_record(tmp_path):
+    """kube-state-metrics v1 (or relabelling) gives no `uid`: trainer-0 re-created at once (its
+    creation time changes at scrape 211) and ps-0 re-created after 14 minutes unlisted are two
+    records each, as with uids, never one pod holding GPUs across the gap; records are named
+    <cluster>/<namespace>/<pod>@<start>, the rest of every row is what the uids give."""
+    text = openmetrics(PODS + PS_0)
+    (tmp_path / "uid").mkdir()
+    (tmp_path / "nouid").mkdir()
+    with backfilled_prometheus(tmp_path / "uid", text) as url:
+        assert snapshot(tmp_path / "uid", prometheus_url=url, lookback_hours=8).error is None
+    without = "\n".join(re.sub(r',uid="[^"]*"', "", line) if line.startswith("kube_") else line
+                         for line in text.splitlines()) + "\n"
+    assert 'uid="' not in without
+    with backfilled_prometheus(tmp_path / "nouid", without) as url:
+        outcome = snapshot(tmp_path / "nouid", prometheus_url=url, lookback_hours=8)
+    assert outcome.error is None, outcome.error
+    columns = "record_id, job_id, run_id, state, submit_time, start_time, end_time, gpus, nodes, instance_ids, labels"
+    named = {r[0]: r for r in jobs(tmp_path / "uid", columns)}
+    epoch = {uid: int((row[5] or row[4]).replace(tzinfo=timezone.utc).timestamp()) for uid, row in named.items()}
+    expected = sorted((f"eks-p5/{row[1]}@{epoch[uid]}", *row[1:]) for uid, row in named.items())
+    assert sorted(jobs(tmp_path / "nouid", columns)) == expected
+    ps_0 = [(r[3], r[5], r[6]) for r in expected if r[1] == "train/ps-0"]
+    assert ps_0 == [("CANCELLED", at(20, 0), at(60)), ("RUNNING", at(75, 0), None)]
+
+
+def test_without_uid_a_gap_is_a_new_life_only_while_kube_state_metrics_reported():
+    """The same name listed again after more than 5 minutes is a new pod only if
+    kube-state-metrics went on reporting meanwhile (it was deleted); when kube-state-metrics
+    itself was not scraped, it is the same pod. No creation times here: the gap alone decides."""
+    from connectors.k8s_pod_records import PodTable
+
+    def series(times: list[float], **labels: str) -> dict:
+        return {"metric": {"namespace": "train", "pod": "w-0", **labels}, "values": [(t, t) for t in times]}
+
+    listed = [1000 + 60 * k for k in range(5)] + [1900 + 60 * k for k in range(5)]  # unlisted 1240-1900
+    for reported, lives in (([*listed, 1300, 1600], 2), (listed, 1)):
+        table = PodTable(None, "p5")
+        table.add_reported([{"metric": {}, "values": [(t, t) for t in reported]}])
+        table.add_lives([series(listed, node="n1")], [], [])
+        table.add_requests([series(listed, resource="nvidia_com_gpu")])
+        table.add_info([series(listed, node="n1")])
+        table.add_phases([series(listed, phase="Running")])
+        rows = sorted(table.rows(()), key=lambda r: r["record_id"])
+        assert len(rows) == lives, reported
+        if lives == 2:
+            assert [(r["record_id"], r["state"], r["end_time"]) for r in rows] == [
+                ("p5/train/w-0@0", "CANCELLED", datetime(1970, 1, 1, 0, 20, 40)), ("p5/train/w-0@0#1", "RUNNING", None)]
