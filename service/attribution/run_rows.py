@@ -9,8 +9,8 @@ and currency:
 - cost, team, project, experiment, job_type, cluster, user: from the same attribution as
   `attribute --by run` (cluster_usage: the jobs' parts; values shared by its jobs, `several`
   where they differ, but cluster: every cluster its jobs' parts are in, sorted, joined by `,`:
-  a run moved from one cluster to another shows both, and `--by cluster` groups it under both
-  names, while `attribute --by run,cluster` splits its cost per cluster);
+  a run moved from one cluster to another shows both, `--by cluster` groups it under that joined
+  value, and `attribute --by run,cluster` splits its cost per cluster);
 - jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
   of each) that held GPUs in the window: jobs = records, restarts = its jobs that started after
   one of its jobs had ended in a state other than COMPLETED (a requeue, a resubmission after a
