@@ -13,6 +13,9 @@ producers, and is handled here:
   falls back to it); Microsoft's FOCUS 1.0 export writes the invoice id, SKU details, meter
   name and pricing currency as `x_InvoiceId`, `x_SkuDetails`, `x_SkuMeterName`,
   `x_PricingCurrency`; AWS its usage type and operation as `x_UsageType` / `x_Operation`;
+- Oracle's FOCUS reports (`FOCUS Reports/<yyyy>/<mm>/<dd>/*.csv.gz` in its usage-report bucket)
+  keep six FOCUS 1.0-preview names (ALTERNATIVES); their rows are summed as FOCUS defines
+  (oci_BackReferenceNumber is not read), and Oracle's own reports beside them are skipped;
 - quantities and unit prices are exact decimals like the costs; the JSON columns
   (SkuPriceDetails, AllocatedMethodDetails, ContractApplied) keep the file's JSON text, and
   AllocatedTags is a map like Tags.
@@ -60,9 +63,18 @@ OTHER_DATASETS = (("ContractCommitmentId", "Contract Commitment"), ("InvoiceDeta
 
 # Canonical columns a FOCUS version names differently → the names to try, in order. FOCUS
 # 1.3 deprecates ProviderName for ServiceProviderName (a file may carry either or both);
-# Microsoft's FOCUS 1.0 export carries some later FOCUS columns under `x_` names.
+# Microsoft's FOCUS 1.0 export carries some later FOCUS columns under `x_` names; Oracle's
+# FOCUS reports keep six FOCUS 1.0-preview names (Provider, Publisher, InvoiceIssuer, Region,
+# UsageQuantity, UsageUnit), which 1.0 renamed (Region became RegionName beside a new RegionId:
+# Oracle writes the region's identifier, `us-ashburn-1`, so it fills both).
 ALTERNATIVES = {
-    "ProviderName": ("ProviderName", "ServiceProviderName"),
+    "ProviderName": ("ProviderName", "ServiceProviderName", "Provider"),
+    "PublisherName": ("PublisherName", "Publisher"),
+    "InvoiceIssuerName": ("InvoiceIssuerName", "InvoiceIssuer"),
+    "RegionId": ("RegionId", "Region"),
+    "RegionName": ("RegionName", "Region"),
+    "ConsumedQuantity": ("ConsumedQuantity", "UsageQuantity"),
+    "ConsumedUnit": ("ConsumedUnit", "UsageUnit"),
     "InvoiceId": ("InvoiceId", "x_InvoiceId"),
     "SkuPriceDetails": ("SkuPriceDetails", "x_SkuDetails"),
     "SkuMeter": ("SkuMeter", "x_SkuMeterName"),
@@ -70,6 +82,9 @@ ALTERNATIVES = {
     "x_usage_type": ("x_UsageType",),
     "x_operation": ("x_Operation",),
 }
+# Oracle's own cost and usage reports (`reports/cost-csv/`, `reports/usage-csv/`) sit in the
+# bucket beside its FOCUS reports, holding the same usage: recognised by this column, skipped.
+OCI_OWN_REPORT = "lineItem/intervalUsageStart"
 TAG_COLUMNS = ("Tags", "AllocatedTags")
 NULLS = ("", "NULL")  # how producers write a null cell
 
@@ -113,6 +128,9 @@ class FocusConnector(FolderExport):
                 if table.name(column):
                     raise OtherDataset(uri, f"a FOCUS {dataset} dataset (it has {column}), not cost and usage "
                                             "rows; an inventory source of kind focus-datasets reads it")
+            if table.name(OCI_OWN_REPORT):
+                raise OtherDataset(uri, f"an Oracle Cloud report in Oracle's own format (it has {OCI_OWN_REPORT}), "
+                                        "which repeats the FOCUS reports' costs; kind oci-cost reads it")
         table.require(*REQUIRED)
         expressions: dict[str, str | None] = {}
         per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
