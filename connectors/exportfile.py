@@ -364,4 +364,21 @@ def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str |
     kind = str(table.type_of(name))
     if kind.startswith("MAP("):
         return f"CAST({ident(name)} AS MAP(VARCHAR, VARCHAR))"
+    if is_key_value_list(table.type_of(name)):
+        return key_value_tags_sql(table, ident(name), name)
     return json_tags_sql(table, ident(name), name, braces_optional=braces_optional)
+
+
+def is_key_value_list(kind: duckdb.DuckDBPyType) -> bool:
+    """A list of {key, value, …} records: how BigQuery, which has no map type, writes a map."""
+    return kind.id == "list" and kind.child.id == "struct" and {"key", "value"} <= {
+        field.lower() for field, _ in kind.child.children}
+
+
+def key_value_tags_sql(table: Table, sql: str, column: str) -> str:
+    """{key, value} records as MAP(VARCHAR, VARCHAR), keys as written; a NULL or repeated key fails
+    (list_distinct drops NULLs, so equal lengths mean every key present and unique)."""
+    keys = f"list_transform({sql}, lambda pair: CAST(pair.key AS VARCHAR))"
+    values = f"list_transform({sql}, lambda pair: CAST(pair.value AS VARCHAR))"
+    as_map = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN map({keys}, {values}) END"
+    return parsed_or_fail(table, sql, as_map, column, "a key missing or given twice")

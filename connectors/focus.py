@@ -5,7 +5,8 @@ producers, and is handled here:
 
 - nulls written as empty cells or as the bare token `NULL` (MySQL dumps);
 - timestamps with or without `T`, `Z` or seconds (`2024-06-01T00:00Z`), read as UTC;
-- `Tags` as JSON text (CSV) or a map (Parquet); keys and values are kept exactly as written,
+- `Tags` as JSON text (CSV), a map (Parquet), or BigQuery's list of {key, value, …} records
+  (Google's FOCUS export table written out as Parquet); keys and values are kept exactly as written,
   including keys with a leading space (`" org"`); non-string values keep their JSON text;
 - a UTF-8 BOM and CRLF line ends (the CSV reader handles both);
 - every FOCUS 1.2 column and the 1.3 additions are kept as the file gives them (absent ones
@@ -47,8 +48,8 @@ from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
-                                   decimal, ident, json_tags_sql, json_text, open_table, rounded_away, tags, text,
-                                   timestamp)
+                                   decimal, ident, is_key_value_list, json_tags_sql, json_text, open_table,
+                                   rounded_away, tags, text, timestamp)
 from connectors.folder_export import FolderExport
 from connectors.storage import suffix_of
 from service.core.errors import SpendlakeError, duckdb_error
@@ -179,6 +180,6 @@ def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False
     """`tags` of a JSON text column as SQL over a text column `value` holding it, for the stager to
     run once per distinct value (service.core.per_value); None when the column is absent or a map."""
     name = table.name(*candidates)
-    if name is None or str(table.type_of(name)).startswith("MAP("):
+    if name is None or str(table.type_of(name)).startswith("MAP(") or is_key_value_list(table.type_of(name)):
         return None
     return json_tags_sql(table, ident("value"), name, braces_optional=braces_optional)

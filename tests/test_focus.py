@@ -104,6 +104,44 @@ def test_typed_parquet_money_times_and_map_tags(tmp_path):
     assert tags == [({" team": "a"},), ({},)]
 
 
+# BigQuery has no map type: Google's FOCUS export table, written out by `bq extract` as
+# Parquet, holds Tags as repeated {key, value, x_type, x_inherited, x_namespace} records.
+BIGQUERY_TAG = pa.struct([("key", pa.string()), ("value", pa.string()), ("x_type", pa.string()),
+                          ("x_inherited", pa.bool_()), ("x_namespace", pa.string())])
+
+
+def bigquery_focus(tags: list) -> pa.Table:
+    utc = pa.timestamp("us", tz="UTC")
+    rows = len(tags)
+    return pa.table({
+        "BilledCost": pa.array([Decimal("11.060000000")] * rows, pa.decimal128(38, 9)),
+        "BillingCurrency": ["USD"] * rows,
+        "BillingPeriodStart": pa.array([datetime(2025, 6, 1, tzinfo=timezone.utc)] * rows, utc),
+        "ChargePeriodStart": pa.array([datetime(2025, 6, 2, h, tzinfo=timezone.utc) for h in range(rows)], utc),
+        "ServiceProviderName": ["Google Cloud"] * rows,
+        "Tags": pa.array(tags, pa.list_(BIGQUERY_TAG)),
+    })
+
+
+def test_bigquery_tags_as_key_value_records_become_the_tags_map(tmp_path):
+    label = {"key": "team", "value": "llm", "x_type": "label", "x_inherited": False, "x_namespace": ""}
+    tag = {"key": "env", "value": "prod", "x_type": "tag", "x_inherited": True, "x_namespace": "123456789012"}
+    pq.write_table(bigquery_focus([[label, tag], [], None]), tmp_path / "focus-000000000000.parquet")
+    lake, result = ingest_files(tmp_path, ("gcp", "focus", tmp_path / "focus-000000000000.parquet"))
+    assert failures(result) == []
+    assert sums(lake) == [("Google Cloud", "USD", 3, Decimal("33.18"), None)]
+    tags = lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart").fetchall()
+    assert tags == [({"team": "llm", "env": "prod"},), ({},), (None,)]
+
+
+def test_bigquery_tags_with_a_key_twice_fail_naming_file_and_column(tmp_path):
+    twice = [{"key": "env", "value": v, "x_type": "label", "x_inherited": False, "x_namespace": ""} for v in "ab"]
+    pq.write_table(bigquery_focus([twice]), tmp_path / "focus.parquet")
+    _, result = ingest_files(tmp_path, ("gcp", "focus", tmp_path / "focus.parquet"))
+    [error] = failures(result)
+    assert f"{tmp_path / 'focus.parquet'}: column Tags: a key missing or given twice" in error
+
+
 def test_padded_blank_and_infinite_cells_read_as_written(tmp_path):
     """Times and tags are parsed as given and trimmed only where that fails (the cheaper
     parse): padded values still parse, blank ones are NULL, ±infinity stays as before."""
