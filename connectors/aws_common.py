@@ -39,6 +39,7 @@ import duckdb
 
 from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_name, text, timestamp
 from connectors.aws_focus import focus_columns, product_text
+from connectors.export_formats import looks_like
 from service.core.errors import DataError
 from service.core.hidden_columns import LINE_ITEM_KEY, rounded_away_sql, rounding_select
 from service.core.schema import MONEY, cost_select_list
@@ -149,8 +150,10 @@ class BadValueLocator:
 def check_required(columns: AwsColumns, where: str, required: Sequence[str] = REQUIRED) -> None:
     missing = columns.missing(required)
     if missing:
-        raise DataError(f"required column(s) missing: {', '.join(missing)}", where=where,
-                        hint="is this an AWS cost and usage report? check the source kind and the export's columns")
+        headers = (header for spellings in columns.spellings.values() for header in spellings)
+        found = looks_like(headers, ("aws-cur", "aws-cur2"))
+        hint = found or "is this an AWS cost and usage report? check the source kind and the export's columns"
+        raise DataError(f"required column(s) missing: {', '.join(missing)}", where=where, hint=hint)
     for field in MONEY_FIELDS:  # which of two cost columns holds the cost is never guessed
         spellings = columns.spellings.get(field, [])
         if len(spellings) > 1:

@@ -112,7 +112,7 @@ class AzureCostConnector(FolderExport):
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST)
-        table.require(COST, CURRENCY, "Date")
+        table.require(COST, CURRENCY, "Date", kind=self.kind)
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost, self.export_type(uri))
         charge_type = text(table, "ChargeType")

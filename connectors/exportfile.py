@@ -26,6 +26,7 @@ from urllib.parse import unquote
 import duckdb
 
 from connectors.csvfile import read_csv
+from connectors.export_formats import looks_like
 from connectors.storage import suffix_of
 from service.core.errors import DataError, duckdb_error
 from service.core.hidden_columns import FILE_INDEX, rounded_away_sql
@@ -76,14 +77,16 @@ class Table:
     def type_of(self, name: str) -> duckdb.DuckDBPyType:
         return self.columns[name.lower()][1]
 
-    def require(self, *names: str | tuple[str, ...]) -> None:
-        """Each name (or tuple of alternatives) must be a column, else a DataError naming it."""
+    def require(self, *names: str | tuple[str, ...], kind: str) -> None:
+        """Each name (or tuple of alternatives) must be a column, else a DataError naming it, and
+        what the file looks like when that is an export another kind than `kind` reads."""
         for name in names:
             alternatives = (name,) if isinstance(name, str) else name
             if self.name(*alternatives) is None:
                 names = " or ".join(repr(a) for a in alternatives)
+                found = looks_like((column for column, _ in self.columns.values()), (kind,))
                 raise DataError(f"required column {names} is missing", where=self.uri,
-                                hint="is this the export kind configured for the source?")
+                                hint=found or "is this the export kind configured for the source?")
 
     def fail(self, column: str, problem: str, value_sql: str) -> str:
         """SQL that aborts the read with the file, column and offending value."""

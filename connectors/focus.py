@@ -132,7 +132,7 @@ class FocusConnector(FolderExport):
             if table.name(OCI_OWN_REPORT):
                 raise OtherDataset(uri, f"an Oracle Cloud report in Oracle's own format (it has {OCI_OWN_REPORT}), "
                                         "which repeats the FOCUS reports' costs; kind oci-cost reads it")
-        table.require(*REQUIRED)
+        table.require(*REQUIRED, kind=self.kind)
         expressions: dict[str, str | None] = {}
         per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
         for name, kind in COST_COLUMNS:

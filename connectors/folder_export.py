@@ -64,7 +64,7 @@ class FolderExport(StoredExport, ABC):
         if not files:
             raise SourceError(f"no {self.what} files ({', '.join(self.suffixes)}) under {self.config.location}",
                               where=f"sources.{self.config.name}.location",
-                              hint=f"point it at the folder the {self.what} export writes into")
+                              hint=f"point it at the folder holding the {self.what} files")
         for obj in files:
             self._objects[obj.uri] = obj
             yield Delivery(fingerprint([obj]), None, (obj.uri,), loose=True)

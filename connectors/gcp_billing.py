@@ -34,6 +34,7 @@ import duckdb
 
 from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, ParquetRun, Table, ident,
                                    money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
+from connectors.export_formats import looks_like
 from connectors.folder_export import FolderExport
 from service.core.errors import DataError
 from service.core.schema import MONEY, QUANTITY, cost_select_list
@@ -88,8 +89,9 @@ class Fields:
     def require(self, *paths: str) -> None:
         for path in paths:
             if self.get(path) is None:
+                found = looks_like((column for column, _ in self.table.columns.values()), ("gcp-billing",))
                 raise DataError(f"required field {path!r} is missing", where=self.table.uri,
-                                hint="is this a Cloud Billing export (standard or detailed usage cost)?")
+                                hint=found or "is this a Cloud Billing export (standard or detailed usage cost)?")
 
     def text(self, path: str) -> str | None:
         found = self.get(path)

@@ -99,7 +99,7 @@ class OciCostConnector(StoredExport):
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
             path = self.storage.local_copy(obj, scratch)
             table = open_table(con, path, uri, money=(COST,))
-            table.require(START, COST, CURRENCY)
+            table.require(START, COST, CURRENCY, kind=self.kind)
             tables.append((table, _header(path)))
         superseded = f"oci_superseded_{uuid.uuid4().hex}"
         con.execute(f"CREATE TEMP TABLE {superseded} (reference VARCHAR)")

@@ -1,0 +1,42 @@
+"""Which billing export a file's columns say it is, so that a file the source's kind cannot
+read fails naming what it looks like and the kind that reads it (a FOCUS file under
+`kind: aws-cur` says `kind focus reads it`), not only the column it lacks.
+
+Each signature is a set of columns only that export has (compared case-insensitively, as
+every connector matches names); the first that matches wins, so narrower ones come first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# (columns all present, what the file is, the kinds that read it, or what to do when none does)
+SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
+    (("BilledCost", "ChargePeriodStart"), "a FOCUS cost and usage file", ("focus",)),
+    (("identity/LineItemId",), "an AWS legacy Cost and Usage Report (CUR)", ("aws-cur",)),
+    (("identity_line_item_id", "resource_tags"), "an AWS Data Exports CUR 2.0 file", ("aws-cur2",)),
+    (("identity_line_item_id",), "an AWS Cost and Usage Report in Parquet", ("aws-cur", "aws-cur2")),
+    (("lineItem/intervalUsageStart", "cost/myCost"), "an Oracle Cloud cost report", ("oci-cost",)),
+    (("lineItem/intervalUsageStart",), "an Oracle Cloud usage report, which has no costs",
+     "point the source at the cost reports (reports/cost-csv/, kind oci-cost) or the FOCUS reports (kind focus)"),
+    (("usage_start_time", "invoice"), "a Google Cloud Billing export", ("gcp-billing",)),
+    (("usage_start_time", "invoice.month"), "a Google Cloud Billing export", ("gcp-billing",)),
+    (("PreTaxCost", "UsageDateTime"), "Azure usage details in the retired pay-as-you-go v1 format (PreTaxCost)",
+     "export cost details from Cost Management instead (kind azure-cost reads them)"),
+    (("MeterCategory", "CostInBillingCurrency"), "an Azure cost details export", ("azure-cost",)),
+    (("MeterCategory", "Cost"), "an Azure cost details export", ("azure-cost",)),
+)
+
+
+def looks_like(columns: Iterable[str], kinds: Iterable[str]) -> str | None:
+    """What the columns say the file is and what reads it, when that is not one of `kinds` (the
+    source's own); None when they match no signature or one that `kinds` reads."""
+    present = {column.lower() for column in columns}
+    for needed, what, readers in SIGNATURES:
+        if all(column.lower() in present for column in needed):
+            if isinstance(readers, str):
+                return f"it looks like {what}: {readers}"
+            if set(readers) & set(kinds):
+                return None
+            return f"it looks like {what}: {' or '.join(f'kind {kind}' for kind in readers)} reads it"
+    return None

@@ -1,0 +1,78 @@
+"""A real export under a source of the wrong kind fails (exit 3) naming what the file looks
+like and the kind that reads it, beside the column it lacks."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+from billing_helpers import failures, ingest_files
+from click.testing import CliRunner
+from conftest import SAMPLES
+
+from service.cli.main import cli
+
+FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+AZURE_FOCUS = SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv"
+LEGACY_CUR = SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv"
+GCP = SAMPLES / "gcp" / "koku_gcp_standard_export_202011.csv"
+AZURE_EA = SAMPLES / "azure" / "ea_actual_anonymous_sample.csv"
+
+
+@pytest.mark.parametrize("sample, kind, expected", [
+    (FOCUS, "aws-cur", "it looks like a FOCUS cost and usage file: kind focus reads it"),
+    (AZURE_FOCUS, "azure-cost", "it looks like a FOCUS cost and usage file: kind focus reads it"),
+    (LEGACY_CUR, "focus", "it looks like an AWS legacy Cost and Usage Report (CUR): kind aws-cur reads it"),
+    (GCP, "focus", "it looks like a Google Cloud Billing export: kind gcp-billing reads it"),
+    (AZURE_EA, "gcp-billing", "it looks like an Azure cost details export: kind azure-cost reads it"),
+    (FOCUS, "gcp-billing", "it looks like a FOCUS cost and usage file: kind focus reads it"),
+])
+def test_a_sample_under_the_wrong_kind_names_the_kind_that_reads_it(tmp_path, sample, kind, expected):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    shutil.copy(sample, folder / sample.name)
+    _, result = ingest_files(tmp_path, ("wrong", kind, folder))
+    [error] = failures(result)
+    assert sample.name in error and expected in error
+
+
+def test_azure_v1_usage_details_say_what_to_export_instead(tmp_path):
+    path = tmp_path / "usage.csv"
+    path.write_text("SubscriptionGuid,UsageDateTime,MeterCategory,PreTaxCost,Currency\n"
+                    "0000,2024-06-02,Virtual Machines,3.10,USD\n")
+    _, result = ingest_files(tmp_path, ("azure", "azure-cost", path))
+    [error] = failures(result)
+    assert "required column 'CostInBillingCurrency' or 'Cost' is missing" in error
+    assert "retired pay-as-you-go v1 format (PreTaxCost): export cost details from Cost Management" in error
+
+
+def test_a_file_of_the_right_kind_lacking_a_column_keeps_the_plain_hint(tmp_path):
+    path = tmp_path / "focus.csv"
+    path.write_text("BilledCost,BillingPeriodStart,ChargePeriodStart\n1,2024-06-01,2024-06-02\n")
+    _, result = ingest_files(tmp_path, ("focus", "focus", path))
+    [error] = failures(result)
+    assert "required column 'BillingCurrency' is missing" in error and "looks like" not in error
+
+
+def test_the_cli_exits_3_naming_the_file_and_the_kind(tmp_path):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    shutil.copy(LEGACY_CUR, folder / LEGACY_CUR.name)
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"),
+                                      "sources": [{"name": "cur", "kind": "focus", "location": str(folder)}]}))
+    result = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+    assert result.exit_code == 3
+    assert LEGACY_CUR.name in result.output and "kind aws-cur reads it" in result.output
+
+
+def test_bq_extract_avro_files_alone_fail_the_source_naming_what_it_reads(tmp_path):
+    """`bq extract` writes Avro by choice: gcp-billing reads the Parquet or JSON it also writes."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "billing-000000000000.avro").write_bytes(b"Obj\x01")
+    _, result = ingest_files(tmp_path, ("gcp", "gcp-billing", folder))
+    [error] = failures(result)
+    assert "no Cloud Billing export files (.csv, .csv.gz, .parquet, .json, .jsonl, .json.gz, .jsonl.gz)" in error
+    assert "point it at the folder holding the Cloud Billing export files" in error
