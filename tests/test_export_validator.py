@@ -12,6 +12,7 @@ import duckdb
 import pytest
 from billing_helpers import failures, ingest_files
 from conftest import SAMPLES
+from test_focus_oci import write_bucket
 
 from service.export import ExportOptions, export_focus
 from tests.focus_validator import executable, unexplained_failures, validate_once
@@ -111,3 +112,17 @@ def test_the_demo_export_with_attribution_fails_no_rule_the_plain_export_does_no
         after = validate_once(data)
         new = {rule.id: rule.violations for rule in after.failures() if rule.id not in before.failed_ids}
         assert new == {}, period.period
+
+
+def test_the_export_of_an_oracle_focus_report_fails_no_mandatory_rule(tmp_path):
+    """Oracle's FOCUS reports name ProviderName, PublisherName and InvoiceIssuerName by their
+    FOCUS 1.0-preview names: read under the 1.0 names, the export has them (Mandatory, not null)."""
+    executable()
+    write_bucket(tmp_path / "bucket", with_cost_report=False)
+    lake, result = ingest_files(tmp_path, ("oci", "focus", tmp_path / "bucket"))
+    assert failures(result) == []
+    from service.core.config import parse_config
+    config = parse_config({"lake": str(lake.root), "sources": [
+        {"name": "oci", "kind": "focus", "location": str(tmp_path / "bucket")}]})
+    report = validate_once(exported(config, tmp_path / "out", "oci"))
+    assert unexplained_failures(report, "Mandatory") == []
