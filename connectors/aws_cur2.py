@@ -7,7 +7,8 @@ Layout under the export (`s3://<bucket>/<prefix>/<export-name>/`, or a local cop
 
 OVERWRITE_REPORT keeps one manifest per period; CREATE_NEW_REPORT adds a date-stamped
 `<delivery>` folder per execution, and only the newest one counts. Either way exactly the
-manifest's `dataFiles` are read, and the delivery id is its `executionId`. Data present
+manifest's `dataFiles` are read, and the delivery id is its `executionId`. Two exports under
+the location delivering one period would replace each other: that period fails naming them. Data present
 without a manifest is "waiting for manifest"; neither under the location is a SourceError.
 `resource_tags` is a map column in Parquet and JSON text in CSV; both become the canonical
 Tags map with the keys as written (`user_team`).
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from connectors.aws_export import AwsExportConnector
 from connectors.base import Delivery
 from connectors.storage import StoredObject, fingerprint
-from service.core.errors import DataError, SourceError
+from service.core.errors import ConfigError, DataError, SourceError
 
 MANIFEST = re.compile(r"(?:^|/)metadata/BILLING_PERIOD=(\d{4}-\d{2})/(?:(.+)/)?[^/]*Manifest\.json$")
 DATA = re.compile(r"(?:^|/)data/BILLING_PERIOD=(\d{4}-\d{2})/.+\.(parquet|csv\.gz|csv)$", re.IGNORECASE)
@@ -48,10 +49,17 @@ class AwsCur2Connector(AwsExportConnector):
                 data[(root, found.group(1))].append(obj)
 
         result: list[Delivery] = []
+        exports: dict[str, list[str]] = defaultdict(list)  # period → the export folders delivering it
+        for root, period in manifests:
+            exports[period].append(root)
         for (root, period), candidates in manifests.items():
             # CREATE_NEW_REPORT: one folder per delivery; the manifest written last counts
             # (its folder name, date-stamped, breaks a tie).
             _, manifest = max(candidates, key=lambda c: (c[1].modified, c[0], c[1].key))
+            if len(exports[period]) > 1:
+                if root == min(exports[period]):
+                    result.append(self._ambiguous(period, exports[period], manifests))
+                continue
             result.append(self._manifest_delivery(root, period, manifest))
         for (root, period), objs in data.items():
             if (root, period) not in manifests:
@@ -63,6 +71,18 @@ class AwsCur2Connector(AwsExportConnector):
                               where=f"sources.{self.config.name}.location",
                               hint="point it at the export's folder, the one holding data/ and metadata/")
         return iter(sorted(result, key=lambda d: (d.periods or ("",), d.files)))
+
+    def _ambiguous(self, period: str, roots: list[str],
+                   manifests: dict[tuple[str, str], list[tuple[str, StoredObject]]]) -> Delivery:
+        """Two exports delivering one period would replace each other in the lake (a daily and
+        an hourly export of one account, or two accounts' exports): the period fails naming them."""
+        objs = [obj for root in roots for _, obj in manifests[(root, period)]]
+        failed = Delivery("ambiguous:" + fingerprint(objs), (period,), tuple(sorted(o.uri for o in objs)))
+        self._problem(failed.delivery_id, ConfigError(
+            f"{len(roots)} Data Exports deliver {period} under this location: {', '.join(sorted(roots))}",
+            where=f"sources.{self.config.name}.location",
+            hint="give each export its own source, its location the export's folder (the one holding data/)"))
+        return failed
 
     @staticmethod
     def _relative(uri: str) -> str:

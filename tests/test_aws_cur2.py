@@ -96,3 +96,23 @@ def test_create_new_report_takes_the_manifest_written_last(tmp_path):
     cfg = config(tmp_path, tmp_path / "exp")
     ingest(cfg)
     assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("newer", Decimal(2))]
+
+
+@pytest.mark.parametrize("kind", ["aws-cur2", "focus"])
+def test_two_exports_for_one_period_fail_instead_of_replacing_each_other(tmp_path, kind):
+    """Two Data Exports under one location (a daily and an hourly one, or two payers') both
+    deliver 2026-10: kept apart by nothing, each ingest would replace the other's period, so
+    the period fails naming both export folders and nothing is committed."""
+    put = local_put(tmp_path / "exp")
+    for export, cost in (("cur2-hourly", "1"), ("cur2-daily", "30")):
+        write_cur2(put, prefix="exports", export=export, period="2026-10", execution=f"exec-{export}",
+                   parts=[part(tmp_path, [line(cost=cost)], "parquet")], fmt="parquet")
+    lake = tmp_path / "lake"
+    cfg = parse_config({"lake": str(lake), "sources": [{"name": "cur", "kind": kind,
+                                                        "location": str(tmp_path / "exp")}]})
+    result = ingest(cfg)
+    assert {o.status for o in result.outcomes} == {"failed"}
+    error = str(result.outcomes[0].error)
+    assert "2 Data Exports deliver 2026-10 under this location: exports/cur2-daily/, exports/cur2-hourly/" in error
+    assert "give each export its own source" in error
+    assert not Lake(lake).ledger()
