@@ -16,14 +16,16 @@ manifest's blobs, found next to the manifest; its delivery id is the runId.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from connectors.base import Delivery
 from connectors.storage import Storage, StoredObject
-from service.core.errors import DataError, SourceError, SpendlakeError
+from service.core.errors import ConfigError, DataError, SourceError, SpendlakeError
 
 MANIFEST_NAME = "manifest.json"
+MONTH = re.compile(r"\d{4}-\d{2}")
 
 
 @dataclass(frozen=True)
@@ -85,13 +87,46 @@ def _run(manifest: StoredObject, body: dict, by_key: dict[str, StoredObject]) ->
 
 
 def newest_runs(runs: list[ExportRun]) -> list[ExportRun]:
-    """The newest run of each (export, date range), in date order."""
+    """The newest run of each (export, date range), in date order; runs of two exports covering
+    one month fail (see `_one_export_a_month`)."""
     newest: dict[tuple[str, tuple[str, str]], ExportRun] = {}
     for run in runs:
         key = (run.export, run.date_range)
         if key not in newest or (run.submitted, run.run_id) > (newest[key].submitted, newest[key].run_id):
             newest[key] = run
-    return sorted(newest.values(), key=lambda r: (r.date_range, r.export))
+    return _one_export_a_month(sorted(newest.values(), key=lambda r: (r.date_range, r.export)))
+
+
+def _one_export_a_month(runs: list[ExportRun]) -> list[ExportRun]:
+    """Two exports in one location covering one month (actual and amortized, or two scopes') would
+    replace each other's month in the lake on every ingest: their runs fail, naming both."""
+    exports: dict[str, dict[str, str | None]] = {}  # month → export → its cost type
+    for run in runs:
+        for month in _months(run.date_range):
+            exports.setdefault(month, {})[run.export] = run.cost_type
+    failed = []
+    for run in runs:
+        clash = next((m for m in _months(run.date_range) if len(exports[m]) > 1), None)
+        if clash and run.problem is None:
+            named = ", ".join(f"{name} ({kind})" if kind else name for name, kind in sorted(exports[clash].items()))
+            run = replace(run, problem=ConfigError(
+                f"{len(exports[clash])} exports deliver {clash} under this location: {named}",
+                where=run.files[0].uri if run.files else None,
+                hint="give each export its own source, its location the export's folder"))
+        failed.append(run)
+    return failed
+
+
+def _months(date_range: tuple[str, str]) -> list[str]:
+    """The months (YYYY-MM) a run's startDate…endDate covers; none when they are not dates."""
+    start, end = (value[:7] for value in date_range)
+    if not (MONTH.fullmatch(start) and MONTH.fullmatch(end or start)):
+        return []
+    months, (year, month) = [], map(int, start.split("-"))
+    while f"{year:04d}-{month:02d}" <= (end or start):
+        months.append(f"{year:04d}-{month:02d}")
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return months
 
 
 def run_delivery(run: ExportRun) -> Delivery:

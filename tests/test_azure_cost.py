@@ -225,3 +225,23 @@ def test_export_run_whose_manifest_lists_a_missing_part_fails_alone(tmp_path):
     [message] = failures(result)
     assert "manifest.json" in message and "part_1_0002.csv" in message
     assert sums(lake, "billing_period") == [("2023-10", 1, Decimal("4"), None)]
+
+
+def test_two_exports_of_one_month_fail_instead_of_replacing_each_other(tmp_path):
+    """An actual and an amortized export (or two subscriptions' exports) in one container both
+    deliver September: kept apart by nothing, each ingest would replace the other's month, so
+    both runs fail naming the two exports and nothing is committed."""
+    root = tmp_path / "exports"
+    write_run(root, export="actual", date_range="20230901-20230930", run_id="a-1", submitted="2023-09-20T06:00:00Z",
+              parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="1"))})
+    write_run(root, export="amortized", date_range="20230901-20230930", run_id="b-1",
+              submitted="2023-09-20T07:00:00Z", cost_type="AmortizedCost",
+              parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="5"))})
+    write_run(root, export="actual", date_range="20231001-20231031", run_id="a-2", submitted="2023-10-02T06:00:00Z",
+              parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="4").replace("9/", "10/"))})
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", root))
+    assert sorted(o.status for o in result.outcomes) == ["committed", "failed", "failed"]
+    for error in failures(result):
+        assert "2 exports deliver 2023-09 under this location: actual (ActualCost), amortized (AmortizedCost)" in error
+        assert "give each export its own source" in error
+    assert sums(lake, "billing_period") == [("2023-10", 1, Decimal("4"), None)]
