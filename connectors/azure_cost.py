@@ -6,7 +6,9 @@ Handled: both EA header generations (older `Cost`, `BillingCurrency`, `Product`;
 `Tags` written as a JSON object without its outer braces (`"k": "v","k2": "v2"`), dates as
 `MM/DD/YYYY` or `M/D/YYYY` (always parsed with that explicit format: DuckDB's sniffer would
 swap day and month) or ISO `YYYY-MM-DD`, a UTF-8 BOM, CRLF line ends, and a currency on
-every row.
+every row. Exports made before run manifests leave every run's month-to-date snapshot,
+`<export>_<guid>.csv`, in the date range's folder: only the newest counts
+(azure_manifest.without_older_unlisted_runs).
 
 Which cost a file holds, and so which canonical column it fills:
 - an *actual* cost export is what the invoice bills: BilledCost = cost, EffectiveCost NULL;
@@ -30,11 +32,14 @@ from `Frequency`, SkuMeter = `MeterName`, PublisherName = `PublisherName`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 import duckdb
 
+from connectors.azure_manifest import without_older_unlisted_runs
+from connectors.base import Delivery
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
                                    sql_string, tags, text, timestamp)
 from connectors.folder_export import FolderExport
@@ -109,6 +114,9 @@ class AzureCostConnector(FolderExport):
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"
     reads_runs = False  # the cost type (actual or amortized) is decided from each file's rows
+
+    def deliveries(self) -> Iterator[Delivery]:
+        return self.folder_deliveries(without_older_unlisted_runs(self.storage.list()))
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST)

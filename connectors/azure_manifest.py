@@ -26,6 +26,9 @@ from service.core.errors import ConfigError, DataError, SourceError, SpendlakeEr
 
 MANIFEST_NAME = "manifest.json"
 MONTH = re.compile(r"\d{4}-\d{2}")
+# A run of an export made before run manifests: `<export>/<YYYYMMDD-YYYYMMDD>/<export>_<guid>.csv`.
+UNLISTED_RUN = re.compile(r"(?:^|/)(\d{8}-\d{8})/[^/]+_[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\.csv(?:\.gz)?$",
+                          re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -131,3 +134,17 @@ def _months(date_range: tuple[str, str]) -> list[str]:
 
 def run_delivery(run: ExportRun) -> Delivery:
     return Delivery(run.run_id, None, tuple(o.uri for o in run.files))
+
+
+def without_older_unlisted_runs(listing: list[StoredObject]) -> list[StoredObject]:
+    """The listing less the older runs of exports made before run manifests: each run writes a
+    month-to-date snapshot `<export>_<guid>.csv` beside the earlier ones in its date range's
+    folder, so only the newest file of each folder counts (its modification time; then key)."""
+    newest: dict[str, StoredObject] = {}
+    for obj in listing:
+        if UNLISTED_RUN.search(obj.key):
+            folder = obj.key.rsplit("/", 1)[0]
+            if folder not in newest or (obj.modified, obj.key) > (newest[folder].modified, newest[folder].key):
+                newest[folder] = obj
+    kept = set(map(id, newest.values()))
+    return [obj for obj in listing if not UNLISTED_RUN.search(obj.key) or id(obj) in kept]

@@ -245,3 +245,26 @@ def test_two_exports_of_one_month_fail_instead_of_replacing_each_other(tmp_path)
         assert "2 exports deliver 2023-09 under this location: actual (ActualCost), amortized (AmortizedCost)" in error
         assert "give each export its own source" in error
     assert sums(lake, "billing_period") == [("2023-10", 1, Decimal("4"), None)]
+
+
+def test_exports_without_manifests_count_only_the_newest_file_of_a_date_range_folder(tmp_path):
+    """Exports made before run manifests write each run as `<export>_<guid>.csv` into the date
+    range's folder, beside the earlier runs: each is a month-to-date snapshot, so only the
+    newest counts (adding them up would count September 2 twice)."""
+    import os
+    folder = tmp_path / "exports" / "daily" / "20230901-20230930"
+    folder.mkdir(parents=True)
+    older = folder / "daily_0a1b2c3d-0000-4000-8000-000000000001.csv"
+    newer = folder / "daily_f1e2d3c4-0000-4000-8000-000000000002.csv"
+    older.write_text(ea_rows(SEPT.format(day=2, cost="1")))
+    newer.write_text(ea_rows(SEPT.format(day=2, cost="1"), SEPT.format(day=19, cost="2")))
+    os.utime(older, (1_695_000_000, 1_695_000_000))
+    os.utime(newer, (1_695_100_000, 1_695_100_000))
+    other = tmp_path / "exports" / "daily" / "20231001-20231031" / "daily_9a8b7c6d-0000-4000-8000-000000000003.csv"
+    other.parent.mkdir()
+    other.write_text(ea_rows(SEPT.format(day=2, cost="4").replace("9/", "10/")))
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "exports"))
+    assert failures(result) == []
+    assert sums(lake, "billing_period") == [("2023-09", 2, Decimal("3"), None), ("2023-10", 1, Decimal("4"), None)]
+    _, again = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "exports"))
+    assert {o.status for o in again.outcomes} == {"unchanged"}
