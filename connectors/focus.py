@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 
 import duckdb
 
-from connectors.aws_cur2 import MANIFEST, AwsCur2Connector
+from connectors.aws_cur2 import DATA, MANIFEST, AwsCur2Connector
 from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
@@ -51,8 +51,8 @@ from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUE
                                    decimal, ident, is_key_value_list, json_tags_sql, json_text, open_table,
                                    rounded_away, tags, text, timestamp)
 from connectors.folder_export import FolderExport
-from connectors.storage import suffix_of
-from service.core.errors import SpendlakeError, duckdb_error
+from connectors.storage import StoredObject, fingerprint, suffix_of
+from service.core.errors import ConfigError, SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
@@ -96,6 +96,20 @@ class DataExportsLayout(AwsCur2Connector):
         """What was wrong with this delivery's manifest, found while listing."""
         return self._problems.get(delivery.delivery_id)
 
+    def outside(self, objs: list[StoredObject]) -> Delivery:
+        """A failed delivery of data files beside the layout: in no manifest, they would never be
+        read, so they fail rather than go missing from the lake without a word."""
+        keys = sorted(obj.key for obj in objs)
+        named = ", ".join(keys[:3]) + (f" (and {len(keys) - 3} more)" if len(keys) > 3 else "")
+        files = "1 FOCUS file under this location is" if len(keys) == 1 else \
+            f"{len(keys)} FOCUS files under this location are"
+        failed = Delivery("outside:" + fingerprint(objs), None, tuple(sorted(obj.uri for obj in objs)))
+        self._problem(failed.delivery_id, ConfigError(
+            f"{files} in no AWS Data Exports manifest: {named}",
+            where=f"sources.{self.config.name}.location",
+            hint="point the source at the Data Exports export's folder and give those files their own source"))
+        return failed
+
 
 class FocusConnector(FolderExport):
     kind = "focus"
@@ -112,6 +126,9 @@ class FocusConnector(FolderExport):
         self.data_exports = DataExportsLayout(self.config)
         self._objects.update((obj.uri, obj) for obj in listing)
         yield from self.data_exports.deliveries()
+        outside = [obj for obj in listing if suffix_of(obj.name) in self.suffixes and not DATA.search(obj.key)]
+        if outside:
+            yield self.data_exports.outside(outside)
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> duckdb.DuckDBPyRelation:
         problem = self.data_exports and self.data_exports.problem(delivery)

@@ -85,6 +85,24 @@ def test_aws_data_exports_layout_reads_only_what_the_newest_manifest_lists(tmp_p
     assert sums(lake, "billing_period") == [("2024-06", 2, Decimal("5"), Decimal("5"))]
 
 
+def test_files_beside_an_aws_data_exports_layout_fail_rather_than_go_unread(tmp_path):
+    """One location holding AWS's FOCUS export (read by its manifests) and another provider's
+    FOCUS files: those files are in no manifest, so they fail naming them (exit 3) instead of
+    being left out of the lake without a word; the AWS periods still commit."""
+    root = tmp_path / "focus"
+    write_cur2(local_put(root / "aws"), prefix="", export="focus-export", period="2024-06", execution="exec-1",
+               parts=[gzip.compress(focus_csv("2,2,USD,2024-06-01,2024-06-02,,AWS,"))], fmt="csv")
+    azure = root / "azure" / "2024-06"
+    azure.mkdir(parents=True)
+    (azure / "part_0.csv").write_bytes(focus_csv("5,5,USD,2024-06-01,2024-06-02,,Microsoft,"))
+    lake, result = ingest_files(tmp_path, ("focus", "focus", root))
+    assert sorted(o.status for o in result.outcomes) == ["committed", "failed"]
+    [error] = failures(result)
+    assert "1 FOCUS file under this location is in no AWS Data Exports manifest: azure/2024-06/part_0.csv" in error
+    assert "give those files their own source" in error
+    assert sums(lake) == [("AWS", "USD", 1, Decimal("2"), Decimal("2"))]
+
+
 def test_typed_parquet_money_times_and_map_tags(tmp_path):
     utc = pa.timestamp("us", tz="UTC")
     table = pa.table({
