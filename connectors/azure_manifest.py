@@ -27,7 +27,7 @@ from service.core.errors import ConfigError, DataError, SourceError, SpendlakeEr
 MANIFEST_NAME = "manifest.json"
 MONTH = re.compile(r"\d{4}-\d{2}")
 # A run of an export made before run manifests: `<export>/<YYYYMMDD-YYYYMMDD>/<export>_<guid>.csv`.
-UNLISTED_RUN = re.compile(r"(?:^|/)(\d{8}-\d{8})/[^/]+_[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\.csv(?:\.gz)?$",
+UNLISTED_RUN = re.compile(r"(?:^|/)\d{8}-\d{8}/[^/]+_[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\.csv(?:\.gz)?$",
                           re.IGNORECASE)
 
 
@@ -146,5 +146,5 @@ def without_older_unlisted_runs(listing: list[StoredObject]) -> list[StoredObjec
             folder = obj.key.rsplit("/", 1)[0]
             if folder not in newest or (obj.modified, obj.key) > (newest[folder].modified, newest[folder].key):
                 newest[folder] = obj
-    kept = set(map(id, newest.values()))
-    return [obj for obj in listing if not UNLISTED_RUN.search(obj.key) or id(obj) in kept]
+    kept = {obj.key for obj in newest.values()}
+    return [obj for obj in listing if not UNLISTED_RUN.search(obj.key) or obj.key in kept]
