@@ -20,6 +20,7 @@ from service.core.config_base import NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
+from service.core.config_paths import anchored
 from service.core.errors import ConfigError, SpendlakeError, UsageError
 from service.core.validation import plain_errors
 
@@ -269,9 +270,7 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
         config = Config.model_validate(data)
     except ValidationError as exc:
         _raise_validation(exc, data, file)
-    base = Path(file).parent if file != "<config>" else Path.cwd()
-    if not config.lake.is_absolute():
-        config = config.model_copy(update={"lake": (base / config.lake).resolve()})
+    config = anchored(config, Path(file).parent.absolute() if file != "<config>" else Path.cwd())
     _check_lake(config, file)
     config._file = file
     return config

@@ -1,0 +1,78 @@
+"""Relative paths in a config file are read from the file's folder, whatever the working
+directory (README: Configuration): cron, a systemd unit or another shell read the same
+exports and write the same lake as a run from the config's folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config import load_config
+
+DATA = Path(__file__).parent / "data"
+FOCUS = DATA / "samples" / "focus" / "focus_1.0_sample_1000.csv"
+
+
+def relative_config(tmp_path: Path) -> Path:
+    """A config in `deploy/` naming everything relative to that folder."""
+    folder = tmp_path / "deploy"
+    (folder / "exports").mkdir(parents=True)
+    shutil.copy(FOCUS, folder / "exports" / "focus.csv")
+    shutil.copytree(DATA / "inventory" / "tags", folder / "tags")
+    shutil.copytree(DATA / "inventory" / "s3", folder / "s3")
+    config = folder / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({
+        "lake": "./lake",
+        "sources": [{"name": "focus", "kind": "focus", "location": "./exports"}],
+        "inventory": [{"name": "tags", "kind": "aws-tags", "path": "tags/get-resources.json"},
+                      {"name": "s3", "kind": "s3-objects", "path": "./s3/listing.csv",
+                       "lifecycle_path": "s3/lifecycle.json",
+                       "inventory_manifests": ["s3://inv-dest/daily/manifest.json"]}],
+        "report": {"out": "./reports"},
+    }))
+    return config
+
+
+def test_relative_paths_are_read_from_the_config_files_folder(tmp_path, monkeypatch):
+    config = relative_config(tmp_path)
+    folder = config.parent
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    loaded = load_config(str(Path("deploy") / "spendlake.yaml"))
+    assert loaded.lake == folder / "lake"
+    assert loaded.sources[0].location == str(folder / "exports")
+    tags, s3 = loaded.inventory
+    assert tags.path == str(folder / "tags" / "get-resources.json")
+    assert (s3.path, s3.lifecycle_path) == (str(folder / "s3" / "listing.csv"), str(folder / "s3" / "lifecycle.json"))
+    assert s3.inventory_manifests == ("s3://inv-dest/daily/manifest.json",)  # URLs stay as written
+    assert loaded.report.out == str(folder / "reports")
+
+
+def test_absolute_and_home_paths_stay_as_written(tmp_path):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "a", "kind": "focus", "location": "/srv/exports/a"},
+        {"name": "b", "kind": "focus", "location": "~/exports/b"},
+        {"name": "c", "kind": "aws-cur2", "location": "s3://bucket/prefix"}]}))
+    assert [s.location for s in load_config(str(config)).sources] == [
+        "/srv/exports/a", "~/exports/b", "s3://bucket/prefix"]
+
+
+def test_commands_run_from_another_working_directory_read_the_configs_exports(tmp_path, monkeypatch):
+    config = relative_config(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    runner = CliRunner()
+    ingest = runner.invoke(cli, ["--config", str(config), "ingest"])
+    assert ingest.exit_code == 0, ingest.output
+    assert "committed" in ingest.output and "no such file" not in ingest.output
+    inventory = runner.invoke(cli, ["--config", str(config), "inventory", "--source", "tags"])
+    assert inventory.exit_code == 0, inventory.output
+    report = runner.invoke(cli, ["--config", str(config), "report"])
+    assert report.exit_code == 0, report.output
+    assert list((config.parent / "reports").glob("*/report.html"))
+    assert not any(elsewhere.iterdir())  # nothing written in the working directory
