@@ -188,3 +188,25 @@ def test_50_a_malformed_config_is_one_line_naming_where(tmp_path, text, says):
     result = invoke("--config", str(path), "config", "validate")
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and says in result.output, result.output
+
+
+TYPO_IN_RULES = {"rules": {"idle-gpuu": {}, "idle-gpu": {"sm_active_max_pc": 5}}}
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_57_an_unknown_rule_or_rule_setting_is_exit_2_for_every_command(tmp_path, command):
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "lake"), **TYPO_IN_RULES})
+    result = invoke("--config", config, *command)
+    assert result.exit_code == 2, result.output
+    assert "spendlake.yaml: rules." in result.output
+    assert "rules.idle-gpuu: unknown rule; known rules: " in result.output
+    assert "rules.idle-gpu.sm_active_max_pc: unknown key; idle-gpu takes enabled, " in result.output
+    assert "rules/idle_gpu.py" in result.output
+
+
+def test_57_rule_errors_are_named_with_the_rest_of_the_config_at_once(tmp_path):
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "lake"), "report": {"topp": 3},
+                                                 **TYPO_IN_RULES})
+    result = invoke("--config", config, "config", "validate")
+    assert result.exit_code == 2, result.output
+    assert all(path in result.output for path in ("report.topp", "rules.idle-gpuu", "rules.idle-gpu.sm_active_max_pc"))

@@ -123,7 +123,40 @@ def _by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tup
     return tuple(models)
 
 
-def _error(index: int, loc: tuple, message: str, value: Any) -> dict:
+def _by_rule(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each rule's settings checked with the config model the rule declares (the registry),
+    so a misspelt rule or setting is found with the rest of the config, by every command;
+    the settings stay as written for rules.base.configure."""
+    from pydantic_core import ValidationError as CoreValidationError
+
+    from service.core.registry import RULES, PluginError
+
+    errors = []
+    for name, section in sections.items():
+        try:
+            rule = RULES.get(name)
+        except PluginError as exc:
+            known = RULES.names()
+            message = exc.message if name in known else f"unknown rule; known rules: {', '.join(sorted(known))}"
+            errors.append(_error(name, (), message, name))
+            continue
+        try:
+            rule.config_model.model_validate(section)
+        except ValidationError as exc:
+            for e in exc.errors():
+                if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
+                    takes = ", ".join(rule.config_model.model_fields)
+                    errors.append(_error(name, e["loc"], f"unknown key; {name} takes {takes} (documented in "
+                                                         f"{rule.__module__.replace('.', '/')}.py)", e["input"]))
+                else:
+                    errors.append({"type": e["type"], "loc": (name, *e["loc"]), "input": e["input"],
+                                   "ctx": e.get("ctx") or {}})
+    if errors:
+        raise CoreValidationError.from_exception_data("rules", errors)
+    return sections
+
+
+def _error(index: int | str, loc: tuple, message: str, value: Any) -> dict:
     return {"type": "value_error", "loc": (index, *loc), "input": value, "ctx": {"error": ValueError(message)}}
 
 
@@ -190,6 +223,11 @@ class Config(Strict):
         if isinstance(lake, str) and not lake.strip():
             raise ValueError("must be a path, not an empty string")
         return lake
+
+    @field_validator("rules", mode="wrap")
+    @classmethod
+    def _each_by_its_rule(cls, sections: Any, handler: Any) -> Any:
+        return _by_rule(handler(sections))  # handler: a mapping of mappings, or pydantic says what it is
 
     @field_validator("sources", "inventory", mode="wrap")
     @classmethod
