@@ -109,6 +109,21 @@ def test_34_terminal_escapes_in_lake_values_are_shown_not_run(capsys):
     assert result.exit_code == 3 and "PWNED" in result.output and "\x1b" not in result.output, repr(result.output)
 
 
+def test_62_a_bidi_override_in_a_tag_value_cannot_reorder_a_table_row_or_a_warning(capsys):
+    r"""An unclosed `\u202e` (right-to-left override) would show the rest of its line backwards."""
+    import click
+
+    from service.cli.output import print_table
+    from service.core.suggest import suggestion
+
+    hostile = "\u202eevil\u2066"
+    print_table([{"team": hostile, "cost": "7.09"}], ["team", "cost"])
+    click.echo(suggestion("x", [hostile], "team values"), err=True)
+    out = capsys.readouterr()
+    for text in (out.out, out.err):
+        assert "\\u202eevil\\u2066" in text and "\u202e" not in text and "\u2066" not in text, repr(text)
+
+
 def test_34_an_ingest_warning_naming_ids_from_the_file_prints_their_escapes(tmp_path):
     import yaml
     from click.testing import CliRunner

@@ -163,6 +163,23 @@ def test_html_and_markdown_escape_tag_values(org):
     assert "- &lt;script&gt;alert(1)&lt;/script&gt;: $8,295.00" in summary  # 29 days × (300 or 255)
 
 
+def test_62_a_right_to_left_override_in_a_tag_cannot_turn_the_summarys_amounts_around():
+    r"""Chat shows `- \u202eevil: $7.09` as `- 90.7$ :live`: the control is shown as its escape."""
+    assert md("\u202eevil") == "\\\\u202eevil"  # Markdown for a literal `\u202eevil`
+    assert md("\u2067x\u200f") == "\\\\u2067x\\\\u200f"
+    assert md("مرحبا team") == "مرحبا team"  # right-to-left text itself stays as written
+
+
+def test_62_a_bidi_override_in_a_tag_is_shown_as_its_escape_on_the_page():
+    report = sample_report()
+    hostile = "\u202eevil"
+    report.sections[0].tables[0].rows[0]["team"] = hostile  # a table cell and its sentence
+    series = report.sections[1].charts[0].series
+    series[hostile] = series.pop("pretrain")  # a chart's tooltip
+    html = render_files(report)["report.html"].decode()
+    assert "\u202e" not in html and html.count("\\u202eevil") >= 2  # the cell and the chart (summary.md: md)
+
+
 def test_csv_cells_that_look_like_formulas_are_neutralised_and_numbers_stay_numbers():
     lines = render_csvs(sample_report())["top_experiments.csv"].splitlines()
     assert lines[0] == "experiment,currency,cost"

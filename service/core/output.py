@@ -22,12 +22,25 @@ MUST_QUOTE = (",", '"', "\r", "\n")  # the csv module would not quote a bare CR 
 
 # C0 controls but line feed, DEL and C1: ESC, OSC, BEL... would clear, recolour or retitle a terminal
 CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+# Unicode bidi controls: an unclosed right-to-left override in a tag value would show the rest
+# of its line backwards, `$7.09` as `90.7$` (Trojan Source, CVE-2021-42574)
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
-    """`text` for a terminal: control characters shown as escapes (`\\x1b`), never run. Tag
-    values, job names and ids are anyone's text."""
-    return CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """`text` for a terminal: control characters shown as escapes (`\\x1b`, `\\u202e`), never
+    run. Tag values, job names and ids are anyone's text."""
+    return without_bidi_controls(CONTROLS.sub(_escaped, text))
+
+
+def without_bidi_controls(text: str) -> str:
+    """`text` with its bidi controls shown as escapes (`\\u202e`): for a line that goes on
+    after it, such as a chat summary's `- <team>: $7.09`."""
+    return BIDI_CONTROLS.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 def neutralise_cell(value: Any) -> Any:

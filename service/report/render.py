@@ -16,7 +16,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from service.core.output import to_csv, to_json
+from service.core.output import to_csv, to_json, without_bidi_controls
 from service.core.units import cents
 from service.report.charts import render as render_chart
 from service.report.model import Column, Headline, Report
@@ -81,7 +81,8 @@ def _environment() -> Environment:
 
 def render_html(report: Report) -> str:
     template = _environment().get_template("report.html.j2")
-    return template.render(report=report, script=Markup(SCRIPT), script_hash=SCRIPT_HASH)
+    # the template holds no bidi control, so any on the page came from a value (a tag, a job name)
+    return without_bidi_controls(template.render(report=report, script=Markup(SCRIPT), script_hash=SCRIPT_HASH))
 
 
 def render_csvs(report: Report) -> dict[str, str]:
@@ -91,7 +92,7 @@ def render_csvs(report: Report) -> dict[str, str]:
 def md(text: Any) -> str:
     """A user-controlled string made inert for Markdown and chat (no links, no HTML, no emphasis)."""
     return "".join(MD_ENTITIES.get(ch) or ("\\" + ch if ch in MD_SPECIAL else ch)
-                   for ch in str(text).replace("\n", " "))
+                   for ch in without_bidi_controls(str(text).replace("\n", " ")))
 
 
 def headline(h: Headline) -> str:
