@@ -282,6 +282,12 @@ def test_35_a_damaged_cache_of_file_periods_is_read_again_not_a_stop_to_every_in
     assert attributed_total(config) == BILLED
 
 
+def test_a_query_on_a_lake_without_a_bill_says_so_once(tmp_path):
+    result = spendlake(write_config(tmp_path), "attribute", "--since", "7d", "--format", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["rows"] == []
+    assert result.stderr.count("\n") == 1 and "is empty: run `spendlake ingest`" in result.stderr, result.stderr
+
+
 def test_check_on_a_lake_without_a_bill_says_there_is_nothing_to_reconcile(tmp_path):
     config = write_config(tmp_path)
     result = spendlake(config, "attribute", "--check", "--format", "json")

@@ -151,7 +151,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)
-    if not result.rows and not result.unmatched:
+    if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake was said above
         click.echo(_outside_the_data(lake, result.window), err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
