@@ -210,3 +210,11 @@ def test_57_rule_errors_are_named_with_the_rest_of_the_config_at_once(tmp_path):
     result = invoke("--config", config, "config", "validate")
     assert result.exit_code == 2, result.output
     assert all(path in result.output for path in ("report.topp", "rules.idle-gpuu", "rules.idle-gpu.sm_active_max_pc"))
+
+
+def test_ingest_and_inventory_without_sources_say_what_to_add(tmp_path):
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "lake")})
+    ingest = invoke("--config", config, "ingest")
+    assert ingest.exit_code == 0 and "no billing sources configured: add a `sources:` list" in ingest.output
+    inventory = invoke("--config", config, "inventory")
+    assert inventory.exit_code == 0 and "no inventory sources configured: add an `inventory:` list" in inventory.output

@@ -110,6 +110,8 @@ def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
     """Ingest billing exports into the lake: one summary line per billing period."""
     from service.ingest.billing import ingest as run_ingest
 
+    if not obj.config.sources:  # it still builds the rollups of what the lake holds
+        click.echo("no billing sources configured: add a `sources:` list to the config")
     only = tuple(dict.fromkeys(sources))  # `--source a --source a` reads a once
     result = _with_progress(lambda progress: run_ingest(obj.config, only=only, progress=progress, strict=strict,
                                                         published=_print_outcomes))
