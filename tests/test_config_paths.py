@@ -51,6 +51,12 @@ def test_relative_paths_are_read_from_the_config_files_folder(tmp_path, monkeypa
     assert loaded.report.out == str(folder / "reports")
 
 
+def test_a_lake_under_home_is_there_not_in_a_folder_named_tilde_beside_the_config(tmp_path):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text("lake: ~/spendlake-lake\n")
+    assert load_config(str(config)).lake == Path.home() / "spendlake-lake"
+
+
 def test_absolute_and_home_paths_stay_as_written(tmp_path):
     config = tmp_path / "spendlake.yaml"
     config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
