@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -78,7 +79,31 @@ def test_commands_run_from_another_working_directory_read_the_configs_exports(tm
     assert "committed" in ingest.output and "no such file" not in ingest.output
     inventory = runner.invoke(cli, ["--config", str(config), "inventory", "--source", "tags"])
     assert inventory.exit_code == 0, inventory.output
-    report = runner.invoke(cli, ["--config", str(config), "report"])
-    assert report.exit_code == 0, report.output
-    assert list((config.parent / "reports").glob("*/report.html"))
+    assert (config.parent / "lake" / "costs").is_dir()
     assert not any(elsewhere.iterdir())  # nothing written in the working directory
+
+
+@pytest.mark.parametrize(("entry", "key"), [
+    ({"sources": [{"name": "a", "kind": "focus", "location": "gs://bucket/exports"}]}, "sources[0].location"),
+    ({"report": {"out": "s3:/bucket/reports"}}, "report.out"),
+    ({"inventory": [{"name": "s", "kind": "s3-objects", "inventory_manifests": ["s3:/inv/manifest.json"]}]},
+     "inventory[0].inventory_manifests[0]")])
+def test_a_url_of_another_store_or_a_mistyped_s3_url_is_a_config_error(tmp_path, entry, key):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), **entry}))
+    result = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert result.exit_code == 2, result.output
+    assert f"spendlake.yaml: {key}: '" in result.output and "is neither a local path nor s3://bucket/prefix" in result.output
+
+
+@pytest.mark.parametrize("command", [["report"], ["export", "--format", "focus"]], ids=" ".join)
+@pytest.mark.parametrize("out", ["gs://bucket/reports", "s3:/bucket/reports", "https://example.com/r"])
+def test_an_out_that_is_no_local_folder_nor_s3_is_refused_not_written_to_a_folder_named_after_it(
+        tmp_path, monkeypatch, command, out):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake")}))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["--config", str(config), *command, "--out", out])
+    assert result.exit_code == 2, result.output
+    assert f"--out: {out!r} is neither a local path nor s3://bucket/prefix" in result.output
+    assert [p.name for p in tmp_path.iterdir() if p.name != "lake"] == ["spendlake.yaml"]

@@ -20,8 +20,8 @@ from service.core.config_base import NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
-from service.core.config_paths import anchored
-from service.core.errors import ConfigError, SpendlakeError, UsageError
+from service.core.config_paths import anchored, check_outside_lake, read_locations, within
+from service.core.errors import ConfigError
 from service.core.validation import plain_errors
 
 DEFAULT_LAKE = "./spendlake-data/lake"
@@ -308,7 +308,7 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
         config = Config.model_validate(data)
     except ValidationError as exc:
         _raise_validation(exc, data, file)
-    config = anchored(config, Path(file).parent.absolute() if file != "<config>" else Path.cwd())
+    config = anchored(config, Path(file).parent.absolute() if file != "<config>" else Path.cwd(), file)
     _check_lake(config, file)
     config._file = file
     return config
@@ -345,44 +345,11 @@ def _check_overlaps(config: Config, file: str) -> None:
             other_report = getattr(other, "report_name", None)
             if other.endpoint_url != source.endpoint_url or (report and other_report and report != other_report):
                 continue
-            if _within(source.location, other.location) or _within(other.location, source.location):
+            if within(source.location, other.location) or within(other.location, source.location):
                 raise ConfigError(f"sources[{i}].location ({source.location}) and sources[{j}].location "
                                   f"({other.location}) overlap, so their files would be counted twice",
                                   where=file, hint="point each source at its own folder or prefix (aws-cur sources "
                                                    "sharing a prefix: give each its report_name)")
-
-
-def read_locations(config: Config) -> list[tuple[str, str]]:
-    """(dotted key, location) of every folder or prefix an ingest or inventory reads."""
-    locations = [(f"sources[{i}].location", s.location) for i, s in enumerate(config.sources)]
-    # job sources that read an API have no `path`
-    return locations + [(f"inventory[{i}].path", str(path)) for i, s in enumerate(config.inventory)
-                        if (path := getattr(s, "path", None))]
-
-
-def check_outside_lake(config: Config, folder: str, what: str, *, where: str, key: str = "",
-                       error: type[SpendlakeError] = UsageError) -> None:
-    """`folder` is neither in the lake (only ingest writes the lake, and files among its
-    partitions would be read or removed as its own) nor in a source's location (the next
-    ingest would read what is written there: an export of the lake counted again)."""
-    for read_key, location in read_locations(config):
-        if _within(folder, location):
-            raise error(f"{key}{folder} is inside {read_key} ({location}), so the next ingest would read it",
-                        where=where, hint=f"write {what} to a folder outside the sources' locations")
-    if folder.startswith("s3://"):
-        return
-    lake, target = config.lake.resolve(), Path(folder).expanduser().resolve()
-    if target == lake or target.is_relative_to(lake):
-        raise error(f"{key}{target} is inside the lake ({lake})", where=where,
-                    hint=f"write {what} to a folder outside the lake; the lake is only written by ingest")
-
-
-def _within(folder: str, location: str) -> bool:
-    """`folder` is `location` or under it: both s3:// prefixes, or both local paths."""
-    if folder.startswith("s3://") or location.startswith("s3://"):
-        return (folder.rstrip("/") + "/").startswith(location.rstrip("/") + "/")
-    target, where = Path(folder).expanduser().resolve(), Path(location).expanduser().resolve()
-    return target == where or target.is_relative_to(where)
 
 
 def load_config(explicit: str | os.PathLike[str] | None = None, *, required: bool = True) -> Config:

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import duckdb
 
-from service.core.config import Config, check_outside_lake
+from service.core.config import Config
+from service.core.config_paths import check_outside_lake
 from service.core.errors import UsageError, duckdb_error
 from service.core.lake import Lake
 from service.core.publish import (publish_staged, split_s3_url, staging_folder, upload_s3, write_error)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from service.core.config import Config, check_outside_lake
+from service.core.config import Config
+from service.core.config_paths import check_outside_lake
 from service.core.coverage import data_end
 from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
