@@ -11,19 +11,29 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from service.core.errors import ConfigError, SpendlakeError, UsageError
 
-if TYPE_CHECKING:
-    from service.core.config import Config
 
+class Config(Protocol):
+    """What of a service.core.config.Config these helpers read (that module imports this one)."""
+
+    lake: Path
+    sources: tuple[Any, ...]
+    inventory: tuple[Any, ...]
+    report: Any
+
+    def model_copy(self, *, update: dict[str, Any]) -> Any: ...
+
+
+ConfigT = TypeVar("ConfigT", bound=Config)
 # the settings of billing and inventory kinds that name a local file or folder (or s3://)
 LOCAL_PATH_KEYS = ("location", "path", "lifecycle_path", "inventory_manifests")
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
 
 
-def anchored(config: Config, base: Path, file: str) -> Config:
+def anchored(config: ConfigT, base: Path, file: str) -> ConfigT:
     """`config` with `lake`, each source's and inventory source's local paths and
     `report.out` taken from `base` when relative (`~` expanded first, as connectors do)."""
     lake = config.lake.expanduser()
