@@ -39,10 +39,12 @@ JOB_COLUMNS = INVENTORY_TABLES["jobs"]
 JOB_COLUMN_NAMES = tuple(name for name, _ in JOB_COLUMNS)
 
 # Slurm's job states (squeue/sacct), which every source maps onto; UNKNOWN where a source
-# cannot tell (a Kubernetes pod in phase Unknown).
+# cannot tell (a Kubernetes pod in phase Unknown). sacct prints a state flag instead of the base
+# state when one is set (job_state_string: COMPLETING, SPECIAL_EXIT, REQUEUE_HOLD, ...): those too.
 STATES = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
                     "PENDING", "PREEMPTED", "RUNNING", "REQUEUED", "RESIZING", "REVOKED", "SUSPENDED", "TIMEOUT",
-                    "UNKNOWN"})
+                    "UNKNOWN", "COMPLETING", "CONFIGURING", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
+                    "SIGNALING", "SPECIAL_EXIT", "STAGE_OUT", "STOPPED"})
 STATE_SYNONYMS = {"CANCELED": "CANCELLED", "SUCCEEDED": "COMPLETED", "SUCCESS": "COMPLETED", "COMPLETE": "COMPLETED",
                   "DONE": "COMPLETED", "OOM": "OUT_OF_MEMORY", "OOMKILLED": "OUT_OF_MEMORY", "ERROR": "FAILED"}
 

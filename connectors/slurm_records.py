@@ -47,7 +47,8 @@ SACCT_FORMAT = ("JobID,JobIDRaw,Cluster,Partition,Account,User,QOS,WCKey,State,S
 REQUIRED = ("JobID", "JobIDRaw", "State", "Submit", "Start", "End", "NodeList", "AllocTRES")
 NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID", "0"})  # "0": JSON's unset, as some tools print it
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
-                   "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT"})
+                   "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT",  # and flags set on an attempt that ended:
+                   "COMPLETING", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STAGE_OUT"})
 _GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')

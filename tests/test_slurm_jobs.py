@@ -490,3 +490,45 @@ def test_split_line(fields, header, expected):
     from connectors.sacct_fields import split_line
 
     assert split_line(fields, header) == expected
+
+
+@pytest.mark.parametrize("reader", ["column-wise", "line"])
+def test_state_flags_sacct_prints_instead_of_the_base_state_are_read_not_a_failed_source(tmp_path, monkeypatch,
+                                                                                          reader):
+    """sacct prints a set state flag in place of the base state (job_state_string): a job put on
+    hold by `scontrol requeuehold State=SpecialExit` shows SPECIAL_EXIT, one requeued and held
+    REQUEUE_HOLD. One such line failed every job of the file; an attempt that ended without an
+    End ends its Elapsed after its Start, as any ended one."""
+    import connectors.sacct_columns as sacct_columns
+
+    if reader == "line":
+        monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID|JobIDRaw|State|Submit|Start|End|Elapsed|NodeList|AllocTRES\n" + "".join(
+        f"{job}|{job}|{state}|2026-12-01T10:00:00|2026-12-01T10:00:05|{end}|00:10:00|p5-001|gres/gpu=8\n"
+        for job, state, end in ((1, "SPECIAL_EXIT", "Unknown"), (2, "REQUEUE_HOLD", "2026-12-01T10:05:05"),
+                                (3, "COMPLETING", "2026-12-01T10:05:05"), (4, "STOPPED", "Unknown"),
+                                (5, "RESV_DEL_HOLD", "Unknown"), (6, "REQUEUE_FED", "2026-12-01T10:05:05"),
+                                (7, "CONFIGURING", "Unknown"), (8, "SIGNALING", "Unknown"),
+                                (9, "STAGE_OUT", "2026-12-01T10:05:05"))))
+    assert run(tmp_path, path=str(path)).error is None
+    five, ten = datetime(2026, 12, 1, 10, 5, 5), datetime(2026, 12, 1, 10, 10, 5)
+    assert jobs(tmp_path, "job_id, state, end_time, gpus") == [
+        ("1", "SPECIAL_EXIT", ten, 8.0), ("2", "REQUEUE_HOLD", five, 8.0), ("3", "COMPLETING", five, 8.0),
+        ("4", "STOPPED", None, 8.0), ("5", "RESV_DEL_HOLD", None, 8.0), ("6", "REQUEUE_FED", five, 8.0),
+        ("7", "CONFIGURING", None, 8.0), ("8", "SIGNALING", None, 8.0), ("9", "STAGE_OUT", five, 8.0)]
+
+
+def test_the_reports_unfinished_jobs_count_attempts_sacct_shows_by_a_state_flag():
+    """A held requeue (REQUEUE_HOLD) or special exit (SPECIAL_EXIT) bought no finished work, as a
+    REQUEUED attempt; a job still COMPLETING is not unfinished."""
+    from decimal import Decimal
+    from types import SimpleNamespace
+
+    from service.report.sections.clusters import unfinished_jobs
+
+    usage = SimpleNamespace(jobs=[SimpleNamespace(values={"job_state": state}, cost=Decimal(cost), currency="USD")
+                                  for state, cost in (("SPECIAL_EXIT", "3"), ("REQUEUE_HOLD", "2"),
+                                                      ("COMPLETING", "4"), ("REQUEUED", "1"))])
+    assert [(r["state"], r["jobs"], r["cost"]) for r in unfinished_jobs(usage).rows] == [
+        ("SPECIAL_EXIT", 1, Decimal(3)), ("REQUEUE_HOLD", 1, Decimal(2)), ("REQUEUED", 1, Decimal(1))]

@@ -24,7 +24,7 @@ ZERO = Decimal(0)
 TREND_DAYS = 30
 # A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
 UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-              "DEADLINE", "REQUEUED")
+              "DEADLINE", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "REVOKED")
 TITLE = "Shared GPU clusters"
 
 
