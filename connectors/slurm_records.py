@@ -24,6 +24,7 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import count, groupby
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -346,6 +347,18 @@ def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
             raise BadRecord(f"jobs[{index}] (job {job}): {type(exc).__name__}: {exc}") from None
 
 
+def _pending_tasks(array: dict[str, Any]) -> str:
+    """An array's `task` (Slurm 22.05 writes the bitmap as hex, `0x3F`) as sacct's ranges, with
+    its `%` limit: `0-5%1`."""
+    text = str(array["task"])
+    if text.lower().startswith("0x"):
+        bits = int(text, 16)
+        runs = groupby((i for i in range(bits.bit_length()) if bits >> i & 1), lambda i, n=count(): i - next(n))
+        text = ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in (list(g) for _, g in runs))
+    limit = number(((array.get("limits") or {}).get("max") or {}).get("running", {}).get("tasks"))
+    return f"{text}%{int(limit)}" if limit and "%" not in text else text
+
+
 def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attempt:
     raw_id = str(record["job_id"])
     array, het = record.get("array") or {}, record.get("het") or {}
@@ -353,6 +366,8 @@ def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attemp
     het_job, offset = number(het.get("job_id")), number(het.get("job_offset"))
     if array_job and task is not None:
         job_id, submitted_as = f"{array_job}_{task}", str(array_job)
+    elif array_job and array.get("task"):  # the tasks not yet started, as sacct shows them: 5_[0-5%1]
+        job_id, submitted_as = f"{array_job}_[{_pending_tasks(array)}]", str(array_job)
     elif het_job and offset is not None:
         job_id, submitted_as = f"{het_job}+{offset}", str(het_job)
     else:

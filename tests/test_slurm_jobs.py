@@ -532,3 +532,18 @@ def test_the_reports_unfinished_jobs_count_attempts_sacct_shows_by_a_state_flag(
                                                       ("COMPLETING", "4"), ("REQUEUED", "1"))])
     assert [(r["state"], r["jobs"], r["cost"]) for r in unfinished_jobs(usage).rows] == [
         ("SPECIAL_EXIT", 1, Decimal(3)), ("REQUEUE_HOLD", 1, Decimal(2)), ("REQUEUED", 1, Decimal(1))]
+
+
+def test_a_pending_array_and_heterogeneous_job_read_alike_from_json_and_parsable2(tmp_path):
+    """Captured from the real cluster (tests/data/slurm/README.md): a heterogeneous job and an
+    array `--array=0-5%1` still pending, two jobs requeued and held. Slurm 22.05's JSON writes the
+    pending tasks as a hex bitmap (`"task": "0x3F"`): the array's row was job `5` from JSON and
+    `5_[0-5%1]` from --parsable2."""
+    expected = [("spendlake/1@1796319713", "1", "1", "REQUEUED", 1.0, ["gpu-node-01"]),
+                ("spendlake/2@1796319713", "2", "2", "REQUEUED", 1.0, ["gpu-node-01"]),
+                ("spendlake/3@1796319713", "3+0", "3", "PENDING", 0.0, None),
+                ("spendlake/4@1796319713", "3+1", "3", "PENDING", 0.0, None),
+                ("spendlake/5@1796319713", "5_[0-5%1]", "5", "PENDING", 0.0, None)]
+    for name in ("sacct-pending-het-array.json", "sacct-pending-het-array-parsable2.txt"):
+        assert run(tmp_path / name, path=str(SLURM / name)).error is None
+        assert jobs(tmp_path / name, "record_id, job_id, run_id, state, gpus, nodes") == expected, name
