@@ -20,7 +20,7 @@ import duckdb
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_records import (Attempt, BadRecord, attempts_schema, json_attempts, parsable_attempts,
                                       stored_attempts)
-from connectors.slurm_warnings import said_skewed, said_warnings, slurm_errors
+from connectors.slurm_warnings import said_no_gpus, said_skewed, said_warnings, slurm_errors
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
             return stored(con, "SELECT * FROM {empty}", empty=attempts_schema().empty_table())
         if first[0] in "{[" or first.startswith("null"):
             attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster)
-            return said_skewed(con, path, stored_attempts(con, attempts, number))
+            return said_no_gpus(con, path, said_skewed(con, path, stored_attempts(con, attempts, number)))
         if "|" not in first and in_directory:
             log.warning("%s: not sacct output (neither JSON nor a '|'-separated header): skipped", path)
             return None
@@ -63,7 +63,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
             table = stored_attempts(con, list(parsable_attempts(_ended(lines), zone, cluster)), number)
     if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
         log.info("%s: a sacct --parsable2 file without job allocations", path)
-    return said_skewed(con, path, table)
+    return said_no_gpus(con, path, said_skewed(con, path, table))
 
 
 def _unzipped(raw: IO[bytes]) -> IO[bytes]:

@@ -34,7 +34,7 @@ from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
 from connectors.sacct_files import file_attempts
 from connectors.slurm_records import SACCT_FORMAT, BadRecord, json_attempts, slurm_jobs, stored_attempts
-from connectors.slurm_warnings import said_skewed, said_stale_running, said_warnings, slurm_errors
+from connectors.slurm_warnings import said_no_gpus, said_skewed, said_stale_running, said_warnings, slurm_errors
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
@@ -118,7 +118,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None
-        return said_skewed(con, url, stored_attempts(con, attempts))
+        return said_no_gpus(con, url, said_skewed(con, url, stored_attempts(con, attempts)))
 
     def _headers(self) -> dict[str, str]:
         c = self.config

@@ -58,6 +58,18 @@ def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str
     return attempts
 
 
+def said_no_gpus(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:
+    """`attempts` (a table's name), after one line when records were allocated nodes but none
+    carries a GPU: Slurm records gres/gpu in AllocTRES only when slurm.conf tracks it."""
+    [(allocated,)] = con.sql(f"SELECT count(*) FILTER (WHERE nodes IS NOT NULL) FROM {attempts} "
+                             "HAVING coalesce(max(gpus), 0) = 0").fetchall() or [(0,)]
+    if allocated:
+        log.warning("%s: none of the %d allocated record(s) carries gres/gpu in AllocTRES (tres.allocated): "
+                    "each counts 0 GPUs; on a GPU cluster set AccountingStorageTRES=gres/gpu in slurm.conf "
+                    "(Slurm records GPUs only for jobs that start after it)", where, allocated)
+    return attempts
+
+
 def said_stale_running(con: duckdb.DuckDBPyConnection, attempts: str, files: list[Path]) -> None:
     """One line for jobs running in a file that files whose records reach a day or more later do
     not list at all: sacct lists a running job in every window, so the later files' windows

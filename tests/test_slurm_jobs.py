@@ -547,3 +547,17 @@ def test_a_pending_array_and_heterogeneous_job_read_alike_from_json_and_parsable
     for name in ("sacct-pending-het-array.json", "sacct-pending-het-array-parsable2.txt"):
         assert run(tmp_path / name, path=str(SLURM / name)).error is None
         assert jobs(tmp_path / name, "record_id, job_id, run_id, state, gpus, nodes") == expected, name
+
+
+@pytest.mark.parametrize("tres, said", [("billing=8,cpu=96,mem=1000G,node=1", True),
+                                        ("billing=8,cpu=96,gres/gpu=8,mem=1000G,node=1", False)])
+def test_a_file_whose_allocations_carry_no_gpu_says_to_track_gres_gpu(tmp_path, caplog, tres, said):
+    """Slurm records gres/gpu in AllocTRES only with AccountingStorageTRES=gres/gpu (not in its
+    default list): without it every job of a GPU cluster read as 0 GPUs, and nothing said why."""
+    path = tmp_path / "sacct.txt"
+    path.write_text(f"{HEADER}\n{GOOD.rsplit('|', 1)[0]}|{tres}\n"
+                    "13|13|PENDING|2026-12-01T10:00:00|Unknown|Unknown|None assigned|\n")
+    assert run(tmp_path, path=str(path)).error is None
+    warning = (f"{path}: none of the 1 allocated record(s) carries gres/gpu in AllocTRES (tres.allocated): each "
+               "counts 0 GPUs; on a GPU cluster set AccountingStorageTRES=gres/gpu in slurm.conf")
+    assert (warning in caplog.text) is said, caplog.text
