@@ -561,3 +561,19 @@ def test_a_file_whose_allocations_carry_no_gpu_says_to_track_gres_gpu(tmp_path, 
     warning = (f"{path}: none of the 1 allocated record(s) carries gres/gpu in AllocTRES (tres.allocated): each "
                "counts 0 GPUs; on a GPU cluster set AccountingStorageTRES=gres/gpu in slurm.conf")
     assert (warning in caplog.text) is said, caplog.text
+
+
+def test_a_heterogeneous_jobs_components_share_the_run_its_first_components_comment_names(tmp_path):
+    """`#SBATCH --comment=run=het-1` before `#SBATCH hetjob` sets the first component's comment
+    only: its GPU component and CPU component went to runs `het-1` and `200`."""
+    from connectors.slurm_records import SACCT_FORMAT
+
+    path = tmp_path / "sacct.txt"
+    line = "|c1|gpu|acct|bo|normal|*|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T12:00:05|02:00:00|"
+    path.write_text(SACCT_FORMAT.replace(",", "|") + "\n"
+                    f"200+0|200{line}p5-[002-003]|gres/gpu=16,node=2|het|run=het-1\n"
+                    f"200+1|201{line}c-001|cpu=4,node=1|het|\n"
+                    f"202|202{line}p5-004|gres/gpu=8,node=1|solo|\n")
+    assert run(tmp_path, path=str(path)).error is None
+    assert jobs(tmp_path, "job_id, run_id, gpus") == [("200+0", "het-1", 16.0), ("200+1", "het-1", 0.0),
+                                                      ("202", "202", 8.0)]
