@@ -191,15 +191,17 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
     that has ended, else the last read: files in name order), restarts counted per job in submit
     order, a job's comment from its latest attempt showing one (Slurm 22.05 stores the comment
     when an attempt ends, so the running attempt of a requeued job shows none, yet it is the same
-    job and run), or, for a heterogeneous job's component without one, from the component that
-    shows one (`#SBATCH --comment` before `hetjob` sets the first component's only); labels and
-    run once per distinct comment and wckey."""
+    job and run), or, for an array task or heterogeneous component without one, from the task or
+    component of the same submission that shows one (a running task's comment is not stored
+    yet; `#SBATCH --comment` before `hetjob` sets the first component's only); labels and run
+    once per distinct comment and wckey."""
     names = ", ".join(f'"{name}"' for name in ATTEMPT_COLUMNS if name in KEPT)  # what the rows take
     kept = stored(con, (
         f"SELECT {names}, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
-        "last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, CASE WHEN contains(job_id, '+') "
-        "THEN '+' || submitted_as ELSE raw_id END ORDER BY submit_time "
-        "NULLS FIRST ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '') AS job_comment "
+        "last_value(nullif(comment, '') IGNORE NULLS) OVER (job ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED "
+        "FOLLOWING), last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, CASE WHEN job_id <> "
+        "raw_id AND job_id <> submitted_as THEN submitted_as ELSE raw_id END ORDER BY submit_time NULLS FIRST, raw_id "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '') AS job_comment "
         f"FROM (SELECT * FROM ({attempts}) AS read QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY "
         "end_time IS NOT NULL DESC, _file DESC, _row DESC) = 1) AS kept "
         "WINDOW job AS (PARTITION BY cluster, raw_id ORDER BY submit_time NULLS FIRST)"))

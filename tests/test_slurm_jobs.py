@@ -577,3 +577,13 @@ def test_a_heterogeneous_jobs_components_share_the_run_its_first_components_comm
     assert run(tmp_path, path=str(path)).error is None
     assert jobs(tmp_path, "job_id, run_id, gpus") == [("200+0", "het-1", 16.0), ("200+1", "het-1", 0.0),
                                                       ("202", "202", 8.0)]
+
+
+@pytest.mark.parametrize("name", ["sacct-array-running.json", "sacct-array-running-parsable2.txt"])
+def test_a_running_array_task_takes_the_run_its_ended_siblings_comment_names(tmp_path, name):
+    """Captured from the real cluster while `--array=0-3%1 --comment=run=sweep-1` ran its second
+    task: Slurm 22.05 stores a comment when a job ends, so task 1_1 showed none and its GPU time
+    went to run `1` until a later snapshot; one submission, one comment."""
+    assert run(tmp_path, path=str(SLURM / name)).error is None
+    assert jobs(tmp_path, "job_id, run_id, state, gpus") == [("1_0", "sweep-1", "COMPLETED", 1.0),
+                                                            ("1_1", "sweep-1", "RUNNING", 1.0)]
