@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import lru_cache
-from itertools import count, groupby
+from itertools import groupby
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -191,10 +191,9 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
     that has ended, else the last read: files in name order), restarts counted per job in submit
     order, a job's comment from its latest attempt showing one (Slurm 22.05 stores the comment
     when an attempt ends, so the running attempt of a requeued job shows none, yet it is the same
-    job and run), or, for an array task or heterogeneous component without one, from the task or
-    component of the same submission that shows one (a running task's comment is not stored
-    yet; `#SBATCH --comment` before `hetjob` sets the first component's only); labels and run
-    once per distinct comment and wckey."""
+    job and run), else from a task or heterogeneous component of its submission showing one (a
+    running task's is not stored yet; `--comment` before `hetjob` sets the first component's
+    only); labels and run once per distinct comment and wckey."""
     names = ", ".join(f'"{name}"' for name in ATTEMPT_COLUMNS if name in KEPT)  # what the rows take
     kept = stored(con, (
         f"SELECT {names}, CAST(row_number() OVER job - 1 AS INTEGER) AS restarts, coalesce(nullif(comment, ''), "
@@ -353,14 +352,14 @@ def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
 
 
 def _pending_tasks(array: dict[str, Any]) -> str:
-    """An array's `task` (Slurm 22.05 writes the bitmap as hex, `0x3F`) as sacct's ranges, with
-    its `%` limit: `0-5%1`."""
+    """An array's pending `task` (22.05: a hex bitmap, `0x3F`) as sacct prints it: `0-5%1`."""
     text = str(array["task"])
     if text.lower().startswith("0x"):
         bits = int(text, 16)
-        runs = groupby((i for i in range(bits.bit_length()) if bits >> i & 1), lambda i, n=count(): i - next(n))
-        text = ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in (list(g) for _, g in runs))
-    limit = number(((array.get("limits") or {}).get("max") or {}).get("running", {}).get("tasks"))
+        tasks = [index for index in range(bits.bit_length()) if bits >> index & 1]
+        runs = [[task for _, task in run] for _, run in groupby(enumerate(tasks), lambda pair: pair[1] - pair[0])]
+        text = ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
+    limit = number((((array.get("limits") or {}).get("max") or {}).get("running") or {}).get("tasks"))
     return f"{text}%{int(limit)}" if limit and "%" not in text else text
 
 
