@@ -174,7 +174,7 @@ def test_an_empty_engine_lake_is_named(tmp_path):
     assert json.loads(result.stdout)["rows"] == []
 
 
-def test_a_corrupt_file_in_the_engine_lake_is_a_data_error_naming_the_lake(org, tmp_path):
+def test_a_corrupt_file_in_the_engine_lake_is_a_data_error_naming_the_file(org, tmp_path):
     lake, config = org
     copy = tmp_path / "copied-lake"
     shutil.copytree(lake.root, copy)
@@ -182,13 +182,13 @@ def test_a_corrupt_file_in_the_engine_lake_is_a_data_error_naming_the_lake(org, 
     size = first.stat().st_size
     first.write_bytes(b"not parquet")
     engine = SPARK.model_copy(update={"lake": str(copy)})
-    with pytest.raises(DataError, match="data.parquet is truncated .11 bytes, the ledger says") as error:
+    with pytest.raises(DataError, match=r"billing_period=\S+ is truncated .11 bytes, the ledger says") as error:
         attribute(lake, config, CUT, engine=engine)  # checked against the ledger before Spark reads it
-    assert error.value.where == str(copy) and error.value.exit_code == 3
-    first.write_bytes(b"x" * size)  # the recorded size, not Parquet: Spark's own read fails, named
-    with pytest.raises(DataError, match="Spark cannot read") as error:
+    assert error.value.where == str(first) and error.value.exit_code == 3
+    first.write_bytes(b"x" * size)  # the recorded size, not Parquet: the footer read tells, before Spark reads
+    with pytest.raises(DataError, match=r"is truncated \(no readable Parquet footer\)") as error:
         attribute(lake, config, CUT, engine=engine)
-    assert error.value.where == str(copy) and error.value.exit_code == 3
+    assert error.value.where == str(first) and error.value.exit_code == 3
     assert lake.root.joinpath("costs").exists()  # the configured lake was never touched
 
 

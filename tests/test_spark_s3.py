@@ -24,6 +24,7 @@ from spark_support import ORG_ATTRIBUTION, S3A_COMPAT_OPTIONS, lake_objects, org
 from service.attribution.api import attribute, reconcile
 from service.core.timewindow import parse_window
 from tests.conftest import REPO
+from tests.test_spark_partition_integrity import page_flipped, rows_altered
 
 pytestmark = pytest.mark.slow  # Spark over S3A against a moto server
 
@@ -165,3 +166,19 @@ def test_35_36_a_damaged_tag_snapshot_in_s3_is_named_by_its_record_and_footer_re
     state = "missing" if damage == "deleted" else "truncated"
     assert f"s3a://{BUCKET}/{key}" in done.stderr and f"is {state}" in done.stderr, done.stderr
     assert "spendlake inventory --source org-tags" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("damage", ["footer row count altered", "data page flipped"])
+def test_36_37_a_damaged_cost_partition_in_s3_is_named_through_s3a(s3, damage):
+    upload(s3, rollups=False)  # the periods rolled up from the raw lines
+    key = sorted(k for k in objects(s3) if k.startswith(f"{PREFIX}/costs/") and k.endswith("/data.parquet"))[0]
+    data = s3["admin"].get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    if damage == "footer row count altered":  # the recorded size: only the footer, read by range, tells
+        damaged, says = rows_altered(data), " rows, the ledger says "
+    else:  # size and footer intact: Spark's read fails, traced to the file by its hash read through S3A
+        damaged, says = page_flipped(data, "BilledCost"), "its SHA-256 differs from the one recorded at commit"
+    s3["admin"].put_object(Bucket=BUCKET, Key=key, Body=damaged)
+    done = spendlake_on_s3(s3, "--since", SINCE, "--until", UNTIL)
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert f"error: s3a://{BUCKET}/{key}: cost partition " in done.stderr and says in done.stderr, done.stderr
+    assert "spendlake ingest --source org" in done.stderr and "Traceback" not in done.stderr

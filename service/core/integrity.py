@@ -12,8 +12,8 @@ checked by existence and row count only, until the next commit records the rest.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,9 +21,10 @@ import duckdb
 
 from service.core.errors import DataError, damaged_lake_file
 from service.core.ledger import LedgerEntry
-from service.core.parquet_footer import read_footer
+from service.core.parquet_footer import Footer, read_footer
 
 CHUNK = 1 << 20
+SHA256_DIFFERS = "its SHA-256 differs from the one recorded at commit"
 
 
 @dataclass(frozen=True)
@@ -57,22 +58,35 @@ def sha256_file(path: Path) -> str:
 
 def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
     """Size and footer row count against the ledger entry (an ok check carries the columns)."""
-    def result(state: str, detail: str = "", columns: tuple[str, ...] = ()) -> PartitionCheck:
-        return PartitionCheck(entry.source, entry.billing_period, path, state, detail, entry, columns)
+    read: dict[str, Footer | None] = {}
+
+    def rows() -> int | None:
+        read["footer"] = read_footer(path)
+        return getattr(read["footer"], "rows", None)
 
     try:
-        size = path.stat().st_size
+        size: int | None = path.stat().st_size
     except FileNotFoundError:
-        return result("missing", f"the ledger holds {entry.rows:,} rows")
+        size = None
+    state, detail = judge(entry, size, rows)
+    columns = read["footer"].columns if state == "ok" else ()
+    return PartitionCheck(entry.source, entry.billing_period, path, state, detail, entry, columns)
+
+
+def judge(entry: LedgerEntry, size: int | None, rows: Callable[[], int | None]) -> tuple[str, str]:
+    """(state, detail) of a partition file of `size` bytes (None: absent) against its ledger
+    entry, its footer's `rows()` (None: no readable footer) read once the size matches; the
+    DuckDB and the Spark reads judge alike."""
+    if size is None:
+        return "missing", f"the ledger holds {entry.rows:,} rows"
     if entry.size is not None and size != entry.size:
-        state = "truncated" if size < entry.size else "altered"
-        return result(state, f"{size:,} bytes, the ledger says {entry.size:,}")
-    footer = read_footer(path)
-    if footer is None:
-        return result("truncated", "no readable Parquet footer")
-    if footer.rows != entry.rows:
-        return result("altered", f"{footer.rows:,} rows, the ledger says {entry.rows:,}")
-    return result("ok", columns=footer.columns)
+        return "truncated" if size < entry.size else "altered", f"{size:,} bytes, the ledger says {entry.size:,}"
+    count = rows()
+    if count is None:
+        return "truncated", "no readable Parquet footer"
+    if count != entry.rows:
+        return "altered", f"{count:,} rows, the ledger says {entry.rows:,}"
+    return "ok", ""
 
 
 def deep_check(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -> PartitionCheck:
@@ -85,7 +99,7 @@ def deep_check(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -
         return PartitionCheck(entry.source, entry.billing_period, path, "altered", detail, entry)
 
     if entry.sha256 is not None and sha256_file(path) != entry.sha256:
-        return altered("its SHA-256 differs from the one recorded at commit")
+        return altered(SHA256_DIFFERS)
     try:
         found = {currency: (int(rows), billed, effective) for currency, rows, billed, effective in con.execute(
             "SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost) FROM read_parquet(?) GROUP BY 1",
@@ -112,6 +126,18 @@ def _totals(value: tuple[int, Decimal | None, Decimal | None] | None) -> str:
         return "nothing"
     rows, billed, _ = value
     return f"{rows:,} rows billed {format(billed, 'f') if billed is not None else 'NULL'}"
+
+
+def with_verify_findings(checks: Sequence[PartitionCheck], problems: Sequence[dict],
+                         committed: dict[tuple[str, str], LedgerEntry]) -> list[PartitionCheck]:
+    """`checks` with what the last `spendlake verify` found (`_state/verify.json`'s problems: a
+    hash or sum mismatch the quick check cannot see) of a partition still read by the entry it
+    checked (`committed`: (source, period) → entry)."""
+    found = {(p["source"], p["billing_period"]): p for p in problems}
+    return [replace(c, state=found[c.source, c.period]["state"],
+                    detail=found[c.source, c.period]["detail"] + ", found by `spendlake verify`")
+            if c.ok and (c.source, c.period) in found and c.entry is committed.get((c.source, c.period)) else c
+            for c in checks]
 
 
 def partition_error(bad: Sequence[PartitionCheck]) -> DataError:

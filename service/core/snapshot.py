@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -32,7 +32,8 @@ from typing import Protocol, TypeVar
 import duckdb
 
 from service.core.errors import duckdb_error
-from service.core.integrity import PartitionCheck, deep_check, partition_error, quick_check, sha256_file
+from service.core.integrity import (PartitionCheck, deep_check, partition_error, quick_check, sha256_file,
+                                    with_verify_findings)
 from service.core.ledger import LedgerState
 
 
@@ -131,12 +132,8 @@ def take_snapshot(lake: LakeFiles) -> Snapshot:
     """The configured cost partitions, each matching its ledger entry, or a DataError naming
     the ones that do not (and those the last `spendlake verify` found damaged)."""
     state, checks, in_flight = stable_checks(lake)
-    found = {(p["source"], p["billing_period"]): p for p in lake.read_state("verify").get("problems", [])}
-    committed = {e.key: e for e in state.entries}
-    checks = [replace(c, state=found[c.source, c.period]["state"],
-                      detail=found[c.source, c.period]["detail"] + ", found by `spendlake verify`")
-              if c.ok and (c.source, c.period) in found and c.entry is committed.get((c.source, c.period)) else c
-              for c in checks]
+    checks = with_verify_findings(checks, lake.read_state("verify").get("problems", []),
+                                  {e.key: e for e in state.entries})
     bad = [c for c in checks if not c.ok]
     if bad:
         raise partition_error(bad)

@@ -3,9 +3,10 @@ local path, `s3a://bucket/prefix` (hadoop-aws on Spark's classpath) and `hdfs://
 one code path, seen with the endpoint and credentials Spark's executors use.
 
 Read-only: nothing here writes. It finds what service/attribution/spark/session.py needs — the
-cost partitions, the delivery ledger, the inventory snapshots (each checked against its record
-as the DuckDB read checks it), their digests and the rollup files already written — and turns
-a Java failure into an error that names the lake and says what to do.
+cost partitions (each judged against the ledger), the delivery ledger, the inventory snapshots
+Spark reads (each against its record), their digests and the rollup files already written, all
+as the DuckDB read judges them — and turns a Java failure into an error that names the lake, or
+the damaged file it read (service/attribution/spark/damage.py), and says what to do.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from pathlib import Path
 
 from service.attribution.jobs import basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
+from service.attribution.spark.damage import traced
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.lake import DATA_FILE, LEDGER_FILE
+from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
 from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
 from service.core.snapshot_ledger import OWN_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
@@ -48,6 +51,9 @@ class SparkLake:
         self.root = self._fs.makeQualified(root)
         self._sizes: dict[str, int] = {}  # URL → size of the snapshot files `table_files` listed
         self._rows: dict[tuple[str, int], int | None] = {}  # (URL, size) → its footer's row count
+        self.costs: dict[str, tuple[str, LedgerEntry]] = {}  # a partition as errors name it → (URL, its entry)
+        self.snapshots: list[str] = []  # the URLs of the snapshots `table_files` found sound
+        self.read_files: dict[str, set[str]] = {}  # table → the URLs `read` gave Spark
 
     # ---- where things are ---------------------------------------------------------------
 
@@ -55,29 +61,30 @@ class SparkLake:
         return self._path(self.root, table).toString()
 
     def cost_partitions(self, counts=lambda source: True) -> list[Partition]:
-        """The cost partitions of the sources that `counts`, checked against the ledger as
-        the DuckDB path checks them (presence and size): a mismatch is a DataError."""
-        ledger = self.ledger()
-        found, bad = {}, []
+        """The cost partitions of the sources that `counts`, each judged against the ledger as
+        the DuckDB read judges it (size, footer rows through a tail read, what the last `verify`
+        found): a mismatch is the same DataError, naming the files and the fix."""
+        ledger = {key: entry for key, entry in self.ledger().items() if counts(key[0])}
+        listed, unlisted = {}, []
         for url, relative, size in self._glob(f"costs/source=*/billing_period=*/{DATA_FILE}", sizes=True):
             source, period = (part.split("=", 1)[1] for part in relative.split("/")[1:3])
             key = (self._value("source", source, url), self._value("billing_period", period, url))
-            if not counts(key[0]):
-                continue
-            entry = ledger.get(key)
-            if entry is None:
-                bad.append(f"{url} is unlisted (a file the delivery ledger does not know)")
-            elif entry.size is not None and size != entry.size:
-                bad.append(f"{url} is {'truncated' if size < entry.size else 'altered'} "
-                           f"({size:,} bytes, the ledger says {entry.size:,})")
-            found[key] = Partition(*key, url)
-        bad += [f"cost partition source={s}/billing_period={p} is missing" for (s, p) in ledger
-                if counts(s) and (s, p) not in found]
+            if key in ledger:
+                listed[key] = (url, size)
+            elif counts(key[0]):
+                unlisted.append(PartitionCheck(*key, self.where(url), "unlisted", "a file the delivery ledger does not know"))
+        checks = []
+        for key, entry in sorted(ledger.items()):
+            url, size = listed.get(key, (self._path(self.table_url("costs"), f"source={key[0]}/billing_period={key[1]}/"
+                                                                           f"{DATA_FILE}").toString(), None))
+            state, detail = judge(entry, size, lambda: self._footer_rows(self._path(url), size))
+            checks.append(PartitionCheck(*key, self.where(url), state, detail, entry))
+            self.costs[self.where(url)] = (url, entry)
+        checks = with_verify_findings(checks, self.read_state("verify").get("problems", []), ledger) + unlisted
+        bad = [c for c in checks if not c.ok]
         if bad:
-            raise DataError("; ".join(bad[:5]), where=self.location,
-                            hint="run `spendlake ingest` to restore it from the source; "
-                                 "`spendlake verify` checks every partition")
-        return [found[key] for key in sorted(found)]
+            raise partition_error(bad)
+        return [Partition(c.source, c.period, self.costs[str(c.path)][0]) for c in checks]
 
     def ledger(self) -> dict[tuple[str, str], LedgerEntry]:
         path = self._path(self.root, LEDGER_FILE)
@@ -111,10 +118,14 @@ class SparkLake:
                     for _, relative in self._glob(f"{RECORDS}/{table}/source=*/*=*.json")}
         urls = {self.where(url): url for url in sorted(listed.keys() | recorded)
                 if table in OWN_TABLES or counts(url.rsplit("/", 3)[-3].split("=", 1)[1])}
-        checks = [self._check(url, listed) for url in urls.values()]
-        return [urls[where] for where in sound_files(self, checks)]
+        checks = [self.snapshot_check(url, listed) for url in urls.values()]
+        files = [urls[where] for where in sound_files(self, checks)]
+        self.snapshots += files
+        return files
 
-    def _check(self, url: str, listed: dict[str, int]) -> SnapshotCheck:
+    def snapshot_check(self, url: str, listed: dict[str, int], *, deep: bool = False) -> SnapshotCheck:
+        """The snapshot at `url` judged against its record (`listed`: sizes the listing saw),
+        with `deep`, hashed too."""
         table, source, partition = url.rsplit("/", 4)[-4:-1]
         path, seen = self._path(url), {}
 
@@ -124,7 +135,7 @@ class SparkLake:
 
         record = self._path(self.root, f"{RECORDS}/{table}/{source}/{partition}.json")
         return check_file(self.where(url), lambda: self._record(record), size,
-                          lambda: self._footer_rows(path, seen["size"]))
+                          lambda: self._footer_rows(path, seen["size"]), (lambda: self.sha256(url)) if deep else None)
 
     def where(self, url: str) -> str:
         """A file as an error names it: a local one by its path (as the DuckDB read names it)."""
@@ -149,9 +160,11 @@ class SparkLake:
         if size is None:
             size = self._java(lambda: self._fs.getFileStatus(path).getLen())
         record = self._record(self._path(self.root, f"{RECORDS}/{table}/{source}/{partition}.json"))
-        digest = recorded_digest(record, size, lambda: self._footer_rows(path, size))
-        sha256 = self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex
-        return digest or self._with_stream(path, sha256)
+        return recorded_digest(record, size, lambda: self._footer_rows(path, size)) or self.sha256(url)
+
+    def sha256(self, url: str) -> str:
+        """The SHA-256 (hex) of the file at `url`, hashed where it lies (no copy)."""
+        return self._with_stream(self._path(url), self._jvm.org.apache.commons.codec.digest.DigestUtils.sha256Hex)
 
     def rollup_files(self) -> dict[tuple[str, str, str], str]:
         """(source, billing period, version) → URL of every rollup file the lake holds."""
@@ -176,23 +189,42 @@ class SparkLake:
     def read(self, table: str, files: list[str], *, merge_schema: bool = False):
         """The Parquet `files` of `table` as a DataFrame; Spark reads their footers here, so an
         unreadable file fails now, by name. `merge_schema`: files may hold different columns."""
+        self.read_files.setdefault(table, set()).update(files)
         reader = self.spark.read.option("basePath", self.table_url(table))
         if merge_schema:
             reader = reader.option("mergeSchema", "true")
         return self.reading(table, lambda: reader.parquet(*files))
 
     def reading(self, what: str, call):
-        """`call()`, with a failure of Spark reading the lake turned into a spendlake error."""
+        """`call()`, with a failure of Spark reading the lake turned into a spendlake error; one
+        that names no file (bytes altered in a data page) traced to the damaged file it read."""
         from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
 
         try:
             return call()
         except Py4JJavaError as error:
-            raise self.error(error.java_exception) from None
+            found = self.error(error.java_exception)
         except PySparkException as error:
-            raise DataError(f"Spark cannot read {what}: {str(error).splitlines()[0][:400]}", where=self.location,
-                            hint="check that the lake was copied whole, then run again") from None
+            found = DataError(f"Spark cannot read {what}: {str(error).splitlines()[0][:400]}", where=self.location,
+                              hint="check that the lake was copied whole, then run again")
+        raise (traced(self) if type(found) is DataError else None) or found from None
+
+    def unreadable(self, url: str) -> str | None:
+        """Why Spark cannot read the Parquet file at `url` whole (every row, every column), or None."""
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import PySparkException
+
+        try:
+            self.spark.read.parquet(url).write.format("noop").mode("overwrite").save()
+        except Py4JJavaError as error:
+            cause = error.java_exception
+            while cause.getCause() is not None:  # the innermost cause says what was wrong with the bytes
+                cause = cause.getCause()
+            return f"{cause.getClass().getSimpleName()}: {str(cause.getMessage() or '').strip()}".splitlines()[0][:400]
+        except PySparkException as error:
+            return str(error).strip().splitlines()[0][:400]
+        return None
 
     # ---- Hadoop FileSystem ----------------------------------------------------------------
 
