@@ -21,8 +21,8 @@ from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
-from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
+from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
 from service.core.snapshot_ledger import OWN_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
@@ -72,11 +72,12 @@ class SparkLake:
             if key in ledger:
                 listed[key] = (url, size)
             elif counts(key[0]):
-                unlisted.append(PartitionCheck(*key, self.where(url), "unlisted", "a file the delivery ledger does not know"))
+                unlisted.append(PartitionCheck(*key, self.where(url), "unlisted",
+                                               "a file the delivery ledger does not know"))
         checks = []
         for key, entry in sorted(ledger.items()):
-            url, size = listed.get(key, (self._path(self.table_url("costs"), f"source={key[0]}/billing_period={key[1]}/"
-                                                                           f"{DATA_FILE}").toString(), None))
+            absent = self._path(self.root, f"costs/source={key[0]}/billing_period={key[1]}/{DATA_FILE}").toString()
+            url, size = listed.get(key, (absent, None))
             state, detail = judge(entry, size, lambda: self._footer_rows(self._path(url), size))
             checks.append(PartitionCheck(*key, self.where(url), state, detail, entry))
             self.costs[self.where(url)] = (url, entry)
@@ -208,7 +209,8 @@ class SparkLake:
         except PySparkException as error:
             found = DataError(f"Spark cannot read {what}: {str(error).splitlines()[0][:400]}", where=self.location,
                               hint="check that the lake was copied whole, then run again")
-        raise (traced(self) if type(found) is DataError else None) or found from None
+        damaged = traced(self) if type(found) is DataError else None  # not an access or classpath error
+        raise damaged or found from None
 
     def unreadable(self, url: str) -> str | None:
         """Why Spark cannot read the Parquet file at `url` whole (every row, every column), or None."""
@@ -216,6 +218,7 @@ class SparkLake:
         from pyspark.errors import PySparkException
 
         try:
+            # the "noop" sink decodes every row and column and writes nothing
             self.spark.read.parquet(url).write.format("noop").mode("overwrite").save()
         except Py4JJavaError as error:
             cause = error.java_exception
