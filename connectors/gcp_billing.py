@@ -8,6 +8,8 @@ Shapes read, one delivery per folder of files:
 - CSV written by pandas from those rows (e.g. Red Hat koku's test data): nested fields are
   flattened to dotted column names and repeated fields are Python repr strings
   (`[{'key': 'a', 'value': 'b'}]`), parsed by a small DuckDB Python function.
+The standard and the detailed table of one billing account and invoice month in one delivery
+fail it (connectors.gcp_exports): the detailed one holds the same costs per resource.
 
 Money, as the issue and FOCUS ask:
 - BilledCost = `cost`, the charge before credits (credits sit on the same row);
@@ -32,11 +34,16 @@ from pathlib import Path
 
 import duckdb
 
+from connectors.base import Delivery
 from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, ParquetRun, Table, ident,
                                    money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
 from connectors.export_formats import looks_like
 from connectors.folder_export import FolderExport
+from connectors.gcp_exports import DETAILED_FIELDS, ExportTable, check_one_table_per_account
+from service.core.config import SourceConfig
 from service.core.errors import DataError
+from service.core.file_parts import FilesPart
+from service.core.per_value import PerValuePart
 from service.core.schema import MONEY, QUANTITY, cost_select_list
 from service.core.hidden_columns import rounded_away_sql, rounding_select
 
@@ -171,11 +178,26 @@ class GcpBillingConnector(FolderExport):
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
 
+    def __init__(self, config: SourceConfig):
+        super().__init__(config)
+        self.tables: dict[str, ExportTable] = {}  # URI → the export table each file read was extracted from
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection,
+             scratch: Path) -> list[duckdb.DuckDBPyRelation | PerValuePart | FilesPart]:
+        parts = super().read(delivery, con, scratch)  # selects each file: its table is known
+        check_one_table_per_account(con, self.tables, delivery.files)
+        return parts
+
     def select(self, con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str) -> str:
         register_functions(con)
         fields = Fields(open_table(con, path, uri, money=("cost", "cost_at_list")))
         fields.require(*REQUIRED)
         month = fields.text("invoice.month")
+        table = fields.table
+        self.tables.update(dict.fromkeys(path.uris if isinstance(path, ParquetRun) else (uri,), ExportTable(
+            any(fields.get(f) for f in DETAILED_FIELDS),
+            f"SELECT DISTINCT {table.row_uri or sql_string(uri)}, {fields.text('billing_account_id') or 'NULL'}, "
+            f"{month} FROM {table.source}")))
         period = f"try_strptime({month} || '01', '%Y%m%d')"
         period_sql = parsed_or_fail(fields.table, month, period, "invoice.month", "not YYYYMM")
         cost = fields.money("cost")

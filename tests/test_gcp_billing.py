@@ -154,3 +154,49 @@ def test_bad_input_fails_the_delivery_naming_file_and_problem(tmp_path, name, co
         assert part in message
     assert "Possible fixes" not in message and "ignore_errors" not in message  # DuckDB's advice is not ours
     assert lake.ledger() == []
+
+
+def write_export(path, rows, fmt, detailed=True):
+    """Rows as one file of a bq extract: the detailed table's, or the standard table's (no `resource`)."""
+    rows = [{k: v for k, v in r.items() if detailed or k != "resource"} for r in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+        return
+    schema = BIGQUERY_SCHEMA if detailed else BIGQUERY_SCHEMA.remove(BIGQUERY_SCHEMA.get_field_index("resource"))
+    for row in rows:
+        for key in ("usage_start_time", "usage_end_time"):
+            row[key] = datetime.fromisoformat(row[key].replace(" UTC", "+00:00"))
+        row.pop("export_time")
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_standard_and_detailed_export_of_one_account_month_fail_instead_of_counting_twice(tmp_path, fmt):
+    """The standard and the detailed export of one billing account extracted under one source:
+    the detailed one holds the same costs per resource, so May (in both) fails naming both
+    folders, and June (in the detailed one only) commits. Another account's standard export
+    beside the detailed one of May is a union, and commits."""
+    rows = [json.loads(line) for line in NDJSON.read_text().splitlines()]
+    may = [r for r in rows if r["invoice"]["month"] == "202405"]
+    june = [r for r in rows if r["invoice"]["month"] == "202406"]
+    root = tmp_path / "billing"
+    write_export(root / "detailed" / f"billing-000000000000.{fmt}", may, fmt)
+    write_export(root / "detailed" / f"billing-000000000001.{fmt}", june, fmt)
+    write_export(root / "standard" / f"billing-000000000000.{fmt}", may, fmt, detailed=False)
+    lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", root))
+    [message] = failures(result)
+    assert (f"the standard and the detailed Cloud Billing export of billing account 01A2B3-C4D5E6-F7A8B9 both hold "
+            f"invoice month 2024-05: standard in {root}/standard/ (1 file); detailed in {root}/detailed/ (1 file)"
+            in message)
+    assert "point the source at the folder of one export" in message
+    assert period_sums(lake) == [EXPECTED_PERIODS[1]]
+
+    other = tmp_path / "accounts"
+    write_export(other / f"a.{fmt}", may, fmt)
+    write_export(other / f"b.{fmt}", [{**r, "billing_account_id": "0B0B0B-C4D5E6-F7A8B9"} for r in may], fmt,
+                 detailed=False)
+    lake, result = ingest_files(tmp_path / "union", ("gcp", "gcp-billing", other))
+    assert failures(result) == []
+    [(period, count, billed, _, _)] = period_sums(lake)
+    assert (period, count, billed) == ("2024-05", 8, 2 * EXPECTED_PERIODS[0][2])
