@@ -33,12 +33,13 @@ CONFIG_CASES = [  # the config as YAML → the sentence its error holds
     ("sources: [{name: Cur!, kind: aws-cur, location: x}]",
      "sources[0].name: must be lowercase letters, digits and hyphens, e.g. cur-main, not 'Cur!'"),
     ("sources: [{name: cur, kind: awscur, location: x}]",
-     "sources[0].kind: no connector kind 'awscur' is installed; known: aws-cur, aws-cur2, "),
+     "sources[0].kind: no billing connector kind 'awscur' is installed; known: aws-cur, aws-cur2, "),
     ("sources: [{name: cur, kind: aws-cur}]", "sources[0].location: is required but missing"),
     ("sources: cur", "sources: must be a list, not the single value 'cur'"),
     ("inventory: [{name: t, kind: aws-tags, regions: us-east-1}]",
      "inventory[0].regions: must be a list, not the single value 'us-east-1' (a list of one is written [us-east-1])"),
-    ("inventory: [{name: t, kind: aws-tagz}]", "inventory[0].kind: no connector kind 'aws-tagz' is installed"),
+    ("inventory: [{name: t, kind: aws-tagz}]",
+     "inventory[0].kind: no inventory connector kind 'aws-tagz' is installed; known: aws-tags, "),
     ("inventory: [{name: t}]", "inventory[0].kind: is required but missing"),
     ("inventory: [{name: g, kind: gpu-metrics, path: x, lookback_hours: many}]",
      "inventory[0].lookback_hours: must be a whole number, not 'many'"),
@@ -89,6 +90,17 @@ def test_config_errors_are_plain_sentences_with_dotted_paths(text, expected):
     message = config_error(text)
     assert expected in message, message
     assert not RAW.search(message), message
+
+
+@pytest.mark.parametrize("section, billing", [("sources", True), ("inventory", False)])
+def test_unknown_kind_lists_only_the_kinds_its_section_takes(section, billing):
+    """`sources:` takes billing kinds, `inventory:` the others: an unknown kind's "known:" lists
+    those of its own section, every one of them, and none of the other's."""
+    message = config_error(f"{section}: [{{name: x, kind: nosuch, location: x}}]")
+    listed = re.search(r"known: ([a-z0-9-]+(?:, [a-z0-9-]+)*)", message).group(1).split(", ")
+    loaded, _ = CONNECTORS.load_all()
+    assert listed == [name for name, c in loaded.items() if (c.feeds.tables == ("costs",)) == billing]
+    assert "gcp-billing" in listed if billing else "k8s-pods" in listed
 
 
 @pytest.fixture(scope="module")

@@ -211,7 +211,7 @@ def test_a_kind_goes_under_the_section_of_what_it_feeds(tmp_path):
         parse_config({"sources": [{"name": "t", "kind": "aws-tags", "location": "x"}]})
     with pytest.raises(ConfigError, match=r"inventory\[0\]\.kind: 'focus' is not an inventory kind"):
         parse_config({"inventory": [{"name": "f", "kind": "focus"}]})
-    with pytest.raises(ConfigError, match=r"sources\[0\]\.kind: no connector kind 'acme-none' is installed"):
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.kind: no billing connector kind 'acme-none' is installed"):
         parse_config({"sources": [{"name": "n", "kind": "acme-none", "location": "x"}]})
 
 

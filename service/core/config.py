@@ -100,7 +100,7 @@ def _by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tup
             try:
                 connector = CONNECTORS.get(kind)
             except PluginError as exc:
-                errors.append(_error(index, ("kind",), exc.message, kind))
+                errors.append(_error(index, ("kind",), _unknown_kind(kind, billing) or exc.message, kind))
                 continue
             if (connector.feeds.tables == ("costs",)) != billing:
                 other = "inventory" if billing else "sources"
@@ -121,6 +121,20 @@ def _by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tup
     if errors:
         raise CoreValidationError.from_exception_data(section, errors)
     return tuple(models)
+
+
+def _unknown_kind(kind: str, billing: bool) -> str | None:
+    """A kind no package provides, with the installed kinds valid in this section (billing
+    kinds under `sources:`, inventory kinds under `inventory:`); None when it is installed
+    but failed to load (its own error says why)."""
+    from service.core.registry import CONNECTORS
+
+    if kind in CONNECTORS.names():
+        return None
+    loaded, _ = CONNECTORS.load_all()
+    known = [name for name, connector in loaded.items() if (connector.feeds.tables == ("costs",)) == billing]
+    return (f"no {'billing' if billing else 'inventory'} connector kind {kind!r} is installed; "
+            f"known: {', '.join(known) or 'none'}")
 
 
 def _by_rule(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
