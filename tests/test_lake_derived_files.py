@@ -5,23 +5,32 @@ never fails on one."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from datetime import datetime, timezone
+from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+import yaml
+from click.testing import CliRunner
 from servicekit import commit
 
 from service.attribution import attribute
 from service.attribution import tops as tops_module
 from service.attribution.rollup import ROLLUP_TABLE
+from service.cli.main import cli
+from service.core import derived_records
 from service.core.errors import DataError
+from service.core.integrity import sha256_file
 from service.core.lake import Lake
 from service.core.parquet_footer import read_footer
 from service.core.snapshot_ledger import unnamed_damage
 from service.core.timewindow import Window
 from service.ingest.rollups import rollup
+from service.serve.service import verify_lake
 from tests.test_inventory_integrity import flip
 from tests.test_metric_tops import ROWS, config_for, samples
 
@@ -90,3 +99,134 @@ def test_37_a_rollup_page_duckdb_fails_on_without_naming_it_is_found_by_reading_
         damage = unnamed_damage(lake, exc)
         assert damage is not None and damage.where == str(file), damage
         assert "spendlake rollup" in damage.hint
+
+
+# ---- records: a page altered where it still decodes (issue 13 items 1 and 4) ----------------------
+
+def write_config_file(config) -> Path:
+    """The YAML of `config_for(tmp_path, shared=True)`, so the CLI reads the same config."""
+    data = {"lake": str(config.lake), "service": {"listen": "127.0.0.1:0", "top_n": 2},
+            "sources": [{"name": "cur", "kind": "focus", "location": str(config.lake.parent / "export")}],
+            "attribution": {"shared": [{"match": {"service": "Amazon Elastic Compute Cloud"},
+                                        "split": "proportional", "by": "team"}]}}
+    path = config.lake.parent / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def verify(path: Path):
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    result = CliRunner().invoke(cli, ["--config", str(path), "verify", "--format", "json"])
+    root.handlers[:], root.level = handlers, level  # the CLI sets up its own logging: caplog's handler back
+    rows = json.loads(result.output.split("\nerror:")[0])
+    return result, rows
+
+
+def alter_where_it_still_decodes(file: Path, column: str, differs) -> None:
+    """Flip one bit in `column`'s pages where the file still reads whole, with the same size
+    and footer, and `differs(original rows, rows now)` (a digit of a sum, a value's text)."""
+    original = file.read_bytes()
+    with duckdb.connect() as con:
+        [(start, length)] = con.execute("SELECT data_page_offset, total_compressed_size FROM parquet_metadata(?) "
+                                        "WHERE path_in_schema = ? AND row_group_id = 0", [str(file), column]).fetchall()
+        read = f"SELECT * EXCLUDE ({column}), {column} FROM read_parquet(?) ORDER BY ALL"
+        before = con.execute(read, [str(file)]).fetchall()
+        for at in range(start, start + length):
+            data = bytearray(original)
+            data[at] ^= 0x01
+            file.write_bytes(bytes(data))
+            try:
+                now = con.execute(read, [str(file)]).fetchall()
+                pq.read_table(file)  # the scrape reads tops through pyarrow
+            except (duckdb.Error, OSError, ValueError):
+                continue
+            if differs(before, now):
+                return
+    file.write_bytes(original)
+    pytest.fail(f"no flip in {column} of {file} still decodes with other values")
+
+
+def another_usd_sum(rows_before: list[tuple], rows_now: list[tuple]) -> bool:
+    """The same groups (all but the last column, the one altered), another USD sum of it."""
+    usd = [[r[-1] for r in rows if "USD" in r] for rows in (rows_before, rows_now)]
+    return ([r[:-1] for r in rows_before] == [r[:-1] for r in rows_now] and None not in usd[1]
+            and sum(usd[0]) != sum(usd[1]))
+
+
+def test_37_a_rollup_altered_where_it_still_decodes_is_named_by_verify_then_rolled_up_from_the_raw_lines(
+        config, caplog):
+    [file] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    before = answer(config)
+    alter_where_it_still_decodes(file, "billed", another_usd_sum)
+    assert derived_records.check(Lake.of(config), file).ok  # size and footer rows as recorded: every read passes it
+    result, rows = verify(write_config_file(config))
+    assert result.exit_code == 3, result.output  # main: 0, the rollup unchecked
+    [row] = [r for r in rows if r["table"] == ROLLUP_TABLE]
+    assert row["check"] == "altered" and row["source"] == "cur" and row["billing_period"] == "2026-11"
+    assert "SHA-256" in row["detail"] and "USD billed: recorded 177.300000000000" in row["detail"], row
+    assert f"error: {file}" in result.output and "spendlake rollup" in result.output, result.output
+    with caplog.at_level(logging.INFO, logger="service.attribution.rollup"):
+        assert answer(config) == before  # main: the altered sum
+    assert f"the stored rollup {file} is damaged" in caplog.text and "found by `spendlake verify`" in caplog.text
+    rollup(config)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="service.attribution.rollup"):
+        assert answer(config) == before
+    assert "rolled up from the raw lines" not in caplog.text  # the stored file, written again, is read
+    result, rows = verify(write_config_file(config))
+    assert result.exit_code == 0 and {r["check"] for r in rows} == {"ok"}, result.output
+
+
+def test_37_metric_tops_altered_where_they_still_decode_are_named_by_verify_then_computed(config, caplog):
+    [file] = (config.lake / tops_module.TOPS_TABLE).glob("source=all/config=*/*.parquet")
+    stored = samples(config)
+
+    def other_value(rows_before, rows_now):  # a value's text changed, still a number
+        values = [r[-1] for r in rows_now]
+        return rows_before != rows_now and all(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", v) for v in values)
+
+    alter_where_it_still_decodes(file, "value", other_value)
+    assert samples(config) != stored  # what a scrape read from the altered file before verify found it
+    with pytest.raises(DataError) as failed:  # the service's daily verify job
+        verify_lake(config)
+    assert failed.value.where == str(file) and "is altered" in failed.value.message
+    assert "spendlake rollup" in failed.value.hint
+    with caplog.at_level(logging.INFO, logger="service.attribution.tops"):
+        assert samples(config) == stored
+    assert f"the stored tops {file} are damaged" in caplog.text, caplog.text
+    rollup(config)
+    result, rows = verify(write_config_file(config))
+    assert result.exit_code == 0 and samples(config) == stored
+    [row] = [r for r in rows if r["table"] == tops_module.TOPS_TABLE]
+    assert (row["check"], row["billing_period"], row["partition"]) == ("ok", None, f"{file.parent.name}/{file.name}")
+
+
+def test_derived_files_are_recorded_with_size_rows_hash_and_sums_and_dropped_with_them(config):
+    [file] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    [tops] = (config.lake / tops_module.TOPS_TABLE).glob("source=all/config=*/*.parquet")
+    record = json.loads(derived_records.record_file(config.lake, file).read_text())
+    assert (record["size"], record["rows"], record["sha256"]) == (file.stat().st_size, read_footer(file).rows,
+                                                                  sha256_file(file))
+    # the ledger's totals of the period: every dollar in the rollup once
+    assert (record["sums"]["USD"]["billed"], record["sums"]["EUR"]["billed"]) == ("177.300000000000",
+                                                                                "1000.000000000000")
+    tops_record = json.loads(derived_records.record_file(config.lake, tops).read_text())
+    assert tops_record["sha256"] == sha256_file(tops) and tops_record["sums"] is None
+    derived_records.drop_versions(config.lake, file.parent, [file.stem])
+    assert not file.exists() and not derived_records.record_file(config.lake, file).exists()
+    Lake.of(config).forget("cur")
+    assert not (config.lake / derived_records.DERIVED_RECORDS / ROLLUP_TABLE / "source=cur").exists()
+
+
+def test_36_a_rollup_without_its_record_is_rolled_up_from_the_raw_lines_and_written_again_with_one(config, caplog):
+    [file] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    before = answer(config)
+    derived_records.record_file(config.lake, file).unlink()  # as a rollup from before records were kept
+    with caplog.at_level(logging.INFO, logger="service.attribution.rollup"):
+        assert answer(config) == before
+    assert f"the stored rollup {file} is unrecorded" in caplog.text, caplog.text
+    result, rows = verify(write_config_file(config))
+    assert result.exit_code == 0 and [r["check"] for r in rows if r["table"] == ROLLUP_TABLE] == ["unrecorded"]
+    rollup(config)
+    assert derived_records.check(Lake.of(config), file).ok

@@ -26,6 +26,7 @@ from service.core.errors import DataError
 from service.core.lake import Lake
 from service.core.snapshot_ledger import record_file
 from tests.test_inventory_integrity import JOBS, flip
+from tests.test_lake_derived_files import alter_where_it_still_decodes, another_usd_sum
 
 pytestmark = pytest.mark.slow  # a Spark JVM per module, seconds per query
 
@@ -165,3 +166,20 @@ def test_36_a_damaged_rollup_is_rolled_up_from_the_raw_lines_on_spark_as_on_duck
         assert json.loads(spark.output) == json.loads(duckdb.output) == json.loads(before[1].output)
     finally:
         file.write_bytes(kept)
+
+
+def test_37_a_rollup_verify_found_altered_is_rolled_up_from_the_raw_lines_on_spark_as_on_duckdb(lake):
+    config, lake = lake
+    before = both_engines(config)
+    file = max(lake.table_dir(ROLLUP_TABLE).glob("source=org/billing_period=*/*.parquet"),
+               key=lambda path: path.stat().st_mtime)
+    alter_where_it_still_decodes(file, "billed", another_usd_sum)  # same size and footer, another sum
+    try:
+        verified = spendlake(config, "verify")
+        assert verified.exit_code == 3 and str(file) in verified.output, verified.output
+        duckdb, spark = both_engines(config)
+        assert duckdb.exit_code == spark.exit_code == 0, (duckdb.output, spark.output)
+        assert json.loads(spark.output) == json.loads(duckdb.output) == json.loads(before[1].output)
+    finally:
+        assert spendlake(config, "rollup").exit_code == 0  # written again
+    assert spendlake(config, "verify").exit_code == 0

@@ -9,8 +9,9 @@ service/attribution/sql.py), at `<lake>/attribution_rollup/source=<s>/billing_pe
   `attribution.clusters`, the job snapshots (service/attribution/jobs.py).
 
 Who writes: ingest after its commits, and `spendlake rollup` after a config change, both
-under the lake's ingest lock (`build_rollups`); each file is staged, fsynced and renamed
-into place, so a reader finds it whole or not at all. Queries never write: a period whose
+under the lake's ingest lock (`build_rollups`); each file is staged, fsynced, recorded
+(service/core/derived_records.py) and renamed into place, so a reader finds it whole or not
+at all, and reads it only while it matches its record. Queries never write: a period whose
 version is not stored is rolled up from its raw lines in memory, for that query only
 (`rollup_view`; `-v` logs which). So a config change re-attributes history at once.
 
@@ -37,11 +38,11 @@ from service.attribution.jobs import allocation_inputs, jobs_basis
 from service.attribution.grouped_lines import tag_map_groups_sql
 from service.attribution.needs import Needs, loosely, needed_dimensions
 from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_candidates, tag_keys_sql
+from service.core import derived_records
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
-from service.core.parquet_footer import read_footer
 from service.core.snapshot import Snapshot
 from service.core.snapshot_ledger import snapshot_digest
 
@@ -225,23 +226,24 @@ class RollupSplit:
 
 def rollup_split(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> RollupSplit:
     inventory = inventory_latest(lake, config)
+    found = derived_records.problems(lake)
     stored, missing = [], []
     for part in cost_partitions(lake, snapshot):
         file = rollup_file(lake, part, version_of(config, part.entry, inventory))
-        (stored if stored_whole(file) else missing).append((part, file))
+        (stored if stored_whole(lake, file, found) else missing).append((part, file))
     return RollupSplit(stored, missing)
 
 
-def stored_whole(file: Path) -> bool:
-    """True when the rollup `file` is stored with a readable footer. One cut short or with its
-    footer altered is derived data: the period is rolled up from its raw lines instead (said
+def stored_whole(lake: Lake, file: Path, found: dict[str, dict] | None = None) -> bool:
+    """True when the rollup `file` is stored and matches its record (size, footer rows, and
+    the last `spendlake verify`: `found`, derived_records.problems). One that does not, or
+    has no record, is derived data: the period is rolled up from its raw lines instead (said
     with -v), and the next build writes it again."""
-    if read_footer(file) is not None:
-        return True
-    if file.exists():
-        log.info("attribution: the stored rollup %s is damaged (no readable Parquet footer): its period is rolled "
-                 "up from the raw lines; `spendlake rollup` (or the next ingest) writes it again", file)
-    return False
+    check = derived_records.check(lake, file, found)
+    if check.state not in ("ok", "missing"):
+        log.info("attribution: the stored rollup %s is %s (%s): its period is rolled up from the raw lines; %s",
+                 file, "damaged" if check.damaged else check.state, check.sentence(), derived_records.REPAIR)
+    return check.ok
 
 
 def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
@@ -295,12 +297,13 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     # writer's limit keeps the service that builds them after each ingest under 1 GB.
     con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT)
     built = stored = removed = 0
+    found = derived_records.problems(lake)
     try:
         keys = inventory_keys(lake, con)
         for part in parts:
             version = version_of(config, part.entry, inventory)
             target = rollup_file(lake, part, version)
-            if stored_whole(target):
+            if stored_whole(lake, target, found):
                 stored += 1
             else:
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
@@ -310,7 +313,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 built += 1
                 _warn_overbooked(con, config, part, path)
             gone = superseded(target, version, part.entry, now - grace)
-            lake.drop_versions(ROLLUP_TABLE, part.source, "billing_period", part.period, gone)
+            derived_records.drop_versions(lake.root, target.parent, gone)
             removed += len(gone)
     finally:
         con.close()

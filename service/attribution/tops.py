@@ -34,10 +34,10 @@ from service.attribution.compute import RollupSession
 from service.attribution.metric_top import GROUP_OF, GROUPS, Top, snapshot_anchor
 from service.attribution.rollup import ROLLUP_FORMAT, inventory_basis, inventory_latest
 from service.attribution.spend_tops import spend_tops
+from service.core import derived_records
 from service.core.config import Config
 from service.core.coverage import snapshot_data_end
 from service.core.lake import Lake
-from service.core.parquet_footer import read_footer
 from service.core.snapshot import Snapshot, read_consistently
 
 log = logging.getLogger(__name__)
@@ -127,31 +127,37 @@ class ScrapeTops:
 
 def stored_tops(lake: Lake, config: Config, snapshot: Snapshot, end: datetime) -> list[Top] | None:
     """The tops the last build stored for the lake state `snapshot` and `end`, or None."""
-    table = _read_tops(tops_file(lake, config, snapshot), filters=[("anchor", "=", end)])
+    table = _read_tops(lake, tops_file(lake, config, snapshot), filters=[("anchor", "=", end)])
     return _tops_of(table) if table is not None and table.num_rows else None
 
 
 def previous_tops(lake: Lake, config: Config) -> list[Top] | None:
     """The tops of `config` stored last, for whichever lake state (None: none stored)."""
     for path in sorted(tops_folder(lake, config).glob("*.parquet"), key=_modified, reverse=True):
-        table = _read_tops(path)
+        table = _read_tops(lake, path)
         if table is not None:
             return _tops_of(table)
     return None
 
 
-def _read_tops(path: Path, **options) -> pa.Table | None:
-    """A stored tops file; None when there is none (not built yet, superseded) or it cannot be
-    read: derived data, computed from the lake instead (said with -v) and written again by the
-    next build."""
+def _read_tops(lake: Lake, path: Path, **options) -> pa.Table | None:
+    """A stored tops file; None when there is none (not built yet, superseded), it does not
+    match its record (derived_records) or it cannot be read: derived data, computed from the
+    lake instead (said with -v) and written again by the next build."""
+    check = derived_records.check(lake, path)
+    if check.state == "missing":
+        return None
     try:
-        return pq.read_table(path, **options)
+        if check.ok:
+            return pq.read_table(path, **options)
+        why = check.sentence()
     except FileNotFoundError:
         return None
     except (pa.ArrowException, OSError) as exc:
-        log.info("metrics: the stored tops %s are damaged (%s): computed from the lake instead; `spendlake rollup` "
-                 "(or the next ingest) writes them again", path, str(exc).splitlines()[0][:200])
-        return None
+        why = str(exc).splitlines()[0][:200]
+    log.info("metrics: the stored tops %s are %s (%s): computed from the lake instead; %s", path,
+             "unrecorded" if check.state == "unrecorded" else "damaged", why, derived_records.REPAIR)
+    return None
 
 
 def _tops_of(table: pa.Table) -> list[Top]:
@@ -191,14 +197,15 @@ def build_tops(lake: Lake, config: Config) -> bool:
                                  version=target.stem)
         finally:
             con.close()
-    lake.drop_versions(TOPS_TABLE, "all", "config", owner,
-                       [f.stem for f in target.parent.glob("*.parquet") if f != target])
+    derived_records.drop_versions(lake.root, target.parent,
+                                  [f.stem for f in target.parent.glob("*.parquet") if f != target])
     return built
 
 
 def _whole(lake: Lake, path: Path) -> bool:
-    """True when the stored tops file reads whole (through DuckDB: pyarrow imports pandas)."""
-    if read_footer(path) is None:
+    """True when the stored tops file matches its record and reads whole (through DuckDB:
+    pyarrow imports pandas)."""
+    if not derived_records.check(lake, path).ok:
         return False
     with lake.connect() as con:
         try:

@@ -15,17 +15,20 @@ VERIFY_COLUMNS = ["source", "billing_period", "check", "detail", "table", "parti
 @format_option
 @click.pass_obj
 def verify_command(obj, fmt: str | None) -> None:
-    """Re-hash every cost partition and inventory snapshot against its record; exit 3 if one differs."""
-    from service.core import snapshot_ledger
+    """Re-hash every cost partition, inventory snapshot and derived file (rollups, metric tops)
+    against its record; exit 3 if one differs."""
+    from service.core import derived_records, snapshot_ledger
     from service.core.errors import NOT_WRITABLE
     from service.core.integrity import partition_error
 
     lake = obj.lake
     checks = lake.verify(record=False)
     snapshots = snapshot_ledger.verify_snapshots(lake, record=False)
+    derived = derived_records.verify_derived(lake, record=False)
     try:
         lake.record_verify(checks)
         snapshot_ledger.record_verify(lake, snapshots)
+        derived_records.record_verify(lake, derived)
     except OSError as exc:  # a reader without write access still gets its answer
         if exc.errno not in NOT_WRITABLE:
             raise
@@ -36,17 +39,29 @@ def verify_command(obj, fmt: str | None) -> None:
              "table": "costs", "partition": f"billing_period={c.period}"} for c in checks]
     rows += [{"source": c.source, "billing_period": None, "check": c.state, "detail": c.detail, "table": c.table,
               "partition": c.partition} for c in snapshots]
+    rows += [{"source": c.source, "billing_period": _period(c.partition), "check": c.state, "detail": c.detail,
+              "table": c.table, "partition": c.partition} for c in derived]
     if not rows and (fmt or "table") == "table":
         click.echo(f"the lake at {lake.root} holds no cost partition or inventory snapshot of the configured sources")
     else:
         emit(rows, VERIFY_COLUMNS, fmt, title=f"{len(checks)} partition(s) against the ledger, "
-                                              f"{len(snapshots)} inventory snapshot(s) against their records")
+                                              f"{len(snapshots)} inventory snapshot(s) and {len(derived)} derived "
+                                              "file(s) against their records")
     bad = [c for c in checks if not c.ok]
     if bad:
         raise partition_error(bad)
     damaged = [c for c in snapshots if not c.ok]
     if damaged:
         raise snapshot_ledger.snapshot_error(damaged)
+    altered = [c for c in derived if c.damaged]
+    if altered:
+        raise derived_records.derived_error(altered)
+
+
+def _period(partition: str) -> str | None:
+    """The billing period of a rollup's `billing_period=<p>/<version>.parquet`; None for metric tops."""
+    key, _, rest = partition.partition("=")
+    return rest.split("/", 1)[0] if key == "billing_period" else None
 
 
 @click.command("forget")

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import duckdb
 
+from service.core import derived_records
 from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
 from service.core.files import DATA_FILE, check_partition_value, files_named, fsync_path, install
@@ -226,9 +227,10 @@ def _fits(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> bool:
 def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
                     table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
     """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date).
-    Derived tables (attribution rollups) pass `version`: the file is `<version>.parquet`,
-    invisible to the table views; the partition's other versions stay (readers may hold
-    them) until the caller drops them with `Lake.drop_versions`."""
+    Derived tables (attribution rollups, metric tops) pass `version`: the file is
+    `<version>.parquet`, invisible to the table views and recorded (derived_records); the
+    partition's other versions stay (readers may hold them) until the caller drops them
+    with `derived_records.drop_versions`."""
     target = lake.partition_file(table, [("source", source), (key, value)])
     if version is not None:
         target = target.with_name(f"{check_partition_value('version', version)}.parquet")
@@ -239,10 +241,12 @@ def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation
         peak, spilled = query_memory(con)
         log.debug("staged %s %s=%s: DuckDB peak memory %d MB, spilled %d MB", table, key, value, peak >> 20,
                   spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
-        if version is None:  # a snapshot or one of the lake's own tables: checked against its record on every read
-            with recording(lake, staged, target):
-                install(staged, target)
+        # recorded, as every read checks it: a snapshot (or one of the lake's own tables), or a derived file
+        if version is None:
+            record = recording(lake, staged, target)
         else:
+            record = derived_records.recording(lake, con, staged, target)
+        with record:
             install(staged, target)
         return target
     except duckdb.Error as exc:

@@ -6,8 +6,9 @@ Layout (only `costs/` and the inventory tables are globbed by queries):
     <root>/<table>/source=<name>/<key>=<value>/data.parquet      inventory snapshots
     <root>/_ledger/deliveries.json   what each committed (source, period) came from
     <root>/<table>/source=<name>/<key>=<value>/<version>.parquet   derived (attribution
-                                     rollups): a version per file name, never in a view;
-                                     published whole, removed only by `drop_versions`
+                                     rollups, metric tops): a version per file name, never in
+                                     a view; published whole with a record (service/core/
+                                     derived_records.py), removed only by its `drop_versions`
     <root>/_staging/                 work in progress; never inside a table directory
     <root>/_locks/                   ingest and service locks
 
@@ -390,10 +391,3 @@ class Lake:
 
         return commit.commit_snapshot(self, con, relation, table=table, source=source, key=key, value=value,
                                       version=version)
-
-    def drop_versions(self, table: str, source: str, key: str, value: str, versions: Iterable[str]) -> None:
-        """Remove versions of a derived partition (files `<version>.parquet`). The caller
-        decides that no reader can still hold them; call only while holding the ingest lock."""
-        folder = self.partition_file(table, [("source", source), (key, value)]).parent
-        for version in versions:
-            (folder / f"{check_partition_value('version', version)}.parquet").unlink(missing_ok=True)

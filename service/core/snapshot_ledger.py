@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from service.core.derived_records import DERIVED_RECORDS
 from service.core.errors import REWRITTEN_BY, DataError, damaged_lake_file, resource_error
 from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import partition_error, sha256_file
@@ -343,14 +344,15 @@ def _set_aside(lake: SnapshotLake, bad: list[SnapshotCheck]) -> list[SnapshotChe
 
 
 def forget_records(root: Path, table: str, source: str) -> None:
-    shutil.rmtree(root / RECORDS / table / f"source={source}", ignore_errors=True)
+    for records in (RECORDS, DERIVED_RECORDS):
+        shutil.rmtree(root / records / table / f"source={source}", ignore_errors=True)
 
 
 def unnamed_damage(lake, exc: BaseException) -> DataError | None:
     """For a DuckDB error that names no file (bytes altered inside a data page): the lake's
-    files hashed against their records, the damaged ones named; then the files without a
-    record (rollups, metric tops, snapshots written before records) read whole, the first that
-    fails named with the command that writes it again; None when all are whole."""
+    files hashed against their records, the damaged ones named; then the other files (rollups,
+    metric tops, snapshots written before records) read whole, the first that fails named with
+    the command that writes it again; None when all are whole."""
     if type(exc).__module__ not in ("duckdb", "_duckdb") or resource_error(exc) is not None \
             or type(exc).__name__ in NOT_DAMAGE:
         return None

@@ -74,18 +74,23 @@ def write_daily_report(config: Config, day: date) -> ReportResult:
 
 
 def verify_lake(config: Config) -> None:
-    """Re-hash and re-sum every partition, re-hash every inventory snapshot; a damaged one
-    fails the job (and the metrics say which)."""
+    """Re-hash and re-sum every partition, re-hash every inventory snapshot and derived file;
+    a damaged one fails the job (and the metrics say which; a damaged derived file is computed
+    by readers meanwhile, and written again by the next ingest)."""
+    from service.core.derived_records import derived_error, verify_derived
     from service.core.integrity import partition_error
     from service.core.snapshot_ledger import snapshot_error, verify_snapshots
 
     lake = Lake.of(config)
     bad = [check for check in lake.verify() if not check.ok]
     damaged = [check for check in verify_snapshots(lake) if not check.ok]
+    altered = [check for check in verify_derived(lake) if check.damaged]
     if bad:
         raise partition_error(bad)
     if damaged:
         raise snapshot_error(damaged)
+    if altered:
+        raise derived_error(altered)
 
 
 def default_tasks(config: Config) -> Tasks:

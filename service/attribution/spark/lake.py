@@ -19,6 +19,7 @@ from pathlib import Path
 from service.attribution.jobs import basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
+from service.core import derived_records
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
@@ -176,13 +177,20 @@ class SparkLake:
             found[(source.split("=", 1)[1], period.split("=", 1)[1], name.removesuffix(".parquet"))] = url
         return found
 
-    def whole(self, rollup_url: str) -> bool:
-        """As rollup.stored_whole: True when a stored rollup (`rollup_files`) has a readable
-        footer; a damaged one is rolled up from the raw lines instead, said with -v."""
-        if self._footer_rows(self._path(rollup_url), self._sizes[rollup_url]) is not None:
+    def whole(self, rollup_url: str, found: dict[str, dict]) -> bool:
+        """As rollup.stored_whole: True when a stored rollup (`rollup_files`) matches its record
+        (size, footer rows, and `found`: derived_records.problems, what the last verify found); one
+        that does not, or has none, is rolled up from the raw lines instead, said with -v."""
+        key = derived_records.file_key(rollup_url)
+        path, size = self._path(rollup_url), self._sizes[rollup_url]
+        record = self._record(self._path(self.root, f"{derived_records.DERIVED_RECORDS}/"
+                                                    f"{key.removesuffix('.parquet')}.json"))
+        state, detail = derived_records.judge(record or None, size, lambda: self._footer_rows(path, size),
+                                              found.get(key))
+        if state == "ok":
             return True
-        log.info("Spark: the stored rollup %s is damaged (no readable Parquet footer): its period is rolled up from "
-                 "the raw lines; `spendlake rollup` (or the next ingest) writes it again", rollup_url)
+        log.info("Spark: the stored rollup %s is %s (%s): its period is rolled up from the raw lines; %s",
+                 rollup_url, "unrecorded" if state == "unrecorded" else "damaged", detail, derived_records.REPAIR)
         return False
 
     # ---- reading ----------------------------------------------------------------------------

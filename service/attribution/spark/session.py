@@ -23,6 +23,7 @@ from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.jobs import JOBS_TABLE
 from service.attribution.rollup import ROLLUP_TABLE, version_of
 from service.attribution.sql import Sql, inventory_keys_sql, rollup_sql, tag_keys_sql, transpile
+from service.core import derived_records
 from service.core.config import EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import entries_data_through
@@ -168,11 +169,11 @@ class SparkRollupSession(RollupSession):
         if config.clusters is not None:  # the job snapshots are part of the rollups' version too
             inventory |= self.lake.jobs_basis(job_files)
             self.allocation = SparkAllocation(self.con, lake, config, job_files, bool(tag_files))
-        computed = []
+        computed, found = [], derived_records.problems(self.lake)  # what the last verify found
         for part in self.partitions:
             version = version_of(config, ledger[(part.source, part.period)], inventory).name
             file = stored.get((part.source, part.period, version))
-            if file is not None and self.lake.whole(file):
+            if file is not None and self.lake.whole(file, found):
                 self.files.append(file)
             else:
                 computed.append(self._rollup(part))

@@ -1,0 +1,244 @@
+"""Derived files (attribution rollups, metric tops) checked against a record of each: a page
+altered on disk that still decodes is found, never read as other numbers.
+
+A derived file is `<table>/source=<s>/<key>=<v>/<version>.parquet`, published by
+commit.commit_snapshot under the lake lock (ingest, `spendlake rollup`). Before it is moved
+into place, its record `_ledger/derived/<table>/source=<s>/<key>=<v>/<version>.json` holds
+its size, footer row count, SHA-256, per-currency sums of its decimal columns (a file with a
+`currency` column: the rollups) and an id; `drop_versions` removes both.
+
+Every read checks size and footer rows against the record, and what the last `spendlake
+verify` found (`_state/derived_verify.json`, naming the record's id, so a file written again
+is judged afresh); `verify` re-hashes (`verify_derived`). A file that fails, or one written
+before records existed, is derived data: the reader computes it from the raw lines instead
+(said with -v) and the next build writes it again. Only a missing cost partition or snapshot
+is an error for every query; a derived one is `verify`'s exit 3, repaired by `spendlake rollup`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import duckdb
+
+from service.core.errors import DataError
+from service.core.files import check_partition_value, write_json_atomic
+from service.core.integrity import sha256_file
+from service.core.parquet_footer import read_footer
+from service.core.units import utc_now_iso
+
+DERIVED_RECORDS = "_ledger/derived"  # relative to the lake root
+VERIFY_STATE = "derived_verify"
+DERIVED_TABLES = ("attribution_rollup", "metric_tops")
+SUMS_BY = "currency"  # a derived file with this column records its decimal columns' sums per value
+REPAIR = "`spendlake rollup` (or the next ingest) writes it again"
+
+
+class DerivedLake(Protocol):
+    """What checking derived files needs of the lake (service/core/lake.py's Lake)."""
+    root: Path
+
+    def counts(self, source: str) -> bool: ...
+    def read_state(self, name: str) -> dict: ...
+    def write_state(self, name: str, data: dict) -> None: ...
+    def connect(self) -> duckdb.DuckDBPyConnection: ...
+
+
+@dataclass(frozen=True)
+class DerivedCheck:
+    """One derived file next to its record."""
+
+    path: Path
+    state: str  # ok | missing | unrecorded | truncated | altered
+    detail: str = ""
+    record_id: str | None = None  # the id of the record it was judged against
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    @property
+    def damaged(self) -> bool:
+        """Bytes on disk differ from what was written (not merely absent or unrecorded)."""
+        return self.state in ("truncated", "altered")
+
+    @property
+    def table(self) -> str:
+        return self.path.parts[-4]
+
+    @property
+    def source(self) -> str:
+        return self.path.parts[-3].split("=", 1)[1]
+
+    @property
+    def partition(self) -> str:
+        """`<key>=<value>/<version>.parquet`"""
+        return "/".join(self.path.parts[-2:])
+
+    def sentence(self) -> str:
+        return f"{self.table} file source={self.source}/{self.partition} is {self.state}" + (
+            f" ({self.detail})" if self.detail else "")
+
+
+def record_file(root: Path, path: Path) -> Path:
+    """The record of the derived file `<root>/<table>/source=<s>/<key>=<v>/<version>.parquet`."""
+    return root.joinpath(DERIVED_RECORDS, *path.parts[-4:-1], f"{path.stem}.json")
+
+
+def file_key(path: Path | str) -> str:
+    """`<table>/source=<s>/<key>=<v>/<version>.parquet`: how verify's state names a derived file."""
+    return "/".join(str(path).split("/")[-4:])
+
+
+def describe(con: duckdb.DuckDBPyConnection, path: Path) -> dict:
+    """The record of a derived file as it is now (`con` may read it)."""
+    footer = read_footer(path)
+    return {"size": path.stat().st_size, "rows": None if footer is None else footer.rows,
+            "sha256": sha256_file(path), "sums": sums(con, path, footer.columns if footer else ())}
+
+
+def sums(con: duckdb.DuckDBPyConnection, path: Path, columns: Sequence[str]) -> dict[str, dict[str, str]] | None:
+    """Currency → decimal column → its sum as text, for a file with a `currency` column; else None."""
+    if SUMS_BY not in columns:
+        return None
+    kinds = con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?))",
+                        [str(path)]).fetchall()
+    decimals = [name for name, kind in kinds if kind.startswith("DECIMAL")]
+    if not decimals:
+        return None
+    quoted = ", ".join(f'sum("{name}")' for name in decimals)  # names from the file's own schema, quoted
+    rows = con.execute(f'SELECT "{SUMS_BY}", {quoted} FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST',
+                       [str(path)]).fetchall()
+    return {str(currency): {name: format(value, "f") for name, value in zip(decimals, values) if value is not None}
+            for currency, *values in rows}
+
+
+@contextmanager
+def recording(lake: DerivedLake, con: duckdb.DuckDBPyConnection, staged: Path, target: Path) -> Iterator[None]:
+    """Record `staged` as the derived file at `target` before the block moves it there, so a
+    reader that finds the file finds its record (a file written again replaces only a file
+    no reader uses: missing, unrecorded or damaged)."""
+    write_json_atomic(record_file(lake.root, target),
+                      {**describe(con, staged), "id": uuid.uuid4().hex, "written_at": utc_now_iso()})
+    yield
+    _forget_problems(lake, file_key(target))
+
+
+def drop_versions(root: Path, folder: Path, versions: Iterable[str]) -> None:
+    """Remove versions of a derived partition (files `<version>.parquet` in `folder`), each
+    file before its record. The caller decides that no reader can still hold them; call only
+    while holding the ingest lock."""
+    for version in versions:
+        path = folder / f"{check_partition_value('version', version)}.parquet"
+        path.unlink(missing_ok=True)
+        record_file(root, path).unlink(missing_ok=True)
+
+
+def _read_record(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # none, or unreadable: the file is not vouched for, so computed instead
+    return data if isinstance(data, dict) else None
+
+
+def problems(lake: DerivedLake) -> dict[str, dict]:
+    """File key → what the last `spendlake verify` found wrong with it (read once per query)."""
+    return {p["file"]: p for p in lake.read_state(VERIFY_STATE).get("problems", [])}
+
+
+def check(lake: DerivedLake, path: Path, found: Mapping[str, dict] | None = None, *,
+          deep: bool = False) -> DerivedCheck:
+    """Size and footer rows against the record, and what the last verify found (`found`:
+    `problems`, default read now); with `deep` (verify), the SHA-256 and then the sums."""
+    record = _read_record(record_file(lake.root, path))
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return DerivedCheck(path, "missing")
+    problem = None if deep else (problems(lake) if found is None else found).get(file_key(path))
+    state, detail = judge(record, size, lambda: getattr(read_footer(path), "rows", None), problem)
+    if state == "ok" and deep and sha256_file(path) != record.get("sha256"):
+        state, detail = "altered", "its SHA-256 differs from the one recorded when it was written" + (
+            _sums_difference(lake, path, record.get("sums")))
+    return DerivedCheck(path, state, detail, (record or {}).get("id"))
+
+
+def judge(record: dict | None, size: int, rows: Callable[[], int | None],
+          problem: dict | None = None) -> tuple[str, str]:
+    """(state, detail) of a derived file of `size` bytes against its `record` (None: none, or
+    unreadable): the footer's `rows()` (None: no readable footer) read when the size matches,
+    then `problem`, what the last verify found wrong with the file this record describes."""
+    if record is None:
+        return "unrecorded", "written before derived files were recorded, or its record is unreadable"
+    if size != record.get("size"):
+        state = "truncated" if size < (record.get("size") or 0) else "altered"
+        return state, f"{size:,} bytes, the record says {record.get('size') or 0:,}"
+    count = rows()
+    if count is None:
+        return "truncated", "no readable Parquet footer"
+    if count != record.get("rows"):
+        return "altered", f"{count:,} rows, the record says {record.get('rows') or 0:,}"
+    if problem is not None and problem.get("record") == record.get("id"):
+        return problem["state"], problem["detail"] + ", found by `spendlake verify`"
+    return "ok", ""
+
+
+def _sums_difference(lake: DerivedLake, path: Path, recorded: dict | None) -> str:
+    """`; ` and how its per-currency sums differ from the record's (none recorded: "")."""
+    if recorded is None:
+        return ""
+    try:
+        with lake.connect() as con:
+            now = sums(con, path, getattr(read_footer(path), "columns", ())) or {}
+    except duckdb.Error as exc:
+        return f"; it does not read whole: {str(exc).splitlines()[0][:200]}"
+    changed = [f"{currency} {name}: recorded {value}, file {now.get(currency, {}).get(name, 'nothing')}"
+               for currency, values in sorted(recorded.items()) for name, value in sorted(values.items())
+               if now.get(currency, {}).get(name) != value]
+    return "; its sums differ: " + ", ".join(changed[:4]) if changed else "; its sums per currency are as recorded"
+
+
+def derived_files(lake: DerivedLake) -> list[Path]:
+    """The derived files on disk: the rollups of the configured sources, and every metric tops file."""
+    return [path for table in DERIVED_TABLES
+            for path in sorted((lake.root / table).glob("source=*/*=*/*.parquet"))
+            if table == "metric_tops" or lake.counts(path.parts[-3].split("=", 1)[1])]
+
+
+def verify_derived(lake: DerivedLake, record: bool = True) -> list[DerivedCheck]:
+    """Re-hash every derived file; the damaged ones are recorded (`record_verify`), so reads
+    compute them instead until the next build writes them again."""
+    checks = [check(lake, path, deep=True) for path in derived_files(lake)]
+    checks = [c for c in checks if c.state != "missing"]  # superseded and removed while we looked
+    if record:
+        record_verify(lake, checks)
+    return checks
+
+
+def record_verify(lake: DerivedLake, checks: Sequence[DerivedCheck]) -> None:
+    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "files": len(checks), "problems": [
+        {"file": file_key(c.path), "record": c.record_id, "state": c.state, "detail": c.detail}
+        for c in checks if c.damaged]})
+
+
+def _forget_problems(lake: DerivedLake, key: str) -> None:
+    found = lake.read_state(VERIFY_STATE)
+    if any(p["file"] == key for p in found.get("problems", [])):
+        lake.write_state(VERIFY_STATE, {**found, "problems": [p for p in found["problems"] if p["file"] != key]})
+
+
+def derived_error(bad: Sequence[DerivedCheck]) -> DataError:
+    """`verify`'s error for damaged derived files: no answer is wrong for them, but the disk
+    altered what was written; one command writes them again."""
+    message = "; ".join(c.sentence() for c in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+    return DataError(f"{message}. Derived data: queries and scrapes compute it from the raw lines meanwhile",
+                     where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
+                     hint="run `spendlake rollup` to write it again (the next ingest does too); bytes the disk "
+                          "altered may be a failing disk, worth a look")
