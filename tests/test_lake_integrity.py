@@ -229,6 +229,29 @@ def test_the_ledger_records_size_hash_and_sums_of_each_partition(lake):
     assert entry.totals[0].billed_cost == Decimal(BILLED)
 
 
+@pytest.mark.parametrize("damaged", [False, True])
+def test_53_verify_on_a_full_disk_shows_what_it_checked_then_exits_3_disk_full(lake, monkeypatch, damaged):
+    config, lake = lake
+    if damaged:
+        file = partition(lake)
+        file.write_bytes(file.read_bytes()[:-100] + bytes(100))  # same size, footer gone
+    real_dump = json.dump
+
+    def full_disk(data, handle, **kw):  # the write of what verify found fails as on a full disk
+        if "verify.json" in handle.name:
+            raise OSError(28, "No space left on device")
+        return real_dump(data, handle, **kw)
+
+    monkeypatch.setattr(json, "dump", full_disk)
+    result = spendlake(config, "verify", "--format", "csv")
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
+    table, error = result.output.split("\nerror: ")  # main: the error alone, nothing checked shown
+    assert table.splitlines()[1].startswith("trey,2024-06," + ("truncated" if damaged else "ok")), table
+    assert error.startswith(f"{lake.root / '_state' / 'verify.json'}: disk full"), error
+    assert "the checks above were not recorded" in error and "free disk space" in error
+    assert not (lake.root / "_state" / "verify.json").exists()
+
+
 def test_the_daily_job_verifies_the_lake_before_the_report_and_metrics_and_alerts_see_it(lake, tmp_path):
     from datetime import date, datetime, time, timezone
 

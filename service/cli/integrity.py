@@ -18,23 +18,25 @@ def verify_command(obj, fmt: str | None) -> None:
     """Re-hash every cost partition, inventory snapshot and derived file (rollups, metric tops)
     against its record; exit 3 if one differs."""
     from service.core import derived_records, snapshot_ledger
-    from service.core.errors import NOT_WRITABLE
+    from service.core.errors import NOT_WRITABLE, os_error
     from service.core.integrity import partition_error
 
     lake = obj.lake
     checks = lake.verify(record=False)
     snapshots = snapshot_ledger.verify_snapshots(lake, record=False)
     derived = derived_records.verify_derived(lake, record=False)
+    unrecorded = None  # a full disk: the results are shown, then the error
     try:
         lake.record_verify(checks)
         snapshot_ledger.record_verify(lake, snapshots)
         derived_records.record_verify(lake, derived)
     except OSError as exc:  # a reader without write access still gets its answer
         if exc.errno not in NOT_WRITABLE:
-            raise
-        click.echo(f"warning: {lake.state_file('verify')}: not recorded ({exc.strerror.lower()} for this user); "
-                   "the next ingest learns of damaged partitions only from a recorded verify — run verify as "
-                   "the lake's owner", err=True)
+            unrecorded = os_error(exc)
+        else:
+            click.echo(f"warning: {lake.state_file('verify')}: not recorded ({exc.strerror.lower()} for this user); "
+                       "the next ingest learns of damaged partitions only from a recorded verify — run verify as "
+                       "the lake's owner", err=True)
     rows = [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail,
              "table": "costs", "partition": f"billing_period={c.period}"} for c in checks]
     rows += [{"source": c.source, "billing_period": None, "check": c.state, "detail": c.detail, "table": c.table,
@@ -47,6 +49,9 @@ def verify_command(obj, fmt: str | None) -> None:
         emit(rows, VERIFY_COLUMNS, fmt, title=f"{len(checks)} partition(s) against the ledger, "
                                               f"{len(snapshots)} inventory snapshot(s) and {len(derived)} derived "
                                               "file(s) against their records")
+    if unrecorded is not None:
+        raise type(unrecorded)(f"{unrecorded.message}; the checks above were not recorded", where=unrecorded.where,
+                               hint=unrecorded.hint)
     bad = [c for c in checks if not c.ok]
     if bad:
         raise partition_error(bad)
