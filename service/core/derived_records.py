@@ -112,11 +112,15 @@ def sums(con: duckdb.DuckDBPyConnection, path: Path, columns: Sequence[str]) -> 
     decimals = [name for name, kind in kinds if kind.startswith("DECIMAL")]
     if not decimals:
         return None
-    quoted = ", ".join(f'sum("{name}")' for name in decimals)  # names from the file's own schema, quoted
-    rows = con.execute(f'SELECT "{SUMS_BY}", {quoted} FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST',
+    summed = ", ".join(f"sum({_quoted(name)})" for name in decimals)  # the file's own column names, quoted
+    rows = con.execute(f"SELECT {_quoted(SUMS_BY)}, {summed} FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST",
                        [str(path)]).fetchall()
     return {str(currency): {name: format(value, "f") for name, value in zip(decimals, values) if value is not None}
             for currency, *values in rows}
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 @contextmanager
