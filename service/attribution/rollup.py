@@ -242,7 +242,7 @@ def stored_whole(lake: Lake, file: Path, found: dict[str, dict] | None = None) -
     check = derived_records.check(lake, file, found)
     if check.state not in ("ok", "missing"):
         log.info("attribution: the stored rollup %s is %s (%s): its period is rolled up from the raw lines; %s",
-                 file, "damaged" if check.damaged else check.state, check.sentence(), derived_records.REPAIR)
+                 file, "damaged" if check.damaged else check.state, check.reason, derived_records.REPAIR)
     return check.ok
 
 

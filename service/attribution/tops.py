@@ -150,7 +150,7 @@ def _read_tops(lake: Lake, path: Path, **options) -> pa.Table | None:
     try:
         if check.ok:
             return pq.read_table(path, **options)
-        why = check.sentence()
+        why = check.reason
     except FileNotFoundError:
         return None
     except (pa.ArrowException, OSError) as exc:

@@ -81,6 +81,10 @@ class DerivedCheck:
         """`<key>=<value>/<version>.parquet`"""
         return "/".join(self.path.parts[-2:])
 
+    @property
+    def reason(self) -> str:
+        return f"{self.state}: {self.detail}" if self.detail else self.state
+
     def sentence(self) -> str:
         return f"{self.table} file source={self.source}/{self.partition} is {self.state}" + (
             f" ({self.detail})" if self.detail else "")
