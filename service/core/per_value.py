@@ -6,8 +6,9 @@ each line's JSON into a map in the connector's SELECT was over a third of that S
 instead gives such a column as text (PerValuePart) with the SQL it would have run per row; the
 stager runs that SQL on the distinct texts it has not met yet and takes the results back to
 every row (Converter). Same values, and a bad value fails with the same error: the same SQL
-raises it. In a part over several files (file_parts.FilesPart) that SQL names each text's first
-file (hidden_columns.FILE_INDEX, given beside the text), as reading that file alone did.
+raises it. In a part over several files (file_parts.FilesPart) that SQL names a file holding the
+text (hidden_columns.FILE_INDEX, given beside the text), as reading that file alone did. The
+writer's read does not keep file order, so a bad text in several files may name any of them.
 Figures: bench/README.md.
 """
 
@@ -98,7 +99,7 @@ class Converter:
         return chunks[0].take(lookup.take(encoded.indices))
 
     def _run(self, texts: list[str | None], name: str, sql: str, files: pa.Array | None) -> pa.Array:
-        """The SQL's value of each text, in DuckDB (beside each text its first file, which the
+        """The SQL's value of each text, in DuckDB (beside each text a file holding it, which the
         SQL of a part over several files names when the text is bad)."""
         import pyarrow as pa
 
@@ -111,8 +112,8 @@ class Converter:
 
 
 def _first_files(encoded: pa.DictionaryArray, files: pa.Array | None, codes: list[int]) -> pa.Array | None:
-    """The FILE_INDEX of the first row holding each of the dictionary's `codes` (the rows come
-    in file order, so the least): the file that reading each file alone names for a bad value."""
+    """The least FILE_INDEX holding each of the dictionary's `codes` in this batch: a file that
+    holds the value, named for a bad one as reading that file alone names it."""
     import pyarrow as pa
 
     if files is None:
