@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -99,6 +100,39 @@ def test_37_a_rollup_page_duckdb_fails_on_without_naming_it_is_found_by_reading_
         damage = unnamed_damage(lake, exc)
         assert damage is not None and damage.where == str(file), damage
         assert "spendlake rollup" in damage.hint
+
+
+def test_37_a_rollup_page_that_fails_only_past_the_first_rows_is_still_found(config):
+    """A flip DuckDB reports only while fetching past the first rows (after `execute` returned,
+    here in a file's last row group): the search for the damaged file decodes every page."""
+    [stored] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    file = stored.with_name("0-big.parquet")  # a large unrecorded file of the table
+    rows = 200_000
+    pq.write_table(pa.table({"lines": pa.array(range(rows), pa.int64()),
+                             "d_team": pa.array([f"team-{n % 997}" for n in range(rows)])}),
+                   file, row_group_size=50_000, compression="zstd")
+    lake, original = Lake.of(config), file.read_bytes()
+    last = pq.ParquetFile(file).metadata.row_group(3).column(0)
+    late = None
+    with duckdb.connect() as con:
+        for start in range(last.data_page_offset + 20, last.data_page_offset + last.total_compressed_size - 40, 97):
+            flip(file, start)
+            try:
+                result = con.execute("SELECT * FROM read_parquet(?)", [str(file)])
+            except duckdb.Error:
+                file.write_bytes(original)
+                continue  # fails at once: the test above
+            try:
+                result.fetchall()
+            except duckdb.Error as exc:
+                if str(file) not in str(exc):
+                    late = exc
+                    break
+            file.write_bytes(original)
+    assert late is not None, "no flip of the last row group gave an error without the file's name"
+    damage = unnamed_damage(lake, late)
+    assert damage is not None and damage.where == str(file), damage
+    assert "spendlake rollup" in damage.hint
 
 
 # ---- records: a page altered where it still decodes (issue 13 items 1 and 4) ----------------------

@@ -376,7 +376,7 @@ def _unreadable(lake, files: Sequence[Path]) -> DataError | None:
     with lake.connect() as con:
         for path in files:
             try:
-                con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetch_arrow_table()
+                con.sql("SELECT * FROM read_parquet(?)", params=[str(path)]).to_arrow_table()  # every page decoded
             except Exception as each:  # noqa: BLE001 - any DuckDB error reading it is damage
                 damaged = damaged_lake_file(each, str(path))
                 if damaged is not None:
