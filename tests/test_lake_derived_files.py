@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -208,6 +209,25 @@ def test_37_a_rollup_altered_where_it_still_decodes_is_named_by_verify_then_roll
     with caplog.at_level(logging.INFO, logger="service.attribution.rollup"):
         assert answer(config) == before
     assert "rolled up from the raw lines" not in caplog.text  # the stored file, written again, is read
+    result, rows = verify(write_config_file(config))
+    assert result.exit_code == 0 and {r["check"] for r in rows} == {"ok"}, result.output
+
+
+def test_37_a_damaged_superseded_rollup_is_removed_by_the_next_build_not_kept_for_the_grace(config):
+    """A rollup version superseded by a re-delivery is kept an hour for readers that still hold
+    it; damaged, `verify` names it and says to run `spendlake rollup`, so that build removes it."""
+    [current] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    owner, data, inventory = current.stem.split("-")
+    old = current.with_name(f"{owner}-{'0' * len(data)}-{inventory}.parquet")  # of an older delivery
+    shutil.copyfile(current, old)
+    shutil.copyfile(derived_records.record_file(config.lake, current), derived_records.record_file(config.lake, old))
+    rollup(config)
+    assert old.exists()  # sound and within the grace: kept for the readers that may hold it
+    old.write_bytes(old.read_bytes()[:old.stat().st_size // 2])
+    result, _ = verify(write_config_file(config))
+    assert result.exit_code == 3 and f"error: {old}" in result.output and "spendlake rollup" in result.output, result.output
+    rollup(config)
+    assert not old.exists() and not derived_records.record_file(config.lake, old).exists()  # main: kept an hour
     result, rows = verify(write_config_file(config))
     assert result.exit_code == 0 and {r["check"] for r in rows} == {"ok"}, result.output
 

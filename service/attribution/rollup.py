@@ -313,6 +313,10 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 built += 1
                 _warn_overbooked(con, config, part, path)
             gone = superseded(target, version, part.entry, now - grace)
+            # a damaged superseded version goes at once: no reader gets a sound answer from it,
+            # and `verify` would flag it (saying to run this build) until the grace ran out
+            gone += [name for name in superseded(target, version, part.entry, now) if name not in gone
+                     and derived_records.check(lake, target.parent / f"{name}.parquet", found).damaged]
             derived_records.drop_versions(lake.root, target.parent, gone)
             removed += len(gone)
     finally:
