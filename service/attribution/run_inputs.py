@@ -1,0 +1,151 @@
+"""What a run's row is built from (service/attribution/run_rows.py says how): its job records
+in a window, and the idle share of the instances its jobs ran on.
+
+    job_records(lake, con, config, window) -> {run (lower case): JobSide}
+    idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import duckdb
+
+from service.attribution.allocation import NEWEST_RECORD
+from service.attribution.compute import RollupSession
+from service.attribution.job_values import job_values_ctes
+from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
+from service.attribution.needs import Needs
+from service.attribution.rollup import cost_partitions, inventory_keys, recorded_tag_keys
+from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
+from service.core.config_attribution import AttributionConfig
+from service.core.folding import folded
+from service.core.lake import Lake
+from service.core.timewindow import Window
+
+# Ends that are no evidence of a failure: a job after one of them is no restart (no state: a
+# jobs file without a `state` column; UNKNOWN: a pod whose phase Kubernetes lost).
+NOT_FAILED = (None, "COMPLETED", "UNKNOWN")
+VALUES = ("team", "project", "experiment", "job_type", "cluster", "user")
+SEVERAL = "several"
+CLUSTERS_JOINED = ","
+HOURS = Decimal(3600)
+RATIO_QUANTUM = Decimal("1e-4")
+
+
+@dataclass
+class JobSide:
+    """What a run's job records say in the window."""
+    name: str
+    jobs: int = 0
+    gpus: Decimal = Decimal(0)
+    gpu_hours: Decimal = Decimal(0)
+    restarts: int = 0
+    failed_by: datetime | None = None  # the earliest end of one of its jobs that did not complete
+    state: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    running: bool = False
+    values: dict[str, str] | None = None  # what its jobs state (`several` where they differ), but cluster
+    clusters: set[str | None] = field(default_factory=set)  # each cluster its jobs state
+
+    @property
+    def stated(self) -> dict[str, str | None]:
+        return {**(self.values or {}), "cluster": joined_clusters(self.clusters)}
+
+
+def joined_clusters(names: set[str | None]) -> str | None:
+    """A run's clusters as one value: sorted (case-insensitively), joined by `,`."""
+    return CLUSTERS_JOINED.join(sorted((n for n in names if n), key=lambda n: (folded(n), n))) or None
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
+                 window: Window) -> dict[str, JobSide]:
+    """run (lower case) → its job records' figures in `window`: the newest snapshot of each
+    record that held GPUs and overlaps the window, as allocation reads them, with the values
+    its jobs state (service/attribution/job_values.py)."""
+    if not lake.has_table(JOBS_TABLE):
+        return {}
+    since, until = _naive(window.since), _naive(window.until)
+    params = Params()
+    records = (
+        f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
+        "WHERE newest = 1 "
+        f"AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
+        f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) AND coalesce(trim(run_id), '') <> '')")
+    values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
+    rows = con.execute(
+        f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, "
+        f"{', '.join(dim_col(d) for d in VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, record_id",
+        params.values).fetchall()
+    runs: dict[str, JobSide] = {}
+    for run_id, state, start, end, gpus, *stated in rows:
+        side = runs.setdefault(folded(run_id), JobSide(run_id.strip()))
+        gpus = Decimal(repr(gpus))
+        gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
+        if side.failed_by is not None and start >= side.failed_by:
+            side.restarts += 1
+        if end is not None and state not in NOT_FAILED:
+            side.failed_by = min(side.failed_by or end, end)
+        held_until = min(end or until, until)
+        seconds = Decimal(int((held_until - max(start, since)).total_seconds() * 1_000_000)) / 1_000_000
+        side.jobs += 1
+        side.gpus = max(side.gpus, gpus)
+        side.gpu_hours += gpus * max(seconds, Decimal(0)) / HOURS
+        side.state = state  # rows come by start time: the last one is the run's last job
+        side.start = side.start or start.replace(tzinfo=timezone.utc)
+        side.running = side.running or end is None
+        if end is not None:
+            side.end = max(side.end or end.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))
+        stated = dict(zip(VALUES, stated))
+        side.clusters.add(stated.pop("cluster"))
+        side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
+                                                          for d, v in side.values.items()}
+    return runs
+
+
+def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window,
+                 cost: str) -> dict[tuple[str, str | None], Decimal]:
+    """(run lower case, currency) → idle share of the instances its jobs' parts are on, over
+    their hours that start in `window`: allocation's parts of the window's cluster lines
+    (in stages: only those lines are read in full), with the run dimension alone."""
+    con = session.con
+    params = Params()
+    start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
+    since, until = params.bind(_naive(window.since), "since"), params.bind(_naive(window.until), "until")
+    where = f"{start} < {until} AND (coalesce(ChargePeriodEnd, {start}) > {since} OR {start} >= {since})"
+    tag_keys = recorded_tag_keys(cost_partitions(lake, session.snapshot))
+    if tag_keys is None:
+        tag_sql = all_tag_keys_sql()
+        tag_keys = [row[0] for row in con.execute(tag_sql.text, tag_sql.params).fetchall()]
+    allocation = allocation_inputs(lake, config, con, where, dict(params.values))
+    lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation,
+                           needs=Needs(("run",), (cost,)), parts_only=True)
+    run, how = dim_col("run"), how_col("run")
+    sql = (lines.text + f" SELECT lower({run}), ResourceId, currency, split_part({how}, ':', 1) AS kind, "
+           f"sum({MEASURES[cost]}) FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "
+           f"AND split_part({how}, ':', 1) IN ('job', 'idle') GROUP BY ALL")
+    instance_total: dict[tuple, Decimal] = defaultdict(Decimal)
+    instance_idle: dict[tuple, Decimal] = defaultdict(Decimal)
+    on: dict[tuple[str, str | None], set] = defaultdict(set)
+    run_setup(con, lines)
+    for value, resource, currency, kind, amount in con.execute(sql, lines.params).fetchall():
+        instance_total[(resource, currency)] += amount or 0
+        if kind == "idle":
+            instance_idle[(resource, currency)] += amount or 0
+        else:
+            on[(value, currency)].add(resource)
+    shares = {}
+    for (value, currency), instances in on.items():
+        total = sum((instance_total[(i, currency)] for i in instances), Decimal(0))
+        if total:
+            shares[(value, currency)] = (sum((instance_idle[(i, currency)] for i in instances), Decimal(0))
+                                         / total).quantize(RATIO_QUANTUM)
+    return shares
