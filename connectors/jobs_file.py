@@ -8,9 +8,13 @@ Columns (header names compared case-insensitively; others are ignored):
   `cluster` (default: the source's `cluster`), `state` (a Slurm job state; empty: RUNNING
   without an end, else unknown), `run_id` (default `job_id`), `user`, `team`, `project`,
   `experiment`, `job_type`, `labels` (a JSON object), `name`, `account`, `partition`, `qos`,
-  `namespace`, `submit_time`, `restarts` (an integer >= 0).
-`columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type});
-`states:` maps their state values ({Pass: COMPLETED, Killed: CANCELLED}), looked up first.
+  `namespace`, `submit_time`, `restarts` (an integer >= 0), `instances` (an integer >= 0, each
+  holding `gpus`).
+`columns:` in the source's config renames other schemas' columns ({gpu_num: gpus, type: job_type};
+several to job_id are joined with '/'); `states:` maps their state values ({Pass: COMPLETED,
+Killed: CANCELLED}), looked up first; `header:` names the columns of CSV files without a header
+row; `time_format:`/`time_origin:` read numeric times; `gpu_unit: percent` reads gpus in percent
+of a GPU; an `instances` column multiplies gpus (connectors/jobs_file_config.py).
 A bad value fails the source with its file, row (the first data row is 1) and column named; a
 row without a start whose state says the job never ran (a trace's job killed while queued) is
 left out, said with the count.
@@ -29,21 +33,20 @@ import difflib
 import functools
 import logging
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import duckdb
-from pydantic import Field, model_validator
 
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
-from connectors.jobs_base import (STATES, FileSource, empty_file, job_file, job_row, jobs_arrow, jobs_schema,
-                                  normal_state, source_files, stored)
-from connectors.jobs_file_read import file_format, parquet_table, records, shown
-from connectors.jobs_file_values import (SKEW, BadValue, parse_gpus, parse_instance_ids, parse_labels, parse_nodes,
+from connectors.jobs_base import empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files, stored
+from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS, JobsFileSource
+from connectors.jobs_file_read import file_format, looks_like_data, parquet_table, records, shown
+from connectors.jobs_file_values import (SKEW, BadValue, origin_utc, parse_count_time, parse_gpu_percent, parse_gpus,
+                                         parse_instance_ids, parse_instances, parse_labels, parse_nodes,
                                          parse_restarts, parse_shared_text, parse_state, parse_text, parse_time)
-from service.core.config_base import NestedValueError
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -52,60 +55,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The columns a jobs file may have (header names compared case-insensitively).
-FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
-FILE_OPTIONAL = ("nodes", "instance_ids", "cluster", "state", "run_id", "user", "team", "project", "experiment",
-                 "job_type", "labels", "name", "account", "partition", "qos", "namespace", "submit_time", "restarts")
-FILE_COLUMNS = FILE_REQUIRED + FILE_OPTIONAL
 RAN = ("RUNNING", "COMPLETED")  # states of a job that had a start: a row of one without it is wrong
 TEXT_COLUMNS = ("run_id", "user", "team", "project", "experiment", "job_type", "name", "account", "partition",
                 "qos", "namespace")
-
-
-class JobsFileSource(FileSource):
-    """A CSV or Parquet job table written by any scheduler (README: "jobs-file")."""
-
-    kind: Literal["jobs-file"]
-    path: str = Field(min_length=1, description="a CSV/Parquet file or a directory of them")
-    columns: dict[str, str] = Field(default_factory=dict, max_length=100,
-                                    description="the file's column name → a jobs-file column, e.g. {gpu_num: gpus}")
-    states: dict[str, str] = Field(default_factory=dict, max_length=100,
-                                   description="the file's state value → a job state, e.g. {Pass: COMPLETED}")
-
-    @model_validator(mode="after")
-    def _states_are_known(self) -> JobsFileSource:
-        seen: dict[str, str] = {}
-        for theirs, ours in self.states.items():
-            if not theirs.strip():
-                raise NestedValueError(("states",), "an empty state value (empty cells are read as no state)")
-            if normal_state(ours) is None or len(ours.split()) != 1:
-                raise NestedValueError(("states", theirs), f"{ours!r} is not a job state; known: "
-                                       f"{', '.join(sorted(STATES))} (the file's value comes first: {{Pass: COMPLETED}})")
-            if theirs.strip().lower() in seen:
-                raise NestedValueError(("states", theirs), f"{theirs!r} and {seen[theirs.strip().lower()]!r} are one "
-                                       "value (compared case-insensitively)")
-            seen[theirs.strip().lower()] = theirs
-        return self
-
-    def state_map(self) -> dict[str, str]:
-        """`states` as the reader looks values up: the file's value stripped, in lower case."""
-        return {theirs.strip().lower(): normal_state(ours) for theirs, ours in self.states.items()}
-
-    @model_validator(mode="after")
-    def _columns_are_ours(self) -> JobsFileSource:
-        targets: dict[str, str] = {}
-        for theirs, ours in self.columns.items():
-            if ours.lower() not in FILE_COLUMNS and theirs.lower() in FILE_COLUMNS:  # a mapping written ours-first
-                raise NestedValueError(("columns", theirs), f"{ours!r} is not a jobs-file column, {theirs!r} is: "
-                                       f"the file's name comes first, ours second ({ours}: {theirs})")
-            if ours.lower() not in FILE_COLUMNS:
-                raise NestedValueError(("columns", theirs), f"{ours!r} is not a jobs-file column; "
-                                       f"known: {', '.join(FILE_COLUMNS)}")
-            if ours.lower() in targets:
-                raise NestedValueError(("columns", theirs), f"{theirs!r} and {targets[ours.lower()]!r} "
-                                       f"both become {ours!r}")
-            targets[ours.lower()] = theirs
-        return self
 
 
 class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
@@ -128,7 +80,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         with job_file(path) as raw:
             size = raw.seek(0, 2)
             raw.seek(0)
-            read = records(path, raw, size)  # held until done: its text wrapper closes `raw` when dropped
+            read = records(path, raw, size, self.config.header)  # held until done: its wrapper closes `raw` when dropped
             header = next(read)
             if header is None:
                 empty_file(path, size)
@@ -137,7 +89,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             table = self._column_wise(con, path, raw, size, header, columns, number)
             if table is None:
                 raw.seek(0)
-                again = records(path, raw, size)
+                again = records(path, raw, size, self.config.header)
                 next(again)
                 table = _stored_rows(con, self._row_wise(path, again, header, columns), number)
             del read
@@ -148,6 +100,25 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         """parse_state with the source's `states` looked up first."""
         return functools.partial(parse_state, states=self.config.state_map(), config=f"{self.config_path}.states")
 
+    @functools.cached_property
+    def _gpus(self) -> Callable[[Any], float]:
+        return parse_gpu_percent if self.config.gpu_unit == "percent" else parse_gpus
+
+    def _time(self, value: Any, fold: int = 0) -> datetime | None:
+        """A time cell as the source's time_format reads it (a Parquet timestamp is itself)."""
+        zone = ZoneInfo(self.config.timezone)
+        unit = self.config.time_format
+        if unit == "iso" or isinstance(value, (datetime, date)):
+            return parse_time(value, zone, fold)
+        return parse_count_time(value, unit, TIME_UNITS[unit], origin_utc(self.config.time_origin, zone))
+
+    @functools.cached_property
+    def _parsers(self) -> dict[str, Callable[[Any], Any]]:
+        """The column-wise reader's parsers that differ by config: states, GPUs, numeric times."""
+        times = {} if self.config.time_format == "iso" else dict.fromkeys(("start_time", "end_time", "submit_time"),
+                                                                           self._time)
+        return {"state": self._state, "gpus": self._gpus} | times
+
     def _column_wise(self, con: duckdb.DuckDBPyConnection, path: Path, raw: IO[bytes], size: int,
                      header: list[str], columns: dict[str, int], number: int) -> str | None:
         # Arrow: loaded to read a file, not to configure or query
@@ -157,8 +128,9 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if file_format(path) == "parquet":
             blocks = parquet_blocks(parquet_table(path, raw, size), columns)
         else:
-            blocks = csv_file_blocks(raw, path.name.lower().endswith(".gz"), header, columns)
-        return column_rows(con, blocks, ZoneInfo(self.config.timezone), self.config.cluster, number, self._state)
+            blocks = csv_file_blocks(raw, path.name.lower().endswith(".gz"), header, columns,
+                                     has_header=self.config.header is None)
+        return column_rows(con, blocks, ZoneInfo(self.config.timezone), self.config.cluster, number, self._parsers)
 
     def _row_wise(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> pa.Table:
         """The file's rows read one at a time; the first bad value fails naming its row and column."""
@@ -194,6 +166,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         zone = ZoneInfo(self.config.timezone)
         for at, record in read:
             values = {ours: record[index] if index < len(record) else None for ours, index in columns.items()}
+            if "job_id+1" in values:
+                values["job_id"] = joined_id([values.pop(ours) for ours in columns if ours.startswith("job_id")])
             try:
                 row = self._row(values, zone)
             except _ColumnError as exc:
@@ -214,11 +188,19 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
             ours = renames.get(name.strip().lower(), name.strip().lower())
             if ours not in FILE_COLUMNS:
                 continue
-            if ours in found:
+            if ours in found and ours == "job_id" and name.strip().lower() in renames and header[found[ours]].strip(
+                    ).lower() in renames:  # several columns mapped to job_id: one id, joined with '/'
+                ours = f"job_id+{sum(1 for key in found if key.startswith('job_id+')) + 1}"
+            elif ours in found:
                 raise DataError(f"columns {header[found[ours]]!r} and {name!r} both give {ours!r}", where=str(path),
                                 hint=f"drop one, or rename one with {self.config_path}.columns")
             found[ours] = index
         missing = [name for name in FILE_REQUIRED if name not in found]
+        if missing and self.config.header is None and file_format(path) == "csv" and looks_like_data(header):
+            raise DataError(f"missing column(s) {', '.join(missing)}: the first line, {shown(','.join(header))}, "
+                            "looks like data, not a header", where=str(path),
+                            hint=f"list the columns' names in {self.config_path}.header for CSV files without a "
+                                 "header row (Alibaba PAI's trace ships them in <table>.header files)")
         absent = {ours: theirs for theirs, ours in self.config.columns.items()
                   if ours.lower() in missing and theirs.strip().lower() not in {h.strip().lower() for h in header}}
         if absent:
@@ -232,7 +214,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                                                   f"{self.config_path}.columns, e.g. {{gpu_num: gpus}}")
         names = {h.strip().lower() for h in header}
         for theirs, ours in self.config.columns.items():
-            if theirs.strip().lower() not in names and ours.lower() not in found:
+            if theirs.strip().lower() not in names and (ours.lower() not in found or ours.lower() == "job_id"):
                 raise DataError(f"{self.config_path}.columns maps {theirs!r} to {ours!r}, and the file has no column "
                                 f"{theirs!r} (it has: {', '.join(header)})", where=str(path),
                                 hint=f"fix the name in {self.config_path}.columns, or drop it if these files lack it")
@@ -254,28 +236,37 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         job_id = read("job_id", parse_text)
         if job_id is None:
             raise _ColumnError("job_id", "empty; every job needs an id")
-        start = read("start_time", lambda v: parse_time(v, zone))
+        start = read("start_time", self._time)
         if start is None:
             if read("state", self._state) not in (None, *RAN):
                 return None
             raise _ColumnError("start_time", f"{shown(values.get('start_time') or '')}: a job without a start "
                                              "cannot hold GPUs (one whose state says it never ran, such as "
                                              "CANCELLED, is left out)")
-        end = read("end_time", lambda v: parse_time(v, zone))
+        end = read("end_time", self._time)
         if end is not None and end < start:  # a job across the hour the clocks turned back: it ends in its second pass
-            end = max(end, read("end_time", lambda v: parse_time(v, zone, fold=1)))
+            end = max(end, read("end_time", lambda v: self._time(v, fold=1)))
         skewed = end is not None and end < start
         if skewed and start - end > SKEW:
             raise _ColumnError("end_time", f"{end.isoformat()} is before start_time {start.isoformat()} (by more "
                                            f"than {SKEW.seconds // 60} minutes of clock skew: columns swapped?)")
         state = read("state", self._state)
         cluster = read("cluster", parse_shared_text) or self.config.cluster
+        gpus, instances = read("gpus", self._gpus), read("instances", parse_instances)
+        gpus = gpus if instances is None else gpus * instances
         return {"_skewed": skewed} | job_row(
             job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=start if skewed else end,
-            state=state or ("RUNNING" if end is None else None), gpus=read("gpus", parse_gpus),
+            state=state or ("RUNNING" if end is None else None), gpus=gpus,
             nodes=read("nodes", parse_nodes), instance_ids=read("instance_ids", parse_instance_ids),
-            submit_time=read("submit_time", lambda v: parse_time(v, zone)), labels=read("labels", parse_labels),
+            submit_time=read("submit_time", self._time), labels=read("labels", parse_labels),
             restarts=read("restarts", parse_restarts), **{name: read(name, parse_shared_text) for name in TEXT_COLUMNS})
+
+
+def joined_id(parts: list[Any]) -> str | None:
+    """A job id made of several columns (columns: maps them all to job_id): the cells that
+    have a value, stripped, joined with '/'."""
+    texts = [text for text in map(parse_text, parts) if text]
+    return "/".join(texts) or None
 
 
 class _ColumnError(Exception):
@@ -309,7 +300,8 @@ def merged(con: duckdb.DuckDBPyConnection, tables: list[str], files: list[Path])
         [(job_id, start, file, where)] = twice
         raise DataError(f"job {job_id} is listed twice with start_time {start.isoformat()} ({where[0]} and "
                         f"{where[1]})", where=str(files[file]),
-                        hint="keep one row per job (or per attempt, with different start times)")
+                        hint="keep one row per job (or per attempt, with different start times); for parts of one job "
+                             "(a trace's tasks), map the column telling them apart to job_id too (README: jobs-file)")
     columns = ", ".join(f'"{name}"' for name in jobs_schema().names if name != "record_id")
     return con.sql(
         "SELECT coalesce(cluster, '') || '/' || job_id || '@' || strftime(start_time, '%Y-%m-%dT%H:%M:%S') || "

@@ -22,8 +22,8 @@ import duckdb
 import pyarrow as pa
 
 from connectors.jobs_base import JOB_COLUMNS, jobs_schema, stored, with_values
-from connectors.jobs_file_values import (NOT_YET, BadValue, parse_gpus, parse_instance_ids, parse_labels,
-                                         parse_nodes, parse_restarts, parse_state, parse_time)
+from connectors.jobs_file_values import (NOT_YET, BadValue, parse_gpus, parse_instance_ids, parse_instances,
+                                         parse_labels, parse_nodes, parse_restarts, parse_state, parse_time)
 
 # The characters str.isspace() takes (tests/test_jobs_file.py checks): SQL trims as strip() does.
 WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
@@ -39,20 +39,23 @@ _SCHEMA = jobs_schema()
 # column → its parser, for the columns whose values repeat: parsed once per distinct value
 PER_VALUE: dict[str, Callable[[Any], Any]] = {
     "gpus": parse_gpus, "state": parse_state, "nodes": parse_nodes, "instance_ids": parse_instance_ids,
-    "labels": lambda value: _pairs(parse_labels(value)), "restarts": parse_restarts}
+    "labels": lambda value: _pairs(parse_labels(value)), "restarts": parse_restarts, "instances": parse_instances}
+KINDS = {"instances": pa.int64()}  # the parsed type of a column `jobs` lacks
 
 
 class NotColumnWise(Exception):
     """A file the row reader must read: it says what is wrong, if anything is."""
 
 
-def csv_file_blocks(raw: IO[bytes], gzipped: bool, header: list[str], columns: dict[str, int]) -> Iterator[pa.Table]:
+def csv_file_blocks(raw: IO[bytes], gzipped: bool, header: list[str], columns: dict[str, int],
+                    has_header: bool = True) -> Iterator[pa.Table]:
     """The cells of `columns` (our name → index in `header`, the csv module's reading of the
-    header) as text, a block of rows at a time; NotColumnWise when pyarrow reads it otherwise."""
+    header, or the config's names when not `has_header`) as text, a block of rows at a time;
+    NotColumnWise when pyarrow reads it otherwise."""
     import pyarrow.csv as pcsv
 
     return csv_blocks(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header, columns,
-                      pcsv.ParseOptions(newlines_in_values=False))
+                      pcsv.ParseOptions(newlines_in_values=False), has_header)
 
 
 def parquet_blocks(table: pa.Table, columns: dict[str, int]) -> Iterator[pa.Table]:
@@ -60,13 +63,15 @@ def parquet_blocks(table: pa.Table, columns: dict[str, int]) -> Iterator[pa.Tabl
 
 
 def column_rows(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo,
-                default_cluster: str | None, file: int, state: Callable[[Any], Any] = parse_state) -> str | None:
+                default_cluster: str | None, file: int, parsers: dict[str, Callable[[Any], Any]] | None = None
+                ) -> str | None:
     """The name of a temporary table of `con` holding the rows of `blocks` (cells by our column
-    names) as `jobs` (record_id NULL) with `_row` (0, 1, ... in the file), `_at` (NULL) and
-    `_file`; None when the row reader must read the file. `state`: the source's state parser."""
+    names; `job_id+1`, ...: more parts of the job id) as `jobs` (record_id NULL) with `_row` (0,
+    1, ... in the file), `_at` (NULL) and `_file`; None when the row reader must read the file.
+    `parsers`: the source's own, over PER_VALUE's (its states, GPU unit, numeric times)."""
     read = None
     try:
-        read = _stored(con, blocks, zone, PER_VALUE | {"state": state})
+        read = _stored(con, blocks, zone, PER_VALUE | (parsers or {}))
         for name in TIMES:
             if _has(con, read, f"{name}_odd"):
                 _odd_times(con, read, name, lambda value: parse_time(value, zone))
@@ -108,7 +113,8 @@ def _block(cells: pa.Table, zone: ZoneInfo, parsers: dict[str, Callable[[Any], A
     for name in cells.column_names:
         column, quoted = cells.column(name), f'"{name}"'
         if name in parsers:
-            columns[name] = per_value(column, parsers[name], _SCHEMA.field(name).type, memo=memos[name])
+            kind = KINDS[name] if name in KINDS else _SCHEMA.field(name).type
+            columns[name] = per_value(column, parsers[name], kind, memo=memos[name])
             stripped.append(quoted)
             parsed.append(quoted)
         elif name in TIMES and _is_text(column.type):
@@ -125,7 +131,12 @@ def _block(cells: pa.Table, zone: ZoneInfo, parsers: dict[str, Callable[[Any], A
                 raise NotColumnWise(name)  # str() of a float or a timestamp: as Python spells it
             columns[name] = column
             stripped.append(f"nullif({strip_sql(f'CAST({quoted} AS VARCHAR)')}, '') AS {quoted}")
-            parsed.append(quoted)
+            if not name.startswith("job_id+"):
+                parsed.append(quoted)
+    parts = sorted((name for name in cells.column_names if name.startswith("job_id+")), key=lambda n: int(n[7:]))
+    if parts:  # several columns make the job id, as the row reader's joined_id
+        joined = ", ".join(f'"{name}"' for name in ["job_id", *parts])
+        parsed[parsed.index('"job_id"')] = f"nullif(concat_ws('/', {joined}), '') AS \"job_id\""
     return (f"SELECT {', '.join(parsed)}, _row FROM (SELECT {', '.join(stripped)}, _row FROM {{cells}}) AS t", params,
             columns)
 
@@ -202,10 +213,11 @@ def per_value(column: pa.ChunkedArray | pa.Array, parse: Callable[[Any], Any], k
 BLOCK_BYTES = 16 << 20  # of CSV text parsed at a time: a file's cells are never all in Arrow at once
 
 
-def csv_blocks(stream: IO[bytes], header: list[str], wanted: dict[str, int], parse_options: Any) -> Iterator[pa.Table]:
+def csv_blocks(stream: IO[bytes], header: list[str], wanted: dict[str, int], parse_options: Any,
+               has_header: bool = True) -> Iterator[pa.Table]:
     """The cells of `wanted` (our name → its index in `header`, as the row reader read the
-    header) as text, a block of rows at a time, the header row checked and left out;
-    NotColumnWise when pyarrow reads the file otherwise."""
+    header) as text, a block of rows at a time, the header row checked and left out (without
+    `has_header`, the first line is a row); NotColumnWise when pyarrow reads the file otherwise."""
     import pyarrow.csv as pcsv
 
     names = [f"f{index}" for index in range(len(header))]
@@ -215,7 +227,7 @@ def csv_blocks(stream: IO[bytes], header: list[str], wanted: dict[str, int], par
             parse_options=parse_options, convert_options=pcsv.ConvertOptions(
                 column_types=dict.fromkeys(names, pa.string()), include_columns=[names[i] for i in wanted.values()],
                 strings_can_be_null=False, quoted_strings_can_be_null=False))
-        first = True
+        first = has_header
         for batch in reader:
             cells = pa.table({ours: batch.column(names[index]) for ours, index in wanted.items()})
             if first:  # the header, as the row reader read it
@@ -250,7 +262,8 @@ def _jobs(con: duckdb.DuckDBPyConnection, table: str, default_cluster: str | Non
     values = {"record_id": "NULL", "scheduler": "'file'", "run_id": "coalesce(run_id, job_id)" if "run_id" in have
               else "job_id", "cluster": "coalesce(cluster, $cluster)" if "cluster" in have else "$cluster",
               "state": f"coalesce({'state' if 'state' in have else 'NULL'}, "
-                       f"CASE WHEN {end} IS NULL THEN 'RUNNING' END)"}
+                       f"CASE WHEN {end} IS NULL THEN 'RUNNING' END)",
+              "gpus": "gpus * coalesce(instances, 1)" if "instances" in have else "gpus"}
     columns = ", ".join(f'CAST({values.get(name, f"{quoted}" if name in have else "NULL")} AS {kind}) AS {quoted}'
                         for name, kind, quoted in ((name, kind, f'"{name}"') for name, kind in JOB_COLUMNS))
     return stored(con, f"SELECT {columns}, _row, CAST(NULL AS VARCHAR) AS _at, CAST({int(file)} AS INTEGER) AS _file "

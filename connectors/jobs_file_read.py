@@ -8,6 +8,7 @@ import csv
 import gzip
 import io
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -54,10 +55,11 @@ class _Lines:
         return line
 
 
-def records(path: Path, raw: IO[bytes], size: int) -> Iterator[Any]:
+def records(path: Path, raw: IO[bytes], size: int, names: tuple[str, ...] | None = None) -> Iterator[Any]:
     """The header of the CSV or Parquet file open as `raw` (None when it holds no byte but
     blanks: no jobs), then (where, values) per row: `row N` (the first data row is 1), and
-    for CSV the line it starts on."""
+    for CSV the line it starts on. `names`: a CSV file's column names when it has no header
+    row (its first line is data); a Parquet file names its own."""
     try:
         if file_format(path) == "parquet":
             table = parquet_table(path, raw, size)
@@ -71,13 +73,19 @@ def records(path: Path, raw: IO[bytes], size: int) -> Iterator[Any]:
         binary = gzip.GzipFile(fileobj=raw, mode="rb") if path.name.lower().endswith(".gz") else raw
         lines = _Lines(io.TextIOWrapper(binary, encoding="utf-8-sig", newline=""))
         reader = csv.reader(lines)
-        header = next((record for record in reader if any(cell.strip() for cell in record)), None)
-        if header is not None and len(header) == 1 and (";" in header[0] or "\t" in header[0]):
-            raise DataError(f"the header is one column, {shown(header[0])}: the file is separated by "
-                            f"{'semicolons' if ';' in header[0] else 'tabs'}", where=str(path),
+        first = next((record for record in reader if any(cell.strip() for cell in record)), None)
+        if first is not None and len(first) == 1 and (";" in first[0] or "\t" in first[0]):
+            raise DataError(f"the {'first line' if names else 'header'} is one column, {shown(first[0])}: the file "
+                            f"is separated by {'semicolons' if ';' in first[0] else 'tabs'}", where=str(path),
                             hint="write it comma-separated (or as Parquet)")
-        yield header
-        number, line = 0, lines.breaks + 1
+        if names is None or first is None:
+            yield first
+            number, line = 0, lines.breaks + 1
+        else:  # no header row: the first line read is the first row
+            yield list(names)
+            number, line = 1, max(lines.breaks, 1)
+            yield f"row 1 (line {line})", first
+            line = lines.breaks + 1
         for record in reader:
             if any(cell.strip() for cell in record):
                 number += 1
@@ -94,6 +102,22 @@ def records(path: Path, raw: IO[bytes], size: int) -> Iterator[Any]:
     except (OSError, csv.Error, ValueError) as exc:
         raise DataError(f"cannot read: {type(exc).__name__}: {exc}", where=str(path),
                         hint="write UTF-8 CSV (or Parquet) with a header row") from None
+
+
+def looks_like_data(header: list[str]) -> bool:
+    """A CSV's first line whose cells hold numbers or times: a file without a header row."""
+    for cell in (cell.strip() for cell in header):
+        try:
+            float(cell)
+            return True
+        except ValueError:
+            pass
+        try:
+            datetime.fromisoformat(cell)
+            return True
+        except ValueError:
+            pass
+    return False
 
 
 def parquet_table(path: Path, raw: IO[bytes], size: int) -> pa.Table | None:

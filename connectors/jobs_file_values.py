@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -19,6 +21,9 @@ from service.core.units import local_utc
 
 NOT_YET = frozenset({"unknown", "none", "n/a", "0", "null", "nat"})  # a time not set, as schedulers write it
 SKEW = timedelta(minutes=5)  # an end this much before the start is clock skew; more is a wrong value
+UNIX_EPOCH = datetime(1970, 1, 1)
+EARLIEST = datetime(2000, 1, 1)  # a numeric time from the Unix epoch before this is in another unit or origin
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 class BadValue(ValueError):
@@ -42,16 +47,57 @@ def parse_time(value: Any, zone: ZoneInfo, fold: int = 0) -> datetime | None:
     elif isinstance(value, date):
         moment = datetime(value.year, value.month, value.day)
     elif isinstance(value, str):
+        if _NUMBER.fullmatch(value.strip()):  # fromisoformat reads epoch milliseconds 1796032800000 as 1796-03-28
+            raise BadValue(f"{shown(value)} is a number, not an ISO 8601 time such as 2026-11-30T14:00:00Z{_A_NUMBER}")
         try:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
             raise BadValue(f"{shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise BadValue(f"{shown(value)} is not a time (want ISO 8601 text or a timestamp){_A_NUMBER}")
     else:
         raise BadValue(f"{shown(value)} is not a time (want ISO 8601 text or a timestamp)")
     try:
         return local_utc(moment, zone, fold)
     except ValueError as exc:
         raise BadValue(str(exc)) from None
+
+
+_A_NUMBER = ("; a number counts time from an origin: set the source's time_format (seconds, milliseconds or "
+             "microseconds), and time_origin when it is not Unix time")
+
+
+def parse_count_time(value: Any, unit: str, per_second: int, origin: datetime | None) -> datetime | None:
+    """A number of `unit`s (`per_second` to a second) since `origin` (naive UTC; None: the Unix
+    epoch) → naive UTC, exact to the microsecond; empty, a "not yet" word or 0 → None (0 is
+    what PAI's and Slurm's tables write for a time not set)."""
+    if not present(value) or (isinstance(value, str) and value.strip().lower() in NOT_YET):
+        return None
+    try:
+        number = Decimal(value.strip() if isinstance(value, str) else repr(value))
+        if isinstance(value, bool) or not number.is_finite():
+            raise InvalidOperation
+    except (InvalidOperation, ValueError, TypeError):
+        raise BadValue(f"{shown(value)} is not a number of {unit} (time_format: {unit}; ISO 8601 text is read "
+                       "with time_format: iso)") from None
+    if not number:
+        return None
+    start = origin or UNIX_EPOCH
+    try:
+        moment = start + timedelta(microseconds=int((number * 1_000_000 / per_second).to_integral_value()))
+    except OverflowError:
+        raise BadValue(f"{shown(value)} {unit} is past the year 9999: is the file in another unit? (set "
+                       "time_format: seconds, milliseconds or microseconds)") from None
+    if origin is None and moment < EARLIEST:
+        raise BadValue(f"{shown(value)} {unit} since 1970 is {moment.isoformat()}, before 2000: another unit (set "
+                       "time_format: seconds, milliseconds or microseconds), or times since the trace's start (set "
+                       "time_origin to that moment)?")
+    return moment
+
+
+def origin_utc(text: str | None, zone: ZoneInfo) -> datetime | None:
+    """time_origin as naive UTC (an offset honoured, else in `zone`); None: the Unix epoch."""
+    return None if text is None else local_utc(datetime.fromisoformat(text.strip()), zone)
 
 
 def parse_gpus(value: Any) -> float:
@@ -91,6 +137,19 @@ def parse_restarts(value: Any) -> int | None:
     if not number.is_integer() or not 0 <= number < 2**31:
         raise BadValue(f"{shown(value)} is not a whole number >= 0")
     return int(number)
+
+
+def parse_gpu_percent(value: Any) -> float:
+    """gpus in percent of one GPU (gpu_unit: percent): 50.0 → 0.5."""
+    return float(Decimal(repr(parse_gpus(value))) / 100)
+
+
+def parse_instances(value: Any) -> int | None:
+    """The instances (replicas) a row's job ran, each holding its `gpus`; empty: one."""
+    try:
+        return parse_restarts(value)
+    except BadValue:
+        raise BadValue(f"{shown(value)} is not a whole number of instances >= 0") from None
 
 
 def parse_text(value: Any) -> str | None:
