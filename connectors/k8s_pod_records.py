@@ -7,7 +7,9 @@ again after UNLISTED_SECONDS unlisted while kube-state-metrics went on reporting
 below); each sample belongs to the life its evaluation time falls in.
 
 - gpus: its containers' `nvidia_com_gpu` requests, a MIG resource (`nvidia_com_mig_3g_40gb`)
-  as its share of a GPU; an init container asking for more than the containers together
+  as its share of a GPU, a shared one (time-slicing or MPS: `nvidia_com_gpu_shared`, or a
+  renamed resource) as the share configured (1/replicas; without one, a whole GPU, said once);
+  an init container asking for more than the containers together
   sets the pod's figure (the pod holds the larger of the two);
 - start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that
   saw the pod Succeeded or Failed, else, for a pod that vanished for UNLISTED_SECONDS while
@@ -24,6 +26,7 @@ below); each sample belongs to the life its evaluation time falls in.
 
 from __future__ import annotations
 
+import logging
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -35,7 +38,10 @@ from typing import Any
 from connectors.jobs_base import from_epoch, job_row, labelled_run, mig_fraction
 from connectors.prometheus_api import Series
 
+log = logging.getLogger(__name__)
+
 TERMINAL = {"Succeeded", "Failed"}
+SHARED_GPU = "nvidia_com_gpu_shared"  # the NVIDIA device plugin's time-sliced or MPS GPU (renameByDefault)
 FAILED_BECAUSE = {"Evicted": "PREEMPTED", "NodeLost": "NODE_FAIL", "Shutdown": "NODE_FAIL"}
 _INSTANCE = re.compile(r"/(i-[0-9a-f]{8,17})$")
 # A pod unlisted this long while kube-state-metrics reported others was deleted. Not 0: the
@@ -67,12 +73,19 @@ class Pod:
     restarts: int | None = None
     gpu_util_hourly: dict[datetime, float] = field(default_factory=dict)
 
-    @property
-    def gpus(self) -> float:
+    def gpus(self, shares: dict[str, float]) -> float:
+        """GPUs held: `shares` (resource → a GPU's share per request) first, MIG slices as theirs."""
         def total(requests: dict[str, float]) -> float:
-            return sum(count * (1.0 if resource == "nvidia_com_gpu" else mig_fraction(resource) or 0.0)
+            return sum(count * (shares.get(resource) or (1.0 if resource in ("nvidia_com_gpu", SHARED_GPU)
+                                                          else mig_fraction(resource) or 0.0))
                        for resource, count in requests.items())
         return max(total(self.requests), total(self.init_requests))
+
+
+def resource_label(name: str) -> str:
+    """A Kubernetes resource name as kube-state-metrics labels it: `nvidia.com/gpu.shared` →
+    `nvidia_com_gpu_shared` (every character but a letter, digit or `_` becomes `_`)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
 def last(series: Series) -> float | None:
@@ -82,8 +95,8 @@ def last(series: Series) -> float | None:
 class PodTable:
     """Pods assembled from one query at a time; `cluster_label` None: every pod is `cluster`."""
 
-    def __init__(self, cluster_label: str | None, cluster: str | None):
-        self.cluster_label, self.cluster = cluster_label, cluster
+    def __init__(self, cluster_label: str | None, cluster: str | None, shares: dict[str, float] | None = None):
+        self.cluster_label, self.cluster, self.shares = cluster_label, cluster, shares or {}
         self.pods: dict[PodKey, Pod] = {}
         self.reported: dict[str, float] = {}  # cluster → last scrape of kube-state-metrics
         self.reports: dict[str, list[float]] = {}  # cluster → its scrapes of kube-state-metrics, in order
@@ -219,7 +232,14 @@ class PodTable:
                                    and (end is None or hour < end)}
 
     def rows(self, run_labels: Iterable[str]) -> list[dict[str, Any]]:
-        return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus > 0]
+        shared = [pod for pod in self.pods.values() if SHARED_GPU not in self.shares
+                  and (pod.requests.get(SHARED_GPU) or pod.init_requests.get(SHARED_GPU))]
+        if shared:
+            log.warning("%d pod(s) requested %s (GPUs shared by time-slicing or MPS), each counted as a whole GPU; "
+                        "the first, %s/%s: set shared_gpus: {nvidia.com/gpu.shared: <replicas per GPU>} (the device "
+                        "plugin's sharing config) to count each as its share", len(shared), SHARED_GPU,
+                        *shared[0].key[1:3])
+        return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus(self.shares) > 0]
 
     def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
         cluster, namespace, name, uid, life = pod.key
@@ -232,7 +252,7 @@ class PodTable:
         return job_row(record_id=record, job_id=f"{namespace}/{name}", scheduler="kubernetes", cluster=cluster or None,
                        run_id=labelled_run(pod.labels, run_labels) or (f"{namespace}/{pod.owner}" if pod.owner else None),
                        state=state, submit_time=from_epoch(pod.created), start_time=from_epoch(pod.started),
-                       end_time=from_epoch(end), gpus=pod.gpus, nodes=[pod.node] if pod.node else None,
+                       end_time=from_epoch(end), gpus=pod.gpus(self.shares), nodes=[pod.node] if pod.node else None,
                        instance_ids=[instance] if instance else None, namespace=namespace, name=name,
                        qos=pod.priority_class, labels=pod.labels or None, restarts=pod.restarts,
                        gpu_util_hourly=pod.gpu_util_hourly or None)

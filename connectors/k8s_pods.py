@@ -6,7 +6,8 @@ become rows: connectors/k8s_pod_records.py.
 Series read (each limited to pods with a GPU or MIG request, `namespaces` if set; a series that
 several kube-state-metrics replicas report counts once):
 kube_pod_container_resource_requests and kube_pod_init_container_resource_requests
-(resource nvidia_com_gpu or nvidia_com_mig_*), kube_pod_info (node, owner, priority class; its
+(resource nvidia_com_gpu, nvidia_com_mig_*, nvidia_com_gpu_shared and the `shared_gpus` resources),
+kube_pod_info (node, owner, priority class; its
 scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
 kube_pod_start_time, kube_pod_completion_time, kube_pod_status_phase, kube_pod_status_reason,
 kube_pod_container_status_terminated_reason (OOMKilled),
@@ -28,13 +29,14 @@ from pydantic import Field
 from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import HttpSource, jobs_relation
-from connectors.k8s_pod_records import PodTable
+from connectors.k8s_pod_records import SHARED_GPU, PodTable, resource_label
 from connectors.prometheus_api import Series, query_range
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 
-GPU_RESOURCES = "nvidia_com_gpu|nvidia_com_mig_.+"
+GPU_RESOURCES = ("nvidia_com_gpu", "nvidia_com_mig_.+", SHARED_GPU)
 LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+RESOURCE_NAME = r"^[a-zA-Z0-9][-a-zA-Z0-9_./]*$"  # a Kubernetes extended resource, or its kube-state-metrics label
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, so it goes into a PromQL regex as it is
 
 
@@ -51,6 +53,14 @@ class K8sPodsSource(HttpSource):
     dcgm_metrics: tuple[GpuMetricName, ...] = Field(
         default=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"),
         description="DCGM series with pod labels for per-pod GPU use, in order of preference; [] reads none")
+    shared_gpus: dict[Annotated[str, Field(pattern=RESOURCE_NAME, max_length=253)], Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=dict, max_length=50,
+        description="a GPU resource shared by time-slicing or MPS → the device plugin's replicas per GPU: "
+                    "each one requested counts as 1/replicas of a GPU, e.g. {nvidia.com/gpu.shared: 4}")
+
+    def gpu_shares(self) -> dict[str, float]:
+        """`shared_gpus` as kube-state-metrics labels the resources → a GPU's share per request."""
+        return {resource_label(name): 1 / replicas for name, replicas in self.shared_gpus.items()}
 
 
 class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
@@ -64,11 +74,12 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         c = self.config
         end = now.astimezone(timezone.utc).replace(microsecond=0)
         start = end - timedelta(hours=c.lookback_hours)
-        table = PodTable(c.cluster_label, c.cluster)
+        table = PodTable(c.cluster_label, c.cluster, c.gpu_shares())
+        resources = "|".join(dict.fromkeys((*GPU_RESOURCES, *c.gpu_shares())))
         by = ", ".join(["namespace", "pod", "uid", *([c.cluster_label] if c.cluster_label else [])])
         where = f', namespace=~"{"|".join(c.namespaces)}"' if c.namespaces else ""
         gpu_pods = (f'group by ({by}) ({{__name__=~"kube_pod_container_resource_requests|'
-                    f'kube_pod_init_container_resource_requests", resource=~"{GPU_RESOURCES}"{where}}})')
+                    f'kube_pod_init_container_resource_requests", resource=~"{resources}"{where}}})')
 
         def of_gpu_pods(selector: str) -> str:
             return f"({selector}) and on ({by}) {gpu_pods}"
@@ -93,9 +104,9 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         table.add_lives(listed, times["created"], times["started"])
         # max by container first: two kube-state-metrics replicas (HA, a rollout) report each pod twice
         table.add_requests(ask(f'sum by ({by}, resource) (max by ({by}, container, resource) '
-                               f'(kube_pod_container_resource_requests{{resource=~"{GPU_RESOURCES}"{where}}}))'))
+                               f'(kube_pod_container_resource_requests{{resource=~"{resources}"{where}}}))'))
         table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
-                               f'{{resource=~"{GPU_RESOURCES}"{where}}})'), init=True)
+                               f'{{resource=~"{resources}"{where}}})'), init=True)
         if not table.pods:
             return [SnapshotPart("jobs", jobs_relation(con, []))]
         table.add_info(listed)

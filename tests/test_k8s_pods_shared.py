@@ -1,0 +1,65 @@
+"""k8s-pods on GPUs shared by time-slicing or MPS (NVIDIA device plugin `sharing:` with
+`renameByDefault`, so pods request `nvidia.com/gpu.shared`, which kube-state-metrics labels
+`nvidia_com_gpu_shared`; or a renamed resource): each request counts 1/replicas of a GPU when
+`shared_gpus` says the replicas, a whole GPU (said once) when it does not. Against a real
+Prometheus with backfilled kube-state-metrics series, as tests/test_k8s_pods.py."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_support import backfilled_prometheus
+
+from service.core.config import parse_config
+from service.core.errors import ConfigError
+from tests.test_k8s_pods import at, jobs, openmetrics, snapshot
+
+SHARED_PODS = [
+    dict(pod="infer-a", ns="serve", uid="u-ia", node="ip-10-0-1-1", listed=(0, 359), phases=[("Running", 0)],
+         requests={"server": ("nvidia_com_gpu_shared", 1)}, start=0),
+    dict(pod="infer-b", ns="serve", uid="u-ib", node="ip-10-0-1-1", listed=(0, 359), phases=[("Running", 0)],
+         requests={"server": ("nvidia_com_gpu_shared", 2)}, start=0),
+    # a sharing config that renames the resource (nvidia.com/a100-mps), as an MPS pool's
+    dict(pod="mps-worker", ns="serve", uid="u-mw", node="ip-10-0-1-2", listed=(0, 359), phases=[("Running", 0)],
+         requests={"worker": ("nvidia_com_a100_mps", 3)}, start=0),
+    dict(pod="train-0", ns="train", uid="u-t0", node="ip-10-0-1-2", listed=(0, 359), phases=[("Running", 0)],
+         requests={"trainer": ("nvidia_com_gpu", 4)}, start=0),
+]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    with backfilled_prometheus(tmp_path_factory.mktemp("prometheus"), openmetrics(SHARED_PODS)) as url:
+        yield url
+
+
+@pytest.mark.binary
+def test_shared_gpu_requests_count_as_their_share_of_a_gpu(tmp_path, prometheus):
+    outcome = snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, dcgm_metrics=[],
+                       shared_gpus={"nvidia.com/gpu.shared": 4, "nvidia.com/a100-mps": 10})
+    assert outcome.error is None, outcome.error
+    assert jobs(tmp_path, "job_id, gpus, nodes, start_time") == [
+        ("serve/infer-a", 0.25, ["ip-10-0-1-1"], at(0, 0)), ("serve/infer-b", 0.5, ["ip-10-0-1-1"], at(0, 0)),
+        ("serve/mps-worker", pytest.approx(0.3), ["ip-10-0-1-2"], at(0, 0)),
+        ("train/train-0", 4.0, ["ip-10-0-1-2"], at(0, 0))]
+
+
+@pytest.mark.binary
+def test_shared_gpus_without_their_replicas_count_whole_and_say_the_key(tmp_path, prometheus, caplog):
+    """Before, a pod requesting nvidia_com_gpu_shared was no GPU pod at all: its node's cost went
+    to idle. A renamed resource nobody configured is still not read (it could be anything)."""
+    assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, dcgm_metrics=[]).error is None
+    assert jobs(tmp_path, "job_id, gpus") == [("serve/infer-a", 1.0), ("serve/infer-b", 2.0), ("train/train-0", 4.0)]
+    assert ("2 pod(s) requested nvidia_com_gpu_shared (GPUs shared by time-slicing or MPS), each counted as a whole "
+            "GPU; the first, serve/infer-a: set shared_gpus: {nvidia.com/gpu.shared: <replicas per GPU>}") in caplog.text
+
+
+@pytest.mark.parametrize("shared, says", [
+    ({"nvidia.com/gpu.shared": 0}, "inventory[0].shared_gpus.nvidia.com/gpu.shared: must be at least 1, not 0"),
+    # a name that is no Kubernetes resource, which would go into a PromQL regex
+    ({'nvidia.com/gpu"}|x': 4}, "'nvidia.com/gpu\"}|x' is not in the form this setting takes"),
+])
+def test_bad_shared_gpus_are_config_errors_with_the_dotted_path(shared, says):
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"lake": "/tmp/lake", "inventory": [{"name": "k8s", "kind": "k8s-pods", "cluster": "c",
+                                                          "prometheus_url": "http://p:9090", "shared_gpus": shared}]})
+    assert says in str(caught.value), str(caught.value)
