@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
-from connectors.slurm_records import (Attempt, BadRecord, attempts_schema, json_attempts, parsable_attempts,
-                                      stored_attempts)
+from connectors.slurm_json import json_attempts
+from connectors.slurm_records import Attempt, BadRecord, attempts_schema, parsable_attempts, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_skewed, said_warnings, slurm_errors
 
 log = logging.getLogger(__name__)

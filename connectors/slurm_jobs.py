@@ -33,7 +33,8 @@ from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
 from connectors.sacct_files import file_attempts
-from connectors.slurm_records import SACCT_FORMAT, BadRecord, json_attempts, slurm_jobs, stored_attempts
+from connectors.slurm_json import json_attempts
+from connectors.slurm_records import SACCT_FORMAT, BadRecord, slurm_jobs, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_skewed, said_stale_running, said_warnings, slurm_errors
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError

@@ -12,8 +12,7 @@ are read column-wise by connectors/sacct_columns.py, with these functions once p
   (`7`, `10`); a plain job's run is its job id.
 - GPUs are the allocation's `gres/gpu` TRES. With typed gres (`gres/gpu:h100=8`) the typed
   counts are summed, a MIG type (`gpu:3g.40gb`) as its share of a GPU.
-- JSON: the OpenAPI data parser of Slurm 22.05 (v0.0.36-38: plain numbers, state a string)
-  and of 23.02+ (v0.0.39+: numbers as {"set", "infinite", "number"}, state a list) alike.
+- JSON documents become attempts in connectors/slurm_json.py.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import re
 import sys
 from collections.abc import Iterable
 from functools import lru_cache
-from itertools import groupby
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -32,8 +30,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import (JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction, normal_state,
-                                  stored)
+from connectors.jobs_base import JOB_COLUMNS, jobs_schema, labelled_run, mig_fraction, normal_state, stored
 from connectors.sacct_fields import FREE_TEXT, split_line
 
 if TYPE_CHECKING:
@@ -295,7 +292,7 @@ def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> d
         raise BadRecord(f"{column} {exc}") from None
 
 
-def _text(value: str | None) -> str | None:
+def field_text(value: str | None) -> str | None:
     return value.strip() or None if value else None
 
 
@@ -314,87 +311,10 @@ def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str 
     if start and end and end < start:  # a job across the hour the clocks turned back: it ends in its second pass
         end = max(end, parse_sacct_time(row["End"], zone, "End", fold=1))
     return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
-                   cluster=_text(row.get("Cluster")) or default_cluster, state=state,
+                   cluster=field_text(row.get("Cluster")) or default_cluster, state=state,
                    submit=parse_sacct_time(row["Submit"], zone, "Submit"),
                    start=start, end=end, elapsed=slurm_duration(row.get("Elapsed")),
-                   gpus=alloc_tres_gpus(row["AllocTRES"]), nodes=nodes, user=_text(row.get("User")),
-                   account=_text(row.get("Account")), partition=_text(row.get("Partition")),
-                   qos=_text(row.get("QOS")), name=_text(row.get("JobName")), wckey=row.get("WCKey"),
+                   gpus=alloc_tres_gpus(row["AllocTRES"]), nodes=nodes, user=field_text(row.get("User")),
+                   account=field_text(row.get("Account")), partition=field_text(row.get("Partition")),
+                   qos=field_text(row.get("QOS")), name=field_text(row.get("JobName")), wckey=row.get("WCKey"),
                    comment=row.get("Comment"))
-
-
-# ---- sacct --json and slurmrestd /slurmdb/vX/jobs -------------------------------------------
-
-def number(value: Any) -> float | None:
-    """A plain number, or v0.0.39+'s {"set": true, "infinite": false, "number": 5}."""
-    if isinstance(value, dict):
-        return value.get("number") if value.get("set", True) and not value.get("infinite") else None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _nested_text(value: Any, key: str) -> str | None:
-    """A string, or the `key` member of an object (comment.job, wckey.wckey)."""
-    if isinstance(value, dict):
-        value = value.get(key)
-    return value if isinstance(value, str) and value.strip() else None
-
-
-def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
-    """Attempts of a `sacct --json` document or a slurmrestd /slurmdb/vX/jobs answer."""
-    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
-        raise BadRecord('not a sacct --json document: no "jobs" list')
-    for index, record in enumerate(data["jobs"]):
-        try:
-            yield _json_attempt(record, default_cluster)
-        except (BadRecord, ValueError, TypeError, KeyError, AttributeError) as exc:
-            job = record.get("job_id") if isinstance(record, dict) else None
-            raise BadRecord(f"jobs[{index}] (job {job}): {type(exc).__name__}: {exc}") from None
-
-
-def _pending_tasks(array: dict[str, Any]) -> str:
-    """An array's pending `task` (22.05: a hex bitmap, `0x3F`) as sacct prints it: `0-5%1`."""
-    text = str(array["task"])
-    if text.lower().startswith("0x"):
-        bits = int(text, 16)
-        tasks = [index for index in range(bits.bit_length()) if bits >> index & 1]
-        runs = [[task for _, task in run] for _, run in groupby(enumerate(tasks), lambda pair: pair[1] - pair[0])]
-        text = ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
-    limit = number((((array.get("limits") or {}).get("max") or {}).get("running") or {}).get("tasks"))
-    return f"{text}%{int(limit)}" if limit and "%" not in text else text
-
-
-def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attempt:
-    raw_id = str(record["job_id"])
-    array, het = record.get("array") or {}, record.get("het") or {}
-    array_job, task = number(array.get("job_id")), number(array.get("task_id"))
-    het_job, offset = number(het.get("job_id")), number(het.get("job_offset"))
-    if array_job and task is not None:
-        job_id, submitted_as = f"{array_job}_{task}", str(array_job)
-    elif array_job and array.get("task"):  # the tasks not yet started, as sacct shows them: 5_[0-5%1]
-        job_id, submitted_as = f"{array_job}_[{_pending_tasks(array)}]", str(array_job)
-    elif het_job and offset is not None:
-        job_id, submitted_as = f"{het_job}+{offset}", str(het_job)
-    else:
-        job_id = submitted_as = raw_id
-    current = (record.get("state") or {}).get("current")
-    state_text = current[0] if isinstance(current, list) and current else current
-    state = normal_state(state_text if isinstance(state_text, str) else None)
-    if state is None:
-        raise BadRecord(f"state {current!r} is not a Slurm job state")
-    times = record.get("time") or {}
-    tres = (record.get("tres") or {}).get("allocated") or []
-    gpus = gres_gpus((entry.get("name") or "", float(number(entry.get("count")) or 0))
-                     for entry in tres if entry.get("type") == "gres")
-    nodes_text = record.get("nodes")
-    try:
-        nodes = hosts(nodes_text) or None if isinstance(nodes_text, str) else None
-    except ValueError as exc:
-        raise BadRecord(f"nodes: {exc}") from None
-    return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
-                   cluster=_text(record.get("cluster")) or default_cluster, state=state,
-                   submit=from_epoch(number(times.get("submission"))), start=from_epoch(number(times.get("start"))),
-                   end=from_epoch(number(times.get("end"))), elapsed=number(times.get("elapsed")), gpus=gpus,
-                   nodes=nodes, user=_text(record.get("user")), account=_text(record.get("account")),
-                   partition=_text(record.get("partition")), qos=_text(record.get("qos")),
-                   name=_text(record.get("name")), wckey=_nested_text(record.get("wckey"), "wckey"),
-                   comment=_nested_text(record.get("comment"), "job"))

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA
 
-from connectors.slurm_records import alloc_tres_gpus, comment_labels, json_attempts, rows_of, slurm_duration
+from connectors.slurm_json import json_attempts
+from connectors.slurm_records import alloc_tres_gpus, comment_labels, rows_of, slurm_duration
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
