@@ -39,6 +39,25 @@ def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
             raise BadRecord(f"jobs[{index}] (job {job}): {type(exc).__name__}: {exc}") from None
 
 
+# The flags sacct prints in place of the base state, in its order (job_state_string, Slurm 23.02+)
+SACCT_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+               "SPECIAL_EXIT", "STOPPED", "REVOKED", "RESV_DEL_HOLD", "SIGNALING")
+
+
+def sacct_state(current: Any) -> str | None:
+    """The state sacct prints for `state.current`: v0.0.38's string, or v0.0.39+'s list of the
+    base state and its flags (a requeued attempt is ["PENDING", "REQUEUED"]: sacct says
+    REQUEUED), a flag sacct shows winning over the base state; flags it never shows
+    (UPDATE_DB, LAUNCH_FAILED, POWER_UP_NODE) are passed over."""
+    if isinstance(current, str):
+        return normal_state(current)
+    if not isinstance(current, list):
+        return None
+    named = [text.strip().upper() for text in current if isinstance(text, str)]
+    shown = next((flag for flag in SACCT_FLAGS if flag in named), None)
+    return shown or next((state for state in map(normal_state, named) if state), None)
+
+
 def _pending_tasks(array: dict[str, Any]) -> str:
     """An array's pending `task` (22.05: a hex bitmap, `0x3F`) as sacct prints it: `0-5%1`."""
     text = str(array["task"])
@@ -65,8 +84,7 @@ def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attemp
     else:
         job_id = submitted_as = raw_id
     current = (record.get("state") or {}).get("current")
-    state_text = current[0] if isinstance(current, list) and current else current
-    state = normal_state(state_text if isinstance(state_text, str) else None)
+    state = sacct_state(current)
     if state is None:
         raise BadRecord(f"state {current!r} is not a Slurm job state")
     times = record.get("time") or {}

@@ -49,6 +49,7 @@ ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", 
                    "COMPLETING", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STAGE_OUT"})
 _GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+_JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch
 _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
 
 
@@ -247,6 +248,10 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
         if header is None:
             header = fields
             missing = [name for name in REQUIRED if name not in header]
+            if missing and _JOB_ID.match(fields[0]):  # a job's record where the header should be
+                raise BadRecord(f"line {number}: a job's record ({fields[0]}), not the header line naming the columns "
+                                "(written with --noheader?)", hint=f"run sacct without --noheader: --parsable2 "
+                                f"--format={SACCT_FORMAT}")
             if missing:
                 raise BadRecord(f"line {number}: not a sacct --parsable2 header with {', '.join(missing)} "
                                 f"(run sacct --parsable2 --format={SACCT_FORMAT})")
