@@ -46,7 +46,8 @@ from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS,
 from connectors.jobs_file_read import file_format, looks_like_data, parquet_table, records, shown
 from connectors.jobs_file_values import (SKEW, BadValue, origin_utc, parse_count_time, parse_gpu_percent, parse_gpus,
                                          parse_instance_ids, parse_instances, parse_labels, parse_nodes,
-                                         parse_restarts, parse_shared_text, parse_state, parse_text, parse_time)
+                                         parse_restarts, parse_shared_text, parse_state, parse_text, parse_time,
+                                         present)
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -135,7 +136,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     def _row_wise(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> pa.Table:
         """The file's rows read one at a time; the first bad value fails naming its row and column."""
         where: list[str] = []
-        skewed, first, unstarted = 0, None, []
+        skewed, first, unstarted, without_gpus = 0, None, [], []
 
         def rows() -> Iterator[dict[str, Any]]:
             nonlocal skewed, first
@@ -145,6 +146,8 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                     continue
                 if row.pop("_skewed"):
                     skewed, first = skewed + 1, first or (at, row["job_id"])
+                if row.pop("_no_gpus"):
+                    without_gpus.append(at)
                 where.append(at)
                 yield row
 
@@ -154,6 +157,9 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         if first:
             log.warning("%s: %d row(s) end less than %d minutes before they start (clock skew?), counted as holding "
                         "no GPU time; the first, %s (job %s)", path, skewed, SKEW.seconds // 60, *first)
+        if without_gpus:
+            log.warning("%s: %d row(s) with an empty gpus cell (a trace's CPU-only tasks, as Alibaba PAI's plan_gpu) "
+                        "are read as holding no GPU; the first, %s", path, len(without_gpus), without_gpus[0])
         if unstarted:
             log.warning("%s: %d row(s) without a start_time, whose state says they never ran (cancelled, failed or "
                         "pending before they started), are left out: they held no GPUs; the first, %s", path,
@@ -252,9 +258,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                                            f"than {SKEW.seconds // 60} minutes of clock skew: columns swapped?)")
         state = read("state", self._state)
         cluster = read("cluster", parse_shared_text) or self.config.cluster
-        gpus, instances = read("gpus", self._gpus), read("instances", parse_instances)
+        no_gpus = not present(values.get("gpus"))  # a trace's CPU-only task: no GPU
+        gpus, instances = 0.0 if no_gpus else read("gpus", self._gpus), read("instances", parse_instances)
         gpus = gpus if instances is None else gpus * instances
-        return {"_skewed": skewed} | job_row(
+        return {"_skewed": skewed, "_no_gpus": no_gpus} | job_row(
             job_id=job_id, scheduler="file", cluster=cluster, start_time=start, end_time=start if skewed else end,
             state=state or ("RUNNING" if end is None else None), gpus=gpus,
             nodes=read("nodes", parse_nodes), instance_ids=read("instance_ids", parse_instance_ids),

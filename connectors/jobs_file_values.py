@@ -102,7 +102,7 @@ def origin_utc(text: str | None, zone: ZoneInfo) -> datetime | None:
 
 def parse_gpus(value: Any) -> float:
     if not present(value):
-        raise BadValue("empty; gpus is required (0 for a job without GPUs)")
+        raise BadValue("empty (read row by row as no GPU)")  # the row reader says it, with the count
     try:
         gpus = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):

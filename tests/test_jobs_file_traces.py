@@ -41,16 +41,18 @@ def files_read_row_wise(monkeypatch) -> list[Path]:
 
 
 @pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
-def test_the_alibaba_pai_task_table_reads_as_published(tmp_path, monkeypatch, reader):
+def test_the_alibaba_pai_task_table_reads_as_published(tmp_path, monkeypatch, caplog, reader):
     """No header row (`header:` names the columns), float seconds from an origin, plan_gpu in
-    percent per instance times inst_num, a job's worker and evaluator starting together as two
-    records (job_name/task_name), a task waiting with start 0.0 left out."""
+    percent per instance times inst_num, a job's ps, worker and evaluator starting together as
+    three records (job_name/task_name), the CPU-only ps without a plan_gpu holding no GPU (said),
+    a task waiting with start 0.0 left out (said)."""
     if reader == "row-wise":
         row_wise(monkeypatch)
-    else:  # without the never-started task, which the row reader says
+    else:  # without the two rows the row reader says something of
         (tmp_path / "pai").mkdir()
-        (tmp_path / "pai" / "pai_task_table.csv").write_text(
-            "".join(line for line in (TRACES / "pai_task_table.csv").read_text().splitlines(True) if "Waiting" not in line))
+        (tmp_path / "pai" / "pai_task_table.csv").write_text("".join(
+            line for line in (TRACES / "pai_task_table.csv").read_text().splitlines(True)
+            if "Waiting" not in line and ",ps," not in line))
         read_row_wise = files_read_row_wise(monkeypatch)
     outcome = run(tmp_path, TRACES / "pai_task_table.csv" if reader == "row-wise" else tmp_path / "pai", **PAI)
     assert outcome.error is None, outcome.error
@@ -59,9 +61,16 @@ def test_the_alibaba_pai_task_table_reads_as_published(tmp_path, monkeypatch, re
     assert jobs(tmp_path, "job_id, state, gpus, start_time, end_time, partition") == [
         ("4f057009a5d481acec67b088/tensorflow", "COMPLETED", 0.5, at(1739162), at(1739200), "MISC"),
         ("af724763f4f5d0beef445849/evaluator", "COMPLETED", 0.5, at(2081336), at(2083889), "V100"),
+        *([("af724763f4f5d0beef445849/ps", "COMPLETED", 0.0, at(2081336), at(2083889), None)]
+          if reader == "row-wise" else []),
         ("af724763f4f5d0beef445849/worker", "COMPLETED", 8.0, at(2081336), at(2083889), "V100"),
         ("b3a8f1c2d4e5f60718293a4b/worker", "FAILED", 0.5, at(2090000), at(2090600), "T4"),
         ("c9d0e1f2a3b4c5d6e7f80912/worker", "RUNNING", 1.0, at(2095000), None, "P100")]
+    if reader == "row-wise":
+        said = " ".join(caplog.text.split())
+        assert ("pai_task_table.csv: 1 row(s) with an empty gpus cell (a trace's CPU-only tasks, as Alibaba PAI's "
+                "plan_gpu) are read as holding no GPU; the first, row 4 (line 4)") in said
+        assert "pai_task_table.csv: 1 row(s) without a start_time, whose state says they never ran" in said
 
 
 def test_a_csv_without_a_header_row_is_named_so_with_the_key_to_set(tmp_path):
