@@ -183,3 +183,11 @@ def test_epoch_milliseconds_are_never_read_as_a_compact_iso_date(tmp_path, monke
     result = cli_inventory(tmp_path, tmp_path / "jobs.csv")
     assert result.exit_code == 3, result.output
     assert "row 1 (line 2), column start_time: '1796032800000' is a number, not an ISO 8601 time" in result.output
+
+
+def test_an_empty_gpus_cell_is_a_job_without_gpus_said_once(tmp_path, caplog):
+    (tmp_path / "jobs.csv").write_text("job_id,start_time,end_time,gpus\n1,2026-11-30T00:00:00Z,,\n"
+                                       "2,2026-11-30T00:00:00Z,,8\n3,2026-11-30T01:00:00Z,,\n")
+    assert run(tmp_path, tmp_path / "jobs.csv").error is None
+    assert jobs(tmp_path, "job_id, gpus") == [("1", 0.0), ("2", 8.0), ("3", 0.0)]
+    assert "jobs.csv: 2 row(s) with an empty gpus cell" in caplog.text and "the first, row 1 (line 2)" in caplog.text
