@@ -67,7 +67,14 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"
-        files = [p for p in source_files(self.config.path, where) if file_format(p)]
+        found = source_files(self.config.path, where)
+        files = [p for p in found if file_format(p)]
+        documents = [p for p in found if p.name.lower().endswith((".json", ".json.gz", ".jsonl"))]
+        if not files and documents:
+            raise SourceError(f"{documents[0].name} is JSON, not a job table (Microsoft Philly's cluster_job_log?); "
+                              "no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
+                              hint="flatten it to a CSV of one row per job or attempt (README: jobs-file shows "
+                                   "philly_to_csv.py)")
         if not files:
             raise SourceError("no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),
                               hint=f"check {where}")

@@ -191,3 +191,36 @@ def test_an_empty_gpus_cell_is_a_job_without_gpus_said_once(tmp_path, caplog):
     assert run(tmp_path, tmp_path / "jobs.csv").error is None
     assert jobs(tmp_path, "job_id, gpus") == [("1", 0.0), ("2", 8.0), ("3", 0.0)]
     assert "jobs.csv: 2 row(s) with an empty gpus cell" in caplog.text and "the first, row 1 (line 2)" in caplog.text
+
+
+PHILLY = {"columns": {"jobid": "job_id", "status": "state", "vc": "project", "submitted_time": "submit_time"},
+          "states": {"Pass": "COMPLETED", "Killed": "CANCELLED"}}
+
+
+def test_the_philly_json_log_is_named_as_json_not_a_table(tmp_path):
+    result = cli_inventory(tmp_path, TRACES / "philly_cluster_job_log.json", **PHILLY)
+    assert result.exit_code == 3, result.output
+    assert ("philly_cluster_job_log.json is JSON, not a job table (Microsoft Philly's cluster_job_log?)"
+            in result.output and "README: jobs-file shows philly_to_csv.py" in result.output)
+
+
+def test_the_readmes_philly_flattening_reads_through_columns(tmp_path):
+    """The README's philly_to_csv.py, run as written, then read with the README's columns:
+    an attempt a row (its GPUs over its machines), the job killed before it ran none."""
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    script = readme.split("```python\n# philly_to_csv.py")[1].split("```")[0]
+    (tmp_path / "philly_to_csv.py").write_text("# philly_to_csv.py" + script)
+    subprocess.run([sys.executable, str(tmp_path / "philly_to_csv.py"), str(TRACES / "philly_cluster_job_log.json"),
+                    str(tmp_path / "philly.csv")], check=True, timeout=60)
+    assert run(tmp_path, tmp_path / "philly.csv", cluster="philly", **PHILLY).error is None
+    assert jobs(tmp_path, "job_id, state, project, gpus, nodes, start_time, end_time") == [
+        ("application_1506638472019_10238", "COMPLETED", "6214e9", 2.0, ["m8"], datetime(2017, 10, 7, 4, 42, 2),
+         datetime(2017, 10, 7, 4, 42, 33)),
+        ("application_1506638472019_10240", "FAILED", "b436b2", 16.0, ["m412", "m413"], datetime(2017, 10, 7, 5),
+         datetime(2017, 10, 7, 5, 10)),
+        ("application_1506638472019_10240", "FAILED", "b436b2", 16.0, ["m412", "m413"], datetime(2017, 10, 7, 5, 12),
+         datetime(2017, 10, 7, 5, 20)),
+        ("application_1506638472019_10242", "RUNNING", "6214e9", 1.0, ["m9"], datetime(2017, 10, 7, 7), None)]
