@@ -6,6 +6,8 @@ Prometheus with backfilled kube-state-metrics series, as tests/test_k8s_pods.py.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from prometheus_support import backfilled_prometheus
 
@@ -63,3 +65,25 @@ def test_bad_shared_gpus_are_config_errors_with_the_dotted_path(shared, says):
         parse_config({"lake": "/tmp/lake", "inventory": [{"name": "k8s", "kind": "k8s-pods", "cluster": "c",
                                                           "prometheus_url": "http://p:9090", "shared_gpus": shared}]})
     assert says in str(caught.value), str(caught.value)
+
+
+def scraped_without_honor_labels(text: str) -> str:
+    """kube-state-metrics' series as Prometheus stores them when its scrape job lacks
+    honor_labels: the target's own pod and namespace win, the series' become exported_*."""
+    return re.sub(r'^(kube_pod_\w+)\{namespace="([^"]*)",pod="([^"]*)"',
+                  r'\1{exported_namespace="\2",exported_pod="\3",namespace="monitoring",pod="kube-state-metrics-7d9f"',
+                  text, flags=re.MULTILINE)
+
+
+@pytest.mark.binary
+def test_kube_state_metrics_scraped_without_honor_labels_fails_saying_so(tmp_path):
+    """Read as they are, every pod would be the kube-state-metrics pod in namespace monitoring
+    (without a uid, one pod): its cost would land on the wrong namespace, or on one job."""
+    text = scraped_without_honor_labels(openmetrics(SHARED_PODS))
+    assert 'kube_pod_info{exported_namespace="serve",exported_pod="infer-a",namespace="monitoring"' in text
+    (tmp_path / "prometheus").mkdir()
+    with backfilled_prometheus(tmp_path / "prometheus", text) as url:
+        outcome = snapshot(tmp_path, prometheus_url=url, lookback_hours=8, dcgm_metrics=[])
+    assert outcome.error is not None and outcome.rows == {}
+    assert "kube-state-metrics series carry exported_pod and exported_namespace" in str(outcome.error)
+    assert "scrape kube-state-metrics with honor_labels: true" in str(outcome.error)
