@@ -94,7 +94,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             raise SourceError(f"no kube-state-metrics series (kube_pod_info) from {start:%Y-%m-%d %H:%M} to "
                               f"{end:%Y-%m-%d %H:%M} UTC", where=c.prometheus_url,
                               hint="check that this Prometheus scrapes kube-state-metrics, or widen lookback_hours")
-        if any(series["values"] for series in ask(f'count{cluster_by} (kube_pod_info{{exported_pod!=""}})')):
+        if any(series["metric"].get("exported_pod") for series in ask('group by (exported_pod) '
+                                                                      '(kube_pod_info{exported_pod!=""})')):
             raise SourceError("kube-state-metrics series carry exported_pod and exported_namespace: Prometheus scraped "
                               "it without honor_labels, so their pod and namespace name the kube-state-metrics pod, "
                               "not the pods it reports", where=c.prometheus_url,
