@@ -112,13 +112,16 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     def _gpus(self) -> Callable[[Any], float]:
         return parse_gpu_percent if self.config.gpu_unit == "percent" else parse_gpus
 
+    @functools.cached_property
+    def _origin(self) -> datetime | None:
+        return origin_utc(self.config.time_origin, ZoneInfo(self.config.timezone))
+
     def _time(self, value: Any, fold: int = 0) -> datetime | None:
         """A time cell as the source's time_format reads it (a Parquet timestamp is itself)."""
-        zone = ZoneInfo(self.config.timezone)
         unit = self.config.time_format
         if unit == "iso" or isinstance(value, (datetime, date)):
-            return parse_time(value, zone, fold)
-        return parse_count_time(value, unit, TIME_UNITS[unit], origin_utc(self.config.time_origin, zone))
+            return parse_time(value, ZoneInfo(self.config.timezone), fold)
+        return parse_count_time(value, unit, TIME_UNITS[unit], self._origin)
 
     @functools.cached_property
     def _parsers(self) -> dict[str, Callable[[Any], Any]]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator, model_validator
 
 from connectors.jobs_base import STATES, FileSource, normal_state
 from service.core.config_base import NestedValueError
+from service.core.units import local_utc
 
 # The columns a jobs file may have (header names compared case-insensitively).
 FILE_REQUIRED = ("job_id", "start_time", "end_time", "gpus")
@@ -60,10 +62,14 @@ class JobsFileSource(FileSource):
             raise NestedValueError(("time_origin",), "only numeric times count from an origin: set time_format "
                                    "(seconds, milliseconds or microseconds) too, or drop time_origin")
         try:
-            datetime.fromisoformat(self.time_origin.strip())
+            origin = datetime.fromisoformat(self.time_origin.strip())
         except ValueError:
             raise NestedValueError(("time_origin",), f"{self.time_origin!r} is not an ISO 8601 time such as "
                                    "2020-07-01T00:00:00+08:00") from None
+        try:
+            local_utc(origin, ZoneInfo(self.timezone))
+        except ValueError as exc:  # a wall time the source's zone skips
+            raise NestedValueError(("time_origin",), str(exc)) from None
         return self
 
     @model_validator(mode="after")

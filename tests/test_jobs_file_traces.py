@@ -149,6 +149,8 @@ def test_a_job_of_several_tasks_starting_together_needs_both_columns_in_its_id(t
 @pytest.mark.parametrize("source, says", [
     ({"time_origin": "2020-07-01T00:00:00Z"}, "inventory[0].time_origin: only numeric times count from an origin"),
     ({"time_format": "seconds", "time_origin": "July 1st"}, "inventory[0].time_origin: 'July 1st' is not an ISO 8601"),
+    ({"time_format": "seconds", "time_origin": "2026-03-08T02:30:00", "timezone": "America/New_York"},
+     "inventory[0].time_origin: 2026-03-08T02:30:00 does not exist in America/New_York"),
     ({"time_format": "hours"}, "inventory[0].time_format: must be one of iso, seconds, milliseconds or microseconds"),
     ({"gpu_unit": "fraction"}, "inventory[0].gpu_unit: must be one of gpus or percent, not 'fraction'"),
     ({"header": ["job_id", "JOB_ID"]}, "inventory[0].header: 'JOB_ID': every column needs a name of its own"),
