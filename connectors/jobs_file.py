@@ -179,13 +179,12 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
 
     def _rows(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> Iterator[Any]:
         spelled = {ours: header[index].strip() for ours, index in columns.items()}  # for errors: the file's name
-        zone = ZoneInfo(self.config.timezone)
         for at, record in read:
             values = {ours: record[index] if index < len(record) else None for ours, index in columns.items()}
             if "job_id+1" in values:
                 values["job_id"] = joined_id([values.pop(ours) for ours in columns if ours.startswith("job_id")])
             try:
-                row = self._row(values, zone)
+                row = self._row(values)
             except _ColumnError as exc:
                 theirs = spelled.get(exc.column, exc.column)
                 column = exc.column if theirs.lower() == exc.column else f"{theirs} (read as {exc.column})"
@@ -241,7 +240,7 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                             "{%s: %s})", path, name, near[0], self.config_path, name, near[0])
         return found
 
-    def _row(self, values: dict[str, Any], zone: ZoneInfo) -> dict[str, Any] | None:
+    def _row(self, values: dict[str, Any]) -> dict[str, Any] | None:
         """The row as `jobs`' columns; None for a job that never started (no start, a state saying so)."""
         def read(column: str, parse):
             try:
