@@ -19,12 +19,13 @@ pod (`exported_pod`/`exported_namespace` when Prometheus kept the exporter's own
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Literal
 
 import duckdb
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
@@ -53,10 +54,18 @@ class K8sPodsSource(HttpSource):
     dcgm_metrics: tuple[GpuMetricName, ...] = Field(
         default=("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"),
         description="DCGM series with pod labels for per-pod GPU use, in order of preference; [] reads none")
-    shared_gpus: dict[Annotated[str, Field(pattern=RESOURCE_NAME, max_length=253)], Annotated[int, Field(ge=1, le=1024)]] = Field(
+    shared_gpus: dict[str, Annotated[int, Field(ge=1, le=1024)]] = Field(
         default_factory=dict, max_length=50,
         description="a GPU resource shared by time-slicing or MPS → the device plugin's replicas per GPU: "
                     "each one requested counts as 1/replicas of a GPU, e.g. {nvidia.com/gpu.shared: 4}")
+
+    @field_validator("shared_gpus")
+    @classmethod
+    def _resource_names(cls, shared: dict[str, int]) -> dict[str, int]:
+        for name in shared:  # each goes into a PromQL regex, as kube-state-metrics labels it
+            if not re.fullmatch(RESOURCE_NAME, name) or len(name) > 253:
+                raise ValueError(f"{name!r} is not a Kubernetes resource name such as nvidia.com/gpu.shared")
+        return shared
 
     def gpu_shares(self) -> dict[str, float]:
         """`shared_gpus` as kube-state-metrics labels the resources → a GPU's share per request."""

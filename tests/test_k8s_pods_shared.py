@@ -58,7 +58,7 @@ def test_shared_gpus_without_their_replicas_count_whole_and_say_the_key(tmp_path
 @pytest.mark.parametrize("shared, says", [
     ({"nvidia.com/gpu.shared": 0}, "inventory[0].shared_gpus.nvidia.com/gpu.shared: must be at least 1, not 0"),
     # a name that is no Kubernetes resource, which would go into a PromQL regex
-    ({'nvidia.com/gpu"}|x': 4}, "'nvidia.com/gpu\"}|x' is not in the form this setting takes"),
+    ({'nvidia.com/gpu"}|x': 4}, "inventory[0].shared_gpus: 'nvidia.com/gpu\"}|x' is not a Kubernetes resource name"),
 ])
 def test_bad_shared_gpus_are_config_errors_with_the_dotted_path(shared, says):
     with pytest.raises(ConfigError) as caught:
