@@ -16,6 +16,7 @@ from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.planning.plans import Plan, load_plans
+from service.report.sections.bills import bills_section
 from service.report.sections.budgets import budgets_section
 from service.report.sections.commitments import commitments_section
 from service.report.sections.clusters import clusters_section
@@ -38,6 +39,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
                   for row in unallocated.tables[0].rows if row["dimension"] == "team" and row["share_pct"] is not None]
     sections = [
         spend_by,
+        bills_section(lake, day),
         spend.trend_section(),
         spend.experiments_section(),
         *clusters_section(config, lake, day, config.report.top),

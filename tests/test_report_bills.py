@@ -1,0 +1,153 @@
+"""Finance ties the daily report out to the invoice: its "Bills" table holds each source's bill per
+billing period and currency, equal to sums DuckDB computes over the raw exports, to `spendlake
+status` and to `spendlake attribute --check`; estimated and final bills, a credits-only month and
+a restated month included, and currencies never added together."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import date
+from decimal import Decimal
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from conftest import SAMPLES
+from service.cli.main import cli
+
+SANDBOX = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+EA_CAD = SAMPLES / "azure" / "ea_actual_anonymous_sample.csv"
+EA_ACTUAL = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
+EA_AMORTIZED = SAMPLES / "azure" / "ea_amortized_trey_research_small.csv"
+
+HEADER = ["BilledCost", "EffectiveCost", "BillingCurrency", "BillingPeriodStart", "BillingPeriodEnd",
+          "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "ChargeClass", "ServiceName", "ResourceId",
+          "SubAccountId", "ProviderName", "InvoiceId", "Tags"]
+SEPTEMBER = ("2026-09-01T00:00:00Z", "2026-10-01T00:00:00Z")
+OCTOBER = ("2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z")
+
+
+def spendlake(config_file, *args):
+    return CliRunner().invoke(cli, ["--config", str(config_file), *args], catch_exceptions=False)
+
+
+def write_focus(path, lines):
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(HEADER)
+        for billed, effective, period, charge_day, category, charge_class, invoice in lines:
+            writer.writerow([billed, effective, "EUR", *period, f"{charge_day}T00:00:00Z", f"{charge_day}T01:00:00Z",
+                             category, charge_class, "Compute", "vm-1", "acct-1", "ExampleCloud", invoice,
+                             '{"team": "pretrain"}'])
+
+
+SEPTEMBER_BILL = [  # a usage line, a commitment purchase paid up front and its amortized usage
+    ("100.005", "100.005", SEPTEMBER, "2026-09-10", "Usage", "", "INV-9"),
+    ("730.00", "0", SEPTEMBER, "2026-09-01", "Purchase", "", "INV-9"),
+    ("0", "24.333333333333", SEPTEMBER, "2026-09-11", "Usage", "", "INV-9"),
+    ("8.25", "8.25", SEPTEMBER, "2026-09-30", "Tax", "", "INV-9"),
+]
+OCTOBER_CREDITS = [("-12.50", "-12.50", OCTOBER, "2026-10-05", "Credit", "", "")]  # nothing else that month
+SEPTEMBER_REFUND = ("-40.0025", "-40.0025", SEPTEMBER, "2026-09-10", "Usage", "Correction", "INV-9")
+
+
+def raw_sums(sql: str) -> dict[tuple[str, str], tuple[Decimal | None, Decimal | None]]:
+    """(billing period, currency) → (Σ billed, Σ effective), computed apart from spendlake."""
+    return {(period, currency): (billed, effective) for period, currency, billed, effective in duckdb.sql(sql).fetchall()}
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bills")
+    (root / "eu").mkdir()
+    write_focus(root / "eu" / "september.csv", SEPTEMBER_BILL)
+    write_focus(root / "eu" / "october.csv", OCTOBER_CREDITS)
+    config = root / "spendlake.yaml"
+    config.write_text("lake: ./lake\nsources:\n"
+                      f"  - {{name: sandbox, kind: focus, location: '{SANDBOX}'}}\n"
+                      f"  - {{name: ea-cad, kind: azure-cost, location: '{EA_CAD}'}}\n"
+                      f"  - {{name: ea-actual, kind: azure-cost, location: '{EA_ACTUAL}'}}\n"
+                      f"  - {{name: ea-amortized, kind: azure-cost, location: '{EA_AMORTIZED}'}}\n"
+                      f"  - {{name: eu, kind: focus, location: '{root / 'eu'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    return root, config
+
+
+def bills(root, config, day: str) -> list[dict]:
+    assert spendlake(config, "report", "--date", day, "--out", str(root / "out")).exit_code == 0
+    folder = root / "out" / day
+    data = json.loads((folder / "report.json").read_text())
+    table = next(t for s in data["sections"] if s["key"] == "bills" for t in s["tables"])
+    with open(folder / "bills.csv", newline="", encoding="utf-8") as handle:
+        assert list(csv.DictReader(handle)) == [{k: "" if v is None else str(v) for k, v in row.items()}
+                                                for row in table["rows"]]
+    return table["rows"]
+
+
+def by_period(rows, source):
+    return {(r["billing_period"], r["currency"]): (None if r["billed_cost"] is None else Decimal(r["billed_cost"]),
+                                                   None if r["effective_cost"] is None else Decimal(r["effective_cost"]))
+            for r in rows if r["source"] == source}
+
+
+def test_33_a_bill_billed_in_another_month_than_its_usage_ties_out_per_billing_period(lake):
+    """The sandbox's Oracle line is charged on 30 September and billed in October: September's
+    month to date counts it, September's bill does not; October's bill shows it."""
+    root, config = lake
+    expected = raw_sums(f"""SELECT strftime(BillingPeriodStart::TIMESTAMP, '%Y-%m'), BillingCurrency,
+        sum(BilledCost::DECIMAL(38,12)), sum(EffectiveCost::DECIMAL(38,12))
+        FROM read_csv('{SANDBOX}', nullstr='NULL', all_varchar=true) GROUP BY ALL""")
+    assert expected[("2024-10", "USD")][0] == Decimal("0.24")
+    assert by_period(bills(root, config, "2024-10-31"), "sandbox") == expected
+    september = bills(root, config, "2024-09-30")
+    assert by_period(september, "sandbox") == {("2024-09", "USD"): expected[("2024-09", "USD")]}
+    assert {r["invoice"] for r in september} == {"estimated"}  # the sandbox's InvoiceId is NULL
+    data = json.loads((root / "out" / "2024-09-30" / "report.json").read_text())
+    totals = next(t for s in data["sections"] if s["key"] == "spend" for t in s["tables"] if t["key"] == "totals")
+    mtd = [Decimal(r["cost"]) for r in totals["rows"] if r["window"] == "mtd"]
+    assert mtd == [expected[("2024-09", "USD")][0] + expected[("2024-10", "USD")][0]]  # by charge day
+
+
+def test_33_bills_of_several_currencies_actual_and_amortized_equal_status_and_the_check(lake):
+    root, config = lake
+    rows = bills(root, config, "2023-09-30")
+    assert by_period(rows, "ea-cad") == raw_sums(
+        f"SELECT '2023-09', BillingCurrencyCode, sum(CostInBillingCurrency::DECIMAL(38,12)), NULL "
+        f"FROM read_csv('{EA_CAD}', all_varchar=true) GROUP BY ALL")
+    assert by_period(rows, "ea-actual") == raw_sums(
+        f"SELECT '2023-09', BillingCurrency, sum(Cost::DECIMAL(38,12)), NULL "
+        f"FROM read_csv('{EA_ACTUAL}', all_varchar=true) GROUP BY ALL")
+    assert by_period(rows, "ea-amortized") == raw_sums(
+        f"SELECT '2023-09', BillingCurrency, NULL, sum(Cost::DECIMAL(38,12)) "
+        f"FROM read_csv('{EA_AMORTIZED}', all_varchar=true) GROUP BY ALL")
+    status = json.loads(spendlake(config, "status", "--format", "json").output)
+    assert {(r["source"], r["billing_period"], r["currency"]): (r["billed_cost"], r["effective_cost"])
+            for r in status if r["billing_period"] == "2023-09"} == \
+        {(r["source"], r["billing_period"], r["currency"]): (r["billed_cost"], r["effective_cost"]) for r in rows}
+    check = json.loads(spendlake(config, "attribute", "--check", "--format", "json").output)
+    for row in rows:
+        for measure in ("billed", "effective"):
+            if row[f"{measure}_cost"] is not None:
+                match, = [c for c in check if (c["source"], c["billing_period"], c["currency"], c["cost"])
+                          == (row["source"], row["billing_period"], row["currency"], measure)]
+                assert Decimal(match["attributed_total"]) == Decimal(row[f"{measure}_cost"]) and match["ok"]
+    html = (root / "out" / "2023-09-30" / "report.html").read_text()
+    assert "CAD 1.26" in html and "$8.55" in html and "$16.30" in html
+
+
+def test_8_a_credits_only_month_and_a_restated_month_show_as_billed(lake, tmp_path):
+    root, config = lake
+    october = bills(root, config, "2026-10-31")
+    assert by_period(october, "eu") == {("2026-09", "EUR"): (Decimal("838.255"), Decimal("132.588333333333")),
+                                        ("2026-10", "EUR"): (Decimal("-12.50"), Decimal("-12.50"))}
+    assert [(r["billing_period"], r["invoice"]) for r in october if r["source"] == "eu"] == \
+        [("2026-09", "final"), ("2026-10", "estimated")]
+    write_focus(root / "eu" / "september.csv", [*SEPTEMBER_BILL, SEPTEMBER_REFUND])  # the month restated
+    assert spendlake(config, "ingest").exit_code == 0
+    restated = bills(root, config, "2026-10-31")
+    assert by_period(restated, "eu")[("2026-09", "EUR")] == (Decimal("798.2525"), Decimal("92.585833333333"))
+    assert by_period(restated, "eu")[("2026-10", "EUR")] == (Decimal("-12.50"), Decimal("-12.50"))
+    html = (root / "out" / "2026-10-31" / "report.html").read_text()
+    assert "EUR 798.25" in html and "−EUR 12.50" in html
