@@ -75,9 +75,13 @@ def lake(tmp_path_factory):
     return root, config
 
 
-def bills(root, config, day: str) -> list[dict]:
+def report(root, config, day: str):
     assert spendlake(config, "report", "--date", day, "--out", str(root / "out")).exit_code == 0
-    folder = root / "out" / day
+    return root / "out" / day
+
+
+def bills(root, config, day: str) -> list[dict]:
+    folder = report(root, config, day)
     data = json.loads((folder / "report.json").read_text())
     table = next(t for s in data["sections"] if s["key"] == "bills" for t in s["tables"])
     with open(folder / "bills.csv", newline="", encoding="utf-8") as handle:
@@ -151,3 +155,17 @@ def test_8_a_credits_only_month_and_a_restated_month_show_as_billed(lake, tmp_pa
     assert by_period(restated, "eu")[("2026-10", "EUR")] == (Decimal("-12.50"), Decimal("-12.50"))
     html = (root / "out" / "2026-10-31" / "report.html").read_text()
     assert "EUR 798.25" in html and "−EUR 12.50" in html
+
+
+def test_a_day_before_the_first_bill_or_past_the_datas_end_says_so(lake):
+    root, config = lake
+    before = report(root, config, "2019-01-01")
+    assert json.loads((before / "report.json").read_text())["notes"] == [
+        "The lake's billing data starts with 2023-09: there is no bill for January 2019 to report."]
+    assert "spendlake ingest" not in (before / "summary.md").read_text()  # it would add nothing
+    after = report(root, config, "2026-11-15")
+    first = {p.name: p.read_bytes() for p in after.iterdir()}
+    assert json.loads(first["report.json"])["notes"][0].startswith(
+        "The lake's billing data ends at 2026-09-11 01:00 UTC: spend after it is not in yet")
+    report(root, config, "2026-11-15")
+    assert {p.name: p.read_bytes() for p in after.iterdir()} == first  # the same report twice: the same bytes

@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from service.core.config import Config
+from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc
 from service.ingest.freshness import SourceFreshness, source_freshness
@@ -52,7 +53,22 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         freshness_section(config, lake, until),
     ]
     return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections,
-                  notes=estimated_notes(lake, day))
+                  notes=coverage_notes(lake, day) + estimated_notes(lake, day))
+
+
+def coverage_notes(lake: Lake, day: date) -> list[str]:
+    """A sentence when the day lies outside the lake's billing data: before its first billing
+    period nothing is missing (no `ingest` would add it), and past its end the day's and the
+    month's figures are not in yet, so a drop against the days before is no drop in spend."""
+    periods = [e.billing_period for e in lake.ledger() if lake.counts(e.source) and e.totals]
+    if periods and f"{day:%Y-%m}" < min(periods):
+        return [f"The lake's billing data starts with {min(periods)}: there is no bill for {day:%B %Y} to report."]
+    end = data_end(lake)
+    if end is not None and end < day_start(day) + timedelta(days=1):
+        return [f"The lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in yet, so this "
+                "day's and this month's figures are incomplete, and a change against earlier days is not a change "
+                "in spend."]
+    return []
 
 
 def estimated_notes(lake: Lake, day: date) -> list[str]:

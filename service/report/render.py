@@ -109,7 +109,7 @@ def render_markdown(report: Report, rows: int = 5) -> str:
         versus = f" ({change(h.change_pct)} vs {money(h.previous, h.currency)})" if h.previous is not None else ""
         lines.append(f"- {h.label}: {headline(h)}{versus}")
     if not report.headlines:
-        lines.append("- No spend in the lake for this day or month: run `spendlake ingest`.")
+        lines += [f"- {md(s.note)}" for s in report.sections if s.key == "spend" and s.note]
     for section in report.sections:
         if not section.available:
             lines.append(f"- {section.title}: {section.note}")

@@ -127,6 +127,7 @@ class SpendReport:
         headlines, totals = self.totals()
         tables = [self.by_dimension("team"), self.by_dimension("project"), self.movers(), totals]
         note = "Billed cost, attributed as `spendlake attribute` does." if totals.rows else \
+            "No spend in the lake for this day or month." if self.lake.ledger() else \
             "No spend in the lake for this day or month: run `spendlake ingest`."
         return headlines, Section("spend", "Spend by team and project", tables=tables, note=note)
 
