@@ -169,3 +169,28 @@ def test_a_day_before_the_first_bill_or_past_the_datas_end_says_so(lake):
         "The lake's billing data ends at 2026-09-11 01:00 UTC: spend after it is not in yet")
     report(root, config, "2026-11-15")
     assert {p.name: p.read_bytes() for p in after.iterdir()} == first  # the same report twice: the same bytes
+
+
+def test_the_reports_totals_and_bills_are_what_the_api_answers(lake):
+    from prometheus_client import CollectorRegistry
+
+    from service.core.config import load_config
+    from service.serve.app import Api
+
+    root, config = lake
+    api = Api(load_config(str(config)), CollectorRegistry())
+    folder = report(root, config, "2024-09-30")
+    data = json.loads((folder / "report.json").read_text())
+    spend = next(s for s in data["sections"] if s["key"] == "spend")
+    totals = next(t for t in spend["tables"] if t["key"] == "totals")
+    assert {r["window"] for r in totals["rows"]} == {"day", "previous_day", "mtd", "7d"}
+    for window in ("day", "previous_day", "mtd", "7d"):
+        rows = [r for r in totals["rows"] if r["window"] == window]
+        answer = json.loads(api.handle("/api/v1/attribute", {"since": [rows[0]["since"]], "until": [rows[0]["until"]],
+                                                             "by": ["team"]}, None).body)
+        assert {t["currency"]: t["cost"] for t in answer["totals"]} == {r["currency"]: r["cost"] for r in rows}
+    periods = json.loads(api.handle("/api/v1/status", {}, None).body)["periods"]
+    assert {(p["source"], p["billing_period"], p["currency"], p["billed_cost"], p["effective_cost"], p["final"])
+            for p in periods if p["billing_period"] in ("2023-08", "2023-09")} == \
+        {(r["source"], r["billing_period"], r["currency"], r["billed_cost"], r["effective_cost"], r["invoice"] == "final")
+         for r in bills(root, config, "2023-09-30")}
