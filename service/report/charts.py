@@ -20,6 +20,7 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 GREYS = {"other": "#9E9E9E", "unallocated": "#C8C8C8"}  # what belongs to no one named stays grey
 WIDTH = 960
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
+CHAR_PX = 7  # about a character's advance at that size (a little over the average): a label cut to it fits its slot
 
 
 def _px(value: Decimal | int) -> str:
@@ -86,10 +87,14 @@ def _frame(chart: Chart, peak: Decimal) -> tuple[list[str], Decimal, Decimal]:
                    f'{escape(axis_label(value, chart.currency))}</text>')
         value += step
     label_every = max(1, len(chart.categories) // 10)
+    fits = max(int(slot * label_every / CHAR_PX) - 1, 2)  # characters a label may take before it meets the next
     for i, category in enumerate(chart.categories):
         if i % label_every == 0:
+            shown = category[5:] if len(category) == 10 else category  # a day: MM-DD
+            if len(shown) > fits:  # a commitment's name: cut, the whole name in its tooltip
+                shown = shown[:fits - 1] + "…"
             out.append(f'<text x="{_px(left + slot * i + slot / 2)}" y="{top + plot_h + 16}" text-anchor="middle" '
-                       f'fill="#555">{escape(category[5:] if len(category) == 10 else category)}</text>')
+                       f'fill="#555"><title>{escape(category)}</title>{escape(shown)}</text>')
     out.append(_legend(list(chart.series), top + plot_h + 36))
     return out, slot, scale
 

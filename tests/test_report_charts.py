@@ -1,0 +1,38 @@
+"""The report's SVG charts stay legible with real labels: a commitment's long name (AWS, Azure and
+Google name them `ComputeSavingsPlan-1yr-NoUpfront-…`) never runs into its neighbour's."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from html import unescape
+
+from service.report.charts import PLOT, render
+from service.report.model import Chart
+
+AVERAGE_CHAR_PX = 6.5  # system-ui at 12 px, mixed-case Latin
+NAMES = [f"ComputeSavingsPlan-1yr-NoUpfront-examplecorp-{i:03d}" for i in range(37)]
+
+
+def category_labels(svg: str) -> list[tuple[float, str, str]]:
+    """(x, shown text, tooltip) of each category label under the plot."""
+    baseline = PLOT["top"] + PLOT["height"] + 16
+    return [(float(x), unescape(shown), unescape(tip)) for x, tip, shown in re.findall(
+        rf'<text x="([0-9.]+)" y="{baseline}" text-anchor="middle" fill="#555"><title>(.*?)</title>(.*?)</text>', svg)]
+
+
+def test_long_category_names_are_cut_to_their_slot_and_kept_whole_in_the_tooltip():
+    chart = Chart("stacked", "Commitments (USD): used and unused", NAMES,
+                  {"used": [Decimal(80)] * 37, "unused": [Decimal(40)] * 37}, "USD")
+    labels = category_labels(str(render(chart)))
+    assert len(labels) == 13  # every third of 37
+    for (x, shown, _), (next_x, next_shown, _) in zip(labels, labels[1:]):
+        assert (len(shown) + len(next_shown)) / 2 * AVERAGE_CHAR_PX < next_x - x  # centred labels do not meet
+    assert [tip for _, _, tip in labels] == NAMES[::3]
+    assert all(shown.endswith("…") and tip.startswith(shown[:-1]) for _, shown, tip in labels)
+
+
+def test_day_labels_stay_whole():
+    days = [f"2026-05-{d:02d}" for d in range(1, 31)]
+    chart = Chart("stacked", "Daily spend by team (USD)", days, {"a": [Decimal(1)] * 30}, "USD")
+    assert [shown for _, shown, _ in category_labels(str(render(chart)))] == [d[5:] for d in days[::3]]
