@@ -90,6 +90,11 @@ def bills(root, config, day: str) -> list[dict]:
     return table["rows"]
 
 
+def freshness(folder) -> list[dict]:
+    data = json.loads((folder / "report.json").read_text())
+    return next(t for s in data["sections"] if s["key"] == "freshness" for t in s["tables"])["rows"]
+
+
 def by_period(rows, source):
     return {(r["billing_period"], r["currency"]): (None if r["billed_cost"] is None else Decimal(r["billed_cost"]),
                                                    None if r["effective_cost"] is None else Decimal(r["effective_cost"]))
@@ -163,6 +168,10 @@ def test_a_day_before_the_first_bill_or_past_the_datas_end_says_so(lake):
     assert json.loads((before / "report.json").read_text())["notes"] == [
         "The lake's billing data starts with 2023-09: there is no bill for January 2019 to report."]
     assert "spendlake ingest" not in (before / "summary.md").read_text()  # it would add nothing
+    assert {(r["status"], r["latest_period"], r["data_through"]) for r in freshness(before)} == {("no data", None, None)}
+    october_2024 = {r["source"]: r for r in freshness(report(root, config, "2024-10-31"))}
+    assert (october_2024["sandbox"]["status"], october_2024["sandbox"]["latest_period"]) == ("stale", "2024-10")  # usage to 1 Oct
+    assert (october_2024["eu"]["status"], october_2024["eu"]["latest_period"]) == ("no data", None)  # bills from 2026
     after = report(root, config, "2026-11-15")
     first = {p.name: p.read_bytes() for p in after.iterdir()}
     assert json.loads(first["report.json"])["notes"][0].startswith(

@@ -147,8 +147,12 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
     data reaches, how far that lags the day's end, and whether within its freshness_hours.
     Data past the day's end shows as the day's end, and ingest runs that changed nothing
     leave no trace, so a later snapshot or an unchanged re-run leaves a past day's report as it was."""
+    month = f"{until - timedelta(days=1):%Y-%m}"
     latest: dict[str, tuple[str, str]] = {}
+    billing = {entry.source for entry in lake.ledger()}
     for entry in lake.ledger():
+        if entry.billing_period > month:  # a bill of a later month was not there on the day
+            continue
         period, ingested = latest.get(entry.source, ("", ""))
         latest[entry.source] = (max(period, entry.billing_period), max(ingested, entry.ingested_at))
     table = Table("freshness", "Data freshness per source", [
@@ -160,9 +164,11 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
     for row in source_freshness(config, lake, until):
         period, ingested = latest.get(row.source, (None, None))
         through = None if row.data_through is None else min(row.data_through, until)
+        before_its_data = row.source in billing and period is None  # its first bill is of a later month
         table.rows.append({
-            "source": row.source, "kind": row.kind, "status": _status(row), "latest_period": period, "data_through": iso_utc(through) if through else None,
-            "hours_behind": row.hours_behind, "freshness_hours": row.freshness_hours,
+            "source": row.source, "kind": row.kind, "status": "no data" if before_its_data and row.state != "failing" else _status(row),
+            "latest_period": period, "data_through": iso_utc(through) if through and not before_its_data else None,
+            "hours_behind": None if before_its_data else row.hours_behind, "freshness_hours": row.freshness_hours,
             "last_delivery": ingested, "last_error": row.last_error,
         })
     note = None if table.rows else "No sources configured."
