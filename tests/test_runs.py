@@ -301,3 +301,32 @@ def test_a_run_in_two_clusters_lists_both_and_attribute_splits_its_cost_per_clus
     assert {r["run"]: r["cluster"] for r in json.loads(shown.stdout)["rows"]} == {"r1": "h100,p5", "r9": "gpu2,gpu3"}
     csv_out = CliRunner().invoke(cli, [*args, "csv"])
     assert 'r1,unallocated,unallocated,unallocated,unallocated,"h100,p5",' in csv_out.stdout, csv_out.stdout
+
+
+def test_a_window_of_idle_hours_only_says_no_job_held_gpus_and_what_the_idle_cost(tmp_path):
+    # i-a is billed 10:00-12:00 ($80 an hour); r1's only job held it 10:00-10:30: 11:00-12:00 is idle
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1")]
+    lake, _ = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T11:00:00")], jobs)
+    path = write_config(tmp_path, lake)
+    idle_hour = ["--config", path, "runs", "--since", "2026-11-02T11:00:00", "--until", "2026-11-02T12:00:00"]
+    shown = CliRunner().invoke(cli, [*idle_hour, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["rows"] == []
+    assert ("no job held GPUs of the shared clusters in the window 2026-11-02 11:00 → 2026-11-02 12:00 UTC; "
+            "the clusters' instances cost p5 USD 80.00, of it idle 80.00") in shown.stderr, shown.stderr
+    failed = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                      "--state", "failed,timeout", "--format", "csv"])
+    assert failed.exit_code == 0 and failed.stdout.splitlines()[1:] == [], failed.output
+    assert "no run in the window 2026-11-02 00:00 → 2026-11-03 00:00 UTC ended FAILED or TIMEOUT" in failed.stderr
+    assert "the runs there ended COMPLETED" in failed.stderr, failed.stderr
+
+
+def test_the_help_of_since_names_every_form_it_reads(tmp_path):
+    # `runs --since mtd` works as `attribute --since mtd` does: the help says so
+    shown = CliRunner().invoke(cli, ["runs", "--help"])
+    since = " ".join(shown.stdout.split("--since", 1)[1].split("--until", 1)[0].split())
+    assert all(form in since for form in ("7d", "24h", "30d", "mtd", "2026-11-01")), since
+    lake, _ = lake_with_runs(tmp_path)
+    month = CliRunner().invoke(cli, ["--config", write_config(tmp_path, lake), "runs", "--since", "mtd",
+                                     "--format", "json"])
+    assert month.exit_code == 0 and json.loads(month.stdout)["since"] == "2026-11-01T00:00:00Z", month.output

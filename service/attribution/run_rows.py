@@ -42,7 +42,7 @@ from decimal import Decimal
 
 from connectors.jobs_base import STATE_SYNONYMS, STATES
 from service.attribution.api import _attribution, read_sessions
-from service.attribution.clusters import usage_dims, usage_in
+from service.attribution.clusters import ClusterCost, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
@@ -147,6 +147,8 @@ class RunsResult:
     lake_empty: bool = False  # no bill in the lake: the rows are what the job records show, without cost
     overbooked: int = 0
     sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
+    clusters: tuple[ClusterCost, ...] = ()  # each cluster's instance cost and idle part in the window
+    states_left_out: tuple[str, ...] = ()  # the last jobs' states `--state` did not name (why it kept none)
 
     @property
     def window(self) -> Window:
@@ -200,7 +202,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         finally:
             con.close()
         rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for side in records.values()]
-        return replace(_arrange(query, _kept(query, rows), 0), lake_empty=True)
+        return replace(_arrange(query, _kept(query, rows), 0), lake_empty=True, states_left_out=_left_out(query, rows))
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
     records = job_records(lake, session.con, config, query.window)
@@ -223,12 +225,17 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         if run not in costed:
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
     result = _arrange(query, _kept(query, rows), usage.overbooked)
-    return replace(result, sources=tuple(session.data_through().items()))
+    return replace(result, sources=tuple(session.data_through().items()), clusters=usage.clusters,
+                   states_left_out=_left_out(query, rows))
 
 
 def _kept(query: RunsQuery, rows: list[RunRow]) -> list[RunRow]:
     """The rows whose last job's state `--state` names (all without it)."""
     return [r for r in rows if not query.states or (r.state or "").upper() in query.states]
+
+
+def _left_out(query: RunsQuery, rows: list[RunRow]) -> tuple[str, ...]:
+    return tuple(sorted({r.state.upper() for r in rows if r.state} - set(query.states))) if query.states else ()
 
 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, parts: int,

@@ -45,8 +45,24 @@ def render(result, fmt: str | None) -> None:
     click.echo(coverage_line(result))
 
 
+def _why_no_run(result) -> str:
+    """An empty answer says why: `--state` named no run's last state (and which there were), or
+    no job held GPUs in the window (and what the clusters' instances cost, idle, meanwhile)."""
+    window = f"{result.window.since:%Y-%m-%d %H:%M} → {result.window.until:%Y-%m-%d %H:%M} UTC"
+    if result.states_left_out:
+        return (f"note: no run in the window {window} ended {' or '.join(result.query.states)} (its last job's "
+                f"state); the runs there ended {', '.join(result.states_left_out)}")
+    line = f"note: no job held GPUs of the shared clusters in the window {window}"
+    idle = [c for c in result.clusters if c.cost]
+    if idle:
+        line += "; the clusters' instances cost " + ", ".join(
+            f"{c.cluster} {c.currency} {money_text(c.cost)}, of it idle {money_text(c.idle)}" for c in idle)
+        line += " (`spendlake attribute --by cluster,run`)"
+    return line
+
+
 @click.command("runs")
-@click.option("--since", help="Start of the window: 7d, 24h, 30d, 2026-11-01 or an ISO time (UTC).")
+@click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC).")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`).")
 @click.option("--by", "by", help="Group the runs: team, project, experiment, job_type, cluster, user or state.")
 @click.option("--state", help="Keep runs whose last job ended in this state (comma-separated), e.g. failed.")
@@ -68,6 +84,8 @@ def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
     elif result.lake_empty:
         click.echo(empty_lake_line(obj.lake), err=True)
     render(result, fmt)
+    if not result.rows and not result.lake_empty:
+        click.echo(_why_no_run(result), err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)
