@@ -100,6 +100,9 @@ def test_where_top_and_explain(setup):
     (["--since", "7d", "--by", 'team"; DROP TABLE x;--'], "valid dimensions"),
     (["--since", "last tuesday"], "e.g. 24h, 7d"),
     (["--since", "7d", "--where", "team"], "DIMENSION=VALUE"),
+    # an operator the filter does not have is named as such, not as an unknown dimension `team!`
+    (["--since", "7d", "--where", "team!=nlp"], "cannot read 'team!=nlp': a filter keeps the rows equal to a value"),
+    (["--since", "7d", "--where", "team>=a"], "use DIMENSION=VALUE, repeated for several values of one dimension"),
     (["--since", "2026-11-02", "--until", "2026-11-01"], "the window is empty"),
     (["--since", "7d", "--compare", "--granularity", "day"], "--compare needs --granularity total"),
     ([], "--since: the window needs a start"),

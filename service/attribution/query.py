@@ -132,6 +132,9 @@ def parse_where(config: AttributionConfig | Config, items: Sequence[str],
         name, sep, value = item.partition("=")
         if not sep or not value.strip():
             raise UsageError(f"cannot read {item!r}", where=naming("where"), hint="use DIMENSION=VALUE, e.g. team=nlp")
+        if name.rstrip()[-1:] in ("!", "<", ">", "~"):  # `team!=nlp`: not an unknown dimension `team!`
+            raise UsageError(f"cannot read {item!r}: a filter keeps the rows equal to a value", where=naming("where"),
+                             hint="use DIMENSION=VALUE, repeated for several values of one dimension, e.g. team=nlp")
         check_dimensions(config, [name.strip()], naming("where"))
         where[name.strip()] = where.get(name.strip(), ()) + (value,)
     return where
