@@ -175,3 +175,28 @@ def test_cli_csv_has_plain_numbers_and_table_has_separators(tmp_path):
     assert "compute cost (USD),209608.29,269496.38" in csv_out
     table = cli_run(tmp_path, *SEVEN_B_FLAGS, "--format", "table").output
     assert "209,608.29" in table and "run days incl. overheads" in table
+
+
+def test_registering_a_plan_for_a_project_no_cost_line_carries_warns_with_the_closest_values(tmp_path):
+    # plan vs actual reads the plan's project as `attribute --where project=…` does: a misspelt
+    # project (or experiment) would show zero actual forever, so registering it says so
+    import yaml
+
+    from tests.attribution_helpers import declared_sources, line, make_lake
+
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"project": "llama-405b", "experiment": "r1"})])
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+
+    def register(*owner):
+        return CliRunner().invoke(cli, ["--config", str(config), "estimate", *SEVEN_B_FLAGS, "--register", "p",
+                                        *owner, "--start", "2026-12-01", "--format", "json"])
+
+    typo = register("--project", "lama-405b", "--experiment", "r2")
+    assert typo.exit_code == 0, typo.output
+    assert ("warning: plan p: no cost line in the lake carries project 'lama-405b' yet; closest project values: "
+            "llama-405b") in typo.stderr, typo.stderr
+    assert "carries experiment 'r2' yet; known experiment values: r1" in typo.stderr
+    assert load_plans(Lake(lake.root))[0].project == "lama-405b"  # still registered: it may precede its first bill
+    spelt = register("--project", "LLAMA-405B", "--experiment", "r1")
+    assert spelt.exit_code == 0 and "warning" not in spelt.stderr, spelt.stderr

@@ -39,7 +39,7 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     """Price a pretraining run: 6·N·D FLOPs, GPU-hours, wall-clock, compute and storage cost."""
     from service.core.errors import UsageError
     from service.planning.estimate import estimate, plan_inputs
-    from service.planning.plans import plan_from_estimate, register_plan
+    from service.planning.plans import plan_from_estimate, register_plan, unknown_owner
 
     if register_name and not (project and start):
         raise UsageError("registering a plan needs --project and --start", where="--register")
@@ -54,6 +54,8 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
         click.echo(f"{'replaced' if replaced else 'registered'} plan {plan.name} for project {plan.project}"
                    f"{'/' + plan.experiment if plan.experiment else ''}: {plan.to_json()['start']} to "
                    f"{plan.to_json()['end']}", err=True)
+        for problem in unknown_owner(obj.lake, obj.config, plan):
+            click.echo(f"warning: plan {plan.name}: {problem}", err=True)
     columns = ["quantity", "low", "high"] if result.is_range else ["quantity", "value"]
     data = result.to_json() | ({"plan": plan.to_json()} if plan else {})
     title = f"{result.gpu.name} × {result.inputs.gpus}, MFU {result.inputs.mfu}, ${result.price_per_gpu_hour}/GPU-hour"
