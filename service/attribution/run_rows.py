@@ -202,7 +202,8 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         finally:
             con.close()
         rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for side in records.values()]
-        return replace(_arrange(query, _kept(query, rows), 0), lake_empty=True, states_left_out=_left_out(query, rows))
+        kept, left_out = _kept(query, rows)
+        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out)
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
     records = job_records(lake, session.con, config, query.window)
@@ -224,18 +225,15 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     for run, side in records.items():
         if run not in costed:
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
-    result = _arrange(query, _kept(query, rows), usage.overbooked)
-    return replace(result, sources=tuple(session.data_through().items()), clusters=usage.clusters,
-                   states_left_out=_left_out(query, rows))
+    kept, left_out = _kept(query, rows)
+    return replace(_arrange(query, kept, usage.overbooked), sources=tuple(session.data_through().items()),
+                   clusters=usage.clusters, states_left_out=left_out)
 
 
-def _kept(query: RunsQuery, rows: list[RunRow]) -> list[RunRow]:
-    """The rows whose last job's state `--state` names (all without it)."""
-    return [r for r in rows if not query.states or (r.state or "").upper() in query.states]
-
-
-def _left_out(query: RunsQuery, rows: list[RunRow]) -> tuple[str, ...]:
-    return tuple(sorted({r.state.upper() for r in rows if r.state} - set(query.states))) if query.states else ()
+def _kept(query: RunsQuery, rows: list[RunRow]) -> tuple[list[RunRow], tuple[str, ...]]:
+    """The rows whose last job's state `--state` names (all without it), and the last states it did not name."""
+    left_out = tuple(sorted({r.state.upper() for r in rows if r.state} - set(query.states))) if query.states else ()
+    return [r for r in rows if not query.states or (r.state or "").upper() in query.states], left_out
 
 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, parts: int,

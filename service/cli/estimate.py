@@ -39,7 +39,7 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     """Price a pretraining run: 6·N·D FLOPs, GPU-hours, wall-clock, compute and storage cost."""
     from service.core.errors import UsageError
     from service.planning.estimate import estimate, plan_inputs
-    from service.planning.plans import plan_from_estimate, register_plan, unknown_owner
+    from service.planning.plans import plan_from_estimate, register_plan
 
     if register_name and not (project and start):
         raise UsageError("registering a plan needs --project and --start", where="--register")
@@ -54,10 +54,29 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
         click.echo(f"{'replaced' if replaced else 'registered'} plan {plan.name} for project {plan.project}"
                    f"{'/' + plan.experiment if plan.experiment else ''}: {plan.to_json()['start']} to "
                    f"{plan.to_json()['end']}", err=True)
-        for problem in unknown_owner(obj.lake, obj.config, plan):
+        for problem in _unknown_owner(obj.lake, obj.config, plan):
             click.echo(f"warning: plan {plan.name}: {problem}", err=True)
     columns = ["quantity", "low", "high"] if result.is_range else ["quantity", "value"]
     data = result.to_json() | ({"plan": plan.to_json()} if plan else {})
     title = f"{result.gpu.name} × {result.inputs.gpus}, MFU {result.inputs.mfu}, ${result.price_per_gpu_hour}/GPU-hour"
     rows = result.rows(display=(fmt or default_format()) == "table")
     emit(rows, columns, fmt, json_data=data, title=title, right=("low", "high", "value"), whole=("low", "high"))
+
+
+def _unknown_owner(lake, config, plan) -> list[str]:
+    """The plan's project (and experiment) where no cost line of the lake carries it, each with
+    the closest values there: plan vs actual reads them as `attribute --where` does, so a
+    misspelt project would show zero actual forever. Nothing while the lake holds no bill."""
+    from datetime import datetime, timedelta, timezone
+
+    from service.attribution import attribute
+    from service.core.coverage import data_end
+    from service.core.timewindow import Window
+
+    end, periods = data_end(lake), sorted(e.billing_period for e in lake.ledger())
+    if end is None or not periods:
+        return []
+    since = datetime.strptime(periods[0], "%Y-%m").replace(tzinfo=timezone.utc)
+    where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
+    result = attribute(lake, config, Window(since, max(end, since + timedelta(hours=1))), by=("project",), where=where)
+    return [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for dim, value, hint in result.unmatched]

@@ -34,13 +34,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from service.attribution import attribute
-from service.core.config import Config
-from service.core.coverage import data_end
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
-from service.core.timewindow import Window, iso_utc, parse_instant
+from service.core.timewindow import iso_utc, parse_instant
 from service.planning.estimate import Estimate, Span
 
 log = logging.getLogger(__name__)
@@ -153,19 +150,6 @@ def register_plan(lake: Lake, plan: Plan) -> bool:
         finally:
             con.close()
     return replaced
-
-
-def unknown_owner(lake: Lake, config: Config, plan: Plan) -> list[str]:
-    """The plan's project (and experiment) where no cost line of the lake carries it, each with
-    the closest values the lake holds: a misspelt project would keep plan vs actual at zero.
-    Nothing while the lake holds no bill (a plan may come before its first dollar)."""
-    end, periods = data_end(lake), sorted(e.billing_period for e in lake.ledger())
-    if end is None or not periods:
-        return []
-    since = datetime.strptime(periods[0], "%Y-%m").replace(tzinfo=timezone.utc)
-    where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
-    result = attribute(lake, config, Window(since, max(end, since + timedelta(hours=1))), by=("project",), where=where)
-    return [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for dim, value, hint in result.unmatched]
 
 
 def load_plans(lake: Lake) -> list[Plan]:
