@@ -115,6 +115,25 @@ def test_compare_sets_equal_spans_of_data_side_by_side(setup):
     assert Decimal(week["totals"][0]["change"]) == 0
 
 
+def test_compare_names_the_span_it_compares_with_and_says_when_it_holds_no_cost(setup):
+    # the data starts on 2026-10-19: a week before it holds no bill, and --compare shows it as 0
+    _, path, _ = setup
+    data = json.loads(run(path, "--since", "2026-11-27", "--until", "2026-11-29", "--compare", "--format",
+                          "json").output)
+    assert (data["previous_since"], data["previous_until"]) == ("2026-11-26T00:00:00Z", "2026-11-27T00:00:00Z")
+    table = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "7d", "--compare", "--format",
+                                     "table"], env={"COLUMNS": "200"})
+    assert ("cost by team, 2026-11-21T00:00:00Z → 2026-11-28T00:00:00Z against 2026-11-14T00:00:00Z → "
+            "2026-11-21T00:00:00Z") in " ".join(table.stdout.split()), table.stdout  # the title wraps
+    assert "note" not in table.stderr
+    early = run(path, "--since", "2026-10-19", "--until", "2026-10-26", "--compare", "--format", "csv")
+    assert early.exit_code == 0 and early.stdout.splitlines()[1].startswith("nlp,USD,168"), early.output
+    assert ("note: no cost in the previous window 2026-10-12 00:00 → 2026-10-19 00:00 UTC; the lake holds the "
+            "billing periods 2026-10 to 2026-11; --compare shows it as 0") in early.stderr, early.stderr
+    plain = json.loads(run(path, "--since", "7d", "--format", "json").output)
+    assert "previous_since" not in plain and "previous_until" not in plain
+
+
 @pytest.mark.parametrize("clock", [datetime(2026, 11, 28, 18, 53, tzinfo=timezone.utc),
                                    datetime(2026, 12, 1, 3, 7, tzinfo=timezone.utc)])
 def test_same_lake_same_answers_findings_and_metrics_at_any_hour(setup, clock):

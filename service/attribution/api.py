@@ -69,7 +69,7 @@ from typing import TypeVar
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, window_at
-from service.attribution.result import AttributionResult, AttributionRow, Contribution
+from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
 from service.attribution.rollup import (ROLLUP_GRACE, RollupBuild, build_rollups, cost_partitions, inventory_keys,
                                        recorded_tag_keys)
 from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
@@ -207,7 +207,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         return grouped
 
     current = rows_of(window)
-    previous = rows_of(_previous(window, max((m for _, m in sources if m), default=None))) if compare else {}
+    previous = rows_of(previous_window(window, max((m for _, m in sources if m), default=None))) if compare else {}
     keep = _top_values(current, top) if top else None
     shown_groups = _fold(current, keep, len(by))
     shown_previous = _fold(previous, keep, len(by))
@@ -253,14 +253,6 @@ def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[st
                                                                                 else loosely(shown), ())):
                 return True
     return False
-
-
-def _previous(window: Window, data_through: datetime | None) -> Window:
-    """What `--compare` compares with: the span before the window as long as the data the
-    window holds, so a window that runs past the data's end is not set against a full one."""
-    if data_through is not None and window.since < data_through < window.until:
-        return window.previous(data_through - window.since)
-    return window.previous()
 
 
 def _unmatched(session, where: Mapping[str, Sequence[str]]) -> tuple[tuple[str, str, str], ...]:

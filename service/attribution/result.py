@@ -60,6 +60,11 @@ class AttributionResult:
         """The latest data_through of the sources read: the end of the data in the lake."""
         return max((moment for _, moment in self.sources if moment is not None), default=None)
 
+    @property
+    def previous(self) -> Window | None:
+        """The window `--compare` set this one against (None without it)."""
+        return previous_window(self.window, self.data_through) if self.compare else None
+
     def to_json(self) -> dict:
         rows = []
         for row in self.rows:
@@ -78,9 +83,19 @@ class AttributionResult:
             if self.compare:
                 total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
             totals.append(total)
-        return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), "cost": self.cost,
+        compared = {"previous_since": iso_utc(self.previous.since), "previous_until": iso_utc(self.previous.until)
+                    } if self.previous else {}
+        return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), **compared, "cost": self.cost,
                 "by": list(self.by), "rows": rows, "totals": totals, "data_through": _iso(self.data_through),
                 "sources": [{"source": name, "data_through": _iso(moment)} for name, moment in self.sources]}
+
+
+def previous_window(window: Window, data_through: datetime | None) -> Window:
+    """What `--compare` compares with: the span before the window as long as the data the
+    window holds, so a window that runs past the data's end is not set against a full one."""
+    if data_through is not None and window.since < data_through < window.until:
+        return window.previous(data_through - window.since)
+    return window.previous()
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -49,6 +49,8 @@ def render(result, fmt: str | None) -> None:
         if key in columns:
             footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
     title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
+    if result.previous:
+        title += f" against {data['previous_since']} → {data['previous_until']}"
     emit(rows, columns + ["share"], "table", title=title, footer=footer,
          right=("cost", "share", "previous_cost", "change", "change_pct"), whole=("cost",))
     click.echo(coverage_line(result))
@@ -153,6 +155,9 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     render(result, fmt)
     if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake was said above
         click.echo(_outside_the_data(lake, result.window), err=True)
+    elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
+        click.echo(_outside_the_data(lake, result.previous, "the previous window") + "; --compare shows it as 0",
+                   err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
                    "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
@@ -162,10 +167,10 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
 MAX_WARNINGS = 10
 
 
-def _outside_the_data(lake, window) -> str:
+def _outside_the_data(lake, window, what: str = "the window") -> str:
     """Why a window holds nothing: the billing periods the lake holds, so that a window before
     the first bill or in a month without one is not read as zero spend."""
     periods = sorted({e.billing_period for e in lake.ledger() if lake.counts(e.source)})
     held = f"{periods[0]} to {periods[-1]}" if periods else "none"
-    return (f"note: no cost in the window {window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC; the lake "
+    return (f"note: no cost in {what} {window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC; the lake "
             f"holds the billing periods {held}")
