@@ -115,6 +115,18 @@ def test_compare_sets_equal_spans_of_data_side_by_side(setup):
     assert Decimal(week["totals"][0]["change"]) == 0
 
 
+def test_an_empty_window_is_mended_by_what_the_command_takes(setup):
+    # past the data's end only an earlier start helps; `rules run` has no --until to suggest
+    _, path, _ = setup
+    for command in (["attribute"], ["runs"], ["rules", "run", "--dry-run"]):
+        shown = CliRunner().invoke(cli, ["--config", str(path), *command, "--since", "2026-11-29"])
+        assert shown.exit_code == 2, shown.output
+        assert ("--since: the window is empty: the data runs through 2026-11-28T00:00:00Z — give a --since before "
+                "it;") in shown.stderr and "--until" not in shown.stderr, shown.stderr
+    backwards = run(path, "--since", "2026-11-20", "--until", "2026-11-10")
+    assert "give an earlier --since or a later --until" in backwards.stderr, backwards.stderr
+
+
 def test_compare_names_the_span_it_compares_with_and_says_when_it_holds_no_cost(setup):
     # the data starts on 2026-10-19: a week before it holds no bill, and --compare shows it as 0
     _, path, _ = setup

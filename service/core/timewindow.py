@@ -96,10 +96,12 @@ def parse_window(since: str, until: str | None = None, *, now: datetime | None =
     else:
         start = parse_instant(since, now=stop if RELATIVE_RE.match(since) else now, option=naming("since"))
     if start >= stop:
-        why = (f"the data runs through {iso_utc(stop)}" if not until and end is not None
-               else f"{iso_utc(start)} is not before {iso_utc(stop)}")
-        raise UsageError(f"the window is empty: {why}", where=naming("since"),
-                         hint=f"give an earlier {naming('since')} or a later {naming('until')}; {EXAMPLES}")
+        if not until and end is not None:  # the window ends at the data's end: only an earlier start helps
+            why, hint = f"the data runs through {iso_utc(stop)}", f"give a {naming('since')} before it"
+        else:  # `rules run` has no --until: it is named only where one was typed
+            why, hint = f"{iso_utc(start)} is not before {iso_utc(stop)}", f"give an earlier {naming('since')}" + (
+                f" or a later {naming('until')}" if until else "")
+        raise UsageError(f"the window is empty: {why}", where=naming("since"), hint=f"{hint}; {EXAMPLES}")
     return Window(start, stop)
 
 
