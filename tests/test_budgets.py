@@ -162,3 +162,25 @@ def test_the_readme_budgets_example_loads_as_documented(tmp_path):
     assert (budget.name, budget.dimension, budget.value, budget.amount, budget.currency) == (
         "pretrain-gpu", "team", "pretrain", Decimal(250000), "USD")
     assert budget.lines == (Decimal("0.5"), Decimal("0.8"), Decimal("1.0")) and budget.on == ("actual", "forecast")
+
+
+def test_budgets_piped_without_format_keep_the_json_contract_of_format_json(tmp_path):
+    # piped, the default format is JSON: last_month stays an object there too (it was the table's
+    # text, "2026-10: 0.6% within"), and no budgets is [] rather than a sentence
+    lake = budget_lake(tmp_path, today=date(2026, 11, 4))  # the data ends on the 4th: October is shown
+    path = tmp_path / "spendlake.yaml"
+    document = {"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
+                "budgets": [{"name": "pretrain", "value": "pretrain", "amount": 500000}]}
+    path.write_text(json.dumps(document))
+    asked = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
+    piped = CliRunner().invoke(cli, ["--config", str(path), "budgets"])
+    assert asked.exit_code == piped.exit_code == 0, piped.output
+    [row] = json.loads(piped.stdout)
+    assert row["last_month"] == {"month": "2026-10", "actual": "3100.00", "used_pct": "0.6", "status": "within"}
+    assert json.loads(piped.stdout) == json.loads(asked.stdout)
+    table = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "table"], env={"COLUMNS": "250"})
+    # money as every other table shows it
+    assert " 500,000.00 │ " in table.stdout and "2026-10: 0.6% within" in table.stdout, table.stdout
+    path.write_text(json.dumps({**document, "budgets": []}))
+    none = CliRunner().invoke(cli, ["--config", str(path), "budgets"])
+    assert none.exit_code == 0 and json.loads(none.stdout) == [], none.output

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
-from service.cli.output import emit, format_option
+from service.cli.output import default_format, emit, format_option
+from service.core.units import money_text
 
 COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used_pct", "forecast",
            "forecast_low", "forecast_high", "forecast_pct", "days_left", "status"]
+MONEY = ("amount", "actual", "forecast", "forecast_low", "forecast_high")
 
 
 @click.command("budgets")
@@ -22,17 +24,20 @@ def budgets_command(obj, fmt: str | None) -> None:
     as_of = data_end(obj.lake) or utc_now()  # budgets as of the data's end, as the rules and metrics see them
     statuses = budget_status(obj.lake, obj.config, as_of)
     rows = [status.to_json() for status in statuses]
-    if not rows and (fmt or "table") == "table":
+    fmt = fmt or default_format()  # JSON when piped: the same contract as --format json
+    if not rows and fmt == "table":
         click.echo("no budgets configured: add a `budgets:` section to the config (see README \"Budgets\")")
         return
     columns = list(COLUMNS)
-    if as_of.day <= FIRST_DAYS and (fmt or "table") != "json":  # early in a month: how the last one ended
+    if as_of.day <= FIRST_DAYS and fmt != "json":  # early in a month: how the last one ended
         for row in rows:
             last = row["last_month"] or {}
             row["last_month"] = f"{last['month']}: {last['used_pct']}% {last['status']}" if last else ""
         columns.append("last_month")
+    if fmt == "table":  # money with thousands separators, as every other table shows it
+        rows = [{**row, **{k: money_text(row[k]) for k in MONEY}} for row in rows]
     emit(rows, columns, fmt, title="spendlake budgets",
-         right=("amount", "actual", "used_pct", "forecast", "forecast_low", "forecast_high", "forecast_pct"),
+         right=(*MONEY, "used_pct", "forecast_pct", "days_left"),
          whole=("amount", "actual", "forecast"))
     for status in statuses:
         if status.warning:
