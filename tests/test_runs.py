@@ -330,3 +330,18 @@ def test_the_help_of_since_names_every_form_it_reads(tmp_path):
     month = CliRunner().invoke(cli, ["--config", write_config(tmp_path, lake), "runs", "--since", "mtd",
                                      "--format", "json"])
     assert month.exit_code == 0 and json.loads(month.stdout)["since"] == "2026-11-01T00:00:00Z", month.output
+
+
+def test_on_a_terminal_without_format_runs_shows_its_table_with_totals_and_the_data_line(tmp_path, monkeypatch):
+    # `spendlake runs --since 30d` typed at a terminal: the formatted table (money, totals, where
+    # the bill ends), not the raw rows that --format table improves on
+    lake, _ = lake_with_runs(tmp_path)
+    path = write_config(tmp_path, lake)
+    monkeypatch.setattr("service.cli.output.is_tty", lambda stream=None: True)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03"],
+                               env={"COLUMNS": "250"})
+    asked = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                     "--format", "table"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0 and shown.stdout == asked.stdout, shown.stdout
+    assert "billed cost per run, 2026-11-02T00:00:00Z → 2026-11-03T00:00:00Z" in shown.stdout
+    assert "$/GPU-h" in shown.stdout and "data through 2026-11-02 11:00 UTC" in shown.stdout

@@ -7,7 +7,7 @@ from decimal import Decimal
 import click
 
 from service.cli.attribute import coverage_line
-from service.cli.output import emit, empty_lake_line, format_option
+from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
 from service.core.units import money_text
 
@@ -25,7 +25,8 @@ def _number(text: str | None, places: int) -> str:
 
 def render(result, fmt: str | None) -> None:
     data = result.to_json()
-    if fmt in ("json", "csv") or fmt is None:
+    fmt = fmt or default_format()  # a terminal gets this table, not the raw rows
+    if fmt in ("json", "csv"):
         emit(data["rows"], COLUMNS, fmt, json_data=data)
         return
     rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"]),
