@@ -181,3 +181,14 @@ def test_check_on_an_empty_lake_says_so_and_a_csv_keeps_its_whole_header(tmp_pat
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == ("source,billing_period,currency,cost,source_total,attributed_total,"
                                               "difference,rounding,ok")
+
+
+def test_check_with_query_options_says_it_reconciles_whole_periods(setup):
+    # `attribute --since 7d --check` reconciles every billing period, not the week: said, not implied
+    _, path = setup
+    plain = run(path, "--check", "--format", "csv")
+    assert plain.exit_code == 0 and "warning" not in plain.stderr, plain.output
+    windowed = run(path, "--since", "7d", "--where", "team=nlp", "--check", "--format", "csv")
+    assert windowed.exit_code == 0 and windowed.stdout == plain.stdout, windowed.output
+    assert ("warning: --check reconciles every billing period in whole; --since, --where left out"
+            in windowed.stderr), windowed.stderr

@@ -129,6 +129,12 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     engine_config = config.engine.model_copy(update={"kind": engine}) if engine else config.engine
     read_from = engine_config.lake if engine_config.kind == "spark" and engine_config.lake else config.lake
     if check:
+        unused = [f"--{name}" for name, value in (("since", since), ("until", until), ("where", where),
+                                                    ("granularity", granularity != "total"), ("compare", compare),
+                                                    ("top", top), ("explain", explain)) if value]
+        if unused:  # the check is per whole billing period, never of a window
+            click.echo(f"warning: --check reconciles every billing period in whole; {', '.join(unused)} "
+                       "left out", err=True)
         results = reconcile(lake, config, engine=engine_config)
         if not results:
             click.echo(empty_lake_line(lake, read_from, nothing="nothing to reconcile"), err=True)
