@@ -137,9 +137,10 @@ def test_cli_json_csv_and_table_keep_the_categories_apart(tmp_path):
     waste, rest = table.split("overspend: spend above a budget", 1)
     overspend, ownership = rest.split("ownership: spend nobody owns", 1)
     assert "monthly_waste_usd" in waste and "900.00" in waste and "40.50" in waste
-    assert "1579850.12" not in waste and "279796.00" not in waste  # never in a waste column
-    assert "impact_usd" in overspend and "1579850.12" in overspend and "28027.49" in overspend
-    assert "279796.00" in ownership and "1579850.12" not in ownership
+    assert "1,579,850.12" not in waste and "279,796.00" not in waste  # never in a waste column
+    # money with separators, as every other table shows it
+    assert "impact_usd" in overspend and "1,579,850.12" in overspend and "28,027.49" in overspend
+    assert "279,796.00" in ownership and "1,579,850.12" not in ownership
 
 
 def test_the_api_lists_categories_and_filters_by_one(tmp_path):

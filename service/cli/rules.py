@@ -8,6 +8,7 @@ import click
 
 from service.core.registry import RULE_CATEGORIES
 from service.cli.output import default_format, emit, format_option
+from service.core.units import money_text
 
 # A terminal table per category, each with its own money column: a month of waste and a
 # one-off overrun are different money and are never in one column.
@@ -32,7 +33,7 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
         click.echo(f"{title}: none")
     for category in RULE_CATEGORIES:
         money, about = CATEGORY_TABLES[category]
-        shown = [r for r in rows if r["category"] == category]
+        shown = [{**r, money: money_text(r[money])} for r in rows if r["category"] == category]  # 12,345.67
         if shown:
             columns = [*TABLE_COLUMNS[:6], money, *TABLE_COLUMNS[6:]]
             emit(shown, columns, "table", title=f"{title} — {about}", right=(money,), whole=(money,))
