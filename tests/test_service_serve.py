@@ -1,12 +1,16 @@
-"""`spendlake serve` as a process: one per lake, SIGTERM waits for jobs and leaves no temp files."""
+"""`spendlake serve` as a process: one per lake, SIGTERM waits for jobs and leaves no temp files,
+SIGHUP reads the config again."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -81,3 +85,61 @@ def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_
     leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp") or p.name.startswith("scratch-")
                  or p.name == "partial.parquet"]
     assert leftovers == []
+
+
+def served(proc, count: int, timeout: float = 60) -> str:
+    """The base URL of the `count`-th "serving" line of `proc` (a reload binds again)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        urls = re.findall(r"serving (http://\S+)", "".join(proc.output))
+        if len(urls) >= count:
+            return urls[count - 1]
+        assert proc.poll() is None, "spendlake serve exited:\n" + "".join(proc.output)
+        time.sleep(0.2)
+    raise AssertionError(f"no serving line number {count}:\n" + "".join(proc.output))
+
+
+def readyz(base: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(base + "/readyz", timeout=10) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def test_sighup_reads_the_config_again_and_serves_it_without_exiting(tmp_path):
+    config = write_config(tmp_path, config_data(tmp_path))
+    proc, base = start_serve(config)
+    try:
+        assert readyz(base) == (200, {"status": "ready"})  # no source yet
+        (tmp_path / "export").mkdir()
+        write_config(tmp_path, {**config_data(tmp_path),
+                                "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}]})
+        proc.send_signal(signal.SIGHUP)
+        reloaded = served(proc, 2)
+        assert readyz(reloaded) == (503, {"status": "not ready", "not_ready": ["cur"]})  # the new source counts
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)
+    output = "".join(proc.output)
+    assert "reloading: waiting for running jobs" in output and "starting again with the reloaded config" in output
+    assert output.rstrip().endswith("stopped")
+
+
+def test_sighup_with_a_config_that_does_not_load_keeps_serving_the_running_one(tmp_path):
+    config = write_config(tmp_path, config_data(tmp_path))
+    proc, base = start_serve(config)
+    try:
+        config.write_text(config.read_text() + "rules: {no-such-rule: {}}\n")
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while "SIGHUP: the config was not reloaded" not in "".join(proc.output) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        output = "".join(proc.output)
+        assert "SIGHUP: the config was not reloaded, still serving the running one: " in output
+        assert "no-such-rule" in output.split("SIGHUP:", 1)[1].splitlines()[0]
+        assert readyz(base) == (200, {"status": "ready"}) and "reloading" not in output
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)

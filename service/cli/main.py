@@ -271,10 +271,12 @@ def _check_listen(ctx: click.Context, param: click.Parameter, value: str | None)
               help="Bind address (default: service.listen, 127.0.0.1:9464).")
 @pass_ctx
 def serve(obj: Context, listen: str | None) -> None:
-    """Run the scheduler (ingest, rules, daily job) and the HTTP server until SIGTERM."""
+    """Run the scheduler (ingest, rules, daily job) and the HTTP server until SIGTERM; SIGHUP
+    reads the config again."""
     from service.serve.service import serve as run_service
 
-    run_service(obj.config, listen=listen, announce=lambda line: click.echo(line, err=True))
+    run_service(obj.config, listen=listen, announce=lambda line: click.echo(line, err=True),
+                reload=lambda: load_config(obj.config_path))
 
 
 def main() -> None:

@@ -2,7 +2,10 @@
 
 Start: take the lake's service lock (a second service refuses, naming the holder's pid),
 bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running jobs,
-release the lock, return (exit 0).
+release the lock, return (exit 0). SIGHUP: read the config file again; when it loads, stop
+as for SIGTERM and start again with it in the same process (a config that does not load is
+logged and the running service goes on with the old one). Without a handler SIGHUP killed
+the process at once, running jobs and all.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import signal
 import threading
 import time as clock_time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
@@ -101,22 +105,50 @@ def default_tasks(config: Config) -> Tasks:
                  daily=lambda day: write_daily_report(config, day), verify=lambda: verify_lake(config))
 
 
+@dataclass
+class Requests:
+    """What the signal handlers ask of the running service: flags only, safe from a handler."""
+
+    stop: bool = False
+    reload: bool = False
+
+
 class Service:
     def __init__(self, config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
-                 clock: Callable[[], datetime] = utc_now):
+                 clock: Callable[[], datetime] = utc_now, reload: Callable[[], Config] | None = None,
+                 requests: Requests | None = None):
         self.config = config
+        self.listen_option = listen  # --listen outlives a reload; service.listen may change with it
         self.listen = listen or config.service.listen
         self.listen_from = "--listen" if listen else "service.listen"  # what an error names
+        self.given_tasks = tasks
         self.tasks = tasks or default_tasks(config)
+        self.token = api_token(config)
         self.clock = clock
         self.lake = Lake.of(config)
-        self._stopping = False
+        self.reload = reload
+        self.requests = requests or Requests()
 
     def stop(self) -> None:
         """Safe from a signal handler: sets a flag, takes no lock."""
-        self._stopping = True
+        self.requests.stop = True
 
-    def run(self, announce: Callable[[str], None] = log.warning) -> None:
+    def reloaded(self, announce: Callable[[str], None]) -> Service | None:
+        """The service of the config file as it reads now, or None (said why) to keep this one."""
+        if self.reload is None:
+            announce("SIGHUP: no config file to read again; still serving the running config")
+            return None
+        try:
+            return Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
+                           reload=self.reload, requests=self.requests)
+        except SpendlakeError as exc:
+            announce(f"SIGHUP: the config was not reloaded, still serving the running one: {exc}")
+            return None
+
+    def run(self, announce: Callable[[str], None] = log.warning) -> Service | None:
+        """Serve until asked to stop (returns None) or to reload a config that loads (returns
+        the service to run next, once this one has let go of the lake and the port)."""
+        successor = None
         with self.lake.lock("service"):
             registry = CollectorRegistry()
             job_metrics = JobMetrics(registry, jobs=self.tasks.names())
@@ -125,7 +157,7 @@ class Service:
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
             registry.register(LakeCollector(self.config, turn=scheduler.turn))
-            server = make_server(Api(self.config, registry, token=api_token(self.config), clock=self.clock),
+            server = make_server(Api(self.config, registry, token=self.token, clock=self.clock),
                                  self.listen, where=self.listen_from)
             thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
             thread.start()
@@ -136,21 +168,33 @@ class Service:
                 scheduler.start()
                 # Poll rather than block on a lock: a signal delivered to another thread only
                 # runs its handler when the main thread next executes Python code.
-                while not self._stopping:
-                    clock_time.sleep(0.2)
-                announce("stopping: waiting for running jobs")
+                while not self.requests.stop and successor is None:
+                    if self.requests.reload:
+                        self.requests.reload = False
+                        successor = self.reloaded(announce)
+                    else:
+                        clock_time.sleep(0.2)
+                announce(f"{'reloading' if successor and not self.requests.stop else 'stopping'}: "
+                         "waiting for running jobs")
             finally:
                 server.shutdown()
                 server.server_close()
                 scheduler.shutdown()
-        announce("stopped")
+        if successor is None or self.requests.stop:
+            announce("stopped")
+            return None
+        announce("starting again with the reloaded config")
+        return successor
 
 
 def serve(config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
-          announce: Callable[[str], None] = log.warning) -> None:
-    """Run until SIGTERM or SIGINT."""
+          announce: Callable[[str], None] = log.warning, reload: Callable[[], Config] | None = None) -> None:
+    """Run until SIGTERM or SIGINT; SIGHUP starts again with `reload()`'s config when it loads."""
     disable_created_metrics()  # `_created` series only add noise to every scrape
-    service = Service(config, listen=listen, tasks=tasks)
+    requests = Requests()
+    service: Service | None = Service(config, listen=listen, tasks=tasks, reload=reload, requests=requests)
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: service.stop())
-    service.run(announce)
+        signal.signal(signum, lambda *_: setattr(requests, "stop", True))
+    signal.signal(signal.SIGHUP, lambda *_: setattr(requests, "reload", True))
+    while service is not None:
+        service = service.run(announce)
