@@ -4,12 +4,16 @@ service's endpoints) checked from the files, and the configs they carry loaded b
 
 from __future__ import annotations
 
+import os
 import re
 
+import boto3
+import pytest
 import yaml
 from conftest import REPO
 
 from service.core.config import load_config, parse_config
+from service.serve.app import TOKEN_ENV, api_token
 
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -83,3 +87,33 @@ def test_service_monitor_and_network_policy_select_the_pods_and_the_port():
     assert policy["podSelector"]["matchLabels"].items() <= labels.items()
     assert [p["port"] for rule in policy["ingress"] for p in rule["ports"]] == [9464]
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+
+
+def compose_environment(service: dict, host: dict[str, str]) -> dict[str, str]:
+    """The variables a compose service's container gets: `NAME:` without a value passes the
+    host's (unset when the host has none); `${NAME:-default}` is the host's value unless empty."""
+    resolved = {}
+    for name, value in service.get("environment", {}).items():
+        if value is None:
+            if name in host:
+                resolved[name] = host[name]
+            continue
+        resolved[name] = re.sub(r"\$\{(\w+)(?::-([^}]*))?\}", lambda m: host.get(m[1]) or m[2] or "", value)
+    return resolved
+
+
+@pytest.mark.parametrize("host", [{}, {"AWS_DEFAULT_REGION": "eu-west-1", "SPENDLAKE_API_TOKEN": "t" * 24}],
+                         ids=["nothing set", "region and token set"])
+def test_compose_environment_starts_the_service_in_the_region_set(host, tmp_path, monkeypatch):
+    """`docker compose up` with nothing exported must start (an empty token was a config
+    error), and the region the operator sets must be the one boto3 uses (it ignores AWS_REGION)."""
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    for name in [n for n in os.environ if n.startswith("AWS_") or n == TOKEN_ENV]:
+        monkeypatch.delenv(name)
+    for name, value in compose_environment(compose["services"]["spendlake"], host).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))  # no profile of this machine's
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    assert api_token(parse_config({"lake": str(tmp_path / "lake")}, str(tmp_path / "spendlake.yaml"))) == \
+        host.get("SPENDLAKE_API_TOKEN")
+    assert boto3.session.Session().region_name == host.get("AWS_DEFAULT_REGION", "us-east-1")
