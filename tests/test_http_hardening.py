@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 
@@ -15,7 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from service.cli.main import cli
 from service.serve import http
-from service.serve.app import Api
+from service.serve.app import Api, Response
 from service.serve.http import make_server
 from tests.servicekit import make_config, write_config
 
@@ -187,3 +188,30 @@ def test_57_an_unknown_rule_or_job_state_is_400_naming_the_closest(server):
     status, _, body = get(port, "/api/v1/runs?since=7d&state=faild")
     assert status == 400 and body["error"]["where"] == "state", body
     assert "closest states: FAILED" in body["error"]["hint"]
+
+
+def test_a_client_gone_before_its_answer_is_one_log_line_not_a_traceback(server, monkeypatch, capfd, caplog):
+    """Prometheus hangs up on a scrape slower than its scrape_timeout: the write that follows
+    fails, and socketserver printed "Exception occurred during processing" with a traceback."""
+    answering = threading.Event()
+
+    def slow_metrics(self, query):
+        time.sleep(0.5)  # the client is gone by now
+        answering.set()
+        return Response(200, b"x" * 1_000_000, "text/plain")
+
+    monkeypatch.setattr(Api, "metrics", slow_metrics)
+    port = server()
+    with caplog.at_level("WARNING", logger="service.serve.http"):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # hang up with a reset
+        sock.close()
+        assert answering.wait(10)
+        deadline = time.monotonic() + 10
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "Traceback" not in capfd.readouterr().err
+    [record] = caplog.records
+    assert record.getMessage().startswith("client 127.0.0.1 went away before its answer was written (")
+    assert "scrape_timeout" in record.getMessage() and record.exc_info is None

@@ -5,6 +5,7 @@ slow or hostile client cannot take down.
   connection is dropped, it cannot hold its thread for as long as it likes.
 - At most `MAX_CONNECTIONS` connections are served at once; the next one is answered 503 at
   once (JSON, `Retry-After`) without reading it, so threads stay bounded.
+- A client that hangs up before its answer is written is one log line, not a traceback.
 - Every answer is JSON, the errors http.server produces itself included (400 bad request
   line, 414 URI too long, 431 headers too large, 501 unsupported method), and carries an
   `X-Request-Id`; a handler that fails unexpectedly is a 500 naming that id, the traceback
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import sys
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -146,6 +148,17 @@ class BoundedServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that hung up before its answer was written (a scrape slower than Prometheus's
+        `scrape_timeout`, a probe past its timeout) is one log line, not socketserver's traceback
+        on stderr; any other failure keeps its traceback, in the service log."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):  # BrokenPipeError, ConnectionResetError, ...
+            log.warning("client %s went away before its answer was written (%s): if it is Prometheus, its "
+                        "scrape_timeout is shorter than the scrape took", client_address[0], error)
+        else:
+            log.error("request from %s failed", client_address[0], exc_info=error)
 
     def _refuse(self, request) -> None:
         body = json_body(503, f"more than {self.max_connections} connections at once; retry shortly",
