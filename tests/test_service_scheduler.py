@@ -184,6 +184,25 @@ def test_a_failing_job_is_counted_and_rules_still_run(tmp_path):
     assert harness.value("spendlake_job_duration_seconds_count", "ingest") == 1
 
 
+
+def test_an_ingest_that_finds_the_lake_held_by_a_cli_ingest_is_skipped_not_failed(tmp_path, caplog):
+    """`spendlake ingest` run by hand (the RUNBOOK says to) while the service's ingest fires:
+    the service's run was a failure, counted on the "Job failures" panel, with a traceback."""
+    config = make_config(tmp_path)
+    lake = Lake.of(config)
+    ran_rules = []
+    tasks = default_tasks(config)
+    harness = Harness(lake, lambda: utc(2026, 11, 30, 5), ingest=tasks.ingest, rules=lambda: ran_rules.append(1))
+    with lake.lock("ingest"), caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
+        harness.scheduler.run_ingest()
+    assert harness.value("spendlake_job_failures_total", "ingest") == 0
+    assert harness.value("spendlake_job_skipped_total", "ingest") == 1
+    assert harness.value("spendlake_job_last_success_timestamp_seconds", "ingest") is None
+    assert ran_rules == [1]
+    [record] = caplog.records
+    assert record.getMessage().startswith("job ingest skipped: ") and "another spendlake ingest holds the lake" in \
+        record.getMessage() and record.exc_info is None
+
 def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     lake = Lake(tmp_path / "lake")
     harness = Harness(lake, lambda: utc(2026, 11, 30, 7))

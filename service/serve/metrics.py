@@ -47,7 +47,8 @@ class JobMetrics:
         self.failures = Counter("spendlake_job_failures_total", "Scheduled job runs that failed.", ["job"],
                                 registry=registry)
         self.skipped = Counter("spendlake_job_skipped_total",
-                               "Scheduled fires skipped because the previous run was still going or was missed.",
+                               "Scheduled fires skipped: the previous run was still going, the fire was missed, "
+                               "or another spendlake process held the lake.",
                                ["job"], registry=registry)
         self.last_success = Gauge("spendlake_job_last_success_timestamp_seconds",
                                   "When a scheduled job last finished without error.", ["job"], registry=registry)

@@ -1,7 +1,9 @@
 """The service's jobs on APScheduler, in UTC: ingest (then rules) on an interval, and the daily job.
 
 - One instance per job (`max_instances=1`, `coalesce`): a fire that arrives while the
-  previous run is still going is skipped, logged and counted (`spendlake_job_skipped_total`).
+  previous run is still going is skipped, logged and counted (`spendlake_job_skipped_total`);
+  so is a run that finds the lake held by another writer (a `spendlake ingest` or `rollup` run
+  by hand, which does the same work): it is not a failure.
 - The jobs take turns (ingest then rules, or verify then the report): each may hold a
   month's rollup in DuckDB, so two at once doubled the service's peak memory (bench/README).
   A job waiting for its turn is not running: its duration starts when its turn comes. A
@@ -27,6 +29,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from service.core.errors import LakeBusyError
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.timewindow import utc_now
@@ -138,6 +141,10 @@ class ServiceScheduler:
         started = clock_time.perf_counter()
         try:
             task()
+        except LakeBusyError as exc:  # a `spendlake ingest` by hand is doing this work: not a failure
+            log.warning("job %s skipped: %s", job, exc)
+            self.metrics.skipped.labels(job).inc()
+            return False
         except Exception:  # a job failure is counted and logged; the service keeps running
             log.exception("job %s failed", job)
             self.metrics.failures.labels(job).inc()
