@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from servicekit import commit, make_config
 
+from service.core.errors import SourceError
 from service.core.lake import Lake
 from service.serve.metrics import JobMetrics
 from service.serve.scheduler import ServiceScheduler, Tasks, latest_fire_date
@@ -202,6 +203,21 @@ def test_an_ingest_that_finds_the_lake_held_by_a_cli_ingest_is_skipped_not_faile
     [record] = caplog.records
     assert record.getMessage().startswith("job ingest skipped: ") and "another spendlake ingest holds the lake" in \
         record.getMessage() and record.exc_info is None
+
+
+def test_a_job_failing_on_a_named_error_logs_one_line_an_unexpected_one_its_traceback(tmp_path, caplog):
+    """Expired credentials fail every hourly ingest: each was a traceback of dozens of lines
+    around the one that says what to do."""
+    def denied():
+        raise SourceError("access denied (AccessDenied)", where="s3://bills/cur/", hint="check the role's policy")
+
+    harness = Harness(Lake(tmp_path / "lake"), lambda: utc(2026, 11, 30, 5), ingest=denied, rules=lambda: 1 / 0)
+    with caplog.at_level(logging.INFO, logger="service.serve.scheduler"):
+        harness.scheduler.run_ingest()
+    ingest, rules = caplog.records
+    assert ingest.getMessage() == "job ingest failed: s3://bills/cur/: access denied (AccessDenied) — check the role's policy"
+    assert not ingest.exc_info and rules.exc_info[0] is ZeroDivisionError
+    assert harness.value("spendlake_job_failures_total", "ingest") == harness.value("spendlake_job_failures_total", "rules") == 1
 
 def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     lake = Lake(tmp_path / "lake")

@@ -29,7 +29,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from service.core.errors import LakeBusyError
+from service.core.errors import LakeBusyError, SpendlakeError
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.timewindow import utc_now
@@ -145,8 +145,11 @@ class ServiceScheduler:
             log.warning("job %s skipped: %s", job, exc)
             self.metrics.skipped.labels(job).inc()
             return False
-        except Exception:  # a job failure is counted and logged; the service keeps running
-            log.exception("job %s failed", job)
+        except Exception as exc:  # a job failure is counted and logged; the service keeps running
+            if isinstance(exc, SpendlakeError):  # it names what, where and what next: one line (traceback at -v)
+                log.error("job %s failed: %s", job, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            else:
+                log.exception("job %s failed", job)
             self.metrics.failures.labels(job).inc()
             return False
         finally:
