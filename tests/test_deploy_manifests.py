@@ -55,7 +55,7 @@ def test_compose_runs_the_four_services_with_the_shipped_files_on_loopback_ports
 def test_kubernetes_deployment_is_non_root_read_only_and_single():
     docs = k8s()
     assert set(docs) == {"ServiceAccount", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service",
-                         "ServiceMonitor", "NetworkPolicy"}
+                         "ServiceMonitor", "PrometheusRule", "NetworkPolicy"}
     deployment = docs["Deployment"]["spec"]
     assert deployment["replicas"] == 1 and deployment["strategy"]["type"] == "Recreate"
     pod = deployment["template"]["spec"]
@@ -117,3 +117,12 @@ def test_compose_environment_starts_the_service_in_the_region_set(host, tmp_path
     assert api_token(parse_config({"lake": str(tmp_path / "lake")}, str(tmp_path / "spendlake.yaml"))) == \
         host.get("SPENDLAKE_API_TOKEN")
     assert boto3.session.Session().region_name == host.get("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def test_kubernetes_loads_the_shipped_alert_rules():
+    """The Prometheus operator reads rules from PrometheusRule objects only: without one, a
+    `kubectl apply -k deploy/k8s` install scraped spendlake and never alerted."""
+    rule = k8s()["PrometheusRule"]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["spec"]["groups"] == yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())["groups"]
+    assert rule["metadata"]["labels"].items() >= k8s()["ServiceMonitor"]["metadata"]["labels"].items()
