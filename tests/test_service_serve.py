@@ -54,10 +54,11 @@ def slow_daily(day):
     with Lake(config.lake).scratch() as scratch:  # a job's work in progress, as ingest has it
         (scratch / "partial.parquet").write_bytes(b"half")
         print("job started", flush=True)
-        time.sleep(1.5)
+        time.sleep(float(sys.argv[2]))
         write_json_atomic(config.lake.parent / "reports" / "done.json", {"day": day.isoformat()})
 
-serve(config, tasks=Tasks(ingest=lambda: None, rules=None, daily=slow_daily), announce=lambda l: print(l, flush=True))
+serve(config, tasks=Tasks(ingest=lambda: None, rules=None, daily=slow_daily), announce=lambda l: print(l, flush=True),
+      reload=lambda: load_config(sys.argv[1]))
 """
 
 
@@ -65,7 +66,7 @@ def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_
     config = write_config(tmp_path, config_data(tmp_path))
     script = tmp_path / "slow_service.py"
     script.write_text(textwrap.dedent(SLOW_SERVICE))
-    proc = subprocess.Popen([sys.executable, str(script), str(config)], cwd=REPO, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(script), str(config), "1.5"], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"})
     lines = []
     try:
@@ -143,3 +144,41 @@ def test_sighup_with_a_config_that_does_not_load_keeps_serving_the_running_one(t
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
+
+
+def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
+    """The reload waits for the running job, as SIGTERM does, with /healthz still answering:
+    a liveness probe must not find the service gone while it finishes a long ingest."""
+    config = write_config(tmp_path, config_data(tmp_path))
+    script = tmp_path / "slow_service.py"
+    script.write_text(textwrap.dedent(SLOW_SERVICE))
+    proc = subprocess.Popen([sys.executable, str(script), str(config), "4"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"})
+    lines = []
+    try:
+        for line in proc.stdout:  # the make-up daily run starts at once on a new lake
+            lines.append(line)
+            if "job started" in line:
+                break
+        base = re.search(r"serving (http://\S+)", "".join(lines))[1]
+        proc.send_signal(signal.SIGHUP)
+        for line in proc.stdout:
+            lines.append(line)
+            if "reloading: waiting for running jobs" in line:
+                break
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
+            assert response.status == 200
+        assert not (tmp_path / "reports" / "done.json").exists()  # the job is still running
+        for line in proc.stdout:
+            lines.append(line)
+            if line.count("serving http://") and "".join(lines).count("serving http://") == 2:
+                break
+        assert json.loads((tmp_path / "reports" / "done.json").read_text())["day"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        proc.kill()
+    lines += proc.stdout.readlines()
+    output = "".join(lines)
+    assert output.index("job started") < output.index("reloading") < output.index("starting again")
+    assert output.rstrip().endswith("stopped")

@@ -177,6 +177,8 @@ class Service:
                 announce(f"{'reloading' if successor and not self.requests.stop else 'stopping'}: "
                          "waiting for running jobs")
             finally:
+                if successor is not None:  # a reload: the probes keep answering while running jobs finish
+                    scheduler.shutdown()
                 server.shutdown()
                 server.server_close()
                 scheduler.shutdown()
