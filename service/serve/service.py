@@ -2,10 +2,10 @@
 
 Start: take the lake's service lock (a second service refuses, naming the holder's pid),
 bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running jobs,
-release the lock, return (exit 0). SIGHUP: read the config file again; when it loads, stop
-as for SIGTERM and start again with it in the same process (a config that does not load is
-logged and the running service goes on with the old one). Without a handler SIGHUP killed
-the process at once, running jobs and all.
+release the lock, return (exit 0). SIGHUP: read the config file again; when it loads, wait
+for running jobs (still answering HTTP), let go of the lake and the port, and start again with
+it in the same process; a config that does not load is logged and the running one goes on.
+(Without a handler SIGHUP killed the process at once, running jobs and all.)
 """
 
 from __future__ import annotations
