@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import yaml
 from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
-ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
+ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
 
@@ -85,3 +87,24 @@ def test_prometheus_scrapes_spendlake_and_loads_the_rules():
     [job] = config["scrape_configs"]
     assert job["job_name"] == "spendlake" and re.match(r"spendlake:9464$", job["static_configs"][0]["targets"][0])
     assert config["rule_files"] == ["alerts.yml"]
+
+
+@pytest.mark.slow  # a real Alertmanager
+def test_a_verify_that_found_damage_is_told_once_not_also_as_a_failing_job(tmp_path):
+    """Posted to the real Alertmanager with the shipped config and read back: the damage alert
+    suppresses the verify job's failure; a failing report stays active, routed to platform."""
+    from stackkit import alertmanager, http_json, wait_until
+
+    alerts = [{"labels": {"alertname": "SpendlakeLakeDamaged", "team": "platform", "severity": "critical"}},
+              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "verify"}},
+              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "daily"}}]
+    with alertmanager(tmp_path, "http://127.0.0.1:9") as am:
+        post = urllib.request.Request(am + "/api/v2/alerts", data=json.dumps(alerts).encode(),
+                                      headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(post, timeout=5).close()
+        listed = wait_until(lambda: len(found := http_json(am + "/api/v2/alerts")) == 3 and found, 20, "three alerts")
+    state = {(a["labels"]["alertname"], a["labels"].get("job")): (a["status"]["state"], [r["name"] for r in a["receivers"]])
+             for a in listed}
+    assert state == {("SpendlakeLakeDamaged", None): ("active", ["platform"]),
+                     ("SpendlakeJobFailing", "verify"): ("suppressed", ["platform"]),
+                     ("SpendlakeJobFailing", "daily"): ("active", ["platform"])}
