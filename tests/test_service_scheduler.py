@@ -116,7 +116,9 @@ def test_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical
     totals = {row["window"]: row for row in table["rows"]}
     assert (totals["day"]["currency"], totals["day"]["cost"]) == ("USD", "2.500000000000")
     assert totals["mtd"]["cost"] == "3.500000000000"
-    assert b"EUR" not in content["report.json"]  # the 29th is after the reported day
+    assert "EUR" not in json.dumps(spend)  # the 29th is after the reported day
+    (bills,) = [s for s in json.loads(content["report.json"])["sections"] if s["key"] == "bills"]
+    assert "EUR" in json.dumps(bills)  # the November bill, as the ledger holds it, has the 29th's charge
     assert sorted(p.name for p in folder.parent.iterdir()) == ["2026-11-28"]  # nothing staged left
 
 
