@@ -108,6 +108,20 @@ def test_yaml_plan_with_flags_overriding(tmp_path):
         plan_inputs({}, str(plan))
 
 
+
+@pytest.mark.parametrize("text, message", [
+    ("params: 7B\ntokens: 2T\ngpu: H100\ngpus: many\n", "gpus: must be a whole number, not 'many'; mfu: is required"),
+    (": : :\n", "not valid YAML at line 1, column 1: expected <block end>"),
+    ("- 7B\n", "a plan must be a mapping of inputs"),
+])
+def test_a_bad_plan_file_is_named_once(tmp_path, text, message):
+    plan = tmp_path / "run.yaml"
+    plan.write_text(text)
+    result = cli_run(tmp_path, "--plan", str(plan))
+    assert result.exit_code == 2
+    assert message in result.output and "<unicode string>" not in result.output
+    assert result.output.count(str(plan)) == 1 and len(result.output.strip().splitlines()) == 1, result.output
+
 def cli_run(tmp_path, *args):
     config = tmp_path / "spendlake.yaml"
     config.write_text(f"lake: {tmp_path / 'lake'}\n")

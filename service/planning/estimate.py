@@ -27,6 +27,7 @@ import yaml
 from pydantic import BeforeValidator, Field, ValidationError
 
 from service.core.config import Config, Strict
+from service.core.config_file import yaml_error
 from service.core.validation import plain_errors
 from service.core.errors import UsageError
 from service.planning.gpus import GpuType, lookup_gpu
@@ -262,21 +263,32 @@ def plan_inputs(values: dict[str, Any], plan_file: str | None = None) -> PlanInp
     try:
         return PlanInputs.model_validate(data)
     except ValidationError as exc:
-        problems = []
+        in_plan, in_flags = [], []
         for key, message in plain_errors(exc, data,
                                          unknown_key="unknown key; use the names of the estimate flags with underscores"):
-            where = f"{plan_file}: {key}" if plan_file and key not in given else f"--{key.replace('_', '-')}"
-            problems.append(f"{where}: {message}")
+            if plan_file and key not in given:
+                in_plan.append(f"{key}: {message}")
+            else:
+                in_flags.append(f"--{key.replace('_', '-')}: {message}")
+        # the plan file named once, before all of its keys' problems
+        problems = ([f"{plan_file}: " + "; ".join(in_plan)] if in_plan else []) + in_flags
         raise UsageError("; ".join(problems), hint="see `spendlake estimate --help`") from None
 
 
 def _read_plan(plan_file: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(Path(plan_file).read_text(encoding="utf-8"))
+        text = Path(plan_file).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError("plan file not found", where=plan_file, hint="check the --plan path") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read the plan: {exc}", where=plan_file) from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"the plan is not UTF-8 text (byte {exc.start + 1})", where=plan_file,
+                         hint="save it as UTF-8") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the plan: {exc.strerror or exc}", where=plan_file) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:  # PyYAML's message names no file but spans three lines
+        raise yaml_error(exc, plan_file, text) from None
     if not isinstance(data, dict):
         raise UsageError("a plan must be a mapping of inputs (params, tokens, gpu, gpus, mfu, ...)",
                          where=plan_file)
