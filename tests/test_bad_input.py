@@ -14,6 +14,7 @@ CASES = [  # (arguments after --config, exit code, what the message names)
     (["attribute", "--since", "0001-01-01T00:00:00+14:00"], 2, "out of range"),
     (["attribute", "--since", "0001-01-02", "--compare"], 2, "--compare: no window of the same length"),
     (["attribute", "--since", "yesterday-ish"], 2, "cannot read 'yesterday-ish' as a time"),
+    (["attribute", "--since", "2026-02-29"], 2, "--since: '2026-02-29' is not a valid date or time (day is out"),
     (["attribute", "--since", "7d", "--by", "teem"], 2, "unknown dimension 'teem'"),
     (["rules", "run", "--since", "99999999999999d", "--dry-run"], 2, "out of range"),
     (["serve", "--listen", "127.0.0.1:99999"], 2, "port from 0 to 65535"),

@@ -140,6 +140,15 @@ def test_cli_json_has_both_scenarios(tmp_path):
     assert data["currency"] == "USD" and data["inputs"]["mfu"] == "0.35-0.45"
 
 
+
+@pytest.mark.parametrize("start, reason", [("2026-11-31", "day is out of range for month"),
+                                           ("2026-13-01", "month must be in 1..12"), ("2026-1-5", "")])
+def test_a_start_date_that_does_not_exist_is_named_invalid_with_the_format(tmp_path, start, reason):
+    result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "llm-7b", "--project", "Pretrain", "--start", start)
+    assert result.exit_code == 2
+    assert f"--start: '{start}' is not a valid date or time" in result.output and reason in result.output
+    assert "YYYY-MM-DD" in result.output and "24h" not in result.output, result.output  # no durations suggested
+
 def test_register_stores_a_plan_that_load_plans_reads(tmp_path):
     result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "llm-7b", "--project", "Pretrain",
                      "--experiment", "7b-base", "--start", "2026-12-01", "--format", "json")

@@ -22,6 +22,8 @@ RELATIVE_RE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
 MONTH_TO_DATE = "mtd"
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, mtd, 2026-11-01 or 2026-11-01T06:00:00Z"
+DATE_SHAPED_RE = re.compile(r"^\s*\d{4}-\d{1,2}-\d{1,2}")
+ISO_FORMATS = "YYYY-MM-DD (e.g. 2026-11-30) or YYYY-MM-DDTHH:MM:SSZ (e.g. 2026-11-30T06:00:00Z)"
 MIN_INSTANT = datetime(1, 1, 2, tzinfo=timezone.utc)
 MAX_INSTANT = datetime(9999, 12, 30, tzinfo=timezone.utc)
 
@@ -60,7 +62,11 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
             return now
         try:
             value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-        except ValueError:
+        except ValueError as exc:
+            if DATE_SHAPED_RE.match(text):  # 2026-11-31: a date that does not exist, not a missing duration
+                reason = "" if str(exc).startswith("Invalid isoformat") else f" ({exc})"  # that one repeats the text
+                raise UsageError(f"{text.strip()!r} is not a valid date or time{reason}", where=option,
+                                 hint=f"use {ISO_FORMATS}") from None
             raise UsageError(f"cannot read {text!r} as a time", where=option, hint=EXAMPLES) from None
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
