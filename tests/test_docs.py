@@ -119,3 +119,12 @@ def test_the_metric_scan_finds_the_metrics():
 def test_every_metric_is_in_the_readme(name):
     exported = name.removesuffix("_total") if name.endswith("_total") else name
     assert re.search(rf"\b{re.escape(exported)}", README), f"README.md never names the metric {name}"
+
+
+def test_every_field_of_status_sources_json_is_in_the_readme():
+    from service.ingest.freshness import SourceFreshness
+
+    row = SourceFreshness("cur", "aws-cur", None, 36, None, 0, None, "not ingested", None)
+    line = next(line for line in README.splitlines() if "`spendlake status [--sources]" in line)
+    missing = [key for key in row.to_json() if not re.search(rf"\b{key}\b", line)]
+    assert not missing, f"README.md's `spendlake status` line omits the JSON fields {missing}"
