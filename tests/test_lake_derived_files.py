@@ -158,6 +158,27 @@ def verify(path: Path):
     return result, rows
 
 
+
+def test_a_rollup_build_lists_each_period_folder_once(config, monkeypatch):
+    """Which versions are superseded, and since when, come from one listing of the folder: the
+    build asked twice (for the grace, then for damaged ones), globbing each period's folder twice."""
+    [current] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    owner, data, inventory = current.stem.split("-")
+    old = current.with_name(f"{owner}-{'0' * len(data)}-{inventory}.parquet")  # of an older delivery
+    shutil.copyfile(current, old)
+    shutil.copyfile(derived_records.record_file(config.lake, current), derived_records.record_file(config.lake, old))
+    listed: list[Path] = []
+    glob = Path.glob
+
+    def counting_glob(self, pattern, *args, **kwargs):
+        if self == current.parent:
+            listed.append(self)
+        return glob(self, pattern, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "glob", counting_glob)
+    rollup(config)
+    assert listed == [current.parent] and old.exists()  # superseded within the grace: kept
+
 def alter_where_it_still_decodes(file: Path, column: str, differs) -> None:
     """Flip one bit in `column`'s pages where the file still reads whole, with the same size
     and footer, and `differs(original rows, rows now)` (a digit of a sum, a value's text)."""

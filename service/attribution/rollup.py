@@ -312,11 +312,11 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                                             version=version.name)
                 built += 1
                 _warn_overbooked(con, config, part, path)
-            gone = superseded(target, version, part.entry, now - grace)
-            # a damaged superseded version goes at once: no reader gets a sound answer from it,
-            # and `verify` would flag it (saying to run this build) until the grace ran out
-            gone += [name for name in superseded(target, version, part.entry, now) if name not in gone
-                     and derived_records.check(lake, target.parent / f"{name}.parquet", found).damaged]
+            # superseded for the grace; a damaged one at once: no reader gets a sound answer
+            # from it, and `verify` would flag it (saying to run this build) until the grace ran out
+            gone = [name for name, since in superseded(target, version, part.entry).items()
+                    if since <= now - grace or (since <= now and derived_records.check(
+                        lake, target.parent / f"{name}.parquet", found).damaged)]
             derived_records.drop_versions(lake.root, target.parent, gone)
             removed += len(gone)
     finally:
@@ -335,13 +335,13 @@ def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, 
                     "has); shared in proportion to the jobs, none idle", part.source, part.period, count)
 
 
-def superseded(current: Path, version: Version, entry: LedgerEntry, before: datetime) -> list[str]:
-    """Versions beside `current` superseded before `before`: of an older delivery (since
+def superseded(current: Path, version: Version, entry: LedgerEntry) -> dict[str, datetime]:
+    """Versions beside `current` that are superseded → since when: of an older delivery (since
     `entry` was committed), or of this owner with older inventory tags or an older name
-    (since `current` was stored)."""
+    (since `current` was stored). One listing of the folder."""
     committed = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
     stored = datetime.fromtimestamp(current.stat().st_mtime, timezone.utc)
-    gone = []
+    gone = {}
     for file in sorted(current.parent.glob("*.parquet")):
         other = Version.parse(file.stem)
         if file == current:
@@ -352,6 +352,5 @@ def superseded(current: Path, version: Version, entry: LedgerEntry, before: date
             since = stored
         else:
             continue  # the current data as another config reads it
-        if since <= before:
-            gone.append(file.stem)
+        gone[file.stem] = since
     return gone
