@@ -13,7 +13,8 @@ import yaml
 from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
-ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
+ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged",
+          "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
 

@@ -98,7 +98,7 @@ def test_36_a_truncated_inventory_snapshot_exits_3_without_traceback_and_the_met
     assert_every_query_exits_3_naming(config, file, "truncated")
     scrape = CollectorRegistry()
     scrape.register(LakeCollector(load_config(config)))
-    assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"state": "truncated"}) == 1
+    assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"kind": "snapshot", "state": "truncated"}) == 1
     assert spendlake(config, "inventory").exit_code == 0
     assert job_count(lake) == 3000
 
@@ -212,7 +212,7 @@ def test_37_the_daily_verify_job_finds_an_altered_snapshot_and_the_metric_keeps_
     assert failed.value.where == str(file) and "is altered" in failed.value.message
     scrape = CollectorRegistry()
     scrape.register(LakeCollector(config))
-    assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"state": "altered"}) == 1
+    assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"kind": "snapshot", "state": "altered"}) == 1
 
 
 @pytest.mark.parametrize("content", ["{not json", "[]"])

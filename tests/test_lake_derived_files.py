@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 from servicekit import commit
 
 from service.attribution import attribute
@@ -32,6 +33,7 @@ from service.core.parquet_footer import read_footer
 from service.core.snapshot_ledger import unnamed_damage
 from service.core.timewindow import Window
 from service.ingest.rollups import rollup
+from service.serve.metrics import LakeCollector
 from service.serve.service import verify_lake
 from tests.test_inventory_integrity import flip
 from tests.test_metric_tops import ROWS, config_for, samples
@@ -178,6 +180,27 @@ def test_a_rollup_build_lists_each_period_folder_once(config, monkeypatch):
     monkeypatch.setattr(Path, "glob", counting_glob)
     rollup(config)
     assert listed == [current.parent] and old.exists()  # superseded within the grace: kept
+
+
+def test_37_damaged_derived_files_are_counted_by_the_lake_damage_metric_until_rollup_writes_them_again(config):
+    """`spendlake_lake_snapshots_damaged{kind}` counts rollups and metric tops whose bytes
+    changed, found by a read's quick check or by `verify`; not a snapshot, so not its alert."""
+    [rollup_file] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    tops = sorted((config.lake / "metric_tops").glob("source=*/*=*/*.parquet"))
+    rollup_file.write_bytes(rollup_file.read_bytes()[:rollup_file.stat().st_size // 2])
+    flip(tops[0], 100)  # same size and footer: only verify's hash sees it
+    result, _ = verify(write_config_file(config))
+    assert result.exit_code == 3, result.output
+
+    def damaged(kind: str, state: str) -> float | None:
+        scrape = CollectorRegistry()
+        scrape.register(LakeCollector(config))
+        return scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"kind": kind, "state": state})
+
+    assert damaged("attribution_rollup", "truncated") == 1 and damaged("metric_tops", "altered") == 1  # main: None
+    assert damaged("snapshot", "truncated") == damaged("attribution_rollup", "altered") == 0
+    rollup(config)
+    assert damaged("attribution_rollup", "truncated") == damaged("metric_tops", "altered") == 0
 
 def alter_where_it_still_decodes(file: Path, column: str, differs) -> None:
     """Flip one bit in `column`'s pages where the file still reads whole, with the same size

@@ -18,6 +18,7 @@ from decimal import Decimal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from service.attribution import ScrapeTops, metrics_anchor
+from service.core import derived_records
 from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
@@ -66,11 +67,20 @@ def integrity_families(lake: Lake) -> list[Metric]:
                                  "Sources the lake holds that the config does not declare (they count nowhere).")
     orphaned.add_metric([], len(lake.orphans()))
     snapshots = GaugeMetricFamily("spendlake_lake_snapshots_damaged",
-                                  "Inventory snapshots that do not match their record (the quick check now, or the "
-                                  "last `spendlake verify`), by state.", labels=["state"])
+                                  "Inventory snapshots (kind `snapshot`) and derived files (kind `attribution_rollup`, "
+                                  "`metric_tops`) that do not match their record (the quick check now, or the last "
+                                  "`spendlake verify`), by kind and state.", labels=["kind", "state"])
     bad = Counter(c.state for c in sound(lake, snapshot_checks(lake)) if not c.ok)
     for state in states[:3]:
-        snapshots.add_metric([state], bad[state])
+        snapshots.add_metric(["snapshot", state], bad[state])
+    # a derived file is read only while it matches its record (queries compute it meanwhile):
+    # only bytes changed on disk count, not one merely unrecorded
+    found = derived_records.problems(lake)
+    derived = Counter((c.table, c.state) for c in (derived_records.check(lake, path, found)
+                                                   for path in derived_records.derived_files(lake)) if c.damaged)
+    for table in derived_records.DERIVED_TABLES:
+        for state in states[1:3]:
+            snapshots.add_metric([table, state], derived[(table, state)])
     return [damaged, verified, orphaned, snapshots]
 
 
