@@ -13,6 +13,7 @@ from service.core.config import Config, load_config
 from service.core.errors import SpendlakeError, damaged_lake_file, os_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
+from service.cli.interrupt import interruptible
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.core.output import printable
 from service.core.snapshot_ledger import unnamed_damage
@@ -113,8 +114,10 @@ def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
     if not obj.config.sources:  # it still builds the rollups of what the lake holds
         click.echo("no billing sources configured: add a `sources:` list to the config")
     only = tuple(dict.fromkeys(sources))  # `--source a --source a` reads a once
-    result = _with_progress(lambda progress: run_ingest(obj.config, only=only, progress=progress, strict=strict,
-                                                        published=_print_outcomes))
+    with interruptible("spendlake ingest", "the periods committed above are in the lake, nothing half-written "
+                       "is visible, and what it had staged is removed (the next ingest removes anything left)"):
+        result = _with_progress(lambda progress: run_ingest(obj.config, only=only, progress=progress, strict=strict,
+                                                            published=_print_outcomes))
     if result.failed:
         sys.exit(3)
 

@@ -96,14 +96,18 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
     with lake.lock("ingest"):
         lake.clean_staging()
         lake.settle()  # a commit that died between placing its files and recording them
-        for source in sources:
-            result.outcomes.extend(_ingest_source(lake, source, progress, strict))
-        _publish(lake, result.outcomes)
-        if published:
-            published(result)
-        for source in sources:
-            _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
-        refresh_rollups(lake, config)  # also after a config change, when nothing was new
+        try:
+            for source in sources:
+                result.outcomes.extend(_ingest_source(lake, source, progress, strict))
+            _publish(lake, result.outcomes)
+            if published:
+                published(result)
+            for source in sources:
+                _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
+            refresh_rollups(lake, config)  # also after a config change, when nothing was new
+        except BaseException:  # stopped (SIGTERM) or failed: the deliveries staged and not published go now
+            lake.clean_staging()
+            raise
     return result
 
 
