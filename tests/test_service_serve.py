@@ -62,18 +62,26 @@ serve(config, tasks=Tasks(ingest=lambda: None, rules=None, daily=slow_daily), an
 """
 
 
-def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
+def start_slow_service(tmp_path, job_seconds: float) -> tuple[subprocess.Popen, list[str]]:
+    """A service whose make-up daily run (it starts at once on a new lake) takes `job_seconds`;
+    returns once that job has started, with the lines printed so far."""
     config = write_config(tmp_path, config_data(tmp_path))
     script = tmp_path / "slow_service.py"
     script.write_text(textwrap.dedent(SLOW_SERVICE))
-    proc = subprocess.Popen([sys.executable, str(script), str(config), "1.5"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"})
+    proc = subprocess.Popen([sys.executable, str(script), str(config), str(job_seconds)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"})
     lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "job started" in line:
+            break
+    return proc, lines
+
+
+def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
+    proc, lines = start_slow_service(tmp_path, job_seconds=1.5)
     try:
-        for line in proc.stdout:  # the make-up daily run starts at once on a new lake
-            lines.append(line)
-            if "job started" in line:
-                break
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
@@ -149,17 +157,8 @@ def test_sighup_with_a_config_that_does_not_load_keeps_serving_the_running_one(t
 def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
     """The reload waits for the running job, as SIGTERM does, with /healthz still answering:
     a liveness probe must not find the service gone while it finishes a long ingest."""
-    config = write_config(tmp_path, config_data(tmp_path))
-    script = tmp_path / "slow_service.py"
-    script.write_text(textwrap.dedent(SLOW_SERVICE))
-    proc = subprocess.Popen([sys.executable, str(script), str(config), "4"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"})
-    lines = []
+    proc, lines = start_slow_service(tmp_path, job_seconds=4)
     try:
-        for line in proc.stdout:  # the make-up daily run starts at once on a new lake
-            lines.append(line)
-            if "job started" in line:
-                break
         base = re.search(r"serving (http://\S+)", "".join(lines))[1]
         proc.send_signal(signal.SIGHUP)
         for line in proc.stdout:
