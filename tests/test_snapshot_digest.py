@@ -5,6 +5,7 @@ before stay valid), and a snapshot without a usable record is still hashed."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import shutil
@@ -15,9 +16,10 @@ import pytest
 
 from service.attribution.jobs import basis_of, jobs_basis
 from service.attribution.rollup import inventory_latest
-from service.core import snapshot_ledger
+from service.core import commit, snapshot_ledger
 from service.core.commit import commit_snapshot
 from service.core.config import load_config
+from service.core.errors import SpendlakeError
 from service.core.lake import Lake
 from service.core.snapshot_ledger import RECORDS, record_file
 from tests.test_inventory_integrity import JOBS, lake, snapshot, spendlake  # noqa: F401 (fixture)
@@ -115,3 +117,19 @@ def test_a_snapshot_recorded_as_either_of_two_files_alike_mid_commit_is_hashed(l
     record = json.loads(path.read_text())
     path.write_text(json.dumps({**record, "sha256": "0" * 64, "previous": record}))
     assert jobs_basis(lake) == expected and hashed == [snapshot(lake)]
+
+
+def test_a_commit_on_a_read_only_lake_raises_the_named_error_not_the_staged_files_unlink(tmp_path, monkeypatch):
+    # a lake remounted read-only under the rules job: the staged file is written, placing it fails with
+    # EROFS, and removing it fails the same way; the named error must win over the unlink's OSError
+    def read_only(*_args, **_kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    unlink = Path.unlink
+    monkeypatch.setattr(commit, "install", read_only)
+    monkeypatch.setattr(Path, "unlink", lambda self, *a, **k: read_only() if "_staging" in self.parts
+                        else unlink(self, *a, **k))
+    with pytest.raises(SpendlakeError) as raised:
+        tags_snapshot(Lake(tmp_path / "lake"), "2026-11-01", "a")
+    assert raised.value.message == "read-only file system for this user", raised.value
+    assert raised.value.where == str(tmp_path / "lake") and "write access" in raised.value.hint

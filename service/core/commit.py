@@ -254,4 +254,7 @@ def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation
     except OSError as exc:
         raise os_error(exc, str(lake.root)) from None
     finally:
-        staged.unlink(missing_ok=True)
+        try:
+            staged.unlink(missing_ok=True)
+        except OSError as exc:  # a read-only lake: the error above says what happened, the next run cleans staging
+            log.debug("could not remove %s: %s", staged, exc)
