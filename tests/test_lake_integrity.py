@@ -316,3 +316,12 @@ def test_check_on_a_lake_without_a_bill_says_there_is_nothing_to_reconcile(tmp_p
     result = spendlake(config, "attribute", "--check", "--format", "json")
     assert result.exit_code == 0
     assert f"the lake at {tmp_path / 'lake'} is empty: nothing to reconcile; run `spendlake ingest`" in result.output
+
+
+def test_verify_piped_without_format_on_an_empty_lake_prints_the_json_contract_not_a_sentence(tmp_path):
+    # piped, the default format is JSON (as `budgets` since f200b9e): no partitions is [], not a sentence
+    config = write_config(tmp_path)
+    piped = spendlake(config, "verify")
+    assert piped.exit_code == 0 and json.loads(piped.stdout) == [], piped.output
+    table = spendlake(config, "verify", "--format", "table")
+    assert table.exit_code == 0 and "holds no cost partition or inventory snapshot" in table.stdout, table.output

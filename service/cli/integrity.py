@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from service.cli.output import emit, format_option
+from service.cli.output import default_format, emit, format_option
 
 # table and partition last: the cost columns came first, and scripts read them by position
 VERIFY_COLUMNS = ["source", "billing_period", "check", "detail", "table", "partition"]
@@ -43,7 +43,8 @@ def verify_command(obj, fmt: str | None) -> None:
               "partition": c.partition} for c in snapshots]
     rows += [{"source": c.source, "billing_period": _period(c.partition), "check": c.state, "detail": c.detail,
               "table": c.table, "partition": c.partition} for c in derived]
-    if not rows and (fmt or "table") == "table":
+    fmt = fmt or default_format()  # JSON when piped: the same contract as --format json
+    if not rows and fmt == "table":
         click.echo(f"the lake at {lake.root} holds no cost partition or inventory snapshot of the configured sources")
     else:
         emit(rows, VERIFY_COLUMNS, fmt, title=f"{len(checks)} partition(s) against the ledger, "
