@@ -30,7 +30,8 @@ def make_client(service: str, *, region: str | None = None, profile: str | None 
 
 
 def default_region(profile: str | None = None) -> str:
-    """The region the credential chain would use (AWS_REGION, the profile), else us-east-1."""
+    """The region the credential chain would use (AWS_DEFAULT_REGION, else the profile's `region`; boto3
+    ignores AWS_REGION), else us-east-1."""
     import boto3
 
     return boto3.session.Session(profile_name=profile).region_name or "us-east-1"
