@@ -142,7 +142,9 @@ def inventory(obj: Context, sources: tuple[str, ...]) -> None:
     if not obj.config.inventory:
         click.echo("no inventory sources configured: add an `inventory:` list to the config")
         return
-    outcomes = run_inventory(obj.config, only=tuple(dict.fromkeys(sources)))
+    with interruptible("spendlake inventory", "the snapshots committed are in the lake, nothing half-written is "
+                       "visible, and what it had staged is removed (the next inventory removes anything left)"):
+        outcomes = run_inventory(obj.config, only=tuple(dict.fromkeys(sources)))
     for outcome in outcomes:
         for line in outcome.lines():
             click.echo(printable(line), err=outcome.failed)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from service.cli.interrupt import interruptible
+
 
 @click.command("rollup")
 @click.pass_obj
@@ -12,6 +14,9 @@ def rollup_command(obj) -> None:
     """Store the attribution rollups for the current config (run after changing `attribution:`)."""
     from service.ingest.rollups import rollup
 
-    done = rollup(obj.config)
+    with interruptible("spendlake rollup", "the rollups stored before are in the lake, nothing half-written is "
+                       "visible, and what it had staged is removed (queries roll up in memory meanwhile; run "
+                       "spendlake rollup again)"):
+        done = rollup(obj.config)
     click.echo(f"rollups for config {obj.config.attribution.fingerprint()}: {done.built} built, "
                f"{done.stored} already stored, {done.removed} superseded removed")
