@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 
 import pytest
@@ -14,13 +14,13 @@ from click.testing import CliRunner
 from attribution_helpers import line, make_lake
 from rules.base import RuleContext
 from rules.budget import BudgetRule
-from service.findings.budgets import budget_status
+from service.findings.budgets import budget_status, early_in_month, judged_month
 from service.findings.forecast import Forecast, forecast_month
 from service.cli.main import cli
 from service.core.config import load_config, parse_config
 from service.core.config_budgets import BudgetConfig
 from service.core.lake import Lake
-from service.core.timewindow import Window
+from service.core.timewindow import Window, month_start
 from service.findings.run import run_rules
 from tests.attribution_helpers import declared_sources
 
@@ -52,6 +52,18 @@ def test_forecast_knows_weekends_and_part_of_today():
     assert outlook.forecast == month_so_far + Decimal(50) + Decimal(1000) + Decimal(40)
     assert outlook.days_left == Decimal("14.5")
     assert outlook.low < outlook.forecast < outlook.high
+
+
+def test_data_ending_on_the_1st_judges_the_month_it_closes_not_an_empty_new_one():
+    # The bill ends a day before "now": data through Dec 1 00:00 is November, as `--since mtd` reads it
+    # (was: December with 0 actual and the whole month forecast from November's rate, 200%).
+    spend = daily(date(2026, 10, 1), date(2026, 11, 30), lambda d: 100)
+    now = datetime(2026, 12, 1)
+    outlook = forecast_month(spend, now)
+    assert outlook.actual == Decimal(3000)
+    assert outlook.days_left == 0 and outlook.forecast == outlook.low == outlook.high == Decimal(3000)
+    assert judged_month(now) == "2026-11" and not early_in_month(now)
+    assert judged_month(datetime(2026, 12, 1, 6)) == "2026-12" and early_in_month(datetime(2026, 12, 1, 6))
 
 
 def budget_lake(tmp_path, *, today: date, per_day: str = "100", days: int = 45):
@@ -116,7 +128,8 @@ def test_budget_status_and_the_cli_agree_with_attribution(tmp_path):
     lake = budget_lake(tmp_path, today=today)
     config = budgets_config(lake, [{"name": "pretrain", "value": "pretrain", "amount": 1000000}])
     [status] = budget_status(lake, config)
-    expected_actual = Decimal(100) * (today.day - 1)
+    # the data ends at today's 00:00: the month judged is the one `mtd` reads (on the 1st, the whole last month)
+    expected_actual = Decimal(100) * (today - month_start(datetime.combine(today, time())).date()).days
     assert status.outlook.actual == expected_actual and status.status == "ok"
     path = tmp_path / "spendlake.yaml"
     path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,

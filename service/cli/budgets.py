@@ -18,8 +18,8 @@ MONEY = ("amount", "actual", "forecast", "forecast_low", "forecast_high")
 def budgets_command(obj, fmt: str | None) -> None:
     """Every budget: month-to-date actual, month-end forecast (with its band), % used, status."""
     from service.core.coverage import data_end
-    from service.core.timewindow import utc_now
-    from service.findings.budgets import FIRST_DAYS, budget_status
+    from service.core.timewindow import iso_utc, utc_now
+    from service.findings.budgets import budget_status, early_in_month, judged_month
 
     as_of = data_end(obj.lake) or utc_now()  # budgets as of the data's end, as the rules and metrics see them
     statuses = budget_status(obj.lake, obj.config, as_of)
@@ -29,14 +29,14 @@ def budgets_command(obj, fmt: str | None) -> None:
         click.echo("no budgets configured: add a `budgets:` section to the config (see README \"Budgets\")")
         return
     columns = list(COLUMNS)
-    if as_of.day <= FIRST_DAYS and fmt != "json":  # early in a month: how the last one ended
+    if early_in_month(as_of) and fmt != "json":  # early in a month: how the last one ended
         for row in rows:
             last = row["last_month"] or {}
             row["last_month"] = f"{last['month']}: {last['used_pct']}% {last['status']}" if last else ""
         columns.append("last_month")
     if fmt == "table":  # money with thousands separators, as every other table shows it
         rows = [{**row, **{k: money_text(row[k]) for k in MONEY}} for row in rows]
-    emit(rows, columns, fmt, title="spendlake budgets",
+    emit(rows, columns, fmt, title=f"spendlake budgets: {judged_month(as_of)}, data through {iso_utc(as_of)}",
          right=(*MONEY, "used_pct", "forecast_pct", "days_left"),
          whole=("amount", "actual", "forecast"))
     for status in statuses:

@@ -43,7 +43,7 @@ from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
 from service.core.coverage import data_end
 from service.core.lake import Lake
-from service.findings.budgets import FIRST_DAYS, budget_statuses
+from service.findings.budgets import budget_statuses, early_in_month
 from service.findings.forecast import history_start
 from service.findings.run import run_rules
 from service.ingest.billing import IngestResult, ingest
@@ -137,7 +137,8 @@ def demo_budgets(config: Config, now: datetime) -> list[dict]:
     month's first days (while `spendlake budgets` and the report show how the last month
     ended) 80% of last month's spend, which the month just closed crossed: a budget that a
     day or two of spend crosses would be a sliver of a month's (forecast past 3,000%);
-    `eval` halfway between its actual and its month-end forecast. None for a team without
+    `eval` halfway between its actual and its month-end forecast, or (data ending on the 1st
+    at 00:00 closes the month: nothing left to forecast) at 1.1 × its actual, past 80%. None for a team without
     spend."""
     lake = Lake.of(config)
     budgets = []
@@ -148,11 +149,13 @@ def demo_budgets(config: Config, now: datetime) -> list[dict]:
         actual, forecast = status.outlook.actual, status.outlook.forecast
         if team == "pretrain":
             closed = status.last_month.actual if status.last_month else Decimal(0)
-            spent = closed if closed > 0 and (now.day <= FIRST_DAYS or actual <= 0) else actual
+            spent = closed if closed > 0 and (early_in_month(now) or actual <= 0) else actual
             amount = spent * Decimal("0.8")
-        else:
+        elif forecast > actual:
             amount = (actual + forecast) / 2
+        else:
+            amount = actual * Decimal("1.1")
         amount = amount.quantize(Decimal("1"))
-        if amount > 0 and (team == "pretrain" or forecast > amount > actual):
+        if amount > 0 and (team == "pretrain" or actual < amount < forecast or forecast == actual < amount):
             budgets.append({**probe, "amount": str(amount)})
     return budgets

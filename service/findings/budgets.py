@@ -43,6 +43,17 @@ def daily_spend_lookup(lake: Lake, config: Config) -> DailySpendLookup:
 FIRST_DAYS = 7  # the last closed month's outcome is shown in the month's first days
 
 
+def judged_month(at: datetime) -> str:
+    """YYYY-MM of the month budgets judge at `at` (forecast.month_bounds: as `mtd` reads it)."""
+    return month_bounds(at)[0].strftime("%Y-%m")
+
+
+def early_in_month(at: datetime) -> bool:
+    """`at` lies in the first FIRST_DAYS days of the month judged (the 1st at 00:00 closes the
+    month before: its last day, not a new month's first)."""
+    return (at - timedelta(microseconds=1)).day <= FIRST_DAYS
+
+
 @dataclass(frozen=True)
 class MonthOutcome:
     """How a closed month ended against the budget."""
@@ -68,6 +79,7 @@ class MonthOutcome:
 class BudgetStatus:
     budget: BudgetConfig
     outlook: Forecast
+    month: str  # YYYY-MM judged
     last_month: MonthOutcome | None = None  # the month before, when the lake holds spend of it
 
     @property
@@ -104,7 +116,7 @@ class BudgetStatus:
 
     def to_json(self) -> dict:
         b, o = self.budget, self.outlook
-        return {"budget": b.name, "dimension": b.dimension, "value": b.value, "currency": b.currency,
+        return {"budget": b.name, "month": self.month, "dimension": b.dimension, "value": b.value, "currency": b.currency,
                 "amount": _money(b.amount), "actual": _money(o.actual), "forecast": _money(o.forecast),
                 "forecast_low": _money(o.low), "forecast_high": _money(o.high),
                 "used_pct": _pct(self.used_ratio), "forecast_pct": _pct(self.forecast_ratio),
@@ -133,7 +145,7 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
         closed = [cost for day, cost in daily.items() if previous.date() <= day < this_month.date()]
         last = MonthOutcome(previous.strftime("%Y-%m"), sum(closed, Decimal(0)), b.amount) if closed else None
         statuses.append(BudgetStatus(b, forecast_month({d: c for d, c in daily.items() if d >= since.date()}, at),
-                                     last))
+                                     this_month.strftime("%Y-%m"), last))
     return statuses
 
 

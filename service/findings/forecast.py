@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+from service.core.timewindow import month_start
+
 TRAILING_DAYS = 28
 
 
@@ -30,8 +32,11 @@ class Forecast:
 
 
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    start = datetime(now.year, now.month, 1)
-    end = datetime(now.year + (now.month == 12), now.month % 12 + 1, 1)
+    """The month judged at `now`: the one holding the instant just before it, as `mtd` reads
+    it (service/core/timewindow.py), so data ending on the 1st at 00:00 judges the month it
+    closes, not a new month without spend."""
+    start = month_start(now)
+    end = datetime(start.year + (start.month == 12), start.month % 12 + 1, 1, tzinfo=start.tzinfo)
     return start, end
 
 
@@ -67,7 +72,8 @@ def forecast_month(daily: Mapping[date, Decimal], now: datetime) -> Forecast:
         same = [cost for d, cost in observed.items() if d.weekday() == day.weekday()]
         return sum(same, Decimal(0)) / len(same) if same else fallback
 
-    rest_of_today = Decimal(str((datetime.combine(today + timedelta(days=1), datetime.min.time()) - now)
+    # The rest of today, up to the month's end: none when `now` closes the month.
+    rest_of_today = Decimal(str((min(datetime.combine(today + timedelta(days=1), datetime.min.time()), end) - now)
                                 / timedelta(days=1)))
     remaining = [(today, rest_of_today)] + [
         (today + timedelta(days=n), Decimal(1)) for n in range(1, (end.date() - today).days)]

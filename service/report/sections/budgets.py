@@ -3,8 +3,9 @@ budget (service.findings.budgets, the numbers `spendlake budgets` shows), with t
 in the first days of a month, also how the month before ended.
 
 The report day D is judged as of D's end (the next midnight UTC), the instant `spendlake
-budgets` uses when the bill runs through D: the report of a month's last day shows the new
-month's forecast and, in its last-month column, how the month that just ended came out.
+budgets` uses when the bill runs through D. That instant closes D's month (as `--since mtd`
+reads it, service/core/timewindow.py): the report of a month's last day shows how that month
+came out (its forecast is its actual), not a new month without spend.
 Spend is read for whole days up to D's end, so the actual ties out to `spendlake attribute`.
 """
 
@@ -16,8 +17,8 @@ from decimal import Decimal
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import day_start
-from service.findings.budgets import FIRST_DAYS, budget_statuses
-from service.findings.forecast import history_start
+from service.findings.budgets import budget_statuses, early_in_month
+from service.findings.forecast import history_start, month_bounds
 from service.report.model import Chart, Column, Section, Table
 
 CENT, TENTH = Decimal("0.01"), Decimal("0.1")  # forecasts are estimates: cents and tenths of a percent
@@ -29,7 +30,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)  # naive UTC, as service.findings.budgets takes it
     since = history_start(until)
     statuses = budget_statuses(lake, config, since, until, until)
-    table = Table("budgets", f"Budgets, {until:%B %Y} as of {until:%Y-%m-%d %H:%M}: actual, forecast and warning lines", [
+    table = Table("budgets", f"Budgets, {month_bounds(until)[0]:%B %Y} as of {until:%Y-%m-%d %H:%M}: actual, forecast and warning lines", [
         Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
         Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
         Column("used_pct", "used", "percent"), Column("forecast", "forecast", "money"),
@@ -37,7 +38,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         Column("forecast_high", "forecast high", "money", in_html=False),
         Column("forecast_pct", "forecast used", "percent"), Column("lines", "lines", in_html=False),
         Column("status", "status"),
-        *([Column("last_month", "last month")] if until.day <= FIRST_DAYS else []),
+        *([Column("last_month", "last month")] if early_in_month(until) else []),
     ], markdown=(("budget", "value"), "status"))
     for status in statuses:
         budget, outlook = status.budget, status.outlook
