@@ -3,7 +3,9 @@ configured budget.
 
 `budget_status(lake, config, now)` is what `spendlake budgets`, the metrics collector and
 the `budget` rule (through its RuleContext) read; the report reads `budget_statuses` for
-its day. Spend comes from attribution, so it ties out to `spendlake attribute`.
+its day. Spend comes from attribution per day, so it ties out to `spendlake attribute
+--granularity day` (shared costs split over each day's direct spend; summed exactly, rounded
+only when shown), not always to `--since mtd`, which splits them over the whole month.
 """
 
 from __future__ import annotations
