@@ -79,15 +79,19 @@ def start_slow_service(tmp_path, job_seconds: float) -> tuple[subprocess.Popen, 
     return proc, lines
 
 
-def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
-    proc, lines = start_slow_service(tmp_path, job_seconds=1.5)
+def stopped_output(proc: subprocess.Popen, lines: list[str]) -> str:
+    """SIGTERM the service, check it exits 0, and return all it printed."""
     try:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
-    lines += proc.stdout.readlines()
-    output = "".join(lines)
+    return "".join(lines + proc.stdout.readlines())
+
+
+def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
+    proc, lines = start_slow_service(tmp_path, job_seconds=1.5)
+    output = stopped_output(proc, lines)
     assert "stopping: waiting for running jobs" in output and output.rstrip().endswith("stopped")
     assert json.loads((tmp_path / "reports" / "done.json").read_text())["day"]
     assert json.loads((tmp_path / "lake" / "_state" / "jobs.json").read_text())["daily"]["last_run_date"]
@@ -173,11 +177,8 @@ def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
             if line.count("serving http://") and "".join(lines).count("serving http://") == 2:
                 break
         assert json.loads((tmp_path / "reports" / "done.json").read_text())["day"]
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        output = stopped_output(proc, lines)
     finally:
         proc.kill()
-    lines += proc.stdout.readlines()
-    output = "".join(lines)
     assert output.index("job started") < output.index("reloading") < output.index("starting again")
     assert output.rstrip().endswith("stopped")
