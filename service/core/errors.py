@@ -11,6 +11,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from service.core.logs import without_url_credentials
+
 log = logging.getLogger(__name__)
 
 
@@ -20,9 +22,11 @@ class SpendlakeError(Exception):
     exit_code = 3
 
     def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
-        self.message = message
-        self.where = where
-        self.hint = hint
+        # a URL's password (a Prometheus or S3 endpoint configured with one, or echoed in a
+        # library's error) is never shown: errors reach terminals, logs, status and the API
+        self.message = without_url_credentials(message)
+        self.where = where and without_url_credentials(where)
+        self.hint = hint and without_url_credentials(hint)
         super().__init__(str(self))
 
     def __str__(self) -> str:

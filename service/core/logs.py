@@ -1,12 +1,16 @@
 """Logging set-up. A filter redacts credentials from every record, botocore's DEBUG
-output included (it logs request headers: Authorization, X-Amz-Security-Token)."""
+output and tracebacks included (they show request headers: Authorization,
+X-Amz-Security-Token, and URLs with their `user:password@`)."""
 
 from __future__ import annotations
 
 import logging
 import re
 
+# `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials
+URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\"<>]+@"), r"\1<redacted>@")
 REDACTIONS = (
+    URL_CREDENTIALS,
     (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{12,}\b"), "<redacted-key-id>"),
     (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*['\"]?b?['\"]?)[^'\",\s}]+"), r"\1<redacted>"),
     (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?b?['\"]?)[^'\"}]+"), r"\1<redacted>"),
@@ -14,6 +18,12 @@ REDACTIONS = (
                 r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
 )
+
+
+def without_url_credentials(text: str) -> str:
+    """`text` with the `user:password@` of every URL in it redacted."""
+    pattern, replacement = URL_CREDENTIALS
+    return pattern.sub(replacement, text)
 
 
 def redact(text: str) -> str:
@@ -28,6 +38,10 @@ class RedactingFilter(logging.Filter):
         cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:  # a traceback quotes what its exceptions say
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True
 
 

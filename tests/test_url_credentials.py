@@ -1,0 +1,55 @@
+"""A URL configured with its credentials (`http://user:password@prometheus:9090`, an S3
+endpoint `http://key:secret@minio:9000`) never shows them: not in errors, status, the lake's
+state or the logs, `-vv` and botocore's tracebacks included (RELIABILITY 20)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from prometheus_support import answering_prometheus
+from service.cli.main import cli
+from service.core.errors import SourceError
+
+PASSWORD = "tiger-s3cret-42"
+
+
+def lake_texts(lake) -> str:
+    return "".join(p.read_text(errors="replace") for p in lake.rglob("*") if p.is_file() and p.suffix != ".parquet")
+
+
+def test_20_a_prometheus_url_with_a_password_is_never_shown(tmp_path):
+    empty = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+    with answering_prometheus(empty, []) as url:
+        url = url.replace("http://", f"http://scott:{PASSWORD}@")
+        (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+            {"name": "k8s", "kind": "k8s-pods", "prometheus_url": url, "max_attempts": 1, "timeout_seconds": 5}]}))
+        failed = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "-vv", "inventory"])
+    status = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "status", "--format", "json"])
+    assert failed.exit_code == 3, failed.output
+    assert "http://<redacted>@127.0.0.1:" in failed.output and "no kube-state-metrics series" in failed.output
+    for text in (failed.output, status.output, lake_texts(tmp_path / "lake")):
+        assert PASSWORD not in text and "scott" not in text
+
+
+def test_20_an_s3_endpoint_with_credentials_is_never_shown_even_in_debug_tracebacks(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "cur", "kind": "aws-cur2", "location": "s3://bucket/exports", "max_attempts": 1,
+         "endpoint_url": f"http://minio:{PASSWORD}@127.0.0.1:1"}]}))  # nothing listens on port 1
+    failed = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "-vv", "ingest"])
+    status = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "status", "--format", "json"])
+    assert failed.exit_code == 3
+    assert "Traceback" in failed.output and "botocore" in failed.output  # botocore's DEBUG lines did run
+    assert 'Could not connect to the endpoint URL: "http://<redacted>@127.0.0.1:1/bucket' in failed.output
+    for text in (failed.output, status.output, lake_texts(tmp_path / "lake")):
+        assert PASSWORD not in text
+
+
+def test_20_an_error_hides_the_password_of_any_url_it_names_and_keeps_the_rest():
+    error = SourceError('cannot reach "https://u:p%40ss@prom.example:9090/api?q=1"', where="http://tok@h/x",
+                        hint="check s3://bucket/a@b and http://host/x@y")
+    assert str(error) == ('http://<redacted>@h/x: cannot reach "https://<redacted>@prom.example:9090/api?q=1" — '
+                          "check s3://bucket/a@b and http://host/x@y")
