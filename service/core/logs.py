@@ -1,11 +1,15 @@
 """Logging set-up. A filter redacts credentials from every record, botocore's DEBUG
 output and tracebacks included (they show request headers: Authorization,
-X-Amz-Security-Token, and URLs with their `user:password@`)."""
+X-Amz-Security-Token, and URLs with their `user:password@`). A message is one line, its
+control characters shown as escapes: a job name or a file's header holding a line break or
+an ANSI escape can neither forge a log line nor rewrite the terminal that shows the log."""
 
 from __future__ import annotations
 
 import logging
 import re
+
+from service.core.output import printable
 
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials
 URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\"<>]+@"), r"\1<redacted>@")
@@ -35,14 +39,18 @@ def redact(text: str) -> str:
 class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message)
+        cleaned = one_line(redact(message))
         if cleaned != message:
             record.msg, record.args = cleaned, None
         if record.exc_info and not record.exc_text:  # a traceback quotes what its exceptions say
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text)
+            record.exc_text = printable(redact(record.exc_text))
         return True
+
+
+def one_line(text: str) -> str:
+    return printable(text).replace("\n", "\\n")
 
 
 def setup_logging(level: int = logging.WARNING) -> None:

@@ -1,0 +1,63 @@
+"""The service's log: one record, one line. A value from a source (a jobs file's header, a job
+name) holding a line break cannot forge a log line, nor an ANSI escape rewrite the terminal
+that shows the log (RELIABILITY 34, 62)."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from datetime import datetime, time, timedelta, timezone
+
+from prometheus_client import CollectorRegistry
+
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.core.logs import setup_logging
+from service.serve.metrics import JobMetrics
+from service.serve.scheduler import ServiceScheduler, Tasks
+from service.serve.service import run_ingest
+
+FORGED = "2026-12-04 00:00:00,000 INFO service.serve.scheduler: daily report written"
+
+
+@contextmanager
+def service_logging():
+    """The service's log set-up (to stderr), the root logger as it was afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    setup_logging(logging.INFO)
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_34_a_jobs_file_header_cannot_forge_a_log_line_or_rewrite_the_terminal(tmp_path, capfd):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(f'job_id,start_time,end_time,"gpu\x1b]0;owned\x07\n{FORGED}"\n1,2026-11-30T00:00:00Z,,1\n')
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "trace", "kind": "jobs-file", "path": str(jobs)}]})
+    tasks = Tasks(ingest=lambda: run_ingest(config), rules=None, daily=lambda day: None)
+    scheduler = ServiceScheduler(Lake.of(config), JobMetrics(CollectorRegistry(), tasks.names()), tasks,
+                                 ingest_every=timedelta(hours=1), daily_at=time(6),
+                                 clock=lambda: datetime(2026, 12, 1, tzinfo=timezone.utc))
+    with service_logging():
+        assert not scheduler.instrumented("ingest", tasks.ingest)
+    lines = capfd.readouterr().err.splitlines()
+    failed = [line for line in lines if "job ingest failed" in line]
+    assert len(failed) == 1 and "missing column(s) gpus" in failed[0], lines
+    assert "gpu\\x1b]0;owned\\x07\\n2026-12-04 00:00:00,000 INFO" in failed[0]  # shown, not run
+    assert not [line for line in lines if line.startswith(FORGED)]
+    assert not any(ch in "".join(lines) for ch in "\x1b\x07\r")
+
+
+def test_62_a_log_message_is_one_line_and_a_traceback_runs_no_escape(capfd):
+    with service_logging():
+        try:
+            raise ValueError("bad cell 'x\x1b[2J'")
+        except ValueError:
+            logging.getLogger("service.test").exception("job %s failed", "ingest\r\nforged")
+    err = capfd.readouterr().err
+    assert "job ingest\\r\\nforged failed" in err and "ValueError: bad cell 'x\\x1b[2J'" in err
+    assert "\x1b" not in err and "\r" not in err
