@@ -345,3 +345,14 @@ def test_on_a_terminal_without_format_runs_shows_its_table_with_totals_and_the_d
     assert shown.exit_code == 0 and shown.stdout == asked.stdout, shown.stdout
     assert "billed cost per run, 2026-11-02T00:00:00Z → 2026-11-03T00:00:00Z" in shown.stdout
     assert "$/GPU-h" in shown.stdout and "data through 2026-11-02 11:00 UTC" in shown.stdout
+
+
+def test_34_a_job_state_from_a_jobs_file_is_shown_not_run_in_the_note_on_an_empty_answer(tmp_path):
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
+                state="FAILED\x1b]0;owned\x07\n2026-11-02 forged line")]
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], jobs)
+    shown = CliRunner().invoke(cli, ["--config", write_config(tmp_path, lake), "runs", "--since", "2026-11-02",
+                                     "--until", "2026-11-03", "--state", "completed", "--format", "table"])
+    assert shown.exit_code == 0, shown.output
+    assert "the runs there ended FAILED\\x1b]0;OWNED\\x07" in shown.stderr  # the terminal shows it, runs nothing
+    assert "\x1b" not in shown.output and "\x07" not in shown.output

@@ -9,6 +9,7 @@ import click
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
+from service.core.output import printable
 from service.core.units import money_text
 
 COSTS = ("billed", "effective", "list")
@@ -86,7 +87,7 @@ def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
         click.echo(empty_lake_line(obj.lake), err=True)
     render(result, fmt)
     if not result.rows and not result.lake_empty:
-        click.echo(_why_no_run(result), err=True)
+        click.echo(printable(_why_no_run(result)), err=True)  # it names states and clusters from job records
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)
