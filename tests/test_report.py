@@ -170,6 +170,16 @@ def test_62_a_right_to_left_override_in_a_tag_cannot_turn_the_summarys_amounts_a
     assert md("مرحبا team") == "مرحبا team"  # right-to-left text itself stays as written
 
 
+def test_34_a_terminal_escape_in_a_job_value_is_shown_not_run_by_cat_summary_md():
+    report = sample_report()
+    table = report.sections[0].tables[0]
+    table.rows[0]["team"] = "nlp\x1b]0;owned\x07\x9b2J"  # OSC (retitle), C1 CSI (clear)
+    table.markdown = (("team",), "mtd_cost")  # in the summary, as the spend tables are
+    summary = render_files(report)["summary.md"].decode()
+    assert "- nlp\\\\x1b\\]0;owned\\\\x07\\\\x9b2J: " in summary  # Markdown for a literal `\x1b]0;owned...`
+    assert not any(ch in summary for ch in "\x1b\x07\x9b")
+
+
 def test_62_a_bidi_override_in_a_tag_is_shown_as_its_escape_on_the_page():
     report = sample_report()
     hostile = "\u202eevil"

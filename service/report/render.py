@@ -16,7 +16,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from service.core.output import to_csv, to_json, without_bidi_controls
+from service.core.output import printable, to_csv, to_json, without_bidi_controls
 from service.core.units import cents
 from service.report.charts import render as render_chart
 from service.report.model import Column, Headline, Report
@@ -90,9 +90,10 @@ def render_csvs(report: Report) -> dict[str, str]:
 
 
 def md(text: Any) -> str:
-    """A user-controlled string made inert for Markdown and chat (no links, no HTML, no emphasis)."""
+    """A user-controlled string made inert for Markdown, chat and a terminal showing the file (no
+    links, no HTML, no emphasis, control characters as escapes)."""
     return "".join(MD_ENTITIES.get(ch) or ("\\" + ch if ch in MD_SPECIAL else ch)
-                   for ch in without_bidi_controls(str(text).replace("\n", " ")))
+                   for ch in printable(str(text).replace("\n", " ")))
 
 
 def headline(h: Headline) -> str:
