@@ -184,6 +184,22 @@ def test_39_a_renamed_source_counts_nowhere_status_lists_it_and_forget_removes_i
     assert attributed_total(config) == BILLED
 
 
+def test_32_39_forget_removes_a_partition_folder_that_is_a_symlink_not_what_it_points_to(lake, tmp_path):
+    config, lake = lake
+    write_config(tmp_path, name="trey-research")
+    assert spendlake(config, "ingest").exit_code == 0
+    folder = lake.table_dir("costs") / "source=trey"
+    elsewhere = tmp_path / "other-lake" / "costs" / "source=trey"  # another lake's data, linked in
+    shutil.move(folder, elsewhere.parent.mkdir(parents=True) or elsewhere)
+    folder.symlink_to(elsewhere, target_is_directory=True)
+    kept = sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*"))
+    gone = spendlake(config, "forget", "trey", "--yes")
+    assert gone.exit_code == 0 and "forgot trey" in gone.output
+    assert not folder.is_symlink() and not folder.exists()  # "forgot" and still listed as orphaned before
+    assert sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == kept and kept
+    assert "orphaned" not in spendlake(config, "status").output
+
+
 def test_44_an_orphan_another_config_on_the_lake_declares_is_named_with_that_config(lake, tmp_path):
     config, lake = lake
     (tmp_path / "export-b").mkdir()

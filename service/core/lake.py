@@ -198,7 +198,10 @@ class Lake:
             self._write_ledger([e for e in state.entries if e.source != source],
                                [e for e in state.pending if e.source != source], state.pending_since)
             for table in SOURCE_TABLES:
-                shutil.rmtree(self.table_dir(table) / f"source={source}", ignore_errors=True)
+                folder = self.table_dir(table) / f"source={source}"
+                if folder.is_symlink():  # the link goes, never what it points to (rmtree refuses a link)
+                    folder.unlink()
+                shutil.rmtree(folder, ignore_errors=True)
                 forget_records(self.root, table, source)
             for name in ("sources", "file_periods"):  # its state, and what ingest knows of its files
                 state = self.read_state(name)
