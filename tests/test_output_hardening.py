@@ -143,3 +143,30 @@ def test_34_an_ingest_warning_naming_ids_from_the_file_prints_their_escapes(tmp_
     result = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
     assert result.exit_code == 0, result.output
     assert "id\\x1b]0;owned\\x07" in result.output and "\x1b" not in result.output, repr(result.output)
+
+
+def test_34_findings_ack_shows_an_s3_keys_escapes_not_runs_them(tmp_path):
+    """A checkpoint prefix is whatever a job named its files: S3 keys may hold any character."""
+    from datetime import datetime, timezone
+    from decimal import Decimal
+
+    import yaml
+    from click.testing import CliRunner
+
+    from rules.base import Finding
+    from service.cli.main import cli
+    from service.core.lake import Lake
+    from service.findings.store import store_findings
+
+    seen = datetime(2026, 11, 28, tzinfo=timezone.utc)
+    lake = Lake(tmp_path / "lake")
+    store_findings(lake, [Finding(id="f1", rule="checkpoint-sprawl", severity="warning", category="waste",
+                                  resource_id="s3://ckpt/run\x1b]0;owned\x07/", team="nlp", summary="40 checkpoints",
+                                  impact_usd=Decimal("3.10"), monthly_waste_usd=Decimal("3.10"), first_seen=seen,
+                                  last_seen=seen)])
+    (tmp_path / "spendlake.yaml").write_text(yaml.safe_dump({"lake": str(lake.root)}))
+    acked = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "findings", "ack", "f1",
+                                     "--reason", "planned\x1b[2J"])
+    assert acked.exit_code == 0, acked.output
+    assert "acknowledged f1 (checkpoint-sprawl, s3://ckpt/run\\x1b]0;owned\\x07/): planned\\x1b[2J" in acked.output
+    assert "\x1b" not in acked.output and "\x07" not in acked.output
