@@ -5,7 +5,10 @@ tables): a snapshot deleted, truncated or with bytes altered is exit 3 naming th
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from service.core.config import load_config
 from service.core.lake import Lake
 from service.core.snapshot_ledger import RECORDS, SET_ASIDE, unnamed_damage
 from service.ingest.inventory import run_inventory
+from tests.conftest import REPO
 
 HEADER = "job_id,start_time,end_time,gpus,cluster,state,user,team\n"
 JOBS = HEADER + "".join(f"{100 + i},2026-11-{1 + i % 28:02d}T10:00:00Z,2026-11-{1 + i % 28:02d}T12:00:00Z,{i % 8},p5,"
@@ -226,3 +230,21 @@ def test_an_unreadable_record_is_read_as_none_and_written_again_by_the_next_inve
     assert verified.exit_code == 0 and row["check"] == "unrecorded" and "record is unreadable" in row["detail"], row
     assert spendlake(config, "inventory").exit_code == 0
     assert json.loads(spendlake(config, "verify", "--format", "json").output)[0]["check"] == "ok"
+
+
+@pytest.mark.parametrize("stand_in", ["fifo", "link to /dev/zero"])
+def test_36_a_snapshot_replaced_by_a_fifo_or_a_link_to_dev_zero_exits_3_not_hangs(tmp_path, stand_in):
+    """A query over bills versions its rollups by the job snapshots' digests: one it could not
+    take from the record was hashed whole, which never ends on /dev/zero, never starts on a FIFO."""
+    from tests.test_runs import lake_with_runs, write_config
+
+    lake, _ = lake_with_runs(tmp_path)
+    config = write_config(tmp_path, lake)
+    [file] = lake.table_dir("jobs").glob("source=*/snapshot_date=*/data.parquet")
+    file.unlink()
+    os.mkfifo(file) if stand_in == "fifo" else file.symlink_to("/dev/zero")
+    for args in (["runs", "--since", "2026-11-02", "--format", "json"], ["attribute", "--since", "2026-11-02"]):
+        query = subprocess.run([sys.executable, "-m", "service", "--config", config, *args], capture_output=True,
+                               text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert query.returncode == 3, query.stderr
+        assert f"{file}: jobs snapshot source=slurm/snapshot_date=" in query.stderr and "is truncated" in query.stderr

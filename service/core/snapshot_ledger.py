@@ -47,6 +47,7 @@ SET_ASIDE = "_damaged"  # where `inventory` moves a damaged snapshot it cannot t
 OWN_TABLES = ("findings", "plans")
 RECORDED_TABLES = (*INVENTORY_TABLES, *OWN_TABLES)
 RECORD_FIELDS = ("size", "rows", "sha256")
+NOT_A_FILE = "not a regular file"  # a snapshot's digest when a FIFO or a device stands in its place
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 # DuckDB errors about the SQL, not the bytes read: no reason to hash the lake
 NOT_DAMAGE = ("BinderException", "ParserException", "CatalogException", "InterruptException")
@@ -178,6 +179,8 @@ def snapshot_digest(lake: SnapshotLake, path: Path) -> str:
     (written before records existed, unreadable, or not telling which of two files it is)."""
     digest = _settled(lambda: _read_record(record_file(lake.root, path)), lambda record: _recorded_digest(path, record),
                       lambda found: found is None)
+    if digest is None and path.exists() and not path.is_file():
+        return NOT_A_FILE  # a FIFO or a device (a link to /dev/zero): reading it may never end; the checks name it
     return digest or sha256_file(path)
 
 
