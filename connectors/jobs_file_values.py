@@ -115,6 +115,13 @@ def parse_gpus(value: Any) -> float:
 def parse_labels(value: Any) -> dict[str, str] | None:
     if not present(value):
         return None
+    try:
+        return _labels(value)
+    except RecursionError:  # `{"a": [[[[...` thousands deep: Python's JSON parser (or writer) gives up
+        raise BadValue("JSON nested too deep for labels") from None
+
+
+def _labels(value: Any) -> dict[str, str]:
     if isinstance(value, str):
         try:
             value = json.loads(value)

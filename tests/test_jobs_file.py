@@ -163,6 +163,10 @@ def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
      "column labels: 'team=nlp' is not JSON"),
     ('job_id,start_time,end_time,gpus,labels\n1,2026-11-30T00:00:00Z,,1,"[1, 2]"\n',
      "column labels: not a JSON object"),
+    # a labels cell nested thousands deep: Python's JSON parser gives up (a traceback and exit 1 before)
+    ('job_id,start_time,end_time,gpus,labels\n1,2026-11-30T00:00:00Z,,1,"{""team"": '
+     + "[" * 5000 + "]" * 5000 + '}"\n',
+     "row 1 (line 2), column labels: JSON nested too deep for labels"),
     ("job_id,start_time,end_time,gpus,restarts\n1,2026-11-30T00:00:00Z,,1,1.5\n",
      "column restarts: '1.5' is not a whole number >= 0"),
     ("job_id,start_time,end_time,gpus,GPU_NUM\n1,2026-11-30T00:00:00Z,,1,2\n",
