@@ -218,3 +218,14 @@ def test_ingest_and_inventory_without_sources_say_what_to_add(tmp_path):
     assert ingest.exit_code == 0 and "no billing sources configured: add a `sources:` list" in ingest.output
     inventory = invoke("--config", config, "inventory")
     assert inventory.exit_code == 0 and "no inventory sources configured: add an `inventory:` list" in inventory.output
+
+
+@pytest.mark.parametrize("token, kind", [("48151623424815162342", "a number"), ("4815.1623", "a number"),
+                                         ("'shortsecret'", None)])
+def test_20_config_validate_never_echoes_an_api_token_it_refuses(tmp_path, token, kind):
+    """A token of digits reads as a YAML number: the error says so, not what the token is."""
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice:\n  api_token: {token}\n")
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
+    assert result.exit_code == 2 and "service.api_token: must be" in result.output, result.output
+    assert token.strip("'") not in result.output and (kind is None or f"not {kind} (not shown)" in result.output)

@@ -34,6 +34,7 @@ PATTERNS = {
     r"^v\d+\.\d+\.\d+$": "an API version such as v0.0.40",
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a Kubernetes namespace: lowercase letters, digits and inner hyphens",
 }
+SECRET_SETTINGS = frozenset({"api_token"})  # an error about one says what kind of value it got, never the value
 
 
 def dotted_path(loc: tuple[Any, ...]) -> str:
@@ -55,6 +56,8 @@ def plain_errors(exc: ValidationError, data: Any = None, *, prefix: tuple[Any, .
     problems = []
     for error in exc.errors():
         loc = _path(tuple(error["loc"]), data)
+        if loc and loc[-1] in SECRET_SETTINGS:
+            error = {**error, "input": Secret(error.get("input"))}
         cause = (error.get("ctx") or {}).get("error")
         loc += tuple(getattr(cause, "subpath", ()))  # a NestedValueError names a child of its section
         message = unknown_key if error["type"] == "extra_forbidden" else plain_message(error)
@@ -72,8 +75,19 @@ def plain_message(error: Mapping[str, Any]) -> str:
     return _reworded(error["msg"])
 
 
+class Secret:
+    """A secret setting's value in an error: shown as its kind only (`a number`)."""
+
+    def __init__(self, value: Any):
+        number = isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+        self.kind = ("a text (not shown)" if isinstance(value, str) else "a number (not shown)" if number
+                     else _got(value))
+
+
 def _got(value: Any) -> str:
     """What was given, in words: `'abc'`, `the number 1.5`, `a list`, `a mapping`, `nothing`."""
+    if isinstance(value, Secret):
+        return value.kind
     if value is None:
         return "nothing"
     if isinstance(value, bool):
