@@ -21,6 +21,8 @@ its modules (tests/test_layout.py):
   per job, run and cluster (idle included), from the same allocation (service/attribution/clusters.py);
 - `runs`, `RunsQuery`, `RunsResult`, `RunRow`, `RunTotal`: one row per run of the shared GPU
   clusters, for `spendlake runs` and /api/v1/runs (service/attribution/run_rows.py);
+- `RunStory`, `RunJob`, `RunInstance`, `UNFINISHED`: one run's jobs, cost by job type and state,
+  and the idle beside it, for `runs --run` (service/attribution/run_story.py);
 - `parse_where`: `team=nlp` options as a filter;
 - `attributed_lines`: every line with its value per dimension and shared costs split into
   allocated lines (service/attribution/per_line.py; `spendlake export --with-attribution`);
@@ -46,6 +48,7 @@ _MODULES = {
     "ranked": ("DefaultShare", "Ranked", "RankedGroup", "default_shares", "top_groups"),
     "rollup": ("RollupBuild",),
     "run_rows": ("RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
+    "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("ScrapeTops", "build_tops", "read_tops"),

@@ -111,15 +111,19 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     return runs
 
 
-def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window,
-                 cost: str) -> dict[tuple[str, str | None], Decimal]:
-    """(run lower case, currency) → idle share of the instances its jobs' parts are on, over
-    their hours that start in `window`: allocation's parts of the window's cluster lines
-    (in stages: only those lines are read in full), with the run dimension alone."""
+def placed_parts(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,
+                 select: str, bind: dict | None = None) -> list[tuple]:
+    """Rows of `select` over `parts`: allocation's job and idle parts of the window's cluster lines
+    (in stages: only those lines are read in full), the hours starting in `window`, with columns
+    `run` (lower case), `resource`, `hour`, `currency`, `kind` (`job` or `idle`), `job` (the id of
+    `job:<id>`; the cluster of `idle:<cluster>`) and `amount` (`cost`'s measure). `bind` gives
+    `select`'s own parameters (`$name`)."""
     con = session.con
     params = Params()
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     since, until = params.bind(_naive(window.since), "since"), params.bind(_naive(window.until), "until")
+    for name, value in (bind or {}).items():
+        params.bind(value, name)
     where = f"{start} < {until} AND (coalesce(ChargePeriodEnd, {start}) > {since} OR {start} >= {since})"
     tag_keys = recorded_tag_keys(cost_partitions(lake, session.snapshot))
     if tag_keys is None:
@@ -129,14 +133,23 @@ def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, w
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation,
                            needs=Needs(("run",), (cost,)), parts_only=True)
     run, how = dim_col("run"), how_col("run")
-    sql = (lines.text + f" SELECT lower({run}), ResourceId, currency, split_part({how}, ':', 1) AS kind, "
-           f"sum({MEASURES[cost]}) FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "
-           f"AND split_part({how}, ':', 1) IN ('job', 'idle') GROUP BY ALL")
+    sql = (lines.text + f", parts AS (SELECT lower({run}) AS run, ResourceId AS resource, cp_start AS hour, currency, "
+           f"split_part({how}, ':', 1) AS kind, substr({how}, strpos({how}, ':') + 1) AS job, "
+           f"{MEASURES[cost]} AS amount FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "
+           f"AND split_part({how}, ':', 1) IN ('job', 'idle')) {select}")
+    run_setup(con, lines)
+    return con.execute(sql, lines.params).fetchall()
+
+
+def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window,
+                 cost: str) -> dict[tuple[str, str | None], Decimal]:
+    """(run lower case, currency) → idle share of the instances its jobs' parts are on, over
+    their hours that start in `window` (`placed_parts`, with the run dimension alone)."""
     instance_total: dict[tuple, Decimal] = defaultdict(Decimal)
     instance_idle: dict[tuple, Decimal] = defaultdict(Decimal)
     on: dict[tuple[str, str | None], set] = defaultdict(set)
-    run_setup(con, lines)
-    for value, resource, currency, kind, amount in con.execute(sql, lines.params).fetchall():
+    select = "SELECT run, resource, currency, kind, sum(amount) FROM parts GROUP BY ALL"
+    for value, resource, currency, kind, amount in placed_parts(lake, session, config, window, cost, select):
         instance_total[(resource, currency)] += amount or 0
         if kind == "idle":
             instance_idle[(resource, currency)] += amount or 0

@@ -30,6 +30,8 @@ bill, its cluster has no pool) shows cost 0, no currency, and the values its job
 `by` groups the rows (team, project, experiment, job_type, cluster, user, state): `top` keeps the
 N costliest runs of each group and folds the rest into one `other` row; totals are per group and
 currency (all runs, with or without `top`).
+`run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
+and by state, the idle of its instances while it held them (service/attribution/run_story.py).
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ from decimal import Decimal
 
 from connectors.jobs_base import STATE_SYNONYMS, STATES
 from service.attribution.api import _attribution, read_sessions
-from service.attribution.clusters import ClusterCost, usage_dims, usage_in
+from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
 from service.attribution.run_inputs import SEVERAL, VALUES, JobSide, idle_shares, job_records, joined_clusters
+from service.attribution.run_story import RunStory, run_story
 from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
@@ -69,13 +72,14 @@ class RunsQuery:
     states: tuple[str, ...] = ()  # upper case; a run is kept when its last job's state is one of them
     top: int | None = None
     cost: str = "billed"
+    run: str | None = None  # one run's rows and story
     # without `until`: the window at another data end (`window_at`); None when `until` fixed it
     anchored: Callable[..., Window] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
               state: str | None = None, top: str | int | None = None, cost: str | None = None,
-              now: datetime | None = None, end: datetime | None = None, naming: Naming = cli_option) -> RunsQuery:
+              run: str | None = None, now: datetime | None = None, end: datetime | None = None, naming: Naming = cli_option) -> RunsQuery:
         """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
         Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end)."""
         if not since:
@@ -92,9 +96,11 @@ class RunsQuery:
             raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
         if (cost or "billed") not in MEASURES:
             raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
+        if run is not None and not run.strip():
+            raise UsageError("the run id is empty", where=naming("run"), hint="name a run, e.g. its run_id")
         now = now or utc_now()
         return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
-                   cost or "billed", data_anchored(since, until, now=now, naming=naming))
+                   cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming))
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,7 @@ class RunsResult:
     sources: tuple[tuple[str, datetime | None], ...] = ()  # each billing source read and its data_through
     clusters: tuple[ClusterCost, ...] = ()  # each cluster's instance cost and idle part in the window
     states_left_out: tuple[str, ...] = ()  # the last jobs' states `--state` did not name (why it kept none)
+    story: RunStory | None = None  # `run`: its jobs, splits and idle
 
     @property
     def window(self) -> Window:
@@ -167,7 +174,7 @@ class RunsResult:
                             "gpu_hours": _text(t.gpu_hours), "cost": _text(t.cost)} for t in self.totals],
                 "data_through": iso_utc(self.data_through) if self.data_through else None,
                 "sources": [{"source": name, "data_through": iso_utc(moment) if moment else None}
-                            for name, moment in self.sources]}
+                            for name, moment in self.sources]} | (self.story.to_json() if self.story else {})
 
 
 def _job_state(text: str, where: str) -> str:
@@ -199,17 +206,21 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         con = lake.query()
         try:
             records = job_records(lake, con, config, query.window)
+            story = query.run and run_story(lake, None, con, config, query.window, query.cost, query.run,
+                                            ClusterUsage(query.window, query.cost, (), ()))
         finally:
             con.close()
-        rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for side in records.values()]
+        rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for side in _one(query, records)]
         kept, left_out = _kept(query, rows)
-        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out)
+        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out, story=story or None)
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
     records = job_records(lake, session.con, config, query.window)
     idle = idle_shares(lake, session, config, query.window, query.cost)
     costs: dict[tuple[str, str | None], list] = {}
     for job in usage.jobs:
+        if query.run is not None and folded(job.values["run"]) != folded(query.run):
+            continue
         key = (folded(job.values["run"]), job.currency)
         values = {d: job.values.get(d) for d in VALUES if d != "cluster"}
         held = costs.setdefault(key, [job.values["run"], Decimal(0), values, 0, set()])
@@ -223,11 +234,17 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         rows.append(_row(name, values, cost, currency, records.get(run), parts, idle.get((run, currency))))
     costed = {run for run, _ in costs}
     for run, side in records.items():
-        if run not in costed:
+        if run not in costed and (query.run is None or run == folded(query.run)):
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
     kept, left_out = _kept(query, rows)
+    story = query.run and run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage)
     return replace(_arrange(query, kept, usage.overbooked), sources=tuple(session.data_through().items()),
-                   clusters=usage.clusters, states_left_out=left_out)
+                   clusters=usage.clusters, states_left_out=left_out, story=story or None)
+
+
+def _one(query: RunsQuery, records: dict[str, JobSide]) -> list[JobSide]:
+    """The runs' job sides, of the one run `query.run` names when it does."""
+    return [side for run, side in records.items() if query.run is None or run == folded(query.run)]
 
 
 def _kept(query: RunsQuery, rows: list[RunRow]) -> tuple[list[RunRow], tuple[str, ...]]:

@@ -9,6 +9,7 @@ import click
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
+from service.cli.run_story import render_story
 from service.core.output import printable
 from service.core.units import money_text
 
@@ -69,15 +70,17 @@ def _why_no_run(result) -> str:
 @click.option("--by", "by", help="Group the runs: team, project, experiment, job_type, cluster, user or state.")
 @click.option("--state", help="Keep runs whose last job ended in this state (comma-separated), e.g. failed.")
 @click.option("--top", type=WholeNumber(min=1), help="Keep the N costliest runs (of each group), fold the rest into `other`.")
+@click.option("--run", help="One run's story: its jobs (each attempt), its cost by job type and by state, and the "
+              "idle of its instances while it held them.")
 @click.option("--cost", type=click.Choice(COSTS), default="billed", show_default=True)
 @format_option
 @click.pass_obj
-def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
+def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
     from service.attribution import RunsQuery, runs
     from service.core.coverage import data_end
 
-    query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost,
+    query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
                             end=None if until else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
     if result.lake_empty and result.rows:
@@ -85,8 +88,15 @@ def runs_command(obj, since, until, by, state, top, cost, fmt) -> None:
                    "until `spendlake ingest` stores one", err=True)
     elif result.lake_empty:
         click.echo(empty_lake_line(obj.lake), err=True)
-    render(result, fmt)
-    if not result.rows and not result.lake_empty:
+    fmt = fmt or default_format()
+    if result.story is None or fmt != "csv":  # csv with --run: its jobs, one line each
+        render(result, fmt)
+    if result.story is not None and fmt != "json":
+        render_story(result, fmt)
+    if result.story is not None:
+        for note in result.story.notes:  # an unknown run: exit 0 with the closest ids, as `--where` does
+            click.echo(("warning: " if note.startswith("no run ") else "note: ") + printable(note), err=True)
+    elif not result.rows and not result.lake_empty:
         click.echo(printable(_why_no_run(result)), err=True)  # it names states and clusters from job records
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "

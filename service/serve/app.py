@@ -32,7 +32,7 @@ from service.ingest.status import status as lake_status
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "SPENDLAKE_API_TOKEN"
-RUNS_PARAMS = frozenset({"since", "until", "by", "state", "top", "cost"})
+RUNS_PARAMS = frozenset({"since", "until", "by", "state", "top", "cost", "run"})
 ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
 FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
 
@@ -193,7 +193,7 @@ class Api:
 
         parsed = RunsQuery.parse(since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
                                  state=one(query, "state"), top=one(query, "top"), cost=one(query, "cost"),
-                                 now=self.clock(), end=data_end(self.lake), naming=api_parameter)
+                                 run=one(query, "run"), now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         return json_response(200, runs(self.lake, self.config, parsed).to_json())
 
     def findings(self, query: Query) -> Response:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from datetime import date, timedelta
 from decimal import Decimal
 
-from service.attribution import RunsQuery, attribute, cluster_usage, runs
+from service.attribution import UNFINISHED, RunsQuery, attribute, cluster_usage, runs
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
@@ -22,9 +22,6 @@ from service.report.model import Chart, Column, Section, Table
 
 ZERO = Decimal(0)
 TREND_DAYS = 30
-# A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
-UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
-              "DEADLINE", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "REVOKED")
 TITLE = "Shared GPU clusters"
 
 

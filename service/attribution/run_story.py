@@ -1,0 +1,303 @@
+"""One run's story, what `spendlake runs --run X` (and `/api/v1/runs?run=X`) adds to its row:
+its jobs (each attempt) with their cost, its cost split by job type and by final state, and
+the idle of the instances while it held them.
+
+    run_story(lake, session, config, window, cost, run, usage) -> RunStory   (.to_json())
+
+- jobs: each job record of the run that held GPUs in the window (the newest snapshot of each
+  attempt: a Slurm requeue keeps the job id, a new attempt is a new record), with its cluster,
+  nodes and instance ids as the record states them, its GPUs, GPU-hours inside the window and
+  its cost: the parts allocation placed on `job:<id>` with its job type and state. Allocation
+  names parts by job id, so attempts of one job id that ended in the same state (a job requeued
+  twice) share that cost in proportion to their GPU-hours in the window (`shared`); every other
+  attempt's cost is its parts' to the cent. Parts without a record (EKS pods) are jobs of their
+  own without times.
+- by_job_type, by_state: the jobs' cost summed; each sums exactly to the run's cost per currency,
+  as `attribute --where run=X --by job_type` (or `job_state`) gives it. `unfinished` marks the
+  states that bought no finished work (failed, cancelled, timed out, requeued...): the failed
+  re-runs.
+- instances: each billed instance its jobs' parts are on: the run's cost there, and over the
+  instance-hours in which the run held part of it (hours starting in the window), the instance's
+  cost and its idle part. The idle is shown beside the run's cost, never inside it: those dollars
+  are the cluster's `idle`, not the run's (the row's `idle_share` is of the same instances over
+  the whole window, held or not).
+- notes: why the story is short: a run no record or part names (with the closest run ids), a run
+  with no job in the window (when its jobs ran), jobs that reached no billed instance.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import duckdb
+
+from service.attribution.allocation import NEWEST_RECORD
+from service.attribution.clusters import ClusterUsage
+from service.attribution.compute import RollupSession
+from service.attribution.job_values import job_values_ctes
+from service.attribution.jobs import JOBS_TABLE, label_keys
+from service.attribution.run_inputs import HOURS, placed_parts
+from service.attribution.sql import Params, dim_col
+from service.core.config_attribution import AttributionConfig
+from service.core.config_clusters import IDLE
+from service.core.folding import folded
+from service.core.lake import Lake
+from service.core.suggest import suggestion
+from service.core.timewindow import Window, iso_utc
+
+# A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
+UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+              "DEADLINE", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "REVOKED")
+RECORD_VALUES = ("job_type", "job_state", "cluster")
+GPU_HOURS_QUANTUM = Decimal("1e-6")
+RATIO_QUANTUM = Decimal("1e-4")
+
+
+@dataclass(frozen=True)
+class RunJob:
+    job: str  # the job id as the scheduler shows it (EKS pods: <namespace>/<pod>)
+    record: str | None  # the attempt's record id (None: a part without a job record)
+    cluster: str | None
+    job_type: str | None
+    state: str | None
+    start: datetime | None
+    end: datetime | None  # None while it runs
+    gpus: Decimal | None
+    gpu_hours: Decimal | None  # inside the window
+    nodes: tuple[str, ...]
+    instance_ids: tuple[str, ...]
+    cost: Decimal
+    currency: str | None
+    shared: bool = False  # its job id's cost in this state, shared with other attempts by GPU-hours
+
+    def to_json(self) -> dict:
+        return {"job": self.job, "record": self.record, "cluster": self.cluster, "job_type": self.job_type,
+                "state": self.state, "start": _iso(self.start), "end": _iso(self.end), "gpus": _text(self.gpus),
+                "gpu_hours": _text(self.gpu_hours), "nodes": list(self.nodes), "instance_ids": list(self.instance_ids),
+                "cost": _text(self.cost), "currency": self.currency, "shared": self.shared}
+
+
+@dataclass(frozen=True)
+class RunInstance:
+    instance: str
+    currency: str | None
+    cost: Decimal  # the run's parts on it
+    held: Decimal  # the instance's cost in the hours the run held part of it
+    idle: Decimal  # of `held`, the idle part
+
+    def to_json(self) -> dict:
+        return {"instance": self.instance, "currency": self.currency, "cost": _text(self.cost),
+                "held_cost": _text(self.held), "idle": _text(self.idle)}
+
+
+@dataclass(frozen=True)
+class RunStory:
+    run: str  # as asked
+    jobs: tuple[RunJob, ...]
+    instances: tuple[RunInstance, ...]
+    notes: tuple[str, ...] = ()
+
+    def split(self, field: str) -> list[tuple[str | None, str | None, Decimal, int]]:
+        """(value of `field`, currency, cost, jobs) per value and currency, costliest first."""
+        sums: dict[tuple, list] = defaultdict(lambda: [Decimal(0), 0])
+        for job in self.jobs:
+            held = sums[(getattr(job, field), job.currency)]
+            held[0] += job.cost
+            held[1] += 1
+        return sorted(((v, c, cost, n) for (v, c), (cost, n) in sums.items()),
+                      key=lambda s: (s[1] or "~", -s[2], s[0] or ""))
+
+    def idle(self) -> list[tuple[str | None, Decimal, Decimal]]:
+        """(currency, idle, held) over its instances: the idle beside the run's cost."""
+        sums: dict[str | None, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+        for instance in self.instances:
+            sums[instance.currency][0] += instance.idle
+            sums[instance.currency][1] += instance.held
+        return [(c, idle, held) for c, (idle, held) in sorted(sums.items(), key=lambda s: s[0] or "~")]
+
+    def to_json(self) -> dict:
+        return {
+            "jobs": [job.to_json() for job in self.jobs],
+            "by_job_type": [{"job_type": v, "currency": c, "cost": _text(cost), "jobs": n}
+                            for v, c, cost, n in self.split("job_type")],
+            "by_state": [{"state": v, "currency": c, "cost": _text(cost), "jobs": n,
+                          "unfinished": (v or "").upper() in UNFINISHED} for v, c, cost, n in self.split("state")],
+            "idle": [{"currency": c, "cost": _text(idle), "held_cost": _text(held),
+                      "share": _text((idle / held).quantize(RATIO_QUANTUM)) if held else None}
+                     for c, idle, held in self.idle()],
+            "instances": [i.to_json() for i in self.instances],
+            "notes": list(self.notes)}
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else format(value, "f")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return iso_utc(moment) if moment else None
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return moment.replace(tzinfo=timezone.utc) if moment else None
+
+
+@dataclass
+class _Record:
+    record: str
+    job: str
+    key: tuple[str, str, str, str]  # folded cluster, job id, state, job type: how parts name it
+    values: dict[str, str | None]
+    start: datetime
+    end: datetime | None
+    gpus: Decimal
+    gpu_hours: Decimal
+    nodes: tuple[str, ...]
+    instance_ids: tuple[str, ...]
+
+
+def _records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,
+             run: str) -> list[_Record]:
+    """The run's job records that held GPUs in `window` (the newest snapshot of each attempt),
+    with the job type, state and cluster its parts take (service/attribution/job_values.py)."""
+    if not lake.has_table(JOBS_TABLE):
+        return []
+    since, until = _naive(window.since), _naive(window.until)
+    params = Params()
+    records = (
+        f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
+        f"WHERE newest = 1 AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
+        f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) "
+        f"AND lower(trim(run_id)) = {params.bind(folded(run), 'run')})")
+    values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
+    rows = con.execute(
+        f"WITH {records}, {values} SELECT record_id, job_id, start_time, end_time, gpus, nodes, instance_ids, "
+        f"{', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, "
+        "record_id", params.values).fetchall()
+    out = []
+    for record, job, start, end, gpus, nodes, instance_ids, *stated in rows:
+        gpus = Decimal(repr(gpus))
+        gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
+        seconds = max((min(end or until, until) - max(start, since)).total_seconds(), 0)
+        stated = dict(zip(RECORD_VALUES, stated))
+        key = (folded(stated["cluster"] or ""), job, folded(stated["job_state"] or ""), folded(stated["job_type"] or ""))
+        out.append(_Record(record, job, key, stated, start, end, gpus,
+                           (gpus * Decimal(int(seconds * 1_000_000)) / 1_000_000 / HOURS).quantize(GPU_HOURS_QUANTUM),
+                           tuple(nodes or ()), tuple(instance_ids or ())))
+    return out
+
+
+def _shares(total: Decimal, weights: list[Decimal]) -> list[Decimal]:
+    """`total` in parts proportional to `weights` (equal when they are all 0), at `total`'s
+    decimals; the last takes the remainder, so the parts add up to `total` exactly."""
+    if sum(weights) == 0:
+        weights = [Decimal(1)] * len(weights)
+    quantum = Decimal(1).scaleb(min(total.as_tuple().exponent, 0))
+    whole = sum(weights)
+    parts = [(total * w / whole).quantize(quantum) for w in weights[:-1]]
+    return [*parts, total - sum(parts, Decimal(0))]
+
+
+def _jobs(records: list[_Record], usage: ClusterUsage, run: str) -> list[RunJob]:
+    """Each attempt with its cost: the parts of its job id, type and state (module docstring)."""
+    by_key: dict[tuple, list[_Record]] = defaultdict(list)
+    by_job: dict[tuple, list[_Record]] = defaultdict(list)
+    for record in records:
+        by_key[record.key].append(record)
+        by_job[record.key[:2]].append(record)
+    costed: set[str] = set()
+    jobs: list[RunJob] = []
+    for part in (j for j in usage.jobs if folded(j.values["run"]) == folded(run)):
+        key = (folded(part.cluster), part.job, folded(part.values["job_state"]), folded(part.values["job_type"]))
+        attempts = by_key.get(key) or by_job.get(key[:2], [])
+        if not attempts:  # an EKS pod: no job record
+            jobs.append(RunJob(part.job, None, part.cluster, part.values["job_type"], part.values["job_state"], None,
+                               None, None, None, (), (), part.cost, part.currency))
+            continue
+        for record, cost in zip(attempts, _shares(part.cost, [r.gpu_hours for r in attempts])):
+            costed.add(record.record)
+            jobs.append(_job(record, cost, part.currency, len(attempts) > 1,
+                             part.cluster, part.values["job_type"], part.values["job_state"]))
+    for record in records:
+        if record.record not in costed:  # it reached no billed instance (or ran past the bill's end)
+            jobs.append(_job(record, Decimal(0), None, False, record.values["cluster"], record.values["job_type"],
+                             record.values["job_state"]))
+    return sorted(jobs, key=lambda j: (j.start is None, j.start or datetime.min.replace(tzinfo=timezone.utc),
+                                       j.record or "", j.job, j.currency or ""))
+
+
+def _job(record: _Record, cost: Decimal, currency: str | None, shared: bool, cluster: str | None,
+         job_type: str | None, state: str | None) -> RunJob:
+    return RunJob(record.job, record.record, cluster, job_type, state, _utc(record.start), _utc(record.end),
+                  record.gpus, record.gpu_hours, record.nodes, record.instance_ids, cost, currency, shared)
+
+
+def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,
+               run: str) -> tuple[RunInstance, ...]:
+    """Per instance the run's parts are on: its parts, and the instance's cost and idle in the
+    hours it held part of it (hours starting in the window)."""
+    select = ("SELECT p.resource, p.currency, sum(p.amount) FILTER (WHERE p.kind = 'job' AND p.run = $run), "
+              "sum(p.amount), sum(p.amount) FILTER (WHERE p.kind = 'idle') FROM parts AS p "
+              "SEMI JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE kind = 'job' AND run = $run) "
+              "AS h ON h.resource = p.resource AND h.hour = p.hour AND h.currency IS NOT DISTINCT FROM p.currency "
+              "GROUP BY ALL")
+    rows = placed_parts(lake, session, config, window, cost, select, {"run": folded(run)})
+    return tuple(sorted((RunInstance(resource, currency, mine or Decimal(0), held or Decimal(0), idle or Decimal(0))
+                         for resource, currency, mine, held, idle in rows),
+                        key=lambda i: (i.currency or "~", -i.cost, i.instance)))
+
+
+def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
+              window: Window, cost: str, run: str, usage: ClusterUsage) -> RunStory:
+    """The story of `run` in `window` (module docstring); `session` None: a lake without a bill."""
+    records = _records(lake, con, config, window, run)
+    jobs = _jobs(records, usage, run)
+    instances = _instances(lake, session, config, window, cost, run) if session is not None and jobs else ()
+    return RunStory(run.strip(), tuple(jobs), instances,
+                    _notes(lake, session, con, run, window, jobs, usage.window if session else None))
+
+
+def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, run: str, window: Window,
+           jobs: list[RunJob], billed: Window | None) -> tuple[str, ...]:
+    """Why the story is short: no such run, no job in the window, jobs without a billed instance."""
+    span = f"{window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC"
+    if not jobs:
+        known = _known_runs(lake, session, con)
+        if folded(run) not in {folded(k) for k in known}:
+            return (f"no run {run.strip()!r} in the lake's job records or cost; {suggestion(run, known, 'run ids')}",)
+        first, last = _ever(lake, con, run)
+        when = f"; its jobs ran {first:%Y-%m-%d %H:%M} → {last:%Y-%m-%d %H:%M} UTC" if first else ""
+        return (f"run {run.strip()!r} has no job that held GPUs in the window {span}{when}",)
+    if any(j.currency for j in jobs) or session is None:
+        return ()
+    through = max((m for m in session.data_through().values() if m is not None), default=None)
+    if through is not None and all(j.start and j.start >= through for j in jobs):
+        return (f"run {run.strip()!r} has jobs in the window but no cost yet: they started after the bill's end "
+                f"(data through {through:%Y-%m-%d %H:%M} UTC)",)
+    return (f"run {run.strip()!r} has jobs in the window {span} but no billed cost: none of its jobs' instances or "
+            "nodes is a billed instance of a cluster (check the record's nodes or instance ids against "
+            "`clusters.node_tag`, or give its cluster a pool with `clusters.cluster_tag`)",)
+
+
+def _known_runs(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Run ids of job records and of job parts: not `idle` nor the run dimension's default, which
+    name no run."""
+    known = [] if session is None else [v for (d, _), v in session.spellings(["run"]).items() if d == "run"
+                                        and folded(v) not in (IDLE, folded(session.config.dimensions["run"].default))]
+    if lake.has_table(JOBS_TABLE):
+        known += [r for (r,) in con.execute("SELECT DISTINCT trim(run_id) FROM jobs WHERE run_id IS NOT NULL").fetchall()]
+    return known
+
+
+def _ever(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[datetime | None, datetime | None]:
+    """When the run's jobs ran, in every record the lake holds."""
+    if not lake.has_table(JOBS_TABLE):
+        return None, None
+    return con.execute("SELECT min(start_time), max(coalesce(end_time, start_time)) FROM jobs "
+                       "WHERE lower(trim(run_id)) = $run AND start_time IS NOT NULL", {"run": folded(run)}).fetchone()

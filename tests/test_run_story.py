@@ -1,0 +1,167 @@
+"""`spendlake runs --run X` and /api/v1/runs?run=X: one run's story. Figures by hand
+(p5.48xlarge: 8 GPUs, $80 an hour, i.e. $10 a GPU-hour; i-a billed 10:00-11:00 and 12:00-13:00,
+i-b 10:00-12:00):
+
+- run r1, 10:00-11:00: job 1 (pretrain, 8 GPUs of i-a, 10:00-10:30) FAILED: $40; its restart job 2
+  (8 GPUs of i-a, 10:30-11:00) COMPLETED: $40; job 3, an eval (4 GPUs of i-b, 10:00-10:30):
+  4·30/(8·60) of $80 = $20. Then job 7 (pretrain) requeued: attempt 7@1 8 GPUs of i-a 12:00-12:15
+  (2 GPU-hours) and attempt 7@2 12:15-12:45 (4 GPU-hours), both REQUEUED: allocation places $60 on
+  job 7, shared 2:4: $20 and $40.
+  r1 costs $160: pretrain $140, eval $20; COMPLETED $60, FAILED $40, REQUEUED $60 (unfinished: $100).
+- run r2: job 4 (debug, 4 GPUs of i-b, 10:00-10:15): 4·15/(8·60) of $80 = $10, CANCELLED.
+- idle beside r1: the instance-hours r1 held: i-a 10:00 ($80, idle 0), i-a 12:00 ($80: 45 min of
+  8 GPUs = $60 held by job 7, idle $20), i-b 10:00 ($80: r1 $20, r2 $10, idle $50): $70 of $240
+  (0.2917). i-b's 11:00 hour ($80, all idle) r1 never held: outside its idle, inside the row's
+  idle share (over the whole window: (20 + 50 + 80) / 320 = 0.4688).
+- run r3: job 5 on i-z, which the bill lacks: jobs, no billed cost.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from urllib.parse import parse_qs
+
+import yaml
+from click.testing import CliRunner
+
+from connectors.jobs_base import job_row
+from service.attribution import RunsQuery, runs
+from service.cli.main import cli
+from service.core.config import parse_config
+from tests.test_clusters_allocation import gpu_line, job, setup
+from tests.test_runs import whole_config
+from tests.test_service_http import api_for
+
+D = Decimal
+DAY = ["--since", "2026-11-02", "--until", "2026-11-03"]
+
+
+def attempt(record: str, start: str, end: str) -> dict:
+    from datetime import datetime
+    return job_row(record_id=f"p5/7@{record}", job_id="7", cluster="p5", state="REQUEUED", run_id="r1",
+                   start_time=datetime.fromisoformat(start), end_time=datetime.fromisoformat(end), gpus=8.0,
+                   instance_ids=["i-a"], job_type="pretrain")
+
+
+def lake_with_a_story(tmp_path):
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
+                state="FAILED", job_type="pretrain", project="llm"),
+            job("2", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1",
+                job_type="pretrain", project="llm"),
+            job("3", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r1",
+                job_type="eval", project="llm"),
+            attempt("1", "2026-11-02T12:00:00", "2026-11-02T12:15:00"),
+            attempt("2", "2026-11-02T12:15:00", "2026-11-02T12:45:00"),
+            job("4", 4, "2026-11-02T10:00:00", "2026-11-02T10:15:00", instance_ids=["i-b"], run_id="r2",
+                state="CANCELLED", job_type="debug"),
+            job("5", 2, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-z"], run_id="r3")]
+    lines = [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T12:00:00"),
+             gpu_line("i-b"), gpu_line("i-b", start="2026-11-02T11:00:00")]
+    lake, cfg = setup(tmp_path, lines, jobs)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    return lake, cfg, str(path)
+
+
+def story(lake, cfg, run="r1"):
+    return runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03", run=run))
+
+
+def test_one_run_shows_each_attempt_with_its_cost_nodes_and_gpu_hours(tmp_path):
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    result = story(lake, cfg)
+    [row] = result.rows  # the run's row as `runs` shows it, alone
+    assert (row.run, row.jobs, row.restarts, row.cost, row.idle_share) == ("r1", 5, 3, D(160), D("0.4688"))  # restarts: 2, 7@1, 7@2 (after 10:30)
+    assert [(t.runs, t.jobs, t.cost) for t in result.totals] == [(1, 5, D(160))]
+    jobs = [(j.job, j.record, j.job_type, j.state, j.gpus, j.gpu_hours, j.cost, j.instance_ids, j.shared)
+            for j in result.story.jobs]
+    assert jobs == [
+        ("1", "p5/1", "pretrain", "FAILED", D(8), D(4), D(40), ("i-a",), False),
+        ("3", "p5/3", "eval", "COMPLETED", D(4), D(2), D(20), ("i-b",), False),
+        ("2", "p5/2", "pretrain", "COMPLETED", D(8), D(4), D(40), ("i-a",), False),
+        ("7", "p5/7@1", "pretrain", "REQUEUED", D(8), D(2), D(20), ("i-a",), True),
+        ("7", "p5/7@2", "pretrain", "REQUEUED", D(8), D(4), D(40), ("i-a",), True)]
+    assert sum(j.cost for j in result.story.jobs) == row.cost
+
+
+def test_the_splits_by_job_type_and_state_sum_to_the_run_and_idle_stands_beside_it(tmp_path):
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    data = story(lake, cfg).to_json()
+    assert [(s["job_type"], D(s["cost"]), s["jobs"]) for s in data["by_job_type"]] == [
+        ("pretrain", D(140), 4), ("eval", D(20), 1)]
+    assert [(s["state"], D(s["cost"]), s["unfinished"]) for s in data["by_state"]] == [
+        ("COMPLETED", D(60), False), ("REQUEUED", D(60), True), ("FAILED", D(40), True)]
+    assert [(i["currency"], D(i["cost"]), D(i["held_cost"]), i["share"]) for i in data["idle"]] == [
+        ("USD", D(70), D(240), "0.2917")]
+    assert [(i["instance"], D(i["cost"]), D(i["held_cost"]), D(i["idle"])) for i in data["instances"]] == [
+        ("i-a", D(140), D(160), D(20)), ("i-b", D(20), D(80), D(50))]
+    # the runs JSON contract stays: the rows of that one run, keys added beside it
+    assert {"since", "until", "rows", "totals"} <= set(data) and [r["run"] for r in data["rows"]] == ["r1"]
+
+
+def test_the_run_agrees_with_attribute_where_run_to_the_cent(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    data = story(lake, cfg).to_json()
+    runner = CliRunner()
+    for dim, split in (("job_type", "by_job_type"), ("job_state", "by_state")):
+        shown = runner.invoke(cli, ["--config", path, "attribute", *DAY, "--where", "run=r1", "--by", dim,
+                                    "--format", "json"])
+        assert shown.exit_code == 0, shown.output
+        attributed = {r[dim]: D(r["cost"]) for r in json.loads(shown.stdout)["rows"]}
+        assert attributed == {s["job_type" if dim == "job_type" else "state"]: D(s["cost"]) for s in data[split]}
+
+
+def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
+    _, _, path = lake_with_a_story(tmp_path)
+    runner = CliRunner()
+    args = ["--config", path, "runs", *DAY, "--run", "R1", "--format"]  # any case
+    table = runner.invoke(cli, [*args, "table"], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "jobs of run r1 (each attempt)" in table.stdout and "p5/7" not in table.stdout
+    assert "REQUEUED (unfinished)" in table.stdout and "160.00" in table.stdout
+    assert ("idle beside the run, not in its cost: USD 70.00 (29.2%) of the 240.00 its instances cost in the hours "
+            "it held them") in " ".join(table.stdout.split())
+    csv_out = runner.invoke(cli, [*args, "csv"])
+    lines = csv_out.stdout.splitlines()
+    assert lines[0] == ("run,job,record,cluster,job_type,state,start,end,gpus,gpu_hours,nodes,instance_ids,cost,"
+                        "currency,shared") and len(lines) == 6
+    assert lines[4].startswith("r1,7,p5/7@1,p5,pretrain,REQUEUED,2026-11-02T12:00:00Z,2026-11-02T12:15:00Z,8,"), lines
+    shown = runner.invoke(cli, [*args, "json"])
+    data = json.loads(shown.stdout)
+    assert [r["run"] for r in data["rows"]] == ["r1"] and len(data["jobs"]) == 5 and data["notes"] == []
+
+
+def test_57_an_unknown_run_is_a_warning_naming_the_closest_run_ids(tmp_path):
+    _, _, path = lake_with_a_story(tmp_path)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r11", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["rows"] == []
+    assert "warning: no run 'r11' in the lake's job records or cost; closest run ids: r1" in shown.stderr
+
+
+def test_a_run_without_jobs_in_the_window_or_without_billed_cost_says_why(tmp_path):
+    _, _, path = lake_with_a_story(tmp_path)
+    runner = CliRunner()
+    later = runner.invoke(cli, ["--config", path, "runs", "--since", "2026-11-03", "--until", "2026-11-04",
+                                "--run", "r1", "--format", "json"])
+    assert later.exit_code == 0, later.output
+    assert ("note: run 'r1' has no job that held GPUs in the window 2026-11-03 00:00 → 2026-11-04 00:00 UTC; its "
+            "jobs ran 2026-11-02 10:00 → 2026-11-02 12:45 UTC") in later.stderr, later.stderr
+    unbilled = runner.invoke(cli, ["--config", path, "runs", *DAY, "--run", "r3", "--format", "json"])
+    data = json.loads(unbilled.stdout)
+    assert [(j["job"], j["cost"], j["currency"], j["gpu_hours"]) for j in data["jobs"]] == [
+        ("5", "0", None, "2.000000")]
+    assert "has jobs in the window" in unbilled.stderr and "but no billed cost" in unbilled.stderr
+
+
+def test_the_http_api_tells_one_runs_story(tmp_path):
+    lake, _, _ = lake_with_a_story(tmp_path)
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    response = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03&run=r2"), None)
+    assert response.status == 200, response.body
+    data = json.loads(response.body)
+    assert [(r["run"], D(r["cost"])) for r in data["rows"]] == [("r2", D(10))]
+    assert [(s["state"], D(s["cost"]), s["unfinished"]) for s in data["by_state"]] == [("CANCELLED", D(10), True)]
+    bad = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&run=%20"), None)
+    assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "run"
