@@ -72,7 +72,8 @@ def test_one_run_shows_each_attempt_with_its_cost_nodes_and_gpu_hours(tmp_path):
     lake, cfg, _ = lake_with_a_story(tmp_path)
     result = story(lake, cfg)
     [row] = result.rows  # the run's row as `runs` shows it, alone
-    assert (row.run, row.jobs, row.restarts, row.cost, row.idle_share) == ("r1", 5, 3, D(160), D("0.4688"))  # restarts: 2, 7@1, 7@2 (after 10:30)
+    # restarts: jobs 2, 7@1 and 7@2 started after job 1 failed at 10:30
+    assert (row.run, row.jobs, row.restarts, row.cost, row.idle_share) == ("r1", 5, 3, D(160), D("0.4688"))
     assert [(t.runs, t.jobs, t.cost) for t in result.totals] == [(1, 5, D(160))]
     jobs = [(j.job, j.record, j.job_type, j.state, j.gpus, j.gpu_hours, j.cost, j.instance_ids, j.shared)
             for j in result.story.jobs]
@@ -94,8 +95,9 @@ def test_the_splits_by_job_type_and_state_sum_to_the_run_and_idle_stands_beside_
         ("COMPLETED", D(60), False), ("REQUEUED", D(60), True), ("FAILED", D(40), True)]
     assert [(i["currency"], D(i["cost"]), D(i["held_cost"]), i["share"]) for i in data["idle"]] == [
         ("USD", D(70), D(240), "0.2917")]
-    assert [(i["instance"], D(i["cost"]), D(i["held_cost"]), D(i["idle"])) for i in data["instances"]] == [
-        ("i-a", D(140), D(160), D(20)), ("i-b", D(20), D(80), D(50))]
+    assert [(i["instance"], D(i["cost"]), D(i["held_cost"]), D(i["idle"]), D(i["window_cost"]), D(i["window_idle"]))
+            for i in data["instances"]] == [("i-a", D(140), D(160), D(20), D(160), D(20)),
+                                            ("i-b", D(20), D(80), D(50), D(160), D(130))]
     # the runs JSON contract stays: the rows of that one run, keys added beside it
     assert {"since", "until", "rows", "totals"} <= set(data) and [r["run"] for r in data["rows"]] == ["r1"]
 

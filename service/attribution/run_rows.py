@@ -79,7 +79,8 @@ class RunsQuery:
     @classmethod
     def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
               state: str | None = None, top: str | int | None = None, cost: str | None = None,
-              run: str | None = None, now: datetime | None = None, end: datetime | None = None, naming: Naming = cli_option) -> RunsQuery:
+              run: str | None = None, now: datetime | None = None, end: datetime | None = None,
+              naming: Naming = cli_option) -> RunsQuery:
         """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
         Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end)."""
         if not since:
@@ -206,20 +207,24 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         con = lake.query()
         try:
             records = job_records(lake, con, config, query.window)
-            story = query.run and run_story(lake, None, con, config, query.window, query.cost, query.run,
-                                            ClusterUsage(query.window, query.cost, (), ()))
+            story = run_story(lake, None, con, config, query.window, query.cost, query.run,
+                              ClusterUsage(query.window, query.cost, (), ())) if query.run else None
         finally:
             con.close()
-        rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for side in _one(query, records)]
+        rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for run, side in records.items()
+                if _wanted(query, run)]
         kept, left_out = _kept(query, rows)
-        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out, story=story or None)
+        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out, story=story)
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
     records = job_records(lake, session.con, config, query.window)
-    idle = idle_shares(lake, session, config, query.window, query.cost)
+    story = run_story(lake, session, session.con, config, query.window, query.cost, query.run,
+                      usage) if query.run else None
+    # one run: its idle share from the parts its story read (one pass over the window's parts, not two)
+    idle = story.idle_shares() if story else idle_shares(lake, session, config, query.window, query.cost)
     costs: dict[tuple[str, str | None], list] = {}
     for job in usage.jobs:
-        if query.run is not None and folded(job.values["run"]) != folded(query.run):
+        if not _wanted(query, folded(job.values["run"])):
             continue
         key = (folded(job.values["run"]), job.currency)
         values = {d: job.values.get(d) for d in VALUES if d != "cluster"}
@@ -234,17 +239,16 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         rows.append(_row(name, values, cost, currency, records.get(run), parts, idle.get((run, currency))))
     costed = {run for run, _ in costs}
     for run, side in records.items():
-        if run not in costed and (query.run is None or run == folded(query.run)):
+        if run not in costed and _wanted(query, run):
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
     kept, left_out = _kept(query, rows)
-    story = query.run and run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage)
     return replace(_arrange(query, kept, usage.overbooked), sources=tuple(session.data_through().items()),
-                   clusters=usage.clusters, states_left_out=left_out, story=story or None)
+                   clusters=usage.clusters, states_left_out=left_out, story=story)
 
 
-def _one(query: RunsQuery, records: dict[str, JobSide]) -> list[JobSide]:
-    """The runs' job sides, of the one run `query.run` names when it does."""
-    return [side for run, side in records.items() if query.run is None or run == folded(query.run)]
+def _wanted(query: RunsQuery, run: str) -> bool:
+    """Whether the run (lower case) is one the query shows: every run, or the one `run` names."""
+    return query.run is None or run == folded(query.run)
 
 
 def _kept(query: RunsQuery, rows: list[RunRow]) -> tuple[list[RunRow], tuple[str, ...]]:

@@ -87,10 +87,13 @@ class RunInstance:
     cost: Decimal  # the run's parts on it
     held: Decimal  # the instance's cost in the hours the run held part of it
     idle: Decimal  # of `held`, the idle part
+    window_cost: Decimal  # the instance's cost in the window, held by the run or not
+    window_idle: Decimal  # of `window_cost`, the idle part (the row's idle share)
 
     def to_json(self) -> dict:
         return {"instance": self.instance, "currency": self.currency, "cost": _text(self.cost),
-                "held_cost": _text(self.held), "idle": _text(self.idle)}
+                "held_cost": _text(self.held), "idle": _text(self.idle), "window_cost": _text(self.window_cost),
+                "window_idle": _text(self.window_idle)}
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,16 @@ class RunStory:
             sums[instance.currency][0] += instance.idle
             sums[instance.currency][1] += instance.held
         return [(c, idle, held) for c, (idle, held) in sorted(sums.items(), key=lambda s: s[0] or "~")]
+
+    def idle_shares(self) -> dict[tuple[str, str | None], Decimal]:
+        """(run lower case, currency) → the idle share of its instances over the window, as
+        run_inputs.idle_shares gives every run's (the row's `idle_share`), from the same parts."""
+        sums: dict[str | None, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+        for instance in self.instances:
+            sums[instance.currency][0] += instance.window_idle
+            sums[instance.currency][1] += instance.window_cost
+        return {(folded(self.run), c): (idle / total).quantize(RATIO_QUANTUM) for c, (idle, total) in sums.items()
+                if total}
 
     def to_json(self) -> dict:
         return {
@@ -186,7 +199,7 @@ def _records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConf
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
         seconds = max((min(end or until, until) - max(start, since)).total_seconds(), 0)
         stated = dict(zip(RECORD_VALUES, stated))
-        key = (folded(stated["cluster"] or ""), job, folded(stated["job_state"] or ""), folded(stated["job_type"] or ""))
+        key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
         out.append(_Record(record, job, key, stated, start, end, gpus,
                            (gpus * Decimal(int(seconds * 1_000_000)) / 1_000_000 / HOURS).quantize(GPU_HOURS_QUANTUM),
                            tuple(nodes or ()), tuple(instance_ids or ())))
@@ -240,16 +253,22 @@ def _job(record: _Record, cost: Decimal, currency: str | None, shared: bool, clu
 
 def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,
                run: str) -> tuple[RunInstance, ...]:
-    """Per instance the run's parts are on: its parts, and the instance's cost and idle in the
-    hours it held part of it (hours starting in the window)."""
+    """Per instance the run's parts are on: its parts, the instance's cost and idle in the hours
+    it held part of it, and in the whole window (hours starting in the window)."""
+    def same(alias: str) -> str:
+        return f"{alias}.resource = p.resource AND {alias}.currency IS NOT DISTINCT FROM p.currency"
+
     select = ("SELECT p.resource, p.currency, sum(p.amount) FILTER (WHERE p.kind = 'job' AND p.run = $run), "
+              "sum(p.amount) FILTER (WHERE h.hour IS NOT NULL), "
+              "sum(p.amount) FILTER (WHERE h.hour IS NOT NULL AND p.kind = 'idle'), "
               "sum(p.amount), sum(p.amount) FILTER (WHERE p.kind = 'idle') FROM parts AS p "
-              "SEMI JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE kind = 'job' AND run = $run) "
-              "AS h ON h.resource = p.resource AND h.hour = p.hour AND h.currency IS NOT DISTINCT FROM p.currency "
-              "GROUP BY ALL")
+              "SEMI JOIN (SELECT DISTINCT resource, currency FROM parts WHERE kind = 'job' AND run = $run) AS o "
+              f"ON {same('o')} "
+              "LEFT JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE kind = 'job' AND run = $run) AS h "
+              f"ON {same('h')} AND h.hour = p.hour GROUP BY ALL")
     rows = placed_parts(lake, session, config, window, cost, select, {"run": folded(run)})
-    return tuple(sorted((RunInstance(resource, currency, mine or Decimal(0), held or Decimal(0), idle or Decimal(0))
-                         for resource, currency, mine, held, idle in rows),
+    return tuple(sorted((RunInstance(resource, currency, *(amount or Decimal(0) for amount in amounts))
+                         for resource, currency, *amounts in rows),
                         key=lambda i: (i.currency or "~", -i.cost, i.instance)))
 
 
@@ -291,7 +310,8 @@ def _known_runs(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyC
     known = [] if session is None else [v for (d, _), v in session.spellings(["run"]).items() if d == "run"
                                         and folded(v) not in (IDLE, folded(session.config.dimensions["run"].default))]
     if lake.has_table(JOBS_TABLE):
-        known += [r for (r,) in con.execute("SELECT DISTINCT trim(run_id) FROM jobs WHERE run_id IS NOT NULL").fetchall()]
+        rows = con.execute("SELECT DISTINCT trim(run_id) FROM jobs WHERE run_id IS NOT NULL").fetchall()
+        known += [run for (run,) in rows]
     return known
 
 

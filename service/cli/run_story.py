@@ -41,6 +41,8 @@ def render_story(result, fmt: str) -> None:
         emit([{"run": run, **job, "nodes": ";".join(job["nodes"]), "instance_ids": ";".join(job["instance_ids"])}
               for job in data["jobs"]], JOB_COLUMNS, "csv")
         return
+    if not data["jobs"]:  # no job in the window: the notes on stderr say why
+        return
     rows = [{JOB_TABLE[k]: v for k, v in job.items() if k in JOB_TABLE}
             | {"cost": money_text(job["cost"]) + (" *" if job["shared"] else ""),
                "GPUs": format(Decimal(job["gpus"]), ",f") if job["gpus"] else "",
