@@ -120,8 +120,9 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     args = ["--config", path, "runs", *DAY, "--run", "R1", "--format"]  # any case
     table = runner.invoke(cli, [*args, "table"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
-    assert "jobs of run r1 (each attempt)" in table.stdout and "p5/7" not in table.stdout
-    assert "REQUEUED (unfinished)" in table.stdout and "160.00" in table.stdout
+    assert "jobs of r1 (each attempt)" in table.stdout and "p5/7" not in table.stdout
+    assert "REQUEUED (unfinished)" in table.stdout and "USD 160.00" in table.stdout
+    assert "failed re-runs (unfinished attempts): USD 100.00 of 160.00 (62.5%)" in table.stdout
     assert ("idle beside the run, not in its cost: USD 70.00 (29.2%) of the 240.00 its instances cost in the hours "
             "it held them") in " ".join(table.stdout.split())
     csv_out = runner.invoke(cli, [*args, "csv"])
@@ -167,3 +168,18 @@ def test_the_http_api_tells_one_runs_story(tmp_path):
     assert [(s["state"], D(s["cost"]), s["unfinished"]) for s in data["by_state"]] == [("CANCELLED", D(10), True)]
     bad = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&run=%20"), None)
     assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "run"
+
+
+def test_a_lake_without_a_bill_tells_the_runs_jobs_without_cost(tmp_path):
+    from service.core.lake import Lake
+    from tests.attribution_helpers import add_jobs
+
+    lake = Lake(tmp_path / "lake")
+    add_jobs(lake, [job("7", 8, "2026-11-02T10:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"], run_id="r7",
+                        job_type="pretrain")])
+    result = runs(lake, parse_config(whole_config(tmp_path, lake)),
+                  RunsQuery.parse(since="2026-11-02", until="2026-11-03", run="r7"))
+    assert result.lake_empty and [(r.run, r.cost) for r in result.rows] == [("r7", D(0))]
+    assert [(j.job, j.job_type, j.gpu_hours, j.cost, j.currency) for j in result.story.jobs] == [
+        ("7", "pretrain", D(16), D(0), None)]
+    assert result.story.instances == () and result.story.notes == ()

@@ -7,15 +7,38 @@ from decimal import Decimal
 
 import click
 
+from service.cli.attribute import coverage_line
 from service.cli.output import emit
 from service.core.units import money_text
 
 JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", "end", "gpus", "gpu_hours", "nodes",
                "instance_ids", "cost", "currency", "shared")
-JOB_TABLE = {"job": "job", "cluster": "cluster", "job_type": "job type", "state": "state", "start": "start",
-             "end": "end", "gpus": "GPUs", "gpu_hours": "GPU-h", "cost": "cost", "currency": "currency",
-             "nodes": "nodes"}
+# The run's row, one field a line: a row of 18 columns does not fit a terminal.
+SUMMARY = (("team", "team"), ("project", "project"), ("experiment", "experiment"), ("job_type", "job type"),
+           ("cluster", "cluster"), ("user", "user"), ("jobs", "jobs (restarts)"), ("gpus", "GPUs (most held)"),
+           ("gpu_hours", "GPU-hours"), ("cost", "cost"), ("cost_per_gpu_hour", "$/GPU-hour"),
+           ("idle_share", "idle share (its instances, window)"), ("state", "state (last job)"), ("start", "start"),
+           ("end", "end"))
 NODES_SHOWN = 3
+
+
+def _number(text: str | None, places: int) -> str:
+    return "" if text is None else f"{Decimal(text):,.{places}f}"
+
+
+def _moment(text: str | None, running: bool = False) -> str:
+    """`2026-11-30 20:02` (UTC, as the window says)."""
+    return text[:16].replace("T", " ") if text else ("running" if running else "")
+
+
+def _summary(row: dict) -> dict[str, str]:
+    cost = money_text(row["cost"], row["currency"]) if row["currency"] else f"{money_text(row['cost'])} (none billed)"
+    shown = {**row, "jobs": f"{row['jobs']} ({row['restarts']})", "gpus": _number(row["gpus"], 0) if row["gpus"] else "",
+             "gpu_hours": _number(row["gpu_hours"], 1), "cost": cost,
+             "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]),
+             "idle_share": f"{Decimal(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
+             "start": _moment(row["start"]), "end": _moment(row["end"], running=bool(row["start"]))}
+    return {label: str(shown.get(key) or "") for key, label in SUMMARY}
 
 
 def _nodes(job: dict) -> str:
@@ -25,42 +48,68 @@ def _nodes(job: dict) -> str:
     return f"{names[0]} … {names[-1]} ({len(names)})"
 
 
+def _jobs_table(data: dict, run: str, total: str) -> None:
+    jobs = data["jobs"]
+    rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": _moment(job["start"]),
+             "end": _moment(job["end"], running=bool(job["start"])), "GPUs": _number(job["gpus"], 0) if job["gpus"]
+             else "", "GPU-h": _number(job["gpu_hours"], 1), "cost": money_text(job["cost"]) + (" *" if job["shared"]
+                                                                                              else ""),
+             "currency": job["currency"] or "", "cluster": job["cluster"], "nodes": _nodes(job)} for job in jobs]
+    columns = ["job", "job type", "state", "start", "end", "GPUs", "GPU-h", "cost", "currency", "cluster", "nodes"]
+    if len({job["currency"] for job in jobs}) == 1:  # one currency: the summary names it
+        columns.remove("currency")
+    emit(rows, columns, "table", title=f"jobs of {run} (each attempt), {data['since'][:10]} → {data['until'][:10]}",
+         footer={"job": "total", "cost": total}, right=("GPUs", "GPU-h", "cost"), whole=("cost",))
+    if any(job["shared"] for job in jobs):
+        click.echo("* attempts of one job id that ended in one state share its cost by their GPU-hours")
+
+
 def _split_table(data: dict, key: str, title: str, total: str) -> None:
     rows = [{key: f"{s[key] or '-'}{' (unfinished)' if s.get('unfinished') else ''}", "currency": s["currency"] or "",
              "jobs": s["jobs"], "cost": money_text(s["cost"])} for s in data[f"by_{key}"]]
-    emit(rows, [key, "jobs", "currency", "cost"], "table", title=title, right=("jobs", "cost"), whole=("cost",),
+    columns = [key, "jobs", "currency", "cost"] if len({s["currency"] for s in data[f"by_{key}"]}) > 1 else \
+        [key, "jobs", "cost"]
+    emit(rows, columns, "table", title=title, right=("jobs", "cost"), whole=("cost",),
          footer={key: "total", "cost": total})
+
+
+def _unfinished(data: dict) -> list[tuple[str | None, Decimal, Decimal]]:
+    """(currency, the run's cost, its unfinished attempts' cost) where some attempt did not finish."""
+    sums: dict[str | None, list[Decimal]] = {}
+    for split in data["by_state"]:
+        held = sums.setdefault(split["currency"], [Decimal(0), Decimal(0)])
+        held[0] += Decimal(split["cost"])
+        held[1] += Decimal(split["cost"]) if split["unfinished"] else 0
+    return [(c, cost, part) for c, (cost, part) in sums.items()
+            if any(s["unfinished"] and s["currency"] == c for s in data["by_state"])]
 
 
 def render_story(result, fmt: str) -> None:
     """Print the story of `result.query.run`: as CSV its jobs, one line per attempt; as tables
-    (after the run's row) its jobs, its cost by job type and by state, and the idle beside it."""
+    its row (one field a line), its jobs, its cost by job type and by final state, the idle beside it."""
     data = result.to_json()
     run = data["rows"][0]["run"] if data["rows"] else result.query.run  # as the lake spells it
     if fmt == "csv":
         emit([{"run": run, **job, "nodes": ";".join(job["nodes"]), "instance_ids": ";".join(job["instance_ids"])}
               for job in data["jobs"]], JOB_COLUMNS, "csv")
         return
-    if not data["jobs"]:  # no job in the window: the notes on stderr say why
+    if not data["rows"]:  # no job in the window: the notes on stderr say why
         return
-    rows = [{JOB_TABLE[k]: v for k, v in job.items() if k in JOB_TABLE}
-            | {"cost": money_text(job["cost"]) + (" *" if job["shared"] else ""),
-               "GPUs": format(Decimal(job["gpus"]), ",f") if job["gpus"] else "",
-               "GPU-h": f"{Decimal(job['gpu_hours']):,.1f}" if job["gpu_hours"] else "",
-               "start": (job["start"] or "")[:16], "end": (job["end"] or ("running" if job["start"] else ""))[:16],
-               "currency": job["currency"] or "", "nodes": _nodes(job)}
-            for job in data["jobs"]]
-    totals = data["totals"]
-    total = "\n".join(money_text(t["cost"]) for t in totals)
-    emit(rows, list(JOB_TABLE.values()), "table", title=f"jobs of run {run} (each attempt)",
-         footer={"job": "total", "currency": "\n".join(t["currency"] or "" for t in totals), "cost": total},
-         right=("GPUs", "GPU-h", "cost"), whole=("cost",))
-    if any(job["shared"] for job in data["jobs"]):
-        click.echo("* attempts of one job id that ended in one state share its cost by their GPU-hours")
-    _split_table(data, "job_type", f"run {run} by job type", total)
-    _split_table(data, "state", f"run {run} by final state (unfinished: the failed re-runs)", total)
+    summaries = [_summary(row) for row in data["rows"]]  # one a currency
+    emit([{"": label, **{f"run {run}" + (f" ({i + 1})" if i else ""): s[label] for i, s in enumerate(summaries)}}
+          for _, label in SUMMARY], ["", *(f"run {run}" + (f" ({i + 1})" if i else "") for i in range(len(summaries)))],
+         "table", title=f"{result.query.cost} cost, {data['since']} → {data['until']}", whole=(f"run {run}",))
+    total = "\n".join(money_text(t["cost"]) for t in data["totals"])
+    if data["jobs"]:
+        _jobs_table(data, run, total)
+        _split_table(data, "job_type", "by job type", total)
+        _split_table(data, "state", "by final state", total)
+        for currency, cost, part in _unfinished(data):
+            share = f" of {money_text(cost)} ({part / cost * 100:.1f}%)" if cost else ""
+            click.echo(f"failed re-runs (unfinished attempts): {money_text(part, currency)}{share}")
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
         click.echo(f"idle beside the run, not in its cost: {idle['currency']} {money_text(idle['cost'])}{share} of the "
                    f"{money_text(idle['held_cost'])} its instances cost in the hours it held them (the cluster's idle; "
-                   "the row's idle share is of those instances over the whole window)")
+                   "the idle share above is of those instances over the whole window)")
+    click.echo(coverage_line(result))

@@ -89,9 +89,9 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     elif result.lake_empty:
         click.echo(empty_lake_line(obj.lake), err=True)
     fmt = fmt or default_format()
-    if result.story is None or fmt != "csv":  # csv with --run: its jobs, one line each
+    if result.story is None or fmt == "json":
         render(result, fmt)
-    if result.story is not None and fmt != "json":
+    else:  # one run: its story (csv: its jobs, one line each)
         render_story(result, fmt)
     if result.story is not None:
         for note in result.story.notes:  # an unknown run: exit 0 with the closest ids, as `--where` does
