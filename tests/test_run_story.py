@@ -14,6 +14,7 @@ i-b 10:00-12:00):
   (0.2917). i-b's 11:00 hour ($80, all idle) r1 never held: outside its idle, inside the row's
   idle share (over the whole window: (20 + 50 + 80) / 320 = 0.4688).
 - run r3: job 5 on i-z, which the bill lacks: jobs, no billed cost.
+- run r4: job 6 on i-a at 14:00, after the bill's end (13:00): no cost yet.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def lake_with_a_story(tmp_path):
             attempt("2", "2026-11-02T12:15:00", "2026-11-02T12:45:00"),
             job("4", 4, "2026-11-02T10:00:00", "2026-11-02T10:15:00", instance_ids=["i-b"], run_id="r2",
                 state="CANCELLED", job_type="debug"),
-            job("5", 2, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-z"], run_id="r3")]
+            job("5", 2, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-z"], run_id="r3"),
+            job("6", 8, "2026-11-02T14:00:00", "2026-11-02T15:00:00", instance_ids=["i-a"], run_id="r4")]
     lines = [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T12:00:00"),
              gpu_line("i-b"), gpu_line("i-b", start="2026-11-02T11:00:00")]
     lake, cfg = setup(tmp_path, lines, jobs)
@@ -156,6 +158,10 @@ def test_a_run_without_jobs_in_the_window_or_without_billed_cost_says_why(tmp_pa
     assert [(j["job"], j["cost"], j["currency"], j["gpu_hours"]) for j in data["jobs"]] == [
         ("5", "0", None, "2.000000")]
     assert "has jobs in the window" in unbilled.stderr and "but no billed cost" in unbilled.stderr
+    late = runner.invoke(cli, ["--config", path, "runs", *DAY, "--run", "r4", "--format", "json"])
+    assert [(j["job"], j["cost"]) for j in json.loads(late.stdout)["jobs"]] == [("6", "0")]
+    assert ("note: run 'r4' has jobs in the window but no cost yet: they started after the bill's end (data through "
+            "2026-11-02 13:00 UTC)") in late.stderr, late.stderr
 
 
 def test_the_http_api_tells_one_runs_story(tmp_path):

@@ -279,11 +279,11 @@ def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyCon
     jobs = _jobs(records, usage, run)
     instances = _instances(lake, session, config, window, cost, run) if session is not None and jobs else ()
     return RunStory(run.strip(), tuple(jobs), instances,
-                    _notes(lake, session, con, run, window, jobs, usage.window if session else None))
+                    _notes(lake, session, con, run, window, jobs))
 
 
 def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, run: str, window: Window,
-           jobs: list[RunJob], billed: Window | None) -> tuple[str, ...]:
+           jobs: list[RunJob]) -> tuple[str, ...]:
     """Why the story is short: no such run, no job in the window, jobs without a billed instance."""
     span = f"{window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC"
     if not jobs:
