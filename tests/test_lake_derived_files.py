@@ -328,3 +328,19 @@ def test_36_a_rollup_without_its_record_is_rolled_up_from_the_raw_lines_and_writ
     assert result.exit_code == 0 and [r["check"] for r in rows if r["table"] == ROLLUP_TABLE] == ["unrecorded"]
     rollup(config)
     assert derived_records.check(Lake.of(config), file).ok
+
+
+def test_12_a_rollup_clears_what_a_killed_rollup_left_staged(config):
+    """A rollup killed mid-write (SIGKILL: no `finally` runs) leaves its staged file and its
+    scratch folder; the next `spendlake rollup` removes them under the lake lock, as ingest does."""
+    lake = Lake.of(config)
+    [current] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    lake.staging.mkdir(exist_ok=True)
+    shutil.copyfile(current, lake.staging / f"{ROLLUP_TABLE}-{'a' * 32}.parquet")
+    scratch = lake.staging / f"scratch-{'b' * 32}"
+    scratch.mkdir()
+    (scratch / "duckdb_temp_block-0.block").write_bytes(bytes(4096))  # a DuckDB spill
+    before = answer(config)
+    rollup(config)
+    assert sorted(p.name for p in lake.staging.iterdir()) == []
+    assert answer(config) == before

@@ -16,6 +16,7 @@ from service.attribution import RollupBuild, build_tops, materialise
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
+from service.core.stopping import raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +29,17 @@ def refresh_rollups(lake: Lake, config: Config) -> None:
         materialise(lake, config)
         build_tops(lake, config)
     except (SpendlakeError, duckdb.Error, OSError) as exc:
+        raise_if_stopped()
         log.warning("attribution rollups or metric tops not refreshed (queries and scrapes compute them from "
                     "the lake meanwhile; `spendlake rollup` retries): %s", exc)
 
 
 def rollup(config: Config) -> RollupBuild:
     """Store the current rollups and metric tops for `config` and remove superseded ones,
-    under the lake lock."""
+    under the lake lock; first, what a killed writer left staged goes (as ingest does)."""
     lake = Lake.of(config)
     with lake.lock("ingest"):
+        lake.clean_staging()
         lake.settle()
         done = materialise(lake, config)
         build_tops(lake, config)
