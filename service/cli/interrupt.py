@@ -16,16 +16,9 @@ from contextlib import contextmanager
 
 import click
 
+from service.core.stopping import forget_stops, stop, stopped
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-class Interrupted(BaseException):
-    """Raised in the main thread by the signal: a BaseException, as KeyboardInterrupt is, so no
-    `except Exception` takes it for one delivery's failure, and every `finally` runs."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
 
 
 @contextmanager
@@ -36,23 +29,24 @@ def interruptible(what: str, left: str) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread takes signals
         yield
         return
-    received: list[int] = []
+    forget_stops()
 
-    def stop(signum: int, _frame: object) -> None:
-        received.append(signum)
+    def handler(signum: int, _frame: object) -> None:
         for other in SIGNALS:  # one is enough: a second must not cut the cleanup short
             signal.signal(other, signal.SIG_IGN)
-        raise Interrupted(signum)
+        stop(signum)
 
-    previous = {signum: signal.signal(signum, stop) for signum in SIGNALS}
+    previous = {signum: signal.signal(signum, handler) for signum in SIGNALS}
     try:
         yield
     except BaseException:
-        if not received:
+        if stopped() is None:
             raise
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if received:  # also when the block swallowed the exception and returned
-        click.echo(f"error: {what} interrupted by {signal.Signals(received[0]).name}: {left}", err=True)
-        sys.exit(128 + received[0])
+        for number, before in previous.items():
+            signal.signal(number, before)
+    signum = stopped()
+    if signum is not None:  # also when the block swallowed the exception and returned
+        forget_stops()
+        click.echo(f"error: {what} interrupted by {signal.Signals(signum).name}: {left}", err=True)
+        sys.exit(128 + signum)

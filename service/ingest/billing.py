@@ -27,6 +27,7 @@ from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
+from service.core.stopping import raise_if_stopped
 from service.ingest import periods
 from service.ingest.rollups import refresh_rollups
 
@@ -99,7 +100,9 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
         try:
             for source in sources:
                 result.outcomes.extend(_ingest_source(lake, source, progress, strict))
+                raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure
             _publish(lake, result.outcomes)
+            raise_if_stopped()
             if published:
                 published(result)
             for source in sources:
@@ -251,6 +254,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
     except OtherDataset as other:
         return _skipped(source, other)
     except (SpendlakeError, OSError, duckdb.Error) as exc:
+        raise_if_stopped()  # at once: not the other deliveries, nor a survey of the files
         # a file rewritten under the read fails it in any way: say that, not what it broke
         error = _changed_while_read(versions) or _as_error(exc, files_named(delivery.files, source.location))
         log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)

@@ -26,6 +26,7 @@ from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_damaged
+from service.core.stopping import raise_if_stopped
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
 from service.ingest.rollups import refresh_rollups
@@ -116,6 +117,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     except SpendlakeError as exc:
         log.info("inventory source %s failed: %s", source.name, exc)  # the outcome line says so
         outcome.error = exc
+    raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure; no other runs
     _record(lake, outcome)
     return outcome
 
