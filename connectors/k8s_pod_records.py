@@ -8,7 +8,8 @@ below); each sample belongs to the life its evaluation time falls in.
 
 - gpus: its containers' `nvidia_com_gpu` requests, a MIG resource (`nvidia_com_mig_3g_40gb`)
   as its share of a GPU, a shared one (time-slicing or MPS: `nvidia_com_gpu_shared`, or a
-  renamed resource) as the share configured (1/replicas; without one, a whole GPU, said once);
+  renamed resource in `shared_gpus`) as the share configured (1/replicas; without one, a whole
+  GPU, said once; a renamed one not configured is not read: connectors/k8s_pods.py says so);
   an init container asking for more than the containers together
   sets the pod's figure (the pod holds the larger of the two);
 - start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that

@@ -55,6 +55,27 @@ def test_shared_gpus_without_their_replicas_count_whole_and_say_the_key(tmp_path
             "GPU; the first, serve/infer-a: set shared_gpus: {nvidia.com/gpu.shared: <replicas per GPU>}") in caplog.text
 
 
+@pytest.mark.binary
+def test_a_renamed_shared_gpu_not_in_shared_gpus_is_said_naming_it_and_the_key(tmp_path, prometheus, caplog):
+    """A pod asking only for a resource the device plugin's config renamed (nvidia.com/a100-mps)
+    holds no GPU spendlake reads: before, its node's cost went to idle without a word."""
+    assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, dcgm_metrics=[],
+                    shared_gpus={"nvidia.com/gpu.shared": 4}).error is None
+    assert [job for (job,) in jobs(tmp_path, "job_id")] == ["serve/infer-a", "serve/infer-b", "train/train-0"]
+    said = [r.getMessage() for r in caplog.records if "no GPU resource spendlake reads" in r.getMessage()]
+    assert said == ["inventory.k8s: pods requested nvidia_com_a100_mps (1 pod(s)) and no GPU resource spendlake reads "
+                    "(the first, serve/mps-worker): they are counted as holding no GPU, so their nodes' cost goes to "
+                    "idle; if it is a GPU shared by time-slicing or MPS under a name the device plugin's config gave "
+                    "it, set inventory.k8s.shared_gpus: {nvidia_com_a100_mps: <replicas per GPU>}"]
+
+
+@pytest.mark.binary
+def test_a_configured_renamed_shared_gpu_is_not_said(tmp_path, prometheus, caplog):
+    assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, dcgm_metrics=[],
+                    shared_gpus={"nvidia.com/gpu.shared": 4, "nvidia.com/a100-mps": 10}).error is None
+    assert "no GPU resource spendlake reads" not in caplog.text
+
+
 @pytest.mark.parametrize("shared, says", [
     ({"nvidia.com/gpu.shared": 0}, "inventory[0].shared_gpus.nvidia.com/gpu.shared: must be at least 1, not 0"),
     # a name that is no Kubernetes resource, which would go into a PromQL regex
