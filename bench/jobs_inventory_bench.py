@@ -2,7 +2,8 @@
 `--jobs` records (default 1M), each read by a whole `spendlake inventory` process against a bare
 DuckDB `read_csv` → Parquet of the same file in its own process (the floor: no validation, no
 hostlists, no record ids), alternating, median wall of `--repeat`, peak RSS from
-`/usr/bin/time -v`.
+`/usr/bin/time -v`. `--time-format seconds|milliseconds|microseconds`: the jobs-file's times as
+numbers of that unit since 1970 (its config says so), not ISO text; `--kinds`: which files.
 
     nice -n 10 python bench/jobs_inventory_bench.py --repeat 3 --work /tmp/jobsbench [--before /work/main/.venv/bin/spendlake]
 """
@@ -26,8 +27,18 @@ STATES = ("COMPLETED", "FAILED", "CANCELLED by 0", "TIMEOUT", "RUNNING")
 TARGET_RSS_MB = 1024  # peak RSS of `spendlake inventory` (MB of 2**20 bytes)
 
 
-def write_files(work: Path, jobs: int) -> tuple[Path, Path]:
-    sacct, table = work / f"sacct-{jobs}.txt", work / f"jobs-{jobs}.csv"
+UNITS = {"seconds": 1, "milliseconds": 1_000, "microseconds": 1_000_000}
+
+
+def write_files(work: Path, jobs: int, time_format: str = "iso") -> tuple[Path, Path]:
+    numeric = "" if time_format == "iso" else f"-{time_format}"
+    sacct, table = work / f"sacct-{jobs}.txt", work / f"jobs-{jobs}{numeric}.csv"
+
+    def written(moment: datetime) -> str:  # the jobs-file's time cell
+        if time_format == "iso":
+            return moment.isoformat() + "Z"
+        return str(int((moment - datetime(1970, 1, 1)).total_seconds()) * UNITS[time_format])
+
     if sacct.exists() and table.exists():
         return sacct, table
     base = datetime(2026, 11, 1)
@@ -45,7 +56,7 @@ def write_files(work: Path, jobs: int) -> tuple[Path, Path]:
             s.write(f"{n + 1}|{n + 1}|train-{n % 977}|p5|gpu|proj{n % 40}|u{n % 300}|normal|run{n // 5}|"
                     f"run=run{n // 5} job_type=sft|{state}|{start.isoformat()}|{start.isoformat()}|{end_text}|"
                     f"00:30:00|{nodes}|billing=16,cpu=192,gres/gpu:h100=16,gres/gpu=16,node=2\n")
-            t.write(f"{n + 1},{start.isoformat()}Z,{'' if running else end.isoformat() + 'Z'},16,\"{nodes}\",p5,"
+            t.write(f"{n + 1},{written(start)},{'' if running else written(end)},16,\"{nodes}\",p5,"
                     f"{state},run{n // 5},u{n % 300},proj{n % 40},sft\n")
     return sacct, table
 
@@ -69,15 +80,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--work", type=Path, default=Path("/tmp/jobs-inventory-bench"))
     parser.add_argument("--before", type=Path, help="another checkout's spendlake (e.g. main's), run alternately too")
+    parser.add_argument("--time-format", choices=["iso", *UNITS], default="iso", help="the jobs-file's times")
+    parser.add_argument("--kinds", default="slurm-jobs,jobs-file", help="which files, comma-separated")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    sacct, table = write_files(args.work, args.jobs)
+    sacct, table = write_files(args.work, args.jobs, args.time_format)
     spendlake = str(Path(sys.executable).with_name("spendlake"))
     cases = {}
     for kind, path, delim in (("slurm-jobs", sacct, "|"), ("jobs-file", table, ",")):
+        if kind not in args.kinds.split(","):
+            continue
+        numeric = {"time_format": args.time_format} if kind == "jobs-file" and args.time_format != "iso" else {}
         config = args.work / f"{kind}.yaml"
-        config.write_text(json.dumps({"lake": str(args.work / f"lake-{kind}"),
-                                      "inventory": [{"name": "big", "kind": kind, "path": str(path), "cluster": "p5"}]}))
+        config.write_text(json.dumps({"lake": str(args.work / f"lake-{kind}"), "inventory": [
+            {"name": "big", "kind": kind, "path": str(path), "cluster": "p5", **numeric}]}))
         bare = ("import duckdb,sys; duckdb.execute(\"COPY (SELECT * FROM read_csv(?, delim=?, header=true, "
                 "all_varchar=true)) TO ? (FORMAT parquet)\", [sys.argv[1], sys.argv[2], sys.argv[3]])")
         cases[kind] = {"spendlake": [spendlake, "--config", str(config), "inventory"],
@@ -92,7 +108,8 @@ def main() -> None:
         wall = {name: statistics.median(w for w, _, _ in runs) for name, runs in figures.items()}
         cpu = {name: statistics.median(c for _, _, c in runs) for name, runs in figures.items()}
         rss = {name: max(r for _, r, _ in runs) / 1024 for name, runs in figures.items()}
-        print(f"{kind} {args.jobs:,} jobs (medians of {args.repeat}):")
+        times = f", times as {args.time_format}" if kind == "jobs-file" else ""
+        print(f"{kind} {args.jobs:,} jobs{times} (medians of {args.repeat}):")
         for name in commands:
             label = {"spendlake": "spendlake inventory", "bare": "bare DuckDB read_csv→Parquet"}.get(name, str(args.before))
             print(f"  {label}: {wall[name]:.1f} s wall, {cpu[name]:.1f} CPU s, peak RSS {rss[name]:.0f} MB "

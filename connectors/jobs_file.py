@@ -125,15 +125,13 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
 
     @functools.cached_property
     def _parsers(self) -> dict[str, Callable[[Any], Any]]:
-        """The column-wise reader's parsers that differ by config: states, GPUs, numeric times."""
-        times = {} if self.config.time_format == "iso" else dict.fromkeys(("start_time", "end_time", "submit_time"),
-                                                                           self._time)
-        return {"state": self._state, "gpus": self._gpus} | times
+        """The column-wise reader's parsers that differ by config: states, GPUs."""
+        return {"state": self._state, "gpus": self._gpus}
 
     def _column_wise(self, con: duckdb.DuckDBPyConnection, path: Path, raw: IO[bytes], size: int,
                      header: list[str], columns: dict[str, int], number: int) -> str | None:
         # Arrow: loaded to read a file, not to configure or query
-        from connectors.jobs_file_columns import column_rows, csv_file_blocks, parquet_blocks
+        from connectors.jobs_file_columns import CountedTimes, column_rows, csv_file_blocks, parquet_blocks
 
         raw.seek(0)
         if file_format(path) == "parquet":
@@ -141,7 +139,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         else:
             blocks = csv_file_blocks(raw, path.name.lower().endswith(".gz"), header, columns,
                                      has_header=self.config.header is None)
-        return column_rows(con, blocks, ZoneInfo(self.config.timezone), self.config.cluster, number, self._parsers)
+        unit = self.config.time_format
+        counted = None if unit == "iso" else CountedTimes(TIME_UNITS[unit], self._origin, self._time)
+        return column_rows(con, blocks, ZoneInfo(self.config.timezone), self.config.cluster, number, self._parsers,
+                           counted)
 
     def _row_wise(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> pa.Table:
         """The file's rows read one at a time; the first bad value fails naming its row and column."""

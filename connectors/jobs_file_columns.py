@@ -9,12 +9,19 @@ that file again row by row, which fails (or warns) naming file, row, line and co
 pyarrow's CSV parser splits otherwise than the csv module (a quoted line break, a short row,
 blanks), a value that does not parse, a row without a job id or a start, an end before the
 start, a job listed twice. Only such files pay the row reader's time.
+
+Numeric times (`time_format: seconds|milliseconds|microseconds`) are counted in SQL where the
+answer is exact as Python's: plain decimals with no more digits than a microsecond holds, within
+the years the row reader takes; other spellings (exponents, more digits) and values it refuses
+are parsed in Python, once per distinct value, which says what is wrong with a bad one.
 """
 
 from __future__ import annotations
 
 import gzip
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
@@ -22,8 +29,9 @@ import duckdb
 import pyarrow as pa
 
 from connectors.jobs_base import JOB_COLUMNS, jobs_schema, stored, with_values
-from connectors.jobs_file_values import (NOT_YET, BadValue, parse_gpus, parse_instance_ids, parse_instances,
-                                         parse_labels, parse_nodes, parse_restarts, parse_state, parse_time)
+from connectors.jobs_file_values import (EARLIEST, NOT_YET, UNIX_EPOCH, BadValue, parse_gpus, parse_instance_ids,
+                                         parse_instances, parse_labels, parse_nodes, parse_restarts, parse_state,
+                                         parse_time)
 
 # The characters str.isspace() takes (tests/test_jobs_file.py checks): SQL trims as strip() does.
 WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
@@ -41,6 +49,35 @@ PER_VALUE: dict[str, Callable[[Any], Any]] = {
     "gpus": parse_gpus, "state": parse_state, "nodes": parse_nodes, "instance_ids": parse_instance_ids,
     "labels": lambda value: _pairs(parse_labels(value)), "restarts": parse_restarts, "instances": parse_instances}
 KINDS = {"instances": pa.int64()}  # the parsed type of a column `jobs` lacks
+
+
+@dataclass(frozen=True)
+class CountedTimes:
+    """Numeric times: `per_second` of them to a second (1, 1,000 or 1,000,000), counted from
+    `origin` (naive UTC; None: the Unix epoch); `parse`: the row reader's parser of a time cell,
+    for what SQL leaves to Python."""
+    per_second: int
+    origin: datetime | None
+    parse: Callable[[Any], datetime | None]
+
+    @property
+    def digits(self) -> int:
+        """The decimals of a unit a microsecond holds (6 of a second, 3 of a millisecond, 0)."""
+        return len(str(1_000_000 // self.per_second)) - 1
+
+    def params(self, text: bool) -> dict[str, Any]:
+        """counted_us_sql's and counted_time_sql's: for text, the plain decimals SQL counts exactly
+        (18 digits, and a microsecond's decimals at most) and the words meaning no time; the
+        microseconds from the origin the row reader takes (from year 1, or 2000 when counting
+        from 1970, to the end of 9999)."""
+        start = self.origin or UNIX_EPOCH
+        first = datetime.min if self.origin else EARLIEST
+        words = {"count": r"[+-]?\d{1,18}" + (rf"(\.\d{{1,{self.digits}}})?" if self.digits else ""),
+                 "not_yet": sorted(NOT_YET)}
+        return (words if text else {}) | {
+                "first_us": (first - start) // timedelta(microseconds=1),
+                "last_us": (datetime.max - start) // timedelta(microseconds=1),
+                "origin_us": (start - UNIX_EPOCH) // timedelta(microseconds=1)}
 
 
 class NotColumnWise(Exception):
@@ -63,18 +100,20 @@ def parquet_blocks(table: pa.Table, columns: dict[str, int]) -> Iterator[pa.Tabl
 
 
 def column_rows(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo,
-                default_cluster: str | None, file: int, parsers: dict[str, Callable[[Any], Any]] | None = None
-                ) -> str | None:
+                default_cluster: str | None, file: int, parsers: dict[str, Callable[[Any], Any]] | None = None,
+                counted: CountedTimes | None = None) -> str | None:
     """The name of a temporary table of `con` holding the rows of `blocks` (cells by our column
     names; `job_id+1`, ...: more parts of the job id) as `jobs` (record_id NULL) with `_row` (0,
     1, ... in the file), `_at` (NULL) and `_file`; None when the row reader must read the file.
-    `parsers`: the source's own, over PER_VALUE's (its states, GPU unit, numeric times)."""
+    `parsers`: the source's own, over PER_VALUE's (its states, GPU unit); `counted`: its
+    numeric times, if it has them."""
     read = None
+    odd = counted.parse if counted else lambda value: parse_time(value, zone)
     try:
-        read = _stored(con, blocks, zone, PER_VALUE | (parsers or {}))
+        read = _stored(con, blocks, zone, PER_VALUE | (parsers or {}), counted)
         for name in TIMES:
             if _has(con, read, f"{name}_odd"):
-                _odd_times(con, read, name, lambda value: parse_time(value, zone))
+                _odd_times(con, read, name, odd)
         return _jobs(con, read, default_cluster, file)
     except (NotColumnWise, BadValue):
         return None
@@ -84,14 +123,14 @@ def column_rows(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone
 
 
 def _stored(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: ZoneInfo,
-            parsers: dict[str, Callable[[Any], Any]]) -> str:
+            parsers: dict[str, Callable[[Any], Any]], counted: CountedTimes | None) -> str:
     """The cells stored a block at a time: texts stripped, times parsed where SQL reads them as
     Python would (`<column>_odd`: the rest), repeated cells parsed once per distinct value by
     `parsers` (PER_VALUE's columns)."""
     table, rows, memos = None, 0, {name: {} for name in parsers}  # type: ignore[var-annotated]
     try:
         for cells in blocks:
-            sql, params, columns = _block(cells, zone, parsers, memos)
+            sql, params, columns = _block(cells, zone, parsers, memos, counted)
             columns["_row"] = pa.array(range(rows, rows + cells.num_rows), type=pa.int64())
             rows += cells.num_rows
             table = stored(con, sql, params, into=table, cells=pa.table(columns))
@@ -105,7 +144,8 @@ def _stored(con: duckdb.DuckDBPyConnection, blocks: Iterator[pa.Table], zone: Zo
 
 
 def _block(cells: pa.Table, zone: ZoneInfo, parsers: dict[str, Callable[[Any], Any]],
-           memos: dict[str, dict[Any, Any]]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+           memos: dict[str, dict[Any, Any]], counted: CountedTimes | None = None
+           ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     utc = zone.key == "UTC"
     columns: dict[str, Any] = {}
     stripped, parsed = [], []  # the two layers of the query: texts stripped, then times parsed
@@ -117,6 +157,18 @@ def _block(cells: pa.Table, zone: ZoneInfo, parsers: dict[str, Callable[[Any], A
             columns[name] = per_value(column, parsers[name], kind, memo=memos[name])
             stripped.append(quoted)
             parsed.append(quoted)
+        elif name in TIMES and counted and (_is_text(column.type) or pa.types.is_integer(column.type)):
+            columns[name] = column
+            text = _is_text(column.type)
+            value = strip_sql(quoted) if text else quoted
+            stripped += [f"{value} AS {quoted}", f'{counted_us_sql(value, text, counted)} AS "{name}_us"']
+            parsed += counted_time_sql(name, f"({quoted} = '' OR list_contains($not_yet, lower({quoted})))"
+                                       if text else "false")
+            params |= counted.params(text)
+        elif name in TIMES and counted and not _is_moment(column.type):  # a float, a decimal: Python's
+            columns[name] = column
+            stripped.append(quoted)
+            parsed += [f"CAST(NULL AS TIMESTAMP) AS {quoted}", f'{quoted} AS "{name}_odd"']
         elif name in TIMES and _is_text(column.type):
             columns[name] = column
             stripped.append(f"{strip_sql(quoted)} AS {quoted}")
@@ -147,6 +199,34 @@ def _has(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
 
 def _is_text(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _is_moment(kind: pa.DataType) -> bool:
+    """A Parquet timestamp or date: itself, whatever time_format says."""
+    return pa.types.is_timestamp(kind) or pa.types.is_date(kind)
+
+
+def counted_us_sql(value: str, text: bool, counted: CountedTimes) -> str:
+    """The microseconds from the origin that `value` (SQL: stripped text, or an integer) counts,
+    where SQL counts them exactly as the row reader (an integer; a plain decimal with no more
+    digits than a microsecond holds); else NULL. Binds CountedTimes.params."""
+    scale = 1_000_000 // counted.per_second
+    if text:
+        return (f"CASE WHEN regexp_full_match({value}, $count) THEN "
+                f"CAST(try_cast({value} AS DECIMAL(38, {counted.digits})) * {scale} AS HUGEINT) END")
+    return f"CAST({value} AS HUGEINT) * {scale}"
+
+
+def counted_time_sql(name: str, unset: str) -> list[str]:
+    """Over `name` and `<name>_us` (counted_us_sql): the time as naive UTC where the count is 0
+    (no time, as the row reader reads it) or within the years it takes, and `<name>_odd`, the
+    value left to Python (which reads the rest, or says what is wrong); `unset` (SQL): a text
+    meaning no time. Binds CountedTimes.params."""
+    column, count = f'"{name}"', f'"{name}_us"'
+    counted = f"coalesce({count} = 0 OR {count} BETWEEN $first_us AND $last_us, false)"
+    return [f"CASE WHEN {count} <> 0 AND {counted} THEN make_timestamp(CAST({count} + $origin_us AS BIGINT)) END "
+            f"AS {column}",
+            f"CASE WHEN {column} IS NOT NULL AND NOT {unset} AND NOT {counted} THEN {column} END AS \"{name}_odd\""]
 
 
 def strip_sql(text: str) -> str:
