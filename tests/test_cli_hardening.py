@@ -323,6 +323,16 @@ def test_57_a_window_without_a_bill_says_which_periods_the_lake_holds(base):
     assert "note:" not in invoke("--config", config, "attribute", *WINDOW, "--format", "csv").output
 
 
+def test_57_a_table_of_no_rows_is_the_reason_line_alone(base):
+    # was: the empty table with a blank `total` footer and the coverage line above the note
+    result = invoke("--config", str(base / "spendlake.yaml"), "attribute", "--since", "2020-01-01", "--until",
+                    "2020-02-01", "--format", "table")
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        "note: no cost in the window 2020-01-01 00:00 → 2020-02-01 00:00 UTC; the lake holds the billing periods "
+        "2024-09 to 2024-10"], result.output
+
+
 def test_1_a_source_named_twice_is_ingested_once(base):
     result = invoke("--config", str(base / "spendlake.yaml"), "ingest", "--source", "focus", "--source", "focus")
     assert result.exit_code == 0

@@ -314,6 +314,9 @@ def test_a_window_of_idle_hours_only_says_no_job_held_gpus_and_what_the_idle_cos
     assert json.loads(shown.stdout)["rows"] == []
     assert ("no job held GPUs of the shared clusters in the window 2026-11-02 11:00 → 2026-11-02 12:00 UTC; "
             "the clusters' instances cost p5 USD 80.00, of it idle 80.00") in shown.stderr, shown.stderr
+    table = CliRunner().invoke(cli, [*idle_hour, "--format", "table"])  # no blank table and total row above it
+    assert table.exit_code == 0 and table.stdout == "" and table.stderr.startswith("note: no job held GPUs"), \
+        table.output
     failed = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
                                       "--state", "failed,timeout", "--format", "csv"])
     assert failed.exit_code == 0 and failed.stdout.splitlines()[1:] == [], failed.output

@@ -35,6 +35,8 @@ def render(result, fmt: str | None) -> None:
         click.echo(to_json(data))
         return
     columns = _columns(result)
+    if fmt != "csv" and not data["rows"]:  # a table of nothing: the command's reason line says why
+        return
     if fmt == "csv":  # money as numbers, so a negative cost stays a number (not a neutralised "-")
         numbers = ("cost", "previous_cost", "change", "change_pct")
         rows = [{**row, **{k: Decimal(row[k]) for k in numbers if row.get(k) is not None}} for row in data["rows"]]

@@ -31,6 +31,8 @@ def render(result, fmt: str | None) -> None:
     if fmt in ("json", "csv"):
         emit(data["rows"], COLUMNS, fmt, json_data=data)
         return
+    if not data["rows"]:  # a table of nothing: the command's reason line says why
+        return
     rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"]),
              "gpus": _number(row["gpus"], 2), "gpu_hours": _number(row["gpu_hours"], 1),
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]) if row["cost_per_gpu_hour"] else "",
