@@ -197,3 +197,59 @@ def test_budgets_piped_without_format_keep_the_json_contract_of_format_json(tmp_
     path.write_text(json.dumps({**document, "budgets": []}))
     none = CliRunner().invoke(cli, ["--config", str(path), "budgets"])
     assert none.exit_code == 0 and json.loads(none.stdout) == [], none.output
+
+
+def test_a_budgets_actual_is_attribute_since_mtd_to_the_cent_where_the_daily_split_differs(tmp_path):
+    # A shared Tax line split proportionally: day by day, 1 Nov's 100 goes half to nlp and half
+    # to cv (50/50 direct spend) and 2 Nov has none to split; over the month nlp has 400 of the
+    # 500 direct spend: 80 to nlp, 20 to cv. Budgets summed the days (nlp 450, cv 150), while
+    # `attribute --since mtd` gives nlp 480, cv 120. The same in October, the month before.
+    from prometheus_client import CollectorRegistry
+
+    from service.attribution import attribute
+    from service.report.sections.budgets import budgets_section
+    from service.serve.app import Api
+    from service.serve.families import budget_families
+
+    AMOUNTS = {"nlp": 400, "cv": 200}  # each past a line: the budget rule's finding shows its actual
+    lines = []
+    for month in ("2026-10", "2026-11"):
+        lines += [line(f"{month}-01 00:00", "100", end=f"{month}-02 00:00", tags={"team": "nlp"}),
+                  line(f"{month}-01 00:00", "100", end=f"{month}-02 00:00", tags={"team": "cv"}),
+                  line(f"{month}-01 00:00", "100", end=f"{month}-02 00:00", category="Tax"),
+                  line(f"{month}-02 00:00", "300", end=f"{month}-03 00:00", tags={"team": "nlp"})]
+    lake = make_lake(tmp_path, lines)
+    document = {"lake": str(lake.root), "sources": declared_sources(lake),
+                "attribution": {**ATTRIBUTION, "shared": [{"match": {"charge_category": "Tax"}, "split": "proportional",
+                                                            "by": "team"}]},
+                "budgets": [{"name": team, "value": team, "amount": AMOUNTS[team]} for team in AMOUNTS]}
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps(document))
+    config = load_config(path)
+    now = datetime(2026, 11, 3)  # the data's end
+    statuses = {s.budget.value: s for s in budget_status(lake, config)}
+    shown = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    rows = {row["value"]: row for row in json.loads(shown.stdout)}
+    findings = {f.evidence["value"]: f for f in run_rules(config, only=["budget"], dry_run=True).result.findings
+                if f.evidence["kind"] == "actual"}
+    [used, _] = budget_families(config, lake, now)
+    ratios = {sample.labels["value"]: sample.value for sample in used.samples}
+    report = {row["value"]: row for row in budgets_section(config, lake, date(2026, 11, 2)).tables[0].rows}
+    api = Api(config, CollectorRegistry())
+    for team, expected in (("nlp", Decimal(480)), ("cv", Decimal(120))):
+        mtd = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "mtd", "--where", f"team={team}",
+                                       "--format", "json"])
+        [total] = json.loads(mtd.stdout)["totals"]
+        assert Decimal(total["cost"]) == expected  # the month's split, not the days' (450 and 150)
+        assert statuses[team].outlook.actual == Decimal(total["cost"])  # exactly
+        assert rows[team]["actual"] == f"{expected:.2f}" and findings[team].evidence["actual"] == f"{expected:.2f}"
+        assert ratios[team] == float(expected / AMOUNTS[team])
+        answer = json.loads(api.handle("/api/v1/attribute", {"since": ["2026-11-01"], "until": ["2026-11-03"],
+                                                             "where": [f"team={team}"]}, None).body)
+        assert report[team]["actual"] == Decimal(answer["totals"][0]["cost"]) == expected
+        october = attribute(lake, config, Window(datetime(2026, 10, 1, tzinfo=timezone.utc),
+                                                 datetime(2026, 11, 1, tzinfo=timezone.utc)), by=("team",),
+                            where={"team": [team]})
+        assert statuses[team].last_month.actual == october.totals[0][1] == expected
+        assert rows[team]["last_month"]["actual"] == f"{expected:.2f}"

@@ -3,14 +3,14 @@ configured budget.
 
 `budget_status(lake, config, now)` is what `spendlake budgets`, the metrics collector and
 the `budget` rule (through its RuleContext) read; the report reads `budget_statuses` for
-its day. Spend comes from attribution per day, so it ties out to `spendlake attribute
---granularity day` (shared costs split over each day's direct spend; summed exactly, rounded
-only when shown), not always to `--since mtd`, which splits them over the whole month.
+its day. A month's actual is one attribution of the month's window (the call `spendlake
+attribute --since mtd --where DIM=VALUE` makes, shared costs split over the month's direct
+spend), so the two agree to the cent; the spend per day (`--granularity day`) gives only the
+forecast's rate for the days left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -24,22 +24,18 @@ from service.core.timewindow import Window, utc_now
 from service.core.units import naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
-DailySpendLookup = Callable[[str, str, str, datetime, datetime], dict[date, Decimal]]
-
-
-def daily_spend_lookup(lake: Lake, config: Config) -> DailySpendLookup:
-    """daily_spend(dimension, value, currency, since, until) → {day: attributed billed cost}."""
-
-    def daily_spend(dimension: str, value: str, currency: str, since: datetime, until: datetime) -> dict[date, Decimal]:
-        window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
-        result = attribute(lake, config, window, by=(dimension,), where={dimension: [value]}, granularity="day")
-        spend: dict[date, Decimal] = {}
-        for row in result.rows:
-            if row.currency == currency and row.period is not None:
-                spend[row.period] = spend.get(row.period, Decimal(0)) + row.cost
-        return spend
-
-    return daily_spend
+def _spend(lake: Lake, config: Config, budget: BudgetConfig, since: datetime, until: datetime,
+           granularity: str) -> dict[date | None, Decimal]:
+    """The budget's attributed billed cost over [since, until) (naive UTC) in its currency, per
+    day (`granularity="day"`) or in one sum under None (`"total"`); no key when nothing was spent."""
+    window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
+    result = attribute(lake, config, window, by=(budget.dimension,), where={budget.dimension: [budget.value]},
+                       granularity=granularity)
+    spend: dict[date | None, Decimal] = {}
+    for row in result.rows:
+        if row.currency == budget.currency:
+            spend[row.period] = spend.get(row.period, Decimal(0)) + row.cost
+    return spend
 
 
 FIRST_DAYS = 7  # the last closed month's outcome is shown in the month's first days
@@ -136,18 +132,18 @@ def _pct(ratio: Decimal) -> str:
 
 
 def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime, at: datetime) -> list[BudgetStatus]:
-    """Every budget's outlook at `at` from its spend per day over [since, until) (naive UTC),
-    and how the month before `at` ended (its spend is read too)."""
-    lookup = daily_spend_lookup(lake, config)
+    """Every budget's outlook at `at`: the actual over the month to `at` and how the month
+    before ended, each one month-window attribution (as `attribute --since mtd` reads them),
+    and the forecast's rate from the spend per day over [since, until) (naive UTC)."""
     this_month, _ = month_bounds(at)
     previous = month_bounds(this_month - timedelta(days=1))[0]
     statuses = []
     for b in config.budgets:
-        daily = lookup(b.dimension, b.value, b.currency, min(since, previous), until)
-        closed = [cost for day, cost in daily.items() if previous.date() <= day < this_month.date()]
-        last = MonthOutcome(previous.strftime("%Y-%m"), sum(closed, Decimal(0)), b.amount) if closed else None
-        statuses.append(BudgetStatus(b, forecast_month({d: c for d, c in daily.items() if d >= since.date()}, at),
-                                     this_month.strftime("%Y-%m"), last))
+        actual = _spend(lake, config, b, this_month, at, "total").get(None, Decimal(0))
+        closed = _spend(lake, config, b, previous, this_month, "total")
+        last = MonthOutcome(previous.strftime("%Y-%m"), closed[None], b.amount) if closed else None
+        daily = _spend(lake, config, b, since, until, "day")
+        statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), this_month.strftime("%Y-%m"), last))
     return statuses
 
 

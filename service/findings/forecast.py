@@ -54,11 +54,13 @@ def _percentile(values: list[Decimal], fraction: Decimal) -> Decimal:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def forecast_month(daily: Mapping[date, Decimal], now: datetime) -> Forecast:
-    """Month-end forecast from attributed spend per day (naive UTC `now`)."""
+def forecast_month(daily: Mapping[date, Decimal], now: datetime, actual: Decimal | None = None) -> Forecast:
+    """Month-end forecast from attributed spend per day (naive UTC `now`); `actual`: the
+    month to date as one window attributes it, else the days of `daily` in the month summed."""
     start, end = month_bounds(now)
     today = now.date()
-    actual = sum((cost for day, cost in daily.items() if start.date() <= day <= today), Decimal(0))
+    if actual is None:
+        actual = sum((cost for day, cost in daily.items() if start.date() <= day <= today), Decimal(0))
     # Days since the series began count, those without spend as 0; earlier days are unknown.
     first = min(daily, default=today)
     observed = {day: daily.get(day, Decimal(0))

@@ -6,7 +6,8 @@ The report day D is judged as of D's end (the next midnight UTC), the instant `s
 budgets` uses when the bill runs through D. That instant closes D's month (as `--since mtd`
 reads it, service/core/timewindow.py): the report of a month's last day shows how that month
 came out (its forecast is its actual), not a new month without spend.
-Spend is read for whole days up to D's end, so the actual ties out to `spendlake attribute`.
+The actual is the month's window to D's end attributed at once, so it equals the team's month
+to date in the spend table and `spendlake attribute` over that window.
 """
 
 from __future__ import annotations
