@@ -203,3 +203,25 @@ def test_the_reports_totals_and_bills_are_what_the_api_answers(lake):
             for p in periods if p["billing_period"] in ("2023-08", "2023-09")} == \
         {(r["source"], r["billing_period"], r["currency"], r["billed_cost"], r["effective_cost"], r["invoice"] == "final")
          for r in bills(root, config, "2023-09-30")}
+
+
+def test_a_day_past_the_datas_end_shows_no_change_in_html_json_csv_and_summary(lake):
+    # The data ends at 2026-09-11 01:00: 11 Sep holds no billed spend yet, 10 Sep 100.005. Was:
+    # −100.0% on the Day card, in the team table (and its CSV) and a top mover of −100.005.
+    root, config = lake
+    folder = report(root, config, "2026-09-11")
+    data = json.loads((folder / "report.json").read_text())
+    cards = {h["label"]: h for h in data["headlines"]}
+    assert (cards["Day (EUR)"]["previous"], cards["Day (EUR)"]["change_pct"]) == ("100.005000000000", None)
+    assert cards["Month to date (EUR)"]["change_pct"] is None
+    spend = next(s for s in data["sections"] if s["key"] == "spend")
+    tables = {t["key"]: t for t in spend["tables"]}
+    [pretrain] = [r for r in tables["spend_by_team"]["rows"] if r["team"] == "pretrain"]
+    assert (pretrain["day_previous"], pretrain["day_change_pct"], pretrain["mtd_change_pct"]) == ("100.005000000000", None, None)
+    assert tables["top_movers"]["rows"] == []
+    with open(folder / "spend_by_team.csv", newline="", encoding="utf-8") as handle:
+        [row] = [r for r in csv.DictReader(handle) if r["team"] == "pretrain"]
+    assert (row["day_change_pct"], row["mtd_change_pct"]) == ("", "")
+    html = (folder / "report.html").read_text()
+    assert "−100.0%" not in html and "— vs EUR 100.01" in html
+    assert "- Day (EUR): EUR 0.00 (— vs EUR 100.01)" in (folder / "summary.md").read_text()

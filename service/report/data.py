@@ -66,8 +66,8 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
     end = data_end(lake)
     if end is not None and end < day_start(day) + timedelta(days=1):
         return [f"The lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in yet, so this "
-                "day's and this month's figures are incomplete, and a change against earlier days is not a change "
-                "in spend."]
+                "day's and this month's figures are incomplete, and no change against earlier days is shown (it "
+                "would be no change in spend)."]
     return []
 
 

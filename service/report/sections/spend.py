@@ -57,6 +57,17 @@ class SpendReport:
             self._results[key] = attribute(self.lake, self.config, self.w[window], by=by, **options)
         return self._results[key]
 
+    @property
+    def past_the_data(self) -> bool:
+        """The report's day runs past the data's end (`--date` after the last bill day): its and
+        the month's figures are not all in, so a change against earlier days is no change in
+        spend and is not shown (None: "—" on the page, empty in CSV, null in JSON)."""
+        end = self.query("day", ("team",)).data_through
+        return end is not None and self.w["day"].until > end
+
+    def change(self, current: Decimal, previous: Decimal | None) -> Decimal | None:
+        return None if self.past_the_data else change_pct(current, previous)
+
     # ---- headlines and totals ---------------------------------------------------------
 
     def totals(self) -> tuple[list[Headline], Table]:
@@ -75,7 +86,7 @@ class SpendReport:
             for currency in sorted(set(sums[now]) | set(sums[before]), key=str):
                 value, previous = sums[now].get(currency, ZERO), sums[before].get(currency)
                 headlines.append(Headline(f"{label} ({currency})", currency or "", value, previous,
-                                          change_pct(value, previous)))
+                                          self.change(value, previous)))
         return headlines, table
 
     # ---- spend by team and project ------------------------------------------------------
@@ -99,9 +110,9 @@ class SpendReport:
         for (value, currency), c in kept.items():
             day, mtd = c.get("day", ZERO), c.get("mtd", ZERO)
             rows.append({dim: value, "currency": currency, "day_cost": day, "day_previous": c.get("previous_day"),
-                         "day_change_pct": change_pct(day, c.get("previous_day")), "mtd_cost": mtd,
+                         "day_change_pct": self.change(day, c.get("previous_day")), "mtd_cost": mtd,
                          "mtd_previous": c.get("previous_mtd"),
-                         "mtd_change_pct": change_pct(mtd, c.get("previous_mtd"))})
+                         "mtd_change_pct": self.change(mtd, c.get("previous_mtd"))})
         return Table(f"spend_by_{dim}", f"Spend by {dim}", [
             Column(dim, dim), Column("currency", "currency"), Column("day_previous", "day before", "money"),
             Column("day_cost", "day", "money"), Column("day_change_pct", "change", "change"), Column("mtd_cost", "month to date", "money"),
@@ -115,7 +126,7 @@ class SpendReport:
                  "day_cost": r.cost, "previous_cost": r.previous_cost,
                  "change": r.cost - (r.previous_cost or ZERO), "change_pct": change_pct(r.cost, r.previous_cost)}
                 for r in result.rows]
-        rows = [r for r in rows if r["change"] != 0]
+        rows = [r for r in rows if r["change"] != 0 and not self.past_the_data]  # a drop to no data moves nothing
         rows.sort(key=lambda r: (-abs(r["change"]), r["team"], r["project"]))
         return Table("top_movers", "Top movers: team and project, day over day", [
             Column("team", "team"), Column("project", "project"), Column("currency", "currency"),
