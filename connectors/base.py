@@ -23,6 +23,7 @@ import duckdb
 
 from connectors.storage import Storage, StoredObject
 from connectors.unread_files import unread_files
+from service.core.commit import FinalWhen
 from service.core.config import SourceConfig
 from service.core.errors import SpendlakeError
 from service.core.registry import Connector, Disposition, Feeds
@@ -68,6 +69,9 @@ class CostConnector(Connector, Protocol):
     # are then committed in one pass, staging telling which file held which periods
     # (service.ingest.periods). False (the default): each new file is first read for its periods.
     parts_are_files: ClassVar[bool] = False
+    # Which lines of a period's currency must carry an invoice id for it to be final
+    # (service.core.commit.FinalWhen); "any" (the default) is how AWS marks a finalized bill.
+    final_when: ClassVar[FinalWhen] = "any"
 
     def __init__(self, config: SourceConfig) -> None: ...
 

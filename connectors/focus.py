@@ -113,6 +113,8 @@ class DataExportsLayout(AwsCur2Connector):
 
 class FocusConnector(FolderExport):
     kind = "focus"
+    # FOCUS 1.2+: InvoiceId MUST be null when the charge is on no issued or provisional invoice
+    final_when = "every"
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
     period_column = "BillingPeriodStart"

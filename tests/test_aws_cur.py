@@ -206,10 +206,11 @@ def test_restated_closed_month_with_refund_changes_only_that_month(tmp_path, buc
     before = (october_file.read_bytes(), october_file.stat().st_mtime_ns)
     write_legacy(put, prefix="cur", report="rep", period="2026-09", assembly="sep2",
                  parts=[[line("2026-09", "9", invoice="INV-9"), line("2026-09", "-2.5", kind="Refund",
-                                                                    invoice="INV-9")]])
+                                                                    invoice="INV-9"),
+                         line("2026-09", "0.5")]])  # a late line without bill/InvoiceId: the bill stays final
     result = ingest(cfg)
     assert sorted(o.status for o in result.outcomes) == ["committed", "unchanged"]
-    assert totals(lake) == [("2026-09", "USD", Decimal("6.5"), Decimal("6.5"), 2),
+    assert totals(lake) == [("2026-09", "USD", Decimal("7.0"), Decimal("7.0"), 3),
                             ("2026-10", "USD", Decimal(1), Decimal(1), 1)]
     assert (october_file.read_bytes(), october_file.stat().st_mtime_ns) == before
     entries = {e.billing_period: e for e in lake.ledger()}

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import duckdb
 
@@ -49,6 +49,12 @@ class CommitTarget(Protocol):
 
 
 log = logging.getLogger(__name__)
+
+# When a billing period is final rather than estimated (RELIABILITY 8), per currency: "any" of
+# its lines carries an invoice id (AWS: `bill/InvoiceId` is blank until the month's bill is
+# finalized, then on its lines), or "every" line does (FOCUS: InvoiceId is null on each charge
+# not yet on an issued or provisional invoice, so a blank line is still an estimate).
+FinalWhen = Literal["any", "every"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,7 @@ def stage_costs(
     files: Sequence[str] = (),
     strict: bool = False,
     warn: Callable[[str], None] = log.warning,
+    final_when: FinalWhen = "any",
 ) -> StagedCosts:
     """Write one delivery (canonical cost columns) as the new content of its periods, staged.
 
@@ -87,7 +94,8 @@ def stage_costs(
     `relation` may be the delivery's parts (one relation per file): they are written one
     after another, so memory does not grow with their number (service.core.staging).
     Line items the delivery repeats (hidden_columns.LINE_ITEM_KEY) are passed to `warn`, or with
-    `strict` fail the delivery. Nothing of the lake changes until `publish_costs`.
+    `strict` fail the delivery. `final_when`: see FinalWhen. Nothing of the lake changes until
+    `publish_costs`.
     """
     check_partition_value("source", source)
     stage = lake.staging / f"costs-{uuid.uuid4().hex}"
@@ -116,7 +124,8 @@ def stage_costs(
                 staged[period] = empty
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files,
                                 {(currency, column): value for (period, currency, column), value
-                                 in result.rounding.items() if period == p}, result.tag_keys.get(p, ()))
+                                 in result.rounding.items() if period == p}, result.tag_keys.get(p, ()),
+                                final_when)
                    for p in sorted(staged)]
         return StagedCosts(stage, entries, dict(staged), result.part_periods)
     except BaseException as exc:
@@ -170,18 +179,20 @@ MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
 # Four reads did this, and a fifth the tag keys (the stager's now): 1.5 CPU s for a 10M-line
 # file, 0.7 with this one and the stager's 0.1 (bench/README.md).
 ENTRY_FIGURES = ("SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost), "
-                 f"bool_or(coalesce(trim(InvoiceId), '') <> ''), {USAGE_END}, "
+                 "bool_or(coalesce(trim(InvoiceId), '') <> ''), bool_and(coalesce(trim(InvoiceId), '') <> ''), "
+                 f"{USAGE_END}, "
                  + ", ".join(f"sum(abs({column}))" for column in MONEY_COLUMNS)
                  + " FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST")
 
 
 def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period: str, delivery_id: str,
                  files: Sequence[str], rounding: Mapping[tuple[str | None, str], Decimal] | None = None,
-                 tag_keys: Sequence[str] = ()) -> LedgerEntry:
+                 tag_keys: Sequence[str] = (), final_when: FinalWhen = "any") -> LedgerEntry:
     """The entry of a staged partition, or a DataError when a money sum of it would not fit
     the lake's type. `rounding`: (currency, cost column) → what the lake's 12 decimals rounded
     away from the delivery's values (staging.Staged.rounding); `tag_keys`: the distinct keys of
-    its Tags maps, sorted, as the stager saw them (staging.Staged.tag_keys)."""
+    its Tags maps, sorted, as the stager saw them (staging.Staged.tag_keys); `final_when`: which
+    lines of each currency must carry an invoice id for the period to be final (FinalWhen)."""
     try:
         rows = con.execute(ENTRY_FIGURES, [str(path)]).fetchall()
     except duckdb.OutOfRangeException:
@@ -191,8 +202,8 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
                                   tuple(sorted((column, value) for (currency, column), value in rounding.items()
                                                if currency == cur)))
                    for cur, n, billed, effective, *_ in rows)
-    final = bool(rows) and all(row[4] for row in rows)
-    usage_ends = [row[5] for row in rows if row[5] is not None]
+    final = bool(rows) and all(row[4 if final_when == "any" else 5] for row in rows)
+    usage_ends = [row[6] for row in rows if row[6] is not None]
     return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
                        rows=sum(t.rows for t in totals), totals=totals, final=final,
                        ingested_at=utc_now_iso(), files=tuple(files), size=path.stat().st_size,

@@ -244,7 +244,8 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
             try:
                 staged = plan.regroup(delivery, stage_costs(
                     lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
-                    periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append))
+                    periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append,
+                    final_when=connector.final_when))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
                 raise connector.locate(error, con) from None
         changed = _changed_while_read(versions)
