@@ -19,22 +19,26 @@ from service.attribution import attribute
 from service.core.config import Config
 from service.core.config_budgets import BudgetConfig
 from service.core.coverage import data_end
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
 from service.core.units import naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
-def _spend(lake: Lake, config: Config, budget: BudgetConfig, since: datetime, until: datetime,
-           granularity: str) -> dict[date | None, Decimal]:
-    """The budget's attributed billed cost over [since, until) (naive UTC) in its currency, per
-    day (`granularity="day"`) or in one sum under None (`"total"`); no key when nothing was spent."""
+Spend = dict[tuple[str, str | None, date | None], Decimal]
+
+
+def _spend(lake: Lake, config: Config, dimension: str, values: list[str], since: datetime, until: datetime,
+           granularity: str) -> Spend:
+    """(folded value, currency, day or None) → attributed billed cost over [since, until)
+    (naive UTC) of each of `values`, per day (`granularity="day"`) or in one sum (`"total"`):
+    one attribution for every budget of a dimension, each value's as `--where` alone gives it."""
     window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
-    result = attribute(lake, config, window, by=(budget.dimension,), where={budget.dimension: [budget.value]},
-                       granularity=granularity)
-    spend: dict[date | None, Decimal] = {}
+    result = attribute(lake, config, window, by=(dimension,), where={dimension: values}, granularity=granularity)
+    spend: Spend = {}
     for row in result.rows:
-        if row.currency == budget.currency:
-            spend[row.period] = spend.get(row.period, Decimal(0)) + row.cost
+        key = (folded(row.values[dimension]), row.currency, row.period)
+        spend[key] = spend.get(key, Decimal(0)) + row.cost
     return spend
 
 
@@ -137,13 +141,22 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
     and the forecast's rate from the spend per day over [since, until) (naive UTC)."""
     this_month, _ = month_bounds(at)
     previous = month_bounds(this_month - timedelta(days=1))[0]
+    spend: dict[str, tuple[Spend, Spend, Spend]] = {}
+    for dimension in dict.fromkeys(b.dimension for b in config.budgets):
+        values = list(dict.fromkeys(b.value for b in config.budgets if b.dimension == dimension))
+        spend[dimension] = (_spend(lake, config, dimension, values, this_month, at, "total"),
+                            _spend(lake, config, dimension, values, previous, this_month, "total"),
+                            _spend(lake, config, dimension, values, since, until, "day"))
     statuses = []
     for b in config.budgets:
-        actual = _spend(lake, config, b, this_month, at, "total").get(None, Decimal(0))
-        closed = _spend(lake, config, b, previous, this_month, "total")
-        last = MonthOutcome(previous.strftime("%Y-%m"), closed[None], b.amount) if closed else None
-        daily = _spend(lake, config, b, since, until, "day")
-        statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), this_month.strftime("%Y-%m"), last))
+        month, closed, days = spend[b.dimension]
+        value = folded(b.value)
+        actual = month.get((value, b.currency, None), Decimal(0))
+        last = closed.get((value, b.currency, None))
+        daily = {day: cost for (v, currency, day), cost in days.items() if (v, currency) == (value, b.currency)}
+        statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), this_month.strftime("%Y-%m"),
+                                     MonthOutcome(previous.strftime("%Y-%m"), last, b.amount) if last is not None
+                                     else None))
     return statuses
 
 
