@@ -23,9 +23,9 @@ import duckdb
 
 from connectors.storage import Storage, StoredObject
 from connectors.unread_files import unread_files
-from service.core.commit import FinalWhen
 from service.core.config import SourceConfig
 from service.core.errors import SpendlakeError
+from service.core.ledger import FinalWhen
 from service.core.registry import Connector, Disposition, Feeds
 
 # Every billing connector feeds `costs`, and each delivery replaces the periods it holds.
@@ -70,7 +70,7 @@ class CostConnector(Connector, Protocol):
     # (service.ingest.periods). False (the default): each new file is first read for its periods.
     parts_are_files: ClassVar[bool] = False
     # Which lines of a period's currency must carry an invoice id for it to be final
-    # (service.core.commit.FinalWhen); "any" (the default) is how AWS marks a finalized bill.
+    # (service.core.ledger.FinalWhen); "any" (the default) is how AWS marks a finalized bill.
     final_when: ClassVar[FinalWhen] = "any"
 
     def __init__(self, config: SourceConfig) -> None: ...

@@ -28,10 +28,11 @@ CSV_HEADER = ("BilledCost,EffectiveCost,ListCost,BillingCurrency,BillingPeriodSt
 
 
 def old_figures(con: duckdb.DuckDBPyConnection, path: Path) -> dict:
-    """What the commit's five reads of a staged file gave (main before this change)."""
+    """What the commit's five reads of a staged file gave (main before this change); final as
+    a FOCUS period is: every line of each currency with an invoice id."""
     rows = con.execute(
         "SELECT BillingCurrency, count(*), sum(BilledCost), sum(EffectiveCost), "
-        "bool_or(coalesce(trim(InvoiceId), '') <> '') FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST",
+        "bool_and(coalesce(trim(InvoiceId), '') <> '') FROM read_parquet(?) GROUP BY 1 ORDER BY 1 NULLS LAST",
         [str(path)]).fetchall()
     [(end,)] = con.execute(
         "SELECT max(ChargePeriodEnd) FROM read_parquet(?) WHERE coalesce(ChargeCategory, 'Usage') = 'Usage'",

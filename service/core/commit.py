@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import duckdb
 
@@ -28,7 +28,7 @@ from service.core import derived_records
 from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
 from service.core.files import DATA_FILE, check_partition_value, files_named, fsync_path, install
-from service.core.ledger import CurrencyTotals, LedgerEntry
+from service.core.ledger import CurrencyTotals, FinalWhen, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.snapshot_ledger import recording
 from service.core.staging import query_memory, stage_parts, write_empty
@@ -49,12 +49,6 @@ class CommitTarget(Protocol):
 
 
 log = logging.getLogger(__name__)
-
-# When a billing period is final rather than estimated (RELIABILITY 8), per currency: "any" of
-# its lines carries an invoice id (AWS: `bill/InvoiceId` is blank until the month's bill is
-# finalized, then on its lines), or "every" line does (FOCUS: InvoiceId is null on each charge
-# not yet on an issued or provisional invoice, so a blank line is still an estimate).
-FinalWhen = Literal["any", "every"]
 
 
 @dataclass(frozen=True)

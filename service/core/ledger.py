@@ -15,9 +15,16 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
+from typing import Literal
 
 from service.core.errors import DataError
 from service.core.units import exact_text
+
+# When an entry is `final` rather than estimated (RELIABILITY 8), per currency: "any" of its
+# lines carries an invoice id (AWS: `bill/InvoiceId` is blank until the month's bill is
+# finalized, then on its lines), or "every" line does (FOCUS: InvoiceId is null on each charge
+# not yet on an issued or provisional invoice, so a blank line is still an estimate).
+FinalWhen = Literal["any", "every"]
 
 
 @dataclass(frozen=True)
