@@ -53,3 +53,12 @@ def test_the_currency_stays_when_the_rows_hold_several(monkeypatch, capsys):
     assert "EUR" in out and "USD" in out and "project" in err
     print_table(rows[:1], ["team", "project", "currency", "cost"], whole=("cost",))
     assert "currency" in capsys.readouterr().err  # one currency: it gives way like the rest
+
+
+def test_a_title_naming_a_cluster_or_run_shows_its_controls_and_brackets_as_text(monkeypatch, capsys):
+    # demo and runs --run titles carry names from the config and the job records
+    monkeypatch.setenv("COLUMNS", "120")
+    print_table([{"run": "r1"}], ["run"], title="jobs of \x1b]0;owned\x07[red]r1[/red]")
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b]0;owned\\x07[red]r1[/red]" in "".join(out.split())  # the title wraps to the table's width

@@ -42,7 +42,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     # amounts in several currencies without their currency would be misread
     several = "currency" in columns and len({row.get("currency") for row in rows}) > 1
     kept = shown(columns, widths, console.width, keep=(*columns[:1], *whole, *(["currency"] if several else [])))
-    table = Table(title=title, show_footer=footer is not None)
+    table = Table(title=_cell(title) if title else None, show_footer=footer is not None)
     for column in kept:
         table.add_column(column, justify="right" if column in right else "left",
                          min_width=widths[column] if column in whole else None, footer=feet[column])
