@@ -39,7 +39,8 @@ def test_spark_takes_the_recorded_digest_without_hashing_the_snapshot(lake, spar
     assert spark_lake.jobs_basis(spark_lake.table_files("jobs")) == expected == jobs_basis(lake)
 
 
-@pytest.mark.parametrize("record", [None, "not json", '{"size": 1, "rows": 3000, "sha256": "x"}'])
+@pytest.mark.parametrize("record", [None, "not json", "[" * 100_000,  # nested past Python's parser
+                                    '{"size": 1, "rows": 3000, "sha256": "x"}'])
 def test_spark_hashes_a_snapshot_without_a_usable_record(lake, spark, record):
     config, lake = lake
     expected = hashed_basis(lake)
@@ -55,3 +56,13 @@ def test_spark_hashes_a_snapshot_without_a_usable_record(lake, spark, record):
             spark_lake.table_files("jobs")
     else:
         assert spark_lake.table_files("jobs") == files
+
+
+def test_spark_names_a_state_file_nested_too_deeply(lake, spark):
+    config, lake = lake
+    state = lake.root / "_state" / "verify.json"
+    state.parent.mkdir(exist_ok=True)
+    state.write_text("[" * 100_000)
+    with pytest.raises(DataError, match="state file is unreadable: JSON nested too deeply") as raised:
+        SparkLake(spark, str(lake.root)).read_state("verify")
+    assert str(state) in str(raised.value)

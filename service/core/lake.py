@@ -22,7 +22,6 @@ whole target directory, i.e. every other period.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from service.core import json_text
 from service.core.connection import sandboxed_connection
 from service.core.errors import DataError
 from service.core.files import DATA_FILE, check_partition_value, write_json_atomic
@@ -330,7 +330,7 @@ class Lake:
         if not path.exists():
             return {}
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return json_text.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise DataError(f"state file is unreadable: {exc}", where=str(path), hint="delete it to start afresh") from None
 

@@ -11,7 +11,6 @@ the damaged file it read (service/attribution/spark/damage.py), and says what to
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 from service.attribution.jobs import basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
-from service.core import derived_records
+from service.core import derived_records, json_text
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
@@ -148,7 +147,7 @@ class SparkLake:
         path = self._path(self.root, f"_state/{name}.json")
         text = self._bytes(path)
         try:
-            return {} if text is None else json.loads(text.decode("utf-8"))
+            return {} if text is None else json_text.loads(text.decode("utf-8"))
         except ValueError as exc:
             raise DataError(f"state file is unreadable: {exc}", where=self.where(path.toString()),
                             hint="delete it to start afresh") from None
@@ -256,7 +255,7 @@ class SparkLake:
         if text is None:
             return None
         try:
-            data = json.loads(text.decode("utf-8"))
+            data = json_text.loads(text.decode("utf-8"))
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
