@@ -45,7 +45,7 @@ def attempt(record: str, start: str, end: str) -> dict:
                    instance_ids=["i-a"], job_type="pretrain")
 
 
-def lake_with_a_story(tmp_path):
+def lake_with_a_story(tmp_path, currency: str = "USD"):
     jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
                 state="FAILED", job_type="pretrain", project="llm"),
             job("2", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1",
@@ -60,7 +60,7 @@ def lake_with_a_story(tmp_path):
             job("6", 8, "2026-11-02T14:00:00", "2026-11-02T15:00:00", instance_ids=["i-a"], run_id="r4")]
     lines = [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T12:00:00"),
              gpu_line("i-b"), gpu_line("i-b", start="2026-11-02T11:00:00")]
-    lake, cfg = setup(tmp_path, lines, jobs)
+    lake, cfg = setup(tmp_path, [{**line, "currency": currency} for line in lines], jobs)
     path = tmp_path / "spendlake.yaml"
     path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
     return lake, cfg, str(path)
@@ -135,6 +135,18 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     shown = runner.invoke(cli, [*args, "json"])
     data = json.loads(shown.stdout)
     assert [r["run"] for r in data["rows"]] == ["r1"] and len(data["jobs"]) == 5 and data["notes"] == []
+
+
+def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path):
+    """BillingCurrency is the bill's text: an OSC escape in it is shown, a line feed cannot start a line."""
+    _, _, path = lake_with_a_story(tmp_path, currency="US\x1b]0;owned\x07D\nerror: forged")
+    table = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--format", "table"],
+                               env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    currency = "US\\x1b]0;owned\\x07D\\nerror: forged"
+    assert f"failed re-runs (unfinished attempts): {currency} 100.00 of 160.00" in table.stdout
+    assert f"idle beside the run, not in its cost: {currency} 70.00" in table.stdout
+    assert "\x1b" not in table.stdout and not any(line.startswith("error") for line in table.stdout.splitlines())
 
 
 def test_57_an_unknown_run_is_a_warning_naming_the_closest_run_ids(tmp_path):

@@ -9,6 +9,7 @@ import click
 
 from service.cli.attribute import coverage_line
 from service.cli.output import emit
+from service.core.output import one_line
 from service.core.units import money_text
 
 JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", "end", "gpus", "gpu_hours", "nodes",
@@ -106,10 +107,10 @@ def render_story(result, fmt: str) -> None:
         _split_table(data, "state", "by final state", total)
         for currency, cost, part in _unfinished(data):
             share = f" of {money_text(cost)} ({part / cost * 100:.1f}%)" if cost else ""
-            click.echo(f"failed re-runs (unfinished attempts): {money_text(part, currency)}{share}")
+            click.echo(one_line(f"failed re-runs (unfinished attempts): {money_text(part, currency)}{share}"))
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
-        click.echo(f"idle beside the run, not in its cost: {idle['currency']} {money_text(idle['cost'])}{share} of the "
-                   f"{money_text(idle['held_cost'])} its instances cost in the hours it held them (the cluster's idle; "
-                   "the idle share above is of those instances over the whole window)")
+        click.echo(one_line(f"idle beside the run, not in its cost: {idle['currency']} {money_text(idle['cost'])}{share} "
+                            f"of the {money_text(idle['held_cost'])} its instances cost in the hours it held them (the "
+                            "cluster's idle; the idle share above is of those instances over the whole window)"))
     click.echo(coverage_line(result))

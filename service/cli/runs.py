@@ -10,7 +10,7 @@ from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
 from service.cli.run_story import render_story
-from service.core.output import printable
+from service.core.output import one_line
 from service.core.units import money_text
 
 COSTS = ("billed", "effective", "list")
@@ -97,9 +97,9 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
         render_story(result, fmt)
     if result.story is not None:
         for note in result.story.notes:  # an unknown run: exit 0 with the closest ids, as `--where` does
-            click.echo(("warning: " if note.startswith("no run ") else "note: ") + printable(note), err=True)
+            click.echo(one_line(("warning: " if note.startswith("no run ") else "note: ") + note), err=True)
     elif not result.rows and not result.lake_empty:
-        click.echo(printable(_why_no_run(result)), err=True)  # it names states and clusters from job records
+        click.echo(one_line(_why_no_run(result)), err=True)  # it names states and clusters from job records
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 
-from service.core.output import printable
+from service.core.output import one_line, printable
 
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials
 URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\"<>]+@"), r"\1<redacted>@")
@@ -47,10 +47,6 @@ class RedactingFilter(logging.Filter):
         if record.exc_text:
             record.exc_text = printable(redact(record.exc_text))
         return True
-
-
-def one_line(text: str) -> str:
-    return printable(text).replace("\n", "\\n")
 
 
 def setup_logging(level: int = logging.WARNING) -> None:
