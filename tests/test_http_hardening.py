@@ -21,6 +21,8 @@ from service.serve.http import make_server
 from tests.servicekit import make_config, write_config
 
 TOKEN = "s3cret-token-0123456789"
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+                    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
 
 
 @pytest.fixture
@@ -120,7 +122,7 @@ def test_59_connections_past_the_cap_are_answered_503_at_once(server):
     try:
         time.sleep(0.2)  # the server has accepted them
         status, headers, body = get(port, "/healthz")
-        assert status == 503 and headers["Retry-After"] == "1"
+        assert status == 503 and headers["Retry-After"] == "1" and SECURITY_HEADERS.items() <= headers.items()
         assert "more than 5 connections" in body["error"]["message"]
     finally:
         for sock in held:
@@ -215,3 +217,18 @@ def test_a_client_gone_before_its_answer_is_one_log_line_not_a_traceback(server,
     [record] = caplog.records
     assert record.getMessage().startswith("client 127.0.0.1 went away before its answer was written (")
     assert "scrape_timeout" in record.getMessage() and record.exc_info is None
+
+
+@pytest.mark.parametrize("target", ["/metrics", "/healthz", "/readyz", "/api/v1/status", "/api/v1/attribute?since=7d",
+                                    "/api/v1/runs?since=7d", "/api/v1/findings", "/nope", "/api/v1/runs?since=%zz&&"])
+def test_every_answer_tells_a_browser_not_to_sniff_frame_or_run_it(server, target):
+    """A JSON error echoes what was asked (`/nope<script>`): a browser must not read it as a page."""
+    port = server()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head and (chunk := sock.recv(65536)):
+            head += chunk
+    lines = head.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    assert SECURITY_HEADERS.items() <= headers.items(), headers
