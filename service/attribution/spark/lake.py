@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import stat
 from pathlib import Path
 
 from service.attribution.jobs import basis_of
@@ -291,7 +292,14 @@ class SparkLake:
         return self._rows[(path.toString(), size)]
 
     def _with_stream(self, path, read):
-        """`read(stream)` on the opened file at `path` (a Hadoop Path)."""
+        """`read(stream)` on the opened file at `path` (a Hadoop Path). Hadoop lists a FIFO or a
+        device (a link to /dev/zero) in a local lake as a file: opening a FIFO never returns, and
+        reading /dev/zero never ends, so neither is opened."""
+        where = self.where(path.toString())
+        if where.startswith("/") and not _regular(Path(where)):
+            raise DataError("not a regular file but a FIFO or a device: reading it would never end", where=where,
+                            hint="only spendlake writes the lake: delete it, then `spendlake verify` names what "
+                                 "writes it again")
         stream = self._java(lambda: self._fs.open(path))
         try:
             return self._java(lambda: read(stream))
@@ -331,3 +339,11 @@ class SparkLake:
             return SourceError(f"access denied: {first}", where=self.location, hint=IAM_HINT)
         return DataError(f"Spark cannot read the lake: {first}", where=self.location,
                          hint="check engine.lake, engine.endpoint_url and that the lake was copied whole")
+
+
+def _regular(path: Path) -> bool:
+    """True unless `path` is there and is no regular file (a missing one is Hadoop's to name)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
