@@ -30,6 +30,7 @@ from connectors.jobs_base import job_row
 from service.attribution import RunsQuery, runs
 from service.cli.main import cli
 from service.core.config import parse_config
+from service.core.timewindow import iso_utc
 from tests.test_clusters_allocation import gpu_line, job, setup
 from tests.test_runs import whole_config
 from tests.test_service_http import api_for
@@ -201,3 +202,34 @@ def test_a_lake_without_a_bill_tells_the_runs_jobs_without_cost(tmp_path):
     assert [(j.job, j.job_type, j.gpu_hours, j.cost, j.currency) for j in result.story.jobs] == [
         ("7", "pretrain", D(16), D(0), None)]
     assert result.story.instances == () and result.story.notes == ()
+
+
+def test_without_since_a_run_is_read_over_its_own_span_in_whole_hours(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    whole = runs(lake, cfg, RunsQuery.parse(since=None, run="R1"))
+    # its jobs ran 10:00 → 12:45: the window is the hours they touch, and the cost all of it
+    assert (iso_utc(whole.window.since), iso_utc(whole.window.until)) == ("2026-11-02T10:00:00Z", "2026-11-02T13:00:00Z")
+    assert [(r.run, r.jobs, r.cost) for r in whole.rows] == [("r1", 5, D(160))]
+    assert sum(j.cost for j in whole.story.jobs) == D(160)
+    # r2's one job held GPUs 10:00 → 10:15: its hour is whole ($10, not a quarter of it)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", "--run", "r2", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert (data["since"], data["until"]) == ("2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z")
+    assert [(r["run"], D(r["cost"])) for r in data["rows"]] == [("r2", D(10))]
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    response = api.handle("/api/v1/runs", parse_qs("run=r1"), None)
+    assert response.status == 200, response.body
+    assert [(r["run"], D(r["cost"])) for r in json.loads(response.body)["rows"]] == [("r1", D(160))]
+    # `until` alone leaves the start unknown
+    cut = CliRunner().invoke(cli, ["--config", path, "runs", "--run", "r1", "--until", "2026-11-03"])
+    assert cut.exit_code == 2 and "neither for the run's own span" in cut.output
+
+
+def test_without_since_a_running_run_reaches_the_bill_end(tmp_path):
+    jobs = [job("8", 4, "2026-11-02T11:30:00", None, instance_ids=["i-a"], run_id="r8", state="RUNNING")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T12:00:00")], jobs)
+    result = runs(lake, cfg, RunsQuery.parse(since=None, run="r8"))
+    # from its start's hour to the bill's end (13:00): 4 of i-a's 8 GPUs 12:00 → 13:00 are $40
+    assert (iso_utc(result.window.since), iso_utc(result.window.until)) == ("2026-11-02T11:00:00Z", "2026-11-02T13:00:00Z")
+    assert [(r.run, r.state, r.cost, r.end) for r in result.rows] == [("r8", "RUNNING", D(40), None)]

@@ -2,6 +2,7 @@
 in a window, and the idle share of the instances its jobs ran on.
 
     job_records(lake, con, config, window) -> {run (lower case): JobSide}
+    run_span(lake, con, run) -> (first start, last end, running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
 
@@ -109,6 +110,19 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     return runs
+
+
+def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[datetime | None, datetime | None, bool]:
+    """When the run (any case) held GPUs, in every job record the lake holds (the newest
+    snapshot of each, as `job_records` reads them): its first start, its last end, and whether
+    one of its jobs still runs. (None, None, False): no record names it."""
+    if not lake.has_table(JOBS_TABLE):
+        return None, None, False
+    first, last, running = con.execute(
+        f"SELECT min(start_time), max(end_time), bool_or(end_time IS NULL) FROM (SELECT *, {NEWEST_RECORD} AS newest "
+        "FROM jobs) AS j WHERE newest = 1 AND start_time IS NOT NULL AND gpus > 0 AND lower(trim(run_id)) = $run",
+        {"run": folded(run)}).fetchone()
+    return (first and first.replace(tzinfo=timezone.utc), last and last.replace(tzinfo=timezone.utc), bool(running))
 
 
 def placed_parts(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 from connectors.jobs_base import STATE_SYNONYMS, STATES
@@ -48,11 +48,13 @@ from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, 
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
-from service.attribution.run_inputs import SEVERAL, VALUES, JobSide, idle_shares, job_records, joined_clusters
+from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, idle_shares, job_records, joined_clusters,
+                                            run_span)
 from service.attribution.run_story import RunStory, run_story
 from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
+from service.core.coverage import data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.lake import Lake
@@ -63,11 +65,12 @@ RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "s
 OTHER = "other"
 GPU_HOURS_QUANTUM = Decimal("1e-6")
 MONEY_QUANTUM = Decimal("1e-6")
+HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
 class RunsQuery:
-    window: Window
+    window: Window | None  # None: `run`'s own span (`runs` finds it: `run_window`)
     by: tuple[str, ...] = ()
     states: tuple[str, ...] = ()  # upper case; a run is kept when its last job's state is one of them
     top: int | None = None
@@ -82,10 +85,14 @@ class RunsQuery:
               run: str | None = None, now: datetime | None = None, end: datetime | None = None,
               naming: Naming = cli_option) -> RunsQuery:
         """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
-        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end)."""
-        if not since:
+        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end);
+        without `since`, `run`'s window is its own span (`run_window`)."""
+        if not since and not (run or "").strip():
             raise UsageError("the window needs a start", where=naming("since"),
                              hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
+        if not since and until:
+            raise UsageError("the window needs a start", where=naming("since"),
+                             hint=f"give {naming('since')} too, or neither for the run's own span")
         groups = listed_once((by or "").split(","), naming("by"))
         for name in groups:
             if name not in RUN_GROUPS:
@@ -99,6 +106,8 @@ class RunsQuery:
             raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
         if run is not None and not run.strip():
             raise UsageError("the run id is empty", where=naming("run"), hint="name a run, e.g. its run_id")
+        if not since:  # one run: its own span, found in the lake by `runs`
+            return cls(None, groups, states, top_n, cost or "billed", run.strip())
         now = now or utc_now()
         return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
                    cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming))
@@ -198,8 +207,33 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
+    if query.window is None:
+        query = replace(query, window=run_window(lake, query.run))
     return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query),
                          Needs(usage_dims(config), (query.cost,)))
+
+
+def run_window(lake: Lake, run: str) -> Window:
+    """The run's own span in whole hours (allocation places each instance-hour whole: a cut hour
+    would show part of the run's cost): its job records' first start to their last end, or to the
+    data's end while one runs. A run no job record names (EKS pods) gets every month the bill holds."""
+    con = lake.query()
+    try:
+        first, last, running = run_span(lake, con, run)
+    finally:
+        con.close()
+    end = data_end(lake)
+    if first is None:
+        periods = [e.billing_period for e in lake.ledger() if lake.counts(e.source)]
+        if not periods or end is None:
+            raise UsageError(f"no job record or bill in the lake names run {run!r}", where="since",
+                             hint="check the run id, or give a window")
+        first, last = datetime.strptime(min(periods), "%Y-%m").replace(tzinfo=timezone.utc), end
+    elif running or last is None:
+        last = max(moment for moment in (last, end or utc_now(), first) if moment is not None)
+    since = first.replace(minute=0, second=0, microsecond=0)
+    until = last.replace(minute=0, second=0, microsecond=0)
+    return Window(since, until + HOUR if until < last or until == since else until)
 
 
 def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:

@@ -67,7 +67,8 @@ def _why_no_run(result) -> str:
 
 
 @click.command("runs")
-@click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC).")
+@click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC); with --run, "
+              "default: the run's own span (first start to last end, whole hours).")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`).")
 @click.option("--by", "by", help="Group the runs: team, project, experiment, job_type, cluster, user or state.")
 @click.option("--state", help="Keep runs whose last job ended in this state (comma-separated), e.g. failed.")
