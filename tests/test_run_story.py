@@ -233,3 +233,19 @@ def test_without_since_a_running_run_reaches_the_bill_end(tmp_path):
     # from its start's hour to the bill's end (13:00): 4 of i-a's 8 GPUs 12:00 → 13:00 are $40
     assert (iso_utc(result.window.since), iso_utc(result.window.until)) == ("2026-11-02T11:00:00Z", "2026-11-02T13:00:00Z")
     assert [(r.run, r.state, r.cost, r.end) for r in result.rows] == [("r8", "RUNNING", D(40), None)]
+
+
+def test_a_run_the_state_filter_leaves_out_says_so_and_how_it_ended(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--state", "failed",
+                                     "--format", "table"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout == ""
+    # r1's last job (7@2, latest start) was requeued: not FAILED, whatever its first job did
+    assert "note: run 'r1' is left out by the state filter (FAILED): its last job ended REQUEUED" in shown.stderr
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    data = json.loads(api.handle("/api/v1/runs", parse_qs("run=r1&state=failed,cancelled"), None).body)
+    assert data["rows"] == [] and data["notes"] == [
+        "run 'r1' is left out by the state filter (FAILED or CANCELLED): its last job ended REQUEUED"]
+    kept = runs(lake, cfg, RunsQuery.parse(since=None, run="r1", state="requeued"))
+    assert [r.run for r in kept.rows] == ["r1"] and kept.story.notes == ()

@@ -248,7 +248,8 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for run, side in records.items()
                 if _wanted(query, run)]
         kept, left_out = _kept(query, rows)
-        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out, story=story)
+        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out,
+                       story=_state_noted(story, query, rows, kept))
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
     records = job_records(lake, session.con, config, query.window)
@@ -277,7 +278,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
     kept, left_out = _kept(query, rows)
     return replace(_arrange(query, kept, usage.overbooked), sources=tuple(session.data_through().items()),
-                   clusters=usage.clusters, states_left_out=left_out, story=story)
+                   clusters=usage.clusters, states_left_out=left_out, story=_state_noted(story, query, rows, kept))
 
 
 def _wanted(query: RunsQuery, run: str) -> bool:
@@ -289,6 +290,16 @@ def _kept(query: RunsQuery, rows: list[RunRow]) -> tuple[list[RunRow], tuple[str
     """The rows whose last job's state `--state` names (all without it), and the last states it did not name."""
     left_out = tuple(sorted({r.state.upper() for r in rows if r.state} - set(query.states))) if query.states else ()
     return [r for r in rows if not query.states or (r.state or "").upper() in query.states], left_out
+
+
+def _state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], kept: list[RunRow]) -> RunStory | None:
+    """One run that `state` leaves out says so and how its last job ended: an empty answer
+    alone reads as a run without jobs."""
+    if story is None or kept or not rows:
+        return story
+    ended = " and ".join(sorted({r.state or "no state" for r in rows}))
+    return replace(story, notes=(*story.notes, f"run {rows[0].run!r} is left out by the state filter "
+                                 f"({' or '.join(query.states)}): its last job ended {ended}"))
 
 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, parts: int,
