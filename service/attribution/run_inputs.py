@@ -15,13 +15,13 @@ from decimal import Decimal
 
 import duckdb
 
-from service.attribution.allocation import NEWEST_RECORD
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
 from service.attribution.needs import Needs
 from service.attribution.rollup import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
+from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, held_records_cte,
+                                    how_col, run_setup)
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import Lake
@@ -76,11 +76,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         return {}
     since, until = _naive(window.since), _naive(window.until)
     params = Params()
-    records = (
-        f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
-        "WHERE newest = 1 "
-        f"AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
-        f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) AND coalesce(trim(run_id), '') <> '')")
+    records = held_records_cte(params, since, until)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
     rows = con.execute(
         f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, "
@@ -118,10 +114,10 @@ def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[date
     one of its jobs still runs. (None, None, False): no record names it."""
     if not lake.has_table(JOBS_TABLE):
         return None, None, False
+    params = Params()
     first, last, running = con.execute(
-        f"SELECT min(start_time), max(end_time), bool_or(end_time IS NULL) FROM (SELECT *, {NEWEST_RECORD} AS newest "
-        "FROM jobs) AS j WHERE newest = 1 AND start_time IS NOT NULL AND gpus > 0 AND lower(trim(run_id)) = $run",
-        {"run": folded(run)}).fetchone()
+        f"WITH {held_records_cte(params, run=run)} SELECT min(start_time), max(end_time), bool_or(end_time IS NULL) "
+        "FROM j_records", params.values).fetchone()
     return (first and first.replace(tzinfo=timezone.utc), last and last.replace(tzinfo=timezone.utc), bool(running))
 
 

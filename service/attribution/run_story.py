@@ -34,13 +34,12 @@ from decimal import Decimal
 
 import duckdb
 
-from service.attribution.allocation import NEWEST_RECORD
 from service.attribution.clusters import ClusterUsage
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
 from service.attribution.run_inputs import HOURS, placed_parts
-from service.attribution.sql import Params, dim_col
+from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.folding import folded
@@ -183,11 +182,7 @@ def _records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConf
         return []
     since, until = _naive(window.since), _naive(window.until)
     params = Params()
-    records = (
-        f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
-        f"WHERE newest = 1 AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
-        f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) "
-        f"AND lower(trim(run_id)) = {params.bind(folded(run), 'run')})")
+    records = held_records_cte(params, since, until, run)
     values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
     rows = con.execute(
         f"WITH {records}, {values} SELECT record_id, job_id, start_time, end_time, gpus, nodes, instance_ids, "
