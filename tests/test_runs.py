@@ -359,3 +359,20 @@ def test_34_a_job_state_from_a_jobs_file_is_shown_not_run_in_the_note_on_an_empt
     assert shown.exit_code == 0, shown.output
     assert "the runs there ended FAILED\\x1b]0;OWNED\\x07" in shown.stderr  # the terminal shows it, runs nothing
     assert "\x1b" not in shown.output and "\x07" not in shown.output
+
+
+def test_the_runs_table_shows_times_and_gpu_hours_as_a_runs_story_does(tmp_path):
+    # one run's story and the runs table side by side: `2026-11-02 10:00`, not `2026-11-02T10:00`, and
+    # GPU-hours with their decimal, so a column reads 8.0 beside 2.0 and 28.0, not 8 beside 2.5
+    lake, _ = lake_with_runs(tmp_path)
+    path = write_config(tmp_path, lake)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--format", "table"], env={"COLUMNS": "250"})
+    story = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--run", "r1", "--format", "table"],
+                               env={"COLUMNS": "250"})
+    assert shown.exit_code == 0 and story.exit_code == 0, shown.output + story.output
+    [r1] = [line for line in shown.stdout.splitlines() if line.startswith("│ r1 ")]
+    cells = [cell.strip() for cell in r1.strip("│").split("│")]
+    assert cells[6:8] == ["8", "8.0"] and cells[-2:] == ["2026-11-02 10:00", "2026-11-02 11:00"], cells
+    assert "│ start                              │ 2026-11-02 10:00" in story.stdout
+    [r3] = [line for line in shown.stdout.splitlines() if line.startswith("│ r3 ")]
+    assert [cell.strip() for cell in r3.strip("│").split("│")][-2:] == ["2026-11-02 10:00", "running"]

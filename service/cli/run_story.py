@@ -27,8 +27,8 @@ def _number(text: str | None, places: int) -> str:
     return "" if text is None else f"{Decimal(text):,.{places}f}"
 
 
-def _moment(text: str | None, running: bool = False) -> str:
-    """`2026-11-30 20:02` (UTC, as the window says)."""
+def moment_text(text: str | None, running: bool = False) -> str:
+    """`2026-11-30 20:02` (UTC, as the window says); no end while it runs: `running`."""
     return text[:16].replace("T", " ") if text else ("running" if running else "")
 
 
@@ -38,7 +38,7 @@ def _summary(row: dict) -> dict[str, str]:
              "gpu_hours": _number(row["gpu_hours"], 1), "cost": cost,
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]),
              "idle_share": f"{Decimal(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
-             "start": _moment(row["start"]), "end": _moment(row["end"], running=bool(row["start"]))}
+             "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
     return {label: str(shown.get(key) or "") for key, label in SUMMARY}
 
 
@@ -51,8 +51,8 @@ def _nodes(job: dict) -> str:
 
 def _jobs_table(data: dict, run: str, total: str) -> None:
     jobs = data["jobs"]
-    rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": _moment(job["start"]),
-             "end": _moment(job["end"], running=bool(job["start"])), "GPUs": _number(job["gpus"], 0) if job["gpus"]
+    rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": moment_text(job["start"]),
+             "end": moment_text(job["end"], running=bool(job["start"])), "GPUs": _number(job["gpus"], 0) if job["gpus"]
              else "", "GPU-h": _number(job["gpu_hours"], 1), "cost": money_text(job["cost"]) + (" *" if job["shared"]
                                                                                               else ""),
              "currency": job["currency"] or "", "cluster": job["cluster"], "nodes": _nodes(job)} for job in jobs]

@@ -9,7 +9,7 @@ import click
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
-from service.cli.run_story import render_story
+from service.cli.run_story import moment_text, render_story
 from service.core.output import one_line
 from service.core.units import money_text
 
@@ -34,10 +34,11 @@ def render(result, fmt: str | None) -> None:
     if not data["rows"]:  # a table of nothing: the command's reason line says why
         return
     rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"]),
-             "gpus": _number(row["gpus"], 2), "gpu_hours": _number(row["gpu_hours"], 1),
+             "gpus": _number(row["gpus"], 2),  # GPU-hours with one decimal each, as the story shows them
+             "gpu_hours": f"{Decimal(row['gpu_hours']):,.1f}" if row["gpu_hours"] else "",
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]) if row["cost_per_gpu_hour"] else "",
              "idle_share": f"{float(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
-             "start": (row["start"] or "")[:16], "end": (row["end"] or ("running" if row["start"] else ""))[:16]}
+             "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
             for row in data["rows"]]
     rows = [{TABLE[k]: v for k, v in row.items() if k in TABLE} for row in rows]
     by = result.query.by
