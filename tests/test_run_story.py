@@ -245,7 +245,9 @@ def test_a_run_the_state_filter_leaves_out_says_so_and_how_it_ended(tmp_path):
     assert "note: run 'r1' is left out by the state filter (FAILED): its last job ended REQUEUED" in shown.stderr
     api = api_for(parse_config(whole_config(tmp_path, lake)))
     data = json.loads(api.handle("/api/v1/runs", parse_qs("run=r1&state=failed,cancelled"), None).body)
-    assert data["rows"] == [] and data["notes"] == [
-        "run 'r1' is left out by the state filter (FAILED or CANCELLED): its last job ended REQUEUED"]
+    assert (data["rows"], data["jobs"], data["by_state"], data["idle"]) == ([], [], [], [])  # neither row nor jobs
+    assert data["notes"] == ["run 'r1' is left out by the state filter (FAILED or CANCELLED): its last job ended REQUEUED"]
+    csv = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--state", "failed", "--format", "csv"])
+    assert csv.exit_code == 0 and csv.stdout.splitlines()[1:] == [], csv.stdout  # the header alone
     kept = runs(lake, cfg, RunsQuery.parse(since=None, run="r1", state="requeued"))
     assert [r.run for r in kept.rows] == ["r1"] and kept.story.notes == ()

@@ -293,13 +293,13 @@ def _kept(query: RunsQuery, rows: list[RunRow]) -> tuple[list[RunRow], tuple[str
 
 
 def _state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], kept: list[RunRow]) -> RunStory | None:
-    """One run that `state` leaves out says so and how its last job ended: an empty answer
-    alone reads as a run without jobs."""
+    """One run that `state` leaves out says so and how its last job ended (an empty answer alone
+    reads as a run without jobs), and shows none of its jobs, as it shows no row."""
     if story is None or kept or not rows:
         return story
     ended = " and ".join(sorted({r.state or "no state" for r in rows}))
-    return replace(story, notes=(*story.notes, f"run {rows[0].run!r} is left out by the state filter "
-                                 f"({' or '.join(query.states)}): its last job ended {ended}"))
+    return replace(story, jobs=(), instances=(), notes=(*story.notes, f"run {rows[0].run!r} is left out by the state "
+                                                        f"filter ({' or '.join(query.states)}): its last job ended {ended}"))
 
 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, parts: int,
