@@ -59,7 +59,8 @@ def _jobs_table(data: dict, run: str, total: str) -> None:
     columns = ["job", "job type", "state", "start", "end", "GPUs", "GPU-h", "cost", "currency", "cluster", "nodes"]
     if len({job["currency"] for job in jobs}) == 1:  # one currency: the summary names it
         columns.remove("currency")
-    emit(rows, columns, "table", title=f"jobs of {run} (each attempt), {data['since'][:10]} → {data['until'][:10]}",
+    window = f"{moment_text(data['since'])} → {moment_text(data['until'])} UTC"  # a run's own span starts mid-day
+    emit(rows, columns, "table", title=f"jobs of {run} (each attempt), {window}",
          footer={"job": "total", "cost": total}, right=("GPUs", "GPU-h", "cost"), whole=("cost",))
     if any(job["shared"] for job in jobs):
         click.echo("* attempts of one job id that ended in one state share its cost by their GPU-hours")
