@@ -31,7 +31,9 @@ bill, its cluster has no pool) shows cost 0, no currency, and the values its job
 N costliest runs of each group and folds the rest into one `other` row; totals are per group and
 currency (all runs, with or without `top`).
 `run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
-and by state, the idle of its instances while it held them (service/attribution/run_story.py).
+and by state, the idle of its instances while it held them (service/attribution/run_story.py);
+without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note
+instead of its story.
 """
 
 from __future__ import annotations
