@@ -4,6 +4,7 @@ first, and a readiness probe that tells strangers nothing but ready or not."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -129,6 +130,23 @@ def test_59_connections_past_the_cap_are_answered_503_at_once(server):
         for sock in held:
             sock.close()
     wait_until(lambda: get(port, "/healthz")[0] == 200, 10, "the slots back once the connections went", interval=0.05)
+
+
+def test_59_a_burst_waiting_to_be_accepted_is_queued_not_dropped(tmp_path):
+    """While the accept loop is busy (here: not started yet), more than socketserver's
+    default backlog of 5 connections wait in the listen queue; with that default the kernel
+    dropped the rest's SYNs and their connects timed out."""
+    server = make_server(Api(make_config(tmp_path), CollectorRegistry()), "127.0.0.1:0", max_connections=32)
+    port = server.server_address[1]
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.server_close)
+        waiting = [stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=2)) for _ in range(20)]
+        for sock in waiting:
+            sock.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")  # answers left unread for now
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        stack.callback(server.shutdown)
+        assert get(port, "/healthz")[0] == 200
+        assert [sock.makefile("rb").readline().split()[1] for sock in waiting] == [b"200"] * 20
 
 
 @pytest.mark.parametrize("request_bytes, code", [

@@ -193,6 +193,10 @@ def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS,
     server_class = type("SpendlakeHTTPServer", (BoundedServer,), {
         "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET,
         "max_connections": max_connections,
+        # the listen backlog (socketserver's default: 5): a burst of probes and scrapes beyond it
+        # had its SYNs dropped and retried a second or more later, timing out; let as many wait
+        # to be accepted as may be served at once (the kernel caps it at net.core.somaxconn)
+        "request_queue_size": max_connections,
     })
     try:
         return server_class((host, port), handler)
