@@ -244,7 +244,7 @@ def test_a_run_the_state_filter_leaves_out_says_so_and_how_it_ended(tmp_path):
                                      "--format", "table"])
     assert shown.exit_code == 0, shown.output
     assert shown.stdout == ""
-    # r1's last job (7@2, latest start) was requeued: not FAILED, whatever its first job did
+    # r1's last job (7@2, the last to end) was requeued: not FAILED, whatever its first job did
     assert "note: run 'r1' is left out by the state filter (FAILED): its last job ended REQUEUED" in shown.stderr
     api = api_for(parse_config(whole_config(tmp_path, lake)))
     data = json.loads(api.handle("/api/v1/runs", parse_qs("run=r1&state=failed,cancelled"), None).body)

@@ -108,6 +108,25 @@ def test_a_job_after_one_that_ended_in_no_known_state_is_no_restart(tmp_path):
     assert (row.jobs, row.restarts, row.state) == (3, 0, None)
 
 
+def test_a_runs_state_is_that_of_the_job_that_ended_last_and_every_answer_agrees(tmp_path):
+    # "ev": a long job that completes at 11:30 and one started later that fails at 10:40: the run
+    # ended COMPLETED (its latest start failed); "rn": a running job is last whatever ended later
+    jobs = [job("1", 4, "2026-11-02T10:00:00", "2026-11-02T11:30:00", instance_ids=["i-a"], run_id="ev"),
+            job("2", 4, "2026-11-02T10:20:00", "2026-11-02T10:40:00", instance_ids=["i-a"], run_id="ev",
+                state="FAILED"),
+            job("3", 2, "2026-11-02T10:00:00", None, instance_ids=["i-b"], run_id="rn", state="RUNNING"),
+            job("4", 2, "2026-11-02T10:10:00", "2026-11-02T11:00:00", instance_ids=["i-b"], run_id="rn",
+                state="CANCELLED")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    assert {r.run: r.state for r in runs(lake, cfg, query()).rows} == {"ev": "COMPLETED", "rn": "RUNNING"}
+    assert [r.run for r in runs(lake, cfg, query(state="completed")).rows] == ["ev"]
+    assert runs(lake, cfg, query(state="failed,cancelled")).rows == ()
+    assert [r.state for r in runs(lake, cfg, RunsQuery.parse(since=None, run="ev")).rows] == ["COMPLETED"]
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    data = json.loads(api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03"), None).body)
+    assert {r["run"]: r["state"] for r in data["rows"]} == {"ev": "COMPLETED", "rn": "RUNNING"}
+
+
 @pytest.mark.parametrize("kwargs, says", [
     ({"by": "account"}, "runs cannot be grouped by 'account'"),
     ({"top": "²"}, "--top must be a whole number"),

@@ -46,7 +46,8 @@ class JobSide:
     gpu_hours: Decimal = Decimal(0)
     restarts: int = 0
     failed_by: datetime | None = None  # the earliest end of one of its jobs that did not complete
-    state: str | None = None
+    state: str | None = None  # its last job's: the one that ended last, a running one before any
+    last: tuple | None = None  # (running, end, start) of the job `state` is from
     start: datetime | None = None
     end: datetime | None = None
     running: bool = False
@@ -96,7 +97,11 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
         side.gpu_hours += gpus * max(seconds, Decimal(0)) / HOURS
-        side.state = state  # rows come by start time: the last one is the run's last job
+        # the run's last job is the one that ended last (a running one has not ended: it is last);
+        # rows come by start time, so of jobs that ended together the later start wins
+        last = (end is None, end or start, start)
+        if side.last is None or last >= side.last:
+            side.state, side.last = state, last
         side.start = side.start or start.replace(tzinfo=timezone.utc)
         side.running = side.running or end is None
         if end is not None:

@@ -16,9 +16,11 @@ and currency:
   one of its jobs had ended in a state other than COMPLETED (a requeue, a resubmission after a
   failure, timeout or preemption; not after an end of no or UNKNOWN state; jobs of a sweep side
   by side are not restarts), GPUs = the most any held, GPU-hours = Σ GPUs ×
-  hours inside the window (a running job up to the window's end), state = its last job's (latest
-  start), start = first start, end = last end (None while one runs); EKS pods have no job record:
-  jobs = its pods, the rest unknown;
+  hours inside the window (a running job up to the window's end), state = its last job's (the one
+  that ended last; a running one is last), start = the first start of those jobs (a job's own
+  start, before the window if it began earlier; a run's jobs that ended before the window are not
+  among them), end = their last end (None while one runs); EKS pods have
+  no job record: jobs = its pods, the rest unknown;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances);
 - cost_per_gpu_hour = cost / GPU-hours (None without a currency: nothing was billed).
