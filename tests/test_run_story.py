@@ -158,6 +158,19 @@ def test_57_an_unknown_run_is_a_warning_naming_the_closest_run_ids(tmp_path):
     assert "warning: no run 'r11' in the lake's job records or cost; closest run ids: r1" in shown.stderr
 
 
+def test_an_unknown_run_lists_named_runs_newest_first_before_job_ids(tmp_path):
+    # twelve jobs whose run id is their job id (no label names a run) and two named runs: the
+    # warning lists the named ones, the newest first, then job ids, five in all
+    jobs = [job(str(100 + n), 1, f"2026-11-02T{n + 10}:00:00", f"2026-11-02T{n + 10}:30:00", instance_ids=["i-a"])
+            for n in range(12)]
+    jobs += [job("90", 1, "2026-11-02T08:00:00", "2026-11-02T09:00:00", instance_ids=["i-a"], run_id="sweep-old"),
+             job("91", 1, "2026-11-02T09:00:00", "2026-11-02T10:00:00", instance_ids=["i-a"], run_id="sweep-new")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
+    result = runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03", run="nosuch"))
+    assert result.story.notes == ("no run 'nosuch' in the lake's job records or cost; known run ids: sweep-new, "
+                                  "sweep-old, 100, 101, 102, ...",)
+
+
 def test_a_run_without_jobs_in_the_window_or_without_billed_cost_says_why(tmp_path):
     _, _, path = lake_with_a_story(tmp_path)
     runner = CliRunner()
