@@ -30,7 +30,9 @@ from connectors.jobs_base import job_row
 from service.attribution import RunsQuery, runs
 from service.cli.main import cli
 from service.core.config import parse_config
+from service.core.lake import Lake
 from service.core.timewindow import iso_utc
+from tests.attribution_helpers import add_jobs
 from tests.test_clusters_allocation import gpu_line, job, setup
 from tests.test_runs import whole_config
 from tests.test_service_http import api_for
@@ -169,6 +171,19 @@ def test_an_unknown_run_lists_named_runs_newest_first_before_job_ids(tmp_path):
     result = runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03", run="nosuch"))
     assert result.story.notes == ("no run 'nosuch' in the lake's job records or cost; known run ids: sweep-new, "
                                   "sweep-old, 100, 101, 102, ...",)
+
+
+def test_a_run_nothing_names_without_a_window_names_the_since_option_or_parameter(tmp_path):
+    # job records of another run and no bill: the run's own span cannot be found
+    lake = Lake(tmp_path / "lake")
+    add_jobs(lake, [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", run_id="r1")])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--run", "nosuch"])
+    assert shown.exit_code == 2 and "no job record or bill in the lake names run 'nosuch'" in shown.stderr, shown.output
+    assert "--since" in shown.stderr, shown.stderr
+    response = api_for(parse_config(whole_config(tmp_path, lake))).handle("/api/v1/runs", parse_qs("run=nosuch"), None)
+    assert response.status == 400 and json.loads(response.body)["error"]["where"] == "since", response.body
 
 
 def test_a_run_without_jobs_in_the_window_or_without_billed_cost_says_why(tmp_path):

@@ -82,6 +82,7 @@ class RunsQuery:
     run: str | None = None  # one run's rows and story
     # without `until`: the window at another data end (`window_at`); None when `until` fixed it
     anchored: Callable[..., Window] | None = field(default=None, compare=False, repr=False)
+    naming: Naming = field(default=cli_option, compare=False, repr=False)  # how errors found later name parameters
 
     @classmethod
     def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
@@ -111,10 +112,11 @@ class RunsQuery:
         if run is not None and not run.strip():
             raise UsageError("the run id is empty", where=naming("run"), hint="name a run, e.g. its run_id")
         if not since:  # one run: its own span, found in the lake by `runs`
-            return cls(None, groups, states, top_n, cost or "billed", run.strip())
+            return cls(None, groups, states, top_n, cost or "billed", run.strip(), naming=naming)
         now = now or utc_now()
         return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
-                   cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming))
+                   cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming),
+                   naming)
 
 
 @dataclass(frozen=True)
@@ -212,15 +214,16 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
     if query.window is None:
-        query = replace(query, window=run_window(lake, query.run))
+        query = replace(query, window=run_window(lake, query.run, query.naming))
     return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query),
                          Needs(usage_dims(config), (query.cost,)))
 
 
-def run_window(lake: Lake, run: str) -> Window:
+def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
     """The run's own span in whole hours (allocation places each instance-hour whole: a cut hour
     would show part of the run's cost): its job records' first start to their last end, or to the
-    data's end while one runs. A run no job record names (EKS pods) gets every month the bill holds."""
+    data's end while one runs. A run no job record names (EKS pods) gets every month the bill holds.
+    With neither, a UsageError names the window's start as `naming` spells it."""
     con = lake.query()
     try:
         first, last, running = run_span(lake, con, run)
@@ -230,8 +233,8 @@ def run_window(lake: Lake, run: str) -> Window:
     if first is None:
         periods = [e.billing_period for e in lake.ledger() if lake.counts(e.source)]
         if not periods or end is None:
-            raise UsageError(f"no job record or bill in the lake names run {run!r}", where="since",
-                             hint="check the run id, or give a window")
+            raise UsageError(f"no job record or bill in the lake names run {run!r}", where=naming("since"),
+                             hint=f"check the run id, or give a window, e.g. {naming('since')} 30d")
         first, last = datetime.strptime(min(periods), "%Y-%m").replace(tzinfo=timezone.utc), end
     elif running or last is None:
         last = max(moment for moment in (last, end or utc_now(), first) if moment is not None)
