@@ -94,8 +94,9 @@ def _basic_auth(url: str) -> tuple[str, dict[str, str]]:
 
 
 def _without_query(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
+    """The URL as errors name it: no query (it may carry a token), the host as written (an IPv6
+    one in its brackets)."""
+    return urlunsplit(urlsplit(url)._replace(query="", fragment=""))
 
 
 def _reason(exc: BaseException) -> str:

@@ -20,6 +20,7 @@ from conftest import DATA
 from connectors import http_json
 from service.cli.main import cli
 from service.core.config import parse_config
+from service.core.errors import SourceError
 from service.ingest.inventory import run_inventory
 from test_slurm_jobs import SETTLED, jobs
 
@@ -162,6 +163,13 @@ def test_a_server_without_slurmdb_jobs_or_not_there_is_named(tmp_path, slurmrest
     assert "set inventory.slurm.api_version (e.g. v0.0.38)" in str(outcome.error)
     outcome = run(tmp_path, "http://127.0.0.1:9/", api_version="v0.0.38", max_attempts=2)
     assert "http://127.0.0.1:9/slurmdb/v0.0.38/jobs: cannot reach it after 2 attempt(s)" in str(outcome.error)
+
+
+def test_an_unreachable_ipv6_url_is_named_with_its_brackets_and_without_its_query():
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json("http://[::1]:9/slurmdb/v0.0.38/jobs?token=s3cret", attempts=1, timeout=2)
+    assert str(raised.value).startswith("http://[::1]:9/slurmdb/v0.0.38/jobs: cannot reach it after 1 attempt(s)")
+    assert "s3cret" not in str(raised.value)
 
 
 META = {"plugin": {"type": "openapi/slurmdbd", "name": "Slurm OpenAPI slurmdbd", "data_parser": "data_parser/v0.0.40",
