@@ -229,3 +229,14 @@ def test_one_line_warnings_show_a_line_feed_in_a_value_as_an_escape():
 
     result = CliRunner().invoke(SpendlakeGroup("t", commands={"fails": fails}), ["fails"])
     assert result.output == "error: job a\\nerror: forged is listed twice\n"
+
+
+def test_the_demos_commitments_line_shows_a_bills_currency_escaped_on_one_line():
+    """BillingCurrency is the bill's text: an OSC escape is shown, a line feed cannot forge a line."""
+    from service.cli.demo import commitment_line
+
+    total = {"currency": "US\x1b]0;owned\x07D\nerror: forged", "commitment": Decimal("100"), "used": Decimal("80"),
+             "unused": Decimal("20"), "unused_pct": Decimal("20.0"), "coverage_pct": Decimal("75.0")}
+    line = commitment_line(total)
+    assert line.startswith("commitments, last 30 days (US\\x1b]0;owned\\x07D\\nerror: forged): 100.00 committed")
+    assert "\x1b" not in line and "\n" not in line
