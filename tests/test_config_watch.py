@@ -6,7 +6,7 @@ import os
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from service.serve.config_watch import CHANGED_MESSAGE, ConfigWatch
+from service.serve.config_watch import CHANGED_MESSAGE, ConfigWatch, as_read
 
 
 def gauge(registry: CollectorRegistry) -> float:
@@ -23,7 +23,7 @@ def test_an_edit_is_logged_once_and_exported_until_undone(tmp_path):
     config = tmp_path / "spendlake.yaml"
     config.write_text("lake: /data/lake\n")
     said, registry = [], CollectorRegistry()
-    watch = ConfigWatch(config, said.append)
+    watch = ConfigWatch(config, said.append, as_read(config))
     registry.register(watch)
     assert gauge(registry) == 0 and said == []
 
@@ -43,7 +43,7 @@ def test_a_touch_is_no_change_and_a_removed_file_is_one(tmp_path):
     config = tmp_path / "spendlake.yaml"
     config.write_text("lake: /data/lake\n")
     said = []
-    watch = ConfigWatch(config, said.append)
+    watch = ConfigWatch(config, said.append, as_read(config))
     later(config)
     assert not watch.check() and said == []
     config.unlink()
@@ -52,5 +52,32 @@ def test_a_touch_is_no_change_and_a_removed_file_is_one(tmp_path):
 
 def test_no_file_nothing_to_watch():
     registry = CollectorRegistry()
-    registry.register(ConfigWatch(None, print))
+    registry.register(ConfigWatch(None, print, as_read(None)))
     assert gauge(registry) == 0
+
+
+def test_an_edit_after_the_config_was_read_is_noticed_though_made_before_the_service_ran(tmp_path):
+    """A SIGHUP's config is read, then the service waits for running jobs (minutes of ingest)
+    before it serves with it: an edit in that wait is one the running service does not have."""
+    import threading
+
+    from stackkit import wait_until
+
+    from service.core.config import load_config
+    from service.serve.scheduler import Tasks
+    from service.serve.service import Requests, Service
+
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0'}}\n")
+    requests, said = Requests(), []
+    service = Service(load_config(path), tasks=Tasks(ingest=lambda: None, rules=None, daily=lambda day: None),
+                      requests=requests)
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0', top_n: 5}}\n")
+    later(path)
+    running = threading.Thread(target=service.run, args=(said.append,))
+    running.start()
+    try:
+        wait_until(lambda: any(CHANGED_MESSAGE in line for line in said), 10, "the change said")
+    finally:
+        requests.stop = True
+        running.join(30)

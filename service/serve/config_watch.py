@@ -36,15 +36,22 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-class ConfigWatch(Collector):
-    """`path`: the file the running config was read from (None: defaults, nothing to watch)."""
+def as_read(path: Path | None) -> tuple[tuple[int, int] | None, str | None]:
+    """What `ConfigWatch` compares the file with: take it as soon as the config is read."""
+    return (None, None) if path is None else (_stat(path), _digest(path))
 
-    def __init__(self, path: Path | None, announce: Callable[[str], None]):
+
+class ConfigWatch(Collector):
+    """`path`: the file the running config was read from (None: defaults, nothing to watch);
+    `loaded`: `as_read(path)` when it was read. A SIGHUP's service runs only once the running
+    jobs are done, minutes later: an edit meanwhile is one the service does not have."""
+
+    def __init__(self, path: Path | None, announce: Callable[[str], None],
+                 loaded: tuple[tuple[int, int] | None, str | None]):
         self.path = path
         self.announce = announce
         self._lock = threading.Lock()  # the main loop and scrapes both check
-        self._stat = None if path is None else _stat(path)
-        self._loaded = None if path is None else _digest(path)
+        self._stat, self._loaded = loaded
         self.changed = False
 
     def check(self) -> bool:

@@ -21,7 +21,7 @@ from datetime import date, datetime, time, timedelta
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from service.serve.app import Api, api_token
-from service.serve.config_watch import ConfigWatch
+from service.serve.config_watch import ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
@@ -127,6 +127,7 @@ class Service:
         self.token = api_token(config)
         self.clock = clock
         self.lake = Lake.of(config)
+        self.config_read = as_read(self.lake.config_file)  # the file as `config` was read from it
         self.reload = reload
         self.requests = requests or Requests()
 
@@ -158,7 +159,7 @@ class Service:
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
             registry.register(LakeCollector(self.config, turn=scheduler.turn))
-            watch = ConfigWatch(self.lake.config_file, announce)
+            watch = ConfigWatch(self.lake.config_file, announce, self.config_read)
             registry.register(watch)
             server = make_server(Api(self.config, registry, token=self.token, clock=self.clock),
                                  self.listen, where=self.listen_from)
