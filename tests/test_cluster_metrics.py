@@ -71,6 +71,15 @@ def test_an_owned_clusters_idle_ratio_carries_its_team_for_the_idle_alert(config
     assert set(idle) == {(("cluster", "gpu-west"), ("team", "nlp"), ("window", w)) for w in ("24h", "7d", "mtd")}
 
 
+def test_a_clusters_owner_is_found_in_any_case_as_the_cluster_tag_is_compared(config):
+    """`owners: {GPU-West: nlp}` for the instances tagged `gpu-west`: one cluster, as attribution
+    (`--where cluster=GPU-West`) counts it; the alert went to platform."""
+    clusters = config.attribution.clusters.model_copy(update={"owners": {" GPU-West": "nlp"}})
+    owned = config.model_copy(update={"attribution": config.attribution.model_copy(update={"clusters": clusters})})
+    idle = scrape(owned)["spendlake_cluster_idle_ratio"]
+    assert {dict(labels)["team"] for labels in idle} == {"nlp"}
+
+
 def test_a_cluster_owner_must_name_a_team():
     from service.core.errors import ConfigError
 
