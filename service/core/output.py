@@ -25,9 +25,10 @@ MUST_QUOTE = (",", '"', "\r", "\n")  # the csv module would not quote a bare CR 
 CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 # Unicode bidi controls: an unclosed right-to-left override in a tag value would show the rest
 # of its line backwards, `$7.09` as `90.7$` (Trojan Source, CVE-2021-42574)
-BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # a character class's ranges
+BIDI_CONTROLS = re.compile(f"[{BIDI}]")
 # what json.dumps(ensure_ascii=False) leaves as it is (it escapes C0 controls only): DEL, C1, bidi
-JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+JSON_UNSAFE = re.compile(f"[\x7f-\x9f{BIDI}]")
 
 
 def printable(text: str) -> str:
