@@ -23,7 +23,8 @@ SUMMARY = (("team", "team"), ("project", "project"), ("experiment", "experiment"
 NODES_SHOWN = 3
 
 
-def _number(text: str | None, places: int) -> str:
+def number_text(text: str | None, places: int) -> str:
+    """`1,234.5` for `places` 1: every value of a column with as many decimals."""
     return "" if text is None else f"{Decimal(text):,.{places}f}"
 
 
@@ -34,8 +35,9 @@ def moment_text(text: str | None, running: bool = False) -> str:
 
 def _summary(row: dict) -> dict[str, str]:
     cost = money_text(row["cost"], row["currency"]) if row["currency"] else f"{money_text(row['cost'])} (none billed)"
-    shown = {**row, "jobs": f"{row['jobs']} ({row['restarts']})", "gpus": _number(row["gpus"], 0) if row["gpus"] else "",
-             "gpu_hours": _number(row["gpu_hours"], 1), "cost": cost,
+    shown = {**row, "jobs": f"{row['jobs']} ({row['restarts']})",
+             "gpus": number_text(row["gpus"], 0) if row["gpus"] else "", "gpu_hours": number_text(row["gpu_hours"], 1),
+             "cost": cost,
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]),
              "idle_share": f"{Decimal(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
              "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
@@ -52,9 +54,9 @@ def _nodes(job: dict) -> str:
 def _jobs_table(data: dict, run: str, total: str) -> None:
     jobs = data["jobs"]
     rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": moment_text(job["start"]),
-             "end": moment_text(job["end"], running=bool(job["start"])), "GPUs": _number(job["gpus"], 0) if job["gpus"]
-             else "", "GPU-h": _number(job["gpu_hours"], 1), "cost": money_text(job["cost"]) + (" *" if job["shared"]
-                                                                                              else ""),
+             "end": moment_text(job["end"], running=bool(job["start"])),
+             "GPUs": number_text(job["gpus"], 0) if job["gpus"] else "", "GPU-h": number_text(job["gpu_hours"], 1),
+             "cost": money_text(job["cost"]) + (" *" if job["shared"] else ""),
              "currency": job["currency"] or "", "cluster": job["cluster"], "nodes": _nodes(job)} for job in jobs]
     columns = ["job", "job type", "state", "start", "end", "GPUs", "GPU-h", "cost", "currency", "cluster", "nodes"]
     if len({job["currency"] for job in jobs}) == 1:  # one currency: the summary names it

@@ -9,7 +9,7 @@ import click
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
-from service.cli.run_story import moment_text, render_story
+from service.cli.run_story import moment_text, number_text, render_story
 from service.core.output import one_line
 from service.core.units import money_text
 
@@ -21,7 +21,8 @@ TABLE = {"run": "run", "team": "team", "project": "project", "experiment": "expe
          "cost_per_gpu_hour": "$/GPU-h", "idle_share": "idle", "state": "state", "start": "start", "end": "end"}
 
 
-def _number(text: str | None, places: int) -> str:
+def _trimmed(text: str | None, places: int) -> str:
+    """At most `places` decimals, trailing zeros dropped: `8`, `0.5` GPUs."""
     return "" if text is None else f"{Decimal(text):,.{places}f}".rstrip("0").rstrip(".")
 
 
@@ -34,8 +35,8 @@ def render(result, fmt: str | None) -> None:
     if not data["rows"]:  # a table of nothing: the command's reason line says why
         return
     rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"]),
-             "gpus": _number(row["gpus"], 2),  # GPU-hours with one decimal each, as the story shows them
-             "gpu_hours": f"{Decimal(row['gpu_hours']):,.1f}" if row["gpu_hours"] else "",
+             "gpus": _trimmed(row["gpus"], 2),
+             "gpu_hours": number_text(row["gpu_hours"], 1),  # one decimal each, as the story shows them
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]) if row["cost_per_gpu_hour"] else "",
              "idle_share": f"{float(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
              "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
