@@ -90,20 +90,26 @@ def test_prometheus_scrapes_spendlake_and_loads_the_rules():
     assert config["rule_files"] == ["alerts.yml"]
 
 
-@pytest.mark.slow  # a real Alertmanager
-def test_a_verify_that_found_damage_is_told_once_not_also_as_a_failing_job(tmp_path):
-    """Posted to the real Alertmanager with the shipped config and read back: the damage alert
-    suppresses the verify job's failure; a failing report stays active, routed to platform."""
+def posted_and_listed(tmp_path, alerts: list[dict]) -> list[dict]:
+    """`alerts` as the real Alertmanager with the shipped config lists them once it has them all."""
     from stackkit import alertmanager, http_json, wait_until
 
-    alerts = [{"labels": {"alertname": "SpendlakeLakeDamaged", "team": "platform", "severity": "critical"}},
-              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "verify"}},
-              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "daily"}}]
     with alertmanager(tmp_path, "http://127.0.0.1:9") as am:
         post = urllib.request.Request(am + "/api/v2/alerts", data=json.dumps(alerts).encode(),
                                       headers={"Content-Type": "application/json"})
         urllib.request.urlopen(post, timeout=5).close()
-        listed = wait_until(lambda: len(found := http_json(am + "/api/v2/alerts")) == 3 and found, 20, "three alerts")
+        return wait_until(lambda: len(found := http_json(am + "/api/v2/alerts")) == len(alerts) and found, 20,
+                          f"{len(alerts)} alerts")
+
+
+@pytest.mark.slow  # a real Alertmanager
+def test_a_verify_that_found_damage_is_told_once_not_also_as_a_failing_job(tmp_path):
+    """Posted to the real Alertmanager with the shipped config and read back: the damage alert
+    suppresses the verify job's failure; a failing report stays active, routed to platform."""
+    alerts = [{"labels": {"alertname": "SpendlakeLakeDamaged", "team": "platform", "severity": "critical"}},
+              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "verify"}},
+              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "daily"}}]
+    listed = posted_and_listed(tmp_path, alerts)
     state = {(a["labels"]["alertname"], a["labels"].get("job")): (a["status"]["state"], [r["name"] for r in a["receivers"]])
              for a in listed}
     assert state == {("SpendlakeLakeDamaged", None): ("active", ["platform"]),
@@ -115,16 +121,10 @@ def test_a_verify_that_found_damage_is_told_once_not_also_as_a_failing_job(tmp_p
 def test_a_stale_source_is_told_once_not_also_as_a_failing_one(tmp_path):
     """The stale alert of a source mutes its failing alert; another source's failing alert
     stays active."""
-    from stackkit import alertmanager, http_json, wait_until
-
     alerts = [{"labels": {"alertname": "SpendlakeSourceStale", "team": "platform", "source": "cur"}},
               {"labels": {"alertname": "SpendlakeSourceFailing", "team": "platform", "source": "cur"}},
               {"labels": {"alertname": "SpendlakeSourceFailing", "team": "platform", "source": "gcp"}}]
-    with alertmanager(tmp_path, "http://127.0.0.1:9") as am:
-        post = urllib.request.Request(am + "/api/v2/alerts", data=json.dumps(alerts).encode(),
-                                      headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(post, timeout=5).close()
-        listed = wait_until(lambda: len(found := http_json(am + "/api/v2/alerts")) == 3 and found, 20, "three alerts")
+    listed = posted_and_listed(tmp_path, alerts)
     state = {(a["labels"]["alertname"], a["labels"]["source"]): a["status"]["state"] for a in listed}
     assert state == {("SpendlakeSourceStale", "cur"): "active", ("SpendlakeSourceFailing", "cur"): "suppressed",
                      ("SpendlakeSourceFailing", "gcp"): "active"}
