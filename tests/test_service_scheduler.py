@@ -258,6 +258,33 @@ def test_a_failed_daily_report_is_tried_again_with_a_backoff_not_the_next_day(tm
     assert sum("trying the report again at" in r.getMessage() for r in caplog.records) == 2
 
 
+def test_a_report_retried_after_the_next_fire_verifies_the_lake_for_its_new_date(tmp_path):
+    """A retry skips verify for the date whose lake was verified; one that runs once the next
+    fire's date has come is that date's run, and the lake was not verified for it (the fire
+    itself then finds the date done)."""
+    lake = Lake(tmp_path / "lake")
+    now, reported, verified = [utc(2026, 11, 30, 7)], [], []
+
+    def report(day):
+        reported.append(day)
+        if len(reported) == 1:
+            now[0] = utc(2026, 12, 1, 7)  # the retry runs after the next day's fire time
+            raise OSError("No space left on device")
+
+    scheduler = ServiceScheduler(lake, JobMetrics(CollectorRegistry(), ["ingest", "verify", "daily"]),
+                                 Tasks(ingest=lambda: None, rules=None, daily=report,
+                                       verify=lambda: verified.append(now[0].date())),
+                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: now[0],
+                                 daily_retry=timedelta(seconds=0.1))
+    scheduler.start()
+    try:
+        wait_for(lambda: lake.read_state("jobs").get("daily"))
+    finally:
+        scheduler.shutdown()
+    assert reported == [date(2026, 11, 29), date(2026, 11, 30)]
+    assert verified == [date(2026, 11, 30), date(2026, 12, 1)]
+
+
 @pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False)])
 def test_daily_due(tmp_path, done, due):
     lake = Lake(tmp_path / "lake")

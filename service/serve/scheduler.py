@@ -124,16 +124,17 @@ class ServiceScheduler:
         finally:
             self.first_ingest.set()
 
-    def run_daily(self, verify: bool = True) -> None:
-        """Verify (unless a retry: the lake was verified before the report failed), then the
-        report of the latest fire's date; a failed report is retried (see the module)."""
+    def run_daily(self, retry_of: date | None = None) -> None:
+        """Verify, then the report of the latest fire's date; a failed report is retried (see the
+        module). A retry of that date's run (`retry_of`) skips verify: the lake was verified for
+        it; a retry that runs once the next fire's date has come is that date's first run."""
         run_date = latest_fire_date(self.clock(), self.daily_at)
         if not self.daily_due(self.clock()):
             log.info("daily run of %s already done", run_date)
             return
         self.first_ingest.wait()
         with self.turn:
-            if verify and self.tasks.verify is not None:
+            if run_date != retry_of and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
             if not self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
                 self.retry_daily(run_date)
@@ -150,7 +151,7 @@ class ServiceScheduler:
             return
         when = datetime.now(timezone.utc) + delay  # APScheduler's clock, as in start()
         log.warning("the daily run of %s failed: trying the report again at %s", run_date, when.strftime("%H:%M:%S"))
-        self.scheduler.add_job(self.run_daily, DateTrigger(when, timezone=timezone.utc), kwargs={"verify": False},
+        self.scheduler.add_job(self.run_daily, DateTrigger(when, timezone=timezone.utc), kwargs={"retry_of": run_date},
                                id="daily-retry", name="daily-retry", replace_existing=True)
 
     def daily_due(self, now: datetime) -> bool:
