@@ -249,10 +249,10 @@ def test_without_since_a_run_is_read_over_its_own_span_in_whole_hours(tmp_path):
     response = api.handle("/api/v1/runs", parse_qs("run=r1"), None)
     assert response.status == 200, response.body
     assert [(r["run"], D(r["cost"])) for r in json.loads(response.body)["rows"]] == [("r1", D(160))]
-    # `until` alone leaves the start unknown
     table = CliRunner().invoke(cli, ["--config", path, "runs", "--run", "r1", "--format", "table"],
                                env={"COLUMNS": "200"})
     assert "jobs of r1 (each attempt), 2026-11-02 10:00 → 2026-11-02 13:00 UTC" in table.stdout, table.stdout
+    # `until` alone leaves the start unknown
     cut = CliRunner().invoke(cli, ["--config", path, "runs", "--run", "r1", "--until", "2026-11-03"])
     assert cut.exit_code == 2 and "neither for the run's own span" in cut.output
 
