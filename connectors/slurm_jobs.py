@@ -18,7 +18,6 @@ Two origins (exactly one per source):
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 from datetime import datetime, timedelta, timezone
@@ -36,6 +35,7 @@ from connectors.sacct_files import file_attempts
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import SACCT_FORMAT, BadRecord, slurm_jobs, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_skewed, said_stale_running, said_warnings, slurm_errors
+from service.core import json_text
 from service.core.config_base import exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
@@ -164,7 +164,7 @@ def _token_user(token: str) -> str | None:
     """The user a Slurm JWT was issued for (its `sun` claim), read without checking it."""
     try:
         payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        claims = json_text.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except (IndexError, ValueError):
         return None
     user = claims.get("sun") if isinstance(claims, dict) else None

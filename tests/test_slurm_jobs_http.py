@@ -239,3 +239,14 @@ def test_an_answer_nested_too_deeply_is_not_json_naming_the_url(tmp_path, slurmr
     outcome = run(tmp_path, url, api_version="v0.0.38")
     assert f"{url}/slurmdb/v0.0.38/jobs: the answer is not JSON (JSON nested too deeply" in str(outcome.error)
     assert outcome.error.exit_code == 3
+
+
+def test_a_token_whose_claims_nest_too_deeply_is_sent_to_slurmrestd_without_a_user_name(tmp_path, slurmrestd, monkeypatch):
+    url, server = slurmrestd
+    nested = base64.urlsafe_b64encode(b"[" * 20_000).decode().rstrip("=")
+    monkeypatch.setenv("SLURM_JWT", f"eyJhbGciOiJIUzI1NiJ9.{nested}.c2lnbmF0dXJl")
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", api_version="v0.0.38")
+    # was a RecursionError traceback reading the token's claims; now slurmrestd judges the token
+    assert "HTTP 401" in str(outcome.error), outcome.error
+    (_, _, headers), = server.requests
+    assert "X-SLURM-USER-NAME" not in headers
