@@ -87,6 +87,14 @@ def test_a_cluster_owner_must_name_a_team():
         parse_config({"lake": "/data/lake", "attribution": {"clusters": {"owners": {"gpu-west": " "}}}})
 
 
+def test_two_owners_of_one_cluster_named_in_other_cases_are_refused():
+    from service.core.errors import ConfigError
+
+    owners = {"GPU-West": "nlp", "gpu-west ": "vision"}  # one would have won silently
+    with pytest.raises(ConfigError, match=r"attribution\.clusters\.owners.*'GPU-West' and 'gpu-west ' are one cluster"):
+        parse_config({"lake": "/data/lake", "attribution": {"clusters": {"owners": owners}}})
+
+
 def test_without_clusters_the_families_are_empty(config):
     plain = config.model_copy(update={"attribution": parse_config({"lake": str(config.lake)}).attribution})
     found = scrape(plain)

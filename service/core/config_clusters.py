@@ -12,6 +12,7 @@ from decimal import Decimal
 from pydantic import Field, field_validator
 
 from service.core.config_base import Strict
+from service.core.folding import folded
 
 # The dimensions jobs bring, and the tag keys a cost line may set them with (as any dimension's
 # `tags:`); `cluster` takes `cluster_tag` when one is set.
@@ -103,6 +104,10 @@ class ClustersConfig(Strict):
                 raise ValueError(f"{cluster!r}: {team!r}: a cluster and its team must not be empty")
             if len(cluster) > 128 or len(team) > 128:
                 raise ValueError(f"{cluster[:40]!r}: a cluster or team name is at most 128 characters")
+        seen: dict[str, str] = {}
+        for cluster in owners:  # matched as tag values are (case and spaces folded): one name, one owner
+            if (same := seen.setdefault(folded(cluster), cluster)) != cluster:
+                raise ValueError(f"{same!r} and {cluster!r} are one cluster (names match in any case); keep one")
         return owners
 
     def gpu_table(self) -> dict[str, Decimal]:
