@@ -42,6 +42,7 @@ from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
+from service.core.state_files import state_problem
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
 
@@ -330,9 +331,13 @@ class Lake:
         if not path.exists():
             return {}
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise DataError(f"state file is unreadable: {exc}", where=str(path), hint="delete it to start afresh") from None
+        problem = state_problem(name, data)
+        if problem:
+            raise DataError(f"state file is unreadable: {problem}", where=str(path), hint="delete it to start afresh")
+        return data
 
     def write_state(self, name: str, data: dict) -> None:
         write_json_atomic(self.state_file(name), data)
