@@ -70,3 +70,10 @@ def test_a_zero_total_is_printed_as_a_number(tmp_path):
     assert result.exit_code == 0, result.output
     assert "committed 999 rows USD 0.000000000000 (estimated)" in result.output, result.output
     assert "E-" not in result.output
+
+
+def test_rows_without_a_currency_fail_the_delivery(tmp_path):
+    export = export_with(tmp_path, "focus", ["USD", "NULL"])  # the sample's null token
+    result = ingest(tmp_path, "focus")
+    assert result.exit_code == 3, result.output  # was: committed, 'None 0.015314622400'
+    assert f"{export}: rows without a BillingCurrency" in result.output, result.output
