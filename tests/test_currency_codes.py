@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from conftest import SAMPLES
 from service.cli.main import cli
+from service.core import staging
 from service.core.lake import Lake
 
 SAMPLE = {"focus": SAMPLES / "focus" / "focus_1.0_sample_1000.csv",
@@ -77,3 +78,15 @@ def test_rows_without_a_currency_fail_the_delivery(tmp_path):
     result = ingest(tmp_path, "focus")
     assert result.exit_code == 3, result.output  # was: committed, 'None 0.015314622400'
     assert f"{export}: rows without a BillingCurrency" in result.output, result.output
+
+
+def test_a_lake_ingested_before_codes_were_normalised_is_rewritten_by_the_next_ingest(tmp_path, monkeypatch):
+    export_with(tmp_path, "focus", ["usd", " USD "])
+    with monkeypatch.context() as before:  # the stager as it was: codes kept as written
+        before.setattr(staging, "with_currency_codes", lambda batch: batch)
+        assert ingest(tmp_path, "focus").exit_code == 0
+    lake = Lake(tmp_path / "lake")
+    assert len(lake.query().execute("SELECT DISTINCT BillingCurrency FROM costs").fetchall()) == 2
+    again = ingest(tmp_path, "focus")  # the same files: was 'unchanged', the two currencies kept
+    assert again.exit_code == 0 and "committed 999 rows USD " in again.output, again.output
+    assert lake.query().execute("SELECT DISTINCT BillingCurrency FROM costs").fetchall() == [("USD",)]

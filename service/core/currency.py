@@ -9,11 +9,12 @@ code ('US$', 'dollars'), or none, fails the delivery: its rows could only be sum
 from __future__ import annotations
 
 import re
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
+
+if TYPE_CHECKING:  # Arrow is loaded by the stager; the lake reads CODE for its ledger, and queries load no Arrow
+    import pyarrow as pa
 
 COLUMN = "BillingCurrency"
 CODE = re.compile(r"[A-Z]{3}")
@@ -32,6 +33,9 @@ def with_currency_codes(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The batch with its BillingCurrency values as codes; a row without one is a DataError
     (its cost would be summed under no currency: 'None 12.50'). Only the distinct values
     reach Python; a batch already in codes is returned as it is."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     index = batch.schema.get_field_index(COLUMN)
     if index < 0:
         return batch

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from service.core.connection import sandboxed_connection
+from service.core.currency import CODE
 from service.core.errors import DataError
 from service.core.files import DATA_FILE, check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
@@ -273,7 +274,8 @@ class Lake:
     def has_delivery(self, source: str, delivery_id: str, periods: Sequence[str] | None = None) -> bool:
         """True when this delivery is what the lake already holds for its periods, and their
         files still match the ledger (a damaged period is re-ingested, whatever its id) and
-        hold today's columns (a partition written before a column was added is rewritten)."""
+        hold today's columns (a partition written before a column was added is rewritten) and
+        currency codes (one written before codes were trimmed and upper-cased: 'usd', ' USD ')."""
         damaged = self._damaged()
         delivered = [e for e in self.ledger() if e.source == source and e.delivery_id == delivery_id]
         held = {e.billing_period for e in delivered if e.key not in damaged and self._current(e)}
@@ -283,7 +285,8 @@ class Lake:
 
     def _current(self, entry: LedgerEntry) -> bool:
         check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)
-        return check.ok and check.columns == COST_COLUMN_NAMES
+        return check.ok and check.columns == COST_COLUMN_NAMES and all(
+            t.currency is not None and CODE.fullmatch(t.currency) for t in entry.totals)
 
     def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry], since: str = "") -> None:
         write_json_atomic(self.ledger_file, ledger_json(entries, pending, since))
