@@ -1,5 +1,5 @@
-"""A `_state/*.json` file of the wrong shape (edited by hand, restored from elsewhere) is named
-with its key, exit 3, never a traceback from the reader that relied on it; the file-periods
+"""A `_state/*.json` file or the ledger of the wrong shape (edited by hand, restored from
+elsewhere) is named with its key, exit 3, never a traceback from the reader that relied on it; the file-periods
 cache is only a cache: read as empty and written anew."""
 
 from __future__ import annotations
@@ -59,3 +59,23 @@ def test_a_file_periods_cache_of_the_wrong_shape_is_read_as_empty_and_written_an
     result = spendlake(config, "ingest")
     assert result.exit_code == 0, result.output
     assert isinstance(json.loads((folder / "file_periods.json").read_text())["bill"], dict)
+
+
+LEDGER_DAMAGE = [  # (change to the ledger's JSON, what the error says), each once a traceback or Python's words
+    (lambda d: d["entries"][0]["totals"][0].update(billed_cost="abc"),
+     "entries[0]: a cost or rounding that is not a number"),  # was: decimal.InvalidOperation, a traceback
+    (lambda d: d["entries"][0].pop("totals"), "entries[0]: no totals"),  # was: "unreadable: 'totals'"
+    (lambda d: d.update(entries="x"), "`entries` is not a list"),  # was: "string indices must be integers"
+]
+
+
+@pytest.mark.parametrize("damage, said", LEDGER_DAMAGE, ids=["cost", "totals", "entries"])
+def test_a_damaged_ledger_entry_is_named_by_its_place(ingested, damage, said):
+    config, folder = ingested
+    ledger = folder.parent / "_ledger" / "deliveries.json"
+    data = json.loads(ledger.read_text())
+    damage(data)
+    ledger.write_text(json.dumps(data))
+    result = spendlake(config, "status")
+    assert result.exit_code == 3, result.output
+    assert f"{ledger}: the delivery ledger is unreadable: {said}" in result.output, result.output
