@@ -1,6 +1,6 @@
 """A `_state/*.json` file or the ledger of the wrong shape (edited by hand, restored from
-elsewhere) is named with its key, exit 3, never a traceback from the reader that relied on it; the file-periods
-cache is only a cache: read as empty and written anew."""
+elsewhere) is named with its key, exit 3, never a traceback from the reader that relied on
+it; the file-periods cache is only a cache: read as empty and written anew."""
 
 from __future__ import annotations
 

@@ -114,7 +114,8 @@ def plans_section(lake: Lake, day: date,
         low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
         daily, unmatched = actual_of(plan)
         actual = sum(daily.values(), Decimal(0))
-        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}." for dim, value, hint in unmatched]
+        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
+                    for dim, value, hint in unmatched]
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
