@@ -365,3 +365,14 @@ def test_verify_piped_without_format_on_an_empty_lake_prints_the_json_contract_n
     assert piped.exit_code == 0 and json.loads(piped.stdout) == [], piped.output
     table = spendlake(config, "verify", "--format", "table")
     assert table.exit_code == 0 and "holds no cost partition or inventory snapshot" in table.stdout, table.output
+
+
+def test_a_lake_inside_a_source_location_is_skipped_not_read_as_a_second_bill(lake, tmp_path):
+    config, lake = lake
+    shutil.copytree(lake.root, tmp_path / "export" / "lake-backup")  # a backup kept beside the exports
+    shutil.rmtree(lake.root)
+    result = spendlake(config, "ingest")
+    assert result.exit_code == 0, result.output
+    assert f"trey {tmp_path / 'export' / 'lake-backup'}: skipped, a spendlake lake" in result.output, result.output
+    assert "skipped, a folder whose name starts with" not in result.output  # the lake told once, not its folders
+    assert attributed_total(config) == BILLED  # was twice: the backup's partitions read as FOCUS files

@@ -37,7 +37,7 @@ import duckdb
 from service.core.connection import sandboxed_connection
 from service.core.currency import CODE
 from service.core.errors import DataError
-from service.core.files import DATA_FILE, check_partition_value, write_json_atomic
+from service.core.files import DATA_FILE, LEDGER_FILE, check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
 from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
@@ -54,7 +54,6 @@ TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # The DuckDB memory of an ingest connection (Lake.writer) and of the rollup build; beyond it
 # DuckDB spills. The ingest process peaks at about this plus Python's own.
 WRITER_MEMORY_LIMIT = "600MB"
-LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root
 # Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
 SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)
 
