@@ -3,7 +3,7 @@
 Exports write the code as they please ('usd', ' USD '): each delivery's codes are trimmed and
 upper-cased where it is staged, whatever its connector, so one currency never shows as two in
 sums, budgets and reports (which never add currencies together). A value that is still not a
-code ('US$', 'dollars'), or none, fails the delivery: its rows could only be summed apart from the rest.
+code ('US$', 'dollars') fails the delivery: its rows could only be summed apart from the rest.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ def currency_code(value: str) -> str:
 
 
 def with_currency_codes(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The batch with its BillingCurrency values as codes; a row without one is a DataError
-    (its cost would be summed under no currency: 'None 12.50'). Only the distinct values
-    reach Python; a batch already in codes is returned as it is."""
+    """The batch with its BillingCurrency values as codes (nulls stay null). Only the distinct
+    values reach Python; a batch already in codes is returned as it is."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -40,10 +39,7 @@ def with_currency_codes(batch: pa.RecordBatch) -> pa.RecordBatch:
     if index < 0:
         return batch
     column = batch.column(index)
-    if column.null_count:
-        raise DataError(f"rows without a {COLUMN}", hint="every cost line needs its currency; fix the export's "
-                                                         "currency column (e.g. USD), then run ingest again")
-    found = pc.unique(column).to_pylist()
+    found = [value for value in pc.unique(column).to_pylist() if value is not None]
     codes = {value: currency_code(value) for value in found}
     if all(value == code for value, code in codes.items()):
         return batch

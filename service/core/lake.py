@@ -285,7 +285,7 @@ class Lake:
     def _current(self, entry: LedgerEntry) -> bool:
         check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)
         return check.ok and check.columns == COST_COLUMN_NAMES and all(
-            t.currency is not None and CODE.fullmatch(t.currency) for t in entry.totals)
+            t.currency is None or CODE.fullmatch(t.currency) for t in entry.totals)
 
     def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry], since: str = "") -> None:
         write_json_atomic(self.ledger_file, ledger_json(entries, pending, since))
