@@ -53,6 +53,7 @@ TARGET_RATIO, TARGET_RSS_MB = 1.5, 1024
 CENT = Decimal("0.01")
 RUN_DEFAULT = "unallocated"
 SPARK = ["--engine", "spark"]
+CLUSTERS_CONFIG = "spendlake-clusters.yaml"  # the prepared config with `clusters:`, beside it
 
 # argv: CUR 2.0 Parquet glob, jobs file, cluster, the window's end (running jobs end there)
 BARE_JOIN = textwrap.dedent('''
@@ -191,16 +192,21 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200_000, help="job records in the jobs file")
     parser.add_argument("--rows", type=int, help=f"line items in all (default {ROWS_PER_NODE:,} a node)")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--prepare-only", action="store_true", help="generate and ingest, time nothing")
+    parser.add_argument("--prepare-only", action="store_true",
+                        help=f"generate and ingest, write {CLUSTERS_CONFIG} beside the lake, print how to query it, "
+                             "time nothing")
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "runs-work")
     parser.add_argument("--spark", action="store_true", help="also time `attribute --engine spark` (step 4)")
     args = parser.parse_args()
     prepared = prepare(args.work, args.nodes, args.jobs, args.rows or ROWS_PER_NODE * args.nodes)
-    if args.prepare_only:
+    # the lake's rollups are the prepared config's: with `clusters:` each run allocates from the raw lines
+    clusters = clusters_config(prepared, CLUSTERS_CONFIG)
+    in_memory = attribute_command(prepared, clusters)
+    if args.prepare_only:  # what a user runs by hand on the work folder
+        print(f"prepared: {Path(prepared['config']).parent}; from {REPO}:\n  {' '.join(in_memory)}\n  "
+              f"{' '.join(in_memory[:5])} runs --since {START.isoformat()} --until {prepared['until']}")
         return
     bare = [sys.executable, "-c", BARE_JOIN, prepared["cur"], prepared["jobs"], CLUSTER, prepared["until"]]
-    # the lake's rollups are the prepared config's: with `clusters:` each run allocates from the raw lines
-    in_memory = attribute_command(prepared, clusters_config(prepared, "spendlake-clusters.yaml"))
     runs, ours, spark = [], [], []
     for _ in range(args.repeat):  # alternating, so a change of the machine's load hits both alike
         runs.append(measure(bare, "bare join"))

@@ -9,7 +9,6 @@ hands the local files to DuckDB: CSV/CSV.gz as text, Parquet as typed.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery, StoredExport
 from connectors.csvfile import csv_header, read_csv
 from connectors.storage import StoredObject, fingerprint
+from service.core import json_text
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error
 
@@ -125,7 +125,7 @@ class AwsExportConnector(StoredExport):
 
     def _manifest_json(self, obj: StoredObject) -> dict:
         try:
-            data = json.loads(self.storage.read_bytes(obj).decode("utf-8"))
+            data = json_text.loads(self.storage.read_bytes(obj).decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise DataError(f"the manifest is not valid JSON: {exc}", where=obj.uri,
                             hint="wait for the next delivery, or re-run the export") from None

@@ -15,13 +15,13 @@ manifest's blobs, found next to the manifest; its delivery id is the runId.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from connectors.base import Delivery
 from connectors.storage import Storage, StoredObject
+from service.core import json_text
 from service.core.errors import ConfigError, DataError, SourceError, SpendlakeError
 
 MANIFEST_NAME = "manifest.json"
@@ -48,7 +48,7 @@ def export_runs(storage: Storage, listing: list[StoredObject]) -> list[ExportRun
     runs = []
     for manifest in (o for o in listing if o.name == MANIFEST_NAME):
         try:
-            body = json.loads(storage.read_bytes(manifest).decode("utf-8"))
+            body = json_text.loads(storage.read_bytes(manifest).decode("utf-8"))
             if not isinstance(body, dict) or not isinstance(body.get("runInfo"), dict) or "blobs" not in body:
                 continue
             runs.append(_run(manifest, body, by_key))

@@ -10,12 +10,12 @@ generated last is read; each other one is told once, as skipped.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from connectors.storage import Storage, StoredObject
+from service.core import json_text
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _bundle_of(key: str, older: dict[str, str]) -> str | None:
 
 def _generated(read: Callable[[str], bytes], key: str) -> str:
     try:
-        body = json.loads(read(key).decode("utf-8"))
+        body = json_text.loads(read(key).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return ""
     return str(body.get("generated_at") or "") if isinstance(body, dict) else ""

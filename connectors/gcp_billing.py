@@ -40,6 +40,7 @@ from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES
 from connectors.export_formats import looks_like
 from connectors.folder_export import FolderExport
 from connectors.gcp_exports import DETAILED_FIELDS, ExportTable, check_one_table_per_account
+from service.core import json_text
 from service.core.config import SourceConfig
 from service.core.errors import DataError
 from service.core.file_parts import FilesPart
@@ -58,7 +59,7 @@ def py_literal_json(value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        return json.dumps(json.loads(value))
+        return json.dumps(json_text.loads(value))
     except ValueError:
         pass
     try:

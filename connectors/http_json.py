@@ -5,14 +5,20 @@ Connection errors, read timeouts and 429/500/502/503/504 answers are retried wit
 exponential backoff (honouring Retry-After) up to `attempts` in all. Errors become a
 SourceError naming the URL (without its query) and the next step. Request headers (tokens)
 never appear in an error or a log line: urllib3 logs the method and path only.
+
+A URL's `user:password@` is sent as HTTP Basic auth (percent-decoded, UTF-8 as RFC 7617
+says) and taken out of the URL before urllib3 sees it: urllib3 would drop it without a word,
+and neither the request line nor its log shows it. An answer nested too deeply to parse
+is an answer that is not JSON.
 """
 
 from __future__ import annotations
 
-import json
+import base64
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
+from service.core import json_text
 from service.core.errors import SourceError
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -26,6 +32,7 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
     import urllib3
     from urllib3.util import Retry, Timeout
 
+    url, auth = _basic_auth(url)
     where = _without_query(url)
     retry = Retry(total=attempts - 1, connect=attempts - 1, read=attempts - 1, status=attempts - 1, other=0,
                   allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=BACKOFF_SECONDS,
@@ -33,7 +40,7 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
     target = f"{url}?{urlencode(params)}" if params else url
     try:
         with urllib3.PoolManager(retries=retry, timeout=Timeout(total=timeout)) as pool:
-            response = pool.request("GET", target, headers=headers or {}, preload_content=False)
+            response = pool.request("GET", target, headers={**(headers or {}), **auth}, preload_content=False)
             try:
                 body = response.read(MAX_BODY_BYTES + 1)
             finally:
@@ -52,7 +59,7 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
         tried = f" after {attempts} attempts" if response.status in RETRY_STATUSES and attempts > 1 else ""
         raise SourceError(f"answered HTTP {response.status}{tried}: {detail}", where=where, hint=hint)
     try:
-        return json.loads(body)
+        return json_text.loads(body)
     except ValueError as exc:
         raise SourceError(f"the answer is not JSON ({exc}): {body[:120]!r}", where=where, hint=hint) from None
 
@@ -61,7 +68,7 @@ def _detail(body: bytes) -> str:
     """What an error answer says: a JSON body's `errors` (slurmrestd puts them after a long
     `meta` block, past any prefix shown) or `error` (Prometheus), else the body's start."""
     try:
-        data = json.loads(body)
+        data = json_text.loads(body)
     except ValueError:
         data = None
     if isinstance(data, dict):
@@ -75,9 +82,21 @@ def _detail(body: bytes) -> str:
     return body[:300].decode(errors="replace").strip()
 
 
-def _without_query(url: str) -> str:
+def _basic_auth(url: str) -> tuple[str, dict[str, str]]:
+    """`url` without its userinfo, and the Authorization header that carries it instead."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, {}
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return urlunsplit(parts._replace(netloc=host)), {"Authorization": f"Basic {token}"}
+
+
+def _without_query(url: str) -> str:
+    """The URL as errors name it: no query (it may carry a token), the host as written (an IPv6
+    one in its brackets)."""
+    return urlunsplit(urlsplit(url)._replace(query="", fragment=""))
 
 
 def _reason(exc: BaseException) -> str:

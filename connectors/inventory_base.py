@@ -9,7 +9,6 @@ what it feeds: its tables, their partition key and its write disposition.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import duckdb
 
+from service.core import json_text
 from service.core.config import InventorySource
 from service.core.errors import DataError, SourceError, duckdb_error
 from service.core.files import hidden_folder
@@ -85,7 +85,7 @@ def cli_dump_part(con: duckdb.DuckDBPyConnection, path: Path, table: str, api: s
     if path.suffix.lower() != ".json":
         return SnapshotPart(table, read_table_file(con, path, table))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_text.loads(path.read_text(encoding="utf-8"))
         rows = to_rows(data[list_key] if isinstance(data, dict) else data)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataError(f"not a {api} JSON ({type(exc).__name__}: {exc})", where=str(path),

@@ -11,9 +11,10 @@ blanks), a value that does not parse, a row without a job id or a start, an end 
 start, a job listed twice. Only such files pay the row reader's time.
 
 Numeric times (`time_format: seconds|milliseconds|microseconds`) are counted in SQL where the
-answer is exact as Python's: plain decimals with no more digits than a microsecond holds, within
-the years the row reader takes; other spellings (exponents, more digits) and values it refuses
-are parsed in Python, once per distinct value, which says what is wrong with a bad one.
+answer is exact as Python's: integers and plain decimals (text, or Parquet DECIMALs) with no more
+digits than a microsecond holds, within the years the row reader takes; other spellings
+(exponents, more digits), floats and values it refuses are parsed in Python, once per distinct
+value, which says what is wrong with a bad one.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from connectors.jobs_file_values import (EARLIEST, NOT_YET, UNIX_EPOCH, BadValue
 WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 TIMES = ("start_time", "end_time", "submit_time")
+DECIMAL_SCALE_DIGITS = 7  # 1,000,000: the most a count is scaled by to microseconds
 # ISO 8601 as both datetime.fromisoformat and DuckDB's casts read it alike; other forms are parsed in Python
 CLOCK = r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
 WITH_OFFSET = rf"{CLOCK}(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
@@ -157,15 +159,17 @@ def _block(cells: pa.Table, zone: ZoneInfo, parsers: dict[str, Callable[[Any], A
             columns[name] = per_value(column, parsers[name], kind, memo=memos[name])
             stripped.append(quoted)
             parsed.append(quoted)
-        elif name in TIMES and counted and (_is_text(column.type) or pa.types.is_integer(column.type)):
+        elif name in TIMES and counted and (_is_text(column.type) or pa.types.is_integer(column.type)
+                                            or _exact_decimal(column.type, counted)):
             columns[name] = column
             text = _is_text(column.type)
             value = strip_sql(quoted) if text else quoted
-            stripped += [f"{value} AS {quoted}", f'{counted_us_sql(value, text, counted)} AS "{name}_us"']
+            us = counted_us_sql(value, text, counted, decimal=pa.types.is_decimal(column.type))
+            stripped += [f"{value} AS {quoted}", f'{us} AS "{name}_us"']
             parsed += counted_time_sql(name, f"({quoted} = '' OR list_contains($not_yet, lower({quoted})))"
                                        if text else "false")
             params |= counted.params(text)
-        elif name in TIMES and counted and not _is_moment(column.type):  # a float, a decimal: Python's
+        elif name in TIMES and counted and not _is_moment(column.type):  # a float, a finer decimal: Python's
             columns[name] = column
             stripped.append(quoted)
             parsed += [f"CAST(NULL AS TIMESTAMP) AS {quoted}", f'{quoted} AS "{name}_odd"']
@@ -201,19 +205,28 @@ def _is_text(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
+def _exact_decimal(kind: pa.DataType, counted: CountedTimes) -> bool:
+    """A Parquet DECIMAL SQL counts exactly in microseconds: no more decimals than a microsecond
+    holds, and room for the scaling within DuckDB's 38 digits (DECIMAL_SCALE_DIGITS more)."""
+    return pa.types.is_decimal(kind) and kind.scale <= counted.digits and kind.precision + DECIMAL_SCALE_DIGITS <= 38
+
+
 def _is_moment(kind: pa.DataType) -> bool:
     """A Parquet timestamp or date: itself, whatever time_format says."""
     return pa.types.is_timestamp(kind) or pa.types.is_date(kind)
 
 
-def counted_us_sql(value: str, text: bool, counted: CountedTimes) -> str:
-    """The microseconds from the origin that `value` (SQL: stripped text, or an integer) counts,
-    where SQL counts them exactly as the row reader (an integer; a plain decimal with no more
-    digits than a microsecond holds); else NULL. Binds CountedTimes.params."""
+def counted_us_sql(value: str, text: bool, counted: CountedTimes, decimal: bool = False) -> str:
+    """The microseconds from the origin that `value` (SQL: stripped text, an integer, or a
+    `decimal` one of _exact_decimal) counts, where SQL counts them exactly as the row reader (an
+    integer; a plain decimal with no more digits than a microsecond holds); else NULL. Binds
+    CountedTimes.params."""
     scale = 1_000_000 // counted.per_second
     if text:
         return (f"CASE WHEN regexp_full_match({value}, $count) THEN "
                 f"CAST(try_cast({value} AS DECIMAL(38, {counted.digits})) * {scale} AS HUGEINT) END")
+    if decimal:  # no more decimals than the scale takes away (_exact_decimal): the product is whole
+        return f"CAST(CAST({value} AS DECIMAL(38, {counted.digits})) * {scale} AS HUGEINT)"
     return f"CAST({value} AS HUGEINT) * {scale}"
 
 

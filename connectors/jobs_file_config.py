@@ -37,7 +37,8 @@ class JobsFileSource(FileSource):
         default=None, min_length=1, max_length=500,
         description="the column names of CSV files without a header row (Alibaba PAI ships them in .header files)")
     time_format: Literal["iso", "seconds", "milliseconds", "microseconds"] = Field(
-        default="iso", description="times as ISO 8601 text, or numbers of these units since time_origin")
+        default="iso", description="times as ISO 8601 text, or numbers of these units since time_origin "
+                                    "(text, Parquet integers, floats or DECIMALs, read exactly)")
     time_origin: str | None = Field(
         default=None, description="the moment numeric times count from (default 1970-01-01T00:00:00Z, Unix time); "
                                   "a trace's times since its own start need it")

@@ -74,7 +74,9 @@ def parse_count_time(value: Any, unit: str, per_second: int, origin: datetime | 
     if not present(value) or (isinstance(value, str) and value.strip().lower() in NOT_YET):
         return None
     try:
-        number = Decimal(value.strip() if isinstance(value, str) else repr(value))
+        # a Parquet DECIMAL is exact as it comes (its repr is "Decimal('...')"); a float's repr is its shortest spelling
+        number = value if isinstance(value, Decimal) else Decimal(value.strip() if isinstance(value, str)
+                                                                  else repr(value))
         if isinstance(value, bool) or not number.is_finite():
             raise InvalidOperation
     except (InvalidOperation, ValueError, TypeError):

@@ -29,6 +29,7 @@ from pydantic import Field, model_validator
 from connectors.aws_client import aws_error, default_region, make_client
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
+from service.core import json_text
 from service.core.config import InventorySource
 from service.core.config_base import Strict
 from service.core.errors import DataError, SourceError, duckdb_error
@@ -194,7 +195,7 @@ class S3ObjectsConnector(FileOrApiConnector[S3ObjectsSource]):
     def _parse_manifest(data: bytes, where: str) -> dict[str, Any]:
         hint = "point inventory_manifests at the manifest.json of one inventory delivery"
         try:
-            manifest = json.loads(data)
+            manifest = json_text.loads(data)
         except ValueError as exc:
             raise DataError(f"the inventory manifest is not JSON: {exc}", where=where, hint=hint) from None
         missing = {"files", "fileFormat", "sourceBucket"} - set(manifest if isinstance(manifest, dict) else ())
@@ -280,7 +281,7 @@ class S3ObjectsConnector(FileOrApiConnector[S3ObjectsSource]):
     def _local_lifecycle(self) -> list[dict[str, Any]]:
         path = Path(self.config.lifecycle_path or "").expanduser().resolve()
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_text.loads(path.read_text(encoding="utf-8"))
             return [lifecycle_row(bucket, (config or {}).get("Rules")) for bucket, config in sorted(data.items())]
         except (OSError, ValueError, AttributeError, TypeError) as exc:
             raise DataError(f"not a lifecycle JSON ({type(exc).__name__}: {exc})", where=str(path),

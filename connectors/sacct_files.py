@@ -21,6 +21,7 @@ from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import Attempt, BadRecord, attempts_schema, parsable_attempts, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_skewed, said_warnings, slurm_errors
+from service.core import json_text
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def _ended(lines: Iterator[str]) -> Iterator[str]:
 def _json_attempts(path: Path, text: str, cluster: str | None) -> list[Attempt]:
     """`{"jobs": []}` is a day without jobs; JSON null or a bare list is no sacct document."""
     try:
-        data: Any = json.loads(text)
+        data: Any = json_text.loads(text)
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()):
             raise BadRecord(f"not JSON: {exc}: the file ends mid-document (cut short while being written?)",

@@ -32,10 +32,11 @@ import duckdb
 from connectors.hostlist import hosts
 from connectors.jobs_base import JOB_COLUMNS, jobs_schema, labelled_run, mig_fraction, normal_state, stored
 from connectors.sacct_fields import FREE_TEXT, split_line
+from service.core import json_text
+from service.core.units import local_utc
 
 if TYPE_CHECKING:
     import pyarrow as pa
-from service.core.units import local_utc
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def comment_labels(comment: str | None) -> dict[str, str]:
     text = (comment or "").strip()
     if text.startswith("{"):
         try:
-            data = json.loads(text)
+            data = json_text.loads(text)
         except ValueError:
             return {}
         if isinstance(data, dict):

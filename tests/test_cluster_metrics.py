@@ -59,7 +59,23 @@ def test_run_cost_keeps_the_top_runs_and_folds_the_rest_into_other(config):
 
 def test_cluster_idle_ratio_is_the_share_no_job_held(config):
     idle = scrape(config)["spendlake_cluster_idle_ratio"]
-    assert idle == pytest.approx({(("cluster", "gpu-west"), ("window", w)): 22 / 64 for w in ("24h", "7d", "mtd")})
+    assert idle == pytest.approx({(("cluster", "gpu-west"), ("team", ""), ("window", w)): 22 / 64
+                                  for w in ("24h", "7d", "mtd")})
+
+
+def test_an_owned_clusters_idle_ratio_carries_its_team_for_the_idle_alert(config):
+    """SpendlakeClusterIdleHigh routes on `team`: without it every cluster's idle alert went to platform."""
+    clusters = config.attribution.clusters.model_copy(update={"owners": {"gpu-west": "nlp", "gpu-east": "vision"}})
+    owned = config.model_copy(update={"attribution": config.attribution.model_copy(update={"clusters": clusters})})
+    idle = scrape(owned)["spendlake_cluster_idle_ratio"]
+    assert set(idle) == {(("cluster", "gpu-west"), ("team", "nlp"), ("window", w)) for w in ("24h", "7d", "mtd")}
+
+
+def test_a_cluster_owner_must_name_a_team():
+    from service.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"attribution\.clusters\.owners.*must not be empty"):
+        parse_config({"lake": "/data/lake", "attribution": {"clusters": {"owners": {"gpu-west": " "}}}})
 
 
 def test_without_clusters_the_families_are_empty(config):

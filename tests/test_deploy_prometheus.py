@@ -13,7 +13,7 @@ import yaml
 from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
-ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged",
+ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged",
           "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeIdleGPUWaste", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
@@ -109,3 +109,22 @@ def test_a_verify_that_found_damage_is_told_once_not_also_as_a_failing_job(tmp_p
     assert state == {("SpendlakeLakeDamaged", None): ("active", ["platform"]),
                      ("SpendlakeJobFailing", "verify"): ("suppressed", ["platform"]),
                      ("SpendlakeJobFailing", "daily"): ("active", ["platform"])}
+
+
+@pytest.mark.slow  # a real Alertmanager
+def test_a_stale_source_is_told_once_not_also_as_a_failing_one(tmp_path):
+    """The stale alert of a source mutes its failing alert; another source's failing alert
+    stays active."""
+    from stackkit import alertmanager, http_json, wait_until
+
+    alerts = [{"labels": {"alertname": "SpendlakeSourceStale", "team": "platform", "source": "cur"}},
+              {"labels": {"alertname": "SpendlakeSourceFailing", "team": "platform", "source": "cur"}},
+              {"labels": {"alertname": "SpendlakeSourceFailing", "team": "platform", "source": "gcp"}}]
+    with alertmanager(tmp_path, "http://127.0.0.1:9") as am:
+        post = urllib.request.Request(am + "/api/v2/alerts", data=json.dumps(alerts).encode(),
+                                      headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(post, timeout=5).close()
+        listed = wait_until(lambda: len(found := http_json(am + "/api/v2/alerts")) == 3 and found, 20, "three alerts")
+    state = {(a["labels"]["alertname"], a["labels"]["source"]): a["status"]["state"] for a in listed}
+    assert state == {("SpendlakeSourceStale", "cur"): "active", ("SpendlakeSourceFailing", "cur"): "suppressed",
+                     ("SpendlakeSourceFailing", "gcp"): "active"}

@@ -61,3 +61,20 @@ def test_62_a_log_message_is_one_line_and_a_traceback_runs_no_escape(capfd):
     err = capfd.readouterr().err
     assert "job ingest\\r\\nforged failed" in err and "ValueError: bad cell 'x\\x1b[2J'" in err
     assert "\x1b" not in err and "\r" not in err
+
+
+def test_an_exception_message_in_a_traceback_is_one_line_and_cannot_forge_a_log_line(capfd):
+    """What an exception says quotes values (a cell, a job name): a line feed in one started a line."""
+    with service_logging():
+        try:
+            try:
+                raise OSError(f"cell a\n{FORGED}")
+            except OSError as cause:
+                raise ValueError(f"row 2\n{FORGED}") from cause
+        except ValueError:
+            logging.getLogger("service.test").exception("job failed")
+    lines = capfd.readouterr().err.splitlines()
+    assert not [line for line in lines if line.startswith(FORGED)], lines
+    assert f"ValueError: row 2\\n{FORGED}" in lines and f"OSError: cell a\\n{FORGED}" in lines, lines
+    assert "The above exception was the direct cause of the following exception:" in lines
+    assert sum(line.startswith("  File ") for line in lines) == 2  # the frames as Python writes them

@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+from decimal import Decimal
 
+import click
 
 from service.core.output import to_csv
 from service.core.publish import write_local
@@ -170,3 +172,71 @@ def test_34_findings_ack_shows_an_s3_keys_escapes_not_runs_them(tmp_path):
     assert acked.exit_code == 0, acked.output
     assert "acknowledged f1 (checkpoint-sprawl, s3://ckpt/run\\x1b]0;owned\\x07/): planned\\x1b[2J" in acked.output
     assert "\x1b" not in acked.output and "\x07" not in acked.output
+
+
+TERMINAL_HIJACKS = "\x1b]0;owned\x07\x7f\x85\x9b31m\u202eevil\u2066"
+RUN_BY_A_TERMINAL = "\x1b\x07\x7f\x85\x9b\u202e\u2066"
+
+
+def test_json_escapes_del_c1_and_bidi_controls_and_reads_back_the_same_strings(capsys):
+    """`cat out.json` must not run or reorder anything; json.loads gives back what was written."""
+    import json
+
+    from service.cli.output import emit
+
+    value = f"a\\{TERMINAL_HIJACKS}\u00e9"
+    emit([{"team": value, "cost": Decimal("0.1234567890123456789")}], ["team", "cost"], "json")
+    text = capsys.readouterr().out
+    assert not any(c in text for c in RUN_BY_A_TERMINAL), repr(text)
+    assert "\\u007f\\u0085\\u009b31m\\u202eevil\\u2066" in text and "\u00e9" in text  # the rest stays readable
+    assert json.loads(text) == [{"team": value, "cost": "0.1234567890123456789"}]
+
+
+def test_csv_is_exact_when_piped_and_shows_escapes_on_a_terminal(capsys, monkeypatch):
+    from service.cli import output
+
+    rows, columns = [{"team": f"nlp{TERMINAL_HIJACKS}", "cost": Decimal("0.1234567890123456789")}], ["team", "cost"]
+    output.emit(rows, columns, "csv")
+    piped = capsys.readouterr().out
+    assert list(csv.reader(io.StringIO(piped)))[1] == [f"nlp{TERMINAL_HIJACKS}", "0.1234567890123456789"]
+    monkeypatch.setattr(output, "is_tty", lambda: True)
+    output.emit(rows, columns, "csv")
+    shown = capsys.readouterr().out
+    assert shown == "team,cost\nnlp\\x1b]0;owned\\x07\\x7f\\x85\\x9b31m\\u202eevil\\u2066,0.1234567890123456789\n"
+
+
+def test_table_headers_and_left_out_column_names_are_escaped_like_cells(capsys):
+    """A tag key used in --by is a column: `[red]` is text, an ESC is shown, a line feed stays on its line."""
+    from service.cli.output import print_table
+
+    key = "team[red]\x1b[2J"
+    wide = "x" * 70
+    print_table([{key: "nlp", "cost": "1", "left\nout\x1b": wide}], [key, "cost", "left\nout\x1b"])
+    out = capsys.readouterr()
+    assert "team[red]\\x1b[2J" in out.out and "\x1b" not in out.out + out.err, repr(out)
+    assert "not shown at 80 columns: left\\nout\\x1b (a wider" in out.err and out.err.count("\n") == 1, repr(out.err)
+
+
+def test_one_line_warnings_show_a_line_feed_in_a_value_as_an_escape():
+    from click.testing import CliRunner
+
+    from service.cli.main import SpendlakeGroup
+    from service.core.errors import DataError
+
+    @click.command()
+    def fails():
+        raise DataError("job a\nerror: forged is listed twice")
+
+    result = CliRunner().invoke(SpendlakeGroup("t", commands={"fails": fails}), ["fails"])
+    assert result.output == "error: job a\\nerror: forged is listed twice\n"
+
+
+def test_the_demos_commitments_line_shows_a_bills_currency_escaped_on_one_line():
+    """BillingCurrency is the bill's text: an OSC escape is shown, a line feed cannot forge a line."""
+    from service.cli.demo import commitment_line
+
+    total = {"currency": "US\x1b]0;owned\x07D\nerror: forged", "commitment": Decimal("100"), "used": Decimal("80"),
+             "unused": Decimal("20"), "unused_pct": Decimal("20.0"), "coverage_pct": Decimal("75.0")}
+    line = commitment_line(total)
+    assert line.startswith("commitments, last 30 days (US\\x1b]0;owned\\x07D\\nerror: forged): 100.00 committed")
+    assert "\x1b" not in line and "\n" not in line

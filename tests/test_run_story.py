@@ -30,6 +30,9 @@ from connectors.jobs_base import job_row
 from service.attribution import RunsQuery, runs
 from service.cli.main import cli
 from service.core.config import parse_config
+from service.core.lake import Lake
+from service.core.timewindow import iso_utc
+from tests.attribution_helpers import add_jobs
 from tests.test_clusters_allocation import gpu_line, job, setup
 from tests.test_runs import whole_config
 from tests.test_service_http import api_for
@@ -45,7 +48,7 @@ def attempt(record: str, start: str, end: str) -> dict:
                    instance_ids=["i-a"], job_type="pretrain")
 
 
-def lake_with_a_story(tmp_path):
+def lake_with_a_story(tmp_path, currency: str = "USD"):
     jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
                 state="FAILED", job_type="pretrain", project="llm"),
             job("2", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1",
@@ -60,7 +63,7 @@ def lake_with_a_story(tmp_path):
             job("6", 8, "2026-11-02T14:00:00", "2026-11-02T15:00:00", instance_ids=["i-a"], run_id="r4")]
     lines = [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T12:00:00"),
              gpu_line("i-b"), gpu_line("i-b", start="2026-11-02T11:00:00")]
-    lake, cfg = setup(tmp_path, lines, jobs)
+    lake, cfg = setup(tmp_path, [{**line, "currency": currency} for line in lines], jobs)
     path = tmp_path / "spendlake.yaml"
     path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
     return lake, cfg, str(path)
@@ -137,12 +140,50 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     assert [r["run"] for r in data["rows"]] == ["r1"] and len(data["jobs"]) == 5 and data["notes"] == []
 
 
+def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path):
+    """BillingCurrency is the bill's text: an OSC escape in it is shown, a line feed cannot start a line."""
+    _, _, path = lake_with_a_story(tmp_path, currency="US\x1b]0;owned\x07D\nerror: forged")
+    table = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--format", "table"],
+                               env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    currency = "US\\x1b]0;owned\\x07D\\nerror: forged"
+    assert f"failed re-runs (unfinished attempts): {currency} 100.00 of 160.00" in table.stdout
+    assert f"idle beside the run, not in its cost: {currency} 70.00" in table.stdout
+    assert "\x1b" not in table.stdout and not any(line.startswith("error") for line in table.stdout.splitlines())
+
+
 def test_57_an_unknown_run_is_a_warning_naming_the_closest_run_ids(tmp_path):
     _, _, path = lake_with_a_story(tmp_path)
     shown = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r11", "--format", "json"])
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["rows"] == []
     assert "warning: no run 'r11' in the lake's job records or cost; closest run ids: r1" in shown.stderr
+
+
+def test_an_unknown_run_lists_named_runs_newest_first_before_job_ids(tmp_path):
+    # twelve jobs whose run id is their job id (no label names a run) and two named runs: the
+    # warning lists the named ones, the newest first, then job ids, five in all
+    jobs = [job(str(100 + n), 1, f"2026-11-02T{n + 10}:00:00", f"2026-11-02T{n + 10}:30:00", instance_ids=["i-a"])
+            for n in range(12)]
+    jobs += [job("90", 1, "2026-11-02T08:00:00", "2026-11-02T09:00:00", instance_ids=["i-a"], run_id="sweep-old"),
+             job("91", 1, "2026-11-02T09:00:00", "2026-11-02T10:00:00", instance_ids=["i-a"], run_id="sweep-new")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
+    result = runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03", run="nosuch"))
+    assert result.story.notes == ("no run 'nosuch' in the lake's job records or cost; known run ids: sweep-new, "
+                                  "sweep-old, 100, 101, 102, ...",)
+
+
+def test_a_run_nothing_names_without_a_window_names_the_since_option_or_parameter(tmp_path):
+    # job records of another run and no bill: the run's own span cannot be found
+    lake = Lake(tmp_path / "lake")
+    add_jobs(lake, [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", run_id="r1")])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--run", "nosuch"])
+    assert shown.exit_code == 2 and "no job record or bill in the lake names run 'nosuch'" in shown.stderr, shown.output
+    assert "--since" in shown.stderr, shown.stderr
+    response = api_for(parse_config(whole_config(tmp_path, lake))).handle("/api/v1/runs", parse_qs("run=nosuch"), None)
+    assert response.status == 400 and json.loads(response.body)["error"]["where"] == "since", response.body
 
 
 def test_a_run_without_jobs_in_the_window_or_without_billed_cost_says_why(tmp_path):
@@ -189,3 +230,55 @@ def test_a_lake_without_a_bill_tells_the_runs_jobs_without_cost(tmp_path):
     assert [(j.job, j.job_type, j.gpu_hours, j.cost, j.currency) for j in result.story.jobs] == [
         ("7", "pretrain", D(16), D(0), None)]
     assert result.story.instances == () and result.story.notes == ()
+
+
+def test_without_since_a_run_is_read_over_its_own_span_in_whole_hours(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    whole = runs(lake, cfg, RunsQuery.parse(since=None, run="R1"))
+    # its jobs ran 10:00 → 12:45: the window is the hours they touch, and the cost all of it
+    assert (iso_utc(whole.window.since), iso_utc(whole.window.until)) == ("2026-11-02T10:00:00Z", "2026-11-02T13:00:00Z")
+    assert [(r.run, r.jobs, r.cost) for r in whole.rows] == [("r1", 5, D(160))]
+    assert sum(j.cost for j in whole.story.jobs) == D(160)
+    # r2's one job held GPUs 10:00 → 10:15: its hour is whole ($10, not a quarter of it)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", "--run", "r2", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert (data["since"], data["until"]) == ("2026-11-02T10:00:00Z", "2026-11-02T11:00:00Z")
+    assert [(r["run"], D(r["cost"])) for r in data["rows"]] == [("r2", D(10))]
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    response = api.handle("/api/v1/runs", parse_qs("run=r1"), None)
+    assert response.status == 200, response.body
+    assert [(r["run"], D(r["cost"])) for r in json.loads(response.body)["rows"]] == [("r1", D(160))]
+    # `until` alone leaves the start unknown
+    table = CliRunner().invoke(cli, ["--config", path, "runs", "--run", "r1", "--format", "table"],
+                               env={"COLUMNS": "200"})
+    assert "jobs of r1 (each attempt), 2026-11-02 10:00 → 2026-11-02 13:00 UTC" in table.stdout, table.stdout
+    cut = CliRunner().invoke(cli, ["--config", path, "runs", "--run", "r1", "--until", "2026-11-03"])
+    assert cut.exit_code == 2 and "neither for the run's own span" in cut.output
+
+
+def test_without_since_a_running_run_reaches_the_bill_end(tmp_path):
+    jobs = [job("8", 4, "2026-11-02T11:30:00", None, instance_ids=["i-a"], run_id="r8", state="RUNNING")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T12:00:00")], jobs)
+    result = runs(lake, cfg, RunsQuery.parse(since=None, run="r8"))
+    # from its start's hour to the bill's end (13:00): 4 of i-a's 8 GPUs 12:00 → 13:00 are $40
+    assert (iso_utc(result.window.since), iso_utc(result.window.until)) == ("2026-11-02T11:00:00Z", "2026-11-02T13:00:00Z")
+    assert [(r.run, r.state, r.cost, r.end) for r in result.rows] == [("r8", "RUNNING", D(40), None)]
+
+
+def test_a_run_the_state_filter_leaves_out_says_so_and_how_it_ended(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--state", "failed",
+                                     "--format", "table"])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout == ""
+    # r1's last job (7@2, the last to end) was requeued: not FAILED, whatever its first job did
+    assert "note: run 'r1' is left out by the state filter (FAILED): its last job ended REQUEUED" in shown.stderr
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    data = json.loads(api.handle("/api/v1/runs", parse_qs("run=r1&state=failed,cancelled"), None).body)
+    assert (data["rows"], data["jobs"], data["by_state"], data["idle"]) == ([], [], [], [])  # neither row nor jobs
+    assert data["notes"] == ["run 'r1' is left out by the state filter (FAILED or CANCELLED): its last job ended REQUEUED"]
+    csv = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--state", "failed", "--format", "csv"])
+    assert csv.exit_code == 0 and csv.stdout.splitlines()[1:] == [], csv.stdout  # the header alone
+    kept = runs(lake, cfg, RunsQuery.parse(since=None, run="r1", state="requeued"))
+    assert [r.run for r in kept.rows] == ["r1"] and kept.story.notes == ()

@@ -108,6 +108,25 @@ def test_a_job_after_one_that_ended_in_no_known_state_is_no_restart(tmp_path):
     assert (row.jobs, row.restarts, row.state) == (3, 0, None)
 
 
+def test_a_runs_state_is_that_of_the_job_that_ended_last_and_every_answer_agrees(tmp_path):
+    # "ev": a long job that completes at 11:30 and one started later that fails at 10:40: the run
+    # ended COMPLETED (its latest start failed); "rn": a running job is last whatever ended later
+    jobs = [job("1", 4, "2026-11-02T10:00:00", "2026-11-02T11:30:00", instance_ids=["i-a"], run_id="ev"),
+            job("2", 4, "2026-11-02T10:20:00", "2026-11-02T10:40:00", instance_ids=["i-a"], run_id="ev",
+                state="FAILED"),
+            job("3", 2, "2026-11-02T10:00:00", None, instance_ids=["i-b"], run_id="rn", state="RUNNING"),
+            job("4", 2, "2026-11-02T10:10:00", "2026-11-02T11:00:00", instance_ids=["i-b"], run_id="rn",
+                state="CANCELLED")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    assert {r.run: r.state for r in runs(lake, cfg, query()).rows} == {"ev": "COMPLETED", "rn": "RUNNING"}
+    assert [r.run for r in runs(lake, cfg, query(state="completed")).rows] == ["ev"]
+    assert runs(lake, cfg, query(state="failed,cancelled")).rows == ()
+    assert [r.state for r in runs(lake, cfg, RunsQuery.parse(since=None, run="ev")).rows] == ["COMPLETED"]
+    api = api_for(parse_config(whole_config(tmp_path, lake)))
+    data = json.loads(api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03"), None).body)
+    assert {r["run"]: r["state"] for r in data["rows"]} == {"ev": "COMPLETED", "rn": "RUNNING"}
+
+
 @pytest.mark.parametrize("kwargs, says", [
     ({"by": "account"}, "runs cannot be grouped by 'account'"),
     ({"top": "²"}, "--top must be a whole number"),
@@ -359,3 +378,20 @@ def test_34_a_job_state_from_a_jobs_file_is_shown_not_run_in_the_note_on_an_empt
     assert shown.exit_code == 0, shown.output
     assert "the runs there ended FAILED\\x1b]0;OWNED\\x07" in shown.stderr  # the terminal shows it, runs nothing
     assert "\x1b" not in shown.output and "\x07" not in shown.output
+
+
+def test_the_runs_table_shows_times_and_gpu_hours_as_a_runs_story_does(tmp_path):
+    # one run's story and the runs table side by side: `2026-11-02 10:00`, not `2026-11-02T10:00`, and
+    # GPU-hours with their decimal, so a column reads 8.0 beside 2.0 and 28.0, not 8 beside 2.5
+    lake, _ = lake_with_runs(tmp_path)
+    path = write_config(tmp_path, lake)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--format", "table"], env={"COLUMNS": "250"})
+    story = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--run", "r1", "--format", "table"],
+                               env={"COLUMNS": "250"})
+    assert shown.exit_code == 0 and story.exit_code == 0, shown.output + story.output
+    [r1] = [line for line in shown.stdout.splitlines() if line.startswith("│ r1 ")]
+    cells = [cell.strip() for cell in r1.strip("│").split("│")]
+    assert cells[6:8] == ["8", "8.0"] and cells[-2:] == ["2026-11-02 10:00", "2026-11-02 11:00"], cells
+    assert "│ start                              │ 2026-11-02 10:00" in story.stdout
+    [r3] = [line for line in shown.stdout.splitlines() if line.startswith("│ r3 ")]
+    assert [cell.strip() for cell in r3.strip("│").split("│")][-2:] == ["2026-11-02 10:00", "running"]

@@ -231,6 +231,33 @@ def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     assert harness.scheduler.daily_due(utc(2026, 11, 30, 7))
 
 
+def test_a_failed_daily_report_is_tried_again_with_a_backoff_not_the_next_day(tmp_path, caplog):
+    """The report only (the lake was verified), after daily_retry then twice that, until it is written."""
+    lake = Lake(tmp_path / "lake")
+    attempts, verified = [], []
+
+    def report(day):
+        attempts.append(time.monotonic())
+        if len(attempts) < 3:
+            raise OSError("No space left on device")
+
+    registry = CollectorRegistry()
+    metrics = JobMetrics(registry, ["ingest", "verify", "daily"])
+    scheduler = ServiceScheduler(lake, metrics, Tasks(ingest=lambda: None, rules=None, daily=report,
+                                                      verify=lambda: verified.append(1)),
+                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: utc(2026, 11, 30, 7),
+                                 daily_retry=timedelta(seconds=0.3))
+    with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
+        scheduler.start()  # nothing done yet: the make-up run at once
+        wait_for(lambda: lake.read_state("jobs").get("daily"))
+        scheduler.shutdown()
+    assert len(attempts) == 3 and verified == [1]
+    assert 0.3 <= attempts[1] - attempts[0] and 0.6 <= attempts[2] - attempts[1]
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily"}) == 2
+    assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-11-30"
+    assert sum("trying the report again at" in r.getMessage() for r in caplog.records) == 2
+
+
 @pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False)])
 def test_daily_due(tmp_path, done, due):
     lake = Lake(tmp_path / "lake")

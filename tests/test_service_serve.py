@@ -182,3 +182,27 @@ def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
         proc.kill()
     assert output.index("job started") < output.index("reloading") < output.index("starting again")
     assert output.rstrip().endswith("stopped")
+
+
+def changed_gauge(base: str) -> str:
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as response:
+        return re.search(r"^spendlake_config_file_changed (\S+)$", response.read().decode(), re.M)[1]
+
+
+def test_a_config_edited_without_sighup_is_said_once_and_exported_until_loaded(tmp_path):
+    config = write_config(tmp_path, config_data(tmp_path))
+    proc, base = start_serve(config)
+    try:
+        assert changed_gauge(base) == "0.0"
+        write_config(tmp_path, {**config_data(tmp_path), "service": {"listen": "127.0.0.1:0", "top_n": 5}})
+        deadline = time.monotonic() + 10
+        while "config changed on disk" not in "".join(proc.output) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert changed_gauge(base) == "1.0"
+        time.sleep(1)  # several more checks of the main loop: still one line
+        assert "".join(proc.output).count("config changed on disk; send SIGHUP to load it") == 1
+        proc.send_signal(signal.SIGHUP)
+        assert changed_gauge(served(proc, 2)) == "0.0"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)

@@ -20,6 +20,7 @@ from conftest import DATA
 from connectors import http_json
 from service.cli.main import cli
 from service.core.config import parse_config
+from service.core.errors import SourceError
 from service.ingest.inventory import run_inventory
 from test_slurm_jobs import SETTLED, jobs
 
@@ -164,6 +165,13 @@ def test_a_server_without_slurmdb_jobs_or_not_there_is_named(tmp_path, slurmrest
     assert "http://127.0.0.1:9/slurmdb/v0.0.38/jobs: cannot reach it after 2 attempt(s)" in str(outcome.error)
 
 
+def test_an_unreachable_ipv6_url_is_named_with_its_brackets_and_without_its_query():
+    with pytest.raises(SourceError) as raised:
+        http_json.get_json("http://[::1]:9/slurmdb/v0.0.38/jobs?token=s3cret", attempts=1, timeout=2)
+    assert str(raised.value).startswith("http://[::1]:9/slurmdb/v0.0.38/jobs: cannot reach it after 1 attempt(s)")
+    assert "s3cret" not in str(raised.value)
+
+
 META = {"plugin": {"type": "openapi/slurmdbd", "name": "Slurm OpenAPI slurmdbd", "data_parser": "data_parser/v0.0.40",
                    "accounting_storage": "accounting_storage/slurmdbd"},
         "client": {"source": "[127.0.0.1]:51234", "user": "svc-spend", "group": "svc-spend"},
@@ -208,3 +216,26 @@ def test_a_sacct_json_file_with_warnings_is_read_and_they_are_said(tmp_path, cap
     assert outcome.error is None and jobs(tmp_path) == SETTLED
     assert (f"{tmp_path / 'sacct.json'}: Slurm wrote 1 warning(s) beside the jobs: Cluster spendlake is not "
             "responding (Unspecified error)") in caplog.text
+
+
+def test_a_urls_user_and_password_are_sent_as_basic_auth_and_never_shown(tmp_path, slurmrestd, caplog):
+    """`https://user:p%C3%A4ss@host` (a slurmrestd behind a proxy that asks for a password): urllib3
+    sent the request without them."""
+    url, server = slurmrestd
+    with_password = url.replace("http://", "http://svc%40lab:p%C3%A4ss:w@")
+    caplog.set_level("DEBUG")
+    assert run(tmp_path, with_password, api_version="v0.0.38").error is None
+    [(_, _, headers)] = server.requests
+    assert headers["Authorization"] == "Basic " + base64.b64encode("svc@lab:päss:w".encode()).decode()
+    server.plan += [(503, b"busy")] * 2
+    outcome = run(tmp_path, with_password, api_version="v0.0.38", max_attempts=2)
+    assert f"{url}/slurmdb/v0.0.38/jobs: answered HTTP 503 after 2 attempts" in str(outcome.error)
+    assert "p%C3%A4ss" not in str(outcome.error) + caplog.text and "svc%40lab" not in caplog.text
+
+
+def test_an_answer_nested_too_deeply_is_not_json_naming_the_url(tmp_path, slurmrestd):
+    url, server = slurmrestd
+    server.plan.append((200, b"[" * 100_000))
+    outcome = run(tmp_path, url, api_version="v0.0.38")
+    assert f"{url}/slurmdb/v0.0.38/jobs: the answer is not JSON (JSON nested too deeply" in str(outcome.error)
+    assert outcome.error.exit_code == 3

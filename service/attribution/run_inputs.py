@@ -2,6 +2,7 @@
 in a window, and the idle share of the instances its jobs ran on.
 
     job_records(lake, con, config, window) -> {run (lower case): JobSide}
+    run_span(lake, con, run) -> (first start, last end, running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
 
@@ -14,13 +15,13 @@ from decimal import Decimal
 
 import duckdb
 
-from service.attribution.allocation import NEWEST_RECORD
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
 from service.attribution.needs import Needs
 from service.attribution.rollup import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, how_col, run_setup
+from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, held_records_cte,
+                                    how_col, run_setup)
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import Lake
@@ -45,7 +46,8 @@ class JobSide:
     gpu_hours: Decimal = Decimal(0)
     restarts: int = 0
     failed_by: datetime | None = None  # the earliest end of one of its jobs that did not complete
-    state: str | None = None
+    state: str | None = None  # its last job's: the one that ended last, a running one before any
+    last: tuple | None = None  # (running, end, start) of the job `state` is from
     start: datetime | None = None
     end: datetime | None = None
     running: bool = False
@@ -75,11 +77,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         return {}
     since, until = _naive(window.since), _naive(window.until)
     params = Params()
-    records = (
-        f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
-        "WHERE newest = 1 "
-        f"AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
-        f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) AND coalesce(trim(run_id), '') <> '')")
+    records = held_records_cte(params, since, until)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
     rows = con.execute(
         f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, "
@@ -99,7 +97,11 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
         side.gpu_hours += gpus * max(seconds, Decimal(0)) / HOURS
-        side.state = state  # rows come by start time: the last one is the run's last job
+        # the run's last job is the one that ended last (a running one has not ended: it is last);
+        # rows come by start time, so of jobs that ended together the later start wins
+        last = (end is None, end or start, start)
+        if side.last is None or last >= side.last:
+            side.state, side.last = state, last
         side.start = side.start or start.replace(tzinfo=timezone.utc)
         side.running = side.running or end is None
         if end is not None:
@@ -109,6 +111,19 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     return runs
+
+
+def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[datetime | None, datetime | None, bool]:
+    """When the run (any case) held GPUs, in every job record the lake holds (the newest
+    snapshot of each, as `job_records` reads them): its first start, its last end, and whether
+    one of its jobs still runs. (None, None, False): no record names it."""
+    if not lake.has_table(JOBS_TABLE):
+        return None, None, False
+    params = Params()
+    first, last, running = con.execute(
+        f"WITH {held_records_cte(params, run=run)} SELECT min(start_time), max(end_time), bool_or(end_time IS NULL) "
+        "FROM j_records", params.values).fetchone()
+    return (first and first.replace(tzinfo=timezone.utc), last and last.replace(tzinfo=timezone.utc), bool(running))
 
 
 def placed_parts(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,

@@ -16,9 +16,11 @@ and currency:
   one of its jobs had ended in a state other than COMPLETED (a requeue, a resubmission after a
   failure, timeout or preemption; not after an end of no or UNKNOWN state; jobs of a sweep side
   by side are not restarts), GPUs = the most any held, GPU-hours = Σ GPUs ×
-  hours inside the window (a running job up to the window's end), state = its last job's (latest
-  start), start = first start, end = last end (None while one runs); EKS pods have no job record:
-  jobs = its pods, the rest unknown;
+  hours inside the window (a running job up to the window's end), state = its last job's (the one
+  that ended last; a running one is last), start = the first start of those jobs (a job's own
+  start, before the window if it began earlier; a run's jobs that ended before the window are not
+  among them), end = their last end (None while one runs); EKS pods have
+  no job record: jobs = its pods, the rest unknown;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances);
 - cost_per_gpu_hour = cost / GPU-hours (None without a currency: nothing was billed).
@@ -31,7 +33,9 @@ bill, its cluster has no pool) shows cost 0, no currency, and the values its job
 N costliest runs of each group and folds the rest into one `other` row; totals are per group and
 currency (all runs, with or without `top`).
 `run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
-and by state, the idle of its instances while it held them (service/attribution/run_story.py).
+and by state, the idle of its instances while it held them (service/attribution/run_story.py);
+without `since` its window is its own span (`run_window`). A run `state` leaves out shows a note
+instead of its story.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 from connectors.jobs_base import STATE_SYNONYMS, STATES
@@ -48,11 +52,13 @@ from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, 
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
-from service.attribution.run_inputs import SEVERAL, VALUES, JobSide, idle_shares, job_records, joined_clusters
+from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, idle_shares, job_records, joined_clusters,
+                                            run_span)
 from service.attribution.run_story import RunStory, run_story
 from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
+from service.core.coverage import data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.lake import Lake
@@ -63,11 +69,12 @@ RUN_GROUPS = ("team", "project", "experiment", "job_type", "cluster", "user", "s
 OTHER = "other"
 GPU_HOURS_QUANTUM = Decimal("1e-6")
 MONEY_QUANTUM = Decimal("1e-6")
+HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
 class RunsQuery:
-    window: Window
+    window: Window | None  # None: `run`'s own span (`runs` finds it: `run_window`)
     by: tuple[str, ...] = ()
     states: tuple[str, ...] = ()  # upper case; a run is kept when its last job's state is one of them
     top: int | None = None
@@ -75,6 +82,7 @@ class RunsQuery:
     run: str | None = None  # one run's rows and story
     # without `until`: the window at another data end (`window_at`); None when `until` fixed it
     anchored: Callable[..., Window] | None = field(default=None, compare=False, repr=False)
+    naming: Naming = field(default=cli_option, compare=False, repr=False)  # how errors found later name parameters
 
     @classmethod
     def parse(cls, *, since: str | None, until: str | None = None, by: str | None = None,
@@ -82,10 +90,14 @@ class RunsQuery:
               run: str | None = None, now: datetime | None = None, end: datetime | None = None,
               naming: Naming = cli_option) -> RunsQuery:
         """What the user typed, checked; a UsageError names the parameter as `naming` spells it.
-        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end)."""
-        if not since:
+        Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end);
+        without `since`, `run`'s window is its own span (`run_window`)."""
+        if not since and not (run or "").strip():
             raise UsageError("the window needs a start", where=naming("since"),
                              hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
+        if not since and until:
+            raise UsageError("the window needs a start", where=naming("since"),
+                             hint=f"give {naming('since')} too, or neither for the run's own span")
         groups = listed_once((by or "").split(","), naming("by"))
         for name in groups:
             if name not in RUN_GROUPS:
@@ -99,9 +111,12 @@ class RunsQuery:
             raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
         if run is not None and not run.strip():
             raise UsageError("the run id is empty", where=naming("run"), hint="name a run, e.g. its run_id")
+        if not since:  # one run: its own span, found in the lake by `runs`
+            return cls(None, groups, states, top_n, cost or "billed", run.strip(), naming=naming)
         now = now or utc_now()
         return cls(parse_window(since, until, now=now, end=end, naming=naming), groups, states, top_n,
-                   cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming))
+                   cost or "billed", run.strip() if run else None, data_anchored(since, until, now=now, naming=naming),
+                   naming)
 
 
 @dataclass(frozen=True)
@@ -198,8 +213,34 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
+    if query.window is None:
+        query = replace(query, window=run_window(lake, query.run, query.naming))
     return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query),
                          Needs(usage_dims(config), (query.cost,)))
+
+
+def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
+    """The run's own span in whole hours (allocation places each instance-hour whole: a cut hour
+    would show part of the run's cost): its job records' first start to their last end, or to the
+    data's end while one runs. A run no job record names (EKS pods) gets every month the bill holds.
+    With neither, a UsageError names the window's start as `naming` spells it."""
+    con = lake.query()
+    try:
+        first, last, running = run_span(lake, con, run)
+    finally:
+        con.close()
+    end = data_end(lake)
+    if first is None:
+        periods = [e.billing_period for e in lake.ledger() if lake.counts(e.source)]
+        if not periods or end is None:
+            raise UsageError(f"no job record or bill in the lake names run {run!r}", where=naming("since"),
+                             hint=f"check the run id, or give a window, e.g. {naming('since')} 30d")
+        first, last = datetime.strptime(min(periods), "%Y-%m").replace(tzinfo=timezone.utc), end
+    elif running or last is None:
+        last = max(moment for moment in (last, end or utc_now(), first) if moment is not None)
+    since = first.replace(minute=0, second=0, microsecond=0)
+    until = last.replace(minute=0, second=0, microsecond=0)
+    return Window(since, until + HOUR if until < last or until == since else until)
 
 
 def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
@@ -214,7 +255,8 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for run, side in records.items()
                 if _wanted(query, run)]
         kept, left_out = _kept(query, rows)
-        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out, story=story)
+        return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out,
+                       story=_state_noted(story, query, rows, kept))
     query = window_at(query, session.data_through())
     usage = usage_in(session, config, query.window, query.cost)
     records = job_records(lake, session.con, config, query.window)
@@ -243,7 +285,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
     kept, left_out = _kept(query, rows)
     return replace(_arrange(query, kept, usage.overbooked), sources=tuple(session.data_through().items()),
-                   clusters=usage.clusters, states_left_out=left_out, story=story)
+                   clusters=usage.clusters, states_left_out=left_out, story=_state_noted(story, query, rows, kept))
 
 
 def _wanted(query: RunsQuery, run: str) -> bool:
@@ -255,6 +297,16 @@ def _kept(query: RunsQuery, rows: list[RunRow]) -> tuple[list[RunRow], tuple[str
     """The rows whose last job's state `--state` names (all without it), and the last states it did not name."""
     left_out = tuple(sorted({r.state.upper() for r in rows if r.state} - set(query.states))) if query.states else ()
     return [r for r in rows if not query.states or (r.state or "").upper() in query.states], left_out
+
+
+def _state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], kept: list[RunRow]) -> RunStory | None:
+    """One run that `state` leaves out says so and how its last job ended (an empty answer alone
+    reads as a run without jobs), and shows none of its jobs, as it shows no row."""
+    if story is None or kept or not rows:
+        return story
+    ended = " and ".join(sorted({r.state or "no state" for r in rows}))
+    return replace(story, jobs=(), instances=(), notes=(*story.notes, f"run {rows[0].run!r} is left out by the state "
+                                                        f"filter ({' or '.join(query.states)}): its last job ended {ended}"))
 
 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, parts: int,

@@ -34,13 +34,12 @@ from decimal import Decimal
 
 import duckdb
 
-from service.attribution.allocation import NEWEST_RECORD
 from service.attribution.clusters import ClusterUsage
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
 from service.attribution.run_inputs import HOURS, placed_parts
-from service.attribution.sql import Params, dim_col
+from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.folding import folded
@@ -54,6 +53,7 @@ UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "P
 RECORD_VALUES = ("job_type", "job_state", "cluster")
 GPU_HOURS_QUANTUM = Decimal("1e-6")
 RATIO_QUANTUM = Decimal("1e-4")
+KNOWN_SHOWN = 5  # run ids a warning lists when none is close
 
 
 @dataclass(frozen=True)
@@ -183,11 +183,7 @@ def _records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConf
         return []
     since, until = _naive(window.since), _naive(window.until)
     params = Params()
-    records = (
-        f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
-        f"WHERE newest = 1 AND start_time IS NOT NULL AND gpus > 0 AND start_time < {params.bind(until, 'until')} "
-        f"AND (end_time IS NULL OR end_time > {params.bind(since, 'since')}) "
-        f"AND lower(trim(run_id)) = {params.bind(folded(run), 'run')})")
+    records = held_records_cte(params, since, until, run)
     values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
     rows = con.execute(
         f"WITH {records}, {values} SELECT record_id, job_id, start_time, end_time, gpus, nodes, instance_ids, "
@@ -287,9 +283,10 @@ def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnec
     """Why the story is short: no such run, no job in the window, jobs without a billed instance."""
     span = f"{window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC"
     if not jobs:
-        known = _known_runs(lake, session, con)
+        named, known = _known_runs(lake, session, con)
         if folded(run) not in {folded(k) for k in known}:
-            return (f"no run {run.strip()!r} in the lake's job records or cost; {suggestion(run, known, 'run ids')}",)
+            hint = suggestion(run, known, "run ids", first=named, shown=KNOWN_SHOWN)
+            return (f"no run {run.strip()!r} in the lake's job records or cost; {hint}",)
         first, last = _ever(lake, con, run)
         when = f"; its jobs ran {first:%Y-%m-%d %H:%M} → {last:%Y-%m-%d %H:%M} UTC" if first else ""
         return (f"run {run.strip()!r} has no job that held GPUs in the window {span}{when}",)
@@ -304,15 +301,21 @@ def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnec
             "`clusters.node_tag`, or give its cluster a pool with `clusters.cluster_tag`)",)
 
 
-def _known_runs(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Run ids of job records and of job parts: not `idle` nor the run dimension's default, which
-    name no run."""
-    known = [] if session is None else [v for (d, _), v in session.spellings(["run"]).items() if d == "run"
-                                        and folded(v) not in (IDLE, folded(session.config.dimensions["run"].default))]
+def _known_runs(lake: Lake, session: RollupSession | None,
+                con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[str]]:
+    """(named runs, every run id) of job records and job parts: not `idle` nor the run dimension's
+    default, which name no run. Named: a record's run id that is not its job id (newest first), a
+    part's run no record names (an EKS pod's run tag); a job's own id says little about the run."""
+    parted = [] if session is None else [v for (d, _), v in session.spellings(["run"]).items() if d == "run"
+                                         and folded(v) not in (IDLE, folded(session.config.dimensions["run"].default))]
+    named, recorded = [], []
     if lake.has_table(JOBS_TABLE):
-        rows = con.execute("SELECT DISTINCT trim(run_id) FROM jobs WHERE run_id IS NOT NULL").fetchall()
-        known += [run for (run,) in rows]
-    return known
+        rows = con.execute("SELECT trim(run_id) AS run, bool_or(run <> trim(job_id)) FROM jobs WHERE run_id IS NOT "
+                           "NULL GROUP BY run ORDER BY max(start_time) DESC NULLS LAST, run").fetchall()
+        recorded = [run for run, _ in rows]
+        named = [run for run, own in rows if own]
+    seen = {folded(run) for run in recorded}
+    return named + [run for run in parted if folded(run) not in seen], parted + recorded
 
 
 def _ever(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[datetime | None, datetime | None]:

@@ -11,6 +11,7 @@ text; identifiers come only from validated dimension names:
   decided) with the sums of the three cost measures. Grouping by the exact charge period
   keeps windows that cut a charge period exact (see service/attribution/api.py).
 - `window_sql` (service/attribution/window_sql.py) reads the rollups back.
+- `held_records_cte`: the job records a run's row and story read (`spendlake runs`).
 
 `transpile(sql, dialect)` gives the same statement for Spark or Trino: there `map[key]`
 raises on a missing key, so map access becomes TRY_ELEMENT_AT (Spark) / ELEMENT_AT (Trino),
@@ -25,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, AllocationInputs, Stage, allocation_ctes,
-                                           extra_tag_aliases, jobs_sql)
+from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, NEWEST_RECORD, AllocationInputs, Stage,
+                                           allocation_ctes, extra_tag_aliases, jobs_sql)
 from service.attribution.allocation_stage import STAGED_TAGS, held_sql, keyed_lines, lines_sql, members_sql
 from service.attribution.grouped_lines import grouped_lines, grouped_steps, rule_fields
 from service.attribution.inventory_sql import inventory_tags_cte
@@ -380,3 +381,18 @@ def inventory_keys_sql() -> Sql:
 def tag_keys_sql(source: str, period: str) -> Sql:
     return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE source = $source AND billing_period = $period "
                "AND Tags IS NOT NULL", {"source": source, "period": period})
+
+
+def held_records_cte(params: Params, since: Any = None, until: Any = None, run: str | None = None) -> str:
+    """`j_records`: the newest snapshot of each job record that held GPUs (a start, GPUs, a run
+    id), as allocation reads them; overlapping [since, until) (naive UTC) when given, of `run`
+    (any case) when given."""
+    kept = ["newest = 1", "start_time IS NOT NULL", "gpus > 0", "coalesce(trim(run_id), '') <> ''"]
+    if until is not None:
+        kept.append(f"start_time < {params.bind(until, 'until')}")
+    if since is not None:
+        kept.append(f"(end_time IS NULL OR end_time > {params.bind(since, 'since')})")
+    if run is not None:
+        kept.append(f"lower(trim(run_id)) = {params.bind(folded(run), 'run')}")
+    return (f"j_records AS (SELECT * EXCLUDE (newest) FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j "
+            f"WHERE {' AND '.join(kept)})")

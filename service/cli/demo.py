@@ -13,6 +13,7 @@ import click
 
 from service.cli.output import emit
 from service.cli.params import Day, WholeNumber
+from service.core.output import one_line
 from service.core.units import money_text, usd
 
 SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
@@ -43,9 +44,7 @@ def _print_spend_and_findings(result) -> None:
     click.echo(coverage_line(spend))
     for total in commitments(lake, result.config, anchored_window(lake, "30d"),
                              anchored=data_anchored("30d", None)).totals:
-        click.echo(f"commitments, last 30 days ({total['currency']}): {money_text(total['commitment'])} committed, "
-                   f"{money_text(total['used'])} used, {money_text(total['unused'])} unused ({total['unused_pct']}%), "
-                   f"covering {total['coverage_pct']}% of eligible usage (`spendlake commitments`)")
+        click.echo(commitment_line(total))
     open_findings = [f for f in result.findings if f.status == "open"]
     waste = [f for f in open_findings if f.category == "waste"]
     monthly = sum((f.monthly_waste_usd for f in waste), Decimal(0))
@@ -65,6 +64,14 @@ def _print_spend_and_findings(result) -> None:
     emit(rows, ["rule", "category", "severity", "team", "resource", "impact"], "table",
          title=f"top overspend and ownership ({len(open_findings) - len(waste)} open findings; impact: "
                "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",), whole=("impact",))
+
+
+def commitment_line(total: dict) -> str:
+    """One currency's commitments over 30 days, on one line: the currency is the bill's text,
+    shown escaped (`service.core.output.one_line`), never run by the terminal."""
+    return one_line(f"commitments, last 30 days ({total['currency']}): {money_text(total['commitment'])} committed, "
+                    f"{money_text(total['used'])} used, {money_text(total['unused'])} unused ({total['unused_pct']}%), "
+                    f"covering {total['coverage_pct']}% of eligible usage (`spendlake commitments`)")
 
 
 def _short(resource_id: str) -> str:

@@ -15,7 +15,7 @@ from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.interrupt import interruptible
 from service.cli.output import default_format, emit, empty_lake_line, format_option
-from service.core.output import printable
+from service.core.output import one_line
 from service.core.snapshot_ledger import unnamed_damage
 from service.core.units import is_tty, money_text
 
@@ -25,19 +25,19 @@ class SpendlakeGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SpendlakeError as exc:
-            click.echo(printable(f"error: {exc}"), err=True)
+            click.echo(one_line(f"error: {exc}"), err=True)
             ctx.exit(exc.exit_code)
         except BrokenPipeError:
             raise
         except OSError as exc:  # a read-only lake, a full disk: one sentence, never a traceback
             error = os_error(exc)
-            click.echo(printable(f"error: {error}"), err=True)
+            click.echo(one_line(f"error: {error}"), err=True)
             ctx.exit(error.exit_code)
         except Exception as exc:  # DuckDB could not read one of the lake's own files
             damaged = damaged_lake_file(exc) or _unnamed_damage(ctx.obj, exc)
             if damaged is None:
                 raise
-            click.echo(printable(f"error: {damaged}"), err=True)
+            click.echo(one_line(f"error: {damaged}"), err=True)
             ctx.exit(damaged.exit_code)
 
 
@@ -127,9 +127,9 @@ def _print_outcomes(result) -> None:
     an ingest killed during that build has told what it committed (click.echo flushes)."""
     for outcome in result.outcomes:
         for line in outcome.lines():
-            click.echo(printable(line), err=outcome.status == "failed")
+            click.echo(one_line(line), err=outcome.status == "failed")
         for warning in outcome.warnings:
-            click.echo(printable(f"warning: {warning}"), err=True)
+            click.echo(one_line(f"warning: {warning}"), err=True)
 
 
 @cli.command()
@@ -147,7 +147,7 @@ def inventory(obj: Context, sources: tuple[str, ...]) -> None:
         outcomes = run_inventory(obj.config, only=tuple(dict.fromkeys(sources)))
     for outcome in outcomes:
         for line in outcome.lines():
-            click.echo(printable(line), err=outcome.failed)
+            click.echo(one_line(line), err=outcome.failed)
     if any(o.failed for o in outcomes):
         sys.exit(3)
 
@@ -189,7 +189,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         emit([row.to_json() for row in sources], SOURCE_COLUMNS, fmt, title="sources")
     for row in sources if table else ():
         if row.state == "failing":
-            click.echo(printable(f"failing: source {row.source}: {row.last_error}"), err=True)
+            click.echo(one_line(f"failing: source {row.source}: {row.last_error}"), err=True)
         elif row.state == "stale":
             click.echo(f"stale: {row.problem()}", err=True)
     if sources_only:

@@ -1,5 +1,9 @@
 """The CLI's shared output option and its rendering: a table for people, CSV or JSON for
-programs (serialisation itself: service.core.output)."""
+programs (serialisation itself: service.core.output).
+
+Values are anyone's text (tag keys and values, job names). Piped, CSV is written exactly as
+the values are; on a terminal its control characters are shown as escapes, as a table's
+cells, headers and titles are."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 
 import click
 
-from service.core.output import printable, to_csv, to_json
+from service.core.output import one_line, printable, to_csv, to_json
 from service.core.units import is_tty
 
 FORMATS = ("table", "csv", "json")
@@ -35,24 +39,26 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     from rich.table import Table
 
     console = Console()
+    headers = {column: _cell(column) for column in columns}  # a tag key of --by is a column
     cells = {column: [_cell(row.get(column)) for row in rows] for column in columns}
     feet = {column: _cell(footer.get(column)) if footer else "" for column in columns}
-    widths = {column: max(len(line) for text in [column, *cells[column], feet[column]] for line in text.split("\n"))
+    widths = {column: max(len(line) for text in [headers[column], *cells[column], feet[column]]
+                          for line in text.split("\n"))
               for column in columns}
     # amounts in several currencies without their currency would be misread
     several = "currency" in columns and len({row.get("currency") for row in rows}) > 1
     kept = shown(columns, widths, console.width, keep=(*columns[:1], *whole, *(["currency"] if several else [])))
     table = Table(title=_cell(title) if title else None, show_footer=footer is not None)
     for column in kept:
-        table.add_column(column, justify="right" if column in right else "left",
+        table.add_column(headers[column], justify="right" if column in right else "left",
                          min_width=widths[column] if column in whole else None, footer=feet[column])
     for index in range(len(rows)):
         table.add_row(*(cells[column][index] for column in kept))
     console.print(table)
     left_out = [column for column in columns if column not in kept]
     if left_out:
-        click.echo(f"not shown at {console.width} columns: {', '.join(left_out)} (a wider terminal shows them; "
-                   "--format csv or json shows every column)", err=True)
+        click.echo(one_line(f"not shown at {console.width} columns: {', '.join(left_out)} (a wider terminal shows "
+                            "them; --format csv or json shows every column)"), err=True)
 
 
 def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str]) -> list[str]:
@@ -84,7 +90,8 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None
     if fmt == "json":
         click.echo(to_json(rows if json_data is None else json_data))
     elif fmt == "csv":
-        click.echo(to_csv(rows, columns), nl=False)
+        text = to_csv(rows, columns)
+        click.echo(printable(text) if is_tty() else text, nl=False)
     else:
         print_table(rows, columns, **table_options)
 

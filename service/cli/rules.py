@@ -8,7 +8,7 @@ import click
 
 from service.core.registry import RULE_CATEGORIES
 from service.cli.output import default_format, emit, format_option
-from service.core.output import printable
+from service.core.output import one_line
 from service.core.units import money_text
 
 # A terminal table per category, each with its own money column: a month of waste and a
@@ -123,4 +123,4 @@ def findings_ack(obj, finding_id: str, reason: str) -> None:
 
     finding = acknowledge(obj.lake, finding_id, reason)
     # a resource id is an S3 key or a log group's name: anyone's text
-    click.echo(printable(f"acknowledged {finding.id} ({finding.rule}, {finding.resource_id}): {finding.ack_reason}"))
+    click.echo(one_line(f"acknowledged {finding.id} ({finding.rule}, {finding.resource_id}): {finding.ack_reason}"))

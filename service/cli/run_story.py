@@ -9,6 +9,7 @@ import click
 
 from service.cli.attribute import coverage_line
 from service.cli.output import emit
+from service.core.output import one_line
 from service.core.units import money_text
 
 JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", "end", "gpus", "gpu_hours", "nodes",
@@ -26,8 +27,8 @@ def _number(text: str | None, places: int) -> str:
     return "" if text is None else f"{Decimal(text):,.{places}f}"
 
 
-def _moment(text: str | None, running: bool = False) -> str:
-    """`2026-11-30 20:02` (UTC, as the window says)."""
+def moment_text(text: str | None, running: bool = False) -> str:
+    """`2026-11-30 20:02` (UTC, as the window says); no end while it runs: `running`."""
     return text[:16].replace("T", " ") if text else ("running" if running else "")
 
 
@@ -37,7 +38,7 @@ def _summary(row: dict) -> dict[str, str]:
              "gpu_hours": _number(row["gpu_hours"], 1), "cost": cost,
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]),
              "idle_share": f"{Decimal(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
-             "start": _moment(row["start"]), "end": _moment(row["end"], running=bool(row["start"]))}
+             "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
     return {label: str(shown.get(key) or "") for key, label in SUMMARY}
 
 
@@ -50,15 +51,16 @@ def _nodes(job: dict) -> str:
 
 def _jobs_table(data: dict, run: str, total: str) -> None:
     jobs = data["jobs"]
-    rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": _moment(job["start"]),
-             "end": _moment(job["end"], running=bool(job["start"])), "GPUs": _number(job["gpus"], 0) if job["gpus"]
+    rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": moment_text(job["start"]),
+             "end": moment_text(job["end"], running=bool(job["start"])), "GPUs": _number(job["gpus"], 0) if job["gpus"]
              else "", "GPU-h": _number(job["gpu_hours"], 1), "cost": money_text(job["cost"]) + (" *" if job["shared"]
                                                                                               else ""),
              "currency": job["currency"] or "", "cluster": job["cluster"], "nodes": _nodes(job)} for job in jobs]
     columns = ["job", "job type", "state", "start", "end", "GPUs", "GPU-h", "cost", "currency", "cluster", "nodes"]
     if len({job["currency"] for job in jobs}) == 1:  # one currency: the summary names it
         columns.remove("currency")
-    emit(rows, columns, "table", title=f"jobs of {run} (each attempt), {data['since'][:10]} → {data['until'][:10]}",
+    window = f"{moment_text(data['since'])} → {moment_text(data['until'])} UTC"  # a run's own span starts mid-day
+    emit(rows, columns, "table", title=f"jobs of {run} (each attempt), {window}",
          footer={"job": "total", "cost": total}, right=("GPUs", "GPU-h", "cost"), whole=("cost",))
     if any(job["shared"] for job in jobs):
         click.echo("* attempts of one job id that ended in one state share its cost by their GPU-hours")
@@ -106,10 +108,10 @@ def render_story(result, fmt: str) -> None:
         _split_table(data, "state", "by final state", total)
         for currency, cost, part in _unfinished(data):
             share = f" of {money_text(cost)} ({part / cost * 100:.1f}%)" if cost else ""
-            click.echo(f"failed re-runs (unfinished attempts): {money_text(part, currency)}{share}")
+            click.echo(one_line(f"failed re-runs (unfinished attempts): {money_text(part, currency)}{share}"))
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
-        click.echo(f"idle beside the run, not in its cost: {idle['currency']} {money_text(idle['cost'])}{share} of the "
-                   f"{money_text(idle['held_cost'])} its instances cost in the hours it held them (the cluster's idle; "
-                   "the idle share above is of those instances over the whole window)")
+        click.echo(one_line(f"idle beside the run, not in its cost: {idle['currency']} {money_text(idle['cost'])}{share} "
+                            f"of the {money_text(idle['held_cost'])} its instances cost in the hours it held them (the "
+                            "cluster's idle; the idle share above is of those instances over the whole window)"))
     click.echo(coverage_line(result))

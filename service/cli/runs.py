@@ -9,8 +9,8 @@ import click
 from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
-from service.cli.run_story import render_story
-from service.core.output import printable
+from service.cli.run_story import moment_text, render_story
+from service.core.output import one_line
 from service.core.units import money_text
 
 COSTS = ("billed", "effective", "list")
@@ -34,10 +34,11 @@ def render(result, fmt: str | None) -> None:
     if not data["rows"]:  # a table of nothing: the command's reason line says why
         return
     rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"]),
-             "gpus": _number(row["gpus"], 2), "gpu_hours": _number(row["gpu_hours"], 1),
+             "gpus": _number(row["gpus"], 2),  # GPU-hours with one decimal each, as the story shows them
+             "gpu_hours": f"{Decimal(row['gpu_hours']):,.1f}" if row["gpu_hours"] else "",
              "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]) if row["cost_per_gpu_hour"] else "",
              "idle_share": f"{float(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
-             "start": (row["start"] or "")[:16], "end": (row["end"] or ("running" if row["start"] else ""))[:16]}
+             "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
             for row in data["rows"]]
     rows = [{TABLE[k]: v for k, v in row.items() if k in TABLE} for row in rows]
     by = result.query.by
@@ -67,7 +68,8 @@ def _why_no_run(result) -> str:
 
 
 @click.command("runs")
-@click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC).")
+@click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC); with --run, "
+              "default: the run's own span (first start to last end, whole hours).")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`).")
 @click.option("--by", "by", help="Group the runs: team, project, experiment, job_type, cluster, user or state.")
 @click.option("--state", help="Keep runs whose last job ended in this state (comma-separated), e.g. failed.")
@@ -97,9 +99,9 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
         render_story(result, fmt)
     if result.story is not None:
         for note in result.story.notes:  # an unknown run: exit 0 with the closest ids, as `--where` does
-            click.echo(("warning: " if note.startswith("no run ") else "note: ") + printable(note), err=True)
+            click.echo(one_line(("warning: " if note.startswith("no run ") else "note: ") + note), err=True)
     elif not result.rows and not result.lake_empty:
-        click.echo(printable(_why_no_run(result)), err=True)  # it names states and clusters from job records
+        click.echo(one_line(_why_no_run(result)), err=True)  # it names states and clusters from job records
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)

@@ -81,6 +81,9 @@ class ClustersConfig(Strict):
         default_factory=dict, max_length=1000,
         description="GPUs per instance type, over the built-in table (0 takes a type out)")
     eks_split: bool = Field(default=True, description="move EKS split cost allocation data onto pods")
+    owners: dict[str, str] = Field(
+        default_factory=dict, max_length=1000,
+        description="team owning each cluster (by cluster name): its idle ratio carries `team`, its idle alert goes there")
 
     @field_validator("gpus_per_instance")
     @classmethod
@@ -91,6 +94,16 @@ class ClustersConfig(Strict):
             if gpus < 0 or gpus > 1024:
                 raise ValueError(f"{name}: GPUs per instance must be from 0 to 1024, not {gpus}")
         return table
+
+    @field_validator("owners")
+    @classmethod
+    def _owners(cls, owners: dict[str, str]) -> dict[str, str]:
+        for cluster, team in owners.items():
+            if not cluster.strip() or not team.strip():
+                raise ValueError(f"{cluster!r}: {team!r}: a cluster and its team must not be empty")
+            if len(cluster) > 128 or len(team) > 128:
+                raise ValueError(f"{cluster[:40]!r}: a cluster or team name is at most 128 characters")
+        return owners
 
     def gpu_table(self) -> dict[str, Decimal]:
         """Instance type (lower case) → GPUs, the built-in table with the config's overrides;

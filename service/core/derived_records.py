@@ -17,7 +17,6 @@ is an error for every query; a derived one is `verify`'s exit 3, repaired by `sp
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from typing import Protocol
 
 import duckdb
 
+from service.core import json_text
 from service.core.errors import DataError
 from service.core.files import check_partition_value, write_json_atomic
 from service.core.integrity import sha256_file
@@ -150,7 +150,7 @@ def drop_versions(root: Path, folder: Path, versions: Iterable[str]) -> None:
 
 def _read_record(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_text.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # none, or unreadable: the file is not vouched for, so computed instead
     return data if isinstance(data, dict) else None

@@ -22,7 +22,6 @@ whole target directory, i.e. every other period.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from service.core import json_text
 from service.core.connection import sandboxed_connection
 from service.core.currency import CODE
 from service.core.errors import DataError
@@ -333,7 +333,7 @@ class Lake:
         if not path.exists():
             return {}
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json_text.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise DataError(f"state file is unreadable: {exc}", where=str(path), hint="delete it to start afresh") from None
         problem = state_problem(name, data)

@@ -9,7 +9,6 @@ still finds the entry that describes it (service.core.snapshot).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import asdict, dataclass, field, fields
@@ -17,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
+from service.core import json_text
 from service.core.errors import DataError
 from service.core.units import exact_text
 
@@ -121,7 +121,7 @@ def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
 
 def parse_ledger_state(text: str | bytes, where: str, stamp: tuple[int, ...] = ()) -> LedgerState:
     try:  # bytes are decoded here, so a ledger that is not UTF-8 is unreadable like one that is not JSON
-        data = json.loads(text)
+        data = json_text.loads(text)
         if not isinstance(data, dict) or "entries" not in data:
             raise ValueError("it is not an object with `entries`")
         return LedgerState(_entries(data, "entries"), _entries(data, "pending"), stamp, data.get("pending_since", ""))

@@ -2,14 +2,16 @@
 output and tracebacks included (they show request headers: Authorization,
 X-Amz-Security-Token, and URLs with their `user:password@`). A message is one line, its
 control characters shown as escapes: a job name or a file's header holding a line break or
-an ANSI escape can neither forge a log line nor rewrite the terminal that shows the log."""
+an ANSI escape can neither forge a log line nor rewrite the terminal that shows the log.
+In a traceback, each exception's message is one line too; the frames keep theirs."""
 
 from __future__ import annotations
 
 import logging
 import re
+import traceback
 
-from service.core.output import printable
+from service.core.output import one_line, printable
 
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials
 URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\"<>]+@"), r"\1<redacted>@")
@@ -42,15 +44,24 @@ class RedactingFilter(logging.Filter):
         cleaned = one_line(redact(message))
         if cleaned != message:
             record.msg, record.args = cleaned, None
-        if record.exc_info and not record.exc_text:  # a traceback quotes what its exceptions say
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:  # to redact it
+            record.exc_text = traceback_text(record.exc_info[1])
         if record.exc_text:
             record.exc_text = printable(redact(record.exc_text))
         return True
 
 
-def one_line(text: str) -> str:
-    return printable(text).replace("\n", "\\n")
+def traceback_text(exc: BaseException) -> str:
+    """`exc`'s traceback as logging writes it, with the message of each exception in its chain
+    on one line: a message quotes values (a file's cell, a job name) that may hold a line feed."""
+    formatted = traceback.TracebackException.from_exception(exc)
+    messages, pending = set(), [formatted]
+    while pending:
+        each = pending.pop()
+        messages.update(each.format_exception_only())
+        pending += [linked for linked in (each.__cause__, each.__context__) if linked is not None]
+    return "".join(one_line(chunk.rstrip("\n")) + "\n" if chunk in messages else chunk
+                   for chunk in formatted.format()).rstrip("\n")
 
 
 def setup_logging(level: int = logging.WARNING) -> None:

@@ -3,7 +3,8 @@
 CSV cells that start with = + - @ (or a tab/CR) are prefixed with a quote so that a
 spreadsheet shows them as text instead of running them as formulas. Numbers are
 written as numbers, so negative costs stay numeric. Text for a terminal goes through
-`printable`: control characters shown, never run.
+`printable`: control characters shown, never run. JSON escapes what a terminal would run
+or reorder (`cat out.json`), as `\\u` escapes that `json.loads` reads back as they were.
 """
 
 from __future__ import annotations
@@ -25,12 +26,20 @@ CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 # Unicode bidi controls: an unclosed right-to-left override in a tag value would show the rest
 # of its line backwards, `$7.09` as `90.7$` (Trojan Source, CVE-2021-42574)
 BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# what json.dumps(ensure_ascii=False) leaves as it is (it escapes C0 controls only): DEL, C1, bidi
+JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
     """`text` for a terminal: control characters shown as escapes (`\\x1b`, `\\u202e`), never
     run. Tag values, job names and ids are anyone's text."""
     return without_bidi_controls(CONTROLS.sub(_escaped, text))
+
+
+def one_line(text: str) -> str:
+    """`text` printable and on one line: a line feed in a value shown as `\\n` cannot start a
+    line of its own (a forged `error:` or log line)."""
+    return printable(text).replace("\n", "\\n")
 
 
 def without_bidi_controls(text: str) -> str:
@@ -63,7 +72,10 @@ def json_default(value: Any) -> Any:
 
 
 def to_json(data: Any) -> str:
-    return json.dumps(data, default=json_default, indent=2, ensure_ascii=False)
+    # outside its strings JSON is ASCII, and inside them a backslash is written `\\`: every
+    # match is a character of a string, and its escape reads back as that character
+    text = json.dumps(data, default=json_default, indent=2, ensure_ascii=False)
+    return JSON_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def to_csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:

@@ -20,7 +20,6 @@ aside first (`set_aside_table`) and writes the table again.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from service.core import json_text
 from service.core.derived_records import DERIVED_RECORDS
 from service.core.errors import REWRITTEN_BY, DataError, damaged_lake_file, resource_error
 from service.core.files import DATA_FILE, write_json_atomic
@@ -102,7 +102,7 @@ def describe(path: Path) -> dict:
 
 def _read_record(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_text.loads(path.read_text(encoding="utf-8"))
         return data if isinstance(data, dict) else {}
     except FileNotFoundError:
         return None

@@ -18,12 +18,14 @@ def closest(word: str, known: Iterable[str], n: int = 3) -> list[str]:
     return [by_lower[m] for m in difflib.get_close_matches(word.strip().lower(), list(by_lower), n=n, cutoff=0.6)]
 
 
-def suggestion(word: str, known: Iterable[str], what: str) -> str:
-    """'closest <what>: a, b' or, with none close, the first known ones."""
-    known = sorted(set(known))
+def suggestion(word: str, known: Iterable[str], what: str, *, first: Iterable[str] = (), shown: int = SHOWN) -> str:
+    """'closest <what>: a, b' or, with none close, the first `shown` known ones: `first` in its
+    order (the likelier ones), then the others sorted."""
+    first = list(dict.fromkeys(first))
+    known = first + sorted(set(known) - set(first))
     near = closest(word, known)
     if near:
         return printable(f"closest {what}: {', '.join(near)}")
     if not known:
         return f"no {what} known yet"
-    return printable(f"known {what}: {', '.join(known[:SHOWN])}{', ...' if len(known) > SHOWN else ''}")
+    return printable(f"known {what}: {', '.join(known[:shown])}{', ...' if len(known) > shown else ''}")

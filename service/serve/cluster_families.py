@@ -4,10 +4,11 @@ lake's state (service/attribution/cluster_tops.py computes them):
 
 - `spendlake_run_cost_usd{run,window}`: what each run's jobs cost (the allocation of
   `spendlake runs`), the `service.top_n` costliest runs per window and the rest as `other`;
-- `spendlake_cluster_idle_ratio{cluster,window}`: the share of a cluster's instance cost that
+- `spendlake_cluster_idle_ratio{cluster,window,team}`: the share of a cluster's instance cost that
   no job held (0-1), one series per cluster whose instances cost something in the window, never
   folded into `other` (clusters are few; a pooled ratio is no cluster's, and the idle alert
-  would fire on it).
+  would fire on it); `team` is the cluster's owner from `clusters.owners` (empty: none), so
+  its idle alert reaches that team, not platform.
 USD only; both families are empty (HELP and TYPE still shown) without `clusters:` in the config.
 """
 
@@ -25,10 +26,14 @@ def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
                                  labels=["run", "window"])
     idle = GaugeMetricFamily("spendlake_cluster_idle_ratio",
                              "Share of a shared GPU cluster's USD instance cost that no job held over the window (0-1).",
-                             labels=["cluster", "window"])
+                             labels=["cluster", "window", "team"])
     if config.attribution.clusters is None:
         return [run_cost, idle]
-    family = {"run": run_cost, "idle": idle}
+    owners = config.attribution.clusters.owners
     for top in tops.group("clusters"):
-        family[top.family].add_metric([*top.labels, top.window], float(top.value))
+        if top.family == "idle":
+            [cluster] = top.labels
+            idle.add_metric([cluster, top.window, owners.get(cluster, "")], float(top.value))
+        else:
+            run_cost.add_metric([*top.labels, top.window], float(top.value))
     return [run_cost, idle]

@@ -10,6 +10,10 @@ slow or hostile client cannot take down.
   line, 414 URI too long, 431 headers too large, 501 unsupported method), and carries an
   `X-Request-Id`; a handler that fails unexpectedly is a 500 naming that id, the traceback
   only in the service log.
+- Every answer, the 503 of a full server included, tells a browser not to guess its type
+  (a JSON error echoing `<script>` is never run as HTML), not to show it in a frame, and to
+  load and run nothing for it: the service serves JSON and metrics text, no page (the daily
+  report is a file, which carries its own policy: service/report/templates/report.html.j2).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ MAX_CONNECTIONS = 256
 MAX_QUERY_FIELDS = 50  # parameters per request (a repeatable one counts each time)
 MAX_URL_BYTES = 8192
 JSON = "application/json; charset=utf-8"
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+                    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
 
 
 MAX_ERROR_TEXT = 500  # characters of an error's message, where or hint: they may echo a hostile value
@@ -113,7 +119,7 @@ class ServiceHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Request-Id", self.request_id)
-        for name, value in headers.items():
+        for name, value in {**SECURITY_HEADERS, **headers}.items():
             self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
@@ -165,8 +171,9 @@ class BoundedServer(ThreadingHTTPServer):
                          uuid.uuid4().hex[:16])
         try:
             request.settimeout(1)
-            request.sendall(b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: " + JSON.encode()
-                            + b"\r\nRetry-After: 1\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            head = {"Content-Type": JSON, "Retry-After": "1", "Content-Length": str(len(body)), **SECURITY_HEADERS}
+            request.sendall(b"HTTP/1.0 503 Service Unavailable\r\n"
+                            + "".join(f"{name}: {value}\r\n" for name, value in head.items()).encode() + b"\r\n" + body)
         except OSError:
             pass
         finally:
@@ -186,6 +193,10 @@ def make_server(api, listen: str, *, max_connections: int = MAX_CONNECTIONS,
     server_class = type("SpendlakeHTTPServer", (BoundedServer,), {
         "address_family": socket.AF_INET6 if ":" in host else socket.AF_INET,
         "max_connections": max_connections,
+        # the listen backlog (socketserver's default: 5): a burst of probes and scrapes beyond it
+        # had its SYNs dropped and retried a second or more later, timing out; let as many wait
+        # to be accepted as may be served at once (the kernel caps it at net.core.somaxconn)
+        "request_queue_size": max_connections,
     })
     try:
         return server_class((host, port), handler)

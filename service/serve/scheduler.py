@@ -12,6 +12,9 @@
 - The daily job (verify the lake, then the report) runs for the date of its latest scheduled fire. The last date done is
   kept in the lake (`_state/jobs.json`), so after downtime a missed run is made up once at
   start, and a fire for a date already done (a restart, a coalesced fire) does nothing.
+- A daily report that fails (or finds the lake held) is tried again, the report only, after
+  `daily_retry`, doubling up to DAILY_RETRY_MAX, rather than waiting for the next day's fire
+  (finance waited a day for a report a full disk or a busy lake had stopped for minutes).
 - `shutdown()` waits for running jobs.
 """
 
@@ -27,6 +30,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from service.core.errors import LakeBusyError, SpendlakeError
@@ -38,6 +42,7 @@ from service.serve.metrics import JobMetrics
 log = logging.getLogger(__name__)
 
 STATE = "jobs"
+DAILY_RETRY_MAX = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -63,13 +68,16 @@ def latest_fire_date(now: datetime, daily_at: time) -> date:
 
 class ServiceScheduler:
     def __init__(self, lake: Lake, metrics: JobMetrics, tasks: Tasks, *, ingest_every: timedelta,
-                 daily_at: time, clock: Callable[[], datetime] = utc_now):
+                 daily_at: time, clock: Callable[[], datetime] = utc_now,
+                 daily_retry: timedelta = timedelta(minutes=5)):
         self.lake = lake
         self.metrics = metrics
         self.tasks = tasks
         self.ingest_every = ingest_every
         self.daily_at = daily_at
         self.clock = clock
+        self.daily_retry = daily_retry
+        self._retry_delay = daily_retry  # doubled by each failure in a row, back to daily_retry on success
         self._state_lock = threading.Lock()
         self.turn = threading.Lock()  # one job at a time (see the module); a scrape computing tops takes it too
         # the start-up's make-up daily run waits for the first ingest: its report then reads the
@@ -116,21 +124,34 @@ class ServiceScheduler:
         finally:
             self.first_ingest.set()
 
-    def run_daily(self) -> None:
+    def run_daily(self, verify: bool = True) -> None:
+        """Verify (unless a retry: the lake was verified before the report failed), then the
+        report of the latest fire's date; a failed report is retried (see the module)."""
         run_date = latest_fire_date(self.clock(), self.daily_at)
         if not self.daily_due(self.clock()):
             log.info("daily run of %s already done", run_date)
             return
         self.first_ingest.wait()
         with self.turn:
-            if self.tasks.verify is not None:
+            if verify and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
             if not self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
+                self.retry_daily(run_date)
                 return
+        self._retry_delay = self.daily_retry
         with self._state_lock:
             state = self.lake.read_state(STATE)
             state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
             self.lake.write_state(STATE, state)
+
+    def retry_daily(self, run_date: date) -> None:
+        delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, DAILY_RETRY_MAX)
+        if not self.scheduler.running:  # shutting down: the next start makes the run up
+            return
+        when = datetime.now(timezone.utc) + delay  # APScheduler's clock, as in start()
+        log.warning("the daily run of %s failed: trying the report again at %s", run_date, when.strftime("%H:%M:%S"))
+        self.scheduler.add_job(self.run_daily, DateTrigger(when, timezone=timezone.utc), kwargs={"verify": False},
+                               id="daily-retry", name="daily-retry", replace_existing=True)
 
     def daily_due(self, now: datetime) -> bool:
         """True when the latest scheduled daily fire has not run to completion yet."""

@@ -21,6 +21,7 @@ from datetime import date, datetime, time, timedelta
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from service.serve.app import Api, api_token
+from service.serve.config_watch import ConfigWatch
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
@@ -157,6 +158,8 @@ class Service:
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
             registry.register(LakeCollector(self.config, turn=scheduler.turn))
+            watch = ConfigWatch(self.lake.config_file, announce)
+            registry.register(watch)
             server = make_server(Api(self.config, registry, token=self.token, clock=self.clock),
                                  self.listen, where=self.listen_from)
             thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
@@ -173,6 +176,7 @@ class Service:
                         self.requests.reload = False
                         successor = self.reloaded(announce)
                     else:
+                        watch.check()
                         clock_time.sleep(0.2)
                 announce(f"{'reloading' if successor and not self.requests.stop else 'stopping'}: "
                          "waiting for running jobs")

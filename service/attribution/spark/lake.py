@@ -11,15 +11,15 @@ the damaged file it read (service/attribution/spark/damage.py), and says what to
 
 from __future__ import annotations
 
-import json
 import logging
 import re
+import stat
 from pathlib import Path
 
 from service.attribution.jobs import basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
-from service.core import derived_records
+from service.core import derived_records, json_text
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
@@ -148,7 +148,7 @@ class SparkLake:
         path = self._path(self.root, f"_state/{name}.json")
         text = self._bytes(path)
         try:
-            return {} if text is None else json.loads(text.decode("utf-8"))
+            return {} if text is None else json_text.loads(text.decode("utf-8"))
         except ValueError as exc:
             raise DataError(f"state file is unreadable: {exc}", where=self.where(path.toString()),
                             hint="delete it to start afresh") from None
@@ -256,7 +256,7 @@ class SparkLake:
         if text is None:
             return None
         try:
-            data = json.loads(text.decode("utf-8"))
+            data = json_text.loads(text.decode("utf-8"))
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
@@ -292,7 +292,14 @@ class SparkLake:
         return self._rows[(path.toString(), size)]
 
     def _with_stream(self, path, read):
-        """`read(stream)` on the opened file at `path` (a Hadoop Path)."""
+        """`read(stream)` on the opened file at `path` (a Hadoop Path). Hadoop lists a FIFO or a
+        device (a link to /dev/zero) in a local lake as a file: opening a FIFO never returns, and
+        reading /dev/zero never ends, so neither is opened."""
+        where = self.where(path.toString())
+        if where.startswith("/") and not _regular(Path(where)):
+            raise DataError("not a regular file but a FIFO or a device: reading it would never end", where=where,
+                            hint="only spendlake writes the lake: delete it, then `spendlake verify` names what "
+                                 "writes it again")
         stream = self._java(lambda: self._fs.open(path))
         try:
             return self._java(lambda: read(stream))
@@ -332,3 +339,11 @@ class SparkLake:
             return SourceError(f"access denied: {first}", where=self.location, hint=IAM_HINT)
         return DataError(f"Spark cannot read the lake: {first}", where=self.location,
                          hint="check engine.lake, engine.endpoint_url and that the lake was copied whole")
+
+
+def _regular(path: Path) -> bool:
+    """True unless `path` is there and is no regular file (a missing one is Hadoop's to name)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
