@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from connectors.aws_client import aws_error, make_client
 from service.core.config import SourceConfig
 from service.core.errors import SourceError
-from service.core.files import hidden_folder
+from service.core.files import LEDGER_FILE, hidden_folder
 
 
 CHANGED_HINT = "run ingest again when the export has finished writing it"
@@ -118,9 +118,11 @@ class Storage:
         else:
             base = self.path
             root = (self.path / under).resolve() if under else self.path
-            paths = []
+            paths, lakes = [], []
             for path in root.rglob("*"):
                 is_file = path.is_file()
+                if is_file and f"{path.parent.name}/{path.name}" == LEDGER_FILE:
+                    lakes.append(path.parent.parent)
                 if path.name.startswith(".") or self._in_hidden_folder(path.relative_to(base).as_posix(),
                                                                         f"{base}/", is_file):
                     continue
@@ -128,10 +130,22 @@ class Storage:
                     paths.append(path)
                 elif suffix_of(path.name) in DATA_SUFFIXES and (why := _not_a_file(path)):
                     self.passed_over[str(path)] = why
+            paths = self._without_lakes(paths, lakes)
         for path in paths:
             stat = path.stat()
             yield StoredObject(str(path), path.relative_to(base).as_posix(), stat.st_size, _version(stat),
                                stat.st_mtime)
+
+    def _without_lakes(self, paths: list[Path], lakes: list[Path]) -> list[Path]:
+        """`paths` without the files of a spendlake lake found under the location (a copy, an
+        old one): its partitions are FOCUS-named Parquet that would be read as a second copy of
+        the bill. The lake is told once, as skipped, instead of its folders."""
+        for lake in lakes:
+            for told in [told for told in self.passed_over if Path(told).is_relative_to(lake)]:
+                del self.passed_over[told]
+            self.passed_over[str(lake)] = (f"a spendlake lake (it holds {LEDGER_FILE}): its files are that lake's "
+                                           "data, not a bill; keep lakes out of the location")
+        return [path for path in paths if not any(path.is_relative_to(lake) for lake in lakes)]
 
     def _in_hidden_folder(self, key: str, base: str, is_file: bool = True) -> bool:
         """Whether `key` (relative to the location) is below a folder named `.x` or `_x`: hidden,

@@ -33,3 +33,14 @@ def test_54_out_of_range_and_bad_values_exit_with_one_clear_line(config, args, c
     assert result.exit_code == code, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output and named in result.output, result.output
+
+
+@pytest.mark.parametrize("command", [["report", "--date", "2026-11-02"], ["export", "--format", "focus"]])
+@pytest.mark.parametrize("under", ["", "reports/daily"])
+def test_an_out_folder_that_is_a_file_or_inside_one_exits_2_naming_that_file(config, tmp_path, command, under):
+    blocking = tmp_path / "notes.txt"
+    blocking.write_text("mine")
+    result = CliRunner().invoke(cli, ["--config", str(config), *command, "--out", str(blocking / under)])
+    assert result.exit_code == 2, result.output  # was 3, "…/2026-11-02: cannot write the report: Not a directory"
+    assert f"{blocking} is a file, not a folder" in result.output and "Traceback" not in result.output, result.output
+    assert blocking.read_text() == "mine"

@@ -197,7 +197,7 @@ CASES = [  # (case, config setup, arguments, exit code, what the one line names)
     ("unknown rule", existing, ["rules", "run", "--rule", "idle-gpus"], 2, "closest rules: idle-gpu"),
     ("57 unknown rule in the config names the file", lambda b, t: write_config(t / "c.yaml", {
         "lake": str(t / "lake"), "rules": {"idle-gpus": {"enabled": False}}}), ["config", "validate"], 2,
-     "c.yaml: rules.idle-gpus: unknown rule; known rules: "),
+     "c.yaml: rules.idle-gpus: unknown rule; closest rules: idle-gpu"),
     ("findings of an unknown rule", existing, ["findings", "--rule", "idlegpu"], 2, "closest rules: idle-gpu"),
     ("unknown dimension", existing, ["attribute", "--since", "7d", "--by", "teem"], 2, "unknown dimension 'teem'"),
     ("out-of-range window", existing, ["attribute", "--since", "99999999999999d"], 2, "out of range"),

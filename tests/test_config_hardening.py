@@ -199,8 +199,8 @@ def test_57_an_unknown_rule_or_rule_setting_is_exit_2_for_every_command(tmp_path
     result = invoke("--config", config, *command)
     assert result.exit_code == 2, result.output
     assert "spendlake.yaml: rules." in result.output
-    assert "rules.idle-gpuu: unknown rule; known rules: " in result.output
-    assert "rules.idle-gpu.sm_active_max_pc: unknown key; idle-gpu takes enabled, " in result.output
+    assert "rules.idle-gpuu: unknown rule; closest rules: idle-gpu" in result.output
+    assert "rules.idle-gpu.sm_active_max_pc: unknown key; closest keys: sm_active_max_pct" in result.output
     assert "rules/idle_gpu.py" in result.output
 
 

@@ -103,8 +103,8 @@ def test_yaml_plan_with_flags_overriding(tmp_path):
     plan.write_text("params: 7B\ntokens: 2T\ngpu: H100\ngpus: 512\nmfu: 0.4\nprice_per_gpu_hour: 4\n")
     result = estimate(plan_inputs({"gpus": 1024, "mfu": None}, str(plan)), parse_config({}))
     assert cents(result.low.wall_clock_hours) == Decimal("57.57")
-    plan.write_text("params: 7B\ntokens: 2T\ngpu: H100\ngpus: 512\nmfu: 0.4\nmfu_typo: 1\n")
-    with pytest.raises(UsageError, match=r"run\.yaml: mfu_typo: unknown key"):
+    plan.write_text("params: 7B\ntokens: 2T\ngpu: H100\ngpus: 512\nmfu: 0.4\ncheckpoint_kept: 1\n")
+    with pytest.raises(UsageError, match=r"run\.yaml: checkpoint_kept: unknown key; closest keys: checkpoints_kept"):
         plan_inputs({}, str(plan))
 
 

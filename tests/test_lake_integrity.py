@@ -222,6 +222,30 @@ def test_44_an_orphan_another_config_on_the_lake_declares_is_named_with_that_con
     assert gone.exit_code == 0 and "warning" not in gone.output and not partition(lake).exists()
 
 
+@pytest.mark.parametrize("how", ["copied", "moved"])
+def test_44_a_lake_copied_or_moved_with_its_configs_keeps_the_other_configs_sources(tmp_path, how):
+    home = tmp_path / "finops"  # two configs beside the lake, paths relative to their folder
+    for team in ("a", "b"):
+        (home / f"export-{team}").mkdir(parents=True)
+        shutil.copy(SAMPLE, home / f"export-{team}" / SAMPLE.name)
+        (home / f"{team}.yaml").write_text(yaml.safe_dump({"lake": "lake", "sources": [
+            {"name": f"team-{team}", "kind": "focus", "location": f"export-{team}"}]}))
+        assert spendlake(home / f"{team}.yaml", "ingest").exit_code == 0
+    elsewhere = tmp_path / "new-home"
+    (shutil.copytree if how == "copied" else shutil.move)(home, elsewhere)
+    status = spendlake(elsewhere / "a.yaml", "status")
+    assert status.exit_code == 0, status.output
+    # moved: the recorded b.yaml is gone (was: forget suggested); copied: the original b.yaml reads
+    # the original lake (was: named as this copy's reader)
+    assert f"{elsewhere / 'b.yaml'}, another config on this lake, still declares it" in status.output, status.output
+    assert "forget team-b" not in status.output
+    assert attributed_total(elsewhere / "a.yaml") == BILLED
+    if how == "copied":
+        (elsewhere / "b.yaml").unlink()  # the copy's own other config gone: an orphan of the copy
+        assert "`spendlake forget team-b` removes it" in spendlake(elsewhere / "a.yaml", "status").output
+        assert "forget team-b" not in spendlake(home / "a.yaml", "status").output
+
+
 def test_39_inventory_of_an_unconfigured_source_is_not_read(lake, tmp_path):
     config, lake = lake
     con = lake.connect()
@@ -341,3 +365,14 @@ def test_verify_piped_without_format_on_an_empty_lake_prints_the_json_contract_n
     assert piped.exit_code == 0 and json.loads(piped.stdout) == [], piped.output
     table = spendlake(config, "verify", "--format", "table")
     assert table.exit_code == 0 and "holds no cost partition or inventory snapshot" in table.stdout, table.output
+
+
+def test_a_lake_inside_a_source_location_is_skipped_not_read_as_a_second_bill(lake, tmp_path):
+    config, lake = lake
+    shutil.copytree(lake.root, tmp_path / "export" / "lake-backup")  # a backup kept beside the exports
+    shutil.rmtree(lake.root)
+    result = spendlake(config, "ingest")
+    assert result.exit_code == 0, result.output
+    assert f"trey {tmp_path / 'export' / 'lake-backup'}: skipped, a spendlake lake" in result.output, result.output
+    assert "skipped, a folder whose name starts with" not in result.output  # the lake told once, not its folders
+    assert attributed_total(config) == BILLED  # was twice: the backup's partitions read as FOCUS files

@@ -12,10 +12,13 @@ import pytest
 from click.testing import CliRunner
 from moto import mock_aws
 
+from attribution_helpers import config as lake_config, line, make_lake
 from report_fixtures import FORMULAS, INJECTIONS, org_config, sample_report
 from service.cli.main import cli
 from service.core.errors import UsageError
 from service.core.publish import write_local
+from service.planning.estimate import Span
+from service.planning.plans import Plan, register_plan
 from service.report.write import report_day, write_report
 from service.report.render import md, render_csvs, render_files
 
@@ -340,3 +343,22 @@ def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, 
     (cause,) = table(by_key["unallocated"], "unallocated_causes")["rows"]
     assert cause["summary"].startswith("2.6% of spend has no team")
     assert "&lt;script&gt;" in (tmp_path / "after" / "2026-11-29" / "report.html").read_text()
+
+
+def test_a_started_plan_whose_project_no_line_carries_is_unknown_not_under_plan(tmp_path):
+    tags = {"project": "llm-7b", "experiment": "base"}
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "100", tags=tags) for d in range(20, 30)])
+    for name, project, experiment in (("typo", "llm-7c", None), ("known", "llm-7b", None),
+                                      ("new-experiment", "llm-7b", "sft")):
+        register_plan(lake, Plan(name=name, project=project, experiment=experiment,
+                                 start=datetime(2026, 11, 25, tzinfo=timezone.utc),
+                                 run_hours=Span(Decimal(240), Decimal(240)),
+                                 retention_days=0, compute_cost=Span(Decimal(5000), Decimal(5000)),
+                                 storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    write_report(lake_config(lake=lake), DAY, str(tmp_path / "out"))
+    _, by_key = sections(tmp_path / "out" / DAY.isoformat())
+    status = {row["plan"]: (row["status"], row["actual_to_date"]) for row in table(by_key["plans"], "plans")["rows"]}
+    assert status == {"typo": ("unknown project", "0"), "known": ("under plan", "500.000000000000"),
+                      "new-experiment": ("unknown experiment", "0")}, status
+    note = by_key["plans"]["note"]
+    assert "plan typo: no cost line carries project 'llm-7c'; closest project values: llm-7b." in note, note

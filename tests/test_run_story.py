@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from connectors.jobs_base import job_row
 from service.attribution import RunsQuery, runs
 from service.cli.main import cli
+from service.core import staging
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
@@ -140,9 +141,11 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     assert [r["run"] for r in data["rows"]] == ["r1"] and len(data["jobs"]) == 5 and data["notes"] == []
 
 
-def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path):
+def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path, monkeypatch):
     """BillingCurrency is the bill's text: an OSC escape in it is shown, a line feed cannot start a line."""
-    _, _, path = lake_with_a_story(tmp_path, currency="US\x1b]0;owned\x07D\nerror: forged")
+    with monkeypatch.context() as before:  # ingest refuses such a code now (core/currency.py); an older lake holds it
+        before.setattr(staging, "with_currency_codes", lambda batch: batch)
+        _, _, path = lake_with_a_story(tmp_path, currency="US\x1b]0;owned\x07D\nerror: forged")
     table = CliRunner().invoke(cli, ["--config", path, "runs", *DAY, "--run", "r1", "--format", "table"],
                                env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output

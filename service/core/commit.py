@@ -124,6 +124,8 @@ def stage_costs(
         return StagedCosts(stage, entries, dict(staged), result.part_periods)
     except BaseException as exc:
         shutil.rmtree(stage, ignore_errors=True)
+        if isinstance(exc, DataError) and exc.where is None:  # a bad value the stager found (currency, period)
+            exc.where = files_named(files, source)
         if isinstance(exc, duckdb.Error):
             raise duckdb_error(exc, "could not read the delivery", where=files_named(files, source)) from None
         if isinstance(exc, OSError):

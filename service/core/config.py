@@ -22,6 +22,7 @@ from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
 from service.core.config_paths import anchored, check_outside_lake, read_locations, within
 from service.core.errors import ConfigError
+from service.core.suggest import suggestion
 from service.core.validation import plain_errors
 
 DEFAULT_LAKE = "./spendlake-data/lake"
@@ -113,8 +114,8 @@ def _by_kind(section: str, items: Any, base: type[Strict], billing: bool) -> tup
         except ValidationError as exc:
             for e in exc.errors():
                 if e["type"] == "extra_forbidden" and len(e["loc"]) == 1 and isinstance(kind, str):
-                    takes = ", ".join(model.model_fields)
-                    errors.append(_error(index, e["loc"], f"kind {kind} takes no such key (it takes {takes})", e["input"]))
+                    takes = suggestion(str(e["loc"][0]), model.model_fields, "keys")
+                    errors.append(_error(index, e["loc"], f"kind {kind} takes no such key; {takes}", e["input"]))
                 else:
                     errors.append({"type": e["type"], "loc": (index, *e["loc"]), "input": e["input"],
                                    "ctx": e.get("ctx") or {}})
@@ -151,7 +152,7 @@ def _by_rule(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             rule = RULES.get(name)
         except PluginError as exc:
             known = RULES.names()
-            message = exc.message if name in known else f"unknown rule; known rules: {', '.join(sorted(known))}"
+            message = exc.message if name in known else f"unknown rule; {suggestion(name, known, 'rules')}"
             errors.append(_error(name, (), message, name))
             continue
         try:
@@ -159,8 +160,8 @@ def _by_rule(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         except ValidationError as exc:
             for e in exc.errors():
                 if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
-                    takes = ", ".join(rule.config_model.model_fields)
-                    errors.append(_error(name, e["loc"], f"unknown key; {name} takes {takes} (documented in "
+                    takes = suggestion(str(e["loc"][0]), rule.config_model.model_fields, "keys")
+                    errors.append(_error(name, e["loc"], f"unknown key; {takes} (documented in "
                                                          f"{rule.__module__.replace('.', '/')}.py)", e["input"]))
                 else:
                     errors.append({"type": e["type"], "loc": (name, *e["loc"]), "input": e["input"],
@@ -308,7 +309,7 @@ def _named(entries: tuple, name: str, section: str, what: str, elsewhere: str = 
 
 
 def _raise_validation(exc: ValidationError, data: Any, file: str) -> None:
-    lines = [f"{path}: {message}" for path, message in plain_errors(exc, data)]
+    lines = [f"{path}: {message}" for path, message in plain_errors(exc, data, model=Config)]
     raise ConfigError("; ".join(lines), where=file, hint="fix the config and run `spendlake config validate`")
 
 

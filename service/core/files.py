@@ -13,6 +13,7 @@ from service.core.errors import DataError
 
 PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 DATA_FILE = "data.parquet"  # a partition's one file (service/core/lake.py)
+LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root; what marks a folder as a lake
 # Folders whose files no source reads: hidden (`.x`), or a job's output still being written
 # (Spark's `_temporary/`), as Arrow and Spark leave them: read, their rows count twice.
 HIDDEN_FOLDER_PREFIXES = (".", "_")

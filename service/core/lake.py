@@ -35,13 +35,15 @@ import duckdb
 
 from service.core import json_text
 from service.core.connection import sandboxed_connection
+from service.core.currency import CODE
 from service.core.errors import DataError
-from service.core.files import DATA_FILE, check_partition_value, write_json_atomic
+from service.core.files import DATA_FILE, LEDGER_FILE, check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
 from service.core.locks import hold_lock, lock_held
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
+from service.core.state_files import state_problem
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
 
@@ -52,7 +54,6 @@ TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # The DuckDB memory of an ingest connection (Lake.writer) and of the rollup build; beyond it
 # DuckDB spills. The ingest process peaks at about this plus Python's own.
 WRITER_MEMORY_LIMIT = "600MB"
-LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root
 # Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
 SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)
 
@@ -272,7 +273,8 @@ class Lake:
     def has_delivery(self, source: str, delivery_id: str, periods: Sequence[str] | None = None) -> bool:
         """True when this delivery is what the lake already holds for its periods, and their
         files still match the ledger (a damaged period is re-ingested, whatever its id) and
-        hold today's columns (a partition written before a column was added is rewritten)."""
+        hold today's columns (a partition written before a column was added is rewritten) and
+        currency codes (one written before codes were trimmed and upper-cased: 'usd', ' USD ')."""
         damaged = self._damaged()
         delivered = [e for e in self.ledger() if e.source == source and e.delivery_id == delivery_id]
         held = {e.billing_period for e in delivered if e.key not in damaged and self._current(e)}
@@ -282,7 +284,8 @@ class Lake:
 
     def _current(self, entry: LedgerEntry) -> bool:
         check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)
-        return check.ok and check.columns == COST_COLUMN_NAMES
+        return check.ok and check.columns == COST_COLUMN_NAMES and all(
+            t.currency is None or CODE.fullmatch(t.currency) for t in entry.totals)
 
     def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry], since: str = "") -> None:
         write_json_atomic(self.ledger_file, ledger_json(entries, pending, since))
@@ -330,9 +333,13 @@ class Lake:
         if not path.exists():
             return {}
         try:
-            return json_text.loads(path.read_text(encoding="utf-8"))
+            data = json_text.loads(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             raise DataError(f"state file is unreadable: {exc}", where=str(path), hint="delete it to start afresh") from None
+        problem = state_problem(name, data)
+        if problem:
+            raise DataError(f"state file is unreadable: {problem}", where=str(path), hint="delete it to start afresh")
+        return data
 
     def write_state(self, name: str, data: dict) -> None:
         write_json_atomic(self.state_file(name), data)

@@ -122,14 +122,33 @@ def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
 def parse_ledger_state(text: str | bytes, where: str, stamp: tuple[int, ...] = ()) -> LedgerState:
     try:  # bytes are decoded here, so a ledger that is not UTF-8 is unreadable like one that is not JSON
         data = json_text.loads(text)
-        return LedgerState(tuple(LedgerEntry.from_json(item) for item in data["entries"]),
-                           tuple(LedgerEntry.from_json(item) for item in data.get("pending", ())), stamp,
-                           data.get("pending_since", ""))
+        if not isinstance(data, dict) or "entries" not in data:
+            raise ValueError("it is not an object with `entries`")
+        return LedgerState(_entries(data, "entries"), _entries(data, "pending"), stamp, data.get("pending_since", ""))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
                         hint=f"restore it from a backup, or move it aside (mv {shlex.quote(where)} "
                              f"{shlex.quote(where + '.bad')}) and run `spendlake ingest`, which reads every "
                              "source again and writes a new ledger") from None
+
+
+def _entries(data: dict, key: str) -> tuple[LedgerEntry, ...]:
+    """The entries under `key`, an error naming the first that cannot be read ('entries[3]: no
+    totals'), where Python's own words ("'totals'", "list indices must be integers") said nothing."""
+    items = data.get(key, [])
+    if not isinstance(items, list):
+        raise ValueError(f"`{key}` is not a list")
+    found = []
+    for index, item in enumerate(items):
+        try:
+            found.append(LedgerEntry.from_json(item))
+        except KeyError as exc:
+            raise ValueError(f"{key}[{index}]: no {exc.args[0]}") from None
+        except ArithmeticError:  # decimal.InvalidOperation, whose words are "[<class 'decimal.ConversionSyntax'>]"
+            raise ValueError(f"{key}[{index}]: a cost or rounding that is not a number") from None
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{key}[{index}]: {exc}") from None
+    return tuple(found)
 
 
 def read_ledger_state(path: Path) -> LedgerState:

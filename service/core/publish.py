@@ -72,8 +72,22 @@ def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = 
 
 
 def write_error(exc: OSError, where: Path | str, what: str) -> SpendlakeError:
+    """A failed write as our error; a file where the output folder or one of its parents
+    should be is a wrong choice of folder (exit 2) naming that file, not the OS's 'Not a directory'."""
+    blocking = None if str(where).startswith("s3://") else file_in_the_way(Path(where))
+    if blocking is not None:
+        return UsageError(f"{blocking} is a file, not a folder: {what} cannot be written under it",
+                          hint="choose an output folder that is not a file or inside one, or move that file away")
     return SpendlakeError(f"cannot write {what}: {exc.strerror or exc}", where=str(where),
                           hint="check the --out folder's permissions and free space")
+
+
+def file_in_the_way(path: Path) -> Path | None:
+    """The nearest of `path` and its parents that exists, when it is not a folder."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return None if folder.is_dir() else folder
+    return None
 
 
 def remove_abandoned_staging(parent: Path) -> None:

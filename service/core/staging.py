@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from service.core.currency import with_currency_codes
 from service.core.errors import DataError
 from service.core.file_parts import FilesPart, note_periods, take_files
 from service.core.files import DATA_FILE
@@ -103,6 +104,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
 
     def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str]) -> None:
         batch, files = take_files(batch)
+        batch = with_currency_codes(batch)  # before the rounding is summed per currency
         if per_value:
             batch = converter.convert(batch, per_value, files)
         if with_keys:

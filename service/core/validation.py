@@ -13,9 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+from service.core.suggest import suggestion
 
 PATTERNS = {
     r"^[a-z0-9-]+$": "lowercase letters, digits and hyphens, e.g. cur-main",
@@ -49,10 +52,11 @@ def dotted_path(loc: tuple[Any, ...]) -> str:
 
 
 def plain_errors(exc: ValidationError, data: Any = None, *, prefix: tuple[Any, ...] = (),
-                 unknown_key: str = "unknown key; check its spelling against the documented settings"
-                 ) -> list[tuple[str, str]]:
+                 unknown_key: str = "unknown key; check its spelling against the documented settings",
+                 model: Any = None) -> list[tuple[str, str]]:
     """(dotted path, plain sentence) per error. `data` is what was validated (it tells a
-    discriminated union's tag from a key); `prefix` goes before every path."""
+    discriminated union's tag from a key); `prefix` goes before every path. With `model` (what
+    validated `data`), an unknown key is told with the closest keys taken there."""
     problems = []
     for error in exc.errors():
         loc = _path(tuple(error["loc"]), data)
@@ -60,9 +64,50 @@ def plain_errors(exc: ValidationError, data: Any = None, *, prefix: tuple[Any, .
             error = {**error, "input": Secret(error.get("input"))}
         cause = (error.get("ctx") or {}).get("error")
         loc += tuple(getattr(cause, "subpath", ()))  # a NestedValueError names a child of its section
-        message = unknown_key if error["type"] == "extra_forbidden" else plain_message(error)
+        if error["type"] != "extra_forbidden":
+            message = plain_message(error)
+        elif loc and (keys := keys_at(model, loc[:-1])):
+            message = f"unknown key; {suggestion(str(loc[-1]), keys, 'keys')}"
+        else:
+            message = unknown_key
         problems.append((dotted_path(prefix + loc), message))
     return problems
+
+
+def keys_at(model: Any, loc: tuple[Any, ...]) -> list[str]:
+    """The keys the pydantic model `model` takes at `loc` (through nested models, a tuple's or
+    list's index, a dict's key, an optional or union's models); [] when `loc` leads to none."""
+    current = model
+    for part in loc:
+        current = next((inner for option in _options(current) if (inner := _step(option, part)) is not None), None)
+        if current is None:
+            return []
+    return next((list(option.model_fields) for option in _options(current) if _is_model(option)), [])
+
+
+def _options(annotation: Any) -> list[Any]:
+    """An annotation's alternatives: a Union's (or Optional's) members, Annotated's type, or itself."""
+    if get_origin(annotation) is Annotated:
+        return _options(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return [option for arg in get_args(annotation) for option in _options(arg)]
+    return [annotation]
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    if _is_model(annotation):
+        field = annotation.model_fields.get(part) if isinstance(part, str) else None
+        return None if field is None else field.annotation
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (tuple, list) and isinstance(part, int) and args:
+        return args[0]
+    if origin is dict and isinstance(part, str) and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def plain_message(error: Mapping[str, Any]) -> str:

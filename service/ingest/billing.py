@@ -18,13 +18,13 @@ import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset, cost_connector
 from connectors.storage import CHANGED_HINT, local_version
-from service.core.claims import CONFIG_KEY
+from service.core.claims import claim
 from service.core.commit import StagedCosts, discard_costs, publish_costs, stage_costs
 from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
 from service.core.files import files_named
 from service.core.lake import Lake
-from service.core.units import utc_now_iso
+from service.core.units import exact_text, utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 def _total(totals: CurrencyTotals) -> str:
     """Billed cost; for an export that carries only the effective cost (Azure amortized), that."""
     if totals.billed_cost is None and totals.effective_cost is not None:
-        return f"{totals.currency} {totals.effective_cost} effective"
-    return f"{totals.currency} {totals.billed_cost}"
+        return f"{totals.currency} {exact_text(totals.effective_cost)} effective"
+    return f"{totals.currency} {exact_text(totals.billed_cost)}"  # a zero sum is 0E-12 as str()
 
 
 @dataclass
@@ -136,8 +136,7 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Non
     """The source's success or failure in the `sources` state (service/ingest/freshness.py)."""
     state = lake.read_state("sources")
     record = state.setdefault(source, {"failures_total": 0})
-    if lake.config_file:  # another config on this lake leaves the source alone (service/core/claims.py)
-        record[CONFIG_KEY] = str(lake.config_file)
+    claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
     if any(o.status == "failed" for o in outcomes):
         record["failures_total"] = int(record.get("failures_total", 0)) + 1
         record["last_failure"] = utc_now_iso()

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from connectors.inventory_base import SnapshotPart
-from service.core.claims import CONFIG_KEY
+from service.core.claims import claim
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, parse_utc
 from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error
@@ -178,8 +178,7 @@ def _combined(parts: list[SnapshotPart], now: datetime) -> dict[tuple[str, str],
 def _record(lake: Lake, outcome: InventoryOutcome) -> None:
     state = lake.read_state("sources")
     record = state.setdefault(outcome.source, {"failures_total": 0})
-    if lake.config_file:  # another config on this lake leaves the source alone (service/core/claims.py)
-        record[CONFIG_KEY] = str(lake.config_file)
+    claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
     if outcome.error:
         record["failures_total"] = int(record.get("failures_total", 0)) + 1
         record["last_failure"] = utc_now_iso()

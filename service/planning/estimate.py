@@ -264,8 +264,7 @@ def plan_inputs(values: dict[str, Any], plan_file: str | None = None) -> PlanInp
         return PlanInputs.model_validate(data)
     except ValidationError as exc:
         in_plan, in_flags = [], []
-        for key, message in plain_errors(exc, data,
-                                         unknown_key="unknown key; use the names of the estimate flags with underscores"):
+        for key, message in plain_errors(exc, data, model=PlanInputs):
             if plan_file and key not in given:
                 in_plan.append(f"{key}: {message}")
             else:

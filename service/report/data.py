@@ -93,9 +93,12 @@ def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
     return section
 
 
-def plans_section(lake: Lake, day: date, actual_of: Callable[[Plan], dict[date, Decimal]]) -> Section:
+def plans_section(lake: Lake, day: date,
+                  actual_of: Callable[[Plan], tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...]]]) -> Section:
     """Each registered plan: its planned spend curve at the report's end against attributed spend,
-    with a chart of both, cumulative per day, for the plans that have started."""
+    with a chart of both, cumulative per day, for the plans that have started. A started plan
+    whose project (or experiment) no cost line carries is `unknown project`, not under plan, with
+    the closest values in the section's note."""
     until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", [
@@ -105,22 +108,26 @@ def plans_section(lake: Lake, day: date, actual_of: Callable[[Plan], dict[date, 
         Column("actual_to_date", "actual", "money"), Column("status", "status"),
         Column("planned_total_high", "plan total", "money"),
     ], markdown=(("plan", "project"), "status"))
-    charts = []
+    charts, unknown = [], []
     for plan in plans:
         to_date = plan.planned_spend(until)
         low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
-        daily = actual_of(plan)
+        daily, unmatched = actual_of(plan)
         actual = sum(daily.values(), Decimal(0))
+        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
+                    for dim, value, hint in unmatched]
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
-            "status": "over plan" if actual > high else "under plan" if actual < low else "on plan",
+            "status": f"unknown {unmatched[0][0]}" if unmatched else
+                      "over plan" if actual > high else "under plan" if actual < low else "on plan",
             "planned_total_high": plan.total_cost.high,
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily))
-    note = None if plans else "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
+    note = (" ".join(unknown) or None) if plans else \
+        "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
     return Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts, note=note)
 
 

@@ -198,11 +198,13 @@ class SpendReport:
                                    "total_cost": share.total, "share_pct": _share(share.default_cost, share.total)})
         return table
 
-    def plan_actual(self, plan: Plan) -> dict[date, Decimal]:
-        """USD attributed to the plan's project (and experiment) per day, from its start to the report's end."""
+    def plan_actual(self, plan: Plan) -> tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...]]:
+        """USD attributed to the plan's project (and experiment) per day, from its start to the
+        report's end; and its project or experiment values no cost line of the lake carries
+        (dimension, value, the closest known values): a misspelt one reads $0, under plan."""
         until = self.w["day"].until
         if plan.start >= until:
-            return {}
+            return {}, ()
         where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
         result = attribute(self.lake, self.config, Window(plan.start, until), by=("project",), where=where,
                            granularity="day")
@@ -210,7 +212,7 @@ class SpendReport:
         for row in result.rows:
             if row.currency == "USD":
                 daily[row.period] += row.cost
-        return dict(daily)
+        return dict(daily), result.unmatched
 
 
 def _one_or_several(value: str | None) -> str:

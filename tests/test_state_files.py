@@ -1,0 +1,81 @@
+"""A `_state/*.json` file or the ledger of the wrong shape (edited by hand, restored from
+elsewhere) is named with its key, exit 3, never a traceback from the reader that relied on
+it; the file-periods cache is only a cache: read as empty and written anew."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import SAMPLES
+from service.cli.main import cli
+
+SAMPLE = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+DAMAGED = [  # (state, content, what the error says), each once a traceback
+    ("sources", [], "(top level): must be a mapping"),  # AttributeError: 'list' object has no attribute 'get'
+    ("sources", {"bill": "ok"}, "bill: must be a mapping"),  # TypeError: 'str' object does not support item assignment
+    ("sources", {"bill": {"failures_total": "abc"}}, "bill.failures_total: must be a whole number"),  # int('abc')
+    ("sources", {"bill": {"last_success": "yesterday"}}, "bill.last_success: must be a time"),  # fromisoformat
+    ("verify", {"problems": [{"source": 1}]}, "problems[0].source: must be text"),  # KeyError: 'billing_period'
+]
+
+
+@pytest.fixture
+def ingested(tmp_path):
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "bill", "kind": "focus", "location": str(tmp_path / "export")}]}))
+    assert spendlake(config, "ingest").exit_code == 0
+    return config, tmp_path / "lake" / "_state"
+
+
+def spendlake(config, *args):
+    result = CliRunner().invoke(cli, ["--config", str(config), *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+@pytest.mark.parametrize("state, content, said", DAMAGED, ids=[f"{s}-{n}" for n, (s, _, _) in enumerate(DAMAGED)])
+def test_a_state_file_of_the_wrong_shape_is_named_with_its_key(ingested, state, content, said):
+    config, folder = ingested
+    (folder / f"{state}.json").write_text(json.dumps(content))
+    for command in (["status", "--sources"] if state == "sources" else ["status"], ["report", "--date", "2024-09-20"]):
+        result = spendlake(config, *command)
+        assert result.exit_code == 3, (command, result.output)
+        assert f"{folder / state}.json: state file is unreadable: {said}" in result.output, result.output
+        assert "delete it to start afresh" in result.output
+
+
+def test_a_file_periods_cache_of_the_wrong_shape_is_read_as_empty_and_written_anew(ingested):
+    config, folder = ingested
+    (folder / "file_periods.json").write_text("[]")  # was: 'list' object has no attribute 'get'
+    (folder.parent.parent / "export" / "more.csv").write_bytes(SAMPLE.read_bytes())
+    result = spendlake(config, "ingest")
+    assert result.exit_code == 0, result.output
+    assert isinstance(json.loads((folder / "file_periods.json").read_text())["bill"], dict)
+
+
+LEDGER_DAMAGE = [  # (change to the ledger's JSON, what the error says), each once a traceback or Python's words
+    (lambda d: d["entries"][0]["totals"][0].update(billed_cost="abc"),
+     "entries[0]: a cost or rounding that is not a number"),  # was: decimal.InvalidOperation, a traceback
+    (lambda d: d["entries"][0].pop("totals"), "entries[0]: no totals"),  # was: "unreadable: 'totals'"
+    (lambda d: d.update(entries="x"), "`entries` is not a list"),  # was: "string indices must be integers"
+]
+
+
+@pytest.mark.parametrize("damage, said", LEDGER_DAMAGE, ids=["cost", "totals", "entries"])
+def test_a_damaged_ledger_entry_is_named_by_its_place(ingested, damage, said):
+    config, folder = ingested
+    ledger = folder.parent / "_ledger" / "deliveries.json"
+    data = json.loads(ledger.read_text())
+    damage(data)
+    ledger.write_text(json.dumps(data))
+    result = spendlake(config, "status")
+    assert result.exit_code == 3, result.output
+    assert f"{ledger}: the delivery ledger is unreadable: {said}" in result.output, result.output
