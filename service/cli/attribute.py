@@ -9,7 +9,7 @@ import click
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
 from service.core.output import to_json
-from service.core.units import exact_text, is_tty, money_text
+from service.core.units import currency_text, exact_text, is_tty, money_text
 
 COSTS = ("billed", "effective", "list")
 GRANULARITY = ("total", "day", "week", "month")
@@ -44,9 +44,9 @@ def render(result, fmt: str | None) -> None:
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")
-    rows = [{**row, **{k: money_text(row[k]) for k in money if k in row},
+    rows = [{**row, **{k: money_text(row[k]) for k in money if k in row}, "currency": currency_text(row["currency"]),
              "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row in data["rows"]]
-    footer = {columns[0]: "total", "currency": "\n".join(str(c) for c in totals)}
+    footer = {columns[0]: "total", "currency": "\n".join(currency_text(c) for c in totals)}
     for key in money:
         if key in columns:
             footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
@@ -94,16 +94,18 @@ def render_check(results, fmt: str | None) -> None:
     """One row per source, period, currency and cost; `rounding` is what the lake's 12
     decimals rounded away from the delivered values (the delivery's own sum is source_total
     + rounding), said once more under a table when it is not zero."""
-    rows = [{"source": r.source, "billing_period": r.billing_period, "currency": r.currency, "cost": r.cost,
+    table = (fmt or default_format()) == "table"
+    rows = [{"source": r.source, "billing_period": r.billing_period,
+             "currency": currency_text(r.currency) if table else r.currency, "cost": r.cost,
              "source_total": r.source_total, "attributed_total": r.attributed_total, "difference": r.difference,
              "rounding": r.rounding, "ok": r.ok} for r in results]
     emit(rows, CHECK_COLUMNS, fmt, title="attributed vs source, per billing period",
          right=("source_total", "attributed_total", "difference", "rounding"), whole=("difference", "ok"))
     rounded = [r for r in results if r.rounding]
-    if rounded and (fmt or default_format()) == "table":
+    if rounded and table:
         click.echo("rounding: values with more than 12 decimals are stored rounded half away from zero; "
                    "rounded away: " + "; ".join(f"{r.source} {r.billing_period} {r.cost} {exact_text(r.rounding)} "
-                                                 f"{r.currency or ''}".rstrip() for r in rounded), err=True)
+                                                 f"{currency_text(r.currency)}" for r in rounded), err=True)
 
 
 @click.command("attribute")
@@ -145,7 +147,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if bad:
             raise ReconciliationError(
                 "attributed cost differs from source cost: " + "; ".join(
-                    f"{r.source} {r.billing_period} {r.currency} {r.cost}: {format(r.difference, 'f')}" for r in bad),
+                    f"{r.source} {r.billing_period} {currency_text(r.currency)} {r.cost}: {format(r.difference, 'f')}"
+                    for r in bad),
                 hint="this is a bug in attribution; please report it with the config")
         return
     query = AttributionQuery.parse(config, since=since, until=until, by=by, where=where, cost=cost,

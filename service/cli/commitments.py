@@ -8,7 +8,7 @@ import click
 
 from service.cli.output import default_format, emit, format_option
 from service.core.output import to_json
-from service.core.units import money_text
+from service.core.units import currency_text, money_text
 
 MONEY = ("commitment", "used", "unused", "covered_usage", "eligible_usage")
 PERCENT = ("unused_pct", "utilization_pct", "coverage_pct")
@@ -49,7 +49,7 @@ def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | 
         return
     rows = [{**row, **{k: money_text(row[k]) for k in MONEY}, **{k: _pct(row[k]) for k in PERCENT},
              "expires": (row["expires"] or "")[:10]} for row in data["rows"]]
-    footer = {"commitment_id": "total", "currency": "\n".join(str(t["currency"]) for t in data["totals"])}
+    footer = {"commitment_id": "total", "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"])}
     for key in MONEY:
         footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
     for key in PERCENT:

@@ -17,7 +17,7 @@ from service.cli.interrupt import interruptible
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.core.output import one_line
 from service.core.snapshot_ledger import unnamed_damage
-from service.core.units import is_tty, money_text
+from service.core.units import currency_text, is_tty, money_text
 
 
 class SpendlakeGroup(click.Group):
@@ -201,7 +201,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         return
     # a table shows cents, as the demo does; CSV and JSON keep every decimal
     shown = rows if not table else [
-        {**r, **{k: money_text(r[k]) for k in ("billed_cost", "effective_cost")}} for r in rows]
+        {**r, **{k: money_text(r[k]) for k in ("billed_cost", "effective_cost")}, "currency": currency_text(r["currency"])}
+        for r in rows]
     emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
          whole=("billing_period", "currency", "billed_cost", "check"))
     others = other_configs(obj.lake)

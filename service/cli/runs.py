@@ -11,7 +11,7 @@ from service.cli.output import default_format, emit, empty_lake_line, format_opt
 from service.cli.params import WholeNumber
 from service.cli.run_story import moment_text, number_text, render_story
 from service.core.output import one_line
-from service.core.units import money_text
+from service.core.units import currency_text, money_text
 
 COSTS = ("billed", "effective", "list")
 COLUMNS = ("run", "team", "project", "experiment", "job_type", "cluster", "user", "jobs", "restarts", "gpus",
@@ -44,7 +44,7 @@ def render(result, fmt: str | None) -> None:
     rows = [{TABLE[k]: v for k, v in row.items() if k in TABLE} for row in rows]
     by = result.query.by
     names = ["total" + "".join(f" {t.get(d) or '-'}" for d in by) for t in data["totals"]]
-    footer = {"run": "\n".join(names), "currency": "\n".join(str(t["currency"] or "") for t in data["totals"]),
+    footer = {"run": "\n".join(names), "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"]),
               "cost": "\n".join(money_text(t["cost"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
@@ -63,7 +63,7 @@ def _why_no_run(result) -> str:
     idle = [c for c in result.clusters if c.cost]
     if idle:
         line += "; the clusters' instances cost " + ", ".join(
-            f"{c.cluster} {c.currency} {money_text(c.cost)}, of it idle {money_text(c.idle)}" for c in idle)
+            f"{c.cluster} {currency_text(c.currency)} {money_text(c.cost)}, of it idle {money_text(c.idle)}" for c in idle)
         line += " (`spendlake attribute --by cluster,run`)"
     return line
 

@@ -24,6 +24,7 @@ from typing import Any, TextIO, TypeVar
 MONEY_DIGITS = 76
 CENT = Decimal("0.01")
 OTHER = "other"  # the label that top-N folding gives to everything past the top
+NO_CURRENCY = "(no currency)"  # rows without BillingCurrency, which the lake keeps (a null in JSON)
 
 K = TypeVar("K")
 
@@ -42,6 +43,11 @@ def cents(value: Decimal | int | float | str | None) -> Decimal:
 def exact_text(value: Decimal | None) -> str | None:
     """Every decimal, no exponent: `Decimal('1E+2')` → `'100'`; None stays None."""
     return None if value is None else format(value, "f")
+
+
+def currency_text(currency: str | None) -> str:
+    """The currency as a person reads it: a null one is named rather than printed as `None`."""
+    return NO_CURRENCY if currency is None else currency
 
 
 def money_text(value: Any, currency: str | None = None, *, empty: str = "") -> str:

@@ -24,7 +24,7 @@ from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
 from service.core.files import files_named
 from service.core.lake import Lake
-from service.core.units import exact_text, utc_now_iso
+from service.core.units import currency_text, exact_text, utc_now_iso
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 def _total(totals: CurrencyTotals) -> str:
     """Billed cost; for an export that carries only the effective cost (Azure amortized), that."""
     if totals.billed_cost is None and totals.effective_cost is not None:
-        return f"{totals.currency} {exact_text(totals.effective_cost)} effective"
-    return f"{totals.currency} {exact_text(totals.billed_cost)}"  # a zero sum is 0E-12 as str()
+        return f"{currency_text(totals.currency)} {exact_text(totals.effective_cost)} effective"
+    return f"{currency_text(totals.currency)} {exact_text(totals.billed_cost)}"  # a zero sum is 0E-12 as str()
 
 
 @dataclass
