@@ -236,6 +236,8 @@ class BudgetOutlook(Protocol):
     def budget(self) -> BudgetConfig: ...
     @property
     def outlook(self) -> Outlook: ...
+    @property
+    def left_out(self) -> Sequence[tuple[str | None, Decimal]]: ...  # the scope's spend in other currencies
 
 
 def _no_owners(resource_ids: Sequence[str], /) -> Mapping[str, Owner]:

@@ -13,7 +13,8 @@ rules:
 Flags: per budget, the highest line crossed by month-to-date actual spend, and the
 highest line crossed by the month-end forecast (if the budget watches `forecast`).
 Severity: actual ≥ 100% critical, actual below 100% warning; forecast ≥ 100% warning,
-forecast below 100% info. Ignores: other currencies than the budget's, and budgets with no
+forecast below 100% info. Ignores: other currencies than the budget's (never converted; the
+scope's month-to-date spend in them is named in `evidence.left_out`), and budgets with no
 attributed spend in the trailing weeks.
 
 Category `overspend` (no `monthly_waste_usd`: spending past a budget buys something).
@@ -29,6 +30,7 @@ described in service/findings/forecast.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
 
@@ -53,10 +55,11 @@ class BudgetRule(Rule):
             spend = outlook.actual if kind == "actual" else outlook.forecast
             line = budget.highest_line(spend)
             if line is not None:
-                findings.append(self._finding(budget, kind, line, spend, outlook))
+                findings.append(self._finding(budget, kind, line, spend, outlook, status.left_out))
         return findings
 
-    def _finding(self, budget: BudgetConfig, kind: str, line: Decimal, spend: Decimal, outlook: Outlook) -> Finding:
+    def _finding(self, budget: BudgetConfig, kind: str, line: Decimal, spend: Decimal, outlook: Outlook,
+                 left_out: Sequence[tuple[str | None, Decimal]]) -> Finding:
         over_budget = line >= 1
         severity = ("critical" if over_budget else "warning") if kind == "actual" else (
             "warning" if over_budget else "info")
@@ -74,7 +77,8 @@ class BudgetRule(Rule):
                       "overrun": money(overrun),
                       "actual": money(outlook.actual), "forecast": money(outlook.forecast),
                       "forecast_low": money(outlook.low), "forecast_high": money(outlook.high),
-                      "days_left": outlook.days_left.quantize(Decimal("0.1"))})
+                      "days_left": outlook.days_left.quantize(Decimal("0.1")),
+                      "left_out": [{"currency": currency, "actual": money(cost)} for currency, cost in left_out]})
         return _owned(finding, budget)
 
 

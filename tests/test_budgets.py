@@ -109,6 +109,7 @@ def test_the_budget_rule_judges_the_outlooks_its_context_gives(tmp_path):
     class Given:  # anything with a budget and an outlook will do: rules see an interface
         budget: BudgetConfig
         outlook: Forecast
+        left_out: tuple = ()
 
     budget = BudgetConfig(name="gpu", value="pretrain", amount=Decimal(1000), lines=(Decimal("0.5"), Decimal(1)))
     outlook = Forecast(actual=Decimal(600), forecast=Decimal(1100), low=Decimal(900), high=Decimal(1300),
@@ -121,6 +122,26 @@ def test_the_budget_rule_judges_the_outlooks_its_context_gives(tmp_path):
     assert (found["forecast"].evidence["line"], found["forecast"].impact_usd) == ("1", Decimal(100))
     assert found["forecast"].team == "pretrain"
     assert BudgetRule().evaluate(RuleContext(con=ctx.con, window=ctx.window)) == []  # no budgets, no findings
+
+
+def test_a_budget_names_the_spend_of_its_scope_in_other_currencies_it_leaves_out(tmp_path):
+    # nlp spent USD 300 and EUR 250 this month: a USD budget counts the 300 and says the EUR 250 is left out
+    lines = [line("2026-11-01 00:00", "300", end="2026-11-02 00:00", tags={"team": "nlp"}),
+             line("2026-11-01 00:00", "250", end="2026-11-02 00:00", currency="EUR", tags={"team": "nlp"}),
+             line("2026-11-01 00:00", "900", end="2026-11-02 00:00", currency="EUR", tags={"team": "cv"})]
+    lake = make_lake(tmp_path, lines)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
+                                "budgets": [{"name": "nlp-gpu", "value": "nlp", "amount": 400}]}))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    [row] = json.loads(shown.stdout)
+    assert row["actual"] == "300.00"  # converted nothing
+    assert ("note: budget nlp-gpu (team nlp) counts USD spend only: EUR 250.00 spent this month is left out"
+            in shown.stderr), shown.stderr
+    [finding] = [f for f in run_rules(load_config(path), only=["budget"], dry_run=True).result.findings
+                 if f.evidence["kind"] == "actual"]
+    assert finding.evidence["left_out"] == [{"currency": "EUR", "actual": "250.00"}]
 
 
 def test_budget_status_and_the_cli_agree_with_attribution(tmp_path):

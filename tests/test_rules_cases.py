@@ -65,6 +65,7 @@ class StatedOutlook:
 class StatedBudget:
     budget: BudgetConfig
     outlook: StatedOutlook
+    left_out: tuple = ()  # the cases state spend in the budget's currency only
 
 
 def stated_budgets(case: dict) -> list[StatedBudget]:

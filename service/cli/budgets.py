@@ -42,3 +42,5 @@ def budgets_command(obj, fmt: str | None) -> None:
     for status in statuses:
         if status.warning:
             click.echo(f"warning: {status.warning}", err=True)
+        if status.left_out_note:
+            click.echo(f"note: {status.left_out_note}", err=True)

@@ -22,7 +22,7 @@ from service.core.coverage import data_end
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
-from service.core.units import naive_utc
+from service.core.units import currency_text, money_text, naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
 Spend = dict[tuple[str, str | None, date | None], Decimal]
@@ -83,6 +83,8 @@ class BudgetStatus:
     outlook: Forecast
     month: str  # YYYY-MM judged
     last_month: MonthOutcome | None = None  # the month before, when the lake holds spend of it
+    # the scope's month-to-date spend in other currencies than the budget's: never converted, so left out
+    left_out: tuple[tuple[str | None, Decimal], ...] = ()
 
     @property
     def used_ratio(self) -> Decimal:
@@ -115,6 +117,16 @@ class BudgetStatus:
         b = self.budget
         return (f"budget {b.name} ({b.dimension} {b.value}) is forecast to reach {_pct(self.forecast_ratio)}% of "
                 f"{b.currency} {b.amount:,.2f} by the month's end, past its {line * 100:.0f}% line")
+
+    @property
+    def left_out_note(self) -> str | None:
+        """One sentence naming the spend in other currencies that the budget does not count."""
+        if not self.left_out:
+            return None
+        b = self.budget
+        spent = ", ".join(money_text(cost, currency_text(currency)) for currency, cost in self.left_out)
+        return (f"budget {b.name} ({b.dimension} {b.value}) counts {b.currency} spend only: {spent} spent this month "
+                "is left out (currencies are never converted)")
 
     def to_json(self) -> dict:
         b, o = self.budget, self.outlook
@@ -154,9 +166,11 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
         actual = month.get((value, b.currency, None), Decimal(0))
         last = closed.get((value, b.currency, None))
         daily = {day: cost for (v, currency, day), cost in days.items() if (v, currency) == (value, b.currency)}
+        left_out = sorted(((currency, cost) for (v, currency, _), cost in month.items()
+                           if v == value and currency != b.currency and cost), key=lambda pair: currency_text(pair[0]))
         statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), this_month.strftime("%Y-%m"),
                                      MonthOutcome(previous.strftime("%Y-%m"), last, b.amount) if last is not None
-                                     else None))
+                                     else None, tuple(left_out)))
     return statuses
 
 
