@@ -48,6 +48,20 @@ def test_47_a_lake_below_a_file_is_refused_and_a_missing_lake_is_created(tmp_pat
     assert missing.is_dir()
 
 
+@pytest.mark.parametrize("location", ["costs", "costs/focus/2024-09", "_ledger"])
+def test_a_source_location_inside_the_lake_is_refused_naming_both(tmp_path, location):
+    lake = tmp_path / "lake"
+    inside = lake / location
+    config = write(tmp_path / "spendlake.yaml", {"lake": str(lake), "sources": [
+        {"name": "cur", "kind": "aws-cur", "location": "s3://bucket/prefix"},
+        {"name": "focus", "kind": "focus", "location": str(inside)}]})
+    for command in (["config", "validate"], ["ingest"]):
+        result = invoke("--config", config, *command)
+        assert result.exit_code == 2, result.output
+        assert f"sources[1].location: {inside} is inside the lake ({lake})" in result.output
+    assert not lake.exists()  # refused before anything was written
+
+
 @pytest.mark.parametrize("lake_at", ["inside", "same"])
 def test_48_a_lake_inside_a_source_location_is_refused_naming_both(tmp_path, lake_at):
     export = tmp_path / "export"

@@ -331,8 +331,8 @@ def parse_config(data: Any, file: str = "<config>") -> Config:
 
 def _check_lake(config: Config, file: str) -> None:
     """The lake is a directory (created on first use), and no source reads it: a lake inside
-    a source's location would make every ingest read the lake's own files. Reports go
-    outside it (only ingest writes the lake)."""
+    a source's location, or a location inside the lake, would make every ingest read the
+    lake's own files. Reports go outside it (only ingest writes the lake)."""
     lake = config.lake.resolve()
     existing = next(p for p in (lake, *lake.parents) if p.exists())
     if not existing.is_dir():
@@ -343,9 +343,13 @@ def _check_lake(config: Config, file: str) -> None:
         if location.startswith("s3://"):
             continue
         where = Path(location).expanduser().resolve()  # as connectors.storage resolves it
-        if lake == where or lake.is_relative_to(where):
+        if lake.is_relative_to(where):  # the lake itself as a location is said here too
             raise ConfigError(f"lake: {lake} is inside {key} ({where}), so every ingest would read the lake's "
                               "own files", where=file, hint="move the lake out of the source's location")
+        if where.is_relative_to(lake):
+            raise ConfigError(f"{key}: {where} is inside the lake ({lake}), so every ingest would read the lake's "
+                              "own files", where=file, hint=f"point {key} at the folder the export is delivered to, "
+                                                            "outside the lake")
     if config.report.out:
         check_outside_lake(config, config.report.out, "reports", where=file, key="report.out: ", error=ConfigError)
     _check_overlaps(config, file)
