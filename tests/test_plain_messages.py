@@ -81,6 +81,8 @@ CONFIG_CASES = [  # the config as YAML → the sentence its error holds
     ("rules: {idle-gpus: {}}", "rules.idle-gpus: unknown rule; closest rules: idle-gpu"),
     ("rules: {idle-gpu: {min_idle_hour: 3}}",
      "rules.idle-gpu.min_idle_hour: unknown key; closest keys: min_idle_hours"),
+    ("rules: {checkpoint-sprawl: {prices: {default_clas: STANDARD}}}",  # a rule's nested setting too
+     "rules.checkpoint-sprawl.prices.default_clas: unknown key; closest keys: default_class"),
     ("rules: {idle-gpu: {sm_active_max_pct: 500}}", "rules.idle-gpu.sm_active_max_pct: must be at most 100, not 500"),
     ("rules: {spend-anomaly: {dimension: Team X}}", "rules.spend-anomaly.dimension: must be a dimension name: "
                                                     "lowercase letters, digits and _, starting with a letter"),

@@ -23,7 +23,7 @@ from service.core.config_file import check_sizes, find_config, no_config_error, 
 from service.core.config_paths import anchored, check_outside_lake, read_locations, within
 from service.core.errors import ConfigError
 from service.core.suggest import suggestion
-from service.core.validation import plain_errors
+from service.core.validation import keys_at, plain_errors
 
 DEFAULT_LAKE = "./spendlake-data/lake"
 
@@ -159,8 +159,10 @@ def _by_rule(sections: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             rule.config_model.model_validate(section)
         except ValidationError as exc:
             for e in exc.errors():
-                if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:
-                    takes = suggestion(str(e["loc"][0]), rule.config_model.model_fields, "keys")
+                # at any depth (a rule's `prices.per_gib_month`...), the keys its model takes there
+                keys = keys_at(rule.config_model, e["loc"][:-1]) if e["type"] == "extra_forbidden" else []
+                if keys:
+                    takes = suggestion(str(e["loc"][-1]), keys, "keys")
                     errors.append(_error(name, e["loc"], f"unknown key; {takes} (documented in "
                                                          f"{rule.__module__.replace('.', '/')}.py)", e["input"]))
                 else:
