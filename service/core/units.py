@@ -50,6 +50,11 @@ def currency_text(currency: str | None) -> str:
     return NO_CURRENCY if currency is None else currency
 
 
+def titled(label: str, currency: str | None) -> str:
+    """`Day (USD)`; `Day (no currency)` for lines the bill gave none."""
+    return f"{label} ({currency or NO_CURRENCY.strip('()')})"
+
+
 def money_text(value: Any, currency: str | None = None, *, empty: str = "") -> str:
     """`1,234.57` (or `USD 1,234.57` with a currency); None gives `empty`."""
     if value is None or value == "":

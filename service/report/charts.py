@@ -12,6 +12,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from markupsafe import Markup, escape
 
+from service.core.units import NO_CURRENCY
 from service.report.model import Chart
 
 # Okabe–Ito and Tableau hues: distinguishable with the common colour-vision deficiencies.
@@ -28,7 +29,7 @@ def _px(value: Decimal | int) -> str:
 
 
 def _symbol(currency: str) -> str:
-    return "$" if currency == "USD" else f"{currency} "
+    return "$" if currency == "USD" else f"{currency or NO_CURRENCY} "
 
 
 def axis_label(value: Decimal, currency: str) -> str:

@@ -15,6 +15,7 @@ from service.core.config import Config
 from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc
+from service.core.units import titled
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.planning.plans import Plan, load_plans
 from service.report.sections.bills import bills_section
@@ -35,7 +36,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     spend = SpendReport(config, lake, day)
     headlines, spend_by = spend.spend_section()
     unallocated = unallocated_section(spend, lake, config.report.top)
-    headlines += [Headline(f"Unallocated, team, month to date ({row['currency']})", row["currency"] or "",
+    headlines += [Headline(titled("Unallocated, team, month to date", row["currency"]), row["currency"] or "",
                            row["share_pct"], None, None, kind="percent")
                   for row in unallocated.tables[0].rows if row["dimension"] == "team" and row["share_pct"] is not None]
     sections = [

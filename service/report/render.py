@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from service.core.output import printable, to_csv, to_json, without_bidi_controls
-from service.core.units import cents
+from service.core.units import NO_CURRENCY, cents
 from service.report.charts import render as render_chart
 from service.report.model import Column, Headline, Report
 
@@ -34,7 +34,7 @@ def money(value: Any, currency: str | None = "USD") -> str:
         return "—"
     amount = cents(Decimal(value))
     sign = "−" if amount < 0 else ""
-    symbol = "$" if (currency or "USD") == "USD" else f"{currency} "
+    symbol = "$" if currency == "USD" else f"{currency or NO_CURRENCY} "  # "" or None: lines the bill gave none
     return f"{sign}{symbol}{abs(amount):,}"
 
 
@@ -50,7 +50,7 @@ def change_class(value: Decimal | None) -> str:
 
 def display(value: Any, column: Column, row: dict[str, Any]) -> str:
     if column.kind == "money":
-        return money(value, row.get("currency"))
+        return money(value, row.get("currency", "USD"))  # tables without a currency column are USD
     if column.kind == "change":
         return change(value)
     if column.kind == "percent":

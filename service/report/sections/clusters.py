@@ -18,6 +18,7 @@ from service.attribution import UNFINISHED, RunsQuery, attribute, cluster_usage,
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
+from service.core.units import titled
 from service.report.model import Chart, Column, Section, Table
 
 ZERO = Decimal(0)
@@ -109,4 +110,4 @@ def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str]
     types = sorted({t for (_, t, c) in cells if c == currency},
                    key=lambda t: (-sum(v for (_, k, c), v in cells.items() if k == t and c == currency), t))
     series = {t: [cells.get((d, t, currency), ZERO) for d in days] for t in types}
-    return table, Chart("stacked", f"Cluster cost by job type per day ({currency})", days, series, currency or "")
+    return table, Chart("stacked", titled("Cluster cost by job type per day", currency), days, series, currency or "")

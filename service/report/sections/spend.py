@@ -18,7 +18,7 @@ from service.core.config import Config
 from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
-from service.core.units import OTHER
+from service.core.units import OTHER, titled
 from service.planning.plans import Plan
 from service.report.model import Chart, Column, Headline, Section, Table, change_pct
 
@@ -85,7 +85,7 @@ class SpendReport:
         for label, now, before in (("Day", "day", "previous_day"), ("Month to date", "mtd", "previous_mtd")):
             for currency in sorted(set(sums[now]) | set(sums[before]), key=str):
                 value, previous = sums[now].get(currency, ZERO), sums[before].get(currency)
-                headlines.append(Headline(f"{label} ({currency})", currency or "", value, previous,
+                headlines.append(Headline(titled(label, currency), currency or "", value, previous,
                                           self.change(value, previous)))
         return headlines, table
 
@@ -164,7 +164,7 @@ class SpendReport:
         series = {team: [per_team[team].get(d, ZERO) for d in days] for team in ranked[:CHART_SERIES]}
         if len(ranked) > CHART_SERIES:
             series["other"] = [sum((per_team[t].get(d, ZERO) for t in ranked[CHART_SERIES:]), ZERO) for d in days]
-        chart = Chart("stacked", f"Daily spend by team ({currency})", days, series, currency)
+        chart = Chart("stacked", titled("Daily spend by team", currency), days, series, currency)
         return Section("trend", "Spend by team, last 30 days", tables=[table], charts=[chart])
 
     def experiments_section(self) -> Section:
