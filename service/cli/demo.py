@@ -14,7 +14,7 @@ import click
 from service.cli.output import emit
 from service.cli.params import Day, WholeNumber
 from service.core.output import one_line
-from service.core.units import money_text, usd
+from service.core.units import currency_text, money_text, usd
 
 SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective", "final"]
 TOP_FINDINGS = 8
@@ -37,7 +37,7 @@ def _print_spend_and_findings(result) -> None:
     spend = attribute_query(lake, result.config,
                             AttributionQuery.parse(result.config, since="7d", by="team", end=data_end(lake)))
     rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost)} for r in spend.rows]
-    footer = {"team": "total", "currency": "\n".join(str(c) for c, _, _ in spend.totals),
+    footer = {"team": "total", "currency": "\n".join(currency_text(c) for c, _, _ in spend.totals),
               "cost": "\n".join(money_text(cost) for _, cost, _ in spend.totals)}
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",),
          footer=footer)
