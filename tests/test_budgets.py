@@ -124,17 +124,22 @@ def test_the_budget_rule_judges_the_outlooks_its_context_gives(tmp_path):
     assert BudgetRule().evaluate(RuleContext(con=ctx.con, window=ctx.window)) == []  # no budgets, no findings
 
 
+def budgets_json(lake, budgets):
+    """`spendlake budgets --format json` on a config of the lake with these budgets: (config path, result)."""
+    path = lake.root.parent / "spendlake.yaml"
+    path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
+                                "budgets": budgets}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return path, result
+
+
 def test_a_budget_names_the_spend_of_its_scope_in_other_currencies_it_leaves_out(tmp_path):
     # nlp spent USD 300 and EUR 250 this month: a USD budget counts the 300 and says the EUR 250 is left out
     lines = [line("2026-11-01 00:00", "300", end="2026-11-02 00:00", tags={"team": "nlp"}),
              line("2026-11-01 00:00", "250", end="2026-11-02 00:00", currency="EUR", tags={"team": "nlp"}),
              line("2026-11-01 00:00", "900", end="2026-11-02 00:00", currency="EUR", tags={"team": "cv"})]
-    lake = make_lake(tmp_path, lines)
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
-                                "budgets": [{"name": "nlp-gpu", "value": "nlp", "amount": 400}]}))
-    shown = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
-    assert shown.exit_code == 0, shown.output
+    path, shown = budgets_json(make_lake(tmp_path, lines), [{"name": "nlp-gpu", "value": "nlp", "amount": 400}])
     [row] = json.loads(shown.stdout)
     assert row["actual"] == "300.00"  # converted nothing
     assert ("note: budget nlp-gpu (team nlp) counts USD spend only: EUR 250.00 spent this month is left out"
@@ -152,11 +157,7 @@ def test_budget_status_and_the_cli_agree_with_attribution(tmp_path):
     # the data ends at today's 00:00: the month judged is the one `mtd` reads (on the 1st, the whole last month)
     expected_actual = Decimal(100) * (today - month_start(datetime.combine(today, time())).date()).days
     assert status.outlook.actual == expected_actual and status.status == "ok"
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
-                                "budgets": [{"name": "pretrain", "value": "pretrain", "amount": 1000000}]}))
-    result = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "json"])
-    assert result.exit_code == 0, result.output
+    _, result = budgets_json(lake, [{"name": "pretrain", "value": "pretrain", "amount": 1000000}])
     [row] = json.loads(result.output)
     assert row["budget"] == "pretrain" and Decimal(row["actual"]) == expected_actual
     assert row["status"] == "ok" and Decimal(row["forecast"]) >= expected_actual
