@@ -38,7 +38,7 @@ from service.attribution.clusters import ClusterUsage
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
-from service.attribution.run_inputs import HOURS, placed_parts
+from service.attribution.run_inputs import HOURS, placed_parts, run_span
 from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
@@ -287,8 +287,8 @@ def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnec
         if folded(run) not in {folded(k) for k in known}:
             hint = suggestion(run, known, "run ids", first=named, shown=KNOWN_SHOWN)
             return (f"no run {run.strip()!r} in the lake's job records or cost; {hint}",)
-        first, last = _ever(lake, con, run)
-        when = f"; its jobs ran {first:%Y-%m-%d %H:%M} → {last:%Y-%m-%d %H:%M} UTC" if first else ""
+        first, last, _ = run_span(lake, con, run)
+        when = f"; its jobs ran {first:%Y-%m-%d %H:%M} → {last or first:%Y-%m-%d %H:%M} UTC" if first else ""
         return (f"run {run.strip()!r} has no job that held GPUs in the window {span}{when}",)
     if any(j.currency for j in jobs) or session is None:
         return ()
@@ -317,10 +317,3 @@ def _known_runs(lake: Lake, session: RollupSession | None,
     seen = {folded(run) for run in recorded}
     return named + [run for run in parted if folded(run) not in seen], parted + recorded
 
-
-def _ever(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[datetime | None, datetime | None]:
-    """When the run's jobs ran, in every record the lake holds."""
-    if not lake.has_table(JOBS_TABLE):
-        return None, None
-    return con.execute("SELECT min(start_time), max(coalesce(end_time, start_time)) FROM jobs "
-                       "WHERE lower(trim(run_id)) = $run AND start_time IS NOT NULL", {"run": folded(run)}).fetchone()
