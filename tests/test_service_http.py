@@ -141,6 +141,17 @@ def test_errors_are_json_and_unknown_parameters_are_rejected(tmp_path, serve_api
     assert status == 405 and json.loads(body)["error"]["message"].startswith("the API is read-only")
 
 
+def test_head_answers_like_get_without_the_body(tmp_path, serve_api):
+    """`curl -I` and uptime checkers ask with HEAD; http.server answered 501 to it."""
+    base = serve_api(api_for(make_config(tmp_path)))
+    for path in ("/healthz", "/metrics", "/nope"):
+        got, head = get(base + path), get(base + path, method="HEAD")
+        assert head[0] == got[0] and head[2] == b"", path
+        assert head[1]["Content-Length"] == str(len(got[2])) and head[1]["Content-Type"] == got[1]["Content-Type"]
+    status, headers, _ = get(base + "/healthz", method="DELETE")
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+
+
 def test_bearer_token_protects_the_api_but_not_probes_or_metrics(tmp_path, serve_api):
     config = make_config(tmp_path, api_token=TOKEN)
     base = serve_api(api_for(config, token=TOKEN))

@@ -89,6 +89,8 @@ class ServiceHandler(BaseHTTPRequestHandler):
             return
         self.send(response.status, body, response.content_type, response.headers)
 
+    do_HEAD = do_GET  # noqa: N815 (`send` writes no body for HEAD)
+
     def with_request_id(self, response) -> bytes:
         """An error answer's JSON with its status and this request's id (for the log)."""
         if response.status < 400 or response.content_type != JSON:
@@ -109,7 +111,7 @@ class ServiceHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         if getattr(self, "request_version", None) == "HTTP/0.9":  # a garbled request line: answer with headers
             self.request_version = "HTTP/1.0"
-        headers = {"Allow": "GET"} if code in (405, 501) else {}
+        headers = {"Allow": "GET, HEAD"} if code in (405, 501) else {}
         reason = message or self.responses.get(code, ("error",))[0]
         self.send(code, json_body(code, reason, self.request_id), JSON, headers)
 
