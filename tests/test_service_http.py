@@ -157,7 +157,7 @@ def test_bearer_token_protects_the_api_but_not_probes_or_metrics(tmp_path, serve
     base = serve_api(api_for(config, token=TOKEN))
     status, headers, body = get(base + "/api/v1/status")
     assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
-    assert json.loads(body)["error"]["message"] == "missing or wrong bearer token"
+    assert json.loads(body)["error"]["message"] == "missing or wrong token"
     assert get(base + "/api/v1/status", token="wrong-token-0123456789")[0] == 401
     assert get(base + "/api/v1/status", token=TOKEN)[0] == 200
     assert get(base + "/metrics")[0] == 200 and get(base + "/healthz")[0] == 200
