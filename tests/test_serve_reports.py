@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import socket
-import threading
 from datetime import date
 
 import pytest
@@ -20,7 +19,6 @@ from service.core.publish import write_local
 from service.report.render import SCRIPT_HASH, render_files
 from service.serve import report_store
 from service.serve.app import Api
-from service.serve.http import make_server
 
 TOKEN = "s3cret-token-0123456789"
 FILES = render_files(sample_report())  # what `spendlake report` writes for one day
@@ -32,22 +30,15 @@ def write_day(out, day: str = DAY, files: dict[str, bytes] = FILES) -> None:
 
 
 @pytest.fixture
-def serve(tmp_path):
-    """A running server whose report.out is `out` (default tmp/reports); its port."""
-    servers = []
+def serve(tmp_path, api_server):
+    """`start(out, token)`: a running server whose report.out is `out` (default tmp/reports); its port."""
 
     def start(out=None, token: str | None = None) -> int:
         config = parse_config({"lake": str(tmp_path / "lake"), "report": {"out": str(out or tmp_path / "reports")},
                                "service": {"listen": "127.0.0.1:0"}}, str(tmp_path / "spendlake.yaml"))
-        server = make_server(Api(config, CollectorRegistry(), token=token), "127.0.0.1:0")
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server.server_address[1]
+        return api_server(Api(config, CollectorRegistry(), token=token))
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 def request(port: int, target: str, method: str = "GET", **headers: str) -> tuple[int, dict[str, str], bytes]:

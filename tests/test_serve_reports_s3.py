@@ -4,7 +4,6 @@ reading only: ListObjectsV2 and GetObject on keys under that prefix, nothing els
 from __future__ import annotations
 
 import json
-import threading
 
 import boto3
 import pytest
@@ -16,7 +15,6 @@ from service.core.config import parse_config
 from service.core.publish import upload_s3
 from service.report.render import render_files
 from service.serve.app import Api
-from service.serve.http import make_server
 from test_serve_reports import DAY, request
 
 FILES = render_files(sample_report())
@@ -24,18 +22,14 @@ BUCKET = "finance-reports"
 
 
 @pytest.fixture
-def bucket_server(tmp_path):
-    """moto's S3 with the bucket, and a server whose report.out is s3://BUCKET/daily; (port, api)."""
+def bucket_server(tmp_path, api_server):
+    """moto's S3 with the bucket, and a server whose report.out is s3://BUCKET/daily; (port, api, s3)."""
     with mock_aws():
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=BUCKET)
         config = parse_config({"lake": str(tmp_path / "lake"), "report": {"out": f"s3://{BUCKET}/daily"}})
         api = Api(config, CollectorRegistry())
-        server = make_server(api, "127.0.0.1:0")
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        yield server.server_address[1], api, s3
-        server.shutdown()
-        server.server_close()
+        yield api_server(api), api, s3
 
 
 def recorded_calls(api: Api) -> list[tuple[str, dict]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from datetime import timedelta
@@ -31,20 +30,9 @@ TOKEN = "s3cret-token-0123456789"
 
 
 @pytest.fixture
-def serve_api():
-    """Start a real server for an Api on 127.0.0.1, port chosen by the OS."""
-    servers = []
-
-    def start(api: Api) -> str:
-        server = make_server(api, "127.0.0.1:0")
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1]
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def serve_api(api_server):
+    """Start a real server for an Api on 127.0.0.1, port chosen by the OS; its base URL."""
+    return lambda api: "http://127.0.0.1:%d" % api_server(api)
 
 
 def get(url: str, token: str | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
