@@ -68,7 +68,7 @@ class ReportFile:
 @dataclass(frozen=True)
 class ReportDay:
     day: date
-    files: tuple[ReportFile, ...]  # sorted by name
+    files: tuple[ReportFile, ...]  # report.html, report.json, summary.md, then the CSVs by name
 
     @property
     def complete(self) -> bool:
@@ -95,7 +95,8 @@ def _chunks(handle: BinaryIO, length: int) -> Iterator[bytes]:
 
 
 def newest_first(days: dict[date, list[ReportFile]]) -> list[ReportDay]:
-    return [ReportDay(day, tuple(sorted(files, key=lambda f: f.name))) for day, files in sorted(days.items(), reverse=True)]
+    return [ReportDay(day, tuple(sorted(files, key=lambda f: (f.name.endswith(".csv"), f.name))))
+            for day, files in sorted(days.items(), reverse=True)]
 
 
 class LocalReports:

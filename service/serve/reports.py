@@ -34,7 +34,8 @@ FRAMING = "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 # load anything (no url()), so inline styles only change looks. The script only marks the page.
 REPORT_CSP = f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'; {FRAMING}"
 INDEX_STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#1f2328}"
-               "th,td{padding:4px 12px 4px 0;text-align:left;vertical-align:top}.note{color:#57606a}")
+               "th,td{padding:4px 12px 4px 0;text-align:left;vertical-align:top}th,.file{white-space:nowrap}"
+               ".note{color:#57606a}")
 INDEX_CSP = ("default-src 'none'; style-src 'sha256-"
              f"{base64.b64encode(hashlib.sha256(INDEX_STYLE.encode()).digest()).decode()}'; {FRAMING}")
 DOWNLOADED = {".csv", ".md"}  # saved under a name with the day: the same tables of other days do not collide
@@ -129,8 +130,8 @@ def day_row(day: ReportDay) -> str:
     if not day.complete:
         return (f'<tr><th>{name}</th><td class="note">being written ({LAST} is written last), '
                 "or its run failed</td><td></td></tr>\n")
-    data = ", ".join(f'<a href="{escape(name)}/{escape(f.name)}">{escape(f.name)}</a> ({size(f.size)})'
-                     for f in day.files if f.name != LAST)
+    data = ", ".join(f'<span class="file"><a href="{escape(name)}/{escape(f.name)}">{escape(f.name)}</a> '
+                     f"({size(f.size)})</span>" for f in day.files if f.name != LAST)
     return f'<tr><th>{name}</th><td><a href="{name}/{LAST}">{LAST}</a></td><td>{data}</td></tr>\n'
 
 
