@@ -52,11 +52,12 @@ def test_the_report_served_by_spendlake_serve_renders_in_chromium_under_the_serv
                                      "sources": [{"name": "focus-main", "kind": "focus", "location": str(org / "export")}]})
     proc, base = start_serve(config_path)
     try:
-        dom, dumped = dumped_dom(binary, tmp_path, f"{base}/reports/latest/")
-        (root,) = dom.tags("html")
-        assert root.get("data-report-ok") == f"{len(dom.tags('svg'))}:{len(dom.tags('table'))}"  # the script ran
-        assert len(dom.tags("svg")) >= 2 and len(dom.tags("rect")) > 30  # the charts were drawn
-        assert console_lines(dumped) == []
+        for _ in ("loaded", "reloaded from the cache, revalidated by a 304"):
+            dom, dumped = dumped_dom(binary, tmp_path, f"{base}/reports/latest/")
+            (root,) = dom.tags("html")
+            assert root.get("data-report-ok") == f"{len(dom.tags('svg'))}:{len(dom.tags('table'))}"  # the script ran
+            assert len(dom.tags("svg")) >= 2 and len(dom.tags("rect")) > 30  # the charts were drawn
+            assert console_lines(dumped) == []
         shot = tmp_path / "served.png"
         chromium(binary, tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", f"{base}/reports/2026-11-29/report.html")
         assert shot.stat().st_size > 10_000

@@ -139,8 +139,9 @@ class ServiceHandler(BaseHTTPRequestHandler):
         stream = response.stream
         try:
             if response.status == 200 and not_modified(self.headers, response.headers):
-                kept = {k: v for k, v in response.headers.items() if k in ("ETag", "Last-Modified", "Cache-Control")}
-                self.send(304, b"", response.content_type, kept)
+                # the 200's headers too: a browser replaces its cached ones with a 304's (a page's
+                # policy among them, so the default one would blank a report on reload)
+                self.send(304, b"", response.content_type, response.headers)
             else:
                 self.send(response.status, body, response.content_type, response.headers, stream)
         finally:
