@@ -211,6 +211,24 @@ def test_no_reports_folder_yet_is_an_empty_index_and_a_404_naming_where(tmp_path
     assert json.loads(request(port, "/api/v1/reports")[2]) == {"location": str(out), "latest": None, "days": []}
 
 
+def test_a_file_removed_while_the_index_is_listed_is_left_out_not_a_500(tmp_path, serve, monkeypatch):
+    """A report written again removes the CSVs it no longer writes, maybe between the listing
+    of a day and the look at each file's size."""
+    write_day(tmp_path / "reports")
+    port = serve()
+    listed = os.scandir
+
+    def then_removed(path):
+        entries = list(listed(path))
+        if str(path).endswith(DAY):
+            (tmp_path / "reports" / DAY / "waste_by_rule.csv").unlink(missing_ok=True)
+        return iter(entries)
+
+    monkeypatch.setattr(os, "scandir", then_removed)
+    status, _, body = request(port, "/api/v1/reports")
+    assert status == 200 and [f["name"] for f in json.loads(body)["days"][0]["files"]] == LISTED[:-1]
+
+
 def test_an_unreadable_report_file_is_a_500_naming_it_and_logged(tmp_path, serve, monkeypatch, caplog):
     write_day(tmp_path / "reports")
     port = serve()

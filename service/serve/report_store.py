@@ -122,12 +122,17 @@ class LocalReports:
     def files(self, folder: Path) -> list[ReportFile]:
         try:
             entries = list(os.scandir(folder))
+        except FileNotFoundError:  # removed since the reports folder was listed
+            return []
         except OSError as exc:
             raise self.unreadable(exc, folder) from None
         kept = []
         for entry in entries:
             if FILE_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                info = entry.stat(follow_symlinks=False)
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # a stale CSV the writer removed after the listing
+                    continue
                 kept.append(ReportFile(entry.name, info.st_size, datetime.fromtimestamp(info.st_mtime, timezone.utc)))
         return kept
 
