@@ -170,9 +170,13 @@ def test_links_fifos_and_folders_in_the_reports_folder_are_not_followed(tmp_path
     port = serve()
     for name in ("spend_by_team.csv", "summary.md", "anomalies.csv"):
         status, _, body = request(port, f"/reports/{DAY}/{name}")
-        assert status == 404 and "is not a report file" in error(body), name
+        assert status == 404 and "not a report file" in error(body), name
     status, _, body = request(port, "/reports/2026-11-27/report.json")
-    assert status == 404 and error(body) == f"{out}/2026-11-27 is not a report folder (the report writer makes no links)"
+    assert status == 404 and error(body) == (f"{out}/2026-11-27 is a link or not a report folder: not served "
+                                             "(the report writer makes plain folders and files)")
+    (out / "2026-11-26").write_text("SECRET")  # a file where a day folder would be
+    status, _, body = request(port, "/reports/2026-11-26/report.html")
+    assert status == 404 and error(body).startswith(f"{out}/2026-11-26 is a link or not a report folder")
     index = request(port, "/reports/")[2].decode()
     assert "2026-11-27" not in index and "spend_by_team.csv" not in index and "summary.md" not in index
     assert request(port, f"/reports/{DAY}/report.json")[0] == 200  # the rest of the day is served

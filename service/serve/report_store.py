@@ -173,8 +173,9 @@ class LocalReports:
         except OSError as exc:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise self.unreadable(exc, path) from None
-            log.warning("reports: %s is a symlink or not %s; not served", path, what)
-            raise ReportNotFound(f"{path} is not {what} (the report writer makes no links)") from None
+            log.warning("reports: %s is a link or not %s; not served", path, what)
+            raise ReportNotFound(f"{path} is a link or not {what}: not served (the report writer makes "
+                                 "plain folders and files)") from None
         if not flags and not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             log.warning("reports: %s is not a regular file; not served", path)
