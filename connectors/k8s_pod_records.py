@@ -1,7 +1,8 @@
 """kube-state-metrics series → rows of `jobs`, one per pod (pure; connectors/k8s_pods.py asks
 Prometheus). A pod is (cluster, namespace, pod, uid): a pod re-created under the same name (a
-StatefulSet's) is a new record. Without a `uid` label (kube-state-metrics v1, or relabelling that
-drops it) a name's series are cut into lives, each a record: a new life begins where the name's
+StatefulSet's) is a new record. Where a cluster's GPU request series carry no `uid` (kube-state-metrics
+v1, which puts it on kube_pod_info alone, or relabelling that drops it) every series of the cluster
+is read by name, without its uid, and a name's series are cut into lives, each a record: a new life begins where the name's
 creation time changes (`kube_pod_created`, else `kube_pod_start_time`), or where it is listed
 again after UNLISTED_SECONDS unlisted while kube-state-metrics went on reporting (deleted, as
 below); each sample belongs to the life its evaluation time falls in.
@@ -103,12 +104,20 @@ class PodTable:
         self.reports: dict[str, list[float]] = {}  # cluster → its scrapes of kube-state-metrics, in order
         self.lives: dict[PodName, list[float]] = {}  # a name without uid → when each life after the first began
         self.instances: dict[tuple[str, str], str] = {}  # (cluster, node) → EC2 instance id
+        self.by_name: set[str] = set()  # the clusters whose pods are read without their uid
 
     def _cluster(self, labels: dict[str, str]) -> str:
         return (labels.get(self.cluster_label) if self.cluster_label else None) or self.cluster or ""
 
     def name(self, labels: dict[str, str]) -> PodName:
-        return self._cluster(labels), labels.get("namespace", ""), labels.get("pod", ""), labels.get("uid", "")
+        cluster = self._cluster(labels)
+        uid = "" if cluster in self.by_name else labels.get("uid", "")
+        return cluster, labels.get("namespace", ""), labels.get("pod", ""), uid
+
+    def add_without_uid(self, result: Iterable[Series]) -> None:
+        """The clusters with GPU request series that carry no uid: kube-state-metrics v1 labels
+        kube_pod_info alone with it, and read with its uid a pod's info matches none of its requests."""
+        self.by_name |= {self._cluster(series["metric"]) for series in result if series["values"]}
 
     def _each(self, result: Iterable[Series], create: bool = False) -> Iterable[tuple[Pod, Series]]:
         """Each pod's part of each series: a name's samples split among its lives."""

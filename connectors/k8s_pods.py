@@ -1,5 +1,6 @@
 """k8s-pods: the pods that requested GPUs, from kube-state-metrics (v2: `uid` on every pod
-series; without it, re-created pods of one name are told apart by creation time and gaps) through
+series; v1 has it on kube_pod_info alone: re-created pods of one name are then told apart by
+creation time and gaps) through
 Prometheus `query_range` over the last `lookback_hours` → `jobs`, one row per pod; how series
 become rows: connectors/k8s_pod_records.py.
 
@@ -90,13 +91,15 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         start = end - timedelta(hours=c.lookback_hours)
         table = PodTable(c.cluster_label, c.cluster, c.gpu_shares())
         resources = "|".join(dict.fromkeys((*GPU_RESOURCES, *c.gpu_shares())))
-        by = ", ".join(["namespace", "pod", "uid", *([c.cluster_label] if c.cluster_label else [])])
+        names = ", ".join(["namespace", "pod", *([c.cluster_label] if c.cluster_label else [])])
+        by = f"{names}, uid"
         where = f', namespace=~"{"|".join(c.namespaces)}"' if c.namespaces else ""
-        gpu_pods = (f'group by ({by}) ({{__name__=~"kube_pod_container_resource_requests|'
-                    f'kube_pod_init_container_resource_requests", resource=~"{resources}"{where}}})')
+        requests = (f'__name__=~"kube_pod_container_resource_requests|kube_pod_init_container_resource_requests", '
+                    f'resource=~"{resources}"{where}')  # the matchers of the GPU requests
+        gpu_pods = f"group by ({by}) ({{{requests}}})"
 
-        def of_gpu_pods(selector: str) -> str:
-            return f"({selector}) and on ({by}) {gpu_pods}"
+        def of_gpu_pods(selector: str) -> str:  # by name: kube-state-metrics v1 puts a uid on kube_pod_info alone
+            return f"({selector}) and on ({names}) {gpu_pods}"
 
         def ask(query: str) -> list[Series]:
             return self._query(query, start, end, c.step_seconds)
@@ -115,6 +118,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                               "not the pods it reports", where=c.prometheus_url,
                               hint="scrape kube-state-metrics with honor_labels: true (a ServiceMonitor's honorLabels: "
                                    "true), then run inventory again once lookback_hours of series have that shape")
+        table.add_without_uid(ask(f'group{cluster_by} ({{{requests}, uid=""}})'))
         # the listings and creation times first: they cut the names without uid into lives
         inner = where.removeprefix(", ")
         listed = ask(of_gpu_pods(f"max by ({by}, node, created_by_kind, created_by_name, priority_class) "
@@ -130,7 +134,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                                f'{{resource=~"{resources}"{where}}})'), init=True)
         self._warn_unread(ask(f'group by ({by}, resource) ({{__name__=~"kube_pod_container_resource_requests|'
                               f'kube_pod_init_container_resource_requests", resource=~"{NVIDIA_RESOURCES}", '
-                              f'resource!~"{resources}"{where}}}) unless on ({by}) {gpu_pods}'))
+                              f'resource!~"{resources}"{where}}}) unless on ({names}) {gpu_pods}'))
         if not table.pods:
             return [SnapshotPart("jobs", jobs_relation(con, []))]
         table.add_info(listed)
