@@ -20,7 +20,7 @@ below); each sample belongs to the life its evaluation time falls in.
   (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
   RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
 - node from `kube_pod_info`, its EC2 instance id from `kube_node_info`'s provider_id
-  (`aws:///us-east-1a/i-0abc…`); labels from `kube_pod_labels` without the `label_` prefix
+  (`aws:///us-east-1a/i-0abc…`) of the instance that had the node's name while the pod ran; labels from `kube_pod_labels` without the `label_` prefix
   (names as kube-state-metrics writes them: `app_kubernetes_io_name`); qos = priority class;
 - run: the first of `run_labels` among the labels, else the owner (`created_by_name`: a Job
   and its retries, a PyTorchJob's workers are one run), else the pod.
@@ -29,6 +29,7 @@ below); each sample belongs to the life its evaluation time falls in.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -103,7 +104,8 @@ class PodTable:
         self.reported: dict[str, float] = {}  # cluster → last scrape of kube-state-metrics
         self.reports: dict[str, list[float]] = {}  # cluster → its scrapes of kube-state-metrics, in order
         self.lives: dict[PodName, list[float]] = {}  # a name without uid → when each life after the first began
-        self.instances: dict[tuple[str, str], str] = {}  # (cluster, node) → EC2 instance id
+        # (cluster, node) → (first, last listed, EC2 instance id) of each instance that had the node's name
+        self.instances: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
         self.by_name: set[str] = set()  # the clusters whose pods are read without their uid
 
     def _cluster(self, labels: dict[str, str]) -> str:
@@ -228,8 +230,20 @@ class PodTable:
         for series in result:
             labels = series["metric"]
             match = _INSTANCE.search(labels.get("provider_id", ""))
-            if match and labels.get("node"):
-                self.instances[(self._cluster(labels), labels["node"])] = match.group(1)
+            if match and labels.get("node") and series["values"]:
+                listed = [at for at, _ in series["values"]]
+                self.instances.setdefault((self._cluster(labels), labels["node"]), []).append(
+                    (min(listed), max(listed), match.group(1)))
+
+    def _instance(self, pod: Pod, end: float | None) -> str | None:
+        """The EC2 instance behind the pod's node while the pod was there: a node's name outlives
+        its instance (EKS names nodes by private IP, which a later instance may get)."""
+        named = self.instances.get((pod.key[0], pod.node or ""))
+        if not named:
+            return None
+        since = pod.started or pod.created or 0.0
+        until = end or pod.last_seen or math.inf
+        return max(named, key=lambda held: (min(held[1], until) - max(held[0], since), held[1]))[2]
 
     def add_gpu_use(self, hourly: dict[tuple[str, str, str], dict[datetime, float]]) -> None:
         """Per (cluster, namespace, pod) hour → use %, kept for the hours the pod lived."""
@@ -254,7 +268,7 @@ class PodTable:
     def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
         cluster, namespace, name, uid, life = pod.key
         state, end = self._state_and_end(pod)
-        instance = self.instances.get((cluster, pod.node)) if pod.node else None
+        instance = self._instance(pod, end)
         born = int(pod.started or pod.created or 0)
         record = f"{cluster}/{uid}" if uid else f"{cluster}/{namespace}/{name}@{born}"
         if life and not uid and not (pod.started or pod.created):  # lives told apart by a gap alone

@@ -66,7 +66,9 @@ def labels(**values: str) -> str:
     return ",".join(f'{k}="{v}"' for k, v in values.items())
 
 
-def openmetrics(pods: list[dict] = PODS) -> str:
+def openmetrics(pods: list[dict] = PODS, replaced: dict[str, tuple[int, str]] | None = None) -> str:
+    """`replaced`: node → (scrape, provider id): from that scrape on, a new instance has the
+    node's name (EKS names a node by its private IP); the old one went 10 scrapes before."""
     families: dict[str, list[str]] = {}
 
     def sample(name: str, series: str, value: float, scrape: int) -> None:
@@ -105,7 +107,11 @@ def openmetrics(pods: list[dict] = PODS) -> str:
                        labels(**key, container=container, node=pod["node"], resource=resource, unit="integer"), count, k)
     for k in range(SCRAPES):
         for node, provider in NODES.items():
-            sample("kube_node_info", labels(node=node, provider_id=provider, kernel_version="6.1"), 1, k)
+            since, instead = (replaced or {}).get(node, (SCRAPES, provider))
+            if since - 10 <= k < since:
+                continue
+            sample("kube_node_info", labels(node=node, provider_id=instead if k >= since else provider,
+                                            kernel_version="6.1"), 1, k)
         # DCGM, through a ServiceMonitor: the exporter's own pod/namespace, the GPU's pod as exported_*
         exporter = dict(namespace="gpu-operator", pod="dcgm-exporter-x7k2p", Hostname="ip-10-0-1-1")
         if 2 <= k < 180:
@@ -184,6 +190,22 @@ def test_labels_namespace_and_hourly_gpu_use(tmp_path, prometheus):
     # eval-mig has no SM active series: its graphics engine activity (pod/namespace labels), as percent
     assert rows["eks-p5/u-em"][5] == {hour + timedelta(hours=h): pytest.approx(25.0) for h in range(6)}
     assert rows["eks-p5/u-nb"][4:] == (None, None)
+
+
+@pytest.mark.binary
+def test_a_node_name_a_later_instance_took_keeps_each_pod_on_its_own_instance(tmp_path):
+    """ip-10-0-1-2's instance went at scrape 240 and a new one came up under the same name (its
+    private IP) at 250: the pods that ran before are on the old instance, the pod after on the
+    new one (every pod of the node was put on whichever instance the answer listed last)."""
+    after = dict(pod="after-0", ns="train", uid="u-af", node="ip-10-0-1-2", listed=(255, 359), phases=[("Running", 255)],
+                 requests={"trainer": ("nvidia_com_gpu", 8)}, start=255)
+    pods = [pod for pod in PODS if pod["uid"] != "u-t0b"] + [after]
+    with backfilled_prometheus(tmp_path, openmetrics(pods, {"ip-10-0-1-2": (250, "aws:///us-east-1a/i-0bbb5555cccc6666d")})) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
+    assert [row for row in jobs(tmp_path, "record_id, nodes, instance_ids") if row[1] == ["ip-10-0-1-2"]] == [
+        ("eks-p5/u-af", ["ip-10-0-1-2"], ["i-0bbb5555cccc6666d"]),
+        ("eks-p5/u-t0a", ["ip-10-0-1-2"], ["i-0ddd3333eeee4444f"]),
+        ("eks-p5/u-w1", ["ip-10-0-1-2"], ["i-0ddd3333eeee4444f"])]
 
 
 @pytest.mark.binary
