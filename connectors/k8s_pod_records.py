@@ -174,7 +174,7 @@ class PodTable:
     def add_requests(self, result: Iterable[Series], init: bool = False) -> None:
         for pod, series in self._each(result, create=True):
             target = pod.init_requests if init else pod.requests
-            target[series["metric"].get("resource", "")] = last(series) or 0.0
+            target[resource_label(series["metric"].get("resource", ""))] = last(series) or 0.0
 
     def add_info(self, result: Iterable[Series]) -> None:
         """Values are the scrape times (timestamp(kube_pod_info))."""

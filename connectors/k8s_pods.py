@@ -7,7 +7,8 @@ become rows: connectors/k8s_pod_records.py.
 Series read (each limited to pods with a GPU or MIG request, `namespaces` if set; a series that
 several kube-state-metrics replicas report counts once):
 kube_pod_container_resource_requests and kube_pod_init_container_resource_requests
-(resource nvidia_com_gpu, nvidia_com_mig_*, nvidia_com_gpu_shared and the `shared_gpus` resources;
+(resource nvidia_com_gpu, nvidia_com_mig_*, nvidia_com_gpu_shared and the `shared_gpus` resources,
+or their Kubernetes names, nvidia.com/gpu;
 the pods asking only for another nvidia_com_* resource are said, not read),
 kube_pod_info (node, owner, priority class; its
 scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
@@ -45,6 +46,13 @@ NVIDIA_RESOURCES = "nvidia_com_.+"  # a renamed shared GPU keeps the device plug
 LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 RESOURCE_NAME = r"^[a-zA-Z0-9][-a-zA-Z0-9_./]*$"  # a Kubernetes extended resource, or its kube-state-metrics label
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, so it goes into a PromQL regex as it is
+
+
+def spelled(label: str) -> str:
+    """A resource as kube-state-metrics labels it (`nvidia_com_mig_1g_10gb`), as a PromQL regex
+    that also matches it spelled as Kubernetes names it (`nvidia.com/mig-1g.10gb`), as an
+    exporter or relabelling that keeps the name may have written it."""
+    return label.replace("_", "[-._/]")
 
 
 class K8sPodsSource(HttpSource):
@@ -90,7 +98,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         end = now.astimezone(timezone.utc).replace(microsecond=0)
         start = end - timedelta(hours=c.lookback_hours)
         table = PodTable(c.cluster_label, c.cluster, c.gpu_shares())
-        resources = "|".join(dict.fromkeys((*GPU_RESOURCES, *c.gpu_shares())))
+        resources = "|".join(spelled(label) for label in dict.fromkeys((*GPU_RESOURCES, *c.gpu_shares())))
         names = ", ".join(["namespace", "pod", *([c.cluster_label] if c.cluster_label else [])])
         by = f"{names}, uid"
         where = f', namespace=~"{"|".join(c.namespaces)}"' if c.namespaces else ""
@@ -133,7 +141,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
                                f'{{resource=~"{resources}"{where}}})'), init=True)
         self._warn_unread(ask(f'group by ({by}, resource) ({{__name__=~"kube_pod_container_resource_requests|'
-                              f'kube_pod_init_container_resource_requests", resource=~"{NVIDIA_RESOURCES}", '
+                              f'kube_pod_init_container_resource_requests", resource=~"{spelled(NVIDIA_RESOURCES)}", '
                               f'resource!~"{resources}"{where}}}) unless on ({names}) {gpu_pods}'))
         if not table.pods:
             return [SnapshotPart("jobs", jobs_relation(con, []))]

@@ -209,6 +209,23 @@ def test_a_node_name_a_later_instance_took_keeps_each_pod_on_its_own_instance(tm
 
 
 @pytest.mark.binary
+def test_gpu_resources_spelled_as_kubernetes_names_them_are_read_alike(tmp_path, prometheus):
+    """kube-state-metrics labels nvidia.com/gpu `nvidia_com_gpu`; series that keep the Kubernetes
+    name (`nvidia.com/gpu`, a MIG slice `nvidia.com/mig-1g.10gb`, or half of it) give the same rows
+    (their pods were left out as asking for no GPU)."""
+    assert snapshot(tmp_path / "labels", prometheus_url=prometheus, lookback_hours=8).error is None
+    text = (openmetrics().replace('resource="nvidia_com_gpu"', 'resource="nvidia.com/gpu"')
+            .replace('resource="nvidia_com_mig_1g_10gb"', 'resource="nvidia.com/mig-1g.10gb"')
+            .replace('resource="nvidia_com_mig_3g_40gb"', 'resource="nvidia_com_mig-3g.40gb"'))
+    assert 'resource="nvidia_com' not in text.replace("nvidia_com_mig-3g", "")
+    with backfilled_prometheus(tmp_path, text) as url:
+        assert snapshot(tmp_path / "names", prometheus_url=url, lookback_hours=8).error is None
+    columns = "record_id, state, start_time, end_time, gpus, nodes, instance_ids"
+    assert jobs(tmp_path / "names", columns) == jobs(tmp_path / "labels", columns)
+    assert len(jobs(tmp_path / "names", columns)) == 7
+
+
+@pytest.mark.binary
 def test_only_the_configured_namespaces_and_no_dcgm(tmp_path, prometheus):
     assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, namespaces=["eval", "debug"],
                     dcgm_metrics=[]).error is None
