@@ -1,9 +1,9 @@
 """kube-state-metrics series → rows of `jobs`, one per pod (pure; connectors/k8s_pods.py asks
 Prometheus). A pod is (cluster, namespace, pod, uid): a pod re-created under the same name (a
-StatefulSet's) is a new record. Where a cluster's GPU request series carry no `uid` (kube-state-metrics
-v1, which puts it on kube_pod_info alone, or relabelling that drops it) every series of the cluster
-is read by name, without its uid, and a name's series are cut into lives, each a record: a new life begins where the name's
-creation time changes (`kube_pod_created`, else `kube_pod_start_time`), or where it is listed
+StatefulSet's) is a new record. Where a cluster's GPU request series carry no `uid`
+(kube-state-metrics v1, which puts it on kube_pod_info alone, or relabelling that drops it) every
+series of the cluster is read by name, without its uid, and a name's series are cut into lives,
+each a record: a new life begins where the name's creation time changes (`kube_pod_created`, else `kube_pod_start_time`), or where it is listed
 again after UNLISTED_SECONDS unlisted while kube-state-metrics went on reporting (deleted, as
 below); each sample belongs to the life its evaluation time falls in.
 
