@@ -226,6 +226,22 @@ def test_gpu_resources_spelled_as_kubernetes_names_them_are_read_alike(tmp_path,
 
 
 @pytest.mark.binary
+def test_pods_without_labels_say_the_kube_state_metrics_allowlist(tmp_path, prometheus, caplog):
+    """kube-state-metrics v2 gives kube_pod_labels only the labels --metric-labels-allowlist names,
+    none by default: every pod's team and run fell to the default without a word."""
+    text = "\n".join(re.sub(r',label_[^=]+="[^"]*"', "", line) if line.startswith("kube_pod_labels") else line
+                     for line in openmetrics().splitlines()) + "\n"
+    with backfilled_prometheus(tmp_path, text) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
+    [said] = [r.getMessage() for r in caplog.records if "--metric-labels-allowlist" in r.getMessage()]
+    assert said.startswith("inventory.k8s: none of the 7 GPU pod(s) has a label in kube_pod_labels")
+    assert "start it with --metric-labels-allowlist=pods=[team,project,run]" in said
+    caplog.clear()
+    assert snapshot(tmp_path / "labelled", prometheus_url=prometheus, lookback_hours=8).error is None
+    assert "--metric-labels-allowlist" not in caplog.text
+
+
+@pytest.mark.binary
 def test_only_the_configured_namespaces_and_no_dcgm(tmp_path, prometheus):
     assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, namespaces=["eval", "debug"],
                     dcgm_metrics=[]).error is None
