@@ -11,8 +11,8 @@ below); each sample belongs to the life its evaluation time falls in.
   as its share of a GPU, a shared one (time-slicing or MPS: `nvidia_com_gpu_shared`, or a
   renamed resource in `shared_gpus`) as the share configured (1/replicas; without one, a whole
   GPU, said once; a renamed one not configured is not read: connectors/k8s_pods.py says so);
-  an init container asking for more than the containers together
-  sets the pod's figure (the pod holds the larger of the two);
+  per resource, an init container asking for more than the containers together sets the pod's
+  figure (the pod holds the larger of the two, as the scheduler reserves);
 - start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that
   saw the pod Succeeded or Failed, else, for a pod that vanished for UNLISTED_SECONDS while
   kube-state-metrics went on reporting (deleted), the last scrape that listed it; NULL while it runs;
@@ -77,12 +77,14 @@ class Pod:
     gpu_util_hourly: dict[datetime, float] = field(default_factory=dict)
 
     def gpus(self, shares: dict[str, float]) -> float:
-        """GPUs held: `shares` (resource → a GPU's share per request) first, MIG slices as theirs."""
-        def total(requests: dict[str, float]) -> float:
-            return sum(count * (shares.get(resource) or (1.0 if resource in ("nvidia_com_gpu", SHARED_GPU)
-                                                          else mig_fraction(resource) or 0.0))
-                       for resource, count in requests.items())
-        return max(total(self.requests), total(self.init_requests))
+        """GPUs held: `shares` (resource → a GPU's share per request) first, MIG slices as theirs.
+        Per resource, as the scheduler reserves it: the larger of the containers' sum and the
+        largest init container's request."""
+        def share(resource: str) -> float:
+            return shares.get(resource) or (1.0 if resource in ("nvidia_com_gpu", SHARED_GPU)
+                                            else mig_fraction(resource) or 0.0)
+        return sum(max(self.requests.get(resource, 0.0), self.init_requests.get(resource, 0.0)) * share(resource)
+                   for resource in {*self.requests, *self.init_requests})
 
 
 def resource_label(name: str) -> str:

@@ -324,6 +324,25 @@ def test_one_prometheus_over_many_clusters_keeps_them_apart():
 
 
 
+def test_an_init_container_sets_the_pods_request_per_resource():
+    """Kubernetes reserves, per resource, the larger of the containers' sum and the largest init
+    container's request: an init container's MIG slice is held beside the containers' GPUs (the
+    larger total of the two sides was taken: 2 GPUs, not 2 + 3/7)."""
+    from connectors.k8s_pod_records import PodTable
+
+    def series(values: list[float], **labels: str) -> dict:
+        return {"metric": {"namespace": "train", "pod": "w-0", "uid": "u1", **labels},
+                "values": [(100 + 60 * n, v) for n, v in enumerate(values)]}
+
+    table = PodTable(None, "p5")
+    table.add_requests([series([2], resource="nvidia_com_gpu")])
+    table.add_requests([series([1], resource="nvidia_com_mig_3g_40gb"), series([1], resource="nvidia_com_gpu")],
+                       init=True)
+    table.add_phases([series([100], phase="Running")])
+    [row] = table.rows(())
+    assert row["gpus"] == pytest.approx(2 + 3 / 7)
+
+
 def two_replicas(text: str) -> str:
     """Every kube-state-metrics sample as a Prometheus scraping two replicas (HA, or the old and
     new pod of a rollout) stores it: twice, told apart by `instance`."""
