@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 
 TERMINAL = {"Succeeded", "Failed"}
 SHARED_GPU = "nvidia_com_gpu_shared"  # the NVIDIA device plugin's time-sliced or MPS GPU (renameByDefault)
+# Each one of the instance's accelerators, as the GPU table counts them: NVIDIA's and AMD's GPUs, a
+# Trainium or Inferentia device (the Neuron device plugin's aws.amazon.com/neuron and neurondevice), a Gaudi
+WHOLE_GPUS = ("nvidia_com_gpu", "amd_com_gpu", "aws_amazon_com_neuron", "aws_amazon_com_neurondevice",
+              "habana_ai_gaudi")
 FAILED_BECAUSE = {"Evicted": "PREEMPTED", "NodeLost": "NODE_FAIL", "Shutdown": "NODE_FAIL"}
 _INSTANCE = re.compile(r"/(i-[0-9a-f]{8,17})$")
 # A pod unlisted this long while kube-state-metrics reported others was deleted. Not 0: the
@@ -81,7 +85,7 @@ class Pod:
         Per resource, as the scheduler reserves it: the larger of the containers' sum and the
         largest init container's request."""
         def share(resource: str) -> float:
-            return shares.get(resource) or (1.0 if resource in ("nvidia_com_gpu", SHARED_GPU)
+            return shares.get(resource) or (1.0 if resource in (*WHOLE_GPUS, SHARED_GPU)
                                             else mig_fraction(resource) or 0.0)
         return sum(max(self.requests.get(resource, 0.0), self.init_requests.get(resource, 0.0)) * share(resource)
                    for resource in {*self.requests, *self.init_requests})

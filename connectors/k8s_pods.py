@@ -7,9 +7,10 @@ become rows: connectors/k8s_pod_records.py.
 Series read (each limited to pods with a GPU or MIG request, `namespaces` if set; a series that
 several kube-state-metrics replicas report counts once):
 kube_pod_container_resource_requests and kube_pod_init_container_resource_requests
-(resource nvidia_com_gpu, nvidia_com_mig_*, nvidia_com_gpu_shared and the `shared_gpus` resources,
-or their Kubernetes names, nvidia.com/gpu;
-the pods asking only for another nvidia_com_* resource are said, not read),
+(resource nvidia_com_gpu, nvidia_com_mig_*, nvidia_com_gpu_shared, amd_com_gpu, the Neuron devices
+aws_amazon_com_neuron and _neurondevice, habana_ai_gaudi and the `shared_gpus` resources, or their
+Kubernetes names, nvidia.com/gpu;
+the pods asking only for another such vendor's resource are said, not read),
 kube_pod_info (node, owner, priority class; its
 scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
 kube_pod_start_time, kube_pod_completion_time, kube_pod_status_phase, kube_pod_status_reason,
@@ -34,15 +35,17 @@ from pydantic import Field, field_validator
 from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import HttpSource, jobs_relation
-from connectors.k8s_pod_records import SHARED_GPU, PodTable, resource_label
+from connectors.k8s_pod_records import SHARED_GPU, WHOLE_GPUS, PodTable, resource_label
 from connectors.prometheus_api import Series, query_range
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 
 log = logging.getLogger(__name__)
 
-GPU_RESOURCES = ("nvidia_com_gpu", "nvidia_com_mig_.+", SHARED_GPU)
-NVIDIA_RESOURCES = "nvidia_com_.+"  # a renamed shared GPU keeps the device plugin's domain (nvidia.com/a100-mps)
+GPU_RESOURCES = (*WHOLE_GPUS, "nvidia_com_mig_.+", SHARED_GPU)
+# An accelerator vendor's resources: a renamed shared GPU keeps the device plugin's domain
+# (nvidia.com/a100-mps); a NeuronCore (aws.amazon.com/neuroncore) is a share of a Neuron device
+ACCELERATOR_RESOURCES = "(nvidia_com|amd_com|habana_ai)_.+|aws_amazon_com_neuron.+"
 LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 RESOURCE_NAME = r"^[a-zA-Z0-9][-a-zA-Z0-9_./]*$"  # a Kubernetes extended resource, or its kube-state-metrics label
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, so it goes into a PromQL regex as it is
@@ -141,7 +144,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
                                f'{{resource=~"{resources}"{where}}})'), init=True)
         self._warn_unread(ask(f'group by ({by}, resource) ({{__name__=~"kube_pod_container_resource_requests|'
-                              f'kube_pod_init_container_resource_requests", resource=~"{spelled(NVIDIA_RESOURCES)}", '
+                              f'kube_pod_init_container_resource_requests", resource=~"{spelled(ACCELERATOR_RESOURCES)}", '
                               f'resource!~"{resources}"{where}}}) unless on ({names}) {gpu_pods}'))
         if not table.pods:
             return [SnapshotPart("jobs", jobs_relation(con, []))]
@@ -171,9 +174,10 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         return [SnapshotPart("jobs", jobs_relation(con, table.rows(c.run_labels)))]
 
     def _warn_unread(self, unread: list[Series]) -> None:
-        """Pods asking for an NVIDIA resource spendlake does not read (a GPU shared under a name the
-        device plugin's config gave it) and for no GPU it reads: they would hold no GPU, and their
-        nodes' cost go to idle, without a word. One line, naming each resource and the key to set."""
+        """Pods asking for an accelerator's resource spendlake does not read (a GPU shared under a
+        name the device plugin's config gave it, a NeuronCore) and for no GPU it reads: they would
+        hold no GPU, and their nodes' cost go to idle, without a word. One line, naming each
+        resource and the key to set."""
         pods: dict[str, set[tuple[str, str]]] = {}
         for series in unread:
             labels = series["metric"]
@@ -182,8 +186,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             first = min(min(named) for named in pods.values())
             log.warning("%s: pods requested %s and no GPU resource spendlake reads (the first, %s/%s): they are counted "
                         "as holding no GPU, so their nodes' cost goes to idle; if it is a GPU shared by time-slicing "
-                        "or MPS under a name the device plugin's config gave it, set %s.shared_gpus: {%s: <replicas "
-                        "per GPU>}", self.config_path, ", ".join(f"{name} ({len(named)} pod(s))" for name, named
+                        "or MPS under a name the device plugin's config gave it (or a NeuronCore, a share of a Neuron "
+                        "device), set %s.shared_gpus: {%s: <replicas per GPU>}", self.config_path, ", ".join(f"{name} ({len(named)} pod(s))" for name, named
                                                                  in sorted(pods.items())),
                         *first, self.config_path, min(pods))
 
