@@ -405,6 +405,28 @@ def test_an_answer_with_warnings_is_partial_and_exits_3(tmp_path, warning, code)
         assert not list((tmp_path / "lake").glob("jobs/*/*/*.parquet"))
 
 
+LOKI = {"status": "success", "data": {"resultType": "streams", "result": [
+    {"stream": {"app": "trainer"}, "values": [["1764547200000000000", "step 100 loss 2.31"]]}]}}
+
+
+@pytest.mark.parametrize("answer, says", [
+    (LOKI, "the answer is not a Prometheus range query's matrix: {'resultType': 'streams', 'result': [{'stream'"),
+    ({"status": "success", "data": {"resultType": "matrix", "result": LOKI["data"]["result"]}},
+     "a series of the answer is not labels with [time, value] pairs: {'stream': {'app': 'trainer'}"),
+    ({"status": "success", "data": {"resultType": "vector", "result": []}},
+     "the answer is not a Prometheus range query's matrix: {'resultType': 'vector', 'result': []}"),
+    ({"status": "success", "data": None}, "the answer is not a Prometheus range query's matrix: None"),
+])
+def test_an_answer_that_is_no_range_querys_matrix_exits_3_saying_so(tmp_path, answer, says):
+    """prometheus_url pointed at a Loki (or a proxy's own API) answered JSON of another shape: a
+    ValueError or TypeError traceback, or (a vector) "no kube-state-metrics series"."""
+    with answering_prometheus(answer, []) as url:
+        result = inventory_cli(tmp_path, url)
+    assert result.exit_code == 3, result.output
+    assert f"{url}/api/v1/query_range: {says}" in result.output
+    assert "check inventory.k8s.prometheus_url" in result.output
+
+
 def test_the_pods_of_a_kube_state_metrics_shard_scraped_earlier_are_not_deleted():
     """Sharded kube-state-metrics: each shard is its own target, scraped at its own moment of the
     interval; the pods of the shard scraped 40 s before the other run on (they were read as
