@@ -3,9 +3,10 @@ Prometheus). A pod is (cluster, namespace, pod, uid): a pod re-created under the
 StatefulSet's) is a new record. Where a cluster's GPU request series carry no `uid`
 (kube-state-metrics v1, which puts it on kube_pod_info alone, or relabelling that drops it) every
 series of the cluster is read by name, without its uid, and a name's series are cut into lives,
-each a record: a new life begins where the name's creation time changes (`kube_pod_created`, else `kube_pod_start_time`), or where it is listed
-again after UNLISTED_SECONDS unlisted while kube-state-metrics went on reporting (deleted, as
-below); each sample belongs to the life its evaluation time falls in.
+each a record: a new life begins where the name's creation time changes (`kube_pod_created`,
+else `kube_pod_start_time`), or where it is listed again after UNLISTED_SECONDS unlisted while
+kube-state-metrics went on reporting (deleted, as below); each sample belongs to the life its
+evaluation time falls in.
 
 - gpus: its containers' `nvidia_com_gpu` requests, a MIG resource (`nvidia_com_mig_3g_40gb`)
   as its share of a GPU, a shared one (time-slicing or MPS: `nvidia_com_gpu_shared`, or a
@@ -20,8 +21,9 @@ below); each sample belongs to the life its evaluation time falls in.
   (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
   RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
 - node from `kube_pod_info`, its EC2 instance id from `kube_node_info`'s provider_id
-  (`aws:///us-east-1a/i-0abc…`) of the instance that had the node's name while the pod ran; labels from `kube_pod_labels` without the `label_` prefix
-  (names as kube-state-metrics writes them: `app_kubernetes_io_name`); qos = priority class;
+  (`aws:///us-east-1a/i-0abc…`) of the instance that had the node's name while the pod ran;
+  labels from `kube_pod_labels` without the `label_` prefix (names as kube-state-metrics writes
+  them: `app_kubernetes_io_name`); qos = priority class;
 - run: the first of `run_labels` among the labels, else the owner (`created_by_name`: a Job
   and its retries, a PyTorchJob's workers are one run), else the pod.
 """

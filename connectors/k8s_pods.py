@@ -144,8 +144,9 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
                                f'{{resource=~"{resources}"{where}}})'), init=True)
         self._warn_unread(ask(f'group by ({by}, resource) ({{__name__=~"kube_pod_container_resource_requests|'
-                              f'kube_pod_init_container_resource_requests", resource=~"{spelled(ACCELERATOR_RESOURCES)}", '
-                              f'resource!~"{resources}"{where}}}) unless on ({names}) {gpu_pods}'))
+                              f'kube_pod_init_container_resource_requests", '
+                              f'resource=~"{spelled(ACCELERATOR_RESOURCES)}", resource!~"{resources}"{where}}}) '
+                              f'unless on ({names}) {gpu_pods}'))
         if not table.pods:
             return [SnapshotPart("jobs", jobs_relation(con, []))]
         table.add_info(listed)
@@ -187,8 +188,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             log.warning("%s: pods requested %s and no GPU resource spendlake reads (the first, %s/%s): they are counted "
                         "as holding no GPU, so their nodes' cost goes to idle; if it is a GPU shared by time-slicing "
                         "or MPS under a name the device plugin's config gave it (or a NeuronCore, a share of a Neuron "
-                        "device), set %s.shared_gpus: {%s: <replicas per GPU>}", self.config_path, ", ".join(f"{name} ({len(named)} pod(s))" for name, named
-                                                                 in sorted(pods.items())),
+                        "device), set %s.shared_gpus: {%s: <replicas per GPU>}", self.config_path,
+                        ", ".join(f"{name} ({len(named)} pod(s))" for name, named in sorted(pods.items())),
                         *first, self.config_path, min(pods))
 
     def _gpu_use(self, start: datetime, end: datetime) -> dict[tuple[str, str, str], dict[datetime, float]]:
