@@ -13,7 +13,8 @@ evaluation time falls in.
   renamed resource in `shared_gpus`) as the share configured (1/replicas; without one, a whole
   GPU, said once; a renamed one not configured is not read: connectors/k8s_pods.py says so);
   per resource, an init container asking for more than the containers together sets the pod's
-  figure (the pod holds the larger of the two, as the scheduler reserves);
+  figure (the pod holds the larger of the two, as the scheduler reserves); a sidecar (an init
+  container restarting Always) counts with the containers;
 - start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that
   saw the pod Succeeded or Failed, else, for a pod that vanished for UNLISTED_SECONDS while
   kube-state-metrics went on reporting (deleted), the last scrape that listed it; NULL while it runs;
@@ -65,8 +66,8 @@ PodKey = tuple[str, str, str, str, int]  # the name and its life (0 with a uid)
 @dataclass
 class Pod:
     key: PodKey
-    requests: dict[str, float] = field(default_factory=dict)  # resource → containers' sum
-    init_requests: dict[str, float] = field(default_factory=dict)  # resource → largest init container
+    requests: dict[str, float] = field(default_factory=dict)  # resource → containers' and sidecars' sum
+    init_requests: dict[str, float] = field(default_factory=dict)  # resource → largest init container (no sidecar)
     node: str | None = None
     owner: str | None = None
     priority_class: str | None = None
@@ -84,8 +85,9 @@ class Pod:
 
     def gpus(self, shares: dict[str, float]) -> float:
         """GPUs held: `shares` (resource → a GPU's share per request) first, MIG slices as theirs.
-        Per resource, as the scheduler reserves it: the larger of the containers' sum and the
-        largest init container's request."""
+        Per resource, as the scheduler reserves it: the larger of the containers' sum (sidecars
+        included) and the largest init container's request (the sidecars started before it, which
+        kube-state-metrics does not order, left out)."""
         def share(resource: str) -> float:
             return shares.get(resource) or (1.0 if resource in (*WHOLE_GPUS, SHARED_GPU)
                                             else mig_fraction(resource) or 0.0)

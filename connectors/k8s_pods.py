@@ -11,6 +11,7 @@ kube_pod_container_resource_requests and kube_pod_init_container_resource_reques
 aws_amazon_com_neuron and _neurondevice, habana_ai_gaudi and the `shared_gpus` resources, or their
 Kubernetes names, nvidia.com/gpu;
 the pods asking only for another such vendor's resource are said, not read),
+kube_pod_init_container_info (restart_policy Always: a sidecar, whose requests add to the containers'),
 kube_pod_info (node, owner, priority class; its
 scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
 kube_pod_start_time, kube_pod_completion_time, kube_pod_status_phase, kube_pod_status_reason,
@@ -138,11 +139,14 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             ("kube_pod_created", "created"), ("kube_pod_start_time", "started"),
             ("kube_pod_completion_time", "completed"))}
         table.add_lives(listed, times["created"], times["started"])
-        # max by container first: two kube-state-metrics replicas (HA, a rollout) report each pod twice
+        # max by container first: two kube-state-metrics replicas (HA, a rollout) report each pod twice.
+        # A sidecar (an init container that restarts Always) runs beside the containers: its request adds to theirs
+        init = f'kube_pod_init_container_resource_requests{{resource=~"{resources}"{where}}}'
+        sidecar = f'on ({by}, container) kube_pod_init_container_info{{restart_policy="Always"{where}}}'
         table.add_requests(ask(f'sum by ({by}, resource) (max by ({by}, container, resource) '
-                               f'(kube_pod_container_resource_requests{{resource=~"{resources}"{where}}}))'))
-        table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
-                               f'{{resource=~"{resources}"{where}}})'), init=True)
+                               f'(kube_pod_container_resource_requests{{resource=~"{resources}"{where}}}) '
+                               f'or max by ({by}, container, resource) ({init} and {sidecar}))'))
+        table.add_requests(ask(f'max by ({by}, resource) ({init} unless {sidecar})'), init=True)
         self._warn_unread(ask(f'group by ({by}, resource) ({{__name__=~"kube_pod_container_resource_requests|'
                               f'kube_pod_init_container_resource_requests", '
                               f'resource=~"{spelled(ACCELERATOR_RESOURCES)}", resource!~"{resources}"{where}}}) '

@@ -105,6 +105,8 @@ def openmetrics(pods: list[dict] = PODS, replaced: dict[str, tuple[int, str]] | 
             for container, (resource, count) in pod.get("init", {}).items():
                 sample("kube_pod_init_container_resource_requests",
                        labels(**key, container=container, node=pod["node"], resource=resource, unit="integer"), count, k)
+                sample("kube_pod_init_container_info", labels(**key, container=container, image="img", restart_policy=(
+                    "Always" if container in pod.get("sidecars", ()) else "")), 1, k)
     for k in range(SCRAPES):
         for node, provider in NODES.items():
             since, instead = (replaced or {}).get(node, (SCRAPES, provider))
@@ -341,6 +343,20 @@ def test_an_init_container_sets_the_pods_request_per_resource():
     table.add_phases([series([100], phase="Running")])
     [row] = table.rows(())
     assert row["gpus"] == pytest.approx(2 + 3 / 7)
+
+
+@pytest.mark.binary
+def test_a_sidecars_gpus_add_to_the_containers(tmp_path):
+    """A sidecar, an init container with restartPolicy Always (kube-state-metrics' restart_policy
+    label), runs beside the containers: the scheduler reserves its GPUs on top of theirs, 4 + 2,
+    more than the 5 of the init container before them (the sidecar was read as an init container:
+    5 GPUs)."""
+    rollout = dict(pod="rl-0", ns="train", uid="u-rl", node="ip-10-0-1-1", listed=(0, 359), phases=[("Running", 0)],
+                   requests={"trainer": ("nvidia_com_gpu", 4)}, sidecars={"rollout"}, start=0,
+                   init={"warmup": ("nvidia_com_gpu", 5), "rollout": ("nvidia_com_gpu", 2)})
+    with backfilled_prometheus(tmp_path, openmetrics([rollout])) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8, dcgm_metrics=[]).error is None
+    assert jobs(tmp_path, "job_id, gpus") == [("train/rl-0", 6.0)]
 
 
 def two_replicas(text: str) -> str:
