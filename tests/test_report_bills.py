@@ -228,12 +228,12 @@ def test_a_day_past_the_datas_end_shows_no_change_in_html_json_csv_and_summary(l
     folder = report(root, config, "2026-09-11")
     data = json.loads((folder / "report.json").read_text())
     cards = {h["label"]: h for h in data["headlines"]}
-    assert Decimal(cards["Day (EUR)"]["previous"]) > 0 and cards["Day (EUR)"]["change_pct"] is None
-    assert cards["Month to date (EUR)"]["change_pct"] is None
+    assert Decimal(cards["Day, billed (EUR)"]["previous"]) > 0 and cards["Day, billed (EUR)"]["change_pct"] is None
+    assert cards["Month to date, billed (EUR)"]["change_pct"] is None
     spend = next(s for s in data["sections"] if s["key"] == "spend")
     tables = {t["key"]: t for t in spend["tables"]}
     [pretrain] = [r for r in tables["spend_by_team"]["rows"] if r["team"] == "pretrain"]
-    assert pretrain["day_previous"] == cards["Day (EUR)"]["previous"]
+    assert pretrain["day_previous"] == cards["Day, billed (EUR)"]["previous"]
     assert (pretrain["day_change_pct"], pretrain["mtd_change_pct"]) == (None, None)
     assert tables["top_movers"]["rows"] == []
     with open(folder / "spend_by_team.csv", newline="", encoding="utf-8") as handle:
@@ -242,4 +242,17 @@ def test_a_day_past_the_datas_end_shows_no_change_in_html_json_csv_and_summary(l
     html = (folder / "report.html").read_text()
     previous = f"EUR {Decimal(pretrain['day_previous']).quantize(Decimal('0.01'))}"
     assert "−100.0%" not in html and f"— vs {previous}" in html
-    assert f"- Day (EUR): EUR 0.00 (— vs {previous})" in (folder / "summary.md").read_text()
+    assert f"- Day, billed (EUR): EUR 0.00 (— vs {previous})" in (folder / "summary.md").read_text()
+
+
+def test_the_headlines_say_they_are_the_billed_cost_the_invoice_shows(lake):
+    # They read 'Month to date (EUR)' beside a bill whose billed and amortized costs differ
+    # (838.255 and 132.588... before the refund): the page, summary.md and JSON did not say which.
+    root, config = lake
+    [bill] = [r for r in bills(root, config, "2026-09-30") if (r["source"], r["billing_period"]) == ("eu", "2026-09")]
+    folder = root / "out" / "2026-09-30"
+    cards = {h["label"]: h["value"] for h in json.loads((folder / "report.json").read_text())["headlines"]}
+    billed = Decimal(bill["billed_cost"])
+    assert Decimal(cards["Month to date, billed (EUR)"]) == billed != Decimal(bill["effective_cost"])
+    assert f"- Month to date, billed (EUR): EUR {billed.quantize(Decimal('0.01'))}" in (folder / "summary.md").read_text()
+    assert ">Month to date, billed (EUR)</div>" in (folder / "report.html").read_text()
