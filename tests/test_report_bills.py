@@ -256,3 +256,23 @@ def test_the_headlines_say_they_are_the_billed_cost_the_invoice_shows(lake):
     assert Decimal(cards["Month to date, billed (EUR)"]) == billed != Decimal(bill["effective_cost"])
     assert f"- Month to date, billed (EUR): EUR {billed.quantize(Decimal('0.01'))}" in (folder / "summary.md").read_text()
     assert ">Month to date, billed (EUR)</div>" in (folder / "report.html").read_text()
+
+
+def test_an_export_without_billed_cost_is_said_not_shown_as_no_spend(lake):
+    # An Azure amortized export alone made a report of 'Month to date (USD): $0.00' and
+    # `attribute` a total of 0.00 without a word; the actual export answered --cost effective 0.00 alike.
+    root, config = lake
+    folder = report(root, config, "2023-09-22")
+    notes = json.loads((folder / "report.json").read_text())["notes"]
+    assert [n for n in notes if "no billed cost" in n] == [
+        "ea-amortized delivered no billed cost for September 2023, only amortized (effective) cost: the headlines "
+        "and spend tables, billed cost as on the invoice, leave it out; Bills shows it. Point a source at the "
+        "actual-cost export for the invoice's figures."]
+    assert "ea-amortized delivered no billed cost" in (folder / "summary.md").read_text()
+    window = ("--since", "2023-09-01", "--until", "2023-10-01", "--format", "json")
+    billed, effective = (CliRunner().invoke(cli, ["--config", str(config), "attribute", *window, "--cost", cost])
+                         for cost in ("billed", "effective"))
+    assert "note: ea-amortized 2023-09 delivered no billed cost, only effective cost: counted as 0 here; " \
+           "--cost effective counts it" in billed.stderr
+    assert "note: ea-actual 2023-09, ea-cad 2023-09 delivered no effective cost, only billed cost" in effective.stderr
+    assert "delivered no" not in spendlake(config, "attribute", "--since", "2026-09-01", "--until", "2026-10-01").stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import click
@@ -169,6 +170,11 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
         click.echo(_outside_the_data(lake, result.previous, "the previous window") + "; --compare shows it as 0",
                    err=True)
+    lacking = _lacking(lake, cost, result.window)
+    if lacking:
+        other = "effective" if cost == "billed" else "billed"
+        click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost, only {other} cost: counted as 0 here; "
+                   f"--cost {other} counts it", err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
                    "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
@@ -176,6 +182,15 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
 
 
 MAX_WARNINGS = 10
+
+
+def _lacking(lake, cost: str, window) -> list[str]:
+    """`source period` of each delivery in the window's months with no line of this cost."""
+    if cost == "list":  # the ledger keeps no list-cost totals
+        return []
+    first, last = f"{window.since:%Y-%m}", f"{window.until - timedelta(microseconds=1):%Y-%m}"
+    return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
+                  if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
 
 
 def _outside_the_data(lake, window, what: str = "the window") -> str:
