@@ -45,12 +45,13 @@ def render(result, fmt: str | None) -> None:
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")
-    rows = [{**row, **{k: money_text(row[k]) for k in money if k in row}, "currency": currency_text(row["currency"]),
+    rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in money if k in row},
+             "currency": currency_text(row["currency"]),
              "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row in data["rows"]]
     footer = {columns[0]: "total", "currency": "\n".join(currency_text(c) for c in totals)}
     for key in money:
         if key in columns:
-            footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
+            footer[key] = "\n".join(money_text(t[key], of=t["currency"]) for t in data["totals"])
     title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
     if result.previous:
         title += f" against {data['previous_since']} → {data['previous_until']}"
