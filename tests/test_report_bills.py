@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import duckdb
 import pytest
@@ -240,7 +240,7 @@ def test_a_day_past_the_datas_end_shows_no_change_in_html_json_csv_and_summary(l
         [row] = [r for r in csv.DictReader(handle) if r["team"] == "pretrain"]
     assert (row["day_change_pct"], row["mtd_change_pct"]) == ("", "")
     html = (folder / "report.html").read_text()
-    previous = f"EUR {Decimal(pretrain['day_previous']).quantize(Decimal('0.01'))}"
+    previous = f"EUR {Decimal(pretrain['day_previous']).quantize(Decimal('0.01'), ROUND_HALF_UP)}"  # as the page rounds
     assert "−100.0%" not in html and f"— vs {previous}" in html
     assert f"- Day, billed (EUR): EUR 0.00 (— vs {previous})" in (folder / "summary.md").read_text()
 
