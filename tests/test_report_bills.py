@@ -135,7 +135,7 @@ def test_33_bills_of_several_currencies_actual_and_amortized_equal_status_and_th
     assert {(r["source"], r["billing_period"], r["currency"]): (r["billed_cost"], r["effective_cost"])
             for r in status if r["billing_period"] == "2023-09"} == \
         {(r["source"], r["billing_period"], r["currency"]): (r["billed_cost"], r["effective_cost"]) for r in rows}
-    check = json.loads(spendlake(config, "attribute", "--check", "--format", "json").output)
+    check = json.loads(spendlake(config, "attribute", "--check", "--format", "json").stdout)
     for row in rows:
         for measure in ("billed", "effective"):
             if row[f"{measure}_cost"] is not None:
@@ -276,3 +276,9 @@ def test_an_export_without_billed_cost_is_said_not_shown_as_no_spend(lake):
            "--cost effective counts it" in billed.stderr
     assert "note: ea-actual 2023-09, ea-cad 2023-09 delivered no effective cost, only billed cost" in effective.stderr
     assert "delivered no" not in spendlake(config, "attribute", "--since", "2026-09-01", "--until", "2026-10-01").stderr
+    check = spendlake(config, "attribute", "--check", "--format", "json")
+    assert {(r["source"], r["cost"], r["source_total"]) for r in json.loads(check.stdout)
+            if r["source"] == "ea-amortized" and r["cost"] != "list"} == {("ea-amortized", "billed", "0.000000000000"),
+                                                                         ("ea-amortized", "effective", "16.296932136637")}
+    assert "note: ea-amortized 2023-09 delivered no billed cost: the billed rows of it compare 0 with 0 (status " \
+           "shows null)" in check.stderr

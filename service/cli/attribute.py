@@ -145,6 +145,11 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if not results:
             click.echo(empty_lake_line(lake, read_from, nothing="nothing to reconcile"), err=True)
         render_check(results, fmt)
+        for cost in ("billed", "effective"):
+            lacking = _lacking(lake, cost)
+            if lacking:
+                click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost: the {cost} rows of it compare 0 "
+                           "with 0 (status shows null)", err=True)
         bad = [r for r in results if not r.ok]
         if bad:
             raise ReconciliationError(
@@ -185,11 +190,12 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
 MAX_WARNINGS = 10
 
 
-def _lacking(lake, cost: str, window) -> list[str]:
-    """`source period` of each delivery in the window's months with no line of this cost."""
+def _lacking(lake, cost: str, window=None) -> list[str]:
+    """`source period` of each delivery (in the window's months) with no line of this cost."""
     if cost == "list":  # the ledger keeps no list-cost totals
         return []
-    first, last = f"{window.since:%Y-%m}", f"{window.until - timedelta(microseconds=1):%Y-%m}"
+    first, last = ("", "~") if window is None else (
+        f"{window.since:%Y-%m}", f"{window.until - timedelta(microseconds=1):%Y-%m}")
     return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
 
