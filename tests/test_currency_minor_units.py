@@ -10,12 +10,14 @@ import json
 import re
 from decimal import Decimal
 
+import duckdb
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from conftest import SAMPLES
 from service.cli.main import cli
+from test_focus_toolkit_fixtures import TOOLKIT
 from service.core.units import money_text
 
 YEN_PER_MILLIONTH = Decimal(104_500_000)  # the sample's 5e-06 USD lines become 522.5 yen
@@ -36,6 +38,22 @@ def config(tmp_path_factory):
     path = root / "spendlake.yaml"
     path.write_text(yaml.safe_dump({"lake": str(root / "lake"), "sources": [
         {"name": "gcp", "kind": "gcp-billing", "location": str(root / "export")}]}))
+    assert CliRunner().invoke(cli, ["--config", str(path), "ingest"]).exit_code == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def toolkit_in_yen(tmp_path_factory):
+    """The toolkit's GCP month billed in yen: committed use discounts, and a budget in yen."""
+    root = tmp_path_factory.mktemp("toolkit-yen")
+    (root / "export").mkdir()
+    source = TOOLKIT / "generate" / "gcp-1.2" / "focus_1_2_cost_and_usage_gcp.csv.gz"
+    duckdb.sql(f"COPY (SELECT * REPLACE ('JPY' AS BillingCurrency) FROM read_csv('{source}', all_varchar = true)) "
+               f"TO '{root / 'export' / 'cost.csv'}' (HEADER)")
+    path = root / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(root / "lake"), "sources": [
+        {"name": "gcp", "kind": "focus", "location": str(root / "export")}], "budgets": [
+        {"name": "all-yen", "dimension": "team", "value": "unallocated", "amount": 1000000, "currency": "JPY"}]}))
     assert CliRunner().invoke(cli, ["--config", str(path), "ingest"]).exit_code == 0
     return path
 
@@ -72,3 +90,12 @@ def test_each_currency_keeps_its_own_minor_unit():
     assert [money_text(Decimal("1234.5675"), of=code) for code in ("JPY", "EUR", "KWD", None)] == [
         "1,235", "1,234.57", "1,234.568", "1,234.57"]
     assert money_text(Decimal("0.5"), "JPY") == "JPY 1"
+
+
+def test_commitments_and_budgets_in_yen_show_whole_yen(toolkit_in_yen):
+    commitments = run(toolkit_in_yen, "commitments", "--since", "2026-05-01", "--until", "2026-06-01",
+                      "--format", "table")
+    totals = [line for line in commitments.splitlines() if line.startswith("│ total")]
+    assert totals and re.search(r"│ +1,207 │ +378 │", totals[0])  # was 1,206.60 │ 377.55
+    budgets = run(toolkit_in_yen, "budgets", "--format", "table")
+    assert re.search(r"│ JPY +│ 1,000,000 │ +4,586 │", budgets)  # was 1,000,000.00 │ 4,586.15
