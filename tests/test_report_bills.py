@@ -280,5 +280,5 @@ def test_an_export_without_billed_cost_is_said_not_shown_as_no_spend(lake):
     assert {(r["source"], r["cost"], r["source_total"]) for r in json.loads(check.stdout)
             if r["source"] == "ea-amortized" and r["cost"] != "list"} == {("ea-amortized", "billed", "0.000000000000"),
                                                                          ("ea-amortized", "effective", "16.296932136637")}
-    assert "note: ea-amortized 2023-09 delivered no billed cost: the billed rows of it compare 0 with 0 (status " \
-           "shows null)" in check.stderr
+    assert "note: ea-amortized 2023-09 delivered no billed cost: the billed rows for these compare 0 with 0 " \
+           "(status shows null)" in check.stderr

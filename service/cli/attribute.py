@@ -148,8 +148,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         for cost in ("billed", "effective"):
             lacking = _lacking(lake, cost)
             if lacking:
-                click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost: the {cost} rows of it compare 0 "
-                           "with 0 (status shows null)", err=True)
+                click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost: the {cost} rows for these "
+                           "compare 0 with 0 (status shows null)", err=True)
         bad = [r for r in results if not r.ok]
         if bad:
             raise ReconciliationError(
@@ -194,7 +194,7 @@ def _lacking(lake, cost: str, window=None) -> list[str]:
     """`source period` of each delivery (in the window's months) with no line of this cost."""
     if cost == "list":  # the ledger keeps no list-cost totals
         return []
-    first, last = ("", "~") if window is None else (
+    first, last = ("", "~") if window is None else (  # every period sorts between "" and "~"
         f"{window.since:%Y-%m}", f"{window.until - timedelta(microseconds=1):%Y-%m}")
     return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))

@@ -85,8 +85,8 @@ def estimated_notes(lake: Lake, day: date) -> list[str]:
 
 
 def unbilled_notes(lake: Lake, day: date) -> list[str]:
-    """A sentence per source whose bill for the report's month has no billed cost (an amortized
-    export): the headlines and spend tables, billed cost, show none of it."""
+    """A sentence naming the sources whose bill for the report's month has no billed cost (an
+    amortized export): the headlines and spend tables, billed cost, show none of it."""
     period = day.strftime("%Y-%m")
     sources = sorted(e.source for e in lake.ledger() if lake.counts(e.source) and e.billing_period == period
                      and e.lacks("billed"))
