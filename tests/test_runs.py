@@ -395,3 +395,18 @@ def test_the_runs_table_shows_times_and_gpu_hours_as_a_runs_story_does(tmp_path)
     assert "│ start                              │ 2026-11-02 10:00" in story.stdout
     [r3] = [line for line in shown.stdout.splitlines() if line.startswith("│ r3 ")]
     assert [cell.strip() for cell in r3.strip("│").split("│")][-2:] == ["2026-11-02 10:00", "running"]
+
+
+def test_runs_and_a_runs_story_in_yen_show_whole_yen(tmp_path):
+    # one hour of an 8-GPU instance billed JPY 12,345.6: r1 holds all of it, the yen have no sen
+    lake, _ = setup(tmp_path, [{**gpu_line("i-a", cost="12345.6"), "currency": "JPY"}],
+                    [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")])
+    path = write_config(tmp_path, lake)
+    args = ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--format", "table"]
+    table = CliRunner().invoke(cli, args, env={"COLUMNS": "250"})
+    assert table.exit_code == 0, table.output
+    [r1] = [line for line in table.stdout.splitlines() if " r1 " in line]
+    assert "12,346" in r1 and "12,345.60" not in table.stdout and "1,543" in r1, table.stdout  # 12,345.6 / 8 GPU-h
+    story = CliRunner().invoke(cli, [*args, "--run", "r1"], env={"COLUMNS": "250"})
+    assert story.exit_code == 0, story.output
+    assert "JPY 12,346" in story.stdout and ".60" not in story.stdout, story.stdout

@@ -60,7 +60,8 @@ def render(result, fmt: str | None) -> None:
     click.echo(coverage_line(result))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
-                   "dimension": part["dimension"], "placed by": part["how"], "cost": money_text(part["cost"])}
+                   "dimension": part["dimension"], "placed by": part["how"],
+                   "cost": money_text(part["cost"], of=row["currency"])}
                   for row in data["rows"] for part in row["explain"]]
         keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
         emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",

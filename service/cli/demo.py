@@ -36,9 +36,10 @@ def _print_spend_and_findings(result) -> None:
     # each window ends where the data it reads ends (an ingest may commit in between)
     spend = attribute_query(lake, result.config,
                             AttributionQuery.parse(result.config, since="7d", by="team", end=data_end(lake)))
-    rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost)} for r in spend.rows]
+    rows = [{"team": r.values["team"], "currency": r.currency, "cost": money_text(r.cost, of=r.currency)}
+            for r in spend.rows]
     footer = {"team": "total", "currency": "\n".join(currency_text(c) for c, _, _ in spend.totals),
-              "cost": "\n".join(money_text(cost) for _, cost, _ in spend.totals)}
+              "cost": "\n".join(money_text(cost, of=c) for c, cost, _ in spend.totals)}
     emit(rows, ["team", "currency", "cost"], "table", title="spend by team, last 7 days", right=("cost",),
          footer=footer)
     click.echo(coverage_line(spend))
@@ -69,8 +70,10 @@ def _print_spend_and_findings(result) -> None:
 def commitment_line(total: dict) -> str:
     """One currency's commitments over 30 days, on one line: the currency is the bill's text,
     shown escaped (`service.core.output.one_line`), never run by the terminal."""
-    return one_line(f"commitments, last 30 days ({total['currency']}): {money_text(total['commitment'])} committed, "
-                    f"{money_text(total['used'])} used, {money_text(total['unused'])} unused ({total['unused_pct']}%), "
+    currency = total["currency"]
+    committed, used, unused = (money_text(total[k], of=currency) for k in ("commitment", "used", "unused"))
+    return one_line(f"commitments, last 30 days ({currency}): {committed} committed, {used} used, "
+                    f"{unused} unused ({total['unused_pct']}%), "
                     f"covering {total['coverage_pct']}% of eligible usage (`spendlake commitments`)")
 
 
@@ -95,14 +98,14 @@ def _print_cluster(result) -> None:
     if not clusters:
         return
     spend = attribute(lake, result.config, window, by=("job_type",), where={"cluster": clusters})
-    rows = [{"job_type": r.values["job_type"], "currency": r.currency, "cost": money_text(r.cost)}
+    rows = [{"job_type": r.values["job_type"], "currency": r.currency, "cost": money_text(r.cost, of=r.currency)}
             for r in sorted(spend.rows, key=lambda r: -r.cost)]
     emit(rows, ["job_type", "currency", "cost"], "table", right=("cost",),
          title=f"cluster {', '.join(clusters)} by job type, last 7 days (idle: GPUs no job held; "
                "unallocated: its other lines, the nodes' volumes and traffic)")
     top = runs(lake, result.config, RunsQuery(window, top=TOP_RUNS))
     rows = [{"run": r.run, "job_type": r.values.get("job_type"), "jobs": r.jobs, "state": r.state,
-             "cost": money_text(r.cost)} for r in top.rows]
+             "cost": money_text(r.cost, of=r.currency)} for r in top.rows]
     emit(rows, ["run", "job_type", "jobs", "state", "cost"], "table", right=("jobs", "cost"),
          title=f"top runs, last 7 days ({sum(t.runs for t in top.totals)} runs)")
 
@@ -134,8 +137,8 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
             click.echo(line, err=snapshot.failed)
     # whole cents on screen; `spendlake status` shows every decimal
     rows = [{"source": r["source"], "period": r["billing_period"], "currency": r["currency"], "rows": r["rows"],
-             "billed": money_text(r["billed_cost"] or 0),
-             "effective": money_text(r["effective_cost"] or 0),
+             "billed": money_text(r["billed_cost"] or 0, of=r["currency"]),
+             "effective": money_text(r["effective_cost"] or 0, of=r["currency"]),
              "final": r["final"]} for r in status(Lake.of(result.config))]
     emit(rows, SUMMARY_COLUMNS, "table", title="spendlake status", right=("rows", "billed", "effective"))
     config = shlex.quote(str(Path(os.path.relpath(result.config_path)) if result.config_path.is_relative_to(Path.cwd())

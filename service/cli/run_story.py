@@ -38,7 +38,7 @@ def _summary(row: dict) -> dict[str, str]:
     shown = {**row, "jobs": f"{row['jobs']} ({row['restarts']})",
              "gpus": number_text(row["gpus"], 0) if row["gpus"] else "", "gpu_hours": number_text(row["gpu_hours"], 1),
              "cost": cost,
-             "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]),
+             "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"], of=row["currency"]),
              "idle_share": f"{Decimal(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
              "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
     return {label: str(shown.get(key) or "") for key, label in SUMMARY}
@@ -56,7 +56,7 @@ def _jobs_table(data: dict, run: str, total: str) -> None:
     rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": moment_text(job["start"]),
              "end": moment_text(job["end"], running=bool(job["start"])),
              "GPUs": number_text(job["gpus"], 0) if job["gpus"] else "", "GPU-h": number_text(job["gpu_hours"], 1),
-             "cost": money_text(job["cost"]) + (" *" if job["shared"] else ""),
+             "cost": money_text(job["cost"], of=job["currency"]) + (" *" if job["shared"] else ""),
              "currency": job["currency"] or "", "cluster": job["cluster"], "nodes": _nodes(job)} for job in jobs]
     columns = ["job", "job type", "state", "start", "end", "GPUs", "GPU-h", "cost", "currency", "cluster", "nodes"]
     if len({job["currency"] for job in jobs}) == 1:  # one currency: the summary names it
@@ -70,7 +70,7 @@ def _jobs_table(data: dict, run: str, total: str) -> None:
 
 def _split_table(data: dict, key: str, title: str, total: str) -> None:
     rows = [{key: f"{s[key] or '-'}{' (unfinished)' if s.get('unfinished') else ''}", "currency": s["currency"] or "",
-             "jobs": s["jobs"], "cost": money_text(s["cost"])} for s in data[f"by_{key}"]]
+             "jobs": s["jobs"], "cost": money_text(s["cost"], of=s["currency"])} for s in data[f"by_{key}"]]
     columns = [key, "jobs", "currency", "cost"] if len({s["currency"] for s in data[f"by_{key}"]}) > 1 else \
         [key, "jobs", "cost"]
     emit(rows, columns, "table", title=title, right=("jobs", "cost"), whole=("cost",),
@@ -103,17 +103,18 @@ def render_story(result, fmt: str) -> None:
     emit([{"": label, **{f"run {run}" + (f" ({i + 1})" if i else ""): s[label] for i, s in enumerate(summaries)}}
           for _, label in SUMMARY], ["", *(f"run {run}" + (f" ({i + 1})" if i else "") for i in range(len(summaries)))],
          "table", title=f"{result.query.cost} cost, {data['since']} → {data['until']}", whole=(f"run {run}",))
-    total = "\n".join(money_text(t["cost"]) for t in data["totals"])
+    total = "\n".join(money_text(t["cost"], of=t["currency"]) for t in data["totals"])
     if data["jobs"]:
         _jobs_table(data, run, total)
         _split_table(data, "job_type", "by job type", total)
         _split_table(data, "state", "by final state", total)
         for currency, cost, part in _unfinished(data):
-            share = f" of {money_text(cost)} ({part / cost * 100:.1f}%)" if cost else ""
+            share = f" of {money_text(cost, of=currency)} ({part / cost * 100:.1f}%)" if cost else ""
             click.echo(one_line(f"failed re-runs (unfinished attempts): {money_text(part, currency)}{share}"))
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
-        click.echo(one_line(f"idle beside the run, not in its cost: {idle['currency']} {money_text(idle['cost'])}{share} "
-                            f"of the {money_text(idle['held_cost'])} its instances cost in the hours it held them (the "
+        cost, held = (money_text(idle[key], of=idle["currency"]) for key in ("cost", "held_cost"))
+        click.echo(one_line(f"idle beside the run, not in its cost: {idle['currency']} {cost}{share} "
+                            f"of the {held} its instances cost in the hours it held them (the "
                             "cluster's idle; the idle share above is of those instances over the whole window)"))
     click.echo(coverage_line(result))

@@ -34,10 +34,11 @@ def render(result, fmt: str | None) -> None:
         return
     if not data["rows"]:  # a table of nothing: the command's reason line says why
         return
-    rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"]),
+    rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"], of=row["currency"]),
              "gpus": _trimmed(row["gpus"], 2),
              "gpu_hours": number_text(row["gpu_hours"], 1),  # one decimal each, as the story shows them
-             "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"]) if row["cost_per_gpu_hour"] else "",
+             "cost_per_gpu_hour":
+                 money_text(row["cost_per_gpu_hour"], of=row["currency"]) if row["cost_per_gpu_hour"] else "",
              "idle_share": f"{float(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
              "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
             for row in data["rows"]]
@@ -45,7 +46,7 @@ def render(result, fmt: str | None) -> None:
     by = result.query.by
     names = ["total" + "".join(f" {t.get(d) or '-'}" for d in by) for t in data["totals"]]
     footer = {"run": "\n".join(names), "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"]),
-              "cost": "\n".join(money_text(t["cost"]) for t in data["totals"])}
+              "cost": "\n".join(money_text(t["cost"], of=t["currency"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
          right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",))
@@ -63,7 +64,8 @@ def _why_no_run(result) -> str:
     idle = [c for c in result.clusters if c.cost]
     if idle:
         line += "; the clusters' instances cost " + ", ".join(
-            f"{c.cluster} {currency_text(c.currency)} {money_text(c.cost)}, of it idle {money_text(c.idle)}" for c in idle)
+            f"{c.cluster} {currency_text(c.currency)} {money_text(c.cost, of=c.currency)}, "
+            f"of it idle {money_text(c.idle, of=c.currency)}" for c in idle)
         line += " (`spendlake attribute --by cluster,run`)"
     return line
 
