@@ -17,6 +17,7 @@ are read column-wise by connectors/sacct_columns.py, with these functions once p
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -30,7 +31,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import JOB_COLUMNS, jobs_schema, labelled_run, mig_fraction, normal_state, stored
+from connectors.jobs_base import BATCH_ROWS, JOB_COLUMNS, jobs_schema, labelled_run, mig_fraction, normal_state, stored
 from connectors.sacct_fields import FREE_TEXT, split_line
 from service.core import json_text
 from service.core.units import local_utc
@@ -164,13 +165,13 @@ def attempts_schema() -> pa.Schema:
     return pa.schema([(name, types[kind]) for name, kind in ATTEMPT_COLUMNS.items()])
 
 
-def attempts_table(attempts: list[Attempt], file: int = 0) -> pa.Table:
-    """`attempts` (read one at a time) as the table, in their order."""
+def attempts_table(attempts: list[Attempt], file: int = 0, first_row: int = 0) -> pa.Table:
+    """`attempts` (read one at a time) as the table, in their order, `_row` counted from `first_row`."""
     fields = {"submit_time": "submit", "start_time": "start", "end_time": "end"}
     columns = {name: [getattr(a, fields.get(name, name)) for a in attempts] for name in list(ATTEMPT_COLUMNS)[:-2]}
     columns["nodes"] = [list(nodes) if nodes else None for nodes in columns["nodes"]]
     columns["_file"] = [file] * len(attempts)
-    columns["_row"] = list(range(len(attempts)))
+    columns["_row"] = list(range(first_row, first_row + len(attempts)))
     import pyarrow as pa
 
     return pa.table(columns, schema=attempts_schema())
@@ -180,9 +181,23 @@ KEPT = frozenset({"record_id", "job_id", "submitted_as", "cluster", "state", "su
                   "gpus", "nodes", "user", "account", "partition", "qos", "name", "wckey"})
 
 
-def stored_attempts(con: duckdb.DuckDBPyConnection, attempts: list[Attempt], file: int = 0) -> str:
-    """`attempts` (read one at a time) in a temporary table of `con` (its name), in their order."""
-    return stored(con, "SELECT * FROM {attempts}", attempts=attempts_table(attempts, file))
+def stored_attempts(con: duckdb.DuckDBPyConnection, attempts: Iterable[Attempt], file: int = 0) -> str:
+    """`attempts` (read one at a time) in a temporary table of `con` (its name), in their order,
+    BATCH_ROWS at a time: a file read line by line never holds its million records at once."""
+    table, rows, attempts = None, 0, iter(attempts)
+    try:
+        while True:
+            batch = list(itertools.islice(attempts, BATCH_ROWS))
+            if batch or table is None:
+                table = stored(con, "SELECT * FROM {attempts}", into=table,
+                               attempts=attempts_table(batch, file, first_row=rows))
+            rows += len(batch)
+            if len(batch) < BATCH_ROWS:
+                return table
+    except BaseException:
+        if table is not None:
+            con.execute(f"DROP TABLE IF EXISTS {table}").fetchall()
+        raise
 
 
 def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterable[str]) -> duckdb.DuckDBPyRelation:
@@ -231,7 +246,7 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
 def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
     """`slurm_jobs` of `attempts` as dicts, for a caller without a connection."""
     with duckdb.connect() as con:
-        rows = slurm_jobs(con, f"SELECT * FROM {stored_attempts(con, list(attempts))}", run_labels).order(
+        rows = slurm_jobs(con, f"SELECT * FROM {stored_attempts(con, attempts)}", run_labels).order(
             "record_id").to_arrow_table().to_pylist()
     return [row | {"labels": dict(row["labels"]) if row["labels"] is not None else None} for row in rows]
 

@@ -1,0 +1,48 @@
+"""slurm-jobs on sacct exports as big clusters and other Slurm versions write them (session 33's
+outsider pass; where each shape comes from is said at its test)."""
+
+from __future__ import annotations
+
+import tracemalloc
+from zoneinfo import ZoneInfo
+
+import duckdb
+
+import connectors.slurm_records as slurm_records
+from connectors.sacct_files import file_attempts
+
+HEADER = "JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES|JobName"
+
+
+def allocation(number: int, name: str = "train") -> str:
+    return (f"{number}|{number}|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|p5-001|"
+            f"billing=96,cpu=96,gres/gpu=8,node=1|{name}\n")
+
+
+def test_a_file_read_line_by_line_holds_a_batch_of_records_not_all_of_them(tmp_path, monkeypatch):
+    """One byte that is not UTF-8 (a Latin-1 job name) sends a file to the line reader, which
+    held every record as a Python object until the last line: 1.43 GB for 1M jobs (bench's
+    file, one `café` in it), over the 1 GB a million-line export may take."""
+    def written(name: str, jobs: int):
+        path = tmp_path / name
+        path.write_bytes((HEADER + "\n").encode() + allocation(1, "caf").encode()[:-1] + b"\xe9\n"
+                         + "".join(allocation(n) for n in range(2, jobs + 1)).encode())
+        return path
+
+    import connectors.sacct_columns as sacct_columns
+
+    monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)  # its 16 MB block read aside
+    monkeypatch.setattr(slurm_records, "BATCH_ROWS", 1_000)
+    path = written("sacct.txt", 12_001)
+    with duckdb.connect() as con:
+        file_attempts(con, written("small.txt", 2), 0, ZoneInfo("UTC"), "p5", in_directory=False)  # the imports
+        tracemalloc.start()
+        try:
+            table = file_attempts(con, path, 0, ZoneInfo("UTC"), "p5", in_directory=False)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert con.sql(f"SELECT count(*), count(DISTINCT _row), sum(gpus) FROM {table}").fetchall() == [
+            (12_001, 12_001, 96_008.0)]
+        assert con.sql(f"SELECT name FROM {table} WHERE _row = 0").fetchall() == [("caf\ufffd",)]
+    assert peak < 3 << 20, f"{peak / 2**20:.1f} MB of Python objects at once"
