@@ -31,7 +31,8 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import BATCH_ROWS, JOB_COLUMNS, jobs_schema, labelled_run, mig_fraction, normal_state, stored
+from connectors.jobs_base import (BATCH_ROWS, JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction,
+                                  normal_state, stored)
 from connectors.sacct_fields import FREE_TEXT, split_line
 from service.core import json_text
 from service.core.units import local_utc
@@ -50,6 +51,7 @@ ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", 
                    "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT",  # and flags set on an attempt that ended:
                    "COMPLETING", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STAGE_OUT"})
 _GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
+_EPOCH = re.compile(r"^\d{9,11}$")  # SLURM_TIME_FORMAT=%s: seconds since 1970 (1973 to 5138)
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch
 _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
@@ -297,16 +299,20 @@ def _free_text_split(fields: list[str], header: list[str], number: int) -> list[
 
 
 def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> datetime | None:
-    """`fold`: which pass of an hour `zone`'s clocks go through twice the time is (0: the first);
+    """sacct's default `2026-12-01T20:47:05` (in `zone` unless it carries an offset), or the
+    seconds since 1970 `SLURM_TIME_FORMAT=%s` prints (the same instant in every zone).
+    `fold`: which pass of an hour `zone`'s clocks go through twice the time is (0: the first);
     a time `zone`'s clocks skip (spring forward) is a BadRecord."""
     text = text.strip()
     if text in NO_TIME:
         return None
+    if _EPOCH.match(text):
+        return from_epoch(int(text))
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise BadRecord(f"{column} {text!r} is not a time such as 2026-12-01T20:47:05 "
-                        "(leave SLURM_TIME_FORMAT unset)") from None
+                        "(leave SLURM_TIME_FORMAT unset, or set it to %s)") from None
     try:
         return local_utc(moment, zone, fold)
     except ValueError as exc:

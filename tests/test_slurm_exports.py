@@ -7,9 +7,11 @@ import tracemalloc
 from zoneinfo import ZoneInfo
 
 import duckdb
+import pytest
 
 import connectors.slurm_records as slurm_records
 from connectors.sacct_files import file_attempts
+from tests.test_slurm_jobs import SLURM, jobs, run
 
 HEADER = "JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES|JobName"
 
@@ -46,3 +48,18 @@ def test_a_file_read_line_by_line_holds_a_batch_of_records_not_all_of_them(tmp_p
             (12_001, 12_001, 96_008.0)]
         assert con.sql(f"SELECT name FROM {table} WHERE _row = 0").fetchall() == [("caf\ufffd",)]
     assert peak < 3 << 20, f"{peak / 2**20:.1f} MB of Python objects at once"
+
+
+@pytest.mark.parametrize("name, zone", [
+    ("sacct-formats-parsable.txt", "UTC"),  # sacct -p: every line ends with a '|'
+    ("sacct-formats-time-format-s.txt", "UTC"),  # SLURM_TIME_FORMAT=%s: seconds since 1970
+    ("sacct-formats-time-format-s.txt", "America/New_York"),  # ... the same instant in any zone
+    ("sacct-formats.json", "UTC")])
+def test_one_moment_of_the_cluster_in_every_form_sacct_writes_gives_the_same_rows(tmp_path, name, zone):
+    """Slurm 22.05.8 (tests/data/slurm/README.md): SLURM_TIME_FORMAT=%s failed the source
+    ("Start '1796402998' is not a time")."""
+    assert run(tmp_path / "lake-parsable2", path=str(SLURM / "sacct-formats-parsable2.txt")).error is None
+    expected = jobs(tmp_path / "lake-parsable2", "* EXCLUDE (snapshot_date)")
+    assert len(expected) == 17 and {row[5] for row in expected} >= {"RUNNING", "PENDING", "REQUEUED", "CANCELLED"}
+    assert run(tmp_path, path=str(SLURM / name), timezone=zone).error is None
+    assert jobs(tmp_path, "* EXCLUDE (snapshot_date)") == expected
