@@ -24,7 +24,7 @@ from connectors.hostlist import hosts
 from connectors.jobs_base import normal_state, stored, with_values
 from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotColumnWise, csv_blocks, per_value,
                                          strip_sql, time_sql)
-from connectors.slurm_records import (ENDED, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
+from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
                                       parse_sacct_time, slurm_duration)
 
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")
@@ -142,8 +142,9 @@ def _block_sql(present: set[str], zone: ZoneInfo, default_cluster: str | None) -
                 f"{strip_sql(quoted('Comment'))} AS \"Comment\"" if "Comment" in present else "'' AS \"Comment\"",
                 '"Elapsed"' if "Elapsed" in present else 'CAST(NULL AS VARCHAR) AS "Elapsed"', "_row"]
     utc = zone.key == "UTC"
-    times = [part for name in TIMES for part in time_sql(name, f"list_contains($no_time, {quoted(name)})", utc)]
-    params = {**STRIP_PARAMS, **TIME_PARAMS, "no_time": sorted(NO_TIME), "cluster": default_cluster,
+    times = [part for name in TIMES for part in time_sql(name, f"list_contains($no_time, {quoted(name)})", utc,
+                                                         epoch=True)]
+    params = {**STRIP_PARAMS, **TIME_PARAMS, "no_time": sorted(NO_TIME), "cluster": default_cluster, "epoch": EPOCH,
               **({"clock": CLOCK} if utc else {})}
     return (
         f'SELECT {strip_sql(quoted("JobIDRaw"))} AS raw_id, {strip_sql(quoted("JobID"))} AS job_id, '

@@ -51,7 +51,7 @@ ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", 
                    "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT",  # and flags set on an attempt that ended:
                    "COMPLETING", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STAGE_OUT"})
 _GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
-_EPOCH = re.compile(r"^\d{9,11}$")  # SLURM_TIME_FORMAT=%s: seconds since 1970 (1973 to 5138)
+EPOCH = r"\d{9,11}"  # SLURM_TIME_FORMAT=%s: seconds since 1970 (1973 to 5138)
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch
 _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
@@ -306,7 +306,7 @@ def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> d
     text = text.strip()
     if text in NO_TIME:
         return None
-    if _EPOCH.match(text):
+    if re.fullmatch(EPOCH, text):
         return from_epoch(int(text))
     try:
         moment = datetime.fromisoformat(text)
