@@ -101,6 +101,7 @@ def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, heade
     try:
         for cells in csv_blocks(stream, header, wanted, options):
             cells = cells.filter(pc.invert(pc.match_substring(cells.column("JobIDRaw"), ".")))  # steps are not jobs
+            cells = _without_headers(cells)
             columns: dict[str, Any] = {name: cells.column(name) for name in cells.column_names}
             columns["State"] = per_value(cells.column("State"), _state, pa.string(), memo=memos["State"])
             columns["AllocTRES"] = per_value(cells.column("AllocTRES"), alloc_tres_gpus, pa.float64(),
@@ -117,6 +118,19 @@ def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, heade
             con.execute(f"DROP TABLE {table}").fetchall()
         raise
     return table
+
+
+def _without_headers(cells: pa.Table) -> pa.Table:
+    """`cells` without the header lines of exports appended to the file after the first; one
+    naming other columns is left to the line reader to say."""
+    import pyarrow.compute as pc
+
+    again = pc.equal(cells.column("JobIDRaw"), "JobIDRaw")
+    if not pc.any(again).as_py():
+        return cells
+    if any(set(cells.filter(again).column(name).to_pylist()) != {name} for name in cells.column_names):
+        raise NotColumnWise("another header")
+    return cells.filter(pc.invert(again))
 
 
 def _state(text: str) -> str:

@@ -274,9 +274,14 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
                 raise BadRecord(f"line {number}: not a sacct --parsable2 header with {', '.join(missing)} "
                                 f"(run sacct --parsable2 --format={SACCT_FORMAT})")
             continue
+        if fields == header:
+            continue  # exports appended to one file (`sacct ... >> month.txt`), each with its header
         if len(fields) != len(header):
             fields = _free_text_split(fields, header, number)
         row = dict(zip(header, fields))
+        if row["JobIDRaw"] == "JobIDRaw":
+            raise BadRecord(f"line {number}: a header line naming other columns than the first: appended exports "
+                            "must share one --format list", hint=f"write each export with --format={SACCT_FORMAT}")
         if "." in row["JobIDRaw"]:
             continue  # a step
         try:

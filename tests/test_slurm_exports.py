@@ -69,3 +69,27 @@ def test_one_moment_of_the_cluster_in_every_form_sacct_writes_gives_the_same_row
         monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
     assert run(tmp_path, path=str(SLURM / name), timezone=zone).error is None
     assert jobs(tmp_path, "* EXCLUDE (snapshot_date)") == expected
+
+
+@pytest.mark.parametrize("line_reader", [False, True])
+def test_exports_appended_to_one_file_each_with_its_header_are_read(tmp_path, monkeypatch, line_reader):
+    """`sacct ... >> month.txt` every day: the second day's header line was read as a job
+    ("line 22 (job JobID): State 'State' is not a Slurm job state") and failed the source."""
+    import connectors.sacct_columns as sacct_columns
+
+    whole = (SLURM / "sacct-formats-parsable2.txt").read_text()
+    assert run(tmp_path / "one", path=str(SLURM / "sacct-formats-parsable2.txt")).error is None
+    (tmp_path / "month.txt").write_text("".join(whole.splitlines(True)[:21]) + whole)  # day one's window ended earlier
+    if line_reader:
+        monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    assert run(tmp_path, path=str(tmp_path / "month.txt")).error is None
+    assert jobs(tmp_path, "* EXCLUDE (snapshot_date)") == jobs(tmp_path / "one", "* EXCLUDE (snapshot_date)")
+
+
+def test_an_appended_export_with_other_columns_fails_naming_its_header_line(tmp_path):
+    whole = (SLURM / "sacct-formats-parsable2.txt").read_text()
+    other = (SLURM / "sacct-parsable2.txt").read_text()  # the --format list of tests/slurm_cluster.py
+    (tmp_path / "month.txt").write_text(whole + other)
+    error = str(run(tmp_path, path=str(tmp_path / "month.txt")).error)
+    assert "line 47: a header line naming other columns than the first: appended exports must share one --format " \
+           "list" in error, error
