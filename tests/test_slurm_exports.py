@@ -3,6 +3,7 @@ outsider pass; where each shape comes from is said at its test)."""
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from zoneinfo import ZoneInfo
 
@@ -11,6 +12,8 @@ import pytest
 
 import connectors.slurm_records as slurm_records
 from connectors.sacct_files import file_attempts
+from connectors.slurm_json import json_attempts
+from connectors.slurm_records import rows_of
 from tests.test_slurm_jobs import SLURM, jobs, run
 
 HEADER = "JobID|JobIDRaw|State|Submit|Start|End|NodeList|AllocTRES|JobName"
@@ -93,3 +96,39 @@ def test_an_appended_export_with_other_columns_fails_naming_its_header_line(tmp_
     error = str(run(tmp_path, path=str(tmp_path / "month.txt")).error)
     assert "line 47: a header line naming other columns than the first: appended exports must share one --format " \
            "list" in error, error
+
+
+def no_val(number):
+    """UINT32_NO_VAL as data_parser v0.0.39+ dumps it: {set, infinite, number}."""
+    return {"set": number is not None, "infinite": False, "number": number or 0}
+
+
+def v0_0_41(record: dict, restarts: int = 0) -> dict:
+    """A 22.05 (openapi/dbv0.0.38) record in the shape of data_parser v0.0.41/v0.0.42 (Slurm
+    24.05/24.11; src/plugins/data_parser/v0.0.4x/parsers.c, PARSER_ARRAY(JOB)): times stay plain
+    integers (TIMESTAMP), the task id, component offset, limit and priority become
+    {set, infinite, number} (UINT32_NO_VAL), the state a list of the base state and its flags, the
+    exit code an object, and v0.0.42 adds restart_cnt."""
+    record = json.loads(json.dumps(record))
+    state = record["state"]["current"]
+    record["state"]["current"] = ["PENDING", "REQUEUED"] if state == "REQUEUED" else [state]
+    record["array"]["task_id"] = no_val(record["array"]["task_id"])
+    record["het"]["job_offset"] = no_val(record["het"]["job_offset"])
+    record["time"]["limit"] = no_val(record["time"]["limit"])
+    record["time"]["planned"] = no_val(None)
+    record["priority"] = no_val(record["priority"])
+    code = record["exit_code"]
+    record["exit_code"] = {"status": [code["status"]], "return_code": no_val(code.get("return_code")),
+                           "signal": {"id": no_val(None), "name": ""}}
+    record["restart_cnt"] = restarts
+    return record
+
+
+@pytest.mark.parametrize("name", ["sacct-formats.json", "sacct-pending-het-array.json"])
+def test_sacct_json_of_data_parser_v0_0_41_and_v0_0_42_gives_the_rows_of_22_05(name):
+    """Every record of the live 22.05 captures (arrays, a requeued task, pending heterogeneous
+    jobs, a pending array `5_[0-5%1]`, running and pending jobs) in the newer shape: the same rows."""
+    data = json.loads((SLURM / name).read_text())
+    newer = {"meta": {"plugin": {"data_parser": "data_parser/v0.0.42"}}, "errors": [], "warnings": [],
+             "jobs": [v0_0_41(record) for record in data["jobs"]]}
+    assert rows_of(json_attempts(newer, None), ()) == rows_of(json_attempts(data, None), ())
