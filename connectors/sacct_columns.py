@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 from zoneinfo import ZoneInfo
 
@@ -26,21 +27,39 @@ from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotC
                                          strip_sql, time_sql)
 from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
                                       parse_sacct_time, slurm_duration)
+from connectors.slurm_warnings import said_not_utf8
 
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")
 TIMES = {"Submit": "submit_time", "Start": "start_time", "End": "end_time"}
 
 
 class _Tail:
-    """A binary stream read through, keeping its last block: was the last line ended?"""
+    """A binary stream read through, keeping its last block (was the last line ended?), with
+    bytes that are not UTF-8 as U+FFFD, as the line reader reads them (Slurm stores job names and
+    comments as given): `not_utf8` is the first one's line and byte."""
 
     def __init__(self, stream: IO[bytes]):
         self.stream, self.last, self.closed, self.position = stream, b"", False, 0
+        self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a character the next block ends
 
     def read(self, size: int = -1) -> bytes:
-        data = self.stream.read(size)
-        if data:
-            self.last, self.position = data, self.position + len(data)
+        data = self.held
+        while True:
+            block = self.stream.read(size)
+            if block:
+                self.last, self.position = block, self.position + len(block)
+            data += block
+            whole = _whole(data) if block else len(data)
+            if whole or not block:
+                break
+        data, self.held = data[:whole], data[whole:]
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if self.not_utf8 is None:
+                self.not_utf8 = (self.lines + data.count(b"\n", 0, exc.start) + 1, data[exc.start])
+            data = data.decode("utf-8", errors="replace").encode("utf-8")
+        self.lines += data.count(b"\n")
         return data
 
     def readable(self) -> bool:
@@ -62,21 +81,34 @@ class _Tail:
         return not self.last.rsplit(b"\n", 1)[1].strip()
 
 
+def _whole(data: bytes) -> int:
+    """The length of `data` without a UTF-8 character its end cuts short (the next block ends it)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:  # a character's first byte: 2, 3 or 4 bytes in all
+            return len(data) - back if back < (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4) else len(data)
+    return len(data)
+
+
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
-                   default_cluster: str | None, file: int) -> str | None:
-    """The allocations (steps left out) of the parsable2 file open as `raw` whose header line is
+                   default_cluster: str | None, file: int, path: Path) -> str | None:
+    """The allocations (steps left out) of the parsable2 file `path` open as `raw` whose header line is
     `header`: the name of a temporary table of `con` with connectors/slurm_records.py's ATTEMPT_COLUMNS
     columns (and others); None when the row reader must read it."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
         return None
-    read = None
+    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw)
     try:
-        read = _stored(con, raw, gzipped, header, zone, default_cluster)
+        read = _stored(con, stream, header, zone, default_cluster)
         for name in TIMES:
             _odd_times(con, read, name, lambda value, name=name: parse_sacct_time(value, zone, name))
         _ends_in_second_pass(con, read, zone)
         _elapsed(con, read)
         _finish(con, read, file)
+        if stream.not_utf8:
+            said_not_utf8(path, *stream.not_utf8)
         return read
     except (NotColumnWise, BadRecord, ValueError):
         if read is not None:
@@ -84,7 +116,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
         return None
 
 
-def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
+def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zone: ZoneInfo,
             default_cluster: str | None) -> str | None:
     """The file's allocations stored (in a temporary table) a block at a time: texts stripped,
     times parsed where SQL reads them as Python would (`<column>_odd`: the rest), and what a
@@ -93,7 +125,6 @@ def _stored(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, heade
     import pyarrow.csv as pcsv
 
     wanted = {name: header.index(name) for name in (*REQUIRED, *OPTIONAL) if name in header}
-    stream = _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw)
     options = pcsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False, double_quote=False)
     sql, params = _block_sql(set(wanted), zone, default_cluster)
     memos: dict[str, dict[Any, Any]] = {"State": {}, "AllocTRES": {}, "NodeList": {}}

@@ -20,7 +20,7 @@ import duckdb
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
 from connectors.slurm_records import Attempt, BadRecord, attempts_schema, parsable_attempts, stored_attempts
-from connectors.slurm_warnings import said_no_gpus, said_skewed, said_warnings, slurm_errors
+from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
 from service.core import json_text
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         gzipped = raw.peek(2)[:2] == GZIP_MAGIC  # type: ignore[attr-defined]
         from connectors.sacct_columns import parsable_table  # Arrow: loaded to read, not to configure
 
-        table = parsable_table(con, raw, gzipped, head[-1].rstrip("\r\n").split("|"), zone, cluster, number)
+        table = parsable_table(con, raw, gzipped, head[-1].rstrip("\r\n").split("|"), zone, cluster, number, path)
         if table is None:
             raw.seek(0)
             lines = _lines(path, _unzipped(raw))
@@ -84,8 +84,7 @@ def _lines(path: Path, binary: IO[bytes]) -> Iterator[str]:
                 yield line.decode("utf-8")
             except UnicodeDecodeError as exc:
                 if not said:
-                    log.warning("%s: line %d: byte 0x%02x is not UTF-8: read as U+FFFD, as any later (a job name or "
-                                "comment?)", path, number, line[exc.start])
+                    said_not_utf8(path, number, line[exc.start])
                     said = True
                 yield line.decode("utf-8", errors="replace")
     except (EOFError, gzip.BadGzipFile) as exc:

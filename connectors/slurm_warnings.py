@@ -45,6 +45,12 @@ def said_warnings(data: Any, where: Path | str) -> None:
         log.warning("%s: Slurm wrote %d warning(s) beside the jobs: %s", where, len(texts), "; ".join(texts)[:400])
 
 
+def said_not_utf8(path: Path, line: int, byte: int) -> None:
+    """One line for a file's first byte that is not UTF-8 (read as U+FFFD, as any later)."""
+    log.warning("%s: line %d: byte 0x%02x is not UTF-8: read as U+FFFD, as any later (a job name or comment?)",
+                path, line, byte)
+
+
 def said_skewed(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str) -> str:
     """`attempts` (a table's name), after one line for those that end before they start."""
     [(count, job, end, start)] = con.sql((f"WITH t AS (SELECT * FROM {attempts}) "
