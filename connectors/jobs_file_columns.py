@@ -41,7 +41,7 @@ TIMES = ("start_time", "end_time", "submit_time")
 DECIMAL_SCALE_DIGITS = 7  # 1,000,000: the most a count is scaled by to microseconds
 # ISO 8601 as both datetime.fromisoformat and DuckDB's casts read it alike; other forms are parsed in Python
 CLOCK = r"\d{4}-\d{2}-\d{2}[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
-WITH_OFFSET = rf"{CLOCK}(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+WITH_OFFSET = rf"{CLOCK}(Z|[+-]([01]\d|2[0-3]):?[0-5]\d)"  # +01:00, or strftime %z's +0100
 TIME_PARAMS = {"offset": WITH_OFFSET}
 _NOT_WHITESPACE = "[^" + "".join(f"\\x{{{ord(c):x}}}" for c in WHITESPACE) + "]"
 STRIP_PARAMS = {"ws": WHITESPACE, "unpadded": f"(?s){_NOT_WHITESPACE}(.*{_NOT_WHITESPACE})?"}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tracemalloc
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -161,3 +163,19 @@ def test_a_file_with_a_byte_that_is_not_utf8_is_read_column_wise_and_said_once(t
     assert [r.getMessage() for r in caplog.records] == [f"{tmp_path / 'sacct.txt'}: line 20: byte 0xe9 is not UTF-8: "
                                                         "read as U+FFFD, as any later (a job name or comment?)"]
     assert ("7+0", "h\ufffdt.sh") in jobs(tmp_path, "job_id, name")
+
+
+def test_times_with_a_strftime_z_offset_are_counted_in_sql(tmp_path, monkeypatch):
+    """SLURM_TIME_FORMAT=%FT%T%z (`2026-12-04T17:05:22+0100`): each distinct time went to Python,
+    as `+01:00` does not: the rows were right, 1M jobs took 23.9 CPU s against 18.1 now."""
+    import connectors.sacct_columns as sacct_columns
+
+    def shifted(match: re.Match) -> str:  # the same instant an hour east of UTC
+        return (datetime.fromisoformat(match.group()) + timedelta(hours=1)).isoformat() + "+0100"
+
+    whole = (SLURM / "sacct-formats-parsable2.txt").read_text()
+    (tmp_path / "sacct.txt").write_text(re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", shifted, whole))
+    assert run(tmp_path / "utc", path=str(SLURM / "sacct-formats-parsable2.txt")).error is None
+    monkeypatch.setattr(sacct_columns, "parse_sacct_time", None)  # not called
+    assert run(tmp_path, path=str(tmp_path / "sacct.txt"), timezone="Asia/Tokyo").error is None
+    assert jobs(tmp_path, "* EXCLUDE (snapshot_date)") == jobs(tmp_path / "utc", "* EXCLUDE (snapshot_date)")
