@@ -1,12 +1,19 @@
-"""The fields of a `sacct --parsable2` line whose free text holds the delimiter.
+"""The fields of a `sacct --parsable2` line whose free text holds the delimiter or a line break.
 
 sacct writes a job name or comment as it is, `|` included (`eval|sweep`), so such a line has
 more fields than the header. When the free-text columns sit side by side (README's `--format`
 list ends with JobName,Comment), every other field is found from the line's two ends and the
-`|`s belong to that text; where they are apart (an older list) the line cannot be read.
+`|`s belong to that text; where they are apart (an older list) the line cannot be read. A line
+break in them (`--comment="$(cat notes)"`) splits the record over lines: when they end the
+header, the lines after it that hold fewer fields than the header continue it.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+_JOB_ID = re.compile(r"^\d+([_+.]|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch: a record's start
 
 # sacct columns a user writes freely (sbatch --job-name, --comment, a script's path)
 FREE_TEXT = frozenset({"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine"})
@@ -24,3 +31,46 @@ def split_line(fields: list[str], header: list[str]) -> tuple[list[str], bool] |
     middle = fields[first:len(fields) - after]
     cells = ["|".join(middle[:extra + 1]), *middle[extra + 1:]]
     return fields[:first] + cells + fields[len(fields) - after:], len(free) > 1
+
+
+def records(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """(number of its first line, fields) of each record of a parsable2 text, the header first,
+    blank lines skipped. When free text ends the header, a line with fewer fields than the header
+    that does not start with a job id continues the record before it: all of it the last
+    column's text once that record has reached its last column (`--parsable` ends each record
+    with a `|`), else joined to its last field for split_line to place."""
+    header: list[str] = []
+    held: tuple[int, list[str]] | None = None
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if held is not None and held[1] is not header and _continues(held[1], fields, header):
+            held = (held[0], _joined(held[1], fields, header))
+            continue
+        if held is not None:
+            yield held
+        header = header or fields
+        held = (number, fields)
+    if held is not None:
+        yield held
+
+
+def _named(header: list[str]) -> int:
+    """The header's named columns (--parsable's trailing `|` adds one without a name)."""
+    return len(header) - (not header[-1])
+
+
+def _continues(record: list[str], fields: list[str], header: list[str]) -> bool:
+    return (header[_named(header) - 1] in FREE_TEXT and not _JOB_ID.match(fields[0])
+            and (len(record) < len(header) or len(fields) < len(header)))
+
+
+def _joined(record: list[str], fields: list[str], header: list[str]) -> list[str]:
+    named = _named(header)
+    if len(record) < named:
+        return [*record[:-1], f"{record[-1]}\n{fields[0]}", *fields[1:]]
+    text = "|".join(fields)
+    ended = named < len(header) and text.endswith("|")  # --parsable's record end
+    return [*record[:named - 1], f"{record[named - 1]}\n{text[:-1] if ended else text}", *([""] if ended else [])]

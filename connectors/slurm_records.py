@@ -33,7 +33,7 @@ import duckdb
 from connectors.hostlist import hosts
 from connectors.jobs_base import (BATCH_ROWS, JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction,
                                   normal_state, stored)
-from connectors.sacct_fields import FREE_TEXT, split_line
+from connectors.sacct_fields import FREE_TEXT, records, split_line
 from service.core import json_text
 from service.core.units import local_utc
 
@@ -258,11 +258,7 @@ def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict
 def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str | None) -> Iterable[Attempt]:
     """Attempts of a `sacct --parsable2` text (header first, blank lines skipped); BadRecord names the line."""
     header: list[str] | None = None
-    for number, line in enumerate(lines, 1):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            continue
-        fields = line.split("|")
+    for number, fields in records(lines):
         if header is None:
             header = fields
             missing = [name for name in REQUIRED if name not in header]

@@ -179,3 +179,15 @@ def test_times_with_a_strftime_z_offset_are_counted_in_sql(tmp_path, monkeypatch
     monkeypatch.setattr(sacct_columns, "parse_sacct_time", None)  # not called
     assert run(tmp_path, path=str(tmp_path / "sacct.txt"), timezone="Asia/Tokyo").error is None
     assert jobs(tmp_path, "* EXCLUDE (snapshot_date)") == jobs(tmp_path / "utc", "* EXCLUDE (snapshot_date)")
+
+
+@pytest.mark.parametrize("name", ["sacct-line-break-parsable2.txt", "sacct-line-break-parsable.txt"])
+def test_a_line_break_in_a_comment_continues_the_record_not_fails_the_source(tmp_path, name):
+    """Slurm 22.05.8, `--comment="$(printf 'run=x\\ny|z')"`: sacct prints the break, and the
+    record's second line (`y|z`) failed every job of the file ("line 3: 2 fields where the
+    header has 17")."""
+    assert run(tmp_path / "json", path=str(SLURM / "sacct-line-break.json")).error is None
+    assert run(tmp_path, path=str(SLURM / name)).error is None
+    rows = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
+    assert rows == jobs(tmp_path / "json", "* EXCLUDE (snapshot_date)")
+    assert jobs(tmp_path, "name, labels") == [("a\tb", {"comment": "run=x\ny|z"})]
