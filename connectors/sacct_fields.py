@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-_JOB_ID = re.compile(r"^\d+([_+.]|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch: a record's start
+JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch: a record's start
 
 # sacct columns a user writes freely (sbatch --job-name, --comment, a script's path)
 FREE_TEXT = frozenset({"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine"})
@@ -63,7 +63,7 @@ def _named(header: list[str]) -> int:
 
 
 def _continues(record: list[str], fields: list[str], header: list[str]) -> bool:
-    return (header[_named(header) - 1] in FREE_TEXT and not _JOB_ID.match(fields[0])
+    return (header[_named(header) - 1] in FREE_TEXT and not JOB_ID.match(fields[0])
             and (len(record) < len(header) or len(fields) < len(header)))
 
 

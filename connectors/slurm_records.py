@@ -33,7 +33,7 @@ import duckdb
 from connectors.hostlist import hosts
 from connectors.jobs_base import (BATCH_ROWS, JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction,
                                   normal_state, stored)
-from connectors.sacct_fields import FREE_TEXT, records, split_line
+from connectors.sacct_fields import FREE_TEXT, JOB_ID, records, split_line
 from service.core import json_text
 from service.core.units import local_utc
 
@@ -53,7 +53,6 @@ ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", 
 _GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
 EPOCH = r"\d{9,11}"  # SLURM_TIME_FORMAT=%s: seconds since 1970 (1973 to 5138)
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
-_JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch
 _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
 
 
@@ -262,7 +261,7 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
         if header is None:
             header = fields
             missing = [name for name in REQUIRED if name not in header]
-            if missing and _JOB_ID.match(fields[0]):  # a job's record where the header should be
+            if missing and JOB_ID.match(fields[0]):  # a job's record where the header should be
                 raise BadRecord(f"line {number}: a job's record ({fields[0]}), not the header line naming the columns "
                                 "(written with --noheader?)", hint=f"run sacct without --noheader: --parsable2 "
                                 f"--format={SACCT_FORMAT}")
