@@ -27,8 +27,10 @@ MAX_BODY_BYTES = 512 * 1024 * 1024  # a job listing larger than this is not an a
 
 
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
-             timeout: float = 30, attempts: int = 5, hint: str = "check the URL") -> Any:
-    """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had."""
+             timeout: float = 30, attempts: int = 5, hint: str = "check the URL",
+             status_hints: dict[int, str] | None = None) -> Any:
+    """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had, with
+    `status_hints`' hint for an HTTP status it names (else `hint`)."""
     import urllib3
     from urllib3.util import Retry, Timeout
 
@@ -57,7 +59,8 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
     if response.status >= 400:
         detail = _detail(body)
         tried = f" after {attempts} attempts" if response.status in RETRY_STATUSES and attempts > 1 else ""
-        raise SourceError(f"answered HTTP {response.status}{tried}: {detail}", where=where, hint=hint)
+        raise SourceError(f"answered HTTP {response.status}{tried}: {detail}", where=where,
+                          hint=(status_hints or {}).get(response.status, hint))
     try:
         return json_text.loads(body)
     except ValueError as exc:

@@ -111,7 +111,8 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         params = {"start_time": f"uts{int(start.timestamp())}", "end_time": f"uts{int(end.timestamp())}"}
         url = f"{base}/slurmdb/{version}/jobs"
         data = get_json(url, params=params, headers=headers, timeout=c.timeout_seconds, attempts=c.max_attempts,
-                        hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}")
+                        hint=f"check {self.config_path}.url and that slurmrestd serves openapi/db{version}",
+                        status_hints=self._refused())
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
         said_warnings(data, url)
         try:
@@ -136,13 +137,24 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
             headers["X-SLURM-USER-NAME"] = user  # Slurm 22.05 answers 401 without it
         return headers
 
+    def _refused(self) -> dict[int, str]:
+        """The next step when slurmrestd refuses the request's token (23.02 and later answer 401;
+        22.05 answers 401 without one, and 200 with an error for a bad one)."""
+        renew = (f"the JWT in {self.config.token_env} was refused or has expired: renew it (scontrol token "
+                 f"lifespan=...) and check {self.config_path}.user_name" if self.config.token_env else
+                 f"slurmrestd wants a JWT: set {self.config_path}.token_env to a variable holding one (scontrol token)")
+        return {401: renew, 403: renew}
+
     def _newest_version(self, base: str, headers: dict[str, str]) -> str:
         errors = []
         for path in OPENAPI_PATHS:
             try:
                 spec = get_json(base + path, headers=headers, timeout=self.config.timeout_seconds,
-                                attempts=self.config.max_attempts, hint=f"check {self.config_path}.url")
+                                attempts=self.config.max_attempts, hint=f"check {self.config_path}.url",
+                                status_hints=self._refused())
             except SourceError as exc:
+                if exc.hint in self._refused().values():
+                    raise  # whichever document is asked for, the token is the answer
                 errors.append(str(exc))
                 continue
             versions = [m for m in map(_JOBS_PATH.match, (spec.get("paths") or {}) if isinstance(spec, dict) else ())

@@ -250,3 +250,17 @@ def test_a_token_whose_claims_nest_too_deeply_is_sent_to_slurmrestd_without_a_us
     assert "HTTP 401" in str(outcome.error), outcome.error
     (_, _, headers), = server.requests
     assert "X-SLURM-USER-NAME" not in headers
+
+
+@pytest.mark.parametrize("api_version", [None, "v0.0.38"])
+def test_an_expired_token_answered_with_http_401_says_to_renew_it(tmp_path, slurmrestd, monkeypatch, api_version):
+    """slurmrestd 23.02 and later answer a refused or expired JWT with HTTP 401 (22.05 with 200
+    and an error): the hint said to check the URL and the openapi/db plugin, or, while the
+    version was looked up, to set api_version."""
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    server.do_GET = lambda self: self.answer(401, b"Authentication failure")
+    outcome = run(tmp_path, url, token_env="SLURM_JWT", **({"api_version": api_version} if api_version else {}))
+    assert ": answered HTTP 401: Authentication failure — the JWT in SLURM_JWT was refused or has expired: renew " \
+           "it (scontrol token lifespan=...) and check inventory.slurm.user_name" in str(outcome.error), outcome.error
+    assert TOKEN not in str(outcome.error)
