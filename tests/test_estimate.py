@@ -111,8 +111,10 @@ def test_yaml_plan_with_flags_overriding(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("params: 7B\ntokens: 2T\ngpu: H100\ngpus: many\n", "gpus: must be a whole number, not 'many'; mfu: is required"),
-    (": : :\n", "not valid YAML at line 1, column 1: expected <block end>"),
+    (": : :\n", "not valid YAML at line 1, column 1: did not find expected key"),
     ("- 7B\n", "a plan must be a mapping of inputs"),
+    ("params: " + "[" * 100_000, "exceeded maximum nesting depth"),  # was a RecursionError traceback
+    ("params: 7B\nparams: 70B\n", "key 'params' appears twice in one mapping: line 1 and line 2"),
 ])
 def test_a_bad_plan_file_is_named_once(tmp_path, text, message):
     plan = tmp_path / "run.yaml"

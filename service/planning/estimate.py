@@ -27,7 +27,7 @@ import yaml
 from pydantic import BeforeValidator, Field, ValidationError
 
 from service.core.config import Config, Strict
-from service.core.config_file import yaml_error
+from service.core.config_file import ConfigLoader, yaml_error
 from service.core.validation import plain_errors
 from service.core.errors import UsageError
 from service.planning.gpus import GpuType, lookup_gpu
@@ -285,7 +285,8 @@ def _read_plan(plan_file: str) -> dict[str, Any]:
     except OSError as exc:
         raise UsageError(f"cannot read the plan: {exc.strerror or exc}", where=plan_file) from None
     try:
-        data = yaml.safe_load(text)
+        # libyaml's parser stops at 1,000 levels (PyYAML's own recursed into a RecursionError)
+        data = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:  # PyYAML's message names no file but spans three lines
         raise yaml_error(exc, plan_file, text) from None
     if not isinstance(data, dict):
