@@ -119,14 +119,18 @@ class BudgetStatus:
                 f"{b.currency} {b.amount:,.2f} by the month's end, past its {line * 100:.0f}% line")
 
     @property
+    def left_out_text(self) -> str:
+        """The scope's spend in other currencies, as read (`EUR 250.00, GBP 12.00`); '' for none."""
+        return ", ".join(money_text(cost, currency_text(currency)) for currency, cost in self.left_out)
+
+    @property
     def left_out_note(self) -> str | None:
         """One sentence naming the spend in other currencies that the budget does not count."""
         if not self.left_out:
             return None
         b = self.budget
-        spent = ", ".join(money_text(cost, currency_text(currency)) for currency, cost in self.left_out)
-        return (f"budget {b.name} ({b.dimension} {b.value}) counts {b.currency} spend only: {spent} spent this month "
-                "is left out (currencies are never converted)")
+        return (f"budget {b.name} ({b.dimension} {b.value}) counts {b.currency} spend only: {self.left_out_text} "
+                "spent this month is left out (currencies are never converted)")
 
     def to_json(self) -> dict:
         b, o = self.budget, self.outlook
@@ -136,7 +140,8 @@ class BudgetStatus:
                 "used_pct": _pct(self.used_ratio), "forecast_pct": _pct(self.forecast_ratio),
                 "days_left": format(o.days_left.quantize(Decimal("0.1")), "f"), "status": self.status,
                 "lines": [format(line, "f") for line in b.lines],
-                "last_month": self.last_month.to_json() if self.last_month else None}
+                "last_month": self.last_month.to_json() if self.last_month else None,
+                "left_out": [{"currency": currency, "actual": _money(cost)} for currency, cost in self.left_out]}
 
 
 def _money(value: Decimal) -> str:
