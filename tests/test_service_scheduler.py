@@ -12,13 +12,14 @@ from datetime import time as daytime
 from pathlib import Path
 
 import pytest
+from apscheduler.events import EVENT_JOB_MISSED, JobEvent
 from prometheus_client import CollectorRegistry
 from servicekit import commit, make_config
 
 from service.core.errors import SourceError
 from service.core.lake import Lake
 from service.serve.metrics import JobMetrics
-from service.serve.scheduler import ServiceScheduler, Tasks, latest_fire_date
+from service.serve.scheduler import RETRY_JOB, ServiceScheduler, Tasks, latest_fire_date
 from service.serve.service import default_tasks
 
 SIX = daytime(6, 0)
@@ -322,3 +323,12 @@ def test_a_retry_and_the_next_fire_waiting_together_write_the_date_once(tmp_path
     fire.join(10)
     assert reported == [date(2026, 11, 30)] and verified == [1]
     assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-12-01"
+
+
+def test_a_skipped_retry_of_the_report_counts_under_the_daily_job(tmp_path):
+    """Its runs count under `daily` (failures, a busy lake); so do its missed fires, not under a
+    `daily-retry` series no alert or RUNBOOK line names."""
+    harness = Harness(Lake(tmp_path / "lake"), lambda: utc(2026, 11, 30, 7))
+    harness.scheduler._skipped(JobEvent(EVENT_JOB_MISSED, RETRY_JOB, None))
+    assert harness.value("spendlake_job_skipped_total", "daily") == 1
+    assert harness.value("spendlake_job_skipped_total", RETRY_JOB) is None
