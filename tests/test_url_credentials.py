@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from prometheus_support import answering_prometheus
@@ -53,3 +54,33 @@ def test_20_an_error_hides_the_password_of_any_url_it_names_and_keeps_the_rest()
                         hint="check s3://bucket/a@b and http://host/x@y")
     assert str(error) == ('http://<redacted>@h/x: cannot reach "https://<redacted>@prom.example:9090/api?q=1" — '
                           "check s3://bucket/a@b and http://host/x@y")
+
+
+# what a proxy's password may hold: a written `%40`, a `:`, a bare `@` (urlsplit and the HTTP
+# client read the userinfo to the authority's last `@`) and non-ASCII; each piece is grepped for
+TRICKY = "p%40ss:w@rd-ü"
+PIECES = (TRICKY, "p@ss", "%40", "w@rd", "rd-ü", "scott")
+
+
+@pytest.mark.parametrize("kind, key, failure", [
+    ("k8s-pods", "prometheus_url", "no kube-state-metrics series"),
+    ("slurm-jobs", "url", 'no "jobs" list'),
+])
+def test_20_a_password_with_an_at_sign_colon_and_non_ascii_is_never_shown(tmp_path, kind, key, failure):
+    empty = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+    config = tmp_path / "spendlake.yaml"
+    with answering_prometheus(empty, []) as url:
+        source = {"name": "x", "kind": kind, key: url.replace("http://", f"http://scott:{TRICKY}@"), "max_attempts": 1}
+        if kind == "slurm-jobs":
+            source["api_version"] = "v0.0.38"
+        config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [source]}))
+        failed = CliRunner().invoke(cli, ["--config", str(config), "-vv", "inventory"])
+    assert failed.exit_code == 3 and failure in failed.output, failed.output
+    assert "http://<redacted>@127.0.0.1:" in failed.output
+    status = CliRunner().invoke(cli, ["--config", str(config), "status", "--format", "json"])
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {**source, key: f"ftp://scott:{TRICKY}@prometheus:9090"}]}))
+    refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert refused.exit_code == 2 and "'ftp://<redacted>@prometheus:9090'" in refused.output, refused.output
+    for text in (failed.output, status.output, refused.output, lake_texts(tmp_path / "lake")):
+        assert not [piece for piece in PIECES if piece in text], text
