@@ -41,6 +41,7 @@ import pyarrow as pa
 from rules.base import CATEGORIES, Finding, registered
 from service.core import json_text
 from service.core.errors import UsageError
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
 from service.core.units import aware_utc, cents, naive_utc
@@ -83,7 +84,8 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
     if not lake.has_table(TABLE):
         return []
     where, params = [], []
-    for column, value in (("rule", rule), ("team", team), ("status", status)):
+    # a team in any case or spacing, as `attribute --where team=...` matches it
+    for column, value in (("rule", rule), ("lower(trim(team))", team and folded(team)), ("status", status)):
         if value:
             where.append(f"{column} = ?")
             params.append(value)
