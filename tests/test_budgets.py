@@ -285,3 +285,19 @@ def test_a_budgets_actual_is_attribute_since_mtd_to_the_cent_where_the_daily_spl
                             where={"team": [team]})
         assert statuses[team].last_month.actual == october.totals[0][1] == expected
         assert rows[team]["last_month"]["actual"] == f"{expected:.2f}"
+
+
+def test_a_budget_whose_value_no_cost_line_carries_warns_with_the_closest_values(tmp_path):
+    # a typo (`nlpp`) counted nothing and showed `ok` at 0% without a word: finance read it as no spend
+    from service.report.sections.budgets import budgets_section
+
+    lake = make_lake(tmp_path, [line("2026-11-01 00:00", "300", end="2026-11-02 00:00", tags={"team": "nlp"})])
+    path, shown = budgets_json(lake, [{"name": "nlp-gpu", "value": "nlpp", "amount": 400},
+                                      {"name": "nlp-all", "value": " NLP", "amount": 400}])
+    typo, spelled = json.loads(shown.stdout)
+    assert (typo["actual"], typo["status"], spelled["actual"]) == ("0.00", "ok", "300.00")
+    assert shown.stderr.count("counts nothing") == 1, shown.stderr  # " NLP" is nlp: counted
+    assert ("warning: budget nlp-gpu counts nothing: no cost line of the lake has team nlpp; closest team values: nlp"
+            in shown.stderr), shown.stderr
+    section = budgets_section(load_config(path), lake, date(2026, 11, 1))
+    assert section.note.startswith("Budget nlp-gpu counts nothing: no cost line of the lake has team nlpp"), section.note

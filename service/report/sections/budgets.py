@@ -65,6 +65,6 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         series[f"line {line * 100:.0f}%"] = [line * 100 if line in s.budget.lines else None for s in statuses]
     chart = Chart("budget", "Budgets: % used (bar), month-end forecast (outline, band) and warning lines",
                   names, series, "%")
-    notes = [f"{status.left_out_note[0].upper()}{status.left_out_note[1:]}." for status in statuses
-             if status.left_out_note]
+    notes = [f"{note[0].upper()}{note[1:]}." for status in statuses
+             for note in (status.unmatched_warning, status.left_out_note) if note]
     return Section("budgets", "Budgets", tables=[table], charts=[chart], note=" ".join(notes) or None)
