@@ -1,17 +1,20 @@
 """kube-state-metrics series → rows of `jobs`, one per pod (pure; connectors/k8s_pods.py asks
 Prometheus). A pod is (cluster, namespace, pod, uid): a pod re-created under the same name (a
-StatefulSet's) is a new record. Without a `uid` label (kube-state-metrics v1, or relabelling that
-drops it) a name's series are cut into lives, each a record: a new life begins where the name's
-creation time changes (`kube_pod_created`, else `kube_pod_start_time`), or where it is listed
-again after UNLISTED_SECONDS unlisted while kube-state-metrics went on reporting (deleted, as
-below); each sample belongs to the life its evaluation time falls in.
+StatefulSet's) is a new record. Where a cluster's GPU request series carry no `uid`
+(kube-state-metrics v1, which puts it on kube_pod_info alone, or relabelling that drops it) every
+series of the cluster is read by name, without its uid, and a name's series are cut into lives,
+each a record: a new life begins where the name's creation time changes (`kube_pod_created`,
+else `kube_pod_start_time`), or where it is listed again after UNLISTED_SECONDS unlisted while
+kube-state-metrics went on reporting (deleted, as below); each sample belongs to the life its
+evaluation time falls in.
 
 - gpus: its containers' `nvidia_com_gpu` requests, a MIG resource (`nvidia_com_mig_3g_40gb`)
   as its share of a GPU, a shared one (time-slicing or MPS: `nvidia_com_gpu_shared`, or a
   renamed resource in `shared_gpus`) as the share configured (1/replicas; without one, a whole
   GPU, said once; a renamed one not configured is not read: connectors/k8s_pods.py says so);
-  an init container asking for more than the containers together
-  sets the pod's figure (the pod holds the larger of the two);
+  per resource, an init container asking for more than the containers together sets the pod's
+  figure (the pod holds the larger of the two, as the scheduler reserves); a sidecar (an init
+  container restarting Always) counts with the containers;
 - start: `kube_pod_start_time`; end: `kube_pod_completion_time`, else the first scrape that
   saw the pod Succeeded or Failed, else, for a pod that vanished for UNLISTED_SECONDS while
   kube-state-metrics went on reporting (deleted), the last scrape that listed it; NULL while it runs;
@@ -19,8 +22,9 @@ below); each sample belongs to the life its evaluation time falls in.
   (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
   RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
 - node from `kube_pod_info`, its EC2 instance id from `kube_node_info`'s provider_id
-  (`aws:///us-east-1a/i-0abc…`); labels from `kube_pod_labels` without the `label_` prefix
-  (names as kube-state-metrics writes them: `app_kubernetes_io_name`); qos = priority class;
+  (`aws:///us-east-1a/i-0abc…`) of the instance that had the node's name while the pod ran;
+  labels from `kube_pod_labels` without the `label_` prefix (names as kube-state-metrics writes
+  them: `app_kubernetes_io_name`); qos = priority class;
 - run: the first of `run_labels` among the labels, else the owner (`created_by_name`: a Job
   and its retries, a PyTorchJob's workers are one run), else the pod.
 """
@@ -28,6 +32,7 @@ below); each sample belongs to the life its evaluation time falls in.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from bisect import bisect_right
 from collections import defaultdict
@@ -43,6 +48,10 @@ log = logging.getLogger(__name__)
 
 TERMINAL = {"Succeeded", "Failed"}
 SHARED_GPU = "nvidia_com_gpu_shared"  # the NVIDIA device plugin's time-sliced or MPS GPU (renameByDefault)
+# Each one of the instance's accelerators, as the GPU table counts them: NVIDIA's and AMD's GPUs, a
+# Trainium or Inferentia device (the Neuron device plugin's aws.amazon.com/neuron and neurondevice), a Gaudi
+WHOLE_GPUS = ("nvidia_com_gpu", "amd_com_gpu", "aws_amazon_com_neuron", "aws_amazon_com_neurondevice",
+              "habana_ai_gaudi")
 FAILED_BECAUSE = {"Evicted": "PREEMPTED", "NodeLost": "NODE_FAIL", "Shutdown": "NODE_FAIL"}
 _INSTANCE = re.compile(r"/(i-[0-9a-f]{8,17})$")
 # A pod unlisted this long while kube-state-metrics reported others was deleted. Not 0: the
@@ -57,8 +66,8 @@ PodKey = tuple[str, str, str, str, int]  # the name and its life (0 with a uid)
 @dataclass
 class Pod:
     key: PodKey
-    requests: dict[str, float] = field(default_factory=dict)  # resource → containers' sum
-    init_requests: dict[str, float] = field(default_factory=dict)  # resource → largest init container
+    requests: dict[str, float] = field(default_factory=dict)  # resource → containers' and sidecars' sum
+    init_requests: dict[str, float] = field(default_factory=dict)  # resource → largest init container (no sidecar)
     node: str | None = None
     owner: str | None = None
     priority_class: str | None = None
@@ -75,12 +84,15 @@ class Pod:
     gpu_util_hourly: dict[datetime, float] = field(default_factory=dict)
 
     def gpus(self, shares: dict[str, float]) -> float:
-        """GPUs held: `shares` (resource → a GPU's share per request) first, MIG slices as theirs."""
-        def total(requests: dict[str, float]) -> float:
-            return sum(count * (shares.get(resource) or (1.0 if resource in ("nvidia_com_gpu", SHARED_GPU)
-                                                          else mig_fraction(resource) or 0.0))
-                       for resource, count in requests.items())
-        return max(total(self.requests), total(self.init_requests))
+        """GPUs held: `shares` (resource → a GPU's share per request) first, MIG slices as theirs.
+        Per resource, as the scheduler reserves it: the larger of the containers' sum (sidecars
+        included) and the largest init container's request (the sidecars started before it, which
+        kube-state-metrics does not order, left out)."""
+        def share(resource: str) -> float:
+            return shares.get(resource) or (1.0 if resource in (*WHOLE_GPUS, SHARED_GPU)
+                                            else mig_fraction(resource) or 0.0)
+        return sum(max(self.requests.get(resource, 0.0), self.init_requests.get(resource, 0.0)) * share(resource)
+                   for resource in {*self.requests, *self.init_requests})
 
 
 def resource_label(name: str) -> str:
@@ -102,13 +114,22 @@ class PodTable:
         self.reported: dict[str, float] = {}  # cluster → last scrape of kube-state-metrics
         self.reports: dict[str, list[float]] = {}  # cluster → its scrapes of kube-state-metrics, in order
         self.lives: dict[PodName, list[float]] = {}  # a name without uid → when each life after the first began
-        self.instances: dict[tuple[str, str], str] = {}  # (cluster, node) → EC2 instance id
+        # (cluster, node) → (first, last listed, EC2 instance id) of each instance that had the node's name
+        self.instances: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
+        self.by_name: set[str] = set()  # the clusters whose pods are read without their uid
 
     def _cluster(self, labels: dict[str, str]) -> str:
         return (labels.get(self.cluster_label) if self.cluster_label else None) or self.cluster or ""
 
     def name(self, labels: dict[str, str]) -> PodName:
-        return self._cluster(labels), labels.get("namespace", ""), labels.get("pod", ""), labels.get("uid", "")
+        cluster = self._cluster(labels)
+        uid = "" if cluster in self.by_name else labels.get("uid", "")
+        return cluster, labels.get("namespace", ""), labels.get("pod", ""), uid
+
+    def add_without_uid(self, result: Iterable[Series]) -> None:
+        """The clusters with GPU request series that carry no uid: kube-state-metrics v1 labels
+        kube_pod_info alone with it, and read with its uid a pod's info matches none of its requests."""
+        self.by_name |= {self._cluster(series["metric"]) for series in result if series["values"]}
 
     def _each(self, result: Iterable[Series], create: bool = False) -> Iterable[tuple[Pod, Series]]:
         """Each pod's part of each series: a name's samples split among its lives."""
@@ -163,7 +184,7 @@ class PodTable:
     def add_requests(self, result: Iterable[Series], init: bool = False) -> None:
         for pod, series in self._each(result, create=True):
             target = pod.init_requests if init else pod.requests
-            target[series["metric"].get("resource", "")] = last(series) or 0.0
+            target[resource_label(series["metric"].get("resource", ""))] = last(series) or 0.0
 
     def add_info(self, result: Iterable[Series]) -> None:
         """Values are the scrape times (timestamp(kube_pod_info))."""
@@ -219,8 +240,20 @@ class PodTable:
         for series in result:
             labels = series["metric"]
             match = _INSTANCE.search(labels.get("provider_id", ""))
-            if match and labels.get("node"):
-                self.instances[(self._cluster(labels), labels["node"])] = match.group(1)
+            if match and labels.get("node") and series["values"]:
+                listed = [at for at, _ in series["values"]]
+                self.instances.setdefault((self._cluster(labels), labels["node"]), []).append(
+                    (min(listed), max(listed), match.group(1)))
+
+    def _instance(self, pod: Pod, end: float | None) -> str | None:
+        """The EC2 instance behind the pod's node while the pod was there: a node's name outlives
+        its instance (EKS names nodes by private IP, which a later instance may get)."""
+        named = self.instances.get((pod.key[0], pod.node or ""))
+        if not named:
+            return None
+        since = pod.started or pod.created or 0.0
+        until = end or pod.last_seen or math.inf
+        return max(named, key=lambda held: (min(held[1], until) - max(held[0], since), held[1]))[2]
 
     def add_gpu_use(self, hourly: dict[tuple[str, str, str], dict[datetime, float]]) -> None:
         """Per (cluster, namespace, pod) hour → use %, kept for the hours the pod lived."""
@@ -245,7 +278,7 @@ class PodTable:
     def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
         cluster, namespace, name, uid, life = pod.key
         state, end = self._state_and_end(pod)
-        instance = self.instances.get((cluster, pod.node)) if pod.node else None
+        instance = self._instance(pod, end)
         born = int(pod.started or pod.created or 0)
         record = f"{cluster}/{uid}" if uid else f"{cluster}/{namespace}/{name}@{born}"
         if life and not uid and not (pod.started or pod.created):  # lives told apart by a gap alone

@@ -1,13 +1,17 @@
 """k8s-pods: the pods that requested GPUs, from kube-state-metrics (v2: `uid` on every pod
-series; without it, re-created pods of one name are told apart by creation time and gaps) through
+series; v1 has it on kube_pod_info alone: re-created pods of one name are then told apart by
+creation time and gaps) through
 Prometheus `query_range` over the last `lookback_hours` → `jobs`, one row per pod; how series
 become rows: connectors/k8s_pod_records.py.
 
 Series read (each limited to pods with a GPU or MIG request, `namespaces` if set; a series that
 several kube-state-metrics replicas report counts once):
 kube_pod_container_resource_requests and kube_pod_init_container_resource_requests
-(resource nvidia_com_gpu, nvidia_com_mig_*, nvidia_com_gpu_shared and the `shared_gpus` resources;
-the pods asking only for another nvidia_com_* resource are said, not read),
+(resource nvidia_com_gpu, nvidia_com_mig_*, nvidia_com_gpu_shared, amd_com_gpu, the Neuron devices
+aws_amazon_com_neuron and _neurondevice, habana_ai_gaudi and the `shared_gpus` resources, or their
+Kubernetes names, nvidia.com/gpu;
+the pods asking only for another such vendor's resource are said, not read),
+kube_pod_init_container_info (restart_policy Always: a sidecar, whose requests add to the containers'),
 kube_pod_info (node, owner, priority class; its
 scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
 kube_pod_start_time, kube_pod_completion_time, kube_pod_status_phase, kube_pod_status_reason,
@@ -32,18 +36,27 @@ from pydantic import Field, field_validator
 from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import HttpSource, jobs_relation
-from connectors.k8s_pod_records import SHARED_GPU, PodTable, resource_label
+from connectors.k8s_pod_records import SHARED_GPU, WHOLE_GPUS, PodTable, resource_label
 from connectors.prometheus_api import Series, query_range
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 
 log = logging.getLogger(__name__)
 
-GPU_RESOURCES = ("nvidia_com_gpu", "nvidia_com_mig_.+", SHARED_GPU)
-NVIDIA_RESOURCES = "nvidia_com_.+"  # a renamed shared GPU keeps the device plugin's domain (nvidia.com/a100-mps)
+GPU_RESOURCES = (*WHOLE_GPUS, "nvidia_com_mig_.+", SHARED_GPU)
+# An accelerator vendor's resources: a renamed shared GPU keeps the device plugin's domain
+# (nvidia.com/a100-mps); a NeuronCore (aws.amazon.com/neuroncore) is a share of a Neuron device
+ACCELERATOR_RESOURCES = "(nvidia_com|amd_com|habana_ai)_.+|aws_amazon_com_neuron.+"
 LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 RESOURCE_NAME = r"^[a-zA-Z0-9][-a-zA-Z0-9_./]*$"  # a Kubernetes extended resource, or its kube-state-metrics label
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, so it goes into a PromQL regex as it is
+
+
+def spelled(label: str) -> str:
+    """A resource as kube-state-metrics labels it (`nvidia_com_mig_1g_10gb`), as a PromQL regex
+    that also matches it spelled as Kubernetes names it (`nvidia.com/mig-1g.10gb`), as an
+    exporter or relabelling that keeps the name may have written it."""
+    return label.replace("_", "[-._/]")
 
 
 class K8sPodsSource(HttpSource):
@@ -89,14 +102,16 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         end = now.astimezone(timezone.utc).replace(microsecond=0)
         start = end - timedelta(hours=c.lookback_hours)
         table = PodTable(c.cluster_label, c.cluster, c.gpu_shares())
-        resources = "|".join(dict.fromkeys((*GPU_RESOURCES, *c.gpu_shares())))
-        by = ", ".join(["namespace", "pod", "uid", *([c.cluster_label] if c.cluster_label else [])])
+        resources = "|".join(spelled(label) for label in dict.fromkeys((*GPU_RESOURCES, *c.gpu_shares())))
+        names = ", ".join(["namespace", "pod", *([c.cluster_label] if c.cluster_label else [])])
+        by = f"{names}, uid"
         where = f', namespace=~"{"|".join(c.namespaces)}"' if c.namespaces else ""
-        gpu_pods = (f'group by ({by}) ({{__name__=~"kube_pod_container_resource_requests|'
-                    f'kube_pod_init_container_resource_requests", resource=~"{resources}"{where}}})')
+        requests = (f'__name__=~"kube_pod_container_resource_requests|kube_pod_init_container_resource_requests", '
+                    f'resource=~"{resources}"{where}')  # the matchers of the GPU requests
+        gpu_pods = f"group by ({by}) ({{{requests}}})"
 
-        def of_gpu_pods(selector: str) -> str:
-            return f"({selector}) and on ({by}) {gpu_pods}"
+        def of_gpu_pods(selector: str) -> str:  # by name: kube-state-metrics v1 puts a uid on kube_pod_info alone
+            return f"({selector}) and on ({names}) {gpu_pods}"
 
         def ask(query: str) -> list[Series]:
             return self._query(query, start, end, c.step_seconds)
@@ -115,6 +130,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                               "not the pods it reports", where=c.prometheus_url,
                               hint="scrape kube-state-metrics with honor_labels: true (a ServiceMonitor's honorLabels: "
                                    "true), then run inventory again once lookback_hours of series have that shape")
+        table.add_without_uid(ask(f'group{cluster_by} ({{{requests}, uid=""}})'))
         # the listings and creation times first: they cut the names without uid into lives
         inner = where.removeprefix(", ")
         listed = ask(of_gpu_pods(f"max by ({by}, node, created_by_kind, created_by_name, priority_class) "
@@ -123,18 +139,28 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             ("kube_pod_created", "created"), ("kube_pod_start_time", "started"),
             ("kube_pod_completion_time", "completed"))}
         table.add_lives(listed, times["created"], times["started"])
-        # max by container first: two kube-state-metrics replicas (HA, a rollout) report each pod twice
+        # max by container first: two kube-state-metrics replicas (HA, a rollout) report each pod twice.
+        # A sidecar (an init container that restarts Always) runs beside the containers: its request adds to theirs
+        init = f'kube_pod_init_container_resource_requests{{resource=~"{resources}"{where}}}'
+        sidecar = f'on ({by}, container) kube_pod_init_container_info{{restart_policy="Always"{where}}}'
         table.add_requests(ask(f'sum by ({by}, resource) (max by ({by}, container, resource) '
-                               f'(kube_pod_container_resource_requests{{resource=~"{resources}"{where}}}))'))
-        table.add_requests(ask(f'max by ({by}, resource) (kube_pod_init_container_resource_requests'
-                               f'{{resource=~"{resources}"{where}}})'), init=True)
+                               f'(kube_pod_container_resource_requests{{resource=~"{resources}"{where}}}) '
+                               f'or max by ({by}, container, resource) ({init} and {sidecar}))'))
+        table.add_requests(ask(f'max by ({by}, resource) ({init} unless {sidecar})'), init=True)
         self._warn_unread(ask(f'group by ({by}, resource) ({{__name__=~"kube_pod_container_resource_requests|'
-                              f'kube_pod_init_container_resource_requests", resource=~"{NVIDIA_RESOURCES}", '
-                              f'resource!~"{resources}"{where}}}) unless on ({by}) {gpu_pods}'))
+                              f'kube_pod_init_container_resource_requests", '
+                              f'resource=~"{spelled(ACCELERATOR_RESOURCES)}", resource!~"{resources}"{where}}}) '
+                              f'unless on ({names}) {gpu_pods}'))
         if not table.pods:
             return [SnapshotPart("jobs", jobs_relation(con, []))]
         table.add_info(listed)
         table.add_labels(ask(of_gpu_pods(f"kube_pod_labels{{{inner}}}")))
+        if not any(pod.labels for pod in table.pods.values()):
+            log.warning("%s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run "
+                        "comes from pod labels (every pod's cost goes to its dimensions' rules or default): "
+                        "kube-state-metrics v2 writes only the labels its --metric-labels-allowlist names (none by "
+                        "default); start it with --metric-labels-allowlist=pods=[team,project,run] (the keys your "
+                        "dimensions and %s.run_labels read)", self.config_path, len(table.pods), self.config_path)
         for which, result in times.items():
             table.add_times(result, which)
         # timestamp() of a selector is the scrape's time; of a comparison, the step's: filter with `and`
@@ -153,9 +179,10 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         return [SnapshotPart("jobs", jobs_relation(con, table.rows(c.run_labels)))]
 
     def _warn_unread(self, unread: list[Series]) -> None:
-        """Pods asking for an NVIDIA resource spendlake does not read (a GPU shared under a name the
-        device plugin's config gave it) and for no GPU it reads: they would hold no GPU, and their
-        nodes' cost go to idle, without a word. One line, naming each resource and the key to set."""
+        """Pods asking for an accelerator's resource spendlake does not read (a GPU shared under a
+        name the device plugin's config gave it, a NeuronCore) and for no GPU it reads: they would
+        hold no GPU, and their nodes' cost go to idle, without a word. One line, naming each
+        resource and the key to set."""
         pods: dict[str, set[tuple[str, str]]] = {}
         for series in unread:
             labels = series["metric"]
@@ -164,9 +191,9 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             first = min(min(named) for named in pods.values())
             log.warning("%s: pods requested %s and no GPU resource spendlake reads (the first, %s/%s): they are counted "
                         "as holding no GPU, so their nodes' cost goes to idle; if it is a GPU shared by time-slicing "
-                        "or MPS under a name the device plugin's config gave it, set %s.shared_gpus: {%s: <replicas "
-                        "per GPU>}", self.config_path, ", ".join(f"{name} ({len(named)} pod(s))" for name, named
-                                                                 in sorted(pods.items())),
+                        "or MPS under a name the device plugin's config gave it (or a NeuronCore, a share of a Neuron "
+                        "device), set %s.shared_gpus: {%s: <replicas per GPU>}", self.config_path,
+                        ", ".join(f"{name} ({len(named)} pod(s))" for name, named in sorted(pods.items())),
                         *first, self.config_path, min(pods))
 
     def _gpu_use(self, start: datetime, end: datetime) -> dict[tuple[str, str, str], dict[datetime, float]]:

@@ -4,7 +4,8 @@ refuses more than 11,000 points per series) and the pieces' samples are joined p
 A piece over the server's `--query.max-samples` is asked for again in halves. An answer with
 `warnings` (a partial response: a Thanos store or a remote-read endpoint that did not answer)
 fails the query: a pod left out would put its GPUs' cost on idle without a word; Thanos is
-asked not to answer partially at all (`partial_response=false`; Prometheus ignores it).
+asked not to answer partially at all (`partial_response=false`; Prometheus ignores it). An
+answer that is no range query's matrix (the URL of a Loki, of a proxy's own API) fails saying so.
 """
 
 from __future__ import annotations
@@ -52,13 +53,30 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
         if warnings:
             raise SourceError(f"the answer may be partial: {'; '.join(warnings)[:300]}",
                               where=url, hint="ask again once every store behind this Prometheus answers")
-        for series in body.get("data", {}).get("result", []):
-            key = tuple(sorted(series.get("metric", {}).items()))
-            held = merged.setdefault(key, {"metric": series.get("metric", {}), "values": []})
-            held["values"].extend((float(t), float(v)) for t, v in series.get("values", [])
-                                  if not math.isnan(float(v)))
+        for metric, values in _matrix(body, url, hint):
+            held = merged.setdefault(tuple(sorted(metric.items())), {"metric": metric, "values": []})
+            held["values"].extend((t, v) for t, v in values if not math.isnan(v))
         first = last + timedelta(seconds=step_seconds)
     return list(merged.values())
+
+
+def _matrix(body: dict, url: str, hint: str) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+    """A range query's series: labels and (time, value) pairs. An answer of another shape (the URL
+    of a Loki, of a proxy's own API) is a SourceError saying so, not a traceback."""
+    data = body.get("data")
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list) or data.get("resultType") != "matrix":
+        raise SourceError(f"the answer is not a Prometheus range query's matrix: {str(data)[:120]}",
+                          where=url, hint=hint)
+    series = []
+    for item in result:
+        try:
+            metric, values = dict(item["metric"]), [(float(t), float(v)) for t, v in item["values"]]
+        except (KeyError, TypeError, ValueError):
+            raise SourceError(f"a series of the answer is not labels with [time, value] pairs: {str(item)[:120]}",
+                              where=url, hint=hint) from None
+        series.append((metric, values))
+    return series
 
 
 def _unix(moment: datetime) -> float:

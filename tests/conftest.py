@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from datetime import date
 from pathlib import Path
 
@@ -38,6 +39,26 @@ def require_binary(name: str) -> str:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture
+def api_server():
+    """`start(api, **options)`: a real HTTP server for an `Api` on 127.0.0.1 (the port the OS
+    chose is returned), stopped after the test."""
+    from service.serve.http import make_server
+
+    servers = []
+
+    def start(api, **options) -> int:
+        server = make_server(api, "127.0.0.1:0", **options)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
 
 
 def stop(proc, timeout: float = 15) -> None:

@@ -113,9 +113,9 @@ def test_the_reports_chart_cards_and_tables_add_up(demo_run):
     bars = {label: sum(series[i] for series in chart.series.values()) for i, label in enumerate(chart.categories)}
     cards = {h.label: h.value for h in report.headlines}
     # the Day card is the last bar, month to date is the sum of this month's bars
-    assert cents(cards["Day (USD)"]) == cents(bars[day.isoformat()])
+    assert cents(cards["Day, billed (USD)"]) == cents(bars[day.isoformat()])
     month = [label for label in chart.categories if label >= day.replace(day=1).isoformat()]
-    assert cents(cards["Month to date (USD)"]) == cents(sum(bars[label] for label in month))
+    assert cents(cards["Month to date, billed (USD)"]) == cents(sum(bars[label] for label in month))
     # the 1st carries its own day of the monthly lines, not the month's: no false spike
     first = day.replace(day=1).isoformat()
     neighbours = [bars[label] for label in chart.categories[chart.categories.index(first) + 1:][:3]]

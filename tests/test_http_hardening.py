@@ -28,20 +28,10 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DEN
 
 
 @pytest.fixture
-def server(tmp_path):
-    servers = []
-
-    def start(token: str | None = None, **options):
-        api = Api(make_config(tmp_path), CollectorRegistry(), token=token)
-        server = make_server(api, "127.0.0.1:0", **options)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server.server_address[1]
-
-    yield start
-    for started in servers:
-        started.shutdown()
-        started.server_close()
+def server(tmp_path, api_server):
+    """`start(token, **options)`: a server for the config of tmp_path; its port."""
+    return lambda token=None, **options: api_server(Api(make_config(tmp_path), CollectorRegistry(), token=token),
+                                                    **options)
 
 
 def raw(port: int, request: bytes, timeout: float = 5) -> tuple[int, dict, dict]:

@@ -66,7 +66,9 @@ def labels(**values: str) -> str:
     return ",".join(f'{k}="{v}"' for k, v in values.items())
 
 
-def openmetrics(pods: list[dict] = PODS) -> str:
+def openmetrics(pods: list[dict] = PODS, replaced: dict[str, tuple[int, str]] | None = None) -> str:
+    """`replaced`: node → (scrape, provider id): from that scrape on, a new instance has the
+    node's name (EKS names a node by its private IP); the old one went 10 scrapes before."""
     families: dict[str, list[str]] = {}
 
     def sample(name: str, series: str, value: float, scrape: int) -> None:
@@ -103,9 +105,15 @@ def openmetrics(pods: list[dict] = PODS) -> str:
             for container, (resource, count) in pod.get("init", {}).items():
                 sample("kube_pod_init_container_resource_requests",
                        labels(**key, container=container, node=pod["node"], resource=resource, unit="integer"), count, k)
+                sample("kube_pod_init_container_info", labels(**key, container=container, image="img", restart_policy=(
+                    "Always" if container in pod.get("sidecars", ()) else "")), 1, k)
     for k in range(SCRAPES):
         for node, provider in NODES.items():
-            sample("kube_node_info", labels(node=node, provider_id=provider, kernel_version="6.1"), 1, k)
+            since, instead = (replaced or {}).get(node, (SCRAPES, provider))
+            if since - 10 <= k < since:
+                continue
+            sample("kube_node_info", labels(node=node, provider_id=instead if k >= since else provider,
+                                            kernel_version="6.1"), 1, k)
         # DCGM, through a ServiceMonitor: the exporter's own pod/namespace, the GPU's pod as exported_*
         exporter = dict(namespace="gpu-operator", pod="dcgm-exporter-x7k2p", Hostname="ip-10-0-1-1")
         if 2 <= k < 180:
@@ -184,6 +192,55 @@ def test_labels_namespace_and_hourly_gpu_use(tmp_path, prometheus):
     # eval-mig has no SM active series: its graphics engine activity (pod/namespace labels), as percent
     assert rows["eks-p5/u-em"][5] == {hour + timedelta(hours=h): pytest.approx(25.0) for h in range(6)}
     assert rows["eks-p5/u-nb"][4:] == (None, None)
+
+
+@pytest.mark.binary
+def test_a_node_name_a_later_instance_took_keeps_each_pod_on_its_own_instance(tmp_path):
+    """ip-10-0-1-2's instance went at scrape 240 and a new one came up under the same name (its
+    private IP) at 250: the pods that ran before are on the old instance, the pod after on the
+    new one (every pod of the node was put on whichever instance the answer listed last)."""
+    after = dict(pod="after-0", ns="train", uid="u-af", node="ip-10-0-1-2", listed=(255, 359), phases=[("Running", 255)],
+                 requests={"trainer": ("nvidia_com_gpu", 8)}, start=255)
+    pods = [pod for pod in PODS if pod["uid"] != "u-t0b"] + [after]
+    with backfilled_prometheus(tmp_path, openmetrics(pods, {"ip-10-0-1-2": (250, "aws:///us-east-1a/i-0bbb5555cccc6666d")})) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
+    assert [row for row in jobs(tmp_path, "record_id, nodes, instance_ids") if row[1] == ["ip-10-0-1-2"]] == [
+        ("eks-p5/u-af", ["ip-10-0-1-2"], ["i-0bbb5555cccc6666d"]),
+        ("eks-p5/u-t0a", ["ip-10-0-1-2"], ["i-0ddd3333eeee4444f"]),
+        ("eks-p5/u-w1", ["ip-10-0-1-2"], ["i-0ddd3333eeee4444f"])]
+
+
+@pytest.mark.binary
+def test_gpu_resources_spelled_as_kubernetes_names_them_are_read_alike(tmp_path, prometheus):
+    """kube-state-metrics labels nvidia.com/gpu `nvidia_com_gpu`; series that keep the Kubernetes
+    name (`nvidia.com/gpu`, a MIG slice `nvidia.com/mig-1g.10gb`, or half of it) give the same rows
+    (their pods were left out as asking for no GPU)."""
+    assert snapshot(tmp_path / "labels", prometheus_url=prometheus, lookback_hours=8).error is None
+    text = (openmetrics().replace('resource="nvidia_com_gpu"', 'resource="nvidia.com/gpu"')
+            .replace('resource="nvidia_com_mig_1g_10gb"', 'resource="nvidia.com/mig-1g.10gb"')
+            .replace('resource="nvidia_com_mig_3g_40gb"', 'resource="nvidia_com_mig-3g.40gb"'))
+    assert 'resource="nvidia_com' not in text.replace("nvidia_com_mig-3g", "")
+    with backfilled_prometheus(tmp_path, text) as url:
+        assert snapshot(tmp_path / "names", prometheus_url=url, lookback_hours=8).error is None
+    columns = "record_id, state, start_time, end_time, gpus, nodes, instance_ids"
+    assert jobs(tmp_path / "names", columns) == jobs(tmp_path / "labels", columns)
+    assert len(jobs(tmp_path / "names", columns)) == 7
+
+
+@pytest.mark.binary
+def test_pods_without_labels_say_the_kube_state_metrics_allowlist(tmp_path, prometheus, caplog):
+    """kube-state-metrics v2 gives kube_pod_labels only the labels --metric-labels-allowlist names,
+    none by default: every pod's team and run fell to the default without a word."""
+    text = "\n".join(re.sub(r',label_[^=]+="[^"]*"', "", line) if line.startswith("kube_pod_labels") else line
+                     for line in openmetrics().splitlines()) + "\n"
+    with backfilled_prometheus(tmp_path, text) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
+    [said] = [r.getMessage() for r in caplog.records if "--metric-labels-allowlist" in r.getMessage()]
+    assert said.startswith("inventory.k8s: none of the 7 GPU pod(s) has a label in kube_pod_labels")
+    assert "start it with --metric-labels-allowlist=pods=[team,project,run]" in said
+    caplog.clear()
+    assert snapshot(tmp_path / "labelled", prometheus_url=prometheus, lookback_hours=8).error is None
+    assert "--metric-labels-allowlist" not in caplog.text
 
 
 @pytest.mark.binary
@@ -269,6 +326,39 @@ def test_one_prometheus_over_many_clusters_keeps_them_apart():
 
 
 
+def test_an_init_container_sets_the_pods_request_per_resource():
+    """Kubernetes reserves, per resource, the larger of the containers' sum and the largest init
+    container's request: an init container's MIG slice is held beside the containers' GPUs (the
+    larger total of the two sides was taken: 2 GPUs, not 2 + 3/7)."""
+    from connectors.k8s_pod_records import PodTable
+
+    def series(values: list[float], **labels: str) -> dict:
+        return {"metric": {"namespace": "train", "pod": "w-0", "uid": "u1", **labels},
+                "values": [(100 + 60 * n, v) for n, v in enumerate(values)]}
+
+    table = PodTable(None, "p5")
+    table.add_requests([series([2], resource="nvidia_com_gpu")])
+    table.add_requests([series([1], resource="nvidia_com_mig_3g_40gb"), series([1], resource="nvidia_com_gpu")],
+                       init=True)
+    table.add_phases([series([100], phase="Running")])
+    [row] = table.rows(())
+    assert row["gpus"] == pytest.approx(2 + 3 / 7)
+
+
+@pytest.mark.binary
+def test_a_sidecars_gpus_add_to_the_containers(tmp_path):
+    """A sidecar, an init container with restartPolicy Always (kube-state-metrics' restart_policy
+    label), runs beside the containers: the scheduler reserves its GPUs on top of theirs, 4 + 2,
+    more than the 5 of the init container before them (the sidecar was read as an init container:
+    5 GPUs)."""
+    rollout = dict(pod="rl-0", ns="train", uid="u-rl", node="ip-10-0-1-1", listed=(0, 359), phases=[("Running", 0)],
+                   requests={"trainer": ("nvidia_com_gpu", 4)}, sidecars={"rollout"}, start=0,
+                   init={"warmup": ("nvidia_com_gpu", 5), "rollout": ("nvidia_com_gpu", 2)})
+    with backfilled_prometheus(tmp_path, openmetrics([rollout])) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8, dcgm_metrics=[]).error is None
+    assert jobs(tmp_path, "job_id, gpus") == [("train/rl-0", 6.0)]
+
+
 def two_replicas(text: str) -> str:
     """Every kube-state-metrics sample as a Prometheus scraping two replicas (HA, or the old and
     new pod of a rollout) stores it: twice, told apart by `instance`."""
@@ -331,6 +421,28 @@ def test_an_answer_with_warnings_is_partial_and_exits_3(tmp_path, warning, code)
         assert not list((tmp_path / "lake").glob("jobs/*/*/*.parquet"))
 
 
+LOKI = {"status": "success", "data": {"resultType": "streams", "result": [
+    {"stream": {"app": "trainer"}, "values": [["1764547200000000000", "step 100 loss 2.31"]]}]}}
+
+
+@pytest.mark.parametrize("answer, says", [
+    (LOKI, "the answer is not a Prometheus range query's matrix: {'resultType': 'streams', 'result': [{'stream'"),
+    ({"status": "success", "data": {"resultType": "matrix", "result": LOKI["data"]["result"]}},
+     "a series of the answer is not labels with [time, value] pairs: {'stream': {'app': 'trainer'}"),
+    ({"status": "success", "data": {"resultType": "vector", "result": []}},
+     "the answer is not a Prometheus range query's matrix: {'resultType': 'vector', 'result': []}"),
+    ({"status": "success", "data": None}, "the answer is not a Prometheus range query's matrix: None"),
+])
+def test_an_answer_that_is_no_range_querys_matrix_exits_3_saying_so(tmp_path, answer, says):
+    """prometheus_url pointed at a Loki (or a proxy's own API) answered JSON of another shape: a
+    ValueError or TypeError traceback, or (a vector) "no kube-state-metrics series"."""
+    with answering_prometheus(answer, []) as url:
+        result = inventory_cli(tmp_path, url)
+    assert result.exit_code == 3, result.output
+    assert f"{url}/api/v1/query_range: {says}" in result.output
+    assert "check inventory.k8s.prometheus_url" in result.output
+
+
 def test_the_pods_of_a_kube_state_metrics_shard_scraped_earlier_are_not_deleted():
     """Sharded kube-state-metrics: each shard is its own target, scraped at its own moment of the
     interval; the pods of the shard scraped 40 s before the other run on (they were read as
@@ -359,19 +471,24 @@ PS_0 = [dict(pod="ps-0", ns="train", uid="u-ps1", node="ip-10-0-1-1", listed=(20
 
 
 @pytest.mark.binary
-def test_without_uid_a_re_created_pod_is_a_new_record(tmp_path):
-    """kube-state-metrics v1 (or relabelling) gives no `uid`: trainer-0 re-created at once (its
-    creation time changes at scrape 211) and ps-0 re-created after 14 minutes unlisted are two
-    records each, as with uids, never one pod holding GPUs across the gap; records are named
-    <cluster>/<namespace>/<pod>@<start>, the rest of every row is what the uids give."""
+@pytest.mark.parametrize("keeps_uid", ["", "kube_pod_info{"])
+def test_without_uid_a_re_created_pod_is_a_new_record(tmp_path, keeps_uid):
+    """Relabelling that drops `uid` everywhere, or kube-state-metrics v1, which labels kube_pod_info
+    alone with it (docs/pod-metrics.md of release-1.9; its info then matched none of the pod's
+    requests: every pod lost its node, instance and owner, and a deleted one held its GPUs on):
+    trainer-0 re-created at once (its creation time changes at scrape 211) and ps-0 re-created
+    after 14 minutes unlisted are two records each, as with uids, never one pod holding GPUs
+    across the gap; records are named <cluster>/<namespace>/<pod>@<start>, the rest of every row
+    is what the uids give."""
     text = openmetrics(PODS + PS_0)
     (tmp_path / "uid").mkdir()
     (tmp_path / "nouid").mkdir()
     with backfilled_prometheus(tmp_path / "uid", text) as url:
         assert snapshot(tmp_path / "uid", prometheus_url=url, lookback_hours=8).error is None
-    without = "\n".join(re.sub(r',uid="[^"]*"', "", line) if line.startswith("kube_") else line
-                         for line in text.splitlines()) + "\n"
-    assert 'uid="' not in without
+    without = "\n".join(re.sub(r',uid="[^"]*"', "", line) if line.startswith("kube_") and not
+                         (keeps_uid and line.startswith(keeps_uid)) else line for line in text.splitlines()) + "\n"
+    assert ('kube_pod_info{namespace="train",pod="ps-0",uid="u-ps1"' in without) == bool(keeps_uid)
+    assert 'kube_pod_created{namespace="train",pod="ps-0"}' in without
     with backfilled_prometheus(tmp_path / "nouid", without) as url:
         outcome = snapshot(tmp_path / "nouid", prometheus_url=url, lookback_hours=8)
     assert outcome.error is None, outcome.error

@@ -66,7 +66,8 @@ def test_a_renamed_shared_gpu_not_in_shared_gpus_is_said_naming_it_and_the_key(t
     assert said == ["inventory.k8s: pods requested nvidia_com_a100_mps (1 pod(s)) and no GPU resource spendlake reads "
                     "(the first, serve/mps-worker): they are counted as holding no GPU, so their nodes' cost goes to "
                     "idle; if it is a GPU shared by time-slicing or MPS under a name the device plugin's config gave "
-                    "it, set inventory.k8s.shared_gpus: {nvidia_com_a100_mps: <replicas per GPU>}"]
+                    "it (or a NeuronCore, a share of a Neuron device), set inventory.k8s.shared_gpus: "
+                    "{nvidia_com_a100_mps: <replicas per GPU>}"]
 
 
 @pytest.mark.binary
@@ -74,6 +75,39 @@ def test_a_configured_renamed_shared_gpu_is_not_said(tmp_path, prometheus, caplo
     assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8, dcgm_metrics=[],
                     shared_gpus={"nvidia.com/gpu.shared": 4, "nvidia.com/a100-mps": 10}).error is None
     assert "no GPU resource spendlake reads" not in caplog.text
+
+
+ACCELERATOR_PODS = [
+    dict(pod="trn-0", ns="train", uid="u-trn", node="ip-10-0-2-1", listed=(0, 359), phases=[("Running", 0)],
+         requests={"trainer": ("aws_amazon_com_neuron", 16)}, start=0),
+    dict(pod="trn-cores", ns="train", uid="u-tc", node="ip-10-0-2-2", listed=(0, 359), phases=[("Running", 0)],
+         requests={"trainer": ("aws_amazon_com_neuroncore", 4)}, start=0),
+    dict(pod="inf-dev", ns="serve", uid="u-id", node="ip-10-0-2-2", listed=(0, 359), phases=[("Running", 0)],
+         requests={"server": ("aws_amazon_com_neurondevice", 2)}, start=0),
+    dict(pod="rocm-0", ns="train", uid="u-amd", node="ip-10-0-2-3", listed=(0, 359), phases=[("Running", 0)],
+         requests={"trainer": ("amd_com_gpu", 1)}, start=0),
+    dict(pod="gaudi-0", ns="train", uid="u-hl", node="ip-10-0-2-3", listed=(0, 359), phases=[("Running", 0)],
+         requests={"trainer": ("habana_ai_gaudi", 8)}, start=0),
+]
+
+
+@pytest.mark.binary
+def test_other_vendors_accelerators_are_held_and_neuroncores_said(tmp_path, caplog):
+    """EKS on Trainium or Inferentia (the Neuron device plugin's aws.amazon.com/neuron and
+    neurondevice), AMD and Gaudi: each device is one of the instance's accelerators, as the GPU
+    table counts them (their pods were left out, their nodes' cost all idle, without a word). A
+    NeuronCore is a share of a device whose size the instance decides (trn1 2, trn2 4 at LNC=2): said,
+    and read as shared_gpus says."""
+    with backfilled_prometheus(tmp_path, openmetrics(ACCELERATOR_PODS)) as url:
+        assert snapshot(tmp_path / "default", prometheus_url=url, lookback_hours=8, dcgm_metrics=[]).error is None
+        assert snapshot(tmp_path / "cores", prometheus_url=url, lookback_hours=8, dcgm_metrics=[],
+                        shared_gpus={"aws.amazon.com/neuroncore": 2}).error is None
+    assert sorted(jobs(tmp_path / "default", "job_id, gpus")) == [
+        ("serve/inf-dev", 2.0), ("train/gaudi-0", 8.0), ("train/rocm-0", 1.0), ("train/trn-0", 16.0)]
+    said = [r.getMessage() for r in caplog.records if "no GPU resource spendlake reads" in r.getMessage()]
+    assert len(said) == 1 and "aws_amazon_com_neuroncore (1 pod(s))" in said[0]
+    assert "set inventory.k8s.shared_gpus: {aws_amazon_com_neuroncore: <replicas per GPU>}" in said[0]
+    assert ("train/trn-cores", 2.0) in jobs(tmp_path / "cores", "job_id, gpus")
 
 
 @pytest.mark.parametrize("shared, says", [

@@ -64,6 +64,6 @@ def test_the_report_names_a_null_currency_not_dollars(config, tmp_path):
     summary = (tmp_path / "reports" / "2024-09-30" / "summary.md").read_text()
     html = (tmp_path / "reports" / "2024-09-30" / "report.html").read_text()
     # was 'Day (None): $0.00' and 'unallocated: $0.00' beside the USD lines: finance read two dollar figures
-    assert "- Day (no currency): (no currency) 0.00" in summary
+    assert "- Day, billed (no currency): (no currency) 0.00" in summary
     assert "- unallocated: (no currency) 0.00" in summary and "- unallocated: $20.52" in summary
     assert "(None)" not in summary + html

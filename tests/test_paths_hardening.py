@@ -65,12 +65,12 @@ def test_49_quotes_spaces_and_non_ascii_in_lake_and_source_paths_work(tmp_path):
     assert run(config, "verify").exit_code == 0
     checked = run(config, "attribute", "--check", "--format", "json")
     assert checked.exit_code == 0, checked.output
-    assert checked.output and all(r["ok"] for r in json.loads(checked.output))
+    assert checked.output and all(r["ok"] for r in json.loads(checked.stdout))
 
     answer = run(config, "attribute", "--since", "2000-01-01", "--until", "2100-01-01", "--by", "team",
                  "--format", "json")
     assert answer.exit_code == 0, answer.output
-    attributed = {t["currency"]: Decimal(t["cost"]) for t in json.loads(answer.output)["totals"]}
+    attributed = {t["currency"]: Decimal(t["cost"]) for t in json.loads(answer.stdout)["totals"]}
     billed: dict[str, Decimal] = {}
     for row in rows:
         billed[row["currency"]] = billed.get(row["currency"], Decimal(0)) + Decimal(row["billed_cost"] or 0)

@@ -74,7 +74,7 @@ def test_spend_by_team_day_and_month_to_date_against_hand_numbers(org):
     assert teams[INJECTIONS[0]]["day_cost"] is not None
     (mover,) = table(by_key["spend"], "top_movers")["rows"]
     assert (mover["team"], mover["project"], Decimal(mover["change"])) == ("pretrain", "llm-7b", Decimal("2142"))
-    day = next(h for h in data["headlines"] if h["label"] == "Day (USD)")
+    day = next(h for h in data["headlines"] if h["label"] == "Day, billed (USD)")
     assert Decimal(day["value"]) == Decimal("7497") + Decimal("1275") + Decimal("765") + Decimal("510") + \
         Decimal("255") + Decimal("250")
 
@@ -302,8 +302,8 @@ def test_currencies_are_never_added_together(tmp_path):
     data, by_key = sections(tmp_path / "out" / "2026-11-29")
     mtd = {r["currency"]: r["cost"] for r in table(by_key["spend"], "totals")["rows"] if r["window"] == "mtd"}
     assert {k: Decimal(v) for k, v in mtd.items()} == {"EUR": 120, "USD": 300}
-    assert [h["label"] for h in data["headlines"]][:4] == ["Day (EUR)", "Day (USD)", "Month to date (EUR)",
-                                                           "Month to date (USD)"]
+    assert [h["label"] for h in data["headlines"]][:4] == ["Day, billed (EUR)", "Day, billed (USD)",
+                                                           "Month to date, billed (EUR)", "Month to date, billed (USD)"]
     html = (tmp_path / "out" / "2026-11-29" / "report.html").read_text()
     assert "Daily spend by team (USD)" in html and "EUR 120.00" in html
     assert [r["source"] for r in table(by_key["freshness"], "freshness")["rows"]] == ["focus-eu", "focus-us"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import duckdb
 import pytest
@@ -135,7 +135,7 @@ def test_33_bills_of_several_currencies_actual_and_amortized_equal_status_and_th
     assert {(r["source"], r["billing_period"], r["currency"]): (r["billed_cost"], r["effective_cost"])
             for r in status if r["billing_period"] == "2023-09"} == \
         {(r["source"], r["billing_period"], r["currency"]): (r["billed_cost"], r["effective_cost"]) for r in rows}
-    check = json.loads(spendlake(config, "attribute", "--check", "--format", "json").output)
+    check = json.loads(spendlake(config, "attribute", "--check", "--format", "json").stdout)
     for row in rows:
         for measure in ("billed", "effective"):
             if row[f"{measure}_cost"] is not None:
@@ -228,18 +228,57 @@ def test_a_day_past_the_datas_end_shows_no_change_in_html_json_csv_and_summary(l
     folder = report(root, config, "2026-09-11")
     data = json.loads((folder / "report.json").read_text())
     cards = {h["label"]: h for h in data["headlines"]}
-    assert Decimal(cards["Day (EUR)"]["previous"]) > 0 and cards["Day (EUR)"]["change_pct"] is None
-    assert cards["Month to date (EUR)"]["change_pct"] is None
+    assert Decimal(cards["Day, billed (EUR)"]["previous"]) > 0 and cards["Day, billed (EUR)"]["change_pct"] is None
+    assert cards["Month to date, billed (EUR)"]["change_pct"] is None
     spend = next(s for s in data["sections"] if s["key"] == "spend")
     tables = {t["key"]: t for t in spend["tables"]}
     [pretrain] = [r for r in tables["spend_by_team"]["rows"] if r["team"] == "pretrain"]
-    assert pretrain["day_previous"] == cards["Day (EUR)"]["previous"]
+    assert pretrain["day_previous"] == cards["Day, billed (EUR)"]["previous"]
     assert (pretrain["day_change_pct"], pretrain["mtd_change_pct"]) == (None, None)
     assert tables["top_movers"]["rows"] == []
     with open(folder / "spend_by_team.csv", newline="", encoding="utf-8") as handle:
         [row] = [r for r in csv.DictReader(handle) if r["team"] == "pretrain"]
     assert (row["day_change_pct"], row["mtd_change_pct"]) == ("", "")
     html = (folder / "report.html").read_text()
-    previous = f"EUR {Decimal(pretrain['day_previous']).quantize(Decimal('0.01'))}"
+    previous = f"EUR {Decimal(pretrain['day_previous']).quantize(Decimal('0.01'), ROUND_HALF_UP)}"  # as the page rounds
     assert "−100.0%" not in html and f"— vs {previous}" in html
-    assert f"- Day (EUR): EUR 0.00 (— vs {previous})" in (folder / "summary.md").read_text()
+    assert f"- Day, billed (EUR): EUR 0.00 (— vs {previous})" in (folder / "summary.md").read_text()
+
+
+def test_the_headlines_say_they_are_the_billed_cost_the_invoice_shows(lake):
+    # They read 'Month to date (EUR)' beside a bill whose billed and amortized costs differ
+    # (838.255 and 132.588... before the refund): the page, summary.md and JSON did not say which.
+    root, config = lake
+    [bill] = [r for r in bills(root, config, "2026-09-30") if (r["source"], r["billing_period"]) == ("eu", "2026-09")]
+    folder = root / "out" / "2026-09-30"
+    cards = {h["label"]: h["value"] for h in json.loads((folder / "report.json").read_text())["headlines"]}
+    billed = Decimal(bill["billed_cost"])
+    assert Decimal(cards["Month to date, billed (EUR)"]) == billed != Decimal(bill["effective_cost"])
+    assert f"- Month to date, billed (EUR): EUR {billed.quantize(Decimal('0.01'))}" in (folder / "summary.md").read_text()
+    assert ">Month to date, billed (EUR)</div>" in (folder / "report.html").read_text()
+
+
+def test_an_export_without_billed_cost_is_said_not_shown_as_no_spend(lake):
+    # An Azure amortized export alone made a report of 'Month to date (USD): $0.00' and
+    # `attribute` a total of 0.00 without a word; the actual export answered --cost effective 0.00 alike.
+    root, config = lake
+    folder = report(root, config, "2023-09-22")
+    notes = json.loads((folder / "report.json").read_text())["notes"]
+    assert [n for n in notes if "no billed cost" in n] == [
+        "ea-amortized delivered no billed cost for September 2023, only amortized (effective) cost: the headlines "
+        "and spend tables, billed cost as on the invoice, leave it out; Bills shows it. Point a source at the "
+        "actual-cost export for the invoice's figures."]
+    assert "ea-amortized delivered no billed cost" in (folder / "summary.md").read_text()
+    window = ("--since", "2023-09-01", "--until", "2023-10-01", "--format", "json")
+    billed, effective = (CliRunner().invoke(cli, ["--config", str(config), "attribute", *window, "--cost", cost])
+                         for cost in ("billed", "effective"))
+    assert "note: ea-amortized 2023-09 delivered no billed cost, only effective cost: counted as 0 here; " \
+           "--cost effective counts it" in billed.stderr
+    assert "note: ea-actual 2023-09, ea-cad 2023-09 delivered no effective cost, only billed cost" in effective.stderr
+    assert "delivered no" not in spendlake(config, "attribute", "--since", "2026-09-01", "--until", "2026-10-01").stderr
+    check = spendlake(config, "attribute", "--check", "--format", "json")
+    assert {(r["source"], r["cost"], r["source_total"]) for r in json.loads(check.stdout)
+            if r["source"] == "ea-amortized" and r["cost"] != "list"} == {("ea-amortized", "billed", "0.000000000000"),
+                                                                         ("ea-amortized", "effective", "16.296932136637")}
+    assert "note: ea-amortized 2023-09 delivered no billed cost: the billed rows for these compare 0 with 0 " \
+           "(status shows null)" in check.stderr

@@ -1,42 +1,21 @@
-"""The report in a real headless Chromium: charts and tables are in the DOM, injected tag
-values created no element, and no script error occurred (RELIABILITY.md 34)."""
+"""The report in a real headless Chromium, from its file and through `spendlake serve`: charts and
+tables are in the DOM, injected tag values created no element, and no script error or policy
+violation occurred (RELIABILITY.md 34)."""
 
 from __future__ import annotations
 
 import html as htmllib
-import subprocess
 from datetime import date
-from html.parser import HTMLParser
 
 import pytest
 
-from conftest import require_binary
+from browserkit import chromium, console_lines, dumped_dom
+from conftest import require_binary, stop
 from report_fixtures import INJECTIONS, org_config
+from servicekit import start_serve, write_config
 from service.report.write import write_report
 
 pytestmark = [pytest.mark.binary, pytest.mark.slow]  # a headless Chromium per test
-
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
-         "--no-first-run", "--disable-component-update", "--disable-sync"]
-
-
-class Elements(HTMLParser):
-    """Every element of the dumped DOM, as (tag, attributes)."""
-
-    def __init__(self):
-        super().__init__()
-        self.elements: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.elements.append((tag, dict(attrs)))
-
-    def tags(self, name: str) -> list[dict[str, str | None]]:
-        return [attrs for tag, attrs in self.elements if tag == name]
-
-
-def chromium(binary: str, tmp_path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([binary, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args],
-                          capture_output=True, text=True, timeout=60, check=True)
 
 
 def test_report_renders_in_chromium_without_injected_elements_or_script_errors(tmp_path):
@@ -47,9 +26,7 @@ def test_report_renders_in_chromium_without_injected_elements_or_script_errors(t
     shot = tmp_path / "report.png"
     chromium(binary, tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", html.as_uri())
     assert shot.stat().st_size > 10_000
-    dumped = chromium(binary, tmp_path, "--enable-logging=stderr", "--v=0", "--dump-dom", html.as_uri())
-    dom = Elements()
-    dom.feed(dumped.stdout)
+    dom, dumped = dumped_dom(binary, tmp_path, html.as_uri())
 
     (root,) = dom.tags("html")
     assert root.get("data-report-ok") == f"{len(dom.tags('svg'))}:{len(dom.tags('table'))}"  # our script ran
@@ -60,5 +37,33 @@ def test_report_renders_in_chromium_without_injected_elements_or_script_errors(t
     assert not [a for _, a in dom.elements if any(k.startswith("on") for k in a)]
     text = htmllib.unescape(dumped.stdout)
     assert all(value in text for value in INJECTIONS)  # shown as text
-    console = [line for line in dumped.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == []
+    assert console_lines(dumped) == []
+
+
+def test_the_report_served_by_spendlake_serve_renders_in_chromium_under_the_services_policy(tmp_path):
+    """Through `spendlake serve` over HTTP the answer's Content-Security-Policy applies on top of
+    the page's own: the report's styles, charts and script must all be allowed by it, and the
+    index of the days too (a policy missing one shows as a console violation)."""
+    binary = require_binary("chromium")
+    org = tmp_path / "org"
+    config = org_config(org)
+    write_report(config, date(2026, 11, 29))  # to the default folder, org/reports, where serve looks
+    config_path = write_config(org, {"lake": str(config.lake), "service": {"listen": "127.0.0.1:0"},
+                                     "sources": [{"name": "focus-main", "kind": "focus", "location": str(org / "export")}]})
+    proc, base = start_serve(config_path)
+    try:
+        for _ in ("loaded", "reloaded from the cache, revalidated by a 304"):
+            dom, dumped = dumped_dom(binary, tmp_path, f"{base}/reports/latest/")
+            (root,) = dom.tags("html")
+            assert root.get("data-report-ok") == f"{len(dom.tags('svg'))}:{len(dom.tags('table'))}"  # the script ran
+            assert len(dom.tags("svg")) >= 2 and len(dom.tags("rect")) > 30  # the charts were drawn
+            assert console_lines(dumped) == []
+        shot = tmp_path / "served.png"
+        chromium(binary, tmp_path, f"--screenshot={shot}", "--window-size=1280,2000", f"{base}/reports/2026-11-29/report.html")
+        assert shot.stat().st_size > 10_000
+
+        index, dumped = dumped_dom(binary, tmp_path, f"{base}/reports/")
+        assert [a["href"] for a in index.tags("a")][:2] == ["2026-11-29/report.html", "latest/"]
+        assert console_lines(dumped) == []
+    finally:
+        stop(proc)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from datetime import timedelta
@@ -31,20 +30,9 @@ TOKEN = "s3cret-token-0123456789"
 
 
 @pytest.fixture
-def serve_api():
-    """Start a real server for an Api on 127.0.0.1, port chosen by the OS."""
-    servers = []
-
-    def start(api: Api) -> str:
-        server = make_server(api, "127.0.0.1:0")
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1]
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def serve_api(api_server):
+    """Start a real server for an Api on 127.0.0.1, port chosen by the OS; its base URL."""
+    return lambda api: "http://127.0.0.1:%d" % api_server(api)
 
 
 def get(url: str, token: str | None = None, method: str = "GET") -> tuple[int, dict, bytes]:
@@ -141,12 +129,23 @@ def test_errors_are_json_and_unknown_parameters_are_rejected(tmp_path, serve_api
     assert status == 405 and json.loads(body)["error"]["message"].startswith("the API is read-only")
 
 
+def test_head_answers_like_get_without_the_body(tmp_path, serve_api):
+    """`curl -I` and uptime checkers ask with HEAD; http.server answered 501 to it."""
+    base = serve_api(api_for(make_config(tmp_path)))
+    for path in ("/healthz", "/metrics", "/nope"):
+        got, head = get(base + path), get(base + path, method="HEAD")
+        assert head[0] == got[0] and head[2] == b"", path
+        assert head[1]["Content-Length"] == str(len(got[2])) and head[1]["Content-Type"] == got[1]["Content-Type"]
+    status, headers, _ = get(base + "/healthz", method="DELETE")
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+
+
 def test_bearer_token_protects_the_api_but_not_probes_or_metrics(tmp_path, serve_api):
     config = make_config(tmp_path, api_token=TOKEN)
     base = serve_api(api_for(config, token=TOKEN))
     status, headers, body = get(base + "/api/v1/status")
     assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
-    assert json.loads(body)["error"]["message"] == "missing or wrong bearer token"
+    assert json.loads(body)["error"]["message"] == "missing or wrong token"
     assert get(base + "/api/v1/status", token="wrong-token-0123456789")[0] == 401
     assert get(base + "/api/v1/status", token=TOKEN)[0] == 200
     assert get(base + "/metrics")[0] == 200 and get(base + "/healthz")[0] == 200
@@ -169,6 +168,16 @@ def test_binds_loopback_by_default(tmp_path):
         assert server.server_address[0] == "127.0.0.1"
     finally:
         server.server_close()
+
+
+def test_listening_beyond_loopback_without_a_token_warns_that_api_and_reports_are_open():
+    from service.serve.service import exposure_warning
+
+    for host in ("0.0.0.0", "::", "10.0.3.7", "fe80::1%eth0"):
+        warning = exposure_warning(host, None)
+        assert warning and f"listening on {host} with no API token" in warning and "service.api_token" in warning
+    for host, token in (("127.0.0.1", None), ("::1", None), ("127.0.0.5", None), ("0.0.0.0", TOKEN)):
+        assert exposure_warning(host, token) is None
 
 
 def test_attribute_gives_the_cli_json_contract(tmp_path, serve_api):

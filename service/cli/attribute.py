@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import click
@@ -44,12 +45,13 @@ def render(result, fmt: str | None) -> None:
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")
-    rows = [{**row, **{k: money_text(row[k]) for k in money if k in row}, "currency": currency_text(row["currency"]),
+    rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in money if k in row},
+             "currency": currency_text(row["currency"]),
              "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row in data["rows"]]
     footer = {columns[0]: "total", "currency": "\n".join(currency_text(c) for c in totals)}
     for key in money:
         if key in columns:
-            footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
+            footer[key] = "\n".join(money_text(t[key], of=t["currency"]) for t in data["totals"])
     title = f"{result.cost} cost by {', '.join(result.by)}, {data['since']} → {data['until']}"
     if result.previous:
         title += f" against {data['previous_since']} → {data['previous_until']}"
@@ -143,6 +145,11 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if not results:
             click.echo(empty_lake_line(lake, read_from, nothing="nothing to reconcile"), err=True)
         render_check(results, fmt)
+        for cost in ("billed", "effective"):
+            lacking = _lacking(lake, cost)
+            if lacking:
+                click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost: the {cost} rows for these "
+                           "compare 0 with 0 (status shows null)", err=True)
         bad = [r for r in results if not r.ok]
         if bad:
             raise ReconciliationError(
@@ -169,6 +176,11 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
         click.echo(outside_the_data(lake, result.previous, "the previous window") + "; --compare shows it as 0",
                    err=True)
+    lacking = _lacking(lake, cost, result.window)
+    if lacking:
+        other = "effective" if cost == "billed" else "billed"
+        click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost, only {other} cost: counted as 0 here; "
+                   f"--cost {other} counts it", err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
                    "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
@@ -176,6 +188,16 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
 
 
 MAX_WARNINGS = 10
+
+
+def _lacking(lake, cost: str, window=None) -> list[str]:
+    """`source period` of each delivery (in the window's months) with no line of this cost."""
+    if cost == "list":  # the ledger keeps no list-cost totals
+        return []
+    first, last = ("", "~") if window is None else (  # every period sorts between "" and "~"
+        f"{window.since:%Y-%m}", f"{window.until - timedelta(microseconds=1):%Y-%m}")
+    return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
+                  if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
 
 
 def outside_the_data(lake, window, what: str = "the window") -> str:

@@ -36,7 +36,7 @@ def budgets_command(obj, fmt: str | None) -> None:
             row["last_month"] = f"{last['month']}: {last['used_pct']}% {last['status']}" if last else ""
         columns.append("last_month")
     if fmt == "table":  # money with thousands separators, as every other table shows it
-        rows = [{**row, **{k: money_text(row[k]) for k in MONEY}} for row in rows]
+        rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in MONEY}} for row in rows]
     emit(rows, columns, fmt, title=f"spendlake budgets: {judged_month(as_of)}, data through {iso_utc(as_of)}",
          right=(*MONEY, "used_pct", "forecast_pct", "days_left"),
          whole=("amount", "actual", "forecast"))

@@ -47,11 +47,11 @@ def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | 
     if not data["rows"]:
         click.echo(f"no commitment was used or left unused between {data['since']} and {data['until']}")
         return
-    rows = [{**row, **{k: money_text(row[k]) for k in MONEY}, **{k: _pct(row[k]) for k in PERCENT},
+    rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in MONEY}, **{k: _pct(row[k]) for k in PERCENT},
              "expires": (row["expires"] or "")[:10]} for row in data["rows"]]
     footer = {"commitment_id": "total", "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"])}
     for key in MONEY:
-        footer[key] = "\n".join(money_text(t[key]) for t in data["totals"])
+        footer[key] = "\n".join(money_text(t[key], of=t["currency"]) for t in data["totals"])
     for key in PERCENT:
         footer[key] = "\n".join(_pct(t[key]) for t in data["totals"])
     emit(rows, columns, "table", title=f"commitments, {data['since']} → {data['until']}", footer=footer,

@@ -201,7 +201,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         return
     # a table shows cents, as the demo does; CSV and JSON keep every decimal
     shown = rows if not table else [
-        {**r, **{k: money_text(r[k]) for k in ("billed_cost", "effective_cost")}, "currency": currency_text(r["currency"])}
+        {**r, **{k: money_text(r[k], of=r["currency"]) for k in ("billed_cost", "effective_cost")},
+         "currency": currency_text(r["currency"])}
         for r in rows]
     emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
          whole=("billing_period", "currency", "billed_cost", "check"))

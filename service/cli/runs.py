@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.attribute import outside_the_data, coverage_line
+from service.cli.attribute import coverage_line, outside_the_data
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
 from service.cli.run_story import moment_text, number_text, render_story

@@ -64,6 +64,12 @@ class LedgerEntry:
     def key(self) -> tuple[str, str]:
         return self.source, self.billing_period
 
+    def lacks(self, cost: str) -> bool:
+        """True when no line of the delivery has this cost (`billed` or `effective`): an Azure
+        actual-cost export has no amortized cost, an amortized one no billed cost. Queries of
+        that cost count its lines as 0, which is no spend only if this is said."""
+        return bool(self.totals) and all(getattr(t, f"{cost}_cost") is None for t in self.totals)
+
     def to_json(self) -> dict:
         data = asdict(self)
         data["totals"] = [

@@ -35,9 +35,21 @@ def use_exact_decimals() -> None:
     decimal.getcontext().prec = MONEY_DIGITS
 
 
-def cents(value: Decimal | int | float | str | None) -> Decimal:
-    """Rounded half-up to the cent (a float only ever comes from a ratio, never a bill)."""
-    return Decimal(str(value or 0)).quantize(CENT, rounding=ROUND_HALF_UP)
+def cents(value: Decimal | int | float | str | None, currency: str | None = None) -> Decimal:
+    """Rounded half-up to the cent, or to the currency's minor unit as its invoices show it
+    (JPY whole yen, BHD fils); a float only ever comes from a ratio, never a bill."""
+    unit = CENT if currency is None else Decimal(1).scaleb(-minor_units(currency))
+    return Decimal(str(value or 0)).quantize(unit, rounding=ROUND_HALF_UP)
+
+
+def minor_units(currency: str | None) -> int:
+    """Decimals of the currency's minor unit (ISO 4217, from CLDR through Babel: JPY 0, EUR 2,
+    KWD 3); 2 for no currency or a code it does not know."""
+    if not currency:
+        return 2
+    from babel.numbers import get_currency_precision  # only tables and reports need it
+
+    return get_currency_precision(currency)
 
 
 def exact_text(value: Decimal | None) -> str | None:
@@ -55,11 +67,13 @@ def titled(label: str, currency: str | None) -> str:
     return f"{label} ({currency or NO_CURRENCY.strip('()')})"
 
 
-def money_text(value: Any, currency: str | None = None, *, empty: str = "") -> str:
-    """`1,234.57` (or `USD 1,234.57` with a currency); None gives `empty`."""
+def money_text(value: Any, currency: str | None = None, *, empty: str = "", of: str | None = None) -> str:
+    """`1,234.57` (or `USD 1,234.57` with a currency); None gives `empty`. Decimals are those of
+    the minor unit of `of` (a table's currency column), else of `currency`: JPY 1,235."""
     if value is None or value == "":
         return empty
-    text = f"{cents(Decimal(value)):,.2f}"
+    unit = of or currency
+    text = f"{cents(Decimal(value), unit):,.{minor_units(unit)}f}"
     return f"{currency} {text}" if currency else text
 
 

@@ -54,7 +54,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         freshness_section(config, lake, until),
     ]
     return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections,
-                  notes=coverage_notes(lake, day) + estimated_notes(lake, day))
+                  notes=coverage_notes(lake, day) + estimated_notes(lake, day) + unbilled_notes(lake, day))
 
 
 def coverage_notes(lake: Lake, day: date) -> list[str]:
@@ -82,6 +82,19 @@ def estimated_notes(lake: Lake, day: date) -> list[str]:
         return []
     return [f"{day:%B %Y} is still estimated for {', '.join(sources)}: the bill has no invoice id yet, "
             "so these figures may change until the provider closes the month."]
+
+
+def unbilled_notes(lake: Lake, day: date) -> list[str]:
+    """A sentence naming the sources whose bill for the report's month has no billed cost (an
+    amortized export): the headlines and spend tables, billed cost, show none of it."""
+    period = day.strftime("%Y-%m")
+    sources = sorted(e.source for e in lake.ledger() if lake.counts(e.source) and e.billing_period == period
+                     and e.lacks("billed"))
+    if not sources:
+        return []
+    return [f"{', '.join(sources)} delivered no billed cost for {day:%B %Y}, only amortized (effective) cost: "
+            "the headlines and spend tables, billed cost as on the invoice, leave it out; Bills shows it. Point "
+            "a source at the actual-cost export for the invoice's figures."]
 
 
 def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:

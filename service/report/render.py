@@ -32,7 +32,7 @@ MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat t
 def money(value: Any, currency: str | None = "USD") -> str:
     if value is None:
         return "—"
-    amount = cents(Decimal(value))
+    amount = cents(Decimal(value), currency)  # JPY in whole yen, as its invoice shows it
     sign = "−" if amount < 0 else ""
     symbol = "$" if currency == "USD" else f"{currency or NO_CURRENCY} "  # "" or None: lines the bill gave none
     return f"{sign}{symbol}{abs(amount):,}"

@@ -1,19 +1,25 @@
-"""HTTP: `/metrics`, `/healthz`, `/readyz` and a read-only JSON API under `/api/v1`.
+"""HTTP: `/metrics`, `/healthz`, `/readyz`, a read-only JSON API under `/api/v1` and the
+daily reports under `/reports/` (service/serve/reports.py).
 
 Standard library `ThreadingHTTPServer`; one small routing table. Every error is JSON with a
-message; unknown query parameters are a 400 that lists the accepted ones. When a bearer
-token is set (config `service.api_token` or `$SPENDLAKE_API_TOKEN`), `/api` requires it;
-`/metrics` and the probes stay open so Prometheus and the orchestrator need no secret.
+message; unknown query parameters are a 400 that lists the accepted ones. When a token is set
+(config `service.api_token` or `$SPENDLAKE_API_TOKEN`), `/api` and `/reports` require it, as a
+bearer token or as the password of HTTP Basic (any user name: what a browser's login prompt
+sends, so finance can open a report); `/metrics` and the probes stay open so Prometheus and
+the orchestrator need no secret.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hmac
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import duckdb
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -24,9 +30,9 @@ from service.core.lake import Lake
 from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
-from service.core.output import to_json
 from service.core.snapshot_ledger import unnamed_damage
-from service.serve.http import JSON, capped
+from service.serve.http import Response, error_response, json_response
+from service.serve.reports import Reports
 from service.ingest.status import status as lake_status
 
 log = logging.getLogger(__name__)
@@ -35,25 +41,6 @@ TOKEN_ENV = "SPENDLAKE_API_TOKEN"
 RUNS_PARAMS = frozenset({"since", "until", "by", "state", "top", "cost", "run"})
 ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
 FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
-
-
-@dataclass
-class Response:
-    status: int
-    body: bytes
-    content_type: str = JSON
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-def json_response(status: int, data: object, **headers: str) -> Response:
-    return Response(status, (to_json(data) + "\n").encode(), headers=headers)
-
-
-def error_response(status: int, message: str, *, where: str | None = None, hint: str | None = None,
-                   **headers: str) -> Response:
-    error = {"message": capped(message), **({"where": capped(where)} if where else {}),
-             **({"hint": capped(hint)} if hint else {})}
-    return json_response(status, {"error": error}, **headers)
 
 
 Query = dict[str, list[str]]
@@ -66,6 +53,10 @@ class Route:
     repeatable: frozenset[str] = frozenset()
     protected: bool = False
     detailed: bool = False  # the handler takes `authorized` and says more to a token holder
+    challenge: str = 'Bearer realm="spendlake"'  # a 401's WWW-Authenticate
+
+
+REPORTS_CHALLENGE = 'Basic realm="spendlake reports", charset="UTF-8"'  # a browser asks for the token
 
 
 def api_token(config: Config) -> str | None:
@@ -88,6 +79,7 @@ class Api:
         self.registry = registry
         self.token = token
         self.clock = clock
+        self.reports = Reports(config)
         self.routes: dict[str, Route] = {
             "/metrics": Route(self.metrics),
             "/healthz": Route(self.healthz),
@@ -97,17 +89,25 @@ class Api:
                                        protected=True),
             "/api/v1/runs": Route(self.runs, RUNS_PARAMS, protected=True),
             "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status", "category"}), protected=True),
+            "/api/v1/reports": Route(self.reports.index_json, protected=True),
         }
 
+    def route(self, path: str) -> Route | None:
+        if path == "/reports" or path.startswith("/reports/"):  # a day and a file: reports.py checks them
+            return Route(partial(self.reports.page, path), protected=True, challenge=REPORTS_CHALLENGE)
+        return self.routes.get(path.rstrip("/") or "/")
+
     def handle(self, path: str, query: Query, authorization: str | None) -> Response:
-        route = self.routes.get(path.rstrip("/") or "/")
+        route = self.route(path)
         if route is None:
-            return error_response(404, f"no such endpoint {path!r}", hint="see " + ", ".join(sorted(self.routes)))
+            return error_response(404, f"no such endpoint {path!r}",
+                                  hint="see " + ", ".join(sorted([*self.routes, "/reports/"])))
         authorized = bool(self.token) and self.authorized(authorization)
         if route.protected and self.token and not authorized:  # before anything about the parameters
-            return error_response(401, "missing or wrong bearer token", where=path,
-                                  hint=f"send 'Authorization: Bearer <token>' (service.api_token or ${TOKEN_ENV})",
-                                  **{"WWW-Authenticate": 'Bearer realm="spendlake"'})
+            return error_response(401, "missing or wrong token", where=path,
+                                  hint=f"send 'Authorization: Bearer <token>', or the token as the password of "
+                                       f"HTTP Basic (service.api_token or ${TOKEN_ENV})",
+                                  **{"WWW-Authenticate": route.challenge})
         unknown = sorted(set(query) - route.params)
         if unknown:
             accepted = ", ".join(sorted(route.params)) or "none"
@@ -133,8 +133,16 @@ class Api:
             return error_response(500, damaged.message, where=damaged.where, hint=damaged.hint)
 
     def authorized(self, header: str | None) -> bool:
+        """`Bearer <token>`, or `Basic` with the token as the password (the user name is ignored)."""
         scheme, _, given = (header or "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+        if scheme.lower() == "basic":
+            try:
+                given = base64.b64decode(given.strip(), validate=True).decode().partition(":")[2]
+            except (binascii.Error, UnicodeDecodeError):
+                return False
+        elif scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(given.strip().encode(), self.token.encode())
 
     # ---- routes --------------------------------------------------------------------------
 

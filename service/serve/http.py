@@ -6,14 +6,16 @@ slow or hostile client cannot take down.
 - At most `MAX_CONNECTIONS` connections are served at once; the next one is answered 503 at
   once (JSON, `Retry-After`) without reading it, so threads stay bounded.
 - A client that hangs up before its answer is written is one log line, not a traceback.
-- Every answer is JSON, the errors http.server produces itself included (400 bad request
-  line, 414 URI too long, 431 headers too large, 501 unsupported method), and carries an
-  `X-Request-Id`; a handler that fails unexpectedly is a 500 naming that id, the traceback
-  only in the service log.
+- Every error is JSON, the errors http.server produces itself included (400 bad request
+  line, 414 URI too long, 431 headers too large, 501 unsupported method), and every answer
+  carries an `X-Request-Id`; a handler that fails unexpectedly is a 500 naming that id, the
+  traceback only in the service log.
 - Every answer, the 503 of a full server included, tells a browser not to guess its type
   (a JSON error echoing `<script>` is never run as HTML), not to show it in a frame, and to
-  load and run nothing for it: the service serves JSON and metrics text, no page (the daily
-  report is a file, which carries its own policy: service/report/templates/report.html.j2).
+  load and run nothing for it; the pages under `/reports/` widen that last policy to exactly
+  what they need (service/serve/reports.py).
+- HEAD answers as GET without the body; an answer with an `ETag` or `Last-Modified` that the
+  client already holds (If-None-Match, If-Modified-Since) is a 304; a file is sent in chunks.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ import socket
 import sys
 import threading
 import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -49,6 +54,50 @@ def capped(text: str | None) -> str | None:
     if text is None or len(text) <= MAX_ERROR_TEXT:
         return text
     return f"{text[:MAX_ERROR_TEXT]}... ({len(text) - MAX_ERROR_TEXT:,} more characters)"
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A file sent in chunks (a report's CSV may be large): `length` bytes, then `close`."""
+
+    chunks: Iterator[bytes]
+    length: int
+    close: Callable[[], None]
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    stream: Streamed | None = None  # sent in place of `body`
+
+
+def json_response(status: int, data: object, **headers: str) -> Response:
+    return Response(status, (to_json(data) + "\n").encode(), headers=headers)
+
+
+def error_response(status: int, message: str, *, where: str | None = None, hint: str | None = None,
+                   **headers: str) -> Response:
+    error = {"message": capped(message), **({"where": capped(where)} if where else {}),
+             **({"hint": capped(hint)} if hint else {})}
+    return json_response(status, {"error": error}, **headers)
+
+
+def not_modified(request: Mapping[str, str], headers: Mapping[str, str]) -> bool:
+    """Whether the client's copy (If-None-Match, else If-Modified-Since) is the answer's
+    (`ETag`, `Last-Modified`): then a 304 without the body does."""
+    tags, since = request.get("If-None-Match"), request.get("If-Modified-Since")
+    if tags is not None:
+        etag = headers.get("ETag")
+        return etag is not None and (tags.strip() == "*" or etag in (t.strip().removeprefix("W/") for t in tags.split(",")))
+    if since is None or "Last-Modified" not in headers:
+        return False
+    try:
+        return parsedate_to_datetime(headers["Last-Modified"]) <= parsedate_to_datetime(since)
+    except (TypeError, ValueError):  # a date that does not parse is ignored (RFC 9110 13.1.3)
+        return False
 
 
 def json_body(status: int, message: str, request_id: str, **extra) -> bytes:
@@ -87,7 +136,19 @@ class ServiceHandler(BaseHTTPRequestHandler):
             log.exception("request %s %s failed", self.request_id, url.path)
             self.send_error(500, "internal error; the service log has the details under this request id")
             return
-        self.send(response.status, body, response.content_type, response.headers)
+        stream = response.stream
+        try:
+            if response.status == 200 and not_modified(self.headers, response.headers):
+                # the 200's headers too: a browser replaces its cached ones with a 304's (a page's
+                # policy among them, so the default one would blank a report on reload)
+                self.send(304, b"", response.content_type, response.headers)
+            else:
+                self.send(response.status, body, response.content_type, response.headers, stream)
+        finally:
+            if stream is not None:
+                stream.close()
+
+    do_HEAD = do_GET  # noqa: N815 (`send` writes no body for HEAD)
 
     def with_request_id(self, response) -> bytes:
         """An error answer's JSON with its status and this request's id (for the log)."""
@@ -109,21 +170,32 @@ class ServiceHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         if getattr(self, "request_version", None) == "HTTP/0.9":  # a garbled request line: answer with headers
             self.request_version = "HTTP/1.0"
-        headers = {"Allow": "GET"} if code in (405, 501) else {}
+        headers = {"Allow": "GET, HEAD"} if code in (405, 501) else {}
         reason = message or self.responses.get(code, ("error",))[0]
         self.send(code, json_body(code, reason, self.request_id), JSON, headers)
 
-    def send(self, status: int, body: bytes, content_type: str, headers: dict[str, str]) -> None:
+    def send(self, status: int, body: bytes, content_type: str, headers: dict[str, str],
+             stream: Streamed | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Request-Id", self.request_id)
-        for name, value in {**SECURITY_HEADERS, **headers}.items():
+        if status != 304:  # a 304's length would be the body it does not send
+            self.send_header("Content-Length", str(stream.length if stream else len(body)))
+        for name, value in {"Cache-Control": "no-store", "X-Request-Id": self.request_id, **SECURITY_HEADERS,
+                            **headers}.items():
             self.send_header(name, value)
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD" or status == 304:
+            return
+        if stream is None:
             self.wfile.write(body)
+            return
+        sent = 0
+        for chunk in stream.chunks:
+            self.wfile.write(chunk)
+            sent += len(chunk)
+        if sent != stream.length:  # the file shrank while it was sent: the client sees a short body
+            log.warning("request %s: sent %d of the %d bytes announced (the file changed while it was sent)",
+                        self.request_id, sent, stream.length)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (signature of the base class)
         log.debug("%s %s %s", self.request_id, self.address_string(), format % args)

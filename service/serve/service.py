@@ -10,6 +10,7 @@ it in the same process; a config that does not load is logged and the running on
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import signal
 import threading
@@ -169,6 +170,8 @@ class Service:
                 host, port = server.server_address[:2]
                 host = f"[{host}]" if ":" in host else host
                 announce(f"spendlake serving http://{host}:{port} (lake {self.lake.root})")
+                if warning := exposure_warning(server.server_address[0], self.token):
+                    announce(warning)
                 scheduler.start()
                 # Poll rather than block on a lock: a signal delivered to another thread only
                 # runs its handler when the main thread next executes Python code.
@@ -192,6 +195,22 @@ class Service:
             return None
         announce("starting again with the reloaded config")
         return successor
+
+
+def exposure_warning(host: str, token: str | None) -> str | None:
+    """A line for a service reachable beyond this machine with no token: its API and reports
+    (every team's spend) are then open to anyone who can reach the port."""
+    if token:
+        return None
+    try:
+        if ipaddress.ip_address(host.split("%")[0]).is_loopback:
+            return None
+    except ValueError:  # a host name: bound to whatever it resolves to, so counted as reachable
+        if host == "localhost":
+            return None
+    return (f"warning: listening on {host} with no API token: /api and /reports (every team's spend) are open "
+            "to anyone who can reach this port; set service.api_token or $SPENDLAKE_API_TOKEN, or listen on "
+            "127.0.0.1")
 
 
 def serve(config: Config, *, listen: str | None = None, tasks: Tasks | None = None,

@@ -81,8 +81,9 @@ class SpendReport:
             for currency, cost, _ in result.totals:
                 table.rows.append({"window": name, "since": iso_utc(self.w[name].since),
                                    "until": iso_utc(self.w[name].until), "currency": currency, "cost": cost})
-        headlines = []
-        for label, now, before in (("Day", "day", "previous_day"), ("Month to date", "mtd", "previous_mtd")):
+        headlines = []  # billed cost, what the invoice shows; the label says so (the amortized view differs)
+        for label, now, before in (("Day, billed", "day", "previous_day"),
+                                   ("Month to date, billed", "mtd", "previous_mtd")):
             for currency in sorted(set(sums[now]) | set(sums[before]), key=str):
                 value, previous = sums[now].get(currency, ZERO), sums[before].get(currency)
                 headlines.append(Headline(titled(label, currency), currency or "", value, previous,

@@ -1,0 +1,255 @@
+"""Reading the daily reports where `spendlake report` writes them (service/report/write.py):
+`<out>/<YYYY-MM-DD>/` holding report.html, report.json, summary.md and one CSV per table, in a
+local folder or under an `s3://bucket/prefix`.
+
+Only those names are ever read: a day is a real date, a file one of the report's names, and
+both are checked before any path or key is made of them. Locally each step is opened relative
+to the one before without following a link (`O_NOFOLLOW`, `dir_fd`), so a symlink in the
+reports folder, a day folder that is a symlink or a FIFO named like a report is refused, also
+when it is swapped in between the check and the read. On S3 only ListObjectsV2 and GetObject
+are used, on keys under the prefix. A day without report.html is not served: the writer puts
+it last, so it is being written (or its run failed).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from email.utils import format_datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from service.core.errors import SourceError, SpendlakeError
+from service.core.publish import split_s3_url
+from service.serve.http import Streamed
+
+log = logging.getLogger(__name__)
+
+LAST = "report.html"  # written last: a day that has it has the rest
+FILE_NAME = re.compile(r"report\.html|report\.json|summary\.md|[a-z][a-z0-9_]{0,99}\.csv")  # a table's key.csv
+DAY_NAME = re.compile(r"\d{4}-\d{2}-\d{2}")
+CHUNK = 256 * 1024
+S3_HINT = "the service needs s3:ListBucket and s3:GetObject on the report.out prefix"
+
+
+class ReportNotFound(SpendlakeError):
+    """No such report, or not one this service serves: a 404 with the reason."""
+
+
+def incomplete(day: date) -> str:
+    return (f"the report of {day} is not complete: {LAST} is written last "
+            "(being written now, or its run failed)")
+
+
+def report_day(text: str) -> date | None:
+    """The day a folder name is, or None."""
+    if not DAY_NAME.fullmatch(text):
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class ReportFile:
+    name: str
+    size: int
+    modified: datetime
+
+
+@dataclass(frozen=True)
+class ReportDay:
+    day: date
+    files: tuple[ReportFile, ...]  # report.html, report.json, summary.md, then the CSVs by name
+
+    @property
+    def complete(self) -> bool:
+        return any(f.name == LAST for f in self.files)
+
+
+@dataclass(frozen=True)
+class OpenedFile:
+    stream: Streamed
+    etag: str
+    modified: datetime
+
+    @property
+    def last_modified(self) -> str:
+        return format_datetime(self.modified.astimezone(timezone.utc).replace(microsecond=0), usegmt=True)
+
+
+def _chunks(handle: BinaryIO, length: int) -> Iterator[bytes]:
+    """At most `length` bytes of `handle`: a file that grew while sent does not overrun."""
+    left = length
+    while left > 0 and (chunk := handle.read(min(CHUNK, left))):
+        left -= len(chunk)
+        yield chunk
+
+
+def newest_first(days: dict[date, list[ReportFile]]) -> list[ReportDay]:
+    return [ReportDay(day, tuple(sorted(files, key=lambda f: (f.name.endswith(".csv"), f.name))))
+            for day, files in sorted(days.items(), reverse=True)]
+
+
+class LocalReports:
+    def __init__(self, root: Path):
+        self.root = root
+        self.where = str(root)
+
+    def days(self) -> list[ReportDay]:
+        """Every day folder and its report files, newest first; a missing folder has none."""
+        try:
+            entries = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise self.unreadable(exc, self.root) from None
+        found = {}
+        for entry in entries:
+            day = report_day(entry.name)
+            if day is not None and entry.is_dir(follow_symlinks=False):
+                found[day] = self.files(Path(entry.path))
+        return newest_first(found)
+
+    def files(self, folder: Path) -> list[ReportFile]:
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:  # removed since the reports folder was listed
+            return []
+        except OSError as exc:
+            raise self.unreadable(exc, folder) from None
+        kept = []
+        for entry in entries:
+            if FILE_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # a stale CSV the writer removed after the listing
+                    continue
+                kept.append(ReportFile(entry.name, info.st_size, datetime.fromtimestamp(info.st_mtime, timezone.utc)))
+        return kept
+
+    def open(self, day: date, name: str) -> OpenedFile:
+        folder = self.root / day.isoformat()
+        try:
+            root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)  # the configured folder may be a link
+        except FileNotFoundError:
+            raise ReportNotFound(f"no reports yet: {self.root} does not exist") from None
+        except OSError as exc:
+            raise self.unreadable(exc, self.root) from None
+        try:
+            day_fd = self.open_below(root, day.isoformat(), folder, "a report folder", os.O_DIRECTORY,
+                                     missing=f"no report of {day} in {self.root}")
+            try:
+                if name != LAST:  # the others are served once the run that wrote them is done
+                    os.close(self.open_below(day_fd, LAST, folder / LAST, "a report file", missing=incomplete(day)))
+                fd = self.open_below(day_fd, name, folder / name, "a report file",
+                                     missing=incomplete(day) if name == LAST else None)
+            finally:
+                os.close(day_fd)
+        finally:
+            os.close(root)
+        handle = os.fdopen(fd, "rb")
+        info = os.fstat(fd)
+        return OpenedFile(Streamed(_chunks(handle, info.st_size), info.st_size, handle.close),
+                          f'"{info.st_ino:x}-{info.st_size:x}-{info.st_mtime_ns:x}"',
+                          datetime.fromtimestamp(info.st_mtime, timezone.utc))
+
+    def open_below(self, folder_fd: int, name: str, path: Path, what: str, flags: int = 0, *,
+                   missing: str | None = None) -> int:
+        """`name` in the folder `folder_fd`, opened without following a link (non-blocking, so a
+        FIFO cannot hold the thread), when it is a plain folder or file as `flags` asks."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | flags, dir_fd=folder_fd)
+        except FileNotFoundError:
+            raise ReportNotFound(missing or f"no {path.name} in {path.parent}") from None
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise self.unreadable(exc, path) from None
+            log.warning("reports: %s is a link or not %s; not served", path, what)
+            raise ReportNotFound(f"{path} is a link or not {what}: not served (the report writer makes "
+                                 "plain folders and files)") from None
+        if not flags and not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            log.warning("reports: %s is not a regular file; not served", path)
+            raise ReportNotFound(f"{path} is not {what}")
+        return fd
+
+    def unreadable(self, exc: OSError, path: Path) -> SpendlakeError:
+        if exc.errno == errno.ENOTDIR:
+            return ReportNotFound(f"{path} is a file, not a folder of reports")
+        return SourceError(f"cannot read the reports: {exc.strerror or exc}", where=str(path),
+                           hint="check that the service's user may read the report.out folder")
+
+
+class S3Reports:
+    def __init__(self, url: str):
+        self.bucket, prefix = split_s3_url(url, where="report.out")
+        self.base = f"{prefix}/" if prefix else ""
+        self.where = f"s3://{self.bucket}/{self.base}"
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("s3")
+        return self._client
+
+    def days(self) -> list[ReportDay]:
+        return newest_first(self.listed(self.base))
+
+    def listed(self, prefix: str) -> dict[date, list[ReportFile]]:
+        """The report files under `prefix` (the reports' prefix or one day's), by day."""
+        found: dict[date, list[ReportFile]] = {}
+        with s3_errors(f"s3://{self.bucket}/{prefix}"):
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    folder, _, name = item["Key"][len(self.base):].partition("/")
+                    day = report_day(folder)
+                    if day is not None and FILE_NAME.fullmatch(name):
+                        found.setdefault(day, []).append(ReportFile(name, item["Size"], item["LastModified"]))
+        return found
+
+    def open(self, day: date, name: str) -> OpenedFile:
+        folder = f"{self.base}{day.isoformat()}/"
+        files = {f.name for f in self.listed(folder).get(day, [])}
+        if not files:
+            raise ReportNotFound(f"no report of {day} in {self.where}")
+        if LAST not in files:
+            raise ReportNotFound(incomplete(day))
+        if name not in files:
+            raise ReportNotFound(f"no {name} in {self.where}{day.isoformat()}/")
+        with s3_errors(f"s3://{self.bucket}/{folder}{name}"):
+            answer = self.client.get_object(Bucket=self.bucket, Key=folder + name)
+        body = answer["Body"]
+        return OpenedFile(Streamed(body.iter_chunks(CHUNK), answer["ContentLength"], body.close),
+                          answer["ETag"], answer["LastModified"])
+
+
+@contextmanager
+def s3_errors(url: str) -> Iterator[None]:
+    """A failed S3 call as a SourceError naming the object and the permissions the service
+    needs; a key gone between the listing and the read is a 404."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+            raise ReportNotFound(f"{url} is gone (the report is being written again?)") from None
+        raise SourceError(f"cannot read the reports: {exc}", where=url, hint=S3_HINT) from None
+    except BotoCoreError as exc:
+        raise SourceError(f"cannot read the reports: {exc}", where=url, hint=S3_HINT) from None
+
+
+def report_store(out: str) -> LocalReports | S3Reports:
+    return S3Reports(out) if out.startswith("s3://") else LocalReports(Path(out))

@@ -1,0 +1,83 @@
+"""With report.out an s3:// prefix, `spendlake serve` serves the reports from the bucket (moto),
+reading only: ListObjectsV2 and GetObject on keys under that prefix, nothing else."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from moto import mock_aws
+from prometheus_client import CollectorRegistry
+
+from report_fixtures import sample_report
+from service.core.config import parse_config
+from service.core.publish import upload_s3
+from service.report.render import render_files
+from service.serve.app import Api
+from test_serve_reports import DAY, LISTED, request
+
+FILES = render_files(sample_report())
+BUCKET = "finance-reports"
+
+
+@pytest.fixture
+def bucket_server(tmp_path, api_server):
+    """moto's S3 with the bucket, and a server whose report.out is s3://BUCKET/daily; (port, api, s3)."""
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        config = parse_config({"lake": str(tmp_path / "lake"), "report": {"out": f"s3://{BUCKET}/daily"}})
+        api = Api(config, CollectorRegistry())
+        yield api_server(api), api, s3
+
+
+def recorded_calls(api: Api) -> list[tuple[str, dict]]:
+    """Every S3 operation the service makes from now on, with its parameters."""
+    calls = []
+    api.reports.store.client.meta.events.register(
+        "provide-client-params.s3.*", lambda params, model, **_: calls.append((model.name, dict(params))))
+    return calls
+
+
+def test_reports_on_s3_are_listed_and_served_reading_only_under_the_prefix(bucket_server):
+    port, api, s3 = bucket_server
+    upload_s3(FILES, BUCKET, f"daily/{DAY}", last="report.html")  # as `spendlake report --out s3://...` does
+    upload_s3({"report.html": b"SECRET"}, BUCKET, "other/2026-11-30")  # beside the prefix, not under it
+    upload_s3({"report.html": b"SECRET"}, BUCKET, "daily-old/2026-11-30")
+    calls = recorded_calls(api)
+
+    listed = json.loads(request(port, "/api/v1/reports")[2])
+    assert listed["location"] == f"s3://{BUCKET}/daily/" and listed["latest"] == DAY
+    assert [(d["day"], [f["name"] for f in d["files"]]) for d in listed["days"]] == [(DAY, LISTED)]
+    assert request(port, "/reports/latest/")[1]["Location"] == f"../{DAY}/report.html"
+    for name, data in FILES.items():
+        status, headers, body = request(port, f"/reports/{DAY}/{name}")
+        assert (status, body, headers["Content-Length"]) == (200, data, str(len(data))), name
+    headers = request(port, f"/reports/{DAY}/report.html")[1]
+    assert "script-src 'sha256-" in headers["Content-Security-Policy"]
+    assert request(port, f"/reports/{DAY}/report.html", If_None_Match=headers["ETag"])[0] == 304
+    assert request(port, "/reports/2026-11-30/report.html")[0] == 404
+
+    assert {operation for operation, _ in calls} == {"ListObjectsV2", "GetObject"}
+    assert all(p["Bucket"] == BUCKET and p.get("Key", p.get("Prefix")).startswith("daily/") for _, p in calls)
+
+
+def test_a_day_being_uploaded_on_s3_is_a_404_saying_so(bucket_server):
+    port, _, s3 = bucket_server
+    upload_s3({k: v for k, v in FILES.items() if k != "report.html"}, BUCKET, f"daily/{DAY}")
+    status, _, body = request(port, f"/reports/{DAY}/report.json")
+    assert status == 404 and json.loads(body)["error"]["message"] == (
+        f"the report of {DAY} is not complete: report.html is written last (being written now, or its run failed)")
+    assert request(port, "/reports/latest/")[0] == 404
+    assert "being written" in request(port, "/reports/")[2].decode()
+
+
+def test_an_unreadable_bucket_is_a_500_naming_the_prefix_and_the_permissions_and_logged(bucket_server, caplog):
+    port, _, s3 = bucket_server
+    s3.delete_bucket(Bucket=BUCKET)
+    status, _, body = request(port, "/reports/")
+    error = json.loads(body)["error"]
+    assert status == 500 and "NoSuchBucket" in error["message"] and error["where"] == f"s3://{BUCKET}/daily/"
+    assert error["hint"] == "the service needs s3:ListBucket and s3:GetObject on the report.out prefix"
+    assert any("NoSuchBucket" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
