@@ -22,7 +22,7 @@ from service.core.coverage import data_end
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
-from service.core.units import currency_text, money_text, naive_utc
+from service.core.units import amounts_text, currency_text, naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
 Spend = dict[tuple[str, str | None, date | None], Decimal]
@@ -124,7 +124,7 @@ class BudgetStatus:
     @property
     def left_out_text(self) -> str:
         """The scope's spend in other currencies, as read (`EUR 250.00, GBP 12.00`); '' for none."""
-        return ", ".join(money_text(cost, currency_text(currency)) for currency, cost in self.left_out)
+        return amounts_text(self.left_out)
 
     @property
     def left_out_note(self) -> str | None:
