@@ -139,13 +139,23 @@ def test_a_budget_names_the_spend_of_its_scope_in_other_currencies_it_leaves_out
     lines = [line("2026-11-01 00:00", "300", end="2026-11-02 00:00", tags={"team": "nlp"}),
              line("2026-11-01 00:00", "250", end="2026-11-02 00:00", currency="EUR", tags={"team": "nlp"}),
              line("2026-11-01 00:00", "900", end="2026-11-02 00:00", currency="EUR", tags={"team": "cv"})]
-    path, shown = budgets_json(make_lake(tmp_path, lines), [{"name": "nlp-gpu", "value": "nlp", "amount": 400}])
-    [row] = json.loads(shown.stdout)
-    assert row["actual"] == "300.00"  # converted nothing
+    from service.report.sections.budgets import budgets_section
+
+    lake = make_lake(tmp_path, lines)
+    path, shown = budgets_json(lake, [{"name": "nlp-gpu", "value": "nlp", "amount": 400},
+                                      {"name": "cv-gpu", "value": "cv", "amount": 400, "currency": "EUR"}])
+    nlp, cv = json.loads(shown.stdout)
+    assert nlp["actual"] == "300.00"  # converted nothing
+    assert nlp["left_out"] == [{"currency": "EUR", "actual": "250.00"}] and cv["left_out"] == []
     assert ("note: budget nlp-gpu (team nlp) counts USD spend only: EUR 250.00 spent this month is left out"
             in shown.stderr), shown.stderr
+    # the report's budget line and the section's note say it too
+    section = budgets_section(load_config(path), lake, date(2026, 11, 1))
+    assert [row["left_out"] for row in section.tables[0].rows] == ["EUR 250.00", ""]
+    assert section.note == ("Budget nlp-gpu (team nlp) counts USD spend only: EUR 250.00 spent this month is left out "
+                            "(currencies are never converted).")
     [finding] = [f for f in run_rules(load_config(path), only=["budget"], dry_run=True).result.findings
-                 if f.evidence["kind"] == "actual"]
+                 if f.evidence["kind"] == "actual" and f.evidence["budget"] == "nlp-gpu"]
     assert finding.evidence["left_out"] == [{"currency": "EUR", "actual": "250.00"}]
 
 
@@ -275,3 +285,19 @@ def test_a_budgets_actual_is_attribute_since_mtd_to_the_cent_where_the_daily_spl
                             where={"team": [team]})
         assert statuses[team].last_month.actual == october.totals[0][1] == expected
         assert rows[team]["last_month"]["actual"] == f"{expected:.2f}"
+
+
+def test_a_budget_whose_value_no_cost_line_carries_warns_with_the_closest_values(tmp_path):
+    # a typo (`nlpp`) counted nothing and showed `ok` at 0% without a word: finance read it as no spend
+    from service.report.sections.budgets import budgets_section
+
+    lake = make_lake(tmp_path, [line("2026-11-01 00:00", "300", end="2026-11-02 00:00", tags={"team": "nlp"})])
+    path, shown = budgets_json(lake, [{"name": "nlp-gpu", "value": "nlpp", "amount": 400},
+                                      {"name": "nlp-all", "value": " NLP", "amount": 400}])
+    typo, spelled = json.loads(shown.stdout)
+    assert (typo["actual"], typo["status"], spelled["actual"]) == ("0.00", "ok", "300.00")
+    assert shown.stderr.count("counts nothing") == 1, shown.stderr  # " NLP" is nlp: counted
+    assert ("warning: budget nlp-gpu counts nothing: no cost line of the lake has team nlpp; closest team values: nlp"
+            in shown.stderr), shown.stderr
+    section = budgets_section(load_config(path), lake, date(2026, 11, 1))
+    assert section.note.startswith("Budget nlp-gpu counts nothing: no cost line of the lake has team nlpp"), section.note

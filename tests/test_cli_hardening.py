@@ -99,6 +99,11 @@ def test_57_a_team_that_matches_no_finding_answers_and_warns_with_the_closest_te
     assert result.output.splitlines() == ["warning: --team evl matches no finding; closest teams: eval", "[]"]
     none_open = invoke("--config", config, "findings", "--team", "eval", "--status", "resolved", "--format", "json")
     assert none_open.exit_code == 0 and "warning" not in none_open.output
+    # any case or spacing names the team, as `attribute --where team=Eval` does (was: no finding, a warning)
+    spelled = invoke("--config", config, "findings", "--team", " Eval", "--format", "json")
+    assert [f["id"] for f in json.loads(spelled.output)] == ["a1"], spelled.output
+    quiet = invoke("--config", config, "findings", "--team", "EVAL", "--status", "resolved", "--format", "json")
+    assert quiet.exit_code == 0 and "warning" not in quiet.output
 
 
 def lake_file_config(base, tmp):

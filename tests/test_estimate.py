@@ -111,8 +111,10 @@ def test_yaml_plan_with_flags_overriding(tmp_path):
 
 @pytest.mark.parametrize("text, message", [
     ("params: 7B\ntokens: 2T\ngpu: H100\ngpus: many\n", "gpus: must be a whole number, not 'many'; mfu: is required"),
-    (": : :\n", "not valid YAML at line 1, column 1: expected <block end>"),
+    (": : :\n", "not valid YAML at line 1, column 1: did not find expected key"),
     ("- 7B\n", "a plan must be a mapping of inputs"),
+    ("params: " + "[" * 100_000, "exceeded maximum nesting depth"),  # was a RecursionError traceback
+    ("params: 7B\nparams: 70B\n", "key 'params' appears twice in one mapping: line 1 and line 2"),
 ])
 def test_a_bad_plan_file_is_named_once(tmp_path, text, message):
     plan = tmp_path / "run.yaml"
@@ -223,3 +225,15 @@ def test_registering_a_plan_for_a_project_no_cost_line_carries_warns_with_the_cl
     assert load_plans(Lake(lake.root))[0].project == "lama-405b"  # still registered: it may precede its first bill
     spelt = register("--project", "LLAMA-405B", "--experiment", "r1")
     assert spelt.exit_code == 0 and "warning" not in spelt.stderr, spelt.stderr
+
+
+@pytest.mark.parametrize("flags", [
+    ["--params", "1e40", "--tokens", "1e40", "--price-per-gpu-hour", "4"],
+    ["--params", "7B", "--tokens", "2T", "--price-per-gpu-hour", "1e30"],
+    ["--params", "7B", "--tokens", "2T", "--price-per-gpu-hour", "4", "--dataset-size", "1e40TB",
+     "--storage-price-per-gb-month", "0"],
+])
+def test_an_estimate_too_large_to_state_to_the_cent_is_refused_not_a_traceback(tmp_path, flags):
+    # was decimal.InvalidOperation from quantize: past 28 digits, and past the plans table's DECIMAL(38,12)
+    result = cli_run(tmp_path, "--gpu", "H100", "--gpus", "8", "--mfu", "0.4", *flags)
+    assert result.exit_code == 2 and "the estimate comes to 10^26" in result.output, result.output

@@ -2,13 +2,16 @@
 RecursionError, which ended a command in a traceback. Every reader of an outside JSON file
 says it as it says any file that is not JSON: exit 3 naming the file, or, where an
 unreadable file has a meaning of its own (a record: hash the snapshot again), that meaning.
-The slurmrestd answer is in tests/test_slurm_jobs_http.py, the Spark readers' in
-tests/test_spark_snapshot_digest.py."""
+The lake's own tables' JSON columns (a finding's evidence, a plan's inputs) are named as
+damaged lake files. The slurmrestd answer is in tests/test_slurm_jobs_http.py, the Spark
+readers' in tests/test_spark_snapshot_digest.py."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from test_cli_hardening import invoke, write_config
 
@@ -16,6 +19,9 @@ from connectors.focus_bundles import _generated
 from connectors.gcp_billing import py_literal_json
 from connectors.slurm_records import comment_labels
 from service.core import derived_records, json_text, snapshot_ledger
+from service.core.lake import Lake
+from service.findings import store
+from service.planning import plans
 
 DEEP = "[" * 100_000
 
@@ -78,6 +84,37 @@ def test_json_nested_too_deeply_exits_3_naming_the_file(tmp_path, setup, command
                     *command)
     assert result.exit_code == 3, result.output
     assert "JSON nested too deeply" in result.output and str(path.resolve()) in result.output, result.output
+
+
+def own_table(t: Path, table: str, source: str, column: str, schema: pa.Schema) -> Path:
+    """The lake's one-file `table`, written as its command writes it, one row whose JSON
+    `column` nests 100,000 deep (and whose other columns are what a reader needs)."""
+    row = {name: None for name in schema.names} | {"id": "f1", "name": "p1", "rule": "idle-gpu",
+                                                   "category": "waste", "status": "open", "impact_usd": 1, column: DEEP}
+    row |= {name: datetime(2026, 11, 1) for name in ("start", "end", "first_seen", "last_seen")}
+    row |= {name: 1 for name in schema.names if name.endswith(("_low", "_high", "_days"))}
+    lake = Lake(t / "lake")
+    con = lake.connect()
+    return lake.commit_snapshot(con, con.from_arrow(pa.Table.from_pylist([row], schema=schema)), table=table,
+                                source=source, key="snapshot", value="current")
+
+
+ESTIMATE = ["estimate", "--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "8", "--mfu", "0.4",
+            "--price-per-gpu-hour", "2", "--register", "p2", "--project", "p", "--start", "2026-12-01"]
+OWN = [("findings", "engine", "evidence", store.SCHEMA, ["findings"], "finding f1's evidence"),
+       ("plans", plans.SOURCE, "inputs", plans.SCHEMA, ESTIMATE, "plan p1's inputs")]
+
+
+@pytest.mark.parametrize("table, source, column, schema, command, what", OWN, ids=[o[0] for o in OWN])
+def test_own_table_json_nested_too_deeply_exits_3_naming_the_file(tmp_path, table, source, column, schema, command,
+                                                                   what):
+    path = own_table(tmp_path, table, source, column, schema)
+    config, _ = lake_state(tmp_path)
+    result = invoke("--config", str(write_config(tmp_path / "c.yaml", {"lake": str(tmp_path / "lake"), **config})),
+                    *command)
+    assert result.exit_code == 3, result.output
+    assert f"{what} is not JSON: JSON nested too deeply" in result.output, result.output
+    assert str(path) in result.output and "which writes it again" in result.output, result.output
 
 
 def test_records_and_labels_nested_too_deeply_read_as_unreadable_ones(tmp_path):

@@ -362,3 +362,21 @@ def test_a_started_plan_whose_project_no_line_carries_is_unknown_not_under_plan(
                       "new-experiment": ("unknown experiment", "0")}, status
     note = by_key["plans"]["note"]
     assert "plan typo: no cost line carries project 'llm-7c'; closest project values: llm-7b." in note, note
+
+
+def test_a_plans_spend_in_another_currency_is_named_not_silently_left_out(tmp_path):
+    # llm-7b spent USD 100 and EUR 250 a day since the plan's start: the USD plan counts the USD,
+    # and the note names the EUR (was: under plan at the USD alone, the EUR left out without a word)
+    tags = {"project": "llm-7b"}
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", cost, tags=tags, currency=currency)
+                                for d in range(25, 30) for cost, currency in (("100", "USD"), ("250", "EUR"))])
+    register_plan(lake, Plan(name="p", project="llm-7b", experiment=None, start=datetime(2026, 11, 25, tzinfo=timezone.utc),
+                             run_hours=Span(Decimal(240), Decimal(240)), retention_days=0,
+                             compute_cost=Span(Decimal(5000), Decimal(5000)), storage_cost=Span(Decimal(0), Decimal(0)),
+                             inputs={}))
+    write_report(lake_config(lake=lake), DAY, str(tmp_path / "out"))
+    _, by_key = sections(tmp_path / "out" / DAY.isoformat())
+    [row] = table(by_key["plans"], "plans")["rows"]
+    assert Decimal(row["actual_to_date"]) == 500
+    assert by_key["plans"]["note"] == ("plan p counts USD spend only: EUR 1,250.00 spent since its start is left out "
+                                       "(currencies are never converted)."), by_key["plans"]["note"]

@@ -285,3 +285,29 @@ def test_a_run_the_state_filter_leaves_out_says_so_and_how_it_ended(tmp_path):
     assert csv.exit_code == 0 and csv.stdout.splitlines()[1:] == [], csv.stdout  # the header alone
     kept = runs(lake, cfg, RunsQuery.parse(since=None, run="r1", state="requeued"))
     assert [r.run for r in kept.rows] == ["r1"] and kept.story.notes == ()
+
+
+def test_a_run_before_the_first_bill_says_no_bill_covers_it_and_one_past_the_end_answers_as_attribute(tmp_path):
+    """Jobs in October, the bill from November: no node tag or pool is to blame, the bill does not
+    reach them (as `attribute` says of such a window). A --since past the bill's end is the empty
+    window `attribute` refuses too (exit 2); without --since, or with --until, the run is told at $0."""
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1"),
+            job("9", 8, "2026-12-05T10:00:00", "2026-12-05T12:00:00", instance_ids=["i-a"], run_id="r9"),
+            job("10", 8, "2026-10-05T10:00:00", "2026-10-05T12:00:00", instance_ids=["i-a"], run_id="r10")]
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], jobs)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    runner = CliRunner()
+    early = runner.invoke(cli, ["--config", str(path), "runs", "--run", "r10", "--format", "json"])
+    assert early.exit_code == 0 and [(j["job"], j["cost"]) for j in json.loads(early.stdout)["jobs"]] == [("10", "0")]
+    assert ("note: run 'r10' has jobs in the window 2026-10-05 10:00 → 2026-10-05 12:00 UTC but no bill covers their "
+            "months: the lake holds the billing periods 2026-11 to 2026-11") in early.stderr, early.stderr
+    listed = runner.invoke(cli, ["--config", str(path), "runs", "--since", "2026-10-05", "--until", "2026-10-06"])
+    assert [(r["run"], r["cost"]) for r in json.loads(listed.stdout)["rows"]] == [("r10", "0")]
+    assert ("note: no cost in the window 2026-10-05 00:00 → 2026-10-06 00:00 UTC; the lake holds the billing periods "
+            "2026-11 to 2026-11") in listed.stderr, listed.stderr
+    for command in ("runs", "attribute"):
+        past = runner.invoke(cli, ["--config", str(path), command, "--since", "2026-12-05"])
+        assert past.exit_code == 2 and "the window is empty: the data runs through 2026-11-02T11:00:00Z" in past.output
+    late = runner.invoke(cli, ["--config", str(path), "runs", "--run", "r9", "--format", "json"])
+    assert late.exit_code == 0 and "no cost yet: they started after the bill's end" in late.stderr, late.output

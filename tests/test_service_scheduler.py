@@ -12,13 +12,14 @@ from datetime import time as daytime
 from pathlib import Path
 
 import pytest
+from apscheduler.events import EVENT_JOB_MISSED, JobEvent
 from prometheus_client import CollectorRegistry
 from servicekit import commit, make_config
 
 from service.core.errors import SourceError
 from service.core.lake import Lake
 from service.serve.metrics import JobMetrics
-from service.serve.scheduler import ServiceScheduler, Tasks, latest_fire_date
+from service.serve.scheduler import RETRY_JOB, ServiceScheduler, Tasks, latest_fire_date
 from service.serve.service import default_tasks
 
 SIX = daytime(6, 0)
@@ -292,3 +293,42 @@ def test_daily_due(tmp_path, done, due):
         lake.write_state("jobs", {"daily": {"last_run_date": done}})
     harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
     assert harness.scheduler.daily_due(utc(2026, 11, 30, 7)) is due
+
+
+def test_a_retry_and_the_next_fire_waiting_together_write_the_date_once(tmp_path):
+    """A retry running past the next fire's time, and that fire waiting for its turn: the fire
+    asks again once it has the turn and finds the date done (it verified and wrote the same
+    report again)."""
+    lake = Lake(tmp_path / "lake")
+    reported, verified, release = [], [], threading.Event()
+
+    def report(day):
+        reported.append(day)
+        release.wait(10)
+
+    scheduler = ServiceScheduler(lake, JobMetrics(CollectorRegistry(), ["ingest", "verify", "daily"]),
+                                 Tasks(ingest=lambda: None, rules=None, daily=report, verify=lambda: verified.append(1)),
+                                 ingest_every=timedelta(hours=1), daily_at=SIX, clock=lambda: utc(2026, 12, 1, 7))
+    asked, daily_due = [], scheduler.daily_due
+    scheduler.daily_due = lambda now: asked.append(now) or daily_due(now)
+    retry = threading.Thread(target=scheduler.run_daily, kwargs={"retry_of": date(2026, 11, 30)})
+    retry.start()
+    wait_for(lambda: reported)  # the retry is writing the report of the 30th, holding the turn
+    fire = threading.Thread(target=scheduler.run_daily)
+    before = len(asked)
+    fire.start()
+    wait_for(lambda: len(asked) > before)  # the fire found the date not done yet: it waits for the turn
+    release.set()
+    retry.join(10)
+    fire.join(10)
+    assert reported == [date(2026, 11, 30)] and verified == [1]
+    assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-12-01"
+
+
+def test_a_skipped_retry_of_the_report_counts_under_the_daily_job(tmp_path):
+    """Its runs count under `daily` (failures, a busy lake); so do its missed fires, not under a
+    `daily-retry` series no alert or RUNBOOK line names."""
+    harness = Harness(Lake(tmp_path / "lake"), lambda: utc(2026, 11, 30, 7))
+    harness.scheduler._skipped(JobEvent(EVENT_JOB_MISSED, RETRY_JOB, None))
+    assert harness.value("spendlake_job_skipped_total", "daily") == 1
+    assert harness.value("spendlake_job_skipped_total", RETRY_JOB) is None

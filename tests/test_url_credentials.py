@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from prometheus_support import answering_prometheus
@@ -53,3 +54,58 @@ def test_20_an_error_hides_the_password_of_any_url_it_names_and_keeps_the_rest()
                         hint="check s3://bucket/a@b and http://host/x@y")
     assert str(error) == ('http://<redacted>@h/x: cannot reach "https://<redacted>@prom.example:9090/api?q=1" — '
                           "check s3://bucket/a@b and http://host/x@y")
+
+
+# what a proxy's password may hold: a written `%40`, a `:`, a bare `@` (urlsplit and the HTTP
+# client read the userinfo to the authority's last `@`), a `'` and non-ASCII; each piece is grepped for
+TRICKY = "p%40ss:w@r'd-ü"
+PIECES = (TRICKY, "p@ss", "%40", "w@r", "r'd", "d-ü", "scott")
+
+
+@pytest.mark.parametrize("kind, key, failure", [
+    ("k8s-pods", "prometheus_url", "no kube-state-metrics series"),
+    ("slurm-jobs", "url", 'no "jobs" list'),
+])
+def test_20_a_password_with_an_at_sign_colon_quote_and_non_ascii_is_never_shown(tmp_path, kind, key, failure):
+    empty = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+    config = tmp_path / "spendlake.yaml"
+    with answering_prometheus(empty, []) as url:
+        source = {"name": "x", "kind": kind, key: url.replace("http://", f"http://scott:{TRICKY}@"), "max_attempts": 1}
+        if kind == "slurm-jobs":
+            source["api_version"] = "v0.0.38"
+        config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [source]}))
+        failed = CliRunner().invoke(cli, ["--config", str(config), "-vv", "inventory"])
+    assert failed.exit_code == 3 and failure in failed.output, failed.output
+    assert "http://<redacted>@127.0.0.1:" in failed.output
+    status = CliRunner().invoke(cli, ["--config", str(config), "status", "--format", "json"])
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {**source, key: f"ftp://scott:{TRICKY}@prometheus:9090"}]}))
+    refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert refused.exit_code == 2 and "ftp://<redacted>@prometheus:9090" in refused.output, refused.output
+    for text in (failed.output, status.output, refused.output, lake_texts(tmp_path / "lake")):
+        assert not [piece for piece in PIECES if piece in text], text
+
+
+def test_20_a_gpu_metrics_url_with_a_space_is_refused_as_the_other_urls_are(tmp_path):
+    """`http://scott:pa ss@host` went through config validate; redaction ends a URL at a space,
+    so an error naming it (series without the instance label) showed the password."""
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "gpu", "kind": "gpu-metrics", "prometheus_url": "http://scott:pa ss@prometheus:9090"}]}))
+    refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert refused.exit_code == 2 and "inventory[0].prometheus_url: must be a URL starting with http:// or https://, " \
+                                      "without spaces" in refused.output, refused.output
+    assert "pa ss" not in refused.output and "scott" not in refused.output
+
+
+def test_20_a_refused_url_value_is_shown_without_its_password_however_long(tmp_path):
+    """An error shows a refused value cut to 60 characters: the cut fell inside a long password,
+    before the `@` that marks it, and the rest of the password was shown."""
+    config = tmp_path / "spendlake.yaml"
+    url = "ftp://scott:correct-horse-battery-staple-0123456789@prometheus.example.org:9090"
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "k8s", "kind": "k8s-pods", "prometheus_url": url}]}))
+    refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert refused.exit_code == 2 and "not 'ftp://<redacted>@prometheus.example.org:9090'" in refused.output, \
+        refused.output
+    assert "horse" not in refused.output and "scott" not in refused.output

@@ -58,7 +58,7 @@ from service.attribution.run_story import RunStory, run_story
 from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
-from service.core.coverage import data_end
+from service.core.coverage import billing_periods, data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.lake import Lake
@@ -231,7 +231,7 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
         con.close()
     end = data_end(lake)
     if first is None:
-        periods = [e.billing_period for e in lake.ledger() if lake.counts(e.source)]
+        periods = billing_periods(lake)
         if not periods or end is None:
             raise UsageError(f"no job record or bill in the lake names run {run!r}", where=naming("since"),
                              hint=f"check the run id, or give a window, e.g. {naming('since')} 30d")

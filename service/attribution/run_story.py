@@ -42,6 +42,7 @@ from service.attribution.run_inputs import HOURS, placed_parts, run_span
 from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
+from service.core.coverage import billing_periods, months_touched, periods_text
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.suggest import suggestion
@@ -296,6 +297,11 @@ def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnec
     if through is not None and all(j.start and j.start >= through for j in jobs):
         return (f"run {run.strip()!r} has jobs in the window but no cost yet: they started after the bill's end "
                 f"(data through {through:%Y-%m-%d %H:%M} UTC)",)
+    periods = billing_periods(lake)
+    if not any(months_touched(max(j.start or window.since, window.since), min(j.end or window.until, window.until))
+               & set(periods) for j in jobs):  # e.g. before the first bill: no node or pool is to blame
+        return (f"run {run.strip()!r} has jobs in the window {span} but no bill covers their months: the lake "
+                f"holds the billing periods {periods_text(periods)}",)
     return (f"run {run.strip()!r} has jobs in the window {span} but no billed cost: none of its jobs' instances or "
             "nodes is a billed instance of a cluster (check the record's nodes or instance ids against "
             "`clusters.node_tag`, or give its cluster a pool with `clusters.cluster_tag`)",)

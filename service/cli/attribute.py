@@ -173,9 +173,9 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
             return
     render(result, fmt)
     if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake was said above
-        click.echo(_outside_the_data(lake, result.window), err=True)
+        click.echo(outside_the_data(lake, result.window), err=True)
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
-        click.echo(_outside_the_data(lake, result.previous, "the previous window") + "; --compare shows it as 0",
+        click.echo(outside_the_data(lake, result.previous, "the previous window") + "; --compare shows it as 0",
                    err=True)
     lacking = _lacking(lake, cost, result.window)
     if lacking:
@@ -201,10 +201,10 @@ def _lacking(lake, cost: str, window=None) -> list[str]:
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
 
 
-def _outside_the_data(lake, window, what: str = "the window") -> str:
+def outside_the_data(lake, window, what: str = "the window") -> str:
     """Why a window holds nothing: the billing periods the lake holds, so that a window before
     the first bill or in a month without one is not read as zero spend."""
-    periods = sorted({e.billing_period for e in lake.ledger() if lake.counts(e.source)})
-    held = f"{periods[0]} to {periods[-1]}" if periods else "none"
+    from service.core.coverage import billing_periods, periods_text
+
     return (f"note: no cost in {what} {window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC; the lake "
-            f"holds the billing periods {held}")
+            f"holds the billing periods {periods_text(billing_periods(lake))}")

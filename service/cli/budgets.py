@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from service.cli.output import default_format, emit, format_option
+from service.core.output import one_line
 from service.core.units import money_text
 
 COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used_pct", "forecast",
@@ -40,6 +41,8 @@ def budgets_command(obj, fmt: str | None) -> None:
          right=(*MONEY, "used_pct", "forecast_pct", "days_left"),
          whole=("amount", "actual", "forecast"))
     for status in statuses:
+        if status.unmatched_warning:
+            click.echo(one_line(f"warning: {status.unmatched_warning}"), err=True)  # the value is the config's text
         if status.warning:
             click.echo(f"warning: {status.warning}", err=True)
         if status.left_out_note:

@@ -99,6 +99,7 @@ def findings_group(ctx: click.Context, rule: str | None, team: str | None, statu
     `findings ack ID` acknowledges one."""
     if ctx.invoked_subcommand is not None:
         return
+    from service.core.folding import folded
     from service.core.suggest import suggestion
     from service.findings.run import check_rule_names
     from service.findings.store import known_values, load_findings
@@ -108,7 +109,7 @@ def findings_group(ctx: click.Context, rule: str | None, team: str | None, statu
     found = load_findings(ctx.obj.lake, rule=rule, team=team, status=None if status == "all" else status,
                           category=category)
     teams = known_values(ctx.obj.lake, "team") if team and not found else []
-    if team and not found and team not in teams:
+    if team and not found and folded(team) not in {folded(t) for t in teams}:
         click.echo(f"warning: --team {team} matches no finding; {suggestion(team, teams, 'teams')}", err=True)
     emit_findings(found, fmt)
 

@@ -6,10 +6,11 @@ from decimal import Decimal
 
 import click
 
-from service.cli.attribute import coverage_line
+from service.cli.attribute import coverage_line, outside_the_data
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
 from service.cli.run_story import moment_text, number_text, render_story
+from service.core.coverage import billing_periods, months_touched
 from service.core.output import one_line
 from service.core.units import currency_text, money_text
 
@@ -105,6 +106,9 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
             click.echo(one_line(("warning: " if note.startswith("no run ") else "note: ") + note), err=True)
     elif not result.rows and not result.lake_empty:
         click.echo(one_line(_why_no_run(result)), err=True)  # it names states and clusters from job records
+    elif not result.lake_empty and not months_touched(result.window.since, result.window.until) & set(
+            billing_periods(obj.lake)):  # runs with jobs and no cost: the bill does not reach the window
+        click.echo(outside_the_data(obj.lake, result.window), err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +75,26 @@ def inventory_data_through(lake: Lake, names: Sequence[str]) -> dict[str, dateti
     state = lake.read_state("sources")
     return {name: parse_utc(state[name][STATE_KEY]) if state.get(name, {}).get(STATE_KEY) else None
             for name in names}
+
+
+def billing_periods(lake: Lake) -> list[str]:
+    """The billing periods (YYYY-MM) the lake holds of the configured sources, in order."""
+    return sorted({e.billing_period for e in lake.ledger() if lake.counts(e.source)})
+
+
+def periods_text(periods: Sequence[str]) -> str:
+    """`2026-10 to 2026-11` (`none`): what a note on a window without cost says the lake holds."""
+    return f"{periods[0]} to {periods[-1]}" if periods else "none"
+
+
+def months_touched(start: datetime, end: datetime) -> set[str]:
+    """The billing periods (YYYY-MM) that [start, end) touches; start's own for an empty span."""
+    months, month = set(), start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    while True:
+        months.add(f"{month:%Y-%m}")
+        month = (month + timedelta(days=32)).replace(day=1)
+        if month >= end:
+            return months
 
 
 def data_end(lake: Lake) -> datetime | None:

@@ -13,8 +13,11 @@ import traceback
 
 from service.core.output import one_line, printable
 
-# `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials
-URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@'\"<>]+@"), r"\1<redacted>@")
+# `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials.
+# Up to the authority's last `@`, as urlsplit and the HTTP client read it: a password written
+# with a bare `@` (`p@ss`, not `p%40ss`) is still sent, and was shown from that `@` on. A `'`
+# may stand in a password as written (RFC 3986), and `\'` as a repr() shows it.
+URL_CREDENTIALS = (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#\"<>]+@"), r"\1<redacted>@")
 REDACTIONS = (
     URL_CREDENTIALS,
     (re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{12,}\b"), "<redacted-key-id>"),

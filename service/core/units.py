@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import decimal
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TextIO, TypeVar
@@ -75,6 +75,12 @@ def money_text(value: Any, currency: str | None = None, *, empty: str = "", of: 
     unit = of or currency
     text = f"{cents(Decimal(value), unit):,.{minor_units(unit)}f}"
     return f"{currency} {text}" if currency else text
+
+
+def amounts_text(amounts: Iterable[tuple[str | None, Any]]) -> str:
+    """`EUR 250.00, GBP 12.00`: amounts in several currencies, by currency, never added up."""
+    return ", ".join(money_text(value, currency_text(currency))
+                     for currency, value in sorted(amounts, key=lambda pair: currency_text(pair[0])))
 
 
 def usd(value: Any) -> str:

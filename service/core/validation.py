@@ -25,7 +25,6 @@ PATTERNS = {
     r"^[a-z0-9][a-z0-9-]*$": "lowercase letters, digits and hyphens, e.g. pretrain-monthly",
     r"^[A-Z]{3}$": "a three-letter currency code in capitals, e.g. USD",
     r"^([01]\d|2[0-3]):[0-5]\d$": "a time of day as HH:MM from 00:00 to 23:59 (UTC), e.g. 06:00",
-    r"^https?://": "a URL starting with http:// or https://",
     r"^https?://\S+$": "a URL starting with http:// or https://, without spaces",
     r"^[a-zA-Z_][a-zA-Z0-9_]*$": "a label name: letters, digits and _, not starting with a digit",
     r"^[a-z][a-z0-9_]{0,39}$": "a dimension name: lowercase letters, digits and _, starting with a letter, "
@@ -38,6 +37,10 @@ PATTERNS = {
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a Kubernetes namespace: lowercase letters, digits and inner hyphens",
 }
 SECRET_SETTINGS = frozenset({"api_token"})  # an error about one says what kind of value it got, never the value
+# A URL value's `user:password@` (to the last `@` before its path), taken out before the value is
+# shown or cut short: errors' own redaction ends a URL at a space or a quote, and a cut could
+# leave a password without the `@` that marks it.
+URL_USERINFO = re.compile(r"(?i)^([a-z][a-z0-9+.-]*://)[^/]*@")
 
 
 def dotted_path(loc: tuple[Any, ...]) -> str:
@@ -140,6 +143,7 @@ def _got(value: Any) -> str:
     if isinstance(value, (int, float, Decimal)):
         return f"the number {_number(value)}"
     if isinstance(value, str):
+        value = URL_USERINFO.sub(r"\1<redacted>@", value)
         shown = value if len(value) <= 60 else value[:57] + "..."
         return repr(shown) if value.strip() else "a blank text"
     if isinstance(value, Mapping):

@@ -22,24 +22,25 @@ from service.core.coverage import data_end
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
-from service.core.units import currency_text, money_text, naive_utc
+from service.core.units import amounts_text, currency_text, naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
 Spend = dict[tuple[str, str | None, date | None], Decimal]
 
 
 def _spend(lake: Lake, config: Config, dimension: str, values: list[str], since: datetime, until: datetime,
-           granularity: str) -> Spend:
+           granularity: str) -> tuple[Spend, dict[str, str]]:
     """(folded value, currency, day or None) → attributed billed cost over [since, until)
     (naive UTC) of each of `values`, per day (`granularity="day"`) or in one sum (`"total"`):
-    one attribution for every budget of a dimension, each value's as `--where` alone gives it."""
+    one attribution for every budget of a dimension, each value's as `--where` alone gives it;
+    and the values no cost line of the lake carries (folded), with their closest known values."""
     window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
     result = attribute(lake, config, window, by=(dimension,), where={dimension: values}, granularity=granularity)
     spend: Spend = {}
     for row in result.rows:
         key = (folded(row.values[dimension]), row.currency, row.period)
         spend[key] = spend.get(key, Decimal(0)) + row.cost
-    return spend
+    return spend, {folded(value): hint for _, value, hint in result.unmatched}
 
 
 FIRST_DAYS = 7  # the last closed month's outcome is shown in the month's first days
@@ -85,6 +86,8 @@ class BudgetStatus:
     last_month: MonthOutcome | None = None  # the month before, when the lake holds spend of it
     # the scope's month-to-date spend in other currencies than the budget's: never converted, so left out
     left_out: tuple[tuple[str | None, Decimal], ...] = ()
+    # the closest values when no cost line of the lake carries the budget's value (a typo counts nothing)
+    unmatched: str | None = None
 
     @property
     def used_ratio(self) -> Decimal:
@@ -119,14 +122,26 @@ class BudgetStatus:
                 f"{b.currency} {b.amount:,.2f} by the month's end, past its {line * 100:.0f}% line")
 
     @property
+    def left_out_text(self) -> str:
+        """The scope's spend in other currencies, as read (`EUR 250.00, GBP 12.00`); '' for none."""
+        return amounts_text(self.left_out)
+
+    @property
     def left_out_note(self) -> str | None:
         """One sentence naming the spend in other currencies that the budget does not count."""
         if not self.left_out:
             return None
         b = self.budget
-        spent = ", ".join(money_text(cost, currency_text(currency)) for currency, cost in self.left_out)
-        return (f"budget {b.name} ({b.dimension} {b.value}) counts {b.currency} spend only: {spent} spent this month "
-                "is left out (currencies are never converted)")
+        return (f"budget {b.name} ({b.dimension} {b.value}) counts {b.currency} spend only: {self.left_out_text} "
+                "spent this month is left out (currencies are never converted)")
+
+    @property
+    def unmatched_warning(self) -> str | None:
+        """One sentence when the budget's value is on no cost line: its 0% is no spend counted, not none spent."""
+        if self.unmatched is None:
+            return None
+        b = self.budget
+        return f"budget {b.name} counts nothing: no cost line of the lake has {b.dimension} {b.value}; {self.unmatched}"
 
     def to_json(self) -> dict:
         b, o = self.budget, self.outlook
@@ -136,7 +151,8 @@ class BudgetStatus:
                 "used_pct": _pct(self.used_ratio), "forecast_pct": _pct(self.forecast_ratio),
                 "days_left": format(o.days_left.quantize(Decimal("0.1")), "f"), "status": self.status,
                 "lines": [format(line, "f") for line in b.lines],
-                "last_month": self.last_month.to_json() if self.last_month else None}
+                "last_month": self.last_month.to_json() if self.last_month else None,
+                "left_out": [{"currency": currency, "actual": _money(cost)} for currency, cost in self.left_out]}
 
 
 def _money(value: Decimal) -> str:
@@ -153,15 +169,15 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
     and the forecast's rate from the spend per day over [since, until) (naive UTC)."""
     this_month, _ = month_bounds(at)
     previous = month_bounds(this_month - timedelta(days=1))[0]
-    spend: dict[str, tuple[Spend, Spend, Spend]] = {}
+    spend: dict[str, tuple[Spend, Spend, Spend, dict[str, str]]] = {}
     for dimension in dict.fromkeys(b.dimension for b in config.budgets):
         values = list(dict.fromkeys(b.value for b in config.budgets if b.dimension == dimension))
-        spend[dimension] = (_spend(lake, config, dimension, values, this_month, at, "total"),
-                            _spend(lake, config, dimension, values, previous, this_month, "total"),
-                            _spend(lake, config, dimension, values, since, until, "day"))
+        days, unmatched = _spend(lake, config, dimension, values, since, until, "day")
+        spend[dimension] = (_spend(lake, config, dimension, values, this_month, at, "total")[0],
+                            _spend(lake, config, dimension, values, previous, this_month, "total")[0], days, unmatched)
     statuses = []
     for b in config.budgets:
-        month, closed, days = spend[b.dimension]
+        month, closed, days, unmatched = spend[b.dimension]
         value = folded(b.value)
         actual = month.get((value, b.currency, None), Decimal(0))
         last = closed.get((value, b.currency, None))
@@ -170,7 +186,7 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
                            if v == value and currency != b.currency and cost), key=lambda pair: currency_text(pair[0]))
         statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), this_month.strftime("%Y-%m"),
                                      MonthOutcome(previous.strftime("%Y-%m"), last, b.amount) if last is not None
-                                     else None, tuple(left_out)))
+                                     else None, tuple(left_out), unmatched.get(value)))
     return statuses
 
 

@@ -34,11 +34,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 
 import pyarrow as pa
 
 from rules.base import CATEGORIES, Finding, registered
+from service.core import json_text
 from service.core.errors import UsageError
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
 from service.core.units import aware_utc, cents, naive_utc
@@ -81,7 +84,8 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
     if not lake.has_table(TABLE):
         return []
     where, params = [], []
-    for column, value in (("rule", rule), ("team", team), ("status", status)):
+    # a team in any case or spacing, as `attribute --where team=...` matches it
+    for column, value in (("rule", rule), ("lower(trim(team))", team and folded(team)), ("status", status)):
         if value:
             where.append(f"{column} = ?")
             params.append(value)
@@ -91,14 +95,15 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
         columns = [name for name in SCHEMA.names if name in present]
         sql = f"SELECT {', '.join(columns)} FROM {TABLE}" + (" WHERE " + " AND ".join(where) if where else "")
         rows = con.execute(sql, params).fetchall()
-    findings = [_finding(dict(zip(columns, row))) for row in rows]
+    path = lake.partition_file(TABLE, [("source", PARTITION["source"]), (PARTITION["key"], PARTITION["value"])])
+    findings = [_finding(dict(zip(columns, row)), path) for row in rows]
     if category:
         findings = [f for f in findings if f.category == category]
     return sorted(findings, key=lambda f: (CATEGORIES.index(f.category), -f.impact_usd, f.rule, f.id))
 
 
-def _finding(data: dict) -> Finding:
-    data["evidence"] = json.loads(data["evidence"] or "{}")
+def _finding(data: dict, path: Path) -> Finding:
+    data["evidence"] = json_text.lake_loads(data["evidence"], path, f"finding {data['id']}'s evidence")
     data.update({name: aware_utc(data[name]) for name in TIMES})
     monthly = data.get("monthly_waste_usd")
     if data.get("category") is None:  # stored before findings had categories

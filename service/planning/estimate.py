@@ -27,7 +27,7 @@ import yaml
 from pydantic import BeforeValidator, Field, ValidationError
 
 from service.core.config import Config, Strict
-from service.core.config_file import yaml_error
+from service.core.config_file import ConfigLoader, yaml_error
 from service.core.validation import plain_errors
 from service.core.errors import UsageError
 from service.planning.gpus import GpuType, lookup_gpu
@@ -36,6 +36,9 @@ SECONDS_PER_HOUR = Decimal(3600)
 HOURS_PER_MONTH = Decimal(730)
 BYTES_PER_GB = Decimal(10) ** 9
 CENT = Decimal("0.01")
+# What a figure of an estimate may reach: a registered plan's money is DECIMAL(38,12) in the lake,
+# and a figure this large stated to the cent is past Decimal's 28 digits (it was a traceback)
+LARGEST = Decimal("1e26")
 
 COUNT_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 SIZE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
@@ -250,10 +253,14 @@ def estimate(inputs: PlanInputs, config: Config) -> Estimate:
     overheads = (inputs.debug_overhead, inputs.eval_overhead, inputs.failure_overhead)
     low_overhead, high_overhead = sum(o.low for o in overheads), sum(o.high for o in overheads)
     common = (inputs, gpu, price, storage_price, stored)
+    high = scenario(*common, mfu=inputs.mfu.low, overhead=high_overhead)  # the pessimistic one: every figure larger
+    if max(high.gpu_hours, high.run_hours, high.total_cost, high.storage_months, stored / BYTES_PER_GB) >= LARGEST:
+        raise UsageError("the estimate comes to 10^26 (GPU-hours, hours, GB or USD) or more, beyond what a plan holds",
+                         hint="check the inputs: counts such as 70B params and 2T tokens, the MFU, GPUs, prices, "
+                              "sizes and retention")
     return Estimate(inputs=inputs, gpu=gpu, price_per_gpu_hour=price, storage_price_per_gb_month=storage_price,
                     flops=6 * inputs.params * inputs.tokens, checkpoint_bytes=checkpoint, stored_bytes=stored,
-                    low=scenario(*common, mfu=inputs.mfu.high, overhead=low_overhead),
-                    high=scenario(*common, mfu=inputs.mfu.low, overhead=high_overhead))
+                    low=scenario(*common, mfu=inputs.mfu.high, overhead=low_overhead), high=high)
 
 
 def plan_inputs(values: dict[str, Any], plan_file: str | None = None) -> PlanInputs:
@@ -285,7 +292,8 @@ def _read_plan(plan_file: str) -> dict[str, Any]:
     except OSError as exc:
         raise UsageError(f"cannot read the plan: {exc.strerror or exc}", where=plan_file) from None
     try:
-        data = yaml.safe_load(text)
+        # libyaml's parser stops at 1,000 levels (PyYAML's own recursed into a RecursionError)
+        data = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:  # PyYAML's message names no file but spans three lines
         raise yaml_error(exc, plan_file, text) from None
     if not isinstance(data, dict):

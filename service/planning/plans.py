@@ -30,10 +30,12 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from service.core import json_text
 from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
@@ -43,6 +45,7 @@ from service.planning.estimate import Estimate, Span
 log = logging.getLogger(__name__)
 
 TABLE = "plans"
+SOURCE = "estimate"
 MONEY = pa.decimal128(38, 12)
 SCHEMA = pa.schema([
     ("name", pa.string()), ("project", pa.string()), ("experiment", pa.string()), ("start", pa.timestamp("us")),
@@ -146,7 +149,7 @@ def register_plan(lake: Lake, plan: Plan) -> bool:
         con = lake.connect()
         try:
             lake.commit_snapshot(con, con.from_arrow(pa.Table.from_pylist(rows, schema=SCHEMA)), table=TABLE,
-                                 source="estimate", key="snapshot", value="current")
+                                 source=SOURCE, key="snapshot", value="current")
         finally:
             con.close()
     return replaced
@@ -160,7 +163,8 @@ def load_plans(lake: Lake) -> list[Plan]:
         columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
         cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
         records = [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()]
-    return [_plan(r) for r in records]
+    path = lake.partition_file(TABLE, [("source", SOURCE), ("snapshot", "current")])
+    return [_plan(r, path) for r in records]
 
 
 def _row(plan: Plan) -> dict[str, Any]:
@@ -173,14 +177,15 @@ def _row(plan: Plan) -> dict[str, Any]:
     return row
 
 
-def _plan(row: dict[str, Any]) -> Plan:
+def _plan(row: dict[str, Any], path: Path) -> Plan:
     def span(name: str) -> Span:
         return Span(row[f"{name}_low"], row[f"{name}_high"])
 
     return Plan(name=row["name"], project=row["project"], experiment=row["experiment"],
                 start=row["start"].replace(tzinfo=timezone.utc), run_hours=span("run_hours"),
                 retention_days=row["retention_days"], compute_cost=span("compute_cost"),
-                storage_cost=span("storage_cost"), inputs=json.loads(row["inputs"] or "{}"))
+                storage_cost=span("storage_cost"),
+                inputs=json_text.lake_loads(row["inputs"], path, f"plan {row['name']}'s inputs"))
 
 
 def _money(value: Decimal) -> Decimal:

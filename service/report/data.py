@@ -15,7 +15,7 @@ from service.core.config import Config
 from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc
-from service.core.units import titled
+from service.core.units import amounts_text, titled
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.planning.plans import Plan, load_plans
 from service.report.sections.bills import bills_section
@@ -24,7 +24,7 @@ from service.report.sections.commitments import commitments_section
 from service.report.sections.clusters import clusters_section
 from service.report.sections.findings import anomalies_section, unallocated_causes, waste_section
 from service.report.model import Chart, Column, Headline, Report, Section, Table
-from service.report.sections.spend import SpendReport
+from service.report.sections.spend import PlanActual, SpendReport
 
 CENT = Decimal("0.01")
 PLAN_CHARTS = 3  # plans drawn; the table lists them all
@@ -108,7 +108,7 @@ def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
 
 
 def plans_section(lake: Lake, day: date,
-                  actual_of: Callable[[Plan], tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...]]]) -> Section:
+                  actual_of: Callable[[Plan], PlanActual]) -> Section:
     """Each registered plan: its planned spend curve at the report's end against attributed spend,
     with a chart of both, cumulative per day, for the plans that have started. A started plan
     whose project (or experiment) no cost line carries is `unknown project`, not under plan, with
@@ -126,10 +126,13 @@ def plans_section(lake: Lake, day: date,
     for plan in plans:
         to_date = plan.planned_spend(until)
         low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
-        daily, unmatched = actual_of(plan)
+        daily, unmatched, left_out = actual_of(plan)
         actual = sum(daily.values(), Decimal(0))
         unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
                     for dim, value, hint in unmatched]
+        if left_out:
+            unknown.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
+                           "its start is left out (currencies are never converted).")
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,

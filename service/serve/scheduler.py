@@ -11,7 +11,8 @@
   (service/attribution/tops.py: ScrapeTops).
 - The daily job (verify the lake, then the report) runs for the date of its latest scheduled fire. The last date done is
   kept in the lake (`_state/jobs.json`), so after downtime a missed run is made up once at
-  start, and a fire for a date already done (a restart, a coalesced fire) does nothing.
+  start, and a fire for a date already done (a restart, a coalesced fire, a retry and the
+  next day's fire that waited for the same turn) does nothing.
 - A daily report that fails (or finds the lake held) is tried again, the report only, after
   `daily_retry`, doubling up to DAILY_RETRY_MAX, rather than waiting for the next day's fire
   (finance waited a day for a report a full disk or a busy lake had stopped for minutes).
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 STATE = "jobs"
 DAILY_RETRY_MAX = timedelta(hours=1)
+RETRY_JOB = "daily-retry"  # APScheduler's id of a report's retry; its metrics count under `daily`
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,6 @@ class ServiceScheduler:
         self.clock = clock
         self.daily_retry = daily_retry
         self._retry_delay = daily_retry  # doubled by each failure in a row, back to daily_retry on success
-        self._state_lock = threading.Lock()
         self.turn = threading.Lock()  # one job at a time (see the module); a scrape computing tops takes it too
         # the start-up's make-up daily run waits for the first ingest: its report then reads the
         # rollups that ingest builds (after a config change it rolled the month up in memory)
@@ -128,22 +129,33 @@ class ServiceScheduler:
         """Verify, then the report of the latest fire's date; a failed report is retried (see the
         module). A retry of that date's run (`retry_of`) skips verify: the lake was verified for
         it; a retry that runs once the next fire's date has come is that date's first run."""
-        run_date = latest_fire_date(self.clock(), self.daily_at)
-        if not self.daily_due(self.clock()):
-            log.info("daily run of %s already done", run_date)
+        if self._due_date() is None:
             return
         self.first_ingest.wait()
         with self.turn:
+            # asked again with the turn: a retry and the next day's fire may both have waited for
+            # it, and the date is marked done before the turn is let go, so one of them runs it
+            run_date = self._due_date()
+            if run_date is None:
+                return
             if run_date != retry_of and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
             if not self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
                 self.retry_daily(run_date)
                 return
-        self._retry_delay = self.daily_retry
-        with self._state_lock:
+            self._retry_delay = self.daily_retry
             state = self.lake.read_state(STATE)
             state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
             self.lake.write_state(STATE, state)
+
+    def _due_date(self) -> date | None:
+        """The latest fire's date while its daily run has not been done, else None (logged)."""
+        now = self.clock()
+        run_date = latest_fire_date(now, self.daily_at)
+        if not self.daily_due(now):
+            log.info("daily run of %s already done", run_date)
+            return None
+        return run_date
 
     def retry_daily(self, run_date: date) -> None:
         delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, DAILY_RETRY_MAX)
@@ -152,7 +164,7 @@ class ServiceScheduler:
         when = datetime.now(timezone.utc) + delay  # APScheduler's clock, as in start()
         log.warning("the daily run of %s failed: trying the report again at %s", run_date, when.strftime("%H:%M:%S"))
         self.scheduler.add_job(self.run_daily, DateTrigger(when, timezone=timezone.utc), kwargs={"retry_of": run_date},
-                               id="daily-retry", name="daily-retry", replace_existing=True)
+                               id=RETRY_JOB, name=RETRY_JOB, replace_existing=True)
 
     def daily_due(self, now: datetime) -> bool:
         """True when the latest scheduled daily fire has not run to completion yet."""
@@ -181,5 +193,6 @@ class ServiceScheduler:
 
     def _skipped(self, event: JobEvent) -> None:
         reason = "the previous run is still going" if event.code == EVENT_JOB_MAX_INSTANCES else "it was missed"
-        log.warning("skipped a fire of job %s: %s", event.job_id, reason)
-        self.metrics.skipped.labels(event.job_id).inc()
+        job = "daily" if event.job_id == RETRY_JOB else event.job_id  # the job the alerts and RUNBOOK name
+        log.warning("skipped a fire of job %s: %s", job, reason)
+        self.metrics.skipped.labels(job).inc()

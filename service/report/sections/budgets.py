@@ -1,6 +1,7 @@
 """The report's budgets section: month-to-date actual and month-end forecast per configured
 budget (service.findings.budgets, the numbers `spendlake budgets` shows), with the warning lines;
-in the first days of a month, also how the month before ended.
+in the first days of a month, also how the month before ended; a budget's scope's spend in other
+currencies than its own (never converted, never counted) in a `left_out` column and the note.
 
 The report day D is judged as of D's end (the next midnight UTC), the instant `spendlake
 budgets` uses when the bill runs through D. That instant closes D's month (as `--since mtd`
@@ -40,6 +41,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         Column("forecast_pct", "forecast used", "percent"), Column("lines", "lines", in_html=False),
         Column("status", "status"),
         *([Column("last_month", "last month")] if early_in_month(until) else []),
+        *([Column("left_out", "left out (other currencies)")] if any(s.left_out for s in statuses) else []),
     ], markdown=(("budget", "value"), "status"))
     for status in statuses:
         budget, outlook = status.budget, status.outlook
@@ -52,6 +54,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
             "lines": ", ".join(f"{line * 100:.0f}%" for line in budget.lines), "status": status.status,
             "last_month": (f"{status.last_month.month}: {(status.last_month.used_ratio * 100).quantize(TENTH)}% "
                            f"{status.last_month.status}") if status.last_month else "",
+            "left_out": status.left_out_text,
         })
     names = [s.budget.name for s in statuses]
     series: dict[str, list] = {"actual": [s.used_ratio * 100 for s in statuses],
@@ -62,4 +65,6 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
         series[f"line {line * 100:.0f}%"] = [line * 100 if line in s.budget.lines else None for s in statuses]
     chart = Chart("budget", "Budgets: % used (bar), month-end forecast (outline, band) and warning lines",
                   names, series, "%")
-    return Section("budgets", "Budgets", tables=[table], charts=[chart])
+    notes = [f"{note[0].upper()}{note[1:]}." for status in statuses
+             for note in (status.unmatched_warning, status.left_out_note) if note]
+    return Section("budgets", "Budgets", tables=[table], charts=[chart], note=" ".join(notes) or None)

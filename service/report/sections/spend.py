@@ -199,21 +199,29 @@ class SpendReport:
                                    "total_cost": share.total, "share_pct": _share(share.default_cost, share.total)})
         return table
 
-    def plan_actual(self, plan: Plan) -> tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...]]:
+    def plan_actual(self, plan: Plan) -> PlanActual:
         """USD attributed to the plan's project (and experiment) per day, from its start to the
-        report's end; and its project or experiment values no cost line of the lake carries
-        (dimension, value, the closest known values): a misspelt one reads $0, under plan."""
+        report's end; its project or experiment values no cost line of the lake carries
+        (dimension, value, the closest known values): a misspelt one reads $0, under plan; and its
+        spend in other currencies, which a USD plan never counts (nothing is converted)."""
         until = self.w["day"].until
         if plan.start >= until:
-            return {}, ()
+            return {}, (), {}
         where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
         result = attribute(self.lake, self.config, Window(plan.start, until), by=("project",), where=where,
                            granularity="day")
         daily: dict[date, Decimal] = defaultdict(Decimal)
+        left_out: dict[str | None, Decimal] = defaultdict(Decimal)
         for row in result.rows:
             if row.currency == "USD":
                 daily[row.period] += row.cost
-        return dict(daily), result.unmatched
+            else:
+                left_out[row.currency] += row.cost
+        return dict(daily), result.unmatched, {currency: cost for currency, cost in left_out.items() if cost}
+
+
+# a plan's USD per day, its values no cost line carries, its spend in other currencies (SpendReport.plan_actual)
+PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...], dict[str | None, Decimal]]
 
 
 def _one_or_several(value: str | None) -> str:
