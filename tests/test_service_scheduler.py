@@ -3,6 +3,7 @@ UTC whatever the host's time zone, failures counted."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import threading
@@ -220,6 +221,23 @@ def test_a_job_failing_on_a_named_error_logs_one_line_an_unexpected_one_its_trac
     assert ingest.getMessage() == "job ingest failed: s3://bills/cur/: access denied (AccessDenied) — check the role's policy"
     assert not ingest.exc_info and rules.exc_info[0] is ZeroDivisionError
     assert harness.value("spendlake_job_failures_total", "ingest") == harness.value("spendlake_job_failures_total", "rules") == 1
+
+def test_11_53_a_job_on_a_full_disk_logs_one_line_naming_the_file_and_is_counted(tmp_path, caplog):
+    """A state file the disk had no room for (`_state/sources.json` after an inventory) was a
+    traceback of 40 lines in the service's log; the CLI said it in one sentence."""
+    full = str(tmp_path / "lake" / "_state" / "sources.json")
+
+    def state_write():
+        raise OSError(errno.ENOSPC, "No space left on device", full)
+
+    harness = Harness(Lake(tmp_path / "lake"), lambda: utc(2026, 11, 30, 5), ingest=state_write)
+    with caplog.at_level(logging.INFO, logger="service.serve.scheduler"):
+        harness.scheduler.run_ingest()
+    [record] = caplog.records
+    assert record.getMessage().startswith(f"job ingest failed: {full}: disk full: [Errno 28] No space left on device")
+    assert "free disk space on the lake's file system" in record.getMessage() and not record.exc_info
+    assert harness.value("spendlake_job_failures_total", "ingest") == 1
+
 
 def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     lake = Lake(tmp_path / "lake")

@@ -33,7 +33,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from service.core.errors import LakeBusyError, SpendlakeError
+from service.core.errors import LakeBusyError, SpendlakeError, os_error
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.timewindow import utc_now
@@ -168,6 +168,8 @@ class ServiceScheduler:
             self.metrics.skipped.labels(job).inc()
             return False
         except Exception as exc:  # a job failure is counted and logged; the service keeps running
+            if isinstance(exc, OSError):  # a full disk, a read-only lake: one sentence, as the CLI says it
+                exc = os_error(exc)
             if isinstance(exc, SpendlakeError):  # it names what, where and what next: one line (traceback at -v)
                 log.error("job %s failed: %s", job, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             else:
