@@ -249,6 +249,31 @@ def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     assert harness.scheduler.daily_due(utc(2026, 11, 30, 7))
 
 
+def test_22_a_daily_run_the_disk_had_no_room_to_record_is_counted_and_tried_again(tmp_path, monkeypatch, caplog):
+    """The report was written, `_state/jobs.json` was not: the OSError escaped the job (an
+    APScheduler traceback, no failure counted, no retry until a restart made the run up)."""
+    lake = Lake(tmp_path / "lake")
+    write_state, refused = lake.write_state, []
+
+    def full_disk(name, data):
+        if name == "jobs" and not refused:
+            refused.append(name)
+            raise OSError(errno.ENOSPC, "No space left on device", str(lake.state_file(name)))
+        write_state(name, data)
+
+    monkeypatch.setattr(lake, "write_state", full_disk)
+    harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
+    harness.scheduler.daily_retry = harness.scheduler._retry_delay = timedelta(seconds=0.2)
+    with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
+        harness.scheduler.start()  # nothing done yet: the make-up run at once
+        wait_for(lambda: lake.read_state("jobs").get("daily"))
+        harness.scheduler.shutdown()
+    assert harness.reports == [date(2026, 11, 29)] * 2  # written again alike (RELIABILITY 23)
+    assert harness.value("spendlake_job_failures_total", "daily") == 1
+    assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-11-30"
+    assert any("jobs.json: disk full" in r.getMessage() for r in caplog.records)
+
+
 def test_a_failed_daily_report_is_tried_again_with_a_backoff_not_the_next_day(tmp_path, caplog):
     """The report only (the lake was verified), after daily_retry then twice that, until it is written."""
     lake = Lake(tmp_path / "lake")

@@ -136,10 +136,15 @@ class ServiceScheduler:
         with self.turn:
             if run_date != retry_of and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
-            if not self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
+            if not self.instrumented("daily", lambda: self._daily(run_date)):
                 self.retry_daily(run_date)
                 return
         self._retry_delay = self.daily_retry
+
+    def _daily(self, run_date: date) -> None:
+        """The report of the day before `run_date`, then the run recorded as done: a record the
+        disk had no room for fails the run (counted, tried again) rather than escaping the job."""
+        self.tasks.daily(run_date - timedelta(days=1))
         with self._state_lock:
             state = self.lake.read_state(STATE)
             state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
