@@ -129,6 +129,19 @@ def test_53_a_partly_read_only_lake_fails_the_period_and_counts_the_failure(shar
     assert state["failures_total"] == 1 and "permission denied" in state["last_error"]
 
 
+def test_55_a_cost_partition_this_user_cannot_read_is_named_as_such_not_as_truncated(shared_dir):
+    """A partition written by root under umask 077 and read by the service's user: every
+    query called it "truncated (no readable Parquet footer)" and said to re-ingest it."""
+    config, lake, _ = ingested_lake(shared_dir)
+    partition = sorted((lake / "costs").rglob("*.parquet"))[0]
+    partition.chmod(0)
+    for command in (["attribute", "--since", "2000-01-01"], ["status"], ["verify"]):
+        result = run_as_another_user("--config", str(config), *command, cwd=shared_dir)
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert f"{partition}: permission denied for this user" in result.stdout + result.stderr
+        assert "truncated" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
 def test_53_disk_full_during_ingest_is_exit_3_counted_and_says_disk_full(tmp_path, monkeypatch):
     export = tmp_path / "export"
     export.mkdir()
