@@ -137,7 +137,8 @@ def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplo
         runs.append(1)
 
     lake = Lake(tmp_path / "lake")
-    lake.write_state("jobs", {"daily": {"last_run_date": "2999-01-01"}})  # keep the daily job out of it
+    done = latest_fire_date(datetime.now(timezone.utc), SIX).isoformat()
+    lake.write_state("jobs", {"daily": {"last_run_date": done}})  # keep the daily job out of it
     harness = Harness(lake, lambda: datetime.now(timezone.utc), ingest=slow_ingest, every=timedelta(seconds=0.2))
     with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
         harness.scheduler.start()
@@ -328,8 +329,9 @@ def test_a_report_retried_after_the_next_fire_verifies_the_lake_for_its_new_date
     assert verified == [date(2026, 11, 30), date(2026, 12, 1)]
 
 
-@pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False)])
-def test_daily_due(tmp_path, done, due):
+@pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False),
+                                       ("2027-01-04", True)])  # recorded while the clock ran a month ahead
+def test_22_daily_due_and_a_clock_set_back_is_not_a_month_without_reports(tmp_path, done, due):
     lake = Lake(tmp_path / "lake")
     if done:
         lake.write_state("jobs", {"daily": {"last_run_date": done}})

@@ -160,9 +160,11 @@ class ServiceScheduler:
                                id="daily-retry", name="daily-retry", replace_existing=True)
 
     def daily_due(self, now: datetime) -> bool:
-        """True when the latest scheduled daily fire has not run to completion yet."""
+        """True when the latest scheduled daily fire has not run to completion yet. A run
+        recorded for a later date than that was made by a clock running ahead: set right, the
+        clock would have no report until it caught up, so the latest fire is due again."""
         done = self.lake.read_state(STATE).get("daily", {}).get("last_run_date")
-        return done is None or date.fromisoformat(done) < latest_fire_date(now, self.daily_at)
+        return done is None or date.fromisoformat(done) != latest_fire_date(now, self.daily_at)
 
     def instrumented(self, job: str, task: Callable[[], None]) -> bool:
         started = clock_time.perf_counter()
