@@ -30,20 +30,27 @@ def totals(lake: Lake):
         "SELECT billing_period, BillingCurrency, sum(BilledCost) FROM costs GROUP BY ALL ORDER BY ALL").fetchall()
 
 
-def test_commit_replaces_only_its_period_and_records_the_ledger(tmp_path):
+def test_13_a_commit_replaces_only_its_period_and_records_the_ledger(tmp_path):
+    """DuckDB's `COPY ... PARTITION_BY ... OVERWRITE` deletes the whole target directory: a
+    restated month must leave every other month, and every other source, byte for byte."""
     lake = Lake(tmp_path / "lake")
     con = lake.connect()
+    lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "4", "INV9")]),
+                      source="other", delivery_id="o1", periods=None)
     lake.commit_costs(con, rows_relation(con, [("2026-10-01", "USD", "10.5", "INV1"),
                                                ("2026-11-01", "USD", "1.25", ""),
                                                ("2026-11-01", "EUR", "2", "")]),
                       source="cur", delivery_id="d1", periods=None)
+    costs = lake.root / "costs"
+    kept = {path: path.read_bytes() for path in [*costs.glob("source=other/*/*"), *costs.glob("source=cur/*=2026-10/*")]}
     assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "EUR", Decimal("2")),
-                            ("2026-11", "USD", Decimal("1.25"))]
+                            ("2026-11", "USD", Decimal("5.25"))]
     # A restated November replaces November only; October stays.
     lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "-0.25", "INV2")]),
                       source="cur", delivery_id="d2", periods=("2026-11",))
-    assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "USD", Decimal("-0.25"))]
-    entries = {e.billing_period: e for e in lake.ledger()}
+    assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "USD", Decimal("3.75"))]
+    assert len(kept) == 2 and {path: path.read_bytes() for path in kept} == kept
+    entries = {e.billing_period: e for e in lake.ledger() if e.source == "cur"}
     assert entries["2026-10"].final and entries["2026-11"].final
     assert entries["2026-11"].delivery_id == "d2" and entries["2026-10"].delivery_id == "d1"
     assert lake.has_delivery("cur", "d2", ["2026-11"]) and not lake.has_delivery("cur", "d2", ["2026-10"])

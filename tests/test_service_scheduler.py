@@ -53,7 +53,7 @@ def test_latest_fire_date():
     assert latest_fire_date(utc(2026, 11, 30, 6, 0), SIX) == date(2026, 11, 30)
 
 
-def test_down_across_the_report_time_makes_up_exactly_once(tmp_path):
+def test_22_down_across_the_report_time_makes_up_exactly_once(tmp_path):
     lake = Lake(tmp_path / "lake")
     lake.write_state("jobs", {"daily": {"last_run_date": "2026-11-28"}})
     now = [utc(2026, 11, 30, 5, 0)]  # down from before 06:00 on the 29th until 05:00 on the 30th
@@ -98,7 +98,7 @@ def test_daily_fires_at_the_same_utc_time_across_a_dst_change(tmp_path, monkeypa
 
 
 @pytest.mark.slow
-def test_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical_files(tmp_path):
+def test_23_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical_files(tmp_path):
     config = make_config(tmp_path)
     lake = Lake(config.lake)
     commit(lake, "cur", [("2026-11-28 03:00:00", "2026-11-28 04:00:00", "USD", "2.5", {}),

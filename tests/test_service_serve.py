@@ -24,7 +24,7 @@ def config_data(tmp_path) -> dict:
     return {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}}
 
 
-def test_a_second_serve_on_the_same_lake_refuses_and_names_the_pid(tmp_path):
+def test_25_a_second_serve_on_the_same_lake_refuses_and_names_the_pid_and_host(tmp_path):
     config = write_config(tmp_path, config_data(tmp_path))
     proc, base = start_serve(config)
     try:
