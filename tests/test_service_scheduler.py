@@ -123,7 +123,7 @@ def test_23_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identi
     assert sorted(p.name for p in folder.parent.iterdir()) == ["2026-11-28"]  # nothing staged left
 
 
-def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplog):
+def test_24_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplog):
     running, overlaps, runs = [0], [], []
     guard = threading.Lock()
 

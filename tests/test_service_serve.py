@@ -90,7 +90,7 @@ def stopped_output(proc: subprocess.Popen, lines: list[str]) -> str:
     return "".join(lines + proc.stdout.readlines())
 
 
-def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
+def test_24_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
     proc, lines = start_slow_service(tmp_path, job_seconds=1.5)
     output = stopped_output(proc, lines)
     assert "stopping: waiting for running jobs" in output and output.rstrip().endswith("stopped")
