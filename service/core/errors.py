@@ -76,6 +76,7 @@ class ResourceError(SpendlakeError):
 
 
 AGAIN = "then run the command again; the previous data is intact"
+DUCKDB_DETAIL = re.compile(r'"exception_message":"((?:[^"\\]|\\.)*)"')
 STAGING = "the lake's _staging directory holds staged files and DuckDB's spill files"
 # errno → (what we call it, DuckDB's and the OS's words for it, what to do); DuckDB also says `"errno":"N"`
 WRITE_LIMITS = {
@@ -96,6 +97,9 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
     OS's error, saying what to free or raise and where; else None."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    detail = DUCKDB_DETAIL.search(first)
+    if detail:  # DuckDB's async write: its offsets and JSON around the OS's sentence are noise
+        first = re.sub(r"\\(.)", r"\1", detail.group(1))
     if isinstance(exc, OSError) and exc.strerror and exc.filename and where == exc.filename:
         first = f"[Errno {exc.errno}] {exc.strerror}"  # `where` names the file once
     for number, (name, words, hint) in WRITE_LIMITS.items():
