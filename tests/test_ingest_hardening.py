@@ -7,6 +7,7 @@ root-owned, chmod-ed lake is read-only just the same."""
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from click.testing import CliRunner
 from conftest import REPO, SAMPLES, require_binary
 from service.cli.main import cli
 from service.core import staging
+from service.core.errors import duckdb_error, os_error
 
 FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
 BYPASS_PERMISSIONS = "-dac_override,-dac_read_search,-fowner,-linux_immutable"
@@ -140,6 +142,19 @@ def test_55_a_cost_partition_this_user_cannot_read_is_named_as_such_not_as_trunc
         assert result.returncode == 3, result.stdout + result.stderr
         assert f"{partition}: permission denied for this user" in result.stdout + result.stderr
         assert "truncated" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_53_a_lake_on_a_read_only_mount_says_to_mount_it_read_write_not_to_grant_this_user_access():
+    """A volume mounted read-only (a Kubernetes readOnly mount, a file system remounted ro after
+    errors) was 'read-only file system for this user — give the user ... write access (or run it
+    as the lake's owner)': no user, root included, can write there."""
+    lock = "/lake/_locks/ingest.lock"
+    for error in (os_error(OSError(errno.EROFS, "Read-only file system", lock)),
+                  duckdb_error(Exception(f'IO Error: Cannot open file "{lock}": Read-only file system'), "could not write")):
+        assert error.where == lock and error.message.endswith("read-only file system"), error
+        assert "mount it read-write" in error.hint and "for this user" not in str(error) and "owner" not in error.hint
+    denied = os_error(OSError(errno.EACCES, "Permission denied", lock))
+    assert denied.message == "permission denied for this user" and "write access" in denied.hint
 
 
 def test_53_disk_full_during_ingest_is_exit_3_counted_and_says_disk_full(tmp_path, monkeypatch):

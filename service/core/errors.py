@@ -115,6 +115,16 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
 NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 NOT_WRITABLE_HINT = ("give the user running spendlake write access to the lake and read access to the sources (or "
                      "run it as the lake's owner), then run the command again; nothing was changed")
+READ_ONLY_HINT = ("the file system is mounted read-only for every user: mount it read-write (or move the lake to one "
+                  "that is), then run the command again; nothing was changed")
+
+
+def not_writable(reason: str, where: str | None, read_only: bool) -> SpendlakeError:
+    """A write refused: by a file system mounted read-only (no user or owner would do better)
+    or by this user's permissions."""
+    if read_only:
+        return SpendlakeError(reason, where=where, hint=READ_ONLY_HINT)
+    return SpendlakeError(f"{reason} for this user", where=where, hint=NOT_WRITABLE_HINT)
 
 
 def os_error(exc: OSError, where: str | None = None) -> SpendlakeError:
@@ -126,7 +136,7 @@ def os_error(exc: OSError, where: str | None = None) -> SpendlakeError:
     path = f"{exc.filename} → {exc.filename2}" if exc.filename and exc.filename2 else exc.filename or where
     reason = (exc.strerror or str(exc)).lower()
     if exc.errno in NOT_WRITABLE:
-        return SpendlakeError(f"{reason} for this user", where=path, hint=NOT_WRITABLE_HINT)
+        return not_writable(reason, path, exc.errno == errno.EROFS)
     return SpendlakeError(reason, where=path, hint="check the path and its file system, then run the command again")
 
 
@@ -146,8 +156,8 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     denied = next((m for m in ("Permission denied", "Read-only file system") if m in text), None)
     if denied:
         path = QUOTED_PATH.search(text)
-        return SpendlakeError(f"{message}: {denied.lower()} for this user", where=path.group(1) if path else where,
-                              hint=NOT_WRITABLE_HINT)
+        return not_writable(f"{message}: {denied.lower()}", path.group(1) if path else where,
+                            denied == "Read-only file system")
     refused = SANDBOX_REFUSAL.search(text)
     if refused:
         return sandbox_error(Path(refused.group(1)), message, where)
