@@ -127,9 +127,18 @@ def not_writable(reason: str, where: str | None, read_only: bool) -> SpendlakeEr
     return SpendlakeError(f"{reason} for this user", where=where, hint=NOT_WRITABLE_HINT)
 
 
-def os_error(exc: OSError, where: str | None = None) -> SpendlakeError:
+def os_error(exc: OSError, where: str | None = None, *, done: str | None = None) -> SpendlakeError:
     """A file system error as one sentence whose hint matches the cause: a full disk, a
-    lake (or file) this user may not write, or any other OSError naming its file."""
+    lake (or file) this user may not write, or any other OSError naming its file. `done`:
+    what the command had changed before it (a record written after a commit), said in place
+    of the hint's "nothing was changed"."""
+    error = _os_error(exc, where)
+    if done and error.hint:
+        error.hint = f"{error.hint.rsplit('; ', 1)[0]}; {done}"
+    return error
+
+
+def _os_error(exc: OSError, where: str | None) -> SpendlakeError:
     resource = resource_error(exc, where or exc.filename)
     if resource is not None:
         return resource
