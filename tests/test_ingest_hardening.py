@@ -151,7 +151,8 @@ def test_53_a_lake_on_a_read_only_mount_says_to_mount_it_read_write_not_to_grant
     as the lake's owner)': no user, root included, can write there."""
     lock = "/lake/_locks/ingest.lock"
     for error in (os_error(OSError(errno.EROFS, "Read-only file system", lock)),
-                  duckdb_error(Exception(f'IO Error: Cannot open file "{lock}": Read-only file system'), "could not write")):
+                  duckdb_error(Exception(f'IO Error: Cannot open file "{lock}": Read-only file system'),
+                               "could not write")):
         assert error.where == lock and error.message.endswith("read-only file system"), error
         assert "mount it read-write" in error.hint and "for this user" not in str(error) and "owner" not in error.hint
     denied = os_error(OSError(errno.EACCES, "Permission denied", lock))

@@ -42,7 +42,8 @@ def test_13_a_commit_replaces_only_its_period_and_records_the_ledger(tmp_path):
                                                ("2026-11-01", "EUR", "2", "")]),
                       source="cur", delivery_id="d1", periods=None)
     costs = lake.root / "costs"
-    kept = {path: path.read_bytes() for path in [*costs.glob("source=other/*/*"), *costs.glob("source=cur/*=2026-10/*")]}
+    kept = {path: path.read_bytes()
+            for path in [*costs.glob("source=other/*/*"), *costs.glob("source=cur/*=2026-10/*")]}
     assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "EUR", Decimal("2")),
                             ("2026-11", "USD", Decimal("5.25"))]
     # A restated November replaces November only; October stays.
