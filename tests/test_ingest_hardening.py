@@ -20,11 +20,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO, SAMPLES, require_binary
+from conftest import REPO, SAMPLES, require_binary, state_refused
 from service.cli.main import cli
 from service.core import staging
 from service.core.errors import duckdb_error, os_error
-from service.core.lake import Lake
 
 FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
 BYPASS_PERMISSIONS = "-dac_override,-dac_read_search,-fowner,-linux_immutable"
@@ -159,25 +158,17 @@ def test_53_a_lake_on_a_read_only_mount_says_to_mount_it_read_write_not_to_grant
     assert denied.message == "permission denied for this user" and "write access" in denied.hint
 
 
-def test_53_a_source_record_refused_after_the_commit_does_not_say_nothing_was_changed(shared_dir, monkeypatch):
+def test_53_a_source_record_refused_after_the_commit_does_not_say_nothing_was_changed(shared_dir):
     """`_state/sources.json` not writable (chmod, a full disk) after the run's deliveries were
     published: 'committed 499 rows' above 'error: ... nothing was changed'."""
     config, lake, _ = ingested_lake(shared_dir)
-    write_state = Lake.write_state
-
-    def refused(self, name, data):
-        if name == "sources":
-            raise OSError(errno.EACCES, "Permission denied", str(self.state_file(name)))
-        write_state(self, name, data)
-
-    monkeypatch.setattr(Lake, "write_state", refused)
-    result = invoke(config, "ingest")
+    with state_refused("sources", errno.EACCES, "Permission denied"):
+        result = invoke(config, "ingest")
     assert result.exit_code == 3 and "focus 2024-09: committed 499 rows" in result.output
     error = result.output.splitlines()[-1]
     assert error.startswith(f"error: {lake / '_state' / 'sources.json'}: permission denied for this user")
     assert "nothing was changed" not in error and error.endswith(
         "any delivery committed above is in the lake; only the source's success or failure is not recorded")
-    monkeypatch.setattr(Lake, "write_state", write_state)
     rerun = invoke(config, "ingest")
     assert rerun.exit_code == 0 and "unchanged" in rerun.output
     assert "last_success" in json.loads((lake / "_state" / "sources.json").read_text())["focus"]
