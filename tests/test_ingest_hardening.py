@@ -168,7 +168,7 @@ def test_53_a_source_record_refused_after_the_commit_does_not_say_nothing_was_ch
     error = result.output.splitlines()[-1]
     assert error.startswith(f"error: {lake / '_state' / 'sources.json'}: permission denied for this user")
     assert "nothing was changed" not in error and error.endswith(
-        "any delivery committed above is in the lake; only the source's success or failure is not recorded")
+        "what was committed above is in the lake; only the source's success or failure is not recorded")
     rerun = invoke(config, "ingest")
     assert rerun.exit_code == 0 and "unchanged" in rerun.output
     assert "last_success" in json.loads((lake / "_state" / "sources.json").read_text())["focus"]

@@ -21,7 +21,7 @@ from service.core.lake import Lake
 from service.core.timewindow import iso_utc
 
 STATES = ("ok", "stale", "failing", "no data", "not ingested")
-RECORD_MISSED = "any delivery committed above is in the lake; only the source's success or failure is not recorded"
+RECORD_MISSED = "what was committed above is in the lake; only the source's success or failure is not recorded"
 
 
 def record_sources(lake: Lake, state: dict) -> None:
