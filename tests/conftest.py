@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
@@ -25,6 +27,24 @@ def isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.delenv("SPENDLAKE_CONFIG", raising=False)
+
+
+@contextmanager
+def state_refused(name: str, number: int, words: str) -> Iterator[None]:
+    """Within: Lake.write_state fails with OSError(number, words) for the `name` state file (a
+    full disk, a chmod) and writes the others."""
+    from service.core.lake import Lake
+
+    write_state = Lake.write_state
+
+    def refused(self, state, data):
+        if state == name:
+            raise OSError(number, words, str(self.state_file(state)))
+        write_state(self, state, data)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Lake, "write_state", refused)
+        yield
 
 
 def require_binary(name: str) -> str:

@@ -264,7 +264,7 @@ def test_sigkill_mid_commit_leaves_old_totals_and_nothing_stray(tmp_path):
     assert lake.query().execute("SELECT sum(BilledCost) FROM costs").fetchone() == (Decimal(7),)
 
 
-def test_second_ingest_at_once_refuses_with_the_pid(tmp_path):
+def test_12_a_second_ingest_at_once_refuses_with_the_pid(tmp_path):
     export = tmp_path / "cur.csv"
     export.write_bytes(legacy_csv([line()]))
     cfg_file = tmp_path / "spendlake.yaml"

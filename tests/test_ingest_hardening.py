@@ -7,6 +7,7 @@ root-owned, chmod-ed lake is read-only just the same."""
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import shutil
@@ -19,9 +20,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO, SAMPLES, require_binary
+from conftest import REPO, SAMPLES, require_binary, state_refused
 from service.cli.main import cli
 from service.core import staging
+from service.core.errors import duckdb_error, os_error
 
 FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
 BYPASS_PERMISSIONS = "-dac_override,-dac_read_search,-fowner,-linux_immutable"
@@ -127,6 +129,49 @@ def test_53_a_partly_read_only_lake_fails_the_period_and_counts_the_failure(shar
     assert "permission denied" in result.stderr
     state = json.loads((lake / "_state" / "sources.json").read_text())["focus"]
     assert state["failures_total"] == 1 and "permission denied" in state["last_error"]
+
+
+def test_55_a_cost_partition_this_user_cannot_read_is_named_as_such_not_as_truncated(shared_dir):
+    """A partition written by root under umask 077 and read by the service's user: every
+    query called it "truncated (no readable Parquet footer)" and said to re-ingest it."""
+    config, lake, _ = ingested_lake(shared_dir)
+    partition = sorted((lake / "costs").rglob("*.parquet"))[0]
+    partition.chmod(0)
+    for command in (["attribute", "--since", "2000-01-01"], ["status"], ["verify"]):
+        result = run_as_another_user("--config", str(config), *command, cwd=shared_dir)
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert f"{partition}: permission denied for this user" in result.stdout + result.stderr
+        assert "truncated" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_53_a_lake_on_a_read_only_mount_says_to_mount_it_read_write_not_to_grant_this_user_access():
+    """A volume mounted read-only (a Kubernetes readOnly mount, a file system remounted ro after
+    errors) was 'read-only file system for this user — give the user ... write access (or run it
+    as the lake's owner)': no user, root included, can write there."""
+    lock = "/lake/_locks/ingest.lock"
+    for error in (os_error(OSError(errno.EROFS, "Read-only file system", lock)),
+                  duckdb_error(Exception(f'IO Error: Cannot open file "{lock}": Read-only file system'),
+                               "could not write")):
+        assert error.where == lock and error.message.endswith("read-only file system"), error
+        assert "mount it read-write" in error.hint and "for this user" not in str(error) and "owner" not in error.hint
+    denied = os_error(OSError(errno.EACCES, "Permission denied", lock))
+    assert denied.message == "permission denied for this user" and "write access" in denied.hint
+
+
+def test_53_a_source_record_refused_after_the_commit_does_not_say_nothing_was_changed(shared_dir):
+    """`_state/sources.json` not writable (chmod, a full disk) after the run's deliveries were
+    published: 'committed 499 rows' above 'error: ... nothing was changed'."""
+    config, lake, _ = ingested_lake(shared_dir)
+    with state_refused("sources", errno.EACCES, "Permission denied"):
+        result = invoke(config, "ingest")
+    assert result.exit_code == 3 and "focus 2024-09: committed 499 rows" in result.output
+    error = result.output.splitlines()[-1]
+    assert error.startswith(f"error: {lake / '_state' / 'sources.json'}: permission denied for this user")
+    assert "nothing was changed" not in error and error.endswith(
+        "what was committed above is in the lake; only the source's success or failure is not recorded")
+    rerun = invoke(config, "ingest")
+    assert rerun.exit_code == 0 and "unchanged" in rerun.output
+    assert "last_success" in json.loads((lake / "_state" / "sources.json").read_text())["focus"]
 
 
 def test_53_disk_full_during_ingest_is_exit_3_counted_and_says_disk_full(tmp_path, monkeypatch):

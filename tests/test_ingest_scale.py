@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 import service.core.lake as lake_module
 import service.core.staging as staging
+import service.ingest.rollups as rollups
 from connectors.aws_export import PARTS_AT_ONCE
 from connectors.synthetic.billing import generate_organisation
 from service.cli.main import cli
@@ -249,15 +250,39 @@ def test_46_columns_an_aws_export_lacks_are_added_by_the_stager_as_typed_nulls(t
 
 
 
-def test_46_the_ingest_log_marks_where_the_rollup_build_begins(tmp_path, caplog):
-    """bench/ingest_bench.py splits the ingest's wall time at this line (the rollup build has
-    no counterpart in the bare copy it compares with)."""
+def one_line_bill(tmp_path: Path):
+    """The config of a lake and a FOCUS export of one line."""
     export = tmp_path / "export" / "bill.csv"
     export.parent.mkdir()
     export.write_text("BillingPeriodStart,ChargePeriodStart,BilledCost,BillingCurrency\n"
                       "2026-10-01T00:00:00Z,2026-10-02T00:00:00Z,1.50,USD\n")
+    return config(tmp_path / "lake", "focus", export.parent)
+
+
+def test_46_the_ingest_log_marks_where_the_rollup_build_begins(tmp_path, caplog):
+    """bench/ingest_bench.py splits the ingest's wall time at this line (the rollup build has
+    no counterpart in the bare copy it compares with)."""
     with caplog.at_level(logging.INFO, logger="service.ingest.rollups"):
-        [outcome] = ingest(config(tmp_path / "lake", "focus", export.parent)).outcomes
+        [outcome] = ingest(one_line_bill(tmp_path)).outcomes
     assert outcome.error is None
     assert [r.getMessage() for r in caplog.records if r.name == "service.ingest.rollups"][0].startswith(
         "building the attribution rollups")
+
+
+def test_11_a_rollup_build_on_a_full_disk_warns_disk_full_and_the_commit_stands(tmp_path, caplog, monkeypatch):
+    """The warning carried DuckDB's offsets and JSON ('IO Error: Async write failed for range
+    [offset=0, size=4095]: {"exception_type":"IO",...}') where every other write says disk full."""
+    def full(*_args, **_kwargs):
+        raise duckdb.IOException('IO Error: Async write failed for range [offset=0, size=4095]: {"exception_type":'
+                                 '"IO","exception_message":"Could not write file \\"/lake/_staging/r.parquet\\": '
+                                 'No space left on device","errno":"28"}')
+
+    monkeypatch.setattr(rollups, "materialise", full)
+    with caplog.at_level(logging.WARNING, logger="service.ingest.rollups"):
+        [outcome] = ingest(one_line_bill(tmp_path)).outcomes
+    assert outcome.status == "committed"
+    [warning] = caplog.records
+    assert warning.getMessage().endswith('retries): disk full: Could not write file "/lake/_staging/r.parquet": No '
+                                         "space left on device — free disk space on the lake's file system (the "
+                                         "lake's _staging directory holds staged files and DuckDB's spill files), "
+                                         "then run the command again; the previous data is intact")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 from decimal import Decimal
 
 import duckdb
@@ -27,20 +30,28 @@ def totals(lake: Lake):
         "SELECT billing_period, BillingCurrency, sum(BilledCost) FROM costs GROUP BY ALL ORDER BY ALL").fetchall()
 
 
-def test_commit_replaces_only_its_period_and_records_the_ledger(tmp_path):
+def test_13_a_commit_replaces_only_its_period_and_records_the_ledger(tmp_path):
+    """DuckDB's `COPY ... PARTITION_BY ... OVERWRITE` deletes the whole target directory: a
+    restated month must leave every other month, and every other source, byte for byte."""
     lake = Lake(tmp_path / "lake")
     con = lake.connect()
+    lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "4", "INV9")]),
+                      source="other", delivery_id="o1", periods=None)
     lake.commit_costs(con, rows_relation(con, [("2026-10-01", "USD", "10.5", "INV1"),
                                                ("2026-11-01", "USD", "1.25", ""),
                                                ("2026-11-01", "EUR", "2", "")]),
                       source="cur", delivery_id="d1", periods=None)
+    costs = lake.root / "costs"
+    kept = {path: path.read_bytes()
+            for path in [*costs.glob("source=other/*/*"), *costs.glob("source=cur/*=2026-10/*")]}
     assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "EUR", Decimal("2")),
-                            ("2026-11", "USD", Decimal("1.25"))]
+                            ("2026-11", "USD", Decimal("5.25"))]
     # A restated November replaces November only; October stays.
     lake.commit_costs(con, rows_relation(con, [("2026-11-01", "USD", "-0.25", "INV2")]),
                       source="cur", delivery_id="d2", periods=("2026-11",))
-    assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "USD", Decimal("-0.25"))]
-    entries = {e.billing_period: e for e in lake.ledger()}
+    assert totals(lake) == [("2026-10", "USD", Decimal("10.5")), ("2026-11", "USD", Decimal("3.75"))]
+    assert len(kept) == 2 and {path: path.read_bytes() for path in kept} == kept
+    entries = {e.billing_period: e for e in lake.ledger() if e.source == "cur"}
     assert entries["2026-10"].final and entries["2026-11"].final
     assert entries["2026-11"].delivery_id == "d2" and entries["2026-10"].delivery_id == "d1"
     assert lake.has_delivery("cur", "d2", ["2026-11"]) and not lake.has_delivery("cur", "d2", ["2026-10"])
@@ -83,10 +94,14 @@ def test_rows_without_a_billing_period_fail(tmp_path, periods):
     assert lake.ledger() == [] and not lake.has_table("costs")
 
 
-def test_second_lock_holder_is_refused_with_the_pid(tmp_path):
+def test_25_a_second_lock_holder_is_refused_with_the_pid_and_host_and_a_dead_holders_file_is_no_lock(tmp_path):
+    """A lake on a shared volume is locked from several machines: 'pid 4242' alone sent the
+    operator looking for a process that was on another host."""
     lake = Lake(tmp_path / "lake")
+    (tmp_path / "lake" / "_locks").mkdir(parents=True)
+    (tmp_path / "lake" / "_locks" / "ingest.lock").write_text("4242 on a-host-long-gone")  # its holder died
     with lake.lock("ingest"):
-        with pytest.raises(LakeBusyError, match=r"pid \d+"):
+        with pytest.raises(LakeBusyError, match=rf"\(pid {os.getpid()} on {re.escape(socket.gethostname())}\)"):
             with lake.lock("ingest"):
                 pass
 

@@ -5,12 +5,14 @@ plans; that command sets the damaged file aside and writes the table again."""
 
 from __future__ import annotations
 
+import errno
 import json
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
+from conftest import state_refused
 from rules.base import Finding
 from service.core.snapshot_ledger import SET_ASIDE, record_file
 from service.findings.store import store_findings
@@ -63,6 +65,17 @@ def assert_every_query_exits_3_naming(config: Path, file: Path, table: str, stat
         assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
         assert str(file) in result.output and f"{table} table" in result.output, (args, result.output)
         assert f"is {state}" in result.output and WRITTEN_BY[table] in result.output, (args, result.output)
+
+
+def test_11_a_full_disk_after_the_findings_are_stored_does_not_say_nothing_was_changed(lake):
+    """`_state/rules.json` refused after the findings were stored: the error said 'the previous
+    data is intact' of a findings table that had just changed."""
+    config, lake = lake
+    with state_refused("rules", errno.ENOSPC, "No space left on device"):
+        result = spendlake(config, "rules", "run")
+    assert result.exit_code == 3 and "disk full" in result.output, result.output
+    assert result.output.rstrip().endswith("the findings are stored; only each rule's last outcome is not recorded")
+    assert "intact" not in result.output and table_file(lake, "findings").exists()
 
 
 @pytest.mark.parametrize("how", ["deleted", "truncated", "altered"])

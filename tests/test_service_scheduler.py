@@ -3,6 +3,7 @@ UTC whatever the host's time zone, failures counted."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import threading
@@ -53,7 +54,7 @@ def test_latest_fire_date():
     assert latest_fire_date(utc(2026, 11, 30, 6, 0), SIX) == date(2026, 11, 30)
 
 
-def test_down_across_the_report_time_makes_up_exactly_once(tmp_path):
+def test_22_down_across_the_report_time_makes_up_exactly_once(tmp_path):
     lake = Lake(tmp_path / "lake")
     lake.write_state("jobs", {"daily": {"last_run_date": "2026-11-28"}})
     now = [utc(2026, 11, 30, 5, 0)]  # down from before 06:00 on the 29th until 05:00 on the 30th
@@ -98,7 +99,7 @@ def test_daily_fires_at_the_same_utc_time_across_a_dst_change(tmp_path, monkeypa
 
 
 @pytest.mark.slow
-def test_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical_files(tmp_path):
+def test_23_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical_files(tmp_path):
     config = make_config(tmp_path)
     lake = Lake(config.lake)
     commit(lake, "cur", [("2026-11-28 03:00:00", "2026-11-28 04:00:00", "USD", "2.5", {}),
@@ -123,7 +124,7 @@ def test_the_daily_job_writes_the_report_and_the_same_date_twice_gives_identical
     assert sorted(p.name for p in folder.parent.iterdir()) == ["2026-11-28"]  # nothing staged left
 
 
-def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplog):
+def test_24_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplog):
     running, overlaps, runs = [0], [], []
     guard = threading.Lock()
 
@@ -137,7 +138,8 @@ def test_a_slow_job_never_overlaps_and_skipped_fires_are_counted(tmp_path, caplo
         runs.append(1)
 
     lake = Lake(tmp_path / "lake")
-    lake.write_state("jobs", {"daily": {"last_run_date": "2999-01-01"}})  # keep the daily job out of it
+    done = latest_fire_date(datetime.now(timezone.utc), SIX).isoformat()
+    lake.write_state("jobs", {"daily": {"last_run_date": done}})  # keep the daily job out of it
     harness = Harness(lake, lambda: datetime.now(timezone.utc), ingest=slow_ingest, every=timedelta(seconds=0.2))
     with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
         harness.scheduler.start()
@@ -222,6 +224,23 @@ def test_a_job_failing_on_a_named_error_logs_one_line_an_unexpected_one_its_trac
     assert not ingest.exc_info and rules.exc_info[0] is ZeroDivisionError
     assert harness.value("spendlake_job_failures_total", "ingest") == harness.value("spendlake_job_failures_total", "rules") == 1
 
+def test_11_53_a_job_on_a_full_disk_logs_one_line_naming_the_file_and_is_counted(tmp_path, caplog):
+    """A state file the disk had no room for (`_state/sources.json` after an inventory) was a
+    traceback of 40 lines in the service's log; the CLI said it in one sentence."""
+    full = str(tmp_path / "lake" / "_state" / "sources.json")
+
+    def state_write():
+        raise OSError(errno.ENOSPC, "No space left on device", full)
+
+    harness = Harness(Lake(tmp_path / "lake"), lambda: utc(2026, 11, 30, 5), ingest=state_write)
+    with caplog.at_level(logging.INFO, logger="service.serve.scheduler"):
+        harness.scheduler.run_ingest()
+    [record] = caplog.records
+    assert record.getMessage().startswith(f"job ingest failed: {full}: disk full: [Errno 28] No space left on device")
+    assert "free disk space on the lake's file system" in record.getMessage() and not record.exc_info
+    assert harness.value("spendlake_job_failures_total", "ingest") == 1
+
+
 def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     lake = Lake(tmp_path / "lake")
     harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
@@ -230,6 +249,31 @@ def test_a_failed_daily_run_is_not_marked_done(tmp_path):
     assert harness.value("spendlake_job_failures_total", "daily") == 1
     assert lake.read_state("jobs") == {}
     assert harness.scheduler.daily_due(utc(2026, 11, 30, 7))
+
+
+def test_22_a_daily_run_the_disk_had_no_room_to_record_is_counted_and_tried_again(tmp_path, monkeypatch, caplog):
+    """The report was written, `_state/jobs.json` was not: the OSError escaped the job (an
+    APScheduler traceback, no failure counted, no retry until a restart made the run up)."""
+    lake = Lake(tmp_path / "lake")
+    write_state, refused = lake.write_state, []
+
+    def full_disk(name, data):
+        if name == "jobs" and not refused:
+            refused.append(name)
+            raise OSError(errno.ENOSPC, "No space left on device", str(lake.state_file(name)))
+        write_state(name, data)
+
+    monkeypatch.setattr(lake, "write_state", full_disk)
+    harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
+    harness.scheduler.daily_retry = harness.scheduler._retry_delay = timedelta(seconds=0.2)
+    with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
+        harness.scheduler.start()  # nothing done yet: the make-up run at once
+        wait_for(lambda: lake.read_state("jobs").get("daily"))
+        harness.scheduler.shutdown()
+    assert harness.reports == [date(2026, 11, 29)] * 2  # written again alike (RELIABILITY 23)
+    assert harness.value("spendlake_job_failures_total", "daily") == 1
+    assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-11-30"
+    assert any("jobs.json: disk full" in r.getMessage() for r in caplog.records)
 
 
 def test_a_failed_daily_report_is_tried_again_with_a_backoff_not_the_next_day(tmp_path, caplog):
@@ -286,8 +330,9 @@ def test_a_report_retried_after_the_next_fire_verifies_the_lake_for_its_new_date
     assert verified == [date(2026, 11, 30), date(2026, 12, 1)]
 
 
-@pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False)])
-def test_daily_due(tmp_path, done, due):
+@pytest.mark.parametrize("done, due", [(None, True), ("2026-11-29", True), ("2026-11-30", False),
+                                       ("2027-01-04", True)])  # recorded while the clock ran a month ahead
+def test_22_daily_due_and_a_clock_set_back_is_not_a_month_without_reports(tmp_path, done, due):
     lake = Lake(tmp_path / "lake")
     if done:
         lake.write_state("jobs", {"daily": {"last_run_date": done}})

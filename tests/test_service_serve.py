@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ def config_data(tmp_path) -> dict:
     return {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}}
 
 
-def test_a_second_serve_on_the_same_lake_refuses_and_names_the_pid(tmp_path):
+def test_25_a_second_serve_on_the_same_lake_refuses_and_names_the_pid_and_host(tmp_path):
     config = write_config(tmp_path, config_data(tmp_path))
     proc, base = start_serve(config)
     try:
@@ -33,7 +34,7 @@ def test_a_second_serve_on_the_same_lake_refuses_and_names_the_pid(tmp_path):
         second = subprocess.run([sys.executable, "-m", "service", "--config", str(config), "serve"], cwd=REPO,
                                 capture_output=True, text=True, timeout=30)
         assert second.returncode == 3
-        assert f"another spendlake service holds the lake (pid {proc.pid})" in second.stderr
+        assert f"another spendlake service holds the lake (pid {proc.pid} on {socket.gethostname()})" in second.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
@@ -89,7 +90,7 @@ def stopped_output(proc: subprocess.Popen, lines: list[str]) -> str:
     return "".join(lines + proc.stdout.readlines())
 
 
-def test_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
+def test_24_sigterm_waits_for_the_running_job_exits_0_and_leaves_no_temp_files(tmp_path):
     proc, lines = start_slow_service(tmp_path, job_seconds=1.5)
     output = stopped_output(proc, lines)
     assert "stopping: waiting for running jobs" in output and output.rstrip().endswith("stopped")

@@ -31,6 +31,9 @@ def test_11_53_a_refused_write_names_its_cause_and_what_to_free_or_raise(number,
         assert error.message.startswith(f"{called}: "), error
         assert hint in str(error) and "_staging" in str(error) and "the previous data is intact" in str(error)
         assert "check the path" not in str(error) and "re-export" not in str(error)
+    # DuckDB's sentence without its offsets and JSON (the message was 600 characters of them)
+    said = duckdb_error(Exception(duckdb_text(number, words)), "could not write", where="/lake/_staging/x.parquet")
+    assert said.message == f'{called}: Could not write file "/lake/_staging/x.parquet": {words}'
 
 
 def test_11_duckdb_writing_past_rlimit_fsize_is_told_as_file_too_large(tmp_path):

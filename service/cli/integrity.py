@@ -3,6 +3,8 @@ the sources the config no longer declares. Thin over service.core.lake."""
 
 from __future__ import annotations
 
+import errno
+
 import click
 
 from service.cli.output import default_format, emit, format_option
@@ -34,9 +36,9 @@ def verify_command(obj, fmt: str | None) -> None:
         if exc.errno not in NOT_WRITABLE:
             unrecorded = os_error(exc)
         else:
-            click.echo(f"warning: {lake.state_file('verify')}: not recorded ({exc.strerror.lower()} for this user); "
-                       "the next ingest learns of damaged partitions only from a recorded verify — run verify as "
-                       "the lake's owner", err=True)
+            fix = "mount the lake read-write" if exc.errno == errno.EROFS else "run verify as the lake's owner"
+            click.echo(f"warning: {lake.state_file('verify')}: not recorded ({os_error(exc).message}); the next "
+                       f"ingest learns of damaged partitions only from a recorded verify — {fix}", err=True)
     rows = [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail,
              "table": "costs", "partition": f"billing_period={c.period}"} for c in checks]
     rows += [{"source": c.source, "billing_period": None, "check": c.state, "detail": c.detail, "table": c.table,

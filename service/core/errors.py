@@ -76,6 +76,7 @@ class ResourceError(SpendlakeError):
 
 
 AGAIN = "then run the command again; the previous data is intact"
+DUCKDB_DETAIL = re.compile(r'"exception_message":"((?:[^"\\]|\\.)*)"')
 STAGING = "the lake's _staging directory holds staged files and DuckDB's spill files"
 # errno → (what we call it, DuckDB's and the OS's words for it, what to do); DuckDB also says `"errno":"N"`
 WRITE_LIMITS = {
@@ -96,6 +97,9 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
     OS's error, saying what to free or raise and where; else None."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    detail = DUCKDB_DETAIL.search(first)
+    if detail:  # DuckDB's async write: its offsets and JSON around the OS's sentence are noise
+        first = re.sub(r"\\(.)", r"\1", detail.group(1))
     if isinstance(exc, OSError) and exc.strerror and exc.filename and where == exc.filename:
         first = f"[Errno {exc.errno}] {exc.strerror}"  # `where` names the file once
     for number, (name, words, hint) in WRITE_LIMITS.items():
@@ -111,18 +115,37 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
 NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 NOT_WRITABLE_HINT = ("give the user running spendlake write access to the lake and read access to the sources (or "
                      "run it as the lake's owner), then run the command again; nothing was changed")
+READ_ONLY_HINT = ("the file system is mounted read-only for every user: mount it read-write (or move the lake to one "
+                  "that is), then run the command again; nothing was changed")
 
 
-def os_error(exc: OSError, where: str | None = None) -> SpendlakeError:
+def not_writable(reason: str, where: str | None, read_only: bool) -> SpendlakeError:
+    """A write refused: by a file system mounted read-only (no user or owner would do better)
+    or by this user's permissions."""
+    if read_only:
+        return SpendlakeError(reason, where=where, hint=READ_ONLY_HINT)
+    return SpendlakeError(f"{reason} for this user", where=where, hint=NOT_WRITABLE_HINT)
+
+
+def os_error(exc: OSError, where: str | None = None, *, done: str | None = None) -> SpendlakeError:
     """A file system error as one sentence whose hint matches the cause: a full disk, a
-    lake (or file) this user may not write, or any other OSError naming its file."""
+    lake (or file) this user may not write, or any other OSError naming its file. `done`:
+    what the command had changed before it (a record written after a commit), said in place
+    of the hint's "nothing was changed"."""
+    error = _os_error(exc, where)
+    if done and error.hint:
+        error.hint = f"{error.hint.rsplit('; ', 1)[0]}; {done}"
+    return error
+
+
+def _os_error(exc: OSError, where: str | None) -> SpendlakeError:
     resource = resource_error(exc, where or exc.filename)
     if resource is not None:
         return resource
     path = f"{exc.filename} → {exc.filename2}" if exc.filename and exc.filename2 else exc.filename or where
     reason = (exc.strerror or str(exc)).lower()
     if exc.errno in NOT_WRITABLE:
-        return SpendlakeError(f"{reason} for this user", where=path, hint=NOT_WRITABLE_HINT)
+        return not_writable(reason, path, exc.errno == errno.EROFS)
     return SpendlakeError(reason, where=path, hint="check the path and its file system, then run the command again")
 
 
@@ -142,8 +165,8 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     denied = next((m for m in ("Permission denied", "Read-only file system") if m in text), None)
     if denied:
         path = QUOTED_PATH.search(text)
-        return SpendlakeError(f"{message}: {denied.lower()} for this user", where=path.group(1) if path else where,
-                              hint=NOT_WRITABLE_HINT)
+        return not_writable(f"{message}: {denied.lower()}", path.group(1) if path else where,
+                            denied == "Read-only file system")
     refused = SANDBOX_REFUSAL.search(text)
     if refused:
         return sandbox_error(Path(refused.group(1)), message, where)

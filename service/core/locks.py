@@ -1,8 +1,9 @@
 """The lake's locks: one file per name under `<lake>/_locks/`, held with flock(2).
 
 A writer (ingest, `spendlake rollup`, the service's jobs) holds `ingest` exclusively and
-writes its pid into the file, so a second writer is refused naming the holder. A reader may
-ask whether a writer holds it (`lock_held`): it takes and drops a shared lock, which fails
+writes its pid and host into the file, so a second writer is refused naming the holder (a
+lake on a shared volume is locked from several machines: a pid alone names no process). A
+reader may ask whether a writer holds it (`lock_held`): it takes and drops a shared lock, which fails
 while the exclusive one is held, in this process or another.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +21,7 @@ from service.core.errors import LakeBusyError, os_error
 
 @contextmanager
 def hold_lock(locks: Path, name: str) -> Iterator[None]:
-    """An exclusive, non-blocking lock; the holder's pid is written into the lock file."""
+    """An exclusive, non-blocking lock; the holder's pid and host are written into the lock file."""
     path = locks / f"{name}.lock"
     try:
         locks.mkdir(parents=True, exist_ok=True)
@@ -30,12 +32,12 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "unknown"
             raise LakeBusyError(f"another spendlake {name} holds the lake (pid {holder})", where=str(path),
                                 hint="wait for it to finish, or stop that process") from None
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}".encode(), 0)
         except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
             raise os_error(exc, str(path)) from None
         yield

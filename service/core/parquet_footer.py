@@ -31,7 +31,8 @@ class Footer:
 
 def read_footer(path: str | os.PathLike[str]) -> Footer | None:
     """The file's row count and columns; None when it has no readable footer (truncated,
-    not Parquet, encrypted, or unreadable)."""
+    not Parquet, encrypted, or not a file). A file this user may not read raises
+    PermissionError: called truncated, it was "damaged" and re-ingested, never the permissions."""
     try:
         with open(path, "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
@@ -43,6 +44,8 @@ def read_footer(path: str | os.PathLike[str]) -> Footer | None:
                 return None
             handle.seek(size - TAIL - length)
             return parse_footer(handle.read(length))
+    except PermissionError:
+        raise
     except OSError:
         return None
 

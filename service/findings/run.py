@@ -18,7 +18,7 @@ from rules.base import SEVERITIES, Finding, LakeSql, PlannedWindow, Rule, RuleCo
 from rules.engine import EngineResult, run
 from service.attribution import direct_daily_lookup
 from service.core.config import Config
-from service.core.errors import UsageError
+from service.core.errors import UsageError, os_error
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
@@ -98,7 +98,11 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
             state = lake.read_state("rules")
             outcomes = state.get("rules", {})
             outcomes.update({o.rule: {**asdict(o), "finished_at": utc_now_iso()} for o in result.outcomes})
-            lake.write_state("rules", {"rules": outcomes})
+            try:
+                lake.write_state("rules", {"rules": outcomes})
+            except OSError as exc:  # after the store: the findings stand, "nothing was changed" would be false
+                raise os_error(exc, done="the findings are stored; only each rule's last outcome is not recorded") \
+                    from None
     return RunReport(result=result, stored=not dry_run)
 
 

@@ -29,6 +29,7 @@ from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
 from service.ingest import periods
+from service.ingest.freshness import record_sources
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Non
         record["last_error"] = str(next(o.error for o in outcomes if o.error))
     else:
         record["last_success"] = utc_now_iso()
-    lake.write_state("sources", state)
+    record_sources(lake, state)
 
 
 def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,

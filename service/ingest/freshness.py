@@ -16,10 +16,21 @@ from datetime import datetime, timedelta
 
 from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through, parse_utc
+from service.core.errors import os_error
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
 
 STATES = ("ok", "stale", "failing", "no data", "not ingested")
+RECORD_MISSED = "what was committed above is in the lake; only the source's success or failure is not recorded"
+
+
+def record_sources(lake: Lake, state: dict) -> None:
+    """Write the `sources` state after a run's commits: an error then says what is already in
+    the lake, never "nothing was changed" below the lines that say "committed"."""
+    try:
+        lake.write_state("sources", state)
+    except OSError as exc:
+        raise os_error(exc, done=RECORD_MISSED) from None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from service.core.snapshot_ledger import SET_ASIDE, set_aside_damaged
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
+from service.ingest.freshness import record_sources
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
@@ -189,4 +190,4 @@ def _record(lake: Lake, outcome: InventoryOutcome) -> None:
         known = record.get(STATE_KEY)
         if not known or parse_utc(known) < outcome.data_through:
             record[STATE_KEY] = iso_utc(outcome.data_through)
-    lake.write_state("sources", state)
+    record_sources(lake, state)

@@ -14,7 +14,7 @@ import duckdb
 
 from service.attribution import RollupBuild, build_tops, materialise
 from service.core.config import Config
-from service.core.errors import SpendlakeError
+from service.core.errors import SpendlakeError, resource_error
 from service.core.lake import Lake
 from service.core.stopping import raise_if_stopped
 
@@ -31,7 +31,7 @@ def refresh_rollups(lake: Lake, config: Config) -> None:
     except (SpendlakeError, duckdb.Error, OSError) as exc:
         raise_if_stopped()
         log.warning("attribution rollups or metric tops not refreshed (queries and scrapes compute them from "
-                    "the lake meanwhile; `spendlake rollup` retries): %s", exc)
+                    "the lake meanwhile; `spendlake rollup` retries): %s", resource_error(exc) or exc)
 
 
 def rollup(config: Config) -> RollupBuild:

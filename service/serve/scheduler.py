@@ -34,7 +34,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from service.core.errors import LakeBusyError, SpendlakeError
+from service.core.errors import LakeBusyError, SpendlakeError, os_error
 from service.core.lake import Lake
 from service.core.units import utc_now_iso
 from service.core.timewindow import utc_now
@@ -140,13 +140,19 @@ class ServiceScheduler:
                 return
             if run_date != retry_of and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
-            if not self.instrumented("daily", lambda: self.tasks.daily(run_date - timedelta(days=1))):
+            if not self.instrumented("daily", lambda: self._daily(run_date)):
                 self.retry_daily(run_date)
                 return
             self._retry_delay = self.daily_retry
-            state = self.lake.read_state(STATE)
-            state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
-            self.lake.write_state(STATE, state)
+
+    def _daily(self, run_date: date) -> None:
+        """The report of the day before `run_date`, then the run recorded as done (under the turn,
+        as every state write of this job): a record the disk had no room for fails the run
+        (counted, tried again) rather than escaping the job."""
+        self.tasks.daily(run_date - timedelta(days=1))
+        state = self.lake.read_state(STATE)
+        state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
+        self.lake.write_state(STATE, state)
 
     def _due_date(self) -> date | None:
         """The latest fire's date while its daily run has not been done, else None (logged)."""
@@ -167,9 +173,11 @@ class ServiceScheduler:
                                id=RETRY_JOB, name=RETRY_JOB, replace_existing=True)
 
     def daily_due(self, now: datetime) -> bool:
-        """True when the latest scheduled daily fire has not run to completion yet."""
+        """True when the latest scheduled daily fire has not run to completion yet. A run
+        recorded for a later date than that was made by a clock running ahead: set right, the
+        clock would have no report until it caught up, so the latest fire is due again."""
         done = self.lake.read_state(STATE).get("daily", {}).get("last_run_date")
-        return done is None or date.fromisoformat(done) < latest_fire_date(now, self.daily_at)
+        return done is None or date.fromisoformat(done) != latest_fire_date(now, self.daily_at)
 
     def instrumented(self, job: str, task: Callable[[], None]) -> bool:
         started = clock_time.perf_counter()
@@ -180,6 +188,8 @@ class ServiceScheduler:
             self.metrics.skipped.labels(job).inc()
             return False
         except Exception as exc:  # a job failure is counted and logged; the service keeps running
+            if isinstance(exc, OSError):  # a full disk, a read-only lake: one sentence, as the CLI says it
+                exc = os_error(exc)
             if isinstance(exc, SpendlakeError):  # it names what, where and what next: one line (traceback at -v)
                 log.error("job %s failed: %s", job, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             else:
