@@ -34,7 +34,7 @@ from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_f
                                        rows_relation)
 from connectors.prometheus_api import query_range
 from service.core.config import InventorySource
-from service.core.config_base import exactly_one
+from service.core.config_base import HttpUrl, exactly_one
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 from service.core.units import naive_utc
@@ -66,7 +66,7 @@ class GpuMetricsSource(InventorySource):
     """GPU utilisation per instance, GPU and hour → gpu_utilization. Exactly one of
     `prometheus_url` (DCGM exporter series), `cloudwatch: true` (CloudWatch agent) or `path`."""
 
-    prometheus_url: str | None = Field(default=None, pattern=r"^https?://\S+$")  # as slurm-jobs and k8s-pods
+    prometheus_url: HttpUrl | None = None  # as slurm-jobs and k8s-pods
     instance_label: str = Field(default="instance_id", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     gpu_label: str = Field(default="gpu", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     metrics: tuple[GpuMetricName, ...] = Field(

@@ -38,6 +38,7 @@ from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import HttpSource, jobs_relation
 from connectors.k8s_pod_records import SHARED_GPU, WHOLE_GPUS, PodTable, resource_label
 from connectors.prometheus_api import Series, query_range
+from service.core.config_base import HttpUrl
 from service.core.errors import SourceError
 from service.core.registry import Feeds
 
@@ -63,7 +64,7 @@ class K8sPodsSource(HttpSource):
     """Pods that requested GPUs, from kube-state-metrics (and DCGM exporter) series in Prometheus."""
 
     kind: Literal["k8s-pods"]
-    prometheus_url: str = Field(pattern=r"^https?://\S+$")
+    prometheus_url: HttpUrl
     cluster_label: str | None = Field(default=None, pattern=LABEL_NAME,
                                       description="the series label naming the cluster (one Prometheus, many clusters)")
     namespaces: tuple[Annotated[str, Field(pattern=NAMESPACE, max_length=63)], ...] = Field(

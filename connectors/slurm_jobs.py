@@ -36,7 +36,7 @@ from connectors.slurm_json import json_attempts
 from connectors.slurm_records import SACCT_FORMAT, BadRecord, slurm_jobs, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_skewed, said_stale_running, said_warnings, slurm_errors
 from service.core import json_text
-from service.core.config_base import exactly_one
+from service.core.config_base import HttpUrl, exactly_one
 from service.core.errors import DataError, SourceError
 from service.core.registry import Feeds
 
@@ -50,7 +50,7 @@ class SlurmJobsSource(HttpSource, FileSource):
     `sacct --parsable2 --format=...`) or `url` (slurmrestd's /slurmdb/<version>/jobs)."""
 
     kind: Literal["slurm-jobs"]
-    url: str | None = Field(default=None, pattern=r"^https?://\S+$", description="slurmrestd's base URL")
+    url: HttpUrl | None = Field(default=None, description="slurmrestd's base URL")
     token_env: str | None = Field(default=None, pattern=ENV_NAME,
                                   description="environment variable holding the JWT (X-SLURM-USER-TOKEN)")
     user_name: str | None = Field(default=None, min_length=1, description="X-SLURM-USER-NAME, if the token needs one")

@@ -109,3 +109,35 @@ def test_20_a_refused_url_value_is_shown_without_its_password_however_long(tmp_p
     assert refused.exit_code == 2 and "not 'ftp://<redacted>@prometheus.example.org:9090'" in refused.output, \
         refused.output
     assert "horse" not in refused.output and "scott" not in refused.output
+
+
+@pytest.mark.parametrize("password", ["tig/er42", "tig?er42", "tig#er42", 'tig"er42', "tig<er42", "tig>er42",
+                                      "tig er/42"])
+@pytest.mark.parametrize("kind, key", [("k8s-pods", "prometheus_url"), ("slurm-jobs", "url"),
+                                       ("gpu-metrics", "prometheus_url")])
+def test_20_a_password_with_a_character_that_ends_the_authority_is_refused_unshown(tmp_path, password, kind, key):
+    """`https://u:pa/ss@prom:9090` passed config validate: the HTTP client read `u:pa` as the
+    host and its error showed `scott:pa`; a `?` or `#` ended the URL there too. A `"`, `<` or
+    `>` ends what the errors' redaction takes for a URL."""
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "x", "kind": kind, key: f"https://scott:{password}@prometheus:9090"}]}))
+    refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert refused.exit_code == 2 and f"inventory[0].{key}:" in refused.output, refused.output
+    assert "percent-encode" in refused.output or "without spaces" in refused.output, refused.output
+    assert not [piece for piece in ("scott", "tig", "er42", "42") if piece in refused.output], refused.output
+
+
+@pytest.mark.parametrize("section, where", [
+    ({"sources": [{"name": "cur", "kind": "aws-cur2", "location": "s3://bucket/exports", "endpoint_url": "URL"}]},
+     "sources[0].endpoint_url"),
+    ({"inventory": [{"name": "s3", "kind": "s3-objects", "endpoint_url": "URL"}]}, "inventory[0].endpoint_url"),
+    ({"engine": {"kind": "spark", "endpoint_url": "URL"}}, "engine.endpoint_url"),
+])
+def test_20_an_s3_endpoint_password_with_a_slash_is_refused_with_how_to_write_it(tmp_path, section, where):
+    config = tmp_path / "spendlake.yaml"
+    text = json.dumps({"lake": str(tmp_path / "lake"), **section}).replace("URL", "http://scott:s3/cr3t@minio:9000")
+    config.write_text(text)
+    refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert refused.exit_code == 2 and f"{where}: " in refused.output and "/ as %2F" in refused.output, refused.output
+    assert not [piece for piece in ("scott", "s3/", "cr3t") if piece in refused.output], refused.output

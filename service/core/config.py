@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from service.core.config_attribution import AttributionConfig
-from service.core.config_base import NestedValueError, Strict
+from service.core.config_base import HttpUrl, NestedValueError, Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
@@ -37,7 +37,7 @@ class SourceConfig(Strict):
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
     kind: str = Field(pattern=KIND_PATTERN, description="a billing connector kind, e.g. aws-cur2 or focus")
     location: str = Field(min_length=1, description="s3://bucket/prefix, a local directory or a local file")
-    endpoint_url: str | None = None
+    endpoint_url: HttpUrl | None = None
     region: str | None = None
     profile: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
@@ -80,7 +80,7 @@ class InventorySource(Freshness):
     name: str = Field(pattern=r"^[a-z0-9-]+$", max_length=64)
     kind: str = Field(pattern=KIND_PATTERN, description="an inventory connector kind")
     regions: tuple[str, ...] = Field(default=(), description="AWS regions to read; empty: the profile's region")
-    endpoint_url: str | None = None
+    endpoint_url: HttpUrl | None = None
     profile: str | None = None
     max_attempts: int = Field(default=5, ge=1, le=20)
     path: str | None = Field(default=None, description="read a local file or directory instead of the AWS API")
@@ -204,8 +204,8 @@ class EngineConfig(Strict):
     kind: Literal["duckdb", "spark"] = "duckdb"
     master: str = Field(default="local[2]", min_length=1)
     lake: str | None = Field(default=None, description="where Spark reads the lake; default: the top-level `lake`")
-    endpoint_url: str | None = Field(default=None, pattern=r"^https?://\S+$",
-                                     description="S3-compatible endpoint for s3a:// (path-style access)")
+    endpoint_url: HttpUrl | None = Field(default=None,
+                                        description="S3-compatible endpoint for s3a:// (path-style access)")
     options: dict[str, str] = Field(default_factory=dict, description="spark.* settings, e.g. spark.jars")
 
     @field_validator("lake")

@@ -3,7 +3,9 @@ modules without importing service.core.config)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 
 class Strict(BaseModel):
@@ -29,3 +31,20 @@ def exactly_one(section: BaseModel, options: dict[str, str]) -> None:
         *first, last = options.values()
         raise ValueError(f"set exactly one of {', '.join(first)} or {last}"
                          + (f" (found {', '.join(chosen)})" if chosen else ""))
+
+
+def _plain_userinfo(url: str) -> str:
+    """A URL whose `user:password@` (read to its last `@`) holds a character that ends a URL's
+    authority or its redaction: the HTTP client took the password's tail for the path or query
+    and its error showed the head. The message never shows the value."""
+    scheme, _, rest = url.partition("://")
+    userinfo = rest.rpartition("@")[0]
+    if set(userinfo) & set("/?#\"<>"):
+        raise ValueError(f"the user:password before the last '@' of this {scheme}:// URL holds a / ? # \" < or >; "
+                         "percent-encode it in the password (/ as %2F, ? as %3F, # as %23, \" as %22, "
+                         "< as %3C, > as %3E)")
+    return url
+
+
+# An http(s) URL setting (a Prometheus, slurmrestd or S3 endpoint), its credentials written plainly
+HttpUrl = Annotated[str, Field(pattern=r"^https?://\S+$"), AfterValidator(_plain_userinfo)]

@@ -37,10 +37,10 @@ PATTERNS = {
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a Kubernetes namespace: lowercase letters, digits and inner hyphens",
 }
 SECRET_SETTINGS = frozenset({"api_token"})  # an error about one says what kind of value it got, never the value
-# A URL value's `user:password@` (to the last `@` before its path), taken out before the value is
+# A URL value's `user:password@` (to its last `@`: a password may hold a raw `/`), taken out before the value is
 # shown or cut short: errors' own redaction ends a URL at a space or a quote, and a cut could
 # leave a password without the `@` that marks it.
-URL_USERINFO = re.compile(r"(?i)^([a-z][a-z0-9+.-]*://)[^/]*@")
+URL_USERINFO = re.compile(r"(?i)^([a-z][a-z0-9+.-]*://).*@")
 
 
 def dotted_path(loc: tuple[Any, ...]) -> str:
