@@ -129,3 +129,22 @@ def test_a_pod_labelled_on_part_of_the_month_is_one_run_named_by_its_label(tmp_p
         start = datetime(2026, 11, 2, hour, tzinfo=timezone.utc)
         assert by(lake, cfg, ["run"], Window(start, start + timedelta(hours=1))) == {"llm-r1": D(48), "idle": D(32)}, hour
     assert all(r.ok for r in reconcile(lake, cfg))
+
+
+def test_an_ecs_task_row_reads_as_its_task_in_its_cluster(tmp_path):
+    """Split cost allocation data covers ECS tasks on EC2 too: line_item_resource_id is the task's
+    ARN (`arn:aws:ecs:<region>:<account>:task/<cluster>/<task id>`), the parent its instance. The
+    pod logic read the ARN's parts as a pod's (cluster/namespace/pod) and named the task's run and
+    job `<task id>/`. Figures as above: $48 an hour to the task, $32 idle."""
+    from tests.attribution_helpers import line
+    from tests.test_clusters_allocation import by, gpu_line, setup
+
+    task = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+    row = line("2026-11-02T10:00:00", "0", resource=f"arn:aws:ecs:us-east-1:123456789012:task/gpu-cluster/{task}",
+               service="Amazon Elastic Container Service", split_parent="i-e", split_cost="6", split_unused="4",
+               tags={"aws:ecs:clusterName": "gpu-cluster"})
+    lake, cfg = setup(tmp_path, [gpu_line("i-e", start="2026-11-02T10:00:00", cluster="gpu-cluster"), row], [],
+                      {"cluster_tag": "cluster"}, dimensions={"run": {"tags": ["run"]}})
+    assert by(lake, cfg, ["run", "cluster"], HOUR) == {(task, "gpu-cluster"): D(48), ("idle", "gpu-cluster"): D(32)}
+    assert [(j.job, j.cost) for j in cluster_usage(lake, cfg, HOUR).jobs] == [(task, D(48))]
+    assert all(r.ok for r in reconcile(lake, cfg))

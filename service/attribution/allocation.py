@@ -302,8 +302,8 @@ def _split_ctes(columns: Sequence[str], measures: Mapping[str, int], units: Sequ
         else:
             picks.append(f"sl.{column}")
     job_dims = [d for d in dims if d in JOB_COLUMNS]
-    how = ("CASE sp.a_part WHEN 'job' THEN 'job:' || j.job_id WHEN 'pod' THEN 'job:' || p.pod_namespace || '/' "
-           "|| p.pod_name WHEN 'idle' THEN 'idle:' || coalesce(sp.a_ref, 'unknown') END")
+    how = ("CASE sp.a_part WHEN 'job' THEN 'job:' || j.job_id WHEN 'pod' THEN 'job:' || "
+           "concat_ws('/', p.pod_namespace, p.pod_name) WHEN 'idle' THEN 'idle:' || coalesce(sp.a_ref, 'unknown') END")
     fields = {"j_name": ("j.name", "p.pod_name"), "j_partition": ("j.partition", "NULL"),
               "j_qos": ("j.qos", "NULL"), "j_namespace": ("j.namespace", "p.pod_namespace")}
     added = ([_job_dimension(d) for d in job_dims] + [f"CAST({how} AS VARCHAR) AS a_how",
