@@ -81,7 +81,8 @@ def test_cli_dry_run_fail_on_list_and_ack(setup):
     assert [r["monthly_waste_usd"] for r in rows] == ["1708.90", "0.00"] and set(JSON_KEYS) <= set(rows[0])
     idle_id = rows[0]["id"]
 
-    acked = spendlake(config_file, "findings", "ack", idle_id, "--reason", "planned")
+    assert idle_id != idle_id.upper()  # typed in capitals, it is the same finding
+    acked = spendlake(config_file, "findings", "ack", idle_id.upper(), "--reason", "planned")
     assert acked.exit_code == 0 and idle_id in acked.output
     assert spendlake(config_file, "rules", "run", "--format", "json", "--fail-on", "warning").exit_code == 0
     acknowledged = json.loads(spendlake(config_file, "findings", "--status", "acknowledged", "--format", "json").output)

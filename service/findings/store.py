@@ -137,11 +137,12 @@ def acknowledge(lake: Lake, finding_id: str, reason: str, *, now: datetime | Non
         raise UsageError("an acknowledgement needs a reason", where="--reason")
     with lake.lock(TABLE):
         findings = load_findings(lake)
-        match = next((f for f in findings if f.id == finding_id), None)
+        # an id is hex: one copied from a report or typed in capitals is the same finding
+        match = next((f for f in findings if f.id.lower() == finding_id.strip().lower()), None)
         if match is None:
             raise UsageError(f"no finding with id {finding_id!r}", where="ID",
                              hint="list ids with `spendlake findings --status all --format json`")
         acked = replace(match, acknowledged_at=now or utc_now(), ack_reason=reason.strip(),
                         status="resolved" if match.status == "resolved" else "acknowledged")
-        store_findings(lake, [acked if f.id == finding_id else f for f in findings])
+        store_findings(lake, [acked if f.id == match.id else f for f in findings])
     return acked
