@@ -181,6 +181,22 @@ def test_budget_config_errors_name_the_path(tmp_path):
     assert "budgets[0].dimension: unknown dimension 'squad'" in result.output
 
 
+@pytest.mark.parametrize("amount, currency, refused", [
+    ("0.001", "USD", "budgets[1].amount: 0.001 USD is less than one minor unit of USD (0.01)"),
+    ("0.5", "JPY", "budgets[1].amount: 0.5 JPY is less than one minor unit of JPY (1)"),
+    ("0.001", "KWD", None),  # the fils: a thousandth of a dinar
+    ("0.01", "USD", None),
+])
+def test_a_budget_below_one_minor_unit_of_its_currency_is_refused(tmp_path, amount, currency, refused):
+    """A budget of 0.001 USD was accepted and shown as 0.00, exceeded by any spend."""
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"budgets": [{"name": "a", "value": "a", "amount": 1}, {
+        "name": "b", "value": "b", "amount": amount, "currency": currency}]}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
+    assert (result.exit_code, refused and refused in result.output) == ((2, True) if refused else (0, None)), \
+        result.output
+
+
 def test_a_budgets_on_key_written_in_yaml_is_the_key_on(tmp_path):
     """YAML 1.1 reads a bare `on` as the boolean true; the config reads YAML 1.2 booleans, so
     the documented `on: [actual]` works as written (it failed as `budgets[0][1]: Keys should be strings`)."""

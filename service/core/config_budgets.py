@@ -15,9 +15,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from service.core.config_base import Strict
+from service.core.config_base import NestedValueError, Strict
+from service.core.units import minor_units
 
 
 class BudgetConfig(Strict):
@@ -35,6 +36,15 @@ class BudgetConfig(Strict):
         if not lines or any(line <= 0 for line in lines):
             raise ValueError("lines must be positive fractions of the amount, e.g. [0.5, 0.8, 1.0]")
         return tuple(sorted(set(lines)))
+
+    @model_validator(mode="after")
+    def _at_least_a_minor_unit(self) -> BudgetConfig:
+        # below the currency's smallest unit (a cent) a budget shows as 0.00 and any spend exceeds it
+        smallest = Decimal(1).scaleb(-minor_units(self.currency))
+        if self.amount < smallest:
+            raise NestedValueError(("amount",), f"{self.amount} {self.currency} is less than one minor unit of "
+                                   f"{self.currency} ({smallest}); write the monthly amount, e.g. 250000")
+        return self
 
     def highest_line(self, spend: Decimal) -> Decimal | None:
         """The highest warning line `spend` reached (None below the lowest)."""
