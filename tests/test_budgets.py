@@ -281,7 +281,7 @@ def test_a_budgets_actual_is_attribute_since_mtd_to_the_cent_where_the_daily_spl
     rows = {row["value"]: row for row in json.loads(shown.stdout)}
     findings = {f.evidence["value"]: f for f in run_rules(config, only=["budget"], dry_run=True).result.findings
                 if f.evidence["kind"] == "actual"}
-    [used, _] = budget_families(config, lake, now)
+    used = budget_families(config, lake, now)[0]
     ratios = {sample.labels["value"]: sample.value for sample in used.samples}
     report = {row["value"]: row for row in budgets_section(config, lake, date(2026, 11, 2)).tables[0].rows}
     api = Api(config, CollectorRegistry())

@@ -92,7 +92,7 @@ def test_an_unreadable_lake_is_reported_not_raised(tmp_path):
 
 
 def test_the_scraped_page_passes_promtool_check_metrics(tmp_path, memory_source):
-    promtool = require_binary("promtool")
+    require_binary("promtool")
     config = make_config(tmp_path)
     ingest(config)
     registry = CollectorRegistry()
@@ -103,7 +103,12 @@ def test_the_scraped_page_passes_promtool_check_metrics(tmp_path, memory_source)
     registry.register(LakeCollector(config))
     page = generate_latest(registry)
     assert b'spendlake_source_last_success_timestamp_seconds{source="cur"}' in page
-    checked = subprocess.run([promtool, "check", "metrics"], input=page, capture_output=True, timeout=30)
+    assert_promtool_passes(page)
+
+
+def assert_promtool_passes(page: bytes) -> None:
+    checked = subprocess.run([require_binary("promtool"), "check", "metrics"], input=page, capture_output=True,
+                             timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert not checked.stdout.strip() and not checked.stderr.strip()
 
@@ -199,6 +204,23 @@ def test_budget_used_and_forecast_ratios(tmp_path):
     labels = {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"}
     assert registry.get_sample_value("spendlake_budget_used_ratio", labels) == pytest.approx(14 / 20)
     assert registry.get_sample_value("spendlake_budget_forecast_ratio", labels) > 14 / 20
+    assert registry.get_sample_value("spendlake_budget_unmatched", labels) == 0
+
+
+def test_a_budget_whose_value_no_cost_line_carries_says_so(tmp_path):
+    """A budget of a typo (team nlpp) exported ratio 0 like a budget with no spend yet, and its
+    alerts could never fire; spendlake_budget_unmatched tells the two apart."""
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [
+        {"name": "typo", "dimension": "team", "value": "nlpp", "amount": "20"}]}).budgets})
+    commit(Lake(config.lake), "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp"})])
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    labels = {"budget": "typo", "dimension": "team", "value": "nlpp"}
+    assert registry.get_sample_value("spendlake_budget_used_ratio", labels) == 0
+    assert registry.get_sample_value("spendlake_budget_unmatched", labels) == 1
+    page = generate_latest(registry)
+    assert b'spendlake_budget_unmatched{budget="typo",dimension="team",value="nlpp"} 1.0' in page
+    assert_promtool_passes(page)
 
 
 def test_61_the_service_scrape_computes_no_tops_while_a_job_runs(tmp_path, monkeypatch):

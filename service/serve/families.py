@@ -180,7 +180,8 @@ def anomaly_family(config: Config, found) -> GaugeMetricFamily:
 
 def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     """Each configured budget's month-to-date and forecast spend as a share of its amount, as
-    of the data's end (bounded by the config: one series per budget)."""
+    of the data's end, and whether its value is on no cost line (its ratios 0 count nothing, a
+    typo, not no spend: bounded by the config, one series per budget)."""
     from service.findings.budgets import budget_status
 
     labels = ["budget", "dimension", "value"]
@@ -188,11 +189,15 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
                              labels=labels)
     forecast = GaugeMetricFamily("spendlake_budget_forecast_ratio",
                                  "Forecast end-of-month spend over the budget's amount.", labels=labels)
+    unmatched = GaugeMetricFamily("spendlake_budget_unmatched", "1 when no cost line of the lake carries the "
+                                  "budget's value (its ratios count nothing), else 0.", labels=labels)
     for status in budget_status(lake, config, metrics_anchor(lake, now)):
         budget = status.budget
-        used.add_metric([budget.name, budget.dimension, budget.value], float(status.used_ratio))
-        forecast.add_metric([budget.name, budget.dimension, budget.value], float(status.forecast_ratio))
-    return [used, forecast]
+        key = [budget.name, budget.dimension, budget.value]
+        used.add_metric(key, float(status.used_ratio))
+        forecast.add_metric(key, float(status.forecast_ratio))
+        unmatched.add_metric(key, 0 if status.unmatched is None else 1)
+    return [used, forecast, unmatched]
 
 
 def team_of(team: str | None) -> str:
