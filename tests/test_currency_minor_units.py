@@ -99,3 +99,14 @@ def test_commitments_and_budgets_in_yen_show_whole_yen(toolkit_in_yen):
     assert totals and re.search(r"│ +1,207 │ +378 │", totals[0])  # was 1,206.60 │ 377.55
     budgets = run(toolkit_in_yen, "budgets", "--format", "table")
     assert re.search(r"│ JPY +│ 1,000,000 │ +4,586 │", budgets)  # was 1,000,000.00 │ 4,586.15
+
+
+def test_a_budget_in_yen_warns_in_whole_yen():
+    from service.core.config import parse_config
+    from service.findings.budgets import BudgetStatus
+    from service.findings.forecast import Forecast
+
+    [budget] = parse_config({"budgets": [{"name": "all-yen", "dimension": "team", "value": "nlp",
+                                          "amount": "1000000", "currency": "JPY"}]}).budgets
+    status = BudgetStatus(budget, Forecast(*map(Decimal, (500_000, 810_000, 700_000, 900_000, 10))), "2026-11")
+    assert "forecast to reach 81.0% of JPY 1,000,000 by the month's end" in status.warning  # was 1,000,000.00

@@ -22,7 +22,7 @@ from service.core.coverage import data_end
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window, utc_now
-from service.core.units import amounts_text, currency_text, naive_utc
+from service.core.units import amounts_text, currency_text, money_text, naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
 Spend = dict[tuple[str, str | None, date | None], Decimal]
@@ -119,7 +119,7 @@ class BudgetStatus:
             return None
         b = self.budget
         return (f"budget {b.name} ({b.dimension} {b.value}) is forecast to reach {_pct(self.forecast_ratio)}% of "
-                f"{b.currency} {b.amount:,.2f} by the month's end, past its {line * 100:.0f}% line")
+                f"{money_text(b.amount, b.currency)} by the month's end, past its {line * 100:.0f}% line")
 
     @property
     def left_out_text(self) -> str:
