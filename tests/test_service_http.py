@@ -160,6 +160,19 @@ def test_token_from_the_environment_wins(tmp_path, monkeypatch):
     assert api_token(config) == "from-env-0123456789"
 
 
+def test_a_token_ending_in_a_newline_is_the_token_without_it(tmp_path, monkeypatch):
+    """A Secret made from a file (`kubectl create secret --from-file`, `echo > token`) ends in a
+    newline no client sends: every request, a browser's login included, was a 401."""
+    from service.core.errors import ConfigError
+    from service.serve.app import api_token
+
+    monkeypatch.setenv("SPENDLAKE_API_TOKEN", TOKEN + "\n")
+    assert api_token(make_config(tmp_path)) == TOKEN
+    monkeypatch.setenv("SPENDLAKE_API_TOKEN", " short-token \n")
+    with pytest.raises(ConfigError, match=r"\$SPENDLAKE_API_TOKEN is 11 characters"):
+        api_token(make_config(tmp_path))
+
+
 def test_binds_loopback_by_default(tmp_path):
     host, port = parse_listen(ServiceConfig().listen)
     assert (host, port) == ("127.0.0.1", 9464)

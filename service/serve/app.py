@@ -61,12 +61,14 @@ REPORTS_CHALLENGE = 'Basic realm="spendlake reports", charset="UTF-8"'  # a brow
 
 def api_token(config: Config) -> str | None:
     """The bearer token: `$SPENDLAKE_API_TOKEN`, else `service.api_token`; either must be at
-    least 16 characters (a short token is a config error, not a weak lock)."""
+    least 16 characters (a short token is a config error, not a weak lock). Whitespace around it
+    goes: a Secret made from a file ends in a newline no client sends (they would all get a 401)."""
     token = os.environ.get(TOKEN_ENV)
+    token = token.strip() if token is not None else None
     if token is not None and len(token) < 16:
         raise ConfigError(f"${TOKEN_ENV} is {len(token)} characters; it must be at least 16", where=f"${TOKEN_ENV}",
                           hint="set a longer random token, e.g. `openssl rand -hex 24`")
-    return token or config.service.api_token
+    return token or (config.service.api_token or "").strip() or None
 
 
 class Api:
