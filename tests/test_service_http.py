@@ -186,10 +186,11 @@ def test_binds_loopback_by_default(tmp_path):
 def test_listening_beyond_loopback_without_a_token_warns_that_api_and_reports_are_open():
     from service.serve.service import exposure_warning
 
-    for host in ("0.0.0.0", "::", "10.0.3.7", "fe80::1%eth0"):
+    for host in ("0.0.0.0", "::", "10.0.3.7", "fe80::1%eth0", "::ffff:10.0.3.7"):
         warning = exposure_warning(host, None)
         assert warning and f"listening on {host} with no API token" in warning and "service.api_token" in warning
-    for host, token in (("127.0.0.1", None), ("::1", None), ("127.0.0.5", None), ("0.0.0.0", TOKEN)):
+    for host, token in (("127.0.0.1", None), ("::1", None), ("::ffff:127.0.0.1", None), ("127.0.0.5", None),
+                        ("0.0.0.0", TOKEN)):
         assert exposure_warning(host, token) is None
 
 

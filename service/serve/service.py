@@ -203,7 +203,8 @@ def exposure_warning(host: str, token: str | None) -> str | None:
     if token:
         return None
     try:
-        if ipaddress.ip_address(host.split("%")[0]).is_loopback:
+        address = ipaddress.ip_address(host.split("%")[0])
+        if address.is_loopback or getattr(address, "ipv4_mapped", None) and address.ipv4_mapped.is_loopback:
             return None
     except ValueError:  # a host name: bound to whatever it resolves to, so counted as reachable
         if host == "localhost":
