@@ -269,6 +269,58 @@ def test_43_a_commit_that_died_after_placing_its_files_is_settled_by_the_next_in
     assert lake.ledger_state().pending == () and total(lake, config) == TOTALS["b"]
 
 
+def jumped_clock(hours: float) -> type[datetime]:
+    """`datetime` whose now() is `hours` away from the real one (an NTP step, a VM resumed)."""
+    moment = datetime.now(timezone.utc) + timedelta(hours=hours)
+
+    class Jumped(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return moment
+
+    return Jumped
+
+
+@pytest.mark.slow
+def test_43_a_clock_jump_neither_lets_a_reader_read_half_a_commit_nor_wait_for_a_dead_one(tmp_path, monkeypatch):
+    """A commit is in flight while the writer that announced it holds the ingest lock, whatever
+    the clock says: a clock stepped 2 hours forward while one period's new file is in place and
+    the other's is not keeps readers waiting; a commit whose process died is not waited for,
+    even with the clock stepped back."""
+    from service.core import commit, snapshot
+    from service.ingest.billing import ingest
+
+    export, base = focus_setup(tmp_path)
+    config = parse_config({**base, "attribution": ATTRIBUTIONS[0]})
+    assert not ingest(config).failed
+    lake = Lake.of(config)
+    placed, seen = [], []
+    install = commit.install
+
+    def placing(staged, target):
+        install(staged, target)
+        placed.append(target)
+        if len(placed) == 1:  # one period new, the other still old
+            with monkeypatch.context() as clock:
+                clock.setattr(snapshot, "datetime", jumped_clock(2), raising=False)
+                seen.append(snapshot.take_snapshot(lake).in_flight)
+
+    monkeypatch.setattr(commit, "install", placing)
+    swap(export, bill(*BILLS["b"], NOW))
+    assert not ingest(config).failed
+    assert seen == [True] and total(lake, config) == TOTALS["b"]
+
+    monkeypatch.setattr(Lake, "record", lambda self, entries: (_ for _ in ()).throw(KeyboardInterrupt()))
+    swap(export, bill(*BILLS["a"], NOW))
+    with pytest.raises(KeyboardInterrupt):
+        ingest(config)
+    monkeypatch.undo()
+    assert lake.ledger_state().pending
+    for hours in (0, -2):
+        monkeypatch.setattr(snapshot, "datetime", jumped_clock(hours), raising=False)
+        assert not snapshot.take_snapshot(lake).in_flight
+
+
 def test_43_queries_write_nothing_and_a_rollup_removed_under_a_query_is_read_again(tmp_path, monkeypatch):
     from service.attribution import rollup as rollups
     from service.ingest.billing import ingest

@@ -39,7 +39,7 @@ from service.core.currency import CODE
 from service.core.errors import DataError
 from service.core.files import DATA_FILE, LEDGER_FILE, check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
-from service.core.locks import hold_lock, lock_held
+from service.core.locks import hold_lock, holder, lock_holder
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
@@ -197,7 +197,7 @@ class Lake:
         with self.lock("ingest"):
             state = self.ledger_state()
             self._write_ledger([e for e in state.entries if e.source != source],
-                               [e for e in state.pending if e.source != source], state.pending_since)
+                               [e for e in state.pending if e.source != source], state.pending_by)
             for table in SOURCE_TABLES:
                 folder = self.table_dir(table) / f"source={source}"
                 if folder.is_symlink():  # the link goes, never what it points to (rmtree refuses a link)
@@ -234,7 +234,11 @@ class Lake:
 
     def writing(self, name: str = "ingest") -> bool:
         """True while a writer (this process or another) holds the `name` lock."""
-        return lock_held(self.locks, name)
+        return self.lock_holder(name) is not None
+
+    def lock_holder(self, name: str = "ingest") -> str | None:
+        """Who holds the `name` lock ("<pid> on <host>"), None while no writer does."""
+        return lock_holder(self.locks, name)
 
     def clean_staging(self) -> None:
         """Remove what a crashed writer left behind. Call only while holding the ingest lock."""
@@ -287,16 +291,16 @@ class Lake:
         return check.ok and check.columns == COST_COLUMN_NAMES and all(
             t.currency is None or CODE.fullmatch(t.currency) for t in entry.totals)
 
-    def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry], since: str = "") -> None:
-        write_json_atomic(self.ledger_file, ledger_json(entries, pending, since))
+    def _write_ledger(self, entries: list[LedgerEntry], pending: list[LedgerEntry], by: str = "") -> None:
+        write_json_atomic(self.ledger_file, ledger_json(entries, pending, by))
 
     def announce(self, new_entries: Sequence[LedgerEntry]) -> None:
         """Before a commit moves its files into place: its entries, as pending (see
-        service/core/snapshot.py). Call only while holding the ingest lock."""
+        service/core/snapshot.py), by this process: the holder of the ingest lock, which it must hold."""
         keys = {e.key for e in new_entries}
         state = self.ledger_state()
         self._write_ledger(list(state.entries), [e for e in state.pending if e.key not in keys] + list(new_entries),
-                           utc_now_iso())
+                           holder())
 
     def settle(self) -> None:
         """Pending entries of a commit that did not finish: recorded where their file is in
@@ -311,7 +315,7 @@ class Lake:
         keys = {e.key for e in new_entries}
         state = self.ledger_state()
         self._write_ledger([e for e in state.entries if e.key not in keys] + list(new_entries),
-                           [e for e in state.pending if e.key not in keys], state.pending_since)
+                           [e for e in state.pending if e.key not in keys], state.pending_by)
         verify = self.read_state("verify")
         if self._damaged() & keys:  # a re-commit repairs what `verify` found
             verify["problems"] = [p for p in verify["problems"] if (p["source"], p["billing_period"]) not in keys]

@@ -117,7 +117,7 @@ class LedgerState:
     entries: tuple[LedgerEntry, ...] = ()
     pending: tuple[LedgerEntry, ...] = ()
     stamp: tuple[int, ...] = ()
-    pending_since: str = ""  # when the commit in flight announced its entries (UTC, ISO)
+    pending_by: str = ""  # the writer whose commit announced them: "<pid> on <host>" (service/core/locks.py)
 
 
 def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
@@ -130,7 +130,7 @@ def parse_ledger_state(text: str | bytes, where: str, stamp: tuple[int, ...] = (
         data = json_text.loads(text)
         if not isinstance(data, dict) or "entries" not in data:
             raise ValueError("it is not an object with `entries`")
-        return LedgerState(_entries(data, "entries"), _entries(data, "pending"), stamp, data.get("pending_since", ""))
+        return LedgerState(_entries(data, "entries"), _entries(data, "pending"), stamp, data.get("pending_by", ""))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
                         hint=f"restore it from a backup, or move it aside (mv {shlex.quote(where)} "
@@ -177,11 +177,11 @@ def ledger_stamp(path: Path) -> tuple[int, ...]:
     return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
-def ledger_json(entries: list[LedgerEntry], pending: list[LedgerEntry], pending_since: str) -> dict:
+def ledger_json(entries: list[LedgerEntry], pending: list[LedgerEntry], pending_by: str) -> dict:
     data: dict = {"entries": [e.to_json() for e in sorted(entries, key=lambda e: e.key)]}
     if pending:
         data["pending"] = [e.to_json() for e in sorted(pending, key=lambda e: e.key)]
-        data["pending_since"] = pending_since
+        data["pending_by"] = pending_by
     return data
 
 

@@ -1,10 +1,11 @@
 """The lake's locks: one file per name under `<lake>/_locks/`, held with flock(2).
 
 A writer (ingest, `spendlake rollup`, the service's jobs) holds `ingest` exclusively and
-writes its pid and host into the file, so a second writer is refused naming the holder (a
-lake on a shared volume is locked from several machines: a pid alone names no process). A
-reader may ask whether a writer holds it (`lock_held`): it takes and drops a shared lock, which fails
-while the exclusive one is held, in this process or another.
+writes its pid and host into the file (`holder`), so a second writer is refused naming the
+holder (a lake on a shared volume is locked from several machines: a pid alone names no
+process). A reader may ask which writer holds it (`lock_holder`): it takes and drops a shared
+lock, which fails while the exclusive one is held, in this process or another. The kernel
+drops a lock when its process dies, so a holder is alive whatever the clocks say.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 300, 0).decode(errors="replace").strip() or "unknown"
-            raise LakeBusyError(f"another spendlake {name} holds the lake (pid {holder})", where=str(path),
+            held_by = os.pread(fd, 300, 0).decode(errors="replace").strip() or "unknown"
+            raise LakeBusyError(f"another spendlake {name} holds the lake (pid {held_by})", where=str(path),
                                 hint="wait for it to finish, or stop that process") from None
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()} on {socket.gethostname()}".encode(), 0)
+            os.pwrite(fd, holder().encode(), 0)
         except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
             raise os_error(exc, str(path)) from None
         yield
@@ -45,16 +46,22 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
         os.close(fd)
 
 
-def lock_held(locks: Path, name: str) -> bool:
-    """True while a writer holds the `name` lock."""
+def holder() -> str:
+    """This process as a lock holder: its pid and host."""
+    return f"{os.getpid()} on {socket.gethostname()}"
+
+
+def lock_holder(locks: Path, name: str) -> str | None:
+    """The `holder` of the `name` lock while a writer holds it ("" before it has written
+    itself), None while none does."""
     try:
         fd = os.open(locks / f"{name}.lock", os.O_RDONLY)
     except OSError:  # never locked, or not readable: no writer to be seen
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
+        return None
     except BlockingIOError:
-        return True
+        return os.pread(fd, 300, 0).decode(errors="replace").strip()
     finally:
         os.close(fd)  # drops the shared lock taken to look

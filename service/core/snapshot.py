@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -49,16 +48,13 @@ class LakeFiles(Protocol):
     def ledger_state(self) -> LedgerState: ...
     def ledger_stamp(self) -> tuple[int, ...]: ...
     def read_state(self, name: str) -> dict: ...
+    def lock_holder(self, name: str = "ingest") -> str | None: ...
 
 
 log = logging.getLogger(__name__)
 
 READ_PATIENCE = 10.0  # seconds a read waits out commits in flight before its answer stands
 VANISHED_RETRIES = 3  # reads again when a file vanished under it, at most this often
-# Pending entries announced longer ago than this belong to a commit that died (a live one
-# announces after fsyncing its files, then only renames them): readers stop waiting for it,
-# and the next ingest settles them.
-PENDING_ABANDONED = timedelta(seconds=60)
 
 T = TypeVar("T")
 
@@ -78,7 +74,7 @@ def check_partitions(lake: LakeFiles, state: LedgerState, *, deep: bool = False)
     committed = {e.key: e for e in state.entries if lake.counts(e.source)}
     pending = {e.key: e for e in state.pending if lake.counts(e.source)}
     con = lake.connect() if deep else None
-    checks, in_flight = [], False
+    checks, waiting = [], False
     try:
         for key in sorted(set(committed) | set(pending)):
             path = lake.partition_file("costs", [("source", key[0]), ("billing_period", key[1])])
@@ -86,7 +82,7 @@ def check_partitions(lake: LakeFiles, state: LedgerState, *, deep: bool = False)
             results = [deep_check(con, path, e) if con else quick_check(path, e) for e in candidates]
             sound = _which(path, [r for r in results if r.ok])
             if key in pending and (sound is None or sound.entry is not pending[key]):
-                in_flight = in_flight or not _abandoned(state.pending_since)
+                waiting = True
             if sound is None and key not in committed and results[0].state == "missing":
                 continue  # a new period whose commit has not placed its file yet
             checks.append(sound or results[0])
@@ -97,7 +93,7 @@ def check_partitions(lake: LakeFiles, state: LedgerState, *, deep: bool = False)
         source, period = (part.split("=", 1)[1] for part in (path.parent.parent.name, path.parent.name))
         if lake.counts(source) and (source, period) not in committed and (source, period) not in pending:
             checks.append(PartitionCheck(source, period, path, "unlisted", "a file the delivery ledger does not know"))
-    return checks, in_flight
+    return checks, waiting and _committing(lake, state)
 
 
 def _which(path, matches: list[PartitionCheck]) -> PartitionCheck | None:
@@ -109,12 +105,12 @@ def _which(path, matches: list[PartitionCheck]) -> PartitionCheck | None:
     return next((m for m in matches if m.entry.sha256 == digest), None)
 
 
-def _abandoned(since: str) -> bool:
-    try:
-        written = datetime.fromisoformat(since.replace("Z", "+00:00"))
-    except ValueError:
-        return True
-    return datetime.now(timezone.utc) - written > PENDING_ABANDONED
+def _committing(lake: LakeFiles, state: LedgerState) -> bool:
+    """Pending entries belong to a commit in flight while the writer that announced them still
+    holds the ingest lock; the kernel drops it when that process dies, so its entries are
+    abandoned at once (the next ingest settles them). No clock decides: a clock jumping
+    forward in the middle of a commit must not let a reader read half of it."""
+    return bool(state.pending_by) and lake.lock_holder("ingest") == state.pending_by
 
 
 def stable_checks(lake: LakeFiles, *, deep: bool = False) -> tuple[LedgerState, list[PartitionCheck], bool]:
