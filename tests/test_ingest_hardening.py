@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import errno
 import json
+import re
 import os
 import shutil
 import stat
@@ -179,15 +180,20 @@ def test_53_disk_full_during_ingest_is_exit_3_counted_and_says_disk_full(tmp_pat
     export.mkdir()
     shutil.copy(FOCUS, export / "part-1.csv")
     config = config_file(tmp_path, tmp_path / "lake", export)
-    real = staging.pq.ParquetWriter
-    monkeypatch.setattr(staging.pq, "ParquetWriter", lambda path, *args, **kw: real("/dev/full", *args, **kw))
+    real = staging.pq.ParquetWriter.__init__
+    monkeypatch.setattr(staging.pq.ParquetWriter, "__init__",
+                        lambda self, path, *args, **kw: real(self, "/dev/full", *args, **kw))
     result = invoke(config, "ingest")
     assert result.exit_code == 3 and "Traceback" not in result.output
     [failed] = [line for line in result.output.splitlines() if "FAILED" in line]
     assert "disk full" in failed and "could not read the delivery" not in failed and "free disk space" in failed
+    # the staged file Arrow could not write, in the OS's words (not the lake's root and Arrow's "Error writing bytes")
+    staged = re.search(r"(\S+): disk full: \[Errno 28\] No space left on device — ", failed)
+    assert staged and re.fullmatch(rf"{tmp_path / 'lake' / '_staging'}/costs-\w+/billing_period=[\d-]+/data\.parquet",
+                                   staged.group(1)), failed
     state = json.loads((tmp_path / "lake" / "_state" / "sources.json").read_text())["focus"]
     assert state["failures_total"] == 1 and "disk full" in state["last_error"] and "last_success" not in state
-    monkeypatch.setattr(staging.pq, "ParquetWriter", real)
+    monkeypatch.undo()
     assert invoke(config, "ingest").exit_code == 0
     state = json.loads((tmp_path / "lake" / "_state" / "sources.json").read_text())["focus"]
     assert state["failures_total"] == 1 and "last_success" in state

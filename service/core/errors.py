@@ -139,7 +139,7 @@ def os_error(exc: OSError, where: str | None = None, *, done: str | None = None)
 
 
 def _os_error(exc: OSError, where: str | None) -> SpendlakeError:
-    resource = resource_error(exc, where or exc.filename)
+    resource = resource_error(exc, exc.filename or where)  # the file the OS could not write, where it names one
     if resource is not None:
         return resource
     path = f"{exc.filename} → {exc.filename2}" if exc.filename and exc.filename2 else exc.filename or where

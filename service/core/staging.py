@@ -20,10 +20,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -97,7 +99,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     writers: dict[str, _PeriodFile] = {}
     staged: dict[str, Path] = {}
     schema = canonical_schema(con)
-    keys: list[pq.ParquetWriter] = []  # the line item keys, in the delivery's order
+    keys: list[_Writer] = []  # the line item keys, in the delivery's order
     rounding: dict[tuple[str, str | None, str], Decimal] = defaultdict(Decimal)
     part_periods: list[set[str]] = []
     converter = Converter(con)
@@ -149,7 +151,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
                   {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()})
 
 
-def _close_all(writers: Sequence[_PeriodFile | pq.ParquetWriter | Converter]) -> None:
+def _close_all(writers: Sequence[_PeriodFile | _Writer | Converter]) -> None:
     """Close every file, then raise the first error: a file left open after a failed write
     (a full disk) keeps its space taken after the stage is removed, until the process ends."""
     first: BaseException | None = None
@@ -209,9 +211,9 @@ def _take_rounding(batch: pa.RecordBatch, rounding: dict[tuple[str, str | None, 
     return batch.drop_columns(list(present.values()))
 
 
-def _append_keys(batch: pa.RecordBatch, stage: Path, keys: list[pq.ParquetWriter]) -> None:
+def _append_keys(batch: pa.RecordBatch, stage: Path, keys: list[_Writer]) -> None:
     if not keys:  # read once, by hash: unique ids gain nothing from dictionaries or statistics
-        keys.append(pq.ParquetWriter(stage / LINE_ITEMS_FILE, batch.schema, compression="zstd",
+        keys.append(_Writer(stage / LINE_ITEMS_FILE, batch.schema, compression="zstd",
                                      use_dictionary=False, write_statistics=False))
     keys[0].write_batch(batch, row_group_size=ROW_GROUP_ROWS)
 
@@ -259,12 +261,41 @@ def query_memory(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
     return int(system.get("peak_buffer_memory", 0)), int(system.get("total_bytes_spilled", 0))
 
 
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Arrow's write errors name no file ("Error writing bytes to file. Detail: [errno 28] ..."),
+    so a full disk would be told against the lake: raised again naming `path`, in the OS's words."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename or exc.errno is None:
+            raise
+        raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from exc
+
+
+class _Writer(pq.ParquetWriter):
+    """A ParquetWriter whose errors name its file (`naming`); write_batch writes through write_table."""
+
+    def __init__(self, path: Path, schema: pa.Schema, **options: object):
+        self.path = path
+        with naming(path):
+            super().__init__(path, schema, **options)
+
+    def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        with naming(self.path):
+            super().write_table(table, row_group_size=row_group_size)
+
+    def close(self) -> None:
+        with naming(self.path):
+            super().close()
+
+
 class _PeriodFile:
     """One period's staged file: batches are buffered into row groups of ROW_GROUP_ROWS
     (the last one holds the rest). It keeps the keys of the Tags maps written."""
 
     def __init__(self, path: Path, schema: pa.Schema):
-        self.writer = pq.ParquetWriter(path, schema, **lake_file_options(schema))
+        self.writer = _Writer(path, schema, **lake_file_options(schema))
         self.pending: list[pa.RecordBatch] = []
         self.rows = 0
         self.tag_keys: set[str] = set()
@@ -322,7 +353,8 @@ def canonical_schema(con: duckdb.DuckDBPyConnection) -> pa.Schema:
 def write_empty(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     """A staged file with the canonical columns and no rows (a declared period with none)."""
     schema = canonical_schema(con)
-    pq.write_table(schema.empty_table(), path, **lake_file_options(schema))
+    with naming(path):
+        pq.write_table(schema.empty_table(), path, **lake_file_options(schema))
 
 
 def _complete(rows: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
