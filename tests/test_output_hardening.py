@@ -11,6 +11,7 @@ import sys
 from decimal import Decimal
 
 import click
+import pytest
 
 from service.core.output import to_csv
 from service.core.publish import write_local
@@ -81,6 +82,21 @@ def test_62_a_live_writers_staging_folder_is_left_alone(tmp_path):
     live.mkdir(parents=True)
     write_local({"report.html": b"<html>"}, parent / "2026-11-29")
     assert live.exists()
+
+
+def test_53_a_report_on_a_full_disk_says_disk_full_naming_the_file_it_could_not_write(tmp_path, monkeypatch):
+    """Was 'cannot write the report: No space left on device — check the --out folder's
+    permissions and free space', against the folder, unlike every other command's 'disk full'."""
+    from service.core import publish
+    from service.core.errors import ResourceError
+
+    folder = tmp_path / "reports" / "2026-11-29"
+    monkeypatch.setattr(publish, "open", lambda path, mode: open("/dev/full", mode), raising=False)
+    with pytest.raises(ResourceError) as refused:
+        write_local({"report.html": b"<html>", "a.csv": b"a\n"}, folder)
+    assert str(refused.value).startswith(f"{folder / 'report.html'}: disk full: [Errno 28] No space left on device "
+                                         "— free space on the --out folder's file system"), refused.value
+    assert refused.value.exit_code == 3 and list(folder.parent.iterdir()) == []  # no staging folder left
 
 
 def test_34_terminal_escapes_in_lake_values_are_shown_not_run(capsys):

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -110,6 +113,19 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
                              hint="DuckDB spills to the lake's _staging directory and still ran short: free memory "
                                   "or disk space there, then run ingest again; the file is not at fault")
     return None
+
+
+@contextmanager
+def naming(path: Path | str) -> Iterator[None]:
+    """OSErrors that name no file (Arrow's "Error writing bytes to file. Detail: [errno 28] ...",
+    a write() on an open file) raised again naming `path`, in the OS's words, so a full disk
+    says which file it could not write."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename or exc.errno is None:
+            raise
+        raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from exc
 
 
 NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from service.core.errors import SpendlakeError, UsageError
+from service.core.errors import SpendlakeError, UsageError, naming, resource_error
 from service.core.files import fsync_path
 
 STAGING_PREFIX = ".staging-"
@@ -61,7 +61,7 @@ def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = 
     try:
         staging = staging_folder(folder)
         for name, data in files.items():
-            with open(staging / name, "wb") as handle:
+            with naming(folder / name), open(staging / name, "wb") as handle:
                 handle.write(data)
         return publish_staged(staging, folder, last=last, stale=stale)
     except OSError as exc:
@@ -73,11 +73,17 @@ def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = 
 
 def write_error(exc: OSError, where: Path | str, what: str) -> SpendlakeError:
     """A failed write as our error; a file where the output folder or one of its parents
-    should be is a wrong choice of folder (exit 2) naming that file, not the OS's 'Not a directory'."""
+    should be is a wrong choice of folder (exit 2) naming that file, not the OS's 'Not a directory';
+    a full disk says so, naming the file it could not write."""
     blocking = None if str(where).startswith("s3://") else file_in_the_way(Path(where))
     if blocking is not None:
         return UsageError(f"{blocking} is a file, not a folder: {what} cannot be written under it",
                           hint="choose an output folder that is not a file or inside one, or move that file away")
+    limit = resource_error(exc, exc.filename or str(where))
+    if limit is not None:  # a full disk, a quota, a size limit: said as every command says them
+        limit.hint = ("free space on the --out folder's file system (or choose another folder), then run the "
+                      "command again; what the folder held before is intact")
+        return limit
     return SpendlakeError(f"cannot write {what}: {exc.strerror or exc}", where=str(where),
                           hint="check the --out folder's permissions and free space")
 

@@ -20,12 +20,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -36,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from service.core.currency import with_currency_codes
-from service.core.errors import DataError
+from service.core.errors import DataError, naming
 from service.core.file_parts import FilesPart, note_periods, take_files
 from service.core.files import DATA_FILE
 from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS
@@ -261,20 +259,9 @@ def query_memory(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
     return int(system.get("peak_buffer_memory", 0)), int(system.get("total_bytes_spilled", 0))
 
 
-@contextmanager
-def naming(path: Path) -> Iterator[None]:
-    """Arrow's write errors name no file ("Error writing bytes to file. Detail: [errno 28] ..."),
-    so a full disk would be told against the lake: raised again naming `path`, in the OS's words."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename or exc.errno is None:
-            raise
-        raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from exc
-
-
 class _Writer(pq.ParquetWriter):
-    """A ParquetWriter whose errors name its file (`naming`); write_batch writes through write_table."""
+    """A ParquetWriter whose errors name its file (Arrow's name none, so a full disk would be
+    told against the lake); write_batch writes through write_table."""
 
     def __init__(self, path: Path, schema: pa.Schema, **options: object):
         self.path = path
