@@ -246,6 +246,36 @@ def test_queries_write_nothing_and_rollups_follow_the_delivery_and_the_config(tm
     assert "attribution_rollup" not in {r[0] for r in lake.query().execute("SHOW TABLES").fetchall()}
 
 
+def test_a_clock_stepped_forward_during_an_ingest_removes_no_rollup_a_reader_may_hold(tmp_path):
+    """A superseded rollup version goes after its grace, and only when an earlier build already
+    found it superseded: the build right after a re-delivery, its clock stepped 2 hours forward
+    (NTP, a VM resumed), keeps the version the readers that began before the commit hold; the
+    next build removes it. A clock stepped back keeps it until the clock passes its commit."""
+    from datetime import timedelta
+
+    from service.attribution import materialise
+    from service.core.lake import Lake
+    from tests.attribution_helpers import relation
+
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "5", tags={"team": "nlp"})])
+    assert materialise(lake, config()).built == 1
+    [held] = (lake.root / "attribution_rollup").rglob("*.parquet")
+    con = Lake(lake.root).connect()  # a restated November
+    lake.commit_costs(con, relation(con, [line("2026-11-02 00:00", "7", tags={"team": "nlp"})]),
+                      source="cur", delivery_id="d2", periods=("2026-11",))
+    ahead = datetime.now(timezone.utc) + timedelta(hours=2)
+    assert materialise(lake, config(), now=ahead).removed == 0 and held.exists()
+    assert costs(attribute(lake, config(), NOV), "team") == {("nlp", "USD"): Decimal(7)}
+    assert materialise(lake, config(), now=ahead).removed == 1 and not held.exists()
+    [held] = (lake.root / "attribution_rollup").rglob("*.parquet")
+    lake.commit_costs(con, relation(con, [line("2026-11-02 00:00", "8", tags={"team": "nlp"})]),
+                      source="cur", delivery_id="d3", periods=("2026-11",))
+    behind = datetime.now(timezone.utc) - timedelta(hours=2)
+    for _ in range(2):
+        assert materialise(lake, config(), now=behind).removed == 0 and held.exists()
+    assert materialise(lake, config(), grace=timedelta(0)).removed == 1 and not held.exists()
+
+
 @pytest.mark.parametrize("granularity, expected", [
     ("day", {"2026-11-01": 5, "2026-11-02": 7, "2026-11-09": 11, "2026-12-01": 13}),
     ("week", {"2026-10-26": 5, "2026-11-02": 7, "2026-11-09": 11, "2026-11-30": 13}),  # weeks start on Monday

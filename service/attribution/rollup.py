@@ -16,12 +16,15 @@ version is not stored is rolled up from its raw lines in memory, for that query 
 (`rollup_view`; `-v` logs which). So a config change re-attributes history at once.
 
 Which files go (`build_rollups` again, under the lock): a version superseded for at least
-ROLLUP_GRACE. Superseded means its period has a newer delivery (whatever config wrote it;
-since that commit), or, for the building config's own owner only, newer inventory tags
-(since the current version was stored). A version of the current data that another config
-reads (another owner) is never removed by this config's build. A reader picks the version
-named by the ledger it read at its start, so a query shorter than the grace always finds
-its files; one that finds a file gone anyway reads again (service/core/snapshot.py).
+ROLLUP_GRACE, by the wall clock, and already found superseded by an earlier build (kept in
+`_state/rollups_superseded.json`), so a clock stepped forward between a commit and its build
+removes nothing readers of the previous delivery hold. Superseded means its period has a
+newer delivery (whatever config wrote it; since that commit), or, for the building config's
+own owner only, newer inventory tags (since the current version was stored). A version of
+the current data that another config reads (another owner) is never removed by this
+config's build. A reader picks the version named by the ledger it read at its start, so a
+query shorter than the grace always finds its files; one that finds a file gone anyway reads
+again (service/core/snapshot.py).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ ROLLUP_TABLE = "attribution_rollup"
 # Bump when the rollup's columns or meaning change, so old files are recomputed.
 ROLLUP_FORMAT = "2"  # 2: an EKS pod's run from its run tag on any of its rows
 ROLLUP_GRACE = timedelta(hours=1)
+SUPERSEDED_STATE = "rollups_superseded"  # the versions earlier builds found superseded (and kept)
 MEMORY_TABLE = "rollups_in_memory"
 # The bench's 10M-line month grouped by the values of 4 tag keys costs about what grouping by
 # its maps does (1.56 vs 1.68 CPU s), by 5 more (1.71), by 8 a third more (2.23; bench/README.md)
@@ -298,6 +302,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT)
     built = stored = removed = 0
     found = derived_records.problems(lake)
+    seen = set(lake.read_state(SUPERSEDED_STATE).get("seen", []))
     try:
         keys = inventory_keys(lake, con)
         for part in parts:
@@ -312,15 +317,21 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                                             version=version.name)
                 built += 1
                 _warn_overbooked(con, config, part, path)
-            # superseded for the grace; a damaged one at once: no reader gets a sound answer
-            # from it, and `verify` would flag it (saying to run this build) until the grace ran out
-            gone = [name for name, since in superseded(target, version, part.entry).items()
-                    if since <= now - grace or (since <= now and derived_records.check(
+            # superseded for the grace and already when an earlier build looked (a clock stepped
+            # forward alone removes nothing a reader from before this commit holds); a damaged
+            # one at once: no reader gets a sound answer from it, and `verify` would flag it
+            # (saying to run this build) until the grace ran out
+            listed = {str(target.parent.relative_to(lake.root) / name): (name, since)
+                      for name, since in superseded(target, version, part.entry).items()}
+            gone = [name for key, (name, since) in listed.items()
+                    if since <= now and (since <= now - grace and key in seen or derived_records.check(
                         lake, target.parent / f"{name}.parquet", found).damaged)]
             derived_records.drop_versions(lake.root, target.parent, gone)
             removed += len(gone)
+            seen |= set(listed)
     finally:
         con.close()
+    lake.write_state(SUPERSEDED_STATE, {"seen": sorted(k for k in seen if (lake.root / f"{k}.parquet").exists())})
     log.info("rollups for config %s: %d built, %d already stored, %d superseded removed",
              config.fingerprint(), built, stored, removed)
     return RollupBuild(built, stored, removed)

@@ -89,10 +89,14 @@ class Rules(_Open):  # service/findings/run.py
     rules: dict[str, dict[str, Any]] = {}
 
 
+class SupersededRollups(_Open):  # service/attribution/rollup.py
+    seen: list[StrictStr] = []
+
+
 SHAPES: dict[str, Any] = {
     "sources": dict[str, SourceRecord], "file_periods": dict[str, dict[str, FileEntry]],
     "verify": Verified, "derived_verify": DerivedVerified, "snapshot_verify": SnapshotVerified,
-    "jobs": Jobs, "rules": Rules,
+    "jobs": Jobs, "rules": Rules, "rollups_superseded": SupersededRollups,
 }
 
 
