@@ -137,11 +137,13 @@ def test_46_disk_full_is_reported_as_such(tmp_path, bills, monkeypatch):
     error = duckdb_error(raised.value, "could not read the delivery", where="x")
     assert isinstance(error, ResourceError) and str(error).startswith("x: disk full")
 
-    real = staging.pq.ParquetWriter
-    monkeypatch.setattr(staging.pq, "ParquetWriter", lambda path, *args, **kw: real("/dev/full", *args, **kw))
+    real = staging.pq.ParquetWriter.__init__
+    monkeypatch.setattr(staging.pq.ParquetWriter, "__init__",
+                        lambda self, path, *args, **kw: real(self, "/dev/full", *args, **kw))
     cfg = config(tmp_path / "lake", "aws-cur2", bills[2].exports["parquet"])
     [failure] = [o for o in ingest(cfg).outcomes if o.status == "failed"]
     assert isinstance(failure.error, ResourceError) and "disk full" in str(failure.error)
+    assert failure.error.where.startswith(str(tmp_path / "lake" / "_staging")), failure.error  # the file, not the lake
     assert "damaged" not in str(failure.error) and not Lake(cfg.lake).ledger()
 
 
