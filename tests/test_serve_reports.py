@@ -8,7 +8,7 @@ import base64
 import json
 import os
 import socket
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,6 +19,7 @@ from service.core.publish import write_local
 from service.report.render import SCRIPT_HASH, render_files
 from service.serve import report_store
 from service.serve.app import Api
+from service.serve.reports import PAGE_DAYS
 
 TOKEN = "s3cret-token-0123456789"
 FILES = render_files(sample_report())  # what `spendlake report` writes for one day
@@ -212,7 +213,7 @@ def test_no_reports_folder_yet_is_an_empty_index_and_a_404_naming_where(tmp_path
     assert status == 404 and f"in {out}: the service writes the day before's at 06:00 UTC" in error(body)
     status, _, body = request(port, "/reports/")
     assert status == 200 and "No complete report yet" in body.decode()
-    assert json.loads(request(port, "/api/v1/reports")[2]) == {"location": str(out), "latest": None, "days": []}
+    assert json.loads(request(port, "/api/v1/reports")[2]) == {"location": str(out), "latest": None, "days": [], "older": None}
 
 
 def test_a_file_removed_while_the_index_is_listed_is_left_out_not_a_500(tmp_path, serve, monkeypatch):
@@ -291,3 +292,28 @@ def test_a_large_file_is_sent_in_chunks_not_read_whole(tmp_path):
 def test_the_days_are_real_dates(tmp_path):
     assert report_store.report_day(DAY) == date(2026, 11, 29)
     assert [report_store.report_day(t) for t in ("2026-02-30", "2026-1-01", "٢٠٢٦-١١-٢٩", "2026-11-29\n")] == [None] * 4
+
+
+@pytest.mark.slow
+def test_a_thousand_days_page_by_a_month_and_only_the_shown_days_are_looked_into(tmp_path, serve, monkeypatch):
+    out = tmp_path / "reports"
+    days = [(date(2024, 1, 1) + timedelta(n)).isoformat() for n in range(1000)]
+    for day in days:
+        write_day(out, day, {"report.html": b"x", "summary.md": b"x"} if day != days[-1] else {"summary.md": b"x"})
+    port = serve()
+    scanned, listed = [], os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: scanned.append(os.path.basename(path)) or listed(path))
+
+    page = json.loads(request(port, "/api/v1/reports")[2])
+    assert [d["day"] for d in page["days"]] == days[::-1][:PAGE_DAYS] and page["latest"] == days[-2]
+    assert scanned == ["reports", *days[::-1][:PAGE_DAYS]]  # the folders' names, then the shown days' files
+    assert page["older"] == f"/api/v1/reports?before={days[-PAGE_DAYS]}"
+    older = json.loads(request(port, page["older"])[2])
+    assert [d["day"] for d in older["days"]] == days[::-1][PAGE_DAYS:2 * PAGE_DAYS] and older["latest"] == days[-2]
+    oldest = request(port, f"/reports/?before={days[PAGE_DAYS]}")[2].decode()
+    assert f"<th>{days[0]}</th>" in oldest and '<a href="./">newest days</a>' in oldest and "older days" not in oldest
+    del scanned[:]
+    assert request(port, "/reports/latest/")[1]["Location"] == f"../{days[-2]}/report.html"
+    assert scanned == ["reports"]
+    status, _, body = request(port, "/reports/?before=2024-02-30")
+    assert status == 400 and json.loads(body)["error"]["message"] == "before='2024-02-30' is not a day"

@@ -4,6 +4,7 @@ reading only: ListObjectsV2 and GetObject on keys under that prefix, nothing els
 from __future__ import annotations
 
 import json
+from datetime import date, timedelta
 
 import boto3
 import pytest
@@ -15,6 +16,7 @@ from service.core.config import parse_config
 from service.core.publish import upload_s3
 from service.report.render import render_files
 from service.serve.app import Api
+from service.serve.reports import PAGE_DAYS
 from test_serve_reports import DAY, LISTED, request
 
 FILES = render_files(sample_report())
@@ -81,3 +83,44 @@ def test_an_unreadable_bucket_is_a_500_naming_the_prefix_and_the_permissions_and
     assert status == 500 and "NoSuchBucket" in error["message"] and error["where"] == f"s3://{BUCKET}/daily/"
     assert error["hint"] == "the service needs s3:ListBucket and s3:GetObject on the report.out prefix"
     assert any("NoSuchBucket" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+
+
+def listed_keys(api: Api) -> list[int]:
+    """How many objects each ListObjectsV2 the service makes from now on returns."""
+    counts = []
+    api.reports.store.client.meta.events.register(
+        "after-call.s3.ListObjectsV2", lambda parsed, **_: counts.append(len(parsed.get("Contents", []))))
+    return counts
+
+
+@pytest.mark.slow
+def test_a_thousand_days_on_s3_list_their_folders_and_only_the_shown_days_files(bucket_server):
+    port, api, s3 = bucket_server
+    days = [(date(2024, 1, 1) + timedelta(n)).isoformat() for n in range(1000)]
+    for day in days[:-1]:
+        for name in ("report.html", "summary.md"):
+            s3.put_object(Bucket=BUCKET, Key=f"daily/{day}/{name}", Body=b"x")
+    s3.put_object(Bucket=BUCKET, Key=f"daily/{days[-1]}/summary.md", Body=b"x")  # being written
+    s3.put_object(Bucket=BUCKET, Key=f"daily/{days[-1]}-old/report.html", Body=b"x")  # sorts before days[-1]/
+    calls, counts = recorded_calls(api), listed_keys(api)
+
+    listed = json.loads(request(port, "/api/v1/reports")[2])
+    assert listed["latest"] == days[-2] and listed["older"] == f"/api/v1/reports?before={days[-PAGE_DAYS]}"
+    assert [d["day"] for d in listed["days"]] == days[::-1][:PAGE_DAYS]
+    assert [[f["name"] for f in d["files"]] for d in listed["days"][:2]] == [["summary.md"], ["report.html", "summary.md"]]
+    # the folders (1,001 common prefixes: two requests), then one listing of the page's days
+    assert [p.get("Delimiter") for _, p in calls] == ["/", "/", None] and counts[2] <= 2 * PAGE_DAYS + 1
+    del calls[:]
+    assert request(port, "/reports/latest/")[1]["Location"] == f"../{days[-2]}/report.html"
+    # the folders, then the newest day's files: not complete, so the day before's
+    assert [p["Prefix"] for _, p in calls] == ["daily/", "daily/", f"daily/{days[-1]}/", f"daily/{days[-2]}/"]
+
+    del calls[:]
+    older = json.loads(request(port, listed["older"])[2])
+    assert [d["day"] for d in older["days"]] == days[::-1][PAGE_DAYS:2 * PAGE_DAYS] and older["latest"] == days[-2]
+    assert len(calls) == 5  # the folders, the page's files, the newest day's and the day before's
+    oldest = json.loads(request(port, f"/api/v1/reports?before={days[PAGE_DAYS]}")[2])
+    assert [d["day"] for d in oldest["days"]] == days[PAGE_DAYS - 1::-1] and oldest["older"] is None
+    assert f'<a href="?before={days[-PAGE_DAYS]}">older days</a>' in request(port, "/reports/")[2].decode()
+    assert {operation for operation, _ in calls} == {"ListObjectsV2"}
+    assert all(p["Bucket"] == BUCKET and p["Prefix"].startswith("daily/") for _, p in calls)

@@ -8,7 +8,8 @@ to the one before without following a link (`O_NOFOLLOW`, `dir_fd`), so a symlin
 reports folder, a day folder that is a symlink or a FIFO named like a report is refused, also
 when it is swapped in between the check and the read. On S3 only ListObjectsV2 and GetObject
 are used, on keys under the prefix. A day without report.html is not served: the writer puts
-it last, so it is being written (or its run failed).
+it last, so it is being written (or its run failed). Listing the days reads the day folders'
+names (on S3 their common prefixes), and only the days a page shows have their files listed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -104,20 +105,30 @@ class LocalReports:
         self.root = root
         self.where = str(root)
 
-    def days(self) -> list[ReportDay]:
-        """Every day folder and its report files, newest first; a missing folder has none."""
+    def dates(self) -> list[date]:
+        """The day folders, newest first (their names only: no file is looked at); a missing
+        folder has none."""
         try:
             entries = list(os.scandir(self.root))
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise self.unreadable(exc, self.root) from None
-        found = {}
-        for entry in entries:
-            day = report_day(entry.name)
-            if day is not None and entry.is_dir(follow_symlinks=False):
-                found[day] = self.files(Path(entry.path))
-        return newest_first(found)
+        days = (report_day(entry.name) for entry in entries if entry.is_dir(follow_symlinks=False))
+        return sorted((day for day in days if day is not None), reverse=True)
+
+    def days(self, dates: Sequence[date]) -> list[ReportDay]:
+        """The report files of these days, newest first."""
+        return newest_first({day: self.files(self.root / day.isoformat()) for day in dates})
+
+    def complete(self, day: date) -> bool:
+        path = self.root / day.isoformat() / LAST
+        try:
+            return stat.S_ISREG(os.lstat(path).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            raise self.unreadable(exc, path) from None
 
     def files(self, folder: Path) -> list[ReportFile]:
         try:
@@ -204,15 +215,41 @@ class S3Reports:
             self._client = boto3.client("s3")
         return self._client
 
-    def days(self) -> list[ReportDay]:
-        return newest_first(self.listed(self.base))
+    def dates(self) -> list[date]:
+        """The day folders, newest first: their common prefixes, a thousand a request, not their files."""
+        found = []
+        with s3_errors(self.where):
+            for page in self.pages(Prefix=self.base, Delimiter="/"):
+                found += [report_day(p["Prefix"][len(self.base):-1]) for p in page.get("CommonPrefixes", [])]
+        return sorted((day for day in found if day is not None), reverse=True)
 
-    def listed(self, prefix: str) -> dict[date, list[ReportFile]]:
-        """The report files under `prefix` (the reports' prefix or one day's), by day."""
+    def days(self, dates: Sequence[date]) -> list[ReportDay]:
+        """The report files of these days (a run of `dates()`), newest first: one listing from
+        the oldest's folder to the newest's, a thousand keys a request."""
+        if not dates:
+            return []
+        wanted = set(dates)
+        listed = self.listed(self.base, after=min(wanted), through=max(wanted))
+        return newest_first({day: files for day, files in listed.items() if day in wanted})
+
+    def complete(self, day: date) -> bool:
+        return any(f.name == LAST for f in self.listed(f"{self.base}{day.isoformat()}/").get(day, []))
+
+    def pages(self, **params) -> Iterator[dict]:
+        return self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, **params)
+
+    def listed(self, prefix: str, *, after: date | None = None,
+               through: date | None = None) -> dict[date, list[ReportFile]]:
+        """The report files under `prefix` (the reports' prefix or one day's), by day; with
+        `after`/`through` only the folders of those days and the ones between (keys come in order)."""
         found: dict[date, list[ReportFile]] = {}
+        start = {"StartAfter": f"{self.base}{after.isoformat()}"} if after else {}
+        end = f"{self.base}{through.isoformat()}/" if through else None
         with s3_errors(f"s3://{self.bucket}/{prefix}"):
-            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            for page in self.pages(Prefix=prefix, **start):
                 for item in page.get("Contents", []):
+                    if end and item["Key"] > end and not item["Key"].startswith(end):  # past `through`
+                        return found
                     folder, _, name = item["Key"][len(self.base):].partition("/")
                     day = report_day(folder)
                     if day is not None and FILE_NAME.fullmatch(name):

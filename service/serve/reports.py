@@ -1,7 +1,9 @@
 """`/reports/`: the daily reports, served where `spendlake report` wrote them (report.out, a
 folder or an s3:// prefix; service/serve/report_store.py reads it).
 
-- `/reports/` an HTML index of the days, newest first; `/api/v1/reports` the same as JSON.
+- `/reports/` an HTML index of the days, newest first; `/api/v1/reports` the same as JSON. A page
+  holds the newest PAGE_DAYS days with their files and links to older ones (`?before=<day>`), so
+  a click after years of reports lists one page's files, not every day's.
 - `/reports/<YYYY-MM-DD>/<file>` one of the files the report writer writes, streamed, with an
   ETag and Last-Modified (a browser's revalidation is a 304) and `private, no-cache`: a report
   written again is seen at once, and no shared cache keeps spend.
@@ -16,12 +18,14 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import PurePosixPath
 
 from markupsafe import escape
 
 from service.core.config import Config
+from service.core.errors import UsageError
 from service.core.publish import CONTENT_TYPES
 from service.core.timewindow import iso_utc
 from service.report.render import SCRIPT_HASH
@@ -38,7 +42,16 @@ INDEX_STYLE = ("body{font-family:system-ui,sans-serif;margin:24px;color:#1f2328}
                ".note{color:#57606a}")
 INDEX_CSP = ("default-src 'none'; style-src 'sha256-"
              f"{base64.b64encode(hashlib.sha256(INDEX_STYLE.encode()).digest()).decode()}'; {FRAMING}")
+PAGE_DAYS = 31  # days an index page shows: a month, ~800 keys, one S3 listing
+PAGE_PARAMS = frozenset({"before"})
 DOWNLOADED = {".csv", ".md"}  # saved under a name with the day: the same tables of other days do not collide
+
+
+@dataclass(frozen=True)
+class IndexPage:
+    days: list[ReportDay]  # up to PAGE_DAYS, newest first
+    latest: date | None  # the newest complete day of all, not only of the page
+    older: date | None  # the `before` of the next page, when there are older days
 
 
 class Reports:
@@ -49,18 +62,38 @@ class Reports:
     # ---- JSON --------------------------------------------------------------------------
 
     def index_json(self, query) -> Response:
-        """`/api/v1/reports`: where the reports are, the newest complete day, every day's files."""
+        """`/api/v1/reports`: where the reports are, the newest complete day, a page of days
+        with their files and the address of the older ones."""
         try:
-            days = self.store.days()
+            shown = self.index_page(query)
         except ReportNotFound as exc:
             return error_response(404, exc.message, where="report.out")
-        newest = latest(days)
         return json_response(200, {
-            "location": self.store.where, "latest": newest and newest.isoformat(),
+            "location": self.store.where, "latest": shown.latest and shown.latest.isoformat(),
             "days": [{"day": d.day.isoformat(), "complete": d.complete,
                       "files": [{"name": f.name, "bytes": f.size, "modified": iso_utc(f.modified),
-                                 "url": f"/reports/{d.day.isoformat()}/{f.name}"} for f in d.files]} for d in days],
+                                 "url": f"/reports/{d.day.isoformat()}/{f.name}"} for f in d.files]}
+                     for d in shown.days],
+            "older": shown.older and f"/api/v1/reports?before={shown.older.isoformat()}",
         })
+
+    def index_page(self, query) -> IndexPage:
+        """The days before `?before=` (all when absent), the newest PAGE_DAYS of them with their files."""
+        before = (query.get("before") or [None])[0]
+        until = report_day(before) if before is not None else date.max
+        if until is None:
+            raise UsageError(f"before={before[:40]!r} is not a day", where="before",
+                             hint="use YYYY-MM-DD, as the index's link to older days does")
+        every = self.store.dates()
+        dates = [day for day in every if day < until]
+        days = self.store.days(dates[:PAGE_DAYS])
+        return IndexPage(days, self.latest_day(every, days), dates[PAGE_DAYS - 1] if len(dates) > PAGE_DAYS else None)
+
+    def latest_day(self, dates: Sequence[date], listed: Sequence[ReportDay] = ()) -> date | None:
+        """The newest complete day: the days are looked at newest first (those `listed` already
+        known) and the walk stops at the first complete one."""
+        known = {d.day: d.complete for d in listed}
+        return next((day for day in dates if (known[day] if day in known else self.store.complete(day))), None)
 
     # ---- pages -------------------------------------------------------------------------
 
@@ -72,7 +105,7 @@ class Reports:
             if not parts:
                 return redirect("reports/")
             if parts == [""]:
-                return self.index_html()
+                return self.index_html(query)
             if parts[0] == "latest" and len(parts) <= 2:
                 return self.latest(parts[1:])
             day = report_day(parts[0])
@@ -88,7 +121,7 @@ class Reports:
                                    "report.json, summary.md or a table's CSV", where=path, hint="see /reports/")
 
     def latest(self, rest: Sequence[str]) -> Response:
-        newest = latest(self.store.days())
+        newest = self.latest_day(self.store.dates())
         if newest is None:
             raise ReportNotFound(f"no complete report yet in {self.store.where}: the service writes the day "
                                  f"before's at {self.daily_at} UTC (or run `spendlake report`)")
@@ -108,20 +141,23 @@ class Reports:
             headers["Content-Disposition"] = f'attachment; filename="spendlake-{day.isoformat()}-{name}"'
         return Response(200, b"", CONTENT_TYPES[suffix], headers, stream=opened.stream)
 
-    def index_html(self) -> Response:
-        days = self.store.days()
-        newest = latest(days)
+    def index_html(self, query) -> Response:
+        shown = self.index_page(query)
+        newest = shown.latest
         head = (f'<p>Newest complete: <a href="{newest.isoformat()}/{LAST}">{newest.isoformat()}</a> '
                 f'(always at <a href="latest/">latest/</a>).</p>' if newest else
                 f'<p class="note">No complete report yet. The service writes the day before\'s at '
                 f'{escape(self.daily_at)} UTC; <code>spendlake report</code> writes one now.</p>')
-        rows = "".join(day_row(d) for d in days)
+        rows = "".join(day_row(d) for d in shown.days)
         table = (f"<table><thead><tr><th>day</th><th>report</th><th>data</th></tr></thead><tbody>\n{rows}"
-                 "</tbody></table>" if days else "")
+                 "</tbody></table>" if shown.days else "")
+        links = ((['<a href="./">newest days</a>'] if "before" in query else [])
+                 + ([f'<a href="?before={shown.older.isoformat()}">older days</a>'] if shown.older else []))
+        nav = f"<p>{' '.join(links)}</p>\n" if links else ""
         page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
                 f"<title>spendlake daily reports</title><style>{INDEX_STYLE}</style></head><body>\n"
                 f"<h1>spendlake daily reports</h1>\n<p class=\"note\">From {escape(self.store.where)}. "
-                f"All days UTC, newest first.</p>\n{head}\n{table}\n</body></html>\n")
+                f"All days UTC, newest first.</p>\n{head}\n{table}\n{nav}</body></html>\n")
         return Response(200, page.encode(), CONTENT_TYPES[".html"], {"Content-Security-Policy": INDEX_CSP})
 
 
@@ -133,10 +169,6 @@ def day_row(day: ReportDay) -> str:
     data = ", ".join(f'<span class="file"><a href="{escape(name)}/{escape(f.name)}">{escape(f.name)}</a> '
                      f"({size(f.size)})</span>" for f in day.files if f.name != LAST)
     return f'<tr><th>{name}</th><td><a href="{name}/{LAST}">{LAST}</a></td><td>{data}</td></tr>\n'
-
-
-def latest(days: Sequence[ReportDay]) -> date | None:
-    return next((d.day for d in days if d.complete), None)
 
 
 def redirect(location: str) -> Response:
