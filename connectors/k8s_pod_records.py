@@ -5,8 +5,11 @@ StatefulSet's) is a new record. Where a cluster's GPU request series carry no `u
 series of the cluster is read by name, without its uid, and a name's series are cut into lives,
 each a record: a new life begins where the name's creation time changes (`kube_pod_created`,
 else `kube_pod_start_time`), or where it is listed again after UNLISTED_SECONDS unlisted while
-kube-state-metrics went on reporting (deleted, as below); each sample belongs to the life its
-evaluation time falls in.
+kube-state-metrics went on reporting (deleted, as below), or where the uid its kube_pod_info
+carries (v1) changes; each sample belongs to the life its evaluation time falls in. A life's
+record is still `<cluster>/<uid>` when its kube_pod_info carries one (the record a pod has read
+with its uid, so a window that turns to by-name, or back, keeps each pod's record); only a pod
+with no uid anywhere is `<cluster>/<namespace>/<pod>@<start>`.
 
 - gpus: its containers' `nvidia_com_gpu` requests, a MIG resource (`nvidia_com_mig_3g_40gb`)
   as its share of a GPU, a shared one (time-slicing or MPS: `nvidia_com_gpu_shared`, or a
@@ -68,6 +71,7 @@ class Pod:
     key: PodKey
     requests: dict[str, float] = field(default_factory=dict)  # resource → containers' and sidecars' sum
     init_requests: dict[str, float] = field(default_factory=dict)  # resource → largest init container (no sidecar)
+    uid: str | None = None  # read by name: the uid its kube_pod_info carries (kube-state-metrics v1)
     node: str | None = None
     owner: str | None = None
     priority_class: str | None = None
@@ -150,11 +154,14 @@ class PodTable:
         """Cut the names without uid into lives (module docstring), before the other series are read.
         `listed`: timestamp(kube_pod_info) (values are scrape times); `created`, `started`: the times."""
         scrapes: dict[PodName, dict[float, float]] = defaultdict(dict)  # evaluation time → newest scrape
+        uids: dict[PodName, dict[float, str]] = defaultdict(dict)  # evaluation time → kube_pod_info's uid
         for series in listed:
             name = self.name(series["metric"])
             if not name[3]:
                 for at, scrape in series["values"]:
                     scrapes[name][at] = max(scrape, scrapes[name].get(at, scrape))
+                    if series["metric"].get("uid"):
+                        uids[name][at] = series["metric"]["uid"]
         births: dict[str, dict[PodName, dict[float, float]]] = {"created": {}, "started": {}}
         for which, result in (("created", created), ("started", started)):
             for series in result:
@@ -168,7 +175,9 @@ class PodTable:
                 if self._deleted_between(name[0], before, scrape):
                     starts.add(at)
             born = sorted((births["created"].get(name) or births["started"].get(name) or {}).items())
-            starts |= {at for (_, before), (at, value) in zip(born, born[1:]) if value != before}
+            given = sorted(uids.get(name, {}).items())
+            for changes in (born, given):
+                starts |= {at for (_, before), (at, value) in zip(changes, changes[1:]) if value != before}
             if starts:
                 self.lives[name] = sorted(starts)
 
@@ -192,6 +201,7 @@ class PodTable:
             seen = max(v for _, v in series["values"])
             labels = series["metric"]
             pod.last_seen = max(pod.last_seen or seen, seen)
+            pod.uid = labels.get("uid") or pod.uid
             if labels.get("node") and seen >= pod.info_at:
                 pod.node, pod.info_at = labels["node"], seen
                 kind, owner = labels.get("created_by_kind", ""), labels.get("created_by_name", "")
@@ -276,7 +286,8 @@ class PodTable:
         return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus(self.shares) > 0]
 
     def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
-        cluster, namespace, name, uid, life = pod.key
+        cluster, namespace, name, read_uid, life = pod.key
+        uid = read_uid or pod.uid
         state, end = self._state_and_end(pod)
         instance = self._instance(pod, end)
         born = int(pod.started or pod.created or 0)

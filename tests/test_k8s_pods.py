@@ -478,8 +478,9 @@ def test_without_uid_a_re_created_pod_is_a_new_record(tmp_path, keeps_uid):
     requests: every pod lost its node, instance and owner, and a deleted one held its GPUs on):
     trainer-0 re-created at once (its creation time changes at scrape 211) and ps-0 re-created
     after 14 minutes unlisted are two records each, as with uids, never one pod holding GPUs
-    across the gap; records are named <cluster>/<namespace>/<pod>@<start>, the rest of every row
-    is what the uids give."""
+    across the gap; records are <cluster>/<uid> where kube_pod_info has the uid (v1), so a pod keeps
+    its record when the window turns to by name, else <cluster>/<namespace>/<pod>@<start>; the rest
+    of every row is what the uids give."""
     text = openmetrics(PODS + PS_0)
     (tmp_path / "uid").mkdir()
     (tmp_path / "nouid").mkdir()
@@ -495,7 +496,7 @@ def test_without_uid_a_re_created_pod_is_a_new_record(tmp_path, keeps_uid):
     columns = "record_id, job_id, run_id, state, submit_time, start_time, end_time, gpus, nodes, instance_ids, labels"
     named = {r[0]: r for r in jobs(tmp_path / "uid", columns)}
     epoch = {uid: int((row[5] or row[4]).replace(tzinfo=timezone.utc).timestamp()) for uid, row in named.items()}
-    expected = sorted((f"eks-p5/{row[1]}@{epoch[uid]}", *row[1:]) for uid, row in named.items())
+    expected = sorted((uid if keeps_uid else f"eks-p5/{row[1]}@{epoch[uid]}", *row[1:]) for uid, row in named.items())
     assert sorted(jobs(tmp_path / "nouid", columns)) == expected
     ps_0 = [(r[3], r[5], r[6]) for r in expected if r[1] == "train/ps-0"]
     assert ps_0 == [("CANCELLED", at(20, 0), at(60)), ("RUNNING", at(75, 0), None)]

@@ -1,0 +1,125 @@
+"""A pod's k8s-pods record across a change of how its window is read: while any GPU request
+series of the window has no `uid` (kube-state-metrics v1 for `lookback_hours` after the upgrade
+to v2, a relabelled shard) every series is read by name; its record is still `<cluster>/<uid>`
+from kube_pod_info, so a pod running across the change is one record, charged its own hours."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pytest
+from prometheus_support import backfilled_prometheus
+
+from connectors.k8s_pod_records import PodTable
+from service.attribution import attribute, reconcile
+from service.core.timewindow import Window
+from tests.attribution_helpers import add_jobs, config, line, make_lake
+from tests.test_k8s_pods import at, jobs, openmetrics, snapshot
+
+T0 = datetime(2026, 11, 2, 10, tzinfo=timezone.utc).timestamp()  # w-0 created and started
+INSTANCE = "i-0aaa1111bbbb2222c"
+HOUR = Window(datetime(2026, 11, 2, 10, tzinfo=timezone.utc), datetime(2026, 11, 2, 11, tzinfo=timezone.utc))
+
+
+def pod_rows(*, uid_on_requests: bool, minutes: int, done_at: int | None = None) -> list[dict]:
+    """k8s-pods rows of pod train/w-0 (uid u-w0, 8 GPUs on node n1 = INSTANCE, running from
+    10:00), kube-state-metrics scraped each minute for `minutes`; Succeeded from `done_at` (its
+    completion time then). Without `uid_on_requests`, kube-state-metrics v1: only kube_pod_info
+    carries the uid."""
+    scrapes = [T0 + 60 * k for k in range(minutes)]
+
+    def series(values: list[tuple[float, float]], info: bool = False, **labels: str) -> dict:
+        uid = {"uid": "u-w0"} if uid_on_requests or info else {}
+        return {"metric": {"namespace": "train", "pod": "w-0", **uid, **labels}, "values": values}
+
+    table = PodTable(None, "p5")
+    table.add_reported([{"metric": {}, "values": [(t, t) for t in scrapes]}])
+    requests = [series([(scrapes[-1], 8.0)], resource="nvidia_com_gpu")]
+    table.add_without_uid([s for s in requests if "uid" not in s["metric"]])
+    listed = [series([(t, t) for t in scrapes], info=True, node="n1")]
+    born = [series([(t, T0) for t in scrapes])]
+    table.add_lives(listed, born, born)
+    table.add_requests(requests)
+    table.add_info(listed)
+    table.add_times(born, "created")
+    table.add_times(born, "started")
+    running = [t for k, t in enumerate(scrapes) if done_at is None or k < done_at]
+    phases = [series([(t, t) for t in running], phase="Running")]
+    if done_at is not None:
+        table.add_times([series([(scrapes[-1], T0 + 60 * done_at)])], "completed")
+        phases.append(series([(t, t) for t in scrapes[done_at:]], phase="Succeeded"))
+    table.add_phases(phases)
+    table.add_nodes([{"metric": {"node": "n1", "provider_id": f"aws:///us-east-1a/{INSTANCE}"},
+                      "values": [(t, 1.0) for t in scrapes]}])
+    return table.rows(())
+
+
+@pytest.mark.binary
+def test_across_the_kube_state_metrics_upgrade_each_pod_keeps_its_record(tmp_path):
+    """kube-state-metrics v1 (uid on kube_pod_info alone) until scrape 180, v2 after: the 8-hour
+    window holds both, so it is read by name; the 2-hour one (scrapes 240-359) only v2. Every
+    pod has its uid's record in both (eval-mig, pending-big, trainer-0 run across them)."""
+    upgrade = at(180).replace(tzinfo=timezone.utc).timestamp()
+
+    def v1_until_upgrade(sample: str) -> str:
+        if sample.startswith("kube_") and not sample.startswith("kube_pod_info{") \
+                and float(sample.rsplit(" ", 1)[1]) < upgrade:
+            return re.sub(r',uid="[^"]*"', "", sample)
+        return sample
+
+    text = "\n".join(map(v1_until_upgrade, openmetrics().splitlines())) + "\n"
+    assert 'kube_pod_created{namespace="eval",pod="eval-mig"}' in text
+    (tmp_path / "prometheus").mkdir()
+    with backfilled_prometheus(tmp_path / "prometheus", text) as url:
+        for window, hours in (("mixed", 8), ("v2", 2)):
+            (tmp_path / window).mkdir()
+            assert snapshot(tmp_path / window, prometheus_url=url, lookback_hours=hours).error is None
+    uids = ["eks-p5/u-em", "eks-p5/u-pb", "eks-p5/u-t0b", "eks-p5/u-w0", "eks-p5/u-w1"]
+    assert [r[0] for r in jobs(tmp_path / "v2", "record_id")] == uids
+    assert [r[0] for r in jobs(tmp_path / "mixed", "record_id")] == sorted([*uids, "eks-p5/u-nb", "eks-p5/u-t0a"])
+
+
+def test_read_by_name_a_pod_keeps_the_record_its_uid_gives():
+    """kube_pod_info carries the uid (v1 does): the by-name read gives the same record."""
+    assert [r["record_id"] for r in pod_rows(uid_on_requests=False, minutes=20)] == ["p5/u-w0"]
+    assert [r["record_id"] for r in pod_rows(uid_on_requests=True, minutes=20)] == ["p5/u-w0"]
+
+
+@pytest.mark.parametrize("running_shape", ["uid", "v1"])
+@pytest.mark.parametrize("done_by_name", [True, False])
+def test_a_pod_running_across_the_change_is_charged_its_own_half_hour(tmp_path, running_shape, done_by_name):
+    # p5.48xlarge $80 the hour on INSTANCE; w-0 holds its 8 GPUs 10:00-10:30: $40, idle $40.
+    # The 10:20 snapshot shows it running (no end), the next day's shows it done at 10:30, one
+    # read with uids and the other by name: the running record once held the GPUs for ever ($80
+    # to w-0 over two records, no idle).
+    running = pod_rows(uid_on_requests=running_shape == "uid", minutes=20)
+    done = pod_rows(uid_on_requests=not done_by_name, minutes=40, done_at=30)
+    assert [(r["state"], r["end_time"]) for r in running + done] == [
+        ("RUNNING", None), ("COMPLETED", datetime(2026, 11, 2, 10, 30))]
+    lake = make_lake(tmp_path, [line("2026-11-02T10:00:00", "80", resource=INSTANCE, instance_type="p5.48xlarge",
+                                     tags={"team": "platform"})])
+    add_jobs(lake, running, source="k8s", snapshot="2026-11-02")
+    add_jobs(lake, done, source="k8s", snapshot="2026-11-03")
+    cfg = config({"clusters": {}}, lake)
+    result = attribute(lake, cfg, HOUR, by=("run", "job_state"))
+    charged = {(r.values["run"], r.values["job_state"]): r.cost for r in result.rows if r.cost}
+    assert charged == {("train/w-0", "COMPLETED"): Decimal(40), ("idle", "idle"): Decimal(40)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+
+
+def test_read_by_name_without_creation_times_a_new_uid_on_kube_pod_info_is_a_new_pod():
+    """ps-0 re-created within a scrape interval (never unlisted), no kube_pod_created nor start
+    time: the uid kube_pod_info carries changes at 1300, so two pods, each its own record."""
+    listed = [{"metric": {"namespace": "train", "pod": "ps-0", "uid": uid, "node": "n1"},
+               "values": [(t, t) for t in times]}
+              for uid, times in (("u-1", range(1000, 1300, 60)), ("u-2", range(1300, 1600, 60)))]
+    table = PodTable(None, "p5")
+    table.add_reported([{"metric": {}, "values": [(t, t) for t in range(1000, 1600, 60)]}])
+    table.add_without_uid([{"metric": {}, "values": [(1540, 1.0)]}])
+    table.add_lives(listed, [], [])
+    table.add_requests([{"metric": {"namespace": "train", "pod": "ps-0", "resource": "nvidia_com_gpu"},
+                         "values": [(t, 2.0) for t in range(1000, 1600, 60)]}])
+    table.add_info(listed)
+    assert sorted((r["record_id"], r["gpus"]) for r in table.rows(())) == [("p5/u-1", 2.0), ("p5/u-2", 2.0)]
