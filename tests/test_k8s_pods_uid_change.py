@@ -1,7 +1,9 @@
 """A pod's k8s-pods record across a change of how its window is read: while any GPU request
 series of the window has no `uid` (kube-state-metrics v1 for `lookback_hours` after the upgrade
 to v2, a relabelled shard) every series is read by name; its record is still `<cluster>/<uid>`
-from kube_pod_info, so a pod running across the change is one record, charged its own hours."""
+from kube_pod_info, so a pod running across the change is one record, charged its own hours.
+A lake whose earlier snapshot holds the by-name record (written before) is settled by the
+newest snapshot."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from prometheus_support import backfilled_prometheus
 
 from connectors.k8s_pod_records import PodTable
-from service.attribution import attribute, reconcile
+from service.attribution import RunsQuery, attribute, reconcile, runs
 from service.core.timewindow import Window
 from tests.attribution_helpers import add_jobs, config, line, make_lake
 from tests.test_k8s_pods import at, jobs, openmetrics, snapshot
@@ -21,6 +23,7 @@ from tests.test_k8s_pods import at, jobs, openmetrics, snapshot
 T0 = datetime(2026, 11, 2, 10, tzinfo=timezone.utc).timestamp()  # w-0 created and started
 INSTANCE = "i-0aaa1111bbbb2222c"
 HOUR = Window(datetime(2026, 11, 2, 10, tzinfo=timezone.utc), datetime(2026, 11, 2, 11, tzinfo=timezone.utc))
+NAMED = f"p5/train/w-0@{T0:.0f}"  # its record read by name before the fix
 
 
 def pod_rows(*, uid_on_requests: bool, minutes: int, done_at: int | None = None) -> list[dict]:
@@ -87,7 +90,7 @@ def test_read_by_name_a_pod_keeps_the_record_its_uid_gives():
     assert [r["record_id"] for r in pod_rows(uid_on_requests=True, minutes=20)] == ["p5/u-w0"]
 
 
-@pytest.mark.parametrize("running_shape", ["uid", "v1"])
+@pytest.mark.parametrize("running_shape", ["uid", "v1", "by name before the fix"])
 @pytest.mark.parametrize("done_by_name", [True, False])
 def test_a_pod_running_across_the_change_is_charged_its_own_half_hour(tmp_path, running_shape, done_by_name):
     # p5.48xlarge $80 the hour on INSTANCE; w-0 holds its 8 GPUs 10:00-10:30: $40, idle $40.
@@ -95,6 +98,8 @@ def test_a_pod_running_across_the_change_is_charged_its_own_half_hour(tmp_path, 
     # read with uids and the other by name: the running record once held the GPUs for ever ($80
     # to w-0 over two records, no idle).
     running = pod_rows(uid_on_requests=running_shape == "uid", minutes=20)
+    if running_shape == "by name before the fix":
+        running = [row | {"record_id": NAMED} for row in running]
     done = pod_rows(uid_on_requests=not done_by_name, minutes=40, done_at=30)
     assert [(r["state"], r["end_time"]) for r in running + done] == [
         ("RUNNING", None), ("COMPLETED", datetime(2026, 11, 2, 10, 30))]
@@ -107,6 +112,8 @@ def test_a_pod_running_across_the_change_is_charged_its_own_half_hour(tmp_path, 
     charged = {(r.values["run"], r.values["job_state"]): r.cost for r in result.rows if r.cost}
     assert charged == {("train/w-0", "COMPLETED"): Decimal(40), ("idle", "idle"): Decimal(40)}
     assert all(r.ok for r in reconcile(lake, cfg))
+    query = RunsQuery.parse(since="2026-11-02T10:00:00Z", until="2026-11-02T11:00:00Z")
+    assert [(r.run, r.gpu_hours, r.cost) for r in runs(lake, cfg, query).rows] == [("train/w-0", 4, Decimal(40))]
 
 
 def test_read_by_name_without_creation_times_a_new_uid_on_kube_pod_info_is_a_new_pod():

@@ -70,8 +70,14 @@ INSTANCE_ID = "CASE WHEN ResourceId LIKE 'arn:%' THEN regexp_replace(ResourceId,
 # A Slurm attempt is its id without the submit epoch (cluster, raw job id) and its submit time as
 # stored (UTC), not the id's text: ids before 2026-12-03 took the epoch in the host's zone, so on
 # a non-UTC host an old and a new snapshot of one attempt hold different ids (it counted twice).
+# A pod is its cluster, namespace/name and creation time: k8s-pods before 2026-12-04 named it
+# <cluster>/<ns>/<pod>@<start> in a window read by name, else <cluster>/<uid>, so a pod running
+# across such a change held two ids, the older running on for ever (two pods of one name are
+# never created in one second: the second is created once the first is gone).
 NEWEST_RECORD = ("row_number() OVER (PARTITION BY CASE WHEN scheduler = 'slurm' THEN regexp_replace(record_id, "
-                 "'@[0-9]+$', '') ELSE record_id END, CASE WHEN scheduler = 'slurm' THEN submit_time END "
+                 "'@[0-9]+$', '') WHEN scheduler = 'kubernetes' AND submit_time IS NOT NULL THEN job_id "
+                 "ELSE record_id END, CASE WHEN scheduler IN ('slurm', 'kubernetes') THEN submit_time END, "
+                 "CASE WHEN scheduler = 'kubernetes' THEN cluster END "
                  "ORDER BY snapshot_date DESC, source DESC, record_id DESC)")
 
 
