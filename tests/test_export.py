@@ -4,6 +4,7 @@ FOCUS metadata, local folders written atomically, S3 through boto3 (moto)."""
 
 from __future__ import annotations
 
+import errno
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import boto3
 import duckdb
 import pyarrow as pa
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -23,7 +25,7 @@ from moto import mock_aws
 
 from service.cli.main import cli
 from service.core.publish import STAGING_PREFIX
-from service.export import ExportOptions, export_focus
+from service.export import ExportOptions, export_focus, files
 from service.export.focus import FOCUS_COLUMNS
 
 SOURCES = {
@@ -169,6 +171,33 @@ def test_an_out_folder_under_a_file_is_exit_2_naming_the_file(samples, tmp_path)
     # a wrong --out, as one inside the lake is (DESIGN: 2 usage), not a failed write (3)
     assert done.exit_code == 2 and f"{tmp_path / 'a-file'} is a file, not a folder: the export" in done.stderr
     assert not isinstance(done.exception, UnboundLocalError)
+
+
+def test_a_full_disk_names_the_exported_file_and_a_failed_read_stays_a_read(samples, tmp_path, monkeypatch):
+    """Arrow's write error names no file, so a full disk named only the --out folder, in Arrow's
+    words; and DuckDB's failures while it streams reach Arrow's reader as OSError, so a lake read
+    failing mid-stream (its spill files' full disk on the lake's file system) was told as a failed
+    write to --out, sending the operator to free the wrong disk."""
+    config_file, lake = samples
+
+    class FullDisk(pa_csv.CSVWriter):
+        def write_batch(self, batch):
+            raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(files.pa_csv, "CSVWriter", FullDisk)
+    full = spendlake(config_file, "--source", "gcp", "--csv", "--out", str(tmp_path / "out"))
+    assert full.exit_code == 3, full.output
+    assert full.stderr.startswith(f"error: {tmp_path / 'out' / '2022-08' / 'cost_and_usage.csv'}: disk full: "
+                                  "[Errno 28] No space left on device — free space on the --out folder's")
+    monkeypatch.undo()
+
+    typed = files.typed_select
+    spilling = ("SELECT * FROM ({}) AS lines, range(100000) AS spill(i) "
+                "WHERE i < 99999 OR CAST('x' AS INTEGER) IS NULL")  # fails after the first batches
+    monkeypatch.setattr(files, "typed_select", lambda *args: spilling.format(typed(*args)))
+    failed = spendlake(config_file, "--source", "gcp", "--out", str(tmp_path / "out2"))
+    assert failed.exit_code == 3, failed.output
+    assert failed.stderr.startswith(f"error: {lake.root}: could not read the lake for the export: Could not convert")
 
 
 def test_upload_to_s3(samples, tmp_path):

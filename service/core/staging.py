@@ -128,7 +128,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             rows, seen = 0, [set() for _ in range(files)]
             part_periods.extend(seen)
             try:
-                while (batch := _next_batch(reader)) is not None:
+                while (batch := next_batch(reader)) is not None:
                     rows += batch.num_rows
                     background.submit(write, batch, bool(key_hash), seen, per_value)
                 background.wait()
@@ -237,10 +237,10 @@ def _repeats(con: duckdb.DuckDBPyConnection, stage: Path) -> Repeats | None:
     return Repeats(int(count), int(extra), tuple(first)) if count else None
 
 
-def _next_batch(reader: pa.RecordBatchReader) -> pa.RecordBatch | None:
+def next_batch(reader: pa.RecordBatchReader) -> pa.RecordBatch | None:
     """The next batch, or None at the end. DuckDB's errors while streaming (a bad value,
     out of memory) arrive through Arrow as OSError: raised again as what they are, so
-    they are not taken for a failed write to the lake."""
+    they are not taken for a failed write (to the lake, or of an export's file)."""
     try:
         return reader.read_next_batch()
     except StopIteration:

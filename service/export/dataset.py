@@ -34,7 +34,7 @@ import duckdb
 
 from service.core.config import Config
 from service.core.config_paths import check_outside_lake
-from service.core.errors import UsageError, duckdb_error
+from service.core.errors import UsageError, duckdb_error, naming
 from service.core.lake import Lake
 from service.core.publish import (publish_staged, split_s3_url, staging_folder, upload_s3, write_error)
 from service.core.schema import JSON_COLUMNS, TAG_MAP, COST_TYPES
@@ -146,8 +146,9 @@ def _stage(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOption
         for period in periods:
             folder = staging / period
             folder.mkdir()
-            written.append((period, write_rows(con, sql, {"period": period}, folder / file_name(options.csv),
-                                               options.csv)))
+            with naming(f"{options.out.rstrip('/')}/{period}/{file_name(options.csv)}"):
+                written.append((period, write_rows(con, sql, {"period": period}, folder / file_name(options.csv),
+                                                   options.csv)))
     if not written:
         return _Staged(None, ())
     json_columns = [*JSON_COLUMNS, *(name for name, kind in COST_TYPES.items() if kind == TAG_MAP),

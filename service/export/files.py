@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from service.core.staging import next_batch
+
 
 BATCH_ROWS = 65_536
 DATA_NAME = "cost_and_usage"
@@ -61,10 +63,11 @@ def write_rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any],
     try:
         writer = (pa_csv.CSVWriter(str(target), reader.schema) if csv
                   else pq.ParquetWriter(str(target), reader.schema, compression="zstd"))
-        for batch in reader:
+        while (batch := next_batch(reader)) is not None:
             writer.write_batch(batch)
             rows += batch.num_rows
     finally:
         if writer is not None:
             writer.close()
     return WrittenFile(target.name, rows, target.stat().st_size, reader.schema)
+
