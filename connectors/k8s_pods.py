@@ -156,12 +156,6 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             return [SnapshotPart("jobs", jobs_relation(con, []))]
         table.add_info(listed)
         table.add_labels(ask(of_gpu_pods(f"kube_pod_labels{{{inner}}}")))
-        if not any(pod.labels for pod in table.pods.values()):
-            log.warning("%s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run "
-                        "comes from pod labels (every pod's cost goes to its dimensions' rules or default): "
-                        "kube-state-metrics v2 writes only the labels its --metric-labels-allowlist names (none by "
-                        "default); start it with --metric-labels-allowlist=pods=[team,project,run] (the keys your "
-                        "dimensions and %s.run_labels read)", self.config_path, len(table.pods), self.config_path)
         for which, result in times.items():
             table.add_times(result, which)
         # timestamp() of a selector is the scrape's time; of a comparison, the step's: filter with `and`

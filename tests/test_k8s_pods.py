@@ -6,6 +6,7 @@ GPU use; pods without GPUs left out."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -228,19 +229,34 @@ def test_gpu_resources_spelled_as_kubernetes_names_them_are_read_alike(tmp_path,
 
 
 @pytest.mark.binary
-def test_pods_without_labels_say_the_kube_state_metrics_allowlist(tmp_path, prometheus, caplog):
+def test_pods_without_labels_say_the_kube_state_metrics_allowlist_once(tmp_path, prometheus, caplog):
     """kube-state-metrics v2 gives kube_pod_labels only the labels --metric-labels-allowlist names,
-    none by default: every pod's team and run fell to the default without a word."""
+    none by default: every pod's team and run fell to the default without a word. Said as a
+    warning on every (hourly) run, it buried the warnings an operator who takes team from
+    namespace rules could act on: now a warning once, INFO while it lasts, a warning again
+    after the pods had labels."""
     text = "\n".join(re.sub(r',label_[^=]+="[^"]*"', "", line) if line.startswith("kube_pod_labels") else line
                      for line in openmetrics().splitlines()) + "\n"
+
+    def said() -> list[tuple[int, str]]:
+        told = [(r.levelno, r.getMessage()) for r in caplog.records if "--metric-labels-allowlist" in r.getMessage()]
+        caplog.clear()
+        return told
+
+    caplog.set_level(logging.INFO)
     with backfilled_prometheus(tmp_path, text) as url:
         assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
-    [said] = [r.getMessage() for r in caplog.records if "--metric-labels-allowlist" in r.getMessage()]
-    assert said.startswith("inventory.k8s: none of the 7 GPU pod(s) has a label in kube_pod_labels")
-    assert "start it with --metric-labels-allowlist=pods=[team,project,run]" in said
-    caplog.clear()
-    assert snapshot(tmp_path / "labelled", prometheus_url=prometheus, lookback_hours=8).error is None
-    assert "--metric-labels-allowlist" not in caplog.text
+        [(level, first)] = said()
+        assert level == logging.WARNING
+        assert first.startswith("inventory.k8s: none of the 7 GPU pod(s) has a label in kube_pod_labels")
+        assert "start it with --metric-labels-allowlist=pods=[team,project,run]" in first
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
+        [(level, again)] = said()
+        assert level == logging.INFO and "said as a warning at 20" in again
+        assert snapshot(tmp_path, prometheus_url=prometheus, lookback_hours=8).error is None
+        assert said() == []
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
+        assert [level for level, _ in said()] == [logging.WARNING]
 
 
 @pytest.mark.binary

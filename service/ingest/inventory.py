@@ -47,6 +47,7 @@ class InventoryOutcome:
     rows: dict[str, int] = field(default_factory=dict)  # "table key=value" → rows committed
     error: SpendlakeError | None = None
     data_through: datetime | None = None  # how far what was committed reaches (service.core.coverage)
+    unlabelled_pods: int | None = None  # k8s-pods: the GPU pods committed when none carries a label, else 0
 
     @property
     def failed(self) -> bool:
@@ -109,6 +110,10 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             _set_aside_damaged(lake, source.name, written)
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
                 _warn_old_record_ids(lake, con, source.name)
+            if kind == "k8s-pods" and written:
+                [(pods, labelled)] = con.execute("SELECT count(*), count(labels) FROM read_parquet(?)",
+                                                 [[str(path) for path in written]]).fetchall()
+                outcome.unlabelled_pods = 0 if labelled else pods
             if connector.feeds.partition_key == "snapshot_date":  # an empty snapshot is data too
                 outcome.data_through = now
         finally:
@@ -190,4 +195,31 @@ def _record(lake: Lake, outcome: InventoryOutcome) -> None:
         known = record.get(STATE_KEY)
         if not known or parse_utc(known) < outcome.data_through:
             record[STATE_KEY] = iso_utc(outcome.data_through)
+    if outcome.unlabelled_pods is not None:
+        _say_unlabelled_pods(outcome, record)
     record_sources(lake, state)
+
+
+UNLABELLED_KEY = "pods_without_labels_since"
+
+
+def _say_unlabelled_pods(outcome: InventoryOutcome, record: dict) -> None:
+    """GPU pods without any label (kube-state-metrics v2 without --metric-labels-allowlist):
+    said as a warning on the first run that finds them so, then at INFO until they carry
+    labels again. Every dimension reads a job's labels (by its tag keys, its name by default)
+    before its rules, so there is no config to tell that nobody wants them; but an operator
+    who chose namespace rules knows it after the first run, and an hourly warning they cannot
+    act on hides the ones they can. The source's record keeps when it was first said."""
+    if not outcome.unlabelled_pods:
+        record.pop(UNLABELLED_KEY, None)
+        return
+    said = record.get(UNLABELLED_KEY)
+    log.log(logging.INFO if said else logging.WARNING,
+            "inventory.%s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run comes "
+            "from pod labels (every pod's cost goes to its dimensions' rules or default): kube-state-metrics v2 writes "
+            "only the labels its --metric-labels-allowlist names (none by default); start it with "
+            "--metric-labels-allowlist=pods=[team,project,run] (the keys your dimensions and inventory.%s.run_labels "
+            "read)%s", outcome.source, outcome.unlabelled_pods, outcome.source,
+            f"; said as a warning at {said}, and again once the pods have had labels" if said else
+            "; said as a warning this once, at INFO on later runs until the pods carry labels")
+    record.setdefault(UNLABELLED_KEY, utc_now_iso())
