@@ -126,11 +126,13 @@ def iso(moment: datetime) -> str:
 
 @contextmanager
 def demo_service(tmp_path: Path) -> Iterator[str]:
-    """`spendlake serve` over the demo exports, with a budget team nlp has exceeded; yields
+    """`spendlake serve` over the demo exports, with a budget team nlp has exceeded and one whose
+    team no cost line carries (spendlake_budget_unmatched); yields
     its base URL once the rules job has stored the idle-GPU finding (the first ingest and
     rules run at start)."""
     data = {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}, "attribution": CLUSTERS,
-            "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "100"}],
+            "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "100"},
+                        {"name": "nlp-typo", "dimension": "team", "value": "nlpp", "amount": "100"}],
             **write_demo_exports(tmp_path / "exports", datetime.now(timezone.utc))}
     proc, base = start_serve(write_config(tmp_path, data))
     try:
