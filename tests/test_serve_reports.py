@@ -8,7 +8,9 @@ import base64
 import json
 import os
 import socket
+import time
 from datetime import date, timedelta
+from email.utils import formatdate, parsedate_to_datetime
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -91,6 +93,7 @@ def test_the_index_lists_the_days_newest_first_and_latest_is_the_newest_complete
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_each_file_is_served_whole_with_its_type_length_and_validators(tmp_path, serve, name):
     write_day(tmp_path / "reports")
+    settled(tmp_path / "reports")
     port = serve()
     status, headers, body = request(port, f"/reports/{DAY}/{name}")
     assert status == 200 and body == FILES[name]
@@ -117,6 +120,30 @@ def test_each_file_is_served_whole_with_its_type_length_and_validators(tmp_path,
     assert request(port, f"/reports/{DAY}/{name}", If_None_Match='"other"')[0] == 200
     status, head, body = request(port, f"/reports/{DAY}/{name}", "HEAD")
     assert (status, head["Content-Length"], body) == (200, str(len(FILES[name])), b"")
+
+
+def settled(out, seconds: float = 5) -> None:
+    """The report files' mtimes `seconds` back: written before the second now running."""
+    for path in out.rglob("*"):
+        os.utime(path, (path.stat().st_atime, path.stat().st_mtime - seconds))
+
+
+def test_a_report_rewritten_within_its_second_is_no_304_on_if_modified_since(tmp_path, serve):
+    """HTTP dates have whole seconds: a report rewritten in the second a client (curl -z) took
+    its copy in has the same Last-Modified, so If-Modified-Since got a 304 for the old copy.
+    A file still in its second now has no Last-Modified to compare (the ETag tells them apart)."""
+    write_day(tmp_path / "reports")
+    port = serve()
+    path = tmp_path / "reports" / DAY / "report.json"
+    now = time.time()
+    os.utime(path, (now, now + 30))  # in a second not over yet (a writer's clock 30 s ahead keeps it so)
+    copy = formatdate(now + 30, usegmt=True)  # the date of the client's copy, taken in that second
+    status, headers, body = request(port, f"/reports/{DAY}/report.json", If_Modified_Since=copy)
+    assert (status, body) == (200, FILES["report.json"]) and "Last-Modified" not in headers
+    assert request(port, f"/reports/{DAY}/report.json", If_None_Match=headers["ETag"])[0] == 304
+    settled(tmp_path / "reports", 60)  # its second over: the date says it, and a copy as new is current
+    status, headers, _ = request(port, f"/reports/{DAY}/report.json", If_Modified_Since=copy)
+    assert status == 304 and parsedate_to_datetime(headers["Last-Modified"]) <= parsedate_to_datetime(copy)
 
 
 def test_a_report_written_again_has_a_new_etag(tmp_path, serve):

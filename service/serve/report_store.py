@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -83,8 +83,14 @@ class OpenedFile:
     modified: datetime
 
     @property
-    def last_modified(self) -> str:
-        return format_datetime(self.modified.astimezone(timezone.utc).replace(microsecond=0), usegmt=True)
+    def last_modified(self) -> str | None:
+        """The HTTP date (whole seconds); None while that second is not over: a rewrite within it
+        would carry the same date, so a client's If-Modified-Since (curl -z) could not tell the
+        two apart and would get a 304 for the old copy. The ETag tells them apart meanwhile."""
+        second = self.modified.astimezone(timezone.utc).replace(microsecond=0)
+        if datetime.now(timezone.utc) < second + timedelta(seconds=1):
+            return None
+        return format_datetime(second, usegmt=True)
 
 
 def _chunks(handle: BinaryIO, length: int) -> Iterator[bytes]:

@@ -6,7 +6,8 @@ folder or an s3:// prefix; service/serve/report_store.py reads it).
   a click after years of reports lists one page's files, not every day's.
 - `/reports/<YYYY-MM-DD>/<file>` one of the files the report writer writes, streamed, with an
   ETag and Last-Modified (a browser's revalidation is a 304) and `private, no-cache`: a report
-  written again is seen at once, and no shared cache keeps spend.
+  written again is seen at once, and no shared cache keeps spend. A file still in the second it
+  was written gets no Last-Modified: a rewrite within that second would carry the same date.
 - `/reports/latest/` (and `/reports/latest/<file>`) redirect to the newest complete day, so a
   bookmark always opens today's report and the address bar says which day it is.
 - report.html gets a policy that lets exactly it render (its inline styles, its one script by
@@ -134,7 +135,9 @@ class Reports:
     def file(self, day: date, name: str) -> Response:
         opened = self.store.open(day, name)
         suffix = PurePosixPath(name).suffix
-        headers = {"ETag": opened.etag, "Last-Modified": opened.last_modified, "Cache-Control": "private, no-cache"}
+        headers = {"ETag": opened.etag, "Cache-Control": "private, no-cache"}
+        if modified := opened.last_modified:  # none within the file's own second (report_store.OpenedFile)
+            headers["Last-Modified"] = modified
         if name == LAST:
             headers["Content-Security-Policy"] = REPORT_CSP
         if suffix in DOWNLOADED:
