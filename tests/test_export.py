@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import errno
 import json
+import re
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 
@@ -189,6 +191,12 @@ def test_a_full_disk_names_the_exported_file_and_a_failed_read_stays_a_read(samp
     assert full.exit_code == 3, full.output
     assert full.stderr.startswith(f"error: {tmp_path / 'out' / '2022-08' / 'cost_and_usage.csv'}: disk full: "
                                   "[Errno 28] No space left on device — free space on the --out folder's")
+    uploaded = spendlake(config_file, "--source", "gcp", "--csv", "--out", "s3://finance/focus/")
+    assert uploaded.exit_code == 3, uploaded.output
+    staged = re.search(r"^error: (\S+): disk full: \[Errno 28\] No space left on device — free space in the "
+                       r"temporary directory the export is staged in", uploaded.stderr)
+    assert staged and Path(staged[1]).parent.parent.parent == Path(tempfile.gettempdir()), uploaded.stderr
+    assert Path(staged[1]).parts[-2:] == ("2022-08", "cost_and_usage.csv")
     monkeypatch.undo()
 
     typed = files.typed_select

@@ -34,7 +34,7 @@ import duckdb
 
 from service.core.config import Config
 from service.core.config_paths import check_outside_lake
-from service.core.errors import UsageError, duckdb_error, naming
+from service.core.errors import UsageError, duckdb_error, naming, resource_error
 from service.core.lake import Lake
 from service.core.publish import (publish_staged, split_s3_url, staging_folder, upload_s3, write_error)
 from service.core.schema import JSON_COLUMNS, TAG_MAP, COST_TYPES
@@ -88,6 +88,12 @@ def export_focus(config: Config, options: ExportOptions, *, now: datetime | None
         except duckdb.Error as exc:
             raise duckdb_error(exc, "could not read the lake for the export", where=str(lake.root)) from None
         except OSError as exc:
+            limit = resource_error(exc, exc.filename or str(staging)) if s3 else None
+            if limit is not None:  # staged on this machine before the upload: its disk is full, not the bucket
+                limit.hint = (f"free space in the temporary directory the export is staged in before its upload "
+                              f"({tempfile.gettempdir()}), or set TMPDIR to a folder with room, then run the command "
+                              "again; nothing was uploaded")
+                raise limit from None
             raise write_error(exc, options.out, "the export") from None
         if s3:
             return _upload(staging, staged, options)
@@ -143,10 +149,12 @@ def _stage(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOption
             f"SELECT DISTINCT billing_period FROM {relation} ORDER BY 1").fetchall()]
         sql = conform_sql(joined_lines(con, relation), options.version, (SOURCE_COLUMN, *extra))
         written = []
+        # a full disk names the file: where it goes, or for an upload where it is staged (the temporary directory)
+        shown = staging if options.out.startswith("s3://") else Path(options.out)
         for period in periods:
             folder = staging / period
             folder.mkdir()
-            with naming(f"{options.out.rstrip('/')}/{period}/{file_name(options.csv)}"):
+            with naming(shown / period / file_name(options.csv)):
                 written.append((period, write_rows(con, sql, {"period": period}, folder / file_name(options.csv),
                                                    options.csv)))
     if not written:
