@@ -89,13 +89,15 @@ def one_line_config_file(tmp_path) -> Path:
     return path
 
 
-def add_jobs(lake: Lake, rows: list[dict], *, source: str = "slurm", snapshot: str = "2026-11-03"):
-    """Job records (`connectors.jobs_base.job_row` dicts) as one snapshot of a job source."""
+def add_jobs(lake: Lake, rows: list[dict], *, source: str = "slurm", snapshot: str = "2026-11-03",
+             facts: dict | None = None):
+    """Job records (`connectors.jobs_base.job_row` dicts) as one snapshot of a job source
+    (`facts`: its record's, e.g. a window source's times, service/core/job_windows.py)."""
     from connectors.jobs_base import jobs_relation
 
     con = lake.connect()
     try:
         lake.commit_snapshot(con, jobs_relation(con, rows), table="jobs", source=source, key="snapshot_date",
-                             value=snapshot)
+                             value=snapshot, facts=facts)
     finally:
         con.close()

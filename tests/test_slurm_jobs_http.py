@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,9 +19,11 @@ from click.testing import CliRunner
 from conftest import DATA
 
 from connectors import http_json
+from service.attribution.allocation import SETTLED_JOBS
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import SourceError
+from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
 from test_slurm_jobs import SETTLED, jobs
 
@@ -264,3 +267,58 @@ def test_an_expired_token_answered_with_http_401_says_to_renew_it(tmp_path, slur
     assert ": answered HTTP 401: Authentication failure — the JWT in SLURM_JWT was refused or has expired: renew " \
            "it (scontrol token lifespan=...) and check inventory.slurm.user_name" in str(outcome.error), outcome.error
     assert TOKEN not in str(outcome.error)
+
+
+def test_a_job_running_in_one_window_and_in_none_of_a_later_one_ends_when_last_seen(tmp_path, slurmrestd, caplog):
+    """A job running when a snapshot was taken and absent from the next, whose window starts
+    after that: each snapshot's record holds when it was taken and from when it read, and the
+    run that ends the job says so once (tests/test_ended_jobs.py prices it)."""
+    url, server = slurmrestd
+    answer = json.loads(ANSWER)
+    running = next(job for job in answer["jobs"] if job["job_id"] == 2)
+    running["state"]["current"], running["time"]["end"] = "RUNNING", 0
+    nothing = json.dumps({"errors": [{"description": "Nothing found", "error_number": 9003,
+                                      "error": "Nothing found with query"}], "jobs": []}).encode()
+    server.plan += [(200, json.dumps(answer).encode()), (200, nothing), (200, nothing)]
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38", "lookback_hours": 24}]})
+    run_inventory(config, now=NOW)
+    caplog.set_level(logging.WARNING)
+    for later in (NOW + timedelta(hours=30), NOW + timedelta(days=2)):  # ends it; then nothing more to say
+        assert run_inventory(config, now=later)[0].error is None
+    [said] = [r.getMessage() for r in caplog.records if "taken to have ended" in r.getMessage()]
+    assert said.startswith("inventory source slurm: 1 job record(s) running when an earlier snapshot was taken")
+    assert "first: spendlake/2@1796174389, last seen 2026-12-02 06:00:00 UTC" in said
+    record = json.loads((tmp_path / "lake/_ledger/snapshots/jobs/source=slurm/snapshot_date=2026-12-03.json")
+                        .read_text())
+    assert (record["taken_at"], record["window_start"]) == ("2026-12-03T12:00:00+00:00", "2026-12-02T12:00:00+00:00")
+    con = Lake(tmp_path / "lake").query()
+    try:
+        assert con.execute(f"SELECT end_time FROM ({SETTLED_JOBS}) WHERE record_id = 'spendlake/2@1796174389' "
+                           "AND snapshot_date = '2026-12-02'").fetchall() == [(datetime(2026, 12, 2, 6),)]
+    finally:
+        con.close()
+
+
+def test_sacct_files_record_no_window(tmp_path):
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "path": str(DATA / "slurm" / "sacct.json")}]})
+    run_inventory(config, now=NOW)
+    [record] = (tmp_path / "lake/_ledger/snapshots/jobs/source=slurm").glob("*.json")
+    assert "taken_at" not in json.loads(record.read_text())
+
+
+def test_a_damaged_snapshot_of_another_source_leaves_this_one_stored(tmp_path, slurmrestd, caplog):
+    url, _ = slurmrestd
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38"},
+        {"name": "other", "kind": "jobs-file", "path": str(tmp_path / "none"), "cluster": "p5"}]})
+    lake = Lake(tmp_path / "lake")
+    with lake.connect() as con:
+        damaged = lake.commit_snapshot(con, con.sql("SELECT 'x' AS record_id"), table="jobs", source="other",
+                                       key="snapshot_date", value="2026-12-01")
+    damaged.write_bytes(damaged.read_bytes()[:-20])
+    [outcome] = run_inventory(config, only=["slurm"], now=NOW)
+    assert outcome.error is None and outcome.rows == {"jobs snapshot_date=2026-12-02": len(SETTLED)}
+    assert "could not count the job records its snapshot ends: " in caplog.text
+    assert "jobs snapshot source=other/snapshot_date=2026-12-01 is truncated" in caplog.text

@@ -29,7 +29,7 @@ def hashed_basis(lake: Lake) -> dict[str, str]:
     """`jobs_basis` as it was computed before records: every job snapshot's bytes hashed."""
     stamps = {}
     for source_dir in sorted(lake.table_dir("jobs").glob("source=*")):
-        stamps[source_dir.name] = [(f.parent.name, hashlib.sha256(f.read_bytes()).hexdigest())
+        stamps[source_dir.name] = [(f.parent.name, hashlib.sha256(f.read_bytes()).hexdigest(), "")
                                    for f in sorted(source_dir.glob("snapshot_date=*/data.parquet"))]
     return basis_of(stamps)
 

@@ -211,3 +211,14 @@ def test_spark_reads_the_cluster_rollups_duckdb_stored(cluster_lake, tmp_path):
         assert json.loads(on_spark.output) == json.loads(on_duck.output)
     finally:
         shutil.rmtree(lake.root / "attribution_rollup")
+
+
+def test_a_job_a_later_window_left_out_ended_when_last_seen_on_spark(tmp_path):
+    # tests/test_ended_jobs.py works it out: A $40, B $80, idle $280 (running on, A took $346.67)
+    from tests.test_ended_jobs import B, ENDED, lake_seen_running, next_snapshot
+
+    lake, config = lake_seen_running(tmp_path)
+    next_snapshot(lake, [B])
+    on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
+    assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == ENDED
+    assert on_spark.to_json() == attribute(lake, config, EVERYTHING, by=("run",)).to_json()

@@ -36,7 +36,7 @@ def test_spark_takes_the_recorded_digest_without_hashing_the_snapshot(lake, spar
     path = record_file(lake.root, snapshot(lake))
     path.write_text(json.dumps({**json.loads(path.read_text()), "sha256": "ab" * 32}))  # hashing would not say it
     spark_lake = SparkLake(spark, str(lake.root))
-    expected = basis_of({"source=trace": [(snapshot(lake).parent.name, "ab" * 32)]})
+    expected = basis_of({"source=trace": [(snapshot(lake).parent.name, "ab" * 32, "")]})
     assert spark_lake.jobs_basis(spark_lake.table_files("jobs")) == expected == jobs_basis(lake)
 
 

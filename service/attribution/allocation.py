@@ -80,6 +80,18 @@ NEWEST_RECORD = ("row_number() OVER (PARTITION BY CASE WHEN scheduler = 'slurm' 
                  "CASE WHEN scheduler = 'kubernetes' THEN cluster END "
                  "ORDER BY snapshot_date DESC, source DESC, record_id DESC)")
 
+# Job history as its readers take it (in place of `jobs`, before NEWEST_RECORD: a row's end
+# depends on its own snapshot only, so on the newest alike): a record a window source saw
+# running when snapshot S was taken, that a newer snapshot of the source reading from after
+# then does not hold, ended when S was taken (service/core/job_windows.py). Its state stays as
+# stored; having an end, it no longer runs. The hours since go to idle.
+SETTLED_JOBS = ("SELECT j.* REPLACE (CASE WHEN j.end_time IS NULL AND j.start_time IS NOT NULL "
+                "AND e.taken_at IS NOT NULL THEN greatest(j.start_time, e.taken_at) ELSE j.end_time END AS end_time) "
+                "FROM jobs AS j LEFT JOIN (SELECT s.source, s.snapshot_date, s.taken_at FROM job_snapshots AS s "
+                "WHERE EXISTS (SELECT 1 FROM job_snapshots AS n WHERE n.source = s.source "
+                "AND n.snapshot_date > s.snapshot_date AND n.window_start > s.taken_at)) AS e "
+                "ON e.source = j.source AND e.snapshot_date = CAST(j.snapshot_date AS VARCHAR)")
+
 
 @dataclass(frozen=True)
 class AllocationInputs:
@@ -121,7 +133,7 @@ def jobs_sql(inputs: AllocationInputs) -> str:
         f"coalesce(end_time, {FAR}) AS j_end, gpus, nodes, instance_ids, \"user\", team, project, experiment, "
         "job_type, name, account, partition, qos, namespace, labels FROM ("
         f"SELECT *, {NEWEST_RECORD} AS a_newest "
-        "FROM jobs) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
+        f"FROM ({SETTLED_JOBS}) AS j) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
         f"AND coalesce(end_time, {FAR}) > start_time"
     )
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 import duckdb
 
-from service.attribution.allocation import AllocationInputs
+from service.attribution.allocation import NEWEST_RECORD, AllocationInputs
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
-from service.core.snapshot_ledger import snapshot_digest
+from service.core.job_windows import window_stamp
+from service.core.snapshot_ledger import read_record, snapshot_digest
 
 JOBS_TABLE = "jobs"
 
@@ -54,13 +56,31 @@ def jobs_basis(lake: Lake) -> dict[str, str]:
     stamps = {}
     for source_dir in sorted(lake.table_dir(JOBS_TABLE).glob("source=*")):
         if lake.counts(source_dir.name.split("=", 1)[1]):
-            stamps[source_dir.name] = [(file.parent.name, snapshot_digest(lake, file))
+            stamps[source_dir.name] = [(file.parent.name, snapshot_digest(lake, file),
+                                        window_stamp(read_record(lake.root, file)))
                                        for file in sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))]
     return basis_of(stamps)
 
 
-def basis_of(stamps: Mapping[str, Sequence[tuple[str, str]]]) -> dict[str, str]:
-    """`jobs_basis` from each source directory's (snapshot directory, SHA-256 hex of its file),
-    in snapshot order (the Spark engine finds them where it reads the files)."""
-    return {f"{JOBS_TABLE}/{name}": hashlib.sha256(";".join(f"{snap}:{digest}" for snap, digest in files).encode())
+def basis_of(stamps: Mapping[str, Sequence[tuple[str, str, str]]]) -> dict[str, str]:
+    """`jobs_basis` from each source directory's (snapshot directory, SHA-256 hex of its file,
+    its job_windows.window_stamp), in snapshot order (the Spark engine finds them where it
+    reads the files); a snapshot without times stamps as before."""
+    return {f"{JOBS_TABLE}/{name}": hashlib.sha256(";".join(
+        f"{snap}:{digest}" + (f"@{window}" if window else "") for snap, digest, window in files).encode())
             .hexdigest() for name, files in stamps.items() if files}
+
+
+def newly_ended(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str) -> tuple[int, str | None,
+                                                                                        datetime | None]:
+    """(how many, the first's record id, when its snapshot was taken) of the job records of
+    `source` its snapshot of `snapshot_date` ends (allocation.SETTLED_JOBS) and no earlier did."""
+    return con.execute(
+        f"SELECT count(*), arg_min(j.record_id, j.start_time), arg_min(s.taken_at, j.start_time) FROM (SELECT *, "
+        f"{NEWEST_RECORD} AS newest FROM jobs) AS j JOIN job_snapshots AS s ON s.source = j.source "
+        "AND s.snapshot_date = CAST(j.snapshot_date AS VARCHAR) JOIN job_snapshots AS n ON n.source = s.source "
+        "AND n.snapshot_date = $date AND n.window_start > s.taken_at WHERE j.newest = 1 AND j.source = $source "
+        "AND j.end_time IS NULL AND j.start_time IS NOT NULL AND s.snapshot_date < $date AND NOT EXISTS (SELECT 1 "
+        "FROM job_snapshots AS m WHERE m.source = s.source AND m.snapshot_date > s.snapshot_date "
+        "AND m.snapshot_date < $date AND m.window_start > s.taken_at)",
+        {"date": snapshot_date, "source": source}).fetchone()

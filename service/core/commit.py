@@ -232,8 +232,10 @@ def _fits(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> bool:
 
 
 def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
-                    table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
-    """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date).
+                    table: str, source: str, key: str, value: str, version: str | None = None,
+                    facts: dict | None = None) -> Path:
+    """Replace one inventory snapshot partition (e.g. resource_tags by snapshot_date), its
+    record holding `facts` too (a window job source's times: service/core/job_windows.py).
     Derived tables (attribution rollups, metric tops) pass `version`: the file is
     `<version>.parquet`, invisible to the table views and recorded (derived_records); the
     partition's other versions stay (readers may hold them) until the caller drops them
@@ -250,7 +252,7 @@ def commit_snapshot(lake: CommitTarget, con: duckdb.DuckDBPyConnection, relation
                   spilled >> 20, extra={"peak_bytes": peak, "spilled_bytes": spilled})
         # recorded, as every read checks it: a snapshot (or one of the lake's own tables), or a derived file
         if version is None:
-            record = recording(lake, staged, target)
+            record = recording(lake, staged, target, facts)
         else:
             record = derived_records.recording(lake, con, staged, target)
         with record:

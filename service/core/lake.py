@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core import json_text
+from service.core import job_windows, json_text
 from service.core.connection import sandboxed_connection
 from service.core.currency import CODE
 from service.core.errors import DataError
@@ -42,7 +42,7 @@ from service.core.integrity import PartitionCheck, damaged_table_error, quick_ch
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
-from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
+from service.core.snapshot_ledger import forget_records, read_record, recorded, table_files, table_names
 from service.core.state_files import state_problem
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
@@ -145,16 +145,20 @@ class Lake:
                 f"CREATE OR REPLACE VIEW costs AS SELECT {columns}, "
                 "CAST(NULL AS VARCHAR) AS source, CAST(NULL AS VARCHAR) AS billing_period WHERE false"
             )
+        job_files: list[str] = []
         for name in table_names(self.root):  # a table folder removed whole is missed too
             if name == "costs" or not TABLE_RE.match(name):
                 continue
             files = table_files(self, name)  # an inventory snapshot checked against its record
+            job_files = files if name == "jobs" else job_files
             if files:
                 try:
                     con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)",
                             params=[files]).create_view(name)
                 except duckdb.Error as exc:  # a snapshot file cut short or altered: name it
                     raise damaged_table_error(con, files, exc) from None
+        job_windows.create_view(con, job_windows.snapshot_rows(
+            (file, read_record(self.root, Path(file))) for file in job_files))
 
     def counts(self, source: str) -> bool:
         """True when `source` is one the config declares (or no config was given)."""
@@ -362,8 +366,9 @@ class Lake:
                                    files=files, **checks)
 
     def commit_snapshot(self, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, *,
-                        table: str, source: str, key: str, value: str, version: str | None = None) -> Path:
+                        table: str, source: str, key: str, value: str, version: str | None = None,
+                        facts: dict | None = None) -> Path:
         from service.core import commit
 
         return commit.commit_snapshot(self, con, relation, table=table, source=source, key=key, value=value,
-                                      version=version)
+                                      version=version, facts=facts)

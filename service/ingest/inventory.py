@@ -18,10 +18,12 @@ from pathlib import Path
 import duckdb
 
 from connectors.inventory_base import SnapshotPart
+from service.attribution.jobs import newly_ended
 from service.core.claims import claim
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, parse_utc
 from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error
+from service.core.job_windows import window_fields
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
@@ -97,7 +99,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                     relation = relation.order(", ".join(_sort_key(table)))
                     try:
                         path = lake.commit_snapshot(con, relation, table=table, source=source.name,
-                                                    key=key, value=value)
+                                                    key=key, value=value, facts=_window(source, table, now))
                         count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
                     except duckdb.Error as exc:
                         raise duckdb_error(exc, f"could not write {table}", where=f"inventory.{source.name}",
@@ -110,6 +112,8 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             _set_aside_damaged(lake, source.name, written)
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
                 _warn_old_record_ids(lake, con, source.name)
+            if _window(source, "jobs", now) and any(part.startswith("jobs ") for part in outcome.rows):
+                _warn_ended(lake, source.name, now)
             if kind == "k8s-pods" and written:
                 [(pods, labelled)] = con.execute("SELECT count(*), count(labels) FROM read_parquet(?)",
                                                  [[str(path) for path in written]]).fetchall()
@@ -152,6 +156,29 @@ def _warn_old_record_ids(lake: Lake, con: duckdb.DuckDBPyConnection, source: str
                     "rename the source in the config (the old name's snapshots then count nowhere; `spendlake forget "
                     "%s --yes` removes them) and run `spendlake inventory` to take the jobs again from the files "
                     "(jobs whose files are gone are then gone too)", source, old, source)
+
+
+def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str] | None:
+    """The times a window job source's snapshot records (slurm-jobs reading slurmrestd, k8s-pods:
+    the jobs active in the last lookback_hours; service/core/job_windows.py); None for others."""
+    window = table == "jobs" and (source.kind == "k8s-pods" or  # type: ignore[attr-defined]
+                                  (source.kind == "slurm-jobs" and source.url))  # type: ignore[attr-defined]
+    return window_fields(now, source.lookback_hours) if window else None  # type: ignore[attr-defined]
+
+
+def _warn_ended(lake: Lake, source: str, now: datetime) -> None:
+    """Job records this snapshot ends (running when an earlier one was taken, absent from it
+    though it reads from after then): said once, by the run that ends them."""
+    try:
+        with lake.query() as con:
+            ended, first, seen = newly_ended(con, source, now.strftime("%Y-%m-%d"))
+    except SpendlakeError as exc:  # another source's damaged snapshot: the reads name it; this one is stored
+        log.warning("inventory source %s: could not count the job records its snapshot ends: %s", source, exc)
+        return
+    if ended:
+        log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
+                    "one, which reads from after then (first: %s, last seen %s UTC): each is taken to have ended when "
+                    "last seen, its GPUs idle since", source, ended, first, seen)
 
 
 def _sort_key(table: str) -> tuple[str, ...]:

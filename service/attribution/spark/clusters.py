@@ -26,6 +26,7 @@ from service.attribution.allocation import ALLOCATION_LINES, INSTANCE_ID, NEWEST
 from service.attribution.jobs import JOBS_TABLE, inputs_on
 from service.attribution.inventory_sql import ARN_HEAD, ARN_PATH
 from service.attribution.sql import Sql, rollup_sql, tag_candidates, used
+from service.core import job_windows
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
 from service.core.schema import INVENTORY_TABLES, cost_view_select
@@ -60,13 +61,14 @@ class SparkAllocation:
     def __init__(self, connection, lake: Lake, config: AttributionConfig, job_files: list[str], has_inventory: bool):
         self.connection, self.local, self.config = connection, lake, config
         self.job_files, self.has_inventory = job_files, has_inventory
-        self._jobs = None  # read when a period is first rolled up here
+        self._jobs = self._windows = None  # read when a period is first rolled up here
 
     def jobs(self):
         """Each job record as its newest snapshot shows it (Arrow), None without job records."""
         if self._jobs is None and self.job_files:
             self.connection.lake.read(JOBS_TABLE, self.job_files, merge_schema=True).createOrReplaceTempView(JOBS_TABLE)
             self._jobs = self._read(NEWEST_JOBS)
+            self._windows = self.connection.lake.job_snapshots(self.job_files)
         return self._jobs
 
     def rollup(self, tag_keys: list[str], source: str, period: str, inventory: list[str] | None):
@@ -138,6 +140,7 @@ class SparkAllocation:
             con.execute("CREATE VIEW jobs AS SELECT " + ", ".join(  # names from the schema, a column missing: NULL
                 f"CAST({_quoted(name) if name in present else 'NULL'} AS {kind}) AS {_quoted(name)}"
                 for name, kind in JOB_COLUMNS) + ", source, snapshot_date FROM spark_jobs")
+            job_windows.create_view(con, self._windows)
 
 
 def _run(con: duckdb.DuckDBPyConnection, step: Sql) -> None:

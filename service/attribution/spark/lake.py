@@ -16,7 +16,7 @@ import re
 import stat
 from pathlib import Path
 
-from service.attribution.jobs import basis_of
+from service.attribution.jobs import JOBS_TABLE, basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
 from service.core import derived_records, json_text
@@ -24,6 +24,7 @@ from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
 from service.core.lake import DATA_FILE, LEDGER_FILE
+from service.core.job_windows import snapshot_rows, window_stamp
 from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
 from service.core.snapshot_ledger import OWN_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
@@ -103,11 +104,20 @@ class SparkLake:
     def jobs_basis(self, job_files: list[str]) -> dict[str, str]:
         """As jobs.jobs_basis, for the job snapshot files (`table_files("jobs")` of the
         configured sources)."""
-        stamps: dict[str, list[tuple[str, str]]] = {}
+        stamps: dict[str, list[tuple[str, str, str]]] = {}
         for url in sorted(job_files):  # by source, then snapshot date
             source, snapshot = url.rsplit("/", 3)[-3:-1]
-            stamps.setdefault(source, []).append((snapshot, self.snapshot_digest(url)))
+            stamps.setdefault(source, []).append((snapshot, self.snapshot_digest(url),
+                                                  window_stamp(self._job_record(url))))
         return basis_of(stamps)
+
+    def job_snapshots(self, job_files: list[str]) -> list[tuple]:
+        """As the `job_snapshots` view's rows (job_windows.snapshot_rows), for the job snapshot files."""
+        return snapshot_rows((url, self._job_record(url)) for url in job_files)
+
+    def _job_record(self, url: str) -> dict | None:
+        source, snapshot = url.rsplit("/", 3)[-3:-1]
+        return self._record(self._path(self.root, f"{RECORDS}/{JOBS_TABLE}/{source}/{snapshot}.json"))
 
     def table_files(self, table: str, counts=lambda source: True) -> list[str]:
         """As snapshot_ledger.table_files: the snapshots on the lake and those a record says

@@ -1,0 +1,102 @@
+"""A job a window source (slurm-jobs from slurmrestd, k8s-pods) saw running, that a newer
+snapshot of the source reading from after then does not hold, ended when it was last seen
+(service/core/job_windows.py, allocation.SETTLED_JOBS); the hours since are idle.
+
+By hand (p5.48xlarge: 8 GPUs, $80 an hour, $10 a GPU-hour): i-a billed 2026-11-02 10:00-14:00
+and one hour on 2026-11-20, $400 in all. Job A (8 GPUs from 10:00) is running in the snapshot
+taken 2026-11-02 10:30; job B (4 GPUs, 12:00-14:00) is in the source's next snapshot only.
+- A ended at 10:30: A 8·0.5 h = $40, B 4·2 h = $80, idle $400 - $120 = $280.
+- A running on: 10:00-12:00 its alone ($160); 12:00-14:00 over-booked 12 GPUs of 8, A 8/12 of
+  $160 ($106.67), B 4/12 ($53.33); 11-20 its alone ($80): A $346.67, B $53.33, idle $0.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from service.attribution import RunsQuery, materialise, runs
+from service.core.job_windows import window_fields
+from service.core.snapshot_ledger import record_file
+from tests.attribution_helpers import add_jobs
+from tests.test_clusters_allocation import assert_ties_out, by, gpu_line, job, setup
+
+D = Decimal
+SEEN = datetime(2026, 11, 2, 10, 30, tzinfo=timezone.utc)  # A's snapshot was taken
+LINES = [*(gpu_line("i-a", start=f"2026-11-02T{hour}:00:00") for hour in (10, 11, 12, 13)),
+         gpu_line("i-a", start="2026-11-20T10:00:00")]
+A = job("A", 8, "2026-11-02T10:00:00", None, instance_ids=["i-a"], state="RUNNING", run_id="a")
+B = job("B", 4, "2026-11-02T12:00:00", "2026-11-02T14:00:00", instance_ids=["i-a"], run_id="b")
+ENDED = {"a": D(40), "b": D(80), "idle": D(280)}
+RUNNING = {"a": D("346.666666666666"), "b": D("53.333333333334")}  # each hour's split, to 12 places
+
+
+def lake_seen_running(tmp_path, taken: datetime = SEEN):
+    lake, cfg = setup(tmp_path, LINES, [])
+    add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(taken, 48))
+    return lake, cfg
+
+
+def next_snapshot(lake, jobs, now: datetime = datetime(2026, 11, 5, 8, tzinfo=timezone.utc), hours: int = 48):
+    add_jobs(lake, jobs, snapshot=now.strftime("%Y-%m-%d"), facts=window_fields(now, hours))
+
+
+def test_a_job_absent_from_a_later_window_ended_when_last_seen(tmp_path):
+    lake, cfg = lake_seen_running(tmp_path)
+    next_snapshot(lake, [B])  # reads from 2026-11-03 08:00, after A was seen
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert sum(ENDED.values()) == D(400)
+    assert_ties_out(lake, cfg)
+
+
+def test_before_the_change_it_held_the_gpus_for_ever(tmp_path):
+    lake, cfg = setup(tmp_path, LINES, [])
+    add_jobs(lake, [A], snapshot="2026-11-02")  # records without times (older snapshots, files)
+    add_jobs(lake, [B], snapshot="2026-11-05")
+    assert by(lake, cfg, ["run"]) == RUNNING
+
+
+def test_a_later_window_reaching_back_before_it_was_seen_leaves_it_running(tmp_path):
+    lake, cfg = lake_seen_running(tmp_path)
+    next_snapshot(lake, [B], hours=24 * 3)  # from 2026-11-02 08:00: it would have held A
+    assert by(lake, cfg, ["run"]) == RUNNING
+
+
+def test_a_snapshot_taken_again_the_same_day_keeps_the_later_time(tmp_path):
+    lake, cfg = lake_seen_running(tmp_path, datetime(2026, 11, 2, 10, 15, tzinfo=timezone.utc))
+    next_snapshot(lake, [B])
+    assert by(lake, cfg, ["run"])["a"] == D(20)  # 8 GPUs for 15 minutes
+    assert materialise(lake, cfg).built == 1
+    add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(SEEN, 48))  # the same records, later
+    record = json.loads(record_file(lake.root, lake.partition_file(
+        "jobs", [("source", "slurm"), ("snapshot_date", "2026-11-02")])).read_text())
+    assert record["taken_at"] == "2026-11-02T10:30:00+00:00"
+    assert record["window_start"] == "2026-10-31T10:30:00+00:00"
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert materialise(lake, cfg).built == 1  # the stored rollups were of the earlier time
+
+
+def test_an_empty_later_snapshot_ends_it_too(tmp_path):
+    lake, cfg = lake_seen_running(tmp_path)
+    next_snapshot(lake, [])
+    assert by(lake, cfg, ["run"]) == {"a": D(40), "idle": D(360)}
+
+
+def test_runs_shows_it_ended_when_last_seen(tmp_path):
+    lake, cfg = lake_seen_running(tmp_path)
+    query = RunsQuery.parse(since="2026-11-02", until="2026-11-03")
+    [running] = [r for r in runs(lake, cfg, query).rows if r.run == "a"]
+    assert running.end is None
+    next_snapshot(lake, [B])
+    [ended] = [r for r in runs(lake, cfg, query).rows if r.run == "a"]
+    assert (ended.end, ended.gpu_hours, ended.cost, ended.state) == (SEEN, D(4), D(40), "RUNNING")  # state as stored
+
+
+def test_a_new_window_snapshot_re_attributes_the_stored_rollups(tmp_path):
+    lake, cfg = lake_seen_running(tmp_path)
+    assert materialise(lake, cfg).built == 1
+    assert by(lake, cfg, ["run"]) == {"a": D(400)}
+    next_snapshot(lake, [B])
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert materialise(lake, cfg).built == 1
