@@ -77,6 +77,12 @@ def test_a_snapshot_taken_again_the_same_day_keeps_the_later_time(tmp_path):
     assert materialise(lake, cfg).built == 1  # the stored rollups were of the earlier time
 
 
+def test_a_window_starts_at_the_whole_second_the_sources_are_asked_from():
+    # slurmrestd is asked from `uts<whole seconds>`, Prometheus from a `now` without microseconds
+    fields = window_fields(datetime(2026, 11, 5, 8, 0, 0, 999_999, tzinfo=timezone.utc), 48)
+    assert fields == {"taken_at": "2026-11-05T08:00:00.999999+00:00", "window_start": "2026-11-03T08:00:00+00:00"}
+
+
 def test_an_empty_later_snapshot_ends_it_too(tmp_path):
     lake, cfg = lake_seen_running(tmp_path)
     next_snapshot(lake, [])

@@ -176,6 +176,9 @@ def test_gpu_pods_become_jobs(tmp_path, prometheus):
         ("eks-p5/u-w1", "train/llama-70b-worker-1", "llama-70b-r1", "OUT_OF_MEMORY", at(0, 0), at(2, 0),
          at(120, 0) - timedelta(seconds=20), 8.0, ["ip-10-0-1-2"], w1, 2, None),
     ]
+    # a window source: its snapshot's record keeps when it was taken and from when it read
+    record = json.loads((tmp_path / f"lake/_ledger/snapshots/jobs/source=k8s/snapshot_date={day}.json").read_text())
+    assert (record["taken_at"], record["window_start"]) == (NOW.isoformat(), (NOW - timedelta(hours=8)).isoformat())
 
 
 @pytest.mark.binary

@@ -23,9 +23,11 @@ _COLUMNS = (("source", "VARCHAR"), ("snapshot_date", "VARCHAR"), ("taken_at", "T
 
 
 def window_fields(now: datetime, lookback_hours: int) -> dict[str, str]:
-    """A window snapshot's record fields: its run's `now` and the start of what it read (ISO, UTC)."""
+    """A window snapshot's record fields: its run's `now` and the start of what it read (ISO, UTC;
+    the whole second the connectors ask their source from)."""
     taken = now.astimezone(timezone.utc)
-    return {"taken_at": taken.isoformat(), "window_start": (taken - timedelta(hours=lookback_hours)).isoformat()}
+    start = (taken - timedelta(hours=lookback_hours)).replace(microsecond=0)
+    return {"taken_at": taken.isoformat(), "window_start": start.isoformat()}
 
 
 def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
