@@ -29,6 +29,8 @@ its modules (tests/test_layout.py):
 - `top_groups`, `default_shares`, `Ranked`, `RankedGroup`, `DefaultShare`: the top groups of a
   window and each dimension's cost on its default, per currency, summed and ranked in DuckDB
   (service/attribution/ranked.py; the daily report's top experiments and unallocated shares);
+- `newly_ended`: the job records a new snapshot of a window job source ends, seen running
+  before and left out of it (service/attribution/jobs.py; inventory's warning);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why).
 """
@@ -52,6 +54,7 @@ _MODULES = {
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("ScrapeTops", "build_tops", "read_tops"),
+    "jobs": ("newly_ended",),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_HOME)

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from connectors.inventory_base import SnapshotPart
-from service.attribution.jobs import newly_ended
+from service.attribution import newly_ended
 from service.core.claims import claim
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, parse_utc
