@@ -125,7 +125,8 @@ def test_20_a_password_with_a_character_that_ends_the_authority_is_refused_unsho
     refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
     assert refused.exit_code == 2 and f"inventory[0].{key}:" in refused.output, refused.output
     assert "percent-encode" in refused.output or "without spaces" in refused.output, refused.output
-    assert not [piece for piece in ("scott", "tig", "er42", "42") if piece in refused.output], refused.output
+    shown = refused.output.replace(str(tmp_path), "<tmp>")  # pytest's numbered folders hold digits too
+    assert not [piece for piece in ("scott", "tig", "er42", "42") if piece in shown], shown
 
 
 @pytest.mark.parametrize("section, where", [
@@ -140,4 +141,5 @@ def test_20_an_s3_endpoint_password_with_a_slash_is_refused_with_how_to_write_it
     config.write_text(text)
     refused = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
     assert refused.exit_code == 2 and f"{where}: " in refused.output and "/ as %2F" in refused.output, refused.output
-    assert not [piece for piece in ("scott", "s3/", "cr3t") if piece in refused.output], refused.output
+    shown = refused.output.replace(str(tmp_path), "<tmp>")
+    assert not [piece for piece in ("scott", "s3/", "cr3t") if piece in shown], shown
