@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -101,9 +102,36 @@ def test_25_a_second_lock_holder_is_refused_with_the_pid_and_host_and_a_dead_hol
     (tmp_path / "lake" / "_locks").mkdir(parents=True)
     (tmp_path / "lake" / "_locks" / "ingest.lock").write_text("4242 on a-host-long-gone")  # its holder died
     with lake.lock("ingest"):
-        with pytest.raises(LakeBusyError, match=rf"\(pid {os.getpid()} on {re.escape(socket.gethostname())}\)"):
+        held_by = rf"\(pid {os.getpid()} on {re.escape(socket.gethostname())} #[0-9a-f]{{12}}\)"
+        with pytest.raises(LakeBusyError, match=held_by):
             with lake.lock("ingest"):
                 pass
+
+
+@pytest.mark.parametrize("announced_by", ["{pid} on {host}", "{pid} on {host} #0123456789ab"])
+def test_25_a_crashed_commits_pending_entries_are_not_the_new_holders_of_the_same_pid_and_host(
+        tmp_path, monkeypatch, announced_by):
+    """A container restarted after a crash runs its new process under the same pid and hostname:
+    the crashed commit's pending entries (its `pending_by` forged here, by a spendlake before the
+    per-process token and after it) are abandoned, not a commit in flight readers wait for."""
+    from service.core import snapshot
+
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    monkeypatch.setattr(Lake, "record", lambda self, entries: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        lake.commit_costs(con, rows_relation(con, [("2026-10-01", "USD", "10.5", "INV1")]),
+                          source="cur", delivery_id="d1", periods=None)
+    monkeypatch.undo()
+    ledger = json.loads(lake.ledger_file.read_text())
+    assert ledger["pending"] and ledger["pending_by"].startswith(f"{os.getpid()} on {socket.gethostname()}")
+    ledger["pending_by"] = announced_by.format(pid=os.getpid(), host=socket.gethostname())
+    lake.ledger_file.write_text(json.dumps(ledger))
+    with lake.lock("ingest"):  # the restarted process, same pid and host, holds the lock
+        assert not snapshot._committing(lake, lake.ledger_state())
+        ledger["pending_by"] = lake.lock_holder("ingest")  # its own commit is one in flight
+        lake.ledger_file.write_text(json.dumps(ledger))
+        assert snapshot._committing(lake, lake.ledger_state())
 
 
 @pytest.mark.parametrize("sql", [

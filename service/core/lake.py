@@ -241,7 +241,7 @@ class Lake:
         return self.lock_holder(name) is not None
 
     def lock_holder(self, name: str = "ingest") -> str | None:
-        """Who holds the `name` lock ("<pid> on <host>"), None while no writer does."""
+        """Who holds the `name` lock (`holder()` of service/core/locks.py), None while no writer does."""
         return lock_holder(self.locks, name)
 
     def clean_staging(self) -> None:

@@ -117,7 +117,7 @@ class LedgerState:
     entries: tuple[LedgerEntry, ...] = ()
     pending: tuple[LedgerEntry, ...] = ()
     stamp: tuple[int, ...] = ()
-    pending_by: str = ""  # the writer whose commit announced them: "<pid> on <host>" (service/core/locks.py)
+    pending_by: str = ""  # the writer whose commit announced them: `holder()` of service/core/locks.py
 
 
 def parse_ledger(text: str, where: str) -> list[LedgerEntry]:

@@ -3,15 +3,19 @@
 A writer (ingest, `spendlake rollup`, the service's jobs) holds `ingest` exclusively and
 writes its pid and host into the file (`holder`), so a second writer is refused naming the
 holder (a lake on a shared volume is locked from several machines: a pid alone names no
-process). A reader may ask which writer holds it (`lock_holder`): it takes and drops a shared
-lock, which fails while the exclusive one is held, in this process or another. The kernel
-drops a lock when its process dies, so a holder is alive whatever the clocks say.
+process). A container restarted after a crash often runs its new process under the same pid
+and hostname, so the holder also carries a token drawn once per process: a commit the crashed
+one announced is never taken for the new holder's. A reader may ask which writer holds it
+(`lock_holder`): it takes and drops a shared lock, which fails while the exclusive one is
+held, in this process or another. The kernel drops a lock when its process dies, so a holder
+is alive whatever the clocks say.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import secrets
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from service.core.errors import LakeBusyError, os_error
 
+_PROCESS = secrets.token_hex(6)  # a forked child differs by its pid
 
 @contextmanager
 def hold_lock(locks: Path, name: str) -> Iterator[None]:
@@ -47,8 +52,8 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
 
 
 def holder() -> str:
-    """This process as a lock holder: its pid and host."""
-    return f"{os.getpid()} on {socket.gethostname()}"
+    """This process as a lock holder: its pid, host and token ("4242 on host-1 #3f9a0c1d2e4b")."""
+    return f"{os.getpid()} on {socket.gethostname()} #{_PROCESS}"
 
 
 def lock_holder(locks: Path, name: str) -> str | None:
