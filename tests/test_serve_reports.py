@@ -183,6 +183,21 @@ def test_nothing_but_a_days_report_files_is_reachable(tmp_path, serve):
         assert headers["Content-Type"] == "application/json; charset=utf-8", target
 
 
+def test_only_the_index_takes_before(tmp_path, serve):
+    """`?before=` pages the index; on a file, a day or latest it asks for nothing and is an
+    unknown parameter like any other, and `/reports?before=` keeps the page it asked for."""
+    write_day(tmp_path / "reports")
+    port = serve()
+    for target in (f"/reports/{DAY}/report.html", f"/reports/{DAY}/", f"/reports/{DAY}", "/reports/latest/",
+                   "/reports/latest/summary.md"):
+        status, _, body = request(port, f"{target}?before=2026-11-30")
+        assert (status, error(body)) == (400, "unknown parameter(s): before"), target
+        assert request(port, target)[0] in (200, 302), target
+    assert request(port, "/reports?before=2026-11-30")[1]["Location"] == "reports/?before=2026-11-30"
+    assert f"<th>{DAY}</th>" in request(port, "/reports/?before=2026-11-30")[2].decode()
+    assert f"<th>{DAY}</th>" not in request(port, f"/reports/?before={DAY}")[2].decode()
+
+
 def test_links_fifos_and_folders_in_the_reports_folder_are_not_followed(tmp_path, serve):
     out = tmp_path / "reports"
     write_day(out)

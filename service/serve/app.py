@@ -32,7 +32,7 @@ from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
 from service.core.snapshot_ledger import unnamed_damage
 from service.serve.http import Response, error_response, json_response
-from service.serve.reports import PAGE_PARAMS, Reports
+from service.serve.reports import PAGE_PARAMS, Reports, page_params
 from service.ingest.status import status as lake_status
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ class Api:
 
     def route(self, path: str) -> Route | None:
         if path == "/reports" or path.startswith("/reports/"):  # a day and a file: reports.py checks them
-            return Route(partial(self.reports.page, path), PAGE_PARAMS, protected=True, challenge=REPORTS_CHALLENGE)
+            return Route(partial(self.reports.page, path), page_params(path), protected=True,
+                         challenge=REPORTS_CHALLENGE)
         return self.routes.get(path.rstrip("/") or "/")
 
     def handle(self, path: str, query: Query, authorization: str | None) -> Response:

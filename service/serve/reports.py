@@ -3,7 +3,8 @@ folder or an s3:// prefix; service/serve/report_store.py reads it).
 
 - `/reports/` an HTML index of the days, newest first; `/api/v1/reports` the same as JSON. A page
   holds the newest PAGE_DAYS days with their files and links to older ones (`?before=<day>`), so
-  a click after years of reports lists one page's files, not every day's.
+  a click after years of reports lists one page's files, not every day's. Only the index takes
+  `before`: on any other path it is an unknown parameter (400), as every route answers one.
 - `/reports/<YYYY-MM-DD>/<file>` one of the files the report writer writes, streamed, with an
   ETag and Last-Modified (a browser's revalidation is a 304) and `private, no-cache`: a report
   written again is seen at once, and no shared cache keeps spend. A file still in the second it
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import PurePosixPath
+from urllib.parse import urlencode
 
 from markupsafe import escape
 
@@ -45,6 +47,7 @@ INDEX_CSP = ("default-src 'none'; style-src 'sha256-"
              f"{base64.b64encode(hashlib.sha256(INDEX_STYLE.encode()).digest()).decode()}'; {FRAMING}")
 PAGE_DAYS = 31  # days an index page shows: a month, ~800 keys, one S3 listing
 PAGE_PARAMS = frozenset({"before"})
+INDEX_PATHS = frozenset({"/reports", "/reports/"})
 DOWNLOADED = {".csv", ".md"}  # saved under a name with the day: the same tables of other days do not collide
 
 
@@ -53,6 +56,11 @@ class IndexPage:
     days: list[ReportDay]  # up to PAGE_DAYS, newest first
     latest: date | None  # the newest complete day of all, not only of the page
     older: date | None  # the `before` of the next page, when there are older days
+
+
+def page_params(path: str) -> frozenset[str]:
+    """The parameters a path under `/reports` takes: the index's `before`, nothing else."""
+    return PAGE_PARAMS if path in INDEX_PATHS else frozenset()
 
 
 class Reports:
@@ -103,8 +111,8 @@ class Reports:
         looked up (`..`, `%2e`, `\\`, NUL or an encoded slash is no day and no file name)."""
         parts = path.split("/")[2:]  # "/reports/a/b" -> ["a", "b"]
         try:
-            if not parts:
-                return redirect("reports/")
+            if not parts:  # `/reports?before=`: the page asked for, not the newest
+                return redirect("reports/" + (f"?{urlencode(query, doseq=True)}" if query else ""))
             if parts == [""]:
                 return self.index_html(query)
             if parts[0] == "latest" and len(parts) <= 2:
