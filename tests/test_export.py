@@ -208,6 +208,28 @@ def test_a_full_disk_names_the_exported_file_and_a_failed_read_stays_a_read(samp
     assert failed.stderr.startswith(f"error: {lake.root}: could not read the lake for the export: Could not convert")
 
 
+@pytest.mark.parametrize("name", ["metadata.json", "data_generator.json", "schema-"])
+def test_a_full_disk_names_the_metadata_file_it_could_not_write(samples, tmp_path, monkeypatch, name):
+    """A write() names no file: a full disk while a period's metadata.json or the dataset's
+    metadata files were written named only the --out folder."""
+    config_file, _ = samples
+    write_bytes = Path.write_bytes
+
+    def full_disk(self, data):
+        if self.name.startswith(name):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    full = spendlake(config_file, "--source", "gcp", "--out", str(tmp_path / "out"))
+    assert full.exit_code == 3, full.output
+    written = re.match(r"error: (\S+): disk full: \[Errno 28\] No space left on device — free space on the --out",
+                       full.stderr)
+    assert written and Path(written[1]).name.startswith(name), full.stderr
+    assert Path(written[1]).parent in {tmp_path / "out" / "2022-08", tmp_path / "out" / "metadata",
+                                       tmp_path / "out" / "metadata" / "schemas"}, full.stderr
+
+
 def test_upload_to_s3(samples, tmp_path):
     config_file, lake = samples
     assert spendlake(config_file, "--source", "azure", "--out", str(tmp_path / "local")).exit_code == 0

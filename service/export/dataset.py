@@ -167,12 +167,18 @@ def _stage(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOption
         document = metadata.period_metadata(schema, period, data.name, data.rows, data.bytes, sources=sources,
                                             since=options.since, until=options.until,
                                             attribution=options.attribution, created=created)
-        (staging / period / metadata.METADATA_FILE).write_bytes(metadata.to_bytes(document))
-    meta = staging / METADATA_DIR
-    (meta / "schemas").mkdir(parents=True)
-    (meta / "data_generator.json").write_bytes(metadata.to_bytes(metadata.data_generator()))
-    (meta / "schemas" / f"schema-{schema['SchemaId']}.json").write_bytes(metadata.to_bytes(schema))
+        _write_document(staging, shown, f"{period}/{metadata.METADATA_FILE}", document)
+    (staging / METADATA_DIR / "schemas").mkdir(parents=True)
+    _write_document(staging, shown, f"{METADATA_DIR}/data_generator.json", metadata.data_generator())
+    _write_document(staging, shown, f"{METADATA_DIR}/schemas/schema-{schema['SchemaId']}.json", schema)
     return _Staged(schema, tuple(written))
+
+
+def _write_document(staging: Path, shown: Path, name: str, document: dict) -> None:
+    """`document` as JSON at `name` under `staging`; a full disk names the file as `shown` (a
+    write() names none)."""
+    with naming(shown / name):
+        (staging / name).write_bytes(metadata.to_bytes(document))
 
 
 def _lines(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOptions, sources: Sequence[str]):
