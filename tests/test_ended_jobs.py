@@ -16,6 +16,8 @@ import json
 from datetime import datetime, timezone
 from decimal import Decimal
 
+import pytest
+
 from service.attribution import RunsQuery, materialise, runs
 from service.core.job_windows import window_fields
 from service.core.snapshot_ledger import record_file
@@ -106,3 +108,30 @@ def test_a_new_window_snapshot_re_attributes_the_stored_rollups(tmp_path):
     next_snapshot(lake, [B])
     assert by(lake, cfg, ["run"]) == ENDED
     assert materialise(lake, cfg).built == 1
+
+
+def test_each_job_snapshot_record_is_read_once_and_the_warning_opens_no_query_connection(tmp_path, monkeypatch,
+                                                                                         caplog):
+    """A query connection read every job snapshot's record twice (to check the file, then
+    for its times), and inventory's ended-jobs warning opened a query connection of its own
+    (every cost partition and inventory table checked first) for the two job views."""
+    from service.core import snapshot_ledger
+    from service.core.lake import Lake
+    from service.ingest import inventory
+
+    lake, cfg = lake_seen_running(tmp_path)
+    next_snapshot(lake, [B])
+    read, reads = snapshot_ledger._read_record, []
+    monkeypatch.setattr(snapshot_ledger, "_read_record", lambda path: reads.append(path.name) or read(path))
+    lake.query().close()
+    assert sorted(name for name in reads if name.startswith("snapshot_date=")) == [
+        "snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]
+    del reads[:]
+    monkeypatch.setattr(Lake, "query", lambda *args, **kwargs: pytest.fail("a query connection"))
+    con = lake.writer()
+    try:
+        inventory._warn_ended(lake, con, "slurm", datetime(2026, 11, 5, 8, tzinfo=timezone.utc))
+    finally:
+        con.close()
+    assert sorted(reads) == ["snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]
+    assert "inventory source slurm: 1 job record(s) running when an earlier snapshot was taken" in caplog.text

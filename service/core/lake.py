@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +42,7 @@ from service.core.integrity import PartitionCheck, damaged_table_error, quick_ch
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
-from service.core.snapshot_ledger import forget_records, read_record, recorded, table_files, table_names
+from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
 from service.core.state_files import state_problem
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
@@ -145,20 +145,25 @@ class Lake:
                 f"CREATE OR REPLACE VIEW costs AS SELECT {columns}, "
                 "CAST(NULL AS VARCHAR) AS source, CAST(NULL AS VARCHAR) AS billing_period WHERE false"
             )
-        job_files: list[str] = []
+        self.table_views(con)
+
+    def table_views(self, con: duckdb.DuckDBPyConnection, tables: Collection[str] | None = None) -> None:
+        """A view per inventory table (of `tables`, default every one) over the configured
+        sources' snapshots, and `job_snapshots` from the job snapshots' records as checked."""
+        job_files: list[tuple[str, dict | None]] = []
         for name in table_names(self.root):  # a table folder removed whole is missed too
-            if name == "costs" or not TABLE_RE.match(name):
+            if name == "costs" or not TABLE_RE.match(name) or (tables is not None and name not in tables):
                 continue
-            files = table_files(self, name)  # an inventory snapshot checked against its record
-            job_files = files if name == "jobs" else job_files
+            found = table_files(self, name)  # an inventory snapshot checked against its record
+            job_files = found if name == "jobs" else job_files
+            files = [path for path, _ in found]
             if files:
                 try:
                     con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)",
                             params=[files]).create_view(name)
                 except duckdb.Error as exc:  # a snapshot file cut short or altered: name it
                     raise damaged_table_error(con, files, exc) from None
-        job_windows.create_view(con, job_windows.snapshot_rows(
-            (file, read_record(self.root, Path(file))) for file in job_files))
+        job_windows.create_view(con, job_windows.snapshot_rows(job_files))
 
     def counts(self, source: str) -> bool:
         """True when `source` is one the config declares (or no config was given)."""

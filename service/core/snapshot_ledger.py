@@ -25,7 +25,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -73,6 +73,7 @@ class SnapshotCheck:
     path: Path | str  # a URL when Spark read it
     state: str  # ok | missing | truncated | altered | unrecorded (written before records existed)
     detail: str = ""
+    record: dict | None = field(default=None, compare=False, repr=False)  # the one judged by (read once)
 
     @property
     def ok(self) -> bool:
@@ -153,9 +154,9 @@ def check_file(path: Path | str, read_record: Callable[[], dict | None], size: C
     Spark) judged against its record by what the reader sees of it: `size()` (None: absent),
     footer `rows()` (None: no readable footer) and, for a deep check, `sha256()`."""
     table, source, partition = str(path).rsplit("/", 4)[-4:-1]
-    state, detail = _settled(read_record, lambda record: judge(record, size(), rows, sha256),
-                             lambda found: found[0] == "ok")
-    return SnapshotCheck(table, source.split("=", 1)[1], partition, path, state, detail)
+    state, detail, record = _settled(read_record, lambda record: (*judge(record, size(), rows, sha256), record),
+                                     lambda found: found[0] == "ok")
+    return SnapshotCheck(table, source.split("=", 1)[1], partition, path, state, detail, record)
 
 
 def _size(path: Path) -> int | None:
@@ -275,22 +276,28 @@ def recorded(lake: SnapshotLake, table: str) -> bool:
                for path in (lake.root / RECORDS / table).glob("source=*/*=*.json"))
 
 
-def table_files(lake: SnapshotLake, table: str) -> list[str]:
-    """The files of a table a query reads: those of the configured sources, each inventory
-    snapshot checked against its record; a damaged one is a DataError naming it and the fix."""
+def table_files(lake: SnapshotLake, table: str) -> list[tuple[str, dict | None]]:
+    """(path, record) of each file of a table a query reads: those of the configured sources,
+    each inventory snapshot checked against its record (the record as read for that, so a
+    reader of its facts reads it once); a damaged one is a DataError naming it and the fix."""
     if table not in RECORDED_TABLES:
-        return [str(f) for f in sorted(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))]
-    return sound_files(lake, snapshot_checks(lake, [table]))
+        return [(str(f), None) for f in sorted(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))]
+    return [(str(c.path), c.record) for c in sound_checks(lake, snapshot_checks(lake, [table]))]
 
 
-def sound_files(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list:
-    """The paths of `checks`, each whole by its record and the last verify; else the DataError
-    naming the damaged ones and the fix (the DuckDB and the Spark reads answer alike)."""
+def sound_checks(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list[SnapshotCheck]:
+    """`checks`, each whole by its record and the last verify; else the DataError naming the
+    damaged ones and the fix (the DuckDB and the Spark reads answer alike)."""
     checks = sound(lake, checks)
     bad = [c for c in checks if not c.ok]
     if bad:
         raise snapshot_error(bad)
-    return [str(c.path) for c in checks]
+    return list(checks)
+
+
+def sound_files(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list:
+    """The paths of `sound_checks`."""
+    return [str(c.path) for c in sound_checks(lake, checks)]
 
 
 def verify_snapshots(lake: SnapshotLake, record: bool = True) -> list[SnapshotCheck]:

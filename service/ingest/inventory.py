@@ -113,7 +113,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
                 _warn_old_record_ids(lake, con, source.name)
             if _window(source, "jobs", now) and any(part.startswith("jobs ") for part in outcome.rows):
-                _warn_ended(lake, source.name, now)
+                _warn_ended(lake, con, source.name, now)
             if kind == "k8s-pods" and written:
                 [(pods, labelled)] = con.execute("SELECT count(*), count(labels) FROM read_parquet(?)",
                                                  [[str(path) for path in written]]).fetchall()
@@ -166,12 +166,14 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
     return window_fields(now, source.lookback_hours) if window else None  # type: ignore[attr-defined]
 
 
-def _warn_ended(lake: Lake, source: str, now: datetime) -> None:
+def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: datetime) -> None:
     """Job records this snapshot ends (running when an earlier one was taken, absent from it
-    though it reads from after then): said once, by the run that ends them."""
+    though it reads from after then): said once, by the run that ends them. Read on the run's
+    own connection through the job views alone: a query connection would check every cost
+    partition and inventory table first."""
     try:
-        with lake.query() as con:
-            ended, first, seen = newly_ended(con, source, now.strftime("%Y-%m-%d"))
+        lake.table_views(con, ("jobs",))
+        ended, first, seen = newly_ended(con, source, now.strftime("%Y-%m-%d"))
     except SpendlakeError as exc:  # another source's damaged snapshot: the reads name it; this one is stored
         log.warning("inventory source %s: could not count the job records its snapshot ends: %s", source, exc)
         return
