@@ -317,3 +317,29 @@ def test_a_budget_whose_value_no_cost_line_carries_warns_with_the_closest_values
             in shown.stderr), shown.stderr
     section = budgets_section(load_config(path), lake, date(2026, 11, 1))
     assert section.note.startswith("Budget nlp-gpu counts nothing: no cost line of the lake has team nlpp"), section.note
+
+
+
+def test_a_budget_set_before_its_spend_starts_is_no_spend_yet_not_a_typo(tmp_path):
+    """Budgets are set before the spend starts: a new team's budget warned 'counts nothing' and
+    exported spendlake_budget_unmatched 1 (an alert) like a typo. A value no known value nearly
+    spells is 'no spend yet' with a note; a typo (ml-infra for ml_infra, nlpp) still warns."""
+    from service.report.sections.budgets import budgets_section
+
+    lake = make_lake(tmp_path, [line("2026-11-01 00:00", "300", end="2026-11-02 00:00", tags={"team": "nlp"}),
+                                line("2026-11-01 00:00", "100", end="2026-11-02 00:00", tags={"team": "ml_infra"})])
+    path, shown = budgets_json(lake, [{"name": "genomics", "value": "genomics", "amount": 400},
+                                      {"name": "infra", "value": "ML-Infra", "amount": 400},
+                                      {"name": "nlp-gpu", "value": "nlpp", "amount": 400}])
+    new, separators, typo = json.loads(shown.stdout)
+    assert (new["actual"], new["status"]) == ("0.00", "no spend yet")
+    assert (separators["status"], typo["status"]) == ("ok", "ok")
+    assert ("note: budget genomics has no spend yet: no cost line of the lake has team genomics; known team values: "
+            "ml_infra, nlp") in shown.stderr, shown.stderr
+    assert "budget genomics counts nothing" not in shown.stderr
+    assert ("warning: budget infra counts nothing: no cost line of the lake has team ML-Infra; closest team values: "
+            "ml_infra") in shown.stderr, shown.stderr
+    assert "warning: budget nlp-gpu counts nothing" in shown.stderr
+    section = budgets_section(load_config(path), lake, date(2026, 11, 1))
+    assert "Budget genomics has no spend yet: no cost line of the lake has team genomics" in section.note
+    assert [row["status"] for row in section.tables[0].rows] == ["no spend yet", "ok", "ok"]

@@ -223,6 +223,21 @@ def test_a_budget_whose_value_no_cost_line_carries_says_so(tmp_path):
     assert_promtool_passes(page)
 
 
+def test_a_budget_with_no_spend_yet_is_not_unmatched(tmp_path):
+    """Budgets are set before the spend starts: a new team's budget is 0, not the typo's 1 the
+    SpendlakeBudgetUnmatched alert fires on."""
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [
+        {"name": "new", "dimension": "team", "value": "genomics", "amount": "20"},
+        {"name": "typo", "dimension": "team", "value": "nlpp", "amount": "20"}]}).budgets})
+    commit(Lake(config.lake), "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp"})])
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    assert registry.get_sample_value("spendlake_budget_unmatched",
+                                     {"budget": "new", "dimension": "team", "value": "genomics"}) == 0
+    assert registry.get_sample_value("spendlake_budget_unmatched",
+                                     {"budget": "typo", "dimension": "team", "value": "nlpp"}) == 1
+
+
 def test_61_the_service_scrape_computes_no_tops_while_a_job_runs(tmp_path, monkeypatch):
     """The service hands its jobs' turn to the collector: while the daily report runs (it may
     roll a month up), a scrape of a lake with no stored tops does not compute them beside it."""

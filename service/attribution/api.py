@@ -78,7 +78,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.snapshot import read_consistently
-from service.core.suggest import suggestion
+from service.core.suggest import near_miss, suggestion
 from service.core.timewindow import Window
 from service.core.units import OTHER
 
@@ -183,7 +183,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     come from every value), or a constant spelling of a shown value the lines left out carry."""
     if session is None:
         return AttributionResult(window, cost, by, granularity, (), (), compare, explain, lake_empty=True)
-    unmatched = _unmatched(session, where)
+    unmatched, typos = _unmatched(session, where)
     if unmatched and session.narrowed:
         return None
     sources = tuple(session.data_through().items())
@@ -233,7 +233,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
                        for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
     overbooked = session.overbooked(window) if config.clusters is not None else 0
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
-                             sources=sources, overbooked=overbooked, unmatched=unmatched)
+                             sources=sources, overbooked=overbooked, unmatched=unmatched, typos=typos)
 
 
 def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[str, Sequence[str]],
@@ -255,17 +255,19 @@ def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[st
     return False
 
 
-def _unmatched(session, where: Mapping[str, Sequence[str]]) -> tuple[tuple[str, str, str], ...]:
+def _unmatched(session, where: Mapping[str, Sequence[str]]
+               ) -> tuple[tuple[tuple[str, str, str], ...], frozenset[tuple[str, str]]]:
     """Each filter value that no line of the lake carries (a typo, most often), with the
-    dimension's closest known values."""
+    dimension's closest known values; and those of them a known value nearly spells."""
     if not where:
-        return ()
+        return (), frozenset()
     known: dict[str, list[str]] = defaultdict(list)
     for (dim, _), spelling in session.spellings(list(where)).items():
         known[dim].append(spelling)
-    return tuple((dim, value, suggestion(value, known[dim], f"{dim} values"))
-                 for dim, values in where.items() for value in values
-                 if folded(value) not in {folded(k) for k in known[dim]})
+    unmatched = tuple((dim, value, suggestion(value, known[dim], f"{dim} values"))
+                      for dim, values in where.items() for value in values
+                      if folded(value) not in {folded(k) for k in known[dim]})
+    return unmatched, frozenset((dim, value) for dim, value, _ in unmatched if near_miss(value, known[dim]))
 
 
 def _top_values(grouped: Mapping[tuple, tuple[Decimal, dict]], top: int) -> set[tuple]:

@@ -54,6 +54,9 @@ class AttributionResult:
     overbooked: int = 0  # shared clusters: instance-hours in the window whose jobs held more than they had
     # --where values the lake holds nowhere: (dimension, value, the closest known values)
     unmatched: tuple[tuple[str, str, str], ...] = ()
+    # the (dimension, value) of `unmatched` that a known value nearly spells (suggest.near_miss):
+    # likely typos, where the others may be values whose spend has not started
+    typos: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def data_through(self) -> datetime | None:

@@ -45,5 +45,6 @@ def budgets_command(obj, fmt: str | None) -> None:
             click.echo(one_line(f"warning: {status.unmatched_warning}"), err=True)  # the value is the config's text
         if status.warning:
             click.echo(f"warning: {status.warning}", err=True)
-        if status.left_out_note:
-            click.echo(f"note: {status.left_out_note}", err=True)
+        for note in (status.no_spend_note, status.left_out_note):
+            if note:
+                click.echo(one_line(f"note: {note}"), err=True)

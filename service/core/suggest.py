@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 from service.core.output import printable
 
 SHOWN = 10  # known names listed when none is close
+NEAR = 0.8  # difflib's ratio from which a name is taken for a typo of a known one (nlpp: nlp 0.86)
+SEPARATORS = re.compile(r"[\W_]+")
 
 
 def closest(word: str, known: Iterable[str], n: int = 3) -> list[str]:
@@ -16,6 +19,15 @@ def closest(word: str, known: Iterable[str], n: int = 3) -> list[str]:
     for name in known:
         by_lower.setdefault(name.lower(), name)
     return [by_lower[m] for m in difflib.get_close_matches(word.strip().lower(), list(by_lower), n=n, cutoff=0.6)]
+
+
+def near_miss(word: str, known: Iterable[str]) -> bool:
+    """A known name differs from `word` only in case and separators (ml_infra, ML-Infra) or by
+    so little that `word` is likely its typo, not a name of its own."""
+    bare = SEPARATORS.sub("", word.lower())
+    known = [name.lower() for name in known]
+    return any(bare and SEPARATORS.sub("", name) == bare for name in known) or bool(
+        difflib.get_close_matches(word.strip().lower(), known, n=1, cutoff=NEAR))
 
 
 def suggestion(word: str, known: Iterable[str], what: str, *, first: Iterable[str] = (), shown: int = SHOWN) -> str:

@@ -29,18 +29,19 @@ Spend = dict[tuple[str, str | None, date | None], Decimal]
 
 
 def _spend(lake: Lake, config: Config, dimension: str, values: list[str], since: datetime, until: datetime,
-           granularity: str) -> tuple[Spend, dict[str, str]]:
+           granularity: str) -> tuple[Spend, dict[str, tuple[str, bool]]]:
     """(folded value, currency, day or None) → attributed billed cost over [since, until)
     (naive UTC) of each of `values`, per day (`granularity="day"`) or in one sum (`"total"`):
     one attribution for every budget of a dimension, each value's as `--where` alone gives it;
-    and the values no cost line of the lake carries (folded), with their closest known values."""
+    and the values no cost line of the lake carries (folded), with their closest known values
+    and whether one of those nearly spells it (a likely typo)."""
     window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
     result = attribute(lake, config, window, by=(dimension,), where={dimension: values}, granularity=granularity)
     spend: Spend = {}
     for row in result.rows:
         key = (folded(row.values[dimension]), row.currency, row.period)
         spend[key] = spend.get(key, Decimal(0)) + row.cost
-    return spend, {folded(value): hint for _, value, hint in result.unmatched}
+    return spend, {folded(value): (hint, (dim, value) in result.typos) for dim, value, hint in result.unmatched}
 
 
 FIRST_DAYS = 7  # the last closed month's outcome is shown in the month's first days
@@ -86,8 +87,9 @@ class BudgetStatus:
     last_month: MonthOutcome | None = None  # the month before, when the lake holds spend of it
     # the scope's month-to-date spend in other currencies than the budget's: never converted, so left out
     left_out: tuple[tuple[str | None, Decimal], ...] = ()
-    # the closest values when no cost line of the lake carries the budget's value (a typo counts nothing)
+    # the closest values when no cost line of the lake carries the budget's value
     unmatched: str | None = None
+    typo: bool = False  # one of them nearly spells it: counting nothing, not spending nothing yet
 
     @property
     def used_ratio(self) -> Decimal:
@@ -100,7 +102,10 @@ class BudgetStatus:
     @property
     def status(self) -> str:
         """exceeded / forecast to exceed (100%), then the highest warning line crossed by the
-        actual (`past 80%`) or, failing that, by the forecast (`forecast past 80%`), else ok."""
+        actual (`past 80%`) or, failing that, by the forecast (`forecast past 80%`), else ok; `no
+        spend yet` for a value no cost line carries and no known value nearly spells (a new team)."""
+        if self.no_spend_yet:
+            return "no spend yet"
         if self.outlook.actual >= self.budget.amount:
             return "exceeded"
         if self.outlook.forecast >= self.budget.amount:
@@ -136,12 +141,25 @@ class BudgetStatus:
                 "spent this month is left out (currencies are never converted)")
 
     @property
+    def no_spend_yet(self) -> bool:
+        """The budget's value is on no cost line and no known value nearly spells it: budgets
+        are set before the spend starts."""
+        return self.unmatched is not None and not self.typo
+
+    @property
     def unmatched_warning(self) -> str | None:
-        """One sentence when the budget's value is on no cost line: its 0% is no spend counted, not none spent."""
-        if self.unmatched is None:
-            return None
+        """One sentence when the budget's value is on no cost line and a known value nearly spells
+        it: its 0% is no spend counted, not none spent."""
+        return self._unmatched_sentence("counts nothing") if self.unmatched is not None and self.typo else None
+
+    @property
+    def no_spend_note(self) -> str | None:
+        """One sentence for a budget with no spend yet, with the known values, should it be a typo after all."""
+        return self._unmatched_sentence("has no spend yet") if self.no_spend_yet else None
+
+    def _unmatched_sentence(self, what: str) -> str:
         b = self.budget
-        return f"budget {b.name} counts nothing: no cost line of the lake has {b.dimension} {b.value}; {self.unmatched}"
+        return f"budget {b.name} {what}: no cost line of the lake has {b.dimension} {b.value}; {self.unmatched}"
 
     def to_json(self) -> dict:
         b, o = self.budget, self.outlook
@@ -186,7 +204,7 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
                            if v == value and currency != b.currency and cost), key=lambda pair: currency_text(pair[0]))
         statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), this_month.strftime("%Y-%m"),
                                      MonthOutcome(previous.strftime("%Y-%m"), last, b.amount) if last is not None
-                                     else None, tuple(left_out), unmatched.get(value)))
+                                     else None, tuple(left_out), *unmatched.get(value, (None, False))))
     return statuses
 
 

@@ -190,13 +190,14 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     forecast = GaugeMetricFamily("spendlake_budget_forecast_ratio",
                                  "Forecast end-of-month spend over the budget's amount.", labels=labels)
     unmatched = GaugeMetricFamily("spendlake_budget_unmatched", "1 when no cost line of the lake carries the "
-                                  "budget's value (its ratios count nothing), else 0.", labels=labels)
+                                  "budget's value and a known value nearly spells it (a likely typo: its ratios "
+                                  "count nothing), else 0 (a value with no spend yet is 0).", labels=labels)
     for status in budget_status(lake, config, metrics_anchor(lake, now)):
         budget = status.budget
         key = [budget.name, budget.dimension, budget.value]
         used.add_metric(key, float(status.used_ratio))
         forecast.add_metric(key, float(status.forecast_ratio))
-        unmatched.add_metric(key, 0 if status.unmatched is None else 1)
+        unmatched.add_metric(key, 1 if status.unmatched_warning else 0)
     return [used, forecast, unmatched]
 
 
