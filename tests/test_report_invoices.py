@@ -32,10 +32,17 @@ def lake(tmp_path_factory):
         "ChargePeriodStart,ChargePeriodEnd,ChargeCategory\n"
         "10.25,10.25,EUR,ba-1,INV-6,2026-06-01,2026-07-01,2026-06-02,2026-06-03,Usage\n"
         "-2.125,-2.125,EUR,ba-1,,2026-06-01,2026-07-01,2026-06-04,2026-06-05,Credit\n")
+    (root / "many").mkdir()  # a May bill of four accounts, each on its invoice: more rows than a summary's few
+    (root / "many" / "may.csv").write_text(
+        "BilledCost,EffectiveCost,BillingCurrency,BillingAccountId,InvoiceId,BillingPeriodStart,BillingPeriodEnd,"
+        "ChargePeriodStart,ChargePeriodEnd,ChargeCategory\n" + "".join(
+            f"{n}.5,{n}.5,USD,acct-{n},INV-5-{n},2026-05-01,2026-06-01,2026-05-0{n},2026-05-0{n + 1},Usage\n"
+            for n in range(1, 5)))
     config = root / "spendlake.yaml"
     config.write_text("lake: ./lake\nsources:\n"
                       f"  - {{name: aws, kind: focus, location: '{AWS_12}'}}\n"
                       f"  - {{name: open, kind: focus, location: '{root / 'open'}'}}\n"
+                      f"  - {{name: many, kind: focus, location: '{root / 'many'}'}}\n"
                       f"  - {{name: ea-cad, kind: azure-cost, location: '{EA_CAD}'}}\n")
     assert spendlake(config, "ingest").exit_code == 0
     return root, config
@@ -73,3 +80,23 @@ def test_an_export_without_invoice_ids_shows_its_account_estimated(lake):
     rows = invoices(report(root, config, "2023-09-02"))["invoices"]
     assert [(r["source"], r["invoice"], r["currency"], r["billed_cost"]) for r in rows] == [
         ("ea-cad", "estimated (no invoice id yet)", "CAD", "1.261369265057")]
+
+
+def test_the_summary_lists_every_bill_and_invoice_as_the_html_shows_them(lake):
+    """summary.md listed the first 5 bills and no invoices: finance reading it could not tie out.
+    Every bill and every invoice row is there now, each amount as the HTML table shows it."""
+    root, config = lake
+    folder = report(root, config, "2026-06-04")
+    tables = invoices(folder)
+    assert len(tables["invoices"]) == 8  # aws 2 and many 4 in May, open 2 in June
+    summary = (folder / "summary.md").read_text()
+    html = (folder / "report.html").read_text()
+    shown = summary.split("*Invoices per billing account")[1].split("\n\n")[0].splitlines()[1:]
+    assert shown[2:6] == [f"- 2026-05 / many / acct-{n} / INV-5-{n} / USD: ${n}.50" for n in range(1, 5)]
+    assert shown[-1] == "- 2026-06 / open / ba-1 / estimated (no invoice id yet) / EUR: −EUR 2.13"
+    assert len(shown) == len(tables["invoices"])
+    for line in shown:
+        assert f">{line.rsplit(': ', 1)[1]}<" in html, line
+    bills = summary.split("*Bills per source")[1].split("\n\n")[0].splitlines()[1:]
+    assert bills == ["- 2026-05 / aws / USD: $4,755.25", "- 2026-05 / many / USD: $12.00",
+                     "- 2026-06 / open / EUR: EUR 8.13"]

@@ -33,6 +33,7 @@ class Table:
     in_html: bool = True  # False: too long for the page; the chart shows it, CSV and JSON hold it
     # In the Markdown summary: (label columns, value column) of the first few rows; None: left out.
     markdown: tuple[tuple[str, ...], str] | None = None
+    markdown_whole: bool = False  # every row in the summary, not the first few: a bill ties out only whole
     # A total row under the table (HTML and JSON; CSVs keep only data rows): column → value.
     total: dict[str, Any] | None = None
 

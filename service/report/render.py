@@ -103,7 +103,8 @@ def headline(h: Headline) -> str:
 
 
 def render_markdown(report: Report, rows: int = 5) -> str:
-    """A short summary for chat: the headlines, then the first rows of the key tables."""
+    """A short summary for chat: the headlines, then the first rows of the key tables (every row
+    of the bills and invoices, so finance ties out from it too)."""
     lines = [f"**spendlake daily report — {report.day.isoformat()}**", ""]
     lines += [f"_{md(note)}_" for note in report.notes] + ([""] if report.notes else [])
     for h in report.headlines:
@@ -121,7 +122,8 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 lines += ["", f"*{table.title}* — {column.label}"]
                 # a label ending in a sentence's full stop would read "day(s).: $28,027.49"
                 lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None).rstrip('.')}: "
-                          f"{display(row.get(value), column, row)}" for row in table.rows[:rows]]
+                          f"{display(row.get(value), column, row)}"
+                          for row in (table.rows if table.markdown_whole else table.rows[:rows])]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -26,7 +26,7 @@ def bills_section(lake: Lake, day: date) -> Section:
         Column("billing_period", "billing period"), Column("source", "source"), Column("invoice", "invoice"),
         Column("currency", "currency"), Column("rows", "lines", "count"),
         Column("billed_cost", "billed", "money"), Column("effective_cost", "effective (amortized)", "money"),
-    ], markdown=(("billing_period", "source", "currency"), "billed_cost"))
+    ], markdown=(("billing_period", "source", "currency"), "billed_cost"), markdown_whole=True)
     entries = sorted((e for e in lake.ledger() if e.billing_period in periods and lake.counts(e.source)),
                      key=lambda e: (e.billing_period, e.source))
     for entry in entries:
@@ -53,7 +53,8 @@ def invoices_table(lake: Lake, periods: tuple[str, str]) -> Table:
         Column("billing_account", "billing account"), Column("invoice", "invoice"), Column("currency", "currency"),
         Column("rows", "lines", "count"), Column("billed_cost", "billed", "money"),
         Column("effective_cost", "effective (amortized)", "money"),
-    ])
+    ], markdown=(("billing_period", "source", "billing_account", "invoice", "currency"), "billed_cost"),
+        markdown_whole=True)
     with lake.query() as con:
         found = con.execute(
             "SELECT billing_period, source, BillingAccountId, InvoiceId, BillingCurrency, count(*), sum(BilledCost), "
