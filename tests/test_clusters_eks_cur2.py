@@ -80,24 +80,29 @@ def hour(h: int) -> tuple[str, str]:
     return f"2026-11-02T{h:02d}:00:00Z", f"2026-11-02T{h + 1:02d}:00:00Z"
 
 
+def add_to(out: list[dict], interval: tuple[str, str], kind: str, code: str, usage_type: str, resource: str,
+           cost: str, on_demand: str, **more) -> None:
+    """One export row, as Data Exports writes it, appended to `out`."""
+    out.append({"identity_line_item_id": f"li-{len(out):03d}", "identity_time_interval": "/".join(interval),
+                "bill_billing_period_start_date": "2026-11-01T00:00:00Z",
+                "bill_billing_period_end_date": "2026-12-01T00:00:00Z", "bill_payer_account_id": ACCOUNT,
+                "line_item_usage_account_id": ACCOUNT, "line_item_line_item_type": kind,
+                "line_item_usage_start_date": interval[0], "line_item_usage_end_date": interval[1],
+                "line_item_product_code": code, "line_item_usage_type": usage_type,
+                "line_item_operation": more.pop("operation", "RunInstances"), "line_item_resource_id": resource,
+                "line_item_usage_amount": more.pop("usage", "1"), "line_item_currency_code": "USD",
+                "line_item_unblended_cost": cost, "pricing_public_on_demand_cost": on_demand,
+                "product_instance_type": more.pop("instance_type", ""), "product_region_code": "us-east-1",
+                "product": {"product_name": more.pop("product_name", "Amazon Elastic Compute Cloud")},
+                "resource_tags": more.pop("tags", {}), **more})
+
+
 def rows(split: bool = True) -> list[dict]:
     """The export's rows; `split` False: as without split cost allocation data (no pod rows)."""
     out: list[dict] = []
 
-    def add(interval: tuple[str, str], kind: str, code: str, usage_type: str, resource: str, cost: str,
-            on_demand: str, **more) -> None:
-        out.append({"identity_line_item_id": f"li-{len(out):03d}", "identity_time_interval": "/".join(interval),
-                    "bill_billing_period_start_date": "2026-11-01T00:00:00Z",
-                    "bill_billing_period_end_date": "2026-12-01T00:00:00Z", "bill_payer_account_id": ACCOUNT,
-                    "line_item_usage_account_id": ACCOUNT, "line_item_line_item_type": kind,
-                    "line_item_usage_start_date": interval[0], "line_item_usage_end_date": interval[1],
-                    "line_item_product_code": code, "line_item_usage_type": usage_type,
-                    "line_item_operation": more.pop("operation", "RunInstances"), "line_item_resource_id": resource,
-                    "line_item_usage_amount": more.pop("usage", "1"), "line_item_currency_code": "USD",
-                    "line_item_unblended_cost": cost, "pricing_public_on_demand_cost": on_demand,
-                    "product_instance_type": more.pop("instance_type", ""), "product_region_code": "us-east-1",
-                    "product": {"product_name": more.pop("product_name", "Amazon Elastic Compute Cloud")},
-                    "resource_tags": more.pop("tags", {}), **more})
+    def add(*args, **more) -> None:
+        add_to(out, *args, **more)
 
     for h in (10, 11):
         add(hour(h), "SavingsPlanCoveredUsage", "AmazonEC2", "USE1-BoxUsage:p5.48xlarge", P5, "98.32", "98.32",
@@ -136,16 +141,19 @@ def rows(split: bool = True) -> list[dict]:
     return out
 
 
-def write_export(root: Path, fmt: str, split: bool = True) -> Path:
+def write_export(root: Path, fmt: str, split: bool = True, lines: list[dict] | None = None) -> Path:
     """The export as Data Exports delivers it (OVERWRITE_REPORT): one data file and its manifest.
-    `fmt` "parquet blank": what a row lacks as empty text and zero cost, not null."""
+    `fmt` "parquet blank": what a row lacks as empty text and zero cost, not null; `lines`: other
+    rows than `rows(split)`."""
+    lines = rows(split) if lines is None else lines
     export = root / "llm-cur2"
     data = export / "data" / "BILLING_PERIOD=2026-11"
     data.mkdir(parents=True)
     con = duckdb.connect()
     con.execute("CREATE TABLE j (j JSON)")
-    con.executemany("INSERT INTO j VALUES (?)", [[json.dumps(r)] for r in rows(split)])
-    columns = [c for c in dict.fromkeys(k for r in rows() for k in r) if split or not c.startswith("split_")]
+    con.executemany("INSERT INTO j VALUES (?)", [[json.dumps(r)] for r in lines])
+    columns = [c for c in dict.fromkeys(k for r in [*lines, *rows()] for k in r)
+               if split or not c.startswith("split_")]
     selects, blank = [], fmt == "parquet blank"
     for column in columns:
         text = f"NULLIF(j->>'{column}', '')"
@@ -263,3 +271,68 @@ def test_with_the_feature_off_the_instances_are_the_clusters_idle(tmp_path):
         assert con.execute("SELECT count(*), count(x_split_cost) FROM costs").fetchone() == (len(rows(split=False)), 0)
     finally:
         con.close()
+
+
+# AWS's own worked example ("Example of split cost allocation data for accelerated instances",
+# example-accelerated-instances.html, Table 4): four pods in two namespaces on a p3.16xlarge
+# whose amortized cost is $10 an hour; each pod's split cost and its share of the unused cost.
+P3 = "i-0p3c000000000003"
+P3_ON_DEMAND = D("24.48")
+DOCS_PODS = {"pod-1": ("namespace-1", "1.85", "0.06"), "pod-2": ("namespace-2", "3.18", "0.09"),
+             "pod-3": ("namespace-1", "2.35", "0.06"), "pod-4": ("namespace-2", "2.35", "0.06")}
+
+
+def docs_example_rows() -> list[dict]:
+    """The example's hour twice: at 10 a Compute Savings Plan covers the instance, at 11 a
+    reservation; both at the example's $10 amortized. The pods' rows carry AWS's split and unused
+    costs, their on-demand equivalents and net costs after a 3 % discount (which must not count)."""
+    out: list[dict] = []
+    p3 = {"instance_type": "p3.16xlarge", "tags": NODE_TAGS}
+    add_to(out, hour(10), "SavingsPlanCoveredUsage", "AmazonEC2", "USE1-BoxUsage:p3.16xlarge", P3, "24.48", "24.48",
+           savings_plan_savings_plan_a_r_n=SP, savings_plan_savings_plan_effective_cost="10.00", **p3)
+    add_to(out, hour(10), "SavingsPlanNegation", "AmazonEC2", "USE1-BoxUsage:p3.16xlarge", P3, "-24.48", "0",
+           savings_plan_savings_plan_a_r_n=SP, **p3)
+    add_to(out, hour(10), "SavingsPlanRecurringFee", "ComputeSavingsPlans", "ComputeSP:1yrNoUpfront", SP, "10.00",
+           "0", operation="", product_name="Savings Plans for AWS Compute usage", savings_plan_savings_plan_a_r_n=SP,
+           savings_plan_total_commitment_to_date="10.00", savings_plan_used_commitment="10.00")
+    add_to(out, hour(11), "DiscountedUsage", "AmazonEC2", "USE1-BoxUsage:p3.16xlarge", P3, "0", "24.48",
+           reservation_effective_cost="10.00", **p3)
+    add_to(out, hour(11), "RIFee", "AmazonEC2", "HeavyUsage:p3.16xlarge", RI, "10.00", "0",
+           instance_type="p3.16xlarge", reservation_unused_amortized_upfront_fee_for_billing_period="0",
+           reservation_unused_recurring_fee="0")
+    for pod, (namespace, split, unused) in DOCS_PODS.items():
+        for h in (10, 11):
+            add_to(out, hour(h), "Usage", "AmazonEKS", "USE1-EKS-EC2-vCPU-Hours",
+                   f"arn:aws:eks:us-east-1:{ACCOUNT}:pod/llm-eks/{namespace}/{pod}/{pod}-uid", "0", "0",
+                   operation="EKSPod-EC2", product_name="Amazon Elastic Kubernetes Service",
+                   tags={"aws_eks_cluster_name": "llm-eks", "aws_eks_namespace": namespace, "user_team": namespace},
+                   split_line_item_parent_resource_id=P3, split_line_item_split_cost=split,
+                   split_line_item_unused_cost=unused,
+                   split_line_item_public_on_demand_split_cost=str(D(split) * P3_ON_DEMAND / 10),
+                   split_line_item_public_on_demand_unused_cost=str(D(unused) * P3_ON_DEMAND / 10),
+                   split_line_item_net_split_cost=str(D(split) * D("0.97")),
+                   split_line_item_net_unused_cost=str(D(unused) * D("0.97")))
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv.gz"])
+def test_the_docs_example_ties_out_for_each_cost_under_a_savings_plan_and_a_reservation(tmp_path, fmt):
+    """Effective: a namespace's cost is its pods' split costs (Σ 1.85 + 2.35 = 4.20 an hour for
+    namespace 1), the unused 0.27 an hour the cluster's idle, never a parent's amortized $10 plus
+    the pods' split or net split costs again; list: the same shares of the instance's on-demand
+    $24.48; billed: the covered hours are $0 (negated, discounted), the plan's and the
+    reservation's fees stay where they are. `attribute --check` passes for every measure."""
+    path = config_file(tmp_path, write_export(tmp_path, fmt, lines=docs_example_rows()))
+    ingest(parse_config(yaml.safe_load(path.read_text())))
+    ratio = P3_ON_DEMAND / 10
+    assert by(path, ("team", "run"), "effective") == {
+        ("namespace-1", "namespace-1/pod-1"): D("3.70"), ("namespace-1", "namespace-1/pod-3"): D("4.70"),
+        ("namespace-2", "namespace-2/pod-2"): D("6.36"), ("namespace-2", "namespace-2/pod-4"): D("4.70"),
+        ("platform", "idle"): D("0.54")}
+    assert by(path, ("team",), "list") == {("namespace-1",): D("8.40") * ratio, ("namespace-2",): D("11.06") * ratio,
+                                           ("platform",): D("0.54") * ratio}
+    assert by(path, ("team",), "billed") == {("unallocated",): D("20.00")}
+    for cost in ("billed", "effective", "list"):
+        result = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--check", "--cost", cost,
+                                          "--format", "json"])
+        assert result.exit_code == 0, (cost, result.output)
