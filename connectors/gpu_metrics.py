@@ -30,6 +30,7 @@ import duckdb
 from pydantic import Field, model_validator
 
 from connectors.aws_client import aws_error, default_region, make_client
+from connectors.aws_sigv4 import Sigv4, check_sigv4, prometheus_access
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
 from connectors.prometheus_api import query_range
@@ -67,6 +68,7 @@ class GpuMetricsSource(InventorySource):
     `prometheus_url` (DCGM exporter series), `cloudwatch: true` (CloudWatch agent) or `path`."""
 
     prometheus_url: HttpUrl | None = None  # as slurm-jobs and k8s-pods
+    sigv4: Sigv4 | None = Field(default=None, description="sign queries for Amazon Managed Service for Prometheus")
     instance_label: str = Field(default="instance_id", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     gpu_label: str = Field(default="gpu", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     metrics: tuple[GpuMetricName, ...] = Field(
@@ -81,6 +83,7 @@ class GpuMetricsSource(InventorySource):
     @model_validator(mode="after")
     def _one_origin(self) -> GpuMetricsSource:
         exactly_one(self, {"prometheus_url": "prometheus_url", "cloudwatch": "cloudwatch: true", "path": "path"})
+        check_sigv4(self.sigv4, self.prometheus_url)
         return self
 
 
@@ -107,9 +110,12 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
         c = self.config
         rows: list[dict[str, Any]] = []
         covered: set[str] = set()  # instances that already have a more preferred metric
+        access = prometheus_access(c.sigv4, c.prometheus_url, self.config_path)
         for metric in c.metrics:
             query = f"avg by ({c.instance_label}, {c.gpu_label}) (avg_over_time({metric}[1h]))"
-            result = self._query_range(query, start + timedelta(hours=1), end)
+            result = query_range(c.prometheus_url, query, start + timedelta(hours=1), end, 3600,
+                                 timeout=c.timeout_seconds, attempts=1, access=access,
+                                 hint=f"check {self.config_path}.prometheus_url and the query")
             scale = 100.0 if metric in RATIO_METRICS else 1.0
             found: set[str] = set()
             unlabelled = 0
@@ -135,10 +141,6 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
                                        "instance id (relabel the DCGM exporter's targets to add one)")
             covered |= found
         return rows
-
-    def _query_range(self, query: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        return query_range(self.config.prometheus_url, query, start, end, 3600, timeout=self.config.timeout_seconds,
-                           attempts=1, hint=f"check {self.config_path}.prometheus_url and the query")
 
     # ---- CloudWatch ---------------------------------------------------------------------------
 

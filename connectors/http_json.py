@@ -6,6 +6,9 @@ exponential backoff (honouring Retry-After) up to `attempts` in all. Errors beco
 SourceError naming the URL (without its query) and the next step. Request headers (tokens)
 never appear in an error or a log line: urllib3 logs the method and path only.
 
+The query is percent-encoded as RFC 3986 says (a space is %20, `/` is %2F): the form SigV4
+signs, which `sign` (a request's URL → the headers that sign it) is given.
+
 A URL's `user:password@` is sent as HTTP Basic auth (percent-decoded, UTF-8 as RFC 7617
 says) and taken out of the URL before urllib3 sees it: urllib3 would drop it without a word,
 and neither the request line nor its log shows it. An answer nested too deeply to parse
@@ -15,8 +18,9 @@ is an answer that is not JSON.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 from service.core import json_text
 from service.core.errors import SourceError
@@ -28,7 +32,7 @@ MAX_BODY_BYTES = 512 * 1024 * 1024  # a job listing larger than this is not an a
 
 def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
              timeout: float = 30, attempts: int = 5, hint: str = "check the URL",
-             status_hints: dict[int, str] | None = None) -> Any:
+             status_hints: dict[int, str] | None = None, sign: Callable[[str], dict[str, str]] | None = None) -> Any:
     """The decoded JSON body of GET `url`?`params`; SourceError when it cannot be had, with
     `status_hints`' hint for an HTTP status it names (else `hint`)."""
     import urllib3
@@ -39,10 +43,12 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
     retry = Retry(total=attempts - 1, connect=attempts - 1, read=attempts - 1, status=attempts - 1, other=0,
                   allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=BACKOFF_SECONDS,
                   respect_retry_after_header=True, raise_on_status=False, raise_on_redirect=True)
-    target = f"{url}?{urlencode(params)}" if params else url
+    target = f"{url}?{urlencode(params, quote_via=quote, safe='')}" if params else url
+    signed = sign(target) if sign else {}
     try:
         with urllib3.PoolManager(retries=retry, timeout=Timeout(total=timeout)) as pool:
-            response = pool.request("GET", target, headers={**(headers or {}), **auth}, preload_content=False)
+            response = pool.request("GET", target, headers={**(headers or {}), **auth, **signed},
+                                    preload_content=False)
             try:
                 body = response.read(MAX_BODY_BYTES + 1)
             finally:
@@ -69,7 +75,8 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
 
 def _detail(body: bytes) -> str:
     """What an error answer says: a JSON body's `errors` (slurmrestd puts them after a long
-    `meta` block, past any prefix shown) or `error` (Prometheus), else the body's start."""
+    `meta` block, past any prefix shown), `error` (Prometheus) or `message` (AWS: Amazon Managed
+    Service for Prometheus), else the body's start."""
     try:
         data = json_text.loads(body)
     except ValueError:
@@ -78,8 +85,8 @@ def _detail(body: bytes) -> str:
         errors = data.get("errors")
         texts = [str(e.get("description") or e.get("error") or e) if isinstance(e, dict) else str(e)
                  for e in errors] if isinstance(errors, list) else []
-        if not texts and isinstance(data.get("error"), str):
-            texts = [data["error"]]
+        if not texts:
+            texts = [data[key] for key in ("error", "message") if isinstance(data.get(key), str)][:1]
         if texts:
             return "; ".join(texts)[:300]
     return body[:300].decode(errors="replace").strip()

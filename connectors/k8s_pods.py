@@ -27,12 +27,14 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime, timedelta, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
 import duckdb
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from connectors.aws_sigv4 import Signer, Sigv4, check_sigv4, prometheus_access
 from connectors.gpu_metrics import RATIO_METRICS, GpuMetricName
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import HttpSource, jobs_relation
@@ -65,6 +67,7 @@ class K8sPodsSource(HttpSource):
 
     kind: Literal["k8s-pods"]
     prometheus_url: HttpUrl
+    sigv4: Sigv4 | None = Field(default=None, description="sign queries for Amazon Managed Service for Prometheus")
     cluster_label: str | None = Field(default=None, pattern=LABEL_NAME,
                                       description="the series label naming the cluster (one Prometheus, many clusters)")
     namespaces: tuple[Annotated[str, Field(pattern=NAMESPACE, max_length=63)], ...] = Field(
@@ -77,6 +80,11 @@ class K8sPodsSource(HttpSource):
         default_factory=dict, max_length=50,
         description="a GPU resource shared by time-slicing or MPS → the device plugin's replicas per GPU: "
                     "each one requested counts as 1/replicas of a GPU, e.g. {nvidia.com/gpu.shared: 4}")
+
+    @model_validator(mode="after")
+    def _signable(self) -> K8sPodsSource:
+        check_sigv4(self.sigv4, self.prometheus_url)
+        return self
 
     @field_validator("shared_gpus")
     @classmethod
@@ -223,4 +231,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         c = self.config
         return query_range(c.prometheus_url, query, start, end, step, timeout=c.timeout_seconds,
                            attempts=c.max_attempts, hint=f"check {self.config_path}.prometheus_url and that "
-                                                         "kube-state-metrics is scraped")
+                                                         "kube-state-metrics is scraped", access=self._access)
+
+    @cached_property
+    def _access(self) -> tuple[Signer | None, str]:
+        return prometheus_access(self.config.sigv4, self.config.prometheus_url, self.config_path)

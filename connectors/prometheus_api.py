@@ -14,6 +14,7 @@ import math
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from connectors.aws_sigv4 import Signer
 from connectors.http_json import get_json
 from service.core.errors import SourceError
 
@@ -26,8 +27,10 @@ Series = dict[str, Any]  # {"metric": {label: value}, "values": [(unix seconds, 
 
 
 def query_range(base_url: str, query: str, start: datetime, end: datetime, step_seconds: int, *,
-                timeout: float, attempts: int, hint: str) -> list[Series]:
-    """Every series of `query` evaluated at start, start + step, ... <= end (UTC)."""
+                timeout: float, attempts: int, hint: str, access: tuple[Signer | None, str]) -> list[Series]:
+    """Every series of `query` evaluated at start, start + step, ... <= end (UTC). `access`: the
+    source's signer and what to do on a 403 (connectors/aws_sigv4.py `prometheus_access`)."""
+    sign, denied = access
     url = f"{base_url.rstrip('/')}/api/v1/query_range"
     merged: dict[tuple[tuple[str, str], ...], Series] = {}
     steps = MAX_POINTS
@@ -37,7 +40,7 @@ def query_range(base_url: str, query: str, start: datetime, end: datetime, step_
         try:
             body = get_json(url, params={"query": query, "start": _unix(first), "end": _unix(last),
                                          "step": step_seconds, "partial_response": "false"},
-                            timeout=timeout, attempts=attempts, hint=hint)
+                            timeout=timeout, attempts=attempts, hint=hint, status_hints={403: denied}, sign=sign)
         except SourceError as exc:
             if not any(words in exc.message for words in TOO_MANY_SAMPLES):
                 raise
