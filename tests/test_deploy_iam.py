@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -125,6 +126,15 @@ def config(tmp_path):
 def test_the_policy_allows_no_write_action():
     assert not [a for a in actions(POLICY) if a.split(":")[1].startswith(WRITE_PREFIXES) or "*" in a]
     assert {s["Effect"] for s in POLICY["Statement"]} == {"Allow"}
+
+
+def test_the_policy_lets_sigv4_sources_query_one_managed_prometheus_workspace():
+    """k8s-pods and gpu-metrics with `sigv4:` query Amazon Managed Service for Prometheus, which
+    checks aps:QueryMetrics on the workspace (moto has no AMP query API to enforce it with)."""
+    [statement] = [s for s in POLICY["Statement"] if any(a.startswith("aps:") for a in actions({"Statement": [s]}))]
+    assert statement["Action"] == ["aps:QueryMetrics"]
+    assert statement["Resource"] and all(re.fullmatch(r"arn:aws:aps:[a-z0-9-]+:\d{12}:workspace/[\w-]+", arn)
+                                         for arn in statement["Resource"])
 
 
 @pytest.mark.slow  # moto server enforcing the policy
