@@ -1,7 +1,8 @@
 """Shared GPU clusters on Spark: `engine: spark` with `attribution.clusters` answers as DuckDB
 does to the last decimal (jobs placed by instance ids, node tag and cluster pool, an
 over-booked hour, MIG slices, a daily line spread hourly, a running job, a job seen in two
-snapshots, inventory tags, shared splits, EKS split rows), from the raw lines and from the
+snapshots, inventory tags, shared splits, EKS split rows, on demand and under a Savings Plan and a
+reservation), from the raw lines and from the
 rollups DuckDB stored, and `--check` ties out alike."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 from spark_support import require_pyspark
 from test_clusters_eks import EXPORT as EKS_EXPORT
+from test_clusters_eks_cur2 import docs_example_rows, write_export
 
 from connectors.jobs_base import job_row
 from service.attribution.api import attribute, materialise, reconcile
@@ -51,7 +53,7 @@ QUERIES = [
     dict(window=EVERYTHING, by=("team", "job_type"), granularity="day"),
     dict(window=CUT, by=("cluster", "job_state"), explain=True),
     dict(window=CUT, by=("project", "user"), cost="effective", granularity="week"),
-    dict(window=EVERYTHING, by=("team",), where={"cluster": ("p5", "gpu-cluster")}, cost="list", top=2,
+    dict(window=EVERYTHING, by=("team",), where={"cluster": ("p5", "gpu-cluster", "llm-eks")}, cost="list", top=2,
          granularity="month"),
 ]
 
@@ -133,6 +135,14 @@ def eks(root) -> tuple[Lake, dict]:
     return Lake(root / "lake"), {**data, "attribution": {"clusters": {"cluster_tag": "cluster"}}}
 
 
+def eks_committed(root) -> tuple[Lake, dict]:
+    """AWS's EKS worked example under a Savings Plan hour and a reservation hour (tests/test_clusters_eks_cur2.py)."""
+    data = {"lake": str(root / "lake"), "sources": [
+        {"name": "cur2", "kind": "aws-cur2", "location": str(write_export(root, "parquet", lines=docs_example_rows()))}]}
+    ingest(parse_config(data))
+    return Lake(root / "lake"), {**data, "attribution": {"clusters": {"cluster_tag": "cluster"}}}
+
+
 @pytest.fixture(scope="module")
 def handmade_lake(tmp_path_factory):
     return handmade(tmp_path_factory.mktemp("handmade"))
@@ -143,7 +153,12 @@ def eks_lake(tmp_path_factory):
     return eks(tmp_path_factory.mktemp("eks"))
 
 
-@pytest.fixture(params=["handmade_lake", "eks_lake"])
+@pytest.fixture(scope="module")
+def eks_committed_lake(tmp_path_factory):
+    return eks_committed(tmp_path_factory.mktemp("eks-committed"))
+
+
+@pytest.fixture(params=["handmade_lake", "eks_lake", "eks_committed_lake"])
 def cluster_lake(request):
     """(lake, config data), without stored rollups of the config: each period is rolled up on Spark."""
     return request.getfixturevalue(request.param)
