@@ -45,8 +45,11 @@ def prometheus_access(sigv4: Sigv4 | None, url: str, config_path: str) -> tuple[
     """The signer of a Prometheus source's queries (None without `sigv4`), and what to do when
     the server answers 403 (AMP's answer to an unsigned or unauthorised query)."""
     if sigv4 is None:
-        return None, (f"an Amazon Managed Service for Prometheus workspace takes only SigV4-signed queries: "
-                      f"set {config_path}.sigv4.region (README: job sources, Amazon Managed Service for Prometheus)")
+        if WORKSPACE_HOST.match(urlsplit(url).hostname or ""):
+            first = "an Amazon Managed Service for Prometheus workspace takes only SigV4-signed queries: set"
+        else:  # a proxy refusing the URL's credentials, or a workspace behind another name
+            first = f"check the credentials in {config_path}.prometheus_url, or for Amazon Managed Service for Prometheus set"
+        return None, f"{first} {config_path}.sigv4.region (README: k8s-pods)"
     return _signer(sigv4, url, config_path), (
         f"grant aps:QueryMetrics on this workspace to the AWS credentials in use (deploy/iam/spendlake-readonly.json) "
         f"and check {config_path}.sigv4")

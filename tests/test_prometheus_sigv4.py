@@ -17,6 +17,7 @@ from botocore.credentials import Credentials
 from click.testing import CliRunner
 from prometheus_support import backfilled_prometheus, sigv4_proxy
 
+from connectors.aws_sigv4 import prometheus_access
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
@@ -136,7 +137,12 @@ def test_a_sigv4_that_cannot_sign_is_a_config_error(source, says):
     assert says in str(error.value)
 
 
-def test_the_workspace_url_names_the_region():
-    config = parse_config({"inventory": [{"name": "p", "kind": "k8s-pods", "sigv4": {},
-                                          "prometheus_url": "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/w"}]})
-    assert config.inventory[0].sigv4.region is None  # taken from the URL when signing
+def test_the_workspace_url_names_the_region_and_an_unsigned_403_from_it_the_key_to_set(aws_keys):
+    workspace = "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/w"
+    config = parse_config({"inventory": [{"name": "p", "kind": "k8s-pods", "sigv4": {}, "prometheus_url": workspace}]})
+    sign, _ = prometheus_access(config.inventory[0].sigv4, workspace, "inventory.p")
+    headers = sign(f"{workspace}/api/v1/query_range?query=up")
+    assert "/eu-west-1/aps/aws4_request, SignedHeaders=host;x-amz-date;x-amz-security-token, " in headers["Authorization"]
+    assert prometheus_access(None, workspace, "inventory.p") == (None, (
+        "an Amazon Managed Service for Prometheus workspace takes only SigV4-signed queries: "
+        "set inventory.p.sigv4.region (README: k8s-pods)"))
