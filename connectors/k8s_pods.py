@@ -94,6 +94,12 @@ class K8sPodsSource(HttpSource):
                 raise ValueError(f"{name!r} is not a Kubernetes resource name such as nvidia.com/gpu.shared")
         return shared
 
+    def question(self) -> dict[str, object]:
+        """The settings that decide which pods a read returns (a window snapshot's fingerprint,
+        service/core/job_windows.py); not those that shape a pod's row or how often it is seen."""
+        return {"prometheus_url": self.prometheus_url.rstrip("/"), "cluster_label": self.cluster_label,
+                "namespaces": sorted(set(self.namespaces)), "gpu_resources": sorted(self.gpu_shares())}
+
     def gpu_shares(self) -> dict[str, float]:
         """`shared_gpus` as kube-state-metrics labels the resources → a GPU's share per request."""
         return {resource_label(name): 1 / replicas for name, replicas in self.shared_gpus.items()}

@@ -57,6 +57,12 @@ class SlurmJobsSource(HttpSource, FileSource):
     api_version: str | None = Field(default=None, pattern=r"^v\d+\.\d+\.\d+$",
                                     description="e.g. v0.0.38; default: the newest the server offers")
 
+    def question(self) -> dict[str, object]:
+        """The settings that decide which jobs slurmrestd returns (a window snapshot's fingerprint,
+        service/core/job_windows.py): the server and the user it shows them to (PrivateData);
+        not the token, which is rotated, nor the API version, which shapes the same jobs."""
+        return {"url": (self.url or "").rstrip("/"), "user_name": self.user_name}
+
     @model_validator(mode="after")
     def _one_origin(self) -> SlurmJobsSource:
         exactly_one(self, {"path": "path (sacct output files)", "url": "url (slurmrestd)"})

@@ -40,8 +40,9 @@ def lake_seen_running(tmp_path, taken: datetime = SEEN):
     return lake, cfg
 
 
-def next_snapshot(lake, jobs, now: datetime = datetime(2026, 11, 5, 8, tzinfo=timezone.utc), hours: int = 48):
-    add_jobs(lake, jobs, snapshot=now.strftime("%Y-%m-%d"), facts=window_fields(now, hours))
+def next_snapshot(lake, jobs, now: datetime = datetime(2026, 11, 5, 8, tzinfo=timezone.utc), hours: int = 48,
+                  question: dict | None = None):
+    add_jobs(lake, jobs, snapshot=now.strftime("%Y-%m-%d"), facts=window_fields(now, hours, question))
 
 
 def test_a_job_absent_from_a_later_window_ended_when_last_seen(tmp_path):
@@ -135,3 +136,53 @@ def test_each_job_snapshot_record_is_read_once_and_the_warning_opens_no_query_co
         con.close()
     assert sorted(reads) == ["snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]
     assert "inventory source slurm: 1 job record(s) running when an earlier snapshot was taken" in caplog.text
+
+
+# What each snapshot asked (service/core/job_windows.py: a hash of the settings that decide
+# which jobs a read returns); A's namespace is no longer read in NARROWER.
+WIDER, NARROWER = {"namespaces": ["a", "b"]}, {"namespaces": ["b"]}
+
+
+def lake_asked_otherwise(tmp_path):
+    lake, cfg = setup(tmp_path, LINES, [])
+    add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(SEEN, 48, WIDER))
+    next_snapshot(lake, [B], question=NARROWER)  # did not ask about A: its absence says nothing
+    return lake, cfg
+
+
+def test_a_later_window_asking_otherwise_leaves_it_running(tmp_path):
+    lake, cfg = lake_asked_otherwise(tmp_path)
+    assert by(lake, cfg, ["run"]) == RUNNING
+    next_snapshot(lake, [], datetime(2026, 11, 8, 8, tzinfo=timezone.utc), question=WIDER)  # asked again: gone
+    assert by(lake, cfg, ["run"]) == ENDED
+
+
+def test_a_later_window_asking_the_same_ends_it(tmp_path):
+    lake, cfg = setup(tmp_path, LINES, [])
+    add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(SEEN, 48, WIDER))
+    next_snapshot(lake, [B], question={"namespaces": ["a", "b"]})
+    assert by(lake, cfg, ["run"]) == ENDED
+
+
+def test_a_snapshot_recorded_before_fingerprints_is_ended_as_before(tmp_path):
+    lake, cfg = lake_seen_running(tmp_path)  # its record holds no fingerprint
+    next_snapshot(lake, [B], question=NARROWER)
+    assert by(lake, cfg, ["run"]) == ENDED
+
+
+def test_the_fingerprint_is_a_hash_of_the_question_in_any_key_order():
+    asked = {"url": "https://slurm.example/?token=s3cret", "user_name": "svc"}
+    fields = window_fields(SEEN, 48, asked)
+    assert fields["fingerprint"] == window_fields(SEEN, 48, dict(reversed(asked.items())))["fingerprint"]
+    assert len(fields["fingerprint"]) == 64 and "s3cret" not in json.dumps(fields)
+
+
+def test_a_snapshot_taken_again_asking_otherwise_re_attributes_the_stored_rollups(tmp_path):
+    lake, cfg = setup(tmp_path, LINES, [])
+    add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(SEEN, 48, WIDER))
+    next_snapshot(lake, [B], question=WIDER)
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert materialise(lake, cfg).built == 1
+    next_snapshot(lake, [B], question=NARROWER)  # the same records, the same times: only what it asked differs
+    assert by(lake, cfg, ["run"]) == RUNNING
+    assert materialise(lake, cfg).built == 1

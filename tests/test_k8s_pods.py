@@ -543,3 +543,23 @@ def test_without_uid_a_gap_is_a_new_life_only_while_kube_state_metrics_reported(
         if lives == 2:
             assert [(r["record_id"], r["state"], r["end_time"]) for r in rows] == [
                 ("p5/train/w-0@0", "CANCELLED", datetime(1970, 1, 1, 0, 20, 40)), ("p5/train/w-0@0#1", "RUNNING", None)]
+
+
+def test_what_a_read_asked_is_the_settings_that_choose_the_pods():
+    """A window snapshot's fingerprint (service/core/job_windows.py) changes with the settings
+    that choose which pods are read, not with those that shape a row or how closely it is seen:
+    a pod absent from a read that asked otherwise is not taken to have ended."""
+    base = {"name": "k8s", "kind": "k8s-pods", "prometheus_url": "http://prom:9090", "namespaces": ["train", "eval"],
+            "shared_gpus": {"nvidia.com/gpu.shared": 4}}
+
+    def asked(**changed):
+        [source] = parse_config({"lake": "/tmp/unused", "inventory": [{**base, **changed}]}).inventory
+        return source.question()
+
+    same = [asked(namespaces=["eval", "train", "eval"]), asked(prometheus_url="http://prom:9090/"),
+            asked(step_seconds=30, lookback_hours=8, dcgm_metrics=[], cluster="p5", run_labels=["job"]),
+            asked(shared_gpus={"nvidia.com/gpu.shared": 8})]
+    assert all(question == asked() for question in same)
+    other = [asked(namespaces=["train"]), asked(namespaces=[]), asked(cluster_label="cluster"),
+             asked(prometheus_url="http://other:9090"), asked(shared_gpus={})]
+    assert all(question != asked() for question in other)

@@ -300,6 +300,38 @@ def test_a_job_running_in_one_window_and_in_none_of_a_later_one_ends_when_last_s
         con.close()
 
 
+def test_a_later_window_asking_another_user_leaves_the_job_running_and_says_so(tmp_path, slurmrestd, caplog):
+    """slurmrestd shows a user's jobs only (PrivateData): a later window read as another user
+    did not ask about job 2, so its absence does not end it; the next read as the first user
+    does (each snapshot's record holds the fingerprint of what it asked, hashed)."""
+    url, server = slurmrestd
+    answer = json.loads(ANSWER)
+    running = next(job for job in answer["jobs"] if job["job_id"] == 2)
+    running["state"]["current"], running["time"]["end"] = "RUNNING", 0
+    nothing = json.dumps({"jobs": []}).encode()
+    server.plan += [(200, json.dumps(answer).encode()), (200, nothing), (200, nothing)]
+
+    def inventory(user: str, now: datetime) -> list[tuple]:
+        config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+            {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38", "lookback_hours": 24,
+             "user_name": user}]})
+        assert run_inventory(config, now=now)[0].error is None
+        with Lake(tmp_path / "lake").query() as con:
+            return con.execute(f"SELECT end_time FROM ({SETTLED_JOBS}) WHERE record_id = 'spendlake/2@1796174389' "
+                               "AND snapshot_date = '2026-12-02'").fetchall()
+
+    caplog.set_level(logging.WARNING)
+    inventory("alice", NOW)
+    assert inventory("bob", NOW + timedelta(hours=30)) == [(None,)]
+    [said] = [r.getMessage() for r in caplog.records if "job record(s)" in r.getMessage()]
+    assert "1 job record(s) running when an earlier snapshot was taken are not in this one, which asked otherwise" in said
+    assert inventory("alice", NOW + timedelta(days=2)) == [(datetime(2026, 12, 2, 6),)]
+    assert [r.getMessage() for r in caplog.records if "taken to have ended" in r.getMessage()]
+    records = sorted((tmp_path / "lake/_ledger/snapshots/jobs/source=slurm").glob("*.json"))
+    alice, bob, again = (json.loads(path.read_text())["fingerprint"] for path in records)
+    assert alice == again != bob and url not in records[0].read_text()
+
+
 def test_sacct_files_record_no_window(tmp_path):
     config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
         {"name": "slurm", "kind": "slurm-jobs", "path": str(DATA / "slurm" / "sacct.json")}]})

@@ -237,3 +237,13 @@ def test_a_job_a_later_window_left_out_ended_when_last_seen_on_spark(tmp_path):
     on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
     assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == ENDED
     assert on_spark.to_json() == attribute(lake, config, EVERYTHING, by=("run",)).to_json()
+
+
+def test_a_later_window_asking_otherwise_leaves_the_job_running_on_spark(tmp_path):
+    # tests/test_ended_jobs.py: a snapshot asking otherwise does not end A (it took $346.67)
+    from tests.test_ended_jobs import RUNNING, lake_asked_otherwise
+
+    lake, config = lake_asked_otherwise(tmp_path)
+    on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
+    assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == RUNNING
+    assert on_spark.to_json() == attribute(lake, config, EVERYTHING, by=("run",)).to_json()

@@ -29,8 +29,9 @@ its modules (tests/test_layout.py):
 - `top_groups`, `default_shares`, `Ranked`, `RankedGroup`, `DefaultShare`: the top groups of a
   window and each dimension's cost on its default, per currency, summed and ranked in DuckDB
   (service/attribution/ranked.py; the daily report's top experiments and unallocated shares);
-- `newly_ended`: the job records a new snapshot of a window job source ends, seen running
-  before and left out of it (service/attribution/jobs.py; inventory's warning);
+- `newly_ended`, `newly_unasked`: the job records a new snapshot of a window job source ends,
+  seen running before and left out of it, and those it leaves out having asked otherwise
+  (service/attribution/jobs.py; inventory's warnings);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why).
 """
@@ -54,7 +55,7 @@ _MODULES = {
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("ScrapeTops", "build_tops", "read_tops"),
-    "jobs": ("newly_ended",),
+    "jobs": ("newly_ended", "newly_unasked"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_HOME)

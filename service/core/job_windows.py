@@ -5,34 +5,56 @@ lookback_hours, now]; `inventory` writes `taken_at` (now) and `window_start` int
 `jobs` snapshots' records (service/core/snapshot_ledger.py). A record running when snapshot S
 was taken, that a newer snapshot of its source reading from after then does not hold, has
 ended: the readers of job history (allocation.SETTLED_JOBS) end it when S was taken, from
-the view `job_snapshots(source, snapshot_date, taken_at, window_start)` made here. Snapshots
-without these fields (files read, older records) end nothing.
+the view `job_snapshots(source, snapshot_date, taken_at, window_start, fingerprint)` made here.
+Snapshots without these times (files read, older records) end nothing.
+
+Absence says "ended" only if the newer snapshot asked what S asked: each record also holds the
+`fingerprint` of the source's settings that decide which jobs a read returns (a hash: a URL
+may hold a secret). A snapshot ends only S's of its fingerprint; a job it did not ask about
+(say a namespace no longer read) keeps its record as last seen, running. A record without one
+(written before 2026-12-04) is taken to have asked the same as any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import duckdb
 
 WINDOW_FIELDS = ("taken_at", "window_start")
+FINGERPRINT = "fingerprint"
 VIEW = "job_snapshots"
 _COLUMNS = (("source", "VARCHAR"), ("snapshot_date", "VARCHAR"), ("taken_at", "TIMESTAMP"),
-            ("window_start", "TIMESTAMP"))
+            ("window_start", "TIMESTAMP"), (FINGERPRINT, "VARCHAR"))
 
 
-def window_fields(now: datetime, lookback_hours: int) -> dict[str, str]:
+def window_fields(now: datetime, lookback_hours: int, question: Mapping[str, Any] | None = None) -> dict[str, str]:
     """A window snapshot's record fields: its run's `now` and the start of what it read (ISO, UTC;
-    the whole second the connectors ask their source from)."""
+    the whole second the connectors ask their source from), and the fingerprint of `question`
+    (the source's settings that decide which jobs it returns, JSON values) if given."""
     taken = now.astimezone(timezone.utc)
     start = (taken - timedelta(hours=lookback_hours)).replace(microsecond=0)
-    return {"taken_at": taken.isoformat(), "window_start": start.isoformat()}
+    fields = {"taken_at": taken.isoformat(), "window_start": start.isoformat()}
+    if question is not None:
+        fields[FINGERPRINT] = hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()
+    return fields
+
+
+def asked_alike(newer: str, older: str) -> str:
+    """SQL: the `job_snapshots` rows aliased `newer` and `older` asked the same (either without
+    a fingerprint: as before there was one)."""
+    return (f"({newer}.{FINGERPRINT} IS NULL OR {older}.{FINGERPRINT} IS NULL "
+            f"OR {newer}.{FINGERPRINT} = {older}.{FINGERPRINT})")
 
 
 def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
-    """(source, snapshot_date, taken_at, window_start) of each `(snapshot path or URL, its
-    record)` whose record holds both times (naive UTC, as the lake's); others are left out."""
+    """(source, snapshot_date, taken_at, window_start, fingerprint or None) of each `(snapshot
+    path or URL, its record)` whose record holds both times (naive UTC, as the lake's); others
+    are left out."""
     rows = []
     for path, record in records:
         source, partition = str(path).rsplit("/", 3)[-3:-1]
@@ -40,22 +62,29 @@ def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
             taken, start = (_naive(datetime.fromisoformat((record or {})[name])) for name in WINDOW_FIELDS)
         except (KeyError, TypeError, ValueError):
             continue
-        rows.append((source.split("=", 1)[1], partition.split("=", 1)[1], taken, start))
+        fingerprint = record.get(FINGERPRINT) if record else None
+        rows.append((source.split("=", 1)[1], partition.split("=", 1)[1], taken, start,
+                     fingerprint if isinstance(fingerprint, str) else None))
     return rows
 
 
 def window_stamp(record: dict | None) -> str:
-    """A snapshot's times as its part of the rollups' version (service/attribution/jobs.py):
-    a re-run the same day with the same records ends others' running jobs later, or earlier."""
+    """A snapshot's times (and fingerprint) as its part of the rollups' version
+    (service/attribution/jobs.py): a re-run the same day with the same records ends others'
+    running jobs later, or earlier, or others' (asking otherwise)."""
     values = [(record or {}).get(name) for name in WINDOW_FIELDS]
-    return "/".join(values) if all(isinstance(v, str) for v in values) else ""
+    if not all(isinstance(v, str) for v in values):
+        return ""
+    fingerprint = (record or {}).get(FINGERPRINT)
+    return "/".join(values + ([fingerprint] if isinstance(fingerprint, str) else []))
 
 
 def create_view(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     """`job_snapshots` on `con` over `rows` (snapshot_rows), the values bound."""
     columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in _COLUMNS)
     names = ", ".join(name for name, _ in _COLUMNS)
-    values = ", ".join(["(?, ?, ?, ?)"] * len(rows)) or "(NULL, NULL, NULL, NULL)"
+    values = (", ".join([f"({', '.join('?' * len(_COLUMNS))})"] * len(rows))
+              or f"({', '.join(['NULL'] * len(_COLUMNS))})")
     con.sql(f"SELECT {columns} FROM (VALUES {values}) AS t({names})" + ("" if rows else " WHERE false"),
             params=[value for row in rows for value in row] or None).create_view(VIEW)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from connectors.inventory_base import SnapshotPart
-from service.attribution import newly_ended
+from service.attribution import newly_ended, newly_unasked
 from service.core.claims import claim
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, parse_utc
@@ -160,20 +160,24 @@ def _warn_old_record_ids(lake: Lake, con: duckdb.DuckDBPyConnection, source: str
 
 def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str] | None:
     """The times a window job source's snapshot records (slurm-jobs reading slurmrestd, k8s-pods:
-    the jobs active in the last lookback_hours; service/core/job_windows.py); None for others."""
+    the jobs active in the last lookback_hours), and the fingerprint of what it asked
+    (service/core/job_windows.py); None for others."""
     window = table == "jobs" and (source.kind == "k8s-pods" or  # type: ignore[attr-defined]
                                   (source.kind == "slurm-jobs" and source.url))  # type: ignore[attr-defined]
-    return window_fields(now, source.lookback_hours) if window else None  # type: ignore[attr-defined]
+    return (window_fields(now, source.lookback_hours, source.question())  # type: ignore[attr-defined]
+            if window else None)
 
 
 def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: datetime) -> None:
     """Job records this snapshot ends (running when an earlier one was taken, absent from it
-    though it reads from after then): said once, by the run that ends them. Read on the run's
+    though it reads from after then), and those it did not ask about (its source's settings
+    changed): said once, by the run that ends them or first leaves them out. Read on the run's
     own connection through the job views alone: a query connection would check every cost
     partition and inventory table first."""
     try:
         lake.table_views(con, ("jobs",))
         ended, first, seen = newly_ended(con, source, now.strftime("%Y-%m-%d"))
+        unasked, first_unasked, seen_unasked = newly_unasked(con, source, now.strftime("%Y-%m-%d"))
     except SpendlakeError as exc:  # another source's damaged snapshot: the reads name it; this one is stored
         log.warning("inventory source %s: could not count the job records its snapshot ends: %s", source, exc)
         return
@@ -181,6 +185,12 @@ def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: da
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
                     "one, which reads from after then (first: %s, last seen %s UTC): each is taken to have ended when "
                     "last seen, its GPUs idle since", source, ended, first, seen)
+    if unasked:
+        log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
+                    "one, which asked otherwise (the source's settings that choose the jobs changed; first: %s, last "
+                    "seen %s UTC): they are not taken to have ended and hold their GPUs as running until a snapshot "
+                    "asking as theirs did leaves them out; restore those settings if they were changed by mistake",
+                    source, unasked, first_unasked, seen_unasked)
 
 
 def _sort_key(table: str) -> tuple[str, ...]:
