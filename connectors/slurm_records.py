@@ -201,6 +201,18 @@ def stored_attempts(con: duckdb.DuckDBPyConnection, attempts: Iterable[Attempt],
         raise
 
 
+# A job requeued in the second it was submitted (or last requeued) has attempts of one submit
+# second, so of one record id. A file or answer lists them in order (an appended export repeats
+# an attempt, but with its start, or none before it started): an attempt with a start that a
+# later line of its id shows starting later, or pending, was followed by another; it takes its
+# start epoch after the id, `@<submit>~<start>`, so history keeps each attempt, the latest
+# keeping the id the snapshots that no longer list the others give it.
+SAME_SECOND = ("SELECT * REPLACE (CASE WHEN start_time < max(coalesce(start_time, 'infinity'::TIMESTAMP)) OVER later "
+               "THEN record_id || '~' || CAST(epoch(start_time) AS BIGINT) ELSE record_id END AS record_id) "
+               "FROM ({attempts}) AS listed WINDOW later AS (PARTITION BY record_id, _file ORDER BY _row "
+               "ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)")
+
+
 def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterable[str]) -> duckdb.DuckDBPyRelation:
     """`jobs` rows of `attempts` (SQL over attempts tables, ATTEMPT_COLUMNS): one per record id (the last read
     that has ended, else the last read: files in name order), restarts counted per job in submit
@@ -216,9 +228,9 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
         "FOLLOWING), last_value(nullif(comment, '') IGNORE NULLS) OVER (PARTITION BY cluster, CASE WHEN job_id <> "
         "raw_id AND job_id <> submitted_as THEN submitted_as ELSE raw_id END ORDER BY submit_time NULLS FIRST, raw_id "
         "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), '') AS job_comment "
-        f"FROM (SELECT * FROM ({attempts}) AS read QUALIFY row_number() OVER (PARTITION BY record_id ORDER BY "
-        "end_time IS NOT NULL DESC, _file DESC, _row DESC) = 1) AS kept "
-        "WINDOW job AS (PARTITION BY cluster, raw_id ORDER BY submit_time NULLS FIRST)"))
+        f"FROM (SELECT * FROM ({SAME_SECOND.format(attempts=attempts)}) AS read QUALIFY row_number() OVER "
+        "(PARTITION BY record_id ORDER BY end_time IS NOT NULL DESC, _file DESC, _row DESC) = 1) AS kept "
+        "WINDOW job AS (PARTITION BY cluster, raw_id ORDER BY submit_time NULLS FIRST, start_time NULLS LAST)"))
     run_labels = tuple(run_labels)
     comments, wckeys, labels, runs = [], [], [], []
     for comment, wckey in con.sql(f"SELECT DISTINCT job_comment, wckey FROM {kept}").fetchall():

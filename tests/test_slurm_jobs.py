@@ -99,6 +99,40 @@ def test_a_record_in_several_files_counts_once_and_the_ended_one_wins(tmp_path):
     assert jobs(tmp_path) == SETTLED
 
 
+def requeued_in_its_submit_second() -> dict:
+    """slurmrestd's answer (tests/data/slurm/slurmrestd-jobs.json) with job 5 requeued in the
+    second it was submitted: Slurm sets the restart's submit time to the requeue's, so both
+    attempts are submitted at 01:19:49."""
+    data = json.loads((SLURM / "slurmrestd-jobs.json").read_text())
+    [restart] = [r for r in data["jobs"] if r["job_id"] == 5 and r["state"]["current"] == "COMPLETED"]
+    restart["time"]["submission"] = 1796174389
+    return data
+
+
+BOTH_ATTEMPTS = [("spendlake/5@1796174389", "COMPLETED", t(54), 1),  # the latest keeps the id
+                 ("spendlake/5@1796174389~1796174390", "REQUEUED", t(50), 0)]  # the earlier: its start after it
+
+
+def test_a_job_requeued_in_its_submit_second_keeps_both_attempts():
+    rows = sorted((r["record_id"], r["state"], r["start_time"], r["restarts"])
+                  for r in rows_of(json_attempts(requeued_in_its_submit_second(), None), ()) if r["job_id"] == "5")
+    assert rows == BOTH_ATTEMPTS
+    pending = requeued_in_its_submit_second()  # the restart not started yet
+    [restart] = [r for r in pending["jobs"] if r["job_id"] == 5 and r["state"]["current"] == "COMPLETED"]
+    restart["state"]["current"], restart["time"]["start"], restart["time"]["end"] = "PENDING", 0, 0
+    assert sorted(r["record_id"] for r in rows_of(json_attempts(pending, None), ()) if r["job_id"] == "5") == [
+        "spendlake/5@1796174389", "spendlake/5@1796174389~1796174390"]
+
+
+def test_a_job_requeued_in_its_submit_second_keeps_both_attempts_from_sacct_text(tmp_path):
+    text = (SLURM / "sacct-parsable2.txt").read_text().replace(
+        "|COMPLETED|0:0|0:0|BeginTime|2026-12-02T01:19:51|", "|COMPLETED|0:0|0:0|BeginTime|2026-12-02T01:19:49|")
+    (tmp_path / "sacct.txt").write_text(text)
+    assert run(tmp_path, path=str(tmp_path / "sacct.txt")).error is None
+    assert [row for row in jobs(tmp_path, "record_id, state, start_time, restarts, job_id") if row[4] == "5"] == [
+        (*row, "5") for row in BOTH_ATTEMPTS]
+
+
 def test_42_an_empty_or_missing_location_exits_3_naming_it(tmp_path):
     (tmp_path / "empty").mkdir()
     for path, says in ((tmp_path / "empty", "the directory holds no files"), (tmp_path / "nope", "no such file")):

@@ -19,13 +19,13 @@ from click.testing import CliRunner
 from conftest import DATA
 
 from connectors import http_json
-from service.attribution.allocation import SETTLED_JOBS
+from service.attribution.allocation import NEWEST_RECORD, SETTLED_JOBS
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import SourceError
 from service.core.lake import Lake
 from service.ingest.inventory import run_inventory
-from test_slurm_jobs import SETTLED, jobs
+from test_slurm_jobs import SETTLED, jobs, requeued_in_its_submit_second
 
 NOW = datetime(2026, 12, 2, 6, tzinfo=timezone.utc)
 CLAIMS = base64.urlsafe_b64encode(json.dumps({"exp": 1, "iat": 0, "sun": "svc-spend"}).encode()).decode().rstrip("=")
@@ -76,10 +76,10 @@ def slurmrestd(monkeypatch):
         server.server_close()
 
 
-def run(tmp_path: Path, url: str, **source):
+def run(tmp_path: Path, url: str, now: datetime = NOW, **source):
     config = parse_config({"lake": str(tmp_path / "lake"),
                            "inventory": [{"name": "slurm", "kind": "slurm-jobs", "url": url, **source}]})
-    [outcome] = run_inventory(config, now=NOW)
+    [outcome] = run_inventory(config, now=now)
     return outcome
 
 
@@ -330,6 +330,23 @@ def test_a_later_window_asking_another_user_leaves_the_job_running_and_says_so(t
     records = sorted((tmp_path / "lake/_ledger/snapshots/jobs/source=slurm").glob("*.json"))
     alice, bob, again = (json.loads(path.read_text())["fingerprint"] for path in records)
     assert alice == again != bob and url not in records[0].read_text()
+
+
+def test_history_keeps_both_attempts_of_a_job_requeued_in_its_submit_second(tmp_path, slurmrestd):
+    """Two snapshots listing both attempts, then one whose window no longer reaches the first:
+    each attempt is one record of history (allocation.NEWEST_RECORD), none counted twice."""
+    url, server = slurmrestd
+    both = requeued_in_its_submit_second()
+    latest = {"jobs": [r for r in both["jobs"] if r["job_id"] != 5 or r["state"]["current"] == "COMPLETED"]}
+    server.plan += [(200, json.dumps(answer).encode()) for answer in (both, both, latest)]
+    for day in range(3):
+        assert run(tmp_path, url, api_version="v0.0.38", now=NOW + timedelta(days=day)).error is None
+    with Lake(tmp_path / "lake").query() as con:
+        newest = con.execute(f"SELECT record_id, state, snapshot_date FROM (SELECT *, {NEWEST_RECORD} AS newest "
+                             "FROM jobs) WHERE newest = 1 AND job_id = '5' ORDER BY record_id").fetchall()
+    assert [(record, state, str(day)) for record, state, day in newest] == [
+        ("spendlake/5@1796174389", "COMPLETED", "2026-12-04"), ("spendlake/5@1796174389~1796174390", "REQUEUED",
+                                                                "2026-12-03")]
 
 
 def test_sacct_files_record_no_window(tmp_path):

@@ -71,6 +71,7 @@ INSTANCE_ID = "CASE WHEN ResourceId LIKE 'arn:%' THEN regexp_replace(ResourceId,
 # A Slurm attempt is its id without the submit epoch (cluster, raw job id) and its submit time as
 # stored (UTC), not the id's text: ids before 2026-12-03 took the epoch in the host's zone, so on
 # a non-UTC host an old and a new snapshot of one attempt hold different ids (it counted twice).
+# An attempt requeued in its successor's submit second is `@<epoch>~<start>`: an attempt of its own.
 # A pod is its cluster, namespace/name and creation time: k8s-pods before 2026-12-04 named it
 # <cluster>/<ns>/<pod>@<start> in a window read by name, else <cluster>/<uid>, so a pod running
 # across such a change held two ids, the older running on for ever (two pods of one name are
