@@ -622,3 +622,19 @@ def test_a_running_array_task_takes_the_run_its_ended_siblings_comment_names(tmp
     assert run(tmp_path, path=str(SLURM / name)).error is None
     assert jobs(tmp_path, "job_id, run_id, state, gpus") == [("1_0", "sweep-1", "COMPLETED", 1.0),
                                                             ("1_1", "sweep-1", "RUNNING", 1.0)]
+
+
+def test_a_job_requeued_in_its_submit_second_read_from_several_files_keeps_both_attempts(tmp_path):
+    """A file written before the restart was listed holds the first attempt alone, the id both
+    share: in the later file's name order it would win over the running restart (it has ended)."""
+    both = requeued_in_its_submit_second()
+    [restart] = [r for r in both["jobs"] if r["job_id"] == 5 and r["state"]["current"] == "COMPLETED"]
+    restart["state"]["current"], restart["time"]["end"] = "RUNNING", 0
+    first = {"jobs": [r for r in both["jobs"] if r is not restart]}
+    folder = tmp_path / "sacct"
+    folder.mkdir()
+    (folder / "a-both.json").write_text(json.dumps(both))
+    (folder / "b-first-only.json").write_text(json.dumps(first))
+    assert run(tmp_path, path=str(folder)).error is None
+    assert [row[:4] for row in jobs(tmp_path, "record_id, state, start_time, restarts, job_id") if row[4] == "5"] == [
+        ("spendlake/5@1796174389", "RUNNING", t(54), 1), ("spendlake/5@1796174389~1796174390", "REQUEUED", t(50), 0)]
