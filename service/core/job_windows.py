@@ -10,9 +10,9 @@ Snapshots without these times (files read, older records) end nothing.
 
 Absence says "ended" only if the newer snapshot asked what S asked: each record also holds the
 `fingerprint` of the source's settings that decide which jobs a read returns (a hash: a URL
-may hold a secret). A snapshot ends only S's of its fingerprint; a job it did not ask about
-(say a namespace no longer read) keeps its record as last seen, running. A record without one
-(written before 2026-12-04) is taken to have asked the same as any other.
+may hold a secret), and a snapshot ends only the jobs of earlier ones of its fingerprint; a job
+it did not ask about (say a namespace no longer read) keeps its record as last seen, running.
+A record without one (written before 2026-12-04) is taken to have asked the same as any other.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def create_view(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
     """`job_snapshots` on `con` over `rows` (snapshot_rows), the values bound."""
     columns = ", ".join(f"CAST({name} AS {kind}) AS {name}" for name, kind in _COLUMNS)
     names = ", ".join(name for name, _ in _COLUMNS)
-    values = (", ".join([f"({', '.join('?' * len(_COLUMNS))})"] * len(rows))
-              or f"({', '.join(['NULL'] * len(_COLUMNS))})")
+    row = f"({', '.join('?' for _ in _COLUMNS)})"
+    values = ", ".join([row] * len(rows)) or row.replace("?", "NULL")
     con.sql(f"SELECT {columns} FROM (VALUES {values}) AS t({names})" + ("" if rows else " WHERE false"),
             params=[value for row in rows for value in row] or None).create_view(VIEW)
 
