@@ -202,17 +202,17 @@ def stored_attempts(con: duckdb.DuckDBPyConnection, attempts: Iterable[Attempt],
 
 
 # A job requeued in the second it was submitted (or last requeued) has attempts of one submit
-# second, so of one record id. An attempt's start, once set, stays; a file or answer lists the
-# attempts in order (an appended export repeats one, with its start, or none before it started).
-# So an attempt with a start that any read of its id shows starting later, or a later line of
-# its file shows pending, was followed by another: it takes its start epoch after the id,
+# second, so of one record id. An attempt's start, once set, stays, and the reads come in order
+# (files by name, each's lines; an appended export repeats an attempt, with its start or, before
+# it started, none). So an attempt with a start that any read of its id shows starting later, or
+# a later read shows pending, was followed by another: it takes its start epoch after the id,
 # `@<submit>~<start>`, and history keeps each attempt, the latest keeping the id the snapshots
-# that no longer list the others give it.
-SAME_SECOND = ("SELECT * REPLACE (CASE WHEN start_time < max(start_time) OVER (PARTITION BY record_id) OR "
-               "(start_time IS NOT NULL AND bool_or(start_time IS NULL) OVER later) THEN record_id || '~' || "
-               "CAST(epoch(start_time) AS BIGINT) ELSE record_id END AS record_id) FROM ({attempts}) AS listed "
-               "WINDOW later AS (PARTITION BY record_id, _file ORDER BY _row ROWS BETWEEN 1 FOLLOWING AND "
-               "UNBOUNDED FOLLOWING)")
+# that no longer list the others give it. One unordered window: a month of a big cluster is a
+# million attempts.
+SAME_SECOND = ("SELECT * REPLACE (CASE WHEN start_time < max(start_time) OVER id OR (start_time IS NOT NULL AND "
+               "max(CASE WHEN start_time IS NULL THEN [_file, _row] END) OVER id > [_file, _row]) THEN record_id || "
+               "'~' || CAST(epoch(start_time) AS BIGINT) ELSE record_id END AS record_id) FROM ({attempts}) AS listed "
+               "WINDOW id AS (PARTITION BY record_id)")
 
 
 def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterable[str]) -> duckdb.DuckDBPyRelation:
