@@ -127,7 +127,7 @@ def test_without_aws_credentials_the_source_fails_naming_its_sigv4(tmp_path, aws
     ({"kind": "k8s-pods", "prometheus_url": "https://u:p@aps-workspaces.us-west-2.amazonaws.com/workspaces/w",
       "sigv4": {}}, "take the user:password@ out of prometheus_url"),
     ({"kind": "k8s-pods", "prometheus_url": "http://prometheus:9090", "sigv4": {"region": "Oregon"}},
-     "inventory[0].sigv4.region: 'Oregon' is not in the form"),
+     "inventory[0].sigv4.region: must be an AWS region such as us-east-1, not 'Oregon'"),
     ({"kind": "gpu-metrics", "cloudwatch": True, "sigv4": {"region": REGION}},
      "sigv4 signs the queries to prometheus_url"),
 ])

@@ -35,6 +35,7 @@ PATTERNS = {
     r"^[A-Za-z_][A-Za-z0-9_]*$": "an environment variable's name: letters, digits and _, not starting with a digit",
     r"^v\d+\.\d+\.\d+$": "an API version such as v0.0.40",
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a Kubernetes namespace: lowercase letters, digits and inner hyphens",
+    r"^[a-z]{2}(-[a-z]+)+-\d+$": "an AWS region such as us-east-1",
 }
 SECRET_SETTINGS = frozenset({"api_token"})  # an error about one says what kind of value it got, never the value
 # A URL value's `user:password@` (to its last `@`: a password may hold a raw `/`), taken out before the value is
