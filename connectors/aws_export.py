@@ -4,7 +4,8 @@
 found while listing (an unreadable manifest, a key leaving the location) against their
 delivery, so that period fails alone. `read` fetches the parts (S3 downloads go to the
 scratch directory under hashed names), checks the manifest did not change meanwhile, and
-hands the local files to DuckDB: CSV/CSV.gz as text, Parquet as typed.
+hands the local files to DuckDB: CSV/CSV.gz as text (a legacy CUR .csv.zip unpacked into the
+scratch directory first), Parquet as typed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import duckdb
 
 from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import csv_header, read_csv
+from connectors.csvfile import csv_header, read_csv, unzipped
 from connectors.storage import StoredObject, fingerprint
 from service.core import json_text
 from service.core.config import SourceConfig
@@ -49,7 +50,7 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
              for n in names}
     if len(kinds) != 1 or not kinds <= {"csv", "parquet"}:
         raise DataError(f"unsupported or mixed file types: {sorted(kinds)}", where=", ".join(display.values()),
-                        hint="AWS exports must be CSV, CSV.gz (GZIP) or Parquet")
+                        hint="AWS exports must be CSV, CSV.gz (GZIP), CSV.zip (legacy CUR) or Parquet")
     try:
         if kinds == {"parquet"}:
             return [(con.read_parquet(names, filename=True, union_by_name=len(names) > 1, hive_partitioning=False), {})]
@@ -165,6 +166,8 @@ class AwsExportConnector(StoredExport):
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, uri, -1, "")
             path = self.storage.local_copy(obj, scratch)
+            if path.name.lower().endswith(".csv.zip"):
+                path = unzipped(path, scratch, obj.uri)
             paths.append(path)
             display[str(path)] = obj.uri
         self._check_manifest_unchanged(delivery)

@@ -13,7 +13,10 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
+import hashlib
 import io
+import shutil
+import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,6 +53,25 @@ def csv_header(path: str | Path, where: str) -> list[str]:
     if not any(header):
         raise DataError("the file has no header row", where=where, hint="re-export it with headers")
     return header
+
+
+def unzipped(path: Path, scratch: Path, where: str) -> Path:
+    """The CSV a `.csv.zip` holds (legacy CUR's ZIP compression: one CSV per archive), written
+    into `scratch`: DuckDB reads gzip, not ZIP."""
+    target = scratch / (hashlib.sha256(str(path).encode()).hexdigest()[:24] + ".csv")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [m for m in archive.infolist() if not m.is_dir()]
+            if len(members) != 1:
+                raise DataError(f"the ZIP archive holds {len(members)} files, not one CSV", where=where,
+                                hint="an export's .csv.zip holds one CSV; unpack it into the location")
+            with archive.open(members[0]) as member, target.open("wb") as out:
+                shutil.copyfileobj(member, out, 1 << 20)
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        target.unlink(missing_ok=True)
+        raise DataError(f"cannot read the ZIP archive: {exc}", where=where,
+                        hint="the file is damaged or cut short; re-export it") from None
+    return target
 
 
 def column_names(header: Sequence[str]) -> list[str]:

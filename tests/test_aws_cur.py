@@ -61,6 +61,29 @@ def test_real_sample_sums_equal_the_reference(tmp_path):
     assert not Lake(cfg.lake).ledger()[0].final
 
 
+def test_zip_compressed_report_reads_as_its_csv(tmp_path):
+    """Legacy CUR's ZIP compression (`<report>-1.csv.zip`): the real sample zipped gives its
+    reference sums; an archive that is damaged or holds two files fails naming it."""
+    import zipfile
+
+    folder = tmp_path / "cur"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "report-1.csv.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(SAMPLE, "report-1.csv")
+    cfg = config(tmp_path, folder)
+    assert [o.status for o in ingest(cfg).outcomes] == ["committed"]
+    [(period, _, billed, _, rows)] = totals(Lake(cfg.lake))
+    assert (period, billed, rows) == ("2023-11", Decimal("1.682308697400"), 1281)
+
+    with zipfile.ZipFile(folder / "report-1.csv.zip", "a") as archive:
+        archive.writestr("other.csv", "x\n")
+    [failed] = ingest(cfg).failed
+    assert "holds 2 files, not one CSV" in str(failed.error) and "report-1.csv.zip" in str(failed.error)
+    (folder / "report-1.csv.zip").write_bytes(b"PK\x03\x04 cut short")
+    [failed] = ingest(cfg).failed
+    assert "cannot read the ZIP archive" in str(failed.error) and "report-1.csv.zip" in str(failed.error)
+
+
 def test_amortized_cost_category_and_tags_by_line_item_type(tmp_path):
     rows = [
         line(cost="10", team="pretrain", **{"resourceTags__user:Team": "Eval"}),
