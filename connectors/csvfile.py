@@ -27,6 +27,10 @@ from service.core.errors import DataError
 
 TEXT = "VARCHAR"
 SAMPLE_BYTES = 4 << 20  # checked to be UTF-8 (DuckDB's sniffer sampled 20,480 rows)
+# A spreadsheet's save ('Unicode text', a European locale's ';' and decimal comma) also rewrites
+# values (long account ids as 1.23412E+11, dates in the locale's order): read the export itself.
+RESAVED_HINT = ("was it saved from a spreadsheet? read the export as the provider wrote it "
+                "(comma-separated UTF-8 CSV), or save it as 'CSV UTF-8 (comma delimited)'")
 
 
 def csv_header(path: str | Path, where: str) -> list[str]:
@@ -40,6 +44,9 @@ def csv_header(path: str | Path, where: str) -> list[str]:
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"cannot read the file: {exc}", where=where,
                         hint="the file is damaged or not CSV; re-export it") from None
+    if sample[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        raise DataError("cannot read the file: it is UTF-16 encoded (it starts with a UTF-16 byte order mark)",
+                        where=where, hint=RESAVED_HINT)
     try:
         text = codecs.getincrementaldecoder("utf-8-sig")().decode(sample, final=len(sample) < SAMPLE_BYTES)
     except UnicodeDecodeError as exc:
@@ -52,6 +59,10 @@ def csv_header(path: str | Path, where: str) -> list[str]:
         raise DataError(f"cannot read the header row: {exc}", where=where, hint="re-export it with headers") from None
     if not any(header):
         raise DataError("the file has no header row", where=where, hint="re-export it with headers")
+    for name, separator in (("';'", ";"), ("tab", "\t")):
+        if len(header) == 1 and separator in header[0]:
+            raise DataError(f"the header row is one field: its columns are separated by {name}, not ','",
+                            where=where, hint=RESAVED_HINT)
     return header
 
 

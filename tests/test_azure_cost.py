@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 from datetime import date, datetime
@@ -156,6 +157,12 @@ def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
     ("badtags.csv", NEW_EA.replace('"""a"": ""b"""', '"""a"": b"'), ["badtags.csv", "column Tags: not a JSON object"]),
     ("latin1.csv", NEW_EA.replace("Lorem", "Société").encode("latin-1"), ["latin1.csv", "not utf-8"]),
     ("empty.csv", b"", ["empty.csv", "the file is empty"]),
+    # a spreadsheet's saves: UTF-16 'Unicode text' (tab-separated) or a European locale's ';' and decimal comma
+    ("utf16.csv", OLD_EA.replace(",", "\t").encode("utf-16"), ["utf16.csv", "UTF-16 encoded", "spreadsheet"]),
+    ("utf16be.csv", codecs.BOM_UTF16_BE + NEW_EA.encode("utf-16-be"), ["utf16be.csv", "UTF-16 encoded"]),
+    ("semicolon.csv", NEW_EA.replace(",", ";").replace("0.000305367", "0,000305367"),
+     ["semicolon.csv", "the header row is one field: its columns are separated by ';', not ','", "CSV UTF-8"]),
+    ("tabs.csv", NEW_EA.replace(",", "\t"), ["tabs.csv", "separated by tab"]),
     ("truncated.csv.gz", gzip.compress(NEW_EA.encode() * 300)[:-100], ["truncated.csv.gz"]),
 ])
 def test_bad_input_fails_the_delivery_naming_file_and_problem(tmp_path, name, content, expected):
