@@ -103,32 +103,38 @@ class OciCostConnector(StoredExport):
             tables.append((table, _header(path)))
         superseded = f"oci_superseded_{uuid.uuid4().hex}"
         con.execute(f"CREATE TEMP TABLE {superseded} (reference VARCHAR)")
-        newest = None
+        newest, currencies = None, set()
         for table, _ in tables:
-            newest = max(filter(None, [newest, self._scan(con, table, superseded)]), default=None)
+            latest, found = self._scan(con, table, superseded)
+            newest = max(filter(None, [newest, latest]), default=None)
+            currencies |= found
         since = _whole_months_since(newest)
+        currency = currencies.pop() if len(currencies) == 1 else None
         parts = []
         for table, header in tables:
             try:
-                sql, params = select(table, header, superseded, since)
+                sql, params = select(table, header, superseded, since, currency)
                 parts.append(con.sql(sql, params=params))
             except duckdb.Error as exc:
                 raise duckdb_error(exc, "cannot read the cost report", where=table.uri) from None
         return parts
 
     @staticmethod
-    def _scan(con: duckdb.DuckDBPyConnection, table: Table, superseded: str) -> datetime | None:
-        """Record the lines this file's corrections replace; return its newest interval start."""
+    def _scan(con: duckdb.DuckDBPyConnection, table: Table, superseded: str) -> tuple[datetime | None, set[str]]:
+        """Record the lines this file's corrections replace; return its newest interval start
+        and the currencies its lines name."""
         back = table.col(*BACK_REFERENCE)
         flag = table.col(CORRECTION)
         try:
             if back and flag:
                 con.execute(f"INSERT INTO {superseded} SELECT DISTINCT nullif(trim({back}), '') FROM {table.source} "
                             f"WHERE {is_set(flag)} AND nullif(trim({back}), '') IS NOT NULL")
-            [(newest,)] = con.execute(f"SELECT max({timestamp(table, START)}) FROM {table.source}").fetchall()
+            [(newest, currencies)] = con.execute(
+                f"SELECT max({timestamp(table, START)}), list(DISTINCT {text(table, CURRENCY)}) FROM {table.source}"
+            ).fetchall()
         except duckdb.Error as exc:
             raise duckdb_error(exc, "cannot read the cost report", where=table.uri) from None
-        return newest
+        return newest, {c for c in currencies or () if c is not None}
 
 
 def cost_report_files(listing: list[StoredObject]) -> list[StoredObject]:
@@ -169,9 +175,13 @@ def _tags(table: Table, header: list[str]) -> str:
     return f"map_from_entries(list_filter([{', '.join(pairs)}], lambda e: coalesce(e.value, '') <> ''))"
 
 
-def select(table: Table, header: list[str], superseded: str, since: datetime | None) -> tuple[str, list]:
+def select(table: Table, header: list[str], superseded: str, since: datetime | None,
+           currency: str | None) -> tuple[str, list]:
     """SELECT <canonical columns> FROM the file, without the lines a correction replaced (and
-    its parameters)."""
+    its parameters). A line costing nothing without a currency takes `currency`, the one the
+    delivery's other lines name (a tenancy bills in one currency): Oracle leaves it blank on
+    free lines (Object Storage's free transfer and requests) that are otherwise a bill of their
+    own, '(no currency)', and a FOCUS export without its mandatory BillingCurrency."""
     start = timestamp(table, START)
     flag, reference = table.col(CORRECTION), table.col(REFERENCE)
     resource = text(table, "product/resourceId")
@@ -183,7 +193,9 @@ def select(table: Table, header: list[str], superseded: str, since: datetime | N
         "ChargePeriodEnd": timestamp(table, END),
         "BilledCost": money(table, COST),
         "EffectiveCost": money(table, COST),
-        "BillingCurrency": text(table, CURRENCY),
+        "BillingCurrency": text(table, CURRENCY) if currency is None else
+        f"coalesce({text(table, CURRENCY)}, CASE WHEN coalesce({money(table, COST)}, 0) = 0 "
+        f"THEN {sql_string(currency)} END)",
         "ChargeCategory": "'Usage'",
         "ChargeClass": flag and f"CASE WHEN {is_set(flag)} THEN 'Correction' END",
         "ChargeFrequency": "'Usage-Based'",

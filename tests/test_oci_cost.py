@@ -17,6 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 import boto3
+import duckdb
 import pytest
 from billing_helpers import failures, ingest_files
 from click.testing import CliRunner
@@ -142,3 +143,26 @@ def test_a_location_without_cost_reports_exits_3_naming_it(tmp_path):
     result = CliRunner().invoke(cli, ["--config", str(cfg), "ingest"], catch_exceptions=False)
     assert result.exit_code == 3
     assert f"no OCI cost report files (reports/cost-csv/*.csv.gz) under {tmp_path / 'bucket'}" in result.output
+
+
+def test_free_lines_without_a_currency_take_the_tenancys(tmp_path):
+    """koku's real-shaped GBP report (tests/data/oci README): Oracle leaves cost/currencyCode
+    blank on free Object Storage lines; they are the tenancy's GBP lines, not a bill of
+    their own. A line with a cost and no currency, or a delivery of two currencies, keeps none."""
+    report = DATA / "oci-koku"
+    lake, result = ingest_files(tmp_path, ("oci", "oci-cost", report))
+    assert failures(result) == []
+    raw = next(iter(report.rglob("*.csv")))
+    [(total,)] = duckdb.sql("SELECT sum(CAST(\"cost/myCost\" AS DECIMAL(38,12))) FROM read_csv(?, all_varchar = true)",
+                            params=[str(raw)]).fetchall()
+    assert period_sums(lake) == [("2022-04", "GBP", 5, total)] and total == Decimal("0.000040641")
+
+    other = tmp_path / "bucket" / "reports" / "cost-csv"
+    other.mkdir(parents=True)
+    lines = raw.read_text().splitlines(keepends=True)
+    (other / "0001000000603747.csv").write_text("".join(
+        [lines[0], lines[1].replace(",0.000000000000,,", ",1.000000000000,,", 1), *lines[2:]]))
+    (other / "0001000000603748.csv").write_text(lines[0] + lines[4].replace(",GBP,", ",USD,"))
+    lake, _ = ingest_files(tmp_path / "second", ("oci", "oci-cost", other.parent.parent))
+    assert lake.query().execute("SELECT BillingCurrency, count(*) FROM costs GROUP BY ALL ORDER BY ALL").fetchall() \
+        == [("GBP", 3), ("USD", 1), (None, 2)]
