@@ -125,16 +125,18 @@ class AzureCostConnector(FolderExport):
         amortized = self._is_amortized(con, table, cost, self.export_type(uri))
         charge_type = text(table, "ChargeType")
         day = timestamp(table, "Date", formats=DATE_FORMATS)
-        period_start = (timestamp(table, "BillingPeriodStartDate", formats=DATE_FORMATS)
-                        or f"date_trunc('month', {day})")
-        period_end = timestamp(table, "BillingPeriodEndDate", formats=DATE_FORMATS)
+        # MCA leaves the billing period blank on lines not yet invoiced (servicePeriod* filled):
+        # those, like a file without the columns, are billed in the calendar month of their day.
+        month, unknown = f"date_trunc('month', {day})", "CAST(NULL AS TIMESTAMP)"
+        period_start = timestamp(table, "BillingPeriodStartDate", formats=DATE_FORMATS) or unknown
+        period_end = timestamp(table, "BillingPeriodEndDate", formats=DATE_FORMATS) or unknown
         info = table.col("AdditionalInfo")
         expressions = {
             "BillingAccountId": text(table, "BillingAccountId"),
             "BillingAccountName": text(table, "BillingAccountName"),
-            "BillingPeriodStart": period_start,
+            "BillingPeriodStart": f"coalesce({period_start}, {month})",
             # Azure's period and charge dates are inclusive days; FOCUS ends are exclusive.
-            "BillingPeriodEnd": period_end and f"{period_end} + INTERVAL 1 DAY",
+            "BillingPeriodEnd": f"coalesce({period_end} + INTERVAL 1 DAY, {month} + INTERVAL 1 MONTH)",
             "ChargePeriodStart": day,
             "ChargePeriodEnd": f"{day} + INTERVAL 1 DAY",
             "EffectiveCost" if amortized else "BilledCost": cost,

@@ -8,12 +8,13 @@ import json
 from datetime import date, datetime
 from decimal import Decimal
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from billing_helpers import failures, ingest_files, sums
 from click.testing import CliRunner
-from conftest import SAMPLES
+from conftest import DATA, SAMPLES
 
 from service.cli.main import cli
 from service.core.config import parse_config
@@ -143,6 +144,22 @@ def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
     [entry] = lake.ledger()
     assert [(t.currency, t.rows, t.billed_cost) for t in entry.totals] == [
         ("CAD", 1, Decimal("0.000305367")), ("USD", 1, Decimal("0.0000564902"))]
+
+
+def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
+    """koku's real-shaped MCA export (tests/data/azure-mca): blank billingPeriodStartDate and
+    EndDate (not yet invoiced) failed the file as lines without a billing period; they are
+    billed in the calendar month of their day, as a file without those columns is."""
+    export = DATA / "azure-mca" / "koku_mca_camel_v2.csv"
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", export))
+    assert failures(result) == []
+    [(total,)] = duckdb.sql("SELECT sum(CAST(costInBillingCurrency AS DECIMAL(38,12))) FROM read_csv(?, "
+                            "all_varchar = true)", params=[str(export)]).fetchall()
+    assert total == Decimal("0.0000262412")
+    assert lake.query().execute(
+        "SELECT billing_period, BillingPeriodStart, BillingPeriodEnd, InvoiceId, count(*), sum(BilledCost) "
+        "FROM costs GROUP BY ALL").fetchall() == [
+        ("2023-08", datetime(2023, 8, 1), datetime(2023, 9, 1), None, 4, total)]
 
 
 @pytest.mark.parametrize(("name", "content", "expected"), [
