@@ -4,8 +4,8 @@
 found while listing (an unreadable manifest, a key leaving the location) against their
 delivery, so that period fails alone. `read` fetches the parts (S3 downloads go to the
 scratch directory under hashed names), checks the manifest did not change meanwhile, and
-hands the local files to DuckDB: CSV/CSV.gz as text (a legacy CUR .csv.zip unpacked into the
-scratch directory first), Parquet as typed.
+hands the local files to DuckDB: CSV/CSV.gz as text (a legacy CUR .csv.zip unpacked, a UTF-16
+CSV as UTF-8, into the scratch directory first: csvfile.local_csv), Parquet as typed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import duckdb
 
 from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import csv_header, read_csv, unzipped
+from connectors.csvfile import csv_header, local_csv, read_csv
 from connectors.storage import StoredObject, fingerprint
 from service.core import json_text
 from service.core.config import SourceConfig
@@ -165,9 +165,7 @@ class AwsExportConnector(StoredExport):
         paths = []
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, uri, -1, "")
-            path = self.storage.local_copy(obj, scratch)
-            if path.name.lower().endswith(".csv.zip"):
-                path = unzipped(path, scratch, obj.uri)
+            path = local_csv(self.storage.local_copy(obj, scratch), scratch, obj.uri)
             paths.append(path)
             display[str(path)] = obj.uri
         self._check_manifest_unchanged(delivery)

@@ -18,8 +18,9 @@ import io
 import shutil
 import zipfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import duckdb
 
@@ -27,7 +28,7 @@ from service.core.errors import DataError
 
 TEXT = "VARCHAR"
 SAMPLE_BYTES = 4 << 20  # checked to be UTF-8 (DuckDB's sniffer sampled 20,480 rows)
-# A spreadsheet's save ('Unicode text', a European locale's ';' and decimal comma) also rewrites
+# A spreadsheet's save (a European locale's ';' and decimal comma, 'Unicode text' tabs) also rewrites
 # values (long account ids as 1.23412E+11, dates in the locale's order): read the export itself.
 RESAVED_HINT = ("was it saved from a spreadsheet? read the export as the provider wrote it "
                 "(comma-separated UTF-8 CSV), or save it as 'CSV UTF-8 (comma delimited)'")
@@ -44,9 +45,6 @@ def csv_header(path: str | Path, where: str) -> list[str]:
     except (OSError, EOFError, zlib.error) as exc:
         raise DataError(f"cannot read the file: {exc}", where=where,
                         hint="the file is damaged or not CSV; re-export it") from None
-    if sample[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
-        raise DataError("cannot read the file: it is UTF-16 encoded (it starts with a UTF-16 byte order mark)",
-                        where=where, hint=RESAVED_HINT)
     try:
         text = codecs.getincrementaldecoder("utf-8-sig")().decode(sample, final=len(sample) < SAMPLE_BYTES)
     except UnicodeDecodeError as exc:
@@ -66,22 +64,60 @@ def csv_header(path: str | Path, where: str) -> list[str]:
     return header
 
 
-def unzipped(path: Path, scratch: Path, where: str) -> Path:
-    """The CSV a `.csv.zip` holds (legacy CUR's ZIP compression: one CSV per archive), written
-    into `scratch`: DuckDB reads gzip, not ZIP."""
+def local_csv(path: Path, scratch: Path, where: str) -> Path:
+    """The file as DuckDB can read it: a `.csv.zip` (legacy CUR's ZIP compression, one CSV per
+    archive: DuckDB reads gzip, not ZIP) unpacked, and a UTF-16 CSV (a byte order mark; DuckDB
+    reads UTF-8 only) as UTF-8, into `scratch`; any other file as it is."""
+    name = path.name.lower()
+    if name.endswith(".csv.zip"):
+        return _copied(path, scratch, where, _unzipped, "the ZIP archive")
+    if name.endswith((".csv", ".csv.gz")) and _utf16(path):
+        return _copied(path, scratch, where, _utf8, "the UTF-16 file")
+    return path
+
+
+def _opener(path: Path) -> Callable[..., IO[bytes]]:
+    return gzip.open if path.name.lower().endswith(".gz") else open
+
+
+def _utf16(path: Path) -> bool:
+    try:
+        with _opener(path)(path, "rb") as raw:
+            return raw.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    except (OSError, EOFError, zlib.error):
+        return False  # the reader names what is wrong with it
+
+
+def _unzipped(path: Path, out: IO[bytes], where: str) -> None:
+    with zipfile.ZipFile(path) as archive:
+        members = [m for m in archive.infolist() if not m.is_dir()]
+        if len(members) != 1:
+            raise DataError(f"the ZIP archive holds {len(members)} files, not one CSV", where=where,
+                            hint="an export's .csv.zip holds one CSV; unpack it into the location")
+        with archive.open(members[0]) as member:
+            shutil.copyfileobj(member, out, 1 << 20)
+
+
+def _utf8(path: Path, out: IO[bytes], where: str) -> None:
+    with _opener(path)(path, "rb") as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-16", newline="")
+        writer = io.TextIOWrapper(out, encoding="utf-8", newline="")
+        shutil.copyfileobj(text, writer, 1 << 20)
+        writer.detach()  # flushed; `out` stays open for its owner
+
+
+def _copied(path: Path, scratch: Path, where: str, write: Callable[[Path, IO[bytes], str], None], what: str) -> Path:
     target = scratch / (hashlib.sha256(str(path).encode()).hexdigest()[:24] + ".csv")
     try:
-        with zipfile.ZipFile(path) as archive:
-            members = [m for m in archive.infolist() if not m.is_dir()]
-            if len(members) != 1:
-                raise DataError(f"the ZIP archive holds {len(members)} files, not one CSV", where=where,
-                                hint="an export's .csv.zip holds one CSV; unpack it into the location")
-            with archive.open(members[0]) as member, target.open("wb") as out:
-                shutil.copyfileobj(member, out, 1 << 20)
-    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        with target.open("wb") as out:
+            write(path, out, where)
+    except (OSError, EOFError, UnicodeError, zipfile.BadZipFile, zlib.error) as exc:
         target.unlink(missing_ok=True)
-        raise DataError(f"cannot read the ZIP archive: {exc}", where=where,
+        raise DataError(f"cannot read {what}: {exc}", where=where,
                         hint="the file is damaged or cut short; re-export it") from None
+    except DataError:
+        target.unlink(missing_ok=True)
+        raise
     return target
 
 

@@ -21,6 +21,7 @@ import duckdb
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
+from connectors.csvfile import local_csv
 from connectors.exportfile import PARQUET_SUFFIXES, ParquetRun, hive_partitions, parquet_periods
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
@@ -76,7 +77,7 @@ class FolderExport(StoredExport, ABC):
             raise run.problem
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            self.local[uri] = self.storage.local_copy(obj, scratch)
+            self.local[uri] = local_csv(self.storage.local_copy(obj, scratch), scratch, uri)
         groups = (same_schema_runs(con, [self.local[uri] for uri in delivery.files], delivery.files)
                   if self.reads_runs else [[uri] for uri in delivery.files])
         parts = []  # in the order of the files: staging reports each file's periods in that order

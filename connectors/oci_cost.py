@@ -61,6 +61,7 @@ from pathlib import Path, PurePosixPath
 import duckdb
 
 from connectors.base import Delivery, StoredExport
+from connectors.csvfile import local_csv
 from connectors.exportfile import (Table, decimal, ident, money, open_table, rounded_away, sql_string, text,
                                    timestamp)
 from connectors.storage import StoredObject, fingerprint, suffix_of
@@ -97,7 +98,7 @@ class OciCostConnector(StoredExport):
         tables = []
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, PurePosixPath(uri).name, -1, "")
-            path = self.storage.local_copy(obj, scratch)
+            path = local_csv(self.storage.local_copy(obj, scratch), scratch, uri)
             table = open_table(con, path, uri, money=(COST,))
             table.require(START, COST, CURRENCY, kind=self.kind)
             tables.append((table, _header(path)))

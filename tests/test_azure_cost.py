@@ -146,6 +146,19 @@ def test_two_currencies_in_one_period_are_kept_apart(tmp_path):
         ("CAD", 1, Decimal("0.000305367")), ("USD", 1, Decimal("0.0000564902"))]
 
 
+@pytest.mark.parametrize("name", ["le.csv", "be.csv.gz"])
+def test_a_utf16_export_reads_as_its_utf8_text(tmp_path, name):
+    """A UTF-16 CSV (byte order mark, either byte order, plain or gzip'ed) is the same export
+    as its UTF-8 text: DuckDB reads UTF-8 only, so it is read from a UTF-8 copy in scratch."""
+    plain, _ = ingest_files(tmp_path / "utf8", ("azure", "azure-cost", write(tmp_path, "new.csv", NEW_EA)))
+    encoded = (codecs.BOM_UTF16_LE + NEW_EA.encode("utf-16-le") if name == "le.csv"
+               else gzip.compress(codecs.BOM_UTF16_BE + NEW_EA.encode("utf-16-be")))
+    lake, result = ingest_files(tmp_path / "utf16", ("azure", "azure-cost", write(tmp_path, name, encoded)))
+    assert failures(result) == []
+    columns = "ChargePeriodStart, BilledCost, BillingCurrency, ChargeDescription, Tags"
+    assert rows(lake, columns) == rows(plain, columns) and len(rows(lake, columns)) == 2
+
+
 def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
     """koku's real-shaped MCA export (tests/data/azure-mca): blank billingPeriodStartDate and
     EndDate (not yet invoiced) failed the file as lines without a billing period; they are
@@ -175,8 +188,8 @@ def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
     ("latin1.csv", NEW_EA.replace("Lorem", "Société").encode("latin-1"), ["latin1.csv", "not utf-8"]),
     ("empty.csv", b"", ["empty.csv", "the file is empty"]),
     # a spreadsheet's saves: UTF-16 'Unicode text' (tab-separated) or a European locale's ';' and decimal comma
-    ("utf16.csv", OLD_EA.replace(",", "\t").encode("utf-16"), ["utf16.csv", "UTF-16 encoded", "spreadsheet"]),
-    ("utf16be.csv", codecs.BOM_UTF16_BE + NEW_EA.encode("utf-16-be"), ["utf16be.csv", "UTF-16 encoded"]),
+    ("utf16.csv", OLD_EA.replace(",", "\t").encode("utf-16"), ["utf16.csv", "separated by tab", "spreadsheet"]),
+    ("cut16.csv", NEW_EA.encode("utf-16")[:-1], ["cut16.csv", "cannot read the UTF-16 file", "truncated"]),
     ("semicolon.csv", NEW_EA.replace(",", ";").replace("0.000305367", "0,000305367"),
      ["semicolon.csv", "the header row is one field: its columns are separated by ';', not ','", "CSV UTF-8"]),
     ("tabs.csv", NEW_EA.replace(",", "\t"), ["tabs.csv", "separated by tab"]),
