@@ -166,3 +166,18 @@ def test_free_lines_without_a_currency_take_the_tenancys(tmp_path):
     lake, _ = ingest_files(tmp_path / "second", ("oci", "oci-cost", other.parent.parent))
     assert lake.query().execute("SELECT BillingCurrency, count(*) FROM costs GROUP BY ALL ORDER BY ALL").fetchall() \
         == [("GBP", 3), ("USD", 1), (None, 2)]
+
+
+def test_oracles_own_report_excerpt_sums_as_duckdb_over_the_raw_file(tmp_path):
+    """An Oracle tenancy's report (tests/data/oci README): E-notation and 18-decimal costs,
+    back-references on lines that are no correction, an end with seconds and a start without."""
+    report = DATA / "oci-oracle"
+    lake, result = ingest_files(tmp_path, ("oci", "oci-cost", report))
+    assert failures(result) == []
+    raw = next(iter(report.rglob("*.csv")))
+    [(rows, exact)] = duckdb.sql("SELECT count(*), sum(CAST(\"cost/myCost\" AS DECIMAL(38,20))) FROM read_csv(?, "
+                                 "all_varchar = true)", params=[str(raw)]).fetchall()
+    assert (rows, exact) == (21, Decimal("0.120284359054846088"))
+    assert period_sums(lake) == [("2023-11", "USD", 21, Decimal("0.120284359056"))]  # 12 decimals a line
+    assert lake.query().execute("SELECT count(*) FROM costs WHERE ChargeClass IS NOT NULL OR "
+                                "ChargePeriodEnd - ChargePeriodStart <> INTERVAL 1 HOUR").fetchone() == (0,)
