@@ -128,7 +128,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str
     elif suffix in PARQUET_SUFFIXES:
         relation = _reader(con, "read_parquet", path, {"hive_partitioning": False}, uri)
     elif suffix in JSON_SUFFIXES:
-        relation = _reader(con, "read_json", path, {"format": "newline_delimited", "sample_size": -1,
+        relation = _reader(con, "read_json", path, {"format": "auto", "sample_size": -1,
                                                     "hive_partitioning": False}, uri)
     else:
         raise DataError(f"unsupported file type {suffix!r}", where=uri,

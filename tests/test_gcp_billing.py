@@ -64,12 +64,15 @@ EXPECTED_PERIODS = [
 ]
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "json array"])
 def test_native_export_maps_nested_and_repeated_fields(tmp_path, fmt):
     path = NDJSON
     if fmt == "parquet":
         path = tmp_path / "export.parquet"
         bigquery_parquet(path)
+    if fmt == "json array":  # the rows as one JSON document, pretty-printed: the same export
+        path = tmp_path / "export.json"
+        path.write_text(json.dumps([json.loads(line) for line in NDJSON.read_text().splitlines()], indent=2))
     lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", path))
     assert failures(result) == []
     assert period_sums(lake) == EXPECTED_PERIODS
