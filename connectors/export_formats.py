@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+GCP_FILE_EXPORT = "export billing data to BigQuery instead and write its table out with bq extract (kind gcp-billing)"
+
 # (columns all present, what the file is, the kinds that read it, or what to do when none does)
 SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
     (("BilledCost", "ChargePeriodStart"), "a FOCUS cost and usage file", ("focus",)),
@@ -19,6 +21,10 @@ SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
     (("lineItem/intervalUsageStart", "cost/myCost"), "an Oracle Cloud cost report", ("oci-cost",)),
     (("lineItem/intervalUsageStart",), "an Oracle Cloud usage report, which has no costs",
      "point the source at the cost reports (reports/cost-csv/, kind oci-cost) or the FOCUS reports (kind focus)"),
+    (("Line Item", "Measurement1"), "Google Cloud's billing file export (CSV to Cloud Storage), which lacks "
+     "the invoice month, taxes and adjustments", GCP_FILE_EXPORT),
+    (("lineItemId", "measurements"), "Google Cloud's billing file export (JSON to Cloud Storage), which lacks "
+     "the invoice month, taxes and adjustments", GCP_FILE_EXPORT),
     (("usage_start_time", "invoice"), "a Google Cloud Billing export", ("gcp-billing",)),
     (("usage_start_time", "invoice.month"), "a Google Cloud Billing export", ("gcp-billing",)),
     (("PreTaxCost", "UsageDateTime"), "Azure usage details in the retired pay-as-you-go v1 format (PreTaxCost)",

@@ -3,6 +3,7 @@ like and the kind that reads it, beside the column it lacks."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -45,6 +46,38 @@ def test_azure_v1_usage_details_say_what_to_export_instead(tmp_path):
     [error] = failures(result)
     assert "required column 'CostInBillingCurrency' or 'Cost' is missing" in error
     assert "retired pay-as-you-go v1 format (PreTaxCost): export cost details from Cost Management" in error
+
+
+@pytest.mark.parametrize("kind", ["gcp-billing", "focus"])
+def test_gcp_file_export_says_to_export_to_bigquery(tmp_path, kind):
+    """Google's file export to Cloud Storage (header as koku's evidence-2019-06-03.csv has it):
+    no invoice month, so no kind reads it; the BigQuery export is what ties out."""
+    path = tmp_path / "billing-2019-09-16.csv"
+    path.write_text("Account ID,Line Item,Start Time,End Time,Project,Measurement1,Measurement1 Total Consumption,"
+                    "Measurement1 Units,Credit1,Credit1 Amount,Credit1 Currency,Cost,Currency,Project Number,"
+                    "Project ID,Project Name,Project Labels,Description\n01C2AB-2F30E0-1EF054,"
+                    "com.google.cloud/services/compute-engine/VmimageN1StandardCore,2019-09-16T00:00:00-07:00,"
+                    "2019-09-17T00:00:00-07:00,244082564888,com.google.cloud/services/compute-engine/"
+                    "VmimageN1StandardCore,44057,seconds,FreeTrial:Credit-01C2AB-2F30E0-1EF054,-0.386854,USD,"
+                    "0.386854,USD,244082564888,fine-way-252818,My First Project,,N1 Predefined Instance Core\n")
+    _, result = ingest_files(tmp_path, ("gcp", kind, path))
+    [error] = failures(result)
+    assert path.name in error and "Google Cloud's billing file export (CSV to Cloud Storage)" in error
+    assert "export billing data to BigQuery instead" in error
+
+
+def test_gcp_json_file_export_says_so_too(tmp_path):
+    """The JSON file export is one pretty-printed JSON array (it was read as JSON lines and failed
+    as 'Malformed JSON ... unexpected end of data', as if cut short)."""
+    path = tmp_path / "billing-2019-09-16.json"
+    path.write_text(json.dumps([{"accountId": "01C2AB-2F30E0-1EF054", "lineItemId": "com.google.cloud/services/"
+                                 "compute-engine/VmimageN1StandardCore", "startTime": "2019-09-16T00:00:00-07:00",
+                                 "endTime": "2019-09-17T00:00:00-07:00", "projectNumber": "244082564888",
+                                 "measurements": [{"measurementId": "x", "sum": "44057", "unit": "seconds"}],
+                                 "cost": {"amount": "0.386854", "currency": "USD"}}], indent=2))
+    _, result = ingest_files(tmp_path, ("gcp", "gcp-billing", path))
+    [error] = failures(result)
+    assert path.name in error and "Google Cloud's billing file export (JSON to Cloud Storage)" in error
 
 
 def test_a_file_of_the_right_kind_lacking_a_column_keeps_the_plain_hint(tmp_path):
