@@ -32,6 +32,7 @@ from `Frequency`, SkuMeter = `MeterName`, PublisherName = `PublisherName`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -57,6 +58,9 @@ CURRENCY = ("BillingCurrencyCode", "BillingCurrency")
 COMMITMENTS = "('Reservation', 'SavingsPlan')"
 CHARGE_CATEGORY = {"Usage": "Usage", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage",
                    "Purchase": "Purchase", "Refund": "Purchase", "Tax": "Tax", "RoundingAdjustment": "Adjustment"}
+# A portal download in another language names each column `<translation> (<Name>)`:
+# `Abonnement-GUID (SubscriptionGuid)`, `PreTaxCost (PreTaxCost)`.
+LOCALIZED = re.compile(r"\(([A-Za-z][A-Za-z0-9]*)\)\s*$")
 PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "Committed", "SavingsPlan": "Committed"}
 CHARGE_FREQUENCY = {"UsageBased": "Usage-Based", "Recurring": "Recurring", "OneTime": "One-Time"}
 COMMITMENT_TYPE = {"Reservation": "Reservation", "SavingsPlan": "Savings Plan"}
@@ -119,7 +123,7 @@ class AzureCostConnector(FolderExport):
         return self.folder_deliveries(without_older_unlisted_runs(self.storage.list()))
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
-        table = open_table(con, path, uri, money=COST)
+        table = open_table(con, path, uri, money=COST, header_name=english_name)
         table.require(COST, CURRENCY, "Date", kind=self.kind)
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost, self.export_type(uri))
@@ -200,3 +204,9 @@ class AzureCostConnector(FolderExport):
             raise duckdb_error(exc, "cannot read the file", where=table.uri,
                                hint="check that it is a complete, UTF-8 cost details export") from None
         return signs > 0
+
+
+def english_name(field: str) -> str:
+    """The column's own (English) name in a localized header, else the field as written."""
+    found = LOCALIZED.search(field)
+    return found.group(1) if found else field

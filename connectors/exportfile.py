@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import duckdb
 
-from connectors.csvfile import read_csv
+from connectors.csvfile import csv_header, read_csv
 from connectors.export_formats import looks_like
 from connectors.storage import suffix_of
 from service.core.errors import DataError, duckdb_error
@@ -105,7 +105,8 @@ class ParquetRun:
 
 
 def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str, *, money: Iterable[str] = (),
-               nullstr: tuple[str, ...] = ("",), money_type: str = CSV_MONEY) -> Table:
+               nullstr: tuple[str, ...] = ("",), money_type: str = CSV_MONEY,
+               header_name: Callable[[str], str] | None = None) -> Table:
     """Open a CSV, Parquet or JSON-lines export file (or a ParquetRun) as a view of `con`.
 
     CSV: every column is text, except those named in `money` (case-insensitive), which the
@@ -113,6 +114,7 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str
     dialect and columns are given, nothing is sniffed: connectors.csvfile). `money_type`
     VARCHAR: they stay text, parsed in SQL (connectors.focus locates a bad value's line). The
     path and the reader's options are bound as parameters, never pasted into SQL text.
+    `header_name`: the name a CSV header field is read under (Azure's localized headers).
     """
     if isinstance(path, ParquetRun):
         return _open_run(con, path)
@@ -121,7 +123,9 @@ def open_table(con: duckdb.DuckDBPyConnection, path: Path | ParquetRun, uri: str
     suffix = suffix_of(PurePosixPath(uri).name)
     if suffix in CSV_SUFFIXES:
         try:
-            relation, _ = read_csv(con, path, uri, types={m.lower(): money_type for m in money}, nullstr=nullstr)
+            header = None if header_name is None else [header_name(field) for field in csv_header(path, uri)]
+            relation, _ = read_csv(con, path, uri, types={m.lower(): money_type for m in money}, nullstr=nullstr,
+                                   header=header)
         except duckdb.Error as exc:
             raise duckdb_error(exc, "cannot read the file", where=uri,
                                hint="check that it is a complete, UTF-8 export file") from None

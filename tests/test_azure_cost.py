@@ -159,6 +159,28 @@ def test_a_utf16_export_reads_as_its_utf8_text(tmp_path, name):
     assert rows(lake, columns) == rows(plain, columns) and len(rows(lake, columns)) == 2
 
 
+def test_a_localized_header_reads_by_the_names_in_parentheses(tmp_path):
+    """A portal download in German names columns `<Übersetzung> (<Name>)`; opencost's German
+    header set (pkg/cloud/azure/resources/billingexports/headersets/German.csv, Apache-2.0) is the
+    retired v1 usage format, so it must say so rather than 'Cost is missing'."""
+    german = {"Date": "Datum (Date)", "CostInBillingCurrency": "Kosten (CostInBillingCurrency)",
+              "BillingCurrencyCode": "Abrechnungswährung (BillingCurrencyCode)", "Tags": "Tags (Tags)"}
+    header, rest = NEW_EA.split("\r\n", 1)
+    localized = ",".join(german.get(field, field) for field in header.split(",")) + "\r\n" + rest
+    plain, _ = ingest_files(tmp_path / "plain", ("azure", "azure-cost", write(tmp_path, "new.csv", NEW_EA)))
+    lake, result = ingest_files(tmp_path / "de", ("azure", "azure-cost", write(tmp_path, "de.csv", localized)))
+    assert failures(result) == []
+    columns = "ChargePeriodStart, BilledCost, BillingCurrency, Tags"
+    assert rows(lake, columns) == rows(plain, columns) and len(rows(lake, columns)) == 2
+
+    v1 = write(tmp_path, "German.csv", "Abonnement-GUID (SubscriptionGuid),UsageDateTime (UsageDateTime),"
+               "Kategorie der Verbrauchseinheit (MeterCategory),UsageQuantity (UsageQuantity),PreTaxCost (PreTaxCost),"
+               "Currency\n11111111-12ab-34dc-56ef-123456abcdef,2021-02-02,Load Balancer,3,0.075,USD\n")
+    _, result = ingest_files(tmp_path / "v1", ("azure", "azure-cost", v1))
+    [message] = failures(result)
+    assert "German.csv" in message and "retired pay-as-you-go v1 format (PreTaxCost)" in message
+
+
 def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
     """koku's real-shaped MCA export (tests/data/azure-mca): blank billingPeriodStartDate and
     EndDate (not yet invoiced) failed the file as lines without a billing period; they are
