@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import duckdb
 
+from connectors.csvfile import ident
 from service.core.schema import QUANTITY
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -23,10 +24,6 @@ def snake_name(column: str) -> str:
     """The Athena / CUR 2.0 name of a column: 'lineItem/UnblendedCost' → 'line_item_unblended_cost'."""
     parts = [_CAMEL.sub("_", part) for part in column.split("/")]
     return re.sub(r"[^a-z0-9]+", "_", "_".join(parts).lower()).strip("_")
-
-
-def ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def literal(text: str) -> str:

@@ -28,6 +28,7 @@ from service.core.errors import DataError
 
 TEXT = "VARCHAR"
 SAMPLE_BYTES = 4 << 20  # checked to be UTF-8 (DuckDB's sniffer sampled 20,480 rows)
+TAIL_BYTES = 4096  # where a spreadsheet's trailing blank rows show
 # A spreadsheet's save (a European locale's ';' and decimal comma, 'Unicode text' tabs) also rewrites
 # values (long account ids as 1.23412E+11, dates in the locale's order): read the export itself.
 RESAVED_HINT = ("was it saved from a spreadsheet? read the export as the provider wrote it "
@@ -121,6 +122,10 @@ def _copied(path: Path, scratch: Path, where: str, write: Callable[[Path, IO[byt
     return target
 
 
+def ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def column_names(header: Sequence[str]) -> list[str]:
     """Names DuckDB can hold for these header fields: a name equal to an earlier one but for
     case gets `_1`, `_2`… (as DuckDB's own reader does: `user:Team` beside `user:team`);
@@ -169,6 +174,25 @@ def read_csv(con: duckdb.DuckDBPyConnection, path: str | Path | Sequence[str | P
                                   "nullstr": list(nullstr), "columns": columns, "filename": filename,
                                   "hive_partitioning": False}
     named = "".join(f", {name} = ?" for name in options)
-    relation = con.sql(f"SELECT * FROM read_csv(?{named})",
+    # Only then: the filter reads every column, where a query over the file reads those it needs.
+    blank = " AND ".join(f"{ident(name)} IS NULL" for name in names)
+    where = f" WHERE NOT ({blank})" if any(map(ends_in_blank_rows, paths)) else ""
+    relation = con.sql(f"SELECT * FROM read_csv(?{named}){where}",
                        params=[paths[0] if len(paths) == 1 else paths, *options.values()])
     return relation, dict(zip(names, header))
+
+
+def ends_in_blank_rows(path: str) -> bool:
+    """Whether a plain CSV's last line has fields but no values (`,,,,`): a spreadsheet's save
+    of rows it once formatted. Such rows are no charge, so they are left out."""
+    if not path.lower().endswith(".csv"):
+        return False
+    try:
+        with open(path, "rb") as raw:
+            raw.seek(max(0, raw.seek(0, io.SEEK_END) - TAIL_BYTES))
+            lines = raw.read().split(b"\n")
+    except OSError:
+        return False  # the reader names what is wrong with it
+    last = next((line for line in reversed(lines) if line.strip()), b"")
+    return bool(last) and not last.strip(b' ,;\t"\r')
+

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import duckdb
 
-from connectors.csvfile import csv_header, read_csv
+from connectors.csvfile import csv_header, ident, read_csv
 from connectors.export_formats import looks_like
 from connectors.storage import suffix_of
 from service.core.errors import DataError, duckdb_error
@@ -44,10 +44,6 @@ DECIMAL_RE = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
 
 def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-def ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)
