@@ -185,7 +185,8 @@ class FocusConnector(FolderExport):
         that column of the file as a number, and its error names the line (read as text, the
         value has none). Any other error as it is. Called while the files are still local."""
         for uri, path in self.local.items():
-            found = re.search(re.escape(f"{uri}: column ") + f"(.+?): {NOT_A_NUMBER}: ", str(error))
+            # "<uri>: column X: …", or "<uri>: <what failed>: column X: …" where the failure names the file
+            found = re.search(re.escape(f"{uri}: ") + f"(?:[^:]+: )?column (.+?): {NOT_A_NUMBER}: ", str(error))
             if found and suffix_of(PurePosixPath(uri).name) in CSV_SUFFIXES and path.exists():
                 try:
                     relation, _ = read_csv(con, path, uri, types={found.group(1).lower(): CSV_MONEY}, nullstr=NULLS)

@@ -188,7 +188,10 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
         return sandbox_error(Path(refused.group(1)), message, where)
     if CONVERSION.search(text):  # a value, not the file: "not UTF-8" or "incomplete" would mislead
         hint = "fix that value or re-export the file"
-    return DataError(f"{message}: {reason or one_line(text)}", where=where, hint=hint)
+    reason = reason or one_line(text)
+    if where and reason.startswith(f"{where}: "):  # a value's error names its file (table.fail): once is enough
+        reason = reason[len(where) + 2:]
+    return DataError(f"{message}: {reason}", where=where, hint=hint)
 
 
 LAKE_FILE = re.compile(r"""['"](/[^'"]*/([a-z0-9_]+)/source=([^/'"]+)/[^'"]*\.parquet)['"]""")
