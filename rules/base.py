@@ -18,7 +18,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError
 
 from service.core.config import Strict
 from service.core.config_budgets import BudgetConfig
@@ -38,7 +38,6 @@ Category = Literal["waste", "overspend", "ownership"]
 CATEGORIES: tuple[Category, ...] = RULE_CATEGORIES  # the registry refuses a rule declaring another
 UNALLOCATED = "unallocated"
 HOURS_PER_MONTH = Decimal("730")  # 365 × 24 / 12, the convention of cloud price lists
-GIB = 1024**3
 
 
 @dataclass(frozen=True)
@@ -106,51 +105,12 @@ def glob_regex(patterns: Sequence[str], *, path_component: bool = False) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
-def storage_cost(bytes_by_class: Mapping[str, int], prices: StoragePrices) -> Decimal:
-    """USD per month of storing these bytes, each storage class at its price."""
-    total = Decimal(0)
-    for storage_class, size in bytes_by_class.items():
-        price = prices.per_gib_month.get(storage_class, prices.per_gib_month[prices.default_class])
-        total += Decimal(int(size)) * price / GIB
-    return total
-
-
-def gib(size_bytes: int | float | Decimal) -> str:
-    return f"{Decimal(str(size_bytes)) / GIB:,.1f} GiB"
-
-
 class RuleConfig(Strict):
     """Settings every rule has. A rule's own model adds its thresholds with defaults."""
 
     enabled: bool = True
     critical_monthly_usd: Decimal = Field(default=Decimal("1000"), ge=0,
                                           description="findings with at least this much at stake (for waste: a month) are critical")
-
-
-class StoragePrices(Strict):
-    """USD per GiB-month by storage class (S3 us-east-1 list prices). Unknown or missing
-    classes are priced as `default_class`."""
-
-    per_gib_month: dict[str, Decimal] = Field(default_factory=lambda: {
-        "STANDARD": Decimal("0.023"), "INTELLIGENT_TIERING": Decimal("0.023"),
-        "REDUCED_REDUNDANCY": Decimal("0.024"), "EXPRESS_ONEZONE": Decimal("0.11"),
-        "STANDARD_IA": Decimal("0.0125"), "ONEZONE_IA": Decimal("0.01"), "GLACIER_IR": Decimal("0.004"),
-        "GLACIER": Decimal("0.0036"), "DEEP_ARCHIVE": Decimal("0.00099"),
-    })
-    default_class: str = "STANDARD"
-
-    @model_validator(mode="after")
-    def _complete(self) -> StoragePrices:
-        if self.default_class not in self.per_gib_month:
-            raise ValueError(f"default_class {self.default_class!r} has no price in per_gib_month")
-        if any(price < 0 for price in self.per_gib_month.values()):
-            raise ValueError("prices must not be negative")
-        return self
-
-    def values_sql(self) -> tuple[str, list[Any]]:
-        """A (storage_class, usd_per_gib_month) VALUES list and its bound parameters."""
-        items = sorted(self.per_gib_month.items())
-        return ", ".join("(?, CAST(? AS DECIMAL(38,12)))" for _ in items), [v for kv in items for v in kv]
 
 
 # ---- what a rule sees: small dataclasses the service fills, Protocols it implements ----

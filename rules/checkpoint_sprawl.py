@@ -52,8 +52,8 @@ from decimal import Decimal
 
 from pydantic import Field, model_validator
 
-from rules.base import (Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, glob_regex,
-                        storage_cost, usd)
+from rules.base import Finding, Rule, RuleConfig, RuleContext, glob_regex, usd
+from rules.storage import StoragePrices, gib, storage_cost
 
 
 class CheckpointSprawlConfig(RuleConfig):

@@ -40,7 +40,8 @@ from collections import defaultdict
 
 from pydantic import Field
 
-from rules.base import Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, storage_cost, usd
+from rules.base import Finding, Rule, RuleConfig, RuleContext, usd
+from rules.storage import StoragePrices, gib, storage_cost
 
 EVIDENCE = {"checksum": "same size and checksum", "etag": "same size and ETag",
             "multipart-etag": "same size and multipart ETag with the same part count, weaker evidence"}

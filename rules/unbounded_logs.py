@@ -46,8 +46,8 @@ from decimal import Decimal
 
 from pydantic import Field, field_validator
 
-from rules.base import (GIB, Finding, Rule, RuleConfig, RuleContext, StoragePrices, gib, glob_regex,
-                        storage_cost, usd)
+from rules.base import Finding, Rule, RuleConfig, RuleContext, glob_regex, usd
+from rules.storage import GIB, StoragePrices, gib, storage_cost
 
 # PutRetentionPolicy accepts exactly these.
 CLOUDWATCH_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
