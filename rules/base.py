@@ -149,6 +149,29 @@ class PlannedWindow:
     amount: Decimal
 
 
+@dataclass(frozen=True)
+class JobAttempt:
+    """One job record (attempt) of a run on a shared GPU cluster, as `spendlake runs --run` shows it."""
+
+    job: str  # the job id as the scheduler shows it
+    state: str | None  # its final state as attribution's job_state spells it (None while it runs)
+    start: datetime | None  # naive UTC; None for a part without a job record (an EKS pod)
+    end: datetime | None  # None while it runs
+    gpu_hours: Decimal | None  # inside the window
+    cost: Decimal  # its allocated cost in the window
+    currency: str | None  # None: it reached no billed instance (cost 0)
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """A run of the shared GPU clusters in a window: its attempts in start order and its owner,
+    the values its jobs' cost carries (`several` where its jobs differ)."""
+
+    run: str
+    owner: Owner
+    attempts: tuple[JobAttempt, ...]
+
+
 class Rows(Protocol):
     def fetchall(self) -> list[tuple[Any, ...]]: ...
 
@@ -172,6 +195,12 @@ class DirectDaily(Protocol):
     fees) are not daily spend and are left out."""
 
     def __call__(self, dimension: str, since: datetime, until: datetime, /) -> Sequence[DailySpend]: ...
+
+
+class RunCosts(Protocol):
+    """run_costs(window, cost_column) → every run with a cost in the window, as `runs --cost` costs it."""
+
+    def __call__(self, window: Window, cost_column: str, /) -> Sequence[RunCost]: ...
 
 
 class Outlook(Protocol):
@@ -211,7 +240,7 @@ def _no_budgets() -> Sequence[BudgetOutlook]:
 @dataclass(frozen=True)
 class RuleContext:
     """What a rule may see: read-only SQL over the lake, the window, and what the service
-    computes for rules (owners, budget outlooks, direct daily spend, plans) behind the
+    computes for rules (owners, budget outlooks, direct daily spend, plans, run costs) behind the
     interfaces above, so a rule imports nothing of the service's implementation."""
 
     con: LakeSql
@@ -222,6 +251,7 @@ class RuleContext:
     budget_outlooks: Callable[[], Sequence[BudgetOutlook]] = _no_budgets
     direct_daily: DirectDaily | None = None
     plans: Sequence[PlannedWindow] = ()
+    run_costs: RunCosts | None = None  # None: no shared GPU clusters are configured
 
     @property
     def now(self) -> datetime:

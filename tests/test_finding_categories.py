@@ -28,7 +28,7 @@ from service.serve.metrics import LakeCollector
 SEEN = datetime(2026, 11, 28, tzinfo=timezone.utc)
 EXPECTED_CATEGORIES = {
     "idle-gpu": "waste", "checkpoint-sprawl": "waste", "duplicate-datasets": "waste", "unbounded-logs": "waste",
-    "commitment-unused": "waste", "capacity-unused": "waste",
+    "commitment-unused": "waste", "capacity-unused": "waste", "failed-reruns": "waste",
     "spend-anomaly": "overspend", "budget": "overspend", "unallocated-spend": "ownership",
 }
 

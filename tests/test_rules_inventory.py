@@ -40,7 +40,7 @@ def test_rules_run_on_inventory_written_by_the_connectors(tmp_path):
     assert {o.rule: o.status for o in result.outcomes} == {
         "idle-gpu": "ok", "checkpoint-sprawl": "ok", "duplicate-datasets": "ok", "unbounded-logs": "ok",
         "budget": "ok", "spend-anomaly": "ok", "unallocated-spend": "ok", "commitment-unused": "ok",
-        "capacity-unused": "ok"}
+        "capacity-unused": "ok", "failed-reruns": "ok"}
     found = {(f.rule, f.resource_id) for f in result.seen}
     assert ("idle-gpu", "i-0ddd") in found  # SM active 1% and 3% → 2% < 5%
     assert ("duplicate-datasets", "s3://team-b-data/copies/") in found  # same size and SHA256

@@ -89,7 +89,8 @@ def test_demo_lake_shows_waste_of_all_four_rules(demo_run):
         if finding.category == "waste":
             waste[finding.rule] = waste.get(finding.rule, 0) + float(finding.monthly_waste_usd)
     assert all(waste.get(rule, 0) > 0 for rule in ("idle-gpu", "checkpoint-sprawl", "duplicate-datasets",
-                                                   "unbounded-logs", "commitment-unused", "capacity-unused")), waste
+                                                   "unbounded-logs", "commitment-unused", "capacity-unused",
+                                                   "failed-reruns")), waste
     long_context = {i for e in demo.generation.organisation.experiments if e.project == "long-context-eval"
                     for i in e.instances}
     assert {finding_id("idle-gpu", i, "unmonitored") for i in long_context} <= {f.id for f in report.result.findings}

@@ -34,7 +34,7 @@ from decimal import Decimal
 
 import duckdb
 
-from service.attribution.clusters import ClusterUsage
+from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
@@ -166,6 +166,7 @@ def _utc(moment: datetime | None) -> datetime | None:
 class _Record:
     record: str
     job: str
+    run: str  # folded
     key: tuple[str, str, str, str]  # folded cluster, job id, state, job type: how parts name it
     values: dict[str, str | None]
     start: datetime
@@ -176,10 +177,11 @@ class _Record:
     instance_ids: tuple[str, ...]
 
 
-def _records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,
-             run: str) -> list[_Record]:
-    """The run's job records that held GPUs in `window` (the newest snapshot of each attempt),
-    with the job type, state and cluster its parts take (service/attribution/job_values.py)."""
+def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,
+                run: str | None) -> list[_Record]:
+    """The job records of `run` (None: of every run) that held GPUs in `window` (the newest
+    snapshot of each attempt), with the job type, state and cluster its parts take
+    (service/attribution/job_values.py)."""
     if not lake.has_table(JOBS_TABLE):
         return []
     since, until = _naive(window.since), _naive(window.until)
@@ -187,17 +189,17 @@ def _records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConf
     records = held_records_cte(params, since, until, run)
     values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
     rows = con.execute(
-        f"WITH {records}, {values} SELECT record_id, job_id, start_time, end_time, gpus, nodes, instance_ids, "
+        f"WITH {records}, {values} SELECT record_id, job_id, run_id, start_time, end_time, gpus, nodes, instance_ids, "
         f"{', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, "
         "record_id", params.values).fetchall()
     out = []
-    for record, job, start, end, gpus, nodes, instance_ids, *stated in rows:
+    for record, job, run_id, start, end, gpus, nodes, instance_ids, *stated in rows:
         gpus = Decimal(repr(gpus))
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
         seconds = max((min(end or until, until) - max(start, since)).total_seconds(), 0)
         stated = dict(zip(RECORD_VALUES, stated))
         key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
-        out.append(_Record(record, job, key, stated, start, end, gpus,
+        out.append(_Record(record, job, folded(run_id), key, stated, start, end, gpus,
                            (gpus * Decimal(int(seconds * 1_000_000)) / 1_000_000 / HOURS).quantize(GPU_HOURS_QUANTUM),
                            tuple(nodes or ()), tuple(instance_ids or ())))
     return out
@@ -214,8 +216,9 @@ def _shares(total: Decimal, weights: list[Decimal]) -> list[Decimal]:
     return [*parts, total - sum(parts, Decimal(0))]
 
 
-def _jobs(records: list[_Record], usage: ClusterUsage, run: str) -> list[RunJob]:
-    """Each attempt with its cost: the parts of its job id, type and state (module docstring)."""
+def run_jobs(records: list[_Record], parts: list[JobCost]) -> list[RunJob]:
+    """Each attempt of one run with its cost: `parts` (the run's in ClusterUsage.jobs) of its
+    job id, type and state (module docstring)."""
     by_key: dict[tuple, list[_Record]] = defaultdict(list)
     by_job: dict[tuple, list[_Record]] = defaultdict(list)
     for record in records:
@@ -223,7 +226,7 @@ def _jobs(records: list[_Record], usage: ClusterUsage, run: str) -> list[RunJob]
         by_job[record.key[:2]].append(record)
     costed: set[str] = set()
     jobs: list[RunJob] = []
-    for part in (j for j in usage.jobs if folded(j.values["run"]) == folded(run)):
+    for part in parts:
         key = (folded(part.cluster), part.job, folded(part.values["job_state"]), folded(part.values["job_type"]))
         attempts = by_key.get(key) or by_job.get(key[:2], [])
         if not attempts:  # an EKS pod: no job record
@@ -272,8 +275,8 @@ def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, wi
 def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
               window: Window, cost: str, run: str, usage: ClusterUsage) -> RunStory:
     """The story of `run` in `window` (module docstring); `session` None: a lake without a bill."""
-    records = _records(lake, con, config, window, run)
-    jobs = _jobs(records, usage, run)
+    records = run_records(lake, con, config, window, run)
+    jobs = run_jobs(records, [j for j in usage.jobs if folded(j.values["run"]) == folded(run)])
     instances = _instances(lake, session, config, window, cost, run) if session is not None and jobs else ()
     return RunStory(run.strip(), tuple(jobs), instances,
                     _notes(lake, session, con, run, window, jobs))

@@ -1,0 +1,114 @@
+"""failed-reruns: failed attempts of a run on the shared GPU clusters that had to be run again.
+
+Flags each run (the `run` dimension: a job record's run id) with jobs in the window that ended
+in one of `states` and were followed by another job of the same run, one starting at or after
+that end (a requeue, a resubmission): the GPU time of the failed attempt bought no finished work
+and was paid again. A run whose last job failed, with nothing after it, is not flagged by
+default: nobody paid for it twice yet, and `spendlake runs --state FAILED` lists it; with
+`count_unrelaunched: true` its final failure counts too. Needs `attribution.clusters`: without
+shared clusters there are no runs and no findings.
+
+Each attempt's cost is what allocation placed on it in the window (`cost_column`), as
+`spendlake runs --run <run>` shows it; the finding's owner is the run's team, project and
+experiment as its jobs' cost carries them (`several` where its jobs differ), so it is routed to
+the team like the other waste.
+
+Category `waste`: `impact_usd` and `monthly_waste_usd` are the counted attempts' cost in the
+window, nothing projected (an attempt that ended costs no more: a finished cost, as a Capacity
+Block's in capacity-unused); a finding is critical from `critical_monthly_usd` of it. Evidence:
+each counted attempt (job, state, start, end, GPU-hours, cost), the count per state, GPU-hours,
+cost, first and last failure (end times, UTC).
+
+Ignores: CANCELLED, PREEMPTED and other states `states` does not name (a person or the scheduler
+stopped the job; not a failure of the job), jobs still running, costs in currencies other than
+USD, runs whose counted attempts cost less than `min_cost_usd`.
+
+Config example (the defaults):
+
+```yaml
+rules:
+  failed-reruns:
+    enabled: true
+    states: [FAILED, NODE_FAIL, OUT_OF_MEMORY, TIMEOUT]
+    count_unrelaunched: false
+    min_cost_usd: 10
+    cost_column: BilledCost
+    critical_monthly_usd: 1000
+```
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from rules.base import Finding, JobAttempt, Rule, RuleConfig, RuleContext, RunCost, money, usd
+
+GPU_HOURS = Decimal("0.01")
+
+
+class FailedRerunsConfig(RuleConfig):
+    states: tuple[str, ...] = Field(default=("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"), min_length=1,
+                                    description="final job states that count as a failed attempt (any case)")
+    count_unrelaunched: bool = Field(default=False, description="also count a run's failures nothing followed")
+    min_cost_usd: Decimal = Field(default=Decimal(10), ge=0,
+                                  description="flag a run whose counted attempts cost at least this in the window")
+    cost_column: Literal["BilledCost", "EffectiveCost", "ListCost"] = "BilledCost"
+
+    @field_validator("states")
+    @classmethod
+    def _upper(cls, states: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not s.strip() for s in states):
+            raise ValueError("a state must not be empty")
+        return tuple(dict.fromkeys(s.strip().upper() for s in states))
+
+
+class FailedReruns(Rule[FailedRerunsConfig]):
+    name = "failed-reruns"
+    category = "waste"
+
+    def evaluate(self, ctx: RuleContext) -> list[Finding]:
+        if ctx.run_costs is None:  # no shared clusters: no runs
+            return []
+        findings = []
+        for run in ctx.run_costs(ctx.window, self.config.cost_column):
+            failed = self._failed(run.attempts)
+            cost = sum((a.cost for a in failed), Decimal(0))
+            if failed and cost > 0 and cost >= self.config.min_cost_usd:
+                findings.append(self._finding(ctx, run, failed, cost))
+        return findings
+
+    def _failed(self, attempts: tuple[JobAttempt, ...]) -> list[JobAttempt]:
+        """The run's USD attempts that ended in a counted state and were followed by another of its
+        jobs (any that ended so, with `count_unrelaunched`)."""
+        def followed(attempt: JobAttempt) -> bool:
+            return any(other is not attempt and other.start is not None and other.start >= attempt.end
+                       for other in attempts)
+
+        return [a for a in attempts if a.currency == "USD" and a.end is not None
+                and (a.state or "").upper() in self.config.states
+                and (self.config.count_unrelaunched or followed(a))]
+
+    def _finding(self, ctx: RuleContext, run: RunCost, failed: list[JobAttempt], cost: Decimal) -> Finding:
+        ends = sorted(a.end for a in failed if a.end is not None)
+        gpu_hours = sum((a.gpu_hours or Decimal(0) for a in failed), Decimal(0)).quantize(GPU_HOURS)
+        states = Counter((a.state or "").upper() for a in failed)
+        said = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        summary = (f"run {run.run} of team {run.owner.team}: {len(failed)} attempt(s) that failed ({said}) cost "
+                   f"{usd(cost)} for {gpu_hours} GPU-hours, failures {ends[0]:%Y-%m-%d %H:%M} to "
+                   f"{ends[-1]:%Y-%m-%d %H:%M} UTC; see why with `spendlake runs --run {run.run}` before the next "
+                   "launch.")
+        evidence = {"run": run.run, "window_start": ctx.since, "window_end": ctx.until,
+                    "cost_column": self.config.cost_column, "states": dict(sorted(states.items())),
+                    "gpu_hours": gpu_hours, "cost_usd": money(cost), "first_failure": ends[0],
+                    "last_failure": ends[-1], "jobs": [
+                        {"job": a.job, "state": a.state, "start": a.start, "end": a.end,
+                         "gpu_hours": a.gpu_hours, "cost_usd": money(a.cost)} for a in failed]}
+        finding = self.finding(resource_id=f"run:{run.run}", key="failed", severity=self.severity(cost),
+                               impact_usd=cost, summary=summary, evidence=evidence)
+        # the run's owner: no bill line names a run, so the service keeps what the rule says
+        return replace(finding, team=run.owner.team, project=run.owner.project, experiment=run.owner.experiment)

@@ -1,0 +1,75 @@
+"""Every run's attempts with their cost, what the failed-reruns rule reads (rules/base.py `RunCosts`).
+
+    run_costs_lookup(lake, config) -> run_costs(window, cost_column) | None (no shared clusters)
+
+Each run with a part of the shared GPU clusters in the window, with the team, project and
+experiment its jobs' parts share (`several` where they differ) and its attempts as `spendlake
+runs --run` shows them (service/attribution/run_story.py: the newest snapshot of each job record,
+its cost the parts allocation placed on it, to the cent). Nothing is read until a rule asks;
+each (window, cost column) is read once per rules run.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timezone
+
+from rules.base import JobAttempt, Owner, RunCost, RunCosts
+from service.attribution.api import read_sessions
+from service.attribution.clusters import JobCost, usage_dims, usage_in
+from service.attribution.compute import RollupSession
+from service.attribution.needs import Needs
+from service.attribution.run_inputs import SEVERAL
+from service.attribution.run_story import RunJob, run_jobs, run_records
+from service.attribution.sql import MEASURES
+from service.core.config import Config
+from service.core.config_attribution import AttributionConfig
+from service.core.folding import folded
+from service.core.lake import Lake
+from service.core.timewindow import Window
+
+OWNER = ("team", "project", "experiment")
+MEASURE_OF = {column: measure for measure, column in MEASURES.items()}
+
+
+def run_costs_lookup(lake: Lake, config: Config) -> RunCosts | None:
+    attribution = config.attribution
+    if attribution.clusters is None:
+        return None
+    cache: dict[tuple[Window, str], list[RunCost]] = {}
+
+    def run_costs(window: Window, cost_column: str) -> list[RunCost]:
+        measure = MEASURE_OF[cost_column]
+        if (window, measure) not in cache:
+            cache[(window, measure)] = read_sessions(
+                lake, attribution, None, lambda session: _run_costs(lake, session, attribution, window, measure),
+                Needs(usage_dims(attribution), (measure,)))
+        return cache[(window, measure)]
+
+    return run_costs
+
+
+def _run_costs(lake: Lake, session: RollupSession | None, config: AttributionConfig, window: Window,
+               measure: str) -> list[RunCost]:
+    if session is None:  # no bill: nothing was allocated
+        return []
+    parts: dict[str, list[JobCost]] = defaultdict(list)
+    for part in usage_in(session, config, window, measure).jobs:
+        parts[folded(part.values["run"])].append(part)
+    records = defaultdict(list)
+    for record in run_records(lake, session.con, config, window, None):
+        records[record.run].append(record)
+    return [RunCost(own[0].values["run"], _owner(own), tuple(_attempt(j) for j in run_jobs(records[run], own)))
+            for run, own in sorted(parts.items())]
+
+
+def _owner(parts: list[JobCost]) -> Owner:
+    """The team, project and experiment the run's parts share, `several` where they differ."""
+    return Owner(*(parts[0].values[d] if len({p.values[d] for p in parts}) == 1 else SEVERAL for d in OWNER))
+
+
+def _attempt(job: RunJob) -> JobAttempt:
+    def naive(moment):
+        return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
+
+    return JobAttempt(job.job, job.state, naive(job.start), naive(job.end), job.gpu_hours, job.cost, job.currency)

@@ -1,0 +1,111 @@
+"""failed-reruns: the failed attempts of a run that were launched again, at their allocated cost.
+Figures by hand (p5.48xlarge: 8 GPUs, $80 an hour; i-a and i-b billed 10:00-11:00 and 11:00-12:00):
+
+- run r1 (team nlp) on i-a: job 1 FAILED 10:00-10:20 on 8 GPUs: 80 · 20/60 = $26.666…; job 2
+  NODE_FAIL 10:25-10:32 on 4 GPUs: 80 · 4·7/(8·60) = $4.666…; job 3 COMPLETED 11:00-12:00 on 8
+  GPUs: $80. Impact: the two failed attempts, $31.333… → $31.33, GPU-hours 8/3 + 4·7/60 = 3.13.
+- run r2 on i-b: job 4 CANCELLED 10:00-10:30, job 5 COMPLETED 10:30-11:00: CANCELLED is not counted.
+- run r3 on i-b: job 6, one COMPLETED job 11:00-11:30: nothing failed.
+- run r4 on i-b: job 7 FAILED 11:30-12:00 (8 GPUs: $40), nothing after it: not re-launched.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rules.base import configure
+from rules.failed_reruns import FailedReruns, FailedRerunsConfig
+from service.cli.main import cli
+from service.core.errors import ConfigError
+from service.core.timewindow import Window
+from service.findings.run import rule_context
+from service.findings.owners import fill_owners
+from tests.test_clusters_allocation import gpu_line, job, setup
+
+D = Decimal
+WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
+OWNER = {"team": "nlp", "project": "llm", "experiment": "e1"}
+
+
+def hand_lake(tmp_path, clusters: dict | None = None):
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:20:00", instance_ids=["i-a"], run_id="r1",
+                state="FAILED", **OWNER),
+            job("2", 4, "2026-11-02T10:25:00", "2026-11-02T10:32:00", instance_ids=["i-a"], run_id="r1",
+                state="NODE_FAIL", **OWNER),
+            job("3", 8, "2026-11-02T11:00:00", "2026-11-02T12:00:00", instance_ids=["i-a"], run_id="r1", **OWNER),
+            job("4", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2",
+                state="CANCELLED"),
+            job("5", 8, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-b"], run_id="r2"),
+            job("6", 8, "2026-11-02T11:00:00", "2026-11-02T11:30:00", instance_ids=["i-b"], run_id="r3"),
+            job("7", 8, "2026-11-02T11:30:00", "2026-11-02T12:00:00", instance_ids=["i-b"], run_id="r4",
+                state="FAILED")]
+    lines = [gpu_line(i, start=s) for i in ("i-a", "i-b") for s in ("2026-11-02T10:00:00", "2026-11-02T11:00:00")]
+    return setup(tmp_path, lines, jobs, clusters)
+
+
+def evaluate(lake, cfg, **settings):
+    with lake.query() as con:
+        ctx = rule_context(lake, cfg, WINDOW, con)
+        return fill_owners(FailedReruns(FailedRerunsConfig(**settings)).evaluate(ctx), ctx.owner_of)
+
+
+def test_two_failed_attempts_then_a_completed_one_cost_their_allocated_cost_to_the_cent(tmp_path):
+    lake, cfg = hand_lake(tmp_path)
+    [finding] = evaluate(lake, cfg)
+    assert (finding.resource_id, finding.category, finding.impact_usd, finding.monthly_waste_usd) == (
+        "run:r1", "waste", D("31.33"), D("31.33"))
+    assert (finding.team, finding.project, finding.experiment) == ("nlp", "llm", "e1")  # routed to the run's team
+    evidence = finding.evidence
+    assert [(j["job"], j["state"], j["cost_usd"]) for j in evidence["jobs"]] == [
+        ("1", "FAILED", "26.67"), ("2", "NODE_FAIL", "4.67")]
+    assert (evidence["states"], evidence["gpu_hours"], evidence["cost_usd"]) == (
+        {"FAILED": 1, "NODE_FAIL": 1}, "3.13", "31.33")
+    assert (evidence["first_failure"], evidence["last_failure"]) == ("2026-11-02T10:20:00", "2026-11-02T10:32:00")
+    assert "run r1 of team nlp: 2 attempt(s) that failed (1 FAILED, 1 NODE_FAIL) cost $31.33" in finding.summary
+
+
+def test_a_last_failure_counts_only_when_asked_and_cancelled_only_when_named(tmp_path):
+    lake, cfg = hand_lake(tmp_path)
+    unrelaunched = {f.resource_id: f.impact_usd for f in evaluate(lake, cfg, count_unrelaunched=True)}
+    assert unrelaunched == {"run:r1": D("31.33"), "run:r4": D("40.00")}
+    cancelled = {f.resource_id: f.impact_usd for f in evaluate(lake, cfg, states=["cancelled"])}
+    assert cancelled == {"run:r2": D("40.00")}  # job 4: 8 GPUs for 30 minutes, re-launched by job 5
+    assert evaluate(lake, cfg, min_cost_usd=32) == []
+
+
+def test_no_shared_clusters_no_findings(tmp_path):
+    lake, cfg = hand_lake(tmp_path)
+    bare = cfg.model_copy(update={"attribution": cfg.attribution.model_copy(update={"clusters": None})})
+    assert evaluate(lake, bare) == []
+
+
+def test_the_settings_are_checked_with_their_path():
+    assert configure({"failed-reruns": {"states": [" timeout "]}})[
+        [r.name for r in configure({})].index("failed-reruns")].config.states == ("TIMEOUT",)
+    with pytest.raises(ConfigError, match=r"rules\.failed-reruns\.min_cost_usd"):
+        configure({"failed-reruns": {"min_cost_usd": -1}})
+
+
+def test_rules_run_on_the_demo_lake_flags_the_failed_reruns_routed_to_their_team(demo_run):
+    out = CliRunner().invoke(cli, ["--config", str(demo_run.config_path), "rules", "run", "--rule", "failed-reruns",
+                                   "--dry-run"])
+    assert out.exit_code == 0, out.output
+    found = json.loads(out.stdout[out.stdout.index("["):])
+    assert found and {f["rule"] for f in found} == {"failed-reruns"}
+    for f in found:
+        jobs = f["evidence"]["jobs"]
+        assert f["team"] not in ("unallocated", "")
+        assert D(f["impact_usd"]) == D(f["monthly_waste_usd"]) == D(f["evidence"]["cost_usd"])
+        assert abs(D(f["impact_usd"]) - sum(D(j["cost_usd"]) for j in jobs)) <= D("0.01") * len(jobs)
+        assert {j["state"] for j in jobs} <= {"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"}
+    # the demo's own run stored them, as its findings and its report show
+    assert any(f.rule == "failed-reruns" and f.category == "waste" for f in demo_run.findings)
+    with open(Path(demo_run.report.location) / "open_findings.csv", newline="") as listed:
+        assert "failed-reruns" in {row["rule"] for row in csv.DictReader(listed)}
