@@ -16,7 +16,7 @@ DEPLOY = REPO / "deploy"
 ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged",
           "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeBudgetUnmatched",
-          "SpendlakeIdleGPUWaste", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
+          "SpendlakeIdleGPUWaste", "SpendlakeFailedReruns", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")
 
 
