@@ -19,22 +19,28 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from rules.base import configure
 from rules.failed_reruns import FailedReruns, FailedRerunsConfig
 from service.cli.main import cli
+from service.core.config import parse_config
 from service.core.errors import ConfigError
+from service.core.lake import Lake
 from service.core.timewindow import Window
-from service.findings.run import rule_context
 from service.findings.owners import fill_owners
+from service.findings.run import rule_context, run_rules
+from service.serve.metrics import LakeCollector
 from tests.test_clusters_allocation import gpu_line, job, setup
+from tests.test_runs import whole_config
 
 D = Decimal
 WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
 OWNER = {"team": "nlp", "project": "llm", "experiment": "e1"}
 
 
-def hand_lake(tmp_path, clusters: dict | None = None):
+def hand_lake(tmp_path):
+    """The lake and a config declaring its bill and job source, as `spendlake` reads it."""
     jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:20:00", instance_ids=["i-a"], run_id="r1",
                 state="FAILED", **OWNER),
             job("2", 4, "2026-11-02T10:25:00", "2026-11-02T10:32:00", instance_ids=["i-a"], run_id="r1",
@@ -47,7 +53,9 @@ def hand_lake(tmp_path, clusters: dict | None = None):
             job("7", 8, "2026-11-02T11:30:00", "2026-11-02T12:00:00", instance_ids=["i-b"], run_id="r4",
                 state="FAILED")]
     lines = [gpu_line(i, start=s) for i in ("i-a", "i-b") for s in ("2026-11-02T10:00:00", "2026-11-02T11:00:00")]
-    return setup(tmp_path, lines, jobs, clusters)
+    lake, _ = setup(tmp_path, lines, jobs)
+    cfg = parse_config(whole_config(tmp_path, lake))
+    return Lake.of(cfg), cfg
 
 
 def evaluate(lake, cfg, **settings):
@@ -109,3 +117,13 @@ def test_rules_run_on_the_demo_lake_flags_the_failed_reruns_routed_to_their_team
     assert any(f.rule == "failed-reruns" and f.category == "waste" for f in demo_run.findings)
     with open(Path(demo_run.report.location) / "open_findings.csv", newline="") as listed:
         assert "failed-reruns" in {row["rule"] for row in csv.DictReader(listed)}
+
+
+def test_a_stored_finding_is_the_teams_waste_on_the_metrics_alertmanager_routes(tmp_path):
+    lake, cfg = hand_lake(tmp_path)
+    run_rules(cfg, only=("failed-reruns",), since="1d")
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(cfg))
+    waste = {(s.labels["rule"], s.labels["team"]): s.value for m in registry.collect()
+             if m.name == "spendlake_waste_monthly_usd" for s in m.samples}
+    assert waste == {("failed-reruns", "nlp"): 31.33}  # SpendlakeFailedReruns sums it by team
