@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 from pydantic import Field
 
+from connectors.csvfile import local_csv
 from connectors.exportfile import decimal, open_table, text, timestamp
 from connectors.focus import OTHER_DATASETS
 from connectors.focus_bundles import newest_local
@@ -49,7 +50,7 @@ class FocusDatasetsConnector(FileOrApiConnector[FocusDatasetsSource]):
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"
         files = newest_local(Path(self.config.path).expanduser().resolve(), local_files(self.config.path, where))
-        parts = [part for path in files if (part := self._read(con, path))]
+        parts = [part for path in files if (part := self._read(con, path, scratch))]
         if not parts:
             raise SourceError("no FOCUS Contract Commitment, Billing Period or Invoice Detail files found",
                               where=str(Path(self.config.path).expanduser()),
@@ -58,11 +59,12 @@ class FocusDatasetsConnector(FileOrApiConnector[FocusDatasetsSource]):
                  for table in TABLES.values() if table not in {p.table for p in parts}]
         return parts + empty
 
-    def _read(self, con: duckdb.DuckDBPyConnection, path: Path) -> SnapshotPart | None:
-        """The file's rows as its dataset's table, or None for any other file (cost rows, a manifest)."""
+    def _read(self, con: duckdb.DuckDBPyConnection, path: Path, scratch: Path) -> SnapshotPart | None:
+        """The file's rows as its dataset's table, or None for any other file (cost rows, a manifest).
+        A UTF-16 CSV is read from its UTF-8 copy in `scratch`, as the cost files are."""
         if path.suffix.lower() == ".json":
             return None
-        file = open_table(con, path, str(path), money=[n for t in TABLES.values() for n, k in INVENTORY_TABLES[t]
+        file = open_table(con, local_csv(path, scratch, str(path)), str(path), money=[n for t in TABLES.values() for n, k in INVENTORY_TABLES[t]
                                                        if k == MONEY])
         if file.name("ChargePeriodStart") is not None:
             return None

@@ -5,6 +5,7 @@ rows of the same folder (kind focus) link to them."""
 from __future__ import annotations
 
 import json
+import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -122,3 +123,18 @@ def test_an_older_version_of_a_toolkit_bundle_is_not_read_beside_the_newer(tmp_p
     assert outcome.error is None, outcome.error
     assert held(Lake.of(config)) == independent(TOOLKIT / "convert/azure-1.3-synthetic-parquet")
     assert f"{out}: skipped, a focus-data-toolkit bundle that run-9865fbe6923c/ replaces" in caplog.text
+
+
+def test_utf16_dataset_files_read_as_their_utf8_text(tmp_path):
+    """A Contract Commitment or Invoice Detail CSV saved as UTF-16 (a byte order mark) lands with
+    the rows and money of the UTF-8 file, as a UTF-16 cost file does."""
+    folder = tmp_path / "export"
+    shutil.copytree(TOOLKIT / FOLDERS[0], folder)
+    for part in ("contract_commitment", "invoice_detail"):
+        [path] = folder.glob(f"*{part}*")
+        path.write_bytes(path.read_text(encoding="utf-8").encode("utf-16"))
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "focus", "kind": "focus-datasets", "path": str(folder)}]})
+    [outcome] = run_inventory(config)
+    assert outcome.error is None, outcome.error
+    assert held(Lake.of(config)) == independent(TOOLKIT / FOLDERS[0])
