@@ -49,7 +49,7 @@ from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
                                    decimal, ident, is_key_value_list, json_tags_sql, json_text, open_table,
-                                   rounded_away, tags, text, timestamp)
+                                   identifier, rounded_away, tags, text, timestamp)
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.errors import ConfigError, SpendlakeError, duckdb_error
@@ -87,6 +87,7 @@ ALTERNATIVES = {
 # bucket beside its FOCUS reports, holding the same usage: recognised by this column, skipped.
 OCI_OWN_REPORT = "lineItem/intervalUsageStart"
 TAG_COLUMNS = ("Tags", "AllocatedTags")
+ID_COLUMNS = ("BillingAccountId", "SubAccountId", "ResourceId")  # a spreadsheet rewrites long numeric ones
 NULLS = ("", "NULL")  # how producers write a null cell
 
 class DataExportsLayout(AwsCur2Connector):
@@ -168,6 +169,8 @@ class FocusConnector(FolderExport):
                     per_value[name] = once
             elif name in JSON_COLUMNS:
                 expressions[name] = json_text(table, *candidates)
+            elif name in ID_COLUMNS:
+                expressions[name] = identifier(table, *candidates)
             else:
                 expressions[name] = text(table, *candidates)
         present = {k: v for k, v in expressions.items() if v is not None}

@@ -251,6 +251,9 @@ def write(tmp_path, name: str, content: bytes):
      ["duptags.csv", "column Tags: not a JSON object with unique keys"]),
     ("latin1.csv", focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,").replace(b"AWS", "Société".encode("latin-1")),
      ["latin1.csv", "not utf-8"]),
+    ("resaved.csv", focus_csv("1,1,USD,2024-06-01,2024-06-02,,AWS,,123412345678",
+                              "1,1,USD,2024-06-01,2024-06-02,,AWS,,1.23412E+11", header=HEADER + ",SubAccountId"),
+     ["resaved.csv", "column SubAccountId: a number in scientific notation", "1.23412E+11", "not through a spreadsheet"]),
     ("empty.csv", b"", ["empty.csv", "the file is empty"]),
     ("truncated.csv.gz", gzip.compress(focus_csv(*["1,1,USD,2024-06-01,2024-06-02,,AWS,"] * 2000))[:-200],
      ["truncated.csv.gz"]),
@@ -295,3 +298,14 @@ def test_data_exports_manifest_naming_a_missing_file_fails_that_period_alone(tmp
     [message] = failures(result)
     assert "fx-00001.csv.gz" in message and "BILLING_PERIOD=2024-07" in message
     assert sums(lake, "billing_period") == [("2024-06", 1, Decimal("2"), Decimal("2"))]
+
+
+def test_ids_that_only_resemble_scientific_notation_are_kept(tmp_path):
+    """Only a whole value like 1.23412E+11 is a spreadsheet's rewrite; ids holding 'E+' are kept."""
+    ids = ["123412345678", "arn:aws:ec2:1.2E+3", "1.2E+3x"]
+    path = write(tmp_path, "ids.csv", focus_csv(*[f"1,1,USD,2024-06-01,2024-06-02,,AWS,,{i}" for i in ids],
+                                                header=HEADER + ",ResourceId"))
+    lake, result = ingest_files(tmp_path, ("focus", "focus", path))
+    assert failures(result) == []
+    with lake.query() as con:
+        assert sorted(r[0] for r in con.execute("SELECT ResourceId FROM costs").fetchall()) == sorted(ids)
