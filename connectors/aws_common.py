@@ -39,6 +39,7 @@ import duckdb
 
 from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_name, text, timestamp
 from connectors.aws_focus import focus_columns, product_text
+from connectors.csvfile import RESAVED_ID_PROBLEM, unless_resaved_id
 from connectors.export_formats import looks_like
 from service.core.errors import DataError
 from service.core.hidden_columns import LINE_ITEM_KEY, rounded_away_sql, rounding_select
@@ -249,6 +250,17 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         message = f"{locator}(filename, {literal(columns.by_snake[field])}, CAST({original} AS VARCHAR))"
         return f"(CASE WHEN {parsed_value} IS NULL AND {present} THEN error({message}) ELSE {parsed_value} END)"
 
+    display_of = f"spendlake_display_{uuid.uuid4().hex}"
+    con.create_function(display_of, lambda file: display.get(file, file), ["VARCHAR"], "VARCHAR", side_effects=True)
+
+    def identifier(field: str) -> str:
+        """An account or resource id; a spreadsheet's 1.23412E+11 fails the read naming file and column."""
+        value = text(columns, field)
+        if value == "NULL":
+            return value
+        problem = literal(f": column {columns.by_snake[field]}: {RESAVED_ID_PROBLEM}: ")
+        return unless_resaved_id(value, lambda sql: f"error({display_of}(filename) || {problem} || {sql})")
+
     line_type = text(columns, "line_item_line_item_type")
     unblended = money("line_item_unblended_cost")
 
@@ -273,7 +285,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
                f"WHEN {pricing_term} = 'OnDemand' THEN 'Standard' WHEN {pricing_term} = 'Spot' THEN 'Dynamic' END")
     currency = text(columns, "line_item_currency_code")
     expressions = {
-        "BillingAccountId": text(columns, "bill_payer_account_id"),
+        "BillingAccountId": identifier("bill_payer_account_id"),
         "BillingAccountName": text(columns, "bill_payer_account_name"),
         "BillingPeriodStart": timestamp(columns, "bill_billing_period_start_date"),
         "BillingPeriodEnd": timestamp(columns, "bill_billing_period_end_date"),
@@ -287,10 +299,10 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         "ChargeDescription": text(columns, "line_item_line_item_description"),
         "ProviderName": "'AWS'",
         "ServiceName": _service_name(columns),
-        "ResourceId": text(columns, "line_item_resource_id"),
+        "ResourceId": identifier("line_item_resource_id"),
         "RegionId": f"coalesce({text(columns, 'product_region_code')}, {text(columns, 'product_region')})",
         "AvailabilityZone": text(columns, "line_item_availability_zone"),
-        "SubAccountId": text(columns, "line_item_usage_account_id"),
+        "SubAccountId": identifier("line_item_usage_account_id"),
         "SubAccountName": text(columns, "line_item_usage_account_name"),
         "SkuId": text(columns, "product_sku"),
         "PricingCategory": pricing,

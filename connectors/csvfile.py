@@ -33,6 +33,18 @@ TAIL_BYTES = 4096  # where a spreadsheet's trailing blank rows show
 # values (long account ids as 1.23412E+11, dates in the locale's order): read the export itself.
 RESAVED_HINT = ("was it saved from a spreadsheet? read the export as the provider wrote it "
                 "(comma-separated UTF-8 CSV), or save it as 'CSV UTF-8 (comma delimited)'")
+# ... and a comma-separated save keeps the columns but loses an id's digits: a whole value so
+# written fails the read. `contains` first: the regex runs only on the rare value with an 'E+'.
+RESAVED_ID = r"[0-9]\.[0-9]+E\+[0-9]+"
+RESAVED_ID_PROBLEM = ("a number in scientific notation, as a spreadsheet rewrites a long id "
+                      "(re-export from the provider, not through a spreadsheet)")
+
+
+def unless_resaved_id(value: str, fail: Callable[[str], str]) -> str:
+    """SQL: the id `value` (SQL text), or `fail(value)` (SQL raising the error) when a
+    spreadsheet rewrote it as 1.23412E+11."""
+    return (f"(CASE WHEN contains({value}, 'E+') AND regexp_full_match({value}, '{RESAVED_ID}') "
+            f"THEN {fail(value)} ELSE {value} END)")
 
 
 def csv_header(path: str | Path, where: str) -> list[str]:

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 import duckdb
 
-from connectors.csvfile import csv_header, ident, read_csv
+from connectors.csvfile import RESAVED_ID_PROBLEM, csv_header, ident, read_csv, unless_resaved_id
 from connectors.export_formats import looks_like
 from connectors.storage import suffix_of
 from service.core.errors import DataError, duckdb_error
@@ -345,22 +345,14 @@ def text(table: Table, *candidates: str) -> str | None:
     return None if name is None else f"nullif(CAST({ident(name)} AS VARCHAR), '')"
 
 
-# A spreadsheet shows a long number (a 12-digit AWS account id) as 1.23412E+11 and saves it so:
-# the digits are gone. `contains` first: the regex runs only on the rare value with an 'E+'.
-RESAVED_ID = r"[0-9]\.[0-9]+E\+[0-9]+"
-
-
 def identifier(table: Table, *candidates: str) -> str | None:
     """`text` of an id column (an account, a resource), failing the read on a value a spreadsheet
     rewrote in scientific notation, which would otherwise be kept as a wrong account."""
     name = table.name(*candidates)
     if name is None:
         return None
-    value = f"nullif(CAST({ident(name)} AS VARCHAR), '')"
-    rewritten = table.fail(name, "a number in scientific notation, as a spreadsheet rewrites a long id "
-                                 "(re-export from the provider, not through a spreadsheet)", value)
-    return (f"(CASE WHEN contains({value}, 'E+') AND regexp_full_match({value}, {sql_string(RESAVED_ID)}) "
-            f"THEN {rewritten} ELSE {value} END)")
+    return unless_resaved_id(f"nullif(CAST({ident(name)} AS VARCHAR), '')",
+                             lambda value: table.fail(name, RESAVED_ID_PROBLEM, value))
 
 
 def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool = False) -> str:

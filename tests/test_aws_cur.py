@@ -133,6 +133,20 @@ def test_bare_csv_spanning_two_periods_and_two_currencies(tmp_path):
     assert [o.status for o in result.outcomes] == ["unchanged"]
 
 
+def test_an_account_id_a_spreadsheet_rewrote_fails_the_file_naming_column_and_value(tmp_path):
+    """A CUR re-saved through a spreadsheet as CSV keeps its columns but writes 12-digit account
+    ids as 1.23412E+11: the file fails (exit 3) rather than commit a wrong account."""
+    export = tmp_path / "cur.csv"
+    export.write_bytes(legacy_csv([line("2026-10", "1"), line("2026-10", "2", **{"lineItem__UsageAccountId": "1.23457E+11"})]))
+    cfg_path = write_config(tmp_path, export)
+    result = run_cli(cfg_path, "ingest")
+    assert result.exit_code == 3
+    for part in ("cur.csv", "column lineItem/UsageAccountId: a number in scientific notation", "1.23457E+11",
+                 "not through a spreadsheet"):
+        assert part in result.output
+    assert Lake(config(tmp_path, export).lake).ledger() == []
+
+
 def test_athena_parquet_layout(tmp_path):
     con = duckdb.connect()
     month_dir = tmp_path / "cur" / "report" / "report" / "year=2026" / "month=9"
