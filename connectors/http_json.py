@@ -7,7 +7,10 @@ SourceError naming the URL (without its query) and the next step. Request header
 never appear in an error or a log line: urllib3 logs the method and path only.
 
 The query is percent-encoded as RFC 3986 says (a space is %20, `/` is %2F): the form SigV4
-signs, which `sign` (a request's URL → the headers that sign it) is given.
+signs, which `sign` (a request's URL → the headers that sign it) is given. Each attempt is
+signed anew: a signature is dated, and a retry minutes later with the first attempt's headers
+would be refused as expired. urllib3 makes one attempt (following redirects); its Retry policy
+decides and times the next.
 
 A URL's `user:password@` is sent as HTTP Basic auth (percent-decoded, UTF-8 as RFC 7617
 says) and taken out of the URL before urllib3 sees it: urllib3 would drop it without a word,
@@ -40,15 +43,31 @@ def get_json(url: str, *, params: dict[str, Any] | None = None, headers: dict[st
 
     url, auth = _basic_auth(url)
     where = _without_query(url)
-    retry = Retry(total=attempts - 1, connect=attempts - 1, read=attempts - 1, status=attempts - 1, other=0,
-                  allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=BACKOFF_SECONDS,
-                  respect_retry_after_header=True, raise_on_status=False, raise_on_redirect=True)
+    policy = Retry(total=attempts - 1, connect=attempts - 1, read=attempts - 1, status=attempts - 1, other=0,
+                   allowed_methods={"GET"}, status_forcelist=RETRY_STATUSES, backoff_factor=BACKOFF_SECONDS,
+                   respect_retry_after_header=True)
+    # one attempt (redirects followed): the retries are made here, each with its own signature
+    once = Retry(total=None, connect=0, read=0, status=0, other=0, redirect=attempts - 1, allowed_methods={"GET"},
+                 status_forcelist=RETRY_STATUSES, raise_on_status=False, raise_on_redirect=True)
     target = f"{url}?{urlencode(params, quote_via=quote, safe='')}" if params else url
-    signed = sign(target) if sign else {}
     try:
-        with urllib3.PoolManager(retries=retry, timeout=Timeout(total=timeout)) as pool:
-            response = pool.request("GET", target, headers={**(headers or {}), **auth, **signed},
-                                    preload_content=False)
+        with urllib3.PoolManager(retries=once, timeout=Timeout(total=timeout)) as pool:
+            while True:
+                try:
+                    response = pool.request("GET", target, preload_content=False,
+                                            headers={**(headers or {}), **auth, **(sign(target) if sign else {})})
+                except urllib3.exceptions.MaxRetryError as exc:
+                    policy = policy.increment("GET", target, error=exc.reason)  # MaxRetryError when spent
+                    policy.sleep()
+                    continue
+                if not policy.is_retry("GET", response.status, bool(response.headers.get("Retry-After"))):
+                    break
+                try:
+                    policy = policy.increment("GET", target, response=response)
+                except urllib3.exceptions.MaxRetryError:
+                    break  # the last answer is the one reported
+                response.drain_conn()
+                policy.sleep(response)
             try:
                 body = response.read(MAX_BODY_BYTES + 1)
             finally:

@@ -7,17 +7,19 @@ other credentials, they fail with AMP's 403 naming the source and what to set or
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 import test_inventory_gpu
 import test_k8s_pods
+from test_slurm_jobs_http import ANSWER, slurmrestd  # noqa: F401 (a fixture)
 from botocore.credentials import Credentials
 from click.testing import CliRunner
 from prometheus_support import backfilled_prometheus, sigv4_proxy
 
 from connectors.aws_sigv4 import prometheus_access
+from connectors.http_json import get_json
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
@@ -146,3 +148,19 @@ def test_the_workspace_url_names_the_region_and_an_unsigned_403_from_it_the_key_
     assert prometheus_access(None, workspace, "inventory.p") == (None, (
         "an Amazon Managed Service for Prometheus workspace takes only SigV4-signed queries: "
         "set inventory.p.sigv4.region (README: k8s-pods)"))
+
+
+def test_each_attempt_is_signed_when_it_is_sent(aws_keys, slurmrestd, monkeypatch):
+    """A signature is dated: a retry minutes after the first attempt, sent with its headers, is
+    refused as expired. Each retry carries a signature of its own time (the clock here moves
+    six minutes per signing)."""
+    url, server = slurmrestd
+    server.plan += [(503, b"busy"), (429, b"slow down")]
+    times = iter(datetime(2026, 12, 2, 6) + timedelta(minutes=6 * n) for n in range(10))
+    monkeypatch.setattr("botocore.auth.get_current_datetime", lambda: next(times))
+    sign, _ = prometheus_access(parse_config({"inventory": [{"name": "p", "kind": "k8s-pods", "sigv4": SIGV4,
+                                                             "prometheus_url": url}]}).inventory[0].sigv4, url, "p")
+    assert get_json(f"{url}/slurmdb/v0.0.38/jobs", params={"query": "up"}, sign=sign) == json.loads(ANSWER)
+    sent = [headers for _, _, headers in server.requests]
+    assert [h["X-Amz-Date"] for h in sent] == ["20261202T060000Z", "20261202T060600Z", "20261202T061200Z"]
+    assert len({h["Authorization"] for h in sent}) == 3
