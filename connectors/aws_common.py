@@ -18,6 +18,8 @@ EffectiveCost (amortized) by line item type, as AWS defines it:
     DiscountedUsage                    → reservation_effective_cost
     RIFee                              → unused amortized upfront fee + unused recurring fee
     anything else                      → unblended cost
+ListCost is pricing_public_on_demand_cost, but 0 on a SavingsPlanNegation line: the covered
+usage line already holds the On-Demand cost the negation offsets.
 Tags keep their original keys: `user:team` (legacy CSV), `user_team` (Athena columns and
 CUR 2.0 map); empty values are dropped. Commitments, pricing, capacity reservations and the
 other FOCUS columns: connectors.aws_focus. Unit prices are money (parsed the same strict
@@ -278,6 +280,11 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         f" + {zero_if_null('reservation_unused_recurring_fee')} "
         f"ELSE {unblended} END"
     )
+    def unless_negation(sql: str, value: str) -> str:
+        """`sql`, but `value` on a SavingsPlanNegation line: it may repeat the public On-Demand cost of
+        the covered usage it offsets (AWS's CID summary_view sums public_cost without these lines)."""
+        return sql if sql == "NULL" else f"(CASE WHEN {line_type} = 'SavingsPlanNegation' THEN {value} ELSE {sql} END)"
+
     category = "CASE " + line_type + " " + " ".join(
         f"WHEN {literal(kind)} THEN {literal(cat)}" for kind, cat in CHARGE_CATEGORY.items()) + " ELSE 'Usage' END"
     pricing_term = text(columns, "pricing_term")
@@ -293,7 +300,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         "ChargePeriodEnd": timestamp(columns, "line_item_usage_end_date"),
         "BilledCost": unblended,
         "EffectiveCost": effective,
-        "ListCost": money("pricing_public_on_demand_cost"),
+        "ListCost": unless_negation(money("pricing_public_on_demand_cost"), "0"),
         "BillingCurrency": currency,
         "ChargeCategory": category,
         "ChargeDescription": text(columns, "line_item_line_item_description"),
@@ -323,10 +330,13 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
     # the fields the export lacks are left out: the lake's stager adds them as null arrays,
     # cheaper than DuckDB computing ~30 all-NULL columns (staging._complete)
     select = cost_select_list({name: sql for name, sql in expressions.items() if sql != "NULL"}, absent_as_null=False)
-    keys = rounding_select({measure: rounded_away_sql(columns.raw(field), columns.types[columns.by_snake[field]])
-                            for measure, field in (("BilledCost", "line_item_unblended_cost"),
-                                                   ("ListCost", "pricing_public_on_demand_cost"))
-                            if columns.has(field)})  # EffectiveCost is derived from several fields
+    rounding = {measure: rounded_away_sql(columns.raw(field), columns.types[columns.by_snake[field]])
+                for measure, field in (("BilledCost", "line_item_unblended_cost"),
+                                       ("ListCost", "pricing_public_on_demand_cost"))
+                if columns.has(field)}  # EffectiveCost is derived from several fields
+    if rounding.get("ListCost"):
+        rounding["ListCost"] = unless_negation(rounding["ListCost"], "NULL")
+    keys = rounding_select(rounding)
     if columns.has("identity_line_item_id"):  # checked for repeats while staged, not stored
         keys += (f", {text(columns, 'identity_line_item_id')} AS {ident(LINE_ITEM_KEY[0])}, "
                 f"{text(columns, 'identity_time_interval', 'CAST(NULL AS VARCHAR)')} AS {ident(LINE_ITEM_KEY[1])}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from decimal import Decimal
 
 import boto3
@@ -118,6 +119,26 @@ def test_amortized_cost_category_and_tags_by_line_item_type(tmp_path):
     assert got["Refund"][:2] == (Decimal(-2), "Adjustment")
     [(_, _, billed, effective, _)] = totals(Lake(cfg.lake))
     assert billed == Decimal("19.4") and effective == Decimal("12.9000000181")
+
+
+def test_list_cost_counts_savings_plan_covered_usage_once(tmp_path):
+    """A SavingsPlanNegation line may repeat the public On-Demand cost of the usage it offsets
+    (AWS's CID summary_view sums public_cost without these lines): its ListCost is 0, as its
+    EffectiveCost is. By hand: 10 (on demand) + 3 (covered) = 13 at public prices, not 16."""
+    rows = [line(cost="10"),
+            line(cost="3", kind="SavingsPlanCoveredUsage", savingsPlan__SavingsPlanEffectiveCost="2.5"),
+            line(cost="-3", kind="SavingsPlanNegation", pricing__publicOnDemandCost="3.0000000000004"),
+            line(cost="7", kind="SavingsPlanRecurringFee", pricing__publicOnDemandCost="")]
+    export = tmp_path / "export.csv"
+    export.write_bytes(legacy_csv(rows))
+    cfg = config(tmp_path, export)
+    assert run_cli(write_config(tmp_path, export), "ingest").exit_code == 0
+    check = run_cli(tmp_path / "spendlake.yaml", "attribute", "--check", "--format", "json")
+    assert {r["cost"]: Decimal(r["rounding"]) for r in json.loads(check.output)}["list"] == 0  # nothing rounded: zeroed
+    got = dict(Lake(cfg.lake).query().execute("SELECT x_line_item_type, ListCost FROM costs").fetchall())
+    assert got == {"Usage": Decimal(10), "SavingsPlanCoveredUsage": Decimal(3), "SavingsPlanNegation": Decimal(0),
+                   "SavingsPlanRecurringFee": None}
+    assert Lake(cfg.lake).query().execute("SELECT sum(ListCost) FROM costs").fetchone()[0] == Decimal(13)
 
 
 def test_bare_csv_spanning_two_periods_and_two_currencies(tmp_path):
