@@ -158,7 +158,8 @@ def test_an_account_id_a_spreadsheet_rewrote_fails_the_file_naming_column_and_va
     """A CUR re-saved through a spreadsheet as CSV keeps its columns but writes 12-digit account
     ids as 1.23412E+11: the file fails (exit 3) rather than commit a wrong account."""
     export = tmp_path / "cur.csv"
-    export.write_bytes(legacy_csv([line("2026-10", "1"), line("2026-10", "2", **{"lineItem__UsageAccountId": "1.23457E+11"})]))
+    resaved = line("2026-10", "2", lineItem__UsageAccountId="1.23457E+11")
+    export.write_bytes(legacy_csv([line("2026-10", "1"), resaved]))
     cfg_path = write_config(tmp_path, export)
     result = run_cli(cfg_path, "ingest")
     assert result.exit_code == 3
