@@ -17,6 +17,7 @@ EffectiveCost (amortized) by line item type, as AWS defines it:
     SavingsPlanRecurringFee            → total_commitment_to_date − used_commitment
     DiscountedUsage                    → reservation_effective_cost
     RIFee                              → unused amortized upfront fee + unused recurring fee
+    Fee with a reservation ARN         → 0 (an RI's upfront fee, amortized into the two above)
     anything else                      → unblended cost
 ListCost is pricing_public_on_demand_cost, but 0 on a SavingsPlanNegation line: the covered
 usage line already holds the On-Demand cost the negation offsets.
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_name, text, timestamp
-from connectors.aws_focus import focus_columns, product_text
+from connectors.aws_focus import RESERVATION_ARN, focus_columns, product_text
 from connectors.csvfile import RESAVED_ID_PROBLEM, unless_resaved_id
 from connectors.export_formats import looks_like
 from service.core.errors import DataError
@@ -269,8 +270,11 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
     def zero_if_null(field: str) -> str:
         return f"coalesce({money(field)}, 0)"
 
+    # an RI's upfront fee is amortized into its DiscountedUsage and RIFee lines' effective cost:
+    # the Fee line that paid it counts nothing amortized, or the fee counts twice
+    reservation = "coalesce(" + ", ".join([text(columns, f) for f in RESERVATION_ARN] + ["NULL"]) + ")"
     effective = (
-        f"CASE {line_type} "
+        f"CASE WHEN {line_type} = 'Fee' AND {reservation} <> '' THEN 0 ELSE CASE {line_type} "
         f"WHEN 'SavingsPlanCoveredUsage' THEN {zero_if_null('savings_plan_savings_plan_effective_cost')} "
         "WHEN 'SavingsPlanNegation' THEN 0 WHEN 'SavingsPlanUpfrontFee' THEN 0 "
         f"WHEN 'SavingsPlanRecurringFee' THEN {zero_if_null('savings_plan_total_commitment_to_date')}"
@@ -278,8 +282,9 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         f"WHEN 'DiscountedUsage' THEN {zero_if_null('reservation_effective_cost')} "
         f"WHEN 'RIFee' THEN {zero_if_null('reservation_unused_amortized_upfront_fee_for_billing_period')}"
         f" + {zero_if_null('reservation_unused_recurring_fee')} "
-        f"ELSE {unblended} END"
+        f"ELSE {unblended} END END"
     )
+
     def unless_negation(sql: str, value: str) -> str:
         """`sql`, but `value` on a SavingsPlanNegation line: it may repeat the public On-Demand cost of
         the covered usage it offsets (AWS's CID summary_view sums public_cost without these lines)."""

@@ -141,6 +141,29 @@ def test_list_cost_counts_savings_plan_covered_usage_once(tmp_path):
     assert Lake(cfg.lake).query().execute("SELECT sum(ListCost) FROM costs").fetchone()[0] == Decimal(13)
 
 
+def test_a_reservations_upfront_fee_is_not_counted_again_in_effective_cost(tmp_path):
+    """An RI's upfront fee (a Fee line carrying the reservation's ARN) is amortized by AWS into
+    its DiscountedUsage lines' reservation/EffectiveCost and the RIFee line's unused amortized
+    fee; counted again on the Fee line, amortized spend held the whole fee twice. A Fee without
+    a reservation (a Capacity Block, support) keeps its cost. By hand: billed 876 + 50 + 0 + 20
+    + 4 = 950; effective 0 + (5 + 3) + 10 + 20 + 4 = 42 (918 before)."""
+    arn = "arn:aws:ec2:us-east-1:000123456789:reserved-instances/ri-1"
+    rows = [line(cost="876", kind="Fee", reservation__ReservationARN=arn),
+            line(cost="50", kind="RIFee", reservation__ReservationARN=arn,
+                 reservation__UnusedAmortizedUpfrontFeeForBillingPeriod="5", reservation__UnusedRecurringFee="3"),
+            line(cost="0", kind="DiscountedUsage", reservation__ReservationARN=arn, reservation__EffectiveCost="10"),
+            line(cost="20", kind="Fee"),
+            line(cost="4")]
+    export = tmp_path / "export.csv"
+    export.write_bytes(legacy_csv(rows, [*LEGACY_COLUMNS, "reservation/ReservationARN"]))
+    assert run_cli(write_config(tmp_path, export), "ingest").exit_code == 0
+    lake = Lake(config(tmp_path, export).lake)
+    assert lake.query().execute("SELECT sum(BilledCost), sum(EffectiveCost) FROM costs").fetchone() == (
+        Decimal(950), Decimal(42))
+    check = run_cli(tmp_path / "spendlake.yaml", "attribute", "--check", "--cost", "effective", "--format", "json")
+    assert check.exit_code == 0, check.output
+
+
 def test_bare_csv_spanning_two_periods_and_two_currencies(tmp_path):
     export = tmp_path / "cur.csv"
     export.write_bytes(legacy_csv([line("2026-09", "1.5"), line("2026-10", "2", currency="EUR"),
