@@ -25,8 +25,8 @@ from connectors.hostlist import hosts
 from connectors.jobs_base import normal_state, stored, with_values
 from connectors.jobs_file_columns import (CLOCK, STRIP_PARAMS, TIME_PARAMS, NotColumnWise, csv_blocks, per_value,
                                          strip_sql, time_sql)
-from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus,
-                                      parse_sacct_time, slurm_duration)
+from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, FreeTextUnknown, alloc_tres_gpus,
+                                      free_text_split, parse_sacct_time, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")
@@ -34,22 +34,36 @@ TIMES = {"Submit": "submit_time", "Start": "start_time", "End": "end_time"}
 
 
 class _Tail:
-    """A binary stream read through, keeping its last block (was the last line ended?), with
-    bytes that are not UTF-8 as U+FFFD, as the line reader reads them (Slurm stores job names and
-    comments as given): `not_utf8` is the first one's line and byte."""
+    """A binary stream read through whole lines at a time, keeping its last block (was the last
+    line ended?), with bytes that are not UTF-8 as U+FFFD, as the line reader reads them (Slurm
+    stores job names and comments as given): `not_utf8` is the first one's line and byte.
 
-    def __init__(self, stream: IO[bytes]):
+    A line with more fields than the header (`fields`) is held back (`apart`: the rows passed on
+    before it, its line number and text): sacct does not escape a `|` in a job name or comment,
+    and the caller places them as the line reader would, the rest of the file still read in
+    blocks. `rows`: the lines passed on that pyarrow takes as rows (not the empty ones)."""
+
+    def __init__(self, stream: IO[bytes], fields: int):
         self.stream, self.last, self.closed, self.position = stream, b"", False, 0
-        self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a character the next block ends
+        self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a line the next block ends
+        self.delimiters, self.rows, self.apart = fields - 1, 0, []  # type: ignore[var-annotated]
 
     def read(self, size: int = -1) -> bytes:
+        while True:  # until a line is kept, or the end: b"" is the end to pyarrow
+            data, end = self._whole_lines(size)
+            kept = self._kept(data)
+            if kept or end:
+                return kept
+
+    def _whole_lines(self, size: int) -> tuple[bytes, bool]:
+        """The next whole lines (the rest at the end, then True), bytes that are not UTF-8 as U+FFFD."""
         data = self.held
         while True:
             block = self.stream.read(size)
             if block:
                 self.last, self.position = block, self.position + len(block)
             data += block
-            whole = _whole(data) if block else len(data)
+            whole = data.rfind(b"\n") + 1 if block else len(data)  # a UTF-8 character never holds b"\n"
             if whole or not block:
                 break
         data, self.held = data[:whole], data[whole:]
@@ -59,8 +73,25 @@ class _Tail:
             if self.not_utf8 is None:
                 self.not_utf8 = (self.lines + data.count(b"\n", 0, exc.start) + 1, data[exc.start])
             data = data.decode("utf-8", errors="replace").encode("utf-8")
-        self.lines += data.count(b"\n")
-        return data
+        return data, not block
+
+    def _kept(self, data: bytes) -> bytes:
+        """`data` (whole lines, or the file's last) without the lines holding more fields than the
+        header; counted by bytes.count where every line holds as many as it (the lines one by one
+        otherwise: a line with fewer fails pyarrow's read anyway)."""
+        lines, first = data.count(b"\n"), self.lines + 1
+        self.lines += lines
+        if data.count(b"|") == lines * self.delimiters and data.endswith(b"\n"):
+            self.rows += lines
+            return data
+        kept = []
+        for number, line in enumerate(data.split(b"\n"), first):
+            if line.count(b"|") > self.delimiters:
+                self.apart.append((self.rows, number, line.decode("utf-8").rstrip("\r")))
+                continue
+            kept.append(line)
+            self.rows += line not in (b"", b"\r")
+        return b"\n".join(kept)
 
     def readable(self) -> bool:
         return True
@@ -81,17 +112,6 @@ class _Tail:
         return not self.last.rsplit(b"\n", 1)[1].strip()
 
 
-def _whole(data: bytes) -> int:
-    """The length of `data` without a UTF-8 character its end cuts short (the next block ends it)."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte < 0x80:
-            return len(data)
-        if byte >= 0xC0:  # a character's first byte: 2, 3 or 4 bytes in all
-            return len(data) - back if back < (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4) else len(data)
-    return len(data)
-
-
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
                    default_cluster: str | None, file: int, path: Path) -> str | None:
     """The allocations (steps left out) of the parsable2 file `path` open as `raw` whose header line is
@@ -99,7 +119,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
     columns (and others); None when the row reader must read it."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
         return None
-    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw)
+    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, len(header))
     try:
         read = _stored(con, stream, header, zone, default_cluster)
         for name in TIMES:
@@ -110,9 +130,11 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
         if stream.not_utf8:
             said_not_utf8(path, *stream.not_utf8)
         return read
-    except (NotColumnWise, BadRecord, ValueError):
+    except (NotColumnWise, BadRecord, ValueError) as exc:
         if read is not None:
             con.execute(f"DROP TABLE IF EXISTS {read}").fetchall()
+        if isinstance(exc, FreeTextUnknown):
+            raise  # the line reader would say the same, after reading the whole file again
         return None
 
 
@@ -120,35 +142,56 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zo
             default_cluster: str | None) -> str | None:
     """The file's allocations stored (in a temporary table) a block at a time: texts stripped,
     times parsed where SQL reads them as Python would (`<column>_odd`: the rest), and what a
-    month repeats (State, AllocTRES, NodeList) parsed once per distinct value."""
-    import pyarrow.compute as pc
+    month repeats (State, AllocTRES, NodeList) parsed once per distinct value. The lines with a
+    `|` in free text (`stream.apart`) are placed by the line reader's rule, in a block of their
+    own; `_row` keeps every record's place in the file."""
+    import numpy as np
     import pyarrow.csv as pcsv
 
     wanted = {name: header.index(name) for name in (*REQUIRED, *OPTIONAL) if name in header}
     options = pcsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False, double_quote=False)
     sql, params = _block_sql(set(wanted), zone, default_cluster)
     memos: dict[str, dict[Any, Any]] = {"State": {}, "AllocTRES": {}, "NodeList": {}}
-    table, rows = None, 0
+    table, rows = None, 1  # pyarrow's rows: the header is the first
+
+    def store(cells: pa.Table, places: Any) -> None:
+        nonlocal table
+        table = stored(con, sql, params, into=table, cells=_parsed(cells.append_column("_row", pa.array(
+            places, pa.int64())), memos))
+
     try:
         for cells in csv_blocks(stream, header, wanted, options):
-            cells = cells.filter(pc.invert(pc.match_substring(cells.column("JobIDRaw"), ".")))  # steps are not jobs
-            cells = _without_headers(cells)
-            columns: dict[str, Any] = {name: cells.column(name) for name in cells.column_names}
-            columns["State"] = per_value(cells.column("State"), _state, pa.string(), memo=memos["State"])
-            columns["AllocTRES"] = per_value(cells.column("AllocTRES"), alloc_tres_gpus, pa.float64(),
-                                             memo=memos["AllocTRES"])
-            columns["NodeList"] = per_value(cells.column("NodeList"), _nodes, pa.list_(pa.string()),
-                                            memo=memos["NodeList"])
-            columns["_row"] = pa.array(range(rows, rows + cells.num_rows), pa.int64())
+            # a record's place: its row among pyarrow's, after the held-back lines before it
+            passed = np.arange(rows, rows + cells.num_rows)
+            store(cells, passed + np.searchsorted([before for before, _, _ in stream.apart], passed, side="right"))
             rows += cells.num_rows
-            table = stored(con, sql, params, into=table, cells=pa.table(columns))
         if not stream.ended():
             raise NotColumnWise("cut short")
+        if stream.apart:
+            fields = [free_text_split(text.split("|"), header, number) for _, number, text in stream.apart]
+            store(pa.table({name: pa.array([line[index] for line in fields], pa.string())
+                            for name, index in wanted.items()}),
+                  [before + place for place, (before, _, _) in enumerate(stream.apart)])
     except (NotColumnWise, BadRecord, ValueError):
         if table is not None:
             con.execute(f"DROP TABLE {table}").fetchall()
         raise
     return table
+
+
+def _parsed(cells: pa.Table, memos: dict[str, dict[Any, Any]]) -> pa.Table:
+    """A block's cells without steps and repeated headers, with State, AllocTRES and NodeList
+    parsed once per distinct value (`memos`: those parsed in earlier blocks)."""
+    import pyarrow.compute as pc
+
+    cells = cells.filter(pc.invert(pc.match_substring(cells.column("JobIDRaw"), ".")))  # steps are not jobs
+    cells = _without_headers(cells)
+    columns: dict[str, Any] = {name: cells.column(name) for name in cells.column_names}
+    columns["State"] = per_value(cells.column("State"), _state, pa.string(), memo=memos["State"])
+    columns["AllocTRES"] = per_value(cells.column("AllocTRES"), alloc_tres_gpus, pa.float64(),
+                                     memo=memos["AllocTRES"])
+    columns["NodeList"] = per_value(cells.column("NodeList"), _nodes, pa.list_(pa.string()), memo=memos["NodeList"])
+    return pa.table(columns)
 
 
 def _without_headers(cells: pa.Table) -> pa.Table:
@@ -159,7 +202,8 @@ def _without_headers(cells: pa.Table) -> pa.Table:
     again = pc.equal(cells.column("JobIDRaw"), "JobIDRaw")
     if not pc.any(again).as_py():
         return cells
-    if any(set(cells.filter(again).column(name).to_pylist()) != {name} for name in cells.column_names):
+    if any(set(cells.filter(again).column(name).to_pylist()) != {name} for name in cells.column_names
+           if name != "_row"):
         raise NotColumnWise("another header")
     return cells.filter(pc.invert(again))
 

@@ -65,6 +65,11 @@ class BadRecord(ValueError):
         self.hint = hint
 
 
+class FreeTextUnknown(BadRecord):
+    """A line with more fields than the header, which free-text column holds the extra `|`s
+    unknown: no reader takes it."""
+
+
 def slurm_duration(text: str | None) -> float | None:
     """Elapsed/Timelimit `[DD-[HH:]]MM:SS[.fff]` → seconds; None for UNLIMITED, Unknown, ..."""
     match = _DURATION.match((text or "").strip())
@@ -286,7 +291,7 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
         if fields == header:
             continue  # exports appended to one file (`sacct ... >> month.txt`), each with its header
         if len(fields) != len(header):
-            fields = _free_text_split(fields, header, number)
+            fields = free_text_split(fields, header, number)
         row = dict(zip(header, fields))
         if row["JobIDRaw"] == "JobIDRaw":
             raise BadRecord(f"line {number}: a header line naming other columns than the first: appended exports "
@@ -299,10 +304,11 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
 
 
-def _free_text_split(fields: list[str], header: list[str], number: int) -> list[str]:
+def free_text_split(fields: list[str], header: list[str], number: int) -> list[str]:
+    """The line `number`'s `fields` (split at every `|`) as the header's columns (sacct_fields.split_line)."""
     split = split_line(fields, header)
     if split is None:
-        raise BadRecord(f"line {number}: {len(fields)} fields where the header has {len(header)} (a '|' inside "
+        raise FreeTextUnknown(f"line {number}: {len(fields)} fields where the header has {len(header)} (a '|' inside "
                         "Comment or JobName? sacct does not escape it: list them last in --format, as README does, "
                         "or read sacct --json instead)")
     if split[1]:

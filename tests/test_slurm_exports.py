@@ -146,7 +146,7 @@ def test_bytes_that_are_not_utf8_are_read_column_wise_as_the_line_reader_reads_t
     from connectors.sacct_columns import _Tail
 
     text = "JobName\ncaf\u00e9 \u2603 \U0001f600\n".encode() + b"caf\xe9\n\xf0\x9f\n"
-    stream = _Tail(io.BytesIO(text))
+    stream = _Tail(io.BytesIO(text), 1)
     read = b"".join(iter(lambda: stream.read(size), b""))
     assert read.decode() == "".join(line.decode(errors="replace") for line in text.splitlines(True))
     assert stream.not_utf8 == (3, 0xE9) and stream.ended()
@@ -191,3 +191,59 @@ def test_a_line_break_in_a_comment_continues_the_record_not_fails_the_source(tmp
     rows = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
     assert rows == jobs(tmp_path / "json", "* EXCLUDE (snapshot_date)")
     assert jobs(tmp_path, "name, labels") == [("a\tb", {"comment": "run=x\ny|z"})]
+
+
+def sacct_line(raw: int, name: str, gpus: int, end: str = "2026-12-01T11:00:05", step: str = "") -> str:
+    """An allocation (or a step) in SACCT_FORMAT's order: JobName and Comment last."""
+    return (f"{raw}{step}|{raw}{step}|p5|gpu|ana|u1|normal|*|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|"
+            f"{end}|01:00:00|p5-001|gres/gpu={gpus}|{name}|run=r{raw}\n")
+
+
+def test_a_pipe_in_job_names_keeps_the_file_column_wise_with_the_line_readers_rows(tmp_path, monkeypatch, caplog):
+    """A `|` in one job name (sacct does not escape it) sent the whole file to the line reader:
+    1M jobs took 44 CPU s against 13-21. Only the lines with more fields than the header are now
+    placed by the line reader's rule; the rest is read in blocks, and a record listed twice (an
+    export appended to another) keeps the later one, wherever those lines fell."""
+    import connectors.jobs_file_columns as jobs_file_columns
+    import connectors.sacct_columns  # noqa: F401  (its Arrow imports, before the line reader is taken away)
+    import connectors.sacct_files as sacct_files
+    from connectors.slurm_records import SACCT_FORMAT
+
+    lines = [SACCT_FORMAT.replace(",", "|") + "\n"]
+    for n in range(1, 400):
+        lines.append(sacct_line(n, f"eval|sweep {n}" if n % 37 == 0 else f"train {n}", 8))
+        if n % 50 == 0:
+            lines.append(sacct_line(n, "a|step", 8, step=".batch") + "\n")  # a step; a blank line
+    lines.append(sacct_line(74, "again", 4))  # 74 was a line apart: this later one counts
+    lines.append(sacct_line(75, "again|apart", 2))  # 75 was read in blocks: this line apart counts
+    path = tmp_path / "sacct.txt"
+    path.write_text("".join(lines))
+    monkeypatch.setattr(jobs_file_columns, "BLOCK_BYTES", 4096)  # blocks end between and beside the lines apart
+    line_reader = sacct_files.parsable_attempts
+    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
+    assert run(tmp_path, path=str(path)).error is None
+    column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
+    monkeypatch.setattr(sacct_files, "parsable_attempts", line_reader)
+    monkeypatch.setattr(connectors.sacct_columns, "parsable_table", lambda *args: None)
+    assert run(tmp_path / "line", path=str(path)).error is None
+    assert column_wise == jobs(tmp_path / "line", "* EXCLUDE (snapshot_date)")
+    assert len(column_wise) == 399
+    assert [row for row in jobs(tmp_path, "job_id, name, gpus") if row[0] in ("74", "75")] == [
+        ("74", "again", 4.0), ("75", "again|apart", 2.0)]
+    assert ("37", "eval|sweep 37", "r37") in jobs(tmp_path, "job_id, name, run_id")
+    assert "line 38 (job 37): a '|' inside JobName or Comment, which sit side by side: read as part of JobName" \
+        in caplog.text
+
+
+def test_a_pipe_in_free_text_between_other_columns_fails_at_once_naming_the_line(tmp_path, monkeypatch):
+    """Which of two free-text columns apart holds a `|` cannot be told: the file fails naming its
+    line without a second read line by line."""
+    import connectors.sacct_files as sacct_files
+
+    header = "JobID|JobIDRaw|JobName|State|Submit|Start|End|NodeList|AllocTRES|Comment"
+    good = "1|1|eval|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|2026-12-01T11:00:05|p5-001|gres/gpu=2|x\n"
+    (tmp_path / "sacct.txt").write_text(header + "\n" + good * 3 + good.replace("|eval|", "|ev|al|"))
+    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
+    error = run(tmp_path, path=str(tmp_path / "sacct.txt")).error
+    assert f"{tmp_path / 'sacct.txt'}: line 5: 11 fields where the header has 10 (a '|' inside Comment or JobName?" \
+        in str(error), error
