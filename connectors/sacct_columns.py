@@ -13,6 +13,7 @@ short, a state, node list or time that does not parse.
 from __future__ import annotations
 
 import gzip
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -41,19 +42,31 @@ class _Tail:
     A line with more fields than the header (`fields`) is held back (`apart`: the rows passed on
     before it, its line number and text): sacct does not escape a `|` in a job name or comment,
     and the caller places them as the line reader would, the rest of the file still read in
-    blocks. `rows`: the lines passed on that pyarrow takes as rows (not the empty ones)."""
+    blocks. `rows`: the lines passed on that pyarrow takes as rows (not the empty ones).
+
+    pyarrow reads ahead in a thread of its own, which may still be reading when its reader has
+    failed: once `stop`ped, the stream reads nothing more, so the caller can read the file again
+    from its start (the line reader read 16 MB less, from wherever that read had left it)."""
 
     def __init__(self, stream: IO[bytes], fields: int):
         self.stream, self.last, self.closed, self.position = stream, b"", False, 0
         self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a line the next block ends
         self.delimiters, self.rows, self.apart = fields - 1, 0, []  # type: ignore[var-annotated]
+        self.lock, self.stopped = threading.Lock(), False
 
     def read(self, size: int = -1) -> bytes:
-        while True:  # until a line is kept, or the end: b"" is the end to pyarrow
-            data, end = self._whole_lines(size)
-            kept = self._kept(data)
-            if kept or end:
-                return kept
+        with self.lock:
+            while not self.stopped:  # until a line is kept, or the end: b"" is the end to pyarrow
+                data, end = self._whole_lines(size)
+                kept = self._kept(data)
+                if kept or end:
+                    return kept
+            return b""
+
+    def stop(self) -> None:
+        """No more reads: the one under way, if any, ends first."""
+        with self.lock:
+            self.stopped = True
 
     def _whole_lines(self, size: int) -> tuple[bytes, bool]:
         """The next whole lines (the rest at the end, then True), bytes that are not UTF-8 as U+FFFD."""
@@ -136,6 +149,8 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
         if isinstance(exc, FreeTextUnknown):
             raise  # the line reader would say the same, after reading the whole file again
         return None
+    finally:
+        stream.stop()  # the caller may read `raw` again
 
 
 def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zone: ZoneInfo,
