@@ -248,20 +248,25 @@ def strip_sql(text: str) -> str:
     return f"CASE WHEN regexp_full_match({text}, $unpadded) THEN {text} ELSE trim({text}, $ws) END"
 
 
-def time_sql(name: str, unset: str, utc: bool, epoch: bool = False) -> list[str]:
+def time_sql(name: str, unset: str, utc: bool, epoch: bool = False, fast: str | None = None) -> list[str]:
     """Over the stripped text column `name`: its time as naive UTC where SQL reads it as
     datetime.fromisoformat would (ISO 8601 with seconds, an offset, or none when the zone is
     UTC), and `<name>_odd`, the text left to Python; `unset` (SQL): a text meaning no time.
     Binds TIME_PARAMS, and `clock` when `utc`; `epoch`: whole seconds since 1970 matching the
-    bound `$epoch` too."""
+    bound `$epoch` too. `fast`: a column holding fast_time_sql of it, read once for both."""
     column = f'"{name}"'
-    fast = (f"CASE WHEN regexp_full_match({column}, $offset) THEN try_cast({column} AS TIMESTAMPTZ) AT TIME ZONE "
+    fast = fast or fast_time_sql(column, utc, epoch)
+    return [f"CASE WHEN {column} IS NOT NULL AND NOT {unset} THEN {fast} END AS {column}",
+            f"CASE WHEN {column} IS NOT NULL AND NOT {unset} AND ({fast}) IS NULL THEN {column} END AS \"{name}_odd\""]
+
+
+def fast_time_sql(column: str, utc: bool, epoch: bool = False) -> str:
+    """The time of the stripped text `column` where SQL reads it exactly (time_sql), else NULL."""
+    return (f"CASE WHEN regexp_full_match({column}, $offset) THEN try_cast({column} AS TIMESTAMPTZ) AT TIME ZONE "
             "'UTC' " + (f"WHEN regexp_full_match({column}, $clock) THEN try_cast({column} AS TIMESTAMP) " if utc
                         else "")
             + (f"WHEN regexp_full_match({column}, $epoch) THEN make_timestamp(CAST({column} AS BIGINT) * 1000000) "
                if epoch else "") + "END")
-    return [f"CASE WHEN {column} IS NOT NULL AND NOT {unset} THEN {fast} END AS {column}",
-            f"CASE WHEN {column} IS NOT NULL AND NOT {unset} AND ({fast}) IS NULL THEN {column} END AS \"{name}_odd\""]
 
 
 def _typed_time_sql(name: str, kind: pa.DataType, utc: bool) -> list[str]:

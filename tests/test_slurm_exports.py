@@ -270,3 +270,28 @@ def test_a_file_the_column_wise_reader_gives_up_is_read_again_whole(tmp_path, mo
     [stream] = streams
     assert stream.stopped and stream.read(1 << 20) == b""
     assert len(jobs(tmp_path, "job_id")) == 2000
+
+
+def test_texts_padded_with_any_whitespace_python_strips_are_read_column_wise_as_by_the_line_reader(tmp_path,
+                                                                                                     monkeypatch):
+    """The column-wise reader strips texts in Arrow (utf8_trim over str.isspace()'s characters),
+    not in SQL: the same rows as the line reader's str.strip()."""
+    import connectors.sacct_columns as sacct_columns
+    import connectors.sacct_files as sacct_files
+    from connectors.slurm_records import SACCT_FORMAT
+
+    path = tmp_path / "sacct.txt"
+    path.write_text(SACCT_FORMAT.replace(",", "|") + "\n"
+                    " 1\x1c|1 |\u2003p5\x85| gpu |\tana|u1\u3000|normal|*x|COMPLETED| 2026-12-01T10:00:00 |"
+                    "2026-12-01T10:00:05\u2029|2026-12-01T11:00:05|01:00:00|p5-001|gres/gpu=2|\x1fname x\u00a0|  run=r1  \n"
+                    "2|2|p5|gpu|ana|u1|normal||RUNNING|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|01:00:00|p5-001|"
+                    "gres/gpu=2|  |\x0b\n")
+    line_reader = sacct_files.parsable_attempts
+    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
+    assert run(tmp_path, path=str(path)).error is None
+    column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
+    assert [row[:3] for row in column_wise] == [("p5/1@1796119200", "1", "r1"), ("p5/2@1796119200", "2", "2")]
+    monkeypatch.setattr(sacct_files, "parsable_attempts", line_reader)
+    monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    assert run(tmp_path / "line", path=str(path)).error is None
+    assert jobs(tmp_path / "line", "* EXCLUDE (snapshot_date)") == column_wise
