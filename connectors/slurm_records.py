@@ -244,20 +244,26 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
         f"FROM (SELECT * FROM {read} {newest}) AS kept "
         "WINDOW job AS (PARTITION BY cluster, raw_id ORDER BY submit_time NULLS FIRST, start_time NULLS LAST)"))
     run_labels = tuple(run_labels)
-    comments, wckeys, labels, runs = [], [], [], []
+    comments, wckeys, runs = [], [], []
+    keys, texts, ends, without = [], [], [0], []  # the labels as Arrow builds a map: flat, with each one's end
     for comment, wckey in con.sql(f"SELECT DISTINCT job_comment, wckey FROM {kept}").fetchall():
         found = {**comment_labels(comment), **({"wckey": wckey} if wckey else {}),
                  **({"comment": comment} if comment else {})}
         comments.append(comment)
         wckeys.append(wckey)
-        labels.append(list(found.items()) or None)
+        keys += found
+        texts += found.values()
+        ends.append(len(keys))
+        without.append(not found)
         runs.append(labelled_run(found, run_labels))
     import pyarrow as pa
 
-    schema = jobs_schema()
+    labels = pa.MapArray.from_arrays(pa.array(ends, pa.int32()), pa.array(keys, pa.string()),
+                                     pa.array(texts, pa.string()), type=jobs_schema().field("labels").type,
+                                     mask=pa.array(without, pa.bool_()))
     said = stored(con, "SELECT * FROM {said}", said=pa.table({
-        "comment": pa.array(comments, pa.string()), "wckey": pa.array(wckeys, pa.string()),
-        "labels": pa.array(labels, schema.field("labels").type), "run": pa.array(runs, pa.string())}))
+        "comment": pa.array(comments, pa.string()), "wckey": pa.array(wckeys, pa.string()), "labels": labels,
+        "run": pa.array(runs, pa.string())}))
     values = {"run_id": "coalesce(s.run, nullif(k.submitted_as, ''), k.job_id)", "scheduler": "'slurm'",
               "labels": "s.labels"}
     columns = {"record_id", "job_id", "cluster", "state", "submit_time", "start_time", "end_time", "gpus", "nodes",
