@@ -193,6 +193,23 @@ def test_a_line_break_in_a_comment_continues_the_record_not_fails_the_source(tmp
     assert jobs(tmp_path, "name, labels") == [("a\tb", {"comment": "run=x\ny|z"})]
 
 
+def read_by_both(tmp_path, monkeypatch, path) -> list[tuple]:
+    """The jobs of the sacct file `path` read column-wise (the line reader not called) and line
+    by line: the same rows, returned."""
+    import connectors.sacct_columns as sacct_columns
+    import connectors.sacct_files as sacct_files
+
+    line_reader = sacct_files.parsable_attempts
+    monkeypatch.setattr(sacct_files, "parsable_attempts", None)
+    assert run(tmp_path / "columns", path=str(path)).error is None
+    column_wise = jobs(tmp_path / "columns", "* EXCLUDE (snapshot_date)")
+    monkeypatch.setattr(sacct_files, "parsable_attempts", line_reader)
+    monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    assert run(tmp_path / "lines", path=str(path)).error is None
+    assert jobs(tmp_path / "lines", "* EXCLUDE (snapshot_date)") == column_wise
+    return column_wise
+
+
 def sacct_line(raw: int, name: str, gpus: int, end: str = "2026-12-01T11:00:05", step: str = "") -> str:
     """An allocation (or a step) in SACCT_FORMAT's order: JobName and Comment last."""
     return (f"{raw}{step}|{raw}{step}|p5|gpu|ana|u1|normal|*|COMPLETED|2026-12-01T10:00:00|2026-12-01T10:00:05|"
@@ -206,7 +223,6 @@ def test_a_pipe_in_job_names_keeps_the_file_column_wise_with_the_line_readers_ro
     export appended to another) keeps the later one, wherever those lines fell."""
     import connectors.jobs_file_columns as jobs_file_columns
     import connectors.sacct_columns  # noqa: F401  (its Arrow imports, before the line reader is taken away)
-    import connectors.sacct_files as sacct_files
     from connectors.slurm_records import SACCT_FORMAT
 
     lines = [SACCT_FORMAT.replace(",", "|") + "\n"]
@@ -219,18 +235,10 @@ def test_a_pipe_in_job_names_keeps_the_file_column_wise_with_the_line_readers_ro
     path = tmp_path / "sacct.txt"
     path.write_text("".join(lines))
     monkeypatch.setattr(jobs_file_columns, "BLOCK_BYTES", 4096)  # blocks end between and beside the lines apart
-    line_reader = sacct_files.parsable_attempts
-    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
-    assert run(tmp_path, path=str(path)).error is None
-    column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
-    monkeypatch.setattr(sacct_files, "parsable_attempts", line_reader)
-    monkeypatch.setattr(connectors.sacct_columns, "parsable_table", lambda *args: None)
-    assert run(tmp_path / "line", path=str(path)).error is None
-    assert column_wise == jobs(tmp_path / "line", "* EXCLUDE (snapshot_date)")
-    assert len(column_wise) == 399
-    assert [row for row in jobs(tmp_path, "job_id, name, gpus") if row[0] in ("74", "75")] == [
-        ("74", "again", 4.0), ("75", "again|apart", 2.0)]
-    assert ("37", "eval|sweep 37", "r37") in jobs(tmp_path, "job_id, name, run_id")
+    rows = read_by_both(tmp_path, monkeypatch, path)
+    assert len(rows) == 399
+    assert [(row[1], row[17], row[9]) for row in rows if row[1] in ("37", "74", "75")] == [
+        ("37", "eval|sweep 37", 8.0), ("74", "again", 4.0), ("75", "again|apart", 2.0)]
     assert "line 38 (job 37): a '|' inside JobName or Comment, which sit side by side: read as part of JobName" \
         in caplog.text
 
@@ -276,22 +284,15 @@ def test_texts_padded_with_any_whitespace_python_strips_are_read_column_wise_as_
                                                                                                      monkeypatch):
     """The column-wise reader strips texts in Arrow (utf8_trim over str.isspace()'s characters),
     not in SQL: the same rows as the line reader's str.strip()."""
-    import connectors.sacct_columns as sacct_columns
-    import connectors.sacct_files as sacct_files
     from connectors.slurm_records import SACCT_FORMAT
 
+    padded = [" 1\x1c", "1 ", "\u2003p5\x85", " gpu ", "\tana", "u1\u3000", "normal", "*x", "COMPLETED",
+              " 2026-12-01T10:00:00 ", "2026-12-01T10:00:05\u2029", "2026-12-01T11:00:05", "01:00:00", "p5-001",
+              "gres/gpu=2", "\x1fname x\u00a0", "  run=r1  "]
+    blank = ["2", "2", "p5", "gpu", "ana", "u1", "normal", "", "RUNNING", "2026-12-01T10:00:00", "2026-12-01T10:00:05",
+             "Unknown", "01:00:00", "p5-001", "gres/gpu=2", "  ", "\x0b"]
     path = tmp_path / "sacct.txt"
-    path.write_text(SACCT_FORMAT.replace(",", "|") + "\n"
-                    " 1\x1c|1 |\u2003p5\x85| gpu |\tana|u1\u3000|normal|*x|COMPLETED| 2026-12-01T10:00:00 |"
-                    "2026-12-01T10:00:05\u2029|2026-12-01T11:00:05|01:00:00|p5-001|gres/gpu=2|\x1fname x\u00a0|  run=r1  \n"
-                    "2|2|p5|gpu|ana|u1|normal||RUNNING|2026-12-01T10:00:00|2026-12-01T10:00:05|Unknown|01:00:00|p5-001|"
-                    "gres/gpu=2|  |\x0b\n")
-    line_reader = sacct_files.parsable_attempts
-    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
-    assert run(tmp_path, path=str(path)).error is None
-    column_wise = jobs(tmp_path, "* EXCLUDE (snapshot_date)")
-    assert [row[:3] for row in column_wise] == [("p5/1@1796119200", "1", "r1"), ("p5/2@1796119200", "2", "2")]
-    monkeypatch.setattr(sacct_files, "parsable_attempts", line_reader)
-    monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
-    assert run(tmp_path / "line", path=str(path)).error is None
-    assert jobs(tmp_path / "line", "* EXCLUDE (snapshot_date)") == column_wise
+    path.write_text("".join("|".join(fields) + "\n" for fields in (SACCT_FORMAT.split(","), padded, blank)))
+    rows = read_by_both(tmp_path, monkeypatch, path)
+    assert [row[:3] + row[17:18] for row in rows] == [("p5/1@1796119200", "1", "r1", "name x"),
+                                                      ("p5/2@1796119200", "2", "2", None)]
