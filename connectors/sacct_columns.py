@@ -24,8 +24,8 @@ import pyarrow as pa
 
 from connectors.hostlist import hosts
 from connectors.jobs_base import normal_state, stored, with_values
-from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, WHITESPACE, NotColumnWise, csv_blocks, fast_time_sql,
-                                         per_value, time_sql)
+from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv_blocks, fast_time_sql, per_value,
+                                         stripped_text, time_sql)
 from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, FreeTextUnknown, alloc_tres_gpus,
                                       free_text_split, parse_sacct_time, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
@@ -203,8 +203,8 @@ def _parsed(cells: pa.Table, memos: dict[str, dict[Any, Any]]) -> pa.Table:
 
     cells = cells.filter(pc.invert(pc.match_substring(cells.column("JobIDRaw"), ".")))  # steps are not jobs
     cells = _without_headers(cells)
-    columns: dict[str, Any] = {name: pc.utf8_trim(cells.column(name), characters=WHITESPACE) if name in STRIPPED
-                               else cells.column(name) for name in cells.column_names}
+    columns: dict[str, Any] = {name: stripped_text(cells.column(name)) if name in STRIPPED else cells.column(name)
+                               for name in cells.column_names}
     columns["State"] = per_value(cells.column("State"), _state, pa.string(), memo=memos["State"])
     columns["AllocTRES"] = per_value(cells.column("AllocTRES"), alloc_tres_gpus, pa.float64(),
                                      memo=memos["AllocTRES"])
