@@ -3,7 +3,9 @@
 DuckDB `read_csv` → Parquet of the same file in its own process (the floor: no validation, no
 hostlists, no record ids), alternating, median wall of `--repeat`, peak RSS from
 `/usr/bin/time -v`. `--time-format seconds|milliseconds|microseconds`: the jobs-file's times as
-numbers of that unit since 1970 (its config says so), not ISO text; `--kinds`: which files.
+numbers of that unit since 1970 (its config says so), not ISO text; `--kinds`: which files, of
+them `slurm-jobs-pipe`: the sacct file in README's --format order (JobName, Comment last) with a
+`|` in every thousandth job name, which sacct does not escape.
 
     nice -n 10 python bench/jobs_inventory_bench.py --repeat 3 --work /tmp/jobsbench [--before /work/main/.venv/bin/spendlake]
 """
@@ -22,6 +24,9 @@ from pathlib import Path
 
 SACCT_HEADER = ("JobID|JobIDRaw|JobName|Cluster|Partition|Account|User|QOS|WCKey|Comment|State|Submit|Start|End|"
                 "Elapsed|NodeList|AllocTRES")
+README_ORDER = [SACCT_HEADER.split("|").index(name) for name in  # README's --format list: free text last
+                "JobID|JobIDRaw|Cluster|Partition|Account|User|QOS|WCKey|State|Submit|Start|End|Elapsed|NodeList|"
+                "AllocTRES|JobName|Comment".split("|")]
 CSV_HEADER = "job_id,start_time,end_time,gpus,nodes,cluster,state,run_id,user,project,job_type"
 STATES = ("COMPLETED", "FAILED", "CANCELLED by 0", "TIMEOUT", "RUNNING")
 TARGET_RSS_MB = 1024  # peak RSS of `spendlake inventory` (MB of 2**20 bytes)
@@ -30,21 +35,23 @@ TARGET_RSS_MB = 1024  # peak RSS of `spendlake inventory` (MB of 2**20 bytes)
 UNITS = {"seconds": 1, "milliseconds": 1_000, "microseconds": 1_000_000}
 
 
-def write_files(work: Path, jobs: int, time_format: str = "iso") -> tuple[Path, Path]:
+def write_files(work: Path, jobs: int, time_format: str = "iso") -> tuple[Path, Path, Path]:
     numeric = "" if time_format == "iso" else f"-{time_format}"
     sacct, table = work / f"sacct-{jobs}.txt", work / f"jobs-{jobs}{numeric}.csv"
+    piped = work / f"sacct-{jobs}-pipe.txt"
 
     def written(moment: datetime) -> str:  # the jobs-file's time cell
         if time_format == "iso":
             return moment.isoformat() + "Z"
         return str(int((moment - datetime(1970, 1, 1)).total_seconds()) * UNITS[time_format])
 
-    if sacct.exists() and table.exists():
-        return sacct, table
+    if sacct.exists() and table.exists() and piped.exists():
+        return sacct, table, piped
     base = datetime(2026, 11, 1)
-    with sacct.open("w") as s, table.open("w") as t:
+    with sacct.open("w") as s, table.open("w") as t, piped.open("w") as p:
         s.write(SACCT_HEADER + "\n")
         t.write(CSV_HEADER + "\n")
+        p.write("|".join(SACCT_HEADER.split("|")[i] for i in README_ORDER) + "\n")
         for n in range(jobs):
             start = base + timedelta(seconds=n * 2)
             end = start + timedelta(minutes=30 + n % 600)
@@ -53,12 +60,16 @@ def write_files(work: Path, jobs: int, time_format: str = "iso") -> tuple[Path, 
             first = 1 + (n * 4) % 248
             nodes = f"p5-[{first:03d}-{first + 1:03d}]"
             end_text = "Unknown" if running else end.isoformat()
-            s.write(f"{n + 1}|{n + 1}|train-{n % 977}|p5|gpu|proj{n % 40}|u{n % 300}|normal|run{n // 5}|"
-                    f"run=run{n // 5} job_type=sft|{state}|{start.isoformat()}|{start.isoformat()}|{end_text}|"
-                    f"00:30:00|{nodes}|billing=16,cpu=192,gres/gpu:h100=16,gres/gpu=16,node=2\n")
+            fields = [str(n + 1), str(n + 1), f"train-{n % 977}", "p5", "gpu", f"proj{n % 40}", f"u{n % 300}", "normal",
+                      f"run{n // 5}", f"run=run{n // 5} job_type=sft", state, start.isoformat(), start.isoformat(),
+                      end_text, "00:30:00", nodes, "billing=16,cpu=192,gres/gpu:h100=16,gres/gpu=16,node=2"]
+            s.write("|".join(fields) + "\n")
+            if n % 1000 == 0:
+                fields[2] = f"eval|sweep-{n}"
+            p.write("|".join(fields[i] for i in README_ORDER) + "\n")
             t.write(f"{n + 1},{written(start)},{'' if running else written(end)},16,\"{nodes}\",p5,"
                     f"{state},run{n // 5},u{n % 300},proj{n % 40},sft\n")
-    return sacct, table
+    return sacct, table, piped
 
 
 def timed(command: list[str]) -> tuple[float, int, float]:
@@ -84,22 +95,24 @@ def main() -> None:
     parser.add_argument("--kinds", default="slurm-jobs,jobs-file", help="which files, comma-separated")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    sacct, table = write_files(args.work, args.jobs, args.time_format)
+    sacct, table, piped = write_files(args.work, args.jobs, args.time_format)
     spendlake = str(Path(sys.executable).with_name("spendlake"))
     cases = {}
-    for kind, path, delim in (("slurm-jobs", sacct, "|"), ("jobs-file", table, ",")):
-        if kind not in args.kinds.split(","):
+    for case, path, delim in (("slurm-jobs", sacct, "|"), ("jobs-file", table, ","), ("slurm-jobs-pipe", piped, "|")):
+        if case not in args.kinds.split(","):
             continue
+        kind = case.removesuffix("-pipe")
         numeric = {"time_format": args.time_format} if kind == "jobs-file" and args.time_format != "iso" else {}
-        config = args.work / f"{kind}.yaml"
-        config.write_text(json.dumps({"lake": str(args.work / f"lake-{kind}"), "inventory": [
+        config = args.work / f"{case}.yaml"
+        config.write_text(json.dumps({"lake": str(args.work / f"lake-{case}"), "inventory": [
             {"name": "big", "kind": kind, "path": str(path), "cluster": "p5", **numeric}]}))
+        skip = ", ignore_errors=true" if case.endswith("-pipe") else ""  # the lines with a `|` too many left out
         bare = ("import duckdb,sys; duckdb.execute(\"COPY (SELECT * FROM read_csv(?, delim=?, header=true, "
-                "all_varchar=true)) TO ? (FORMAT parquet)\", [sys.argv[1], sys.argv[2], sys.argv[3]])")
-        cases[kind] = {"spendlake": [spendlake, "--config", str(config), "inventory"],
-                       "bare": [sys.executable, "-c", bare, str(path), delim, str(args.work / f"bare-{kind}.parquet")]}
+                f"all_varchar=true{skip})) TO ? (FORMAT parquet)\", [sys.argv[1], sys.argv[2], sys.argv[3]])")
+        cases[case] = {"spendlake": [spendlake, "--config", str(config), "inventory"],
+                       "bare": [sys.executable, "-c", bare, str(path), delim, str(args.work / f"bare-{case}.parquet")]}
         if args.before:
-            cases[kind]["before"] = [str(args.before), "--config", str(config), "inventory"]
+            cases[case]["before"] = [str(args.before), "--config", str(config), "inventory"]
     for kind, commands in cases.items():
         figures: dict[str, list[tuple[float, int, float]]] = {name: [] for name in commands}
         for _ in range(args.repeat):
