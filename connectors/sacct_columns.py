@@ -30,6 +30,7 @@ from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord
                                       free_text_split, parse_sacct_time, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 
+APART_MOST = 50_000  # lines held apart as Python text (~10 MB); a file with more goes to the line reader, which batches
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")
 TIMES = {"Submit": "submit_time", "Start": "start_time", "End": "end_time"}
 # stripped as str.strip() does, by Arrow (a third of the SQL's time at 1M jobs, in SQL)
@@ -102,6 +103,8 @@ class _Tail:
         kept = []
         for number, line in enumerate(data.split(b"\n"), first):
             if line.count(b"|") > self.delimiters:
+                if len(self.apart) == APART_MOST:
+                    raise NotColumnWise("too many lines with a '|' in free text")
                 self.apart.append((self.rows, number, line.decode("utf-8").rstrip("\r")))
                 continue
             kept.append(line)

@@ -296,3 +296,24 @@ def test_texts_padded_with_any_whitespace_python_strips_are_read_column_wise_as_
     rows = read_by_both(tmp_path, monkeypatch, path)
     assert [row[:3] + row[17:18] for row in rows] == [("p5/1@1796119200", "1", "r1", "name x"),
                                                       ("p5/2@1796119200", "2", "2", None)]
+
+
+def test_a_file_with_a_pipe_in_most_job_names_goes_to_the_line_reader_which_batches(tmp_path, monkeypatch):
+    """The lines held apart are Python text until the file's end: past APART_MOST (a name with a
+    `|` in most of a million jobs) the file is read line by line, a batch of records at a time."""
+    import connectors.sacct_columns as sacct_columns
+    import connectors.sacct_files as sacct_files
+    from connectors.slurm_records import SACCT_FORMAT
+
+    path = tmp_path / "sacct.txt"
+    path.write_text(SACCT_FORMAT.replace(",", "|") + "\n" + "".join(sacct_line(n, f"a|{n}", 8) for n in range(1, 12)))
+    monkeypatch.setattr(sacct_columns, "APART_MOST", 10)
+    line_reads = []
+    line_reader = sacct_files.parsable_attempts
+    monkeypatch.setattr(sacct_files, "parsable_attempts", lambda *args: line_reads.append(1) or line_reader(*args))
+    assert run(tmp_path, path=str(path)).error is None
+    assert line_reads == [1] and len(jobs(tmp_path, "job_id")) == 11
+    monkeypatch.setattr(sacct_columns, "APART_MOST", 11)
+    assert run(tmp_path / "columns", path=str(path)).error is None
+    assert line_reads == [1] and jobs(tmp_path / "columns", "* EXCLUDE (snapshot_date)") == jobs(
+        tmp_path, "* EXCLUDE (snapshot_date)")
