@@ -14,6 +14,8 @@ producers, and is handled here:
   falls back to it); Microsoft's FOCUS 1.0 export writes the invoice id, SKU details, meter
   name and pricing currency as `x_InvoiceId`, `x_SkuDetails`, `x_SkuMeterName`,
   `x_PricingCurrency`; AWS its usage type and operation as `x_UsageType` / `x_Operation`;
+  the lake's own `x_` columns (`x_line_item_type`, `x_instance_type`, `x_credits`, ...) are read
+  where a file has them, so `spendlake export` read back keeps what clusters and commitments read;
 - Oracle's FOCUS reports (`FOCUS Reports/<yyyy>/<mm>/<dd>/*.csv.gz` in its usage-report bucket)
   keep six FOCUS 1.0-preview names (ALTERNATIVES); their rows are summed as FOCUS defines
   (oci_BackReferenceNumber is not read), and Oracle's own reports beside them are skipped;
@@ -80,8 +82,7 @@ ALTERNATIVES = {
     "SkuPriceDetails": ("SkuPriceDetails", "x_SkuDetails"),
     "SkuMeter": ("SkuMeter", "x_SkuMeterName"),
     "PricingCurrency": ("PricingCurrency", "x_PricingCurrency"),
-    "x_usage_type": ("x_UsageType",),
-    "x_operation": ("x_Operation",),
+    "x_usage_type": ("x_UsageType", "x_usage_type"),
 }
 # Oracle's own cost and usage reports (`reports/cost-csv/`, `reports/usage-csv/`) sit in the
 # bucket beside its FOCUS reports, holding the same usage: recognised by this column, skipped.
@@ -156,9 +157,7 @@ class FocusConnector(FolderExport):
         expressions: dict[str, str | None] = {}
         per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
         for name, kind in COST_COLUMNS:
-            candidates = ALTERNATIVES.get(name, (name,) if not name.startswith("x_") else ())
-            if not candidates:
-                continue
+            candidates = ALTERNATIVES.get(name, (name,))
             if kind in (MONEY, QUANTITY):
                 expressions[name] = decimal(table, kind, *candidates)
             elif kind == "TIMESTAMP":

@@ -27,6 +27,7 @@ from moto import mock_aws
 
 from service.cli.main import cli
 from service.core.publish import STAGING_PREFIX
+from service.core.schema import EXTENSION_COLUMNS, MONEY as DECIMAL
 from service.export import ExportOptions, export_focus, files
 from service.export.focus import FOCUS_COLUMNS
 
@@ -129,6 +130,33 @@ def test_metadata_names_the_focus_version_and_the_data_generator(samples, tmp_pa
     assert {"ServiceProviderName", "HostProviderName", "AllocatedMethodId", "ContractApplied"} <= set(names)
     kinds = {c["ColumnName"]: c["DataType"] for c in schema["ColumnDefinition"]}
     assert (kinds["BilledCost"], kinds["Tags"], kinds["ChargePeriodEnd"]) == ("DECIMAL", "JSON", "DATETIME")
+
+
+def extension_sums(lake) -> list[tuple]:
+    """Per period, currency and the lake's own `x_` columns but money: Σ each `x_` money column (not the
+    FOCUS costs: the export derives those a file lacks, an Azure file's BilledCost or EffectiveCost)."""
+    texts = [name for name, kind in EXTENSION_COLUMNS if kind != DECIMAL]
+    money = [name for name, kind in EXTENSION_COLUMNS if kind == DECIMAL]
+    return lake.query().execute(
+        f"SELECT billing_period, BillingCurrency, {', '.join(texts)}, "
+        f"{', '.join(f'sum({m})' for m in money)} "
+        "FROM costs GROUP BY ALL ORDER BY ALL").fetchall()
+
+
+@pytest.mark.parametrize("csv", [False, True], ids=["parquet", "csv"])
+def test_an_export_read_back_by_the_focus_connector_keeps_the_lakes_own_columns(samples, tmp_path, csv):
+    """`spendlake export` read back as a `focus` source: the lake's `x_` columns (line item, usage
+    and instance type, credits, split cost, ...: what shared clusters, commitments and rules read)
+    come back as they were, not as nulls (a demo lake read back put every cluster dollar on
+    `unallocated`)."""
+    config_file, lake = samples
+    out = tmp_path / "out"
+    assert spendlake(config_file, *(["--csv"] if csv else []), "--out", str(out)).exit_code == 0
+    back, result = ingest_files(tmp_path, ("back", "focus", out))
+    assert failures(result) == []
+    expected = extension_sums(lake)
+    assert any(row[2] is not None for row in expected)  # the CUR sample's line item types
+    assert extension_sums(back) == expected
 
 
 def test_windows_and_sources_select_lines_once(samples, tmp_path):
