@@ -81,3 +81,20 @@ def test_42_a_legacy_cur_reads_zip_parts_and_its_helpers_stay_quiet(tmp_path):
     assert skipped(result.output) == [
         f"bill {export / 'cur' / 'notes'}: skipped, not read: aws-cur reads .csv, .csv.gz, .csv.zip, .parquet files, "
         f"not extensionless: {WHAT_TO_DO}"], result.output
+
+
+def test_a_focus_datasets_metadata_beside_its_data_stays_quiet(tmp_path):
+    """`spendlake export` (FOCUS's metadata) writes `metadata.json` in each period and
+    `metadata/` beside them: not bills, so not told (reading an export back said 'skipped, not read
+    ... move what is not a bill out of the location' four times on every ingest)."""
+    export = tmp_path / "export"
+    write_month(export / "2026-10" / "cost_and_usage.csv", "2026-10", "100")
+    (export / "2026-10" / "metadata.json").write_text(json.dumps({"DataGenerator": "spendlake"}))
+    (export / "metadata" / "schemas").mkdir(parents=True)
+    (export / "metadata" / "data_generator.json").write_text(json.dumps({"DataGenerator": "spendlake"}))
+    (export / "metadata" / "schemas" / "schema-1.json").write_text(json.dumps({"ColumnDefinition": []}))
+    (export / "2026-10" / "notes.json").write_text("{}")  # any other .json is still told
+    result = ingest(tmp_path, export)
+    assert result.exit_code == 0, result.output
+    assert skipped(result.output) == [
+        f"bill {export / '2026-10' / 'notes.json'}: skipped, not read: {FOCUS_READS}, not .json: {WHAT_TO_DO}"]
