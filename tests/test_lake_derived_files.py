@@ -276,6 +276,27 @@ def test_37_a_damaged_superseded_rollup_is_removed_by_the_next_build_not_kept_fo
     assert result.exit_code == 0 and {r["check"] for r in rows} == {"ok"}, result.output
 
 
+def test_37_another_configs_damaged_rollup_is_removed_by_the_next_build(config):
+    """A rollup of the current data as another config reads it (the service's config beside a
+    CLI user's) is kept for that config; damaged, `verify` says to run `spendlake rollup`, and
+    that build removes it (main: kept, so verify and SpendlakeDerivedFileDamaged stayed failing
+    until the next delivery); the other config's queries roll it up from the raw lines."""
+    [current] = (config.lake / ROLLUP_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    owner, data, inventory = current.stem.split("-")
+    other = current.with_name(f"{'0' * len(owner)}-{data}-{inventory}.parquet")  # another owner's
+    shutil.copyfile(current, other)
+    shutil.copyfile(derived_records.record_file(config.lake, current), derived_records.record_file(config.lake, other))
+    rollup(config)
+    assert other.exists()  # sound: another config reads it
+    other.write_bytes(other.read_bytes()[:other.stat().st_size // 2])
+    result, _ = verify(write_config_file(config))
+    assert result.exit_code == 3 and f"error: {other}" in result.output and "spendlake rollup" in result.output
+    rollup(config)
+    assert not other.exists() and not derived_records.record_file(config.lake, other).exists()
+    result, rows = verify(write_config_file(config))
+    assert result.exit_code == 0 and {r["check"] for r in rows} == {"ok"}, result.output
+
+
 def test_37_metric_tops_altered_where_they_still_decode_are_named_by_verify_then_computed(config, caplog):
     [file] = (config.lake / tops_module.TOPS_TABLE).glob("source=all/config=*/*.parquet")
     stored = samples(config)

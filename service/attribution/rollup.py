@@ -22,7 +22,7 @@ removes nothing readers of the previous delivery hold. Superseded means its peri
 newer delivery (whatever config wrote it; since that commit), or, for the building config's
 own owner only, newer inventory tags (since the current version was stored). A version of
 the current data that another config reads (another owner) is never removed by this
-config's build. A reader picks the version named by the ledger it read at its start, so a
+config's build unless it is damaged. A reader picks the version named by the ledger it read at its start, so a
 query shorter than the grace always finds its files; one that finds a file gone anyway reads
 again (service/core/snapshot.py).
 """
@@ -319,16 +319,18 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 _warn_overbooked(con, config, part, path)
             # superseded for the grace and already when an earlier build looked (a clock stepped
             # forward alone removes nothing a reader from before this commit holds); a damaged
-            # one at once: no reader gets a sound answer from it, and `verify` would flag it
-            # (saying to run this build) until the grace ran out
+            # one at once, and another config's current one only when damaged: no reader gets a
+            # sound answer from it, and `verify` would flag it (saying to run this build) until
+            # the grace ran out, or for ever
             listed = {str(target.parent.relative_to(lake.root) / name): (name, since)
                       for name, since in superseded(target, version, part.entry).items()}
             gone = [name for key, (name, since) in listed.items()
-                    if since <= now and (since <= now - grace and key in seen or derived_records.check(
-                        lake, target.parent / f"{name}.parquet", found).damaged)]
+                    if (since is None or since <= now) and (since is not None and since <= now - grace and key in seen
+                                                           or derived_records.check(
+                                                               lake, target.parent / f"{name}.parquet", found).damaged)]
             derived_records.drop_versions(lake.root, target.parent, gone)
             removed += len(gone)
-            seen |= set(listed)
+            seen |= {key for key, (_, since) in listed.items() if since is not None}
     finally:
         con.close()
     lake.write_state(SUPERSEDED_STATE, {"seen": sorted(k for k in seen if (lake.root / f"{k}.parquet").exists())})
@@ -346,10 +348,11 @@ def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, 
                     "has); shared in proportion to the jobs, none idle", part.source, part.period, count)
 
 
-def superseded(current: Path, version: Version, entry: LedgerEntry) -> dict[str, datetime]:
-    """Versions beside `current` that are superseded → since when: of an older delivery (since
+def superseded(current: Path, version: Version, entry: LedgerEntry) -> dict[str, datetime | None]:
+    """Versions beside `current` → since when they are superseded: of an older delivery (since
     `entry` was committed), or of this owner with older inventory tags or an older name
-    (since `current` was stored). One listing of the folder."""
+    (since `current` was stored); None for the current data as another config reads it (not
+    superseded). One listing of the folder."""
     committed = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
     stored = datetime.fromtimestamp(current.stat().st_mtime, timezone.utc)
     gone = {}
@@ -362,6 +365,6 @@ def superseded(current: Path, version: Version, entry: LedgerEntry) -> dict[str,
         elif other is None or (other.owner == version.owner and other.inventory != version.inventory):
             since = stored
         else:
-            continue  # the current data as another config reads it
+            since = None  # the current data as another config reads it
         gone[file.stem] = since
     return gone
