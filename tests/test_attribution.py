@@ -276,6 +276,25 @@ def test_a_clock_stepped_forward_during_an_ingest_removes_no_rollup_a_reader_may
     assert materialise(lake, config(), grace=timedelta(0)).removed == 1 and not held.exists()
 
 
+def test_the_rollups_stored_before_the_first_inventory_go_once_it_arrives(tmp_path):
+    """A lake's first ingest comes before its first inventory (the demo, a new service): the
+    rollups stored then are this config's with no inventory, superseded once tags arrive and
+    removed like any superseded version (main: kept as another config's, for ever in a month no
+    longer delivered: 35% of the demo lake's rollup bytes)."""
+    from datetime import timedelta
+
+    from service.attribution import materialise
+    from tests.test_snapshot_digest import tags_snapshot
+
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "5", resource="i-1")])
+    assert materialise(lake, config()).built == 1
+    [first] = (lake.root / "attribution_rollup").rglob("*.parquet")
+    tags_snapshot(lake, "2026-11-03", "nlp")
+    assert materialise(lake, config(), grace=timedelta(0)).built == 1 and first.exists()  # found superseded
+    assert materialise(lake, config(), grace=timedelta(0)).removed == 1 and not first.exists()
+    assert costs(attribute(lake, config(), NOV), "team") == {("nlp", "USD"): Decimal(5)}
+
+
 @pytest.mark.parametrize("granularity, expected", [
     ("day", {"2026-11-01": 5, "2026-11-02": 7, "2026-11-09": 11, "2026-12-01": 13}),
     ("week", {"2026-10-26": 5, "2026-11-02": 7, "2026-11-09": 11, "2026-11-30": 13}),  # weeks start on Monday

@@ -105,10 +105,15 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def owner_of(config: AttributionConfig, inventory: dict[str, str]) -> str:
+    """Whose a rollup is: the allocation config and the inventory sources it reads (`inventory_latest`)."""
+    return _hash(f"{config.fingerprint()}|{','.join(sorted(inventory))}")
+
+
 def version_of(config: AttributionConfig, entry: LedgerEntry, inventory: dict[str, str]) -> Version:
     """The version of a period's rollup: `entry` is its ledger entry, `inventory` the
     `inventory_latest` of the lake it reads."""
-    return Version(owner=_hash(f"{config.fingerprint()}|{','.join(sorted(inventory))}"),
+    return Version(owner=owner_of(config, inventory),
                    data=_hash(f"{ROLLUP_FORMAT}|{entry.delivery_id}|{entry.ingested_at}|{entry.rows}"),
                    inventory=_hash(inventory_basis(inventory)))
 
@@ -303,6 +308,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     built = stored = removed = 0
     found = derived_records.problems(lake)
     seen = set(lake.read_state(SUPERSEDED_STATE).get("seen", []))
+    before = owner_of(config, {})  # this config's versions stored before the lake had inventory it reads
     try:
         keys = inventory_keys(lake, con)
         for part in parts:
@@ -323,7 +329,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
             # sound answer from it, and `verify` would flag it (saying to run this build) until
             # the grace ran out, or for ever
             listed = {str(target.parent.relative_to(lake.root) / name): (name, since)
-                      for name, since in superseded(target, version, part.entry).items()}
+                      for name, since in superseded(target, version, part.entry, before).items()}
             gone = [name for key, (name, since) in listed.items()
                     if (since is None or since <= now) and (since is not None and since <= now - grace and key in seen
                                                            or derived_records.check(
@@ -348,11 +354,12 @@ def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, 
                     "has); shared in proportion to the jobs, none idle", part.source, part.period, count)
 
 
-def superseded(current: Path, version: Version, entry: LedgerEntry) -> dict[str, datetime | None]:
+def superseded(current: Path, version: Version, entry: LedgerEntry, before: str) -> dict[str, datetime | None]:
     """Versions beside `current` → since when they are superseded: of an older delivery (since
-    `entry` was committed), or of this owner with older inventory tags or an older name
-    (since `current` was stored); None for the current data as another config reads it (not
-    superseded). One listing of the folder."""
+    `entry` was committed), or of this owner with older inventory tags or an older name, or
+    of this config before the lake had inventory it reads (owner `before`: a first ingest
+    comes before the first inventory) (since `current` was stored); None for the current data
+    as another config reads it (not superseded). One listing of the folder."""
     committed = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
     stored = datetime.fromtimestamp(current.stat().st_mtime, timezone.utc)
     gone = {}
@@ -362,7 +369,7 @@ def superseded(current: Path, version: Version, entry: LedgerEntry) -> dict[str,
             continue
         if other is not None and other.data != version.data:
             since = committed
-        elif other is None or (other.owner == version.owner and other.inventory != version.inventory):
+        elif other is None or (other.owner in (version.owner, before) and other.inventory != version.inventory):
             since = stored
         else:
             since = None  # the current data as another config reads it
