@@ -177,6 +177,33 @@ def test_cli_inventory_commits_and_reports(tmp_path):
     assert result.exit_code == 2 and "no inventory source named 'nope'" in result.output
 
 
+def test_a_full_disk_when_recording_a_source_still_tells_each_sources_lines(tmp_path, monkeypatch):
+    """Each source's snapshot is committed, then its success recorded in _state/sources.json: a
+    full disk there failed the whole command with '... what was committed above is in the lake'
+    and nothing above it (the lines come after the run), nor any later source tried. Now each
+    source says what it stored, then that its record failed; exit 3."""
+    import errno
+
+    write_state = Lake.write_state
+
+    def full(self, name, data):
+        if name == "sources":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.state_file(name)))
+        write_state(self, name, data)
+
+    monkeypatch.setattr(Lake, "write_state", full)
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": name, "kind": "cloudwatch-logs", "path": str(DATA / "logs")} for name in ("logs", "logs2")]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3, result.output
+    for name in ("logs", "logs2"):
+        stored, failed = [line for line in result.output.splitlines() if line.startswith(f"{name} (")]
+        assert stored.endswith("2 rows stored") and "log_groups snapshot_date=" in stored, result.output
+        assert failed.startswith(f"{name} (cloudwatch-logs): FAILED: {tmp_path / 'lake' / '_state' / 'sources.json'}: "
+                                 "disk full") and "what was committed above is in the lake" in failed
+    assert query(tmp_path, "SELECT count(*) FROM log_groups") == [(4,)]
+
+
 def test_config_rejects_misplaced_keys_and_duplicate_names():
     with pytest.raises(ConfigError, match=r"inventory\[0\]\.buckets: kind aws-tags takes no such key"):
         parse_config({"inventory": [{"name": "t", "kind": "aws-tags", "buckets": []}]})

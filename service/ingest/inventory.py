@@ -56,10 +56,10 @@ class InventoryOutcome:
         return self.error is not None
 
     def lines(self) -> list[str]:
-        if self.error:
-            return [f"{self.source} ({self.kind}): FAILED: {self.error}"]
+        """What it stored (also before a failure: those snapshots are in the lake), then its failure."""
+        failed = [f"{self.source} ({self.kind}): FAILED: {self.error}"] if self.error else []
         if not self.rows:
-            return [f"{self.source} ({self.kind}): nothing to store"]
+            return failed or [f"{self.source} ({self.kind}): nothing to store"]
         tables: dict[str, list[tuple[str, int]]] = {}
         for part, n in self.rows.items():
             table, partition = part.split(" ", 1)
@@ -69,7 +69,7 @@ class InventoryOutcome:
             total = sum(n for _, n in parts)
             where = parts[0][0] if len(parts) == 1 else f"{len(parts)} partitions {parts[0][0]} .. {parts[-1][0]}"
             lines.append(f"{self.source} ({self.kind}) {table} {where}: {total:,} rows stored")
-        return lines
+        return lines + failed
 
 
 def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None) -> list[InventoryOutcome]:
@@ -128,7 +128,10 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         log.info("inventory source %s failed: %s", source.name, exc)  # the outcome line says so
         outcome.error = exc
     raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure; no other runs
-    _record(lake, outcome)
+    try:
+        _record(lake, outcome)
+    except SpendlakeError as exc:  # a full disk: its own failure, else this one, beside what it stored
+        outcome.error = outcome.error or exc
     return outcome
 
 
