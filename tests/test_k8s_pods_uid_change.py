@@ -8,7 +8,7 @@ newest snapshot."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
@@ -16,6 +16,7 @@ from prometheus_support import backfilled_prometheus
 
 from connectors.k8s_pod_records import PodTable
 from service.attribution import RunsQuery, attribute, reconcile, runs
+from service.core.job_windows import window_fields
 from service.core.timewindow import Window
 from tests.attribution_helpers import add_jobs, config, line, make_lake
 from tests.test_k8s_pods import at, jobs, openmetrics, snapshot
@@ -26,18 +27,18 @@ HOUR = Window(datetime(2026, 11, 2, 10, tzinfo=timezone.utc), datetime(2026, 11,
 NAMED = f"p5/train/w-0@{T0:.0f}"  # its record read by name before the fix
 
 
-def pod_rows(*, uid_on_requests: bool, minutes: int, done_at: int | None = None) -> list[dict]:
+def pod_rows(*, uid_on_requests: bool, minutes: int, done_at: int | None = None, cluster: str = "p5") -> list[dict]:
     """k8s-pods rows of pod train/w-0 (uid u-w0, 8 GPUs on node n1 = INSTANCE, running from
     10:00), kube-state-metrics scraped each minute for `minutes`; Succeeded from `done_at` (its
-    completion time then). Without `uid_on_requests`, kube-state-metrics v1: only kube_pod_info
-    carries the uid."""
+    completion time then), the source's `cluster` named `cluster`. Without `uid_on_requests`,
+    kube-state-metrics v1: only kube_pod_info carries the uid."""
     scrapes = [T0 + 60 * k for k in range(minutes)]
 
     def series(values: list[tuple[float, float]], info: bool = False, **labels: str) -> dict:
         uid = {"uid": "u-w0"} if uid_on_requests or info else {}
         return {"metric": {"namespace": "train", "pod": "w-0", **uid, **labels}, "values": values}
 
-    table = PodTable(None, "p5")
+    table = PodTable(None, cluster)
     table.add_reported([{"metric": {}, "values": [(t, t) for t in scrapes]}])
     requests = [series([(scrapes[-1], 8.0)], resource="nvidia_com_gpu")]
     table.add_without_uid([s for s in requests if "uid" not in s["metric"]])
@@ -111,6 +112,44 @@ def test_a_pod_running_across_the_change_is_charged_its_own_half_hour(tmp_path, 
     result = attribute(lake, cfg, HOUR, by=("run", "job_state"))
     charged = {(r.values["run"], r.values["job_state"]): r.cost for r in result.rows if r.cost}
     assert charged == {("train/w-0", "COMPLETED"): Decimal(40), ("idle", "idle"): Decimal(40)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+    query = RunsQuery.parse(since="2026-11-02T10:00:00Z", until="2026-11-02T11:00:00Z")
+    assert [(r.run, r.gpu_hours, r.cost) for r in runs(lake, cfg, query).rows] == [("train/w-0", 4, Decimal(40))]
+
+
+RENAMED = ["uid", "by name before the fix, then by uid"]
+
+
+def renamed_lake(tmp_path, running_shape: str):
+    """As above, the source's `cluster` renamed p5 -> eks-p5 between the snapshots: the 10:20
+    record (ended at 10:20 by the next window, reading from 10:25) and the 11:25 one are one
+    pod (its uid); `running_shape` "by name ...": an earlier snapshot (its date: before) holds
+    the by-name record of p5. (lake, config)"""
+    running = pod_rows(uid_on_requests=True, minutes=20)
+    done = pod_rows(uid_on_requests=True, minutes=40, done_at=30, cluster="eks-p5")
+    assert [r["record_id"] for r in done] == ["eks-p5/u-w0"]
+    lake = make_lake(tmp_path, [line("2026-11-02T10:00:00", "80", resource=INSTANCE, instance_type="p5.48xlarge",
+                                     tags={"team": "platform"})])
+    if running_shape != "uid":
+        add_jobs(lake, [row | {"record_id": NAMED} for row in pod_rows(uid_on_requests=False, minutes=10)],
+                 source="k8s", snapshot="2026-11-01")
+    seen = datetime.fromtimestamp(T0 + 60 * 20, timezone.utc)
+    add_jobs(lake, running, source="k8s", snapshot="2026-11-02", facts=window_fields(seen, 48))
+    add_jobs(lake, done, source="k8s", snapshot="2026-11-03", facts=window_fields(seen + timedelta(minutes=65), 1))
+    return lake, config({"clusters": {}}, lake)
+
+
+# Charged 10:00-10:30 once, as the newest record shows it. Counted twice, 10:00-10:20 was
+# over-booked 16 GPUs of 8 and w-0 got half its hours' shares ($26.67 to p5, $13.33 idle).
+ONCE = {("train/w-0", "eks-p5"): Decimal(40), ("idle", "eks-p5"): Decimal(40)}
+
+
+@pytest.mark.parametrize("running_shape", RENAMED)
+def test_a_pod_running_across_a_rename_of_its_sources_cluster_is_charged_once(tmp_path, running_shape):
+    lake, cfg = renamed_lake(tmp_path, running_shape)
+    result = attribute(lake, cfg, HOUR, by=("run", "cluster"))
+    assert {(r.values["run"], r.values["cluster"]): r.cost for r in result.rows if r.cost} == ONCE
+    assert not result.overbooked
     assert all(r.ok for r in reconcile(lake, cfg))
     query = RunsQuery.parse(since="2026-11-02T10:00:00Z", until="2026-11-02T11:00:00Z")
     assert [(r.run, r.gpu_hours, r.cost) for r in runs(lake, cfg, query).rows] == [("train/w-0", 4, Decimal(40))]

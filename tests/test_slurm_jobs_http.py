@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from conftest import DATA
 
 from connectors import http_json
-from service.attribution.allocation import NEWEST_RECORD, SETTLED_JOBS
+from service.attribution.allocation import SETTLED_JOBS, newest_records
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import SourceError
@@ -334,7 +334,7 @@ def test_a_later_window_asking_another_user_leaves_the_job_running_and_says_so(t
 
 def test_history_keeps_both_attempts_of_a_job_requeued_in_its_submit_second(tmp_path, slurmrestd):
     """Two snapshots listing both attempts, then one whose window no longer reaches the first:
-    each attempt is one record of history (allocation.NEWEST_RECORD), none counted twice."""
+    each attempt is one record of history (allocation.newest_records), none counted twice."""
     url, server = slurmrestd
     both = requeued_in_its_submit_second()
     latest = {"jobs": [r for r in both["jobs"] if r["job_id"] != 5 or r["state"]["current"] == "COMPLETED"]}
@@ -342,8 +342,8 @@ def test_history_keeps_both_attempts_of_a_job_requeued_in_its_submit_second(tmp_
     for day in range(3):
         assert run(tmp_path, url, api_version="v0.0.38", now=NOW + timedelta(days=day)).error is None
     with Lake(tmp_path / "lake").query() as con:
-        newest = con.execute(f"SELECT record_id, state, snapshot_date FROM (SELECT *, {NEWEST_RECORD} AS newest "
-                             "FROM jobs) WHERE newest = 1 AND job_id = '5' ORDER BY record_id").fetchall()
+        newest = con.execute(f"SELECT record_id, state, snapshot_date FROM ({newest_records('jobs')}) "
+                             "WHERE newest = 1 AND job_id = '5' ORDER BY record_id").fetchall()
     assert [(record, state, str(day)) for record, state, day in newest] == [
         ("spendlake/5@1796174389", "COMPLETED", "2026-12-04"), ("spendlake/5@1796174389~1796174390", "REQUEUED",
                                                                 "2026-12-03")]

@@ -247,3 +247,14 @@ def test_a_later_window_asking_otherwise_leaves_the_job_running_on_spark(tmp_pat
     on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
     assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == RUNNING
     assert on_spark.to_json() == attribute(lake, config, EVERYTHING, by=("run",)).to_json()
+
+
+def test_a_pod_running_across_a_rename_of_its_sources_cluster_is_charged_once_on_spark(tmp_path):
+    # tests/test_k8s_pods_uid_change.py: one pod (its uid) under either name, $40, idle $40
+    from tests.test_k8s_pods_uid_change import HOUR, ONCE, RENAMED, renamed_lake
+
+    for shape in RENAMED:
+        lake, config = renamed_lake(tmp_path / shape.split()[0], shape)
+        on_spark = attribute(lake, config, HOUR, by=("run", "cluster"), engine=SPARK)
+        assert {(row.values["run"], row.values["cluster"]): row.cost for row in on_spark.rows if row.cost} == ONCE
+        assert on_spark.to_json() == attribute(lake, config, HOUR, by=("run", "cluster")).to_json()

@@ -72,15 +72,33 @@ INSTANCE_ID = "CASE WHEN ResourceId LIKE 'arn:%' THEN regexp_replace(ResourceId,
 # stored (UTC), not the id's text: ids before 2026-12-03 took the epoch in the host's zone, so on
 # a non-UTC host an old and a new snapshot of one attempt hold different ids (it counted twice).
 # An attempt requeued in its successor's submit second is `@<epoch>~<start>`: an attempt of its own.
-# A pod is its cluster, namespace/name and creation time: k8s-pods before 2026-12-04 named it
-# <cluster>/<ns>/<pod>@<start> in a window read by name, else <cluster>/<uid>, so a pod running
-# across such a change held two ids, the older running on for ever (two pods of one name are
-# never created in one second: the second is created once the first is gone).
+# A pod is its namespace/name, creation time and `a_pod` (newest_records): k8s-pods names it
+# <cluster>/<uid>, or <cluster>/<ns>/<pod>@<start> in a window read by name before 2026-12-04,
+# so a pod running across such a change held two ids, the older running on for ever (two pods
+# of one name are never created in one second: the second is created once the first is gone).
 NEWEST_RECORD = ("row_number() OVER (PARTITION BY CASE WHEN scheduler = 'slurm' THEN regexp_replace(record_id, "
                  "'@[0-9]+$', '') WHEN scheduler = 'kubernetes' AND submit_time IS NOT NULL THEN job_id "
                  "ELSE record_id END, CASE WHEN scheduler IN ('slurm', 'kubernetes') THEN submit_time END, "
-                 "CASE WHEN scheduler = 'kubernetes' THEN cluster END "
+                 "CASE WHEN scheduler = 'kubernetes' THEN a_pod END "
                  "ORDER BY snapshot_date DESC, source DESC, record_id DESC)")
+# A pod's uid: the last part of a <cluster>/<uid> record. Unique across clusters, it is the pod
+# whatever the source's `cluster` was named when the record was read (a rename would make two).
+POD_UID = ("CASE WHEN scheduler = 'kubernetes' AND record_id = concat(coalesce(cluster, ''), '/', "
+           "regexp_replace(record_id, '^.*/', '')) THEN regexp_replace(record_id, '^.*/', '') END")
+# A record's pod: its uid; a by-name one the uid of a record of its cluster, name and creation,
+# else its cluster (never a uid: a pod read by name only is its cluster, name and creation).
+# Other schedulers' records share one partition (cheaper than hashing a million Slurm ids).
+POD = (f"coalesce({POD_UID}, max({POD_UID}) OVER (PARTITION BY "
+       + ", ".join(f"CASE WHEN scheduler = 'kubernetes' THEN {key} END" for key in ("cluster", "job_id", "submit_time"))
+       + "), concat('cluster ', coalesce(cluster, '')))")
+
+
+def newest_records(relation: str, rank: str = "newest") -> str:
+    """The job records of `relation` (a table or a parenthesised query), each with its `a_pod`
+    and its `rank` (NEWEST_RECORD: 1 as the newest snapshot holding it shows it). DuckDB and
+    Spark SQL alike."""
+    return f"SELECT *, {NEWEST_RECORD} AS {rank} FROM (SELECT *, {POD} AS a_pod FROM {relation} AS r) AS j"
+
 
 # Job history as its readers take it (in place of `jobs`, before NEWEST_RECORD: a row's end
 # depends on its own snapshot only, so on the newest alike): a record a window source saw
@@ -135,8 +153,7 @@ def jobs_sql(inputs: AllocationInputs) -> str:
         "SELECT record_id, job_id, run_id, cluster, state, start_time AS j_start, "
         f"coalesce(end_time, {FAR}) AS j_end, gpus, nodes, instance_ids, \"user\", team, project, experiment, "
         "job_type, name, account, partition, qos, namespace, labels FROM ("
-        f"SELECT *, {NEWEST_RECORD} AS a_newest "
-        f"FROM ({SETTLED_JOBS}) AS j) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
+        f"{newest_records(f'({SETTLED_JOBS})', 'a_newest')}) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
         f"AND coalesce(end_time, {FAR}) > start_time"
     )
 

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import duckdb
 
-from service.attribution.allocation import NEWEST_RECORD, AllocationInputs
+from service.attribution.allocation import AllocationInputs, newest_records
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
@@ -91,8 +91,8 @@ def _left_out(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str, n
     matching `newer`) reads past, leaving them out, and no snapshot `m` between (matching
     `earlier`) did."""
     return con.execute(
-        f"SELECT count(*), arg_min(j.record_id, j.start_time), arg_min(s.taken_at, j.start_time) FROM (SELECT *, "
-        f"{NEWEST_RECORD} AS newest FROM jobs) AS j JOIN job_snapshots AS s ON s.source = j.source "
+        f"SELECT count(*), arg_min(j.record_id, j.start_time), arg_min(s.taken_at, j.start_time) FROM ("
+        f"{newest_records('jobs')}) AS j JOIN job_snapshots AS s ON s.source = j.source "
         "AND s.snapshot_date = CAST(j.snapshot_date AS VARCHAR) JOIN job_snapshots AS n ON n.source = s.source "
         f"AND n.snapshot_date = $date AND n.window_start > s.taken_at AND {newer} "
         "WHERE j.newest = 1 AND j.source = $source AND j.end_time IS NULL AND j.start_time IS NOT NULL "

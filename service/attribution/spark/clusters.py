@@ -22,7 +22,7 @@ import itertools
 
 import duckdb
 
-from service.attribution.allocation import ALLOCATION_LINES, INSTANCE_ID, NEWEST_RECORD, extra_tag_aliases
+from service.attribution.allocation import ALLOCATION_LINES, INSTANCE_ID, extra_tag_aliases, newest_records
 from service.attribution.jobs import JOBS_TABLE, inputs_on
 from service.attribution.inventory_sql import ARN_HEAD, ARN_PATH
 from service.attribution.sql import Sql, rollup_sql, tag_candidates, used
@@ -39,7 +39,7 @@ NARROW = ("ResourceId", "x_instance_type", "x_split_parent_resource_id", "Charge
           "BillingPeriodStart", "BillingCurrency", "source", "billing_period")
 PERIOD = "source = $source AND billing_period = $period"
 # A job record as its newest snapshot shows it (what the allocation's `a_jobs` keeps of them).
-NEWEST_JOBS = f"SELECT * FROM (SELECT *, {NEWEST_RECORD} AS newest FROM jobs) AS j WHERE newest = 1"
+NEWEST_JOBS = f"SELECT * FROM ({newest_records('jobs')}) AS j WHERE newest = 1"
 _VIEWS = itertools.count()  # each period's Spark views get their own names
 
 
