@@ -40,6 +40,7 @@ from service.core.errors import DataError
 from service.core.files import DATA_FILE, LEDGER_FILE, check_partition_value, write_json_atomic
 from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
 from service.core.locks import hold_lock, holder, lock_holder
+from service.core.pinned_root import check_root
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
@@ -109,6 +110,7 @@ class Lake:
                 memory_limit: str | None = None, writer: bool = False) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection limited to the lake (service/core/connection.py). `writer`: see
         Lake.writer; it spills to the lake's staging area."""
+        check_root(self.root)
         return sandboxed_connection(self.root, self.staging, extra_paths=extra_paths, threads=threads,
                                     memory_limit=memory_limit, writer=writer)
 
@@ -239,6 +241,7 @@ class Lake:
 
     def lock(self, name: str = "ingest") -> AbstractContextManager[None]:
         """An exclusive, non-blocking lock on the lake (service/core/locks.py)."""
+        check_root(self.root)
         return hold_lock(self.locks, name)
 
     def writing(self, name: str = "ingest") -> bool:
@@ -272,6 +275,7 @@ class Lake:
 
     def ledger_state(self) -> LedgerState:
         """Committed and pending entries, with the stamp of the file they were read from."""
+        check_root(self.root)
         return read_ledger_state(self.ledger_file)
 
     def ledger_stamp(self) -> tuple[int, ...]:
@@ -342,6 +346,7 @@ class Lake:
         return self.root / "_state" / f"{name}.json"
 
     def read_state(self, name: str) -> dict:
+        check_root(self.root)
         path = self.state_file(name)
         if not path.exists():
             return {}
@@ -355,6 +360,7 @@ class Lake:
         return data
 
     def write_state(self, name: str, data: dict) -> None:
+        check_root(self.root)
         write_json_atomic(self.state_file(name), data)
 
     # ---- commits (service/core/commit.py writes the files) ---------------------------------

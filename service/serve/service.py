@@ -29,6 +29,7 @@ from service.core.errors import SourceError, SpendlakeError
 from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.output import printable
+from service.core.pinned_root import pin_root
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector
 from service.report.write import ReportResult, write_report
@@ -128,6 +129,7 @@ class Service:
         self.token = api_token(config)
         self.clock = clock
         self.lake = Lake.of(config)
+        pin_root(self.lake.root)  # a lake moved away while serving fails, not comes back empty
         self.config_read = as_read(self.lake.config_file)  # the file as `config` was read from it
         self.reload = reload
         self.requests = requests or Requests()
