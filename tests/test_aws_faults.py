@@ -316,6 +316,7 @@ def test_least_privilege_policy_enforced_in_moto(tmp_path, monkeypatch, allow_ge
     from botocore.exceptions import ClientError
     from moto import mock_aws
     from moto.core import set_initial_no_auth_action_count
+    from moto_policy import as_moto_sees_it
 
     policy = json.loads(json.dumps(BILLING_READ_POLICY))
     if not allow_get:
@@ -331,7 +332,8 @@ def test_least_privilege_policy_enforced_in_moto(tmp_path, monkeypatch, allow_ge
                      parts=[[line(cost="4")]], bucket="bills")
         iam = boto3.session.Session(region_name="us-east-1").client("iam")
         iam.create_user(UserName="spendlake")
-        iam.put_user_policy(UserName="spendlake", PolicyName="billing-read", PolicyDocument=json.dumps(policy))
+        iam.put_user_policy(UserName="spendlake", PolicyName="billing-read",
+                            PolicyDocument=json.dumps(as_moto_sees_it(policy)))
         key = iam.create_access_key(UserName="spendlake")["AccessKey"]
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])

@@ -16,6 +16,7 @@ from aws_exports import line, s3_put, write_legacy
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.core.authorization import enable_iam_authentication
+from moto_policy import as_moto_sees_it
 from test_inventory_s3 import CSV_MANIFEST, PARQUET_MANIFEST
 from test_inventory_s3 import DATA as INVENTORY_DATA
 
@@ -29,9 +30,6 @@ POLICY = json.loads((REPO / "deploy" / "iam" / "spendlake-readonly.json").read_t
 BILLING, SCANNED, REPORTS = "example-billing-exports", "example-ml-checkpoints", "example-inventory-reports"
 # test_inventory_s3's deliveries (CSV.gz and Parquet), as S3 Inventory writes them to REPORTS.
 DELIVERIES = [path.relative_to(INVENTORY_DATA / "dest").as_posix() for path in (CSV_MANIFEST, PARQUET_MANIFEST)]
-# moto evaluates `<SigV4 signing name>:<operation>`; for these services that name differs from
-# the IAM service prefix real AWS checks (tag:GetResources is signed as "tagging").
-MOTO_SIGNING_NAMES = {"tag": "tagging", "cloudwatch": "monitoring"}
 WRITE_PREFIXES = ("Put", "Delete", "Create", "Update", "Tag", "Untag", "Restore", "Replicate", "Abort")
 
 
@@ -57,16 +55,6 @@ def deliver_inventory(s3, manifest_key: str) -> None:
     for entry in manifest["files"]:
         s3.put_object(Bucket=REPORTS, Key=entry["key"], Body=(INVENTORY_DATA / "dest" / entry["key"]).read_bytes())
     s3.put_object(Bucket=REPORTS, Key=manifest_key, Body=json.dumps(manifest).encode())
-
-
-def as_moto_sees_it(policy: dict) -> dict:
-    """The same policy, with each action also under moto's name for its service."""
-    policy = copy.deepcopy(policy)
-    for statement in policy["Statement"]:
-        names = [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
-        statement["Action"] = names + [f"{MOTO_SIGNING_NAMES[n.split(':')[0]]}:{n.split(':')[1]}"
-                                       for n in names if n.split(":")[0] in MOTO_SIGNING_NAMES]
-    return policy
 
 
 @pytest.fixture

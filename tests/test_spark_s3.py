@@ -19,6 +19,7 @@ import yaml
 from botocore.exceptions import ClientError
 from moto.core.authorization import enable_iam_authentication
 from moto.server import ThreadedMotoServer
+from moto_policy import as_moto_sees_it
 from spark_support import ORG_ATTRIBUTION, S3A_COMPAT_OPTIONS, lake_objects, org_lake, require_pyspark, s3a_jars
 
 from service.attribution.api import attribute, reconcile
@@ -59,7 +60,8 @@ def s3(tmp_path_factory):
     iam = boto3.client("iam", **admin)
     iam.create_user(UserName="spark-cluster")
     keys = iam.create_access_key(UserName="spark-cluster")["AccessKey"]
-    iam.put_user_policy(UserName="spark-cluster", PolicyName="spendlake-spark-lake", PolicyDocument=POLICY)
+    iam.put_user_policy(UserName="spark-cluster", PolicyName="spendlake-spark-lake",
+                        PolicyDocument=json.dumps(as_moto_sees_it(json.loads(POLICY))))
     try:
         yield {"lake": lake, "config": config, "root": root, "endpoint": endpoint, "admin": s3, "jars": jars,
                "keys": (keys["AccessKeyId"], keys["SecretAccessKey"])}
