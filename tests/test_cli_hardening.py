@@ -254,7 +254,7 @@ def test_57_runs_of_an_unknown_job_state_is_exit_2_and_synonyms_are_read(base):
     assert RunsQuery.parse(since="7d", state="canceled,failed,oom").states == ("CANCELLED", "FAILED", "OUT_OF_MEMORY")
 
 
-def test_37_a_damaged_findings_file_is_named_by_the_api_not_an_anonymous_500(base, tmp_path):
+def test_37_a_damaged_findings_file_is_named_by_the_api_as_a_503_not_an_anonymous_500(base, tmp_path):
     from prometheus_client import CollectorRegistry
     from service.core.config import load_config
     from service.serve.app import Api
@@ -266,7 +266,7 @@ def test_37_a_damaged_findings_file_is_named_by_the_api_not_an_anonymous_500(bas
     data.write_bytes(content[:middle.start] + bytes(b ^ 0x5A for b in content[middle]) + content[middle.stop:])
     response = Api(config, CollectorRegistry()).handle("/api/v1/findings", {}, None)
     error = json.loads(response.body)["error"]
-    assert response.status == 500 and error["where"] == str(data), error
+    assert response.status == 503 and error["where"] == str(data), error
     assert "it is damaged" in error["message"] and "spendlake rules run" in error["hint"], error
 
 

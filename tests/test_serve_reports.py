@@ -276,7 +276,7 @@ def test_a_file_removed_while_the_index_is_listed_is_left_out_not_a_500(tmp_path
     assert status == 200 and [f["name"] for f in json.loads(body)["days"][0]["files"]] == LISTED[:-1]
 
 
-def test_an_unreadable_report_file_is_a_500_naming_it_and_logged(tmp_path, serve, monkeypatch, caplog):
+def test_an_unreadable_report_file_is_a_503_naming_it_and_logged(tmp_path, serve, monkeypatch, caplog):
     write_day(tmp_path / "reports")
     port = serve()
     real_open = os.open
@@ -289,7 +289,7 @@ def test_an_unreadable_report_file_is_a_500_naming_it_and_logged(tmp_path, serve
     monkeypatch.setattr(os, "open", denied)
     status, _, body = request(port, f"/reports/{DAY}/report.json")
     answer = json.loads(body)["error"]
-    assert status == 500 and answer["message"] == "cannot read the reports: Permission denied"
+    assert status == 503 and answer["message"] == "cannot read the reports: Permission denied"
     assert answer["where"] == str(tmp_path / "reports" / DAY / "report.json")
     assert any("Permission denied" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
 

@@ -75,12 +75,12 @@ def test_a_day_being_uploaded_on_s3_is_a_404_saying_so(bucket_server):
     assert "being written" in request(port, "/reports/")[2].decode()
 
 
-def test_an_unreadable_bucket_is_a_500_naming_the_prefix_and_the_permissions_and_logged(bucket_server, caplog):
+def test_an_unreadable_bucket_is_a_503_naming_the_prefix_and_the_permissions_and_logged(bucket_server, caplog):
     port, _, s3 = bucket_server
     s3.delete_bucket(Bucket=BUCKET)
     status, _, body = request(port, "/reports/")
     error = json.loads(body)["error"]
-    assert status == 500 and "NoSuchBucket" in error["message"] and error["where"] == f"s3://{BUCKET}/daily/"
+    assert status == 503 and "NoSuchBucket" in error["message"] and error["where"] == f"s3://{BUCKET}/daily/"
     assert error["hint"] == "the service needs s3:ListBucket and s3:GetObject on the report.out prefix"
     assert any("NoSuchBucket" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
 

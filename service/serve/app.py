@@ -25,7 +25,8 @@ import duckdb
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.core.config import Config
-from service.core.errors import ConfigError, LakeBusyError, SpendlakeError, UsageError, damaged_lake_file
+from service.core.errors import (ConfigError, DataError, LakeBusyError, ResourceError, SpendlakeError, UsageError,
+                                 damaged_lake_file)
 from service.core.lake import Lake
 from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
@@ -125,15 +126,16 @@ class Api:
             return error_response(400, exc.message, where=exc.where, hint=exc.hint)
         except LakeBusyError as exc:
             return error_response(503, exc.message, where=exc.where, hint=exc.hint)
-        except SpendlakeError as exc:
+        except SpendlakeError as exc:  # unreadable data or a full disk is the server's condition, not a bug
             log.error("%s: %s", path, exc)
-            return error_response(500, exc.message, where=exc.where, hint=exc.hint)
+            status = 503 if isinstance(exc, (DataError, ResourceError)) else 500
+            return error_response(status, exc.message, where=exc.where, hint=exc.hint)
         except duckdb.Error as exc:  # a lake file cut short or altered: named, not an anonymous 500
             damaged = damaged_lake_file(exc) or unnamed_damage(self.lake, exc)
             if damaged is None:
                 raise
             log.error("%s: %s", path, damaged)
-            return error_response(500, damaged.message, where=damaged.where, hint=damaged.hint)
+            return error_response(503, damaged.message, where=damaged.where, hint=damaged.hint)
 
     def authorized(self, header: str | None) -> bool:
         """`Bearer <token>`, or `Basic` with the token as the password (the user name is ignored)."""
