@@ -27,7 +27,7 @@ from connectors.jobs_base import normal_state, stored, with_values
 from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv_blocks, fast_time_sql, per_value,
                                          stripped_text, time_sql)
 from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, FreeTextUnknown, alloc_tres_gpus,
-                                      free_text_split, parse_sacct_time, slurm_duration)
+                                      free_text_split, parse_sacct_time, said_side_by_side, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 
 APART_MOST = 50_000  # lines held apart as Python text (~10 MB); a file with more goes to the line reader, which batches
@@ -139,7 +139,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
         return None
     read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, len(header))
     try:
-        read = _stored(con, stream, header, zone, default_cluster)
+        read = _stored(con, stream, header, zone, default_cluster, path)
         for name in TIMES:
             _odd_times(con, read, name, lambda value, name=name: parse_sacct_time(value, zone, name))
         _ends_in_second_pass(con, read, zone)
@@ -159,7 +159,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
 
 
 def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zone: ZoneInfo,
-            default_cluster: str | None) -> str | None:
+            default_cluster: str | None, path: Path) -> str | None:
     """The file's allocations stored (in a temporary table) a block at a time: texts stripped,
     times parsed where SQL reads them as Python would (`<column>_odd`: the rest), and what a
     month repeats (State, AllocTRES, NodeList) parsed once per distinct value. The lines with a
@@ -188,7 +188,10 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zo
         if not stream.ended():
             raise NotColumnWise("cut short")
         if stream.apart:
-            fields = [free_text_split(text.split("|"), header, number) for _, number, text in stream.apart]
+            side_by_side: list[tuple[int, str]] = []
+            fields = [free_text_split(text.split("|"), header, number, side_by_side)
+                      for _, number, text in stream.apart]
+            said_side_by_side(path, side_by_side, header)
             store(pa.table({name: pa.array([line[index] for line in fields], pa.string())
                             for name, index in wanted.items()}),
                   [before + place for place, (before, _, _) in enumerate(stream.apart)])

@@ -61,7 +61,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         if table is None:
             raw.seek(0)
             lines = _lines(path, _unzipped(raw))
-            table = stored_attempts(con, parsable_attempts(_ended(lines), zone, cluster), number)
+            table = stored_attempts(con, parsable_attempts(_ended(lines), zone, cluster, path), number)
     if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
         log.info("%s: a sacct --parsable2 file without job allocations", path)
     return said_no_gpus(con, path, said_skewed(con, path, table))

@@ -500,8 +500,8 @@ def test_a_pipe_in_a_job_name_or_comment_listed_last_is_read_not_a_failed_source
     assert jobs(tmp_path, "job_id, state, gpus, nodes, end_time, name, \"user\", account") == [
         ("1", "COMPLETED", 2.0, ["p5-001"], datetime(2026, 12, 1, 11, 0, 5), "eval|sweep a|run=x", "ana", "eval"),
         ("2", "RUNNING", 8.0, ["p5-002"], None, "pretrain", "bo", "pretrain")]
-    assert "line 2 (job 1): a '|' inside JobName or Comment, which sit side by side: read as part of JobName" \
-        in caplog.text
+    assert f"{path}: 1 line(s) with a '|' inside JobName or Comment, which sit side by side: read as part of " \
+        "JobName (first: line 2, job 1)" in caplog.text
 
 
 def test_a_pipe_in_free_text_between_other_columns_fails_saying_to_list_it_last(tmp_path):
