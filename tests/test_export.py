@@ -236,6 +236,22 @@ def test_a_full_disk_names_the_exported_file_and_a_failed_read_stays_a_read(samp
     assert failed.stderr.startswith(f"error: {lake.root}: could not read the lake for the export: Could not convert")
 
 
+def test_a_failed_export_removes_the_folders_it_made_and_keeps_the_users(samples, tmp_path, monkeypatch):
+    """A full disk left an empty --out folder behind (made for the staging folder); a folder the
+    user made is kept."""
+    config_file, _ = samples
+
+    class FullDisk(pa_csv.CSVWriter):
+        def write_batch(self, batch):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.pa_csv, "CSVWriter", FullDisk)
+    (tmp_path / "mine").mkdir()
+    for out in (tmp_path / "new" / "out", tmp_path / "mine"):
+        assert spendlake(config_file, "--source", "gcp", "--csv", "--out", str(out)).exit_code == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"] and not any((tmp_path / "mine").iterdir())
+
+
 @pytest.mark.parametrize("name", ["metadata.json", "data_generator.json", "schema-"])
 def test_a_full_disk_names_the_metadata_file_it_could_not_write(samples, tmp_path, monkeypatch, name):
     """A write() names no file: a full disk while a period's metadata.json or the dataset's

@@ -220,6 +220,25 @@ def test_a_failed_write_leaves_the_previous_report_intact(tmp_path, monkeypatch)
     assert sorted(p.name for p in folder.iterdir()) == ["report.html"]  # the stale CSV is gone
 
 
+def test_a_failed_write_removes_the_folders_it_made_and_keeps_the_users(tmp_path, monkeypatch):
+    """A full disk left an empty `<out>` (made for the staging folder beside `<out>/<day>`) that a
+    reader takes for a report location; a folder the user made stays, emptied of nothing."""
+    real_open = open
+
+    def full_disk(path, mode="r", *args, **kwargs):
+        if "w" in mode and str(path).endswith("report.html"):
+            raise OSError(28, "No space left on device")
+        return real_open(path, mode, *args, **kwargs)
+
+    (tmp_path / "mine").mkdir()
+    monkeypatch.setattr("builtins.open", full_disk)
+    for out in (tmp_path / "new" / "out", tmp_path / "mine"):
+        with pytest.raises(Exception, match="No space left"):
+            write_local({"report.html": b"new"}, out / "2026-11-29")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"] and not any((tmp_path / "mine").iterdir())
+
+
 @pytest.mark.slow
 def test_upload_to_s3(org):
     config, _, folder, local = org

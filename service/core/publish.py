@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from service.core.errors import SpendlakeError, UsageError, naming, resource_error
@@ -23,6 +24,21 @@ STAGING_PREFIX = ".staging-"
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".json": "application/json",
                  ".md": "text/markdown; charset=utf-8", ".csv": "text/csv; charset=utf-8",
                  ".parquet": "application/vnd.apache.parquet"}
+
+
+@contextmanager
+def removed_if_failed(folder: Path) -> Iterator[None]:
+    """On failure, remove `folder` and those of its parents that did not exist before, when empty:
+    a full disk leaves no empty `<out>/<day>` (or `<out>`) behind. A folder that existed, a user's,
+    is never removed; one holding files (another run's) is kept."""
+    made = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
+    try:
+        yield
+    except BaseException:
+        for path in made:
+            with suppress(OSError):  # not empty, or gone already
+                path.rmdir()
+        raise
 
 
 def staging_folder(folder: Path) -> Path:
@@ -58,17 +74,18 @@ def write_local(files: Mapping[str, bytes], folder: Path, *, last: str | None = 
     earlier run go (a report's tables change with the data)."""
     folder = folder.resolve()
     staging = None
-    try:
-        staging = staging_folder(folder)
-        for name, data in files.items():
-            with naming(folder / name), open(staging / name, "wb") as handle:
-                handle.write(data)
-        return publish_staged(staging, folder, last=last, stale=stale)
-    except OSError as exc:
-        raise write_error(exc, folder, what) from None
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+    with removed_if_failed(folder):
+        try:
+            staging = staging_folder(folder)
+            for name, data in files.items():
+                with naming(folder / name), open(staging / name, "wb") as handle:
+                    handle.write(data)
+            return publish_staged(staging, folder, last=last, stale=stale)
+        except OSError as exc:
+            raise write_error(exc, folder, what) from None
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_error(exc: OSError, where: Path | str, what: str) -> SpendlakeError:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,7 +37,8 @@ from service.core.config import Config
 from service.core.config_paths import check_outside_lake
 from service.core.errors import UsageError, duckdb_error, naming, resource_error
 from service.core.lake import Lake
-from service.core.publish import (publish_staged, split_s3_url, staging_folder, upload_s3, write_error)
+from service.core.publish import (publish_staged, removed_if_failed, split_s3_url, staging_folder, upload_s3,
+                                  write_error)
 from service.core.schema import JSON_COLUMNS, TAG_MAP, COST_TYPES
 from service.core.snapshot import Snapshot, read_consistently
 from service.export import metadata
@@ -80,26 +82,27 @@ def export_focus(config: Config, options: ExportOptions, *, now: datetime | None
     sources = _check(config, lake, options)
     created = (now or datetime.now(timezone.utc)).replace(microsecond=0)
     s3 = options.out.startswith("s3://")
-    staging = Path(tempfile.mkdtemp(prefix="spendlake-export-")) if s3 else _local_staging(Path(options.out))
-    try:
+    with nullcontext() if s3 else removed_if_failed(Path(options.out).resolve()):
+        staging = Path(tempfile.mkdtemp(prefix="spendlake-export-")) if s3 else _local_staging(Path(options.out))
         try:
-            staged = read_consistently(lake, lambda snapshot: _stage(config, lake, snapshot, options, sources,
-                                                                     staging, created))
-        except duckdb.Error as exc:
-            raise duckdb_error(exc, "could not read the lake for the export", where=str(lake.root)) from None
-        except OSError as exc:
-            limit = resource_error(exc, exc.filename or str(staging)) if s3 else None
-            if limit is not None:  # staged on this machine before the upload: its disk is full, not the bucket
-                limit.hint = (f"free space in the temporary directory the export is staged in before its upload "
-                              f"({tempfile.gettempdir()}), or set TMPDIR to a folder with room, then run the command "
-                              "again; nothing was uploaded")
-                raise limit from None
-            raise write_error(exc, options.out, "the export") from None
-        if s3:
-            return _upload(staging, staged, options)
-        return _publish(staging, staged, options)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            try:
+                staged = read_consistently(lake, lambda snapshot: _stage(config, lake, snapshot, options, sources,
+                                                                         staging, created))
+            except duckdb.Error as exc:
+                raise duckdb_error(exc, "could not read the lake for the export", where=str(lake.root)) from None
+            except OSError as exc:
+                limit = resource_error(exc, exc.filename or str(staging)) if s3 else None
+                if limit is not None:  # staged on this machine before the upload: its disk is full, not the bucket
+                    limit.hint = (f"free space in the temporary directory the export is staged in before its "
+                                  f"upload ({tempfile.gettempdir()}), or set TMPDIR to a folder with room, then run "
+                                  "the command again; nothing was uploaded")
+                    raise limit from None
+                raise write_error(exc, options.out, "the export") from None
+            if s3:
+                return _upload(staging, staged, options)
+            return _publish(staging, staged, options)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _check(config: Config, lake: Lake, options: ExportOptions) -> tuple[str, ...]:
