@@ -38,16 +38,6 @@ ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"  # an environment variable's name
 JOB_COLUMNS = INVENTORY_TABLES["jobs"]
 JOB_COLUMN_NAMES = tuple(name for name, _ in JOB_COLUMNS)
 
-# Slurm's job states (squeue/sacct), which every source maps onto; UNKNOWN where a source
-# cannot tell (a Kubernetes pod in phase Unknown). sacct prints a state flag instead of the base
-# state when one is set (job_state_string: COMPLETING, SPECIAL_EXIT, REQUEUE_HOLD, ...): those too.
-STATES = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
-                    "PENDING", "PREEMPTED", "RUNNING", "REQUEUED", "RESIZING", "REVOKED", "SUSPENDED", "TIMEOUT",
-                    "UNKNOWN", "COMPLETING", "CONFIGURING", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
-                    "SIGNALING", "SPECIAL_EXIT", "STAGE_OUT", "STOPPED"})
-STATE_SYNONYMS = {"CANCELED": "CANCELLED", "SUCCEEDED": "COMPLETED", "SUCCESS": "COMPLETED", "COMPLETE": "COMPLETED",
-                  "DONE": "COMPLETED", "OOM": "OUT_OF_MEMORY", "OOMKILLED": "OUT_OF_MEMORY", "ERROR": "FAILED"}
-
 # A100/H100/H200/B200 MIG profiles have seven compute slices; A30's have four (1g.6gb, 2g.12gb,
 # 4g.24gb: six GB per slice). Kubernetes' `nvidia.com/mig-3g.40gb` (metric form
 # `nvidia_com_mig_3g_40gb`, `_me` for media extensions) and Slurm's gres types
@@ -92,13 +82,6 @@ BATCH_ROWS = 20_000  # rows turned into Arrow at a time
 _ARROW = {"VARCHAR": "string", "TIMESTAMP": "timestamp[us]", "DOUBLE": "float64", "INTEGER": "int32"}
 
 
-def normal_state(value: str | None) -> str | None:
-    """`CANCELLED by 0` → CANCELLED, `Succeeded` → COMPLETED; None for a value that is no state."""
-    if value is None or not str(value).strip():
-        return None
-    word = str(value).strip().split()[0].upper().replace("-", "_")
-    word = STATE_SYNONYMS.get(word, word)
-    return word if word in STATES else None
 
 
 def mig_fraction(resource: str) -> float | None:

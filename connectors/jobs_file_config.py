@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator, model_validator
 
-from connectors.jobs_base import STATES, FileSource, normal_state
+from connectors.jobs_base import FileSource
 from service.core.config_base import NestedValueError
+from service.core.job_states import STATES, normal_state
 from service.core.units import local_utc
 
 # The columns a jobs file may have (header names compared case-insensitively).

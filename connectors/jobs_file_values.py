@@ -15,8 +15,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import STATES, normal_state
 from connectors.jobs_file_read import shown
+from service.core.job_states import STATES, normal_state
 from service.core.units import local_utc
 
 NOT_YET = frozenset({"unknown", "none", "n/a", "0", "null", "nat"})  # a time not set, as schedulers write it

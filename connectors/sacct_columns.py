@@ -23,12 +23,13 @@ import duckdb
 import pyarrow as pa
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import normal_state, stored, with_values
+from connectors.jobs_base import stored, with_values
 from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv_blocks, fast_time_sql, per_value,
                                          stripped_text, time_sql)
 from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, FreeTextUnknown, alloc_tres_gpus,
                                       free_text_split, parse_sacct_time, said_side_by_side, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
+from service.core.job_states import normal_state
 
 APART_MOST = 50_000  # lines held apart as Python text (~10 MB); a file with more goes to the line reader, which batches
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")

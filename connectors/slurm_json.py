@@ -10,8 +10,9 @@ from itertools import groupby
 from typing import Any
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import from_epoch, normal_state
+from connectors.jobs_base import from_epoch
 from connectors.slurm_records import Attempt, BadRecord, field_text, gres_gpus
+from service.core.job_states import normal_state
 
 def number(value: Any) -> float | None:
     """A plain number, or v0.0.39+'s {"set": true, "infinite": false, "number": 5}."""

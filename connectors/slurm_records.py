@@ -32,10 +32,10 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from connectors.hostlist import hosts
-from connectors.jobs_base import (BATCH_ROWS, JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction,
-                                  normal_state, stored)
+from connectors.jobs_base import BATCH_ROWS, JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction, stored
 from connectors.sacct_fields import FREE_TEXT, JOB_ID, records, split_line
 from service.core import json_text
+from service.core.job_states import normal_state
 from service.core.units import local_utc
 
 if TYPE_CHECKING:

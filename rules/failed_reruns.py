@@ -35,6 +35,9 @@ rules:
     cost_column: BilledCost
     critical_monthly_usd: 1000
 ```
+
+`states` are job states as `spendlake runs --state` takes them (any case); one no job record
+carries (`FIALED`) is refused naming `rules.failed-reruns.states[i]` and the closest state.
 """
 
 from __future__ import annotations
@@ -42,18 +45,32 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from rules.base import Finding, JobAttempt, Rule, RuleConfig, RuleContext, RunCost, money, usd
+from service.core.job_states import STATES
+from service.core.suggest import suggestion
 
 GPU_HOURS = Decimal("0.01")
 
 
+def _job_state(state: str) -> str:
+    """`state` in capitals; a ValueError naming the closest job state for one no job record carries
+    (`FIALED` would match nothing, silently)."""
+    if not state.strip():
+        raise ValueError("a state must not be empty")
+    word = state.strip().upper()
+    if word not in STATES:
+        raise ValueError(f"no job state {state.strip()!r}; {suggestion(word, STATES, 'states')}")
+    return word
+
+
 class FailedRerunsConfig(RuleConfig):
-    states: tuple[str, ...] = Field(default=("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"), min_length=1,
-                                    description="final job states that count as a failed attempt (any case)")
+    states: tuple[Annotated[str, AfterValidator(_job_state)], ...] = Field(
+        default=("FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"), min_length=1,
+        description="final job states that count as a failed attempt (any case)")
     count_unrelaunched: bool = Field(default=False, description="also count a run's failures nothing followed")
     min_cost_usd: Decimal = Field(default=Decimal(10), ge=0,
                                   description="flag a run whose counted attempts cost at least this in the window")
@@ -61,10 +78,8 @@ class FailedRerunsConfig(RuleConfig):
 
     @field_validator("states")
     @classmethod
-    def _upper(cls, states: tuple[str, ...]) -> tuple[str, ...]:
-        if any(not s.strip() for s in states):
-            raise ValueError("a state must not be empty")
-        return tuple(dict.fromkeys(s.strip().upper() for s in states))
+    def _once(cls, states: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(states))
 
 
 class FailedReruns(Rule[FailedRerunsConfig]):

@@ -101,6 +101,18 @@ def test_the_settings_are_checked_with_their_path():
         configure({"failed-reruns": {"min_cost_usd": -1}})
 
 
+def test_a_state_no_job_carries_is_refused_naming_its_place_and_the_closest_one(tmp_path):
+    """`FIALED` matched no job record: the rule flagged nothing, silently."""
+    with pytest.raises(ConfigError, match=r"rules\.failed-reruns\.states\[1\]: no job state 'FIALED'; "
+                                          r"closest states: FAILED") as refused:
+        configure({"failed-reruns": {"states": ["timeout", "FIALED"]}})
+    assert refused.value.exit_code == 2
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "rules": {"failed-reruns": {"states": ["oom_kill"]}}}))
+    out = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])
+    assert out.exit_code == 2 and "rules.failed-reruns.states[0]: no job state 'oom_kill'" in out.output, out.output
+
+
 def test_rules_run_on_the_demo_lake_flags_the_failed_reruns_routed_to_their_team(demo_run):
     out = CliRunner().invoke(cli, ["--config", str(demo_run.config_path), "rules", "run", "--rule", "failed-reruns",
                                    "--dry-run"])

@@ -10,7 +10,8 @@ import duckdb
 import pytest
 
 from connectors.hostlist import MAX_HOSTS, expand_hostlist
-from connectors.jobs_base import job_file, job_row, jobs_relation, mig_fraction, normal_state, source_files
+from connectors.jobs_base import job_file, job_row, jobs_relation, mig_fraction, source_files
+from service.core.job_states import normal_state
 from service.core.errors import DataError
 
 

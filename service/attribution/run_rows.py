@@ -46,7 +46,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from connectors.jobs_base import STATE_SYNONYMS, STATES
 from service.attribution.api import _attribution, read_sessions
 from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in
 from service.attribution.compute import RollupSession
@@ -61,6 +60,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.coverage import billing_periods, data_end
 from service.core.errors import UsageError
 from service.core.folding import folded
+from service.core.job_states import STATE_SYNONYMS, STATES
 from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, data_anchored, iso_utc, parse_window, utc_now
