@@ -67,6 +67,11 @@ def text(columns: AwsColumns, field: str | None, fallback: str = "NULL") -> str:
     return f"NULLIF(CAST({expr} AS VARCHAR), '')" if columns.is_text(field) else f"CAST({expr} AS VARCHAR)"
 
 
+def first_text(columns: AwsColumns, fields: Sequence[str]) -> str:
+    """The first non-empty of `fields` (one field's spellings) as text; NULL when the file has none."""
+    return "coalesce(" + ", ".join([text(columns, f) for f in fields] + ["NULL"]) + ")"
+
+
 def timestamp(columns: AwsColumns, field: str) -> str:
     if not columns.has(field):
         return "NULL"

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from connectors.aws_columns import AwsColumns, ident, literal, quantity, snake_name, text, timestamp
+from connectors.aws_columns import AwsColumns, first_text, ident, literal, quantity, snake_name, text, timestamp
 from connectors.aws_focus import RESERVATION_ARN, focus_columns, product_text
 from connectors.csvfile import RESAVED_ID_PROBLEM, unless_resaved_id
 from connectors.export_formats import looks_like
@@ -272,7 +272,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
 
     # an RI's upfront fee is amortized into its DiscountedUsage and RIFee lines' effective cost:
     # the Fee line that paid it counts nothing amortized, or the fee counts twice
-    reservation = "coalesce(" + ", ".join([text(columns, f) for f in RESERVATION_ARN] + ["NULL"]) + ")"
+    reservation = first_text(columns, RESERVATION_ARN)
     effective = (
         f"CASE WHEN {line_type} = 'Fee' AND {reservation} <> '' THEN 0 ELSE CASE {line_type} "
         f"WHEN 'SavingsPlanCoveredUsage' THEN {zero_if_null('savings_plan_savings_plan_effective_cost')} "

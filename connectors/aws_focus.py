@@ -31,7 +31,7 @@ is read from AWS's own CUR columns (legacy, Athena and CUR 2.0 names alike):
 
 from __future__ import annotations
 
-from connectors.aws_columns import AwsColumns, literal, quantity, text
+from connectors.aws_columns import AwsColumns, first_text, literal, quantity, text
 from service.core.schema import QUANTITY
 
 SAVINGS_PLAN_ARN = ("savings_plan_savings_plan_a_r_n", "savings_plan_savings_plan_arn")
@@ -72,8 +72,8 @@ def focus_columns(columns: AwsColumns, *, line_type: str, money, usage: str, eff
                   currency: str) -> dict[str, str]:
     """Canonical column → SQL. `money(field)` is the field's exact parsed value (or NULL),
     `usage` the usage amount as a quantity, `effective` the line's EffectiveCost."""
-    savings_plan = "coalesce(" + ", ".join([text(columns, f) for f in SAVINGS_PLAN_ARN] + ["NULL"]) + ")"
-    reservation = "coalesce(" + ", ".join([text(columns, f) for f in RESERVATION_ARN] + ["NULL"]) + ")"
+    savings_plan = first_text(columns, SAVINGS_PLAN_ARN)
+    reservation = first_text(columns, RESERVATION_ARN)
 
     def as_quantity(field: str) -> str:
         return f"CAST({money(field)} AS {QUANTITY})"
