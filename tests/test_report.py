@@ -16,7 +16,7 @@ from attribution_helpers import config as lake_config, line, make_lake
 from report_fixtures import FORMULAS, INJECTIONS, org_config, sample_report
 from service.cli.main import cli
 from service.core.errors import UsageError
-from service.core.publish import write_local
+from service.core.publish import removed_if_failed, write_local
 from service.planning.estimate import Span
 from service.planning.plans import Plan, register_plan
 from service.report.write import report_day, write_report
@@ -237,6 +237,45 @@ def test_a_failed_write_removes_the_folders_it_made_and_keeps_the_users(tmp_path
             write_local({"report.html": b"new"}, out / "2026-11-29")
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"] and not any((tmp_path / "mine").iterdir())
+
+
+@pytest.mark.parametrize("moment", ["its <out> made", "its <out>/<day> made"])
+def test_a_write_beside_a_run_failing_at_once_survives_that_runs_cleanup(tmp_path, monkeypatch, moment):
+    """Two runs writing into a new `<out>` at once (the service's report and a user's): the one
+    failing removes the folders it made, when empty; the other had just made the same folder (its
+    staging folder's `<out>`, or `<out>/<day>` to rename its files into) and failed with 'No such
+    file or directory'. It now makes the folder again and writes its report."""
+    import os
+    from pathlib import Path
+
+    folder = tmp_path / "out" / "2026-11-29"
+    failing = removed_if_failed(folder)
+    failing.__enter__()  # started before either folder existed: it made them, as far as it knows
+
+    def other_run_fails():
+        if not fired:
+            fired.append(True)
+            assert failing.__exit__(OSError, OSError(28, "No space left on device"), None) is False
+
+    fired: list[bool] = []
+    real_mkdir, real_replace = Path.mkdir, os.replace
+
+    def mkdir(self, *args, **kwargs):
+        real_mkdir(self, *args, **kwargs)
+        if moment == "its <out> made" and self == folder.parent:
+            other_run_fails()
+
+    def replace(source, target):
+        if moment == "its <out>/<day> made":
+            other_run_fails()
+        real_replace(source, target)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(os, "replace", replace)
+    write_local({"report.html": b"mine", "summary.md": b"mine"}, folder, last="report.html")
+    monkeypatch.undo()
+    assert fired and sorted(p.name for p in folder.parent.iterdir()) == ["2026-11-29"]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == {"report.html": b"mine", "summary.md": b"mine"}
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 
 from service.core.errors import SpendlakeError, UsageError, naming, resource_error
@@ -46,8 +47,23 @@ def staging_folder(folder: Path) -> Path:
     folder = folder.resolve()
     remove_abandoned_staging(folder.parent)
     staging = folder.parent / f"{STAGING_PREFIX}{folder.name}-{os.getpid()}-{uuid.uuid4().hex}"
-    staging.mkdir(parents=True)
+    _into_made(staging.mkdir, folder.parent)
     return staging
+
+
+def _into_made(action: Callable[[], object], folder: Path, tries: int = 3) -> None:
+    """`action` (making or renaming something into `folder`) once `folder` is made. Another run
+    failing at the same moment removes the folders it made when empty (removed_if_failed), one
+    this run has just made too: that is 'No such file or directory' here, and the folder is
+    made again (each failing run removes it once)."""
+    for attempt in range(tries):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            action()
+            return
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
 
 
 def publish_staged(staging: Path, folder: Path, *, last: str | None = None,
@@ -58,9 +74,8 @@ def publish_staged(staging: Path, folder: Path, *, last: str | None = None,
     names = sorted((p.name for p in staging.iterdir() if p.is_file()), key=lambda n: n == last)
     for name in names:
         fsync_path(staging / name)
-    folder.mkdir(parents=True, exist_ok=True)
     for name in names:
-        os.replace(staging / name, folder / name)
+        _into_made(partial(os.replace, staging / name, folder / name), folder)
     for old in folder.iterdir():
         if old.is_file() and old.name not in names and stale(old):
             old.unlink()
