@@ -78,14 +78,20 @@ class PlacedTotals:
     clusters: tuple[ClusterCost, ...]
 
 
-def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window, *,
-                  cost: str = "billed") -> ClusterUsage:
-    """Per job, run and cluster of shared GPU clusters in `window` (module docstring)."""
-    engine = _engine(config)
+def with_clusters(config: AttributionConfig | Config) -> AttributionConfig:
+    """The attribution config; a UsageError naming `attribution.clusters` when it has none."""
     config = _attribution(config)
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
+    return config
+
+
+def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window, *,
+                  cost: str = "billed") -> ClusterUsage:
+    """Per job, run and cluster of shared GPU clusters in `window` (module docstring)."""
+    engine = _engine(config)
+    config = with_clusters(config)
     return read_sessions(lake, config, engine, lambda session: usage_in(session, config, window, cost),
                          Needs(usage_dims(config), (cost,)))
 

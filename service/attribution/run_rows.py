@@ -46,8 +46,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from service.attribution.api import _attribution, read_sessions
-from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in
+from service.attribution.api import read_sessions
+from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in, with_clusters
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
@@ -209,10 +209,7 @@ def _text(value: Decimal | None) -> str | None:
 
 def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> RunsResult:
     """One row per run of the shared GPU clusters in the query's window (module docstring)."""
-    config = _attribution(config)
-    if config.clusters is None:
-        raise UsageError("no shared clusters are configured", where="attribution.clusters",
-                         hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
+    config = with_clusters(config)
     if query.window is None:
         query = replace(query, window=run_window(lake, query.run, query.naming))
     return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query),
