@@ -72,6 +72,9 @@ class CostConnector(Connector, Protocol):
     # Which lines of a period's currency must carry an invoice id for it to be final
     # (service.core.ledger.FinalWhen); "any" (the default) is how AWS marks a finalized bill.
     final_when: ClassVar[FinalWhen] = "any"
+    # Raised when a fix changes what the connector reads from the same files: a period the lake
+    # holds from an older reading is read again by the next ingest, though its files are unchanged.
+    reader_version: ClassVar[int] = 0
 
     def __init__(self, config: SourceConfig) -> None: ...
 

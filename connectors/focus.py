@@ -117,6 +117,7 @@ class FocusConnector(FolderExport):
     kind = "focus"
     # FOCUS 1.2+: InvoiceId MUST be null when the charge is on no issued or provisional invoice
     final_when = "every"
+    reader_version = 1  # 1: the lake's own x_ columns of a spendlake export are read
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
     period_column = "BillingPeriodStart"

@@ -159,6 +159,33 @@ def test_an_export_read_back_by_the_focus_connector_keeps_the_lakes_own_columns(
     assert extension_sums(back) == expected
 
 
+def test_a_read_back_export_read_by_an_older_reader_is_read_again(samples, tmp_path, monkeypatch):
+    """A lake that read back an export before the focus reader read the lake's own `x_` columns kept
+    them null for as long as the export's files did not change (same delivery id: 'unchanged'), so
+    its clusters' dollars stayed on `unallocated`. A period read by an older reader_version is now
+    read again by the next ingest, once."""
+    import connectors.focus as focus
+    from service.core.schema import COST_COLUMNS
+
+    config_file, lake = samples
+    out = tmp_path / "out"
+    assert spendlake(config_file, "--out", str(out)).exit_code == 0
+    # the reader as it was: only the x_ columns named in ALTERNATIVES, and no reader_version recorded
+    monkeypatch.setattr(focus, "COST_COLUMNS", [(name, kind) for name, kind in COST_COLUMNS
+                                                if not name.startswith("x_") or name in focus.ALTERNATIVES])
+    monkeypatch.setattr(focus.FocusConnector, "reader_version", 0)
+    back, result = ingest_files(tmp_path, ("back", "focus", out))
+    assert failures(result) == [] and extension_sums(back) != extension_sums(lake)
+    assert all("reader_version" not in e for e in json.loads(back.ledger_file.read_text())["entries"])
+    monkeypatch.undo()
+
+    _, again = ingest_files(tmp_path, ("back", "focus", out))
+    assert failures(again) == [] and {o.status for o in again.outcomes} == {"committed"}
+    assert extension_sums(back) == extension_sums(lake)
+    _, then = ingest_files(tmp_path, ("back", "focus", out))
+    assert {o.status for o in then.outcomes} == {"unchanged"}
+
+
 def test_windows_and_sources_select_lines_once(samples, tmp_path):
     config_file, lake = samples
     args = ("--source", "focus10", "--source", "azure-focus")

@@ -80,6 +80,7 @@ def stage_costs(
     strict: bool = False,
     warn: Callable[[str], None] = log.warning,
     final_when: FinalWhen = "any",
+    reader_version: int = 0,
 ) -> StagedCosts:
     """Write one delivery (canonical cost columns) as the new content of its periods, staged.
 
@@ -88,8 +89,8 @@ def stage_costs(
     `relation` may be the delivery's parts (one relation per file): they are written one
     after another, so memory does not grow with their number (service.core.staging).
     Line items the delivery repeats (hidden_columns.LINE_ITEM_KEY) are passed to `warn`, or with
-    `strict` fail the delivery. `final_when`: see FinalWhen. Nothing of the lake changes until
-    `publish_costs`.
+    `strict` fail the delivery. `final_when`: see FinalWhen; `reader_version`: the
+    connector's (recorded). Nothing of the lake changes until `publish_costs`.
     """
     check_partition_value("source", source)
     stage = lake.staging / f"costs-{uuid.uuid4().hex}"
@@ -119,7 +120,7 @@ def stage_costs(
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files,
                                 {(currency, column): value for (period, currency, column), value
                                  in result.rounding.items() if period == p}, result.tag_keys.get(p, ()),
-                                final_when)
+                                final_when, reader_version)
                    for p in sorted(staged)]
         return StagedCosts(stage, entries, dict(staged), result.part_periods)
     except BaseException as exc:
@@ -183,7 +184,7 @@ ENTRY_FIGURES = ("SELECT BillingCurrency, count(*), sum(BilledCost), sum(Effecti
 
 def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period: str, delivery_id: str,
                  files: Sequence[str], rounding: Mapping[tuple[str | None, str], Decimal] | None = None,
-                 tag_keys: Sequence[str] = (), final_when: FinalWhen = "any") -> LedgerEntry:
+                 tag_keys: Sequence[str] = (), final_when: FinalWhen = "any", reader_version: int = 0) -> LedgerEntry:
     """The entry of a staged partition, or a DataError when a money sum of it would not fit
     the lake's type. `rounding`: (currency, cost column) → what the lake's 12 decimals rounded
     away from the delivery's values (staging.Staged.rounding); `tag_keys`: the distinct keys of
@@ -204,7 +205,7 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
                        rows=sum(t.rows for t in totals), totals=totals, final=final,
                        ingested_at=utc_now_iso(), files=tuple(files), size=path.stat().st_size,
                        sha256=sha256_file(path), data_through=usage_end_text(max(usage_ends)) if usage_ends else None,
-                       tag_keys=tuple(tag_keys))
+                       tag_keys=tuple(tag_keys), reader_version=reader_version)
 
 
 def sum_overflow(con: duckdb.DuckDBPyConnection, path: Path, period: str, where: str) -> DataError:

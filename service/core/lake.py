@@ -287,14 +287,17 @@ class Lake:
                 return entry
         return None
 
-    def has_delivery(self, source: str, delivery_id: str, periods: Sequence[str] | None = None) -> bool:
+    def has_delivery(self, source: str, delivery_id: str, periods: Sequence[str] | None = None,
+                     reader_version: int = 0) -> bool:
         """True when this delivery is what the lake already holds for its periods, and their
         files still match the ledger (a damaged period is re-ingested, whatever its id) and
         hold today's columns (a partition written before a column was added is rewritten) and
-        currency codes (one written before codes were trimmed and upper-cased: 'usd', ' USD ')."""
+        currency codes (one written before codes were trimmed and upper-cased: 'usd', ' USD '),
+        as the connector's `reader_version` reads them (an older reading is read again)."""
         damaged = self._damaged()
         delivered = [e for e in self.ledger() if e.source == source and e.delivery_id == delivery_id]
-        held = {e.billing_period for e in delivered if e.key not in damaged and self._current(e)}
+        held = {e.billing_period for e in delivered
+                if e.key not in damaged and e.reader_version >= reader_version and self._current(e)}
         # periods unknown until the data is read: those it delivered last time
         wanted = {e.billing_period for e in delivered} if periods is None else set(periods)
         return bool(wanted) and wanted <= held

@@ -59,6 +59,9 @@ class LedgerEntry:
     # The distinct keys of the partition's Tags, sorted: attribution reads them here instead of
     # decoding every line's Tags map per query. None in ledgers before 2026-12 (it scans the file).
     tag_keys: tuple[str, ...] | None = None
+    # The connector's reader_version that read it (connectors.base.CostConnector); 0, and not
+    # written, for a reader never changed and in ledgers before 2026-12.
+    reader_version: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,6 +82,8 @@ class LedgerEntry:
         ]
         data["files"] = list(self.files)
         del data["data_through_recorded"]
+        if not self.reader_version:
+            del data["reader_version"]
         if self.tag_keys is None:
             del data["tag_keys"]
         else:

@@ -234,7 +234,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
                      plan: periods.Plan, strict: bool = False) -> DeliveryOutcome:
     if delivery.waiting:
         return DeliveryOutcome(source.name, delivery, "waiting")
-    if lake.has_delivery(source.name, delivery.delivery_id, delivery.periods):
+    if lake.has_delivery(source.name, delivery.delivery_id, delivery.periods, connector.reader_version):
         return DeliveryOutcome(source.name, delivery, "unchanged")
     warnings: list[str] = []
     versions = _local_versions(connector, delivery)
@@ -245,7 +245,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
                 staged = plan.regroup(delivery, stage_costs(
                     lake, con, relation, source=source.name, delivery_id=delivery.delivery_id,
                     periods=delivery.periods, files=delivery.files, strict=strict, warn=warnings.append,
-                    final_when=connector.final_when))
+                    final_when=connector.final_when, reader_version=connector.reader_version))
             except DataError as error:  # a connector may say where in its files (e.g. a CSV line)
                 raise connector.locate(error, con) from None
         changed = _changed_while_read(versions)
