@@ -9,7 +9,9 @@ from decimal import Decimal
 
 import duckdb
 import pytest
+from markupsafe import escape
 
+from service.report.sections.bills import rounding_notes
 from test_report_bills import EA_CAD, report, spendlake
 from test_focus_toolkit_fixtures import TOOLKIT
 
@@ -100,3 +102,50 @@ def test_the_summary_lists_every_bill_and_invoice_as_the_html_shows_them(lake):
     bills = summary.split("*Bills per source")[1].split("\n\n")[0].splitlines()[1:]
     assert bills == ["- 2026-05 / aws / USD: $4,755.25", "- 2026-05 / many / USD: $12.00",
                      "- 2026-06 / open / EUR: EUR 8.13"]
+
+
+def test_a_bill_whose_rounded_invoices_miss_its_rounded_total_says_so_to_the_cent(lake):
+    """EUR 10.25 on INV-6 and -2.125 not invoiced yet: the rows show 10.25 and -2.13 (8.12), the bill
+    8.125 shows 8.13. The page and the summary said nothing of the cent between them; a note under
+    the invoices now names the bill, both sums and the rounding (the JSON rows stay exact)."""
+    root, config = lake
+    folder = report(root, config, "2026-06-04")
+    said = ("Bill 2026-06 / open / EUR, billed and effective: the rows above, each rounded as its invoice shows it, "
+            "add up to EUR 8.12; the bill's lines add up to EUR 8.125, which the bill rounds to EUR 8.13: the "
+            "EUR 0.01 between them is rounding, on no invoice.")
+    data = json.loads((folder / "report.json").read_text())
+    tables = {t["key"]: t for s in data["sections"] if s["key"] == "bills" for t in s["tables"]}
+    assert tables["invoices"]["notes"] == [said]  # aws and many in May tie out: no note of theirs
+    assert f'<p class="note">{escape(said)}</p>' in (folder / "report.html").read_text()
+    summary = (folder / "summary.md").read_text()
+    assert f"EUR 2.13\n\n_{said}_\n" in summary  # a paragraph of its own, after the invoice rows
+    assert sum(Decimal(r["billed_cost"]) for r in tables["invoices"]["rows"] if r["source"] == "open") == \
+        Decimal(next(r for r in tables["bills"]["rows"] if r["source"] == "open")["billed_cost"])
+
+
+def row(billed: str, effective: str, currency: str | None = "EUR", source: str = "s") -> dict:
+    return {"billing_period": "2026-06", "source": source, "currency": currency,
+            "billed_cost": Decimal(billed), "effective_cost": Decimal(effective)}
+
+
+@pytest.mark.parametrize(("rows", "notes"), [
+    ([row("1.5", "1.5"), row("2.25", "2.25")], []),  # every row whole cents: nothing to say
+    ([row("10.121", "10.121"), row("0.002", "0.002")], []),  # 10.12 + 0.00 = 10.12 = 10.123 rounded
+    # four invoices of 0.005: each shows 0.01 (0.04), the bill 0.02
+    ([row("0.005", "0", source="x")] * 4,
+     ["Bill 2026-06 / x / EUR, billed: the rows above, each rounded as its invoice shows it, add up to EUR 0.04; "
+      "the bill's lines add up to EUR 0.02, which the bill rounds to EUR 0.02: the EUR 0.02 between them is "
+      "rounding, on no invoice."]),
+    # yen are whole: 100.5 + 100.5 show 101 + 101 = 202 against a bill of 201; effective ties out
+    ([row("100.5", "100", "JPY"), row("100.5", "101", "JPY")],
+     ["Bill 2026-06 / s / JPY, billed: the rows above, each rounded as its invoice shows it, add up to JPY 202; "
+      "the bill's lines add up to JPY 201, which the bill rounds to JPY 201: the JPY 1 between them is rounding, "
+      "on no invoice."]),
+    # a credit rounding away from zero: -1.005 and -1.005 show -2.02, the bill -2.01; lines without a currency
+    ([row("-1.005", "-1.005", None), row("-1.005", "-1.005", None)],
+     ["Bill 2026-06 / s / (no currency), billed and effective: the rows above, each rounded as its invoice shows "
+      "it, add up to (no currency) -2.02; the bill's lines add up to (no currency) -2.01, which the bill rounds "
+      "to (no currency) -2.01: the (no currency) 0.01 between them is rounding, on no invoice."]),
+])
+def test_rounding_notes_by_hand(rows, notes):
+    assert rounding_notes(rows) == notes

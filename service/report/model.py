@@ -36,12 +36,15 @@ class Table:
     markdown_whole: bool = False  # every row in the summary, not the first few: a bill ties out only whole
     # A total row under the table (HTML and JSON; CSVs keep only data rows): column → value.
     total: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # said under the table (HTML, summary, JSON), e.g. rounding
 
     def to_json(self) -> dict[str, Any]:
         data = {"key": self.key, "title": self.title, "columns": [c.key for c in self.columns],
                 "rows": [{c.key: row.get(c.key) for c in self.columns} for row in self.rows]}
         if self.total is not None:
             data["total"] = {c.key: self.total.get(c.key) for c in self.columns}
+        if self.notes:
+            data["notes"] = self.notes
         return data
 
 

@@ -8,14 +8,21 @@ provider's late line, a refund of a closed month), so finance ties out to this t
 
 A bill may be several invoices (two billing accounts in one export, a marketplace seller's
 invoice beside the provider's): the second table splits each bill by billing account and
-invoice id, as the lines carry them, and its rows of a bill add up to it.
+invoice id, as the lines carry them, and its rows of a bill add up to it. Each row is shown
+rounded to the cent (the currency's minor unit), as its invoice shows it; when the rounded rows of a
+bill do not add up to the bill rounded (EUR 10.25 and -2.125: 10.25 and -2.13, 8.12, against the
+lines' 8.125, 8.13), a note under the table names the bill, both sums and the rounding between them,
+so finance ties out to the cent. The CSV and JSON rows stay exact and add up to the bill exactly.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import date, timedelta
+from decimal import Decimal
 
 from service.core.lake import Lake
+from service.core.units import cents, currency_text, money_text
 from service.report.model import Column, Section, Table
 
 
@@ -65,4 +72,34 @@ def invoices_table(lake: Lake, periods: tuple[str, str]) -> Table:
                    "invoice": invoice or "estimated (no invoice id yet)", "currency": currency, "rows": rows,
                    "billed_cost": billed, "effective_cost": effective}
                   for period, source, account, invoice, currency, rows, billed, effective in found]
+    table.notes = rounding_notes(table.rows)
     return table
+
+
+def rounding_notes(rows: list[dict]) -> list[str]:
+    """One sentence per bill (billing period, source, currency) whose rows, each rounded as the page
+    shows it, add up to other than the bill's exact total rounded, in billed and/or effective cost."""
+    bills: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        bills[row["billing_period"], row["source"], row["currency"]].append(row)
+    notes = []
+    for (period, source, currency), parts in bills.items():
+        said: dict[str, list[str]] = defaultdict(list)  # what is said → the columns it is true of
+        for key, label in (("billed_cost", "billed"), ("effective_cost", "effective")):
+            if text := _rounding([r[key] for r in parts], currency):
+                said[text].append(label)
+        notes += [f"Bill {period} / {source} / {currency_text(currency)}, {' and '.join(labels)}: {text}."
+                  for text, labels in said.items()]
+    return notes
+
+
+def _rounding(values: list[Decimal | None], currency: str | None) -> str | None:
+    exact = sum((v for v in values if v is not None), Decimal(0))
+    rounded = sum((cents(v, currency) for v in values), Decimal(0))
+    if rounded == cents(exact, currency):
+        return None
+    name = currency_text(currency)
+    amount = lambda value: money_text(value, name, of=currency)  # noqa: E731
+    return (f"the rows above, each rounded as its invoice shows it, add up to {amount(rounded)}; the bill's lines "
+            f"add up to {name} {exact.normalize():,f}, which the bill rounds to {amount(exact)}: the "
+            f"{amount(abs(cents(exact, currency) - rounded))} between them is rounding, on no invoice")
