@@ -323,6 +323,23 @@ class Rule(Configured[RuleConfigT]):
         which meant the same for every rule but unallocated-spend, which says otherwise)."""
         return monthly_waste_usd
 
+    @classmethod
+    def projected(cls, evidence: Mapping[str, Any]) -> bool:
+        """Whether a waste finding's `monthly_waste_usd` is what it costs a month while it goes on
+        (True) or a finished cost, counted once and never projected (a failed attempt, a Capacity Block)."""
+        return True
+
+
+def finished_cost(finding: Finding) -> bool:
+    """A waste finding whose money is a finished cost, not a month's (its rule's `projected`)."""
+    rule = registered().get(finding.rule)
+    return finding.category == "waste" and rule is not None and not rule.projected(finding.evidence)
+
+
+def waste_per(finding: Finding) -> str:
+    """What a waste finding's money is per, as tables say it beside the amount."""
+    return "once" if finished_cost(finding) else "a month"
+
 
 # ---- the registry: entry-point group `spendlake.rules` (service/core/registry.py) ----------
 

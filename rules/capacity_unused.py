@@ -80,6 +80,10 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
                         "BilledCost", "EffectiveCost", "PricingQuantity", "ConsumedQuantity", "BillingCurrency",
                         "RegionId", "SubAccountId")}
 
+    @classmethod
+    def projected(cls, evidence: dict) -> bool:
+        return evidence.get("projected_to_month") is not False  # a Capacity Block's: its unused value, once
+
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
         zero = Decimal(0)
         cost: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))

@@ -86,6 +86,10 @@ class FailedReruns(Rule[FailedRerunsConfig]):
     name = "failed-reruns"
     category = "waste"
 
+    @classmethod
+    def projected(cls, evidence: dict) -> bool:
+        return False  # the failed attempts ended: their cost, once
+
     def evaluate(self, ctx: RuleContext) -> list[Finding]:
         if ctx.run_costs is None:  # no shared clusters: no runs
             return []

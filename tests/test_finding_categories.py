@@ -189,8 +189,54 @@ def test_demo_waste_metric_equals_the_reports_waste_total_and_the_demo_prints_wa
     _print_spend_and_findings(demo_run)
     out = capsys.readouterr().out
     waste, others = out.split("top waste", 1)[1].split("top overspend and ownership", 1)
-    assert "waste/month" in waste and "waste/month" not in others and "impact" in others
+    assert "/month" in waste and "/month" not in others and "impact" in others
+    # the demo's failed re-runs and Capacity Block are what they cost, once: never "a month"
+    assert re.search(r"^│ failed-reruns .* once │", waste, re.MULTILINE)
+    assert not re.search(r"^│ failed-reruns .*/month", waste, re.MULTILINE)
     for rule in ("budget", "spend-anom", "unallocat"):  # in the rule column; rich may cut a long name short
         assert not re.search(rf"^│ {rule}", waste, re.MULTILINE), rule
         assert re.search(rf"^│ {rule}", others, re.MULTILINE), rule
     assert re.search(r"^│ idle-gpu", waste, re.MULTILINE)
+
+
+FINISHED = [  # two finished costs beside two that go on (a reservation held empty, idle GPUs)
+    finding("g1", "idle-gpu", "waste", "900"),
+    finding("f1", "failed-reruns", "waste", "500", evidence={"run": "llama"}),
+    finding("c1", "capacity-unused", "waste", "300", evidence={"projected_to_month": False}),
+    finding("c2", "capacity-unused", "waste", "200", evidence={"projected_to_month": True}),
+]
+
+
+def test_finished_costs_are_said_once_not_a_month_in_the_findings_table_and_the_report(tmp_path):
+    """failed-reruns' attempts and a Capacity Block's unused value are finished costs, but the findings
+    table said `USD a month` over them and the report put them under "monthly waste" and "monthly $";
+    they now say `once, finished` beside the amount (the JSON and the metric keep monthly_waste_usd)."""
+    from service.report.model import Report
+    from service.report.render import render_html, render_markdown
+    from service.report.sections.findings import waste_section
+
+    config = make_config(tmp_path)
+    lake = Lake(config.lake)
+    store_findings(lake, FINISHED)
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(json.dumps({"lake": str(config.lake)}))
+    table = CliRunner(env={"COLUMNS": "300"}).invoke(
+        cli, ["--config", str(config_file), "findings", "--format", "table"]).output
+    per = {line.split("│")[1].strip(): line.split("│")[8].strip() for line in table.splitlines()
+           if re.match(r"^│ [gfc]\d ", line)}
+    assert per == {"g1": "a month", "f1": "once", "c1": "once", "c2": "a month"}
+
+    section = waste_section(lake, top=10)
+    by_rule, top = section.tables
+    assert {r["rule"]: (r["month_usd"], r["once_usd"], r["monthly_waste_usd"]) for r in by_rule.rows} == {
+        "idle-gpu": (900, 0, 900), "capacity-unused": (200, 300, 500), "failed-reruns": (0, 500, 500)}
+    assert (by_rule.total["month_usd"], by_rule.total["once_usd"], by_rule.total["monthly_waste_usd"]) == (
+        1100, 800, 1900)  # the last: spendlake_waste_monthly_usd's sum, in JSON and CSV
+    assert [c.label for c in by_rule.columns if c.in_html][-2:] == ["a month, while it goes on", "finished, once"]
+    assert [(r["id"], r["per"]) for r in top.rows] == [("g1", "a month"), ("f1", "once"),
+                                                      ("c1", "once"), ("c2", "a month")]
+    report = Report(day=SEEN.date(), month_start=SEEN.date().replace(day=1), headlines=[], sections=[section])
+    html, summary = render_html(report), render_markdown(report)
+    assert "monthly" not in html.lower() and "monthly" not in summary.lower()
+    assert "- failed-reruns / r-f1 / nlp / once: $500.00" in summary
+    assert "- idle-gpu / r-g1 / nlp / a month: $900.00" in summary

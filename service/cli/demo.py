@@ -25,7 +25,7 @@ TOP_RUNS = 8
 def _print_spend_and_findings(result) -> None:
     """Spend by team over the last 7 days of data (the window `attribute --since 7d` reads),
     and the biggest open findings."""
-    from rules.base import CATEGORIES
+    from rules.base import CATEGORIES, finished_cost
     from service.attribution import AttributionQuery, attribute_query, commitments
     from service.cli.attribute import coverage_line
     from service.core.coverage import anchored_window, data_end
@@ -48,13 +48,16 @@ def _print_spend_and_findings(result) -> None:
         click.echo(commitment_line(total))
     open_findings = [f for f in result.findings if f.status == "open"]
     waste = [f for f in open_findings if f.category == "waste"]
-    monthly = sum((f.monthly_waste_usd for f in waste), Decimal(0))
+    once = {f.id for f in waste if finished_cost(f)}  # a failed attempt re-run, a Capacity Block: no month's
+    monthly, finished = (sum((f.monthly_waste_usd for f in waste if (f.id in once) == done), Decimal(0))
+                         for done in (False, True))
     rows = [{"rule": f.rule, "severity": f.severity, "team": f.team, "project": f.project,
-             "resource": _short(f.resource_id), "waste/month": usd(f.monthly_waste_usd)}
+             "resource": _short(f.resource_id),
+             "waste": f"{usd(f.monthly_waste_usd)}{' once' if f.id in once else '/month'}"}
             for f in sorted(waste, key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]]
-    emit(rows, ["rule", "severity", "team", "project", "resource", "waste/month"], "table",
-         title=f"top waste ({len(waste)} open findings, {usd(monthly)} a month)", right=("waste/month",),
-         whole=("waste/month",))
+    emit(rows, ["rule", "severity", "team", "project", "resource", "waste"], "table",
+         title=f"top waste ({len(waste)} open findings: {usd(monthly)} a month"
+               + (f", {usd(finished)} once" if once else "") + ")", right=("waste",), whole=("waste",))
     # overspend and ownership are not waste: their impact is an overrun, an excess or
     # unowned spend, never a monthly figure, so they get a table and a column of their own
     rows = [{"rule": f.rule, "category": f.category, "severity": f.severity, "team": f.team,

@@ -14,7 +14,8 @@ from service.core.units import money_text
 # A terminal table per category, each with its own money column: a month of waste and a
 # one-off overrun are different money and are never in one column.
 CATEGORY_TABLES = {
-    "waste": ("monthly_waste_usd", "waste: spend that buys nothing (monthly_waste_usd: USD a month)"),
+    "waste": ("monthly_waste_usd", "waste: spend that buys nothing (monthly_waste_usd: USD a month while it goes on, "
+                                   "or a finished cost once: `per`)"),
     "overspend": ("impact_usd", "overspend: spend above a budget or what was expected (impact_usd)"),
     "ownership": ("impact_usd", "ownership: spend nobody owns (impact_usd: in the window)"),
 }
@@ -24,6 +25,7 @@ TABLE_COLUMNS = ["id", "rule", "severity", "team", "project", "resource_id", "st
 def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None:
     """JSON and CSV: one list with `category`, `impact_usd` and `monthly_waste_usd` (waste
     only); a table: one per category, in the store's order."""
+    from rules.base import waste_per
     from service.findings.store import LIST_COLUMNS, finding_rows
 
     rows = finding_rows(findings)
@@ -32,11 +34,13 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
         return
     if not rows:
         click.echo(f"{title}: none")
+    per = {f.id: waste_per(f) for f in findings if f.category == "waste"}  # a failed attempt's cost is no month's
     for category in RULE_CATEGORIES:
         money, about = CATEGORY_TABLES[category]
-        shown = [{**r, money: money_text(r[money])} for r in rows if r["category"] == category]  # 12,345.67
+        shown = [{**r, money: money_text(r[money]), "per": per.get(r["id"])}  # 12,345.67
+                 for r in rows if r["category"] == category]
         if shown:
-            columns = [*TABLE_COLUMNS[:6], money, *TABLE_COLUMNS[6:]]
+            columns = [*TABLE_COLUMNS[:6], money, *(["per"] if category == "waste" else []), *TABLE_COLUMNS[6:]]
             emit(shown, columns, "table", title=f"{title} — {about}", right=(money,), whole=(money,))
 
 

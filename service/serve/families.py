@@ -151,7 +151,8 @@ def findings_families(config: Config, lake: Lake) -> list[Metric]:
             waste[(finding.rule, team)] += finding.monthly_waste_usd
     count_family = GaugeMetricFamily("spendlake_findings", "Open findings.", labels=["rule", "severity", "team"])
     waste_family = GaugeMetricFamily("spendlake_waste_monthly_usd",
-                                     "Estimated monthly waste of the open waste findings, in USD.",
+                                     "Waste of the open waste findings, in USD: a month of what goes on; a finished "
+                                     "cost (failed-reruns, Capacity Blocks) once.",
                                      labels=["rule", "team"])
     impact_family = GaugeMetricFamily(
         "spendlake_finding_impact_usd", "USD at stake in the open findings by category: monthly waste, "

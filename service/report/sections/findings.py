@@ -3,7 +3,8 @@
 Findings are the state of the last `spendlake rules run`, not of the report day; the
 section says so. Only open findings count (acknowledged and resolved ones are left out).
 Categories stay apart: "Waste by rule" holds the `waste` findings and their monthly waste
-(the sum `spendlake_waste_monthly_usd` shows); anomalies (overspend) show their excess spend
+(the sum `spendlake_waste_monthly_usd` shows), split on the page into what goes on (a month) and
+finished costs (once: failed attempts re-run, unused Capacity Blocks) when there are any; anomalies (overspend) show their excess spend
 and unallocated spend (ownership) the unallocated spend of the window, as `impact_usd`.
 
 Anomalies: the `spend-anomaly` rule's findings, with the root causes the report shows taken
@@ -18,7 +19,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from rules.base import registered
+from rules.base import registered, waste_per
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
 from service.findings.store import load_findings
@@ -60,31 +61,47 @@ def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
 
 def waste_section(lake: Lake, top: int) -> Section:
     findings = load_findings(lake, status="open", category="waste")
+    per = {f.id: waste_per(f) for f in findings}
+    once = {key for key, said in per.items() if said == "once"}
+    what = "waste" if once else "monthly waste"
     by_rule: dict[str, list] = defaultdict(list)
     for finding in findings:
         by_rule[finding.rule].append(finding)
-    summary = Table("waste_by_rule", "Open findings and monthly waste by rule", [
+    # a finished cost (a failed attempt re-run, an unused Capacity Block) is no month's waste: with
+    # one, the page splits the waste it would otherwise call monthly (JSON and CSV keep the sum too)
+    summary = Table("waste_by_rule", f"Open findings and {what} by rule", [
         Column("rule", "rule"), Column("findings", "open findings", "count"),
-        Column("critical", "critical", "count"), Column("monthly_waste_usd", "monthly waste", "money"),
+        Column("critical", "critical", "count"),
+        Column("monthly_waste_usd", what, "money", in_html=not once),
+        *([Column("month_usd", "a month, while it goes on", "money"), Column("once_usd", "finished, once", "money")]
+          if once else []),
     ])
     for rule, items in by_rule.items():
         summary.rows.append({"rule": rule, "findings": len(items), "currency": "USD",
                              "critical": sum(f.severity == "critical" for f in items),
-                             "monthly_waste_usd": sum((f.monthly_waste_usd for f in items), Decimal(0))})
+                             "monthly_waste_usd": sum((f.monthly_waste_usd for f in items), Decimal(0)),
+                             "month_usd": sum((f.monthly_waste_usd for f in items if f.id not in once), Decimal(0)),
+                             "once_usd": sum((f.monthly_waste_usd for f in items if f.id in once), Decimal(0))})
     summary.rows.sort(key=lambda r: (-r["monthly_waste_usd"], r["rule"]))
-    summary.total = _total(summary.rows, "rule", "monthly_waste_usd", findings=len(findings),
+    summary.total = _total(summary.rows, "rule", "monthly_waste_usd", "month_usd", "once_usd", findings=len(findings),
                            critical=sum(f.severity == "critical" for f in findings))
-    shown = [_finding_row(f) for f in findings[:top]]  # load_findings sorts by $
-    top_findings = Table("open_findings", f"Top {top} open findings by monthly waste", finding_columns(
-        "monthly_waste_usd", "monthly $") + [Column("id", "id")], rows=shown, markdown=(("rule", "resource_id", "team"), "monthly_waste_usd"),
-        total=_total(shown, "rule", "monthly_waste_usd"))
+    shown = [{**_finding_row(f), "per": per[f.id]} for f in findings[:top]]  # load_findings sorts by $
+    top_findings = Table(
+        "open_findings", f"Top {top} open findings by {what}",
+        finding_columns("monthly_waste_usd", "waste $" if once else "monthly $")
+        + [Column("per", "per")] * bool(once) + [Column("id", "id")],
+        rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"),
+        total=_total(shown, "rule", "monthly_waste_usd", per=" + ".join(sorted({r["per"] for r in shown}))))
     if not findings:
         return Section("waste", "Waste by rule", note="No open findings in the last rules run "
                                                      "(`spendlake rules run` refreshes them).")
-    chart = Chart("bars", "Monthly waste of open findings by rule (USD)", [r["rule"] for r in summary.rows],
+    chart = Chart("bars", "Waste of open findings by rule (USD): a month of what goes on, finished costs once"
+                  if once else "Monthly waste of open findings by rule (USD)", [r["rule"] for r in summary.rows],
                   {"waste": [r["monthly_waste_usd"] for r in summary.rows]}, "USD")
-    return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart],
-                   note="As of the last rules run; owners come from attribution.")
+    note = "As of the last rules run; owners come from attribution." + (
+        " A month is what a finding costs a month while it goes on; a finished cost (failed attempts of a run "
+        "launched again, an unused Capacity Block) is what it cost, once, not a month." if once else "")
+    return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart], note=note)
 
 
 def anomalies_section(lake: Lake, top: int) -> Section:
