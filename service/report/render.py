@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -26,7 +27,8 @@ SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
           'String(document.querySelectorAll("svg").length + ":" + document.querySelectorAll("table").length));')
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
 MD_SPECIAL = set("\\`*_[]|~")  # inline syntax; our values never start a line ("(" is inert without "]")
-MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat tools (Slack) both expect
+MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+RUN = 32  # characters without a space after which a table cell may wrap (an identifier, not a word)  # as Markdown and chat tools (Slack) both expect
 
 
 def money(value: Any, currency: str | None = "USD") -> str:
@@ -62,13 +64,22 @@ def display(value: Any, column: Column, row: dict[str, Any]) -> str:
     return "" if value is None else str(value)
 
 
+def breakable(text: str) -> Markup:
+    """`text` escaped, with a break opportunity (`<wbr>`) every RUN characters of a run without
+    spaces: one long run id or invoice id wraps in its cell instead of widening its table past the
+    page (words stay whole; copied text is unchanged)."""
+    return Markup("").join(Markup("<wbr>").join(escape(token[i:i + RUN]) for i in range(0, len(token), RUN))
+                           for token in re.split(r"(\s+)", text))
+
+
 def cell(row: dict[str, Any], column: Column) -> Markup:
     value = row.get(column.key)
     classes = ([] if column.kind == "text" else ["num"]) + ([column.css] if column.css else [])
     if column.kind == "change":
         classes.append(change_class(value))
     attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
-    return Markup(f"<td{attr}>{escape(display(value, column, row))}</td>")
+    shown = display(value, column, row)
+    return Markup(f"<td{attr}>{breakable(shown) if column.kind == 'text' else escape(shown)}</td>")
 
 
 def _environment() -> Environment:
