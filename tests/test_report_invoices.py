@@ -149,3 +149,27 @@ def row(billed: str, effective: str, currency: str | None = "EUR", source: str =
 ])
 def test_rounding_notes_by_hand(rows, notes):
     assert rounding_notes(rows) == notes
+
+
+def test_spend_rows_that_miss_the_total_by_rounding_say_so(tmp_path):
+    """Teams a and b each spent EUR 1.005 on 2026-06-02: the page shows 1.01 twice (2.02) and the
+    day's total 2.01 (Totals, the headline); nothing said why. A note under each spend table now
+    does, per money column that misses (the day and the month to date here, not the day before)."""
+    (tmp_path / "bill").mkdir()
+    (tmp_path / "bill" / "june.csv").write_text(
+        "BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,"
+        "ChargePeriodEnd,ChargeCategory,Tags\n" + "".join(
+            f'{cost},{cost},EUR,2026-06-01,2026-07-01,2026-06-0{day},2026-06-0{day + 1},Usage,"{{""team"": ""{team}""}}"\n'
+            for team, day, cost in (("a", 1, "1.25"), ("b", 1, "2"), ("a", 2, "1.005"), ("b", 2, "1.005"))))
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: bill, kind: focus, location: '{tmp_path / 'bill'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    data = json.loads((report(tmp_path, config, "2026-06-02") / "report.json").read_text())
+    tables = {t["key"]: t for s in data["sections"] for t in s["tables"]}
+    assert [r["day_cost"] for r in tables["spend_by_team"]["rows"]] == ["1.005000000000", "1.005000000000"]
+    assert tables["spend_by_team"]["notes"] == [
+        "EUR: the rows, each shown rounded, do not add up to the whole (the Totals table's) by rounding: day EUR "
+        "2.02 against EUR 2.01 (EUR 2.01 exact); month to date EUR 5.27 against EUR 5.26 (EUR 5.26 exact)."]
+    assert "notes" not in tables["spend_by_project"]  # one row, unallocated: nothing to add up
+    assert [(r["window"], r["cost"]) for r in tables["totals"]["rows"] if r["window"] in ("day", "mtd")] == [
+        ("day", "2.010000000000"), ("mtd", "5.260000000000")]

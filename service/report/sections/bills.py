@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import date, timedelta
-from decimal import Decimal
 
 from service.core.lake import Lake
-from service.core.units import cents, currency_text, money_text
+from service.core.units import currency_text
 from service.report.model import Column, Section, Table
+from service.report.rounding import gaps
+
+LABELS = {"billed_cost": "billed", "effective_cost": "effective"}  # the money columns a rounding note names
 
 
 def bills_section(lake: Lake, day: date) -> Section:
@@ -79,27 +81,15 @@ def invoices_table(lake: Lake, periods: tuple[str, str]) -> Table:
 def rounding_notes(rows: list[dict]) -> list[str]:
     """One sentence per bill (billing period, source, currency) whose rows, each rounded as the page
     shows it, add up to other than the bill's exact total rounded, in billed and/or effective cost."""
-    bills: dict[tuple, list[dict]] = defaultdict(list)
-    for row in rows:
-        bills[row["billing_period"], row["source"], row["currency"]].append(row)
     notes = []
-    for (period, source, currency), parts in bills.items():
+    for (period, source, currency), missed in gaps(rows, ("billing_period", "source", "currency"),
+                                                   tuple(LABELS)).items():
         said: dict[str, list[str]] = defaultdict(list)  # what is said → the columns it is true of
-        for key, label in (("billed_cost", "billed"), ("effective_cost", "effective")):
-            if text := _rounding([r[key] for r in parts], currency):
-                said[text].append(label)
+        for gap in missed:
+            said[f"the rows above, each rounded as its invoice shows it, add up to {gap.amount(gap.rounded)}; the "
+                 f"bill's lines add up to {gap.exact_text}, which the bill rounds to {gap.amount(gap.whole)}: the "
+                 f"{gap.amount(abs(gap.whole - gap.rounded))} between them is rounding, on no invoice"
+                 ].append(LABELS[gap.column])
         notes += [f"Bill {period} / {source} / {currency_text(currency)}, {' and '.join(labels)}: {text}."
                   for text, labels in said.items()]
     return notes
-
-
-def _rounding(values: list[Decimal | None], currency: str | None) -> str | None:
-    exact = sum((v for v in values if v is not None), Decimal(0))
-    rounded = sum((cents(v, currency) for v in values), Decimal(0))
-    if rounded == cents(exact, currency):
-        return None
-    name = currency_text(currency)
-    amount = lambda value: money_text(value, name, of=currency)  # noqa: E731
-    return (f"the rows above, each rounded as its invoice shows it, add up to {amount(rounded)}; the bill's lines "
-            f"add up to {name} {exact.normalize():,f}, which the bill rounds to {amount(exact)}: the "
-            f"{amount(abs(cents(exact, currency) - rounded))} between them is rounding, on no invoice")

@@ -18,13 +18,16 @@ from service.core.config import Config
 from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
-from service.core.units import OTHER, titled
+from service.core.units import OTHER, currency_text, titled
 from service.planning.plans import Plan
 from service.report.model import Chart, Column, Headline, Section, Table, change_pct
+from service.report.rounding import gaps
 
 ZERO = Decimal(0)
 TREND_DAYS = 30
 CHART_SERIES = 8  # teams drawn in the stacked chart; the rest is "other"
+MONEY = {"day_previous": "day before", "day_cost": "day", "mtd_cost": "month to date",
+         "mtd_previous": "same days last month"}  # the money columns of spend by team and by project
 
 
 def windows(day: date) -> dict[str, Window]:
@@ -40,6 +43,16 @@ def windows(day: date) -> dict[str, Window]:
         "7d": Window(until - timedelta(days=7), until),
         "trend": Window(until - timedelta(days=TREND_DAYS), until),
     }
+
+
+def rounding_notes(rows: list[dict]) -> list[str]:
+    """Per currency, the money columns whose rows (every value, the rest folded into `other`), each
+    shown rounded, add up to other than the whole the Totals table holds, rounded."""
+    return [f"{currency_text(currency)}: the rows, each shown rounded, do not add up to the whole (the Totals "
+            "table's) by rounding: " + "; ".join(
+                f"{MONEY[gap.column]} {gap.amount(gap.rounded)} against {gap.amount(gap.whole)} "
+                f"({gap.exact_text} exact)" for gap in missed) + "."
+            for (currency,), missed in gaps(rows, ("currency",), tuple(MONEY)).items()]
 
 
 class SpendReport:
@@ -115,11 +128,11 @@ class SpendReport:
                          "mtd_previous": c.get("previous_mtd"),
                          "mtd_change_pct": self.change(mtd, c.get("previous_mtd"))})
         return Table(f"spend_by_{dim}", f"Spend by {dim}", [
-            Column(dim, dim), Column("currency", "currency"), Column("day_previous", "day before", "money"),
-            Column("day_cost", "day", "money"), Column("day_change_pct", "change", "change"), Column("mtd_cost", "month to date", "money"),
-            Column("mtd_previous", "same days last month", "money"),
+            Column(dim, dim), Column("currency", "currency"), Column("day_previous", MONEY["day_previous"], "money"),
+            Column("day_cost", MONEY["day_cost"], "money"), Column("day_change_pct", "change", "change"),
+            Column("mtd_cost", MONEY["mtd_cost"], "money"), Column("mtd_previous", MONEY["mtd_previous"], "money"),
             Column("mtd_change_pct", "vs last month", "change"),
-        ], rows=rows, markdown=((dim,), "mtd_cost"))
+        ], rows=rows, markdown=((dim,), "mtd_cost"), notes=rounding_notes(rows))
 
     def movers(self) -> Table:
         result = self.query("day", ("team", "project"), compare=True)
