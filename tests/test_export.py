@@ -417,3 +417,42 @@ def test_a_commitment_fee_with_unused_cost_becomes_a_purchase_and_an_unused_usag
         ("Savings Plans for AWS Compute usage", "Purchase", "Unused", d(10), d(0), d(1), "Hours"),
         ("Savings Plans for AWS Compute usage", "Usage", "Unused", d(0), d("2.5"), d(1), "Hours"),
     ]
+
+
+def test_a_credits_negative_rate_is_no_focus_unit_price_and_its_costs_stay(tmp_path):
+    """AWS writes a credit's amount, or a Savings Plan negation's negative rate, as the line's
+    rate (the demo's credit: ContractedUnitPrice -21774.19); FOCUS unit prices are never
+    negative and may be null on a line it does not price, so the export leaves them null
+    there, and the ContractedCost derived from the rate is still the bill's."""
+    from service.core.lake import Lake
+    from service.core.schema import cost_select_list
+
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    select = cost_select_list({
+        "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "BillingPeriodEnd": "TIMESTAMP '2026-12-01'",
+        "ChargePeriodStart": "TIMESTAMP '2026-11-02'", "ChargePeriodEnd": "TIMESTAMP '2026-11-02 01:00'",
+        "BillingCurrency": "'USD'", "ProviderName": "'AWS'", "ServiceName": "'Amazon Elastic Compute Cloud'",
+        "ChargeCategory": "category", "ChargeClass": "class", "BilledCost": "billed", "EffectiveCost": "billed",
+        "ListUnitPrice": "price", "ContractedUnitPrice": "price", "PricingQuantity": "quantity",
+        "PricingUnit": "'Hrs'",
+    })
+    rows = con.sql(f"SELECT {select} FROM (VALUES "
+                   "('Credit', NULL, '-25000', '-25000', NULL), "       # a credit: its amount as its rate
+                   "('Credit', NULL, '-2', '-0.5', '4'), "              # a Savings Plan negation
+                   "('Usage', 'Correction', '-1', '-0.25', '4'), "      # a corrected usage line
+                   "('Usage', NULL, '2', '0.5', '4')"
+                   ") AS t(category, class, billed, price, quantity)")
+    lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
+    con.close()
+    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out")))
+    lines = duckdb.sql(f"SELECT ChargeCategory, ChargeClass, BilledCost, ContractedCost, ListUnitPrice, "
+                       f"ContractedUnitPrice FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' "
+                       "ORDER BY ALL").fetchall()
+    d = Decimal
+    assert lines == [
+        ("Credit", None, d(-25000), d(-25000), None, None),
+        ("Credit", None, d(-2), d(-2), None, None),
+        ("Usage", "Correction", d(-1), d(-1), None, None),
+        ("Usage", None, d(2), d(2), d("0.5"), d("0.5")),
+    ]

@@ -30,7 +30,10 @@ here, each from the line's own columns (the lake is never changed):
   SubAccountId, BillingAccountType without BillingAccountId, the CommitmentDiscount
   details without CommitmentDiscountId, CommitmentDiscountUnit without its quantity); empty
   strings anywhere (FOCUS: null, never ''); a PricingQuantity without a PricingUnit on a
-  line FOCUS does not price (a credit). A priced line (Usage, Purchase) with a quantity and
+  line FOCUS does not price (a credit); a negative unit price on a line FOCUS does not price
+  (a credit, a correction: AWS writes the credited amount, or a Savings Plan negation's
+  negative rate, as its rate), since FOCUS unit prices are never negative; the costs derived
+  from it keep its value. A priced line (Usage, Purchase) with a quantity and
   no unit (an AWS fee) counts `Units`.
 - A commitment fee that carries part of its cost as EffectiveCost (AWS's recurring Savings
   Plan or reservation fee, amortized: the commitment left unused) is two FOCUS lines: the
@@ -70,6 +73,10 @@ PROVIDER_ENTITIES = {
 
 # A quantity without a unit on a line FOCUS does not price (credits, adjustments): dropped.
 NO_UNIT_NEEDED = "(PricingUnit IS NULL AND ChargeCategory NOT IN ('Usage', 'Purchase'))"
+# Lines FOCUS does not require a unit price on (it MAY be null there; never on Usage or Purchase).
+UNPRICED = "(ChargeCategory NOT IN ('Usage', 'Purchase') OR ChargeClass = 'Correction')"
+UNIT_PRICES = ("ListUnitPrice", "ContractedUnitPrice", "PricingCurrencyListUnitPrice",
+               "PricingCurrencyContractedUnitPrice")
 FEE_WITH_UNUSED = ("(ChargeCategory = 'Purchase' AND CommitmentDiscountId IS NOT NULL "
                    "AND coalesce(EffectiveCost, 0) <> 0)")
 
@@ -171,6 +178,8 @@ def _step2() -> str:
     for name in ("CommitmentDiscountName", "CommitmentDiscountCategory", "CommitmentDiscountType",
                  "CommitmentDiscountStatus", "CommitmentDiscountQuantity"):
         replaced[name] = f"CASE WHEN CommitmentDiscountId IS NULL THEN NULL ELSE {name} END"
+    for name in UNIT_PRICES:  # after the costs above were derived from them
+        replaced[name] = f"CASE WHEN {name} < 0 AND {UNPRICED} THEN NULL ELSE {name} END"
     select = ", ".join(f"{expr} AS {name}" for name, expr in replaced.items())
     return f"SELECT * REPLACE ({select}) FROM conform1"
 
