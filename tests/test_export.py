@@ -456,3 +456,43 @@ def test_a_credits_negative_rate_is_no_focus_unit_price_and_its_costs_stay(tmp_p
         ("Usage", "Correction", d(-1), d(-1), None, None),
         ("Usage", None, d(2), d(2), d("0.5"), d("0.5")),
     ]
+
+
+def test_a_region_or_account_id_without_a_name_gets_the_name_its_other_lines_give_else_the_id(tmp_path):
+    """FOCUS: RegionName, SubAccountName and BillingAccountName are not null when their id is
+    not. AWS leaves product/location empty on some lines of a region it names on others (the
+    legacy CUR sample: 446 of 1,269 lines, CloudShell in ca-central-1); Azure EA and GCP name
+    no region at all. A line without a name takes the one the provider's other lines give
+    the id, else the id itself; a name on the line stays, and no id means no name."""
+    from service.core.lake import Lake
+    from service.core.schema import cost_select_list
+
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    select = cost_select_list({
+        "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "BillingPeriodEnd": "TIMESTAMP '2026-12-01'",
+        "ChargePeriodStart": "TIMESTAMP '2026-11-02'", "ChargePeriodEnd": "TIMESTAMP '2026-11-02 01:00'",
+        "BillingCurrency": "'USD'", "ProviderName": "provider", "ServiceName": "'Compute'",
+        "ChargeCategory": "'Usage'", "BilledCost": "'1'", "EffectiveCost": "'1'",
+        "RegionId": "region", "RegionName": "region_name", "SubAccountId": "account", "SubAccountName": "account_name",
+        "BillingAccountId": "'payer'", "BillingAccountName": "payer_name",
+    })
+    rows = con.sql(f"SELECT {select} FROM (VALUES "
+                   "('AWS', 'ca-central-1', 'Canada (Central)', '111', NULL, 'Org'), "
+                   "('AWS', 'ca-central-1', NULL, '111', NULL, NULL), "
+                   "('AWS', 'eu-west-9', NULL, '222', 'research', NULL), "
+                   "('AWS', NULL, NULL, NULL, NULL, NULL), "
+                   "('Microsoft', 'ca-central-1', NULL, '111', '', NULL)"
+                   ") AS t(provider, region, region_name, account, account_name, payer_name)")
+    lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
+    con.close()
+    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out")))
+    lines = duckdb.sql(f"SELECT ProviderName, RegionId, RegionName, SubAccountId, SubAccountName, BillingAccountName "
+                       f"FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' ORDER BY ALL").fetchall()
+    assert lines == [
+        ("AWS", "ca-central-1", "Canada (Central)", "111", "111", "Org"),
+        ("AWS", "ca-central-1", "Canada (Central)", "111", "111", "Org"),
+        ("AWS", "eu-west-9", "eu-west-9", "222", "research", "Org"),
+        ("AWS", None, None, None, None, "Org"),
+        ("Microsoft", "ca-central-1", "ca-central-1", "111", "111", "payer"),
+    ]

@@ -3,10 +3,13 @@
 The lake keeps what the bill says; FOCUS asks for more than some bills say. An exported
 line carries the lake's value of every FOCUS column, except where FOCUS requires a value
 the lake lacks or forbids one it holds. Those cases, and only those, are filled or cleared
-here, each from the line's own columns (the lake is never changed):
+here, each from the line's own columns (and the names of its ids from other lines; the lake
+is never changed):
 
 - Not-null columns the bill leaves empty: PublisherName and InvoiceIssuerName are the
-  ProviderName; ChargeFrequency follows ChargeCategory (Usage → Usage-Based, else One-Time);
+  ProviderName; RegionName, SubAccountName and BillingAccountName (FOCUS: not null when
+  their id is not) are the name other lines of the provider give that id, else the id;
+  ChargeFrequency follows ChargeCategory (Usage → Usage-Based, else One-Time);
   PricingCurrency is the BillingCurrency, PricingCurrencyEffectiveCost the EffectiveCost when
   the two currencies agree; ServiceCategory and ServiceSubcategory come from the service
   name (service/export/categories.py), a category of another vocabulary is translated.
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 from service.core.schema import (COST_TYPES, EXTENSION_COLUMNS, FOCUS_1_2_COLUMNS, FOCUS_1_3_ADDITIONS, MONEY,
                                  TAG_MAP)
+from service.export.lookups import NAMED_IDS
 
 VERSIONS = ("1.2", "1.3")
 # What a FOCUS 1.3 dataset holds beyond 1.2: the 1.3 additions. ProviderName and
@@ -132,6 +136,7 @@ def _step1(source: str) -> str:
         "PricingUnit": f"coalesce(focus_pricing_unit, {_text('PricingUnit')})",
         "ConsumedUnit": f"coalesce(focus_consumed_unit, {_text('ConsumedUnit')})",
         "CommitmentDiscountUnit": f"coalesce(focus_commitment_unit, {_text('CommitmentDiscountUnit')})",
+        **{name: f"coalesce({_text(name)}, {known}, {_text(id_column)})" for name, id_column, known in NAMED_IDS},
         "ServiceProviderName": f"coalesce({_text('ServiceProviderName')}, {provider})",
         "HostProviderName": f"coalesce({_text('HostProviderName')}, {provider})",
     })

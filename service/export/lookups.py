@@ -1,8 +1,10 @@
-"""Per-value translations an export joins to its lines: service categories and units.
+"""Per-value translations an export joins to its lines: service categories, units and the
+names of ids.
 
-Both depend on a value alone (a service name with its given category; a unit), so they are
-computed once per distinct value in Python (service/export/categories.py, units.py) and
-joined as small tables, instead of per line.
+Each depends on a value alone (a service name with its given category; a unit; a region,
+sub account or billing account id of a provider), so it is computed once per distinct value
+(in Python: service/export/categories.py, units.py) and joined as a small table, instead of
+per line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from service.export.units import focus_unit
 
 UNIT_COLUMNS = {"PricingUnit": "focus_pricing_unit", "ConsumedUnit": "focus_consumed_unit",
                 "CommitmentDiscountUnit": "focus_commitment_unit"}
+# A name column, its id column and the column of the name other lines give that id.
+NAMED_IDS = (("RegionName", "RegionId", "known_region_name"),
+             ("SubAccountName", "SubAccountId", "known_sub_account_name"),
+             ("BillingAccountName", "BillingAccountId", "known_billing_account_name"))
 
 
 def _strings(columns: dict[str, list]) -> pa.Table:
@@ -22,8 +28,9 @@ def _strings(columns: dict[str, list]) -> pa.Table:
 
 
 def joined_lines(con: duckdb.DuckDBPyConnection, relation: str) -> str:
-    """SQL of `relation` with `service_category`, `service_subcategory` and `focus_<x>_unit`
-    columns, from lookup tables registered on `con`; `$period` selects a billing period."""
+    """SQL of `relation` with `service_category`, `service_subcategory`, `focus_<x>_unit` and
+    `known_<x>_name` columns, from lookup tables registered on `con`; `$period` selects a
+    billing period."""
     triples = con.execute(f"SELECT DISTINCT ServiceName, ServiceCategory, ServiceSubcategory FROM {relation}").fetchall()
     pairs = [service_pair(*triple) for triple in triples]
     con.register("export_categories", _strings({
@@ -36,8 +43,27 @@ def joined_lines(con: duckdb.DuckDBPyConnection, relation: str) -> str:
     unit_joins = " ".join(f"LEFT JOIN export_units AS u{i} ON u{i}.unit = l.{column}"
                           for i, column in enumerate(UNIT_COLUMNS))
     unit_columns = ", ".join(f"u{i}.focus_unit AS {alias}" for i, alias in enumerate(UNIT_COLUMNS.values()))
-    return (f"(SELECT l.*, c.service_category, c.service_subcategory, {unit_columns} FROM {relation} AS l "
+    name_joins, name_columns = _known_names(con, relation)
+    return (f"(SELECT l.*, c.service_category, c.service_subcategory, {unit_columns}, {name_columns} "
+            f"FROM {relation} AS l "
             "LEFT JOIN export_categories AS c ON l.ServiceName IS NOT DISTINCT FROM c.ServiceName "
             "AND l.ServiceCategory IS NOT DISTINCT FROM c.ServiceCategory "
-            f"AND l.ServiceSubcategory IS NOT DISTINCT FROM c.ServiceSubcategory {unit_joins} "
+            f"AND l.ServiceSubcategory IS NOT DISTINCT FROM c.ServiceSubcategory {unit_joins} {name_joins} "
             "WHERE l.billing_period = $period)")
+
+
+def _known_names(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[str, str]:
+    """(joins, columns): per provider and id, the name the lines that have one give it (the
+    first in order when they differ), for the lines that give none (AWS leaves
+    product/location empty on some lines of a region it names on others)."""
+    joins, columns = [], []
+    for i, (name, id_column, alias) in enumerate(NAMED_IDS):
+        rows = con.execute(f"SELECT ProviderName, {id_column}, min(nullif({name}, '')) FROM {relation} "
+                           f"WHERE nullif({id_column}, '') IS NOT NULL AND nullif({name}, '') IS NOT NULL "
+                           "GROUP BY ALL").fetchall()
+        con.register(f"export_names{i}", _strings({"provider": [r[0] for r in rows],
+                                                   "id": [r[1] for r in rows], "name": [r[2] for r in rows]}))
+        joins.append(f"LEFT JOIN export_names{i} AS n{i} ON n{i}.provider IS NOT DISTINCT FROM l.ProviderName "
+                     f"AND n{i}.id = l.{id_column}")
+        columns.append(f"n{i}.name AS {alias}")
+    return " ".join(joins), ", ".join(columns)
