@@ -382,33 +382,39 @@ def test_with_attribution_on_the_cli_ties_out_on_every_sample(samples, tmp_path)
     assert allocated > 0
 
 
-def test_a_commitment_fee_with_unused_cost_becomes_a_purchase_and_an_unused_usage_line(tmp_path):
-    """AWS's amortized Savings Plan recurring fee carries the unused commitment as its
-    EffectiveCost; FOCUS wants the Purchase at EffectiveCost 0 and the unused part as usage."""
+def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, select: str) -> list[tuple]:
+    """`select` (columns, ORDER BY ALL) of the export of a lake holding the lines `values`
+    (SQL VALUES rows, named `names`): one hour of 2026-11-02 in USD, `columns` the canonical
+    columns as expressions over those names."""
     from service.core.lake import Lake
     from service.core.schema import cost_select_list
 
     lake = Lake(tmp_path / "lake")
     con = lake.connect()
-    select = cost_select_list({
+    canonical = cost_select_list({
         "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "BillingPeriodEnd": "TIMESTAMP '2026-12-01'",
         "ChargePeriodStart": "TIMESTAMP '2026-11-02'", "ChargePeriodEnd": "TIMESTAMP '2026-11-02 01:00'",
-        "BillingCurrency": "'USD'", "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category",
-        "BilledCost": "billed", "EffectiveCost": "effective", "CommitmentDiscountId": "commitment",
-        "CommitmentDiscountStatus": "status", "PricingQuantity": "quantity", "PricingUnit": "unit",
-    })
-    rows = con.sql(f"SELECT {select} FROM (VALUES "
-                   "('Savings Plans for AWS Compute usage', 'Purchase', '10', '2.5', 'arn:sp/1', 'Unused', '1', 'Hrs'), "
-                   "('Amazon Elastic Compute Cloud', 'Usage', '0', '7.5', 'arn:sp/1', 'Used', '1', 'Hrs'), "
-                   "('AWS Support (Business)', 'Purchase', '3', '3', NULL, NULL, '1', NULL), "
-                   "('Amazon Elastic Compute Cloud', 'Credit', '-1', '-1', NULL, NULL, '1', NULL)"
-                   ") AS t(service, category, billed, effective, commitment, status, quantity, unit)")
+        "BillingCurrency": "'USD'", **columns})
+    rows = con.sql(f"SELECT {canonical} FROM (VALUES {values}) AS t({names})")
     lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
     con.close()
     export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out")))
-    lines = duckdb.sql(f"SELECT ServiceName, ChargeCategory, CommitmentDiscountStatus, BilledCost, EffectiveCost, "
-                       f"PricingQuantity, PricingUnit FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' "
-                       "ORDER BY ALL").fetchall()
+    return duckdb.sql(f"SELECT {select} FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' ORDER BY ALL").fetchall()
+
+
+def test_a_commitment_fee_with_unused_cost_becomes_a_purchase_and_an_unused_usage_line(tmp_path):
+    """AWS's amortized Savings Plan recurring fee carries the unused commitment as its
+    EffectiveCost; FOCUS wants the Purchase at EffectiveCost 0 and the unused part as usage."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category",
+        "BilledCost": "billed", "EffectiveCost": "effective", "CommitmentDiscountId": "commitment",
+        "CommitmentDiscountStatus": "status", "PricingQuantity": "quantity", "PricingUnit": "unit",
+    }, "('Savings Plans for AWS Compute usage', 'Purchase', '10', '2.5', 'arn:sp/1', 'Unused', '1', 'Hrs'), "
+       "('Amazon Elastic Compute Cloud', 'Usage', '0', '7.5', 'arn:sp/1', 'Used', '1', 'Hrs'), "
+       "('AWS Support (Business)', 'Purchase', '3', '3', NULL, NULL, '1', NULL), "
+       "('Amazon Elastic Compute Cloud', 'Credit', '-1', '-1', NULL, NULL, '1', NULL)",
+       "service, category, billed, effective, commitment, status, quantity, unit",
+       "ServiceName, ChargeCategory, CommitmentDiscountStatus, BilledCost, EffectiveCost, PricingQuantity, PricingUnit")
     d = Decimal
     assert lines == [
         ("AWS Support (Business)", "Purchase", None, d(3), d(3), d(1), "Units"),
@@ -424,31 +430,16 @@ def test_a_credits_negative_rate_is_no_focus_unit_price_and_its_costs_stay(tmp_p
     rate (the demo's credit: ContractedUnitPrice -21774.19); FOCUS unit prices are never
     negative and may be null on a line it does not price, so the export leaves them null
     there, and the ContractedCost derived from the rate is still the bill's."""
-    from service.core.lake import Lake
-    from service.core.schema import cost_select_list
-
-    lake = Lake(tmp_path / "lake")
-    con = lake.connect()
-    select = cost_select_list({
-        "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "BillingPeriodEnd": "TIMESTAMP '2026-12-01'",
-        "ChargePeriodStart": "TIMESTAMP '2026-11-02'", "ChargePeriodEnd": "TIMESTAMP '2026-11-02 01:00'",
-        "BillingCurrency": "'USD'", "ProviderName": "'AWS'", "ServiceName": "'Amazon Elastic Compute Cloud'",
-        "ChargeCategory": "category", "ChargeClass": "class", "BilledCost": "billed", "EffectiveCost": "billed",
-        "ListUnitPrice": "price", "ContractedUnitPrice": "price", "PricingQuantity": "quantity",
-        "PricingUnit": "'Hrs'",
-    })
-    rows = con.sql(f"SELECT {select} FROM (VALUES "
-                   "('Credit', NULL, '-25000', '-25000', NULL), "       # a credit: its amount as its rate
-                   "('Credit', NULL, '-2', '-0.5', '4'), "              # a Savings Plan negation
-                   "('Usage', 'Correction', '-1', '-0.25', '4'), "      # a corrected usage line
-                   "('Usage', NULL, '2', '0.5', '4')"
-                   ") AS t(category, class, billed, price, quantity)")
-    lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
-    con.close()
-    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out")))
-    lines = duckdb.sql(f"SELECT ChargeCategory, ChargeClass, BilledCost, ContractedCost, ListUnitPrice, "
-                       f"ContractedUnitPrice FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' "
-                       "ORDER BY ALL").fetchall()
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "'Amazon Elastic Compute Cloud'", "ChargeCategory": "category",
+        "ChargeClass": "class", "BilledCost": "billed", "EffectiveCost": "billed", "ListUnitPrice": "price",
+        "ContractedUnitPrice": "price", "PricingQuantity": "quantity", "PricingUnit": "'Hrs'",
+    }, "('Credit', NULL, '-25000', '-25000', NULL), "      # a credit: its amount as its rate
+       "('Credit', NULL, '-2', '-0.5', '4'), "             # a Savings Plan negation
+       "('Usage', 'Correction', '-1', '-0.25', '4'), "     # a corrected usage line
+       "('Usage', NULL, '2', '0.5', '4')",
+       "category, class, billed, price, quantity",
+       "ChargeCategory, ChargeClass, BilledCost, ContractedCost, ListUnitPrice, ContractedUnitPrice")
     d = Decimal
     assert lines == [
         ("Credit", None, d(-25000), d(-25000), None, None),
@@ -464,31 +455,17 @@ def test_a_region_or_account_id_without_a_name_gets_the_name_its_other_lines_giv
     legacy CUR sample: 446 of 1,269 lines, CloudShell in ca-central-1); Azure EA and GCP name
     no region at all. A line without a name takes the one the provider's other lines give
     the id, else the id itself; a name on the line stays, and no id means no name."""
-    from service.core.lake import Lake
-    from service.core.schema import cost_select_list
-
-    lake = Lake(tmp_path / "lake")
-    con = lake.connect()
-    select = cost_select_list({
-        "BillingPeriodStart": "TIMESTAMP '2026-11-01'", "BillingPeriodEnd": "TIMESTAMP '2026-12-01'",
-        "ChargePeriodStart": "TIMESTAMP '2026-11-02'", "ChargePeriodEnd": "TIMESTAMP '2026-11-02 01:00'",
-        "BillingCurrency": "'USD'", "ProviderName": "provider", "ServiceName": "'Compute'",
-        "ChargeCategory": "'Usage'", "BilledCost": "'1'", "EffectiveCost": "'1'",
-        "RegionId": "region", "RegionName": "region_name", "SubAccountId": "account", "SubAccountName": "account_name",
-        "BillingAccountId": "'payer'", "BillingAccountName": "payer_name",
-    })
-    rows = con.sql(f"SELECT {select} FROM (VALUES "
-                   "('AWS', 'ca-central-1', 'Canada (Central)', '111', NULL, 'Org'), "
-                   "('AWS', 'ca-central-1', NULL, '111', NULL, NULL), "
-                   "('AWS', 'eu-west-9', NULL, '222', 'research', NULL), "
-                   "('AWS', NULL, NULL, NULL, NULL, NULL), "
-                   "('Microsoft', 'ca-central-1', NULL, '111', '', NULL)"
-                   ") AS t(provider, region, region_name, account, account_name, payer_name)")
-    lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
-    con.close()
-    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out")))
-    lines = duckdb.sql(f"SELECT ProviderName, RegionId, RegionName, SubAccountId, SubAccountName, BillingAccountName "
-                       f"FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' ORDER BY ALL").fetchall()
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "provider", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'",
+        "EffectiveCost": "'1'", "RegionId": "region", "RegionName": "region_name", "SubAccountId": "account",
+        "SubAccountName": "account_name", "BillingAccountId": "'payer'", "BillingAccountName": "payer_name",
+    }, "('AWS', 'ca-central-1', 'Canada (Central)', '111', NULL, 'Org'), "
+       "('AWS', 'ca-central-1', NULL, '111', NULL, NULL), "
+       "('AWS', 'eu-west-9', NULL, '222', 'research', NULL), "
+       "('AWS', NULL, NULL, NULL, NULL, NULL), "
+       "('Microsoft', 'ca-central-1', NULL, '111', '', NULL)",
+       "provider, region, region_name, account, account_name, payer_name",
+       "ProviderName, RegionId, RegionName, SubAccountId, SubAccountName, BillingAccountName")
     assert lines == [
         ("AWS", "ca-central-1", "Canada (Central)", "111", "111", "Org"),
         ("AWS", "ca-central-1", "Canada (Central)", "111", "111", "Org"),
