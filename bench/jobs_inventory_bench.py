@@ -5,7 +5,9 @@ hostlists, no record ids), alternating, median wall of `--repeat`, peak RSS from
 `/usr/bin/time -v`. `--time-format seconds|milliseconds|microseconds`: the jobs-file's times as
 numbers of that unit since 1970 (its config says so), not ISO text; `--kinds`: which files, of
 them `slurm-jobs-pipe`: the sacct file in README's --format order (JobName, Comment last) with a
-`|` in every thousandth job name, which sacct does not escape.
+`|` in every thousandth job name, which sacct does not escape; `slurm-jobs-breaks`: the same order
+with a line break in every thousandth comment and a bare CR in every thousandth other one (sacct
+prints both as they are).
 
     nice -n 10 python bench/jobs_inventory_bench.py --repeat 3 --work /tmp/jobsbench [--before /work/main/.venv/bin/spendlake]
 """
@@ -35,23 +37,24 @@ TARGET_RSS_MB = 1024  # peak RSS of `spendlake inventory` (MB of 2**20 bytes)
 UNITS = {"seconds": 1, "milliseconds": 1_000, "microseconds": 1_000_000}
 
 
-def write_files(work: Path, jobs: int, time_format: str = "iso") -> tuple[Path, Path, Path]:
+def write_files(work: Path, jobs: int, time_format: str = "iso") -> tuple[Path, Path, Path, Path]:
     numeric = "" if time_format == "iso" else f"-{time_format}"
     sacct, table = work / f"sacct-{jobs}.txt", work / f"jobs-{jobs}{numeric}.csv"
-    piped = work / f"sacct-{jobs}-pipe.txt"
+    piped, broken = work / f"sacct-{jobs}-pipe.txt", work / f"sacct-{jobs}-breaks.txt"
 
     def written(moment: datetime) -> str:  # the jobs-file's time cell
         if time_format == "iso":
             return moment.isoformat() + "Z"
         return str(int((moment - datetime(1970, 1, 1)).total_seconds()) * UNITS[time_format])
 
-    if sacct.exists() and table.exists() and piped.exists():
-        return sacct, table, piped
+    if all(path.exists() for path in (sacct, table, piped, broken)):
+        return sacct, table, piped, broken
     base = datetime(2026, 11, 1)
-    with sacct.open("w") as s, table.open("w") as t, piped.open("w") as p:
+    with sacct.open("w") as s, table.open("w") as t, piped.open("w") as p, broken.open("w", newline="") as b:
         s.write(SACCT_HEADER + "\n")
         t.write(CSV_HEADER + "\n")
         p.write("|".join(SACCT_HEADER.split("|")[i] for i in README_ORDER) + "\n")
+        b.write("|".join(SACCT_HEADER.split("|")[i] for i in README_ORDER) + "\n")
         for n in range(jobs):
             start = base + timedelta(seconds=n * 2)
             end = start + timedelta(minutes=30 + n % 600)
@@ -64,12 +67,16 @@ def write_files(work: Path, jobs: int, time_format: str = "iso") -> tuple[Path, 
                       f"run{n // 5}", f"run=run{n // 5} job_type=sft", state, start.isoformat(), start.isoformat(),
                       end_text, "00:30:00", nodes, "billing=16,cpu=192,gres/gpu:h100=16,gres/gpu=16,node=2"]
             s.write("|".join(fields) + "\n")
+            comment = fields[9]
+            fields[9] = {1: comment + "\nnotes: resumed", 501: comment + "\rnotes"}.get(n % 1000, comment)
+            b.write("|".join(fields[i] for i in README_ORDER) + "\n")
+            fields[9] = comment
             if n % 1000 == 0:
                 fields[2] = f"eval|sweep-{n}"
             p.write("|".join(fields[i] for i in README_ORDER) + "\n")
             t.write(f"{n + 1},{written(start)},{'' if running else written(end)},16,\"{nodes}\",p5,"
                     f"{state},run{n // 5},u{n % 300},proj{n % 40},sft\n")
-    return sacct, table, piped
+    return sacct, table, piped, broken
 
 
 def timed(command: list[str]) -> tuple[float, int, float]:
@@ -95,18 +102,19 @@ def main() -> None:
     parser.add_argument("--kinds", default="slurm-jobs,jobs-file", help="which files, comma-separated")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    sacct, table, piped = write_files(args.work, args.jobs, args.time_format)
+    sacct, table, piped, broken = write_files(args.work, args.jobs, args.time_format)
     spendlake = str(Path(sys.executable).with_name("spendlake"))
     cases = {}
-    for case, path, delim in (("slurm-jobs", sacct, "|"), ("jobs-file", table, ","), ("slurm-jobs-pipe", piped, "|")):
+    for case, path, delim in (("slurm-jobs", sacct, "|"), ("jobs-file", table, ","), ("slurm-jobs-pipe", piped, "|"),
+                              ("slurm-jobs-breaks", broken, "|")):
         if case not in args.kinds.split(","):
             continue
-        kind = case.removesuffix("-pipe")
+        kind = case.removesuffix("-pipe").removesuffix("-breaks")
         numeric = {"time_format": args.time_format} if kind == "jobs-file" and args.time_format != "iso" else {}
         config = args.work / f"{case}.yaml"
         config.write_text(json.dumps({"lake": str(args.work / f"lake-{case}"), "inventory": [
             {"name": "big", "kind": kind, "path": str(path), "cluster": "p5", **numeric}]}))
-        skip = ", ignore_errors=true" if case.endswith("-pipe") else ""  # the lines with a `|` too many left out
+        skip = ", ignore_errors=true" if case != kind else ""  # the lines with a `|` too many, or too few, left out
         bare = ("import duckdb,sys; duckdb.execute(\"COPY (SELECT * FROM read_csv(?, delim=?, header=true, "
                 f"all_varchar=true{skip})) TO ? (FORMAT parquet)\", [sys.argv[1], sys.argv[2], sys.argv[3]])")
         cases[case] = {"spendlake": [spendlake, "--config", str(config), "inventory"],

@@ -4,10 +4,12 @@ DuckDB temporary table, texts stripped and times parsed in SQL, and what a month
 (states, AllocTRES, node lists) parsed once per distinct value by the row reader's own
 functions (connectors/slurm_records.py).
 
-Whatever it cannot take exactly as the row reader would answers None, and the caller reads the
-file again line by line, which names the line and what is wrong: a line pyarrow splits
-otherwise (a bare CR in a comment, a '|' too many), bytes that are not UTF-8, a last line cut
-short, a state, node list or time that does not parse.
+Records pyarrow would split otherwise (a '|' or a line break in a job name or comment, a bare
+CR) are held apart and placed by the line reader's rule; bytes that are not UTF-8 read as U+FFFD;
+a last line cut short and a line no reader takes fail as the line reader fails them. Whatever
+else it cannot take exactly as the row reader would answers None, and the caller reads the file
+again line by line, which names the line and what is wrong: a state, node list or time that
+does not parse, a later header naming other columns, a gzip file without its end.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from connectors.hostlist import hosts
 from connectors.jobs_base import stored, with_values
 from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv_blocks, fast_time_sql, per_value,
                                          stripped_text, time_sql)
-from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, FreeTextUnknown, alloc_tres_gpus,
-                                      free_text_split, parse_sacct_time, said_side_by_side, slurm_duration)
+from connectors.sacct_fields import continues, joined
+from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, NoReaderTakes, alloc_tres_gpus,
+                                      cut_short, free_text_split, parse_sacct_time, said_side_by_side, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 from service.core.job_states import normal_state
 
@@ -39,30 +42,38 @@ STRIPPED = ("JobIDRaw", "JobID", *TIMES, "Cluster", "User", "Account", "Partitio
 
 
 class _Tail:
-    """A binary stream read through whole lines at a time, keeping its last block (was the last
-    line ended?), with bytes that are not UTF-8 as U+FFFD, as the line reader reads them (Slurm
-    stores job names and comments as given): `not_utf8` is the first one's line and byte.
+    """A binary stream read through whole lines at a time, with bytes that are not UTF-8 as
+    U+FFFD, as the line reader reads them (Slurm stores job names and comments as given):
+    `not_utf8` is the first one's line and byte.
 
-    A line with more fields than the header (`fields`) is held back (`apart`: the rows passed on
-    before it, its line number and text): sacct does not escape a `|` in a job name or comment,
-    and the caller places them as the line reader would, the rest of the file still read in
-    blocks. `rows`: the lines passed on that pyarrow takes as rows (not the empty ones).
+    sacct escapes nothing in a job name or comment: a `|` in one gives its line more fields than
+    the header, a line break splits its record over lines (the next ones with fewer fields), a
+    bare CR would end a row for pyarrow. Such records are held back (`apart`: the rows passed on
+    before each, its first line's number, its fields as connectors/sacct_fields.py's `records`
+    joins them) and the caller places them as the line reader would, the rest of the file still
+    read in blocks; blank lines are left out. The last record passed on is kept back (`carry`)
+    until the next line shows whether it continues it. `rows`: pyarrow's rows, the kept-back
+    one counted; `cut`: the number of a last line without its line end, left out with the record
+    it would continue (the line reader says so before it reads that record).
 
     pyarrow reads ahead in a thread of its own, which may still be reading when its reader has
     failed: once `stop`ped, the stream reads nothing more, so the caller can read the file again
     from its start (the line reader read 16 MB less, from wherever that read had left it)."""
 
-    def __init__(self, stream: IO[bytes], fields: int):
-        self.stream, self.last, self.closed, self.position = stream, b"", False, 0
+    def __init__(self, stream: IO[bytes], header: list[str]):
+        self.stream, self.header, self.closed, self.position = stream, header, False, 0
         self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a line the next block ends
-        self.delimiters, self.rows, self.apart = fields - 1, 0, []  # type: ignore[var-annotated]
+        self.delimiters, self.rows, self.apart = len(header) - 1, 0, []  # type: ignore[var-annotated]
+        self.carry: tuple[int, bytes] | None = None
+        self.open: str | None = None  # the record a line may continue: "carry", "apart" or none (the header)
+        self.started, self.cut = False, None  # started: the header read
         self.lock, self.stopped = threading.Lock(), False
 
     def read(self, size: int = -1) -> bytes:
         with self.lock:
             while not self.stopped:  # until a line is kept, or the end: b"" is the end to pyarrow
                 data, end = self._whole_lines(size)
-                kept = self._kept(data)
+                kept = self._kept(data, end)
                 if kept or end:
                     return kept
             return b""
@@ -78,7 +89,7 @@ class _Tail:
         while True:
             block = self.stream.read(size)
             if block:
-                self.last, self.position = block, self.position + len(block)
+                self.position += len(block)
             data += block
             whole = data.rfind(b"\n") + 1 if block else len(data)  # a UTF-8 character never holds b"\n"
             if whole or not block:
@@ -92,25 +103,95 @@ class _Tail:
             data = data.decode("utf-8", errors="replace").encode("utf-8")
         return data, not block
 
-    def _kept(self, data: bytes) -> bytes:
-        """`data` (whole lines, or the file's last) without the lines holding more fields than the
-        header; counted by bytes.count where every line holds as many as it (the lines one by one
-        otherwise: a line with fewer fails pyarrow's read anyway)."""
+    def _kept(self, data: bytes, end: bool) -> bytes:
+        """What pyarrow reads of `data` (whole lines, or the file's last): its plain records (each
+        line the header's fields, no CR but a line end's), counted by bytes.count when the whole
+        block is (most blocks), else line by line."""
         lines, first = data.count(b"\n"), self.lines + 1
         self.lines += lines
-        if data.count(b"|") == lines * self.delimiters and data.endswith(b"\n"):
-            self.rows += lines
-            return data
-        kept = []
-        for number, line in enumerate(data.split(b"\n"), first):
-            if line.count(b"|") > self.delimiters:
-                if len(self.apart) == APART_MOST:
-                    raise NotColumnWise("too many lines with a '|' in free text")
-                self.apart.append((self.rows, number, line.decode("utf-8").rstrip("\r")))
-                continue
-            kept.append(line)
-            self.rows += line not in (b"", b"\r")
-        return b"\n".join(kept)
+        out: list[bytes] = []
+        if (data.endswith(b"\n") and data.count(b"|") == lines * self.delimiters and not self._open_short()
+                and (b"\r" not in data or data.count(b"\r") == data.count(b"\r\n"))):
+            if not self.started:  # the header, never continued
+                head = data.index(b"\n")
+                out.append(data[:head])
+                data, lines, self.started, self.rows = data[head + 1:], lines - 1, True, self.rows + 1
+            if lines:
+                self._flush(out)
+                last = data.rfind(b"\n", 0, len(data) - 1) + 1  # a line the next block may continue, kept back
+                if last:
+                    out.append(data[:last - 1])
+                self.carry, self.open, self.rows = (self.lines, data[last:-1]), "carry", self.rows + lines
+        else:
+            parts = data.split(b"\n")
+            for number, line in enumerate(parts[:-1], first):
+                self._line(number, line, out)
+            if parts[-1].decode("utf-8").strip():
+                self.cut = first + lines
+        if end:
+            if self.cut is not None:  # the line reader fails at the cut line before reading the record before it
+                if self.carry:
+                    self.carry, self.rows = None, self.rows - 1
+                elif self.open == "apart":
+                    self.apart.pop()
+            self._flush(out)
+        return b"\n".join([*out, b""]) if out else b""
+
+    def _line(self, number: int, line: bytes, out: list[bytes]) -> None:
+        """One line (without its LF) of a block read line by line: passed on, held apart, joined to
+        the record it continues, or left out (blank), as connectors/sacct_fields.py's `records` reads it."""
+        plain = line.count(b"|") == self.delimiters and line.find(b"\r") in (-1, len(line) - 1)
+        if not plain or self._open_short():
+            text = line.decode("utf-8").rstrip("\r")
+            if not text.strip():
+                return
+            fields = text.split("|")
+            if self.open and continues(self._open_fields(), fields, self.header):
+                if self.open == "carry":
+                    self._carry_apart()
+                before, at, record = self.apart[-1]
+                self.apart[-1] = (before, at, joined(record, fields, self.header))
+                return
+            if not plain:
+                if not self.started:
+                    raise NotColumnWise("the header line")
+                self._flush(out)
+                self._hold(number, fields)
+                return
+        self._flush(out)
+        if self.started:
+            self.carry, self.open, self.rows = (number, line), "carry", self.rows + 1
+        else:  # the header: never continued
+            out.append(line)
+            self.started, self.rows = True, self.rows + 1
+
+    def _open_short(self) -> bool:
+        """The record a line may continue is held apart and has fewer fields than the header (a
+        line break in a text before the last): a plain line may continue it."""
+        return self.open == "apart" and len(self.apart[-1][2]) < len(self.header)
+
+    def _open_fields(self) -> list[str]:
+        if self.open == "carry" and self.carry:
+            return self.carry[1].decode("utf-8").rstrip("\r").split("|")
+        return self.apart[-1][2]
+
+    def _hold(self, number: int, fields: list[str]) -> None:
+        if len(self.apart) == APART_MOST:
+            raise NotColumnWise("too many lines with a '|' or a line break in free text")
+        self.apart.append((self.rows, number, fields))
+        self.open = "apart"
+
+    def _carry_apart(self) -> None:
+        """The kept-back record, continued by the next line: held apart instead."""
+        number, line = self.carry  # type: ignore[misc]
+        self.carry, self.rows = None, self.rows - 1
+        self._hold(number, line.decode("utf-8").rstrip("\r").split("|"))
+
+    def _flush(self, out: list[bytes]) -> None:
+        """The kept-back record passed on: the next line begins another."""
+        if self.carry:
+            out.append(self.carry[1])
+            self.carry = None
 
     def readable(self) -> bool:
         return True
@@ -124,12 +205,6 @@ class _Tail:
     def close(self) -> None:
         self.closed = True
 
-    def ended(self) -> bool:
-        """sacct ends every line with LF: text after the last one was cut short."""
-        if b"\n" not in self.last:
-            return not self.last.strip()
-        return not self.last.rsplit(b"\n", 1)[1].strip()
-
 
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
                    default_cluster: str | None, file: int, path: Path) -> str | None:
@@ -138,7 +213,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
     columns (and others); None when the row reader must read it."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
         return None
-    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, len(header))
+    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header)
     try:
         read = _stored(con, stream, header, zone, default_cluster, path)
         for name in TIMES:
@@ -152,7 +227,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
     except (NotColumnWise, BadRecord, ValueError) as exc:
         if read is not None:
             con.execute(f"DROP TABLE IF EXISTS {read}").fetchall()
-        if isinstance(exc, FreeTextUnknown):
+        if isinstance(exc, NoReaderTakes):
             raise  # the line reader would say the same, after reading the whole file again
         return None
     finally:
@@ -186,16 +261,16 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zo
             passed = np.arange(rows, rows + cells.num_rows)
             store(cells, passed + np.searchsorted([before for before, _, _ in stream.apart], passed, side="right"))
             rows += cells.num_rows
-        if not stream.ended():
-            raise NotColumnWise("cut short")
         if stream.apart:
             side_by_side: list[tuple[int, str]] = []
-            fields = [free_text_split(text.split("|"), header, number, side_by_side)
-                      for _, number, text in stream.apart]
+            fields = [record if len(record) == len(header) else free_text_split(record, header, number, side_by_side)
+                      for _, number, record in stream.apart]
             said_side_by_side(path, side_by_side, header)
             store(pa.table({name: pa.array([line[index] for line in fields], pa.string())
                             for name, index in wanted.items()}),
                   [before + place for place, (before, _, _) in enumerate(stream.apart)])
+        if stream.cut is not None:
+            raise cut_short(stream.cut)
     except (NotColumnWise, BadRecord, ValueError):
         if table is not None:
             con.execute(f"DROP TABLE {table}").fetchall()

@@ -46,8 +46,8 @@ def records(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
         if not line.strip():
             continue
         fields = line.split("|")
-        if held is not None and held[1] is not header and _continues(held[1], fields, header):
-            held = (held[0], _joined(held[1], fields, header))
+        if held is not None and held[1] is not header and continues(held[1], fields, header):
+            held = (held[0], joined(held[1], fields, header))
             continue
         if held is not None:
             yield held
@@ -62,12 +62,13 @@ def _named(header: list[str]) -> int:
     return len(header) - (not header[-1])
 
 
-def _continues(record: list[str], fields: list[str], header: list[str]) -> bool:
+def continues(record: list[str], fields: list[str], header: list[str]) -> bool:
+    """Whether the line of `fields` continues `record` (not the header), as `records` reads them."""
     return (header[_named(header) - 1] in FREE_TEXT and not JOB_ID.match(fields[0])
             and (len(record) < len(header) or len(fields) < len(header)))
 
 
-def _joined(record: list[str], fields: list[str], header: list[str]) -> list[str]:
+def joined(record: list[str], fields: list[str], header: list[str]) -> list[str]:
     named = _named(header)
     if len(record) < named:
         return [*record[:-1], f"{record[-1]}\n{fields[0]}", *fields[1:]]

@@ -19,14 +19,14 @@ import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
-from connectors.slurm_records import Attempt, BadRecord, attempts_schema, parsable_attempts, stored_attempts
+from connectors.slurm_records import (CUT_HINT, Attempt, BadRecord, attempts_schema, cut_short, parsable_attempts,
+                                      stored_attempts)
 from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
 from service.core import json_text
 
 log = logging.getLogger(__name__)
 
 GZIP_MAGIC = b"\x1f\x8b"
-CUT_HINT = "re-run when the job writing it has finished (write to a temporary name, then rename it)"
 
 
 def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone: ZoneInfo, cluster: str | None,
@@ -92,12 +92,10 @@ def _lines(path: Path, binary: IO[bytes]) -> Iterator[str]:
 
 
 def _ended(lines: Iterator[str]) -> Iterator[str]:
-    """sacct ends every line with LF: a last line without one was cut short (`gres/gpu=16` cut
-    to `gres/gpu=1` would read as one GPU)."""
+    """The lines, failing at a last one cut short (slurm_records.cut_short)."""
     for number, line in enumerate(lines, 1):
         if not line.endswith("\n") and line.strip():
-            raise BadRecord(f"line {number}, the last, has no line end: the file was cut short (still being "
-                            "written?); sacct ends every line with one", hint=CUT_HINT)
+            raise cut_short(number)
         yield line
 
 

@@ -66,9 +66,24 @@ class BadRecord(ValueError):
         self.hint = hint
 
 
-class FreeTextUnknown(BadRecord):
+class NoReaderTakes(BadRecord):
+    """What both readers of a parsable2 file say alike: the column-wise reader says it without
+    reading the file again line by line."""
+
+
+class FreeTextUnknown(NoReaderTakes):
     """A line with more fields than the header, which free-text column holds the extra `|`s
     unknown: no reader takes it."""
+
+
+CUT_HINT = "re-run when the job writing it has finished (write to a temporary name, then rename it)"
+
+
+def cut_short(number: int) -> NoReaderTakes:
+    """sacct ends every line with LF: a last line without one was cut short (`gres/gpu=16` cut
+    to `gres/gpu=1` would read as one GPU)."""
+    return NoReaderTakes(f"line {number}, the last, has no line end: the file was cut short (still being written?); "
+                         "sacct ends every line with one", hint=CUT_HINT)
 
 
 def slurm_duration(text: str | None) -> float | None:

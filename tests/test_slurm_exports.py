@@ -146,10 +146,10 @@ def test_bytes_that_are_not_utf8_are_read_column_wise_as_the_line_reader_reads_t
     from connectors.sacct_columns import _Tail
 
     text = "JobName\ncaf\u00e9 \u2603 \U0001f600\n".encode() + b"caf\xe9\n\xf0\x9f\n"
-    stream = _Tail(io.BytesIO(text), 1)
+    stream = _Tail(io.BytesIO(text), ["JobName"])
     read = b"".join(iter(lambda: stream.read(size), b""))
     assert read.decode() == "".join(line.decode(errors="replace") for line in text.splitlines(True))
-    assert stream.not_utf8 == (3, 0xE9) and stream.ended()
+    assert stream.not_utf8 == (3, 0xE9) and stream.cut is None
 
 
 def test_a_file_with_a_byte_that_is_not_utf8_is_read_column_wise_and_said_once(tmp_path, monkeypatch, caplog):
@@ -263,7 +263,8 @@ def test_a_file_the_column_wise_reader_gives_up_is_read_again_whole(tmp_path, mo
     """pyarrow reads ahead in a thread of its own, still reading after its reader had failed: the
     line reader, reading the same open file again from its start, lost a 16 MB read now and then
     (a bare CR in one comment of a 200k-job file failed 2 runs of 5: `line 79: 16 fields where
-    the header has 17`). The column-wise reader's stream reads nothing once it has given up."""
+    the header has 17`). The column-wise reader's stream reads nothing once it has given up (here:
+    a '|' in a name past APART_MOST)."""
     import connectors.sacct_columns as sacct_columns
 
     streams = []
@@ -274,8 +275,9 @@ def test_a_file_the_column_wise_reader_gives_up_is_read_again_whole(tmp_path, mo
             streams.append(self)
 
     monkeypatch.setattr(sacct_columns, "_Tail", Seen)
+    monkeypatch.setattr(sacct_columns, "APART_MOST", 0)  # the first '|' in a name: given up
     path = tmp_path / "sacct.txt"
-    path.write_text(HEADER + "\n" + allocation(1, "a\rb") + "".join(allocation(n) for n in range(2, 2001)))
+    path.write_text(HEADER + "\n" + allocation(1, "a|b") + "".join(allocation(n) for n in range(2, 2001)))
     assert run(tmp_path, path=str(path)).error is None
     [stream] = streams
     assert stream.stopped and stream.read(1 << 20) == b""
@@ -319,3 +321,73 @@ def test_a_file_with_a_pipe_in_most_job_names_goes_to_the_line_reader_which_batc
     assert run(tmp_path / "columns", path=str(path)).error is None
     assert line_reads == [1] and jobs(tmp_path / "columns", "* EXCLUDE (snapshot_date)") == jobs(
         tmp_path, "* EXCLUDE (snapshot_date)")
+
+
+def broken_lines() -> str:
+    """README's --format order, with what sacct prints as it is: a line break in a job name or
+    comment (a `|` in the text after it too), a bare CR, blank lines, CRLF and CR CR LF ends."""
+    from connectors.slurm_records import SACCT_FORMAT
+
+    lines = [SACCT_FORMAT.replace(",", "|") + "\n"]
+    for n in range(1, 300):
+        line = sacct_line(n, f"train {n}", 8)
+        line = {0: line.replace(f"|run=r{n}", f"|run=r{n}\nnotes: resumed"),  # a comment over two lines
+                1: line.replace(f"|train {n}|", f"|train\nx{n}|"),  # a name over two lines: the first short
+                2: line.replace(f"|run=r{n}", f"|run=r{n}\rnotes"),  # a bare CR
+                3: line.replace(f"|run=r{n}", f"|run=x{n}\n\ny|z\n"),  # a break, a blank line, a '|' after
+                4: line.replace("\n", "\r\n"), 5: line + "  \t\n", 6: line.replace("\n", "\r\r\n"),
+                7: line.replace(f"|train {n}|", f"|eval|{n}|")}.get(n % 23, line)
+        lines.append(line)
+        if n % 40 == 0:
+            lines.append(sacct_line(n, "a\nstep", 8, step=".batch") + "\r\n")
+    lines.append(sacct_line(46, "again\nlater", 4))  # 46 was held apart, 47 not: these later ones count
+    lines.append(sacct_line(47, "again", 2))
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("block", [256, 4096])
+def test_line_breaks_and_bare_crs_in_free_text_keep_the_file_column_wise_with_the_line_readers_rows(
+        tmp_path, monkeypatch, block):
+    """A bare CR (pyarrow ends a row at it) or a line with fewer fields than the header (a line
+    break in a job name or comment, which sacct prints as it is) sent the whole file to the line
+    reader: 44 CPU s for 1M jobs. Such records are now held apart as the lines with a `|` in free
+    text are and placed by the line reader's rule, wherever the blocks end (here between every
+    line or two); blank lines are left out."""
+    import connectors.jobs_file_columns as jobs_file_columns
+
+    path = tmp_path / "sacct.txt"
+    path.write_bytes(broken_lines().encode())
+    monkeypatch.setattr(jobs_file_columns, "BLOCK_BYTES", block)
+    assert len(read_by_both(tmp_path, monkeypatch, path)) == 299
+    names = {job: (name, gpus, labels.get("comment")) for job, name, gpus, labels in jobs(
+        tmp_path / "columns", "job_id, name, gpus, labels")}
+    assert names["23"] == ("train 23", 8.0, "run=r23\nnotes: resumed")
+    assert names["24"] == ("train\nx24", 8.0, "run=r24")
+    assert names["25"] == ("train 25", 8.0, "run=r25\rnotes")
+    assert names["26"] == ("train 26", 8.0, "run=x26\ny|z")
+    assert names["46"] == ("again\nlater", 4.0, "run=r46") and names["47"] == ("again", 2.0, "run=r47")
+
+
+def test_a_last_line_cut_short_fails_as_the_line_reader_fails_it_without_reading_the_file_again(tmp_path,
+                                                                                                 monkeypatch):
+    """A file cut short (still being written) went to the line reader only for it to say so."""
+    import connectors.sacct_files as sacct_files
+
+    path = tmp_path / "sacct.txt"
+    path.write_text(broken_lines() + sacct_line(400, "cut", 16)[:-9])
+    said = str(run(tmp_path / "lines", path=str(path)).error)
+    assert f"{path}: line 403, the last, has no line end: the file was cut short" in said, said
+    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
+    assert str(run(tmp_path / "columns", path=str(path)).error) == said
+
+
+def test_a_short_line_no_record_continues_fails_naming_it_without_reading_the_file_again(tmp_path, monkeypatch):
+    """A line with fewer fields than the header that begins with a job id continues no record."""
+    import connectors.sacct_files as sacct_files
+
+    path = tmp_path / "sacct.txt"
+    path.write_text(broken_lines() + sacct_line(400, "x", 8)[:40] + "\n" + sacct_line(401, "x", 8))
+    said = str(run(tmp_path / "lines", path=str(path)).error)
+    assert f"{path}: line 403: 9 fields where the header has 17" in said, said
+    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
+    assert str(run(tmp_path / "columns", path=str(path)).error) == said
