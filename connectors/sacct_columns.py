@@ -60,9 +60,10 @@ class _Tail:
     failed: once `stop`ped, the stream reads nothing more, so the caller can read the file again
     from its start (the line reader read 16 MB less, from wherever that read had left it)."""
 
-    def __init__(self, stream: IO[bytes], header: list[str]):
+    def __init__(self, stream: IO[bytes], header: list[str], delimiter: str = "|"):
         self.stream, self.header, self.closed, self.position = stream, header, False, 0
         self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a line the next block ends
+        self.delimiter, self.separator = delimiter, delimiter.encode()
         self.delimiters, self.rows, self.apart = len(header) - 1, 0, []  # type: ignore[var-annotated]
         self.carry: tuple[int, bytes] | None = None
         self.open: str | None = None  # the record a line may continue: "carry", "apart" or none (the header)
@@ -110,7 +111,7 @@ class _Tail:
         lines, first = data.count(b"\n"), self.lines + 1
         self.lines += lines
         out: list[bytes] = []
-        if (data.endswith(b"\n") and data.count(b"|") == lines * self.delimiters and not self._open_short()
+        if (data.endswith(b"\n") and data.count(self.separator) == lines * self.delimiters and not self._open_short()
                 and (b"\r" not in data or data.count(b"\r") == data.count(b"\r\n"))):
             if not self.started:  # the header, never continued
                 head = data.index(b"\n")
@@ -140,17 +141,17 @@ class _Tail:
     def _line(self, number: int, line: bytes, out: list[bytes]) -> None:
         """One line (without its LF) of a block read line by line: passed on, held apart, joined to
         the record it continues, or left out (blank), as connectors/sacct_fields.py's `records` reads it."""
-        plain = line.count(b"|") == self.delimiters and line.find(b"\r") in (-1, len(line) - 1)
+        plain = line.count(self.separator) == self.delimiters and line.find(b"\r") in (-1, len(line) - 1)
         if not plain or self._open_short():
             text = line.decode("utf-8").rstrip("\r")
             if not text.strip():
                 return
-            fields = text.split("|")
+            fields = text.split(self.delimiter)
             if self.open and continues(self._open_fields(), fields, self.header):
                 if self.open == "carry":
                     self._carry_apart()
                 before, at, record = self.apart[-1]
-                self.apart[-1] = (before, at, joined(record, fields, self.header))
+                self.apart[-1] = (before, at, joined(record, fields, self.header, self.delimiter))
                 return
             if not plain:
                 if not self.started:
@@ -172,7 +173,7 @@ class _Tail:
 
     def _open_fields(self) -> list[str]:
         if self.open == "carry" and self.carry:
-            return self.carry[1].decode("utf-8").rstrip("\r").split("|")
+            return self.carry[1].decode("utf-8").rstrip("\r").split(self.delimiter)
         return self.apart[-1][2]
 
     def _hold(self, number: int, fields: list[str]) -> None:
@@ -185,7 +186,7 @@ class _Tail:
         """The kept-back record, continued by the next line: held apart instead."""
         number, line = self.carry  # type: ignore[misc]
         self.carry, self.rows = None, self.rows - 1
-        self._hold(number, line.decode("utf-8").rstrip("\r").split("|"))
+        self._hold(number, line.decode("utf-8").rstrip("\r").split(self.delimiter))
 
     def _flush(self, out: list[bytes]) -> None:
         """The kept-back record passed on: the next line begins another."""
@@ -206,14 +207,15 @@ class _Tail:
         self.closed = True
 
 
-def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], zone: ZoneInfo,
-                   default_cluster: str | None, file: int, path: Path) -> str | None:
+def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], delimiter: str,
+                   zone: ZoneInfo, default_cluster: str | None, file: int, path: Path) -> str | None:
     """The allocations (steps left out) of the parsable2 file `path` open as `raw` whose header line is
-    `header`: the name of a temporary table of `con` with connectors/slurm_records.py's ATTEMPT_COLUMNS
-    columns (and others); None when the row reader must read it."""
-    if len(set(header)) != len(header) or any(name not in header for name in REQUIRED):
+    `header`, its fields separated by `delimiter`: the name of a temporary table of `con` with
+    connectors/slurm_records.py's ATTEMPT_COLUMNS columns (and others); None when the row reader must read it
+    (a delimiter of more than one byte, which pyarrow does not take, too)."""
+    if len(set(header)) != len(header) or any(name not in header for name in REQUIRED) or len(delimiter.encode()) > 1:
         return None
-    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header)
+    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header, delimiter)
     try:
         read = _stored(con, stream, header, zone, default_cluster, path)
         for name in TIMES:
@@ -245,7 +247,7 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zo
     import pyarrow.csv as pcsv
 
     wanted = {name: header.index(name) for name in (*REQUIRED, *OPTIONAL) if name in header}
-    options = pcsv.ParseOptions(delimiter="|", quote_char=False, escape_char=False, double_quote=False)
+    options = pcsv.ParseOptions(delimiter=stream.delimiter, quote_char=False, escape_char=False, double_quote=False)
     sql, params = _block_sql(set(wanted), zone, default_cluster)
     memos: dict[str, dict[Any, Any]] = {"State": {}, "AllocTRES": {}, "NodeList": {}}
     table, rows = None, 1  # pyarrow's rows: the header is the first
@@ -263,9 +265,10 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zo
             rows += cells.num_rows
         if stream.apart:
             side_by_side: list[tuple[int, str]] = []
-            fields = [record if len(record) == len(header) else free_text_split(record, header, number, side_by_side)
+            fields = [record if len(record) == len(header)
+                      else free_text_split(record, header, number, side_by_side, stream.delimiter)
                       for _, number, record in stream.apart]
-            said_side_by_side(path, side_by_side, header)
+            said_side_by_side(path, side_by_side, header, stream.delimiter)
             store(pa.table({name: pa.array([line[index] for line in fields], pa.string())
                             for name, index in wanted.items()}),
                   [before + place for place, (before, _, _) in enumerate(stream.apart)])

@@ -1,4 +1,5 @@
-"""The fields of a `sacct --parsable2` line whose free text holds the delimiter or a line break.
+"""The fields of a `sacct --parsable2` line whose free text holds the delimiter or a line break
+(`|`, or another that `sacct --delimiter` sets: the header line says which).
 
 sacct writes a job name or comment as it is, `|` included (`eval|sweep`), so such a line has
 more fields than the header. When the free-text columns sit side by side (README's `--format`
@@ -13,27 +14,40 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch: a record's start
+JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")
+_NAME = re.compile(r"[A-Za-z0-9_]+")  # a sacct column's name  # 123, 123_4, 123_[1-5], 123+0, 123.batch: a record's start
 
 # sacct columns a user writes freely (sbatch --job-name, --comment, a script's path)
 FREE_TEXT = frozenset({"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine"})
 
 
-def split_line(fields: list[str], header: list[str]) -> tuple[list[str], bool] | None:
-    """`fields` (a line split at every `|`) as the header's columns, when more than it has come
-    from `|`s inside free text; None when that cannot be told. The flag: several free-text
-    columns were beside each other, so which of them holds the `|`s is a guess (the first)."""
+def header_delimiter(line: str, required: Iterable[str]) -> str | None:
+    """What separates the column names of the header line `line` (`sacct --delimiter`; `|` by
+    default; `--parsable` ends the line with it too) when it is one string and the names hold
+    `required`; None otherwise."""
+    text = line.rstrip("\r\n")
+    between = _NAME.split(text)
+    delimiters = set(between[1:-1])
+    if between[0] or len(delimiters) != 1 or between[-1] not in ("", *delimiters):
+        return None
+    return delimiters.pop() if set(required) <= set(_NAME.findall(text)) else None
+
+
+def split_line(fields: list[str], header: list[str], delimiter: str = "|") -> tuple[list[str], bool] | None:
+    """`fields` (a line split at every `delimiter`) as the header's columns, when more than it has
+    come from delimiters inside free text; None when that cannot be told. The flag: several
+    free-text columns were beside each other, so which of them holds them is a guess (the first)."""
     extra = len(fields) - len(header)
     free = [index for index, name in enumerate(header) if name in FREE_TEXT]
     if extra <= 0 or not free or free != list(range(free[0], free[-1] + 1)):
         return None
     first, after = free[0], len(header) - free[-1] - 1  # fields before them; after them
     middle = fields[first:len(fields) - after]
-    cells = ["|".join(middle[:extra + 1]), *middle[extra + 1:]]
+    cells = [delimiter.join(middle[:extra + 1]), *middle[extra + 1:]]
     return fields[:first] + cells + fields[len(fields) - after:], len(free) > 1
 
 
-def records(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+def records(lines: Iterable[str], delimiter: str = "|") -> Iterator[tuple[int, list[str]]]:
     """(number of its first line, fields) of each record of a parsable2 text, the header first,
     blank lines skipped. When free text ends the header, a line with fewer fields than the header
     that does not start with a job id continues the record before it: all of it the last
@@ -45,9 +59,9 @@ def records(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
         line = line.rstrip("\r\n")
         if not line.strip():
             continue
-        fields = line.split("|")
+        fields = line.split(delimiter)
         if held is not None and held[1] is not header and continues(held[1], fields, header):
-            held = (held[0], joined(held[1], fields, header))
+            held = (held[0], joined(held[1], fields, header, delimiter))
             continue
         if held is not None:
             yield held
@@ -68,10 +82,11 @@ def continues(record: list[str], fields: list[str], header: list[str]) -> bool:
             and (len(record) < len(header) or len(fields) < len(header)))
 
 
-def joined(record: list[str], fields: list[str], header: list[str]) -> list[str]:
+def joined(record: list[str], fields: list[str], header: list[str], delimiter: str = "|") -> list[str]:
     named = _named(header)
     if len(record) < named:
         return [*record[:-1], f"{record[-1]}\n{fields[0]}", *fields[1:]]
-    text = "|".join(fields)
-    ended = named < len(header) and text.endswith("|")  # --parsable's record end
-    return [*record[:named - 1], f"{record[named - 1]}\n{text[:-1] if ended else text}", *([""] if ended else [])]
+    text = delimiter.join(fields)
+    ended = named < len(header) and text.endswith(delimiter)  # --parsable's record end
+    return [*record[:named - 1], f"{record[named - 1]}\n{text[:-len(delimiter)] if ended else text}",
+            *([""] if ended else [])]

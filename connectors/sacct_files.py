@@ -19,8 +19,9 @@ import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
-from connectors.slurm_records import (CUT_HINT, Attempt, BadRecord, attempts_schema, cut_short, parsable_attempts,
-                                      stored_attempts)
+from connectors.sacct_fields import header_delimiter
+from connectors.slurm_records import (CUT_HINT, REQUIRED, Attempt, BadRecord, attempts_schema, cut_short,
+                                      parsable_attempts, stored_attempts)
 from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
 from service.core import json_text
 
@@ -50,18 +51,23 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         if first[0] in "{[" or first.startswith("null"):
             attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster)
             return said_no_gpus(con, path, said_skewed(con, path, stored_attempts(con, attempts, number)))
-        if "|" not in first and in_directory:
-            log.warning("%s: not sacct output (neither JSON nor a '|'-separated header): skipped", path)
+        delimiter = header_delimiter(first, REQUIRED) or ("|" if "|" in first else None)
+        if delimiter is None and in_directory:
+            log.warning("%s: not sacct output (neither JSON nor a header of sacct's column names): skipped", path)
             return None
+        if delimiter is None:
+            raise BadRecord(f"line {len(head)}: not a sacct --parsable2 header: no one delimiter ('|', or the one "
+                            f"given to sacct --delimiter) separates the column names {', '.join(REQUIRED)} in it")
         raw.seek(0)
         gzipped = raw.peek(2)[:2] == GZIP_MAGIC  # type: ignore[attr-defined]
         from connectors.sacct_columns import parsable_table  # Arrow: loaded to read, not to configure
 
-        table = parsable_table(con, raw, gzipped, head[-1].rstrip("\r\n").split("|"), zone, cluster, number, path)
+        header = head[-1].rstrip("\r\n").split(delimiter)
+        table = parsable_table(con, raw, gzipped, header, delimiter, zone, cluster, number, path)
         if table is None:
             raw.seek(0)
             lines = _lines(path, _unzipped(raw))
-            table = stored_attempts(con, parsable_attempts(_ended(lines), zone, cluster, path), number)
+            table = stored_attempts(con, parsable_attempts(_ended(lines), zone, cluster, path, delimiter), number)
     if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
         log.info("%s: a sacct --parsable2 file without job allocations", path)
     return said_no_gpus(con, path, said_skewed(con, path, table))

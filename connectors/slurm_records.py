@@ -300,13 +300,13 @@ def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict
 
 # ---- sacct --parsable2 -----------------------------------------------------------------------
 
-def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str | None,
-                      where: Path | str) -> Iterable[Attempt]:
-    """Attempts of the `sacct --parsable2` text of `where` (header first, blank lines skipped); BadRecord
-    names the line."""
+def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str | None, where: Path | str,
+                      delimiter: str = "|") -> Iterable[Attempt]:
+    """Attempts of the `sacct --parsable2` text of `where` (header first, blank lines skipped), its
+    fields separated by `delimiter`; BadRecord names the line."""
     header: list[str] | None = None
     side_by_side: list[tuple[int, str]] = []
-    for number, fields in records(lines):
+    for number, fields in records(lines, delimiter):
         if header is None:
             header = fields
             missing = [name for name in REQUIRED if name not in header]
@@ -321,7 +321,7 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
         if fields == header:
             continue  # exports appended to one file (`sacct ... >> month.txt`), each with its header
         if len(fields) != len(header):
-            fields = free_text_split(fields, header, number, side_by_side)
+            fields = free_text_split(fields, header, number, side_by_side, delimiter)
         row = dict(zip(header, fields))
         if row["JobIDRaw"] == "JobIDRaw":
             raise BadRecord(f"line {number}: a header line naming other columns than the first: appended exports "
@@ -332,31 +332,32 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
             yield _parsable_attempt(row, zone, default_cluster)
         except (BadRecord, ValueError) as exc:
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
-    said_side_by_side(where, side_by_side, header or [])
+    said_side_by_side(where, side_by_side, header or [], delimiter)
 
 
-def free_text_split(fields: list[str], header: list[str], number: int,
-                    side_by_side: list[tuple[int, str]]) -> list[str]:
-    """The line `number`'s `fields` (split at every `|`) as the header's columns (sacct_fields.split_line);
-    a line whose `|` could belong to either of two free-text columns side by side is added to
-    `side_by_side` as (line, job), for said_side_by_side."""
-    split = split_line(fields, header)
+def free_text_split(fields: list[str], header: list[str], number: int, side_by_side: list[tuple[int, str]],
+                    delimiter: str = "|") -> list[str]:
+    """The line `number`'s `fields` (split at every `delimiter`) as the header's columns
+    (sacct_fields.split_line); a line whose delimiter could belong to either of two free-text
+    columns side by side is added to `side_by_side` as (line, job), for said_side_by_side."""
+    split = split_line(fields, header, delimiter)
     if split is None:
-        raise FreeTextUnknown(f"line {number}: {len(fields)} fields where the header has {len(header)} (a '|' inside "
-                        "Comment or JobName? sacct does not escape it: list them last in --format, as README does, "
-                        "or read sacct --json instead)")
+        raise FreeTextUnknown(f"line {number}: {len(fields)} fields where the header has {len(header)} (a "
+                              f"{delimiter!r} inside Comment or JobName? sacct does not escape it: list them last in "
+                              "--format, as README does, or read sacct --json instead)")
     if split[1]:
         side_by_side.append((number, split[0][0]))
     return split[0]
 
 
-def said_side_by_side(where: Path | str, side_by_side: list[tuple[int, str]], header: list[str]) -> None:
+def said_side_by_side(where: Path | str, side_by_side: list[tuple[int, str]], header: list[str],
+                      delimiter: str = "|") -> None:
     """One line per file (not per line: a month may have thousands) for free_text_split's guesses."""
     if side_by_side:
         free = [name for name in header if name in FREE_TEXT]
         (number, job), count = side_by_side[0], len(side_by_side)
-        log.warning("%s: %d line(s) with a '|' inside %s, which sit side by side: read as part of %s "
-                    "(first: line %d, job %s)", where, count, " or ".join(free), free[0], number, job)
+        log.warning("%s: %d line(s) with a %r inside %s, which sit side by side: read as part of %s "
+                    "(first: line %d, job %s)", where, count, delimiter, " or ".join(free), free[0], number, job)
 
 
 def parse_sacct_time(text: str, zone: ZoneInfo, column: str, fold: int = 0) -> datetime | None:

@@ -214,3 +214,20 @@ def test_captured_files_have_the_shape_the_live_cluster_returns(slurm_cluster, n
     assert shape(was) == shape(now), (f"captured with Slurm {was['meta']['Slurm']['release']}, live is "
                                       f"{now['meta']['Slurm']['release']}: re-capture (tests/data/slurm/README.md)")
 
+
+
+@live
+@pytest.mark.parametrize("delimiter", [";", "\t"])
+def test_sacct_with_another_delimiter_is_read_as_with_the_default(slurm_cluster, tmp_path, delimiter):  # noqa: F811
+    """`sacct --parsable2 --delimiter=X` writes its header line with X too: the connector reads
+    the file as it reads the `|` one."""
+    from connectors.slurm_records import SACCT_FORMAT as README_FORMAT
+    from tests.test_slurm_jobs import jobs, run
+
+    slurm_cluster.settled(FAST)
+    for name, options in (("default", ()), ("other", (f"--delimiter={delimiter}",))):
+        (tmp_path / f"{name}.txt").write_text(slurm_cluster.sacct("--parsable2", *options, f"--format={README_FORMAT}"))
+        assert run(tmp_path / name, path=str(tmp_path / f"{name}.txt")).error is None
+    assert (tmp_path / "other.txt").read_text().splitlines()[0] == README_FORMAT.replace(",", delimiter)
+    read = jobs(tmp_path / "other", "* EXCLUDE (snapshot_date)")
+    assert len(read) >= len(FAST) and read == jobs(tmp_path / "default", "* EXCLUDE (snapshot_date)")

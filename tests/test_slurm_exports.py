@@ -391,3 +391,48 @@ def test_a_short_line_no_record_continues_fails_naming_it_without_reading_the_fi
     assert f"{path}: line 403: 9 fields where the header has 17" in said, said
     monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
     assert str(run(tmp_path / "columns", path=str(path)).error) == said
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t", ",", "::"])
+def test_sacct_delimiter_is_read_from_the_header_line(tmp_path, monkeypatch, delimiter):
+    """`sacct --parsable2 --delimiter=';'` (or a tab: used to keep a `|` in names apart) failed:
+    'not a sacct --parsable2 header'. The header line, the --format list, says which delimiter
+    separates the fields, and the file reads as with `|`, free text holding it included (a
+    delimiter of two characters, which pyarrow does not take, is read line by line)."""
+    from connectors.slurm_records import SACCT_FORMAT
+
+    text = broken_lines().replace("|train 2|", "|ev|al 2|")  # a delimiter in a job name too
+    assert text.startswith(SACCT_FORMAT.replace(",", "|") + "\n")
+    (tmp_path / "piped").mkdir()
+    (tmp_path / "piped" / "sacct.txt").write_text(text)
+    assert run(tmp_path / "piped", path=str(tmp_path / "piped" / "sacct.txt")).error is None
+    path = tmp_path / "sacct.txt"
+    path.write_text(text.replace("|", delimiter))
+    if len(delimiter) == 1:
+        rows = read_by_both(tmp_path, monkeypatch, path)
+    else:
+        assert run(tmp_path / "lines", path=str(path)).error is None
+        rows = jobs(tmp_path / "lines", "* EXCLUDE (snapshot_date)")
+    piped = jobs(tmp_path / "piped", "* EXCLUDE (snapshot_date)")
+
+    def swapped(value):  # the `|` in a text (a name, a comment and its label) as the delimiter
+        if isinstance(value, dict):
+            return {key: swapped(text) for key, text in value.items()}
+        return value.replace("|", delimiter) if isinstance(value, str) else value
+
+    assert rows == [tuple(map(swapped, row)) for row in piped]
+    assert ("2", f"ev{delimiter}al 2") in jobs(tmp_path / ("columns" if len(delimiter) == 1 else "lines"),
+                                               "job_id, name")
+
+
+def test_a_header_no_delimiter_parses_fails_naming_the_file_and_the_fix(tmp_path):
+    from tests.test_slurm_jobs import cli_inventory
+
+    path = tmp_path / "sacct.txt"
+    path.write_text("JobID;JobIDRaw,State;Submit;Start;End;NodeList;AllocTRES\n1;1;COMPLETED\n")
+    result = cli_inventory(tmp_path, path)
+    assert result.exit_code == 3, result.output
+    assert (f"{path}: line 1: not a sacct --parsable2 header: no one delimiter ('|', or the one given to sacct "
+            "--delimiter) separates the column names JobID, JobIDRaw, State, Submit, Start, End, NodeList, AllocTRES "
+            "in it") in result.output, result.output
+    assert "in it — write it with sacct --json, or sacct --parsable2 --format=JobID,JobIDRaw," in result.output

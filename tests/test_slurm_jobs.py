@@ -336,7 +336,7 @@ def test_41_a_directory_skips_files_that_are_not_sacct_output_one_line_each(tmp_
         assert run(tmp_path, path=str(folder)).error is None
     assert jobs(tmp_path, "job_id") == [("12",)]
     assert sorted(r.getMessage() for r in caplog.records) == [
-        f"{folder / name}: not sacct output (neither JSON nor a '|'-separated header): skipped"
+        f"{folder / name}: not sacct output (neither JSON nor a header of sacct's column names): skipped"
         for name in ("2026-12-01.txt~", "README.txt")]
     (folder / "2026-12-01.txt").unlink()
     result = cli_inventory(tmp_path, folder)
