@@ -15,7 +15,6 @@ does not parse, a later header naming other columns, a gzip file without its end
 from __future__ import annotations
 
 import gzip
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -28,183 +27,16 @@ from connectors.hostlist import hosts
 from connectors.jobs_base import stored, with_values
 from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv_blocks, fast_time_sql, per_value,
                                          stripped_text, time_sql)
-from connectors.sacct_fields import continues, joined
+from connectors.sacct_stream import RecordStream
 from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, NoReaderTakes, alloc_tres_gpus,
                                       cut_short, free_text_split, parse_sacct_time, said_side_by_side, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 from service.core.job_states import normal_state
 
-APART_MOST = 50_000  # lines held apart as Python text (~10 MB); a file with more goes to the line reader, which batches
 OPTIONAL = ("JobName", "Cluster", "Partition", "Account", "User", "QOS", "WCKey", "Comment", "Elapsed")
 TIMES = {"Submit": "submit_time", "Start": "start_time", "End": "end_time"}
 # stripped as str.strip() does, by Arrow (a third of the SQL's time at 1M jobs, in SQL)
 STRIPPED = ("JobIDRaw", "JobID", *TIMES, "Cluster", "User", "Account", "Partition", "QOS", "JobName", "Comment")
-
-
-class _Tail:
-    """A binary stream read through whole lines at a time, with bytes that are not UTF-8 as
-    U+FFFD, as the line reader reads them (Slurm stores job names and comments as given):
-    `not_utf8` is the first one's line and byte.
-
-    sacct escapes nothing in a job name or comment: a `|` in one gives its line more fields than
-    the header, a line break splits its record over lines (the next ones with fewer fields), a
-    bare CR would end a row for pyarrow. Such records are held back (`apart`: the rows passed on
-    before each, its first line's number, its fields as connectors/sacct_fields.py's `records`
-    joins them) and the caller places them as the line reader would, the rest of the file still
-    read in blocks; blank lines are left out. The last record passed on is kept back (`carry`)
-    until the next line shows whether it continues it. `rows`: pyarrow's rows, the kept-back
-    one counted; `cut`: the number of a last line without its line end, left out with the record
-    it would continue (the line reader says so before it reads that record).
-
-    pyarrow reads ahead in a thread of its own, which may still be reading when its reader has
-    failed: once `stop`ped, the stream reads nothing more, so the caller can read the file again
-    from its start (the line reader read 16 MB less, from wherever that read had left it)."""
-
-    def __init__(self, stream: IO[bytes], header: list[str], delimiter: str = "|"):
-        self.stream, self.header, self.closed, self.position = stream, header, False, 0
-        self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a line the next block ends
-        self.delimiter, self.separator = delimiter, delimiter.encode()
-        self.delimiters, self.rows, self.apart = len(header) - 1, 0, []  # type: ignore[var-annotated]
-        self.carry: tuple[int, bytes] | None = None
-        self.open: str | None = None  # the record a line may continue: "carry", "apart" or none (the header)
-        self.started, self.cut = False, None  # started: the header read
-        self.lock, self.stopped = threading.Lock(), False
-
-    def read(self, size: int = -1) -> bytes:
-        with self.lock:
-            while not self.stopped:  # until a line is kept, or the end: b"" is the end to pyarrow
-                data, end = self._whole_lines(size)
-                kept = self._kept(data, end)
-                if kept or end:
-                    return kept
-            return b""
-
-    def stop(self) -> None:
-        """No more reads: the one under way, if any, ends first."""
-        with self.lock:
-            self.stopped = True
-
-    def _whole_lines(self, size: int) -> tuple[bytes, bool]:
-        """The next whole lines (the rest at the end, then True), bytes that are not UTF-8 as U+FFFD."""
-        data = self.held
-        while True:
-            block = self.stream.read(size)
-            if block:
-                self.position += len(block)
-            data += block
-            whole = data.rfind(b"\n") + 1 if block else len(data)  # a UTF-8 character never holds b"\n"
-            if whole or not block:
-                break
-        data, self.held = data[:whole], data[whole:]
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if self.not_utf8 is None:
-                self.not_utf8 = (self.lines + data.count(b"\n", 0, exc.start) + 1, data[exc.start])
-            data = data.decode("utf-8", errors="replace").encode("utf-8")
-        return data, not block
-
-    def _kept(self, data: bytes, end: bool) -> bytes:
-        """What pyarrow reads of `data` (whole lines, or the file's last): its plain records (each
-        line the header's fields, no CR but a line end's), counted by bytes.count when the whole
-        block is (most blocks), else line by line."""
-        lines, first = data.count(b"\n"), self.lines + 1
-        self.lines += lines
-        out: list[bytes] = []
-        if (data.endswith(b"\n") and data.count(self.separator) == lines * self.delimiters and not self._open_short()
-                and (b"\r" not in data or data.count(b"\r") == data.count(b"\r\n"))):
-            if not self.started:  # the header, never continued
-                head = data.index(b"\n")
-                out.append(data[:head])
-                data, lines, self.started, self.rows = data[head + 1:], lines - 1, True, self.rows + 1
-            if lines:
-                self._flush(out)
-                last = data.rfind(b"\n", 0, len(data) - 1) + 1  # a line the next block may continue, kept back
-                if last:
-                    out.append(data[:last - 1])
-                self.carry, self.open, self.rows = (self.lines, data[last:-1]), "carry", self.rows + lines
-        else:
-            parts = data.split(b"\n")
-            for number, line in enumerate(parts[:-1], first):
-                self._line(number, line, out)
-            if parts[-1].decode("utf-8").strip():
-                self.cut = first + lines
-        if end:
-            if self.cut is not None:  # the line reader fails at the cut line before reading the record before it
-                if self.carry:
-                    self.carry, self.rows = None, self.rows - 1
-                elif self.open == "apart":
-                    self.apart.pop()
-            self._flush(out)
-        return b"\n".join([*out, b""]) if out else b""
-
-    def _line(self, number: int, line: bytes, out: list[bytes]) -> None:
-        """One line (without its LF) of a block read line by line: passed on, held apart, joined to
-        the record it continues, or left out (blank), as connectors/sacct_fields.py's `records` reads it."""
-        plain = line.count(self.separator) == self.delimiters and line.find(b"\r") in (-1, len(line) - 1)
-        if not plain or self._open_short():
-            text = line.decode("utf-8").rstrip("\r")
-            if not text.strip():
-                return
-            fields = text.split(self.delimiter)
-            if self.open and continues(self._open_fields(), fields, self.header):
-                if self.open == "carry":
-                    self._carry_apart()
-                before, at, record = self.apart[-1]
-                self.apart[-1] = (before, at, joined(record, fields, self.header, self.delimiter))
-                return
-            if not plain:
-                if not self.started:
-                    raise NotColumnWise("the header line")
-                self._flush(out)
-                self._hold(number, fields)
-                return
-        self._flush(out)
-        if self.started:
-            self.carry, self.open, self.rows = (number, line), "carry", self.rows + 1
-        else:  # the header: never continued
-            out.append(line)
-            self.started, self.rows = True, self.rows + 1
-
-    def _open_short(self) -> bool:
-        """The record a line may continue is held apart and has fewer fields than the header (a
-        line break in a text before the last): a plain line may continue it."""
-        return self.open == "apart" and len(self.apart[-1][2]) < len(self.header)
-
-    def _open_fields(self) -> list[str]:
-        if self.open == "carry" and self.carry:
-            return self.carry[1].decode("utf-8").rstrip("\r").split(self.delimiter)
-        return self.apart[-1][2]
-
-    def _hold(self, number: int, fields: list[str]) -> None:
-        if len(self.apart) == APART_MOST:
-            raise NotColumnWise("too many lines with a '|' or a line break in free text")
-        self.apart.append((self.rows, number, fields))
-        self.open = "apart"
-
-    def _carry_apart(self) -> None:
-        """The kept-back record, continued by the next line: held apart instead."""
-        number, line = self.carry  # type: ignore[misc]
-        self.carry, self.rows = None, self.rows - 1
-        self._hold(number, line.decode("utf-8").rstrip("\r").split(self.delimiter))
-
-    def _flush(self, out: list[bytes]) -> None:
-        """The kept-back record passed on: the next line begins another."""
-        if self.carry:
-            out.append(self.carry[1])
-            self.carry = None
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self.position
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], delimiter: str,
@@ -215,7 +47,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
     (a delimiter of more than one byte, which pyarrow does not take, too)."""
     if len(set(header)) != len(header) or any(name not in header for name in REQUIRED) or len(delimiter.encode()) > 1:
         return None
-    read, stream = None, _Tail(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header, delimiter)
+    read, stream = None, RecordStream(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header, delimiter)
     try:
         read = _stored(con, stream, header, zone, default_cluster, path)
         for name in TIMES:
@@ -236,7 +68,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
         stream.stop()  # the caller may read `raw` again
 
 
-def _stored(con: duckdb.DuckDBPyConnection, stream: _Tail, header: list[str], zone: ZoneInfo,
+def _stored(con: duckdb.DuckDBPyConnection, stream: RecordStream, header: list[str], zone: ZoneInfo,
             default_cluster: str | None, path: Path) -> str | None:
     """The file's allocations stored (in a temporary table) a block at a time: texts stripped,
     times parsed where SQL reads them as Python would (`<column>_odd`: the rest), and what a

@@ -143,10 +143,10 @@ def test_bytes_that_are_not_utf8_are_read_column_wise_as_the_line_reader_reads_t
     """A Latin-1 byte in a job name sent a 1M-job file to the line reader (39 CPU s against 13);
     the column-wise reader now reads it as U+FFFD, in blocks of any size (a character of two to
     four bytes cut by a block's end is joined to the next)."""
-    from connectors.sacct_columns import _Tail
+    from connectors.sacct_stream import RecordStream
 
     text = "JobName\ncaf\u00e9 \u2603 \U0001f600\n".encode() + b"caf\xe9\n\xf0\x9f\n"
-    stream = _Tail(io.BytesIO(text), ["JobName"])
+    stream = RecordStream(io.BytesIO(text), ["JobName"])
     read = b"".join(iter(lambda: stream.read(size), b""))
     assert read.decode() == "".join(line.decode(errors="replace") for line in text.splitlines(True))
     assert stream.not_utf8 == (3, 0xE9) and stream.cut is None
@@ -266,16 +266,17 @@ def test_a_file_the_column_wise_reader_gives_up_is_read_again_whole(tmp_path, mo
     the header has 17`). The column-wise reader's stream reads nothing once it has given up (here:
     a '|' in a name past APART_MOST)."""
     import connectors.sacct_columns as sacct_columns
+    import connectors.sacct_stream as sacct_stream
 
     streams = []
 
-    class Seen(sacct_columns._Tail):
+    class Seen(sacct_columns.RecordStream):
         def __init__(self, *args):
             super().__init__(*args)
             streams.append(self)
 
-    monkeypatch.setattr(sacct_columns, "_Tail", Seen)
-    monkeypatch.setattr(sacct_columns, "APART_MOST", 0)  # the first '|' in a name: given up
+    monkeypatch.setattr(sacct_columns, "RecordStream", Seen)
+    monkeypatch.setattr(sacct_stream, "APART_MOST", 0)  # the first '|' in a name: given up
     path = tmp_path / "sacct.txt"
     path.write_text(HEADER + "\n" + allocation(1, "a|b") + "".join(allocation(n) for n in range(2, 2001)))
     assert run(tmp_path, path=str(path)).error is None
@@ -305,19 +306,19 @@ def test_texts_padded_with_any_whitespace_python_strips_are_read_column_wise_as_
 def test_a_file_with_a_pipe_in_most_job_names_goes_to_the_line_reader_which_batches(tmp_path, monkeypatch):
     """The lines held apart are Python text until the file's end: past APART_MOST (a name with a
     `|` in most of a million jobs) the file is read line by line, a batch of records at a time."""
-    import connectors.sacct_columns as sacct_columns
     import connectors.sacct_files as sacct_files
+    import connectors.sacct_stream as sacct_stream
     from connectors.slurm_records import SACCT_FORMAT
 
     path = tmp_path / "sacct.txt"
     path.write_text(SACCT_FORMAT.replace(",", "|") + "\n" + "".join(sacct_line(n, f"a|{n}", 8) for n in range(1, 12)))
-    monkeypatch.setattr(sacct_columns, "APART_MOST", 10)
+    monkeypatch.setattr(sacct_stream, "APART_MOST", 10)
     line_reads = []
     line_reader = sacct_files.parsable_attempts
     monkeypatch.setattr(sacct_files, "parsable_attempts", lambda *args: line_reads.append(1) or line_reader(*args))
     assert run(tmp_path, path=str(path)).error is None
     assert line_reads == [1] and len(jobs(tmp_path, "job_id")) == 11
-    monkeypatch.setattr(sacct_columns, "APART_MOST", 11)
+    monkeypatch.setattr(sacct_stream, "APART_MOST", 11)
     assert run(tmp_path / "columns", path=str(path)).error is None
     assert line_reads == [1] and jobs(tmp_path / "columns", "* EXCLUDE (snapshot_date)") == jobs(
         tmp_path, "* EXCLUDE (snapshot_date)")
