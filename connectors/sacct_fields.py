@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")
-_NAME = re.compile(r"[A-Za-z0-9_]+")  # a sacct column's name  # 123, 123_4, 123_[1-5], 123+0, 123.batch: a record's start
+JOB_ID = re.compile(r"^\d+([_+][\d\[]|\.|$)")  # 123, 123_4, 123_[1-5], 123+0, 123.batch: a record's start
+_NAME = re.compile(r"[A-Za-z0-9_]+")  # a sacct column's name
 
 # sacct columns a user writes freely (sbatch --job-name, --comment, a script's path)
 FREE_TEXT = frozenset({"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine"})

@@ -10,7 +10,7 @@ from typing import IO
 from connectors.jobs_file_columns import NotColumnWise
 from connectors.sacct_fields import continues, joined
 
-APART_MOST = 50_000  # records held apart as Python text (~10 MB); a file with more goes to the line reader, which batches
+APART_MOST = 50_000  # records held apart as Python text (~10 MB); past it the line reader reads the file, in batches
 
 
 class RecordStream:
