@@ -13,6 +13,7 @@ taken 2026-11-02 10:30; job B (4 GPUs, 12:00-14:00) is in the source's next snap
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime, timezone
 from decimal import Decimal
 
@@ -136,6 +137,21 @@ def test_each_job_snapshot_record_is_read_once_and_the_warning_opens_no_query_co
         con.close()
     assert sorted(reads) == ["snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]
     assert "inventory source slurm: 1 job record(s) running when an earlier snapshot was taken" in caplog.text
+
+
+def test_a_query_with_clusters_reads_each_job_snapshot_record_for_its_digest_and_times_at_once(tmp_path,
+                                                                                                monkeypatch):
+    """The rollups' version (jobs_basis) read every job snapshot's record for its digest (then
+    again to see no commit passed by) and once more for its times: 4 reads a query with the
+    check; the times now come from the record the digest was taken from."""
+    from service.core import snapshot_ledger
+
+    lake, cfg = lake_seen_running(tmp_path)
+    next_snapshot(lake, [B])
+    read, reads = snapshot_ledger._read_record, []
+    monkeypatch.setattr(snapshot_ledger, "_read_record", lambda path: reads.append(path.name) or read(path))
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert Counter(reads) == {"snapshot_date=2026-11-02.json": 3, "snapshot_date=2026-11-05.json": 3}
 
 
 # What each snapshot asked (service/core/job_windows.py: a hash of the settings that decide

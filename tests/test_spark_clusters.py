@@ -258,3 +258,20 @@ def test_a_pod_running_across_a_rename_of_its_sources_cluster_is_charged_once_on
         on_spark = attribute(lake, config, HOUR, by=("run", "cluster"), engine=SPARK)
         assert {(row.values["run"], row.values["cluster"]): row.cost for row in on_spark.rows if row.cost} == ONCE
         assert on_spark.to_json() == attribute(lake, config, HOUR, by=("run", "cluster")).to_json()
+
+
+def test_spark_reads_each_job_snapshot_record_once_a_query(tmp_path, monkeypatch):
+    """Spark read every job snapshot's record four times a query (the check, the digest and the
+    times of the rollups' version, the job_snapshots rows), a remote read each on S3; the
+    record its check read now serves the others."""
+    from service.attribution.spark.lake import SparkLake
+    from tests.test_ended_jobs import B, ENDED, lake_seen_running, next_snapshot
+
+    lake, config = lake_seen_running(tmp_path)
+    next_snapshot(lake, [B])
+    read, reads = SparkLake._record, []
+    monkeypatch.setattr(SparkLake, "_record", lambda self, path: reads.append(path.getName()) or read(self, path))
+    on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
+    assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == ENDED
+    assert sorted(name for name in reads if name.startswith("snapshot_date=")) == [
+        "snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]

@@ -17,7 +17,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
 from service.core.job_windows import asked_alike, window_stamp
-from service.core.snapshot_ledger import read_record, snapshot_digest
+from service.core.snapshot_ledger import recorded_snapshot
 
 JOBS_TABLE = "jobs"
 
@@ -52,13 +52,13 @@ def jobs_basis(lake: Lake) -> dict[str, str]:
     names and contents: a new or changed snapshot changes it, so the rollups of a config with
     `clusters:` are rebuilt (history is every snapshot of a source, not only its latest); a
     snapshot rewritten with the same records (a re-run the same day) changes nothing. The
-    digests are the snapshots' recorded ones (`snapshot_digest`): no file is read whole."""
+    digests are the snapshots' recorded ones (`snapshot_digest`): no file is read whole, and
+    each record is read for its digest and times at once."""
     stamps = {}
     for source_dir in sorted(lake.table_dir(JOBS_TABLE).glob("source=*")):
         if lake.counts(source_dir.name.split("=", 1)[1]):
-            stamps[source_dir.name] = [(file.parent.name, snapshot_digest(lake, file),
-                                        window_stamp(read_record(lake.root, file)))
-                                       for file in sorted(source_dir.glob(f"snapshot_date=*/{DATA_FILE}"))]
+            stamps[source_dir.name] = [(file.parent.name, digest, window_stamp(record)) for file in sorted(
+                source_dir.glob(f"snapshot_date=*/{DATA_FILE}")) for digest, record in [recorded_snapshot(lake, file)]]
     return basis_of(stamps)
 
 

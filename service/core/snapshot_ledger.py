@@ -184,11 +184,17 @@ def snapshot_digest(lake: SnapshotLake, path: Path) -> str:
     size and footer rows (what every read checks; `spendlake verify` re-hashes), so a query
     versioning its rollups reads no snapshot's bytes; hashed when there is no such record
     (written before records existed, unreadable, or not telling which of two files it is)."""
-    digest = _settled(lambda: _read_record(record_file(lake.root, path)), lambda record: _recorded_digest(path, record),
-                      lambda found: found is None)
+    return recorded_snapshot(lake, path)[0]
+
+
+def recorded_snapshot(lake: SnapshotLake, path: Path) -> tuple[str, dict | None]:
+    """(snapshot_digest, the record it was taken from): a reader of the record's facts too
+    (a window job source's times) does not read it again."""
+    digest, record = _settled(lambda: _read_record(record_file(lake.root, path)),
+                              lambda record: (_recorded_digest(path, record), record), lambda found: found[0] is None)
     if digest is None and path.exists() and not path.is_file():
-        return NOT_A_FILE  # a FIFO or a device (a link to /dev/zero): reading it may never end; the checks name it
-    return digest or sha256_file(path)
+        return NOT_A_FILE, record  # a FIFO or a device (a link to /dev/zero): reading it may never end; checks name it
+    return digest or sha256_file(path), record
 
 
 def _recorded_digest(path: Path, record: dict | None) -> str | None:

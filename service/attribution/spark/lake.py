@@ -16,7 +16,7 @@ import re
 import stat
 from pathlib import Path
 
-from service.attribution.jobs import JOBS_TABLE, basis_of
+from service.attribution.jobs import basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
 from service.core import derived_records, json_text
@@ -56,6 +56,7 @@ class SparkLake:
         self.costs: dict[str, tuple[str, LedgerEntry]] = {}  # a partition as errors name it → (URL, its entry)
         self.snapshots: list[str] = []  # the URLs of the snapshots `table_files` found sound
         self.read_files: dict[str, set[str]] = {}  # table → the URLs `read` gave Spark
+        self._records: dict[str, dict | None] = {}  # URL → the record its check in `table_files` judged it by
 
     # ---- where things are ---------------------------------------------------------------
 
@@ -108,16 +109,21 @@ class SparkLake:
         for url in sorted(job_files):  # by source, then snapshot date
             source, snapshot = url.rsplit("/", 3)[-3:-1]
             stamps.setdefault(source, []).append((snapshot, self.snapshot_digest(url),
-                                                  window_stamp(self._job_record(url))))
+                                                  window_stamp(self._snapshot_record(url))))
         return basis_of(stamps)
 
     def job_snapshots(self, job_files: list[str]) -> list[tuple]:
         """As the `job_snapshots` view's rows (job_windows.snapshot_rows), for the job snapshot files."""
-        return snapshot_rows((url, self._job_record(url)) for url in job_files)
+        return snapshot_rows((url, self._snapshot_record(url)) for url in job_files)
 
-    def _job_record(self, url: str) -> dict | None:
-        source, snapshot = url.rsplit("/", 3)[-3:-1]
-        return self._record(self._path(self.root, f"{RECORDS}/{JOBS_TABLE}/{source}/{snapshot}.json"))
+    def _snapshot_record(self, url: str) -> dict | None:
+        """The record of the snapshot at `url`: the one its check read (`table_files`; a remote
+        read on S3 each), else read now."""
+        return self._records[url] if url in self._records else self._record(self._record_path(url))
+
+    def _record_path(self, url: str):
+        table, source, partition = url.rsplit("/", 4)[-4:-1]
+        return self._path(self.root, f"{RECORDS}/{table}/{source}/{partition}.json")
 
     def table_files(self, table: str, counts=lambda source: True) -> list[str]:
         """As snapshot_ledger.table_files: the snapshots on the lake and those a record says
@@ -131,6 +137,7 @@ class SparkLake:
         urls = {self.where(url): url for url in sorted(listed.keys() | recorded)
                 if table in OWN_TABLES or counts(url.rsplit("/", 3)[-3].split("=", 1)[1])}
         checks = [self.snapshot_check(url, listed) for url in urls.values()]
+        self._records.update({urls[str(check.path)]: check.record for check in checks})
         files = [urls[where] for where in sound_files(self, checks)]
         self.snapshots += files
         return files
@@ -138,14 +145,12 @@ class SparkLake:
     def snapshot_check(self, url: str, listed: dict[str, int], *, deep: bool = False) -> SnapshotCheck:
         """The snapshot at `url` judged against its record (`listed`: sizes the listing saw),
         with `deep`, hashed too."""
-        table, source, partition = url.rsplit("/", 4)[-4:-1]
-        path, seen = self._path(url), {}
+        path, seen, record = self._path(url), {}, self._record_path(url)
 
         def size() -> int | None:  # the listing's first, looked up again when a commit passed by
             seen["size"] = listed.pop(url) if url in listed else self._size(path)
             return seen["size"]
 
-        record = self._path(self.root, f"{RECORDS}/{table}/{source}/{partition}.json")
         return check_file(self.where(url), lambda: self._record(record), size,
                           lambda: self._footer_rows(path, seen["size"]), (lambda: self.sha256(url)) if deep else None)
 
@@ -166,12 +171,11 @@ class SparkLake:
     def snapshot_digest(self, url: str) -> str:
         """As snapshot_ledger.snapshot_digest: the SHA-256 its record holds when the file's size
         and footer rows match it, else the file hashed where it lies (no copy)."""
-        table, source, partition = url.rsplit("/", 4)[-4:-1]
         path = self._path(url)
         size = self._sizes.get(url)
         if size is None:
             size = self._java(lambda: self._fs.getFileStatus(path).getLen())
-        record = self._record(self._path(self.root, f"{RECORDS}/{table}/{source}/{partition}.json"))
+        record = self._snapshot_record(url)
         return recorded_digest(record, size, lambda: self._footer_rows(path, size)) or self.sha256(url)
 
     def sha256(self, url: str) -> str:
