@@ -23,7 +23,7 @@ class RecordStream:
     bare CR would end a row for pyarrow. Such records are held back (`apart`: the rows passed on
     before each, its first line's number, its fields as connectors/sacct_fields.py's `records`
     joins them) and the caller places them as the line reader would, the rest of the file still
-    read in blocks; blank lines are left out. The last record passed on is kept back (`carry`)
+    read in blocks; blank lines are left out. The last record of a read is kept back (`carry`)
     until the next line shows whether it continues it. `rows`: pyarrow's rows, the kept-back
     one counted; `cut`: the number of a last line without its line end, left out with the record
     it would continue (the line reader says so before it reads that record).
@@ -37,8 +37,9 @@ class RecordStream:
         self.held, self.lines, self.not_utf8 = b"", 0, None  # held: a line the next block ends
         self.delimiter, self.separator = delimiter, delimiter.encode()
         self.delimiters, self.rows, self.apart = len(header) - 1, 0, []  # type: ignore[var-annotated]
-        self.carry: tuple[int, bytes] | None = None
-        self.open: str | None = None  # the record a line may continue: "carry", "apart" or none (the header)
+        self.carry: bytes | None = None  # the open record, when kept, between reads
+        self.open: str | None = None  # the record a line may continue: "kept", "apart" or none (the header)
+        self.kept_at = 0  # the line number of the open record, when kept
         self.started, self.cut = False, None  # started: the header read
         self.lock, self.stopped = threading.Lock(), False
 
@@ -79,10 +80,10 @@ class RecordStream:
     def _kept(self, data: bytes, end: bool) -> bytes:
         """What pyarrow reads of `data` (whole lines, or the file's last): its plain records (each
         line the header's fields, no CR but a line end's), counted by bytes.count when the whole
-        block is (most blocks), else line by line."""
+        block is (most blocks), else line by line. `out[-1]` is the open record when it is kept."""
         lines, first = data.count(b"\n"), self.lines + 1
         self.lines += lines
-        out: list[bytes] = []
+        out, self.carry = ([] if self.carry is None else [self.carry]), None
         if (data.endswith(b"\n") and data.count(self.separator) == lines * self.delimiters and not self._open_short()
                 and (b"\r" not in data or data.count(b"\r") == data.count(b"\r\n"))):
             if not self.started:  # the header, never continued
@@ -90,24 +91,28 @@ class RecordStream:
                 out.append(data[:head])
                 data, lines, self.started, self.rows = data[head + 1:], lines - 1, True, self.rows + 1
             if lines:
-                self._flush(out)
-                last = data.rfind(b"\n", 0, len(data) - 1) + 1  # a line the next block may continue, kept back
-                if last:
-                    out.append(data[:last - 1])
-                self.carry, self.open, self.rows = (self.lines, data[last:-1]), "carry", self.rows + lines
+                last = data.rfind(b"\n", 0, len(data) - 1) + 1
+                out += [data[:last - 1], data[last:-1]] if last else [data[:-1]]
+                self.open, self.kept_at, self.rows = "kept", self.lines, self.rows + lines
         else:
-            parts = data.split(b"\n")
+            parts, separator = data.split(b"\n"), self.separator
             for number, line in enumerate(parts[:-1], first):
-                self._line(number, line, out)
+                if (self.open != "apart" and self.started and line.count(separator) == self.delimiters
+                        and line.find(b"\r") in (-1, len(line) - 1)):  # a plain record after another: most lines
+                    out.append(line)
+                    self.open, self.kept_at, self.rows = "kept", number, self.rows + 1
+                else:
+                    self._line(number, line, out)
             if parts[-1].decode("utf-8").strip():
                 self.cut = first + lines
-        if end:
-            if self.cut is not None:  # the line reader fails at the cut line before reading the record before it
-                if self.carry:
-                    self.carry, self.rows = None, self.rows - 1
-                elif self.open == "apart":
-                    self.apart.pop()
-            self._flush(out)
+        if end and self.cut is not None:  # the line reader fails at the cut line before reading the record before it
+            if self.open == "kept":
+                out.pop()
+                self.rows -= 1
+            elif self.open == "apart":
+                self.apart.pop()
+        elif not end and self.open == "kept":
+            self.carry = out.pop()  # the next block may continue it
         return b"\n".join([*out, b""]) if out else b""
 
     def _line(self, number: int, line: bytes, out: list[bytes]) -> None:
@@ -119,52 +124,38 @@ class RecordStream:
             if not text.strip():
                 return
             fields = text.split(self.delimiter)
-            if self.open and continues(self._open_fields(), fields, self.header):
-                if self.open == "carry":
-                    self._carry_apart()
+            if self.open and continues(self._fields(out[-1]) if self.open == "kept" else self.apart[-1][2], fields,
+                                       self.header):
+                if self.open == "kept":  # held apart instead
+                    self.rows -= 1
+                    self._hold(self.kept_at, self._fields(out.pop()))
                 before, at, record = self.apart[-1]
                 self.apart[-1] = (before, at, joined(record, fields, self.header, self.delimiter))
                 return
             if not plain:
                 if not self.started:
                     raise NotColumnWise("the header line")
-                self._flush(out)
                 self._hold(number, fields)
                 return
-        self._flush(out)
+        out.append(line)
+        self.rows += 1
         if self.started:
-            self.carry, self.open, self.rows = (number, line), "carry", self.rows + 1
-        else:  # the header: never continued
-            out.append(line)
-            self.started, self.rows = True, self.rows + 1
+            self.open, self.kept_at = "kept", number
+        self.started = True  # the first: the header, never continued
 
     def _open_short(self) -> bool:
         """The record a line may continue is held apart and has fewer fields than the header (a
         line break in a text before the last): a plain line may continue it."""
         return self.open == "apart" and len(self.apart[-1][2]) < len(self.header)
 
-    def _open_fields(self) -> list[str]:
-        if self.open == "carry" and self.carry:
-            return self.carry[1].decode("utf-8").rstrip("\r").split(self.delimiter)
-        return self.apart[-1][2]
+    def _fields(self, line: bytes) -> list[str]:
+        return line.decode("utf-8").rstrip("\r").split(self.delimiter)
 
     def _hold(self, number: int, fields: list[str]) -> None:
         if len(self.apart) == APART_MOST:
             raise NotColumnWise("too many lines with a '|' or a line break in free text")
         self.apart.append((self.rows, number, fields))
         self.open = "apart"
-
-    def _carry_apart(self) -> None:
-        """The kept-back record, continued by the next line: held apart instead."""
-        number, line = self.carry  # type: ignore[misc]
-        self.carry, self.rows = None, self.rows - 1
-        self._hold(number, line.decode("utf-8").rstrip("\r").split(self.delimiter))
-
-    def _flush(self, out: list[bytes]) -> None:
-        """The kept-back record passed on: the next line begins another."""
-        if self.carry:
-            out.append(self.carry[1])
-            self.carry = None
 
     def readable(self) -> bool:
         return True
