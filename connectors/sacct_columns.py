@@ -29,7 +29,8 @@ from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv
                                          stripped_text, time_sql)
 from connectors.sacct_stream import RecordStream
 from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, NoReaderTakes, alloc_tres_gpus,
-                                      cut_short, free_text_split, parse_sacct_time, said_side_by_side, slurm_duration)
+                                      cut_short, free_text_split, not_whole_gzip, parse_sacct_time, said_side_by_side,
+                                      slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 from service.core.job_states import normal_state
 
@@ -104,6 +105,8 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: RecordStream, header: list[s
             store(pa.table({name: pa.array([line[index] for line in fields], pa.string())
                             for name, index in wanted.items()}),
                   [before + place for place, (before, _, _) in enumerate(stream.apart)])
+        if stream.broken is not None:
+            raise not_whole_gzip(stream.broken)
         if stream.cut is not None:
             raise cut_short(stream.cut)
     except (NotColumnWise, BadRecord, ValueError):

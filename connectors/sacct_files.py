@@ -21,7 +21,7 @@ from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
 from connectors.sacct_fields import header_delimiter
 from connectors.slurm_records import (CUT_HINT, REQUIRED, Attempt, BadRecord, attempts_schema, cut_short,
-                                      parsable_attempts, stored_attempts)
+                                      not_whole_gzip, parsable_attempts, stored_attempts)
 from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
 from service.core import json_text
 
@@ -94,7 +94,7 @@ def _lines(path: Path, binary: IO[bytes]) -> Iterator[str]:
                     said = True
                 yield line.decode("utf-8", errors="replace")
     except (EOFError, gzip.BadGzipFile) as exc:
-        raise BadRecord(f"not a whole gzip file ({exc})", hint=CUT_HINT) from None
+        raise not_whole_gzip(exc) from None
 
 
 def _ended(lines: Iterator[str]) -> Iterator[str]:

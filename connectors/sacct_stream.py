@@ -4,6 +4,7 @@ caller to place by the line reader's rule."""
 
 from __future__ import annotations
 
+import gzip
 import threading
 from typing import IO
 
@@ -26,7 +27,8 @@ class RecordStream:
     read in blocks; blank lines are left out. The last record of a read is kept back (`carry`)
     until the next line shows whether it continues it. `rows`: pyarrow's rows, the kept-back
     one counted; `cut`: the number of a last line without its line end, left out with the record
-    it would continue (the line reader says so before it reads that record).
+    it would continue (the line reader says so before it reads that record); `broken`: the
+    error of a gzip file without its end, read as that end, the open record left out likewise.
 
     pyarrow reads ahead in a thread of its own, which may still be reading when its reader has
     failed: once `stop`ped, the stream reads nothing more, so the caller can read the file again
@@ -41,6 +43,7 @@ class RecordStream:
         self.open: str | None = None  # the record a line may continue: "kept", "apart" or none (the header)
         self.kept_at = 0  # the line number of the open record, when kept
         self.started, self.cut = False, None  # started: the header read
+        self.broken: Exception | None = None  # a gzip file's end missing, or its data damaged
         self.lock, self.stopped = threading.Lock(), False
 
     def read(self, size: int = -1) -> bytes:
@@ -61,7 +64,10 @@ class RecordStream:
         """The next whole lines (the rest at the end, then True), bytes that are not UTF-8 as U+FFFD."""
         data = self.held
         while True:
-            block = self.stream.read(size)
+            try:
+                block = self.stream.read(size)
+            except (EOFError, gzip.BadGzipFile) as exc:  # its end, as the line reader reads it: said by the caller
+                self.broken, block = exc, b""
             if block:
                 self.position += len(block)
             data += block
@@ -105,7 +111,7 @@ class RecordStream:
                     self._line(number, line, out)
             if parts[-1].decode("utf-8").strip():
                 self.cut = first + lines
-        if end and self.cut is not None:  # the line reader fails at the cut line before reading the record before it
+        if end and (self.cut is not None or self.broken):  # the line reader fails before reading the open record
             if self.open == "kept":
                 out.pop()
                 self.rows -= 1

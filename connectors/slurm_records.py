@@ -86,6 +86,10 @@ def cut_short(number: int) -> NoReaderTakes:
                          "sacct ends every line with one", hint=CUT_HINT)
 
 
+def not_whole_gzip(exc: Exception) -> NoReaderTakes:
+    return NoReaderTakes(f"not a whole gzip file ({exc})", hint=CUT_HINT)
+
+
 def slurm_duration(text: str | None) -> float | None:
     """Elapsed/Timelimit `[DD-[HH:]]MM:SS[.fff]` → seconds; None for UNLIMITED, Unknown, ..."""
     match = _DURATION.match((text or "").strip())

@@ -435,3 +435,23 @@ def test_a_header_no_delimiter_parses_fails_naming_the_file_and_the_fix(tmp_path
             "--delimiter) separates the column names JobID, JobIDRaw, State, Submit, Start, End, NodeList, AllocTRES "
             "in it") in result.output, result.output
     assert "in it — write it with sacct --json, or sacct --parsable2 --format=JobID,JobIDRaw," in result.output
+
+
+def test_a_gzip_file_cut_short_fails_as_the_line_reader_fails_it_without_reading_the_file_again(tmp_path,
+                                                                                                monkeypatch):
+    """A .gz export cut short (copied while written) went to the line reader only for it to say so
+    (one of less than a block, 16 MB, still does: its header is in the read that fails)."""
+    import gzip
+
+    import connectors.jobs_file_columns as jobs_file_columns
+    import connectors.sacct_files as sacct_files
+
+    monkeypatch.setattr(jobs_file_columns, "BLOCK_BYTES", 4096)
+    path = tmp_path / "sacct.txt.gz"
+    whole = gzip.compress(broken_lines().encode())
+    path.write_bytes(whole[:len(whole) * 2 // 3])
+    said = str(run(tmp_path / "lines", path=str(path)).error)
+    assert f"{path}: not a whole gzip file (Compressed file ended before the end-of-stream marker was reached)" \
+        in said, said
+    monkeypatch.setattr(sacct_files, "parsable_attempts", None)  # not called
+    assert str(run(tmp_path / "columns", path=str(path)).error) == said
