@@ -28,8 +28,8 @@ from connectors.jobs_base import stored, with_values
 from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv_blocks, fast_time_sql, per_value,
                                          stripped_text, time_sql)
 from connectors.sacct_stream import RecordStream
-from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, NoReaderTakes, alloc_tres_gpus,
-                                      cut_short, free_text_split, not_whole_gzip, parse_sacct_time, said_side_by_side,
+from connectors.sacct_lines import NoReaderTakes, cut_short, free_text_split, not_whole_gzip, said_side_by_side
+from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus, parse_sacct_time,
                                       slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 from service.core.job_states import normal_state

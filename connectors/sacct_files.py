@@ -20,8 +20,8 @@ import duckdb
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
 from connectors.sacct_fields import header_delimiter
-from connectors.slurm_records import (CUT_HINT, REQUIRED, Attempt, BadRecord, attempts_schema, cut_short,
-                                      not_whole_gzip, parsable_attempts, stored_attempts)
+from connectors.sacct_lines import CUT_HINT, cut_short, not_whole_gzip, parsable_attempts
+from connectors.slurm_records import REQUIRED, Attempt, BadRecord, attempts_schema, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
 from service.core import json_text
 
@@ -98,7 +98,7 @@ def _lines(path: Path, binary: IO[bytes]) -> Iterator[str]:
 
 
 def _ended(lines: Iterator[str]) -> Iterator[str]:
-    """The lines, failing at a last one cut short (slurm_records.cut_short)."""
+    """The lines, failing at a last one cut short (sacct_lines.cut_short)."""
     for number, line in enumerate(lines, 1):
         if not line.endswith("\n") and line.strip():
             raise cut_short(number)
