@@ -159,16 +159,23 @@ def test_a_query_with_clusters_reads_each_job_snapshot_record_for_its_digest_and
 WIDER, NARROWER = {"namespaces": ["a", "b"]}, {"namespaces": ["b"]}
 
 
-def lake_asked_otherwise(tmp_path):
+def lake_asked_otherwise(tmp_path, hours: int = 48):
+    """A seen running (asked WIDER), then a snapshot asking NARROWER over the last `hours`
+    (48: from 2026-11-03 08:00, after A was seen; 72: reaching back before it)."""
     lake, cfg = setup(tmp_path, LINES, [])
     add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(SEEN, 48, WIDER))
-    next_snapshot(lake, [B], question=NARROWER)  # did not ask about A: its absence says nothing
+    next_snapshot(lake, [B], hours=hours, question=NARROWER)
     return lake, cfg
 
 
-def test_a_later_window_asking_otherwise_leaves_it_running(tmp_path):
-    lake, cfg = lake_asked_otherwise(tmp_path)
-    assert by(lake, cfg, ["run"]) == RUNNING
+@pytest.mark.parametrize("hours", [48, 24 * 3])
+def test_a_later_window_asking_otherwise_ends_it_when_last_seen(tmp_path, hours):
+    """No read asks about A any more (its namespace dropped; or it ended while inventory did
+    not run and the settings changed then): running on, it took B's GPUs over-booked and the
+    hour of 2026-11-20 ($346.67 = RUNNING, B $53.33, idle $0) though last seen at 10:30."""
+    lake, cfg = lake_asked_otherwise(tmp_path, hours)
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert_ties_out(lake, cfg)
     next_snapshot(lake, [], datetime(2026, 11, 8, 8, tzinfo=timezone.utc), question=WIDER)  # asked again: gone
     assert by(lake, cfg, ["run"]) == ENDED
 
@@ -196,9 +203,9 @@ def test_the_fingerprint_is_a_hash_of_the_question_in_any_key_order():
 def test_a_snapshot_taken_again_asking_otherwise_re_attributes_the_stored_rollups(tmp_path):
     lake, cfg = setup(tmp_path, LINES, [])
     add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(SEEN, 48, WIDER))
-    next_snapshot(lake, [B], question=WIDER)
-    assert by(lake, cfg, ["run"]) == ENDED
-    assert materialise(lake, cfg).built == 1
-    next_snapshot(lake, [B], question=NARROWER)  # the same records, the same times: only what it asked differs
+    next_snapshot(lake, [B], hours=24 * 3, question=WIDER)  # reaching back, asking the same: A not ended
     assert by(lake, cfg, ["run"]) == RUNNING
+    assert materialise(lake, cfg).built == 1
+    next_snapshot(lake, [B], hours=24 * 3, question=NARROWER)  # the same records, the same times: only what it asked
+    assert by(lake, cfg, ["run"]) == ENDED
     assert materialise(lake, cfg).built == 1

@@ -548,7 +548,7 @@ def test_without_uid_a_gap_is_a_new_life_only_while_kube_state_metrics_reported(
 def test_what_a_read_asked_is_the_settings_that_choose_the_pods():
     """A window snapshot's fingerprint (service/core/job_windows.py) changes with the settings
     that choose which pods are read, not with those that shape a row or how closely it is seen:
-    a pod absent from a read that asked otherwise is not taken to have ended."""
+    a pod absent from a read that asked otherwise is taken to have ended when last seen."""
     base = {"name": "k8s", "kind": "k8s-pods", "prometheus_url": "http://prom:9090", "namespaces": ["train", "eval"],
             "shared_gpus": {"nvidia.com/gpu.shared": 4}}
 

@@ -239,13 +239,14 @@ def test_a_job_a_later_window_left_out_ended_when_last_seen_on_spark(tmp_path):
     assert on_spark.to_json() == attribute(lake, config, EVERYTHING, by=("run",)).to_json()
 
 
-def test_a_later_window_asking_otherwise_leaves_the_job_running_on_spark(tmp_path):
-    # tests/test_ended_jobs.py: a snapshot asking otherwise does not end A (it took $346.67)
-    from tests.test_ended_jobs import RUNNING, lake_asked_otherwise
+def test_a_later_window_asking_otherwise_ends_the_job_when_last_seen_on_spark(tmp_path):
+    # tests/test_ended_jobs.py: a snapshot asking otherwise, its window reaching back, ends A
+    # when last seen (running on, it took $346.67)
+    from tests.test_ended_jobs import ENDED, lake_asked_otherwise
 
-    lake, config = lake_asked_otherwise(tmp_path)
+    lake, config = lake_asked_otherwise(tmp_path, hours=24 * 3)
     on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
-    assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == RUNNING
+    assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == ENDED
     assert on_spark.to_json() == attribute(lake, config, EVERYTHING, by=("run",)).to_json()
 
 

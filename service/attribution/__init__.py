@@ -30,7 +30,7 @@ its modules (tests/test_layout.py):
   window and each dimension's cost on its default, per currency, summed and ranked in DuckDB
   (service/attribution/ranked.py; the daily report's top experiments and unallocated shares);
 - `newly_ended`, `newly_unasked`: the job records a new snapshot of a window job source ends,
-  seen running before and left out of it, and those it leaves out having asked otherwise
+  seen running before and left out of it, reading past them or having asked otherwise
   (service/attribution/jobs.py; inventory's warnings);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);

@@ -16,7 +16,7 @@ from service.attribution.allocation import AllocationInputs, newest_records
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
-from service.core.job_windows import asked_alike, window_stamp
+from service.core.job_windows import asked_alike, ends, window_stamp
 from service.core.snapshot_ledger import recorded_snapshot
 
 JOBS_TABLE = "jobs"
@@ -75,28 +75,26 @@ def newly_ended(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str)
                                                                                         datetime | None]:
     """(how many, the first's record id, when its snapshot was taken) of the job records of
     `source` its snapshot of `snapshot_date` ends (allocation.SETTLED_JOBS) and no earlier did."""
-    return _left_out(con, source, snapshot_date, asked_alike("n", "s"), asked_alike("m", "s"))
+    return _left_out(con, source, snapshot_date, f"n.window_start > s.taken_at AND {asked_alike('n', 's')}")
 
 
 def newly_unasked(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str) -> tuple[int, str | None,
                                                                                           datetime | None]:
-    """As `newly_ended`, of the records its snapshot leaves out having asked otherwise than
-    theirs (service/core/job_windows.py): not ended; said by the first snapshot past theirs."""
-    return _left_out(con, source, snapshot_date, f"NOT {asked_alike('n', 's')}", "true")
+    """As `newly_ended`, of the records it ends having asked otherwise than their snapshot
+    (service/core/job_windows.py), whatever its window."""
+    return _left_out(con, source, snapshot_date, f"NOT {asked_alike('n', 's')}")
 
 
-def _left_out(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str, newer: str,
-              earlier: str) -> tuple[int, str | None, datetime | None]:
+def _left_out(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str,
+              newer: str) -> tuple[int, str | None, datetime | None]:
     """The running job records of `source` whose snapshot `s` the one of `snapshot_date` (`n`,
-    matching `newer`) reads past, leaving them out, and no snapshot `m` between (matching
-    `earlier`) did."""
+    matching `newer`) ends, leaving them out, and no snapshot `m` between ended."""
     return con.execute(
         f"SELECT count(*), arg_min(j.record_id, j.start_time), arg_min(s.taken_at, j.start_time) FROM ("
         f"{newest_records('jobs')}) AS j JOIN job_snapshots AS s ON s.source = j.source "
         "AND s.snapshot_date = CAST(j.snapshot_date AS VARCHAR) JOIN job_snapshots AS n ON n.source = s.source "
-        f"AND n.snapshot_date = $date AND n.window_start > s.taken_at AND {newer} "
+        f"AND n.snapshot_date = $date AND {newer} "
         "WHERE j.newest = 1 AND j.source = $source AND j.end_time IS NULL AND j.start_time IS NOT NULL "
         "AND s.snapshot_date < $date AND NOT EXISTS (SELECT 1 FROM job_snapshots AS m WHERE m.source = s.source "
-        f"AND m.snapshot_date > s.snapshot_date AND m.snapshot_date < $date AND m.window_start > s.taken_at "
-        f"AND {earlier})",
+        f"AND m.snapshot_date > s.snapshot_date AND m.snapshot_date < $date AND {ends('m', 's')})",
         {"date": snapshot_date, "source": source}).fetchone()

@@ -8,11 +8,13 @@ ended: the readers of job history (allocation.SETTLED_JOBS) end it when S was ta
 the view `job_snapshots(source, snapshot_date, taken_at, window_start, fingerprint)` made here.
 Snapshots without these times (files read, older records) end nothing.
 
-Absence says "ended" only if the newer snapshot asked what S asked: each record also holds the
-`fingerprint` of the source's settings that decide which jobs a read returns (a hash: a URL
-may hold a secret), and a snapshot ends only the jobs of earlier ones of its fingerprint; a job
-it did not ask about (say a namespace no longer read) keeps its record as last seen, running.
-A record without one (written before 2026-12-04) is taken to have asked the same as any other.
+A newer snapshot that asked otherwise ends S's running jobs it does not hold whatever its
+window: each record also holds the `fingerprint` of the source's settings that decide which
+jobs a read returns (a hash: a URL may hold a secret), and a job no read asks about any more
+(say its namespace is no longer read) was last seen when S was taken; holding its GPUs from
+then on, to every later bill, would take them from the jobs seen there and from idle. A
+record without a fingerprint (written before 2026-12-04) is taken to have asked the same as
+any other.
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ def asked_alike(newer: str, older: str) -> str:
     a fingerprint: as before there was one)."""
     return (f"({newer}.{FINGERPRINT} IS NULL OR {older}.{FINGERPRINT} IS NULL "
             f"OR {newer}.{FINGERPRINT} = {older}.{FINGERPRINT})")
+
+
+def ends(newer: str, older: str) -> str:
+    """SQL: the `job_snapshots` row aliased `newer` (a later snapshot of the source) ends the
+    running jobs of the one aliased `older` that it does not hold: it reads from after `older`
+    was taken, or it asked otherwise."""
+    return f"({newer}.window_start > {older}.taken_at OR NOT {asked_alike(newer, older)})"
 
 
 def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:

@@ -173,8 +173,8 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
 
 def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: datetime) -> None:
     """Job records this snapshot ends (running when an earlier one was taken, absent from it
-    though it reads from after then), and those it did not ask about (its source's settings
-    changed): said once, by the run that ends them or first leaves them out. Read on the run's
+    though it reads from after then, or though it asked otherwise: its source's settings
+    changed): said once, by the run that ends them. Read on the run's
     own connection through the job views alone: a query connection would check every cost
     partition and inventory table first."""
     try:
@@ -191,8 +191,8 @@ def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: da
     if unasked:
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
                     "one, which asked otherwise (the source's settings that choose the jobs changed; first: %s, last "
-                    "seen %s UTC): they are not taken to have ended and hold their GPUs as running until a snapshot "
-                    "asking as theirs did leaves them out; restore those settings if they were changed by mistake",
+                    "seen %s UTC): no read asks about them any more, so each is taken to have ended when last seen, "
+                    "its GPUs idle since; restore those settings if they were changed by mistake",
                     source, unasked, first_unasked, seen_unasked)
 
 
