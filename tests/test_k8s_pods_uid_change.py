@@ -117,20 +117,23 @@ def test_a_pod_running_across_the_change_is_charged_its_own_half_hour(tmp_path, 
     assert [(r.run, r.gpu_hours, r.cost) for r in runs(lake, cfg, query).rows] == [("train/w-0", 4, Decimal(40))]
 
 
-RENAMED = ["uid", "by name before the fix, then by uid"]
+RENAMED = ["uid", "by name before the fix, then by uid", "the old name's by name only, then by uid"]
 
 
 def renamed_lake(tmp_path, running_shape: str):
     """As above, the source's `cluster` renamed p5 -> eks-p5 between the snapshots: the 10:20
     record (ended at 10:20 by the next window, reading from 10:25) and the 11:25 one are one
-    pod (its uid); `running_shape` "by name ...": an earlier snapshot (its date: before) holds
-    the by-name record of p5. (lake, config)"""
+    pod (its uid); `running_shape` "by name before the fix ...": an earlier snapshot (its date:
+    before) holds the by-name record of p5; "... by name only ...": the 10:20 record is read by
+    name (no record of p5 has the uid). (lake, config)"""
     running = pod_rows(uid_on_requests=True, minutes=20)
     done = pod_rows(uid_on_requests=True, minutes=40, done_at=30, cluster="eks-p5")
     assert [r["record_id"] for r in done] == ["eks-p5/u-w0"]
+    if "by name only" in running_shape:
+        running = [row | {"record_id": NAMED} for row in running]
     lake = make_lake(tmp_path, [line("2026-11-02T10:00:00", "80", resource=INSTANCE, instance_type="p5.48xlarge",
                                      tags={"team": "platform"})])
-    if running_shape != "uid":
+    if running_shape.startswith("by name before the fix"):
         add_jobs(lake, [row | {"record_id": NAMED} for row in pod_rows(uid_on_requests=False, minutes=10)],
                  source="k8s", snapshot="2026-11-01")
     seen = datetime.fromtimestamp(T0 + 60 * 20, timezone.utc)
@@ -153,6 +156,36 @@ def test_a_pod_running_across_a_rename_of_its_sources_cluster_is_charged_once(tm
     assert all(r.ok for r in reconcile(lake, cfg))
     query = RunsQuery.parse(since="2026-11-02T10:00:00Z", until="2026-11-02T11:00:00Z")
     assert [(r.run, r.gpu_hours, r.cost) for r in runs(lake, cfg, query).rows] == [("train/w-0", 4, Decimal(40))]
+
+
+def two_clusters_lake(tmp_path):
+    """A source reading two clusters (cluster_label) may hold train/w-0 created in the same
+    second in both, c1's read by uid, c2's by name (in one snapshot, then c1's alone: c2's
+    ended before the newer window); each on its own instance. (lake, config)"""
+    other = "i-0ddd3333eeee4444f"
+
+    def read(cluster: str, instance: str, minutes: int, by_name: bool = False) -> dict:
+        [row] = pod_rows(uid_on_requests=True, minutes=minutes, done_at=30, cluster=cluster)
+        named = {"record_id": f"{cluster}/train/w-0@{T0:.0f}"} if by_name else {}
+        return row | named | {"instance_ids": [instance]}
+
+    lake = make_lake(tmp_path, [line("2026-11-02T10:00:00", "80", resource=instance, instance_type="p5.48xlarge",
+                                     tags={"team": "platform"}) for instance in (INSTANCE, other)])
+    add_jobs(lake, [read("c1", INSTANCE, 40), read("c2", other, 40, by_name=True)], source="k8s", snapshot="2026-11-02")
+    add_jobs(lake, [read("c1", INSTANCE, 50)], source="k8s", snapshot="2026-11-03")
+    return lake, config({"clusters": {}}, lake)
+
+
+# Two pods, each $40 of its instance's $80: not one source's renamed cluster (c2's record
+# taking c1's uid would leave c2's instance idle).
+TWO = {("train/w-0", "c1"): Decimal(40), ("train/w-0", "c2"): Decimal(40), ("idle", "c1"): Decimal(40),
+       ("idle", "c2"): Decimal(40)}
+
+
+def test_two_pods_of_one_name_and_creation_in_two_clusters_of_one_source_stay_two(tmp_path):
+    lake, cfg = two_clusters_lake(tmp_path)
+    result = attribute(lake, cfg, HOUR, by=("run", "cluster"))
+    assert {(r.values["run"], r.values["cluster"]): r.cost for r in result.rows if r.cost} == TWO
 
 
 def test_read_by_name_without_creation_times_a_new_uid_on_kube_pod_info_is_a_new_pod():

@@ -254,8 +254,8 @@ def test_a_pod_running_across_a_rename_of_its_sources_cluster_is_charged_once_on
     # tests/test_k8s_pods_uid_change.py: one pod (its uid) under either name, $40, idle $40
     from tests.test_k8s_pods_uid_change import HOUR, ONCE, RENAMED, renamed_lake
 
-    for shape in RENAMED:
-        lake, config = renamed_lake(tmp_path / shape.split()[0], shape)
+    for number, shape in enumerate(RENAMED):
+        lake, config = renamed_lake(tmp_path / str(number), shape)
         on_spark = attribute(lake, config, HOUR, by=("run", "cluster"), engine=SPARK)
         assert {(row.values["run"], row.values["cluster"]): row.cost for row in on_spark.rows if row.cost} == ONCE
         assert on_spark.to_json() == attribute(lake, config, HOUR, by=("run", "cluster")).to_json()
@@ -276,3 +276,13 @@ def test_spark_reads_each_job_snapshot_record_once_a_query(tmp_path, monkeypatch
     assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == ENDED
     assert sorted(name for name in reads if name.startswith("snapshot_date=")) == [
         "snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]
+
+
+def test_two_pods_of_one_name_and_creation_in_two_clusters_of_one_source_stay_two_on_spark(tmp_path):
+    # tests/test_k8s_pods_uid_change.py: c2's pod read by name beside c1's read by uid
+    from tests.test_k8s_pods_uid_change import HOUR, TWO, two_clusters_lake
+
+    lake, config = two_clusters_lake(tmp_path)
+    on_spark = attribute(lake, config, HOUR, by=("run", "cluster"), engine=SPARK)
+    assert {(row.values["run"], row.values["cluster"]): row.cost for row in on_spark.rows if row.cost} == TWO
+    assert on_spark.to_json() == attribute(lake, config, HOUR, by=("run", "cluster")).to_json()

@@ -85,19 +85,35 @@ NEWEST_RECORD = ("row_number() OVER (PARTITION BY CASE WHEN scheduler = 'slurm' 
 # whatever the source's `cluster` was named when the record was read (a rename would make two).
 POD_UID = ("CASE WHEN scheduler = 'kubernetes' AND record_id = concat(coalesce(cluster, ''), '/', "
            "regexp_replace(record_id, '^.*/', '')) THEN regexp_replace(record_id, '^.*/', '') END")
-# A record's pod: its uid; a by-name one the uid of a record of its cluster, name and creation,
-# else its cluster (never a uid: a pod read by name only is its cluster, name and creation).
-# Other schedulers' records share one partition (cheaper than hashing a million Slurm ids).
-POD = (f"coalesce({POD_UID}, max({POD_UID}) OVER (PARTITION BY "
-       + ", ".join(f"CASE WHEN scheduler = 'kubernetes' THEN {key} END" for key in ("cluster", "job_id", "submit_time"))
-       + "), concat('cluster ', coalesce(cluster, '')))")
+
+
+def _of_pods(*keys: str) -> str:
+    """A window's partition over pod records by `keys`: other schedulers' records share one
+    (cheaper than hashing a million Slurm ids)."""
+    return ", ".join(f"CASE WHEN scheduler = 'kubernetes' THEN {key} END" for key in keys)
+
+
+# A record's pod: its uid; a by-name one the uid the records of its name and creation were read
+# by, if they hold one and it read one in its cluster or only in newer snapshots than it (a
+# source's `cluster` renamed: read by name under the old, by uid under the new); else its
+# cluster (a pod read by name only is its cluster, name and creation). Not taken: c1's pod read
+# by uid in the snapshot holding c2's of the same name and creation second by name (a source
+# reading two clusters through cluster_label), nor any when two pods of them were read by uid.
+_OF_NAME = f"OVER (PARTITION BY {_of_pods('job_id', 'submit_time')})"
+_UID_CLUSTER = "CASE WHEN a_uid IS NOT NULL THEN coalesce(cluster, '') END"
+POD = (f"coalesce(a_uid, CASE WHEN min(a_uid) {_OF_NAME} = max(a_uid) {_OF_NAME} AND (coalesce(cluster, '') = "
+       f"min({_UID_CLUSTER}) {_OF_NAME} OR coalesce(cluster, '') = max({_UID_CLUSTER}) {_OF_NAME} OR "
+       f"min(CASE WHEN a_uid IS NOT NULL THEN snapshot_date END) {_OF_NAME} > snapshot_date) "
+       f"THEN max(a_uid) {_OF_NAME} END, concat('cluster ', coalesce(cluster, '')))")
+POD_COLUMNS = ("a_uid", "a_pod")  # what newest_records adds besides the rank
 
 
 def newest_records(relation: str, rank: str = "newest") -> str:
     """The job records of `relation` (a table or a parenthesised query), each with its `a_pod`
-    and its `rank` (NEWEST_RECORD: 1 as the newest snapshot holding it shows it). DuckDB and
-    Spark SQL alike."""
-    return f"SELECT *, {NEWEST_RECORD} AS {rank} FROM (SELECT *, {POD} AS a_pod FROM {relation} AS r) AS j"
+    (and the columns it is made from: POD_COLUMNS) and its `rank` (NEWEST_RECORD: 1 as the
+    newest snapshot holding it shows it). DuckDB and Spark SQL alike."""
+    return (f"SELECT *, {NEWEST_RECORD} AS {rank} FROM (SELECT *, {POD} AS a_pod FROM (SELECT *, {POD_UID} AS a_uid "
+            f"FROM {relation} AS r) AS u) AS j")
 
 
 # Job history as its readers take it (in place of `jobs`, before NEWEST_RECORD: a row's end

@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 ROLLUP_TABLE = "attribution_rollup"
 # Bump when the rollup's columns or meaning change, so old files are recomputed.
 ROLLUP_FORMAT = "3"  # 2: an EKS pod's run from its run tag on any of its rows; 3: a window job left out by a
-# snapshot that asked otherwise ends when last seen (service/core/job_windows.py)
+# snapshot that asked otherwise ends when last seen (service/core/job_windows.py), and a pod read by name
+# under a source's former `cluster` is the pod it read by uid under the new one
 ROLLUP_GRACE = timedelta(hours=1)
 SUPERSEDED_STATE = "rollups_superseded"  # the versions earlier builds found superseded (and kept)
 MEMORY_TABLE = "rollups_in_memory"

@@ -38,8 +38,11 @@ JOB_COLUMNS = tuple((name, kind) for name, kind in INVENTORY_TABLES[JOBS_TABLE]
 NARROW = ("ResourceId", "x_instance_type", "x_split_parent_resource_id", "ChargePeriodStart", "ChargePeriodEnd",
           "BillingPeriodStart", "BillingCurrency", "source", "billing_period")
 PERIOD = "source = $source AND billing_period = $period"
-# A job record as its newest snapshot shows it (what the allocation's `a_jobs` keeps of them).
-NEWEST_JOBS = f"SELECT * FROM ({newest_records('jobs')}) AS j WHERE newest = 1"
+# A job record as its newest snapshot shows it (what the allocation's `a_jobs` keeps of them),
+# and every record of a pod read by uid: the allocation takes the newest again from these, and a
+# record read by name of another cluster is a pod read by uid only if no such record is as old as
+# it (allocation.POD), so it must see them all as DuckDB does.
+NEWEST_JOBS = f"SELECT * FROM ({newest_records('jobs')}) AS j WHERE newest = 1 OR a_uid IS NOT NULL"
 _VIEWS = itertools.count()  # each period's Spark views get their own names
 
 
@@ -64,7 +67,7 @@ class SparkAllocation:
         self._jobs = self._windows = None  # read when a period is first rolled up here
 
     def jobs(self):
-        """Each job record as its newest snapshot shows it (Arrow), None without job records."""
+        """The job records the allocation reads (NEWEST_JOBS, Arrow), None without job records."""
         if self._jobs is None and self.job_files:
             self.connection.lake.read(JOBS_TABLE, self.job_files, merge_schema=True).createOrReplaceTempView(JOBS_TABLE)
             self._jobs = self._read(NEWEST_JOBS)
