@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from service.cli.main import cli
 from service.core.config import load_config
 from service.core.lake import Lake
-from service.core.snapshot_ledger import RECORDS, SET_ASIDE, unnamed_damage
+from service.core.lake_damage import unnamed_damage
+from service.core.snapshot_ledger import RECORDS, SET_ASIDE
 from service.ingest.inventory import run_inventory
 from tests.conftest import REPO
 

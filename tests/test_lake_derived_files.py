@@ -30,7 +30,7 @@ from service.core.errors import DataError
 from service.core.integrity import sha256_file
 from service.core.lake import Lake
 from service.core.parquet_footer import read_footer
-from service.core.snapshot_ledger import unnamed_damage
+from service.core.lake_damage import unnamed_damage
 from service.core.timewindow import Window
 from service.ingest.rollups import rollup
 from service.serve.metrics import LakeCollector

@@ -16,7 +16,7 @@ from service.core.logs import setup_logging
 from service.cli.interrupt import interruptible
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.core.output import one_line
-from service.core.snapshot_ledger import unnamed_damage
+from service.core.lake_damage import unnamed_damage
 from service.core.units import currency_text, is_tty, money_text
 
 

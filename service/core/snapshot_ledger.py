@@ -31,9 +31,9 @@ from typing import Protocol
 
 from service.core import json_text
 from service.core.derived_records import DERIVED_RECORDS
-from service.core.errors import REWRITTEN_BY, DataError, damaged_lake_file, resource_error
+from service.core.errors import REWRITTEN_BY, DataError
 from service.core.files import DATA_FILE, write_json_atomic
-from service.core.integrity import partition_error, sha256_file
+from service.core.integrity import sha256_file
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
 from service.core.units import utc_now_iso
@@ -49,8 +49,6 @@ RECORDED_TABLES = (*INVENTORY_TABLES, *OWN_TABLES)
 RECORD_FIELDS = ("size", "rows", "sha256")
 NOT_A_FILE = "not a regular file"  # a snapshot's digest when a FIFO or a device stands in its place
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-# DuckDB errors about the SQL, not the bytes read: no reason to hash the lake
-NOT_DAMAGE = ("BinderException", "ParserException", "CatalogException", "InterruptException")
 
 
 class SnapshotLake(Protocol):
@@ -368,39 +366,3 @@ def _set_aside(lake: SnapshotLake, bad: list[SnapshotCheck]) -> list[SnapshotChe
 def forget_records(root: Path, table: str, source: str) -> None:
     for records in (RECORDS, DERIVED_RECORDS):
         shutil.rmtree(root / records / table / f"source={source}", ignore_errors=True)
-
-
-def unnamed_damage(lake, exc: BaseException) -> DataError | None:
-    """For a DuckDB error that names no file (bytes altered inside a data page): the lake's
-    files hashed against their records, the damaged ones named; then the other files (rollups,
-    metric tops, snapshots written before records) read whole, the first that fails named with
-    the command that writes it again; None when all are whole."""
-    if type(exc).__module__ not in ("duckdb", "_duckdb") or resource_error(exc) is not None \
-            or type(exc).__name__ in NOT_DAMAGE:
-        return None
-    try:
-        checks = snapshot_checks(lake, deep=True)
-        snapshots = [c for c in checks if not c.ok]
-        if snapshots:
-            return snapshot_error(snapshots)
-        costs = [c for c in lake.cost_checks(deep=True) if not c.ok]
-        if costs:
-            return partition_error(costs)
-        hashed = {Path(c.path) for c in checks if c.state == "ok"}
-        return _unreadable(lake, [path for path in sorted(lake.root.glob("[a-z]*/source=*/*=*/*.parquet"))
-                                  if path.parts[-4] != "costs" and path not in hashed])
-    except (OSError, DataError):
-        return None
-
-
-def _unreadable(lake, files: Sequence[Path]) -> DataError | None:
-    """The first of `files` DuckDB cannot read whole, named by damaged_lake_file."""
-    with lake.connect() as con:
-        for path in files:
-            try:
-                con.sql("SELECT * FROM read_parquet(?)", params=[str(path)]).to_arrow_table()  # every page decoded
-            except Exception as each:  # noqa: BLE001 - any DuckDB error reading it is damage
-                damaged = damaged_lake_file(each, str(path))
-                if damaged is not None:
-                    return damaged
-    return None

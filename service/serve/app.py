@@ -31,7 +31,7 @@ from service.core.lake import Lake
 from service.core.coverage import data_end
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
-from service.core.snapshot_ledger import unnamed_damage
+from service.core.lake_damage import unnamed_damage
 from service.serve.http import Response, error_response, json_response
 from service.serve.reports import PAGE_PARAMS, Reports, page_params
 from service.ingest.status import status as lake_status

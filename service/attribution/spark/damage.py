@@ -1,7 +1,7 @@
 """Which lake file a failed Spark read tripped on. Bytes altered inside a data page (the file's
 size and footer intact, so the checks before the read pass) fail Spark's read, or its
 arithmetic on a garbled value, with an error that names no file of the lake. As the DuckDB
-path does (snapshot_ledger.unnamed_damage), only then are the files the read opened checked,
+path does (lake_damage.unnamed_damage), only then are the files the read opened checked,
 in the same order: the snapshots hashed against their records, the cost partitions against
 the ledger's SHA-256, then the files without a record (stored rollups, snapshots written
 before records) read whole; the first damaged one is named with the command that writes it
