@@ -1,5 +1,5 @@
 """A job a window source (slurm-jobs from slurmrestd, k8s-pods) saw running, that a newer
-snapshot of the source reading from after then does not hold, ended when it was last seen
+snapshot of the source does not hold, ended when it was last seen
 (service/core/job_windows.py, allocation.SETTLED_JOBS); the hours since are idle.
 
 By hand (p5.48xlarge: 8 GPUs, $80 an hour, $10 a GPU-hour): i-a billed 2026-11-02 10:00-14:00
@@ -61,9 +61,15 @@ def test_before_the_change_it_held_the_gpus_for_ever(tmp_path):
     assert by(lake, cfg, ["run"]) == RUNNING
 
 
-def test_a_later_window_reaching_back_before_it_was_seen_leaves_it_running(tmp_path):
+def test_a_later_window_reaching_back_before_it_was_seen_and_not_holding_it_ends_it_too(tmp_path):
+    """A window reading from before A was seen ought to hold A; when it does not (its source lost
+    A: a Prometheus that lost its data, slurmdbd purged), A ran on for ever and took B's and
+    idle's hours ($346.67 of $400); it ended when last seen, and runs on if seen again."""
     lake, cfg = lake_seen_running(tmp_path)
     next_snapshot(lake, [B], hours=24 * 3)  # from 2026-11-02 08:00: it would have held A
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert_ties_out(lake, cfg)
+    next_snapshot(lake, [A, B], datetime(2026, 11, 8, 8, tzinfo=timezone.utc), hours=24 * 7)  # A again
     assert by(lake, cfg, ["run"]) == RUNNING
 
 
@@ -200,12 +206,12 @@ def test_the_fingerprint_is_a_hash_of_the_question_in_any_key_order():
     assert len(fields["fingerprint"]) == 64 and "s3cret" not in json.dumps(fields)
 
 
-def test_a_snapshot_taken_again_asking_otherwise_re_attributes_the_stored_rollups(tmp_path):
+def test_what_a_snapshot_asked_does_not_change_what_it_ends(tmp_path):
     lake, cfg = setup(tmp_path, LINES, [])
     add_jobs(lake, [A], snapshot="2026-11-02", facts=window_fields(SEEN, 48, WIDER))
-    next_snapshot(lake, [B], hours=24 * 3, question=WIDER)  # reaching back, asking the same: A not ended
-    assert by(lake, cfg, ["run"]) == RUNNING
-    assert materialise(lake, cfg).built == 1
-    next_snapshot(lake, [B], hours=24 * 3, question=NARROWER)  # the same records, the same times: only what it asked
+    next_snapshot(lake, [B], hours=24 * 3, question=WIDER)  # reaching back, asking the same
     assert by(lake, cfg, ["run"]) == ENDED
     assert materialise(lake, cfg).built == 1
+    next_snapshot(lake, [B], hours=24 * 3, question=NARROWER)  # the same records, the same times
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert materialise(lake, cfg).built == 0  # the stored rollups stand

@@ -46,7 +46,6 @@ from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_
 from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
 from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
-from service.core.job_windows import ends
 
 FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
 MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
@@ -118,15 +117,14 @@ def newest_records(relation: str, rank: str = "newest") -> str:
 
 # Job history as its readers take it (in place of `jobs`, before NEWEST_RECORD: a row's end
 # depends on its own snapshot only, so on the newest alike): a record a window source saw
-# running when snapshot S was taken, that a newer snapshot of the source reading from after
-# then, or asking otherwise (its fingerprint), does not hold, ended when S was taken
-# (service/core/job_windows.py). Its state stays as stored; having an end, it no longer runs.
-# The hours since go to idle.
+# running when snapshot S was taken, that a newer snapshot of the source (whatever it read
+# from or asked) does not hold, ended when S was taken (service/core/job_windows.py). Its
+# state stays as stored; having an end, it no longer runs. The hours since go to idle.
 SETTLED_JOBS = ("SELECT j.* REPLACE (CASE WHEN j.end_time IS NULL AND j.start_time IS NOT NULL "
                 "AND e.taken_at IS NOT NULL THEN greatest(j.start_time, e.taken_at) ELSE j.end_time END AS end_time) "
                 "FROM jobs AS j LEFT JOIN (SELECT s.source, s.snapshot_date, s.taken_at FROM job_snapshots AS s "
                 "WHERE EXISTS (SELECT 1 FROM job_snapshots AS n WHERE n.source = s.source "
-                f"AND n.snapshot_date > s.snapshot_date AND {ends('n', 's')})) "
+                "AND n.snapshot_date > s.snapshot_date)) "
                 "AS e ON e.source = j.source AND e.snapshot_date = CAST(j.snapshot_date AS VARCHAR)")
 
 

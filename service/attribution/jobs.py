@@ -16,7 +16,7 @@ from service.attribution.allocation import AllocationInputs, newest_records
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import ClustersConfig
 from service.core.lake import DATA_FILE, Lake
-from service.core.job_windows import asked_alike, ends, window_stamp
+from service.core.job_windows import asked_alike, window_stamp
 from service.core.snapshot_ledger import recorded_snapshot
 
 JOBS_TABLE = "jobs"
@@ -75,13 +75,13 @@ def newly_ended(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str)
                                                                                         datetime | None]:
     """(how many, the first's record id, when its snapshot was taken) of the job records of
     `source` its snapshot of `snapshot_date` ends (allocation.SETTLED_JOBS) and no earlier did."""
-    return _left_out(con, source, snapshot_date, f"n.window_start > s.taken_at AND {asked_alike('n', 's')}")
+    return _left_out(con, source, snapshot_date, asked_alike("n", "s"))
 
 
 def newly_unasked(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str) -> tuple[int, str | None,
                                                                                           datetime | None]:
     """As `newly_ended`, of the records it ends having asked otherwise than their snapshot
-    (service/core/job_windows.py), whatever its window."""
+    (service/core/job_windows.py)."""
     return _left_out(con, source, snapshot_date, f"NOT {asked_alike('n', 's')}")
 
 
@@ -96,5 +96,5 @@ def _left_out(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str,
         f"AND n.snapshot_date = $date AND {newer} "
         "WHERE j.newest = 1 AND j.source = $source AND j.end_time IS NULL AND j.start_time IS NOT NULL "
         "AND s.snapshot_date < $date AND NOT EXISTS (SELECT 1 FROM job_snapshots AS m WHERE m.source = s.source "
-        f"AND m.snapshot_date > s.snapshot_date AND m.snapshot_date < $date AND {ends('m', 's')})",
+        "AND m.snapshot_date > s.snapshot_date AND m.snapshot_date < $date)",
         {"date": snapshot_date, "source": source}).fetchone()

@@ -3,16 +3,20 @@
 A window source (slurm-jobs with `url`, k8s-pods) reads the jobs active in [now -
 lookback_hours, now]; `inventory` writes `taken_at` (now) and `window_start` into each of its
 `jobs` snapshots' records (service/core/snapshot_ledger.py). A record running when snapshot S
-was taken, that a newer snapshot of its source reading from after then does not hold, has
-ended: the readers of job history (allocation.SETTLED_JOBS) end it when S was taken, from
-the view `job_snapshots(source, snapshot_date, taken_at, window_start, fingerprint)` made here.
-Snapshots without these times (files read, older records) end nothing.
+was taken, that a newer snapshot of its source does not hold, has ended: the readers of job
+history (allocation.SETTLED_JOBS) end it when S was taken, from the view
+`job_snapshots(source, snapshot_date, taken_at, window_start, fingerprint)` made here. The
+newer one read from after then (the job ended in between), or from before (its source no
+longer knows the job: a Prometheus that lost its data, slurmdbd purged): either way the job
+was last seen when S was taken, and holding its GPUs on would take every later bill's hours
+from the jobs seen there and from idle; a still newer snapshot holding it again is its
+newest record and runs it on. Snapshots without these times (files read, older records) end
+nothing.
 
-A newer snapshot that asked otherwise ends S's running jobs it does not hold whatever its
-window: each record also holds the `fingerprint` of the source's settings that decide which
-jobs a read returns (a hash: a URL may hold a secret), and a job no read asks about any more
-(say its namespace is no longer read) was last seen when S was taken; holding its GPUs from
-then on, to every later bill, would take them from the jobs seen there and from idle. A
+Each record also holds the `fingerprint` of the source's settings that decide which jobs a
+read returns (a hash: a URL may hold a secret): a newer snapshot that asked otherwise ends
+S's running jobs it does not hold as any other does, and `inventory` says they are no longer
+asked about (say a namespace no longer read) so a setting changed by mistake is seen. A
 record without a fingerprint (written before 2026-12-04) is taken to have asked the same as
 any other.
 """
@@ -53,13 +57,6 @@ def asked_alike(newer: str, older: str) -> str:
             f"OR {newer}.{FINGERPRINT} = {older}.{FINGERPRINT})")
 
 
-def ends(newer: str, older: str) -> str:
-    """SQL: the `job_snapshots` row aliased `newer` (a later snapshot of the source) ends the
-    running jobs of the one aliased `older` that it does not hold: it reads from after `older`
-    was taken, or it asked otherwise."""
-    return f"({newer}.window_start > {older}.taken_at OR NOT {asked_alike(newer, older)})"
-
-
 def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
     """(source, snapshot_date, taken_at, window_start, fingerprint or None) of each `(snapshot
     path or URL, its record)` whose record holds both times (naive UTC, as the lake's); others
@@ -78,14 +75,11 @@ def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
 
 
 def window_stamp(record: dict | None) -> str:
-    """A snapshot's times (and fingerprint) as its part of the rollups' version
-    (service/attribution/jobs.py): a re-run the same day with the same records ends others'
-    running jobs later, or earlier, or others' (asking otherwise)."""
+    """A snapshot's times as its part of the rollups' version (service/attribution/jobs.py): a
+    re-run the same day with the same records ends others' running jobs later, or earlier.
+    What it asked (the fingerprint) ends nothing otherwise: only the warning says it."""
     values = [(record or {}).get(name) for name in WINDOW_FIELDS]
-    if not all(isinstance(v, str) for v in values):
-        return ""
-    fingerprint = (record or {}).get(FINGERPRINT)
-    return "/".join(values + ([fingerprint] if isinstance(fingerprint, str) else []))
+    return "/".join(values) if all(isinstance(v, str) for v in values) else ""
 
 
 def create_view(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:

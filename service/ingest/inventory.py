@@ -172,11 +172,10 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
 
 
 def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: datetime) -> None:
-    """Job records this snapshot ends (running when an earlier one was taken, absent from it
-    though it reads from after then, or though it asked otherwise: its source's settings
-    changed): said once, by the run that ends them. Read on the run's
-    own connection through the job views alone: a query connection would check every cost
-    partition and inventory table first."""
+    """Job records this snapshot ends (running when an earlier one was taken, absent from it,
+    asking the same or otherwise: its source's settings changed): said once, by the run that
+    ends them. Read on the run's own connection through the job views alone: a query
+    connection would check every cost partition and inventory table first."""
     try:
         lake.table_views(con, ("jobs",))
         ended, first, seen = newly_ended(con, source, now.strftime("%Y-%m-%d"))
@@ -186,8 +185,8 @@ def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: da
         return
     if ended:
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
-                    "one, which reads from after then (first: %s, last seen %s UTC): each is taken to have ended when "
-                    "last seen, its GPUs idle since", source, ended, first, seen)
+                    "one (first: %s, last seen %s UTC): each is taken to have ended when last seen, its GPUs idle since "
+                    "(a newer snapshot holding it again runs it on)", source, ended, first, seen)
     if unasked:
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
                     "one, which asked otherwise (the source's settings that choose the jobs changed; first: %s, last "
