@@ -145,6 +145,31 @@ def test_local_tag_files_keep_casing_and_empty_tag_lists(tmp_path):
     assert ("arn:aws:ec2:us-west-2:111122223333:instance/i-0bbb", "us-west-2", "experiment", "") in rows
 
 
+def test_a_snapshot_taken_by_a_clock_ahead_is_replaced_by_the_next_one_read(tmp_path, caplog):
+    """A run under a clock 40 days ahead filed its snapshot under that date; every later run
+    (the clock set right) filed its own under an earlier date, so the stale one stayed the
+    source's newest, read as its state, until the calendar caught up."""
+    tags = tmp_path / "tags.json"
+
+    def write_tags(team: str) -> None:
+        tags.write_text(json.dumps({"ResourceTagMappingList": [
+            {"ResourceARN": "arn:aws:ec2:us-east-1:111122223333:instance/i-0aaa",
+             "Tags": [{"Key": "team", "Value": team}]}]}))
+
+    config = config_for(tmp_path, {"name": "tags", "kind": "aws-tags", "path": str(tags)})
+    write_tags("before")
+    run_inventory(config, now=NOW)
+    write_tags("ahead")
+    run_inventory(config, now=NOW.replace(month=12, day=28))
+    write_tags("now")
+    [outcome] = run_inventory(config, now=NOW.replace(day=29))
+    assert outcome.error is None, outcome.error
+    assert outcome.rows == {"resource_tags snapshot_date=2026-12-28": 1}
+    assert query(tmp_path, "SELECT snapshot_date, value FROM resource_tags ORDER BY 1") == [
+        ("2026-11-28", "before"), ("2026-12-28", "now")]
+    assert "dated 2026-12-28, after this run's date 2026-11-29" in caplog.text
+
+
 def test_local_log_group_files(tmp_path):
     config = config_for(tmp_path, {"name": "logs", "kind": "cloudwatch-logs", "path": str(DATA / "logs")})
     [outcome] = run_inventory(config, now=NOW)

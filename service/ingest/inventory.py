@@ -2,7 +2,9 @@
 
 Each source's tables are committed with `Lake.commit_snapshot` into the partition
 `source=<name>/snapshot_date=<UTC date of the run>` (re-running the same day replaces that
-day's snapshot), or for gpu_utilization `source=<name>/day=<UTC day>` per day of data.
+day's snapshot; a later-dated snapshot of the source, taken by a clock that ran ahead, is
+replaced instead: `_snapshot_day`), or for gpu_utilization `source=<name>/day=<UTC day>` per
+day of data.
 A failing source fails alone; its previous snapshots stay. Runs under the same lake lock
 as billing ingest, and records success and failure in the same per-source state.
 """
@@ -10,6 +12,7 @@ as billing ingest, and records success and failure in the same per-source state.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -92,9 +95,10 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         connector = CONNECTORS.get(kind)(source)
         con = lake.writer(connector.local_paths())
         written: set[Path] = set()
+        day = _snapshot_day(lake, source.name, now)
         try:
             with lake.scratch() as scratch:
-                for (table, value), relation in _combined(connector.snapshot(con, scratch, now), now).items():
+                for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
                     key = INVENTORY_PARTITION[table]
                     relation = relation.order(", ".join(_sort_key(table)))
                     try:
@@ -113,7 +117,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
                 _warn_old_record_ids(lake, con, source.name)
             if _window(source, "jobs", now) and any(part.startswith("jobs ") for part in outcome.rows):
-                _warn_ended(lake, con, source.name, now)
+                _warn_ended(lake, con, source.name, day)
             if kind == "k8s-pods" and written:
                 [(pods, labelled)] = con.execute("SELECT count(*), count(labels) FROM read_parquet(?)",
                                                  [[str(path) for path in written]]).fetchall()
@@ -133,6 +137,24 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     except SpendlakeError as exc:  # a full disk: its own failure, else this one, beside what it stored
         outcome.error = outcome.error or exc
     return outcome
+
+
+def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
+    """The date this run files the source's snapshots under: its UTC date, or the date of the
+    source's newest snapshot when that is later (taken by a clock that ran ahead). Readers take
+    a source's newest snapshot as its state, so the one read last must be it, not hide behind
+    a stale one until the calendar reaches that date."""
+    today = now.strftime("%Y-%m-%d")
+    newest = max((folder.name.split("=", 1)[1] for table, key in INVENTORY_PARTITION.items() if key == "snapshot_date"
+                  for folder in lake.table_dir(table).glob(f"source={source}/snapshot_date=*")
+                  if re.fullmatch(r"snapshot_date=\d{4}-\d{2}-\d{2}", folder.name) and (folder / DATA_FILE).is_file()),
+                 default=today)
+    if newest <= today:
+        return today
+    log.warning("inventory source %s: its newest snapshot is dated %s, after this run's date %s (UTC; the clock that "
+                "took it ran ahead): this run's snapshot replaces it, so the source's state is the one read last",
+                source, newest, today)
+    return newest
 
 
 def _set_aside_damaged(lake: Lake, source: str, written: set[Path]) -> None:
@@ -171,15 +193,15 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
             if window else None)
 
 
-def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, now: datetime) -> None:
+def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: str) -> None:
     """Job records this snapshot ends (running when an earlier one was taken, absent from it,
     asking the same or otherwise: its source's settings changed): said once, by the run that
     ends them. Read on the run's own connection through the job views alone: a query
     connection would check every cost partition and inventory table first."""
     try:
         lake.table_views(con, ("jobs",))
-        ended, first, seen = newly_ended(con, source, now.strftime("%Y-%m-%d"))
-        unasked, first_unasked, seen_unasked = newly_unasked(con, source, now.strftime("%Y-%m-%d"))
+        ended, first, seen = newly_ended(con, source, day)
+        unasked, first_unasked, seen_unasked = newly_unasked(con, source, day)
     except SpendlakeError as exc:  # another source's damaged snapshot: the reads name it; this one is stored
         log.warning("inventory source %s: could not count the job records its snapshot ends: %s", source, exc)
         return
@@ -213,11 +235,11 @@ def _data_through(table: str, relation: duckdb.DuckDBPyRelation, now: datetime) 
     return None if latest is None else latest.replace(tzinfo=timezone.utc) + timedelta(hours=1)
 
 
-def _combined(parts: list[SnapshotPart], now: datetime) -> dict[tuple[str, str], duckdb.DuckDBPyRelation]:
+def _combined(parts: list[SnapshotPart], day: str) -> dict[tuple[str, str], duckdb.DuckDBPyRelation]:
     """One relation per (table, partition): several files of a source make one snapshot."""
     combined: dict[tuple[str, str], duckdb.DuckDBPyRelation] = {}
     for part in parts:
-        target = (part.table, part.partition or now.strftime("%Y-%m-%d"))
+        target = (part.table, part.partition or day)
         combined[target] = combined[target].union(part.relation) if target in combined else part.relation
     return combined
 
