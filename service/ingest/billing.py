@@ -24,12 +24,12 @@ from service.core.config import Config, SourceConfig
 from service.core.errors import DataError, LakeBusyError, SourceError, SpendlakeError, duckdb_error, os_error
 from service.core.files import files_named
 from service.core.lake import Lake
-from service.core.units import currency_text, exact_text, utc_now_iso
+from service.core.units import currency_text, exact_text
 from service.core.ledger import CurrencyTotals, LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.stopping import raise_if_stopped
 from service.ingest import periods
-from service.ingest.freshness import record_sources
+from service.ingest.freshness import record_run, record_sources
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
@@ -138,12 +138,8 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Non
     state = lake.read_state("sources")
     record = state.setdefault(source, {"failures_total": 0})
     claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
-    if any(o.status == "failed" for o in outcomes):
-        record["failures_total"] = int(record.get("failures_total", 0)) + 1
-        record["last_failure"] = utc_now_iso()
-        record["last_error"] = str(next(o.error for o in outcomes if o.error))
-    else:
-        record["last_success"] = utc_now_iso()
+    failed = any(o.status == "failed" for o in outcomes)
+    record_run(record, next(o.error for o in outcomes if o.error) if failed else None)
     record_sources(lake, state)
 
 

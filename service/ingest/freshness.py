@@ -12,16 +12,33 @@ this.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from service.core.config import Config
-from service.core.coverage import billing_data_through, inventory_data_through, parse_utc
+from service.core.coverage import STATE_KEY, billing_data_through, inventory_data_through, parse_utc
 from service.core.errors import os_error
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
 
 STATES = ("ok", "stale", "failing", "no data", "not ingested")
 RECORD_MISSED = "what was committed above is in the lake; only the source's success or failure is not recorded"
+
+
+def record_run(record: dict, error: Exception | None) -> None:
+    """A source's run in its record of the `sources` state: a failure counted with its error,
+    else its success. A time the record holds from after this run (written by a clock that ran
+    ahead) becomes a second before it, when that run was at the latest: left ahead, it would hide
+    every later failure and keep the source fresh until the calendar caught up."""
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    for key in ("last_success", "last_failure", STATE_KEY):
+        if record.get(key) and parse_utc(record[key]) > now:
+            record[key] = iso_utc(now - timedelta(seconds=1))
+    if error is not None:
+        record["failures_total"] = int(record.get("failures_total", 0)) + 1
+        record["last_failure"] = iso_utc(now)
+        record["last_error"] = str(error)
+    else:
+        record["last_success"] = iso_utc(now)
 
 
 def record_sources(lake: Lake, state: dict) -> None:

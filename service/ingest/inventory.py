@@ -34,7 +34,7 @@ from service.core.snapshot_ledger import SET_ASIDE, set_aside_damaged
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
-from service.ingest.freshness import record_sources
+from service.ingest.freshness import record_run, record_sources
 from service.ingest.rollups import refresh_rollups
 
 log = logging.getLogger(__name__)
@@ -248,12 +248,7 @@ def _record(lake: Lake, outcome: InventoryOutcome) -> None:
     state = lake.read_state("sources")
     record = state.setdefault(outcome.source, {"failures_total": 0})
     claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
-    if outcome.error:
-        record["failures_total"] = int(record.get("failures_total", 0)) + 1
-        record["last_failure"] = utc_now_iso()
-        record["last_error"] = str(outcome.error)
-    else:
-        record["last_success"] = utc_now_iso()
+    record_run(record, outcome.error)
     if outcome.data_through is not None:
         known = record.get(STATE_KEY)
         if not known or parse_utc(known) < outcome.data_through:
