@@ -12,11 +12,13 @@ from datetime import date, datetime, timedelta, timezone
 from datetime import time as daytime
 from pathlib import Path
 
+import apscheduler.schedulers.base as apscheduler_base
 import pytest
 from apscheduler.events import EVENT_JOB_MISSED, JobEvent
 from prometheus_client import CollectorRegistry
 from servicekit import commit, make_config
 
+import service.serve.scheduler as scheduler_module
 from service.core.errors import SourceError
 from service.core.lake import Lake
 from service.serve.metrics import JobMetrics
@@ -38,12 +40,13 @@ def wait_for(predicate, timeout: float = 10) -> None:
 
 
 class Harness:
-    def __init__(self, lake: Lake, clock, ingest=lambda: None, rules=None, every=timedelta(hours=1)):
+    def __init__(self, lake: Lake, clock, ingest=lambda: None, rules=None, every=timedelta(hours=1), **options):
         self.reports: list[date] = []
         self.registry = CollectorRegistry()
         self.metrics = JobMetrics(self.registry, ["ingest", "rules", "daily"])
         tasks = Tasks(ingest=ingest, rules=rules, daily=self.reports.append)
-        self.scheduler = ServiceScheduler(lake, self.metrics, tasks, ingest_every=every, daily_at=SIX, clock=clock)
+        self.scheduler = ServiceScheduler(lake, self.metrics, tasks, ingest_every=every, daily_at=SIX, clock=clock,
+                                          **options)
 
     def value(self, name: str, job: str) -> float | None:
         return self.registry.get_sample_value(name, {"job": job})
@@ -377,3 +380,29 @@ def test_a_skipped_retry_of_the_report_counts_under_the_daily_job(tmp_path):
     harness.scheduler._skipped(JobEvent(EVENT_JOB_MISSED, RETRY_JOB, None))
     assert harness.value("spendlake_job_skipped_total", "daily") == 1
     assert harness.value("spendlake_job_skipped_total", RETRY_JOB) is None
+
+
+def test_a_wall_clock_set_back_does_not_hold_the_jobs_until_it_catches_up(tmp_path, monkeypatch):
+    """NTP setting right a clock that ran 40 days ahead: APScheduler plans each next run from the
+    previous one on the wall clock, so the next ingest (and report) waited 40 days."""
+    ahead = [timedelta(days=40)]
+
+    class Wall(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.now(tz) + ahead[0]
+
+    monkeypatch.setattr(apscheduler_base, "datetime", Wall)
+    monkeypatch.setattr(scheduler_module, "datetime", Wall)
+    ingests = []
+    harness = Harness(Lake(tmp_path / "lake"), lambda: Wall.now(timezone.utc), ingest=lambda: ingests.append(1),
+                      every=timedelta(seconds=1), clock_check=timedelta(seconds=0.1))
+    harness.scheduler.start()
+    try:
+        wait_for(lambda: len(ingests) >= 2)
+        ahead[0] = timedelta(0)
+        done = len(ingests)
+        wait_for(lambda: len(ingests) >= done + 2, timeout=5)
+        assert harness.scheduler.scheduler.get_job("daily").next_run_time < Wall.now(timezone.utc) + timedelta(days=1)
+    finally:
+        harness.scheduler.shutdown()

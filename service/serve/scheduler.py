@@ -16,6 +16,9 @@
 - A daily report that fails (or finds the lake held) is tried again, the report only, after
   `daily_retry`, doubling up to DAILY_RETRY_MAX, rather than waiting for the next day's fire
   (finance waited a day for a report a full disk or a busy lake had stopped for minutes).
+- APScheduler plans each next run from the previous one on the wall clock, so a clock set back
+  (NTP setting right one that ran weeks ahead) held every job until it caught up: a job planned
+  further ahead than its trigger can plan is run at once, which plans it again from there.
 - `shutdown()` waits for running jobs.
 """
 
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 STATE = "jobs"
 DAILY_RETRY_MAX = timedelta(hours=1)
 RETRY_JOB = "daily-retry"  # APScheduler's id of a report's retry; its metrics count under `daily`
+CLOCK_CHECK = timedelta(minutes=1)  # how often the jobs' plan is checked against the wall clock
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def latest_fire_date(now: datetime, daily_at: time) -> date:
 class ServiceScheduler:
     def __init__(self, lake: Lake, metrics: JobMetrics, tasks: Tasks, *, ingest_every: timedelta,
                  daily_at: time, clock: Callable[[], datetime] = utc_now,
-                 daily_retry: timedelta = timedelta(minutes=5)):
+                 daily_retry: timedelta = timedelta(minutes=5), clock_check: timedelta = CLOCK_CHECK):
         self.lake = lake
         self.metrics = metrics
         self.tasks = tasks
@@ -79,6 +83,8 @@ class ServiceScheduler:
         self.daily_at = daily_at
         self.clock = clock
         self.daily_retry = daily_retry
+        self.clock_check = clock_check
+        self._stopped = threading.Event()
         self._retry_delay = daily_retry  # doubled by each failure in a row, back to daily_retry on success
         self.turn = threading.Lock()  # one job at a time (see the module); a scrape computing tops takes it too
         # the start-up's make-up daily run waits for the first ingest: its report then reads the
@@ -107,12 +113,28 @@ class ServiceScheduler:
         self.scheduler.add_job(self.run_daily, daily, id="daily", name="daily",
                                **({"next_run_time": at_once} if makeup else {}))
         self.scheduler.start()
+        self._stopped = threading.Event()
+        threading.Thread(target=self._watch_clock, args=(self._stopped,), name="clock-check", daemon=True).start()
 
     def shutdown(self) -> None:
         """Stop firing and wait for running jobs to finish."""
+        self._stopped.set()
         self.first_ingest.set()  # a make-up run waiting for an ingest that will not come goes on
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+
+    def _watch_clock(self, stopped: threading.Event) -> None:
+        """Run at once a job planned further ahead than its trigger plans (the wall clock was set
+        back): its run plans the next one from the clock as it is now (see the module)."""
+        longest = {"ingest": self.ingest_every, "daily": timedelta(days=1),
+                   RETRY_JOB: max(DAILY_RETRY_MAX, self.daily_retry)}
+        while not stopped.wait(self.clock_check.total_seconds()):  # a monotonic wait: no clock step shortens it
+            now = datetime.now(timezone.utc)  # APScheduler's clock, as in start()
+            for job in self.scheduler.get_jobs():
+                if job.next_run_time and job.next_run_time > now + longest.get(job.id, timedelta(days=1)):
+                    log.warning("job %s was planned for %s, further ahead than it plans: the clock was set back; "
+                                "running it now", job.id, job.next_run_time.strftime("%Y-%m-%d %H:%M:%S"))
+                    job.modify(next_run_time=now)
 
     # ---- jobs ------------------------------------------------------------------------------
 
