@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from moto import mock_aws
 
 import connectors.aws_listing as aws_listing
+import service.core.snapshot_ledger as snapshot_ledger
 from inventory_support import no_retry_wait, throttle_first  # noqa: F401 (fixture)
 from service.cli.main import cli
 from service.core.config import parse_config
@@ -145,7 +146,7 @@ def test_local_tag_files_keep_casing_and_empty_tag_lists(tmp_path):
     assert ("arn:aws:ec2:us-west-2:111122223333:instance/i-0bbb", "us-west-2", "experiment", "") in rows
 
 
-def test_a_snapshot_taken_by_a_clock_ahead_is_replaced_by_the_next_one_read(tmp_path, caplog):
+def test_a_snapshot_taken_by_a_clock_ahead_is_replaced_by_the_next_one_read(tmp_path, caplog, monkeypatch):
     """A run under a clock 40 days ahead filed its snapshot under that date; every later run
     (the clock set right) filed its own under an earlier date, so the stale one stayed the
     source's newest, read as its state, until the calendar caught up."""
@@ -160,14 +161,20 @@ def test_a_snapshot_taken_by_a_clock_ahead_is_replaced_by_the_next_one_read(tmp_
     write_tags("before")
     run_inventory(config, now=NOW)
     write_tags("ahead")
-    run_inventory(config, now=NOW.replace(month=12, day=28))
+    with monkeypatch.context() as clock_ahead:  # the snapshot's record stamped by the same clock
+        clock_ahead.setattr(snapshot_ledger, "utc_now_iso", lambda: "2099-01-01T00:00:00Z")
+        run_inventory(config, now=NOW.replace(month=12, day=28))
     write_tags("now")
     [outcome] = run_inventory(config, now=NOW.replace(day=29))
     assert outcome.error is None, outcome.error
     assert outcome.rows == {"resource_tags snapshot_date=2026-12-28": 1}
     assert query(tmp_path, "SELECT snapshot_date, value FROM resource_tags ORDER BY 1") == [
         ("2026-11-28", "before"), ("2026-12-28", "now")]
-    assert "dated 2026-12-28, after this run's date 2026-11-29" in caplog.text
+    [warning] = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert "dated 2026-12-28, after this run's date 2026-11-29" in warning.getMessage()
+    caplog.clear()
+    run_inventory(config, now=NOW.replace(day=30))  # filed there again, said once: not a warning every run
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
 
 
 def test_local_log_group_files(tmp_path):

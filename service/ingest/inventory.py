@@ -30,7 +30,7 @@ from service.core.job_windows import window_fields
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
-from service.core.snapshot_ledger import SET_ASIDE, set_aside_damaged
+from service.core.snapshot_ledger import SET_ASIDE, read_record, set_aside_damaged
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
@@ -143,17 +143,23 @@ def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
     """The date this run files the source's snapshots under: its UTC date, or the date of the
     source's newest snapshot when that is later (taken by a clock that ran ahead). Readers take
     a source's newest snapshot as its state, so the one read last must be it, not hide behind
-    a stale one until the calendar reaches that date."""
+    a stale one until the calendar reaches that date. Said as a warning by the run that replaces
+    what the clock ahead wrote; the runs after it, filing there until the calendar gets there, log it."""
     today = now.strftime("%Y-%m-%d")
-    newest = max((folder.name.split("=", 1)[1] for table, key in INVENTORY_PARTITION.items() if key == "snapshot_date"
-                  for folder in lake.table_dir(table).glob(f"source={source}/snapshot_date=*")
-                  if re.fullmatch(r"snapshot_date=\d{4}-\d{2}-\d{2}", folder.name) and (folder / DATA_FILE).is_file()),
-                 default=today)
+    files = [folder / DATA_FILE for table, key in INVENTORY_PARTITION.items() if key == "snapshot_date"
+             for folder in lake.table_dir(table).glob(f"source={source}/snapshot_date=*")
+             if re.fullmatch(r"snapshot_date=\d{4}-\d{2}-\d{2}", folder.name) and (folder / DATA_FILE).is_file()]
+    newest = max((file.parent.name.split("=", 1)[1] for file in files), default=today)
     if newest <= today:
         return today
-    log.warning("inventory source %s: its newest snapshot is dated %s, after this run's date %s (UTC; the clock that "
-                "took it ran ahead): this run's snapshot replaces it, so the source's state is the one read last",
-                source, newest, today)
+    wall = datetime.now(timezone.utc)  # the clock that stamps the records' written_at
+    unknown = "9999-12-31T00:00:00Z"  # no record to tell: said as a warning
+    ahead = any(parse_utc((read_record(lake.root, file) or {}).get("written_at") or unknown) > wall
+                for file in files if file.parent.name.endswith(newest))
+    (log.warning if ahead else log.info)(
+        "inventory source %s: its newest snapshot is dated %s, after this run's date %s (UTC; the clock that took it "
+        "ran ahead): this run's snapshot replaces it, so the source's state is the one read last",
+        source, newest, today)
     return newest
 
 
