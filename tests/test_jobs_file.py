@@ -568,3 +568,20 @@ def test_a_trace_job_that_never_started_is_left_out_and_said(tmp_path, monkeypat
     assert (f"{tmp_path / 'philly.csv'}: 2 row(s) without a start_time, whose state says they never ran (cancelled, "
             "failed or pending before they started), are left out: they held no GPUs; the first, row 6 (line 7)"
             ) in caplog.text
+
+
+def test_a_clock_ahead_leaves_each_days_job_history_where_it_was_taken(tmp_path):
+    """Tags and other states take the clock-ahead snapshot's date so the one read last is the
+    state (test_inventory_tags_logs); job records are history: filed under that date too, each
+    day's run replaced the day before's, and every job only it held was lost (its GPU hours
+    idle), one a day for as long as the clock had run ahead."""
+    path = tmp_path / "jobs.csv"
+    header = "job_id,start_time,end_time,gpus\n"
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(path)}]})
+    for job, day in (("ahead", NOW + timedelta(days=40)), ("x", NOW + timedelta(days=1)), ("y", NOW + timedelta(days=2))):
+        path.write_text(header + f"{job},2026-11-30T10:00:00Z,2026-11-30T11:00:00Z,8\n")
+        [outcome] = run_inventory(config, now=day)
+        assert outcome.error is None, outcome.error
+    assert sorted(jobs(tmp_path, "job_id, CAST(snapshot_date AS VARCHAR)")) == [
+        ("ahead", "2027-01-10"), ("x", "2026-12-02"), ("y", "2026-12-03")]

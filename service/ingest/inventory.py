@@ -3,7 +3,7 @@
 Each source's tables are committed with `Lake.commit_snapshot` into the partition
 `source=<name>/snapshot_date=<UTC date of the run>` (re-running the same day replaces that
 day's snapshot; a later-dated snapshot of the source, taken by a clock that ran ahead, is
-replaced instead: `_snapshot_day`), or for gpu_utilization `source=<name>/day=<UTC day>` per
+replaced instead, job history aside: `_snapshot_day`), or for gpu_utilization `source=<name>/day=<UTC day>` per
 day of data.
 A failing source fails alone; its previous snapshots stay. Runs under the same lake lock
 as billing ingest, and records success and failure in the same per-source state.
@@ -146,7 +146,10 @@ def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
     a stale one until the calendar reaches that date. Said as a warning by the run that replaces
     what the clock ahead wrote; the runs after it, filing there until the calendar gets there, log it."""
     today = now.strftime("%Y-%m-%d")
+    # Job records are history, not a state: each day's snapshot stays (replacing one would drop
+    # the jobs only it held); a later-dated one only ends the earlier ones' running records.
     files = [folder / DATA_FILE for table, key in INVENTORY_PARTITION.items() if key == "snapshot_date"
+             and table != "jobs"
              for folder in lake.table_dir(table).glob(f"source={source}/snapshot_date=*")
              if re.fullmatch(r"snapshot_date=\d{4}-\d{2}-\d{2}", folder.name) and (folder / DATA_FILE).is_file()]
     newest = max((file.parent.name.split("=", 1)[1] for file in files), default=today)
