@@ -138,7 +138,7 @@ def test_each_job_snapshot_record_is_read_once_and_the_warning_opens_no_query_co
     monkeypatch.setattr(Lake, "query", lambda *args, **kwargs: pytest.fail("a query connection"))
     con = lake.writer()
     try:
-        inventory._warn_ended(lake, con, "slurm", datetime(2026, 11, 5, 8, tzinfo=timezone.utc))
+        inventory._warn_ended(lake, con, "slurm", "2026-11-05")
     finally:
         con.close()
     assert sorted(reads) == ["snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]

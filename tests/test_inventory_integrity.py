@@ -167,9 +167,10 @@ def job_count_all(lake: Lake) -> list:
 
 def test_37_an_earlier_days_damaged_snapshot_is_set_aside_by_the_next_inventory(lake):
     config, lake = lake
-    earlier = snapshot(lake)
-    day = datetime.strptime(earlier.parent.name.split("=")[1], "%Y-%m-%d") + timedelta(days=1)
-    run_inventory(load_config(config), now=day + timedelta(hours=6))  # the source's newest: later runs replace it
+    today = snapshot(lake)
+    day = datetime.strptime(today.parent.name.split("=")[1], "%Y-%m-%d") - timedelta(days=1)
+    run_inventory(load_config(config), now=day + timedelta(hours=6))
+    earlier = today.parent.with_name(f"snapshot_date={day:%Y-%m-%d}") / today.name
     earlier.write_bytes(earlier.read_bytes()[:4000])
     assert_every_query_exits_3_naming(config, earlier, "truncated")
     result = spendlake(config, "inventory")  # the source holds today's jobs: that day cannot be taken again
