@@ -29,6 +29,7 @@ from click.testing import CliRunner
 from connectors.jobs_base import job_row
 from service.attribution import RunsQuery, runs
 from service.cli.main import cli
+from service.cli.run_story import UNFINISHED_LINE
 from service.core import staging
 from service.core.config import parse_config
 from service.core.lake import Lake
@@ -128,7 +129,7 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     assert table.exit_code == 0, table.output
     assert "jobs of r1 (each attempt)" in table.stdout and "p5/7" not in table.stdout
     assert "REQUEUED (unfinished)" in table.stdout and "USD 160.00" in table.stdout
-    assert "failed re-runs (unfinished attempts): USD 100.00 of 160.00 (62.5%)" in table.stdout
+    assert f"{UNFINISHED_LINE}: USD 100.00 of 160.00 (62.5%)" in " ".join(table.stdout.split())
     assert ("idle beside the run, not in its cost: USD 70.00 (29.2%) of the 240.00 its instances cost in the hours "
             "it held them") in " ".join(table.stdout.split())
     csv_out = runner.invoke(cli, [*args, "csv"])
@@ -150,7 +151,7 @@ def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path,
                                env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
     currency = "US\\x1b]0;owned\\x07D\\nerror: forged"
-    assert f"failed re-runs (unfinished attempts): {currency} 100.00 of 160.00" in table.stdout
+    assert f"{UNFINISHED_LINE}: {currency} 100.00 of 160.00" in " ".join(table.stdout.split())
     assert f"idle beside the run, not in its cost: {currency} 70.00" in table.stdout
     assert "\x1b" not in table.stdout and not any(line.startswith("error") for line in table.stdout.splitlines())
 

@@ -68,6 +68,10 @@ def _jobs_table(data: dict, run: str, total: str) -> None:
         click.echo("* attempts of one job id that ended in one state share its cost by their GPU-hours")
 
 
+UNFINISHED_LINE = ("unfinished attempts (failed, cancelled, timed out, preempted, requeued, ...; "
+                   "the failed-reruns rule counts failures re-run alone)")
+
+
 def _split_table(data: dict, key: str, title: str, total: str) -> None:
     rows = [{key: f"{s[key] or '-'}{' (unfinished)' if s.get('unfinished') else ''}", "currency": s["currency"] or "",
              "jobs": s["jobs"], "cost": money_text(s["cost"], of=s["currency"])} for s in data[f"by_{key}"]]
@@ -110,7 +114,9 @@ def render_story(result, fmt: str) -> None:
         _split_table(data, "state", "by final state", total)
         for currency, cost, part in _unfinished(data):
             share = f" of {money_text(cost, of=currency)} ({part / cost * 100:.1f}%)" if cost else ""
-            click.echo(one_line(f"failed re-runs (unfinished attempts): {money_text(part, currency)}{share}"))
+            # not the failed-reruns finding's figure: a requeued or preempted attempt may have
+            # saved a checkpoint, and a failure never re-run is no re-run
+            click.echo(one_line(f"{UNFINISHED_LINE}: {money_text(part, currency)}{share}"))
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
         cost, held = (money_text(idle[key], of=idle["currency"]) for key in ("cost", "held_cost"))
