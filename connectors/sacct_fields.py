@@ -19,6 +19,10 @@ _NAME = re.compile(r"[A-Za-z0-9_]+")  # a sacct column's name
 
 # sacct columns a user writes freely (sbatch --job-name, --comment, a script's path)
 FREE_TEXT = frozenset({"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine"})
+# what sacct's own columns print besides letters and digits: AllocTRES `cpu=96,gres/gpu:h100=8`,
+# NodeList `a-[1-4],b1`, times, Elapsed `1-01:00:00`, job ids `12_3+0.batch`, State `CANCELLED by 0`;
+# a delimiter among them splits those columns, which no rule can put together again
+IN_FIXED_COLUMNS = frozenset(",=/:-.+_[] ")
 
 
 def header_delimiter(line: str, required: Iterable[str]) -> str | None:

@@ -19,7 +19,7 @@ import duckdb
 
 from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
-from connectors.sacct_fields import header_delimiter
+from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter
 from connectors.sacct_lines import CUT_HINT, cut_short, not_whole_gzip, parsable_attempts
 from connectors.slurm_records import REQUIRED, Attempt, BadRecord, attempts_schema, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
@@ -58,6 +58,11 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         if delimiter is None:
             raise BadRecord(f"line {len(head)}: not a sacct --parsable2 header: no one delimiter ('|', or the one "
                             f"given to sacct --delimiter) separates the column names {', '.join(REQUIRED)} in it")
+        if delimiter in IN_FIXED_COLUMNS:
+            raise BadRecord(f"line {len(head)}: sacct --delimiter={delimiter!r} cannot be read: sacct's own columns "
+                            f"print it too (AllocTRES 'cpu=96,gres/gpu=8', NodeList 'a-[1-4],b1', times, job ids, "
+                            f"'CANCELLED by 0'), so their fields cannot be told apart",
+                            hint="write it again with --delimiter=';', a tab, or without --delimiter ('|')")
         raw.seek(0)
         gzipped = raw.peek(2)[:2] == GZIP_MAGIC  # type: ignore[attr-defined]
         from connectors.sacct_columns import parsable_table  # Arrow: loaded to read, not to configure
