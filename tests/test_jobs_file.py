@@ -15,9 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from service.cli.main import cli
+from service.core import snapshot_ledger
 from service.core.config import parse_config
 from service.core.errors import ConfigError
 from service.core.lake import Lake
+from service.core.snapshot_ledger import SET_ASIDE
 from service.ingest.inventory import run_inventory
 
 NOW = datetime(2026, 12, 1, 6)
@@ -585,3 +587,25 @@ def test_a_clock_ahead_leaves_each_days_job_history_where_it_was_taken(tmp_path)
         assert outcome.error is None, outcome.error
     assert sorted(jobs(tmp_path, "job_id, CAST(snapshot_date AS VARCHAR)")) == [
         ("ahead", "2027-01-10"), ("x", "2026-12-02"), ("y", "2026-12-03")]
+
+
+def test_a_jobs_snapshot_a_clock_ahead_wrote_is_set_aside_so_later_records_of_its_jobs_count(tmp_path, monkeypatch,
+                                                                                             caplog):
+    """A run 40 days ahead saw job 7 running; the clock set right, the next run reads it ended at
+    11:00, but the ahead snapshot's record was the newest and kept 7 running until the calendar
+    passed its date (then for good to that date)."""
+    path = tmp_path / "jobs.csv"
+    header = "job_id,start_time,end_time,gpus\n"
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(path)}]})
+    path.write_text(header + "7,2026-11-30T10:00:00Z,,8\n")
+    with monkeypatch.context() as clock_ahead:  # the record stamped by the same clock
+        clock_ahead.setattr(snapshot_ledger, "utc_now_iso", lambda: "2099-01-01T00:00:00Z")
+        run_inventory(config, now=NOW + timedelta(days=40))
+    path.write_text(header + "7,2026-11-30T10:00:00Z,2026-11-30T11:00:00Z,8\n")
+    [outcome] = run_inventory(config, now=NOW + timedelta(days=1))
+    assert outcome.error is None, outcome.error
+    assert jobs(tmp_path, "job_id, CAST(end_time AS VARCHAR), CAST(snapshot_date AS VARCHAR)") == [
+        ("7", "2026-11-30 11:00:00", "2026-12-02")]
+    assert "written by a clock that ran ahead" in caplog.text and "snapshot_date=2027-01-10" in caplog.text
+    assert list((tmp_path / "lake" / SET_ASIDE).rglob("*.parquet"))

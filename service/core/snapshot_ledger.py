@@ -352,6 +352,13 @@ def set_aside_table(lake: SnapshotLake, table: str) -> list[SnapshotCheck]:
     return _set_aside(lake, [c for c in sound(lake, snapshot_checks(lake, [table])) if not c.ok])
 
 
+def set_aside_files(lake: SnapshotLake, table: str, source: str, files: Sequence[Path],
+                    state: str) -> list[SnapshotCheck]:
+    """`files` (snapshots of `table` and `source`) set aside as `set_aside_damaged` does, each
+    said to be `state`: whole files its caller will not read on (service/ingest/inventory.py)."""
+    return _set_aside(lake, [SnapshotCheck(table, source, file.parent.name, file, state) for file in files])
+
+
 def _set_aside(lake: SnapshotLake, bad: list[SnapshotCheck]) -> list[SnapshotCheck]:
     for check in bad:
         if Path(check.path).exists():

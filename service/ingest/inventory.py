@@ -30,7 +30,7 @@ from service.core.job_windows import window_fields
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
-from service.core.snapshot_ledger import SET_ASIDE, read_record, set_aside_damaged
+from service.core.snapshot_ledger import SET_ASIDE, read_record, set_aside_damaged, set_aside_files
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
@@ -96,6 +96,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
         con = lake.writer(connector.local_paths())
         written: set[Path] = set()
         day = _snapshot_day(lake, source.name, now)
+        _set_aside_jobs_ahead(lake, source.name, now)
         try:
             with lake.scratch() as scratch:
                 for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
@@ -164,6 +165,24 @@ def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
         "ran ahead): this run's snapshot replaces it, so the source's state is the one read last",
         source, newest, today)
     return newest
+
+
+def _set_aside_jobs_ahead(lake: Lake, source: str, now: datetime) -> None:
+    """The source's job snapshots dated after this run's day and stamped after the wall clock
+    (written by a clock that ran ahead): a job one saw running would outrank every record taken
+    since as the newest and run on until the calendar passed its date, then keep those weeks.
+    History is not replaced as a state is (`_snapshot_day`): set aside, kept for a look; the
+    snapshots taken before and after it hold the jobs. A snapshot without a stamp stays."""
+    today, wall = now.strftime("%Y-%m-%d"), datetime.now(timezone.utc)
+    ahead = []
+    for folder in lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*"):
+        stamp = (read_record(lake.root, folder / DATA_FILE) or {}).get("written_at")
+        if folder.name.split("=", 1)[1] > today and isinstance(stamp, str) and parse_utc(stamp) > wall:
+            ahead.append(folder / DATA_FILE)
+    for check in set_aside_files(lake, "jobs", source, sorted(ahead), "written by a clock that ran ahead"):
+        log.warning("inventory source %s: %s (its date is after this run's %s, its stamp after now): its running jobs "
+                    "would outrank every record taken since, so it was moved under %s", source, check.sentence(),
+                    today, lake.root / SET_ASIDE / check.key)
 
 
 def _set_aside_damaged(lake: Lake, source: str, written: set[Path]) -> None:
