@@ -238,12 +238,14 @@ def _add_area_commands() -> None:
     from service.cli.estimate import estimate_command
     from service.cli.export import export_command
     from service.cli.integrity import forget_command, verify_command
+    from service.cli.plans import plans_command
     from service.cli.report import report_command
     from service.cli.rollup import rollup_command
     from service.cli.rules import findings_group, rules_group
     from service.cli.runs import runs_command
 
     cli.add_command(estimate_command)
+    cli.add_command(plans_command)
     cli.add_command(report_command)
     cli.add_command(export_command)
     cli.add_command(demo_command)

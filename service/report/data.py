@@ -7,28 +7,22 @@ lake, so the same lake and day give the same report.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date, datetime, timedelta
-from decimal import Decimal
 
 from service.core.config import Config
 from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc
-from service.core.units import amounts_text, titled
+from service.core.units import titled
 from service.ingest.freshness import SourceFreshness, source_freshness
-from service.planning.plans import Plan, load_plans
 from service.report.sections.bills import bills_section
 from service.report.sections.budgets import budgets_section
 from service.report.sections.commitments import commitments_section
 from service.report.sections.clusters import clusters_section
 from service.report.sections.findings import anomalies_section, unallocated_causes, waste_section
-from service.report.model import Chart, Column, Headline, Report, Section, Table
-from service.report.sections.spend import PlanActual, SpendReport
-
-CENT = Decimal("0.01")
-PLAN_CHARTS = 3  # plans drawn; the table lists them all
-PLAN_CHART_DAYS = 120
+from service.report.model import Column, Headline, Report, Section, Table
+from service.report.sections.plans import plans_section
+from service.report.sections.spend import SpendReport
 
 
 def gather(config: Config, lake: Lake, day: date) -> Report:
@@ -48,7 +42,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         waste_section(lake, config.report.top),
         budgets_section(config, lake, day),
         commitments_section(config, lake, day),
-        plans_section(lake, day, spend.plan_actual),
+        plans_section(config, lake, day),
         anomalies_section(lake, config.report.top),
         unallocated,
         freshness_section(config, lake, until),
@@ -105,65 +99,6 @@ def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
     else:
         section.note = causes
     return section
-
-
-def plans_section(lake: Lake, day: date,
-                  actual_of: Callable[[Plan], PlanActual]) -> Section:
-    """Each registered plan: its planned spend curve at the report's end against attributed spend,
-    with a chart of both, cumulative per day, for the plans that have started. A started plan
-    whose project (or experiment) no cost line carries is `unknown project`, not under plan, with
-    the closest values in the section's note."""
-    until = day_start(day) + timedelta(days=1)
-    plans = load_plans(lake)
-    table = Table("plans", "Registered plans: planned and actual spend to the end of the day", [
-        Column("plan", "plan"), Column("project", "project"), Column("experiment", "experiment"),
-        Column("start", "start", "time"), Column("end", "end", "time"),
-        Column("planned_to_date_low", "plan low", "money"), Column("planned_to_date_high", "plan high", "money"),
-        Column("actual_to_date", "actual", "money"), Column("status", "status"),
-        Column("planned_total_high", "plan total", "money"),
-    ], markdown=(("plan", "project"), "status"))
-    charts, unknown = [], []
-    for plan in plans:
-        to_date = plan.planned_spend(until)
-        low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
-        daily, unmatched, left_out = actual_of(plan)
-        actual = sum(daily.values(), Decimal(0))
-        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
-                    for dim, value, hint in unmatched]
-        if left_out:
-            unknown.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
-                           "its start is left out (currencies are never converted).")
-        table.rows.append({
-            "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
-            "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
-            "planned_to_date_high": high, "actual_to_date": actual,
-            "status": f"unknown {unmatched[0][0]}" if unmatched else
-                      "over plan" if actual > high else "under plan" if actual < low else "on plan",
-            "planned_total_high": plan.total_cost.high,
-        })
-        if plan.start < until and len(charts) < PLAN_CHARTS:
-            charts.append(_plan_chart(plan, day, daily))
-    note = (" ".join(unknown) or None) if plans else \
-        "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
-    return Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts, note=note)
-
-
-def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
-    """Cumulative actual spend to the report day against the planned curve to the plan's end."""
-    first, last = plan.start.date(), max(day, plan.end.date())
-    days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
-    running, actual = Decimal(0), []
-    for current in days:
-        running += daily.get(current, Decimal(0))
-        actual.append(running if current <= day else None)
-    ends = [day_start(current) + timedelta(days=1) for current in days]
-    planned = [plan.planned_spend(end) for end in ends]
-    series: dict[str, list[Decimal | None]] = {"actual": actual}
-    if any(p.low != p.high for p in planned):
-        series |= {"planned (low)": [p.low for p in planned], "planned (high)": [p.high for p in planned]}
-    else:
-        series["planned"] = [p.low for p in planned]
-    return Chart("lines", f"{plan.name}: cumulative spend vs plan (USD)", [d.isoformat() for d in days], series, "USD")
 
 
 def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:

@@ -40,7 +40,8 @@ class ReportResult:
         return f"{self.location.rstrip('/')}/report.html"
 
 
-def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | None = None) -> date:
+def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | None = None,
+               option: str = "--date") -> date:
     """The day `--date` names; by default the last whole day of data in `lake` (the day before
     the one its data ends in, service.core.coverage), else yesterday."""
     if not text:
@@ -49,7 +50,7 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
     try:
         return date.fromisoformat(text.strip())
     except ValueError:
-        raise UsageError(f"cannot read {text!r} as a date", where="--date", hint="use YYYY-MM-DD") from None
+        raise UsageError(f"cannot read {text!r} as a date", where=option, hint="use YYYY-MM-DD") from None
 
 
 def default_out(config: Config) -> str:

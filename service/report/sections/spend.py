@@ -1,5 +1,5 @@
 """Report sections drawn from attribution: spend by team and project, top movers, the 30-day
-trend, top experiments, unallocated share, and plans vs actual.
+trend, top experiments, and unallocated share.
 
 Every number comes from `service.attribution.attribute` (billed cost, the default of
 `spendlake attribute`), so the report's totals equal the CLI's for the same window.
@@ -19,7 +19,6 @@ from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import OTHER, currency_text, titled
-from service.planning.plans import Plan
 from service.report.model import Chart, Column, Headline, Section, Table, change_pct
 from service.report.rounding import gaps
 
@@ -196,7 +195,7 @@ class SpendReport:
                 Column("share_pct", "share", "percent")], rows=rows,
             markdown=(("experiment", "team"), "mtd_cost"))])
 
-    # ---- unallocated and plans -------------------------------------------------------------
+    # ---- unallocated ----------------------------------------------------------------------
 
     def unallocated_table(self) -> Table:
         table = Table("unallocated", "Unallocated share, month to date", [
@@ -211,30 +210,6 @@ class SpendReport:
                 table.rows.append({"dimension": dim, "currency": share.currency, "unallocated_cost": share.default_cost,
                                    "total_cost": share.total, "share_pct": _share(share.default_cost, share.total)})
         return table
-
-    def plan_actual(self, plan: Plan) -> PlanActual:
-        """USD attributed to the plan's project (and experiment) per day, from its start to the
-        report's end; its project or experiment values no cost line of the lake carries
-        (dimension, value, the closest known values): a misspelt one reads $0, under plan; and its
-        spend in other currencies, which a USD plan never counts (nothing is converted)."""
-        until = self.w["day"].until
-        if plan.start >= until:
-            return {}, (), {}
-        where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
-        result = attribute(self.lake, self.config, Window(plan.start, until), by=("project",), where=where,
-                           granularity="day")
-        daily: dict[date, Decimal] = defaultdict(Decimal)
-        left_out: dict[str | None, Decimal] = defaultdict(Decimal)
-        for row in result.rows:
-            if row.currency == "USD":
-                daily[row.period] += row.cost
-            else:
-                left_out[row.currency] += row.cost
-        return dict(daily), result.unmatched, {currency: cost for currency, cost in left_out.items() if cost}
-
-
-# a plan's USD per day, its values no cost line carries, its spend in other currencies (SpendReport.plan_actual)
-PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...], dict[str | None, Decimal]]
 
 
 def _one_or_several(value: str | None) -> str:

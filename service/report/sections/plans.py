@@ -1,0 +1,104 @@
+"""Plans vs actual: each registered plan's planned spend to the end of a day against the USD
+attributed to its project (or experiment) since its start. The report's section "Plans vs
+actual" (plans.csv) and `spendlake plans` are both this one computation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date, timedelta
+from decimal import Decimal
+
+from service.attribution import attribute
+from service.core.config import Config
+from service.core.lake import Lake
+from service.core.timewindow import Window, day_start, iso_utc
+from service.core.units import amounts_text
+from service.planning.plans import Plan, load_plans
+from service.report.model import Chart, Column, Section, Table
+
+CENT = Decimal("0.01")
+PLAN_CHARTS = 3  # plans drawn; the table lists them all
+PLAN_CHART_DAYS = 120
+COLUMNS = (
+    Column("plan", "plan"), Column("project", "project"), Column("experiment", "experiment"),
+    Column("start", "start", "time"), Column("end", "end", "time"),
+    Column("planned_to_date_low", "plan low", "money"), Column("planned_to_date_high", "plan high", "money"),
+    Column("actual_to_date", "actual", "money"), Column("status", "status"),
+    Column("planned_total_high", "plan total", "money"),
+)  # plans.csv's, and `spendlake plans`'s
+NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
+
+# a plan's USD per day, its values no cost line carries, its spend in other currencies (plan_actual)
+PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...], dict[str | None, Decimal]]
+
+
+def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
+    """USD attributed to the plan's project (and experiment) per day, from its start to `until`;
+    its project or experiment values no cost line of the lake carries (dimension, value, the
+    closest known values): a misspelt one reads $0, under plan; and its spend in other
+    currencies, which a USD plan never counts (nothing is converted)."""
+    if plan.start >= until:
+        return {}, (), {}
+    where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
+    result = attribute(lake, config, Window(plan.start, until), by=("project",), where=where, granularity="day")
+    daily: dict[date, Decimal] = defaultdict(Decimal)
+    left_out: dict[str | None, Decimal] = defaultdict(Decimal)
+    for row in result.rows:
+        if row.currency == "USD":
+            daily[row.period] += row.cost
+        else:
+            left_out[row.currency] += row.cost
+    return dict(daily), result.unmatched, {currency: cost for currency, cost in left_out.items() if cost}
+
+
+def plans_section(config: Config, lake: Lake, day: date) -> Section:
+    """Each registered plan: its planned spend curve at the end of `day` against attributed spend,
+    with a chart of both, cumulative per day, for the plans that have started. A started plan
+    whose project (or experiment) no cost line carries is `unknown project`, not under plan, with
+    the closest values in the section's note."""
+    until = day_start(day) + timedelta(days=1)
+    plans = load_plans(lake)
+    table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
+                  markdown=(("plan", "project"), "status"))
+    charts, unknown = [], []
+    for plan in plans:
+        to_date = plan.planned_spend(until)
+        low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
+        daily, unmatched, left_out = plan_actual(config, lake, plan, until)
+        actual = sum(daily.values(), Decimal(0))
+        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
+                    for dim, value, hint in unmatched]
+        if left_out:
+            unknown.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
+                           "its start is left out (currencies are never converted).")
+        table.rows.append({
+            "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
+            "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
+            "planned_to_date_high": high, "actual_to_date": actual,
+            "status": f"unknown {unmatched[0][0]}" if unmatched else
+                      "over plan" if actual > high else "under plan" if actual < low else "on plan",
+            "planned_total_high": plan.total_cost.high,
+        })
+        if plan.start < until and len(charts) < PLAN_CHARTS:
+            charts.append(_plan_chart(plan, day, daily))
+    note = (" ".join(unknown) or None) if plans else NO_PLANS
+    return Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts, note=note)
+
+
+def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
+    """Cumulative actual spend to the report day against the planned curve to the plan's end."""
+    first, last = plan.start.date(), max(day, plan.end.date())
+    days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
+    running, actual = Decimal(0), []
+    for current in days:
+        running += daily.get(current, Decimal(0))
+        actual.append(running if current <= day else None)
+    ends = [day_start(current) + timedelta(days=1) for current in days]
+    planned = [plan.planned_spend(end) for end in ends]
+    series: dict[str, list[Decimal | None]] = {"actual": actual}
+    if any(p.low != p.high for p in planned):
+        series |= {"planned (low)": [p.low for p in planned], "planned (high)": [p.high for p in planned]}
+    else:
+        series["planned"] = [p.low for p in planned]
+    return Chart("lines", f"{plan.name}: cumulative spend vs plan (USD)", [d.isoformat() for d in days], series, "USD")

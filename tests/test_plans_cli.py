@@ -1,0 +1,92 @@
+"""`spendlake plans`: the report's plans vs actual rows (plans.csv) from the command line."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timezone
+from decimal import Decimal
+
+import yaml
+from click.testing import CliRunner
+
+from attribution_helpers import config as lake_config, declared_sources, line, make_lake
+from service.cli.main import cli
+from service.planning.estimate import Span
+from service.planning.plans import Plan, register_plan
+from service.report.write import write_report
+
+DAY = date(2026, 11, 29)
+
+
+def plan(name: str, project: str, compute: str, experiment: str | None = None) -> Plan:
+    return Plan(name=name, project=project, experiment=experiment, start=datetime(2026, 11, 25, tzinfo=timezone.utc),
+                run_hours=Span(Decimal(200), Decimal(240)), retention_days=0,
+                compute_cost=Span(Decimal(compute), Decimal(compute) * Decimal("1.2")),  # $25 an hour either way
+                storage_cost=Span(Decimal(0), Decimal(0)),
+                inputs={})
+
+
+def small_lake(tmp_path):
+    """llm-7b spends USD 100 and EUR 250 a day from the 20th; plans: one on it, one misspelt, one
+    starting after the report day's end."""
+    tags = {"project": "llm-7b", "experiment": "base"}
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", cost, tags=tags, currency=currency)
+                                for d in range(20, 30) for cost, currency in (("100", "USD"), ("250", "EUR"))])
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    return lake, str(config_file)
+
+
+def spendlake(config_file, *args):
+    return CliRunner().invoke(cli, ["--config", config_file, *args], catch_exceptions=False)
+
+
+def test_plans_prints_the_reports_plans_csv_rows_in_csv_and_json(tmp_path):
+    lake, config_file = small_lake(tmp_path)
+    for registered in (plan("known", "llm-7b", "5000"), plan("typo", "llm-7c", "5000"),
+                       plan("sft", "llm-7b", "800", experiment="sft")):
+        register_plan(lake, registered)
+    write_report(lake_config(lake=lake), DAY, str(tmp_path / "out"))
+    folder = tmp_path / "out" / DAY.isoformat()
+
+    csv = spendlake(config_file, "plans", "--as-of", DAY.isoformat(), "--format", "csv")
+    assert csv.exit_code == 0, csv.output
+    assert csv.stdout == (folder / "plans.csv").read_text()
+    assert "known,llm-7b,,2026-11-25T00:00:00Z" in csv.stdout  # rows, not only the header
+
+    report = json.loads((folder / "report.json").read_text())
+    (section,) = [s for s in report["sections"] if s["key"] == "plans"]
+    out = spendlake(config_file, "plans", "--as-of", DAY.isoformat(), "--format", "json")
+    assert json.loads(out.stdout) == section["tables"][0]["rows"]
+    assert [row["status"] for row in json.loads(out.stdout)] == ["under plan", "unknown experiment", "unknown project"]
+    # what the report's section says under the table (a value no line carries, spend in EUR), on stderr
+    assert "plan typo: no cost line carries project 'llm-7c'" in out.stderr
+    assert "plan known counts USD spend only: EUR 1,250.00" in out.stderr
+
+
+def test_plans_defaults_to_the_reports_day_and_reads_as_of_as_a_date(tmp_path):
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    # the lake's data ends at the 29th, 01:00: the report's default day is the last whole one, the 28th
+    default = spendlake(config_file, "plans", "--format", "csv")
+    assert default.stdout == spendlake(config_file, "plans", "--as-of", "2026-11-28", "--format", "csv").stdout
+    earlier = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-26", "--format", "json").stdout)
+    assert Decimal(earlier[0]["actual_to_date"]) == 200  # the 25th and the 26th
+    bad = spendlake(config_file, "plans", "--as-of", "2026-11-31")
+    assert bad.exit_code == 2 and "--as-of" in bad.stderr, bad.stderr
+
+
+def test_plans_table_and_no_plans(tmp_path):
+    lake, config_file = small_lake(tmp_path)
+    none = spendlake(config_file, "plans", "--format", "table")
+    assert none.exit_code == 0
+    assert none.stdout.strip() == "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
+    assert json.loads(spendlake(config_file, "plans", "--format", "json").stdout) == []
+
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    table = spendlake(config_file, "plans", "--format", "table", "--as-of", "2026-11-29")
+    assert table.exit_code == 0
+    # 120 h at $25 an hour by the 29th's end, against USD 100 a day since the 25th
+    (row,) = [text for text in table.stdout.splitlines() if "known" in text]
+    assert row.count("3,000.00") == 2 and "500.00" in row and "under plan" in row, table.stdout
+    assert "plans vs actual, to the end of 2026-11-29" in table.stdout
