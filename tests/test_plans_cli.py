@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from attribution_helpers import config as lake_config, declared_sources, line, make_lake
 from service.cli.main import cli
+from service.core.lake import Lake
 from service.planning.estimate import Span
 from service.planning.plans import Plan, register_plan
 from service.report.write import write_report
@@ -90,3 +91,24 @@ def test_plans_table_and_no_plans(tmp_path):
     (row,) = [text for text in table.stdout.splitlines() if "known" in text]
     assert row.count("3,000.00") == 2 and "500.00" in row and "under plan" in row, table.stdout
     assert "plans vs actual, to the end of 2026-11-29" in table.stdout
+
+
+def test_plans_on_a_lake_without_a_bill_or_past_its_data_say_so(tmp_path):
+    # no bill: every actual would read $0, under plan; the report writes nothing for such a lake either
+    empty = tmp_path / "empty"
+    config_file = tmp_path / "empty.yaml"
+    config_file.write_text(yaml.safe_dump({"lake": str(empty / "lake"), "sources": []}))
+    assert "No plans registered" in spendlake(str(config_file), "plans", "--format", "table").stdout
+    register_plan(Lake(empty / "lake"), plan("known", "llm-7b", "5000"))
+    out = spendlake(str(config_file), "plans", "--format", "csv")
+    assert out.exit_code == 3 and out.stdout == "", out.stdout
+    assert "is empty: no actual spend to set against the plans; run `spendlake ingest`" in out.stderr, out.stderr
+
+    # a day past the data's end: its actual is not all in yet
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    past = spendlake(config_file, "plans", "--as-of", "2026-11-30", "--format", "json")
+    assert past.exit_code == 0
+    assert "note: the lake's billing data ends at 2026-11-29 01:00 UTC: spend after it is not in the actual yet" \
+        in past.stderr, past.stderr
+    assert "billing data ends" not in spendlake(config_file, "plans", "--as-of", "2026-11-28").stderr

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import click
 
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.core.output import one_line
 from service.core.units import money_text
 
@@ -16,15 +18,21 @@ from service.core.units import money_text
 @click.pass_obj
 def plans_command(obj, day: str | None, fmt: str | None) -> None:
     """Registered plans: planned spend to date (low, high) against attributed USD spend, as the report's plans.csv."""
+    from service.core.coverage import data_end
+    from service.core.errors import DataError
+    from service.core.timewindow import day_start
     from service.report.sections.plans import COLUMNS, plans_section
     from service.report.write import report_day
 
-    as_of = report_day(day, lake=obj.lake, option="--as-of")
-    section = plans_section(obj.config, obj.lake, as_of)
+    lake = obj.lake
+    as_of = report_day(day, lake=lake, option="--as-of")
+    section = plans_section(obj.config, lake, as_of)
     fmt = fmt or default_format()
     if not section.tables and fmt == "table":
         click.echo(section.note)
         return
+    if section.tables and not lake.snapshot().checks:  # every actual $0, "under plan", with no bill read
+        raise DataError(empty_lake_line(lake, nothing="no actual spend to set against the plans"))
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
     if fmt != "table":
         emit(rows, [column.key for column in COLUMNS], fmt)
@@ -32,7 +40,13 @@ def plans_command(obj, day: str | None, fmt: str | None) -> None:
         shown = [{column.label: money_text(row[column.key]) if column.kind == "money" else row[column.key]
                   for column in COLUMNS} for row in rows]
         money = [column.label for column in COLUMNS if column.kind == "money"]
-        emit(shown, [column.label for column in COLUMNS], fmt, right=money, whole=("plan low", "plan high", "actual", "status"),
-             title=f"plans vs actual, to the end of {as_of.isoformat()} (USD)")
-    if section.note:  # values no cost line carries, spend in other currencies, or no plans (CSV, JSON)
-        click.echo(one_line(f"note: {section.note}"), err=True)
+        emit(shown, [column.label for column in COLUMNS], fmt, title=f"plans vs actual, to the end of {as_of} (USD)",
+             right=money, whole=("plan low", "plan high", "actual", "status"))
+    # the section's: values no cost line carries, spend in other currencies, no plans (CSV, JSON)
+    notes = [section.note] if section.note else []
+    end = data_end(lake)
+    if section.tables and end is not None and end < day_start(as_of) + timedelta(days=1):
+        notes.append(f"the lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in the "
+                     "actual yet")
+    for note in notes:
+        click.echo(one_line(f"note: {note}"), err=True)
