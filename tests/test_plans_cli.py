@@ -8,13 +8,16 @@ from decimal import Decimal
 
 import yaml
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from attribution_helpers import config as lake_config, declared_sources, line, make_lake
 from service.cli.main import cli
+from service.core.config import parse_config
 from service.core.lake import Lake
 from service.planning.estimate import Span
 from service.planning.plans import Plan, register_plan
 from service.report.write import write_report
+from service.serve.app import Api
 
 DAY = date(2026, 11, 29)
 
@@ -112,3 +115,25 @@ def test_plans_on_a_lake_without_a_bill_or_past_its_data_say_so(tmp_path):
     assert "note: the lake's billing data ends at 2026-11-29 01:00 UTC: spend after it is not in the actual yet" \
         in past.stderr, past.stderr
     assert "billing data ends" not in spendlake(config_file, "plans", "--as-of", "2026-11-28").stderr
+
+
+def test_the_api_answers_the_rows_the_cli_prints(tmp_path):
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    register_plan(lake, plan("typo", "llm-7c", "5000"))
+    api = Api(lake_config(lake=lake), CollectorRegistry())
+    response = api.handle("/api/v1/plans", {"as_of": ["2026-11-30"]}, None)
+    assert response.status == 200
+    body = json.loads(response.body)
+    cli_json = spendlake(config_file, "plans", "--as-of", "2026-11-30", "--format", "json")
+    assert body["as_of"] == "2026-11-30" and body["rows"] == json.loads(cli_json.stdout)
+    assert body["notes"] and all(f"note: {note}" in cli_json.stderr for note in body["notes"])
+    assert len(body["notes"]) == 2  # the typo, and the 30th past the data's end
+    bad = api.handle("/api/v1/plans", {"as_of": ["30/11"]}, None)
+    assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "as_of"
+
+    empty = tmp_path / "empty"
+    register_plan(Lake(empty / "lake"), plan("known", "llm-7b", "5000"))
+    no_bill = Api(parse_config({"lake": str(empty / "lake"), "sources": []}), CollectorRegistry())
+    response = no_bill.handle("/api/v1/plans", {}, None)
+    assert response.status == 503 and "run `spendlake ingest`" in json.loads(response.body)["error"]["hint"]

@@ -93,6 +93,7 @@ class Api:
             "/api/v1/runs": Route(self.runs, RUNS_PARAMS, protected=True),
             "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status", "category"}), protected=True),
             "/api/v1/reports": Route(self.reports.index_json, PAGE_PARAMS, protected=True),
+            "/api/v1/plans": Route(self.plans, frozenset({"as_of"}), protected=True),
         }
 
     def route(self, path: str) -> Route | None:
@@ -226,6 +227,20 @@ class Api:
         found = load_findings(self.lake, rule=one(query, "rule"), team=one(query, "team"),
                               status=None if status == "all" else status, category=category)
         return json_response(200, finding_rows(found))
+
+    def plans(self, query: Query) -> Response:
+        """The rows of `spendlake plans --format json` (the report's plans.csv), with the notes it
+        prints beside them."""
+        from service.report.sections.plans import plans_as_of
+        from service.report.write import report_day
+
+        found = plans_as_of(self.config, self.lake, report_day(one(query, "as_of"), now=self.clock(), lake=self.lake,
+                                                            option="as_of"))
+        if found.registered and not self.lake.snapshot().checks:  # as the CLI: no bill, no actual to compare
+            raise DataError("the lake holds no bill: no actual spend to set against the plans",
+                            where=str(self.lake.root), hint="run `spendlake ingest`")
+        return json_response(200, found.to_json())
+
 
 
 def one(query: Query, name: str) -> str | None:

@@ -1,16 +1,19 @@
 """Plans vs actual: each registered plan's planned spend to the end of a day against the USD
 attributed to its project (or experiment) since its start. The report's section "Plans vs
-actual" (plans.csv) and `spendlake plans` are both this one computation.
+actual" (plans.csv), `spendlake plans` and `/api/v1/plans` are all this one computation.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import Any
 from decimal import Decimal
 
 from service.attribution import attribute
 from service.core.config import Config
+from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import amounts_text
@@ -84,6 +87,30 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
             charts.append(_plan_chart(plan, day, daily))
     note = (" ".join(unknown) or None) if plans else NO_PLANS
     return Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts, note=note)
+
+
+@dataclass(frozen=True)
+class PlansAsOf:
+    """The section's rows as plans.csv holds them (`COLUMNS`), and what is said beside them."""
+
+    day: date
+    registered: bool  # any plan at all
+    rows: list[dict[str, Any]]
+    notes: list[str]  # the section's note, and a day past the data's end, whose actual is not all in
+
+    def to_json(self) -> dict[str, Any]:
+        return {"as_of": self.day, "rows": self.rows, "notes": self.notes}
+
+
+def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
+    section = plans_section(config, lake, day)
+    rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
+    notes = [section.note] if section.note else []
+    end = data_end(lake)
+    if rows and end is not None and end < day_start(day) + timedelta(days=1):
+        notes.append(f"the lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in the "
+                     "actual yet")
+    return PlansAsOf(day, bool(rows), rows, notes)
 
 
 def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
