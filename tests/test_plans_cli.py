@@ -16,6 +16,7 @@ from service.core.config import parse_config
 from service.core.lake import Lake
 from service.planning.estimate import Span
 from service.planning.plans import Plan, register_plan
+from service.report.sections.plans import plans_as_of
 from service.report.write import write_report
 from service.serve.app import Api
 
@@ -137,3 +138,20 @@ def test_the_api_answers_the_rows_the_cli_prints(tmp_path):
     no_bill = Api(parse_config({"lake": str(empty / "lake"), "sources": []}), CollectorRegistry())
     response = no_bill.handle("/api/v1/plans", {}, None)
     assert response.status == 503 and "run `spendlake ingest`" in json.loads(response.body)["error"]["hint"]
+
+
+def test_an_actual_between_the_scenarios_is_on_plan_when_the_optimistic_one_has_spent_more(tmp_path):
+    # the optimistic run (200 h) spends its $5,000 faster than the pessimistic one (240 h) its
+    # $5,000: by the 29th's end (120 h) $3,000 and $2,500; $2,700 spent lies between (was: over plan,
+    # above "high" though below "low")
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "540", tags={"project": "llm-7b"})
+                                for d in range(25, 30)])
+    register_plan(lake, Plan(name="p", project="llm-7b", experiment=None,
+                             start=datetime(2026, 11, 25, tzinfo=timezone.utc),
+                             run_hours=Span(Decimal(200), Decimal(240)), retention_days=0,
+                             compute_cost=Span(Decimal(5000), Decimal(5000)),
+                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    found = plans_as_of(lake_config(lake=lake), lake, DAY)
+    [row] = found.rows
+    assert (row["planned_to_date_low"], row["planned_to_date_high"]) == (Decimal("3000.00"), Decimal("2500.00"))
+    assert row["actual_to_date"] == 2700 and row["status"] == "on plan", row

@@ -68,6 +68,7 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
     for plan in plans:
         to_date = plan.planned_spend(until)
         low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
+        floor, ceiling = sorted((low, high))  # the optimistic run spends sooner: low may lie above high mid-run
         daily, unmatched, left_out = plan_actual(config, lake, plan, until)
         actual = sum(daily.values(), Decimal(0))
         unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
@@ -80,7 +81,7 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
             "status": f"unknown {unmatched[0][0]}" if unmatched else
-                      "over plan" if actual > high else "under plan" if actual < low else "on plan",
+                      "over plan" if actual > ceiling else "under plan" if actual < floor else "on plan",
             "planned_total_high": plan.total_cost.high,
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
