@@ -30,9 +30,8 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     spend = SpendReport(config, lake, day)
     headlines, spend_by = spend.spend_section()
     unallocated = unallocated_section(spend, lake, config.report.top)
-    headlines += [Headline(titled("Unallocated, team, month to date", row["currency"]), row["currency"] or "",
-                           row["share_pct"], None, None, kind="percent")
-                  for row in unallocated.tables[0].rows if row["dimension"] == "team" and row["share_pct"] is not None]
+    headlines += [unallocated_headline(row) for row in unallocated.tables[0].rows
+                  if row["dimension"] == "team" and row["total_cost"]]
     sections = [
         spend_by,
         bills_section(lake, day),
@@ -49,6 +48,20 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     ]
     return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections,
                   notes=coverage_notes(lake, day) + estimated_notes(lake, day) + unbilled_notes(lake, day))
+
+
+def unallocated_headline(row: dict) -> Headline:
+    """The team's unallocated share of the month, when it is one (0 to 100%). Credits make it
+    none: an untagged credit alone (EUR -2.125 of 998.125) is a share of -0.2%, untagged charges
+    against tagged credits one of over 100%; the headline then shows the amount, a net credit
+    saying so, as finance reads it on the bill."""
+    label = "Unallocated, team, month to date"
+    if 0 <= row["unallocated_cost"] <= row["total_cost"]:
+        return Headline(titled(label, row["currency"]), row["currency"] or "", row["share_pct"], None, None,
+                        kind="percent")
+    credit = ", a net credit" if row["unallocated_cost"] < 0 else ""
+    return Headline(titled(label + credit, row["currency"]), row["currency"] or "", row["unallocated_cost"],
+                    None, None)
 
 
 def coverage_notes(lake: Lake, day: date) -> list[str]:
