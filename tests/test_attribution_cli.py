@@ -192,3 +192,25 @@ def test_check_with_query_options_says_it_reconciles_whole_periods(setup):
     assert windowed.exit_code == 0 and windowed.stdout == plain.stdout, windowed.output
     assert ("warning: --check reconciles every billing period in whole; --since, --where left out"
             in windowed.stderr), windowed.stderr
+
+
+def test_a_table_whose_rounded_rows_miss_the_total_says_so_under_it_and_csv_json_stay_exact(tmp_path):
+    """EUR 1,000.25 of a team and an untagged -2.125 credit show 1,000.25 and -2.13 (998.12) over a
+    total row of 998.13 (998.125 rounded): the table said nothing of the cent; a note under it now
+    names both sums, and CSV and JSON keep every decimal as before."""
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "1000.25", currency="EUR", tags={"team": "nlp"}),
+                                line("2026-11-02 01:00", "-2.125", currency="EUR", category="Credit"),
+                                line("2026-11-02 00:00", "1.5", tags={"team": "nlp"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    window = ("--since", "2026-11-01", "--until", "2026-12-01", "--by", "team")
+    table = run(path, *window, "--format", "table").output
+    note = ("note: the EUR rows, each shown rounded, do not add up to the total row: cost EUR 998.12 against "
+            "EUR 998.13 (EUR 998.125 exact); the difference is rounding (--format csv or json keep every decimal)")
+    assert [text for text in table.splitlines() if text.startswith("note:")] == [note]  # USD ties out: no note
+    assert table.index("998.13") < table.index(note)
+    assert "note:" not in run(path, *window, "--format", "csv").output
+    data = json.loads(run(path, *window, "--format", "json").output)
+    assert sum(Decimal(r["cost"]) for r in data["rows"] if r["currency"] == "EUR") == Decimal("998.125")
+    compared = run(path, *window, "--compare", "--format", "table").output
+    assert "cost EUR 998.12 against EUR 998.13" in compared and "change EUR 998.12 against EUR 998.13" in compared

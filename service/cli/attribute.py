@@ -11,6 +11,7 @@ from service.cli.output import default_format, emit, empty_lake_line, format_opt
 from service.cli.params import WholeNumber
 from service.core.output import to_json
 from service.core.units import currency_text, exact_text, is_tty, money_text
+from service.report.rounding import gaps
 
 COSTS = ("billed", "effective", "list")
 GRANULARITY = ("total", "day", "week", "month")
@@ -38,10 +39,10 @@ def render(result, fmt: str | None) -> None:
     columns = _columns(result)
     if fmt != "csv" and not data["rows"]:  # a table of nothing: the command's reason line says why
         return
+    numbers = ("cost", "previous_cost", "change", "change_pct")
+    exact = [{**row, **{k: Decimal(row[k]) for k in numbers if row.get(k) is not None}} for row in data["rows"]]
     if fmt == "csv":  # money as numbers, so a negative cost stays a number (not a neutralised "-")
-        numbers = ("cost", "previous_cost", "change", "change_pct")
-        rows = [{**row, **{k: Decimal(row[k]) for k in numbers if row.get(k) is not None}} for row in data["rows"]]
-        emit(rows, columns + (["explain"] if result.explain else []), "csv")
+        emit(exact, columns + (["explain"] if result.explain else []), "csv")
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")
@@ -57,6 +58,8 @@ def render(result, fmt: str | None) -> None:
         title += f" against {data['previous_since']} → {data['previous_until']}"
     emit(rows, columns + ["share"], "table", title=title, footer=footer,
          right=("cost", "share", "previous_cost", "change", "change_pct"), whole=("cost",))
+    for line in rounding_notes(exact, tuple(key for key in money if key in columns)):
+        click.echo(line)
     click.echo(coverage_line(result))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
@@ -66,6 +69,16 @@ def render(result, fmt: str | None) -> None:
         keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
         emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",
              right=("cost",), whole=("cost",))
+
+
+def rounding_notes(rows: list[dict], money: tuple[str, ...]) -> list[str]:
+    """Per currency, the money columns whose rows, each shown rounded, add up to other than the
+    total row (EUR 1,000.25 and -2.13 against 998.13, the whole being 998.125): finance adding up
+    the table is told by how much, as under the report's spend tables."""
+    return [f"note: the {currency_text(currency)} rows, each shown rounded, do not add up to the total row: " +
+            "; ".join(f"{gap.column} {gap.amount(gap.rounded)} against {gap.amount(gap.whole)} ({gap.exact_text} exact)"
+                      for gap in missed) + "; the difference is rounding (--format csv or json keep every decimal)"
+            for (currency,), missed in gaps(rows, ("currency",), money).items()]
 
 
 def coverage_line(result) -> str:
