@@ -75,11 +75,16 @@ def breakable(text: str) -> Markup:
 def cell(row: dict[str, Any], column: Column) -> Markup:
     value = row.get(column.key)
     classes = ([] if column.kind == "text" else ["num"]) + ([column.css] if column.css else [])
-    if column.kind == "change":
-        classes.append(change_class(value))
+    if column.kind in ("change", "time"):
+        classes.append(change_class(value) if column.kind == "change" else "time")
     attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
     shown = display(value, column, row)
-    return Markup(f"<td{attr}>{breakable(shown) if column.kind == 'text' else escape(shown)}</td>")
+    if column.kind == "text":
+        return Markup(f"<td{attr}>{breakable(shown)}</td>")
+    if column.kind == "time":  # a crowded table wraps the time under its date, never inside the date
+        return Markup(f"<td{attr}>") + Markup(" ").join(
+            Markup("<span>{}</span>").format(part) for part in shown.split(" ")) + Markup("</td>")
+    return Markup(f"<td{attr}>{escape(shown)}</td>")
 
 
 def _environment() -> Environment:

@@ -16,6 +16,7 @@ findings are its top causes. Until those rules exist, the sections say so.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime, timezone
 from decimal import Decimal
 
@@ -36,6 +37,14 @@ def finding_columns(money: str, label: str) -> list[Column]:
         Column("resource_id", "resource", css="long"), Column("summary", "finding", css="finding"),
         Column("since", "since", "time"), Column(money, label, "money"),
     ]
+
+
+def page_columns(columns: list[Column], *named: str) -> list[Column]:
+    """The columns with the resource (and `named`) left to the CSV and JSON: each finding's
+    sentence names its resource, and the page keeps room for the sentence, the money and the id
+    at 1280 px (800 px for anomalies)."""
+    hidden = ("resource_id", *named)
+    return [replace(c, in_html=False) if c.key in hidden else c for c in columns]
 
 
 def _finding_row(finding) -> dict:
@@ -88,7 +97,7 @@ def waste_section(lake: Lake, top: int) -> Section:
     shown = [{**_finding_row(f), "per": per[f.id]} for f in findings[:top]]  # load_findings sorts by $
     top_findings = Table(
         "open_findings", f"Top {top} open findings by {what}",
-        finding_columns("monthly_waste_usd", "waste $" if once else "monthly $")
+        page_columns(finding_columns("monthly_waste_usd", "waste $" if once else "monthly $"))
         + [Column("per", "per")] * bool(once) + [Column("id", "id")],
         rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"),
         total=_total(shown, "rule", "monthly_waste_usd", per=" + ".join(sorted({r["per"] for r in shown}))))
@@ -112,8 +121,7 @@ def anomalies_section(lake: Lake, top: int) -> Section:
         return Section("anomalies", "Anomalies", note="No open spend anomalies in the last rules run.")
     # the series (team|service) and its project are in the finding's sentence: the page keeps
     # room for the sentence and its causes even 800 px wide (CSV and JSON keep both)
-    columns = [Column(c.key, c.label, c.kind, in_html=False, css=c.css) if c.key in ("project", "resource_id") else c
-               for c in finding_columns("impact_usd", "excess $")]
+    columns = page_columns(finding_columns("impact_usd", "excess $"), "project")
     table = Table("anomalies", "Open spend anomalies", columns + [Column("root_causes", "top causes", css="causes")],
                   markdown=(("team", "summary"), "impact_usd"))
     for finding in anomalies[:top]:
