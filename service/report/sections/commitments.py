@@ -22,7 +22,9 @@ def commitments_section(config: Config, lake: Lake, day: date) -> Section:
         return Section("commitments", "Commitments",
                        note=f"No Savings Plan, reservation or committed use discount was used or left unused "
                             f"in the {DAYS} days to {day:%Y-%m-%d}.")
-    columns = [Column("commitment_id", "commitment"), Column("type", "type"), Column("account", "account"),
+    # an arn breaks anywhere rather than widening the table past the page (its 32-character runs did)
+    columns = [Column("commitment_id", "commitment", css="long"), Column("type", "type"),
+               Column("account", "account"),
                Column("currency", "currency"), Column("commitment", "commitment", "money"),
                Column("used", "used", "money"), Column("unused", "unused", "money"),
                Column("unused_pct", "unused", "percent"), Column("utilization_pct", "utilization", "percent"),
