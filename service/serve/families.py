@@ -110,7 +110,8 @@ def spend_families(tops: ScrapeTops) -> list[Metric]:
                                     "Attributed billed cost in USD per experiment over the window.",
                                     labels=["experiment", "window"])
     unallocated = GaugeMetricFamily("spendlake_unallocated_ratio",
-                                    "Share of the window's USD spend that no rule or tag placed (0-1).",
+                                    "Share of the window's USD spend that no rule or tag placed (0-1; a net "
+                                    "credit on either side takes it below 0 or above 1).",
                                     labels=["dimension", "window"])
     family = {"spend": spend, "experiment": experiments, "unallocated": unallocated}
     for top in tops.group("spend"):
