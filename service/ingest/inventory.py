@@ -3,8 +3,8 @@
 Each source's tables are committed with `Lake.commit_snapshot` into the partition
 `source=<name>/snapshot_date=<UTC date of the run>` (re-running the same day replaces that
 day's snapshot; a later-dated snapshot of the source, taken by a clock that ran ahead, is
-replaced instead, job history aside: `_snapshot_day`), or for gpu_utilization `source=<name>/day=<UTC day>` per
-day of data.
+replaced instead, job history aside: `_snapshot_day`), or for gpu_utilization
+`source=<name>/day=<UTC day>` per day of data.
 A failing source fails alone; its previous snapshots stay. Runs under the same lake lock
 as billing ingest, and records success and failure in the same per-source state.
 """
@@ -145,7 +145,8 @@ def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
     source's newest snapshot when that is later (taken by a clock that ran ahead). Readers take
     a source's newest snapshot as its state, so the one read last must be it, not hide behind
     a stale one until the calendar reaches that date. Said as a warning by the run that replaces
-    what the clock ahead wrote; the runs after it, filing there until the calendar gets there, log it."""
+    what the clock ahead wrote; the runs after it, filing there until the calendar gets there,
+    log it."""
     today = now.strftime("%Y-%m-%d")
     # Job records are history, not a state: each day's snapshot stays (replacing one would drop
     # the jobs only it held); a later-dated one only ends the earlier ones' running records.

@@ -27,8 +27,8 @@ SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
           'String(document.querySelectorAll("svg").length + ":" + document.querySelectorAll("table").length));')
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
 MD_SPECIAL = set("\\`*_[]|~")  # inline syntax; our values never start a line ("(" is inert without "]")
-MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-RUN = 32  # characters without a space after which a table cell may wrap (an identifier, not a word)  # as Markdown and chat tools (Slack) both expect
+MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat tools (Slack) both expect
+RUN = 32  # characters without a space after which a table cell may wrap (an identifier, not a word)
 
 
 def money(value: Any, currency: str | None = "USD") -> str:
