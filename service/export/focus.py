@@ -9,7 +9,10 @@ is never changed):
 - Not-null columns the bill leaves empty: PublisherName and InvoiceIssuerName are the
   ProviderName; RegionName, SubAccountName and BillingAccountName (FOCUS: not null when
   their id is not) are the name other lines of the provider give that id, else the id;
-  ChargeFrequency follows ChargeCategory (Usage → Usage-Based, else One-Time);
+  ChargeFrequency follows ChargeCategory (Usage → Usage-Based, else One-Time); ResourceType
+  (FOCUS: not null when ResourceId is not) is the resource type an Azure resource id names
+  (`Microsoft.Sql/servers/databases` in `…/providers/Microsoft.Sql/servers/s/databases/d`),
+  else what the bill says;
   PricingCurrency is the BillingCurrency, PricingCurrencyEffectiveCost the EffectiveCost when
   the two currencies agree; ServiceCategory and ServiceSubcategory come from the service
   name (service/export/categories.py), a category of another vocabulary is translated.
@@ -94,6 +97,14 @@ def _product(price: str, quantity: str) -> str:
     return f"try(CAST({price} * {quantity} AS {MONEY}))"
 
 
+def _arm_type(resource_id: str) -> str:
+    """SQL: the resource type an Azure Resource Manager id names (the namespace after its last
+    `/providers/`, then every other segment: `Microsoft.Compute/virtualMachines`), else NULL."""
+    pairs = f"regexp_extract({resource_id}, '(?i)^(?:/subscriptions/.*)?/providers/([^/]+(?:/[^/]+/[^/]*)+)$', 1)"
+    return (f"nullif(array_to_string(list_filter(string_split({pairs}, '/'), lambda part, i: i = 1 OR i % 2 = 0), "
+            "'/'), '')")
+
+
 def _own_entity(issuer: str, provider: str) -> str:
     """SQL: the invoicing entity is one of the provider's own companies."""
     cases = []
@@ -173,7 +184,8 @@ def _step2() -> str:
         "PricingUnit": f"CASE WHEN PricingQuantity IS NULL OR {NO_UNIT_NEEDED} THEN NULL "
                        "ELSE coalesce(PricingUnit, 'Units') END",
         "ConsumedUnit": "CASE WHEN ConsumedQuantity IS NULL THEN NULL ELSE coalesce(ConsumedUnit, PricingUnit) END",
-        "ResourceType": "CASE WHEN ResourceId IS NULL THEN NULL ELSE ResourceType END",
+        "ResourceType": f"CASE WHEN ResourceId IS NULL THEN NULL ELSE coalesce(ResourceType, {_arm_type('ResourceId')}) "
+                        "END",
         "SubAccountName": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountName END",
         "SubAccountType": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountType END",
         "BillingAccountType": "CASE WHEN BillingAccountId IS NULL THEN NULL ELSE BillingAccountType END",

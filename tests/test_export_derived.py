@@ -1,0 +1,40 @@
+"""FOCUS columns the export derives from a line's own columns where the bill leaves them empty
+(service/export/focus.py): only what the line states, never a guess."""
+
+from __future__ import annotations
+
+from test_export import exported_lines
+
+
+def test_an_azure_resource_id_gives_its_resource_type_and_other_ids_give_none(tmp_path):
+    """FOCUS: ResourceType is not null when ResourceId is not. Azure EA cost details name no
+    type, but an Azure Resource Manager id states it: the namespace after its last
+    `/providers/` and every other segment after it. A type on the line stays; an id that is not
+    an ARM id (an AWS one, a resource group, a GCP name) gets none."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "provider", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'",
+        "EffectiveCost": "'1'", "ResourceId": "id", "ResourceType": "type",
+    }, "('Microsoft', '/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1', NULL), "
+       "('Microsoft', '/SUBSCRIPTIONS/S/RESOURCEGROUPS/RG/PROVIDERS/MICROSOFT.SQL/SERVERS/A/DATABASES/B', NULL), "
+       "('Microsoft', '/providers/Microsoft.Capacity/reservationOrders/o/reservations/', NULL), "
+       "('Microsoft', '/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm/"
+       "providers/Microsoft.Insights/diagnosticSettings/d', NULL), "
+       "('Microsoft', '/subscriptions/s/resourceGroups/rg/providers/Microsoft.Web/sites/app', 'Web App'), "
+       "('Microsoft', '/subscriptions/s/resourceGroups/rg', NULL), "
+       "('AWS', 'i-0abc', NULL), ('Google Cloud', '//example', NULL), ('AWS', NULL, NULL)",
+       "provider, id, type", "ResourceId, ResourceType")
+    assert lines == [
+        ("//example", None),
+        ("/SUBSCRIPTIONS/S/RESOURCEGROUPS/RG/PROVIDERS/MICROSOFT.SQL/SERVERS/A/DATABASES/B",
+         "MICROSOFT.SQL/SERVERS/DATABASES"),
+        ("/providers/Microsoft.Capacity/reservationOrders/o/reservations/",
+         "Microsoft.Capacity/reservationOrders/reservations"),
+        ("/subscriptions/s/resourceGroups/rg", None),
+        ("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm/"
+         "providers/Microsoft.Insights/diagnosticSettings/d", "Microsoft.Insights/diagnosticSettings"),
+        ("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1",
+         "Microsoft.Compute/virtualMachines"),
+        ("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Web/sites/app", "Web App"),
+        ("i-0abc", None),
+        (None, None),
+    ]
