@@ -38,3 +38,24 @@ def test_an_azure_resource_id_gives_its_resource_type_and_other_ids_give_none(tm
         ("i-0abc", None),
         (None, None),
     ]
+
+
+def test_an_aws_lines_usage_type_is_its_sku_meter(tmp_path):
+    """FOCUS: SkuMeter should not be null when SkuId is not. A CUR names no meter, but AWS's own
+    FOCUS 1.2 export writes the usage type there (it replaced FOCUS 1.0's x_UsageType): the
+    export does the same where the line has a SkuId and no SkuMeter; a meter on the line stays,
+    and a line without a SkuId (a tax) has none."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "'Amazon Elastic Compute Cloud'", "ChargeCategory": "category",
+        "BilledCost": "'1'", "EffectiveCost": "'1'", "SkuId": "sku", "SkuMeter": "meter", "x_usage_type": "usage_type",
+    }, "('Usage', 'JRTCKXETXF', NULL, 'USE1-BoxUsage:p5.48xlarge'), "
+       "('Usage', '6YS6EN2CT7', 'Compute', 'USE1-BoxUsage:p4d.24xlarge'), "
+       "('Usage', 'ABCDEFGHIJ', NULL, NULL), "
+       "('Tax', NULL, NULL, 'USE1-BoxUsage:p5.48xlarge')",
+       "category, sku, meter, usage_type", "ChargeCategory, SkuId, SkuMeter")
+    assert lines == [
+        ("Tax", None, None),
+        ("Usage", "6YS6EN2CT7", "Compute"),
+        ("Usage", "ABCDEFGHIJ", None),
+        ("Usage", "JRTCKXETXF", "USE1-BoxUsage:p5.48xlarge"),
+    ]

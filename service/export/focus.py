@@ -12,7 +12,8 @@ is never changed):
   ChargeFrequency follows ChargeCategory (Usage → Usage-Based, else One-Time); ResourceType
   (FOCUS: not null when ResourceId is not) is the resource type an Azure resource id names
   (`Microsoft.Sql/servers/databases` in `…/providers/Microsoft.Sql/servers/s/databases/d`),
-  else what the bill says;
+  else what the bill says; SkuMeter (FOCUS: should not be null beside a SkuId) is the usage
+  type (AWS's own FOCUS 1.2 export moved x_UsageType into SkuMeter);
   PricingCurrency is the BillingCurrency, PricingCurrencyEffectiveCost the EffectiveCost when
   the two currencies agree; ServiceCategory and ServiceSubcategory come from the service
   name (service/export/categories.py), a category of another vocabulary is translated.
@@ -178,7 +179,7 @@ def _step2() -> str:
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
                                         "BillingCurrency THEN coalesce(EffectiveCost, CASE WHEN ChargeCategory = "
                                         "'Purchase' THEN 0 ELSE BilledCost END) END)",
-        "SkuMeter": "CASE WHEN SkuId IS NULL THEN NULL ELSE SkuMeter END",
+        "SkuMeter": "CASE WHEN SkuId IS NULL THEN NULL ELSE coalesce(SkuMeter, x_usage_type) END",
         "SkuPriceDetails": "CASE WHEN SkuPriceId IS NULL THEN NULL ELSE SkuPriceDetails END",
         "PricingQuantity": f"CASE WHEN {NO_UNIT_NEEDED} THEN NULL ELSE PricingQuantity END",
         "PricingUnit": f"CASE WHEN PricingQuantity IS NULL OR {NO_UNIT_NEEDED} THEN NULL "
