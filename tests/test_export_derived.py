@@ -59,3 +59,30 @@ def test_an_aws_lines_usage_type_is_its_sku_meter(tmp_path):
         ("Usage", "ABCDEFGHIJ", None),
         ("Usage", "JRTCKXETXF", "USE1-BoxUsage:p5.48xlarge"),
     ]
+
+
+def test_azure_and_google_account_ids_get_the_types_their_provider_gives_them(tmp_path):
+    """FOCUS: BillingAccountType and SubAccountType are not null when their id is not. Azure
+    cost details and Google's billing export give the ids without a type; Microsoft's own FOCUS
+    export of the same EA account (samples/focus/azure_focus_1.0_trey_research_1000.csv) calls
+    them Billing Account and Subscription, Google's export a billing account and a project. A
+    type on the line stays; another provider (AWS: its FOCUS type names are not known here) and
+    a line without the id get none."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "provider", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'",
+        "EffectiveCost": "'1'", "BillingAccountId": "payer", "BillingAccountType": "payer_type",
+        "SubAccountId": "account", "SubAccountType": "account_type",
+    }, "('Microsoft', '8611537', NULL, 'ed570627', NULL), "
+       "('Google Cloud', '018984-D0AAA4-940B88', NULL, 'examplecorp-prod', NULL), "
+       "('Google Cloud', '018984-D0AAA4-940B88', NULL, NULL, NULL), "
+       "('Microsoft', 'bp-1', 'Billing Profile', 'ed570627', 'Subscription'), "
+       "('AWS', '123412340534', NULL, '111', NULL)",
+       "provider, payer, payer_type, account, account_type",
+       "ProviderName, BillingAccountId, BillingAccountType, SubAccountId, SubAccountType")
+    assert lines == [
+        ("AWS", "123412340534", None, "111", None),
+        ("Google Cloud", "018984-D0AAA4-940B88", "Billing Account", "examplecorp-prod", "Project"),
+        ("Google Cloud", "018984-D0AAA4-940B88", "Billing Account", None, None),
+        ("Microsoft", "8611537", "Billing Account", "ed570627", "Subscription"),
+        ("Microsoft", "bp-1", "Billing Profile", "ed570627", "Subscription"),
+    ]

@@ -13,7 +13,9 @@ is never changed):
   (FOCUS: not null when ResourceId is not) is the resource type an Azure resource id names
   (`Microsoft.Sql/servers/databases` in `…/providers/Microsoft.Sql/servers/s/databases/d`),
   else what the bill says; SkuMeter (FOCUS: should not be null beside a SkuId) is the usage
-  type (AWS's own FOCUS 1.2 export moved x_UsageType into SkuMeter);
+  type (AWS's own FOCUS 1.2 export moved x_UsageType into SkuMeter); BillingAccountType and
+  SubAccountType (not null beside their ids) are what the provider calls those ids (Microsoft:
+  Billing Account, Subscription; Google Cloud: Billing Account, Project; see ACCOUNT_TYPES);
   PricingCurrency is the BillingCurrency, PricingCurrencyEffectiveCost the EffectiveCost when
   the two currencies agree; ServiceCategory and ServiceSubcategory come from the service
   name (service/export/categories.py), a category of another vocabulary is translated.
@@ -79,6 +81,11 @@ PROVIDER_ENTITIES = {
     "oracle": ("oracle",), "oracle cloud infrastructure": ("oracle",), "oci": ("oracle",),
 }
 
+# BillingAccountType and SubAccountType a provider's cost data gives its billing and sub
+# account ids (FOCUS: not null beside the id): Microsoft's own FOCUS export of an EA billing
+# account; Google's billing export names billing_account_id and project.id so.
+ACCOUNT_TYPES = {"microsoft": ("Billing Account", "Subscription"), "google cloud": ("Billing Account", "Project")}
+
 # A quantity without a unit on a line FOCUS does not price (credits, adjustments): dropped.
 NO_UNIT_NEEDED = "(PricingUnit IS NULL AND ChargeCategory NOT IN ('Usage', 'Purchase'))"
 # Lines FOCUS does not require a unit price on (it MAY be null there; never on Usage or Purchase).
@@ -104,6 +111,12 @@ def _arm_type(resource_id: str) -> str:
     pairs = f"regexp_extract({resource_id}, '(?i)^(?:/subscriptions/.*)?/providers/([^/]+(?:/[^/]+/[^/]*)+)$', 1)"
     return (f"nullif(array_to_string(list_filter(string_split({pairs}, '/'), lambda part, i: i = 1 OR i % 2 = 0), "
             "'/'), '')")
+
+
+def _account_type(column: str, which: int) -> str:
+    """SQL: `column`, else the account type ACCOUNT_TYPES gives the line's provider (0: billing, 1: sub)."""
+    cases = " ".join(f"WHEN '{provider}' THEN '{types[which]}'" for provider, types in ACCOUNT_TYPES.items())
+    return f"coalesce({column}, CASE lower(ProviderName) {cases} END)"
 
 
 def _own_entity(issuer: str, provider: str) -> str:
@@ -188,8 +201,9 @@ def _step2() -> str:
         "ResourceType": f"CASE WHEN ResourceId IS NULL THEN NULL ELSE coalesce(ResourceType, {_arm_type('ResourceId')}) "
                         "END",
         "SubAccountName": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountName END",
-        "SubAccountType": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountType END",
-        "BillingAccountType": "CASE WHEN BillingAccountId IS NULL THEN NULL ELSE BillingAccountType END",
+        "SubAccountType": f"CASE WHEN SubAccountId IS NULL THEN NULL ELSE {_account_type('SubAccountType', 1)} END",
+        "BillingAccountType": f"CASE WHEN BillingAccountId IS NULL THEN NULL "
+                              f"ELSE {_account_type('BillingAccountType', 0)} END",
         "CommitmentDiscountUnit": "CASE WHEN CommitmentDiscountQuantity IS NULL THEN NULL "
                                   "ELSE CommitmentDiscountUnit END",
     }
