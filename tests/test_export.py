@@ -382,6 +382,10 @@ def test_with_attribution_on_the_cli_ties_out_on_every_sample(samples, tmp_path)
     assert allocated > 0
 
 
+# The columns of a plain usage line of $1, for `exported_lines`.
+USAGE_LINE = {"ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'", "EffectiveCost": "'1'"}
+
+
 def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, select: str) -> list[tuple]:
     """`select` (columns, ORDER BY ALL) of the export of a lake holding the lines `values`
     (SQL VALUES rows, named `names`): one hour of 2026-11-02 in USD, `columns` the canonical
@@ -456,9 +460,9 @@ def test_a_region_or_account_id_without_a_name_gets_the_name_its_other_lines_giv
     no region at all. A line without a name takes the one the provider's other lines give
     the id, else the id itself; a name on the line stays, and no id means no name."""
     lines = exported_lines(tmp_path, {
-        "ProviderName": "provider", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'",
-        "EffectiveCost": "'1'", "RegionId": "region", "RegionName": "region_name", "SubAccountId": "account",
-        "SubAccountName": "account_name", "BillingAccountId": "'payer'", "BillingAccountName": "payer_name",
+        "ProviderName": "provider", **USAGE_LINE, "RegionId": "region", "RegionName": "region_name",
+        "SubAccountId": "account", "SubAccountName": "account_name", "BillingAccountId": "'payer'",
+        "BillingAccountName": "payer_name",
     }, "('AWS', 'ca-central-1', 'Canada (Central)', '111', NULL, 'Org'), "
        "('AWS', 'ca-central-1', NULL, '111', NULL, NULL), "
        "('AWS', 'eu-west-9', NULL, '222', 'research', NULL), "

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from test_export import exported_lines
+from test_export import USAGE_LINE, exported_lines
 
 
 def test_an_azure_resource_id_gives_its_resource_type_and_other_ids_give_none(tmp_path):
@@ -12,8 +12,7 @@ def test_an_azure_resource_id_gives_its_resource_type_and_other_ids_give_none(tm
     `/providers/` and every other segment after it. A type on the line stays; an id that is not
     an ARM id (an AWS one, a resource group, a GCP name) gets none."""
     lines = exported_lines(tmp_path, {
-        "ProviderName": "provider", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'",
-        "EffectiveCost": "'1'", "ResourceId": "id", "ResourceType": "type",
+        "ProviderName": "provider", **USAGE_LINE, "ResourceId": "id", "ResourceType": "type",
     }, "('Microsoft', '/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1', NULL), "
        "('Microsoft', '/SUBSCRIPTIONS/S/RESOURCEGROUPS/RG/PROVIDERS/MICROSOFT.SQL/SERVERS/A/DATABASES/B', NULL), "
        "('Microsoft', '/providers/Microsoft.Capacity/reservationOrders/o/reservations/', NULL), "
@@ -69,8 +68,7 @@ def test_azure_and_google_account_ids_get_the_types_their_provider_gives_them(tm
     type on the line stays; another provider (AWS: its FOCUS type names are not known here) and
     a line without the id get none."""
     lines = exported_lines(tmp_path, {
-        "ProviderName": "provider", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'",
-        "EffectiveCost": "'1'", "BillingAccountId": "payer", "BillingAccountType": "payer_type",
+        "ProviderName": "provider", **USAGE_LINE, "BillingAccountId": "payer", "BillingAccountType": "payer_type",
         "SubAccountId": "account", "SubAccountType": "account_type",
     }, "('Microsoft', '8611537', NULL, 'ed570627', NULL), "
        "('Google Cloud', '018984-D0AAA4-940B88', NULL, 'examplecorp-prod', NULL), "
