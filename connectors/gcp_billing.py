@@ -154,6 +154,12 @@ class Fields:
         return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
 
 
+def first_present(*expressions: str | None) -> str | None:
+    """The first non-null of the expressions the export has columns for, per line."""
+    present = [e for e in expressions if e]
+    return present and (present[0] if len(present) == 1 else f"coalesce({', '.join(present)})") or None
+
+
 def commitment_columns(fields: Fields) -> dict[str, str | None]:
     """FOCUS CommitmentDiscount* from the committed use discount a row received: its credit of
     type COMMITTED_USAGE_DISCOUNT (resource-based: Category `Usage`) or
@@ -176,6 +182,7 @@ def commitment_columns(fields: Fields) -> dict[str, str | None]:
 
 class GcpBillingConnector(FolderExport):
     kind = "gcp-billing"
+    reader_version = 1  # 1: a line without resource.global_name takes its resource.name as ResourceId
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
 
@@ -224,7 +231,8 @@ class GcpBillingConnector(FolderExport):
             "ChargeDescription": fields.text("sku.description"),
             "ProviderName": "'Google Cloud'",
             "ServiceName": fields.text("service.description"),
-            "ResourceId": fields.text("resource.global_name") or fields.text("resource.name"),
+            # per line: a service that gives no global name leaves it null on its own lines only
+            "ResourceId": first_present(fields.text("resource.global_name"), fields.text("resource.name")),
             "ResourceName": fields.text("resource.name"),
             "RegionId": fields.text("location.region"),
             "AvailabilityZone": fields.text("location.zone"),

@@ -203,3 +203,20 @@ def test_standard_and_detailed_export_of_one_account_month_fail_instead_of_count
     assert failures(result) == []
     [(period, count, billed, _, _)] = period_sums(lake)
     assert (period, count, billed) == ("2024-05", 8, 2 * EXPECTED_PERIODS[0][2])
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_line_without_a_global_name_takes_its_resource_name_as_its_id(tmp_path, fmt):
+    """The export has both resource fields, yet a service that gives no global name leaves it
+    null on its own lines: such a line's ResourceId is its resource.name (as when the export has
+    no global_name column at all), never null beside a named resource."""
+    rows = [json.loads(line) for line in NDJSON.read_text().splitlines()]
+    gpu = rows[0]
+    assert gpu["resource"]["global_name"] and gpu["resource"]["name"] == "gpu-node-7"
+    rows.append({**gpu, "resource": {"name": "gpu-node-8", "global_name": None}, "cost": 2.0, "credits": []})
+    write_export(tmp_path / f"billing.{fmt}", rows, fmt)
+    lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", tmp_path / f"billing.{fmt}"))
+    assert failures(result) == []
+    ids = lake.query().execute(
+        "SELECT DISTINCT ResourceName, ResourceId FROM costs WHERE ResourceName LIKE 'gpu-node-%' ORDER BY 1").fetchall()
+    assert ids == [("gpu-node-7", gpu["resource"]["global_name"]), ("gpu-node-8", "gpu-node-8")]
