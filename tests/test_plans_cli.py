@@ -106,7 +106,7 @@ def test_plans_on_a_lake_without_a_bill_or_past_its_data_say_so(tmp_path):
     register_plan(Lake(empty / "lake"), plan("known", "llm-7b", "5000"))
     out = spendlake(str(config_file), "plans", "--format", "csv")
     assert out.exit_code == 3 and out.stdout == "", out.stdout
-    assert "is empty: no actual spend to set against the plans; run `spendlake ingest`" in out.stderr, out.stderr
+    assert "is empty: no actual spend to set against the plans — run `spendlake ingest`" in out.stderr, out.stderr
 
     # a day past the data's end: its actual is not all in yet
     lake, config_file = small_lake(tmp_path)
@@ -137,7 +137,10 @@ def test_the_api_answers_the_rows_the_cli_prints(tmp_path):
     register_plan(Lake(empty / "lake"), plan("known", "llm-7b", "5000"))
     no_bill = Api(parse_config({"lake": str(empty / "lake"), "sources": []}), CollectorRegistry())
     response = no_bill.handle("/api/v1/plans", {}, None)
-    assert response.status == 503 and "run `spendlake ingest`" in json.loads(response.body)["error"]["hint"]
+    error = json.loads(response.body)["error"]
+    assert response.status == 503 and error["hint"] == "run `spendlake ingest`"
+    # the CLI's words, from the one check beside plans_as_of (was: the API's own, "the lake holds no bill")
+    assert error["message"] == f"the lake at {empty / 'lake'} is empty: no actual spend to set against the plans"
 
 
 def test_an_actual_between_the_scenarios_is_on_plan_when_the_optimistic_one_has_spent_more(tmp_path):

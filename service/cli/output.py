@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from service.core.coverage import empty_lake
 from service.core.output import one_line, printable, to_csv, to_json
 from service.core.units import is_tty
 
@@ -97,13 +98,7 @@ def emit(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str | None
 
 
 def empty_lake_line(lake, shown: object = None, nothing: str = "") -> str:
-    """The lake has no bill of the configured sources: run ingest; and when it holds the bills
-    of sources the config no longer names (a source renamed), say so rather than "empty".
-    `nothing`: what the command therefore cannot do (e.g. "nothing to reconcile")."""
-    orphans = [source for source, tables in lake.orphans().items() if "costs" in tables]
-    where, run = shown or lake.root, f"{nothing}; run" if nothing else "run"
-    if not orphans:
-        return f"the lake at {where} is empty: {run} `spendlake ingest`"
-    return (f"the lake at {where} holds no bill of the configured sources, only of {', '.join(orphans)}, which the "
-            f"config no longer names: {run} `spendlake ingest` to read the configured ones (a renamed source is "
-            f"read again under its new name), and `spendlake forget {orphans[0]}` to remove the old")
+    """`empty_lake` as one line: what the lake lacks (and what the command therefore cannot
+    do), then the next step."""
+    what, step = empty_lake(lake, shown, nothing)
+    return f"{what}; {step}" if nothing else f"{what}: {step}"

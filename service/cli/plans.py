@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from service.cli.output import default_format, emit, empty_lake_line, format_option
+from service.cli.output import default_format, emit, format_option
 from service.core.output import one_line
 from service.core.units import money_text
 
@@ -16,7 +16,6 @@ from service.core.units import money_text
 @click.pass_obj
 def plans_command(obj, day: str | None, fmt: str | None) -> None:
     """Registered plans: planned spend to date (low, high) against attributed USD spend, as the report's plans.csv."""
-    from service.core.errors import DataError
     from service.report.sections.plans import COLUMNS, plans_as_of
     from service.report.write import report_day
 
@@ -26,8 +25,6 @@ def plans_command(obj, day: str | None, fmt: str | None) -> None:
     if not found.registered and fmt == "table":
         click.echo(found.notes[0])
         return
-    if found.registered and not lake.snapshot().checks:  # every actual $0, "under plan", with no bill read
-        raise DataError(empty_lake_line(lake, nothing="no actual spend to set against the plans"))
     if fmt != "table":
         emit(found.rows, [column.key for column in COLUMNS], fmt)
     else:  # the page's headers (plan low, actual), shorter than the keys: more columns fit a terminal

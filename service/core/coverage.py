@@ -14,6 +14,7 @@
 - `data_end(lake)`: the latest `data_through` of the billing sources (the ones attribution,
   metrics, the report and the rules read), where a window without an explicit end stops
   (`anchored_window`, service/core/timewindow.py).
+- `empty_lake(lake)`: what to say when the lake holds no bill of the configured sources.
 """
 
 from __future__ import annotations
@@ -123,3 +124,20 @@ def anchored_window(lake: Lake, since: str, until: str | None = None, *, now: da
     if until:
         return parse_window(since, until, now=now)
     return parse_window(since, None, now=now, end=data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot))
+
+
+def empty_lake(lake: Lake, shown: object = None, nothing: str = "") -> tuple[str, str]:
+    """A lake without a bill of the configured sources: what it lacks (`shown`: where it is, as
+    the user named it; `nothing`: what the command therefore cannot do), and the next step. A
+    lake holding only the bills of sources the config no longer names (a source renamed) says
+    so rather than "empty"."""
+    orphans = [source for source, tables in lake.orphans().items() if "costs" in tables]
+    where = shown or lake.root
+    if orphans:
+        what = (f"the lake at {where} holds no bill of the configured sources, only of {', '.join(orphans)}, which "
+                "the config no longer names")
+        step = ("run `spendlake ingest` to read the configured ones (a renamed source is read again under its new "
+                f"name), and `spendlake forget {orphans[0]}` to remove the old")
+    else:
+        what, step = f"the lake at {where} is empty", "run `spendlake ingest`"
+    return (f"{what}: {nothing}" if nothing else what), step

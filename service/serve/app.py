@@ -236,9 +236,6 @@ class Api:
 
         found = plans_as_of(self.config, self.lake, report_day(one(query, "as_of"), now=self.clock(), lake=self.lake,
                                                             option="as_of"))
-        if found.registered and not self.lake.snapshot().checks:  # as the CLI: no bill, no actual to compare
-            raise DataError("the lake holds no bill: no actual spend to set against the plans",
-                            where=str(self.lake.root), hint="run `spendlake ingest`")
         return json_response(200, found.to_json())
 
 

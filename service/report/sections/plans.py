@@ -13,7 +13,8 @@ from decimal import Decimal
 
 from service.attribution import attribute
 from service.core.config import Config
-from service.core.coverage import data_end
+from service.core.coverage import data_end, empty_lake
+from service.core.errors import DataError
 from service.core.lake import Lake
 from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import amounts_text
@@ -104,8 +105,13 @@ class PlansAsOf:
 
 
 def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
+    """`spendlake plans` and `/api/v1/plans`: the section's rows and notes. Plans but no bill:
+    a DataError, as every actual would read $0, under plan."""
     section = plans_section(config, lake, day)
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
+    if rows and not lake.snapshot().checks:
+        what, step = empty_lake(lake, nothing="no actual spend to set against the plans")
+        raise DataError(what, hint=step)
     notes = [section.note] if section.note else []
     end = data_end(lake)
     if rows and end is not None and end < day_start(day) + timedelta(days=1):
