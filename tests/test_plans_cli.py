@@ -158,3 +158,32 @@ def test_an_actual_between_the_scenarios_is_on_plan_when_the_optimistic_one_has_
     [row] = found.rows
     assert (row["planned_to_date_low"], row["planned_to_date_high"]) == (Decimal("3000.00"), Decimal("2500.00"))
     assert row["actual_to_date"] == 2700 and row["status"] == "on plan", row
+
+
+def test_every_plans_actual_comes_from_one_state_of_the_lake_when_an_ingest_commits_between(tmp_path, monkeypatch):
+    # an ingest commits (USD 1,000 more on the 27th) after the first plan's actual was read: the
+    # answer is read again, both actuals from the state that stands (was: 500 and 1,500)
+    from service.report.sections import plans as plans_module
+    from attribution_helpers import relation
+
+    lake, _ = small_lake(tmp_path)
+    tags = {"project": "llm-7b", "experiment": "base"}
+    for name in ("a", "b"):
+        register_plan(lake, plan(name, "llm-7b", "5000"))
+    read = plans_module.plan_actual
+    actuals: list = []
+
+    def committing(config, lake, plan, until):
+        actuals.append(read(config, lake, plan, until))
+        if len(actuals) == 1:
+            con = lake.connect()
+            lines = [line(f"2026-11-{d:02d}T00:00:00", "100", tags=tags) for d in range(20, 30)]
+            lake.commit_costs(con, relation(con, [*lines, line("2026-11-27T05:00:00", "1000", tags=tags)]),
+                              source="cur", delivery_id="d2", periods=None)
+            con.close()
+        return actuals[-1]
+
+    monkeypatch.setattr(plans_module, "plan_actual", committing)
+    found = plans_as_of(lake_config(lake=lake), lake, DAY)
+    assert [row["actual_to_date"] for row in found.rows] == [Decimal(1500), Decimal(1500)], found.rows
+    assert len(actuals) == 4  # both plans, twice

@@ -13,9 +13,10 @@ from decimal import Decimal
 
 from service.attribution import attribute
 from service.core.config import Config
-from service.core.coverage import data_end, empty_lake
+from service.core.coverage import empty_lake, snapshot_data_end
 from service.core.errors import DataError
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import amounts_text
 from service.planning.plans import Plan, load_plans
@@ -105,15 +106,20 @@ class PlansAsOf:
 
 
 def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
-    """`spendlake plans` and `/api/v1/plans`: the section's rows and notes. Plans but no bill:
-    a DataError, as every actual would read $0, under plan."""
+    """`spendlake plans` and `/api/v1/plans`: the section's rows and notes, every plan's actual
+    read from one state of the lake (an ingest committing meanwhile: read again). Plans but no
+    bill: a DataError, as every actual would read $0, under plan."""
+    return read_consistently(lake, lambda snapshot: _plans_on(config, lake, day, snapshot))
+
+
+def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> PlansAsOf:
     section = plans_section(config, lake, day)
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
-    if rows and not lake.snapshot().checks:
+    if rows and not snapshot.checks:
         what, step = empty_lake(lake, nothing="no actual spend to set against the plans")
         raise DataError(what, hint=step)
     notes = [section.note] if section.note else []
-    end = data_end(lake)
+    end = snapshot_data_end(lake, snapshot)
     if rows and end is not None and end < day_start(day) + timedelta(days=1):
         notes.append(f"the lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in the "
                      "actual yet")
