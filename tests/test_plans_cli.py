@@ -187,3 +187,22 @@ def test_every_plans_actual_comes_from_one_state_of_the_lake_when_an_ingest_comm
     found = plans_as_of(lake_config(lake=lake), lake, DAY)
     assert [row["actual_to_date"] for row in found.rows] == [Decimal(1500), Decimal(1500)], found.rows
     assert len(actuals) == 4  # both plans, twice
+
+
+def test_a_plan_not_started_or_without_data_since_its_start_says_so_not_on_or_under_plan(tmp_path):
+    # the lake's data ends at the 29th, 01:00; as of the 29th: a plan starting on December 1st was
+    # "on plan" ($0 of $0), one started at 05:00 on the 29th "under plan" ($0 of $125, no bill read
+    # since its start)
+    from dataclasses import replace
+
+    lake, config_file = small_lake(tmp_path)
+    for name, start in (("later", datetime(2026, 12, 1, tzinfo=timezone.utc)),
+                        ("ahead", datetime(2026, 11, 29, 5, tzinfo=timezone.utc)),
+                        ("known", datetime(2026, 11, 25, tzinfo=timezone.utc))):
+        register_plan(lake, replace(plan(name, "llm-7b", "5000"), start=start))
+    rows = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-29", "--format", "json").stdout)
+    assert {row["plan"]: (row["status"], row["planned_to_date_high"], row["actual_to_date"]) for row in rows} == {
+        "later": ("not started", "0.00", "0"), "ahead": ("no data yet", "475.00", "0"),
+        "known": ("under plan", "3000.00", "500.000000000000")}, rows
+    earlier = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-28", "--format", "json").stdout)
+    assert [row["status"] for row in earlier] == ["not started", "under plan", "not started"]  # by name

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 from decimal import Decimal
 
 from service.attribution import attribute
 from service.core.config import Config
-from service.core.coverage import empty_lake, snapshot_data_end
+from service.core.coverage import data_end, empty_lake, snapshot_data_end
 from service.core.errors import DataError
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
@@ -59,9 +59,28 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
 
 def plans_section(config: Config, lake: Lake, day: date) -> Section:
     """Each registered plan: its planned spend curve at the end of `day` against attributed spend,
-    with a chart of both, cumulative per day, for the plans that have started. A started plan
-    whose project (or experiment) no cost line carries is `unknown project`, not under plan, with
-    the closest values in the section's note."""
+    with a chart of both, cumulative per day, for the plans that have started (`_status`)."""
+    return _section(config, lake, day, data_end(lake))
+
+
+def _status(plan: Plan, until: datetime, data_ends: datetime | None, actual: Decimal, planned: tuple[Decimal, Decimal],
+           unmatched: tuple[tuple[str, str, str], ...]) -> str:
+    """A plan's standing at `until`, honest where its actual says nothing: `not started` (its start
+    is not before `until`); `unknown project` / `unknown experiment` (no cost line carries it: a
+    misspelt value, named with the closest ones in the note); `no data yet` (the lake's billing
+    data ends at or before its start: its $0 is not a saving); else over, under or on plan, against
+    the lower and higher scenario (the optimistic run spends sooner: low may lie above high mid-run)."""
+    if plan.start >= until:
+        return "not started"
+    if unmatched:
+        return f"unknown {unmatched[0][0]}"
+    if data_ends is None or data_ends <= plan.start:
+        return "no data yet"
+    floor, ceiling = sorted(planned)
+    return "over plan" if actual > ceiling else "under plan" if actual < floor else "on plan"
+
+
+def _section(config: Config, lake: Lake, day: date, data_ends: datetime | None) -> Section:
     until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
@@ -70,7 +89,6 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
     for plan in plans:
         to_date = plan.planned_spend(until)
         low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
-        floor, ceiling = sorted((low, high))  # the optimistic run spends sooner: low may lie above high mid-run
         daily, unmatched, left_out = plan_actual(config, lake, plan, until)
         actual = sum(daily.values(), Decimal(0))
         unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
@@ -82,8 +100,7 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
-            "status": f"unknown {unmatched[0][0]}" if unmatched else
-                      "over plan" if actual > ceiling else "under plan" if actual < floor else "on plan",
+            "status": _status(plan, until, data_ends, actual, (low, high), unmatched),
             "planned_total_high": plan.total_cost.high,
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
@@ -113,13 +130,13 @@ def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
 
 
 def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> PlansAsOf:
-    section = plans_section(config, lake, day)
+    end = snapshot_data_end(lake, snapshot)
+    section = _section(config, lake, day, end)
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
     if rows and not snapshot.checks:
         what, step = empty_lake(lake, nothing="no actual spend to set against the plans")
         raise DataError(what, hint=step)
     notes = [section.note] if section.note else []
-    end = snapshot_data_end(lake, snapshot)
     if rows and end is not None and end < day_start(day) + timedelta(days=1):
         notes.append(f"the lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in the "
                      "actual yet")
