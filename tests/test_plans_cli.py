@@ -64,6 +64,9 @@ def test_plans_prints_the_reports_plans_csv_rows_in_csv_and_json(tmp_path):
     out = spendlake(config_file, "plans", "--as-of", DAY.isoformat(), "--format", "json")
     assert json.loads(out.stdout) == section["tables"][0]["rows"]
     assert [row["status"] for row in json.loads(out.stdout)] == ["under plan", "unknown experiment", "unknown project"]
+    # money of an estimate in cents, as registered, money of the bill exact (was: "6000.000000000000")
+    assert [(row["planned_to_date_high"], row["actual_to_date"], row["planned_total_high"])
+            for row in json.loads(out.stdout)][0] == ("3000.00", "500.000000000000", "6000.00")
     # what the report's section says under the table (a value no line carries, spend in EUR), on stderr
     assert "plan typo: no cost line carries project 'llm-7c'" in out.stderr
     assert "plan known counts USD spend only: EUR 1,250.00" in out.stderr

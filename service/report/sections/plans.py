@@ -101,7 +101,7 @@ def _section(config: Config, lake: Lake, day: date, data_ends: datetime | None) 
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
             "status": _status(plan, until, data_ends, actual, (low, high), unmatched),
-            "planned_total_high": plan.total_cost.high,
+            "planned_total_high": plan.total_cost.high.quantize(CENT),  # in cents, stored at DECIMAL(38,12)
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily))
