@@ -89,7 +89,7 @@ def test_json_nested_too_deeply_exits_3_naming_the_file(tmp_path, setup, command
 def own_table(t: Path, table: str, source: str, column: str, schema: pa.Schema) -> Path:
     """The lake's one-file `table`, written as its command writes it, one row whose JSON
     `column` nests 100,000 deep (and whose other columns are what a reader needs)."""
-    row = {name: None for name in schema.names} | {"id": "f1", "name": "p1", "rule": "idle-gpu",
+    row = {name: None for name in schema.names} | {"id": "f1", "name": "p1", "project": "p", "rule": "idle-gpu",
                                                    "category": "waste", "status": "open", "impact_usd": 1, column: DEEP}
     row |= {name: datetime(2026, 11, 1) for name in ("start", "end", "first_seen", "last_seen")}
     row |= {name: 1 for name in schema.names if name.endswith(("_low", "_high", "_days"))}

@@ -6,6 +6,8 @@ import json
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
+import duckdb
+import pytest
 import yaml
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
@@ -209,3 +211,39 @@ def test_a_plan_not_started_or_without_data_since_its_start_says_so_not_on_or_un
         "known": ("under plan", "3000.00", "500.000000000000")}, rows
     earlier = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-28", "--format", "json").stdout)
     assert [row["status"] for row in earlier] == ["not started", "under plan", "not started"]  # by name
+
+
+EDITS = {  # a hand edit of the plans file (its record gone, so nothing checks it): what it must say
+    "SELECT * REPLACE (NULL::TIMESTAMP AS start) FROM plans": "plan 'known': start: must be a date and time",
+    "SELECT * REPLACE (CAST(start AS VARCHAR) AS start) FROM plans": "plan 'known': start: must be a date and time",
+    "SELECT * REPLACE (NULL::VARCHAR AS project) FROM plans": "plan 'known': project: must be text, not nothing",
+    "SELECT * REPLACE (NULL::INTEGER AS retention_days) FROM plans": "retention_days: must be a whole number",
+    "SELECT * REPLACE (-5::DECIMAL(38,12) AS run_hours_high) FROM plans": "run_hours_high: must be at least 0",
+    "SELECT * REPLACE (CAST(compute_cost_low AS DOUBLE) AS compute_cost_low) FROM plans":
+        "compute_cost_low: must be a decimal number, not the number 5000",
+    "SELECT * REPLACE ('known plan' AS name) FROM plans": "name: must be a plan name",
+    "SELECT name, project FROM plans": "it lacks the column(s) experiment, start, end,",
+    "SELECT * FROM plans UNION ALL SELECT * FROM plans": "plan known is in it more than once",
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_hand_edited_plans_file_is_exit_3_naming_it_and_what_is_wrong_never_a_traceback(tmp_path, edit):
+    # was: AttributeError, TypeError (exit 1) or two plans of one name
+    from service.core.snapshot_ledger import record_file
+
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    path = lake.partition_file("plans", [("source", "estimate"), ("snapshot", "current")])
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW plans AS SELECT * FROM read_parquet('{path}')")
+    con.execute(f"COPY ({edit}) TO '{tmp_path / 'edited.parquet'}' (FORMAT parquet)")
+    con.close()
+    (tmp_path / "edited.parquet").replace(path)
+    record_file(lake.root, path).unlink()
+    out = spendlake(config_file, "plans", "--format", "json")
+    assert out.exit_code == 3 and out.stdout == "", out.output
+    assert out.stderr.startswith(f"error: {path}: this lake file cannot be read, it is damaged ("), out.stderr
+    assert EDITS[edit] in out.stderr and "spendlake estimate --register" in out.stderr, out.stderr
+    response = Api(lake_config(lake=lake), CollectorRegistry()).handle("/api/v1/plans", {}, None)
+    assert response.status == 503 and EDITS[edit] in json.loads(response.body)["error"]["message"]

@@ -36,6 +36,7 @@ PATTERNS = {
     r"^v\d+\.\d+\.\d+$": "an API version such as v0.0.40",
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$": "a Kubernetes namespace: lowercase letters, digits and inner hyphens",
     r"^[a-z]{2}(-[a-z]+)+-\d+$": "an AWS region such as us-east-1",
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$": "a plan name: letters, digits, '.', '_' or '-', at most 64 characters",
 }
 SECRET_SETTINGS = frozenset({"api_token"})  # an error about one says what kind of value it got, never the value
 # A URL value's `user:password@` (to its last `@`: a password may hold a raw `/`), taken out before the value is
@@ -191,6 +192,7 @@ def _must_be(what: str):
     return lambda ctx, value: f"must be {what}, not {_got(value)}"
 
 
+INSTANCES = {"Decimal": "a decimal number"}
 MESSAGES = {
     "missing": lambda ctx, value: "is required but missing",
     "string_type": _must_be("text"),
@@ -206,6 +208,8 @@ MESSAGES = {
     "float_type": _must_be("a number"),
     "float_parsing": _must_be("a number"),
     "decimal_type": _must_be("a number"),
+    "is_instance_of": lambda ctx, value: f"must be {INSTANCES.get(ctx.get('class'), 'a ' + str(ctx.get('class')))}, "
+                                         f"not {_got(value)}",  # a strict model's Decimal
     "decimal_parsing": _must_be("a number"),
     "decimal_max_digits": lambda ctx, value: f"must have at most {ctx.get('max_digits')} digits",
     "decimal_max_places": lambda ctx, value: f"must have at most {ctx.get('decimal_places')} decimals",

@@ -19,7 +19,8 @@ The estimate is stored as computed when registered, so a later change to the GPU
 prices does not move an agreed plan. Readers: the report (plan vs actual), budgets, and the
 anomaly rule (spend inside a planned window, within the planned amount, is expected). The
 planned spend curve is linear: compute over the run (start → start + run hours), storage
-over the run plus the retention period.
+over the run plus the retention period. Every read checks each row against what registering
+writes (`StoredPlan`): a hand-edited file is a DataError naming it and the value, not a traceback.
 """
 
 from __future__ import annotations
@@ -27,19 +28,22 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.core import json_text
-from service.core.errors import UsageError
+from service.core.errors import DataError, UsageError, damaged_file
 from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
 from service.core.timewindow import iso_utc, parse_instant
+from service.core.validation import plain_errors
 from service.planning.estimate import Estimate, Span
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,26 @@ SCHEMA = pa.schema([
     ("inputs", pa.string()),
 ])
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+Amount = Annotated[Decimal, Field(ge=0)]
+
+
+class StoredPlan(BaseModel):
+    """A row of the plans file as `register_plan` writes it. An unrecorded file (written before
+    records, or its record unreadable) is read unchecked, and a hand edit can hold anything."""
+
+    model_config = ConfigDict(strict=True)  # a start must be a time, an amount a decimal: no coercion
+    name: Annotated[str, Field(pattern=NAME_RE.pattern)]
+    project: Annotated[str, Field(pattern=r"\S")]
+    experiment: str | None
+    start: datetime
+    retention_days: Annotated[int, Field(ge=0)]
+    run_hours_low: Amount
+    run_hours_high: Amount
+    compute_cost_low: Amount
+    compute_cost_high: Amount
+    storage_cost_low: Amount
+    storage_cost_high: Amount
+    inputs: str | None
 
 
 @dataclass(frozen=True)
@@ -156,15 +180,22 @@ def register_plan(lake: Lake, plan: Plan) -> bool:
 
 
 def load_plans(lake: Lake) -> list[Plan]:
-    """Every registered plan, by name."""
+    """Every registered plan, by name; a file that is not as `register_plan` writes it (a column
+    missing or of another type, a value out of range, a name twice) is a DataError naming it."""
     if not lake.has_table(TABLE):
         return []
+    path = lake.partition_file(TABLE, [("source", SOURCE), ("snapshot", "current")])
+    columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
     with lake.query() as con:
-        columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
+        present = {row[0] for row in con.execute(f"DESCRIBE {TABLE}").fetchall()}
+        if missing := [name for name in SCHEMA.names if name not in present]:
+            raise _damaged(path, f"it lacks the column(s) {', '.join(missing)}")
         cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
         records = [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()]
-    path = lake.partition_file(TABLE, [("source", SOURCE), ("snapshot", "current")])
-    return [_plan(r, path) for r in records]
+    plans = [_plan(record, path) for record in records]
+    if twice := sorted(name for name, count in Counter(plan.name for plan in plans).items() if count > 1):
+        raise _damaged(path, f"plan {twice[0]} is in it more than once")
+    return plans
 
 
 def _row(plan: Plan) -> dict[str, Any]:
@@ -177,7 +208,17 @@ def _row(plan: Plan) -> dict[str, Any]:
     return row
 
 
+def _damaged(path: Path, reason: str) -> DataError:
+    return damaged_file(str(path), TABLE, SOURCE, reason)
+
+
 def _plan(row: dict[str, Any], path: Path) -> Plan:
+    try:
+        StoredPlan.model_validate(row)
+    except ValidationError as exc:
+        (where, problem), *_ = plain_errors(exc, row)
+        raise _damaged(path, f"plan {row['name']!r}: {where}: {problem}") from None
+
     def span(name: str) -> Span:
         return Span(row[f"{name}_low"], row[f"{name}_high"])
 
