@@ -247,3 +247,15 @@ def test_a_hand_edited_plans_file_is_exit_3_naming_it_and_what_is_wrong_never_a_
     assert EDITS[edit] in out.stderr and "spendlake estimate --register" in out.stderr, out.stderr
     response = Api(lake_config(lake=lake), CollectorRegistry()).handle("/api/v1/plans", {}, None)
     assert response.status == 503 and EDITS[edit] in json.loads(response.body)["error"]["message"]
+
+
+def test_a_plan_whose_project_spent_in_another_currency_only_says_so_not_under_plan(tmp_path):
+    # llm-7b spends EUR 250 a day and no USD: the USD plan read $0, "under plan" (was)
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "250", tags={"project": "llm-7b"}, currency="EUR")
+                                for d in range(20, 30)])
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    found = plans_as_of(lake_config(lake=lake), lake, DAY)
+    [row] = found.rows
+    assert (row["status"], row["actual_to_date"]) == ("other currency", 0), row
+    assert found.notes[0] == ("plan known counts USD spend only: EUR 1,250.00 spent since its start is left out "
+                              "(currencies are never converted)."), found.notes

@@ -63,19 +63,24 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
     return _section(config, lake, day, data_end(lake))
 
 
-def _status(plan: Plan, until: datetime, data_ends: datetime | None, actual: Decimal, planned: tuple[Decimal, Decimal],
-           unmatched: tuple[tuple[str, str, str], ...]) -> str:
-    """A plan's standing at `until`, honest where its actual says nothing: `not started` (its start
-    is not before `until`); `unknown project` / `unknown experiment` (no cost line carries it: a
-    misspelt value, named with the closest ones in the note); `no data yet` (the lake's billing
-    data ends at or before its start: its $0 is not a saving); else over, under or on plan, against
-    the lower and higher scenario (the optimistic run spends sooner: low may lie above high mid-run)."""
+def _status(plan: Plan, until: datetime, data_ends: datetime | None, planned: tuple[Decimal, Decimal],
+            actual: Decimal, found: PlanActual) -> str:
+    """A plan's standing at `until`, honest where its USD actual says nothing: `not started` (its
+    start is not before `until`); `unknown project` / `unknown experiment` (no cost line carries
+    it: a misspelt value, named with the closest ones in the note); `no data yet` (the lake's
+    billing data ends at or before its start: its $0 is not a saving); `other currency` (it spent
+    in other currencies only, never converted: named in the note); else over, under or on plan,
+    against the lower and higher scenario (the optimistic run spends sooner: low may lie above
+    high mid-run)."""
+    daily, unmatched, left_out = found
     if plan.start >= until:
         return "not started"
     if unmatched:
         return f"unknown {unmatched[0][0]}"
     if data_ends is None or data_ends <= plan.start:
         return "no data yet"
+    if left_out and not daily:
+        return "other currency"
     floor, ceiling = sorted(planned)
     return "over plan" if actual > ceiling else "under plan" if actual < floor else "on plan"
 
@@ -89,7 +94,8 @@ def _section(config: Config, lake: Lake, day: date, data_ends: datetime | None) 
     for plan in plans:
         to_date = plan.planned_spend(until)
         low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
-        daily, unmatched, left_out = plan_actual(config, lake, plan, until)
+        found = plan_actual(config, lake, plan, until)
+        daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
         unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
                     for dim, value, hint in unmatched]
@@ -100,7 +106,7 @@ def _section(config: Config, lake: Lake, day: date, data_ends: datetime | None) 
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
-            "status": _status(plan, until, data_ends, actual, (low, high), unmatched),
+            "status": _status(plan, until, data_ends, (low, high), actual, found),
             "planned_total_high": plan.total_cost.high.quantize(CENT),  # in cents, stored at DECIMAL(38,12)
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
