@@ -259,3 +259,13 @@ def test_a_plan_whose_project_spent_in_another_currency_only_says_so_not_under_p
     assert (row["status"], row["actual_to_date"]) == ("other currency", 0), row
     assert found.notes[0] == ("plan known counts USD spend only: EUR 1,250.00 spent since its start is left out "
                               "(currencies are never converted)."), found.notes
+
+
+def test_a_plan_on_an_unknown_project_among_many_ends_its_note_with_one_full_stop(tmp_path):
+    # twelve known projects: the closest values are cut short with "...", and the note said "...."
+    lake = make_lake(tmp_path, [line("2026-11-28T00:00:00", "1", tags={"project": f"team-{n:02d}"})
+                                for n in range(12)])
+    register_plan(lake, plan("typo", "zzz", "5000"))
+    [note] = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 27)).notes
+    assert note.startswith("plan typo: no cost line carries project 'zzz'; known project values: team-00, ")
+    assert note.endswith(", ...") and not note.endswith("...."), note

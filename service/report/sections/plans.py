@@ -97,7 +97,8 @@ def _section(config: Config, lake: Lake, day: date, data_ends: datetime | None) 
         found = plan_actual(config, lake, plan, until)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
-        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}."
+        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}"
+                    + ("" if hint.endswith(".") else ".")  # a long list of known values ends in "..."
                     for dim, value, hint in unmatched]
         if left_out:
             unknown.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
