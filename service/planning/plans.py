@@ -16,11 +16,12 @@ registration, through `Lake.commit_snapshot`), so every reader sees them as a vi
 | inputs | VARCHAR | JSON of the estimate's inputs |
 
 The estimate is stored as computed when registered, so a later change to the GPU table or
-prices does not move an agreed plan. Readers: the report (plan vs actual), budgets, and the
-anomaly rule (spend inside a planned window, within the planned amount, is expected). The
-planned spend curve is linear: compute over the run (start → start + run hours), storage
-over the run plus the retention period. Every read checks each row against what registering
-writes (`StoredPlan`): a hand-edited file is a DataError naming it and the value, not a traceback.
+prices does not move an agreed plan. Readers: plan vs actual (the report, `spendlake plans`,
+`/api/v1/plans`) and the anomaly rule (spend inside a planned window, within the planned
+amount, is expected); budgets do not read them. The planned spend curve is linear: compute
+over the run (start → start + run hours), storage over the run plus the retention period.
+Every read checks each row against what registering writes (`StoredPlan`): a hand-edited
+file is a DataError naming it and the value, not a traceback.
 """
 
 from __future__ import annotations
