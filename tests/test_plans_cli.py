@@ -269,3 +269,18 @@ def test_a_plan_on_an_unknown_project_among_many_ends_its_note_with_one_full_sto
     [note] = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 27)).notes
     assert note.startswith("plan typo: no cost line carries project 'zzz'; known project values: team-00, ")
     assert note.endswith(", ...") and not note.endswith("...."), note
+
+
+def test_a_plans_chart_runs_until_its_planned_curve_reaches_the_plans_total(tmp_path):
+    # storage is paid 30 days past the run's end: the chart stopped at the run's end, its planned
+    # line $100 short of the table's plan total
+    from dataclasses import replace
+    from service.report.sections.plans import plans_section
+
+    lake, _ = small_lake(tmp_path)
+    register_plan(lake, replace(plan("known", "llm-7b", "5000"), retention_days=30,
+                                storage_cost=Span(Decimal(100), Decimal(100))))
+    [chart] = plans_section(lake_config(lake=lake), lake, DAY).charts
+    [row] = plans_as_of(lake_config(lake=lake), lake, DAY).rows
+    assert chart.series["planned (high)"][-1] == row["planned_total_high"] == Decimal("6100.00"), chart.series
+    assert chart.categories[-1] == "2027-01-04"  # 240 h from November 25th, and 30 days
