@@ -16,6 +16,6 @@ def test_an_empty_lake_writes_no_report_and_says_to_ingest(tmp_path):
     for args in ([], ["--date", "2026-11-01"]):
         result = CliRunner().invoke(cli, ["--config", str(config), "report", *args, "--out", str(out)])
         assert result.exit_code == 3, result.output  # main: 0, an all-zero report written
-        assert f"the lake at {(tmp_path / 'lake').resolve()} is empty: no report written; run `spendlake ingest`" \
+        assert f"the lake at {(tmp_path / 'lake').resolve()} is empty: no report written — run `spendlake ingest`" \
             in result.output
         assert not out.exists()

@@ -13,9 +13,8 @@ import click
 @click.pass_obj
 def report_command(obj, day: str | None, out: str | None) -> None:
     """Write the daily report: HTML with charts, JSON, CSV per table and a Markdown summary."""
-    from service.cli.output import empty_lake_line
     from service.core.config_paths import check_outside_lake
-    from service.core.errors import DataError
+    from service.core.coverage import empty_lake_error
     from service.report.write import default_out, report_day, write_report
 
     lake = obj.lake
@@ -23,6 +22,6 @@ def report_command(obj, day: str | None, out: str | None) -> None:
     # no bill at all: the report would be all zeros, with nothing saying why (a lost ledger is
     # the snapshot's DataError naming the partitions, as for every read)
     if not lake.snapshot().checks:
-        raise DataError(empty_lake_line(lake, nothing="no report written"))
+        raise empty_lake_error(lake, nothing="no report written")
     result = write_report(obj.config, report_day(day, lake=lake), out)
     click.echo(f"report for {result.day.isoformat()}: {result.html}")

@@ -14,7 +14,8 @@
 - `data_end(lake)`: the latest `data_through` of the billing sources (the ones attribution,
   metrics, the report and the rules read), where a window without an explicit end stops
   (`anchored_window`, service/core/timewindow.py).
-- `empty_lake(lake)`: what to say when the lake holds no bill of the configured sources.
+- `empty_lake(lake)`: what to say when the lake holds no bill of the configured sources
+  (`empty_lake_error`: as the error of a command that needs one).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from service.core.errors import DataError
 from service.core.timewindow import Window, parse_window
 from service.core.usage_end import usage_through
 
@@ -141,3 +143,9 @@ def empty_lake(lake: Lake, shown: object = None, nothing: str = "") -> tuple[str
     else:
         what, step = f"the lake at {where} is empty", "run `spendlake ingest`"
     return (f"{what}: {nothing}" if nothing else what), step
+
+
+def empty_lake_error(lake: Lake, nothing: str) -> DataError:
+    """`empty_lake` as the error of a command that cannot do `nothing` without a bill."""
+    what, step = empty_lake(lake, nothing=nothing)
+    return DataError(what, hint=step)

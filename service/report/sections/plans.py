@@ -13,8 +13,7 @@ from decimal import Decimal
 
 from service.attribution import attribute
 from service.core.config import Config
-from service.core.coverage import data_end, empty_lake, snapshot_data_end
-from service.core.errors import DataError
+from service.core.coverage import data_end, empty_lake_error, snapshot_data_end
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, day_start, iso_utc
@@ -141,8 +140,7 @@ def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> Plan
     section = _section(config, lake, day, end)
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
     if rows and not snapshot.checks:
-        what, step = empty_lake(lake, nothing="no actual spend to set against the plans")
-        raise DataError(what, hint=step)
+        raise empty_lake_error(lake, nothing="no actual spend to set against the plans")
     notes = [section.note] if section.note else []
     if rows and end is not None and end < day_start(day) + timedelta(days=1):
         notes.append(f"the lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in the "
