@@ -263,10 +263,10 @@ def test_a_plan_whose_project_spent_in_another_currency_only_says_so_not_under_p
 
 def test_a_plan_on_an_unknown_project_among_many_ends_its_note_with_one_full_stop(tmp_path):
     # twelve known projects: the closest values are cut short with "...", and the note said "...."
-    lake = make_lake(tmp_path, [line("2026-11-28T00:00:00", "1", tags={"project": f"team-{n:02d}"})
+    lake = make_lake(tmp_path, [line("2026-11-24T00:00:00", "1", tags={"project": f"team-{n:02d}"})
                                 for n in range(12)])
     register_plan(lake, plan("typo", "zzz", "5000"))
-    [note] = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 27)).notes
+    note = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 27)).notes[0]
     assert note.startswith("plan typo: no cost line carries project 'zzz'; known project values: team-00, ")
     assert note.endswith(", ...") and not note.endswith("...."), note
 
@@ -284,3 +284,20 @@ def test_a_plans_chart_runs_until_its_planned_curve_reaches_the_plans_total(tmp_
     [row] = plans_as_of(lake_config(lake=lake), lake, DAY).rows
     assert chart.series["planned (high)"][-1] == row["planned_total_high"] == Decimal("6100.00"), chart.series
     assert chart.categories[-1] == "2027-01-04"  # 240 h from November 25th, and 30 days
+
+
+def test_a_plan_started_before_the_lakes_billing_data_begins_is_partial_data_unless_already_over(tmp_path):
+    # the lake's bill begins on the 20th (USD 100 a day): a plan started on the 10th read "under
+    # plan", its spend from the 10th to the 19th not in the lake; over plan stays over plan
+    from dataclasses import replace
+
+    lake, _ = small_lake(tmp_path)
+    for name, compute in (("early", "5000"), ("small", "100")):
+        register_plan(lake, replace(plan(name, "llm-7b", compute), start=datetime(2026, 11, 10, tzinfo=timezone.utc)))
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    found = plans_as_of(lake_config(lake=lake), lake, DAY)
+    assert {row["plan"]: row["status"] for row in found.rows} == {
+        "early": "partial data", "small": "over plan", "known": "under plan"}, found.rows
+    assert ("plan early started before the lake's billing data begins (2026-11-20 00:00 UTC): its actual counts "
+            "from then.") in found.notes[0], found.notes
+    assert "plan known started" not in found.notes[0]

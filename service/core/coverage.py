@@ -14,6 +14,8 @@
 - `data_end(lake)`: the latest `data_through` of the billing sources (the ones attribution,
   metrics, the report and the rules read), where a window without an explicit end stops
   (`anchored_window`, service/core/timewindow.py).
+- `data_begins(lake, snapshot)`: where the billing sources' usage lines begin (the earliest
+  ChargePeriodStart, usage only, as data_through).
 - `empty_lake(lake)`: what to say when the lake holds no bill of the configured sources
   (`empty_lake_error`: as the error of a command that needs one).
 """
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from service.core.ledger import LedgerEntry
     from service.core.snapshot import Snapshot
 
+USAGE_BEGINS = "min(ChargePeriodStart) FILTER (WHERE coalesce(ChargeCategory, 'Usage') = 'Usage')"
 STATE_KEY = "data_through"  # in each source's record of the `sources` state
 
 
@@ -116,6 +119,25 @@ def snapshot_data_end(lake: Lake, snapshot: Snapshot) -> datetime | None:
     come from the same state (a commit between two ledger reads would mix them)."""
     known = [moment for moment in snapshot_data_through(lake, snapshot).values() if moment is not None]
     return max(known, default=None)
+
+
+def data_begins(lake: Lake, snapshot: Snapshot) -> datetime | None:
+    """The earliest usage charge period start of the billing sources in the lake state
+    `snapshot` saw: a question reaching back before it has no bill to answer from. Each
+    source's earliest billing period holds its first line: only those files are read."""
+    first: dict[str, Path] = {}
+    for check in sorted(snapshot.checks, key=lambda check: check.period, reverse=True):
+        if check.entry and check.entry.rows:
+            first[check.source] = check.path
+    if not first:
+        return None
+    con = lake.connect()
+    try:
+        (begins,) = con.execute(f"SELECT {USAGE_BEGINS} FROM read_parquet(?)", [[str(p) for p in first.values()]]
+                                ).fetchone()
+    finally:
+        con.close()
+    return begins and begins.replace(tzinfo=timezone.utc)
 
 
 def anchored_window(lake: Lake, since: str, until: str | None = None, *, now: datetime | None = None,

@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from service.attribution import attribute
 from service.core.config import Config
-from service.core.coverage import data_end, empty_lake_error, snapshot_data_end
+from service.core.coverage import data_begins, empty_lake_error, snapshot_data_end
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, day_start, iso_utc
@@ -35,6 +35,7 @@ NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P
 
 # a plan's USD per day, its values no cost line carries, its spend in other currencies (plan_actual)
 PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...], dict[str | None, Decimal]]
+Coverage = tuple[datetime | None, datetime | None]  # where the lake's billing data begins and ends
 
 
 def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
@@ -59,32 +60,41 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
 def plans_section(config: Config, lake: Lake, day: date) -> Section:
     """Each registered plan: its planned spend curve at the end of `day` against attributed spend,
     with a chart of both, cumulative per day, for the plans that have started (`_status`)."""
-    return _section(config, lake, day, data_end(lake))
+    return _section(config, lake, day, _coverage(lake, lake.snapshot()))
 
 
-def _status(plan: Plan, until: datetime, data_ends: datetime | None, planned: tuple[Decimal, Decimal],
-            actual: Decimal, found: PlanActual) -> str:
+def _coverage(lake: Lake, snapshot: Snapshot) -> Coverage:
+    return data_begins(lake, snapshot), snapshot_data_end(lake, snapshot)
+
+
+def _status(plan: Plan, until: datetime, data: Coverage, planned: tuple[Decimal, Decimal], actual: Decimal,
+            found: PlanActual) -> str:
     """A plan's standing at `until`, honest where its USD actual says nothing: `not started` (its
     start is not before `until`); `unknown project` / `unknown experiment` (no cost line carries
     it: a misspelt value, named with the closest ones in the note); `no data yet` (the lake's
     billing data ends at or before its start: its $0 is not a saving); `other currency` (it spent
     in other currencies only, never converted: named in the note); else over, under or on plan,
     against the lower and higher scenario (the optimistic run spends sooner: low may lie above
-    high mid-run)."""
-    daily, unmatched, left_out = found
+    high mid-run), but `partial data` rather than under or on plan when it started before the
+    lake's billing data begins (its spend before is not in the actual: said in the note)."""
+    (begins, ends), (daily, unmatched, left_out) = data, found
     if plan.start >= until:
         return "not started"
     if unmatched:
         return f"unknown {unmatched[0][0]}"
-    if data_ends is None or data_ends <= plan.start:
+    if ends is None or ends <= plan.start:
         return "no data yet"
     if left_out and not daily:
         return "other currency"
     floor, ceiling = sorted(planned)
-    return "over plan" if actual > ceiling else "under plan" if actual < floor else "on plan"
+    if actual > ceiling:
+        return "over plan"
+    if begins is not None and plan.start < begins:
+        return "partial data"
+    return "under plan" if actual < floor else "on plan"
 
 
-def _section(config: Config, lake: Lake, day: date, data_ends: datetime | None) -> Section:
+def _section(config: Config, lake: Lake, day: date, data: Coverage) -> Section:
     until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
@@ -102,11 +112,14 @@ def _section(config: Config, lake: Lake, day: date, data_ends: datetime | None) 
         if left_out:
             unknown.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
                            "its start is left out (currencies are never converted).")
+        if data[0] is not None and plan.start < min(data[0], until):
+            unknown.append(f"plan {plan.name} started before the lake's billing data begins ({data[0]:%Y-%m-%d %H:%M} "
+                           "UTC): its actual counts from then.")
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
-            "status": _status(plan, until, data_ends, (low, high), actual, found),
+            "status": _status(plan, until, data, (low, high), actual, found),
             "planned_total_high": plan.total_cost.high.quantize(CENT),  # in cents, stored at DECIMAL(38,12)
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
@@ -136,8 +149,9 @@ def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
 
 
 def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> PlansAsOf:
-    end = snapshot_data_end(lake, snapshot)
-    section = _section(config, lake, day, end)
+    data = _coverage(lake, snapshot)
+    section = _section(config, lake, day, data)
+    end = data[1]
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
     if rows and not snapshot.checks:
         raise empty_lake_error(lake, nothing="no actual spend to set against the plans")
