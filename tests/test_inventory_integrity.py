@@ -220,11 +220,20 @@ def test_37_the_daily_verify_job_finds_an_altered_snapshot_and_the_metric_keeps_
     assert scrape.get_sample_value("spendlake_lake_snapshots_damaged", {"kind": "snapshot", "state": "altered"}) == 1
 
 
-@pytest.mark.parametrize("content", ["{not json", "[]"])
+EDITED_RECORDS = {  # a record edited by hand to the wrong types: each was a TypeError traceback from every read
+    "size as text": lambda r: {**r, "size": str(r["size"])},  # '<' not supported between 'int' and 'str'
+    "rows as text": lambda r: {**r, "rows": str(r["rows"])},
+    "previous a list": lambda r: {**r, "previous": [r["size"]]},  # 'list' object has no attribute 'get'
+    "written_at a number": lambda r: {**r, "written_at": 5},
+}
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", *EDITED_RECORDS])
 def test_an_unreadable_record_is_read_as_none_and_written_again_by_the_next_inventory(lake, content):
     config, lake = lake
     [record] = (lake.root / RECORDS).rglob("*.json")
-    record.write_text(content)
+    edit = EDITED_RECORDS.get(content)
+    record.write_text(json.dumps(edit(json.loads(record.read_text()))) if edit else content)
     assert job_count(lake) == 3000
     verified = spendlake(config, "verify", "--format", "json")
     [row] = json.loads(verified.output)

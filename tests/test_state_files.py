@@ -63,19 +63,33 @@ def test_a_file_periods_cache_of_the_wrong_shape_is_read_as_empty_and_written_an
 
 LEDGER_DAMAGE = [  # (change to the ledger's JSON, what the error says), each once a traceback or Python's words
     (lambda d: d["entries"][0]["totals"][0].update(billed_cost="abc"),
-     "entries[0]: a cost or rounding that is not a number"),  # was: decimal.InvalidOperation, a traceback
-    (lambda d: d["entries"][0].pop("totals"), "entries[0]: no totals"),  # was: "unreadable: 'totals'"
-    (lambda d: d.update(entries="x"), "`entries` is not a list"),  # was: "string indices must be integers"
+     "entries[0].totals[0].billed_cost: must be a number written as text, such as '12.50', not 'abc'"),  # was:
+    # decimal.InvalidOperation, a traceback
+    (lambda d: d["entries"][0].pop("totals"), "entries[0].totals: is required but missing"),  # was: "'totals'"
+    (lambda d: d.update(entries="x"), "entries: must be a list"),  # was: "string indices must be integers"
+    # each was a TypeError traceback from the reader that relied on the type (Lake.has_delivery, the
+    # status table, coverage), or read a text as true
+    (lambda d: d["entries"][0].update(reader_version="1"), "entries[0].reader_version: must be a whole number"),
+    (lambda d: d["entries"][0].update(rows="1000"), "entries[0].rows: must be a whole number"),
+    (lambda d: d["entries"][0].update(size=-1), "entries[0].size: must be at least 0"),
+    (lambda d: d["entries"][0].update(final="no"), "entries[0].final: must be true or false"),
+    (lambda d: d["entries"][0].update(ingested_at="yesterday"), "entries[0].ingested_at: must be a time"),
+    (lambda d: d["entries"][0].update(data_through=20240930), "entries[0].data_through: must be text"),
+    (lambda d: d["entries"][0].update(tag_keys="team"), "entries[0].tag_keys: must be a list"),
+    (lambda d: d.update(pending=[{}]), "pending[0].source: is required but missing"),
 ]
 
 
-@pytest.mark.parametrize("damage, said", LEDGER_DAMAGE, ids=["cost", "totals", "entries"])
+@pytest.mark.parametrize("damage, said", LEDGER_DAMAGE, ids=["cost", "totals", "entries", "reader_version", "rows",
+                                                              "size", "final", "ingested_at", "data_through",
+                                                              "tag_keys", "pending"])
 def test_a_damaged_ledger_entry_is_named_by_its_place(ingested, damage, said):
     config, folder = ingested
     ledger = folder.parent / "_ledger" / "deliveries.json"
     data = json.loads(ledger.read_text())
     damage(data)
     ledger.write_text(json.dumps(data))
-    result = spendlake(config, "status")
-    assert result.exit_code == 3, result.output
-    assert f"{ledger}: the delivery ledger is unreadable: {said}" in result.output, result.output
+    for command in (["status"], ["ingest"], ["attribute", "--since", "30d"]):
+        result = spendlake(config, *command)
+        assert result.exit_code == 3, (command, result.output)
+        assert f"{ledger}: the delivery ledger is unreadable: {said}" in result.output, (command, result.output)

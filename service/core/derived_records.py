@@ -31,6 +31,7 @@ from service.core.errors import DataError
 from service.core.files import check_partition_value, write_json_atomic
 from service.core.integrity import sha256_file
 from service.core.parquet_footer import read_footer
+from service.core.state_files import DERIVED_RECORD, shape_problem
 from service.core.units import utc_now_iso
 
 DERIVED_RECORDS = "_ledger/derived"  # relative to the lake root
@@ -153,7 +154,7 @@ def _read_record(path: Path) -> dict | None:
         data = json_text.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None  # none, or unreadable: the file is not vouched for, so computed instead
-    return data if isinstance(data, dict) else None
+    return data if shape_problem(DERIVED_RECORD, data) is None else None  # edited to other types: unreadable too
 
 
 def problems(lake: DerivedLake) -> dict[str, dict]:

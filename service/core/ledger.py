@@ -14,10 +14,13 @@ import shlex
 from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, TypeAdapter
 
 from service.core import json_text
 from service.core.errors import DataError
+from service.core.state_files import Open, UtcText, shape_problem
 from service.core.units import exact_text
 
 # When an entry is `final` rather than estimated (RELIABILITY 8), per currency: "any" of its
@@ -95,7 +98,7 @@ class LedgerEntry:
         totals = tuple(
             CurrencyTotals(
                 currency=t["currency"],
-                rows=int(t["rows"]),
+                rows=t["rows"],
                 billed_cost=_dec(t["billed_cost"]),
                 effective_cost=_dec(t["effective_cost"]),
                 rounding=tuple((column, Decimal(value)) for column, value in t.get("rounding", {}).items()),
@@ -133,33 +136,62 @@ def parse_ledger(text: str, where: str) -> list[LedgerEntry]:
 def parse_ledger_state(text: str | bytes, where: str, stamp: tuple[int, ...] = ()) -> LedgerState:
     try:  # bytes are decoded here, so a ledger that is not UTF-8 is unreadable like one that is not JSON
         data = json_text.loads(text)
-        if not isinstance(data, dict) or "entries" not in data:
-            raise ValueError("it is not an object with `entries`")
-        return LedgerState(_entries(data, "entries"), _entries(data, "pending"), stamp, data.get("pending_by", ""))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        problem = shape_problem(_LEDGER_SHAPE, data)
+        if problem:
+            raise ValueError(problem)
+        return LedgerState(tuple(LedgerEntry.from_json(e) for e in data["entries"]),
+                           tuple(LedgerEntry.from_json(e) for e in data.get("pending", [])), stamp,
+                           data.get("pending_by", ""))
+    except ValueError as exc:
         raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
                         hint=f"restore it from a backup, or move it aside (mv {shlex.quote(where)} "
                              f"{shlex.quote(where + '.bad')}) and run `spendlake ingest`, which reads every "
                              "source again and writes a new ledger") from None
 
 
-def _entries(data: dict, key: str) -> tuple[LedgerEntry, ...]:
-    """The entries under `key`, an error naming the first that cannot be read ('entries[3]: no
-    totals'), where Python's own words ("'totals'", "list indices must be integers") said nothing."""
-    items = data.get(key, [])
-    if not isinstance(items, list):
-        raise ValueError(f"`{key}` is not a list")
-    found = []
-    for index, item in enumerate(items):
-        try:
-            found.append(LedgerEntry.from_json(item))
-        except KeyError as exc:
-            raise ValueError(f"{key}[{index}]: no {exc.args[0]}") from None
-        except ArithmeticError:  # decimal.InvalidOperation, whose words are "[<class 'decimal.ConversionSyntax'>]"
-            raise ValueError(f"{key}[{index}]: a cost or rounding that is not a number") from None
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{key}[{index}]: {exc}") from None
-    return tuple(found)
+def _decimal_text(text: str) -> str:
+    try:
+        Decimal(text)
+    except ArithmeticError:  # decimal.InvalidOperation
+        raise ValueError(f"must be a number written as text, such as '12.50', not {text!r}") from None
+    return text
+
+
+DecimalText = Annotated[StrictStr, AfterValidator(_decimal_text)]
+
+
+class _TotalsShape(Open):
+    currency: StrictStr | None
+    rows: StrictInt = Field(ge=0)
+    billed_cost: DecimalText | None
+    effective_cost: DecimalText | None
+    rounding: dict[str, DecimalText] = {}
+
+
+class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's keys are left for it
+    source: StrictStr
+    billing_period: StrictStr
+    delivery_id: StrictStr
+    rows: StrictInt = Field(ge=0)
+    totals: list[_TotalsShape]
+    final: StrictBool
+    ingested_at: UtcText
+    files: list[StrictStr] = []
+    size: StrictInt | None = Field(default=None, ge=0)
+    sha256: StrictStr | None = None
+    data_through: UtcText | None = None
+    tag_keys: list[StrictStr] | None = None
+    reader_version: StrictInt = Field(default=0, ge=0)
+
+
+class _LedgerShape(Open):
+    entries: list[_EntryShape]
+    pending: list[_EntryShape] = []
+    pending_by: StrictStr = ""
+
+
+# checked once as the ledger is read: no reader of an entry meets a hand-edited type as a traceback
+_LEDGER_SHAPE = TypeAdapter(_LedgerShape)
 
 
 def read_ledger_state(path: Path) -> LedgerState:

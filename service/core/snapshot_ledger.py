@@ -36,6 +36,7 @@ from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import sha256_file
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
+from service.core.state_files import SNAPSHOT_RECORD, shape_problem
 from service.core.units import utc_now_iso
 
 RECORDS = "_ledger/snapshots"  # relative to the lake root
@@ -102,11 +103,11 @@ def describe(path: Path) -> dict:
 def _read_record(path: Path) -> dict | None:
     try:
         data = json_text.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
     except FileNotFoundError:
         return None
     except ValueError:
         return {}  # unreadable: the snapshot is read as one without a record, until it is written again
+    return data if shape_problem(SNAPSHOT_RECORD, data) is None else {}  # edited to other types: unreadable too
 
 
 @contextmanager

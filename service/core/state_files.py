@@ -1,4 +1,5 @@
-"""What each `_state/<name>.json` file must hold, checked as it is read (Lake.read_state).
+"""What each `_state/<name>.json` file must hold, checked as it is read (Lake.read_state),
+and what a snapshot's record holds (service/core/snapshot_ledger.py).
 
 The files are the lake's memory between runs (a source's last success and failure count, the
 periods each loose file holds, what the last `verify` found damaged, the scheduler's last
@@ -30,11 +31,11 @@ def _utc_time(text: str) -> str:
 UtcText = Annotated[StrictStr, AfterValidator(_utc_time)]
 
 
-class _Open(BaseModel):
+class Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class SourceRecord(_Open):  # service/ingest/billing.py, inventory.py, freshness.py; core/claims.py
+class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.py; core/claims.py
     failures_total: StrictInt = Field(default=0, ge=0)
     last_success: UtcText | None = None
     last_failure: UtcText | None = None
@@ -44,53 +45,75 @@ class SourceRecord(_Open):  # service/ingest/billing.py, inventory.py, freshness
     config_from_lake: StrictStr | None = None
 
 
-class FileEntry(_Open):  # service/ingest/periods.py
+class FileEntry(Open):  # service/ingest/periods.py
     uri: StrictStr
     periods: list[StrictStr]
     skipped: StrictStr | None = None
 
 
-class PartitionProblem(_Open):  # Lake.record_verify
+class PartitionProblem(Open):  # Lake.record_verify
     source: StrictStr
     billing_period: StrictStr
     state: StrictStr
     detail: StrictStr
 
 
-class FileProblem(_Open):  # derived_records.record_verify
+class FileProblem(Open):  # derived_records.record_verify
     file: StrictStr
 
 
-class SnapshotProblem(_Open):  # snapshot_ledger.record_verify
+class SnapshotProblem(Open):  # snapshot_ledger.record_verify
     snapshot: StrictStr
 
 
-class Verified(_Open):
+class Verified(Open):
     problems: list[PartitionProblem] = []
 
 
-class DerivedVerified(_Open):
+class DerivedVerified(Open):
     problems: list[FileProblem] = []
 
 
-class SnapshotVerified(_Open):
+class SnapshotVerified(Open):
     problems: list[SnapshotProblem] = []
 
 
-class DailyRun(_Open):  # service/serve/scheduler.py
+class DailyRun(Open):  # service/serve/scheduler.py
     last_run_date: StrictStr
 
 
-class Jobs(_Open):
+class Jobs(Open):
     daily: DailyRun | None = None
 
 
-class Rules(_Open):  # service/findings/run.py
+class Rules(Open):  # service/findings/run.py
     rules: dict[str, dict[str, Any]] = {}
 
 
-class SupersededRollups(_Open):  # service/attribution/rollup.py
+class SupersededRollups(Open):  # service/attribution/rollup.py
     seen: list[StrictStr] = []
+
+
+class Described(Open):  # snapshot_ledger.describe; a record's `previous` may lack what its file lacked
+    size: StrictInt | None = Field(default=None, ge=0)
+    rows: StrictInt | None = Field(default=None, ge=0)
+    sha256: StrictStr | None = None
+
+
+class SnapshotRecord(Described):  # snapshot_ledger.recording, with a window source's job_windows.window_fields
+    written_at: UtcText | None = None
+    previous: Described | None = None
+    taken_at: UtcText | None = None
+    window_start: UtcText | None = None
+    fingerprint: StrictStr | None = None
+
+
+class DerivedRecord(Described):  # derived_records.describe, with its id
+    sums: dict[str, dict[str, StrictStr]] | None = None
+    id: StrictStr | None = None
+
+
+SNAPSHOT_RECORD, DERIVED_RECORD = TypeAdapter(SnapshotRecord), TypeAdapter(DerivedRecord)
 
 
 SHAPES: dict[str, Any] = {
@@ -107,8 +130,14 @@ def _adapter(name: str) -> TypeAdapter:
 
 def state_problem(name: str, data: Any) -> str | None:
     """What is wrong with `data` as the `name` state ('s3.failures_total: …'); None when it fits."""
+    return shape_problem(_adapter(name), data)
+
+
+def shape_problem(shape: TypeAdapter, data: Any) -> str | None:
+    """What is wrong with `data` as `shape` (the first problem, its dotted key first, and how
+    many more); None when it fits."""
     try:
-        _adapter(name).validate_python(data)
+        shape.validate_python(data)
     except ValidationError as exc:
         (where, message), *rest = plain_errors(exc, data)
         more = f" (and {len(rest)} more)" if rest else ""
