@@ -25,7 +25,7 @@ from service.attribution import newly_ended, newly_unasked
 from service.core.claims import claim
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, parse_utc
-from service.core.errors import LakeBusyError, SpendlakeError, duckdb_error
+from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error
 from service.core.job_windows import window_fields
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 # the files read that day (now `<cluster>/<job_id>@<start>`, stable whatever files are read).
 OLD_JOBS_FILE_ID = r"#[0-9]+$"
 OLD_JOBS_FILE_IDS_UNTIL = "2026-12-03"  # the last snapshot date that can hold them: later ones are not read
+# How far the clocks of machines sharing a lake may differ without one being said to run ahead:
+# a record stamped less than this after the wall clock (a snapshot taken just past midnight by
+# a clock a minute ahead of this one) is not set aside.
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 @dataclass
@@ -93,10 +97,10 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     outcome = InventoryOutcome(source.name, kind)
     try:
         connector = CONNECTORS.get(kind)(source)
-        con = lake.writer(connector.local_paths())
-        written: set[Path] = set()
         day = _snapshot_day(lake, source.name, now)
         _set_aside_jobs_ahead(lake, source.name, now)
+        con = lake.writer(connector.local_paths())
+        written: set[Path] = set()
         try:
             with lake.scratch() as scratch:
                 for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
@@ -157,10 +161,8 @@ def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
     newest = max((file.parent.name.split("=", 1)[1] for file in files), default=today)
     if newest <= today:
         return today
-    wall = datetime.now(timezone.utc)  # the clock that stamps the records' written_at
-    unknown = "9999-12-31T00:00:00Z"  # no record to tell: said as a warning
-    ahead = any(parse_utc((read_record(lake.root, file) or {}).get("written_at") or unknown) > wall
-                for file in files if file.parent.name.endswith(newest))
+    wall = datetime.now(timezone.utc)
+    ahead = any(_written_after(lake, file, wall) is not False for file in files if file.parent.name.endswith(newest))
     (log.warning if ahead else log.info)(
         "inventory source %s: its newest snapshot is dated %s, after this run's date %s (UTC; the clock that took it "
         "ran ahead): this run's snapshot replaces it, so the source's state is the one read last",
@@ -173,17 +175,38 @@ def _set_aside_jobs_ahead(lake: Lake, source: str, now: datetime) -> None:
     (written by a clock that ran ahead): a job one saw running would outrank every record taken
     since as the newest and run on until the calendar passed its date, then keep those weeks.
     History is not replaced as a state is (`_snapshot_day`): set aside, kept for a look; the
-    snapshots taken before and after it hold the jobs. A snapshot without a stamp stays."""
+    snapshots taken before and after it hold the jobs. A snapshot without a stamp stays.
+
+    From inside the lake, "that clock ran ahead" and "this clock is behind" look alike. When
+    the ledger's newest delivery is stamped after the wall clock too, nothing is moved: the
+    source fails naming both clocks, and the operator, who can ask a time server, decides."""
     today, wall = now.strftime("%Y-%m-%d"), datetime.now(timezone.utc)
-    ahead = []
-    for folder in lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*"):
-        stamp = (read_record(lake.root, folder / DATA_FILE) or {}).get("written_at")
-        if folder.name.split("=", 1)[1] > today and isinstance(stamp, str) and parse_utc(stamp) > wall:
-            ahead.append(folder / DATA_FILE)
-    for check in set_aside_files(lake, "jobs", source, sorted(ahead), "written by a clock that ran ahead"):
+    ahead = sorted(folder / DATA_FILE for folder in lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*")
+                   if folder.name.split("=", 1)[1] > today and _written_after(lake, folder / DATA_FILE, wall))
+    ingested = max((e.ingested_at for e in lake.ledger()), key=parse_utc, default=None) if ahead else None
+    if ingested and _after(ingested, wall):
+        raise DataError(
+            f"the jobs snapshot {ahead[0].parent.name} of source {source} is dated after this run's day {today} and "
+            f"stamped after this machine's clock ({iso_utc(wall)}), and so is the lake's newest billing delivery "
+            f"(ingested {ingested}): this clock may be behind, not theirs ahead; nothing was moved",
+            where=str(ahead[0]), hint=f"check the clock (`date -u` against a time server) and set it right; if it is "
+                                      f"right, a clock ran ahead when they were written: move the snapshot under "
+                                      f"{lake.root / SET_ASIDE} yourself and run inventory again")
+    for check in set_aside_files(lake, "jobs", source, ahead, "written by a clock that ran ahead"):
         log.warning("inventory source %s: %s (its date is after this run's %s, its stamp after now): its running jobs "
                     "would outrank every record taken since, so it was moved under %s", source, check.sentence(),
                     today, lake.root / SET_ASIDE / check.key)
+
+
+def _written_after(lake: Lake, file: Path, wall: datetime) -> bool | None:
+    """True when the snapshot `file`'s record is stamped after the wall clock `wall` (the clock
+    that stamps records' written_at) by more than CLOCK_SKEW; None: it holds no stamp."""
+    stamp = (read_record(lake.root, file) or {}).get("written_at")
+    return None if stamp is None else _after(stamp, wall)
+
+
+def _after(stamp: str, wall: datetime) -> bool:
+    return parse_utc(stamp) > wall + CLOCK_SKEW
 
 
 def _set_aside_damaged(lake: Lake, source: str, written: set[Path]) -> None:
