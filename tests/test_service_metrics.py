@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import time
 from datetime import datetime, timezone
@@ -14,11 +15,13 @@ from servicekit import MemoryConnector, commit, make_config
 
 from rules.base import Finding
 from service.core.config import parse_config
+from service.core.errors import SpendlakeError
 from service.core.lake import Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import cost_select_list
 from service.findings.store import store_findings
 from service.ingest.billing import ingest
+from service.ingest.inventory import run_inventory
 from service.serve.metrics import JobMetrics, LakeCollector
 
 ROWS = [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "3.5", {"team": "nlp"}),
@@ -58,6 +61,33 @@ def test_success_sets_last_success_and_a_failure_leaves_it_and_is_counted(tmp_pa
     assert registry.get_sample_value(*last) == succeeded_at
     assert registry.get_sample_value("spendlake_source_failures_total", {"source": "cur"}) == 1
     assert registry.get_sample_value("spendlake_lake_readable") == 1
+
+
+def test_11_a_failure_the_full_disk_kept_out_of_the_state_file_is_counted(tmp_path, memory_source, monkeypatch):
+    """The state file was the counter: while the disk was full no failure could be written, so
+    spendlake_source_failures_total stood still (and SpendlakeSourceFailing, which reads it,
+    never fired) exactly while every run failed; the cached page showed the old count too."""
+    config = parse_config({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "cur", "kind": "focus", "location": str(tmp_path / "x")}, {"name": "gcp", "kind": "focus",
+                                                                      "location": str(tmp_path / "y")}],
+        "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(tmp_path / "absent.csv")}]})
+    registry = scrape(LakeCollector(config))
+    failures = lambda source: registry.get_sample_value("spendlake_source_failures_total", {"source": source})
+    memory_source.ROWS = None  # the bucket unreadable
+    assert ingest(config).failed and failures("cur") == failures("gcp") == 1
+
+    def full_disk(lake, name, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(lake.state_file(name)))
+
+    with monkeypatch.context() as full:
+        full.setattr(Lake, "write_state", full_disk)
+        with pytest.raises(SpendlakeError, match="disk full"):
+            ingest(config)
+        [outcome] = run_inventory(config)
+        assert "disk full" not in str(outcome.error)  # its own failure said, the unrecorded one counted
+    assert failures("cur") == failures("gcp") == 2 and failures("trace") == 1
+    assert ingest(config).failed  # the disk freed: the file counts from what it held
+    assert failures("cur") == failures("gcp") == 3
 
 
 @pytest.mark.slow

@@ -106,8 +106,10 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
             raise_if_stopped()
             if published:
                 published(result)
-            for source in sources:
-                _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
+            unrecorded = [error for source in sources
+                          if (error := _record(lake, source.name, [o for o in result.outcomes if o.source == source.name]))]
+            if unrecorded:  # each source's record tried (a full disk: each failure counted), the first said
+                raise unrecorded[0]
             refresh_rollups(lake, config)  # also after a config change, when nothing was new
         except BaseException:  # stopped (SIGTERM) or failed: the deliveries staged and not published go now
             lake.clean_staging()
@@ -133,14 +135,19 @@ def _publish(lake: Lake, outcomes: Sequence[DeliveryOutcome]) -> None:
             outcome.on_commit()
 
 
-def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> None:
-    """The source's success or failure in the `sources` state (service/ingest/freshness.py)."""
+def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> SpendlakeError | None:
+    """The source's success or failure in the `sources` state (service/ingest/freshness.py);
+    the error when it could not be written."""
     state = lake.read_state("sources")
     record = state.setdefault(source, {"failures_total": 0})
     claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
     failed = any(o.status == "failed" for o in outcomes)
     record_run(record, next(o.error for o in outcomes if o.error) if failed else None)
-    record_sources(lake, state)
+    try:
+        record_sources(lake, state, source if failed else None)
+    except SpendlakeError as exc:
+        return exc
+    return None
 
 
 def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,

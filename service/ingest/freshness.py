@@ -11,6 +11,7 @@ this.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -41,13 +42,28 @@ def record_run(record: dict, error: Exception | None) -> None:
         record["last_success"] = iso_utc(now)
 
 
-def record_sources(lake: Lake, state: dict) -> None:
-    """Write the `sources` state after a run's commits: an error then says what is already in
-    the lake, never "nothing was changed" below the lines that say "committed"."""
+def record_sources(lake: Lake, state: dict, failed: str | None = None) -> None:
+    """Write the `sources` state after a run's commits (`failed`: the source whose failure it
+    records): an error then says what is already in the lake, never "nothing was changed"
+    below the lines that say "committed"."""
     try:
         lake.write_state("sources", state)
     except OSError as exc:
+        if failed:
+            _UNRECORDED[(str(lake.root), failed)] += 1
         raise os_error(exc, done=RECORD_MISSED) from None
+
+
+# Failures the `sources` state could not record (a full or read-only disk), per (lake root,
+# source), since this process started: the state file is the failure counter, so without
+# these spendlake_source_failures_total would stand still exactly while every run fails.
+_UNRECORDED: Counter[tuple[str, str]] = Counter()
+
+
+def unrecorded_failures(lake: Lake) -> dict[str, int]:
+    """Source → its failures this process could not record in the lake's `sources` state."""
+    root = str(lake.root)
+    return {source: count for (where, source), count in _UNRECORDED.items() if where == root}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
 from service.core.snapshot_ledger import snapshot_checks, sound
 from service.core.units import OTHER, fold_top
-from service.ingest.freshness import freshness_limits
+from service.ingest.freshness import freshness_limits, unrecorded_failures
 
 def iso_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -36,14 +36,16 @@ def source_families(config: Config, lake: Lake) -> list[Metric]:
                              "When the source last ingested without error.", labels=["source"])
     limit = GaugeMetricFamily("spendlake_source_freshness_limit_seconds",
                               "How far the source's data, or its last successful ingest, may lag.", labels=["source"])
-    failures = CounterMetricFamily("spendlake_source_failures", "Ingest runs of the source that failed.",
+    failures = CounterMetricFamily("spendlake_source_failures", "Ingest runs of the source that failed (with those "
+                                   "the lake's state could not record, a full disk, since the service started).",
                                    labels=["source"])
+    unrecorded = unrecorded_failures(lake)
     for name, hours in sorted(freshness_limits(config).items()):  # configured sources only: bounded
         record = state.get(name, {})
         if record.get("last_success"):
             last.add_metric([name], iso_seconds(record["last_success"]))
         limit.add_metric([name], hours * 3600)
-        failures.add_metric([name], int(record.get("failures_total", 0)))
+        failures.add_metric([name], int(record.get("failures_total", 0)) + unrecorded.get(name, 0))
     return [last, limit, failures]
 
 

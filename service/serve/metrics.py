@@ -28,6 +28,7 @@ from service.attribution import ScrapeTops
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
+from service.ingest.freshness import unrecorded_failures
 from service.serve.cluster_families import cluster_families
 from service.serve.families import (budget_families, commitment_families, data_through_families, findings_families,
                                     integrity_families, source_families, spend_families, tops_state_family)
@@ -91,7 +92,8 @@ class LakeCollector(Collector):
             return iter(list(self._families))
 
     def fingerprint(self) -> tuple:
-        """What a change of the lake touches: the ledger, job/source state and table files."""
+        """What a change of the lake touches: the ledger, job/source state and table files, and the
+        source failures a full disk kept out of the state."""
         root = self.lake.root
         paths = [root / "_ledger" / "deliveries.json", *sorted((root / "_state").glob("*.json")),
                  *sorted(root.glob("*/*=*/*=*/data.parquet"))]
@@ -102,7 +104,7 @@ class LakeCollector(Collector):
             except FileNotFoundError:
                 continue
             stats.append((str(path), stat.st_mtime_ns, stat.st_size))
-        return tuple(stats)
+        return tuple(stats), tuple(sorted(unrecorded_failures(self.lake).items()))  # a failure no file shows
 
     def compute(self) -> tuple[list[Metric], bool]:
         """Every family group on its own: a group that cannot be read is logged and left
