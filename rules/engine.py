@@ -112,7 +112,9 @@ def reconcile(previous: Sequence[Finding], fresh: dict[str, list[Finding]], now:
             acknowledged_at = old.acknowledged_at if old else None
             merged[finding.id] = replace(
                 finding,
-                first_seen=old.first_seen if old and old.first_seen else now,
+                # never after last_seen: one stored by a run whose clock ran ahead (a lake without a bill
+                # runs at the wall clock) or at a data's end since taken back (a source forgotten)
+                first_seen=old.first_seen if old and old.first_seen and old.first_seen <= now else now,
                 last_seen=now,
                 status="acknowledged" if acknowledged_at else "open",
                 acknowledged_at=acknowledged_at,

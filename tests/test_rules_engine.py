@@ -63,6 +63,17 @@ def test_ids_stay_stable_and_life_cycle_is_tracked(tmp_path):
     assert {f.resource_id: f.first_seen for f in third.findings}["b"] == T0
 
 
+def test_a_first_seen_after_this_run_becomes_this_runs_time_never_after_last_seen(tmp_path):
+    """A run at a clock 40 days ahead (a lake without a bill runs at the wall clock) stored
+    first_seen 2026-12-18; the clock set right, every later run kept it: last seen on the 8th,
+    first seen on the 18th, and the report's `since` (first_seen) after the report's day."""
+    ahead = run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(days=40)), [])
+    later = run([Scripted(["a"])], ctx_at(tmp_path, T0), ahead.findings)
+    [finding] = later.findings
+    assert finding.first_seen == finding.last_seen == T0
+    assert run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(days=1)), later.findings).findings[0].first_seen == T0
+
+
 def test_acknowledgement_survives_resolution_and_return(tmp_path):
     first = run([Scripted(["a"])], ctx_at(tmp_path, T0), [])
     from dataclasses import replace
