@@ -77,12 +77,19 @@ LEDGER_DAMAGE = [  # (change to the ledger's JSON, what the error says), each on
     (lambda d: d["entries"][0].update(data_through=20240930), "entries[0].data_through: must be text"),
     (lambda d: d["entries"][0].update(tag_keys="team"), "entries[0].tag_keys: must be a list"),
     (lambda d: d.update(pending=[{}]), "pending[0].source: is required but missing"),
+    # each read as a folder of the lake: "invalid billing_period value '../../../etc' for a lake partition",
+    # naming no file, from every command, `ingest` failing the source for good; `status` offered `forget ../x`
+    (lambda d: d["entries"][0].update(billing_period="../../../etc"),
+     "entries[0].billing_period: must name a lake partition's folder"),
+    (lambda d: d["entries"][0].update(source="../x"), "entries[0].source: must name a lake partition's folder"),
+    (lambda d: d["entries"].append(d["entries"][0]), "entries[2]: bill 2024-09 is listed twice"),  # status: twice
 ]
 
 
 @pytest.mark.parametrize("damage, said", LEDGER_DAMAGE, ids=["cost", "totals", "entries", "reader_version", "rows",
                                                               "size", "final", "ingested_at", "data_through",
-                                                              "tag_keys", "pending"])
+                                                              "tag_keys", "pending", "period", "source",
+                                                              "twice"])
 def test_a_damaged_ledger_entry_is_named_by_its_place(ingested, damage, said):
     config, folder = ingested
     ledger = folder.parent / "_ledger" / "deliveries.json"

@@ -16,10 +16,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, TypeAdapter
+from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, TypeAdapter, model_validator
 
 from service.core import json_text
+from service.core.config_base import NestedValueError
 from service.core.errors import DataError
+from service.core.files import PARTITION_VALUE_RE
 from service.core.state_files import Open, UtcText, shape_problem
 from service.core.units import exact_text
 
@@ -168,9 +170,19 @@ class _TotalsShape(Open):
     rounding: dict[str, DecimalText] = {}
 
 
+def _partition_value(text: str) -> str:
+    if not PARTITION_VALUE_RE.match(text) or ".." in text:  # what files.check_partition_value refuses
+        raise ValueError(f"must name a lake partition's folder (letters, digits, '_', '.', ':', '-'; no '..'), "
+                         f"not {text!r}")
+    return text
+
+
+PartitionValue = Annotated[StrictStr, AfterValidator(_partition_value)]
+
+
 class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's keys are left for it
-    source: StrictStr
-    billing_period: StrictStr
+    source: PartitionValue  # a folder of the lake: one edited to '../x' is named here, not at every read
+    billing_period: PartitionValue
     delivery_id: StrictStr
     rows: StrictInt = Field(ge=0)
     totals: list[_TotalsShape]
@@ -188,6 +200,16 @@ class _LedgerShape(Open):
     entries: list[_EntryShape]
     pending: list[_EntryShape] = []
     pending_by: StrictStr = ""
+
+    @model_validator(mode="after")
+    def _one_entry_per_period(self) -> _LedgerShape:
+        seen: set[tuple[str, str]] = set()
+        for index, entry in enumerate(self.entries):
+            key = (entry.source, entry.billing_period)
+            if key in seen:  # which of them describes the partition? (the writer keeps one per key)
+                raise NestedValueError(("entries", index), f"{entry.source} {entry.billing_period} is listed twice")
+            seen.add(key)
+        return self
 
 
 # checked once as the ledger is read: no reader of an entry meets a hand-edited type as a traceback
