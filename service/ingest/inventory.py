@@ -187,11 +187,12 @@ def _set_aside_jobs_ahead(lake: Lake, source: str, now: datetime) -> None:
     if ingested and _after(ingested, wall):
         raise DataError(
             f"the jobs snapshot {ahead[0].parent.name} of source {source} is dated after this run's day {today} and "
-            f"stamped after this machine's clock ({iso_utc(wall)}), and so is the lake's newest billing delivery "
-            f"(ingested {ingested}): this clock may be behind, not theirs ahead; nothing was moved",
+            f"stamped after this machine's clock ({iso_utc(wall.replace(microsecond=0))}), and so is the lake's newest "
+            f"billing delivery (ingested {ingested}): this clock may be behind, not theirs ahead; nothing was moved",
             where=str(ahead[0]), hint=f"check the clock (`date -u` against a time server) and set it right; if it is "
-                                      f"right, a clock ran ahead when they were written: move the snapshot under "
-                                      f"{lake.root / SET_ASIDE} yourself and run inventory again")
+                                      f"right, a clock ran ahead when they were written: move the folder "
+                                      f"{ahead[0].parent} out of the lake (e.g. under {lake.root / SET_ASIDE}) and run "
+                                      f"inventory again")
     for check in set_aside_files(lake, "jobs", source, ahead, "written by a clock that ran ahead"):
         log.warning("inventory source %s: %s (its date is after this run's %s, its stamp after now): its running jobs "
                     "would outrank every record taken since, so it was moved under %s", source, check.sentence(),
