@@ -12,7 +12,7 @@ what the readers rely on.
 from __future__ import annotations
 
 import functools
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
@@ -78,8 +78,16 @@ class SnapshotVerified(Open):
     problems: list[SnapshotProblem] = []
 
 
+def _iso_date(text: str) -> str:
+    try:
+        date.fromisoformat(text)  # as the scheduler reads it (daily_due)
+    except ValueError:
+        raise ValueError("must be a date such as 2026-11-30") from None
+    return text
+
+
 class DailyRun(Open):  # service/serve/scheduler.py
-    last_run_date: StrictStr
+    last_run_date: Annotated[StrictStr, AfterValidator(_iso_date)]
 
 
 class Jobs(Open):
