@@ -156,3 +156,15 @@ def test_37_bytes_altered_in_a_data_page_of_a_stored_rollup_are_traced_to_it_on_
     file.write_bytes(page_flipped(file.read_bytes(), "cp_end"))
     assert_both_exit_3_naming(config, file, "this lake file cannot be read, it is damaged (",
                               "delete it and run `spendlake rollup`, which writes it again")
+
+
+def test_a_verify_state_of_the_wrong_shape_is_named_on_spark_as_on_duckdb(lake):
+    """The Spark lake read `_state/verify.json` without its shape: a problem edited to
+    {"source": 1} was a KeyError traceback there, where the DuckDB read named the key."""
+    config, lake = lake
+    state = lake.root / "_state" / "verify.json"
+    state.write_text('{"problems": [{"source": 1}]}')
+    for engine in ([], ["--engine", "spark"]):
+        result = spendlake(config, *ATTRIBUTE, *engine)
+        assert result.exit_code == 3, (engine, result.output)
+        assert f"{state}: state file is unreadable: problems[0].source: must be text" in result.output, result.output

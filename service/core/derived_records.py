@@ -26,12 +26,11 @@ from typing import Protocol
 
 import duckdb
 
-from service.core import json_text
 from service.core.errors import DataError
 from service.core.files import check_partition_value, write_json_atomic
 from service.core.integrity import sha256_file
 from service.core.parquet_footer import read_footer
-from service.core.state_files import DERIVED_RECORD, shape_problem
+from service.core.state_files import DERIVED_RECORD, parse_record
 from service.core.units import utc_now_iso
 
 DERIVED_RECORDS = "_ledger/derived"  # relative to the lake root
@@ -151,10 +150,10 @@ def drop_versions(root: Path, folder: Path, versions: Iterable[str]) -> None:
 
 def _read_record(path: Path) -> dict | None:
     try:
-        data = json_text.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # none, or unreadable: the file is not vouched for, so computed instead
-    return data if shape_problem(DERIVED_RECORD, data) is None else None  # edited to other types: unreadable too
+        text = path.read_bytes()
+    except OSError:
+        return None
+    return parse_record(text, DERIVED_RECORD) or None  # none, or unreadable: not vouched for, so computed instead
 
 
 def problems(lake: DerivedLake) -> dict[str, dict]:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core import job_windows, json_text
+from service.core import job_windows
 from service.core.connection import sandboxed_connection
 from service.core.currency import CODE
 from service.core.errors import DataError
@@ -44,7 +44,7 @@ from service.core.pinned_root import check_root
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
-from service.core.state_files import state_problem
+from service.core.state_files import parse_state
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
 
@@ -353,14 +353,7 @@ class Lake:
         path = self.state_file(name)
         if not path.exists():
             return {}
-        try:
-            data = json_text.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise DataError(f"state file is unreadable: {exc}", where=str(path), hint="delete it to start afresh") from None
-        problem = state_problem(name, data)
-        if problem:
-            raise DataError(f"state file is unreadable: {problem}", where=str(path), hint="delete it to start afresh")
-        return data
+        return parse_state(name, path.read_bytes(), str(path))
 
     def write_state(self, name: str, data: dict) -> None:
         check_root(self.root)

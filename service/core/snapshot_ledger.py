@@ -29,14 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from service.core import json_text
 from service.core.derived_records import DERIVED_RECORDS
 from service.core.errors import REWRITTEN_BY, DataError
 from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import sha256_file
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
-from service.core.state_files import SNAPSHOT_RECORD, shape_problem
+from service.core.state_files import SNAPSHOT_RECORD, parse_record
 from service.core.units import utc_now_iso
 
 RECORDS = "_ledger/snapshots"  # relative to the lake root
@@ -102,12 +101,10 @@ def describe(path: Path) -> dict:
 
 def _read_record(path: Path) -> dict | None:
     try:
-        data = json_text.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes()
     except FileNotFoundError:
         return None
-    except ValueError:
-        return {}  # unreadable: the snapshot is read as one without a record, until it is written again
-    return data if shape_problem(SNAPSHOT_RECORD, data) is None else {}  # edited to other types: unreadable too
+    return parse_record(text, SNAPSHOT_RECORD)  # {}: the snapshot is read as one without a record until written again
 
 
 @contextmanager

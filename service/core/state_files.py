@@ -17,6 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
 
+from service.core import json_text
+from service.core.errors import DataError
 from service.core.validation import plain_errors
 
 
@@ -134,6 +136,30 @@ SHAPES: dict[str, Any] = {
 @functools.cache
 def _adapter(name: str) -> TypeAdapter:
     return TypeAdapter(SHAPES.get(name, dict[str, Any]))
+
+
+def parse_state(name: str, text: str | bytes, where: str) -> dict:
+    """The `name` state read from `where` (Lake.read_state, the Spark lake's); a DataError
+    naming the file and the key when it is not JSON or not of its shape."""
+    try:
+        data = json_text.loads(text)
+        problem = state_problem(name, data)
+    except ValueError as exc:  # also bytes that are not UTF-8
+        problem = str(exc)
+    if problem:
+        raise DataError(f"state file is unreadable: {problem}", where=where, hint="delete it to start afresh")
+    return data
+
+
+def parse_record(text: str | bytes, shape: TypeAdapter) -> dict:
+    """A snapshot's or derived file's record of `shape` (SNAPSHOT_RECORD, DERIVED_RECORD), read
+    locally or by Spark; {} when it is not JSON or not of that shape: unreadable, so the file is
+    not vouched for by it (each reader says what that means)."""
+    try:
+        data = json_text.loads(text)
+    except ValueError:
+        return {}
+    return data if shape_problem(shape, data) is None else {}
 
 
 def state_problem(name: str, data: Any) -> str | None:

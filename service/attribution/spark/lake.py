@@ -19,7 +19,7 @@ from pathlib import Path
 from service.attribution.jobs import basis_of
 from service.attribution.rollup import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
-from service.core import derived_records, json_text
+from service.core import derived_records
 from service.core.errors import ConfigError, DataError, SourceError
 from service.core.files import check_partition_value
 from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
@@ -28,6 +28,7 @@ from service.core.job_windows import snapshot_rows, window_stamp
 from service.core.ledger import LedgerEntry, parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
 from service.core.snapshot_ledger import OWN_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
+from service.core.state_files import DERIVED_RECORD, SNAPSHOT_RECORD, parse_record, parse_state
 
 log = logging.getLogger(__name__)
 
@@ -162,11 +163,7 @@ class SparkLake:
         """`_state/<name>.json` (what the last `verify` found), as Lake.read_state reads it."""
         path = self._path(self.root, f"_state/{name}.json")
         text = self._bytes(path)
-        try:
-            return {} if text is None else json_text.loads(text.decode("utf-8"))
-        except ValueError as exc:
-            raise DataError(f"state file is unreadable: {exc}", where=self.where(path.toString()),
-                            hint="delete it to start afresh") from None
+        return {} if text is None else parse_state(name, text, self.where(path.toString()))
 
     def snapshot_digest(self, url: str) -> str:
         """As snapshot_ledger.snapshot_digest: the SHA-256 its record holds when the file's size
@@ -198,7 +195,7 @@ class SparkLake:
         key = derived_records.file_key(rollup_url)
         path, size = self._path(rollup_url), self._sizes[rollup_url]
         record = self._record(self._path(self.root, f"{derived_records.DERIVED_RECORDS}/"
-                                                    f"{key.removesuffix('.parquet')}.json"))
+                                                    f"{key.removesuffix('.parquet')}.json"), DERIVED_RECORD)
         state, detail = derived_records.judge(record or None, size, lambda: self._footer_rows(path, size),
                                               found.get(key))
         if state == "ok":
@@ -264,16 +261,11 @@ class SparkLake:
                 found.append((url, url[len(prefix):], status.getLen()) if sizes else (url, url[len(prefix):]))
         return sorted(found)
 
-    def _record(self, path) -> dict | None:
-        """A snapshot's record (`_ledger/snapshots/...json`); {} when unreadable, None when absent."""
+    def _record(self, path, shape=SNAPSHOT_RECORD) -> dict | None:
+        """A snapshot's record (`_ledger/snapshots/...json`), or of `shape`; {} when unreadable,
+        None when absent."""
         text = self._bytes(path)
-        if text is None:
-            return None
-        try:
-            data = json_text.loads(text.decode("utf-8"))
-        except ValueError:
-            return {}
-        return data if isinstance(data, dict) else {}
+        return None if text is None else parse_record(text, shape)
 
     def _bytes(self, path) -> bytes | None:
         """The whole file at `path` (a Hadoop Path), None when there is none."""
