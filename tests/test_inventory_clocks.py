@@ -1,7 +1,8 @@
 """A jobs snapshot dated after this run's day and stamped after this machine's clock: set
-aside when only it says a clock ran ahead (test_jobs_file's breaker35 case); left where it is,
-the source failing naming both clocks, when the ledger's newest delivery is stamped ahead too
-(this clock may be the one behind); and one stamped within CLOCK_SKEW is no clock ahead."""
+aside as written by a clock that ran ahead (test_jobs_file's breaker35 case), also when that
+clock stamped the lake's deliveries too; left where it is, the source failing naming both
+times, when the bill's usage reaches past this clock (this clock is the one behind); and one
+stamped within CLOCK_SKEW is no clock ahead."""
 
 from __future__ import annotations
 
@@ -12,15 +13,17 @@ from conftest import SAMPLES
 from service.core import commit, snapshot_ledger
 from service.core.config import parse_config
 from service.core.snapshot_ledger import SET_ASIDE
+from service.ingest import inventory
 from service.ingest.billing import ingest
 from service.ingest.inventory import run_inventory
 from tests.test_jobs_file import jobs
 
 HEADER = "job_id,start_time,end_time,gpus\n"
-RIGHT_CLOCK = "2099-01-01T00:00:00Z"  # what a right clock read, this machine's being behind it
+RUNNING, ENDED = HEADER + "7,2024-09-20T10:00:00Z,,8\n", HEADER + "7,2024-09-20T10:00:00Z,2024-09-20T11:00:00Z,8\n"
 
 
 def setup(tmp_path, billing: bool):
+    """A jobs-file source and, with `billing`, the FOCUS sample (usage through 2024-10-01)."""
     (tmp_path / "export").mkdir()
     shutil.copy(SAMPLES / "focus" / "focus_1.0_sample_1000.csv", tmp_path / "export")
     return tmp_path / "jobs.csv", parse_config({
@@ -28,26 +31,53 @@ def setup(tmp_path, billing: bool):
         "sources": [{"name": "bill", "kind": "focus", "location": str(tmp_path / "export")}] if billing else []})
 
 
-def test_a_later_snapshot_is_not_moved_when_the_ledger_says_this_clock_may_be_behind(tmp_path, monkeypatch):
-    """The lake written by a right clock (a delivery, and a snapshot seeing job 7 running on
-    2099-01-01); this machine's clock behind it read the snapshot as written by a clock ahead
-    and moved it under _damaged/, job 7's later record hidden from every read."""
+def stamped(monkeypatch, when: datetime):
+    """The clock that stamps snapshot records and deliveries reads `when`."""
+    monkeypatch.setattr(snapshot_ledger, "utc_now_iso", lambda: when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    monkeypatch.setattr(commit, "utc_now_iso", lambda: when.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def test_a_later_snapshot_is_not_moved_when_the_bill_says_this_clock_is_behind(tmp_path, monkeypatch):
+    """A right clock wrote the lake on 2024-10-02 (the bill, usage through 10-01; a snapshot
+    seeing job 7 running); this machine's clock, reading 2024-09-21, took the snapshot for one a
+    clock ahead wrote and moved it under _damaged/, job 7's later record hidden from every read."""
     path, config = setup(tmp_path, billing=True)
-    today = datetime.now(timezone.utc)
-    path.write_text(HEADER + "7,2026-11-30T10:00:00Z,,8\n")
-    with monkeypatch.context() as right:
-        right.setattr(snapshot_ledger, "utc_now_iso", lambda: RIGHT_CLOCK)
-        right.setattr(commit, "utc_now_iso", lambda: RIGHT_CLOCK)
+    right = datetime(2024, 10, 2, 6, tzinfo=timezone.utc)
+    path.write_text(RUNNING)
+    with monkeypatch.context() as clock:
+        stamped(clock, right)
+        clock.setattr(inventory, "_wall", lambda: right)
         assert not ingest(config).failed
-        assert run_inventory(config, now=today + timedelta(days=40))[0].error is None
-    path.write_text(HEADER + "7,2026-11-30T10:00:00Z,2026-11-30T11:00:00Z,8\n")
-    [outcome] = run_inventory(config, now=today)
+        assert run_inventory(config, now=right)[0].error is None
+    behind = datetime(2024, 9, 21, 6, tzinfo=timezone.utc)
+    monkeypatch.setattr(inventory, "_wall", lambda: behind)
+    path.write_text(ENDED)
+    [outcome] = run_inventory(config, now=behind)
     assert outcome.error is not None and outcome.error.exit_code == 3
     said = f"{outcome.error.where}: {outcome.error.message} — {outcome.error.hint}"
-    assert "this clock may be behind" in said and "ingested 2099-01-01T00:00:00Z" in said and "nothing was moved" in said
-    assert "date -u" in said and f"move the folder {tmp_path / 'lake' / 'jobs' / 'source=trace'}/snapshot_date=" in said
+    assert "this machine's clock (2024-09-21T06:00:00Z)" in said and "usage reaches 2024-10-01T00:00:00Z" in said
+    assert "this clock is behind" in said and "nothing was moved" in said and "date -u" in said
+    assert f"move the folder {tmp_path / 'lake' / 'jobs' / 'source=trace'}/snapshot_date=2024-10-02 out" in said
     assert not (tmp_path / "lake" / SET_ASIDE).exists()
     assert jobs(tmp_path, "job_id, end_time") == [("7", None)]  # the right clock's record, kept
+
+
+def test_a_snapshot_is_set_aside_when_the_clock_ahead_stamped_the_deliveries_too(tmp_path, monkeypatch):
+    """A service 40 days ahead ingested and took inventory: its deliveries' stamps are ahead of
+    the clock set right as much as the snapshot's, yet the bill's usage is not; the snapshot is
+    the clock ahead's and goes aside, job 7's later record counts."""
+    path, config = setup(tmp_path, billing=True)
+    wall = datetime.now(timezone.utc)
+    path.write_text(RUNNING)
+    with monkeypatch.context() as clock:
+        stamped(clock, wall + timedelta(days=40))
+        assert not ingest(config).failed
+        assert run_inventory(config, now=wall + timedelta(days=40))[0].error is None
+    path.write_text(ENDED)
+    [outcome] = run_inventory(config, now=wall)
+    assert outcome.error is None, outcome.error
+    assert list((tmp_path / "lake" / SET_ASIDE).rglob("*.parquet"))
+    assert jobs(tmp_path, "job_id, CAST(end_time AS VARCHAR)") == [("7", "2024-09-20 11:00:00")]
 
 
 def test_a_snapshot_stamped_within_the_clock_skew_is_no_clock_ahead(tmp_path, monkeypatch):
@@ -55,10 +85,9 @@ def test_a_snapshot_stamped_within_the_clock_skew_is_no_clock_ahead(tmp_path, mo
     one: dated tomorrow, stamped after now, it was set aside as a clock's run weeks ahead."""
     path, config = setup(tmp_path, billing=False)
     wall = datetime.now(timezone.utc)
-    path.write_text(HEADER + "7,2026-11-30T10:00:00Z,,8\n")
+    path.write_text(RUNNING)
     with monkeypatch.context() as other_host:
-        ahead = (wall + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        other_host.setattr(snapshot_ledger, "utc_now_iso", lambda: ahead)
+        stamped(other_host, wall + timedelta(minutes=1))
         assert run_inventory(config, now=wall + timedelta(days=1))[0].error is None
     [outcome] = run_inventory(config, now=wall)
     assert outcome.error is None, outcome.error

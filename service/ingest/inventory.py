@@ -24,7 +24,7 @@ from connectors.inventory_base import SnapshotPart
 from service.attribution import newly_ended, newly_unasked
 from service.core.claims import claim
 from service.core.config import Config, InventorySource
-from service.core.coverage import STATE_KEY, parse_utc
+from service.core.coverage import STATE_KEY, data_end, parse_utc
 from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error
 from service.core.job_windows import window_fields
 from service.core.lake import DATA_FILE, Lake
@@ -47,6 +47,9 @@ OLD_JOBS_FILE_IDS_UNTIL = "2026-12-03"  # the last snapshot date that can hold t
 # a record stamped less than this after the wall clock (a snapshot taken just past midnight by
 # a clock a minute ahead of this one) is not set aside.
 CLOCK_SKEW = timedelta(minutes=5)
+# The longest a usage line of an hourly or daily export spans: a bill whose usage reaches
+# further past this machine's clock was read by a clock ahead of it (data_end).
+BILL_SPAN = timedelta(days=1)
 
 
 @dataclass
@@ -161,7 +164,7 @@ def _snapshot_day(lake: Lake, source: str, now: datetime) -> str:
     newest = max((file.parent.name.split("=", 1)[1] for file in files), default=today)
     if newest <= today:
         return today
-    wall = datetime.now(timezone.utc)
+    wall = _wall()
     ahead = any(_written_after(lake, file, wall) is not False for file in files if file.parent.name.endswith(newest))
     (log.warning if ahead else log.info)(
         "inventory source %s: its newest snapshot is dated %s, after this run's date %s (UTC; the clock that took it "
@@ -177,22 +180,24 @@ def _set_aside_jobs_ahead(lake: Lake, source: str, now: datetime) -> None:
     History is not replaced as a state is (`_snapshot_day`): set aside, kept for a look; the
     snapshots taken before and after it hold the jobs. A snapshot without a stamp stays.
 
-    From inside the lake, "that clock ran ahead" and "this clock is behind" look alike. When
-    the ledger's newest delivery is stamped after the wall clock too, nothing is moved: the
-    source fails naming both clocks, and the operator, who can ask a time server, decides."""
-    today, wall = now.strftime("%Y-%m-%d"), datetime.now(timezone.utc)
+    "That clock ran ahead" and "this clock is behind" look alike by the lake's own stamps (a
+    service that ran ahead stamped its deliveries ahead too); the bill is the one clock from
+    outside: usage it holds past this clock by more than a line spans (BILL_SPAN) has not
+    happened by this clock, so this clock is behind. Then nothing is moved: the source fails
+    naming both times."""
+    today, wall = now.strftime("%Y-%m-%d"), _wall()
     ahead = sorted(folder / DATA_FILE for folder in lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*")
                    if folder.name.split("=", 1)[1] > today and _written_after(lake, folder / DATA_FILE, wall))
-    ingested = max((e.ingested_at for e in lake.ledger()), key=parse_utc, default=None) if ahead else None
-    if ingested and _after(ingested, wall):
+    usage = data_end(lake) if ahead else None
+    if usage and usage > wall + BILL_SPAN:
         raise DataError(
             f"the jobs snapshot {ahead[0].parent.name} of source {source} is dated after this run's day {today} and "
-            f"stamped after this machine's clock ({iso_utc(wall.replace(microsecond=0))}), and so is the lake's newest "
-            f"billing delivery (ingested {ingested}): this clock may be behind, not theirs ahead; nothing was moved",
-            where=str(ahead[0]), hint=f"check the clock (`date -u` against a time server) and set it right; if it is "
-                                      f"right, a clock ran ahead when they were written: move the folder "
-                                      f"{ahead[0].parent} out of the lake (e.g. under {lake.root / SET_ASIDE}) and run "
-                                      f"inventory again")
+            f"stamped after this machine's clock ({iso_utc(wall.replace(microsecond=0))}), and the bill's usage "
+            f"reaches {iso_utc(usage)}, over a day past this clock too: this clock is behind (unless an export's usage "
+            f"lines span a month); nothing was moved",
+            where=str(ahead[0]), hint=f"set the clock right (`date -u` against a time server); if it is right, a clock "
+                                      f"ran ahead when the snapshot was written: move the folder {ahead[0].parent} out "
+                                      f"of the lake (e.g. under {lake.root / SET_ASIDE}) and run inventory again")
     for check in set_aside_files(lake, "jobs", source, ahead, "written by a clock that ran ahead"):
         log.warning("inventory source %s: %s (its date is after this run's %s, its stamp after now): its running jobs "
                     "would outrank every record taken since, so it was moved under %s", source, check.sentence(),
@@ -203,11 +208,12 @@ def _written_after(lake: Lake, file: Path, wall: datetime) -> bool | None:
     """True when the snapshot `file`'s record is stamped after the wall clock `wall` (the clock
     that stamps records' written_at) by more than CLOCK_SKEW; None: it holds no stamp."""
     stamp = (read_record(lake.root, file) or {}).get("written_at")
-    return None if stamp is None else _after(stamp, wall)
+    return None if stamp is None else parse_utc(stamp) > wall + CLOCK_SKEW
 
 
-def _after(stamp: str, wall: datetime) -> bool:
-    return parse_utc(stamp) > wall + CLOCK_SKEW
+def _wall() -> datetime:
+    """The wall clock, which stamps the records' written_at: what a run's stamps are judged by."""
+    return datetime.now(timezone.utc)
 
 
 def _set_aside_damaged(lake: Lake, source: str, written: set[Path]) -> None:
