@@ -21,6 +21,7 @@ from service.core.registry import CONNECTORS
 from service.core.schema import cost_select_list
 from service.findings.store import store_findings
 from service.ingest.billing import ingest
+from service.ingest.freshness import source_freshness
 from service.ingest.inventory import run_inventory
 from service.serve.metrics import JobMetrics, LakeCollector
 
@@ -66,7 +67,8 @@ def test_success_sets_last_success_and_a_failure_leaves_it_and_is_counted(tmp_pa
 def test_11_a_failure_the_full_disk_kept_out_of_the_state_file_is_counted(tmp_path, memory_source, monkeypatch):
     """The state file was the counter: while the disk was full no failure could be written, so
     spendlake_source_failures_total stood still (and SpendlakeSourceFailing, which reads it,
-    never fired) exactly while every run failed; the cached page showed the old count too."""
+    never fired) and the source read `ok` (status, `/readyz`) exactly while every run failed;
+    the cached page showed the old count too."""
     config = parse_config({"lake": str(tmp_path / "lake"), "sources": [
         {"name": "cur", "kind": "focus", "location": str(tmp_path / "x")}, {"name": "gcp", "kind": "focus",
                                                                       "location": str(tmp_path / "y")}],
@@ -75,6 +77,9 @@ def test_11_a_failure_the_full_disk_kept_out_of_the_state_file_is_counted(tmp_pa
     failures = lambda source: registry.get_sample_value("spendlake_source_failures_total", {"source": source})
     memory_source.ROWS = None  # the bucket unreadable
     assert ingest(config).failed and failures("cur") == failures("gcp") == 1
+    memory_source.ROWS = list(ROWS)
+    assert not ingest(config).failed and failures("cur") == 1  # ok again: `/readyz` ready, status ok
+    memory_source.ROWS = None
 
     def full_disk(lake, name, data):
         raise OSError(errno.ENOSPC, "No space left on device", str(lake.state_file(name)))
@@ -86,6 +91,8 @@ def test_11_a_failure_the_full_disk_kept_out_of_the_state_file_is_counted(tmp_pa
         [outcome] = run_inventory(config)
         assert "disk full" not in str(outcome.error)  # its own failure said, the unrecorded one counted
     assert failures("cur") == failures("gcp") == 2 and failures("trace") == 1
+    states = {row.source: row for row in source_freshness(config, Lake.of(config), datetime.now(timezone.utc))}
+    assert states["cur"].state == "failing" and states["cur"].failures_total == 2, states["cur"]  # was: ok
     assert ingest(config).failed  # the disk freed: the file counts from what it held
     assert failures("cur") == failures("gcp") == 3
 

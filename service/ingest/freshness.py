@@ -11,7 +11,6 @@ this.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -50,20 +49,34 @@ def record_sources(lake: Lake, state: dict, failed: str | None = None) -> None:
         lake.write_state("sources", state)
     except OSError as exc:
         if failed:
-            _UNRECORDED[(str(lake.root), failed)] += 1
+            kept = _UNRECORDED.setdefault((str(lake.root), failed), {"failures_total": 0})
+            kept.update(failures_total=kept["failures_total"] + 1, last_failure=state[failed].get("last_failure"),
+                        last_error=state[failed].get("last_error"))
         raise os_error(exc, done=RECORD_MISSED) from None
 
 
 # Failures the `sources` state could not record (a full or read-only disk), per (lake root,
-# source), since this process started: the state file is the failure counter, so without
-# these spendlake_source_failures_total would stand still exactly while every run fails.
-_UNRECORDED: Counter[tuple[str, str]] = Counter()
+# source), since this process started: how many, and the last one's time and error. The state
+# file is the failure counter and says whether a source is failing, so without these the
+# service would show every source as it was (spendlake_source_failures_total standing still,
+# `/readyz` ready) exactly while every run fails.
+_UNRECORDED: dict[tuple[str, str], dict] = {}
 
 
-def unrecorded_failures(lake: Lake) -> dict[str, int]:
-    """Source → its failures this process could not record in the lake's `sources` state."""
-    root = str(lake.root)
-    return {source: count for (where, source), count in _UNRECORDED.items() if where == root}
+def unrecorded_failures(lake: Lake) -> dict[str, dict]:
+    """Source → the failures this process could not record in the lake's `sources` state."""
+    return {source: dict(kept) for (root, source), kept in list(_UNRECORDED.items()) if root == str(lake.root)}
+
+
+def sources_state(lake: Lake) -> dict[str, dict]:
+    """The `sources` state, with the failures this process could not record in it."""
+    state = lake.read_state("sources")
+    for source, kept in unrecorded_failures(lake).items():
+        record = state.get(source, {})
+        later = not record.get("last_failure") or parse_utc(kept["last_failure"]) > parse_utc(record["last_failure"])
+        state[source] = {**record, "failures_total": int(record.get("failures_total", 0)) + kept["failures_total"],
+                         **({k: kept[k] for k in ("last_failure", "last_error")} if later else {})}
+    return state
 
 
 @dataclass(frozen=True)
@@ -119,7 +132,7 @@ def source_freshness(config: Config, lake: Lake, now: datetime) -> list[SourceFr
     billing = billing_data_through(lake)
     through = {s.name: billing.get(s.name) for s in config.sources}
     through |= inventory_data_through(lake, [s.name for s in config.inventory])
-    state = lake.read_state("sources")
+    state = sources_state(lake)
     rows = []
     for name, hours in sorted(freshness_limits(config).items()):
         record = state.get(name, {})

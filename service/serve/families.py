@@ -24,14 +24,14 @@ from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
 from service.core.snapshot_ledger import snapshot_checks, sound
 from service.core.units import OTHER, fold_top
-from service.ingest.freshness import freshness_limits, unrecorded_failures
+from service.ingest.freshness import freshness_limits, sources_state
 
 def iso_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def source_families(config: Config, lake: Lake) -> list[Metric]:
-    state = lake.read_state("sources")
+    state = sources_state(lake)
     last = GaugeMetricFamily("spendlake_source_last_success_timestamp_seconds",
                              "When the source last ingested without error.", labels=["source"])
     limit = GaugeMetricFamily("spendlake_source_freshness_limit_seconds",
@@ -39,13 +39,12 @@ def source_families(config: Config, lake: Lake) -> list[Metric]:
     failures = CounterMetricFamily("spendlake_source_failures", "Ingest runs of the source that failed (with those "
                                    "the lake's state could not record, a full disk, since the service started).",
                                    labels=["source"])
-    unrecorded = unrecorded_failures(lake)
     for name, hours in sorted(freshness_limits(config).items()):  # configured sources only: bounded
         record = state.get(name, {})
         if record.get("last_success"):
             last.add_metric([name], iso_seconds(record["last_success"]))
         limit.add_metric([name], hours * 3600)
-        failures.add_metric([name], int(record.get("failures_total", 0)) + unrecorded.get(name, 0))
+        failures.add_metric([name], int(record.get("failures_total", 0)))
     return [last, limit, failures]
 
 

@@ -104,7 +104,7 @@ class LakeCollector(Collector):
             except FileNotFoundError:
                 continue
             stats.append((str(path), stat.st_mtime_ns, stat.st_size))
-        return tuple(stats), tuple(sorted(unrecorded_failures(self.lake).items()))  # a failure no file shows
+        return tuple(stats), repr(unrecorded_failures(self.lake))  # failures a full disk kept out of the files
 
     def compute(self) -> tuple[list[Metric], bool]:
         """Every family group on its own: a group that cannot be read is logged and left
