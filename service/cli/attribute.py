@@ -12,13 +12,10 @@ from service.cli.params import WholeNumber
 from service.core.output import to_json
 from service.core.units import currency_text, exact_text, is_tty, money_text
 from service.report.rounding import gaps
+from service.report.shares import share_notes, share_pct
 
 COSTS = ("billed", "effective", "list")
 GRANULARITY = ("total", "day", "week", "month")
-
-
-def _share(cost: Decimal, total: Decimal) -> str:
-    return "" if total == 0 else f"{cost * 100 / total:.1f}%"
 
 
 def _columns(result) -> list[str]:
@@ -29,6 +26,11 @@ def _columns(result) -> list[str]:
     if result.compare:
         columns += ["previous_cost", "change", "change_pct"]
     return columns
+
+
+def _share(cost: Decimal, total: Decimal) -> str:
+    share = share_pct(cost, total)
+    return "—" if share is None else f"{share}%"
 
 
 def render(result, fmt: str | None) -> None:
@@ -60,6 +62,8 @@ def render(result, fmt: str | None) -> None:
          right=("cost", "share", "previous_cost", "change", "change_pct"), whole=("cost",))
     for line in rounding_notes(exact, tuple(key for key in money if key in columns)):
         click.echo(line)
+    for line in share_notes(exact, "cost", lambda row: totals[row["currency"]]):
+        click.echo(f"note: {line[0].lower()}{line[1:]}")
     click.echo(coverage_line(result))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},

@@ -21,6 +21,7 @@ from service.report.sections.commitments import commitments_section
 from service.report.sections.clusters import clusters_section
 from service.report.sections.findings import anomalies_section, unallocated_causes, waste_section
 from service.report.model import Column, Headline, Report, Section, Table
+from service.report.shares import share_pct
 from service.report.sections.plans import plans_section
 from service.report.sections.spend import SpendReport
 
@@ -56,9 +57,9 @@ def unallocated_headline(row: dict) -> Headline:
     against tagged credits one of over 100%; the headline then shows the amount, a net credit
     saying so, as finance reads it on the bill."""
     label = "Unallocated, team, month to date"
-    if 0 <= row["unallocated_cost"] <= row["total_cost"]:
-        return Headline(titled(label, row["currency"]), row["currency"] or "", row["share_pct"], None, None,
-                        kind="percent")
+    share = share_pct(row["unallocated_cost"], row["total_cost"])
+    if share is not None:
+        return Headline(titled(label, row["currency"]), row["currency"] or "", share, None, None, kind="percent")
     credit = ", a net credit" if row["unallocated_cost"] < 0 else ""
     return Headline(titled(label + credit, row["currency"]), row["currency"] or "", row["unallocated_cost"],
                     None, None)

@@ -140,7 +140,8 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None).rstrip('.')}: "
                           f"{display(row.get(value), column, row)}"
                           for row in (table.rows if table.markdown_whole else table.rows[:rows])]
-                for note in table.notes if table.markdown_whole else []:  # of every row: said when all are
+                # of every row: said when all are, or of the shares listed (why one is —)
+                for note in table.notes if table.markdown_whole or column.kind == "percent" else []:
                     lines += ["", f"_{md(note)}_"]  # a paragraph of its own: under a list item it would continue it
     return "\n".join(lines).rstrip() + "\n"
 

@@ -20,6 +20,7 @@ from service.core.lake import Lake
 from service.core.timewindow import Window, day_start
 from service.core.units import titled
 from service.report.model import Chart, Column, Section, Table
+from service.report.shares import share_notes, share_pct
 
 ZERO = Decimal(0)
 TREND_DAYS = 30
@@ -69,23 +70,24 @@ def unfinished_jobs(usage) -> Table:
             cost[(state, job.currency)] += job.cost
             jobs[(state, job.currency)] += 1
     rows = [{"state": state, "currency": currency, "jobs": jobs[(state, currency)], "cost": amount,
-             "share_pct": (amount * 100 / totals[currency]).quantize(Decimal("0.1")) if totals[currency] else None}
+             "share_pct": share_pct(amount, totals[currency])}
             for (state, currency), amount in sorted(cost.items(), key=lambda kv: (str(kv[0][1]), -kv[1], kv[0][0]))]
     return Table("unfinished_jobs", "Failed, cancelled and timed-out jobs, month to date", [
         Column("state", "state"), Column("currency", "currency"), Column("jobs", "jobs", "count"),
         Column("cost", "cost", "money"), Column("share_pct", "share of jobs' cost", "percent")],
-        rows=rows, markdown=(("state",), "cost"))
+        rows=rows, markdown=(("state",), "cost"), notes=share_notes(rows, "cost", lambda row: totals[row["currency"]]))
 
 
 def idle_by_cluster(usage) -> Table:
     rows = [{"cluster": c.cluster, "currency": c.currency, "cost": c.cost, "jobs_cost": c.cost - c.idle,
              "idle": c.idle,
-             "idle_pct": None if c.idle_ratio is None else (c.idle_ratio * 100).quantize(Decimal("0.1"))}
+             "idle_pct": share_pct(c.idle, c.cost)}
             for c in usage.clusters]
     return Table("cluster_idle", "Idle share per cluster, month to date", [
         Column("cluster", "cluster"), Column("currency", "currency"), Column("cost", "instances", "money"),
         Column("jobs_cost", "jobs", "money"), Column("idle", "idle", "money"),
-        Column("idle_pct", "idle share", "percent")], rows=rows, markdown=(("cluster",), "idle_pct"))
+        Column("idle_pct", "idle share", "percent")], rows=rows, markdown=(("cluster",), "idle_pct"),
+        notes=share_notes(rows, "idle", lambda row: row["cost"]))
 
 
 def job_type_days(config: Config, lake: Lake, window: Window, clusters: set[str]) -> tuple[Table, Chart | None]:

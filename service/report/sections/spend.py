@@ -21,6 +21,7 @@ from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import OTHER, currency_text, titled
 from service.report.model import Chart, Column, Headline, Section, Table, change_pct
 from service.report.rounding import gaps
+from service.report.shares import share_notes, share_pct
 
 ZERO = Decimal(0)
 TREND_DAYS = 30
@@ -187,13 +188,14 @@ class SpendReport:
         found = top_groups(self.lake, self.config, self.w["mtd"], ("experiment",), ("team", "project"), self.top)
         rows = [{"experiment": g.values["experiment"], "team": _one_or_several(g.details["team"]),
                  "project": _one_or_several(g.details["project"]), "currency": g.currency, "mtd_cost": g.cost,
-                 "share_pct": _share(g.cost, found.totals.get(g.currency))} for g in found.top]
+                 "share_pct": share_pct(g.cost, found.totals.get(g.currency))} for g in found.top]
         return Section("experiments", "Top experiments", tables=[Table(
             "top_experiments", f"Top {self.top} experiments, month to date", [
                 Column("experiment", "experiment"), Column("team", "team"), Column("project", "project"),
                 Column("currency", "currency"), Column("mtd_cost", "month to date", "money"),
                 Column("share_pct", "share", "percent")], rows=rows,
-            markdown=(("experiment", "team"), "mtd_cost"))])
+            markdown=(("experiment", "team"), "mtd_cost"),
+            notes=share_notes(rows, "mtd_cost", lambda row: found.totals.get(row["currency"])))])
 
     # ---- unallocated ----------------------------------------------------------------------
 
@@ -208,7 +210,8 @@ class SpendReport:
         for dim, shares in default_shares(self.lake, self.config, self.w["mtd"], dims).items():
             for share in shares:
                 table.rows.append({"dimension": dim, "currency": share.currency, "unallocated_cost": share.default_cost,
-                                   "total_cost": share.total, "share_pct": _share(share.default_cost, share.total)})
+                                   "total_cost": share.total, "share_pct": share_pct(share.default_cost, share.total)})
+        table.notes = share_notes(table.rows, "unallocated_cost", lambda row: row["total_cost"])
         return table
 
 
@@ -219,9 +222,3 @@ def _one_or_several(value: str | None) -> str:
 def _main_currency(result: AttributionResult) -> str | None:
     totals = [(cost, str(currency)) for currency, cost, _ in result.totals if cost > 0]
     return max(totals)[1] if totals else None
-
-
-def _share(part: Decimal, total: Decimal | None) -> Decimal | None:
-    if not total:
-        return None
-    return (part * 100 / total).quantize(Decimal("0.1"))
