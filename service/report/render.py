@@ -72,9 +72,21 @@ def breakable(text: str) -> Markup:
                            for token in re.split(r"(\s+)", text))
 
 
+def kinds(column: Column) -> list[str]:
+    """A column's classes: `num` right-aligns a number; `currency` is the column a narrow window
+    hides, each amount already naming its currency ($, EUR 12.00)."""
+    return ([] if column.kind == "text" else ["num"]) + (["currency"] if column.key == "currency" else [])
+
+
+def header(column: Column) -> Markup:
+    classes = kinds(column)
+    attr = f' class="{" ".join(classes)}"' if classes else ""
+    return Markup(f"<th{attr}>") + escape(column.label) + Markup("</th>")
+
+
 def cell(row: dict[str, Any], column: Column) -> Markup:
     value = row.get(column.key)
-    classes = ([] if column.kind == "text" else ["num"]) + ([column.css] if column.css else [])
+    classes = kinds(column) + ([column.css] if column.css else [])
     if column.kind in ("change", "time"):
         classes.append(change_class(value) if column.kind == "change" else "time")
     attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
@@ -91,7 +103,7 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("service.report", "templates"), autoescape=True, undefined=StrictUndefined,
                       keep_trailing_newline=True)
     env.filters.update(money=money, change=change, change_class=change_class, svg=render_chart)
-    env.globals.update(cell=cell, headline=headline)
+    env.globals.update(cell=cell, header=header, headline=headline)
     return env
 
 
