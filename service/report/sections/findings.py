@@ -99,8 +99,8 @@ def waste_section(lake: Lake, top: int) -> Section:
         "open_findings", f"Top {top} open findings by {what}",
         page_columns(finding_columns("monthly_waste_usd", "waste $" if once else "monthly $"))
         + [Column("per", "per")] * bool(once) + [Column("id", "id")],
-        rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"),
-        total=_total(shown, "rule", "monthly_waste_usd", per=" + ".join(sorted({r["per"] for r in shown}))))
+        rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"))
+    top_findings.total, top_findings.notes = _month_and_once_total(shown)
     if not findings:
         return Section("waste", "Waste by rule", note="No open findings in the last rules run "
                                                      "(`spendlake rules run` refreshes them).")
@@ -111,6 +111,22 @@ def waste_section(lake: Lake, top: int) -> Section:
         " A month is what a finding costs a month while it goes on; a finished cost (failed attempts of a run "
         "launched again, an unused Capacity Block) is what it cost, once, not a month." if once else "")
     return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart], note=note)
+
+
+def _month_and_once_total(rows: list[dict]) -> tuple[dict, list[str]]:
+    """The top findings' total: a month's waste and a finished cost do not add up (a rate and a
+    sum paid once), so with both listed the total is of the monthly ones and a note names the
+    finished ones' sum, as the table by rule shows them apart."""
+    pers = sorted({row["per"] for row in rows})
+    if len(pers) < 2:
+        return _total(rows, "rule", "monthly_waste_usd", per=pers[0] if pers else ""), []
+    monthly = [row for row in rows if row["per"] != "once"]
+    finished = sum((row["monthly_waste_usd"] for row in rows if row["per"] == "once"), Decimal(0))
+    total = _total(monthly, "rule", "monthly_waste_usd", per="a month")
+    total["rule"] = f"total, a month ({len(monthly)})"
+    return total, [f"The total is of the {len(monthly)} findings that cost a month while they go on; the "
+                   f"{len(rows) - len(monthly)} finished ones cost ${finished:,.2f} once, which is no month's "
+                   "waste and is not added to it."]
 
 
 def anomalies_section(lake: Lake, top: int) -> Section:
@@ -153,5 +169,9 @@ def unallocated_causes(lake: Lake, top: int) -> Table | str:
     if not findings:
         return "No open unallocated-spend findings in the last rules run."
     rows = [_finding_row(f) for f in findings[:top]]
+    # no total row: each finding measures the same spend by another dimension (a dollar on no team
+    # and no project is in both), so their sum would count it again
     return Table("unallocated_causes", "Top causes of unallocated spend", finding_columns(
-        "impact_usd", "unallocated $"), rows=rows, total=_total(rows, "rule", "impact_usd"))
+        "impact_usd", "unallocated $"), rows=rows, notes=[
+            "No total: each row is the window's spend with no value of one dimension, and a dollar with none of "
+            "several (no team and no project) is in each of their rows."] if len(rows) > 1 else [])
