@@ -79,6 +79,15 @@ def test_spend_by_team_day_and_month_to_date_against_hand_numbers(org):
         Decimal("255") + Decimal("250")
 
 
+def test_a_movers_rise_is_signed_as_its_fall_is(org):
+    """The top movers' change read "$2,142.00" for a rise beside "−$34,845.21" for a fall (demo):
+    on the page and in summary.md a rise is "+$2,142.00", coloured as the change % is."""
+    folder = org[2]
+    assert "- pretrain / llm-7b: +$2,142.00\n" in (folder / "summary.md").read_text()
+    assert '<td class="num up">+$2,142.00</td>' in (folder / "report.html").read_text()
+    assert ",2142" in (folder / "top_movers.csv").read_text()  # a number still, unsigned
+
+
 def test_unallocated_share_trend_and_experiments(org):
     _, _, folder, _ = org
     _, by_key = sections(folder)

@@ -12,7 +12,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any, Literal
 
-ColumnKind = Literal["text", "money", "change", "percent", "count", "time"]
+ColumnKind = Literal["text", "money", "money_change", "change", "percent", "count", "time"]  # change: in %
 
 
 @dataclass(frozen=True)

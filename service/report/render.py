@@ -53,6 +53,8 @@ def change_class(value: Decimal | None) -> str:
 def display(value: Any, column: Column, row: dict[str, Any]) -> str:
     if column.kind == "money":
         return money(value, row.get("currency", "USD"))  # tables without a currency column are USD
+    if column.kind == "money_change":  # a rise signed as a fall is: +$4,676.19 beside −$34,845.21
+        return ("+" if value and value > 0 else "") + money(value, row.get("currency", "USD"))
     if column.kind == "change":
         return change(value)
     if column.kind == "percent":
@@ -87,8 +89,8 @@ def header(column: Column) -> Markup:
 def cell(row: dict[str, Any], column: Column) -> Markup:
     value = row.get(column.key)
     classes = kinds(column) + ([column.css] if column.css else [])
-    if column.kind in ("change", "time"):
-        classes.append(change_class(value) if column.kind == "change" else "time")
+    if column.kind in ("change", "money_change", "time"):
+        classes.append("time" if column.kind == "time" else change_class(value))
     attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
     shown = display(value, column, row)
     if column.kind == "text":

@@ -145,7 +145,7 @@ class SpendReport:
         return Table("top_movers", "Top movers: team and project, day over day", [
             Column("team", "team"), Column("project", "project"), Column("currency", "currency"),
             Column("previous_cost", "day before", "money"), Column("day_cost", "day", "money"),
-            Column("change", "change", "money"), Column("change_pct", "change %", "change"),
+            Column("change", "change", "money_change"), Column("change_pct", "change %", "change"),
         ], rows=rows[:self.top], markdown=(("team", "project"), "change"))
 
     def spend_section(self) -> tuple[list[Headline], Section]:
