@@ -120,13 +120,16 @@ class SpendReport:
             folded = kept.setdefault((OTHER, currency), {})
             for name, cost in cells[(value, currency)].items():
                 folded[name] = (folded.get(name) or ZERO) + (cost or ZERO)
+        # a value with no cost in a comparison window that holds cost spent $0 there (as the top
+        # movers say); "—" is for a window without any cost, one the lake may not cover
+        none = {name: ZERO if self.query(name, (dim,)).rows else None for name in ("previous_day", "previous_mtd")}
         rows = []
         for (value, currency), c in kept.items():
             day, mtd = c.get("day", ZERO), c.get("mtd", ZERO)
-            rows.append({dim: value, "currency": currency, "day_cost": day, "day_previous": c.get("previous_day"),
-                         "day_change_pct": self.change(day, c.get("previous_day")), "mtd_cost": mtd,
-                         "mtd_previous": c.get("previous_mtd"),
-                         "mtd_change_pct": self.change(mtd, c.get("previous_mtd"))})
+            day_previous, mtd_previous = (c.get(name, none[name]) for name in ("previous_day", "previous_mtd"))
+            rows.append({dim: value, "currency": currency, "day_cost": day, "day_previous": day_previous,
+                         "day_change_pct": self.change(day, day_previous), "mtd_cost": mtd,
+                         "mtd_previous": mtd_previous, "mtd_change_pct": self.change(mtd, mtd_previous)})
         return Table(f"spend_by_{dim}", f"Spend by {dim}", [
             Column(dim, dim), Column("currency", "currency"), Column("day_previous", MONEY["day_previous"], "money"),
             Column("day_cost", MONEY["day_cost"], "money"), Column("day_change_pct", "change", "change"),
