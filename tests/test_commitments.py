@@ -198,8 +198,12 @@ def test_the_report_has_a_commitments_section(config_file):
     assert (Decimal(rows[RI]["unused"]), Decimal(rows[SP]["unused_pct"]), rows[SP]["expires"]) == (
         Decimal(168), Decimal(25), "2027-06-01T00:00:00Z")  # 30 days to 2026-11-08: 7 days of the reservation
     assert section.tables[0].total["unused"] == Decimal(176)
+    # the reservation's bill names no end: its blank expires is said, not left to read as "never"
+    assert rows[RI]["expires"] is None and section.tables[0].notes == [
+        "An empty expires: the bill names no end date for that commitment (AWS exports give savingsPlan/EndTime "
+        "and reservation/EndTime; other providers' cost rows carry none)."]
     html = render_html(report)
-    assert "Commitments" in html and "sp-1" in html
+    assert "Commitments" in html and "sp-1" in html and "An empty expires: the bill names no end date" in html
     assert render_csvs(report)["commitments.csv"].splitlines()[0].startswith("commitment_id,type,account")
 
 

@@ -32,6 +32,9 @@ def commitments_section(config: Config, lake: Lake, day: date) -> Section:
     table = Table("commitments", f"Commitments, {DAYS} days to {day:%Y-%m-%d}: commitment, used, unused, "
                   "coverage of eligible usage and expiry", columns, markdown=(("commitment_id",), "unused"))
     table.rows = [{c.key: row.get(c.key) for c in columns} for row in result.to_json()["rows"]]
+    if any(row["expires"] is None for row in table.rows):  # a blank date reads as "never" otherwise
+        table.notes.append("An empty expires: the bill names no end date for that commitment (AWS exports give "
+                           "savingsPlan/EndTime and reservation/EndTime; other providers' cost rows carry none).")
     if len(result.totals) == 1:
         total = result.totals[0]
         table.total = {"commitment_id": "total", "currency": total["currency"], **{
