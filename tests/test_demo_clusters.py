@@ -79,6 +79,10 @@ def test_the_report_shows_top_runs_unfinished_jobs_idle_and_job_types(demo_run):
     assert idle["jobs_cost"] + idle["idle"] == idle["cost"] > 0 and 0 < idle["idle_pct"] < 100
 
     unfinished = {r["state"]: r for r in tables["unfinished_jobs"].rows}
+    # the title named failed, cancelled and timed-out jobs above REQUEUED's $238,700.18 (demo)
+    assert tables["unfinished_jobs"].title == (
+        "Unfinished jobs (failed, cancelled, timed out, requeued, preempted...), month to date")
+    assert "REQUEUED" in unfinished
     assert {"FAILED", "CANCELLED", "TIMEOUT"} <= set(unfinished)  # the demo's crashes, cancelled debug, 2 h limits
     for state, row in unfinished.items():
         assert row["cost"] == sum(j.cost for j in usage.jobs if j.values["job_state"] == state) > 0, state

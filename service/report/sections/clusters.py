@@ -72,7 +72,9 @@ def unfinished_jobs(usage) -> Table:
     rows = [{"state": state, "currency": currency, "jobs": jobs[(state, currency)], "cost": amount,
              "share_pct": share_pct(amount, totals[currency])}
             for (state, currency), amount in sorted(cost.items(), key=lambda kv: (str(kv[0][1]), -kv[1], kv[0][0]))]
-    return Table("unfinished_jobs", "Failed, cancelled and timed-out jobs, month to date", [
+    # each state of UNFINISHED the month holds (REQUEUED, OUT_OF_MEMORY...), not just those it names
+    return Table("unfinished_jobs", "Unfinished jobs (failed, cancelled, timed out, requeued, preempted...), "
+                 "month to date", [
         Column("state", "state"), Column("currency", "currency"), Column("jobs", "jobs", "count"),
         Column("cost", "cost", "money"), Column("share_pct", "share of jobs' cost", "percent")],
         rows=rows, markdown=(("state",), "cost"), notes=share_notes(rows, "cost", lambda row: totals[row["currency"]]))
