@@ -36,3 +36,17 @@ def test_day_labels_stay_whole():
     days = [f"2026-05-{d:02d}" for d in range(1, 31)]
     chart = Chart("stacked", "Daily spend by team (USD)", days, {"a": [Decimal(1)] * 30}, "USD")
     assert [shown for _, shown, _ in category_labels(str(render(chart)))] == [d[5:] for d in days[::3]]
+
+
+def test_a_stack_says_the_credits_it_does_not_draw():
+    """A day's credit (infra EUR -450, an untagged -2.125) drew nothing and said nothing: the bars
+    read EUR 1,400 of spend where the month's net is 948.13; the title names what is left out."""
+    chart = Chart("stacked", "Daily spend by team (EUR)", ["2026-06-02", "2026-06-03", "2026-06-04"],
+                  {"pretrain": [Decimal("1000.25"), Decimal(0), Decimal(0)],
+                   "infra": [Decimal(400), Decimal(-450), Decimal(0)],
+                   "unallocated": [Decimal(0), Decimal(0), Decimal("-2.125")]}, "EUR")
+    svg = str(render(chart))
+    assert ">Daily spend by team (EUR); credits not drawn: −EUR 452</text>" in svg
+    assert svg.count("<rect") == 2 + 3  # two bars, and the legend's three swatches
+    plain = Chart("stacked", "Daily spend by team (EUR)", ["2026-06-02"], {"pretrain": [Decimal(1)]}, "EUR")
+    assert "credits not drawn" not in str(render(plain))

@@ -8,6 +8,7 @@ is rounded to 0.1 px, so the same numbers always give the same bytes. Negative v
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal
 
 from markupsafe import Markup, escape
@@ -101,6 +102,9 @@ def _frame(chart: Chart, peak: Decimal) -> tuple[list[str], Decimal, Decimal]:
 
 
 def stacked_bars(chart: Chart) -> Markup:
+    credits = sum((v for series in chart.series.values() for v in series if v is not None and v < 0), Decimal(0))
+    if credits:  # a stack draws charges only: the title says what it leaves out (the tables net it)
+        chart = replace(chart, title=f"{chart.title}; credits not drawn: {amount_label(credits, chart.currency)}")
     n = len(chart.categories)
     totals = [sum((max(s[i], Decimal(0)) for s in chart.series.values()), Decimal(0)) for i in range(n)]
     out, slot, scale = _frame(chart, max(totals, default=Decimal(0)))
