@@ -5,7 +5,7 @@ Handled: both EA header generations (older `Cost`, `BillingCurrency`, `Product`;
 (`costInBillingCurrency`, `billingCurrency`, `date`) — column names match case-insensitively —
 `Tags` written as a JSON object without its outer braces (`"k": "v","k2": "v2"`), dates as
 `MM/DD/YYYY` or `M/D/YYYY` (always parsed with that explicit format: DuckDB's sniffer would
-swap day and month) or ISO `YYYY-MM-DD`, a UTF-8 BOM, CRLF line ends, and a currency on
+swap day and month) or ISO `YYYY-MM-DD` (`2024-05-01T00:00:00.0000000Z` as the APIs write it), a UTF-8 BOM, CRLF line ends, and a currency on
 every row. Exports made before run manifests leave every run's month-to-date snapshot,
 `<export>_<guid>.csv`, in the date range's folder: only the newest counts
 (azure_manifest.without_older_unlisted_runs).
@@ -51,8 +51,8 @@ from service.core.per_value import PerValueSelect
 from service.core.schema import QUANTITY, cost_select_list
 from service.core.hidden_columns import rounding_select
 
-# Month first, always explicit; ISO dates (unambiguous) as newer exports write them.
-DATE_FORMATS = ("%m/%d/%Y", "%Y-%m-%d")
+# Month first, always explicit; ISO dates and times (unambiguous: newer exports, the APIs) read too.
+DATE_FORMATS = ("%m/%d/%Y",)
 COST = ("CostInBillingCurrency", "Cost")
 CURRENCY = ("BillingCurrencyCode", "BillingCurrency")
 COMMITMENTS = "('Reservation', 'SavingsPlan')"

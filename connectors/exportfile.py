@@ -314,7 +314,9 @@ def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType
                   formats: tuple[str, ...] = ()) -> str:
     """A naive UTC TIMESTAMP. Text may use 'T' or ' ', 'Z', an offset or ' UTC', with or
     without seconds; `formats` (strptime) are for US dates such as 9/2/2023, which must
-    never be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January)."""
+    never be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January). Beside them ISO 8601
+    text is read too (`2024-05-01T00:00:00.0000000Z`: Azure's APIs write cost details so),
+    since a cast reads only year-first text."""
     kind_name = str(kind) if kind is not None else "VARCHAR"
     if kind_name == "TIMESTAMP WITH TIME ZONE":
         return utc_naive(sql)
@@ -323,8 +325,8 @@ def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType
     raw = nonblank(sql)
     if formats:
         listed = "[" + ", ".join(sql_string(f) for f in formats) + "]"
-        return parsed_or_fail(table, raw, f"try_strptime({raw}, {listed})", column,
-                              f"not a date ({' or '.join(formats)})")
+        parsed = f"coalesce(try_strptime({raw}, {listed}), {utc_naive(f'TRY_CAST({raw} AS TIMESTAMPTZ)')})"
+        return parsed_or_fail(table, raw, parsed, column, f"not a date ({' or '.join(formats)}, or ISO 8601)")
     return parsed_as_given_or_fail(table, sql, lambda text: utc_naive(f"TRY_CAST({text} AS TIMESTAMPTZ)"), column,
                                    "not a date/time")
 

@@ -90,6 +90,20 @@ def test_parquet_export_with_typed_and_iso_dates(tmp_path):
         (datetime(2024, 3, 31), datetime(2024, 3, 1), Decimal("0.1"), {"team": "eval"})]
 
 
+def test_iso_date_times_as_the_apis_write_them_are_read(tmp_path):
+    # Cost details from the Consumption and Cost Details APIs (and tools that save them as CSV)
+    # write '2024-05-02T00:00:00.0000000Z'; month-first dates beside them stay month-first.
+    iso = NEW_EA.replace("9/2/2023", "2023-09-02T00:00:00.0000000Z").replace("9/1/2023", "2023-09-01T00:00:00Z")
+    iso = iso.replace("9/30/2023", "2023-09-30T00:00:00.0000000Z")
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "api.csv", iso)))
+    assert failures(result) == []
+    assert rows(lake, "ChargePeriodStart, ChargePeriodEnd, BillingPeriodStart, BillingPeriodEnd, BilledCost") == [
+        (datetime(2023, 9, 2), datetime(2023, 9, 3), datetime(2023, 9, 1), datetime(2023, 10, 1),
+         Decimal("0.000305367")),
+        (datetime(2023, 10, 12), datetime(2023, 10, 13), datetime(2023, 10, 1), datetime(2023, 11, 1),
+         Decimal("0.0000564902"))]
+
+
 def test_mca_camel_case_with_invoice_id_is_final(tmp_path):
     lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "mca.csv", MCA)))
     assert failures(result) == []
@@ -203,8 +217,8 @@ def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
     ("badcost.csv", NEW_EA.replace("5.64902E-05", "5,64902"), ["badcost.csv"]),
     ("badcost2.csv", NEW_EA.replace("5.64902E-05", "n/a"),
      ["badcost2.csv", "line 3, column CostInBillingCurrency: could not convert 'n/a'"]),
-    ("slashdate.csv", NEW_EA.replace("9/2/2023", "2023/09/02"),
-     ["slashdate.csv", "column Date: not a date (%m/%d/%Y or %Y-%m-%d): 2023/09/02"]),
+    ("dotdate.csv", NEW_EA.replace("9/2/2023", "02.09.2023"),
+     ["dotdate.csv", "column Date: not a date (%m/%d/%Y, or ISO 8601): 02.09.2023"]),
     ("dayfirst.csv", NEW_EA.replace("10/12/2023", "13/10/2023"), ["dayfirst.csv", "column Date", "13/10/2023"]),
     ("badtags.csv", NEW_EA.replace('"""a"": ""b"""', '"""a"": b"'), ["badtags.csv", "column Tags: not a JSON object"]),
     ("latin1.csv", NEW_EA.replace("Lorem", "Société").encode("latin-1"), ["latin1.csv", "not utf-8"]),
