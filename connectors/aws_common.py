@@ -94,6 +94,8 @@ CHARGE_CATEGORY = {
     "EdpDiscount": "Credit",
     "PrivateRateDiscount": "Credit",
     "DistributorDiscount": "Credit",
+    "SppDiscount": "Credit",  # Solution Provider Program: a reseller's discount
+    "RiVolumeDiscount": "Credit",
     "Refund": "Adjustment",
 }
 

@@ -46,6 +46,7 @@ CHARGE_FREQUENCY = {
     "Usage": "Usage-Based", "DiscountedUsage": "Usage-Based", "SavingsPlanCoveredUsage": "Usage-Based",
     "SavingsPlanNegation": "Usage-Based", "BundledDiscount": "Usage-Based", "Discount": "Usage-Based",
     "EdpDiscount": "Usage-Based", "PrivateRateDiscount": "Usage-Based", "DistributorDiscount": "Usage-Based",
+    "SppDiscount": "Usage-Based", "RiVolumeDiscount": "Usage-Based",
     "RIFee": "Recurring", "SavingsPlanRecurringFee": "Recurring",
     "Fee": "One-Time", "SavingsPlanUpfrontFee": "One-Time", "Credit": "One-Time", "Refund": "One-Time",
     "Tax": "One-Time",

@@ -121,6 +121,27 @@ def test_amortized_cost_category_and_tags_by_line_item_type(tmp_path):
     assert billed == Decimal("19.4") and effective == Decimal("12.9000000181")
 
 
+DISCOUNTS = ("BundledDiscount", "Discount", "EdpDiscount", "PrivateRateDiscount", "DistributorDiscount",
+             "SppDiscount", "RiVolumeDiscount")
+
+
+def test_every_discount_line_type_is_a_usage_based_credit(tmp_path):
+    """A reseller's customer gets SppDiscount lines (Solution Provider Program), a large RI
+    buyer RiVolumeDiscount ones: credits like an EDP discount, never usage (the unallocated
+    and anomaly rules leave credits out). By hand: 10 of usage less 1+…+7 = -18."""
+    rows = [line(cost="10")] + [line(cost=f"-{n}", kind=kind) for n, kind in enumerate(DISCOUNTS, 1)]
+    export = tmp_path / "export.csv"
+    export.write_bytes(legacy_csv(rows))
+    cfg = config(tmp_path, export)
+    ingest(cfg)
+    got = dict(Lake(cfg.lake).query().execute(
+        "SELECT x_line_item_type, (BilledCost, ChargeCategory, ChargeFrequency) FROM costs").fetchall())
+    assert got == {"Usage": (Decimal(10), "Usage", "Usage-Based")} | {
+        kind: (Decimal(-n), "Credit", "Usage-Based") for n, kind in enumerate(DISCOUNTS, 1)}
+    [(_, _, billed, effective, _)] = totals(Lake(cfg.lake))
+    assert billed == effective == Decimal(-18)
+
+
 def test_list_cost_counts_savings_plan_covered_usage_once(tmp_path):
     """A SavingsPlanNegation line may repeat the public On-Demand cost of the usage it offsets
     (AWS's CID summary_view sums public_cost without these lines): its ListCost is 0, as its
