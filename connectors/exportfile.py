@@ -361,13 +361,14 @@ def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool 
     """A JSON object as MAP(VARCHAR, VARCHAR): keys exactly as written (even ' org'),
     string values unquoted, other values as their JSON text, JSON null as NULL. Anything
     else (malformed, not an object, a key twice) fails. `braces_optional`: Azure writes
-    the object without its outer braces."""
+    the object without its outer braces, and no tags as nothing or as `""` (a JSON empty
+    string: Red Hat's nise, which koku is tested with, writes it so)."""
     def parsed(text: str) -> str:
         return f"try(json_transform({text}, '\"MAP(VARCHAR, VARCHAR)\"'))"
 
     if not braces_optional:
         return parsed_as_given_or_fail(table, sql, parsed, column, "not a JSON object with unique keys")
-    raw = nonblank(sql)
+    raw = f"nullif({nonblank(sql)}, '\"\"')"
     raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
     return parsed_or_fail(table, raw, parsed(raw), column, "not a JSON object with unique keys")
 

@@ -104,6 +104,30 @@ def test_iso_date_times_as_the_apis_write_them_are_read(tmp_path):
          Decimal("0.0000564902"))]
 
 
+# Red Hat's nise (koku-nise 5.4.4, `nise report azure`) writes an untagged line's Tags as `""`,
+# a JSON empty string; its header and two of its lines (one tagged), columns cut after PricingModel.
+NISE = ("InvoiceSectionName,SubscriptionId,ResourceGroupName,Date,MeterCategory,Quantity,CostInBillingCurrency,"
+        "ResourceId,Tags,AdditionalInfo,ChargeType,Frequency,PricingModel,BillingCurrency,BillingPeriodStartDate,"
+        "BillingPeriodEndDate\n"
+        'IT Services,1242310300374,RG2,2026-10-01,Virtual Machine Licenses,0.9440761848818126,0.2969025193834812,'
+        'subscriptions/1242310300374/resourceGroups/RG2/providers/Microsoft.Compute/virtualMachine/mysa1,"""""",'
+        '"{""ServiceType"": ""Standard_B1ls"", ""VCPUs"": 1}",Usage,UsageBased,,USD,2026-10-01,2026-10-31\n'
+        'IT Services,1242310300374,costmgmt,2026-10-01,Bandwidth,0.24761560195104138,0.06996874064330576,'
+        'subscriptions/1242310300374/resourceGroups/costmgmt/providers/Microsoft.Compute/virtualMachine/mysa1,'
+        '"{""environment"": ""dev"", ""project"": ""p2""}",,Usage,UsageBased,,USD,2026-10-01,2026-10-31\n')
+
+
+def test_an_untagged_line_written_as_a_json_empty_string_has_no_tags(tmp_path):
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "costreport_1.csv", NISE)))
+    assert failures(result) == []
+    assert sorted(rows(lake, "ServiceName, BilledCost, Tags"), key=str) == [
+        ("Bandwidth", Decimal("0.069968740643"), {"environment": "dev", "project": "p2"}),
+        ("Virtual Machine Licenses", Decimal("0.296902519383"), None)]
+    bad = NISE.replace('"""""",', '"""a"",",')  # any other text that is no object still fails
+    _, result = ingest_files(tmp_path / "bad", ("azure", "azure-cost", write(tmp_path, "bad.csv", bad)))
+    assert "column Tags: not a JSON object" in " ".join(failures(result))
+
+
 def test_mca_camel_case_with_invoice_id_is_final(tmp_path):
     lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "mca.csv", MCA)))
     assert failures(result) == []
