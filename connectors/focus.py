@@ -16,6 +16,7 @@ producers, and is handled here:
   `x_PricingCurrency`; AWS its usage type and operation as `x_UsageType` / `x_Operation`;
   the lake's own `x_` columns (`x_line_item_type`, `x_instance_type`, `x_credits`, ...) are read
   where a file has them, so `spendlake export` read back keeps what clusters and commitments read;
+  Google's FOCUS view gives `x_Credits` as the row's credit records: x_credits is their sum;
 - Oracle's FOCUS reports (`FOCUS Reports/<yyyy>/<mm>/<dd>/*.csv.gz` in its usage-report bucket)
   keep six FOCUS 1.0-preview names (ALTERNATIVES); their rows are summed as FOCUS defines
   (oci_BackReferenceNumber is not read), and Oracle's own reports beside them are skipped;
@@ -159,7 +160,9 @@ class FocusConnector(FolderExport):
         per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
         for name, kind in COST_COLUMNS:
             candidates = ALTERNATIVES.get(name, (name,))
-            if kind in (MONEY, QUANTITY):
+            if name == "x_credits" and (listed := credits_listed(table)):
+                expressions[name] = listed
+            elif kind in (MONEY, QUANTITY):
                 expressions[name] = decimal(table, kind, *candidates)
             elif kind == "TIMESTAMP":
                 expressions[name] = timestamp(table, *candidates)
@@ -197,6 +200,20 @@ class FocusConnector(FolderExport):
                 except duckdb.Error as exc:
                     return duckdb_error(exc, "could not read the delivery", where=uri)
         return error
+
+
+def credits_listed(table: Table) -> str | None:
+    """Google's FOCUS view writes `x_Credits` as the row's credits, a list of {Name, Amount, …}
+    records (its BilledCost and EffectiveCost are already net of them): the lake's x_credits is
+    their sum, as `gcp-billing` makes it; None when the column is no such list (spendlake's own
+    export read back holds the sum)."""
+    name = table.name("x_credits")
+    kind = table.type_of(name) if name else None
+    if kind is None or kind.id != "list" or kind.child.id != "struct" or "amount" not in {
+            field.lower() for field, _ in kind.child.children}:
+        return None
+    amounts = f"list_transform({ident(name)}, lambda c: CAST(CAST(c.amount AS VARCHAR) AS {MONEY}))"
+    return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
 
 
 def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:

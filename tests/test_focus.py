@@ -128,7 +128,12 @@ BIGQUERY_TAG = pa.struct([("key", pa.string()), ("value", pa.string()), ("x_type
                           ("x_inherited", pa.bool_()), ("x_namespace", pa.string())])
 
 
-def bigquery_focus(tags: list) -> pa.Table:
+# Its x_Credits are the row's credits: ARRAY<STRUCT<Name, Amount NUMERIC, FullName, Id, Type>>.
+BIGQUERY_CREDIT = pa.struct([("Name", pa.string()), ("Amount", pa.decimal128(38, 9)), ("FullName", pa.string()),
+                             ("Id", pa.string()), ("Type", pa.string())])
+
+
+def bigquery_focus(tags: list, **extra: pa.Array) -> pa.Table:
     utc = pa.timestamp("us", tz="UTC")
     rows = len(tags)
     return pa.table({
@@ -138,6 +143,7 @@ def bigquery_focus(tags: list) -> pa.Table:
         "ChargePeriodStart": pa.array([datetime(2025, 6, 2, h, tzinfo=timezone.utc) for h in range(rows)], utc),
         "ServiceProviderName": ["Google Cloud"] * rows,
         "Tags": pa.array(tags, pa.list_(BIGQUERY_TAG)),
+        **extra,
     })
 
 
@@ -150,6 +156,23 @@ def test_bigquery_tags_as_key_value_records_become_the_tags_map(tmp_path):
     assert sums(lake) == [("Google Cloud", "USD", 3, Decimal("33.18"), None)]
     tags = lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart").fetchall()
     assert tags == [({"team": "llm", "env": "prod"},), ({},), (None,)]
+
+
+def test_googles_credit_records_are_summed_into_x_credits(tmp_path):
+    """Google's FOCUS view (bq extract to Parquet) has x_Credits, each row's credit records; it
+    failed the file as 'column x_Credits: not a number'. x_credits is their sum, as gcp-billing's
+    is, and the costs stay as given. By hand: -1.25 + -2.5 = -3.75, no credits 0, null 0."""
+    def credit(name: str, amount: str) -> dict:
+        return {"Name": name, "Amount": Decimal(amount), "FullName": None, "Id": "", "Type": "SUSTAINED_USAGE_DISCOUNT"}
+
+    credits = pa.array([[credit("SUD", "-1.25"), credit("CUD", "-2.5")], [], None], pa.list_(BIGQUERY_CREDIT))
+    project = pa.array([{"id": "ml-prod", "number": "123"}] * 3)
+    pq.write_table(bigquery_focus([[], [], []], x_Credits=credits, x_Project=project), tmp_path / "focus.parquet")
+    lake, result = ingest_files(tmp_path, ("gcp", "focus", tmp_path / "focus.parquet"))
+    assert failures(result) == []
+    assert sums(lake) == [("Google Cloud", "USD", 3, Decimal("33.18"), None)]
+    got = lake.query().execute("SELECT x_credits FROM costs ORDER BY ChargePeriodStart").fetchall()
+    assert got == [(Decimal("-3.75"),), (Decimal(0),), (Decimal(0),)]
 
 
 def test_bigquery_tags_with_a_key_twice_fail_naming_file_and_column(tmp_path):
