@@ -85,6 +85,16 @@ def test_zip_compressed_report_reads_as_its_csv(tmp_path):
     assert "cannot read the ZIP archive" in str(failed.error) and "report-1.csv.zip" in str(failed.error)
 
 
+def by_line_type(tmp_path, rows: list[dict], measures: str) -> tuple[dict, Lake]:
+    """Ingest the rows as a legacy CUR file: ({line item type: (measures…)}, the lake)."""
+    export = tmp_path / "export.csv"
+    export.write_bytes(legacy_csv(rows))
+    cfg = config(tmp_path, export)
+    ingest(cfg)
+    lake = Lake(cfg.lake)
+    return dict(lake.query().execute(f"SELECT x_line_item_type, ({measures}) FROM costs").fetchall()), lake
+
+
 def test_amortized_cost_category_and_tags_by_line_item_type(tmp_path):
     rows = [
         line(cost="10", team="pretrain", **{"resourceTags__user:Team": "Eval"}),
@@ -100,12 +110,7 @@ def test_amortized_cost_category_and_tags_by_line_item_type(tmp_path):
         line(cost="-1", kind="Credit"),
         line(cost="-2", kind="Refund"),
     ]
-    export = tmp_path / "export.csv"
-    export.write_bytes(legacy_csv(rows))
-    cfg = config(tmp_path, export)
-    ingest(cfg)
-    got = dict(Lake(cfg.lake).query().execute(
-        "SELECT x_line_item_type, (EffectiveCost, ChargeCategory, Tags) FROM costs").fetchall())
+    got, lake = by_line_type(tmp_path, rows, "EffectiveCost, ChargeCategory, Tags")
     assert got["Usage"] == (Decimal(10), "Usage", {"user:team": "pretrain", "user:Team": "Eval"})
     assert got["SavingsPlanCoveredUsage"][:2] == (Decimal("2.5"), "Usage")
     assert got["SavingsPlanCoveredUsage"][2] == {}  # empty tag values are dropped
@@ -117,7 +122,7 @@ def test_amortized_cost_category_and_tags_by_line_item_type(tmp_path):
     assert got["Tax"][:2] == (Decimal("0.4"), "Tax")
     assert got["Credit"][:2] == (Decimal(-1), "Credit")
     assert got["Refund"][:2] == (Decimal(-2), "Adjustment")
-    [(_, _, billed, effective, _)] = totals(Lake(cfg.lake))
+    [(_, _, billed, effective, _)] = totals(lake)
     assert billed == Decimal("19.4") and effective == Decimal("12.9000000181")
 
 
@@ -130,15 +135,10 @@ def test_every_discount_line_type_is_a_usage_based_credit(tmp_path):
     buyer RiVolumeDiscount ones: credits like an EDP discount, never usage (the unallocated
     and anomaly rules leave credits out). By hand: 10 of usage less 1+…+7 = -18."""
     rows = [line(cost="10")] + [line(cost=f"-{n}", kind=kind) for n, kind in enumerate(DISCOUNTS, 1)]
-    export = tmp_path / "export.csv"
-    export.write_bytes(legacy_csv(rows))
-    cfg = config(tmp_path, export)
-    ingest(cfg)
-    got = dict(Lake(cfg.lake).query().execute(
-        "SELECT x_line_item_type, (BilledCost, ChargeCategory, ChargeFrequency) FROM costs").fetchall())
+    got, lake = by_line_type(tmp_path, rows, "BilledCost, ChargeCategory, ChargeFrequency")
     assert got == {"Usage": (Decimal(10), "Usage", "Usage-Based")} | {
         kind: (Decimal(-n), "Credit", "Usage-Based") for n, kind in enumerate(DISCOUNTS, 1)}
-    [(_, _, billed, effective, _)] = totals(Lake(cfg.lake))
+    [(_, _, billed, effective, _)] = totals(lake)
     assert billed == effective == Decimal(-18)
 
 
