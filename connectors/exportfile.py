@@ -314,9 +314,8 @@ def timestamp_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType
                   formats: tuple[str, ...] = ()) -> str:
     """A naive UTC TIMESTAMP. Text may use 'T' or ' ', 'Z', an offset or ' UTC', with or
     without seconds; `formats` (strptime) are for US dates such as 9/2/2023, which must
-    never be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January). Beside them ISO 8601
-    text is read too (`2024-05-01T00:00:00.0000000Z`: Azure's APIs write cost details so),
-    since a cast reads only year-first text."""
+    never be guessed (DuckDB's sniffer reads 09/01/2023 as 9 January); year-first ISO 8601
+    text is read beside them (`2024-05-01T00:00:00.0000000Z`, as Azure's APIs write it)."""
     kind_name = str(kind) if kind is not None else "VARCHAR"
     if kind_name == "TIMESTAMP WITH TIME ZONE":
         return utc_naive(sql)
