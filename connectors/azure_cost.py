@@ -1,14 +1,16 @@
-"""Azure Cost Management cost details exports (EA and MCA), actual or amortized: CSV, CSV.gz, Parquet.
+"""Azure Cost Management cost details exports (EA, MCA, pay-as-you-go), actual or amortized: CSV, CSV.gz, Parquet.
 
 Handled: both EA header generations (older `Cost`, `BillingCurrency`, `Product`; newer
 `CostInBillingCurrency`, `BillingCurrencyCode`, `ProductName`, `benefitId`), MCA's camelCase
 (`costInBillingCurrency`, `billingCurrency`, `date`) — column names match case-insensitively —
+pay-as-you-go's (MOSA: dataset 2019-11-01, still its latest, usage only: `PreTaxCost`,
+`Currency`, `UsageDateTime`, `UsageQuantity`, `ResourceRate`, `InstanceId`),
 `Tags` written as a JSON object without its outer braces (`"k": "v","k2": "v2"`), dates as
 `MM/DD/YYYY` or `M/D/YYYY` (always parsed with that explicit format: DuckDB's sniffer would
-swap day and month) or ISO `YYYY-MM-DD` (`2024-05-01T00:00:00.0000000Z` as the APIs write it), a UTF-8 BOM, CRLF line ends, and a currency on
-every row. Exports made before run manifests leave every run's month-to-date snapshot,
-`<export>_<guid>.csv`, in the date range's folder: only the newest counts
-(azure_manifest.without_older_unlisted_runs).
+swap day and month) or ISO `YYYY-MM-DD` (`2024-05-01T00:00:00.0000000Z` as the APIs write it),
+a UTF-8 BOM, CRLF line ends, and a currency on every row. Exports made before run manifests
+leave every run's month-to-date snapshot, `<export>_<guid>.csv`, in the date range's folder:
+only the newest counts (azure_manifest.without_older_unlisted_runs).
 
 Which cost a file holds, and so which canonical column it fills:
 - an *actual* cost export is what the invoice bills: BilledCost = cost, EffectiveCost NULL;
@@ -53,8 +55,9 @@ from service.core.hidden_columns import rounding_select
 
 # Month first, always explicit; ISO dates and times (unambiguous: newer exports, the APIs) read too.
 DATE_FORMATS = ("%m/%d/%Y",)
-COST = ("CostInBillingCurrency", "Cost")
-CURRENCY = ("BillingCurrencyCode", "BillingCurrency")
+COST = ("CostInBillingCurrency", "Cost", "PreTaxCost")
+CURRENCY = ("BillingCurrencyCode", "BillingCurrency", "Currency")
+DAY = ("Date", "UsageDateTime")
 COMMITMENTS = "('Reservation', 'SavingsPlan')"
 CHARGE_CATEGORY = {"Usage": "Usage", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage",
                    "Purchase": "Purchase", "Refund": "Purchase", "Tax": "Tax", "RoundingAdjustment": "Adjustment"}
@@ -124,11 +127,11 @@ class AzureCostConnector(FolderExport):
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST, header_name=english_name)
-        table.require(COST, CURRENCY, "Date", kind=self.kind)
+        table.require(COST, CURRENCY, DAY, kind=self.kind)
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost, self.export_type(uri))
         charge_type = text(table, "ChargeType")
-        day = timestamp(table, "Date", formats=DATE_FORMATS)
+        day = timestamp(table, *DAY, formats=DATE_FORMATS)
         # MCA leaves the billing period blank on lines not yet invoiced (servicePeriod* filled):
         # those, like a file without the columns, are billed in the calendar month of their day.
         month, unknown = f"date_trunc('month', {day})", "CAST(NULL AS TIMESTAMP)"
@@ -145,13 +148,14 @@ class AzureCostConnector(FolderExport):
             "ChargePeriodEnd": f"{day} + INTERVAL 1 DAY",
             "EffectiveCost" if amortized else "BilledCost": cost,
             "BillingCurrency": text(table, *CURRENCY),
-            "ChargeCategory": lookup(charge_type, CHARGE_CATEGORY),
+            # pay-as-you-go's dataset, the one without ChargeType, holds usage only
+            "ChargeCategory": lookup(charge_type, CHARGE_CATEGORY) or "'Usage'",
             "ChargeClass": charge_type and f"CASE WHEN {charge_type} = 'Refund' THEN 'Correction' END",
             "ChargeDescription": text(table, "ProductName", "Product"),
             "ProviderName": "'Microsoft'",
             "ServiceName": text(table, "MeterCategory"),
             "ServiceCategory": text(table, "ServiceFamily"),
-            "ResourceId": text(table, "ResourceId", "InstanceName"),
+            "ResourceId": text(table, "ResourceId", "InstanceName", "InstanceId"),
             "ResourceName": text(table, "ResourceName"),
             "RegionId": text(table, "ResourceLocation"),
             "AvailabilityZone": text(table, "AvailabilityZone"),
@@ -159,7 +163,7 @@ class AzureCostConnector(FolderExport):
             "SubAccountName": text(table, "SubscriptionName"),
             "SkuId": text(table, "MeterId"),
             "PricingCategory": lookup(text(table, "PricingModel"), PRICING_CATEGORY),
-            "ConsumedQuantity": decimal(table, QUANTITY, "Quantity"),
+            "ConsumedQuantity": decimal(table, QUANTITY, "Quantity", "UsageQuantity"),
             "ConsumedUnit": text(table, "UnitOfMeasure"),
             "InvoiceId": text(table, "InvoiceId"),
             "Tags": tags(table, "Tags", braces_optional=True),
@@ -167,10 +171,10 @@ class AzureCostConnector(FolderExport):
             "PublisherName": text(table, "PublisherName"),
             "ServiceProviderName": "'Microsoft'",
             "SkuMeter": text(table, "MeterName"),
-            "PricingQuantity": decimal(table, QUANTITY, "Quantity"),
+            "PricingQuantity": decimal(table, QUANTITY, "Quantity", "UsageQuantity"),
             "PricingUnit": text(table, "UnitOfMeasure"),
             "ListUnitPrice": money(table, "PayGPrice"),
-            "ContractedUnitPrice": money(table, "UnitPrice"),
+            "ContractedUnitPrice": money(table, "UnitPrice", "ResourceRate"),
             **commitment_columns(table, charge_type),
             "x_line_item_type": charge_type,
             "x_usage_type": text(table, "MeterName"),

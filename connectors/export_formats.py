@@ -27,8 +27,7 @@ SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
      "the invoice month, taxes and adjustments", GCP_FILE_EXPORT),
     (("usage_start_time", "invoice"), "a Google Cloud Billing export", ("gcp-billing",)),
     (("usage_start_time", "invoice.month"), "a Google Cloud Billing export", ("gcp-billing",)),
-    (("PreTaxCost", "UsageDateTime"), "Azure usage details in the retired pay-as-you-go v1 format (PreTaxCost)",
-     "export cost details from Cost Management instead (kind azure-cost reads them)"),
+    (("PreTaxCost", "UsageDateTime"), "Azure pay-as-you-go cost details", ("azure-cost",)),
     (("MeterCategory", "CostInBillingCurrency"), "an Azure cost details export", ("azure-cost",)),
     (("MeterCategory", "Cost"), "an Azure cost details export", ("azure-cost",)),
 )

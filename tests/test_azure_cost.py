@@ -199,8 +199,8 @@ def test_a_utf16_export_reads_as_its_utf8_text(tmp_path, name):
 
 def test_a_localized_header_reads_by_the_names_in_parentheses(tmp_path):
     """A portal download in German names columns `<Übersetzung> (<Name>)`; opencost's German
-    header set (pkg/cloud/azure/resources/billingexports/headersets/German.csv, Apache-2.0) is the
-    retired v1 usage format, so it must say so rather than 'Cost is missing'."""
+    header set (pkg/cloud/azure/resources/billingexports/headersets/German.csv, Apache-2.0) is
+    pay-as-you-go's cost details (PreTaxCost), read as the English one is."""
     german = {"Date": "Datum (Date)", "CostInBillingCurrency": "Kosten (CostInBillingCurrency)",
               "BillingCurrencyCode": "Abrechnungswährung (BillingCurrencyCode)", "Tags": "Tags (Tags)"}
     header, rest = NEW_EA.split("\r\n", 1)
@@ -211,12 +211,52 @@ def test_a_localized_header_reads_by_the_names_in_parentheses(tmp_path):
     columns = "ChargePeriodStart, BilledCost, BillingCurrency, Tags"
     assert rows(lake, columns) == rows(plain, columns) and len(rows(lake, columns)) == 2
 
-    v1 = write(tmp_path, "German.csv", "Abonnement-GUID (SubscriptionGuid),UsageDateTime (UsageDateTime),"
-               "Kategorie der Verbrauchseinheit (MeterCategory),UsageQuantity (UsageQuantity),PreTaxCost (PreTaxCost),"
-               "Currency\n11111111-12ab-34dc-56ef-123456abcdef,2021-02-02,Load Balancer,3,0.075,USD\n")
-    _, result = ingest_files(tmp_path / "v1", ("azure", "azure-cost", v1))
-    [message] = failures(result)
-    assert "German.csv" in message and "retired pay-as-you-go v1 format (PreTaxCost)" in message
+    payg = write(tmp_path, "German.csv", "Abonnement-GUID (SubscriptionGuid),UsageDateTime (UsageDateTime),"
+                 "Kategorie der Verbrauchseinheit (MeterCategory),UsageQuantity (UsageQuantity),"
+                 "PreTaxCost (PreTaxCost),Currency\n"
+                 "11111111-12ab-34dc-56ef-123456abcdef,2021-02-02,Load Balancer,3,0.075,USD\n")
+    lake, result = ingest_files(tmp_path / "payg", ("azure", "azure-cost", payg))
+    assert failures(result) == []
+    assert rows(lake, "ChargePeriodStart, BilledCost, BillingCurrency, ServiceName, ConsumedQuantity") == [
+        (datetime(2021, 2, 2), Decimal("0.075"), "USD", "Load Balancer", Decimal(3))]
+
+
+# Pay-as-you-go (MOSA) cost details, dataset 2019-11-01: still the latest Microsoft documents for
+# MOSA ("Cost and Usage Details (Usage Only)"); koku's costreport_a243c6f2-….csv (Apache-2.0),
+# its three lines as the code index stores them.
+MOSA = ("SubscriptionGuid,ResourceGroup,ResourceLocation,UsageDateTime,MeterCategory,MeterSubcategory,MeterId,"
+        "MeterName,MeterRegion,UsageQuantity,ResourceRate,PreTaxCost,ConsumedService,ResourceType,InstanceId,Tags,"
+        "OfferId,AdditionalInfo,ServiceInfo1,ServiceInfo2,ServiceName,ServiceTier,Currency,UnitOfMeasure\n"
+        "0039de71-ca37-4a17-a104-17665a50e7fc,COSTMGMT,US East 2,2019-07-29 00:00:00,Bandwidth,,"
+        "0fc067a1-65d2-46da-b24b-7a9cbe2c69bd,Data Transfer Out - Free,,0.000004,0,0,Microsoft.Compute,"
+        "Microsoft.Compute/virtualMachines,/subscriptions/2639de71-ca37-4a17-a104-17665a50e7fc/resourceGroups/COSTMGMT/"
+        'providers/Microsoft.Compute/virtualMachines/test-vm-1,"{""project"":""p1""}",,'
+        '"{  ""UsageType"": ""DataTrOut"",  ""ImageType"": null,  ""ServiceType"": null,  ""VMName"": null,'
+        '  ""VMProperties"": null,  ""VCPUs"": ""0"",  ""ConsumptionMeter"": ""9995d93a-7d35-4d3f-9c69-7a7fea447ef4""}",,,Bandwidth,Bandwidth,USD,\n'
+        "0039de71-ca37-4a17-a104-17665a50e7fc,costmgmt,US East 2,2019-07-28 00:00:00,Storage,Standard Page Blob,"
+        "0fc067a1-65d2-46da-b24b-7a9cbe2c69bd,Disk Read Operations,,0.288,0.00036,0.00010368,Microsoft.Storage,"
+        "Microsoft.Storage/storageAccounts,/subscriptions/2639de71-ca37-4a17-a104-17665a50e7fc/resourceGroups/costmgmt/"
+        'providers/Microsoft.Storage/storageAccounts/costmgmtdiag,"{""project"":""p1""}",,,,,Storage,'
+        "Standard Page Blob,USD,\n"
+        "0039de71-ca37-4a17-a104-17665a50e7fc,costmgmt,US East 2,2019-07-28 00:00:00,Storage,Tables,"
+        "0fc067a1-65d2-46da-b24b-7a9cbe2c69bd,LRS Data Stored,,0.000144,0.045,0.00000648,Microsoft.Storage,"
+        "Microsoft.Storage/storageAccounts,/subscriptions/2639de71-ca37-4a17-a104-17665a50e7fc/resourceGroups/costmgmt/"
+        'providers/Microsoft.Storage/storageAccounts/costmgmtdiag,"{""project"":""p1""}",,,,,Storage,Tables,USD,\n')
+
+
+def test_pay_as_you_go_cost_details_are_read(tmp_path):
+    """A MOSA subscription's cost details export failed as 'the retired pay-as-you-go v1 format':
+    it is that contract's current dataset. By hand: 0 + 0.00010368 + 0.00000648 = 0.00011016 USD
+    in 2019-07, usage only (no ChargeType), actual cost."""
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", write(tmp_path, "costreport_a243c6f2.csv", MOSA)))
+    assert failures(result) == []
+    assert sums(lake, "billing_period, BillingCurrency") == [("2019-07", "USD", 3, Decimal("0.00011016"), None)]
+    assert rows(lake, "ChargePeriodStart, ChargeCategory, SubAccountId, SkuMeter, ConsumedQuantity, "
+                      "ContractedUnitPrice, Tags")[0] == (
+        datetime(2019, 7, 28), "Usage", "0039de71-ca37-4a17-a104-17665a50e7fc", "Disk Read Operations",
+        Decimal("0.288"), Decimal("0.00036"), {"project": "p1"})
+    assert rows(lake, "ResourceId")[-1] == ("/subscriptions/2639de71-ca37-4a17-a104-17665a50e7fc/resourceGroups/"
+                                            "COSTMGMT/providers/Microsoft.Compute/virtualMachines/test-vm-1",)
 
 
 def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
@@ -237,7 +277,7 @@ def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
 
 @pytest.mark.parametrize(("name", "content", "expected"), [
     ("nocost.csv", NEW_EA.replace("CostInBillingCurrency", "CostInUsd"),
-     ["nocost.csv", "required column 'CostInBillingCurrency' or 'Cost' is missing"]),
+     ["nocost.csv", "required column 'CostInBillingCurrency' or 'Cost' or 'PreTaxCost' is missing"]),
     ("badcost.csv", NEW_EA.replace("5.64902E-05", "5,64902"), ["badcost.csv"]),
     ("badcost2.csv", NEW_EA.replace("5.64902E-05", "n/a"),
      ["badcost2.csv", "line 3, column CostInBillingCurrency: could not convert 'n/a'"]),

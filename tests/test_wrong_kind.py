@@ -38,14 +38,13 @@ def test_a_sample_under_the_wrong_kind_names_the_kind_that_reads_it(tmp_path, sa
     assert sample.name in error and expected in error
 
 
-def test_azure_v1_usage_details_say_what_to_export_instead(tmp_path):
+def test_azure_pay_as_you_go_cost_details_under_another_kind_name_azure_cost(tmp_path):
     path = tmp_path / "usage.csv"
     path.write_text("SubscriptionGuid,UsageDateTime,MeterCategory,PreTaxCost,Currency\n"
                     "0000,2024-06-02,Virtual Machines,3.10,USD\n")
-    _, result = ingest_files(tmp_path, ("azure", "azure-cost", path))
+    _, result = ingest_files(tmp_path, ("azure", "focus", path))
     [error] = failures(result)
-    assert "required column 'CostInBillingCurrency' or 'Cost' is missing" in error
-    assert "retired pay-as-you-go v1 format (PreTaxCost): export cost details from Cost Management" in error
+    assert "it looks like Azure pay-as-you-go cost details: kind azure-cost reads it" in error
 
 
 @pytest.mark.parametrize("kind", ["gcp-billing", "focus"])
