@@ -85,8 +85,9 @@ class AwsExportConnector(StoredExport):
     kept against its delivery and raised by `read`, so that period fails alone."""
 
     parts_are_files = False  # CSV parts are read PARTS_AT_ONCE at a time (read_files)
-    # 1: ListCost 0 on SavingsPlanNegation lines, EffectiveCost 0 on an RI's upfront Fee line
-    reader_version = 1
+    # 1: ListCost 0 on SavingsPlanNegation lines, EffectiveCost 0 on an RI's upfront Fee line;
+    # 2: SppDiscount and RiVolumeDiscount lines are credits
+    reader_version = 2
 
     def __init__(self, config: SourceConfig):
         super().__init__(config)

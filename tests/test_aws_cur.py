@@ -130,12 +130,26 @@ DISCOUNTS = ("BundledDiscount", "Discount", "EdpDiscount", "PrivateRateDiscount"
              "SppDiscount", "RiVolumeDiscount")
 
 
-def test_every_discount_line_type_is_a_usage_based_credit(tmp_path):
+def test_every_discount_line_type_is_a_usage_based_credit(tmp_path, monkeypatch):
     """A reseller's customer gets SppDiscount lines (Solution Provider Program), a large RI
     buyer RiVolumeDiscount ones: credits like an EDP discount, never usage (the unallocated
-    and anomaly rules leave credits out). By hand: 10 of usage less 1+…+7 = -18."""
+    and anomaly rules leave credits out). By hand: 10 of usage less 1+…+7 = -18. A period the
+    reader before (version 1, those two 'Usage') committed is read again by the next ingest."""
+    import connectors.aws_common as aws_common
+    from connectors.aws_export import AwsExportConnector
+
     rows = [line(cost="10")] + [line(cost=f"-{n}", kind=kind) for n, kind in enumerate(DISCOUNTS, 1)]
-    got, lake = by_line_type(tmp_path, rows, "BilledCost, ChargeCategory, ChargeFrequency")
+    monkeypatch.setattr(aws_common, "CHARGE_CATEGORY", {k: v for k, v in aws_common.CHARGE_CATEGORY.items()
+                                                        if k not in ("SppDiscount", "RiVolumeDiscount")})
+    monkeypatch.setattr(AwsExportConnector, "reader_version", 1)
+    got, lake = by_line_type(tmp_path, rows, "ChargeCategory")
+    assert got["SppDiscount"] == "Usage"
+    monkeypatch.undo()
+    cfg = config(tmp_path, tmp_path / "export.csv")  # the same file, unchanged
+    assert [o.status for o in ingest(cfg).outcomes] == ["committed"]
+    assert [o.status for o in ingest(cfg).outcomes] == ["unchanged"]
+    got = dict(lake.query().execute(
+        "SELECT x_line_item_type, (BilledCost, ChargeCategory, ChargeFrequency) FROM costs").fetchall())
     assert got == {"Usage": (Decimal(10), "Usage", "Usage-Based")} | {
         kind: (Decimal(-n), "Credit", "Usage-Based") for n, kind in enumerate(DISCOUNTS, 1)}
     [(_, _, billed, effective, _)] = totals(lake)
