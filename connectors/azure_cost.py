@@ -44,9 +44,9 @@ import duckdb
 from connectors.azure_manifest import without_older_unlisted_runs
 from connectors.base import Delivery
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
-                                   sql_string, tags, text, timestamp)
+                                   sql_string, text, timestamp)
 from connectors.folder_export import FolderExport
-from connectors.focus import tags_per_value
+from connectors.tagsql import tags, tags_per_value
 from service.core.config import SourceConfig
 from service.core.errors import duckdb_error
 from service.core.per_value import PerValueSelect

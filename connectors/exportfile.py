@@ -9,8 +9,8 @@ Shared by the file-based connectors that have no manifest (connectors.folder_exp
   Parquet and JSON keep their types. Hive folder names (`SubAccountId=…/`) above the file give
   the columns the file lacks, as text.
 - `parquet_periods`: a Parquet file's billing period from its footer, without reading its rows.
-- SQL builders for exact money, UTC timestamps and JSON tags, which fail loudly with the
-  file and column instead of turning a bad value into NULL.
+- SQL builders for exact money and UTC timestamps, which fail loudly with the file and column
+  instead of turning a bad value into NULL (tags: connectors.tagsql).
 """
 
 from __future__ import annotations
@@ -354,46 +354,3 @@ def identifier(table: Table, *candidates: str) -> str | None:
         return None
     return unless_resaved_id(f"nullif(CAST({ident(name)} AS VARCHAR), '')",
                              lambda value: table.fail(name, RESAVED_ID_PROBLEM, value))
-
-
-def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool = False) -> str:
-    """A JSON object as MAP(VARCHAR, VARCHAR): keys exactly as written (even ' org'),
-    string values unquoted, other values as their JSON text, JSON null as NULL. Anything
-    else (malformed, not an object, a key twice) fails. `braces_optional`: Azure writes
-    the object without its outer braces, and no tags as nothing or as `""` (a JSON empty
-    string: Red Hat's nise, which koku is tested with, writes it so)."""
-    def parsed(text: str) -> str:
-        return f"try(json_transform({text}, '\"MAP(VARCHAR, VARCHAR)\"'))"
-
-    if not braces_optional:
-        return parsed_as_given_or_fail(table, sql, parsed, column, "not a JSON object with unique keys")
-    raw = f"nullif({nonblank(sql)}, '\"\"')"
-    raw = f"(CASE WHEN starts_with({raw}, '{{') THEN {raw} ELSE '{{' || {raw} || '}}' END)"
-    return parsed_or_fail(table, raw, parsed(raw), column, "not a JSON object with unique keys")
-
-
-def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:
-    name = table.name(*candidates)
-    if name is None:
-        return None
-    kind = str(table.type_of(name))
-    if kind.startswith("MAP("):
-        return f"CAST({ident(name)} AS MAP(VARCHAR, VARCHAR))"
-    if is_key_value_list(table.type_of(name)):
-        return key_value_tags_sql(table, ident(name), name)
-    return json_tags_sql(table, ident(name), name, braces_optional=braces_optional)
-
-
-def is_key_value_list(kind: duckdb.DuckDBPyType) -> bool:
-    """A list of {key, value, …} records: how BigQuery, which has no map type, writes a map."""
-    return kind.id == "list" and kind.child.id == "struct" and {"key", "value"} <= {
-        field.lower() for field, _ in kind.child.children}
-
-
-def key_value_tags_sql(table: Table, sql: str, column: str) -> str:
-    """{key, value} records as MAP(VARCHAR, VARCHAR), keys as written; a NULL or repeated key fails
-    (list_distinct drops NULLs, so equal lengths mean every key present and unique)."""
-    keys = f"list_transform({sql}, lambda pair: CAST(pair.key AS VARCHAR))"
-    values = f"list_transform({sql}, lambda pair: CAST(pair.value AS VARCHAR))"
-    as_map = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN map({keys}, {values}) END"
-    return parsed_or_fail(table, sql, as_map, column, "a key missing or given twice")

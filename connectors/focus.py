@@ -51,10 +51,10 @@ from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
-                                   decimal, ident, is_key_value_list, json_tags_sql, json_text, open_table,
-                                   identifier, rounded_away, tags, text, timestamp)
+                                   decimal, ident, json_text, open_table, identifier, rounded_away, text, timestamp)
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
+from connectors.tagsql import tags, tags_per_value
 from service.core.errors import ConfigError, SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
@@ -214,12 +214,3 @@ def credits_listed(table: Table) -> str | None:
         return None
     amounts = f"list_transform({ident(name)}, lambda c: CAST(CAST(c.amount AS VARCHAR) AS {MONEY}))"
     return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
-
-
-def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:
-    """`tags` of a JSON text column as SQL over a text column `value` holding it, for the stager to
-    run once per distinct value (service.core.per_value); None when the column is absent or a map."""
-    name = table.name(*candidates)
-    if name is None or str(table.type_of(name)).startswith("MAP(") or is_key_value_list(table.type_of(name)):
-        return None
-    return json_tags_sql(table, ident("value"), name, braces_optional=braces_optional)
