@@ -10,6 +10,12 @@ import duckdb
 
 from connectors.exportfile import Table, ident, nonblank, parsed_as_given_or_fail, parsed_or_fail
 
+# Google's FOCUS view lists in Tags the resource's labels, its resource manager tags, its project's
+# labels and its system labels, each record's x_type saying which: one key may be in several (a
+# project label `team` beside the resource's own). The first type here holding the key wins: the
+# resource's own label over its project's, as `gcp-billing` overlays them.
+RANKED = ("label", "tag", "project_label", "system_label")
+
 
 def json_tags_sql(table: Table, sql: str, column: str, *, braces_optional: bool = False) -> str:
     """A JSON object as MAP(VARCHAR, VARCHAR): keys exactly as written (even ' org'),
@@ -47,11 +53,22 @@ def is_key_value_list(kind: duckdb.DuckDBPyType) -> bool:
 
 def key_value_tags_sql(table: Table, sql: str, column: str) -> str:
     """{key, value} records as MAP(VARCHAR, VARCHAR), keys as written; a NULL or repeated key fails
-    (list_distinct drops NULLs, so equal lengths mean every key present and unique)."""
-    keys = f"list_transform({sql}, lambda pair: CAST(pair.key AS VARCHAR))"
-    values = f"list_transform({sql}, lambda pair: CAST(pair.value AS VARCHAR))"
-    as_map = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN map({keys}, {values}) END"
-    return parsed_or_fail(table, sql, as_map, column, "a key missing or given twice")
+    (list_distinct drops NULLs, so equal lengths mean every key present and unique). Records typed
+    by `x_type` (Google's FOCUS view) may repeat a key across types: RANKED says which wins."""
+    if "x_type" not in {field.lower() for field, _ in table.type_of(column).child.children}:
+        keys = f"list_transform({sql}, lambda pair: CAST(pair.key AS VARCHAR))"
+        values = f"list_transform({sql}, lambda pair: CAST(pair.value AS VARCHAR))"
+        as_map = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN map({keys}, {values}) END"
+        return parsed_or_fail(table, sql, as_map, column, "a key missing or given twice")
+    rank = "CASE lower(pair.x_type) " + " ".join(f"WHEN '{kind}' THEN {n}" for n, kind in enumerate(RANKED))
+    ranked = (f"list_sort(list_transform({sql}, lambda pair: {{'rank': {rank} ELSE {len(RANKED)} END, "
+              "'key': CAST(pair.key AS VARCHAR), 'value': CAST(pair.value AS VARCHAR)}))")
+    typed = f"list_transform({ranked}, lambda pair: pair.rank || '/' || pair.key)"  # NULL without a key
+    keys = f"list_transform({ranked}, lambda pair: pair.key)"
+    first = f"list_filter({ranked}, lambda pair, i: list_position({keys}, pair.key) = i)"
+    as_map = (f"CASE WHEN len(list_distinct({typed})) = len({typed}) THEN map(list_transform({first}, "
+              f"lambda pair: pair.key), list_transform({first}, lambda pair: pair.value)) END")
+    return parsed_or_fail(table, sql, as_map, column, "a key missing or given twice within one x_type")
 
 
 def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:

@@ -175,6 +175,24 @@ def test_googles_credit_records_are_summed_into_x_credits(tmp_path):
     assert got == [(Decimal("-3.75"),), (Decimal(0),), (Decimal(0),)]
 
 
+def test_a_key_under_several_x_types_takes_the_resources_own_label(tmp_path):
+    """Google's FOCUS view lists a resource's labels, tags, project labels and system labels in
+    one Tags list: a project labelled team=pretrain holding a resource labelled team=posttrain
+    has `team` twice, and the whole file failed as 'a key given twice'. The resource's own label
+    wins (as gcp-billing overlays the project's labels), then its tag, then the project's label."""
+    def tag(key: str, value: str, x_type: str) -> dict:
+        return {"key": key, "value": value, "x_type": x_type, "x_inherited": x_type != "label", "x_namespace": ""}
+
+    rows = [[tag("team", "pretrain", "project_label"), tag("team", "posttrain", "label"), tag("env", "prod", "tag"),
+             tag("env", "dev", "project_label"), tag("goog-k8s-cluster-name", "c1", "system_label")],
+            [tag("team", "pretrain", "project_label"), tag("team", "eval", "tag")]]
+    pq.write_table(bigquery_focus(rows), tmp_path / "focus.parquet")
+    lake, result = ingest_files(tmp_path, ("gcp", "focus", tmp_path / "focus.parquet"))
+    assert failures(result) == []
+    assert lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart").fetchall() == [
+        ({"team": "posttrain", "env": "prod", "goog-k8s-cluster-name": "c1"},), ({"team": "eval"},)]
+
+
 def test_bigquery_tags_with_a_key_twice_fail_naming_file_and_column(tmp_path):
     twice = [{"key": "env", "value": v, "x_type": "label", "x_inherited": False, "x_namespace": ""} for v in "ab"]
     pq.write_table(bigquery_focus([twice]), tmp_path / "focus.parquet")
