@@ -51,7 +51,8 @@ from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
-                                   decimal, ident, json_text, open_table, identifier, rounded_away, text, timestamp)
+                                   decimal, ident, json_text, open_table, identifier, rounded_away, sql_string, text,
+                                   timestamp)
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from connectors.tagsql import tags, tags_per_value
@@ -84,6 +85,18 @@ ALTERNATIVES = {
     "SkuMeter": ("SkuMeter", "x_SkuMeterName"),
     "PricingCurrency": ("PricingCurrency", "x_PricingCurrency"),
     "x_usage_type": ("x_UsageType", "x_usage_type"),
+}
+# FOCUS's allowed values of its enumerated columns. Producers vary their case (Google's FOCUS view
+# writes 'usage', 'tax', 'committed', 'correction'), which the rules and attribution compare exactly:
+# a value is read in FOCUS's spelling whatever its case; one FOCUS does not allow stays as written.
+ENUMERATED = {
+    "ChargeCategory": ("Usage", "Purchase", "Tax", "Credit", "Adjustment"),
+    "ChargeClass": ("Correction",),
+    "ChargeFrequency": ("One-Time", "Recurring", "Usage-Based"),
+    "PricingCategory": ("Standard", "Dynamic", "Committed", "Other"),
+    "CommitmentDiscountCategory": ("Spend", "Usage"),
+    "CommitmentDiscountStatus": ("Used", "Unused"),
+    "CapacityReservationStatus": ("Used", "Unused"),
 }
 # Oracle's own cost and usage reports (`reports/cost-csv/`, `reports/usage-csv/`) sit in the
 # bucket beside its FOCUS reports, holding the same usage: recognised by this column, skipped.
@@ -118,7 +131,8 @@ class FocusConnector(FolderExport):
     kind = "focus"
     # FOCUS 1.2+: InvoiceId MUST be null when the charge is on no issued or provisional invoice
     final_when = "every"
-    reader_version = 1  # 1: the lake's own x_ columns of a spendlake export are read
+    # 1: the lake's own x_ columns of a spendlake export are read; 2: enumerated values in FOCUS's case
+    reader_version = 2
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "FOCUS"
     period_column = "BillingPeriodStart"
@@ -174,6 +188,8 @@ class FocusConnector(FolderExport):
                 expressions[name] = json_text(table, *candidates)
             elif name in ID_COLUMNS:
                 expressions[name] = identifier(table, *candidates)
+            elif name in ENUMERATED:
+                expressions[name] = in_focus_spelling(text(table, *candidates), ENUMERATED[name])
             else:
                 expressions[name] = text(table, *candidates)
         present = {k: v for k, v in expressions.items() if v is not None}
@@ -200,6 +216,14 @@ class FocusConnector(FolderExport):
                 except duckdb.Error as exc:
                     return duckdb_error(exc, "could not read the delivery", where=uri)
         return error
+
+
+def in_focus_spelling(value: str | None, allowed: tuple[str, ...]) -> str | None:
+    """`value` (SQL) as FOCUS spells it when it is one of `allowed` in another case, else as it is."""
+    if value is None:
+        return None
+    cases = " ".join(f"WHEN {sql_string(v.lower())} THEN {sql_string(v)}" for v in allowed)
+    return f"CASE lower({value}) {cases} ELSE {value} END"
 
 
 def credits_listed(table: Table) -> str | None:

@@ -193,6 +193,25 @@ def test_a_key_under_several_x_types_takes_the_resources_own_label(tmp_path):
         ({"team": "posttrain", "env": "prod", "goog-k8s-cluster-name": "c1"},), ({"team": "eval"},)]
 
 
+def test_enumerated_values_in_another_case_are_read_in_focus_spelling(tmp_path):
+    """Google's FOCUS view writes ChargeCategory 'usage', 'tax', 'adjustment', ChargeClass
+    'correction' and PricingCategory 'committed'/'standard': the idle-GPU rule (ChargeCategory
+    'Usage'), commitment usage and the unallocated rule (leaving 'Tax' out) compared them exactly and
+    missed every line. They are read as FOCUS spells them; a value FOCUS does not allow ('error',
+    the view's for an unknown cost type) stays as written."""
+    extra = {"ChargeCategory": ["usage", "TAX", "adjustment", "error"],
+             "ChargeClass": [None, None, "correction", None],
+             "PricingCategory": ["committed", "standard", None, "on demand"]}
+    pq.write_table(bigquery_focus([[]] * 4, **{k: pa.array(v, pa.string()) for k, v in extra.items()}),
+                   tmp_path / "focus.parquet")
+    lake, result = ingest_files(tmp_path, ("gcp", "focus", tmp_path / "focus.parquet"))
+    assert failures(result) == []
+    assert lake.query().execute("SELECT ChargeCategory, ChargeClass, PricingCategory FROM costs "
+                                "ORDER BY ChargePeriodStart").fetchall() == [
+        ("Usage", None, "Committed"), ("Tax", None, "Standard"), ("Adjustment", "Correction", None),
+        ("error", None, "on demand")]
+
+
 def test_bigquery_tags_with_a_key_twice_fail_naming_file_and_column(tmp_path):
     twice = [{"key": "env", "value": v, "x_type": "label", "x_inherited": False, "x_namespace": ""} for v in "ab"]
     pq.write_table(bigquery_focus([twice]), tmp_path / "focus.parquet")
