@@ -157,6 +157,18 @@ def test_the_api_lists_categories_and_filters_by_one(tmp_path):
     assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "category"
 
 
+def test_the_findings_url_the_readme_shows_with_empty_values_filters_nothing(tmp_path):
+    """README lists `/api/v1/findings?team=&rule=&status=&category=`; the server keeps blank
+    values, and an empty category answered 400 where the empty team, rule and status filter nothing."""
+    config = make_config(tmp_path)
+    store_findings(Lake(config.lake), MIXED)
+    api = Api(config, CollectorRegistry())
+    blank = parse_qs("team=&rule=&status=&category=", keep_blank_values=True)
+    response = api.handle("/api/v1/findings", blank, None)
+    assert response.status == 200
+    assert json.loads(response.body) == json.loads(api.handle("/api/v1/findings", {}, None).body)
+
+
 def test_waste_metric_is_waste_only_and_impact_keeps_the_categories(tmp_path):
     config = make_config(tmp_path)
     store_findings(Lake(config.lake), MIXED)

@@ -219,7 +219,7 @@ class Api:
         status = one(query, "status") or "open"
         if status not in FINDING_STATUSES:
             raise UsageError(f"unknown status {status!r}", where="status", hint=f"use one of {', '.join(FINDING_STATUSES)}")
-        category = one(query, "category")
+        category = one(query, "category") or None  # empty, as `team=` and `rule=`: every category
         if category is not None and category not in CATEGORIES:
             raise UsageError(f"unknown category {category!r}", where="category", hint=f"use one of {', '.join(CATEGORIES)}")
         if one(query, "rule"):
