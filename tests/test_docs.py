@@ -1,7 +1,9 @@
 """The docs keep up with the code (in the spirit of sqlite-utils' tests/test_docs.py): every
 command appears in the README, every option is in the README or explained by `--help`,
 every config key (connectors' and rules' included, found through the registry) is in the
-README or the rule's docstring, and every metric the service exports is in the README."""
+README or the rule's docstring, and every metric the service exports is in the README.
+And the other way: what README and RUNBOOK show (command lines, their options and choices,
+YAML examples, metric and alert names) exists in the code."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from service.core.registry import CONNECTORS, RULES
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
+RUNBOOK = (REPO / "deploy" / "RUNBOOK.md").read_text(encoding="utf-8")
+DOCS = README + RUNBOOK
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
@@ -128,3 +132,86 @@ def test_every_field_of_status_sources_json_is_in_the_readme():
     line = next(line for line in README.splitlines() if "`spendlake status [--sources]" in line)
     missing = [key for key in row.to_json() if not re.search(rf"\b{key}\b", line)]
     assert not missing, f"README.md's `spendlake status` line omits the JSON fields {missing}"
+
+
+def command_lines() -> list[str]:
+    """Every `spendlake ...` the docs show: in backticks (over line breaks too) and at the start
+    of a line in a code block."""
+    spans = re.findall(r"`(spendlake [^`]*)`", DOCS) + re.findall(r"^(spendlake [^\n#]*)", DOCS, re.MULTILINE)
+    return sorted({" ".join(span.split()) for span in spans})
+
+
+def resolve(line: str) -> tuple[tuple[str, ...], click.Command | None, list[str]]:
+    """The command a line runs and the words after it (global options before it skipped)."""
+    words, command, path = line.split()[1:], cli, ()
+    while words and words[0] in ("-v", "-vv", "--verbose"):
+        words = words[1:]
+    while words and isinstance(command, click.Group) and words[0] in command.commands:
+        command, path, words = command.commands[words[0]], (*path, words[0]), words[1:]
+    return path, (command if path else None), words
+
+
+def test_the_command_line_scan_finds_the_commands_and_their_options():
+    lines = command_lines()
+    assert "spendlake findings --team <team> --category waste" in lines  # RUNBOOK's
+    assert any(line.startswith("spendlake attribute --since 30d --by project,job_type") for line in lines)  # a code block's
+    path, command, words = resolve("spendlake -v rules run --dry-run")
+    assert path == ("rules", "run") and command is cli.commands["rules"].commands["run"] and words == ["--dry-run"]
+
+
+def test_every_option_the_docs_show_is_the_commands_with_its_choices():
+    wrong = []
+    for line in command_lines():
+        path, command, words = resolve(line)
+        if command is None:
+            continue  # prose that begins with the name ("spendlake reads cloud billing exports ...")
+        params = cli.params + command.get_params(click.Context(command))  # --help included
+        options = {flag: param for param in params if isinstance(param, click.Option)
+                   for flag in param.opts + param.secondary_opts}
+        for flag, choices in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?:[ =]((?:[a-z0-9.]+\\?\|)+[a-z0-9.]+))?",
+                                        " ".join(words)):
+            param = options.get(flag)
+            if param is None:
+                wrong.append(f"{line}: spendlake {' '.join(path)} has no {flag}")
+            elif choices and isinstance(param.type, click.Choice) \
+                    and set(choices.replace("\\", "").split("|")) != set(param.type.choices):
+                wrong.append(f"{line}: {flag} takes {'|'.join(param.type.choices)}")
+    assert not wrong, "command lines in README.md or deploy/RUNBOOK.md that do not run:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("path", [p for p, c in COMMANDS if not isinstance(c, click.Group)], ids=" ".join)
+def test_every_command_has_a_row_in_the_commands_table(path):
+    table = README.split("\n## Commands\n", 1)[1].split("\n## ", 1)[0]
+    assert re.search(rf"^\| `spendlake {' '.join(path)}[ `]", table, re.MULTILINE), \
+        f"README's Commands table has no row for `spendlake {' '.join(path)}`"
+
+
+def yaml_examples() -> list[tuple[int, str]]:
+    return [(README[:m.start()].count("\n") + 1, m.group(1)) for m in re.finditer(r"```yaml\n(.*?)```", README, re.S)]
+
+
+@pytest.mark.parametrize("line, example", yaml_examples(), ids=lambda v: f"line {v}" if isinstance(v, int) else "")
+def test_every_yaml_example_in_the_readme_is_a_valid_config(line, example, tmp_path):
+    import yaml
+
+    from service.core.config import ConfigLoader, parse_config
+
+    data = yaml.load(example, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass, as config files are read
+    parse_config({"lake": str(tmp_path / "lake"), **data}, f"README.md:{line}")
+
+
+def test_every_metric_the_docs_name_is_exported():
+    exported = {name.removesuffix("_total") for name in metric_names()}
+    named = {name.removesuffix("_total") for name in re.findall(r"\b(spendlake_[a-z0-9_]*[a-z0-9])\b", DOCS)}
+    unknown = sorted(name for name in named if name not in exported and not name.startswith("spendlake_job_")
+                     or name.startswith("spendlake_job_") and not any(e.startswith(name) for e in exported))
+    assert not unknown, f"metrics README.md or deploy/RUNBOOK.md name that the service does not export: {unknown}"
+
+
+def test_every_alert_the_docs_name_is_a_rule():
+    import yaml
+
+    groups = yaml.safe_load((REPO / "deploy" / "prometheus" / "alerts.yml").read_text(encoding="utf-8"))["groups"]
+    alerts = {rule["alert"] for group in groups for rule in group["rules"]}
+    unknown = sorted(set(re.findall(r"\b(Spendlake[A-Z][A-Za-z]+)\b", DOCS)) - alerts)
+    assert not unknown, f"alerts README.md or deploy/RUNBOOK.md name that deploy/prometheus/alerts.yml lacks: {unknown}"
