@@ -215,3 +215,29 @@ def test_every_alert_the_docs_name_is_a_rule():
     alerts = {rule["alert"] for group in groups for rule in group["rules"]}
     unknown = sorted(set(re.findall(r"\b(Spendlake[A-Z][A-Za-z]+)\b", DOCS)) - alerts)
     assert not unknown, f"alerts README.md or deploy/RUNBOOK.md name that deploy/prometheus/alerts.yml lacks: {unknown}"
+
+
+def python_object(dotted: str):
+    """The module or object a dotted name names, None when there is none."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 1, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name, None)
+        return found
+    return None
+
+
+def test_every_python_name_the_readme_gives_imports():
+    """`service.attribution.runs(...)` and the like, for Python callers (config keys such as
+    `service.listen` are not packages and are left to the config tests)."""
+    names = {dotted for dotted in re.findall(r"`(service\.[a-z_]+(?:\.[A-Za-z_]+)*)", README)
+             if (REPO / "service" / dotted.split(".")[1]).is_dir()}
+    assert "service.attribution.runs" in names
+    missing = sorted(dotted for dotted in names if python_object(dotted) is None)
+    assert not missing, f"README.md names Python objects that do not exist: {missing}"
