@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
 RUNBOOK = (REPO / "deploy" / "RUNBOOK.md").read_text(encoding="utf-8")
 DOCS = README + RUNBOOK
+# what an operator reads beside them: the alerts' descriptions and the dashboard's queries
+OPERATOR = "".join(p.read_text(encoding="utf-8") for p in [REPO / "deploy" / "prometheus" / "alerts.yml",
+                                                            *sorted((REPO / "deploy" / "grafana").rglob("*.json"))])
 
 
 def commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
@@ -137,7 +140,8 @@ def test_every_field_of_status_sources_json_is_in_the_readme():
 def command_lines() -> list[str]:
     """Every `spendlake ...` the docs show: in backticks (over line breaks too) and at the start
     of a line in a code block."""
-    spans = re.findall(r"`(spendlake [^`]*)`", DOCS) + re.findall(r"^(spendlake [^\n#]*)", DOCS, re.MULTILINE)
+    spans = re.findall(r"`(spendlake [^`]*)`", DOCS + OPERATOR)
+    spans += re.findall(r"^(spendlake [^\n#]*)", DOCS, re.MULTILINE)
     return sorted({" ".join(span.split()) for span in spans})
 
 
@@ -154,7 +158,9 @@ def resolve(line: str) -> tuple[tuple[str, ...], click.Command | None, list[str]
 def test_the_command_line_scan_finds_the_commands_and_their_options():
     lines = command_lines()
     assert "spendlake findings --team <team> --category waste" in lines  # RUNBOOK's
-    assert any(line.startswith("spendlake attribute --since 30d --by project,job_type") for line in lines)  # a code block's
+    assert "spendlake findings --rule spend-anomaly --team {{ $labels.team }}" in lines  # an alert's description
+    assert any(line.startswith("spendlake attribute --since 30d --by project,job_type")  # a code block's
+               for line in lines)
     path, command, words = resolve("spendlake -v rules run --dry-run")
     assert path == ("rules", "run") and command is cli.commands["rules"].commands["run"] and words == ["--dry-run"]
 
@@ -176,7 +182,7 @@ def test_every_option_the_docs_show_is_the_commands_with_its_choices():
             elif choices and isinstance(param.type, click.Choice) \
                     and set(choices.replace("\\", "").split("|")) != set(param.type.choices):
                 wrong.append(f"{line}: {flag} takes {'|'.join(param.type.choices)}")
-    assert not wrong, "command lines in README.md or deploy/RUNBOOK.md that do not run:\n" + "\n".join(wrong)
+    assert not wrong, "command lines in the docs or the alerts that do not run:\n" + "\n".join(wrong)
 
 
 @pytest.mark.parametrize("path", [p for p, c in COMMANDS if not isinstance(c, click.Group)], ids=" ".join)
@@ -202,10 +208,10 @@ def test_every_yaml_example_in_the_readme_is_a_valid_config(line, example, tmp_p
 
 def test_every_metric_the_docs_name_is_exported():
     exported = {name.removesuffix("_total") for name in metric_names()}
-    named = {name.removesuffix("_total") for name in re.findall(r"\b(spendlake_[a-z0-9_]*[a-z0-9])\b", DOCS)}
+    named = {name.removesuffix("_total") for name in re.findall(r"\b(spendlake_[a-z0-9_]*[a-z0-9])\b", DOCS + OPERATOR)}
     unknown = sorted(name for name in named if name not in exported and not name.startswith("spendlake_job_")
                      or name.startswith("spendlake_job_") and not any(e.startswith(name) for e in exported))
-    assert not unknown, f"metrics README.md or deploy/RUNBOOK.md name that the service does not export: {unknown}"
+    assert not unknown, f"metrics the docs, alerts or dashboard name that the service does not export: {unknown}"
 
 
 def test_every_alert_the_docs_name_is_a_rule():
