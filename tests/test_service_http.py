@@ -246,6 +246,23 @@ def test_attribute_gives_the_cli_json_contract(tmp_path, serve_api):
     assert json.loads(body)["totals"] == [{"currency": "USD", "cost": "5.250000000000"}]
 
 
+def test_a_parameter_left_blank_is_one_not_given(tmp_path, serve_api):
+    """A form or a URL template (README's `/api/v1/findings?team=&rule=&status=&category=`) sends
+    blanks: `where=` and `top=` answered 400 where a blank `cost=` already meant the default
+    (the findings' blanks: tests/test_finding_categories.py)."""
+    config = make_config(tmp_path)
+    commit(Lake(config.lake), "cur", [
+        ("2026-11-03 05:00:00", "2026-11-03 06:00:00", "USD", "4.25", {"team": "nlp"}),
+        ("2026-11-04 05:00:00", "2026-11-04 06:00:00", "USD", "1", {"team": "vision"}),
+    ])
+    base = serve_api(api_for(config))
+    window = "since=2026-11-01&until=2026-12-01&by=team"
+    status, _, given = get(f"{base}/api/v1/attribute?{window}")
+    assert status == 200
+    status, _, blank = get(f"{base}/api/v1/attribute?{window}&where=&top=&cost=&granularity=")
+    assert status == 200 and json.loads(blank) == json.loads(given)
+
+
 @pytest.mark.parametrize("query, message", [
     ("by=team", "the window needs a start"),
     ("since=yesterday-ish", "cannot read 'yesterday-ish' as a time"),

@@ -195,8 +195,9 @@ class Api:
 
         parsed = AttributionQuery.parse(
             self.config, since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
-            where=query.get("where", []), cost=one(query, "cost"), granularity=one(query, "granularity"),
-            top=one(query, "top"), compare=flag(query, "compare"), explain=flag(query, "explain"),
+            where=[value for value in query.get("where", []) if value], cost=one(query, "cost"),
+            granularity=one(query, "granularity"), top=one(query, "top"), compare=flag(query, "compare"),
+            explain=flag(query, "explain"),
             now=self.clock(), end=data_end(self.lake), naming=api_parameter)
         result = attribute_query(self.lake, self.config, parsed)
         return json_response(200, result.to_json())
@@ -219,7 +220,7 @@ class Api:
         status = one(query, "status") or "open"
         if status not in FINDING_STATUSES:
             raise UsageError(f"unknown status {status!r}", where="status", hint=f"use one of {', '.join(FINDING_STATUSES)}")
-        category = one(query, "category") or None  # empty, as `team=` and `rule=`: every category
+        category = one(query, "category")
         if category is not None and category not in CATEGORIES:
             raise UsageError(f"unknown category {category!r}", where="category", hint=f"use one of {', '.join(CATEGORIES)}")
         if one(query, "rule"):
@@ -241,8 +242,9 @@ class Api:
 
 
 def one(query: Query, name: str) -> str | None:
+    """The parameter's value; left blank (`?team=&top=`, as a form or a URL template sends it), none."""
     values = query.get(name)
-    return values[0] if values else None
+    return values[0] or None if values else None
 
 
 def flag(query: Query, name: str) -> bool:
