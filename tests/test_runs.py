@@ -410,3 +410,16 @@ def test_runs_and_a_runs_story_in_yen_show_whole_yen(tmp_path):
     story = CliRunner().invoke(cli, [*args, "--run", "r1"], env={"COLUMNS": "250"})
     assert story.exit_code == 0, story.output
     assert "JPY 12,346" in story.stdout and ".60" not in story.stdout, story.stdout
+
+
+@pytest.mark.parametrize("credit", ["-70", "-100"])
+def test_a_credit_on_an_instance_leaves_the_idle_share_out_rather_than_outside_0_to_100(tmp_path, credit):
+    # i-b's $80 hour, its job holding $20 of it, and an idle hour after it with a credit of $70
+    # (or $100): idle $60 - $70 of a net $10 read -100%, $60 - $100 of -$20 read 200%; no share
+    jobs = [job("3", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2",
+                state="CANCELLED", team="nlp")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-b"), {**gpu_line("i-b", cost=credit, start="2026-11-02T11:00:00"), "category": "Credit"}], jobs)
+    assert [(r.run, r.cost, r.idle_share) for r in runs(lake, cfg, query()).rows] == [("r2", D(20), None)]
+    story = runs(lake, cfg, query(run="r2")).story
+    assert story.idle_shares() == {}  # the row's, from the story's parts
+    assert [i["share"] for i in story.to_json()["idle"]] == ["0.7500"]  # while it held them: the credit is after

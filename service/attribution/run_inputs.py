@@ -26,6 +26,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window
+from service.core.units import share_of
 
 # Ends that are no evidence of a failure: a job after one of them is no restart (no state: a
 # jobs file without a `state` column; UNKNOWN: a pod whose phase Kubernetes lost).
@@ -172,8 +173,8 @@ def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, w
             on[(value, currency)].add(resource)
     shares = {}
     for (value, currency), instances in on.items():
-        total = sum((instance_total[(i, currency)] for i in instances), Decimal(0))
-        if total:
-            shares[(value, currency)] = (sum((instance_idle[(i, currency)] for i in instances), Decimal(0))
-                                         / total).quantize(RATIO_QUANTUM)
+        share = share_of(sum((instance_idle[(i, currency)] for i in instances), Decimal(0)),
+                         sum((instance_total[(i, currency)] for i in instances), Decimal(0)), RATIO_QUANTUM)
+        if share is not None:
+            shares[(value, currency)] = share
     return shares

@@ -22,7 +22,8 @@ and currency:
   among them), end = their last end (None while one runs); EKS pods have
   no job record: jobs = its pods, the rest unknown;
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
-  idle (hours starting in the window; pool jobs ran on their cluster's instances);
+  idle (hours starting in the window; pool jobs ran on their cluster's instances), None when
+  credits make it no share (outside 0-100%: core.units.share_of);
 - cost_per_gpu_hour = cost / GPU-hours (None without a currency: nothing was billed).
 `data_through` (and each billing source's): the bill's end, after which a run has no cost yet; a
 lake without a bill gives the runs of its job records, without cost (`lake_empty`).

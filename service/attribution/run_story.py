@@ -47,6 +47,7 @@ from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, iso_utc
+from service.core.units import share_of
 
 # A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
 UNFINISHED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
@@ -129,8 +130,8 @@ class RunStory:
         for instance in self.instances:
             sums[instance.currency][0] += instance.window_idle
             sums[instance.currency][1] += instance.window_cost
-        return {(folded(self.run), c): (idle / total).quantize(RATIO_QUANTUM) for c, (idle, total) in sums.items()
-                if total}
+        shares = {(folded(self.run), c): share_of(idle, total, RATIO_QUANTUM) for c, (idle, total) in sums.items()}
+        return {key: share for key, share in shares.items() if share is not None}
 
     def to_json(self) -> dict:
         return {
@@ -140,7 +141,7 @@ class RunStory:
             "by_state": [{"state": v, "currency": c, "cost": _text(cost), "jobs": n,
                           "unfinished": (v or "").upper() in UNFINISHED} for v, c, cost, n in self.split("state")],
             "idle": [{"currency": c, "cost": _text(idle), "held_cost": _text(held),
-                      "share": _text((idle / held).quantize(RATIO_QUANTUM)) if held else None}
+                      "share": _text(share_of(idle, held, RATIO_QUANTUM))}
                      for c, idle, held in self.idle()],
             "instances": [i.to_json() for i in self.instances],
             "notes": list(self.notes)}

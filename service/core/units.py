@@ -1,4 +1,4 @@
-"""Small helpers every floor shares, written once: money, UTC instants, top-N folding.
+"""Small helpers every floor shares, written once: money, shares, UTC instants, top-N folding.
 
 Money is `Decimal`: `cents()` rounds half-up to the cent (what a person reads), `exact_text()`
 keeps every decimal (what JSON and CSV carry), `money_text()` and `usd()` format for tables.
@@ -121,6 +121,15 @@ def aware_utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def share_of(part: Decimal | None, total: Decimal | None, quantum: Decimal) -> Decimal | None:
+    """`part` / `total` to `quantum`, or None when it is no share of it: a bill's credits make a
+    total net, and a part below 0 or above a positive total (or any part of a total <= 0) is not a
+    fraction anyone can read (service/report/shares.py says how the report shows it)."""
+    if part is None or not total or total < 0 or not 0 <= part <= total:
+        return None
+    return (part / total).quantize(quantum)
 
 
 def top_keys(values: Mapping[K, Decimal], n: int) -> list[K]:

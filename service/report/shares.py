@@ -12,16 +12,15 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from service.core.units import currency_text, money_text
+from service.core.units import currency_text, money_text, share_of
 
 PERCENT = Decimal("0.1")
 
 
 def share_pct(part: Decimal | None, total: Decimal | None) -> Decimal | None:
     """`part` as a percentage of `total` to 0.1, or None when it is no share of it."""
-    if part is None or not total or total < 0 or not 0 <= part <= total:
-        return None
-    return (part * 100 / total).quantize(PERCENT)
+    share = share_of(part, total, PERCENT / 100)
+    return None if share is None else (share * 100).quantize(PERCENT)
 
 
 def share_notes(rows: list[dict[str, Any]], part: str, total: Callable[[dict[str, Any]], Decimal | None]) -> list[str]:
