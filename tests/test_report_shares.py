@@ -73,7 +73,9 @@ def test_the_reports_shares_of_a_bill_with_credits_are_shares_or_none_with_a_not
     assert experiments["notes"] == [NOTE]
     assert "team,EUR,-2.125000000000,948.125000000000,\n" in (folder / "unallocated.csv").read_text()
     summary = (folder / "summary.md").read_text()
-    assert "- team / EUR: —\n- project / EUR: 100.0%\n- experiment / EUR: —\n\n_" + NOTE + "_\n" in summary
+    # where a share is none the summary gives the amount, as the page does beside the —
+    assert ("- team / EUR: −EUR 2.13 unallocated (no share)\n- project / EUR: 100.0%\n"
+            "- experiment / EUR: −EUR 2.13 unallocated (no share)\n\n_" + NOTE + "_\n") in summary
     assert "-0.2%" not in summary
     page = (folder / "report.html").read_text()
     assert page.count(NOTE) == 2 and "-0.2%" not in page and "105.5%" not in page

@@ -22,6 +22,7 @@ class Column:
     kind: ColumnKind = "text"
     in_html: bool = True  # False: in CSV and JSON only (e.g. what a chart beside the table shows)
     css: str = ""  # an HTML class for the column's cells (e.g. `finding`: a sentence kept readable)
+    part: str = ""  # a share's money column it is the share of: the summary shows it where the share is none
 
 
 @dataclass

@@ -20,7 +20,7 @@ from markupsafe import Markup, escape
 from service.core.output import printable, to_csv, to_json, without_bidi_controls
 from service.core.units import NO_CURRENCY, cents
 from service.report.charts import render as render_chart
-from service.report.model import Column, Headline, Report
+from service.report.model import Column, Headline, Report, Table
 
 # Runs last; marks the page when the DOM it expects is there (the browser test reads it).
 SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
@@ -152,12 +152,22 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 lines += ["", f"*{table.title}* — {column.label}"]
                 # a label ending in a sentence's full stop would read "day(s).: $28,027.49"
                 lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None).rstrip('.')}: "
-                          f"{display(row.get(value), column, row)}"
+                          f"{_summary_value(table, column, row)}"
                           for row in (table.rows if table.markdown_whole else table.rows[:rows])]
                 # of every row: said when all are, or of the shares listed (why one is —)
                 for note in table.notes if table.markdown_whole or column.kind == "percent" else []:
                     lines += ["", f"_{md(note)}_"]  # a paragraph of its own: under a list item it would continue it
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _summary_value(table: Table, column: Column, row: dict[str, Any]) -> str:
+    """The row's value in the summary; a share that is none (— on the page, a credit's) gives the
+    row's amount beside it instead, as the page shows it in its own column: '—' alone says nothing."""
+    shown = display(row.get(column.key), column, row)
+    if not column.part or row.get(column.key) is not None:
+        return shown
+    amount = next(c for c in table.columns if c.key == column.part)
+    return f"{display(row.get(amount.key), amount, row)} {amount.label} (no share)"
 
 
 def render_files(report: Report) -> dict[str, bytes]:

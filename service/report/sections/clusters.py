@@ -88,7 +88,7 @@ def idle_by_cluster(usage) -> Table:
     return Table("cluster_idle", "Idle share per cluster, month to date", [
         Column("cluster", "cluster"), Column("currency", "currency"), Column("cost", "instances", "money"),
         Column("jobs_cost", "jobs", "money"), Column("idle", "idle", "money"),
-        Column("idle_pct", "idle share", "percent")], rows=rows, markdown=(("cluster",), "idle_pct"),
+        Column("idle_pct", "idle share", "percent", part="idle")], rows=rows, markdown=(("cluster",), "idle_pct"),
         notes=share_notes(rows, "idle", lambda row: row["cost"]))
 
 

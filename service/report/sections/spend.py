@@ -206,7 +206,8 @@ class SpendReport:
         table = Table("unallocated", "Unallocated share, month to date", [
             Column("dimension", "dimension"), Column("currency", "currency"),
             Column("unallocated_cost", "unallocated", "money"), Column("total_cost", "total", "money"),
-            Column("share_pct", "share", "percent")], markdown=(("dimension", "currency"), "share_pct"))
+            Column("share_pct", "share", "percent", part="unallocated_cost")],
+            markdown=(("dimension", "currency"), "share_pct"))
         clusters = self.config.attribution.clusters is not None
         # who owns spend; a job dimension's default means "not on a cluster"
         dims = [dim for dim in self.config.attribution.dimensions if not (clusters and dim in JOB_DIMENSIONS)]
