@@ -117,6 +117,18 @@ def test_table_and_csv_show_the_same_commitments(config_file):
     assert len(lines) == 2 and lines[1].startswith(SP)
 
 
+def test_at_120_columns_the_table_shows_the_owner_asked_for_and_wraps_a_long_id(config_file):
+    """The Savings Plan ARN took the width and `--by team`'s column was the first left out."""
+    table = CliRunner().invoke(cli, ["--config", str(config_file), "commitments", "--until", "2026-11-08",
+                                     "--by", "team", "--format", "table"], env={"COLUMNS": "120"})
+    assert table.exit_code == 0, table.output
+    header = next(line for line in table.output.splitlines() if "commitment_id" in line)
+    assert "team" in header and "type" in header and "Inference" in table.output and "platform" in table.output
+    # the ARN whole, over two lines broken after a separator
+    assert "arn:aws:savingsplans::111122223333:" in table.output and "savingsplan/sp-1" in table.output
+    assert max(len(line) for line in table.output.splitlines() if not line.startswith("not shown")) <= 120
+
+
 def test_a_window_without_commitments_and_an_unknown_dimension(config_file):
     empty = spendlake(config_file, "commitments", "--since", "2026-01-01", "--until", "2026-02-01", "--format", "json")
     assert empty.exit_code == 0 and json.loads(empty.output)["rows"] == []

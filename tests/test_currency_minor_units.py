@@ -96,7 +96,7 @@ def test_commitments_and_budgets_in_yen_show_whole_yen(toolkit_in_yen):
     commitments = run(toolkit_in_yen, "commitments", "--since", "2026-05-01", "--until", "2026-06-01",
                       "--format", "table")
     totals = [line for line in commitments.splitlines() if line.startswith("│ total")]
-    assert totals and re.search(r"│ +1,207 │ +378 │", totals[0])  # was 1,206.60 │ 377.55
+    assert totals and re.search(r"│ +1,207 │ +829 │ +378 │", totals[0])  # was 1,206.60 │ 829.05 │ 377.55
     budgets = run(toolkit_in_yen, "budgets", "--format", "table")
     assert re.search(r"│ JPY +│ 1,000,000 │ +4,586 │", budgets)  # was 1,000,000.00 │ 4,586.15
 

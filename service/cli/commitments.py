@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import default_format, emit, format_option, wrapped_id
 from service.core.output import to_json
 from service.core.units import currency_text, money_text
 
@@ -47,12 +47,14 @@ def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | 
     if not data["rows"]:
         click.echo(f"no commitment was used or left unused between {data['since']} and {data['until']}")
         return
+    # an ARN wraps: the owner columns `--by` asks for show beside it at 120 columns
     rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in MONEY}, **{k: _pct(row[k]) for k in PERCENT},
-             "expires": (row["expires"] or "")[:10]} for row in data["rows"]]
+             "commitment_id": wrapped_id(row["commitment_id"]), "expires": (row["expires"] or "")[:10]}
+            for row in data["rows"]]
     footer = {"commitment_id": "total", "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"])}
     for key in MONEY:
         footer[key] = "\n".join(money_text(t[key], of=t["currency"]) for t in data["totals"])
     for key in PERCENT:
         footer[key] = "\n".join(_pct(t[key]) for t in data["totals"])
     emit(rows, columns, "table", title=f"commitments, {data['since']} → {data['until']}", footer=footer,
-         right=MONEY + PERCENT, whole=("commitment", "unused", "unused_pct"))
+         right=MONEY + PERCENT, whole=(*dims, "commitment", "unused", "unused_pct"))

@@ -7,6 +7,7 @@ cells, headers and titles are."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -72,6 +73,20 @@ def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: 
         if column not in keep:
             kept.remove(column)
     return kept
+
+
+def wrapped_id(text: str | None, width: int = 36) -> str | None:
+    """A long id (an ARN, an Azure resource path) over lines of at most `width` characters where
+    it can, each broken after a `:` or `/`, so a table keeps it whole without it taking the width
+    of the columns beside it."""
+    if text is None or len(text) <= width:
+        return text
+    lines = [""]
+    for piece in re.findall(r"[^:/]*[:/]+|[^:/]+$", text):
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(lines)
 
 
 def _cell(value: Any) -> str:
