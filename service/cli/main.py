@@ -178,7 +178,8 @@ SOURCE_COLUMNS = ["source", "kind", "state", "data_through", "hours_behind", "fr
 @format_option
 @pass_ctx
 def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
-    """What the lake holds: each source's freshness, then one row per billing period and currency."""
+    """What the lake holds: each source's freshness, then one row per billing period and currency
+    (CSV and JSON hold one table: the partitions, or with --sources the freshness)."""
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
     from service.ingest.status import STATUS_COLUMNS, status as lake_status

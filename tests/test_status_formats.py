@@ -1,0 +1,38 @@
+"""`spendlake status`: the table shows each source's freshness above the partitions; CSV and JSON
+hold one table each (a script reads one header), the partitions, or with --sources the freshness.
+README said the CSV started with the freshness table; it never did."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import SOURCE_COLUMNS, cli
+from service.ingest.status import STATUS_COLUMNS
+from tests.conftest import DATA, REPO
+
+FILES = DATA / "focus-toolkit" / "convert" / "aws-1.3-synthetic-csv"
+
+
+def test_csv_and_json_hold_one_table_each_and_the_readme_says_so(tmp_path):
+    shutil.copytree(FILES, tmp_path / "files")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": "lake", "sources": [{"name": "src", "kind": "focus",
+                                                                   "location": "files"}]}))
+
+    def status(*args: str) -> str:
+        result = CliRunner().invoke(cli, ["--config", str(config), "status", *args], env={"COLUMNS": "300"})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+    table = status("--format", "table")
+    assert table.index("sources") < table.index("spendlake status")  # the freshness first
+    assert status("--format", "csv").splitlines()[0] == ",".join(STATUS_COLUMNS)
+    assert status("--sources", "--format", "csv").splitlines()[0] == ",".join(SOURCE_COLUMNS)
+    assert {tuple(row) for row in json.loads(status("--format", "json"))} == {tuple(STATUS_COLUMNS)}
+    [row] = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `spendlake status")]
+    assert "CSV and JSON hold one table each" in row
