@@ -25,6 +25,8 @@ from service.attribution import RunsQuery, runs
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import UsageError
+from service.core.timewindow import parse_window
+from service.report.sections.clusters import NO_IDLE_SHARE, top_runs
 from tests.attribution_helpers import declared_sources
 from tests.test_clusters_allocation import by, gpu_line, job, setup
 from tests.test_service_http import api_for
@@ -422,4 +424,6 @@ def test_a_credit_on_an_instance_leaves_the_idle_share_out_rather_than_outside_0
     assert [(r.run, r.cost, r.idle_share) for r in runs(lake, cfg, query()).rows] == [("r2", D(20), None)]
     story = runs(lake, cfg, query(run="r2")).story
     assert story.idle_shares() == {}  # the row's, from the story's parts
+    table = top_runs(cfg, lake, parse_window("2026-11-02", "2026-11-03"), 5)
+    assert [r["idle_share_pct"] for r in table.rows] == [None] and table.notes == [NO_IDLE_SHARE]
     assert [i["share"] for i in story.to_json()["idle"]] == ["0.7500"]  # while it held them: the credit is after

@@ -44,6 +44,11 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
                          "what no job held is the cluster's idle (`spendlake runs`, `attribute --by job_type`).")]
 
 
+# a billed run without an idle share: its instances' idle lies outside 0-100% of their cost (shares.py)
+NO_IDLE_SHARE = ("A run's idle share shows — where credits make its instances' cost net, so their idle is no share "
+                 "of it (`spendlake runs --run R --format json` gives each instance's window_cost and window_idle).")
+
+
 def top_runs(config: Config, lake: Lake, month: Window, top: int) -> Table:
     result = runs(lake, config, RunsQuery(month, top=top))
     rows = [{"run": r.run, "team": r.values.get("team"), "project": r.values.get("project"),
@@ -55,7 +60,8 @@ def top_runs(config: Config, lake: Lake, month: Window, top: int) -> Table:
         Column("run", "run"), Column("team", "team"), Column("project", "project"), Column("job_type", "job type"),
         Column("cluster", "cluster"), Column("jobs", "jobs", "count"), Column("gpu_hours", "GPU-hours", "count"),
         Column("state", "last state"), Column("currency", "currency"), Column("cost", "month to date", "money"),
-        Column("idle_share_pct", "idle of its instances", "percent")], rows=rows, markdown=(("run",), "cost"))
+        Column("idle_share_pct", "idle of its instances", "percent")], rows=rows, markdown=(("run",), "cost"),
+        notes=[NO_IDLE_SHARE] if any(r["currency"] and r["idle_share_pct"] is None for r in rows) else [])
 
 
 def unfinished_jobs(usage) -> Table:
