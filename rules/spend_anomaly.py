@@ -282,8 +282,12 @@ class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
                        f"expected, inside a planned run ({usd(planned_usd)} planned) — expected, not an anomaly.")
             severity, excess = "info", Decimal(0)
         else:
-            state = "and still is" if episode.ongoing else f"until {latest.day}"
-            summary = (f"{where} has spent above its expected band since {episode.start} {state}: "
+            if episode.ongoing:
+                when = f"has spent above its expected band since {episode.start} and still is"
+            else:  # ended: "since 2026-11-28 until 2026-11-28" read as a span of a one-day episode
+                span = f"on {episode.start}" if episode.start == latest.day else f"from {episode.start} to {latest.day}"
+                when = f"spent above its expected band {span}"
+            summary = (f"{where} {when}: "
                        f"{usd(latest.actual)} on {latest.day} against {usd(latest.expected)} expected, "
                        f"{usd(impact)} over in {len(episode.days)} day(s).")
             severity, excess = self.severity(impact), impact
