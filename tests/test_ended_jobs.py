@@ -138,7 +138,7 @@ def test_each_job_snapshot_record_is_read_once_and_the_warning_opens_no_query_co
     monkeypatch.setattr(Lake, "query", lambda *args, **kwargs: pytest.fail("a query connection"))
     con = lake.writer()
     try:
-        inventory._warn_ended(lake, con, "slurm", "2026-11-05")
+        inventory._warn_ended(lake, con, "slurm", "2026-11-05", windowed=True)
     finally:
         con.close()
     assert sorted(reads) == ["snapshot_date=2026-11-02.json", "snapshot_date=2026-11-05.json"]
@@ -215,3 +215,17 @@ def test_what_a_snapshot_asked_does_not_change_what_it_ends(tmp_path):
     next_snapshot(lake, [B], hours=24 * 3, question=NARROWER)  # the same records, the same times
     assert by(lake, cfg, ["run"]) == ENDED
     assert materialise(lake, cfg).built == 0  # the stored rollups stand
+
+
+def test_a_snapshot_of_files_after_a_window_ends_its_running_jobs_the_files_do_not_hold(tmp_path):
+    """slurm-jobs switched from slurmrestd (`url`) to sacct files (`path`): the files' snapshots
+    hold no window times, so A, running in the last window, ran on for ever unless a file held
+    it ($346.67 of $400). A snapshot without times is newer all the same: A ended when last
+    seen; a file holding A gives its end."""
+    lake, cfg = lake_seen_running(tmp_path)
+    add_jobs(lake, [B], snapshot="2026-11-05")  # read from files: no times in its record
+    assert by(lake, cfg, ["run"]) == ENDED
+    assert_ties_out(lake, cfg)
+    done = job("A", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="a")
+    add_jobs(lake, [done, B], snapshot="2026-11-06")
+    assert by(lake, cfg, ["run"]) == {"a": D(80), "b": D(80), "idle": D(240)}

@@ -341,6 +341,38 @@ def test_sacct_files_record_no_window(tmp_path):
     assert "taken_at" not in json.loads(record.read_text())
 
 
+def test_switched_to_sacct_files_a_running_job_they_do_not_hold_ends_when_last_seen_and_says_so(
+        tmp_path, slurmrestd, caplog):
+    """slurm-jobs switched from `url` to `path`: the files' snapshots hold no window times, so
+    job 2, running in slurmrestd's last window and not in the files, ran on for ever; it ends
+    when last seen, said with the sacct that gives its end, and a file holding it gives it."""
+    url, server = slurmrestd
+    answer = json.loads(ANSWER)
+    running = next(job for job in answer["jobs"] if job["job_id"] == 2)
+    running["state"]["current"], running["time"]["end"] = "RUNNING", 0
+    server.plan.append((200, json.dumps(answer).encode()))
+    without = json.loads((DATA / "slurm" / "sacct.json").read_text())
+    without["jobs"] = [job for job in without["jobs"] if job["job_id"] != 2]
+    (tmp_path / "without-2.json").write_text(json.dumps(without))
+
+    def inventory(now: datetime, **read) -> list[tuple]:
+        config = parse_config({"lake": str(tmp_path / "lake"),
+                               "inventory": [{"name": "slurm", "kind": "slurm-jobs", "lookback_hours": 24, **read}]})
+        assert run_inventory(config, now=now)[0].error is None
+        with Lake(tmp_path / "lake").query() as con:
+            return con.execute(f"SELECT end_time FROM ({newest_records(f'({SETTLED_JOBS})')}) "
+                               "WHERE newest = 1 AND record_id = 'spendlake/2@1796174389'").fetchall()
+
+    assert inventory(NOW, url=url, api_version="v0.0.38") == [(None,)]
+    caplog.set_level(logging.WARNING)
+    assert inventory(NOW + timedelta(days=1), path=str(tmp_path / "without-2.json")) == [(datetime(2026, 12, 2, 6),)]
+    [said] = [r.getMessage() for r in caplog.records if "taken to have ended" in r.getMessage()]
+    assert "1 job record(s) running when an earlier snapshot was taken are not in this one" in said
+    assert said.endswith("; sacct files holding it give its end: sacct -S 2026-12-02)")
+    ended = datetime.fromtimestamp(1796174394, timezone.utc).replace(tzinfo=None)
+    assert inventory(NOW + timedelta(days=2), path=str(DATA / "slurm" / "sacct.json")) == [(ended,)]
+
+
 def test_a_damaged_snapshot_of_another_source_leaves_this_one_stored(tmp_path, slurmrestd, caplog):
     url, _ = slurmrestd
     config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [

@@ -239,6 +239,17 @@ def test_a_job_a_later_window_left_out_ended_when_last_seen_on_spark(tmp_path):
     assert on_spark.to_json() == attribute(lake, config, EVERYTHING, by=("run",)).to_json()
 
 
+def test_a_snapshot_of_files_after_a_window_ends_the_job_when_last_seen_on_spark(tmp_path):
+    # tests/test_ended_jobs.py: slurm-jobs switched to sacct files not holding A ends it (A $40)
+    from tests.attribution_helpers import add_jobs
+    from tests.test_ended_jobs import B, ENDED, lake_seen_running
+
+    lake, config = lake_seen_running(tmp_path)
+    add_jobs(lake, [B], snapshot="2026-11-05")
+    on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
+    assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == ENDED
+
+
 def test_a_later_window_asking_otherwise_ends_the_job_when_last_seen_on_spark(tmp_path):
     # tests/test_ended_jobs.py: a snapshot asking otherwise, its window reaching back, ends A
     # when last seen (running on, it took $346.67)

@@ -95,6 +95,7 @@ def _left_out(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str,
         "AND s.snapshot_date = CAST(j.snapshot_date AS VARCHAR) JOIN job_snapshots AS n ON n.source = s.source "
         f"AND n.snapshot_date = $date AND {newer} "
         "WHERE j.newest = 1 AND j.source = $source AND j.end_time IS NULL AND j.start_time IS NOT NULL "
+        "AND s.taken_at IS NOT NULL "
         "AND s.snapshot_date < $date AND NOT EXISTS (SELECT 1 FROM job_snapshots AS m WHERE m.source = s.source "
         "AND m.snapshot_date > s.snapshot_date AND m.snapshot_date < $date)",
         {"date": snapshot_date, "source": source}).fetchone()

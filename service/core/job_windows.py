@@ -11,7 +11,9 @@ longer knows the job: a Prometheus that lost its data, slurmdbd purged): either 
 was last seen when S was taken, and holding its GPUs on would take every later bill's hours
 from the jobs seen there and from idle; a still newer snapshot holding it again is its
 newest record and runs it on. Snapshots without these times (files read, older records) end
-nothing.
+none of their own records, but are newer snapshots all the same: a source switched from
+slurmrestd to sacct files (`url` to `path`) whose files do not hold a job its last window saw
+running ends it when last seen, as a window would (else it ran on for ever).
 
 Each record also holds the `fingerprint` of the source's settings that decide which jobs a
 read returns (a hash: a URL may hold a secret): a newer snapshot that asked otherwise ends
@@ -59,15 +61,15 @@ def asked_alike(newer: str, older: str) -> str:
 
 def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
     """(source, snapshot_date, taken_at, window_start, fingerprint or None) of each `(snapshot
-    path or URL, its record)` whose record holds both times (naive UTC, as the lake's); others
-    are left out."""
+    path or URL, its record)`: the times naive UTC, as the lake's; both None unless its record
+    holds both (a snapshot of files ends nothing of its own, but is newer than a window's)."""
     rows = []
     for path, record in records:
         source, partition = str(path).rsplit("/", 3)[-3:-1]
         try:
             taken, start = (_naive(datetime.fromisoformat((record or {})[name])) for name in WINDOW_FIELDS)
         except (KeyError, TypeError, ValueError):
-            continue
+            taken = start = None
         fingerprint = record.get(FINGERPRINT) if record else None
         rows.append((source.split("=", 1)[1], partition.split("=", 1)[1], taken, start,
                      fingerprint if isinstance(fingerprint, str) else None))

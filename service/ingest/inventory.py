@@ -26,7 +26,7 @@ from service.core.claims import claim
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, data_end, parse_utc
 from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error
-from service.core.job_windows import window_fields
+from service.core.job_windows import window_fields, window_stamp
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
@@ -124,8 +124,8 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             _set_aside_damaged(lake, source.name, written)
             if kind == "jobs-file" and any(part.startswith("jobs ") for part in outcome.rows):
                 _warn_old_record_ids(lake, con, source.name)
-            if _window(source, "jobs", now) and any(part.startswith("jobs ") for part in outcome.rows):
-                _warn_ended(lake, con, source.name, day)
+            if any(part.startswith("jobs ") for part in outcome.rows):
+                _warn_ended(lake, con, source.name, day, windowed=_window(source, "jobs", now) is not None)
             if kind == "k8s-pods" and written:
                 [(pods, labelled)] = con.execute("SELECT count(*), count(labels) FROM read_parquet(?)",
                                                  [[str(path) for path in written]]).fetchall()
@@ -252,11 +252,16 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
             if window else None)
 
 
-def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: str) -> None:
+def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: str, *, windowed: bool) -> None:
     """Job records this snapshot ends (running when an earlier one was taken, absent from it,
     asking the same or otherwise: its source's settings changed): said once, by the run that
-    ends them. Read on the run's own connection through the job views alone: a query
+    ends them. A snapshot of files (not `windowed`) ends only a window's: looked for when the
+    source had one. Read on the run's own connection through the job views alone: a query
     connection would check every cost partition and inventory table first."""
+    if not windowed and not any(window_stamp(read_record(lake.root, folder / DATA_FILE)) for folder in
+                                lake.table_dir("jobs").glob(f"source={source}/snapshot_date=*")
+                                if folder.name < f"snapshot_date={day}"):
+        return
     try:
         lake.table_views(con, ("jobs",))
         ended, first, seen = newly_ended(con, source, day)
@@ -267,7 +272,8 @@ def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: st
     if ended:
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
                     "one (first: %s, last seen %s UTC): each is taken to have ended when last seen, its GPUs idle since "
-                    "(a newer snapshot holding it again runs it on)", source, ended, first, seen)
+                    "(a newer snapshot holding it again runs it on%s)", source, ended, first, seen,
+                    "" if windowed else f"; sacct files holding it give its end: sacct -S {seen:%Y-%m-%d}")
     if unasked:
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
                     "one, which asked otherwise (the source's settings that choose the jobs changed; first: %s, last "
