@@ -229,3 +229,22 @@ def test_a_snapshot_of_files_after_a_window_ends_its_running_jobs_the_files_do_n
     done = job("A", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="a")
     add_jobs(lake, [done, B], snapshot="2026-11-06")
     assert by(lake, cfg, ["run"]) == {"a": D(80), "b": D(80), "idle": D(240)}
+
+
+def test_a_renamed_window_sources_snapshots_count_nowhere_and_forget_removes_them(tmp_path):
+    """slurm renamed slurm-p5, whose window does not hold A: the old name's snapshots are orphans
+    like its cost partitions, so A is placed nowhere (its half hour idle: README says so) rather
+    than running on from the old name's last snapshot (A $346.67 where every source counts)."""
+    from service.core.lake import Lake
+
+    lake, cfg = lake_seen_running(tmp_path)
+    add_jobs(lake, [B], source="slurm-p5", snapshot="2026-11-05",
+             facts=window_fields(datetime(2026, 11, 5, 8, tzinfo=timezone.utc), 48))
+    assert by(lake, cfg, ["run"]) == RUNNING  # no config: every source the lake holds counts
+    renamed = Lake(lake.root, sources=["cur", "slurm-p5"])
+    assert by(renamed, cfg, ["run"]) == {"b": D(80), "idle": D(320)}
+    assert [r.run for r in runs(renamed, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-21")).rows] == ["b"]
+    assert_ties_out(renamed, cfg)
+    assert renamed.orphans() == {"slurm": ["jobs"]}
+    assert renamed.forget("slurm") == ["jobs"]
+    assert by(Lake(lake.root), cfg, ["run"]) == {"b": D(80), "idle": D(320)}
