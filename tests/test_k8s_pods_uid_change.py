@@ -202,3 +202,33 @@ def test_read_by_name_without_creation_times_a_new_uid_on_kube_pod_info_is_a_new
                          "values": [(t, 2.0) for t in range(1000, 1600, 60)]}])
     table.add_info(listed)
     assert sorted((r["record_id"], r["gpus"]) for r in table.rows(())) == [("p5/u-1", 2.0), ("p5/u-2", 2.0)]
+
+
+def test_a_days_snapshot_taken_again_after_a_rename_of_the_cluster_keeps_the_pod_one_job(tmp_path):
+    """Inventory run again the same day keeps the jobs only the earlier snapshot held
+    (job_windows.kept_earlier); the source's `cluster` renamed p5 -> eks-p5 in between, w-0's
+    earlier record p5/u-w0 is not one of them: its uid is in the later one (kept, it outranked
+    eks-p5/u-w0 in the snapshot and ended the pod at 10:20 under p5)."""
+    from connectors.jobs_base import jobs_relation
+    from service.core.job_windows import kept_earlier
+    from service.core.snapshot_ledger import read_record
+
+    lake = make_lake(tmp_path, [line("2026-11-02T10:00:00", "80", resource=INSTANCE, instance_type="p5.48xlarge",
+                                     tags={"team": "platform"})])
+    seen = datetime.fromtimestamp(T0 + 60 * 20, timezone.utc)
+    add_jobs(lake, pod_rows(uid_on_requests=True, minutes=20), source="k8s", snapshot="2026-11-02",
+             facts=window_fields(seen, 1))
+    earlier = lake.partition_file("jobs", [("source", "k8s"), ("snapshot_date", "2026-11-02")])
+    con = lake.connect()
+    try:
+        done = jobs_relation(con, pod_rows(uid_on_requests=True, minutes=40, done_at=30, cluster="eks-p5"))
+        relation, facts = kept_earlier(con, done, str(earlier), read_record(lake.root, earlier),
+                                       window_fields(seen + timedelta(minutes=20), 1))
+        lake.commit_snapshot(con, relation, table="jobs", source="k8s", key="snapshot_date", value="2026-11-02",
+                             facts=facts)
+    finally:
+        con.close()
+    cfg = config({"clusters": {}}, lake)
+    result = attribute(lake, cfg, HOUR, by=("run", "cluster"))
+    assert {(r.values["run"], r.values["cluster"]): r.cost for r in result.rows if r.cost} == ONCE
+    assert facts["window_start"] == window_fields(seen, 1)["window_start"]

@@ -373,6 +373,30 @@ def test_switched_to_sacct_files_a_running_job_they_do_not_hold_ends_when_last_s
     assert inventory(NOW + timedelta(days=2), path=str(DATA / "slurm" / "sacct.json")) == [(ended,)]
 
 
+def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tmp_path, slurmrestd, caplog):
+    """Inventory run again the same day replaces the day's snapshot; with lookback_hours 6 the
+    23:00 run reads from 17:00, so job 2, running at 06:00 and ended before 17:00, was in no
+    snapshot any more: its GPU-hours idle, the run gone from `runs`. The earlier snapshot's jobs
+    the later one does not hold are kept, a running one ended when it was last seen, and the
+    day's record reads from the earlier window's start."""
+    url, server = slurmrestd
+    answer = json.loads(ANSWER)
+    running = next(job for job in answer["jobs"] if job["job_id"] == 2)
+    running["state"]["current"], running["time"]["end"] = "RUNNING", 0
+    answer["jobs"] = [running]
+    server.plan += [(200, json.dumps(answer).encode()), (200, json.dumps({"jobs": []}).encode())]
+    config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38", "lookback_hours": 6}]})
+    for now in (NOW, NOW + timedelta(hours=17)):  # 06:00 and 23:00, 2026-12-02
+        assert run_inventory(config, now=now)[0].error is None
+    with Lake(tmp_path / "lake").query() as con:
+        assert con.execute(f"SELECT record_id, state, end_time FROM ({SETTLED_JOBS})").fetchall() == [
+            ("spendlake/2@1796174389", "RUNNING", datetime(2026, 12, 2, 6))]
+    [record] = (tmp_path / "lake/_ledger/snapshots/jobs/source=slurm").glob("*.json")
+    assert (json.loads(record.read_text())["taken_at"], json.loads(record.read_text())["window_start"]) == (
+        "2026-12-02T23:00:00+00:00", "2026-12-02T00:00:00+00:00")
+
+
 def test_a_damaged_snapshot_of_another_source_leaves_this_one_stored(tmp_path, slurmrestd, caplog):
     url, _ = slurmrestd
     config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [

@@ -46,6 +46,7 @@ from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_
 from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
 from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
+from service.core.job_windows import POD_UID
 
 FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
 MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
@@ -80,10 +81,6 @@ NEWEST_RECORD = ("row_number() OVER (PARTITION BY CASE WHEN scheduler = 'slurm' 
                  "ELSE record_id END, CASE WHEN scheduler IN ('slurm', 'kubernetes') THEN submit_time END, "
                  "CASE WHEN scheduler = 'kubernetes' THEN a_pod END "
                  "ORDER BY snapshot_date DESC, source DESC, record_id DESC)")
-# A pod's uid: the last part of a <cluster>/<uid> record. Unique across clusters, it is the pod
-# whatever the source's `cluster` was named when the record was read (a rename would make two).
-POD_UID = ("CASE WHEN scheduler = 'kubernetes' AND record_id = concat(coalesce(cluster, ''), '/', "
-           "regexp_replace(record_id, '^.*/', '')) THEN regexp_replace(record_id, '^.*/', '') END")
 
 
 def _of_pods(*keys: str) -> str:

@@ -21,6 +21,11 @@ S's running jobs it does not hold as any other does, and `inventory` says they a
 asked about (say a namespace no longer read) so a setting changed by mistake is seen. A
 record without a fingerprint (written before 2026-12-04) is taken to have asked the same as
 any other.
+
+A source's snapshot of a day is replaced when inventory runs again that day; a window shorter
+than the time since the earlier run would lose the jobs only the earlier one held (their
+GPU-hours idle), so the later keeps them (`kept_earlier`): a running one ended when the
+earlier was taken, as a newer snapshot of another day would end it.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ from typing import Any
 
 import duckdb
 
+# A pod's uid: the last part of a <cluster>/<uid> record. Unique across clusters, it is the pod
+# whatever the source's `cluster` was named when the record was read (a rename would make two).
+POD_UID = ("CASE WHEN scheduler = 'kubernetes' AND record_id = concat(coalesce(cluster, ''), '/', "
+           "regexp_replace(record_id, '^.*/', '')) THEN regexp_replace(record_id, '^.*/', '') END")
 WINDOW_FIELDS = ("taken_at", "window_start")
 FINGERPRINT = "fingerprint"
 VIEW = "job_snapshots"
@@ -96,3 +105,28 @@ def create_view(con: duckdb.DuckDBPyConnection, rows: list[tuple]) -> None:
 
 def _naive(moment: datetime) -> datetime:
     return (moment.astimezone(timezone.utc) if moment.tzinfo else moment).replace(tzinfo=None)
+
+
+def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, earlier: str,
+                 record: dict | None, facts: dict[str, str]) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
+    """`relation` (a window snapshot's job records, `facts` its record's window_fields) with the
+    records of the same day's `earlier` snapshot file (whole; `record` its record) that it does
+    not hold (by record, or a pod by its uid: its source's `cluster` renamed in between), a
+    running one ended when the earlier was taken; the facts reading from the earlier start. An
+    earlier snapshot without times (files read, an older record) is replaced as before."""
+    try:
+        taken, start = (datetime.fromisoformat((record or {})[name]) for name in WINDOW_FIELDS)
+    except (KeyError, TypeError, ValueError):
+        return relation, facts
+    view = f"later_{hashlib.sha256(earlier.encode()).hexdigest()[:16]}"
+    relation.create_view(view)
+    kept = con.sql(f"SELECT * FROM {view} UNION ALL BY NAME SELECT e.* EXCLUDE (a_uid) REPLACE (CASE WHEN "
+                   "e.end_time IS NULL AND e.start_time IS NOT NULL THEN greatest(e.start_time, $taken) "
+                   f"ELSE e.end_time END AS end_time) FROM (SELECT *, {POD_UID} AS a_uid "
+                   "FROM read_parquet($earlier, hive_partitioning = false)) AS e "
+                   f"WHERE e.record_id NOT IN (SELECT record_id FROM {view}) AND (e.a_uid IS NULL OR "
+                   f"e.a_uid NOT IN (SELECT {POD_UID} FROM {view} WHERE {POD_UID} IS NOT NULL))",
+                   params={"taken": _naive(taken), "earlier": earlier})
+    if start < datetime.fromisoformat(facts["window_start"]):
+        facts = {**facts, "window_start": record["window_start"]}  # type: ignore[index]
+    return kept, facts

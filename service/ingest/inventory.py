@@ -26,11 +26,11 @@ from service.core.claims import claim
 from service.core.config import Config, InventorySource
 from service.core.coverage import STATE_KEY, data_end, parse_utc
 from service.core.errors import DataError, LakeBusyError, SpendlakeError, duckdb_error
-from service.core.job_windows import window_fields, window_stamp
+from service.core.job_windows import kept_earlier, window_fields, window_stamp
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
-from service.core.snapshot_ledger import SET_ASIDE, read_record, set_aside_damaged, set_aside_files
+from service.core.snapshot_ledger import SET_ASIDE, check_snapshot, read_record, set_aside_damaged, set_aside_files
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
@@ -108,10 +108,12 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             with lake.scratch() as scratch:
                 for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
                     key = INVENTORY_PARTITION[table]
+                    facts = _window(source, table, now)
+                    relation, facts = _with_earlier(lake, con, relation, source.name, value, facts)
                     relation = relation.order(", ".join(_sort_key(table)))
                     try:
                         path = lake.commit_snapshot(con, relation, table=table, source=source.name,
-                                                    key=key, value=value, facts=_window(source, table, now))
+                                                    key=key, value=value, facts=facts)
                         count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
                     except duckdb.Error as exc:
                         raise duckdb_error(exc, f"could not write {table}", where=f"inventory.{source.name}",
@@ -250,6 +252,16 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
                                   (source.kind == "slurm-jobs" and source.url))  # type: ignore[attr-defined]
     return (window_fields(now, source.lookback_hours, source.question())  # type: ignore[attr-defined]
             if window else None)
+
+
+def _with_earlier(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, source: str,
+                  day: str, facts: dict[str, str] | None) -> tuple[duckdb.DuckDBPyRelation, dict[str, str] | None]:
+    """A window job snapshot (`facts`) and the jobs only the day's earlier one held (job_windows.
+    kept_earlier); that one whole by its record, else replaced as before (a damaged one repaired)."""
+    earlier = lake.partition_file("jobs", [("source", source), ("snapshot_date", day)])
+    if facts is None or not earlier.is_file() or not check_snapshot(lake, earlier).ok:
+        return relation, facts
+    return kept_earlier(con, relation, str(earlier), read_record(lake.root, earlier), facts)
 
 
 def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: str, *, windowed: bool) -> None:
