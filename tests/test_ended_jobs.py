@@ -248,3 +248,31 @@ def test_a_renamed_window_sources_snapshots_count_nowhere_and_forget_removes_the
     assert renamed.orphans() == {"slurm": ["jobs"]}
     assert renamed.forget("slurm") == ["jobs"]
     assert by(Lake(lake.root), cfg, ["run"]) == {"b": D(80), "idle": D(320)}
+
+
+def test_a_newer_record_without_the_end_an_older_one_holds_does_not_run_the_job_on(tmp_path):
+    """Two sources of one cluster: slurmrestd saw A end at 11:00; a sacct dump taken while A ran,
+    read again each day as a source of its own, is always the newest snapshot holding A, and ran
+    it on for ever ($346.67 of $400). An attempt that ended does not run again: the record that
+    holds its end wins, a newer one without it is stale (its own window-ended end does not count)."""
+    lake, cfg = setup(tmp_path, LINES, [])
+    done = job("A", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="a")
+    add_jobs(lake, [done, B], snapshot="2026-11-03", facts=window_fields(datetime(2026, 11, 3, 8, tzinfo=timezone.utc), 48))
+    add_jobs(lake, [A], source="slurm-dump", snapshot="2026-11-05")
+    assert by(lake, cfg, ["run"]) == {"a": D(80), "b": D(80), "idle": D(240)}
+    assert_ties_out(lake, cfg)
+    query = RunsQuery.parse(since="2026-11-02", until="2026-11-21")
+    [a] = [r for r in runs(lake, cfg, query).rows if r.run == "a"]
+    assert (a.end, a.cost, a.state) == (datetime(2026, 11, 2, 11, tzinfo=timezone.utc), D(80), "COMPLETED")
+
+
+def test_within_a_source_its_newest_record_wins_over_an_older_end(tmp_path):
+    """Only another source's end outranks a newer record: a day's snapshot taken again keeps a
+    job it no longer reads with the end it was last seen at (inventory's kept_earlier); seen
+    running again in a later snapshot of its source, it runs on, as it did."""
+    lake, cfg = setup(tmp_path, LINES, [])
+    kept = job("A", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], state="RUNNING",
+               run_id="a")
+    add_jobs(lake, [kept], snapshot="2026-11-02", facts=window_fields(SEEN, 1))
+    next_snapshot(lake, [A, B])
+    assert by(lake, cfg, ["run"]) == RUNNING

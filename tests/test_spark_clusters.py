@@ -250,6 +250,21 @@ def test_a_snapshot_of_files_after_a_window_ends_the_job_when_last_seen_on_spark
     assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == ENDED
 
 
+def test_a_newer_record_without_the_end_an_older_one_holds_does_not_run_the_job_on_on_spark(tmp_path):
+    # tests/test_ended_jobs.py: a daily re-read sacct dump holding A running, A ended at 11:00
+    from tests.attribution_helpers import add_jobs
+    from tests.test_clusters_allocation import job, setup
+    from tests.test_ended_jobs import A, B, LINES
+    from service.core.job_windows import window_fields
+
+    lake, config = setup(tmp_path, LINES, [])
+    done = job("A", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="a")
+    add_jobs(lake, [done, B], snapshot="2026-11-03", facts=window_fields(datetime(2026, 11, 3, 8, tzinfo=timezone.utc), 48))
+    add_jobs(lake, [A], source="slurm-dump", snapshot="2026-11-05")
+    on_spark = attribute(lake, config, EVERYTHING, by=("run",), engine=SPARK)
+    assert {row.values["run"]: row.cost for row in on_spark.rows if row.cost} == {"a": 80, "b": 80, "idle": 240}
+
+
 def test_a_later_window_asking_otherwise_ends_the_job_when_last_seen_on_spark(tmp_path):
     # tests/test_ended_jobs.py: a snapshot asking otherwise, its window reaching back, ends A
     # when last seen (running on, it took $346.67)

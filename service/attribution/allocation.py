@@ -67,7 +67,7 @@ JOB_COLUMNS = {"run": "run_id", "job_state": "state", "cluster": "cluster", "use
 EXTRA_TAGS = {"node": "node_tag", "cluster": "cluster_tag"}  # instance tags the allocation reads
 EKS_WORKLOAD_TAG = "aws:eks:workload-name"
 INSTANCE_ID = "CASE WHEN ResourceId LIKE 'arn:%' THEN regexp_replace(ResourceId, '^arn:.*/', '') ELSE ResourceId END"
-# Rank 1: a job record as the newest snapshot holding it shows it (DuckDB and Spark SQL alike).
+# A job record's job (DuckDB and Spark SQL alike).
 # A Slurm attempt is its id without the submit epoch (cluster, raw job id) and its submit time as
 # stored (UTC), not the id's text: ids before 2026-12-03 took the epoch in the host's zone, so on
 # a non-UTC host an old and a new snapshot of one attempt hold different ids (it counted twice).
@@ -76,11 +76,18 @@ INSTANCE_ID = "CASE WHEN ResourceId LIKE 'arn:%' THEN regexp_replace(ResourceId,
 # <cluster>/<uid>, or <cluster>/<ns>/<pod>@<start> in a window read by name before 2026-12-04,
 # so a pod running across such a change held two ids, the older running on for ever (two pods
 # of one name are never created in one second: the second is created once the first is gone).
-NEWEST_RECORD = ("row_number() OVER (PARTITION BY CASE WHEN scheduler = 'slurm' THEN regexp_replace(record_id, "
-                 "'@[0-9]+$', '') WHEN scheduler = 'kubernetes' AND submit_time IS NOT NULL THEN job_id "
-                 "ELSE record_id END, CASE WHEN scheduler IN ('slurm', 'kubernetes') THEN submit_time END, "
-                 "CASE WHEN scheduler = 'kubernetes' THEN a_pod END "
-                 "ORDER BY snapshot_date DESC, source DESC, record_id DESC)")
+JOB_KEY = ("CASE WHEN scheduler = 'slurm' THEN regexp_replace(record_id, '@[0-9]+$', '') WHEN scheduler = "
+           "'kubernetes' AND submit_time IS NOT NULL THEN job_id ELSE record_id END, CASE WHEN scheduler IN "
+           "('slurm', 'kubernetes') THEN submit_time END, CASE WHEN scheduler = 'kubernetes' THEN a_pod END")
+# `a_final` 0: the record holds the job's end as read (`{ended}`) and is its source's newest of
+# the job. Rank 1: a job's record as the newest snapshot holding it shows it, unless another
+# source's newest holds its end (an attempt or a pod that ended does not run again: a sacct
+# dump taken while it ran, read again each day as a source of its own beside the live one, is
+# stale); the newest of those. Within a source the newest wins, so a job seen again runs on.
+FINAL = (f"CASE WHEN {{ended}} AND row_number() OVER (PARTITION BY {JOB_KEY}, source "
+         "ORDER BY snapshot_date DESC, record_id DESC) = 1 THEN 0 ELSE 1 END")
+NEWEST_RECORD = (f"row_number() OVER (PARTITION BY {JOB_KEY} "
+                 "ORDER BY a_final, snapshot_date DESC, source DESC, record_id DESC)")
 
 
 def _of_pods(*keys: str) -> str:
@@ -101,15 +108,16 @@ POD = (f"coalesce(a_uid, CASE WHEN min(a_uid) {_OF_NAME} = max(a_uid) {_OF_NAME}
        f"min({_UID_CLUSTER}) {_OF_NAME} OR coalesce(cluster, '') = max({_UID_CLUSTER}) {_OF_NAME} OR "
        f"min(CASE WHEN a_uid IS NOT NULL THEN snapshot_date END) {_OF_NAME} > snapshot_date) "
        f"THEN max(a_uid) {_OF_NAME} END, concat('cluster ', coalesce(cluster, '')))")
-POD_COLUMNS = ("a_uid", "a_pod")  # what newest_records adds besides the rank
+RECORD_COLUMNS = ("a_uid", "a_pod", "a_final")  # what newest_records adds besides the rank
 
 
-def newest_records(relation: str, rank: str = "newest") -> str:
+def newest_records(relation: str, rank: str = "newest", ended: str = "end_time IS NOT NULL") -> str:
     """The job records of `relation` (a table or a parenthesised query), each with its `a_pod`
-    (and the columns it is made from: POD_COLUMNS) and its `rank` (NEWEST_RECORD: 1 as the
-    newest snapshot holding it shows it). DuckDB and Spark SQL alike."""
-    return (f"SELECT *, {NEWEST_RECORD} AS {rank} FROM (SELECT *, {POD} AS a_pod FROM (SELECT *, {POD_UID} AS a_uid "
-            f"FROM {relation} AS r) AS u) AS j")
+    (and the columns it is made from: RECORD_COLUMNS) and its `rank` (NEWEST_RECORD: 1 as the
+    newest snapshot holding it shows it, or another source's with the end; `ended`: true of a
+    record holding its end as read, SETTLED_ENDED over SETTLED_JOBS). DuckDB and Spark SQL alike."""
+    return (f"SELECT *, {NEWEST_RECORD} AS {rank} FROM (SELECT *, {FINAL.format(ended=ended)} AS a_final FROM "
+            f"(SELECT *, {POD} AS a_pod FROM (SELECT *, {POD_UID} AS a_uid FROM {relation} AS r) AS u) AS p) AS j")
 
 
 # Job history as its readers take it (in place of `jobs`, before NEWEST_RECORD: a row's end
@@ -117,12 +125,21 @@ def newest_records(relation: str, rank: str = "newest") -> str:
 # running when snapshot S was taken, that a newer snapshot of the source (whatever it read
 # from or asked) does not hold, ended when S was taken (service/core/job_windows.py). Its
 # state stays as stored; having an end, it no longer runs. The hours since go to idle.
+# SETTLED_ENDED: whether it held its end as read (NEWEST_RECORD's `ended`).
+SETTLED_ENDED = "a_ended"
 SETTLED_JOBS = ("SELECT j.* REPLACE (CASE WHEN j.end_time IS NULL AND j.start_time IS NOT NULL "
-                "AND e.taken_at IS NOT NULL THEN greatest(j.start_time, e.taken_at) ELSE j.end_time END AS end_time) "
+                "AND e.taken_at IS NOT NULL THEN greatest(j.start_time, e.taken_at) ELSE j.end_time END AS end_time), "
+                f"j.end_time IS NOT NULL AS {SETTLED_ENDED} "
                 "FROM jobs AS j LEFT JOIN (SELECT s.source, s.snapshot_date, s.taken_at FROM job_snapshots AS s "
                 "WHERE EXISTS (SELECT 1 FROM job_snapshots AS n WHERE n.source = s.source "
                 "AND n.snapshot_date > s.snapshot_date)) "
                 "AS e ON e.source = j.source AND e.snapshot_date = CAST(j.snapshot_date AS VARCHAR)")
+SETTLED_COLUMNS = (SETTLED_ENDED, *RECORD_COLUMNS)  # what settled_records adds besides the rank
+
+
+def settled_records(rank: str = "newest") -> str:
+    """`newest_records` of SETTLED_JOBS (with SETTLED_COLUMNS)."""
+    return newest_records(f"({SETTLED_JOBS})", rank, SETTLED_ENDED)
 
 
 @dataclass(frozen=True)
@@ -164,7 +181,8 @@ def jobs_sql(inputs: AllocationInputs) -> str:
         "SELECT record_id, job_id, run_id, cluster, state, start_time AS j_start, "
         f"coalesce(end_time, {FAR}) AS j_end, gpus, nodes, instance_ids, \"user\", team, project, experiment, "
         "job_type, name, account, partition, qos, namespace, labels FROM ("
-        f"{newest_records(f'({SETTLED_JOBS})', 'a_newest')}) AS j WHERE a_newest = 1 AND start_time IS NOT NULL AND gpus > 0 "
+        f"{settled_records('a_newest')}) AS j WHERE a_newest = 1 "
+        "AND start_time IS NOT NULL AND gpus > 0 "
         f"AND coalesce(end_time, {FAR}) > start_time"
     )
 

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, POD_COLUMNS, SETTLED_JOBS, AllocationInputs,
-                                           Stage, allocation_ctes, extra_tag_aliases, jobs_sql, newest_records)
+from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, SETTLED_COLUMNS, AllocationInputs, Stage,
+                                           allocation_ctes, extra_tag_aliases, jobs_sql, settled_records)
 from service.attribution.allocation_stage import STAGED_TAGS, held_sql, keyed_lines, lines_sql, members_sql
 from service.attribution.grouped_lines import grouped_lines, grouped_steps, rule_fields
 from service.attribution.inventory_sql import inventory_tags_cte
@@ -394,6 +394,5 @@ def held_records_cte(params: Params, since: Any = None, until: Any = None, run: 
         kept.append(f"(end_time IS NULL OR end_time > {params.bind(since, 'since')})")
     if run is not None:
         kept.append(f"lower(trim(run_id)) = {params.bind(folded(run), 'run')}")
-    records = newest_records(f"({SETTLED_JOBS})")
-    return (f"j_records AS (SELECT * EXCLUDE (newest, {', '.join(POD_COLUMNS)}) FROM ({records}) AS j "
+    return (f"j_records AS (SELECT * EXCLUDE (newest, {', '.join(SETTLED_COLUMNS)}) FROM ({settled_records()}) AS j "
             f"WHERE {' AND '.join(kept)})")
