@@ -373,12 +373,9 @@ def test_switched_to_sacct_files_a_running_job_they_do_not_hold_ends_when_last_s
     assert inventory(NOW + timedelta(days=2), path=str(DATA / "slurm" / "sacct.json")) == [(ended,)]
 
 
-def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tmp_path, slurmrestd, caplog):
-    """Inventory run again the same day replaces the day's snapshot; with lookback_hours 6 the
-    23:00 run reads from 17:00, so job 2, running at 06:00 and ended before 17:00, was in no
-    snapshot any more: its GPU-hours idle, the run gone from `runs`. The earlier snapshot's jobs
-    the later one does not hold are kept, a running one ended when it was last seen, and the
-    day's record reads from the earlier window's start."""
+def read_twice_the_same_day(tmp_path, slurmrestd, *times: datetime) -> list[tuple]:
+    """slurmrestd answers job 2 running, then nothing; inventory (lookback_hours 6) runs at
+    `times`: the job records as their readers take them (record_id, state, end_time)."""
     url, server = slurmrestd
     answer = json.loads(ANSWER)
     running = next(job for job in answer["jobs"] if job["job_id"] == 2)
@@ -387,11 +384,20 @@ def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tm
     server.plan += [(200, json.dumps(answer).encode()), (200, json.dumps({"jobs": []}).encode())]
     config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
         {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38", "lookback_hours": 6}]})
-    for now in (NOW, NOW + timedelta(hours=17)):  # 06:00 and 23:00, 2026-12-02
+    for now in times:
         assert run_inventory(config, now=now)[0].error is None
     with Lake(tmp_path / "lake").query() as con:
-        assert con.execute(f"SELECT record_id, state, end_time FROM ({SETTLED_JOBS})").fetchall() == [
-            ("spendlake/2@1796174389", "RUNNING", datetime(2026, 12, 2, 6))]
+        return con.execute(f"SELECT record_id, state, end_time FROM ({SETTLED_JOBS})").fetchall()
+
+
+def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tmp_path, slurmrestd):
+    """Inventory run again the same day replaces the day's snapshot; with lookback_hours 6 the
+    23:00 run reads from 17:00, so job 2, running at 06:00 and ended before 17:00, was in no
+    snapshot any more: its GPU-hours idle, the run gone from `runs`. The earlier snapshot's jobs
+    the later one does not hold are kept, a running one ended when it was last seen, and the
+    day's record reads from the earlier window's start."""
+    settled = read_twice_the_same_day(tmp_path, slurmrestd, NOW, NOW + timedelta(hours=17))  # 06:00, 23:00
+    assert settled == [("spendlake/2@1796174389", "RUNNING", datetime(2026, 12, 2, 6))]
     [record] = (tmp_path / "lake/_ledger/snapshots/jobs/source=slurm").glob("*.json")
     assert (json.loads(record.read_text())["taken_at"], json.loads(record.read_text())["window_start"]) == (
         "2026-12-02T23:00:00+00:00", "2026-12-02T00:00:00+00:00")
@@ -411,3 +417,10 @@ def test_a_damaged_snapshot_of_another_source_leaves_this_one_stored(tmp_path, s
     assert outcome.error is None and outcome.rows == {"jobs snapshot_date=2026-12-02": len(SETTLED)}
     assert "could not count the job records its snapshot ends: " in caplog.text
     assert "jobs snapshot source=other/snapshot_date=2026-12-01 is truncated" in caplog.text
+
+
+def test_a_days_snapshot_taken_again_by_a_clock_set_back_ends_what_it_keeps_no_later_than_now(tmp_path, slurmrestd):
+    """The day's earlier snapshot was taken at 23:00 by a clock that ran ahead; set back, the run
+    at 06:00 keeps job 2 it no longer reads ended at 06:00, not at 23:00, hours not yet lived."""
+    settled = read_twice_the_same_day(tmp_path, slurmrestd, NOW + timedelta(hours=17), NOW)  # 23:00, then 06:00
+    assert [end for _, _, end in settled] == [datetime(2026, 12, 2, 6)]

@@ -112,10 +112,11 @@ def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelati
     """`relation` (a window snapshot's job records, `facts` its record's window_fields) with the
     records of the same day's `earlier` snapshot file (whole; `record` its record) that it does
     not hold (by record, or a pod by its uid: its source's `cluster` renamed in between), a
-    running one ended when the earlier was taken; the facts reading from the earlier start. An
-    earlier snapshot without times (files read, an older record) is replaced as before."""
+    running one ended when the earlier was taken (by a clock set back since: now at the latest);
+    the facts reading from the earlier start. An earlier snapshot without times (files read, an
+    older record) is replaced as before."""
     try:
-        taken, start = (datetime.fromisoformat((record or {})[name]) for name in WINDOW_FIELDS)
+        taken, start = (_naive(datetime.fromisoformat((record or {})[name])) for name in WINDOW_FIELDS)
     except (KeyError, TypeError, ValueError):
         return relation, facts
     view = f"later_{hashlib.sha256(earlier.encode()).hexdigest()[:16]}"
@@ -126,7 +127,8 @@ def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelati
                    "FROM read_parquet($earlier, hive_partitioning = false)) AS e "
                    f"WHERE e.record_id NOT IN (SELECT record_id FROM {view}) AND (e.a_uid IS NULL OR "
                    f"e.a_uid NOT IN (SELECT {POD_UID} FROM {view} WHERE {POD_UID} IS NOT NULL))",
-                   params={"taken": _naive(taken), "earlier": earlier})
-    if start < datetime.fromisoformat(facts["window_start"]):
+                   params={"taken": min(taken, _naive(datetime.fromisoformat(facts["taken_at"]))),  # clock set back
+                           "earlier": earlier})
+    if start < _naive(datetime.fromisoformat(facts["window_start"])):
         facts = {**facts, "window_start": record["window_start"]}  # type: ignore[index]
     return kept, facts
