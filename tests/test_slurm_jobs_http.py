@@ -373,9 +373,10 @@ def test_switched_to_sacct_files_a_running_job_they_do_not_hold_ends_when_last_s
     assert inventory(NOW + timedelta(days=2), path=str(DATA / "slurm" / "sacct.json")) == [(ended,)]
 
 
-def read_twice_the_same_day(tmp_path, slurmrestd, *times: datetime) -> list[tuple]:
+def read_twice_the_same_day(tmp_path, slurmrestd, *times: datetime, between=lambda: None) -> list[tuple]:
     """slurmrestd answers job 2 running, then nothing; inventory (lookback_hours 6) runs at
-    `times`: the job records as their readers take them (record_id, state, end_time)."""
+    `times` (`between` called after the first): the job records as their readers take them
+    (record_id, state, end_time)."""
     url, server = slurmrestd
     answer = json.loads(ANSWER)
     running = next(job for job in answer["jobs"] if job["job_id"] == 2)
@@ -384,10 +385,22 @@ def read_twice_the_same_day(tmp_path, slurmrestd, *times: datetime) -> list[tupl
     server.plan += [(200, json.dumps(answer).encode()), (200, json.dumps({"jobs": []}).encode())]
     config = parse_config({"lake": str(tmp_path / "lake"), "inventory": [
         {"name": "slurm", "kind": "slurm-jobs", "url": url, "api_version": "v0.0.38", "lookback_hours": 6}]})
-    for now in times:
+    for number, now in enumerate(times):
         assert run_inventory(config, now=now)[0].error is None
+        if number == 0:
+            between()
     with Lake(tmp_path / "lake").query() as con:
         return con.execute(f"SELECT record_id, state, end_time FROM ({SETTLED_JOBS})").fetchall()
+
+
+def test_a_days_snapshot_verify_found_altered_is_replaced_keeping_nothing_of_it(tmp_path, slurmrestd):
+    """The earlier snapshot passes the quick check but `verify` found its bytes altered: its
+    records are not kept into the day's new one, which replaces it as before (and repairs it)."""
+    lake = Lake(tmp_path / "lake")
+    altered = {"snapshot": "jobs/source=slurm/snapshot_date=2026-12-02", "state": "altered", "detail": "sha256"}
+    settled = read_twice_the_same_day(tmp_path, slurmrestd, NOW, NOW + timedelta(hours=17),
+                                      between=lambda: lake.write_state("snapshot_verify", {"problems": [altered]}))
+    assert settled == []
 
 
 def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tmp_path, slurmrestd):

@@ -30,7 +30,8 @@ from service.core.job_windows import kept_earlier, window_fields, window_stamp
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
-from service.core.snapshot_ledger import SET_ASIDE, check_snapshot, read_record, set_aside_damaged, set_aside_files
+from service.core.snapshot_ledger import (SET_ASIDE, check_snapshot, read_record, set_aside_damaged, set_aside_files,
+                                          sound)
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import iso_utc
 from service.core.units import aware_utc, utc_now_iso
@@ -257,9 +258,10 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
 def _with_earlier(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, source: str,
                   day: str, facts: dict[str, str] | None) -> tuple[duckdb.DuckDBPyRelation, dict[str, str] | None]:
     """A window job snapshot (`facts`) and the jobs only the day's earlier one held (job_windows.
-    kept_earlier); that one whole by its record, else replaced as before (a damaged one repaired)."""
+    kept_earlier); that one whole by its record and the last verify, else replaced as before (a
+    damaged one repaired)."""
     earlier = lake.partition_file("jobs", [("source", source), ("snapshot_date", day)])
-    if facts is None or not earlier.is_file() or not check_snapshot(lake, earlier).ok:
+    if facts is None or not earlier.is_file() or not sound(lake, [check_snapshot(lake, earlier)])[0].ok:
         return relation, facts
     return kept_earlier(con, relation, str(earlier), read_record(lake.root, earlier), facts)
 
