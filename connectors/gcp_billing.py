@@ -19,8 +19,10 @@ Money, as the issue and FOCUS ask:
   cost after all applicable discounts).
 JSON and Parquet FLOAT64 values are taken at their shortest decimal text, so `5e-06` is
 exactly 0.000005. `invoice.month` (YYYYMM) is the billing period.
-Tags = the project's labels overlaid by the resource's own `labels` (a resource label wins),
-keys and values as written. SkuId = `sku.id`, ChargeDescription = `sku.description`,
+Tags = the project's labels, overlaid by the resource manager `tags` (fields.tags: a short key
+two namespaces give one line is kept under each namespaced name), overlaid by the resource's own
+`labels`: the precedence `focus` gives Google's FOCUS view (connectors.tagsql.RANKED); keys and
+values as written. SkuId = `sku.id`, ChargeDescription = `sku.description`,
 ConsumedQuantity/Unit = `usage.amount`/`usage.unit`, PricingQuantity/Unit =
 `usage.amount_in_pricing_units`/`usage.pricing_unit`, PublisherName = `seller_name`
 (Marketplace), CommitmentDiscount* from a committed use discount credit (commitment_columns).
@@ -138,13 +140,25 @@ class Fields:
 
     def labels(self, path: str) -> str | None:
         pairs = self.repeated(path, '[{"key": "VARCHAR", "value": "VARCHAR"}]')
+        return pairs and self._as_map(pairs, f"list_transform({pairs}, lambda p: p.key)", path, "a label key")
+
+    def tags(self) -> str | None:
+        """Resource manager tags ({key, value, inherited, namespace}) by their short key, as
+        Google's FOCUS view lists them; a short key that two namespaces (an organization's and a
+        project's `env`) give one line keys each of them by its namespaced name, `<namespace>/<key>`
+        (`123456789012/env`), so neither value is dropped or picked at random."""
+        pairs = self.repeated("tags", '[{"key": "VARCHAR", "value": "VARCHAR", "namespace": "VARCHAR"}]')
         if pairs is None:
             return None
-        keys = f"list_transform({pairs}, lambda p: p.key)"
+        keys = (f"list_transform({pairs}, lambda p: CASE WHEN len(list_filter({pairs}, lambda q: q.key = p.key)) > 1 "
+                "THEN p.namespace || '/' || p.key ELSE p.key END)")
+        return self._as_map(pairs, keys, "tags", "a tag key")
+
+    def _as_map(self, pairs: str, keys: str, path: str, what: str) -> str:
         # list_distinct drops NULLs, so equal lengths mean every key present and unique
         as_map = (f"CASE WHEN len(list_distinct({keys})) = len({keys}) "
                   f"THEN map({keys}, list_transform({pairs}, lambda p: p.value)) END")
-        return parsed_or_fail(self.table, pairs, as_map, path, "a label key missing or given twice")
+        return parsed_or_fail(self.table, pairs, as_map, path, f"{what} missing or given twice")
 
     def credits_total(self) -> str | None:
         credits = self.repeated("credits", '[{"amount": "VARCHAR"}]')
@@ -182,7 +196,8 @@ def commitment_columns(fields: Fields) -> dict[str, str | None]:
 
 class GcpBillingConnector(FolderExport):
     kind = "gcp-billing"
-    reader_version = 1  # 1: a line without resource.global_name takes its resource.name as ResourceId
+    # 1: a line without resource.global_name takes its resource.name as ResourceId; 2: resource manager tags
+    reader_version = 2
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
 
@@ -210,10 +225,10 @@ class GcpBillingConnector(FolderExport):
         period_sql = parsed_or_fail(fields.table, month, period, "invoice.month", "not YYYYMM")
         cost = fields.money("cost")
         credits = fields.credits_total()
-        labels = fields.labels("labels")
-        project_labels = fields.labels("project.labels")
-        if labels and project_labels:
-            labels = f"map_concat(coalesce({project_labels}, MAP {{}}), coalesce({labels}, MAP {{}}))"
+        # map_concat keeps a key's last value: the resource's label wins, then its tag, then its project's label
+        layers = [m for m in (fields.labels("project.labels"), fields.tags(), fields.labels("labels")) if m]
+        tags = layers[0] if len(layers) == 1 else (
+            "map_concat(" + ", ".join(f"coalesce({m}, MAP {{}})" for m in layers) + ")" if layers else None)
         cost_type = fields.text("cost_type")
         expressions = {
             "BillingAccountId": fields.text("billing_account_id"),
@@ -246,7 +261,7 @@ class GcpBillingConnector(FolderExport):
             "PublisherName": fields.text("seller_name"),
             "ServiceProviderName": "'Google Cloud'",
             **commitment_columns(fields),
-            "Tags": labels or project_labels,
+            "Tags": tags,
             "x_credits": credits,
         }
         present = {k: v for k, v in expressions.items() if v}

@@ -93,6 +93,39 @@ def test_native_export_maps_nested_and_repeated_fields(tmp_path, fmt):
     assert rows[4][12] == {} and rows[4][3] is None
 
 
+# The export's `tags` column: the resource manager tags a line's resource has, its own or inherited
+TAGS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string()), ("inherited", pa.bool_()),
+                           ("namespace", pa.string())]))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_resource_manager_tags_are_tags_below_the_resources_labels_above_its_projects(tmp_path, fmt):
+    rows = [json.loads(line) for line in NDJSON.read_text().splitlines()]
+    # the GPU hour: labels team and experiment, project labels team and cost-center
+    rows[0]["tags"] = [
+        {"key": "team", "value": "infra", "inherited": True, "namespace": "111"},  # the label wins
+        {"key": "cost-center", "value": "cc-9", "inherited": True, "namespace": "111"},  # wins over the project's
+        {"key": "env", "value": "prod", "inherited": True, "namespace": "111"},  # one short key, two namespaces
+        {"key": "env", "value": "canary", "inherited": False, "namespace": "ml-pretrain-prod"}]
+    rows[1]["tags"] = [{"key": "owner", "value": "ana", "inherited": False, "namespace": "111"}]
+    path = tmp_path / f"export.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("\n".join(json.dumps(row) for row in rows))
+    else:
+        for row in rows:
+            for key in ("usage_start_time", "usage_end_time"):
+                row[key] = datetime.fromisoformat(row[key].replace(" UTC", "+00:00"))
+            row.pop("export_time")
+        pq.write_table(pa.Table.from_pylist(rows, schema=BIGQUERY_SCHEMA.append(pa.field("tags", TAGS))), path)
+    lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", path))
+    assert failures(result) == []
+    assert period_sums(lake) == EXPECTED_PERIODS
+    tags = lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart, BilledCost DESC").fetchall()
+    assert tags[0][0] == {"team": "posttrain", "cost-center": "cc-9", "experiment": "run-42",
+                          "111/env": "prod", "ml-pretrain-prod/env": "canary"}
+    assert "owner" in tags[1][0] and all("owner" not in row[0] for row in tags[2:])
+
+
 def test_koku_pandas_csv_parses_python_repr_credits_and_labels(tmp_path):
     lake, result = ingest_files(tmp_path, ("gcp", "gcp-billing", SAMPLES / "gcp" / "koku_gcp_standard_export_202011.csv"))
     assert failures(result) == []
