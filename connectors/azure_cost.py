@@ -42,7 +42,7 @@ from typing import Literal
 import duckdb
 
 from connectors.azure_manifest import without_older_unlisted_runs
-from connectors.base import Delivery
+from connectors.base import Delivery, OtherDataset
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
                                    sql_string, text, timestamp)
 from connectors.folder_export import FolderExport
@@ -68,6 +68,13 @@ PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "C
 CHARGE_FREQUENCY = {"UsageBased": "Usage-Based", "Recurring": "Recurring", "OneTime": "One-Time"}
 COMMITMENT_TYPE = {"Reservation": "Reservation", "SavingsPlan": "Savings Plan"}
 COMMITMENT_CATEGORY = {"Reservation": "Usage", "SavingsPlan": "Spend"}
+# Cost Management's other export datasets, by columns only they have (Microsoft's dataset schemas,
+# EA and MCA): pointed at, or lying beside cost details, a file without a cost column that has them
+# is skipped with one line naming what it is, never failed as cost details missing a column.
+OTHER_DATASETS = (("price sheet", ("EffectiveStartDate", "UnitPrice")),
+                  ("reservation details export", ("ReservationOrderId", "ReservedHours")),
+                  ("reservation transactions export", ("ReservationOrderId", "EventType")),
+                  ("reservation recommendations export", ("RecommendedQuantity", "NetSavings")))
 
 
 def lookup(value_sql: str | None, mapping: dict[str, str], otherwise: str | None = None) -> str | None:
@@ -127,6 +134,8 @@ class AzureCostConnector(FolderExport):
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST, header_name=english_name)
+        if table.name(*COST) is None:
+            other_dataset(table, uri)
         table.require(COST, CURRENCY, DAY, kind=self.kind)
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost, self.export_type(uri))
@@ -208,6 +217,16 @@ class AzureCostConnector(FolderExport):
             raise duckdb_error(exc, "cannot read the file", where=table.uri,
                                hint="check that it is a complete, UTF-8 cost details export") from None
         return signs > 0
+
+
+def other_dataset(table: Table, uri: str) -> None:
+    """Raise OtherDataset when the file is one of OTHER_DATASETS (a column's name matched
+    whatever its case and spaces: Microsoft's schemas write both `NetSavings` and `Net Savings`)."""
+    present = {name.replace(" ", "") for name in table.columns}  # lowercase already
+    for dataset, columns in OTHER_DATASETS:
+        if all(column.lower() in present for column in columns):
+            raise OtherDataset(uri, f"an Azure {dataset} (it has {' and '.join(columns)}), not cost details: "
+                                    "azure-cost reads the actual or amortized cost export")
 
 
 def english_name(field: str) -> str:
