@@ -128,6 +128,9 @@ class AzureCostConnector(FolderExport):
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES
     what = "Azure cost details"
     reads_runs = False  # the cost type (actual or amortized) is decided from each file's rows
+    # 1: a file without ChargeType (pay-as-you-go's dataset holds usage only) is ChargeCategory Usage, not
+    # NULL; without ResourceId, Quantity or UnitPrice, InstanceId, UsageQuantity and ResourceRate fill them
+    reader_version = 1
 
     def deliveries(self) -> Iterator[Delivery]:
         return self.folder_deliveries(without_older_unlisted_runs(self.storage.list()))

@@ -16,9 +16,11 @@ from billing_helpers import failures, ingest_files, sums
 from click.testing import CliRunner
 from conftest import DATA, SAMPLES
 
+from connectors import azure_cost
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
+from service.ingest.billing import ingest
 from tests.attribution_helpers import declared_sources
 
 # Older EA header: Cost / BillingCurrency / Product; UTF-8 BOM; MM/DD/YYYY; LF.
@@ -257,6 +259,24 @@ def test_pay_as_you_go_cost_details_are_read(tmp_path):
         Decimal("0.288"), Decimal("0.00036"), {"project": "p1"})
     assert rows(lake, "ResourceId")[-1] == ("/subscriptions/2639de71-ca37-4a17-a104-17665a50e7fc/resourceGroups/"
                                             "COSTMGMT/providers/Microsoft.Compute/virtualMachines/test-vm-1",)
+
+
+def test_cost_details_without_charge_type_an_older_reading_left_uncategorised_are_read_again(tmp_path, monkeypatch):
+    """Before pay-as-you-go's dataset was read (268944a), a file without ChargeType committed with
+    ChargeCategory NULL; it is Usage now, so those periods are read again (reader_version)."""
+    export = write(tmp_path, "ea.csv", OLD_EA.replace(",ChargeType", "").replace(",Usage,", ","))
+    real_lookup = azure_cost.lookup
+    monkeypatch.setattr(azure_cost, "lookup",
+                        lambda value, *args: "NULL" if value is None else real_lookup(value, *args))
+    monkeypatch.setattr(azure_cost.AzureCostConnector, "reader_version", 0)  # the reading before that fix
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", export))
+    assert failures(result) == [] and {c for (c,) in rows(lake, "ChargeCategory")} == {None}
+    monkeypatch.undo()
+    result = ingest(lake_config := parse_config({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "azure", "kind": "azure-cost", "location": str(export)}]}))
+    assert [o.status for o in result.outcomes] == ["committed"]
+    assert [o.status for o in ingest(lake_config).outcomes] == ["unchanged"]
+    assert {c for (c,) in rows(lake, "ChargeCategory")} == {"Usage"}
 
 
 def test_mca_lines_not_yet_invoiced_bill_in_their_days_month(tmp_path):
