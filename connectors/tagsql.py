@@ -13,7 +13,9 @@ from connectors.exportfile import Table, ident, nonblank, parsed_as_given_or_fai
 # Google's FOCUS view lists in Tags the resource's labels, its resource manager tags, its project's
 # labels and its system labels, each record's x_type saying which: one key may be in several (a
 # project label `team` beside the resource's own). The first type here holding the key wins: the
-# resource's own label over its project's, as `gcp-billing` overlays them.
+# resource's own label over its project's, as `gcp-billing` overlays them. A short tag key two
+# namespaces give one resource (an organization's `env` and a project's) keys each tag by its
+# namespaced name, `<x_namespace>/<key>`, as `gcp-billing` reads the export's tags.
 RANKED = ("label", "tag", "project_label", "system_label")
 
 
@@ -55,14 +57,20 @@ def key_value_tags_sql(table: Table, sql: str, column: str) -> str:
     """{key, value} records as MAP(VARCHAR, VARCHAR), keys as written; a NULL or repeated key fails
     (list_distinct drops NULLs, so equal lengths mean every key present and unique). Records typed
     by `x_type` (Google's FOCUS view) may repeat a key across types: RANKED says which wins."""
-    if "x_type" not in {field.lower() for field, _ in table.type_of(column).child.children}:
+    fields = {field.lower() for field, _ in table.type_of(column).child.children}
+    if "x_type" not in fields:
         keys = f"list_transform({sql}, lambda pair: CAST(pair.key AS VARCHAR))"
         values = f"list_transform({sql}, lambda pair: CAST(pair.value AS VARCHAR))"
         as_map = f"CASE WHEN len(list_distinct({keys})) = len({keys}) THEN map({keys}, {values}) END"
         return parsed_or_fail(table, sql, as_map, column, "a key missing or given twice")
     rank = "CASE lower(pair.x_type) " + " ".join(f"WHEN '{kind}' THEN {n}" for n, kind in enumerate(RANKED))
+    key = "CAST(pair.key AS VARCHAR)"
+    if "x_namespace" in fields:  # one short tag key from two namespaces: each its namespaced name, as gcp-billing
+        key = (f"CASE WHEN lower(pair.x_type) = 'tag' AND len(list_filter({sql}, lambda q: lower(q.x_type) = 'tag' "
+               f"AND q.key = pair.key)) > 1 THEN nullif(CAST(pair.x_namespace AS VARCHAR), '') || '/' || {key} "
+               f"ELSE {key} END")
     ranked = (f"list_sort(list_transform({sql}, lambda pair: {{'rank': {rank} ELSE {len(RANKED)} END, "
-              "'key': CAST(pair.key AS VARCHAR), 'value': CAST(pair.value AS VARCHAR)}))")
+              f"'key': {key}, 'value': CAST(pair.value AS VARCHAR)}}))")
     typed = f"list_transform({ranked}, lambda pair: pair.rank || '/' || pair.key)"  # NULL without a key
     keys = f"list_transform({ranked}, lambda pair: pair.key)"
     first = f"list_filter({ranked}, lambda pair, i: list_position({keys}, pair.key) = i)"

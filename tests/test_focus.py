@@ -193,6 +193,20 @@ def test_a_key_under_several_x_types_takes_the_resources_own_label(tmp_path):
         ({"team": "posttrain", "env": "prod", "goog-k8s-cluster-name": "c1"},), ({"team": "eval"},)]
 
 
+def test_a_tag_key_two_namespaces_give_keeps_each_under_its_namespaced_name(tmp_path):
+    """An organization's tag `env` and a project's tag `env` on one resource failed the file as 'a
+    key given twice within one x_type'; each is kept as `<namespace>/env`, as gcp-billing reads them."""
+    def tag(value: str, namespace: str) -> dict:
+        return {"key": "env", "value": value, "x_type": "tag", "x_inherited": True, "x_namespace": namespace}
+
+    pq.write_table(bigquery_focus([[tag("prod", "123456789012"), tag("canary", "ml-prod")], [tag("dev", "ml-prod")]]),
+                   tmp_path / "focus.parquet")
+    lake, result = ingest_files(tmp_path, ("gcp", "focus", tmp_path / "focus.parquet"))
+    assert failures(result) == []
+    assert lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart").fetchall() == [
+        ({"123456789012/env": "prod", "ml-prod/env": "canary"},), ({"env": "dev"},)]
+
+
 def test_enumerated_values_in_another_case_are_read_in_focus_spelling(tmp_path):
     """Google's FOCUS view writes ChargeCategory 'usage', 'tax', 'adjustment', ChargeClass
     'correction' and PricingCategory 'committed'/'standard': the idle-GPU rule (ChargeCategory
