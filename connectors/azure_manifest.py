@@ -25,6 +25,9 @@ from service.core import json_text
 from service.core.errors import ConfigError, DataError, SourceError, SpendlakeError
 
 MANIFEST_NAME = "manifest.json"
+# Export types that deliver no costs (their files are skipped: azure_cost.OTHER_DATASETS), so no
+# month's costs of another export in the location are replaced by them
+NO_COSTS = ("PriceSheet", "ReservationDetails", "ReservationRecommendations", "ReservationTransactions")
 MONTH = re.compile(r"\d{4}-\d{2}")
 # A run of an export made before run manifests: `<export>/<YYYYMMDD-YYYYMMDD>/<export>_<guid>.csv`.
 UNLISTED_RUN = re.compile(r"(?:^|/)\d{8}-\d{8}/[^/]+_[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\.csv(?:\.gz)?$",
@@ -105,11 +108,11 @@ def _one_export_a_month(runs: list[ExportRun]) -> list[ExportRun]:
     replace each other's month in the lake on every ingest: their runs fail, naming both."""
     exports: dict[str, dict[str, str | None]] = {}  # month → export → its cost type
     for run in runs:
-        for month in _months(run.date_range):
+        for month in _costs_months(run):
             exports.setdefault(month, {})[run.export] = run.cost_type
     failed = []
     for run in runs:
-        clash = next((m for m in _months(run.date_range) if len(exports[m]) > 1), None)
+        clash = next((m for m in _costs_months(run) if len(exports[m]) > 1), None)
         if clash and run.problem is None:
             named = ", ".join(f"{name} ({kind})" if kind else name for name, kind in sorted(exports[clash].items()))
             run = replace(run, problem=ConfigError(
@@ -118,6 +121,11 @@ def _one_export_a_month(runs: list[ExportRun]) -> list[ExportRun]:
                 hint="give each export its own source, its location the export's folder"))
         failed.append(run)
     return failed
+
+
+def _costs_months(run: ExportRun) -> list[str]:
+    """The months whose costs the run delivers: none for an export of another dataset."""
+    return [] if run.cost_type in NO_COSTS else _months(run.date_range)
 
 
 def _months(date_range: tuple[str, str]) -> list[str]:

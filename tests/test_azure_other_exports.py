@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pytest
 from billing_helpers import failures, ingest_files, sums
+from test_azure_cost import write_run
 
 # The headers of Microsoft's dataset schemas (MCA, 2023-03-01 / 2023-05-01), one row each.
 PRICE_SHEET = ("BasePrice,BillingAccountId,BillingAccountName,BillingCurrency,BillingProfileId,BillingProfileName,"
@@ -67,3 +68,20 @@ def test_an_other_export_alone_fails_saying_what_it_is(tmp_path, name, content, 
     [skipped] = [o for o in result.outcomes if o.status == "skipped"]
     assert skipped.note.startswith(what) and "not cost details" in skipped.note
     assert "required column" not in message and lake.ledger() == []
+
+
+def test_a_price_sheet_export_run_beside_the_cost_export_is_skipped_not_a_second_export_of_its_month(tmp_path):
+    """Both exports write run manifests into one container: the price sheet's run (manifest type
+    PriceSheet) covering May failed both runs as '2 exports deliver 2024-05'; it holds no costs
+    to replace the cost export's May with, so it is skipped and May is committed."""
+    root = tmp_path / "exports"
+    write_run(root, export="costs", date_range="20240501-20240531", run_id="c-1", submitted="2024-05-20T06:00:00Z",
+              parts={"part_1_0001.csv": COST_DETAILS})
+    write_run(root, export="prices", date_range="20240501-20240531", run_id="p-1", submitted="2024-05-20T07:00:00Z",
+              cost_type="PriceSheet", parts={"part_1_0001.csv": PRICE_SHEET})
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", root))
+    assert failures(result) == []
+    assert sums(lake) == [("Microsoft", "USD", 1, Decimal("27.2"), None)]
+    [skipped] = [o for o in result.outcomes if o.status == "skipped"]
+    assert "prices/20240501-20240531/p-1/part_1_0001.csv" in skipped.delivery.files[0]
+    assert skipped.note.startswith("an Azure price sheet")
