@@ -41,7 +41,7 @@ from typing import Literal
 
 import duckdb
 
-from connectors.azure_manifest import without_older_unlisted_runs
+from connectors.azure_manifest import NO_COSTS, without_older_unlisted_runs
 from connectors.base import Delivery, OtherDataset
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
                                    sql_string, text, timestamp)
@@ -138,7 +138,7 @@ class AzureCostConnector(FolderExport):
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST, header_name=english_name)
         if table.name(*COST) is None:
-            other_dataset(table, uri)
+            other_dataset(table, uri, self.export_type(uri))
         table.require(COST, CURRENCY, DAY, kind=self.kind)
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost, self.export_type(uri))
@@ -222,14 +222,18 @@ class AzureCostConnector(FolderExport):
         return signs > 0
 
 
-def other_dataset(table: Table, uri: str) -> None:
+def other_dataset(table: Table, uri: str, declared: str | None) -> None:
     """Raise OtherDataset when the file is one of OTHER_DATASETS (a column's name matched
-    whatever its case and spaces: Microsoft's schemas write both `NetSavings` and `Net Savings`)."""
+    whatever its case and spaces: Microsoft's schemas write both `NetSavings` and `Net Savings`),
+    or its export run's manifest declares a type that delivers no costs."""
     present = {name.replace(" ", "") for name in table.columns}  # lowercase already
-    for dataset, columns in OTHER_DATASETS:
-        if all(column.lower() in present for column in columns):
-            raise OtherDataset(uri, f"an Azure {dataset} (it has {' and '.join(columns)}), not cost details: "
-                                    "azure-cost reads the actual or amortized cost export")
+    found = next(((dataset, f"it has {' and '.join(columns)}") for dataset, columns in OTHER_DATASETS
+                  if all(column.lower() in present for column in columns)), None)
+    if found is None and declared in NO_COSTS:
+        found = (f"{declared} export", f"its run's manifest says type {declared}")
+    if found:
+        raise OtherDataset(uri, f"an Azure {found[0]} ({found[1]}), not cost details: "
+                                "azure-cost reads the actual or amortized cost export")
 
 
 def english_name(field: str) -> str:

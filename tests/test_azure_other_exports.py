@@ -85,3 +85,19 @@ def test_a_price_sheet_export_run_beside_the_cost_export_is_skipped_not_a_second
     [skipped] = [o for o in result.outcomes if o.status == "skipped"]
     assert "prices/20240501-20240531/p-1/part_1_0001.csv" in skipped.delivery.files[0]
     assert skipped.note.startswith("an Azure price sheet")
+
+
+def test_a_file_of_a_price_sheet_run_is_skipped_by_its_manifest_whatever_its_columns(tmp_path):
+    """A price sheet in a layout OTHER_DATASETS does not know (the EA portal's download) failed as
+    cost details missing a cost column; its run's manifest says what it is."""
+    root = tmp_path / "exports"
+    write_run(root, export="costs", date_range="20240501-20240531", run_id="c-1", submitted="2024-05-20T06:00:00Z",
+              parts={"part_1_0001.csv": COST_DETAILS})
+    write_run(root, export="prices", date_range="20240501-20240531", run_id="p-1", submitted="2024-05-20T07:00:00Z",
+              cost_type="PriceSheet", parts={"part_1_0001.csv": "Service,Unit of Measure,Part Number,Unit Price,"
+                                                                 "Currency Code\nND96asr v4,1 Hour,AAA-1,27.2,USD\n"})
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", root))
+    assert failures(result) == []
+    [skipped] = [o for o in result.outcomes if o.status == "skipped"]
+    assert skipped.note.startswith("an Azure PriceSheet export (its run's manifest says type PriceSheet), not cost")
+    assert sums(lake) == [("Microsoft", "USD", 1, Decimal("27.2"), None)]
