@@ -19,10 +19,10 @@ Money, as the issue and FOCUS ask:
   cost after all applicable discounts).
 JSON and Parquet FLOAT64 values are taken at their shortest decimal text, so `5e-06` is
 exactly 0.000005. `invoice.month` (YYYYMM) is the billing period.
-Tags = the project's labels, overlaid by the resource manager `tags` (fields.tags: a short key
-two namespaces give one line is kept under each namespaced name), overlaid by the resource's own
-`labels`: the precedence `focus` gives Google's FOCUS view (connectors.tagsql.RANKED); keys and
-values as written. SkuId = `sku.id`, ChargeDescription = `sku.description`,
+Tags = the `system_labels`, overlaid by the project's labels, by the resource manager `tags`
+(fields.tags: a short key two namespaces give one line is kept under each namespaced name), and
+by the resource's own `labels`: the precedence `focus` gives Google's FOCUS view
+(connectors.tagsql.RANKED), which lists all four; keys and values as written. SkuId = `sku.id`, ChargeDescription = `sku.description`,
 ConsumedQuantity/Unit = `usage.amount`/`usage.unit`, PricingQuantity/Unit =
 `usage.amount_in_pricing_units`/`usage.pricing_unit`, PublisherName = `seller_name`
 (Marketplace), CommitmentDiscount* from a committed use discount credit (commitment_columns).
@@ -196,7 +196,7 @@ def commitment_columns(fields: Fields) -> dict[str, str | None]:
 
 class GcpBillingConnector(FolderExport):
     kind = "gcp-billing"
-    # 1: a line without resource.global_name takes its resource.name as ResourceId; 2: resource manager tags
+    # 1: a line without resource.global_name takes its resource.name as ResourceId; 2: tags and system labels
     reader_version = 2
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
@@ -225,8 +225,10 @@ class GcpBillingConnector(FolderExport):
         period_sql = parsed_or_fail(fields.table, month, period, "invoice.month", "not YYYYMM")
         cost = fields.money("cost")
         credits = fields.credits_total()
-        # map_concat keeps a key's last value: the resource's label wins, then its tag, then its project's label
-        layers = [m for m in (fields.labels("project.labels"), fields.tags(), fields.labels("labels")) if m]
+        # map_concat keeps a key's last value: the resource's label wins, then its tag, its project's label,
+        # a system label
+        layers = [m for m in (fields.labels("system_labels"), fields.labels("project.labels"), fields.tags(),
+                              fields.labels("labels")) if m]
         tags = layers[0] if len(layers) == 1 else (
             "map_concat(" + ", ".join(f"coalesce({m}, MAP {{}})" for m in layers) + ")" if layers else None)
         cost_type = fields.text("cost_type")

@@ -86,8 +86,9 @@ def test_native_export_maps_nested_and_repeated_fields(tmp_path, fmt):
                         "//compute.googleapis.com/projects/ml-pretrain-prod/zones/us-central1-a/instances/1234567890",
                         "gpu-node-7", "Usage", "Google Cloud")
     assert gpu[10:12] == (3600.0, "seconds")
-    # project labels, overlaid by the resource's own labels
-    assert gpu[12] == {"team": "posttrain", "cost-center": "cc-7", "experiment": "run-42"}
+    # system labels, overlaid by the project's labels, overlaid by the resource's own labels
+    assert gpu[12] == {"team": "posttrain", "cost-center": "cc-7", "experiment": "run-42",
+                       "compute.googleapis.com/machine_spec": "a3-highgpu-8g"}
     assert rows[2][12] == {" org": "trey"}
     assert [r[8] for r in rows] == ["Usage", "Usage", "Usage", "Usage", "Tax"]
     assert rows[4][12] == {} and rows[4][3] is None
@@ -99,7 +100,7 @@ TAGS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string()), ("inher
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
-def test_resource_manager_tags_are_tags_below_the_resources_labels_above_its_projects(tmp_path, fmt):
+def test_resource_manager_tags_rank_below_the_resources_labels_above_its_projects_and_system_labels(tmp_path, fmt):
     rows = [json.loads(line) for line in NDJSON.read_text().splitlines()]
     # the GPU hour: labels team and experiment, project labels team and cost-center
     rows[0]["tags"] = [
@@ -108,6 +109,7 @@ def test_resource_manager_tags_are_tags_below_the_resources_labels_above_its_pro
         {"key": "env", "value": "prod", "inherited": True, "namespace": "111"},  # one short key, two namespaces
         {"key": "env", "value": "canary", "inherited": False, "namespace": "ml-pretrain-prod"}]
     rows[1]["tags"] = [{"key": "owner", "value": "ana", "inherited": False, "namespace": "111"}]
+    rows[1]["system_labels"] = [{"key": "owner", "value": "gke"}, {"key": "goog-k8s-cluster-name", "value": "c1"}]
     path = tmp_path / f"export.{fmt}"
     if fmt == "jsonl":
         path.write_text("\n".join(json.dumps(row) for row in rows))
@@ -122,8 +124,11 @@ def test_resource_manager_tags_are_tags_below_the_resources_labels_above_its_pro
     assert period_sums(lake) == EXPECTED_PERIODS
     tags = lake.query().execute("SELECT Tags FROM costs ORDER BY ChargePeriodStart, BilledCost DESC").fetchall()
     assert tags[0][0] == {"team": "posttrain", "cost-center": "cc-9", "experiment": "run-42",
-                          "111/env": "prod", "ml-pretrain-prod/env": "canary"}
-    assert "owner" in tags[1][0] and all("owner" not in row[0] for row in tags[2:])
+                          "111/env": "prod", "ml-pretrain-prod/env": "canary",
+                          "compute.googleapis.com/machine_spec": "a3-highgpu-8g"}
+    # a tag wins over a system label, which is kept where nothing else gives its key
+    assert (tags[1][0]["owner"], tags[1][0]["goog-k8s-cluster-name"]) == ("ana", "c1")
+    assert all("owner" not in row[0] for row in tags[2:])
 
 
 def test_koku_pandas_csv_parses_python_repr_credits_and_labels(tmp_path):
