@@ -32,6 +32,7 @@ ConsumedQuantity/Unit = `usage.amount`/`usage.unit`, PricingQuantity/Unit =
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 
@@ -56,9 +57,11 @@ REQUIRED = ("cost", "currency", "invoice.month", "usage_start_time")
 CHARGE_CATEGORY = {"regular": "Usage", "tax": "Tax", "adjustment": "Adjustment", "rounding_error": "Adjustment"}
 
 
+@functools.lru_cache(maxsize=4096)
 def py_literal_json(value: str | None) -> str | None:
     """A repeated field as pandas wrote it (Python repr) or as JSON text → JSON text, or
-    None when it is neither. literal_eval only builds literals: no code runs."""
+    None when it is neither. literal_eval only builds literals: no code runs. Cached: a
+    line's SQL names the field several times, and lines repeat the same labels."""
     if value is None:
         return None
     try:

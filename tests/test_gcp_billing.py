@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 from decimal import Decimal
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -139,6 +140,20 @@ def test_koku_pandas_csv_parses_python_repr_credits_and_labels(tmp_path):
         "SELECT Tags['goog-resource-type'], count(*) FROM costs WHERE cardinality(Tags) > 0 GROUP BY 1 ORDER BY 1"
     ).fetchall()
     assert tagged == [("bigquery_dataset", 4), ("bigquery_project", 1), ("bigquery_resource", 5)]
+
+
+def test_each_distinct_python_repr_is_parsed_once(tmp_path):
+    """The SQL reads a repeated field several times a line (its keys, its values, its check), and
+    lines repeat their labels: each distinct text was parsed by Python each time (200,000 koku-like
+    lines with labels and tags: 30 s and 135 s to ingest, 8 s and 14 s once per text)."""
+    export = SAMPLES / "gcp" / "koku_gcp_standard_export_202011.csv"
+    [(distinct,)] = duckdb.sql(
+        "SELECT count(DISTINCT v) FROM (SELECT unnest([credits, labels, system_labels, \"project.labels\"]) AS v "
+        "FROM read_csv(?, all_varchar = true)) WHERE v <> ''", params=[str(export)]).fetchall()
+    py_literal_json.cache_clear()
+    _, result = ingest_files(tmp_path, ("gcp", "gcp-billing", export))
+    assert failures(result) == []
+    assert 0 < py_literal_json.cache_info().misses <= distinct < py_literal_json.cache_info().hits
 
 
 def test_python_repr_is_parsed_as_data_never_run():
