@@ -43,6 +43,7 @@ import duckdb
 
 from connectors.azure_manifest import NO_COSTS, without_older_unlisted_runs
 from connectors.base import Delivery, OtherDataset
+from connectors.export_formats import AZURE_OTHER_DATASETS
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
                                    sql_string, text, timestamp)
 from connectors.folder_export import FolderExport
@@ -68,13 +69,6 @@ PRICING_CATEGORY = {"OnDemand": "Standard", "Spot": "Dynamic", "Reservation": "C
 CHARGE_FREQUENCY = {"UsageBased": "Usage-Based", "Recurring": "Recurring", "OneTime": "One-Time"}
 COMMITMENT_TYPE = {"Reservation": "Reservation", "SavingsPlan": "Savings Plan"}
 COMMITMENT_CATEGORY = {"Reservation": "Usage", "SavingsPlan": "Spend"}
-# Cost Management's other export datasets, by columns only they have (Microsoft's dataset schemas,
-# EA and MCA): pointed at, or lying beside cost details, a file without a cost column that has them
-# is skipped with one line naming what it is, never failed as cost details missing a column.
-OTHER_DATASETS = (("price sheet", ("EffectiveStartDate", "UnitPrice")),
-                  ("reservation details export", ("ReservationOrderId", "ReservedHours")),
-                  ("reservation transactions export", ("ReservationOrderId", "EventType")),
-                  ("reservation recommendations export", ("RecommendedQuantity", "NetSavings")))
 
 
 def lookup(value_sql: str | None, mapping: dict[str, str], otherwise: str | None = None) -> str | None:
@@ -223,11 +217,12 @@ class AzureCostConnector(FolderExport):
 
 
 def other_dataset(table: Table, uri: str, declared: str | None) -> None:
-    """Raise OtherDataset when the file is one of OTHER_DATASETS (a column's name matched
-    whatever its case and spaces: Microsoft's schemas write both `NetSavings` and `Net Savings`),
-    or its export run's manifest declares a type that delivers no costs."""
+    """Raise OtherDataset when the file, pointed at or lying beside cost details, is one of
+    AZURE_OTHER_DATASETS (a column's name matched whatever its case and spaces: Microsoft's
+    schemas write both `NetSavings` and `Net Savings`) or its export run's manifest declares a
+    type that delivers no costs: skipped with one line, not failed as cost details missing a column."""
     present = {name.replace(" ", "") for name in table.columns}  # lowercase already
-    found = next(((dataset, f"it has {' and '.join(columns)}") for dataset, columns in OTHER_DATASETS
+    found = next(((dataset, f"it has {' and '.join(columns)}") for dataset, columns in AZURE_OTHER_DATASETS
                   if all(column.lower() in present for column in columns)), None)
     if found is None and declared in NO_COSTS:
         found = (f"{declared} export", f"its run's manifest says type {declared}")

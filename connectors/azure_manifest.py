@@ -25,7 +25,7 @@ from service.core import json_text
 from service.core.errors import ConfigError, DataError, SourceError, SpendlakeError
 
 MANIFEST_NAME = "manifest.json"
-# Export types that deliver no costs (their files are skipped: azure_cost.OTHER_DATASETS), so no
+# Export types that deliver no costs (azure_cost skips their files), so no
 # month's costs of another export in the location are replaced by them
 NO_COSTS = ("PriceSheet", "ReservationDetails", "ReservationRecommendations", "ReservationTransactions")
 MONTH = re.compile(r"\d{4}-\d{2}")

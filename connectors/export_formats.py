@@ -11,6 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 GCP_FILE_EXPORT = "export billing data to BigQuery instead and write its table out with bq extract (kind gcp-billing)"
+# Azure Cost Management's export datasets other than cost details, by columns only they have
+# (Microsoft's dataset schemas, EA and MCA): no kind reads them; azure-cost skips them.
+AZURE_OTHER_DATASETS = (("price sheet", ("EffectiveStartDate", "UnitPrice")),
+                        ("reservation details export", ("ReservationOrderId", "ReservedHours")),
+                        ("reservation transactions export", ("ReservationOrderId", "EventType")),
+                        ("reservation recommendations export", ("RecommendedQuantity", "NetSavings")))
 
 # (columns all present, what the file is, the kinds that read it, or what to do when none does)
 SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
@@ -30,6 +36,8 @@ SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
     (("PreTaxCost", "UsageDateTime"), "Azure pay-as-you-go cost details", ("azure-cost",)),
     (("MeterCategory", "CostInBillingCurrency"), "an Azure cost details export", ("azure-cost",)),
     (("MeterCategory", "Cost"), "an Azure cost details export", ("azure-cost",)),
+    *((columns, f"an Azure {dataset}, which has no costs", "point the source at the Azure cost details "
+       "export (kind azure-cost)") for dataset, columns in AZURE_OTHER_DATASETS),
 )
 
 

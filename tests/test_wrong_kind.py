@@ -38,13 +38,20 @@ def test_a_sample_under_the_wrong_kind_names_the_kind_that_reads_it(tmp_path, sa
     assert sample.name in error and expected in error
 
 
-def test_azure_pay_as_you_go_cost_details_under_another_kind_name_azure_cost(tmp_path):
+@pytest.mark.parametrize("content, expected", [
+    ("SubscriptionGuid,UsageDateTime,MeterCategory,PreTaxCost,Currency\n0000,2024-06-02,Virtual Machines,3.10,USD\n",
+     "it looks like Azure pay-as-you-go cost details: kind azure-cost reads it"),
+    ("MeterId,MeterName,UnitOfMeasure,UnitPrice,Currency,EffectiveStartDate,EffectiveEndDate\n"
+     "m-1,ND96asr v4,1 Hour,27.2,USD,2024-05-01,2024-05-31\n",
+     "it looks like an Azure price sheet, which has no costs: point the source at the Azure cost details export "
+     "(kind azure-cost)"),
+])
+def test_azure_files_under_another_kind_name_azure_cost(tmp_path, content, expected):
     path = tmp_path / "usage.csv"
-    path.write_text("SubscriptionGuid,UsageDateTime,MeterCategory,PreTaxCost,Currency\n"
-                    "0000,2024-06-02,Virtual Machines,3.10,USD\n")
+    path.write_text(content)
     _, result = ingest_files(tmp_path, ("azure", "focus", path))
     [error] = failures(result)
-    assert "it looks like Azure pay-as-you-go cost details: kind azure-cost reads it" in error
+    assert expected in error
 
 
 @pytest.mark.parametrize("kind", ["gcp-billing", "focus"])
