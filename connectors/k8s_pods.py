@@ -19,7 +19,8 @@ kube_pod_container_status_terminated_reason (OOMKilled),
 kube_pod_container_status_restarts_total and kube_node_info (provider_id → EC2 instance id).
 Optionally DCGM exporter series (`dcgm_metrics`, in order of preference) labelled with the
 pod (`exported_pod`/`exported_namespace` when Prometheus kept the exporter's own `pod`, else
-`pod`/`namespace`): each pod's mean GPU use per hour, ratios as percent.
+`pod_name`/`pod_namespace` of dcgm-exporter --use-old-namespace, else `pod`/`namespace`): each
+pod's mean GPU use per hour, ratios as percent.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ ACCELERATOR_RESOURCES = "(nvidia_com|amd_com|habana_ai)_.+|aws_amazon_com_neuron
 LABEL_NAME = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 RESOURCE_NAME = r"^[a-zA-Z0-9][-a-zA-Z0-9_./]*$"  # a Kubernetes extended resource, or its kube-state-metrics label
 NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS label, so it goes into a PromQL regex as it is
+# The GPU's pod on a DCGM exporter series, first found first: renamed by a scrape without honor_labels
+# (the exporter's own pod is `pod`), as dcgm-exporter --use-old-namespace writes it, as it writes it by default
+POD_LABELS = (("exported_namespace", "exported_pod"), ("pod_namespace", "pod_name"), ("namespace", "pod"))
 
 
 def spelled(label: str) -> str:
@@ -213,7 +217,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         last_end = end.replace(minute=0, second=0)
         if last_end < first_end:
             return {}
-        by = ", ".join(["namespace", "pod", "exported_namespace", "exported_pod",
+        by = ", ".join([*(label for pair in POD_LABELS for label in pair),
                         *([c.cluster_label] if c.cluster_label else [])])
         use: dict[tuple[str, str, str], dict[datetime, float]] = {}
         for metric in c.dcgm_metrics:
@@ -221,8 +225,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             found: dict[tuple[str, str, str], dict[datetime, float]] = {}
             for series in self._query(f"avg by ({by}) (avg_over_time({metric}[1h]))", first_end, last_end, 3600):
                 labels = series["metric"]
-                namespace, pod = ((labels.get("exported_namespace", ""), labels["exported_pod"])
-                                  if labels.get("exported_pod") else (labels.get("namespace", ""), labels.get("pod")))
+                namespace, pod = next(((labels.get(ns, ""), labels[name]) for ns, name in POD_LABELS
+                                       if labels.get(name)), ("", None))
                 cluster = (labels.get(c.cluster_label) if c.cluster_label else None) or c.cluster or ""
                 if not pod or (c.namespaces and namespace not in c.namespaces) or (cluster, namespace, pod) in use:
                     continue

@@ -199,6 +199,25 @@ def test_labels_namespace_and_hourly_gpu_use(tmp_path, prometheus):
 
 
 @pytest.mark.binary
+def test_dcgm_exporters_old_pod_label_names_give_the_same_gpu_use(tmp_path):
+    """dcgm-exporter --use-old-namespace (DCGM_EXPORTER_USE_OLD_NAMESPACE) names the GPU's pod
+    `pod_name`/`pod_namespace`; scraped through a ServiceMonitor, `pod` is the exporter's own, so
+    every pod's use read as the exporter's (gpu_util_hourly NULL), without a word."""
+    text = openmetrics().replace("exported_namespace=", "pod_namespace=").replace("exported_pod=", "pod_name=")
+    text = text.replace('GPU_I_ID="1",namespace="eval",pod="eval-mig"',
+                        'GPU_I_ID="1",pod_namespace="eval",pod_name="eval-mig"')
+    assert "exported_pod" not in text and 'pod_name="eval-mig"' in text
+    with backfilled_prometheus(tmp_path, text) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
+    use = dict(jobs(tmp_path, "record_id, gpu_util_hourly"))
+    hour = H0.replace(tzinfo=None)
+    # as with exported_pod: worker-0's two GPUs (50 + 70) / 2, then (90 + 70) / 2; eval-mig's engine 25%
+    assert use["eks-p5/u-w0"] == {hour: pytest.approx(60.0), hour + timedelta(hours=1): pytest.approx(80.0),
+                                  hour + timedelta(hours=2): pytest.approx(80.0)}
+    assert use["eks-p5/u-em"] == {hour + timedelta(hours=h): pytest.approx(25.0) for h in range(6)}
+
+
+@pytest.mark.binary
 def test_a_node_name_a_later_instance_took_keeps_each_pod_on_its_own_instance(tmp_path):
     """ip-10-0-1-2's instance went at scrape 240 and a new one came up under the same name (its
     private IP) at 250: the pods that ran before are on the old instance, the pod after on the
