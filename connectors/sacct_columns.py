@@ -29,8 +29,8 @@ from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv
                                          stripped_text, time_sql)
 from connectors.sacct_stream import RecordStream
 from connectors.sacct_lines import NoReaderTakes, cut_short, free_text_split, not_whole_gzip, said_side_by_side
-from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, alloc_tres_gpus, parse_sacct_time,
-                                      slurm_duration)
+from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, GpuShares, alloc_tres_gpus,
+                                      parse_sacct_time, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 from service.core.job_states import normal_state
 
@@ -41,7 +41,8 @@ STRIPPED = ("JobIDRaw", "JobID", *TIMES, "Cluster", "User", "Account", "Partitio
 
 
 def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool, header: list[str], delimiter: str,
-                   zone: ZoneInfo, default_cluster: str | None, file: int, path: Path) -> str | None:
+                   zone: ZoneInfo, default_cluster: str | None, file: int, path: Path,
+                   shares: GpuShares = ()) -> str | None:
     """The allocations (steps left out) of the parsable2 file `path` open as `raw` whose header line is
     `header`, its fields separated by `delimiter`: the name of a temporary table of `con` with
     connectors/slurm_records.py's ATTEMPT_COLUMNS columns (and others); None when the row reader must read it
@@ -50,7 +51,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
         return None
     read, stream = None, RecordStream(gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw, header, delimiter)
     try:
-        read = _stored(con, stream, header, zone, default_cluster, path)
+        read = _stored(con, stream, header, zone, default_cluster, path, shares)
         for name in TIMES:
             _odd_times(con, read, name, lambda value, name=name: parse_sacct_time(value, zone, name))
         _ends_in_second_pass(con, read, zone)
@@ -70,7 +71,7 @@ def parsable_table(con: duckdb.DuckDBPyConnection, raw: IO[bytes], gzipped: bool
 
 
 def _stored(con: duckdb.DuckDBPyConnection, stream: RecordStream, header: list[str], zone: ZoneInfo,
-            default_cluster: str | None, path: Path) -> str | None:
+            default_cluster: str | None, path: Path, shares: GpuShares) -> str | None:
     """The file's allocations stored (in a temporary table) a block at a time: texts stripped,
     times parsed where SQL reads them as Python would (`<column>_odd`: the rest), and what a
     month repeats (State, AllocTRES, NodeList) parsed once per distinct value. The lines with a
@@ -88,7 +89,7 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: RecordStream, header: list[s
     def store(cells: pa.Table, places: Any) -> None:
         nonlocal table
         table = stored(con, sql, params, into=table, cells=_parsed(cells.append_column("_row", pa.array(
-            places, pa.int64())), memos))
+            places, pa.int64())), memos, shares))
 
     try:
         for cells in csv_blocks(stream, header, wanted, options):
@@ -116,7 +117,7 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: RecordStream, header: list[s
     return table
 
 
-def _parsed(cells: pa.Table, memos: dict[str, dict[Any, Any]]) -> pa.Table:
+def _parsed(cells: pa.Table, memos: dict[str, dict[Any, Any]], shares: GpuShares) -> pa.Table:
     """A block's cells without steps and repeated headers, texts stripped, State, AllocTRES and
     NodeList parsed once per distinct value (`memos`: those parsed in earlier blocks)."""
     import pyarrow.compute as pc
@@ -126,8 +127,8 @@ def _parsed(cells: pa.Table, memos: dict[str, dict[Any, Any]]) -> pa.Table:
     columns: dict[str, Any] = {name: stripped_text(cells.column(name)) if name in STRIPPED else cells.column(name)
                                for name in cells.column_names}
     columns["State"] = per_value(cells.column("State"), _state, pa.string(), memo=memos["State"])
-    columns["AllocTRES"] = per_value(cells.column("AllocTRES"), alloc_tres_gpus, pa.float64(),
-                                     memo=memos["AllocTRES"])
+    columns["AllocTRES"] = per_value(cells.column("AllocTRES"), lambda text: alloc_tres_gpus(text, shares),
+                                     pa.float64(), memo=memos["AllocTRES"])
     columns["NodeList"] = per_value(cells.column("NodeList"), _nodes, pa.list_(pa.string()), memo=memos["NodeList"])
     return pa.table(columns)
 

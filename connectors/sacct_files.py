@@ -21,7 +21,7 @@ from connectors.jobs_base import empty_file, job_file, stored
 from connectors.slurm_json import json_attempts
 from connectors.sacct_fields import IN_FIXED_COLUMNS, header_delimiter
 from connectors.sacct_lines import CUT_HINT, cut_short, not_whole_gzip, parsable_attempts
-from connectors.slurm_records import REQUIRED, Attempt, BadRecord, attempts_schema, stored_attempts
+from connectors.slurm_records import REQUIRED, Attempt, BadRecord, GpuShares, attempts_schema, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_not_utf8, said_skewed, said_warnings, slurm_errors
 from service.core import json_text
 
@@ -31,7 +31,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone: ZoneInfo, cluster: str | None,
-                  in_directory: bool) -> str | None:
+                  in_directory: bool, shares: GpuShares = ()) -> str | None:
     """The attempts of one sacct file: the name of a temporary table of `con` with
     connectors/slurm_records.py's ATTEMPT_COLUMNS, `_file` = `number`;
     None when it is not sacct output and sits in a directory (a README, an editor's backup).
@@ -49,7 +49,7 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
             empty_file(path, sum(map(len, head)))
             return stored(con, "SELECT * FROM {empty}", empty=attempts_schema().empty_table())
         if first[0] in "{[" or first.startswith("null"):
-            attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster)
+            attempts = _json_attempts(path, "".join(itertools.chain(head, lines)), cluster, shares)
             return said_no_gpus(con, path, said_skewed(con, path, stored_attempts(con, attempts, number)))
         delimiter = header_delimiter(first, REQUIRED) or ("|" if "|" in first else None)
         if delimiter is None and in_directory:
@@ -68,11 +68,12 @@ def file_attempts(con: duckdb.DuckDBPyConnection, path: Path, number: int, zone:
         from connectors.sacct_columns import parsable_table  # Arrow: loaded to read, not to configure
 
         header = head[-1].rstrip("\r\n").split(delimiter)
-        table = parsable_table(con, raw, gzipped, header, delimiter, zone, cluster, number, path)
+        table = parsable_table(con, raw, gzipped, header, delimiter, zone, cluster, number, path, shares)
         if table is None:
             raw.seek(0)
             lines = _lines(path, _unzipped(raw))
-            table = stored_attempts(con, parsable_attempts(_ended(lines), zone, cluster, path, delimiter), number)
+            table = stored_attempts(con, parsable_attempts(_ended(lines), zone, cluster, path, delimiter, shares),
+                                    number)
     if not con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
         log.info("%s: a sacct --parsable2 file without job allocations", path)
     return said_no_gpus(con, path, said_skewed(con, path, table))
@@ -110,7 +111,7 @@ def _ended(lines: Iterator[str]) -> Iterator[str]:
         yield line
 
 
-def _json_attempts(path: Path, text: str, cluster: str | None) -> list[Attempt]:
+def _json_attempts(path: Path, text: str, cluster: str | None, shares: GpuShares) -> list[Attempt]:
     """`{"jobs": []}` is a day without jobs; JSON null or a bare list is no sacct document."""
     try:
         data: Any = json_text.loads(text)
@@ -127,7 +128,7 @@ def _json_attempts(path: Path, text: str, cluster: str | None) -> list[Attempt]:
         raise BadRecord(f"sacct wrote error(s) into this document: {'; '.join(errors)[:400]}",
                         hint="fix what it says and run sacct again; its jobs list may be incomplete")
     said_warnings(data, path)
-    attempts = list(json_attempts(data, cluster))
+    attempts = list(json_attempts(data, cluster, shares))
     if not attempts:
         log.info("%s: a sacct --json document without jobs", path)
     return attempts

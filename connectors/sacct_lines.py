@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 
 from connectors.hostlist import hosts
 from connectors.sacct_fields import FREE_TEXT, JOB_ID, records, split_line
-from connectors.slurm_records import (REQUIRED, SACCT_FORMAT, Attempt, BadRecord, alloc_tres_gpus, field_text,
-                                      parse_sacct_time, slurm_duration)
+from connectors.slurm_records import (REQUIRED, SACCT_FORMAT, Attempt, BadRecord, GpuShares, alloc_tres_gpus,
+                                      field_text, parse_sacct_time, slurm_duration)
 from service.core.job_states import normal_state
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def not_whole_gzip(exc: Exception) -> NoReaderTakes:
 
 
 def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str | None, where: Path | str,
-                      delimiter: str = "|") -> Iterable[Attempt]:
+                      delimiter: str = "|", shares: GpuShares = ()) -> Iterable[Attempt]:
     """Attempts of the `sacct --parsable2` text of `where` (header first, blank lines skipped), its
     fields separated by `delimiter`; BadRecord names the line."""
     header: list[str] | None = None
@@ -73,7 +73,7 @@ def parsable_attempts(lines: Iterable[str], zone: ZoneInfo, default_cluster: str
         if "." in row["JobIDRaw"]:
             continue  # a step
         try:
-            yield _parsable_attempt(row, zone, default_cluster)
+            yield _parsable_attempt(row, zone, default_cluster, shares)
         except (BadRecord, ValueError) as exc:
             raise BadRecord(f"line {number} (job {row['JobID']}): {exc}") from None
     said_side_by_side(where, side_by_side, header or [], delimiter)
@@ -104,7 +104,7 @@ def said_side_by_side(where: Path | str, side_by_side: list[tuple[int, str]], he
                     "(first: line %d, job %s)", where, count, delimiter, " or ".join(free), free[0], number, job)
 
 
-def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str | None) -> Attempt:
+def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str | None, shares: GpuShares) -> Attempt:
     raw_id, job_id = row["JobIDRaw"].strip(), row["JobID"].strip()
     job_id = raw_id if job_id == raw_id else job_id  # one string where they agree (most jobs): memory
     state = normal_state(row["State"])
@@ -122,7 +122,7 @@ def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str 
                    cluster=field_text(row.get("Cluster")) or default_cluster, state=state,
                    submit=parse_sacct_time(row["Submit"], zone, "Submit"),
                    start=start, end=end, elapsed=slurm_duration(row.get("Elapsed")),
-                   gpus=alloc_tres_gpus(row["AllocTRES"]), nodes=nodes, user=field_text(row.get("User")),
+                   gpus=alloc_tres_gpus(row["AllocTRES"], shares), nodes=nodes, user=field_text(row.get("User")),
                    account=field_text(row.get("Account")), partition=field_text(row.get("Partition")),
                    qos=field_text(row.get("QOS")), name=field_text(row.get("JobName")), wckey=row.get("WCKey"),
                    comment=row.get("Comment"))

@@ -22,18 +22,18 @@ import os
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 import duckdb
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from connectors.http_json import get_json
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import ENV_NAME, FileSource, HttpSource, source_files
 from connectors.sacct_files import file_attempts
 from connectors.slurm_json import json_attempts
-from connectors.slurm_records import SACCT_FORMAT, BadRecord, slurm_jobs, stored_attempts
+from connectors.slurm_records import SACCT_FORMAT, BadRecord, GpuShares, slurm_jobs, stored_attempts
 from connectors.slurm_warnings import said_no_gpus, said_skewed, said_stale_running, said_warnings, slurm_errors
 from service.core import json_text
 from service.core.config_base import HttpUrl, exactly_one
@@ -43,6 +43,7 @@ from service.core.registry import Feeds
 
 OPENAPI_PATHS = ("/openapi/v3", "/openapi")  # 23.02+ and 22.05
 _JOBS_PATH = re.compile(r"^/slurmdb/(v(\d+)\.(\d+)\.(\d+))/jobs/?$")
+GRES_NAME = r"[a-z][a-z0-9_]{0,63}"  # a GRES as AllocTRES names it (gres/shard)
 
 
 class SlurmJobsSource(HttpSource, FileSource):
@@ -56,6 +57,23 @@ class SlurmJobsSource(HttpSource, FileSource):
     user_name: str | None = Field(default=None, min_length=1, description="X-SLURM-USER-NAME, if the token needs one")
     api_version: str | None = Field(default=None, pattern=r"^v\d+\.\d+\.\d+$",
                                     description="e.g. v0.0.38; default: the newest the server offers")
+    shared_gpus: dict[str, Annotated[int, Field(ge=1, le=100_000)]] = Field(
+        default_factory=dict, max_length=20,
+        description="a GRES sharing GPUs → its count per GPU (gres.conf): each one allocated counts as 1/count "
+                    "of a GPU, e.g. {shard: 4, mps: 100}")
+
+    @field_validator("shared_gpus")
+    @classmethod
+    def _gres_names(cls, shared: dict[str, int]) -> dict[str, int]:
+        for name in shared:
+            if name == "gpu" or not re.fullmatch(GRES_NAME, name):
+                raise ValueError(f"{name!r} is not a GRES sharing GPUs as AllocTRES names it (gres/<name>), such as "
+                                 "shard or mps" + (": gpu is read as whole GPUs" if name == "gpu" else ""))
+        return shared
+
+    def gpu_shares(self) -> GpuShares:
+        """`shared_gpus` as the readers take it: a GRES → the share of a GPU one unit is."""
+        return tuple((name, 1 / count) for name, count in sorted(self.shared_gpus.items()))
 
     def question(self) -> dict[str, object]:
         """The settings that decide which jobs slurmrestd returns (a window snapshot's fingerprint,
@@ -92,7 +110,8 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         tables = []
         for number, path in enumerate(files):
             try:
-                read = file_attempts(con, path, number, zone, self.config.cluster, in_directory=root.is_dir())
+                read = file_attempts(con, path, number, zone, self.config.cluster, in_directory=root.is_dir(),
+                                     shares=self.config.gpu_shares())
             except BadRecord as exc:
                 raise DataError(str(exc), where=str(path), hint=exc.hint or f"write it with sacct --json, or sacct "
                                                                              f"--parsable2 --format={SACCT_FORMAT}") from None
@@ -122,7 +141,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
         _raise_slurm_errors(data, url, self.config_path, c.token_env)
         said_warnings(data, url)
         try:
-            attempts = list(json_attempts(data, c.cluster))
+            attempts = list(json_attempts(data, c.cluster, c.gpu_shares()))
         except BadRecord as exc:
             raise DataError(str(exc), where=url, hint="a slurmrestd answer this reader does not know: "
                                                       "set api_version to one it does (v0.0.38 and later)") from None

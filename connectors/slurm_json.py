@@ -11,7 +11,7 @@ from typing import Any
 
 from connectors.hostlist import hosts
 from connectors.jobs_base import from_epoch
-from connectors.slurm_records import Attempt, BadRecord, field_text, gres_gpus
+from connectors.slurm_records import Attempt, BadRecord, GpuShares, field_text, gres_gpus
 from service.core.job_states import normal_state
 
 def number(value: Any) -> float | None:
@@ -28,13 +28,13 @@ def _nested_text(value: Any, key: str) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def json_attempts(data: Any, default_cluster: str | None) -> Iterable[Attempt]:
+def json_attempts(data: Any, default_cluster: str | None, shares: GpuShares = ()) -> Iterable[Attempt]:
     """Attempts of a `sacct --json` document or a slurmrestd /slurmdb/vX/jobs answer."""
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         raise BadRecord('not a sacct --json document: no "jobs" list')
     for index, record in enumerate(data["jobs"]):
         try:
-            yield _json_attempt(record, default_cluster)
+            yield _json_attempt(record, default_cluster, shares)
         except (BadRecord, ValueError, TypeError, KeyError, AttributeError) as exc:
             job = record.get("job_id") if isinstance(record, dict) else None
             raise BadRecord(f"jobs[{index}] (job {job}): {type(exc).__name__}: {exc}") from None
@@ -71,7 +71,7 @@ def _pending_tasks(array: dict[str, Any]) -> str:
     return f"{text}%{int(limit)}" if limit and "%" not in text else text
 
 
-def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attempt:
+def _json_attempt(record: dict[str, Any], default_cluster: str | None, shares: GpuShares) -> Attempt:
     raw_id = str(record["job_id"])
     array, het = record.get("array") or {}, record.get("het") or {}
     array_job, task = number(array.get("job_id")), number(array.get("task_id"))
@@ -90,8 +90,8 @@ def _json_attempt(record: dict[str, Any], default_cluster: str | None) -> Attemp
         raise BadRecord(f"state {current!r} is not a Slurm job state")
     times = record.get("time") or {}
     tres = (record.get("tres") or {}).get("allocated") or []
-    gpus = gres_gpus((entry.get("name") or "", float(number(entry.get("count")) or 0))
-                     for entry in tres if entry.get("type") == "gres")
+    gpus = gres_gpus(((entry.get("name") or "", float(number(entry.get("count")) or 0))
+                      for entry in tres if entry.get("type") == "gres"), shares)
     nodes_text = record.get("nodes")
     try:
         nodes = hosts(nodes_text) or None if isinstance(nodes_text, str) else None

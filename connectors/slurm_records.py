@@ -11,7 +11,8 @@ are read column-wise by connectors/sacct_columns.py, with these functions once p
   job's components likewise (`10+0`, `10+1`). Their run defaults to the job as submitted
   (`7`, `10`); a plain job's run is its job id.
 - GPUs are the allocation's `gres/gpu` TRES. With typed gres (`gres/gpu:h100=8`) the typed
-  counts are summed, a MIG type (`gpu:3g.40gb`) as its share of a GPU.
+  counts are summed, a MIG type (`gpu:3g.40gb`) as its share of a GPU; a GRES sharing GPUs
+  (`gres/shard=2`) as the share the source's `shared_gpus` gives it.
 - JSON documents become attempts in connectors/slurm_json.py, parsable2 lines read one by one
   in connectors/sacct_lines.py.
 """
@@ -45,7 +46,9 @@ NO_TIME = frozenset({"", "Unknown", "None", "N/A", "INVALID", "0"})  # "0": JSON
 ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
                    "PREEMPTED", "REQUEUED", "REVOKED", "TIMEOUT",  # and flags set on an attempt that ended:
                    "COMPLETING", "REQUEUE_FED", "REQUEUE_HOLD", "SPECIAL_EXIT", "STAGE_OUT"})
-_GRES = re.compile(r"(?:^|,)gres/(gpu(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
+_GRES = re.compile(r"(?:^|,)gres/([^=,:]+(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
+# a GRES that shares GPUs (`shard`, `mps`) → the share of a GPU one unit is (slurm-jobs `shared_gpus`)
+GpuShares = tuple[tuple[str, float], ...]
 EPOCH = r"\d{9,11}"  # SLURM_TIME_FORMAT=%s: seconds since 1970 (1973 to 5138)
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
@@ -69,25 +72,33 @@ def slurm_duration(text: str | None) -> float | None:
     return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
 
 
-def gres_gpus(entries: Iterable[tuple[str, float]]) -> float:
-    """GPUs from gres TRES entries ("gpu" or "gpu:<type>", count)."""
+def gres_gpus(entries: Iterable[tuple[str, float]], shares: GpuShares = ()) -> float:
+    """GPUs from gres TRES entries ("gpu" or "gpu:<type>", count), and from those of a GRES that
+    shares GPUs (`shares`: "shard" → 0.25), each at its share: the untyped count, else the typed ones'."""
     untyped = 0.0
     typed: list[tuple[str, float]] = []
+    shared = 0.0
+    entries = list(entries)
+    for name, share in shares:
+        counts = [count for kind, count in entries if kind == name] or \
+            [count for kind, count in entries if kind.startswith(f"{name}:")]
+        shared += sum(counts) * share
     for name, count in entries:
         if name == "gpu":
             untyped += count
         elif name.startswith("gpu:"):
             typed.append((name[4:], count))
     if not typed:
-        return untyped
+        return untyped + shared
     fractions = [mig_fraction(kind) for kind, _ in typed]
     total = sum(count * (fraction or 1.0) for (_, count), fraction in zip(typed, fractions))
-    return total if any(fractions) else max(total, untyped)
+    return (total if any(fractions) else max(total, untyped)) + shared
 
 
-def alloc_tres_gpus(text: str) -> float:
-    """`billing=1,cpu=1,gres/gpu=2,node=1` → 2.0; `gres/gpu=8,gres/gpu:1g.10gb=8` → 8/7."""
-    return gres_gpus((name, float(count)) for name, count in _GRES.findall(text or ""))
+def alloc_tres_gpus(text: str, shares: GpuShares = ()) -> float:
+    """`billing=1,cpu=1,gres/gpu=2,node=1` → 2.0; `gres/gpu=8,gres/gpu:1g.10gb=8` → 8/7;
+    `gres/shard=2` with shares (("shard", 0.25),) → 0.5."""
+    return gres_gpus(((name, float(count)) for name, count in _GRES.findall(text or "")), shares)
 
 
 def _shared(text: str | None) -> str | None:

@@ -11,7 +11,8 @@ import pytest
 
 from connectors.slurm_json import json_attempts, sacct_state
 from connectors.slurm_records import rows_of
-from tests.test_slurm_jobs import SLURM, cli_inventory, newer_shape
+from service.core.errors import ConfigError
+from tests.test_slurm_jobs import SLURM, cli_inventory, jobs, newer_shape, run
 
 
 @pytest.mark.parametrize("current, state", [
@@ -45,3 +46,52 @@ def test_a_parsable2_file_written_with_noheader_says_so(tmp_path):
     assert "sacct.txt: line 1: a job's record (1), not the header line naming the columns (written with --noheader?)" \
         in result.output
     assert "run sacct without --noheader: --parsable2 --format=JobID,JobIDRaw," in result.output
+
+
+def sharded(folder, name: str):
+    """The live capture `name` with job 2 (2 GPUs) allocated 2 GPU shards instead, as Slurm
+    records a `--gres=shard:2` job under AccountingStorageTRES=gres/gpu,gres/shard (gres.html,
+    Sharding): `gres/shard=2` in AllocTRES, a {"type": "gres", "name": "shard"} TRES in JSON."""
+    path = folder / name
+    if name.endswith(".json"):
+        data = json.loads((SLURM / name).read_text())
+        for record in data["jobs"]:
+            for entry in record["tres"]["allocated"] if record["job_id"] == 2 else ():
+                entry["name"] = "shard" if entry["name"] == "gpu" else entry["name"]
+        path.write_text(json.dumps(data))
+    else:
+        lines = (SLURM / name).read_text().splitlines(True)
+        path.write_text("".join(line.replace("gres/gpu=2", "gres/shard=2") if line.startswith(("2|", "2.")) else line
+                                for line in lines))
+    return path
+
+
+@pytest.mark.parametrize("name", ["sacct.json", "sacct-parsable2.txt"])
+def test_gpus_shared_as_shards_count_as_the_share_configured(tmp_path, monkeypatch, name):
+    """A job on GPU shards held 0 GPUs (only gres/gpu was read): its hours went to idle, and no
+    warning said so while other jobs held GPUs. With shared_gpus {shard: 4} (gres.conf: 4 shards
+    per GPU) its 2 shards are half a GPU; without it, still none. The line reader agrees."""
+    import connectors.sacct_columns as sacct_columns
+
+    path = sharded(tmp_path, name)
+    gpus = {}
+    for shared in ({}, {"shard": 4}):
+        assert run(tmp_path / str(len(shared)), path=str(path), shared_gpus=shared).error is None
+        gpus[len(shared)] = dict(jobs(tmp_path / str(len(shared)), "job_id, gpus"))
+    assert gpus[0]["2"] == 0 and gpus[1]["2"] == 0.5
+    assert {job: n for job, n in gpus[1].items() if job != "2"} == {job: n for job, n in gpus[0].items() if job != "2"}
+    assert gpus[1]["1"] == 1 and gpus[1]["4"] == 2  # the whole GPUs as before
+    monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)  # the line reader
+    assert run(tmp_path / "lines", path=str(path), shared_gpus={"shard": 4}).error is None
+    assert dict(jobs(tmp_path / "lines", "job_id, gpus")) == gpus[1]
+
+
+@pytest.mark.parametrize("shared, says", [
+    ({"gpu": 2}, "shared_gpus: 'gpu' is not a GRES sharing GPUs as AllocTRES names it (gres/<name>), such as shard or "
+                 "mps: gpu is read as whole GPUs"),
+    ({"shard": 0}, "shared_gpus.shard: must be at least 1, not 0"),
+    ({"gres/shard": 4}, "shared_gpus: 'gres/shard' is not a GRES sharing GPUs as AllocTRES names it")])
+def test_shared_gpus_names_a_gres_and_its_count_per_gpu(tmp_path, shared, says):
+    with pytest.raises(ConfigError) as error:
+        run(tmp_path, path=str(SLURM / "sacct.json"), shared_gpus=shared)
+    assert f"inventory[0].{says}" in str(error.value), error.value
