@@ -437,3 +437,14 @@ def test_a_days_snapshot_taken_again_by_a_clock_set_back_ends_what_it_keeps_no_l
     at 06:00 keeps job 2 it no longer reads ended at 06:00, not at 23:00, hours not yet lived."""
     settled = read_twice_the_same_day(tmp_path, slurmrestd, NOW + timedelta(hours=17), NOW)  # 23:00, then 06:00
     assert [end for _, _, end in settled] == [datetime(2026, 12, 2, 6)]
+
+
+def test_gpu_shards_in_a_slurmrestd_answer_count_as_configured(tmp_path, slurmrestd, monkeypatch):
+    """As in a sacct file (test_slurm_shapes.py): job 2 on 2 shards, 4 per GPU, holds half a GPU."""
+    from test_slurm_shapes import sharded
+
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    server.plan.append((200, sharded(tmp_path, "slurmrestd-jobs.json").read_bytes()))
+    assert run(tmp_path, url, token_env="SLURM_JWT", shared_gpus={"shard": 4}).error is None
+    assert dict(jobs(tmp_path, "job_id, gpus"))["2"] == 0.5
