@@ -2,12 +2,13 @@
 
 Three origins (exactly one per source):
 - `prometheus_url`: the HTTP API's `query_range` over DCGM exporter series, hourly:
-  `avg by (<instance_label>, <gpu_label>) (avg_over_time(<metric>[1h]))` evaluated at each
-  hour's end gives that hour's mean. Metrics are tried in the configured order
+  `avg by (<instance_label>, <gpu_label>, GPU_I_PROFILE, GPU_I_ID) (avg_over_time(<metric>[1h]))`
+  evaluated at each hour's end gives that hour's mean. Metrics are tried in the configured order
   (DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE, then DCGM_FI_DEV_GPU_UTIL); each
   instance keeps the first metric that has data for it, recorded in `metric`. Ratios (0-1)
-  become percentages. The instance id comes from `instance_label` (e.g. a relabelled
-  `instance_id` carrying the EC2 instance id, as in the bill's ResourceId); asked through
+  become percentages; a MIG GPU, reported per GPU instance (GPU_I_PROFILE), is the sum of its
+  instances' use each at its share of the GPU. The instance id comes from `instance_label`
+  (e.g. a relabelled `instance_id` carrying the EC2 instance id, as in the bill's ResourceId); asked through
   connectors/prometheus_api.py as k8s-pods asks (an answer with warnings, partial, fails);
 - `cloudwatch: true`: CloudWatch `GetMetricData` (Average, hourly) over the CloudWatch
   agent's `nvidia_smi_utilization_gpu` (namespace CWAgent) for every metric with an
@@ -33,6 +34,7 @@ from connectors.aws_client import aws_error, default_region, make_client
 from connectors.aws_sigv4 import Sigv4, check_sigv4, prometheus_access
 from connectors.inventory_base import (FileOrApiConnector, SnapshotPart, local_files, read_table_file,
                                        rows_relation)
+from connectors.jobs_base import mig_fraction
 from connectors.prometheus_api import query_range
 from service.core.config import InventorySource
 from service.core.config_base import HttpUrl, exactly_one
@@ -51,6 +53,19 @@ def window(now: datetime, lookback_hours: int) -> tuple[datetime, datetime]:
     end = now.replace(minute=0, second=0, microsecond=0)
     start = (end - timedelta(hours=lookback_hours)).replace(hour=0)
     return start, end
+
+
+# dcgm-exporter reports a MIG GPU per GPU instance only (monitorAllGPUInstances), each with its profile
+MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")
+
+
+def gpu_use(parts: list[tuple[str, float]]) -> float:
+    """A GPU's use % from its series: a MIG GPU's instances (`3g.40gb`, use % of the instance) each
+    at its share of the GPU, slices not created counting as unused; else their mean."""
+    fractions = [mig_fraction(profile) if profile else None for profile, _ in parts]
+    if all(fractions):
+        return sum(use * fraction for (_, use), fraction in zip(parts, fractions))  # type: ignore[operator]
+    return sum(use for _, use in parts) / len(parts)
 
 
 def _gpu_index(value: Any) -> int | None:
@@ -112,13 +127,16 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
         covered: set[str] = set()  # instances that already have a more preferred metric
         access = prometheus_access(c.sigv4, c.prometheus_url, self.config_path)
         for metric in c.metrics:
-            query = f"avg by ({c.instance_label}, {c.gpu_label}) (avg_over_time({metric}[1h]))"
+            query = (f"avg by ({c.instance_label}, {c.gpu_label}, {', '.join(MIG_LABELS)}) "
+                     f"(avg_over_time({metric}[1h]))")
             result = query_range(c.prometheus_url, query, start + timedelta(hours=1), end, 3600,
                                  timeout=c.timeout_seconds, attempts=1, access=access,
                                  hint=f"check {self.config_path}.prometheus_url and the query")
             scale = 100.0 if metric in RATIO_METRICS else 1.0
             found: set[str] = set()
             unlabelled = 0
+            # (instance, gpu, hour) → (MIG profile or "", use %) of each GPU instance, or of the GPU
+            parts: dict[tuple[str, int | None, datetime], list[tuple[str, float]]] = {}
             for series in result:
                 instance = series.get("metric", {}).get(c.instance_label)
                 if not instance:
@@ -128,13 +146,15 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
                     continue
                 found.add(instance)
                 gpu = _gpu_index(series["metric"].get(c.gpu_label))
+                profile = series["metric"].get(MIG_LABELS[0], "")
                 for timestamp, value in series.get("values", []):
                     util = float(value)
                     if math.isnan(util):
                         continue
                     hour = datetime.fromtimestamp(float(timestamp), tz=timezone.utc).replace(tzinfo=None)
-                    rows.append({"resource_id": instance, "gpu": gpu, "hour": hour - timedelta(hours=1),
-                                 "util_pct": util * scale, "metric": metric})
+                    parts.setdefault((instance, gpu, hour - timedelta(hours=1)), []).append((profile, util * scale))
+            rows += [{"resource_id": instance, "gpu": gpu, "hour": hour, "util_pct": gpu_use(shares), "metric": metric}
+                     for (instance, gpu, hour), shares in parts.items()]
             if unlabelled and not found and not covered:
                 raise SourceError(f"{metric} series carry no {c.instance_label!r} label", where=c.prometheus_url,
                                   hint=f"set {self.config_path}.instance_label to the label holding the EC2 "

@@ -26,9 +26,9 @@ def sm_active_gpu1(hour: int) -> float:
     return 0.02 if hour < 4 else 0.6  # idle for the first four hours
 
 
-def openmetrics() -> str:
+def openmetrics(families: dict | None = None) -> str:
     """DCGM exporter series, one sample a minute at :30 so each falls inside one hour."""
-    families = {
+    families = families or {
         "DCGM_FI_PROF_SM_ACTIVE": [('gpu="0",instance_id="i-0aaa",Hostname="node-a"', lambda h: 0.9),
                                    ('gpu="1",instance_id="i-0aaa",Hostname="node-a"', sm_active_gpu1),
                                    ('gpu="0",Hostname="no-instance-label"', lambda h: 0.5)],
@@ -98,6 +98,25 @@ def test_prometheus_dcgm_per_gpu_and_per_instance(tmp_path, prometheus):
     assert run(tmp_path, now + timedelta(hours=1), prometheus_url=prometheus, lookback_hours=12).error is None
     assert len(rows(tmp_path)) == HOURS * 6  # 2 instances x (2 GPUs + aggregate)
 
+
+@pytest.mark.binary
+def test_a_mig_gpus_use_is_its_instances_each_at_its_share(tmp_path):
+    """dcgm-exporter reports a MIG GPU per GPU instance only, each instance's activity relative to
+    itself: averaged, a GPU holding one busy 1g.10gb slice read 100% (its other 6/7 unused, never
+    partitioned) and 4g.40gb at 20% beside 3g.40gb at 90% read 55%. Each is its share now."""
+    mig = 'instance_id="i-0ccc",Hostname="node-c",modelName="NVIDIA A100-SXM4-40GB"'
+    text = openmetrics({"DCGM_FI_PROF_SM_ACTIVE": [
+        (f'gpu="0",{mig},GPU_I_ID="7",GPU_I_PROFILE="1g.10gb"', lambda h: 1.0),
+        (f'gpu="1",{mig},GPU_I_ID="1",GPU_I_PROFILE="4g.40gb"', lambda h: 0.2),
+        (f'gpu="1",{mig},GPU_I_ID="2",GPU_I_PROFILE="3g.40gb"', lambda h: 0.9),
+        ('gpu="0",instance_id="i-0aaa"', lambda h: 0.9)]})  # a whole GPU beside them, as before
+    with backfilled_prometheus(tmp_path, text) as url:
+        assert run(tmp_path, DAY0 + timedelta(hours=5, minutes=10), prometheus_url=url, lookback_hours=12).error is None
+    use = {(r[0], r[1]): r[3] for r in rows(tmp_path)}
+    # 100% x 1/7; 20% x 4/7 + 90% x 3/7 = (80 + 270) / 7; the instance the mean of its GPUs
+    assert use == {("i-0ccc", 0): pytest.approx(100 / 7), ("i-0ccc", 1): pytest.approx(50.0),
+                   ("i-0ccc", None): pytest.approx((100 / 7 + 50) / 2), ("i-0aaa", 0): pytest.approx(90.0),
+                   ("i-0aaa", None): pytest.approx(90.0)}
 
 @pytest.mark.binary
 def test_prometheus_wrong_instance_label_says_which_label_to_set(tmp_path, prometheus):
