@@ -64,7 +64,7 @@ def test_an_other_export_alone_fails_saying_what_it_is(tmp_path, name, content, 
     path.write_text(content)
     lake, result = ingest_files(tmp_path, ("azure", "azure-cost", path))
     [message] = failures(result)
-    assert "azure-cost source reads under" in message and "1 file(s) skipped" in message
+    assert "nothing a source of kind azure-cost reads under" in message and "1 file(s) skipped" in message
     [skipped] = [o for o in result.outcomes if o.status == "skipped"]
     assert skipped.note.startswith(what) and "not cost details" in skipped.note
     assert "required column" not in message and lake.ledger() == []

@@ -158,7 +158,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         connector = cost_connector(CONNECTORS.get(source.kind), source)
         deliveries = list(connector.deliveries())
         if not deliveries:  # every built-in says what it expected; this covers any other
-            raise SourceError(f"nothing a {source.kind} source reads under {source.location}",
+            raise SourceError(f"nothing a source of kind {source.kind} reads under {source.location}",
                               where=f"sources.{source.name}.location", hint="check the location and the kind")
         con = lake.writer(connector.local_paths())
         try:
@@ -171,7 +171,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         finally:
             con.close()
         if outcomes and all(o.status == "skipped" for o in outcomes):
-            raise SourceError(f"nothing a {source.kind} source reads under {source.location}: "
+            raise SourceError(f"nothing a source of kind {source.kind} reads under {source.location}: "
                               f"{len(outcomes)} file(s) skipped", where=f"sources.{source.name}.location",
                               hint="check the location and the kind")
     except LakeBusyError:
