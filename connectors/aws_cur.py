@@ -6,8 +6,9 @@
   period manifest (`reportKeys`, the current assembly) are read, so old assemblies and
   stale parts are never counted. Delivery id: the manifest's `assemblyId`.
 - Parts without a period manifest → "waiting for manifest": nothing is committed.
-- The Athena Parquet layout: `.../year=YYYY/month=M/*.parquet`, one delivery per month,
-  identified by a fingerprint of its files.
+- The Athena Parquet layout: `.../year=YYYY/month=M/*.parquet`, one delivery per month:
+  the files its period folder's manifest lists (delivery id its `assemblyId`), else all of
+  them, identified by a fingerprint.
 - A bare CSV / CSV.gz (no manifest, no period folder): a loose delivery per file, its
   periods read from the data; ingest joins the bare files of one period, wherever they sit,
   into one delivery identified by a fingerprint of them (service.ingest.periods).
@@ -82,6 +83,8 @@ class AwsCurConnector(AwsExportConnector):
                 found.append(Delivery("waiting:" + fingerprint(group["parts"]), (group["period"],),
                                       tuple(o.uri for o in group["parts"]), waiting="waiting for manifest"))
         for period, objs in athena.items():
+            if period in reports:  # a Parquet report's period manifest lists the month's files
+                continue
             found.append(Delivery(fingerprint(objs), (period,), tuple(o.uri for o in objs)))
         for obj in bare:
             found.append(Delivery(fingerprint([obj]), None, (obj.uri,), loose=True))
@@ -107,8 +110,17 @@ class AwsCurConnector(AwsExportConnector):
         return failed
 
     @staticmethod
-    def _relative(key: str) -> str:
+    def _located(base: str, key: str) -> str:
         """A manifest key is bucket-absolute; keep what follows its period folder, so a copy
-        of the export under another bucket or prefix (or a local directory) still resolves."""
+        of the export under another bucket or prefix (or a local directory) still resolves. A
+        Parquet report's manifest lists `<report>/year=YYYY/month=M/` files, found beside the
+        period folder `base`."""
         folder = PERIOD_DIR.search(key)
-        return key[folder.end():] if folder else key.rsplit("/", 1)[-1]
+        if folder:
+            return base + key[folder.end():]
+        month = ATHENA_MONTH.search(key)
+        if month:
+            period = PERIOD_DIR.search(base)
+            beside = base[: period.start() + 1] if period.start() else ""
+            return beside + key[: month.start()].rsplit("/", 1)[-1] + key[month.start():]
+        return base + key.rsplit("/", 1)[-1]

@@ -85,11 +85,11 @@ class AwsCur2Connector(AwsExportConnector):
         return failed
 
     @staticmethod
-    def _relative(uri: str) -> str:
-        """`s3://bucket/prefix/export/data/BILLING_PERIOD=…/x.parquet` → `data/BILLING_PERIOD=…/x.parquet`,
+    def _located(base: str, uri: str) -> str:
+        """`s3://bucket/prefix/export/data/BILLING_PERIOD=…/x.parquet` → `<base>data/BILLING_PERIOD=…/x.parquet`,
         so a copy of the export elsewhere (another bucket, a local directory) still resolves."""
         found = DATA_IN_URI.search(uri)
         if not found:
             raise DataError(f"the manifest names a data file outside data/BILLING_PERIOD=…: {uri}",
                             hint="the manifest is damaged; wait for the next delivery")
-        return uri[found.start():].lstrip("/")
+        return base + uri[found.start():].lstrip("/")

@@ -101,8 +101,9 @@ class AwsExportConnector(StoredExport):
     manifest_name: ClassVar[str]
 
     @staticmethod
-    def _relative(listed: str) -> str:
-        """A data file the manifest lists, relative to the folder the delivery's files sit below."""
+    def _located(base: str, listed: str) -> str:
+        """The key (below the location) of a data file the manifest lists; `base` is the folder
+        the delivery's manifest was found for."""
         raise NotImplementedError
 
     def _manifest_delivery(self, base: str, period: str, manifest: StoredObject) -> Delivery:
@@ -113,7 +114,7 @@ class AwsExportConnector(StoredExport):
             if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
                 raise DataError(f"the manifest has no list of {self.manifest_files}", where=manifest.uri,
                                 hint=f"is this {self.manifest_name}? check the source kind")
-            files = tuple(self._object(base + self._relative(key)).uri for key in listed)
+            files = tuple(self._object(self._located(base, key)).uri for key in listed)
         except SpendlakeError as exc:
             failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))
             self._problem(failed.delivery_id, exc)

@@ -227,22 +227,45 @@ def test_an_account_id_a_spreadsheet_rewrote_fails_the_file_naming_column_and_va
     assert Lake(config(tmp_path, export).lake).ledger() == []
 
 
-def test_athena_parquet_layout(tmp_path):
+def write_athena_month(tmp_path, rows, name="report-00001.snappy.parquet"):
+    """A Parquet report's month as AWS writes it: `<report>/<report>/year=YYYY/month=M/` under `cur/`."""
     con = duckdb.connect()
     month_dir = tmp_path / "cur" / "report" / "report" / "year=2026" / "month=9"
-    month_dir.mkdir(parents=True)
+    month_dir.mkdir(parents=True, exist_ok=True)
     csv_file = tmp_path / "rows.csv"
-    csv_file.write_bytes(legacy_csv([line("2026-09", "1.25", team="data"), line("2026-09", "2", kind="Tax")]))
+    csv_file.write_bytes(legacy_csv(rows))
     # Athena flattening: snake_case names, one resource_tags_user_* column per tag, '' for missing.
     columns = ", ".join(f'"{c}" AS "{snake(c)}"' for c in LEGACY_COLUMNS if c != "resourceTags/user:Team")
     con.execute(f"COPY (SELECT {columns} FROM read_csv('{csv_file}', all_varchar=true)) "
-                f"TO '{month_dir / 'report-00001.snappy.parquet'}' (FORMAT parquet)")
-    (tmp_path / "cur" / "report" / "cost_and_usage_data_status").mkdir()
+                f"TO '{month_dir / name}' (FORMAT parquet)")
+    (tmp_path / "cur" / "report" / "cost_and_usage_data_status").mkdir(exist_ok=True)
+
+
+def test_athena_parquet_layout(tmp_path):
+    write_athena_month(tmp_path, [line("2026-09", "1.25", team="data"), line("2026-09", "2", kind="Tax")])
     cfg = config(tmp_path, tmp_path / "cur")
     ingest(cfg)
     assert totals(Lake(cfg.lake)) == [("2026-09", "USD", Decimal("3.25"), Decimal("3.25"), 2)]
     tags = Lake(cfg.lake).query().execute("SELECT Tags FROM costs ORDER BY BilledCost").fetchall()
     assert tags == [({"user_team": "data"},), ({},)]
+
+
+def test_a_parquet_reports_period_manifest_names_its_athena_month_files(tmp_path):
+    # AWS writes a Parquet report's manifest in the period folder, its reportKeys the month's
+    # files beside it: the month is that one delivery (it was also a second delivery of 2026-09
+    # whose files were looked for in the period folder: exit 3 on every ingest), and a stale
+    # part the manifest does not list is not counted.
+    write_athena_month(tmp_path, [line("2026-09", "1.25"), line("2026-09", "2", kind="Tax")])
+    write_athena_month(tmp_path, [line("2026-09", "100")], name="report-00002.snappy.parquet")
+    period = tmp_path / "cur" / "report" / "20260901-20261001"
+    period.mkdir()
+    (period / "report-Manifest.json").write_text(json.dumps({
+        "assemblyId": "a9", "reportName": "report", "bucket": "bucket", "contentType": "Parquet",
+        "reportKeys": ["prefix/report/report/year=2026/month=9/report-00001.snappy.parquet"]}))
+    result = run_cli(write_config(tmp_path, tmp_path / "cur"), "ingest")
+    assert result.exit_code == 0, result.output
+    assert totals(Lake(tmp_path / "lake")) == [("2026-09", "USD", Decimal("3.25"), Decimal("3.25"), 2)]
+    assert Lake(tmp_path / "lake").ledger()[0].delivery_id == "a9"
 
 
 def snake(column):
