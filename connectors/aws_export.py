@@ -114,6 +114,10 @@ class AwsExportConnector(StoredExport):
             if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
                 raise DataError(f"the manifest has no list of {self.manifest_files}", where=manifest.uri,
                                 hint=f"is this {self.manifest_name}? check the source kind")
+            if not listed:
+                raise DataError(f"the manifest lists no data files (its {self.manifest_files} is empty)",
+                                where=manifest.uri, hint="nothing of this period is read until a delivery lists "
+                                "its files; if AWS keeps delivering it empty, re-create the export")
             files = tuple(self._object(self._located(base, key)).uri for key in listed)
         except SpendlakeError as exc:
             failed = Delivery("invalid:" + fingerprint([manifest]), (period,), (manifest.uri,))

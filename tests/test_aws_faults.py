@@ -24,7 +24,7 @@ from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.billing import ingest
-from tests.aws_exports import legacy_csv, line, s3_put, write_legacy
+from tests.aws_exports import legacy_csv, line, local_put, s3_put, write_cur2, write_legacy
 from tests.conftest import REPO
 
 
@@ -84,6 +84,23 @@ def test_manifest_key_climbing_out_of_a_local_source_is_refused(tmp_path):
     cfg = local_config(tmp_path, export)
     message = failure(ingest(cfg))
     assert "outside the source location" in message
+    assert not Lake(cfg.lake).ledger()
+
+
+@pytest.mark.parametrize("kind", ["aws-cur", "aws-cur2"])
+def test_a_manifest_listing_no_data_files_names_the_manifest(tmp_path, kind):
+    # it said "the delivery names no data files", naming no file: which period's manifest, of which export?
+    export = tmp_path / "exp"
+    put = local_put(export)
+    if kind == "aws-cur":
+        write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="a1", parts=[])
+        manifest = export / "cur/rep/20261001-20261101/rep-Manifest.json"
+    else:
+        write_cur2(put, prefix="p", export="ex", period="2026-10", execution="e1", parts=[], fmt="parquet")
+        manifest = export / "p/ex/metadata/BILLING_PERIOD=2026-10/ex-Manifest.json"
+    cfg = local_config(tmp_path, export, kind)
+    message = failure(ingest(cfg))
+    assert str(manifest) in message and "lists no data files" in message
     assert not Lake(cfg.lake).ledger()
 
 
