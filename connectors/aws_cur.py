@@ -12,6 +12,9 @@
 - A bare CSV / CSV.gz (no manifest, no period folder): a loose delivery per file, its
   periods read from the data; ingest joins the bare files of one period, wherever they sit,
   into one delivery identified by a fingerprint of them (service.ingest.periods).
+- A Data Exports (CUR 2.0) export under the location is skipped, told as such: read as bare
+  CSV, every execution's files would count; with nothing else there, a SourceError says to
+  use kind aws-cur2.
 - Nothing of these under the location: a SourceError naming it.
 """
 
@@ -33,6 +36,9 @@ PERIOD_DIR = re.compile(r"(?:^|/)(\d{4})(\d{2})\d{2}-\d{8}/")
 ATHENA_MONTH = re.compile(r"(?:^|/)year=(\d{4})/month=(\d{1,2})/")
 MANIFEST_SUFFIX = "-Manifest.json"
 DATA_FILE = re.compile(r"\.(csv|csv\.gz|csv\.zip|parquet)$", re.IGNORECASE)
+# Data Exports (CUR 2.0, FOCUS): every execution's files stay beside the current one, read
+# as bare CSV they would all count
+DATA_EXPORTS = re.compile(r"(?:^|/)(?:data|metadata)/BILLING_PERIOD=\d{4}-\d{2}/")
 
 
 class AwsCurSource(SourceConfig):
@@ -51,8 +57,13 @@ class AwsCurConnector(AwsExportConnector):
         periods: dict[str, dict] = defaultdict(lambda: {"manifest": None, "parts": []})
         athena: dict[str, list[StoredObject]] = defaultdict(list)
         bare: list[StoredObject] = []
+        exports: set[str] = set()
         for obj in self._list():
             if not self._in_report(obj.key):
+                continue
+            exported = DATA_EXPORTS.search(obj.key)
+            if exported:
+                exports.add(obj.uri[: len(obj.uri) - len(obj.key) + exported.start()].rstrip("/"))
                 continue
             folder = PERIOD_DIR.search(obj.key)
             if folder:
@@ -88,6 +99,13 @@ class AwsCurConnector(AwsExportConnector):
             found.append(Delivery(fingerprint(objs), (period,), tuple(o.uri for o in objs)))
         for obj in bare:
             found.append(Delivery(fingerprint([obj]), None, (obj.uri,), loose=True))
+        if not found and exports:
+            raise SourceError(f"{', '.join(sorted(exports))}: an AWS Data Exports export (data/BILLING_PERIOD=…, "
+                              "metadata/), not a legacy Cost and Usage Report", where=f"sources.{self.config.name}.kind",
+                              hint="set kind: aws-cur2, which reads it by its manifests")
+        for folder in exports:
+            self.storage.passed_over[folder] = ("an AWS Data Exports export (data/BILLING_PERIOD=…), not a legacy "
+                                                "CUR: give it a source of kind aws-cur2, which reads it by its manifests")
         if not found:
             report = f" of report {self.config.report_name!r}" if self.config.report_name else ""
             raise SourceError(f"no legacy CUR{report} manifests or data (yyyymmdd-yyyymmdd/…-Manifest.json, "

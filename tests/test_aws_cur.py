@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from decimal import Decimal
 
@@ -372,6 +373,25 @@ def test_same_delivery_twice_leaves_the_lake_byte_for_byte(tmp_path, bucket):
     assert (tmp_path / "lake" / "_ledger" / "deliveries.json").read_bytes() == ledger_before
     assert totals(Lake(tmp_path / "lake")) == [("2026-10", "EUR", Decimal(2), Decimal(2), 1),
                                                ("2026-10", "USD", Decimal(1), Decimal(1), 1)]
+
+
+def test_a_data_exports_export_under_kind_aws_cur_is_not_read_as_bare_csv(tmp_path):
+    # Its CSV.gz files were read as bare CUR files: every CREATE_NEW_REPORT execution counted
+    # ($150 for a $100 bill here), without a word.
+    put = local_put(tmp_path / "exp")
+    for folder, cost in (("20261002T000000Z-e1", "50"), ("20261003T000000Z-e2", "100")):
+        put(f"cur2/ex/data/BILLING_PERIOD=2026-10/{folder}/ex-00001.csv.gz", gzip.compress(legacy_csv([line(cost=cost)])))
+        put(f"cur2/ex/metadata/BILLING_PERIOD=2026-10/{folder}/ex-Manifest.json", b"{}")
+    cfg_path = write_config(tmp_path, tmp_path / "exp")
+    result = run_cli(cfg_path, "ingest")
+    assert result.exit_code == 3 and "kind: aws-cur2" in result.output, result.output
+    assert not (tmp_path / "lake").exists() or not Lake(tmp_path / "lake").ledger()
+    # beside a legacy report, the export is skipped (and said so) and the report is read
+    write_legacy(put, prefix="cur", report="rep", period="2026-10", assembly="a1", parts=[[line(cost="7")]])
+    result = run_cli(cfg_path, "ingest")
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path / 'exp' / 'cur2' / 'ex'}: skipped, an AWS Data Exports export" in result.output
+    assert totals(Lake(tmp_path / "lake")) == [("2026-10", "USD", Decimal("7"), Decimal("7"), 1)]
 
 
 def test_report_name_picks_one_report_under_a_shared_prefix(tmp_path):
