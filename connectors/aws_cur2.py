@@ -27,6 +27,7 @@ from service.core.errors import ConfigError, DataError, SourceError
 
 MANIFEST = re.compile(r"(?:^|/)metadata/BILLING_PERIOD=(\d{4}-\d{2})/(?:(.+)/)?[^/]*Manifest\.json$")
 DATA = re.compile(r"(?:^|/)data/BILLING_PERIOD=(\d{4}-\d{2})/.+\.(parquet|csv\.gz|csv)$", re.IGNORECASE)
+LEGACY_MANIFEST = re.compile(r"(?:^|/)\d{8}-\d{8}/[^/]+-Manifest\.json$")  # aws-cur's period manifest
 DATA_IN_URI = re.compile(r"(?:^|/)data/BILLING_PERIOD=\d{4}-\d{2}/")
 
 
@@ -66,10 +67,13 @@ class AwsCur2Connector(AwsExportConnector):
                 result.append(Delivery("waiting:" + fingerprint(objs), (period,), tuple(o.uri for o in objs),
                                        waiting="waiting for manifest"))
         if not result:
+            if any(LEGACY_MANIFEST.search(obj.key) for obj in self._objects.values()):
+                where, hint = "kind", "it holds a legacy Cost and Usage Report (yyyymmdd-yyyymmdd/…-Manifest.json): set kind: aws-cur"
+            else:
+                where, hint = "location", "point it at the export's folder, the one holding data/ and metadata/"
             raise SourceError(f"no CUR 2.0 manifests or data (metadata/BILLING_PERIOD=…/…-Manifest.json, "
                               f"data/BILLING_PERIOD=…/) under {self.config.location}",
-                              where=f"sources.{self.config.name}.location",
-                              hint="point it at the export's folder, the one holding data/ and metadata/")
+                              where=f"sources.{self.config.name}.{where}", hint=hint)
         return iter(sorted(result, key=lambda d: (d.periods or ("",), d.files)))
 
     def _ambiguous(self, period: str, roots: list[str],

@@ -10,7 +10,7 @@ import pytest
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.billing import ingest
-from tests.aws_exports import cur2_table, line, local_put, to_bytes, write_cur2
+from tests.aws_exports import cur2_table, line, local_put, to_bytes, write_cur2, write_legacy
 
 
 def config(tmp_path, location, name="lake"):
@@ -116,3 +116,12 @@ def test_two_exports_for_one_period_fail_instead_of_replacing_each_other(tmp_pat
     assert "2 Data Exports deliver 2026-10 under this location: exports/cur2-daily/, exports/cur2-hourly/" in error
     assert "give each export its own source" in error
     assert not Lake(lake).ledger()
+
+
+def test_a_legacy_cur_under_kind_aws_cur2_says_kind_aws_cur_reads_it(tmp_path):
+    # it said only "point it at the export's folder", which a legacy report's folder already is
+    write_legacy(local_put(tmp_path / "exp"), prefix="cur", report="rep", period="2026-10", assembly="a1",
+                 parts=[[line()]])
+    [outcome] = ingest(config(tmp_path, tmp_path / "exp")).outcomes
+    assert outcome.status == "failed"
+    assert "sources.cur2.kind" in str(outcome.error) and "set kind: aws-cur" in str(outcome.error)
