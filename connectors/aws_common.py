@@ -158,6 +158,8 @@ def check_required(columns: AwsColumns, where: str, required: Sequence[str] = RE
     if missing:
         headers = (header for spellings in columns.spellings.values() for header in spellings)
         found = looks_like(headers, ("aws-cur", "aws-cur2"))
+        if found is None and columns.has("identity_line_item_id"):  # AWS's, but a query left them out
+            found = "the export leaves them out: add them to its columns (CUR 2.0: its SQL query) and re-export"
         hint = found or "is this an AWS cost and usage report? check the source kind and the export's columns"
         raise DataError(f"required column(s) missing: {', '.join(missing)}", where=where, hint=hint)
     for field in MONEY_FIELDS:  # which of two cost columns holds the cost is never guessed

@@ -24,7 +24,7 @@ from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.billing import ingest
-from tests.aws_exports import legacy_csv, line, local_put, s3_put, write_cur2, write_legacy
+from tests.aws_exports import cur2_table, legacy_csv, line, local_put, s3_put, to_bytes, write_cur2, write_legacy
 from tests.conftest import REPO
 
 
@@ -57,6 +57,16 @@ def test_missing_required_column_names_file_and_column(tmp_path):
     export.write_bytes(legacy_csv([line()], columns=columns))
     message = failure(ingest(local_config(tmp_path, export)))
     assert str(export) in message and "line_item_currency_code" in message
+
+
+def test_a_cur2_export_whose_query_left_out_the_cost_says_to_add_it(tmp_path):
+    # it asked "is this an AWS cost and usage report?" of a file with every other CUR 2.0 column
+    con = duckdb.connect()
+    relation = cur2_table(con, [line()]).project("* EXCLUDE (line_item_unblended_cost)")
+    write_cur2(local_put(tmp_path / "exp"), prefix="p", export="ex", period="2026-10", execution="e1",
+               parts=[to_bytes(con, relation, tmp_path, "parquet")], fmt="parquet")
+    message = failure(ingest(local_config(tmp_path, tmp_path / "exp", "aws-cur2")))
+    assert "line_item_unblended_cost" in message and "add them to its columns (CUR 2.0: its SQL query)" in message
 
 
 @pytest.mark.parametrize("damage, expected", [
