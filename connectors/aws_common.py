@@ -347,8 +347,11 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         rounding["ListCost"] = unless_negation(rounding["ListCost"], "NULL")
     keys = rounding_select(rounding)
     if columns.has("identity_line_item_id"):  # checked for repeats while staged, not stored
+        # a CUR 2.0 query may leave the interval out: the line's usage window is the same one
+        usage = ", ".join(f"CAST({timestamp(columns, f'line_item_usage_{end}_date')} AS VARCHAR)" for end in ("start", "end"))
+        window = f"concat_ws('/', {usage})"
         keys += (f", {text(columns, 'identity_line_item_id')} AS {ident(LINE_ITEM_KEY[0])}, "
-                f"{text(columns, 'identity_time_interval', 'CAST(NULL AS VARCHAR)')} AS {ident(LINE_ITEM_KEY[1])}")
+                f"{text(columns, 'identity_time_interval', window)} AS {ident(LINE_ITEM_KEY[1])}")
     relation = con.sql(f"SELECT {select}{keys} FROM ({level1})")
     if not _tags_as_text(columns):
         return relation

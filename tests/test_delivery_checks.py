@@ -116,6 +116,27 @@ def test_56_a_line_item_repeated_across_the_parts_of_a_cur2_delivery(tmp_path):
     assert strict.exit_code == 3 and "li-2026-10-5-Usage" in strict.output
 
 
+def test_56_a_cur2_export_without_the_time_interval_column_tells_line_items_by_their_usage_window(tmp_path):
+    # a CUR 2.0 query may leave identity_time_interval out: a daily export's ids then "repeated"
+    # on every day after the first (a warning on every ingest, --strict failing every period)
+    def on(day, cost="1"):
+        row = line(cost=cost)
+        row.update({"identity/LineItemId": "A", "lineItem/UsageStartDate": f"2026-10-0{day}T00:00:00Z",
+                    "lineItem/UsageEndDate": f"2026-10-0{day + 1}T00:00:00Z"})
+        return row
+
+    con = duckdb.connect()
+    write_cur2(local_put(tmp_path / "export"), prefix="", export="cur2", period="2026-10", execution="e1",
+               parts=[to_bytes(con, cur2_table(con, [on(1), on(2), on(3)]), tmp_path, "parquet")], fmt="parquet")
+    result = ingest(tmp_path, "aws-cur2", tmp_path / "export", "--strict")
+    assert result.exit_code == 0 and "committed 3 rows USD 3" in result.output, result.output
+    write_cur2(local_put(tmp_path / "export"), prefix="", export="cur2", period="2026-10", execution="e2",
+               parts=[to_bytes(con, cur2_table(con, [on(1), on(2), on(2)]), tmp_path, "parquet")], fmt="parquet")
+    result = ingest(tmp_path, "aws-cur2", tmp_path / "export")
+    assert "1 line item id(s) appear more than once (1 extra row(s)): A (2026-10-02 00:00:00/2026-10-03 00:00:00)" \
+        in result.output, result.output
+
+
 def focus_twice(header: list[str], second: str) -> list[list[str]]:
     rows = sample_rows()
     return [rows[0] + [second]] + [row + ["999"] for row in rows[1:]]
