@@ -115,8 +115,11 @@ class AwsCurConnector(AwsExportConnector):
         return iter(sorted(found, key=lambda d: (d.periods or ("",), d.files)))
 
     def _in_report(self, key: str) -> bool:
+        """Below the report's folder, or a file named as its files are (`<report>-1.csv.gz`,
+        `<report>-Manifest.json`), not as those of a report whose name begins with it (`<report>-hourly`)."""
         name = self.config.report_name
-        return not name or name in key.split("/")[:-1] or key.split("/")[-1].startswith(name)
+        *folders, file = key.split("/")
+        return not name or name in folders or re.fullmatch(re.escape(name) + r"-(\d+\..+|Manifest\.json)", file) is not None
 
     def _ambiguous(self, period: str, folders: list[str], group: dict) -> Delivery:
         """Two reports delivering one period would replace each other in the lake."""

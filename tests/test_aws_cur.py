@@ -403,6 +403,17 @@ def test_report_name_picks_one_report_under_a_shared_prefix(tmp_path):
     assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("d1", Decimal(30))]
 
 
+def test_report_name_picks_its_report_not_one_whose_name_begins_with_it(tmp_path):
+    # `cost` took cost-hourly's files too (named cost-hourly-1.csv.gz, cost-hourly-Manifest.json):
+    # '2 reports deliver 2026-10 … set report_name', exit 3 with report_name set
+    put = local_put(tmp_path / "exp")
+    write_legacy(put, prefix="cur", report="cost-hourly", period="2026-10", assembly="h1", parts=[[line(cost="1")]])
+    write_legacy(put, prefix="cur", report="cost", period="2026-10", assembly="d1", parts=[[line(cost="30")]])
+    cfg = config(tmp_path, tmp_path / "exp", report_name="cost")
+    assert [o.status for o in ingest(cfg).outcomes] == ["committed"]
+    assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("d1", Decimal(30))]
+
+
 def test_two_reports_for_one_period_without_report_name_fail_instead_of_replacing(tmp_path):
     put = local_put(tmp_path / "exp")
     write_legacy(put, prefix="cur", report="hourly", period="2026-10", assembly="h1", parts=[[line(cost="1")]])
