@@ -14,7 +14,7 @@
   into one delivery identified by a fingerprint of them (service.ingest.periods).
 - A Data Exports (CUR 2.0) export under the location is skipped, told as such: read as bare
   CSV, every execution's files would count; with nothing else there, a SourceError says to
-  use kind aws-cur2.
+  use kind aws-cur2 (or focus).
 - Nothing of these under the location: a SourceError naming it.
 """
 
@@ -102,10 +102,10 @@ class AwsCurConnector(AwsExportConnector):
         if not found and exports:
             raise SourceError(f"{', '.join(sorted(exports))}: an AWS Data Exports export (data/BILLING_PERIOD=…, "
                               "metadata/), not a legacy Cost and Usage Report", where=f"sources.{self.config.name}.kind",
-                              hint="set kind: aws-cur2, which reads it by its manifests")
+                              hint="set kind: aws-cur2 (CUR 2.0) or focus (a FOCUS export), which read it by its manifests")
         for folder in exports:
-            self.storage.passed_over[folder] = ("an AWS Data Exports export (data/BILLING_PERIOD=…), not a legacy "
-                                                "CUR: give it a source of kind aws-cur2, which reads it by its manifests")
+            self.storage.passed_over[folder] = ("an AWS Data Exports export (data/BILLING_PERIOD=…), not a legacy CUR: "
+                                                "give it a source of kind aws-cur2 (CUR 2.0) or focus (a FOCUS export)")
         if not found:
             report = f" of report {self.config.report_name!r}" if self.config.report_name else ""
             raise SourceError(f"no legacy CUR{report} manifests or data (yyyymmdd-yyyymmdd/…-Manifest.json, "
