@@ -30,7 +30,7 @@ from connectors.jobs_file_columns import (CLOCK, TIME_PARAMS, NotColumnWise, csv
 from connectors.sacct_stream import RecordStream
 from connectors.sacct_lines import NoReaderTakes, cut_short, free_text_split, not_whole_gzip, said_side_by_side
 from connectors.slurm_records import (ENDED, EPOCH, NO_TIME, REQUIRED, BadRecord, GpuShares, alloc_tres_gpus,
-                                      parse_sacct_time, slurm_duration)
+                                      alloc_tres_unshared, parse_sacct_time, slurm_duration)
 from connectors.slurm_warnings import said_not_utf8
 from service.core.job_states import normal_state
 
@@ -83,7 +83,7 @@ def _stored(con: duckdb.DuckDBPyConnection, stream: RecordStream, header: list[s
     wanted = {name: header.index(name) for name in (*REQUIRED, *OPTIONAL) if name in header}
     options = pcsv.ParseOptions(delimiter=stream.delimiter, quote_char=False, escape_char=False, double_quote=False)
     sql, params = _block_sql(set(wanted), zone, default_cluster)
-    memos: dict[str, dict[Any, Any]] = {"State": {}, "AllocTRES": {}, "NodeList": {}}
+    memos: dict[str, dict[Any, Any]] = {"State": {}, "AllocTRES": {}, "unshared": {}, "NodeList": {}}
     table, rows = None, 1  # pyarrow's rows: the header is the first
 
     def store(cells: pa.Table, places: Any) -> None:
@@ -129,6 +129,8 @@ def _parsed(cells: pa.Table, memos: dict[str, dict[Any, Any]], shares: GpuShares
     columns["State"] = per_value(cells.column("State"), _state, pa.string(), memo=memos["State"])
     columns["AllocTRES"] = per_value(cells.column("AllocTRES"), lambda text: alloc_tres_gpus(text, shares),
                                      pa.float64(), memo=memos["AllocTRES"])
+    columns["unshared"] = per_value(cells.column("AllocTRES"), lambda text: alloc_tres_unshared(text, shares),
+                                    pa.string(), memo=memos["unshared"])
     columns["NodeList"] = per_value(cells.column("NodeList"), _nodes, pa.list_(pa.string()), memo=memos["NodeList"])
     return pa.table(columns)
 
@@ -165,7 +167,7 @@ def _block_sql(present: set[str], zone: ZoneInfo, default_cluster: str | None) -
         return f"nullif({quoted(name)}, '')" if name in present else "CAST(NULL AS VARCHAR)"
 
     utc = zone.key == "UTC"
-    inner = ['"JobIDRaw"', '"JobID"', '"State"', '"AllocTRES"', '"NodeList"', *map(quoted, TIMES),
+    inner = ['"JobIDRaw"', '"JobID"', '"State"', '"AllocTRES"', '"unshared"', '"NodeList"', *map(quoted, TIMES),
              *(f'{fast_time_sql(quoted(name), utc, epoch=True)} AS "{name}_t"' for name in TIMES),
              *(f"{text(name)} AS {quoted(name)}" for name in ("Cluster", "User", "Account", "Partition", "QOS", "JobName")),
              "ltrim(\"WCKey\", '*') AS \"WCKey\"" if "WCKey" in present else "'' AS \"WCKey\"",
@@ -177,7 +179,7 @@ def _block_sql(present: set[str], zone: ZoneInfo, default_cluster: str | None) -
               **({"clock": CLOCK} if utc else {})}
     return (
         'SELECT "JobIDRaw" AS raw_id, "JobID" AS job_id, '
-        'coalesce("Cluster", $cluster) AS cluster, "State" AS state, "AllocTRES" AS gpus, "NodeList" AS nodes, '
+        'coalesce("Cluster", $cluster) AS cluster, "State" AS state, "AllocTRES" AS gpus, unshared, "NodeList" AS nodes, '
         + ", ".join(times) + ', "User" AS "user", "Account" AS account, "Partition" AS "partition", "QOS" AS qos, '
         '"JobName" AS name, "WCKey" AS wckey, "Comment" AS comment, "Elapsed" AS elapsed, _row FROM (SELECT '
         + ", ".join(inner) + " FROM {cells}) AS t"), params

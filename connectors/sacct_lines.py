@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from connectors.hostlist import hosts
 from connectors.sacct_fields import FREE_TEXT, JOB_ID, records, split_line
 from connectors.slurm_records import (REQUIRED, SACCT_FORMAT, Attempt, BadRecord, GpuShares, alloc_tres_gpus,
-                                      field_text, parse_sacct_time, slurm_duration)
+                                      alloc_tres_unshared, field_text, parse_sacct_time, slurm_duration)
 from service.core.job_states import normal_state
 
 log = logging.getLogger(__name__)
@@ -125,4 +125,4 @@ def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str 
                    gpus=alloc_tres_gpus(row["AllocTRES"], shares), nodes=nodes, user=field_text(row.get("User")),
                    account=field_text(row.get("Account")), partition=field_text(row.get("Partition")),
                    qos=field_text(row.get("QOS")), name=field_text(row.get("JobName")), wckey=row.get("WCKey"),
-                   comment=row.get("Comment"))
+                   comment=row.get("Comment"), unshared=alloc_tres_unshared(row["AllocTRES"], shares))

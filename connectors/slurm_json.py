@@ -11,7 +11,7 @@ from typing import Any
 
 from connectors.hostlist import hosts
 from connectors.jobs_base import from_epoch
-from connectors.slurm_records import Attempt, BadRecord, GpuShares, field_text, gres_gpus
+from connectors.slurm_records import Attempt, BadRecord, GpuShares, field_text, gres_gpus, unshared_gres
 from service.core.job_states import normal_state
 
 def number(value: Any) -> float | None:
@@ -90,8 +90,8 @@ def _json_attempt(record: dict[str, Any], default_cluster: str | None, shares: G
         raise BadRecord(f"state {current!r} is not a Slurm job state")
     times = record.get("time") or {}
     tres = (record.get("tres") or {}).get("allocated") or []
-    gpus = gres_gpus(((entry.get("name") or "", float(number(entry.get("count")) or 0))
-                      for entry in tres if entry.get("type") == "gres"), shares)
+    gres = [(entry.get("name") or "", float(number(entry.get("count")) or 0))
+            for entry in tres if entry.get("type") == "gres"]
     nodes_text = record.get("nodes")
     try:
         nodes = hosts(nodes_text) or None if isinstance(nodes_text, str) else None
@@ -100,7 +100,8 @@ def _json_attempt(record: dict[str, Any], default_cluster: str | None, shares: G
     return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
                    cluster=field_text(record.get("cluster")) or default_cluster, state=state,
                    submit=from_epoch(number(times.get("submission"))), start=from_epoch(number(times.get("start"))),
-                   end=from_epoch(number(times.get("end"))), elapsed=number(times.get("elapsed")), gpus=gpus,
+                   end=from_epoch(number(times.get("end"))), elapsed=number(times.get("elapsed")),
+                   gpus=gres_gpus(gres, shares), unshared=unshared_gres(gres, shares),
                    nodes=nodes, user=field_text(record.get("user")), account=field_text(record.get("account")),
                    partition=field_text(record.get("partition")), qos=field_text(record.get("qos")),
                    name=field_text(record.get("name")), wckey=_nested_text(record.get("wckey"), "wckey"),

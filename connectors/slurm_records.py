@@ -49,6 +49,7 @@ ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", 
 _GRES = re.compile(r"(?:^|,)gres/([^=,:]+(?::[^=,]+)?)=(\d+(?:\.\d+)?)")
 # a GRES that shares GPUs (`shard`, `mps`) → the share of a GPU one unit is (slurm-jobs `shared_gpus`)
 GpuShares = tuple[tuple[str, float], ...]
+SHARING_GRES = ("mps", "shard")  # Slurm's GRES that share GPUs (CUDA MPS, Sharding)
 EPOCH = r"\d{9,11}"  # SLURM_TIME_FORMAT=%s: seconds since 1970 (1973 to 5138)
 _DURATION = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _PAIR = re.compile(r'([A-Za-z_][\w.\-/]*)=("[^"]*"|[^\s,;"]*)')
@@ -95,10 +96,27 @@ def gres_gpus(entries: Iterable[tuple[str, float]], shares: GpuShares = ()) -> f
     return (total if any(fractions) else max(total, untyped)) + shared
 
 
+def unshared_gres(entries: Iterable[tuple[str, float]], shares: GpuShares = ()) -> str | None:
+    """The first GRES sharing GPUs (SHARING_GRES) the entries hold that `shares` does not count:
+    its units then count no GPU."""
+    counted = {name for name, _ in shares}
+    return next((base for base in (name.split(":", 1)[0] for name, count in entries if count > 0)
+                 if base in SHARING_GRES and base not in counted), None)
+
+
+def _tres_entries(text: str | None) -> list[tuple[str, float]]:
+    return [(name, float(count)) for name, count in _GRES.findall(text or "")]
+
+
 def alloc_tres_gpus(text: str, shares: GpuShares = ()) -> float:
     """`billing=1,cpu=1,gres/gpu=2,node=1` → 2.0; `gres/gpu=8,gres/gpu:1g.10gb=8` → 8/7;
     `gres/shard=2` with shares (("shard", 0.25),) → 0.5."""
-    return gres_gpus(((name, float(count)) for name, count in _GRES.findall(text or "")), shares)
+    return gres_gpus(_tres_entries(text), shares)
+
+
+def alloc_tres_unshared(text: str, shares: GpuShares = ()) -> str | None:
+    """`unshared_gres` of an AllocTRES text: `gres/shard=2` without shares → "shard"."""
+    return unshared_gres(_tres_entries(text), shares)
 
 
 def _shared(text: str | None) -> str | None:
@@ -130,13 +148,14 @@ class Attempt:
     Slotted: a month of a big cluster is a million of them in memory at once."""
 
     __slots__ = ("raw_id", "job_id", "submitted_as", "cluster", "state", "submit", "start", "end", "gpus", "nodes",
-                 "user", "account", "partition", "qos", "name", "comment", "wckey", "record_id", "skewed_end")
+                 "user", "account", "partition", "qos", "name", "comment", "wckey", "record_id", "skewed_end",
+                 "unshared")
 
     def __init__(self, *, raw_id: str, job_id: str, submitted_as: str, cluster: str | None, state: str | None,
                  submit: datetime | None, start: datetime | None, end: datetime | None, elapsed: float | None,
                  gpus: float, nodes: Iterable[str] | None, user: str | None, account: str | None,
                  partition: str | None, qos: str | None, name: str | None, wckey: str | None,
-                 comment: str | None):
+                 comment: str | None, unshared: str | None = None):
         if end is None and start is not None and elapsed is not None and state in ENDED:
             end = start + timedelta(seconds=elapsed)  # sacct without an End for a finished job
         # an End before the Start (the controller's clock stepped back): no GPU time, said by the reader
@@ -151,6 +170,7 @@ class Attempt:
         # the epoch of the naive UTC submit time, whatever the machine's zone
         epoch = int(submit.replace(tzinfo=timezone.utc).timestamp()) if submit else 0
         self.record_id = f"{cluster or ''}/{raw_id}@{epoch}"
+        self.unshared = unshared  # a GRES sharing GPUs held that the source does not count (unshared_gres)
 
 
 # ---- attempts as a table, and the rows of `jobs` -----------------------------------------
@@ -160,6 +180,7 @@ ATTEMPT_COLUMNS = {  # the table's columns → their types, by name (Arrow loade
     "state": "text", "submit_time": "time", "start_time": "time", "end_time": "time", "skewed_end": "time",
     "gpus": "float64", "nodes": "text list", "user": "text", "account": "text", "partition": "text",
     "qos": "text", "name": "text", "comment": "text", "wckey": "text",  # comment, wckey: '' when none
+    "unshared": "text",
     "_file": "int32", "_row": "int64"}
 
 

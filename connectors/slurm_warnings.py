@@ -76,6 +76,17 @@ def said_no_gpus(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: st
     return attempts
 
 
+def said_unshared_gpus(con: duckdb.DuckDBPyConnection, where: Path | str, attempts: str, key: str) -> None:
+    """One line per GRES sharing GPUs (gres/shard, gres/mps) that records hold and the source's
+    `shared_gpus` (`key`) does not count: their GPUs count 0, so their hours go to idle.
+    `attempts`: SQL over attempts tables."""
+    for name, count, job in con.sql(f"SELECT unshared, count(DISTINCT record_id), arg_min(job_id, (_file, _row)) FROM ({attempts}) "
+                                    "AS t WHERE unshared IS NOT NULL GROUP BY unshared ORDER BY unshared").fetchall():
+        log.warning("%s: %d record(s) hold gres/%s, which shares GPUs, and count 0 GPUs for it (their hours go to "
+                    "idle); the first, job %s: set %s: {%s: <its count per GPU in gres.conf>}", where, count, name,
+                    job, key, name)
+
+
 def said_stale_running(con: duckdb.DuckDBPyConnection, attempts: str, files: list[Path]) -> None:
     """One line for jobs running in a file that files whose records reach a day or more later do
     not list at all: sacct lists a running job in every window, so the later files' windows

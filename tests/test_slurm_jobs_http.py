@@ -448,3 +448,16 @@ def test_gpu_shards_in_a_slurmrestd_answer_count_as_configured(tmp_path, slurmre
     server.plan.append((200, sharded(tmp_path, "slurmrestd-jobs.json").read_bytes()))
     assert run(tmp_path, url, token_env="SLURM_JWT", shared_gpus={"shard": 4}).error is None
     assert dict(jobs(tmp_path, "job_id, gpus"))["2"] == 0.5
+
+
+def test_gpu_shards_in_a_slurmrestd_answer_without_shared_gpus_are_said(tmp_path, slurmrestd, monkeypatch, caplog):
+    """Without shared_gpus job 2's shards count 0 GPUs: one line says so, naming the key to set."""
+    from test_slurm_shapes import sharded
+
+    url, server = slurmrestd
+    monkeypatch.setenv("SLURM_JWT", TOKEN)
+    server.plan.append((200, sharded(tmp_path, "slurmrestd-jobs.json").read_bytes()))
+    assert run(tmp_path, url, token_env="SLURM_JWT").error is None
+    assert dict(jobs(tmp_path, "job_id, gpus"))["2"] == 0
+    assert "1 record(s) hold gres/shard, which shares GPUs, and count 0 GPUs for it (their hours go to idle); the " \
+           "first, job 2: set inventory.slurm.shared_gpus: {shard: <its count per GPU in gres.conf>}" in caplog.text

@@ -86,6 +86,29 @@ def test_gpus_shared_as_shards_count_as_the_share_configured(tmp_path, monkeypat
     assert dict(jobs(tmp_path / "lines", "job_id, gpus")) == gpus[1]
 
 
+@pytest.mark.parametrize("name, lines", [("sacct.json", False), ("sacct-parsable2.txt", False),
+                                         ("sacct-parsable2.txt", True)])
+def test_gpu_shards_no_shared_gpus_counts_are_said_once_per_source(tmp_path, monkeypatch, caplog, name, lines):
+    """Without shared_gpus, job 2's 2 shards counted 0 GPUs with no word (other jobs held GPUs,
+    so the no-gres/gpu warning stays silent): its hours went to idle. One line per source, not
+    per file (the same file twice under the source's folder), names the GRES, the job and the key."""
+    import connectors.sacct_columns as sacct_columns
+
+    if lines:
+        monkeypatch.setattr(sacct_columns, "parsable_table", lambda *args: None)
+    folder = tmp_path / "files"
+    folder.mkdir()
+    sharded(folder, name).with_name(f"b-{name}").write_bytes(sharded(folder, name).read_bytes())
+    assert run(tmp_path / "bare", path=str(folder)).error is None
+    said = [r.getMessage() for r in caplog.records if "gres/shard" in r.getMessage()]
+    assert said == [f"{folder}: 1 record(s) hold gres/shard, which shares GPUs, and count 0 GPUs for it (their hours "
+                    "go to idle); the first, job 2: set inventory.slurm.shared_gpus: {shard: <its count per GPU in "
+                    "gres.conf>}"], said
+    caplog.clear()
+    assert run(tmp_path / "shared", path=str(folder), shared_gpus={"shard": 4}).error is None
+    assert "shares GPUs" not in caplog.text
+
+
 @pytest.mark.parametrize("shared, says", [
     ({"gpu": 2}, "shared_gpus: 'gpu' is not a GRES sharing GPUs as AllocTRES names it (gres/<name>), such as shard or "
                  "mps: gpu is read as whole GPUs"),
