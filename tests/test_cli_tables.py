@@ -38,6 +38,14 @@ def test_columns_are_left_out_from_the_last_but_never_the_kept_ones():
     assert shown(list(widths), widths, 5, keep=("run", "cost")) == ["run", "cost"]  # kept even past the width
 
 
+def test_late_columns_are_left_out_after_the_others_from_their_last():
+    widths = {"run": 10, "a": 10, "state": 10, "b": 10}  # each column is 13 wide in the table
+    assert shown(list(widths), widths, 40, keep=("run",), late=("state",)) == ["run", "a", "state"]
+    assert shown(list(widths), widths, 39, keep=("run",), late=("state",)) == ["run", "state"]
+    assert shown(list(widths), widths, 30, keep=("run",), late=("state", "b")) == ["run", "state"]
+    assert shown(list(widths), widths, 20, keep=("run",), late=("state",)) == ["run"]
+
+
 def test_money_cells_keep_every_decimal_given(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "40")
     print_table([{"team": "nlp", "cost": Decimal("1234567.123456789012")}], ["team", "cost"], whole=("cost",))

@@ -399,6 +399,21 @@ def test_the_runs_table_shows_times_and_gpu_hours_as_a_runs_story_does(tmp_path)
     assert [cell.strip() for cell in r3.strip("│").split("│")][-2:] == ["2026-11-02 10:00", "running"]
 
 
+def test_at_120_columns_the_runs_table_keeps_state_and_idle_before_the_times(tmp_path):
+    """At 120 columns state and idle were left out with the times: "what failed" needs state."""
+    lake, _ = lake_with_runs(tmp_path)
+    args = ["--config", write_config(tmp_path, lake), "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+            "--format", "table"]
+    shown = CliRunner().invoke(cli, args, env={"COLUMNS": "120"})
+    assert shown.exit_code == 0, shown.output
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("┃ run "))
+    assert "state" in header and "idle" in header and "cost" in header and "start" not in header, header
+    [r2] = [line for line in shown.stdout.splitlines() if line.startswith("│ r2 ")]
+    assert "CANCELLED" in r2 and "75.0%" in r2, r2
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 120
+    assert "start, end" in shown.stderr and "state" not in shown.stderr.split("(")[0]
+
+
 def test_runs_and_a_runs_story_in_yen_show_whole_yen(tmp_path):
     # one hour of an 8-GPU instance billed JPY 12,345.6: r1 holds all of it, the yen have no sen
     lake, _ = setup(tmp_path, [{**gpu_line("i-a", cost="12345.6"), "currency": "JPY"}],

@@ -33,10 +33,10 @@ def format_option(func):
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None,
                 footer: dict[str, Any] | None = None, right: Sequence[str] = (),
-                whole: Sequence[str] = ()) -> None:
-    """`whole`: columns never cut short (their header and values); the others give way. A
-    table wider than the terminal leaves columns out (`shown`) rather than cut every cell to
-    one letter, and says which."""
+                whole: Sequence[str] = (), late: Sequence[str] = ()) -> None:
+    """`whole`: columns never cut short (their header and values); the others give way, `late`
+    ones after the rest. A table wider than the terminal leaves columns out (`shown`) rather than
+    cut every cell to one letter, and says which."""
     from rich.console import Console
     from rich.table import Table
 
@@ -49,7 +49,8 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
               for column in columns}
     # amounts in several currencies without their currency would be misread
     several = "currency" in columns and len({row.get("currency") for row in rows}) > 1
-    kept = shown(columns, widths, console.width, keep=(*columns[:1], *whole, *(["currency"] if several else [])))
+    kept = shown(columns, widths, console.width, keep=(*columns[:1], *whole, *(["currency"] if several else [])),
+                 late=late)
     table = Table(title=_cell(title) if title else None, show_footer=footer is not None)
     for column in kept:
         table.add_column(headers[column], justify="right" if column in right else "left",
@@ -63,11 +64,13 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
                             "them; --format csv or json shows every column)"), err=True)
 
 
-def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str]) -> list[str]:
+def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str],
+          late: Sequence[str] = ()) -> list[str]:
     """The columns a table `budget` characters wide shows whole: `keep` always, the others
-    (in order of importance, as the command lists them) left out from the last while it is too wide."""
+    (in order of importance, as the command lists them) left out from the last while it is too wide,
+    `late` only after them (from its last)."""
     kept = list(columns)
-    for column in reversed(columns):
+    for column in [*(c for c in reversed(columns) if c not in late), *reversed(late)]:
         if sum(widths[c] + 3 for c in kept) + 1 <= budget:
             break
         if column not in keep:

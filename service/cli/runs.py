@@ -50,7 +50,8 @@ def render(result, fmt: str | None) -> None:
               "cost": "\n".join(money_text(t["cost"], of=t["currency"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
-         right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",))
+         right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",),
+         late=("state", "idle"))  # what failed, and what it left idle, outlast the other columns
     click.echo(coverage_line(result))
 
 
