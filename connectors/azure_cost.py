@@ -47,7 +47,7 @@ from connectors.export_formats import AZURE_OTHER_DATASETS
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
                                    sql_string, text, timestamp)
 from connectors.folder_export import FolderExport
-from connectors.tagsql import tags, tags_per_value
+from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.config import SourceConfig
 from service.core.errors import duckdb_error
 from service.core.per_value import PerValueSelect
@@ -194,7 +194,7 @@ class AzureCostConnector(FolderExport):
         if not once:
             return sql
         # the Tags JSON text parsed once per distinct value by the stager (service.core.per_value)
-        rows = cost_select_list(present | {"Tags": table.col("Tags")}, as_text=("Tags",))
+        rows = cost_select_list(present | {"Tags": per_value_text(table, "Tags")}, as_text=("Tags",))
         return PerValueSelect(sql, f"SELECT {rows}{rounding} FROM {table.source}", {"Tags": once})
 
     def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str, declared: str | None) -> bool:

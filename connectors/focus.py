@@ -55,7 +55,7 @@ from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUE
                                    timestamp)
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
-from connectors.tagsql import tags, tags_per_value
+from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.errors import ConfigError, SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
@@ -198,7 +198,7 @@ class FocusConnector(FolderExport):
         sql = f"SELECT {cost_select_list(present, absent_as_null=False)}{rounding}{table.file_column} FROM {table.source}"
         if not per_value:
             return sql
-        raw = {name: table.col(*ALTERNATIVES.get(name, (name,))) for name in per_value}
+        raw = {name: per_value_text(table, *ALTERNATIVES.get(name, (name,))) for name in per_value}
         rows = cost_select_list(present | raw, absent_as_null=False, as_text=per_value)
         return PerValueSelect(sql, f"SELECT {rows}{rounding}{table.file_column} FROM {table.source}", per_value)
 

@@ -80,9 +80,21 @@ def key_value_tags_sql(table: Table, sql: str, column: str) -> str:
 
 
 def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False) -> str | None:
-    """`tags` of a JSON text column as SQL over a text column `value` holding it, for the stager to
-    run once per distinct value (service.core.per_value); None when the column is absent or a map."""
+    """`tags` as SQL over a text column `value` holding the column as `per_value_text` gives it, for
+    the stager to run once per distinct value (service.core.per_value): Google's FOCUS view repeats
+    a few hundred lists of records over a million lines, each ranked and checked against the whole
+    list per line otherwise. None when the column is absent or a map."""
     name = table.name(*candidates)
-    if name is None or str(table.type_of(name)).startswith("MAP(") or is_key_value_list(table.type_of(name)):
+    if name is None or str(table.type_of(name)).startswith("MAP("):
         return None
+    if is_key_value_list(table.type_of(name)):  # back from its JSON text, exactly (DuckDB renders the type)
+        return key_value_tags_sql(table, f"CAST(CAST({ident('value')} AS JSON) AS {table.type_of(name)})", name)
     return json_tags_sql(table, ident("value"), name, braces_optional=braces_optional)
+
+
+def per_value_text(table: Table, *candidates: str) -> str | None:
+    """The column as the text `tags_per_value`'s SQL reads: a list of records as its JSON."""
+    name = table.name(*candidates)
+    if name is None:
+        return None
+    return f"to_json({ident(name)})" if is_key_value_list(table.type_of(name)) else ident(name)

@@ -37,7 +37,7 @@ def lake_tags(lake: Path) -> list[tuple]:
     con = duckdb.connect()
     files = [str(p) for p in lake.glob("costs/**/data.parquet")]
     return sorted(con.execute("SELECT BilledCost, CAST(Tags AS VARCHAR) FROM read_parquet(?, hive_partitioning = false)",
-                              [files]).fetchall())
+                              [files]).fetchall(), key=lambda row: (row[0], row[1] is not None, row[1] or ""))
 
 
 def focus_export(folder: Path, rows: int, tags: list[str]) -> Path:
@@ -120,3 +120,52 @@ def test_a_csv_gz_focus_export_converts_its_tags_the_same_way(tmp_path, monkeypa
     per_line(monkeypatch)
     [outcome] = ingest(config(tmp_path / "lake-per-line", "focus", folder)).outcomes
     assert lake_tags(tmp_path / "lake") == lake_tags(tmp_path / "lake-per-line")
+
+
+def google_focus_view(folder: Path, copies: int, lists: list) -> Path:
+    """Google's FOCUS view by bq extract, `lists` (a line each) `copies` times over: Tags as
+    repeated {key, value, x_type, x_inherited, x_namespace} records."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.test_focus import bigquery_focus
+
+    folder.mkdir(parents=True)
+    pq.write_table(pa.concat_tables([bigquery_focus(lists)] * copies), folder / "focus.parquet")
+    return folder
+
+
+def gtag(key: str, value: str, x_type: str, namespace: str = "") -> dict:
+    return {"key": key, "value": value, "x_type": x_type, "x_inherited": x_type != "label", "x_namespace": namespace}
+
+
+GOOGLE_TAGS = [[gtag("team", "nlp", "label"), gtag("team", "pretrain", "project_label"), gtag("env", "prod", "tag", "org")],
+               [gtag("env", "org", "tag", "111"), gtag("env", "proj", "tag", "ml-prod"), gtag("c", "c1", "system_label")],
+               [], None, [gtag("team", "vision", "label")]]
+
+
+def test_googles_tag_records_are_converted_once_per_distinct_list_as_per_line(tmp_path, monkeypatch):
+    """Google's FOCUS view's Tags were ranked, and each tag checked against the whole list, on
+    every line (1M lines, ~500 distinct lists of 5-15 records: 99 s against 7.6 s for DuckDB's
+    bare copy); each distinct list is converted once, from its JSON, to the same maps."""
+    monkeypatch.setattr(staging, "BATCH_ROWS", 300)
+    export = google_focus_view(tmp_path / "export", 400, GOOGLE_TAGS)
+    converted = []
+    run = per_value.Converter._run
+    monkeypatch.setattr(per_value.Converter, "_run", lambda self, texts, *a: converted.append(len(texts)) or run(self, texts, *a))
+    [outcome] = ingest(config(tmp_path / "lake", "focus", export)).outcomes
+    assert outcome.error is None and sum(converted) == len(GOOGLE_TAGS)
+    kept = lake_tags(tmp_path / "lake")
+    per_line(monkeypatch)
+    [outcome] = ingest(config(tmp_path / "lake-per-line", "focus", export)).outcomes
+    assert outcome.error is None and kept == lake_tags(tmp_path / "lake-per-line")
+    assert {tags for _, tags in kept} == {"{team=nlp, env=prod}", "{111/env=org, ml-prod/env=proj, c=c1}", "{}",
+                                          None, "{team=vision}"}
+
+
+def test_a_bad_tag_record_list_fails_the_delivery_naming_file_and_column(tmp_path):
+    export = google_focus_view(tmp_path / "export", 20, [*GOOGLE_TAGS, [gtag("a", "1", "label"), gtag("a", "2", "label")]])
+    [outcome] = ingest(config(tmp_path / "lake", "focus", export)).outcomes
+    assert isinstance(outcome.error, DataError)
+    assert "focus.parquet" in str(outcome.error)
+    assert "column Tags: a key missing or given twice within one x_type: [{'key': a, 'value': 1" in str(outcome.error)
