@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-import service.core.per_value as per_value
-import service.core.staging as staging
 from service.core.errors import DataError
 from service.ingest.billing import ingest
-from tests.test_tags_per_value import config, lake_tags
+from tests.test_tags_per_value import config, lake_tags, per_value_and_per_line
 
 TAGS = ['"env": "prod","team": "nlp"', '{"env": "dev"}', "", '"team": "vision","n": 3', "{}",
         ' {"team": "nlp", "project": ""} ']
@@ -30,18 +28,9 @@ def azure_export(folder: Path, rows: int, tags: list[str]) -> Path:
 
 
 def test_azure_tags_converted_once_per_distinct_value_equal_the_per_line_conversion(tmp_path, monkeypatch):
-    monkeypatch.setattr(staging, "BATCH_ROWS", 300)
     export = azure_export(tmp_path / "export", 2_000, TAGS)
-    converted = []
-    run = per_value.Converter._run
-    monkeypatch.setattr(per_value.Converter, "_run", lambda self, texts, *a: converted.append(len(texts)) or run(self, texts, *a))
-    [outcome] = ingest(config(tmp_path / "lake", "azure-cost", export)).outcomes
-    assert outcome.error is None and 0 < sum(converted) <= len(TAGS)
-    kept = lake_tags(tmp_path / "lake")
-    monkeypatch.setattr(per_value.PerValueSelect, "part", lambda self, con: con.sql(self.sql))  # per line, as before
-    [outcome] = ingest(config(tmp_path / "lake-per-line", "azure-cost", export)).outcomes
-    assert outcome.error is None
-    assert kept == lake_tags(tmp_path / "lake-per-line")
+    converted, kept, by_line = per_value_and_per_line(tmp_path, monkeypatch, "azure-cost", export)
+    assert 0 < converted <= len(TAGS) and kept == by_line
     assert {tags for _, tags in kept} >= {"{env=prod, team=nlp}", "{env=dev}", "{}"}
 
 
