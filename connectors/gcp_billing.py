@@ -178,7 +178,9 @@ class Fields:
 def first_present(*expressions: str | None) -> str | None:
     """The first non-null of the expressions the export has columns for, per line."""
     present = [e for e in expressions if e]
-    return present and (present[0] if len(present) == 1 else f"coalesce({', '.join(present)})") or None
+    if len(present) > 1:
+        return f"coalesce({', '.join(present)})"
+    return present[0] if present else None
 
 
 def commitment_columns(fields: Fields) -> dict[str, str | None]:
