@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 
 from connectors.hostlist import hosts
 from connectors.sacct_fields import FREE_TEXT, JOB_ID, records, split_line
-from connectors.slurm_records import (REQUIRED, SACCT_FORMAT, Attempt, BadRecord, GpuShares, alloc_tres_gpus,
-                                      alloc_tres_unshared, field_text, parse_sacct_time, slurm_duration)
+from connectors.slurm_records import (REQUIRED, SACCT_FORMAT, Attempt, BadRecord, GpuShares, field_text, gres_gpus,
+                                      parse_sacct_time, slurm_duration, tres_entries, unshared_gres)
 from service.core.job_states import normal_state
 
 log = logging.getLogger(__name__)
@@ -118,11 +118,12 @@ def _parsable_attempt(row: dict[str, str], zone: ZoneInfo, default_cluster: str 
     start, end = parse_sacct_time(row["Start"], zone, "Start"), parse_sacct_time(row["End"], zone, "End")
     if start and end and end < start:  # a job across the hour the clocks turned back: it ends in its second pass
         end = max(end, parse_sacct_time(row["End"], zone, "End", fold=1))
+    tres = tres_entries(row["AllocTRES"])  # parsed once for the GPUs and the GRES left uncounted
     return Attempt(raw_id=raw_id, job_id=job_id, submitted_as=submitted_as,
                    cluster=field_text(row.get("Cluster")) or default_cluster, state=state,
                    submit=parse_sacct_time(row["Submit"], zone, "Submit"),
                    start=start, end=end, elapsed=slurm_duration(row.get("Elapsed")),
-                   gpus=alloc_tres_gpus(row["AllocTRES"], shares), nodes=nodes, user=field_text(row.get("User")),
+                   gpus=gres_gpus(tres, shares), nodes=nodes, user=field_text(row.get("User")),
                    account=field_text(row.get("Account")), partition=field_text(row.get("Partition")),
                    qos=field_text(row.get("QOS")), name=field_text(row.get("JobName")), wckey=row.get("WCKey"),
-                   comment=row.get("Comment"), unshared=alloc_tres_unshared(row["AllocTRES"], shares))
+                   comment=row.get("Comment"), unshared=unshared_gres(tres, shares))

@@ -104,19 +104,19 @@ def unshared_gres(entries: Iterable[tuple[str, float]], shares: GpuShares = ()) 
                  if base in SHARING_GRES and base not in counted), None)
 
 
-def _tres_entries(text: str | None) -> list[tuple[str, float]]:
+def tres_entries(text: str | None) -> list[tuple[str, float]]:
     return [(name, float(count)) for name, count in _GRES.findall(text or "")]
 
 
 def alloc_tres_gpus(text: str, shares: GpuShares = ()) -> float:
     """`billing=1,cpu=1,gres/gpu=2,node=1` → 2.0; `gres/gpu=8,gres/gpu:1g.10gb=8` → 8/7;
     `gres/shard=2` with shares (("shard", 0.25),) → 0.5."""
-    return gres_gpus(_tres_entries(text), shares)
+    return gres_gpus(tres_entries(text), shares)
 
 
 def alloc_tres_unshared(text: str, shares: GpuShares = ()) -> str | None:
     """`unshared_gres` of an AllocTRES text: `gres/shard=2` without shares → "shard"."""
-    return unshared_gres(_tres_entries(text), shares)
+    return unshared_gres(tres_entries(text), shares)
 
 
 def _shared(text: str | None) -> str | None:
