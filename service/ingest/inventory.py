@@ -261,9 +261,12 @@ def _with_earlier(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.D
     kept_earlier); that one whole by its record and the last verify, else replaced as before (a
     damaged one repaired)."""
     earlier = lake.partition_file("jobs", [("source", source), ("snapshot_date", day)])
-    if facts is None or not earlier.is_file() or not sound(lake, [check_snapshot(lake, earlier)])[0].ok:
+    if facts is None or not earlier.is_file():
         return relation, facts
-    return kept_earlier(con, relation, str(earlier), read_record(lake.root, earlier), facts)
+    [check] = sound(lake, [check_snapshot(lake, earlier)])
+    if not check.ok:
+        return relation, facts
+    return kept_earlier(con, relation, str(earlier), check.record, facts)  # the record it was judged by
 
 
 def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: str, *, windowed: bool) -> None:
