@@ -210,7 +210,7 @@ def test_cluster_usage_gives_jobs_runs_and_idle(tmp_path):
                                                   "experiment": "unallocated", "run": "r", "job_type": "unallocated",
                                                   "job_state": "several", "user": "unallocated"})}
     [p5] = usage.clusters
-    assert (p5.cluster, p5.cost, p5.idle, p5.idle_ratio) == ("p5", D(80), D(20), D("0.25"))
+    assert (p5.cluster, p5.cost, p5.idle) == ("p5", D(80), D(20))
 
 
 def test_a_new_jobs_snapshot_re_attributes_the_stored_rollups(tmp_path):

@@ -49,10 +49,6 @@ class ClusterCost:
     cost: Decimal  # what its instances cost in the window: jobs' parts and idle
     idle: Decimal
 
-    @property
-    def idle_ratio(self) -> Decimal | None:
-        return None if self.cost == 0 else self.idle / self.cost
-
 
 @dataclass(frozen=True)
 class ClusterUsage:

@@ -23,6 +23,7 @@ from decimal import Decimal
 from rules.base import registered, waste_per
 from service.core.lake import Lake
 from service.core.timewindow import iso_utc
+from service.core.units import usd
 from service.findings.store import load_findings
 from service.report.model import Chart, Column, Section, Table, unavailable
 
@@ -125,7 +126,7 @@ def _month_and_once_total(rows: list[dict]) -> tuple[dict, list[str]]:
     total = _total(monthly, "rule", "monthly_waste_usd", per="a month")
     total["rule"] = f"total, a month ({len(monthly)})"
     return total, [f"The total is of the {len(monthly)} findings that cost a month while they go on; the "
-                   f"{len(rows) - len(monthly)} finished ones cost ${finished:,.2f} once, which is no month's "
+                   f"{len(rows) - len(monthly)} finished ones cost {usd(finished)} once, which is no month's "
                    "waste and is not added to it."]
 
 
