@@ -59,9 +59,13 @@ def write_json_atomic(path: Path, data: object) -> None:
     fsync_path(path.parent)
 
 
+def is_partition_value(value: str) -> bool:
+    """Partition values become directory names: nothing that could traverse."""
+    return bool(PARTITION_VALUE_RE.match(value)) and ".." not in value
+
+
 def check_partition_value(name: str, value: str) -> str:
-    """Partition values become directory names: refuse anything that could traverse."""
-    if not PARTITION_VALUE_RE.match(value) or ".." in value:
+    if not is_partition_value(value):
         raise DataError(f"invalid {name} value {value!r} for a lake partition")
     return value
 

@@ -21,7 +21,7 @@ from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, Ty
 from service.core import json_text
 from service.core.config_base import NestedValueError
 from service.core.errors import DataError
-from service.core.files import PARTITION_VALUE_RE
+from service.core.files import is_partition_value
 from service.core.state_files import Open, UtcText, shape_problem
 from service.core.units import exact_text
 
@@ -171,7 +171,7 @@ class _TotalsShape(Open):
 
 
 def _partition_value(text: str) -> str:
-    if not PARTITION_VALUE_RE.match(text) or ".." in text:  # what files.check_partition_value refuses
+    if not is_partition_value(text):
         raise ValueError(f"must name a lake partition's folder (letters, digits, '_', '.', ':', '-'; no '..'), "
                          f"not {text!r}")
     return text
