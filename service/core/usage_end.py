@@ -13,7 +13,8 @@ import duckdb
 
 from service.core.timewindow import iso_utc
 
-USAGE_END = "max(ChargePeriodEnd) FILTER (WHERE coalesce(ChargeCategory, 'Usage') = 'Usage')"
+USAGE_ONLY = "FILTER (WHERE coalesce(ChargeCategory, 'Usage') = 'Usage')"  # a line no category names is usage
+USAGE_END = f"max(ChargePeriodEnd) {USAGE_ONLY}"
 
 
 def usage_through(con: duckdb.DuckDBPyConnection, paths: Sequence[Path | str]) -> dict[str, str]:
