@@ -68,6 +68,15 @@ def asked_alike(newer: str, older: str) -> str:
             f"OR {newer}.{FINGERPRINT} = {older}.{FINGERPRINT})")
 
 
+def window_times(record: dict | None) -> tuple[datetime, datetime] | None:
+    """(taken_at, window_start) of a window snapshot's record, naive UTC; None unless it holds both."""
+    try:
+        taken, start = (_naive(datetime.fromisoformat((record or {})[name])) for name in WINDOW_FIELDS)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return taken, start
+
+
 def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
     """(source, snapshot_date, taken_at, window_start, fingerprint or None) of each `(snapshot
     path or URL, its record)`: the times naive UTC, as the lake's; both None unless its record
@@ -75,10 +84,7 @@ def snapshot_rows(records: Iterable[tuple[str, dict | None]]) -> list[tuple]:
     rows = []
     for path, record in records:
         source, partition = str(path).rsplit("/", 3)[-3:-1]
-        try:
-            taken, start = (_naive(datetime.fromisoformat((record or {})[name])) for name in WINDOW_FIELDS)
-        except (KeyError, TypeError, ValueError):
-            taken = start = None
+        taken, start = window_times(record) or (None, None)
         fingerprint = record.get(FINGERPRINT) if record else None
         rows.append((source.split("=", 1)[1], partition.split("=", 1)[1], taken, start,
                      fingerprint if isinstance(fingerprint, str) else None))
@@ -115,10 +121,10 @@ def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelati
     running one ended when the earlier was taken (by a clock set back since: now at the latest);
     the facts reading from the earlier start. An earlier snapshot without times (files read, an
     older record) is replaced as before."""
-    try:
-        taken, start = (_naive(datetime.fromisoformat((record or {})[name])) for name in WINDOW_FIELDS)
-    except (KeyError, TypeError, ValueError):
+    times, now = window_times(record), window_times(facts)
+    if times is None or now is None:
         return relation, facts
+    (taken, start), (now_taken, now_start) = times, now
     view = f"later_{hashlib.sha256(earlier.encode()).hexdigest()[:16]}"
     relation.create_view(view)
     kept = con.sql(f"SELECT * FROM {view} UNION ALL BY NAME SELECT e.* EXCLUDE (a_uid) REPLACE (CASE WHEN "
@@ -127,8 +133,7 @@ def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelati
                    "FROM read_parquet($earlier, hive_partitioning = false)) AS e "
                    f"WHERE e.record_id NOT IN (SELECT record_id FROM {view}) AND (e.a_uid IS NULL OR "
                    f"e.a_uid NOT IN (SELECT {POD_UID} FROM {view} WHERE {POD_UID} IS NOT NULL))",
-                   params={"taken": min(taken, _naive(datetime.fromisoformat(facts["taken_at"]))),  # clock set back
-                           "earlier": earlier})
-    if start < _naive(datetime.fromisoformat(facts["window_start"])):
+                   params={"taken": min(taken, now_taken), "earlier": earlier})  # min: a clock set back
+    if start < now_start:
         facts = {**facts, "window_start": record["window_start"]}  # type: ignore[index]
     return kept, facts
