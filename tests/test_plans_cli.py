@@ -65,7 +65,9 @@ def test_plans_prints_the_reports_plans_csv_rows_in_csv_and_json(tmp_path):
     (section,) = [s for s in report["sections"] if s["key"] == "plans"]
     out = spendlake(config_file, "plans", "--as-of", DAY.isoformat(), "--format", "json")
     assert json.loads(out.stdout) == section["tables"][0]["rows"]
-    assert [row["status"] for row in json.loads(out.stdout)] == ["under plan", "unknown experiment", "unknown project"]
+    # the lake's data ends at the 29th, 01:00: "known" is set against its plan to then
+    assert [row["status"] for row in json.loads(out.stdout)] == ["under plan to data end", "unknown experiment",
+                                                                 "unknown project"]
     # money of an estimate in cents, as registered, money of the bill exact (was: "6000.000000000000")
     assert [(row["planned_to_date_high"], row["actual_to_date"], row["planned_total_high"])
             for row in json.loads(out.stdout)][0] == ("3000.00", "500.000000000000", "6000.00")
@@ -98,7 +100,7 @@ def test_plans_table_and_no_plans(tmp_path):
     assert table.exit_code == 0
     # 120 h at $25 an hour by the 29th's end, against USD 100 a day since the 25th
     (row,) = [text for text in table.stdout.splitlines() if "known" in text]
-    assert row.count("3,000.00") == 2 and "500.00" in row and "under plan" in row, table.stdout
+    assert row.count("3,000.00") == 2 and "500.00" in row and "under plan to data end" in row, table.stdout
     assert "plans vs actual, to the end of 2026-11-29" in table.stdout
 
 
@@ -118,9 +120,32 @@ def test_plans_on_a_lake_without_a_bill_or_past_its_data_say_so(tmp_path):
     register_plan(lake, plan("known", "llm-7b", "5000"))
     past = spendlake(config_file, "plans", "--as-of", "2026-11-30", "--format", "json")
     assert past.exit_code == 0
-    assert "note: the lake's billing data ends at 2026-11-29 01:00 UTC: spend after it is not in the actual yet" \
-        in past.stderr, past.stderr
+    assert ("the lake's billing data ends at 2026-11-29 01:00 UTC, before the day's end: spend after it is not in "
+            "the actual yet, so a status '... to data end' sets it against the plan to then.") in past.stderr, past.stderr
     assert "billing data ends" not in spendlake(config_file, "plans", "--as-of", "2026-11-28").stderr
+
+
+def test_a_plan_as_of_a_day_past_the_data_is_set_against_its_plan_to_the_datas_end(tmp_path):
+    # the data ends at the 29th, 01:00; as of the 30th "fast" ($5 an hour from the 25th) plans $720
+    # and $485 to the data's end, "known" $3,600 and $2,425: $500 read "under plan" for both (was),
+    # though "fast" has spent more than its plan to the last hour the lake knows
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    register_plan(lake, plan("fast", "llm-7b", "1000"))
+    out = spendlake(config_file, "plans", "--as-of", "2026-11-30", "--format", "json")
+    assert {row["plan"]: (row["planned_to_date_high"], row["actual_to_date"], row["status"])
+            for row in json.loads(out.stdout)} == {
+        "fast": ("720.00", "500.000000000000", "over plan to data end"),
+        "known": ("3600.00", "500.000000000000", "under plan to data end")}, out.stdout
+    assert "status '... to data end' sets it against the plan to then." in out.stderr, out.stderr
+    # the report of that day says the same, beside the same rows
+    from service.report.sections.plans import plans_section
+    section = plans_section(lake_config(lake=lake), lake, date(2026, 11, 30))
+    assert [row["status"] for row in section.tables[0].rows] == ["over plan to data end", "under plan to data end"]
+    assert "status '... to data end'" in section.note
+    # as of the last whole day of data, the plan to that day's end
+    rows = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-28", "--format", "json").stdout)
+    assert [row["status"] for row in rows] == ["under plan", "under plan"], rows
 
 
 def test_the_api_answers_the_rows_the_cli_prints(tmp_path):
@@ -134,7 +159,7 @@ def test_the_api_answers_the_rows_the_cli_prints(tmp_path):
     cli_json = spendlake(config_file, "plans", "--as-of", "2026-11-30", "--format", "json")
     assert body["as_of"] == "2026-11-30" and body["rows"] == json.loads(cli_json.stdout)
     assert body["notes"] and all(f"note: {note}" in cli_json.stderr for note in body["notes"])
-    assert len(body["notes"]) == 2  # the typo, and the 30th past the data's end
+    assert len(body["notes"]) == 3  # the typo, the EUR left out, and the 30th past the data's end
     bad = api.handle("/api/v1/plans", {"as_of": ["30/11"]}, None)
     assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "as_of"
 
@@ -152,8 +177,8 @@ def test_an_actual_between_the_scenarios_is_on_plan_when_the_optimistic_one_has_
     # the optimistic run (200 h) spends its $5,000 faster than the pessimistic one (240 h) its
     # $5,000: by the 29th's end (120 h) $3,000 and $2,500; $2,700 spent lies between (was: over plan,
     # above "high" though below "low")
-    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "540", tags={"project": "llm-7b"})
-                                for d in range(25, 30)])
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "540", end=f"2026-11-{d + 1:02d}T00:00:00",
+                                     tags={"project": "llm-7b"}) for d in range(25, 30)])
     register_plan(lake, Plan(name="p", project="llm-7b", experiment=None,
                              start=datetime(2026, 11, 25, tzinfo=timezone.utc),
                              run_hours=Span(Decimal(200), Decimal(240)), retention_days=0,
@@ -208,7 +233,7 @@ def test_a_plan_not_started_or_without_data_since_its_start_says_so_not_on_or_un
     rows = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-29", "--format", "json").stdout)
     assert {row["plan"]: (row["status"], row["planned_to_date_high"], row["actual_to_date"]) for row in rows} == {
         "later": ("not started", "0.00", "0"), "ahead": ("no data yet", "475.00", "0"),
-        "known": ("under plan", "3000.00", "500.000000000000")}, rows
+        "known": ("under plan to data end", "3000.00", "500.000000000000")}, rows
     earlier = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-28", "--format", "json").stdout)
     assert [row["status"] for row in earlier] == ["not started", "under plan", "not started"]  # by name
 
@@ -297,7 +322,7 @@ def test_a_plan_started_before_the_lakes_billing_data_begins_is_partial_data_unl
     register_plan(lake, plan("known", "llm-7b", "5000"))
     found = plans_as_of(lake_config(lake=lake), lake, DAY)
     assert {row["plan"]: row["status"] for row in found.rows} == {
-        "early": "partial data", "small": "over plan", "known": "under plan"}, found.rows
+        "early": "partial data", "small": "over plan to data end", "known": "under plan to data end"}, found.rows
     assert ("plan early started before the lake's billing data begins (2026-11-20 00:00 UTC): its actual counts "
-            "from then.") in found.notes[0], found.notes
-    assert "plan known started" not in found.notes[0]
+            "from then.") in found.notes, found.notes
+    assert not any(note.startswith("plan known started") for note in found.notes)

@@ -414,7 +414,8 @@ def test_anomalies_and_unallocated_causes_show_once_their_rules_exist(tmp_path, 
 
 def test_a_started_plan_whose_project_no_line_carries_is_unknown_not_under_plan(tmp_path):
     tags = {"project": "llm-7b", "experiment": "base"}
-    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "100", tags=tags) for d in range(20, 30)])
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "100", end=f"2026-11-{d + 1:02d}T00:00:00", tags=tags)
+                                for d in range(20, 30)])  # to the report day's end
     for name, project, experiment in (("typo", "llm-7c", None), ("known", "llm-7b", None),
                                       ("new-experiment", "llm-7b", "sft")):
         register_plan(lake, Plan(name=name, project=project, experiment=experiment,
@@ -435,7 +436,8 @@ def test_a_plans_spend_in_another_currency_is_named_not_silently_left_out(tmp_pa
     # llm-7b spent USD 100 and EUR 250 a day since the plan's start: the USD plan counts the USD,
     # and the note names the EUR (was: under plan at the USD alone, the EUR left out without a word)
     tags = {"project": "llm-7b"}
-    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", cost, tags=tags, currency=currency)
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", cost, end=f"2026-11-{d + 1:02d}T00:00:00", tags=tags,
+                                     currency=currency)
                                 for d in range(25, 30) for cost, currency in (("100", "USD"), ("250", "EUR"))])
     register_plan(lake, Plan(name="p", project="llm-7b", experiment=None, start=datetime(2026, 11, 25, tzinfo=timezone.utc),
                              run_hours=Span(Decimal(240), Decimal(240)), retention_days=0,

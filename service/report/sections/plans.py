@@ -18,6 +18,7 @@ from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, day_start, iso_utc
 from service.core.units import amounts_text
+from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
 from service.report.model import Chart, Column, Section, Table
 
@@ -60,15 +61,14 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
 def plans_section(config: Config, lake: Lake, day: date) -> Section:
     """Each registered plan: its planned spend curve at the end of `day` against attributed spend,
     with a chart of both, cumulative per day, for the plans that have started (`_status`)."""
-    return _section(config, lake, day, _coverage(lake, lake.snapshot()))
+    return _section(config, lake, day, _coverage(lake, lake.snapshot()))[0]
 
 
 def _coverage(lake: Lake, snapshot: Snapshot) -> Coverage:
     return data_begins(lake, snapshot), snapshot_data_end(lake, snapshot)
 
 
-def _status(plan: Plan, until: datetime, data: Coverage, planned: tuple[Decimal, Decimal], actual: Decimal,
-            found: PlanActual) -> str:
+def _status(plan: Plan, until: datetime, data: Coverage, actual: Decimal, found: PlanActual) -> str:
     """A plan's standing at `until`, honest where its USD actual says nothing: `not started` (its
     start is not before `until`); `unknown project` / `unknown experiment` (no cost line carries
     it: a misspelt value, named with the closest ones in the note); `no data yet` (the lake's
@@ -76,7 +76,9 @@ def _status(plan: Plan, until: datetime, data: Coverage, planned: tuple[Decimal,
     in other currencies only, never converted: named in the note); else over, under or on plan,
     against the lower and higher scenario (the optimistic run spends sooner: low may lie above
     high mid-run), but `partial data` rather than under or on plan when it started before the
-    lake's billing data begins (its spend before is not in the actual: said in the note)."""
+    lake's billing data begins (its spend before is not in the actual: said in the note). When
+    the data ends before `until`, the actual holds spend to the data's end only: it is set
+    against the plan to then, and the standing says so (`under plan to data end`)."""
     (begins, ends), (daily, unmatched, left_out) = data, found
     if plan.start >= until:
         return "not started"
@@ -86,23 +88,28 @@ def _status(plan: Plan, until: datetime, data: Coverage, planned: tuple[Decimal,
         return "no data yet"
     if left_out and not daily:
         return "other currency"
-    floor, ceiling = sorted(planned)
+    floor, ceiling = sorted(_cents(plan.planned_spend(min(until, ends))))
+    past = " to data end" if ends < until else ""
     if actual > ceiling:
-        return "over plan"
+        return f"over plan{past}"
     if begins is not None and plan.start < begins:
         return "partial data"
-    return "under plan" if actual < floor else "on plan"
+    return ("under plan" if actual < floor else "on plan") + past
 
 
-def _section(config: Config, lake: Lake, day: date, data: Coverage) -> Section:
+def _cents(planned: Span) -> tuple[Decimal, Decimal]:
+    return planned.low.quantize(CENT), planned.high.quantize(CENT)
+
+
+def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Section, list[str]]:
+    """The section, and the sentences of its note (`PlansAsOf.notes`)."""
     until = day_start(day) + timedelta(days=1)
     plans = load_plans(lake)
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
                   markdown=(("plan", "project"), "status"))
     charts, unknown = [], []
     for plan in plans:
-        to_date = plan.planned_spend(until)
-        low, high = to_date.low.quantize(CENT), to_date.high.quantize(CENT)
+        low, high = _cents(plan.planned_spend(until))
         found = plan_actual(config, lake, plan, until)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
@@ -119,13 +126,19 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> Section:
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
-            "status": _status(plan, until, data, (low, high), actual, found),
+            "status": _status(plan, until, data, actual, found),
             "planned_total_high": plan.total_cost.high.quantize(CENT),  # in cents, stored at DECIMAL(38,12)
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily))
-    note = (" ".join(unknown) or None) if plans else NO_PLANS
-    return Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts, note=note)
+    if plans and data[1] is not None and data[1] < until:
+        unknown.append(f"the lake's billing data ends at {data[1]:%Y-%m-%d %H:%M} UTC, before the day's end: spend "
+                       "after it is not in the actual yet, so a status '... to data end' sets it against the plan "
+                       "to then.")
+    notes = unknown if plans else [NO_PLANS]
+    section = Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts,
+                      note=" ".join(notes) or None)
+    return section, notes
 
 
 @dataclass(frozen=True)
@@ -135,7 +148,7 @@ class PlansAsOf:
     day: date
     registered: bool  # any plan at all
     rows: list[dict[str, Any]]
-    notes: list[str]  # the section's note, and a day past the data's end, whose actual is not all in
+    notes: list[str]  # the sentences of the section's note, one each
 
     def to_json(self) -> dict[str, Any]:
         return {"as_of": self.day, "rows": self.rows, "notes": self.notes}
@@ -150,15 +163,10 @@ def plans_as_of(config: Config, lake: Lake, day: date) -> PlansAsOf:
 
 def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> PlansAsOf:
     data = _coverage(lake, snapshot)
-    section = _section(config, lake, day, data)
-    end = data[1]
+    section, notes = _section(config, lake, day, data)
     rows = [{column.key: row.get(column.key) for column in COLUMNS} for table in section.tables for row in table.rows]
     if rows and not snapshot.checks:
         raise empty_lake_error(lake, nothing="no actual spend to set against the plans")
-    notes = [section.note] if section.note else []
-    if rows and end is not None and end < day_start(day) + timedelta(days=1):
-        notes.append(f"the lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in the "
-                     "actual yet")
     return PlansAsOf(day, bool(rows), rows, notes)
 
 
