@@ -7,7 +7,7 @@ import errno
 
 import click
 
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import confirmed, default_format, emit, format_option
 
 # table and partition last: the cost columns came first, and scripts read them by position
 VERIFY_COLUMNS = ["source", "billing_period", "check", "detail", "table", "partition"]
@@ -93,7 +93,7 @@ def forget_command(obj, source: str, yes: bool) -> None:
     rows = sum(e.rows for e in lake.ledger() if e.source == source)
     other = other_configs(lake).get(source)
     shared = f"; {other}, another config on this lake, still declares it and reads it" if other else ""
-    if not yes and not _confirmed(f"remove source {source} ({rows:,} cost rows; tables {', '.join(tables)}) from "
+    if not yes and not confirmed(f"remove source {source} ({rows:,} cost rows; tables {', '.join(tables)}) from "
                                   f"the lake at {lake.root}{shared}?"):
         raise UsageError("not confirmed: nothing was removed", where="forget",
                          hint=f"answer y, or run `spendlake forget {source} --yes` (where no one can answer)")
@@ -102,12 +102,3 @@ def forget_command(obj, source: str, yes: bool) -> None:
     if other:
         click.echo(f"warning: {other} still declares {source}: its next `spendlake ingest` reads it again from the "
                    "source's exports", err=True)
-
-
-def _confirmed(question: str) -> bool:
-    """The user answered yes; no answer (no terminal, end of input) is no."""
-    try:
-        return click.confirm(question, default=False, err=True)
-    except click.Abort:
-        click.echo("", err=True)
-        return False

@@ -25,6 +25,15 @@ def default_format() -> str:
     return "table" if is_tty() else "json"
 
 
+def confirmed(question: str) -> bool:
+    """The user answered yes; no answer (no terminal, end of input) is no."""
+    try:
+        return click.confirm(question, default=False, err=True)
+    except click.Abort:
+        click.echo("", err=True)
+        return False
+
+
 def format_option(func):
     """The shared `--format table|csv|json` option (default: table on a terminal, else JSON)."""
     return click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,

@@ -1,26 +1,33 @@
-"""`spendlake plans`: the report's "Plans vs actual" rows (service.report.sections.plans), printed."""
+"""`spendlake plans`: the report's "Plans vs actual" rows (service.report.sections.plans), printed;
+`spendlake plans remove NAME` removes a registered plan."""
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
-from service.cli.output import default_format, emit, format_option
+from service.cli.output import confirmed, default_format, emit, format_option
+from service.core.errors import UsageError
 from service.core.output import one_line
 from service.core.units import money_text
 
 
-@click.command("plans")
+@click.group("plans", invoke_without_command=True)
 @click.option("--as-of", "day", metavar="YYYY-MM-DD",
               help="Plan and actual to the end of this day (UTC; default: the last whole day of data, as the report).")
 @format_option
-@click.pass_obj
-def plans_command(obj, day: str | None, fmt: str | None) -> None:
-    """Registered plans: planned spend to date (low, high) against attributed USD spend, as the report's plans.csv."""
+@click.pass_context
+def plans_command(ctx: click.Context, day: str | None, fmt: str | None) -> None:
+    """Registered plans: planned spend to date (low, high) against attributed USD spend, as the report's
+    plans.csv; `plans remove NAME` removes one."""
+    if ctx.invoked_subcommand is not None:
+        return
     from service.report.sections.plans import COLUMNS, plans_as_of
     from service.report.write import report_day
 
-    lake = obj.lake
-    found = plans_as_of(obj.config, lake, report_day(day, lake=lake, option="--as-of"))
+    lake = ctx.obj.lake
+    found = plans_as_of(ctx.obj.config, lake, report_day(day, lake=lake, option="--as-of"))
     fmt = fmt or default_format()
     if not found.registered and fmt == "table":
         click.echo(found.notes[0])
@@ -35,3 +42,19 @@ def plans_command(obj, day: str | None, fmt: str | None) -> None:
              right=money, whole=("plan low", "plan high", "actual", "status"))
     for note in found.notes:  # unknown values, spend in other currencies, past the data, no plans (CSV, JSON)
         click.echo(one_line(f"note: {note}"), err=True)
+
+
+@plans_command.command("remove")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def plans_remove(obj, name: str, yes: bool) -> None:
+    """Remove the registered plan NAME (the report and `spendlake plans` no longer show it)."""
+    from service.planning.plans import remove_plan
+
+    if not yes and not confirmed(one_line(f"remove plan {name!r} from the lake at {obj.lake.root}?")):
+        raise UsageError("not confirmed: nothing was removed", where="plans remove",
+                         hint=f"answer y, or run `spendlake plans remove {shlex.quote(name)} --yes` (where no one can answer)")
+    removed = remove_plan(obj.lake, name)
+    what = f" ({removed.project}, from {removed.start:%Y-%m-%d %H:%M} UTC)" if removed else ""
+    click.echo(one_line(f"removed plan {name!r}{what}"))

@@ -29,12 +29,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -43,6 +45,7 @@ from service.core import json_text
 from service.core.errors import DataError, UsageError, damaged_file
 from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
+from service.core.suggest import suggestion
 from service.core.timewindow import iso_utc, parse_instant
 from service.core.validation import plain_errors
 from service.planning.estimate import Estimate, Span
@@ -61,6 +64,7 @@ SCHEMA = pa.schema([
 ])
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 Amount = Annotated[Decimal, Field(ge=0)]
+Result = TypeVar("Result")  # what a change of the plans file answers (_rewrite)
 
 
 class StoredPlan(BaseModel):
@@ -162,40 +166,86 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
 
 
 def register_plan(lake: Lake, plan: Plan) -> bool:
-    """Store `plan`; True when it replaced a plan of the same name."""
+    """Store `plan`; True when it replaced a plan of the same name. A name that differs from a
+    registered one only in case is refused: two plans a reader tells apart by case alone."""
+
+    def add(records: list[dict[str, Any]], path: Path) -> tuple[list[Plan], bool]:
+        plans = {p.name: p for p in _checked(records, path)}
+        if twin := next((name for name in plans if name != plan.name and name.lower() == plan.name.lower()), None):
+            raise UsageError(f"plan {plan.name!r} differs from the registered plan {twin!r} only in case",
+                             where="--register", hint=f"register it as {twin} to replace that plan, or choose "
+                             "another name")
+        replaced = plan.name in plans
+        plans[plan.name] = plan
+        return list(plans.values()), replaced
+
+    return _rewrite(lake, add)
+
+
+def remove_plan(lake: Lake, name: str) -> Plan | None:
+    """Remove the plan `name` (every row of that name; its row need not pass the checks, so a
+    hand-edited row can be removed); the plan removed, None when its row was not readable.
+    A name not registered is a DataError naming the plans file and the name."""
+
+    def drop(records: list[dict[str, Any]], path: Path) -> tuple[list[Plan], Plan | None]:
+        names = [record["name"] for record in records]
+        if name not in names:
+            known = [n for n in names if isinstance(n, str)]
+            raise DataError(f"no plan {name!r} is registered", where=str(path),
+                            hint=suggestion(name, known, "plans") if known else "no plans are registered")
+        gone = [record for record in records if record["name"] == name]
+        kept = _checked([record for record in records if record["name"] != name], path)
+        try:
+            removed = _checked(gone, path)
+        except DataError:
+            removed = []
+        return kept, removed[0] if len(removed) == 1 else None
+
+    return _rewrite(lake, drop)
+
+
+def _rewrite(lake: Lake, change: Callable[[list[dict[str, Any]], Path], tuple[list[Plan], Result]]) -> Result:
+    """Under the plans' lock: the file set aside when it does not match its record (with a
+    warning), its rows handed to `change`, the plans it returns written as one new file."""
     with lake.lock(TABLE):
         for check in set_aside_table(lake, TABLE):  # written again below
             log.warning("%s; moved under %s: register the plans it held again", check.sentence(),
                         lake.root / SET_ASIDE / check.key)
-        plans = {p.name: p for p in load_plans(lake)}
-        replaced = plan.name in plans
-        plans[plan.name] = plan
-        rows = [_row(p) for _, p in sorted(plans.items())]
+        plans, result = change(*_records(lake))
+        rows = [_row(p) for p in sorted(plans, key=lambda p: p.name)]
         con = lake.connect()
         try:
             lake.commit_snapshot(con, con.from_arrow(pa.Table.from_pylist(rows, schema=SCHEMA)), table=TABLE,
                                  source=SOURCE, key="snapshot", value="current")
         finally:
             con.close()
-    return replaced
+    return result
 
 
 def load_plans(lake: Lake) -> list[Plan]:
     """Every registered plan, by name; a file that is not as `register_plan` writes it (a column
     missing or of another type, a value out of range, a name twice) is a DataError naming it."""
-    if not lake.has_table(TABLE):
-        return []
+    return _checked(*_records(lake))
+
+
+def _records(lake: Lake) -> tuple[list[dict[str, Any]], Path]:
+    """The plans file's rows by name, unchecked but for their columns, and the file."""
     path = lake.partition_file(TABLE, [("source", SOURCE), ("snapshot", "current")])
+    if not lake.has_table(TABLE):
+        return [], path
     columns = ", ".join(f'"{name}"' for name in SCHEMA.names)
     with lake.query() as con:
         present = {row[0] for row in con.execute(f"DESCRIBE {TABLE}").fetchall()}
         if missing := [name for name in SCHEMA.names if name not in present]:
             raise _damaged(path, f"it lacks the column(s) {', '.join(missing)}")
         cursor = con.execute(f"SELECT {columns} FROM {TABLE} ORDER BY name")
-        records = [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()]
+        return [dict(zip(SCHEMA.names, row)) for row in cursor.fetchall()], path
+
+
+def _checked(records: list[dict[str, Any]], path: Path) -> list[Plan]:
     plans = [_plan(record, path) for record in records]
     if twice := sorted(name for name, count in Counter(plan.name for plan in plans).items() if count > 1):
-        raise _damaged(path, f"plan {twice[0]} is in it more than once")
+        raise _bad_row(path, twice[0], f"plan {twice[0]} is in it more than once")
     return plans
 
 
@@ -213,12 +263,22 @@ def _damaged(path: Path, reason: str) -> DataError:
     return damaged_file(str(path), TABLE, SOURCE, reason)
 
 
+def _bad_row(path: Path, name: Any, reason: str) -> DataError:
+    """The plans file holds a row registering never writes: the fix is that plan removed and
+    registered again, the others kept (a row without a name cannot be removed: the file goes)."""
+    if not isinstance(name, str) or not name:
+        return _damaged(path, reason)
+    return DataError(f"this lake file cannot be read, it is damaged ({reason})", where=str(path),
+                     hint=f"remove that plan with `spendlake plans remove {shlex.quote(name)}` and register it again "
+                     "(`spendlake estimate --register NAME ...`); the other plans are kept")
+
+
 def _plan(row: dict[str, Any], path: Path) -> Plan:
     try:
         StoredPlan.model_validate(row)
     except ValidationError as exc:
         (where, problem), *_ = plain_errors(exc, row)
-        raise _damaged(path, f"plan {row['name']!r}: {where}: {problem}") from None
+        raise _bad_row(path, row["name"], f"plan {row['name']!r}: {where}: {problem}") from None
 
     def span(name: str) -> Span:
         return Span(row[f"{name}_low"], row[f"{name}_high"])
