@@ -298,7 +298,8 @@ def test_a_plan_on_an_unknown_project_among_many_ends_its_note_with_one_full_sto
 
 def test_a_plans_chart_runs_until_its_planned_curve_reaches_the_plans_total(tmp_path):
     # storage is paid 30 days past the run's end: the chart stopped at the run's end, its planned
-    # line $100 short of the table's plan total
+    # line $100 short of the table's plan total. That end is midnight of January 4th: the curve
+    # reaches the total at the end of the 3rd, the chart's last day (was: one more, flat)
     from dataclasses import replace
     from service.report.sections.plans import plans_section
 
@@ -308,7 +309,8 @@ def test_a_plans_chart_runs_until_its_planned_curve_reaches_the_plans_total(tmp_
     [chart] = plans_section(lake_config(lake=lake), lake, DAY).charts
     [row] = plans_as_of(lake_config(lake=lake), lake, DAY).rows
     assert chart.series["planned (high)"][-1] == row["planned_total_high"] == Decimal("6100.00"), chart.series
-    assert chart.categories[-1] == "2027-01-04"  # 240 h from November 25th, and 30 days
+    assert chart.categories[-1] == "2027-01-03"  # 240 h from November 25th, and 30 days
+    assert chart.series["planned (high)"][-2] < row["planned_total_high"]
 
 
 def test_a_plan_started_before_the_lakes_billing_data_begins_is_partial_data_unless_already_over(tmp_path):

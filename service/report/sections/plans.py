@@ -172,8 +172,10 @@ def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> Plan
 
 def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
     """Cumulative actual spend to the report day against the planned curve until it reaches the
-    plan's total: the run's end, plus the retention its storage is paid for."""
-    first, last = plan.start.date(), max(day, (plan.end + timedelta(days=plan.retention_days)).date())
+    plan's total: the run's end, plus the retention its storage is paid for (an end at midnight
+    is reached by the end of the day before: that day is the last)."""
+    reached = plan.end + timedelta(days=plan.retention_days) - timedelta(microseconds=1)
+    first, last = plan.start.date(), max(day, reached.date())
     days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
     running, actual = Decimal(0), []
     for current in days:
