@@ -252,13 +252,10 @@ EDITS = {  # a hand edit of the plans file (its record gone, so nothing checks i
 }
 
 
-@pytest.mark.parametrize("edit", EDITS)
-def test_a_hand_edited_plans_file_is_exit_3_naming_it_and_what_is_wrong_never_a_traceback(tmp_path, edit):
-    # was: AttributeError, TypeError (exit 1) or two plans of one name
+def hand_edit(lake, tmp_path, edit: str):
+    """The plans file rewritten by `edit` (SQL on a view `plans`), its record gone as a hand edit's."""
     from service.core.snapshot_ledger import record_file
 
-    lake, config_file = small_lake(tmp_path)
-    register_plan(lake, plan("known", "llm-7b", "5000"))
     path = lake.partition_file("plans", [("source", "estimate"), ("snapshot", "current")])
     con = duckdb.connect()
     con.execute(f"CREATE VIEW plans AS SELECT * FROM read_parquet('{path}')")
@@ -266,6 +263,15 @@ def test_a_hand_edited_plans_file_is_exit_3_naming_it_and_what_is_wrong_never_a_
     con.close()
     (tmp_path / "edited.parquet").replace(path)
     record_file(lake.root, path).unlink()
+    return path
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_hand_edited_plans_file_is_exit_3_naming_it_and_what_is_wrong_never_a_traceback(tmp_path, edit):
+    # was: AttributeError, TypeError (exit 1) or two plans of one name
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    path = hand_edit(lake, tmp_path, edit)
     out = spendlake(config_file, "plans", "--format", "json")
     assert out.exit_code == 3 and out.stdout == "", out.output
     assert out.stderr.startswith(f"error: {path}: this lake file cannot be read, it is damaged ("), out.stderr

@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 
-import duckdb
 from click.testing import CliRunner
 
 from service.cli.main import cli
-from service.core.snapshot_ledger import record_file, snapshot_checks
+from service.core.snapshot_ledger import snapshot_checks
 from service.planning.plans import load_plans, register_plan
-from test_plans_cli import plan, small_lake, spendlake
+from test_plans_cli import hand_edit, plan, small_lake, spendlake
 
 ESTIMATE = ("estimate", "--params", "7B", "--tokens", "2T", "--gpu", "H100", "--gpus", "64", "--mfu", "0.4",
             "--price-per-gpu-hour", "4", "--project", "llm-7b", "--start", "2026-11-25")
@@ -55,18 +54,6 @@ def test_removing_a_plan_not_registered_is_exit_3_naming_the_plans_file_and_the_
     assert out.exit_code == 3 and f"{path}: no plan 'Known' is registered" in out.stderr, out.output
     assert "closest plans: known" in out.stderr, out.stderr
     assert path.read_bytes() == before
-
-
-def hand_edit(lake, tmp_path, edit: str):
-    """The plans file rewritten by `edit` (SQL on a view `plans`), its record gone as a hand edit's."""
-    path = lake.partition_file("plans", [("source", "estimate"), ("snapshot", "current")])
-    con = duckdb.connect()
-    con.execute(f"CREATE VIEW plans AS SELECT * FROM read_parquet('{path}')")
-    con.execute(f"COPY ({edit}) TO '{tmp_path / 'edited.parquet'}' (FORMAT parquet)")
-    con.close()
-    (tmp_path / "edited.parquet").replace(path)
-    record_file(lake.root, path).unlink()
-    return path
 
 
 def test_registering_onto_a_bad_row_names_the_file_the_row_and_the_fix_and_keeps_the_file(tmp_path):
