@@ -1,14 +1,14 @@
 """Registered pretraining plans (`spendlake estimate --register`): what a run should cost, and when.
 
 Plans are a lake table, `plans` (one file, replaced atomically under a lock on every
-registration, through `Lake.commit_snapshot`), so every reader sees them as a view on
+registration or removal, through `Lake.commit_snapshot`), so every reader sees them as a view on
 `Lake.query()` connections, including rules, which may import only service.core:
 
     SELECT name, project, experiment, start, "end", total_cost_low, total_cost_high FROM plans
 
 | column | type | meaning |
 |---|---|---|
-| name | VARCHAR | unique; registering a name again replaces that plan |
+| name | VARCHAR | unique, in any case; registering a name again replaces that plan, `spendlake plans remove` removes it |
 | project, experiment | VARCHAR | what the spend is attributed to (experiment may be NULL: the whole project) |
 | start, end | TIMESTAMP | UTC; the planned window, `end` after the pessimistic run length |
 | retention_days | INTEGER | storage kept after the run |
