@@ -143,6 +143,9 @@ def test_a_plan_as_of_a_day_past_the_data_is_set_against_its_plan_to_the_datas_e
     section = plans_section(lake_config(lake=lake), lake, date(2026, 11, 30))
     assert [row["status"] for row in section.tables[0].rows] == ["over plan to data end", "under plan to data end"]
     assert "status '... to data end'" in section.note
+    # its chart's actual ends with the data, on the 29th, not flat to the 30th (was: $500 on the 30th)
+    chart = section.charts[0]
+    assert [chart.series["actual"][chart.categories.index(day)] for day in ("2026-11-29", "2026-11-30")] == [500, None]
     # as of the last whole day of data, the plan to that day's end
     rows = json.loads(spendlake(config_file, "plans", "--as-of", "2026-11-28", "--format", "json").stdout)
     assert [row["status"] for row in rows] == ["under plan", "under plan"], rows

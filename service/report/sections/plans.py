@@ -130,7 +130,7 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             "planned_total_high": plan.total_cost.high.quantize(CENT),  # in cents, stored at DECIMAL(38,12)
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
-            charts.append(_plan_chart(plan, day, daily))
+            charts.append(_plan_chart(plan, day, daily, data[1]))
     if plans and data[1] is not None and data[1] < until:
         unknown.append(f"the lake's billing data ends at {data[1]:%Y-%m-%d %H:%M} UTC, before the day's end: spend "
                        "after it is not in the actual yet, so a status '... to data end' sets it against the plan "
@@ -170,17 +170,19 @@ def _plans_on(config: Config, lake: Lake, day: date, snapshot: Snapshot) -> Plan
     return PlansAsOf(day, bool(rows), rows, notes)
 
 
-def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal]) -> Chart:
-    """Cumulative actual spend to the report day against the planned curve until it reaches the
-    plan's total: the run's end, plus the retention its storage is paid for (an end at midnight
-    is reached by the end of the day before: that day is the last)."""
+def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetime | None) -> Chart:
+    """Cumulative actual spend to the report day, or to the last day the lake's billing data
+    `ends` in (after it the actual is not known, not flat), against the planned curve until it
+    reaches the plan's total: the run's end, plus the retention its storage is paid for (an end
+    at midnight is reached by the end of the day before: that day is the last)."""
     reached = plan.end + timedelta(days=plan.retention_days) - timedelta(microseconds=1)
     first, last = plan.start.date(), max(day, reached.date())
     days = [first + timedelta(days=i) for i in range(min((last - first).days + 1, PLAN_CHART_DAYS))]
+    through = day if ends is None else min(day, (ends - timedelta(microseconds=1)).date())
     running, actual = Decimal(0), []
     for current in days:
         running += daily.get(current, Decimal(0))
-        actual.append(running if current <= day else None)
+        actual.append(running if current <= through else None)
     ends = [day_start(current) + timedelta(days=1) for current in days]
     planned = [plan.planned_spend(end) for end in ends]
     series: dict[str, list[Decimal | None]] = {"actual": actual}
