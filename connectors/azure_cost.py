@@ -8,7 +8,10 @@ pay-as-you-go's (MOSA: dataset 2019-11-01, still its latest, usage only: `PreTax
 `Tags` written as a JSON object without its outer braces (`"k": "v","k2": "v2"`), dates as
 `MM/DD/YYYY` or `M/D/YYYY` (always parsed with that explicit format: DuckDB's sniffer would
 swap day and month) or ISO `YYYY-MM-DD` (`2024-05-01T00:00:00.0000000Z` as the APIs write it),
-a UTF-8 BOM, CRLF line ends, and a currency on every row. Exports made before run manifests
+a UTF-8 BOM, CRLF line ends, and a currency on every row. EA's usage details dataset 2019-10-01
+(`PreTaxCost`, `UsageDateTime`, `SubscriptionGuid`, `DepartmentName`) has no currency column at
+all: its enrollment's one billing currency is the source's `currency:` (never guessed; without it
+the file fails naming the key to set). Exports made before run manifests
 leave every run's month-to-date snapshot, `<export>_<guid>.csv`, in the date range's folder:
 only the newest counts (azure_manifest.without_older_unlisted_runs).
 
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Literal
 
 import duckdb
+from pydantic import Field
 
 from connectors.azure_manifest import NO_COSTS, without_older_unlisted_runs
 from connectors.base import Delivery, OtherDataset
@@ -49,7 +53,7 @@ from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decima
 from connectors.folder_export import FolderExport
 from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.config import SourceConfig
-from service.core.errors import duckdb_error
+from service.core.errors import DataError, duckdb_error
 from service.core.per_value import PerValueSelect
 from service.core.schema import QUANTITY, cost_select_list
 from service.core.hidden_columns import rounding_select
@@ -114,6 +118,8 @@ class AzureCostSource(SourceConfig):
     """An `azure-cost` source: which cost its export holds (`auto` decides from its rows)."""
 
     cost_type: Literal["auto", "actual", "amortized"] = "auto"
+    currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$",
+                                 description="the billing currency of files without a currency column (EA 2019-10-01)")
 
 
 class AzureCostConnector(FolderExport):
@@ -133,7 +139,8 @@ class AzureCostConnector(FolderExport):
         table = open_table(con, path, uri, money=COST, header_name=english_name)
         if table.name(*COST) is None:
             other_dataset(table, uri, self.export_type(uri))
-        table.require(COST, CURRENCY, DAY, kind=self.kind)
+        table.require(COST, DAY, kind=self.kind)
+        currency = text(table, *CURRENCY) or self._configured_currency(uri)
         cost = money(table, *COST)
         amortized = self._is_amortized(con, table, cost, self.export_type(uri))
         charge_type = text(table, "ChargeType")
@@ -153,7 +160,7 @@ class AzureCostConnector(FolderExport):
             "ChargePeriodStart": day,
             "ChargePeriodEnd": f"{day} + INTERVAL 1 DAY",
             "EffectiveCost" if amortized else "BilledCost": cost,
-            "BillingCurrency": text(table, *CURRENCY),
+            "BillingCurrency": currency,
             # pay-as-you-go's dataset, the one without ChargeType, holds usage only
             "ChargeCategory": lookup(charge_type, CHARGE_CATEGORY) or "'Usage'",
             "ChargeClass": charge_type and f"CASE WHEN {charge_type} = 'Refund' THEN 'Correction' END",
@@ -196,6 +203,16 @@ class AzureCostConnector(FolderExport):
         # the Tags JSON text parsed once per distinct value by the stager (service.core.per_value)
         rows = cost_select_list(present | {"Tags": per_value_text(table, "Tags")}, as_text=("Tags",))
         return PerValueSelect(sql, f"SELECT {rows}{rounding} FROM {table.source}", {"Tags": once})
+
+    def _configured_currency(self, uri: str) -> str:
+        """The source's `currency:` as SQL, for a file that names none; else a DataError saying to set it."""
+        if self.config.currency is None:
+            names = " or ".join(repr(name) for name in CURRENCY)
+            raise DataError(f"required column {names} is missing", where=uri,
+                            hint=f"EA's usage details dataset 2019-10-01 has no currency column: set "
+                                 f"sources.{self.config.name}.currency to the enrollment's billing currency "
+                                 "(e.g. currency: USD), or export a newer dataset version")
+        return sql_string(self.config.currency)
 
     def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str, declared: str | None) -> bool:
         if self.config.cost_type != "auto":

@@ -261,6 +261,52 @@ def test_pay_as_you_go_cost_details_are_read(tmp_path):
                                             "COSTMGMT/providers/Microsoft.Compute/virtualMachines/test-vm-1",)
 
 
+# EA usage details, dataset 2019-10-01: Microsoft's schema (dataset-schema/cost-usage-details-ea,
+# "Version 2019-10-01", as koku's English header test has it) lists 27 columns and no currency.
+EA_2019 = ("DepartmentName,AccountName,AccountOwnerId,SubscriptionGuid,SubscriptionName,ResourceGroup,"
+           "ResourceLocation,UsageDateTime,ProductName,MeterCategory,MeterSubcategory,MeterId,MeterName,MeterRegion,"
+           "UnitOfMeasure,UsageQuantity,ResourceRate,PreTaxCost,CostCenter,ConsumedService,ResourceType,InstanceId,"
+           "Tags,OfferId,AdditionalInfo,ServiceInfo1,ServiceInfo2\n"
+           "Research,ml-platform,owner@example.com,0039de71-ca37-4a17-a104-17665a50e7fc,gpu-prod,TRAIN,US East,"
+           "2019-10-02T00:00:00.0000000Z,NDasrA100 v4,Virtual Machines,NDasrA100 v4 Series,"
+           "7e7e8b3a-1111-4c6e-9d2b-0d2f1b7c2a11,ND96asr A100 v4,US East,1 Hour,24,27.197,652.728,cc-42,"
+           "Microsoft.Compute,Microsoft.Compute/virtualMachines,/subscriptions/0039de71-ca37-4a17-a104-17665a50e7fc/"
+           'resourceGroups/TRAIN/providers/Microsoft.Compute/virtualMachines/a100-1,"""team"": ""pretrain""",'
+           'MS-AZR-0017P,"{""ServiceType"":""Standard_ND96asr_v4"",""VCPUs"":96}",,\n'
+           "Research,ml-platform,owner@example.com,0039de71-ca37-4a17-a104-17665a50e7fc,gpu-prod,TRAIN,US East,"
+           "2019-10-31T00:00:00.0000000Z,Premium SSD Managed Disks - P30 - Disks,Storage,Premium SSD Managed Disks,"
+           "8f8f8b3a-2222-4c6e-9d2b-0d2f1b7c2a22,P30 Disks,US East,1/Month,0.0322581,135.17,4.36032,cc-42,"
+           "Microsoft.Compute,Microsoft.Compute/disks,/subscriptions/0039de71-ca37-4a17-a104-17665a50e7fc/"
+           "resourceGroups/TRAIN/providers/Microsoft.Compute/disks/a100-1-os,,MS-AZR-0017P,,,\n")
+
+
+def test_ea_2019_usage_details_take_the_currency_the_source_names(tmp_path):
+    """EA's 2019-10-01 dataset failed as a file missing a currency column, naming nothing to do:
+    without `currency:` it still fails (a guessed currency would be a wrong bill) but names the
+    key; with it, both lines are read in it. By hand: 652.728 + 4.36032 = 657.08832 EUR in 2019-10."""
+    export = write(tmp_path, "ea-usage-2019.csv", EA_2019)
+    _, result = ingest_files(tmp_path / "bare", ("azure", "azure-cost", export))
+    [message] = failures(result)
+    assert "required column 'BillingCurrencyCode' or 'BillingCurrency' or 'Currency' is missing" in message
+    assert "set sources.azure.currency to the enrollment's billing currency" in message
+    lake, result = ingest_files(tmp_path / "eur", {"name": "azure", "kind": "azure-cost", "location": str(export),
+                                                   "currency": "EUR"})
+    assert failures(result) == []
+    assert sums(lake, "billing_period, BillingCurrency") == [("2019-10", "EUR", 2, Decimal("657.08832"), None)]
+    assert rows(lake, "ChargeDescription, SubAccountId, SubAccountName, ContractedUnitPrice, x_instance_type, "
+                      "Tags")[0] == ("NDasrA100 v4", "0039de71-ca37-4a17-a104-17665a50e7fc", "gpu-prod",
+                                     Decimal("27.197"), "Standard_ND96asr_v4", {"team": "pretrain"})
+
+
+def test_a_files_own_currency_column_wins_over_the_sources_currency(tmp_path):
+    lake, result = ingest_files(tmp_path, {"name": "azure", "kind": "azure-cost", "currency": "EUR",
+                                           "location": str(write(tmp_path, "new.csv", NEW_EA))})
+    assert failures(result) == [] and {c for (c,) in rows(lake, "BillingCurrency")} == {"CAD"}
+    with pytest.raises(ConfigError, match="currency"):
+        parse_config({"lake": str(tmp_path / "l2"), "sources": [
+            {"name": "azure", "kind": "azure-cost", "location": str(tmp_path), "currency": "euro"}]})
+
+
 def test_cost_details_without_charge_type_an_older_reading_left_uncategorised_are_read_again(tmp_path, monkeypatch):
     """Before pay-as-you-go's dataset was read (268944a), a file without ChargeType committed with
     ChargeCategory NULL; it is Usage now, so those periods are read again (reader_version)."""
