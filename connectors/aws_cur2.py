@@ -5,8 +5,11 @@ Layout under the export (`s3://<bucket>/<prefix>/<export-name>/`, or a local cop
     data/BILLING_PERIOD=YYYY-MM/[<delivery>/]<export-name>-00001.snappy.parquet | .csv.gz
     metadata/BILLING_PERIOD=YYYY-MM/[<delivery>/]<export-name>-Manifest.json
 
-OVERWRITE_REPORT keeps one manifest per period; CREATE_NEW_REPORT adds a date-stamped
-`<delivery>` folder per execution, and only the newest one counts. Either way exactly the
+OVERWRITE_REPORT keeps one manifest per period; CREATE_NEW_REPORT adds a `<delivery>` folder per
+execution, named by its execution id, which starts with the time it ran
+(`2025-12-28T13:14:37.728Z-8c5a76cc-…`), and only the newest one counts: newest by those
+times, which a copy keeps (`cp -r` or rsync without -t does not keep write times), and by the
+manifests' write times only when a folder name carries no time. Either way exactly the
 manifest's `dataFiles` are read, and the delivery id is its `executionId`. Two exports under
 the location delivering one period would replace each other: that period fails naming them. Data present
 without a manifest is "waiting for manifest"; neither under the location is a SourceError.
@@ -18,7 +21,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from connectors.aws_export import AwsExportConnector
 from connectors.base import Delivery
@@ -28,7 +32,24 @@ from service.core.errors import ConfigError, DataError, SourceError
 MANIFEST = re.compile(r"(?:^|/)metadata/BILLING_PERIOD=(\d{4}-\d{2})/(?:(.+)/)?[^/]*Manifest\.json$")
 DATA = re.compile(r"(?:^|/)data/BILLING_PERIOD=(\d{4}-\d{2})/.+\.(parquet|csv\.gz|csv)$", re.IGNORECASE)
 LEGACY_MANIFEST = re.compile(r"(?:^|/)\d{8}-\d{8}/[^/]+-Manifest\.json$")  # aws-cur's period manifest
+# An execution id as AWS writes it, `2025-12-28T13:14:37.728Z-<uuid>` (or the basic ISO form).
+EXECUTION_TIME = re.compile(r"(\d{4}-?\d{2}-?\d{2}T\d{2}:?\d{2}:?\d{2}(?:\.\d+)?Z)(?:-|$)")
 DATA_IN_URI = re.compile(r"(?:^|/)data/BILLING_PERIOD=\d{4}-\d{2}/")
+
+
+def execution_time(folder: str) -> datetime | None:
+    """The time a CREATE_NEW_REPORT delivery folder's name starts with, else None."""
+    found = EXECUTION_TIME.match(folder)
+    return datetime.fromisoformat(found.group(1)) if found else None
+
+
+def newest_first(candidates: list[tuple[str, StoredObject]]) -> Callable[[tuple[str, StoredObject]], tuple]:
+    """The sort key of a period's manifests (delivery folder, object) whose largest is the newest
+    execution: the times the folder names start with when they all have one, else the manifests'
+    write times (then the folder name, then the key)."""
+    if all(execution_time(folder) for folder, _ in candidates):
+        return lambda c: (execution_time(c[0]), c[0], c[1].key)
+    return lambda c: (c[1].modified, c[0], c[1].key)
 
 
 class AwsCur2Connector(AwsExportConnector):
@@ -54,9 +75,7 @@ class AwsCur2Connector(AwsExportConnector):
         for root, period in manifests:
             exports[period].append(root)
         for (root, period), candidates in manifests.items():
-            # CREATE_NEW_REPORT: one folder per delivery; the manifest written last counts
-            # (its folder name, date-stamped, breaks a tie).
-            _, manifest = max(candidates, key=lambda c: (c[1].modified, c[0], c[1].key))
+            _, manifest = max(candidates, key=newest_first(candidates))
             if len(exports[period]) > 1:
                 if root == min(exports[period]):
                     result.append(self._ambiguous(period, exports[period], manifests))

@@ -98,6 +98,29 @@ def test_create_new_report_takes_the_manifest_written_last(tmp_path):
     assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [("newer", Decimal(2))]
 
 
+def test_create_new_report_takes_the_execution_its_folder_dates_last_whatever_the_copy_times(tmp_path):
+    """AWS names each CREATE_NEW_REPORT delivery folder by its execution id, which starts with the
+    time it ran (`2025-12-28T13:14:37.728Z-8c5a76cc-…`, as real keys show). A copy without the
+    write times (`cp -r`, rsync without -t) can leave the older manifest written last: it was
+    the one read, an older bill. The folders' own times decide now; the write time only when a
+    folder name carries none (the test above)."""
+    import os
+
+    put = local_put(tmp_path / "exp")
+    folders = {"2026-11-03T05:00:29.516Z-a724c92c-3d21-4a7b-b82b-6b0f33fa60f5": "1",
+               "2026-11-04T05:01:02.004Z-0d3c8e52-57d0-437d-851b-064e27aa8b06": "2"}
+    for folder, cost in folders.items():
+        write_cur2(put, prefix="", export="cur2", period="2026-10", execution=folder, fmt="parquet",
+                   parts=[part(tmp_path, [line("2026-10", cost)], "parquet")], delivery_folder=folder)
+    metadata = tmp_path / "exp" / "cur2" / "metadata" / "BILLING_PERIOD=2026-10"
+    older, newer = folders
+    os.utime(metadata / older / "cur2-Manifest.json", (1_800_000_100, 1_800_000_100))  # copied last
+    os.utime(metadata / newer / "cur2-Manifest.json", (1_800_000_000, 1_800_000_000))
+    cfg = config(tmp_path, tmp_path / "exp")
+    ingest(cfg)
+    assert [(e.delivery_id, e.totals[0].billed_cost) for e in Lake(cfg.lake).ledger()] == [(newer, Decimal(2))]
+
+
 @pytest.mark.parametrize("kind", ["aws-cur2", "focus"])
 def test_two_exports_for_one_period_fail_instead_of_replacing_each_other(tmp_path, kind):
     """Two Data Exports under one location (a daily and an hourly one, or two payers') both
