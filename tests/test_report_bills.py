@@ -282,3 +282,25 @@ def test_an_export_without_billed_cost_is_said_not_shown_as_no_spend(lake):
                                                                          ("ea-amortized", "effective", "16.296932136637")}
     assert "note: ea-amortized 2023-09 delivered no billed cost: the billed rows for these compare 0 with 0 " \
            "(status shows null)" in check.stderr
+
+
+def test_a_gcp_billing_bill_names_the_invoice_amount_net_of_its_credits(tmp_path):
+    """gcp-billing's billed is Google's `cost`, before credits; Google's invoice (and its own FOCUS
+    export's BilledCost) nets them. The Bills table showed only the gross figure as what finance
+    ties out to; a note now gives the invoice's amount, the effective column. By hand from the
+    fixture: 2024-05 cost 14.1, credits -3.75, invoice 10.35; 2024-06 12.5 - 0.000005."""
+    from test_gcp_billing import NDJSON
+
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: gcp, kind: gcp-billing, location: '{NDJSON}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    folder = report(tmp_path, config, "2024-06-15")
+    data = json.loads((folder / "report.json").read_text())
+    table = next(t for s in data["sections"] if s["key"] == "bills" for t in s["tables"])
+    assert by_period(table["rows"], "gcp") == {("2024-05", "USD"): (Decimal("14.1"), Decimal("10.35")),
+                                               ("2024-06", "USD"): (Decimal("12.5"), Decimal("12.499995"))}
+    # June's credit, half a thousandth of a cent, changes no figure the invoice shows: no note
+    assert table["notes"] == [
+        "Bill 2024-05 / gcp / USD: billed is Google's cost before the credits on its lines (USD -3.75); "
+        "Google's invoice nets them: USD 10.35, the effective column."]
+    assert "Google&#39;s invoice nets them: USD 10.35" in (folder / "report.html").read_text()

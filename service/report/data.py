@@ -35,7 +35,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
                   if row["dimension"] == "team" and row["total_cost"]]
     sections = [
         spend_by,
-        bills_section(lake, day),
+        bills_section(lake, day, frozenset(s.name for s in config.sources if s.kind == "gcp-billing")),
         spend.trend_section(),
         spend.experiments_section(),
         *clusters_section(config, lake, day, config.report.top),

@@ -13,6 +13,10 @@ rounded to the cent (the currency's minor unit), as its invoice shows it; when t
 bill do not add up to the bill rounded (EUR 10.25 and -2.125: 10.25 and -2.13, 8.12, against the
 lines' 8.125, 8.13), a note under the table names the bill, both sums and the rounding between them,
 so finance ties out to the cent. The CSV and JSON rows stay exact and add up to the bill exactly.
+
+A `gcp-billing` source's billed is Google's `cost`, before the credits on its lines (x_credits),
+while Google's invoice nets them: its amount is the effective column (cost + credits), which a
+note under the table names for each such bill, as Google's own FOCUS export writes BilledCost.
 """
 
 from __future__ import annotations
@@ -21,14 +25,15 @@ from collections import defaultdict
 from datetime import date, timedelta
 
 from service.core.lake import Lake
-from service.core.units import currency_text
+from service.core.units import currency_text, money_text
 from service.report.model import Column, Section, Table
 from service.report.rounding import gaps
 
 LABELS = {"billed_cost": "billed", "effective_cost": "effective"}  # the money columns a rounding note names
 
 
-def bills_section(lake: Lake, day: date) -> Section:
+def bills_section(lake: Lake, day: date, before_credits: frozenset[str] = frozenset()) -> Section:
+    """`before_credits`: the sources whose billed cost is before the credits their invoice nets."""
     month = day.replace(day=1)
     periods = (f"{(month - timedelta(days=1)):%Y-%m}", f"{month:%Y-%m}")
     table = Table("bills", "Bills per source, billing period and currency (as `spendlake status`)", [
@@ -51,6 +56,7 @@ def bills_section(lake: Lake, day: date) -> Section:
     if not table.rows:
         note = f"No bill in the lake for {periods[0]} or {periods[1]}."
         return Section("bills", "Bills", note=note)
+    table.notes = credits_notes(table.rows, before_credits)
     return Section("bills", "Bills", tables=[table, invoices_table(lake, periods)], note=note)
 
 
@@ -76,6 +82,16 @@ def invoices_table(lake: Lake, periods: tuple[str, str]) -> Table:
                   for period, source, account, invoice, currency, rows, billed, effective in found]
     table.notes = rounding_notes(table.rows)
     return table
+
+
+def credits_notes(rows: list[dict], before_credits: frozenset[str]) -> list[str]:
+    """One sentence per bill of a source whose billed is before its credits, when they differ as
+    the table shows them (to the cent: credits under half a cent change no invoice)."""
+    return [f"Bill {r['billing_period']} / {r['source']} / {currency_text(r['currency'])}: billed is Google's cost "
+            f"before the credits on its lines ({money_text(r['effective_cost'] - r['billed_cost'], r['currency'])}); "
+            f"Google's invoice nets them: {money_text(r['effective_cost'], r['currency'])}, the effective column."
+            for r in rows if r["source"] in before_credits and None not in (r["billed_cost"], r["effective_cost"])
+            and money_text(r["billed_cost"], r["currency"]) != money_text(r["effective_cost"], r["currency"])]
 
 
 def rounding_notes(rows: list[dict]) -> list[str]:
