@@ -30,7 +30,7 @@ commitment is involved). Set `cost_type: actual|amortized` to skip that extra pa
 The other FOCUS columns, from Azure's own: CommitmentDiscount* from `benefitId`/`benefitName`
 (`ReservationId`/`ReservationName` in older EA files) and `PricingModel` (Used on usage a
 reservation or savings plan covered, Unused on UnusedReservation/UnusedSavingsPlan rows);
-ListUnitPrice = `PayGPrice`, ContractedUnitPrice = `UnitPrice`, PricingQuantity = `Quantity`
+ListUnitPrice = `PayGPrice` (MCA's dataset 2019-10-01: `MarketPrice`), ContractedUnitPrice = `UnitPrice`, PricingQuantity = `Quantity`
 in PricingUnit = `UnitOfMeasure` (e.g. `10 Hours`: Azure prices per block), ChargeFrequency
 from `Frequency`, SkuMeter = `MeterName`, PublisherName = `PublisherName`.
 """
@@ -129,8 +129,9 @@ class AzureCostConnector(FolderExport):
     what = "Azure cost details"
     reads_runs = False  # the cost type (actual or amortized) is decided from each file's rows
     # 1: a file without ChargeType (pay-as-you-go's dataset holds usage only) is ChargeCategory Usage, not
-    # NULL; without ResourceId, Quantity or UnitPrice, InstanceId, UsageQuantity and ResourceRate fill them
-    reader_version = 1
+    # NULL; without ResourceId, Quantity or UnitPrice, InstanceId, UsageQuantity and ResourceRate fill them.
+    # 2: MCA's dataset 2019-10-01 has its retail price as MarketPrice, ListUnitPrice (it was NULL)
+    reader_version = 2
 
     def deliveries(self) -> Iterator[Delivery]:
         return self.folder_deliveries(without_older_unlisted_runs(self.storage.list()))
@@ -186,7 +187,7 @@ class AzureCostConnector(FolderExport):
             "SkuMeter": text(table, "MeterName"),
             "PricingQuantity": decimal(table, QUANTITY, "Quantity", "UsageQuantity"),
             "PricingUnit": text(table, "UnitOfMeasure"),
-            "ListUnitPrice": money(table, "PayGPrice"),
+            "ListUnitPrice": money(table, "PayGPrice", "MarketPrice"),
             "ContractedUnitPrice": money(table, "UnitPrice", "ResourceRate"),
             **commitment_columns(table, charge_type),
             "x_line_item_type": charge_type,

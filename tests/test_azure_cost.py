@@ -307,6 +307,39 @@ def test_a_files_own_currency_column_wins_over_the_sources_currency(tmp_path):
             {"name": "azure", "kind": "azure-cost", "location": str(tmp_path), "currency": "euro"}]})
 
 
+# MCA cost details, dataset 2019-10-01: Microsoft's schema (dataset-schema/cost-usage-details-mca,
+# "Version 2019-10-01"), its 60 columns in their order; the retail price is `MarketPrice`.
+MCA_2019_HEADER = (
+    "InvoiceID,PreviousInvoiceId,BillingAccountId,BillingAccountName,BillingProfileId,BillingProfileName,"
+    "InvoiceSectionId,InvoiceSectionName,ResellerName,ResellerMPNId,CostCenter,BillingPeriodEndDate,"
+    "BillingPeriodStartDate,ServicePeriodEndDate,ServicePeriodStartDate,Date,ServiceFamily,ProductOrderId,"
+    "ProductOrderName,ConsumedService,MeterId,MeterName,MeterCategory,MeterSubcategory,MeterRegion,ProductId,Product,"
+    "SubscriptionGuid,SubscriptionName,PublisherType,PublisherId,PublisherName,ResourceGroup,InstanceName,"
+    "ResourceLocation,Location,EffectivePrice,Quantity,UnitOfMeasure,ChargeType,BillingCurrencyCode,"
+    "PricingCurrencyCode,CostInBillingCurrency,CostInPricingCurrency,CostInUSD,PaygCostInBillingCurrency,"
+    "PaygCostInUSD,ExchangeRate,ExchangeRateDate,IsAzureCreditEligible,ServiceInfo1,ServiceInfo2,AdditionalInfo,"
+    "Tags,MarketPrice,Frequency,Term,ReservationId,ReservationName,UnitPrice")
+
+
+def test_mca_2019_market_price_is_the_list_unit_price(tmp_path):
+    """MCA's 2019-10-01 dataset names the retail price MarketPrice, not PayGPrice: ListUnitPrice was
+    null, so the FOCUS export's ListCost fell back to the contracted cost. By hand: 24 h at a
+    retail 32.77 and a negotiated 27.197: list 786.48, billed 652.728."""
+    values = {"InvoiceID": "G012345678", "BillingAccountId": "acct:1", "BillingPeriodStartDate": "10/01/2019",
+              "BillingPeriodEndDate": "10/31/2019", "Date": "10/02/2019", "Product": "NDasrA100 v4",
+              "SubscriptionGuid": "sub-1", "InstanceName": "/subscriptions/sub-1/vm1", "MeterCategory": "Virtual Machines",
+              "Quantity": "24", "UnitOfMeasure": "1 Hour", "ChargeType": "Usage", "BillingCurrencyCode": "USD",
+              "CostInBillingCurrency": "652.728", "MarketPrice": "32.77", "UnitPrice": "27.197",
+              "Frequency": "UsageBased", "PublisherType": "Azure"}
+    header = MCA_2019_HEADER.split(",")
+    assert len(header) == 60
+    export = write(tmp_path, "mca-2019.csv", MCA_2019_HEADER + "\n" + ",".join(values.get(c, "") for c in header) + "\n")
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", export))
+    assert failures(result) == []
+    assert rows(lake, "BilledCost, ListUnitPrice, ContractedUnitPrice, PricingQuantity, ChargeDescription, ResourceId") == [
+        (Decimal("652.728"), Decimal("32.77"), Decimal("27.197"), Decimal(24), "NDasrA100 v4", "/subscriptions/sub-1/vm1")]
+
+
 def test_cost_details_without_charge_type_an_older_reading_left_uncategorised_are_read_again(tmp_path, monkeypatch):
     """Before pay-as-you-go's dataset was read (268944a), a file without ChargeType committed with
     ChargeCategory NULL; it is Usage now, so those periods are read again (reader_version)."""
