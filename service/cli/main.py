@@ -180,6 +180,7 @@ SOURCE_COLUMNS = ["source", "kind", "state", "data_through", "hours_behind", "fr
 def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     """What the lake holds: each source's freshness, then one row per billing period and currency
     (CSV and JSON hold one table: the partitions, or with --sources the freshness)."""
+    from service.core.coverage import stamped_ahead
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
     from service.ingest.status import STATUS_COLUMNS, status as lake_status
@@ -207,6 +208,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         for r in rows]
     emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
          whole=("billing_period", "currency", "billed_cost", "check"))
+    for line in stamped_ahead(obj.lake.ledger(), utc_now()):
+        click.echo(f"ahead: {line}", err=True)
     others = other_configs(obj.lake)
     for source, tables in obj.lake.orphans().items():
         line = f"orphaned: {source} is not in the config but the lake holds it ({', '.join(tables)}); it counts nowhere"

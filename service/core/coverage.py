@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
-from service.core.timewindow import Window, parse_window
+from service.core.timewindow import CLOCK_SKEW, Window, iso_utc, parse_window
 from service.core.usage_end import USAGE_ONLY, usage_through
 
 if TYPE_CHECKING:
@@ -43,6 +43,17 @@ STATE_KEY = "data_through"  # in each source's record of the `sources` state
 
 def parse_utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+
+
+def stamped_ahead(entries: Sequence[LedgerEntry], now: datetime) -> list[str]:
+    """A sentence per entry stamped as committed after the clock `now` (beyond CLOCK_SKEW): the
+    clock that committed it ran ahead, or this one is behind; from inside the lake the two look
+    alike. The stamp stays as written (it is that clock's word, and only the period delivered
+    again replaces it), so a reader showing it says so rather than show a time not yet come."""
+    return [f"{e.source} {e.billing_period} is stamped as committed at {e.ingested_at}, after this machine's clock "
+            f"({iso_utc(now.replace(microsecond=0))}): the clock that committed it ran ahead, or this one is behind "
+            "(check `date -u` against a time server); the stamp stays until that period is delivered again"
+            for e in entries if parse_utc(e.ingested_at) > now + CLOCK_SKEW]
 
 
 def billing_data_through(lake: Lake) -> dict[str, datetime | None]:

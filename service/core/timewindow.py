@@ -26,6 +26,10 @@ DATE_SHAPED_RE = re.compile(r"^\s*\d{4}-\d{1,2}-\d{1,2}")
 ISO_FORMATS = "YYYY-MM-DD (e.g. 2026-11-30) or YYYY-MM-DDTHH:MM:SSZ (e.g. 2026-11-30T06:00:00Z)"
 MIN_INSTANT = datetime(1, 1, 2, tzinfo=timezone.utc)
 MAX_INSTANT = datetime(9999, 12, 30, tzinfo=timezone.utc)
+# How far the clocks of machines sharing a lake may differ without one being said to run ahead:
+# a record stamped less than this after the wall clock (a snapshot taken just past midnight by
+# a clock a minute ahead of this one) is not set aside, nor its stamp said to be ahead.
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)

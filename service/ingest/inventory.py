@@ -33,7 +33,7 @@ from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 from service.core.snapshot_ledger import (SET_ASIDE, check_snapshot, read_record, set_aside_damaged, set_aside_files,
                                           sound)
 from service.core.stopping import raise_if_stopped
-from service.core.timewindow import iso_utc
+from service.core.timewindow import CLOCK_SKEW, iso_utc
 from service.core.units import aware_utc, utc_now_iso
 from service.ingest.freshness import record_run, record_sources
 from service.ingest.rollups import refresh_rollups
@@ -44,10 +44,6 @@ log = logging.getLogger(__name__)
 # the files read that day (now `<cluster>/<job_id>@<start>`, stable whatever files are read).
 OLD_JOBS_FILE_ID = r"#[0-9]+$"
 OLD_JOBS_FILE_IDS_UNTIL = "2026-12-03"  # the last snapshot date that can hold them: later ones are not read
-# How far the clocks of machines sharing a lake may differ without one being said to run ahead:
-# a record stamped less than this after the wall clock (a snapshot taken just past midnight by
-# a clock a minute ahead of this one) is not set aside.
-CLOCK_SKEW = timedelta(minutes=5)
 # The longest a usage line of an hourly or daily export spans: a bill whose usage reaches
 # further past this machine's clock was read by a clock ahead of it (data_end).
 BILL_SPAN = timedelta(days=1)

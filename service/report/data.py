@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 from service.core.config import Config
-from service.core.coverage import data_end
+from service.core.coverage import data_end, stamped_ahead
 from service.core.lake import Lake
-from service.core.timewindow import day_start, iso_utc
+from service.core.timewindow import day_start, iso_utc, utc_now
 from service.core.units import titled
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.report.sections.bills import bills_section
@@ -123,9 +123,8 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
     month = f"{until - timedelta(days=1):%Y-%m}"
     latest: dict[str, tuple[str, str]] = {}
     billing = {entry.source for entry in lake.ledger()}
-    for entry in lake.ledger():
-        if entry.billing_period > month:  # a bill of a later month was not there on the day
-            continue
+    shown = [entry for entry in lake.ledger() if entry.billing_period <= month]  # a later month's was not there
+    for entry in shown:
         period, ingested = latest.get(entry.source, ("", ""))
         latest[entry.source] = (max(period, entry.billing_period), max(ingested, entry.ingested_at))
     table = Table("freshness", "Data freshness per source", [
@@ -144,6 +143,7 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
             "hours_behind": None if before_its_data else row.hours_behind, "freshness_hours": row.freshness_hours,
             "last_delivery": ingested, "last_error": row.last_error,
         })
+    table.notes = stamped_ahead(shown, utc_now())
     note = None if table.rows else "No sources configured."
     return Section("freshness", "Data freshness", tables=[table] if table.rows else [], note=note)
 
