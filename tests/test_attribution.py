@@ -276,6 +276,30 @@ def test_a_clock_stepped_forward_during_an_ingest_removes_no_rollup_a_reader_may
     assert materialise(lake, config(), grace=timedelta(0)).removed == 1 and not held.exists()
 
 
+def test_a_rollup_superseded_by_a_delivery_stamped_ahead_goes_a_grace_after_it_was_found(tmp_path, monkeypatch):
+    """A re-delivery committed by a clock 40 days ahead, set right before the build: the version
+    it superseded was kept until the calendar reached that stamp plus the grace (40 days of a
+    month's rollup on disk); a stamp after now counts as when a build first found it superseded."""
+    from datetime import timedelta
+
+    from service.attribution import materialise
+    from service.core import commit
+    from service.core.lake import Lake
+    from tests.attribution_helpers import relation
+
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "5", tags={"team": "nlp"})])
+    assert materialise(lake, config()).built == 1
+    [held] = (lake.root / "attribution_rollup").rglob("*.parquet")
+    now = datetime.now(timezone.utc)
+    monkeypatch.setattr(commit, "utc_now_iso", lambda: f"{now + timedelta(days=40):%Y-%m-%dT%H:%M:%SZ}")
+    con = Lake(lake.root).connect()  # a restated November
+    lake.commit_costs(con, relation(con, [line("2026-11-02 00:00", "7", tags={"team": "nlp"})]),
+                      source="cur", delivery_id="d2", periods=("2026-11",))
+    assert materialise(lake, config(), now=now).removed == 0 and held.exists()  # readers may hold it
+    assert materialise(lake, config(), now=now + timedelta(minutes=59)).removed == 0 and held.exists()
+    assert materialise(lake, config(), now=now + timedelta(hours=1)).removed == 1 and not held.exists()
+
+
 def test_the_rollups_stored_before_the_first_inventory_go_once_it_arrives(tmp_path):
     """A lake's first ingest comes before its first inventory (the demo, a new service): the
     rollups stored then are this config's with no inventory, superseded once tags arrive and

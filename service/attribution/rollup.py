@@ -16,9 +16,10 @@ version is not stored is rolled up from its raw lines in memory, for that query 
 (`rollup_view`; `-v` logs which). So a config change re-attributes history at once.
 
 Which files go (`build_rollups` again, under the lock): a version superseded for at least
-ROLLUP_GRACE, by the wall clock, and already found superseded by an earlier build (kept in
-`_state/rollups_superseded.json`), so a clock stepped forward between a commit and its build
-removes nothing readers of the previous delivery hold. Superseded means its period has a
+ROLLUP_GRACE, by the wall clock, and already found superseded by an earlier build (when, kept
+in `_state/rollups_superseded.json`), so a clock stepped forward between a commit and its build
+removes nothing readers of the previous delivery hold, and one that ran ahead at the commit
+keeps nothing longer than the grace after it was first found. Superseded means its period has a
 newer delivery (whatever config wrote it; since that commit), or, for the building config's
 own owner only, newer inventory tags (since the current version was stored). A version of
 the current data that another config reads (another owner) is never removed by this
@@ -43,11 +44,13 @@ from service.attribution.needs import Needs, loosely, needed_dimensions
 from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_candidates, tag_keys_sql
 from service.core import derived_records
 from service.core.config_attribution import AttributionConfig
+from service.core.coverage import parse_utc
 from service.core.folding import folded
 from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
 from service.core.snapshot_ledger import snapshot_digest
+from service.core.timewindow import iso_utc
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +312,9 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT)
     built = stored = removed = 0
     found = derived_records.problems(lake)
-    seen = set(lake.read_state(SUPERSEDED_STATE).get("seen", []))
+    # a version → when a build first found it superseded, by its clock (one ahead: counts as now)
+    seen = {key: min(parse_utc(at), now) for key, at in lake.read_state(SUPERSEDED_STATE).get("since", {}).items()}
+    earlier = set(seen)
     before = owner_of(config, {})  # this config's versions stored before the lake had inventory it reads
     try:
         keys = inventory_keys(lake, con)
@@ -326,22 +331,23 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 built += 1
                 _warn_overbooked(con, config, part, path)
             # superseded for the grace and already when an earlier build looked (a clock stepped
-            # forward alone removes nothing a reader from before this commit holds); a damaged
-            # one at once, and another config's current one only when damaged: no reader gets a
-            # sound answer from it, and `verify` would flag it (saying to run this build) until
-            # the grace ran out, or for ever
-            listed = {str(target.parent.relative_to(lake.root) / name): (name, since)
-                      for name, since in superseded(target, version, part.entry, before).items()}
+            # forward alone removes nothing a reader from before this commit holds), since the
+            # earlier of its stamp and when first found (a stamp by a clock that ran ahead would
+            # keep it until the calendar got there); a damaged one at once, and another config's
+            # current one only when damaged: no reader gets a sound answer from it, and `verify`
+            # would flag it (saying to run this build) until the grace ran out, or for ever
+            listed = {key: (name, None if since is None else min(since, seen.setdefault(key, now)))
+                      for name, since in superseded(target, version, part.entry, before).items()
+                      for key in [str(target.parent.relative_to(lake.root) / name)]}
             gone = [name for key, (name, since) in listed.items()
-                    if (since is None or since <= now) and (since is not None and since <= now - grace and key in seen
-                                                           or derived_records.check(
-                                                               lake, target.parent / f"{name}.parquet", found).damaged)]
+                    if since is not None and since <= now - grace and key in earlier
+                    or derived_records.check(lake, target.parent / f"{name}.parquet", found).damaged]
             derived_records.drop_versions(lake.root, target.parent, gone)
             removed += len(gone)
-            seen |= {key for key, (_, since) in listed.items() if since is not None}
     finally:
         con.close()
-    lake.write_state(SUPERSEDED_STATE, {"seen": sorted(k for k in seen if (lake.root / f"{k}.parquet").exists())})
+    lake.write_state(SUPERSEDED_STATE, {"since": {key: iso_utc(at) for key, at in sorted(seen.items())
+                                                  if (lake.root / f"{key}.parquet").exists()}})
     log.info("rollups for config %s: %d built, %d already stored, %d superseded removed",
              config.fingerprint(), built, stored, removed)
     return RollupBuild(built, stored, removed)

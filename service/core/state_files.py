@@ -100,8 +100,8 @@ class Rules(Open):  # service/findings/run.py
     rules: dict[str, dict[str, Any]] = {}
 
 
-class SupersededRollups(Open):  # service/attribution/rollup.py
-    seen: list[StrictStr] = []
+class SupersededRollups(Open):  # service/attribution/rollup.py; `seen` (a list) before 2026-12-05
+    since: dict[StrictStr, UtcText] = {}
 
 
 class Described(Open):  # snapshot_ledger.describe; a record's `previous` may lack what its file lacked
