@@ -108,6 +108,19 @@ def test_36_a_truncated_inventory_snapshot_exits_3_without_traceback_and_the_met
     assert job_count(lake) == 3000
 
 
+def test_a_shorter_snapshot_that_reads_is_altered_not_truncated(lake):
+    """Another Parquet file of 100 of its jobs written in its place: every query called it
+    truncated, a file cut short."""
+    config, lake = lake
+    file = snapshot(lake)
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM read_parquet('{file}') LIMIT 100) TO '{file}.new' (FORMAT parquet)")
+    Path(f"{file}.new").replace(file)
+    assert_every_query_exits_3_naming(config, file, "altered")
+    said = spendlake(config, "status").output
+    assert "a readable Parquet file of 100 rows where the record says 3,000: changed since it was recorded" in said
+
+
 def test_36_a_snapshot_cut_to_its_recorded_size_without_its_footer_is_truncated(lake):
     config, lake = lake
     file = snapshot(lake)

@@ -372,3 +372,15 @@ def test_12_a_rollup_clears_what_a_killed_rollup_left_staged(config):
     rollup(config)
     assert sorted(p.name for p in lake.staging.iterdir()) == []
     assert answer(config) == before
+
+
+def test_a_shorter_derived_file_that_reads_is_altered_a_cut_one_truncated():
+    """A rollup or metric tops file smaller than its record: truncated only without a readable
+    footer (cut short); one that reads is another file written in its place."""
+    record = {"size": 5000, "rows": 30, "id": "x"}
+    assert derived_records.judge(record, 4000, lambda: 10) == (
+        "altered", "4,000 bytes, the record says 5,000, and a readable Parquet file of 10 rows where the record says "
+                   "30: changed since it was recorded, not cut short")
+    assert derived_records.judge(record, 4000, lambda: None) == (
+        "truncated", "4,000 bytes, the record says 5,000, and no readable Parquet footer: cut short")
+    assert derived_records.judge(record, 6000, lambda: 30) == ("altered", "6,000 bytes, the record says 5,000")

@@ -88,6 +88,25 @@ def test_36_truncated_partition_exits_3_without_traceback_and_ingest_restores_it
     assert attributed_total(config) == BILLED
 
 
+def test_a_shorter_partition_that_reads_is_altered_not_truncated(lake):
+    """Another Parquet file of the period's first 100 lines written in its place: smaller than
+    the ledger says, so every query called it truncated, a file cut short."""
+    import duckdb
+
+    config, lake = lake
+    file = partition(lake)
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM read_parquet('{file}') LIMIT 100) TO '{file}.new' (FORMAT parquet)")
+    Path(f"{file}.new").replace(file)
+    assert_every_query_exits_3_naming(config, file, "altered")
+    said = spendlake(config, "attribute", *WINDOW).output
+    assert "a readable Parquet file of 100 rows where the ledger says 1,000: changed since it was recorded, not cut " \
+           "short" in said, said
+    file.write_bytes(file.read_bytes()[:3000])
+    assert "is truncated (3,000 bytes, the ledger says" in spendlake(config, "attribute", *WINDOW).output
+    assert "no readable Parquet footer: cut short" in spendlake(config, "attribute", *WINDOW).output
+
+
 def test_36_a_file_cut_to_its_recorded_size_but_without_footer_is_truncated(lake):
     config, lake = lake
     file = partition(lake)

@@ -28,7 +28,7 @@ import duckdb
 
 from service.core.errors import DataError
 from service.core.files import check_partition_value, write_json_atomic
-from service.core.integrity import sha256_file
+from service.core.integrity import sha256_file, size_differs
 from service.core.parquet_footer import read_footer
 from service.core.state_files import DERIVED_RECORD, parse_record
 from service.core.units import utc_now_iso
@@ -186,8 +186,7 @@ def judge(record: dict | None, size: int, rows: Callable[[], int | None],
     if record is None:
         return "unrecorded", "written before derived files were recorded, or its record is unreadable"
     if size != record.get("size"):
-        state = "truncated" if size < (record.get("size") or 0) else "altered"
-        return state, f"{size:,} bytes, the record says {record.get('size') or 0:,}"
+        return size_differs(size, rows, record.get("size") or 0, record.get("rows") or 0, "the record")
     count = rows()
     if count is None:
         return "truncated", "no readable Parquet footer"

@@ -21,7 +21,7 @@ import duckdb
 
 from service.core.errors import DataError, damaged_lake_file
 from service.core.ledger import LedgerEntry
-from service.core.parquet_footer import Footer, read_footer
+from service.core.parquet_footer import MAGIC, TAIL, Footer, read_footer
 
 CHUNK = 1 << 20
 SHA256_DIFFERS = "its SHA-256 differs from the one recorded at commit"
@@ -80,13 +80,29 @@ def judge(entry: LedgerEntry, size: int | None, rows: Callable[[], int | None]) 
     if size is None:
         return "missing", f"the ledger holds {entry.rows:,} rows"
     if entry.size is not None and size != entry.size:
-        return "truncated" if size < entry.size else "altered", f"{size:,} bytes, the ledger says {entry.size:,}"
+        return size_differs(size, rows, entry.size, entry.rows, "the ledger")
     count = rows()
     if count is None:
         return "truncated", "no readable Parquet footer"
     if count != entry.rows:
         return "altered", f"{count:,} rows, the ledger says {entry.rows:,}"
     return "ok", ""
+
+
+def size_differs(size: int, rows: Callable[[], int | None], size_was: int, rows_were: int,
+                 by: str) -> tuple[str, str]:
+    """(state, detail) of a file of `size` bytes where `by` ("the ledger", "the record") says
+    `size_was`: truncated only when shorter without a readable Parquet footer (a file cut short
+    loses the footer that ends it); a shorter one that reads is another file written in its
+    place, altered like a longer one. One too short to hold a footer is not opened (a FIFO or
+    /dev/zero in its place reads 0 bytes, and opening or reading it would not end)."""
+    detail = f"{size:,} bytes, {by} says {size_was:,}"
+    count = rows() if len(MAGIC) + TAIL <= size < size_was else None
+    if size < size_was and count is None:
+        return "truncated", f"{detail}, and no readable Parquet footer: cut short"
+    return "altered", detail if count is None else (
+        f"{detail}, and a readable Parquet file of {count:,} rows where {by} says {rows_were:,}: "
+        "changed since it was recorded, not cut short")
 
 
 def deep_check(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -> PartitionCheck:

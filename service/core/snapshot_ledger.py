@@ -32,7 +32,7 @@ from typing import Protocol
 from service.core.derived_records import DERIVED_RECORDS
 from service.core.errors import REWRITTEN_BY, DataError
 from service.core.files import DATA_FILE, write_json_atomic
-from service.core.integrity import sha256_file
+from service.core.integrity import sha256_file, size_differs
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
 from service.core.state_files import SNAPSHOT_RECORD, parse_record
@@ -226,8 +226,7 @@ def judge(record: dict | None, size: int | None, rows: Callable[[], int | None],
         return "missing", f"the record holds {record.get('rows') or 0:,} rows"
     same_size = [d for d in described if d.get("size") == size]
     if not same_size:
-        return ("truncated" if size < (record.get("size") or 0) else "altered",
-                f"{size:,} bytes, the record says {record.get('size') or 0:,}")
+        return size_differs(size, rows, record.get("size") or 0, record.get("rows") or 0, "the record")
     count = rows()
     if count is None:
         return "truncated", "no readable Parquet footer"
