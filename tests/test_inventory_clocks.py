@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from conftest import SAMPLES
 from service.core import commit, snapshot_ledger
 from service.core.config import parse_config
+from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE
 from service.ingest import inventory
 from service.ingest.billing import ingest
@@ -93,3 +94,30 @@ def test_a_snapshot_stamped_within_the_clock_skew_is_no_clock_ahead(tmp_path, mo
     assert outcome.error is None, outcome.error
     assert not (tmp_path / "lake" / SET_ASIDE).exists()
     assert len({day for _, day in jobs(tmp_path, "job_id, snapshot_date")}) == 2
+
+
+def test_a_clock_behind_by_under_a_day_sets_a_right_snapshot_aside_and_moving_it_back_restores_it(tmp_path, monkeypatch):
+    """What README says of a clock behind by less than a day (not told: the lake's stamps after
+    it are what a clock that ran ahead leaves, and the bill's daily lines reach a day past the
+    real time): a right host's snapshot taken at 00:30 seeing job 7 running, read by a clock
+    reading 23:00 the day before, is set aside with a warning; moved back once the clock is
+    right, every read takes it again (unrecorded, as a snapshot from before records)."""
+    path, config = setup(tmp_path, billing=True)
+    right = datetime(2024, 10, 2, 0, 30, tzinfo=timezone.utc)
+    path.write_text(RUNNING)
+    with monkeypatch.context() as clock:
+        stamped(clock, right)
+        clock.setattr(inventory, "_wall", lambda: right)
+        assert not ingest(config).failed
+        assert run_inventory(config, now=right)[0].error is None
+    behind = right - timedelta(hours=1, minutes=30)
+    with monkeypatch.context() as clock:
+        stamped(clock, behind)
+        clock.setattr(inventory, "_wall", lambda: behind)
+        assert run_inventory(config, now=behind)[0].error is None  # usage reaches 10-01 00:00: not a day past
+    [aside] = (tmp_path / "lake" / SET_ASIDE).rglob("*.parquet")
+    days = "job_id, CAST(snapshot_date AS VARCHAR)"
+    assert jobs(tmp_path, days) == [("7", "2024-10-01")]
+    shutil.move(aside, tmp_path / "lake" / "jobs" / "source=trace" / "snapshot_date=2024-10-02" / "data.parquet")
+    assert sorted(jobs(tmp_path, days)) == [("7", "2024-10-01"), ("7", "2024-10-02")]  # read again, unrecorded
+    assert all(check.ok for check in snapshot_ledger.snapshot_checks(Lake.of(config)))
