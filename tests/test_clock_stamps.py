@@ -45,6 +45,17 @@ def test_status_says_a_delivery_stamped_after_this_clock_is_so(tmp_path, monkeyp
     assert "ran ahead, or this one is behind" in said[0] and "date -u" in said[0]
 
 
+def test_the_status_api_says_it_too(tmp_path, monkeypatch):
+    from prometheus_client import CollectorRegistry
+
+    from service.serve.app import Api
+
+    config, stamp = lake_ahead(tmp_path, monkeypatch, timedelta(days=40))
+    body = json.loads(Api(config, CollectorRegistry()).handle("/api/v1/status", {}, None).body)
+    assert {period["ingested_at"] for period in body["periods"]} == {stamp}
+    assert len(body["notes"]) == 2 and body["notes"][0].startswith(f"bill 2024-09 is stamped as committed at {stamp}")
+
+
 def test_the_reports_last_delivery_stamped_after_this_clock_is_said_so(tmp_path, monkeypatch):
     config, stamp = lake_ahead(tmp_path, monkeypatch, timedelta(days=40))
     [table] = freshness_section(config, Lake.of(config), datetime(2024, 10, 1, tzinfo=timezone.utc)).tables

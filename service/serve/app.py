@@ -28,7 +28,7 @@ from service.core.config import Config
 from service.core.errors import (ConfigError, DataError, LakeBusyError, ResourceError, SpendlakeError, UsageError,
                                  damaged_lake_file)
 from service.core.lake import Lake
-from service.core.coverage import data_end
+from service.core.coverage import data_end, stamped_ahead
 from service.core.timewindow import iso_utc, utc_now
 from service.ingest.freshness import source_freshness
 from service.core.lake_damage import unnamed_damage
@@ -181,11 +181,13 @@ class Api:
         return json_response(503, {**body, "reasons": reasons} if authorized else body)
 
     def status(self, query: Query) -> Response:
+        now = self.clock()
         return json_response(200, {
-            "now": iso_utc(self.clock()),
-            "sources": [row.to_json() for row in source_freshness(self.config, self.lake, self.clock())],
+            "now": iso_utc(now),
+            "sources": [row.to_json() for row in source_freshness(self.config, self.lake, now)],
             "jobs": self.lake.read_state("jobs"),
             "periods": lake_status(self.lake),
+            "notes": stamped_ahead(self.lake.ledger(), now),  # `spendlake status`'s `ahead:` lines
         })
 
 
