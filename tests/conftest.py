@@ -47,6 +47,16 @@ def state_refused(name: str, number: int, words: str) -> Iterator[None]:
         yield
 
 
+def written_shorter(file: Path, rows: int = 100) -> None:
+    """Another Parquet file of `file`'s first `rows` rows written in its place: shorter, and
+    readable (not cut short)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM read_parquet('{file}') LIMIT {rows}) TO '{file}.new' (FORMAT parquet)")
+    Path(f"{file}.new").replace(file)
+
+
 def require_binary(name: str) -> str:
     """Path of a Debian binary a test needs. Under CI=true a missing binary fails the test
     (CI must install it); elsewhere the test is skipped with the install hint."""

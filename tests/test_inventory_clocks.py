@@ -38,18 +38,24 @@ def stamped(monkeypatch, when: datetime):
     monkeypatch.setattr(commit, "utc_now_iso", lambda: when.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
-def test_a_later_snapshot_is_not_moved_when_the_bill_says_this_clock_is_behind(tmp_path, monkeypatch):
-    """A right clock wrote the lake on 2024-10-02 (the bill, usage through 10-01; a snapshot
-    seeing job 7 running); this machine's clock, reading 2024-09-21, took the snapshot for one a
-    clock ahead wrote and moved it under _damaged/, job 7's later record hidden from every read."""
+def written_by_a_right_clock(tmp_path, monkeypatch, right: datetime):
+    """The lake as a right clock reading `right` wrote it: the bill (usage through 2024-10-01)
+    and a snapshot seeing job 7 running."""
     path, config = setup(tmp_path, billing=True)
-    right = datetime(2024, 10, 2, 6, tzinfo=timezone.utc)
     path.write_text(RUNNING)
     with monkeypatch.context() as clock:
         stamped(clock, right)
         clock.setattr(inventory, "_wall", lambda: right)
         assert not ingest(config).failed
         assert run_inventory(config, now=right)[0].error is None
+    return path, config
+
+
+def test_a_later_snapshot_is_not_moved_when_the_bill_says_this_clock_is_behind(tmp_path, monkeypatch):
+    """A right clock wrote the lake on 2024-10-02 (the bill, usage through 10-01; a snapshot
+    seeing job 7 running); this machine's clock, reading 2024-09-21, took the snapshot for one a
+    clock ahead wrote and moved it under _damaged/, job 7's later record hidden from every read."""
+    path, config = written_by_a_right_clock(tmp_path, monkeypatch, datetime(2024, 10, 2, 6, tzinfo=timezone.utc))
     behind = datetime(2024, 9, 21, 6, tzinfo=timezone.utc)
     monkeypatch.setattr(inventory, "_wall", lambda: behind)
     path.write_text(ENDED)
@@ -102,14 +108,8 @@ def test_a_clock_behind_by_under_a_day_sets_a_right_snapshot_aside_and_moving_it
     real time): a right host's snapshot taken at 00:30 seeing job 7 running, read by a clock
     reading 23:00 the day before, is set aside with a warning; moved back once the clock is
     right, every read takes it again (unrecorded, as a snapshot from before records)."""
-    path, config = setup(tmp_path, billing=True)
     right = datetime(2024, 10, 2, 0, 30, tzinfo=timezone.utc)
-    path.write_text(RUNNING)
-    with monkeypatch.context() as clock:
-        stamped(clock, right)
-        clock.setattr(inventory, "_wall", lambda: right)
-        assert not ingest(config).failed
-        assert run_inventory(config, now=right)[0].error is None
+    path, config = written_by_a_right_clock(tmp_path, monkeypatch, right)
     behind = right - timedelta(hours=1, minutes=30)
     with monkeypatch.context() as clock:
         stamped(clock, behind)

@@ -23,7 +23,7 @@ from service.core.lake import Lake
 from service.core.lake_damage import unnamed_damage
 from service.core.snapshot_ledger import RECORDS, SET_ASIDE
 from service.ingest.inventory import run_inventory
-from tests.conftest import REPO
+from tests.conftest import REPO, written_shorter
 
 HEADER = "job_id,start_time,end_time,gpus,cluster,state,user,team\n"
 JOBS = HEADER + "".join(f"{100 + i},2026-11-{1 + i % 28:02d}T10:00:00Z,2026-11-{1 + i % 28:02d}T12:00:00Z,{i % 8},p5,"
@@ -113,9 +113,7 @@ def test_a_shorter_snapshot_that_reads_is_altered_not_truncated(lake):
     truncated, a file cut short."""
     config, lake = lake
     file = snapshot(lake)
-    with duckdb.connect() as con:
-        con.execute(f"COPY (SELECT * FROM read_parquet('{file}') LIMIT 100) TO '{file}.new' (FORMAT parquet)")
-    Path(f"{file}.new").replace(file)
+    written_shorter(file)
     assert_every_query_exits_3_naming(config, file, "altered")
     said = spendlake(config, "status").output
     assert "a readable Parquet file of 100 rows where the record says 3,000: changed since it was recorded" in said

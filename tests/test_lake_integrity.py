@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from service.cli.main import cli
 from service.core.lake import Lake
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, written_shorter
 
 SAMPLE = SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv"
 BILLED = "193.807689048914"
@@ -91,13 +91,9 @@ def test_36_truncated_partition_exits_3_without_traceback_and_ingest_restores_it
 def test_a_shorter_partition_that_reads_is_altered_not_truncated(lake):
     """Another Parquet file of the period's first 100 lines written in its place: smaller than
     the ledger says, so every query called it truncated, a file cut short."""
-    import duckdb
-
     config, lake = lake
     file = partition(lake)
-    with duckdb.connect() as con:
-        con.execute(f"COPY (SELECT * FROM read_parquet('{file}') LIMIT 100) TO '{file}.new' (FORMAT parquet)")
-    Path(f"{file}.new").replace(file)
+    written_shorter(file)
     assert_every_query_exits_3_naming(config, file, "altered")
     said = spendlake(config, "attribute", *WINDOW).output
     assert "a readable Parquet file of 100 rows where the ledger says 1,000: changed since it was recorded, not cut " \
