@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import written_shorter
 from spark_support import ORG_ATTRIBUTION, require_pyspark
 
 from connectors.synthetic.billing import generate_organisation
@@ -111,6 +112,13 @@ def test_36_a_truncated_snapshot_exits_3_on_spark_as_on_duckdb(damaged, table):
     file = damage(table)
     file.write_bytes(file.read_bytes()[:file.stat().st_size // 2])
     assert_both_exit_3_alike(config, file, "truncated")
+
+
+def test_a_shorter_snapshot_that_reads_is_altered_on_spark_as_on_duckdb(damaged):
+    config, lake, damage = damaged
+    file = damage("jobs")
+    written_shorter(file)
+    assert_both_exit_3_alike(config, file, "altered")
 
 
 @pytest.mark.parametrize("table", ["jobs", "resource_tags"])
