@@ -442,3 +442,23 @@ def test_a_credit_on_an_instance_leaves_the_idle_share_out_rather_than_outside_0
     table = top_runs(cfg, lake, parse_window("2026-11-02", "2026-11-03"), 5)
     assert [r["idle_share_pct"] for r in table.rows] == [None] and table.notes == [NO_IDLE_SHARE]
     assert [i["share"] for i in story.to_json()["idle"]] == ["0.7500"]  # while it held them: the credit is after
+
+
+def test_a_restart_redoes_the_failed_work_not_another_benchmark_or_sweep_task(tmp_path):
+    # an eval suite (gsm8k fails at 10:20, safety starts after: another benchmark, no restart) and a
+    # sweep's array tasks (task 0 fails, tasks 1 and 2 run after: siblings, no restart); a
+    # requeue of task 0 (same job id) and a resubmission of gsm8k (same name, another id) are restarts
+    suite = [job(record, 1, start, end, instance_ids=["i-a"], run_id="evals", name=name, state=state)
+             for record, name, start, end, state in (
+                 ("10", "eval-gsm8k", "2026-11-02T10:00:00", "2026-11-02T10:20:00", "FAILED"),
+                 ("11", "eval-safety", "2026-11-02T10:30:00", "2026-11-02T10:50:00", "COMPLETED"),
+                 ("12", "EVAL-GSM8K", "2026-11-02T11:00:00", "2026-11-02T11:20:00", "COMPLETED"))]
+    sweep = [{**job(record, 1, start, end, instance_ids=["i-b"], run_id="sweep", name="eval-sweep", state=state),
+              "record_id": f"p5/{record}@{start}"} for record, start, end, state in (
+                 ("7_0", "2026-11-02T10:00:00", "2026-11-02T10:10:00", "NODE_FAIL"),
+                 ("7_1", "2026-11-02T10:15:00", "2026-11-02T10:30:00", "COMPLETED"),
+                 ("7_2", "2026-11-02T10:30:00", "2026-11-02T10:45:00", "FAILED"),
+                 ("7_0", "2026-11-02T10:45:00", "2026-11-02T11:00:00", "COMPLETED"))]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], suite + sweep)
+    got = {r.run: (r.jobs, r.restarts) for r in runs(lake, cfg, query()).rows}
+    assert got == {"evals": (3, 1), "sweep": (4, 1)}

@@ -24,6 +24,7 @@ from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attribu
                                     how_col, run_setup)
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
+from service.core.job_states import same_work, work_of
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.core.units import share_of
@@ -46,7 +47,7 @@ class JobSide:
     gpus: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
     restarts: int = 0
-    failed_by: datetime | None = None  # the earliest end of one of its jobs that did not complete
+    failed_by: dict = field(default_factory=dict)  # work (core.job_states.work_of) → earliest end not completed
     state: str | None = None  # its last job's: the one that ended last, a running one before any
     last: tuple | None = None  # (running, end, start) of the job `state` is from
     start: datetime | None = None
@@ -81,18 +82,19 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     records = held_records_cte(params, since, until)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
     rows = con.execute(
-        f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, "
+        f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, job_id, name, scheduler, "
         f"{', '.join(dim_col(d) for d in VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, record_id",
         params.values).fetchall()
     runs: dict[str, JobSide] = {}
-    for run_id, state, start, end, gpus, *stated in rows:
+    for run_id, state, start, end, gpus, job_id, name, scheduler, *stated in rows:
         side = runs.setdefault(folded(run_id), JobSide(run_id.strip()))
         gpus = Decimal(repr(gpus))
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
-        if side.failed_by is not None and start >= side.failed_by:
+        work = work_of(job_id, name, scheduler)
+        if any(start >= ended for failed, ended in side.failed_by.items() if same_work(failed, work)):
             side.restarts += 1
         if end is not None and state not in NOT_FAILED:
-            side.failed_by = min(side.failed_by or end, end)
+            side.failed_by[work] = min(side.failed_by.get(work, end), end)
         held_until = min(end or until, until)
         seconds = Decimal(int((held_until - max(start, since)).total_seconds() * 1_000_000)) / 1_000_000
         side.jobs += 1

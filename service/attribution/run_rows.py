@@ -13,9 +13,10 @@ and currency:
   value, and `attribute --by run,cluster` splits its cost per cluster);
 - jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
   of each) that held GPUs in the window: jobs = records, restarts = its jobs that started after
-  one of its jobs had ended in a state other than COMPLETED (a requeue, a resubmission after a
-  failure, timeout or preemption; not after an end of no or UNKNOWN state; jobs of a sweep side
-  by side are not restarts), GPUs = the most any held, GPU-hours = Σ GPUs ×
+  one of its jobs doing the same work had ended in a state other than COMPLETED (a requeue, a
+  resubmission after a failure, timeout or preemption; not after an end of no or UNKNOWN state;
+  not after another benchmark of an eval suite or another task of a sweep failed: same work is
+  the same job name and array task, where the record tells, core.job_states.work_of), GPUs = the most any held, GPU-hours = Σ GPUs ×
   hours inside the window (a running job up to the window's end), state = its last job's (the one
   that ended last; a running one is last), start = the first start of those jobs (a job's own
   start, before the window if it began earlier; a run's jobs that ended before the window are not

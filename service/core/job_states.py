@@ -1,7 +1,10 @@
 """The job states every job source maps its own onto, and the mapping: one vocabulary for the
-connectors that read job records and for the config that names states (a rule's, a command's)."""
+connectors that read job records and for the config that names states (a rule's, a command's);
+and the work a job does, which tells a re-run of a failed job from its run's other jobs."""
 
 from __future__ import annotations
+
+import re
 
 # Slurm's job states (squeue/sacct), which every source maps onto; UNKNOWN where a source
 # cannot tell (a Kubernetes pod in phase Unknown). sacct prints a state flag instead of the base
@@ -21,3 +24,24 @@ def normal_state(value: str | None) -> str | None:
     word = str(value).strip().split()[0].upper().replace("-", "_")
     word = STATE_SYNONYMS.get(word, word)
     return word if word in STATES else None
+
+
+# A Slurm array task as sacct shows it: `7_3` (array job 7, task 3)
+ARRAY_TASK = re.compile(r"^\s*\d+_(\d+)\s*$")
+
+
+def work_of(job_id: str | None, name: str | None, scheduler: str | None) -> tuple[str, str | None] | None:
+    """What a job of a run does, to tell a re-run of failed work from the run's other work: its
+    name (Slurm's JobName, a jobs file's `name`, any case) and, for an array task, its task (a
+    requeue keeps both, a resubmission its name). None where the record cannot tell: no name, or
+    a Kubernetes pod (a Job's retry is a new pod, a new name)."""
+    if not name or not name.strip() or scheduler == "kubernetes":
+        return None
+    task = ARRAY_TASK.match(job_id or "")
+    return name.strip().lower(), task and task.group(1)
+
+
+def same_work(one: tuple | None, other: tuple | None) -> bool:
+    """Whether two jobs of a run may do the same work: yes unless both are told and differ (an
+    eval suite's benchmarks, a sweep's tasks are side by side, never each other's re-run)."""
+    return one is None or other is None or one == other
