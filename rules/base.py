@@ -160,6 +160,7 @@ class JobAttempt:
     gpu_hours: Decimal | None  # inside the window
     cost: Decimal  # its allocated cost in the window
     currency: str | None  # None: it reached no billed instance (cost 0)
+    work: tuple | None = None  # what it does (service.core.job_states.work_of); None: not told
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """failed-reruns: failed attempts of a run on the shared GPU clusters that had to be run again.
 
 Flags each run (the `run` dimension: a job record's run id) with jobs in the window that ended
-in one of `states` and were followed by another job of the same run, one starting at or after
-that end (a requeue, a resubmission): the GPU time of the failed attempt bought no finished work
+in one of `states` and were followed by another job of the same run doing the same work, one
+starting at or after that end (a requeue, a resubmission; not another benchmark of an eval
+suite or another task of a sweep: the same job name and array task where the record tells,
+service/core/job_states.py `work_of`): the GPU time of the failed attempt bought no finished work
 and was paid again. A run whose last job failed, with nothing after it, is not flagged by
 default: nobody paid for it twice yet, and `spendlake runs --state FAILED` lists it; with
 `count_unrelaunched: true` its final failure counts too. Needs `attribution.clusters`: without
@@ -50,7 +52,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from rules.base import Finding, JobAttempt, Rule, RuleConfig, RuleContext, RunCost, money, usd
-from service.core.job_states import STATES
+from service.core.job_states import STATES, same_work
 from service.core.suggest import suggestion
 
 GPU_HOURS = Decimal("0.01")
@@ -103,10 +105,10 @@ class FailedReruns(Rule[FailedRerunsConfig]):
 
     def _failed(self, attempts: tuple[JobAttempt, ...]) -> list[JobAttempt]:
         """The run's USD attempts that ended in a counted state and were followed by another of its
-        jobs (any that ended so, with `count_unrelaunched`)."""
+        jobs doing the same work, a re-run (any that ended so, with `count_unrelaunched`)."""
         def followed(attempt: JobAttempt) -> bool:
             return any(other is not attempt and other.start is not None and other.start >= attempt.end
-                       for other in attempts)
+                       and same_work(attempt.work, other.work) for other in attempts)
 
         return [a for a in attempts if a.currency == "USD" and a.end is not None
                 and (a.state or "").upper() in self.config.states

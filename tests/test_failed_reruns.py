@@ -88,6 +88,19 @@ def test_a_last_failure_counts_only_when_asked_and_cancelled_only_when_named(tmp
     assert evaluate(lake, cfg, min_cost_usd=32) == []
 
 
+def test_another_benchmark_after_a_failed_one_is_no_rerun_its_resubmission_is(tmp_path):
+    # eval suite r5 on i-a: gsm8k fails 10:00-10:30 (8 GPUs: $40), safety runs after it (another
+    # benchmark, not a re-run); in suite r6 on i-b the failed gsm8k is submitted again: $40 paid twice
+    suite = [("r5", "8", "eval-gsm8k", "FAILED", "i-a"), ("r5", "9", "eval-safety", "COMPLETED", "i-a"),
+             ("r6", "10", "eval-gsm8k", "FAILED", "i-b"), ("r6", "11", "eval-gsm8k", "COMPLETED", "i-b")]
+    jobs = [job(record, 8, start, end, instance_ids=[instance], run_id=run, name=name, state=state, **OWNER)
+            for (run, record, name, state, instance), (start, end) in zip(suite, [
+                ("2026-11-02T10:00:00", "2026-11-02T10:30:00"), ("2026-11-02T10:30:00", "2026-11-02T11:00:00")] * 2)]
+    lake, _ = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    cfg = parse_config(whole_config(tmp_path, lake))
+    assert {f.resource_id: f.impact_usd for f in evaluate(Lake.of(cfg), cfg)} == {"run:r6": D("40.00")}
+
+
 def test_no_shared_clusters_no_findings(tmp_path):
     lake, cfg = hand_lake(tmp_path)
     bare = cfg.model_copy(update={"attribution": cfg.attribution.model_copy(update={"clusters": None})})

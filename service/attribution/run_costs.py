@@ -72,4 +72,5 @@ def _attempt(job: RunJob) -> JobAttempt:
     def naive(moment):
         return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
 
-    return JobAttempt(job.job, job.state, naive(job.start), naive(job.end), job.gpu_hours, job.cost, job.currency)
+    return JobAttempt(job.job, job.state, naive(job.start), naive(job.end), job.gpu_hours, job.cost, job.currency,
+                      job.work)

@@ -44,6 +44,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.coverage import billing_periods, months_touched, periods_text
 from service.core.folding import folded
+from service.core.job_states import work_of
 from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, iso_utc
@@ -74,6 +75,7 @@ class RunJob:
     cost: Decimal
     currency: str | None
     shared: bool = False  # its job id's cost in this state, shared with other attempts by GPU-hours
+    work: tuple | None = None  # what it does (core.job_states.work_of): a re-run of a failed attempt does the same
 
     def to_json(self) -> dict:
         return {"job": self.job, "record": self.record, "cluster": self.cluster, "job_type": self.job_type,
@@ -176,6 +178,7 @@ class _Record:
     gpu_hours: Decimal
     nodes: tuple[str, ...]
     instance_ids: tuple[str, ...]
+    work: tuple | None  # core.job_states.work_of
 
 
 def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,
@@ -191,10 +194,10 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
     rows = con.execute(
         f"WITH {records}, {values} SELECT record_id, job_id, run_id, start_time, end_time, gpus, nodes, instance_ids, "
-        f"{', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, "
+        f"name, scheduler, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, "
         "record_id", params.values).fetchall()
     out = []
-    for record, job, run_id, start, end, gpus, nodes, instance_ids, *stated in rows:
+    for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, *stated in rows:
         gpus = Decimal(repr(gpus))
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
         seconds = max((min(end or until, until) - max(start, since)).total_seconds(), 0)
@@ -202,7 +205,7 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
         out.append(_Record(record, job, folded(run_id), key, stated, start, end, gpus,
                            (gpus * Decimal(int(seconds * 1_000_000)) / 1_000_000 / HOURS).quantize(GPU_HOURS_QUANTUM),
-                           tuple(nodes or ()), tuple(instance_ids or ())))
+                           tuple(nodes or ()), tuple(instance_ids or ()), work_of(job, name, scheduler)))
     return out
 
 
@@ -249,7 +252,8 @@ def run_jobs(records: list[_Record], parts: list[JobCost]) -> list[RunJob]:
 def _job(record: _Record, cost: Decimal, currency: str | None, shared: bool, cluster: str | None,
          job_type: str | None, state: str | None) -> RunJob:
     return RunJob(record.job, record.record, cluster, job_type, state, _utc(record.start), _utc(record.end),
-                  record.gpus, record.gpu_hours, record.nodes, record.instance_ids, cost, currency, shared)
+                  record.gpus, record.gpu_hours, record.nodes, record.instance_ids, cost, currency, shared,
+                  record.work)
 
 
 def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,
