@@ -276,8 +276,9 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         held[4].add(job.cluster)
     rows = []
     for (run, currency), (name, cost, values, parts, clusters) in costs.items():
-        values = {**values, "cluster": joined_clusters(clusters)}
-        rows.append(_row(name, values, cost, currency, records.get(run), parts, idle.get((run, currency))))
+        side = records.get(run)  # its jobs in a cluster that bills nothing ran there too
+        values = {**values, "cluster": joined_clusters(clusters | (side.clusters if side else set()))}
+        rows.append(_row(name, values, cost, currency, side, parts, idle.get((run, currency))))
     costed = {run for run, _ in costs}
     for run, side in records.items():
         if run not in costed and _wanted(query, run):
