@@ -464,12 +464,14 @@ def test_a_restart_redoes_the_failed_work_not_another_benchmark_or_sweep_task(tm
     assert got == {"evals": (3, 1), "sweep": (4, 1)}
 
 
-def test_a_run_id_reused_in_a_cluster_that_bills_nothing_names_both_clusters(tmp_path):
+def test_a_run_id_reused_in_a_cluster_that_bills_nothing_names_both_clusters_and_prices_the_billed_hours(tmp_path):
     # "exp" holds p5's i-a 10:00-10:30 (8 GPUs: $40) and, under the same run id, 8 GPUs of
     # k8s-east, whose instances are in no bill: one row naming both clusters, as README's
-    # `cluster` says (every cluster its jobs ran in), its cost p5's $40
+    # `cluster` says (every cluster its jobs ran in), its cost p5's $40, its price p5's hours' ($5 would
+    # spread the $40 over hours no bill holds)
     jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="exp"),
             job("2", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", run_id="exp", cluster="k8s-east")]
     lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
     [row] = runs(lake, cfg, query()).rows
     assert (row.values["cluster"], row.cost, row.jobs, row.gpu_hours) == ("k8s-east,p5", D(40), 2, D(8))
+    assert row.cost_per_gpu_hour == D(10)  # $40 for p5's 4 GPU-hours: k8s-east's 4 have no price

@@ -46,6 +46,7 @@ class JobSide:
     jobs: int = 0
     gpus: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
+    held: dict[str, Decimal] = field(default_factory=dict)  # job id → its GPU-hours (of `gpu_hours`)
     restarts: int = 0
     failed_by: dict = field(default_factory=dict)  # work (core.job_states.work_of) → earliest end not completed
     state: str | None = None  # its last job's: the one that ended last, a running one before any
@@ -99,7 +100,9 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         seconds = Decimal(int((held_until - max(start, since)).total_seconds() * 1_000_000)) / 1_000_000
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
-        side.gpu_hours += gpus * max(seconds, Decimal(0)) / HOURS
+        hours = gpus * max(seconds, Decimal(0)) / HOURS
+        side.gpu_hours += hours
+        side.held[job_id] = side.held.get(job_id, Decimal(0)) + hours
         # the run's last job is the one that ended last (a running one has not ended: it is last);
         # rows come by start time, so of jobs that ended together the later start wins
         last = (end is None, end or start, start)

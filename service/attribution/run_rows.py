@@ -8,7 +8,7 @@ A run is the `run` dimension of allocation (service/attribution/allocation.py): 
 and currency:
 - cost, team, project, experiment, job_type, cluster, user: from the same attribution as
   `attribute --by run` (cluster_usage: the jobs' parts; values shared by its jobs, `several`
-  where they differ, but cluster: every cluster its jobs' parts are in, sorted, joined by `,`:
+  where they differ, but cluster: every cluster its jobs' parts and records are in, sorted, joined by `,`:
   a run moved from one cluster to another shows both, `--by cluster` groups it under that joined
   value, and `attribute --by run,cluster` splits its cost per cluster);
 - jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
@@ -25,7 +25,8 @@ and currency:
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances), None when
   credits make it no share (outside 0-100%: core.units.share_of);
-- cost_per_gpu_hour = cost / GPU-hours (None without a currency: nothing was billed).
+- cost_per_gpu_hour = cost / the GPU-hours of its jobs that have a part in that currency (a job
+  in a cluster the bill does not hold has no price; None without a currency: nothing was billed).
 `data_through` (and each billing source's): the bill's end, after which a run has no cost yet; a
 lake without a bill gives the runs of its job records, without cost (`lake_empty`).
 A run with job records in the window but no billed instance (its instances or nodes are not in the
@@ -135,12 +136,13 @@ class RunRow:
     start: datetime | None
     end: datetime | None
     idle_share: Decimal | None
+    priced_hours: Decimal | None  # of gpu_hours, those of its jobs that cost: a job in no bill has no price
 
     @property
     def cost_per_gpu_hour(self) -> Decimal | None:
-        if not self.gpu_hours or self.currency is None:  # no currency: nothing billed, no price
+        if not self.priced_hours or self.currency is None:  # no currency: nothing billed, no price
             return None
-        return (self.cost / self.gpu_hours).quantize(MONEY_QUANTUM)
+        return (self.cost / self.priced_hours).quantize(MONEY_QUANTUM)
 
     def group(self, by: tuple[str, ...]) -> tuple[str | None, ...]:
         return tuple(self.state if d == "state" else self.values.get(d) for d in by)
@@ -251,7 +253,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
                               ClusterUsage(query.window, query.cost, (), ())) if query.run else None
         finally:
             con.close()
-        rows = [_row(side.name, side.stated, Decimal(0), None, side, 0, None) for run, side in records.items()
+        rows = [_row(side.name, side.stated, Decimal(0), None, side, set(), None) for run, side in records.items()
                 if _wanted(query, run)]
         kept, left_out = _kept(query, rows)
         return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out,
@@ -269,20 +271,20 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
             continue
         key = (folded(job.values["run"]), job.currency)
         values = {d: job.values.get(d) for d in VALUES if d != "cluster"}
-        held = costs.setdefault(key, [job.values["run"], Decimal(0), values, 0, set()])
+        held = costs.setdefault(key, [job.values["run"], Decimal(0), values, set(), set()])
         held[1] += job.cost
         held[2] = {d: v if v == values[d] else SEVERAL for d, v in held[2].items()}
-        held[3] += 1
+        held[3].add(job.job)
         held[4].add(job.cluster)
     rows = []
-    for (run, currency), (name, cost, values, parts, clusters) in costs.items():
+    for (run, currency), (name, cost, values, jobs, clusters) in costs.items():
         side = records.get(run)  # its jobs in a cluster that bills nothing ran there too
         values = {**values, "cluster": joined_clusters(clusters | (side.clusters if side else set()))}
-        rows.append(_row(name, values, cost, currency, side, parts, idle.get((run, currency))))
+        rows.append(_row(name, values, cost, currency, side, jobs, idle.get((run, currency))))
     costed = {run for run, _ in costs}
     for run, side in records.items():
         if run not in costed and _wanted(query, run):
-            rows.append(_row(side.name, side.stated, Decimal(0), None, side, 0, None))
+            rows.append(_row(side.name, side.stated, Decimal(0), None, side, set(), None))
     kept, left_out = _kept(query, rows)
     return replace(_arrange(query, kept, usage.overbooked), sources=tuple(session.data_through().items()),
                    clusters=usage.clusters, states_left_out=left_out, story=_state_noted(story, query, rows, kept))
@@ -309,12 +311,15 @@ def _state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], k
                                                         f"filter ({' or '.join(query.states)}): its last job ended {ended}"))
 
 
-def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, parts: int,
+def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, jobs: set[str],
          idle: Decimal | None) -> RunRow:
+    """`jobs`: the ids of its jobs with a part (a cost) in `currency`."""
     if side is None:  # EKS pods: no job record
-        return RunRow(name, values, parts, 0, None, None, cost, currency, None, None, None, idle)
+        return RunRow(name, values, len(jobs), 0, None, None, cost, currency, None, None, None, idle, None)
+    priced = sum((hours for job, hours in side.held.items() if job in jobs), Decimal(0))
     return RunRow(name, values, side.jobs, side.restarts, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
-                  cost, currency, side.state, side.start, None if side.running else side.end, idle)
+                  cost, currency, side.state, side.start, None if side.running else side.end, idle,
+                  priced.quantize(GPU_HOURS_QUANTUM))
 
 
 def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResult:
@@ -341,7 +346,8 @@ def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResul
             kept.append(RunRow(OTHER, values, sum(r.jobs for r in rest), sum(r.restarts for r in rest), None,
                                sum((r.gpu_hours or Decimal(0) for r in rest), Decimal(0)),
                                sum((r.cost for r in rest), Decimal(0)), currency,
-                               group[query.by.index("state")] if "state" in query.by else None, None, None, None))
+                               group[query.by.index("state")] if "state" in query.by else None, None, None, None,
+                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0))))
     return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
 
 
