@@ -177,6 +177,23 @@ def test_list_cost_counts_savings_plan_covered_usage_once(tmp_path):
     assert Lake(cfg.lake).query().execute("SELECT sum(ListCost) FROM costs").fetchone()[0] == Decimal(13)
 
 
+def test_a_tax_lines_public_on_demand_cost_of_0_is_no_list_cost(tmp_path):
+    """AWS writes a public On-Demand cost of 0 on every Tax line (samples/aws: 12 of 12, 0.08 of
+    tax billed): a tax has no public price, and FOCUS derives its list cost from the charges it
+    taxes (the export does). The lake keeps none (NULL), and its rounding column none either."""
+    rows = [line(cost="10", pricing__publicOnDemandCost="12"),
+            line(cost="0.5", kind="Tax", pricing__publicOnDemandCost="0"),
+            line(cost="0.2", kind="Tax", pricing__publicOnDemandCost="0.0000000000004")]
+    export = tmp_path / "export.csv"
+    export.write_bytes(legacy_csv(rows))
+    cfg = config(tmp_path, export)
+    assert run_cli(write_config(tmp_path, export), "ingest").exit_code == 0
+    got = Lake(cfg.lake).query().execute("SELECT x_line_item_type, BilledCost, ListCost FROM costs ORDER BY 2").fetchall()
+    assert got == [("Tax", Decimal("0.2"), None), ("Tax", Decimal("0.5"), None), ("Usage", Decimal(10), Decimal(12))]
+    check = run_cli(tmp_path / "spendlake.yaml", "attribute", "--check", "--format", "json")
+    assert {r["cost"]: Decimal(r["rounding"]) for r in json.loads(check.output)}["list"] == 0
+
+
 def test_a_reservations_upfront_fee_is_not_counted_again_in_effective_cost(tmp_path):
     """An RI's upfront fee (a Fee line carrying the reservation's ARN) is amortized by AWS into
     its DiscountedUsage lines' reservation/EffectiveCost and the RIFee line's unused amortized
