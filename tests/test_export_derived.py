@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from test_export import USAGE_LINE, exported_lines
 
 
@@ -116,3 +118,24 @@ def test_a_tax_lines_list_cost_follows_the_list_cost_of_the_lines_it_taxes(tmp_p
         ("Microsoft", "Compute", "s", "-10.000000000000", "-11.000000000000"),
         ("Microsoft", "Storage", "s", "3.000000000000", "4.000000000000"),
     ]
+
+
+def test_a_commitment_fee_without_a_public_cost_lists_at_its_billed_cost(tmp_path):
+    """A CUR's SavingsPlanRecurringFee and RIFee lines carry no public On-Demand cost (the lake:
+    ListCost NULL). FOCUS: without a ListUnitPrice, a charge unrelated to other charges lists at
+    its BilledCost; a commitment's price is its list price (the FOCUS toolkit's AWS, Azure and
+    GCP files: every commitment Purchase has ListCost = BilledCost). Its unused part, split off
+    as a Usage line, lists at 0 (its list cost stays on the Purchase: no sum moves); the covered
+    usage keeps its on-demand cost."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category", "BilledCost": "billed",
+        "EffectiveCost": "effective", "ListCost": "list", "CommitmentDiscountId": "commitment",
+        "CommitmentDiscountStatus": "status",
+    }, "('Savings Plans for AWS Compute usage', 'Purchase', '10', '2.5', NULL, 'arn:sp/1', 'Unused'), "
+       "('Amazon Elastic Compute Cloud', 'Purchase', '3.5', '0', NULL, 'arn:ri/1', NULL), "
+       "('Amazon Elastic Compute Cloud', 'Usage', '12', '7.5', '12', 'arn:sp/1', 'Used')",
+       "service, category, billed, effective, list, commitment, status",
+       "CommitmentDiscountId, ChargeCategory, BilledCost, ListCost")
+    d = Decimal
+    assert lines == [("arn:ri/1", "Purchase", d("3.5"), d("3.5")), ("arn:sp/1", "Purchase", d(10), d(10)),
+                     ("arn:sp/1", "Usage", d(0), d(0)), ("arn:sp/1", "Usage", d(12), d(12))]
