@@ -90,7 +90,8 @@ PROVIDER_ENTITIES = {
 
 # BillingAccountType and SubAccountType a provider's cost data gives its billing and sub
 # account ids (FOCUS: not null beside the id): Microsoft's own FOCUS export of an EA billing
-# account; Google's billing export names billing_account_id and project.id so.
+# account; Google's billing export names billing_account_id and project.id so. AWS documents its FOCUS
+# export's columns but not these values: AWS lines keep none.
 ACCOUNT_TYPES = {"microsoft": ("Billing Account", "Subscription"), "google cloud": ("Billing Account", "Project")}
 
 # A quantity without a unit on a line FOCUS does not price (credits, adjustments): dropped.
