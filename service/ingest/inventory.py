@@ -259,7 +259,8 @@ def _with_earlier(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.D
     """A job snapshot (`facts`: its window, None for files read) and the jobs only the day's
     earlier one held (job_windows.kept_earlier): a rolling `sacct -S now-1h` read hourly, a window
     shorter than the time since, or an export moved out once read lose none; that one whole by its
-    record and the last verify, else replaced as before (a damaged one repaired)."""
+    record and the last verify, else replaced as before (a damaged one repaired). The running ones
+    it ends are said here: the ended-jobs warning looks at earlier days' snapshots."""
     earlier = lake.partition_file("jobs", [("source", source), ("snapshot_date", day)])
     if not earlier.is_file():
         return relation, facts
@@ -267,6 +268,11 @@ def _with_earlier(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.D
     if not check.ok:
         return relation, facts
     kept = kept_earlier(con, relation, str(earlier), check.record, facts, now)  # the record it was judged by
+    if kept.ended:
+        log.warning("inventory source %s: %d job record(s) running when the day's earlier snapshot was taken are not in "
+                    "this one, which replaces it (first: %s, last seen %s UTC): kept, each taken to have ended when "
+                    "last seen, its GPUs idle since (the job ended in between, or the source no longer lists it; a "
+                    "newer snapshot holding it again runs it on)", source, kept.ended, kept.first, kept.seen)
     return kept.relation, kept.facts
 
 
