@@ -6,6 +6,7 @@ snapshot of files ends none of its own records)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 
 from service.core.config import parse_config
@@ -26,7 +27,8 @@ def read_at(tmp_path, text: str, now: datetime):
     return outcome
 
 
-def test_an_hourly_sacct_file_read_twice_the_same_day_keeps_the_earlier_files_jobs(tmp_path):
+def test_an_hourly_sacct_file_read_twice_the_same_day_keeps_the_earlier_files_jobs(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
     read_at(tmp_path, allocation(1) + RUNNING, NOW)
     ended = allocation(2).replace("COMPLETED", "FAILED")
     outcome = read_at(tmp_path, ended + allocation(1, "train-again"), NOW + timedelta(hours=1))
@@ -35,6 +37,18 @@ def test_an_hourly_sacct_file_read_twice_the_same_day_keeps_the_earlier_files_jo
         ("1", "COMPLETED", datetime(2026, 12, 1, 11, 0, 5), "train-again"),  # the later read's record
         ("2", "FAILED", datetime(2026, 12, 1, 11, 0, 5), "train"),
         ("3", "RUNNING", None, "eval")]  # files end none of their own records
+    assert "inventory source slurm: kept 1 job record(s) only the day's earlier snapshot held" in caplog.text
+    assert "taken to have ended" not in caplog.text
+
+
+def test_the_same_file_read_again_the_same_day_gives_the_same_snapshot_bytes(tmp_path):
+    """Nothing kept, nothing merged: the relation read is written as it is (a union of it made
+    its columns nullable, so the same records gave other bytes and a new rollup version)."""
+    read_at(tmp_path, allocation(1) + RUNNING, NOW)
+    [snapshot] = (tmp_path / "lake/jobs/source=slurm").glob("snapshot_date=*/data.parquet")
+    first = snapshot.read_bytes()
+    read_at(tmp_path, allocation(1) + RUNNING, NOW + timedelta(hours=1))
+    assert snapshot.read_bytes() == first
 
 
 def test_a_jobs_file_read_twice_the_same_day_keeps_the_earlier_files_jobs(tmp_path):

@@ -118,10 +118,11 @@ def _naive(moment: datetime) -> datetime:
 @dataclass(frozen=True)
 class Kept:
     """A day's snapshot taken again: its records with the earlier one's it does not hold
-    (`kept_earlier`), its record's facts, and the earlier's running records it ended (how many,
-    the first's id, when they were last seen)."""
+    (`kept_earlier`), its record's facts, how many of the earlier's records it keeps, and the
+    running ones among them it ended (how many, the first's id, when they were last seen)."""
     relation: duckdb.DuckDBPyRelation
     facts: dict[str, str] | None
+    held: int = 0  # the earlier's records kept
     ended: int = 0
     first: str | None = None
     seen: datetime | None = None
@@ -146,12 +147,14 @@ def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelati
             f"WHERE {POD_UID} IS NOT NULL))")
     taken = min(times[0], _naive(now)) if times else None  # min: a clock set back
     params = {"times": times is not None, "taken": taken}
-    [(ended, first)] = con.execute(f"SELECT count(*), min(record_id) FROM ({only}) WHERE ends",
-                                   {"times": params["times"]}).fetchall()
-    kept = con.sql(f"SELECT * FROM {later} UNION ALL BY NAME SELECT * EXCLUDE (times, ends) REPLACE (CASE WHEN ends "
-                   f"THEN greatest(start_time, CAST($taken AS TIMESTAMP)) ELSE end_time END AS end_time) FROM ({only})",
-                   params=params)
+    [(held, ended, first)] = con.execute(f"SELECT count(*), count(*) FILTER (ends), min(record_id) FILTER (ends) "
+                                         f"FROM ({only})", {"times": params["times"]}).fetchall()
     now_times = window_times(facts)
     if times and now_times and times[1] < now_times[1]:
         facts = {**facts, "window_start": record["window_start"]}  # type: ignore[dict-item, index]
-    return Kept(kept, facts, ended, first, taken)
+    if not held:  # the relation as it is: the same records give the same bytes (a union's columns are nullable)
+        return Kept(relation, facts)
+    kept = con.sql(f"SELECT * FROM {later} UNION ALL BY NAME SELECT * EXCLUDE (times, ends) REPLACE (CASE WHEN ends "
+                   f"THEN greatest(start_time, CAST($taken AS TIMESTAMP)) ELSE end_time END AS end_time) FROM ({only})",
+                   params=params)
+    return Kept(kept, facts, held, ended, first, taken)

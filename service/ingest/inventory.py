@@ -268,6 +268,8 @@ def _with_earlier(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.D
     if not check.ok:
         return relation, facts
     kept = kept_earlier(con, relation, str(earlier), check.record, facts, now)  # the record it was judged by
+    if kept.held:  # the outcome's rows count them: say where those beyond the read came from
+        log.info("inventory source %s: kept %d job record(s) only the day's earlier snapshot held", source, kept.held)
     if kept.ended:
         log.warning("inventory source %s: %d job record(s) running when the day's earlier snapshot was taken are not in "
                     "this one, which replaces it (first: %s, last seen %s UTC): kept, each taken to have ended when "
