@@ -6,7 +6,6 @@ from decimal import Decimal
 
 import click
 
-from service.attribution.run_rows import OTHER
 from service.cli.attribute import coverage_line, outside_the_data
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import WholeNumber
@@ -32,6 +31,8 @@ def _trimmed(text: str | None, places: int) -> str:
 
 
 def render(result, fmt: str | None) -> None:
+    from service.attribution import OTHER  # as the command imports attribution: when run, not at startup
+
     data = result.to_json()
     fmt = fmt or default_format()  # a terminal gets this table, not the raw rows
     if fmt in ("json", "csv"):
