@@ -56,7 +56,7 @@ from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUE
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from connectors.tagsql import per_value_text, tags, tags_per_value
-from service.core.errors import ConfigError, SpendlakeError, duckdb_error
+from service.core.errors import ConfigError, DataError, SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
@@ -170,6 +170,11 @@ class FocusConnector(FolderExport):
                 raise OtherDataset(uri, f"an Oracle Cloud report in Oracle's own format (it has {OCI_OWN_REPORT}), "
                                         "which repeats the FOCUS reports' costs; kind oci-cost reads it")
         table.require(*REQUIRED, kind=self.kind)
+        if table.name("ChargeType") and not table.name("ChargeCategory"):
+            # FOCUS 0.5's ChargeType and cost names: read as 1.x, taxes and credits would count
+            # as usage and the effective cost as none
+            raise DataError("a FOCUS file of a version before 1.0 (it has ChargeType, not ChargeCategory)",
+                            where=uri, hint="spendlake reads FOCUS 1.0 to 1.3: export the data as FOCUS 1.0 or later")
         expressions: dict[str, str | None] = {}
         per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
         for name, kind in COST_COLUMNS:

@@ -94,6 +94,18 @@ def test_a_file_of_the_right_kind_lacking_a_column_keeps_the_plain_hint(tmp_path
     assert "required column 'BillingCurrency' is missing" in error and "looks like" not in error
 
 
+def test_a_focus_0_5_file_is_refused_naming_the_versions_read(tmp_path):
+    """FOCUS 0.5 names its charge kind ChargeType: read as 1.x, its taxes and credits would
+    count as usage and, without EffectiveCost, the lake would attribute nothing."""
+    path = tmp_path / "focus05.csv"
+    path.write_text("BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargeType,ServiceName\n"
+                    "10.5,USD,2026-11-01,2026-11-01,Usage,Amazon EC2\n2,USD,2026-11-01,2026-11-01,Tax,Tax\n")
+    _, result = ingest_files(tmp_path, ("focus05", "focus", path))
+    [error] = failures(result)
+    assert "focus05.csv: a FOCUS file of a version before 1.0 (it has ChargeType, not ChargeCategory)" in error
+    assert "spendlake reads FOCUS 1.0 to 1.3: export the data as FOCUS 1.0 or later" in error
+
+
 def test_the_cli_exits_3_naming_the_file_and_the_kind(tmp_path):
     folder = tmp_path / "export"
     folder.mkdir()
