@@ -36,6 +36,10 @@ SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
     (("PreTaxCost", "UsageDateTime"), "Azure pay-as-you-go cost details", ("azure-cost",)),
     (("MeterCategory", "CostInBillingCurrency"), "an Azure cost details export", ("azure-cost",)),
     (("MeterCategory", "Cost"), "an Azure cost details export", ("azure-cost",)),
+    # OpenCost's CSV export and the allocation APIs' rows flattened (Kubecost's too) name both
+    (("CPUCoreRequestAverage", "TotalCost"), "an OpenCost or Kubecost allocation export (a cluster's cost "
+     "already spread over its workloads), not a bill", "point the source at the bill of the cloud the cluster "
+     "runs on; a k8s-pods inventory source reads the pods, and spendlake shares their nodes' cost itself"),
     *((columns, f"an Azure {dataset}, which has no costs", "point the source at the Azure cost details "
        "export (kind azure-cost)") for dataset, columns in AZURE_OTHER_DATASETS),
 )

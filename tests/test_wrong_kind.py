@@ -106,6 +106,22 @@ def test_a_focus_0_5_file_is_refused_naming_the_versions_read(tmp_path):
     assert "spendlake reads FOCUS 1.0 to 1.3: export the data as FOCUS 1.0 or later" in error
 
 
+@pytest.mark.parametrize("kind", ["focus", "aws-cur", "gcp-billing", "azure-cost"])
+def test_an_opencost_allocation_export_says_it_is_no_bill(tmp_path, kind):
+    """OpenCost's CSV export (its header as the exporter writes it): costs a cluster's cost model
+    spread over workloads, which no kind reads as a bill."""
+    path = tmp_path / "allocation.csv"
+    path.write_text("Date,Namespace,ControllerKind,ControllerName,Pod,Container,CPUCoreUsageAverage,"
+                    "CPUCoreRequestAverage,RAMBytesUsageAverage,RAMBytesRequestAverage,NetworkReceiveBytes,"
+                    "NetworkTransferBytes,GPUs,PVBytes,CPUCost,RAMCost,NetworkCost,PVCost,GPUCost,TotalCost\n"
+                    "2026-11-01,ml,deployment,trainer,trainer-1,main,3.2,4,1.2e10,1.6e10,0,0,8,0,0.95,0.21,0,0,"
+                    "78.40,79.56\n")
+    _, result = ingest_files(tmp_path, ("opencost", kind, path))
+    [error] = failures(result)
+    assert "allocation.csv" in error and "it looks like an OpenCost or Kubecost allocation export" in error
+    assert "a k8s-pods inventory source reads the pods" in error
+
+
 def test_the_cli_exits_3_naming_the_file_and_the_kind(tmp_path):
     folder = tmp_path / "export"
     folder.mkdir()
