@@ -51,8 +51,8 @@ from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
-                                   decimal, ident, json_text, open_table, identifier, rounded_away, sql_string, text,
-                                   timestamp)
+                                   amounts_sum, decimal, ident, is_record_list, json_text, open_table, identifier,
+                                   rounded_away, sql_string, text, timestamp)
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from connectors.tagsql import per_value_text, tags, tags_per_value
@@ -237,9 +237,4 @@ def credits_listed(table: Table) -> str | None:
     their sum, as `gcp-billing` makes it; None when the column is no such list (spendlake's own
     export read back holds the sum)."""
     name = table.name("x_credits")
-    kind = table.type_of(name) if name else None
-    if kind is None or kind.id != "list" or kind.child.id != "struct" or "amount" not in {
-            field.lower() for field, _ in kind.child.children}:
-        return None
-    amounts = f"list_transform({ident(name)}, lambda c: CAST(CAST(c.amount AS VARCHAR) AS {MONEY}))"
-    return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
+    return amounts_sum(ident(name)) if name and is_record_list(table.type_of(name), "amount") else None
