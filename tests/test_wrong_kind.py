@@ -54,6 +54,9 @@ def test_a_sample_under_the_wrong_kind_names_the_kind_that_reads_it(tmp_path, sa
      "m-1,ND96asr v4,1 Hour,27.2,USD,2024-05-01,2024-05-31\n",
      "it looks like an Azure price sheet, which has no costs: point the source at the Azure cost details export "
      "(kind azure-cost)"),
+    # the recommendations schema writes `Net Savings`: azure-cost skipped it as that export, the hint said nothing
+    ("Location,MeterID,Net Savings,Recommended Quantity,SkuName,Term\neastus,m-1,9000,1,Standard_ND96asr_v4,P1Y\n",
+     "it looks like an Azure reservation recommendations export, which has no costs"),
 ])
 def test_azure_files_under_another_kind_name_azure_cost(tmp_path, content, expected):
     assert expected in failure_of(tmp_path, "usage.csv", content, "focus")
