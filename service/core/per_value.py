@@ -5,8 +5,10 @@ each line's JSON into a map in the connector's SELECT was over a third of that S
 (json_transform, about 0.6 CPU s per 1M lines; CUR 2.0 CSV's `resource_tags` 0.9). A connector
 instead gives such a column as text (PerValuePart) with the SQL it would have run per row; the
 stager runs that SQL on the distinct texts it has not met yet and takes the results back to
-every row (Converter). Same values, and a bad value fails with the same error: the same SQL
-raises it. In a part over several files (file_parts.FilesPart) that SQL names a file holding the
+every row (Converter). Tags that do not repeat (a run-id tag per line) only pay the text's round
+trip through Arrow that way: a part whose first rows' texts are mostly distinct is read through
+its canonical SELECT instead (`streamed`). Same values, and a bad value fails with the same
+error: the same SQL raises it. In a part over several files (file_parts.FilesPart) that SQL names a file holding the
 text (hidden_columns.FILE_INDEX, given beside the text), as reading that file alone did. The
 writer's read does not keep file order, so a bad text in several files may name any of them.
 Figures: bench/README.md.
