@@ -19,8 +19,10 @@ EffectiveCost (amortized) by line item type, as AWS defines it:
     RIFee                              → unused amortized upfront fee + unused recurring fee
     Fee with a reservation ARN         → 0 (an RI's upfront fee, amortized into the two above)
     anything else                      → unblended cost
-ListCost is pricing_public_on_demand_cost, but 0 on a SavingsPlanNegation line: the covered
-usage line already holds the On-Demand cost the negation offsets.
+ListCost is pricing_public_on_demand_cost, but 0 on a SavingsPlanNegation line (the covered
+usage line already holds the On-Demand cost the negation offsets) and on a pod's or task's
+split row on an EC2 instance (the instance's line holds it), NULL on a Tax line (AWS writes 0
+there: a tax has no public price).
 Tags keep their original keys: `user:team` (legacy CSV), `user_team` (Athena columns and
 CUR 2.0 map); empty values are dropped. Commitments, pricing, capacity reservations and the
 other FOCUS columns: connectors.aws_focus. Unit prices are money (parsed the same strict
@@ -289,10 +291,18 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         f"ELSE {unblended} END END"
     )
 
-    def unless_negation(sql: str, value: str) -> str:
-        """`sql`, but `value` on a SavingsPlanNegation line: it may repeat the public On-Demand cost of
-        the covered usage it offsets (AWS's CID summary_view sums public_cost without these lines)."""
-        return sql if sql == "NULL" else f"(CASE WHEN {line_type} = 'SavingsPlanNegation' THEN {value} ELSE {sql} END)"
+    split_parent = text(columns, "split_line_item_parent_resource_id")
+
+    def list_cost(sql: str, restated: str) -> str:
+        """`sql`, but `restated` on a line restating the usage of another line that holds its public
+        On-Demand cost: a SavingsPlanNegation (it may repeat the covered usage's; AWS's CID
+        summary_view sums public_cost without these lines), a pod's or task's split row on an EC2
+        instance (its instance's line holds the cost; its own share at public prices is
+        split_line_item_public_on_demand_split_cost); NULL on a Tax line: AWS writes 0 there, no
+        price of a tax (FOCUS derives a tax's list cost from the charges taxed: export/focus.py)."""
+        restates = f"{line_type} = 'SavingsPlanNegation' OR coalesce({split_parent}, '') <> ''"
+        return sql if sql == "NULL" else (f"(CASE WHEN {restates} THEN {restated} "
+                                          f"WHEN {line_type} = 'Tax' THEN NULL ELSE {sql} END)")
 
     category = "CASE " + line_type + " " + " ".join(
         f"WHEN {literal(kind)} THEN {literal(cat)}" for kind, cat in CHARGE_CATEGORY.items()) + " ELSE 'Usage' END"
@@ -309,7 +319,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
         "ChargePeriodEnd": timestamp(columns, "line_item_usage_end_date"),
         "BilledCost": unblended,
         "EffectiveCost": effective,
-        "ListCost": unless_negation(money("pricing_public_on_demand_cost"), "0"),
+        "ListCost": list_cost(money("pricing_public_on_demand_cost"), "0"),
         "BillingCurrency": currency,
         "ChargeCategory": category,
         "ChargeDescription": text(columns, "line_item_line_item_description"),
@@ -344,7 +354,7 @@ def cost_relation(con: duckdb.DuckDBPyConnection, source: duckdb.DuckDBPyRelatio
                                        ("ListCost", "pricing_public_on_demand_cost"))
                 if columns.has(field)}  # EffectiveCost is derived from several fields
     if rounding.get("ListCost"):
-        rounding["ListCost"] = unless_negation(rounding["ListCost"], "NULL")
+        rounding["ListCost"] = list_cost(rounding["ListCost"], "NULL")
     keys = rounding_select(rounding)
     if columns.has("identity_line_item_id"):  # checked for repeats while staged, not stored
         # a CUR 2.0 query may leave the interval out: the line's usage window is the same one

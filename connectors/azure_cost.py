@@ -47,7 +47,7 @@ from pydantic import Field
 
 from connectors.azure_manifest import NO_COSTS, without_older_unlisted_runs
 from connectors.base import Delivery, OtherDataset
-from connectors.export_formats import AZURE_OTHER_DATASETS
+from connectors.export_formats import AZURE_OTHER_DATASETS, has_columns
 from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decimal, money, open_table, rounded_away,
                                    sql_string, text, timestamp)
 from connectors.folder_export import FolderExport
@@ -239,9 +239,8 @@ def other_dataset(table: Table, uri: str, declared: str | None) -> None:
     AZURE_OTHER_DATASETS (a column's name matched whatever its case and spaces: Microsoft's
     schemas write both `NetSavings` and `Net Savings`) or its export run's manifest declares a
     type that delivers no costs: skipped with one line, not failed as cost details missing a column."""
-    present = {name.replace(" ", "") for name in table.columns}  # lowercase already
     found = next(((dataset, f"it has {' and '.join(columns)}") for dataset, columns in AZURE_OTHER_DATASETS
-                  if all(column.lower() in present for column in columns)), None)
+                  if has_columns(table.columns, columns)), None)
     if found is None and declared in NO_COSTS:
         found = (f"{declared} export", f"its run's manifest says type {declared}")
     if found:

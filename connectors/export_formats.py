@@ -2,8 +2,9 @@
 read fails naming what it looks like and the kind that reads it (a FOCUS file under
 `kind: aws-cur` says `kind focus reads it`), not only the column it lacks.
 
-Each signature is a set of columns only that export has (compared case-insensitively, as
-every connector matches names); the first that matches wins, so narrower ones come first.
+Each signature is a set of columns only that export has (compared whatever their case, as every
+connector matches names, and spaces: Microsoft's schemas write both `NetSavings` and `Net Savings`);
+the first that matches wins, so narrower ones come first.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
     (("PreTaxCost", "UsageDateTime"), "Azure pay-as-you-go cost details", ("azure-cost",)),
     (("MeterCategory", "CostInBillingCurrency"), "an Azure cost details export", ("azure-cost",)),
     (("MeterCategory", "Cost"), "an Azure cost details export", ("azure-cost",)),
+    # OpenCost's CSV export and the allocation APIs' rows flattened (Kubecost's too) name both
+    (("CPUCoreRequestAverage", "TotalCost"), "an OpenCost or Kubecost allocation export (a cluster's cost "
+     "already spread over its workloads), not a bill", "point the source at the bill of the cloud the cluster "
+     "runs on; a k8s-pods inventory source reads the pods, and spendlake shares their nodes' cost itself"),
     *((columns, f"an Azure {dataset}, which has no costs", "point the source at the Azure cost details "
        "export (kind azure-cost)") for dataset, columns in AZURE_OTHER_DATASETS),
 )
@@ -44,12 +49,22 @@ SIGNATURES: tuple[tuple[tuple[str, ...], str, tuple[str, ...] | str], ...] = (
 def looks_like(columns: Iterable[str], kinds: Iterable[str]) -> str | None:
     """What the columns say the file is and what reads it, when that is not one of `kinds` (the
     source's own); None when they match no signature or one that `kinds` reads."""
-    present = {column.lower() for column in columns}
+    columns = list(columns)
     for needed, what, readers in SIGNATURES:
-        if all(column.lower() in present for column in needed):
+        if has_columns(columns, needed):
             if isinstance(readers, str):
                 return f"it looks like {what}: {readers}"
             if set(readers) & set(kinds):
                 return None
             return f"it looks like {what}: {' or '.join(f'kind {kind}' for kind in readers)} reads it"
     return None
+
+
+def has_columns(columns: Iterable[str], needed: Iterable[str]) -> bool:
+    """Whether `columns` hold each of `needed`, whatever their case and spaces."""
+    present = {_compared(column) for column in columns}
+    return all(_compared(column) in present for column in needed)
+
+
+def _compared(column: str) -> str:
+    return column.lower().replace(" ", "")

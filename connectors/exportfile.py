@@ -262,6 +262,19 @@ def parsed_or_fail(table: Table, raw: str, parsed: str, column: str, problem: st
     return f"(CASE WHEN {raw} IS NULL THEN NULL ELSE coalesce({parsed}, {table.fail(column, problem, raw)}) END)"
 
 
+def is_record_list(kind: duckdb.DuckDBPyType, *fields: str) -> bool:
+    """A list of records holding each of `fields` (lowercase; matched in any case): how BigQuery,
+    which has no map type, writes a map ({key, value, …}) or a line's credits ({name, amount, …})."""
+    return kind.id == "list" and kind.child.id == "struct" and set(fields) <= {
+        field.lower() for field, _ in kind.child.children}
+
+
+def amounts_sum(records: str) -> str:
+    """The sum of a list of records' `amount`s (SQL) as MONEY: 0 for an empty or NULL list."""
+    amounts = f"list_transform({records}, lambda c: CAST(CAST(c.amount AS VARCHAR) AS {MONEY}))"
+    return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
+
+
 def money_sql(table: Table, sql: str, column: str, kind: duckdb.DuckDBPyType | None, target: str = MONEY) -> str:
     """Exact DECIMAL(38,12) (or `target`) from text, decimals or floats (a float via its shortest
     text); a decimal of another scale is cast as such (half away from zero, as from text)."""

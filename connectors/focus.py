@@ -51,12 +51,12 @@ from connectors.base import Delivery, OtherDataset
 from connectors.csvfile import TEXT, read_csv
 from connectors.focus_bundles import newest_versions
 from connectors.exportfile import (CSV_MONEY, CSV_SUFFIXES, NOT_A_NUMBER, PARQUET_SUFFIXES, ParquetRun, Table,
-                                   decimal, ident, json_text, open_table, identifier, rounded_away, sql_string, text,
-                                   timestamp)
+                                   amounts_sum, decimal, ident, is_record_list, json_text, open_table, identifier,
+                                   rounded_away, sql_string, text, timestamp)
 from connectors.folder_export import FolderExport
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from connectors.tagsql import per_value_text, tags, tags_per_value
-from service.core.errors import ConfigError, SpendlakeError, duckdb_error
+from service.core.errors import ConfigError, DataError, SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
 from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
@@ -170,6 +170,11 @@ class FocusConnector(FolderExport):
                 raise OtherDataset(uri, f"an Oracle Cloud report in Oracle's own format (it has {OCI_OWN_REPORT}), "
                                         "which repeats the FOCUS reports' costs; kind oci-cost reads it")
         table.require(*REQUIRED, kind=self.kind)
+        if table.name("ChargeType") and not table.name("ChargeCategory"):
+            # FOCUS 0.5's ChargeType and cost names: read as 1.x, taxes and credits would count
+            # as usage and the effective cost as none
+            raise DataError("a FOCUS file of a version before 1.0 (it has ChargeType, not ChargeCategory)",
+                            where=uri, hint="spendlake reads FOCUS 1.0 to 1.3: export the data as FOCUS 1.0 or later")
         expressions: dict[str, str | None] = {}
         per_value: dict[str, str] = {}  # JSON tags text: parsed once per distinct value by the stager
         for name, kind in COST_COLUMNS:
@@ -232,9 +237,4 @@ def credits_listed(table: Table) -> str | None:
     their sum, as `gcp-billing` makes it; None when the column is no such list (spendlake's own
     export read back holds the sum)."""
     name = table.name("x_credits")
-    kind = table.type_of(name) if name else None
-    if kind is None or kind.id != "list" or kind.child.id != "struct" or "amount" not in {
-            field.lower() for field, _ in kind.child.children}:
-        return None
-    amounts = f"list_transform({ident(name)}, lambda c: CAST(CAST(c.amount AS VARCHAR) AS {MONEY}))"
-    return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
+    return amounts_sum(ident(name)) if name and is_record_list(table.type_of(name), "amount") else None

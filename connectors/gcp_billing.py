@@ -39,8 +39,8 @@ from pathlib import Path
 import duckdb
 
 from connectors.base import Delivery
-from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, ParquetRun, Table, ident,
-                                   money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
+from connectors.exportfile import (CSV_SUFFIXES, JSON_SUFFIXES, PARQUET_SUFFIXES, ParquetRun, Table, amounts_sum,
+                                   ident, money_sql, nonblank, open_table, parsed_or_fail, sql_string, timestamp_sql)
 from connectors.export_formats import looks_like
 from connectors.folder_export import FolderExport
 from connectors.gcp_exports import DETAILED_FIELDS, ExportTable, check_one_table_per_account
@@ -49,7 +49,7 @@ from service.core.config import SourceConfig
 from service.core.errors import DataError
 from service.core.file_parts import FilesPart
 from service.core.per_value import PerValuePart
-from service.core.schema import MONEY, QUANTITY, cost_select_list
+from service.core.schema import QUANTITY, cost_select_list
 from service.core.hidden_columns import rounded_away_sql, rounding_select
 
 PY_LITERAL_JSON = "spendlake_py_literal_json"
@@ -169,10 +169,7 @@ class Fields:
 
     def credits_total(self) -> str | None:
         credits = self.repeated("credits", '[{"amount": "VARCHAR"}]')
-        if credits is None:
-            return None
-        amounts = f"list_transform({credits}, lambda c: CAST(c.amount AS {MONEY}))"
-        return f"coalesce(list_sum({amounts}), CAST(0 AS {MONEY}))"
+        return credits and amounts_sum(credits)
 
 
 def first_present(*expressions: str | None) -> str | None:

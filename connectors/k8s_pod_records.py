@@ -24,6 +24,12 @@ with no uid anywhere is `<cluster>/<namespace>/<pod>@<start>`.
 - state: Succeeded → COMPLETED; Failed → OUT_OF_MEMORY (a container OOMKilled), PREEMPTED
   (status reason Evicted), NODE_FAIL (NodeLost, Shutdown), else FAILED; Running/Pending →
   RUNNING/PENDING, or CANCELLED once deleted; Unknown → UNKNOWN;
+- MIG 'single' strategy: the device plugin advertises each MIG slice as `nvidia.com/gpu`, so a
+  `nvidia_com_gpu` request counts as its slice's share when the data says so: the pod's DCGM
+  series carry `GPU_I_PROFILE` (dcgm-exporter labels a MIG device's series so), else its node's
+  `kube_node_labels` carry `nvidia.com/mig.strategy=single` and a `nvidia.com/gpu.product`
+  naming the profile (`A100-SXM4-40GB-MIG-1g.5gb`: GPU feature discovery's labels); a single
+  node whose product names none is said, naming it, its pods counted whole;
 - node from `kube_pod_info`, its EC2 instance id from `kube_node_info`'s provider_id
   (`aws:///us-east-1a/i-0abc…`) of the instance that had the node's name while the pod ran;
   labels from `kube_pod_labels` without the `label_` prefix (names as kube-state-metrics writes
@@ -121,6 +127,8 @@ class PodTable:
         # (cluster, node) → (first, last listed, EC2 instance id) of each instance that had the node's name
         self.instances: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
         self.by_name: set[str] = set()  # the clusters whose pods are read without their uid
+        self.mig_nodes: dict[tuple[str, str], str] = {}  # (cluster, node) of MIG strategy single → its gpu.product
+        self.mig_profiles: dict[tuple[str, str, str], str] = {}  # (cluster, namespace, pod) → its DCGM GPU_I_PROFILE
 
     def _cluster(self, labels: dict[str, str]) -> str:
         return (labels.get(self.cluster_label) if self.cluster_label else None) or self.cluster or ""
@@ -255,6 +263,47 @@ class PodTable:
                 self.instances.setdefault((self._cluster(labels), labels["node"]), []).append(
                     (min(listed), max(listed), match.group(1)))
 
+    def add_mig_nodes(self, result: Iterable[Series]) -> None:
+        """kube_node_labels of the nodes labelled nvidia.com/mig.strategy=single, with their
+        nvidia.com/gpu.product (kube-state-metrics writes them only when its
+        --metric-labels-allowlist names them); a node relabelled in the window: its last product."""
+        for series in sorted(result, key=lambda s: max((at for at, _ in s["values"]), default=0.0)):
+            labels = series["metric"]
+            if labels.get("node"):
+                self.mig_nodes[(self._cluster(labels), labels["node"])] = labels.get("label_nvidia_com_gpu_product", "")
+
+    def add_mig_profiles(self, profiles: dict[tuple[str, str, str], str]) -> None:
+        """(cluster, namespace, pod) → the GPU_I_PROFILE of the MIG device its DCGM series report."""
+        self.mig_profiles.update(profiles)
+
+    def _shares(self, pod: Pod) -> dict[str, float]:
+        """`shares`, with a `nvidia_com_gpu` request a MIG slice's share where the device plugin's
+        'single' strategy advertises slices as GPUs (module docstring); `shared_gpus` naming
+        nvidia.com/gpu (time-slicing without a rename) is the operator's word and wins."""
+        if WHOLE_GPUS[0] in self.shares:
+            return self.shares
+        profile = self.mig_profiles.get(pod.key[:3]) or self.mig_nodes.get((pod.key[0], pod.node or ""))
+        fraction = mig_fraction(profile) if profile else None
+        return {**self.shares, WHOLE_GPUS[0]: fraction} if fraction else self.shares
+
+    def _say_mig(self, pods: list[Pod]) -> None:
+        """The pods counted as MIG slices (at INFO), and the 'single' nodes whose product names no
+        profile (a warning naming them: their pods' slices count as whole GPUs)."""
+        requested = [pod for pod in pods if pod.requests.get(WHOLE_GPUS[0]) or pod.init_requests.get(WHOLE_GPUS[0])]
+        sliced = [pod for pod in requested if self._shares(pod) is not self.shares]
+        if sliced:
+            log.info("%d pod(s) requested nvidia.com/gpu on MIG devices (the device plugin's 'single' strategy), each "
+                     "counted as its slice's share of a GPU; the first, %s/%s", len(sliced), *sliced[0].key[1:3])
+        unknown = sorted({(pod.key[0], pod.node or "") for pod in requested if self._shares(pod) is self.shares}
+                         & {key for key, product in self.mig_nodes.items() if not mig_fraction(product)})
+        if unknown and WHOLE_GPUS[0] not in self.shares:
+            log.warning("node(s) %s are labelled nvidia.com/mig.strategy=single (each nvidia.com/gpu a MIG slice) but "
+                        "their nvidia.com/gpu.product (%s) names no MIG profile, nor do their pods' DCGM series "
+                        "(GPU_I_PROFILE): their pods' nvidia.com/gpu requests count as whole GPUs; keep GPU feature "
+                        "discovery's labels, or scrape dcgm-exporter on those nodes", ", ".join(
+                            "/".join(filter(None, key)) for key in unknown),
+                        self.mig_nodes[unknown[0]] or "none")
+
     def _instance(self, pod: Pod, end: float | None) -> str | None:
         """The EC2 instance behind the pod's node while the pod was there: a node's name outlives
         its instance (EKS names nodes by private IP, which a later instance may get)."""
@@ -283,7 +332,8 @@ class PodTable:
                         "the first, %s/%s: set shared_gpus: {nvidia.com/gpu.shared: <replicas per GPU>} (the device "
                         "plugin's sharing config) to count each as its share", len(shared), SHARED_GPU,
                         *shared[0].key[1:3])
-        return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus(self.shares) > 0]
+        self._say_mig(list(self.pods.values()))
+        return [self._row(pod, tuple(run_labels)) for pod in self.pods.values() if pod.gpus(self._shares(pod)) > 0]
 
     def _row(self, pod: Pod, run_labels: tuple[str, ...]) -> dict[str, Any]:
         cluster, namespace, name, read_uid, life = pod.key
@@ -297,7 +347,7 @@ class PodTable:
         return job_row(record_id=record, job_id=f"{namespace}/{name}", scheduler="kubernetes", cluster=cluster or None,
                        run_id=labelled_run(pod.labels, run_labels) or (f"{namespace}/{pod.owner}" if pod.owner else None),
                        state=state, submit_time=from_epoch(pod.created), start_time=from_epoch(pod.started),
-                       end_time=from_epoch(end), gpus=pod.gpus(self.shares), nodes=[pod.node] if pod.node else None,
+                       end_time=from_epoch(end), gpus=pod.gpus(self._shares(pod)), nodes=[pod.node] if pod.node else None,
                        instance_ids=[instance] if instance else None, namespace=namespace, name=name,
                        qos=pod.priority_class, labels=pod.labels or None, restarts=pod.restarts,
                        gpu_util_hourly=pod.gpu_util_hourly or None)

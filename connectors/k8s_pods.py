@@ -16,11 +16,12 @@ kube_pod_info (node, owner, priority class; its
 scrape times say when a pod was last listed), kube_pod_labels, kube_pod_created,
 kube_pod_start_time, kube_pod_completion_time, kube_pod_status_phase, kube_pod_status_reason,
 kube_pod_container_status_terminated_reason (OOMKilled),
-kube_pod_container_status_restarts_total and kube_node_info (provider_id → EC2 instance id).
+kube_pod_container_status_restarts_total and kube_node_info (provider_id → EC2 instance id),
+kube_node_labels of MIG 'single' nodes (connectors/k8s_pod_records.py).
 Optionally DCGM exporter series (`dcgm_metrics`, in order of preference) labelled with the
 pod (`exported_pod`/`exported_namespace` when Prometheus kept the exporter's own `pod`, else
 `pod_name`/`pod_namespace` of dcgm-exporter --use-old-namespace, else `pod`/`namespace`): each
-pod's mean GPU use per hour, ratios as percent.
+pod's mean GPU use per hour, ratios as percent, and the MIG profile (GPU_I_PROFILE) of its device.
 """
 
 from __future__ import annotations
@@ -187,8 +188,12 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                                            f"(kube_pod_container_status_restarts_total{{{inner}}}))")))
         node_by = ", ".join(["node", "provider_id", *([c.cluster_label] if c.cluster_label else [])])
         table.add_nodes(ask(f"max by ({node_by}) (kube_node_info)"))
+        labelled = ", ".join(["node", "label_nvidia_com_gpu_product", *([c.cluster_label] if c.cluster_label else [])])
+        table.add_mig_nodes(ask(f'max by ({labelled}) (timestamp(kube_node_labels{{label_nvidia_com_mig_strategy='
+                                f'"single"}}))'))
         if c.dcgm_metrics:
             table.add_gpu_use(self._gpu_use(start, end))
+            table.add_mig_profiles(self._mig_profiles(start, end))
         return [SnapshotPart("jobs", jobs_relation(con, table.rows(c.run_labels)))]
 
     def _warn_unread(self, unread: list[Series]) -> None:
@@ -224,10 +229,7 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             scale = 100.0 if metric in RATIO_METRICS else 1.0
             found: dict[tuple[str, str, str], dict[datetime, float]] = {}
             for series in self._query(f"avg by ({by}) (avg_over_time({metric}[1h]))", first_end, last_end, 3600):
-                labels = series["metric"]
-                namespace, pod = next(((labels.get(ns, ""), labels[name]) for ns, name in POD_LABELS
-                                       if labels.get(name)), ("", None))
-                cluster = (labels.get(c.cluster_label) if c.cluster_label else None) or c.cluster or ""
+                cluster, namespace, pod = self._gpu_pod(series["metric"])
                 if not pod or (c.namespaces and namespace not in c.namespaces) or (cluster, namespace, pod) in use:
                     continue
                 hours = found.setdefault((cluster, namespace, pod), {})
@@ -236,6 +238,28 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                     hours[hour] = value * scale
             use.update(found)
         return use
+
+    def _mig_profiles(self, start: datetime, end: datetime) -> dict[tuple[str, str, str], str]:
+        """(cluster, namespace, pod) → the GPU_I_PROFILE (`1g.10gb`) on its DCGM series: the pod
+        runs on a MIG device, whatever resource name it requested."""
+        c = self.config
+        by = ", ".join([*(label for pair in POD_LABELS for label in pair), "GPU_I_PROFILE",
+                        *([c.cluster_label] if c.cluster_label else [])])
+        selector = f'{{__name__=~"{"|".join(c.dcgm_metrics)}", GPU_I_PROFILE!=""}}'
+        profiles: dict[tuple[str, str, str], str] = {}
+        first = min(start + timedelta(hours=1), end)
+        for series in self._query(f"group by ({by}) (last_over_time({selector}[1h]))", first, end, 3600):
+            cluster, namespace, pod = self._gpu_pod(series["metric"])
+            if pod:
+                profiles[(cluster, namespace, pod)] = series["metric"]["GPU_I_PROFILE"]
+        return profiles
+
+    def _gpu_pod(self, labels: dict[str, str]) -> tuple[str, str, str | None]:
+        """(cluster, namespace, pod) of a DCGM exporter series (POD_LABELS); pod None: no pod holds the GPU."""
+        c = self.config
+        namespace, pod = next(((labels.get(ns, ""), labels[name]) for ns, name in POD_LABELS if labels.get(name)),
+                              ("", None))
+        return (labels.get(c.cluster_label) if c.cluster_label else None) or c.cluster or "", namespace, pod
 
     def _query(self, query: str, start: datetime, end: datetime, step: int) -> list[Series]:
         c = self.config

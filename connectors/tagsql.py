@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import duckdb
 
-from connectors.exportfile import Table, ident, nonblank, parsed_as_given_or_fail, parsed_or_fail
+from connectors.exportfile import Table, ident, is_record_list, nonblank, parsed_as_given_or_fail, parsed_or_fail
 
 # Google's FOCUS view lists in Tags the resource's labels, its resource manager tags, its project's
 # labels and its system labels, each record's x_type saying which: one key may be in several (a
@@ -42,15 +42,9 @@ def tags(table: Table, *candidates: str, braces_optional: bool = False) -> str |
     kind = str(table.type_of(name))
     if kind.startswith("MAP("):
         return f"CAST({ident(name)} AS MAP(VARCHAR, VARCHAR))"
-    if is_key_value_list(table.type_of(name)):
+    if is_record_list(table.type_of(name), "key", "value"):
         return key_value_tags_sql(table, ident(name), name)
     return json_tags_sql(table, ident(name), name, braces_optional=braces_optional)
-
-
-def is_key_value_list(kind: duckdb.DuckDBPyType) -> bool:
-    """A list of {key, value, …} records: how BigQuery, which has no map type, writes a map."""
-    return kind.id == "list" and kind.child.id == "struct" and {"key", "value"} <= {
-        field.lower() for field, _ in kind.child.children}
 
 
 def key_value_tags_sql(table: Table, sql: str, column: str) -> str:
@@ -87,7 +81,7 @@ def tags_per_value(table: Table, *candidates: str, braces_optional: bool = False
     name = table.name(*candidates)
     if name is None or str(table.type_of(name)).startswith("MAP("):
         return None
-    if is_key_value_list(table.type_of(name)):  # back from its JSON text, exactly (DuckDB renders the type)
+    if is_record_list(table.type_of(name), "key", "value"):  # back from its JSON text, exactly (DuckDB renders the type)
         return key_value_tags_sql(table, f"CAST(CAST({ident('value')} AS JSON) AS {table.type_of(name)})", name)
     return json_tags_sql(table, ident("value"), name, braces_optional=braces_optional)
 
@@ -97,4 +91,4 @@ def per_value_text(table: Table, *candidates: str) -> str | None:
     name = table.name(*candidates)
     if name is None:
         return None
-    return f"to_json({ident(name)})" if is_key_value_list(table.type_of(name)) else ident(name)
+    return f"to_json({ident(name)})" if is_record_list(table.type_of(name), "key", "value") else ident(name)

@@ -157,6 +157,16 @@ def test_every_discount_line_type_is_a_usage_based_credit(tmp_path, monkeypatch)
     assert billed == effective == Decimal(-18)
 
 
+def list_rounding_after_ingest(tmp_path, rows) -> tuple[Lake, Decimal]:
+    """Ingest `rows` as one legacy CUR file: (its lake, the list cost rounding `attribute --check` reports)."""
+    export = tmp_path / "export.csv"
+    export.write_bytes(legacy_csv(rows))
+    cfg = config(tmp_path, export)
+    assert run_cli(write_config(tmp_path, export), "ingest").exit_code == 0
+    check = run_cli(tmp_path / "spendlake.yaml", "attribute", "--check", "--format", "json")
+    return Lake(cfg.lake), {r["cost"]: Decimal(r["rounding"]) for r in json.loads(check.output)}["list"]
+
+
 def test_list_cost_counts_savings_plan_covered_usage_once(tmp_path):
     """A SavingsPlanNegation line may repeat the public On-Demand cost of the usage it offsets
     (AWS's CID summary_view sums public_cost without these lines): its ListCost is 0, as its
@@ -165,16 +175,25 @@ def test_list_cost_counts_savings_plan_covered_usage_once(tmp_path):
             line(cost="3", kind="SavingsPlanCoveredUsage", savingsPlan__SavingsPlanEffectiveCost="2.5"),
             line(cost="-3", kind="SavingsPlanNegation", pricing__publicOnDemandCost="3.0000000000004"),
             line(cost="7", kind="SavingsPlanRecurringFee", pricing__publicOnDemandCost="")]
-    export = tmp_path / "export.csv"
-    export.write_bytes(legacy_csv(rows))
-    cfg = config(tmp_path, export)
-    assert run_cli(write_config(tmp_path, export), "ingest").exit_code == 0
-    check = run_cli(tmp_path / "spendlake.yaml", "attribute", "--check", "--format", "json")
-    assert {r["cost"]: Decimal(r["rounding"]) for r in json.loads(check.output)}["list"] == 0  # nothing rounded: zeroed
-    got = dict(Lake(cfg.lake).query().execute("SELECT x_line_item_type, ListCost FROM costs").fetchall())
+    lake, rounding = list_rounding_after_ingest(tmp_path, rows)
+    assert rounding == 0  # nothing rounded: zeroed
+    got = dict(lake.query().execute("SELECT x_line_item_type, ListCost FROM costs").fetchall())
     assert got == {"Usage": Decimal(10), "SavingsPlanCoveredUsage": Decimal(3), "SavingsPlanNegation": Decimal(0),
                    "SavingsPlanRecurringFee": None}
-    assert Lake(cfg.lake).query().execute("SELECT sum(ListCost) FROM costs").fetchone()[0] == Decimal(13)
+    assert lake.query().execute("SELECT sum(ListCost) FROM costs").fetchone()[0] == Decimal(13)
+
+
+def test_a_tax_lines_public_on_demand_cost_of_0_is_no_list_cost(tmp_path):
+    """AWS writes a public On-Demand cost of 0 on every Tax line (samples/aws: 12 of 12, 0.08 of
+    tax billed): a tax has no public price, and FOCUS derives its list cost from the charges it
+    taxes (the export does). The lake keeps none (NULL), and its rounding column none either."""
+    rows = [line(cost="10", pricing__publicOnDemandCost="12"),
+            line(cost="0.5", kind="Tax", pricing__publicOnDemandCost="0"),
+            line(cost="0.2", kind="Tax", pricing__publicOnDemandCost="0.0000000000004")]
+    lake, rounding = list_rounding_after_ingest(tmp_path, rows)
+    got = lake.query().execute("SELECT x_line_item_type, BilledCost, ListCost FROM costs ORDER BY 2").fetchall()
+    assert got == [("Tax", Decimal("0.2"), None), ("Tax", Decimal("0.5"), None), ("Usage", Decimal(10), Decimal(12))]
+    assert rounding == 0
 
 
 def test_a_reservations_upfront_fee_is_not_counted_again_in_effective_cost(tmp_path):

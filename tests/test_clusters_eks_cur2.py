@@ -222,6 +222,28 @@ def test_the_bills_totals_do_not_move_and_check_passes(exported, cost, total):
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv.gz"])
+def test_a_pod_rows_own_public_on_demand_cost_is_not_counted_beside_its_instances(tmp_path, fmt):
+    """A pod's split row restates part of its instance's usage, whose line holds the cost; AWS's
+    columns give the pod's share at public prices as split_line_item_public_on_demand_split_cost.
+    Should a pod row carry a pricing_public_on_demand_cost too (AWS documents none for these rows),
+    counting it would add the instance's list cost twice: the lake gives pod rows ListCost 0, and
+    the list total stays the bill's 288.234 (a Fargate row, on no instance, keeps its own)."""
+    lines = rows()
+    for line in lines:
+        if line.get("split_line_item_parent_resource_id"):
+            line["pricing_public_on_demand_cost"] = line["split_line_item_public_on_demand_split_cost"]
+    add_to(lines, hour(10), "Usage", "AmazonEKS", "USE1-Fargate-vCPU-Hours:perCPU",
+           f"arn:aws:eks:us-east-1:{ACCOUNT}:pod/llm-eks/web/web-0/web-0-uid", "0.04", "0.04",
+           operation="FargatePod", product_name="Amazon Elastic Kubernetes Service")
+    path = config_file(tmp_path, write_export(tmp_path, fmt, lines=lines))
+    ingest(parse_config(yaml.safe_load(path.read_text())))
+    assert sum(by(path, ("team",), "list").values()) == D("288.274")
+    lake = Lake(parse_config(yaml.safe_load(path.read_text())).lake)
+    assert lake.query().execute("SELECT DISTINCT ListCost FROM costs WHERE x_split_parent_resource_id IS NOT NULL"
+                                ).fetchall() == [(D(0),)]
+
+
 def test_the_parents_dollars_move_to_the_pods_by_their_split_cost_and_the_unused_to_idle(exported):
     """Effective cost: each pod's part is AWS's split cost (its amortized share), the cluster's
     idle the unused cost; list cost: the public on-demand split and unused costs; billed: the

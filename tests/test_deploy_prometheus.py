@@ -14,7 +14,7 @@ from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
 ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged",
-          "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
+          "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeConfigNotLoaded", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeBudgetUnmatched",
           "SpendlakeIdleGPUWaste", "SpendlakeFailedReruns", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
           "SpendlakeUnallocatedSpendHigh", "SpendlakeClusterIdleHigh")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from test_export import USAGE_LINE, exported_lines
 
 
@@ -84,3 +86,56 @@ def test_azure_and_google_account_ids_get_the_types_their_provider_gives_them(tm
         ("Microsoft", "8611537", "Billing Account", "ed570627", "Subscription"),
         ("Microsoft", "bp-1", "Billing Profile", "ed570627", "Subscription"),
     ]
+
+
+def test_a_tax_lines_list_cost_follows_the_list_cost_of_the_lines_it_taxes(tmp_path):
+    """FOCUS 1.2 ListCost: the list cost of a charge calculated from other charges (a Tax) MUST be
+    calculated from their list cost; one unrelated to other charges matches its BilledCost. A CUR
+    writes a public On-Demand cost of 0 on its tax lines (samples/aws: 12 of 12), per account and
+    service, which the lake keeps as no ListCost: the export scales the tax by its service's list
+    ÷ billed cost, exactly. A tax whose service billed nothing, or with no such lines, gets its
+    BilledCost; a tax with a list cost of its own (a FOCUS file) keeps it."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "provider", "ServiceName": "service", "ChargeCategory": "category", "SubAccountId": "account",
+        "BilledCost": "billed", "EffectiveCost": "billed", "ListCost": "list",
+    }, "('AWS', 'Amazon S3', 'Usage', '111', '1.3705653565', '1.3708601348'), "
+       "('AWS', 'Amazon S3', 'Usage', '111', '0', '0.0000001'), "
+       "('AWS', 'Amazon S3', 'Tax', '111', '0.07', NULL), "
+       "('AWS', 'Amazon S3', 'Tax', '222', '0.05', NULL), "
+       "('AWS', 'AmazonCloudWatch', 'Usage', '111', '0', '1.7343309718'), "
+       "('AWS', 'AmazonCloudWatch', 'Tax', '111', '0.01', NULL), "
+       "('Microsoft', 'Compute', 'Usage', 's', '100', '110'), "
+       "('Microsoft', 'Compute', 'Tax', 's', '-10', NULL), "
+       "('Microsoft', 'Storage', 'Tax', 's', '3', '4')",
+       "provider, service, category, account, billed, list",
+       "ProviderName, ServiceName, SubAccountId, ChargeCategory, BilledCost, ListCost")
+    cents = [(line[0], line[1], line[2], str(line[4]), str(line[5])) for line in lines if line[3] == "Tax"]
+    assert cents == [
+        # 0.07 × 1.3708602348 ÷ 1.3705653565, rounded half away from zero at 12 decimals
+        ("AWS", "Amazon S3", "111", "0.070000000000", "0.070015060559"),
+        ("AWS", "Amazon S3", "222", "0.050000000000", "0.050000000000"),  # account 222 bought nothing taxed
+        ("AWS", "AmazonCloudWatch", "111", "0.010000000000", "0.010000000000"),  # its service billed nothing
+        ("Microsoft", "Compute", "s", "-10.000000000000", "-11.000000000000"),
+        ("Microsoft", "Storage", "s", "3.000000000000", "4.000000000000"),
+    ]
+
+
+def test_a_commitment_fee_without_a_public_cost_lists_at_its_billed_cost(tmp_path):
+    """A CUR's SavingsPlanRecurringFee and RIFee lines carry no public On-Demand cost (the lake:
+    ListCost NULL). FOCUS: without a ListUnitPrice, a charge unrelated to other charges lists at
+    its BilledCost; a commitment's price is its list price (the FOCUS toolkit's AWS, Azure and
+    GCP files: every commitment Purchase has ListCost = BilledCost). Its unused part, split off
+    as a Usage line, lists at 0 (its list cost stays on the Purchase: no sum moves); the covered
+    usage keeps its on-demand cost."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category", "BilledCost": "billed",
+        "EffectiveCost": "effective", "ListCost": "list", "CommitmentDiscountId": "commitment",
+        "CommitmentDiscountStatus": "status",
+    }, "('Savings Plans for AWS Compute usage', 'Purchase', '10', '2.5', NULL, 'arn:sp/1', 'Unused'), "
+       "('Amazon Elastic Compute Cloud', 'Purchase', '3.5', '0', NULL, 'arn:ri/1', NULL), "
+       "('Amazon Elastic Compute Cloud', 'Usage', '12', '7.5', '12', 'arn:sp/1', 'Used')",
+       "service, category, billed, effective, list, commitment, status",
+       "CommitmentDiscountId, ChargeCategory, BilledCost, ListCost")
+    d = Decimal
+    assert lines == [("arn:ri/1", "Purchase", d("3.5"), d("3.5")), ("arn:sp/1", "Purchase", d(10), d(10)),
+                     ("arn:sp/1", "Usage", d(0), d(0)), ("arn:sp/1", "Usage", d(12), d(12))]

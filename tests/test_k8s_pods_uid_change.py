@@ -222,8 +222,9 @@ def test_a_days_snapshot_taken_again_after_a_rename_of_the_cluster_keeps_the_pod
     con = lake.connect()
     try:
         done = jobs_relation(con, pod_rows(uid_on_requests=True, minutes=40, done_at=30, cluster="eks-p5"))
-        relation, facts = kept_earlier(con, done, str(earlier), read_record(lake.root, earlier),
-                                       window_fields(seen + timedelta(minutes=20), 1))
+        kept = kept_earlier(con, done, str(earlier), read_record(lake.root, earlier),
+                            window_fields(seen + timedelta(minutes=20), 1), seen + timedelta(minutes=20))
+        relation, facts = kept.relation, kept.facts
         lake.commit_snapshot(con, relation, table="jobs", source="k8s", key="snapshot_date", value="2026-11-02",
                              facts=facts)
     finally:

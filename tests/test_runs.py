@@ -369,6 +369,7 @@ def test_on_a_terminal_without_format_runs_shows_its_table_with_totals_and_the_d
     assert shown.exit_code == 0 and shown.stdout == asked.stdout, shown.stdout
     assert "billed cost per run, 2026-11-02T00:00:00Z → 2026-11-03T00:00:00Z" in shown.stdout
     assert "$/GPU-h" in shown.stdout and "data through 2026-11-02 11:00 UTC" in shown.stdout
+    assert "idle is empty" not in shown.stderr  # every billed run has its idle share
 
 
 def test_34_a_job_state_from_a_jobs_file_is_shown_not_run_in_the_note_on_an_empty_answer(tmp_path):
@@ -442,6 +443,10 @@ def test_a_credit_on_an_instance_leaves_the_idle_share_out_rather_than_outside_0
     table = top_runs(cfg, lake, parse_window("2026-11-02", "2026-11-03"), 5)
     assert [r["idle_share_pct"] for r in table.rows] == [None] and table.notes == [NO_IDLE_SHARE]
     assert [i["share"] for i in story.to_json()["idle"]] == ["0.7500"]  # while it held them: the credit is after
+    shown = CliRunner().invoke(cli, ["--config", write_config(tmp_path, lake), "runs", "--since", "2026-11-02",
+                                     "--until", "2026-11-03", "--format", "table"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    assert "note: a run's idle is empty where credits make its instances' cost net" in shown.stderr
 
 
 def test_a_restart_redoes_the_failed_work_not_another_benchmark_or_sweep_task(tmp_path):

@@ -403,7 +403,7 @@ def test_a_days_snapshot_verify_found_altered_is_replaced_keeping_nothing_of_it(
     assert settled == []
 
 
-def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tmp_path, slurmrestd):
+def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tmp_path, slurmrestd, caplog):
     """Inventory run again the same day replaces the day's snapshot; with lookback_hours 6 the
     23:00 run reads from 17:00, so job 2, running at 06:00 and ended before 17:00, was in no
     snapshot any more: its GPU-hours idle, the run gone from `runs`. The earlier snapshot's jobs
@@ -411,6 +411,10 @@ def test_a_days_snapshot_taken_again_keeps_the_jobs_only_the_earlier_one_held(tm
     day's record reads from the earlier window's start."""
     settled = read_twice_the_same_day(tmp_path, slurmrestd, NOW, NOW + timedelta(hours=17))  # 06:00, 23:00
     assert settled == [("spendlake/2@1796174389", "RUNNING", datetime(2026, 12, 2, 6))]
+    [said] = [r.getMessage() for r in caplog.records if "taken to have ended" in r.getMessage()]  # said once
+    assert said.startswith("inventory source slurm: 1 job record(s) running when the day's earlier snapshot was taken "
+                           "are not in this one, which replaces it (first: spendlake/2@1796174389, last seen "
+                           "2026-12-02 06:00:00 UTC): kept, each taken to have ended when last seen")
     [record] = (tmp_path / "lake/_ledger/snapshots/jobs/source=slurm").glob("*.json")
     assert (json.loads(record.read_text())["taken_at"], json.loads(record.read_text())["window_start"]) == (
         "2026-12-02T23:00:00+00:00", "2026-12-02T00:00:00+00:00")

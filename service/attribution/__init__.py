@@ -52,7 +52,7 @@ _MODULES = {
     "per_line": ("attributed_lines",),
     "ranked": ("DefaultShare", "Ranked", "RankedGroup", "default_shares", "top_groups"),
     "rollup": ("RollupBuild",),
-    "run_rows": ("RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
+    "run_rows": ("OTHER", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
     "metric_top": ("Top", "metrics_anchor"),

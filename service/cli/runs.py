@@ -15,6 +15,9 @@ from service.core.output import one_line
 from service.core.units import currency_text, money_text
 
 COSTS = ("billed", "effective", "list")
+# a billed run without an idle share: its instances' idle lies outside 0-100% of their cost (core.units.share_of)
+NO_IDLE_SHARE = ("note: a run's idle is empty where credits make its instances' cost net, so their idle is no share "
+                 "of it (`spendlake runs --run R --format json` gives each instance's window_cost and window_idle)")
 COLUMNS = ("run", "team", "project", "experiment", "job_type", "cluster", "user", "jobs", "restarts", "gpus",
            "gpu_hours", "cost", "currency", "cost_per_gpu_hour", "idle_share", "state", "start", "end")
 TABLE = {"run": "run", "team": "team", "project": "project", "experiment": "experiment", "job_type": "job type",
@@ -28,6 +31,8 @@ def _trimmed(text: str | None, places: int) -> str:
 
 
 def render(result, fmt: str | None) -> None:
+    from service.attribution import OTHER  # as the command imports attribution: when run, not at startup
+
     data = result.to_json()
     fmt = fmt or default_format()  # a terminal gets this table, not the raw rows
     if fmt in ("json", "csv"):
@@ -53,6 +58,8 @@ def render(result, fmt: str | None) -> None:
          right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",),
          late=("state", "idle"))  # what failed, and what it left idle, outlast the other columns
     click.echo(coverage_line(result))
+    if any(row["currency"] and row["idle_share"] is None for row in data["rows"] if row["run"] != OTHER):
+        click.echo(NO_IDLE_SHARE, err=True)  # as the report's top runs say it: an empty cell reads as no idle
 
 
 def _why_no_run(result) -> str:

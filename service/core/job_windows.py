@@ -23,9 +23,10 @@ record without a fingerprint (written before 2026-12-04) is taken to have asked 
 any other.
 
 A source's snapshot of a day is replaced when inventory runs again that day; a window shorter
-than the time since the earlier run would lose the jobs only the earlier one held (their
-GPU-hours idle), so the later keeps them (`kept_earlier`): a running one ended when the
-earlier was taken, as a newer snapshot of another day would end it.
+than the time since the earlier run, or files holding only the last hour (an hourly `sacct -S
+now-1h`) or moved out once read, would lose the jobs only the earlier one held (their GPU-hours
+idle), so the later keeps them (`kept_earlier`) as a newer snapshot of another day would: a
+window's running one ended when the earlier was taken, one of files as it is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -113,27 +115,46 @@ def _naive(moment: datetime) -> datetime:
     return (moment.astimezone(timezone.utc) if moment.tzinfo else moment).replace(tzinfo=None)
 
 
+@dataclass(frozen=True)
+class Kept:
+    """A day's snapshot taken again: its records with the earlier one's it does not hold
+    (`kept_earlier`), its record's facts, how many of the earlier's records it keeps, and the
+    running ones among them it ended (how many, the first's id, when they were last seen)."""
+    relation: duckdb.DuckDBPyRelation
+    facts: dict[str, str] | None
+    held: int = 0  # the earlier's records kept
+    ended: int = 0
+    first: str | None = None
+    seen: datetime | None = None
+
+
 def kept_earlier(con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, earlier: str,
-                 record: dict | None, facts: dict[str, str]) -> tuple[duckdb.DuckDBPyRelation, dict[str, str]]:
-    """`relation` (a window snapshot's job records, `facts` its record's window_fields) with the
-    records of the same day's `earlier` snapshot file (whole; `record` its record) that it does
-    not hold (by record, or a pod by its uid: its source's `cluster` renamed in between), a
-    running one ended when the earlier was taken (by a clock set back since: now at the latest);
-    the facts reading from the earlier start. An earlier snapshot without times (files read, an
-    older record) is replaced as before."""
-    times, now = window_times(record), window_times(facts)
-    if times is None or now is None:
-        return relation, facts
-    (taken, start), (now_taken, now_start) = times, now
-    view = f"later_{hashlib.sha256(earlier.encode()).hexdigest()[:16]}"
-    relation.create_view(view)
-    kept = con.sql(f"SELECT * FROM {view} UNION ALL BY NAME SELECT e.* EXCLUDE (a_uid) REPLACE (CASE WHEN "
-                   "e.end_time IS NULL AND e.start_time IS NOT NULL THEN greatest(e.start_time, $taken) "
-                   f"ELSE e.end_time END AS end_time) FROM (SELECT *, {POD_UID} AS a_uid "
-                   "FROM read_parquet($earlier, hive_partitioning = false)) AS e "
-                   f"WHERE e.record_id NOT IN (SELECT record_id FROM {view}) AND (e.a_uid IS NULL OR "
-                   f"e.a_uid NOT IN (SELECT {POD_UID} FROM {view} WHERE {POD_UID} IS NOT NULL))",
-                   params={"taken": min(taken, now_taken), "earlier": earlier})  # min: a clock set back
-    if start < now_start:
-        facts = {**facts, "window_start": record["window_start"]}  # type: ignore[index]
-    return kept, facts
+                 record: dict | None, facts: dict[str, str] | None, now: datetime) -> Kept:
+    """`relation` (a job snapshot taken at `now`, `facts` its record's window_fields or None:
+    files read) with the records of the same day's `earlier` snapshot file (whole; `record` its
+    record) that it does not hold (by record, or a pod by its uid: its source's `cluster` renamed
+    in between), as a snapshot of another day would keep them: one of files read (no times) as it
+    is (it ends nothing of its own), a window's running one ended when that was taken (by a
+    clock set back since: now at the latest); the facts reading from the earlier start."""
+    times = window_times(record)
+    key = hashlib.sha256(earlier.encode()).hexdigest()[:16]
+    later, before = f"later_{key}", f"earlier_{key}"
+    relation.create_view(later)
+    con.read_parquet(earlier, hive_partitioning=False).create_view(before)
+    only = (f"SELECT * EXCLUDE (a_uid), times AND end_time IS NULL AND start_time IS NOT NULL AS ends FROM "
+            f"(SELECT *, {POD_UID} AS a_uid, $times AS times FROM {before}) AS e WHERE e.record_id NOT IN "
+            f"(SELECT record_id FROM {later}) AND (e.a_uid IS NULL OR e.a_uid NOT IN (SELECT {POD_UID} FROM {later} "
+            f"WHERE {POD_UID} IS NOT NULL))")
+    taken = min(times[0], _naive(now)) if times else None  # min: a clock set back
+    params = {"times": times is not None, "taken": taken}
+    [(held, ended, first)] = con.execute(f"SELECT count(*), count(*) FILTER (ends), min(record_id) FILTER (ends) "
+                                         f"FROM ({only})", {"times": params["times"]}).fetchall()
+    now_times = window_times(facts)
+    if times and now_times and times[1] < now_times[1]:
+        facts = {**facts, "window_start": record["window_start"]}  # type: ignore[dict-item, index]
+    if not held:  # the relation as it is: the same records give the same bytes (a union's columns are nullable)
+        return Kept(relation, facts)
+    kept = con.sql(f"SELECT * FROM {later} UNION ALL BY NAME SELECT * EXCLUDE (times, ends) REPLACE (CASE WHEN ends "
+                   f"THEN greatest(start_time, CAST($taken AS TIMESTAMP)) ELSE end_time END AS end_time) FROM ({only})",
+                   params=params)
+    return Kept(kept, facts, held, ended, first, taken)

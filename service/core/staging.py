@@ -38,7 +38,7 @@ from service.core.errors import DataError, naming
 from service.core.file_parts import FilesPart, note_periods, take_files
 from service.core.files import DATA_FILE
 from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS
-from service.core.per_value import Converter, PerValuePart
+from service.core.per_value import Converter, PerValuePart, streamed
 from service.core.schema import cost_select_list
 
 PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
@@ -118,8 +118,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
         for number, part in enumerate(parts, 1):
             files = part.files if isinstance(part, FilesPart) else 1
             part = part.rows if isinstance(part, FilesPart) else part
-            per_value = part.per_value if isinstance(part, PerValuePart) else {}
-            part = part.rows if isinstance(part, PerValuePart) else part
+            part, per_value = streamed(part)
             line_item, interval = LINE_ITEM_KEY
             key_hash = (f", CASE WHEN {line_item} IS NOT NULL THEN hash({line_item}, {interval}) END AS {LINE_ITEM_HASH}"
                         if line_item in part.columns else "")

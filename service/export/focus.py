@@ -28,7 +28,12 @@ is never changed):
   Microsoft's own FOCUS export of an EA account does the same on every line, also where it
   differs from the cost paid: 483 of 995 lines in samples/focus), else the BilledCost;
   ListCost is ListUnitPrice × PricingQuantity, else the ContractedCost (no list price known:
-  nothing below the price paid can be claimed). Products are rounded to 12 decimals.
+  nothing below the price paid can be claimed). Products are rounded to 12 decimals. A Tax
+  line without a ListCost (aws-cur: AWS writes a public On-Demand cost of 0 on tax) takes
+  FOCUS's rule for a charge calculated from other charges: its BilledCost × the ListCost ÷ the
+  BilledCost of the lines it taxes (the same provider, billing and sub account, service and
+  currency: AWS bills tax per account and service), else (none, or they billed nothing) its
+  BilledCost.
 - InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
   own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
   than the provider as a third party collecting the payment (BilledCost then 0). The legal
@@ -85,7 +90,8 @@ PROVIDER_ENTITIES = {
 
 # BillingAccountType and SubAccountType a provider's cost data gives its billing and sub
 # account ids (FOCUS: not null beside the id): Microsoft's own FOCUS export of an EA billing
-# account; Google's billing export names billing_account_id and project.id so.
+# account; Google's billing export names billing_account_id and project.id so. AWS documents its FOCUS
+# export's columns but not these values: AWS lines keep none.
 ACCOUNT_TYPES = {"microsoft": ("Billing Account", "Subscription"), "google cloud": ("Billing Account", "Project")}
 
 # A quantity without a unit on a line FOCUS does not price (credits, adjustments): dropped.
@@ -94,6 +100,10 @@ NO_UNIT_NEEDED = "(PricingUnit IS NULL AND ChargeCategory NOT IN ('Usage', 'Purc
 UNPRICED = "(ChargeCategory NOT IN ('Usage', 'Purchase') OR ChargeClass = 'Correction')"
 UNIT_PRICES = ("ListUnitPrice", "ContractedUnitPrice", "PricingCurrencyListUnitPrice",
                "PricingCurrencyContractedUnitPrice")
+# A Tax line without a list cost: it is derived from the lines it taxes (TAXED).
+TAX_WITHOUT_LIST = "(ChargeCategory = 'Tax' AND ListCost IS NULL)"
+# The lines a Tax line taxes: its provider, accounts, service and currency.
+TAXED = ("ProviderName", "BillingAccountId", "SubAccountId", "ServiceName", "BillingCurrency")
 FEE_WITH_UNUSED = ("(ChargeCategory = 'Purchase' AND CommitmentDiscountId IS NOT NULL "
                    "AND coalesce(EffectiveCost, 0) <> 0)")
 
@@ -105,6 +115,17 @@ def _text(name: str) -> str:
 def _product(price: str, quantity: str) -> str:
     """price × quantity rounded to the money scale; NULL when it would not fit."""
     return f"try(CAST({price} * {quantity} AS {MONEY}))"
+
+
+def _scaled(value: str, numerator: str, denominator: str) -> str:
+    """SQL: value × numerator ÷ denominator in exact money, rounded half away from zero (DuckDB
+    divides decimals as doubles: this divides their 10^-12 units as HUGEINTs); NULL when the
+    denominator is 0 or a product would overflow."""
+    units = [f"CAST(CAST({term} AS {MONEY}) * 1000000000000 AS HUGEINT)" for term in (value, numerator, denominator)]
+    product, divisor = f"({units[0]} * {units[1]})", units[2]
+    rounded = (f"sign({product}) * sign({divisor}) * ((2 * abs({product}) + abs({divisor})) // (2 * abs({divisor})))")
+    return (f"try(CASE WHEN {divisor} <> 0 THEN CAST(CAST({rounded} AS DECIMAL(38,0)) * "
+            f"CAST(0.000000000001 AS DECIMAL(13,12)) AS {MONEY}) END)")
 
 
 def _arm_type(resource_id: str) -> str:
@@ -136,10 +157,9 @@ def conform_sql(source: str, version: str, extra: tuple[str, ...] = ()) -> str:
     columns plus `service_category`/`service_subcategory`, the pair categories.py chose)."""
     step1 = _step1(source)
     step2 = _step2()
-    step3 = _step3()
     columns = [*FOCUS_COLUMNS[version], *EXTENSIONS, INVOICING_ENTITY, *extra]
-    return (f"WITH conform1 AS ({step1}), conform2 AS ({step2}), conform3 AS ({step3}) "
-            f"SELECT {', '.join(_output(name) for name in columns)} FROM conform3")
+    return (f"WITH conform1 AS ({step1}), conform2 AS ({step2}), conform3 AS ({_taxes()}), "
+            f"conform4 AS ({_step4()}) SELECT {', '.join(_output(name) for name in columns)} FROM conform4")
 
 
 def _step1(source: str) -> str:
@@ -190,7 +210,8 @@ def _step2() -> str:
         "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
         "EffectiveCost": "coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END)",
         "ContractedCost": contracted,
-        "ListCost": f"coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted})",
+        "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL "
+                    f"ELSE coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
                                         "BillingCurrency THEN coalesce(EffectiveCost, CASE WHEN ChargeCategory = "
                                         "'Purchase' THEN 0 ELSE BilledCost END) END)",
@@ -218,7 +239,16 @@ def _step2() -> str:
     return f"SELECT * REPLACE ({select}) FROM conform1"
 
 
-def _step3() -> str:
+def _taxes() -> str:
+    """The ListCost of a Tax line step 2 left without one: from the lines it taxes (TAXED)."""
+    same = " AND ".join(f"t.{name} IS NOT DISTINCT FROM l.{name}" for name in TAXED)
+    taxed = (f"SELECT {', '.join(TAXED)}, sum(ListCost) AS taxed_list, sum(BilledCost) AS taxed_billed "
+             "FROM conform2 WHERE ChargeCategory IS DISTINCT FROM 'Tax' GROUP BY ALL")
+    listed = f"coalesce(l.ListCost, {_scaled('l.BilledCost', 't.taxed_list', 't.taxed_billed')}, l.BilledCost)"
+    return f"SELECT l.* REPLACE ({listed} AS ListCost) FROM conform2 AS l LEFT JOIN ({taxed}) AS t ON {same}"
+
+
+def _step4() -> str:
     """A commitment's recurring fee as FOCUS splits it: the Purchase line (EffectiveCost 0: it
     is amortized into the usage it covers) and, where the bill amortizes part of it onto the
     fee line itself (AWS: the commitment left unused), a Usage line of that EffectiveCost with
@@ -230,8 +260,8 @@ def _step3() -> str:
               "BilledCost": zero, "ListCost": zero, "ContractedCost": zero, "x_credits": zero,
               "ConsumedQuantity": "CAST(NULL AS DECIMAL(38,16))", "ConsumedUnit": "CAST(NULL AS VARCHAR)"}
     replaced = ", ".join(f"{expr} AS {name}" for name, expr in unused.items())
-    return (f"SELECT * REPLACE ({purchase}) FROM conform2 UNION ALL BY NAME "
-            f"SELECT * REPLACE ({replaced}) FROM conform2 WHERE {FEE_WITH_UNUSED}")
+    return (f"SELECT * REPLACE ({purchase}) FROM conform3 UNION ALL BY NAME "
+            f"SELECT * REPLACE ({replaced}) FROM conform3 WHERE {FEE_WITH_UNUSED}")
 
 
 def _output(name: str) -> str:

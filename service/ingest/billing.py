@@ -106,9 +106,12 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
             raise_if_stopped()
             if published:
                 published(result)
-            unrecorded = [error for source in sources
-                          if (error := _record(lake, source.name, [o for o in result.outcomes if o.source == source.name]))]
-            if unrecorded:  # each source's record tried (a full disk: each failure counted), the first said
+            unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said
+            for source in sources:
+                error = _record(lake, source.name, [o for o in result.outcomes if o.source == source.name])
+                if error:
+                    unrecorded.append(error)
+            if unrecorded:
                 raise unrecorded[0]
             refresh_rollups(lake, config)  # also after a config change, when nothing was new
         except BaseException:  # stopped (SIGTERM) or failed: the deliveries staged and not published go now

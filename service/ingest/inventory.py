@@ -2,8 +2,9 @@
 
 Each source's tables are committed with `Lake.commit_snapshot` into the partition
 `source=<name>/snapshot_date=<UTC date of the run>` (re-running the same day replaces that
-day's snapshot; a later-dated snapshot of the source, taken by a clock that ran ahead, is
-replaced instead, job history aside: `_snapshot_day`), or for gpu_utilization
+day's snapshot, a jobs one keeping the jobs only the earlier held; a later-dated snapshot of
+the source, taken by a clock that ran ahead, is replaced instead, job history aside:
+`_snapshot_day`), or for gpu_utilization
 `source=<name>/day=<UTC day>` per day of data.
 A failing source fails alone; its previous snapshots stay. Runs under the same lake lock
 as billing ingest, and records success and failure in the same per-source state.
@@ -106,7 +107,8 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                 for (table, value), relation in _combined(connector.snapshot(con, scratch, now), day).items():
                     key = INVENTORY_PARTITION[table]
                     facts = _window(source, table, now)
-                    relation, facts = _with_earlier(lake, con, relation, source.name, value, facts)
+                    if table == "jobs":
+                        relation, facts = _with_earlier(lake, con, relation, source.name, value, facts, now)
                     relation = relation.order(", ".join(_sort_key(table)))
                     try:
                         path = lake.commit_snapshot(con, relation, table=table, source=source.name,
@@ -252,17 +254,28 @@ def _window(source: InventorySource, table: str, now: datetime) -> dict[str, str
 
 
 def _with_earlier(lake: Lake, con: duckdb.DuckDBPyConnection, relation: duckdb.DuckDBPyRelation, source: str,
-                  day: str, facts: dict[str, str] | None) -> tuple[duckdb.DuckDBPyRelation, dict[str, str] | None]:
-    """A window job snapshot (`facts`) and the jobs only the day's earlier one held (job_windows.
-    kept_earlier); that one whole by its record and the last verify, else replaced as before (a
-    damaged one repaired)."""
+                  day: str, facts: dict[str, str] | None,
+                  now: datetime) -> tuple[duckdb.DuckDBPyRelation, dict[str, str] | None]:
+    """A job snapshot (`facts`: its window, None for files read) and the jobs only the day's
+    earlier one held (job_windows.kept_earlier): a rolling `sacct -S now-1h` read hourly, a window
+    shorter than the time since, or an export moved out once read lose none; that one whole by its
+    record and the last verify, else replaced as before (a damaged one repaired). The running ones
+    it ends are said here: the ended-jobs warning looks at earlier days' snapshots."""
     earlier = lake.partition_file("jobs", [("source", source), ("snapshot_date", day)])
-    if facts is None or not earlier.is_file():
+    if not earlier.is_file():
         return relation, facts
     [check] = sound(lake, [check_snapshot(lake, earlier)])
     if not check.ok:
         return relation, facts
-    return kept_earlier(con, relation, str(earlier), check.record, facts)  # the record it was judged by
+    kept = kept_earlier(con, relation, str(earlier), check.record, facts, now)  # the record it was judged by
+    if kept.held:  # the outcome's rows count them: say where those beyond the read came from
+        log.info("inventory source %s: kept %d job record(s) only the day's earlier snapshot held", source, kept.held)
+    if kept.ended:
+        log.warning("inventory source %s: %d job record(s) running when the day's earlier snapshot was taken are not in "
+                    "this one, which replaces it (first: %s, last seen %s UTC): kept, each taken to have ended when "
+                    "last seen, its GPUs idle since (the job ended in between, or the source no longer lists it; a "
+                    "newer snapshot holding it again runs it on)", source, kept.ended, kept.first, kept.seen)
+    return kept.relation, kept.facts
 
 
 def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: str, *, windowed: bool) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 from service.core.config import Config
-from service.core.coverage import data_end, stamped_ahead
+from service.core.coverage import billing_data_through, data_end, stamped_ahead
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc, utc_now
 from service.core.units import titled
@@ -48,7 +48,8 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         freshness_section(config, lake, until),
     ]
     return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections,
-                  notes=coverage_notes(lake, day) + estimated_notes(lake, day) + unbilled_notes(lake, day))
+                  notes=coverage_notes(lake, day) + behind_notes(lake, day) + estimated_notes(lake, day)
+                  + unbilled_notes(lake, day))
 
 
 def unallocated_headline(row: dict) -> Headline:
@@ -78,6 +79,23 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
                 "day's and this month's figures are incomplete, and no change against earlier days is shown (it "
                 "would be no change in spend)."]
     return []
+
+
+def behind_notes(lake: Lake, day: date) -> list[str]:
+    """A sentence per billing source whose data ends before the report day does while the
+    lake's goes on (an export that stopped, or lags a day): its spend is in the days compared
+    with (the day before, last month) but not all in this day's and month's figures, so their
+    changes are partly missing data, not spend."""
+    until = day_start(day) + timedelta(days=1)
+    end = data_end(lake)
+    if end is None or end < until:
+        return []  # coverage_notes says it of the whole lake
+    compared_from = (day_start(day).replace(day=1) - timedelta(days=1)).replace(day=1)
+    return [f"{source}'s billing data ends at {through:%Y-%m-%d %H:%M} UTC: its spend after it is not in yet, so "
+            "this day's and this month's changes against earlier days count it only in those days (part of a drop "
+            "is that source's missing data, not less spend)."
+            for source, through in sorted(billing_data_through(lake).items())
+            if through is not None and compared_from < through < until]
 
 
 def estimated_notes(lake: Lake, day: date) -> list[str]:

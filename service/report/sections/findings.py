@@ -99,7 +99,7 @@ def waste_section(lake: Lake, top: int) -> Section:
     top_findings = Table(
         "open_findings", f"Top {top} open findings by {what}",
         page_columns(finding_columns("monthly_waste_usd", "waste $" if once else "monthly $"))
-        + [Column("per", "per")] * bool(once) + [Column("id", "id")],
+        + [Column("per", "per")] * bool(once) + [Column("id", "id", css="long")],
         rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"))
     top_findings.total, top_findings.notes = _month_and_once_total(shown)
     if not findings:

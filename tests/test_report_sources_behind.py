@@ -1,0 +1,60 @@
+"""A source whose bill stops before the report's day while another's goes on: the report says
+so under its title, since its spend is in the days compared with but not in the day's."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import date, timedelta
+
+from click.testing import CliRunner
+
+from service.cli.main import cli
+
+HEADER = ["BilledCost", "EffectiveCost", "BillingCurrency", "BillingPeriodStart", "BillingPeriodEnd",
+          "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory", "ServiceName", "Tags"]
+
+
+def write_daily(path, first: date, last: date):
+    """One 100 USD usage line a day from `first` to `last`, each in its month's billing period."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(HEADER)
+        day = first
+        while day <= last:
+            period = day.replace(day=1)
+            following = (period + timedelta(days=32)).replace(day=1)
+            writer.writerow(["100", "100", "USD", f"{period}T00:00:00Z", f"{following}T00:00:00Z",
+                             f"{day}T00:00:00Z", f"{day + timedelta(days=1)}T00:00:00Z", "Usage", "Compute",
+                             '{"team": "pretrain"}'])
+            day += timedelta(days=1)
+
+
+def report_notes(config, day: str, out) -> list[str]:
+    result = CliRunner().invoke(cli, ["--config", str(config), "report", "--date", day, "--out", str(out)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads((out / day / "report.json").read_text())["notes"]
+
+
+def test_a_source_whose_data_ends_before_the_day_is_named_under_the_title(tmp_path):
+    for name, first, last in (("going", date(2026, 10, 1), date(2026, 11, 5)),
+                              ("stopped", date(2026, 10, 1), date(2026, 10, 31)),
+                              ("retired", date(2026, 7, 1), date(2026, 8, 31))):
+        (tmp_path / name).mkdir()
+        write_daily(tmp_path / name / "bill.csv", first, last)
+    config = tmp_path / "spendlake.yaml"
+    config.write_text("lake: ./lake\nsources:\n" + "".join(
+        f"  - {{name: {name}, kind: focus, location: ./{name}}}\n" for name in ("going", "stopped", "retired")))
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+    notes = report_notes(config, "2026-11-03", tmp_path / "out")
+    behind = [note for note in notes if "'s billing data ends at" in note and not note.startswith("The lake's")]
+    # retired's data ended before the days compared with (October and November): nothing to say
+    assert behind == ["stopped's billing data ends at 2026-11-01 00:00 UTC: its spend after it is not in yet, so "
+                      "this day's and this month's changes against earlier days count it only in those days (part "
+                      "of a drop is that source's missing data, not less spend)."]
+    assert not [note for note in report_notes(config, "2026-10-20", tmp_path / "out") if "billing data ends" in note]
+    past = report_notes(config, "2026-11-10", tmp_path / "out")  # past every source's data: the lake's note only
+    assert past[0].startswith("The lake's billing data ends at 2026-11-06 00:00 UTC")
+    assert not [note for note in past[1:] if "billing data ends" in note]
+    assert "stopped&#39;s billing data ends at 2026-11-01" in (tmp_path / "out" / "2026-11-03" / "report.html").read_text()
