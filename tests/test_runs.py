@@ -480,3 +480,13 @@ def test_a_run_id_reused_in_a_cluster_that_bills_nothing_names_both_clusters_and
     [row] = runs(lake, cfg, query()).rows
     assert (row.values["cluster"], row.cost, row.jobs, row.gpu_hours) == ("k8s-east,p5", D(40), 2, D(8))
     assert row.cost_per_gpu_hour == D(10)  # $40 for p5's 4 GPU-hours: k8s-east's 4 have no price
+
+
+def test_hours_past_the_bills_end_add_gpu_hours_but_no_price(tmp_path):
+    # r3's job holds 8 GPUs of i-a from 10:00 and runs on; the bill holds i-a's 10:00 hour ($80)
+    # and ends at 11:00: a window to 14:00 counts 32 GPU-hours, $80, at $10 a GPU-hour (the bill's
+    # hour), not $2.50 over hours the bill does not reach yet
+    jobs = [job("1", 8, "2026-11-02T10:00:00", None, instance_ids=["i-a"], run_id="r3", state="RUNNING")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
+    [row] = runs(lake, cfg, query(since="2026-11-02T10:00:00Z", until="2026-11-02T14:00:00Z")).rows
+    assert (row.gpu_hours, row.cost, row.cost_per_gpu_hour) == (D(32), D(80), D(10))

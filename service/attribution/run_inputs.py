@@ -1,7 +1,7 @@
 """What a run's row is built from (service/attribution/run_rows.py says how): its job records
 in a window, and the idle share of the instances its jobs ran on.
 
-    job_records(lake, con, config, window) -> {run (lower case): JobSide}
+    job_records(lake, con, config, window, billed_until) -> {run (lower case): JobSide}
     run_span(lake, con, run) -> (first start, last end, running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
@@ -46,7 +46,7 @@ class JobSide:
     jobs: int = 0
     gpus: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
-    held: dict[str, Decimal] = field(default_factory=dict)  # job id → its GPU-hours (of `gpu_hours`)
+    held: dict[str, Decimal] = field(default_factory=dict)  # job id → its GPU-hours up to the bill's end
     restarts: int = 0
     failed_by: dict = field(default_factory=dict)  # work (core.job_states.work_of) → earliest end not completed
     state: str | None = None  # its last job's: the one that ended last, a running one before any
@@ -72,13 +72,15 @@ def _naive(moment: datetime) -> datetime:
 
 
 def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
-                 window: Window) -> dict[str, JobSide]:
+                 window: Window, billed_until: datetime | None = None) -> dict[str, JobSide]:
     """run (lower case) → its job records' figures in `window`: the newest snapshot of each
     record that held GPUs and overlaps the window, as allocation reads them, with the values
-    its jobs state (service/attribution/job_values.py)."""
+    its jobs state (service/attribution/job_values.py). `billed_until`: the bill's end, where
+    `held` stops (hours after it have no cost yet, so no price)."""
     if not lake.has_table(JOBS_TABLE):
         return {}
     since, until = _naive(window.since), _naive(window.until)
+    priced_until = min(until, _naive(billed_until)) if billed_until else until
     params = Params()
     records = held_records_cte(params, since, until)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
@@ -96,13 +98,11 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
             side.restarts += 1
         if end is not None and state not in NOT_FAILED:
             side.failed_by[work] = min(side.failed_by.get(work, end), end)
-        held_until = min(end or until, until)
-        seconds = Decimal(int((held_until - max(start, since)).total_seconds() * 1_000_000)) / 1_000_000
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
-        hours = gpus * max(seconds, Decimal(0)) / HOURS
-        side.gpu_hours += hours
-        side.held[job_id] = side.held.get(job_id, Decimal(0)) + hours
+        side.gpu_hours += _gpu_hours(gpus, max(start, since), min(end or until, until))
+        side.held[job_id] = side.held.get(job_id, Decimal(0)) + _gpu_hours(gpus, max(start, since),
+                                                                           min(end or until, priced_until))
         # the run's last job is the one that ended last (a running one has not ended: it is last);
         # rows come by start time, so of jobs that ended together the later start wins
         last = (end is None, end or start, start)
@@ -117,6 +117,12 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     return runs
+
+
+def _gpu_hours(gpus: Decimal, start: datetime, end: datetime) -> Decimal:
+    """GPUs × the hours from `start` to `end` (none when it ends first), to the microsecond."""
+    seconds = Decimal(int((end - start).total_seconds() * 1_000_000)) / 1_000_000
+    return gpus * max(seconds, Decimal(0)) / HOURS
 
 
 def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[datetime | None, datetime | None, bool]:

@@ -25,8 +25,9 @@ and currency:
 - idle_share: of the instances its jobs ran on, the share of their cost in the window that was
   idle (hours starting in the window; pool jobs ran on their cluster's instances), None when
   credits make it no share (outside 0-100%: core.units.share_of);
-- cost_per_gpu_hour = cost / the GPU-hours of its jobs that have a part in that currency (a job
-  in a cluster the bill does not hold has no price; None without a currency: nothing was billed).
+- cost_per_gpu_hour = cost / the GPU-hours, up to the bill's end, of its jobs that have a part in
+  that currency (a job in a cluster the bill does not hold, or an hour past the bill's end, has no
+  price; None without a currency: nothing was billed).
 `data_through` (and each billing source's): the bill's end, after which a run has no cost yet; a
 lake without a bill gives the runs of its job records, without cost (`lake_empty`).
 A run with job records in the window but no billed instance (its instances or nodes are not in the
@@ -258,9 +259,11 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         kept, left_out = _kept(query, rows)
         return replace(_arrange(query, kept, 0), lake_empty=True, states_left_out=left_out,
                        story=_state_noted(story, query, rows, kept))
-    query = window_at(query, session.data_through())
+    through = session.data_through()
+    query = window_at(query, through)
     usage = usage_in(session, config, query.window, query.cost)
-    records = job_records(lake, session.con, config, query.window)
+    records = job_records(lake, session.con, config, query.window,
+                          max((end for end in through.values() if end), default=None))
     story = run_story(lake, session, session.con, config, query.window, query.cost, query.run,
                       usage) if query.run else None
     # one run: its idle share from the parts its story read (one pass over the window's parts, not two)
@@ -286,7 +289,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         if run not in costed and _wanted(query, run):
             rows.append(_row(side.name, side.stated, Decimal(0), None, side, set(), None))
     kept, left_out = _kept(query, rows)
-    return replace(_arrange(query, kept, usage.overbooked), sources=tuple(session.data_through().items()),
+    return replace(_arrange(query, kept, usage.overbooked), sources=tuple(through.items()),
                    clusters=usage.clusters, states_left_out=left_out, story=_state_noted(story, query, rows, kept))
 
 
