@@ -24,7 +24,7 @@ from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attribu
                                     how_col, run_setup)
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
-from service.core.job_states import same_work, work_of
+from service.core.job_states import work_of
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.core.units import share_of
@@ -94,7 +94,10 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         gpus = Decimal(repr(gpus))
         gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
         work = work_of(job_id, name, scheduler)
-        if any(start >= ended for failed, ended in side.failed_by.items() if same_work(failed, work)):
+        # failures of the same work: its own and those of jobs that tell none (a lookup, not a scan
+        # of a sweep's every failed task)
+        failed = side.failed_by.values() if work is None else (side.failed_by.get(work), side.failed_by.get(None))
+        if any(ended is not None and start >= ended for ended in failed):
             side.restarts += 1
         if end is not None and state not in NOT_FAILED:
             side.failed_by[work] = min(side.failed_by.get(work, end), end)
