@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -204,6 +204,13 @@ class RunCosts(Protocol):
     def __call__(self, window: Window, cost_column: str, /) -> Sequence[RunCost]: ...
 
 
+class HeldHours(Protocol):
+    """held_hours(window) → (ResourceId, hour start, naive UTC) of each clock hour of a shared
+    cluster's instance in which a job held some of its GPUs, as allocation placed the parts."""
+
+    def __call__(self, window: Window, /) -> Collection[tuple[str, datetime]]: ...
+
+
 class Outlook(Protocol):
     """A budget's month: spend so far and the month-end forecast with its band."""
 
@@ -253,6 +260,7 @@ class RuleContext:
     direct_daily: DirectDaily | None = None
     plans: Sequence[PlannedWindow] = ()
     run_costs: RunCosts | None = None  # None: no shared GPU clusters are configured
+    held_hours: HeldHours | None = None  # likewise
 
     @property
     def now(self) -> datetime:

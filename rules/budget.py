@@ -13,7 +13,9 @@ rules:
 Flags: per budget, the highest line crossed by month-to-date actual spend, and the
 highest line crossed by the month-end forecast (if the budget watches `forecast`).
 Severity: actual ≥ 100% critical, actual below 100% warning; forecast ≥ 100% warning,
-forecast below 100% info. Ignores: other currencies than the budget's (never converted; the
+forecast below 100% info. A budget whose scope spent nothing this month in its currency but
+something in others (an EUR budget on a USD bill) can never cross a line: a `warning` finding
+(key `other-currency`, `impact_usd` 0) names what was spent and says to set its `currency`. Ignores: other currencies than the budget's (never converted; the
 scope's month-to-date spend in them is named in `evidence.left_out`), and budgets with no
 attributed spend in the trailing weeks.
 
@@ -56,7 +58,23 @@ class BudgetRule(Rule):
             line = budget.highest_line(spend)
             if line is not None:
                 findings.append(self._finding(budget, kind, line, spend, outlook, status.left_out))
+        if outlook.actual == 0 and any(cost for _, cost in status.left_out):
+            findings.append(self._other_currency(budget, status.left_out))
         return findings
+
+    def _other_currency(self, budget: BudgetConfig, left_out: Sequence[tuple[str | None, Decimal]]) -> Finding:
+        """Nothing spent in the budget's currency, all in others (an EUR budget on a USD bill): it can never
+        cross a line, so say so to its owner rather than stay silent all month."""
+        spent = ", ".join(f"{currency or 'no currency'} {cost:,.2f}" for currency, cost in left_out if cost)
+        summary = (f"budget {budget.name} ({budget.dimension} {budget.value}) counts {budget.currency} spend only and "
+                   f"none was spent this month, while {spent} was (currencies are never converted): it cannot warn; "
+                   "set its `currency` to the bill's")
+        finding = self.finding(
+            resource_id=f"budget:{budget.name}", key="other-currency", severity="warning", impact_usd=0,
+            summary=summary, evidence={"budget": budget.name, "dimension": budget.dimension, "value": budget.value,
+                                       "amount": budget.amount, "currency": budget.currency, "left_out": [
+                                           {"currency": currency, "actual": money(cost)} for currency, cost in left_out]})
+        return _owned(finding, budget)
 
     def _finding(self, budget: BudgetConfig, kind: str, line: Decimal, spend: Decimal, outlook: Outlook,
                  left_out: Sequence[tuple[str | None, Decimal]]) -> Finding:

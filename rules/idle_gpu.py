@@ -11,7 +11,10 @@ separate `unmonitored` finding (info, no waste claimed: we cannot know).
 Category `waste`: `impact_usd` and `monthly_waste_usd` are that monthly projection (0 for
 `unmonitored`); the idle hours' own cost in the window is `evidence.idle_cost_usd`.
 
-Ignores: hours with no utilisation data (they break a run rather than extend it), idle
+Ignores: hours with no utilisation data, and on a shared GPU cluster (`attribution.clusters`) hours
+in which a job held some of the instance's GPUs (the job's cost, not the instance's idle: `spendlake
+runs` shows it); both break a run rather than extend it. So on a cluster the idle hours' cost is
+part of the cluster's `idle` (GPUs no job held), the same dollars seen per instance. Also idle
 stretches shorter than `min_idle_hours`, non-usage charges (tax, credits, purchases) and
 costs in currencies other than USD. Daily cost rows are spread evenly over their hours.
 
@@ -53,7 +56,10 @@ class IdleGpuConfig(RuleConfig):
 
 
 SQL = """
-WITH charges AS (
+WITH held AS (  -- the instance-hours a cluster's jobs held: not idle, whatever the GPUs did
+  SELECT unnest(?::VARCHAR[]) AS resource_id, unnest(?::TIMESTAMP[]) AS hour
+),
+charges AS (
   SELECT ResourceId AS resource_id, x_instance_type AS instance_type, CAST({cost} AS {money}) AS cost,
          generate_series(date_trunc('hour', ChargePeriodStart), ChargePeriodEnd - INTERVAL 1 MICROSECOND,
                          INTERVAL 1 HOUR) AS hours
@@ -83,7 +89,8 @@ chosen AS (  -- the best metric each instance reports: SM active, engine active,
 ),
 hours AS (
   SELECT b.resource_id, b.hour, b.cost, c.util, c.metric,
-         c.util < CASE WHEN c.preference <= 2 THEN ? ELSE ? END AS idle,
+         c.util < CASE WHEN c.preference <= 2 THEN ? ELSE ? END
+           AND NOT EXISTS (SELECT 1 FROM held h WHERE h.resource_id = b.resource_id AND h.hour = b.hour) AS idle,
          CASE WHEN c.preference <= 2 THEN ? ELSE ? END AS threshold
   FROM billed b JOIN chosen c ON c.instance_id = {billed_instance_id} AND c.hour = b.hour
 ),
@@ -119,8 +126,9 @@ class IdleGpu(Rule[IdleGpuConfig]):
         c = self.config
         sql = SQL.format(cost=c.cost_column, money=MONEY, instance_id=INSTANCE_ID.format("resource_id"),
                          billed_instance_id=INSTANCE_ID.format("b.resource_id"))
+        held = sorted(ctx.held_hours(ctx.window)) if ctx.held_hours else []
         rows = ctx.con.execute(sql, [
-            glob_regex(c.instance_types), ctx.until, ctx.since, ctx.since, ctx.until, ctx.since, ctx.until,
+            [resource for resource, _ in held], [hour for _, hour in held], glob_regex(c.instance_types), ctx.until, ctx.since, ctx.since, ctx.until, ctx.since, ctx.until,
             c.sm_active_max_pct, c.gpu_util_max_pct, c.sm_active_max_pct, c.gpu_util_max_pct, c.min_idle_hours,
         ]).fetchall()
         findings = []

@@ -65,7 +65,7 @@ class StatedOutlook:
 class StatedBudget:
     budget: BudgetConfig
     outlook: StatedOutlook
-    left_out: tuple = ()  # the cases state spend in the budget's currency only
+    left_out: tuple = ()  # the scope's spend in other currencies, as a case states it
 
 
 def stated_budgets(case: dict) -> list[StatedBudget]:
@@ -74,7 +74,8 @@ def stated_budgets(case: dict) -> list[StatedBudget]:
         forecast = entry["forecast"]  # the band defaults to the forecast itself
         outlook = {k: Decimal(str(entry.pop(k, forecast))) for k in ("actual", "forecast", "low", "high")}
         outlook["days_left"] = Decimal(str(entry.pop("days_left", 10)))
-        budgets.append(StatedBudget(BudgetConfig.model_validate(entry), StatedOutlook(**outlook)))
+        left_out = tuple((currency, Decimal(str(cost))) for currency, cost in entry.pop("left_out", {}).items())
+        budgets.append(StatedBudget(BudgetConfig.model_validate(entry), StatedOutlook(**outlook), left_out))
     return budgets
 
 

@@ -132,6 +132,25 @@ def test_log_groups_and_buckets_get_owners_from_their_cost_lines(tmp_path):
     assert "s3://elsewhere/x/" not in owners
 
 
+def test_a_shared_cluster_node_without_a_team_belongs_to_the_clusters_owner(tmp_path):
+    """An idle-gpu finding on a Slurm node (tagged with its cluster, no team: jobs of many teams run
+    there) went to `unallocated` while the cluster's idle alert went to `clusters.owners`' team;
+    a node with its own team tag keeps it, and a cluster without an owner stays unallocated."""
+    lake = Lake(tmp_path / "lake")
+    line = {"ChargePeriodStart": "2026-11-07 00:00:00", "ChargePeriodEnd": "2026-11-07 01:00:00", "BilledCost": "1"}
+    build_lake(lake, {"costs": [
+        {**line, "ResourceId": "i-node1", "Tags": {"cluster": "GPU-West"}},
+        {**line, "ResourceId": "i-node2", "Tags": {"cluster": "gpu-west", "team": "vision"}},
+        {**line, "ResourceId": "i-node3", "Tags": {"cluster": "gpu-east"}},
+    ]}, NOW.date())
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": {
+        "clusters": {"cluster_tag": "cluster", "owners": {"gpu-west": "nlp"}}}})
+    owners = owner_lookup(lake, config)(["i-node1", "i-node2", "i-node3"])
+    assert {rid: owner.team for rid, owner in owners.items()} == {
+        "i-node1": "nlp", "i-node2": "vision", "i-node3": "unallocated"}
+    assert owners["i-node1"].project == "unallocated"
+
+
 @pytest.mark.slow
 def test_the_service_runs_rules_as_a_job_and_refuses_a_bad_rules_section(setup, monkeypatch, tmp_path):
     from service.core.errors import ConfigError, SpendlakeError

@@ -34,8 +34,8 @@ its modules (tests/test_layout.py):
   (service/attribution/jobs.py; inventory's warnings);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);
-- `run_costs_lookup`: what the failed-reruns rule reads, every run's attempts with their cost
-  (service/attribution/run_costs.py).
+- `run_costs_lookup`, `held_hours_lookup`: what the failed-reruns rule reads, every run's attempts
+  with their cost, and what idle-gpu reads, the instance-hours jobs held (service/attribution/run_costs.py).
 """
 
 import importlib
@@ -58,7 +58,7 @@ _MODULES = {
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("ScrapeTops", "build_tops", "read_tops"),
     "jobs": ("newly_ended", "newly_unasked"),
-    "run_costs": ("run_costs_lookup",),
+    "run_costs": ("held_hours_lookup", "run_costs_lookup"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_HOME)

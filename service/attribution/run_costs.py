@@ -1,6 +1,8 @@
-"""Every run's attempts with their cost, what the failed-reruns rule reads (rules/base.py `RunCosts`).
+"""Every run's attempts with their cost, what the failed-reruns rule reads (rules/base.py `RunCosts`),
+and the instance-hours jobs held, what the idle-gpu rule leaves out (`HeldHours`).
 
     run_costs_lookup(lake, config) -> run_costs(window, cost_column) | None (no shared clusters)
+    held_hours_lookup(lake, config) -> held_hours(window) | None
 
 Each run with a part of the shared GPU clusters in the window, with the team, project and
 experiment its jobs' parts share (`several` where they differ) and its attempts as `spendlake
@@ -12,14 +14,14 @@ each (window, cost column) is read once per rules run.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timezone
+from datetime import datetime, timezone
 
-from rules.base import JobAttempt, Owner, RunCost, RunCosts
+from rules.base import HeldHours, JobAttempt, Owner, RunCost, RunCosts
 from service.attribution.api import read_sessions
 from service.attribution.clusters import JobCost, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
-from service.attribution.run_inputs import SEVERAL
+from service.attribution.run_inputs import SEVERAL, placed_parts
 from service.attribution.run_story import RunJob, run_jobs, run_records
 from service.attribution.sql import MEASURES
 from service.core.config import Config
@@ -47,6 +49,20 @@ def run_costs_lookup(lake: Lake, config: Config) -> RunCosts | None:
         return cache[(window, measure)]
 
     return run_costs
+
+
+def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
+    attribution = config.attribution
+    if attribution.clusters is None:
+        return None
+    measure = MEASURE_OF["BilledCost"]  # which hours, not how much: any measure places the same parts
+
+    def held_hours(window: Window) -> set[tuple[str, datetime]]:
+        return read_sessions(lake, attribution, None, lambda session: set() if session is None else set(placed_parts(
+            lake, session, attribution, window, measure, "SELECT DISTINCT resource, hour FROM parts WHERE kind = 'job'")),
+            Needs(usage_dims(attribution), (measure,)))
+
+    return held_hours
 
 
 def _run_costs(lake: Lake, session: RollupSession | None, config: AttributionConfig, window: Window,

@@ -110,6 +110,12 @@ class ClustersConfig(Strict):
                 raise ValueError(f"{same!r} and {cluster!r} are one cluster (names match in any case); keep one")
         return owners
 
+    def owner(self, cluster: str | None) -> str | None:
+        """The team `owners` names for a cluster, matched as tag values are (`GPU-West` owns
+        `gpu-west`); None for a cluster it does not name."""
+        wanted = folded(cluster or "")
+        return next((team for name, team in self.owners.items() if folded(name) == wanted), None)
+
     def gpu_table(self) -> dict[str, Decimal]:
         """Instance type (lower case) → GPUs, the built-in table with the config's overrides;
         types with 0 GPUs left out."""

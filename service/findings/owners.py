@@ -1,5 +1,8 @@
 """Owners of findings: each finding's resource placed on team, project and experiment by the
-same attribution `spendlake attribute` uses, from the resource's latest cost line."""
+same attribution `spendlake attribute` uses, from the resource's latest cost line. An instance
+of a shared GPU cluster whose own tags name no team belongs to the cluster's owner
+(`attribution.clusters.owners`), where the cluster's idle alert goes: its idle-gpu finding
+reaches that team, not `unallocated`."""
 
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ def _log_group_arns(lake: Lake, names: Sequence[str]) -> dict[str, str]:
 def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
     """Owners of resource ids through attribution, from each resource's latest cost line;
     a resource the bill does not name stays unallocated."""
+    clusters = config.attribution.clusters
 
     def owner_of(resource_ids: Sequence[str]) -> dict[str, Owner]:
         candidates = {rid: bill_ids(rid) for rid in resource_ids}
@@ -45,7 +49,10 @@ def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
         for rid, ids in candidates.items():
             dims = next((found[c] for c in ids if c in found), None)
             if dims:
-                owners[rid] = Owner(**{d: dims.get(d) or UNALLOCATED for d in ("team", "project", "experiment")})
+                owner = Owner(**{d: dims.get(d) or UNALLOCATED for d in ("team", "project", "experiment")})
+                cluster_owner = clusters.owner(dims.get("cluster")) if clusters else None
+                owners[rid] = replace(owner, team=cluster_owner) if cluster_owner and owner.team == UNALLOCATED \
+                    else owner
         return owners
 
     return owner_of

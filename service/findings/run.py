@@ -16,7 +16,7 @@ from datetime import datetime
 
 from rules.base import SEVERITIES, Finding, LakeSql, PlannedWindow, Rule, RuleContext, configure, registered
 from rules.engine import EngineResult, run
-from service.attribution import direct_daily_lookup, run_costs_lookup
+from service.attribution import direct_daily_lookup, held_hours_lookup, run_costs_lookup
 from service.core.config import Config
 from service.core.errors import UsageError, os_error
 from service.core.lake import Lake
@@ -58,12 +58,12 @@ def plan_windows(lake: Lake) -> tuple[PlannedWindow, ...]:
 def rule_context(lake: Lake, config: Config, window: Window, con: LakeSql) -> RuleContext:
     """What the rules of one run see: `con` (a `Lake.query()` connection), owners through
     attribution, the budgets' outlooks at the window's end, direct daily spend, the plans and
-    the runs' costs (read only when a rule asks)."""
+    the runs' costs and the hours jobs held (read only when a rule asks)."""
     plans = plan_windows(lake)
     return RuleContext(con=con, window=window, owner_of=owner_lookup(lake, config),
                        budget_outlooks=lambda: budget_status(lake, config, window.until),
                        direct_daily=direct_daily_lookup(lake, config, plans), plans=plans,
-                       run_costs=run_costs_lookup(lake, config))
+                       run_costs=run_costs_lookup(lake, config), held_hours=held_hours_lookup(lake, config))
 
 
 @dataclass(frozen=True)

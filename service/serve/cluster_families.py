@@ -18,7 +18,6 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from service.attribution import ScrapeTops
 from service.core.config import Config
-from service.core.folding import folded
 
 
 def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
@@ -30,12 +29,10 @@ def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
                              labels=["cluster", "window", "team"])
     if config.attribution.clusters is None:
         return [run_cost, idle]
-    # a cluster is its tag's value, compared as tag values are: `GPU-West` owns `gpu-west`
-    owners = {folded(cluster): team for cluster, team in config.attribution.clusters.owners.items()}
     for top in tops.group("clusters"):
         if top.family == "idle":
             [cluster] = top.labels
-            idle.add_metric([cluster, top.window, owners.get(folded(cluster), "")], float(top.value))
+            idle.add_metric([cluster, top.window, config.attribution.clusters.owner(cluster) or ""], float(top.value))
         else:
             run_cost.add_metric([*top.labels, top.window], float(top.value))
     return [run_cost, idle]

@@ -1,0 +1,40 @@
+"""idle-gpu on a shared GPU cluster: an hour a job held is the job's, not the instance's idle.
+Figures by hand (p5.48xlarge: 8 GPUs, $80 an hour; i-a billed 10:00 to 13:00, SM activity 1% in
+every hour): job 1 held its 8 GPUs 10:00-11:00 and did nothing (a hung job: its cost is the job's,
+`spendlake runs` shows it); nobody held 11:00-13:00, the cluster's idle. The idle run is those two
+hours, $160 of the day's window: 160 × 730 / 24 = $4,866.67 a month. Counting the held hour too
+said $240 ($7,300.00 a month), the job's $80 flagged as the instance's idle."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from decimal import Decimal
+
+from rules.idle_gpu import IdleGpu, IdleGpuConfig
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.core.timewindow import Window
+from service.findings.run import rule_context
+from tests.rules_lake import build_lake
+from tests.test_clusters_allocation import gpu_line, job, setup
+from tests.test_runs import whole_config
+
+WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
+
+
+def test_an_hour_a_job_held_is_not_idle_however_little_its_gpus_did(tmp_path):
+    lines = [gpu_line("i-a", start=f"2026-11-02T{h}:00:00") for h in (10, 11, 12)]
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
+    lake, _ = setup(tmp_path, lines, jobs)
+    build_lake(lake, {"gpu_utilization": [
+        {"resource_id": "i-a", "hour": f"2026-11-02 {h}:00:00", "util_pct": 1.0, "metric": "DCGM_FI_PROF_SM_ACTIVE"}
+        for h in (10, 11, 12)]}, date(2026, 11, 2))
+    config = whole_config(tmp_path, lake)  # the utilisation of build_lake's inventory source `test`
+    config["inventory"].append({"name": "test", "kind": "gpu-metrics", "path": str(tmp_path / "dcgm.parquet")})
+    cfg = parse_config(config)
+    with Lake.of(cfg).query() as con:
+        [finding] = IdleGpu(IdleGpuConfig()).evaluate(rule_context(Lake.of(cfg), cfg, WINDOW, con))
+    evidence = finding.evidence
+    assert (evidence["idle_hours"], evidence["billed_hours"], evidence["idle_cost_usd"]) == (2, 3, "160.00")
+    assert [(run["start"], run["hours"]) for run in evidence["idle_runs"]] == [("2026-11-02T11:00:00", 2)]
+    assert finding.monthly_waste_usd == Decimal("4866.67")
