@@ -23,7 +23,7 @@ from connectors.csvfile import csv_header, local_csv, read_csv
 from connectors.storage import StoredObject, fingerprint
 from service.core import json_text
 from service.core.config import SourceConfig
-from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error
+from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error, told_by_known_names
 
 PARTS_AT_ONCE = 2  # CSV.gz parts read together: one thread each, ~30 MB of buffers each
 
@@ -62,8 +62,21 @@ def read_files(con: duckdb.DuckDBPyConnection, paths: Sequence[Path],
             parts.append((relation, headers))
         return parts
     except duckdb.Error as exc:
-        raise duckdb_error(exc, "cannot read the export", where=", ".join(display.values()),
-                           hint="the file is damaged or not UTF-8 CSV / Parquet; re-export it") from None
+        damaged = _fails_alone(con, names) if kinds == {"parquet"} and len(names) > 1 else None
+        where = display.get(damaged, damaged) if damaged else ", ".join(display.values())
+        raise told_by_known_names(duckdb_error(exc, "cannot read the export", where=where, hint="the file is "
+                                               "damaged or not UTF-8 CSV / Parquet; re-export it"), display) from None
+
+
+def _fails_alone(con: duckdb.DuckDBPyConnection, names: Sequence[str]) -> str | None:
+    """The first Parquet file DuckDB cannot open alone: a read of several that fails on a
+    damaged footer may name no file ("TProtocolException: Invalid data")."""
+    for name in names:
+        try:
+            con.read_parquet(name)
+        except duckdb.Error:
+            return name
+    return None
 
 
 def _csv_groups(names: Sequence[str], display: dict[str, str]) -> list[tuple[list[str], list[str]]]:

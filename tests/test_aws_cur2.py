@@ -148,3 +148,16 @@ def test_a_legacy_cur_under_kind_aws_cur2_says_kind_aws_cur_reads_it(tmp_path):
     [outcome] = ingest(config(tmp_path, tmp_path / "exp")).outcomes
     assert outcome.status == "failed"
     assert "sources.cur2.kind" in str(outcome.error) and "set kind: aws-cur" in str(outcome.error)
+
+
+def test_5_a_parquet_file_whose_footer_is_damaged_is_named_alone_though_duckdb_names_none(tmp_path):
+    # A read of several Parquet files failing on one's footer says only "TProtocolException:
+    # Invalid data": the error named every file of the delivery, the good ones first.
+    good = part(tmp_path, [line(cost="3")], "parquet")
+    export = tmp_path / "exp"
+    write_cur2(local_put(export), prefix="", export="ex", period="2026-10", execution="e1", fmt="parquet",
+               parts=[good, good[:8] + bytes(len(good) // 2 - 8) + good[len(good) // 2:]])
+    files = sorted(export.rglob("*.parquet"))
+    [outcome] = ingest(config(tmp_path, export)).outcomes
+    message = str(outcome.error)
+    assert message.startswith(f"{files[1]}: cannot read the export") and str(files[0]) not in message, message

@@ -221,6 +221,21 @@ def test_expired_credentials_one_sentence_and_no_retry_storm(tmp_path, moto_serv
     assert "expired or invalid" in error_line and "refresh them" in error_line
 
 
+
+def test_5_a_damaged_parquet_file_among_several_is_named_alone_by_its_s3_uri(tmp_path, moto_server, s3):
+    # The error named every file of the delivery, the good ones first, and DuckDB's text named
+    # the damaged one only by its download's hashed name in the lake's scratch directory.
+    client, bucket = s3
+    con = duckdb.connect()
+    good = to_bytes(con, cur2_table(con, [line(cost="3")]), tmp_path, "parquet")
+    uris = write_cur2(s3_put(client, bucket), prefix="", export="ex", period="2026-10", execution="e1",
+                      parts=[good, good[:len(good) // 2]], fmt="parquet", bucket=bucket)
+    cfg = s3_config(tmp_path, moto_server, bucket, kind="aws-cur2", location=f"s3://{bucket}/ex")
+    message = failure(ingest(cfg))
+    assert message.startswith(f"{uris[1]}: cannot read the export") and uris[0] not in message, message
+    assert "_staging" not in message and "re-export it" in message
+    assert not Lake(cfg.lake).ledger()
+
 @pytest.mark.slow
 def test_hostile_keys_never_write_outside_the_lake(tmp_path, moto_server, s3):
     client, bucket = s3

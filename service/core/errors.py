@@ -9,7 +9,7 @@ import errno
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -193,6 +193,18 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
         reason = reason[len(where) + 2:]
     return DataError(f"{message}: {reason}", where=where, hint=hint)
 
+
+
+def told_by_known_names(error: SpendlakeError, shown: Mapping[str, str]) -> SpendlakeError:
+    """`error` with the local files of `shown` it names told by the names users know (an S3
+    object's download in the lake's scratch by its s3:// URI); when it names exactly one, that
+    file is its `where`, not every file of the read."""
+    named = [name for local, name in shown.items() if local in error.message]
+    for local, name in shown.items():
+        error.message = error.message.replace(local, name)
+    if len(named) == 1:
+        error.where = named[0]
+    return error
 
 LAKE_FILE = re.compile(r"""['"](/[^'"]*/([a-z0-9_]+)/source=([^/'"]+)/[^'"]*\.parquet)['"]""")
 REWRITTEN_BY = {"costs": "spendlake ingest", "attribution_rollup": "spendlake rollup", "metric_tops": "spendlake rollup",
