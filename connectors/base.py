@@ -24,7 +24,7 @@ import duckdb
 from connectors.storage import Storage, StoredObject
 from connectors.unread_files import unread_files
 from service.core.config import SourceConfig
-from service.core.errors import SpendlakeError
+from service.core.errors import SpendlakeError, told_by_known_names
 from service.core.ledger import FinalWhen
 from service.core.registry import Connector, Disposition, Feeds
 
@@ -145,6 +145,11 @@ class StoredExport(CostConnector):
         unread = unread_files(self.storage.listed.values(), self.suffixes, self.kind)
         return [OtherDataset(path, why) for path, why in sorted(self.storage.passed_over.items())] + [
             OtherDataset(path, why) for path, why in unread]
+
+    def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
+        """A DuckDB error staging an S3 object names its download in the lake's scratch: told
+        by its s3:// URI, and as the one file at fault rather than every file of the delivery."""
+        return told_by_known_names(error, self.storage.downloads)
 
     def listed_version(self, uri: str) -> str | None:
         listed = self._objects.get(uri)

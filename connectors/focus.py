@@ -220,7 +220,7 @@ class FocusConnector(FolderExport):
                     relation.aggregate(f"count({ident(found.group(1))})").fetchall()
                 except duckdb.Error as exc:
                     return duckdb_error(exc, "could not read the delivery", where=uri)
-        return error
+        return super().locate(error, con)
 
 
 def in_focus_spelling(value: str | None, allowed: tuple[str, ...]) -> str | None:

@@ -53,6 +53,7 @@ class Storage:
         else:
             self.path = Path(config.location).expanduser().resolve()
         self.passed_over: dict[str, str] = {}  # path → why a listing did not give it, and what to do
+        self.downloads: dict[str, str] = {}  # a download's local path → its s3:// URI, for errors
         self.listed: dict[str, StoredObject] = {}  # every file a listing gave, by URI
         self._hidden_files: dict[str, set[str]] = {}  # a hidden folder → the data files listings found in it
 
@@ -216,6 +217,7 @@ class Storage:
 
         suffix = "".join(PurePosixPath(obj.key).suffixes[-2:])
         target = scratch / (hashlib.sha256(obj.uri.encode()).hexdigest()[:24] + suffix)
+        self.downloads[str(target)] = obj.uri
         if obj.size >= 0 and target.is_file() and target.stat().st_size == obj.size:
             return target  # downloaded into this scratch already (a survey reads a file twice)
         key = obj.uri[len(f"s3://{self.bucket}/"):]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import boto3
 import duckdb
 import pytest
+from moto import mock_aws
 
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.ingest.billing import ingest
-from tests.aws_exports import cur2_table, line, local_put, to_bytes, write_cur2, write_legacy
+from tests.aws_exports import cur2_table, line, local_put, s3_put, to_bytes, write_cur2, write_legacy
 
 
 def config(tmp_path, location, name="lake"):
@@ -161,3 +163,24 @@ def test_5_a_parquet_file_whose_footer_is_damaged_is_named_alone_though_duckdb_n
     [outcome] = ingest(config(tmp_path, export)).outcomes
     message = str(outcome.error)
     assert message.startswith(f"{files[1]}: cannot read the export") and str(files[0]) not in message, message
+
+
+def test_5_an_s3_parquet_file_whose_rows_are_damaged_is_named_alone_by_its_uri_not_its_download(tmp_path):
+    # Its footer reads, so the failure comes while staging the rows: the error named every file
+    # of the delivery and DuckDB's text named the download's hashed name in the lake's scratch.
+    con = duckdb.connect()
+    rows = [line(cost="3", lineItem__LineItemDescription="x" * 3000)]
+    (tmp_path / "c.parquet").write_bytes(part(tmp_path, rows, "parquet"))
+    con.execute(f"COPY (FROM '{tmp_path}/c.parquet') TO '{tmp_path}/u.parquet' (FORMAT parquet, COMPRESSION uncompressed)")
+    good = (tmp_path / "u.parquet").read_bytes()
+    at = good.index(b"x" * 3000)
+    bad = good[:at] + b"\xff" * 50 + good[at + 50:]  # not UTF-8, in a page of the row group
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bills")
+        uris = write_cur2(s3_put(client, "bills"), prefix="", export="ex", period="2026-10", execution="e1",
+                          parts=[good, bad], fmt="parquet", bucket="bills")
+        [outcome] = ingest(config(tmp_path, "s3://bills/ex")).outcomes
+    message = str(outcome.error)
+    assert message.startswith(f"{uris[1]}: could not read the delivery: Invalid string encoding"), message
+    assert uris[0] not in message and "_staging" not in message
