@@ -26,6 +26,8 @@ REDACTIONS = (
     (re.compile(r"(?i)(aws_secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
                 r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
+    # a URL's query parameter holding a secret (the API token sent as `?token=`, in the access log)
+    (re.compile(r"(?i)([?&][a-z_-]*(?:token|password|passwd|secret)=)[^&\s'\"]+"), r"\1<redacted>"),
 )
 
 
