@@ -75,6 +75,11 @@ def aws_error(exc: Exception, action: str, where: str, config_path: str) -> Sour
         if code in ("Throttling", "ThrottlingException", "TooManyRequestsException", "SlowDown"):
             return SourceError(f"{action} still throttled after the configured retries ({code})", where=where,
                                hint=f"raise {config_path}.max_attempts or run later")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if status >= 500:  # retried as transient up to max_attempts: AWS is failing, not the config
+            answer = f"{status} {code}" if code and code != str(status) else str(status)
+            return SourceError(f"{action} still failing after the configured retries (AWS answered {answer})",
+                               where=where, hint=f"run later, or raise {config_path}.max_attempts")
         message = error.get("Message") or ""
         return SourceError(f"{action} failed: {code} {message}".rstrip(), where=where,
                            hint=f"check {config_path}")
