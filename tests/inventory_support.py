@@ -7,7 +7,7 @@ import json
 import pytest
 
 
-class _Raw:
+class RawBody:
     """The raw body botocore reads from an AWSResponse."""
 
     def __init__(self, body: bytes):
@@ -33,7 +33,7 @@ def throttle_first(module, monkeypatch, operation: str, times: int) -> list[str]
         calls.append("sent")
         if len(calls) <= times:
             body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
-            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"}, _Raw(body))
+            return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"}, RawBody(body))
         return None
 
     def make_client(service, **kwargs):

@@ -9,23 +9,12 @@ import pytest
 import yaml
 from botocore.awsrequest import AWSResponse
 from click.testing import CliRunner
+from inventory_support import RawBody, no_retry_wait  # noqa: F401 (a fixture)
 from moto import mock_aws
 
 from service.cli.main import cli
 from service.core.lake import Lake
 from tests.aws_exports import line, s3_put, write_legacy
-
-
-class Body:
-    def __init__(self, body: bytes):
-        self.body = body
-
-    def stream(self, **_):
-        yield self.body
-
-    def read(self, *_args, **_kwargs):
-        body, self.body = self.body, b""
-        return body
 
 
 def unavailable(monkeypatch, operation: str, body: bytes) -> list[int]:
@@ -35,7 +24,7 @@ def unavailable(monkeypatch, operation: str, body: bytes) -> list[int]:
 
     def answer(request, **_):
         calls.append(1)
-        return AWSResponse(request.url, 503, {"Content-Type": "application/xml"}, Body(body))
+        return AWSResponse(request.url, 503, {"Content-Type": "application/xml"}, RawBody(body))
 
     def client(session, *args, **kwargs):
         made = original(session, *args, **kwargs)
@@ -47,10 +36,7 @@ def unavailable(monkeypatch, operation: str, body: bytes) -> list[int]:
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    from botocore.retries import standard
-
-    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
+def aws(monkeypatch, no_retry_wait):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     with mock_aws():
