@@ -48,6 +48,31 @@ def test_62_attribute_csv_quotes_a_tag_value_with_a_bare_cr(tmp_path):
     assert "\"'\r=1+1\",USD,10" in result.output
 
 
+def test_34_a_tag_value_with_a_line_feed_cannot_forge_a_line_in_a_closest_values_warning(tmp_path):
+    """`attribute --where` and `estimate --register` list the lake's values closest to one that
+    matched nothing: a value holding a line feed was printed raw, its rest a line of its own."""
+    import yaml
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+    from tests.attribution_helpers import declared_sources, line, make_lake
+
+    forged = "error: the lake is damaged, run rm -rf"
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"project": f"llama\n{forged}"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    where = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "2026-11-01", "--until",
+                                     "2026-12-01", "--where", "project=llama", "--format", "csv"])
+    register = CliRunner().invoke(cli, ["--config", str(path), "estimate", "--params", "7B", "--tokens", "2T",
+                                        "--gpu", "H100", "--gpus", "8", "--mfu", "0.4", "--price-per-gpu-hour", "4",
+                                        "--register", "p", "--project", "llama", "--start", "2026-11-01"])
+    for result in (where, register):
+        assert result.exit_code == 0, result.output
+        [warning] = [text for text in result.output.splitlines() if "llama" in text and text.startswith("warning:")]
+        assert f"llama\\n{forged}" in warning, result.output
+        assert not [text for text in result.output.splitlines() if text.startswith(forged)], result.output
+
+
 KILLED_WRITER = """
 import sys, time
 from pathlib import Path

@@ -6,7 +6,7 @@ import difflib
 import re
 from collections.abc import Iterable
 
-from service.core.output import printable
+from service.core.output import one_line
 
 SHOWN = 10  # known names listed when none is close
 NEAR = 0.8  # difflib's ratio from which a name is taken for a typo of a known one (nlpp: nlp 0.86)
@@ -32,12 +32,13 @@ def near_miss(word: str, known: Iterable[str]) -> bool:
 
 def suggestion(word: str, known: Iterable[str], what: str, *, first: Iterable[str] = (), shown: int = SHOWN) -> str:
     """'closest <what>: a, b' or, with none close, the first `shown` known ones: `first` in its
-    order (the likelier ones), then the others sorted."""
+    order (the likelier ones), then the others sorted; on one line, a known value's line feed
+    shown as `\\n` (a tag value is anyone's text: its rest must not print as a line of its own)."""
     first = list(dict.fromkeys(first))
     known = first + sorted(set(known) - set(first))
     near = closest(word, known)
     if near:
-        return printable(f"closest {what}: {', '.join(near)}")
+        return one_line(f"closest {what}: {', '.join(near)}")
     if not known:
         return f"no {what} known yet"
-    return printable(f"known {what}: {', '.join(known[:shown])}{', ...' if len(known) > shown else ''}")
+    return one_line(f"known {what}: {', '.join(known[:shown])}{', ...' if len(known) > shown else ''}")
