@@ -19,6 +19,11 @@ CASES = [  # (arguments after --config, exit code, what the message names)
     (["rules", "run", "--since", "99999999999999d", "--dry-run"], 2, "out of range"),
     (["serve", "--listen", "127.0.0.1:99999"], 2, "port from 0 to 65535"),
     (["serve", "--listen", "no-port"], 2, "is not HOST:PORT"),
+    # a report reaches back a month and ends at its day's end: both were an OverflowError traceback
+    (["report", "--date", "0001-01-31"], 2, "--date: '0001-01-31' is out of range — a report's day runs from "
+                                            "0001-02-01 to 9999-12-30"),
+    (["report", "--date", "9999-12-31"], 2, "--date: '9999-12-31' is out of range"),
+    (["plans", "--as-of", "9999-12-31"], 2, "--as-of: '9999-12-31' is out of range"),
 ]
 
 

@@ -20,6 +20,7 @@ from service.core.coverage import data_end
 from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
 from service.core.publish import split_s3_url, upload_s3, write_local
+from service.core.timewindow import MAX_INSTANT
 from service.report.data import gather
 from service.report.model import Report
 from service.report.render import render_files
@@ -27,6 +28,9 @@ from service.report.render import render_files
 log = logging.getLogger(__name__)
 
 GATHER_ATTEMPTS = 3  # gathers of one report while ingests keep committing, before giving up
+# A day's report reaches back to the same days of the month before and ends at the day's end:
+# both must be times Python can hold (0001-01-31 or 9999-12-31 overflowed into a traceback).
+FIRST_DAY, LAST_DAY = date(1, 2, 1), MAX_INSTANT.date()
 
 
 @dataclass(frozen=True)
@@ -48,9 +52,13 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
         end = data_end(lake) if lake is not None else None
         return end.date() - timedelta(days=1) if end else ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
     try:
-        return date.fromisoformat(text.strip())
+        day = date.fromisoformat(text.strip())
     except ValueError:
         raise UsageError(f"cannot read {text!r} as a date", where=option, hint="use YYYY-MM-DD") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise UsageError(f"{text.strip()!r} is out of range", where=option,
+                         hint=f"a report's day runs from {FIRST_DAY} to {LAST_DAY}; use YYYY-MM-DD")
+    return day
 
 
 def default_out(config: Config) -> str:
