@@ -108,6 +108,25 @@ def test_59_an_idle_connection_is_dropped_after_the_request_timeout(server, monk
         assert time.monotonic() - started < 9
 
 
+def test_59_a_request_trickled_a_header_at_a_time_is_dropped_at_the_request_timeout(server, monkeypatch):
+    """A client sending a header line just inside each read's timeout (slowloris) held its
+    thread for as long as it went on: 256 such connections and /healthz answered 503."""
+    monkeypatch.setattr(http.ServiceHandler, "timeout", 1)
+    port = server()
+    with socket.create_connection(("127.0.0.1", port), timeout=0.4) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        started, answer = time.monotonic(), None
+        while answer is None and time.monotonic() - started < 8:
+            try:
+                answer = sock.recv(100)  # b"": the server closed it
+            except ConnectionResetError:  # closed with our last header unread
+                answer = b""
+            except TimeoutError:
+                with contextlib.suppress(OSError):
+                    sock.sendall(b"X-Slow: 1\r\n")  # one more header, within the read timeout
+        assert answer == b"" and time.monotonic() - started < 3, answer
+
+
 def test_59_connections_past_the_cap_are_answered_503_at_once(server):
     port = server(max_connections=5)
     held = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]

@@ -1,8 +1,10 @@
 """The HTTP layer under service/serve/app.py: a standard-library threading server that a
 slow or hostile client cannot take down.
 
-- Each connection gets `REQUEST_TIMEOUT_SECONDS` to send its request: an idle or half-open
-  connection is dropped, it cannot hold its thread for as long as it likes.
+- Each connection gets `REQUEST_TIMEOUT_SECONDS` to send its request, all of it (a read's
+  timeout alone would let a client sending a header line every few seconds hold its thread):
+  an idle, half-open or trickling connection is dropped, it cannot hold its thread for as long
+  as it likes.
 - At most `MAX_CONNECTIONS` connections are served at once; the next one is answered 503 at
   once (JSON, `Retry-After`) without reading it, so threads stay bounded.
 - A client that hangs up before its answer is written is one log line, not a traceback.
@@ -20,11 +22,13 @@ slow or hostile client cannot take down.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -106,6 +110,22 @@ def json_body(status: int, message: str, request_id: str, **extra) -> bytes:
                      "request_id": request_id}) + "\n").encode()
 
 
+class RequestReader(socket.SocketIO):
+    """A connection's bytes, read by `deadline` (time.monotonic()) at the latest: each read
+    waits only for what is left of it, then times out as an idle connection does."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__(sock, "rb")
+        self.deadline = deadline
+
+    def readinto(self, buffer) -> int | None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request was not sent within the request timeout")
+        self._sock.settimeout(left)
+        return super().readinto(buffer)
+
+
 class ServiceHandler(BaseHTTPRequestHandler):
     api = None  # the app (service.serve.app.Api), set on the subclass made by `make_server`
     server_version = "spendlake"
@@ -116,6 +136,14 @@ class ServiceHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.request_id = uuid.uuid4().hex[:16]
         super().setup()
+        self.rfile.close()  # its socket stays open: a deadline for the whole request reads it
+        self.rfile = io.BufferedReader(RequestReader(self.connection, time.monotonic() + self.timeout))
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()
+        finally:  # the request is read: the answer's writes get the whole timeout each again
+            self.connection.settimeout(self.timeout)
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         url = urlsplit(self.path)
