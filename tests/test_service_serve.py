@@ -207,3 +207,39 @@ def test_a_config_edited_without_sighup_is_said_once_and_exported_until_loaded(t
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
+
+
+def test_43_probes_and_scrapes_during_a_sighup_reload_are_all_answered_on_the_same_port(tmp_path):
+    """A reload closed the port and bound it again: a scrape or probe in between was refused
+    (curl 000, Prometheus's `up` 0). The listening socket is kept when the address is the same."""
+    import threading
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        listen = f"127.0.0.1:{free.getsockname()[1]}"
+    config = write_config(tmp_path, {**config_data(tmp_path), "service": {"listen": listen}})
+    proc, base = start_serve(config)
+    answers, done = [], threading.Event()
+
+    def probe():
+        while not done.is_set():
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=10) as response:
+                    answers.append(response.status)
+            except (urllib.error.URLError, OSError) as error:
+                answers.append(repr(error))
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        for count in (2, 3):
+            write_config(tmp_path, {**config_data(tmp_path), "service": {"listen": listen, "top_n": count}})
+            proc.send_signal(signal.SIGHUP)
+            assert served(proc, count) == base
+        time.sleep(0.5)
+    finally:
+        done.set()
+        prober.join(30)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)
+    assert answers and set(answers) == {200}, [a for a in answers if a != 200][:3]

@@ -3,8 +3,10 @@
 Start: take the lake's service lock (a second service refuses, naming the holder's pid),
 bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running jobs,
 release the lock, return (exit 0). SIGHUP: read the config file again; when it loads, wait
-for running jobs (still answering HTTP), let go of the lake and the port, and start again with
-it in the same process; a config that does not load is logged and the running one goes on.
+for running jobs (still answering HTTP), let go of the lake, and start again with it in the same
+process, on the same listening socket when the address is unchanged (a port closed and bound
+again refused the scrapes and probes in between); a config that does not load is logged and
+the running one goes on.
 (Without a handler SIGHUP killed the process at once, running jobs and all.)
 """
 
@@ -133,6 +135,7 @@ class Service:
         self.config_read = as_read(self.lake.config_file)  # the file as `config` was read from it
         self.reload = reload
         self.requests = requests or Requests()
+        self.handed = None  # (server, thread) of the service before a reload, still listening here
 
     def stop(self) -> None:
         """Safe from a signal handler: sets a flag, takes no lock."""
@@ -164,10 +167,14 @@ class Service:
             registry.register(LakeCollector(self.config, turn=scheduler.turn))
             watch = ConfigWatch(self.lake.config_file, announce, self.config_read)
             registry.register(watch)
-            server = make_server(Api(self.config, registry, token=self.token, clock=self.clock),
-                                 self.listen, where=self.listen_from)
-            thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
-            thread.start()
+            api = Api(self.config, registry, token=self.token, clock=self.clock)
+            if self.handed:  # answered by the previous config's Api until this one is ready
+                server, thread = self.handed
+                server.RequestHandlerClass.api = api
+            else:
+                server = make_server(api, self.listen, where=self.listen_from)
+                thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+                thread.start()
             try:
                 host, port = server.server_address[:2]
                 host = f"[{host}]" if ":" in host else host
@@ -189,8 +196,11 @@ class Service:
             finally:
                 if successor is not None:  # a reload: the probes keep answering while running jobs finish
                     scheduler.shutdown()
-                server.shutdown()
-                server.server_close()
+                if successor is not None and not self.requests.stop and successor.listen == self.listen:
+                    successor.handed = (server, thread)
+                else:
+                    server.shutdown()
+                    server.server_close()
                 scheduler.shutdown()
         if successor is None or self.requests.stop:
             announce("stopped")
