@@ -163,6 +163,11 @@ def test_52_the_environment_and_the_working_directory_are_found(tmp_path, monkey
     monkeypatch.setenv("SPENDLAKE_CONFIG", str(tmp_path / "missing.yaml"))
     missing = invoke("config", "validate")
     assert missing.exit_code == 2 and "missing.yaml: config file not found" in missing.output
+    # a stale variable is named as the one that sent spendlake there, not suggested as a fix
+    assert "(named by $SPENDLAKE_CONFIG) — point $SPENDLAKE_CONFIG at the config, or unset it" in missing.output
+    monkeypatch.delenv("SPENDLAKE_CONFIG")
+    given = invoke("--config", str(tmp_path / "missing.yaml"), "config", "validate")
+    assert given.exit_code == 2 and "config file not found — pass --config PATH" in given.output
 
 
 def test_52_estimate_and_help_need_no_config(tmp_path, monkeypatch):

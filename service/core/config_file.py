@@ -57,8 +57,10 @@ def read_config_file(path: Path) -> Any:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError("config file not found", where=str(path),
-                          hint="pass --config PATH or set $SPENDLAKE_CONFIG") from None
+        from_env = os.environ.get("SPENDLAKE_CONFIG") == str(path)  # a stale variable is not obvious
+        raise ConfigError("config file not found" + (" (named by $SPENDLAKE_CONFIG)" if from_env else ""),
+                          where=str(path), hint="point $SPENDLAKE_CONFIG at the config, or unset it" if from_env
+                          else "pass --config PATH or set $SPENDLAKE_CONFIG") from None
     except OSError as exc:
         raise ConfigError(f"cannot read the config: {exc.strerror or exc}", where=str(path)) from None
     if len(raw) > MAX_CONFIG_BYTES:
