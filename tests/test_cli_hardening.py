@@ -364,3 +364,14 @@ def test_57_thousands_of_where_values_matching_nothing_warn_in_a_screenful(base)
     assert result.exit_code == 0
     warnings = [line for line in result.output.splitlines() if line.startswith("warning: ")]
     assert len(warnings) == 11 and warnings[-1] == "warning: 490 more --where values match nothing", warnings[-2:]
+
+
+@pytest.mark.parametrize("command", [["attribute", *WINDOW], ["runs", *WINDOW], ["commitments", "--since", "2024-01-01"]],
+                         ids=lambda c: c[0])
+def test_58_by_given_twice_is_exit_2_not_the_last_one_alone(base, command):
+    """`--where` repeats, so `--by team --by project` reads as two dimensions; click kept the
+    last alone (a table by project, team silently gone), where the API answers a repeated `by` 400."""
+    result = invoke("--config", str(base / "spendlake.yaml"), *command, "--by", "team", "--by", "project")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == ("error: --by: given 2 times (team, project) — name the dimensions once, "
+                                     "comma-separated: --by team,project")

@@ -8,7 +8,7 @@ from decimal import Decimal
 import click
 
 from service.cli.output import default_format, emit, empty_lake_line, format_option
-from service.cli.params import WholeNumber
+from service.cli.params import WholeNumber, given_once
 from service.core.output import to_json
 from service.core.units import currency_text, exact_text, is_tty, money_text
 from service.report.rounding import gaps
@@ -131,7 +131,8 @@ def render_check(results, fmt: str | None) -> None:
 @click.command("attribute")
 @click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC).")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`).")
-@click.option("--by", "by", default="team", show_default=True, help="Dimensions, comma-separated.")
+@click.option("--by", "by", multiple=True, default=["team"], show_default=True, callback=given_once,
+              help="Dimensions, comma-separated.")
 @click.option("--where", "where", multiple=True, metavar="DIM=VALUE", help="Keep rows with this value (repeatable).")
 @click.option("--cost", type=click.Choice(COSTS), default="billed", show_default=True)
 @click.option("--granularity", type=click.Choice(GRANULARITY), default="total", show_default=True)

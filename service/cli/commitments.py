@@ -7,6 +7,7 @@ from decimal import Decimal
 import click
 
 from service.cli.output import default_format, emit, format_option, wrapped_id
+from service.cli.params import given_once
 from service.core.output import to_json
 from service.core.units import currency_text, money_text
 
@@ -22,7 +23,8 @@ def _pct(value: Decimal | None) -> str:
 @click.option("--since", default="30d", show_default=True,
               help="Start of the window: 30d, 7d, 2026-11-01 or an ISO time (UTC).")
 @click.option("--until", help="End of the window (default: the end of the data).")
-@click.option("--by", "by", default="", help="Add each commitment's owner in these dimensions, e.g. team.")
+@click.option("--by", "by", multiple=True, default=[""], callback=given_once,
+              help="Add each commitment's owner in these dimensions, e.g. team.")
 @format_option
 @click.pass_obj
 def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | None) -> None:

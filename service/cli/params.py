@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from service.core.errors import UsageError
+
 
 class WholeNumber(click.IntRange):
     """A whole number between `min` and `max` (either may be None)."""
@@ -40,3 +42,13 @@ class Day(click.ParamType):
             return datetime.strptime(str(value).strip(), "%Y-%m-%d")
         except ValueError:
             self.fail(f"{value!r} is not a day; use YYYY-MM-DD, e.g. 2026-11-01", param, ctx)
+
+
+def given_once(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | None:
+    """The value of an option declared `multiple` only to notice it repeated: `--where` repeats,
+    so `--by team --by project` looks as if it adds a dimension, where click kept the last alone."""
+    if len(values) > 1:
+        name = param.opts[0]
+        raise UsageError(f"given {len(values)} times ({', '.join(values)})", where=name,
+                         hint=f"name the dimensions once, comma-separated: {name} {','.join(values)}")
+    return values[0] if values else None
