@@ -49,3 +49,17 @@ def test_an_out_folder_that_is_a_file_or_inside_one_exits_2_naming_that_file(con
     assert result.exit_code == 2, result.output  # was 3, "…/2026-11-02: cannot write the report: Not a directory"
     assert f"{blocking} is a file, not a folder" in result.output and "Traceback" not in result.output, result.output
     assert blocking.read_text() == "mine"
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--start", "0001-01-01", "--days", "2"], "'--start': must be from 2000-01-01 to 9000-12-31, not 0001-01-01"),
+    (["--start", "9999-12-30", "--days", "2"], "'--start': must be from 2000-01-01 to 9000-12-31, not 9999-12-30"),
+    (["--seed", "-1"], "'--seed': must be at least 0, not -1"),
+])
+def test_54_demo_out_of_range_start_or_seed_exits_2_before_writing_anything(tmp_path, args, named):
+    """The demo's organisation reaches back over a year before its window: these were an
+    OverflowError and numpy's ValueError tracebacks."""
+    result = CliRunner().invoke(cli, ["demo", "--dir", str(tmp_path / "demo"), *args])
+    assert result.exit_code == 2 and named in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert not (tmp_path / "demo").exists()

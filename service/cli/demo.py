@@ -118,8 +118,10 @@ def _print_cluster(result) -> None:
               type=click.Path(file_okay=False), help="Where the export, the demo config and the lake go.")
 @click.option("--days", default=60, show_default=True, type=WholeNumber(1, 400),
               help="Days of billing to generate.")
-@click.option("--seed", default=7, show_default=True, type=int, help="Same seed and window, same bill.")
-@click.option("--start", type=Day(),
+@click.option("--seed", default=7, show_default=True, type=WholeNumber(min=0), help="Same seed and window, same bill.")
+# the organisation reaches back over a year before its window and a month past it: a bill of
+# year 1 or 9999 overflowed into a traceback
+@click.option("--start", type=Day(datetime(2000, 1, 1), datetime(9000, 12, 31)),
               help="First day (UTC) of the window [default: the DAYS ending yesterday].")
 def demo_command(directory: str, days: int, seed: int, start: datetime | None) -> None:
     """Generate a synthetic ML organisation's AWS bill (CUR 2.0), ingest it, show the lake."""

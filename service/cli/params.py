@@ -31,17 +31,23 @@ class WholeNumber(click.IntRange):
 
 
 class Day(click.ParamType):
-    """A calendar day written YYYY-MM-DD, as a datetime at midnight."""
+    """A calendar day written YYYY-MM-DD, as a datetime at midnight, from `first` to `last`."""
 
     name = "YYYY-MM-DD"
+
+    def __init__(self, first: datetime = datetime.min, last: datetime = datetime.max) -> None:
+        self.first, self.last = first, last
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
         if isinstance(value, datetime):
             return value
         try:
-            return datetime.strptime(str(value).strip(), "%Y-%m-%d")
+            day = datetime.strptime(str(value).strip(), "%Y-%m-%d")
         except ValueError:
             self.fail(f"{value!r} is not a day; use YYYY-MM-DD, e.g. 2026-11-01", param, ctx)
+        if not self.first <= day <= self.last:
+            self.fail(f"must be from {self.first:%Y-%m-%d} to {self.last:%Y-%m-%d}, not {value}", param, ctx)
+        return day
 
 
 def given_once(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | None:
