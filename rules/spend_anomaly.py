@@ -233,7 +233,9 @@ class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
             return []
         cfg = self.config
         last = ctx.until.date() - timedelta(days=1)  # the last full day
-        scan_from = min(ctx.since.date(), last) - timedelta(days=cfg.lookback_days)
+        # a window from year 1 (`--since 0001-01-02`) has nothing before it: the look back overflowed
+        floor = date.min + timedelta(days=cfg.lookback_days + 7 * BASELINE_WEEKS)
+        scan_from = max(min(ctx.since.date(), last), floor) - timedelta(days=cfg.lookback_days)
         fetch_from = scan_from - timedelta(days=7 * BASELINE_WEEKS)
         rows = [r for r in ctx.direct_daily(cfg.dimension, datetime.combine(fetch_from, datetime.min.time()),
                                                 datetime.combine(last + timedelta(days=1), datetime.min.time()))
@@ -247,6 +249,7 @@ class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
             by_series[(row.value, row.service or "")].append(row)
         planned, plan_names = planned_spend(rows, ctx.plans)
         thresholds = Thresholds(cfg.min_impact_usd, cfg.min_impact_pct, cfg.min_daily_cost)
+        scan_from = max(scan_from, first_known)  # a day before the data has no history to judge it by
         days = [scan_from + timedelta(days=n) for n in range((last - scan_from).days + 1)]
         findings = []
         for key, series_rows in sorted(by_series.items()):

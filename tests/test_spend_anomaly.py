@@ -128,6 +128,15 @@ def test_rule_finds_the_jump_with_owner_root_causes_and_a_stable_id(tmp_path):
     assert later.result.seen[0].first_seen == report.result.seen[0].first_seen
 
 
+def test_54_a_window_from_year_1_finds_the_same_episode_not_an_overflow(tmp_path):
+    """`rules run --since 0001-01-02`: the rule looked back from the window's start and failed
+    with an OverflowError traceback; it scans from the data's first day, as any long window."""
+    config = anomaly_config(anomaly_lake(tmp_path))
+    report = run_rules(config, only=["spend-anomaly"], since="0001-01-02", dry_run=True, now=NOW)
+    assert report.result.errors == []
+    assert [(f.team, f.evidence["start"]) for f in report.result.seen] == [("vision", str(TODAY - timedelta(2)))]
+
+
 @pytest.mark.slow
 def test_acknowledged_anomaly_is_not_raised_again(tmp_path):
     lake = anomaly_lake(tmp_path)
