@@ -261,6 +261,27 @@ def test_44_a_lake_copied_or_moved_with_its_configs_keeps_the_other_configs_sour
         assert "forget team-b" not in spendlake(home / "a.yaml", "status").output
 
 
+def test_44_another_configs_verify_keeps_the_damage_this_configs_verify_found(lake, tmp_path):
+    """Each config's verify rewrote `_state/verify.json` with its own sources alone: team B's
+    verify erased what team A's found, and A's queries answered from the altered partition."""
+    config, lake = lake
+    (tmp_path / "export-b").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export-b" / SAMPLE.name)
+    other = tmp_path / "team-b.yaml"
+    other.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "team-b", "kind": "focus", "location": str(tmp_path / "export-b")}]}))
+    assert spendlake(other, "ingest").exit_code == 0
+    file = partition(lake)
+    data = bytearray(file.read_bytes())
+    data[2000:2100] = bytes(100)  # same size, same footer: only verify's hash tells
+    file.write_bytes(bytes(data))
+    assert spendlake(config, "verify").exit_code == 3
+    assert spendlake(other, "verify").exit_code == 0  # team B's partitions are sound
+    assert_every_query_exits_3_naming(config, file, "altered")
+    assert "committed" in spendlake(config, "ingest").output and spendlake(config, "verify").exit_code == 0
+    assert spendlake(other, "verify").exit_code == 0 and attributed_total(config) == BILLED
+
+
 def test_39_inventory_of_an_unconfigured_source_is_not_read(lake, tmp_path):
     config, lake = lake
     con = lake.connect()

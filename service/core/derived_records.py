@@ -30,7 +30,7 @@ from service.core.errors import DataError
 from service.core.files import check_partition_value, write_json_atomic
 from service.core.integrity import sha256_file, size_differs
 from service.core.parquet_footer import read_footer
-from service.core.state_files import DERIVED_RECORD, parse_record
+from service.core.state_files import DERIVED_RECORD, parse_record, problems_kept
 from service.core.units import utc_now_iso
 
 DERIVED_RECORDS = "_ledger/derived"  # relative to the lake root
@@ -230,9 +230,11 @@ def verify_derived(lake: DerivedLake, record: bool = True) -> list[DerivedCheck]
 
 
 def record_verify(lake: DerivedLake, checks: Sequence[DerivedCheck]) -> None:
-    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "files": len(checks), "problems": [
-        {"file": file_key(c.path), "record": c.record_id, "state": c.state, "detail": c.detail}
-        for c in checks if c.damaged]})
+    found = [{"file": file_key(c.path), "record": c.record_id, "state": c.state, "detail": c.detail}
+             for c in checks if c.damaged]
+    problems = problems_kept(lake.read_state(VERIFY_STATE), found, {file_key(c.path) for c in checks},
+                             lambda p: p["file"])
+    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "files": len(checks), "problems": problems})
 
 
 def _forget_problems(lake: DerivedLake, key: str) -> None:

@@ -44,7 +44,7 @@ from service.core.pinned_root import check_root
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
-from service.core.state_files import parse_state
+from service.core.state_files import parse_state, problems_kept
 from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
 from service.core.units import utc_now_iso
 
@@ -194,11 +194,11 @@ class Lake:
         return checks
 
     def record_verify(self, checks: list[PartitionCheck]) -> None:
-        bad = [c for c in checks if not c.ok]
-        self.write_state("verify", {
-            "checked_at": utc_now_iso(), "partitions": len(checks),
-            "problems": [{"source": c.source, "billing_period": c.period, "state": c.state, "detail": c.detail}
-                         for c in bad]})
+        found = [{"source": c.source, "billing_period": c.period, "state": c.state, "detail": c.detail}
+                 for c in checks if not c.ok]
+        problems = problems_kept(self.read_state("verify"), found, {(c.source, c.period) for c in checks},
+                                 lambda p: (p["source"], p["billing_period"]))
+        self.write_state("verify", {"checked_at": utc_now_iso(), "partitions": len(checks), "problems": problems})
 
     def forget(self, source: str) -> list[str]:
         """Remove everything the lake holds of `source` (ledger rows first: the commit point,

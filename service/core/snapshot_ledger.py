@@ -35,7 +35,7 @@ from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import sha256_file, size_differs
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
-from service.core.state_files import SNAPSHOT_RECORD, parse_record
+from service.core.state_files import SNAPSHOT_RECORD, parse_record, problems_kept
 from service.core.units import utc_now_iso
 
 RECORDS = "_ledger/snapshots"  # relative to the lake root
@@ -311,8 +311,9 @@ def verify_snapshots(lake: SnapshotLake, record: bool = True) -> list[SnapshotCh
 
 
 def record_verify(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> None:
-    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "snapshots": len(checks), "problems": [
-        {"snapshot": c.key, "state": c.state, "detail": c.detail} for c in checks if not c.ok]})
+    found = [{"snapshot": c.key, "state": c.state, "detail": c.detail} for c in checks if not c.ok]
+    problems = problems_kept(lake.read_state(VERIFY_STATE), found, {c.key for c in checks}, lambda p: p["snapshot"])
+    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "snapshots": len(checks), "problems": problems})
 
 
 def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from datetime import date, datetime
+from collections.abc import Callable, Hashable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
@@ -149,6 +150,13 @@ def parse_state(name: str, text: str | bytes, where: str) -> dict:
     if problem:
         raise DataError(f"state file is unreadable: {problem}", where=where, hint="delete it to start afresh")
     return data
+
+
+def problems_kept(earlier: dict, found: list[dict], checked: set, key: Callable[[dict], Hashable]) -> list[dict]:
+    """A verify's `found` problems with those the `earlier` record holds of what this verify did
+    not check: another config's sources on the same lake, which this config neither reads nor
+    may clear (its verify erased them, and that config's queries read the damage again)."""
+    return [p for p in earlier.get("problems", []) if key(p) not in checked] + found
 
 
 def parse_record(text: str | bytes, shape: TypeAdapter) -> dict:
