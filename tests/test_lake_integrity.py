@@ -49,6 +49,23 @@ def partition(lake: Lake, source: str = "trey") -> Path:
     return lake.root / "costs" / f"source={source}" / "billing_period=2024-06" / "data.parquet"
 
 
+def ingested_sample(root: Path, source: str, config_name: str, export: str) -> Path:
+    """A config of `root / config_name` on the lake `root / "lake"` whose source `source` (the
+    Trey sample, copied into `root / export`) is ingested."""
+    (root / export).mkdir()
+    shutil.copy(SAMPLE, root / export / SAMPLE.name)
+    config = root / config_name
+    config.write_text(yaml.safe_dump({"lake": str(root / "lake"), "sources": [
+        {"name": source, "kind": "focus", "location": str(root / export)}]}))
+    assert spendlake(config, "ingest").exit_code == 0
+    return config
+
+
+def team_b(tmp_path: Path) -> Path:
+    """A second config on the same lake, its source `team-b` (the same sample) ingested."""
+    return ingested_sample(tmp_path, "team-b", "team-b.yaml", "export-b")
+
+
 def attributed_total(config: Path) -> str | None:
     result = spendlake(config, "attribute", *WINDOW, "--format", "json")
     assert result.exit_code == 0, result.output
@@ -217,12 +234,7 @@ def test_32_39_forget_removes_a_partition_folder_that_is_a_symlink_not_what_it_p
 
 def test_44_an_orphan_another_config_on_the_lake_declares_is_named_with_that_config(lake, tmp_path):
     config, lake = lake
-    (tmp_path / "export-b").mkdir()
-    shutil.copy(SAMPLE, tmp_path / "export-b" / SAMPLE.name)
-    other = tmp_path / "team-b.yaml"  # a second config on the same lake
-    other.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
-        {"name": "team-b", "kind": "focus", "location": str(tmp_path / "export-b")}]}))
-    assert spendlake(other, "ingest").exit_code == 0
+    other = team_b(tmp_path)
     status = spendlake(other, "status")
     assert status.exit_code == 0, status.output
     declared = f"{config.resolve()}, another config on this lake, still declares it and reads it"
@@ -265,12 +277,7 @@ def test_44_another_configs_verify_keeps_the_damage_this_configs_verify_found(la
     """Each config's verify rewrote `_state/verify.json` with its own sources alone: team B's
     verify erased what team A's found, and A's queries answered from the altered partition."""
     config, lake = lake
-    (tmp_path / "export-b").mkdir()
-    shutil.copy(SAMPLE, tmp_path / "export-b" / SAMPLE.name)
-    other = tmp_path / "team-b.yaml"
-    other.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
-        {"name": "team-b", "kind": "focus", "location": str(tmp_path / "export-b")}]}))
-    assert spendlake(other, "ingest").exit_code == 0
+    other = team_b(tmp_path)
     file = partition(lake)
     data = bytearray(file.read_bytes())
     data[2000:2100] = bytes(100)  # same size, same footer: only verify's hash tells

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 from click.testing import CliRunner
 from spark_support import require_pyspark
 
@@ -22,11 +21,10 @@ from service.cli.main import cli
 from service.core.config import EngineConfig
 from service.core.lake import Lake
 from service.core.parquet_footer import NUM_ROWS, TAIL, _Compact, parse_footer
-from tests.conftest import SAMPLES
+from tests.test_lake_integrity import ingested_sample
 
 pytestmark = pytest.mark.slow  # a Spark JVM per module, seconds per query
 
-SAMPLE = SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv"
 ATTRIBUTE = ["attribute", "--since", "2024-01-01", "--until", "2025-01-01", "--format", "json"]
 
 
@@ -71,12 +69,7 @@ def trey(tmp_path_factory):
     """The Trey Research FOCUS sample ingested (its rollup stored): the config file, the lake."""
     require_pyspark()
     root = tmp_path_factory.mktemp("spark-partitions")
-    (root / "export").mkdir()
-    shutil.copy(SAMPLE, root / "export" / SAMPLE.name)
-    config = root / "spendlake.yaml"
-    config.write_text(yaml.safe_dump({"lake": str(root / "lake"), "sources": [
-        {"name": "trey", "kind": "focus", "location": str(root / "export")}]}))
-    assert spendlake(config, "ingest").exit_code == 0
+    config = ingested_sample(root, "trey", "spendlake.yaml", "export")
     spark_session(EngineConfig(kind="spark", master="local[2]"))  # the one CliRunner's commands reuse
     return config, Lake(root / "lake")
 
