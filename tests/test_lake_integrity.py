@@ -289,6 +289,32 @@ def test_44_another_configs_verify_keeps_the_damage_this_configs_verify_found(la
     assert spendlake(other, "verify").exit_code == 0 and attributed_total(config) == BILLED
 
 
+def test_44_another_configs_rules_run_leaves_this_configs_findings_open(lake, tmp_path):
+    """Team B's `rules run` resolved every finding team A's had stored (B's rules do not read
+    A's source, so they saw none of them): A's open findings, and their alerts, were gone."""
+    config, _ = lake
+
+    def open_ids(path: Path) -> list[str]:
+        listed = spendlake(path, "findings", "--format", "json")
+        assert listed.exit_code == 0, listed.output
+        return sorted(f["id"] for f in json.loads(listed.output))
+
+    assert spendlake(config, "rules", "run", "--format", "json").exit_code == 0
+    found = open_ids(config)
+    assert found  # the sample's unallocated spend
+    (tmp_path / "export-b").mkdir()
+    (tmp_path / "export-b" / "bill.csv").write_text(SAMPLE.read_text(encoding="utf-8-sig").splitlines()[0] + "\n")
+    other = tmp_path / "team-b.yaml"  # a second config on the lake: a bill of no lines yet
+    other.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "team-b", "kind": "focus", "location": str(tmp_path / "export-b")}]}))
+    assert spendlake(other, "ingest").exit_code == 0
+    assert spendlake(other, "rules", "run", "--format", "json").exit_code == 0
+    assert open_ids(config) == found
+    config.unlink()  # its config gone: nobody else judges them, so the next run may resolve them
+    assert spendlake(other, "rules", "run", "--format", "json").exit_code == 0
+    assert open_ids(other) == []
+
+
 def test_39_inventory_of_an_unconfigured_source_is_not_read(lake, tmp_path):
     config, lake = lake
     con = lake.connect()

@@ -99,6 +99,7 @@ class Jobs(Open):
 
 class Rules(Open):  # service/findings/run.py
     rules: dict[str, dict[str, Any]] = {}
+    seen_by: dict[str, StrictStr] = {}  # finding id → the config file whose run last saw it
 
 
 class SupersededRollups(Open):  # service/attribution/rollup.py; `seen` (a list) before 2026-12-05

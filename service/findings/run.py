@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from pathlib import Path
 
 from rules.base import SEVERITIES, Finding, LakeSql, PlannedWindow, Rule, RuleContext, configure, registered
 from rules.engine import EngineResult, run
@@ -85,7 +86,10 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
         window = anchored_window(lake, since, now=now or utc_now(), snapshot=snapshot)
         with lake.query(snapshot) as con:
             ctx = rule_context(lake, config, window, con)
-            return run(rules, ctx, load_findings(lake), lambda found: fill_owners(found, ctx.owner_of))
+            mine, theirs = seen_here(lake, load_findings(lake))
+            result = run(rules, ctx, mine, lambda found: fill_owners(found, ctx.owner_of))
+            held = {f.id for f in result.findings}
+            return replace(result, findings=result.findings + [f for f in theirs if f.id not in held])
 
     # a dry run is a query: no lock file (the lock guards storing), so a read-only lake answers it
     with nullcontext() if dry_run else lake.lock(TABLE):
@@ -100,12 +104,27 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
             state = lake.read_state("rules")
             outcomes = state.get("rules", {})
             outcomes.update({o.rule: {**asdict(o), "finished_at": utc_now_iso()} for o in result.outcomes})
+            seen_by = state.get("seen_by", {}) | {f.id: str(lake.config_file) for f in result.seen
+                                                  if lake.config_file is not None}
             try:
-                lake.write_state("rules", {"rules": outcomes})
+                lake.write_state("rules", {"rules": outcomes, "seen_by": seen_by})
             except OSError as exc:  # after the store: the findings stand, "nothing was changed" would be false
                 raise os_error(exc, done="the findings are stored; only each rule's last outcome is not recorded") \
                     from None
     return RunReport(result=result, stored=not dry_run)
+
+
+def seen_here(lake: Lake, previous: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(this config's stored findings, another's): on a lake two configs share, a finding last
+    seen by the other config (its file still there) is its rules' to resolve, not this one's,
+    which does not read that config's sources (it resolved them all, and they left `findings`)."""
+    seen_by = lake.read_state("rules").get("seen_by", {})
+
+    def theirs(finding: Finding) -> bool:
+        by = seen_by.get(finding.id)
+        return by is not None and by != str(lake.config_file) and Path(by).is_file()
+
+    return [f for f in previous if not theirs(f)], [f for f in previous if theirs(f)]
 
 
 def fails(findings: Sequence[Finding], level: str | None) -> bool:
