@@ -313,3 +313,44 @@ def test_61_the_service_scrape_computes_no_tops_while_a_job_runs(tmp_path, monke
         thread.join(20)
     assert "spendlake_metric_tops_current 0.0" in page
     assert "spendlake_lake_readable 1.0" in page
+
+
+def test_a_damaged_partition_keeps_the_cost_families_of_the_last_good_read_marked(tmp_path):
+    """While a cost partition was missing, /metrics showed no spend, budget, finding, cluster or
+    commitment series: every cost alert reading them resolved exactly while the lake was damaged.
+    The families of the last scrape that read them stay, each group marked, until it reads again."""
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [
+        {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}).budgets})
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
+    store_findings(lake, [Finding(id="f1", rule="idle-gpu", severity="warning", resource_id="i-1", team="nlp",
+                                  category="waste", impact_usd=Decimal(500), monthly_waste_usd=Decimal(500),
+                                  summary="idle")])
+    now = [NOW.timestamp()]
+    registry = scrape(LakeCollector(config, clock=lambda: now[0]))
+    series = {"spendlake_budget_used_ratio": {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"},
+              "spendlake_spend_usd": {"team": "nlp", "project": "unallocated", "window": "mtd"},
+              "spendlake_waste_monthly_usd": {"rule": "idle-gpu", "team": "nlp"}}
+
+    def values():
+        return [registry.get_sample_value(name, labels) for name, labels in series.items()]
+
+    before = values()
+    assert before == [1.2, 24, 500]
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "spend"}) == 0
+
+    file = next(lake.table_dir("costs").glob("*/*/data.parquet"))
+    moved = file.rename(tmp_path / "aside.parquet")
+    now[0] += 301  # a scrape after the cached page aged
+    assert registry.get_sample_value("spendlake_lake_partitions_damaged", {"state": "missing"}) == 1
+    assert registry.get_sample_value("spendlake_lake_readable") == 0
+    assert values() == before
+    for group in ("spend", "findings", "budgets", "commitments"):  # no clusters configured: read nothing
+        assert registry.get_sample_value("spendlake_metrics_last_good", {"group": group}) == 1
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "integrity"}) is None
+
+    moved.rename(file)
+    assert registry.get_sample_value("spendlake_lake_readable") == 1
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "spend"}) == 0
+    assert values() == before

@@ -36,6 +36,10 @@ from service.serve.families import (budget_families, commitment_families, data_t
 log = logging.getLogger(__name__)
 
 JOB_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
+# The groups cost alerts read: while the lake cannot be read they show the last families read
+# (in this process), not nothing, so the alerts stay; the integrity, freshness and data-through
+# families always say what is true now.
+LAST_GOOD_GROUPS = frozenset({"spend", "findings", "budgets", "commitments", "clusters"})
 
 
 class JobMetrics:
@@ -75,6 +79,7 @@ class LakeCollector(Collector):
         self._key: tuple | None = None
         self._computed_at = 0.0
         self._families: list[Metric] = []
+        self._last_good: dict[str, list[Metric]] = {}
 
     def describe(self) -> list[Metric]:
         return []  # nothing to declare up front: registering must not read the lake
@@ -107,30 +112,45 @@ class LakeCollector(Collector):
         return tuple(stats), repr(unrecorded_failures(self.lake))  # failures a full disk kept out of the files
 
     def compute(self) -> tuple[list[Metric], bool]:
-        """Every family group on its own: a group that cannot be read is logged and left
-        out, and `spendlake_lake_readable` drops to 0, while the others still report. With
+        """Every family group on its own: a group that cannot be read is logged, and
+        `spendlake_lake_readable` drops to 0, while the others still report; a cost group
+        (LAST_GOOD_GROUPS) shows what it last read, marked, and any other is left out. With
         whether the tops-based families describe the lake's current state."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
         tops = ScrapeTops(self.lake, self.config, now, self.turn)  # the stored tops file is read once per scrape
-        groups = (
-            lambda: source_families(self.config, self.lake),
-            lambda: integrity_families(self.lake),
-            lambda: data_through_families(self.config, self.lake),
-            lambda: spend_families(tops),
-            lambda: findings_families(self.config, self.lake),
-            lambda: budget_families(self.config, self.lake, now),
-            lambda: commitment_families(tops),
-            lambda: cluster_families(self.config, tops),
-            lambda: tops_state_family(tops),
-        )
+        groups = {
+            "sources": lambda: source_families(self.config, self.lake),
+            "integrity": lambda: integrity_families(self.lake),
+            "data_through": lambda: data_through_families(self.config, self.lake),
+            "spend": lambda: spend_families(tops),
+            "findings": lambda: findings_families(self.config, self.lake),
+            "budgets": lambda: budget_families(self.config, self.lake, now),
+            "commitments": lambda: commitment_families(tops),
+            "clusters": lambda: cluster_families(self.config, tops),
+            "tops_state": lambda: tops_state_family(tops),
+        }
         families: list[Metric] = []
-        ok = True
-        for group in groups:
+        errors: dict[str, None] = {}  # each cause logged once per scrape, in order
+        last_good = GaugeMetricFamily(
+            "spendlake_metrics_last_good", "1 when the group's cost families could not be read from the lake (a "
+            "damaged partition: spendlake_lake_partitions_damaged) and those of the last scrape that read them are "
+            "shown, so a cost alert does not resolve because of the damage; 0 when read now.", labels=["group"])
+        for name, group in groups.items():
             try:
-                families += group()
+                found = group()
             except (SpendlakeError, duckdb.Error, OSError) as exc:
-                log.error("metrics: cannot read the lake at %s: %s", self.lake.root, exc)
-                ok = False
+                errors[str(exc)] = None
+                found = self._last_good.get(name)
+                if found is not None:
+                    last_good.add_metric([name], 1)
+                    families += found
+                continue
+            if name in LAST_GOOD_GROUPS:
+                self._last_good[name] = found
+                last_good.add_metric([name], 0)
+            families += found
+        for error in errors:
+            log.error("metrics: cannot read the lake at %s: %s", self.lake.root, error)
         readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read all of the lake.")
-        readable.add_metric([], 1 if ok else 0)
-        return [readable, *families], tops.current
+        readable.add_metric([], 0 if errors else 1)
+        return [readable, last_good, *families], tops.current
