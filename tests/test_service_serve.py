@@ -243,3 +243,34 @@ def test_43_probes_and_scrapes_during_a_sighup_reload_are_all_answered_on_the_sa
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
     assert answers and set(answers) == {200}, [a for a in answers if a != 200][:3]
+
+
+def test_the_service_log_shows_what_it_committed_and_what_failed_without_secrets(tmp_path):
+    """`serve` logged at WARNING: its log never showed a delivery committed, a partition restored
+    or skipped, an inventory source's failure line, only that the job failed. Without -v it shows
+    the service's own events (INFO), not every module's detail, and never a URL's password."""
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "focus.csv").write_text("BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd\n"
+                                      "12.5,USD,2026-11-01T00:00:00Z,2026-11-20T00:00:00Z,2026-11-20T01:00:00Z\n")
+    password = "tiger-s3cret-42"
+    config = write_config(tmp_path, {**config_data(tmp_path),
+                                     "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}],
+                                     "inventory": [{"name": "k8s", "kind": "k8s-pods", "max_attempts": 1,
+                                                    "timeout_seconds": 2,
+                                                    "prometheus_url": f"http://scott:{password}@127.0.0.1:1"}]})
+    proc, _ = start_serve(config)
+    try:
+        deadline = time.monotonic() + 60
+        while "job ingest failed" not in "".join(proc.output) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    time.sleep(0.2)  # the drain thread reads the last lines
+    output = "".join(proc.output)
+    assert re.search(r"INFO service\.serve\.service: ingest: focus-main 2026-11: committed 1 rows USD 12\.5", output)
+    assert re.search(r"INFO service\.serve\.service: inventory: k8s \(k8s-pods\): FAILED: http://127\.0\.0\.1:1/", output)
+    assert password not in output and "scott" not in output
+    assert "apscheduler" not in output and "service.ingest.rollups" not in output  # per-module detail needs -v

@@ -288,6 +288,8 @@ def serve(obj: Context, listen: str | None) -> None:
     reads the config again."""
     from service.serve.service import serve as run_service
 
+    if logging.getLogger().level > logging.INFO:  # without -v: what the service did, not every module's detail
+        logging.getLogger("service.serve").setLevel(logging.INFO)
     run_service(obj.config, listen=listen, announce=lambda line: click.echo(line, err=True),
                 reload=lambda: load_config(obj.config_path))
 

@@ -48,7 +48,10 @@ def run_ingest(config: Config) -> None:
 
     errors = [str(o.error) for o in ingest(config, published=_log_outcomes).failed]
     if config.inventory:
-        errors += [str(o.error) for o in run_inventory(config) if o.failed]
+        outcomes = run_inventory(config)
+        for outcome in outcomes:
+            _log_lines("inventory", outcome.lines(), quiet=not outcome.rows and not outcome.failed)
+        errors += [str(o.error) for o in outcomes if o.failed]
     if errors:
         raise SourceError("; ".join(errors))
 
@@ -56,10 +59,16 @@ def run_ingest(config: Config) -> None:
 def _log_outcomes(result) -> None:
     """What the run committed, logged when its deliveries are in place (before the rollups)."""
     for outcome in result.outcomes:
-        for line in outcome.lines():
-            log.info("ingest: %s", printable(line))
+        _log_lines("ingest", outcome.lines(), quiet=outcome.status == "unchanged")
         for warning in outcome.warnings:
             log.warning("ingest: %s", printable(warning))
+
+
+def _log_lines(job: str, lines: list[str], *, quiet: bool) -> None:
+    """A commit, restore, skip or failure is an event of the service's log (INFO); a delivery
+    already ingested, or an inventory source with nothing new, every hour is chatter (DEBUG)."""
+    for line in lines:
+        log.log(logging.DEBUG if quiet else logging.INFO, "%s: %s", job, printable(line))
 
 
 def run_rules(config: Config) -> None:
