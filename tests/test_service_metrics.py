@@ -354,3 +354,33 @@ def test_a_damaged_partition_keeps_the_cost_families_of_the_last_good_read_marke
     assert registry.get_sample_value("spendlake_lake_readable") == 1
     assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "spend"}) == 0
     assert values() == before
+
+
+def test_budgets_are_not_summed_beside_a_writer_the_last_read_ones_are_shown(tmp_path, monkeypatch):
+    """A scrape during an ingest summed each budget's month from the lake state the writer had
+    just committed, whose rollups were not stored yet: from the raw lines, beside the writer
+    (15 s on a 150k-line month at load, where the other families read stored tops). Meanwhile
+    the last read budgets are shown, marked; once the writer lets go they are read again."""
+    from service.findings import budgets
+
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [
+        {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}).budgets})
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "4", {"team": "nlp"})])
+    registry = scrape(LakeCollector(config, clock=NOW.timestamp))
+    used = ("spendlake_budget_used_ratio", {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"})
+    assert registry.get_sample_value(*used) == pytest.approx(0.2)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "10", {"team": "nlp"})],
+           delivery_id="d2")
+
+    def no_budget_sums(*args, **kwargs):
+        raise AssertionError("the scrape summed the budgets beside the writer")
+
+    with monkeypatch.context() as patch, lake.lock():
+        patch.setattr(budgets, "budget_statuses", no_budget_sums)
+        assert registry.get_sample_value(*used) == pytest.approx(0.2)
+        assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) == 1
+        assert registry.get_sample_value("spendlake_lake_readable") == 1
+    assert registry.get_sample_value(*used) == pytest.approx(0.5)
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) == 0

@@ -40,6 +40,10 @@ JOB_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 # (in this process), not nothing, so the alerts stay; the integrity, freshness and data-through
 # families always say what is true now.
 LAST_GOOD_GROUPS = frozenset({"spend", "findings", "budgets", "commitments", "clusters"})
+# Budgets sum each budget's month from the lake (no stored tops): beside a writer or a service
+# job, whose new state has no stored rollups yet, that rolls the month up from its raw lines,
+# seconds and a second DuckDB beside the writer's, so the last read ones are shown meanwhile.
+HELD_BACK_GROUPS = frozenset({"budgets"})
 
 
 class JobMetrics:
@@ -132,25 +136,31 @@ class LakeCollector(Collector):
         families: list[Metric] = []
         errors: dict[str, None] = {}  # each cause logged once per scrape, in order
         last_good = GaugeMetricFamily(
-            "spendlake_metrics_last_good", "1 when the group's cost families could not be read from the lake (a "
-            "damaged partition: spendlake_lake_partitions_damaged) and those of the last scrape that read them are "
-            "shown, so a cost alert does not resolve because of the damage; 0 when read now.", labels=["group"])
+            "spendlake_metrics_last_good", "1 when the group's cost families are those the last scrape that read "
+            "them found: the lake cannot be read (a damaged partition: spendlake_lake_partitions_damaged), so a cost "
+            "alert does not resolve because of the damage, or (budgets) a writer or job is at work; 0 when read now.",
+            labels=["group"])
+        held_back = self._busy()
         for name, group in groups.items():
-            try:
-                found = group()
-            except (SpendlakeError, duckdb.Error, OSError) as exc:
-                errors[str(exc)] = None
+            found, fresh = None, False
+            if not (name in HELD_BACK_GROUPS and held_back and name in self._last_good):
+                try:
+                    found, fresh = group(), True
+                except (SpendlakeError, duckdb.Error, OSError) as exc:
+                    errors[str(exc)] = None
+            if name in LAST_GOOD_GROUPS:
+                if fresh:
+                    self._last_good[name] = found
                 found = self._last_good.get(name)
                 if found is not None:
-                    last_good.add_metric([name], 1)
-                    families += found
-                continue
-            if name in LAST_GOOD_GROUPS:
-                self._last_good[name] = found
-                last_good.add_metric([name], 0)
-            families += found
+                    last_good.add_metric([name], 0 if fresh else 1)
+            families += found or []
         for error in errors:
             log.error("metrics: cannot read the lake at %s: %s", self.lake.root, error)
         readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read all of the lake.")
         readable.add_metric([], 0 if errors else 1)
-        return [readable, last_good, *families], tops.current
+        return [readable, last_good, *families], tops.current and not held_back
+
+    def _busy(self) -> bool:
+        """A writer holds the lake, or one of the service's jobs has its turn."""
+        return self.lake.writing() or (self.turn is not None and self.turn.locked())
