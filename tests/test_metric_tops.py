@@ -21,6 +21,7 @@ from service.attribution import attribute, metrics_anchor
 from service.attribution import commitment_tops, spend_tops
 from service.attribution import tops as tops_module
 from service.core.config import parse_config
+from service.core.errors import SpendlakeError
 from service.core import lake as lake_module
 from service.core import snapshot as snapshot_module
 from service.core.lake import Lake
@@ -400,3 +401,29 @@ def test_the_idle_ratio_is_each_clusters_own_never_a_pooled_other(tmp_path):
                     for c, ratio in (("p5", Decimal("0.25")), ("a100", Decimal(1)), ("h100", Decimal(0)))}
     assert {(t.window, t.labels[0]) for t in tops if t.family == "run"} == {
         (w, r) for w in ("24h", "7d", "mtd") for r in ("1", "other")}  # runs still fold beyond top_n
+
+
+def test_a_service_started_on_a_damaged_lake_shows_the_stored_tops_of_its_last_good_state(tmp_path):
+    """A service (re)started while a cost partition is missing had no spend, cluster or
+    commitment series at all (cost alerts resolved); it shows the tops stored for the last
+    state it could read, marked as such, and the current ones once the partition is back."""
+    config = config_for(tmp_path, shared=False)
+    lake = Lake(config.lake)
+    commit(lake, "cur", ROWS)
+    rollup(config)
+    before = samples(config)
+    file = next(lake.table_dir("costs").glob("*/*/data.parquet"))
+    moved = file.rename(tmp_path / "aside.parquet")
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config, clock=NOW.timestamp))
+    shown = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for family in registry.collect() for s in family.samples if s.name in FAMILIES}
+    assert shown == before
+    assert registry.get_sample_value("spendlake_lake_readable") == 0
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "spend"}) == 1
+    assert registry.get_sample_value("spendlake_metric_tops_current") == 0
+    assert registry.get_sample_value("spendlake_lake_partitions_damaged", {"state": "missing"}) == 1
+    with pytest.raises(SpendlakeError, match="is missing"):  # a query outside the scrape still refuses
+        tops_module.read_tops(lake, config, NOW)
+    moved.rename(file)
+    assert samples(config) == before

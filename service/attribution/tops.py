@@ -37,6 +37,7 @@ from service.attribution.spend_tops import spend_tops
 from service.core import derived_records
 from service.core.config import Config
 from service.core.coverage import snapshot_data_end
+from service.core.errors import DataError
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 
@@ -80,18 +81,29 @@ class ScrapeTops:
     of the service's jobs holds `turn` (service/serve/scheduler.py: a report may be rolling
     a month up), it shows the previous state's stored tops, or none when this config has
     none yet (`current` False). Otherwise it computes holding `turn`, so no job starts
-    beside it."""
+    beside it. With `previous_when_unreadable` (the service's scrape), a lake state that cannot
+    be read (a damaged partition) shows the previous state's stored tops too, and `unreadable`
+    says why, instead of raising."""
 
-    def __init__(self, lake: Lake, config: Config, now: datetime, turn: threading.Lock | None = None):
+    def __init__(self, lake: Lake, config: Config, now: datetime, turn: threading.Lock | None = None, *,
+                 previous_when_unreadable: bool = False):
         self.lake, self.config, self.now, self.turn = lake, config, now, turn
+        self.previous_when_unreadable = previous_when_unreadable
         self._stored: list[Top] | None = None
         self._looked = False
         # False while the previous state's tops (or none) are shown instead of the current ones
         self.current = True
+        self.unreadable: DataError | None = None
 
     def group(self, name: str) -> list[Top]:
         if not self._looked:
-            self._stored = read_consistently(self.lake, self._stored_tops)
+            try:
+                self._stored = read_consistently(self.lake, self._stored_tops)
+            except DataError as exc:
+                if not self.previous_when_unreadable:
+                    raise
+                self.unreadable = exc
+                self._show_previous("the lake cannot be read")
             self._looked = True
             if self._stored is None and self.lake.writing():
                 self._show_previous("a writer holds the lake")

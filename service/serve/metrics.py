@@ -44,6 +44,7 @@ LAST_GOOD_GROUPS = frozenset({"spend", "findings", "budgets", "commitments", "cl
 # job, whose new state has no stored rollups yet, that rolls the month up from its raw lines,
 # seconds and a second DuckDB beside the writer's, so the last read ones are shown meanwhile.
 HELD_BACK_GROUPS = frozenset({"budgets"})
+TOPS_GROUPS = frozenset({"spend", "commitments", "clusters"})  # read from the stored metric tops
 
 
 class JobMetrics:
@@ -121,7 +122,8 @@ class LakeCollector(Collector):
         (LAST_GOOD_GROUPS) shows what it last read, marked, and any other is left out. With
         whether the tops-based families describe the lake's current state."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
-        tops = ScrapeTops(self.lake, self.config, now, self.turn)  # the stored tops file is read once per scrape
+        # the stored tops file is read once per scrape; a state that cannot be read shows the previous one's
+        tops = ScrapeTops(self.lake, self.config, now, self.turn, previous_when_unreadable=True)
         groups = {
             "sources": lambda: source_families(self.config, self.lake),
             "integrity": lambda: integrity_families(self.lake),
@@ -148,10 +150,12 @@ class LakeCollector(Collector):
                     found, fresh = group(), True
                 except (SpendlakeError, duckdb.Error, OSError) as exc:
                     errors[str(exc)] = None
+            if name in TOPS_GROUPS and tops.unreadable:  # the previous state's stored tops (after a restart)
+                errors[str(tops.unreadable)], fresh = None, False
             if name in LAST_GOOD_GROUPS:
                 if fresh:
                     self._last_good[name] = found
-                found = self._last_good.get(name)
+                found = self._last_good.get(name, found)
                 if found is not None:
                     last_good.add_metric([name], 0 if fresh else 1)
             families += found or []
