@@ -346,8 +346,9 @@ def test_a_damaged_partition_keeps_the_cost_families_of_the_last_good_read_marke
     assert registry.get_sample_value("spendlake_lake_partitions_damaged", {"state": "missing"}) == 1
     assert registry.get_sample_value("spendlake_lake_readable") == 0
     assert values() == before
-    for group in ("spend", "findings", "budgets", "commitments"):  # no clusters configured: read nothing
+    for group in ("spend", "budgets", "commitments"):  # no clusters configured: read nothing
         assert registry.get_sample_value("spendlake_metrics_last_good", {"group": group}) == 1
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "findings"}) == 0  # read no partition
     assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "integrity"}) is None
 
     moved.rename(file)
@@ -384,3 +385,28 @@ def test_budgets_are_not_summed_beside_a_writer_the_last_read_ones_are_shown(tmp
         assert registry.get_sample_value("spendlake_lake_readable") == 1
     assert registry.get_sample_value(*used) == pytest.approx(0.5)
     assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) == 0
+
+
+def test_a_service_started_on_a_damaged_lake_shows_the_stored_findings(tmp_path):
+    """The stored findings read no cost partition, yet a service started while one was missing
+    showed none (idle GPU, failed re-runs and anomaly alerts resolved); `spendlake findings`
+    still refuses on the damaged lake, as every query does."""
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+
+    config = make_config(tmp_path)
+    lake = Lake(config.lake)
+    commit(lake, "cur", ROWS)
+    store_findings(lake, [Finding(id="f1", rule="idle-gpu", severity="warning", resource_id="i-1", team="nlp",
+                                  category="waste", impact_usd=Decimal(500), monthly_waste_usd=Decimal(500),
+                                  summary="idle")])
+    next(lake.table_dir("costs").glob("*/*/data.parquet")).unlink()
+    registry = scrape(LakeCollector(config))
+    assert registry.get_sample_value("spendlake_waste_monthly_usd", {"rule": "idle-gpu", "team": "nlp"}) == 500
+    assert registry.get_sample_value("spendlake_metrics_last_good", {"group": "findings"}) == 0  # read now
+    assert registry.get_sample_value("spendlake_lake_readable") == 0
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(f"lake: {config.lake}\nsources:\n- {{name: cur, kind: focus, location: {tmp_path / 'export'}}}\n")
+    result = CliRunner().invoke(cli, ["--config", str(path), "findings"])
+    assert result.exit_code == 3 and "is missing" in result.output, result.output

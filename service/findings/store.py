@@ -79,8 +79,11 @@ def store_findings(lake: Lake, findings: Sequence[Finding]) -> None:
 
 
 def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = None,
-                  status: str | None = None, category: str | None = None) -> list[Finding]:
-    """Stored findings, by category (CATEGORIES' order), then largest impact first."""
+                  status: str | None = None, category: str | None = None, checked: bool = True) -> list[Finding]:
+    """Stored findings, by category (CATEGORIES' order), then largest impact first. `checked`
+    False reads the findings table alone (the metrics' scrape, so the stored findings stay
+    shown while a cost partition is damaged); every other reader checks the lake's cost
+    partitions first and refuses on damage, as every query does."""
     if not lake.has_table(TABLE):
         return []
     where, params = [], []
@@ -89,7 +92,9 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
         if value:
             where.append(f"{column} = ?")
             params.append(value)
-    with lake.query() as con:
+    with lake.query() if checked else lake.connect() as con:
+        if not checked:
+            lake.table_views(con, (TABLE,))
         present = {name for (name,) in con.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [TABLE]).fetchall()}
         columns = [name for name in SCHEMA.names if name in present]
