@@ -78,3 +78,20 @@ def test_an_exception_message_in_a_traceback_is_one_line_and_cannot_forge_a_log_
     assert f"ValueError: row 2\\n{FORGED}" in lines and f"OSError: cell a\\n{FORGED}" in lines, lines
     assert "The above exception was the direct cause of the following exception:" in lines
     assert sum(line.startswith("  File ") for line in lines) == 2  # the frames as Python writes them
+
+
+def test_a_delivery_found_unchanged_is_ingest_detail_not_a_service_event(tmp_path, caplog):
+    """`serve` shows the service's events (service.serve) without -v; a delivery already
+    ingested, every hour, is ingest's detail, shown with -v."""
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "focus.csv").write_text("BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd\n"
+                                      "12.5,USD,2026-11-01T00:00:00Z,2026-11-20T00:00:00Z,2026-11-20T01:00:00Z\n")
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}]})
+    with caplog.at_level(logging.INFO):
+        run_ingest(config)
+        run_ingest(config)
+    lines = [(r.name, r.getMessage()) for r in caplog.records if r.getMessage().startswith("ingest: focus-main")]
+    assert lines[0][0] == "service.serve.service" and "committed 1 rows" in lines[0][1]
+    assert lines[1][0] == "service.ingest" and "unchanged" in lines[1][1]

@@ -38,6 +38,7 @@ from service.report.write import ReportResult, write_report
 from service.serve.scheduler import ServiceScheduler, Tasks
 
 log = logging.getLogger(__name__)
+INGEST_DETAIL = logging.getLogger("service.ingest")  # not the service's events: `spendlake serve` shows them with -v
 
 
 def run_ingest(config: Config) -> None:
@@ -65,10 +66,10 @@ def _log_outcomes(result) -> None:
 
 
 def _log_lines(job: str, lines: list[str], *, quiet: bool) -> None:
-    """A commit, restore, skip or failure is an event of the service's log (INFO); a delivery
-    already ingested, or an inventory source with nothing new, every hour is chatter (DEBUG)."""
+    """A commit, restore, skip or failure is an event of the service's log; a delivery already
+    ingested, or an inventory source with nothing new, every hour is ingest's detail (shown with -v)."""
     for line in lines:
-        log.log(logging.DEBUG if quiet else logging.INFO, "%s: %s", job, printable(line))
+        (INGEST_DETAIL if quiet else log).info("%s: %s", job, printable(line))
 
 
 def run_rules(config: Config) -> None:
