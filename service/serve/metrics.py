@@ -3,7 +3,9 @@
 Derived numbers (spend, findings, freshness) come from `LakeCollector`, computed when
 Prometheus scrapes and cached until the lake changes, so nothing goes stale; what needs the
 whole window summed or allocated (spend, shared clusters, commitments) is read from the tops
-ingest stored for the lake's state (service/attribution/tops.py). Job events
+ingest stored for the lake's state (service/attribution/tops.py). A cost group the lake cannot
+give now (a damaged partition; budgets beside a writer) shows what was last read, marked by
+`spendlake_metrics_last_good`, so cost alerts do not resolve because of it. Job events
 (durations, failures, skipped fires) are instruments updated by the scheduler.
 
 Label values are bounded: a metric keeps the `top_n` largest label values and folds the
