@@ -1,5 +1,5 @@
 """Run rules and keep their findings' life cycle: ids stable across runs, first and last
-seen, resolved when no longer seen, acknowledgements kept.
+seen, resolved when no longer seen, acknowledgements kept while seen.
 
 A rule that crashes, or whose input tables are not in the lake yet, does not stop the
 others; its error is recorded in its outcome and its earlier findings stay as they were
@@ -124,7 +124,10 @@ def reconcile(previous: Sequence[Finding], fresh: dict[str, list[Finding]], now:
         if old.id in merged:
             continue
         ran = old.rule in fresh
-        merged[old.id] = replace(old, status="resolved") if ran and old.status != "resolved" else old
+        # an acknowledgement covers the waste while it lasts: once gone, its return is news to the team
+        # (one given to an already resolved finding covers its next return)
+        merged[old.id] = (replace(old, status="resolved", acknowledged_at=None, ack_reason=None)
+                          if ran and old.status != "resolved" else old)
     return sorted(merged.values(), key=lambda f: (f.rule, -f.impact_usd, f.id))
 
 

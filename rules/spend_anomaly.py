@@ -27,8 +27,8 @@ for them; earlier days are unknown, and a day needs 7 known days before it.
 
 Flags: consecutive anomalous days form one episode, one finding with a stable id from its
 series and start day. It is seen while ongoing on the last full day, or while it began
-inside the window; the engine resolves it once it is gone and keeps acknowledgements, so an
-acknowledged anomaly is not raised again.
+inside the window; the engine resolves it once it is gone and keeps acknowledgements while it
+is seen, so an acknowledged anomaly is not raised again day after day.
 
 Category `overspend` (no `monthly_waste_usd`: the extra spend may have bought something).
 `impact_usd` is the excess spend of the episode: actual minus expected, summed over its

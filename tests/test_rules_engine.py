@@ -74,7 +74,10 @@ def test_a_first_seen_after_this_run_becomes_this_runs_time_never_after_last_see
     assert run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(days=1)), later.findings).findings[0].first_seen == T0
 
 
-def test_acknowledgement_survives_resolution_and_return(tmp_path):
+def test_an_acknowledgement_lasts_while_seen_and_a_return_opens_again(tmp_path):
+    """An acknowledged waste that stopped and came back stayed acknowledged for ever, so its
+    team never heard of the return; the acknowledgement now ends when the finding resolves (the
+    return opens, first_seen kept), and one given to a resolved finding covers its next return."""
     first = run([Scripted(["a"])], ctx_at(tmp_path, T0), [])
     from dataclasses import replace
 
@@ -82,9 +85,14 @@ def test_acknowledgement_survives_resolution_and_return(tmp_path):
     seen = run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(hours=1)), acked)
     assert seen.findings[0].status == "acknowledged" and seen.findings[0].ack_reason == "planned"
     gone = run([Scripted([])], ctx_at(tmp_path, T0 + timedelta(hours=2)), seen.findings)
-    assert gone.findings[0].status == "resolved"
+    assert (gone.findings[0].status, gone.findings[0].acknowledged_at, gone.findings[0].ack_reason) == \
+        ("resolved", None, None)
     back = run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(hours=3)), gone.findings)
-    assert back.findings[0].status == "acknowledged"
+    assert (back.findings[0].status, back.findings[0].first_seen) == ("open", T0)
+    gone_again = run([Scripted([])], ctx_at(tmp_path, T0 + timedelta(hours=4)), back.findings)
+    expected = [replace(gone_again.findings[0], acknowledged_at=T0 + timedelta(hours=5), ack_reason="weekly")]
+    returns = run([Scripted(["a"])], ctx_at(tmp_path, T0 + timedelta(hours=6)), expected)
+    assert (returns.findings[0].status, returns.findings[0].ack_reason) == ("acknowledged", "weekly")
 
 
 def test_a_crashing_rule_is_recorded_and_keeps_its_findings(tmp_path):

@@ -136,8 +136,8 @@ def finding_rows(findings: Sequence[Finding]) -> list[dict]:
 
 
 def acknowledge(lake: Lake, finding_id: str, reason: str, *, now: datetime | None = None) -> Finding:
-    """Mark a finding acknowledged; it stays so while it is seen, and after it is resolved
-    and seen again."""
+    """Mark a finding acknowledged; it stays so while it is seen. Resolving ends it (rules/engine.py);
+    acknowledging a resolved finding covers its next return."""
     if not reason.strip():
         raise UsageError("an acknowledgement needs a reason", where="--reason")
     with lake.lock(TABLE):
