@@ -6,9 +6,12 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
+import pytest
+
 from attribution_helpers import line, make_lake
 from service.attribution import attribute
 from service.core.config import parse_config
+from service.core.errors import ConfigError
 from service.core.timewindow import Window
 from service.findings.run import run_rules
 from tests.attribution_helpers import declared_sources
@@ -104,3 +107,15 @@ def test_61_direct_daily_spend_keeps_project_and_experiment_only_where_a_plan_na
     planned = direct_daily_lookup(lake, config, plans)("team", since, until)
     assert sorted((r.project, r.experiment, r.cost) for r in planned) == [
         ("llm", "", Decimal(49)), ("llm", "exp-7", Decimal(1)), ("rl", "", Decimal(50))]
+
+
+def test_a_rule_dimension_no_attribution_declares_is_a_config_error_naming_its_path():
+    """`unallocated-spend.dimensions: [teem]` passed the config and failed every run: exit 3 with a
+    traceback and `rules.*.dimension`; now the config check names the rule's own dotted path."""
+    attribution = {"dimensions": {"team": {"tags": ["team"]}, "project": {"tags": ["project"]}}}
+    for rules, path in (({"unallocated-spend": {"dimensions": ["team", "Team"]}}, "rules.unallocated-spend.dimensions[1]"),
+                        ({"spend-anomaly": {"dimension": "projekt"}}, "rules.spend-anomaly.dimension")):
+        with pytest.raises(ConfigError) as error:
+            parse_config({"attribution": attribution, "rules": rules})
+        assert f"{path}: unknown dimension" in str(error.value) and "declared: team, project" in str(error.value)
+    assert parse_config({"attribution": attribution, "rules": {"unallocated-spend": {"dimensions": ["project"]}}})

@@ -270,10 +270,23 @@ class Config(Strict):
         for index, budget in enumerate(self.budgets):
             if names.index(budget.name) != index:
                 raise NestedValueError(("budgets", index, "name"), f"budget name {budget.name!r} is used twice")
-            if budget.dimension not in self.attribution.dimensions:
-                raise NestedValueError(("budgets", index, "dimension"), f"unknown dimension {budget.dimension!r}; "
-                                       f"declared: {', '.join(self.attribution.dimensions)}")
+            self._declared(("budgets", index, "dimension"), budget.dimension)
         return self
+
+    @model_validator(mode="after")
+    def _rule_dimensions_declared(self) -> Config:
+        """spend-anomaly's `dimension`, unallocated-spend's `dimensions`: checked here, not when the rule runs"""
+        for rule, section in self.rules.items():
+            if isinstance(section.get("dimension"), str):
+                self._declared(("rules", rule, "dimension"), section["dimension"])
+            for index, name in enumerate(section.get("dimensions") or ()):
+                self._declared(("rules", rule, "dimensions", index), name)
+        return self
+
+    def _declared(self, where: tuple[str | int, ...], dimension: str) -> None:
+        if dimension not in self.attribution.dimensions:
+            raise NestedValueError(where, f"unknown dimension {dimension!r}; "
+                                          f"declared: {', '.join(self.attribution.dimensions)}")
 
     @model_validator(mode="after")
     def _unique_inventory_names(self) -> Config:
