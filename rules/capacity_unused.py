@@ -12,7 +12,8 @@ The unused cost: an on-demand capacity reservation bills its unused hours at the
 rate, on the Unused rows themselves (`cost_column`). A Capacity Block is paid upfront, so its
 hour rows may carry no cost: then each unused hour (PricingQuantity, else ConsumedQuantity, of
 the Unused rows) is valued at the block's price per reported hour, its Purchase rows'
-BilledCost ÷ the hours of its Used and Unused rows in the window.
+BilledCost ÷ the hours of its Used and Unused rows, both whenever they fall (a block is
+bought before its hours, often before the window).
 
 Category `waste`: `impact_usd` and `monthly_waste_usd` are, for an on-demand reservation, the
 window's unused cost projected to a 730-hour month (it goes on until released); for a
@@ -56,13 +57,19 @@ class CapacityUnusedConfig(RuleConfig):
 
 
 SQL = """
-SELECT CapacityReservationId, coalesce(CapacityReservationStatus, 'Purchase') AS status, ChargePeriodStart,
-       ChargePeriodEnd, sum({cost}), sum(coalesce(PricingQuantity, ConsumedQuantity)), sum(BilledCost)
+SELECT CapacityReservationId, CapacityReservationStatus, ChargePeriodStart, ChargePeriodEnd, sum({cost}),
+       sum(coalesce(PricingQuantity, ConsumedQuantity))
 FROM costs
 WHERE CapacityReservationId IS NOT NULL AND coalesce(BillingCurrency, 'USD') = 'USD'
-  AND (CapacityReservationStatus IN ('Used', 'Unused') OR ChargeCategory = 'Purchase')
+  AND CapacityReservationStatus IN ('Used', 'Unused')
   AND ChargePeriodStart < ? AND coalesce(ChargePeriodEnd, ChargePeriodStart + INTERVAL 1 MICROSECOND) > ?
 GROUP BY ALL
+"""
+PRICE = """
+SELECT CapacityReservationId, sum(BilledCost) FILTER (WHERE ChargeCategory = 'Purchase'),
+       sum(coalesce(PricingQuantity, ConsumedQuantity)) FILTER (WHERE CapacityReservationStatus IN ('Used', 'Unused'))
+FROM costs WHERE CapacityReservationId IN (SELECT unnest(?)) AND coalesce(BillingCurrency, 'USD') = 'USD'
+GROUP BY CapacityReservationId
 """
 ABOUT = """
 SELECT CapacityReservationId, any_value(x_capacity_reservation_type),
@@ -90,20 +97,23 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
         hours: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         sql = SQL.format(cost=self.config.cost_column)
         rows = ctx.con.execute(sql, [ctx.until, ctx.since]).fetchall()
-        for rid, status, start, end, amount, quantity, billed in rows:
-            share = lambda value: share_in_window(value, start, end, ctx.since, ctx.until)  # noqa: E731
-            cost[rid][status] += share(billed if status == "Purchase" else amount)
-            hours[rid][status] += share(quantity) if status != "Purchase" else zero
+        for rid, status, start, end, amount, quantity in rows:
+            cost[rid][status] += share_in_window(amount, start, end, ctx.since, ctx.until)
+            hours[rid][status] += share_in_window(quantity, start, end, ctx.since, ctx.until)
         unused_ids = sorted(rid for rid in cost if "Unused" in cost[rid] or "Unused" in hours[rid])
         about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT, [unused_ids]).fetchall()} if unused_ids else {}
+        # a block is bought before its hours (often before the window): its price per hour is its
+        # whole purchase over all the hours reported for it, whenever they fall
+        price = {rid: (paid or zero, reported or zero)
+                 for rid, paid, reported in ctx.con.execute(PRICE, [unused_ids]).fetchall()} if unused_ids else {}
         findings = []
         for rid in unused_ids:
             kind, block_usage, instance_type, region, account = about.get(rid, (None, False, None, None, None))
             block = kind == CAPACITY_BLOCK or bool(block_usage)
             unused, method = cost[rid]["Unused"], "billed on its Unused rows"
-            reported = hours[rid]["Used"] + hours[rid]["Unused"]
-            if unused == 0 and cost[rid]["Purchase"] > 0 and reported > 0:
-                unused = cost[rid]["Purchase"] * hours[rid]["Unused"] / reported
+            paid, reported = price.get(rid, (zero, zero))
+            if unused == 0 and paid > 0 and reported > 0:
+                unused = paid * hours[rid]["Unused"] / reported
                 method = "unused hours at the purchase's price per reported hour"
             if unused <= 0 or unused < self.config.min_unused_usd:
                 continue
