@@ -134,6 +134,7 @@ class DailySpend:
     day: date
     currency: str | None
     cost: Decimal
+    unallocated: bool = False  # `value` is the dimension's `default`: nothing placed these lines
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ rules:
     dimensions: [team, project]   # attribution dimensions to watch
     max_unallocated_pct: 5        # a finding when the unallocated share is above this
     min_unallocated_usd: 10       # and at least this much is unallocated
-    unallocated_value: unallocated  # the dimensions' default value
+    unallocated_value: unallocated  # also counted, besides each dimension's own `default`
 ```
 
 Flags: per dimension, direct spend over the window (USD, lines of at most a day; lines a
 shared-cost rule splits over the dimension are left out, as the config already places them;
-see service/attribution/lines.py) whose value is the default, when its share of the
+see service/attribution/lines.py) whose value is the dimension's `default` (attribution's
+`dimensions.<name>.default`) or `unallocated_value`, when its share of the
 dimension's direct spend is above `max_unallocated_pct`. One finding per
 dimension (stable id), seen while the share stays above. Evidence: the top unallocated
 services, accounts and resources by $, and the tag keys on those lines that no
@@ -87,7 +88,7 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
                     if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
                     and r.line_item_type not in cfg.exclude_line_item_types]
             total = sum((r.cost for r in rows), Decimal(0))
-            lost = [r for r in rows if folded(r.value) == folded(cfg.unallocated_value)]
+            lost = [r for r in rows if r.unallocated or folded(r.value) == folded(cfg.unallocated_value)]
             unallocated = sum((r.cost for r in lost), Decimal(0))
             if total <= 0 or unallocated < cfg.min_unallocated_usd or unallocated * 100 <= cfg.max_unallocated_pct * total:
                 continue

@@ -62,6 +62,18 @@ def test_unallocated_share_above_the_threshold_names_its_causes(tmp_path):
     assert found["unallocated:project"].evidence["unallocated_usd"] == "91.00"
 
 
+def test_a_dimension_with_its_own_default_is_watched_by_it(tmp_path):
+    """`attribution.dimensions.team.default: no-team` left every unplaced line on `no-team`, which
+    the rule (looking for `unallocated`) never counted: 8.8% of spend with no team, no finding."""
+    lake = lake_with(tmp_path, "10")
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake),
+                           "attribution": {"dimensions": {"team": {"tags": ["team"], "default": "No-Team"}}},
+                           "rules": {"unallocated-spend": {"dimensions": ["team"]}}})
+    [team] = run_rules(config, only=["unallocated-spend"], now=NOW).result.seen
+    assert (team.resource_id, team.evidence["unallocated_usd"], team.evidence["total_usd"]) == \
+        ("unallocated:team", "70.00", "791.00")
+
+
 def test_below_the_threshold_or_aliased_there_is_no_finding(tmp_path):
     lake = lake_with(tmp_path, "4")  # 28 of 749 = 3.7% unallocated on team
     seen = run_rules(config_for(lake, dimensions=["team"]), only=["unallocated-spend"], now=NOW).result.seen

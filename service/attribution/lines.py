@@ -91,7 +91,9 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
                "GROUP BY " + ", ".join(keys))
         run_setup(con, lines)
         rows = con.execute(sql, lines.params).fetchall()
+    default = folded(attribution.dimensions[dimension].default)
     return [DailySpend(value, project, experiment, service, account, region, usage_type, resource, category,
-                       line_type, tuple(tag_keys_left or ()), day, currency, Decimal(cost or 0))
+                       line_type, tuple(tag_keys_left or ()), day, currency, Decimal(cost or 0),
+                       unallocated=folded(value or "") == default)
             for (value, project, experiment, service, account, region, usage_type, resource, category, line_type,
                  tag_keys_left, day, currency, cost) in rows]
