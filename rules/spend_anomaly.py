@@ -77,7 +77,7 @@ class SpendAnomalyConfig(RuleConfig):
     band_sigmas: Decimal = Field(default=Decimal("5"), ge=0,
                                  description="impact must also exceed this many of the series' noise σ (0: off)")
     lookback_days: int = Field(default=14, ge=0, le=90)
-    currency: str = "USD"
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code, as the bills write it")
     exclude_charge_categories: tuple[str, ...] = ("Credit", "Adjustment", "Tax", "Purchase")
     exclude_line_item_types: tuple[str, ...] = ("Credit", "Refund", "Tax", "SavingsPlanUpfrontFee", "RIFee")
     top_causes: int = Field(default=5, ge=1, le=20)

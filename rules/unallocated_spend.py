@@ -48,7 +48,7 @@ class UnallocatedSpendConfig(RuleConfig):
     max_unallocated_pct: Decimal = Field(default=Decimal("5"), ge=0, le=100)
     min_unallocated_usd: Decimal = Field(default=Decimal("10"), ge=0)
     unallocated_value: str = UNALLOCATED
-    currency: str = "USD"
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code, as the bills write it")
     exclude_charge_categories: tuple[str, ...] = ("Credit", "Adjustment", "Tax", "Purchase")
     exclude_line_item_types: tuple[str, ...] = ("Credit", "Refund", "Tax", "SavingsPlanUpfrontFee", "RIFee")
     top: int = Field(default=5, ge=1, le=50)

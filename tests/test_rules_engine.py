@@ -139,6 +139,16 @@ def test_config_errors_carry_dotted_paths_and_unknown_rules_are_rejected():
     assert rules["idle-gpu"].config.enabled is False
 
 
+@pytest.mark.parametrize("rule", ["spend-anomaly", "unallocated-spend"])
+def test_a_rules_currency_not_written_as_the_bills_write_it_is_refused(rule):
+    """`currency: usd` matched no line (the bills write USD): the rule ran clean and never found
+    anything; now it is a config error naming the rule's dotted path, as a budget's currency is."""
+    with pytest.raises(ConfigError) as err:
+        configure({rule: {"currency": "usd"}})
+    assert f"rules.{rule}.currency: must be a three-letter currency code in capitals" in str(err.value)
+    assert {r.name: r for r in configure({rule: {"currency": "EUR"}})}[rule].config.currency == "EUR"
+
+
 @pytest.mark.parametrize("name", sorted(registered()))
 def test_every_rule_documents_what_it_flags_ignores_and_a_config_that_loads(name):
     cls = registered()[name]
