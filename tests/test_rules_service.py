@@ -149,6 +149,13 @@ def test_a_shared_cluster_node_without_a_team_belongs_to_the_clusters_owner(tmp_
     assert {rid: owner.team for rid, owner in owners.items()} == {
         "i-node1": "nlp", "i-node2": "vision", "i-node3": "unallocated"}
     assert owners["i-node1"].project == "unallocated"
+    # a team dimension with its own default (no-team) is no team either: the node is still the cluster's
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": {
+        "dimensions": {"team": {"tags": ["team"], "default": "No-Team"}},
+        "clusters": {"cluster_tag": "cluster", "owners": {"gpu-west": "nlp"}}}})
+    owners = owner_lookup(lake, config)(["i-node1", "i-node2", "i-node3"])
+    assert {rid: owner.team for rid, owner in owners.items()} == {
+        "i-node1": "nlp", "i-node2": "vision", "i-node3": "No-Team"}
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from dataclasses import replace
 from rules.base import UNALLOCATED, Finding, Owner, OwnerLookup
 from service.attribution import attribute_resources
 from service.core.config import Config
+from service.core.folding import folded
 from service.core.lake import Lake
 
 def bill_ids(resource_id: str) -> list[str]:
@@ -38,6 +39,8 @@ def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
     """Owners of resource ids through attribution, from each resource's latest cost line;
     a resource the bill does not name stays unallocated."""
     clusters = config.attribution.clusters
+    team = config.attribution.dimensions.get("team")
+    no_team = folded(team.default) if team else UNALLOCATED  # what attribution calls a line with no team
 
     def owner_of(resource_ids: Sequence[str]) -> dict[str, Owner]:
         candidates = {rid: bill_ids(rid) for rid in resource_ids}
@@ -51,7 +54,7 @@ def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
             if dims:
                 owner = Owner(**{d: dims.get(d) or UNALLOCATED for d in ("team", "project", "experiment")})
                 cluster_owner = clusters.owner(dims.get("cluster")) if clusters else None
-                owners[rid] = replace(owner, team=cluster_owner) if cluster_owner and owner.team == UNALLOCATED \
+                owners[rid] = replace(owner, team=cluster_owner) if cluster_owner and folded(owner.team) == no_team \
                     else owner
         return owners
 
