@@ -284,17 +284,21 @@ def test_an_export_without_billed_cost_is_said_not_shown_as_no_spend(lake):
            "(status shows null)" in check.stderr
 
 
+def gcp_lake(root):
+    from test_gcp_billing import NDJSON
+
+    config = root / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: gcp, kind: gcp-billing, location: '{NDJSON}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    return config
+
+
 def test_a_gcp_billing_bill_names_the_invoice_amount_net_of_its_credits(tmp_path):
     """gcp-billing's billed is Google's `cost`, before credits; Google's invoice (and its own FOCUS
     export's BilledCost) nets them. The Bills table showed only the gross figure as what finance
     ties out to; a note now gives the invoice's amount, the effective column. By hand from the
     fixture: 2024-05 cost 14.1, credits -3.75, invoice 10.35; 2024-06 12.5 - 0.000005."""
-    from test_gcp_billing import NDJSON
-
-    config = tmp_path / "spendlake.yaml"
-    config.write_text(f"lake: ./lake\nsources:\n  - {{name: gcp, kind: gcp-billing, location: '{NDJSON}'}}\n")
-    assert spendlake(config, "ingest").exit_code == 0
-    folder = report(tmp_path, config, "2024-06-15")
+    folder = report(tmp_path, gcp_lake(tmp_path), "2024-06-15")
     data = json.loads((folder / "report.json").read_text())
     table = next(t for s in data["sections"] if s["key"] == "bills" for t in s["tables"])
     assert by_period(table["rows"], "gcp") == {("2024-05", "USD"): (Decimal("14.1"), Decimal("10.35")),
@@ -304,3 +308,21 @@ def test_a_gcp_billing_bill_names_the_invoice_amount_net_of_its_credits(tmp_path
         "Bill 2024-05 / gcp / USD: billed is Google's cost before the credits on its lines (USD -3.75); "
         "Google's invoice nets them: USD 10.35, the effective column."]
     assert "Google&#39;s invoice nets them: USD 10.35" in (folder / "report.html").read_text()
+
+
+def test_the_headlines_of_a_month_with_gcp_credits_say_they_are_before_them(tmp_path):
+    """The headlines and spend tables of May read 'Month to date, billed (USD): $26.60', Google's
+    cost before the credits its invoice nets, with nothing said above them (only the Bills note,
+    of the billing period): by hand, May's lines charge 14.1 + 12.5 (June's bill's line, used on
+    31 May) with credits -3.75 and -0.000005; June has no line charged, so no note."""
+    config = gcp_lake(tmp_path)
+    may = report(tmp_path, config, "2024-05-31")
+    data = json.loads((may / "report.json").read_text())
+    assert {h["label"]: h["value"] for h in data["headlines"]}["Month to date, billed (USD)"] == "26.600000000000"
+    note = ("gcp's spend in the headlines and spend tables is Google's cost before the credits on its lines "
+            "(USD -3.75 charged this month to date); Google's invoice nets them (Bills: the effective column).")
+    assert note in data["notes"]
+    assert f"_{note}_" in (may / "summary.md").read_text()
+    assert "Google&#39;s cost before the credits on its lines (USD -3.75 charged" in (may / "report.html").read_text()
+    june = json.loads((report(tmp_path, config, "2024-06-30") / "report.json").read_text())
+    assert not [n for n in june["notes"] if "before the credits" in n]

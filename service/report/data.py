@@ -13,7 +13,7 @@ from service.core.config import Config
 from service.core.coverage import billing_data_through, data_end, stamped_ahead
 from service.core.lake import Lake
 from service.core.timewindow import day_start, iso_utc, utc_now
-from service.core.units import titled
+from service.core.units import cents, currency_text, money_text, titled
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.report.sections.bills import bills_section
 from service.report.sections.budgets import budgets_section
@@ -33,9 +33,10 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     unallocated = unallocated_section(spend, lake, config.report.top)
     headlines += [unallocated_headline(row) for row in unallocated.tables[0].rows
                   if row["dimension"] == "team" and row["total_cost"]]
+    before_credits = frozenset(s.name for s in config.sources if s.kind == "gcp-billing")
     sections = [
         spend_by,
-        bills_section(lake, day, frozenset(s.name for s in config.sources if s.kind == "gcp-billing")),
+        bills_section(lake, day, before_credits),
         spend.trend_section(),
         spend.experiments_section(),
         *clusters_section(config, lake, day, config.report.top),
@@ -49,7 +50,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     ]
     return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections,
                   notes=coverage_notes(lake, day) + behind_notes(lake, day) + estimated_notes(lake, day)
-                  + unbilled_notes(lake, day))
+                  + unbilled_notes(lake, day) + gross_of_credits_notes(lake, day, before_credits))
 
 
 def unallocated_headline(row: dict) -> Headline:
@@ -121,6 +122,25 @@ def unbilled_notes(lake: Lake, day: date) -> list[str]:
     return [f"{', '.join(sources)} delivered no billed cost for {day:%B %Y}, only amortized (effective) cost: "
             "the headlines and spend tables, billed cost as on the invoice, leave it out; Bills shows it. Point "
             "a source at the actual-cost export for the invoice's figures."]
+
+
+def gross_of_credits_notes(lake: Lake, day: date, before_credits: frozenset[str]) -> list[str]:
+    """A sentence per source in `before_credits` (gcp-billing: billed is Google's `cost`) whose
+    lines charged in the month to date carry credits that change a cent: the headlines and
+    spend tables show the spend before them, while Google's invoice nets them."""
+    sources = sorted(s for s in before_credits if lake.counts(s))
+    if not sources:
+        return []
+    month, until = day_start(day.replace(day=1)), day_start(day) + timedelta(days=1)
+    with lake.query() as con:
+        found = con.execute(
+            "SELECT source, BillingCurrency, sum(x_credits) FROM costs WHERE source IN (SELECT unnest(?)) "
+            "AND ChargePeriodStart >= ? AND ChargePeriodStart < ? GROUP BY ALL ORDER BY ALL",
+            [sources, month.replace(tzinfo=None), until.replace(tzinfo=None)]).fetchall()
+    return [f"{source}'s spend in the headlines and spend tables is Google's cost before the credits on its lines "
+            f"({money_text(credits, currency_text(currency))} charged this month to date); Google's invoice nets "
+            "them (Bills: the effective column)."
+            for source, currency, credits in found if cents(credits, currency)]
 
 
 def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
