@@ -204,6 +204,7 @@ class GcpBillingConnector(FolderExport):
     kind = "gcp-billing"
     # 1: a line without resource.global_name takes its resource.name as ResourceId; 2: tags and system labels
     reader_version = 2
+    final_when = "never"  # the export has no invoice id, only `invoice.month`
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
 

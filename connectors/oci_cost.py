@@ -84,6 +84,7 @@ RETENTION = timedelta(days=365)  # Oracle keeps cost reports one year
 class OciCostConnector(StoredExport):
     kind = "oci-cost"
     reader_version = 1  # 1: a free line without a currency takes the delivery's one currency
+    final_when = "never"  # a cost report carries no invoice id
 
     def deliveries(self) -> Iterator[Delivery]:
         files = cost_report_files(self.storage.list())

@@ -326,3 +326,33 @@ def test_the_headlines_of_a_month_with_gcp_credits_say_they_are_before_them(tmp_
     assert "Google&#39;s cost before the credits on its lines (USD -3.75 charged" in (may / "report.html").read_text()
     june = json.loads((report(tmp_path, config, "2024-06-30") / "report.json").read_text())
     assert not [n for n in june["notes"] if "before the credits" in n]
+
+
+def test_a_month_of_an_export_without_invoice_ids_is_not_said_to_await_one(tmp_path):
+    """Cloud Billing exports and OCI cost reports carry no invoice id, so their months never turn
+    final; the note under the title said of them, as of a FOCUS bill not yet invoiced, 'the bill
+    has no invoice id yet, so these figures may change until the provider closes the month', of
+    months Google or Oracle closed years ago. Each is now said for what it is."""
+    from test_oci_cost import OCI
+
+    (tmp_path / "eu").mkdir()
+    write_focus(tmp_path / "eu" / "may.csv", [("5.00", "5.00", ("2024-05-01T00:00:00Z", "2024-06-01T00:00:00Z"),
+                                               "2024-05-10", "Usage", "", "")])
+    config = gcp_lake(tmp_path)
+    config.write_text(config.read_text() + f"  - {{name: eu, kind: focus, location: '{tmp_path / 'eu'}'}}\n"
+                      f"  - {{name: oci, kind: oci-cost, location: '{OCI}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    status = json.loads(spendlake(config, "status", "--format", "json").output)
+    assert {(r["source"], r["final"]) for r in status} == {("gcp", False), ("eu", False), ("oci", False)}
+    may = json.loads((report(tmp_path, config, "2024-05-31") / "report.json").read_text())["notes"]
+    assert [n for n in may if "estimated" in n] == [
+        "May 2024 is still estimated for eu: the bill has no invoice id yet, so these figures may change until "
+        "the provider closes the month.",
+        "May 2024 shows as estimated for gcp: Cloud Billing exports and OCI cost reports carry no invoice id, so "
+        "spendlake cannot tell whether the provider has closed the month; tie these figures to the provider's "
+        "invoice."]
+    oci = json.loads((report(tmp_path, config, "2026-05-31") / "report.json").read_text())["notes"]
+    assert [n for n in oci if "estimated" in n] == [
+        "May 2026 shows as estimated for oci: Cloud Billing exports and OCI cost reports carry no invoice id, so "
+        "spendlake cannot tell whether the provider has closed the month; tie these figures to the provider's "
+        "invoice."]

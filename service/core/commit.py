@@ -199,7 +199,7 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
                                   tuple(sorted((column, value) for (currency, column), value in rounding.items()
                                                if currency == cur)))
                    for cur, n, billed, effective, *_ in rows)
-    final = bool(rows) and all(row[4 if final_when == "any" else 5] for row in rows)
+    final = bool(rows) and final_when != "never" and all(row[4 if final_when == "any" else 5] for row in rows)
     usage_ends = [row[6] for row in rows if row[6] is not None]
     return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
                        rows=sum(t.rows for t in totals), totals=totals, final=final,

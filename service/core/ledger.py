@@ -28,8 +28,9 @@ from service.core.units import exact_text
 # When an entry is `final` rather than estimated (RELIABILITY 8), per currency: "any" of its
 # lines carries an invoice id (AWS: `bill/InvoiceId` is blank until the month's bill is
 # finalized, then on its lines), or "every" line does (FOCUS: InvoiceId is null on each charge
-# not yet on an issued or provisional invoice, so a blank line is still an estimate).
-FinalWhen = Literal["any", "every"]
+# not yet on an issued or provisional invoice, so a blank line is still an estimate); "never":
+# the export carries no invoice id at all (Cloud Billing, OCI), so no month of it can be told final.
+FinalWhen = Literal["any", "every", "never"]
 
 
 @dataclass(frozen=True)
