@@ -375,3 +375,25 @@ def test_58_by_given_twice_is_exit_2_not_the_last_one_alone(base, command):
     assert result.exit_code == 2, result.output
     assert result.output.strip() == ("error: --by: given 2 times (team, project) — name the dimensions once, "
                                      "comma-separated: --by team,project")
+
+
+@pytest.mark.parametrize("command, option", [
+    (["attribute", "--since", "7d", "--since", "30d"], "--since"),
+    (["runs", *WINDOW, "--format=json", "--format", "csv"], "--format"),
+    (["findings", "--team", "nlp", "--team", "vision"], "--team"),
+    (["rules", "run", "--since", "7d", "--since", "1d", "--dry-run"], "--since"),
+    (["estimate", "--gpu", "H100", "--gpu", "A100"], "--gpu"),
+    (["plans", "--as-of", "2024-06-01", "--as-of", "2024-07-01"], "--as-of"),
+], ids=lambda c: c[0] if isinstance(c, list) else c)
+def test_59_a_single_value_option_given_twice_is_exit_2_not_the_last_one(base, command, option):
+    """Click kept the last of `--since 7d --since 30d` silently: a 30-day table for a user who
+    asked for 7 days too. Every command's single-value option is checked in one place."""
+    result = invoke("--config", str(base / "spendlake.yaml"), *command)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {option}: given 2 times — give {option} once"
+
+
+def test_59_repeatable_options_and_flags_still_repeat(base):
+    result = invoke("--config", str(base / "spendlake.yaml"), "attribute", *WINDOW, "--where", "team=nlp",
+                    "--where", "team=vision", "--format", "json")
+    assert result.exit_code == 0, result.output

@@ -8,7 +8,7 @@ from decimal import Decimal
 import click
 
 from service.cli.output import default_format, emit, empty_lake_line, format_option
-from service.cli.params import WholeNumber, given_once
+from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import to_json
 from service.core.units import currency_text, exact_text, is_tty, money_text
 from service.report.rounding import gaps
@@ -128,7 +128,7 @@ def render_check(results, fmt: str | None) -> None:
                                                  f"{currency_text(r.currency)}" for r in rounded), err=True)
 
 
-@click.command("attribute")
+@click.command("attribute", cls=SingleValueCommand)
 @click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC).")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`).")
 @click.option("--by", "by", multiple=True, default=["team"], show_default=True, callback=given_once,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from service.cli.output import default_format, emit, format_option
+from service.cli.params import SingleValueCommand
 from service.core.output import one_line
 from service.core.units import money_text
 
@@ -13,7 +14,7 @@ COLUMNS = ["budget", "dimension", "value", "currency", "amount", "actual", "used
 MONEY = ("amount", "actual", "forecast", "forecast_low", "forecast_high")
 
 
-@click.command("budgets")
+@click.command("budgets", cls=SingleValueCommand)
 @format_option
 @click.pass_obj
 def budgets_command(obj, fmt: str | None) -> None:

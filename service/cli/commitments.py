@@ -7,7 +7,7 @@ from decimal import Decimal
 import click
 
 from service.cli.output import default_format, emit, format_option, wrapped_id
-from service.cli.params import given_once
+from service.cli.params import SingleValueCommand, given_once
 from service.core.output import to_json
 from service.core.units import currency_text, money_text
 
@@ -19,7 +19,7 @@ def _pct(value: Decimal | None) -> str:
     return "" if value is None else f"{value:.1f}%"
 
 
-@click.command("commitments")
+@click.command("commitments", cls=SingleValueCommand)
 @click.option("--since", default="30d", show_default=True,
               help="Start of the window: 30d, 7d, 2026-11-01 or an ISO time (UTC).")
 @click.option("--until", help="End of the window (default: the end of the data).")

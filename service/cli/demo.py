@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from service.cli.output import emit
-from service.cli.params import Day, WholeNumber
+from service.cli.params import Day, SingleValueCommand, WholeNumber
 from service.core.output import one_line
 from service.core.units import currency_text, money_text, usd
 
@@ -113,7 +113,7 @@ def _print_cluster(result) -> None:
          title=f"top runs, last 7 days ({sum(t.runs for t in top.totals)} runs)")
 
 
-@click.command("demo")
+@click.command("demo", cls=SingleValueCommand)
 @click.option("--dir", "directory", default="spendlake-data", show_default=True,
               type=click.Path(file_okay=False), help="Where the export, the demo config and the lake go.")
 @click.option("--days", default=60, show_default=True, type=WholeNumber(1, 400),

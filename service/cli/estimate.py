@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from service.cli.output import default_format, emit, format_option
+from service.cli.params import SingleValueCommand
 
 FRACTION_HELP = "a fraction, a percentage or a range (0.35-0.45)"
 
 
-@click.command("estimate")
+@click.command("estimate", cls=SingleValueCommand)
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False),
               help="YAML plan whose keys are these flags' names with underscores; flags override it.")
 @click.option("--params", help="Parameters, e.g. 7B or 70e9.")

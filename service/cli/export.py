@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from service.cli.params import SingleValueCommand
 
-@click.command("export")
+
+@click.command("export", cls=SingleValueCommand)
 @click.option("--format", "fmt", type=click.Choice(["focus"]), required=True,
               help="The dataset to write: focus, a FOCUS Cost and Usage dataset.")
 @click.option("--focus-version", type=click.Choice(["1.2", "1.3"]), default="1.2", show_default=True,

@@ -8,12 +8,13 @@ import errno
 import click
 
 from service.cli.output import confirmed, default_format, emit, format_option
+from service.cli.params import SingleValueCommand
 
 # table and partition last: the cost columns came first, and scripts read them by position
 VERIFY_COLUMNS = ["source", "billing_period", "check", "detail", "table", "partition"]
 
 
-@click.command("verify")
+@click.command("verify", cls=SingleValueCommand)
 @format_option
 @click.pass_obj
 def verify_command(obj, fmt: str | None) -> None:
@@ -72,7 +73,7 @@ def _period(partition: str) -> str | None:
     return rest.split("/", 1)[0] if key == "billing_period" else None
 
 
-@click.command("forget")
+@click.command("forget", cls=SingleValueCommand)
 @click.argument("source")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_obj

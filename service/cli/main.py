@@ -15,12 +15,16 @@ from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.interrupt import interruptible
 from service.cli.output import default_format, emit, empty_lake_line, format_option
+from service.cli.params import SingleValueCommand, SingleValueGroup
 from service.core.output import one_line
 from service.core.lake_damage import unnamed_damage
 from service.core.units import currency_text, is_tty, money_text
 
 
 class SpendlakeGroup(click.Group):
+    command_class = SingleValueCommand
+    group_class = SingleValueGroup
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

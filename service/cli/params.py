@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -58,3 +59,24 @@ def given_once(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
         raise UsageError(f"given {len(values)} times ({', '.join(values)})", where=name,
                          hint=f"name the dimensions once, comma-separated: {name} {','.join(values)}")
     return values[0] if values else None
+
+
+class SingleValueCommand(click.Command):
+    """A command whose single-value options given twice (`--since 7d --since 30d`) are exit 2
+    naming the option, where click kept the last silently (click has no setting for it)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:  # shell completion parses half-typed lines
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            for param, times in Counter(order).items():
+                if isinstance(param, click.Option) and times > 1 and not (param.multiple or param.count or param.is_flag):
+                    name = max(param.opts, key=len)
+                    raise UsageError(f"given {times} times", where=name, hint=f"give {name} once")
+        return super().parse_args(ctx, args)
+
+
+class SingleValueGroup(SingleValueCommand, click.Group):
+    """A group of SingleValueCommands (its own options checked the same way)."""
+
+    command_class = SingleValueCommand
+    group_class = type

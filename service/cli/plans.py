@@ -8,12 +8,13 @@ import shlex
 import click
 
 from service.cli.output import confirmed, default_format, emit, format_option
+from service.cli.params import SingleValueGroup
 from service.core.errors import UsageError
 from service.core.output import one_line
 from service.core.units import money_text
 
 
-@click.group("plans", invoke_without_command=True)
+@click.group("plans", cls=SingleValueGroup, invoke_without_command=True)
 @click.option("--as-of", "day", metavar="YYYY-MM-DD",
               help="Plan and actual to the end of this day (UTC; default: the last whole day of data, as the report).")
 @format_option

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from service.cli.params import SingleValueCommand
 
-@click.command("report")
+
+@click.command("report", cls=SingleValueCommand)
 @click.option("--date", "day", metavar="YYYY-MM-DD",
               help="The day to report on (UTC; default: the last whole day of data, else yesterday).")
 @click.option("--out", metavar="DIR|s3://bucket/prefix",

@@ -8,6 +8,7 @@ import click
 
 from service.core.registry import RULE_CATEGORIES
 from service.cli.output import default_format, emit, format_option
+from service.cli.params import SingleValueGroup
 from service.core.output import one_line
 from service.core.units import money_text
 
@@ -44,7 +45,7 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
             emit(shown, columns, "table", title=f"{title} — {about}", right=(money,), whole=(money,))
 
 
-@click.group("rules")
+@click.group("rules", cls=SingleValueGroup)
 def rules_group() -> None:
     """List and run the rules (waste, overspend, ownership)."""
 
@@ -88,7 +89,7 @@ def rules_run(obj, only: tuple[str, ...], since: str, dry_run: bool, fail_on: st
         sys.exit(1)
 
 
-@click.group("findings", invoke_without_command=True)
+@click.group("findings", cls=SingleValueGroup, invoke_without_command=True)
 @click.option("--rule", default=None, help="Only this rule's findings.")
 @click.option("--team", default=None, help="Only this team's findings.")
 @click.option("--status", type=click.Choice(["open", "acknowledged", "resolved", "all"]), default="open",

@@ -8,7 +8,7 @@ import click
 
 from service.cli.attribute import coverage_line, outside_the_data
 from service.cli.output import default_format, emit, empty_lake_line, format_option
-from service.cli.params import WholeNumber, given_once
+from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
 from service.core.coverage import billing_periods, months_touched
 from service.core.output import one_line
@@ -79,7 +79,7 @@ def _why_no_run(result) -> str:
     return line
 
 
-@click.command("runs")
+@click.command("runs", cls=SingleValueCommand)
 @click.option("--since", help="Start of the window: 7d, 24h, 30d, mtd, 2026-11-01 or an ISO time (UTC); with --run, "
               "default: the run's own span (first start to last end, whole hours).")
 @click.option("--until", help="End of the window (default: the end of the data, `data through`).")
