@@ -133,6 +133,7 @@ def test_a_runs_state_is_that_of_the_job_that_ended_last_and_every_answer_agrees
     ({"by": "account"}, "runs cannot be grouped by 'account'"),
     ({"top": "²"}, "--top must be a whole number"),
     ({"top": "0"}, "--top must be at least 1"),
+    ({"top": "-1"}, "--top must be a whole number of at least 1, not '-1'"),
     ({"since": "2026-11-03"}, "the window is empty"),
 ])
 def test_bad_parameters_name_the_option(kwargs, says):

@@ -62,7 +62,7 @@ class AttributionQuery:
         query = cls(parse_window(since, until, now=now, end=end, naming=naming),
                     by=listed_once((by or "team").split(","), naming("by")),
                     where=parse_where(config, where, naming), cost=cost or "billed",
-                    granularity=granularity or "total", top=_whole_number(top, naming("top")),
+                    granularity=granularity or "total", top=top_rows(top, naming("top")),
                     compare=compare, explain=explain, anchored=data_anchored(since, until, now=now, naming=naming))
         return query.validated(config, naming)
 
@@ -144,10 +144,14 @@ def _attribution(config: AttributionConfig | Config) -> AttributionConfig:
     return config.attribution if isinstance(config, Config) else config
 
 
-def _whole_number(value: str | int | None, where: str) -> int | None:
+def top_rows(value: str | int | None, where: str) -> int | None:
+    """The rows `top` keeps: a whole number of at least 1 (`-1` is a whole number too)."""
     if value is None or isinstance(value, int):
-        return value
-    text = value.strip()
-    if not (text.isascii() and text.isdigit()):  # '²'.isdigit() is True, int('²') is not
-        raise UsageError(f"{where} must be a whole number, not {value!r}", where=where)
-    return int(text)
+        number = value
+    elif (text := value.strip()).isascii() and text.isdigit():  # '²'.isdigit() is True, int('²') is not
+        number = int(text)
+    else:
+        raise UsageError(f"{where} must be a whole number of at least 1, not {value!r}", where=where)
+    if number is not None and number < 1:
+        raise UsageError(f"{where} must be at least 1", where=where)
+    return number

@@ -54,7 +54,7 @@ from service.attribution.api import read_sessions
 from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in, with_clusters
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
-from service.attribution.query import Naming, _whole_number, cli_option, listed_once, window_at
+from service.attribution.query import Naming, cli_option, listed_once, top_rows, window_at
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, idle_shares, job_records, joined_clusters,
                                             run_span)
 from service.attribution.run_story import RunStory, run_story
@@ -108,9 +108,7 @@ class RunsQuery:
                 raise UsageError(f"runs cannot be grouped by {name!r}", where=naming("by"),
                                  hint=f"use some of {', '.join(RUN_GROUPS)}")
         states = tuple(dict.fromkeys(_job_state(s, naming("state")) for s in (state or "").split(",") if s.strip()))
-        top_n = _whole_number(top, naming("top"))
-        if top_n is not None and top_n < 1:
-            raise UsageError(f"{naming('top')} must be at least 1", where=naming("top"))
+        top_n = top_rows(top, naming("top"))
         if (cost or "billed") not in MEASURES:
             raise UsageError(f"unknown cost {cost!r}", where=naming("cost"), hint=f"use one of {', '.join(MEASURES)}")
         if run is not None and not run.strip():
