@@ -59,7 +59,7 @@ from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.errors import ConfigError, DataError, SpendlakeError, duckdb_error
 from service.core.hidden_columns import ROUNDING_COLUMNS, rounding_select
 from service.core.per_value import PerValueSelect
-from service.core.schema import COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
+from service.core.schema import CHARGE_CATEGORIES, COST_COLUMNS, JSON_COLUMNS, MONEY, QUANTITY, cost_select_list
 
 REQUIRED = ("BilledCost", "BillingCurrency", "BillingPeriodStart", "ChargePeriodStart")
 # FOCUS datasets other than Cost and Usage, by a column only they have.
@@ -90,7 +90,7 @@ ALTERNATIVES = {
 # writes 'usage', 'tax', 'committed', 'correction'), which the rules and attribution compare exactly:
 # a value is read in FOCUS's spelling whatever its case; one FOCUS does not allow stays as written.
 ENUMERATED = {
-    "ChargeCategory": ("Usage", "Purchase", "Tax", "Credit", "Adjustment"),
+    "ChargeCategory": CHARGE_CATEGORIES,
     "ChargeClass": ("Correction",),
     "ChargeFrequency": ("One-Time", "Recurring", "Usage-Based"),
     "PricingCategory": ("Standard", "Dynamic", "Committed", "Other"),

@@ -37,8 +37,9 @@ Root causes (`evidence.root_causes`): the service, resource, usage type, account
 values with the largest impact in $ (their mean daily spend over the episode minus their
 median over the 7 days before it), largest first, at most `top_causes` (5).
 
-Ignores: credits, refunds, tax and commitment purchases (`exclude_charge_categories`,
-`exclude_line_item_types`), currencies other than `currency`, days not yet over.
+Ignores: credits, refunds, tax and commitment purchases (`exclude_charge_categories`, FOCUS's
+charge categories in any case, and `exclude_line_item_types`, the bills' own in any case),
+currencies other than `currency`, days not yet over.
 Planned runs (service/planning/plans.py): spend of a plan's project/experiment inside its window,
 while the plan's cumulative spend stays within its amount, is taken out of the day before
 testing it; an episode that is anomalous only because of it becomes an `info` finding with
@@ -56,7 +57,8 @@ from statistics import median
 
 from pydantic import Field
 
-from rules.base import DailySpend, Finding, PlannedWindow, Rule, RuleConfig, RuleContext, money, usd
+from rules.base import DailySpend, Finding, PlannedWindow, Rule, RuleContext, money, usd
+from rules.counted_spend import CountedSpendConfig
 from service.core.folding import folded
 
 BASELINE_WEEKS = 4
@@ -68,7 +70,7 @@ MAD_TO_SIGMA = Decimal("1.4826")  # MAD → standard deviation of a normal distr
 CAUSE_FIELDS = ("service", "resource", "usage_type", "account", "region")
 
 
-class SpendAnomalyConfig(RuleConfig):
+class SpendAnomalyConfig(CountedSpendConfig):
     dimension: str = Field(default="team", pattern=r"^[a-z][a-z0-9_]{0,39}$",
                            description="attribution dimension whose values × services make the series")
     min_impact_usd: Decimal = Field(default=Decimal("100"), ge=0, description="actual − expected, per day")
@@ -77,9 +79,6 @@ class SpendAnomalyConfig(RuleConfig):
     band_sigmas: Decimal = Field(default=Decimal("5"), ge=0,
                                  description="impact must also exceed this many of the series' noise σ (0: off)")
     lookback_days: int = Field(default=14, ge=0, le=90)
-    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code, as the bills write it")
-    exclude_charge_categories: tuple[str, ...] = ("Credit", "Adjustment", "Tax", "Purchase")
-    exclude_line_item_types: tuple[str, ...] = ("Credit", "Refund", "Tax", "SavingsPlanUpfrontFee", "RIFee")
     top_causes: int = Field(default=5, ge=1, le=20)
 
 
@@ -237,10 +236,9 @@ class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
         floor = date.min + timedelta(days=cfg.lookback_days + 7 * BASELINE_WEEKS)
         scan_from = max(min(ctx.since.date(), last), floor) - timedelta(days=cfg.lookback_days)
         fetch_from = scan_from - timedelta(days=7 * BASELINE_WEEKS)
-        rows = [r for r in ctx.direct_daily(cfg.dimension, datetime.combine(fetch_from, datetime.min.time()),
-                                                datetime.combine(last + timedelta(days=1), datetime.min.time()))
-                if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
-                and r.line_item_type not in cfg.exclude_line_item_types and r.day <= last]
+        rows = [r for r in cfg.counted(ctx.direct_daily(cfg.dimension, datetime.combine(fetch_from, datetime.min.time()),
+                                                        datetime.combine(last + timedelta(days=1), datetime.min.time())))
+                if r.day <= last]
         if not rows:
             return []
         first_known = min(r.day for r in rows)

@@ -37,20 +37,18 @@ from typing import Any
 
 from pydantic import Field
 
-from rules.base import HOURS_PER_MONTH, UNALLOCATED, DailySpend, Finding, Rule, RuleConfig, RuleContext, money, usd
+from rules.base import HOURS_PER_MONTH, UNALLOCATED, DailySpend, Finding, Rule, RuleContext, money, usd
+from rules.counted_spend import CountedSpendConfig
 from service.core.folding import folded
 
 DIMENSION = r"^[a-z][a-z0-9_]{0,39}$"
 
 
-class UnallocatedSpendConfig(RuleConfig):
+class UnallocatedSpendConfig(CountedSpendConfig):
     dimensions: tuple[str, ...] = Field(default=("team", "project"), min_length=1)
     max_unallocated_pct: Decimal = Field(default=Decimal("5"), ge=0, le=100)
     min_unallocated_usd: Decimal = Field(default=Decimal("10"), ge=0)
     unallocated_value: str = UNALLOCATED
-    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code, as the bills write it")
-    exclude_charge_categories: tuple[str, ...] = ("Credit", "Adjustment", "Tax", "Purchase")
-    exclude_line_item_types: tuple[str, ...] = ("Credit", "Refund", "Tax", "SavingsPlanUpfrontFee", "RIFee")
     top: int = Field(default=5, ge=1, le=50)
 
 
@@ -84,9 +82,7 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         cfg = self.config
         findings = []
         for dimension in cfg.dimensions:
-            rows = [r for r in ctx.direct_daily(dimension, ctx.since, ctx.until)
-                    if r.currency == cfg.currency and r.charge_category not in cfg.exclude_charge_categories
-                    and r.line_item_type not in cfg.exclude_line_item_types]
+            rows = cfg.counted(ctx.direct_daily(dimension, ctx.since, ctx.until))
             total = sum((r.cost for r in rows), Decimal(0))
             lost = [r for r in rows if r.unallocated or folded(r.value) == folded(cfg.unallocated_value)]
             unallocated = sum((r.cost for r in lost), Decimal(0))

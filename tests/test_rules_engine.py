@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from rules.base import Rule, RuleContext, configure, finding_id, registered
+from rules.base import DailySpend, Rule, RuleContext, configure, finding_id, registered
 from rules.engine import run
 from service.core.errors import ConfigError
 from service.core.lake import Lake
@@ -147,6 +147,31 @@ def test_a_rules_currency_not_written_as_the_bills_write_it_is_refused(rule):
         configure({rule: {"currency": "usd"}})
     assert f"rules.{rule}.currency: must be a three-letter currency code in capitals" in str(err.value)
     assert {r.name: r for r in configure({rule: {"currency": "EUR"}})}[rule].config.currency == "EUR"
+
+
+@pytest.mark.parametrize("rule", ["spend-anomaly", "unallocated-spend"])
+def test_excluded_charge_categories_are_read_in_focus_spelling(rule):
+    """`exclude_charge_categories: [credit]` compared exactly with the lake's `Credit`, so it
+    excluded nothing; it is read in FOCUS's spelling, and a value FOCUS has not is exit 2."""
+    config = {r.name: r for r in configure({rule: {"exclude_charge_categories": ["credit", " TAX"]}})}[rule].config
+    assert config.exclude_charge_categories == ("Credit", "Tax")
+    with pytest.raises(ConfigError) as err:
+        configure({rule: {"exclude_charge_categories": ["Credits"]}})
+    assert err.value.exit_code == 2
+    assert (f"rules.{rule}.exclude_charge_categories: 'Credits' is not a FOCUS charge category; "
+            "use some of Usage, Purchase, Tax, Credit, Adjustment") in str(err.value)
+
+
+def test_excluded_line_item_types_match_in_any_case():
+    """Line item types are each provider's own (no list to check them against): `refund`
+    excludes the lines the bill writes `Refund`."""
+    config = {r.name: r for r in configure({"unallocated-spend": {"exclude_line_item_types": ["refund"]}})}[
+        "unallocated-spend"].config
+    line = dict(value="nlp", project="", experiment="", service="EC2", account=None, region=None, usage_type=None,
+                resource=None, charge_category="Usage", uncovered_tag_keys=(), day=datetime(2026, 11, 2).date(),
+                currency="USD", cost=Decimal("5"))
+    refund, usage = DailySpend(**line, line_item_type="Refund"), DailySpend(**line, line_item_type="Usage")
+    assert config.counted([refund, usage]) == [usage]
 
 
 @pytest.mark.parametrize("name", sorted(registered()))

@@ -17,6 +17,9 @@ QUANTITY = "DECIMAL(38,16)"
 JSON_TEXT = "VARCHAR"
 TAG_MAP = "MAP(VARCHAR, VARCHAR)"
 
+# FOCUS's ChargeCategory values, in its spelling (every connector writes one of them).
+CHARGE_CATEGORIES = ("Usage", "Purchase", "Tax", "Credit", "Adjustment")
+
 # (column, DuckDB type) in file order. Connectors must produce exactly these columns.
 # Every FOCUS 1.2 Cost and Usage column, then the 1.3 and 1.4 additions, then `x_` columns for what
 # FOCUS lacks. Types are FOCUS's: Decimal → MONEY (costs, unit prices) or QUANTITY,
