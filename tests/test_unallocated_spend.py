@@ -72,6 +72,8 @@ def test_a_dimension_with_its_own_default_is_watched_by_it(tmp_path):
     [team] = run_rules(config, only=["unallocated-spend"], now=NOW).result.seen
     assert (team.resource_id, team.evidence["unallocated_usd"], team.evidence["total_usd"]) == \
         ("unallocated:team", "70.00", "791.00")
+    # the finding has no owner, named as the other unowned findings are: the team default, not `unallocated`
+    assert (team.team, team.project) == ("No-Team", "unallocated")
 
 
 def test_below_the_threshold_or_aliased_there_is_no_finding(tmp_path):

@@ -35,12 +35,21 @@ def _log_group_arns(lake: Lake, names: Sequence[str]) -> dict[str, str]:
     return {name: arn for name, arn in rows}
 
 
+OWNED = ("team", "project", "experiment")
+
+
+def unowned(config: Config) -> Owner:
+    """No owner as attribution names it: each dimension's `default` (e.g. no-team), else
+    `unallocated`, so every unowned finding carries one name that alert routing sees."""
+    dimensions = config.attribution.dimensions
+    return Owner(**{d: dimensions[d].default if d in dimensions else UNALLOCATED for d in OWNED})
+
+
 def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
     """Owners of resource ids through attribution, from each resource's latest cost line;
-    a resource the bill does not name stays unallocated."""
+    a resource the bill does not name is absent (see fill_owners)."""
     clusters = config.attribution.clusters
-    team = config.attribution.dimensions.get("team")
-    no_team = folded(team.default) if team else UNALLOCATED  # what attribution calls a line with no team
+    nobody = unowned(config)
 
     def owner_of(resource_ids: Sequence[str]) -> dict[str, Owner]:
         candidates = {rid: bill_ids(rid) for rid in resource_ids}
@@ -52,21 +61,24 @@ def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
         for rid, ids in candidates.items():
             dims = next((found[c] for c in ids if c in found), None)
             if dims:
-                owner = Owner(**{d: dims.get(d) or UNALLOCATED for d in ("team", "project", "experiment")})
+                owner = Owner(**{d: dims.get(d) or getattr(nobody, d) for d in OWNED})
                 cluster_owner = clusters.owner(dims.get("cluster")) if clusters else None
-                owners[rid] = replace(owner, team=cluster_owner) if cluster_owner and folded(owner.team) == no_team \
-                    else owner
+                no_team = folded(owner.team) == folded(nobody.team)
+                owners[rid] = replace(owner, team=cluster_owner) if cluster_owner and no_team else owner
         return owners
 
     return owner_of
 
 
-def fill_owners(findings: list[Finding], owner_of: OwnerLookup) -> list[Finding]:
+def fill_owners(findings: list[Finding], owner_of: OwnerLookup, nobody: Owner = Owner()) -> list[Finding]:
+    """Each finding with its resource's owners; a resource the bill does not name (a budget, a
+    dimension's unallocated spend) keeps what the rule said, its `unallocated` named as `nobody`."""
     owners = owner_of(sorted({f.resource_id for f in findings})) if findings else {}
     filled = []
     for finding in findings:
         owner = owners.get(finding.resource_id)
-        if owner is None:  # not a billed resource (e.g. a budget): keep what the rule said
-            owner = Owner(finding.team, finding.project, finding.experiment)
+        if owner is None:
+            owner = Owner(**{d: getattr(nobody, d) if getattr(finding, d) == UNALLOCATED else getattr(finding, d)
+                             for d in OWNED})
         filled.append(replace(finding, team=owner.team, project=owner.project, experiment=owner.experiment))
     return filled

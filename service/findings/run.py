@@ -28,7 +28,7 @@ from service.core.units import utc_now_iso
 from service.core.coverage import anchored_window
 from service.core.timewindow import Window, utc_now
 from service.findings.budgets import budget_status
-from service.findings.owners import fill_owners, owner_lookup
+from service.findings.owners import fill_owners, owner_lookup, unowned
 from service.findings.store import TABLE, load_findings, store_findings
 from service.planning.plans import load_plans
 
@@ -87,7 +87,7 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
         with lake.query(snapshot) as con:
             ctx = rule_context(lake, config, window, con)
             mine, theirs = seen_here(lake, load_findings(lake))
-            result = run(rules, ctx, mine, lambda found: fill_owners(found, ctx.owner_of))
+            result = run(rules, ctx, mine, lambda found: fill_owners(found, ctx.owner_of, unowned(config)))
             held = {f.id for f in result.findings}
             return replace(result, findings=result.findings + [f for f in theirs if f.id not in held])
 
