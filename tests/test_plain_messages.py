@@ -136,7 +136,7 @@ CLI_CASES = [  # arguments after --config → the line the user reads
     ([*ESTIMATE, "--gpus", "0"], "error: --gpus: must be at least 1, not 0"),
     (["estimate", "--tokens", "2T", "--gpu", "H100", "--gpus", "8", "--mfu", "0.4"],
      "error: --params: is required but missing"),
-    ([*ESTIMATE, "--gpus", "8", "--mfu", "1.5"], "error: --mfu: MFU must be above 0 and at most 1"),
+    ([*ESTIMATE[:-2], "--gpus", "8", "--mfu", "1.5"], "error: --mfu: MFU must be above 0 and at most 1"),
     ([*ESTIMATE, "--gpus", "8", "--failure-overhead", "x%"], "error: --failure-overhead: cannot read 'x%'"),
 ]
 
