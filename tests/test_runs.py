@@ -483,6 +483,18 @@ def test_a_run_id_reused_in_a_cluster_that_bills_nothing_names_both_clusters_and
     assert row.cost_per_gpu_hour == D(10)  # $40 for p5's 4 GPU-hours: k8s-east's 4 have no price
 
 
+def test_a_job_id_repeated_in_a_cluster_that_bills_nothing_is_priced_by_its_own_clusters_hours(tmp_path):
+    # as above with both jobs "1" (a scheduler's job ids are its cluster's own): p5's job 1 has the
+    # cost, k8s-east's job 1 none, so the price is still p5's 4 GPU-hours' ($5 when keyed by id alone)
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="exp"),
+            {**job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", run_id="exp", cluster="k8s-east"),
+             "record_id": "k8s-east/1@x"}]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
+    [row] = runs(lake, cfg, query()).rows
+    assert (row.cost, row.jobs, row.gpu_hours, row.priced_hours) == (D(40), 2, D(8), D(4))
+    assert row.cost_per_gpu_hour == D(10)
+
+
 def test_hours_past_the_bills_end_add_gpu_hours_but_no_price(tmp_path):
     # r3's job holds 8 GPUs of i-a from 10:00 and runs on; the bill holds i-a's 10:00 hour ($80)
     # and ends at 11:00: a window to 14:00 counts 32 GPU-hours, $80, at $10 a GPU-hour (the bill's

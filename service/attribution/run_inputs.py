@@ -46,7 +46,8 @@ class JobSide:
     jobs: int = 0
     gpus: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
-    held: dict[str, Decimal] = field(default_factory=dict)  # job id → its GPU-hours up to the bill's end
+    # (cluster, job id) → its GPU-hours up to the bill's end: a scheduler's job ids are its cluster's own
+    held: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     restarts: int = 0
     failed_by: dict = field(default_factory=dict)  # work (core.job_states.work_of) → earliest end not completed
     state: str | None = None  # its last job's: the one that ended last, a running one before any
@@ -65,6 +66,11 @@ class JobSide:
 def joined_clusters(names: set[str | None]) -> str | None:
     """A run's clusters as one value: sorted (case-insensitively), joined by `,`."""
     return CLUSTERS_JOINED.join(sorted((n for n in names if n), key=lambda n: (folded(n), n))) or None
+
+
+def held_key(cluster: str | None, job_id: str) -> tuple[str, str]:
+    """A job's key in `JobSide.held`: its cluster (any case) and id, as job ids repeat across clusters."""
+    return folded(cluster or ""), job_id
 
 
 def _naive(moment: datetime) -> datetime:
@@ -104,8 +110,6 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
         side.gpu_hours += _gpu_hours(gpus, max(start, since), min(end or until, until))
-        side.held[job_id] = side.held.get(job_id, Decimal(0)) + _gpu_hours(gpus, max(start, since),
-                                                                           min(end or until, priced_until))
         # the run's last job is the one that ended last (a running one has not ended: it is last);
         # rows come by start time, so of jobs that ended together the later start wins
         last = (end is None, end or start, start)
@@ -116,7 +120,11 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         if end is not None:
             side.end = max(side.end or end.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))
         stated = dict(zip(VALUES, stated))
-        side.clusters.add(stated.pop("cluster"))
+        cluster = stated.pop("cluster")
+        side.clusters.add(cluster)
+        key = held_key(cluster, job_id)
+        side.held[key] = side.held.get(key, Decimal(0)) + _gpu_hours(gpus, max(start, since),
+                                                                     min(end or until, priced_until))
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     return runs

@@ -55,8 +55,8 @@ from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, 
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, listed_once, top_rows, window_at
-from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, idle_shares, job_records, joined_clusters,
-                                            run_span)
+from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, held_key, idle_shares, job_records,
+                                            joined_clusters, run_span)
 from service.attribution.run_story import RunStory, run_story
 from service.attribution.sql import MEASURES
 from service.core.config import Config
@@ -275,7 +275,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
         held = costs.setdefault(key, [job.values["run"], Decimal(0), values, set(), set()])
         held[1] += job.cost
         held[2] = {d: v if v == values[d] else SEVERAL for d, v in held[2].items()}
-        held[3].add(job.job)
+        held[3].add(held_key(job.cluster, job.job))
         held[4].add(job.cluster)
     rows = []
     for (run, currency), (name, cost, values, jobs, clusters) in costs.items():
@@ -314,7 +314,7 @@ def _state_noted(story: RunStory | None, query: RunsQuery, rows: list[RunRow], k
 
 def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: JobSide | None, jobs: set[str],
          idle: Decimal | None) -> RunRow:
-    """`jobs`: the ids of its jobs with a part (a cost) in `currency`."""
+    """`jobs`: the (cluster, id) keys of its jobs with a part (a cost) in `currency`."""
     if side is None:  # EKS pods: no job record
         return RunRow(name, values, len(jobs), 0, None, None, cost, currency, None, None, None, idle, None)
     priced = sum((hours for job, hours in side.held.items() if job in jobs), Decimal(0))
