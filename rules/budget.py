@@ -58,14 +58,14 @@ class BudgetRule(Rule):
             line = budget.highest_line(spend)
             if line is not None:
                 findings.append(self._finding(budget, kind, line, spend, outlook, status.left_out))
-        if outlook.actual == 0 and any(cost for _, cost in status.left_out):
+        if outlook.actual == 0 and any(cost > 0 for _, cost in status.left_out):  # a credit alone is no spend
             findings.append(self._other_currency(budget, status.left_out))
         return findings
 
     def _other_currency(self, budget: BudgetConfig, left_out: Sequence[tuple[str | None, Decimal]]) -> Finding:
         """Nothing spent in the budget's currency, all in others (an EUR budget on a USD bill): it can never
         cross a line, so say so to its owner rather than stay silent all month."""
-        spent = ", ".join(f"{currency or 'no currency'} {cost:,.2f}" for currency, cost in left_out if cost)
+        spent = ", ".join(f"{currency or 'no currency'} {cost:,.2f}" for currency, cost in left_out if cost > 0)
         summary = (f"budget {budget.name} ({budget.dimension} {budget.value}) counts {budget.currency} spend only and "
                    f"none was spent this month, while {spent} was (currencies are never converted): it cannot warn; "
                    "set its `currency` to the bill's")

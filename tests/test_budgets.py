@@ -124,6 +124,29 @@ def test_the_budget_rule_judges_the_outlooks_its_context_gives(tmp_path):
     assert BudgetRule().evaluate(RuleContext(con=ctx.con, window=ctx.window)) == []  # no budgets, no findings
 
 
+def test_a_credit_alone_in_another_currency_is_no_spend_a_budget_misses(tmp_path):
+    # an EUR budget with nothing spent in EUR: a USD credit (a negative amount) alone is no spend it
+    # could have counted, so no other-currency warning; USD spent besides it is, and only that is named
+    @dataclass(frozen=True)
+    class Given:
+        budget: BudgetConfig
+        outlook: Forecast
+        left_out: tuple
+
+    budget = BudgetConfig(name="gpu", value="pretrain", amount=Decimal(1000), currency="EUR")
+    nothing = Forecast(actual=Decimal(0), forecast=Decimal(0), low=Decimal(0), high=Decimal(0), days_left=Decimal(12))
+    window = Window(datetime(2026, 11, 8, tzinfo=timezone.utc), datetime(2026, 11, 15, tzinfo=timezone.utc))
+
+    def found(left_out):
+        return BudgetRule().evaluate(RuleContext(con=Lake(tmp_path / "lake").query(), window=window,
+                                                 budget_outlooks=lambda: [Given(budget, nothing, left_out)]))
+
+    assert found((("USD", Decimal("-25")),)) == []
+    [warned] = found((("USD", Decimal("-25")), ("GBP", Decimal("40"))))
+    assert (warned.resource_id, warned.severity, warned.impact_usd) == ("budget:gpu", "warning", 0)
+    assert "while GBP 40.00 was (currencies" in warned.summary
+
+
 def budgets_json(lake, budgets):
     """`spendlake budgets --format json` on a config of the lake with these budgets: (config path, result)."""
     path = lake.root.parent / "spendlake.yaml"
