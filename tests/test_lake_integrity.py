@@ -315,6 +315,31 @@ def test_44_another_configs_rules_run_leaves_this_configs_findings_open(lake, tm
     assert open_ids(other) == []
 
 
+def test_44_a_config_built_in_code_judges_every_finding_and_seen_by_keeps_only_stored_ones(lake, tmp_path):
+    """A config with no file (built from a dict) never records what it saw, so every finding a
+    file's config had seen stayed that config's and was never resolved by it; ids the findings
+    store no longer holds stayed in `seen_by` for ever."""
+    from service.core.config import parse_config
+    from service.findings.run import run_rules
+    from service.findings.store import load_findings
+
+    config, lake_ = lake
+    assert spendlake(config, "rules", "run", "--format", "json").exit_code == 0
+    assert [f for f in load_findings(lake_) if f.status == "open"]  # the sample's unallocated spend
+    state = lake_.read_state("rules")
+    lake_.write_state("rules", {**state, "seen_by": {**state["seen_by"], "gone-id": str(config)}})
+    (tmp_path / "export-b").mkdir()
+    (tmp_path / "export-b" / "bill.csv").write_text(SAMPLE.read_text(encoding="utf-8-sig").splitlines()[0] + "\n")
+    built = {"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "team-b", "kind": "focus", "location": str(tmp_path / "export-b")}]}
+    (tmp_path / "team-b.yaml").write_text(yaml.safe_dump(built))
+    assert spendlake(tmp_path / "team-b.yaml", "ingest").exit_code == 0
+    run_rules(parse_config(built))  # sees none of them: they resolve
+    findings = load_findings(lake_)
+    assert findings and {f.status for f in findings} == {"resolved"}
+    assert set(lake_.read_state("rules")["seen_by"]) <= {f.id for f in findings}
+
+
 def test_39_inventory_of_an_unconfigured_source_is_not_read(lake, tmp_path):
     config, lake = lake
     con = lake.connect()

@@ -104,8 +104,10 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
             state = lake.read_state("rules")
             outcomes = state.get("rules", {})
             outcomes.update({o.rule: {**asdict(o), "finished_at": utc_now_iso()} for o in result.outcomes})
-            seen_by = state.get("seen_by", {}) | {f.id: str(lake.config_file) for f in result.seen
-                                                  if lake.config_file is not None}
+            stored = {f.id for f in result.findings}  # ids the store no longer holds are nobody's
+            seen_by = {id_: by for id_, by in state.get("seen_by", {}).items() if id_ in stored}
+            if lake.config_file is not None:
+                seen_by |= {f.id: str(lake.config_file) for f in result.seen}
             try:
                 lake.write_state("rules", {"rules": outcomes, "seen_by": seen_by})
             except OSError as exc:  # after the store: the findings stand, "nothing was changed" would be false
@@ -117,7 +119,10 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
 def seen_here(lake: Lake, previous: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
     """(this config's stored findings, another's): on a lake two configs share, a finding last
     seen by the other config (its file still there) is its rules' to resolve, not this one's,
-    which does not read that config's sources (it resolved them all, and they left `findings`)."""
+    which does not read that config's sources (it resolved them all, and they left `findings`).
+    A config with no file (built in code) cannot be told from another: every finding is its own."""
+    if lake.config_file is None:
+        return list(previous), []
     seen_by = lake.read_state("rules").get("seen_by", {})
 
     def theirs(finding: Finding) -> bool:
