@@ -336,9 +336,12 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
             # keep it until the calendar got there); a damaged one at once, and another config's
             # current one only when damaged: no reader gets a sound answer from it, and `verify`
             # would flag it (saying to run this build) until the grace ran out, or for ever
-            listed = {key: (name, None if since is None else min(since, seen.setdefault(key, now)))
-                      for name, since in superseded(target, version, part.entry, before).items()
-                      for key in [str(target.parent.relative_to(lake.root) / name)]}
+            listed = {}
+            for name, since in superseded(target, version, part.entry, before).items():
+                key = str(target.parent.relative_to(lake.root) / name)
+                if since is not None:
+                    since = min(since, seen.setdefault(key, now))
+                listed[key] = (name, since)
             gone = [name for key, (name, since) in listed.items()
                     if since is not None and since <= now - grace and key in earlier
                     or derived_records.check(lake, target.parent / f"{name}.parquet", found).damaged]
