@@ -15,9 +15,10 @@ highest line crossed by the month-end forecast (if the budget watches `forecast`
 Severity: actual ≥ 100% critical, actual below 100% warning; forecast ≥ 100% warning,
 forecast below 100% info. A budget whose scope spent nothing this month in its currency but
 something in others (an EUR budget on a USD bill) can never cross a line: a `warning` finding
-(key `other-currency`, `impact_usd` 0) names what was spent and says to set its `currency`. Ignores: other currencies than the budget's (never converted; the
-scope's month-to-date spend in them is named in `evidence.left_out`), and budgets with no
-attributed spend in the trailing weeks.
+(key `other-currency`, `impact_usd` 0) names what was spent and says to set its `currency`.
+Ignores: other currencies than the budget's (never converted; the scope's month-to-date spend
+in them is named in `evidence.left_out`), and budgets with no attributed spend in the trailing
+weeks.
 
 Category `overspend` (no `monthly_waste_usd`: spending past a budget buys something).
 `impact_usd` is the overrun beyond the budget this month: month-to-date spend minus the
@@ -73,7 +74,8 @@ class BudgetRule(Rule):
             resource_id=f"budget:{budget.name}", key="other-currency", severity="warning", impact_usd=0,
             summary=summary, evidence={"budget": budget.name, "dimension": budget.dimension, "value": budget.value,
                                        "amount": budget.amount, "currency": budget.currency, "left_out": [
-                                           {"currency": currency, "actual": money(cost)} for currency, cost in left_out]})
+                                           {"currency": currency, "actual": money(cost)}
+                                           for currency, cost in left_out]})
         return _owned(finding, budget)
 
     def _finding(self, budget: BudgetConfig, kind: str, line: Decimal, spend: Decimal, outlook: Outlook,

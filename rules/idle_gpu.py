@@ -128,7 +128,8 @@ class IdleGpu(Rule[IdleGpuConfig]):
                          billed_instance_id=INSTANCE_ID.format("b.resource_id"))
         held = sorted(ctx.held_hours(ctx.window)) if ctx.held_hours else []
         rows = ctx.con.execute(sql, [
-            [resource for resource, _ in held], [hour for _, hour in held], glob_regex(c.instance_types), ctx.until, ctx.since, ctx.since, ctx.until, ctx.since, ctx.until,
+            [resource for resource, _ in held], [hour for _, hour in held], glob_regex(c.instance_types),
+            ctx.until, ctx.since, ctx.since, ctx.until, ctx.since, ctx.until,
             c.sm_active_max_pct, c.gpu_util_max_pct, c.sm_active_max_pct, c.gpu_util_max_pct, c.min_idle_hours,
         ]).fetchall()
         findings = []
