@@ -46,13 +46,18 @@ def test_removing_a_plan_not_registered_is_exit_3_naming_the_plans_file_and_the_
     path = lake.partition_file("plans", [("source", "estimate"), ("snapshot", "current")])
     none = spendlake(config_file, "plans", "remove", "known", "--yes")
     assert none.exit_code == 3, none.output
-    assert none.stderr.strip() == f"error: {path}: no plan 'known' is registered — no plans are registered"
+    assert none.stderr.strip() == (f"error: {path}: no plan 'known' is registered — the lake holds no plans: "
+                                   "`spendlake estimate ... --register NAME` adds one")
 
     register_plan(lake, plan("known", "llm-7b", "5000"))
     before = path.read_bytes()
     out = spendlake(config_file, "plans", "remove", "Known", "--yes")
     assert out.exit_code == 3 and f"{path}: no plan 'Known' is registered" in out.stderr, out.output
     assert "closest plans: known" in out.stderr, out.stderr
+    assert path.read_bytes() == before
+    # looked up before asking: no question whose answer changes nothing
+    asked = CliRunner().invoke(cli, ["--config", config_file, "plans", "remove", "Known"], input="y\n")
+    assert asked.exit_code == 3 and "remove plan" not in asked.output, asked.output
     assert path.read_bytes() == before
 
 

@@ -51,8 +51,9 @@ def plans_command(ctx: click.Context, day: str | None, fmt: str | None) -> None:
 @click.pass_obj
 def plans_remove(obj, name: str, yes: bool) -> None:
     """Remove the registered plan NAME (the report and `spendlake plans` no longer show it)."""
-    from service.planning.plans import remove_plan
+    from service.planning.plans import check_registered, remove_plan
 
+    check_registered(obj.lake, name)  # before asking: a name that is not there needs no answer
     if not yes and not confirmed(one_line(f"remove plan {name!r} from the lake at {obj.lake.root}?")):
         raise UsageError("not confirmed: nothing was removed", where="plans remove",
                          hint=f"answer y, or run `spendlake plans remove {shlex.quote(name)} --yes` (where no one can answer)")

@@ -188,11 +188,7 @@ def remove_plan(lake: Lake, name: str) -> Plan | None:
     A name not registered is a DataError naming the plans file and the name."""
 
     def drop(records: list[dict[str, Any]], path: Path) -> tuple[list[Plan], Plan | None]:
-        names = [record["name"] for record in records]
-        if name not in names:
-            known = [n for n in names if isinstance(n, str)]
-            raise DataError(f"no plan {name!r} is registered", where=str(path),
-                            hint=suggestion(name, known, "plans") if known else "no plans are registered")
+        _registered(name, records, path)  # again under the lock: another process may have removed it
         gone = [record for record in records if record["name"] == name]
         kept = _checked([record for record in records if record["name"] != name], path)
         try:
@@ -202,6 +198,18 @@ def remove_plan(lake: Lake, name: str) -> Plan | None:
         return kept, removed[0] if len(removed) == 1 else None
 
     return _rewrite(lake, drop)
+
+
+def check_registered(lake: Lake, name: str) -> None:
+    """A DataError naming the plans file and `name` unless a plan of that name is registered."""
+    _registered(name, *_records(lake))
+
+
+def _registered(name: str, records: list[dict[str, Any]], path: Path) -> None:
+    known = [record["name"] for record in records if isinstance(record["name"], str)]
+    if name not in known:
+        raise DataError(f"no plan {name!r} is registered", where=str(path), hint=suggestion(name, known, "plans")
+                        if known else "the lake holds no plans: `spendlake estimate ... --register NAME` adds one")
 
 
 def _rewrite(lake: Lake, change: Callable[[list[dict[str, Any]], Path], tuple[list[Plan], Result]]) -> Result:
