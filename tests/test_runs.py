@@ -431,10 +431,11 @@ def test_runs_and_a_runs_story_in_yen_show_whole_yen(tmp_path):
     assert "JPY 12,346" in story.stdout and ".60" not in story.stdout, story.stdout
 
 
-@pytest.mark.parametrize("credit", ["-70", "-100"])
+@pytest.mark.parametrize("credit", ["-70", "-80", "-100"])
 def test_a_credit_on_an_instance_leaves_the_idle_share_out_rather_than_outside_0_to_100(tmp_path, credit):
     # i-b's $80 hour, its job holding $20 of it, and an idle hour after it with a credit of $70
-    # (or $100): idle $60 - $70 of a net $10 read -100%, $60 - $100 of -$20 read 200%; no share
+    # (or $80, $100): idle $60 - $70 of a net $10 read -100%, of a net $0 nothing, $60 - $100 of
+    # -$20 read 200%; no share
     jobs = [job("3", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2",
                 state="CANCELLED", team="nlp")]
     lake, cfg = setup(tmp_path, [gpu_line("i-b"), {**gpu_line("i-b", cost=credit, start="2026-11-02T11:00:00"), "category": "Credit"}], jobs)
@@ -447,7 +448,7 @@ def test_a_credit_on_an_instance_leaves_the_idle_share_out_rather_than_outside_0
     shown = CliRunner().invoke(cli, ["--config", write_config(tmp_path, lake), "runs", "--since", "2026-11-02",
                                      "--until", "2026-11-03", "--format", "table"], env={"COLUMNS": "250"})
     assert shown.exit_code == 0, shown.output
-    assert "note: a run's idle is empty where credits make its instances' cost net" in shown.stderr
+    assert "note: a run's idle is empty where credits or negations make its instances' cost net (or 0)" in shown.stderr
 
 
 def test_a_restart_redoes_the_failed_work_not_another_benchmark_or_sweep_task(tmp_path):

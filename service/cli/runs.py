@@ -13,11 +13,11 @@ from service.cli.run_story import moment_text, number_text, render_story
 from service.core.coverage import billing_periods, months_touched
 from service.core.output import one_line
 from service.core.units import currency_text, money_text
+from service.report.sections.clusters import WHY_NO_IDLE_SHARE
 
 COSTS = ("billed", "effective", "list")
 # a billed run without an idle share: its instances' idle lies outside 0-100% of their cost (core.units.share_of)
-NO_IDLE_SHARE = ("note: a run's idle is empty where credits make its instances' cost net, so their idle is no share "
-                 "of it (`spendlake runs --run R --format json` gives each instance's window_cost and window_idle)")
+NO_IDLE_SHARE = f"note: a run's idle is empty where {WHY_NO_IDLE_SHARE}"
 COLUMNS = ("run", "team", "project", "experiment", "job_type", "cluster", "user", "jobs", "restarts", "gpus",
            "gpu_hours", "cost", "currency", "cost_per_gpu_hour", "idle_share", "state", "start", "end")
 TABLE = {"run": "run", "team": "team", "project": "project", "experiment": "experiment", "job_type": "job type",

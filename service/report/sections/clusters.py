@@ -45,8 +45,10 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
 
 
 # a billed run without an idle share: its instances' idle lies outside 0-100% of their cost (shares.py)
-NO_IDLE_SHARE = ("A run's idle share shows — where credits make its instances' cost net, so their idle is no share "
-                 "of it (`spendlake runs --run R --format json` gives each instance's window_cost and window_idle).")
+# why a run's idle share can be none (service.core.units.share_of): the CLI's note says it too
+WHY_NO_IDLE_SHARE = ("credits or negations make its instances' cost net (or 0), so their idle is no share of it "
+                     "(`spendlake runs --run R --format json` gives each instance's window_cost and window_idle)")
+NO_IDLE_SHARE = f"A run's idle share shows — where {WHY_NO_IDLE_SHARE}."
 
 
 def top_runs(config: Config, lake: Lake, month: Window, top: int) -> Table:
