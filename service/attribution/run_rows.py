@@ -317,7 +317,7 @@ def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: Job
     """`jobs`: the (cluster, id) keys of its jobs with a part (a cost) in `currency`."""
     if side is None:  # EKS pods: no job record
         return RunRow(name, values, len(jobs), 0, None, None, cost, currency, None, None, None, idle, None)
-    priced = sum((hours for job, hours in side.held.items() if job in jobs), Decimal(0))
+    priced = sum((hours for key, hours in side.held.items() if key in jobs), Decimal(0))
     return RunRow(name, values, side.jobs, side.restarts, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
                   cost, currency, side.state, side.start, None if side.running else side.end, idle,
                   priced.quantize(GPU_HOURS_QUANTUM))
