@@ -107,21 +107,21 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
     plans = load_plans(lake)
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
                   markdown=(("plan", "project"), "status"))
-    charts, unknown = [], []
+    charts, notes = [], []
     for plan in plans:
         low, high = _cents(plan.planned_spend(until))
         found = plan_actual(config, lake, plan, until)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
-        unknown += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}"
-                    + ("" if hint.endswith(".") else ".")  # a long list of known values ends in "..."
-                    for dim, value, hint in unmatched]
+        notes += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}"
+                  + ("" if hint.endswith(".") else ".")  # a long list of known values ends in "..."
+                  for dim, value, hint in unmatched]
         if left_out:
-            unknown.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
-                           "its start is left out (currencies are never converted).")
+            notes.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
+                         "its start is left out (currencies are never converted).")
         if data[0] is not None and plan.start < min(data[0], until):
-            unknown.append(f"plan {plan.name} started before the lake's billing data begins ({data[0]:%Y-%m-%d %H:%M} "
-                           "UTC): its actual counts from then.")
+            notes.append(f"plan {plan.name} started before the lake's billing data begins ({data[0]:%Y-%m-%d %H:%M} "
+                         "UTC): its actual counts from then.")
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
@@ -132,10 +132,11 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, data[1]))
     if plans and data[1] is not None and data[1] < until:
-        unknown.append(f"the lake's billing data ends at {data[1]:%Y-%m-%d %H:%M} UTC, before the day's end: spend "
-                       "after it is not in the actual yet, so a status '... to data end' sets it against the plan "
-                       "to then.")
-    notes = unknown if plans else [NO_PLANS]
+        notes.append(f"the lake's billing data ends at {data[1]:%Y-%m-%d %H:%M} UTC, before the day's end: spend "
+                     "after it is not in the actual yet, so a status '... to data end' sets it against the plan "
+                     "to then.")
+    if not plans:
+        notes = [NO_PLANS]
     section = Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts,
                       note=" ".join(notes) or None)
     return section, notes
@@ -183,8 +184,8 @@ def _plan_chart(plan: Plan, day: date, daily: dict[date, Decimal], ends: datetim
     for current in days:
         running += daily.get(current, Decimal(0))
         actual.append(running if current <= through else None)
-    ends = [day_start(current) + timedelta(days=1) for current in days]
-    planned = [plan.planned_spend(end) for end in ends]
+    day_ends = [day_start(current) + timedelta(days=1) for current in days]
+    planned = [plan.planned_spend(end) for end in day_ends]
     series: dict[str, list[Decimal | None]] = {"actual": actual}
     if any(p.low != p.high for p in planned):
         series |= {"planned (low)": [p.low for p in planned], "planned (high)": [p.high for p in planned]}
