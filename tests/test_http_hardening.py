@@ -127,6 +127,26 @@ def test_59_a_request_trickled_a_header_at_a_time_is_dropped_at_the_request_time
         assert answer == b"" and time.monotonic() - started < 3, answer
 
 
+def test_59_an_error_answered_while_the_request_is_read_is_written_with_the_whole_timeout(server, monkeypatch):
+    """An error http.server answers while it parses the request (here one of more than 100
+    headers) was written with what was left of the read deadline, a slow client's last few
+    milliseconds: every answer's writes get the whole timeout again."""
+    monkeypatch.setattr(http.ServiceHandler, "timeout", 3)
+    timeouts = []
+    send = http.ServiceHandler.send
+    monkeypatch.setattr(http.ServiceHandler, "send",
+                        lambda self, *a, **k: (timeouts.append(self.connection.gettimeout()), send(self, *a, **k))[1])
+    port = server()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        time.sleep(2)  # most of the request's deadline: the next read waits for what is left
+        sock.sendall(b"Host: x\r\n")
+        time.sleep(0.2)
+        sock.sendall(b"X-Many: 1\r\n" * 101)
+        assert sock.recv(100).startswith(b"HTTP/1.0 431")
+    assert timeouts == [3]
+
+
 def test_59_connections_past_the_cap_are_answered_503_at_once(server):
     port = server(max_connections=5)
     held = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]

@@ -194,7 +194,9 @@ class ServiceHandler(BaseHTTPRequestHandler):
     do_PUT = do_DELETE = do_PATCH = do_POST
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors, as JSON like every other answer."""
+        """http.server's own errors, as JSON like every other answer; one answered while the
+        request is parsed is written with the whole timeout too, not what is left of the read's."""
+        self.connection.settimeout(self.timeout)
         self.close_connection = True
         if getattr(self, "request_version", None) == "HTTP/0.9":  # a garbled request line: answer with headers
             self.request_version = "HTTP/1.0"
