@@ -1,21 +1,22 @@
 """The lake's own stamps after a clock ran ahead: a delivery stamped as committed after this
-machine's clock is said to be so by `status` and the report (its stamp kept as written)."""
+machine's clock is said to be so by `status` and /api/v1/status (its stamp kept as written),
+not by the report, which the same lake and day make whatever the clock."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from conftest import SAMPLES
 from service.cli.main import cli
-from service.core import commit
+from service.core import commit, timewindow
 from service.core.config import parse_config
-from service.core.lake import Lake
 from service.ingest.billing import ingest
-from service.report.data import freshness_section
 
 
 def lake_ahead(tmp_path, monkeypatch, ahead: timedelta):
@@ -56,16 +57,25 @@ def test_the_status_api_says_it_too(tmp_path, monkeypatch):
     assert len(body["notes"]) == 2 and body["notes"][0].startswith(f"bill 2024-09 is stamped as committed at {stamp}")
 
 
-def test_the_reports_last_delivery_stamped_after_this_clock_is_said_so(tmp_path, monkeypatch):
-    config, stamp = lake_ahead(tmp_path, monkeypatch, timedelta(days=40))
-    [table] = freshness_section(config, Lake.of(config), datetime(2024, 10, 1, tzinfo=timezone.utc)).tables
-    assert table.rows[0]["last_delivery"] == stamp
-    assert len(table.notes) == 1 and table.notes[0].startswith(f"bill 2024-09 is stamped as committed at {stamp}")
+def test_a_report_of_deliveries_stamped_after_this_clock_is_the_same_whatever_the_clock(tmp_path, monkeypatch):
+    """The report's freshness table said under it that a delivery was stamped after this
+    machine's clock: the same lake and day gave other bytes once the clock passed the stamp.
+    `status` and /api/v1/status say it; the report is the lake's and the day's alone."""
+    _, stamp = lake_ahead(tmp_path, monkeypatch, timedelta(days=40))
+    report = ["--config", str(tmp_path / "spendlake.yaml"), "report", "--date", "2024-09-30", "--out"]
+    assert CliRunner().invoke(cli, [*report, str(tmp_path / "now")]).exit_code == 0
+    later = datetime.now(timezone.utc) + timedelta(days=60)  # the stamps are now in the past
+    for module in [m for name, m in sys.modules.items() if name.startswith("service.")]:
+        if getattr(module, "utc_now", None) is timewindow.utc_now:
+            monkeypatch.setattr(module, "utc_now", lambda: later)
+    assert CliRunner().invoke(cli, [*report, str(tmp_path / "later")]).exit_code == 0
+    written = {path.relative_to(tmp_path / "now"): path.read_bytes() for path in (tmp_path / "now").rglob("*.*")}
+    assert len(written) > 3 and stamp.encode() in written[Path("2024-09-30/report.json")]
+    assert {path: (tmp_path / "later" / path).read_bytes() for path in written} == written
 
 
 def test_a_stamp_within_the_clock_skew_is_not_said_ahead(tmp_path, monkeypatch):
     """Another host a minute ahead committed it: no clock ran ahead."""
-    config, _ = lake_ahead(tmp_path, monkeypatch, timedelta(minutes=1))
+    lake_ahead(tmp_path, monkeypatch, timedelta(minutes=1))
     result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "status", "--format", "json"])
     assert result.exit_code == 0 and "ahead: " not in result.stderr
-    assert freshness_section(config, Lake.of(config), datetime(2024, 10, 1, tzinfo=timezone.utc)).tables[0].notes == []

@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 from service.core.config import Config
-from service.core.coverage import billing_data_through, data_end, stamped_ahead
+from service.core.coverage import billing_data_through, data_end
 from service.core.lake import Lake
 from service.core.registry import CONNECTORS
-from service.core.timewindow import day_start, iso_utc, utc_now
+from service.core.timewindow import day_start, iso_utc
 from service.core.units import cents, currency_text, money_text, titled
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.report.sections.bills import bills_section
@@ -163,7 +163,9 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
     """Per configured source, billing and inventory (service/ingest/freshness.py): how far its
     data reaches, how far that lags the day's end, and whether within its freshness_hours.
     Data past the day's end shows as the day's end, and ingest runs that changed nothing
-    leave no trace, so a later snapshot or an unchanged re-run leaves a past day's report as it was."""
+    leave no trace, so a later snapshot or an unchanged re-run leaves a past day's report as it was.
+    A delivery stamped after this machine's clock is told by `status` and /api/v1/status, not
+    here: that would make the report depend on when it is written."""
     month = f"{until - timedelta(days=1):%Y-%m}"
     latest: dict[str, tuple[str, str]] = {}
     billing = {entry.source for entry in lake.ledger()}
@@ -187,7 +189,6 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
             "hours_behind": None if before_its_data else row.hours_behind, "freshness_hours": row.freshness_hours,
             "last_delivery": ingested, "last_error": row.last_error,
         })
-    table.notes = stamped_ahead(shown, utc_now())
     note = None if table.rows else "No sources configured."
     return Section("freshness", "Data freshness", tables=[table] if table.rows else [], note=note)
 
