@@ -61,8 +61,8 @@ class OtherDataset(Exception):
 
 
 class CostConnector(Connector, Protocol):
-    """What ingest asks of a billing connector: `deliveries` and `read`, and three optional
-    hooks whose defaults below are what a connector without them gets (`cost_connector`)."""
+    """What ingest and the report ask of a billing connector: `deliveries` and `read`, and the
+    optional hooks whose defaults below are what a connector without them gets (`cost_class`)."""
 
     # `read` gives one relation per file, in the delivery's order, or one over consecutive files
     # whose rows say their file (service.core.file_parts.FilesPart): a source's new loose files
@@ -72,6 +72,9 @@ class CostConnector(Connector, Protocol):
     # Which lines of a period's currency must carry an invoice id for it to be final
     # (service.core.ledger.FinalWhen); "any" (the default) is how AWS marks a finalized bill.
     final_when: ClassVar[FinalWhen] = "any"
+    # True when its BilledCost is before the credits on its lines (x_credits) that the provider's
+    # invoice nets (Google's `cost`): the report says so beside the spend and the Bills.
+    billed_before_credits: ClassVar[bool] = False
     # Raised when a fix changes what the connector reads from the same files: a period the lake
     # holds from an older reading is read again by the next ingest, though its files are unchanged.
     reader_version: ClassVar[int] = 0
@@ -112,12 +115,17 @@ class CostConnector(Connector, Protocol):
         return error
 
 
+def cost_class(cls: type) -> type[CostConnector]:
+    """A billing connector class with CostConnector's defaults: a class that follows it without
+    deriving from it (an installed package's) is given them, so every hook reads plainly."""
+    if CostConnector in cls.__mro__:
+        return cls
+    return type(cls.__name__, (cls, CostConnector), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+
+
 def cost_connector(cls: type, config: SourceConfig) -> CostConnector:
-    """An instance of a billing connector class. A class that follows CostConnector without
-    deriving from it (an installed package's) is given its defaults, so ingest reads every hook plainly."""
-    if CostConnector not in cls.__mro__:
-        cls = type(cls.__name__, (cls, CostConnector), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
-    return cls(config)
+    """An instance of a billing connector class, with CostConnector's defaults (`cost_class`)."""
+    return cost_class(cls)(config)
 
 
 class StoredExport(CostConnector):

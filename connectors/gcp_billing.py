@@ -205,6 +205,7 @@ class GcpBillingConnector(FolderExport):
     # 1: a line without resource.global_name takes its resource.name as ResourceId; 2: tags and system labels
     reader_version = 2
     final_when = "never"  # the export has no invoice id, only `invoice.month`
+    billed_before_credits = True  # BilledCost is Google's `cost`; the invoice nets the credits
     suffixes = CSV_SUFFIXES + PARQUET_SUFFIXES + JSON_SUFFIXES
     what = "Cloud Billing export"
 

@@ -183,7 +183,7 @@ class LedgerConnector:
 
 def test_a_connector_from_an_installed_package_is_configured_and_ingested(tmp_path, monkeypatch):
     """One file and one entry-point line: the kind validates its own keys through the registry
-    (dotted paths kept) and `spendlake ingest` commits what it reads."""
+    (dotted paths kept), `spendlake ingest` commits what it reads and `spendlake report` reports it."""
     module = unique("acme_ledger")
     install(tmp_path, monkeypatch, {module: CONNECTOR},
             {"spendlake.connectors": {"acme-ledger": f"{module}:LedgerConnector"}})
@@ -194,6 +194,9 @@ def test_a_connector_from_an_installed_package_is_configured_and_ingested(tmp_pa
     assert ingested.exit_code == 0, ingested.output
     status = CliRunner().invoke(cli, ["--config", str(config), "status", "--format", "json"])
     assert [(row["source"], row["billed_cost"]) for row in json.loads(status.output)] == [("books", "12.340000000000")]
+    report = CliRunner().invoke(cli, ["--config", str(config), "report", "--date", "2026-11-20", "--out",
+                                      str(tmp_path / "out")])
+    assert report.exit_code == 0, report.output  # the hooks it leaves out (final_when, ...) read as their defaults
 
     config.write_text(json.dumps({"lake": str(tmp_path / "lake"), "sources": [{**source, "dollars": "many"}]}))
     invalid = CliRunner().invoke(cli, ["--config", str(config), "config", "validate"])

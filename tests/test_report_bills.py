@@ -348,11 +348,11 @@ def test_a_month_of_an_export_without_invoice_ids_is_not_said_to_await_one(tmp_p
     assert [n for n in may if "estimated" in n] == [
         "May 2024 is still estimated for eu: the bill has no invoice id yet, so these figures may change until "
         "the provider closes the month.",
-        "May 2024 shows as estimated for gcp: Cloud Billing exports and OCI cost reports carry no invoice id, so "
+        "May 2024 shows as estimated for gcp: gcp-billing exports carry no invoice id, so "
         "spendlake cannot tell whether the provider has closed the month; tie these figures to the provider's "
         "invoice."]
     oci = json.loads((report(tmp_path, config, "2026-05-31") / "report.json").read_text())["notes"]
     assert [n for n in oci if "estimated" in n] == [
-        "May 2026 shows as estimated for oci: Cloud Billing exports and OCI cost reports carry no invoice id, so "
+        "May 2026 shows as estimated for oci: oci-cost exports carry no invoice id, so "
         "spendlake cannot tell whether the provider has closed the month; tie these figures to the provider's "
         "invoice."]

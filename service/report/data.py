@@ -12,11 +12,10 @@ from datetime import date, datetime, timedelta
 from service.core.config import Config
 from service.core.coverage import billing_data_through, data_end
 from service.core.lake import Lake
-from service.core.registry import CONNECTORS
 from service.core.timewindow import day_start, iso_utc
 from service.core.units import cents, currency_text, money_text, titled
 from service.ingest.freshness import SourceFreshness, source_freshness
-from service.report.sections.bills import bills_section
+from service.report.sections.bills import bills_section, kinds_text, sources_whose
 from service.report.sections.budgets import budgets_section
 from service.report.sections.commitments import commitments_section
 from service.report.sections.clusters import clusters_section
@@ -34,7 +33,8 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     unallocated = unallocated_section(spend, lake, config.report.top)
     headlines += [unallocated_headline(row) for row in unallocated.tables[0].rows
                   if row["dimension"] == "team" and row["total_cost"]]
-    before_credits = frozenset(s.name for s in config.sources if s.kind == "gcp-billing")
+    before_credits = frozenset(sources_whose(config, lambda connector: connector.billed_before_credits))
+    no_invoice_ids = sources_whose(config, lambda connector: connector.final_when == "never")
     sections = [
         spend_by,
         bills_section(lake, day, before_credits),
@@ -50,7 +50,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         freshness_section(config, lake, until),
     ]
     return Report(day=day, month_start=day.replace(day=1), headlines=headlines, sections=sections,
-                  notes=coverage_notes(lake, day) + behind_notes(lake, day) + estimated_notes(config, lake, day)
+                  notes=coverage_notes(lake, day) + behind_notes(lake, day) + estimated_notes(lake, day, no_invoice_ids)
                   + unbilled_notes(lake, day) + gross_of_credits_notes(lake, day, before_credits))
 
 
@@ -100,19 +100,18 @@ def behind_notes(lake: Lake, day: date) -> list[str]:
             if through is not None and compared_from < through < until]
 
 
-def estimated_notes(config: Config, lake: Lake, day: date) -> list[str]:
+def estimated_notes(lake: Lake, day: date, no_invoice_ids: dict[str, str]) -> list[str]:
     """A sentence naming the sources whose bill for the report's month has no invoice id yet: its
     figures are estimates that may still change until the provider closes the month; and one
-    naming those whose export carries no invoice id at all (their connector's final_when is
-    "never"), whose months stay estimated however long ago the provider closed them."""
+    naming those whose export carries no invoice id at all (`no_invoice_ids`: name → kind),
+    whose months stay estimated however long ago the provider closed them."""
     period = day.strftime("%Y-%m")
     sources = sorted(e.source for e in lake.ledger() if lake.counts(e.source) and e.billing_period == period
                      and e.totals and not e.final)
-    untold = {s.name for s in config.sources if CONNECTORS.get(s.kind).final_when == "never"}
-    pending, never = [s for s in sources if s not in untold], [s for s in sources if s in untold]
+    pending, never = [s for s in sources if s not in no_invoice_ids], [s for s in sources if s in no_invoice_ids]
     return ([f"{day:%B %Y} is still estimated for {', '.join(pending)}: the bill has no invoice id yet, "
              "so these figures may change until the provider closes the month."] if pending else []) + (
-        [f"{day:%B %Y} shows as estimated for {', '.join(never)}: Cloud Billing exports and OCI cost reports "
+        [f"{day:%B %Y} shows as estimated for {', '.join(never)}: {kinds_text(never, no_invoice_ids)} exports "
          "carry no invoice id, so spendlake cannot tell whether the provider has closed the month; tie these "
          "figures to the provider's invoice."] if never else [])
 

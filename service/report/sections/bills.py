@@ -22,9 +22,13 @@ note under the table names for each such bill, as Google's own FOCUS export writ
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from datetime import date, timedelta
 
+from connectors.base import CostConnector, cost_class
+from service.core.config import Config
 from service.core.lake import Lake
+from service.core.registry import CONNECTORS
 from service.core.units import currency_text, money_text
 from service.report.model import Column, Section, Table
 from service.report.rounding import gaps
@@ -32,7 +36,17 @@ from service.report.rounding import gaps
 LABELS = {"billed_cost": "billed", "effective_cost": "effective"}  # the money columns a rounding note names
 
 
-def bills_section(lake: Lake, day: date, before_credits: frozenset[str] = frozenset()) -> Section:
+def sources_whose(config: Config, trait: Callable[[type[CostConnector]], bool]) -> dict[str, str]:
+    """The configured billing sources whose connector has `trait` (a hook of CostConnector): name → kind."""
+    return {s.name: s.kind for s in config.sources if trait(cost_class(CONNECTORS.get(s.kind)))}
+
+
+def kinds_text(sources: Iterable[str], kinds: dict[str, str]) -> str:
+    """The kinds of `sources` (`kinds`: name → kind), as said of their exports: "gcp-billing and oci-cost"."""
+    return " and ".join(sorted({kinds[source] for source in sources}))
+
+
+def bills_section(lake: Lake, day: date, before_credits: frozenset[str]) -> Section:
     """`before_credits`: the sources whose billed cost is before the credits their invoice nets."""
     month = day.replace(day=1)
     periods = (f"{(month - timedelta(days=1)):%Y-%m}", f"{month:%Y-%m}")
