@@ -356,3 +356,34 @@ def test_a_month_of_an_export_without_invoice_ids_is_not_said_to_await_one(tmp_p
         "May 2026 shows as estimated for oci: oci-cost exports carry no invoice id, so "
         "spendlake cannot tell whether the provider has closed the month; tie these figures to the provider's "
         "invoice."]
+
+
+def test_the_bills_of_an_export_without_invoice_ids_are_not_said_to_await_one(tmp_path):
+    """The Bills note said every estimated bill 'has no invoice id yet and may still change', and
+    the invoices table labelled a gcp-billing or oci-cost bill's lines 'estimated (no invoice id
+    yet)', of exports that never carry one: both now say so of those kinds, the awaited invoice id
+    kept for the others."""
+    from test_oci_cost import OCI
+
+    (tmp_path / "eu").mkdir()
+    write_focus(tmp_path / "eu" / "may.csv", [("5.00", "5.00", ("2024-05-01T00:00:00Z", "2024-06-01T00:00:00Z"),
+                                               "2024-05-10", "Usage", "", "")])
+    config = gcp_lake(tmp_path)
+    config.write_text(config.read_text() + f"  - {{name: eu, kind: focus, location: '{tmp_path / 'eu'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    [section] = [s for s in json.loads((report(tmp_path, config, "2024-05-31") / "report.json").read_text())
+                 ["sections"] if s["key"] == "bills"]
+    assert section["note"].endswith(
+        "moves between the two. Exports of kind gcp-billing carry no invoice id: their bills show as estimated "
+        "however long ago the provider closed the month; tie them to the provider's invoice. Any other estimated "
+        "bill has no invoice id yet and may still change.")
+    assert {(r["source"], r["invoice"]) for r in section["tables"][1]["rows"]} == {
+        ("gcp", "estimated (no invoice id in gcp-billing exports)"), ("eu", "estimated (no invoice id yet)")}
+    config.write_text(f"lake: ./lake2\nsources:\n  - {{name: oci, kind: oci-cost, location: '{OCI}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    [section] = [s for s in json.loads((report(tmp_path, config, "2026-05-31") / "report.json").read_text())
+                 ["sections"] if s["key"] == "bills"]
+    assert section["note"].endswith("moves between the two. Exports of kind oci-cost carry no invoice id: their "
+                                    "bills show as estimated however long ago the provider closed the month; tie "
+                                    "them to the provider's invoice.")
+    assert {r["invoice"] for r in section["tables"][1]["rows"]} == {"estimated (no invoice id in oci-cost exports)"}

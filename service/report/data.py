@@ -37,7 +37,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     no_invoice_ids = sources_whose(config, lambda connector: connector.final_when == "never")
     sections = [
         spend_by,
-        bills_section(lake, day, before_credits),
+        bills_section(lake, day, before_credits, no_invoice_ids),
         spend.trend_section(),
         spend.experiments_section(),
         *clusters_section(config, lake, day, config.report.top),

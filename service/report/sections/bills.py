@@ -14,6 +14,9 @@ bill do not add up to the bill rounded (EUR 10.25 and -2.125: 10.25 and -2.13, 8
 lines' 8.125, 8.13), a note under the table names the bill, both sums and the rounding between them,
 so finance ties out to the cent. The CSV and JSON rows stay exact and add up to the bill exactly.
 
+An export without invoice ids (gcp-billing, oci-cost: final_when "never") keeps its bills
+estimated for good: the note and its invoice rows say so rather than await an invoice id.
+
 A `gcp-billing` source's billed is Google's `cost`, before the credits on its lines (x_credits),
 while Google's invoice nets them: its amount is the effective column (cost + credits), which a
 note under the table names for each such bill, as Google's own FOCUS export writes BilledCost.
@@ -46,8 +49,9 @@ def kinds_text(sources: Iterable[str], kinds: dict[str, str]) -> str:
     return " and ".join(sorted({kinds[source] for source in sources}))
 
 
-def bills_section(lake: Lake, day: date, before_credits: frozenset[str]) -> Section:
-    """`before_credits`: the sources whose billed cost is before the credits their invoice nets."""
+def bills_section(lake: Lake, day: date, before_credits: frozenset[str], no_invoice_ids: dict[str, str]) -> Section:
+    """`before_credits`: the sources whose billed cost is before the credits their invoice nets;
+    `no_invoice_ids`: those whose export carries no invoice id (name → kind), estimated for good."""
     month = day.replace(day=1)
     periods = (f"{(month - timedelta(days=1)):%Y-%m}", f"{month:%Y-%m}")
     table = Table("bills", "Bills per source, billing period and currency (as `spendlake status`)", [
@@ -64,19 +68,25 @@ def bills_section(lake: Lake, day: date, before_credits: frozenset[str]) -> Sect
                 "invoice": "final" if entry.final else "estimated", "currency": totals.currency, "rows": totals.rows,
                 "billed_cost": totals.billed_cost, "effective_cost": totals.effective_cost,
             })
+    if not table.rows:
+        return Section("bills", "Bills", note=f"No bill in the lake for {periods[0]} or {periods[1]}.")
     note = ("Each bill as delivered, by billing period: the spend above counts charges by the day they were "
             "used, so a line billed in another month than its usage (a late charge, a refund of a closed "
-            "month) moves between the two. An estimated bill has no invoice id yet and may still change.")
-    if not table.rows:
-        note = f"No bill in the lake for {periods[0]} or {periods[1]}."
-        return Section("bills", "Bills", note=note)
+            "month) moves between the two.")
+    never = [r["source"] for r in table.rows if r["source"] in no_invoice_ids]
+    if never:
+        note += (f" Exports of kind {kinds_text(never, no_invoice_ids)} carry no invoice id: their bills show as "
+                 "estimated however long ago the provider closed the month; tie them to the provider's invoice.")
+    if len(never) < len(table.rows):
+        note += f" {'Any other' if never else 'An'} estimated bill has no invoice id yet and may still change."
     table.notes = credits_notes(table.rows, before_credits)
-    return Section("bills", "Bills", tables=[table, invoices_table(lake, periods)], note=note)
+    return Section("bills", "Bills", tables=[table, invoices_table(lake, periods, no_invoice_ids)], note=note)
 
 
-def invoices_table(lake: Lake, periods: tuple[str, str]) -> Table:
+def invoices_table(lake: Lake, periods: tuple[str, str], no_invoice_ids: dict[str, str]) -> Table:
     """Each bill of `periods` per billing account and invoice id; lines without an invoice id
-    (not on an issued invoice yet) are their account's estimated part."""
+    (not on an issued invoice yet) are their account's estimated part, and a source whose
+    export carries none (`no_invoice_ids`: name → kind) says so."""
     table = Table("invoices", "Invoices per billing account (each bill split by the invoice ids of its lines)", [
         Column("billing_period", "billing period"), Column("source", "source"),
         Column("billing_account", "billing account"), Column("invoice", "invoice"), Column("currency", "currency"),
@@ -91,7 +101,9 @@ def invoices_table(lake: Lake, periods: tuple[str, str]) -> Table:
             "ORDER BY billing_period, source, BillingAccountId NULLS LAST, InvoiceId NULLS LAST, BillingCurrency",
             [list(periods)]).fetchall()
     table.rows = [{"billing_period": period, "source": source, "billing_account": account,
-                   "invoice": invoice or "estimated (no invoice id yet)", "currency": currency, "rows": rows,
+                   "invoice": invoice or (f"estimated (no invoice id in {no_invoice_ids[source]} exports)"
+                                          if source in no_invoice_ids else "estimated (no invoice id yet)"),
+                   "currency": currency, "rows": rows,
                    "billed_cost": billed, "effective_cost": effective}
                   for period, source, account, invoice, currency, rows, billed, effective in found]
     table.notes = rounding_notes(table.rows)
