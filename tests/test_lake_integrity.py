@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from service.cli.main import cli
 from service.core.lake import Lake
+from service.serve.families import integrity_families
 from tests.conftest import SAMPLES, written_shorter
 
 SAMPLE = SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv"
@@ -214,6 +215,25 @@ def test_39_a_renamed_source_counts_nowhere_status_lists_it_and_forget_removes_i
     assert [e.source for e in lake.ledger()] == ["trey-research"]
     assert json.loads(spendlake(config, "status", "--format", "json").output)[0]["source"] == "trey-research"
     assert attributed_total(config) == BILLED
+
+
+def test_39_44_forgetting_a_source_verify_found_damaged_clears_its_damage(lake, tmp_path):
+    """A verify keeps the problems of partitions it did not check (another config's), and
+    forget left the forgotten source's there: the damaged gauge stayed 1 and
+    SpendlakeLakeDamaged fired for a partition no longer on the lake."""
+    config, lake = lake
+    file = partition(lake)
+    data = bytearray(file.read_bytes())
+    data[2000:2100] = bytes(100)  # same size, same footer: only verify's hash tells
+    file.write_bytes(bytes(data))
+    assert spendlake(config, "verify").exit_code == 3
+    write_config(tmp_path, name="trey-research")
+    assert spendlake(config, "ingest").exit_code == 0
+    assert spendlake(config, "forget", "trey", "--yes").exit_code == 0
+    assert lake.read_state("verify")["problems"] == []
+    assert spendlake(config, "verify").exit_code == 0
+    damaged = integrity_families(Lake(lake.root, sources={"trey-research"}))[0]
+    assert sum(sample.value for sample in damaged.samples) == 0
 
 
 def test_32_39_forget_removes_a_partition_folder_that_is_a_symlink_not_what_it_points_to(lake, tmp_path):

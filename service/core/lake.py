@@ -219,6 +219,10 @@ class Lake:
                 state = self.read_state(name)
                 if state.pop(source, None) is not None:
                     self.write_state(name, state)
+            verified = self.read_state("verify")  # a verify keeps what it did not check: its damage would stay
+            if any(p["source"] == source for p in verified.get("problems", [])):
+                self.write_state("verify", {**verified, "problems": [
+                    p for p in verified["problems"] if p["source"] != source]})
         return tables
 
     @staticmethod
