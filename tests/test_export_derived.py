@@ -120,6 +120,21 @@ def test_a_tax_lines_list_cost_follows_the_list_cost_of_the_lines_it_taxes(tmp_p
     ]
 
 
+def test_a_tax_lines_list_cost_follows_the_lines_it_taxes_in_its_own_billing_period(tmp_path):
+    """A tax is scaled by its own month's lines: an export of two months scaled November's tax
+    by both months' list ÷ billed cost (here 6 ÷ 2, 0.3 where November's 2 ÷ 1 gives 0.2)."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "'Amazon S3'", "ChargeCategory": "category", "SubAccountId": "'111'",
+        "BilledCost": "billed", "EffectiveCost": "billed", "ListCost": "list",
+        "BillingPeriodStart": "CAST(period AS TIMESTAMP)", "BillingPeriodEnd": "CAST(period AS TIMESTAMP) + INTERVAL 1 MONTH",
+        "ChargePeriodStart": "CAST(period AS TIMESTAMP) + INTERVAL 1 DAY",
+        "ChargePeriodEnd": "CAST(period AS TIMESTAMP) + INTERVAL 25 HOUR",
+    }, "('2026-11-01', 'Usage', '1', '2'), ('2026-11-01', 'Tax', '0.1', NULL), ('2026-12-01', 'Usage', '1', '4')",
+       "period, category, billed, list", "ChargeCategory, BilledCost, ListCost")
+    assert [(category, str(listed)) for category, _, listed in lines] == [
+        ("Tax", "0.200000000000"), ("Usage", "2.000000000000")]
+
+
 def test_a_commitment_fee_without_a_public_cost_lists_at_its_billed_cost(tmp_path):
     """A CUR's SavingsPlanRecurringFee and RIFee lines carry no public On-Demand cost (the lake:
     ListCost NULL). FOCUS: without a ListUnitPrice, a charge unrelated to other charges lists at

@@ -102,7 +102,8 @@ UNIT_PRICES = ("ListUnitPrice", "ContractedUnitPrice", "PricingCurrencyListUnitP
                "PricingCurrencyContractedUnitPrice")
 # A Tax line without a list cost: it is derived from the lines it taxes (TAXED).
 TAX_WITHOUT_LIST = "(ChargeCategory = 'Tax' AND ListCost IS NULL)"
-# The lines a Tax line taxes: its provider, accounts, service and currency.
+# The lines a Tax line taxes: its provider, accounts, service and currency (of its own billing
+# period: the export's query reads one period at a time, `$period`).
 TAXED = ("ProviderName", "BillingAccountId", "SubAccountId", "ServiceName", "BillingCurrency")
 FEE_WITH_UNUSED = ("(ChargeCategory = 'Purchase' AND CommitmentDiscountId IS NOT NULL "
                    "AND coalesce(EffectiveCost, 0) <> 0)")
