@@ -194,7 +194,6 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     return DataError(f"{message}: {reason}", where=where, hint=hint)
 
 
-
 def told_by_known_names(error: SpendlakeError, shown: Mapping[str, str]) -> SpendlakeError:
     """`error` with the local files of `shown` it names told by the names users know (an S3
     object's download in the lake's scratch by its s3:// URI); when it names exactly one, that
@@ -205,6 +204,7 @@ def told_by_known_names(error: SpendlakeError, shown: Mapping[str, str]) -> Spen
     if len(named) == 1:
         error.where = named[0]
     return error
+
 
 LAKE_FILE = re.compile(r"""['"](/[^'"]*/([a-z0-9_]+)/source=([^/'"]+)/[^'"]*\.parquet)['"]""")
 REWRITTEN_BY = {"costs": "spendlake ingest", "attribution_rollup": "spendlake rollup", "metric_tops": "spendlake rollup",

@@ -12,8 +12,8 @@ what the readers rely on.
 from __future__ import annotations
 
 import functools
-from datetime import date, datetime
 from collections.abc import Callable, Hashable
+from datetime import date, datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
