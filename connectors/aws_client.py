@@ -18,23 +18,23 @@ CREDENTIAL_CODES = frozenset({"ExpiredToken", "ExpiredTokenException", "RequestE
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "403", "AllAccessDisabled"})
 
 
-def make_client(service: str, *, region: str | None = None, profile: str | None = None,
+def make_client(service: str, *, config_path: str, region: str | None = None, profile: str | None = None,
                 endpoint_url: str | None = None, max_attempts: int = 5) -> Any:
     from botocore.config import Config as BotoConfig
 
-    return _session(profile, region).client(service, endpoint_url=endpoint_url,
+    return _session(profile, config_path, region).client(service, endpoint_url=endpoint_url,
                           # total_max_attempts counts the first call too (botocore's max_attempts would not)
                           config=BotoConfig(retries={"mode": "standard", "total_max_attempts": max_attempts}))
 
 
-def default_region(profile: str | None = None) -> str:
+def default_region(profile: str | None, config_path: str) -> str:
     """The region the credential chain would use (AWS_DEFAULT_REGION, else the profile's `region`; boto3
     ignores AWS_REGION), else us-east-1."""
-    return _session(profile).region_name or "us-east-1"
+    return _session(profile, config_path).region_name or "us-east-1"
 
 
-def _session(profile: str | None, region: str | None = None) -> Any:
-    """A boto3 session; a profile the AWS config files do not have (the source's `profile`, or
+def _session(profile: str | None, config_path: str, region: str | None = None) -> Any:
+    """A boto3 session; a profile the AWS config files do not have (`<config_path>.profile`, or
     $AWS_PROFILE) is one sentence naming it, not botocore's ProfileNotFound traceback."""
     import boto3
     from botocore.exceptions import ProfileNotFound
@@ -43,7 +43,7 @@ def _session(profile: str | None, region: str | None = None) -> Any:
         return boto3.session.Session(profile_name=profile, region_name=region)
     except ProfileNotFound as exc:
         raise SourceError(f"no AWS profile named {exc.kwargs.get('profile')!r} in the AWS config or credentials "
-                          "files", hint="set the source's `profile` (or AWS_PROFILE) to one that "
+                          "files", hint=f"set {config_path}.profile (or AWS_PROFILE) to one that "
                           "`aws configure list-profiles` shows, or leave both unset for the default chain") from None
 
 

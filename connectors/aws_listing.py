@@ -56,13 +56,13 @@ class AwsListing(FileOrApiConnector[SourceT]):
         if self.config.path:
             return [self._from_file(con, path) for path in local_files(self.config.path, f"{self.config_path}.path")]
         listed: Listed = [(region, list(self._pages(region)))
-                          for region in self.config.regions or (default_region(self.config.profile),)]
+                          for region in self.config.regions or (default_region(self.config.profile, self.config_path),)]
         return [SnapshotPart(self.table, rows_relation(con, self.table, self.rows(listed)))]
 
     def _pages(self, region: str) -> Iterator[dict[str, Any]]:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        client = make_client(self.api.client, region=region, profile=self.config.profile,
+        client = make_client(self.api.client, config_path=self.config_path, region=region, profile=self.config.profile,
                              endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
         try:
             for page in client.get_paginator(self.api.operation).paginate(**self.parameters()):

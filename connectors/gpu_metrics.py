@@ -169,9 +169,9 @@ class GpuMetricsConnector(FileOrApiConnector[GpuMetricsSource]):
 
         c = self.config
         rows: list[dict[str, Any]] = []
-        for region in c.regions or (default_region(c.profile),):
-            client = make_client("cloudwatch", region=region, profile=c.profile, endpoint_url=c.endpoint_url,
-                                 max_attempts=c.max_attempts)
+        for region in c.regions or (default_region(c.profile, self.config_path),):
+            client = make_client("cloudwatch", config_path=self.config_path, region=region, profile=c.profile,
+                                 endpoint_url=c.endpoint_url, max_attempts=c.max_attempts)
             action = "cloudwatch:ListMetrics"
             try:
                 metrics = [m for page in client.get_paginator("list_metrics").paginate(

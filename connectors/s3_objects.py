@@ -111,8 +111,9 @@ class S3ObjectsConnector(FileOrApiConnector[S3ObjectsSource]):
     @property
     def client(self):
         if self._client is None:
-            region = self.config.regions[0] if self.config.regions else default_region(self.config.profile)
-            self._client = make_client("s3", region=region, profile=self.config.profile,
+            c = self.config
+            region = c.regions[0] if c.regions else default_region(c.profile, self.config_path)
+            self._client = make_client("s3", config_path=self.config_path, region=region, profile=self.config.profile,
                                        endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
         return self._client
 

@@ -62,8 +62,9 @@ class Storage:
     @property
     def client(self):
         if self._client is None:
-            self._client = make_client("s3", region=self.config.region, profile=self.config.profile,
-                                       endpoint_url=self.config.endpoint_url, max_attempts=self.config.max_attempts)
+            c = self.config
+            self._client = make_client("s3", config_path=f"sources.{c.name}", region=c.region, profile=c.profile,
+                                       endpoint_url=c.endpoint_url, max_attempts=c.max_attempts)
         return self._client
 
     def _s3_error(self, exc: Exception, action: str, key: str) -> SourceError:
