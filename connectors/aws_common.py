@@ -197,8 +197,10 @@ def _tags(columns: AwsColumns, headers: dict[str, str]) -> str:
 
 def _json_tags(expr: str) -> str:
     """CUR 2.0 CSV's `resource_tags` (JSON text `expr`) as the map, empty values left out. A
-    value that is not JSON fails naming the column and the value (DuckDB's own error named neither)."""
-    tags = (f"CAST(coalesce(try(json({expr})), error('column resource_tags: tags ' || left({expr}, 200) || ' are not a JSON "
+    value that is not a JSON object (not JSON, or an array, a string) fails naming the column and
+    the value (DuckDB's own error named neither)."""
+    whole = f"CASE json_type(try(json({expr}))) WHEN 'OBJECT' THEN json({expr}) END"
+    tags = (f"CAST(coalesce({whole}, error('column resource_tags: tags ' || left({expr}, 200) || ' are not a JSON "
             "object (as Data Exports writes them: {\"user_team\":\"nlp\"})')) AS MAP(VARCHAR, VARCHAR))")
     return (f"CASE WHEN coalesce({expr}, '') IN ('', '{{}}') THEN MAP {{}} "
             f"WHEN contains({expr}, '\"\"') OR contains({expr}, 'null') "

@@ -187,14 +187,17 @@ def test_5_an_s3_parquet_file_whose_rows_are_damaged_is_named_alone_by_its_uri_n
     assert uris[0] not in message and "_staging" not in message
 
 
-def test_55_a_csv_tags_cell_that_is_not_json_names_the_column_and_the_value(tmp_path):
-    # It said only "Malformed JSON at byte 1 of input: unexpected character", naming no column.
+@pytest.mark.parametrize("tags", ["{user_team=b}", "[1,2]", '""b""'])
+def test_55_a_csv_tags_cell_that_is_not_a_json_object_names_the_column_and_the_value(tmp_path, tags):
+    # Not JSON said only "Malformed JSON at byte 1 of input: unexpected character", naming no
+    # column; JSON of another shape said DuckDB's "Expected OBJECT, but got ARRAY" and its SQL.
     body = gzip.decompress(part(tmp_path, [line(cost="1", team="a"), line(cost="2", team="b")], "csv.gz")).decode()
-    body = body.replace('"{""user_team"":""b""}"', '"{user_team=b}"')
+    body = body.replace('"{""user_team"":""b""}"', f'"{tags}"')
     write_cur2(local_put(tmp_path / "exp"), prefix="", export="ex", period="2026-10", execution="e1", fmt="csv",
                parts=[gzip.compress(body.encode())])
     [outcome] = ingest(config(tmp_path, tmp_path / "exp")).outcomes
     message = str(outcome.error)
-    assert "ex-00001.csv.gz: could not read the delivery: column resource_tags: tags {user_team=b} are not a JSON " \
+    shown = tags.replace('""', '"')
+    assert f"ex-00001.csv.gz: could not read the delivery: column resource_tags: tags {shown} are not a JSON " \
            "object" in message, message
     assert not Lake(tmp_path / "lake").ledger()
