@@ -276,25 +276,29 @@ class PodTable:
         """(cluster, namespace, pod) → the GPU_I_PROFILE of the MIG device its DCGM series report."""
         self.mig_profiles.update(profiles)
 
-    def _shares(self, pod: Pod) -> dict[str, float]:
-        """`shares`, with a `nvidia_com_gpu` request a MIG slice's share where the device plugin's
-        'single' strategy advertises slices as GPUs (module docstring); `shared_gpus` naming
-        nvidia.com/gpu (time-slicing without a rename) is the operator's word and wins."""
+    def _mig_fraction(self, pod: Pod) -> float | None:
+        """The share of a GPU each `nvidia_com_gpu` request of `pod` holds where the device plugin's
+        'single' strategy advertises MIG slices as GPUs (module docstring); None for a whole GPU, or
+        when `shared_gpus` names nvidia.com/gpu (time-slicing without a rename: the operator's word wins)."""
         if WHOLE_GPUS[0] in self.shares:
-            return self.shares
+            return None
         profile = self.mig_profiles.get(pod.key[:3]) or self.mig_nodes.get((pod.key[0], pod.node or ""))
-        fraction = mig_fraction(profile) if profile else None
+        return (mig_fraction(profile) or None) if profile else None
+
+    def _shares(self, pod: Pod) -> dict[str, float]:
+        """`shares`, with a `nvidia_com_gpu` request its MIG slice's share (`_mig_fraction`)."""
+        fraction = self._mig_fraction(pod)
         return {**self.shares, WHOLE_GPUS[0]: fraction} if fraction else self.shares
 
     def _say_mig(self, pods: list[Pod]) -> None:
         """The pods counted as MIG slices (at INFO), and the 'single' nodes whose product names no
         profile (a warning naming them: their pods' slices count as whole GPUs)."""
         requested = [pod for pod in pods if pod.requests.get(WHOLE_GPUS[0]) or pod.init_requests.get(WHOLE_GPUS[0])]
-        sliced = [pod for pod in requested if self._shares(pod) is not self.shares]
+        sliced = [pod for pod in requested if self._mig_fraction(pod)]
         if sliced:
             log.info("%d pod(s) requested nvidia.com/gpu on MIG devices (the device plugin's 'single' strategy), each "
                      "counted as its slice's share of a GPU; the first, %s/%s", len(sliced), *sliced[0].key[1:3])
-        unknown = sorted({(pod.key[0], pod.node or "") for pod in requested if self._shares(pod) is self.shares}
+        unknown = sorted({(pod.key[0], pod.node or "") for pod in requested if not self._mig_fraction(pod)}
                          & {key for key, product in self.mig_nodes.items() if not mig_fraction(product)})
         if unknown and WHOLE_GPUS[0] not in self.shares:
             log.warning("node(s) %s are labelled nvidia.com/mig.strategy=single (each nvidia.com/gpu a MIG slice) but "
