@@ -135,6 +135,19 @@ def test_a_tax_lines_list_cost_follows_the_lines_it_taxes_in_its_own_billing_per
         ("Tax", "0.200000000000"), ("Usage", "2.000000000000")]
 
 
+def test_a_large_tax_lines_list_cost_is_exact_where_its_product_passes_2_to_the_127(tmp_path):
+    """The tax × list product of their 10^-12 units passed a HUGEINT (2 million × 200 million:
+    4e38 > 1.7e38) and the tax listed silently at its BilledCost; long division keeps it exact."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "'Amazon Elastic Compute Cloud'", "ChargeCategory": "category",
+        "SubAccountId": "'111'", "BilledCost": "billed", "EffectiveCost": "billed", "ListCost": "list",
+    }, "('Usage', '100000000', '200000000.000000000001'), ('Tax', '-2000000.000000000001', NULL)",
+       "category, billed, list", "ChargeCategory, ListCost")
+    # -2000000.000000000001 × 200000000.000000000001 ÷ 100000000 = -4000000.00000000000202000000000000000001
+    assert [(category, str(listed)) for category, listed in lines] == [
+        ("Tax", "-4000000.000000000002"), ("Usage", "200000000.000000000001")]
+
+
 def test_a_commitment_fee_without_a_public_cost_lists_at_its_billed_cost(tmp_path):
     """A CUR's SavingsPlanRecurringFee and RIFee lines carry no public On-Demand cost (the lake:
     ListCost NULL). FOCUS: without a ListUnitPrice, a charge unrelated to other charges lists at

@@ -120,12 +120,19 @@ def _product(price: str, quantity: str) -> str:
 
 def _scaled(value: str, numerator: str, denominator: str) -> str:
     """SQL: value × numerator ÷ denominator in exact money, rounded half away from zero (DuckDB
-    divides decimals as doubles: this divides their 10^-12 units as HUGEINTs); NULL when the
-    denominator is 0 or a product would overflow."""
-    units = [f"CAST(CAST({term} AS {MONEY}) * 1000000000000 AS HUGEINT)" for term in (value, numerator, denominator)]
-    product, divisor = f"({units[0]} * {units[1]})", units[2]
-    rounded = (f"sign({product}) * sign({divisor}) * ((2 * abs({product}) + abs({divisor})) // (2 * abs({divisor})))")
-    return (f"try(CASE WHEN {divisor} <> 0 THEN CAST(CAST({rounded} AS DECIMAL(38,0)) * "
+    divides decimals as doubles: this divides their 10^-12 units as HUGEINTs, by long division
+    over value's base-10^6 digits, so no product passes 2^127: exact for terms below 10^14 of
+    money, as their units are); NULL when the denominator is 0 or a term or the result does not fit."""
+    value, numerator, denominator = (f"CAST(CAST({term} AS {MONEY}) * 1000000000000 AS HUGEINT)"
+                                     for term in (value, numerator, denominator))
+    digits = ", ".join(f"abs({value}) // CAST('{10 ** (6 * k)}' AS HUGEINT) % 1000000" for k in range(6, -1, -1))
+    carried = f"(acc.r * 1000000 + digit * abs({numerator}))"
+    step = (f"lambda acc, digit: {{'q': acc.q * 1000000 + {carried} // abs({denominator}), "
+            f"'r': {carried} % abs({denominator})}}")
+    divided = f"list_reduce([{digits}], {step}, {{'q': CAST(0 AS HUGEINT), 'r': CAST(0 AS HUGEINT)}})"
+    rounded = (f"sign({value}) * sign({numerator}) * sign({denominator}) * "
+               f"({divided}.q + CASE WHEN 2 * {divided}.r >= abs({denominator}) THEN 1 ELSE 0 END)")
+    return (f"try(CASE WHEN {denominator} <> 0 THEN CAST(CAST({rounded} AS DECIMAL(38,0)) * "
             f"CAST(0.000000000001 AS DECIMAL(13,12)) AS {MONEY}) END)")
 
 
