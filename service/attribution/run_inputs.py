@@ -24,7 +24,7 @@ from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attribu
                                     how_col, run_setup)
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
-from service.core.job_states import work_of
+from service.core.job_states import failures_it_may_redo, work_of
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.core.units import share_of
@@ -97,19 +97,15 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     runs: dict[str, JobSide] = {}
     for run_id, state, start, end, gpus, job_id, name, scheduler, *stated in rows:
         side = runs.setdefault(folded(run_id), JobSide(run_id.strip()))
-        gpus = Decimal(repr(gpus))
-        gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
+        gpus = job_gpus(gpus)
         work = work_of(job_id, name, scheduler)
-        # failures of the same work: its own and those of jobs that tell none (a lookup, not a scan
-        # of a sweep's every failed task)
-        failed = side.failed_by.values() if work is None else (side.failed_by.get(work), side.failed_by.get(None))
-        if any(ended is not None and start >= ended for ended in failed):
+        if any(ended is not None and start >= ended for ended in failures_it_may_redo(side.failed_by, work)):
             side.restarts += 1
         if end is not None and state not in NOT_FAILED:
             side.failed_by[work] = min(side.failed_by.get(work, end), end)
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
-        side.gpu_hours += _gpu_hours(gpus, max(start, since), min(end or until, until))
+        side.gpu_hours += gpu_hours(gpus, max(start, since), min(end or until, until))
         # the run's last job is the one that ended last (a running one has not ended: it is last);
         # rows come by start time, so of jobs that ended together the later start wins
         last = (end is None, end or start, start)
@@ -123,14 +119,21 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         cluster = stated.pop("cluster")
         side.clusters.add(cluster)
         key = held_key(cluster, job_id)
-        side.held[key] = side.held.get(key, Decimal(0)) + _gpu_hours(gpus, max(start, since),
+        side.held[key] = side.held.get(key, Decimal(0)) + gpu_hours(gpus, max(start, since),
                                                                      min(end or until, priced_until))
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     return runs
 
 
-def _gpu_hours(gpus: Decimal, start: datetime, end: datetime) -> Decimal:
+def job_gpus(value: float) -> Decimal:
+    """A job record's GPUs (a DOUBLE: MIG slices and shared GPUs are fractions) as the decimal
+    it was written as, whole when it is whole."""
+    gpus = Decimal(repr(value))
+    return gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
+
+
+def gpu_hours(gpus: Decimal, start: datetime, end: datetime) -> Decimal:
     """GPUs × the hours from `start` to `end` (none when it ends first), to the microsecond."""
     seconds = Decimal(int((end - start).total_seconds() * 1_000_000)) / 1_000_000
     return gpus * max(seconds, Decimal(0)) / HOURS

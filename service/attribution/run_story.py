@@ -38,7 +38,7 @@ from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
-from service.attribution.run_inputs import HOURS, placed_parts, run_span
+from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, run_span
 from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
@@ -198,13 +198,11 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         "record_id", params.values).fetchall()
     out = []
     for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, *stated in rows:
-        gpus = Decimal(repr(gpus))
-        gpus = gpus.to_integral_value() if gpus == gpus.to_integral_value() else gpus
-        seconds = max((min(end or until, until) - max(start, since)).total_seconds(), 0)
+        gpus = job_gpus(gpus)
         stated = dict(zip(RECORD_VALUES, stated))
         key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
         out.append(_Record(record, job, folded(run_id), key, stated, start, end, gpus,
-                           (gpus * Decimal(int(seconds * 1_000_000)) / 1_000_000 / HOURS).quantize(GPU_HOURS_QUANTUM),
+                           gpu_hours(gpus, max(start, since), min(end or until, until)).quantize(GPU_HOURS_QUANTUM),
                            tuple(nodes or ()), tuple(instance_ids or ()), work_of(job, name, scheduler)))
     return out
 

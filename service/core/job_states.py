@@ -5,6 +5,7 @@ and the work a job does, which tells a re-run of a failed job from its run's oth
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 
 # Slurm's job states (squeue/sacct), which every source maps onto; UNKNOWN where a source
 # cannot tell (a Kubernetes pod in phase Unknown). sacct prints a state flag instead of the base
@@ -45,3 +46,9 @@ def same_work(one: tuple | None, other: tuple | None) -> bool:
     """Whether two jobs of a run may do the same work: yes unless both are told and differ (an
     eval suite's benchmarks, a sweep's tasks are side by side, never each other's re-run)."""
     return one is None or other is None or one == other
+
+
+def failures_it_may_redo(failed_by: Mapping, work: tuple | None) -> Iterable:
+    """What `failed_by` (work -> a failure of it) holds for the works a job doing `work` may
+    re-run by same_work's rule: looked up, not scanned (a sweep fails thousands of tasks)."""
+    return failed_by.values() if work is None else (failed_by.get(work), failed_by.get(None))
