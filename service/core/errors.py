@@ -226,13 +226,14 @@ def damaged_lake_file(exc: BaseException, path: str | None = None) -> DataError 
     return damaged_file(path, table, source, ERROR_KIND.sub('', reason).strip())
 
 
-def damaged_file(path: str, table: str, source: str, reason: str) -> DataError:
+def damaged_file(path: str, table: str, source: str, reason: str, hint: str | None = None) -> DataError:
     """The error for a lake file of `table` (a path or URL) that cannot be read for `reason`,
-    with the command that writes it again (the DuckDB and the Spark reads name it alike)."""
+    with the command that writes it again (the DuckDB and the Spark reads name it alike), or
+    `hint` where a smaller fix keeps the rest of the file."""
     command = REWRITTEN_BY.get(table, f"spendlake inventory --source {source}")
     again = "" if table in REWRITTEN_BY else " as far as the source still holds it (an older snapshot is gone)"
     return DataError(f"this lake file cannot be read, it is damaged ({reason})",
-                     where=path, hint=f"delete it and run `{command}`, which writes it again{again}")
+                     where=path, hint=hint or f"delete it and run `{command}`, which writes it again{again}")
 
 
 def duckdb_reason(exc: BaseException) -> str:

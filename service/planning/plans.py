@@ -267,8 +267,8 @@ def _row(plan: Plan) -> dict[str, Any]:
     return row
 
 
-def _damaged(path: Path, reason: str) -> DataError:
-    return damaged_file(str(path), TABLE, SOURCE, reason)
+def _damaged(path: Path, reason: str, hint: str | None = None) -> DataError:
+    return damaged_file(str(path), TABLE, SOURCE, reason, hint)
 
 
 def _bad_row(path: Path, name: Any, reason: str) -> DataError:
@@ -276,9 +276,8 @@ def _bad_row(path: Path, name: Any, reason: str) -> DataError:
     registered again, the others kept (a row without a name cannot be removed: the file goes)."""
     if not isinstance(name, str) or not name:
         return _damaged(path, reason)
-    return DataError(f"this lake file cannot be read, it is damaged ({reason})", where=str(path),
-                     hint=f"remove that plan with `spendlake plans remove {shlex.quote(name)}` and register it again "
-                     "(`spendlake estimate --register NAME ...`); the other plans are kept")
+    return _damaged(path, reason, f"remove that plan with `spendlake plans remove {shlex.quote(name)}` and register it "
+                    "again (`spendlake estimate --register NAME ...`); the other plans are kept")
 
 
 def _plan(row: dict[str, Any], path: Path) -> Plan:
