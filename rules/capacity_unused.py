@@ -16,7 +16,8 @@ BilledCost ÷ the hours of its Used and Unused rows, both whenever they fall (a 
 bought before its hours, often before the window).
 
 Category `waste`: `impact_usd` and `monthly_waste_usd` are, for an on-demand reservation, the
-window's unused cost projected to a 730-hour month (it goes on until released); for a
+window's unused cost projected to a 730-hour month (it goes on until released) over the hours
+it had Used or Unused rows in the window (reserved or released inside it: part of it); for a
 Capacity Block (`x_capacity_reservation_type` `EC2 Capacity Blocks for ML`, or a usage type
 naming `CapacityBlock`), the unused value itself (a block ends; nothing is projected).
 
@@ -44,7 +45,8 @@ from typing import Literal
 from pydantic import Field
 
 from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
-from service.core.timewindow import share_in_window
+from service.core.timewindow import hours_present, share_in_window
+from service.core.units import plain_number
 
 CAPACITY_BLOCK = "EC2 Capacity Blocks for ML"
 
@@ -74,8 +76,13 @@ GROUP BY CapacityReservationId
 ABOUT = """
 SELECT CapacityReservationId, any_value(x_capacity_reservation_type),
        bool_or(contains(coalesce(x_usage_type, ''), 'CapacityBlock')), any_value(x_instance_type),
-       any_value(RegionId), any_value(SubAccountId)
-FROM costs WHERE CapacityReservationId IN (SELECT unnest(?)) GROUP BY CapacityReservationId
+       any_value(RegionId), any_value(SubAccountId),
+       min(greatest(ChargePeriodStart, $since)) FILTER (WHERE counted),
+       max(least(coalesce(ChargePeriodEnd, ChargePeriodStart), $until)) FILTER (WHERE counted)
+FROM (SELECT *, CapacityReservationStatus IN ('Used', 'Unused') AND ChargePeriodStart < $until
+                AND coalesce(ChargePeriodEnd, ChargePeriodStart + INTERVAL 1 MICROSECOND) > $since AS counted
+      FROM costs)
+WHERE CapacityReservationId IN (SELECT unnest($ids)) GROUP BY CapacityReservationId
 """
 
 
@@ -101,14 +108,15 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
             cost[rid][status] += share_in_window(amount, start, end, ctx.since, ctx.until)
             hours[rid][status] += share_in_window(quantity, start, end, ctx.since, ctx.until)
         unused_ids = sorted(rid for rid in cost if "Unused" in cost[rid] or "Unused" in hours[rid])
-        about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT, [unused_ids]).fetchall()} if unused_ids else {}
+        about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT, {
+            "ids": unused_ids, "since": ctx.since, "until": ctx.until}).fetchall()} if unused_ids else {}
         # a block is bought before its hours (often before the window): its price per hour is its
         # whole purchase over all the hours reported for it, whenever they fall
         price = {rid: (paid or zero, reported or zero)
                  for rid, paid, reported in ctx.con.execute(PRICE, [unused_ids]).fetchall()} if unused_ids else {}
         findings = []
         for rid in unused_ids:
-            kind, block_usage, instance_type, region, account = about.get(rid, (None, False, None, None, None))
+            kind, block_usage, instance_type, region, account, first, last = about.get(rid, (None, False) + (None,) * 5)
             block = kind == CAPACITY_BLOCK or bool(block_usage)
             unused, method = cost[rid]["Unused"], "billed on its Unused rows"
             paid, reported = price.get(rid, (zero, zero))
@@ -117,26 +125,23 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
                 method = "unused hours at the purchase's price per reported hour"
             if unused <= 0 or unused < self.config.min_unused_usd:
                 continue
-            impact = unused if block else unused * HOURS_PER_MONTH / ctx.window_hours
+            # reserved or released inside the window, it was billed over part of it only
+            reserved = hours_present(first, last) or ctx.window_hours
+            impact = unused if block else unused * HOURS_PER_MONTH / reserved
             what = f"{'Capacity Block' if block else 'capacity reservation'} {rid}"
             if instance_type:
                 what += f" ({instance_type}{', ' + region if region else ''})"
             tail = ("paid for capacity nobody ran in" if block
                     else f"about {usd(impact)} a month while it stays reserved and empty; release it or run in it")
-            summary = (f"{what} held {_plain(hours[rid]['Unused'])} unused hour(s) costing {usd(unused)} between "
+            summary = (f"{what} held {plain_number(hours[rid]['Unused'])} unused hour(s) costing {usd(unused)} between "
                        f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC: {tail}.")
             evidence = {"capacity_reservation_id": rid, "type": kind or (CAPACITY_BLOCK if block else None),
                         "instance_type": instance_type, "region": region, "account": account,
                         "window_start": ctx.since, "window_end": ctx.until,
-                        "unused_hours": _plain(hours[rid]["Unused"]),
-                        "used_hours": _plain(hours[rid]["Used"]), "unused_usd": money(unused), "valued": method,
+                        "unused_hours": plain_number(hours[rid]["Unused"]),
+                        "used_hours": plain_number(hours[rid]["Used"]), "unused_usd": money(unused), "valued": method,
                         "projected_to_month": not block}
             findings.append(self.finding(resource_id=rid, key="unused", severity=self.severity(impact),
                                          impact_usd=impact, summary=summary, evidence=evidence))
         return findings
 
-
-def _plain(quantity: Decimal) -> str:
-    """3.0000000000000000 → '3'; 2.5000 → '2.5'."""
-    text = format(quantity, "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -11,7 +11,9 @@ else the commitment id), so its owner is the commitment's tags, else the paying 
 attribution rule, else `unallocated`.
 
 Category `waste`: `impact_usd` and `monthly_waste_usd` are the unused part of the window
-projected to a 730-hour month; `evidence.unused_usd` is the window's own.
+projected to a 730-hour month over `evidence.hours`, the hours the commitment had Used or Unused
+rows in the window, cut at its `x_commitment_end` (bought or expired inside the window, it was
+paid for over part of it only); `evidence.unused_usd` is the window's own.
 
 Ignores: commitments in currencies other than USD, rows without a status (purchases,
 negations: a purchase's EffectiveCost is amortised onto the Used and Unused rows), and
@@ -38,7 +40,8 @@ from decimal import Decimal
 from pydantic import Field
 
 from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
-from service.core.timewindow import share_in_window
+from service.core.timewindow import hours_present, share_in_window
+from service.core.units import plain_number
 
 
 class CommitmentUnusedConfig(RuleConfig):
@@ -58,10 +61,15 @@ GROUP BY ALL
 """
 ABOUT = """
 SELECT CommitmentDiscountId, any_value(CommitmentDiscountType), any_value(CommitmentDiscountName),
-       coalesce(any_value(ResourceId) FILTER (WHERE CommitmentDiscountStatus = 'Unused' OR ChargeCategory = 'Purchase'),
-                CommitmentDiscountId),
-       any_value(SubAccountId) FILTER (WHERE CommitmentDiscountStatus = 'Unused' OR ChargeCategory = 'Purchase')
-FROM costs WHERE CommitmentDiscountId IN (SELECT unnest(?)) GROUP BY CommitmentDiscountId
+       coalesce(any_value(ResourceId) FILTER (WHERE own), CommitmentDiscountId),
+       any_value(SubAccountId) FILTER (WHERE own),
+       min(greatest(ChargePeriodStart, $since)) FILTER (WHERE counted),
+       max(least(coalesce(ChargePeriodEnd, ChargePeriodStart), $until)) FILTER (WHERE counted), max({expires})
+FROM (SELECT *, CommitmentDiscountStatus = 'Unused' OR ChargeCategory = 'Purchase' AS own,
+             CommitmentDiscountStatus IN ('Used', 'Unused') AND ChargePeriodStart < $until
+               AND coalesce(ChargePeriodEnd, ChargePeriodStart + INTERVAL 1 MICROSECOND) > $since AS counted
+      FROM costs)
+WHERE CommitmentDiscountId IN (SELECT unnest($ids)) GROUP BY CommitmentDiscountId
 """
 
 
@@ -76,24 +84,31 @@ class CommitmentUnused(Rule[CommitmentUnusedConfig]):
         sums: dict[str, dict[str, Decimal]] = defaultdict(lambda: {"Used": Decimal(0), "Unused": Decimal(0)})
         for cid, status, start, end, cost in ctx.con.execute(SQL, [ctx.until, ctx.since]).fetchall():
             sums[cid][status] += share_in_window(cost, start, end, ctx.since, ctx.until)
-        about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT, [sorted(sums)]).fetchall()} if sums else {}
+        expires = "x_commitment_end" if "x_commitment_end" in ctx.columns("costs") else "NULL::TIMESTAMP"
+        about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT.format(expires=expires), {
+            "ids": sorted(sums), "since": ctx.since, "until": ctx.until}).fetchall()} if sums else {}
         findings = []
         for cid, parts in sorted(sums.items()):
             used, unused = parts["Used"], parts["Unused"]
             commitment = used + unused
             if commitment <= 0 or unused <= 0:
                 continue
-            monthly = unused * HOURS_PER_MONTH / ctx.window_hours
+            kind, name, resource, account, first, last, expires = about.get(cid, (None, None, cid) + (None,) * 4)
+            # bought or expired inside the window, it was paid for (and unused) over part of it only
+            hours = hours_present(first, last, expires) or ctx.window_hours
+            monthly = unused * HOURS_PER_MONTH / hours
             unused_pct = unused * 100 / commitment
             if unused_pct < self.config.min_unused_pct or monthly < self.config.min_monthly_usd:
                 continue
-            kind, name, resource, account = about.get(cid, (None, None, cid, None))
             label = f"{kind or 'commitment'} {name or cid}"
+            shown = plain_number(hours.quantize(Decimal("0.01")))
+            part = f" (over the {shown} hours it had rows in)" if hours < ctx.window_hours else ""
             summary = (f"{label} left {usd(unused)} of {usd(commitment)} unused ({unused_pct:.1f}%) between "
-                       f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC, about {usd(monthly)} a month "
-                       "paid for nothing; move eligible usage onto it or stop renewing it.")
+                       f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC{part}, about {usd(monthly)} "
+                       "a month paid for nothing; move eligible usage onto it or stop renewing it.")
             evidence = {"commitment_id": cid, "type": kind, "name": name, "account": account,
-                        "window_start": ctx.since, "window_end": ctx.until, "commitment_usd": money(commitment),
+                        "window_start": ctx.since, "window_end": ctx.until, "hours": shown,
+                        "commitment_usd": money(commitment),
                         "used_usd": money(used), "unused_usd": money(unused),
                         "unused_pct": round(float(unused_pct), 2), "utilization_pct": round(float(100 - unused_pct), 2)}
             findings.append(self.finding(resource_id=resource or cid, key=cid, severity=self.severity(monthly),

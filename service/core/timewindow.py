@@ -147,5 +147,17 @@ def share_in_window(amount: Decimal | None, start: datetime, end: datetime | Non
     return (amount * overlap / _microseconds(end - start)).quantize(TWELVE_PLACES, rounding=ROUND_HALF_EVEN)
 
 
+def hours_present(first: datetime | None, last: datetime | None, ends: datetime | None = None) -> Decimal | None:
+    """The exact hours from `first` to `last` (where in a window something has charge periods:
+    bought or expired inside it, it has them for part of it only), cut at `ends` where the bill
+    states an end between them (a commitment's expiry: a daily row runs to midnight); None when
+    there is no such stretch."""
+    if first is None or last is None:
+        return None
+    if ends is not None and first < ends < last:
+        last = ends
+    return _microseconds(last - first) / 3_600_000_000 if last > first else None
+
+
 def _microseconds(span: timedelta) -> Decimal:
     return Decimal((span.days * 86400 + span.seconds) * 10**6 + span.microseconds)

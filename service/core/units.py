@@ -57,6 +57,12 @@ def exact_text(value: Decimal | None) -> str | None:
     return None if value is None else format(value, "f")
 
 
+def plain_number(quantity: Decimal) -> str:
+    """3.0000000000000000 → '3'; 2.5000 → '2.5' (no exponent)."""
+    text = format(quantity, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def currency_text(currency: str | None) -> str:
     """The currency as a person reads it: a null one is named rather than printed as `None`."""
     return NO_CURRENCY if currency is None else currency
