@@ -13,7 +13,10 @@ rate, on the Unused rows themselves (`cost_column`). A Capacity Block is paid up
 hour rows may carry no cost: then each unused hour (PricingQuantity, else ConsumedQuantity, of
 the Unused rows) is valued at the block's price per reported hour, its Purchase rows'
 BilledCost ÷ the hours of its Used and Unused rows, both whenever they fall (a block is
-bought before its hours, often before the window).
+bought before its hours, often before the window). AWS charges the block's whole price up
+front and reports its hours as they pass: while its hours reach its source's data end it may
+run on, so that price per hour is the most an hour can cost (`evidence.runs_past_data`,
+`reported_hours`, and the summary say so); a later run re-prices it as more hours arrive.
 
 Category `waste`: `impact_usd` and `monthly_waste_usd` are, for an on-demand reservation, the
 window's unused cost projected to a 730-hour month (it goes on until released) over the hours
@@ -47,6 +50,7 @@ from pydantic import Field
 from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
 from service.core.timewindow import hours_present, share_in_window
 from service.core.units import plain_number
+from service.core.usage_end import USAGE_END
 
 CAPACITY_BLOCK = "EC2 Capacity Blocks for ML"
 
@@ -69,10 +73,12 @@ GROUP BY ALL
 """
 PRICE = """
 SELECT CapacityReservationId, sum(BilledCost) FILTER (WHERE ChargeCategory = 'Purchase'),
-       sum(coalesce(PricingQuantity, ConsumedQuantity)) FILTER (WHERE CapacityReservationStatus IN ('Used', 'Unused'))
+       sum(coalesce(PricingQuantity, ConsumedQuantity)) FILTER (WHERE CapacityReservationStatus IN ('Used', 'Unused')),
+       max(ChargePeriodEnd) FILTER (WHERE CapacityReservationStatus IN ('Used', 'Unused')), any_value(source)
 FROM costs WHERE CapacityReservationId IN (SELECT unnest(?)) AND coalesce(BillingCurrency, 'USD') = 'USD'
 GROUP BY CapacityReservationId
 """
+DATA_END = f"SELECT source, {USAGE_END} FROM costs WHERE source IN (SELECT unnest(?)) GROUP BY source"
 ABOUT = """
 SELECT CapacityReservationId, any_value(x_capacity_reservation_type),
        bool_or(contains(coalesce(x_usage_type, ''), 'CapacityBlock')), any_value(x_instance_type),
@@ -112,17 +118,23 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
             "ids": unused_ids, "since": ctx.since, "until": ctx.until}).fetchall()} if unused_ids else {}
         # a block is bought before its hours (often before the window): its price per hour is its
         # whole purchase over all the hours reported for it, whenever they fall
-        price = {rid: (paid or zero, reported or zero)
-                 for rid, paid, reported in ctx.con.execute(PRICE, [unused_ids]).fetchall()} if unused_ids else {}
+        price = {rid: (paid or zero, reported or zero, through, source)
+                 for rid, paid, reported, through, source in ctx.con.execute(PRICE, [unused_ids]).fetchall()
+                 } if unused_ids else {}
+        # a block whose hours reach its bill's data end may run on: its later hours share the purchase
+        sources = sorted({source for paid, _, _, source in price.values() if paid > 0 and source})
+        data_end = dict(ctx.con.execute(DATA_END, [sources]).fetchall()) if sources else {}
         findings = []
         for rid in unused_ids:
             kind, block_usage, instance_type, region, account, first, last = about.get(rid, (None, False) + (None,) * 5)
             block = kind == CAPACITY_BLOCK or bool(block_usage)
             unused, method = cost[rid]["Unused"], "billed on its Unused rows"
-            paid, reported = price.get(rid, (zero, zero))
+            paid, reported, through, source = price.get(rid, (zero, zero, None, None))
+            running = False
             if unused == 0 and paid > 0 and reported > 0:
                 unused = paid * hours[rid]["Unused"] / reported
                 method = "unused hours at the purchase's price per reported hour"
+                running = through is not None and data_end.get(source) is not None and through >= data_end[source]
             if unused <= 0 or unused < self.config.min_unused_usd:
                 continue
             # reserved or released inside the window, it was billed over part of it only
@@ -133,6 +145,10 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
                 what += f" ({instance_type}{', ' + region if region else ''})"
             tail = ("paid for capacity nobody ran in" if block
                     else f"about {usd(impact)} a month while it stays reserved and empty; release it or run in it")
+            if running:
+                tail += (f"; its hours reach the data's end ({through:%Y-%m-%d %H:%M} UTC) and may run on, so each is "
+                         f"priced at its purchase over the {plain_number(reported)} hour(s) reported so far: at most "
+                         "what its unused hours cost, lower as its later hours arrive")
             summary = (f"{what} held {plain_number(hours[rid]['Unused'])} unused hour(s) costing {usd(unused)} between "
                        f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC: {tail}.")
             evidence = {"capacity_reservation_id": rid, "type": kind or (CAPACITY_BLOCK if block else None),
@@ -140,6 +156,7 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
                         "window_start": ctx.since, "window_end": ctx.until,
                         "unused_hours": plain_number(hours[rid]["Unused"]),
                         "used_hours": plain_number(hours[rid]["Used"]), "unused_usd": money(unused), "valued": method,
+                        "reported_hours": plain_number(reported), "runs_past_data": running,
                         "projected_to_month": not block}
             findings.append(self.finding(resource_id=rid, key="unused", severity=self.severity(impact),
                                          impact_usd=impact, summary=summary, evidence=evidence))

@@ -74,3 +74,31 @@ def test_an_on_demand_capacity_reservation_released_inside_the_window_projects_o
     [finding] = findings(tmp_path, rows, CapacityUnused()).values()
     assert Decimal(finding.evidence["unused_usd"]) == 24 * 98
     assert finding.impact_usd == 98 * 730  # released after a day: not 24 x 98 x 730 / 168
+
+
+def block_rows(cid: str, hours: int, purchase: str) -> list[dict]:
+    """A Capacity Block of one instance bought the day before the window, its first day used, the rest
+    empty; its hour rows carry no cost (paid up front)."""
+    common = {"CapacityReservationId": cid, "x_capacity_reservation_type": "EC2 Capacity Blocks for ML",
+              "BillingCurrency": "USD", "ResourceId": cid}
+    return [{**common, "ChargeCategory": "Purchase", "BilledCost": purchase,
+             **period(SINCE - timedelta(days=1), timedelta(hours=1))},
+            *({**common, "ChargeCategory": "Usage", "CapacityReservationStatus": "Used" if h < 24 else "Unused",
+               "BilledCost": "0", "PricingQuantity": "1", **period(SINCE + timedelta(hours=h), timedelta(hours=1))}
+              for h in range(hours))]
+
+
+def test_a_capacity_block_whose_hours_reach_the_data_end_says_it_is_priced_over_the_hours_so_far(tmp_path):
+    # the data runs to the end of day 3: cb-running's hours reach it, cb-ended's stopped after day 2
+    rows = [*block_rows("cb-running", 72, "3360"), *block_rows("cb-ended", 48, "960"),
+            {"ResourceId": "i-1", "ChargeCategory": "Usage", "BilledCost": "1", "BillingCurrency": "USD",
+             **period(SINCE + timedelta(hours=71), timedelta(hours=1))}]
+    found = findings(tmp_path, rows, CapacityUnused())
+    running, ended = found["cb-running"], found["cb-ended"]
+    # 48 of the 72 hours reported so far unused, each at 3360 / 72: the most they can cost
+    assert running.impact_usd == 2240 and running.evidence["reported_hours"] == "72"
+    assert running.evidence["runs_past_data"] is True
+    assert "reach the data's end (2026-11-04 00:00 UTC) and may run on" in running.summary
+    assert "over the 72 hour(s) reported so far: at most what its unused hours cost" in running.summary
+    assert ended.impact_usd == 480 and ended.evidence["runs_past_data"] is False  # 24 of its 48 hours
+    assert "may run on" not in ended.summary
