@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -206,10 +206,11 @@ class RunCosts(Protocol):
 
 
 class HeldHours(Protocol):
-    """held_hours(window) → (ResourceId, hour start, naive UTC) of each clock hour of a shared
-    cluster's instance in which a job held some of its GPUs, as allocation placed the parts."""
+    """held_hours(window, cost_column) → (ResourceId, hour start, naive UTC) of each clock hour of
+    a shared cluster's instance in which jobs held some of its GPUs → the part of its cost
+    allocation placed on those jobs (the rest, GPUs no job held, is the cluster's idle)."""
 
-    def __call__(self, window: Window, /) -> Collection[tuple[str, datetime]]: ...
+    def __call__(self, window: Window, cost_column: str, /) -> Mapping[tuple[str, datetime], Decimal]: ...
 
 
 class Outlook(Protocol):

@@ -11,10 +11,12 @@ separate `unmonitored` finding (info, no waste claimed: we cannot know).
 Category `waste`: `impact_usd` and `monthly_waste_usd` are that monthly projection (0 for
 `unmonitored`); the idle hours' own cost in the window is `evidence.idle_cost_usd`.
 
-Ignores: hours with no utilisation data, and on a shared GPU cluster (`attribution.clusters`) hours
-in which a job held some of the instance's GPUs (the job's cost, not the instance's idle: `spendlake
-runs` shows it); both break a run rather than extend it. So on a cluster the idle hours' cost is
-part of the cluster's `idle` (GPUs no job held), the same dollars seen per instance. Also idle
+Ignores: hours with no utilisation data, and on a shared GPU cluster (`attribution.clusters`) the
+part of an hour's cost allocation placed on jobs holding the instance's GPUs (the job's cost, not the
+instance's idle: `spendlake runs` shows it): an hour in which a job held 1 of 8 GPUs counts the 7/8
+no job held, an hour jobs held wholly breaks a run, as an hour without data does. So on a cluster
+the idle hours' cost is the cluster's `idle` (GPUs no job held) in them, the same dollars seen per
+instance. The utilisation judged is the instance's mean over its GPUs. Also idle
 stretches shorter than `min_idle_hours`, non-usage charges (tax, credits, purchases) and
 costs in currencies other than USD. Daily cost rows are spread evenly over their hours.
 
@@ -56,8 +58,8 @@ class IdleGpuConfig(RuleConfig):
 
 
 SQL = """
-WITH held AS (  -- the instance-hours a cluster's jobs held: not idle, whatever the GPUs did
-  SELECT unnest(?::VARCHAR[]) AS resource_id, unnest(?::TIMESTAMP[]) AS hour
+WITH held AS (  -- the part of an instance-hour's cost a cluster's jobs held: not idle, whatever the GPUs did
+  SELECT unnest(?::VARCHAR[]) AS resource_id, unnest(?::TIMESTAMP[]) AS hour, unnest(?::{money}[]) AS amount
 ),
 charges AS (
   SELECT ResourceId AS resource_id, x_instance_type AS instance_type, CAST({cost} AS {money}) AS cost,
@@ -87,16 +89,17 @@ util AS (
 chosen AS (  -- the best metric each instance reports: SM active, engine active, GPU util
   SELECT * FROM util QUALIFY preference = min(preference) OVER (PARTITION BY instance_id)
 ),
-hours AS (
-  SELECT b.resource_id, b.hour, b.cost, c.util, c.metric,
-         c.util < CASE WHEN c.preference <= 2 THEN ? ELSE ? END
-           AND NOT EXISTS (SELECT 1 FROM held h WHERE h.resource_id = b.resource_id AND h.hour = b.hour) AS idle,
+hours AS (  -- a job holding 1 of 8 GPUs leaves 7/8 of the hour's cost idle; all 8, none
+  SELECT b.resource_id, b.hour, b.cost - coalesce(h.amount, 0) AS cost, h.amount > 0 AS shared, c.util, c.metric,
+         c.util < CASE WHEN c.preference <= 2 THEN ? ELSE ? END AND (h.amount IS NULL OR b.cost > h.amount) AS idle,
          CASE WHEN c.preference <= 2 THEN ? ELSE ? END AS threshold
   FROM billed b JOIN chosen c ON c.instance_id = {billed_instance_id} AND c.hour = b.hour
+  LEFT JOIN held h ON h.resource_id = b.resource_id AND h.hour = b.hour
 ),
 runs AS (
   SELECT resource_id, min(hour) AS start, max(hour) + INTERVAL 1 HOUR AS "end", count(*) AS hours,
-         sum(cost) AS cost, avg(util) AS mean_util, any_value(metric) AS metric, any_value(threshold) AS threshold
+         count(*) FILTER (WHERE shared) AS shared, sum(cost) AS cost, avg(util) AS mean_util,
+         any_value(metric) AS metric, any_value(threshold) AS threshold
   FROM (SELECT *, epoch(hour) / 3600 - row_number() OVER (PARTITION BY resource_id ORDER BY hour) AS run
         FROM hours WHERE idle)
   GROUP BY resource_id, run
@@ -104,7 +107,7 @@ runs AS (
 )
 SELECT b.resource_id, any_value(b.instance_type), count(*) AS billed_hours, sum(b.cost) AS billed_cost,
        (SELECT count(*) FROM util u WHERE u.instance_id = {billed_instance_id}) AS monitored,
-       (SELECT list({{'start': r.start, 'end': r."end", 'hours': r.hours, 'cost': r.cost,
+       (SELECT list({{'start': r.start, 'end': r."end", 'hours': r.hours, 'shared': r.shared, 'cost': r.cost,
                       'mean_util': r.mean_util, 'metric': r.metric, 'threshold': r.threshold}} ORDER BY r.start)
         FROM runs r WHERE r.resource_id = b.resource_id) AS runs
 FROM billed b
@@ -126,9 +129,10 @@ class IdleGpu(Rule[IdleGpuConfig]):
         c = self.config
         sql = SQL.format(cost=c.cost_column, money=MONEY, instance_id=INSTANCE_ID.format("resource_id"),
                          billed_instance_id=INSTANCE_ID.format("b.resource_id"))
-        held = sorted(ctx.held_hours(ctx.window)) if ctx.held_hours else []
+        held = sorted(ctx.held_hours(ctx.window, c.cost_column).items()) if ctx.held_hours else []
         rows = ctx.con.execute(sql, [
-            [resource for resource, _ in held], [hour for _, hour in held], glob_regex(c.instance_types),
+            [resource for (resource, _), _ in held], [hour for (_, hour), _ in held], [amount for _, amount in held],
+            glob_regex(c.instance_types),
             ctx.until, ctx.since, ctx.since, ctx.until, ctx.since, ctx.until,
             c.sm_active_max_pct, c.gpu_util_max_pct, c.sm_active_max_pct, c.gpu_util_max_pct, c.min_idle_hours,
         ]).fetchall()
@@ -143,16 +147,18 @@ class IdleGpu(Rule[IdleGpuConfig]):
     def _idle(self, ctx: RuleContext, resource_id: str, instance_type: str, billed_hours: int,
               runs: list[dict]) -> Finding:
         idle_hours = sum(r["hours"] for r in runs)
+        shared = sum(r["shared"] for r in runs)
         idle_cost = sum((r["cost"] for r in runs), Decimal(0))
         monthly = idle_cost * HOURS_PER_MONTH / ctx.window_hours
         metric, threshold = runs[-1]["metric"], runs[-1]["threshold"]
+        held = f" (in {shared} of them jobs held some of its GPUs: only the rest counts)" if shared else ""
         summary = (f"{instance_type} {resource_id} sat idle ({metric} below {threshold:g}%) for {idle_hours} of "
-                   f"{billed_hours} billed hours in {len(runs)} run(s), costing {usd(idle_cost)}, about "
+                   f"{billed_hours} billed hours{held} in {len(runs)} run(s), costing {usd(idle_cost)}, about "
                    f"{usd(monthly)} a month if it goes on.")
         evidence = {
             "instance_type": instance_type, "metric": metric, "threshold_pct": threshold,
             "window_start": ctx.since, "window_end": ctx.until, "billed_hours": billed_hours,
-            "idle_hours": idle_hours, "idle_cost_usd": money(idle_cost),
+            "idle_hours": idle_hours, "partly_held_hours": shared, "idle_cost_usd": money(idle_cost),
             "idle_runs": [{"start": r["start"], "end": r["end"], "hours": r["hours"], "cost_usd": money(r["cost"]),
                            "mean_util_pct": round(r["mean_util"], 2)} for r in runs[-20:]],
         }

@@ -1,8 +1,8 @@
 """Every run's attempts with their cost, what the failed-reruns rule reads (rules/base.py `RunCosts`),
-and the instance-hours jobs held, what the idle-gpu rule leaves out (`HeldHours`).
+and the part of each instance-hour's cost jobs held, what the idle-gpu rule leaves out (`HeldHours`).
 
     run_costs_lookup(lake, config) -> run_costs(window, cost_column) | None (no shared clusters)
-    held_hours_lookup(lake, config) -> held_hours(window) | None
+    held_hours_lookup(lake, config) -> held_hours(window, cost_column) | None
 
 Each run with a part of the shared GPU clusters in the window, with the team, project and
 experiment its jobs' parts share (`several` where they differ) and its attempts as `spendlake
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime, timezone
+from decimal import Decimal
 
 from rules.base import HeldHours, JobAttempt, Owner, RunCost, RunCosts
 from service.attribution.api import read_sessions
@@ -55,11 +56,13 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
     attribution = config.attribution
     if attribution.clusters is None:
         return None
-    measure = MEASURE_OF["BilledCost"]  # which hours, not how much: any measure places the same parts
 
-    def held_hours(window: Window) -> set[tuple[str, datetime]]:
-        return read_sessions(lake, attribution, None, lambda session: set() if session is None else set(placed_parts(
-            lake, session, attribution, window, measure, "SELECT DISTINCT resource, hour FROM parts WHERE kind = 'job'")),
+    def held_hours(window: Window, cost_column: str) -> dict[tuple[str, datetime], Decimal]:
+        measure = MEASURE_OF[cost_column]
+        return read_sessions(lake, attribution, None, lambda session: {} if session is None else {
+            (resource, hour): held for resource, hour, held in placed_parts(
+                lake, session, attribution, window, measure,
+                "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' GROUP BY resource, hour")},
             Needs(usage_dims(attribution), (measure,)))
 
     return held_hours
