@@ -22,9 +22,10 @@ from tests.test_runs import whole_config
 WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
 
 
-def test_an_hour_a_job_held_is_not_idle_however_little_its_gpus_did(tmp_path):
+def idle_finding(tmp_path, gpus: int):
+    """i-a's finding when job 1 held `gpus` of its 8 GPUs 10:00-11:00."""
     lines = [gpu_line("i-a", start=f"2026-11-02T{h}:00:00") for h in (10, 11, 12)]
-    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
+    jobs = [job("1", gpus, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
     lake, _ = setup(tmp_path, lines, jobs)
     build_lake(lake, {"gpu_utilization": [
         {"resource_id": "i-a", "hour": f"2026-11-02 {h}:00:00", "util_pct": 1.0, "metric": "DCGM_FI_PROF_SM_ACTIVE"}
@@ -34,6 +35,11 @@ def test_an_hour_a_job_held_is_not_idle_however_little_its_gpus_did(tmp_path):
     cfg = parse_config(config)
     with Lake.of(cfg).query() as con:
         [finding] = IdleGpu(IdleGpuConfig()).evaluate(rule_context(Lake.of(cfg), cfg, WINDOW, con))
+    return finding
+
+
+def test_an_hour_a_job_held_is_not_idle_however_little_its_gpus_did(tmp_path):
+    finding = idle_finding(tmp_path, 8)
     evidence = finding.evidence
     assert (evidence["idle_hours"], evidence["billed_hours"], evidence["idle_cost_usd"]) == (2, 3, "160.00")
     assert [(run["start"], run["hours"]) for run in evidence["idle_runs"]] == [("2026-11-02T11:00:00", 2)]
@@ -44,17 +50,7 @@ def test_an_hour_a_job_held_one_of_eight_gpus_leaves_seven_eighths_idle(tmp_path
     """The same instance and hours; job 1 held 1 of its 8 GPUs 10:00-11:00: that hour's $80 is $10
     the job's and $70 nobody's (the cluster's idle), so the run is the three hours, $70 + $160 = $230:
     230 × 730 / 24 = $6,995.83 a month. Before, the hour was the job's whole and the run two hours."""
-    lines = [gpu_line("i-a", start=f"2026-11-02T{h}:00:00") for h in (10, 11, 12)]
-    jobs = [job("1", 1, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
-    lake, _ = setup(tmp_path, lines, jobs)
-    build_lake(lake, {"gpu_utilization": [
-        {"resource_id": "i-a", "hour": f"2026-11-02 {h}:00:00", "util_pct": 1.0, "metric": "DCGM_FI_PROF_SM_ACTIVE"}
-        for h in (10, 11, 12)]}, date(2026, 11, 2))
-    config = whole_config(tmp_path, lake)
-    config["inventory"].append({"name": "test", "kind": "gpu-metrics", "path": str(tmp_path / "dcgm.parquet")})
-    cfg = parse_config(config)
-    with Lake.of(cfg).query() as con:
-        [finding] = IdleGpu(IdleGpuConfig()).evaluate(rule_context(Lake.of(cfg), cfg, WINDOW, con))
+    finding = idle_finding(tmp_path, 1)
     evidence = finding.evidence
     assert (evidence["idle_hours"], evidence["partly_held_hours"], evidence["idle_cost_usd"]) == (3, 1, "230.00")
     assert [(run["start"], run["hours"]) for run in evidence["idle_runs"]] == [("2026-11-02T10:00:00", 3)]
