@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 JOB_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600)
 # The groups cost alerts read: while the lake cannot be read they show the last families read
-# (in this process), not nothing, so the alerts stay; the integrity, freshness and data-through
+# (in this process, across reloads), not nothing, so the alerts stay; the integrity, freshness and data-through
 # families always say what is true now.
 LAST_GOOD_GROUPS = frozenset({"spend", "findings", "budgets", "commitments", "clusters"})
 # Budgets sum each budget's month from the lake (no stored tops): beside a writer or a service
@@ -73,10 +73,12 @@ class JobMetrics:
 class LakeCollector(Collector):
     """Reads the lake when scraped; recomputes only when a lake file changed or the
     cached page is older than `max_age_seconds`. `turn`: the lock the service's jobs take
-    turns with; tops missing from the lake are computed only while holding it (ScrapeTops)."""
+    turns with; tops missing from the lake are computed only while holding it (ScrapeTops).
+    `last_good`: the cost groups last read, shared with the collector of the service a SIGHUP
+    replaces (a reload on a damaged lake would otherwise drop its budget series)."""
 
     def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time,
-                 turn: threading.Lock | None = None):
+                 turn: threading.Lock | None = None, last_good: dict[str, list[Metric]] | None = None):
         self.config = config
         self.turn = turn
         self.lake = Lake.of(config)
@@ -86,7 +88,7 @@ class LakeCollector(Collector):
         self._key: tuple | None = None
         self._computed_at = 0.0
         self._families: list[Metric] = []
-        self._last_good: dict[str, list[Metric]] = {}
+        self._last_good = {} if last_good is None else last_good
 
     def describe(self) -> list[Metric]:
         return []  # nothing to declare up front: registering must not read the lake

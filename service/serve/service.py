@@ -146,6 +146,7 @@ class Service:
         self.reload = reload
         self.requests = requests or Requests()
         self.handed = None  # (server, thread) of the service before a reload, still listening here
+        self.last_good: dict = {}  # the metrics' cost groups last read (LakeCollector), kept by a reload
 
     def stop(self) -> None:
         """Safe from a signal handler: sets a flag, takes no lock."""
@@ -157,11 +158,14 @@ class Service:
             announce("SIGHUP: no config file to read again; still serving the running config")
             return None
         try:
-            return Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
-                           reload=self.reload, requests=self.requests)
+            successor = Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
+                                reload=self.reload, requests=self.requests)
         except SpendlakeError as exc:
             announce(f"SIGHUP: the config was not reloaded, still serving the running one: {exc}")
             return None
+        if successor.lake.root == self.lake.root:  # another lake's last read series would be its own
+            successor.last_good = self.last_good
+        return successor
 
     def run(self, announce: Callable[[str], None] = log.warning) -> Service | None:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
@@ -174,7 +178,7 @@ class Service:
             scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
-            registry.register(LakeCollector(self.config, turn=scheduler.turn))
+            registry.register(LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good))
             watch = ConfigWatch(self.lake.config_file, announce, self.config_read)
             registry.register(watch)
             api = Api(self.config, registry, token=self.token, clock=self.clock)
