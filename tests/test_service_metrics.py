@@ -410,3 +410,38 @@ def test_a_service_started_on_a_damaged_lake_shows_the_stored_findings(tmp_path)
     path.write_text(f"lake: {config.lake}\nsources:\n- {{name: cur, kind: focus, location: {tmp_path / 'export'}}}\n")
     result = CliRunner().invoke(cli, ["--config", str(path), "findings"])
     assert result.exit_code == 3 and "is missing" in result.output, result.output
+
+
+def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(tmp_path, caplog):
+    """Budgets have no stored tops: a service (re)started while a cost partition was missing showed
+    no budget series until it was back, and the budget alerts resolved. The service stores the
+    budget families it reads (`_state/metrics_last_good.json`, not part of the page's cache key)
+    and a new one shows them, marked, while it cannot read them; only for the budgets stored."""
+    budget = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [budget]}).budgets})
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
+    used = ("spendlake_budget_used_ratio", {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"})
+    collector = LakeCollector(config, clock=NOW.timestamp)
+    registry = scrape(collector)
+    assert registry.get_sample_value(*used) == 1.2
+    key = collector.fingerprint()
+    assert registry.get_sample_value(*used) == 1.2
+    assert collector.fingerprint() == key  # storing them is no lake change
+    assert (lake.root / "_state" / "metrics_last_good.json").exists()
+
+    next(lake.table_dir("costs").glob("*/*/data.parquet")).rename(tmp_path / "aside.parquet")
+    restarted = scrape(LakeCollector(config, clock=NOW.timestamp))
+    assert restarted.get_sample_value("spendlake_lake_readable") == 0
+    assert restarted.get_sample_value(*used) == 1.2
+    assert restarted.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) == 1
+
+    other = config.model_copy(update={"budgets": parse_config({"budgets": [{**budget, "amount": "40"}]}).budgets})
+    assert scrape(LakeCollector(other, clock=NOW.timestamp)).get_sample_value(*used) is None  # not those stored
+
+    (lake.root / "_state" / "metrics_last_good.json").write_text('{"budgets": {"owner": 1}}')
+    edited = scrape(LakeCollector(config, clock=NOW.timestamp))
+    assert edited.get_sample_value(*used) is None
+    assert edited.get_sample_value("spendlake_lake_readable") == 0
+    assert "the stored last good budgets are not shown: " in caplog.text

@@ -297,7 +297,8 @@ def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
     from service.core.lake import Lake
 
     (tmp_path / "export").mkdir()
-    data = {**config_data(tmp_path), "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}],
+    source = {"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}
+    data = {**config_data(tmp_path), "sources": [source],
             "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}
     config = write_config(tmp_path, data)
     lake = Lake(tmp_path / "lake")

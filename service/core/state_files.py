@@ -125,6 +125,18 @@ class DerivedRecord(Described):  # derived_records.describe, with its id
     id: StrictStr | None = None
 
 
+class StoredFamily(Open):  # service/serve/stored_families.py: a Prometheus family's samples
+    name: StrictStr
+    documentation: StrictStr
+    type: StrictStr
+    samples: list[tuple[StrictStr, dict[StrictStr, StrictStr], float]]
+
+
+class StoredGroup(Open):
+    owner: StrictStr
+    families: list[StoredFamily]
+
+
 SNAPSHOT_RECORD, DERIVED_RECORD = TypeAdapter(SnapshotRecord), TypeAdapter(DerivedRecord)
 
 
@@ -132,6 +144,7 @@ SHAPES: dict[str, Any] = {
     "sources": dict[str, SourceRecord], "file_periods": dict[str, dict[str, FileEntry]],
     "verify": Verified, "derived_verify": DerivedVerified, "snapshot_verify": SnapshotVerified,
     "jobs": Jobs, "rules": Rules, "rollups_superseded": SupersededRollups,
+    "metrics_last_good": dict[str, StoredGroup],
 }
 
 
@@ -161,7 +174,19 @@ def problems_kept(earlier: dict, found: list[dict], checked: set, key: Callable[
 
 
 def parse_record(text: str | bytes, shape: TypeAdapter) -> dict:
-    """A snapshot's or derived file's record of `shape` (SNAPSHOT_RECORD, DERIVED_RECORD), read
+    """A snapshot's or derived file's record of `shape` (class StoredFamily(Open):  # service/serve/stored_families.py: a Prometheus family's samples
+    name: StrictStr
+    documentation: StrictStr
+    type: StrictStr
+    samples: list[tuple[StrictStr, dict[StrictStr, StrictStr], float]]
+
+
+class StoredGroup(Open):
+    owner: StrictStr
+    families: list[StoredFamily]
+
+
+SNAPSHOT_RECORD, DERIVED_RECORD), read
     locally or by Spark; {} when it is not JSON or not of that shape: unreadable, so the file is
     not vouched for by it (each reader says what that means)."""
     try:

@@ -5,7 +5,8 @@ Prometheus scrapes and cached until the lake changes, so nothing goes stale; wha
 whole window summed or allocated (spend, shared clusters, commitments) is read from the tops
 ingest stored for the lake's state (service/attribution/tops.py). A cost group the lake cannot
 give now (a damaged partition; budgets beside a writer) shows what was last read, marked by
-`spendlake_metrics_last_good`, so cost alerts do not resolve because of it. Job events
+`spendlake_metrics_last_good`, so cost alerts do not resolve because of it (budgets, which
+have no stored tops, as the service last stored them: stored_families.py). Job events
 (durations, failures, skipped fires) are instruments updated by the scheduler.
 
 Label values are bounded: a metric keeps the `top_n` largest label values and folds the
@@ -34,6 +35,7 @@ from service.ingest.freshness import unrecorded_failures
 from service.serve.cluster_families import cluster_families
 from service.serve.families import (budget_families, commitment_families, data_through_families, findings_families,
                                     integrity_families, source_families, spend_families, tops_state_family)
+from service.serve.stored_families import STATE as STORED_STATE, STORED_GROUPS, StoredFamilies
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,7 @@ class LakeCollector(Collector):
         self._computed_at = 0.0
         self._families: list[Metric] = []
         self._last_good = {} if last_good is None else last_good
+        self._stored = StoredFamilies(self.lake, config)
 
     def describe(self) -> list[Metric]:
         return []  # nothing to declare up front: registering must not read the lake
@@ -109,7 +112,9 @@ class LakeCollector(Collector):
         """What a change of the lake touches: the ledger, job/source state and table files, and the
         source failures a full disk kept out of the state."""
         root = self.lake.root
-        paths = [root / "_ledger" / "deliveries.json", *sorted((root / "_state").glob("*.json")),
+        # (not the last good families the scrape stores itself: storing them would compute the page again)
+        states = sorted(p for p in (root / "_state").glob("*.json") if p.stem != STORED_STATE)
+        paths = [root / "_ledger" / "deliveries.json", *states,
                  *sorted(root.glob("*/*=*/*=*/data.parquet"))]
         stats = []
         for path in paths:
@@ -143,12 +148,15 @@ class LakeCollector(Collector):
         errors: dict[str, None] = {}  # each cause logged once per scrape, in order
         last_good = GaugeMetricFamily(
             "spendlake_metrics_last_good", "1 when the group's cost families are those the last scrape that read "
-            "them found: the lake cannot be read (a damaged partition: spendlake_lake_partitions_damaged), so a cost "
-            "alert does not resolve because of the damage, or (budgets) a writer or job is at work; 0 when read now.",
+            "them found (budgets: also as the service stored them, after a restart): the lake cannot be read (a "
+            "damaged partition: spendlake_lake_partitions_damaged), so a cost alert does not resolve because of the "
+            "damage, or (budgets) a writer or job is at work; 0 when read now.",
             labels=["group"])
         held_back = self._busy()
         for name, group in groups.items():
             found, fresh = None, False
+            if name in STORED_GROUPS and name not in self._last_good and (stored := self._stored.load(name)):
+                self._last_good[name] = stored  # a service (re)started: what it stored before
             if not (name in HELD_BACK_GROUPS and held_back and name in self._last_good):
                 try:
                     found, fresh = group(), True
@@ -156,6 +164,8 @@ class LakeCollector(Collector):
                     errors[str(exc)] = None
             if name in TOPS_GROUPS and tops.unreadable:  # the previous state's stored tops (after a restart)
                 errors[str(tops.unreadable)], fresh = None, False
+            if name in STORED_GROUPS and fresh:
+                self._stored.store(name, found)
             if name in LAST_GOOD_GROUPS:
                 if fresh:
                     self._last_good[name] = found
