@@ -387,3 +387,17 @@ def test_the_bills_of_an_export_without_invoice_ids_are_not_said_to_await_one(tm
                                     "bills show as estimated however long ago the provider closed the month; tie "
                                     "them to the provider's invoice.")
     assert {r["invoice"] for r in section["tables"][1]["rows"]} == {"estimated (no invoice id in oci-cost exports)"}
+
+
+def test_the_summary_says_what_the_bills_count_as_the_page_does(lake):
+    """summary.md listed every bill under the month to date without the page's intro: a bill that
+    differs from the month to date (a line billed in another month than its usage) read as a
+    mistake in chat. It gives the section's intro before the bills, as the page does."""
+    root, config = lake
+    bills(root, config, "2024-09-30")
+    folder = root / "out" / "2024-09-30"
+    note = next(s for s in json.loads((folder / "report.json").read_text())["sections"] if s["key"] == "bills")["note"]
+    assert note.startswith("Each bill as delivered, by billing period: the spend above counts charges by the day")
+    summary = (folder / "summary.md").read_text()
+    assert f"\n\n_{note}_\n\n*Bills per source, billing period and currency" in summary
+    assert summary.count(note) == 1

@@ -145,6 +145,10 @@ def render_markdown(report: Report, rows: int = 5) -> str:
     for section in report.sections:
         if not section.available:
             lines.append(f"- {section.title}: {section.note}")
+        # a section listed whole (the bills finance ties out) says what it counts, as on the page:
+        # the bill differs from the month to date above by the lines billed in another month
+        elif section.note and any(t.markdown_whole and t.rows for t in section.tables):
+            lines += ["", f"_{md(section.note)}_"]
         for table in section.tables:
             if table.markdown and table.rows:
                 labels, value = table.markdown
