@@ -238,7 +238,7 @@ def test_finished_costs_are_said_once_not_a_month_in_the_findings_table_and_the_
            if re.match(r"^│ [gfc]\d ", line)}
     assert per == {"g1": "a month", "f1": "once", "c1": "once", "c2": "a month"}
 
-    section = waste_section(lake, top=10)
+    section = waste_section(lake, SEEN.date(), top=10)
     by_rule, top = section.tables
     assert {r["rule"]: (r["month_usd"], r["once_usd"], r["monthly_waste_usd"]) for r in by_rule.rows} == {
         "idle-gpu": (900, 0, 900), "capacity-unused": (200, 300, 500), "failed-reruns": (0, 500, 500)}

@@ -30,7 +30,7 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
     until = day_start(day) + timedelta(days=1)
     spend = SpendReport(config, lake, day)
     headlines, spend_by = spend.spend_section()
-    unallocated = unallocated_section(spend, lake, config.report.top)
+    unallocated = unallocated_section(spend, lake, day, config.report.top)
     headlines += [unallocated_headline(row) for row in unallocated.tables[0].rows
                   if row["dimension"] == "team" and row["total_cost"]]
     before_credits = frozenset(sources_whose(config, lambda connector: connector.billed_before_credits))
@@ -41,11 +41,11 @@ def gather(config: Config, lake: Lake, day: date) -> Report:
         spend.trend_section(),
         spend.experiments_section(),
         *clusters_section(config, lake, day, config.report.top),
-        waste_section(lake, config.report.top),
+        waste_section(lake, day, config.report.top),
         budgets_section(config, lake, day),
         commitments_section(config, lake, day),
         plans_section(config, lake, day),
-        anomalies_section(lake, config.report.top),
+        anomalies_section(lake, day, config.report.top),
         unallocated,
         freshness_section(config, lake, until),
     ]
@@ -148,9 +148,9 @@ def gross_of_credits_notes(lake: Lake, day: date, before_credits: frozenset[str]
             for source, currency, credits in found if cents(credits, currency)]
 
 
-def unallocated_section(spend: SpendReport, lake: Lake, top: int) -> Section:
+def unallocated_section(spend: SpendReport, lake: Lake, day: date, top: int) -> Section:
     section = Section("unallocated", "Unallocated spend", tables=[spend.unallocated_table()])
-    causes = unallocated_causes(lake, top)
+    causes = unallocated_causes(lake, day, top)
     if isinstance(causes, Table):
         section.tables.append(causes)
     else:

@@ -1,7 +1,10 @@
 """Report sections drawn from the findings table: waste by rule, open findings, anomalies.
 
-Findings are the state of the last `spendlake rules run`, not of the report day; the
-section says so. Only open findings count (acknowledged and resolved ones are left out).
+Findings are the state of the last `spendlake rules run`, not of the report day: the store
+keeps each finding's latest state, no history. Each section says so, naming the data's end the
+run judged to; a past day's report (that end after the day) also leaves out the findings whose
+episode or window began after the day (they cannot be the day's). Only open findings count
+(acknowledged and resolved ones are left out).
 Categories stay apart: "Waste by rule" holds the `waste` findings and their monthly waste
 (the sum `spendlake_waste_monthly_usd` shows), split on the page into what goes on (a month) and
 finished costs (once: failed attempts re-run, unused Capacity Blocks) when there are any; anomalies (overspend) show their excess spend
@@ -17,12 +20,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
 from rules.base import registered, waste_per
 from service.core.lake import Lake
-from service.core.timewindow import iso_utc
+from service.core.timewindow import day_start, iso_utc
 from service.core.units import usd
 from service.findings.store import load_findings
 from service.report.model import Chart, Column, Section, Table, unavailable
@@ -61,6 +64,36 @@ def _finding_row(finding) -> dict:
             "id": finding.id}
 
 
+def _began(finding) -> datetime | None:
+    """When what the finding describes began, where it says: an anomaly's episode (a date), the
+    window the rule measured over (a share, idle hours, unused commitment, re-run attempts)."""
+    text = finding.evidence.get("start") or finding.evidence.get("window_start")
+    try:
+        began = datetime.fromisoformat(text.replace("Z", "+00:00")) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return began.replace(tzinfo=timezone.utc) if began and began.tzinfo is None else began
+
+
+def of_day(findings: list, day: date, none: str) -> tuple[list, str]:
+    """The open findings a report of `day` lists and the sentence saying what they are as of
+    (`none` when there are none): those of the last rules run (its data's end: the latest
+    `last_seen`), less, when that run judged past the day, those that began after it (a window
+    or an episode starting after the day is none of the day's)."""
+    end = day_start(day) + timedelta(days=1)
+    judged = max((f.last_seen for f in findings if f.last_seen), default=None)
+    if judged is None:
+        return findings, none
+    note = f"As of the last rules run (data to {judged:%Y-%m-%d %H:%M} UTC)"
+    if judged <= end:
+        return findings, note + "."
+    kept = [f for f in findings if not ((began := _began(f)) and began >= end)]
+    left = f"; {len(findings) - len(kept)} that began after {day.isoformat()} are left out" if len(kept) < len(
+        findings) else ""
+    return kept, (f"{note}, not as of {day.isoformat()}: findings keep their latest state only (one resolved since "
+                  f"is not listed, figures are the latest){left}.")
+
+
 def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
     """The total row of a findings table: how many, and the sum of each money column."""
     total = {label_key: f"total ({len(rows)})", "currency": "USD", **extra}
@@ -69,8 +102,9 @@ def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
     return total
 
 
-def waste_section(lake: Lake, top: int) -> Section:
-    findings = load_findings(lake, status="open", category="waste")
+def waste_section(lake: Lake, day: date, top: int) -> Section:
+    findings, as_of = of_day(load_findings(lake, status="open", category="waste"), day,
+                             "No open findings in the last rules run (`spendlake rules run` refreshes them).")
     per = {f.id: waste_per(f) for f in findings}
     once = {key for key, said in per.items() if said == "once"}
     what = "waste" if once else "monthly waste"
@@ -103,12 +137,11 @@ def waste_section(lake: Lake, top: int) -> Section:
         rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"))
     top_findings.total, top_findings.notes = _month_and_once_total(shown)
     if not findings:
-        return Section("waste", "Waste by rule", note="No open findings in the last rules run "
-                                                     "(`spendlake rules run` refreshes them).")
+        return Section("waste", "Waste by rule", note=as_of)
     chart = Chart("bars", "Waste of open findings by rule (USD): a month of what goes on, finished costs once"
                   if once else "Monthly waste of open findings by rule (USD)", [r["rule"] for r in summary.rows],
                   {"waste": [r["monthly_waste_usd"] for r in summary.rows]}, "USD")
-    note = "As of the last rules run; owners come from attribution." + (
+    note = f"{as_of} Owners come from attribution." + (
         " A month is what a finding costs a month while it goes on; a finished cost (failed attempts of a run "
         "launched again, an unused Capacity Block) is what it cost, once, not a month." if once else "")
     return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart], note=note)
@@ -130,12 +163,13 @@ def _month_and_once_total(rows: list[dict]) -> tuple[dict, list[str]]:
                    "waste and is not added to it."]
 
 
-def anomalies_section(lake: Lake, top: int) -> Section:
+def anomalies_section(lake: Lake, day: date, top: int) -> Section:
     if ANOMALY_RULE not in registered():
         return unavailable("anomalies", "Anomalies", "the spend-anomaly rule is not part of this build")
-    anomalies = load_findings(lake, rule=ANOMALY_RULE, status="open")
+    anomalies, as_of = of_day(load_findings(lake, rule=ANOMALY_RULE, status="open"), day,
+                              "No open spend anomalies in the last rules run.")
     if not anomalies:
-        return Section("anomalies", "Anomalies", note="No open spend anomalies in the last rules run.")
+        return Section("anomalies", "Anomalies", note=as_of)
     # the series (team|service) and its project are in the finding's sentence: the page keeps
     # room for the sentence and its causes even 800 px wide (CSV and JSON keep both)
     columns = page_columns(finding_columns("impact_usd", "excess $"), "project")
@@ -147,7 +181,7 @@ def anomalies_section(lake: Lake, top: int) -> Section:
         table.rows.append(row)
     table.total = _total(table.rows, "rule", "impact_usd")
     return Section("anomalies", "Anomalies", tables=[table],
-                   note="Overspend, not waste: the excess over expected spend of each episode.")
+                   note=f"{as_of} Overspend, not waste: the excess over expected spend of each episode.")
 
 
 def _root_causes(evidence: dict, shown: int = 3) -> str | None:
@@ -162,17 +196,18 @@ def _root_causes(evidence: dict, shown: int = 3) -> str | None:
     return "; ".join(parts) or None
 
 
-def unallocated_causes(lake: Lake, top: int) -> Table | str:
+def unallocated_causes(lake: Lake, day: date, top: int) -> Table | str:
     """The unallocated-spend rule's findings (top services, accounts, resources), or why there are none."""
     if UNALLOCATED_RULE not in registered():
         return "Top causes come from the unallocated-spend rule, which is not part of this build yet."
-    findings = load_findings(lake, rule=UNALLOCATED_RULE, status="open")
+    findings, as_of = of_day(load_findings(lake, rule=UNALLOCATED_RULE, status="open"), day,
+                             "No open unallocated-spend findings in the last rules run.")
     if not findings:
-        return "No open unallocated-spend findings in the last rules run."
+        return as_of
     rows = [_finding_row(f) for f in findings[:top]]
     # no total row: each finding measures the same spend by another dimension (a dollar on no team
     # and no project is in both), so their sum would count it again
     return Table("unallocated_causes", "Top causes of unallocated spend", finding_columns(
-        "impact_usd", "unallocated $"), rows=rows, notes=[
+        "impact_usd", "unallocated $"), rows=rows, notes=[as_of, *[
             "No total: each row is the window's spend with no value of one dimension, and a dollar with none of "
-            "several (no team and no project) is in each of their rows."] if len(rows) > 1 else [])
+            "several (no team and no project) is in each of their rows."] * (len(rows) > 1)])

@@ -1,0 +1,53 @@
+"""A past day's report and the findings: the store keeps each finding's latest state only, so the
+report says what its findings are as of, and leaves out of a past day those that began after it."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timezone
+from decimal import Decimal
+
+from attribution_helpers import config as lake_config, line, make_lake
+
+from rules.base import Finding
+from service.findings.store import store_findings
+from service.report.write import write_report
+
+JUDGED = datetime(2026, 11, 29, tzinfo=timezone.utc)  # the data's end the last rules run judged to
+
+
+def report(lake, day: date, out) -> dict:
+    write_report(lake_config(lake=lake), day, str(out))
+    data = json.loads((out / day.isoformat() / "report.json").read_text())
+    return {s["key"]: s for s in data["sections"]}
+
+
+def test_a_past_days_report_leaves_out_findings_that_began_after_it_and_says_they_are_current(tmp_path):
+    """The report of 20 November listed the anomaly of an episode that began on the 25th (found by
+    a later rules run) as if it were that day's, and said nothing of when its findings were from."""
+    lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "100", end=f"2026-11-{d + 1:02d}T00:00:00",
+                                     tags={"team": "pretrain"}) for d in range(1, 29)])
+    seen = {"first_seen": JUDGED, "last_seen": JUDGED}
+    store_findings(lake, [
+        Finding(id="a1", rule="spend-anomaly", severity="warning", resource_id="team=pretrain/service=EC2",
+                team="pretrain", category="overspend", impact_usd=Decimal("300"), summary="EC2 spend 40% above",
+                evidence={"start": "2026-11-25", "impact_usd": "300", "currency": "USD"}, **seen),
+        Finding(id="w1", rule="idle-gpu", severity="warning", resource_id="i-1", team="pretrain", category="waste",
+                impact_usd=Decimal("500"), monthly_waste_usd=Decimal("500"), summary="i-1 sat idle",
+                evidence={"window_start": "2026-11-01T00:00:00"}, **seen)])
+
+    latest = report(lake, date(2026, 11, 28), tmp_path / "out")  # the run judged to this day's end
+    assert [r["resource_id"] for t in latest["anomalies"]["tables"] for r in t["rows"]] == ["team=pretrain/service=EC2"]
+    assert latest["anomalies"]["note"].startswith("As of the last rules run (data to 2026-11-29 00:00 UTC). ")
+    assert latest["waste"]["note"].startswith("As of the last rules run (data to 2026-11-29 00:00 UTC). ")
+
+    past = report(lake, date(2026, 11, 20), tmp_path / "out")
+    assert past["anomalies"]["tables"] == []
+    assert past["anomalies"]["note"] == (
+        "As of the last rules run (data to 2026-11-29 00:00 UTC), not as of 2026-11-20: findings keep their latest "
+        "state only (one resolved since is not listed, figures are the latest); 1 that began after 2026-11-20 are "
+        "left out.")
+    waste = next(t for t in past["waste"]["tables"] if t["key"] == "open_findings")
+    assert [r["id"] for r in waste["rows"]] == ["w1"]  # measured from 1 November: the day's too
+    assert past["waste"]["note"].startswith("As of the last rules run (data to 2026-11-29 00:00 UTC), not as of "
+                                            "2026-11-20: findings keep their latest state only")
