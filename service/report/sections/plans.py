@@ -1,6 +1,10 @@
 """Plans vs actual: each registered plan's planned spend to the end of a day against the USD
 attributed to its project (or experiment) since its start. The report's section "Plans vs
 actual" (plans.csv), `spendlake plans` and `/api/v1/plans` are all this one computation.
+
+With several billing sources the data ends where the earliest of them does (among those with
+data after the plan's start: one that stopped before holds none of its spend): a lagging
+source's recent spend is not in yet, so the plan and the actual are both taken to then.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from decimal import Decimal
 
 from service.attribution import attribute
 from service.core.config import Config
-from service.core.coverage import data_begins, empty_lake_error, snapshot_data_end
+from service.core.coverage import data_begins, empty_lake_error, snapshot_data_through
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, day_start, iso_utc
@@ -36,7 +40,15 @@ NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P
 
 # a plan's USD per day, its values no cost line carries, its spend in other currencies (plan_actual)
 PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...], dict[str | None, Decimal]]
-Coverage = tuple[datetime | None, datetime | None]  # where the lake's billing data begins and ends
+# where the lake's billing data begins, and where each billing source's ends (None: no usage line)
+Coverage = tuple[datetime | None, dict[str, datetime | None]]
+
+
+def data_ends(plan: Plan, data: Coverage) -> tuple[datetime | None, str | None]:
+    """Where the plan's data ends, and the source that ends it: the earliest end among the
+    billing sources with data after the plan's start (None when none has)."""
+    ends = sorted((end, source) for source, end in data[1].items() if end is not None and end > plan.start)
+    return ends[0] if ends else (max((end for end in data[1].values() if end), default=None), None)
 
 
 def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
@@ -65,10 +77,11 @@ def plans_section(config: Config, lake: Lake, day: date) -> Section:
 
 
 def _coverage(lake: Lake, snapshot: Snapshot) -> Coverage:
-    return data_begins(lake, snapshot), snapshot_data_end(lake, snapshot)
+    return data_begins(lake, snapshot), snapshot_data_through(lake, snapshot)
 
 
-def _status(plan: Plan, until: datetime, data: Coverage, actual: Decimal, found: PlanActual) -> str:
+def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime | None], actual: Decimal,
+            found: PlanActual) -> str:
     """A plan's standing at `until`, honest where its USD actual says nothing: `not started` (its
     start is not before `until`); `unknown project` / `unknown experiment` (no cost line carries
     it: a misspelt value, named with the closest ones in the note); `no data yet` (the lake's
@@ -77,8 +90,9 @@ def _status(plan: Plan, until: datetime, data: Coverage, actual: Decimal, found:
     against the lower and higher scenario (the optimistic run spends sooner: low may lie above
     high mid-run), but `partial data` rather than under or on plan when it started before the
     lake's billing data begins (its spend before is not in the actual: said in the note). When
-    the data ends before `until`, the actual holds spend to the data's end only: it is set
-    against the plan to then, and the standing says so (`under plan to data end`)."""
+    the data (`data`: where it begins, and `data_ends`) ends before `until`, the actual holds
+    spend to the data's end only: it is set against the plan to then, and the standing says so
+    (`under plan to data end`)."""
     (begins, ends), (daily, unmatched, left_out) = data, found
     if plan.start >= until:
         return "not started"
@@ -108,9 +122,15 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
     table = Table("plans", "Registered plans: planned and actual spend to the end of the day", list(COLUMNS),
                   markdown=(("plan", "project"), "status"))
     charts, notes = [], []
+    lagging: dict[datetime, str | None] = {}  # a data end before the day's end → the source ending it
     for plan in plans:
         low, high = _cents(plan.planned_spend(until))
-        found = plan_actual(config, lake, plan, until)
+        ends, source = data_ends(plan, data)
+        if ends is not None and ends < until:
+            lagging[ends] = source
+        # the actual to where the data ends (a leading source's later spend set against the plan to then
+        # would read as on plan what a lagging one has not delivered yet)
+        found = plan_actual(config, lake, plan, until if ends is None or ends <= plan.start else min(until, ends))
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
         notes += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}"
@@ -126,15 +146,18 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
-            "status": _status(plan, until, data, actual, found),
+            "status": _status(plan, until, (data[0], ends), actual, found),
             "planned_total_high": plan.total_cost.high.quantize(CENT),  # in cents, stored at DECIMAL(38,12)
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
-            charts.append(_plan_chart(plan, day, daily, data[1]))
-    if plans and data[1] is not None and data[1] < until:
-        notes.append(f"the lake's billing data ends at {data[1]:%Y-%m-%d %H:%M} UTC, before the day's end: spend "
-                     "after it is not in the actual yet, so a status '... to data end' sets it against the plan "
-                     "to then.")
+            charts.append(_plan_chart(plan, day, daily, ends))
+    several = sum(end is not None for end in data[1].values()) > 1
+    for ends, source in sorted(lagging.items()):
+        whose = (f"billing source {source}'s data ends at {ends:%Y-%m-%d %H:%M} UTC, the earliest of the sources "
+                 "with data since a plan's start," if several and source else
+                 f"the lake's billing data ends at {ends:%Y-%m-%d %H:%M} UTC,")
+        notes.append(f"{whose} before the day's end: spend after it{' (of every source)' if several else ''} is not in "
+                     "the actual yet, so a status '... to data end' sets it against the plan to then.")
     if not plans:
         notes = [NO_PLANS]
     section = Section("plans", "Plans vs actual", tables=[table] if plans else [], charts=charts,
