@@ -174,19 +174,7 @@ def problems_kept(earlier: dict, found: list[dict], checked: set, key: Callable[
 
 
 def parse_record(text: str | bytes, shape: TypeAdapter) -> dict:
-    """A snapshot's or derived file's record of `shape` (class StoredFamily(Open):  # service/serve/stored_families.py: a Prometheus family's samples
-    name: StrictStr
-    documentation: StrictStr
-    type: StrictStr
-    samples: list[tuple[StrictStr, dict[StrictStr, StrictStr], float]]
-
-
-class StoredGroup(Open):
-    owner: StrictStr
-    families: list[StoredFamily]
-
-
-SNAPSHOT_RECORD, DERIVED_RECORD), read
+    """A snapshot's or derived file's record of `shape` (SNAPSHOT_RECORD, DERIVED_RECORD), read
     locally or by Spark; {} when it is not JSON or not of that shape: unreadable, so the file is
     not vouched for by it (each reader says what that means)."""
     try:
