@@ -415,8 +415,9 @@ def test_a_service_started_on_a_damaged_lake_shows_the_stored_findings(tmp_path)
 def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(tmp_path, caplog):
     """Budgets have no stored tops: a service (re)started while a cost partition was missing showed
     no budget series until it was back, and the budget alerts resolved. The service stores the
-    budget families it reads (`_state/metrics_last_good.json`, not part of the page's cache key)
-    and a new one shows them, marked, while it cannot read them; only for the budgets stored."""
+    budget families a scrape read (`_state/metrics_last_good.json`, from its loop, not part of the
+    page's cache key) and a new one shows them, marked, while it cannot read them; only for the
+    budgets stored."""
     budget = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
     config = make_config(tmp_path)
     config = config.model_copy(update={"budgets": parse_config({"budgets": [budget]}).budgets})
@@ -426,10 +427,16 @@ def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(
     collector = LakeCollector(config, clock=NOW.timestamp)
     registry = scrape(collector)
     assert registry.get_sample_value(*used) == 1.2
+    stored = lake.root / "_state" / "metrics_last_good.json"
+    assert not stored.exists()  # a scrape writes nothing: the service's loop stores them
     key = collector.fingerprint()
+    collector.keep_last_good()
+    assert stored.exists() and collector.fingerprint() == key  # storing them is no lake change
+    written = stored.stat().st_mtime_ns
+    collector.keep_last_good()
     assert registry.get_sample_value(*used) == 1.2
-    assert collector.fingerprint() == key  # storing them is no lake change
-    assert (lake.root / "_state" / "metrics_last_good.json").exists()
+    collector.keep_last_good()
+    assert stored.stat().st_mtime_ns == written  # the same families: not written again
 
     next(lake.table_dir("costs").glob("*/*/data.parquet")).rename(tmp_path / "aside.parquet")
     restarted = scrape(LakeCollector(config, clock=NOW.timestamp))

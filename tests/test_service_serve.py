@@ -291,7 +291,8 @@ def sample(page: str, name: str, labels: str = "") -> float | None:
 def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
     """The last-good cost families lived in the collector a reload replaced: after a SIGHUP while
     a cost partition was missing, the budget series (no stored form) vanished and their alerts
-    resolved. The reloaded service keeps showing the last read ones, marked."""
+    resolved. The reloaded service keeps showing the last read ones, marked, and so does one
+    started again (stored in `_state/`)."""
     from servicekit import commit
 
     from service.core.lake import Lake
@@ -315,6 +316,14 @@ def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
         file.rename(tmp_path / "aside.parquet")
         proc.send_signal(signal.SIGHUP)
         page = metrics_page(served(proc, 2))
+        assert (sample(page, "spendlake_lake_readable"), sample(page, *used), sample(page, *marked)) == (0, 1.2, 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)
+    assert (tmp_path / "lake" / "_state" / "metrics_last_good.json").exists()  # the service's loop stored them
+    proc, base = start_serve(config)  # a restart on the damaged lake: as stored
+    try:
+        page = metrics_page(base)
         assert (sample(page, "spendlake_lake_readable"), sample(page, *used), sample(page, *marked)) == (0, 1.2, 1)
     finally:
         proc.send_signal(signal.SIGTERM)

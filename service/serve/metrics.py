@@ -92,6 +92,7 @@ class LakeCollector(Collector):
         self._families: list[Metric] = []
         self._last_good = {} if last_good is None else last_good
         self._stored = StoredFamilies(self.lake, config)
+        self._kept: dict[str, list[Metric]] = {}  # what keep_last_good stored last
 
     def describe(self) -> list[Metric]:
         return []  # nothing to declare up front: registering must not read the lake
@@ -164,8 +165,6 @@ class LakeCollector(Collector):
                     errors[str(exc)] = None
             if name in TOPS_GROUPS and tops.unreadable:  # the previous state's stored tops (after a restart)
                 errors[str(tops.unreadable)], fresh = None, False
-            if name in STORED_GROUPS and fresh:
-                self._stored.store(name, found)
             if name in LAST_GOOD_GROUPS:
                 if fresh:
                     self._last_good[name] = found
@@ -178,6 +177,16 @@ class LakeCollector(Collector):
         readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read all of the lake.")
         readable.add_metric([], 0 if errors else 1)
         return [readable, last_good, *families], tops.current and not held_back
+
+    def keep_last_good(self) -> None:
+        """Store the budget families last read when they changed: called by the service's own
+        loop, never by a scrape (`/metrics` writes nothing to the lake)."""
+        with self._lock:
+            found = {name: self._last_good[name] for name in STORED_GROUPS if name in self._last_good}
+        for name, families in found.items():
+            if families is not self._kept.get(name):
+                self._stored.store(name, families)
+                self._kept[name] = families
 
     def _busy(self) -> bool:
         """A writer holds the lake, or one of the service's jobs has its turn."""

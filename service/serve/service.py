@@ -178,7 +178,8 @@ class Service:
             scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
-            registry.register(LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good))
+            collector = LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good)
+            registry.register(collector)
             watch = ConfigWatch(self.lake.config_file, announce, self.config_read)
             registry.register(watch)
             api = Api(self.config, registry, token=self.token, clock=self.clock)
@@ -204,6 +205,7 @@ class Service:
                         successor = self.reloaded(announce)
                     else:
                         watch.check()
+                        collector.keep_last_good()  # here, not in a scrape: /metrics writes nothing
                         clock_time.sleep(0.2)
                 announce(f"{'reloading' if successor and not self.requests.stop else 'stopping'}: "
                          "waiting for running jobs")

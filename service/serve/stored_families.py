@@ -4,9 +4,10 @@ Spend, clusters and commitments have stored tops (service/attribution/tops.py) a
 findings their store, so a service started on a damaged lake still shows them; budgets sum
 each budget's month at scrape time and had no stored form: a service (re)started while a
 partition was damaged showed no budget series until it was back, and the budget alerts
-resolved. The service stores the budget families whenever it reads them anew and, while it
-cannot read them and has none in memory, shows the stored ones (marked last good). Only for
-the budgets the config declares as they were stored: other budgets show nothing.
+resolved. The service's loop stores the budget families a scrape read anew (a scrape itself
+writes nothing) and, while it cannot read them and has none in memory, the collector shows the
+stored ones (marked last good). Only for the budgets the config declares as they were stored:
+other budgets show nothing.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ class StoredFamilies:
 
     def store(self, group: str, found: list[Metric]) -> None:
         families = [_record(metric) for metric in found]
-        if self._written.get(group) == families:
-            return
+        if self._written.get(group, []) == families or not any(f["samples"] for f in families):
+            return  # unchanged, or nothing to show (no budget declared): no file
         try:
             state = self.lake.read_state(STATE)
         except DataError:  # an unreadable file is written afresh
