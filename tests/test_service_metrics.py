@@ -452,3 +452,25 @@ def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(
     assert edited.get_sample_value(*used) is None
     assert edited.get_sample_value("spendlake_lake_readable") == 0
     assert "the stored last good budgets are not shown: " in caplog.text
+
+
+def test_storing_the_last_good_budgets_never_waits_for_a_scrape(tmp_path):
+    """The service's loop stores them between polls for SIGTERM and SIGHUP: waiting for a scrape
+    computing the page (seconds at scale) would hold the signals that long."""
+    import threading
+
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [
+        {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}).budgets})
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
+    collector = LakeCollector(config, clock=NOW.timestamp)
+    scrape(collector).get_sample_value("spendlake_lake_readable")
+    stored = lake.root / "_state" / "metrics_last_good.json"
+    with collector._lock:  # a scrape computing
+        done = threading.Thread(target=collector.keep_last_good)
+        done.start()
+        done.join(5)
+        assert not done.is_alive() and not stored.exists()
+    collector.keep_last_good()
+    assert stored.exists()

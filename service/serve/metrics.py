@@ -180,9 +180,14 @@ class LakeCollector(Collector):
 
     def keep_last_good(self) -> None:
         """Store the budget families last read when they changed: called by the service's own
-        loop, never by a scrape (`/metrics` writes nothing to the lake)."""
-        with self._lock:
+        loop, never by a scrape (`/metrics` writes nothing to the lake); not while a scrape computes
+        (the loop answers signals: it never waits for one)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             found = {name: self._last_good[name] for name in STORED_GROUPS if name in self._last_good}
+        finally:
+            self._lock.release()
         for name, families in found.items():
             if families is not self._kept.get(name):
                 self._stored.store(name, families)
