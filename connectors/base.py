@@ -25,6 +25,7 @@ from connectors.storage import Storage, StoredObject
 from connectors.unread_files import unread_files
 from service.core.config import SourceConfig
 from service.core.errors import SpendlakeError, told_by_known_names
+from service.core.integrity import sha256_file
 from service.core.ledger import FinalWhen
 from service.core.registry import Connector, Disposition, Feeds
 
@@ -114,6 +115,15 @@ class CostConnector(Connector, Protocol):
         default: the error as it is."""
         return error
 
+    def listed_size(self, uri: str) -> int | None:
+        """The size in bytes a loose file had when `deliveries` listed it; None (the default):
+        unknown, and ingest looks for no copies among the connector's files (service.ingest.periods)."""
+        return None
+
+    def content_digest(self, uri: str, scratch: Path) -> str:
+        """The SHA-256 of a listed file's bytes (an S3 object downloaded into `scratch`)."""
+        raise NotImplementedError
+
 
 def cost_class(cls: type) -> type[CostConnector]:
     """A billing connector class with CostConnector's defaults: a class that follows it without
@@ -162,3 +172,10 @@ class StoredExport(CostConnector):
     def listed_version(self, uri: str) -> str | None:
         listed = self._objects.get(uri)
         return listed.version if listed is not None and listed.version else None
+
+    def listed_size(self, uri: str) -> int | None:
+        listed = self._objects.get(uri)
+        return listed.size if listed is not None and listed.size >= 0 else None
+
+    def content_digest(self, uri: str, scratch: Path) -> str:
+        return sha256_file(self.storage.local_copy(self._objects[uri], scratch))

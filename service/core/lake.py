@@ -215,7 +215,7 @@ class Lake:
                     folder.unlink()
                 shutil.rmtree(folder, ignore_errors=True)
                 forget_records(self.root, table, source)
-            for name in ("sources", "file_periods"):  # its state, and what ingest knows of its files
+            for name in ("sources", "file_periods", "file_digests"):  # its state, what ingest knows of its files
                 state = self.read_state(name)
                 if state.pop(source, None) is not None:
                     self.write_state(name, state)

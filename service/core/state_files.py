@@ -142,6 +142,7 @@ SNAPSHOT_RECORD, DERIVED_RECORD = TypeAdapter(SnapshotRecord), TypeAdapter(Deriv
 
 SHAPES: dict[str, Any] = {
     "sources": dict[str, SourceRecord], "file_periods": dict[str, dict[str, FileEntry]],
+    "file_digests": dict[str, dict[str, StrictStr]],
     "verify": Verified, "derived_verify": DerivedVerified, "snapshot_verify": SnapshotVerified,
     "jobs": Jobs, "rules": Rules, "rollups_superseded": SupersededRollups,
     "metrics_last_good": dict[str, StoredGroup],

@@ -24,6 +24,13 @@ are opened alone to find the others at once); if the pass fails, the run
 surveys the files instead (service.ingest.billing), so a bad file fails alone. A source's
 only loose file is committed the same way, whatever the connector.
 
+A file holding the same bytes as another of the source (SHA-256; a period's folder copied
+beside the original, `cp -r 2024-05 2024-05-restored`, or an export restored under a new name)
+is the same delivery: read once, the copy skipped with one line naming both, so no period sums
+it twice. Only files of equal size are read for a digest (an S3 object is downloaded for it),
+remembered in `_state/file_digests.json` under the fingerprint: an unchanged file is read for
+it once.
+
 Files holding another dataset (connectors.base.OtherDataset) or no rows are skipped, one
 line each. A file that cannot be read fails alone, and the periods the ledger says it
 delivered before are held back with it: their previous version stays, so no period is
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -49,6 +57,7 @@ from service.core.staging import PERIOD_RE
 log = logging.getLogger(__name__)
 
 STATE = "file_periods"  # {source: {file fingerprint: {"uri": …, "periods": [...], "skipped": str | None}}}
+DIGESTS = "file_digests"  # {source: {file fingerprint: SHA-256 hex digest}}, of files with an equal-sized peer
 
 
 @dataclass
@@ -111,9 +120,10 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     loose = [d for d in deliveries if d.loose]
     if not loose:
         return result
+    ledger = [e for e in lake.ledger() if e.source == source]
+    loose, result.skipped = _without_copies(lake, connector, source, loose, ledger)
     state = _cache(lake)
     known: dict[str, dict] = state.get(source, {})
-    ledger = [e for e in lake.ledger() if e.source == source]
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
     if all(f.delivery_id not in known for f in loose) and (
@@ -157,15 +167,47 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     return result
 
 
-def _cache(lake: Lake) -> dict:
-    """What ingest knows of each file's periods. Only a cache: a damaged one is read as empty
-    (each loose file is read again) and written anew, instead of stopping every ingest."""
+def _cache(lake: Lake, name: str = STATE) -> dict:
+    """What ingest knows of each file's periods (or digests). Only a cache: a damaged one is read
+    as empty (each loose file is read again) and written anew, instead of stopping every ingest."""
     try:
-        return lake.read_state(STATE)
+        return lake.read_state(name)
     except DataError as exc:
         log.warning("%s: %s; every loose file is read again and the file written anew", exc.where, exc.message)
-        lake.write_state(STATE, {})
+        lake.write_state(name, {})
         return {}
+
+
+def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Sequence[Delivery],
+                    ledger: Sequence[LedgerEntry]) -> tuple[list[Delivery], list[OtherDataset]]:
+    """The loose files to read, one of each content (the one a ledger entry holds, else the
+    first by path), and the copies skipped. Only files of one size can hold the same bytes:
+    only those are read for a digest, remembered under their fingerprint."""
+    by_size: dict[int, list[Delivery]] = defaultdict(list)
+    for file in loose:
+        size = connector.listed_size(file.files[0])
+        if size is not None:
+            by_size[size].append(file)
+    alike = [file for files in by_size.values() if len(files) > 1 for file in files]
+    if not alike:
+        return list(loose), []
+    state = _cache(lake, DIGESTS)
+    known: dict[str, str] = state.get(source, {})
+    digests = {}
+    with lake.scratch() as scratch:
+        for file in alike:
+            digests[file.delivery_id] = known.get(file.delivery_id) or connector.content_digest(file.files[0], scratch)
+    if digests != known:
+        state[source] = digests
+        lake.write_state(DIGESTS, state)
+    held = {uri for entry in ledger for uri in entry.files}
+    kept: dict[str, Delivery] = {}
+    for file in sorted(alike, key=lambda f: (f.files[0] not in held, f.files[0])):
+        kept.setdefault(digests[file.delivery_id], file)
+    copies = sorted((f for f in alike if kept[digests[f.delivery_id]] is not f), key=lambda f: f.files[0])
+    return [f for f in loose if f not in copies], [OtherDataset(copy.files[0], (
+        f"the same bytes as {kept[digests[copy.delivery_id]].files[0]} (a copy: its rows are read once)"))
+        for copy in copies]
 
 
 def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delivery:

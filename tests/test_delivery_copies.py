@@ -1,0 +1,100 @@
+"""A re-copied export is the same delivery, never committed twice (issue 13: no committed dollar
+doubled). Loose files are joined by period wherever they sit, so a period's folder copied beside
+the original (`cp -r 2024-05 2024-05-restored`) joined both and doubled the bill; a file holding
+the same bytes as another of its source is now read once and the copy said skipped. A corrected
+file still supersedes what the lake holds."""
+
+from __future__ import annotations
+
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import boto3
+import pytest
+from billing_helpers import failures
+from layout_exports import FORMATS, WRITERS, duckdb_sums, lake_sums
+from moto import mock_aws
+
+from service.ingest.periods import DIGESTS as STATE
+from tests.test_delivery_layout import committed, lines, run, statuses
+
+KINDS = sorted(WRITERS)
+
+
+def export_of(tmp_path: Path, kind: str, cost: str = "1.10") -> Path:
+    """A May file and a June file in a folder of their own each."""
+    export, write = tmp_path / "export", WRITERS[kind]
+    for period, fmt in (("2024-05", FORMATS[kind][0]), ("2024-06", FORMATS[kind][1])):
+        (export / period).mkdir(parents=True, exist_ok=True)
+        write(export / period / ("part-0" + fmt), [(period, "USD", cost), (period, "EUR", "0.000000000001")])
+    return export
+
+
+def copied_lines(result) -> list[str]:
+    return [line for line in lines(result) if "skipped, the same bytes as" in line]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_periods_folder_copied_beside_the_original_is_not_committed_again(tmp_path, kind):
+    export = export_of(tmp_path, kind)
+    lake, result = run(tmp_path, kind, export)
+    before = lake_sums(lake)
+    assert failures(result) == [] and before == duckdb_sums(kind, export)
+
+    shutil.copytree(export / "2024-05", export / "2024-05-restored")
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and committed(result) == [], lines(result)
+    assert lake_sums(lake) == before  # was twice May's
+    restored = next((export / "2024-05-restored").iterdir())
+    assert copied_lines(result) == [
+        f"src {restored}: skipped, the same bytes as {export / '2024-05' / restored.name} "
+        "(a copy: its rows are read once)"]
+    assert statuses(run(tmp_path, kind, export)[1]) == {"unchanged", "skipped"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_copy_there_at_the_first_ingest_counts_once_and_a_corrected_file_still_supersedes(tmp_path, kind):
+    export = export_of(tmp_path, kind)
+    once = duckdb_sums(kind, export)
+    shutil.copytree(export, tmp_path / "moved" / "export")  # the whole export copied under the location too
+    shutil.move(tmp_path / "moved", export / "moved")
+    lake, result = run(tmp_path, kind, export)
+    assert failures(result) == [] and committed(result) == ["2024-05", "2024-06"], lines(result)
+    assert lake_sums(lake) == once and len(copied_lines(result)) == 2
+
+    for folder in (export, export / "moved" / "export"):  # a correction, copied again
+        WRITERS[kind](folder / "2024-05" / ("part-0" + FORMATS[kind][0]), [("2024-05", "USD", "1.20")])
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and committed(result) == ["2024-05"], lines(result)
+    assert lake_sums(lake) == {("2024-05", "USD"): Decimal("1.20"), **{k: v for k, v in once.items() if k[0] != "2024-05"}}
+
+def test_only_files_of_one_size_are_read_for_their_digest_and_forget_drops_the_digests(tmp_path):
+    export = export_of(tmp_path, "focus")
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and lake.read_state(STATE) == {}  # sizes differ: no file read for a digest
+    shutil.copytree(export / "2024-06", export / "june-again")
+    assert failures(run(tmp_path, "focus", export)[1]) == []
+    assert [len(d) for d in lake.read_state(STATE).values()] == [2]  # the June file and its copy
+    lake.state_file(STATE).write_text("{not json")  # only a cache: read as empty, written anew
+    result = run(tmp_path, "focus", export)[1]
+    assert failures(result) == [] and statuses(result) == {"unchanged", "skipped"}
+    assert [len(d) for d in lake.read_state(STATE).values()] == [2]
+    lake.forget("src")
+    assert lake.read_state(STATE) == {}
+
+
+@pytest.mark.slow
+def test_an_s3_copy_under_another_prefix_is_read_once(tmp_path):
+    export = export_of(tmp_path, "focus")
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="exports")
+        for path in export.rglob("*.*"):
+            key = path.relative_to(export).as_posix()
+            s3.upload_file(str(path), "exports", "focus/" + key)
+            s3.upload_file(str(path), "exports", "focus/restored/" + key)
+        lake, result = run(tmp_path, "focus", "s3://exports/focus")
+    assert failures(result) == [] and lake_sums(lake) == duckdb_sums("focus", export)
+    assert len(copied_lines(result)) == 2 and all("s3://exports/focus/restored/" in line
+                                                   for line in copied_lines(result))
