@@ -12,6 +12,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from aws_exports import line, local_put, write_legacy
 from billing_helpers import failures
 from layout_exports import FORMATS, WRITERS, duckdb_sums, lake_sums
 from moto import mock_aws
@@ -98,3 +99,23 @@ def test_an_s3_copy_under_another_prefix_is_read_once(tmp_path):
     assert failures(result) == [] and lake_sums(lake) == duckdb_sums("focus", export)
     assert len(copied_lines(result)) == 2 and all("s3://exports/focus/restored/" in line
                                                    for line in copied_lines(result))
+
+
+def test_a_legacy_cur_period_folder_copied_under_another_name_is_no_second_delivery(tmp_path):
+    """`cp -r 20240501-20240601 20240501-20240601-restored`: no manifest is looked for under the
+    new name, so its part was a bare CSV of May beside the manifest's delivery of May; each run
+    committed one over the other (the lake flipped between them, a stale copy's rows every
+    other run). A bare file with the bytes of a file a manifest lists is a copy of it."""
+    write_legacy(local_put(tmp_path / "cur"), prefix="", report="rep", period="2024-05", assembly="asm-1",
+                 parts=[[line("2024-05", cost="1.10")]])
+    lake, result = run(tmp_path, "aws-cur", tmp_path / "cur" / "rep")
+    assert failures(result) == [] and committed(result) == ["2024-05"]
+    [entry] = lake.ledger()
+    period = tmp_path / "cur" / "rep" / "20240501-20240601"
+    shutil.copytree(period, period.with_name(period.name + "-restored"))
+    for _ in range(2):
+        result = run(tmp_path, "aws-cur", tmp_path / "cur" / "rep")[1]
+        assert failures(result) == [] and committed(result) == [], lines(result)
+        assert lake.ledger() == [entry] and copied_lines(result) == [
+            f"src {period}-restored/asm-1/rep-1.csv.gz: skipped, the same bytes as {period}/asm-1/rep-1.csv.gz "
+            "(a copy: its rows are read once)"]

@@ -54,6 +54,12 @@ class FileEntry(Open):  # service/ingest/periods.py
     skipped: StrictStr | None = None
 
 
+class FileDigest(Open):  # service/ingest/periods.py
+    version: StrictStr
+    size: StrictInt
+    sha256: StrictStr
+
+
 class PartitionProblem(Open):  # Lake.record_verify
     source: StrictStr
     billing_period: StrictStr
@@ -142,7 +148,7 @@ SNAPSHOT_RECORD, DERIVED_RECORD = TypeAdapter(SnapshotRecord), TypeAdapter(Deriv
 
 SHAPES: dict[str, Any] = {
     "sources": dict[str, SourceRecord], "file_periods": dict[str, dict[str, FileEntry]],
-    "file_digests": dict[str, dict[str, StrictStr]],
+    "file_digests": dict[str, dict[str, FileDigest]],
     "verify": Verified, "derived_verify": DerivedVerified, "snapshot_verify": SnapshotVerified,
     "jobs": Jobs, "rules": Rules, "rollups_superseded": SupersededRollups,
     "metrics_last_good": dict[str, StoredGroup],

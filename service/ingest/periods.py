@@ -28,8 +28,8 @@ A file holding the same bytes as another of the source (SHA-256; a period's fold
 beside the original, `cp -r 2024-05 2024-05-restored`, or an export restored under a new name)
 is the same delivery: read once, the copy skipped with one line naming both, so no period sums
 it twice. Only files of equal size are read for a digest (an S3 object is downloaded for it),
-remembered in `_state/file_digests.json` under the fingerprint: an unchanged file is read for
-it once.
+remembered in `_state/file_digests.json` with the file's version: an unchanged file is read
+for it once. A bare file holding the bytes of a file a manifest lists is a copy of it too.
 
 Files holding another dataset (connectors.base.OtherDataset) or no rows are skipped, one
 line each. A file that cannot be read fails alone, and the periods the ledger says it
@@ -57,7 +57,7 @@ from service.core.staging import PERIOD_RE
 log = logging.getLogger(__name__)
 
 STATE = "file_periods"  # {source: {file fingerprint: {"uri": …, "periods": [...], "skipped": str | None}}}
-DIGESTS = "file_digests"  # {source: {file fingerprint: SHA-256 hex digest}}, of files with an equal-sized peer
+DIGESTS = "file_digests"  # {source: {uri: {"version", "size", "sha256"}}}, of files with an equal-sized peer
 
 
 @dataclass
@@ -121,7 +121,8 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     if not loose:
         return result
     ledger = [e for e in lake.ledger() if e.source == source]
-    loose, result.skipped = _without_copies(lake, connector, source, loose, ledger)
+    listed = [uri for delivery in result.deliveries if not delivery.waiting for uri in delivery.files]
+    loose, result.skipped = _without_copies(lake, connector, source, loose, listed, ledger)
     state = _cache(lake)
     known: dict[str, dict] = state.get(source, {})
     index: dict[str, dict] = {}
@@ -179,35 +180,41 @@ def _cache(lake: Lake, name: str = STATE) -> dict:
 
 
 def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Sequence[Delivery],
-                    ledger: Sequence[LedgerEntry]) -> tuple[list[Delivery], list[OtherDataset]]:
-    """The loose files to read, one of each content (the one a ledger entry holds, else the
-    first by path), and the copies skipped. Only files of one size can hold the same bytes:
-    only those are read for a digest, remembered under their fingerprint."""
-    by_size: dict[int, list[Delivery]] = defaultdict(list)
-    for file in loose:
-        size = connector.listed_size(file.files[0])
+                    listed: Sequence[str], ledger: Sequence[LedgerEntry]) -> tuple[list[Delivery], list[OtherDataset]]:
+    """The loose files to read, one of each content, and the copies skipped. The original is a
+    file a manifest delivery lists (`listed`: a legacy CUR period folder copied under a name no
+    manifest is looked for in leaves its parts bare), else the one a ledger entry holds, else the
+    first by path. Only files of one size can hold the same bytes: only those are read for a
+    digest, remembered by URI with the version (and size) it was read at."""
+    files = {file.files[0]: file for file in loose}
+    by_size: dict[int, list[str]] = defaultdict(list)
+    for uri in dict.fromkeys([*listed, *files]):
+        size = connector.listed_size(uri)
         if size is not None:
-            by_size[size].append(file)
-    alike = [file for files in by_size.values() if len(files) > 1 for file in files]
+            by_size[size].append(uri)
+    alike = [uri for uris in by_size.values() if len(uris) > 1 and any(u in files for u in uris) for uri in uris]
     if not alike:
         return list(loose), []
     state = _cache(lake, DIGESTS)
-    known: dict[str, str] = state.get(source, {})
-    digests = {}
+    known: dict[str, dict] = state.get(source, {})
+    digests: dict[str, dict] = {}
     with lake.scratch() as scratch:
-        for file in alike:
-            digests[file.delivery_id] = known.get(file.delivery_id) or connector.content_digest(file.files[0], scratch)
-    if digests != known:
-        state[source] = digests
+        for uri in alike:
+            stamp = {"version": connector.listed_version(uri), "size": connector.listed_size(uri)}
+            was = known.get(uri)
+            digests[uri] = was if stamp["version"] and was and was.items() >= stamp.items() else {
+                **stamp, "sha256": connector.content_digest(uri, scratch)}
+    remembered = {uri: digest for uri, digest in digests.items() if digest["version"]}  # else read each time
+    if remembered != known:
+        state[source] = remembered
         lake.write_state(DIGESTS, state)
-    held = {uri for entry in ledger for uri in entry.files}
-    kept: dict[str, Delivery] = {}
-    for file in sorted(alike, key=lambda f: (f.files[0] not in held, f.files[0])):
-        kept.setdefault(digests[file.delivery_id], file)
-    copies = sorted((f for f in alike if kept[digests[f.delivery_id]] is not f), key=lambda f: f.files[0])
-    return [f for f in loose if f not in copies], [OtherDataset(copy.files[0], (
-        f"the same bytes as {kept[digests[copy.delivery_id]].files[0]} (a copy: its rows are read once)"))
-        for copy in copies]
+    held, originals = {uri for entry in ledger for uri in entry.files}, set(listed)
+    kept: dict[str, str] = {}
+    for uri in sorted(alike, key=lambda u: (u not in originals, u not in held, u)):
+        kept.setdefault(digests[uri]["sha256"], uri)
+    copies = sorted(uri for uri in alike if uri in files and kept[digests[uri]["sha256"]] != uri)
+    return [file for file in loose if file.files[0] not in copies], [OtherDataset(uri, (
+        f"the same bytes as {kept[digests[uri]['sha256']]} (a copy: its rows are read once)")) for uri in copies]
 
 
 def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delivery:
