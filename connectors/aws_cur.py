@@ -85,9 +85,13 @@ class AwsCurConnector(AwsExportConnector):
         reports: dict[str, list[str]] = defaultdict(list)
         for folder, group in periods.items():
             reports[group["period"]].append(folder)
+        kept = {period: self._copy_kept(period, {f: periods[f]["manifest"] for f in folders})
+                if all(periods[f]["manifest"] for f in folders) else None
+                for period, folders in reports.items() if len(folders) > 1}
         for folder, group in periods.items():
-            if len(reports[group["period"]]) > 1:
-                found.append(self._ambiguous(group["period"], reports[group["period"]], group))
+            if len(reports[group["period"]]) > 1 and kept[group["period"]] != folder:
+                if kept[group["period"]] is None and folder == min(reports[group["period"]]):
+                    found.append(self._ambiguous(group["period"], reports[group["period"]], group))
             elif group["manifest"] is not None:
                 found.append(self._manifest_delivery(folder, group["period"], group["manifest"]))
             elif group["parts"]:

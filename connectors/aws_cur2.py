@@ -11,7 +11,8 @@ execution, named by its execution id, which starts with the time it ran
 times, which a copy keeps (`cp -r` or rsync without -t does not keep write times), and by the
 manifests' write times only when a folder name carries no time. Either way exactly the
 manifest's `dataFiles` are read, and the delivery id is its `executionId`. Two exports under
-the location delivering one period would replace each other: that period fails naming them. Data present
+the location delivering one period would replace each other: that period fails naming them,
+unless one is a copy of the other (AwsExportConnector._copy_kept): read once. Data present
 without a manifest is "waiting for manifest"; neither under the location is a SourceError.
 `resource_tags` is a map column in Parquet and JSON text in CSV; both become the canonical
 Tags map with the keys as written (`user_team`).
@@ -74,10 +75,12 @@ class AwsCur2Connector(AwsExportConnector):
         exports: dict[str, list[str]] = defaultdict(list)  # period → the export folders delivering it
         for root, period in manifests:
             exports[period].append(root)
-        for (root, period), candidates in manifests.items():
-            _, manifest = max(candidates, key=newest_first(candidates))
-            if len(exports[period]) > 1:
-                if root == min(exports[period]):
+        chosen = {key: max(candidates, key=newest_first(candidates))[1] for key, candidates in manifests.items()}
+        kept = {period: self._copy_kept(period, {root: chosen[(root, period)] for root in roots})
+                for period, roots in exports.items() if len(roots) > 1}
+        for (root, period), manifest in chosen.items():
+            if len(exports[period]) > 1 and kept[period] != root:
+                if kept[period] is None and root == min(exports[period]):
                     result.append(self._ambiguous(period, exports[period], manifests))
                 continue
             result.append(self._manifest_delivery(root, period, manifest))

@@ -141,6 +141,28 @@ class AwsExportConnector(StoredExport):
         self._manifests[delivery_id] = manifest
         return Delivery(delivery_id, (period,), files)
 
+    def _copy_kept(self, period: str, chosen: dict[str, StoredObject]) -> str | None:
+        """Of several export folders delivering one period (base → the manifest it would read),
+        the one to read when the others are copies of it (`cp -r` of the export beside the
+        original): every manifest holds the same bytes (one delivery id, one list of files) and
+        each listed file has the same size under every folder. The one whose manifest was written
+        first is read, the copies told as skipped; None when they differ: two exports, which
+        would replace each other."""
+        try:
+            texts = {base: self.storage.read_bytes(manifest) for base, manifest in chosen.items()}
+            listed = self._manifest_json(next(iter(chosen.values()))).get(self.manifest_files)
+            sizes = {base: [self._object(self._located(base, key)).size for key in listed]
+                     for base in chosen} if isinstance(listed, list) and all(isinstance(k, str) for k in listed) else {}
+        except SpendlakeError:
+            return None
+        if len(set(texts.values())) > 1 or len({tuple(s) for s in sizes.values()}) != 1 or -1 in sum(sizes.values(), []):
+            return None
+        kept = min(chosen, key=lambda base: (chosen[base].modified, base))  # a copy is written after its original
+        for base in sorted(chosen.keys() - {kept}):
+            self.storage.passed_over[chosen[base].uri] = (f"the same {period} delivery as {chosen[kept].uri} "
+                                                          "(a copy of the export: read once)")
+        return kept
+
     def _list(self) -> list[StoredObject]:
         listing = self.storage.list()
         self._objects = {o.uri: o for o in listing}

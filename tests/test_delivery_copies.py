@@ -11,8 +11,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import boto3
+import duckdb
 import pytest
-from aws_exports import line, local_put, write_legacy
+from aws_exports import cur2_table, line, local_put, to_bytes, write_cur2, write_legacy
 from billing_helpers import failures
 from layout_exports import FORMATS, WRITERS, duckdb_sums, lake_sums
 from moto import mock_aws
@@ -119,3 +120,42 @@ def test_a_legacy_cur_period_folder_copied_under_another_name_is_no_second_deliv
         assert lake.ledger() == [entry] and copied_lines(result) == [
             f"src {period}-restored/asm-1/rep-1.csv.gz: skipped, the same bytes as {period}/asm-1/rep-1.csv.gz "
             "(a copy: its rows are read once)"]
+
+
+def _cur2(root: Path, delivery_folder: str | None) -> None:
+    con = duckdb.connect()
+    body = to_bytes(con, cur2_table(con, [line("2024-05", cost="1.10")]), root.parent, "parquet")
+    write_cur2(local_put(root), prefix="", export="exp", period="2024-05", execution="2024-06-01T01:02:03.000Z-abc",
+               parts=[body], fmt="parquet", delivery_folder=delivery_folder)
+
+
+def _legacy(root: Path) -> None:
+    write_legacy(local_put(root), prefix="", report="exp", period="2024-05", assembly="asm-1",
+                 parts=[[line("2024-05", cost="1.10")]])
+
+
+@pytest.mark.parametrize(("kind", "write"), [
+    ("aws-cur2", lambda root: _cur2(root, None)),  # OVERWRITE_REPORT
+    ("aws-cur2", lambda root: _cur2(root, "2024-06-01T01:02:03.000Z-abc")),  # CREATE_NEW_REPORT
+    ("aws-cur", _legacy)], ids=["cur2-overwrite", "cur2-create-new", "cur-legacy"])
+def test_an_export_with_manifests_copied_beside_the_original_is_the_same_delivery(tmp_path, kind, write):
+    """`cp -r exp exp-restored` under the location: two folders delivering May failed the period
+    as two exports (exit 3; a legacy CUR said it twice). The same manifest bytes with files of the
+    same sizes are one delivery: the original read, the copy skipped; two exports still fail."""
+    write(tmp_path / "loc")
+    lake, result = run(tmp_path, kind, tmp_path / "loc")
+    before = lake_sums(lake)
+    assert failures(result) == [] and before == {("2024-05", "USD"): Decimal("1.10")}
+    shutil.copytree(tmp_path / "loc" / "exp", tmp_path / "loc" / "exp-restored", copy_function=shutil.copy)  # cp -r
+    result = run(tmp_path, kind, tmp_path / "loc")[1]
+    assert failures(result) == [] and statuses(result) == {"unchanged", "skipped"}, lines(result)
+    [skipped] = [line for line in lines(result) if "skipped" in line]
+    assert skipped.startswith(f"src {tmp_path / 'loc' / 'exp-restored'}/") and "Manifest.json: skipped, the same " \
+        f"2024-05 delivery as {tmp_path / 'loc' / 'exp'}/" in skipped and skipped.endswith("(a copy of the export: read once)")
+    assert lake_sums(lake) == before
+
+    manifest = next(p for p in (tmp_path / "loc" / "exp-restored").rglob("*Manifest.json"))
+    manifest.write_text(manifest.read_text().replace("asm-1", "asm-2").replace(":03.000Z-abc", ":04.000Z-abc"))
+    result = run(tmp_path, kind, tmp_path / "loc")[1]  # another delivery of May beside: two exports
+    assert [o.status for o in result.outcomes] == ["failed"], lines(result)
+    assert "2 " in str(result.failed[0].error) and lake_sums(lake) == before
