@@ -159,3 +159,19 @@ def test_an_export_with_manifests_copied_beside_the_original_is_the_same_deliver
     result = run(tmp_path, kind, tmp_path / "loc")[1]  # another delivery of May beside: two exports
     assert [o.status for o in result.outcomes] == ["failed"], lines(result)
     assert "2 " in str(result.failed[0].error) and lake_sums(lake) == before
+
+
+def test_an_azure_export_run_copied_is_its_run_read_once(tmp_path):
+    """Azure runs are told by their manifest's runId: a run folder or the whole export copied
+    beside is the same run, never a second delivery of its month (pinned: it was right)."""
+    from tests.test_azure_cost import SEPT, ea_rows, write_run
+    root, run_id = tmp_path / "loc", "f1e2d3c4-0000-4000-8000-000000000002"
+    write_run(root, export="daily", date_range="20230901-20230930", run_id=run_id,
+              submitted="2023-09-20T06:01:02.1234567Z", parts={"part_1_0001.csv": ea_rows(SEPT.format(day=2, cost="1"))})
+    lake, result = run(tmp_path, "azure-cost", root)
+    assert failures(result) == [] and lake_sums(lake) == {("2023-09", "USD"): Decimal("1")}
+    shutil.copytree(root / "daily" / "20230901-20230930" / run_id, root / "daily" / "20230901-20230930" / "restored")
+    shutil.copytree(root / "daily", root / "daily-restored", copy_function=shutil.copy)
+    result = run(tmp_path, "azure-cost", root)[1]
+    assert [o.status for o in result.outcomes] == ["unchanged"], lines(result)
+    assert lake_sums(lake) == {("2023-09", "USD"): Decimal("1")}
