@@ -159,6 +159,7 @@ class AwsExportConnector(StoredExport):
             return None
         kept = min(chosen, key=lambda base: (chosen[base].modified, base))  # a copy is written after its original
         for base in sorted(chosen.keys() - {kept}):
+            self.copies[chosen[base].uri] = chosen[kept].uri
             self.storage.passed_over[chosen[base].uri] = (f"the same {period} delivery as {chosen[kept].uri} "
                                                           "(a copy of the export: read once)")
         return kept

@@ -54,11 +54,12 @@ class Delivery:
 class OtherDataset(Exception):
     """Raised by `read` for a file that holds another dataset of the same export (e.g. a FOCUS
     Contract Commitment file beside the cost rows): ingest skips it with one line. A signal,
-    not an error: it never reaches the command line."""
+    not an error: it never reaches the command line. `copy_of`: the file or manifest read in
+    its place, when it is a copy of it (`status` says so)."""
 
-    def __init__(self, uri: str, dataset: str):
+    def __init__(self, uri: str, dataset: str, copy_of: str | None = None):
         super().__init__(f"{uri}: {dataset}")
-        self.uri, self.dataset = uri, dataset
+        self.uri, self.dataset, self.copy_of = uri, dataset, copy_of
 
 
 class CostConnector(Connector, Protocol):
@@ -155,13 +156,14 @@ class StoredExport(CostConnector):
         self.config = config
         self.storage = Storage(config)
         self._objects: dict[str, StoredObject] = {}
+        self.copies: dict[str, str] = {}  # a passed-over copy → what is read in its place
 
     def local_paths(self) -> list[Path]:
         return self.storage.local_paths()
 
     def passed_over(self) -> list[OtherDataset]:
         unread = unread_files(self.storage.listed.values(), self.suffixes, self.kind)
-        return [OtherDataset(path, why) for path, why in sorted(self.storage.passed_over.items())] + [
+        return [OtherDataset(path, why, self.copies.get(path)) for path, why in sorted(self.storage.passed_over.items())] + [
             OtherDataset(path, why) for path, why in unread]
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:

@@ -153,6 +153,8 @@ def test_an_export_with_manifests_copied_beside_the_original_is_the_same_deliver
     assert skipped.startswith(f"src {tmp_path / 'loc' / 'exp-restored'}/") and "Manifest.json: skipped, the same " \
         f"2024-05 delivery as {tmp_path / 'loc' / 'exp'}/" in skipped and skipped.endswith("(a copy of the export: read once)")
     assert lake_sums(lake) == before
+    [(copy, original)] = lake.read_state("sources")["src"]["copies"].items()  # what `status` tells
+    assert copy.startswith(str(tmp_path / "loc" / "exp-restored")) and original == copy.replace("exp-restored", "exp")
 
     manifest = next(p for p in (tmp_path / "loc" / "exp-restored").rglob("*Manifest.json"))
     manifest.write_text(manifest.read_text().replace("asm-1", "asm-2").replace(":03.000Z-abc", ":04.000Z-abc"))
@@ -175,3 +177,31 @@ def test_an_azure_export_run_copied_is_its_run_read_once(tmp_path):
     result = run(tmp_path, "azure-cost", root)[1]
     assert [o.status for o in result.outcomes] == ["unchanged"], lines(result)
     assert lake_sums(lake) == {("2023-09", "USD"): Decimal("1")}
+
+
+def test_status_says_which_copies_the_last_ingest_skipped_until_they_are_gone(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+
+    export = export_of(tmp_path, "focus")
+    (tmp_path / "spendlake.yaml").write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "src", "kind": "focus", "location": str(export)}]}))
+
+    def said(*args: str) -> list[str]:
+        result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), *args])
+        assert result.exit_code == 0, result.output
+        return [line for line in result.stderr.splitlines() if line.startswith("copies: ")]
+
+    said("ingest")
+    assert said("status", "--format", "table") == []
+    shutil.copytree(export / "2024-05", export / "2024-05-restored")
+    said("ingest")
+    restored = next((export / "2024-05-restored").iterdir())
+    assert said("status", "--format", "table") == [f"copies: source src: 1 copied file(s) under its location skipped by its last ingest "
+                              f"(read once): {restored}, the same as {export / '2024-05' / restored.name}; move "
+                              "copies out of the location to quiet this"]
+    shutil.rmtree(export / "2024-05-restored")
+    said("ingest")
+    assert said("status", "--format", "table") == []

@@ -187,7 +187,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     from service.core.coverage import stamped_ahead
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
-    from service.ingest.status import STATUS_COLUMNS, status as lake_status
+    from service.ingest.status import STATUS_COLUMNS, copies_skipped, status as lake_status
 
     table = (fmt or default_format()) == "table"
     sources = source_freshness(obj.config, obj.lake, utc_now())
@@ -198,6 +198,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
             click.echo(one_line(f"failing: source {row.source}: {row.last_error}"), err=True)
         elif row.state == "stale":
             click.echo(f"stale: {row.problem()}", err=True)
+    for line in copies_skipped(obj.lake) if table else ():
+        click.echo(one_line(f"copies: {line}"), err=True)
     if sources_only:
         return
     rows = lake_status(obj.lake)

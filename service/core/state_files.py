@@ -46,6 +46,7 @@ class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.
     data_through: UtcText | None = None
     config: StrictStr | None = None
     config_from_lake: StrictStr | None = None
+    copies: dict[StrictStr, StrictStr] = {}  # the last ingest's copies skipped → what it read in their place
 
 
 class FileEntry(Open):  # service/ingest/periods.py

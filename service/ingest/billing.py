@@ -52,6 +52,7 @@ class DeliveryOutcome:
     on_commit: Callable[[], None] | None = None  # once published: what the plan remembers of it
     error: SpendlakeError | None = None
     note: str = ""  # why a file was skipped
+    copy_of: str | None = None  # skipped as a copy: the file or manifest read in its place
     warnings: list[str] = field(default_factory=list)  # e.g. line items the delivery repeats
 
     def lines(self) -> list[str]:
@@ -146,6 +147,9 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Spe
     claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
     failed = any(o.status == "failed" for o in outcomes)
     record_run(record, next(o.error for o in outcomes if o.error) if failed else None)
+    copies = {o.delivery.files[0]: o.copy_of for o in outcomes if o.copy_of}
+    if copies or record.pop("copies", None):  # the last run's copies: `status` tells them
+        record["copies"] = copies
     try:
         record_sources(lake, state, source if failed else None)
     except SpendlakeError as exc:
@@ -233,7 +237,8 @@ def _other_datasets(lake: Lake, con, connector: CostConnector, plan: periods.Pla
 
 
 def _skipped(source: SourceConfig, other: OtherDataset) -> DeliveryOutcome:
-    return DeliveryOutcome(source.name, Delivery("", None, (other.uri,)), "skipped", note=other.dataset)
+    return DeliveryOutcome(source.name, Delivery("", None, (other.uri,)), "skipped", note=other.dataset,
+                           copy_of=other.copy_of)
 
 
 def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, delivery: Delivery,

@@ -208,13 +208,15 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
     if remembered != known:
         state[source] = remembered
         lake.write_state(DIGESTS, state)
-    held, originals = {uri for entry in ledger for uri in entry.files}, set(listed)
+    held, by_manifest = {uri for entry in ledger for uri in entry.files}, set(listed)
     kept: dict[str, str] = {}
-    for uri in sorted(alike, key=lambda u: (u not in originals, u not in held, u)):
+    for uri in sorted(alike, key=lambda u: (u not in by_manifest, u not in held, u)):
         kept.setdefault(digests[uri]["sha256"], uri)
     copies = sorted(uri for uri in alike if uri in files and kept[digests[uri]["sha256"]] != uri)
-    return [file for file in loose if file.files[0] not in copies], [OtherDataset(uri, (
-        f"the same bytes as {kept[digests[uri]['sha256']]} (a copy: its rows are read once)")) for uri in copies]
+    originals = {uri: kept[digests[uri]["sha256"]] for uri in copies}
+    return [file for file in loose if file.files[0] not in originals], [OtherDataset(
+        uri, f"the same bytes as {original} (a copy: its rows are read once)", original)
+        for uri, original in originals.items()]
 
 
 def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delivery:

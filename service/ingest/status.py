@@ -33,3 +33,18 @@ def status(lake: Lake) -> list[dict]:
             rows.append({**base, "currency": None, "rows": 0, "billed_cost": "0", "effective_cost": "0"})
     rows += [{"source": c.source, "billing_period": c.period, "check": c.state} for c in found if c.state == "unlisted"]
     return [{key: row.get(key) for key in STATUS_COLUMNS} for row in rows]
+
+
+def copies_skipped(lake: Lake) -> list[str]:
+    """Per source, the copies its last ingest skipped (files or manifests holding what another
+    it reads holds: service.ingest.periods, connectors.aws_export), one line each source."""
+    lines = []
+    for source, record in sorted(lake.read_state("sources").items()):
+        copies = sorted((record.get("copies") or {}).items())
+        if copies:
+            copy, original = copies[0]
+            more = f" and {len(copies) - 1} more" if len(copies) > 1 else ""
+            lines.append(f"source {source}: {len(copies)} copied file(s) under its location skipped by its last "
+                         f"ingest (read once): {copy}, the same as {original}{more}; move copies out of the location "
+                         "to quiet this")
+    return lines
