@@ -141,12 +141,19 @@ def test_25_a_crashed_commits_pending_entries_are_not_the_new_holders_of_the_sam
     "SET enable_external_access = true",
     "SET allowed_directories = ['/']",
     "INSTALL httpfs",
+    "LOAD httpfs",
+    "SELECT * FROM read_text('/etc/passwd')",
+    "ATTACH '{root}/../escape.db' AS escape",
+    "COPY (SELECT 1) TO '{root}/../escape.parquet' (FORMAT parquet)",
+    "EXPORT DATABASE '{root}/../escape'",
+    "SET disabled_filesystems = ''",
 ])
 def test_query_connection_is_sandboxed_to_the_lake(tmp_path, sql):
     lake = Lake(tmp_path / "lake")
     con = lake.query()
-    with pytest.raises(duckdb.Error):
+    with pytest.raises(duckdb.Error, match="external access|configuration has been locked|not allowed|disabled"):
         con.execute(sql.format(root=lake.root))
+    assert not list(tmp_path.glob("escape*"))
 
 
 def test_partition_values_cannot_traverse(tmp_path):
