@@ -16,7 +16,7 @@ import pytest
 from service.core.output import to_csv
 from service.core.publish import write_local
 
-HOSTILE = ["\r=1+1", "a\nb", "x,y", 'say "hi"', " =HYPERLINK(1)", "\t+cmd", "\n-2", "@SUM(A1)", "plain"]
+HOSTILE = ["\r=1+1", "a\nb", "x,y", 'say "hi"', " =HYPERLINK(1)", "\t+cmd", "\n-2", "@SUM(A1)", "\0=1+1", "plain"]
 
 
 def test_62_cells_holding_cr_lf_or_the_delimiter_are_quoted_and_formulas_neutralised():
@@ -26,7 +26,7 @@ def test_62_cells_holding_cr_lf_or_the_delimiter_are_quoted_and_formulas_neutral
     assert rows[0] == ["value", "cost"]
     values = [row[0] for row in rows[1:]]
     assert values == ["'\r=1+1", "a\nb", "x,y", 'say "hi"', "' =HYPERLINK(1)", "'\t+cmd", "'\n-2", "'@SUM(A1)",
-                      "plain"]
+                      "'\0=1+1", "plain"]
     assert all(row[1] == "-3" for row in rows[1:])  # numbers stay numbers
     for cell in ("'\r=1+1", "'\n-2"):  # quoted in the file itself, so CR-splitting readers keep them whole
         assert f'"{cell}"' in text

@@ -1,6 +1,6 @@
 """Serialising rows as CSV or JSON: one place, shared by the CLI, the report and the HTTP API.
 
-CSV cells that start with = + - @ (or a tab/CR) are prefixed with a quote so that a
+CSV cells that start with = + - @ (or a tab/CR/NUL: OWASP ASVS 1.2.10) are prefixed with a quote so that a
 spreadsheet shows them as text instead of running them as formulas. Numbers are
 written as numbers, so negative costs stay numeric. Text for a terminal goes through
 `printable`: control characters shown, never run. JSON escapes what a terminal would run
@@ -57,7 +57,7 @@ def neutralise_cell(value: Any) -> Any:
     """A text cell a spreadsheet would run as a formula (after any leading blanks) gets a
     leading quote, so it shows as text."""
     if isinstance(value, str) and (value.lstrip(LEADING_BLANKS).startswith(FORMULA_PREFIXES)
-                                   or value.startswith(("\t", "\r"))):
+                                   or value.startswith(("\t", "\r", "\0"))):
         return "'" + value
     return value
 
