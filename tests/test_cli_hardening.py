@@ -384,6 +384,7 @@ def test_58_by_given_twice_is_exit_2_not_the_last_one_alone(base, command):
     (["rules", "run", "--since", "7d", "--since", "1d", "--dry-run"], "--since"),
     (["estimate", "--gpu", "H100", "--gpu", "A100"], "--gpu"),
     (["plans", "--as-of", "2024-06-01", "--as-of", "2024-07-01"], "--as-of"),
+    (["--config", "other.yaml", "status"], "--config"),  # the root's, parsed before any command
 ], ids=lambda c: c[0] if isinstance(c, list) else c)
 def test_59_a_single_value_option_given_twice_is_exit_2_not_the_last_one(base, command, option):
     """Click kept the last of `--since 7d --since 30d` silently: a 30-day table for a user who

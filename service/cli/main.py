@@ -21,28 +21,35 @@ from service.core.lake_damage import unnamed_damage
 from service.core.units import currency_text, is_tty, money_text
 
 
-class SpendlakeGroup(click.Group):
-    command_class = SingleValueCommand
+class SpendlakeGroup(SingleValueGroup):
     group_class = SingleValueGroup
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # the root's own options (`--config a --config b`) are parsed before invoke's handler
+        try:
+            return super().parse_args(ctx, args)
+        except SpendlakeError as exc:
+            _fail(ctx, exc)
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except SpendlakeError as exc:
-            click.echo(one_line(f"error: {exc}"), err=True)
-            ctx.exit(exc.exit_code)
+            _fail(ctx, exc)
         except BrokenPipeError:
             raise
         except OSError as exc:  # a read-only lake, a full disk: one sentence, never a traceback
-            error = os_error(exc)
-            click.echo(one_line(f"error: {error}"), err=True)
-            ctx.exit(error.exit_code)
+            _fail(ctx, os_error(exc))
         except Exception as exc:  # DuckDB could not read one of the lake's own files
             damaged = damaged_lake_file(exc) or _unnamed_damage(ctx.obj, exc)
             if damaged is None:
                 raise
-            click.echo(one_line(f"error: {damaged}"), err=True)
-            ctx.exit(damaged.exit_code)
+            _fail(ctx, damaged)
+
+
+def _fail(ctx: click.Context, exc: SpendlakeError):
+    click.echo(one_line(f"error: {exc}"), err=True)
+    ctx.exit(exc.exit_code)
 
 
 def _unnamed_damage(obj: object, exc: Exception) -> SpendlakeError | None:
