@@ -5,6 +5,7 @@ findings and metrics whatever the wall-clock hour."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
@@ -191,3 +192,17 @@ def test_month_to_date_on_the_1st_is_the_month_just_ended():
     assert parse_window("mtd", end=first) == Window(datetime(2026, 11, 1, tzinfo=timezone.utc), first)
     later = datetime(2026, 12, 1, 6, tzinfo=timezone.utc)
     assert parse_window("mtd", end=later) == Window(first, later)
+
+
+def test_a_year_1_window_prints_its_year_in_four_digits(setup, tmp_path):
+    """strftime's `%Y` wrote year 1 as `1` (`1-01-01 00:00 → 1-01-03 00:00 UTC`, a report's
+    `1-02-01`): dates print as ISO 8601 writes them, the year in four digits."""
+    _, path, _ = setup
+    shown = run(path, "--since", "0001-01-01", "--until", "0001-01-03", "--format", "table")
+    assert shown.exit_code == 0, shown.output
+    assert "window 0001-01-01 00:00 → 0001-01-03 00:00 UTC" in shown.output, shown.output
+    report = CliRunner().invoke(cli, ["--config", str(path), "report", "--date", "0001-02-01", "--out", str(tmp_path)])
+    assert report.exit_code == 0, report.output
+    text = (tmp_path / "0001-02-01" / "report.json").read_text()
+    assert "30 days to 0001-02-01" in text and "no bill for February 0001" in text, text
+    assert not re.search(r"(?<![\d-])1-0[12]", text)

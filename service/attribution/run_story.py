@@ -47,7 +47,7 @@ from service.core.folding import folded
 from service.core.job_states import work_of
 from service.core.lake import Lake
 from service.core.suggest import suggestion
-from service.core.timewindow import Window, iso_utc
+from service.core.timewindow import Window, iso_utc, minute_text
 from service.core.units import share_of
 
 # A job's final states that bought no finished work (Slurm's names; RUNNING and COMPLETED are not).
@@ -288,21 +288,21 @@ def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyCon
 def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, run: str, window: Window,
            jobs: list[RunJob]) -> tuple[str, ...]:
     """Why the story is short: no such run, no job in the window, jobs without a billed instance."""
-    span = f"{window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC"
+    span = window.shown()
     if not jobs:
         named, known = _known_runs(lake, session, con)
         if folded(run) not in {folded(k) for k in known}:
             hint = suggestion(run, known, "run ids", first=named, shown=KNOWN_SHOWN)
             return (f"no run {run.strip()!r} in the lake's job records or cost; {hint}",)
         first, last, _ = run_span(lake, con, run)
-        when = f"; its jobs ran {first:%Y-%m-%d %H:%M} → {last or first:%Y-%m-%d %H:%M} UTC" if first else ""
+        when = f"; its jobs ran {minute_text(first)} → {minute_text(last or first)} UTC" if first else ""
         return (f"run {run.strip()!r} has no job that held GPUs in the window {span}{when}",)
     if any(j.currency for j in jobs) or session is None:
         return ()
     through = max((m for m in session.data_through().values() if m is not None), default=None)
     if through is not None and all(j.start and j.start >= through for j in jobs):
         return (f"run {run.strip()!r} has jobs in the window but no cost yet: they started after the bill's end "
-                f"(data through {through:%Y-%m-%d %H:%M} UTC)",)
+                f"(data through {minute_text(through)} UTC)",)
     periods = billing_periods(lake)
     if not any(months_touched(max(j.start or window.since, window.since), min(j.end or window.until, window.until))
                & set(periods) for j in jobs):  # e.g. before the first bill: no node or pool is to blame

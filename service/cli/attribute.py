@@ -10,6 +10,7 @@ import click
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import to_json
+from service.core.timewindow import minute_text, month_text
 from service.core.units import currency_text, exact_text, is_tty, money_text
 from service.report.rounding import gaps
 from service.report.shares import share_notes, share_pct
@@ -103,7 +104,7 @@ def coverage_line(result) -> str:
 
 
 def _utc(moment) -> str:
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
+    return f"{minute_text(moment)} UTC"
 
 
 CHECK_COLUMNS = ["source", "billing_period", "currency", "cost", "source_total", "attributed_total", "difference",
@@ -214,7 +215,7 @@ def _lacking(lake, cost: str, window=None) -> list[str]:
     if cost == "list":  # the ledger keeps no list-cost totals
         return []
     first, last = ("", "~") if window is None else (  # every period sorts between "" and "~"
-        f"{window.since:%Y-%m}", f"{window.until - timedelta(microseconds=1):%Y-%m}")
+        month_text(window.since), month_text(window.until - timedelta(microseconds=1)))
     return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
 
@@ -224,5 +225,5 @@ def outside_the_data(lake, window, what: str = "the window") -> str:
     the first bill or in a month without one is not read as zero spend."""
     from service.core.coverage import billing_periods, periods_text
 
-    return (f"note: no cost in {what} {window.since:%Y-%m-%d %H:%M} → {window.until:%Y-%m-%d %H:%M} UTC; the lake "
+    return (f"note: no cost in {what} {window.shown()}; the lake "
             f"holds the billing periods {periods_text(billing_periods(lake))}")

@@ -47,7 +47,7 @@ class Day(click.ParamType):
         except ValueError:
             self.fail(f"{value!r} is not a day; use YYYY-MM-DD, e.g. 2026-11-01", param, ctx)
         if not self.first <= day <= self.last:
-            self.fail(f"must be from {self.first:%Y-%m-%d} to {self.last:%Y-%m-%d}, not {value}", param, ctx)
+            self.fail(f"must be from {self.first.date().isoformat()} to {self.last.date().isoformat()}, not {value}", param, ctx)
         return day
 
 

@@ -11,6 +11,7 @@ from service.cli.output import confirmed, default_format, emit, format_option
 from service.cli.params import SingleValueGroup
 from service.core.errors import UsageError
 from service.core.output import one_line
+from service.core.timewindow import minute_text
 from service.core.units import money_text
 
 
@@ -58,5 +59,5 @@ def plans_remove(obj, name: str, yes: bool) -> None:
         raise UsageError("not confirmed: nothing was removed", where="plans remove",
                          hint=f"answer y, or run `spendlake plans remove {shlex.quote(name)} --yes` (where no one can answer)")
     removed = remove_plan(obj.lake, name)
-    what = f" ({removed.project}, from {removed.start:%Y-%m-%d %H:%M} UTC)" if removed else ""
+    what = f" ({removed.project}, from {minute_text(removed.start)} UTC)" if removed else ""
     click.echo(one_line(f"removed plan {name!r}{what}"))

@@ -65,7 +65,7 @@ def render(result, fmt: str | None) -> None:
 def _why_no_run(result) -> str:
     """An empty answer says why: `--state` named no run's last state (and which there were), or
     no job held GPUs in the window (and what the clusters' instances cost, idle, meanwhile)."""
-    window = f"{result.window.since:%Y-%m-%d %H:%M} → {result.window.until:%Y-%m-%d %H:%M} UTC"
+    window = result.window.shown()
     if result.states_left_out:
         return (f"note: no run in the window {window} ended {' or '.join(result.query.states)} (its last job's "
                 f"state); the runs there ended {', '.join(result.states_left_out)}")

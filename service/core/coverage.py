@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
-from service.core.timewindow import CLOCK_SKEW, Window, iso_utc, parse_window
+from service.core.timewindow import CLOCK_SKEW, Window, iso_utc, month_text, parse_window
 from service.core.usage_end import USAGE_ONLY, usage_through
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def months_touched(start: datetime, end: datetime) -> set[str]:
     """The billing periods (YYYY-MM) that [start, end) touches; start's own for an empty span."""
     months, month = set(), start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     while True:
-        months.add(f"{month:%Y-%m}")
+        months.add(month_text(month))
         month = (month + timedelta(days=32)).replace(day=1)
         if month >= end:
             return months

@@ -41,6 +41,10 @@ class Window:
     def length(self) -> timedelta:
         return self.until - self.since
 
+    def shown(self) -> str:
+        """`YYYY-MM-DD HH:MM → YYYY-MM-DD HH:MM UTC`, as a note names the window."""
+        return f"{minute_text(self.since)} → {minute_text(self.until)} UTC"
+
     def previous(self, length: timedelta | None = None) -> Window:
         """The window of the same length (or `length`) that ends where this one starts."""
         try:
@@ -125,6 +129,27 @@ def data_anchored(since: str, until: str | None, *, now: datetime | None = None,
 
 def day_start(value: date) -> datetime:
     return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+
+
+def minute_text(moment: datetime) -> str:
+    """`YYYY-MM-DD HH:MM`, the year in four digits as ISO 8601 writes it (strftime's `%Y`
+    writes year 1 as `1`)."""
+    return moment.isoformat(sep=" ", timespec="minutes")[:16]
+
+
+def day_text(moment: date) -> str:
+    """`YYYY-MM-DD`, four-digit year."""
+    return moment.isoformat()[:10]
+
+
+def month_text(moment: date) -> str:
+    """`YYYY-MM`, four-digit year (a billing period's name)."""
+    return moment.isoformat()[:7]
+
+
+def month_name(moment: date) -> str:
+    """`November 2026`, four-digit year."""
+    return f"{moment:%B} {moment.year:04d}"
 
 
 def iso_utc(value: datetime) -> str:

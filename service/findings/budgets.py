@@ -21,7 +21,7 @@ from service.core.config_budgets import BudgetConfig
 from service.core.coverage import data_end
 from service.core.folding import folded
 from service.core.lake import Lake
-from service.core.timewindow import Window, utc_now
+from service.core.timewindow import Window, month_text, utc_now
 from service.core.units import amounts_text, currency_text, money_text, naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
@@ -49,7 +49,7 @@ FIRST_DAYS = 7  # the last closed month's outcome is shown in the month's first 
 
 def judged_month(at: datetime) -> str:
     """YYYY-MM of the month budgets judge at `at` (forecast.month_bounds: as `mtd` reads it)."""
-    return month_bounds(at)[0].strftime("%Y-%m")
+    return month_text(month_bounds(at)[0])
 
 
 def early_in_month(at: datetime) -> bool:
@@ -202,8 +202,8 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
         daily = {day: cost for (v, currency, day), cost in days.items() if (v, currency) == (value, b.currency)}
         left_out = sorted(((currency, cost) for (v, currency, _), cost in month.items()
                            if v == value and currency != b.currency and cost), key=lambda pair: currency_text(pair[0]))
-        statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), this_month.strftime("%Y-%m"),
-                                     MonthOutcome(previous.strftime("%Y-%m"), last, b.amount) if last is not None
+        statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), month_text(this_month),
+                                     MonthOutcome(month_text(previous), last, b.amount) if last is not None
                                      else None, tuple(left_out), *unmatched.get(value, (None, False))))
     return statuses
 

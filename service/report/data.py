@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 from service.core.config import Config
 from service.core.coverage import billing_data_through, data_end
 from service.core.lake import Lake
-from service.core.timewindow import day_start, iso_utc
+from service.core.timewindow import day_start, iso_utc, minute_text, month_name, month_text
 from service.core.units import cents, currency_text, money_text, titled
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.report.sections.bills import bills_section, kinds_text, sources_whose
@@ -73,11 +73,11 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
     period nothing is missing (no `ingest` would add it), and past its end the day's and the
     month's figures are not in yet, so a drop against the days before is no drop in spend."""
     periods = [e.billing_period for e in lake.ledger() if lake.counts(e.source) and e.totals]
-    if periods and f"{day:%Y-%m}" < min(periods):
-        return [f"The lake's billing data starts with {min(periods)}: there is no bill for {day:%B %Y} to report."]
+    if periods and month_text(day) < min(periods):
+        return [f"The lake's billing data starts with {min(periods)}: there is no bill for {month_name(day)} to report."]
     end = data_end(lake)
     if end is not None and end < day_start(day) + timedelta(days=1):
-        return [f"The lake's billing data ends at {end:%Y-%m-%d %H:%M} UTC: spend after it is not in yet, so this "
+        return [f"The lake's billing data ends at {minute_text(end)} UTC: spend after it is not in yet, so this "
                 "day's and this month's figures are incomplete, and no change against earlier days is shown (it "
                 "would be no change in spend)."]
     return []
@@ -93,7 +93,7 @@ def behind_notes(lake: Lake, day: date) -> list[str]:
     if end is None or end < until:
         return []  # coverage_notes says it of the whole lake
     compared_from = (day_start(day).replace(day=1) - timedelta(days=1)).replace(day=1)
-    return [f"{source}'s billing data ends at {through:%Y-%m-%d %H:%M} UTC: its spend after it is not in yet, so "
+    return [f"{source}'s billing data ends at {minute_text(through)} UTC: its spend after it is not in yet, so "
             "this day's and this month's changes against earlier days count it only in those days (part of a drop "
             "is that source's missing data, not less spend)."
             for source, through in sorted(billing_data_through(lake).items())
@@ -105,13 +105,13 @@ def estimated_notes(lake: Lake, day: date, no_invoice_ids: dict[str, str]) -> li
     figures are estimates that may still change until the provider closes the month; and one
     naming those whose export carries no invoice id at all (`no_invoice_ids`: name → kind),
     whose months stay estimated however long ago the provider closed them."""
-    period = day.strftime("%Y-%m")
+    period = month_text(day)
     sources = sorted(e.source for e in lake.ledger() if lake.counts(e.source) and e.billing_period == period
                      and e.totals and not e.final)
     pending, never = [s for s in sources if s not in no_invoice_ids], [s for s in sources if s in no_invoice_ids]
-    return ([f"{day:%B %Y} is still estimated for {', '.join(pending)}: the bill has no invoice id yet, "
+    return ([f"{month_name(day)} is still estimated for {', '.join(pending)}: the bill has no invoice id yet, "
              "so these figures may change until the provider closes the month."] if pending else []) + (
-        [f"{day:%B %Y} shows as estimated for {', '.join(never)}: {kinds_text(never, no_invoice_ids)} exports "
+        [f"{month_name(day)} shows as estimated for {', '.join(never)}: {kinds_text(never, no_invoice_ids)} exports "
          "carry no invoice id, so spendlake cannot tell whether the provider has closed the month; tie these "
          "figures to the provider's invoice."] if never else [])
 
@@ -119,12 +119,12 @@ def estimated_notes(lake: Lake, day: date, no_invoice_ids: dict[str, str]) -> li
 def unbilled_notes(lake: Lake, day: date) -> list[str]:
     """A sentence naming the sources whose bill for the report's month has no billed cost (an
     amortized export): the headlines and spend tables, billed cost, show none of it."""
-    period = day.strftime("%Y-%m")
+    period = month_text(day)
     sources = sorted(e.source for e in lake.ledger() if lake.counts(e.source) and e.billing_period == period
                      and e.lacks("billed"))
     if not sources:
         return []
-    return [f"{', '.join(sources)} delivered no billed cost for {day:%B %Y}, only amortized (effective) cost: "
+    return [f"{', '.join(sources)} delivered no billed cost for {month_name(day)}, only amortized (effective) cost: "
             "the headlines and spend tables, billed cost as on the invoice, leave it out; Bills shows it. Point "
             "a source at the actual-cost export for the invoice's figures."]
 
@@ -165,7 +165,7 @@ def freshness_section(config: Config, lake: Lake, until: datetime) -> Section:
     leave no trace, so a later snapshot or an unchanged re-run leaves a past day's report as it was.
     A delivery stamped after this machine's clock is told by `status` and /api/v1/status, not
     here: that would make the report depend on when it is written."""
-    month = f"{until - timedelta(days=1):%Y-%m}"
+    month = month_text(until - timedelta(days=1))
     latest: dict[str, tuple[str, str]] = {}
     billing = {entry.source for entry in lake.ledger()}
     shown = [entry for entry in lake.ledger() if entry.billing_period <= month]  # a later month's was not there

@@ -32,6 +32,7 @@ from connectors.base import CostConnector, cost_class
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.registry import CONNECTORS
+from service.core.timewindow import month_text
 from service.core.units import currency_text, money_text
 from service.report.model import Column, Section, Table
 from service.report.rounding import gaps
@@ -53,7 +54,7 @@ def bills_section(lake: Lake, day: date, before_credits: frozenset[str], no_invo
     """`before_credits`: the sources whose billed cost is before the credits their invoice nets;
     `no_invoice_ids`: those whose export carries no invoice id (name → kind), estimated for good."""
     month = day.replace(day=1)
-    periods = (f"{(month - timedelta(days=1)):%Y-%m}", f"{month:%Y-%m}")
+    periods = (month_text(month - timedelta(days=1)), month_text(month))
     table = Table("bills", "Bills per source, billing period and currency (as `spendlake status`)", [
         Column("billing_period", "billing period"), Column("source", "source"), Column("invoice", "invoice"),
         Column("currency", "currency"), Column("rows", "lines", "count"),

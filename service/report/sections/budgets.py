@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from service.core.config import Config
 from service.core.lake import Lake
-from service.core.timewindow import day_start
+from service.core.timewindow import day_start, minute_text, month_name
 from service.findings.budgets import budget_statuses, early_in_month
 from service.findings.forecast import history_start, month_bounds
 from service.report.model import Chart, Column, Section, Table
@@ -32,7 +32,7 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)  # naive UTC, as service.findings.budgets takes it
     since = history_start(until)
     statuses = budget_statuses(lake, config, since, until, until)
-    table = Table("budgets", f"Budgets, {month_bounds(until)[0]:%B %Y} as of {until:%Y-%m-%d %H:%M}: actual, forecast and warning lines", [
+    table = Table("budgets", f"Budgets, {month_name(month_bounds(until)[0])} as of {minute_text(until)}: actual, forecast and warning lines", [
         Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
         Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
         Column("used_pct", "used", "percent"), Column("forecast", "forecast", "money"),

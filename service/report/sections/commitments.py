@@ -8,7 +8,7 @@ from datetime import date, timedelta
 
 from service.core.config import Config
 from service.core.lake import Lake
-from service.core.timewindow import Window, day_start
+from service.core.timewindow import Window, day_start, day_text
 from service.attribution import commitments
 from service.report.model import Chart, Column, Section, Table
 
@@ -21,7 +21,7 @@ def commitments_section(config: Config, lake: Lake, day: date) -> Section:
     if not result.rows:
         return Section("commitments", "Commitments",
                        note=f"No Savings Plan, reservation or committed use discount was used or left unused "
-                            f"in the {DAYS} days to {day:%Y-%m-%d}.")
+                            f"in the {DAYS} days to {day_text(day)}.")
     # an arn breaks anywhere rather than widening the table past the page (its 32-character runs did)
     columns = [Column("commitment_id", "commitment", css="long"), Column("type", "type"),
                Column("account", "account"),
@@ -29,7 +29,7 @@ def commitments_section(config: Config, lake: Lake, day: date) -> Section:
                Column("used", "used", "money"), Column("unused", "unused", "money"),
                Column("unused_pct", "unused", "percent"), Column("utilization_pct", "utilization", "percent"),
                Column("coverage_pct", "coverage", "percent"), Column("expires", "expires", "time")]
-    table = Table("commitments", f"Commitments, {DAYS} days to {day:%Y-%m-%d}: commitment, used, unused, "
+    table = Table("commitments", f"Commitments, {DAYS} days to {day_text(day)}: commitment, used, unused, "
                   "coverage of eligible usage and expiry", columns, markdown=(("commitment_id",), "unused"))
     table.rows = [{c.key: row.get(c.key) for c in columns} for row in result.to_json()["rows"]]
     if any(row["expires"] is None for row in table.rows):  # a blank date reads as "never" otherwise

@@ -20,7 +20,7 @@ from service.core.config import Config
 from service.core.coverage import data_begins, empty_lake_error, snapshot_data_through
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
-from service.core.timewindow import Window, day_start, iso_utc
+from service.core.timewindow import Window, day_start, iso_utc, minute_text
 from service.core.units import amounts_text
 from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
@@ -140,7 +140,7 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             notes.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
                          "its start is left out (currencies are never converted).")
         if data[0] is not None and plan.start < min(data[0], until):
-            notes.append(f"plan {plan.name} started before the lake's billing data begins ({data[0]:%Y-%m-%d %H:%M} "
+            notes.append(f"plan {plan.name} started before the lake's billing data begins ({minute_text(data[0])} "
                          "UTC): its actual counts from then.")
         table.rows.append({
             "plan": plan.name, "project": plan.project, "experiment": plan.experiment, "currency": "USD",
@@ -153,9 +153,9 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             charts.append(_plan_chart(plan, day, daily, ends))
     several = sum(end is not None for end in data[1].values()) > 1
     for ends, source in sorted(lagging.items()):
-        whose = (f"billing source {source}'s data ends at {ends:%Y-%m-%d %H:%M} UTC, the earliest of the sources "
+        whose = (f"billing source {source}'s data ends at {minute_text(ends)} UTC, the earliest of the sources "
                  "with data since a plan's start," if several and source else
-                 f"the lake's billing data ends at {ends:%Y-%m-%d %H:%M} UTC,")
+                 f"the lake's billing data ends at {minute_text(ends)} UTC,")
         notes.append(f"{whose} before the day's end: spend after it{' (of every source)' if several else ''} is not in "
                      "the actual yet, so a status '... to data end' sets it against the plan to then.")
     if not plans:
