@@ -37,6 +37,7 @@ SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")
 Category = Literal["waste", "overspend", "ownership"]
 CATEGORIES: tuple[Category, ...] = RULE_CATEGORIES  # the registry refuses a rule declaring another
 UNALLOCATED = "unallocated"
+NO_OWNER = ""  # a finding's owner its rule did not name: fill_owners names it (a team may be called `unallocated`)
 HOURS_PER_MONTH = Decimal("730")  # 365 × 24 / 12, the convention of cloud price lists
 
 
@@ -60,9 +61,9 @@ class Finding:
     category: Category
     severity: Severity
     resource_id: str
-    team: str = UNALLOCATED
-    project: str = UNALLOCATED
-    experiment: str = UNALLOCATED
+    team: str = NO_OWNER
+    project: str = NO_OWNER
+    experiment: str = NO_OWNER
     impact_usd: Decimal
     monthly_waste_usd: Decimal | None = None
     summary: str

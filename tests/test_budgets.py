@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 
@@ -366,3 +366,27 @@ def test_a_budget_set_before_its_spend_starts_is_no_spend_yet_not_a_typo(tmp_pat
     section = budgets_section(load_config(path), lake, date(2026, 11, 1))
     assert "Budget genomics has no spend yet: no cost line of the lake has team genomics" in section.note
     assert [row["status"] for row in section.tables[0].rows] == ["no spend yet", "ok", "ok"]
+
+def test_a_team_really_named_unallocated_keeps_its_budget_findings(tmp_path):
+    """With `default: no-team`, `unallocated` is a team like any other: its budget's findings
+    went to `no-team`, because the owner a rule leaves unnamed was the literal `unallocated`
+    too; the metric's team of a finding stored without one was that literal as well."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from service.serve.families import team_of
+    from service.serve.metrics import LakeCollector
+
+    today = date(2026, 11, 15)
+    lines = [line(f"{today - timedelta(days=n)} 00:00:00", "100", end=f"{today - timedelta(days=n - 1)} 00:00:00",
+                  tags={"team": "unallocated"}) for n in range(1, 20)]
+    lake = make_lake(tmp_path, [*lines, line(f"{today - timedelta(days=2)} 00:00:00", "55")])
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake),
+                           "attribution": {"dimensions": {"team": {"tags": ["team"], "default": "no-team"}}},
+                           "budgets": [{"name": "u", "value": "unallocated", "amount": 100}]})
+    report = run_rules(config, only=["budget"], since="7d", now=datetime.fromisoformat("2026-11-15T00:00:00+00:00"))
+    assert report.result.findings and {f.team for f in report.result.findings} == {"unallocated"}
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config))
+    scraped = generate_latest(registry).decode()
+    assert 'spendlake_findings{rule="budget",severity="critical",team="unallocated"}' in scraped, scraped
+    assert team_of(replace(report.result.findings[0], team=None), config) == "no-team"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from rules.base import UNALLOCATED, Finding, Owner, OwnerLookup
+from rules.base import NO_OWNER, UNALLOCATED, Finding, Owner, OwnerLookup
 from service.attribution import attribute_resources
 from service.core.config import Config
 from service.core.folding import folded
@@ -72,13 +72,13 @@ def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
 
 def fill_owners(findings: list[Finding], owner_of: OwnerLookup, nobody: Owner = Owner()) -> list[Finding]:
     """Each finding with its resource's owners; a resource the bill does not name (a budget, a
-    dimension's unallocated spend) keeps what the rule said, its `unallocated` named as `nobody`."""
+    dimension's unallocated spend) keeps what the rule said, an owner it did not name named as `nobody`."""
     owners = owner_of(sorted({f.resource_id for f in findings})) if findings else {}
     filled = []
     for finding in findings:
         owner = owners.get(finding.resource_id)
         if owner is None:
-            owner = Owner(**{d: getattr(nobody, d) if getattr(finding, d) == UNALLOCATED else getattr(finding, d)
+            owner = Owner(**{d: getattr(nobody, d) if getattr(finding, d) == NO_OWNER else getattr(finding, d)
                              for d in OWNED})
         filled.append(replace(finding, team=owner.team, project=owner.project, experiment=owner.experiment))
     return filled

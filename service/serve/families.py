@@ -140,13 +140,13 @@ def findings_families(config: Config, lake: Lake) -> list[Metric]:
     found = load_findings(lake, status="open", checked=False)  # stored findings read no cost partition
     impact_by_team: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
     for finding in found:
-        impact_by_team[(team_of(finding.team),)] += finding.impact_usd
+        impact_by_team[(team_of(finding, config),)] += finding.impact_usd
     kept = {team for (team,) in fold_top(impact_by_team, config.service.top_n)}
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     waste: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     impact: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
     for finding in found:
-        team = team_of(finding.team) if team_of(finding.team) in kept else OTHER
+        team = team_of(finding, config) if team_of(finding, config) in kept else OTHER
         counts[(finding.rule, finding.severity, team)] += 1
         impact[(finding.rule, finding.category, team)] += finding.impact_usd
         if finding.category == "waste":
@@ -172,7 +172,7 @@ def anomaly_family(config: Config, found) -> GaugeMetricFamily:
     impact: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     for finding in found:
         if finding.rule == "spend-anomaly" and finding.severity != "info" and finding.evidence.get("currency") == "USD":
-            key = (team_of(finding.team), finding.evidence.get("service") or "none")
+            key = (team_of(finding, config), finding.evidence.get("service") or "none")
             impact[key] += Decimal(str(finding.evidence.get("impact_usd", 0)))
     family = GaugeMetricFamily("spendlake_anomaly_impact_usd",
                                "Impact in USD of the open spend anomalies (actual minus expected spend).",
@@ -204,8 +204,12 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     return [used, forecast, unmatched]
 
 
-def team_of(team: str | None) -> str:
-    return team or "unallocated"
+def team_of(finding, config: Config) -> str:
+    """A finding's team; one stored without any is nobody's as attribution names it (the team
+    dimension's `default`), never a literal `unallocated` that a real team may be called."""
+    from service.findings.owners import unowned
+
+    return finding.team or unowned(config).team
 
 
 def add_all(family: GaugeMetricFamily, items: Iterable[tuple[tuple[str, ...], Decimal | int]]) -> None:
