@@ -94,3 +94,36 @@ def test_reliability_30_tag_keys_and_values_are_values_and_hostile_by_or_where_c
             assert [(r["team"], r["cost"]) for r in body["rows"]] == [("v1", "1.000000000000")]
     assert digest(lake) == before
     assert attribute(hostile, "--check").exit_code == 0
+
+
+def test_reliability_31_a_statement_in_any_value_a_user_gives_runs_nowhere(hostile, api_server):
+    """Every user-facing path into a query (each CLI option and API parameter that reaches SQL)
+    given a value holding COPY, ATTACH, INSTALL, LOAD and a read of /etc/passwd: each is refused
+    (exit 2, HTTP 400) or matches nothing as a value; no file appears, the lake stays byte for byte."""
+    lake, escaped = hostile.parent / "lake", hostile.parent / "escaped"
+    payload = (f"x'); COPY (SELECT 1) TO '{escaped}.csv'; ATTACH '{escaped}.db' AS a; INSTALL httpfs; "
+               "LOAD httpfs; SELECT * FROM read_csv('/etc/passwd'); --")
+    before = digest(lake)
+    for args in (["attribute", *WINDOW, "--where", f"team={payload}"], ["attribute", *WINDOW, "--by", payload],
+                 ["findings", "--team", payload], ["findings", "--rule", payload], ["findings", "--status", payload],
+                 ["runs", *WINDOW, "--run", payload], ["runs", *WINDOW, "--state", payload],
+                 ["commitments", *WINDOW, "--by", payload], ["rules", "run", "--rule", payload, "--dry-run"]):
+        result = CliRunner().invoke(cli, ["--config", str(hostile), *args])
+        assert result.exit_code in (0, 2), (args, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (args, repr(result.exception))
+        assert "root:" not in result.output, args
+    registry = CollectorRegistry()
+    config = load_config(hostile)
+    registry.register(LakeCollector(config))
+    base = f"http://127.0.0.1:{api_server(Api(config, registry))}/api/v1/"
+    for route, query in (("findings", {"team": payload}), ("findings", {"rule": payload}),
+                         ("runs", {"run": payload, "since": "2026-10-01"}), ("plans", {"as_of": payload}),
+                         ("attribute", {"since": "2026-10-01", "where": f"team={payload}"})):
+        try:
+            with urllib.request.urlopen(base + route + "?" + urlencode(query), timeout=10) as response:
+                code, body = response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            code, body = error.code, error.read().decode()
+        assert code in (200, 400) and "root:" not in body, (route, code, body)
+    assert not list(hostile.parent.glob("escaped*"))
+    assert digest(lake) == before
