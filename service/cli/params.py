@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from service.core.errors import UsageError
+from service.core.timewindow import day_text
 
 
 class WholeNumber(click.IntRange):
@@ -47,7 +48,7 @@ class Day(click.ParamType):
         except ValueError:
             self.fail(f"{value!r} is not a day; use YYYY-MM-DD, e.g. 2026-11-01", param, ctx)
         if not self.first <= day <= self.last:
-            self.fail(f"must be from {self.first.date().isoformat()} to {self.last.date().isoformat()}, not {value}", param, ctx)
+            self.fail(f"must be from {day_text(self.first)} to {day_text(self.last)}, not {value}", param, ctx)
         return day
 
 

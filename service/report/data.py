@@ -74,7 +74,8 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
     month's figures are not in yet, so a drop against the days before is no drop in spend."""
     periods = [e.billing_period for e in lake.ledger() if lake.counts(e.source) and e.totals]
     if periods and month_text(day) < min(periods):
-        return [f"The lake's billing data starts with {min(periods)}: there is no bill for {month_name(day)} to report."]
+        return [f"The lake's billing data starts with {min(periods)}: there is no bill for {month_name(day)} "
+                "to report."]
     end = data_end(lake)
     if end is not None and end < day_start(day) + timedelta(days=1):
         return [f"The lake's billing data ends at {minute_text(end)} UTC: spend after it is not in yet, so this "

@@ -32,7 +32,8 @@ def budgets_section(config: Config, lake: Lake, day: date) -> Section:
     until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)  # naive UTC, as service.findings.budgets takes it
     since = history_start(until)
     statuses = budget_statuses(lake, config, since, until, until)
-    table = Table("budgets", f"Budgets, {month_name(month_bounds(until)[0])} as of {minute_text(until)}: actual, forecast and warning lines", [
+    title = f"Budgets, {month_name(month_bounds(until)[0])} as of {minute_text(until)}: actual, forecast and warning lines"
+    table = Table("budgets", title, [
         Column("budget", "budget"), Column("dimension", "dimension"), Column("value", "value"),
         Column("currency", "currency"), Column("amount", "budget", "money"), Column("actual", "actual", "money"),
         Column("used_pct", "used", "percent"), Column("forecast", "forecast", "money"),
