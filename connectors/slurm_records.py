@@ -33,6 +33,7 @@ import duckdb
 
 from connectors.jobs_base import BATCH_ROWS, JOB_COLUMNS, from_epoch, jobs_schema, labelled_run, mig_fraction, stored
 from service.core import json_text
+from service.core.connection import isolated_connection
 from service.core.units import local_utc
 
 if TYPE_CHECKING:
@@ -298,7 +299,7 @@ def slurm_jobs(con: duckdb.DuckDBPyConnection, attempts: str, run_labels: Iterab
 
 def rows_of(attempts: Iterable[Attempt], run_labels: Iterable[str]) -> list[dict[str, Any]]:
     """`slurm_jobs` of `attempts` as dicts, for a caller without a connection."""
-    with duckdb.connect() as con:
+    with isolated_connection() as con:
         rows = slurm_jobs(con, f"SELECT * FROM {stored_attempts(con, attempts)}", run_labels).order(
             "record_id").to_arrow_table().to_pylist()
     return [row | {"labels": dict(row["labels"]) if row["labels"] is not None else None} for row in rows]

@@ -7,10 +7,12 @@ import os
 import re
 import socket
 from decimal import Decimal
+from pathlib import Path
 
 import duckdb
 import pytest
 
+from service.core.connection import isolated_connection
 from service.core.errors import DataError, LakeBusyError
 from service.core.lake import Lake
 from service.core.schema import cost_select_list
@@ -148,12 +150,23 @@ def test_25_a_crashed_commits_pending_entries_are_not_the_new_holders_of_the_sam
     "EXPORT DATABASE '{root}/../escape'",
     "SET disabled_filesystems = ''",
 ])
-def test_query_connection_is_sandboxed_to_the_lake(tmp_path, sql):
+@pytest.mark.parametrize("isolated", [False, True], ids=["query", "isolated"])
+def test_query_connection_is_sandboxed_to_the_lake(tmp_path, sql, isolated):
     lake = Lake(tmp_path / "lake")
-    con = lake.query()
+    con = isolated_connection() if isolated else lake.query()
     with pytest.raises(duckdb.Error, match="external access|configuration has been locked|not allowed|disabled"):
         con.execute(sql.format(root=lake.root))
     assert not list(tmp_path.glob("escape*"))
+
+
+def test_every_duckdb_connection_is_opened_sandboxed():
+    """An in-memory connection opened as DuckDB gives it reads and writes any file (and spills to
+    `.tmp` in the working directory): every one goes through service/core/connection.py."""
+    repo = Path(__file__).resolve().parent.parent
+    opened = [str(path.relative_to(repo)) for folder in ("service", "connectors", "rules")
+              for path in sorted((repo / folder).rglob("*.py"))
+              for text in path.read_text().splitlines() if re.search(r"\bduckdb\.(connect|sql|execute|query)\(", text)]
+    assert set(opened) == {"service/core/connection.py"}, opened
 
 
 def test_partition_values_cannot_traverse(tmp_path):

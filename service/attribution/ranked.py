@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from datetime import timezone
 from decimal import Decimal
 
-import duckdb
-
 from service.attribution.api import read_sessions, sql_dims
 from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_sums, prorate
 from service.attribution.needs import Needs
 from service.attribution.window_sql import window_sql
 from service.core.config import Config
+from service.core.connection import isolated_connection
 from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window
@@ -97,7 +96,7 @@ class WindowGroups:
     def __init__(self, session: RollupSession, config: Config, window: Window, dims: tuple[str, ...]):
         self.session, self.dims = session, dims
         self.local = session.local
-        self.con = session.con if self.local else duckdb.connect()
+        self.con = session.con if self.local else isolated_connection()
         self.table = f"window_groups_{next(_tables)}"
         self.columns = [f"d{i}" for i in range(len(dims))]
         computed = sql_dims(config.attribution, dims, {})

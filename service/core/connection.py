@@ -34,8 +34,7 @@ def sandboxed_connection(root: Path, staging: Path, *, extra_paths: Sequence[str
     con.execute("SET allowed_directories = ?", [dirs])
     if paths:
         con.execute("SET allowed_paths = ?", [paths])
-    spill = staging / "duckdb_tmp" if writer else Path(tempfile.gettempdir()) / f"spendlake-{uuid.uuid4().hex}"
-    con.execute("SET temp_directory = ?", [str(spill)])
+    con.execute("SET temp_directory = ?", [str(staging / "duckdb_tmp" if writer else private_spill())])
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     con.execute("SET enable_progress_bar = false")
@@ -52,6 +51,24 @@ def sandboxed_connection(root: Path, staging: Path, *, extra_paths: Sequence[str
         con.execute("SET parquet_metadata_cache = true")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
+    return _locked(con)
+
+
+def isolated_connection() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection for data Python hands it (registered tables, bound values): no file
+    access at all, spilling to a private temporary directory (an unsandboxed in-memory one
+    spills to `.tmp` in the working directory), its configuration locked."""
+    con = duckdb.connect(":memory:")
+    con.execute("SET temp_directory = ?", [str(private_spill())])
+    return _locked(con)
+
+
+def private_spill() -> Path:
+    """A temporary directory of the system's for one connection (DuckDB removes it on close)."""
+    return Path(tempfile.gettempdir()) / f"spendlake-{uuid.uuid4().hex}"
+
+
+def _locked(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
