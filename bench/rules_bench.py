@@ -33,7 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.runs_bench import CLUSTERS_CONFIG, ROWS_PER_NODE, START, clusters_config, measure, prepare, summary  # noqa: E402
+from bench.runs_bench import (CLUSTERS_CONFIG, ROWS_PER_NODE, START, clusters_config, measure,  # noqa: E402
+                              prepare, summary)
 
 RULES = ("unallocated-spend", "spend-anomaly")
 DIMENSIONS = ("team", "project")
@@ -49,7 +50,8 @@ BARE = textwrap.dedent('''
     con.execute("SET enable_progress_bar = false")
     owner = "lower(coalesce(nullif(trim(resource_tags['user_{0}']), ''), nullif(trim(resource_tags['user_{1}']), '')))"
     rows = con.execute(f"""
-        SELECT CAST(line_item_usage_start_date AS DATE) AS day, coalesce(nullif(product['product_name'], ''), line_item_product_code) AS service,
+        SELECT CAST(line_item_usage_start_date AS DATE) AS day,
+               coalesce(nullif(product['product_name'], ''), line_item_product_code) AS service,
                {owner.format('Team', 'team')} AS team, {owner.format('Project', 'project')} AS project,
                sum(line_item_unblended_cost) AS cost
         FROM read_parquet($cur)

@@ -132,7 +132,7 @@ class DailySpend:
     charge_category: str | None
     line_item_type: str | None
     uncovered_tag_keys: tuple[str, ...]  # tag keys on the lines that no dimension's alias reads
-    day: date
+    day: date | None  # None, as each detail field, when the rule did not ask for it (`DirectDaily`'s `by`)
     currency: str | None
     cost: Decimal
     unallocated: bool = False  # `value` is the dimension's `default`: nothing placed these lines
@@ -192,12 +192,18 @@ class OwnerLookup(Protocol):
     def __call__(self, resource_ids: Sequence[str], /) -> Mapping[str, Owner]: ...
 
 
-class DirectDaily(Protocol):
-    """direct_daily(dimension, since, until) → direct spend per day and group of lines over
-    [since, until) (naive UTC). Lines whose charge period is longer than a day (monthly
-    fees) are not daily spend and are left out."""
+DETAIL = ("service", "account", "region", "usage_type", "resource", "uncovered_tag_keys", "day")
 
-    def __call__(self, dimension: str, since: datetime, until: datetime, /) -> Sequence[DailySpend]: ...
+
+class DirectDaily(Protocol):
+    """direct_daily(dimension, since, until, by) → direct spend per group of lines over
+    [since, until) (naive UTC), grouped by the value, the plan's project and experiment, the
+    charge category, line item type and currency, and the fields of `by` (of DETAIL; the
+    others are None, `()` for the tag keys): the fewer, the fewer rows come back. Lines whose
+    charge period is longer than a day (monthly fees) are not daily spend and are left out."""
+
+    def __call__(self, dimension: str, since: datetime, until: datetime, /,
+                 by: Collection[str] = DETAIL) -> Sequence[DailySpend]: ...
 
 
 class RunCosts(Protocol):

@@ -237,7 +237,8 @@ class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
         scan_from = max(min(ctx.since.date(), last), floor) - timedelta(days=cfg.lookback_days)
         fetch_from = scan_from - timedelta(days=7 * BASELINE_WEEKS)
         rows = [r for r in cfg.counted(ctx.direct_daily(cfg.dimension, datetime.combine(fetch_from, datetime.min.time()),
-                                                        datetime.combine(last + timedelta(days=1), datetime.min.time())))
+                                                        datetime.combine(last + timedelta(days=1), datetime.min.time()),
+                                                        (*CAUSE_FIELDS, "day")))
                 if r.day <= last]
         if not rows:
             return []

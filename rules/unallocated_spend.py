@@ -42,6 +42,7 @@ from rules.counted_spend import CountedSpendConfig
 from service.core.folding import folded
 
 DIMENSION = r"^[a-z][a-z0-9_]{0,39}$"
+TOP_FIELDS = ("service", "account", "resource", "uncovered_tag_keys")  # the window's sums: no day
 
 
 class UnallocatedSpendConfig(CountedSpendConfig):
@@ -82,7 +83,7 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         cfg = self.config
         findings = []
         for dimension in cfg.dimensions:
-            rows = cfg.counted(ctx.direct_daily(dimension, ctx.since, ctx.until))
+            rows = cfg.counted(ctx.direct_daily(dimension, ctx.since, ctx.until, TOP_FIELDS))
             total = sum((r.cost for r in rows), Decimal(0))
             lost = [r for r in rows if r.unallocated or folded(r.value) == folded(cfg.unallocated_value)]
             unallocated = sum((r.cost for r in lost), Decimal(0))

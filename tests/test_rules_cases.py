@@ -8,7 +8,8 @@ computes it) and `plans` (registered plans)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rules.base import DailySpend, PlannedWindow, RuleContext, configure, finding_id
+from rules.base import DETAIL, DailySpend, PlannedWindow, RuleContext, configure, finding_id
 from rules.engine import evaluate
 from service.core.config import ConfigLoader
 from service.core.config_budgets import BudgetConfig
@@ -82,8 +83,12 @@ def stated_budgets(case: dict) -> list[StatedBudget]:
 def context(case: dict, lake: Lake, now: datetime) -> RuleContext:
     rows = daily_rows(case)
 
-    def direct_daily(dimension: str, since: datetime, until: datetime) -> list[DailySpend]:
-        return [r for d, r in rows if d in (None, dimension) and since.date() <= r.day < until.date()]
+    def direct_daily(dimension: str, since: datetime, until: datetime,
+                     by: Collection[str] = DETAIL) -> list[DailySpend]:
+        # what the service does not group by is not there: a rule reading a field it did not ask for fails here
+        dropped = {f: () if f == "uncovered_tag_keys" else None for f in DETAIL if f not in by}
+        return [replace(r, **dropped) for d, r in rows
+                if d in (None, dimension) and since.date() <= r.day < until.date()]
 
     budgets = stated_budgets(case)
     plans = [PlannedWindow(p["name"], p["project"], p.get("experiment"), datetime.fromisoformat(str(p["start"])),

@@ -123,6 +123,27 @@ def test_61_direct_daily_spend_keeps_project_and_experiment_only_where_a_plan_na
         ("llm", "", Decimal(49)), ("llm", "exp-7", Decimal(1)), ("rl", "", Decimal(50))]
 
 
+
+def test_direct_daily_spend_comes_back_grouped_only_by_what_the_rule_asks_for(tmp_path):
+    """unallocated-spend read a row per day, resource and tag-key list of the window (528k at 10M
+    lines, 2.2 GB) to sum it over the window; `by` names the fields a rule reads, the others
+    come back None and group nothing, with the same sums."""
+    from service.attribution import direct_daily_lookup
+
+    lines = [day_line(n, "2", resource=f"i-{k}", tags={"team": "nlp", f"owner-{k}": "x"})
+             for n in (1, 2, 3) for k in (1, 2)]
+    lake = make_lake(tmp_path, lines)
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake)})
+    daily = direct_daily_lookup(lake, config)
+    since, until = datetime(2026, 11, 1), datetime(2026, 11, 21)
+    assert len(daily("team", since, until)) == 6
+    by_resource = daily("team", since, until, ("resource",))
+    assert sorted((r.resource, r.day, r.service, r.uncovered_tag_keys, r.cost) for r in by_resource) == [
+        ("i-1", None, None, (), Decimal(6)), ("i-2", None, None, (), Decimal(6))]
+    (by_day_keys,) = {(r.resource, r.day) for r in daily("team", since, until, ("day", "uncovered_tag_keys"))
+                      if r.uncovered_tag_keys == ("owner-1",) and r.day == TODAY - timedelta(1)}
+    assert by_day_keys == (None, TODAY - timedelta(1))
+
 def test_a_rule_dimension_no_attribution_declares_is_a_config_error_naming_its_path():
     """`unallocated-spend.dimensions: [teem]` passed the config and failed every run: exit 3 with a
     traceback and `rules.*.dimension`; now the config check names the rule's own dotted path."""

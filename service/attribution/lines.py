@@ -1,13 +1,13 @@
 """What rules read of attribution: direct spend per day, per dimension value.
 
-`direct_daily_lookup(lake, config, plans)` → `direct_daily(dimension, since, until)`: the cost lines
-whose charge period starts in [since, until) and lasts at most a day, each placed by the
+`direct_daily_lookup(lake, config, plans)` → `direct_daily(dimension, since, until, by)`: the cost
+lines whose charge period starts in [since, until) and lasts at most a day, each placed by the
 attribution SQL (service/attribution/sql.py: tags, inventory tags, virtual tags, default),
 with shared GPU clusters allocated to jobs and idle as `attribute()` does (its job parts keep
-the instance line's service, account and resource), summed by day and by the fields the
-spend-anomaly and unallocated-spend rules read
-(dimension values lower-cased: attribution compares them case-insensitively). Results are
-cached per call arguments for the run.
+the instance line's service, account and resource), summed in DuckDB by the value (lower-cased:
+attribution compares values case-insensitively), what counted spend filters on, and only the
+fields of `by` the calling rule reads (rules.base.DirectDaily): a window's sum by resource needs
+no row per day. Results are cached per call arguments for the run.
 
 Direct spend, before shared splits — the part of `attribute()` that the lines themselves
 carry. A line that a shared-cost rule splits over `dimension` is nobody's direct spend and is
@@ -22,11 +22,11 @@ splits (service/findings/budgets.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from rules.base import DailySpend, DirectDaily, PlannedWindow
+from rules.base import DETAIL, DailySpend, DirectDaily, PlannedWindow
 from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
@@ -35,38 +35,42 @@ from service.core.folding import folded
 from service.core.lake import Lake
 
 VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
-GROUP = ["ServiceName", "SubAccountId", "RegionId", "x_usage_type", "ResourceId", "ChargeCategory", "x_line_item_type"]
+ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' counted() filters on
+COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "RegionId", "usage_type": "x_usage_type",
+          "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day"}  # of rules.base.DETAIL
 
 
 def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = ()) -> DirectDaily:
-    cache: dict[tuple[str, datetime, datetime], list[DailySpend]] = {}
+    cache: dict[tuple[str, datetime, datetime, tuple[str, ...]], list[DailySpend]] = {}
 
-    def direct_daily(dimension: str, since: datetime, until: datetime) -> list[DailySpend]:
+    def direct_daily(dimension: str, since: datetime, until: datetime, by: Collection[str] = DETAIL
+                     ) -> list[DailySpend]:
         # its dimension is a declared one: config.py refuses a rule's undeclared one at load
-        key = (dimension, since, until)
+        key = (dimension, since, until, tuple(field for field in DETAIL if field in by))
         if key not in cache:
-            cache[key] = _query(lake, config, dimension, since, until, plans) if cost_partitions(lake) else []
+            cache[key] = _query(lake, config, dimension, since, until, plans, key[3]) if cost_partitions(lake) else []
         return cache[key]
 
     return direct_daily
 
 
 def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: datetime,
-           plans: Sequence[PlannedWindow]) -> list[DailySpend]:
+           plans: Sequence[PlannedWindow], by: tuple[str, ...]) -> list[DailySpend]:
     attribution = config.attribution
     with lake.query() as con:
         keys_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
+        tagged = ("Tags",) if "uncovered_tag_keys" in by else ()  # each line's tags, only when asked
         covered = sorted({k for name, dim in attribution.dimensions.items()
                           for k in tag_candidates(dim.tags or (name,), tag_keys)})
         split_here = [k for k, rule in enumerate(attribution.shared) if rule.by == dimension]
         start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
         params = Params()
         where = f"{start} >= {params.bind(since, 'since')} AND {start} < {params.bind(until, 'until')}"
-        covered_keys, split_rules = params.bind(covered, "covered"), params.bind(split_here, "split_here")
+        split_rules = params.bind(split_here, "split_here")
         allocation = allocation_inputs(lake, attribution, con, where, dict(params.values))
         lines = attributed_sql(attribution, tag_keys, where, params, inventory_keys(lake, con),
-                               extra_columns=("x_line_item_type", "Tags"), allocation=allocation)
+                               extra_columns=("x_line_item_type", *tagged), allocation=allocation)
         # values compare case-insensitively in attribution: one series per value, lower-cased
         projects = params.bind(sorted({folded(p.project) for p in plans}), "plan_projects")
         pairs = params.bind([list(pair) for pair in sorted({(folded(p.project), folded(p.experiment))
@@ -77,19 +81,24 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
                   f"CASE WHEN list_contains(CAST({pairs} AS VARCHAR[][]), [{project}, {experiment}]) "
                   f"THEN {experiment} ELSE '' END"]
         uncovered = ("list_sort(list_filter(coalesce(map_keys(Tags), []), "
-                     f"lambda k: NOT list_contains(CAST({covered_keys} AS VARCHAR[]), k)))")
+                     f"lambda k: NOT list_contains(CAST({params.bind(covered, 'covered')} AS VARCHAR[]), k)))"
+                     if tagged else "NULL")
         named = ", ".join(f"{expr} AS {name}" for expr, name in zip(values, VALUE_COLUMNS))
-        keys = [*VALUE_COLUMNS, *GROUP, "uncovered_keys", "day", "currency"]
+        keys = [*VALUE_COLUMNS, *ALWAYS, *(COLUMN[field] for field in by)]
         sql = (lines.text + "SELECT " + ", ".join(keys) + f", sum(BilledCost) FROM (SELECT *, {named}, "
-               f"{uncovered} AS uncovered_keys, CAST(cp_start AS DATE) AS day FROM attributed "
+               f"{uncovered} AS uncovered_keys, "
+               "CAST(cp_start AS DATE) AS day FROM attributed "
                "WHERE cp_end <= cp_start + INTERVAL 1 DAY "
                f"AND (shared IS NULL OR NOT list_contains(CAST({split_rules} AS INTEGER[]), shared))) AS lines "
                "GROUP BY " + ", ".join(keys))
         run_setup(con, lines)
         rows = con.execute(sql, lines.params).fetchall()
     default = folded(attribution.dimensions[dimension].default)
-    return [DailySpend(value, project, experiment, service, account, region, usage_type, resource, category,
-                       line_type, tuple(tag_keys_left or ()), day, currency, Decimal(cost or 0),
-                       unallocated=folded(value or "") == default)
-            for (value, project, experiment, service, account, region, usage_type, resource, category, line_type,
-                 tag_keys_left, day, currency, cost) in rows]
+    spends = []
+    for value, project, experiment, category, line_type, currency, *grouped, cost in rows:
+        detail = dict.fromkeys(DETAIL) | dict(zip(by, grouped))
+        detail["uncovered_tag_keys"] = tuple(detail["uncovered_tag_keys"] or ())
+        spends.append(DailySpend(value, project, experiment, charge_category=category, line_item_type=line_type,
+                                 currency=currency, cost=Decimal(cost or 0), **detail,
+                                 unallocated=folded(value or "") == default))
+    return spends
