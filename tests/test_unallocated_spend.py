@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
+import duckdb
 import pytest
 
 from attribution_helpers import line, make_lake
@@ -143,6 +144,29 @@ def test_direct_daily_spend_comes_back_grouped_only_by_what_the_rule_asks_for(tm
     (by_day_keys,) = {(r.resource, r.day) for r in daily("team", since, until, ("day", "uncovered_tag_keys"))
                       if r.uncovered_tag_keys == ("owner-1",) and r.day == TODAY - timedelta(1)}
     assert by_day_keys == (None, TODAY - timedelta(1))
+
+
+def test_direct_daily_spend_attributes_the_window_within_the_writers_memory(tmp_path, monkeypatch):
+    """The window's lines are attributed and allocated in memory as `attribute` does from raw lines,
+    which spills beyond WRITER_MEMORY_LIMIT; the rules' lookup had no limit (DuckDB held 1.2 GB of
+    the 10M-line month for one dimension, the `rules run` process 2.1 GB)."""
+    from service.attribution import direct_daily_lookup
+    from service.core.lake import WRITER_MEMORY_LIMIT, Lake
+
+    lake = make_lake(tmp_path, [day_line(1, "2", tags={"team": "nlp"})])
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake)})
+    limits = []
+    query = Lake.query
+
+    def recorded(self, *args, **kwargs):
+        con = query(self, *args, **kwargs)
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return con
+
+    monkeypatch.setattr(Lake, "query", recorded)
+    direct_daily_lookup(lake, config)("team", datetime(2026, 11, 1), datetime(2026, 11, 21))
+    writer = duckdb.connect(config={"memory_limit": WRITER_MEMORY_LIMIT})
+    assert limits and set(limits) == {writer.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
 
 def test_a_rule_dimension_no_attribution_declares_is_a_config_error_naming_its_path():
     """`unallocated-spend.dimensions: [teem]` passed the config and failed every run: exit 3 with a
