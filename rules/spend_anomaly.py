@@ -173,18 +173,28 @@ def detect(series: Mapping[date, Decimal], days: Sequence[date], first_known: da
     return episodes
 
 
-def root_causes(rows: Sequence[DailySpend], episode: Episode, top: int) -> list[dict]:
-    """Values of the cause fields with the largest impact in $ over the episode; a field
-    with one value in the whole series says nothing and is left out."""
-    before = [episode.start - timedelta(d) for d in range(1, 8)]
-    during = {d.day for d in episode.days}
-    causes = []
+CauseSpend = dict[str, dict[str | None, dict[date, Decimal]]]  # cause field → its value → day → spend
+
+
+def cause_spend(rows: Sequence[DailySpend]) -> CauseSpend:
+    """A series' daily spend by each cause field's value, summed once for all its episodes; a
+    field with one value in the whole series says nothing and is left out."""
+    by_field = {}
     for name in CAUSE_FIELDS:
         daily: dict[str | None, dict[date, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
         for row in rows:
             daily[getattr(row, name)][row.day] += row.cost
-        if len(daily) < 2:
-            continue
+        if len(daily) >= 2:
+            by_field[name] = daily
+    return by_field
+
+
+def root_causes(by_field: CauseSpend, episode: Episode, top: int) -> list[dict]:
+    """Values of the cause fields with the largest impact in $ over the episode."""
+    before = [episode.start - timedelta(d) for d in range(1, 8)]
+    during = {d.day for d in episode.days}
+    causes = []
+    for name, daily in by_field.items():
         for value, spend in daily.items():
             mean_during = sum((spend.get(d, Decimal(0)) for d in during), Decimal(0)) / len(during)
             impact = mean_during - Decimal(median([spend.get(d, Decimal(0)) for d in before]))
@@ -255,12 +265,13 @@ class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
             series: dict[date, Decimal] = defaultdict(Decimal)
             for row in series_rows:
                 series[row.day] += row.cost
-            for episode in detect(series, days, first_known, thresholds, planned.get(key)):
-                if episode.ongoing or episode.start >= ctx.since.date():
-                    findings.append(self._finding(key, series_rows, episode, plan_names.get(key, set())))
+            episodes = [episode for episode in detect(series, days, first_known, thresholds, planned.get(key))
+                        if episode.ongoing or episode.start >= ctx.since.date()]
+            causes = cause_spend(series_rows) if episodes else {}
+            findings += [self._finding(key, causes, episode, plan_names.get(key, set())) for episode in episodes]
         return findings
 
-    def _finding(self, key: SeriesKey, rows: Sequence[DailySpend], episode: Episode, plans: set[str]) -> Finding:
+    def _finding(self, key: SeriesKey, causes: CauseSpend, episode: Episode, plans: set[str]) -> Finding:
         value, service = key
         cfg = self.config
         latest = episode.days[-1]
@@ -273,7 +284,7 @@ class SpendAnomalyRule(Rule[SpendAnomalyConfig]):
             "impact_usd": money(impact),
             "daily": [{"day": d.day, "actual_usd": money(d.actual), "expected_usd": money(d.expected)}
                       for d in episode.days],
-            "root_causes": root_causes(rows, episode, cfg.top_causes),
+            "root_causes": root_causes(causes, episode, cfg.top_causes),
         }
         if planned_usd > 0:
             evidence["planned"] = {"planned_usd": money(planned_usd),
