@@ -30,7 +30,8 @@ class CountedSpendConfig(RuleConfig):
     def counted(self, rows: Iterable[DailySpend]) -> list[DailySpend]:
         """The rows in `currency` whose charge category and line item type are not excluded; a
         line item type in any case (providers write their own, so there is no list to check)."""
+        rows = list(rows)
         types = {folded(value) for value in self.exclude_line_item_types}
+        dropped = {kind for kind in {row.line_item_type for row in rows} if folded(kind or "") in types}  # once a type
         return [row for row in rows if row.currency == self.currency
-                and row.charge_category not in self.exclude_charge_categories
-                and folded(row.line_item_type or "") not in types]
+                and row.charge_category not in self.exclude_charge_categories and row.line_item_type not in dropped]

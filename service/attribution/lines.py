@@ -96,11 +96,12 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         run_setup(con, lines)
         rows = con.execute(sql, lines.params).fetchall()
     default = folded(attribution.dimensions[dimension].default)
+    unallocated = {value: folded(value or "") == default for value in {row[0] for row in rows}}  # once a value
     spends = []
     for value, project, experiment, category, line_type, currency, *grouped, cost in rows:
         detail = dict.fromkeys(DETAIL) | dict(zip(by, grouped))
         detail["uncovered_tag_keys"] = tuple(detail["uncovered_tag_keys"] or ())
         spends.append(DailySpend(value, project, experiment, charge_category=category, line_item_type=line_type,
                                  currency=currency, cost=Decimal(cost or 0), **detail,
-                                 unallocated=folded(value or "") == default))
+                                 unallocated=unallocated[value]))
     return spends
