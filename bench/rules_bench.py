@@ -21,7 +21,6 @@ Targets: each rule's peak RSS <= 1 GB and a few seconds at 10M.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -33,8 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.runs_bench import (CLUSTERS_CONFIG, ROWS_PER_NODE, START, clusters_config, measure,  # noqa: E402
-                              prepare, summary)
+from bench.runs_bench import (CLUSTERS_CONFIG, START, clusters_config, measure, month_parser,  # noqa: E402
+                              prepared_month, summary)
 
 RULES = ("unallocated-spend", "spend-anomaly")
 DIMENSIONS = ("team", "project")
@@ -107,15 +106,10 @@ def check_anomalies(findings: list[dict], bare: list) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=250, help="p5.48xlarge nodes of the cluster (8 GPUs each)")
-    parser.add_argument("--jobs", type=int, default=200_000, help="job records in the jobs file")
-    parser.add_argument("--rows", type=int, help=f"line items in all (default {ROWS_PER_NODE:,} a node)")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = month_parser(__doc__.splitlines()[0])
     parser.add_argument("--rules", default=",".join(RULES), help="comma-separated, of " + ", ".join(RULES))
-    parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "runs-work")
     args = parser.parse_args()
-    prepared = prepare(args.work, args.nodes, args.jobs, args.rows or ROWS_PER_NODE * args.nodes)
+    prepared = prepared_month(args)
     configs = {"plain": Path(prepared["config"]), "clusters": clusters_config(prepared, CLUSTERS_CONFIG)}
     bare = [sys.executable, "-c", BARE, prepared["cur"], START.isoformat(), prepared["until"]]
     result = {"when": datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"), "command": " ".join(sys.argv),

@@ -186,19 +186,29 @@ def differences(bare: dict[str, Decimal], ours: dict[str, Decimal]) -> tuple[int
     return sum(gap > CENT for gap in gaps), max(gaps, default=Decimal(0))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def month_parser(description: str) -> argparse.ArgumentParser:
+    """The options that choose (and cache under --work) the month `prepare` builds; bench/rules_bench.py's too."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--nodes", type=int, default=250, help="p5.48xlarge nodes of the cluster (8 GPUs each)")
     parser.add_argument("--jobs", type=int, default=200_000, help="job records in the jobs file")
     parser.add_argument("--rows", type=int, help=f"line items in all (default {ROWS_PER_NODE:,} a node)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "runs-work")
+    return parser
+
+
+def prepared_month(args: argparse.Namespace) -> dict:
+    return prepare(args.work, args.nodes, args.jobs, args.rows or ROWS_PER_NODE * args.nodes)
+
+
+def main() -> None:
+    parser = month_parser(__doc__.splitlines()[0])
     parser.add_argument("--prepare-only", action="store_true",
                         help=f"generate and ingest, write {CLUSTERS_CONFIG} beside the lake, print how to query it, "
                              "time nothing")
-    parser.add_argument("--work", type=Path, default=REPO / "bench" / "out" / "runs-work")
     parser.add_argument("--spark", action="store_true", help="also time `attribute --engine spark` (step 4)")
     args = parser.parse_args()
-    prepared = prepare(args.work, args.nodes, args.jobs, args.rows or ROWS_PER_NODE * args.nodes)
+    prepared = prepared_month(args)
     # the lake's rollups are the prepared config's: with `clusters:` each run allocates from the raw lines
     clusters = clusters_config(prepared, CLUSTERS_CONFIG)
     in_memory = attribute_command(prepared, clusters)
