@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
+from typing import Any
 
 from rules.base import DETAIL, DailySpend, DirectDaily, PlannedWindow
 from service.attribution.jobs import allocation_inputs
@@ -36,6 +38,7 @@ from service.core.lake import WRITER_MEMORY_LIMIT, Lake
 
 VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
 ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' counted() filters on
+BATCH = 50_000
 COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "RegionId", "usage_type": "x_usage_type",
           "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day"}  # of rules.base.DETAIL
 
@@ -94,14 +97,24 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
                f"AND (shared IS NULL OR NOT list_contains(CAST({split_rules} AS INTEGER[]), shared))) AS lines "
                "GROUP BY " + ", ".join(keys))
         run_setup(con, lines)
-        rows = con.execute(sql, lines.params).fetchall()
-    default = folded(attribution.dimensions[dimension].default)
-    unallocated = {value: folded(value or "") == default for value in {row[0] for row in rows}}  # once a value
-    spends = []
-    for value, project, experiment, category, line_type, currency, *grouped, cost in rows:
-        detail = dict.fromkeys(DETAIL) | dict(zip(by, grouped))
-        detail["uncovered_tag_keys"] = tuple(detail["uncovered_tag_keys"] or ())
-        spends.append(DailySpend(value, project, experiment, charge_category=category, line_item_type=line_type,
-                                 currency=currency, cost=Decimal(cost or 0), **detail,
-                                 unallocated=unallocated[value]))
+        result = con.execute(sql, lines.params)
+        default = folded(attribution.dimensions[dimension].default)
+        # DuckDB gives each row its own copy of a service's or an account's name (most of a row's
+        # memory; half a million rows at 10M lines): read in batches, equal ones are kept once
+        same: dict[Any, Any] = {}
+        unallocated = cache(lambda value: folded(value or "") == default)  # each value folded once
+
+        def once(v: Any) -> Any:
+            v = tuple(v) if isinstance(v, list) else v  # a tag-key list
+            return same.setdefault(v, v)
+
+        spends = []
+        for batch in iter(lambda: result.fetchmany(BATCH), []):
+            for value, project, experiment, category, line_type, currency, *grouped, cost in batch:
+                detail = dict.fromkeys(DETAIL) | {field: once(v) for field, v in zip(by, grouped)}
+                detail["uncovered_tag_keys"] = detail["uncovered_tag_keys"] or ()
+                spends.append(DailySpend(once(value), once(project), once(experiment), charge_category=once(category),
+                                         line_item_type=once(line_type), currency=once(currency),
+                                         cost=Decimal(cost or 0), **detail,
+                                         unallocated=unallocated(value)))
     return spends
