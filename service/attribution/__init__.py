@@ -32,6 +32,8 @@ its modules (tests/test_layout.py):
 - `newly_ended`, `newly_unasked`: the job records a new snapshot of a window job source ends,
   seen running before and left out of it, reading past them or having asked otherwise
   (service/attribution/jobs.py; inventory's warnings);
+- `shared_nodes`, `SharedNodes`: pairs of job sources naming a node alike in the same hours, the
+  cause the over-booked warnings name (service/attribution/shared_nodes.py);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);
 - `run_costs_lookup`, `held_hours_lookup`: what the failed-reruns rule reads, every run's attempts
@@ -58,6 +60,7 @@ _MODULES = {
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("ScrapeTops", "build_tops", "read_tops"),
     "jobs": ("newly_ended", "newly_unasked"),
+    "shared_nodes": ("SharedNodes", "shared_nodes"),
     "run_costs": ("held_hours_lookup", "run_costs_lookup"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}

@@ -205,6 +205,15 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
                    "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
                    "no dollar made up); check the job records' GPUs and nodes", err=True)
+        overbooked_causes(lake, result.window)
+
+
+def overbooked_causes(lake, window) -> None:
+    """What over-booked hours come from, where it can be named: nodes that two job sources share."""
+    from service.attribution import shared_nodes
+
+    for shared in shared_nodes(lake, window):
+        click.echo(f"warning: {shared.text()}", err=True)
 
 
 MAX_WARNINGS = 10

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.attribute import coverage_line, outside_the_data
+from service.cli.attribute import coverage_line, outside_the_data, overbooked_causes
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
@@ -121,3 +121,4 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)
+        overbooked_causes(obj.lake, result.window)
