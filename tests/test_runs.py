@@ -471,6 +471,23 @@ def test_a_restart_redoes_the_failed_work_not_another_benchmark_or_sweep_task(tm
     assert got == {"evals": (3, 1), "sweep": (4, 1)}
 
 
+def test_an_attempt_renamed_by_hand_is_a_restart_of_its_run_and_a_new_version_is_not(tmp_path):
+    # "train" fails at 10:20; resubmitted by hand as "train-try2" under the same run label (job
+    # 21): a restart; "sft" fails and "sft_v2" starts after it: a new version, no restart. Without
+    # the shared run id each is its own run, and `runs` shows no restart at all.
+    def attempts(run):
+        return [job(f"{run}{record}", 1, start, end, instance_ids=["i-a"], name=name, state=state,
+                    **({"run_id": run} if run else {}))
+                for record, name, start, end, state in (
+                    ("20", "train", "2026-11-02T10:00:00", "2026-11-02T10:20:00", "FAILED"),
+                    ("21", "Train-Try2", "2026-11-02T10:30:00", "2026-11-02T10:50:00", "COMPLETED"),
+                    ("30", "sft", "2026-11-02T10:00:00", "2026-11-02T10:10:00", "FAILED"),
+                    ("31", "sft_v2", "2026-11-02T10:15:00", "2026-11-02T10:50:00", "COMPLETED"))]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], attempts("exp") + attempts(""))
+    got = {r.run: (r.jobs, r.restarts) for r in runs(lake, cfg, query()).rows}
+    assert got == {"exp": (4, 1), "20": (1, 0), "21": (1, 0), "30": (1, 0), "31": (1, 0)}
+
+
 def test_a_run_id_reused_in_a_cluster_that_bills_nothing_names_both_clusters_and_prices_the_billed_hours(tmp_path):
     # "exp" holds p5's i-a 10:00-10:30 (8 GPUs: $40) and, under the same run id, 8 GPUs of
     # k8s-east, whose instances are in no bill: one row naming both clusters, as README's

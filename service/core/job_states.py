@@ -31,15 +31,21 @@ def normal_state(value: str | None) -> str | None:
 ARRAY_TASK = re.compile(r"^\s*\d+_(\d+)\s*$")
 
 
+# What people append to a job's name when they resubmit it by hand (`train-try2`, `train_retry`,
+# `train.attempt-3`, `sft-rerun`): the attempt's own words, so the same work. A version
+# (`train_v2`) or a bare number (`train2`) may be other work and is kept.
+ATTEMPT_SUFFIX = re.compile(r"(?:[-_.](?:retry|try|attempt|rerun|restart|resubmit)[-_.]?\d*)+$")
+
+
 def work_of(job_id: str | None, name: str | None, scheduler: str | None) -> tuple[str, str | None] | None:
     """What a job of a run does, to tell a re-run of failed work from the run's other work: its
-    name (Slurm's JobName, a jobs file's `name`, any case) and, for an array task, its task (a
-    requeue keeps both, a resubmission its name). None where the record cannot tell: no name, or
-    a Kubernetes pod (a Job's retry is a new pod, a new name)."""
+    name (Slurm's JobName, a jobs file's `name`, any case, without an ATTEMPT_SUFFIX) and, for an
+    array task, its task (a requeue keeps both, a resubmission its name). None where the record
+    cannot tell: no name, or a Kubernetes pod (a Job's retry is a new pod, a new name)."""
     if not name or not name.strip() or scheduler == "kubernetes":
         return None
     task = ARRAY_TASK.match(job_id or "")
-    return name.strip().lower(), task and task.group(1)
+    return ATTEMPT_SUFFIX.sub("", name.strip().lower()) or name.strip().lower(), task and task.group(1)
 
 
 def same_work(one: tuple | None, other: tuple | None) -> bool:
