@@ -32,6 +32,8 @@ its modules (tests/test_layout.py):
 - `newly_ended`, `newly_unasked`: the job records a new snapshot of a window job source ends,
   seen running before and left out of it, reading past them or having asked otherwise
   (service/attribution/jobs.py; inventory's warnings);
+- `idle_job_rules`, `IdleRule`: the virtual-tag rules on a job's fields that no job record
+  meets in a window (service/attribution/job_rules.py; `attribute` and `runs` warn);
 - `shared_nodes`, `SharedNodes`: pairs of job sources naming a node alike in the same hours, the
   cause the over-booked warnings name (service/attribution/shared_nodes.py);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
@@ -61,6 +63,7 @@ _MODULES = {
     "tops": ("ScrapeTops", "build_tops", "read_tops"),
     "jobs": ("newly_ended", "newly_unasked"),
     "shared_nodes": ("SharedNodes", "shared_nodes"),
+    "job_rules": ("IdleRule", "idle_job_rules"),
     "run_costs": ("held_hours_lookup", "run_costs_lookup"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}

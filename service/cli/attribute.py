@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from decimal import Decimal
 
@@ -14,6 +15,8 @@ from service.core.timewindow import minute_text, month_text
 from service.core.units import currency_text, exact_text, is_tty, money_text
 from service.report.rounding import gaps
 from service.report.shares import share_notes, share_pct
+
+log = logging.getLogger(__name__)
 
 COSTS = ("billed", "effective", "list")
 GRANULARITY = ("total", "day", "week", "month")
@@ -182,6 +185,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                                    granularity=granularity, top=top, compare=compare, explain=explain,
                                    end=None if until else data_end(lake))
     result = attribute_query(lake, config, query, engine=engine_config)
+    idle_rules(lake, config.attribution, result.window, query.by)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
         click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
     if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
@@ -206,6 +210,18 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                    "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
                    "no dollar made up); check the job records' GPUs and nodes", err=True)
         overbooked_causes(lake, result.window)
+
+
+def idle_rules(lake, config, window, dims=None) -> None:
+    """The job-field rules (of `dims`) no job meets: a warning for one no job ever met, an info
+    line (-v) for one no job of this window met (a quiet day has no eval jobs)."""
+    from service.attribution import idle_job_rules
+
+    for rule in idle_job_rules(lake, config, window, dims):
+        if rule.ever:
+            log.info("%s", rule.text())
+        else:
+            click.echo(f"warning: {rule.text()}", err=True)
 
 
 def overbooked_causes(lake, window) -> None:

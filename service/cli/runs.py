@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.attribute import coverage_line, outside_the_data, overbooked_causes
+from service.cli.attribute import coverage_line, idle_rules, outside_the_data, overbooked_causes
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
@@ -100,6 +100,7 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
                             end=None if until else data_end(obj.lake))
     result = runs(obj.lake, obj.config, query)
+    idle_rules(obj.lake, obj.config.attribution, result.window)
     if result.lake_empty and result.rows:
         click.echo(f"the lake at {obj.config.lake} holds no bill: the runs of its job records show no cost "
                    "until `spendlake ingest` stores one", err=True)

@@ -1,0 +1,54 @@
+"""The virtual-tag rules on a job's own fields (`job_name`, `partition`, `qos`, `namespace`)
+that match no job record: a pattern that matches no job ever is a mistake the config cannot
+show by itself (a typo in a regular expression, a partition renamed), and one that matches
+none in a window says why that window has no such value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.attribution.jobs import JOBS_TABLE
+from service.attribution.job_values import JOB_FIELDS
+from service.attribution.sql import Params, rule_condition
+from service.core.config_attribution import AttributionConfig
+from service.core.config_clusters import JOB_MATCH_FIELDS
+from service.core.lake import Lake
+from service.core.timewindow import Window
+
+
+@dataclass(frozen=True)
+class IdleRule:
+    path: str  # attribution.dimensions.<dim>.rules[i]
+    match: dict[str, str]  # its conditions on a job's fields
+    ever: bool  # it matches a job outside the window
+
+    def text(self) -> str:
+        shown = ", ".join(f"{key} {value!r}" for key, value in self.match.items())
+        if self.ever:
+            return f"{self.path} ({shown}) matches no job in the window (it matches jobs outside it)"
+        return (f"{self.path} ({shown}) matches no job record of the lake: check it against the jobs' "
+                f"{', '.join(self.match)} (`job_name` is a regular expression, the others whole values, any case)")
+
+
+def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: tuple[str, ...] | None = None
+                   ) -> list[IdleRule]:
+    """The rules of `dims` (None: every dimension) with a condition on a job's fields that no
+    job record meets in `window` (those conditions alone: the rule's others cannot widen it)."""
+    if config.clusters is None or not lake.has_table(JOBS_TABLE):
+        return []
+    rules = [(f"attribution.dimensions.{name}.rules[{i}]", {k: v for k, v in rule.match.items() if k in JOB_MATCH_FIELDS})
+             for name, dim in config.dimensions.items() if dims is None or name in dims
+             for i, rule in enumerate(dim.rules)]
+    rules = [(path, match) for path, match in rules if match]
+    if not rules:
+        return []
+    params = Params()
+    inside = (f"start_time < {params.bind(window.until.replace(tzinfo=None), 'until')} AND "
+              f"coalesce(end_time, $until) > {params.bind(window.since.replace(tzinfo=None), 'since')}")
+    tests = [rule_condition(match, params) for _, match in rules]
+    fields = ", ".join(f"CAST({JOB_FIELDS[key]} AS VARCHAR) AS {column}" for key, column in JOB_MATCH_FIELDS.items())
+    with lake.query() as con:
+        found = con.execute(
+            f"SELECT {', '.join(f'coalesce(bool_or({t} AND w), false), coalesce(bool_or({t}), false)' for t in tests)} "
+            f"FROM (SELECT {fields}, {inside} AS w FROM jobs) AS j", params.values).fetchall()[0]
+    return [IdleRule(path, match, found[2 * i + 1]) for i, (path, match) in enumerate(rules) if not found[2 * i]]

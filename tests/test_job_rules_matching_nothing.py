@@ -1,0 +1,52 @@
+"""Virtual-tag rules on a job's own fields that match no job record: `attribute` and `runs`
+warn for a rule no job ever met (a typo), and say with -v which met none in the window."""
+
+from __future__ import annotations
+
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from tests.attribution_helpers import add_jobs, declared_sources, make_lake
+from tests.test_clusters_allocation import gpu_line, job
+
+RULES = [{"match": {"job_name": "^eval"}, "value": "eval"},          # eval-mmlu, on 11-02
+         {"match": {"job_name": "^pretrian"}, "value": "pretrain"},  # a typo: no job ever
+         {"match": {"partition": "debug"}, "value": "debug"},        # a debug job on 11-20 only
+         {"match": {"account": "123", "qos": "HIGH"}, "value": "x"}]  # qos high, on 11-02
+
+
+def _config(tmp_path):
+    lake = make_lake(tmp_path, [gpu_line("i-a")])
+    add_jobs(lake, [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], name="eval-mmlu",
+                        qos="high"),
+                    job("2", 8, "2026-11-20T10:00:00", "2026-11-20T11:00:00", instance_ids=["i-a"], name="pretrain-7b",
+                        partition="Debug")])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({
+        "lake": str(lake.root), "sources": declared_sources(lake),
+        "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
+        "attribution": {"clusters": {}, "dimensions": {"job_type": {"rules": RULES}}}}))
+    return path
+
+
+def test_a_job_rule_that_matches_no_job_is_named_and_one_idle_in_the_window_is_said_with_v(tmp_path):
+    path = _config(tmp_path)
+    typo = ("warning: attribution.dimensions.job_type.rules[1] (job_name '^pretrian') matches no job record of "
+            "the lake")
+    for command in (["attribute", "--by", "job_type"], ["runs"]):
+        for verbose in ([], ["-v"]):
+            shown = CliRunner().invoke(cli, ["--config", str(path), *verbose, *command, "--since", "2026-11-01",
+                                             "--until", "2026-11-03", "--format", "json"])
+            assert shown.exit_code == 0, shown.output
+            said = [line for line in shown.stderr.splitlines() if "rules[" in line]
+            assert said[0] == typo + (": check it against the jobs' job_name (`job_name` is a regular expression, "
+                                      "the others whole values, any case)")
+            assert said[1:] == ([] if not verbose else [said[1]])
+            if verbose:  # the debug rule met none in the window, the job at 11-20 is outside it
+                assert said[1].endswith("attribution.dimensions.job_type.rules[2] (partition 'debug') matches no job "
+                                        "in the window (it matches jobs outside it)")
+    # a dimension not asked for says nothing
+    shown = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--by", "team", "--since", "2026-11-01",
+                                     "--format", "json"])
+    assert shown.exit_code == 0 and "rules[" not in shown.stderr
