@@ -28,8 +28,9 @@ with no uid anywhere is `<cluster>/<namespace>/<pod>@<start>`.
   `nvidia_com_gpu` request counts as its slice's share when the data says so: the pod's DCGM
   series carry `GPU_I_PROFILE` (dcgm-exporter labels a MIG device's series so), else its node's
   `kube_node_labels` carry `nvidia.com/mig.strategy=single` and a `nvidia.com/gpu.product`
-  naming the profile (`A100-SXM4-40GB-MIG-1g.5gb`: GPU feature discovery's labels); a single
-  node whose product names none is said, naming it, its pods counted whole;
+  naming the profile (`A100-SXM4-40GB-MIG-1g.5gb`: GPU feature discovery's labels), the one in
+  force when the pod started (a node re-partitioned mid-window); a single node whose product
+  names none is said, naming it, its pods counted whole;
 - node from `kube_pod_info`, its EC2 instance id from `kube_node_info`'s provider_id
   (`aws:///us-east-1a/i-0abc…`) of the instance that had the node's name while the pod ran;
   labels from `kube_pod_labels` without the `label_` prefix (names as kube-state-metrics writes
@@ -127,7 +128,8 @@ class PodTable:
         # (cluster, node) → (first, last listed, EC2 instance id) of each instance that had the node's name
         self.instances: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
         self.by_name: set[str] = set()  # the clusters whose pods are read without their uid
-        self.mig_nodes: dict[tuple[str, str], str] = {}  # (cluster, node) of MIG strategy single → its gpu.product
+        # (cluster, node) of MIG strategy single → its gpu.product over time: (from when, product), in order
+        self.mig_nodes: dict[tuple[str, str], list[tuple[float, str]]] = {}
         self.mig_profiles: dict[tuple[str, str, str], str] = {}  # (cluster, namespace, pod) → its DCGM GPU_I_PROFILE
 
     def _cluster(self, labels: dict[str, str]) -> str:
@@ -266,11 +268,27 @@ class PodTable:
     def add_mig_nodes(self, result: Iterable[Series]) -> None:
         """kube_node_labels of the nodes labelled nvidia.com/mig.strategy=single, with their
         nvidia.com/gpu.product (kube-state-metrics writes them only when its
-        --metric-labels-allowlist names them); a node relabelled in the window: its last product."""
-        for series in sorted(result, key=lambda s: max((at for at, _ in s["values"]), default=0.0)):
+        --metric-labels-allowlist names them), over time: a node re-partitioned in the window
+        prices each pod by the product in force when it started."""
+        seen: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        for series in result:  # values: timestamp() of each scrape of the labels
             labels = series["metric"]
             if labels.get("node"):
-                self.mig_nodes[(self._cluster(labels), labels["node"])] = labels.get("label_nvidia_com_gpu_product", "")
+                seen.setdefault((self._cluster(labels), labels["node"]), []).extend(
+                    (float(at), labels.get("label_nvidia_com_gpu_product", "")) for _, at in series["values"])
+        for node, samples in seen.items():
+            samples.sort()
+            self.mig_nodes[node] = [(at, product) for i, (at, product) in enumerate(samples)
+                                    if i == 0 or product != samples[i - 1][1]]
+
+    def _node_product(self, pod: Pod) -> str | None:
+        """The gpu.product of `pod`'s 'single' node when the pod started (before the labels' first
+        scrape: the first); None: its node is no 'single' node."""
+        changes = self.mig_nodes.get((pod.key[0], pod.node or ""))
+        if not changes:
+            return None
+        now = bisect_right(changes, pod.started or pod.created or 0.0, key=lambda change: change[0])
+        return changes[max(now - 1, 0)][1]
 
     def add_mig_profiles(self, profiles: dict[tuple[str, str, str], str]) -> None:
         """(cluster, namespace, pod) → the GPU_I_PROFILE of the MIG device its DCGM series report."""
@@ -282,7 +300,7 @@ class PodTable:
         when `shared_gpus` names nvidia.com/gpu (time-slicing without a rename: the operator's word wins)."""
         if WHOLE_GPUS[0] in self.shares:
             return None
-        profile = self.mig_profiles.get(pod.key[:3]) or self.mig_nodes.get((pod.key[0], pod.node or ""))
+        profile = self.mig_profiles.get(pod.key[:3]) or self._node_product(pod)
         return (mig_fraction(profile) or None) if profile else None
 
     def _shares(self, pod: Pod) -> dict[str, float]:
@@ -298,15 +316,16 @@ class PodTable:
         if sliced:
             log.info("%d pod(s) requested nvidia.com/gpu on MIG devices (the device plugin's 'single' strategy), each "
                      "counted as its slice's share of a GPU; the first, %s/%s", len(sliced), *sliced[0].key[1:3])
-        unknown = sorted({(pod.key[0], pod.node or "") for pod in requested if not self._mig_fraction(pod)}
-                         & {key for key, product in self.mig_nodes.items() if not mig_fraction(product)})
+        products = {(pod.key[0], pod.node or ""): self._node_product(pod) for pod in requested
+                    if not self._mig_fraction(pod) and self._node_product(pod) is not None}
+        unknown = sorted(products)
         if unknown and WHOLE_GPUS[0] not in self.shares:
             log.warning("node(s) %s are labelled nvidia.com/mig.strategy=single (each nvidia.com/gpu a MIG slice) but "
                         "their nvidia.com/gpu.product (%s) names no MIG profile, nor do their pods' DCGM series "
                         "(GPU_I_PROFILE): their pods' nvidia.com/gpu requests count as whole GPUs; keep GPU feature "
                         "discovery's labels, or scrape dcgm-exporter on those nodes", ", ".join(
                             "/".join(filter(None, key)) for key in unknown),
-                        self.mig_nodes[unknown[0]] or "none")
+                        products[unknown[0]] or "none")
 
     def _instance(self, pod: Pod, end: float | None) -> str | None:
         """The EC2 instance behind the pod's node while the pod was there: a node's name outlives
