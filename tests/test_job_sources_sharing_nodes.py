@@ -4,10 +4,15 @@ and the nodes (p5.48xlarge: 8 GPUs, $80 an hour)."""
 
 from __future__ import annotations
 
+import logging
+
 import yaml
 from click.testing import CliRunner
 
+from service.attribution import materialise
 from service.cli.main import cli
+from service.core.config import load_config
+from service.core.lake import Lake
 from tests.attribution_helpers import add_jobs, declared_sources, make_lake
 from tests.test_clusters_allocation import gpu_line, job
 
@@ -54,3 +59,14 @@ def test_sources_using_a_node_name_at_different_times_are_not_named(tmp_path):
     said = _run(path, "attribute", "--by", "run")
     assert "over-booked" in said
     assert "job sources" not in said
+
+
+def test_the_rollup_build_names_them_too(tmp_path, caplog):
+    path = _config(tmp_path, {
+        "west": [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west")],
+        "east": [job("e1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="east")]})
+    config = load_config(path)
+    with caplog.at_level(logging.WARNING):
+        assert materialise(Lake.of(config), config.attribution).built == 1
+    said = [r.getMessage() for r in caplog.records if "job sources" in r.getMessage()]
+    assert len(said) == 1 and "the job sources east and west both name node(s) gpu-001 over the same hours" in said[0]

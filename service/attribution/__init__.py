@@ -35,7 +35,7 @@ its modules (tests/test_layout.py):
 - `idle_job_rules`, `IdleRule`: the virtual-tag rules on a job's fields that no job record
   meets in a window (service/attribution/job_rules.py; `attribute` and `runs` warn);
 - `shared_nodes`, `SharedNodes`: pairs of job sources naming a node alike in the same hours, the
-  cause the over-booked warnings name (service/attribution/shared_nodes.py);
+  cause the over-booked warnings name (service/attribution/node_sharing.py);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);
 - `run_costs_lookup`, `held_hours_lookup`: what the failed-reruns rule reads, every run's attempts
@@ -62,7 +62,7 @@ _MODULES = {
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("ScrapeTops", "build_tops", "read_tops"),
     "jobs": ("newly_ended", "newly_unasked"),
-    "shared_nodes": ("SharedNodes", "shared_nodes"),
+    "node_sharing": ("SharedNodes", "shared_nodes"),
     "job_rules": ("IdleRule", "idle_job_rules"),
     "run_costs": ("held_hours_lookup", "run_costs_lookup"),
 }

@@ -41,6 +41,7 @@ import duckdb
 from service.attribution.jobs import allocation_inputs, jobs_basis
 from service.attribution.grouped_lines import tag_map_groups_sql
 from service.attribution.needs import Needs, loosely, needed_dimensions
+from service.attribution.node_sharing import shared_nodes_on
 from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, tag_candidates, tag_keys_sql
 from service.core import derived_records
 from service.core.config_attribution import AttributionConfig
@@ -363,6 +364,10 @@ def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, 
     if count:
         log.warning("%s %s: %d instance-hour(s) over-booked (their jobs held more GPU-seconds than the instance "
                     "has); shared in proportion to the jobs, none idle", part.source, part.period, count)
+        lo, hi = con.execute("SELECT min(cp_start), max(cp_end) FROM read_parquet(?) WHERE overbooked > 0",
+                             [str(path)]).fetchall()[0]
+        for shared in shared_nodes_on(con, lo, hi) if lo is not None and config.clusters.node_tag else ():
+            log.warning("%s %s: %s", part.source, part.period, shared.text())
 
 
 def superseded(current: Path, version: Version, entry: LedgerEntry, before: str) -> dict[str, datetime | None]:

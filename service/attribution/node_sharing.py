@@ -6,6 +6,9 @@ over-book them. The over-booked warnings name them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
 
 from service.attribution.jobs import JOBS_TABLE
 from service.core.lake import Lake
@@ -45,6 +48,13 @@ def shared_nodes(lake: Lake, window: Window) -> list[SharedNodes]:
     """Each pair of job sources whose node-placed jobs name a node alike in overlapping hours of `window`."""
     if not lake.has_table(JOBS_TABLE):
         return []
-    params = {"since": window.since.replace(tzinfo=None), "until": window.until.replace(tzinfo=None)}
     with lake.query() as con:
-        return [SharedNodes((a, b), tuple(nodes)) for a, b, nodes in con.execute(_MEETINGS, params).fetchall()]
+        return shared_nodes_on(con, window.since.replace(tzinfo=None), window.until.replace(tzinfo=None))
+
+
+def shared_nodes_on(con: duckdb.DuckDBPyConnection, since: datetime, until: datetime) -> list[SharedNodes]:
+    """As `shared_nodes`, on a query connection (none without a `jobs` view), from `since` to `until` (UTC)."""
+    if not con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = ?", [JOBS_TABLE]).fetchall()[0][0]:
+        return []
+    return [SharedNodes((a, b), tuple(nodes))
+            for a, b, nodes in con.execute(_MEETINGS, {"since": since, "until": until}).fetchall()]
