@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import datetime, timezone
+import random
+import time
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,11 +23,12 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from rules.base import configure
+from rules.base import JobAttempt, Owner, RuleContext, RunCost, configure
 from rules.failed_reruns import FailedReruns, FailedRerunsConfig
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.errors import ConfigError
+from service.core.job_states import same_work
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.findings.owners import fill_owners
@@ -152,3 +155,41 @@ def test_a_stored_finding_is_the_teams_waste_on_the_metrics_alertmanager_routes(
     waste = {(s.labels["rule"], s.labels["team"]): s.value for m in registry.collect()
              if m.name == "spendlake_waste_monthly_usd" for s in m.samples}
     assert waste == {("failed-reruns", "nlp"): 31.33}  # SpendlakeFailedReruns sums it by team
+
+
+def _attempts(n: int, seed: int) -> tuple[JobAttempt, ...]:
+    """`n` attempts of one run: a sweep's tasks (some telling no work), failed or completed, some
+    of no length, with starts and ends on a coarse grid so that many tie."""
+    pick = random.Random(seed)
+    hour = datetime(2026, 11, 2)
+    out = []
+    for i in range(n):
+        start = hour + timedelta(minutes=10 * pick.randrange(60))
+        end = start + timedelta(minutes=10 * pick.randrange(3))
+        work = pick.choice([None, ("sweep", "1"), ("sweep", "2"), ("eval", None)])
+        out.append(JobAttempt(str(i), pick.choice(["FAILED", "COMPLETED", "TIMEOUT"]), start, end, D(1), D(20),
+                              "USD", work))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_attempt_is_rerun_when_another_doing_its_work_starts_at_or_after_its_end(seed):
+    attempts = _attempts(30, seed)
+    rerun = [a for a in attempts if a.state != "COMPLETED" and any(
+        o is not a and o.start >= a.end and same_work(a.work, o.work) for o in attempts)]
+    assert FailedReruns(FailedRerunsConfig())._failed(attempts) == rerun
+
+
+def test_a_sweep_of_thousands_of_failed_tasks_is_judged_without_comparing_each_with_each():
+    # 5,000 array tasks failed at 10:00, each submitted again at 11:00: comparing each failure with
+    # each attempt until its own re-run took about 15 CPU s; looked up, a small part of one
+    tasks = range(5_000)
+    hour = datetime(2026, 11, 2, 10)
+    attempts = tuple(JobAttempt(f"7_{t}", state, hour + timedelta(hours=h), hour + timedelta(hours=h, minutes=30),
+                                D(8), D(40), "USD", ("sweep", str(t)))
+                     for h, state in ((0, "FAILED"), (1, "COMPLETED")) for t in tasks)
+    ctx = RuleContext(con=None, window=WINDOW, run_costs=lambda window, cost: [RunCost("sweep", Owner(), attempts)])
+    started = time.process_time()
+    [finding] = FailedReruns(FailedRerunsConfig()).evaluate(ctx)
+    assert time.process_time() - started < 3
+    assert (finding.evidence["states"], finding.impact_usd) == ({"FAILED": 5_000}, D(200_000))
