@@ -10,7 +10,10 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
+import pytest
+
 from rules.idle_gpu import IdleGpu, IdleGpuConfig
+from service.attribution.compute import RollupSession
 from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
@@ -22,7 +25,7 @@ from tests.test_runs import whole_config
 WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
 
 
-def idle_finding(tmp_path, gpus: int):
+def idle_finding(tmp_path, gpus: int, monkeypatch=None, rollup: str = "any"):
     """i-a's finding when job 1 held `gpus` of its 8 GPUs 10:00-11:00."""
     lines = [gpu_line("i-a", start=f"2026-11-02T{h}:00:00") for h in (10, 11, 12)]
     jobs = [job("1", gpus, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
@@ -33,13 +36,16 @@ def idle_finding(tmp_path, gpus: int):
     config = whole_config(tmp_path, lake)  # the utilisation of build_lake's inventory source `test`
     config["inventory"].append({"name": "test", "kind": "gpu-metrics", "path": str(tmp_path / "dcgm.parquet")})
     cfg = parse_config(config)
+    if rollup == "none":  # the held hours are placed on the window's lines: no session rolls up every period
+        monkeypatch.setattr(RollupSession, "__init__", lambda *args, **kwargs: pytest.fail("a rollup session opened"))
     with Lake.of(cfg).query() as con:
         [finding] = IdleGpu(IdleGpuConfig()).evaluate(rule_context(Lake.of(cfg), cfg, WINDOW, con))
     return finding
 
 
-def test_an_hour_a_job_held_is_not_idle_however_little_its_gpus_did(tmp_path):
-    finding = idle_finding(tmp_path, 8)
+@pytest.mark.parametrize("rollup", ["any", "none"])
+def test_an_hour_a_job_held_is_not_idle_however_little_its_gpus_did(tmp_path, monkeypatch, rollup):
+    finding = idle_finding(tmp_path, 8, monkeypatch, rollup)
     evidence = finding.evidence
     assert (evidence["idle_hours"], evidence["billed_hours"], evidence["idle_cost_usd"]) == (2, 3, "160.00")
     assert [(run["start"], run["hours"]) for run in evidence["idle_runs"]] == [("2026-11-02T11:00:00", 2)]

@@ -29,6 +29,7 @@ from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window
 
 OWNER = ("team", "project", "experiment")
@@ -59,11 +60,18 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
 
     def held_hours(window: Window, cost_column: str) -> dict[tuple[str, datetime], Decimal]:
         measure = MEASURE_OF[cost_column]
-        return read_sessions(lake, attribution, None, lambda session: {} if session is None else {
-            (resource, hour): held for resource, hour, held in placed_parts(
-                lake, session, attribution, window, measure,
-                "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' GROUP BY resource, hour")},
-            Needs(usage_dims(attribution), (measure,)))
+
+        # placed on the window's lines alone: no session, whose rollup of every period (in memory
+        # where none is stored) this would not read
+        def on(snapshot: Snapshot) -> dict[tuple[str, datetime], Decimal]:
+            if not snapshot.checks:  # no bill: nothing was allocated
+                return {}
+            with lake.query(snapshot) as con:
+                return {(resource, hour): held for resource, hour, held in placed_parts(
+                    lake, con, snapshot, attribution, window, measure,
+                    "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' GROUP BY resource, hour")}
+
+        return read_consistently(lake, on)
 
     return held_hours
 

@@ -26,6 +26,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.job_states import failures_it_may_redo, work_of
 from service.core.lake import Lake
+from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 from service.core.units import share_of
 
@@ -152,21 +153,21 @@ def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[date
     return (first and first.replace(tzinfo=timezone.utc), last and last.replace(tzinfo=timezone.utc), bool(running))
 
 
-def placed_parts(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,
-                 select: str, bind: dict | None = None) -> list[tuple]:
-    """Rows of `select` over `parts`: allocation's job and idle parts of the window's cluster lines
+def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot, config: AttributionConfig,
+                 window: Window, cost: str, select: str, bind: dict | None = None) -> list[tuple]:
+    """Rows of `select` over `parts` (`con`: a `Lake.query` connection on `snapshot`; no rollup
+    view needed): allocation's job and idle parts of the window's cluster lines
     (in stages: only those lines are read in full), the hours starting in `window`, with columns
     `run` (lower case), `resource`, `hour`, `currency`, `kind` (`job` or `idle`), `job` (the id of
     `job:<id>`; the cluster of `idle:<cluster>`) and `amount` (`cost`'s measure). `bind` gives
     `select`'s own parameters (`$name`)."""
-    con = session.con
     params = Params()
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     since, until = params.bind(_naive(window.since), "since"), params.bind(_naive(window.until), "until")
     for name, value in (bind or {}).items():
         params.bind(value, name)
     where = f"{start} < {until} AND (coalesce(ChargePeriodEnd, {start}) > {since} OR {start} >= {since})"
-    tag_keys = recorded_tag_keys(cost_partitions(lake, session.snapshot))
+    tag_keys = recorded_tag_keys(cost_partitions(lake, snapshot))
     if tag_keys is None:
         tag_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(tag_sql.text, tag_sql.params).fetchall()]
@@ -190,7 +191,8 @@ def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, w
     instance_idle: dict[tuple, Decimal] = defaultdict(Decimal)
     on: dict[tuple[str, str | None], set] = defaultdict(set)
     select = "SELECT run, resource, currency, kind, sum(amount) FROM parts GROUP BY ALL"
-    for value, resource, currency, kind, amount in placed_parts(lake, session, config, window, cost, select):
+    for value, resource, currency, kind, amount in placed_parts(lake, session.con, session.snapshot, config, window, cost,
+                                                                      select):
         instance_total[(resource, currency)] += amount or 0
         if kind == "idle":
             instance_idle[(resource, currency)] += amount or 0

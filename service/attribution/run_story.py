@@ -269,7 +269,7 @@ def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, wi
               f"ON {same('o')} "
               "LEFT JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE kind = 'job' AND run = $run) AS h "
               f"ON {same('h')} AND h.hour = p.hour GROUP BY ALL")
-    rows = placed_parts(lake, session, config, window, cost, select, {"run": folded(run)})
+    rows = placed_parts(lake, session.con, session.snapshot, config, window, cost, select, {"run": folded(run)})
     return tuple(sorted((RunInstance(resource, currency, *(amount or Decimal(0) for amount in amounts))
                          for resource, currency, *amounts in rows),
                         key=lambda i: (i.currency or "~", -i.cost, i.instance)))
