@@ -381,6 +381,8 @@ def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str
         rows = con.execute(sql.text, sql.params).fetchall()
     order = config.dimension_order()
     # Shown in each value's most common spelling, as `attribute` shows it (`Eval` → `eval`).
-    spell = _answer_on(lake, config, snapshot, lambda session: session.spellings(order)) if rows else {}
+    # the spellings count lines alone: a period rolled up in memory for them sums no measure, keeps no hows
+    spell = _answer_on(lake, config, snapshot, lambda session: session.spellings(order),
+                       Needs(order, (), hows=False)) if rows else {}
     return {row[0]: {d: spell.get((d, folded(v)), v) if v else v for d, v in zip(order, row[1:])}
             for row in rows}
