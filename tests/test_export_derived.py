@@ -120,6 +120,26 @@ def test_a_tax_lines_list_cost_follows_the_list_cost_of_the_lines_it_taxes(tmp_p
     ]
 
 
+def test_a_tax_lines_contracted_cost_follows_the_contracted_cost_of_the_lines_it_taxes(tmp_path):
+    """FOCUS 1.2 ContractedCost: with no ContractedUnitPrice, the contracted cost of a charge
+    calculated from other charges (a Tax) MUST be calculated from their contracted cost; the
+    export gave every tax its BilledCost, so a 10% tax on usage contracted at 80 of its 100
+    billed (a negotiated rate the bill states) read 10 where it is 8. A tax whose service has
+    no such lines gets its BilledCost; one with a contracted cost of its own keeps it; a credit
+    (unrelated to other charges) matches its BilledCost."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category", "SubAccountId": "'111'",
+        "BilledCost": "billed", "EffectiveCost": "billed", "ContractedCost": "contracted",
+    }, "('Amazon S3', 'Usage', '100', '80'), ('Amazon S3', 'Tax', '10', NULL), ('Amazon EC2', 'Credit', '-5', NULL), "
+       "('AmazonCloudWatch', 'Tax', '1', NULL), ('AWS Support', 'Usage', '20', NULL), "
+       "('AWS Support', 'Tax', '2', '1.5')",
+       "service, category, billed, contracted", "ServiceName, ChargeCategory, BilledCost, ContractedCost")
+    assert [(service, category, str(contracted)) for service, category, _, contracted in lines] == [
+        ("AWS Support", "Tax", "1.500000000000"), ("AWS Support", "Usage", "20.000000000000"),
+        ("Amazon EC2", "Credit", "-5.000000000000"), ("Amazon S3", "Tax", "8.000000000000"),
+        ("Amazon S3", "Usage", "80.000000000000"), ("AmazonCloudWatch", "Tax", "1.000000000000")]
+
+
 def test_a_tax_lines_list_cost_follows_the_lines_it_taxes_in_its_own_billing_period(tmp_path):
     """A tax is scaled by its own month's lines: an export of two months scaled November's tax
     by both months' list ÷ billed cost (here 6 ÷ 2, 0.3 where November's 2 ÷ 1 gives 0.2)."""

@@ -29,11 +29,11 @@ is never changed):
   differs from the cost paid: 483 of 995 lines in samples/focus), else the BilledCost;
   ListCost is ListUnitPrice × PricingQuantity, else the ContractedCost (no list price known:
   nothing below the price paid can be claimed). Products are rounded to 12 decimals. A Tax
-  line without a ListCost (aws-cur: AWS writes a public On-Demand cost of 0 on tax) takes
-  FOCUS's rule for a charge calculated from other charges: its BilledCost × the ListCost ÷ the
-  BilledCost of the lines it taxes (the same provider, billing and sub account, service and
-  currency: AWS bills tax per account and service), else (none, or they billed nothing) its
-  BilledCost.
+  line without a ListCost (aws-cur: AWS writes a public On-Demand cost of 0 on tax) or a
+  ContractedCost takes FOCUS's rule for a charge calculated from other charges: its
+  BilledCost × the ListCost (the ContractedCost) ÷ the BilledCost of the lines it taxes (the
+  same provider, billing and sub account, service and currency: AWS bills tax per account
+  and service), else (none, or they billed nothing) its BilledCost.
 - InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
   own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
   than the provider as a third party collecting the payment (BilledCost then 0). The legal
@@ -217,7 +217,7 @@ def _step2() -> str:
     replaced = {
         "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
         "EffectiveCost": "coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END)",
-        "ContractedCost": contracted,
+        "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost ELSE {contracted} END",
         "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL "
                     f"ELSE coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
@@ -248,12 +248,15 @@ def _step2() -> str:
 
 
 def _taxes() -> str:
-    """The ListCost of a Tax line step 2 left without one: from the lines it taxes (TAXED)."""
+    """The ListCost and ContractedCost of a Tax line step 2 left without them: from the lines it
+    taxes (TAXED)."""
     same = " AND ".join(f"t.{name} IS NOT DISTINCT FROM l.{name}" for name in TAXED)
-    taxed = (f"SELECT {', '.join(TAXED)}, sum(ListCost) AS taxed_list, sum(BilledCost) AS taxed_billed "
-             "FROM conform2 WHERE ChargeCategory IS DISTINCT FROM 'Tax' GROUP BY ALL")
-    listed = f"coalesce(l.ListCost, {_scaled('l.BilledCost', 't.taxed_list', 't.taxed_billed')}, l.BilledCost)"
-    return f"SELECT l.* REPLACE ({listed} AS ListCost) FROM conform2 AS l LEFT JOIN ({taxed}) AS t ON {same}"
+    taxed = (f"SELECT {', '.join(TAXED)}, sum(ListCost) AS taxed_list, sum(ContractedCost) AS taxed_contracted, "
+             "sum(BilledCost) AS taxed_billed FROM conform2 WHERE ChargeCategory IS DISTINCT FROM 'Tax' GROUP BY ALL")
+    derived = ", ".join(
+        f"coalesce(l.{name}, {_scaled('l.BilledCost', f't.taxed_{short}', 't.taxed_billed')}, l.BilledCost) AS {name}"
+        for name, short in (("ListCost", "list"), ("ContractedCost", "contracted")))
+    return f"SELECT l.* REPLACE ({derived}) FROM conform2 AS l LEFT JOIN ({taxed}) AS t ON {same}"
 
 
 def _step4() -> str:
