@@ -58,3 +58,26 @@ def test_a_source_whose_data_ends_before_the_day_is_named_under_the_title(tmp_pa
     assert past[0].startswith("The lake's billing data ends at 2026-11-06 00:00 UTC")
     assert not [note for note in past[1:] if "billing data ends" in note]
     assert "stopped&#39;s billing data ends at 2026-11-01" in (tmp_path / "out" / "2026-11-03" / "report.html").read_text()
+
+
+def test_a_purchase_dated_after_the_last_usage_line_is_named_in_the_data_end_note(tmp_path):
+    """The lake's data end is its latest usage line's end (a monthly fee runs to the month's end
+    whatever the data says), but a purchase dated after it is in the bill: the note said all
+    spend after the end was missing while the day's headline was that purchase (5,000 after a
+    usage end of 5 Nov 00:00). It now says the end is of usage and names what is in after it."""
+    (tmp_path / "bill").mkdir()
+    write_daily(tmp_path / "bill" / "bill.csv", date(2026, 10, 1), date(2026, 11, 4))
+    with open(tmp_path / "bill" / "bill.csv", "a", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerow(["5000", "0", "USD", "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z",
+                                     "2026-11-05T14:00:00Z", "2026-11-05T15:00:00Z", "Purchase", "Compute", "{}"])
+    config = tmp_path / "spendlake.yaml"
+    config.write_text("lake: ./lake\nsources:\n  - {name: bill, kind: focus, location: ./bill}\n")
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+    assert report_notes(config, "2026-11-05", tmp_path / "out")[0] == (
+        "The lake's billing data ends at 2026-11-05 00:00 UTC (its latest usage charge): usage after it is not in "
+        "yet, so this day's and this month's figures are incomplete, and no change against earlier days is shown "
+        "(it would be no change in spend). Charges dated after it are in the bill and in these figures: Purchase "
+        "USD 5,000.00.")
+    # a day of the next month: the purchase is November's, not in December's figures
+    assert report_notes(config, "2026-12-02", tmp_path / "out")[0].startswith(
+        "The lake's billing data ends at 2026-11-05 00:00 UTC: spend after it is not in yet")

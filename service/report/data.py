@@ -78,10 +78,27 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
                 "to report."]
     end = data_end(lake)
     if end is not None and end < day_start(day) + timedelta(days=1):
-        return [f"The lake's billing data ends at {minute_text(end)} UTC: spend after it is not in yet, so this "
-                "day's and this month's figures are incomplete, and no change against earlier days is shown (it "
-                "would be no change in spend)."]
+        later = charges_dated_after(lake, end, day)
+        return [f"The lake's billing data ends at {minute_text(end)} UTC"
+                + (" (its latest usage charge): usage" if later else ": spend")
+                + " after it is not in yet, so this day's and this month's figures are incomplete, and no change "
+                "against earlier days is shown (it would be no change in spend)."
+                + (f" Charges dated after it are in the bill and in these figures: {later}." if later else "")]
     return []
+
+
+def charges_dated_after(lake: Lake, end: datetime, day: date) -> str:
+    """The charges the report's month to `day` holds that start at or after `end` (the latest
+    usage line's end: a purchase, a fee, a tax dated later is in the bill all the same), by
+    charge category and currency: `Purchase USD 5,000.00`; "" when there are none."""
+    month, until = day_start(day.replace(day=1)), day_start(day) + timedelta(days=1)
+    with lake.query() as con:
+        found = con.execute(
+            "SELECT ChargeCategory, BillingCurrency, sum(BilledCost) FROM costs WHERE ChargePeriodStart >= ? "
+            "AND ChargePeriodStart < ? GROUP BY ALL ORDER BY ALL",
+            [max(end, month).replace(tzinfo=None), until.replace(tzinfo=None)]).fetchall()
+    return "; ".join(f"{category or 'no category'} {money_text(total, currency_text(currency))}"
+                     for category, currency, total in found)
 
 
 def behind_notes(lake: Lake, day: date) -> list[str]:
