@@ -100,8 +100,9 @@ class AwsExportConnector(StoredExport):
     parts_are_files = False  # CSV parts are read PARTS_AT_ONCE at a time (read_files)
     # 1: ListCost 0 on SavingsPlanNegation lines, EffectiveCost 0 on an RI's upfront Fee line;
     # 2: SppDiscount and RiVolumeDiscount lines are credits; 3: ListCost NULL on Tax lines;
-    # 4: ListCost 0 on split cost allocation rows of a pod or task on an EC2 instance
-    reader_version = 4
+    # 4: ListCost 0 on split cost allocation rows of a pod or task on an EC2 instance;
+    # 5: x_commitment_start from savingsPlan/StartTime, reservation/StartTime
+    reader_version = 5
 
     def __init__(self, config: SourceConfig):
         super().__init__(config)

@@ -11,7 +11,9 @@ is read from AWS's own CUR columns (legacy, Athena and CUR 2.0 names alike):
   line's currency for a Savings Plan (covered usage: its SavingsPlanEffectiveCost; recurring
   fee: TotalCommitmentToDate − UsedCommitment), in hours for a reservation (covered usage:
   UsageAmount; RIFee: UnusedQuantity). The bill names no commitment, so Name stays NULL.
-  x_commitment_end: `savingsPlan/EndTime`, else `reservation/EndTime` (when it expires).
+  x_commitment_start / x_commitment_end: `savingsPlan/StartTime` / `EndTime`, else
+  `reservation/StartTime` / `EndTime` (when it was bought and when it expires: a daily
+  export's rows run from midnight whatever time of day it began).
 - Pricing: PricingQuantity = UsageAmount, PricingUnit = `pricing/unit`, ListUnitPrice =
   `pricing/publicOnDemandRate`, ContractedUnitPrice = `lineItem/NetUnblendedRate`, else
   `lineItem/UnblendedRate`, PricingCurrency = `pricing/currency`, SkuPriceId =
@@ -91,8 +93,10 @@ def focus_columns(columns: AwsColumns, *, line_type: str, money, usage: str, eff
               f"WHEN {line_type} IN ('SavingsPlanRecurringFee', 'RIFee') AND {effective} <> 0 THEN 'Unused' END")
     expressions = {
         "CommitmentDiscountId": f"coalesce({savings_plan}, {reservation})",
-        "x_commitment_end": (f"CASE WHEN {committed} THEN coalesce({_end_time(columns, 'savings_plan_end_time')}, "
-                             f"{_end_time(columns, 'reservation_end_time')}) END"),
+        **{f"x_commitment_{edge}": (f"CASE WHEN {committed} THEN coalesce("
+                                    f"{_time(columns, f'savings_plan_{edge}_time')}, "
+                                    f"{_time(columns, f'reservation_{edge}_time')}) END")
+           for edge in ("start", "end")},
         "CommitmentDiscountCategory": (f"CASE WHEN {savings_plan} IS NOT NULL THEN 'Spend' "
                                        f"WHEN {reservation} IS NOT NULL THEN 'Usage' END"),
         "CommitmentDiscountType": (f"CASE WHEN {savings_plan} IS NOT NULL THEN 'Savings Plan' "
@@ -119,8 +123,8 @@ def focus_columns(columns: AwsColumns, *, line_type: str, money, usage: str, eff
     return expressions
 
 
-def _end_time(columns: AwsColumns, field: str) -> str:
-    """A commitment's end as a timestamp; one that does not parse is NULL (it never fails a period)."""
+def _time(columns: AwsColumns, field: str) -> str:
+    """A commitment's start or end as a timestamp; one that does not parse is NULL (it never fails a period)."""
     if not columns.has(field):
         return "NULL"
     if columns.is_text(field):  # '2027-06-01T00:00:00Z' or with an offset: honoured through TIMESTAMPTZ

@@ -12,8 +12,9 @@ attribution rule, else `unallocated`.
 
 Category `waste`: `impact_usd` and `monthly_waste_usd` are the unused part of the window
 projected to a 730-hour month over `evidence.hours`, the hours the commitment had Used or Unused
-rows in the window, cut at its `x_commitment_end` (bought or expired inside the window, it was
-paid for over part of it only); `evidence.unused_usd` is the window's own.
+rows in the window, cut at its `x_commitment_start` and `x_commitment_end` (bought or expired
+inside the window, it was paid for over part of it only; a daily row runs from midnight to
+midnight whatever time it began or ended); `evidence.unused_usd` is the window's own.
 
 Ignores: commitments in currencies other than USD, rows without a status (purchases,
 negations: a purchase's EffectiveCost is amortised onto the Used and Unused rows), and
@@ -63,7 +64,7 @@ ABOUT = """
 SELECT CommitmentDiscountId, any_value(CommitmentDiscountType), any_value(CommitmentDiscountName),
        coalesce(any_value(ResourceId) FILTER (WHERE own), CommitmentDiscountId),
        any_value(SubAccountId) FILTER (WHERE own),
-       min(greatest(ChargePeriodStart, $since)) FILTER (WHERE counted),
+       min(greatest(ChargePeriodStart, $since, coalesce({starts}, ChargePeriodStart))) FILTER (WHERE counted),
        max(least(coalesce(ChargePeriodEnd, ChargePeriodStart), $until)) FILTER (WHERE counted), max({expires})
 FROM (SELECT *, CommitmentDiscountStatus = 'Unused' OR ChargeCategory = 'Purchase' AS own,
              CommitmentDiscountStatus IN ('Used', 'Unused') AND ChargePeriodStart < $until
@@ -84,8 +85,9 @@ class CommitmentUnused(Rule[CommitmentUnusedConfig]):
         sums: dict[str, dict[str, Decimal]] = defaultdict(lambda: {"Used": Decimal(0), "Unused": Decimal(0)})
         for cid, status, start, end, cost in ctx.con.execute(SQL, [ctx.until, ctx.since]).fetchall():
             sums[cid][status] += share_in_window(cost, start, end, ctx.since, ctx.until)
-        expires = "x_commitment_end" if "x_commitment_end" in ctx.columns("costs") else "NULL::TIMESTAMP"
-        about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT.format(expires=expires), {
+        starts, expires = (name if name in ctx.columns("costs") else "NULL::TIMESTAMP"
+                           for name in ("x_commitment_start", "x_commitment_end"))
+        about = {row[0]: row[1:] for row in ctx.con.execute(ABOUT.format(starts=starts, expires=expires), {
             "ids": sorted(sums), "since": ctx.since, "until": ctx.until}).fetchall()} if sums else {}
         findings = []
         for cid, parts in sorted(sums.items()):

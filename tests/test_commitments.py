@@ -146,7 +146,9 @@ def test_window_edges_count_the_fraction_inside(config_file):
                            datetime(2026, 11, 8)) == Decimal("0.666666666667")
 
 
-def test_aws_commitment_end_times_become_the_expiry(tmp_path):
+def test_aws_commitment_start_and_end_times_become_its_start_and_expiry(tmp_path):
+    """savingsPlan/StartTime and reservation/StartTime were not read, so a commitment bought at
+    14:00 in a daily export counted from its row's midnight; they are x_commitment_start now."""
     import duckdb
     from billing_helpers import failures, ingest_files
     from tests.aws_exports import local_put, write_cur2
@@ -156,19 +158,24 @@ def test_aws_commitment_end_times_become_the_expiry(tmp_path):
         TIMESTAMP '2026-11-01' AS bill_billing_period_end_date, TIMESTAMP '2026-10-02 03:00' AS
         line_item_usage_start_date, TIMESTAMP '2026-10-02 04:00' AS line_item_usage_end_date,
         'USD' AS line_item_currency_code, * FROM (VALUES
-        ('SavingsPlanRecurringFee', 8.0, '{SP}', '2027-06-01T00:00:00.000Z', NULL, NULL),
-        ('RIFee', 3.0, NULL, NULL, '{RI}', '2026-12-31T23:59:59Z'),
-        ('RIFee', 3.0, NULL, NULL, 'arn:ri-2', 'not a time'),
-        ('Usage', 1.0, NULL, NULL, NULL, NULL))
+        ('SavingsPlanRecurringFee', 8.0, '{SP}', '2026-10-02T03:14:00.000Z', '2027-06-01T00:00:00.000Z', NULL,
+         NULL, NULL),
+        ('RIFee', 3.0, NULL, NULL, NULL, '{RI}', '2025-12-31T23:59:59Z', '2026-12-31T23:59:59Z'),
+        ('RIFee', 3.0, NULL, NULL, NULL, 'arn:ri-2', 'not a time', 'not a time'),
+        ('Usage', 1.0, NULL, '2026-10-02T00:00:00Z', NULL, NULL, NULL, NULL))
         t(line_item_line_item_type, line_item_unblended_cost, savings_plan_savings_plan_a_r_n,
-          savings_plan_end_time, reservation_reservation_a_r_n, reservation_end_time)) TO '{part}' (FORMAT parquet)""")
+          savings_plan_start_time, savings_plan_end_time, reservation_reservation_a_r_n, reservation_start_time,
+          reservation_end_time)) TO '{part}' (FORMAT parquet)""")
     write_cur2(local_put(tmp_path / "export"), prefix="", export="cur2", period="2026-10", execution="e1",
                parts=[part.read_bytes()], fmt="parquet")
     lake, result = ingest_files(tmp_path, ("cur2", "aws-cur2", tmp_path / "export"))
     assert failures(result) == []
-    got = lake.query().execute("SELECT CommitmentDiscountId, x_commitment_end FROM costs ORDER BY ALL").fetchall()
-    assert got == [(RI, datetime(2026, 12, 31, 23, 59, 59)), (SP, datetime(2027, 6, 1)),
-                   ("arn:ri-2", None), (None, None)]  # a time that does not parse is no expiry
+    got = lake.query().execute(
+        "SELECT CommitmentDiscountId, x_commitment_start, x_commitment_end FROM costs ORDER BY ALL").fetchall()
+    assert got == [(RI, datetime(2025, 12, 31, 23, 59, 59), datetime(2026, 12, 31, 23, 59, 59)),
+                   (SP, datetime(2026, 10, 2, 3, 14), datetime(2027, 6, 1)),
+                   ("arn:ri-2", None, None),  # a time that does not parse is none
+                   (None, None, None)]  # a line of no commitment has none
 
 
 def test_the_window_ends_where_the_data_ends(config_file):

@@ -65,6 +65,20 @@ def test_a_commitment_bought_or_expired_inside_the_window_projects_over_the_hour
     assert "hours it had rows in" not in whole.summary
 
 
+def test_a_commitment_bought_mid_day_in_a_daily_export_projects_from_its_start_time(tmp_path):
+    """A daily export's first row of a Savings Plan bought at 14:00 on day 5 runs from midnight:
+    its 10 hours' unused part (0.40 an hour, as the bill writes it) was projected over 72 hours
+    (235.22 a month); its x_commitment_start (savingsPlan/StartTime) cuts the span to 58."""
+    day = timedelta(days=1)
+    rows = plan_rows("sp-afternoon", [SINCE + 4 * day, SINCE + 5 * day, SINCE + 6 * day], day, "14.4", "9.6",
+                     x_commitment_start=str(SINCE + 4 * day + timedelta(hours=14)))
+    rows[0]["EffectiveCost"], rows[1]["EffectiveCost"] = "6", "4"  # day 5: its 10 hours only
+    finding = findings(tmp_path, rows, CommitmentUnused())["sp-afternoon"]
+    assert Decimal(finding.evidence["unused_usd"]) == Decimal("23.2") and finding.evidence["hours"] == "58"
+    assert finding.impact_usd == Decimal("0.4") * 730
+    assert "over the 58 hours it had rows in" in finding.summary
+
+
 def test_an_on_demand_capacity_reservation_released_inside_the_window_projects_over_its_hours(tmp_path):
     rows = [{"CapacityReservationId": "cr-1", "CapacityReservationStatus": status, "ChargeCategory": "Usage",
              "BilledCost": cost, "PricingQuantity": "1", "BillingCurrency": "USD", "x_capacity_reservation_type": "ODCR",

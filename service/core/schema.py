@@ -105,7 +105,8 @@ EXTENSION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("x_credits", MONEY),
     # AWS: `ODCR` or `EC2 Capacity Blocks for ML` (FOCUS has no column for the kind of reservation)
     ("x_capacity_reservation_type", "VARCHAR"),
-    # when the line's commitment (Savings Plan, reservation) ends: FOCUS cost rows do not say
+    # when the line's commitment (Savings Plan, reservation) began and ends: FOCUS cost rows do not say
+    ("x_commitment_start", "TIMESTAMP"),
     ("x_commitment_end", "TIMESTAMP"),
     # AWS split cost allocation data (CUR `split_line_item_*`, EKS pods and ECS tasks): on a
     # pod's row, the EC2 instance it ran on, its share of that instance's cost and its share
