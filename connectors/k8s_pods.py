@@ -45,6 +45,7 @@ from connectors.prometheus_api import Series, query_range
 from service.core.config_base import HttpUrl
 from service.core.errors import SourceError
 from service.core.registry import Feeds
+from service.core.timewindow import minute_text
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +141,8 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
         cluster_by = f" by ({c.cluster_label})" if c.cluster_label else ""
         table.add_reported(ask(f"max{cluster_by} (timestamp(kube_pod_info))"))
         if not table.reported:
-            raise SourceError(f"no kube-state-metrics series (kube_pod_info) from {start:%Y-%m-%d %H:%M} to "
-                              f"{end:%Y-%m-%d %H:%M} UTC", where=c.prometheus_url,
+            raise SourceError(f"no kube-state-metrics series (kube_pod_info) from {minute_text(start)} to "
+                              f"{minute_text(end)} UTC", where=c.prometheus_url,
                               hint="check that this Prometheus scrapes kube-state-metrics, or widen lookback_hours")
         if any(series["metric"].get("exported_pod") for series in ask('group by (exported_pod) '
                                                                       '(kube_pod_info{exported_pod!=""})')):

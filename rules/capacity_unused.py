@@ -48,7 +48,7 @@ from typing import Literal
 from pydantic import Field
 
 from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
-from service.core.timewindow import hours_present, share_in_window
+from service.core.timewindow import hours_present, minute_text, share_in_window
 from service.core.units import plain_number
 from service.core.usage_end import USAGE_END
 
@@ -146,11 +146,11 @@ class CapacityUnused(Rule[CapacityUnusedConfig]):
             tail = ("paid for capacity nobody ran in" if block
                     else f"about {usd(impact)} a month while it stays reserved and empty; release it or run in it")
             if running:
-                tail += (f"; its hours reach the data's end ({through:%Y-%m-%d %H:%M} UTC) and may run on, so each is "
+                tail += (f"; its hours reach the data's end ({minute_text(through)} UTC) and may run on, so each is "
                          f"priced at its purchase over the {plain_number(reported)} hour(s) reported so far: at most "
                          "what its unused hours cost, lower as its later hours arrive")
             summary = (f"{what} held {plain_number(hours[rid]['Unused'])} unused hour(s) costing {usd(unused)} between "
-                       f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC: {tail}.")
+                       f"{minute_text(ctx.since)} and {minute_text(ctx.until)} UTC: {tail}.")
             evidence = {"capacity_reservation_id": rid, "type": kind or (CAPACITY_BLOCK if block else None),
                         "instance_type": instance_type, "region": region, "account": account,
                         "window_start": ctx.since, "window_end": ctx.until,

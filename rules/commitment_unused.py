@@ -41,7 +41,7 @@ from decimal import Decimal
 from pydantic import Field
 
 from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
-from service.core.timewindow import hours_present, share_in_window
+from service.core.timewindow import hours_present, minute_text, share_in_window
 from service.core.units import plain_number
 
 
@@ -106,7 +106,7 @@ class CommitmentUnused(Rule[CommitmentUnusedConfig]):
             shown = plain_number(hours.quantize(Decimal("0.01")))
             part = f" (over the {shown} hours it had rows in)" if hours < ctx.window_hours else ""
             summary = (f"{label} left {usd(unused)} of {usd(commitment)} unused ({unused_pct:.1f}%) between "
-                       f"{ctx.since:%Y-%m-%d %H:%M} and {ctx.until:%Y-%m-%d %H:%M} UTC{part}, about {usd(monthly)} "
+                       f"{minute_text(ctx.since)} and {minute_text(ctx.until)} UTC{part}, about {usd(monthly)} "
                        "a month paid for nothing; move eligible usage onto it or stop renewing it.")
             evidence = {"commitment_id": cid, "type": kind, "name": name, "account": account,
                         "window_start": ctx.since, "window_end": ctx.until, "hours": shown,

@@ -56,6 +56,7 @@ from pydantic import AfterValidator, Field, field_validator
 from rules.base import Finding, JobAttempt, Rule, RuleConfig, RuleContext, RunCost, money, usd
 from service.core.job_states import STATES
 from service.core.suggest import suggestion
+from service.core.timewindow import minute_text
 
 GPU_HOURS = Decimal("0.01")
 ANY = object()  # the key of every attempt's start, whatever its work
@@ -138,8 +139,8 @@ class FailedReruns(Rule[FailedRerunsConfig]):
         states = Counter((a.state or "").upper() for a in failed)
         said = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
         summary = (f"run {run.run} of team {run.owner.team}: {len(failed)} attempt(s) that failed ({said}) cost "
-                   f"{usd(cost)} for {gpu_hours} GPU-hours, failures {ends[0]:%Y-%m-%d %H:%M} to "
-                   f"{ends[-1]:%Y-%m-%d %H:%M} UTC; see why with `spendlake runs --run {run.run}` before the next "
+                   f"{usd(cost)} for {gpu_hours} GPU-hours, failures {minute_text(ends[0])} to "
+                   f"{minute_text(ends[-1])} UTC; see why with `spendlake runs --run {run.run}` before the next "
                    "launch.")
         evidence = {"run": run.run, "window_start": ctx.since, "window_end": ctx.until,
                     "cost_column": self.config.cost_column, "states": dict(sorted(states.items())),

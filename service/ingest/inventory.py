@@ -34,7 +34,7 @@ from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
 from service.core.snapshot_ledger import (SET_ASIDE, check_snapshot, read_record, set_aside_damaged, set_aside_files,
                                           sound)
 from service.core.stopping import raise_if_stopped
-from service.core.timewindow import CLOCK_SKEW, iso_utc
+from service.core.timewindow import CLOCK_SKEW, day_text, iso_utc
 from service.core.units import aware_utc, utc_now_iso
 from service.ingest.freshness import record_run, record_sources
 from service.ingest.rollups import refresh_rollups
@@ -299,7 +299,7 @@ def _warn_ended(lake: Lake, con: duckdb.DuckDBPyConnection, source: str, day: st
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
                     "one (first: %s, last seen %s UTC): each is taken to have ended when last seen, its GPUs idle since "
                     "(a newer snapshot holding it again runs it on%s)", source, ended, first, seen,
-                    "" if windowed else f"; sacct files holding it give its end: sacct -S {seen:%Y-%m-%d}")
+                    "" if windowed else f"; sacct files holding it give its end: sacct -S {day_text(seen)}")
     if unasked:
         log.warning("inventory source %s: %d job record(s) running when an earlier snapshot was taken are not in this "
                     "one, which asked otherwise (the source's settings that choose the jobs changed; first: %s, last "

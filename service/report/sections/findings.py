@@ -25,7 +25,7 @@ from decimal import Decimal
 
 from rules.base import registered, waste_per
 from service.core.lake import Lake
-from service.core.timewindow import day_start, iso_utc
+from service.core.timewindow import day_start, iso_utc, minute_text
 from service.core.units import usd
 from service.findings.store import load_findings
 from service.report.model import Chart, Column, Section, Table, unavailable
@@ -84,7 +84,7 @@ def of_day(findings: list, day: date, none: str) -> tuple[list, str]:
     judged = max((f.last_seen for f in findings if f.last_seen), default=None)
     if judged is None:
         return findings, none
-    note = f"As of the last rules run (data to {judged:%Y-%m-%d %H:%M} UTC)"
+    note = f"As of the last rules run (data to {minute_text(judged)} UTC)"
     if judged <= end:
         return findings, note + "."
     kept = [f for f in findings if not ((began := _began(f)) and began >= end)]
