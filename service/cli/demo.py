@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from datetime import datetime
 from decimal import Decimal
@@ -20,6 +21,16 @@ SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective"
 TOP_FINDINGS = 8
 TOP_OTHERS = 5  # per category
 TOP_RUNS = 8
+
+
+def program() -> str:
+    """How to run spendlake again, as this run was started: the README's first command runs
+    `.venv/bin/spendlake`, which a shell does not find as `spendlake` outside an activated venv."""
+    started = Path(sys.argv[0])
+    on_path = shutil.which("spendlake")
+    if started.name != "spendlake" or (on_path and started.exists() and Path(on_path).samefile(started)):
+        return "spendlake"
+    return shlex.quote(os.path.relpath(started) if started.absolute().is_relative_to(Path.cwd()) else str(started))
 
 
 def _print_spend_and_findings(result) -> None:
@@ -154,11 +165,7 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     _print_cluster(result)
     click.echo(f"report: {report}")
     click.echo(f"config: {config}")
-    click.echo("next:\n"
-               f"  spendlake --config {config} attribute --since 7d --by project\n"
-               f"  spendlake --config {config} findings\n"
-               f"  spendlake --config {config} commitments --since 30d --by team\n"
-               f"  spendlake --config {config} budgets\n"
-               f"  spendlake --config {config} serve")
+    click.echo("next:\n" + "\n".join(f"  {program()} --config {config} {command}" for command in (
+        "attribute --since 7d --by project", "findings", "commitments --since 30d --by team", "budgets", "serve")))
     if result.ingest.failed or any(snapshot.failed for snapshot in result.inventory):
         sys.exit(3)
