@@ -70,3 +70,11 @@ def test_a_title_naming_a_cluster_or_run_shows_its_controls_and_brackets_as_text
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b]0;owned\\x07[red]r1[/red]" in "".join(out.split())  # the title wraps to the table's width
+
+
+def test_a_command_without_format_names_where_the_left_out_columns_show(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")  # `spendlake demo` prints its findings tables with no --format to take
+    print_table([RUN], list(RUN), whole=("cost",), elsewhere="`spendlake findings --format json` shows them in full")
+    err = capsys.readouterr().err
+    assert err.startswith("not shown at 80 columns: ") and "--format csv or json" not in err
+    assert err.rstrip().endswith("(a wider terminal shows them; `spendlake findings --format json` shows them in full)")

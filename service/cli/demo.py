@@ -21,6 +21,7 @@ SUMMARY_COLUMNS = ["source", "period", "currency", "rows", "billed", "effective"
 TOP_FINDINGS = 8
 TOP_OTHERS = 5  # per category
 TOP_RUNS = 8
+FINDINGS_IN_FULL = "`spendlake findings --format json` shows every finding in full"  # demo takes no --format
 
 
 def program() -> str:
@@ -68,7 +69,8 @@ def _print_spend_and_findings(result) -> None:
             for f in sorted(waste, key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]]
     emit(rows, ["rule", "severity", "team", "project", "resource", "waste"], "table",
          title=f"top waste ({len(waste)} open findings: {usd(monthly)} a month"
-               + (f", {usd(finished)} once" if once else "") + ")", right=("waste",), whole=("waste",))
+               + (f", {usd(finished)} once" if once else "") + ")", right=("waste",), whole=("waste",),
+         elsewhere=FINDINGS_IN_FULL)
     # overspend and ownership are not waste: their impact is an overrun, an excess or
     # unowned spend, never a monthly figure, so they get a table and a column of their own
     rows = [{"rule": f.rule, "category": f.category, "severity": f.severity, "team": f.team,
@@ -78,7 +80,8 @@ def _print_spend_and_findings(result) -> None:
                             key=lambda f: f.impact_usd, reverse=True)[:TOP_OTHERS]]
     emit(rows, ["rule", "category", "severity", "team", "resource", "impact"], "table",
          title=f"top overspend and ownership ({len(open_findings) - len(waste)} open findings; impact: "
-               "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",), whole=("impact",))
+               "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",), whole=("impact",),
+         elsewhere=FINDINGS_IN_FULL)
 
 
 def commitment_line(total: dict) -> str:

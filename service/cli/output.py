@@ -42,10 +42,12 @@ def format_option(func):
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None,
                 footer: dict[str, Any] | None = None, right: Sequence[str] = (),
-                whole: Sequence[str] = (), late: Sequence[str] = ()) -> None:
+                whole: Sequence[str] = (), late: Sequence[str] = (),
+                elsewhere: str = "--format csv or json shows every column") -> None:
     """`whole`: columns never cut short (their header and values); the others give way, `late`
     ones after the rest. A table wider than the terminal leaves columns out (`shown`) rather than
-    cut every cell to one letter, and says which."""
+    cut every cell to one letter, and says which, and where they show (`elsewhere`: a command
+    without `--format` names another)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -70,7 +72,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     left_out = [column for column in columns if column not in kept]
     if left_out:
         click.echo(one_line(f"not shown at {console.width} columns: {', '.join(left_out)} (a wider terminal shows "
-                            "them; --format csv or json shows every column)"), err=True)
+                            f"them; {elsewhere})"), err=True)
 
 
 def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str],
