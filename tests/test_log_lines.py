@@ -5,6 +5,7 @@ that shows the log (RELIABILITY 34, 62)."""
 from __future__ import annotations
 
 import logging
+import time as time_module
 from contextlib import contextmanager
 from datetime import datetime, time, timedelta, timezone
 
@@ -95,3 +96,20 @@ def test_a_delivery_found_unchanged_is_ingest_detail_not_a_service_event(tmp_pat
     lines = [(r.name, r.getMessage()) for r in caplog.records if r.getMessage().startswith("ingest: focus-main")]
     assert lines[0][0] == "service.serve.service" and "committed 1 rows" in lines[0][1]
     assert lines[1][0] == "service.ingest" and "unchanged" in lines[1][1]
+
+
+def test_a_log_line_is_stamped_in_utc_whatever_the_hosts_zone(monkeypatch, capfd):
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # +05:30: logging's default stamp is the host's zone, unmarked
+    time_module.tzset()
+    try:
+        with service_logging():
+            before = datetime.now(timezone.utc)
+            logging.getLogger("service.test").info("daily report due at 06:00 UTC")
+            after = datetime.now(timezone.utc)
+    finally:
+        monkeypatch.delenv("TZ")
+        time_module.tzset()
+    line = capfd.readouterr().err.splitlines()[-1]
+    stamp = datetime.strptime(line.split(" ")[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    assert before - timedelta(milliseconds=1) <= stamp <= after, line
+    assert line.endswith("INFO service.test: daily report due at 06:00 UTC")

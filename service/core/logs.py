@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import traceback
 
 from service.core.output import one_line, printable
@@ -71,7 +72,12 @@ def traceback_text(exc: BaseException) -> str:
 
 def setup_logging(level: int = logging.WARNING) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # UTC, marked so, like every time the service prints (a daily_at, a window): logging's
+    # default is the host's zone without one, so TZ=Asia/Kolkata read 5:30 apart from its lines
+    stamps = logging.Formatter("%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s",
+                               datefmt="%Y-%m-%dT%H:%M:%S")
+    stamps.converter = time.gmtime
+    handler.setFormatter(stamps)
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
