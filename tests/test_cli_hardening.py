@@ -398,3 +398,13 @@ def test_59_repeatable_options_and_flags_still_repeat(base):
     result = invoke("--config", str(base / "spendlake.yaml"), "attribute", *WINDOW, "--where", "team=nlp",
                     "--where", "team=vision", "--format", "json")
     assert result.exit_code == 0, result.output
+
+
+def test_a_terminal_that_cannot_print_a_character_is_one_error_line_not_a_traceback(tmp_path):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text("lake: ./lake ✨\n")  # a path, a team or a tag value outside Latin-1
+    shown = CliRunner(charset="latin-1").invoke(cli, ["--config", str(config), "config", "validate"])
+    assert shown.exit_code == 2 and not isinstance(shown.exception, UnicodeEncodeError)
+    assert shown.stderr == ("error: this terminal's encoding (iso8859-1) cannot print '\\u2728': "
+                            "use a UTF-8 locale (LANG=C.UTF-8) or PYTHONIOENCODING=utf-8\n")
+    assert CliRunner().invoke(cli, ["--config", str(config), "config", "validate"]).exit_code == 0  # UTF-8 prints it

@@ -3,6 +3,7 @@ and only here (0 ok, 1 findings at --fail-on, 2 usage/config, 3 source/data)."""
 
 from __future__ import annotations
 
+import codecs
 import logging
 import sys
 
@@ -38,6 +39,13 @@ class SpendlakeGroup(SingleValueGroup):
             _fail(ctx, exc)
         except BrokenPipeError:
             raise
+        except UnicodeEncodeError as exc:  # a table's → or a tag's emoji under a Latin-1 locale: no traceback
+            stream = _unprintable_on(exc)
+            if stream is None:
+                raise
+            click.echo(f"error: this terminal's encoding ({stream}) cannot print {exc.object[exc.start:exc.end]!a}: "
+                       "use a UTF-8 locale (LANG=C.UTF-8) or PYTHONIOENCODING=utf-8", err=True)
+            ctx.exit(2)
         except OSError as exc:  # a read-only lake, a full disk: one sentence, never a traceback
             _fail(ctx, os_error(exc))
         except Exception as exc:  # DuckDB could not read one of the lake's own files
@@ -50,6 +58,14 @@ class SpendlakeGroup(SingleValueGroup):
 def _fail(ctx: click.Context, exc: SpendlakeError):
     click.echo(one_line(f"error: {exc}"), err=True)
     ctx.exit(exc.exit_code)
+
+
+def _unprintable_on(exc: UnicodeEncodeError) -> str | None:
+    """The encoding of stdout or stderr when `exc` is theirs (the locale's, not UTF-8), else None."""
+    encodings = {codecs.lookup(stream.encoding).name for stream in (sys.stdout, sys.stderr)
+                 if getattr(stream, "encoding", None)}
+    name = codecs.lookup(exc.encoding).name
+    return name if name in encodings else None
 
 
 def _unnamed_damage(obj: object, exc: Exception) -> SpendlakeError | None:
