@@ -107,3 +107,17 @@ def test_an_out_that_is_no_local_folder_nor_s3_is_refused_not_written_to_a_folde
     assert result.exit_code == 2, result.output
     assert f"--out: {out!r} is neither a local path nor s3://bucket/prefix" in result.output
     assert [p.name for p in tmp_path.iterdir() if p.name != "lake"] == ["spendlake.yaml"]
+
+
+def test_no_config_beside_the_demos_names_the_config_the_demo_wrote(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPENDLAKE_CONFIG", raising=False)
+    plain = CliRunner().invoke(cli, ["attribute", "--since", "7d"])
+    assert plain.exit_code == 2 and "(`spendlake demo` writes an example)" in plain.stderr
+    demo = tmp_path / "spendlake-data" / "demo" / "spendlake.yaml"  # the README's first command left it here
+    demo.parent.mkdir(parents=True)
+    demo.write_text("lake: ../lake\n")
+    after = CliRunner().invoke(cli, ["attribute", "--since", "7d"])
+    assert after.exit_code == 2
+    assert after.stderr.rstrip().endswith("the demo's is spendlake-data/demo/spendlake.yaml: pass --config "
+                                          "spendlake-data/demo/spendlake.yaml, or set $SPENDLAKE_CONFIG to it")

@@ -14,6 +14,7 @@ import click
 
 from service.cli.output import emit
 from service.cli.params import Day, SingleValueCommand, WholeNumber
+from service.core.config_file import DEMO_CONFIG
 from service.core.output import one_line
 from service.core.units import currency_text, money_text, usd
 
@@ -128,7 +129,7 @@ def _print_cluster(result) -> None:
 
 
 @click.command("demo", cls=SingleValueCommand)
-@click.option("--dir", "directory", default="spendlake-data", show_default=True,
+@click.option("--dir", "directory", default=str(DEMO_CONFIG.parents[1]), show_default=True,
               type=click.Path(file_okay=False), help="Where the export, the demo config and the lake go.")
 @click.option("--days", default=60, show_default=True, type=WholeNumber(1, 400),
               help="Days of billing to generate.")

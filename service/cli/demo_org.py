@@ -41,6 +41,7 @@ from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from connectors.synthetic.slurm import CLUSTER_TAG, NODE_TAG, add_slurm_cluster
 from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
+from service.core.config_file import DEMO_CONFIG
 from service.core.coverage import data_end
 from service.core.lake import Lake
 from service.findings.budgets import budget_statuses, early_in_month
@@ -50,7 +51,7 @@ from service.ingest.billing import IngestResult, ingest
 from service.ingest.inventory import InventoryOutcome, run_inventory
 from service.report.write import ReportResult, write_report
 
-DEFAULT_DIR = Path("spendlake-data")
+DEFAULT_DIR = DEMO_CONFIG.parents[1]  # spendlake-data
 SOURCE_NAME = "ml-org"
 # How the organisation's inconsistent tag keys map to dimensions, and who shares tax and
 # support (see README "Attribution"); the Slurm cluster's nodes carry only the cluster and the
@@ -100,7 +101,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     add_capacity_reservation(org)
     generation = write_billing(org, demo_dir / "export", formats=("parquet",))
     inventory = write_inventory(generation.organisation, demo_dir / "inventory")
-    config_path = demo_dir / "spendlake.yaml"
+    config_path = demo_dir / DEMO_CONFIG.name
     document = {
         "lake": str(root / "lake"),
         "sources": [{"name": SOURCE_NAME, "kind": "aws-cur2", "location": str(generation.exports["parquet"])}],

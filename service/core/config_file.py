@@ -32,6 +32,7 @@ MAX_ITEMS = 1_000  # sources, inventory, budgets, rules, virtual-tag rules, tag 
 MAX_VALUES = 100_000
 MAX_DEPTH = 32  # the deepest documented setting is ~6 levels; deeper is an alias that contains itself
 LOOKED_AT = f"--config, $SPENDLAKE_CONFIG, ./{DEFAULT_CONFIG_FILE}"
+DEMO_CONFIG = Path("spendlake-data", "demo", DEFAULT_CONFIG_FILE)  # where `spendlake demo` writes its config
 
 
 def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
@@ -46,9 +47,12 @@ def find_config(explicit: str | os.PathLike[str] | None) -> Path | None:
 
 
 def no_config_error() -> ConfigError:
-    return ConfigError(f"no config found (looked at {LOOKED_AT}, which does not exist here)",
-                       where="--config", hint=f"pass --config PATH, set $SPENDLAKE_CONFIG, or create ./{DEFAULT_CONFIG_FILE}"
-                                              " (`spendlake demo` writes an example)")
+    # the README's first command runs the demo here: its next command without --config lands here
+    hint = (f"the demo's is {DEMO_CONFIG}: pass --config {DEMO_CONFIG}, or set $SPENDLAKE_CONFIG to it"
+            if DEMO_CONFIG.is_file() else
+            f"pass --config PATH, set $SPENDLAKE_CONFIG, or create ./{DEFAULT_CONFIG_FILE} (`spendlake demo` writes an example)")
+    return ConfigError(f"no config found (looked at {LOOKED_AT}, which does not exist here)", where="--config",
+                       hint=hint)
 
 
 def read_config_file(path: Path) -> Any:
