@@ -252,3 +252,20 @@ def test_finished_costs_are_said_once_not_a_month_in_the_findings_table_and_the_
     assert "monthly" not in html.lower() and "monthly" not in summary.lower()
     assert "- failed-reruns / r-f1 / nlp / once: $500.00" in summary
     assert "- idle-gpu / r-g1 / nlp / a month: $900.00" in summary
+
+
+def test_an_80_column_findings_table_keeps_what_its_money_is_per(tmp_path):
+    """At 80 or 120 columns the table left `per` out first among the narrow ones, so a failed
+    attempt's finished cost read as waste a month (the title says to look at `per`)."""
+    config = make_config(tmp_path)
+    store_findings(Lake(config.lake), FINISHED)
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(json.dumps({"lake": str(config.lake)}))
+    shown = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["--config", str(config_file), "findings", "--format", "table"])
+    assert shown.exit_code == 0, shown.output
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("┃"))
+    assert [cell.strip() for cell in header.split("┃")[-3:-1]] == ["monthly_waste_usd", "per"]
+    per = {line.split("│")[1].strip(): line.split("│")[-2].strip() for line in shown.stdout.splitlines()
+           if re.match(r"^│ [gfc]\d ", line)}
+    assert per == {"g1": "a month", "f1": "once", "c1": "once", "c2": "a month"}
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80

@@ -42,7 +42,8 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
                  for r in rows if r["category"] == category]
         if shown:
             columns = [*TABLE_COLUMNS[:6], money, *(["per"] if category == "waste" else []), *TABLE_COLUMNS[6:]]
-            emit(shown, columns, "table", title=f"{title} — {about}", right=(money,), whole=(money,))
+            emit(shown, columns, "table", title=f"{title} — {about}", right=(money,),
+                 whole=(money, "per"))  # a finished cost without its `once` reads as a month's waste
 
 
 @click.group("rules", cls=SingleValueGroup)
