@@ -4,6 +4,7 @@ atomic writes, escaping, S3 upload, and honesty about sections without data."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
@@ -173,6 +174,19 @@ def test_html_and_markdown_escape_tag_values(org):
     assert "<script>" not in summary and "<img" not in summary
     assert md("[x](http://evil) <b>") == r"\[x\](http://evil) &lt;b&gt;"  # no link without its brackets
     assert "- &lt;script&gt;alert(1)&lt;/script&gt;: $8,295.00" in summary  # 29 days × (300 or 255)
+
+
+def test_every_table_on_the_page_links_its_csv_beside_it(org):
+    """Finance opens the page (served at /reports/latest/) and takes a table to a spreadsheet: each
+    table's CSV is a link where the table is, not a file name to find in the folder."""
+    _, _, folder, _ = org
+    html = (folder / "report.html").read_text()
+    linked = re.findall(r'<a (?:class="csv" )?href="([^"]+)">', html)
+    data, _ = sections(folder)
+    tables = [t["key"] for s in data["sections"] for t in s["tables"]]
+    assert sorted(set(linked) - {"report.json"}) == sorted(f"{key}.csv" for key in tables)
+    assert all((folder / name).is_file() for name in linked)
+    assert html.count('<a class="csv" href=') == html.count("<h3>")  # one beside each table's heading
 
 
 def test_62_a_right_to_left_override_in_a_tag_cannot_turn_the_summarys_amounts_around():
