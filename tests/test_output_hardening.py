@@ -281,3 +281,22 @@ def test_the_demos_commitments_line_shows_a_bills_currency_escaped_on_one_line()
     line = commitment_line(total)
     assert line.startswith("commitments, last 30 days (US\\x1b]0;owned\\x07D\\nerror: forged): 100.00 committed")
     assert "\x1b" not in line and "\n" not in line
+
+
+def test_a_report_it_may_not_write_beside_a_read_only_lake_says_to_write_it_elsewhere(tmp_path, monkeypatch):
+    """A finance user with read access to the lake runs `report` without --out: the default folder
+    (reports/ beside the lake) is not theirs; the error said to check '--out folder' they never gave."""
+    from service.core import publish
+    from service.core.errors import SpendlakeError
+
+    def denied(path, mode):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    folder = tmp_path / "reports" / "2026-11-29"
+    monkeypatch.setattr(publish, "open", denied, raising=False)
+    with pytest.raises(SpendlakeError) as refused:
+        write_local({"report.html": b"<html>"}, folder)
+    assert str(refused.value).endswith("cannot write the report: Permission denied — check the folder's permissions "
+                                       "and free space, or write elsewhere with --out DIR (a lake you may only read: "
+                                       "--out a folder of your own)"), refused.value
+    assert refused.value.exit_code == 3

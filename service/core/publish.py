@@ -117,7 +117,8 @@ def write_error(exc: OSError, where: Path | str, what: str) -> SpendlakeError:
                       "command again; what the folder held before is intact")
         return limit
     return SpendlakeError(f"cannot write {what}: {exc.strerror or exc}", where=str(where),
-                          hint="check the --out folder's permissions and free space")
+                          hint="check the folder's permissions and free space, or write elsewhere with --out DIR "
+                               "(a lake you may only read: --out a folder of your own)")
 
 
 def file_in_the_way(path: Path) -> Path | None:
