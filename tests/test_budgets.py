@@ -390,3 +390,19 @@ def test_a_team_really_named_unallocated_keeps_its_budget_findings(tmp_path):
     scraped = generate_latest(registry).decode()
     assert 'spendlake_findings{rule="budget",severity="critical",team="unallocated"}' in scraped, scraped
     assert team_of(replace(report.result.findings[0], team=None), config) == "no-team"
+
+
+def test_a_100_column_budgets_table_keeps_each_budgets_status(tmp_path):
+    """`status` (exceeded, forecast to exceed) was the last column, so the first left out: at 100 or 120
+    columns an exceeded budget showed its numbers and not what they come to."""
+    lake = budget_lake(tmp_path, today=date(2026, 11, 4))
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": ATTRIBUTION,
+                                "budgets": [{"name": "pretrain", "value": "pretrain", "amount": 100}]}))
+    table = CliRunner().invoke(cli, ["--config", str(path), "budgets", "--format", "table"], env={"COLUMNS": "100"})
+    assert table.exit_code == 0, table.output
+    header = next(line for line in table.stdout.splitlines() if line.startswith("┃"))
+    assert header.split("┃")[-2].strip() == "status"
+    assert [line.split("│")[-2].strip() for line in table.stdout.splitlines() if line.startswith("│ pretrain")] == [
+        "exceeded"]
+    assert "status" not in table.stderr.split("not shown at 100 columns: ", 1)[1]

@@ -40,7 +40,7 @@ def budgets_command(obj, fmt: str | None) -> None:
         rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in MONEY}} for row in rows]
     emit(rows, columns, fmt, title=f"spendlake budgets: {judged_month(as_of)}, data through {iso_utc(as_of)}",
          right=(*MONEY, "used_pct", "forecast_pct", "days_left"),
-         whole=("amount", "actual", "forecast"))
+         whole=("amount", "actual", "forecast"), late=("status",))  # exceeded, forecast to exceed: what it comes to
     for status in statuses:
         if status.unmatched_warning:
             click.echo(one_line(f"warning: {status.unmatched_warning}"), err=True)  # the value is the config's text
