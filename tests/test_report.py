@@ -349,6 +349,18 @@ def test_report_day_defaults_to_yesterday():
         report_day("yesterday")
 
 
+def test_a_date_written_as_asked_that_names_no_day_says_why():
+    """`--date 2026-02-30` said "cannot read '2026-02-30' as a date — use YYYY-MM-DD", the form it was in;
+    it now says why, as `--since 2026-11-31` does."""
+    with pytest.raises(UsageError) as refused:
+        report_day("2026-02-30")
+    assert str(refused.value) == ("--date: '2026-02-30' is not a valid date (day is out of range for month) "
+                                  "— use YYYY-MM-DD, e.g. 2026-02-28")
+    with pytest.raises(UsageError) as refused:
+        report_day("yesterday")
+    assert str(refused.value) == "--date: cannot read 'yesterday' as a date — use YYYY-MM-DD"
+
+
 def test_render_is_pure():
     assert render_files(sample_report()) == render_files(sample_report())
 

@@ -58,6 +58,13 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def not_a_date(text: str, exc: ValueError, what: str, *, where: str, hint: str) -> UsageError:
+    """`text`, shaped as a date, names none: why (day is out of range for month), unless Python's
+    reason only repeats the text."""
+    reason = "" if str(exc).startswith("Invalid isoformat") else f" ({exc})"
+    return UsageError(f"{text.strip()!r} is not a valid {what}{reason}", where=where, hint=hint)
+
+
 def parse_instant(text: str, *, now: datetime | None = None, option: str = "--since") -> datetime:
     """A relative span back from `now`, or an absolute ISO date/time (naive means UTC)."""
     now = now or utc_now()
@@ -72,9 +79,7 @@ def parse_instant(text: str, *, now: datetime | None = None, option: str = "--si
             value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
         except ValueError as exc:
             if DATE_SHAPED_RE.match(text):  # 2026-11-31: a date that does not exist, not a missing duration
-                reason = "" if str(exc).startswith("Invalid isoformat") else f" ({exc})"  # that one repeats the text
-                raise UsageError(f"{text.strip()!r} is not a valid date or time{reason}", where=option,
-                                 hint=f"use {ISO_FORMATS}") from None
+                raise not_a_date(text, exc, "date or time", where=option, hint=f"use {ISO_FORMATS}") from None
             raise UsageError(f"cannot read {text!r} as a time", where=option, hint=EXAMPLES) from None
         if value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)

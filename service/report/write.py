@@ -20,7 +20,7 @@ from service.core.coverage import data_end
 from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
 from service.core.publish import split_s3_url, upload_s3, write_local
-from service.core.timewindow import MAX_INSTANT
+from service.core.timewindow import DATE_SHAPED_RE, MAX_INSTANT, not_a_date
 from service.report.data import gather
 from service.report.model import Report
 from service.report.render import render_files
@@ -53,7 +53,9 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
         return end.date() - timedelta(days=1) if end else ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
     try:
         day = date.fromisoformat(text.strip())
-    except ValueError:
+    except ValueError as exc:
+        if DATE_SHAPED_RE.match(text):  # 2026-02-30 is written as asked: say why it is no day
+            raise not_a_date(text, exc, "date", where=option, hint="use YYYY-MM-DD, e.g. 2026-02-28") from None
         raise UsageError(f"cannot read {text!r} as a date", where=option, hint="use YYYY-MM-DD") from None
     if not FIRST_DAY <= day <= LAST_DAY:
         raise UsageError(f"{text.strip()!r} is out of range", where=option,
