@@ -367,6 +367,7 @@ def test_a_budget_set_before_its_spend_starts_is_no_spend_yet_not_a_typo(tmp_pat
     assert "Budget genomics has no spend yet: no cost line of the lake has team genomics" in section.note
     assert [row["status"] for row in section.tables[0].rows] == ["no spend yet", "ok", "ok"]
 
+
 def test_a_team_really_named_unallocated_keeps_its_budget_findings(tmp_path):
     """With `default: no-team`, `unallocated` is a team like any other: its budget's findings
     went to `no-team`, because the owner a rule leaves unnamed was the literal `unallocated`
