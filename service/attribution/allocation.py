@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.attribution.allocation_eks import PARENT_ID, pod_ctes, pod_weights_cte
+from service.attribution.allocation_placement import hour_ctes, instance_ctes, jobs_cte, placement_ctes
 from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
 from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
@@ -187,57 +188,6 @@ def jobs_sql(inputs: AllocationInputs) -> str:
     )
 
 
-def jobs_cte(stage: Stage) -> str:
-    """`a_jobs`: the staged job records that overlap the lines' span (`a_span`)."""
-    return (f"a_jobs AS (SELECT * FROM {stage.jobs} WHERE j_start < (SELECT hi FROM a_span) "
-            "AND j_end > (SELECT lo FROM a_span)), ")
-
-
-def instance_ctes(lines: str = "a_lines") -> str:
-    """`a_inst` (each instance of `a_lines`: its type's GPUs, node, cluster) and `a_span` (the
-    lines' first start and last end), both from one pass over `lines` (`a_lines` or its groups)."""
-    return (
-        "a_inst AS (SELECT a_instance, max(a_type_gpus) AS a_type_gpus, max(a_node) AS a_node, "
-        f"max(a_cluster) AS a_cluster, min(cp_start) AS lo, max(cp_end) AS hi FROM {lines} GROUP BY a_instance), "
-        "a_span AS (SELECT min(lo) AS lo, max(hi) AS hi FROM a_inst), "
-    )
-
-
-def placement_ctes(clusters: ClustersConfig) -> str:
-    """`a_place` (job × instance it names: its GPUs there, and in weights of 1/GPU_SHARES GPU (`gw`),
-    summed where the job names the instance more than once: one row per job and instance)."""
-    by_node = (
-        "SELECT n.record_id, i.a_instance, n.g FROM (SELECT record_id, gpus / len(nodes) AS g, "
-        "lower(unnest(nodes)) AS node FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 "
-        "AND coalesce(len(nodes), 0) > 0) AS n JOIN a_inst i ON lower(i.a_node) = n.node "
-    ) if clusters.node_tag else ""
-    return (
-        f"a_place AS (SELECT record_id, a_instance, max(g) AS g, sum(CAST(round(g * {GPU_SHARES}) AS HUGEINT)) AS gw "
-        "FROM (SELECT ids.record_id, i.a_instance, ids.g FROM (SELECT record_id, gpus / len(instance_ids) AS g, "
-        "unnest(instance_ids) AS iid FROM a_jobs WHERE coalesce(len(instance_ids), 0) > 0) AS ids "
-        "JOIN a_inst i ON i.a_instance = ids.iid "
-        + (f"UNION ALL {by_node}" if by_node else "") + ") AS named GROUP BY record_id, a_instance), "
-    )
-
-
-def _hour_ctes(clusters: ClustersConfig) -> str:
-    """The jobs exploded over the clock hours they overlap: placed (`a_place_h`) and pool jobs
-    (`a_pool_h`: no instance ids, and no nodes or no `node_tag`)."""
-    pool_needs = "coalesce(len(nodes), 0) = 0" if clusters.node_tag else "TRUE"
-    return (
-        "a_pool_jobs AS (SELECT * FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND "
-        f"{pool_needs} AND cluster IS NOT NULL), "
-        "a_place_h AS (SELECT p.a_instance, p.record_id, p.gw, j.j_start, j.j_end, unnest(generate_series("
-        "date_trunc('hour', greatest(j.j_start, s.lo)), least(j.j_end, s.hi) - INTERVAL 1 MICROSECOND, "
-        "INTERVAL 1 HOUR)) AS h FROM a_place p JOIN a_jobs j USING (record_id), a_span s "
-        "WHERE j.j_start < s.hi AND j.j_end > s.lo), "
-        "a_pool_h AS (SELECT j.record_id, lower(trim(j.cluster)) AS pool, j.gpus AS g, j.j_start, j.j_end, "
-        "unnest(generate_series(date_trunc('hour', greatest(j.j_start, s.lo)), "
-        "least(j.j_end, s.hi) - INTERVAL 1 MICROSECOND, INTERVAL 1 HOUR)) AS h FROM a_pool_jobs j, a_span s "
-        "WHERE j.j_start < s.hi AND j.j_end > s.lo), "
-    )
-
-
 INSTANCE_LINE = ("ResourceId IS NOT NULL AND x_instance_type IS NOT NULL AND cp_end > cp_start "
                  "AND x_split_parent_resource_id IS NULL")
 # Every cost line the allocation reads (instance lines and EKS pod rows, and a few more), as
@@ -296,12 +246,12 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
     cut = [*plain, "cp_start", "cp_end", "s_start", "s_end"]
     text = (
         _lines_cte(stage.held, [*columns, "rowid AS a_line"], extra_cols, a_types, a_gpus)
-        + instance_ctes() + jobs_cte(stage)
+        + instance_ctes() + jobs_cte(stage.jobs)
         + pod_ctes(inputs.has_split and inputs.clusters.eks_split, tags, run_cols, extra_cols.get("workload"),
                    stage.held)
         + placement_ctes(inputs.clusters)
         + f"a_members AS (SELECT a_instance, a_gpus, a_cl FROM {stage.members} WHERE a_member), "
-        + _hour_ctes(inputs.clusters)
+        + hour_ctes(inputs.clusters)
         + "a_member_lines AS (SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "
         "WHERE m.a_instance IS NOT NULL OR l.a_instance IN (SELECT a_instance FROM a_parents)), "
         "a_cut AS (SELECT *, epoch_us(s_end) - epoch_us(s_start) AS a_w, "
