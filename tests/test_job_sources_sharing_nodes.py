@@ -1,6 +1,7 @@
-"""Two clusters' job sources whose node names overlap: each source's jobs reach the other's
-instance of the same node name and over-book it; the over-booked warnings name the sources
-and the nodes (p5.48xlarge: 8 GPUs, $80 an hour)."""
+"""Two clusters' job sources whose node names overlap: a job named on a node reaches that node's
+instance in its own cluster only; where the instances' cluster tags do not tell the clusters
+apart, each source's jobs reach the other's instance of the same node name and over-book it,
+and the over-booked warnings name the sources and the nodes (p5.48xlarge: 8 GPUs, $80 an hour)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,22 @@ import logging
 import yaml
 from click.testing import CliRunner
 
-from service.attribution import materialise
+from service.attribution import materialise, reconcile
 from service.cli.main import cli
 from service.core.config import load_config
 from service.core.lake import Lake
 from tests.attribution_helpers import add_jobs, declared_sources, make_lake
-from tests.test_clusters_allocation import gpu_line, job
+from tests.test_clusters_allocation import D, by, gpu_line, job
+
+# the instances' cluster tags spelled otherwise than the jobs' clusters: nothing tells the
+# two gpu-001 apart, so a job reaches both
+ELSEWHERE = ("us-west", "us-east")
 
 
-def _config(tmp_path, jobs_by_source: dict[str, list[dict]]):
-    lake = make_lake(tmp_path, [gpu_line("i-w", node="gpu-001", cluster="west"),
-                                gpu_line("i-e", node="gpu-001", cluster="east")])
+def _config(tmp_path, jobs_by_source: dict[str, list[dict]], clusters: tuple[str | None, str | None] = ELSEWHERE):
+    tags = [{"cluster": c} if c else {} for c in clusters]
+    lake = make_lake(tmp_path, [gpu_line("i-w", node="gpu-001", **tags[0]),
+                                gpu_line("i-e", node="gpu-001", **tags[1])])
     for source, rows in jobs_by_source.items():
         add_jobs(lake, rows, source=source)
     path = tmp_path / "spendlake.yaml"
@@ -37,9 +43,50 @@ def _run(path, *args):
     return shown.stderr
 
 
+def _both(tmp_path, clusters):
+    # west's w1 holds gpu-001's 8 GPUs 10:00-11:00, east's e1 4 GPUs 10:00-10:30
+    path = _config(tmp_path, {
+        "west": [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west")],
+        "east": [job("e1", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", nodes=["GPU-001"], cluster="east")]},
+        clusters)
+    config = load_config(path)
+    return path, Lake.of(config), config.attribution
+
+
+def test_a_job_placed_by_node_name_lands_only_on_its_own_clusters_instance(tmp_path):
+    # i-w (cluster west) is w1's alone: $80 to w1. i-e (cluster east): e1 holds 4·30/(8·60) =
+    # 1/4 of its hour, $20, the rest is east's idle, $60. Nothing over-booked, nothing named.
+    # (Before: each job on both instances, 600 GPU-minutes of 480 on each: w1 $128, e1 $32.)
+    path, lake, cfg = _both(tmp_path, ("west", "east"))
+    assert by(lake, cfg, ["run", "cluster"]) == {("w1", "west"): D(80), ("e1", "east"): D(20),
+                                                 ("idle", "east"): D(60)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+    for command in (["attribute", "--by", "run"], ["runs"]):
+        assert "over-booked" not in _run(path, *command)
+    shown = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--check"])
+    assert shown.exit_code == 0, shown.output
+
+
+def test_an_instance_in_no_cluster_is_taken_before_one_in_another(tmp_path):
+    # i-e carries no cluster tag: e1 (east) finds no gpu-001 of its cluster and takes the one in
+    # no cluster, not west's; w1 keeps to i-w. As above: w1 $80; e1 $20 and i-e's idle $60
+    # (its cluster: its jobs').
+    _path, lake, cfg = _both(tmp_path, ("west", None))
+    assert by(lake, cfg, ["run"]) == {"w1": D(80), "e1": D(20), "idle": D(60)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+
+
+def test_cluster_tags_naming_neither_cluster_fall_back_to_every_instance_of_the_node(tmp_path):
+    # us-west / us-east: each job reaches both gpu-001, as before the cluster was read: on each
+    # instance 8·60 + 4·30 = 600 GPU-minutes of 480, shared in proportion: w1 2·$64, e1 2·$16
+    _path, lake, cfg = _both(tmp_path, ELSEWHERE)
+    assert by(lake, cfg, ["run"]) == {"w1": D(128), "e1": D(32)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+
+
 def test_the_over_booked_warning_names_the_two_sources_and_their_shared_node(tmp_path):
-    # west's job holds gpu-001's 8 GPUs 10:00-11:00, and so does east's: each reaches both
-    # instances named gpu-001, so both hours hold 16 GPUs of 8
+    # west's job holds gpu-001's 8 GPUs 10:00-11:00, and so does east's: with cluster tags
+    # naming neither, each reaches both instances named gpu-001, so both hours hold 16 GPUs of 8
     path = _config(tmp_path, {
         "west": [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west")],
         "east": [job("e1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["GPU-001"], cluster="east")]})

@@ -1,9 +1,9 @@
 """Shared GPU clusters on Spark: `engine: spark` with `attribution.clusters` answers as DuckDB
-does to the last decimal (jobs placed by instance ids, node tag and cluster pool, an
-over-booked hour, MIG slices, a daily line spread hourly, a running job, a job seen in two
-snapshots, inventory tags, shared splits, EKS split rows, on demand and under a Savings Plan and a
-reservation), from the raw lines and from the
-rollups DuckDB stored, and `--check` ties out alike."""
+does to the last decimal (jobs placed by instance ids, node tag (within their cluster) and
+cluster pool, an over-booked hour, MIG slices, a daily line spread hourly, a running job, a job
+seen in two snapshots, inventory tags, shared splits, EKS split rows, on demand and under a
+Savings Plan and a reservation), from the raw lines and from the rollups DuckDB stored, and
+`--check` ties out alike."""
 
 from __future__ import annotations
 
@@ -84,6 +84,9 @@ def handmade(root) -> tuple[Lake, dict]:
         gpu("i-p1", hour, cluster="p5"), gpu("i-p2", hour, cluster="p5"),  # the cluster pool
         gpu("i-login", hour, "1", instance_type="m5.large", cluster="p5"),  # no GPUs: not capacity
         gpu("i-o", hour),  # over-booked
+        # two clusters that both have a g-001: a job named on it reaches its own cluster's only
+        gpu("i-gw", hour, **{"slurm-node": "g-001", "cluster": "west"}),
+        gpu("i-ge", hour, **{"slurm-node": "g-001", "cluster": "east"}),
         gpu("i-m", hour, "70", instance_type="p4d.24xlarge", **{"slurm-node": "a100-01"}),  # MIG slices
         gpu("i-d", "2026-11-03T00:00:00", "1920", end="2026-11-04T00:00:00"),  # a daily line, spread hourly
         gpu("i-r", "2026-11-30T23:00:00"), gpu("i-r", "2026-12-01T00:00:00"),  # a running job across the month end
@@ -102,6 +105,8 @@ def handmade(root) -> tuple[Lake, dict]:
             user="ada", state="FAILED"),
         job("o1", 8, hour, "2026-11-02T11:00:00", instance_ids=["i-o"]),
         job("o2", 4, hour, "2026-11-02T10:30:00", instance_ids=["i-o"], state="CANCELLED"),
+        job("gw", 8, hour, "2026-11-02T11:00:00", nodes=["g-001"], cluster="west"),
+        job("ge", 4, hour, "2026-11-02T10:30:00", nodes=["g-001"], cluster="east"),
         job("m3", 3 / 7, hour, "2026-11-02T11:00:00", nodes=["a100-01"]),
         job("m1", 1 / 7, hour, "2026-11-02T11:00:00", nodes=["a100-01"]),
         job("day", 8, "2026-11-03T10:00:00", "2026-11-03T12:00:00", instance_ids=["i-d"], run_id="pretrain-1"),
@@ -198,6 +203,8 @@ def test_the_hand_computed_parts_on_spark(handmade_lake):
     # as tests/test_clusters_allocation.py works them out: 16 GPUs on two instances for 30 min
     # ($80), 4 of 8 GPUs an hour ($40), 2 for 30 min ($10), over-booked 8·60 + 4·30 of 480 ($64, $16)
     assert (runs["span"], runs["n1"], runs["n2"], runs["o1"], runs["o2"]) == (80, 40, 10, 64, 16)
+    # g-001 of west is gw's alone ($80); east's g-001 holds ge's 4 GPUs for 30 min ($20)
+    assert (runs["gw"], runs["ge"]) == (80, 20)
     # the pool's Slurm job once, though its two snapshots hold two ids (as two jobs: 78.206896551718)
     duck = {row.values["run"]: row.cost for row in attribute(lake, config, EVERYTHING, by=("run",)).rows}
     assert runs["pool"] == duck["pool"] == Decimal("39.103448275859")

@@ -3,7 +3,8 @@ the cluster's idle, exactly (SQL generated here, run inside the attribution stat
 
 Which instances: cost lines of an instance (`ResourceId` an EC2 id or its ARN, `x_instance_type`
 set, a charge period of positive length) that jobs reach: by a job's `instance_ids`; else
-(no instance ids) by its `nodes` through the instance tag `node_tag`; else (no instance ids,
+(no instance ids) by its `nodes` through the instance tag `node_tag`, within the job's cluster
+where the instances' `cluster_tag` says it (allocation_placement.py); else (no instance ids,
 and no nodes or no `node_tag`) through the pool of instances whose `cluster_tag` names the
 job's cluster. An instance of a GPU type (`ClustersConfig.gpu_table`) in a cluster pool, or
 one that jobs reach, is the cluster's: its lines are cut at the clock hours (each hour's part

@@ -25,12 +25,18 @@ def instance_ctes(lines: str = "a_lines") -> str:
 
 
 def placement_ctes(clusters: ClustersConfig) -> str:
-    """`a_place` (job × instance it names: its GPUs there, and in weights of 1/GPU_SHARES GPU (`gw`),
-    summed where the job names the instance more than once: one row per job and instance)."""
+    """`a_place` (job × instance it names by id, or by node within its cluster: its GPUs there,
+    and in weights of 1/GPU_SHARES GPU (`gw`), summed where the job names the instance more than
+    once: one row per job and instance)."""
+    # a node name reaches the instances of that node in the job's cluster (two clusters may both
+    # have a gpu-001), else those in no cluster, else all (a cluster tag spelled otherwise)
     by_node = (
-        "SELECT n.record_id, i.a_instance, n.g FROM (SELECT record_id, gpus / len(nodes) AS g, "
-        "lower(unnest(nodes)) AS node FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 "
-        "AND coalesce(len(nodes), 0) > 0) AS n JOIN a_inst i ON lower(i.a_node) = n.node "
+        "SELECT record_id, a_instance, g FROM (SELECT *, min(rank) OVER (PARTITION BY record_id, node) AS best "
+        "FROM (SELECT n.record_id, n.node, i.a_instance, n.g, CASE WHEN lower(trim(i.a_cluster)) = n.cl THEN 0 "
+        "WHEN i.a_cluster IS NULL THEN 1 ELSE 2 END AS rank "
+        "FROM (SELECT record_id, gpus / len(nodes) AS g, lower(unnest(nodes)) AS node, lower(trim(cluster)) AS cl "
+        "FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND coalesce(len(nodes), 0) > 0) AS n "
+        "JOIN a_inst i ON lower(i.a_node) = n.node) AS m) AS o WHERE rank = best "
     ) if clusters.node_tag else ""
     return (
         f"a_place AS (SELECT record_id, a_instance, max(g) AS g, sum(CAST(round(g * {GPU_SHARES}) AS HUGEINT)) AS gw "
