@@ -93,7 +93,21 @@ def test_the_over_booked_warning_names_the_two_sources_and_their_shared_node(tmp
     for command in (["attribute", "--by", "run"], ["runs"]):
         said = _run(path, *command)
         assert "2 instance-hour(s) in the window were over-booked" in said
-        assert "the job sources east and west both name node(s) gpu-001 over the same hours" in said
+        assert ("the job sources east and west both name node(s) gpu-001 over the same hours, in clusters east and "
+                "west: a job reaches the instances of its node whose cluster tag") in said
+
+
+def test_two_sources_of_one_cluster_naming_a_node_alike_are_named_as_such(tmp_path):
+    # west read twice (files and slurmrestd, both kept): w1 and w2 each hold west's gpu-001 (i-w)
+    # for the hour, 16 GPUs of 8; east's instance is not theirs
+    path = _config(tmp_path, {
+        "west": [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west")],
+        "west-rest": [job("w2", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"],
+                          cluster="West")]}, ("west", "east"))
+    said = _run(path, "attribute", "--by", "run")
+    assert "1 instance-hour(s) in the window were over-booked" in said
+    assert ("the job sources west and west-rest both name node(s) gpu-001 over the same hours in the same cluster "
+            "(west): their jobs are placed on the same instances") in said
 
 
 def test_sources_using_a_node_name_at_different_times_are_not_named(tmp_path):
