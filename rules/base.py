@@ -196,14 +196,14 @@ DETAIL = ("service", "account", "region", "usage_type", "resource", "uncovered_t
 
 
 class DirectDaily(Protocol):
-    """direct_daily(dimension, since, until, by) → direct spend per group of lines over
-    [since, until) (naive UTC), grouped by the value, the plan's project and experiment, the
-    charge category, line item type and currency, and the fields of `by` (of DETAIL; the
-    others are None, `()` for the tag keys): the fewer, the fewer rows come back. Lines whose
-    charge period is longer than a day (monthly fees) are not daily spend and are left out."""
+    """direct_daily(dimension, since, until, by, along) → direct spend per group of lines over
+    [since, until) (naive UTC), grouped by the value, the plan's project and experiment, the charge
+    category, line item type and currency, and the fields of `by` (of DETAIL; the others are None,
+    `()` for the tag keys): the fewer, the fewer rows come back. Lines whose charge period is longer
+    than a day (monthly fees) are left out. `along`: dimensions read next, summed in the same pass."""
 
     def __call__(self, dimension: str, since: datetime, until: datetime, /,
-                 by: Collection[str] = DETAIL) -> Sequence[DailySpend]: ...
+                 by: Collection[str] = DETAIL, along: Collection[str] = ()) -> Sequence[DailySpend]: ...
 
 
 class RunCosts(Protocol):

@@ -83,7 +83,8 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         cfg = self.config
         findings = []
         for dimension in cfg.dimensions:
-            rows = cfg.counted(ctx.direct_daily(dimension, ctx.since, ctx.until, TOP_FIELDS))
+            # all dimensions in the first call: one attribution of the window, not one per dimension
+            rows = cfg.counted(ctx.direct_daily(dimension, ctx.since, ctx.until, TOP_FIELDS, along=cfg.dimensions))
             total = sum((r.cost for r in rows), Decimal(0))
             lost = [r for r in rows if r.unallocated or folded(r.value) == folded(cfg.unallocated_value)]
             unallocated = sum((r.cost for r in lost), Decimal(0))

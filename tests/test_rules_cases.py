@@ -84,7 +84,7 @@ def context(case: dict, lake: Lake, now: datetime) -> RuleContext:
     rows = daily_rows(case)
 
     def direct_daily(dimension: str, since: datetime, until: datetime,
-                     by: Collection[str] = DETAIL) -> list[DailySpend]:
+                     by: Collection[str] = DETAIL, along: Collection[str] = ()) -> list[DailySpend]:
         # what the service does not group by is not there: a rule reading a field it did not ask for fails here
         dropped = {f: () if f == "uncovered_tag_keys" else None for f in DETAIL if f not in by}
         return [replace(r, **dropped) for d, r in rows

@@ -1,13 +1,14 @@
 """What rules read of attribution: direct spend per day, per dimension value.
 
-`direct_daily_lookup(lake, config, plans)` → `direct_daily(dimension, since, until, by)`: the cost
+`direct_daily_lookup(lake, config, plans)` → `direct_daily(dimension, since, until, by, along)`: the cost
 lines whose charge period starts in [since, until) and lasts at most a day, each placed by the
 attribution SQL (service/attribution/sql.py: tags, inventory tags, virtual tags, default),
 with shared GPU clusters allocated to jobs and idle as `attribute()` does (its job parts keep
 the instance line's service, account and resource), summed in DuckDB by the value (lower-cased:
 attribution compares values case-insensitively), what counted spend filters on, and only the
 fields of `by` the calling rule reads (rules.base.DirectDaily): a window's sum by resource needs
-no row per day. Results are cached per call arguments for the run.
+no row per day. Results are cached per call arguments for the run; the dimensions of `along`
+are summed in the same pass (one attribution of the window) and cached for the calls that follow.
 
 Direct spend, before shared splits — the part of `attribute()` that the lines themselves
 carry. A line that a shared-cost rule splits over `dimension` is nobody's direct spend and is
@@ -46,19 +47,21 @@ COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "Region
 def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = ()) -> DirectDaily:
     cache: dict[tuple[str, datetime, datetime, tuple[str, ...]], list[DailySpend]] = {}
 
-    def direct_daily(dimension: str, since: datetime, until: datetime, by: Collection[str] = DETAIL
-                     ) -> list[DailySpend]:
-        # its dimension is a declared one: config.py refuses a rule's undeclared one at load
-        key = (dimension, since, until, tuple(field for field in DETAIL if field in by))
-        if key not in cache:
-            cache[key] = _query(lake, config, dimension, since, until, plans, key[3]) if cost_partitions(lake) else []
-        return cache[key]
+    def direct_daily(dimension: str, since: datetime, until: datetime, by: Collection[str] = DETAIL,
+                     along: Collection[str] = ()) -> list[DailySpend]:
+        # its dimensions are declared ones: config.py refuses a rule's undeclared one at load
+        fields = tuple(field for field in DETAIL if field in by)
+        wanted = [d for d in dict.fromkeys((dimension, *along)) if (d, since, until, fields) not in cache]
+        if wanted:  # one attribution (and allocation) of the window for all of them
+            found = _query(lake, config, wanted, since, until, plans, fields) if cost_partitions(lake) else {}
+            cache.update({(d, since, until, fields): found.get(d, []) for d in wanted})
+        return cache[(dimension, since, until, fields)]
 
     return direct_daily
 
 
-def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: datetime,
-           plans: Sequence[PlannedWindow], by: tuple[str, ...]) -> list[DailySpend]:
+def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetime, until: datetime,
+           plans: Sequence[PlannedWindow], by: tuple[str, ...]) -> dict[str, list[DailySpend]]:
     attribution = config.attribution
     # the window's lines are attributed (and allocated) in memory, as `attribute` does from raw
     # lines (service/attribution/compute.py): beyond the writer's limit DuckDB spills
@@ -68,7 +71,8 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         tagged = ("Tags",) if "uncovered_tag_keys" in by else ()  # each line's tags, only when asked
         covered = sorted({k for name, dim in attribution.dimensions.items()
                           for k in tag_candidates(dim.tags or (name,), tag_keys)})
-        split_here = [k for k, rule in enumerate(attribution.shared) if rule.by == dimension]
+        # per dimension (numbered as `dim_n`: each line once per dimension), the shared-cost rules that split over it
+        split_here = [[k for k, rule in enumerate(attribution.shared) if rule.by == d] for d in dimensions]
         start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
         params = Params()
         where = f"{start} >= {params.bind(since, 'since')} AND {start} < {params.bind(until, 'until')}"
@@ -81,7 +85,8 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
         pairs = params.bind([list(pair) for pair in sorted({(folded(p.project), folded(p.experiment))
                                                             for p in plans if p.experiment})], "plan_experiments")
         project, experiment = (f"lower({dim_col(d)})" for d in ("project", "experiment"))
-        values = [f"lower({dim_col(dimension)})",
+        values = ["CASE dim_n " + " ".join(f"WHEN {n} THEN lower({dim_col(d)})" for n, d in enumerate(dimensions))
+                  + " END",
                   f"CASE WHEN list_contains(CAST({projects} AS VARCHAR[]), {project}) THEN {project} ELSE '' END",
                   f"CASE WHEN list_contains(CAST({pairs} AS VARCHAR[][]), [{project}, {experiment}]) "
                   f"THEN {experiment} ELSE '' END"]
@@ -89,32 +94,32 @@ def _query(lake: Lake, config: Config, dimension: str, since: datetime, until: d
                      f"lambda k: NOT list_contains(CAST({params.bind(covered, 'covered')} AS VARCHAR[]), k)))"
                      if tagged else "NULL")
         named = ", ".join(f"{expr} AS {name}" for expr, name in zip(values, VALUE_COLUMNS))
-        keys = [*VALUE_COLUMNS, *ALWAYS, *(COLUMN[field] for field in by)]
+        keys = ["dim_n", *VALUE_COLUMNS, *ALWAYS, *(COLUMN[field] for field in by)]
         sql = (lines.text + "SELECT " + ", ".join(keys) + f", sum(BilledCost) FROM (SELECT *, {named}, "
                f"{uncovered} AS uncovered_keys, "
-               "CAST(cp_start AS DATE) AS day FROM attributed "
-               "WHERE cp_end <= cp_start + INTERVAL 1 DAY "
-               f"AND (shared IS NULL OR NOT list_contains(CAST({split_rules} AS INTEGER[]), shared))) AS lines "
+               f"CAST(cp_start AS DATE) AS day FROM attributed, range({len(dimensions)}) AS dims(dim_n) "
+               "WHERE cp_end <= cp_start + INTERVAL 1 DAY AND (shared IS NULL OR "
+               f"NOT list_contains(CAST({split_rules} AS INTEGER[][])[dim_n + 1], shared))) AS lines "
                "GROUP BY " + ", ".join(keys))
         run_setup(con, lines)
         result = con.execute(sql, lines.params)
-        default = folded(attribution.dimensions[dimension].default)
+        defaults = [folded(attribution.dimensions[d].default) for d in dimensions]
         # DuckDB gives each row its own copy of a service's or an account's name (most of a row's
         # memory; half a million rows at 10M lines): read in batches, equal ones are kept once
         same: dict[Any, Any] = {}
-        unallocated = cache(lambda value: folded(value or "") == default)  # each value folded once
+        unallocated = cache(lambda n, value: folded(value or "") == defaults[n])  # each value folded once
 
         def once(v: Any) -> Any:
             v = tuple(v) if isinstance(v, list) else v  # a tag-key list
             return same.setdefault(v, v)
 
-        spends = []
+        spends: dict[str, list[DailySpend]] = {d: [] for d in dimensions}
         for batch in iter(lambda: result.fetchmany(BATCH), []):
-            for value, project, experiment, category, line_type, currency, *grouped, cost in batch:
+            for n, value, project, experiment, category, line_type, currency, *grouped, cost in batch:
                 detail = dict.fromkeys(DETAIL) | {field: once(v) for field, v in zip(by, grouped)}
                 detail["uncovered_tag_keys"] = detail["uncovered_tag_keys"] or ()
-                spends.append(DailySpend(once(value), once(project), once(experiment), charge_category=once(category),
-                                         line_item_type=once(line_type), currency=once(currency),
-                                         cost=Decimal(cost or 0), **detail,
-                                         unallocated=unallocated(value)))
+                spends[dimensions[n]].append(DailySpend(
+                    once(value), once(project), once(experiment), charge_category=once(category),
+                    line_item_type=once(line_type), currency=once(currency), cost=Decimal(cost or 0), **detail,
+                    unallocated=unallocated(n, value)))
     return spends
