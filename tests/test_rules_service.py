@@ -132,6 +132,30 @@ def test_log_groups_and_buckets_get_owners_from_their_cost_lines(tmp_path):
     assert "s3://elsewhere/x/" not in owners
 
 
+def test_owners_are_attributed_only_for_ids_some_cost_line_carries(tmp_path, monkeypatch):
+    """fill_owners attributed the lake for every finding's resource id, `series:...` and
+    `unallocated:team` too, which no line carries (0.7 CPU s a rule at 10M lines, for nothing):
+    attribution is asked only about ids in the bill, and the owners are the same."""
+    import service.findings.owners as owners_module
+
+    lake = Lake(tmp_path / "lake")
+    line = {"ChargePeriodStart": "2026-11-07 00:00:00", "ChargePeriodEnd": "2026-11-07 01:00:00", "BilledCost": "1"}
+    build_lake(lake, {"costs": [
+        {**line, "ResourceId": "arn:aws:logs:us-east-1:123456789012:log-group:/train/llm", "Tags": {"team": "nlp"}},
+        {**line, "ResourceId": "i-0a", "Tags": {"team": "vision"}},
+    ]}, NOW.date())
+    asked = []
+    attribute = owners_module.attribute_resources
+    monkeypatch.setattr(owners_module, "attribute_resources", lambda lake, config, ids: asked.append(ids) or
+                        attribute(lake, config, ids))
+    owner_of = owner_lookup(lake, parse_config({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    assert owner_of(["series:team=nlp|service=Amazon EC2", "unallocated:team", "budget:q4"]) == {} and asked == []
+    owners = owner_of(["unallocated:team", "/train/llm", "arn:aws:ec2:us-east-1:1:instance/i-0a"])
+    assert {rid: owner.team for rid, owner in owners.items()} == {
+        "/train/llm": "nlp", "arn:aws:ec2:us-east-1:1:instance/i-0a": "vision"}
+    assert asked == [["arn:aws:logs:us-east-1:123456789012:log-group:/train/llm", "i-0a"]]
+
+
 def test_a_shared_cluster_node_without_a_team_belongs_to_the_clusters_owner(tmp_path):
     """An idle-gpu finding on a Slurm node (tagged with its cluster, no team: jobs of many teams run
     there) went to `unallocated` while the cluster's idle alert went to `clusters.owners`' team;

@@ -26,13 +26,21 @@ def bill_ids(resource_id: str) -> list[str]:
     return [resource_id]
 
 
-def _log_group_arns(lake: Lake, names: Sequence[str]) -> dict[str, str]:
-    """Log group name → the ARN the bill uses for it (log groups are listed by name)."""
+def _in_bill(lake: Lake, resource_ids: Sequence[str]) -> dict[str, list[str]]:
+    """Resource id → the ids of `bill_ids` some cost line carries, and the ARN the bill uses for a
+    log group (log groups are listed by name); ids on no line (a finding's own name: `series:...`,
+    `unallocated:team`, `budget:...`) are absent, so attribution is not asked about them."""
+    candidates = {rid: bill_ids(rid) for rid in resource_ids}
     with lake.query() as con:
-        rows = con.execute(
-            "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
-            "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))", [list(names)]).fetchall()
-    return {name: arn for name, arn in rows}
+        for name, arn in con.execute(
+                "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
+                "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))",
+                [list(resource_ids)]).fetchall():
+            candidates[name].append(arn)
+        wanted = sorted({c for ids in candidates.values() for c in ids})
+        sql = "SELECT DISTINCT ResourceId FROM costs WHERE ResourceId IN (SELECT unnest(?))"
+        billed = {row[0] for row in con.execute(sql, [wanted]).fetchall()}
+    return {rid: [c for c in ids if c in billed] for rid, ids in candidates.items() if billed.intersection(ids)}
 
 
 OWNED = ("team", "project", "experiment")
@@ -52,9 +60,7 @@ def owner_lookup(lake: Lake, config: Config) -> OwnerLookup:
     nobody = unowned(config)
 
     def owner_of(resource_ids: Sequence[str]) -> dict[str, Owner]:
-        candidates = {rid: bill_ids(rid) for rid in resource_ids}
-        for name, arn in _log_group_arns(lake, resource_ids).items():
-            candidates[name].append(arn)
+        candidates = _in_bill(lake, resource_ids)
         wanted = sorted({c for ids in candidates.values() for c in ids})
         found = attribute_resources(lake, config, wanted) if wanted else {}
         owners = {}
