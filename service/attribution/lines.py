@@ -71,7 +71,7 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
         tagged = ("Tags",) if "uncovered_tag_keys" in by else ()  # each line's tags, only when asked
         covered = sorted({k for name, dim in attribution.dimensions.items()
                           for k in tag_candidates(dim.tags or (name,), tag_keys)})
-        # per dimension (numbered as `dim_n`: each line once per dimension), the shared-cost rules that split over it
+        # each line once per dimension (`dim_n`), less the shared-cost rules that split over that one
         split_here = [[k for k, rule in enumerate(attribution.shared) if rule.by == d] for d in dimensions]
         start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
         params = Params()
@@ -85,21 +85,21 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
         pairs = params.bind([list(pair) for pair in sorted({(folded(p.project), folded(p.experiment))
                                                             for p in plans if p.experiment})], "plan_experiments")
         project, experiment = (f"lower({dim_col(d)})" for d in ("project", "experiment"))
-        values = ["CASE dim_n " + " ".join(f"WHEN {n} THEN lower({dim_col(d)})" for n, d in enumerate(dimensions))
-                  + " END",
-                  f"CASE WHEN list_contains(CAST({projects} AS VARCHAR[]), {project}) THEN {project} ELSE '' END",
-                  f"CASE WHEN list_contains(CAST({pairs} AS VARCHAR[][]), [{project}, {experiment}]) "
-                  f"THEN {experiment} ELSE '' END"]
+        value = "CASE dim_n " + " ".join(f"WHEN {n} THEN lower({dim_col(d)})" for n, d in enumerate(dimensions)) + " END"
+        plan = [f"CASE WHEN list_contains(CAST({projects} AS VARCHAR[]), {project}) THEN {project} ELSE '' END",
+                f"CASE WHEN list_contains(CAST({pairs} AS VARCHAR[][]), [{project}, {experiment}]) "
+                f"THEN {experiment} ELSE '' END"]
         uncovered = ("list_sort(list_filter(coalesce(map_keys(Tags), []), "
                      f"lambda k: NOT list_contains(CAST({params.bind(covered, 'covered')} AS VARCHAR[]), k)))"
                      if tagged else "NULL")
-        named = ", ".join(f"{expr} AS {name}" for expr, name in zip(values, VALUE_COLUMNS))
+        named = ", ".join(f"{expr} AS {name}" for expr, name in zip(plan, VALUE_COLUMNS[1:]))
         keys = ["dim_n", *VALUE_COLUMNS, *ALWAYS, *(COLUMN[field] for field in by)]
-        sql = (lines.text + "SELECT " + ", ".join(keys) + f", sum(BilledCost) FROM (SELECT *, {named}, "
-               f"{uncovered} AS uncovered_keys, "
-               f"CAST(cp_start AS DATE) AS day FROM attributed, range({len(dimensions)}) AS dims(dim_n) "
-               "WHERE cp_end <= cp_start + INTERVAL 1 DAY AND (shared IS NULL OR "
-               f"NOT list_contains(CAST({split_rules} AS INTEGER[][])[dim_n + 1], shared))) AS lines "
+        # what is the line's own (its plan, tag keys, day) is computed once, before the lines are repeated
+        sql = (lines.text + "SELECT " + ", ".join(keys) + f", sum(BilledCost) FROM (SELECT *, {value} AS "
+               f"{VALUE_COLUMNS[0]} FROM (SELECT *, {named}, {uncovered} AS uncovered_keys, CAST(cp_start AS DATE) "
+               "AS day FROM attributed WHERE cp_end <= cp_start + INTERVAL 1 DAY) AS lines, "
+               f"range({len(dimensions)}) AS dims(dim_n) WHERE shared IS NULL "
+               f"OR NOT list_contains(CAST({split_rules} AS INTEGER[][])[dim_n + 1], shared)) AS repeated "
                "GROUP BY " + ", ".join(keys))
         run_setup(con, lines)
         result = con.execute(sql, lines.params)
