@@ -22,9 +22,9 @@ def report(lake, day: date, out) -> dict:
     return {s["key"]: s for s in data["sections"]}
 
 
-def test_a_past_days_report_leaves_out_findings_that_began_after_it_and_says_they_are_current(tmp_path):
-    """The report of 20 November listed the anomaly of an episode that began on the 25th (found by
-    a later rules run) as if it were that day's, and said nothing of when its findings were from."""
+def judged_lake(tmp_path):
+    """A month of spend, and findings the last rules run stored judging to 29 November: an
+    anomaly that began on the 25th, an idle GPU measured from the 1st."""
     lake = make_lake(tmp_path, [line(f"2026-11-{d:02d}T00:00:00", "100", end=f"2026-11-{d + 1:02d}T00:00:00",
                                      tags={"team": "pretrain"}) for d in range(1, 29)])
     seen = {"first_seen": JUDGED, "last_seen": JUDGED}
@@ -35,7 +35,13 @@ def test_a_past_days_report_leaves_out_findings_that_began_after_it_and_says_the
         Finding(id="w1", rule="idle-gpu", severity="warning", resource_id="i-1", team="pretrain", category="waste",
                 impact_usd=Decimal("500"), monthly_waste_usd=Decimal("500"), summary="i-1 sat idle",
                 evidence={"window_start": "2026-11-01T00:00:00"}, **seen)])
+    return lake
 
+
+def test_a_past_days_report_leaves_out_findings_that_began_after_it_and_says_they_are_current(tmp_path):
+    """The report of 20 November listed the anomaly of an episode that began on the 25th (found by
+    a later rules run) as if it were that day's, and said nothing of when its findings were from."""
+    lake = judged_lake(tmp_path)
     latest = report(lake, date(2026, 11, 28), tmp_path / "out")  # the run judged to this day's end
     assert [r["resource_id"] for t in latest["anomalies"]["tables"] for r in t["rows"]] == ["team=pretrain/service=EC2"]
     assert latest["anomalies"]["note"].startswith("As of the last rules run (data to 2026-11-29 00:00 UTC). ")
@@ -51,3 +57,19 @@ def test_a_past_days_report_leaves_out_findings_that_began_after_it_and_says_the
     assert [r["id"] for r in waste["rows"]] == ["w1"]  # measured from 1 November: the day's too
     assert past["waste"]["note"].startswith("As of the last rules run (data to 2026-11-29 00:00 UTC), not as of "
                                             "2026-11-20: findings keep their latest state only")
+
+
+def test_a_past_days_summary_says_its_findings_are_not_as_of_the_day(tmp_path):
+    """summary.md of 20 November listed the open findings under no note, as if they were that day's,
+    while the page and report.json said they are the last rules run's; the latest day's adds none."""
+    lake = judged_lake(tmp_path)
+    past_note = ("_As of the last rules run (data to 2026-11-29 00:00 UTC), not as of 2026-11-20: findings keep "
+                 "their latest state only")
+    write_report(lake_config(lake=lake), date(2026, 11, 20), str(tmp_path / "out"))
+    past = (tmp_path / "out" / "2026-11-20" / "summary.md").read_text()
+    listed = past.index("*Top 10 open findings by monthly waste*")
+    assert past.rfind(past_note, 0, listed) > past.rfind("\n\n*", 0, listed)  # the sentence just above the list
+    assert past.count(past_note) == 1  # the anomaly of the 25th is left out: no list, no note
+
+    write_report(lake_config(lake=lake), date(2026, 11, 28), str(tmp_path / "out"))
+    assert "not as of" not in (tmp_path / "out" / "2026-11-28" / "summary.md").read_text()

@@ -69,6 +69,8 @@ class Section:
     charts: list[Chart] = field(default_factory=list)
     note: str | None = None  # e.g. why there is no data
     available: bool = True
+    # said in summary.md above the section's rows: what they are as of when not the report's day
+    summary_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title, "available": self.available, "note": self.note,

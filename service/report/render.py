@@ -149,6 +149,9 @@ def render_markdown(report: Report, rows: int = 5) -> str:
         # the bill differs from the month to date above by the lines billed in another month
         elif section.note and any(t.markdown_whole and t.rows for t in section.tables):
             lines += ["", f"_{md(section.note)}_"]
+        # rows of findings a past day's report lists are the last rules run's: said above them as on the page
+        elif section.summary_note and any(t.markdown and t.rows for t in section.tables):
+            lines += ["", f"_{md(section.summary_note)}_"]
         for table in section.tables:
             if table.markdown and table.rows:
                 labels, value = table.markdown

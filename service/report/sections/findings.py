@@ -75,23 +75,25 @@ def _began(finding) -> datetime | None:
     return began.replace(tzinfo=timezone.utc) if began and began.tzinfo is None else began
 
 
-def of_day(findings: list, day: date, none: str) -> tuple[list, str]:
-    """The open findings a report of `day` lists and the sentence saying what they are as of
-    (`none` when there are none): those of the last rules run (its data's end: the latest
-    `last_seen`), less, when that run judged past the day, those that began after it (a window
-    or an episode starting after the day is none of the day's)."""
+def of_day(findings: list, day: date, none: str) -> tuple[list, str, str | None]:
+    """The open findings a report of `day` lists, the sentence saying what they are as of (`none`
+    when there are none) and that sentence again when they are not as of the day (for summary.md,
+    which lists them without the section's note): those of the last rules run (its data's end:
+    the latest `last_seen`), less, when that run judged past the day, those that began after it (a
+    window or an episode starting after the day is none of the day's)."""
     end = day_start(day) + timedelta(days=1)
     judged = max((f.last_seen for f in findings if f.last_seen), default=None)
     if judged is None:
-        return findings, none
+        return findings, none, None
     note = f"As of the last rules run (data to {minute_text(judged)} UTC)"
     if judged <= end:
-        return findings, note + "."
+        return findings, note + ".", None
     kept = [f for f in findings if not ((began := _began(f)) and began >= end)]
     left = f"; {len(findings) - len(kept)} that began after {day.isoformat()} are left out" if len(kept) < len(
         findings) else ""
-    return kept, (f"{note}, not as of {day.isoformat()}: findings keep their latest state only (one resolved since "
-                  f"is not listed, figures are the latest){left}.")
+    past = (f"{note}, not as of {day.isoformat()}: findings keep their latest state only (one resolved since "
+            f"is not listed, figures are the latest){left}.")
+    return kept, past, past
 
 
 def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
@@ -103,8 +105,8 @@ def _total(rows: list[dict], label_key: str, *money_keys: str, **extra) -> dict:
 
 
 def waste_section(lake: Lake, day: date, top: int) -> Section:
-    findings, as_of = of_day(load_findings(lake, status="open", category="waste"), day,
-                             "No open findings in the last rules run (`spendlake rules run` refreshes them).")
+    findings, as_of, past = of_day(load_findings(lake, status="open", category="waste"), day,
+                                   "No open findings in the last rules run (`spendlake rules run` refreshes them).")
     per = {f.id: waste_per(f) for f in findings}
     once = {key for key, said in per.items() if said == "once"}
     what = "waste" if once else "monthly waste"
@@ -144,7 +146,8 @@ def waste_section(lake: Lake, day: date, top: int) -> Section:
     note = f"{as_of} Owners come from attribution." + (
         " A month is what a finding costs a month while it goes on; a finished cost (failed attempts of a run "
         "launched again, an unused Capacity Block) is what it cost, once, not a month." if once else "")
-    return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart], note=note)
+    return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart], note=note,
+                   summary_note=past)
 
 
 def _month_and_once_total(rows: list[dict]) -> tuple[dict, list[str]]:
@@ -166,8 +169,8 @@ def _month_and_once_total(rows: list[dict]) -> tuple[dict, list[str]]:
 def anomalies_section(lake: Lake, day: date, top: int) -> Section:
     if ANOMALY_RULE not in registered():
         return unavailable("anomalies", "Anomalies", "the spend-anomaly rule is not part of this build")
-    anomalies, as_of = of_day(load_findings(lake, rule=ANOMALY_RULE, status="open"), day,
-                              "No open spend anomalies in the last rules run.")
+    anomalies, as_of, past = of_day(load_findings(lake, rule=ANOMALY_RULE, status="open"), day,
+                                    "No open spend anomalies in the last rules run.")
     if not anomalies:
         return Section("anomalies", "Anomalies", note=as_of)
     # the series (team|service) and its project are in the finding's sentence: the page keeps
@@ -181,7 +184,8 @@ def anomalies_section(lake: Lake, day: date, top: int) -> Section:
         table.rows.append(row)
     table.total = _total(table.rows, "rule", "impact_usd")
     return Section("anomalies", "Anomalies", tables=[table],
-                   note=f"{as_of} Overspend, not waste: the excess over expected spend of each episode.")
+                   note=f"{as_of} Overspend, not waste: the excess over expected spend of each episode.",
+                   summary_note=past)
 
 
 def _root_causes(evidence: dict, shown: int = 3) -> str | None:
@@ -200,8 +204,8 @@ def unallocated_causes(lake: Lake, day: date, top: int) -> Table | str:
     """The unallocated-spend rule's findings (top services, accounts, resources), or why there are none."""
     if UNALLOCATED_RULE not in registered():
         return "Top causes come from the unallocated-spend rule, which is not part of this build yet."
-    findings, as_of = of_day(load_findings(lake, rule=UNALLOCATED_RULE, status="open"), day,
-                             "No open unallocated-spend findings in the last rules run.")
+    findings, as_of, _ = of_day(load_findings(lake, rule=UNALLOCATED_RULE, status="open"), day,
+                                "No open unallocated-spend findings in the last rules run.")
     if not findings:
         return as_of
     rows = [_finding_row(f) for f in findings[:top]]
