@@ -288,11 +288,13 @@ def sample(page: str, name: str, labels: str = "") -> float | None:
     return float(found.group(1)) if found else None
 
 
-def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
-    """The last-good cost families lived in the collector a reload replaced: after a SIGHUP while
-    a cost partition was missing, the budget series (no stored form) vanished and their alerts
-    resolved. The reloaded service keeps showing the last read ones, marked, and so does one
-    started again (stored in `_state/`)."""
+USED = ("spendlake_budget_used_ratio", 'budget="nlp-monthly",dimension="team",value="nlp"')
+MARKED = ("spendlake_metrics_last_good", 'group="budgets"')
+
+
+def budgeted_serve_then_damaged(tmp_path):
+    """`serve` of a lake with a budget 120% used, once it showed that read anew, then its cost
+    partition moved away: the config file and the process."""
     from servicekit import commit
 
     from service.core.lake import Lake
@@ -304,19 +306,29 @@ def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
     config = write_config(tmp_path, data)
     lake = Lake(tmp_path / "lake")
     commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
-    used = ("spendlake_budget_used_ratio", 'budget="nlp-monthly",dimension="team",value="nlp"')
-    marked = ("spendlake_metrics_last_good", 'group="budgets"')
     proc, base = start_serve(config)
     try:
         deadline = time.monotonic() + 60
-        while sample(page := metrics_page(base), *marked) != 0 and time.monotonic() < deadline:
+        while sample(page := metrics_page(base), *MARKED) != 0 and time.monotonic() < deadline:
             time.sleep(0.5)  # held back while the start's jobs run; read once they are done
-        assert (sample(page, *used), sample(page, *marked)) == (1.2, 0)
-        file = next(lake.table_dir("costs").glob("*/*/data.parquet"))
-        file.rename(tmp_path / "aside.parquet")
+        assert (sample(page, *USED), sample(page, *MARKED)) == (1.2, 0)
+    except BaseException:
+        proc.kill()
+        raise
+    next(lake.table_dir("costs").glob("*/*/data.parquet")).rename(tmp_path / "aside.parquet")
+    return config, proc
+
+
+def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
+    """The last-good cost families lived in the collector a reload replaced: after a SIGHUP while
+    a cost partition was missing, the budget series (no stored form) vanished and their alerts
+    resolved. The reloaded service keeps showing the last read ones, marked, and so does one
+    started again (stored in `_state/`)."""
+    config, proc = budgeted_serve_then_damaged(tmp_path)
+    try:
         proc.send_signal(signal.SIGHUP)
         page = metrics_page(served(proc, 2))
-        assert (sample(page, "spendlake_lake_readable"), sample(page, *used), sample(page, *marked)) == (0, 1.2, 1)
+        assert (sample(page, "spendlake_lake_readable"), sample(page, *USED), sample(page, *MARKED)) == (0, 1.2, 1)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
@@ -324,7 +336,35 @@ def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
     proc, base = start_serve(config)  # a restart on the damaged lake: as stored
     try:
         page = metrics_page(base)
-        assert (sample(page, "spendlake_lake_readable"), sample(page, *used), sample(page, *marked)) == (0, 1.2, 1)
+        assert (sample(page, "spendlake_lake_readable"), sample(page, *USED), sample(page, *MARKED)) == (0, 1.2, 1)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
+
+
+def test_a_sighup_that_changes_the_budgets_on_a_damaged_lake_shows_none_as_a_restart_does(tmp_path):
+    """A reload whose config declares other budgets kept the old config's budget series, marked
+    last good, while a restart showed none (the stored ones are another config's): the reload now
+    shows none too, until the lake can be read."""
+    config, proc = budgeted_serve_then_damaged(tmp_path)
+    try:
+        data = {**config_data(tmp_path), "sources": [{"name": "cur", "kind": "focus",
+                                                      "location": str(tmp_path / "export")}],
+                "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "30"}]}
+        write_config(tmp_path, data)
+        proc.send_signal(signal.SIGHUP)
+        reloaded = metrics_page(served(proc, 2))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)
+    proc, base = start_serve(config)  # a restart on the damaged lake with the new budgets
+    try:
+        restarted = metrics_page(base)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)
+    for page in (reloaded, restarted):
+        assert sample(page, "spendlake_lake_readable") == 0
+        assert (sample(page, *USED), sample(page, *MARKED)) == (None, None)
+        assert "spendlake_budget_" not in page.replace("# HELP spendlake_budget_", "").replace(
+            "# TYPE spendlake_budget_", "")

@@ -36,6 +36,7 @@ from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector
 from service.report.write import ReportResult, write_report
 from service.serve.scheduler import ServiceScheduler, Tasks
+from service.serve.stored_families import kept_by_reload
 
 log = logging.getLogger(__name__)
 INGEST_DETAIL = logging.getLogger("service.ingest")  # not the service's events: `spendlake serve` shows them with -v
@@ -164,7 +165,7 @@ class Service:
             announce(f"SIGHUP: the config was not reloaded, still serving the running one: {exc}")
             return None
         if successor.lake.root == self.lake.root:  # another lake's last read series would be its own
-            successor.last_good = self.last_good
+            successor.last_good = kept_by_reload(self.last_good, self.config, successor.config)
         return successor
 
     def run(self, announce: Callable[[str], None] = log.warning) -> Service | None:

@@ -34,8 +34,7 @@ class StoredFamilies:
 
     def __init__(self, lake: Lake, config: Config):
         self.lake = lake
-        self.owner = hashlib.sha256(json.dumps(
-            [b.model_dump(mode="json") for b in config.budgets], sort_keys=True).encode()).hexdigest()[:16]
+        self.owner = budgets_key(config)
         self._written: dict[str, list[dict]] = {}
         self._looked: set[str] = set()
 
@@ -68,6 +67,21 @@ class StoredFamilies:
             log.warning("metrics: cannot store the last good %s: %s", group, exc)
             return
         self._written[group] = families
+
+
+def budgets_key(config: Config) -> str:
+    """Which budgets the stored families are of: a config declaring others shows none of them."""
+    return hashlib.sha256(json.dumps(
+        [b.model_dump(mode="json") for b in config.budgets], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def kept_by_reload(last_good: dict[str, list[Metric]], old: Config, new: Config) -> dict[str, list[Metric]]:
+    """The last good groups a reload from `old` to `new` keeps showing: the stored groups only when
+    the budgets are the same, as a restart shows them (another config's budget series would stay,
+    marked last good, until the lake could be read)."""
+    if budgets_key(old) == budgets_key(new):
+        return last_good
+    return {name: found for name, found in last_good.items() if name not in STORED_GROUPS}
 
 
 def _record(metric: Metric) -> dict:
