@@ -135,11 +135,34 @@ def test_the_cli_prints_tables_csv_and_json_of_one_run(tmp_path):
     csv_out = runner.invoke(cli, [*args, "csv"])
     lines = csv_out.stdout.splitlines()
     assert lines[0] == ("run,job,record,cluster,job_type,state,start,end,gpus,gpu_hours,nodes,instance_ids,cost,"
-                        "currency,shared") and len(lines) == 6
+                        "currency,shared,restart") and len(lines) == 6
     assert lines[4].startswith("r1,7,p5/7@1,p5,pretrain,REQUEUED,2026-11-02T12:00:00Z,2026-11-02T12:15:00Z,8,"), lines
     shown = runner.invoke(cli, [*args, "json"])
     data = json.loads(shown.stdout)
     assert [r["run"] for r in data["rows"]] == ["r1"] and len(data["jobs"]) == 5 and data["notes"] == []
+
+
+def test_each_attempt_that_re_ran_failed_work_is_marked_as_the_rows_restarts_count_it(tmp_path):
+    """`runs --run` listed a run's jobs with only the row's restarts count (3 for r1): which of
+    them re-ran failed work it did not say. Each attempt now carries `restart` (JSON, CSV, the
+    table's column): jobs 2, 7@1 and 7@2 started after job 1 failed at 10:30; job 3 began before."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    result = story(lake, cfg)
+    assert [(j.record, j.restart) for j in result.story.jobs] == [
+        ("p5/1", False), ("p5/3", False), ("p5/2", True), ("p5/7@1", True), ("p5/7@2", True)]
+    assert sum(j.restart for j in result.story.jobs) == result.rows[0].restarts
+    runner = CliRunner()
+    args = ["--config", path, "runs", *DAY, "--format"]
+    data = json.loads(runner.invoke(cli, [*args, "json", "--run", "r1"]).stdout)
+    assert [(j["record"], j["restart"]) for j in data["jobs"]] == [(j.record, j.restart) for j in result.story.jobs]
+    assert [line.rsplit(",", 1)[1] for line in runner.invoke(cli, [*args, "csv", "--run", "r1"]).stdout.splitlines()] \
+        == ["restart", "False", "False", "True", "True", "True"]  # as `shared` is written
+    table = runner.invoke(cli, [*args, "table", "--run", "r1"], env={"COLUMNS": "200"}).stdout.splitlines()
+    assert next(line for line in table if "┃ job " in line).split("┃")[1:3] == [" job   ", " restart "]
+    cells = [line.split("│") for line in table if line.startswith("│")]
+    assert [c[1].strip() for c in cells if c[2].strip() == "yes"] == ["2", "7", "7"], table
+    # a run none of whose jobs re-ran failed work has no column of blanks
+    assert "┃ restart ┃" not in runner.invoke(cli, [*args, "table", "--run", "r2"], env={"COLUMNS": "200"}).stdout
 
 
 def test_the_run_lines_show_a_bills_currency_escaped_on_their_own_line(tmp_path, monkeypatch):

@@ -24,15 +24,12 @@ from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attribu
                                     how_col, run_setup)
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
-from service.core.job_states import failures_it_may_redo, work_of
+from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 from service.core.units import share_of
 
-# Ends that are no evidence of a failure: a job after one of them is no restart (no state: a
-# jobs file without a `state` column; UNKNOWN: a pod whose phase Kubernetes lost).
-NOT_FAILED = (None, "COMPLETED", "UNKNOWN")
 VALUES = ("team", "project", "experiment", "job_type", "cluster", "user")
 SEVERAL = "several"
 CLUSTERS_JOINED = ","
@@ -50,7 +47,7 @@ class JobSide:
     # (cluster, job id) → its GPU-hours up to the bill's end: a scheduler's job ids are its cluster's own
     held: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     restarts: int = 0
-    failed_by: dict = field(default_factory=dict)  # work (core.job_states.work_of) → earliest end not completed
+    restarted: Restarts = field(default_factory=Restarts)  # its jobs so far, to tell the next a restart
     state: str | None = None  # its last job's: the one that ended last, a running one before any
     last: tuple | None = None  # (running, end, start) of the job `state` is from
     start: datetime | None = None
@@ -99,11 +96,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     for run_id, state, start, end, gpus, job_id, name, scheduler, *stated in rows:
         side = runs.setdefault(folded(run_id), JobSide(run_id.strip()))
         gpus = job_gpus(gpus)
-        work = work_of(job_id, name, scheduler)
-        if any(ended is not None and start >= ended for ended in failures_it_may_redo(side.failed_by, work)):
-            side.restarts += 1
-        if end is not None and state not in NOT_FAILED:
-            side.failed_by[work] = min(side.failed_by.get(work, end), end)
+        side.restarts += side.restarted.told(start, end, state, work_of(job_id, name, scheduler))
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
         side.gpu_hours += gpu_hours(gpus, max(start, since), min(end or until, until))

@@ -44,7 +44,7 @@ from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.coverage import billing_periods, months_touched, periods_text
 from service.core.folding import folded
-from service.core.job_states import work_of
+from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, iso_utc, minute_text
@@ -76,12 +76,13 @@ class RunJob:
     currency: str | None
     shared: bool = False  # its job id's cost in this state, shared with other attempts by GPU-hours
     work: tuple | None = None  # what it does (core.job_states.work_of): a re-run of a failed attempt does the same
+    restart: bool = False  # it re-ran failed work: one of the run row's `restarts`
 
     def to_json(self) -> dict:
         return {"job": self.job, "record": self.record, "cluster": self.cluster, "job_type": self.job_type,
                 "state": self.state, "start": _iso(self.start), "end": _iso(self.end), "gpus": _text(self.gpus),
                 "gpu_hours": _text(self.gpu_hours), "nodes": list(self.nodes), "instance_ids": list(self.instance_ids),
-                "cost": _text(self.cost), "currency": self.currency, "shared": self.shared}
+                "cost": _text(self.cost), "currency": self.currency, "shared": self.shared, "restart": self.restart}
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,7 @@ class _Record:
     nodes: tuple[str, ...]
     instance_ids: tuple[str, ...]
     work: tuple | None  # core.job_states.work_of
+    restart: bool  # core.job_states.Restarts: it re-ran failed work of its run
 
 
 def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,
@@ -194,16 +196,19 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
     rows = con.execute(
         f"WITH {records}, {values} SELECT record_id, job_id, run_id, start_time, end_time, gpus, nodes, instance_ids, "
-        f"name, scheduler, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, "
-        "record_id", params.values).fetchall()
+        f"name, scheduler, state, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} "
+        "ORDER BY start_time, end_time NULLS LAST, record_id", params.values).fetchall()
     out = []
-    for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, *stated in rows:
+    restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs in start order as the row counts
+    for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, state, *stated in rows:
         gpus = job_gpus(gpus)
+        work = work_of(job, name, scheduler)
         stated = dict(zip(RECORD_VALUES, stated))
         key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
         out.append(_Record(record, job, folded(run_id), key, stated, start, end, gpus,
                            gpu_hours(gpus, max(start, since), min(end or until, until)).quantize(GPU_HOURS_QUANTUM),
-                           tuple(nodes or ()), tuple(instance_ids or ()), work_of(job, name, scheduler)))
+                           tuple(nodes or ()), tuple(instance_ids or ()), work,
+                           restarted[folded(run_id)].told(start, end, state, work)))
     return out
 
 
@@ -251,7 +256,7 @@ def _job(record: _Record, cost: Decimal, currency: str | None, shared: bool, clu
          job_type: str | None, state: str | None) -> RunJob:
     return RunJob(record.job, record.record, cluster, job_type, state, _utc(record.start), _utc(record.end),
                   record.gpus, record.gpu_hours, record.nodes, record.instance_ids, cost, currency, shared,
-                  record.work)
+                  record.work, record.restart)
 
 
 def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,

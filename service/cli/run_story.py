@@ -13,7 +13,7 @@ from service.core.output import one_line
 from service.core.units import money_text
 
 JOB_COLUMNS = ("run", "job", "record", "cluster", "job_type", "state", "start", "end", "gpus", "gpu_hours", "nodes",
-               "instance_ids", "cost", "currency", "shared")
+               "instance_ids", "cost", "currency", "shared", "restart")
 # The run's row, one field a line: a row of 18 columns does not fit a terminal.
 SUMMARY = (("team", "team"), ("project", "project"), ("experiment", "experiment"), ("job_type", "job type"),
            ("cluster", "cluster"), ("user", "user"), ("jobs", "jobs (restarts)"), ("gpus", "GPUs (most held)"),
@@ -53,12 +53,16 @@ def _nodes(job: dict) -> str:
 
 def _jobs_table(data: dict, run: str, total: str) -> None:
     jobs = data["jobs"]
-    rows = [{"job": job["job"], "job type": job["job_type"], "state": job["state"], "start": moment_text(job["start"]),
+    rows = [{"job": job["job"], "restart": "yes" if job["restart"] else "", "job type": job["job_type"],
+             "state": job["state"], "start": moment_text(job["start"]),
              "end": moment_text(job["end"], running=bool(job["start"])),
              "GPUs": number_text(job["gpus"], 0) if job["gpus"] else "", "GPU-h": number_text(job["gpu_hours"], 1),
              "cost": money_text(job["cost"], of=job["currency"]) + (" *" if job["shared"] else ""),
              "currency": job["currency"] or "", "cluster": job["cluster"], "nodes": _nodes(job)} for job in jobs]
-    columns = ["job", "job type", "state", "start", "end", "GPUs", "GPU-h", "cost", "currency", "cluster", "nodes"]
+    columns = ["job", "restart", "job type", "state", "start", "end", "GPUs", "GPU-h", "cost", "currency", "cluster",
+               "nodes"]
+    if not any(job["restart"] for job in jobs):  # none re-ran failed work: no column of blanks
+        columns.remove("restart")
     if len({job["currency"] for job in jobs}) == 1:  # one currency: the summary names it
         columns.remove("currency")
     window = f"{moment_text(data['since'])} → {moment_text(data['until'])} UTC"  # a run's own span starts mid-day

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 # Slurm's job states (squeue/sacct), which every source maps onto; UNKNOWN where a source
 # cannot tell (a Kubernetes pod in phase Unknown). sacct prints a state flag instead of the base
@@ -58,3 +59,23 @@ def failures_it_may_redo(failed_by: Mapping, work: tuple | None) -> Iterable:
     """What `failed_by` (work -> a failure of it) holds for the works a job doing `work` may
     re-run by same_work's rule: looked up, not scanned (a sweep fails thousands of tasks)."""
     return failed_by.values() if work is None else (failed_by.get(work), failed_by.get(None))
+
+
+# Ends that are no evidence of a failure: a job after one of them is no restart (no state: a
+# jobs file without a `state` column; UNKNOWN: a pod whose phase Kubernetes lost).
+NOT_FAILED = (None, "COMPLETED", "UNKNOWN")
+
+
+class Restarts:
+    """A run's jobs, told one by one in start order: whether each re-ran failed work (started
+    after one doing the same work, by same_work's rule, had ended in a state other than
+    NOT_FAILED): the run's `restarts` count and each attempt's mark alike."""
+
+    def __init__(self) -> None:
+        self.failed_by: dict = {}  # work → the earliest end of a job of it that did not finish
+
+    def told(self, start: datetime, end: datetime | None, state: str | None, work: tuple | None) -> bool:
+        restart = any(ended is not None and start >= ended for ended in failures_it_may_redo(self.failed_by, work))
+        if end is not None and state not in NOT_FAILED:
+            self.failed_by[work] = min(self.failed_by.get(work, end), end)
+        return restart
