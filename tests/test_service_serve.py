@@ -297,6 +297,8 @@ def budgeted_serve_then_damaged(tmp_path):
     partition moved away: the config file and the process."""
     from servicekit import commit
 
+    from service.attribution import build_tops
+    from service.core.config import load_config
     from service.core.lake import Lake
 
     (tmp_path / "export").mkdir()
@@ -306,6 +308,7 @@ def budgeted_serve_then_damaged(tmp_path):
     config = write_config(tmp_path, data)
     lake = Lake(tmp_path / "lake")
     commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
+    build_tops(lake, load_config(str(config)))  # as an ingest stores them: the spend series a restart shows
     proc, base = start_serve(config)
     try:
         deadline = time.monotonic() + 60
@@ -342,29 +345,50 @@ def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
 
 
-def test_a_sighup_that_changes_the_budgets_on_a_damaged_lake_shows_none_as_a_restart_does(tmp_path):
-    """A reload whose config declares other budgets kept the old config's budget series, marked
-    last good, while a restart showed none (the stored ones are another config's): the reload now
-    shows none too, until the lake can be read."""
+def reloaded_and_restarted(tmp_path, change: dict) -> tuple[str, str]:
+    """The /metrics pages of the damaged lake after a SIGHUP to a config changed by `change`, and
+    after a restart with it."""
     config, proc = budgeted_serve_then_damaged(tmp_path)
     try:
         data = {**config_data(tmp_path), "sources": [{"name": "cur", "kind": "focus",
                                                       "location": str(tmp_path / "export")}],
-                "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "30"}]}
-        write_config(tmp_path, data)
+                "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}
+        write_config(tmp_path, {**data, **change})
         proc.send_signal(signal.SIGHUP)
         reloaded = metrics_page(served(proc, 2))
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
-    proc, base = start_serve(config)  # a restart on the damaged lake with the new budgets
+    proc, base = start_serve(config)
     try:
-        restarted = metrics_page(base)
+        return reloaded, metrics_page(base)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
-    for page in (reloaded, restarted):
+
+
+def test_a_sighup_that_changes_the_budgets_on_a_damaged_lake_shows_none_as_a_restart_does(tmp_path):
+    """A reload whose config declares other budgets kept the old config's budget series, marked
+    last good, while a restart showed none (the stored ones are another config's): the reload now
+    shows none too, until the lake can be read."""
+    other = {"budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "30"}]}
+    for page in reloaded_and_restarted(tmp_path, other):
         assert sample(page, "spendlake_lake_readable") == 0
         assert (sample(page, *USED), sample(page, *MARKED)) == (None, None)
         assert "spendlake_budget_" not in page.replace("# HELP spendlake_budget_", "").replace(
             "# TYPE spendlake_budget_", "")
+
+
+def test_a_sighup_that_changes_attribution_on_a_damaged_lake_shows_the_spend_a_restart_does(tmp_path):
+    """The spend, commitment and cluster series come from tops stored per attribution config: a
+    reload to another one (here top_n) kept the old config's (spendlake_spend_usd of team nlp),
+    marked last good, where a restart shows the new config's stored tops, here none; the reload
+    now shows what the restart does."""
+    reloaded, restarted = reloaded_and_restarted(tmp_path, {"service": {"listen": "127.0.0.1:0", "top_n": 5}})
+
+    def spend(page: str) -> list[str]:
+        return sorted(line for line in page.splitlines() if line.startswith(("spendlake_spend", "spendlake_commitment",
+                                                                             "spendlake_cluster"))
+                      or line.startswith("spendlake_metrics_last_good{") and "budgets" not in line)
+    assert sample(reloaded, "spendlake_lake_readable") == 0
+    assert spend(reloaded) == spend(restarted), (spend(reloaded), spend(restarted))

@@ -11,7 +11,7 @@ its modules (tests/test_layout.py):
 - `reconcile`, `Reconciliation`: Σ attributed against Σ source, per billing period;
 - `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
-- `build_tops`, `ScrapeTops`, `read_tops`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of
+- `build_tops`, `ScrapeTops`, `read_tops`, `tops_owner`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of
   spend, shared clusters and commitments, stored per lake state by the writers of the lake
   (service/attribution/tops.py), read by the scrape;
 - `commitments`, `CommitmentsResult`, `Commitment`: used, unused, coverage and expiry of each
@@ -60,7 +60,7 @@ _MODULES = {
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
     "metric_top": ("Top", "metrics_anchor"),
-    "tops": ("ScrapeTops", "build_tops", "read_tops"),
+    "tops": ("ScrapeTops", "build_tops", "read_tops", "tops_owner"),
     "jobs": ("newly_ended", "newly_unasked"),
     "node_sharing": ("SharedNodes", "shared_nodes"),
     "job_rules": ("IdleRule", "idle_job_rules"),

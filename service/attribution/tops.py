@@ -54,10 +54,14 @@ def _hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def tops_owner(config: Config) -> str:
+    """Which config the stored tops are of: what decides attribution, and how many tops."""
+    return _hash(f"{TOPS_FORMAT}|{config.attribution.fingerprint()}|{config.service.top_n}")
+
+
 def tops_folder(lake: Lake, config: Config) -> Path:
     """Where the tops of `config` are, one file per lake state."""
-    owner = _hash(f"{TOPS_FORMAT}|{config.attribution.fingerprint()}|{config.service.top_n}")
-    return lake.partition_file(TOPS_TABLE, [("source", "all"), ("config", owner)]).parent
+    return lake.partition_file(TOPS_TABLE, [("source", "all"), ("config", tops_owner(config))]).parent
 
 
 def tops_file(lake: Lake, config: Config, snapshot: Snapshot) -> Path:

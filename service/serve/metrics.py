@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from service.attribution import ScrapeTops
+from service.attribution import ScrapeTops, tops_owner
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
@@ -35,7 +35,7 @@ from service.ingest.freshness import unrecorded_failures
 from service.serve.cluster_families import cluster_families
 from service.serve.families import (budget_families, commitment_families, data_through_families, findings_families,
                                     integrity_families, source_families, spend_families, tops_state_family)
-from service.serve.stored_families import STATE as STORED_STATE, STORED_GROUPS, StoredFamilies
+from service.serve.stored_families import STATE as STORED_STATE, STORED_GROUPS, StoredFamilies, budgets_key
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,16 @@ LAST_GOOD_GROUPS = frozenset({"spend", "findings", "budgets", "commitments", "cl
 # seconds and a second DuckDB beside the writer's, so the last read ones are shown meanwhile.
 HELD_BACK_GROUPS = frozenset({"budgets"})
 TOPS_GROUPS = frozenset({"spend", "commitments", "clusters"})  # read from the stored metric tops
+
+
+def kept_by_reload(last_good: dict[str, list[Metric]], old: Config, new: Config) -> dict[str, list[Metric]]:
+    """The last good groups a reload from `old` to `new` keeps showing, as a restart shows them:
+    not those whose stored form is of another config (budgets: of other budgets; the tops' groups:
+    of another attribution or top_n), whose series would stay, marked last good, until the lake
+    could be read."""
+    other = (STORED_GROUPS if budgets_key(old) != budgets_key(new) else frozenset()) | (
+        TOPS_GROUPS if tops_owner(old) != tops_owner(new) else frozenset())
+    return {name: found for name, found in last_good.items() if name not in other} if other else last_good
 
 
 class JobMetrics:

@@ -33,10 +33,9 @@ from service.core.lake import Lake
 from service.core.output import printable
 from service.core.pinned_root import pin_root
 from service.core.timewindow import utc_now
-from service.serve.metrics import JobMetrics, LakeCollector
+from service.serve.metrics import JobMetrics, LakeCollector, kept_by_reload
 from service.report.write import ReportResult, write_report
 from service.serve.scheduler import ServiceScheduler, Tasks
-from service.serve.stored_families import kept_by_reload
 
 log = logging.getLogger(__name__)
 INGEST_DETAIL = logging.getLogger("service.ingest")  # not the service's events: `spendlake serve` shows them with -v

@@ -75,15 +75,6 @@ def budgets_key(config: Config) -> str:
         [b.model_dump(mode="json") for b in config.budgets], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def kept_by_reload(last_good: dict[str, list[Metric]], old: Config, new: Config) -> dict[str, list[Metric]]:
-    """The last good groups a reload from `old` to `new` keeps showing: the stored groups only when
-    the budgets are the same, as a restart shows them (another config's budget series would stay,
-    marked last good, until the lake could be read)."""
-    if budgets_key(old) == budgets_key(new):
-        return last_good
-    return {name: found for name, found in last_good.items() if name not in STORED_GROUPS}
-
-
 def _record(metric: Metric) -> dict:
     return {"name": metric.name, "documentation": metric.documentation, "type": metric.type,
             "samples": [[s.name, s.labels, s.value] for s in metric.samples]}
