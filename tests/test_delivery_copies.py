@@ -205,3 +205,23 @@ def test_status_says_which_copies_the_last_ingest_skipped_until_they_are_gone(tm
     shutil.rmtree(export / "2024-05-restored")
     said("ingest")
     assert said("status", "--format", "table") == []
+
+
+def test_the_same_bytes_under_other_hive_values_are_other_rows_and_under_the_same_ones_a_copy(tmp_path):
+    """A Hive export gives a file's lines the values of its folders for the columns it lacks, so two
+    accounts' files with the same lines hold the same bytes and are two accounts' spend (the copy
+    check dropped one: USD 1.10 of 2.20); a folder copied under another parent keeps its values
+    and is still a copy."""
+    export = tmp_path / "export"
+    for account in ("a", "b"):
+        (export / f"SubAccountId={account}").mkdir(parents=True)
+        WRITERS["focus"](export / f"SubAccountId={account}" / "part-0.parquet", [("2024-05", "USD", "1.10")])
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and copied_lines(result) == [], lines(result)
+    assert lake.query().execute("SELECT SubAccountId, sum(BilledCost)::VARCHAR FROM costs GROUP BY 1 ORDER BY 1"
+                                ).fetchall() == [("a", "1.100000000000"), ("b", "1.100000000000")]
+
+    shutil.copytree(export / "SubAccountId=a", export / "restored" / "SubAccountId=a")
+    result = run(tmp_path, "focus", export)[1]
+    assert failures(result) == [] and committed(result) == [], lines(result)
+    assert len(copied_lines(result)) == 1 and "restored" in copied_lines(result)[0]

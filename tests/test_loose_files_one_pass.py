@@ -136,8 +136,8 @@ def test_46_periods_idle_while_others_are_read_write_what_they_buffer(tmp_path, 
     monkeypatch.setattr(staging, "PENDING_ROWS", 150)
     export = tmp_path / "export"
     export.mkdir()
-    for name, period in (("a.csv", MAY), ("b.csv", JUNE), ("c.csv", MAY)):
-        focus(export / name, [(period, "USD", "1")] * 100)
+    for name, period, cost in (("a.csv", MAY, "1"), ("b.csv", JUNE, "1"), ("c.csv", MAY, "1.0")):
+        focus(export / name, [(period, "USD", cost)] * 100)  # c.csv's own bytes: a copy of a.csv is read once
     lake, result = run(tmp_path, export)
     assert failures(result) == []
     may = pq.ParquetFile(lake.partition_file("costs", [("source", "src"), ("billing_period", MAY)]))

@@ -27,7 +27,8 @@ only loose file is committed the same way, whatever the connector.
 A file holding the same bytes as another of the source (SHA-256; a period's folder copied
 beside the original, `cp -r 2024-05 2024-05-restored`, or an export restored under a new name)
 is the same delivery: read once, the copy skipped with one line naming both, so no period sums
-it twice. Only files of equal size are read for a digest (an S3 object is downloaded for it),
+it twice; under other Hive folder values (`SubAccountId=a`, `=b`) the same bytes are other rows.
+Only files of equal size are read for a digest (an S3 object is downloaded for it),
 remembered in `_state/file_digests.json` with the file's version: an unchanged file is read
 for it once. A bare file holding the bytes of a file a manifest lists is a copy of it too.
 
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field, replace
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
+from connectors.exportfile import hive_partitions
 from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.lake import Lake
@@ -209,11 +211,17 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
         state[source] = remembered
         lake.write_state(DIGESTS, state)
     held, by_manifest = {uri for entry in ledger for uri in entry.files}, set(listed)
-    kept: dict[str, str] = {}
+
+    def content(uri: str) -> tuple:
+        # a file's rows are its bytes and the Hive values its folders give the columns it lacks:
+        # the same bytes under SubAccountId=a and SubAccountId=b are two accounts' lines
+        return digests[uri]["sha256"], tuple(sorted((key.lower(), value) for key, value in hive_partitions(uri)))
+
+    kept: dict[tuple, str] = {}
     for uri in sorted(alike, key=lambda u: (u not in by_manifest, u not in held, u)):
-        kept.setdefault(digests[uri]["sha256"], uri)
-    copies = sorted(uri for uri in alike if uri in files and kept[digests[uri]["sha256"]] != uri)
-    originals = {uri: kept[digests[uri]["sha256"]] for uri in copies}
+        kept.setdefault(content(uri), uri)
+    copies = sorted(uri for uri in alike if uri in files and kept[content(uri)] != uri)
+    originals = {uri: kept[content(uri)] for uri in copies}
     return [file for file in loose if file.files[0] not in originals], [OtherDataset(
         uri, f"the same bytes as {original} (a copy: its rows are read once)", original)
         for uri, original in originals.items()]
