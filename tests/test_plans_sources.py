@@ -35,6 +35,43 @@ def test_a_plan_is_judged_to_the_end_of_its_lagging_sources_data_and_says_which(
     (row,) = found.rows
     assert (row["planned_to_date_high"], row["actual_to_date"], row["status"]) == (
         Decimal("1800.00"), Decimal(1200), "on plan to data end")
-    assert ("billing source gcp's data ends at 2026-11-26 00:00 UTC, the earliest of the sources with data since a "
-            "plan's start, before the day's end: spend after it (of every source) is not in the actual yet, so a "
+    assert ("billing source gcp's data ends at 2026-11-26 00:00 UTC, the earliest of the sources with a plan's spend "
+            "(or data) since its start, before the day's end: spend after it (of every source) is not in the actual yet, so a "
             "status '... to data end' sets it against the plan to then.") in found.notes, found.notes
+
+
+def test_a_retired_source_holding_none_of_the_plans_spend_does_not_freeze_its_actual(tmp_path):
+    """gcp stopped delivering on the 19th and held another project's spend only: the plan on llm-7b,
+    all on aws (in to the 29th), was judged to gcp's end, $0 'under plan to data end', as if aws's
+    spend since were not in yet; it is judged to aws's end, the source its lines are on: $900 of
+    the $1,400 planned to the 28th."""
+    make_lake(tmp_path, daily(20, 28), source="aws")
+    other = [line(f"2026-11-{d:02d}T00:00:00", "50", end=f"2026-11-{d + 1:02d}T00:00:00", tags={"project": "bert"})
+             for d in range(10, 19)]
+    lake = make_lake(tmp_path, other, source="gcp", delivery="g1")
+    register_plan(lake, Plan(name="run", project="llm-7b", experiment=None,
+                             start=datetime(2026, 11, 15, tzinfo=timezone.utc),
+                             run_hours=Span(Decimal(480), Decimal(480)), retention_days=0,
+                             compute_cost=Span(Decimal(2000), Decimal(2000)),
+                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    found = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28))
+    (row,) = found.rows
+    assert (row["actual_to_date"], row["status"]) == (Decimal(900), "under plan"), row
+    assert not any("data ends" in note for note in found.notes), found.notes
+
+
+def test_a_plan_whose_project_no_source_carries_yet_is_judged_as_before(tmp_path):
+    """No line carries the plan's project since its start: the earliest end of the sources with data
+    since then still ends it (nothing tells which source its spend will come from)."""
+    make_lake(tmp_path, daily(20, 28), source="aws")
+    lake = make_lake(tmp_path, [line("2026-11-21T00:00:00", "50", end="2026-11-22T00:00:00",
+                                     tags={"project": "bert"})], source="gcp", delivery="g1")
+    register_plan(lake, Plan(name="later", project="gpt-9", experiment=None,
+                             start=datetime(2026, 11, 20, tzinfo=timezone.utc),
+                             run_hours=Span(Decimal(240), Decimal(240)), retention_days=0,
+                             compute_cost=Span(Decimal(2000), Decimal(2000)),
+                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    found = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28))
+    (row,) = found.rows
+    assert row["status"].endswith("to data end") or row["status"].startswith("unknown"), row
+    assert any("billing source gcp's data ends at 2026-11-22 00:00 UTC" in note for note in found.notes), found.notes

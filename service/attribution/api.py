@@ -191,14 +191,17 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     wanted = {d: {folded(v) for v in values} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
 
-    def rows_of(win: Window) -> dict[tuple, tuple[Decimal, Mapping]]:
+    spent_in: set[str] = set()  # the billing sources of the window's lines `where` keeps
+
+    def rows_of(win: Window, seen: set[str]) -> dict[tuple, tuple[Decimal, Mapping]]:
         # per partition: SQL sums stay within a period, which ingest keeps inside DECIMAL(38,12)
         sums = attributed_sums(session.con, config, dims, cost, granularity, win, explain, per_partition=True)
         grouped: dict[tuple, tuple[Decimal, Mapping]] = {}
         while sums:  # emptied as it is read, and no parts without explain: a million groups are held once
-            (period, currency, _, values, hows), amount = sums.popitem()
+            (period, currency, (source, _), values, hows), amount = sums.popitem()
             if any(values[index[d]] not in ok for d, ok in wanted.items()):
                 continue
+            seen.add(source)
             key = (period, currency, tuple(values[index[d]] for d in by))
             total, parts = grouped.get(key, (Decimal(0), defaultdict(Decimal) if explain else NO_PARTS))
             for d in (by if explain else ()):
@@ -206,8 +209,9 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
             grouped[key] = (total + amount, parts)
         return grouped
 
-    current = rows_of(window)
-    previous = rows_of(previous_window(window, max((m for _, m in sources if m), default=None))) if compare else {}
+    current = rows_of(window, spent_in)
+    ends = max((m for _, m in sources if m), default=None)
+    previous = rows_of(previous_window(window, ends), set()) if compare else {}
     keep = _top_values(current, top) if top else None
     shown_groups = _fold(current, keep, len(by))
     shown_previous = _fold(previous, keep, len(by))
@@ -233,7 +237,8 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
                        for cur, t in sorted(totals.items(), key=lambda item: item[0] or ""))
     overbooked = session.overbooked(window) if config.clusters is not None else 0
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
-                             sources=sources, overbooked=overbooked, unmatched=unmatched, typos=typos)
+                             sources=sources, overbooked=overbooked, unmatched=unmatched, typos=typos,
+                             spent_in=frozenset(spent_in))
 
 
 def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[str, Sequence[str]],

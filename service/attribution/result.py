@@ -57,6 +57,7 @@ class AttributionResult:
     # the (dimension, value) of `unmatched` that a known value nearly spells (suggest.near_miss):
     # likely typos, where the others may be values whose spend has not started
     typos: frozenset[tuple[str, str]] = frozenset()
+    spent_in: frozenset[str] = frozenset()  # the billing sources whose lines the rows hold (of `where`)
 
     @property
     def data_through(self) -> datetime | None:

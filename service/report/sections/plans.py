@@ -2,14 +2,17 @@
 attributed to its project (or experiment) since its start. The report's section "Plans vs
 actual" (plans.csv), `spendlake plans` and `/api/v1/plans` are all this one computation.
 
-With several billing sources the data ends where the earliest of them does (among those with
-data after the plan's start: one that stopped before holds none of its spend): a lagging
-source's recent spend is not in yet, so the plan and the actual are both taken to then.
+With several billing sources the data ends where the earliest of them does, among those with
+data after the plan's start whose lines carry its project (and experiment): a lagging source's
+recent spend is not in yet, so the plan and the actual are both taken to then; a source that
+stopped, or never held the plan's spend, does not hold it back (with no line of the plan's yet,
+every source with data after its start does: nothing tells where its spend will come from).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -44,11 +47,24 @@ PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...], dict[s
 Coverage = tuple[datetime | None, dict[str, datetime | None]]
 
 
-def data_ends(plan: Plan, data: Coverage) -> tuple[datetime | None, str | None]:
+def data_ends(plan: Plan, data: Coverage, spent_in: Collection[str] = ()) -> tuple[datetime | None, str | None]:
     """Where the plan's data ends, and the source that ends it: the earliest end among the
-    billing sources with data after the plan's start (None when none has)."""
-    ends = sorted((end, source) for source, end in data[1].items() if end is not None and end > plan.start)
+    billing sources with data after the plan's start, of those `spent_in` (whose lines carry the
+    plan's spend) when any is (None when none has)."""
+    after = [(end, source) for source, end in data[1].items() if end is not None and end > plan.start]
+    ends = sorted([pair for pair in after if pair[1] in spent_in] or after)
     return ends[0] if ends else (max((end for end in data[1].values() if end), default=None), None)
+
+
+def _where(plan: Plan) -> dict[str, tuple[str]]:
+    return {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
+
+
+def spent_in(config: Config, lake: Lake, plan: Plan, until: datetime) -> frozenset[str]:
+    """The billing sources whose lines since the plan's start (to `until`) carry its spend."""
+    if plan.start >= until:
+        return frozenset()
+    return attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan)).spent_in
 
 
 def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
@@ -58,8 +74,7 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
     currencies, which a USD plan never counts (nothing is converted)."""
     if plan.start >= until:
         return {}, (), {}
-    where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
-    result = attribute(lake, config, Window(plan.start, until), by=("project",), where=where, granularity="day")
+    result = attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan), granularity="day")
     daily: dict[date, Decimal] = defaultdict(Decimal)
     left_out: dict[str | None, Decimal] = defaultdict(Decimal)
     for row in result.rows:
@@ -125,7 +140,9 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
     lagging: dict[datetime, str | None] = {}  # a data end before the day's end → the source ending it
     for plan in plans:
         low, high = _cents(plan.planned_spend(until))
-        ends, source = data_ends(plan, data)
+        # which sources hold the plan's spend matters only where several have data since its start
+        several_since = sum(end is not None and end > plan.start for end in data[1].values()) > 1
+        ends, source = data_ends(plan, data, spent_in(config, lake, plan, until) if several_since else ())
         if ends is not None and ends < until:
             lagging[ends] = source
         # the actual to where the data ends (a leading source's later spend set against the plan to then
@@ -154,7 +171,7 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
     several = sum(end is not None for end in data[1].values()) > 1
     for ends, source in sorted(lagging.items()):
         whose = (f"billing source {source}'s data ends at {minute_text(ends)} UTC, the earliest of the sources "
-                 "with data since a plan's start," if several and source else
+                 "with a plan's spend (or data) since its start," if several and source else
                  f"the lake's billing data ends at {minute_text(ends)} UTC,")
         notes.append(f"{whose} before the day's end: spend after it{' (of every source)' if several else ''} is not in "
                      "the actual yet, so a status '... to data end' sets it against the plan to then.")
