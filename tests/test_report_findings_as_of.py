@@ -10,7 +10,7 @@ from decimal import Decimal
 from attribution_helpers import config as lake_config, line, make_lake
 
 from rules.base import Finding
-from service.findings.store import store_findings
+from service.findings.store import load_findings, store_findings
 from service.report.write import write_report
 
 JUDGED = datetime(2026, 11, 29, tzinfo=timezone.utc)  # the data's end the last rules run judged to
@@ -51,8 +51,8 @@ def test_a_past_days_report_leaves_out_findings_that_began_after_it_and_says_the
     assert past["anomalies"]["tables"] == []
     assert past["anomalies"]["note"] == (
         "As of the last rules run (data to 2026-11-29 00:00 UTC), not as of 2026-11-20: findings keep their latest "
-        "state only (one resolved since is not listed, figures are the latest); 1 that began after 2026-11-20 are "
-        "left out.")
+        "state only (one resolved since is not listed, figures are the latest); 1 that began or were first seen after "
+        "2026-11-20 are left out.")
     waste = next(t for t in past["waste"]["tables"] if t["key"] == "open_findings")
     assert [r["id"] for r in waste["rows"]] == ["w1"]  # measured from 1 November: the day's too
     assert past["waste"]["note"].startswith("As of the last rules run (data to 2026-11-29 00:00 UTC), not as of "
@@ -73,3 +73,30 @@ def test_a_past_days_summary_says_its_findings_are_not_as_of_the_day(tmp_path):
 
     write_report(lake_config(lake=lake), date(2026, 11, 28), str(tmp_path / "out"))
     assert "not as of" not in (tmp_path / "out" / "2026-11-28" / "summary.md").read_text()
+
+
+def test_a_past_days_report_leaves_out_storage_findings_first_seen_after_it(tmp_path):
+    """Storage findings (checkpoints, log groups) come from the latest inventory snapshot and carry no
+    window: the report of 20 November listed those a rules run first saw on the 29th, in a snapshot of
+    the 27th, as if they were that day's. Their earliest sight (the run that first saw them, the
+    snapshot they were read from) bounds when they began: those seen by the 20th stay."""
+    lake = judged_lake(tmp_path)
+    early = datetime(2026, 11, 15, tzinfo=timezone.utc)
+
+    def storage(id_: str, rule: str, first_seen: datetime, **evidence) -> Finding:
+        return Finding(id=id_, rule=rule, severity="warning", resource_id=f"s3://b/{id_}", team="pretrain",
+                       category="waste", impact_usd=Decimal("40"), monthly_waste_usd=Decimal("40"),
+                       summary=f"{id_} keeps too much", evidence=evidence, first_seen=first_seen, last_seen=JUDGED)
+
+    store_findings(lake, [
+        *load_findings(lake),
+        storage("late-checkpoints", "checkpoint-sprawl", JUDGED, checkpoints=12),
+        storage("old-checkpoints", "checkpoint-sprawl", early, checkpoints=9),
+        storage("logs-read-before", "unbounded-logs", JUDGED, snapshot_date="2026-11-18"),
+        storage("logs-read-after", "unbounded-logs", JUDGED, snapshot_date="2026-11-27")])
+    past = report(lake, date(2026, 11, 20), tmp_path / "out")
+    waste = next(t for t in past["waste"]["tables"] if t["key"] == "open_findings")
+    assert sorted(r["id"] for r in waste["rows"]) == ["logs-read-before", "old-checkpoints", "w1"]
+    assert "2 that began or were first seen after 2026-11-20 are left out" in past["waste"]["note"], past["waste"]["note"]
+    latest = report(lake, date(2026, 11, 28), tmp_path / "out")
+    assert len(next(t for t in latest["waste"]["tables"] if t["key"] == "open_findings")["rows"]) == 5

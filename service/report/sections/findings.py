@@ -3,7 +3,8 @@
 Findings are the state of the last `spendlake rules run`, not of the report day: the store
 keeps each finding's latest state, no history. Each section says so, naming the data's end the
 run judged to; a past day's report (that end after the day) also leaves out the findings whose
-episode or window began after the day (they cannot be the day's). Only open findings count
+episode or window began after the day (they cannot be the day's), and those with neither (read
+from an inventory snapshot) first seen after it. Only open findings count
 (acknowledged and resolved ones are left out).
 Categories stay apart: "Waste by rule" holds the `waste` findings and their monthly waste
 (the sum `spendlake_waste_monthly_usd` shows), split on the page into what goes on (a month) and
@@ -66,13 +67,22 @@ def _finding_row(finding) -> dict:
 
 def _began(finding) -> datetime | None:
     """When what the finding describes began, where it says: an anomaly's episode (a date), the
-    window the rule measured over (a share, idle hours, unused commitment, re-run attempts)."""
-    text = finding.evidence.get("start") or finding.evidence.get("window_start")
+    window the rule measured over (a share, idle hours, unused commitment, re-run attempts); else,
+    for a finding read from an inventory snapshot (checkpoints, datasets, log groups), when it was
+    first seen: the earlier of the rules run that first saw it and the snapshot it names."""
+    said = _moment(finding.evidence.get("start") or finding.evidence.get("window_start"))
+    if said is not None:
+        return said
+    seen = [moment for moment in (_moment(finding.evidence.get("snapshot_date")), finding.first_seen) if moment]
+    return min((m.replace(tzinfo=timezone.utc) if m.tzinfo is None else m for m in seen), default=None)
+
+
+def _moment(text) -> datetime | None:
     try:
-        began = datetime.fromisoformat(text.replace("Z", "+00:00")) if isinstance(text, str) else None
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00")) if isinstance(text, str) else None
     except ValueError:
         return None
-    return began.replace(tzinfo=timezone.utc) if began and began.tzinfo is None else began
+    return moment.replace(tzinfo=timezone.utc) if moment and moment.tzinfo is None else moment
 
 
 def of_day(findings: list, day: date, none: str) -> tuple[list, str, str | None]:
@@ -80,7 +90,7 @@ def of_day(findings: list, day: date, none: str) -> tuple[list, str, str | None]
     when there are none) and that sentence again when they are not as of the day (for summary.md,
     which lists them without the section's note): those of the last rules run (its data's end:
     the latest `last_seen`), less, when that run judged past the day, those that began after it (a
-    window or an episode starting after the day is none of the day's)."""
+    window or an episode starting after the day is none of the day's; `_began`)."""
     end = day_start(day) + timedelta(days=1)
     judged = max((f.last_seen for f in findings if f.last_seen), default=None)
     if judged is None:
@@ -89,8 +99,8 @@ def of_day(findings: list, day: date, none: str) -> tuple[list, str, str | None]
     if judged <= end:
         return findings, note + ".", None
     kept = [f for f in findings if not ((began := _began(f)) and began >= end)]
-    left = f"; {len(findings) - len(kept)} that began after {day.isoformat()} are left out" if len(kept) < len(
-        findings) else ""
+    left = (f"; {len(findings) - len(kept)} that began or were first seen after {day.isoformat()} are left out"
+            if len(kept) < len(findings) else "")
     past = (f"{note}, not as of {day.isoformat()}: findings keep their latest state only (one resolved since "
             f"is not listed, figures are the latest){left}.")
     return kept, past, past
