@@ -374,7 +374,7 @@ def test_a_team_really_named_unallocated_keeps_its_budget_findings(tmp_path):
     too; the metric's team of a finding stored without one was that literal as well."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from service.serve.families import team_of
+    from service.serve.families import teams_of
     from service.serve.metrics import LakeCollector
 
     today = date(2026, 11, 15)
@@ -390,7 +390,7 @@ def test_a_team_really_named_unallocated_keeps_its_budget_findings(tmp_path):
     registry.register(LakeCollector(config))
     scraped = generate_latest(registry).decode()
     assert 'spendlake_findings{rule="budget",severity="critical",team="unallocated"}' in scraped, scraped
-    assert team_of(replace(report.result.findings[0], team=None), config) == "no-team"
+    assert teams_of([replace(report.result.findings[0], team=None)], config) == ["no-team"]
 
 
 def test_a_100_column_budgets_table_keeps_each_budgets_status(tmp_path):

@@ -474,3 +474,39 @@ def test_storing_the_last_good_budgets_never_waits_for_a_scrape(tmp_path):
         assert not done.is_alive() and not stored.exists()
     collector.keep_last_good()
     assert stored.exists()
+
+
+def test_last_months_budgets_are_not_shown_as_last_good_once_the_data_reaches_a_new_month(tmp_path):
+    """The budgets stored (and held) in November were shown, marked last good, by a service restarted
+    in December on a damaged lake, while December's month to date is what the data's end asks: the
+    alert for November's exceeded budget kept firing into a month that had spent $1 of it. Last good
+    budgets are of the month they summed (the data's end's): in another month none are shown, by a
+    restart or by the running service."""
+    budget = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [budget]}).budgets})
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
+    used = ("spendlake_budget_used_ratio", {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"})
+    running = LakeCollector(config, clock=NOW.timestamp)
+    registry = scrape(running)
+    assert registry.get_sample_value(*used) == 1.2
+    running.keep_last_good()
+
+    december = datetime(2026, 12, 2, tzinfo=timezone.utc)
+    running.clock = december.timestamp
+    commit(lake, "cur", [("2026-12-01 05:00:00", "2026-12-01 06:00:00", "USD", "1", {"team": "nlp"})], "d2")
+    november = next(lake.table_dir("costs").glob("*/billing_period=2026-11*/data.parquet"))
+    november.rename(tmp_path / "aside.parquet")
+    for shown in (registry, scrape(LakeCollector(config, clock=december.timestamp))):
+        assert shown.get_sample_value("spendlake_lake_readable") == 0
+        assert shown.get_sample_value(*used) is None
+        assert shown.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) is None
+
+    (tmp_path / "aside.parquet").rename(november)  # read again: December's month to date, and stored as such
+    assert registry.get_sample_value(*used) == pytest.approx(0.05)
+    running.keep_last_good()
+    november.rename(tmp_path / "aside.parquet")
+    restarted = scrape(LakeCollector(config, clock=december.timestamp))
+    assert restarted.get_sample_value(*used) == pytest.approx(0.05)
+    assert restarted.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) == 1

@@ -141,6 +141,7 @@ class StoredFamily(Open):  # service/serve/stored_families.py: a Prometheus fami
 
 class StoredGroup(Open):
     owner: StrictStr
+    month: StrictStr | None = None  # the month the families summed (none: stored before months were)
     families: list[StoredFamily]
 
 

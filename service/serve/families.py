@@ -24,7 +24,11 @@ from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
 from service.core.snapshot_ledger import snapshot_checks, sound
 from service.core.units import OTHER, fold_top
+from service.findings.budgets import budget_status
+from service.findings.owners import unowned
+from service.findings.store import load_findings
 from service.ingest.freshness import freshness_limits, sources_state
+
 
 def iso_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -135,18 +139,17 @@ def findings_families(config: Config, lake: Lake) -> list[Metric]:
     category (an overrun and unowned spend are not waste: only the waste family sums waste,
     and it equals the report's "Waste by rule" total). Teams beyond the top N by impact are
     folded into `other`; rule, category and severity are bounded by the rule registry."""
-    from service.findings.store import load_findings
-
     found = load_findings(lake, status="open", checked=False)  # stored findings read no cost partition
+    teams = teams_of(found, config)
     impact_by_team: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
-    for finding in found:
-        impact_by_team[(team_of(finding, config),)] += finding.impact_usd
+    for finding, team in zip(found, teams):
+        impact_by_team[(team,)] += finding.impact_usd
     kept = {team for (team,) in fold_top(impact_by_team, config.service.top_n)}
     counts: dict[tuple[str, str, str], int] = defaultdict(int)
     waste: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
     impact: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
-    for finding in found:
-        team = team_of(finding, config) if team_of(finding, config) in kept else OTHER
+    for finding, team in zip(found, teams):
+        team = team if team in kept else OTHER
         counts[(finding.rule, finding.severity, team)] += 1
         impact[(finding.rule, finding.category, team)] += finding.impact_usd
         if finding.category == "waste":
@@ -170,9 +173,9 @@ def anomaly_family(config: Config, found) -> GaugeMetricFamily:
     """Impact (actual − expected, USD, over the episode) of the open spend anomalies by team
     and service; anomalies inside a planned run (severity info) are not anomalies."""
     impact: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for finding in found:
+    for finding, team in zip(found, teams_of(found, config)):
         if finding.rule == "spend-anomaly" and finding.severity != "info" and finding.evidence.get("currency") == "USD":
-            key = (team_of(finding, config), finding.evidence.get("service") or "none")
+            key = (team, finding.evidence.get("service") or "none")
             impact[key] += Decimal(str(finding.evidence.get("impact_usd", 0)))
     family = GaugeMetricFamily("spendlake_anomaly_impact_usd",
                                "Impact in USD of the open spend anomalies (actual minus expected spend).",
@@ -185,8 +188,6 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     """Each configured budget's month-to-date and forecast spend as a share of its amount, as
     of the data's end, and whether its value is on no cost line (its ratios 0 count nothing, a
     typo, not no spend: bounded by the config, one series per budget)."""
-    from service.findings.budgets import budget_status
-
     labels = ["budget", "dimension", "value"]
     used = GaugeMetricFamily("spendlake_budget_used_ratio", "Month-to-date spend over the budget's amount.",
                              labels=labels)
@@ -204,12 +205,11 @@ def budget_families(config: Config, lake: Lake, now: datetime) -> list[Metric]:
     return [used, forecast, unmatched]
 
 
-def team_of(finding, config: Config) -> str:
-    """A finding's team; one stored without any is nobody's as attribution names it (the team
+def teams_of(found: list, config: Config) -> list[str]:
+    """Each finding's team; one stored without any is nobody's as attribution names it (the team
     dimension's `default`), never a literal `unallocated` that a real team may be called."""
-    from service.findings.owners import unowned
-
-    return finding.team or unowned(config).team
+    nobody = unowned(config).team
+    return [finding.team or nobody for finding in found]
 
 
 def add_all(family: GaugeMetricFamily, items: Iterable[tuple[tuple[str, ...], Decimal | int]]) -> None:

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import duckdb
@@ -27,10 +28,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from service.attribution import ScrapeTops, tops_owner
+from service.attribution import ScrapeTops, metrics_anchor, tops_owner
 from service.core.config import Config
 from service.core.errors import SpendlakeError
 from service.core.lake import Lake
+from service.core.timewindow import month_text
 from service.ingest.freshness import unrecorded_failures
 from service.serve.cluster_families import cluster_families
 from service.serve.families import (budget_families, commitment_families, data_through_families, findings_families,
@@ -51,14 +53,25 @@ HELD_BACK_GROUPS = frozenset({"budgets"})
 TOPS_GROUPS = frozenset({"spend", "commitments", "clusters"})  # read from the stored metric tops
 
 
-def kept_by_reload(last_good: dict[str, list[Metric]], old: Config, new: Config) -> dict[str, list[Metric]]:
+@dataclass
+class LastGood:
+    """The cost groups' families last read, shared with the collector of the service a SIGHUP
+    starts; and the month the stored groups' (budgets) summed, the data's end's: once the data's
+    end is in another month they are shown no more (a budget's month to date is of its month)."""
+
+    groups: dict[str, list[Metric]] = field(default_factory=dict)
+    months: dict[str, str] = field(default_factory=dict)
+
+
+def kept_by_reload(last_good: LastGood, old: Config, new: Config) -> LastGood:
     """The last good groups a reload from `old` to `new` keeps showing, as a restart shows them:
     not those whose stored form is of another config (budgets: of other budgets; the tops' groups:
     of another attribution or top_n), whose series would stay, marked last good, until the lake
     could be read."""
     other = (STORED_GROUPS if budgets_key(old) != budgets_key(new) else frozenset()) | (
         TOPS_GROUPS if tops_owner(old) != tops_owner(new) else frozenset())
-    return {name: found for name, found in last_good.items() if name not in other} if other else last_good
+    return LastGood({name: found for name, found in last_good.groups.items() if name not in other},
+                    {name: month for name, month in last_good.months.items() if name not in other})
 
 
 class JobMetrics:
@@ -90,7 +103,7 @@ class LakeCollector(Collector):
     replaces (a reload on a damaged lake would otherwise drop its budget series)."""
 
     def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time,
-                 turn: threading.Lock | None = None, last_good: dict[str, list[Metric]] | None = None):
+                 turn: threading.Lock | None = None, last_good: LastGood | None = None):
         self.config = config
         self.turn = turn
         self.lake = Lake.of(config)
@@ -100,7 +113,7 @@ class LakeCollector(Collector):
         self._key: tuple | None = None
         self._computed_at = 0.0
         self._families: list[Metric] = []
-        self._last_good = {} if last_good is None else last_good
+        self._last_good = LastGood() if last_good is None else last_good
         self._stored = StoredFamilies(self.lake, config)
         self._kept: dict[str, list[Metric]] = {}  # what keep_last_good stored last
 
@@ -164,11 +177,15 @@ class LakeCollector(Collector):
             "damage, or (budgets) a writer or job is at work; 0 when read now.",
             labels=["group"])
         held_back = self._busy()
+        kept, months = self._last_good.groups, self._last_good.months
+        month = self._month(now)
         for name, group in groups.items():
             found, fresh = None, False
-            if name in STORED_GROUPS and name not in self._last_good and (stored := self._stored.load(name)):
-                self._last_good[name] = stored  # a service (re)started: what it stored before
-            if not (name in HELD_BACK_GROUPS and held_back and name in self._last_good):
+            if name in STORED_GROUPS and name not in kept and (stored := self._stored.load(name, month)):
+                kept[name], months[name] = stored, month  # a service (re)started: what it stored before
+            if name in STORED_GROUPS and months.get(name) != month:
+                kept.pop(name, None)  # another month's
+            if not (name in HELD_BACK_GROUPS and held_back and name in kept):
                 try:
                     found, fresh = group(), True
                 except (SpendlakeError, duckdb.Error, OSError) as exc:
@@ -177,8 +194,8 @@ class LakeCollector(Collector):
                 errors[str(tops.unreadable)], fresh = None, False
             if name in LAST_GOOD_GROUPS:
                 if fresh:
-                    self._last_good[name] = found
-                found = self._last_good.get(name, found)
+                    kept[name], months[name] = found, month
+                found = kept.get(name, found)
                 if found is not None:
                     last_good.add_metric([name], 0 if fresh else 1)
             families += found or []
@@ -195,13 +212,22 @@ class LakeCollector(Collector):
         if not self._lock.acquire(blocking=False):
             return
         try:
-            found = {name: self._last_good[name] for name in STORED_GROUPS if name in self._last_good}
+            found = {name: (self._last_good.groups[name], self._last_good.months[name])
+                     for name in STORED_GROUPS if name in self._last_good.groups}
         finally:
             self._lock.release()
-        for name, families in found.items():
+        for name, (families, month) in found.items():
             if families is not self._kept.get(name):
-                self._stored.store(name, families)
+                self._stored.store(name, families, month)
                 self._kept[name] = families
+
+    def _month(self, now: datetime) -> str:
+        """The month the budgets sum to date now: the data's end's (the clock's when the ledger
+        cannot be read)."""
+        try:
+            return month_text(metrics_anchor(self.lake, now))
+        except (SpendlakeError, duckdb.Error, OSError):
+            return month_text(now)
 
     def _busy(self) -> bool:
         """A writer holds the lake, or one of the service's jobs has its turn."""

@@ -33,7 +33,7 @@ from service.core.lake import Lake
 from service.core.output import printable
 from service.core.pinned_root import pin_root
 from service.core.timewindow import utc_now
-from service.serve.metrics import JobMetrics, LakeCollector, kept_by_reload
+from service.serve.metrics import JobMetrics, LakeCollector, LastGood, kept_by_reload
 from service.report.write import ReportResult, write_report
 from service.serve.scheduler import ServiceScheduler, Tasks
 
@@ -146,7 +146,7 @@ class Service:
         self.reload = reload
         self.requests = requests or Requests()
         self.handed = None  # (server, thread) of the service before a reload, still listening here
-        self.last_good: dict = {}  # the metrics' cost groups last read (LakeCollector), kept by a reload
+        self.last_good = LastGood()  # the metrics' cost groups last read (LakeCollector), kept by a reload
 
     def stop(self) -> None:
         """Safe from a signal handler: sets a flag, takes no lock."""

@@ -6,8 +6,9 @@ each budget's month at scrape time and had no stored form: a service (re)started
 partition was damaged showed no budget series until it was back, and the budget alerts
 resolved. The service's loop stores the budget families a scrape read anew (a scrape itself
 writes nothing) and, while it cannot read them and has none in memory, the collector shows the
-stored ones (marked last good). Only for the budgets the config declares as they were stored:
-other budgets show nothing.
+stored ones (marked last good). Only for the budgets the config declares as they were stored,
+and in the month they summed (the data's end's): other budgets, or last month's once the data
+reaches a new one, show nothing.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ class StoredFamilies:
     def __init__(self, lake: Lake, config: Config):
         self.lake = lake
         self.owner = budgets_key(config)
-        self._written: dict[str, list[dict]] = {}
+        self._written: dict[str, dict] = {}
         self._looked: set[str] = set()
 
-    def load(self, group: str) -> list[Metric] | None:
-        """The group's families as stored, the first time only (then the collector holds them)."""
+    def load(self, group: str, month: str) -> list[Metric] | None:
+        """The group's families as stored for `month`, the first time only (then the collector holds them)."""
         if group in self._looked:
             return None
         self._looked.add(group)
@@ -48,25 +49,26 @@ class StoredFamilies:
         except (DataError, OSError) as exc:
             log.warning("metrics: the stored last good %s are not shown: %s", group, exc)
             return None
-        if not stored or stored.get("owner") != self.owner:
+        if not stored or stored.get("owner") != self.owner or stored.get("month") != month:
             return None
-        self._written[group] = stored["families"]
+        self._written[group] = {"month": month, "families": stored["families"]}
         return [_metric(family) for family in stored["families"]]
 
-    def store(self, group: str, found: list[Metric]) -> None:
-        families = [_record(metric) for metric in found]
-        if self._written.get(group, []) == families or not any(f["samples"] for f in families):
+    def store(self, group: str, found: list[Metric], month: str) -> None:
+        """Store the group's families, summed in `month`."""
+        record = {"month": month, "families": [_record(metric) for metric in found]}
+        if self._written.get(group) == record or not any(f["samples"] for f in record["families"]):
             return  # unchanged, or nothing to show (no budget declared): no file
         try:
             state = self.lake.read_state(STATE)
         except DataError:  # an unreadable file is written afresh
             state = {}
         try:
-            self.lake.write_state(STATE, {**state, group: {"owner": self.owner, "families": families}})
+            self.lake.write_state(STATE, {**state, group: {"owner": self.owner, **record}})
         except OSError as exc:  # a full disk: the scrape still answers; a restart shows no stored ones
             log.warning("metrics: cannot store the last good %s: %s", group, exc)
             return
-        self._written[group] = families
+        self._written[group] = record
 
 
 def budgets_key(config: Config) -> str:
