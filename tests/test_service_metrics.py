@@ -510,3 +510,30 @@ def test_last_months_budgets_are_not_shown_as_last_good_once_the_data_reaches_a_
     restarted = scrape(LakeCollector(config, clock=december.timestamp))
     assert restarted.get_sample_value(*used) == pytest.approx(0.05)
     assert restarted.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) == 1
+
+
+def test_budgets_summed_under_another_attribution_are_not_shown_as_last_good(tmp_path):
+    """A budget sums its team's spend as attribution places it: stored under a config reading the
+    team from tag `team`, they were shown, marked last good, by a service restarted (or reloaded)
+    on the damaged lake with attribution reading it from `owner`, where team nlp spends nothing;
+    the stored budgets are of the budgets and the attribution they were summed under."""
+    from service.serve.metrics import LastGood, kept_by_reload
+
+    budget = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [budget]}).budgets})
+    other = config.model_copy(update={"attribution": parse_config({"attribution": {"dimensions": {
+        "team": {"tags": ["owner"]}}}}).attribution})
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
+    used = ("spendlake_budget_used_ratio", {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"})
+    collector = LakeCollector(config, clock=NOW.timestamp)
+    assert scrape(collector).get_sample_value(*used) == 1.2
+    collector.keep_last_good()
+    assert scrape(LakeCollector(other, clock=NOW.timestamp)).get_sample_value(*used) == 0  # read: none of it
+
+    next(lake.table_dir("costs").glob("*/*/data.parquet")).rename(tmp_path / "aside.parquet")
+    assert scrape(LakeCollector(config, clock=NOW.timestamp)).get_sample_value(*used) == 1.2  # the same config
+    assert scrape(LakeCollector(other, clock=NOW.timestamp)).get_sample_value(*used) is None
+    assert "budgets" not in kept_by_reload(LastGood(collector._last_good.groups, collector._last_good.months),
+                                           config, other).groups

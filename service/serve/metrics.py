@@ -65,7 +65,7 @@ class LastGood:
 
 def kept_by_reload(last_good: LastGood, old: Config, new: Config) -> LastGood:
     """The last good groups a reload from `old` to `new` keeps showing, as a restart shows them:
-    not those whose stored form is of another config (budgets: of other budgets; the tops' groups:
+    not those whose stored form is of another config (budgets: of other budgets or attribution; the tops' groups:
     of another attribution or top_n), whose series would stay, marked last good, until the lake
     could be read."""
     other = (STORED_GROUPS if budgets_key(old) != budgets_key(new) else frozenset()) | (

@@ -7,8 +7,8 @@ partition was damaged showed no budget series until it was back, and the budget 
 resolved. The service's loop stores the budget families a scrape read anew (a scrape itself
 writes nothing) and, while it cannot read them and has none in memory, the collector shows the
 stored ones (marked last good). Only for the budgets the config declares as they were stored,
-and in the month they summed (the data's end's): other budgets, or last month's once the data
-reaches a new one, show nothing.
+under the same attribution, and in the month they summed (the data's end's): other budgets or
+attribution, or last month's once the data reaches a new one, show nothing.
 """
 
 from __future__ import annotations
@@ -72,9 +72,10 @@ class StoredFamilies:
 
 
 def budgets_key(config: Config) -> str:
-    """Which budgets the stored families are of: a config declaring others shows none of them."""
-    return hashlib.sha256(json.dumps(
-        [b.model_dump(mode="json") for b in config.budgets], sort_keys=True).encode()).hexdigest()[:16]
+    """Which budgets the stored families are of, and the attribution that summed them (what a
+    team or project spent): a config declaring others, or placing spend otherwise, shows none."""
+    return hashlib.sha256(json.dumps([[b.model_dump(mode="json") for b in config.budgets],
+                                      config.attribution.fingerprint()], sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _record(metric: Metric) -> dict:
