@@ -76,8 +76,30 @@ def test_a_purchase_dated_after_the_last_usage_line_is_named_in_the_data_end_not
     assert report_notes(config, "2026-11-05", tmp_path / "out")[0] == (
         "The lake's billing data ends at 2026-11-05 00:00 UTC (its latest usage charge): usage after it is not in "
         "yet, so this day's and this month's figures are incomplete, and no change against earlier days is shown "
-        "(it would be no change in spend). Charges dated after it are in the bill and in these figures: Purchase "
-        "USD 5,000.00.")
+        "(it would be no change in spend). Charges dated after it, or the part after it of those running past it (a "
+        "monthly tax or fee to this day's end), are in the bill and in these figures: Purchase USD 5,000.00.")
     # a day of the next month: the purchase is November's, not in December's figures
     assert report_notes(config, "2026-12-02", tmp_path / "out")[0].startswith(
         "The lake's billing data ends at 2026-11-05 00:00 UTC: spend after it is not in yet")
+
+
+def test_a_monthly_charge_running_past_the_data_end_is_named_for_its_part_in_the_day(tmp_path):
+    """A tax and a credit dated for the whole month (AWS's monthly lines) count a share of each of its
+    days, so a day past the usage's end showed a headline of $9.00 (1/30 of USD 300 tax, of USD -30
+    credit) under a note saying spend after the end was not in yet and naming nothing: it names
+    their part after the end to the day's end."""
+    (tmp_path / "bill").mkdir()
+    write_daily(tmp_path / "bill" / "bill.csv", date(2026, 10, 1), date(2026, 11, 4))
+    with open(tmp_path / "bill" / "bill.csv", "a", newline="", encoding="utf-8") as handle:
+        for cost, category in (("300", "Tax"), ("-30", "Credit")):
+            csv.writer(handle).writerow([cost, cost, "USD", "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z",
+                                         "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z", category, "Compute", "{}"])
+    config = tmp_path / "spendlake.yaml"
+    config.write_text("lake: ./lake\nsources:\n  - {name: bill, kind: focus, location: ./bill}\n")
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+    notes = report_notes(config, "2026-11-05", tmp_path / "out")
+    headline = json.loads((tmp_path / "out" / "2026-11-05" / "report.json").read_text())["headlines"][0]
+    assert (headline["label"], headline["value"]) == ("Day, billed (USD)", "9.000000000000")
+    assert notes[0].startswith("The lake's billing data ends at 2026-11-05 00:00 UTC (its latest usage charge): "
+                               "usage after it is not in yet"), notes[0]
+    assert notes[0].endswith(": Credit USD -1.00; Tax USD 10.00."), notes[0]

@@ -36,6 +36,7 @@ its modules (tests/test_layout.py):
   meets in a window (service/attribution/job_rules.py; `attribute` and `runs` warn);
 - `shared_nodes`, `SharedNodes`: pairs of job sources naming a node alike in the same hours, the
   cause the over-booked warnings name (service/attribution/node_sharing.py);
+- `prorate`: the part of a charge in a window, as attribution counts it (the report's data-end note);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);
 - `run_costs_lookup`, `held_hours_lookup`: what the failed-reruns rule reads, every run's attempts
@@ -53,6 +54,7 @@ _MODULES = {
     "clusters": ("ClusterCost", "ClusterUsage", "JobCost", "cluster_usage"),
     "query": ("AttributionQuery", "api_parameter", "cli_option", "listed_once", "parse_where"),
     "lines": ("direct_daily_lookup",),
+    "compute": ("prorate",),
     "per_line": ("attributed_lines",),
     "ranked": ("DefaultShare", "Ranked", "RankedGroup", "default_shares", "top_groups"),
     "rollup": ("RollupBuild",),

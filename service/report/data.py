@@ -7,8 +7,11 @@ lake, so the same lake and day give the same report.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 
+from service.attribution import prorate
 from service.core.config import Config
 from service.core.coverage import billing_data_through, data_end
 from service.core.lake import Lake
@@ -83,22 +86,30 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
                 + (" (its latest usage charge): usage" if later else ": spend")
                 + " after it is not in yet, so this day's and this month's figures are incomplete, and no change "
                 "against earlier days is shown (it would be no change in spend)."
-                + (f" Charges dated after it are in the bill and in these figures: {later}." if later else "")]
+                + (f" Charges dated after it, or the part after it of those running past it (a monthly tax or fee "
+                   f"to this day's end), are in the bill and in these figures: {later}." if later else "")]
     return []
 
 
 def charges_dated_after(lake: Lake, end: datetime, day: date) -> str:
-    """The charges the report's month to `day` holds that start at or after `end` (the latest
-    usage line's end: a purchase, a fee, a tax dated later is in the bill all the same), by
-    charge category and currency: `Purchase USD 5,000.00`; "" when there are none."""
-    month, until = day_start(day.replace(day=1)), day_start(day) + timedelta(days=1)
+    """The part of the charges the report's month to `day` holds that lies at or after `end` (the
+    latest usage line's end: a purchase, a fee, a tax dated later is in the bill all the same,
+    and a monthly tax or credit counts its share of every day it runs, as the figures prorate
+    it), by charge category and currency: `Purchase USD 5,000.00`; "" when there are none."""
+    since = max(end, day_start(day.replace(day=1))).replace(tzinfo=None)
+    until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)
     with lake.query() as con:
         found = con.execute(
-            "SELECT ChargeCategory, BillingCurrency, sum(BilledCost) FROM costs WHERE ChargePeriodStart >= ? "
-            "AND ChargePeriodStart < ? GROUP BY ALL ORDER BY ALL",
-            [max(end, month).replace(tzinfo=None), until.replace(tzinfo=None)]).fetchall()
-    return "; ".join(f"{category or 'no category'} {money_text(total, currency_text(currency))}"
-                     for category, currency, total in found)
+            "SELECT ChargeCategory, BillingCurrency, ChargePeriodStart, ChargePeriodEnd, sum(BilledCost) FROM costs "
+            "WHERE ChargePeriodStart < $until AND (ChargePeriodEnd > $since OR (ChargePeriodEnd <= ChargePeriodStart "
+            "AND ChargePeriodStart >= $since)) GROUP BY ALL", {"since": since, "until": until}).fetchall()
+    after: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for category, currency, start, stop, total in found:
+        if stop > start:  # an instant is all in; a span for its overlap
+            total = prorate(total, start, stop, max(start, since), min(stop, until), "total")[0][1]
+        after[(category or "no category", currency_text(currency))] += total
+    return "; ".join(f"{category} {money_text(total, currency)}"
+                     for (category, currency), total in sorted(after.items()))
 
 
 def behind_notes(lake: Lake, day: date) -> list[str]:
