@@ -93,7 +93,7 @@ def test_a_tax_lines_list_cost_follows_the_list_cost_of_the_lines_it_taxes(tmp_p
     calculated from their list cost; one unrelated to other charges matches its BilledCost. A CUR
     writes a public On-Demand cost of 0 on its tax lines (samples/aws: 12 of 12), per account and
     service, which the lake keeps as no ListCost: the export scales the tax by its service's list
-    ÷ billed cost, exactly. A tax whose service billed nothing, or with no such lines, gets its
+    ÷ billed cost, exactly, in the tax's minor units. A tax whose service billed nothing, or with no such lines, gets its
     BilledCost; a tax with a list cost of its own (a FOCUS file) keeps it."""
     lines = exported_lines(tmp_path, {
         "ProviderName": "provider", "ServiceName": "service", "ChargeCategory": "category", "SubAccountId": "account",
@@ -111,8 +111,8 @@ def test_a_tax_lines_list_cost_follows_the_list_cost_of_the_lines_it_taxes(tmp_p
        "ProviderName, ServiceName, SubAccountId, ChargeCategory, BilledCost, ListCost")
     cents = [(line[0], line[1], line[2], str(line[4]), str(line[5])) for line in lines if line[3] == "Tax"]
     assert cents == [
-        # 0.07 × 1.3708602348 ÷ 1.3705653565, rounded half away from zero at 12 decimals
-        ("AWS", "Amazon S3", "111", "0.070000000000", "0.070015060559"),
+        # 0.07 × 1.3708602348 ÷ 1.3705653565 = 0.0700150…, in cents as the tax is billed
+        ("AWS", "Amazon S3", "111", "0.070000000000", "0.070000000000"),
         ("AWS", "Amazon S3", "222", "0.050000000000", "0.050000000000"),  # account 222 bought nothing taxed
         ("AWS", "AmazonCloudWatch", "111", "0.010000000000", "0.010000000000"),  # its service billed nothing
         ("Microsoft", "Compute", "s", "-10.000000000000", "-11.000000000000"),
@@ -187,3 +187,34 @@ def test_a_commitment_fee_without_a_public_cost_lists_at_its_billed_cost(tmp_pat
     d = Decimal
     assert lines == [("arn:ri/1", "Purchase", d("3.5"), d("3.5")), ("arn:sp/1", "Purchase", d(10), d(10)),
                      ("arn:sp/1", "Usage", d(0), d(0)), ("arn:sp/1", "Usage", d(12), d(12))]
+
+
+def test_a_tax_scaled_by_its_services_rounding_keeps_the_minor_units_it_is_billed_in(tmp_path):
+    """A tax's derived cost was exact to 12 decimals of a ratio that differs from 1 only by the
+    bill's rounding: S3 lines whose ContractedCost is their unit price × quantity (59183.391045030050)
+    where the bill rounds each to 10 decimals (59183.391045029000) gave a USD 3,698.96 tax the
+    ContractedCost 3698.960000000066, which finance reads as a float error. A tax is billed in its
+    currency's minor units (AWS: every Tax line of samples/aws in cents), so is the tax derived from
+    it, rounded half away from zero once, or in finer units where the tax itself is written finer
+    (a USD 0.0123 tax stays 0.0123): USD in cents, JPY in whole yen, BHD in fils."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category", "SubAccountId": "'111'",
+        "BillingCurrency": "currency", "BilledCost": "billed", "EffectiveCost": "billed", "ListCost": "list",
+        "ContractedCost": "contracted",
+    }, "('Amazon S3', 'USD', 'Usage', '59183.391045029', '59183.391045029', '59183.39104503005'), "
+       "('Amazon S3', 'USD', 'Tax', '3698.96', NULL, NULL), "
+       "('Amazon EC2', 'USD', 'Usage', '100', '100.51', '100'), ('Amazon EC2', 'USD', 'Tax', '0.0123', NULL, NULL), "
+       "('Amazon S3', 'JPY', 'Usage', '10000', '10005.1', '10000'), ('Amazon S3', 'JPY', 'Tax', '1000', NULL, NULL), "
+       "('Amazon S3', 'BHD', 'Usage', '10', '10.0005', '10'), ('Amazon S3', 'BHD', 'Tax', '1.5', NULL, NULL), "
+       "('Amazon EC2', 'JPY', 'Usage', '3', '3', '1'), ('Amazon EC2', 'JPY', 'Tax', '-10', NULL, NULL)",
+       "service, currency, category, billed, list, contracted",
+       "BillingCurrency, ServiceName, ChargeCategory, BilledCost, ListCost, ContractedCost")
+    taxes = [(currency, service, str(billed), str(listed), str(contracted))
+             for currency, service, category, billed, listed, contracted in lines if category == "Tax"]
+    assert taxes == [
+        ("BHD", "Amazon S3", "1.500000000000", "1.500000000000", "1.500000000000"),  # 1.500075: 1.500 fils
+        ("JPY", "Amazon EC2", "-10.000000000000", "-10.000000000000", "-3.000000000000"),  # -3.33…: -3 yen
+        ("JPY", "Amazon S3", "1000.000000000000", "1001.000000000000", "1000.000000000000"),  # 1000.51: 1001 yen
+        ("USD", "Amazon EC2", "0.012300000000", "0.012400000000", "0.012300000000"),  # 0.01236273: its own 4 places
+        ("USD", "Amazon S3", "3698.960000000000", "3698.960000000000", "3698.960000000000"),
+    ]

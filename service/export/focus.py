@@ -33,7 +33,10 @@ is never changed):
   ContractedCost takes FOCUS's rule for a charge calculated from other charges: its
   BilledCost × the ListCost (the ContractedCost) ÷ the BilledCost of the lines it taxes (the
   same provider, billing and sub account, service and currency: AWS bills tax per account
-  and service), else (none, or they billed nothing) its BilledCost.
+  and service), else (none, or they billed nothing) its BilledCost; rounded half away from zero
+  to the places the tax is billed in (its currency's minor unit, or its own finer ones): the
+  taxed lines' contracted cost (a 12-decimal product) differs from their billed cost by the
+  bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066.
 - InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
   own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
   than the provider as a third party collecting the payment (BilledCost then 0). The legal
@@ -118,11 +121,12 @@ def _product(price: str, quantity: str) -> str:
     return f"try(CAST({price} * {quantity} AS {MONEY}))"
 
 
-def _scaled(value: str, numerator: str, denominator: str) -> str:
-    """SQL: value × numerator ÷ denominator in exact money, rounded half away from zero (DuckDB
-    divides decimals as doubles: this divides their 10^-12 units as HUGEINTs, by long division
-    over value's base-10^6 digits, so no product passes 2^127: exact for terms below 10^14 of
-    money, as their units are); NULL when the denominator is 0 or a term or the result does not fit."""
+def _scaled(value: str, numerator: str, denominator: str, decimals: str) -> str:
+    """SQL: value × numerator ÷ denominator in exact money, rounded half away from zero once, to
+    `decimals` places (SQL, 0 to 12). DuckDB divides decimals as doubles: this divides their 10^-12
+    units as HUGEINTs, by long division over value's base-10^6 digits, so no product passes 2^127
+    (exact for terms below 10^14 of money, as their units are); NULL when the denominator is 0 or a
+    term or the result does not fit."""
     value, numerator, denominator = (f"CAST(CAST({term} AS {MONEY}) * 1000000000000 AS HUGEINT)"
                                      for term in (value, numerator, denominator))
     digits = ", ".join(f"abs({value}) // CAST('{10 ** (6 * k)}' AS HUGEINT) % 1000000" for k in range(6, -1, -1))
@@ -130,10 +134,28 @@ def _scaled(value: str, numerator: str, denominator: str) -> str:
     step = (f"lambda acc, digit: {{'q': acc.q * 1000000 + {carried} // abs({denominator}), "
             f"'r': {carried} % abs({denominator})}}")
     divided = f"list_reduce([{digits}], {step}, {{'q': CAST(0 AS HUGEINT), 'r': CAST(0 AS HUGEINT)}})"
-    rounded = (f"sign({value}) * sign({numerator}) * sign({denominator}) * "
-               f"({divided}.q + CASE WHEN 2 * {divided}.r >= abs({denominator}) THEN 1 ELSE 0 END)")
-    return (f"try(CASE WHEN {denominator} <> 0 THEN CAST(CAST({rounded} AS DECIMAL(38,0)) * "
+    # The quotient's floor q (units) and remainder r: to whole units, up when 2r ≥ the denominator;
+    # to a coarser unit u (an even power of 10), up when 2 (q mod u) ≥ u, as r < the denominator
+    # cannot carry q's remainder to half of u: one rounding, no double rounding.
+    unit = f"CAST([{', '.join(str(10 ** k) for k in range(13))}] AS HUGEINT[])[13 - ({decimals})]"
+    rounded = (f"list_transform([{divided}], lambda qr: list_transform([{unit}], lambda places: CASE WHEN "
+               f"places = 1 THEN qr.q + CASE WHEN 2 * qr.r >= abs({denominator}) THEN 1 ELSE 0 END "
+               "ELSE (qr.q // places + CASE WHEN 2 * (qr.q % places) >= places THEN 1 ELSE 0 END) * places "
+               "END)[1])[1]")
+    signed = f"sign({value}) * sign({numerator}) * sign({denominator}) * {rounded}"
+    return (f"try(CASE WHEN {denominator} <> 0 THEN CAST(CAST({signed} AS DECIMAL(38,0)) * "
             f"CAST(0.000000000001 AS DECIMAL(13,12)) AS {MONEY}) END)")
+
+
+def _decimals(cost: str, currency: str) -> str:
+    """SQL: the places a cost is billed in: its currency's minor unit (ISO 4217: JPY 0, USD 2,
+    BHD 3; 2 for a code not known), or the cost's own where it is written finer (0.0123: 4)."""
+    from babel.numbers import get_currency_precision, list_currencies  # only an export needs the table
+
+    other = " ".join(f"WHEN '{code}' THEN {get_currency_precision(code)}" for code in sorted(list_currencies())
+                     if get_currency_precision(code) != 2)
+    own = f"length(split_part(rtrim(CAST(abs(CAST({cost} AS {MONEY})) AS VARCHAR), '0'), '.', 2))"
+    return f"greatest(CASE upper({currency}) {other} ELSE 2 END, {own})"
 
 
 def _arm_type(resource_id: str) -> str:
@@ -253,8 +275,10 @@ def _taxes() -> str:
     same = " AND ".join(f"t.{name} IS NOT DISTINCT FROM l.{name}" for name in TAXED)
     taxed = (f"SELECT {', '.join(TAXED)}, sum(ListCost) AS taxed_list, sum(ContractedCost) AS taxed_contracted, "
              "sum(BilledCost) AS taxed_billed FROM conform2 WHERE ChargeCategory IS DISTINCT FROM 'Tax' GROUP BY ALL")
+    decimals = _decimals("l.BilledCost", "l.BillingCurrency")
     derived = ", ".join(
-        f"coalesce(l.{name}, {_scaled('l.BilledCost', f't.taxed_{short}', 't.taxed_billed')}, l.BilledCost) AS {name}"
+        f"coalesce(l.{name}, {_scaled('l.BilledCost', f't.taxed_{short}', 't.taxed_billed', decimals)}, "
+        f"l.BilledCost) AS {name}"
         for name, short in (("ListCost", "list"), ("ContractedCost", "contracted")))
     return f"SELECT l.* REPLACE ({derived}) FROM conform2 AS l LEFT JOIN ({taxed}) AS t ON {same}"
 
