@@ -349,6 +349,18 @@ def test_report_day_defaults_to_yesterday():
         report_day("yesterday")
 
 
+def test_a_lake_whose_only_data_is_part_of_a_day_reports_that_day_by_default(tmp_path):
+    """The default day is the data's last whole day, the day before the one its data ends in; on
+    a lake whose data is the first hours of one day (a new export's first delivery, Google's
+    detailed sample: 2022-08-01 03:00-08:00) that is a day before any bill: `report` wrote "no
+    bill for July 2022 to report" and no Bills table. That day is reported (its figures not all
+    in, as the page says); once a whole day is there, it is the last whole day again."""
+    lake = make_lake(tmp_path / "a", [line("2026-11-02 03:00", "1.25"), line("2026-11-02 07:00", "2")])
+    assert report_day(None, lake=lake) == date(2026, 11, 2)
+    lake = make_lake(tmp_path / "b", [line("2026-11-01 23:00", "1.25"), line("2026-11-02 07:00", "2")])
+    assert report_day(None, lake=lake) == date(2026, 11, 1)
+
+
 def test_a_date_written_as_asked_that_names_no_day_says_why():
     """`--date 2026-02-30` said "cannot read '2026-02-30' as a date — use YYYY-MM-DD", the form it was in;
     it now says why, as `--since 2026-11-31` does."""

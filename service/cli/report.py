@@ -9,7 +9,8 @@ from service.cli.params import SingleValueCommand
 
 @click.command("report", cls=SingleValueCommand)
 @click.option("--date", "day", metavar="YYYY-MM-DD",
-              help="The day to report on (UTC; default: the last whole day of data, else yesterday).")
+              help="The day to report on (UTC; default: the last whole day of data, or its only day "
+                   "when the data is part of one, else yesterday).")
 @click.option("--out", metavar="DIR|s3://bucket/prefix",
               help="Where to write <date>/ (default: report.out in the config, else reports/ beside the lake).")
 @click.pass_obj

@@ -16,6 +16,7 @@
   (`anchored_window`, service/core/timewindow.py).
 - `data_begins(lake, snapshot)`: where the billing sources' usage lines begin (the earliest
   ChargePeriodStart, usage only, as data_through).
+- `last_whole_day(lake)`: the day a report or plan is taken to by default.
 - `empty_lake(lake)`: what to say when the lake holds no bill of the configured sources
   (`empty_lake_error`: as the error of a command that needs one).
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -118,6 +119,21 @@ def data_end(lake: Lake) -> datetime | None:
     """The latest data_through of the configured billing sources; None when none has usage data."""
     known = [moment for moment in billing_data_through(lake).values() if moment is not None]
     return max(known, default=None)
+
+
+def last_whole_day(lake: Lake) -> date | None:
+    """The day before the one the data ends in (that day's figures are not all in), or that day
+    itself where no usage begins before it (the first hours of a new export's first day: the day
+    before holds no bill); None when the lake has no usage data."""
+    end = data_end(lake)
+    if end is None:
+        return None
+    midnight = datetime.combine(end.date(), datetime.min.time(), timezone.utc)
+    if end > midnight:
+        begins = data_begins(lake, lake.snapshot())
+        if begins is not None and begins >= midnight:
+            return end.date()
+    return end.date() - timedelta(days=1)
 
 
 def snapshot_data_through(lake: Lake, snapshot: Snapshot) -> dict[str, datetime | None]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from service.core.config import Config
 from service.core.config_paths import check_outside_lake
-from service.core.coverage import data_end
+from service.core.coverage import last_whole_day
 from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
 from service.core.publish import split_s3_url, upload_s3, write_local
@@ -46,11 +46,11 @@ class ReportResult:
 
 def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | None = None,
                option: str = "--date") -> date:
-    """The day `--date` names; by default the last whole day of data in `lake` (the day before
-    the one its data ends in, service.core.coverage), else yesterday."""
+    """The day `--date` names; by default the last whole day of data in `lake`
+    (service.core.coverage.last_whole_day), else yesterday."""
     if not text:
-        end = data_end(lake) if lake is not None else None
-        return end.date() - timedelta(days=1) if end else ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
+        last = last_whole_day(lake) if lake is not None else None
+        return last or ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
     try:
         day = date.fromisoformat(text.strip())
     except ValueError as exc:

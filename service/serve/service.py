@@ -28,7 +28,7 @@ from service.serve.config_watch import ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
-from service.core.coverage import data_end
+from service.core.coverage import last_whole_day
 from service.core.lake import Lake
 from service.core.output import printable
 from service.core.pinned_root import pin_root
@@ -84,9 +84,9 @@ def write_daily_report(config: Config, day: date) -> ReportResult:
     """The report of `day` (the day before the run), or of the data's last whole day when the
     bill has not reached `day`'s end yet: a report of a day without its data would show a
     false drop."""
-    end = data_end(Lake.of(config))
-    if end is not None:
-        day = min(day, end.date() - timedelta(days=1))
+    last = last_whole_day(Lake.of(config))
+    if last is not None:
+        day = min(day, last)
     result = write_report(config, day)
     log.info("daily report for %s written to %s", day, result.location)
     return result
