@@ -1,4 +1,4 @@
-"""Values fold in Python exactly as DuckDB's lower(trim()) folds the lines they are compared with."""
+"""Values fold in Python exactly as DuckDB's lower(trim()) folds the lines they are compared with, in NFC."""
 
 from __future__ import annotations
 
@@ -12,8 +12,15 @@ from service.core.folding import SPACES, folded
 
 def test_every_code_point_folds_as_duckdb_lowercases_and_trims_it():
     chars = [chr(i) for i in range(sys.maxunicode + 1) if not 0xD800 <= i <= 0xDFFF]
-    rows = duckdb.connect().execute("SELECT c, lower(trim(c || 'x' || c || c)) FROM unnest(?) AS t(c)", [chars]).fetchall()
-    assert [c for c, duck in rows if folded(c + "x" + c + c) != duck] == []
+    rows = duckdb.connect().execute("SELECT c, lower(trim(c || 'x' || c || c)), lower(trim(nfc_normalize(c || 'x' || c "
+                                    "|| c))) FROM unnest(?) AS t(c)", [chars]).fetchall()
+    # as a bill writes it (NFC), exactly what SQL compares with the lines
+    composed = [(c + "x" + c + c, duck) for c, duck, _ in rows if unicodedata.is_normalized("NFC", c + "x" + c + c)]
+    assert len(composed) > 1_000_000
+    assert [text for text, duck in composed if folded(text) != duck] == []
+    # as it is typed, composed or not (NFD: macOS), what SQL gives the composed text
+    typed = [(form, duck) for c, _, duck in rows for form in {c + "x" + c + c, unicodedata.normalize("NFD", c + "x" + c + c)}]
+    assert [text for text, duck in typed if folded(text) != duck] == []
     assert SPACES == "".join(c for c in chars if unicodedata.category(c) == "Zs")
 
 
@@ -22,3 +29,12 @@ def test_words_fold_without_pythons_context_rules():
     for word in (" İSTANBUL ", "ΟΔΥΣΣΕΥΣ", "ΣΑΣ ΣΑΣ", "\tteam-a\n", "\u3000Straße\u00a0", "Ǆemal"):
         [(duck,)] = con.execute("SELECT lower(trim(?))", [word]).fetchall()
         assert folded(word) == duck, word
+
+
+def test_a_value_typed_decomposed_folds_as_the_composed_one_duckdb_lowercases():
+    con = duckdb.connect()
+    for composed in ("Ünallocated ✨", "Équipe Zürich", "ÅNGSTRÖM", "한국어", "İSTANBUL"):
+        decomposed = unicodedata.normalize("NFD", composed)
+        assert decomposed != composed
+        [(duck,)] = con.execute("SELECT lower(trim(?))", [composed]).fetchall()
+        assert folded(decomposed) == folded(composed) == duck, composed

@@ -34,7 +34,7 @@ from service.attribution.inventory_sql import inventory_tags_cte
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
-from service.core.folding import folded
+from service.core.folding import composed, folded
 from service.core.schema import COST_COLUMN_NAMES
 
 KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
@@ -46,8 +46,9 @@ MEASURES = {"billed": "BilledCost", "effective": "EffectiveCost", "list": "ListC
 
 def normalise_key(key: str) -> str:
     """`Team`, `owner_team`, `user:team`, `user_team`, `resource_tags_user_team` → the same
-    key: lowercased, one `user` prefix stripped, separators removed."""
-    key = key.strip().lower()
+    key: lowercased, one `user` prefix stripped, separators removed, composed (a key typed
+    decomposed, NFD, is the bills' NFC key)."""
+    key = composed(key.strip().lower())
     for prefix in KEY_PREFIXES:
         if key.startswith(prefix) and len(key) > len(prefix):
             key = key[len(prefix):]

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from service.core.config_base import NestedValueError, Strict
 from service.core.config_clusters import JOB_MATCH_FIELDS, ClustersConfig, job_dimension_tags
-from service.core.folding import folded
+from service.core.folding import composed, folded
 
 # What a virtual-tag rule or a shared-cost rule may match on → canonical cost column.
 # Dimension names may be used as match keys too (another dimension's value).
@@ -53,12 +53,15 @@ class AttributionRule(Strict):
     value: str = Field(min_length=1, pattern=r"\S")
 
     _match = field_validator("match")(_check_match)
+    _value = field_validator("value")(composed)  # typed decomposed, still the bills' (NFC) value
 
 
 class DimensionConfig(Strict):
     tags: tuple[str, ...] = ()  # tag keys tried in order; empty means just the dimension's name
     rules: tuple[AttributionRule, ...] = ()
     default: str = Field(default="unallocated", min_length=1, pattern=r"\S")
+
+    _default = field_validator("default")(composed)
 
 
 class SharedCostRule(Strict):
@@ -71,6 +74,13 @@ class SharedCostRule(Strict):
     weights: dict[str, Decimal] | None = None
 
     _match = field_validator("match")(_check_match)
+
+    @field_validator("weights")
+    @classmethod
+    def _composed(cls, weights: dict[str, Decimal] | None) -> dict[str, Decimal] | None:
+        if weights is None or len({composed(value) for value in weights}) < len(weights):
+            return weights  # a value twice: _weights names it
+        return {composed(value): weight for value, weight in weights.items()}
 
     @model_validator(mode="after")
     def _weights(self) -> SharedCostRule:

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pydantic import Field, field_validator
 
 from service.core.config_base import Strict
-from service.core.folding import folded
+from service.core.folding import composed, folded
 
 # The dimensions jobs bring, and the tag keys a cost line may set them with (as any dimension's
 # `tags:`); `cluster` takes `cluster_tag` when one is set.
@@ -108,7 +108,7 @@ class ClustersConfig(Strict):
         for cluster in owners:  # matched as tag values are (case and spaces folded): one name, one owner
             if (same := seen.setdefault(folded(cluster), cluster)) != cluster:
                 raise ValueError(f"{same!r} and {cluster!r} are one cluster (names match in any case); keep one")
-        return owners
+        return {cluster: composed(team) for cluster, team in owners.items()}  # the team as bills spell it
 
     def owner(self, cluster: str | None) -> str | None:
         """The team `owners` names for a cluster, matched as tag values are (`GPU-West` owns

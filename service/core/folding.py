@@ -1,4 +1,4 @@
-"""How two spellings of a value are the same value: as DuckDB's `lower(trim(value))` gives it.
+"""How two spellings of a value are the same value: as DuckDB's `lower(trim(value))` gives it, in NFC.
 
 Lines are compared in SQL (`lower(trim(Tags[...]))`), values a user or a config gives in
 Python: both sides must fold alike, or a filter, rule or budget silently misses lines. Python's
@@ -6,9 +6,18 @@ Python: both sides must fold alike, or a filter, rule or budget silently misses 
 the space separators (Unicode Zs), not tabs or line breaks; it lowercases `İ` to `i` (Python:
 `i̇`, two characters) and every `Σ` to `σ` (Python: `ς` at a word's end). Checked against
 DuckDB for every code point (tests/test_folding.py).
+
+A value typed decomposed (NFD: `u` + U+0308 for `ü`, as macOS input methods and some terminals
+give it) looks like the composed one bills and configs carry (NFC) and must match it: folded
+values are NFC, and so are the values a config gives lines (`composed`: a rule's value, a
+default, a cluster's owner), so that they are one value with the bills' spelling. Lines are not
+normalised in SQL (bills are NFC; `nfc_normalize` on every line costs what README's Unicode note
+says): a tag value a bill writes decomposed matches no value typed either way.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 # the Unicode space separators (category Zs), what DuckDB's trim() removes; written out, as
 # finding them at import took 0.15 s of every command's start
@@ -17,8 +26,15 @@ SPACES = ("\u0020\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2
 
 
 def folded(value: str) -> str:
-    """`value` as DuckDB's lower(trim(value)) gives it."""
+    """`value` as DuckDB's lower(trim(value)) gives it, composed (NFC)."""
     value = value.strip(SPACES)
     if value.isascii():
         return value.lower()
-    return "".join("i" if c == "\u0130" else c.lower() for c in value)  # per character: no final-sigma rule
+    value = unicodedata.normalize("NFC", value)  # `I` + U+0307 typed is `İ`, which lowers to `i`
+    lowered = "".join("i" if c == "\u0130" else c.lower() for c in value)  # per character: no final-sigma rule
+    return unicodedata.normalize("NFC", lowered)
+
+
+def composed(value: str) -> str:
+    """`value` in NFC, as bills write it: for the values a config gives lines and findings."""
+    return value if value.isascii() else unicodedata.normalize("NFC", value)

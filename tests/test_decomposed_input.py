@@ -1,0 +1,112 @@
+"""A value typed decomposed (NFD: `u` + U+0308 for `ü`, as macOS input methods give it) names
+the same team, run, cluster or tag key as the composed (NFC) spelling bills carry: through the
+CLI's `--where`, `runs --run`, `findings --team`, and the config's budgets, tag aliases,
+virtual-tag rules and cluster owners. Figures: team Zürich spent $10 (Nov 2) and $5 (Nov 3),
+team nlp $7."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from decimal import Decimal
+
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.config import load_config
+from tests.attribution_helpers import declared_sources, line, make_lake
+
+ZURICH = unicodedata.normalize("NFC", "Zürich")
+TYPED = unicodedata.normalize("NFD", "Zürich")  # what a macOS keyboard sends
+ZURICH_TAGS = {"Équipe": ZURICH, "team": ZURICH, "project": ZURICH}
+WINDOW = ["--since", "2026-11-01", "--until", "2026-12-01"]
+assert TYPED != ZURICH
+
+
+def lake_config(tmp_path, **settings) -> str:
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags=ZURICH_TAGS),
+                                line("2026-11-03 00:00", "5", tags=ZURICH_TAGS),
+                                line("2026-11-02 00:00", "7", tags={"Équipe": "nlp", "team": "nlp"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), **settings},
+                                   allow_unicode=True))
+    return str(path)
+
+
+def attributed(path: str, *args: str, dim: str = "team") -> dict:
+    shown = CliRunner().invoke(cli, ["--config", path, "attribute", *WINDOW, "--format", "json", *args])
+    assert shown.exit_code == 0, shown.output
+    return {row[dim]: Decimal(row["cost"]) for row in json.loads(shown.stdout)["rows"]}
+
+
+def test_a_where_value_typed_decomposed_keeps_the_teams_composed_lines(tmp_path):
+    path = lake_config(tmp_path)
+    assert attributed(path, "--where", f"team={TYPED}") == {ZURICH: Decimal(15)}
+    assert attributed(path, "--where", f"team= {TYPED.upper()} ") == {ZURICH: Decimal(15)}
+
+
+def test_a_tag_alias_typed_decomposed_reads_the_composed_key(tmp_path):
+    path = lake_config(tmp_path, attribution={"dimensions": {"team": {"tags": [unicodedata.normalize("NFD", "Équipe")]}}})
+    assert attributed(path) == {ZURICH: Decimal(15), "nlp": Decimal(7)}
+
+
+def test_a_rules_value_typed_decomposed_is_one_value_with_the_lines_composed_one(tmp_path):
+    # the rule gives the nlp line (no project tag) the project Zürich typed decomposed: one project of $22
+    rule = {"match": {"team": "nlp"}, "value": TYPED}
+    path = lake_config(tmp_path, attribution={"dimensions": {"project": {"rules": [rule]}}})
+    assert attributed(path, "--by", "project", dim="project") == {ZURICH: Decimal(22)}
+    assert attributed(path, "--by", "project", "--where", f"project={ZURICH}", dim="project") == {ZURICH: Decimal(22)}
+
+
+def test_a_fixed_splits_weight_and_a_default_typed_decomposed_are_the_composed_values(tmp_path):
+    # nlp's $7 is split wholly onto Zürich typed decomposed: one team of $22; the projects' default likewise
+    shared = [{"match": {"account": "111111111111", "team": "nlp"}, "split": "fixed", "weights": {TYPED: 1}}]
+    path = lake_config(tmp_path, attribution={"shared": shared, "dimensions": {"project": {"default": TYPED}}})
+    assert attributed(path) == {ZURICH: Decimal(22)}
+    assert attributed(path, "--by", "project", dim="project") == {ZURICH: Decimal(22)}
+
+
+def test_a_budget_typed_decomposed_counts_the_teams_spend(tmp_path):
+    path = lake_config(tmp_path, budgets=[{"name": "zurich", "value": TYPED, "amount": 100}])
+    shown = CliRunner().invoke(cli, ["--config", path, "budgets", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    [budget] = json.loads(shown.stdout)
+    assert budget["actual"] == "15.00"
+
+
+def test_a_cluster_owner_typed_decomposed_owns_the_composed_cluster(tmp_path):
+    owners = {unicodedata.normalize("NFD", "GPU-Zürich"): TYPED}
+    path = lake_config(tmp_path, attribution={"clusters": {"owners": owners}})
+    clusters = load_config(path).attribution.clusters
+    assert clusters.owner(unicodedata.normalize("NFC", "gpu-zürich")) == ZURICH
+
+
+def test_runs_run_typed_decomposed_tells_the_composed_runs_story(tmp_path):
+    # run Zürich-1 held all 8 GPUs of i-a's $80 hour for 30 minutes: $40, idle $40
+    from tests.test_clusters_allocation import gpu_line, job, setup
+    from tests.test_runs import whole_config
+
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00",
+                                                       instance_ids=["i-a"], run_id=f"{ZURICH}-1")])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", *WINDOW, "--run", f"{TYPED}-1", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    story = json.loads(shown.stdout)
+    assert [(row["run"], Decimal(row["cost"])) for row in story["rows"]] == [(f"{ZURICH}-1", Decimal(40))]
+    assert [(j["job"], Decimal(j["cost"])) for j in story["jobs"]] == [("1", Decimal(40))]
+
+
+def test_findings_team_typed_decomposed_lists_the_composed_teams_findings(tmp_path):
+    from rules.base import Finding
+    from service.core.lake import Lake
+    from service.findings.store import store_findings
+
+    path = lake_config(tmp_path)
+    store_findings(Lake(tmp_path / "lake"), [
+        Finding(id="a1", rule="idle-gpu", severity="warning", resource_id="i-1", team=ZURICH, category="waste",
+                impact_usd=Decimal("120.50"), monthly_waste_usd=Decimal("120.50"), summary="idle for 6 hours")])
+    shown = CliRunner().invoke(cli, ["--config", path, "findings", "--team", TYPED, "--format", "json"])
+    assert shown.exit_code == 0 and "warning: --team" not in shown.output, shown.output
+    assert [f["id"] for f in json.loads(shown.stdout)] == ["a1"]
