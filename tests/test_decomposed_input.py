@@ -82,20 +82,27 @@ def test_a_cluster_owner_typed_decomposed_owns_the_composed_cluster(tmp_path):
     assert clusters.owner(unicodedata.normalize("NFC", "gpu-zürich")) == ZURICH
 
 
-def test_runs_run_typed_decomposed_tells_the_composed_runs_story(tmp_path):
-    # run Zürich-1 held all 8 GPUs of i-a's $80 hour for 30 minutes: $40, idle $40
+def test_runs_run_typed_either_way_tells_the_runs_story_as_its_records_spell_it(tmp_path):
+    # run Zürich-1 held all 8 GPUs of i-a's $80 hour for 30 minutes: $40, idle $40; recorded composed
+    # (typed decomposed, macOS) or recorded decomposed (a scheduler on macOS, typed composed)
     from tests.test_clusters_allocation import gpu_line, job, setup
     from tests.test_runs import whole_config
 
-    lake, _ = setup(tmp_path, [gpu_line("i-a")], [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00",
-                                                       instance_ids=["i-a"], run_id=f"{ZURICH}-1")])
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
-    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", *WINDOW, "--run", f"{TYPED}-1", "--format", "json"])
-    assert shown.exit_code == 0, shown.output
-    story = json.loads(shown.stdout)
-    assert [(row["run"], Decimal(row["cost"])) for row in story["rows"]] == [(f"{ZURICH}-1", Decimal(40))]
-    assert [(j["job"], Decimal(j["cost"])) for j in story["jobs"]] == [("1", Decimal(40))]
+    for recorded, typed in ((ZURICH, TYPED), (TYPED, ZURICH)):
+        where = tmp_path / f"recorded-{recorded == ZURICH}"
+        where.mkdir()
+        lake, _ = setup(where, [gpu_line("i-a")], [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00",
+                                                        instance_ids=["i-a"], run_id=f"{recorded}-1")])
+        path = where / "spendlake.yaml"
+        path.write_text(yaml.safe_dump(whole_config(where, lake)))
+        shown = CliRunner().invoke(cli, ["--config", str(path), "runs", *WINDOW, "--run", f"{typed}-1", "--format",
+                                         "json"])
+        assert shown.exit_code == 0, shown.output
+        story = json.loads(shown.stdout)
+        assert [(row["run"], Decimal(row["cost"])) for row in story["rows"]] == [(f"{recorded}-1", Decimal(40))]
+        assert [(j["job"], Decimal(j["cost"])) for j in story["jobs"]] == [("1", Decimal(40))]
+        assert [(i["instance"], Decimal(i["cost"]), Decimal(i["idle"])) for i in story["instances"]] == [
+            ("i-a", Decimal(40), Decimal(40))]
 
 
 def test_findings_team_typed_decomposed_lists_the_composed_teams_findings(tmp_path):
@@ -110,3 +117,28 @@ def test_findings_team_typed_decomposed_lists_the_composed_teams_findings(tmp_pa
     shown = CliRunner().invoke(cli, ["--config", path, "findings", "--team", TYPED, "--format", "json"])
     assert shown.exit_code == 0 and "warning: --team" not in shown.output, shown.output
     assert [f["id"] for f in json.loads(shown.stdout)] == ["a1"]
+
+
+def test_a_bills_decomposed_value_is_matched_by_either_spelling_beside_the_composed_one(tmp_path):
+    # a bill written on macOS: $10 of team Zürich decomposed beside $5 composed; both look alike, both are matched
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": TYPED, "project": TYPED}),
+                                line("2026-11-02 01:00", "5", tags={"team": ZURICH}),
+                                line("2026-11-02 02:00", "1", tags={"team": "nlp"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake), "attribution": {
+        "dimensions": {"experiment": {"rules": [{"match": {"project": ZURICH}, "value": "matched"}]}}}}))
+    shown = attributed(str(path))
+    assert shown == {TYPED: Decimal(10), ZURICH: Decimal(5), "nlp": Decimal(1)}  # two values, as the bill has them
+    for typed in (ZURICH, TYPED):
+        assert attributed(str(path), "--where", f"team={typed}") == {TYPED: Decimal(10), ZURICH: Decimal(5)}
+    assert attributed(str(path), "--by", "experiment", dim="experiment") == {"matched": Decimal(10),
+                                                                              "unallocated": Decimal(6)}
+    from rules.base import Finding
+    from service.core.lake import Lake
+    from service.findings.store import store_findings
+
+    store_findings(Lake(lake.root), [
+        Finding(id="a1", rule="idle-gpu", severity="warning", resource_id="i-1", team=TYPED, category="waste",
+                impact_usd=Decimal(1), monthly_waste_usd=Decimal(1), summary="idle for 6 hours")])
+    found = CliRunner().invoke(cli, ["--config", str(path), "findings", "--team", ZURICH, "--format", "json"])
+    assert [f["id"] for f in json.loads(found.stdout)] == ["a1"], found.output

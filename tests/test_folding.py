@@ -7,7 +7,7 @@ import unicodedata
 
 import duckdb
 
-from service.core.folding import SPACES, folded
+from service.core.folding import SPACES, folded, folded_forms
 
 
 def test_every_code_point_folds_as_duckdb_lowercases_and_trims_it():
@@ -22,6 +22,15 @@ def test_every_code_point_folds_as_duckdb_lowercases_and_trims_it():
     typed = [(form, duck) for c, _, duck in rows for form in {c + "x" + c + c, unicodedata.normalize("NFD", c + "x" + c + c)}]
     assert [text for text, duck in typed if folded(text) != duck] == []
     assert SPACES == "".join(c for c in chars if unicodedata.category(c) == "Zs")
+
+
+def test_a_line_written_decomposed_lowers_in_sql_to_one_of_the_forms_a_value_is_compared_in():
+    chars = [chr(i) for i in range(sys.maxunicode + 1) if not 0xD800 <= i <= 0xDFFF]
+    texts = [unicodedata.normalize("NFD", c + "x" + c + c) for c in chars]
+    rows = duckdb.connect().execute("SELECT t, lower(trim(t)) FROM unnest(?) AS u(t)", [texts]).fetchall()
+    # but `İ` decomposed (I + U+0307), which SQL lowers to i + U+0307 where the value `İ` folds to `i`
+    assert [text for text, duck in rows if duck not in folded_forms(text)] == ["I\u0307xI\u0307I\u0307"]
+    assert folded_forms(" Team-A ") == ["team-a"] and folded_forms("Zürich") == ["zürich", "zu\u0308rich"]
 
 
 def test_words_fold_without_pythons_context_rules():

@@ -75,7 +75,7 @@ from service.attribution.rollup import (ROLLUP_GRACE, RollupBuild, build_rollups
 from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
-from service.core.folding import folded
+from service.core.folding import folded, folded_forms
 from service.core.lake import Lake
 from service.core.snapshot import read_consistently
 from service.core.suggest import near_miss, suggestion
@@ -188,7 +188,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
         return None
     sources = tuple(session.data_through().items())
     dims = sql_dims(config, by, where)
-    wanted = {d: {folded(v) for v in values} for d, values in where.items()}
+    wanted = {d: {form for v in values for form in folded_forms(v)} for d, values in where.items()}
     index = {d: i for i, d in enumerate(dims)}
 
     spent_in: set[str] = set()  # the billing sources of the window's lines `where` keeps

@@ -34,7 +34,7 @@ from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
 from service.core.config import Config
-from service.core.folding import folded
+from service.core.folding import folded, folded_forms
 from service.core.lake import WRITER_MEMORY_LIMIT, Lake
 
 VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
@@ -81,9 +81,11 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
         lines = attributed_sql(attribution, tag_keys, where, params, inventory_keys(lake, con),
                                extra_columns=("x_line_item_type", *tagged), allocation=allocation)
         # values compare case-insensitively in attribution: one series per value, lower-cased
-        projects = params.bind(sorted({folded(p.project) for p in plans}), "plan_projects")
-        pairs = params.bind([list(pair) for pair in sorted({(folded(p.project), folded(p.experiment))
-                                                            for p in plans if p.experiment})], "plan_experiments")
+        projects = params.bind(sorted({f for p in plans for f in folded_forms(p.project)}), "plan_projects")
+        pairs = params.bind([list(pair) for pair in sorted({(project, experiment) for p in plans if p.experiment
+                                                            for project in folded_forms(p.project)
+                                                            for experiment in folded_forms(p.experiment)})],
+                            "plan_experiments")
         project, experiment = (f"lower({dim_col(d)})" for d in ("project", "experiment"))
         value = "CASE dim_n " + " ".join(f"WHEN {n} THEN lower({dim_col(d)})" for n, d in enumerate(dimensions)) + " END"
         plan = [f"CASE WHEN list_contains(CAST({projects} AS VARCHAR[]), {project}) THEN {project} ELSE '' END",

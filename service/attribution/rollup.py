@@ -46,7 +46,7 @@ from service.attribution.sql import inventory_keys_sql, rollup_sql, run_setup, t
 from service.core import derived_records
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import parse_utc
-from service.core.folding import folded
+from service.core.folding import folded, folded_forms
 from service.core.lake import DATA_FILE, WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
@@ -180,7 +180,7 @@ def narrowed_to(config: AttributionConfig, needs: Needs, tag_keys: list[str],
     if len(needs.where) != 1 or config.shared or needs.dims is None:
         return None
     dim, values = needs.where[0]
-    wanted = tuple(sorted({folded(value) for value in values}))
+    wanted = tuple(sorted({form for value in values for form in folded_forms(value)}))
     loose = {loosely(value) for value in values}
     definition = config.dimensions[dim]
     if any(folded(value) in wanted or loosely(value) in loose

@@ -43,7 +43,7 @@ from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.coverage import billing_periods, months_touched, periods_text
-from service.core.folding import folded
+from service.core.folding import folded, folded_forms
 from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
 from service.core.suggest import suggestion
@@ -266,15 +266,15 @@ def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, wi
     def same(alias: str) -> str:
         return f"{alias}.resource = p.resource AND {alias}.currency IS NOT DISTINCT FROM p.currency"
 
-    select = ("SELECT p.resource, p.currency, sum(p.amount) FILTER (WHERE p.kind = 'job' AND p.run = $run), "
+    ours = "kind = 'job' AND list_contains($run, run)"  # the run's id as its lines wrote it, composed or not
+    select = ("SELECT p.resource, p.currency, sum(p.amount) FILTER (WHERE p.kind = 'job' AND list_contains($run, p.run)), "
               "sum(p.amount) FILTER (WHERE h.hour IS NOT NULL), "
               "sum(p.amount) FILTER (WHERE h.hour IS NOT NULL AND p.kind = 'idle'), "
               "sum(p.amount), sum(p.amount) FILTER (WHERE p.kind = 'idle') FROM parts AS p "
-              "SEMI JOIN (SELECT DISTINCT resource, currency FROM parts WHERE kind = 'job' AND run = $run) AS o "
-              f"ON {same('o')} "
-              "LEFT JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE kind = 'job' AND run = $run) AS h "
+              f"SEMI JOIN (SELECT DISTINCT resource, currency FROM parts WHERE {ours}) AS o ON {same('o')} "
+              f"LEFT JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE {ours}) AS h "
               f"ON {same('h')} AND h.hour = p.hour GROUP BY ALL")
-    rows = placed_parts(lake, session.con, session.snapshot, config, window, cost, select, {"run": folded(run)})
+    rows = placed_parts(lake, session.con, session.snapshot, config, window, cost, select, {"run": folded_forms(run)})
     return tuple(sorted((RunInstance(resource, currency, *(amount or Decimal(0) for amount in amounts))
                          for resource, currency, *amounts in rows),
                         key=lambda i: (i.currency or "~", -i.cost, i.instance)))

@@ -34,7 +34,7 @@ from service.attribution.inventory_sql import inventory_tags_cte
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
-from service.core.folding import composed, folded
+from service.core.folding import composed, folded_forms, folded_in
 from service.core.schema import COST_COLUMN_NAMES
 
 KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
@@ -149,12 +149,12 @@ def rule_condition(match: dict[str, str], params: Params) -> str:
         elif key in JOB_MATCH_FIELDS:  # a job's field: NULL (no match) on cost lines and idle parts
             column = JOB_MATCH_FIELDS[key]
             test = (f"regexp_matches({column}, {params.bind(value)})" if key in REGEX_FIELDS
-                    else f"lower(trim({column})) = {params.bind(folded(value))}")
+                    else f"lower(trim({column})) {folded_in(params.bind, value)}")
             parts.append(f"({column} IS NOT NULL AND {test})")
         elif key in MATCH_FIELDS:
-            parts.append(f"lower(trim({MATCH_FIELDS[key]})) = {params.bind(folded(value))}")
+            parts.append(f"lower(trim({MATCH_FIELDS[key]})) {folded_in(params.bind, value)}")
         else:  # another dimension's value, computed in an earlier step
-            parts.append(f"lower({dim_col(key)}) = {params.bind(folded(value))}")
+            parts.append(f"lower({dim_col(key)}) {folded_in(params.bind, value)}")
     return " AND ".join(parts)
 
 
@@ -394,6 +394,6 @@ def held_records_cte(params: Params, since: Any = None, until: Any = None, run: 
     if since is not None:
         kept.append(f"(end_time IS NULL OR end_time > {params.bind(since, 'since')})")
     if run is not None:
-        kept.append(f"lower(trim(run_id)) = {params.bind(folded(run), 'run')}")
+        kept.append(f"list_contains({params.bind(folded_forms(run), 'run')}, lower(trim(run_id)))")
     return (f"j_records AS (SELECT * EXCLUDE (newest, {', '.join(SETTLED_COLUMNS)}) FROM ({settled_records()}) AS j "
             f"WHERE {' AND '.join(kept)})")

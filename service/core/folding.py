@@ -11,13 +11,14 @@ A value typed decomposed (NFD: `u` + U+0308 for `ü`, as macOS input methods and
 give it) looks like the composed one bills and configs carry (NFC) and must match it: folded
 values are NFC, and so are the values a config gives lines (`composed`: a rule's value, a
 default, a cluster's owner), so that they are one value with the bills' spelling. Lines are not
-normalised in SQL (bills are NFC; `nfc_normalize` on every line costs what README's Unicode note
-says): a tag value a bill writes decomposed matches no value typed either way.
+normalised in SQL (`nfc_normalize` on every line costs what README's Unicode note says): a value
+is compared with both forms a line may write it in (`folded_forms`, `folded_in`).
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 
 # the Unicode space separators (category Zs), what DuckDB's trim() removes; written out, as
 # finding them at import took 0.15 s of every command's start
@@ -38,3 +39,17 @@ def folded(value: str) -> str:
 def composed(value: str) -> str:
     """`value` in NFC, as bills write it: for the values a config gives lines and findings."""
     return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
+def folded_forms(value: str) -> list[str]:
+    """`value` folded, as SQL's lower(trim()) gives a line holding it composed (as bills write
+    it) or decomposed (NFD, a bill written on macOS): one form for most values, two at most."""
+    value = folded(value)
+    decomposed = value if value.isascii() else unicodedata.normalize("NFD", value)
+    return [value] if decomposed == value else [value, decomposed]
+
+
+def folded_in(bind: Callable[[str], str], value: str) -> str:
+    """`IN (...)` of `value`'s `folded_forms`, for SQL's lower(trim(x)) of a line; `bind` gives
+    each form's parameter marker."""
+    return f"IN ({', '.join(bind(form) for form in folded_forms(value))})"

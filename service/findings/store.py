@@ -41,7 +41,7 @@ import pyarrow as pa
 from rules.base import CATEGORIES, Finding, registered
 from service.core import json_text
 from service.core.errors import UsageError
-from service.core.folding import folded
+from service.core.folding import folded_forms
 from service.core.lake import Lake
 from service.core.timewindow import utc_now
 from service.core.units import aware_utc, cents, naive_utc
@@ -88,10 +88,10 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
         return []
     where, params = [], []
     # a team in any case or spacing, as `attribute --where team=...` matches it
-    for column, value in (("rule", rule), ("lower(trim(team))", team and folded(team)), ("status", status)):
-        if value:
-            where.append(f"{column} = ?")
-            params.append(value)
+    for column, values in (("rule", [rule]), ("lower(trim(team))", team and folded_forms(team)), ("status", [status])):
+        if values and values[0]:  # a team as its lines wrote it, composed or decomposed
+            where.append(f"{column} IN ({', '.join('?' for _ in values)})")
+            params.extend(values)
     with lake.query() if checked else lake.connect() as con:
         if not checked:
             lake.table_views(con, (TABLE,))
