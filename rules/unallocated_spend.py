@@ -18,7 +18,8 @@ dimension (stable id), seen while the share stays above. Evidence: the top unall
 services, accounts and resources by $, and the tag keys on those lines that no
 dimension's alias reads (`uncovered_tag_keys`, by the $ of the lines carrying them), and the
 window (`window_start`, `window_end`: the run's, ending at the data's end) — the likely fix is
-an alias or a virtual-tag rule. Ignores: credits, refunds, tax and commitment purchases
+an alias or a virtual-tag rule — and what it does not count that `spendlake attribute` does
+(`not_counted`, also the summary's last sentence), so the two unallocated figures can be tied. Ignores: credits, refunds, tax and commitment purchases
 (`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as
 spend-anomaly), other currencies than `currency`.
 
@@ -104,6 +105,7 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
             "unallocated_usd": money(unallocated), "monthly_unallocated_usd": money(monthly), "total_usd": money(total),
             "top_services": top_by_cost(lost, "service", cfg.top), "top_accounts": top_by_cost(lost, "account", cfg.top),
             "top_resources": top_by_cost(lost, "resource", cfg.top), "uncovered_tag_keys": uncovered_keys(lost, cfg.top),
+            "not_counted": self.not_counted(dimension),
         }
         named = [f"{label} {items[0]['value']} ({usd(Decimal(items[0]['cost_usd']))})"
                  for label, items in (("service", evidence["top_services"]), ("account", evidence["top_accounts"]),
@@ -111,9 +113,20 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         keys = ", ".join(k["key"] for k in evidence["uncovered_tag_keys"])
         summary = (f"{share}% of spend ({usd(unallocated)} of {usd(total)}) has no {dimension}"
                    f"{'; most on ' + ', '.join(named) if named else ''}"
-                   f"{'; tag keys no alias reads: ' + keys if keys else ''}.")
+                   f"{'; tag keys no alias reads: ' + keys if keys else ''}."
+                   f" Not counted, as `spendlake attribute` counts them: {'; '.join(evidence['not_counted'])}.")
         return self.finding(resource_id=f"unallocated:{dimension}", key=dimension, severity=self.severity(monthly),
                             impact_usd=unallocated, summary=summary, evidence=evidence)
+
+    def not_counted(self, dimension: str) -> list[str]:
+        """The lines `attribute` counts and this rule does not, so its unallocated figure can be tied
+        to attribute's (the demo: a Savings Plan's fee, a Purchase, and monthly credits)."""
+        cfg = self.config
+        return [part for part in (
+            cfg.exclude_charge_categories and "charge categories " + ", ".join(cfg.exclude_charge_categories),
+            cfg.exclude_line_item_types and "line item types " + ", ".join(cfg.exclude_line_item_types),
+            f"other currencies than {cfg.currency}", f"lines a shared-cost rule splits over {dimension}",
+            "lines longer than a day") if part]
 
     @classmethod
     def stored_impact(cls, monthly_waste_usd: Decimal, evidence: Mapping[str, Any]) -> Decimal:
