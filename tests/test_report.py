@@ -373,6 +373,18 @@ def test_a_date_written_as_asked_that_names_no_day_says_why():
     assert str(refused.value) == "--date: cannot read 'yesterday' as a date — use YYYY-MM-DD"
 
 
+def test_a_time_given_as_the_day_says_it_is_a_time_and_names_its_day():
+    """`--date 2026-12-05T00:00` (a scheduler's timestamp) said "'2026-12-05T00:00' is not a valid date — use
+    YYYY-MM-DD, e.g. 2026-02-28", though it names a day; it now says it is a time and which UTC day to give."""
+    with pytest.raises(UsageError) as refused:
+        report_day("2026-12-05T00:00")
+    assert str(refused.value) == "--date: '2026-12-05T00:00' is a time, not a day — use YYYY-MM-DD: 2026-12-05"
+    with pytest.raises(UsageError) as refused:
+        report_day("2026-12-05T22:30:00-05:00")  # the report's days are UTC ones
+    assert str(refused.value) == ("--date: '2026-12-05T22:30:00-05:00' is a time, not a day "
+                                  "— use YYYY-MM-DD: 2026-12-06 (the UTC day)")
+
+
 def test_render_is_pure():
     assert render_files(sample_report()) == render_files(sample_report())
 

@@ -54,6 +54,9 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
     try:
         day = date.fromisoformat(text.strip())
     except ValueError as exc:
+        if (day := _day_of_time(text)) is not None:  # a scheduler's timestamp: it names a day, give that one
+            raise UsageError(f"{text.strip()!r} is a time, not a day", where=option, hint=f"use YYYY-MM-DD: {day}") \
+                from None
         if DATE_SHAPED_RE.match(text):  # 2026-02-30 is written as asked: say why it is no day
             raise not_a_date(text, exc, "date", where=option, hint="use YYYY-MM-DD, e.g. 2026-02-28") from None
         raise UsageError(f"cannot read {text!r} as a date", where=option, hint="use YYYY-MM-DD") from None
@@ -61,6 +64,17 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
         raise UsageError(f"{text.strip()!r} is out of range", where=option,
                          hint=f"a report's day runs from {FIRST_DAY} to {LAST_DAY}; use YYYY-MM-DD")
     return day
+
+
+def _day_of_time(text: str) -> str | None:
+    """The UTC day a date and time names (`2026-12-05T00:00`), said as the hint gives it; else None."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None or moment.utcoffset() == timedelta(0):
+        return str(moment.date())
+    return f"{moment.astimezone(timezone.utc).date()} (the UTC day)"
 
 
 def default_out(config: Config) -> str:
