@@ -5,6 +5,7 @@ that shows the log (RELIABILITY 34, 62)."""
 from __future__ import annotations
 
 import logging
+import re
 import time as time_module
 from contextlib import contextmanager
 from datetime import datetime, time, timedelta, timezone
@@ -113,3 +114,36 @@ def test_a_log_line_is_stamped_in_utc_whatever_the_hosts_zone(monkeypatch, capfd
     stamp = datetime.strptime(line.split(" ")[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
     assert before - timedelta(milliseconds=1) <= stamp <= after, line
     assert line.endswith("INFO service.test: daily report due at 06:00 UTC")
+
+
+def test_what_serve_says_of_itself_is_stamped_and_levelled_as_its_other_lines(tmp_path, monkeypatch):
+    """`spendlake serve` printed "spendlake serving …", "config changed on disk; send SIGHUP …", "SIGHUP: the
+    config was not reloaded …", "reloading …" and "stopped" bare, without the UTC stamp of every other log
+    line, so an operator could not tell when a SIGHUP was taken or refused; they are log lines now, the
+    ones asking for action at WARNING."""
+    import inspect
+
+    from click.testing import CliRunner
+
+    import service.serve.service as service_module
+    from service.cli.main import cli
+    from service.serve.config_watch import CHANGED_MESSAGE
+
+    said = ["spendlake serving http://127.0.0.1:9464 (lake /data/lake)", f"{CHANGED_MESSAGE} (/etc/spendlake.yaml)",
+            "SIGHUP: the config was not reloaded, still serving the running one: bad line", "stopped"]
+    default = inspect.signature(service_module.serve).parameters["announce"].default
+
+    def fake_serve(config, **options):  # what the service announces, through what the CLI gives it
+        for line in said:
+            (options.get("announce") or default)(line)
+
+    monkeypatch.setattr(service_module, "serve", fake_serve)
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {tmp_path / 'lake'}\n")
+    result = CliRunner().invoke(cli, ["--config", str(config), "serve"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+    assert [re.match(rf"{stamp} (INFO|WARNING) service\.serve\.service: ", line).group(1) for line in lines] == \
+        ["INFO", "WARNING", "WARNING", "INFO"], lines
+    assert [line.split(": ", 1)[1] for line in lines] == said

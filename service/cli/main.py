@@ -319,8 +319,7 @@ def serve(obj: Context, listen: str | None) -> None:
 
     if logging.getLogger().level > logging.INFO:  # without -v: what the service did, not every module's detail
         logging.getLogger("service.serve").setLevel(logging.INFO)
-    run_service(obj.config, listen=listen, announce=lambda line: click.echo(line, err=True),
-                reload=lambda: load_config(obj.config_path))
+    run_service(obj.config, listen=listen, reload=lambda: load_config(obj.config_path))
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from datetime import date, datetime, time, timedelta
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from service.serve.app import Api, api_token
-from service.serve.config_watch import ConfigWatch, as_read
+from service.serve.config_watch import CHANGED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
@@ -38,6 +38,13 @@ from service.report.write import ReportResult, write_report
 from service.serve.scheduler import ServiceScheduler, Tasks
 
 log = logging.getLogger(__name__)
+ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE)  # what the service says of itself that asks the operator to act
+
+
+def announce(line: str) -> None:
+    """What the service says of itself (serving, a config changed or not reloaded, stopping) as a log line,
+    stamped like the others, so when a SIGHUP was taken or refused can be told from the log."""
+    log.log(logging.WARNING if line.startswith(ASKING) else logging.INFO, line)
 INGEST_DETAIL = logging.getLogger("service.ingest")  # not the service's events: `spendlake serve` shows them with -v
 
 
@@ -167,7 +174,7 @@ class Service:
             successor.last_good = kept_by_reload(self.last_good, self.config, successor.config)
         return successor
 
-    def run(self, announce: Callable[[str], None] = log.warning) -> Service | None:
+    def run(self, announce: Callable[[str], None] = announce) -> Service | None:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
         the service to run next, once this one has let go of the lake and the port)."""
         successor = None
@@ -243,7 +250,7 @@ def exposure_warning(host: str, token: str | None) -> str | None:
 
 
 def serve(config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
-          announce: Callable[[str], None] = log.warning, reload: Callable[[], Config] | None = None) -> None:
+          announce: Callable[[str], None] = announce, reload: Callable[[], Config] | None = None) -> None:
     """Run until SIGTERM or SIGINT; SIGHUP starts again with `reload()`'s config when it loads."""
     disable_created_metrics()  # `_created` series only add noise to every scrape
     requests = Requests()
