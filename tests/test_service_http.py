@@ -246,6 +246,21 @@ def test_attribute_gives_the_cli_json_contract(tmp_path, serve_api):
     assert json.loads(body)["totals"] == [{"currency": "USD", "cost": "5.250000000000"}]
 
 
+def test_a_where_value_no_line_carries_is_named_in_the_json_with_the_closest_values(tmp_path, serve_api):
+    """`/api/v1/attribute?where=team=nlpp` answered 200 with no rows and nothing saying why, while
+    `spendlake attribute` warns on stderr with the closest values; the JSON (of both) now says it in
+    `notes`, as the runs' JSON does."""
+    config = make_config(tmp_path)
+    commit(Lake(config.lake), "cur", [("2026-11-03 05:00:00", "2026-11-03 06:00:00", "USD", "4.25", {"team": "nlp"})])
+    base = serve_api(api_for(config))
+    status, _, body = get(base + "/api/v1/attribute?since=2026-11-01&until=2026-12-01&where=team=nlpp")
+    answer = json.loads(body)
+    assert status == 200 and answer["rows"] == []
+    assert answer["notes"] == ["team=nlpp matches nothing in the lake; closest team values: nlp"]
+    status, _, body = get(base + "/api/v1/attribute?since=2026-11-01&until=2026-12-01&where=team=nlp")
+    assert "notes" not in json.loads(body)  # nothing to say: the contract as it was
+
+
 def test_a_parameter_left_blank_is_one_not_given(tmp_path, serve_api):
     """A form or a URL template (README's `/api/v1/findings?team=&rule=&status=&category=`) sends
     blanks: `where=` and `top=` answered 400 where a blank `cost=` already meant the default

@@ -91,7 +91,10 @@ class AttributionResult:
                     } if self.previous else {}
         return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), **compared, "cost": self.cost,
                 "by": list(self.by), "rows": rows, "totals": totals, "data_through": _iso(self.data_through),
-                "sources": [{"source": name, "data_through": _iso(moment)} for name, moment in self.sources]}
+                "sources": [{"source": name, "data_through": _iso(moment)} for name, moment in self.sources],
+                # a `where` value no line carries: said in the answer, not only on a CLI's stderr
+                **({"notes": [f"{dim}={value} matches nothing in the lake; {hint}"
+                              for dim, value, hint in self.unmatched]} if self.unmatched else {})}
 
 
 def previous_window(window: Window, data_through: datetime | None) -> Window:
