@@ -55,11 +55,12 @@ class OtherDataset(Exception):
     """Raised by `read` for a file that holds another dataset of the same export (e.g. a FOCUS
     Contract Commitment file beside the cost rows): ingest skips it with one line. A signal,
     not an error: it never reaches the command line. `copy_of`: the file or manifest read in
-    its place, when it is a copy of it (`status` says so)."""
+    its place, when it is a copy of it (`status` says so); `stale`: a copy of what that file held
+    before it changed."""
 
-    def __init__(self, uri: str, dataset: str, copy_of: str | None = None):
+    def __init__(self, uri: str, dataset: str, copy_of: str | None = None, stale: bool = False):
         super().__init__(f"{uri}: {dataset}")
-        self.uri, self.dataset, self.copy_of = uri, dataset, copy_of
+        self.uri, self.dataset, self.copy_of, self.stale = uri, dataset, copy_of, stale
 
 
 class CostConnector(Connector, Protocol):
@@ -118,7 +119,12 @@ class CostConnector(Connector, Protocol):
 
     def listed_size(self, uri: str) -> int | None:
         """The size in bytes a loose file had when `deliveries` listed it; None (the default):
-        unknown, and ingest looks for no copies among the connector's files (service.ingest.periods)."""
+        unknown, and ingest looks for no copies among the connector's files (service.ingest.copies)."""
+        return None
+
+    def listed_modified(self, uri: str) -> float | None:
+        """When a listed file was written (StoredObject.modified): of files of the same bytes the
+        earliest is taken for the original; None (the default): unknown, the first by path."""
         return None
 
     def content_digest(self, uri: str, scratch: Path) -> str:
@@ -178,6 +184,10 @@ class StoredExport(CostConnector):
     def listed_size(self, uri: str) -> int | None:
         listed = self._objects.get(uri)
         return listed.size if listed is not None and listed.size >= 0 else None
+
+    def listed_modified(self, uri: str) -> float | None:
+        listed = self._objects.get(uri)
+        return listed.modified if listed is not None and listed.modified else None
 
     def content_digest(self, uri: str, scratch: Path) -> str:
         return sha256_file(self.storage.local_copy(self._objects[uri], scratch))

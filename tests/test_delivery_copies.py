@@ -225,3 +225,164 @@ def test_the_same_bytes_under_other_hive_values_are_other_rows_and_under_the_sam
     result = run(tmp_path, "focus", export)[1]
     assert failures(result) == [] and committed(result) == [], lines(result)
     assert len(copied_lines(result)) == 1 and "restored" in copied_lines(result)[0]
+
+
+def may_file(folder: Path, kind: str) -> Path:
+    return folder / "2024-05" / ("part-0" + FORMATS[kind][0])
+
+
+@pytest.mark.parametrize("cost", ["1.20", "1.2345"], ids=["same-size", "other-size"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_copy_left_behind_when_its_original_is_corrected_stays_a_copy_and_is_said_stale(tmp_path, kind, cost):
+    """`cp -r 2024-05 2024-05-restored`, then the provider re-exports May with other numbers into
+    2024-05: the copy held the same bytes as nothing any more and was read as a second file of
+    May beside the correction (May's USD 1.10 + 1.20 = 2.30). A file once found a copy stays one
+    while its bytes are unchanged, and is said stale, naming both."""
+    export = export_of(tmp_path, kind)
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)  # cp -r: written later
+    lake, result = run(tmp_path, kind, export)
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10"), lines(result)
+
+    WRITERS[kind](may_file(export, kind), [("2024-05", "USD", cost)])
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and committed(result) == ["2024-05"], lines(result)
+    assert lake_sums(lake)[("2024-05", "USD")] == Decimal(cost)  # was 1.10 + the correction
+    stale = may_file(export, kind).parent.with_name("2024-05-restored") / may_file(export, kind).name
+    assert [line for line in lines(result) if "skipped" in line] == [
+        f"src {stale}: skipped, a stale copy of {may_file(export, kind)} (the same bytes when it was found, that "
+        "file changed since: its rows are not read; delete the copy or copy the file again)"]
+    result = run(tmp_path, kind, export)[1]  # and so on each run, reading nothing
+    assert statuses(result) == {"unchanged", "skipped"} and len([x for x in lines(result) if "stale" in x]) == 1
+
+    shutil.copy(may_file(export, kind), stale)  # copied again: a copy as before
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and copied_lines(result) == [
+        f"src {stale}: skipped, the same bytes as {may_file(export, kind)} (a copy: its rows are read once)"]
+    assert lake_sums(lake)[("2024-05", "USD")] == Decimal(cost)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_copy_that_is_itself_changed_is_a_file_of_its_own_and_counts(tmp_path, kind):
+    """The reverse: the copy rewritten with other numbers while the original stays is no copy
+    any more, but another file of the period (someone wrote it): its rows count beside the
+    original's, as any file's under the location."""
+    export = export_of(tmp_path, kind)
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
+    lake, result = run(tmp_path, kind, export)
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10")
+    copy = export / "2024-05-restored" / may_file(export, kind).name
+    WRITERS[kind](copy, [("2024-05", "USD", "0.40")])
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and committed(result) == ["2024-05"] and copied_lines(result) == [], lines(result)
+    assert lake_sums(lake)[("2024-05", "USD")] == Decimal("1.50")
+
+
+def test_status_says_which_stale_copies_the_last_ingest_skipped_apart_from_the_copies(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+
+    export = export_of(tmp_path, "focus")
+    (tmp_path / "spendlake.yaml").write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "src", "kind": "focus", "location": str(export)}]}))
+
+    def said(*args: str) -> list[str]:
+        result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), *args])
+        assert result.exit_code == 0, result.output
+        return [line for line in result.stderr.splitlines() if line.startswith("copies: ")]
+
+    said("ingest")
+    for folder in ("2024-05-restored", "2024-06-restored"):
+        shutil.copytree(export / folder[:7], export / folder, copy_function=shutil.copy)
+    said("ingest")
+    WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", "1.20")])
+    said("ingest")
+    june, may = (next((export / f"{period}-restored").iterdir()) for period in ("2024-06", "2024-05"))
+    assert said("status", "--format", "table") == [
+        f"copies: source src: 1 copied file(s) under its location skipped by its last ingest (read once): {june}, the "
+        f"same as {export / '2024-06' / june.name}; move copies out of the location to quiet this",
+        f"copies: source src: 1 stale copied file(s) under its location skipped by its last ingest (not read: the file "
+        f"each copied changed since): {may}, a copy of {may_file(export, 'focus')}; delete them or copy the files again"]
+    may.unlink()
+    said("ingest")
+    assert len(said("status", "--format", "table")) == 1
+
+
+@pytest.mark.parametrize("kind", ["focus", "aws-cur"])
+def test_the_copy_of_an_original_deleted_or_renamed_counts_once_and_a_later_correction_alone(tmp_path, kind):
+    """The original deleted leaves the copy the only holder of its rows: it counts, once. The
+    original renamed back beside it: one of the two is read, and a correction of the renamed
+    original later counts alone, the old copy stale."""
+    export = export_of(tmp_path, kind)
+    original = may_file(export, kind)
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
+    copy = export / "2024-05-restored" / original.name
+    lake, result = run(tmp_path, kind, export)
+    once = lake_sums(lake)
+    assert failures(result) == [] and len(copied_lines(result)) == 1
+
+    renamed = original.with_name("part-1" + FORMATS[kind][0])
+    original.rename(renamed)
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and lake_sums(lake) == once, lines(result)
+    assert copied_lines(result) == [f"src {copy}: skipped, the same bytes as {renamed} (a copy: its rows are read once)"]
+
+    WRITERS[kind](renamed, [("2024-05", "USD", "1.20")])
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
+
+    renamed.unlink()
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and lake_sums(lake) == once and copied_lines(result) == [], lines(result)
+
+
+@pytest.mark.parametrize("kind", ["focus", "gcp-billing"])
+def test_two_copies_of_one_file_are_both_stale_once_it_is_corrected(tmp_path, kind):
+    export = export_of(tmp_path, kind)
+    for folder in ("2024-05-restored", "backup/2024-05"):
+        shutil.copytree(export / "2024-05", export / folder, copy_function=shutil.copy)
+    lake, result = run(tmp_path, kind, export)
+    assert failures(result) == [] and len(copied_lines(result)) == 2
+    assert lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10")
+    WRITERS[kind](may_file(export, kind), [("2024-05", "USD", "1.20")])
+    result = run(tmp_path, kind, export)[1]
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
+    assert len([line for line in lines(result) if "a stale copy of" in line]) == 2
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["new-assembly", "overwrite"])
+def test_a_copy_of_a_legacy_cur_part_stays_a_copy_when_aws_restates_the_period(tmp_path, overwrite):
+    """A period folder copied under a name no manifest is looked for in holds a bare CSV of the
+    part its manifest listed; AWS then restates May (a new assembly, or the same keys rewritten):
+    the copy is a stale copy, May the restatement's alone."""
+    root = tmp_path / "cur"
+
+    def deliver(assembly: str, cost: str) -> None:
+        write_legacy(local_put(root), prefix="", report="rep", period="2024-05", assembly=assembly,
+                     parts=[[line("2024-05", cost=cost)]], overwrite=overwrite)
+
+    deliver("asm-1", "1.10")
+    lake, result = run(tmp_path, "aws-cur", root / "rep")
+    assert failures(result) == [] and committed(result) == ["2024-05"]
+    period = root / "rep" / "20240501-20240601"
+    shutil.copytree(period, period.with_name(period.name + "-restored"), copy_function=shutil.copy)
+    result = run(tmp_path, "aws-cur", root / "rep")[1]
+    assert failures(result) == [] and len(copied_lines(result)) == 1, lines(result)
+
+    deliver("asm-2", "1.20")
+    for _ in range(2):
+        result = run(tmp_path, "aws-cur", root / "rep")[1]
+        assert failures(result) == [], lines(result)
+        assert lake_sums(lake) == {("2024-05", "USD"): Decimal("1.20")}, lines(result)
+        assert len([x for x in lines(result) if "a stale copy of" in x]) == 1, lines(result)
+    if not overwrite:  # the old assembly removed: the copy is still of the export's old data
+        shutil.rmtree(period / "asm-1")
+        for _ in range(2):
+            result = run(tmp_path, "aws-cur", root / "rep")[1]
+            assert failures(result) == [], lines(result)
+            assert lake_sums(lake) == {("2024-05", "USD"): Decimal("1.20")}, lines(result)  # was the copy's 1.10
+            assert [x for x in lines(result) if "skipped" in x] == [
+                f"src {period}-restored/asm-1/rep-1.csv.gz: skipped, a stale copy of {period}/asm-1/rep-1.csv.gz (a "
+                "part its manifest listed, gone since: its rows are not read, the manifest's delivery of its period "
+                "is; delete the copy)"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable
 from datetime import date, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from service.core import json_text
 from service.core.errors import DataError
@@ -47,6 +47,7 @@ class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.
     config: StrictStr | None = None
     config_from_lake: StrictStr | None = None
     copies: dict[StrictStr, StrictStr] = {}  # the last ingest's copies skipped → what it read in their place
+    stale_copies: dict[StrictStr, StrictStr] = {}  # … and those of a file changed since → that file
 
 
 class FileEntry(Open):  # service/ingest/periods.py
@@ -55,10 +56,12 @@ class FileEntry(Open):  # service/ingest/periods.py
     skipped: StrictStr | None = None
 
 
-class FileDigest(Open):  # service/ingest/periods.py
-    version: StrictStr
+class FileDigest(Open):  # service/ingest/copies.py
+    version: StrictStr  # "" when the connector knows none: read each time
     size: StrictInt
     sha256: StrictStr
+    copy_of: StrictStr | None = None  # the file it was found a copy of
+    of_manifest: StrictBool | None = None  # … which a manifest listed
 
 
 class PartitionProblem(Open):  # Lake.record_verify

@@ -53,6 +53,7 @@ class DeliveryOutcome:
     error: SpendlakeError | None = None
     note: str = ""  # why a file was skipped
     copy_of: str | None = None  # skipped as a copy: the file or manifest read in its place
+    stale: bool = False  # a copy of what copy_of held before it changed
     warnings: list[str] = field(default_factory=list)  # e.g. line items the delivery repeats
 
     def lines(self) -> list[str]:
@@ -147,9 +148,10 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Spe
     claim(lake, record)  # another config on this lake leaves the source alone (service/core/claims.py)
     failed = any(o.status == "failed" for o in outcomes)
     record_run(record, next(o.error for o in outcomes if o.error) if failed else None)
-    copies = {o.delivery.files[0]: o.copy_of for o in outcomes if o.copy_of}
-    if copies or record.pop("copies", None):  # the last run's copies: `status` tells them
-        record["copies"] = copies
+    for key, stale in (("copies", False), ("stale_copies", True)):  # the last run's copies: `status` tells them
+        copies = {o.delivery.files[0]: o.copy_of for o in outcomes if o.copy_of and o.stale == stale}
+        if copies or record.pop(key, None):
+            record[key] = copies
     try:
         record_sources(lake, state, source if failed else None)
     except SpendlakeError as exc:
@@ -238,7 +240,7 @@ def _other_datasets(lake: Lake, con, connector: CostConnector, plan: periods.Pla
 
 def _skipped(source: SourceConfig, other: OtherDataset) -> DeliveryOutcome:
     return DeliveryOutcome(source.name, Delivery("", None, (other.uri,)), "skipped", note=other.dataset,
-                           copy_of=other.copy_of)
+                           copy_of=other.copy_of, stale=other.stale)
 
 
 def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, delivery: Delivery,

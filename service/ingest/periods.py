@@ -24,13 +24,8 @@ are opened alone to find the others at once); if the pass fails, the run
 surveys the files instead (service.ingest.billing), so a bad file fails alone. A source's
 only loose file is committed the same way, whatever the connector.
 
-A file holding the same bytes as another of the source (SHA-256; a period's folder copied
-beside the original, `cp -r 2024-05 2024-05-restored`, or an export restored under a new name)
-is the same delivery: read once, the copy skipped with one line naming both, so no period sums
-it twice; under other Hive folder values (`SubAccountId=a`, `=b`) the same bytes are other rows.
-Only files of equal size are read for a digest (an S3 object is downloaded for it),
-remembered in `_state/file_digests.json` with the file's version: an unchanged file is read
-for it once. A bare file holding the bytes of a file a manifest lists is a copy of it too.
+A file holding the same bytes as another of the source is read once, the copy skipped
+(service.ingest.copies); the digests read for it are remembered in `_state/file_digests.json`.
 
 Files holding another dataset (connectors.base.OtherDataset) or no rows are skipped, one
 line each. A file that cannot be read fails alone, and the periods the ledger says it
@@ -42,24 +37,24 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
-from connectors.exportfile import hive_partitions
 from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
 from service.core.staging import PERIOD_RE
+from service.ingest import copies
 
 log = logging.getLogger(__name__)
 
 STATE = "file_periods"  # {source: {file fingerprint: {"uri": …, "periods": [...], "skipped": str | None}}}
-DIGESTS = "file_digests"  # {source: {uri: {"version", "size", "sha256"}}}, of files with an equal-sized peer
+DIGESTS = "file_digests"  # {source: {uri: {"version", "size", "sha256"[, "copy_of"]}}}: service.ingest.copies
 
 
 @dataclass
@@ -183,48 +178,23 @@ def _cache(lake: Lake, name: str = STATE) -> dict:
 
 def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Sequence[Delivery],
                     listed: Sequence[str], ledger: Sequence[LedgerEntry]) -> tuple[list[Delivery], list[OtherDataset]]:
-    """The loose files to read, one of each content, and the copies skipped. The original is a
-    file a manifest delivery lists (`listed`: a legacy CUR period folder copied under a name no
-    manifest is looked for in leaves its parts bare), else the one a ledger entry holds, else the
-    first by path. Only files of one size can hold the same bytes: only those are read for a
-    digest, remembered by URI with the version (and size) it was read at."""
-    files = {file.files[0]: file for file in loose}
-    by_size: dict[int, list[str]] = defaultdict(list)
-    for uri in dict.fromkeys([*listed, *files]):
-        size = connector.listed_size(uri)
-        if size is not None:
-            by_size[size].append(uri)
-    alike = [uri for uris in by_size.values() if len(uris) > 1 and any(u in files for u in uris) for uri in uris]
-    if not alike:
-        return list(loose), []
+    """The loose files to read, one of each content, and the copies skipped (service.ingest.copies),
+    with the digests it read remembered."""
     state = _cache(lake, DIGESTS)
     known: dict[str, dict] = state.get(source, {})
-    digests: dict[str, dict] = {}
-    with lake.scratch() as scratch:
-        for uri in alike:
-            stamp = {"version": connector.listed_version(uri), "size": connector.listed_size(uri)}
-            was = known.get(uri)
-            digests[uri] = was if stamp["version"] and was and was.items() >= stamp.items() else {
-                **stamp, "sha256": connector.content_digest(uri, scratch)}
-    remembered = {uri: digest for uri, digest in digests.items() if digest["version"]}  # else read each time
-    if remembered != known:
-        state[source] = remembered
+    with ExitStack() as stack:
+        scratch: list = []
+
+        def digest(uri: str) -> str:
+            if not scratch:  # made for the first file read, if any
+                scratch.append(stack.enter_context(lake.scratch()))
+            return connector.content_digest(uri, scratch[0])
+
+        found = copies.find(connector, loose, listed, {uri for entry in ledger for uri in entry.files}, known, digest)
+    if found.digests != known:
+        state[source] = found.digests
         lake.write_state(DIGESTS, state)
-    held, by_manifest = {uri for entry in ledger for uri in entry.files}, set(listed)
-
-    def content(uri: str) -> tuple:
-        # a file's rows are its bytes and the Hive values its folders give the columns it lacks:
-        # the same bytes under SubAccountId=a and SubAccountId=b are two accounts' lines
-        return digests[uri]["sha256"], tuple(sorted((key.lower(), value) for key, value in hive_partitions(uri)))
-
-    kept: dict[tuple, str] = {}
-    for uri in sorted(alike, key=lambda u: (u not in by_manifest, u not in held, u)):
-        kept.setdefault(content(uri), uri)
-    copies = sorted(uri for uri in alike if uri in files and kept[content(uri)] != uri)
-    originals = {uri: kept[content(uri)] for uri in copies}
-    return [file for file in loose if file.files[0] not in originals], [OtherDataset(
-        uri, f"the same bytes as {original} (a copy: its rows are read once)", original)
-        for uri, original in originals.items()]
+    return found.read, found.skipped
 
 
 def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delivery:

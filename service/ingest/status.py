@@ -37,7 +37,8 @@ def status(lake: Lake) -> list[dict]:
 
 def copies_skipped(lake: Lake) -> list[str]:
     """Per source, the copies its last ingest skipped (files or manifests holding what another
-    it reads holds: service.ingest.periods, connectors.aws_export), one line each source."""
+    it reads holds: service.ingest.copies, connectors.aws_export), one line each source, and the
+    stale ones (copies of what a file held before it changed) in a line of their own."""
     lines = []
     for source, record in sorted(lake.read_state("sources").items()):
         copies = sorted((record.get("copies") or {}).items())
@@ -47,4 +48,11 @@ def copies_skipped(lake: Lake) -> list[str]:
             lines.append(f"source {source}: {len(copies)} copied file(s) under its location skipped by its last "
                          f"ingest (read once): {copy}, the same as {original}{more}; move copies out of the location "
                          "to quiet this")
+        stale = sorted((record.get("stale_copies") or {}).items())
+        if stale:
+            copy, original = stale[0]
+            more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
+            lines.append(f"source {source}: {len(stale)} stale copied file(s) under its location skipped by its last "
+                         f"ingest (not read: the file each copied changed since): {copy}, a copy of {original}{more}; "
+                         "delete them or copy the files again")
     return lines

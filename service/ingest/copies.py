@@ -1,0 +1,95 @@
+"""Which of a source's loose files are copies of another of its files, read once.
+
+A file holding the same bytes as another of the source (SHA-256; a period's folder copied
+beside the original, `cp -r 2024-05 2024-05-restored`, or an export restored under a new name)
+is the same delivery: read once, the copy skipped with one line naming both, so no period sums
+it twice; under other Hive folder values (`SubAccountId=a`, `=b`) the same bytes are other rows.
+The original is a file a manifest delivery lists, else one a ledger entry holds, else one never
+found a copy, else the earliest written (a copy is written after it, unless made keeping the
+times: `cp -a`), else the first by path. Only files of equal size are read for a digest (an S3
+object is downloaded for it), remembered with the file's version (service.ingest.periods keeps
+them in `_state/file_digests.json`): an unchanged file is read for it once. A bare file holding
+the bytes of a file a manifest lists is a copy of it too.
+
+A copy stays one while its bytes are those it had when found (`copy_of` in its digest): its
+original corrected or re-exported later leaves it a stale copy, still skipped (said so, naming
+both), never a second file of the period beside the correction. A copy rewritten itself is a
+file of its own and counts; one whose original is gone from the listing holds the only rows
+left and counts, unless a manifest listed that original (`of_manifest`): the manifest's delivery
+of its period is read, and the copy stays a stale one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from connectors.base import CostConnector, Delivery, OtherDataset
+from connectors.exportfile import hive_partitions
+
+STALE = ("a stale copy of {original} (the same bytes when it was found, that file changed since: its rows are not "
+         "read; delete the copy or copy the file again)")
+GONE = ("a stale copy of {original} (a part its manifest listed, gone since: its rows are not read, the manifest's "
+        "delivery of its period is; delete the copy)")
+
+
+@dataclass
+class Copies:
+    read: list[Delivery]  # the loose files to read, one of each content
+    skipped: list[OtherDataset] = field(default_factory=list)  # the copies, each naming its original
+    digests: dict[str, dict] = field(default_factory=dict)  # uri → {"version", "size", "sha256"[, "copy_of"]}
+
+
+def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[str], held: Collection[str],
+         known: dict[str, dict], digest: Callable[[str], str]) -> Copies:
+    """`listed`: the files manifest deliveries list; `held`: those ledger entries hold; `known`:
+    the digests remembered last time; `digest`: a file's SHA-256, read."""
+    files = {file.files[0]: file for file in loose}
+    by_size: dict[int, list[str]] = defaultdict(list)
+    for uri in dict.fromkeys([*listed, *files]):
+        size = connector.listed_size(uri)
+        if size is not None:
+            by_size[size].append(uri)
+    alike = [uri for uris in by_size.values() if len(uris) > 1 and any(u in files for u in uris) for uri in uris]
+    # found a copy before, of the same size still, its original still there or a manifest's part
+    # (its period is the manifest's): read for its digest only if its version changed (a `cp -a`
+    # made afresh), to tell whether it is the same copy
+    were = {uri: known[uri] for uri in files if (known.get(uri) or {}).get("copy_of")
+            and connector.listed_size(uri) == known[uri]["size"]
+            and (known[uri].get("of_manifest") or connector.listed_size(known[uri]["copy_of"]) is not None)}
+    digests: dict[str, dict] = {}
+    for uri in dict.fromkeys([*alike, *were]):
+        stamp = {"version": connector.listed_version(uri) or "", "size": connector.listed_size(uri)}
+        was = known.get(uri)
+        digests[uri] = {**stamp, "sha256": was["sha256"] if stamp["version"] and was and was.items() >= stamp.items()
+                        else digest(uri)}
+
+    def content(uri: str) -> tuple:
+        # a file's rows are its bytes and the Hive values its folders give the columns it lacks:
+        # the same bytes under SubAccountId=a and SubAccountId=b are two accounts' lines
+        return digests[uri]["sha256"], tuple(sorted((key.lower(), value) for key, value in hive_partitions(uri)))
+
+    stale = {uri: was["copy_of"] for uri, was in were.items() if digests[uri]["sha256"] == was["sha256"]}
+    by_manifest = set(listed)
+    kept: dict[tuple, str] = {}
+    for uri in sorted((u for u in alike if u not in stale), key=lambda u: (
+            u not in by_manifest, u not in held, bool((known.get(u) or {}).get("copy_of")),
+            connector.listed_modified(u) or 0.0, u)):
+        kept.setdefault(content(uri), uri)
+    originals = {uri: kept[content(uri)] for uri in alike if uri in files and uri not in stale
+                 and kept[content(uri)] != uri} | stale
+    result = Copies([file for file in loose if file.files[0] not in originals])
+    for uri, original in sorted(originals.items()):
+        digests[uri]["copy_of"] = original
+        if original in by_manifest or (known.get(uri) or {}).get("of_manifest"):
+            digests[uri]["of_manifest"] = True
+        if original in digests and content(original) == content(uri):
+            result.skipped.append(OtherDataset(uri, f"the same bytes as {original} (a copy: its rows are read once)",
+                                               original))
+        else:
+            why = STALE if connector.listed_size(original) is not None else GONE
+            result.skipped.append(OtherDataset(uri, why.format(original=original), original, stale=True))
+    # a file of no version is read each time, unless it is a copy: its copy_of is kept
+    result.digests = {uri: d for uri, d in digests.items() if d["version"] or "copy_of" in d}
+    return result
