@@ -386,3 +386,19 @@ def test_a_copy_of_a_legacy_cur_part_stays_a_copy_when_aws_restates_the_period(t
                 f"src {period}-restored/asm-1/rep-1.csv.gz: skipped, a stale copy of {period}/asm-1/rep-1.csv.gz (a "
                 "part its manifest listed, gone since: its rows are not read, the manifest's delivery of its period "
                 "is; delete the copy)"]
+
+
+@pytest.mark.parametrize("copy", ["2024-05-restored", "2024-05 (copy)", "backup/2024-05"])
+def test_a_copy_keeping_the_times_there_at_the_first_ingest_is_told_from_its_original_by_its_longer_path(tmp_path, copy):
+    """`cp -a 2024-05 2024-05-restored` before the first ingest: both written at once, and
+    `2024-05-restored/` sorts before `2024-05/`, so the copy was taken for the original and May's
+    restatement in 2024-05 counted beside it (USD 1.10 + 1.20). Of files written at once, the one
+    of the shorter path (fewer folders, then fewer characters) is the original."""
+    export = export_of(tmp_path, "focus")
+    shutil.copytree(export / "2024-05", export / copy)  # copy2: the times kept
+    lake, result = run(tmp_path, "focus", export)
+    assert copied_lines(result) == [f"src {export / copy / 'part-0.csv'}: skipped, the same bytes as "
+                                    f"{may_file(export, 'focus')} (a copy: its rows are read once)"], lines(result)
+    WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", "1.20")])
+    result = run(tmp_path, "focus", export)[1]
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)

@@ -5,8 +5,9 @@ beside the original, `cp -r 2024-05 2024-05-restored`, or an export restored und
 is the same delivery: read once, the copy skipped with one line naming both, so no period sums
 it twice; under other Hive folder values (`SubAccountId=a`, `=b`) the same bytes are other rows.
 The original is a file a manifest delivery lists, else one a ledger entry holds, else one never
-found a copy, else the earliest written (a copy is written after it, unless made keeping the
-times: `cp -a`), else the first by path. Only files of equal size are read for a digest (an S3
+found a copy, else the earliest written (a copy is written after it), else, written at once
+(`cp -a` keeps the times), the one of the shortest path: copies are put in a folder more or
+under a longer name (`2024-05-restored`, `backup/2024-05`), and sort before it by path. Only files of equal size are read for a digest (an S3
 object is downloaded for it), remembered with the file's version (service.ingest.periods keeps
 them in `_state/file_digests.json`): an unchanged file is read for it once. A bare file holding
 the bytes of a file a manifest lists is a copy of it too.
@@ -75,7 +76,7 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     kept: dict[tuple, str] = {}
     for uri in sorted((u for u in alike if u not in stale), key=lambda u: (
             u not in by_manifest, u not in held, bool((known.get(u) or {}).get("copy_of")),
-            connector.listed_modified(u) or 0.0, u)):
+            connector.listed_modified(u) or 0.0, u.count("/"), len(u), u)):
         kept.setdefault(content(uri), uri)
     originals = {uri: kept[content(uri)] for uri in alike if uri in files and uri not in stale
                  and kept[content(uri)] != uri} | stale
