@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 
-from connectors.aws_export import AwsExportConnector
+from connectors.aws_export import STALE_COPY, AwsExportConnector
 from connectors.base import Delivery
 from connectors.storage import StoredObject, fingerprint
 from pydantic import Field
@@ -131,7 +131,7 @@ class AwsCurConnector(AwsExportConnector):
         failed = Delivery("ambiguous:" + fingerprint(objs), (period,), tuple(o.uri for o in objs))
         self._problem(failed.delivery_id, ConfigError(
             f"{len(folders)} reports deliver {period} under this location: {', '.join(sorted(folders))}",
-            where=f"sources.{self.config.name}.location", hint="set report_name, or give each report its own source"))
+            where=f"sources.{self.config.name}.location", hint="set report_name, or give each report its own source" + STALE_COPY))
         return failed
 
     @staticmethod

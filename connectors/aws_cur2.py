@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
-from connectors.aws_export import AwsExportConnector
+from connectors.aws_export import STALE_COPY, AwsExportConnector
 from connectors.base import Delivery
 from connectors.storage import StoredObject, fingerprint
 from service.core.errors import ConfigError, DataError, SourceError
@@ -107,7 +107,8 @@ class AwsCur2Connector(AwsExportConnector):
         self._problem(failed.delivery_id, ConfigError(
             f"{len(roots)} Data Exports deliver {period} under this location: {', '.join(sorted(roots))}",
             where=f"sources.{self.config.name}.location",
-            hint="give each export its own source, its location the export's folder (the one holding data/)"))
+            hint="give each export its own source, its location the export's folder (the one holding data/)"
+            + STALE_COPY))
         return failed
 
     @staticmethod

@@ -25,6 +25,9 @@ from service.core import json_text
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error, told_by_known_names
 
+# Two folders delivering a period differently may be an export and a copy of it (`cp -r exp
+# exp-restored`) left from before AWS delivered the period again: the ambiguity's hints say so.
+STALE_COPY = "; or one is a copy of the other made before AWS delivered the period again: delete the copy"
 PARTS_AT_ONCE = 2  # CSV.gz parts read together: one thread each, ~30 MB of buffers each
 
 

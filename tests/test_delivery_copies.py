@@ -122,10 +122,11 @@ def test_a_legacy_cur_period_folder_copied_under_another_name_is_no_second_deliv
             "(a copy: its rows are read once)"]
 
 
-def _cur2(root: Path, delivery_folder: str | None) -> None:
+def _cur2(root: Path, delivery_folder: str | None, execution: str = "2024-06-01T01:02:03.000Z-abc") -> None:
     con = duckdb.connect()
-    body = to_bytes(con, cur2_table(con, [line("2024-05", cost="1.10")]), root.parent, "parquet")
-    write_cur2(local_put(root), prefix="", export="exp", period="2024-05", execution="2024-06-01T01:02:03.000Z-abc",
+    cost = "1.10" if execution.endswith("abc") else "1.20"  # another execution: May restated
+    body = to_bytes(con, cur2_table(con, [line("2024-05", cost=cost)]), root.parent, "parquet")
+    write_cur2(local_put(root), prefix="", export="exp", period="2024-05", execution=execution,
                parts=[body], fmt="parquet", delivery_folder=delivery_folder)
 
 
@@ -402,3 +403,27 @@ def test_a_copy_keeping_the_times_there_at_the_first_ingest_is_told_from_its_ori
     WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", "1.20")])
     result = run(tmp_path, "focus", export)[1]
     assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
+
+
+@pytest.mark.parametrize(("kind", "write", "restate"), [
+    ("aws-cur2", lambda root: _cur2(root, None), lambda root: _cur2(root, None, "2024-06-02T01:02:03.000Z-def")),
+    ("aws-cur", _legacy, lambda root: write_legacy(local_put(root), prefix="", report="exp", period="2024-05",
+                                                   assembly="asm-2", parts=[[line("2024-05", cost="1.20")]]))],
+    ids=["cur2", "cur-legacy"])
+def test_an_export_copied_before_aws_restated_a_period_fails_it_saying_to_delete_the_copy(tmp_path, kind, write,
+                                                                                          restate):
+    """`cp -r exp exp-restored`, then AWS delivers May again into exp: two folders deliver May
+    differently, so May fails and keeps what the lake holds (no dollar summed twice), but the
+    hint said only to set report_name or give each its own source, which a copy of one report
+    cannot; it names the stale copy as a cause too."""
+    write(tmp_path / "loc")
+    lake, result = run(tmp_path, kind, tmp_path / "loc")
+    shutil.copytree(tmp_path / "loc" / "exp", tmp_path / "loc" / "exp-restored", copy_function=shutil.copy)
+    assert failures(run(tmp_path, kind, tmp_path / "loc")[1]) == []
+    restate(tmp_path / "loc")
+    result = run(tmp_path, kind, tmp_path / "loc")[1]
+    [failed] = result.failed
+    assert "deliver 2024-05 under this location" in str(failed.error) and lake_sums(lake) == {
+        ("2024-05", "USD"): Decimal("1.10")}
+    assert failed.error.hint.endswith("; or one is a copy of the other made before AWS delivered the period again: "
+                                      "delete the copy"), failed.error.hint
