@@ -427,3 +427,33 @@ def test_an_export_copied_before_aws_restated_a_period_fails_it_saying_to_delete
         ("2024-05", "USD"): Decimal("1.10")}
     assert failed.error.hint.endswith("; or one is a copy of the other made before AWS delivered the period again: "
                                       "delete the copy"), failed.error.hint
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["at-the-first-ingest", "added-later"])
+def test_a_bare_cur_file_of_a_period_a_manifest_delivers_fails_and_the_manifests_delivery_stays(tmp_path, first):
+    """A bare CSV of May (no copy: other lines) beside the manifest's delivery of May: each run
+    committed one over the other, the lake flipping between USD 1.10 and 0.40 from run to run.
+    The manifest's delivery is May's; the bare file fails naming itself and the manifest (exit 3)."""
+    from aws_exports import legacy_csv
+    root = tmp_path / "cur" / "rep"
+    write_legacy(local_put(tmp_path / "cur"), prefix="", report="rep", period="2024-05", assembly="asm-1",
+                 parts=[[line("2024-05", cost="1.10")]])
+    bare = root / "extra" / "may.csv"
+
+    def add_bare() -> None:
+        bare.parent.mkdir()
+        bare.write_bytes(legacy_csv([line("2024-05", cost="0.40")]))
+
+    if first:
+        add_bare()
+    lake = run(tmp_path, "aws-cur", root)[0]
+    if not first:
+        add_bare()
+    for _ in range(3):
+        result = run(tmp_path, "aws-cur", root)[1]
+        assert lake_sums(lake) == {("2024-05", "USD"): Decimal("1.10")}, lines(result)
+        [failed] = result.failed
+        assert str(failed.error) == (
+            f"{bare}: 2024-05 is delivered by a manifest (delivery asm-1: {root}/20240501-20240601/asm-1/rep-1.csv.gz) "
+            "and by 1 file(s) in no manifest, which would replace each other — move the file(s) in no manifest out "
+            "of the location, or give them a source of their own")

@@ -46,6 +46,7 @@ import duckdb
 from connectors.base import CostConnector, Delivery, OtherDataset
 from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
+from service.core.files import files_named
 from service.core.lake import Lake
 from service.core.ledger import LedgerEntry
 from service.core.staging import PERIOD_RE
@@ -124,7 +125,8 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     known: dict[str, dict] = state.get(source, {})
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
-    if all(f.delivery_id not in known for f in loose) and (
+    by_manifest = {period: d for d in result.deliveries if d.periods for period in d.periods}
+    if not by_manifest and all(f.delivery_id not in known for f in loose) and (
             len(loose) == 1 or together and _unheld(loose, ledger, connector)):
         result.members = tuple(sorted(loose, key=lambda f: f.files[0]))
         result.together = joined(result.members, None)
@@ -154,7 +156,7 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     for group in _by_period(loose, index):
         periods = sorted({p for file in group for p in index[file.delivery_id]["periods"]})
         delivery = joined(group, tuple(periods))
-        problem = next((held[p] for p in periods if p in held), None)
+        problem = next((held[p] for p in periods if p in held), None) or _beside(by_manifest, periods, group)
         if problem:
             result.failed.append((delivery, problem))
         else:
@@ -195,6 +197,20 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
         state[source] = found.digests
         lake.write_state(DIGESTS, state)
     return found.read, found.skipped
+
+
+def _beside(by_manifest: dict[str, Delivery], periods: Sequence[str], group: Sequence[Delivery]) -> DataError | None:
+    """Files in no manifest holding a period a manifest delivers (a bare legacy CUR CSV beside
+    the report's folders) would replace that delivery and be replaced by it run after run: they
+    fail, the manifest's delivery stays the period's."""
+    period = next((p for p in periods if p in by_manifest), None)
+    if period is None:
+        return None
+    delivery = by_manifest[period]
+    return DataError(f"{period} is delivered by a manifest (delivery {delivery.delivery_id}: "
+                     f"{files_named(delivery.files, '', shown=1)}) and by {len(group)} file(s) in no manifest, which would "
+                     "replace each other", where=files_named([f.files[0] for f in group], ""),
+                     hint="move the file(s) in no manifest out of the location, or give them a source of their own")
 
 
 def joined(files: Sequence[Delivery], periods: tuple[str, ...] | None) -> Delivery:
