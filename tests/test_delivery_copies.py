@@ -457,3 +457,20 @@ def test_a_bare_cur_file_of_a_period_a_manifest_delivers_fails_and_the_manifests
             f"{bare}: 2024-05 is delivered by a manifest (delivery asm-1: {root}/20240501-20240601/asm-1/rep-1.csv.gz) "
             "and by 1 file(s) in no manifest, which would replace each other — move the file(s) in no manifest out "
             "of the location, or give them a source of their own")
+
+
+def test_a_copy_of_a_stale_copy_is_stale_too(tmp_path):
+    """A stale copy copied again (`cp -r 2024-05-restored 2024-05-again`) held the same bytes as
+    nothing read, so it was read beside the correction (USD 1.20 + 1.10); it is a stale copy of
+    the same original."""
+    export = export_of(tmp_path, "focus")
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
+    lake = run(tmp_path, "focus", export)[0]
+    WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", "1.20")])
+    assert failures(run(tmp_path, "focus", export)[1]) == []
+    shutil.copytree(export / "2024-05-restored", export / "2024-05-again", copy_function=shutil.copy)
+    for _ in range(2):
+        result = run(tmp_path, "focus", export)[1]
+        assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
+        assert sorted(line.split(": skipped, ")[0] for line in lines(result) if "a stale copy of" in line) == [
+            f"src {export / folder / 'part-0.csv'}" for folder in ("2024-05-again", "2024-05-restored")]

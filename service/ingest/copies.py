@@ -71,15 +71,19 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
         # the same bytes under SubAccountId=a and SubAccountId=b are two accounts' lines
         return digests[uri]["sha256"], tuple(sorted((key.lower(), value) for key, value in hive_partitions(uri)))
 
-    stale = {uri: was["copy_of"] for uri, was in were.items() if digests[uri]["sha256"] == was["sha256"]}
+    unchanged = {uri: was["copy_of"] for uri, was in were.items() if digests[uri]["sha256"] == was["sha256"]}
+    stale = {uri for uri, original in unchanged.items() if original not in digests or content(original) != content(uri)}
     by_manifest = set(listed)
-    kept: dict[tuple, str] = {}
-    for uri in sorted((u for u in alike if u not in stale), key=lambda u: (
-            u not in by_manifest, u not in held, bool((known.get(u) or {}).get("copy_of")),
+    kept: dict[tuple, str] = {}  # a stale copy first: a copy of it is a stale copy of its original
+    for uri in sorted(dict.fromkeys([*alike, *unchanged]), key=lambda u: (
+            u not in stale, u not in by_manifest, u not in held, bool((known.get(u) or {}).get("copy_of")),
             connector.listed_modified(u) or 0.0, u.count("/"), len(u), u)):
         kept.setdefault(content(uri), uri)
-    originals = {uri: kept[content(uri)] for uri in alike if uri in files and uri not in stale
-                 and kept[content(uri)] != uri} | stale
+    originals = dict(unchanged)
+    for uri in (u for u in alike if u in files and u not in unchanged):
+        original = unchanged.get(kept[content(uri)], kept[content(uri)])  # a copy's copy: of its original
+        if original != uri:
+            originals[uri] = original
     result = Copies([file for file in loose if file.files[0] not in originals])
     for uri, original in sorted(originals.items()):
         digests[uri]["copy_of"] = original
