@@ -474,3 +474,19 @@ def test_a_copy_of_a_stale_copy_is_stale_too(tmp_path):
         assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
         assert sorted(line.split(": skipped, ")[0] for line in lines(result) if "a stale copy of" in line) == [
             f"src {export / folder / 'part-0.csv'}" for folder in ("2024-05-again", "2024-05-restored")]
+
+
+def test_a_stale_copy_moved_elsewhere_under_the_location_stays_stale(tmp_path):
+    """`mv 2024-05-restored 2024-05-old` after 2024-05 was restated: the moved copy was a new file
+    holding the same bytes as nothing read, so it counted beside the correction (USD 1.20 + 1.10)."""
+    export = export_of(tmp_path, "focus")
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
+    lake = run(tmp_path, "focus", export)[0]
+    WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", "1.20")])
+    assert failures(run(tmp_path, "focus", export)[1]) == []
+    (export / "2024-05-restored").rename(export / "2024-05-old")
+    for _ in range(2):
+        result = run(tmp_path, "focus", export)[1]
+        assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
+        assert [line.split(": skipped, ")[0] for line in lines(result) if "a stale copy of" in line] == [
+            f"src {export / '2024-05-old' / 'part-0.csv'}"]

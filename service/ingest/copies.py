@@ -14,7 +14,8 @@ the bytes of a file a manifest lists is a copy of it too.
 
 A copy stays one while its bytes are those it had when found (`copy_of` in its digest): its
 original corrected or re-exported later leaves it a stale copy, still skipped (said so, naming
-both), never a second file of the period beside the correction. A copy rewritten itself is a
+both), never a second file of the period beside the correction; so does a copy of it, or it
+moved under the location (the same bytes and size as a copy gone since). A copy rewritten itself is a
 file of its own and counts; one whose original is gone from the listing holds the only rows
 left and counts, unless a manifest listed that original (`of_manifest`): the manifest's delivery
 of its period is read, and the copy stays a stale one.
@@ -56,11 +57,18 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     # found a copy before, of the same size still, its original still there or a manifest's part
     # (its period is the manifest's): read for its digest only if its version changed (a `cp -a`
     # made afresh), to tell whether it is the same copy
+    def still_a_copy(was: dict) -> bool:
+        return bool(was.get("of_manifest") or connector.listed_size(was["copy_of"]) is not None)
+
     were = {uri: known[uri] for uri in files if (known.get(uri) or {}).get("copy_of")
-            and connector.listed_size(uri) == known[uri]["size"]
-            and (known[uri].get("of_manifest") or connector.listed_size(known[uri]["copy_of"]) is not None)}
+            and connector.listed_size(uri) == known[uri]["size"] and still_a_copy(known[uri])}
+    # a copy moved (`mv 2024-05-restored 2024-05-old`): a new file of a gone copy's size, read to
+    # tell whether it holds that copy's bytes
+    gone = {uri: was for uri, was in known.items() if was.get("copy_of") and uri not in files and still_a_copy(was)}
+    moved = [uri for uri in files if uri not in known
+             and any(connector.listed_size(uri) == was["size"] for was in gone.values())]
     digests: dict[str, dict] = {}
-    for uri in dict.fromkeys([*alike, *were]):
+    for uri in dict.fromkeys([*alike, *were, *moved]):
         stamp = {"version": connector.listed_version(uri) or "", "size": connector.listed_size(uri)}
         was = known.get(uri)
         digests[uri] = {**stamp, "sha256": was["sha256"] if stamp["version"] and was and was.items() >= stamp.items()
@@ -71,12 +79,17 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
         # the same bytes under SubAccountId=a and SubAccountId=b are two accounts' lines
         return digests[uri]["sha256"], tuple(sorted((key.lower(), value) for key, value in hive_partitions(uri)))
 
+    for uri in moved:
+        was = next((was for old, was in gone.items() if was["sha256"] == digests[uri]["sha256"]
+                    and hive_partitions(old) == hive_partitions(uri)), None)
+        if was is not None:
+            were[uri] = was
     unchanged = {uri: was["copy_of"] for uri, was in were.items() if digests[uri]["sha256"] == was["sha256"]}
     stale = {uri for uri, original in unchanged.items() if original not in digests or content(original) != content(uri)}
     by_manifest = set(listed)
     kept: dict[tuple, str] = {}  # a stale copy first: a copy of it is a stale copy of its original
     for uri in sorted(dict.fromkeys([*alike, *unchanged]), key=lambda u: (
-            u not in stale, u not in by_manifest, u not in held, bool((known.get(u) or {}).get("copy_of")),
+            u not in stale, u not in by_manifest, u not in held, u in were or bool((known.get(u) or {}).get("copy_of")),
             connector.listed_modified(u) or 0.0, u.count("/"), len(u), u)):
         kept.setdefault(content(uri), uri)
     originals = dict(unchanged)
