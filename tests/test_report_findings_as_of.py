@@ -100,3 +100,21 @@ def test_a_past_days_report_leaves_out_storage_findings_first_seen_after_it(tmp_
     assert "2 that began or were first seen after 2026-11-20 are left out" in past["waste"]["note"], past["waste"]["note"]
     latest = report(lake, date(2026, 11, 28), tmp_path / "out")
     assert len(next(t for t in latest["waste"]["tables"] if t["key"] == "open_findings")["rows"]) == 5
+
+
+def test_a_storage_findings_since_is_the_earliest_sight_the_past_day_filter_uses(tmp_path):
+    """A log group read from a snapshot of the 18th, first seen by the rules run of the 29th, was kept
+    in the report of the 20th (seen by then) while its `since` said 2026-11-29: after the day it was listed in."""
+    lake = judged_lake(tmp_path)
+    store_findings(lake, [*load_findings(lake), Finding(
+        id="logs", rule="unbounded-logs", severity="warning", resource_id="/aws/logs/train", team="pretrain",
+        category="waste", impact_usd=Decimal("40"), monthly_waste_usd=Decimal("40"), summary="logs kept forever",
+        evidence={"snapshot_date": "2026-11-18"}, first_seen=JUDGED, last_seen=JUDGED), Finding(
+        id="ckpt", rule="checkpoint-sprawl", severity="warning", resource_id="s3://b/ckpt", team="pretrain",
+        category="waste", impact_usd=Decimal("30"), monthly_waste_usd=Decimal("30"), summary="checkpoints kept",
+        evidence={"snapshot_date": "2026-11-27"}, first_seen=datetime(2026, 11, 16, tzinfo=timezone.utc),
+        last_seen=JUDGED)])
+    past = report(lake, date(2026, 11, 20), tmp_path / "out")
+    rows = {r["id"]: r for r in next(t for t in past["waste"]["tables"] if t["key"] == "open_findings")["rows"]}
+    assert rows["logs"]["since"] == "2026-11-18T00:00:00Z"  # the snapshot, earlier than the run that saw it
+    assert rows["ckpt"]["since"] == "2026-11-16T00:00:00Z"  # the run, earlier than the snapshot it read

@@ -54,11 +54,13 @@ def page_columns(columns: list[Column], *named: str) -> list[Column]:
 
 def _finding_row(finding) -> dict:
     """`since`: when what the finding describes began, as its text says (an anomaly's episode
-    start, the start of the window a share was measured over), else when a rules run first saw it."""
+    start, the start of the window a share was measured over), else its earliest sight
+    (`_first_sighted`): the date the past-day filter (`_began`) judges it by."""
     window = finding.evidence.get("window_start")  # a share measured over a window (unallocated-spend)
+    sighted = _first_sighted(finding)
     since = (finding.evidence.get("start") or (iso_utc(datetime.fromisoformat(window).replace(tzinfo=timezone.utc))
                                                 if window else None)
-             or (iso_utc(finding.first_seen) if finding.first_seen else None))
+             or (iso_utc(sighted) if sighted else None))
     return {"rule": finding.rule, "severity": finding.severity, "team": finding.team, "project": finding.project,
             "resource_id": finding.resource_id, "summary": finding.summary, "currency": "USD",
             "since": since, "monthly_waste_usd": finding.monthly_waste_usd, "impact_usd": finding.impact_usd,
@@ -71,8 +73,11 @@ def _began(finding) -> datetime | None:
     for a finding read from an inventory snapshot (checkpoints, datasets, log groups), when it was
     first seen: the earlier of the rules run that first saw it and the snapshot it names."""
     said = _moment(finding.evidence.get("start") or finding.evidence.get("window_start"))
-    if said is not None:
-        return said
+    return said if said is not None else _first_sighted(finding)
+
+
+def _first_sighted(finding) -> datetime | None:
+    """The earlier of the rules run that first saw the finding and the snapshot its evidence names."""
     seen = [moment for moment in (_moment(finding.evidence.get("snapshot_date")), finding.first_seen) if moment]
     return min((m.replace(tzinfo=timezone.utc) if m.tzinfo is None else m for m in seen), default=None)
 
