@@ -19,6 +19,8 @@ from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.coverage import billing_data_through, data_end
 from service.core.lake import LEDGER_FILE
+from service.core.timewindow import month_text
+from service.attribution.metric_top import metrics_anchor
 from service.findings.run import run_rules
 from service.serve.app import Api
 from service.serve.metrics import LakeCollector
@@ -75,6 +77,24 @@ def test_a_ledger_without_data_through_is_read_from_the_partition(setup, tmp_pat
     assert not copy.ledger()[0].data_through_recorded
     assert data_end(copy) == END
 
+
+
+def test_a_missing_partition_of_a_ledger_without_data_through_does_not_move_the_data_end_back(tmp_path):
+    """A ledger from before 2026-12 (no recorded data_through) whose latest partition file is gone:
+    its source's data end was read from its other files only, here none, so the lake's end was a
+    retired source's (2026-11-21) and the month the metrics and budgets take November while the
+    lake holds a December bill; the missing period reaches at least its own start."""
+    make_lake(tmp_path, [line(f"2026-11-{d:02d} 00:00", "1") for d in range(1, 21)], source="retired")
+    lake = make_lake(tmp_path, [line(f"2026-12-0{d} 00:00", "1") for d in (1, 2, 3)], source="cur")
+    ledger = json.loads((lake.root / LEDGER_FILE).read_text())
+    for item in ledger["entries"]:
+        if item["source"] == "cur":
+            del item["data_through"]  # as ingest wrote it before 2026-12
+    (lake.root / LEDGER_FILE).write_text(json.dumps(ledger))
+    lake.partition_file("costs", [("source", "cur"), ("billing_period", "2026-12")]).unlink()
+    assert billing_data_through(lake) == {"cur": datetime(2026, 12, 1, tzinfo=timezone.utc),
+                                          "retired": datetime(2026, 11, 20, 1, tzinfo=timezone.utc)}
+    assert month_text(metrics_anchor(lake, datetime(2026, 12, 5, tzinfo=timezone.utc))) == "2026-12"
 
 def test_relative_windows_end_at_the_data_and_say_so(setup):
     _, path, _ = setup

@@ -66,16 +66,21 @@ def billing_data_through(lake: Lake) -> dict[str, datetime | None]:
 
 def partitions_data_through(lake: Lake, parts: Sequence[tuple[LedgerEntry, Path]]) -> dict[str, datetime | None]:
     """Source → the latest data_through of its partitions (ledger entry, file): the recorded
-    one, or for an entry from before it was recorded, read from the file."""
+    one, or for an entry from before it was recorded, read from the file. Such an entry whose
+    file is gone (`status` says missing) reaches at least its billing period's start: leaving it
+    out put the data's end, and the month the metrics and budgets sum, in an earlier period."""
     entries = [entry for entry, _ in parts if entry.data_through_recorded or not entry.rows]
     unrecorded = {str(path): entry for entry, path in parts if not entry.data_through_recorded and entry.rows}
-    if unrecorded:
+    present = [path for path in unrecorded if Path(path).exists()]
+    found: dict[str, str] = {}
+    if present:
         con = lake.connect()
         try:
-            found = usage_through(con, [path for path in unrecorded if Path(path).exists()])
+            found = usage_through(con, present)
         finally:
             con.close()
-        entries += [replace(entry, data_through=found.get(path)) for path, entry in unrecorded.items()]
+    entries += [replace(entry, data_through=found.get(path) if path in present
+                        else f"{entry.billing_period}-01T00:00:00Z") for path, entry in unrecorded.items()]
     return entries_data_through(entries)
 
 
