@@ -63,3 +63,23 @@ def test_54_demo_out_of_range_start_or_seed_exits_2_before_writing_anything(tmp_
     assert result.exit_code == 2 and named in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert not (tmp_path / "demo").exists()
+
+
+@pytest.mark.parametrize("option, value, said", [
+    (["report", "--date"], "20261120", "--date: cannot read '20261120' as a date — use YYYY-MM-DD"),
+    (["report", "--date"], "2026-W47-5", "--date: cannot read '2026-W47-5' as a date — use YYYY-MM-DD"),
+    (["plans", "--as-of"], "2026W475", "--as-of: cannot read '2026W475' as a date — use YYYY-MM-DD"),
+    (["plans", "--as-of"], "2026-11-2", "--as-of: '2026-11-2' is not a valid date — use YYYY-MM-DD, e.g. 2026-02-28"),
+    (["demo", "--start"], "2026-1-5", "Invalid value for '--start': '2026-1-5' is not a day; use YYYY-MM-DD"),
+    (["demo", "--start"], "20260105", "Invalid value for '--start': '20260105' is not a day; use YYYY-MM-DD"),
+])
+def test_a_day_option_takes_only_the_yyyy_mm_dd_the_readme_documents(config, tmp_path, option, value, said):
+    """`report --date 20261120` and `--date 2026-W47-5` wrote the report of 2026-11-20 (Python's
+    fromisoformat reads ISO's basic and week forms too), `demo --start 2026-1-5` the demo of
+    5 January: none is the YYYY-MM-DD the README and --help name, and a typo could pass as a day."""
+    out = {"report": ["--out", str(tmp_path / "out")], "plans": [],
+           "demo": ["--dir", str(tmp_path / "out"), "--days", "1"]}[option[0]]
+    result = CliRunner().invoke(cli, ["--config", str(config), *option, value, *out])
+    assert result.exit_code == 2, result.output
+    assert said in result.output and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "out").exists()

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, time
 from typing import Any
 
 import click
 
 from service.core.errors import UsageError
-from service.core.timewindow import day_text
+from service.core.timewindow import day_text, iso_day
 
 
 class WholeNumber(click.IntRange):
@@ -44,7 +44,7 @@ class Day(click.ParamType):
         if isinstance(value, datetime):
             return value
         try:
-            day = datetime.strptime(str(value).strip(), "%Y-%m-%d")
+            day = datetime.combine(iso_day(str(value)), time())  # strptime took 2026-1-5 too
         except ValueError:
             self.fail(f"{value!r} is not a day; use YYYY-MM-DD, e.g. 2026-11-01", param, ctx)
         if not self.first <= day <= self.last:

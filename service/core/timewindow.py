@@ -23,6 +23,7 @@ MONTH_TO_DATE = "mtd"
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, mtd, 2026-11-01 or 2026-11-01T06:00:00Z"
 DATE_SHAPED_RE = re.compile(r"^\s*\d{4}-\d{1,2}-\d{1,2}")
+DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")  # a day as the CLI documents it, and only so
 ISO_FORMATS = "YYYY-MM-DD (e.g. 2026-11-30) or YYYY-MM-DDTHH:MM:SSZ (e.g. 2026-11-30T06:00:00Z)"
 MIN_INSTANT = datetime(1, 1, 2, tzinfo=timezone.utc)
 MAX_INSTANT = datetime(9999, 12, 30, tzinfo=timezone.utc)
@@ -63,6 +64,14 @@ def not_a_date(text: str, exc: ValueError, what: str, *, where: str, hint: str) 
     reason only repeats the text."""
     reason = "" if str(exc).startswith("Invalid isoformat") else f" ({exc})"
     return UsageError(f"{text.strip()!r} is not a valid {what}{reason}", where=where, hint=hint)
+
+
+def iso_day(text: str) -> date:
+    """A day written exactly YYYY-MM-DD; ValueError otherwise (date.fromisoformat alone also
+    reads 20261120 and 2026-W47-5, which no option documents)."""
+    if not DAY_RE.fullmatch(text.strip()):
+        raise ValueError(f"Invalid isoformat string: {text!r}")
+    return date.fromisoformat(text.strip())
 
 
 def parse_instant(text: str, *, now: datetime | None = None, option: str = "--since") -> datetime:

@@ -10,6 +10,7 @@ byte-identical files.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -20,13 +21,14 @@ from service.core.coverage import last_whole_day
 from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
 from service.core.publish import split_s3_url, upload_s3, write_local
-from service.core.timewindow import DATE_SHAPED_RE, MAX_INSTANT, not_a_date
+from service.core.timewindow import DATE_SHAPED_RE, MAX_INSTANT, iso_day, not_a_date
 from service.report.data import gather
 from service.report.model import Report
 from service.report.render import render_files
 
 log = logging.getLogger(__name__)
 
+TIMED_DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d")  # a day as documented, then a time
 GATHER_ATTEMPTS = 3  # gathers of one report while ingests keep committing, before giving up
 # A day's report reaches back to the same days of the month before and ends at the day's end:
 # both must be times Python can hold (0001-01-31 or 9999-12-31 overflowed into a traceback).
@@ -52,7 +54,7 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
         last = last_whole_day(lake) if lake is not None else None
         return last or ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
     try:
-        day = date.fromisoformat(text.strip())
+        day = iso_day(text)
     except ValueError as exc:
         if (day := _day_of_time(text)) is not None:  # a scheduler's timestamp: it names a day, give that one
             raise UsageError(f"{text.strip()!r} is a time, not a day", where=option, hint=f"use YYYY-MM-DD: {day}") \
@@ -67,7 +69,10 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
 
 
 def _day_of_time(text: str) -> str | None:
-    """The UTC day a date and time names (`2026-12-05T00:00`), said as the hint gives it; else None."""
+    """The UTC day a date and time names (`2026-12-05T00:00`), said as the hint gives it; else None
+    (also for 20261120 or 2026-W47-5, which fromisoformat reads as midnight: no time, another form)."""
+    if not TIMED_DAY_RE.match(text.strip()):
+        return None
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
