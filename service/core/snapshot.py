@@ -15,7 +15,10 @@ changed while it read.
 - `read_consistently(lake, read)`: `read(snapshot)` once no commit is placing files (a commit
   fsyncs its files before it announces them: that takes renames only), and again until no
   commit touched the lake while it ran, so an answer never mixes two states; after
-  READ_PATIENCE the answer stands (each file it read was whole, old or new). A file that
+  READ_PATIENCE the answer stands (each file it read was whole, old or new), once the read a
+  commit passed through has been read again: a read longer than that (a rules run, whose
+  lookups open their own connections on files a commit replaces in place) kept a mixed
+  answer otherwise. A file that
   vanished under the read (a rollup removed after its grace period) makes it read again.
 """
 
@@ -139,7 +142,7 @@ def take_snapshot(lake: LakeFiles) -> Snapshot:
 def read_consistently(lake: LakeFiles, read: Callable[[Snapshot], T]) -> T:
     """`read(snapshot)`, read again while commits change the lake under it (see the module)."""
     deadline = time.monotonic() + READ_PATIENCE
-    vanished = 0
+    vanished = reread = 0
     while True:
         snapshot = take_snapshot(lake)
         if snapshot.in_flight and time.monotonic() < deadline:
@@ -154,7 +157,9 @@ def read_consistently(lake: LakeFiles, read: Callable[[Snapshot], T]) -> T:
                                    hint="check the lake's files and permissions, then run again") from None
             log.info("a file of the lake changed under the read (%s): reading again", str(exc).splitlines()[0])
             continue
-        if (lake.ledger_stamp() == snapshot.ledger.stamp and not snapshot.in_flight) or time.monotonic() > deadline:
+        changed = lake.ledger_stamp() != snapshot.ledger.stamp
+        if (not changed and not snapshot.in_flight) or (time.monotonic() > deadline and (reread or not changed)):
             return result
+        reread += changed
         log.info("a commit changed the lake during the read: reading again")
         time.sleep(0.05)
