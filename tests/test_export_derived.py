@@ -218,3 +218,28 @@ def test_a_tax_scaled_by_its_services_rounding_keeps_the_minor_units_it_is_bille
         ("USD", "Amazon EC2", "0.012300000000", "0.012400000000", "0.012300000000"),  # 0.01236273: its own 4 places
         ("USD", "Amazon S3", "3698.960000000000", "3698.960000000000", "3698.960000000000"),
     ]
+
+
+def test_a_savings_plan_negation_adds_no_contracted_cost_to_the_usage_it_covers(tmp_path):
+    """A CUR bills an hour a Savings Plan covered twice: the covered usage at its On-Demand cost and a
+    SavingsPlanNegation taking it back (rate and cost negative). The covered line already holds the
+    hour's contracted cost, as AWS's own FOCUS export (one line, billed 0) does; the negation derived
+    unit price × quantity, 32.7726 where the demo's generator wrote its rate positive, and the hour's
+    ContractedCost read twice the usage's (demo 2026-11: overstated by 188,770.176). The negation
+    contracts at 0, as it lists at 0, with no unit price, whatever the sign of its rate."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "'Amazon Elastic Compute Cloud'", "ChargeCategory": "category",
+        "SubAccountId": "'111'", "ResourceId": "rid", "x_line_item_type": "kind", "BilledCost": "billed",
+        "EffectiveCost": "effective", "ListCost": "list", "ContractedUnitPrice": "rate", "PricingQuantity": "1",
+        "PricingUnit": "'Hrs'",
+    }, "('i-a', 'Usage', 'SavingsPlanCoveredUsage', '32.7726', '22.9408', '32.7726', '32.7726'), "
+       "('i-a', 'Credit', 'SavingsPlanNegation', '-32.7726', '0', '0', '32.7726'), "
+       "('i-b', 'Usage', 'SavingsPlanCoveredUsage', '32.7726', '22.9408', '32.7726', '32.7726'), "
+       "('i-b', 'Credit', 'SavingsPlanNegation', '-32.7726', '0', '0', '-32.7726'), "
+       "('i-c', 'Credit', 'Credit', '-5', '-5', NULL, '-5')",
+       "rid, category, kind, billed, effective, list, rate",
+       "ResourceId, ChargeCategory, ContractedUnitPrice, ContractedCost, ListCost")
+    d = Decimal
+    assert lines == [("i-a", "Credit", None, d(0), d(0)), ("i-a", "Usage", d("32.7726"), d("32.7726"), d("32.7726")),
+                     ("i-b", "Credit", None, d(0), d(0)), ("i-b", "Usage", d("32.7726"), d("32.7726"), d("32.7726")),
+                     ("i-c", "Credit", None, d(-5), d(-5))]  # a credit's contracted cost is its billed

@@ -96,6 +96,19 @@ def test_money_is_exact_decimal(both):
     assert all(len(c.split(".")[1]) == 10 for (c,) in costs)
 
 
+def test_a_savings_plan_negations_rate_is_negative_as_its_cost_is(both):
+    """A CUR's SavingsPlanNegation writes the covered usage's rate negated (its UnblendedRate ×
+    UsageAmount is its negative UnblendedCost); the generator wrote it positive, which the FOCUS
+    export read as a contracted unit price."""
+    files = str(both.exports["parquet"] / "data" / "*" / "*.parquet")
+    signs = duckdb.connect().execute(
+        "SELECT line_item_line_item_type, sign(CAST(line_item_unblended_rate AS DECIMAL(38,10))), "
+        "sign(line_item_unblended_cost), count(*) FROM read_parquet(?) WHERE line_item_line_item_type "
+        "LIKE 'SavingsPlan%Usage' OR line_item_line_item_type = 'SavingsPlanNegation' GROUP BY ALL ORDER BY ALL",
+        [files]).fetchall()
+    assert [row[:3] for row in signs] == [("SavingsPlanCoveredUsage", 1, 1), ("SavingsPlanNegation", -1, -1)]
+
+
 def test_the_bill_looks_like_an_ml_organisation(fortnight):
     con = duckdb.connect()
     files = str(fortnight.exports["parquet"] / "data" / "*" / "*.parquet")

@@ -125,7 +125,9 @@ class Catalogue:
         self.end = np.array(col("end"), dtype=np.int64)
         self.granularity = np.array(col("granularity"), dtype=np.int64)
         account = [ACCOUNTS[s.account] for s in streams]
-        rate_text = [format(Decimal(s.rate) / UNITS, "f") for s in streams]
+        # a negation writes the covered usage's rate negated, as its cost (`rows`) is
+        rate_text = [format(Decimal(-s.rate if s.line_type == "SavingsPlanNegation" else s.rate) / UNITS, "f")
+                     for s in streams]
         self.strings = {
             "line_item_usage_account_id": pa.array([a[0] for a in account]),
             "line_item_usage_account_name": pa.array([a[1] for a in account]),

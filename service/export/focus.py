@@ -36,7 +36,8 @@ is never changed):
   and service), else (none, or they billed nothing) its BilledCost; rounded half away from zero
   to the places the tax is billed in (its currency's minor unit, or its own finer ones): the
   taxed lines' contracted cost (a 12-decimal product) differs from their billed cost by the
-  bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066.
+  bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066. A CUR's
+  SavingsPlanNegation contracts at 0 with no unit price (NEGATION).
 - InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
   own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
   than the provider as a third party collecting the payment (BilledCost then 0). The legal
@@ -103,6 +104,10 @@ NO_UNIT_NEEDED = "(PricingUnit IS NULL AND ChargeCategory NOT IN ('Usage', 'Purc
 UNPRICED = "(ChargeCategory NOT IN ('Usage', 'Purchase') OR ChargeClass = 'Correction')"
 UNIT_PRICES = ("ListUnitPrice", "ContractedUnitPrice", "PricingCurrencyListUnitPrice",
                "PricingCurrencyContractedUnitPrice")
+# A CUR's SavingsPlanNegation takes back the billed cost of the usage a Savings Plan covered, whose
+# line holds the hour's list and contracted cost (AWS's own FOCUS export: that one line): it
+# contracts at 0, as it lists at 0 (aws_common), with no unit price, whatever its rate says.
+NEGATION = "(x_line_item_type = 'SavingsPlanNegation')"
 # A Tax line without a list cost: it is derived from the lines it taxes (TAXED).
 TAX_WITHOUT_LIST = "(ChargeCategory = 'Tax' AND ListCost IS NULL)"
 # The lines a Tax line taxes: its provider, accounts, service and currency (of its own billing
@@ -239,7 +244,8 @@ def _step2() -> str:
     replaced = {
         "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
         "EffectiveCost": "coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END)",
-        "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost ELSE {contracted} END",
+        "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost "
+                          f"WHEN {NEGATION} THEN coalesce(ContractedCost, 0) ELSE {contracted} END",
         "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL "
                     f"ELSE coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
@@ -264,7 +270,7 @@ def _step2() -> str:
                  "CommitmentDiscountStatus", "CommitmentDiscountQuantity"):
         replaced[name] = f"CASE WHEN CommitmentDiscountId IS NULL THEN NULL ELSE {name} END"
     for name in UNIT_PRICES:  # after the costs above were derived from them
-        replaced[name] = f"CASE WHEN {name} < 0 AND {UNPRICED} THEN NULL ELSE {name} END"
+        replaced[name] = f"CASE WHEN {name} < 0 AND {UNPRICED} OR {NEGATION} THEN NULL ELSE {name} END"
     select = ", ".join(f"{expr} AS {name}" for name, expr in replaced.items())
     return f"SELECT * REPLACE ({select}) FROM conform1"
 
