@@ -119,6 +119,28 @@ def test_33_a_bill_billed_in_another_month_than_its_usage_ties_out_per_billing_p
     assert mtd == [expected[("2024-09", "USD")][0] + expected[("2024-10", "USD")][0]]  # by charge day
 
 
+def bills_notes(root, day: str) -> list[str]:
+    data = json.loads((root / "out" / day / "report.json").read_text())
+    return next(t for s in data["sections"] if s["key"] == "bills" for t in s["tables"]).get("notes", [])
+
+
+def test_usage_of_the_month_billed_in_another_period_is_named_under_the_bills(lake):
+    """On 30 September the month to date is USD 20.52 and September's bill USD 20.28: finance could
+    not tell from the page that the USD 0.24 between them is the Oracle line used on the 30th and
+    billed in October. A note under the Bills table names it, and October's report the reverse."""
+    root, config = lake
+    bills(root, config, "2024-09-30")
+    september = [n for n in bills_notes(root, "2024-09-30") if "billed in another period" in n]
+    assert september == ["Usage of 2024-09 up to 2024-09-30 billed in another period, so in the month to date above but "
+                         "not in the 2024-09 bill: sandbox, billed in 2024-10: USD 0.24 (1 line)."]
+    bills(root, config, "2024-10-31")
+    october = [n for n in bills_notes(root, "2024-10-31") if "used in another month" in n]
+    assert october == ["Billed in 2024-10 but used in another month, so in the 2024-10 bill but not in its month "
+                       "to date: sandbox, used in 2024-09: USD 0.24 (1 line)."]
+    # the EUR source bills every line in the month of its use: no note of it
+    assert not [n for n in bills_notes(root, "2024-09-30") + bills_notes(root, "2024-10-31") if " eu," in n]
+
+
 def test_33_bills_of_several_currencies_actual_and_amortized_equal_status_and_the_check(lake):
     root, config = lake
     rows = bills(root, config, "2023-09-30")
@@ -306,7 +328,10 @@ def test_a_gcp_billing_bill_names_the_invoice_amount_net_of_its_credits(tmp_path
     # June's credit, half a thousandth of a cent, changes no figure the invoice shows: no note
     assert table["notes"] == [
         "Bill 2024-05 / gcp / USD: billed is Google's cost before the credits on its lines (USD -3.75); "
-        "Google's invoice nets them: USD 10.35, the effective column."]
+        "Google's invoice nets them: USD 10.35, the effective column.",
+        # the fixture's line used at 2024-05-31 23:00, invoiced in June
+        "Billed in 2024-06 but used in another month, so in the 2024-06 bill but not in its month to date: gcp, "
+        "used in 2024-05: USD 12.50 (1 line)."]
     assert "Google&#39;s invoice nets them: USD 10.35" in (folder / "report.html").read_text()
 
 

@@ -17,6 +17,10 @@ so finance ties out to the cent. The CSV and JSON rows stay exact and add up to 
 An export without invoice ids (gcp-billing, oci-cost: final_when "never") keeps its bills
 estimated for good: the note and its invoice rows say so rather than await an invoice id.
 
+Where the month's usage up to the day is billed in another period (the sandbox's Oracle line used on
+30 September, billed in October), or the month's bill holds usage of another month, a note under the
+table names it per source, period and currency, so finance ties the month to date to the bill.
+
 A `gcp-billing` source's billed is Google's `cost`, before the credits on its lines (x_credits),
 while Google's invoice nets them: its amount is the effective column (cost + credits), which a
 note under the table names for each such bill, as Google's own FOCUS export writes BilledCost.
@@ -80,7 +84,7 @@ def bills_section(lake: Lake, day: date, before_credits: frozenset[str], no_invo
                  "estimated however long ago the provider closed the month; tie them to the provider's invoice.")
     if len(never) < len(table.rows):
         note += f" {'Any other' if never else 'An'} estimated bill has no invoice id yet and may still change."
-    table.notes = credits_notes(table.rows, before_credits)
+    table.notes = credits_notes(table.rows, before_credits) + moved_notes(lake, day)
     return Section("bills", "Bills", tables=[table, invoices_table(lake, periods, no_invoice_ids)], note=note)
 
 
@@ -109,6 +113,35 @@ def invoices_table(lake: Lake, periods: tuple[str, str], no_invoice_ids: dict[st
                   for period, source, account, invoice, currency, rows, billed, effective in found]
     table.notes = rounding_notes(table.rows)
     return table
+
+
+def moved_notes(lake: Lake, day: date) -> list[str]:
+    """The usage of `day`'s month up to the day billed in another period, and the usage of other
+    months billed in its period: each per source, period and currency (lines billing 0 left out)."""
+    start = day.replace(day=1)
+    month, after = month_text(start), (start + timedelta(days=32)).replace(day=1)
+    query = ("SELECT source, {period}, BillingCurrency, count(*), sum(BilledCost) FROM costs WHERE {where} "
+             "GROUP BY ALL HAVING sum(BilledCost) <> 0 ORDER BY ALL")
+    with lake.query() as con:
+        later = con.execute(query.format(period="billing_period", where=(
+            "ChargePeriodStart >= ? AND ChargePeriodStart < ? AND billing_period <> ?")),
+            [start, day + timedelta(days=1), month]).fetchall()
+        earlier = con.execute(query.format(period="strftime(ChargePeriodStart, '%Y-%m')", where=(
+            "billing_period = ? AND (ChargePeriodStart < ? OR ChargePeriodStart >= ?)")),
+            [month, start, after]).fetchall()
+
+    def parts(found: list[tuple], verb: str) -> str:
+        return "; ".join(f"{source}, {verb} {period}: {money_text(billed, currency_text(currency))} "
+                         f"({rows} line{'s' if rows != 1 else ''})"
+                         for source, period, currency, rows, billed in found if lake.counts(source))
+    notes = []
+    if text := parts(later, "billed in"):
+        notes.append(f"Usage of {month} up to {day.isoformat()} billed in another period, so in the month to date "
+                     f"above but not in the {month} bill: {text}.")
+    if text := parts(earlier, "used in"):
+        notes.append(f"Billed in {month} but used in another month, so in the {month} bill but not in its month "
+                     f"to date: {text}.")
+    return notes
 
 
 def credits_notes(rows: list[dict], before_credits: frozenset[str]) -> list[str]:
