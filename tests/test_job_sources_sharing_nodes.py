@@ -14,7 +14,7 @@ from service.attribution import materialise, reconcile
 from service.cli.main import cli
 from service.core.config import load_config
 from service.core.lake import Lake
-from tests.attribution_helpers import add_jobs, declared_sources, make_lake
+from tests.attribution_helpers import add_jobs, config, declared_sources, make_lake
 from tests.test_clusters_allocation import D, by, gpu_line, job
 
 # the instances' cluster tags spelled otherwise than the jobs' clusters: nothing tells the
@@ -131,3 +131,26 @@ def test_the_rollup_build_names_them_too(tmp_path, caplog):
         assert materialise(Lake.of(config), config.attribution).built == 1
     said = [r.getMessage() for r in caplog.records if "job sources" in r.getMessage()]
     assert len(said) == 1 and "the job sources east and west both name node(s) gpu-001 over the same hours" in said[0]
+
+
+def test_a_job_never_lands_on_another_known_clusters_instance_when_its_own_is_not_billed(tmp_path):
+    # west is on-premises (or its account's bill is not in yet): only east's gpu-001 (i-e,
+    # cluster tag east) is billed. w1 (west) names gpu-001 too but i-e is east's, a cluster jobs
+    # name: w1 reaches no instance and costs nothing here; i-e: e1 holds 4·30/(8·60) = 1/4 of its
+    # hour, $20, east's idle $60. (Before: w1 took i-e as "all of that name", 600 GPU-minutes of
+    # 480, w1 $64 of east's bill and e1 $16.)
+    lake = make_lake(tmp_path, [gpu_line("i-e", node="gpu-001", cluster="east")])
+    add_jobs(lake, [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west"),
+                    job("e1", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", nodes=["gpu-001"], cluster="East ")])
+    cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
+    assert by(lake, cfg, ["run", "cluster"]) == {("e1", "East"): D(20), ("idle", "East"): D(60)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+
+
+def test_an_instance_whose_cluster_tag_names_no_jobs_cluster_is_still_reached(tmp_path):
+    # i-e's tag says us-east, which no job's cluster spells: nothing tells it is not west's,
+    # so w1 still reaches it (all of that name, as before): 8 GPUs for the hour, $80
+    lake = make_lake(tmp_path, [gpu_line("i-e", node="gpu-001", cluster="us-east")])
+    add_jobs(lake, [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west")])
+    cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
+    assert by(lake, cfg, ["run"]) == {"w1": D(80)}

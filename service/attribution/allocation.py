@@ -250,7 +250,7 @@ def allocation_ctes(inputs: AllocationInputs, stage: Stage, columns: Sequence[st
         + instance_ctes() + jobs_cte(stage.jobs)
         + pod_ctes(inputs.has_split and inputs.clusters.eks_split, tags, run_cols, extra_cols.get("workload"),
                    stage.held)
-        + placement_ctes(inputs.clusters)
+        + placement_ctes(inputs.clusters, stage.jobs)
         + f"a_members AS (SELECT a_instance, a_gpus, a_cl FROM {stage.members} WHERE a_member), "
         + hour_ctes(inputs.clusters)
         + "a_member_lines AS (SELECT l.*, m.a_gpus, m.a_cl FROM a_lines l LEFT JOIN a_members m USING (a_instance) "

@@ -24,16 +24,20 @@ def instance_ctes(lines: str = "a_lines") -> str:
     )
 
 
-def placement_ctes(clusters: ClustersConfig) -> str:
+def placement_ctes(clusters: ClustersConfig, jobs: str) -> str:
     """`a_place` (job × instance it names by id, or by node within its cluster: its GPUs there,
     and in weights of 1/GPU_SHARES GPU (`gw`), summed where the job names the instance more than
-    once: one row per job and instance)."""
+    once: one row per job and instance). `jobs`: every job record (`Stage.jobs`), whose clusters
+    are known ones."""
     # a node name reaches the instances of that node in the job's cluster (two clusters may both
-    # have a gpu-001), else those in no cluster, else all (a cluster tag spelled otherwise)
+    # have a gpu-001), else those in no cluster, else those whose tag names no job's cluster (spelled
+    # otherwise): never another known cluster's, even when the job's own instance is not billed
+    # (an on-premises cluster, an account whose bill is not in yet)
     by_node = (
         "SELECT record_id, a_instance, g FROM (SELECT *, min(rank) OVER (PARTITION BY record_id, node) AS best "
         "FROM (SELECT n.record_id, n.node, i.a_instance, n.g, CASE WHEN lower(trim(i.a_cluster)) = n.cl THEN 0 "
-        "WHEN i.a_cluster IS NULL THEN 1 ELSE 2 END AS rank "
+        "WHEN i.a_cluster IS NULL THEN 1 WHEN n.cl IS NOT NULL AND lower(trim(i.a_cluster)) IN "
+        f"(SELECT lower(trim(cluster)) FROM {jobs} WHERE cluster IS NOT NULL) THEN NULL ELSE 2 END AS rank "
         "FROM (SELECT record_id, gpus / len(nodes) AS g, lower(unnest(nodes)) AS node, lower(trim(cluster)) AS cl "
         "FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND coalesce(len(nodes), 0) > 0) AS n "
         "JOIN a_inst i ON lower(i.a_node) = n.node) AS m) AS o WHERE rank = best "

@@ -83,7 +83,7 @@ def members_sql(inputs: AllocationInputs, stage: Stage, extra_cols: Mapping[str,
         "a_line_types AS (SELECT a_instance, list(a_line_type) AS a_line_types, "
         "sum(a_n) > coalesce(max(t.a_staged), 0) AS a_rest FROM a_plain LEFT JOIN a_tagged t USING (a_instance) "
         "GROUP BY a_instance), "
-        + instance_ctes("a_inst_types") + jobs_cte(stage.jobs) + placement_ctes(inputs.clusters) + MEMBERS_CTE
+        + instance_ctes("a_inst_types") + jobs_cte(stage.jobs) + placement_ctes(inputs.clusters, stage.jobs) + MEMBERS_CTE
         + f", a_parents AS ({parents}) "
         "SELECT m.a_instance, m.a_gpus, m.a_cl, true AS a_member, t.a_line_types, t.a_rest FROM a_members m "
         "LEFT JOIN a_line_types t ON t.a_instance = m.a_instance UNION ALL "

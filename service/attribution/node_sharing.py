@@ -1,6 +1,6 @@
 """Node names that the job records of two sources both use over the same hours: a job reaches
 the instances whose `node_tag` names its node, in its own cluster where the instances'
-`cluster_tag` names it, else every one of that name (service/attribution/allocation_placement.py),
+`cluster_tag` names it, else those naming no job's cluster (service/attribution/allocation_placement.py),
 so two sources of one cluster (or of none), or two clusters whose instances do not carry their
 cluster, put each other's jobs on their instances and over-book them. The over-booked warnings
 name them."""
@@ -47,8 +47,8 @@ class SharedNodes:
         said = f"the job sources {self.sources[0]} and {self.sources[1]} both name node(s) {names} over the same hours"
         if self.apart:
             return (f"{said}, in clusters {' and '.join(self.clusters)}: a job reaches the instances of its node "
-                    "whose cluster tag (attribution.clusters.cluster_tag) names its cluster, else every instance of "
-                    "that name; where those instances carry no cluster tag or spell it otherwise, each source's jobs "
+                    "whose cluster tag (attribution.clusters.cluster_tag) names its cluster, else those that name no "
+                    "job's cluster; where those instances carry no cluster tag or spell it otherwise, each source's jobs "
                     "over-book the other's instances: tag them with their cluster, or give the nodes distinct names")
         where = f"in the same cluster ({', '.join(self.clusters)})" if self.clusters else "without a cluster"
         return (f"{said} {where}: their jobs are placed on the same instances, so each source's jobs over-book the "
