@@ -215,7 +215,8 @@ class RunCosts(Protocol):
 class HeldHours(Protocol):
     """held_hours(window, cost_column) → (ResourceId, hour start, naive UTC) of each clock hour of
     a shared cluster's instance in which jobs held some of its GPUs → the part of its cost
-    allocation placed on those jobs (the rest, GPUs no job held, is the cluster's idle)."""
+    allocation placed on those jobs (the rest, GPUs no job held, is the cluster's idle), of its
+    USD usage lines alone (what idle-gpu bills: not a Savings Plan's negation credit)."""
 
     def __call__(self, window: Window, cost_column: str, /) -> Mapping[tuple[str, datetime], Decimal]: ...
 

@@ -18,6 +18,7 @@ from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.findings.run import rule_context
+from tests.attribution_helpers import line
 from tests.rules_lake import build_lake
 from tests.test_clusters_allocation import gpu_line, job, setup
 from tests.test_runs import whole_config
@@ -25,9 +26,17 @@ from tests.test_runs import whole_config
 WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
 
 
-def idle_finding(tmp_path, gpus: int, monkeypatch=None, rollup: str = "any"):
-    """i-a's finding when job 1 held `gpus` of its 8 GPUs 10:00-11:00."""
+def idle_finding(tmp_path, gpus: int, monkeypatch=None, rollup: str = "any", negated: bool = False):
+    """i-a's finding when job 1 held `gpus` of its 8 GPUs 10:00-11:00 (`negated`: each hour's
+    usage covered by a Savings Plan, $50 effective, and its SavingsPlanNegation line, a Credit of
+    -$80 on the same instance, as a CUR bills it)."""
     lines = [gpu_line("i-a", start=f"2026-11-02T{h}:00:00") for h in (10, 11, 12)]
+    if negated:
+        for item in lines:
+            item["effective"] = "50"
+        lines += [line(f"2026-11-02T{h}:00:00", "-80", resource="i-a", instance_type="p5.48xlarge",
+                       category="Credit", effective="0", list_cost="0", tags={"team": "platform"})
+                  for h in (10, 11, 12)]
     jobs = [job("1", gpus, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")]
     lake, _ = setup(tmp_path, lines, jobs)
     build_lake(lake, {"gpu_utilization": [
@@ -62,3 +71,15 @@ def test_an_hour_a_job_held_one_of_eight_gpus_leaves_seven_eighths_idle(tmp_path
     assert [(run["start"], run["hours"]) for run in evidence["idle_runs"]] == [("2026-11-02T10:00:00", 3)]
     assert finding.monthly_waste_usd == Decimal("6995.83")
     assert "for 3 of 3 billed hours (in 1 of them jobs held some of its GPUs: only the rest counts)" in finding.summary
+
+
+@pytest.mark.parametrize("gpus, idle_hours, idle_cost", [(8, 2, "160.00"), (1, 3, "230.00")])
+def test_a_savings_plans_negation_line_does_not_cancel_the_hours_jobs_held(tmp_path, gpus, idle_hours, idle_cost):
+    """The hours above under a Savings Plan: each hour's covered usage bills $80 (BilledCost) and its
+    negation line -$80 on i-a. idle-gpu counts the usage line's $80 an hour (credits it ignores), so
+    the part jobs held must be theirs of that line too: job 1's 8 GPUs hold the 10:00 hour's $80
+    (the run is 11:00-13:00, $160), its 1 GPU $10 of it ($70 + $160 = $230), as without the Plan.
+    (Before: the job's part of usage and negation netted to $0 held, so the hour jobs held wholly
+    counted $80 idle: 3 hours, $240; with 1 GPU $240 too.)"""
+    evidence = idle_finding(tmp_path, gpus, negated=True).evidence
+    assert (evidence["idle_hours"], evidence["idle_cost_usd"]) == (idle_hours, idle_cost)

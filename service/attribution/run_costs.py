@@ -63,13 +63,17 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
 
         # placed on the window's lines alone: no session, whose rollup of every period (in memory
         # where none is stored) this would not read
+        # of the lines idle-gpu bills (USD usage): a Savings Plan's negation line on the instance
+        # (a Credit, split alike) would net the jobs' part of a covered hour to nothing
         def on(snapshot: Snapshot) -> dict[tuple[str, datetime], Decimal]:
             if not snapshot.checks:  # no bill: nothing was allocated
                 return {}
             with lake.query(snapshot) as con:
                 return {(resource, hour): held for resource, hour, held in placed_parts(
                     lake, con, snapshot, attribution, window, measure,
-                    "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' GROUP BY resource, hour")}
+                    "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' AND "
+                    "coalesce(category, 'Usage') = 'Usage' AND coalesce(currency, 'USD') = 'USD' "
+                    "GROUP BY resource, hour")}
 
         return read_consistently(lake, on)
 

@@ -151,8 +151,9 @@ def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
     """Rows of `select` over `parts` (`con`: a `Lake.query` connection on `snapshot`; no rollup
     view needed): allocation's job and idle parts of the window's cluster lines
     (in stages: only those lines are read in full), the hours starting in `window`, with columns
-    `run` (lower case), `resource`, `hour`, `currency`, `kind` (`job` or `idle`), `job` (the id of
-    `job:<id>`; the cluster of `idle:<cluster>`) and `amount` (`cost`'s measure). `bind` gives
+    `run` (lower case), `resource`, `hour`, `currency`, `category` (the line's ChargeCategory),
+    `kind` (`job` or `idle`), `job` (the id of `job:<id>`; the cluster of `idle:<cluster>`) and
+    `amount` (`cost`'s measure). `bind` gives
     `select`'s own parameters (`$name`)."""
     params = Params()
     start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
@@ -169,7 +170,7 @@ def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
                            needs=Needs(("run",), (cost,)), parts_only=True)
     run, how = dim_col("run"), how_col("run")
     sql = (lines.text + f", parts AS (SELECT lower({run}) AS run, ResourceId AS resource, cp_start AS hour, currency, "
-           f"split_part({how}, ':', 1) AS kind, substr({how}, strpos({how}, ':') + 1) AS job, "
+           f"ChargeCategory AS category, split_part({how}, ':', 1) AS kind, substr({how}, strpos({how}, ':') + 1) AS job, "
            f"{MEASURES[cost]} AS amount FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "
            f"AND split_part({how}, ':', 1) IN ('job', 'idle')) {select}")
     run_setup(con, lines)
