@@ -128,8 +128,9 @@ class PodTable:
         # (cluster, node) → (first, last listed, EC2 instance id) of each instance that had the node's name
         self.instances: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
         self.by_name: set[str] = set()  # the clusters whose pods are read without their uid
-        # (cluster, node) of MIG strategy single → its gpu.product over time: (from when, product), in order
-        self.mig_nodes: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        # (cluster, node) of MIG strategy single → its gpu.product over time: (from when, product; None
+        # while not 'single'), in order
+        self.mig_nodes: dict[tuple[str, str], list[tuple[float, str | None]]] = {}
         self.mig_profiles: dict[tuple[str, str, str], str] = {}  # (cluster, namespace, pod) → its DCGM GPU_I_PROFILE
 
     def _cluster(self, labels: dict[str, str]) -> str:
@@ -266,24 +267,27 @@ class PodTable:
                     (min(listed), max(listed), match.group(1)))
 
     def add_mig_nodes(self, result: Iterable[Series]) -> None:
-        """kube_node_labels of the nodes labelled nvidia.com/mig.strategy=single, with their
-        nvidia.com/gpu.product (kube-state-metrics writes them only when its
-        --metric-labels-allowlist names them), over time: a node re-partitioned in the window
-        prices each pod by the product in force when it started."""
-        seen: dict[tuple[str, str], list[tuple[float, str]]] = {}
+        """kube_node_labels of the nodes with their nvidia.com/mig.strategy and nvidia.com/gpu.product
+        (kube-state-metrics writes them only when its --metric-labels-allowlist names them), over
+        time: a node re-partitioned in the window, or taken out of MIG, prices each pod by the
+        labels in force when it started. Kept: the nodes 'single' at some time."""
+        seen: dict[tuple[str, str], list[tuple[float, str | None]]] = {}
         for series in result:  # values: timestamp() of each scrape of the labels
             labels = series["metric"]
             if labels.get("node"):
+                single = labels.get("label_nvidia_com_mig_strategy") == "single"
+                product = labels.get("label_nvidia_com_gpu_product", "") if single else None
                 seen.setdefault((self._cluster(labels), labels["node"]), []).extend(
-                    (float(at), labels.get("label_nvidia_com_gpu_product", "")) for _, at in series["values"])
+                    (float(at), product) for _, at in series["values"])
         for node, samples in seen.items():
-            samples.sort()
-            self.mig_nodes[node] = [(at, product) for i, (at, product) in enumerate(samples)
-                                    if i == 0 or product != samples[i - 1][1]]
+            if any(product is not None for _, product in samples):
+                samples.sort(key=lambda sample: sample[0])
+                self.mig_nodes[node] = [(at, product) for i, (at, product) in enumerate(samples)
+                                        if i == 0 or product != samples[i - 1][1]]
 
     def _node_product(self, pod: Pod) -> str | None:
-        """The gpu.product of `pod`'s 'single' node when the pod started (before the labels' first
-        scrape: the first); None: its node is no 'single' node."""
+        """The gpu.product of `pod`'s node when the pod started, if the node was 'single' then
+        (before the labels' first scrape: as first scraped); None: no 'single' node then."""
         changes = self.mig_nodes.get((pod.key[0], pod.node or ""))
         if not changes:
             return None

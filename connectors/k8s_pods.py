@@ -189,9 +189,10 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
                                            f"(kube_pod_container_status_restarts_total{{{inner}}}))")))
         node_by = ", ".join(["node", "provider_id", *([c.cluster_label] if c.cluster_label else [])])
         table.add_nodes(ask(f"max by ({node_by}) (kube_node_info)"))
-        labelled = ", ".join(["node", "label_nvidia_com_gpu_product", *([c.cluster_label] if c.cluster_label else [])])
-        table.add_mig_nodes(ask(f'max by ({labelled}) (timestamp(kube_node_labels{{label_nvidia_com_mig_strategy='
-                                f'"single"}}))'))
+        # every node's MIG labels, not only 'single' ones: a node taken out of MIG mid-window is told
+        labelled = ", ".join(["node", "label_nvidia_com_mig_strategy", "label_nvidia_com_gpu_product",
+                              *([c.cluster_label] if c.cluster_label else [])])
+        table.add_mig_nodes(ask(f"max by ({labelled}) (timestamp(kube_node_labels))"))
         if c.dcgm_metrics:
             table.add_gpu_use(self._gpu_use(start, end))
             table.add_mig_profiles(self._mig_profiles(start, end))

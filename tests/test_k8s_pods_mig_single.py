@@ -90,3 +90,26 @@ def test_a_node_re_partitioned_mid_window_prices_each_pod_by_the_product_it_star
         assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8, dcgm_metrics=[]).error is None
     assert jobs(tmp_path, "job_id, gpus, start_time") == [
         ("dev/nb-a", pytest.approx(2 / 7), at(0, 0)), ("dev/nb-c", pytest.approx(3 / 7), at(190, 0))]
+
+
+@pytest.mark.binary
+def test_a_node_that_leaves_mig_single_mid_window_prices_later_pods_by_whole_gpus(tmp_path):
+    # ip-10-0-1-3 has 1g.5gb slices until scrape 180, then MIG is turned off (its labels no longer
+    # say strategy single, its product a whole A100): nb-a (2 GPUs, scrapes 0-170) holds two slices
+    # (2/7), nb-c (1 GPU, from scrape 190) a whole GPU. (Before: nb-c took the last 'single'
+    # product read, 1g.5gb, 1/7 of the GPU it held.)
+    pods = [dict(PODS[0], listed=(0, 170), phases=[("Running", 0), ("Succeeded", 170)], completion=170),
+            dict(pod="nb-c", ns="dev", uid="u-c", node="ip-10-0-1-3", listed=(190, 359), phases=[("Running", 190)],
+                 requests={"jupyter": ("nvidia_com_gpu", 1)}, start=190)]
+    text = openmetrics(pods)
+    stamps = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith("kube_node_info{")
+              and 'node="ip-10-0-1-3"' in line]
+    node_labels = [(f'kube_node_labels{{{labels(node="ip-10-0-1-3", label_nvidia_com_mig_strategy="single")},'
+                    f'label_nvidia_com_gpu_product="A100-SXM4-40GB-MIG-1g.5gb"}} 1 {stamp}' if k < 180 else
+                    f'kube_node_labels{{{labels(node="ip-10-0-1-3")},label_nvidia_com_gpu_product="A100-SXM4-40GB"}} '
+                    f'1 {stamp}') for k, stamp in enumerate(stamps)]
+    text = text.removesuffix("# EOF\n") + "# TYPE kube_node_labels gauge\n" + "\n".join(node_labels) + "\n# EOF\n"
+    with backfilled_prometheus(tmp_path, text) as url:
+        assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8, dcgm_metrics=[]).error is None
+    assert jobs(tmp_path, "job_id, gpus, start_time") == [
+        ("dev/nb-a", pytest.approx(2 / 7), at(0, 0)), ("dev/nb-c", 1.0, at(190, 0))]
