@@ -154,3 +154,29 @@ def test_an_instance_whose_cluster_tag_names_no_jobs_cluster_is_still_reached(tm
     add_jobs(lake, [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west")])
     cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
     assert by(lake, cfg, ["run"]) == {"w1": D(80)}
+
+
+def test_a_node_whose_instance_was_replaced_places_each_job_on_the_instance_of_its_hours(tmp_path):
+    # gpu-001 was i-old (launched before the cluster tag was set: none) 10:00-11:00, then i-new
+    # (cluster west) 12:00-13:00; w1 held its 8 GPUs 10:00-11:00, w2 12:00-13:00: each its
+    # instance's $80. (Before: w1's node went to the best ranked instance of the name over the
+    # window, i-new, which has no line in w1's hour: w1 $0 and i-old's $80 idle.)
+    lake = make_lake(tmp_path, [gpu_line("i-old", node="gpu-001"),
+                                gpu_line("i-new", start="2026-11-02T12:00:00", node="gpu-001", cluster="west")])
+    add_jobs(lake, [job("w1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", nodes=["gpu-001"], cluster="west"),
+                    job("w2", 8, "2026-11-02T12:00:00", "2026-11-02T13:00:00", nodes=["gpu-001"], cluster="west")])
+    cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
+    assert by(lake, cfg, ["run"]) == {"w1": D(80), "w2": D(80)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+
+
+def test_a_nodes_instance_billed_while_none_of_its_jobs_ran_stays_the_clusters_idle(tmp_path):
+    # i-a (gpu-001, no cluster tag) is billed 10:00-11:00, its node's only job w1 runs 12:00-13:00
+    # on no billed instance: i-a is still the cluster's (a job names its node), its $80 idle;
+    # i-b (gpu-002, no job names it) billed 12:00-13:00 is no cluster's, its $80 unallocated
+    lake = make_lake(tmp_path, [gpu_line("i-a", node="gpu-001"),
+                                gpu_line("i-b", start="2026-11-02T12:00:00", node="gpu-002")])
+    add_jobs(lake, [job("w1", 8, "2026-11-02T12:00:00", "2026-11-02T13:00:00", nodes=["gpu-001"], cluster="west")])
+    cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
+    assert by(lake, cfg, ["run", "cluster"]) == {("idle", "west"): D(80), ("unallocated", "unallocated"): D(80)}
+    assert all(r.ok for r in reconcile(lake, cfg))

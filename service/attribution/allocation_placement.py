@@ -31,16 +31,20 @@ def placement_ctes(clusters: ClustersConfig, jobs: str) -> str:
     are known ones."""
     # a node name reaches the instances of that node in the job's cluster (two clusters may both
     # have a gpu-001), else those in no cluster, else those whose tag names no job's cluster (spelled
-    # otherwise): never another known cluster's, even when the job's own instance is not billed
-    # (an on-premises cluster, an account whose bill is not in yet)
+    # otherwise): never another known cluster's, even where the job's own is not billed (on premises,
+    # a bill not in yet). Ranked among those billed over the job's time (`ov`), so a node's replaced
+    # instance keeps its own hours' jobs; those billed at other times (no hour of the job on them)
+    # ranked among all, as the cluster's members.
     by_node = (
-        "SELECT record_id, a_instance, g FROM (SELECT *, min(rank) OVER (PARTITION BY record_id, node) AS best "
-        "FROM (SELECT n.record_id, n.node, i.a_instance, n.g, CASE WHEN lower(trim(i.a_cluster)) = n.cl THEN 0 "
+        "SELECT record_id, a_instance, g FROM (SELECT *, min(CASE WHEN ov THEN rank END) OVER w AS best_ov, "
+        "min(rank) OVER w AS best FROM (SELECT n.record_id, n.node, i.a_instance, n.g, "
+        "i.lo < n.j_end AND i.hi > n.j_start AS ov, CASE WHEN lower(trim(i.a_cluster)) = n.cl THEN 0 "
         "WHEN i.a_cluster IS NULL THEN 1 WHEN n.cl IS NOT NULL AND lower(trim(i.a_cluster)) IN "
         f"(SELECT lower(trim(cluster)) FROM {jobs} WHERE cluster IS NOT NULL) THEN NULL ELSE 2 END AS rank "
-        "FROM (SELECT record_id, gpus / len(nodes) AS g, lower(unnest(nodes)) AS node, lower(trim(cluster)) AS cl "
-        "FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND coalesce(len(nodes), 0) > 0) AS n "
-        "JOIN a_inst i ON lower(i.a_node) = n.node) AS m) AS o WHERE rank = best "
+        "FROM (SELECT record_id, gpus / len(nodes) AS g, lower(unnest(nodes)) AS node, lower(trim(cluster)) AS cl, "
+        "j_start, j_end FROM a_jobs WHERE coalesce(len(instance_ids), 0) = 0 AND coalesce(len(nodes), 0) > 0) AS n "
+        "JOIN a_inst i ON lower(i.a_node) = n.node) AS m WINDOW w AS (PARTITION BY record_id, node)) AS o "
+        "WHERE CASE WHEN ov THEN rank = best_ov ELSE rank = best END "
     ) if clusters.node_tag else ""
     return (
         f"a_place AS (SELECT record_id, a_instance, max(g) AS g, sum(CAST(round(g * {GPU_SHARES}) AS HUGEINT)) AS gw "
