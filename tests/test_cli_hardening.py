@@ -394,6 +394,27 @@ def test_59_a_single_value_option_given_twice_is_exit_2_not_the_last_one(base, c
     assert result.output.strip() == f"error: {option}: given 2 times — give {option} once"
 
 
+@pytest.mark.parametrize("command, option", [
+    (["report", "--date", ""], "--date"),
+    (["plans", "--as-of", " "], "--as-of"),
+    (["attribute", "--since", ""], "--since"),
+    (["attribute", "--since", "2024-01-01", "--until", ""], "--until"),
+    (["runs", "--since", "2024-01-01", "--until", ""], "--until"),
+    (["commitments", "--since", ""], "--since"),
+    (["commitments", "--until", ""], "--until"),
+    (["export", "--format", "focus", "--out", "x", "--since", ""], "--since"),
+    (["export", "--format", "focus", "--out", "x", "--until", ""], "--until"),
+    (["rules", "run", "--since", "", "--dry-run"], "--since"),
+    (["demo", "--start", ""], "--start"),
+], ids=lambda c: " ".join(c) if isinstance(c, list) else c)
+def test_an_empty_date_or_time_option_is_exit_2_naming_it_not_the_default(base, command, option):
+    """`report --date ""` (a scheduler's unset variable) wrote the default day's report, and an
+    empty --until ended the window at the data's end: an empty day or time names none."""
+    result = invoke("--config", str(base / "spendlake.yaml"), *command)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {option}: is empty, naming no day or time — leave {option} out for its default"
+
+
 def test_59_repeatable_options_and_flags_still_repeat(base):
     result = invoke("--config", str(base / "spendlake.yaml"), "attribute", *WINDOW, "--where", "team=nlp",
                     "--where", "team=vision", "--format", "json")

@@ -62,17 +62,25 @@ def given_once(ctx: click.Context, param: click.Parameter, values: tuple[str, ..
     return values[0] if values else None
 
 
+TIME_OPTIONS = frozenset({"--date", "--as-of", "--since", "--until", "--start"})
+
+
 class SingleValueCommand(click.Command):
     """A command whose single-value options given twice (`--since 7d --since 30d`) are exit 2
     naming the option, where click kept the last silently (click has no setting for it)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not ctx.resilient_parsing:  # shell completion parses half-typed lines
-            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            values, _, order = self.make_parser(ctx).parse_args(args=list(args))
             for param, times in Counter(order).items():
                 if isinstance(param, click.Option) and times > 1 and not (param.multiple or param.count or param.is_flag):
                     name = max(param.opts, key=len)
                     raise UsageError(f"given {times} times", where=name, hint=f"give {name} once")
+                # `--date "$DAY"` with DAY unset: an empty day read as none gave the default's report
+                if (name := next((opt for opt in param.opts if opt in TIME_OPTIONS), None)) \
+                        and isinstance(value := values.get(param.name), str) and not value.strip():
+                    raise UsageError("is empty, naming no day or time", where=name,
+                                     hint=f"leave {name} out for its default")
         return super().parse_args(ctx, args)
 
 
