@@ -415,6 +415,14 @@ def test_an_empty_date_or_time_option_is_exit_2_naming_it_not_the_default(base, 
     assert result.output.strip() == f"error: {option}: is empty, naming no day or time — leave {option} out for its default"
 
 
+def test_status_csv_says_final_true_or_false_as_its_json_does(base):
+    config = str(base / "spendlake.yaml")
+    rows = list(csv.DictReader(invoke("--config", config, "status", "--format", "csv").output.splitlines()))
+    shown = json.loads(invoke("--config", config, "status", "--format", "json").output)
+    entries = shown if isinstance(shown, list) else shown["periods"]
+    assert rows and [row["final"] for row in rows] == [json.dumps(entry["final"]) for entry in entries]
+
+
 def test_59_repeatable_options_and_flags_still_repeat(base):
     result = invoke("--config", str(base / "spendlake.yaml"), "attribute", *WINDOW, "--where", "team=nlp",
                     "--where", "team=vision", "--format", "json")

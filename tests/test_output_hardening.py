@@ -32,6 +32,13 @@ def test_62_cells_holding_cr_lf_or_the_delimiter_are_quoted_and_formulas_neutral
         assert f'"{cell}"' in text
 
 
+def test_a_csv_writes_true_and_false_as_the_json_does_not_pythons_spelling():
+    """`status`'s `final`, `runs --run`'s `shared` and `restart` came out `True`/`False` (a bool
+    is an int to Python); a reader of the CSV and of the JSON should meet one spelling."""
+    text = to_csv([{"final": True, "restart": False, "rows": 1, "none": None}], ["final", "restart", "rows", "none"])
+    assert text == "final,restart,rows,none\ntrue,false,1,\n"
+
+
 def test_62_attribute_csv_quotes_a_tag_value_with_a_bare_cr(tmp_path):
     import yaml
     from click.testing import CliRunner

@@ -156,7 +156,7 @@ def test_each_attempt_that_re_ran_failed_work_is_marked_as_the_rows_restarts_cou
     data = json.loads(runner.invoke(cli, [*args, "json", "--run", "r1"]).stdout)
     assert [(j["record"], j["restart"]) for j in data["jobs"]] == [(j.record, j.restart) for j in result.story.jobs]
     assert [line.rsplit(",", 1)[1] for line in runner.invoke(cli, [*args, "csv", "--run", "r1"]).stdout.splitlines()] \
-        == ["restart", "False", "False", "True", "True", "True"]  # as `shared` is written
+        == ["restart", "false", "false", "true", "true", "true"]  # as `shared` is written
     table = runner.invoke(cli, [*args, "table", "--run", "r1"], env={"COLUMNS": "200"}).stdout.splitlines()
     assert next(line for line in table if "┃ job " in line).split("┃")[1:3] == [" job   ", " restart "]
     cells = [line.split("│") for line in table if line.startswith("│")]

@@ -98,6 +98,8 @@ def _quoted(cell: Any) -> str:
 def _csv_value(value: Any) -> Any:
     if value is None:
         return ""
+    if isinstance(value, bool):  # an int to Python, which spells it True: spell it as the JSON does
+        return "true" if value else "false"
     if isinstance(value, (Decimal, int, float)):
         return format(value, "f") if isinstance(value, Decimal) else value
     if isinstance(value, (dict, list)):
