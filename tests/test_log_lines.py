@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import time as time_module
 from contextlib import contextmanager
 from datetime import datetime, time, timedelta, timezone
@@ -97,6 +98,34 @@ def test_a_delivery_found_unchanged_is_ingest_detail_not_a_service_event(tmp_pat
     lines = [(r.name, r.getMessage()) for r in caplog.records if r.getMessage().startswith("ingest: focus-main")]
     assert lines[0][0] == "service.serve.service" and "committed 1 rows" in lines[0][1]
     assert lines[1][0] == "service.ingest" and "unchanged" in lines[1][1]
+
+
+def test_a_copy_skipped_is_a_service_event_once_then_ingest_detail(tmp_path, caplog):
+    """`serve` said "skipped, the same bytes as …" at INFO on every hourly ingest, forever; it is
+    said once, when the copy is first found, then ingest's detail (`status`'s copies: line keeps
+    telling it). A copy found again after it went away is told again."""
+    export = tmp_path / "export"
+    (export / "2026-11").mkdir(parents=True)
+    (export / "2026-11" / "focus.csv").write_text(
+        "BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd\n"
+        "12.5,USD,2026-11-01T00:00:00Z,2026-11-20T00:00:00Z,2026-11-20T01:00:00Z\n")
+    copy = export / "2026-11-restored"
+    shutil.copytree(export / "2026-11", copy)
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}]})
+
+    def told() -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            run_ingest(config)
+        return [r.name for r in caplog.records if "skipped, the same bytes as" in r.getMessage()]
+
+    assert told() == ["service.serve.service"]
+    assert told() == told() == ["service.ingest"]
+    shutil.rmtree(copy)
+    assert told() == []
+    shutil.copytree(export / "2026-11", copy)
+    assert told() == ["service.serve.service"]
 
 
 def test_a_log_line_is_stamped_in_utc_whatever_the_hosts_zone(monkeypatch, capfd):

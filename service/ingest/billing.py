@@ -54,6 +54,7 @@ class DeliveryOutcome:
     note: str = ""  # why a file was skipped
     copy_of: str | None = None  # skipped as a copy: the file or manifest read in its place
     stale: bool = False  # a copy of what copy_of held before it changed
+    copy_told: bool = False  # the source's last run skipped it as this copy too (`status` tells it)
     warnings: list[str] = field(default_factory=list)  # e.g. line items the delivery repeats
 
     def lines(self) -> list[str]:
@@ -106,6 +107,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
                 raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure
             _publish(lake, result.outcomes)
             raise_if_stopped()
+            _mark_told_copies(lake, result.outcomes)
             if published:
                 published(result)
             unrecorded = []  # each source's record tried (a full disk: each failure counted), the first said
@@ -138,6 +140,21 @@ def _publish(lake: Lake, outcomes: Sequence[DeliveryOutcome]) -> None:
         outcome.status = "committed"
         if outcome.on_commit:
             outcome.on_commit()
+
+
+def _mark_told_copies(lake: Lake, outcomes: Sequence[DeliveryOutcome]) -> None:
+    """Mark the copies the source's last run skipped too, as the same kind of copy (its `copies`
+    or `stale_copies` record), so the service says a copy once, when found, not every hour."""
+    if not any(o.copy_of for o in outcomes):
+        return
+    try:
+        state = lake.read_state("sources")
+    except SpendlakeError:  # unreadable: each copy is told again, as when first found
+        return
+    for outcome in outcomes:
+        if outcome.copy_of:
+            told = (state.get(outcome.source) or {}).get("stale_copies" if outcome.stale else "copies") or {}
+            outcome.copy_told = told.get(outcome.delivery.files[0]) == outcome.copy_of
 
 
 def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> SpendlakeError | None:

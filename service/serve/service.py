@@ -67,14 +67,15 @@ def run_ingest(config: Config) -> None:
 def _log_outcomes(result) -> None:
     """What the run committed, logged when its deliveries are in place (before the rollups)."""
     for outcome in result.outcomes:
-        _log_lines("ingest", outcome.lines(), quiet=outcome.status == "unchanged")
+        _log_lines("ingest", outcome.lines(), quiet=outcome.status == "unchanged" or outcome.copy_told)
         for warning in outcome.warnings:
             log.warning("ingest: %s", printable(warning))
 
 
 def _log_lines(job: str, lines: list[str], *, quiet: bool) -> None:
     """A commit, restore, skip or failure is an event of the service's log; a delivery already
-    ingested, or an inventory source with nothing new, every hour is ingest's detail (shown with -v)."""
+    ingested, a copy skipped as the last run skipped it, or an inventory source with nothing new,
+    every hour, is ingest's detail (shown with -v)."""
     for line in lines:
         (INGEST_DETAIL if quiet else log).info("%s: %s", job, printable(line))
 
