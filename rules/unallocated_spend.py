@@ -21,7 +21,9 @@ window (`window_start`, `window_end`: the run's, ending at the data's end) — t
 an alias or a virtual-tag rule — and what it does not count that `spendlake attribute` does
 (`not_counted`, also the summary's last sentence), so the two unallocated figures can be tied. Ignores: credits, refunds, tax and commitment purchases
 (`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as
-spend-anomaly), other currencies than `currency`.
+spend-anomaly), other currencies than `currency`; but counts a Savings Plan's negation lines
+(Credits on the covered usage's tags), so usage a Savings Plan covers counts 0 as the bill
+nets it, not its on-demand price (the plan's fee, a Purchase, is not counted).
 
 Category `ownership` (no `monthly_waste_usd`: the spend has an owner, just not a known one).
 `impact_usd` is the unallocated spend in the window (`evidence.unallocated_usd`); severity
@@ -85,7 +87,9 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         findings = []
         for dimension in cfg.dimensions:
             # all dimensions in the first call: one attribution of the window, not one per dimension
-            rows = cfg.counted(ctx.direct_daily(dimension, ctx.since, ctx.until, TOP_FIELDS, along=cfg.dimensions))
+            # covered usage counts what the bill nets it to (0), not its on-demand price
+            rows = cfg.counted(ctx.direct_daily(dimension, ctx.since, ctx.until, TOP_FIELDS, along=cfg.dimensions),
+                               netted=True)
             total = sum((r.cost for r in rows), Decimal(0))
             lost = [r for r in rows if r.unallocated or folded(r.value) == folded(cfg.unallocated_value)]
             unallocated = sum((r.cost for r in lost), Decimal(0))
@@ -123,7 +127,8 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         to attribute's (the demo: a Savings Plan's fee, a Purchase, and monthly credits)."""
         cfg = self.config
         return [part for part in (
-            cfg.exclude_charge_categories and "charge categories " + ", ".join(cfg.exclude_charge_categories),
+            cfg.exclude_charge_categories and "charge categories " + ", ".join(
+                f"{c} (save SavingsPlanNegation lines)" if c == "Credit" else c for c in cfg.exclude_charge_categories),
             cfg.exclude_line_item_types and "line item types " + ", ".join(cfg.exclude_line_item_types),
             f"other currencies than {cfg.currency}", f"lines a shared-cost rule splits over {dimension}",
             "lines longer than a day") if part]

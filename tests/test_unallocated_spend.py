@@ -235,10 +235,10 @@ def test_the_finding_says_which_lines_it_leaves_out_that_attribute_counts(tmp_pa
     # attribute: the S3 lines (70), the fee (140) and the credits (-350); the rule: the S3 lines only
     assert (attributed, team.evidence["unallocated_usd"]) == (Decimal(70 + 140 - 350), "70.00")
     assert team.evidence["not_counted"] == [
-        "charge categories Credit, Adjustment, Tax, Purchase",
+        "charge categories Credit (save SavingsPlanNegation lines), Adjustment, Tax, Purchase",
         "line item types Credit, Refund, Tax, SavingsPlanUpfrontFee, RIFee",
         "other currencies than USD", "lines a shared-cost rule splits over team", "lines longer than a day"]
     assert team.summary.endswith(
-        " Not counted, as `spendlake attribute` counts them: charge categories Credit, Adjustment, Tax, Purchase; "
+        " Not counted, as `spendlake attribute` counts them: charge categories Credit (save SavingsPlanNegation lines), Adjustment, Tax, Purchase; "
         "line item types Credit, Refund, Tax, SavingsPlanUpfrontFee, RIFee; other currencies than USD; "
         "lines a shared-cost rule splits over team; lines longer than a day.")
