@@ -407,9 +407,10 @@ def test_59_a_single_value_option_given_twice_is_exit_2_not_the_last_one(base, c
     (["rules", "run", "--since", "", "--dry-run"], "--since"),
     (["demo", "--start", ""], "--start"),
 ], ids=lambda c: " ".join(c) if isinstance(c, list) else c)
-def test_an_empty_date_or_time_option_is_exit_2_naming_it_not_the_default(base, command, option):
+def test_an_empty_date_or_time_option_is_exit_2_naming_it_not_the_default(base, command, option, tmp_path, monkeypatch):
     """`report --date ""` (a scheduler's unset variable) wrote the default day's report, and an
     empty --until ended the window at the data's end: an empty day or time names none."""
+    monkeypatch.chdir(tmp_path)  # without the check, `export --out x` and `demo` would write in the checkout
     result = invoke("--config", str(base / "spendlake.yaml"), *command)
     assert result.exit_code == 2, result.output
     assert result.output.strip() == f"error: {option}: is empty, naming no day or time — leave {option} out for its default"
