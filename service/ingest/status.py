@@ -41,18 +41,18 @@ def copies_skipped(lake: Lake) -> list[str]:
     stale ones (copies of what a file held before it changed) in a line of their own."""
     lines = []
     for source, record in sorted(lake.read_state("sources").items()):
-        copies = sorted((record.get("copies") or {}).items())
-        if copies:
-            copy, original = copies[0]
-            more = f" and {len(copies) - 1} more" if len(copies) > 1 else ""
-            lines.append(f"source {source}: {len(copies)} copied file(s) under its location skipped by its last "
-                         f"ingest (read once): {copy}, the same as {original}{more}; move copies out of the location "
-                         "to quiet this")
-        stale = sorted((record.get("stale_copies") or {}).items())
-        if stale:
-            copy, original = stale[0]
-            more = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
-            lines.append(f"source {source}: {len(stale)} stale copied file(s) under its location skipped by its last "
-                         f"ingest (not read: the file each copied changed since): {copy}, a copy of {original}{more}; "
-                         "delete them or copy the files again")
+        lines += _copies_line(source, record.get("copies"), "copied file(s) under its location skipped by its last "
+                              "ingest (read once)", "the same as", "move copies out of the location to quiet this")
+        lines += _copies_line(source, record.get("stale_copies"), "stale copied file(s) under its location skipped by "
+                              "its last ingest (not read: the file each copied changed since)", "a copy of",
+                              "delete them or copy the files again")
     return lines
+
+
+def _copies_line(source: str, copies: dict | None, what: str, relation: str, advice: str) -> list[str]:
+    """One line naming the first of `copies` (copy -> original) and how many more, or none."""
+    if not copies:
+        return []
+    (copy, original), *others = sorted(copies.items())
+    more = f" and {len(others)} more" if others else ""
+    return [f"source {source}: {len(copies)} {what}: {copy}, {relation} {original}{more}; {advice}"]
