@@ -416,6 +416,19 @@ def test_an_empty_date_or_time_option_is_exit_2_naming_it_not_the_default(base, 
     assert result.output.strip() == f"error: {option}: is empty, naming no day or time — leave {option} out for its default"
 
 
+@pytest.mark.parametrize("command", [
+    ["estimate", "--start", "", "--help"],
+    ["report", "--date", " ", "--help"],
+    ["attribute", "--since", "7d", "--since", "30d", "--help"],
+], ids=" ".join)
+def test_help_wins_over_an_empty_or_repeated_option_as_click_lets_it_win_elsewhere(base, command):
+    """`spendlake estimate --start "" --help` was exit 2 for the empty --start: --help, eager,
+    prints the command's help whatever the rest of the line holds."""
+    result = invoke("--config", str(base / "spendlake.yaml"), *command)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Usage: cli {command[0]} ")
+
+
 def test_status_csv_says_final_true_or_false_as_its_json_does(base):
     config = str(base / "spendlake.yaml")
     rows = list(csv.DictReader(invoke("--config", config, "status", "--format", "csv").output.splitlines()))

@@ -72,6 +72,9 @@ class SingleValueCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if not ctx.resilient_parsing:  # shell completion parses half-typed lines
             values, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            helped = self.get_help_option(ctx)
+            if helped is not None and values.get(helped.name):
+                return super().parse_args(ctx, args)  # --help is eager: it prints whatever else the line holds
             for param, times in Counter(order).items():
                 if isinstance(param, click.Option) and times > 1 and not (param.multiple or param.count or param.is_flag):
                     name = max(param.opts, key=len)
