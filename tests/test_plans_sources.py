@@ -60,6 +60,25 @@ def test_a_retired_source_holding_none_of_the_plans_spend_does_not_freeze_its_ac
     assert not any("data ends" in note for note in found.notes), found.notes
 
 
+def test_a_retired_source_that_carried_some_of_the_plans_spend_still_ends_its_data_as_readme_says(tmp_path):
+    """gcp stopped delivering on the 19th but carried llm-7b's spend ($50 a day from the 15th):
+    nothing tells a retired source from a lagging one, so its end is still the plan's data end
+    (README: such a source holds the plan back); the actual is gcp's $200 to then."""
+    make_lake(tmp_path, daily(20, 28), source="aws")
+    old = [line(f"2026-11-{d:02d}T00:00:00", "50", end=f"2026-11-{d + 1:02d}T00:00:00", tags=TAGS)
+           for d in range(10, 19)]
+    lake = make_lake(tmp_path, old, source="gcp", delivery="g1")
+    register_plan(lake, Plan(name="run", project="llm-7b", experiment=None,
+                             start=datetime(2026, 11, 15, tzinfo=timezone.utc),
+                             run_hours=Span(Decimal(480), Decimal(480)), retention_days=0,
+                             compute_cost=Span(Decimal(2000), Decimal(2000)),
+                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    found = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28))
+    (row,) = found.rows
+    assert (row["actual_to_date"], row["status"]) == (Decimal(200), "under plan to data end"), row
+    assert any(note.startswith("billing source gcp's data ends at 2026-11-19 00:00 UTC") for note in found.notes)
+
+
 def test_a_plan_whose_project_no_source_carries_yet_is_judged_as_before(tmp_path):
     """No line carries the plan's project since its start: the earliest end of the sources with data
     since then still ends it (nothing tells which source its spend will come from)."""
