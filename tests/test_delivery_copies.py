@@ -490,3 +490,30 @@ def test_a_stale_copy_moved_elsewhere_under_the_location_stays_stale(tmp_path):
         assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
         assert [line.split(": skipped, ")[0] for line in lines(result) if "a stale copy of" in line] == [
             f"src {export / '2024-05-old' / 'part-0.csv'}"]
+
+
+@pytest.mark.parametrize("cost", ["1.20", "1.2345"], ids=["same-size", "other-size"])
+@pytest.mark.parametrize("move", ["folder", "file"])
+def test_a_stale_copy_stays_stale_when_its_corrected_original_is_renamed_under_the_location(tmp_path, move, cost):
+    """`cp -r 2024-05 2024-05-restored`, May corrected (1.10 to 1.20), then `mv 2024-05
+    2024-05-final` (or part-0 renamed part-1): the copy's original was gone from the listing, so
+    the copy held the only rows left and counted beside the renamed correction (USD 2.30). The
+    renamed file holds the bytes remembered for the original: it is the original, the copy stays
+    stale and names it."""
+    export = export_of(tmp_path, "focus")
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
+    lake = run(tmp_path, "focus", export)[0]
+    WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", cost)])
+    assert failures(run(tmp_path, "focus", export)[1]) == []
+    if move == "folder":
+        (export / "2024-05").rename(export / "2024-05-final")
+        renamed = export / "2024-05-final" / "part-0.csv"
+    else:
+        renamed = may_file(export, "focus").with_name("part-1.csv")
+        may_file(export, "focus").rename(renamed)
+    for _ in range(2):
+        result = run(tmp_path, "focus", export)[1]
+        assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal(cost), lines(result)
+        assert [line for line in lines(result) if "a stale copy of" in line] == [
+            f"src {export / '2024-05-restored' / 'part-0.csv'}: skipped, a stale copy of {renamed} (the same bytes "
+            "when it was found, that file changed since: its rows are not read; delete the copy or copy the file again)"]

@@ -15,7 +15,8 @@ the bytes of a file a manifest lists is a copy of it too.
 A copy stays one while its bytes are those it had when found (`copy_of` in its digest): its
 original corrected or re-exported later leaves it a stale copy, still skipped (said so, naming
 both), never a second file of the period beside the correction; so does a copy of it, or it
-moved under the location (the same bytes and size as a copy gone since). A copy rewritten itself is a
+moved under the location (the same bytes and size as a copy gone since), and when its original is
+renamed or moved under it (a new file of the bytes remembered for the original). A copy rewritten itself is a
 file of its own and counts; one whose original is gone from the listing holds the only rows
 left and counts, unless a manifest listed that original (`of_manifest`): the manifest's delivery
 of its period is read, and the copy stays a stale one.
@@ -48,6 +49,7 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     """`listed`: the files manifest deliveries list; `held`: those ledger entries hold; `known`:
     the digests remembered last time; `digest`: a file's SHA-256, read."""
     files = {file.files[0]: file for file in loose}
+    known = _followed(connector, files, known, digest)
     by_size: dict[int, list[str]] = defaultdict(list)
     for uri in dict.fromkeys([*listed, *files]):
         size = connector.listed_size(uri)
@@ -67,8 +69,10 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     gone = {uri: was for uri, was in known.items() if was.get("copy_of") and uri not in files and still_a_copy(was)}
     moved = [uri for uri in files if uri not in known
              and any(connector.listed_size(uri) == was["size"] for was in gone.values())]
+    # a copy's loose original read too, so its digest is remembered should it be renamed (_followed)
+    of_loose = [was["copy_of"] for was in were.values() if was["copy_of"] in files]
     digests: dict[str, dict] = {}
-    for uri in dict.fromkeys([*alike, *were, *moved]):
+    for uri in dict.fromkeys([*alike, *were, *moved, *of_loose]):
         stamp = {"version": connector.listed_version(uri) or "", "size": connector.listed_size(uri)}
         was = known.get(uri)
         digests[uri] = {**stamp, "sha256": was["sha256"] if stamp["version"] and was and was.items() >= stamp.items()
@@ -111,3 +115,27 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     # a file of no version is read each time, unless it is a copy: its copy_of is kept
     result.digests = {uri: d for uri, d in digests.items() if d["version"] or "copy_of" in d}
     return result
+
+
+def _followed(connector: CostConnector, files: dict, known: dict[str, dict],
+              digest: Callable[[str], str]) -> dict[str, dict]:
+    """`known` with a copy's original renamed or moved under the location (`mv 2024-05
+    2024-05-final`, part-0 to part-1) followed: a new file holding the bytes remembered for an
+    original gone from the listing, under the same Hive values, is that original, so a stale copy
+    of it stays stale rather than counting beside it."""
+    gone = {was["copy_of"] for was in known.values() if was.get("copy_of") and not was.get("of_manifest")
+            and connector.listed_size(was["copy_of"]) is None and was["copy_of"] in known}
+    moved: dict[str, str] = {}
+    for old in sorted(gone):
+        record = known[old]
+        for uri in sorted(files):
+            if uri not in known and uri not in moved.values() and connector.listed_size(uri) == record["size"] \
+                    and hive_partitions(uri) == hive_partitions(old) and digest(uri) == record["sha256"]:
+                moved[old] = uri
+                break
+    if not moved:
+        return known
+    followed = {uri: {**was, "copy_of": moved[was["copy_of"]]} if was.get("copy_of") in moved else was
+                for uri, was in known.items() if uri not in moved}
+    followed.update((uri, known[old]) for old, uri in moved.items())
+    return followed
