@@ -262,20 +262,58 @@ def test_a_copy_left_behind_when_its_original_is_corrected_stays_a_copy_and_is_s
     assert lake_sums(lake)[("2024-05", "USD")] == Decimal(cost)
 
 
+def rewritten(copy: Path, original: Path) -> str:
+    return (f"src 2024-05: FAILED: {copy}: held the same bytes as {original} when found, a copy of it, and changed "
+            f"since while {original} did not: one of the two is a copy or backup, and reading both would count their "
+            "period twice; not committed — delete the copy or backup, or move it out of the location (a file of its "
+            "own: give it a new name)")
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_copy_that_is_itself_changed_is_a_file_of_its_own_and_counts(tmp_path, kind):
-    """The reverse: the copy rewritten with other numbers while the original stays is no copy
-    any more, but another file of the period (someone wrote it): its rows count beside the
-    original's, as any file's under the location."""
+def test_a_copy_that_is_itself_changed_fails_its_period_until_it_is_moved_or_renamed(tmp_path, kind):
+    """The reverse: the copy rewritten with other numbers while the original stays. Summed beside
+    the original (USD 1.10 + 0.40) it doubles the period when the 'copy' is in truth the exporter's
+    file (see the next test); so May fails naming both (exit 3) and keeps what the lake holds, until
+    the copy goes, or is renamed: a file of its own, it counts beside the original."""
     export = export_of(tmp_path, kind)
     shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
     lake, result = run(tmp_path, kind, export)
     assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10")
     copy = export / "2024-05-restored" / may_file(export, kind).name
     WRITERS[kind](copy, [("2024-05", "USD", "0.40")])
+    for _ in range(2):
+        result = run(tmp_path, kind, export)[1]
+        assert [line for line in lines(result) if "FAILED" in line] == [rewritten(copy, may_file(export, kind))]
+        assert lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10")
+    copy.rename(copy.with_name("part-7" + FORMATS[kind][0]))
     result = run(tmp_path, kind, export)[1]
     assert failures(result) == [] and committed(result) == ["2024-05"] and copied_lines(result) == [], lines(result)
     assert lake_sums(lake)[("2024-05", "USD")] == Decimal("1.50")
+
+
+def test_a_backup_older_than_the_original_it_copies_is_never_summed_beside_the_originals_correction(tmp_path):
+    """The backup made, then the exporter rewrote May with the same bytes: the backup, written
+    first, was taken for the original and 2024-05/part-0 for its copy, so May's correction there
+    was a copy changed, a file of its own, counted beside the backup (USD 1.10 + 1.20 = 2.30).
+    May fails naming both, keeping 1.10; the backup deleted, May is the correction alone."""
+    import os
+    import time
+    export = export_of(tmp_path, "focus")
+    backup = export / "2024-05-backup" / "part-0.csv"
+    shutil.copytree(export / "2024-05", backup.parent, copy_function=shutil.copy)
+    may = may_file(export, "focus")
+    may.write_bytes(may.read_bytes())
+    later = time.time() + 3600
+    os.utime(may, (later, later))
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10"), lines(result)
+    WRITERS["focus"](may, [("2024-05", "USD", "1.20")])
+    result = run(tmp_path, "focus", export)[1]
+    assert [line for line in lines(result) if "FAILED" in line] == [rewritten(may, backup)]
+    assert lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10")
+    backup.unlink()
+    result = run(tmp_path, "focus", export)[1]
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
 
 
 def test_status_says_which_stale_copies_the_last_ingest_skipped_apart_from_the_copies(tmp_path):

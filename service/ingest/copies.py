@@ -16,9 +16,10 @@ A copy stays one while its bytes are those it had when found (`copy_of` in its d
 original corrected or re-exported later leaves it a stale copy, still skipped (said so, naming
 both), never a second file of the period beside the correction; so does a copy of it, or it
 moved under the location (the same bytes and size as a copy gone since), and when its original is
-renamed or moved under it (a new file of the bytes remembered for the original). A copy rewritten itself is a
-file of its own and counts; one whose original is gone from the listing holds the only rows
-left and counts, unless a manifest listed that original (`of_manifest`): the manifest's delivery
+renamed or moved under it (a new file of the bytes remembered for the original). A copy
+rewritten itself while its original did not change fails its period (`rewritten`: which of
+the two is the copy was a guess by time); one whose original is gone from the listing holds
+the only rows left and counts, unless a manifest listed that original (`of_manifest`): the manifest's delivery
 of its period is read, and the copy stays a stale one.
 """
 
@@ -42,6 +43,7 @@ class Copies:
     read: list[Delivery]  # the loose files to read, one of each content
     skipped: list[OtherDataset] = field(default_factory=list)  # the copies, each naming its original
     digests: dict[str, dict] = field(default_factory=dict)  # uri → {"version", "size", "sha256"[, "copy_of"]}
+    rewritten: dict[str, str] = field(default_factory=dict)  # a copy changed, its original not: uri → original
 
 
 def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[str], held: Collection[str],
@@ -70,7 +72,10 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     moved = [uri for uri in files if uri not in known
              and any(connector.listed_size(uri) == was["size"] for was in gone.values())]
     # a copy's loose original read too, so its digest is remembered should it be renamed (_followed)
-    of_loose = [was["copy_of"] for was in were.values() if was["copy_of"] in files]
+    # and tells whether it changed: a copy changed while its original did not is no correction
+    recorded = {uri: known[uri] for uri in files if (known.get(uri) or {}).get("copy_of") in files
+                and known[uri]["copy_of"] in known and not known[uri].get("of_manifest")}
+    of_loose = [was["copy_of"] for was in [*were.values(), *recorded.values()] if was["copy_of"] in files]
     digests: dict[str, dict] = {}
     for uri in dict.fromkeys([*alike, *were, *moved, *of_loose]):
         stamp = {"version": connector.listed_version(uri) or "", "size": connector.listed_size(uri)}
@@ -101,7 +106,17 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
         original = unchanged.get(kept[content(uri)], kept[content(uri)])  # a copy's copy: of its original
         if original != uri:
             originals[uri] = original
-    result = Copies([file for file in loose if file.files[0] not in originals])
+
+    def same(uri: str, was: dict) -> bool:
+        return connector.listed_size(uri) == was["size"] and digests[uri]["sha256"] == was["sha256"]
+
+    # the exporter rewrote the original with the same bytes after the backup was made: the backup,
+    # older, was taken for the original, and the real original's correction would count beside it
+    rewritten = {uri: was["copy_of"] for uri, was in recorded.items() if not same(uri, was)
+                 and same(was["copy_of"], known[was["copy_of"]])
+                 and not (uri in digests and content(uri) == content(was["copy_of"]))}  # copied again: a copy
+    result = Copies([file for file in loose if file.files[0] not in originals and file.files[0] not in rewritten],
+                    rewritten=rewritten)
     for uri, original in sorted(originals.items()):
         digests[uri]["copy_of"] = original
         if original in by_manifest or (known.get(uri) or {}).get("of_manifest"):
@@ -114,6 +129,7 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
             result.skipped.append(OtherDataset(uri, why.format(original=original), original, stale=True))
     # a file of no version is read each time, unless it is a copy: its copy_of is kept
     result.digests = {uri: d for uri, d in digests.items() if d["version"] or "copy_of" in d}
+    result.digests.update((uri, known[uri]) for uri in rewritten)  # so until one of the two is gone
     return result
 
 

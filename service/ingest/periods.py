@@ -120,13 +120,20 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
         return result
     ledger = [e for e in lake.ledger() if e.source == source]
     listed = [uri for delivery in result.deliveries if not delivery.waiting for uri in delivery.files]
-    loose, result.skipped = _without_copies(lake, connector, source, loose, listed, ledger)
+    found = _without_copies(lake, connector, source, loose, listed, ledger)
+    loose, result.skipped = found.read, found.skipped
     state = _cache(lake)
     known: dict[str, dict] = state.get(source, {})
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
+    for file in (d for d in deliveries if d.files[0] in found.rewritten):
+        error = _rewritten(file.files[0], found.rewritten[file.files[0]])
+        periods = {entry.billing_period for entry in ledger if found.rewritten[file.files[0]] in entry.files}
+        held.update((period, error) for period in periods)
+        if not periods:
+            result.failed.append((file, error))
     by_manifest = {period: d for d in result.deliveries if d.periods for period in d.periods}
-    if not by_manifest and all(f.delivery_id not in known for f in loose) and (
+    if not by_manifest and not found.rewritten and all(f.delivery_id not in known for f in loose) and (
             len(loose) == 1 or together and _unheld(loose, ledger, connector)):
         result.members = tuple(sorted(loose, key=lambda f: f.files[0]))
         result.together = joined(result.members, None)
@@ -179,7 +186,7 @@ def _cache(lake: Lake, name: str = STATE) -> dict:
 
 
 def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Sequence[Delivery],
-                    listed: Sequence[str], ledger: Sequence[LedgerEntry]) -> tuple[list[Delivery], list[OtherDataset]]:
+                    listed: Sequence[str], ledger: Sequence[LedgerEntry]) -> copies.Copies:
     """The loose files to read, one of each content, and the copies skipped (service.ingest.copies),
     with the digests it read remembered."""
     state = _cache(lake, DIGESTS)
@@ -196,7 +203,15 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
     if found.digests != known:
         state[source] = found.digests
         lake.write_state(DIGESTS, state)
-    return found.read, found.skipped
+    return found
+
+
+def _rewritten(uri: str, original: str) -> DataError:
+    return DataError(f"held the same bytes as {original} when found, a copy of it, and changed since while {original} "
+                     "did not: one of the two is a copy or backup, and reading both would count their period twice; "
+                     "not committed", where=uri,
+                     hint="delete the copy or backup, or move it out of the location (a file of its own: give it "
+                          "a new name)")
 
 
 def _beside(by_manifest: dict[str, Delivery], periods: Sequence[str], group: Sequence[Delivery]) -> DataError | None:
