@@ -555,3 +555,25 @@ def test_a_stale_copy_stays_stale_when_its_corrected_original_is_renamed_under_t
         assert [line for line in lines(result) if "a stale copy of" in line] == [
             f"src {export / '2024-05-restored' / 'part-0.csv'}: skipped, a stale copy of {renamed} (the same bytes "
             "when it was found, that file changed since: its rows are not read; delete the copy or copy the file again)"]
+
+
+def test_a_stale_copy_whose_corrected_original_is_deleted_counts_and_warns_its_rows_are_older(tmp_path):
+    """The corrected original deleted (`rm -r 2024-05` after May was restated to 1.20): the stale
+    copy holds the only rows left and counts, as README says, but silently May went back to the
+    copy's USD 1.10; the commit now warns, once, that they are an older version of a deleted file."""
+    export = export_of(tmp_path, "focus")
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
+    lake = run(tmp_path, "focus", export)[0]
+    WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", "1.20")])
+    assert failures(run(tmp_path, "focus", export)[1]) == []
+    shutil.rmtree(export / "2024-05")
+    result = run(tmp_path, "focus", export)[1]
+    copy = export / "2024-05-restored" / "part-0.csv"
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10"), lines(result)
+    assert [w for o in result.outcomes for w in o.warnings] == [
+        f"{copy}: read, its rows the only ones left of {may_file(export, 'focus')}, gone since; but it was a stale "
+        "copy of that file, corrected after the copy was made: these rows are an older version of a deleted file (put "
+        "the corrected file back, or delete the copy)"]
+    result = run(tmp_path, "focus", export)[1]
+    assert [w for o in result.outcomes for w in o.warnings] == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal(
+        "1.10")

@@ -290,6 +290,7 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
         error = _changed_while_read(versions) or _as_error(exc, files_named(delivery.files, source.location))
         log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
+    warnings += [plan.older[uri] for uri in delivery.files if uri in plan.older]
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
                            on_commit=lambda: plan.committed(lake, source.name, delivery))
 

@@ -34,6 +34,9 @@ from connectors.exportfile import hive_partitions
 
 STALE = ("a stale copy of {original} (the same bytes when it was found, that file changed since: its rows are not "
          "read; delete the copy or copy the file again)")
+OLDER = ("{copy}: read, its rows the only ones left of {original}, gone since; but it was a stale copy of that file, "
+         "corrected after the copy was made: these rows are an older version of a deleted file (put the corrected "
+         "file back, or delete the copy)")
 GONE = ("a stale copy of {original} (a part its manifest listed, gone since: its rows are not read, the manifest's "
         "delivery of its period is; delete the copy)")
 
@@ -44,6 +47,7 @@ class Copies:
     skipped: list[OtherDataset] = field(default_factory=list)  # the copies, each naming its original
     digests: dict[str, dict] = field(default_factory=dict)  # uri → {"version", "size", "sha256"[, "copy_of"]}
     rewritten: dict[str, str] = field(default_factory=dict)  # a copy changed, its original not: uri → original
+    older: dict[str, str] = field(default_factory=dict)  # read, a stale copy of a file gone since: uri → warning
 
 
 def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[str], held: Collection[str],
@@ -52,6 +56,10 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     the digests remembered last time; `digest`: a file's SHA-256, read."""
     files = {file.files[0]: file for file in loose}
     known = _followed(connector, files, known, digest)
+    # a stale copy whose corrected original is gone holds the only rows left, an older version
+    older = {uri: OLDER.format(copy=uri, original=was["copy_of"]) for uri, was in known.items() if uri in files
+             and was.get("copy_of") and not was.get("of_manifest") and connector.listed_size(was["copy_of"]) is None
+             and connector.listed_size(uri) == was["size"] and (known.get(was["copy_of"]) or was)["sha256"] != was["sha256"]}
     by_size: dict[int, list[str]] = defaultdict(list)
     for uri in dict.fromkeys([*listed, *files]):
         size = connector.listed_size(uri)
@@ -116,7 +124,7 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
                  and same(was["copy_of"], known[was["copy_of"]])
                  and not (uri in digests and content(uri) == content(was["copy_of"]))}  # copied again: a copy
     result = Copies([file for file in loose if file.files[0] not in originals and file.files[0] not in rewritten],
-                    rewritten=rewritten)
+                    rewritten=rewritten, older=older)
     for uri, original in sorted(originals.items()):
         digests[uri]["copy_of"] = original
         if original in by_manifest or (known.get(uri) or {}).get("of_manifest"):

@@ -70,6 +70,7 @@ class Plan:
     together: Delivery | None = None  # the new loose files as one delivery, committed without a survey
     members: tuple[Delivery, ...] = ()  # its files, in the order of its parts
     found: dict[str, dict] = field(default_factory=dict)  # member id → its state entry, once staged
+    older: dict[str, str] = field(default_factory=dict)  # a file read, a stale copy of a file gone: its warning
 
     def regroup(self, delivery: Delivery, staged: StagedCosts) -> StagedCosts:
         """The `together` delivery's staged periods as a survey would have delivered them:
@@ -121,7 +122,7 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     ledger = [e for e in lake.ledger() if e.source == source]
     listed = [uri for delivery in result.deliveries if not delivery.waiting for uri in delivery.files]
     found = _without_copies(lake, connector, source, loose, listed, ledger)
-    loose, result.skipped = found.read, found.skipped
+    loose, result.skipped, result.older = found.read, found.skipped, found.older
     state = _cache(lake)
     known: dict[str, dict] = state.get(source, {})
     index: dict[str, dict] = {}
