@@ -74,7 +74,7 @@ class SingleValueCommand(click.Command):
             values, _, order = self.make_parser(ctx).parse_args(args=list(args))
             helped = self.get_help_option(ctx)
             if helped is not None and values.get(helped.name):
-                return super().parse_args(ctx, args)  # --help is eager: it prints whatever else the line holds
+                return super().parse_args(ctx, args)  # eager: the help, whatever else the line holds
             for param, times in Counter(order).items():
                 if isinstance(param, click.Option) and times > 1 and not (param.multiple or param.count or param.is_flag):
                     name = max(param.opts, key=len)

@@ -59,7 +59,8 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     # a stale copy whose corrected original is gone holds the only rows left, an older version
     older = {uri: OLDER.format(copy=uri, original=was["copy_of"]) for uri, was in known.items() if uri in files
              and was.get("copy_of") and not was.get("of_manifest") and connector.listed_size(was["copy_of"]) is None
-             and connector.listed_size(uri) == was["size"] and (known.get(was["copy_of"]) or was)["sha256"] != was["sha256"]}
+             and connector.listed_size(uri) == was["size"]
+             and (known.get(was["copy_of"]) or was)["sha256"] != was["sha256"]}
     by_size: dict[int, list[str]] = defaultdict(list)
     for uri in dict.fromkeys([*listed, *files]):
         size = connector.listed_size(uri)
