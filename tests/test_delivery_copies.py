@@ -577,3 +577,19 @@ def test_a_stale_copy_whose_corrected_original_is_deleted_counts_and_warns_its_r
     result = run(tmp_path, "focus", export)[1]
     assert [w for o in result.outcomes for w in o.warnings] == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal(
         "1.10")
+
+
+def test_a_header_only_file_taken_for_a_copy_that_then_gets_rows_counts_them(tmp_path):
+    """part-0 and part-1 of May written with a header alone are the same bytes, one taken for a
+    copy of the other; the exporter then writes May's rows into the 'copy': the original committed
+    no row, so nothing is counted twice and the rows count (no failed period)."""
+    export = export_of(tmp_path, "focus")
+    may_file(export, "focus").write_text(may_file(export, "focus").read_text().splitlines()[0] + "\n")
+    second = may_file(export, "focus").with_name("part-1.csv")
+    shutil.copy(may_file(export, "focus"), second)
+    lake, result = run(tmp_path, "focus", export)
+    assert failures(result) == [] and ("2024-05", "USD") not in lake_sums(lake), lines(result)
+    WRITERS["focus"](second if copied_lines(result)[0].startswith(f"src {second}") else may_file(export, "focus"),
+                     [("2024-05", "USD", "1.10")])
+    result = run(tmp_path, "focus", export)[1]
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10"), lines(result)

@@ -128,11 +128,10 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
     for file in (d for d in deliveries if d.files[0] in found.rewritten):
-        error = _rewritten(file.files[0], found.rewritten[file.files[0]])
         periods = {entry.billing_period for entry in ledger if found.rewritten[file.files[0]] in entry.files}
-        held.update((period, error) for period in periods)
-        if not periods:
-            result.failed.append((file, error))
+        held.update((period, _rewritten(file.files[0], found.rewritten[file.files[0]])) for period in periods)
+        if not periods:  # the original committed no row (a header alone): no period to count twice
+            loose.append(file)
     by_manifest = {period: d for d in result.deliveries if d.periods for period in d.periods}
     if not by_manifest and not found.rewritten and all(f.delivery_id not in known for f in loose) and (
             len(loose) == 1 or together and _unheld(loose, ledger, connector)):
