@@ -577,6 +577,12 @@ def test_a_stale_copy_whose_corrected_original_is_deleted_counts_and_warns_its_r
     result = run(tmp_path, "focus", export)[1]
     assert [w for o in result.outcomes for w in o.warnings] == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal(
         "1.10")
+    may_file(export, "focus").parent.mkdir()  # the corrected file put back, as the warning says: the copy is stale
+    WRITERS["focus"](may_file(export, "focus"), [("2024-05", "USD", "1.20")])
+    for _ in range(2):
+        result = run(tmp_path, "focus", export)[1]
+        assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
+        assert [line.split(": skipped, ")[0] for line in lines(result) if "a stale copy of" in line] == [f"src {copy}"]
 
 
 def test_a_header_only_file_taken_for_a_copy_that_then_gets_rows_counts_them(tmp_path):

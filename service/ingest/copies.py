@@ -139,6 +139,8 @@ def find(connector: CostConnector, loose: Sequence[Delivery], listed: Sequence[s
     # a file of no version is read each time, unless it is a copy: its copy_of is kept
     result.digests = {uri: d for uri, d in digests.items() if d["version"] or "copy_of" in d}
     result.digests.update((uri, known[uri]) for uri in rewritten)  # so until one of the two is gone
+    # so the corrected original put back (there or renamed) leaves the copy stale again
+    result.digests.update((key, known[key]) for uri in older for key in (uri, known[uri]["copy_of"]) if key in known)
     return result
 
 
