@@ -16,9 +16,18 @@ from service.report.sections.plans import plans_as_of
 TAGS = {"project": "llm-7b"}
 
 
-def daily(first: int, last: int) -> list[dict]:
-    return [line(f"2026-11-{d:02d}T00:00:00", "100", end=f"2026-11-{d + 1:02d}T00:00:00", tags=TAGS)
+def daily(first: int, last: int, amount: str = "100", tags: dict = TAGS) -> list[dict]:
+    return [line(f"2026-11-{d:02d}T00:00:00", amount, end=f"2026-11-{d + 1:02d}T00:00:00", tags=tags)
             for d in range(first, last + 1)]
+
+
+def registered(lake, project: str, start_day: int, hours: int, name: str = "run") -> None:
+    """A plan of $2,000 of compute over `hours` from November `start_day`."""
+    register_plan(lake, Plan(name=name, project=project, experiment=None,
+                             start=datetime(2026, 11, start_day, tzinfo=timezone.utc),
+                             run_hours=Span(Decimal(hours), Decimal(hours)), retention_days=0,
+                             compute_cost=Span(Decimal(2000), Decimal(2000)),
+                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
 
 
 def test_a_plan_is_judged_to_the_end_of_its_lagging_sources_data_and_says_which(tmp_path):
@@ -26,11 +35,7 @@ def test_a_plan_is_judged_to_the_end_of_its_lagging_sources_data_and_says_which(
     read under plan ($1,500 against $1,800), gcp's last three days simply not in yet."""
     make_lake(tmp_path, daily(20, 28), source="aws")
     lake = make_lake(tmp_path, daily(20, 25), source="gcp", delivery="g1")
-    register_plan(lake, Plan(name="run", project="llm-7b", experiment=None,
-                             start=datetime(2026, 11, 20, tzinfo=timezone.utc),
-                             run_hours=Span(Decimal(240), Decimal(240)), retention_days=0,
-                             compute_cost=Span(Decimal(2000), Decimal(2000)),
-                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    registered(lake, "llm-7b", 20, 240)
     found = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28))
     (row,) = found.rows
     assert (row["planned_to_date_high"], row["actual_to_date"], row["status"]) == (
@@ -46,14 +51,8 @@ def test_a_retired_source_holding_none_of_the_plans_spend_does_not_freeze_its_ac
     spend since were not in yet; it is judged to aws's end, the source its lines are on: $900 of
     the $1,400 planned to the 28th."""
     make_lake(tmp_path, daily(20, 28), source="aws")
-    other = [line(f"2026-11-{d:02d}T00:00:00", "50", end=f"2026-11-{d + 1:02d}T00:00:00", tags={"project": "bert"})
-             for d in range(10, 19)]
-    lake = make_lake(tmp_path, other, source="gcp", delivery="g1")
-    register_plan(lake, Plan(name="run", project="llm-7b", experiment=None,
-                             start=datetime(2026, 11, 15, tzinfo=timezone.utc),
-                             run_hours=Span(Decimal(480), Decimal(480)), retention_days=0,
-                             compute_cost=Span(Decimal(2000), Decimal(2000)),
-                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    lake = make_lake(tmp_path, daily(10, 18, "50", {"project": "bert"}), source="gcp", delivery="g1")
+    registered(lake, "llm-7b", 15, 480)
     found = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28))
     (row,) = found.rows
     assert (row["actual_to_date"], row["status"]) == (Decimal(900), "under plan"), row
@@ -65,14 +64,8 @@ def test_a_retired_source_that_carried_some_of_the_plans_spend_still_ends_its_da
     nothing tells a retired source from a lagging one, so its end is still the plan's data end
     (README: such a source holds the plan back); the actual is gcp's $200 to then."""
     make_lake(tmp_path, daily(20, 28), source="aws")
-    old = [line(f"2026-11-{d:02d}T00:00:00", "50", end=f"2026-11-{d + 1:02d}T00:00:00", tags=TAGS)
-           for d in range(10, 19)]
-    lake = make_lake(tmp_path, old, source="gcp", delivery="g1")
-    register_plan(lake, Plan(name="run", project="llm-7b", experiment=None,
-                             start=datetime(2026, 11, 15, tzinfo=timezone.utc),
-                             run_hours=Span(Decimal(480), Decimal(480)), retention_days=0,
-                             compute_cost=Span(Decimal(2000), Decimal(2000)),
-                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    lake = make_lake(tmp_path, daily(10, 18, "50"), source="gcp", delivery="g1")
+    registered(lake, "llm-7b", 15, 480)
     found = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28))
     (row,) = found.rows
     assert (row["actual_to_date"], row["status"]) == (Decimal(200), "under plan to data end"), row
@@ -85,11 +78,7 @@ def test_a_plan_whose_project_no_source_carries_yet_is_judged_as_before(tmp_path
     make_lake(tmp_path, daily(20, 28), source="aws")
     lake = make_lake(tmp_path, [line("2026-11-21T00:00:00", "50", end="2026-11-22T00:00:00",
                                      tags={"project": "bert"})], source="gcp", delivery="g1")
-    register_plan(lake, Plan(name="later", project="gpt-9", experiment=None,
-                             start=datetime(2026, 11, 20, tzinfo=timezone.utc),
-                             run_hours=Span(Decimal(240), Decimal(240)), retention_days=0,
-                             compute_cost=Span(Decimal(2000), Decimal(2000)),
-                             storage_cost=Span(Decimal(0), Decimal(0)), inputs={}))
+    registered(lake, "gpt-9", 20, 240, name="later")
     found = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28))
     (row,) = found.rows
     assert row["status"].endswith("to data end") or row["status"].startswith("unknown"), row
