@@ -412,18 +412,26 @@ def test_a_service_started_on_a_damaged_lake_shows_the_stored_findings(tmp_path)
     assert result.exit_code == 3 and "is missing" in result.output, result.output
 
 
+NLP_BUDGET = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
+
+
+def nlp_over_budget(tmp_path):
+    """A config with nlp's $20 monthly budget and a lake where nlp spent $24 in November (1.2 used),
+    and the sample of that budget's used ratio."""
+    config = make_config(tmp_path)
+    config = config.model_copy(update={"budgets": parse_config({"budgets": [NLP_BUDGET]}).budgets})
+    lake = Lake(config.lake)
+    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
+    return config, lake, ("spendlake_budget_used_ratio", {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"})
+
+
 def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(tmp_path, caplog):
     """Budgets have no stored tops: a service (re)started while a cost partition was missing showed
     no budget series until it was back, and the budget alerts resolved. The service stores the
     budget families a scrape read (`_state/metrics_last_good.json`, from its loop, not part of the
     page's cache key) and a new one shows them, marked, while it cannot read them; only for the
     budgets stored."""
-    budget = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
-    config = make_config(tmp_path)
-    config = config.model_copy(update={"budgets": parse_config({"budgets": [budget]}).budgets})
-    lake = Lake(config.lake)
-    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
-    used = ("spendlake_budget_used_ratio", {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"})
+    config, lake, used = nlp_over_budget(tmp_path)
     collector = LakeCollector(config, clock=NOW.timestamp)
     registry = scrape(collector)
     assert registry.get_sample_value(*used) == 1.2
@@ -444,7 +452,7 @@ def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(
     assert restarted.get_sample_value(*used) == 1.2
     assert restarted.get_sample_value("spendlake_metrics_last_good", {"group": "budgets"}) == 1
 
-    other = config.model_copy(update={"budgets": parse_config({"budgets": [{**budget, "amount": "40"}]}).budgets})
+    other = config.model_copy(update={"budgets": parse_config({"budgets": [{**NLP_BUDGET, "amount": "40"}]}).budgets})
     assert scrape(LakeCollector(other, clock=NOW.timestamp)).get_sample_value(*used) is None  # not those stored
 
     (lake.root / "_state" / "metrics_last_good.json").write_text('{"budgets": {"owner": 1}}')
@@ -482,12 +490,7 @@ def test_last_months_budgets_are_not_shown_as_last_good_once_the_data_reaches_a_
     alert for November's exceeded budget kept firing into a month that had spent $1 of it. Last good
     budgets are of the month they summed (the data's end's): in another month none are shown, by a
     restart or by the running service."""
-    budget = {"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}
-    config = make_config(tmp_path)
-    config = config.model_copy(update={"budgets": parse_config({"budgets": [budget]}).budgets})
-    lake = Lake(config.lake)
-    commit(lake, "cur", [("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "24", {"team": "nlp"})])
-    used = ("spendlake_budget_used_ratio", {"budget": "nlp-monthly", "dimension": "team", "value": "nlp"})
+    config, lake, used = nlp_over_budget(tmp_path)
     running = LakeCollector(config, clock=NOW.timestamp)
     registry = scrape(running)
     assert registry.get_sample_value(*used) == 1.2
