@@ -278,6 +278,23 @@ def test_a_parameter_left_blank_is_one_not_given(tmp_path, serve_api):
     assert status == 200 and json.loads(blank) == json.loads(given)
 
 
+@pytest.mark.parametrize("path, query", [
+    ("/api/v1/attribute", "since=&until=2026-12-01"),
+    ("/api/v1/attribute", "since=2026-11-01&until="),
+    ("/api/v1/runs", "since=%20&run=r1"),
+    ("/api/v1/plans", "as_of="),
+])
+def test_a_day_or_time_parameter_left_blank_is_a_400_naming_it(tmp_path, path, query):
+    """`since=$SINCE` with SINCE unset answered the default window (`as_of=`: the report's day, `since=`
+    beside `run=`: the run's span) where the CLI's empty `--since` is exit 2: a blank day or time is a
+    400 naming the parameter, as the CLI names the option, a blank `team=` still one not given."""
+    name = next(key for key, (value,) in parse_qs(query, keep_blank_values=True).items() if not value.strip())
+    response = api_for(make_config(tmp_path)).handle(path, parse_qs(query, keep_blank_values=True), None)
+    assert response.status == 400
+    error = json.loads(response.body)["error"]
+    assert error["where"] == name and error["message"] == f"{name} is empty, naming no day or time"
+
+
 @pytest.mark.parametrize("query, message", [
     ("by=team", "the window needs a start"),
     ("since=yesterday-ish", "cannot read 'yesterday-ish' as a time"),

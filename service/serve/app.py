@@ -42,6 +42,8 @@ TOKEN_ENV = "SPENDLAKE_API_TOKEN"
 RUNS_PARAMS = frozenset({"since", "until", "by", "state", "top", "cost", "run"})
 ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
 FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
+# a blank one is a 400, not the default: `since=$SINCE` with SINCE unset, as the CLI's empty --since
+TIME_PARAMS = frozenset({"since", "until", "as_of"})
 
 
 Query = dict[str, list[str]]
@@ -121,6 +123,10 @@ class Api:
         repeated = sorted(k for k, v in query.items() if len(v) > 1 and k not in route.repeatable)
         if repeated:
             return error_response(400, f"parameter(s) given more than once: {', '.join(repeated)}", where=path)
+        blank = sorted(k for k in TIME_PARAMS & set(query) if not query[k][0].strip())
+        if blank:
+            return error_response(400, f"{blank[0]} is empty, naming no day or time", where=blank[0],
+                                  hint=f"leave {blank[0]} out for its default")
         try:
             return route.handler(query, authorized) if route.detailed else route.handler(query)
         except UsageError as exc:
