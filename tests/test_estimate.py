@@ -148,8 +148,22 @@ def test_cli_json_has_both_scenarios(tmp_path):
 def test_a_start_date_that_does_not_exist_is_named_invalid_with_the_format(tmp_path, start, reason):
     result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "llm-7b", "--project", "Pretrain", "--start", start)
     assert result.exit_code == 2
-    assert f"--start: '{start}' is not a valid date or time" in result.output and reason in result.output
+    assert f"--start: '{start}' is not a valid date" in result.output and reason in result.output
     assert "YYYY-MM-DD" in result.output and "24h" not in result.output, result.output  # no durations suggested
+
+
+@pytest.mark.parametrize("start, message", [
+    ("2026-12-01T06:00:00Z", "--start: '2026-12-01T06:00:00Z' is a time, not a day — use YYYY-MM-DD: 2026-12-01"),
+    ("7d", "--start: cannot read '7d' as a date — use YYYY-MM-DD"),
+    ("now", "--start: cannot read 'now' as a date — use YYYY-MM-DD"),
+    ("9999-12-31", "--start: a plan starting 9999-12-31 ends past 9999-12-30"),
+])
+def test_a_start_is_a_day_as_readme_says_not_a_time_or_a_window(tmp_path, start, message):
+    """README's `--start DATE` took `7d` (a week before now, to the microsecond) and times, and 9999-12-31
+    was a traceback (the plan's end overflowed); each is exit 2 naming --start, nothing registered."""
+    result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "llm-7b", "--project", "Pretrain", "--start", start)
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert not (tmp_path / "lake").exists() or load_plans(Lake(tmp_path / "lake")) == []
 
 def test_register_stores_a_plan_that_load_plans_reads(tmp_path):
     result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "llm-7b", "--project", "Pretrain",

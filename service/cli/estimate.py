@@ -32,7 +32,7 @@ FRACTION_HELP = "a fraction, a percentage or a range (0.35-0.45)"
 @click.option("--register", "register_name", help="Store the plan under this name (needs --project and --start).")
 @click.option("--project", help="Project the registered plan belongs to.")
 @click.option("--experiment", help="Experiment the registered plan belongs to (optional).")
-@click.option("--start", help="Planned start of the run, e.g. 2026-12-01 (UTC).")
+@click.option("--start", help="Planned start of the run: a day, YYYY-MM-DD, from its midnight UTC.")
 @format_option
 @click.pass_obj
 def estimate_command(obj, plan_file: str | None, register_name: str | None, project: str | None,

@@ -24,6 +24,7 @@ UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 EXAMPLES = "use e.g. 24h, 7d, 2w, 30d, mtd, 2026-11-01 or 2026-11-01T06:00:00Z"
 DATE_SHAPED_RE = re.compile(r"^\s*\d{4}-\d{1,2}-\d{1,2}")
 DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")  # a day as the CLI documents it, and only so
+TIMED_DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d")  # a day as documented, then a time
 ISO_FORMATS = "YYYY-MM-DD (e.g. 2026-11-30) or YYYY-MM-DDTHH:MM:SSZ (e.g. 2026-11-30T06:00:00Z)"
 MIN_INSTANT = datetime(1, 1, 2, tzinfo=timezone.utc)
 MAX_INSTANT = datetime(9999, 12, 30, tzinfo=timezone.utc)
@@ -72,6 +73,34 @@ def iso_day(text: str) -> date:
     if not DAY_RE.fullmatch(text.strip()):
         raise ValueError(f"Invalid isoformat string: {text!r}")
     return date.fromisoformat(text.strip())
+
+
+def parse_day(text: str, *, option: str, example: str) -> date:
+    """A day option's value (`report --date`, `plans --as-of`, `estimate --start`), exactly
+    YYYY-MM-DD; anything else a UsageError naming `option` and saying why."""
+    try:
+        return iso_day(text)
+    except ValueError as exc:
+        if (day := _day_of_time(text)) is not None:  # a scheduler's timestamp: it names a day, give that one
+            raise UsageError(f"{text.strip()!r} is a time, not a day", where=option, hint=f"use YYYY-MM-DD: {day}") \
+                from None
+        if DATE_SHAPED_RE.match(text):  # 2026-02-30 is written as asked: say why it is no day
+            raise not_a_date(text, exc, "date", where=option, hint=f"use YYYY-MM-DD, e.g. {example}") from None
+        raise UsageError(f"cannot read {text!r} as a date", where=option, hint="use YYYY-MM-DD") from None
+
+
+def _day_of_time(text: str) -> str | None:
+    """The UTC day a date and time names (`2026-12-05T00:00`), said as the hint gives it; else None
+    (also for 20261120 or 2026-W47-5, which fromisoformat reads as midnight: no time, another form)."""
+    if not TIMED_DAY_RE.match(text.strip()):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None or moment.utcoffset() == timedelta(0):
+        return str(moment.date())
+    return f"{moment.astimezone(timezone.utc).date()} (the UTC day)"
 
 
 def parse_instant(text: str, *, now: datetime | None = None, option: str = "--since") -> datetime:

@@ -33,7 +33,7 @@ import shlex
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -46,7 +46,7 @@ from service.core.errors import DataError, UsageError, damaged_file
 from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
 from service.core.suggest import suggestion
-from service.core.timewindow import iso_utc, parse_instant
+from service.core.timewindow import MAX_INSTANT, iso_utc, parse_day
 from service.core.validation import plain_errors
 from service.planning.estimate import Estimate, Span
 
@@ -154,8 +154,10 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
                          hint="use letters, digits, '.', '_' or '-', at most 64 characters")
     if not project.strip():
         raise UsageError("a registered plan needs a project", where="--project")
-    return Plan(name=name, project=project.strip(), experiment=(experiment or "").strip() or None,
-                start=parse_instant(start, option="--start"),
+    # README's `--start YYYY-MM-DD`: a day, its midnight UTC (a time, or `7d` back from now, was taken as it came)
+    day = parse_day(start, option="--start", example="2026-12-01")
+    plan = Plan(name=name, project=project.strip(), experiment=(experiment or "").strip() or None,
+                start=datetime.combine(day, time(), timezone.utc),
                 run_hours=Span(result.low.run_hours, result.high.run_hours),
                 retention_days=result.inputs.retention_days,
                 compute_cost=Span(result.low.compute_cost.quantize(Decimal("0.01")),
@@ -163,6 +165,13 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
                 storage_cost=Span(result.low.storage_cost.quantize(Decimal("0.01")),
                                   result.high.storage_cost.quantize(Decimal("0.01"))),
                 inputs=result.to_json()["inputs"])
+    try:  # its planned window, storage kept after it included, must be a time Python holds
+        if plan.end + timedelta(days=plan.retention_days) <= MAX_INSTANT:
+            return plan
+    except OverflowError:
+        pass
+    raise UsageError(f"a plan starting {day} ends past {MAX_INSTANT.date()}", where="--start",
+                     hint="start it on an earlier day")
 
 
 def register_plan(lake: Lake, plan: Plan) -> bool:

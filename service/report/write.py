@@ -10,7 +10,6 @@ byte-identical files.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -21,14 +20,13 @@ from service.core.coverage import last_whole_day
 from service.core.errors import DataError, UsageError
 from service.core.lake import Lake
 from service.core.publish import split_s3_url, upload_s3, write_local
-from service.core.timewindow import DATE_SHAPED_RE, MAX_INSTANT, iso_day, not_a_date
+from service.core.timewindow import MAX_INSTANT, parse_day
 from service.report.data import gather
 from service.report.model import Report
 from service.report.render import render_files
 
 log = logging.getLogger(__name__)
 
-TIMED_DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d")  # a day as documented, then a time
 GATHER_ATTEMPTS = 3  # gathers of one report while ingests keep committing, before giving up
 # A day's report reaches back to the same days of the month before and ends at the day's end:
 # both must be times Python can hold (0001-01-31 or 9999-12-31 overflowed into a traceback).
@@ -53,33 +51,11 @@ def report_day(text: str | None, *, now: datetime | None = None, lake: Lake | No
     if not text:
         last = last_whole_day(lake) if lake is not None else None
         return last or ((now or datetime.now(timezone.utc)) - timedelta(days=1)).date()
-    try:
-        day = iso_day(text)
-    except ValueError as exc:
-        if (day := _day_of_time(text)) is not None:  # a scheduler's timestamp: it names a day, give that one
-            raise UsageError(f"{text.strip()!r} is a time, not a day", where=option, hint=f"use YYYY-MM-DD: {day}") \
-                from None
-        if DATE_SHAPED_RE.match(text):  # 2026-02-30 is written as asked: say why it is no day
-            raise not_a_date(text, exc, "date", where=option, hint="use YYYY-MM-DD, e.g. 2026-02-28") from None
-        raise UsageError(f"cannot read {text!r} as a date", where=option, hint="use YYYY-MM-DD") from None
+    day = parse_day(text, option=option, example="2026-02-28")
     if not FIRST_DAY <= day <= LAST_DAY:
         raise UsageError(f"{text.strip()!r} is out of range", where=option,
                          hint=f"a report's day runs from {FIRST_DAY} to {LAST_DAY}; use YYYY-MM-DD")
     return day
-
-
-def _day_of_time(text: str) -> str | None:
-    """The UTC day a date and time names (`2026-12-05T00:00`), said as the hint gives it; else None
-    (also for 20261120 or 2026-W47-5, which fromisoformat reads as midnight: no time, another form)."""
-    if not TIMED_DAY_RE.match(text.strip()):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None or moment.utcoffset() == timedelta(0):
-        return str(moment.date())
-    return f"{moment.astimezone(timezone.utc).date()} (the UTC day)"
 
 
 def default_out(config: Config) -> str:
