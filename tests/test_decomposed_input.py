@@ -142,3 +142,25 @@ def test_a_bills_decomposed_value_is_matched_by_either_spelling_beside_the_compo
                 impact_usd=Decimal(1), monthly_waste_usd=Decimal(1), summary="idle for 6 hours")])
     found = CliRunner().invoke(cli, ["--config", str(path), "findings", "--team", ZURICH, "--format", "json"])
     assert [f["id"] for f in json.loads(found.stdout)] == ["a1"], found.output
+
+
+def test_a_plans_project_typed_decomposed_or_in_another_case_is_stored_as_the_bills_spell_it(tmp_path):
+    # plan vs actual matched the $15 of Zürich either way, but plans.csv and /api/v1/plans showed the
+    # project as typed (decomposed, or ZÜRICH), a value no bill carries, so no sheet joined it to them
+    from service.core.lake import Lake
+    from service.planning.plans import load_plans
+
+    path = lake_config(tmp_path)
+    flags = ["--params", "7B", "--tokens", "2T", "--gpu", "H100", "--gpus", "1024", "--mfu", "0.4",
+             "--price-per-gpu-hour", "4", "--start", "2026-11-01", "--format", "json"]
+    for name, typed, stored in (("a", TYPED, ZURICH), ("b", f" {TYPED.upper()} ", ZURICH),
+                                ("c", unicodedata.normalize("NFD", "Genève"), unicodedata.normalize("NFC", "Genève"))):
+        shown = CliRunner().invoke(cli, ["--config", path, "estimate", "--register", name, "--project", typed, *flags])
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.stdout)["plan"]["project"] == stored
+        assert f"registered plan {name} for project {stored}:" in shown.stderr
+    assert {p.name: p.project for p in load_plans(Lake(tmp_path / "lake"))} == {
+        "a": ZURICH, "b": ZURICH, "c": unicodedata.normalize("NFC", "Genève")}  # c: no bill carries it, composed
+    plans = CliRunner().invoke(cli, ["--config", path, "plans", "--as-of", "2026-11-03", "--format", "json"])
+    assert [(row["project"], Decimal(row["actual_to_date"])) for row in json.loads(plans.stdout)] == [
+        (ZURICH, Decimal(15)), (ZURICH, Decimal(15)), (unicodedata.normalize("NFC", "Genève"), Decimal(0))]

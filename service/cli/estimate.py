@@ -50,12 +50,13 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     result = estimate(plan_inputs(values, plan_file), obj.config if register_name else obj.config_or_defaults())
     plan = None
     if register_name:
-        plan = plan_from_estimate(result, name=register_name, project=project, experiment=experiment, start=start)
+        plan, problems = _as_billed(obj.lake, obj.config, plan_from_estimate(
+            result, name=register_name, project=project, experiment=experiment, start=start))
         replaced = register_plan(obj.lake, plan)
         click.echo(f"{'replaced' if replaced else 'registered'} plan {plan.name} for project {plan.project}"
                    f"{'/' + plan.experiment if plan.experiment else ''}: {plan.to_json()['start']} to "
                    f"{plan.to_json()['end']}", err=True)
-        for problem in _unknown_owner(obj.lake, obj.config, plan):
+        for problem in problems:
             click.echo(f"warning: plan {plan.name}: {problem}", err=True)
     columns = ["quantity", "low", "high"] if result.is_range else ["quantity", "value"]
     data = result.to_json() | ({"plan": plan.to_json()} if plan else {})
@@ -64,20 +65,29 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     emit(rows, columns, fmt, json_data=data, title=title, right=("low", "high", "value"), whole=("low", "high"))
 
 
-def _unknown_owner(lake, config, plan) -> list[str]:
-    """The plan's project (and experiment) where no cost line of the lake carries it, each with
-    the closest values there: plan vs actual reads them as `attribute --where` does, so a
-    misspelt project would show zero actual forever. Nothing while the lake holds no bill."""
+def _as_billed(lake, config, plan):
+    """`plan` with its project (and experiment) spelt as the lake's cost lines carry them, which
+    plan vs actual matches folded, as `attribute --where` does (`PRETRAIN` or a decomposed `Zürich`
+    stored as typed showed in plans.csv as a value no bill carries); and, for each no line carries
+    yet, a warning with the closest values (a misspelt project would show zero actual forever).
+    The plan as given while the lake holds no bill."""
+    from dataclasses import replace
     from datetime import datetime, timedelta, timezone
 
     from service.attribution import attribute
     from service.core.coverage import data_end
+    from service.core.folding import composed
     from service.core.timewindow import Window
 
     end, periods = data_end(lake), sorted(e.billing_period for e in lake.ledger())
     if end is None or not periods:
-        return []
+        return plan, []
     since = datetime.strptime(periods[0], "%Y-%m").replace(tzinfo=timezone.utc)
     where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
-    result = attribute(lake, config, Window(since, max(end, since + timedelta(hours=1))), by=("project",), where=where)
-    return [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for dim, value, hint in result.unmatched]
+    result = attribute(lake, config, Window(since, max(end, since + timedelta(hours=1))), by=tuple(where),
+                       where=where)
+    # a bill written both ways holds the value composed and decomposed: the composed one, as typed would be
+    spelt = {dim: min((row.values[dim] for row in result.rows), key=lambda v: (v != composed(v), v), default=value)
+             for dim, (value,) in where.items()}
+    return (replace(plan, project=spelt["project"], experiment=spelt.get("experiment")),
+            [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for dim, value, hint in result.unmatched])

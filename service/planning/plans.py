@@ -9,7 +9,7 @@ registration or removal, through `Lake.commit_snapshot`), so every reader sees t
 | column | type | meaning |
 |---|---|---|
 | name | VARCHAR | unique, in any case; registering a name again replaces that plan, `spendlake plans remove` removes it |
-| project, experiment | VARCHAR | what the spend is attributed to (experiment may be NULL: the whole project) |
+| project, experiment | VARCHAR | what the spend is attributed to, spelt as the lake's cost lines carried it when registered (experiment may be NULL: the whole project) |
 | start, end | TIMESTAMP | UTC; the planned window, `end` after the pessimistic run length |
 | retention_days | INTEGER | storage kept after the run |
 | run_hours_low/high, compute_cost_low/high, storage_cost_low/high, total_cost_low/high | DECIMAL(38,12) | optimistic / pessimistic; USD |
@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.core import json_text
 from service.core.errors import DataError, UsageError, damaged_file
+from service.core.folding import composed
 from service.core.lake import Lake
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
 from service.core.suggest import suggestion
@@ -156,7 +157,8 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
         raise UsageError("a registered plan needs a project", where="--project")
     # README's `--start YYYY-MM-DD`: a day, its midnight UTC (a time, or `7d` back from now, was taken as it came)
     day = parse_day(start, option="--start", example="2026-12-01")
-    plan = Plan(name=name, project=project.strip(), experiment=(experiment or "").strip() or None,
+    # composed (NFC), as bills write a value (the CLI spells it as the lake's lines do: cli/estimate.py)
+    plan = Plan(name=name, project=composed(project.strip()), experiment=composed((experiment or "").strip()) or None,
                 start=datetime.combine(day, time(), timezone.utc),
                 run_hours=Span(result.low.run_hours, result.high.run_hours),
                 retention_days=result.inputs.retention_days,
