@@ -27,6 +27,7 @@ from pydantic import Field, field_validator
 from service.core.config import Freshness
 from service.core.errors import DataError, SourceError
 from service.core.files import hidden_folder
+from service.core.folding import folded
 from service.core.schema import INVENTORY_TABLES
 
 if TYPE_CHECKING:
@@ -75,7 +76,8 @@ class HttpSource(JobSource):
     lookback_hours: int = Field(default=48, ge=1, le=24 * 400, description="jobs active in this many past hours")
     run_labels: tuple[str, ...] = Field(
         default=("run", "run_id"), max_length=20,
-        description="label keys naming a job's run, tried in order (case and -._/ separators ignored)")
+        description="label keys naming a job's run, tried in order (case, how an accent is composed and -._/ "
+                    "separators ignored)")
 
 
 BATCH_ROWS = 20_000  # rows turned into Arrow at a time
@@ -95,12 +97,13 @@ def mig_fraction(resource: str) -> float | None:
 
 @functools.lru_cache(maxsize=4096)
 def _label_key(label: str) -> str:
-    """A label key compared as its letters and digits (a million jobs repeat a few keys: cached)."""
-    return re.sub(r"[-._/\s]", "", label.lower())
+    """A label key compared as its letters and digits, folded as a tag key is (composed or
+    decomposed, `Étape` typed on macOS, one key) (a million jobs repeat a few keys: cached)."""
+    return re.sub(r"[-._/\s]", "", folded(label))
 
 
 def labelled_run(labels: dict[str, str], run_labels: Iterable[str]) -> str | None:
-    """The value of the first of `run_labels` present (case and -._/ separators ignored)."""
+    """The value of the first of `run_labels` present (folded, -._/ separators ignored: `_label_key`)."""
     by_key = {_label_key(k): v for k, v in labels.items() if v}
     return next((by_key[_label_key(name)] for name in run_labels if _label_key(name) in by_key), None)
 

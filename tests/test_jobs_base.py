@@ -4,13 +4,14 @@ profiles as fractions of a GPU, and the `jobs` table's types."""
 from __future__ import annotations
 
 import os
+import unicodedata
 from datetime import datetime
 
 import duckdb
 import pytest
 
 from connectors.hostlist import MAX_HOSTS, expand_hostlist
-from connectors.jobs_base import job_file, job_row, jobs_relation, mig_fraction, source_files
+from connectors.jobs_base import job_file, job_row, jobs_relation, labelled_run, mig_fraction, source_files
 from service.core.job_states import normal_state
 from service.core.errors import DataError
 
@@ -157,3 +158,15 @@ def test_55_a_folder_the_os_refuses_fails_naming_it_instead_of_being_skipped(tmp
     with pytest.raises(DataError) as error:
         source_files(str(tmp_path / "jobs"), "inventory.x.path")
     assert str(error.value).startswith(f"{tmp_path / 'jobs' / '2026-12'}: permission denied")
+
+
+@pytest.mark.parametrize("key", [unicodedata.normalize("NFC", "Étape-ID"), unicodedata.normalize("NFD", "ÉTAPE_ID"),
+                                 "étape.id ".replace("é", unicodedata.normalize("NFD", "é"))])
+def test_a_run_label_key_is_found_however_it_is_composed_or_cased(key):
+    """A run label key written composed (`É`, as Kubernetes stores it) where `run_labels` has it typed
+    decomposed (NFD, as macOS sends `é`), or the other way round, was no run label: only `.lower()`
+    compared them; keys fold as tag keys do (service/core/folding.py), separators still ignored."""
+    typed = unicodedata.normalize("NFD", "étape_id")
+    assert labelled_run({key: "pretrain-7b", "run": "other"}, [typed, "run"]) == "pretrain-7b"
+    assert labelled_run({key: "pretrain-7b"}, [unicodedata.normalize("NFC", "Étape.ID")]) == "pretrain-7b"
+    assert labelled_run({key: "pretrain-7b"}, ["etape_id"]) is None  # no accent is another key
