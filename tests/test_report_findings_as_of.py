@@ -118,3 +118,28 @@ def test_a_storage_findings_since_is_the_earliest_sight_the_past_day_filter_uses
     rows = {r["id"]: r for r in next(t for t in past["waste"]["tables"] if t["key"] == "open_findings")["rows"]}
     assert rows["logs"]["since"] == "2026-11-18T00:00:00Z"  # the snapshot, earlier than the run that saw it
     assert rows["ckpt"]["since"] == "2026-11-16T00:00:00Z"  # the run, earlier than the snapshot it read
+
+
+def test_summary_lists_the_top_causes_of_unallocated_spend_as_the_page_does(tmp_path):
+    """summary.md had the unallocated shares but not the table of their top causes the page and
+    report.json have (no line of it): it lists them as its other tables, each cause with its
+    unallocated $, and, for a past day, says above them they are the last rules run's."""
+    lake = judged_lake(tmp_path)  # no line carries a project: November's $2,800, measured from the 1st, is unallocated
+    store_findings(lake, [*load_findings(lake), Finding(
+        id="u1", rule="unallocated-spend", severity="warning", resource_id="unallocated:project", category="ownership",
+        impact_usd=Decimal("2800"), summary="100.0% of spend ($2,800.00 of $2,800.00) has no project; most on service EC2",
+        evidence={"dimension": "project", "window_start": "2026-11-01T00:00:00", "unallocated_usd": "2800"},
+        first_seen=JUDGED, last_seen=JUDGED)])
+    sections = report(lake, date(2026, 11, 28), tmp_path / "out")
+    (cause,) = next(t for t in sections["unallocated"]["tables"] if t["key"] == "unallocated_causes")["rows"]
+    summary = (tmp_path / "out" / "2026-11-28" / "summary.md").read_text()
+    listed = summary.split("*Top causes of unallocated spend* — unallocated $\n", 1)[1].split("\n\n", 1)[0]
+    assert listed == f"- unallocated:project / {cause['summary']}: ${Decimal(cause['impact_usd']):,.2f}"
+    (share,) = [r for t in sections["unallocated"]["tables"] if t["key"] == "unallocated" for r in t["rows"]
+                if r["dimension"] == "project"]
+    assert Decimal(cause["impact_usd"]) == Decimal(share["unallocated_cost"]) == 2800  # the month the rule measured
+
+    write_report(lake_config(lake=lake), date(2026, 11, 20), str(tmp_path / "out"))
+    past = (tmp_path / "out" / "2026-11-20" / "summary.md").read_text()
+    causes = past.index("*Top causes of unallocated spend*")
+    assert past.rfind("not as of 2026-11-20", 0, causes) > past.rfind("\n\n*", 0, causes)  # just above the list

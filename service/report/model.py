@@ -38,6 +38,8 @@ class Table:
     # A total row under the table (HTML and JSON; CSVs keep only data rows): column → value.
     total: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # said under the table (HTML, summary, JSON), e.g. rounding
+    # said in summary.md above its rows: what findings are as of when not the report's day
+    summary_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {"key": self.key, "title": self.title, "columns": [c.key for c in self.columns],
@@ -69,8 +71,6 @@ class Section:
     charts: list[Chart] = field(default_factory=list)
     note: str | None = None  # e.g. why there is no data
     available: bool = True
-    # said in summary.md above the section's rows: what they are as of when not the report's day
-    summary_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title, "available": self.available, "note": self.note,

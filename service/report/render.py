@@ -149,12 +149,11 @@ def render_markdown(report: Report, rows: int = 5) -> str:
         # the bill differs from the month to date above by the lines billed in another month
         elif section.note and any(t.markdown_whole and t.rows for t in section.tables):
             lines += ["", f"_{md(section.note)}_"]
-        # rows of findings a past day's report lists are the last rules run's: said above them as on the page
-        elif section.summary_note and any(t.markdown and t.rows for t in section.tables):
-            lines += ["", f"_{md(section.summary_note)}_"]
         for table in section.tables:
             if table.markdown and table.rows:
                 labels, value = table.markdown
+                # rows of findings a past day's report lists are the last rules run's: said above them as on the page
+                lines += ["", f"_{md(table.summary_note)}_"] if table.summary_note else []
                 column = next(c for c in table.columns if c.key == value)
                 lines += ["", f"*{table.title}* — {column.label}"]
                 # a label ending in a sentence's full stop would read "day(s).: $28,027.49"

@@ -151,7 +151,8 @@ def waste_section(lake: Lake, day: date, top: int) -> Section:
         "open_findings", f"Top {top} open findings by {what}",
         page_columns(finding_columns("monthly_waste_usd", "waste $" if once else "monthly $"))
         + [Column("per", "per")] * bool(once) + [Column("id", "id", css="long")],
-        rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"))
+        rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"),
+        summary_note=past)
     top_findings.total, top_findings.notes = _month_and_once_total(shown)
     if not findings:
         return Section("waste", "Waste by rule", note=as_of)
@@ -161,8 +162,7 @@ def waste_section(lake: Lake, day: date, top: int) -> Section:
     note = f"{as_of} Owners come from attribution." + (
         " A month is what a finding costs a month while it goes on; a finished cost (failed attempts of a run "
         "launched again, an unused Capacity Block) is what it cost, once, not a month." if once else "")
-    return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart], note=note,
-                   summary_note=past)
+    return Section("waste", "Waste by rule", tables=[summary, top_findings], charts=[chart], note=note)
 
 
 def _month_and_once_total(rows: list[dict]) -> tuple[dict, list[str]]:
@@ -192,15 +192,14 @@ def anomalies_section(lake: Lake, day: date, top: int) -> Section:
     # room for the sentence and its causes even 800 px wide (CSV and JSON keep both)
     columns = page_columns(finding_columns("impact_usd", "excess $"), "project")
     table = Table("anomalies", "Open spend anomalies", columns + [Column("root_causes", "top causes", css="causes")],
-                  markdown=(("team", "summary"), "impact_usd"))
+                  markdown=(("team", "summary"), "impact_usd"), summary_note=past)
     for finding in anomalies[:top]:
         row = _finding_row(finding)
         row["root_causes"] = _root_causes(finding.evidence)
         table.rows.append(row)
     table.total = _total(table.rows, "rule", "impact_usd")
     return Section("anomalies", "Anomalies", tables=[table],
-                   note=f"{as_of} Overspend, not waste: the excess over expected spend of each episode.",
-                   summary_note=past)
+                   note=f"{as_of} Overspend, not waste: the excess over expected spend of each episode.")
 
 
 def _root_causes(evidence: dict, shown: int = 3) -> str | None:
@@ -219,14 +218,16 @@ def unallocated_causes(lake: Lake, day: date, top: int) -> Table | str:
     """The unallocated-spend rule's findings (top services, accounts, resources), or why there are none."""
     if UNALLOCATED_RULE not in registered():
         return "Top causes come from the unallocated-spend rule, which is not part of this build yet."
-    findings, as_of, _ = of_day(load_findings(lake, rule=UNALLOCATED_RULE, status="open"), day,
+    findings, as_of, past = of_day(load_findings(lake, rule=UNALLOCATED_RULE, status="open"), day,
                                 "No open unallocated-spend findings in the last rules run.")
     if not findings:
         return as_of
     rows = [_finding_row(f) for f in findings[:top]]
     # no total row: each finding measures the same spend by another dimension (a dollar on no team
     # and no project is in both), so their sum would count it again
+    # in summary.md as the page lists them, each the spend with no value of its dimension (`resource_id`)
     return Table("unallocated_causes", "Top causes of unallocated spend", finding_columns(
-        "impact_usd", "unallocated $"), rows=rows, notes=[as_of, *[
+        "impact_usd", "unallocated $"), rows=rows, markdown=(("resource_id", "summary"), "impact_usd"),
+        summary_note=past, notes=[as_of, *[
             "No total: each row is the window's spend with no value of one dimension, and a dollar with none of "
             "several (no team and no project) is in each of their rows."] * (len(rows) > 1)])
