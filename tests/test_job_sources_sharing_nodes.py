@@ -10,12 +10,12 @@ import logging
 import yaml
 from click.testing import CliRunner
 
-from service.attribution import materialise, reconcile
+from service.attribution import attribute, materialise, reconcile
 from service.cli.main import cli
 from service.core.config import load_config
 from service.core.lake import Lake
 from tests.attribution_helpers import add_jobs, config, declared_sources, make_lake
-from tests.test_clusters_allocation import D, by, gpu_line, job
+from tests.test_clusters_allocation import NOVEMBER, D, by, gpu_line, job
 
 # the instances' cluster tags spelled otherwise than the jobs' clusters: nothing tells the
 # two gpu-001 apart, so a job reaches both
@@ -167,6 +167,37 @@ def test_a_node_whose_instance_was_replaced_places_each_job_on_the_instance_of_i
                     job("w2", 8, "2026-11-02T12:00:00", "2026-11-02T13:00:00", nodes=["gpu-001"], cluster="west")])
     cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
     assert by(lake, cfg, ["run"]) == {"w1": D(80), "w2": D(80)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+
+
+def test_a_job_running_while_its_node_was_replaced_is_on_each_instance_for_that_instances_hours(tmp_path):
+    # gpu-001 was i-old (no cluster tag) 00:00-06:30, $80 an hour ($520), then i-new (cluster
+    # west) from 06:00 to 12:00 ($480); w1 held its 8 GPUs 02:00-10:00. Where both are billed
+    # (06:00-06:30) w1 is on its own cluster's i-new: on i-old 02:00-06:00, $320, on i-new
+    # 06:00-10:00, $320; west's idle is i-old's 00:00-02:00 and 06:00-06:30 ($200) and i-new's
+    # 10:00-12:00 ($160). (Before: w1 on i-new alone, $320; i-old's $520 unallocated.)
+    lake = make_lake(tmp_path, [
+        gpu_line("i-old", "520", "2026-11-02T00:00:00", "2026-11-02T06:30:00", node="gpu-001"),
+        gpu_line("i-new", "480", "2026-11-02T06:00:00", "2026-11-02T12:00:00", node="gpu-001", cluster="west")])
+    add_jobs(lake, [job("w1", 8, "2026-11-02T02:00:00", "2026-11-02T10:00:00", nodes=["gpu-001"], cluster="west")])
+    cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
+    assert by(lake, cfg, ["run", "cluster"]) == {("w1", "west"): D(640), ("idle", "west"): D(360)}
+    assert all(r.ok for r in reconcile(lake, cfg))
+
+
+def test_a_job_its_own_clusters_instance_interrupts_for_part_of_an_hour_is_one_weight_of_that_hour(tmp_path):
+    # gpu-001 is i-any (no cluster tag) 00:00-02:00 and, 01:10-01:30, also west's i-west ($20):
+    # w1 (west, 8 GPUs 00:00-02:00) is on i-west then, on i-any 00:00-01:10 and 01:30-02:00.
+    # i-any's 01:00 hour: w1 8·(10 + 30) = 320 GPU-minutes, w2 3·60 = 180, of 480: over-booked,
+    # one slot, shared in proportion: w1 $80·320/500 = $51.20, w2 $28.80; w1 $80 + $51.20 + $20
+    lake = make_lake(tmp_path, [
+        gpu_line("i-any", "160", "2026-11-02T00:00:00", "2026-11-02T02:00:00", node="gpu-001"),
+        gpu_line("i-west", "20", "2026-11-02T01:10:00", "2026-11-02T01:30:00", node="gpu-001", cluster="west")])
+    add_jobs(lake, [job("w1", 8, "2026-11-02T00:00:00", "2026-11-02T02:00:00", nodes=["gpu-001"], cluster="west"),
+                    job("w2", 3, "2026-11-02T01:00:00", "2026-11-02T02:00:00", instance_ids=["i-any"], cluster="west")])
+    cfg = config({"clusters": {"node_tag": "node", "cluster_tag": "cluster"}}, lake).attribution
+    assert by(lake, cfg, ["run"]) == {"w1": D("151.2"), "w2": D("28.8")}
+    assert attribute(lake, cfg, NOVEMBER, by=("run",)).overbooked == 1
     assert all(r.ok for r in reconcile(lake, cfg))
 
 

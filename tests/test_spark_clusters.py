@@ -1,9 +1,9 @@
 """Shared GPU clusters on Spark: `engine: spark` with `attribution.clusters` answers as DuckDB
-does to the last decimal (jobs placed by instance ids, node tag (within their cluster) and
-cluster pool, an over-booked hour, MIG slices, a daily line spread hourly, a running job, a job
-seen in two snapshots, inventory tags, shared splits, EKS split rows, on demand and under a
-Savings Plan and a reservation), from the raw lines and from the rollups DuckDB stored, and
-`--check` ties out alike."""
+does to the last decimal (jobs placed by instance ids, node tag (within their cluster, on a
+replaced node's instances each for its hours) and cluster pool, an over-booked hour, MIG
+slices, a daily line spread hourly, a running job, a job seen in two snapshots, inventory tags,
+shared splits, EKS split rows, on demand and under a Savings Plan and a reservation), from the
+raw lines and from the rollups DuckDB stored, and `--check` ties out alike."""
 
 from __future__ import annotations
 
@@ -88,6 +88,10 @@ def handmade(root) -> tuple[Lake, dict]:
         gpu("i-gw", hour, **{"slurm-node": "g-001", "cluster": "west"}),
         gpu("i-ge", hour, **{"slurm-node": "g-001", "cluster": "east"}),
         gpu("i-m", hour, "70", instance_type="p4d.24xlarge", **{"slurm-node": "a100-01"}),  # MIG slices
+        # r-001 replaced while a job ran on it: the job on each instance for that instance's hours
+        gpu("i-r-old", "2026-11-02T00:00:00", "520", end="2026-11-02T06:30:00", **{"slurm-node": "r-001"}),
+        gpu("i-r-new", "2026-11-02T06:00:00", "480", end="2026-11-02T12:00:00", **{"slurm-node": "r-001"},
+            cluster="west"),
         gpu("i-d", "2026-11-03T00:00:00", "1920", end="2026-11-04T00:00:00"),  # a daily line, spread hourly
         gpu("i-r", "2026-11-30T23:00:00"), gpu("i-r", "2026-12-01T00:00:00"),  # a running job across the month end
         line(hour, "80", resource="i-inv", instance_type="p5.48xlarge"),  # its team from the inventory tags
@@ -107,6 +111,7 @@ def handmade(root) -> tuple[Lake, dict]:
         job("o2", 4, hour, "2026-11-02T10:30:00", instance_ids=["i-o"], state="CANCELLED"),
         job("gw", 8, hour, "2026-11-02T11:00:00", nodes=["g-001"], cluster="west"),
         job("ge", 4, hour, "2026-11-02T10:30:00", nodes=["g-001"], cluster="east"),
+        job("rep", 8, "2026-11-02T02:00:00", "2026-11-02T10:00:00", nodes=["r-001"], cluster="west"),
         job("m3", 3 / 7, hour, "2026-11-02T11:00:00", nodes=["a100-01"]),
         job("m1", 1 / 7, hour, "2026-11-02T11:00:00", nodes=["a100-01"]),
         job("day", 8, "2026-11-03T10:00:00", "2026-11-03T12:00:00", instance_ids=["i-d"], run_id="pretrain-1"),
@@ -205,6 +210,8 @@ def test_the_hand_computed_parts_on_spark(handmade_lake):
     assert (runs["span"], runs["n1"], runs["n2"], runs["o1"], runs["o2"]) == (80, 40, 10, 64, 16)
     # g-001 of west is gw's alone ($80); east's g-001 holds ge's 4 GPUs for 30 min ($20)
     assert (runs["gw"], runs["ge"]) == (80, 20)
+    # r-001's old instance 02:00-06:00, its new one 06:00-10:00 (tests/test_job_sources_sharing_nodes.py)
+    assert runs["rep"] == 640
     # the pool's Slurm job once, though its two snapshots hold two ids (as two jobs: 78.206896551718)
     duck = {row.values["run"]: row.cost for row in attribute(lake, config, EVERYTHING, by=("run",)).rows}
     assert runs["pool"] == duck["pool"] == Decimal("39.103448275859")

@@ -21,11 +21,12 @@ def weight_ctes() -> str:
         "min(a_line) AS first_line FROM a_slots sl WHERE a_gpus IS NOT NULL AND NOT EXISTS (SELECT 1 FROM a_pod_w pw "
         "WHERE pw.a_instance = sl.a_instance AND pw.s_start = sl.s_start AND pw.s_end = sl.s_end) "
         "GROUP BY a_instance, s_start, s_end, a_gpus, a_cl), "
-        # one row per job and slot: `a_place` has one per job and instance, `a_place_h` one per hour
+        # one row per job and slot: `a_place_h` has one per job, instance, time on it and hour (two
+        # times of a job on an instance may share an hour: another instance took it between)
         "a_placed AS (SELECT s.a_instance, s.s_start, s.s_end, 'job' AS kind, p.record_id AS ref, "
-        f"p.gw * {_overlap('p.j_start', 'p.j_end')} AS w FROM a_islots s JOIN a_place_h p "
+        f"sum(p.gw * {_overlap('p.j_start', 'p.j_end')}) AS w FROM a_islots s JOIN a_place_h p "
         "ON p.a_instance = s.a_instance AND p.h = date_trunc('hour', s.s_start) "
-        "WHERE p.j_start < s.s_end AND p.j_end > s.s_start), "
+        "WHERE p.j_start < s.s_end AND p.j_end > s.s_start GROUP BY s.a_instance, s.s_start, s.s_end, p.record_id), "
         "a_free AS (SELECT s.*, greatest(s.cap - coalesce(p.w, 0), 0) AS free, coalesce(p.w, 0) AS placed, "
         "coalesce(p.n, 0) AS placed_n FROM a_islots s LEFT JOIN (SELECT a_instance, s_start, s_end, sum(w) AS w, "
         "count(*) AS n FROM a_placed GROUP BY ALL) AS p USING (a_instance, s_start, s_end)), "
