@@ -22,8 +22,9 @@ an alias or a virtual-tag rule — and what it does not count that `spendlake at
 (`not_counted`, also the summary's last sentence), so the two unallocated figures can be tied. Ignores: credits, refunds, tax and commitment purchases
 (`exclude_charge_categories`, `exclude_line_item_types`: the same defaults as
 spend-anomaly), other currencies than `currency`; but counts a Savings Plan's negation lines
-(Credits on the covered usage's tags), so usage a Savings Plan covers counts 0 as the bill
-nets it, not its on-demand price (the plan's fee, a Purchase, is not counted).
+(Credits), each netting the covered usage of its own resource on that usage's values whatever
+its own tags say, so usage a Savings Plan covers counts 0 as the bill nets it, not its on-demand
+price (the plan's fee, a Purchase, is not counted).
 
 Category `ownership` (no `monthly_waste_usd`: the spend has an owner, just not a known one).
 `impact_usd` is the unallocated spend in the window (`evidence.unallocated_usd`); severity
@@ -126,9 +127,10 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
         """The lines `attribute` counts and this rule does not, so its unallocated figure can be tied
         to attribute's (the demo: a Savings Plan's fee, a Purchase, and monthly credits)."""
         cfg = self.config
+        credit = "Credit (save SavingsPlanNegation lines, which net the usage they cover on its values)"
         return [part for part in (
             cfg.exclude_charge_categories and "charge categories " + ", ".join(
-                f"{c} (save SavingsPlanNegation lines)" if c == "Credit" else c for c in cfg.exclude_charge_categories),
+                credit if c == "Credit" else c for c in cfg.exclude_charge_categories),
             cfg.exclude_line_item_types and "line item types " + ", ".join(cfg.exclude_line_item_types),
             f"other currencies than {cfg.currency}", f"lines a shared-cost rule splits over {dimension}",
             "lines longer than a day") if part]

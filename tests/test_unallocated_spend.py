@@ -235,10 +235,59 @@ def test_the_finding_says_which_lines_it_leaves_out_that_attribute_counts(tmp_pa
     # attribute: the S3 lines (70), the fee (140) and the credits (-350); the rule: the S3 lines only
     assert (attributed, team.evidence["unallocated_usd"]) == (Decimal(70 + 140 - 350), "70.00")
     assert team.evidence["not_counted"] == [
-        "charge categories Credit (save SavingsPlanNegation lines), Adjustment, Tax, Purchase",
+        "charge categories Credit (save SavingsPlanNegation lines, which net the usage they cover on its values), Adjustment, Tax, Purchase",
         "line item types Credit, Refund, Tax, SavingsPlanUpfrontFee, RIFee",
         "other currencies than USD", "lines a shared-cost rule splits over team", "lines longer than a day"]
     assert team.summary.endswith(
-        " Not counted, as `spendlake attribute` counts them: charge categories Credit (save SavingsPlanNegation lines), Adjustment, Tax, Purchase; "
+        " Not counted, as `spendlake attribute` counts them: charge categories Credit (save SavingsPlanNegation lines, which net the usage they cover on its values), Adjustment, Tax, Purchase; "
         "line item types Credit, Refund, Tax, SavingsPlanUpfrontFee, RIFee; other currencies than USD; "
         "lines a shared-cost rule splits over team; lines longer than a day.")
+
+
+def test_a_negation_nets_its_covered_usage_whatever_team_its_own_line_gets(tmp_path):
+    """A CUR whose virtual-tag rule gives EC2 `charge_category: Usage` lines to pretrain: the covered
+    instance's $500 went to pretrain, its SavingsPlanNegation (a Credit, untagged) to unallocated as
+    -$500, so the untagged bucket's $600 showed as $100 of $700 (14.3%). The negation nets its own
+    covered usage; attribute still places each line by its own tags and rules (the bill's $700)."""
+    from service.ingest.billing import ingest
+    from service.core.lake import Lake
+    from tests.aws_exports import legacy_csv
+    from tests.aws_exports import line as cur_line
+
+    rows = [cur_line(cost="100", team="vision", lineItem__ResourceId="i-vision", identity__LineItemId="a"),
+            cur_line(cost="600", lineItem__ProductCode="AmazonS3", product__ProductName="Amazon S3",
+                     lineItem__ResourceId="bucket-x", identity__LineItemId="b"),
+            cur_line(cost="500", kind="SavingsPlanCoveredUsage", savingsPlan__SavingsPlanEffectiveCost="300"),
+            cur_line(cost="-500", kind="SavingsPlanNegation")]  # both on i-0abc, 2026-10-02 03:00
+    (tmp_path / "cur.csv").write_bytes(legacy_csv(rows))
+    ec2_usage = {"charge_category": "Usage", "service": "Amazon Elastic Compute Cloud"}
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "sources": [{"name": "cur", "kind": "aws-cur", "location": str(tmp_path / "cur.csv")}],
+                           "attribution": {"dimensions": {"team": {"tags": ["team"], "rules": [
+                               {"match": ec2_usage, "value": "pretrain"}]}}},
+                           "rules": {"unallocated-spend": {"dimensions": ["team"]}}})
+    assert [o.status for o in ingest(config).outcomes] == ["committed"]
+    [team] = run_rules(config, only=["unallocated-spend"], now=datetime(2026, 10, 3, tzinfo=timezone.utc)).result.seen
+    assert (team.evidence["unallocated_usd"], team.evidence["total_usd"], team.evidence["unallocated_pct"]) == \
+        ("600.00", "700.00", "85.7")
+    assert team.evidence["top_accounts"] == [{"value": "000123456789", "cost_usd": "600.00"}]
+    window = Window(datetime(2026, 10, 1), datetime(2026, 10, 3))
+    placed = {r.values["team"]: r.cost for r in attribute(Lake(config.lake), config, window).rows}
+    assert placed == {"pretrain": 500, "unallocated": 600 - 500, "vision": 100}
+
+
+def test_what_a_negation_leaves_of_its_covered_usage_stays_on_the_usages_values_in_proportion():
+    """A CUR's negation ties its covered usage to 0; where the rows tell less (-$90 against $100 of
+    one instance, on two teams 3:1), the $10 left stays on the usage's teams, 7.50 and 2.50."""
+    from rules.base import DailySpend
+    from rules.counted_spend import CountedSpendConfig
+
+    def row(value, cost, kind, category="Usage"):
+        return DailySpend(value, "", "", "EC2", "1", None, None, "i-1", category, kind, (), None, "USD", Decimal(cost))
+
+    rows = [row("pretrain", "75", "SavingsPlanCoveredUsage"), row("nlp", "25", "SavingsPlanCoveredUsage"),
+            row("unallocated", "-90", "SavingsPlanNegation", "Credit"), row("nlp", "3", "Usage")]
+    counted = CountedSpendConfig().counted(rows, netted=True)
+    assert sorted((r.value, r.line_item_type, r.cost) for r in counted) == [
+        ("nlp", "SavingsPlanCoveredUsage", Decimal("2.5")), ("nlp", "Usage", Decimal(3)),
+        ("pretrain", "SavingsPlanCoveredUsage", Decimal("7.5"))]
