@@ -204,3 +204,49 @@ def test_parts_split_every_format_and_each_connector_reads_them_whole(tmp_path):
     manifest = json.loads(result.manifests[0].read_text())
     assert [k.rsplit("-", 1)[1] for k in manifest["dataFiles"]] == ["00001.snappy.parquet", "00002.snappy.parquet",
                                                                      "00003.snappy.parquet"]
+
+
+@pytest.mark.slow  # generates, ingests and exports a FOCUS CSV
+def test_the_focus_files_price_each_line_as_focus_requires_and_a_negation_contracts_at_0(tmp_path):
+    """The FOCUS files had no ContractedCost, ContractedUnitPrice or ListUnitPrice: the export took
+    a Savings Plan negation's ContractedCost to be its BilledCost, so the Credits' contracted cost
+    held the negations' -9,438.51 beside the credits' -2,419.35 (these 3 days). A priced line now
+    has unit prices whose product with its PricingQuantity is its contracted and list cost; a
+    negation contracts and lists at 0 (its covered usage holds the hour's), a tax or a credit at its
+    billed cost, without unit prices."""
+    from service.export import ExportOptions, export_focus
+
+    root = generate_organisation(tmp_path / "out", days=3, start=START, seed=11, formats=("focus-csv",)).exports[
+        "focus-csv"]
+    con = duckdb.connect()
+    lines = con.execute(
+        f"SELECT ChargeCategory, ChargeDescription, BilledCost, ContractedCost, ListCost, ContractedUnitPrice, "
+        f"ListUnitPrice, PricingQuantity, PricingUnit FROM read_csv('{root}/*/*.csv', all_varchar=true)").fetchall()
+    kinds = set()
+    for category, description, billed, contracted, listed, unit_price, list_price, quantity, unit in lines:
+        negation = description.startswith("SavingsPlanNegation")
+        kinds.add((category, negation))
+        if category in ("Usage", "Purchase"):
+            product = Decimal(unit_price) * Decimal(quantity)
+            assert abs(product - Decimal(contracted)) <= Decimal("1e-10") and unit_price == list_price and unit
+            assert Decimal(listed) == Decimal(contracted) == Decimal(billed)
+        else:
+            assert (unit_price, list_price, quantity, unit) == (None, None, None, None)
+            expected = Decimal(0) if negation else Decimal(billed)
+            assert Decimal(contracted) == Decimal(listed) == expected, description
+    assert kinds == {("Usage", False), ("Purchase", False), ("Tax", False), ("Credit", False), ("Credit", True)}
+
+    config = parse_config({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "focus", "kind": "focus", "location": str(root)}]})
+    assert [o.status for o in ingest(config).outcomes] == ["committed"]  # one folder of loose files
+    export_focus(config, ExportOptions(str(tmp_path / "export")))
+    exported = {(category, negation): (billed, contracted) for category, negation, billed, contracted in con.execute(
+        "SELECT ChargeCategory, starts_with(ChargeDescription, 'SavingsPlanNegation'), sum(BilledCost), "
+        f"sum(ContractedCost) FROM read_parquet('{tmp_path}/export/**/*.parquet') GROUP BY ALL").fetchall()}
+    generated: dict = {}
+    for category, description, billed, contracted, *_ in lines:
+        key = (category, description.startswith("SavingsPlanNegation"))
+        sums = generated.setdefault(key, [Decimal(0), Decimal(0)])
+        sums[0], sums[1] = sums[0] + Decimal(billed), sums[1] + Decimal(contracted)
+    assert exported == {key: tuple(sums) for key, sums in generated.items()}
+    assert exported[("Credit", True)][0] < 0 == exported[("Credit", True)][1]  # the negations: billed, contracted
