@@ -244,6 +244,35 @@ def test_a_pod_rows_own_public_on_demand_cost_is_not_counted_beside_its_instance
                                 ).fetchall() == [(D(0),)]
 
 
+def test_the_focus_export_counts_an_instances_contracted_and_list_cost_once_not_again_on_its_pods(tmp_path):
+    """A pod row carrying a rate (the instance's unblended or public rate per vCPU or GB hour: AWS
+    documents none for these rows) gave the FOCUS export's pod rows ContractedCost = rate × their
+    hours beside the instance's own line (2,176 pod hours at 0.05: 108.80 more), and unit prices
+    whose product with the quantity was not their ListCost 0. A pod row restates its instance's
+    usage: it contracts and lists at 0, at unit prices 0, with or without attribution, so the sums
+    are the bill's, by hand: contracted 196.64 (the p5 hours) + 120 (the plan's fee) + 7 (the RI's
+    fee) + 80.25 (volume, transfer) + 40.15 (the tax, 12.34 × 283.89 / 87.25) = 444.04; list
+    196.64 + 11.344 (the g5 hours) + 80.25 + 40.77 (12.34 × 288.234 / 87.25) = 329.004."""
+    from service.export import ExportOptions, export_focus
+
+    lines = rows()
+    for line in lines:
+        if line.get("split_line_item_parent_resource_id"):
+            line.update(line_item_unblended_rate="0.05", pricing_public_on_demand_rate="0.06")
+    path = config_file(tmp_path, write_export(tmp_path, "parquet", lines=lines))
+    config = parse_config(yaml.safe_load(path.read_text()))
+    ingest(config)
+    for attribution in (False, True):
+        out = tmp_path / f"focus-{attribution}"
+        export_focus(config, ExportOptions(str(out), attribution=attribution))
+        data = f"read_parquet('{out}/2026-11/cost_and_usage.parquet')"
+        assert duckdb.sql(f"SELECT sum(BilledCost), sum(ContractedCost), sum(ListCost) FROM {data}").fetchall() == [
+            (D("219.59"), D("444.04"), D("329.004"))], attribution
+        pods = duckdb.sql(f"SELECT DISTINCT ContractedCost, ListCost, ContractedUnitPrice, ListUnitPrice FROM {data} "
+                          "WHERE x_split_parent_resource_id IS NOT NULL").fetchall()
+        assert pods == [(D(0), D(0), D(0), D(0))], attribution
+
+
 def test_the_parents_dollars_move_to_the_pods_by_their_split_cost_and_the_unused_to_idle(exported):
     """Effective cost: each pod's part is AWS's split cost (its amortized share), the cluster's
     idle the unused cost; list cost: the public on-demand split and unused costs; billed: the

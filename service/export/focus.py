@@ -37,7 +37,8 @@ is never changed):
   to the places the tax is billed in (its currency's minor unit, or its own finer ones): the
   taxed lines' contracted cost (a 12-decimal product) differs from their billed cost by the
   bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066. A CUR's
-  SavingsPlanNegation contracts at 0 with no unit price (NEGATION).
+  SavingsPlanNegation contracts at 0 with no unit price (NEGATION); a pod's or task's split cost
+  allocation row (SPLIT_ROW) contracts and lists at 0, at unit prices 0: its instance's line holds them.
 - InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
   own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
   than the provider as a third party collecting the payment (BilledCost then 0). The legal
@@ -108,6 +109,10 @@ UNIT_PRICES = ("ListUnitPrice", "ContractedUnitPrice", "PricingCurrencyListUnitP
 # line holds the hour's list and contracted cost (AWS's own FOCUS export: that one line): it
 # contracts at 0, as it lists at 0 (aws_common), with no unit price, whatever its rate says.
 NEGATION = "(x_line_item_type = 'SavingsPlanNegation')"
+# A pod's or task's split cost allocation row restates part of its EC2 instance's usage, whose own
+# line holds the cost: it contracts and lists at 0 (aws_common: ListCost 0), at unit prices 0 (FOCUS
+# wants them on usage), whatever rate it carries, or its rate × hours counts the instance again.
+SPLIT_ROW = "(x_split_parent_resource_id IS NOT NULL)"
 # A Tax line without a list cost: it is derived from the lines it taxes (TAXED).
 TAX_WITHOUT_LIST = "(ChargeCategory = 'Tax' AND ListCost IS NULL)"
 # The lines a Tax line taxes: its provider, accounts, service and currency (of its own billing
@@ -245,8 +250,8 @@ def _step2() -> str:
         "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
         "EffectiveCost": "coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END)",
         "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost "
-                          f"WHEN {NEGATION} THEN coalesce(ContractedCost, 0) ELSE {contracted} END",
-        "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL "
+                          f"WHEN {NEGATION} OR {SPLIT_ROW} THEN coalesce(ContractedCost, 0) ELSE {contracted} END",
+        "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL WHEN {SPLIT_ROW} THEN coalesce(ListCost, 0) "
                     f"ELSE coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
                                         "BillingCurrency THEN coalesce(EffectiveCost, CASE WHEN ChargeCategory = "
@@ -270,7 +275,9 @@ def _step2() -> str:
                  "CommitmentDiscountStatus", "CommitmentDiscountQuantity"):
         replaced[name] = f"CASE WHEN CommitmentDiscountId IS NULL THEN NULL ELSE {name} END"
     for name in UNIT_PRICES:  # after the costs above were derived from them
-        replaced[name] = f"CASE WHEN {name} < 0 AND {UNPRICED} OR {NEGATION} THEN NULL ELSE {name} END"
+        split = "0" if name in ("ListUnitPrice", "ContractedUnitPrice") else f"0 * {name}"  # the others: if given
+        replaced[name] = (f"CASE WHEN {name} < 0 AND {UNPRICED} OR {NEGATION} THEN NULL "
+                          f"WHEN {SPLIT_ROW} THEN {split} ELSE {name} END")
     select = ", ".join(f"{expr} AS {name}" for name, expr in replaced.items())
     return f"SELECT * REPLACE ({select}) FROM conform1"
 
