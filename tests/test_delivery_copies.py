@@ -599,3 +599,63 @@ def test_a_header_only_file_taken_for_a_copy_that_then_gets_rows_counts_them(tmp
                      [("2024-05", "USD", "1.10")])
     result = run(tmp_path, "focus", export)[1]
     assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10"), lines(result)
+
+
+@pytest.mark.parametrize("kind", ["focus", "gcp-billing"])
+def test_a_file_of_a_deleted_originals_size_is_read_for_its_digest_once_not_on_every_ingest(tmp_path, kind,
+                                                                                          monkeypatch):
+    """A stale copy read once its corrected original (other size) was deleted: each ingest looked for
+    that original renamed, and read July's file, of its size, for a digest every time (on S3 a
+    download every run); an unchanged file's digest is remembered (path, size, version)."""
+    from connectors.base import StoredExport
+
+    read: list[str] = []
+    digest = StoredExport.content_digest
+    monkeypatch.setattr(StoredExport, "content_digest", lambda self, uri, scratch: read.append(uri) or digest(
+        self, uri, scratch))
+    export = export_of(tmp_path, kind)
+    shutil.copytree(export / "2024-05", export / "2024-05-restored", copy_function=shutil.copy)
+    lake = run(tmp_path, kind, export)[0]
+    WRITERS[kind](may_file(export, kind), [("2024-05", "USD", "1.2345")])
+    assert failures(run(tmp_path, kind, export)[1]) == []
+    shutil.rmtree(export / "2024-05")
+    july = export / "2024-07" / may_file(export, kind).name
+    july.parent.mkdir()
+    WRITERS[kind](july, [("2024-07", "USD", "1.2345")])  # the corrected May's size: is it May renamed?
+    said = []
+    for _ in range(3):
+        read.clear()
+        result = run(tmp_path, kind, export)[1]
+        assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10"), lines(result)
+        said.append(list(read))
+    assert said == [[str(july)], [], []]
+    july.write_bytes(july.read_bytes())  # rewritten: read again, once
+    for expected in ([str(july)], []):
+        read.clear()
+        run(tmp_path, kind, export)
+        assert read == expected
+
+
+def test_a_copy_keeping_the_times_under_a_shorter_path_is_taken_for_the_original_every_run_never_summed(tmp_path):
+    """`cp -a exports/2024-05 2024-05` before the first ingest: written at once, the shorter path is
+    taken for the original, as README says, and stays it; the exporter's correction of the longer
+    one is then a copy changed beside an unchanged original: May fails (exit 3) keeping USD 1.10,
+    never 1.10 + 1.20, until the copy goes (pinned: it was so)."""
+    export = tmp_path / "export"
+    original = export / "exports" / "2024-05" / "part-0.csv"
+    original.parent.mkdir(parents=True)
+    WRITERS["focus"](original, [("2024-05", "USD", "1.10")])
+    shutil.copytree(original.parent, export / "2024-05")  # copy2: the times kept
+    copy = export / "2024-05" / "part-0.csv"
+    lake = None
+    for _ in range(2):
+        lake, result = run(tmp_path, "focus", export)
+        assert copied_lines(result) == [f"src {original}: skipped, the same bytes as {copy} (a copy: its rows are "
+                                        "read once)"], lines(result)
+    WRITERS["focus"](original, [("2024-05", "USD", "1.20")])
+    result = run(tmp_path, "focus", export)[1]
+    assert [line for line in lines(result) if "FAILED" in line] == [rewritten(original, copy)]
+    assert lake_sums(lake)[("2024-05", "USD")] == Decimal("1.10")
+    copy.unlink()
+    result = run(tmp_path, "focus", export)[1]
+    assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
