@@ -135,6 +135,13 @@ class AwsCurConnector(AwsExportConnector):
         return failed
 
     @staticmethod
+    def _delivered_in(base: str, key: str) -> bool:
+        """`<prefix>/<report>/20240501-20240601/<assembly>/x.csv.gz` is delivered in the period
+        folder `base` when its path up to the period folder ends with it."""
+        folder = PERIOD_DIR.search(key)
+        return folder is not None and ("/" + key[: folder.end()]).endswith("/" + base)
+
+    @staticmethod
     def _located(base: str, key: str) -> str:
         """A manifest key is bucket-absolute; keep what follows its period folder, so a copy
         of the export under another bucket or prefix (or a local directory) still resolves. A

@@ -12,7 +12,8 @@ times, which a copy keeps (`cp -r` or rsync without -t does not keep write times
 manifests' write times only when a folder name carries no time. Either way exactly the
 manifest's `dataFiles` are read, and the delivery id is its `executionId`. Two exports under
 the location delivering one period would replace each other: that period fails naming them,
-unless one is a copy of the other (AwsExportConnector._copy_kept): read once. Data present
+unless one is a copy of the other (AwsExportConnector._copy_kept): read once, or skipped as a
+stale copy when it holds an older delivery. Data present
 without a manifest is "waiting for manifest"; neither under the location is a SourceError.
 `resource_tags` is a map column in Parquet and JSON text in CSV; both become the canonical
 Tags map with the keys as written (`user_team`).
@@ -110,6 +111,14 @@ class AwsCur2Connector(AwsExportConnector):
             hint="give each export its own source, its location the export's folder (the one holding data/)"
             + STALE_COPY))
         return failed
+
+    @staticmethod
+    def _delivered_in(base: str, uri: str) -> bool:
+        """`s3://bucket/<prefix>/<export>/data/BILLING_PERIOD=…/x.parquet` is delivered in the
+        export folder `base` (`<export>/`, or "" for the location itself) when its path up to
+        data/ ends with it."""
+        found = DATA_IN_URI.search(uri)
+        return found is not None and (uri[: found.start()].rstrip("/") + "/").endswith("/" + base)
 
     @staticmethod
     def _located(base: str, uri: str) -> str:

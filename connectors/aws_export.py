@@ -25,9 +25,12 @@ from service.core import json_text
 from service.core.config import SourceConfig
 from service.core.errors import DataError, SourceError, SpendlakeError, duckdb_error, told_by_known_names
 
-# Two folders delivering a period differently may be an export and a copy of it (`cp -r exp
-# exp-restored`) left from before AWS delivered the period again: the ambiguity's hints say so.
+# Two folders delivering a period differently, their manifests naming no one folder (one renamed
+# since), may be an export and a copy of it left from before AWS delivered the period again: the
+# ambiguity's hints say so.
 STALE_COPY = "; or one is a copy of the other made before AWS delivered the period again: delete the copy"
+STALE_EXPORT = ("a stale copy of {original} (an older {period} delivery: its manifest names that export's files; "
+                "AWS delivered {period} again since the copy was made: its rows are not read; delete the copy)")
 PARTS_AT_ONCE = 2  # CSV.gz parts read together: one thread each, ~30 MB of buffers each
 
 
@@ -145,27 +148,56 @@ class AwsExportConnector(StoredExport):
         self._manifests[delivery_id] = manifest
         return Delivery(delivery_id, (period,), files)
 
+    @staticmethod
+    def _delivered_in(base: str, listed: str) -> bool:
+        """Whether a file the manifest lists (as the manifest names it: AWS names the folder it
+        delivered to) is delivered in the export folder `base` (below the location), not in
+        another one: a copy's manifest still names the original's folder."""
+        raise NotImplementedError
+
     def _copy_kept(self, period: str, chosen: dict[str, StoredObject]) -> str | None:
         """Of several export folders delivering one period (base → the manifest it would read),
         the one to read when the others are copies of it (`cp -r` of the export beside the
-        original): every manifest holds the same bytes (one delivery id, one list of files) and
-        each listed file has the same size under every folder. The one whose manifest was written
-        first is read, the copies told as skipped; None when they differ: two exports, which
-        would replace each other."""
+        original); None when they are not: two exports, which would replace each other.
+
+        The original is the folder every manifest names, its files' keys (AWS wrote each
+        manifest for the folder it delivered to: a copy's names the original's). A copy whose
+        manifest holds other bytes was made before AWS delivered the period again: a stale copy,
+        skipped. Where the keys tell no folder (a folder renamed since), the manifests must hold
+        the same bytes, each listed file the same size under every folder, and the one whose
+        manifest was written first is read. The copies are told as skipped."""
         try:
             texts = {base: self.storage.read_bytes(manifest) for base, manifest in chosen.items()}
-            listed = self._manifest_json(next(iter(chosen.values()))).get(self.manifest_files)
-            sizes = {base: [self._object(self._located(base, key)).size for key in listed]
-                     for base in chosen} if isinstance(listed, list) and all(isinstance(k, str) for k in listed) else {}
+            listed = {base: self._manifest_json(manifest).get(self.manifest_files) for base, manifest in chosen.items()}
+            if not all(isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys)
+                       for keys in listed.values()):
+                return None
+            sizes = {base: [self._object(self._located(base, key)).size for key in listed[base]] for base in chosen}
         except SpendlakeError:
             return None
-        if len(set(texts.values())) > 1 or len({tuple(s) for s in sizes.values()}) != 1 or -1 in sum(sizes.values(), []):
+
+        def named(key: str) -> str | None:  # the folder a listed file names: the longest it may be in
+            return max((base for base in chosen if self._delivered_in(base, key)), key=len, default=None)
+
+        folders = {named(key) for keys in listed.values() for key in keys}
+        same = len(set(texts.values())) == 1 and len({tuple(s) for s in sizes.values()}) == 1 and -1 not in sum(
+            sizes.values(), [])
+        if (len(folders) != 1 or None in folders) and not same:
             return None
-        kept = min(chosen, key=lambda base: (chosen[base].modified, base))  # a copy is written after its original
+        # named by the keys, else written first: a copy is written after its original (by path when it kept the times)
+        kept = next(iter(folders)) if len(folders) == 1 and None not in folders else min(
+            chosen, key=lambda base: (chosen[base].modified, base))
+        if any(texts[base] == texts[kept] and sizes[base] != sizes[kept] for base in chosen):
+            return None  # the same manifest over other files: not a copy of the export as it was
         for base in sorted(chosen.keys() - {kept}):
-            self.copies[chosen[base].uri] = chosen[kept].uri
-            self.storage.passed_over[chosen[base].uri] = (f"the same {period} delivery as {chosen[kept].uri} "
-                                                          "(a copy of the export: read once)")
+            copy, original = chosen[base].uri, chosen[kept].uri
+            self.copies[copy] = original
+            if texts[base] == texts[kept] and sizes[base] == sizes[kept]:
+                self.storage.passed_over[copy] = (f"the same {period} delivery as {original} "
+                                                  "(a copy of the export: read once)")
+            else:
+                self.stale_copies.add(copy)
+                self.storage.passed_over[copy] = STALE_EXPORT.format(period=period, original=original)
         return kept
 
     def _list(self) -> list[StoredObject]:

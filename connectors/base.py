@@ -163,13 +163,15 @@ class StoredExport(CostConnector):
         self.storage = Storage(config)
         self._objects: dict[str, StoredObject] = {}
         self.copies: dict[str, str] = {}  # a passed-over copy → what is read in its place
+        self.stale_copies: set[str] = set()  # … a copy of what that held before it changed
 
     def local_paths(self) -> list[Path]:
         return self.storage.local_paths()
 
     def passed_over(self) -> list[OtherDataset]:
         unread = unread_files(self.storage.listed.values(), self.suffixes, self.kind)
-        return [OtherDataset(path, why, self.copies.get(path)) for path, why in sorted(self.storage.passed_over.items())] + [
+        return [OtherDataset(path, why, self.copies.get(path), path in self.stale_copies)
+                for path, why in sorted(self.storage.passed_over.items())] + [
             OtherDataset(path, why) for path, why in unread]
 
     def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:

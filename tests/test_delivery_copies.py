@@ -158,8 +158,9 @@ def test_an_export_with_manifests_copied_beside_the_original_is_the_same_deliver
     assert copy.startswith(str(tmp_path / "loc" / "exp-restored")) and original == copy.replace("exp-restored", "exp")
 
     manifest = next(p for p in (tmp_path / "loc" / "exp-restored").rglob("*Manifest.json"))
-    manifest.write_text(manifest.read_text().replace("asm-1", "asm-2").replace(":03.000Z-abc", ":04.000Z-abc"))
-    result = run(tmp_path, kind, tmp_path / "loc")[1]  # another delivery of May beside: two exports
+    manifest.write_text(manifest.read_text().replace("asm-1", "asm-2").replace(":03.000Z-abc", ":04.000Z-abc")
+                        .replace('"exp/', '"exp-restored/').replace("bucket/exp/", "bucket/exp-restored/"))
+    result = run(tmp_path, kind, tmp_path / "loc")[1]  # another export's delivery of May beside: two exports
     assert [o.status for o in result.outcomes] == ["failed"], lines(result)
     assert "2 " in str(result.failed[0].error) and lake_sums(lake) == before
 
@@ -443,28 +444,53 @@ def test_a_copy_keeping_the_times_there_at_the_first_ingest_is_told_from_its_ori
     assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
 
 
-@pytest.mark.parametrize(("kind", "write", "restate"), [
+RESTATED = [
     ("aws-cur2", lambda root: _cur2(root, None), lambda root: _cur2(root, None, "2024-06-02T01:02:03.000Z-def")),
+    ("aws-cur2", lambda root: _cur2(root, "2024-06-01T01:02:03.000Z-abc"),
+     lambda root: _cur2(root, "2024-06-02T01:02:03.000Z-def", "2024-06-02T01:02:03.000Z-def")),
     ("aws-cur", _legacy, lambda root: write_legacy(local_put(root), prefix="", report="exp", period="2024-05",
-                                                   assembly="asm-2", parts=[[line("2024-05", cost="1.20")]]))],
-    ids=["cur2", "cur-legacy"])
-def test_an_export_copied_before_aws_restated_a_period_fails_it_saying_to_delete_the_copy(tmp_path, kind, write,
-                                                                                          restate):
-    """`cp -r exp exp-restored`, then AWS delivers May again into exp: two folders deliver May
-    differently, so May fails and keeps what the lake holds (no dollar summed twice), but the
-    hint said only to set report_name or give each its own source, which a copy of one report
-    cannot; it names the stale copy as a cause too."""
+                                                   assembly="asm-2", parts=[[line("2024-05", cost="1.20")]]))]
+
+
+@pytest.mark.parametrize("ingested", [True, False], ids=["copy-ingested", "copy-new"])
+@pytest.mark.parametrize(("kind", "write", "restate"), RESTATED, ids=["cur2-overwrite", "cur2-create-new",
+                                                                       "cur-legacy"])
+def test_an_export_copied_before_aws_restated_a_period_is_a_stale_copy_and_the_restatement_counts(
+        tmp_path, kind, write, restate, ingested):
+    """`cp -r exp exp-restored`, then AWS delivers May again into exp: two folders delivered May
+    differently, so May failed (exit 3, keeping USD 1.10) until the copy was deleted. The copy's
+    manifest names the files of exp, where AWS delivered it: a stale copy, skipped in one line
+    (`status` tells it); May is the restatement's 1.20."""
     write(tmp_path / "loc")
     lake, result = run(tmp_path, kind, tmp_path / "loc")
     shutil.copytree(tmp_path / "loc" / "exp", tmp_path / "loc" / "exp-restored", copy_function=shutil.copy)
-    assert failures(run(tmp_path, kind, tmp_path / "loc")[1]) == []
+    if ingested:
+        assert failures(run(tmp_path, kind, tmp_path / "loc")[1]) == []
     restate(tmp_path / "loc")
-    result = run(tmp_path, kind, tmp_path / "loc")[1]
-    [failed] = result.failed
-    assert "deliver 2024-05 under this location" in str(failed.error) and lake_sums(lake) == {
-        ("2024-05", "USD"): Decimal("1.10")}
-    assert failed.error.hint.endswith("; or one is a copy of the other made before AWS delivered the period again: "
-                                      "delete the copy"), failed.error.hint
+    for _ in range(2):
+        result = run(tmp_path, kind, tmp_path / "loc")[1]
+        assert failures(result) == [] and lake_sums(lake) == {("2024-05", "USD"): Decimal("1.20")}, lines(result)
+        [skipped] = [line for line in lines(result) if "skipped" in line]
+        copy, original = skipped.split(": skipped, ")[0][4:], lake.read_state("sources")["src"]["stale_copies"]
+        assert copy.startswith(f"{tmp_path / 'loc' / 'exp-restored'}/") and original == {copy: original[copy]}
+        assert original[copy].startswith(f"{tmp_path / 'loc' / 'exp'}/") and skipped.endswith(
+            f"a stale copy of {original[copy]} (an older 2024-05 delivery: its manifest names that export's files; AWS "
+            "delivered 2024-05 again since the copy was made: its rows are not read; delete the copy)")
+
+
+@pytest.mark.parametrize(("kind", "write"), [(kind, write) for kind, write, _ in RESTATED],
+                         ids=["cur2-overwrite", "cur2-create-new", "cur-legacy"])
+def test_an_export_copied_keeping_the_times_is_read_from_the_folder_its_manifests_name(tmp_path, kind, write):
+    """`cp -a exp exp-restored`: the manifests written at once, the first by path was read, and
+    `exp-restored/` sorts before `exp/`, so the copy was taken for the export (its line named the
+    export a copy). The manifests name the folder AWS delivered to: exp is read, whatever the times."""
+    write(tmp_path / "loc")
+    shutil.copytree(tmp_path / "loc" / "exp", tmp_path / "loc" / "exp-restored")  # copy2: the times kept
+    lake, result = run(tmp_path, kind, tmp_path / "loc")
+    assert failures(result) == [] and lake_sums(lake) == {("2024-05", "USD"): Decimal("1.10")}, lines(result)
+    [skipped] = [line for line in lines(result) if "skipped" in line]
+    assert skipped.startswith(f"src {tmp_path / 'loc' / 'exp-restored'}/") and "same 2024-05 delivery as " \
+        f"{tmp_path / 'loc' / 'exp'}/" in skipped, skipped
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["at-the-first-ingest", "added-later"])
