@@ -685,3 +685,37 @@ def test_a_copy_keeping_the_times_under_a_shorter_path_is_taken_for_the_original
     copy.unlink()
     result = run(tmp_path, "focus", export)[1]
     assert failures(result) == [] and lake_sums(lake)[("2024-05", "USD")] == Decimal("1.20"), lines(result)
+
+
+def test_status_names_a_copy_rewritten_beside_its_original_while_it_holds_its_period_back(tmp_path):
+    """A copy changed while its original did not fails its period (exit 3) on every ingest, and
+    `status` said nothing of it; it names the copy, why its period is not committed and what to do,
+    until the copy is gone."""
+    import yaml
+    from click.testing import CliRunner
+
+    from service.cli.main import cli
+
+    export = export_of(tmp_path, "focus")
+    (tmp_path / "spendlake.yaml").write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "src", "kind": "focus", "location": str(export)}]}))
+
+    def said(*args: str, code: int = 0) -> list[str]:
+        result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), *args])
+        assert result.exit_code == code, result.output
+        return [line for line in result.stderr.splitlines() if line.startswith("copies: ")]
+
+    shutil.copytree(export / "2024-05", export / "2024-05-backup", copy_function=shutil.copy)
+    said("ingest")
+    copy = export / "2024-05-backup" / "part-0.csv"
+    WRITERS["focus"](copy, [("2024-05", "USD", "0.40")])
+    for _ in range(2):
+        said("ingest", code=3)
+        assert said("status", "--format", "table") == [
+            f"copies: source src: 1 copied file(s) under its location changed since they were found while the file "
+            "each copied did not (their period not committed: the lake keeps what it held, and reading both would "
+            f"count it twice): {copy}, a copy of {may_file(export, 'focus')}; delete the copy or backup, or move it "
+            "out of the location (a file of its own: give it a new name)"]
+    copy.unlink()
+    said("ingest")
+    assert said("status", "--format", "table") == []

@@ -176,3 +176,39 @@ def test_what_serve_says_of_itself_is_stamped_and_levelled_as_its_other_lines(tm
     assert [re.match(rf"{stamp} (INFO|WARNING) service\.serve\.service: ", line).group(1) for line in lines] == \
         ["INFO", "WARNING", "WARNING", "INFO"], lines
     assert [line.split(": ", 1)[1] for line in lines] == said
+
+
+def test_a_period_held_by_a_copy_rewritten_beside_its_original_is_logged_once_and_counted_each_run(tmp_path, caplog):
+    """A backup of November changed while the exporter's file did not fails November (exit 3) until
+    one of the two goes: `serve` said the FAILED line and 'job ingest failed' at ERROR every hour,
+    forever. Both are said when it begins, then are ingest's detail (-v), each run still counted as
+    a failed ingest; `status` names the copy meanwhile (test_delivery_copies)."""
+    export = tmp_path / "export"
+    (export / "2026-11").mkdir(parents=True)
+    header = "BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd\n"
+    (export / "2026-11" / "focus.csv").write_text(
+        header + "12.5,USD,2026-11-01T00:00:00Z,2026-11-20T00:00:00Z,2026-11-20T01:00:00Z\n")
+    shutil.copytree(export / "2026-11", export / "2026-11-backup", copy_function=shutil.copy)
+    config = parse_config({"lake": str(tmp_path / "lake"),
+                           "sources": [{"name": "focus-main", "kind": "focus", "location": str(export)}]})
+    registry = CollectorRegistry()
+    tasks = Tasks(ingest=lambda: run_ingest(config), rules=None, daily=lambda day: None)
+    scheduler = ServiceScheduler(Lake.of(config), JobMetrics(registry, tasks.names()), tasks,
+                                 ingest_every=timedelta(hours=1), daily_at=time(6),
+                                 clock=lambda: datetime(2026, 12, 1, tzinfo=timezone.utc))
+    assert scheduler.instrumented("ingest", tasks.ingest)
+    (export / "2026-11-backup" / "focus.csv").write_text(
+        header + "0.4,USD,2026-11-01T00:00:00Z,2026-11-20T00:00:00Z,2026-11-20T01:00:00Z\n")
+
+    def told() -> list[tuple[str, str]]:
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            assert not scheduler.instrumented("ingest", tasks.ingest)
+        return [(r.name, r.levelname) for r in caplog.records
+                if "FAILED" in r.getMessage() or "job ingest failed" in r.getMessage()]
+
+    assert told() == [("service.serve.service", "INFO"), ("service.serve.scheduler", "ERROR")]
+    assert told() == told() == [("service.ingest", "INFO"), ("service.ingest", "INFO")]
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "ingest"}) == 3
+    shutil.rmtree(export / "2026-11-backup")
+    assert scheduler.instrumented("ingest", tasks.ingest)

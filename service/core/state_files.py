@@ -48,6 +48,7 @@ class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.
     config_from_lake: StrictStr | None = None
     copies: dict[StrictStr, StrictStr] = {}  # the last ingest's copies skipped → what it read in their place
     stale_copies: dict[StrictStr, StrictStr] = {}  # … and those of a file changed since → that file
+    rewritten: dict[StrictStr, StrictStr] = {}  # copies changed while their original did not (period held) → it
 
 
 class FileEntry(Open):  # service/ingest/periods.py

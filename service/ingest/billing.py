@@ -54,7 +54,7 @@ class DeliveryOutcome:
     note: str = ""  # why a file was skipped
     copy_of: str | None = None  # skipped as a copy: the file or manifest read in its place
     stale: bool = False  # a copy of what copy_of held before it changed
-    copy_told: bool = False  # the source's last run skipped it as this copy too (`status` tells it)
+    copy_told: bool = False  # the source's last run skipped it as this copy too, or failed for it (`status` tells it)
     warnings: list[str] = field(default_factory=list)  # e.g. line items the delivery repeats
 
     def lines(self) -> list[str]:
@@ -144,17 +144,26 @@ def _publish(lake: Lake, outcomes: Sequence[DeliveryOutcome]) -> None:
 
 def _mark_told_copies(lake: Lake, outcomes: Sequence[DeliveryOutcome]) -> None:
     """Mark the copies the source's last run skipped too, as the same kind of copy (its `copies`
-    or `stale_copies` record), so the service says a copy once, when found, not every hour."""
-    if not any(o.copy_of for o in outcomes):
+    or `stale_copies` record), and the periods it failed too for the same copy rewritten (its
+    `rewritten` record), so the service says each once, when found, not every hour."""
+    if not any(o.copy_of or _rewritten(o) for o in outcomes):
         return
     try:
         state = lake.read_state("sources")
     except SpendlakeError:  # unreadable: each copy is told again, as when first found
         return
     for outcome in outcomes:
+        record = state.get(outcome.source) or {}
         if outcome.copy_of:
-            told = (state.get(outcome.source) or {}).get("stale_copies" if outcome.stale else "copies") or {}
+            told = record.get("stale_copies" if outcome.stale else "copies") or {}
             outcome.copy_told = told.get(outcome.delivery.files[0]) == outcome.copy_of
+        elif rewritten := _rewritten(outcome):
+            outcome.copy_told = (record.get("rewritten") or {}).get(rewritten.copy) == rewritten.original
+
+
+def _rewritten(outcome: DeliveryOutcome) -> periods.CopyRewritten | None:
+    """The copy rewritten beside its unchanged original that failed this outcome's period, if so."""
+    return outcome.error if outcome.status == "failed" and isinstance(outcome.error, periods.CopyRewritten) else None
 
 
 def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> SpendlakeError | None:
@@ -169,6 +178,9 @@ def _record(lake: Lake, source: str, outcomes: Sequence[DeliveryOutcome]) -> Spe
         copies = {o.delivery.files[0]: o.copy_of for o in outcomes if o.copy_of and o.stale == stale}
         if copies or record.pop(key, None):
             record[key] = copies
+    rewritten = {error.copy: error.original for error in map(_rewritten, outcomes) if error}  # … and periods held
+    if rewritten or record.pop("rewritten", None):
+        record["rewritten"] = rewritten
     try:
         record_sources(lake, state, source if failed else None)
     except SpendlakeError as exc:

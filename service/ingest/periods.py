@@ -129,7 +129,7 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     held: dict[str, SpendlakeError] = {}  # period → why it waits
     for file in (d for d in deliveries if d.files[0] in found.rewritten):
         periods = {entry.billing_period for entry in ledger if found.rewritten[file.files[0]] in entry.files}
-        held.update((period, _rewritten(file.files[0], found.rewritten[file.files[0]])) for period in periods)
+        held.update((period, CopyRewritten(file.files[0], found.rewritten[file.files[0]])) for period in periods)
         if not periods:  # the original committed no row (a header alone): no period to count twice
             loose.append(file)
     by_manifest = {period: d for d in result.deliveries if d.periods for period in d.periods}
@@ -206,12 +206,17 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
     return found
 
 
-def _rewritten(uri: str, original: str) -> DataError:
-    return DataError(f"held the same bytes as {original} when found, a copy of it, and changed since while {original} "
-                     "did not: one of the two is a copy or backup, and reading both would count their period twice; "
-                     "not committed", where=uri,
-                     hint="delete the copy or backup, or move it out of the location (a file of its own: give it "
-                          "a new name)")
+REWRITTEN_HINT = "delete the copy or backup, or move it out of the location (a file of its own: give it a new name)"
+
+
+class CopyRewritten(DataError):
+    """A period held back: `copy`, found a copy of `original`, changed since while `original` did not."""
+
+    def __init__(self, copy: str, original: str):
+        super().__init__(f"held the same bytes as {original} when found, a copy of it, and changed since while "
+                         f"{original} did not: one of the two is a copy or backup, and reading both would count their "
+                         "period twice; not committed", where=copy, hint=REWRITTEN_HINT)
+        self.copy, self.original = copy, original
 
 
 def _beside(by_manifest: dict[str, Delivery], periods: Sequence[str], group: Sequence[Delivery]) -> DataError | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from service.core.lake import Lake
 from service.core.units import exact_text
+from service.ingest.periods import REWRITTEN_HINT
 
 # The columns `spendlake status` shows, in order (JSON carries the same keys).
 STATUS_COLUMNS = ("source", "billing_period", "currency", "rows", "billed_cost", "effective_cost", "final",
@@ -38,7 +39,8 @@ def status(lake: Lake) -> list[dict]:
 def copies_skipped(lake: Lake) -> list[str]:
     """Per source, the copies its last ingest skipped (files or manifests holding what another
     it reads holds: service.ingest.copies, connectors.aws_export), one line each source, and the
-    stale ones (copies of what a file held before it changed) in a line of their own."""
+    stale ones (copies of what a file held before it changed) in a line of their own, and those
+    changed while their original did not, whose period fails, in a third."""
     lines = []
     for source, record in sorted(lake.read_state("sources").items()):
         lines += _copies_line(source, record.get("copies"), "copied file(s) under its location skipped by its last "
@@ -46,6 +48,9 @@ def copies_skipped(lake: Lake) -> list[str]:
         lines += _copies_line(source, record.get("stale_copies"), "stale copied file(s) under its location skipped by "
                               "its last ingest (not read: the file each copied changed since)", "a copy of",
                               "delete them or copy the files again")
+        lines += _copies_line(source, record.get("rewritten"), "copied file(s) under its location changed since they "
+                              "were found while the file each copied did not (their period not committed: the lake "
+                              "keeps what it held, and reading both would count it twice)", "a copy of", REWRITTEN_HINT)
     return lines
 
 

@@ -35,7 +35,7 @@ from service.core.pinned_root import pin_root
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector, LastGood, kept_by_reload
 from service.report.write import ReportResult, write_report
-from service.serve.scheduler import ServiceScheduler, Tasks
+from service.serve.scheduler import ServiceScheduler, Tasks, ToldFailure
 
 log = logging.getLogger(__name__)
 ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE)  # what the service says of itself that asks the operator to act
@@ -50,18 +50,21 @@ INGEST_DETAIL = logging.getLogger("service.ingest")  # not the service's events:
 
 def run_ingest(config: Config) -> None:
     """Billing exports, then inventory snapshots; a failing source fails the job (counted)
-    after the others have committed."""
+    after the others have committed, logged once while it fails as the last run did."""
     from service.ingest.billing import ingest
     from service.ingest.inventory import run_inventory
 
-    errors = [str(o.error) for o in ingest(config, published=_log_outcomes).failed]
+    failed = ingest(config, published=_log_outcomes).failed
+    errors = [str(o.error) for o in failed]
+    told = all(o.copy_told for o in failed)  # each failure as the last run's, told then
     if config.inventory:
         outcomes = run_inventory(config)
         for outcome in outcomes:
             _log_lines("inventory", outcome.lines(), quiet=not outcome.rows and not outcome.failed)
         errors += [str(o.error) for o in outcomes if o.failed]
+        told = told and not any(o.failed for o in outcomes)
     if errors:
-        raise SourceError("; ".join(errors))
+        raise (ToldFailure if told else SourceError)("; ".join(errors))
 
 
 def _log_outcomes(result) -> None:
