@@ -219,6 +219,24 @@ def test_55_a_reader_error_is_one_line_with_file_line_and_column_and_the_whole_t
     assert "DuckDB's full message" in verbose.output and "Original Line" in verbose.output
 
 
+@pytest.mark.parametrize("row, reason", [
+    (",,,", ": Expected Number of Columns: 44 Found: 4"),
+    ('NULL,"0.1,x', ": Value with unterminated quote found."),
+    (FOCUS.read_text(encoding="utf-8-sig").splitlines()[1].replace("NULL,0.00000080000,", 'NULL,"12,5 EUR",', 1),
+     ", column BilledCost: could not convert '12,5 EUR' to DECIMAL"),
+])
+def test_a_bad_row_after_blank_lines_is_told_with_its_reason(tmp_path, row, reason):
+    # DuckDB's "Original Line:" then holds the blank lines: the reason follows them
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "bill.csv").write_bytes(FOCUS.read_bytes().rstrip(b"\r\n") + f"\n\n\n{row}\n".encode())
+    lines = len(FOCUS.read_bytes().rstrip(b"\r\n").splitlines()) + 3
+    result = invoke(config_file(tmp_path, tmp_path / "lake", export), "ingest")
+    assert result.exit_code == 3
+    [line] = result.output.splitlines()
+    assert f"could not read the delivery: line {lines}{reason}" in line, line
+
+
 def test_55_a_symlink_the_sandbox_refuses_is_named_as_such_not_as_a_bad_file(tmp_path):
     export, elsewhere = tmp_path / "export", tmp_path / "elsewhere"
     export.mkdir()

@@ -248,6 +248,7 @@ def duckdb_reason(exc: BaseException) -> str:
 SANDBOX_REFUSAL = re.compile(r'Cannot access (?:file|directory) "(.+?)" - file system operations are disabled')
 QUOTED_PATH = re.compile(r'"(/[^"]+)"')
 CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
+POSSIBLE_FIXES = re.compile(r"\nPossible (?:fixes|solutions):")
 CONVERSION = re.compile(r'Error when converting column "(.+?)"\. Could not convert string "(.*?)" to \'([^\']+)\'', re.S)
 ERROR_KIND = re.compile(r"^[A-Z][A-Za-z ]* Error: ")
 MAX_REASON = 400
@@ -256,7 +257,10 @@ MAX_REASON = 400
 def one_line(text: str) -> str:
     """DuckDB's error in one line: for a CSV error `line N, column C: reason`, without the
     offending line's text and the pages of reader options that follow."""
-    paragraph = text.strip().split("\n\n", 1)[0].split("\nPossible fixes", 1)[0]  # fixes that do not apply
+    text = text.strip()
+    fixes = POSSIBLE_FIXES.split(text, 1)  # fixes that do not apply, then the reader's options
+    # a CSV error's "Original Line:" may begin with the blank lines before the row: the reason follows them
+    paragraph = fixes[0] if len(fixes) > 1 and CSV_LINE.search(fixes[0]) else text.split("\n\n", 1)[0]
     line = CSV_LINE.search(paragraph)
     conversion = CONVERSION.search(paragraph)
     if conversion:
