@@ -12,7 +12,7 @@ def test_an_azure_resource_id_gives_its_resource_type_and_other_ids_give_none(tm
     """FOCUS: ResourceType is not null when ResourceId is not. Azure EA cost details name no
     type, but an Azure Resource Manager id states it: the namespace after its last
     `/providers/` and every other segment after it. A type on the line stays; an id that is not
-    an ARM id (an AWS one, a resource group, a GCP name) gets none."""
+    an ARM id (a resource group, a GCP name, a short AWS-like id) gets none."""
     lines = exported_lines(tmp_path, {
         "ProviderName": "provider", **USAGE_LINE, "ResourceId": "id", "ResourceType": "type",
     }, "('Microsoft', '/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm1', NULL), "
@@ -38,6 +38,48 @@ def test_an_azure_resource_id_gives_its_resource_type_and_other_ids_give_none(tm
         ("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Web/sites/app", "Web App"),
         ("i-0abc", None),
         (None, None),
+    ]
+
+
+def test_an_aws_resource_id_gives_the_type_its_arn_or_prefix_names(tmp_path):
+    """FOCUS: ResourceType is not null when ResourceId is not; every AWS line with an id had none
+    (focus-validator ResourceType-C-005-C on the demo's vol- and i- lines). AWS's own FOCUS export
+    writes the ARN's resource type (`instance` for i-…, `volume` for vol-…, `distribution` for a
+    CloudFront ARN): an ARN gives it (an S3 bucket's, which has none, `bucket`), a bare AWS id its
+    prefix's (the EC2 ones), an S3 line's bare id (its bucket's name) `bucket`. An id naming no type
+    (an SNS topic's ARN, a bucket name on another service, an unknown prefix) keeps none, as does a
+    bare id on another provider's line; a type on the line stays."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "provider", **USAGE_LINE, "ServiceName": "service", "ResourceId": "id",
+        "ResourceType": "type",
+    }, "('AWS', 'Amazon Elastic Compute Cloud', 'i-0abc1234def567890', NULL), "
+       "('AWS', 'Amazon Elastic Compute Cloud', 'vol-2f692b61eb74b5743', NULL), "
+       "('AWS', 'Amazon Elastic Compute Cloud', 'snap-07736b8b99a0a1263', NULL), "
+       "('AWS', 'Amazon Elastic Compute Cloud', 'arn:aws:ec2:us-east-1:314159265358:capacity-reservation/cr-01', NULL), "
+       "('AWS', 'AmazonCloudWatch', 'arn:aws:logs:us-east-1:314159265358:log-group:/ml/pretrain', NULL), "
+       "('AWS', 'Amazon CloudFront', 'arn:aws:cloudfront::961082193871:distribution/E1JOJW8QMT69J2', NULL), "
+       "('AWS', 'Amazon Simple Storage Service', 'arn:aws:s3:::ckpt-llama', NULL), "
+       "('AWS', 'Amazon Simple Storage Service', 'datasets-raw', NULL), "
+       "('AWS', 'Amazon Simple Notification Service', 'arn:aws:sns:us-east-1:314159265358:alerts', NULL), "
+       "('AWS', 'Amazon Elastic Compute Cloud', 'eval-results', NULL), "
+       "('AWS', 'Amazon Elastic Compute Cloud', 'xyz-0abc1234def567890', NULL), "
+       "('AWS', 'Amazon Elastic Compute Cloud', 'i-0fff1234def567890', 'EC2 Instance'), "
+       "('Google Cloud', 'Compute Engine', 'i-0abc1234def567890', NULL)",
+       "provider, service, id, type", "ProviderName, ResourceId, ResourceType")
+    assert lines == [
+        ("AWS", "arn:aws:cloudfront::961082193871:distribution/E1JOJW8QMT69J2", "distribution"),
+        ("AWS", "arn:aws:ec2:us-east-1:314159265358:capacity-reservation/cr-01", "capacity-reservation"),
+        ("AWS", "arn:aws:logs:us-east-1:314159265358:log-group:/ml/pretrain", "log-group"),
+        ("AWS", "arn:aws:s3:::ckpt-llama", "bucket"),
+        ("AWS", "arn:aws:sns:us-east-1:314159265358:alerts", None),
+        ("AWS", "datasets-raw", "bucket"),
+        ("AWS", "eval-results", None),
+        ("AWS", "i-0abc1234def567890", "instance"),
+        ("AWS", "i-0fff1234def567890", "EC2 Instance"),
+        ("AWS", "snap-07736b8b99a0a1263", "snapshot"),
+        ("AWS", "vol-2f692b61eb74b5743", "volume"),
+        ("AWS", "xyz-0abc1234def567890", None),
+        ("Google Cloud", "i-0abc1234def567890", None),
     ]
 
 

@@ -12,7 +12,8 @@ is never changed):
   ChargeFrequency follows ChargeCategory (Usage → Usage-Based, else One-Time); ResourceType
   (FOCUS: not null when ResourceId is not) is the resource type an Azure resource id names
   (`Microsoft.Sql/servers/databases` in `…/providers/Microsoft.Sql/servers/s/databases/d`),
-  else what the bill says; SkuMeter (FOCUS: should not be null beside a SkuId) is the usage
+  or an AWS id's (an ARN's resource type, a bare id's prefix: AWS_ID_TYPES, an S3 line's
+  bucket), else what the bill says; SkuMeter (FOCUS: should not be null beside a SkuId) is the usage
   type (AWS's own FOCUS 1.2 export moved x_UsageType into SkuMeter); BillingAccountType and
   SubAccountType (not null beside their ids) are what the provider calls those ids (Microsoft:
   Billing Account, Subscription; Google Cloud: Billing Account, Project; see ACCOUNT_TYPES);
@@ -99,6 +100,12 @@ PROVIDER_ENTITIES = {
 # export's columns but not these values: AWS lines keep none.
 ACCOUNT_TYPES = {"microsoft": ("Billing Account", "Subscription"), "google cloud": ("Billing Account", "Project")}
 
+# An AWS resource id without an ARN: its prefix, named as the resource's ARN names its type
+# (`arn:aws:ec2:…:instance/i-…`); AWS's own FOCUS export fills `instance` and `volume` so.
+AWS_ID_TYPES = {"i": "instance", "vol": "volume", "snap": "snapshot", "eni": "network-interface",
+                "nat": "natgateway", "ami": "image", "vpn": "vpn-connection", "cr": "capacity-reservation",
+                "eipalloc": "elastic-ip", "fs": "file-system"}
+
 # A quantity without a unit on a line FOCUS does not price (credits, adjustments): dropped.
 NO_UNIT_NEEDED = "(PricingUnit IS NULL AND ChargeCategory NOT IN ('Usage', 'Purchase'))"
 # Lines FOCUS does not require a unit price on (it MAY be null there; never on Usage or Purchase).
@@ -174,6 +181,22 @@ def _arm_type(resource_id: str) -> str:
     pairs = f"regexp_extract({resource_id}, '(?i)^(?:/subscriptions/.*)?/providers/([^/]+(?:/[^/]+/[^/]*)+)$', 1)"
     return (f"nullif(array_to_string(list_filter(string_split({pairs}, '/'), lambda part, i: i = 1 OR i % 2 = 0), "
             "'/'), '')")
+
+
+def _aws_type(resource_id: str, provider: str, service: str) -> str:
+    """SQL: the resource type an AWS id names, as AWS's own FOCUS export writes it (samples/focus:
+    `instance` for i-…, `volume` for vol-…, `distribution` for a CloudFront ARN): an ARN's resource
+    type (`arn:aws:logs:…:log-group:/ml/x` → `log-group`; an S3 bucket's ARN, which has none, →
+    `bucket`); an AWS S3 line's bare id (a bucket name) `bucket`, another AWS line's bare id by its
+    prefix (AWS_ID_TYPES); else NULL."""
+    arn = f"regexp_extract({resource_id}, '^arn:[^:]+:([^:]+):[^:]*:[^:]*:(?:([^/:]+)[/:])?', ['service', 'type'])"
+    prefix = f"regexp_extract({resource_id}, '^([a-z]+)-[0-9a-z]{{8,}}$', 1)"
+    by_prefix = " ".join(f"WHEN '{key}' THEN '{kind}'" for key, kind in AWS_ID_TYPES.items())
+    bucket = f"({service} = 'Amazon Simple Storage Service' AND NOT regexp_matches({resource_id}, '[/:]'))"
+    return (f"CASE WHEN {resource_id} LIKE 'arn:%' THEN CASE WHEN {arn}.service <> 's3' THEN nullif({arn}.type, '') "
+            f"WHEN NOT contains({resource_id}, '/') THEN 'bucket' END "
+            f"WHEN lower({provider}) NOT IN ('aws', 'amazon web services') THEN NULL WHEN {bucket} THEN 'bucket' "
+            f"ELSE CASE {prefix} {by_prefix} END END")
 
 
 def _account_type(column: str, which: int) -> str:
@@ -263,7 +286,8 @@ def _step2() -> str:
                        "ELSE coalesce(PricingUnit, 'Units') END",
         "ConsumedUnit": "CASE WHEN ConsumedQuantity IS NULL THEN NULL ELSE coalesce(ConsumedUnit, PricingUnit) END",
         "ResourceType": "CASE WHEN ResourceId IS NULL THEN NULL "
-                        f"ELSE coalesce(ResourceType, {_arm_type('ResourceId')}) END",
+                        f"ELSE coalesce(ResourceType, {_arm_type('ResourceId')}, "
+                        f"{_aws_type('ResourceId', 'ProviderName', 'ServiceName')}) END",
         "SubAccountName": "CASE WHEN SubAccountId IS NULL THEN NULL ELSE SubAccountName END",
         "SubAccountType": f"CASE WHEN SubAccountId IS NULL THEN NULL ELSE {_account_type('SubAccountType', 1)} END",
         "BillingAccountType": f"CASE WHEN BillingAccountId IS NULL THEN NULL "
