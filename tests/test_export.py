@@ -66,7 +66,8 @@ def lake_sums(lake, where: str = "true") -> dict:
     rows = lake.query().execute(f"SELECT billing_period, BillingCurrency, source, count(*), {columns} FROM costs "
                                 f"WHERE {where} GROUP BY ALL").fetchall()
     filled = filled_sums(lake, where)
-    plus = lambda key, name, value: value if (key, name) not in filled else (value or 0) + filled[key, name]  # noqa: E731
+    plus = lambda key, name, value: (value if (key, name) not in filled  # noqa: E731
+                                     else (value or 0) + filled[key, name])
     return {tuple(row[:3]): (row[3], *(plus(tuple(row[:3]), name, value) for name, value in zip(MONEY, row[4:])))
             for row in rows}
 
@@ -83,7 +84,8 @@ def filled_sums(lake, where: str = "true") -> dict:
 
     product = "try(CAST({}UnitPrice * PricingQuantity AS DECIMAL(38, 12)))"
     contracted = f"coalesce(ContractedCost, {product.format('Contracted')}, BilledCost, EffectiveCost)"
-    billed = "coalesce(BilledCost, CASE WHEN CommitmentDiscountStatus IN ('Used', 'Unused') THEN 0 ELSE EffectiveCost END)"
+    billed = ("coalesce(BilledCost, CASE WHEN CommitmentDiscountStatus IN ('Used', 'Unused') THEN 0 "
+              "ELSE EffectiveCost END)")
     rows = lake.query().execute(
         f"SELECT billing_period, BillingCurrency, source, {', '.join(f'nullif({n}, {chr(39) * 2})' for n in TAXED)}, "
         "ChargeCategory = 'Tax', BilledCost IS NULL, EffectiveCost IS NULL, ListCost IS NULL, ContractedCost IS NULL, "
