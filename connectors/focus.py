@@ -1,4 +1,4 @@
-"""FOCUS 1.0–1.3 exports of any provider (AWS, Azure, GCP, Oracle, …): CSV, CSV.gz or Parquet.
+"""FOCUS 1.0–1.4 exports of any provider (AWS, Azure, GCP, Oracle, …): CSV, CSV.gz or Parquet.
 
 Canonical columns are FOCUS names, so the mapping is mostly one to one. What varies between
 producers, and is handled here:
@@ -9,8 +9,8 @@ producers, and is handled here:
   (Google's FOCUS export table written out as Parquet); keys and values are kept exactly as written,
   including keys with a leading space (`" org"`); non-string values keep their JSON text;
 - a UTF-8 BOM and CRLF line ends (the CSV reader handles both);
-- every FOCUS 1.2 column and the 1.3 additions are kept as the file gives them (absent ones
-  are NULL); FOCUS 1.3 deprecates `ProviderName` for `ServiceProviderName` (ProviderName
+- every FOCUS 1.2 column and the 1.3 and 1.4 additions are kept as the file gives them (absent
+  ones are NULL); FOCUS 1.3 deprecates `ProviderName` for `ServiceProviderName` (ProviderName
   falls back to it); Microsoft's FOCUS 1.0 export writes the invoice id, SKU details, meter
   name and pricing currency as `x_InvoiceId`, `x_SkuDetails`, `x_SkuMeterName`,
   `x_PricingCurrency`; AWS its usage type and operation as `x_UsageType` / `x_Operation`;
