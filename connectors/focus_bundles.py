@@ -10,14 +10,11 @@ generated last is read; each other one is told once, as skipped.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from connectors.storage import Storage, StoredObject
 from service.core import json_text
-
-log = logging.getLogger(__name__)
 
 RUN_NAME = "_run.json"
 
@@ -38,14 +35,14 @@ def newest_versions(storage: Storage, listing: list[StoredObject]) -> list[Store
     return kept
 
 
-def newest_local(root: Path, files: list[Path]) -> list[Path]:
+def newest_local(root: Path, files: list[Path], passed_over: dict[str, str]) -> list[Path]:
     """`files` (under the local folder `root`) without those of older versions of a toolkit
-    bundle, each older version logged once."""
+    bundle, each older version told once in `passed_over` (its folder → why)."""
     keys = {path.relative_to(root).as_posix(): path for path in files} if root.is_dir() else {}
     older = older_versions([key for key in keys if PurePosixPath(key).name == RUN_NAME],
                            lambda key: keys[key].read_bytes())
     for version, newer in sorted(older.items()):
-        log.warning("%s: skipped, %s", root / version, skipped(newer))
+        passed_over.setdefault(str(root / version), skipped(newer))
     return [path for key, path in keys.items() if _bundle_of(key, older) is None] if older else files
 
 

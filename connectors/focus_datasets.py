@@ -49,7 +49,8 @@ class FocusDatasetsConnector(FileOrApiConnector[FocusDatasetsSource]):
 
     def snapshot(self, con: duckdb.DuckDBPyConnection, scratch: Path, now: datetime) -> list[SnapshotPart]:
         where = f"{self.config_path}.path"
-        files = newest_local(Path(self.config.path).expanduser().resolve(), local_files(self.config.path, where))
+        files = newest_local(Path(self.config.path).expanduser().resolve(), local_files(self.config.path, where),
+                             self.passed_over)
         parts = [part for path in files if (part := self._read(con, path, scratch))]
         if not parts:
             raise SourceError("no FOCUS Contract Commitment, Billing Period or Invoice Detail files found",

@@ -59,6 +59,8 @@ class FileOrApiConnector(Configured[SourceT]):
     def __init__(self, config: SourceT):
         self.config = config
         self.config_path = f"inventory.{config.name}"
+        # files or folders a snapshot did not read → why: one line each, as `ingest` tells a source's
+        self.passed_over: dict[str, str] = {}
 
     def local_paths(self) -> list[Path]:
         return [Path(self.config.path).expanduser().resolve()] if self.config.path else []

@@ -58,16 +58,19 @@ class InventoryOutcome:
     error: SpendlakeError | None = None
     data_through: datetime | None = None  # how far what was committed reaches (service.core.coverage)
     unlabelled_pods: int | None = None  # k8s-pods: the GPU pods committed when none carries a label, else 0
+    skipped: dict[str, str] = field(default_factory=dict)  # a file or folder the snapshot did not read → why
 
     @property
     def failed(self) -> bool:
         return self.error is not None
 
     def lines(self) -> list[str]:
-        """What it stored (also before a failure: those snapshots are in the lake), then its failure."""
+        """What it did not read, what it stored (also before a failure: those snapshots are in the
+        lake), then its failure."""
+        skipped = [f"{self.source} {path}: skipped, {why}" for path, why in sorted(self.skipped.items())]
         failed = [f"{self.source} ({self.kind}): FAILED: {self.error}"] if self.error else []
         if not self.rows:
-            return failed or [f"{self.source} ({self.kind}): nothing to store"]
+            return skipped + (failed or [f"{self.source} ({self.kind}): nothing to store"])
         tables: dict[str, list[tuple[str, int]]] = {}
         for part, n in self.rows.items():
             table, partition = part.split(" ", 1)
@@ -77,7 +80,7 @@ class InventoryOutcome:
             total = sum(n for _, n in parts)
             where = parts[0][0] if len(parts) == 1 else f"{len(parts)} partitions {parts[0][0]} .. {parts[-1][0]}"
             lines.append(f"{self.source} ({self.kind}) {table} {where}: {total:,} rows stored")
-        return lines + failed
+        return skipped + lines + failed
 
 
 def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None) -> list[InventoryOutcome]:
@@ -98,6 +101,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
     outcome = InventoryOutcome(source.name, kind)
     try:
         connector = CONNECTORS.get(kind)(source)
+        outcome.skipped = getattr(connector, "passed_over", {})  # filled as the snapshot reads, told if it fails
         day = _snapshot_day(lake, source.name, now)
         _set_aside_jobs_ahead(lake, source.name, now)
         con = lake.writer(connector.local_paths())
