@@ -181,7 +181,11 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
     def _rows(self, path: Path, read: Iterator[Any], header: list[str], columns: dict[str, int]) -> Iterator[Any]:
         spelled = {ours: header[index].strip() for ours, index in columns.items()}  # for errors: the file's name
         for at, record in read:
-            values = {ours: record[index] if index < len(record) else None for ours, index in columns.items()}
+            if len(record) != len(header):  # a cell's comma unquoted, or a row cut short: its cells shifted
+                raise DataError(f"{at}: {self._miscounted(record, header, columns)}", where=str(path),
+                                hint="quote each cell holding a comma, and write every row with the header's "
+                                     "columns (README: jobs-file)")
+            values = {ours: record[index] for ours, index in columns.items()}
             if "job_id+1" in values:
                 values["job_id"] = joined_id([values.pop(ours) for ours in columns if ours.startswith("job_id")])
             try:
@@ -195,6 +199,16 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                                 + (" (the cell spans lines: a quote left open?)" if spans else ""), where=str(path),
                                 hint="fix the file (README: jobs-file)") from None
             yield at, row
+
+    def _miscounted(self, record: list[Any], header: list[str], columns: dict[str, int]) -> str:
+        """What is wrong with a CSV row of another number of fields than its header, naming a
+        hostlist written unquoted (`p5-016,p5-015`, the usual cause) as it should be quoted."""
+        names = "the header has" if self.config.header is None else f"{self.config_path}.header names"
+        said = f"{len(record)} fields where {names} {len(header)}"
+        extra, nodes = len(record) - len(header), columns.get("nodes")
+        if extra > 0 and nodes is not None:
+            said += f" (a list of nodes written unquoted? quote it: \"{','.join(record[nodes:nodes + extra + 1])}\")"
+        return said
 
     def _columns(self, path: Path, header: list[str]) -> dict[str, int]:
         """Our column name → its index in the file, after the config's renames."""

@@ -609,3 +609,20 @@ def test_a_jobs_snapshot_a_clock_ahead_wrote_is_set_aside_so_later_records_of_it
         ("7", "2026-11-30 11:00:00", "2026-12-02")]
     assert "written by a clock that ran ahead" in caplog.text and "snapshot_date=2027-01-10" in caplog.text
     assert list((tmp_path / "lake" / SET_ASIDE).rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("row, says", [
+    # an unquoted hostlist: its second node was a seventh field, read as nothing before
+    ("3,r3,2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,8,p5-016,p5-015",
+     "row 1 (line 2): 7 fields where the header has 6 (a list of nodes written unquoted? quote it: "
+     "\"p5-016,p5-015\")"),
+    # a row cut short: its missing nodes were read as a pool job
+    ("3,r3,2026-12-01T00:00:00Z,2026-12-01T01:00:00Z,8", "row 1 (line 2): 5 fields where the header has 6"),
+])
+def test_a_csv_row_with_more_or_fewer_fields_than_the_header_fails_naming_its_line_and_counts(tmp_path, row, says):
+    path = tmp_path / "jobs.csv"
+    path.write_text(f"job_id,run_id,start_time,end_time,gpus,nodes\n{row}\n")
+    result = cli_inventory(tmp_path, path)
+    assert result.exit_code == 3, result.output
+    assert f"{path}" in result.output and says in result.output, result.output
+    assert not (tmp_path / "lake" / "jobs").exists()
