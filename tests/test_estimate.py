@@ -241,6 +241,44 @@ def test_registering_a_plan_for_a_project_no_cost_line_carries_warns_with_the_cl
     assert spelt.exit_code == 0 and "warning" not in spelt.stderr, spelt.stderr
 
 
+def test_a_plan_whose_project_and_experiment_never_meet_warns_is_spelt_as_billed_and_is_unknown_not_under_plan(
+        tmp_path):
+    # each value is known, but no line carries both: the plan read $0 actual, "under plan", and was
+    # stored as typed (LLAMA-70B), its spelling taken only from lines carrying both
+    import yaml
+
+    from tests.attribution_helpers import declared_sources, line, make_lake
+
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"project": "llama-70b", "experiment": "r1"}),
+                                line("2026-11-02 00:00", "20", tags={"project": "sft-chat-v5",
+                                                                     "experiment": "sft-chat-v5"})])
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+
+    def invoke(*args):
+        return CliRunner().invoke(cli, ["--config", str(config), *args])
+
+    def register(name, *owner):
+        return invoke("estimate", *SEVEN_B_FLAGS, "--register", name, *owner, "--start", "2026-11-01",
+                      "--format", "json")
+
+    mix = register("mix", "--project", "LLAMA-70B", "--experiment", "SFT-CHAT-V5")
+    assert mix.exit_code == 0, mix.output
+    assert ("warning: plan mix: no cost line in the lake carries experiment 'sft-chat-v5' with project 'llama-70b' "
+            "yet; experiment sft-chat-v5's lines carry project sft-chat-v5") in mix.stderr, mix.stderr
+    known = register("known", "--project", "SFT-Chat-V5", "--experiment", "nope")
+    assert "carries experiment 'nope' yet; known experiment values: r1, sft-chat-v5" in known.stderr, known.stderr
+    assert "with project" not in known.stderr  # an unknown value is said alone
+    assert [(p.name, p.project, p.experiment) for p in load_plans(Lake(lake.root))] == [
+        ("known", "sft-chat-v5", "nope"), ("mix", "llama-70b", "sft-chat-v5")]
+    plans = invoke("plans", "--as-of", "2026-11-02", "--format", "json")
+    assert plans.exit_code == 0, plans.output
+    status = {row["plan"]: (row["actual_to_date"], row["status"]) for row in json.loads(plans.stdout)}
+    assert status == {"known": ("0", "unknown experiment"), "mix": ("0", "unknown experiment")}, status
+    assert ("plan mix: no cost line carries experiment 'sft-chat-v5' with project 'llama-70b'; experiment "
+            "sft-chat-v5's lines carry project sft-chat-v5.") in plans.stderr, plans.stderr
+
+
 @pytest.mark.parametrize("flags", [
     ["--params", "1e40", "--tokens", "1e40", "--price-per-gpu-hour", "4"],
     ["--params", "7B", "--tokens", "2T", "--price-per-gpu-hour", "1e30"],

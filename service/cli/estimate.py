@@ -39,6 +39,7 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
                      experiment: str | None, start: str | None, fmt: str | None, **values) -> None:
     """Price a pretraining run: 6·N·D FLOPs, GPU-hours, wall-clock, compute and storage cost."""
     from service.core.errors import UsageError
+    from service.findings.plan_values import as_billed
     from service.planning.estimate import estimate, plan_inputs
     from service.planning.plans import plan_from_estimate, register_plan
 
@@ -50,7 +51,7 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     result = estimate(plan_inputs(values, plan_file), obj.config if register_name else obj.config_or_defaults())
     plan = None
     if register_name:
-        plan, problems = _as_billed(obj.lake, obj.config, plan_from_estimate(
+        plan, problems = as_billed(obj.lake, obj.config, plan_from_estimate(
             result, name=register_name, project=project, experiment=experiment, start=start))
         replaced = register_plan(obj.lake, plan)
         click.echo(f"{'replaced' if replaced else 'registered'} plan {plan.name} for project {plan.project}"
@@ -64,30 +65,3 @@ def estimate_command(obj, plan_file: str | None, register_name: str | None, proj
     rows = result.rows(display=(fmt or default_format()) == "table")
     emit(rows, columns, fmt, json_data=data, title=title, right=("low", "high", "value"), whole=("low", "high"))
 
-
-def _as_billed(lake, config, plan):
-    """`plan` with its project (and experiment) spelt as the lake's cost lines carry them, which
-    plan vs actual matches folded, as `attribute --where` does (`PRETRAIN` or a decomposed `Zürich`
-    stored as typed showed in plans.csv as a value no bill carries); and, for each no line carries
-    yet, a warning with the closest values (a misspelt project would show zero actual forever).
-    The plan as given while the lake holds no bill."""
-    from dataclasses import replace
-    from datetime import datetime, timedelta, timezone
-
-    from service.attribution import attribute
-    from service.core.coverage import data_end
-    from service.core.folding import composed
-    from service.core.timewindow import Window
-
-    end, periods = data_end(lake), sorted(e.billing_period for e in lake.ledger())
-    if end is None or not periods:
-        return plan, []
-    since = datetime.strptime(periods[0], "%Y-%m").replace(tzinfo=timezone.utc)
-    where = {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
-    result = attribute(lake, config, Window(since, max(end, since + timedelta(hours=1))), by=tuple(where),
-                       where=where)
-    # a bill written both ways holds the value composed and decomposed: the composed one, as typed would be
-    spelt = {dim: min((row.values[dim] for row in result.rows), key=lambda v: (v != composed(v), v), default=value)
-             for dim, (value,) in where.items()}
-    return (replace(plan, project=spelt["project"], experiment=spelt.get("experiment")),
-            [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for dim, value, hint in result.unmatched])

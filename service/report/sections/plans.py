@@ -25,6 +25,7 @@ from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, day_start, iso_utc, minute_text
 from service.core.units import amounts_text
+from service.findings.plan_values import unpaired
 from service.planning.estimate import Span
 from service.planning.plans import Plan, load_plans
 from service.report.model import Chart, Column, Section, Table
@@ -41,8 +42,9 @@ COLUMNS = (
 )  # plans.csv's, and `spendlake plans`'s
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
-# a plan's USD per day, its values no cost line carries, its spend in other currencies (plan_actual)
-PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str, str], ...], dict[str | None, Decimal]]
+# a plan's USD per day, what no cost line carries (the dimension, the note's sentence), its spend in
+# other currencies (plan_actual)
+PlanActual = tuple[dict[date, Decimal], tuple[tuple[str, str], ...], dict[str | None, Decimal]]
 # where the lake's billing data begins, and where each billing source's ends (None: no usage line)
 Coverage = tuple[datetime | None, dict[str, datetime | None]]
 
@@ -69,8 +71,9 @@ def spent_in(config: Config, lake: Lake, plan: Plan, until: datetime) -> frozens
 
 def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
     """USD attributed to the plan's project (and experiment) per day, from its start to `until`;
-    its project or experiment values no cost line of the lake carries (dimension, value, the
-    closest known values): a misspelt one reads $0, under plan; and its spend in other
+    what no cost line of the lake carries, as (dimension, sentence): its project or experiment
+    (with the closest known values), or, with no spend since its start, its experiment with its
+    project (an experiment of another project): each reads $0, no saving; and its spend in other
     currencies, which a USD plan never counts (nothing is converted)."""
     if plan.start >= until:
         return {}, (), {}
@@ -82,7 +85,10 @@ def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
             daily[row.period] += row.cost
         else:
             left_out[row.currency] += row.cost
-    return dict(daily), result.unmatched, {currency: cost for currency, cost in left_out.items() if cost}
+    unmatched = tuple((dim, f"no cost line carries {dim} {value!r}; {hint}") for dim, value, hint in result.unmatched)
+    apart = None if unmatched or result.rows else unpaired(lake, config, plan)
+    unmatched += (("experiment", f"no cost line carries {apart[0]}; {apart[1]}"),) if apart else ()
+    return dict(daily), unmatched, {currency: cost for currency, cost in left_out.items() if cost}
 
 
 def plans_section(config: Config, lake: Lake, day: date) -> Section:
@@ -99,7 +105,8 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
             found: PlanActual) -> str:
     """A plan's standing at `until`, honest where its USD actual says nothing: `not started` (its
     start is not before `until`); `unknown project` / `unknown experiment` (no cost line carries
-    it: a misspelt value, named with the closest ones in the note); `no data yet` (the lake's
+    it, or the experiment with the project: a misspelt value, named with the closest ones in the
+    note); `no data yet` (the lake's
     billing data ends at or before its start: its $0 is not a saving); `other currency` (it spent
     in other currencies only, never converted: named in the note); else over, under or on plan,
     against the lower and higher scenario (the optimistic run spends sooner: low may lie above
@@ -150,9 +157,8 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
         found = plan_actual(config, lake, plan, until if ends is None or ends <= plan.start else min(until, ends))
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
-        notes += [f"plan {plan.name}: no cost line carries {dim} {value!r}; {hint}"
-                  + ("" if hint.endswith(".") else ".")  # a long list of known values ends in "..."
-                  for dim, value, hint in unmatched]
+        notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
+                  for _, sentence in unmatched]
         if left_out:
             notes.append(f"plan {plan.name} counts USD spend only: {amounts_text(left_out.items())} spent since "
                          "its start is left out (currencies are never converted).")

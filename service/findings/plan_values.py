@@ -1,0 +1,78 @@
+"""A plan's project and experiment against the lake's cost lines, which plan vs actual matches
+folded, as `attribute --where` does: each value spelt as the lines carry it, and what no line
+carries, alone or together, whose $0 actual is no saving (a misspelt value, or an experiment
+of another project)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from service.attribution import attribute
+from service.core.config import Config
+from service.core.coverage import data_end
+from service.core.folding import composed, folded
+from service.core.lake import Lake
+from service.core.timewindow import Window
+from service.planning.plans import Plan
+
+SHOWN = 5  # the experiment's projects named
+
+
+def lake_window(lake: Lake) -> Window | None:
+    """From the first billing period's start to where the lake's data ends; None without a bill."""
+    end, periods = data_end(lake), sorted(e.billing_period for e in lake.ledger())
+    if end is None or not periods:
+        return None
+    since = datetime.strptime(periods[0], "%Y-%m").replace(tzinfo=timezone.utc)
+    return Window(since, max(end, since + timedelta(hours=1)))
+
+
+def as_billed(lake: Lake, config: Config, plan: Plan) -> tuple[Plan, list[str]]:
+    """`plan` with its project and experiment each spelt as the lines carrying it spell it
+    (`PRETRAIN` as `pretrain`; a bill written both ways, composed), and a sentence for each
+    value no line carries yet (with the closest ones) or, both carried, for an experiment no line
+    carries with the project. The plan as given while the lake holds no bill."""
+    window = lake_window(lake)
+    if window is None:
+        return plan, []
+    spelt, problems, projects = {}, [], set()
+    for dim, value in (("project", plan.project), ("experiment", plan.experiment)):
+        if value is None:
+            continue
+        by = (dim,) if dim == "project" else ("experiment", "project")
+        result = attribute(lake, config, window, by=by, where={dim: (value,)})
+        spelt[dim] = _spelling([row.values[dim] for row in result.rows], value)
+        problems += [f"no cost line in the lake carries {dim} {value!r} yet; {hint}" for _, _, hint in result.unmatched]
+        projects = {row.values["project"] for row in result.rows} if dim == "experiment" else projects
+    plan = replace(plan, project=spelt["project"], experiment=spelt.get("experiment"))
+    if plan.experiment is not None and not problems:
+        apart = _apart(plan, projects)
+        problems += [f"no cost line in the lake carries {apart[0]} yet; {apart[1]}"] if apart else []
+    return plan, problems
+
+
+def unpaired(lake: Lake, config: Config, plan: Plan) -> tuple[str, str] | None:
+    """(what, why) when no line of the lake carries the plan's experiment with its project,
+    though lines carry each: `experiment 'sft-chat-v5' with project 'llama-70b'`."""
+    window = lake_window(lake)
+    if plan.experiment is None or window is None:
+        return None
+    result = attribute(lake, config, window, by=("project",), where={"experiment": (plan.experiment,)})
+    return None if result.unmatched else _apart(plan, {row.values["project"] for row in result.rows})
+
+
+def _apart(plan: Plan, projects: set[str]) -> tuple[str, str] | None:
+    """(what, why) when `projects`, those the plan's experiment's lines carry, lack its project."""
+    if not projects or folded(plan.project) in {folded(p) for p in projects}:
+        return None
+    listed = sorted(projects)
+    return (f"experiment {plan.experiment!r} with project {plan.project!r}",
+            f"experiment {plan.experiment}'s lines carry project {', '.join(listed[:SHOWN])}"
+            + (", ..." if len(listed) > SHOWN else ""))
+
+
+def _spelling(values: list[str], typed: str) -> str:
+    """A bill written both ways holds the value composed and decomposed: the composed one, as
+    typed would be; `typed` when no line carries it."""
+    return min(values, key=lambda v: (v != composed(v), v), default=typed)
