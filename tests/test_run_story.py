@@ -335,3 +335,25 @@ def test_a_run_before_the_first_bill_says_no_bill_covers_it_and_one_past_the_end
         assert past.exit_code == 2 and "the window is empty: the data runs through 2026-11-02T11:00:00Z" in past.output
     late = runner.invoke(cli, ["--config", str(path), "runs", "--run", "r9", "--format", "json"])
     assert late.exit_code == 0 and "no cost yet: they started after the bill's end" in late.stderr, late.output
+
+
+def test_a_run_whose_hours_in_the_window_are_outside_the_bills_data_says_so_not_blaming_the_node_tag(tmp_path):
+    """The bill holds i-a's 2026-11-02 10:00-11:00 hour. Job 11 ran before it that morning (its
+    month is billed: no node tag or pool is to blame), job 12 from 10:30 for days: in a window after
+    11:00 its hours are past the bill's end. Both were told to check clusters.node_tag."""
+    jobs = [job("11", 8, "2026-11-02T08:00:00", "2026-11-02T09:30:00", instance_ids=["i-a"], run_id="r11"),
+            job("12", 8, "2026-11-02T10:30:00", "2026-11-05T00:00:00", instance_ids=["i-a"], run_id="r12")]
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], jobs)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    runner = CliRunner()
+    early = runner.invoke(cli, ["--config", str(path), "runs", "--run", "r11", "--format", "json"])
+    assert early.exit_code == 0 and [(j["job"], j["cost"]) for j in json.loads(early.stdout)["jobs"]] == [("11", "0")]
+    assert ("note: run 'r11' has jobs in the window 2026-11-02 08:00 → 2026-11-02 10:00 UTC but no billed cost: their "
+            "hours in it are before the bill's data begins (2026-11-02 10:00 UTC)") in early.stderr, early.stderr
+    late = runner.invoke(cli, ["--config", str(path), "runs", "--run", "r12", "--since", "2026-11-03", "--until",
+                               "2026-11-04", "--format", "json"])
+    assert late.exit_code == 0 and [(j["job"], j["cost"]) for j in json.loads(late.stdout)["jobs"]] == [("12", "0")]
+    assert ("note: run 'r12' has jobs in the window 2026-11-03 00:00 → 2026-11-04 00:00 UTC but no cost yet: their "
+            "hours in it are after the bill's end (data through 2026-11-02 11:00 UTC)") in late.stderr, late.stderr
+    assert "node_tag" not in early.stderr + late.stderr

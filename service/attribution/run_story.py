@@ -42,7 +42,7 @@ from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, ru
 from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
-from service.core.coverage import billing_periods, months_touched, periods_text
+from service.core.coverage import billing_periods, data_begins, months_touched, periods_text
 from service.core.folding import folded, folded_forms
 from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
@@ -313,9 +313,29 @@ def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnec
                & set(periods) for j in jobs):  # e.g. before the first bill: no node or pool is to blame
         return (f"run {run.strip()!r} has jobs in the window {span} but no bill covers their months: the lake "
                 f"holds the billing periods {periods_text(periods)}",)
+    outside = _outside_the_data(jobs, window, data_begins(lake, session.snapshot), through)
+    if outside:
+        return (f"run {run.strip()!r} has jobs in the window {span} but {outside}",)
     return (f"run {run.strip()!r} has jobs in the window {span} but no billed cost: none of its jobs' instances or "
             "nodes is a billed instance of a cluster (check the record's nodes or instance ids against "
             "`clusters.node_tag`, or give its cluster a pool with `clusters.cluster_tag`)",)
+
+
+def _outside_the_data(jobs: list[RunJob], window: Window, begins: datetime | None,
+                      through: datetime | None) -> str | None:
+    """Why jobs in a billed month have no cost when none of their hours in the window lies in the
+    bill's data (`begins` to `through`): a window past its end, a job before its first hour."""
+    if begins is None or through is None:
+        return None
+    spans = [(max(j.start or window.since, window.since), min(j.end or window.until, window.until)) for j in jobs]
+    if any(start < through and end > begins for start, end in spans):
+        return None
+    if all(start >= through for start, _ in spans):
+        return f"no cost yet: their hours in it are after the bill's end (data through {minute_text(through)} UTC)"
+    if all(end <= begins for _, end in spans):
+        return f"no billed cost: their hours in it are before the bill's data begins ({minute_text(begins)} UTC)"
+    return (f"no billed cost: their hours in it are before the bill's data begins or after its end (data "
+            f"{minute_text(begins)} → {minute_text(through)} UTC)")
 
 
 def _known_runs(lake: Lake, session: RollupSession | None,
