@@ -357,3 +357,26 @@ def test_a_run_whose_hours_in_the_window_are_outside_the_bills_data_says_so_not_
     assert ("note: run 'r12' has jobs in the window 2026-11-03 00:00 → 2026-11-04 00:00 UTC but no cost yet: their "
             "hours in it are after the bill's end (data through 2026-11-02 11:00 UTC)") in late.stderr, late.stderr
     assert "node_tag" not in early.stderr + late.stderr
+
+
+def test_a_run_still_running_that_started_after_the_bills_end_shows_its_hours_to_now_with_cost_pending(
+        tmp_path, monkeypatch):
+    """The bill ends at 11:00; job 13 (8 GPUs) runs from 12:00 and it is now 22:30: 84 GPU-hours,
+    no cost yet. Its span ended at the data's end, before its start: a one-hour window, 8.0."""
+    from datetime import datetime, timezone
+
+    now = datetime(2026, 11, 2, 22, 30, tzinfo=timezone.utc)
+    for module in ("service.attribution.run_rows", "service.attribution.run_inputs"):
+        monkeypatch.setattr(f"{module}.utc_now", lambda: now)
+    lake, _ = setup(tmp_path, [gpu_line("i-a")],
+                    [job("13", 8, "2026-11-02T12:00:00", None, instance_ids=["i-a"], run_id="r13", state="RUNNING")])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--run", "r13", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert [(r["run"], r["gpu_hours"], r["cost"], r["state"], r["end"]) for r in data["rows"]] == [
+        ("r13", "84.000000", "0", "RUNNING", None)]
+    assert (data["since"], data["until"]) == ("2026-11-02T12:00:00Z", "2026-11-02T23:00:00Z")
+    assert [(j["job"], j["gpu_hours"], j["cost"]) for j in data["jobs"]] == [("13", "84.000000", "0")]
+    assert "no cost yet: they started after the bill's end (data through 2026-11-02 11:00 UTC)" in shown.stderr

@@ -27,7 +27,7 @@ from service.core.folding import folded
 from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
-from service.core.timewindow import Window
+from service.core.timewindow import Window, utc_now
 from service.core.units import share_of
 
 VALUES = ("team", "project", "experiment", "job_type", "cluster", "user")
@@ -75,6 +75,12 @@ def _naive(moment: datetime) -> datetime:
     return moment.astimezone(timezone.utc).replace(tzinfo=None)
 
 
+def running_until(until: datetime) -> datetime:
+    """Where a job still running stops holding GPUs in a window ending at `until` (naive UTC):
+    now, when sooner (a run's window ends at the whole hour after it)."""
+    return min(until, _naive(utc_now()))
+
+
 def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
                  window: Window, billed_until: datetime | None = None) -> dict[str, JobSide]:
     """run (lower case) → its job records' figures in `window`: the newest snapshot of each
@@ -85,6 +91,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         return {}
     since, until = _naive(window.since), _naive(window.until)
     priced_until = min(until, _naive(billed_until)) if billed_until else until
+    running = running_until(until)
     params = Params()
     records = held_records_cte(params, since, until)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
@@ -99,7 +106,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.restarts += side.restarted.told(start, end, state, work_of(job_id, name, scheduler))
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
-        side.gpu_hours += gpu_hours(gpus, max(start, since), min(end or until, until))
+        side.gpu_hours += gpu_hours(gpus, max(start, since), min(end or running, until))
         # the run's last job is the one that ended last (a running one has not ended: it is last);
         # rows come by start time, so of jobs that ended together the later start wins
         last = (end is None, end or start, start)

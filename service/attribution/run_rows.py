@@ -222,7 +222,7 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
 def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
     """The run's own span in whole hours (allocation places each instance-hour whole: a cut hour
     would show part of the run's cost): its job records' first start to their last end, or to the
-    data's end while one runs. A run no job record names (EKS pods) gets every month the bill holds.
+    data's end while one runs (to now when it began after the data's end). A run no job record names (EKS pods) gets every month the bill holds.
     With neither, a UsageError names the window's start as `naming` spells it."""
     con = lake.query()
     try:
@@ -236,8 +236,8 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
             raise UsageError(f"no job record or bill in the lake names run {run!r}", where=naming("since"),
                              hint=f"check the run id, or give a window, e.g. {naming('since')} 30d")
         first, last = datetime.strptime(min(periods), "%Y-%m").replace(tzinfo=timezone.utc), end
-    elif running or last is None:
-        last = max(moment for moment in (last, end or utc_now(), first) if moment is not None)
+    elif running or last is None:  # to the data's end; a run begun after it (cost pending): to now, its real hours
+        last = max(moment for moment in (last, end if end and end > first else utc_now(), first) if moment is not None)
     since = first.replace(minute=0, second=0, microsecond=0)
     until = last.replace(minute=0, second=0, microsecond=0)
     return Window(since, until + HOUR if until < last or until == since else until)

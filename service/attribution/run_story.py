@@ -38,7 +38,7 @@ from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
-from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, run_span
+from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, run_span, running_until
 from service.attribution.sql import Params, dim_col, held_records_cte
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
@@ -198,7 +198,7 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         f"WITH {records}, {values} SELECT record_id, job_id, run_id, start_time, end_time, gpus, nodes, instance_ids, "
         f"name, scheduler, state, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} "
         "ORDER BY start_time, end_time NULLS LAST, record_id", params.values).fetchall()
-    out = []
+    out, running = [], running_until(until)
     restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs in start order as the row counts
     for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, state, *stated in rows:
         gpus = job_gpus(gpus)
@@ -206,7 +206,7 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         stated = dict(zip(RECORD_VALUES, stated))
         key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
         out.append(_Record(record, job, folded(run_id), key, stated, start, end, gpus,
-                           gpu_hours(gpus, max(start, since), min(end or until, until)).quantize(GPU_HOURS_QUANTUM),
+                           gpu_hours(gpus, max(start, since), min(end or running, until)).quantize(GPU_HOURS_QUANTUM),
                            tuple(nodes or ()), tuple(instance_ids or ()), work,
                            restarted[folded(run_id)].told(start, end, state, work)))
     return out
