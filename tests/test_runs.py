@@ -521,3 +521,26 @@ def test_hours_past_the_bills_end_add_gpu_hours_but_no_price(tmp_path):
     lake, cfg = setup(tmp_path, [gpu_line("i-a")], jobs)
     [row] = runs(lake, cfg, query(since="2026-11-02T10:00:00Z", until="2026-11-02T14:00:00Z")).rows
     assert (row.gpu_hours, row.cost, row.cost_per_gpu_hour) == (D(32), D(80), D(10))
+
+
+def test_a_run_named_other_is_its_own_row_beside_the_folded_rest_and_reserved_ids_are_said(tmp_path):
+    # r1 of lake_with_runs renamed `other` ($80), r2 $20: with --top 1 the report dropped the real
+    # run (it kept rows whose run was not "other") and the table showed two rows named other
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="other"),
+            job("3", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2"),
+            job("5", 4, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-b"], run_id="idle")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    top = runs(lake, cfg, query(top="1")).rows
+    assert [(r.run, r.cost, r.folded_runs) for r in top] == [("other", D(80), 0), ("other", D(40), 2)]
+    assert [r.to_json().get("folded_runs") for r in top] == [None, 2]
+    table = top_runs(cfg, lake, parse_window("2026-11-02", "2026-11-03"), 1)
+    assert [(r["run"], r["cost"]) for r in table.rows] == [("other", D(80))]
+    path = write_config(tmp_path, lake)
+    shown = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                     "--top", "1", "--format", "table"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0 and "other (2 runs)" in shown.stdout, shown.output
+    idle = CliRunner().invoke(cli, ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+                                    "--run", "idle", "--format", "json"])
+    assert idle.exit_code == 0 and D(json.loads(idle.stdout)["rows"][0]["cost"]) == 20, idle.output
+    assert ("note: run id 'idle' is also what attribute's run dimension calls the clusters' idle: `attribute --where "
+            "run=idle` adds that idle to this run's cost") in idle.stderr, idle.stderr

@@ -136,6 +136,7 @@ class RunRow:
     end: datetime | None
     idle_share: Decimal | None
     priced_hours: Decimal | None  # of gpu_hours, those of its jobs that cost: a job in no bill has no price
+    folded_runs: int = 0  # `top`'s row of the rest (named `other`): the runs in it; a run may be named other too
 
     @property
     def cost_per_gpu_hour(self) -> Decimal | None:
@@ -151,7 +152,8 @@ class RunRow:
                 "gpus": _text(self.gpus), "gpu_hours": _text(self.gpu_hours), "cost": _text(self.cost),
                 "currency": self.currency, "cost_per_gpu_hour": _text(self.cost_per_gpu_hour),
                 "idle_share": _text(self.idle_share), "state": self.state,
-                "start": iso_utc(self.start) if self.start else None, "end": iso_utc(self.end) if self.end else None}
+                "start": iso_utc(self.start) if self.start else None, "end": iso_utc(self.end) if self.end else None,
+                **({"folded_runs": self.folded_runs} if self.folded_runs else {})}
 
 
 @dataclass(frozen=True)
@@ -348,7 +350,7 @@ def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResul
                                sum((r.gpu_hours or Decimal(0) for r in rest), Decimal(0)),
                                sum((r.cost for r in rest), Decimal(0)), currency,
                                group[query.by.index("state")] if "state" in query.by else None, None, None, None,
-                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0))))
+                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0)), len(rest)))
     return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
 
 

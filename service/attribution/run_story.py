@@ -287,7 +287,20 @@ def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyCon
     jobs = run_jobs(records, [j for j in usage.jobs if folded(j.values["run"]) == folded(run)])
     instances = _instances(lake, session, config, window, cost, run) if session is not None and jobs else ()
     return RunStory(run.strip(), tuple(jobs), instances,
-                    _notes(lake, session, con, run, window, jobs))
+                    _reserved(config, run) + _notes(lake, session, con, run, window, jobs))
+
+
+def _reserved(config: AttributionConfig, run: str) -> tuple[str, ...]:
+    """A run id that attribute's run dimension also gives other cost: the story counts the run's
+    jobs alone, `attribute --where run=X` those and that cost."""
+    run = run.strip()
+    if folded(run) == IDLE:
+        return (f"run id {run!r} is also what attribute's run dimension calls the clusters' idle: `attribute --where "
+                f"run={run}` adds that idle to this run's cost",)
+    if folded(run) == folded(config.dimensions["run"].default):
+        return (f"run id {run!r} is also the run dimension's default: `attribute --where run={run}` adds the cost no "
+                "run claims to this run's cost",)
+    return ()
 
 
 def _notes(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyConnection, run: str, window: Window,

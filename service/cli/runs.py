@@ -31,8 +31,6 @@ def _trimmed(text: str | None, places: int) -> str:
 
 
 def render(result, fmt: str | None) -> None:
-    from service.attribution import OTHER  # as the command imports attribution: when run, not at startup
-
     data = result.to_json()
     fmt = fmt or default_format()  # a terminal gets this table, not the raw rows
     if fmt in ("json", "csv"):
@@ -40,7 +38,8 @@ def render(result, fmt: str | None) -> None:
         return
     if not data["rows"]:  # a table of nothing: the command's reason line says why
         return
-    rows = [{**row, "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"], of=row["currency"]),
+    rows = [{**row, "run": f"{row['run']} ({row['folded_runs']} runs)" if row.get("folded_runs") else row["run"],
+             "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"], of=row["currency"]),
              "gpus": _trimmed(row["gpus"], 2),
              "gpu_hours": number_text(row["gpu_hours"], 1),  # one decimal each, as the story shows them
              "cost_per_gpu_hour":
@@ -58,7 +57,7 @@ def render(result, fmt: str | None) -> None:
          right=("jobs (restarts)", "GPUs", "GPU-h", "cost", "$/GPU-h", "idle"), whole=("cost",),
          late=("state", "idle"))  # what failed, and what it left idle, outlast the other columns
     click.echo(coverage_line(result))
-    if any(row["currency"] and row["idle_share"] is None for row in data["rows"] if row["run"] != OTHER):
+    if any(row["currency"] and row["idle_share"] is None for row in data["rows"] if not row.get("folded_runs")):
         click.echo(NO_IDLE_SHARE, err=True)  # as the report's top runs say it: an empty cell reads as no idle
 
 
