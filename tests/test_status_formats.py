@@ -36,3 +36,29 @@ def test_csv_and_json_hold_one_table_each_and_the_readme_says_so(tmp_path):
     assert {tuple(row) for row in json.loads(status("--format", "json"))} == {tuple(STATUS_COLUMNS)}
     [row] = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `spendlake status")]
     assert "CSV and JSON hold one table each" in row
+
+
+def test_a_failure_in_the_second_of_the_last_success_is_the_current_error_and_a_success_after_it_clears_it(
+        monkeypatch):
+    # both times are kept to the second: a run failing in the second the previous one succeeded
+    # compared equal, and status showed the source ok, no failing: line
+    from datetime import datetime, timezone
+
+    from service.ingest import freshness
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 12, 5, 14, 0, 0, 250000, tzinfo=timezone.utc)
+
+    monkeypatch.setattr(freshness, "datetime", Frozen)
+    record: dict = {}
+    freshness.record_run(record, None)
+    freshness.record_run(record, ValueError("period 2024-05 failed"))
+    assert record["last_success"] == record["last_failure"] == "2026-12-05T14:00:00Z"
+    assert freshness.current_error(record) == "period 2024-05 failed"
+    freshness.record_run(record, None)
+    assert freshness.current_error(record) is None
+    # a record written before the runs said which came last: told by the times, as before
+    assert freshness.current_error({"last_success": "2026-12-05T14:00:00Z", "last_failure": "2026-12-05T14:00:01Z",
+                                    "last_error": "x"}) == "x"

@@ -43,6 +43,7 @@ class SourceRecord(Open):  # service/ingest/billing.py, inventory.py, freshness.
     last_success: UtcText | None = None
     last_failure: UtcText | None = None
     last_error: StrictStr | None = None
+    last_run_failed: StrictBool | None = None  # service/ingest/freshness.py current_error
     data_through: UtcText | None = None
     config: StrictStr | None = None
     config_from_lake: StrictStr | None = None

@@ -39,6 +39,7 @@ def record_run(record: dict, error: Exception | None) -> None:
         record["last_error"] = str(error)
     else:
         record["last_success"] = iso_utc(now)
+    record["last_run_failed"] = error is not None  # the times, to the second, tie when both runs share one
 
 
 def record_sources(lake: Lake, state: dict, failed: str | None = None) -> None:
@@ -76,6 +77,8 @@ def sources_state(lake: Lake) -> dict[str, dict]:
         later = not record.get("last_failure") or parse_utc(kept["last_failure"]) > parse_utc(record["last_failure"])
         state[source] = {**record, "failures_total": int(record.get("failures_total", 0)) + kept["failures_total"],
                          **({k: kept[k] for k in ("last_failure", "last_error")} if later else {})}
+        if later:  # which came last, this failure or the recorded success, is told by their times
+            state[source].pop("last_run_failed", None)
     return state
 
 
@@ -155,7 +158,10 @@ def source_freshness(config: Config, lake: Lake, now: datetime) -> list[SourceFr
 
 
 def current_error(record: dict) -> str | None:
-    """The last error of a source's record, when its last run failed after its last success."""
+    """The last error of a source's record, when its last run failed after its last success
+    (as `last_run_failed` says: a record written before it, by the times)."""
+    if record.get("last_run_failed") is not None:
+        return record.get("last_error") if record["last_run_failed"] else None
     failed, succeeded = record.get("last_failure"), record.get("last_success")
     if failed and (not succeeded or parse_utc(failed) > parse_utc(succeeded)):
         return record.get("last_error")
