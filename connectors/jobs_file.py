@@ -239,9 +239,13 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
                             f"to it: the file has no such column; it has: {', '.join(header) or 'none'})",
                             where=str(path), hint=f"fix the name in {self.config_path}.columns")
         if missing:
+            unread = [h.strip() for i, h in enumerate(header) if i not in found.values() and h.strip()]
+            theirs = (difflib.get_close_matches(missing[0], unread, n=1, cutoff=0.5) or unread or ["<its name>"])[0]
             raise DataError(f"missing column(s) {', '.join(missing)} (the file has: {', '.join(header) or 'none'})",
-                            where=str(path), hint=f"add them, or map the file's own names with "
-                                                  f"{self.config_path}.columns, e.g. {{gpu_num: gpus}}")
+                            where=str(path), hint=f"add {'it' if len(missing) == 1 else 'them'}, or map the file's own "
+                                                  f"name{'' if len(missing) == 1 else 's'} to "
+                                                  f"{'it' if len(missing) == 1 else 'them'} with "
+                                                  f"{self.config_path}.columns, e.g. {{{theirs}: {missing[0]}}}")
         names = {h.strip().lower() for h in header}
         for theirs, ours in self.config.columns.items():
             if theirs.strip().lower() not in names and (ours.lower() not in found or ours.lower() == "job_id"):

@@ -78,3 +78,14 @@ def test_a_command_without_format_names_where_the_left_out_columns_show(monkeypa
     err = capsys.readouterr().err
     assert err.startswith("not shown at 80 columns: ") and "--format csv or json" not in err
     assert err.rstrip().endswith("(a wider terminal shows them; `spendlake findings --format json` shows them in full)")
+
+
+def test_tables_sharing_what_they_told_name_the_same_left_out_columns_once(monkeypatch, capsys):
+    # `spendlake demo`'s two findings tables both leave out resource at 80 columns: said twice
+    monkeypatch.setenv("COLUMNS", "80")
+    told: set[str] = set()
+    for _ in range(2):
+        print_table([RUN], list(RUN), whole=("cost",), elsewhere="`spendlake findings --format json` shows them",
+                    told=told)
+    err = capsys.readouterr().err
+    assert err.count("not shown at 80 columns: ") == 1, err

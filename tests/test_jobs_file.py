@@ -626,3 +626,17 @@ def test_a_csv_row_with_more_or_fewer_fields_than_the_header_fails_naming_its_li
     assert result.exit_code == 3, result.output
     assert f"{path}" in result.output and says in result.output, result.output
     assert not (tmp_path / "lake" / "jobs").exists()
+
+
+@pytest.mark.parametrize("header, says", [
+    ("job_id,start_time,finish,gpus", "add it, or map the file's own name to it with inventory.trace.columns, "
+                                      "e.g. {finish: end_time}"),
+    ("job_id,start_time,end,gpus", "e.g. {end: end_time}"),
+])
+def test_a_missing_column_hints_at_mapping_the_files_own_name_to_it_not_gpu_num(tmp_path, header, says):
+    # the hint was "e.g. {gpu_num: gpus}" whichever column was missing
+    path = tmp_path / "jobs.csv"
+    path.write_text(f"{header}\n1,2026-11-30T00:00:00Z,2026-11-30T01:00:00Z,8\n")
+    result = cli_inventory(tmp_path, path)
+    assert result.exit_code == 3 and "missing column(s) end_time" in result.output, result.output
+    assert says in " ".join(result.output.split()) and "gpu_num" not in result.output, result.output

@@ -135,3 +135,21 @@ def test_top_experiments_bring_only_the_top_into_python_and_equal_the_full_attri
     assert all(r["unallocated_cost"] for r in unallocated.rows if r["dimension"] == "team")
     if not extra:  # shared costs are split in Python, as `attribute` splits them
         assert fetched and max(fetched) <= TOP + 2, fetched
+
+
+def test_a_summary_table_whose_title_names_its_value_column_is_not_headed_with_it_twice():
+    # summary.md read "*Top 10 runs, month to date* — month to date"
+    from datetime import date
+
+    from service.report.model import Column, Report, Section, Table
+    from service.report.render import render_markdown
+
+    runs = Table("top_runs", "Top 10 runs, month to date", [Column("run", "run"),
+                 Column("cost", "month to date", "money")], rows=[{"run": "r1", "cost": 5, "currency": "USD"}],
+                 markdown=(("run",), "cost"))
+    jobs = Table("unfinished_jobs", "Unfinished jobs, month to date", [Column("state", "state"),
+                 Column("cost", "cost", "money")], rows=[{"state": "FAILED", "cost": 2, "currency": "USD"}],
+                 markdown=(("state",), "cost"))
+    summary = render_markdown(Report(date(2026, 12, 4), date(2026, 12, 1), [], [Section("c", "C", [runs, jobs])]))
+    assert "\n*Top 10 runs, month to date*\n- r1: $5.00" in summary, summary
+    assert "*Unfinished jobs, month to date* — cost\n" in summary, summary

@@ -68,10 +68,11 @@ def _print_spend_and_findings(result) -> None:
              "resource": _short(f.resource_id),
              "waste": f"{usd(f.monthly_waste_usd)}{' once' if f.id in once else '/month'}"}
             for f in sorted(waste, key=lambda f: f.monthly_waste_usd, reverse=True)[:TOP_FINDINGS]]
+    told: set[str] = set()  # both tables leave out the same columns on a narrow terminal: said once
     emit(rows, ["rule", "severity", "team", "project", "resource", "waste"], "table",
          title=f"top waste ({len(waste)} open findings: {usd(monthly)} a month"
                + (f", {usd(finished)} once" if once else "") + ")", right=("waste",), whole=("waste",),
-         elsewhere=FINDINGS_IN_FULL)
+         elsewhere=FINDINGS_IN_FULL, told=told)
     # overspend and ownership are not waste: their impact is an overrun, an excess or
     # unowned spend, never a monthly figure, so they get a table and a column of their own
     rows = [{"rule": f.rule, "category": f.category, "severity": f.severity, "team": f.team,
@@ -82,7 +83,7 @@ def _print_spend_and_findings(result) -> None:
     emit(rows, ["rule", "category", "severity", "team", "resource", "impact"], "table",
          title=f"top overspend and ownership ({len(open_findings) - len(waste)} open findings; impact: "
                "budget overrun, anomaly excess, unallocated spend of the window)", right=("impact",), whole=("impact",),
-         elsewhere=FINDINGS_IN_FULL)
+         elsewhere=FINDINGS_IN_FULL, told=told)
 
 
 def commitment_line(total: dict) -> str:

@@ -43,11 +43,12 @@ def format_option(func):
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None,
                 footer: dict[str, Any] | None = None, right: Sequence[str] = (),
                 whole: Sequence[str] = (), late: Sequence[str] = (),
-                elsewhere: str = "--format csv or json shows every column") -> None:
+                elsewhere: str = "--format csv or json shows every column", told: set[str] | None = None) -> None:
     """`whole`: columns never cut short (their header and values); the others give way, `late`
     ones after the rest. A table wider than the terminal leaves columns out (`shown`) rather than
     cut every cell to one letter, and says which, and where they show (`elsewhere`: a command
-    without `--format` names another)."""
+    without `--format` names another); `told`, shared by tables printed one after another, says
+    that once."""
     from rich.console import Console
     from rich.table import Table
 
@@ -70,9 +71,12 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
         table.add_row(*(cells[column][index] for column in kept))
     console.print(table)
     left_out = [column for column in columns if column not in kept]
-    if left_out:
-        click.echo(one_line(f"not shown at {console.width} columns: {', '.join(left_out)} (a wider terminal shows "
-                            f"them; {elsewhere})"), err=True)
+    line = one_line(f"not shown at {console.width} columns: {', '.join(left_out)} (a wider terminal shows "
+                    f"them; {elsewhere})")
+    if left_out and line not in (told or ()):
+        click.echo(line, err=True)
+    if told is not None:
+        told.add(line)
 
 
 def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str],

@@ -155,7 +155,8 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 # rows of findings a past day's report lists are the last rules run's: said above them as on the page
                 lines += ["", f"_{md(table.summary_note)}_"] if table.summary_note else []
                 column = next(c for c in table.columns if c.key == value)
-                lines += ["", f"*{table.title}* — {column.label}"]
+                named = table.title.lower().endswith(column.label.lower())  # "Top 10 runs, month to date"
+                lines += ["", f"*{table.title}*" + ("" if named else f" — {column.label}")]
                 # a label ending in a sentence's full stop would read "day(s).: $28,027.49"
                 lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None).rstrip('.')}: "
                           f"{_summary_value(table, column, row)}"
