@@ -427,3 +427,15 @@ def test_a_service_started_on_a_damaged_lake_shows_the_stored_tops_of_its_last_g
         tops_module.read_tops(lake, config, NOW)
     moved.rename(file)
     assert samples(config) == before
+
+
+def test_a_value_named_other_is_summed_in_the_other_series_whether_or_not_it_ranks():
+    # a metric label has no room for a flag: the `other` series is everything not named, a run
+    # called other included (README says so), never a second series of that name
+    from decimal import Decimal
+
+    from service.core.units import fold_top
+
+    values = {("other",): Decimal(5), ("a",): Decimal(9), ("b",): Decimal(1)}
+    assert fold_top(values, 1) == {("a",): Decimal(9), ("other",): Decimal(6)}
+    assert fold_top(values, 2) == {("a",): Decimal(9), ("other",): Decimal(6)}
