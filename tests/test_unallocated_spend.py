@@ -146,6 +146,34 @@ def test_direct_daily_spend_comes_back_grouped_only_by_what_the_rule_asks_for(tm
     assert by_day_keys == (None, TODAY - timedelta(1))
 
 
+def test_direct_daily_spend_holds_only_its_last_querys_answers(tmp_path, monkeypatch):
+    """The lookup kept every answer for the whole `rules run`: spend-anomaly's rows by resource and
+    day (~500k at 10M lines) stayed held while unallocated-spend attributed the window again,
+    its DuckDB memory on top (1,354 MB peak). No rule reads another's fields and window: a call
+    that queries drops the earlier answers; a call repeating the last one is still answered
+    from them."""
+    from service.attribution import lines as lines_module
+
+    lake = make_lake(tmp_path, [day_line(n, "2", resource=f"i-{n}", tags={"team": "nlp"}) for n in (1, 2)])
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake)})
+    queried = []
+    query = lines_module._query
+
+    def counted(*args):
+        queried.append(args[-1])  # the fields summed by
+        return query(*args)
+
+    monkeypatch.setattr(lines_module, "_query", counted)
+    daily = lines_module.direct_daily_lookup(lake, config)
+    since, until = datetime(2026, 11, 1), datetime(2026, 11, 21)
+    by_day = [(r.day, r.cost) for r in daily("team", since, until, ("day",))]
+    assert [(r.day, r.cost) for r in daily("team", since, until, ("day",))] == by_day and len(queried) == 1
+    assert sorted((r.resource, r.cost) for r in daily("team", since, until, ("resource",))) == [
+        ("i-1", Decimal(2)), ("i-2", Decimal(2))]
+    assert [(r.day, r.cost) for r in daily("team", since, until, ("day",))] == by_day
+    assert queried == [("day",), ("resource",), ("day",)]
+
+
 def test_direct_daily_spend_attributes_the_window_within_the_writers_memory(tmp_path, monkeypatch):
     """The window's lines are attributed and allocated in memory as `attribute` does from raw lines,
     which spills beyond WRITER_MEMORY_LIMIT; the rules' lookup had no limit (DuckDB held 1.2 GB of

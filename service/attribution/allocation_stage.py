@@ -18,6 +18,7 @@ staged lines' 0.8: the whole query -11%.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from service.attribution.allocation import INSTANCE_ID, INSTANCE_LINE, AllocationInputs, Stage, bind_types
@@ -35,6 +36,14 @@ MEMBERS_CTE = (
 
 
 STAGED_TAGS = ("node", "cluster")  # the allocation's own tags (allocation.py EXTRA_TAGS) a staged line holds
+
+
+def drop_stage(con, stage: Stage | None) -> None:
+    """Drop the tables `stage` names once its statement has run: the job records and the
+    members' instance lines (at 10M lines ~150 MB of DuckDB's memory) would otherwise stay
+    until the connection closes, beside the next allocation's own."""
+    for table in dataclasses.astuple(stage) if stage else ():
+        con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def keyed_lines(keys: Sequence[str] | None) -> str:

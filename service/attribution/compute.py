@@ -15,7 +15,7 @@ from service.attribution.window_sql import spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import snapshot_data_through
 from service.core.folding import folded
-from service.core.lake import WRITER_MEMORY_LIMIT, Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
@@ -189,9 +189,10 @@ class RollupSession:
         self.snapshot = snapshot = snapshot or lake.snapshot()
         split = rollup_split(lake, config, snapshot)
         # A period rolled up in memory holds all its groups (a month of 1M experiments: 9M,
-        # 2.6 GB) until the session ends: it spills beyond the writer's limit, as the build
-        # does. Over stored rollups the limit only costs (DuckDB then held more, not less).
-        self.con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT if split.missing else None)
+        # 2.6 GB) until the session ends: it spills beyond the reader's limit, as the build
+        # does beyond the writer's. Over stored rollups the limit only costs (DuckDB then held
+        # more, not less).
+        self.con = lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT if split.missing else None)
         self.files, self.narrowed = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs, split)
 
     def data_through(self) -> dict[str, datetime | None]:

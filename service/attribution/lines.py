@@ -7,7 +7,7 @@ with shared GPU clusters allocated to jobs and idle as `attribute()` does (its j
 the instance line's service, account and resource), summed in DuckDB by the value (lower-cased:
 attribution compares values case-insensitively), what counted spend filters on, and only the
 fields of `by` the calling rule reads (rules.base.DirectDaily): a window's sum by resource needs
-no row per day. Results are cached per call arguments for the run; the dimensions of `along`
+no row per day. The last query's results are cached per call arguments; the dimensions of `along`
 are summed in the same pass (one attribution of the window) and cached for the calls that follow.
 
 Direct spend, before shared splits — the part of `attribute()` that the lines themselves
@@ -51,8 +51,12 @@ def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindo
                      along: Collection[str] = ()) -> list[DailySpend]:
         # its dimensions are declared ones: config.py refuses a rule's undeclared one at load
         fields = tuple(field for field in DETAIL if field in by)
-        wanted = [d for d in dict.fromkeys((dimension, *along)) if (d, since, until, fields) not in cache]
-        if wanted:  # one attribution (and allocation) of the window for all of them
+        wanted = list(dict.fromkeys((dimension, *along)))
+        if any((d, since, until, fields) not in cache for d in wanted):
+            # the earlier query's answers go first: no rule asks for another's fields and window,
+            # and spend-anomaly's (~500k rows at 10M lines) were held through unallocated-spend's
+            cache.clear()
+            # one attribution (and allocation) of the window for all of them
             found = _query(lake, config, wanted, since, until, plans, fields) if cost_partitions(lake) else {}
             cache.update({(d, since, until, fields): found.get(d, []) for d in wanted})
         return cache[(dimension, since, until, fields)]

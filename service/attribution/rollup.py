@@ -38,6 +38,8 @@ from pathlib import Path
 
 import duckdb
 
+from service.attribution.allocation import Stage
+from service.attribution.allocation_stage import drop_stage
 from service.attribution.jobs import allocation_inputs, jobs_basis
 from service.attribution.grouped_lines import tag_map_groups_sql
 from service.attribution.needs import Needs, loosely, needed_dimensions
@@ -195,7 +197,7 @@ def narrowed_to(config: AttributionConfig, needs: Needs, tag_keys: list[str],
 
 def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection,
                      part: Partition, inventory: list[str] | None,
-                     needs: Needs = Needs()) -> tuple[duckdb.DuckDBPyRelation, bool]:
+                     needs: Needs = Needs()) -> tuple[duckdb.DuckDBPyRelation, bool, Stage | None]:
     """The attributed rollup of one period, from its raw lines (`con` has the `costs` view),
     and whether it holds only the lines `needs.where` can match (`narrowed_to`); `needs`:
     only those dimensions and measures (default all)."""
@@ -210,7 +212,7 @@ def _rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPy
     sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, needs, narrow=narrow,
                      by_tag_map=by_map)
     run_setup(con, sql)
-    return con.sql(sql.text, params=sql.params), narrow is not None
+    return con.sql(sql.text, params=sql.params), narrow is not None, sql.stage
 
 
 def groups_by_tag_map(con: duckdb.DuckDBPyConnection, config: AttributionConfig, tag_keys: list[str],
@@ -273,13 +275,14 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
     keys = inventory_keys(lake, con) if missing else None
     narrowed = False
     for number, (part, _) in enumerate(missing):
-        relation, narrow = _rollup_relation(lake, config, con, part, keys, needs)
+        relation, narrow, stage = _rollup_relation(lake, config, con, part, keys, needs)
         narrowed = narrowed or narrow
         temp = f"rollup_part_{number}"
         relation.create_view(temp)
         into = f"CREATE TEMP TABLE {MEMORY_TABLE} AS" if number == 0 else f"INSERT INTO {MEMORY_TABLE}"
         con.execute(f"{into} SELECT *, ? AS source, ? AS billing_period FROM {temp}", [part.source, part.period])
         con.execute(f"DROP VIEW {temp}")
+        drop_stage(con, stage)
     if missing:
         log.info("attribution: %d period(s) from stored rollups, %d rolled up from the raw lines in memory "
                  "(no stored rollup for this config and delivery yet: %s; `spendlake rollup` stores them)",
@@ -326,9 +329,10 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 stored += 1
             else:
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
-                path = lake.commit_snapshot(con, _rollup_relation(lake, config, con, part, keys)[0], table=ROLLUP_TABLE,
-                                            source=part.source, key="billing_period", value=part.period,
-                                            version=version.name)
+                relation, _, stage = _rollup_relation(lake, config, con, part, keys)
+                path = lake.commit_snapshot(con, relation, table=ROLLUP_TABLE, source=part.source,
+                                            key="billing_period", value=part.period, version=version.name)
+                drop_stage(con, stage)  # the next period's allocation stages its own
                 built += 1
                 _warn_overbooked(con, config, part, path)
             # superseded for the grace and already when an earlier build looked (a clock stepped

@@ -15,6 +15,7 @@ from decimal import Decimal
 
 import duckdb
 
+from service.attribution.allocation_stage import drop_stage
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
@@ -181,7 +182,10 @@ def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
            f"{MEASURES[cost]} AS amount FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "
            f"AND split_part({how}, ':', 1) IN ('job', 'idle')) {select}")
     run_setup(con, lines)
-    return con.execute(sql, lines.params).fetchall()
+    try:
+        return con.execute(sql, lines.params).fetchall()
+    finally:
+        drop_stage(con, lines.stage)
 
 
 def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window,

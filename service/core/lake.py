@@ -55,6 +55,11 @@ TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # The DuckDB memory of an ingest connection (Lake.writer) and of the rollup build; beyond it
 # DuckDB spills. The ingest process peaks at about this plus Python's own.
 WRITER_MEMORY_LIMIT = "600MB"
+# The DuckDB memory of a reader that rolls periods up in memory (service/attribution/compute.py
+# RollupSession): it holds its answer's rows in Python beside it (`spendlake runs` at 10M
+# lines: ~450 MB with the libraries), so it gets less than a writer and spills sooner
+# (`runs` at 10M: 1,120 -> ~900 MB peak, the same CPU seconds; bench/README.md).
+READER_MEMORY_LIMIT = "400MB"
 # Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
 SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)
 
