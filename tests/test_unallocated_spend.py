@@ -174,12 +174,13 @@ def test_direct_daily_spend_holds_only_its_last_querys_answers(tmp_path, monkeyp
     assert queried == [("day",), ("resource",), ("day",)]
 
 
-def test_direct_daily_spend_attributes_the_window_within_the_writers_memory(tmp_path, monkeypatch):
+def test_direct_daily_spend_attributes_the_window_within_a_readers_memory(tmp_path, monkeypatch):
     """The window's lines are attributed and allocated in memory as `attribute` does from raw lines,
-    which spills beyond WRITER_MEMORY_LIMIT; the rules' lookup had no limit (DuckDB held 1.2 GB of
-    the 10M-line month for one dimension, the `rules run` process 2.1 GB)."""
+    which spills beyond READER_MEMORY_LIMIT; the rules' lookup had no limit (DuckDB held 1.2 GB of
+    the 10M-line month for one dimension, the `rules run` process 2.1 GB), then the writer's 600 MB
+    (1,308 MB: spend-anomaly's query over what the rules before it left in the process)."""
     from service.attribution import direct_daily_lookup
-    from service.core.lake import WRITER_MEMORY_LIMIT, Lake
+    from service.core.lake import READER_MEMORY_LIMIT, Lake
 
     lake = make_lake(tmp_path, [day_line(1, "2", tags={"team": "nlp"})])
     config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake)})
@@ -193,8 +194,8 @@ def test_direct_daily_spend_attributes_the_window_within_the_writers_memory(tmp_
 
     monkeypatch.setattr(Lake, "query", recorded)
     direct_daily_lookup(lake, config)("team", datetime(2026, 11, 1), datetime(2026, 11, 21))
-    writer = duckdb.connect(config={"memory_limit": WRITER_MEMORY_LIMIT})
-    assert limits and set(limits) == {writer.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
+    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
 
 
 def test_direct_daily_spend_keeps_one_copy_of_each_name_its_rows_repeat(tmp_path):

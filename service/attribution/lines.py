@@ -35,7 +35,7 @@ from service.attribution.rollup import cost_partitions, inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
 from service.core.config import Config
 from service.core.folding import folded, folded_forms
-from service.core.lake import WRITER_MEMORY_LIMIT, Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 
 VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
 ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' counted() filters on
@@ -68,8 +68,8 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
            plans: Sequence[PlannedWindow], by: tuple[str, ...]) -> dict[str, list[DailySpend]]:
     attribution = config.attribution
     # the window's lines are attributed (and allocated) in memory, as `attribute` does from raw
-    # lines (service/attribution/compute.py): beyond the writer's limit DuckDB spills
-    with lake.query(memory_limit=WRITER_MEMORY_LIMIT) as con:
+    # lines (service/attribution/compute.py): beyond a reader's limit DuckDB spills
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:
         keys_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
         tagged = ("Tags",) if "uncovered_tag_keys" in by else ()  # each line's tags, only when asked
