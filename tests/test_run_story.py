@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import yaml
@@ -50,6 +51,13 @@ def attempt(record: str, start: str, end: str) -> dict:
                    instance_ids=["i-a"], job_type="pretrain")
 
 
+def written_config(tmp_path, lake) -> Path:
+    """The whole config of `lake` written as tmp_path/spendlake.yaml, for the CLI's --config."""
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    return path
+
+
 def lake_with_a_story(tmp_path, currency: str = "USD"):
     jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
                 state="FAILED", job_type="pretrain", project="llm"),
@@ -66,8 +74,7 @@ def lake_with_a_story(tmp_path, currency: str = "USD"):
     lines = [gpu_line("i-a"), gpu_line("i-a", start="2026-11-02T12:00:00"),
              gpu_line("i-b"), gpu_line("i-b", start="2026-11-02T11:00:00")]
     lake, cfg = setup(tmp_path, [{**line, "currency": currency} for line in lines], jobs)
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    path = written_config(tmp_path, lake)
     return lake, cfg, str(path)
 
 
@@ -204,8 +211,7 @@ def test_a_run_nothing_names_without_a_window_names_the_since_option_or_paramete
     # job records of another run and no bill: the run's own span cannot be found
     lake = Lake(tmp_path / "lake")
     add_jobs(lake, [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", run_id="r1")])
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    path = written_config(tmp_path, lake)
     shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--run", "nosuch"])
     assert shown.exit_code == 2 and "no job record or bill in the lake names run 'nosuch'" in shown.stderr, shown.output
     assert "--since" in shown.stderr, shown.stderr
@@ -319,8 +325,7 @@ def test_a_run_before_the_first_bill_says_no_bill_covers_it_and_one_past_the_end
             job("9", 8, "2026-12-05T10:00:00", "2026-12-05T12:00:00", instance_ids=["i-a"], run_id="r9"),
             job("10", 8, "2026-10-05T10:00:00", "2026-10-05T12:00:00", instance_ids=["i-a"], run_id="r10")]
     lake, _ = setup(tmp_path, [gpu_line("i-a")], jobs)
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    path = written_config(tmp_path, lake)
     runner = CliRunner()
     early = runner.invoke(cli, ["--config", str(path), "runs", "--run", "r10", "--format", "json"])
     assert early.exit_code == 0 and [(j["job"], j["cost"]) for j in json.loads(early.stdout)["jobs"]] == [("10", "0")]
@@ -344,8 +349,7 @@ def test_a_run_whose_hours_in_the_window_are_outside_the_bills_data_says_so_not_
     jobs = [job("11", 8, "2026-11-02T08:00:00", "2026-11-02T09:30:00", instance_ids=["i-a"], run_id="r11"),
             job("12", 8, "2026-11-02T10:30:00", "2026-11-05T00:00:00", instance_ids=["i-a"], run_id="r12")]
     lake, _ = setup(tmp_path, [gpu_line("i-a")], jobs)
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    path = written_config(tmp_path, lake)
     runner = CliRunner()
     early = runner.invoke(cli, ["--config", str(path), "runs", "--run", "r11", "--format", "json"])
     assert early.exit_code == 0 and [(j["job"], j["cost"]) for j in json.loads(early.stdout)["jobs"]] == [("11", "0")]
@@ -370,8 +374,7 @@ def test_a_run_still_running_that_started_after_the_bills_end_shows_its_hours_to
         monkeypatch.setattr(f"{module}.utc_now", lambda: now)
     lake, _ = setup(tmp_path, [gpu_line("i-a")],
                     [job("13", 8, "2026-11-02T12:00:00", None, instance_ids=["i-a"], run_id="r13", state="RUNNING")])
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump(whole_config(tmp_path, lake)))
+    path = written_config(tmp_path, lake)
     shown = CliRunner().invoke(cli, ["--config", str(path), "runs", "--run", "r13", "--format", "json"])
     assert shown.exit_code == 0, shown.output
     data = json.loads(shown.stdout)
