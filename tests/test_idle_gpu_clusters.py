@@ -83,3 +83,30 @@ def test_a_savings_plans_negation_line_does_not_cancel_the_hours_jobs_held(tmp_p
     counted $80 idle: 3 hours, $240; with 1 GPU $240 too.)"""
     evidence = idle_finding(tmp_path, gpus, negated=True).evidence
     assert (evidence["idle_hours"], evidence["idle_cost_usd"]) == (idle_hours, idle_cost)
+
+
+def test_the_hours_jobs_held_are_placed_within_a_readers_memory(tmp_path, monkeypatch):
+    """idle-gpu's held hours allocate the window's cluster lines in memory, as the daily-spend lookup
+    and a session rolling up do, but on a connection without a limit (DuckDB may take 80% of the
+    machine's memory): it now spills beyond READER_MEMORY_LIMIT. Job 1 held 4 of i-a's 8 GPUs for
+    its 10:00 hour: $40 of the $80."""
+    import duckdb
+
+    from service.attribution import held_hours_lookup
+    from service.core.lake import READER_MEMORY_LIMIT
+
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")],
+                      [job("1", 4, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")])
+    limits = []
+    query = Lake.query
+
+    def recorded(self, *args, **kwargs):
+        con = query(self, *args, **kwargs)
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+        return con
+
+    monkeypatch.setattr(Lake, "query", recorded)
+    held = held_hours_lookup(lake, cfg)(WINDOW, "BilledCost")
+    assert held == {("i-a", datetime(2026, 11, 2, 10)): Decimal(40)}
+    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
+    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchone()[0]}

@@ -28,7 +28,7 @@ from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window
 
@@ -68,7 +68,9 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
         def on(snapshot: Snapshot) -> dict[tuple[str, datetime], Decimal]:
             if not snapshot.checks:  # no bill: nothing was allocated
                 return {}
-            with lake.query(snapshot) as con:
+            # a full allocation of the window's lines, as the rules' daily-spend lookup does
+            # (lines.py): beyond a reader's limit DuckDB spills; placed_parts drops its stage
+            with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:
                 return {(resource, hour): held for resource, hour, held in placed_parts(
                     lake, con, snapshot, attribution, window, measure,
                     "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' AND "
