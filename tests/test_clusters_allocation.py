@@ -320,3 +320,41 @@ def test_a_session_rolling_up_in_memory_gives_duckdb_less_than_a_writer(tmp_path
     spelled = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
     assert limit == spelled.execute("SELECT current_setting('memory_limit')").fetchone()[0]
     assert int(READER_MEMORY_LIMIT.removesuffix("MB")) < int(WRITER_MEMORY_LIMIT.removesuffix("MB"))
+
+
+@pytest.mark.parametrize("allocating", ["runs", "runs --run", "export"])
+def test_an_allocation_beside_stored_rollups_gives_duckdb_a_readers_memory(tmp_path, monkeypatch, allocating):
+    # `runs` places the window's cluster lines again for its idle shares (and a run's story), an
+    # export with attribution allocates its lines, both on the session's connection: over stored
+    # rollups that had no limit (DuckDB may take 80% of the machine's memory); a reader's now.
+    # Job 1 held 4 of i-a's 8 GPUs for its hour: $40 the job's, $40 the cluster's idle.
+    import duckdb
+
+    from service.attribution import RunsQuery, runs
+    from service.core.config import parse_config
+    from service.core.lake import READER_MEMORY_LIMIT, Lake
+    from service.export import ExportOptions, export_focus
+
+    lake, _ = setup(tmp_path, [gpu_line("i-a")],
+                    [job("1", 4, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")])
+    cfg = parse_config({"lake": str(lake.root), "sources": declared_sources(lake, inventory=True),
+                        "attribution": {"clusters": {}}})  # the job source too: an export reads the sources declared
+    assert materialise(lake, cfg).built == 1  # the session rolls nothing up in memory
+    limits = []
+    query = Lake.query
+
+    def recorded(self, *args, **kwargs):
+        con = query(self, *args, **kwargs)
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        return con
+
+    monkeypatch.setattr(Lake, "query", recorded)
+    if allocating == "export":
+        export_focus(cfg, ExportOptions(str(tmp_path / "out"), "1.3", attribution=True))
+        parts = duckdb.sql(f"SELECT x_run, BilledCost FROM read_parquet('{tmp_path}/out/*/*.parquet')").fetchall()
+        assert sorted(parts) == [("idle", D(40)), ("r1", D(40))]
+    else:
+        result = runs(lake, cfg, RunsQuery(NOVEMBER, run="r1" if allocating == "runs --run" else None))
+        assert [(row.run, row.cost, row.idle_share) for row in result.rows] == [("r1", D(40), D("0.5"))]
+    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
+    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchone()[0]}

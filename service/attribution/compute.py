@@ -190,9 +190,10 @@ class RollupSession:
         split = rollup_split(lake, config, snapshot)
         # A period rolled up in memory holds all its groups (a month of 1M experiments: 9M,
         # 2.6 GB) until the session ends: it spills beyond the reader's limit, as the build
-        # does beyond the writer's. Over stored rollups the limit only costs (DuckDB then held
-        # more, not less).
-        self.con = lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT if split.missing else None)
+        # does beyond the writer's, and so does an allocation of the window's lines. Over stored
+        # rollups alone the limit only costs (DuckDB then held more, not less).
+        limited = split.missing or needs.allocates
+        self.con = lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT if limited else None)
         self.files, self.narrowed = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs, split)
 
     def data_through(self) -> dict[str, datetime | None]:

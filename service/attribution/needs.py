@@ -25,6 +25,9 @@ class Needs:
     # the query's `--where` (dimension, values): a period rolled up in memory may keep only the
     # lines that can match it (service/attribution/rollup.py `narrowed_to`)
     where: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # whether the query allocates cluster lines itself on the session's connection, beside the
+    # rollups (`runs`' placed parts, an export's lines): a reader's limit over stored rollups too
+    allocates: bool = False
 
 
 def needed_dimensions(config: AttributionConfig, dims: Iterable[str] | None) -> tuple[str, ...]:

@@ -62,6 +62,7 @@ from service.attribution.allocation_weights import GPU_SHARES
 from service.attribution.allocation_eks import NANO
 from service.attribution.compute import RollupSession, split_exactly, split_weights, window_parts
 from service.attribution.jobs import allocation_inputs
+from service.attribution.needs import Needs
 from service.attribution.rollup import inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup
 from service.core.config import Config
@@ -89,7 +90,7 @@ def attributed_lines(lake: Lake, config: AttributionConfig | Config, snapshot: S
     """See the module docstring."""
     config = config.attribution if isinstance(config, Config) else config
     dims = config.dimension_order()
-    session = RollupSession(lake, config, snapshot)
+    session = RollupSession(lake, config, snapshot, Needs(allocates=True))  # the lines' allocation
     try:
         con = session.con
         keys_sql = all_tag_keys_sql()

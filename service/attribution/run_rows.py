@@ -218,7 +218,7 @@ def runs(lake: Lake, config: AttributionConfig | Config, query: RunsQuery) -> Ru
     if query.window is None:
         query = replace(query, window=run_window(lake, query.run, query.naming))
     return read_sessions(lake, config, None, lambda session: _runs(lake, session, config, query),
-                         Needs(usage_dims(config), (query.cost,)))
+                         Needs(usage_dims(config), (query.cost,), allocates=True))  # idle shares, a run's story
 
 
 def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
