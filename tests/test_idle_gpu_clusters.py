@@ -110,3 +110,27 @@ def test_the_hours_jobs_held_are_placed_within_a_readers_memory(tmp_path, monkey
     assert held == {("i-a", datetime(2026, 11, 2, 10)): Decimal(40)}
     reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
     assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+
+
+def test_the_rules_sql_aggregates_within_a_readers_memory(tmp_path, monkeypatch):
+    """The rules' own queries (idle-gpu's cost by instance and hour, commitment-unused's by
+    commitment and hour, over the window's lines) ran on a connection without a limit, in the
+    process where the daily-spend lookup and the held hours keep to a reader's 400 MB."""
+    import duckdb
+
+    from service.core.lake import READER_MEMORY_LIMIT
+    from service.findings import run as run_module
+
+    lake, cfg = setup(tmp_path, [gpu_line("i-a")], [])
+    limits = []
+    context = run_module.rule_context
+
+    def recorded(lake, config, window, con):
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        return context(lake, config, window, con)
+
+    monkeypatch.setattr(run_module, "rule_context", recorded)
+    report = run_module.run_rules(cfg, only=["idle-gpu"], since="30d", dry_run=True)
+    assert report.result.findings == []  # no utilisation: nothing idle to say
+    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
+    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]}

@@ -20,7 +20,7 @@ from rules.engine import EngineResult, run
 from service.attribution import direct_daily_lookup, held_hours_lookup, run_costs_lookup
 from service.core.config import Config
 from service.core.errors import UsageError, os_error
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
 from service.core.suggest import suggestion
@@ -84,7 +84,9 @@ def run_rules(config: Config, *, only: Sequence[str] = (), since: str = "7d", dr
     def evaluate(snapshot: Snapshot) -> EngineResult:
         # the window ends where the data it reads ends
         window = anchored_window(lake, since, now=now or utc_now(), snapshot=snapshot)
-        with lake.query(snapshot) as con:
+        # the rules' own SQL aggregates the window's lines (idle-gpu by instance and hour) in the
+        # process the lookups' allocations share: beyond a reader's limit DuckDB spills
+        with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:
             ctx = rule_context(lake, config, window, con)
             mine, theirs = seen_here(lake, load_findings(lake))
             result = run(rules, ctx, mine, lambda found: fill_owners(found, ctx.owner_of, unowned(config)))
