@@ -250,9 +250,10 @@ def test_the_focus_export_counts_an_instances_contracted_and_list_cost_once_not_
     hours beside the instance's own line (2,176 pod hours at 0.05: 108.80 more), and unit prices
     whose product with the quantity was not their ListCost 0. A pod row restates its instance's
     usage: it contracts and lists at 0, at unit prices 0, with or without attribution, so the sums
-    are the bill's, by hand: contracted 196.64 (the p5 hours) + 120 (the plan's fee) + 7 (the RI's
-    fee) + 80.25 (volume, transfer) + 40.15 (the tax, 12.34 × 283.89 / 87.25) = 444.04; list
-    196.64 + 11.344 (the g5 hours) + 80.25 + 40.77 (12.34 × 288.234 / 87.25) = 329.004."""
+    are the bill's, by hand: contracted 196.64 (the p5 hours) + 11.344 (the g5 hours a reservation
+    covered, at On-Demand) + 120 (the plan's fee) + 7 (the RI's fee) + 80.25 (volume, transfer) + 41.76
+    (the tax, 12.34 × 295.234 / 87.25) = 456.994; list 196.64 + 11.344 + 80.25 + 40.77 (12.34 × 288.234
+    / 87.25) = 329.004."""
     from service.export import ExportOptions, export_focus
 
     lines = rows()
@@ -267,7 +268,7 @@ def test_the_focus_export_counts_an_instances_contracted_and_list_cost_once_not_
         export_focus(config, ExportOptions(str(out), attribution=attribution))
         data = f"read_parquet('{out}/2026-11/cost_and_usage.parquet')"
         assert duckdb.sql(f"SELECT sum(BilledCost), sum(ContractedCost), sum(ListCost) FROM {data}").fetchall() == [
-            (D("219.59"), D("444.04"), D("329.004"))], attribution
+            (D("219.59"), D("456.994"), D("329.004"))], attribution
         pods = duckdb.sql(f"SELECT DISTINCT ContractedCost, ListCost, ContractedUnitPrice, ListUnitPrice FROM {data} "
                           "WHERE x_split_parent_resource_id IS NOT NULL").fetchall()
         assert pods == [(D(0), D(0), D(0), D(0))], attribution

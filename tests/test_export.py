@@ -77,9 +77,10 @@ def filled_sums(lake, where: str = "true") -> dict:
     none, as README says. A file with one of BilledCost and EffectiveCost (Azure): BilledCost is 0 on
     commitment-covered lines, else the EffectiveCost; EffectiveCost 0 on a Purchase, else the
     BilledCost. ListCost (ContractedCost): unit price × PricingQuantity, else (ListCost) the line's
-    ContractedCost, else its BilledCost (or EffectiveCost); a SavingsPlanNegation contracts at 0; a Tax
-    line its BilledCost × the ListCost (ContractedCost) ÷ BilledCost of the lines it taxes, rounded half
-    away from zero to its currency's minor unit (or its own finer places), else its BilledCost."""
+    ContractedCost, else its BilledCost (or EffectiveCost); a SavingsPlanNegation contracts at 0, a
+    DiscountedUsage at its ListCost; a Tax line its BilledCost × the ListCost (ContractedCost) ÷ BilledCost
+    of the lines it taxes, rounded half away from zero to its currency's minor unit (or its own finer
+    places), else its BilledCost."""
     from babel.numbers import get_currency_precision
 
     product = "try(CAST({}UnitPrice * PricingQuantity AS DECIMAL(38, 12)))"
@@ -91,7 +92,9 @@ def filled_sums(lake, where: str = "true") -> dict:
         "ChargeCategory = 'Tax', BilledCost IS NULL, EffectiveCost IS NULL, ListCost IS NULL, ContractedCost IS NULL, "
         f"{billed}, coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END), "
         f"coalesce(ListCost, {product.format('List')}, {contracted}), "
-        f"CASE WHEN x_line_item_type = 'SavingsPlanNegation' THEN coalesce(ContractedCost, 0) ELSE {contracted} END "
+        f"CASE WHEN x_line_item_type = 'SavingsPlanNegation' THEN coalesce(ContractedCost, 0) "
+        f"WHEN x_line_item_type = 'DiscountedUsage' THEN coalesce(ContractedCost, ListCost, {product.format('List')}, "
+        f"{contracted}) ELSE {contracted} END "
         f"FROM costs WHERE {where}").fetchall()
     names = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost")
     taxed: dict = {}  # (period, TAXED...) → Σ each cost of the lines a tax taxes, as exported

@@ -286,3 +286,44 @@ def test_a_savings_plan_negation_adds_no_contracted_cost_to_the_usage_it_covers(
     assert lines == [("i-a", "Credit", None, d(0), d(0)), ("i-a", "Usage", d("32.7726"), d("32.7726"), d("32.7726")),
                      ("i-b", "Credit", None, d(0), d(0)), ("i-b", "Usage", d("32.7726"), d("32.7726"), d("32.7726")),
                      ("i-c", "Credit", None, d(-5), d(-5))]  # a credit's contracted cost is its billed
+
+
+def test_usage_a_reservation_covered_contracts_at_its_on_demand_cost_not_at_zero(tmp_path):
+    """FOCUS's ContractedCost is the cost at negotiated prices without commitment discounts; with no
+    private pricing that is the list (the FOCUS spec's AWS reservation examples: the covered hour
+    billed 0, contracted and listed at 69). A CUR's DiscountedUsage line is billed 0 with no rate, or
+    the reservation's (0.0): it exported ContractedCost 0 beside its ListCost 5.672, so the period's
+    contracted sum was the RI's fees alone, 7.00. By hand, two g5 hours at 5.672 On-Demand and the
+    RI's fee of 3.50 an hour: contracted 2 × 5.672 + 2 × 3.50 = 18.344, list 11.344 (the fee lists
+    at 0), billed and effective 7.00; each covered hour at ContractedUnitPrice 5.672, its list rate."""
+    import duckdb
+    import yaml
+
+    from service.core.config import parse_config
+    from service.export import ExportOptions, export_focus
+    from service.ingest.billing import ingest
+    from test_clusters_eks_cur2 import G5, RI, add_to, config_file, hour, write_export
+
+    lines: list[dict] = []
+    for h, rate in ((10, None), (11, "0.0")):
+        add_to(lines, hour(h), "DiscountedUsage", "AmazonEC2", "USE1-BoxUsage:g5.12xlarge", G5, "0", "5.672",
+               instance_type="g5.12xlarge", reservation_effective_cost="3.50", reservation_reservation_a_r_n=RI,
+               pricing_public_on_demand_rate="5.672", pricing_unit="Hrs",
+               **({"line_item_unblended_rate": rate} if rate else {}))
+        add_to(lines, hour(h), "RIFee", "AmazonEC2", "HeavyUsage:g5.12xlarge", RI, "3.50", "0",
+               instance_type="g5.12xlarge", reservation_reservation_a_r_n=RI,
+               reservation_unused_amortized_upfront_fee_for_billing_period="0", reservation_unused_recurring_fee="0")
+    config = parse_config(yaml.safe_load(config_file(tmp_path, write_export(tmp_path, "parquet", lines=lines),
+                                                     clusters=False).read_text()))
+    ingest(config)
+    export_focus(config, ExportOptions(str(tmp_path / "focus")))
+    data = f"read_parquet('{tmp_path}/focus/*/cost_and_usage.parquet')"
+    d = Decimal
+    day = "strftime({}, '%Y-%m-%d %H:%M')"
+    assert duckdb.sql(f"SELECT {day.format('BillingPeriodStart')}, sum(BilledCost), sum(EffectiveCost), "
+                      f"sum(ContractedCost), sum(ListCost) FROM {data} GROUP BY ALL").fetchall() == [
+        ("2026-11-01 00:00", d("7.00"), d("7.00"), d("18.344"), d("11.344"))]
+    assert duckdb.sql(f"SELECT {day.format('ChargePeriodStart')}, ContractedUnitPrice, ContractedCost, "
+                      f"ListUnitPrice, ListCost FROM {data} WHERE CommitmentDiscountStatus = 'Used' ORDER BY 1"
+                      ).fetchall() == [(f"2026-11-02 {h}:00", d("5.672"), d("5.672"), d("5.672"), d("5.672"))
+                                       for h in (10, 11)]

@@ -40,6 +40,8 @@ is never changed):
   bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066. A CUR's
   SavingsPlanNegation contracts at 0 with no unit price (NEGATION); a pod's or task's split cost
   allocation row (SPLIT_ROW) contracts and lists at 0, at unit prices 0: its instance's line holds them.
+  A CUR's DiscountedUsage (RESERVED_USAGE: a reservation covered it) contracts at its ListCost and
+  ListUnitPrice: FOCUS's contracted price excludes commitment discounts, and its rate is the reservation's.
 - InvoiceIssuerName is the ProviderName when the invoicing entity is one of the provider's
   own companies (`Amazon Web Services EMEA SARL` for `AWS`): FOCUS reads an issuer other
   than the provider as a third party collecting the payment (BilledCost then 0). The legal
@@ -120,6 +122,12 @@ NEGATION = "(x_line_item_type = 'SavingsPlanNegation')"
 # line holds the cost: it contracts and lists at 0 (aws_common: ListCost 0), at unit prices 0 (FOCUS
 # wants them on usage), whatever rate it carries, or its rate × hours counts the instance again.
 SPLIT_ROW = "(x_split_parent_resource_id IS NOT NULL)"
+# A CUR's DiscountedUsage is usage a reservation covered: billed 0, its rate (none, or the
+# reservation's) a commitment discount, which FOCUS's contracted price excludes. It contracts at its
+# On-Demand price, as the FOCUS spec's AWS reservation examples do (no private pricing: the list).
+RESERVED_USAGE = "(x_line_item_type = 'DiscountedUsage')"
+CONTRACTED_LIST = {"ContractedUnitPrice": "ListUnitPrice",
+                   "PricingCurrencyContractedUnitPrice": "PricingCurrencyListUnitPrice"}
 # A Tax line without a list cost: it is derived from the lines it taxes (TAXED).
 TAX_WITHOUT_LIST = "(ChargeCategory = 'Tax' AND ListCost IS NULL)"
 # The lines a Tax line taxes: its provider, accounts, service and currency (of its own billing
@@ -273,7 +281,9 @@ def _step2() -> str:
         "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
         "EffectiveCost": "coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END)",
         "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost "
-                          f"WHEN {NEGATION} OR {SPLIT_ROW} THEN coalesce(ContractedCost, 0) ELSE {contracted} END",
+                          f"WHEN {NEGATION} OR {SPLIT_ROW} THEN coalesce(ContractedCost, 0) "
+                          f"WHEN {RESERVED_USAGE} THEN coalesce(ContractedCost, ListCost, "
+                          f"{_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) ELSE {contracted} END",
         "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL WHEN {SPLIT_ROW} THEN coalesce(ListCost, 0) "
                     f"ELSE coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
@@ -300,8 +310,9 @@ def _step2() -> str:
         replaced[name] = f"CASE WHEN CommitmentDiscountId IS NULL THEN NULL ELSE {name} END"
     for name in UNIT_PRICES:  # after the costs above were derived from them
         split = "0" if name in ("ListUnitPrice", "ContractedUnitPrice") else f"0 * {name}"  # the others: if given
+        reserved = f"WHEN {RESERVED_USAGE} THEN {CONTRACTED_LIST[name]} " if name in CONTRACTED_LIST else ""
         replaced[name] = (f"CASE WHEN {name} < 0 AND {UNPRICED} OR {NEGATION} THEN NULL "
-                          f"WHEN {SPLIT_ROW} THEN {split} ELSE {name} END")
+                          f"WHEN {SPLIT_ROW} THEN {split} {reserved}ELSE {name} END")
     select = ", ".join(f"{expr} AS {name}" for name, expr in replaced.items())
     return f"SELECT * REPLACE ({select}) FROM conform1"
 
