@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import duckdb
+import yaml
+from test_clusters_eks_cur2 import G5, RI, add_to, config_file, hour, write_export
 from test_export import USAGE_LINE, exported_lines
+
+from service.core.config import parse_config
+from service.export import ExportOptions, export_focus
+from service.ingest.billing import ingest
 
 
 def test_an_azure_resource_id_gives_its_resource_type_and_other_ids_give_none(tmp_path):
@@ -296,14 +303,6 @@ def test_usage_a_reservation_covered_contracts_at_its_on_demand_cost_not_at_zero
     contracted sum was the RI's fees alone, 7.00. By hand, two g5 hours at 5.672 On-Demand and the
     RI's fee of 3.50 an hour: contracted 2 × 5.672 + 2 × 3.50 = 18.344, list 11.344 (the fee lists
     at 0), billed and effective 7.00; each covered hour at ContractedUnitPrice 5.672, its list rate."""
-    import duckdb
-    import yaml
-
-    from service.core.config import parse_config
-    from service.export import ExportOptions, export_focus
-    from service.ingest.billing import ingest
-    from test_clusters_eks_cur2 import G5, RI, add_to, config_file, hour, write_export
-
     lines: list[dict] = []
     for h, rate in ((10, None), (11, "0.0")):
         add_to(lines, hour(h), "DiscountedUsage", "AmazonEC2", "USE1-BoxUsage:g5.12xlarge", G5, "0", "5.672",
