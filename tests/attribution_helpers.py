@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from service.core.config import parse_config
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.schema import cost_select_list
 
 FIELDS = ("start", "end", "cost", "currency", "tags", "account", "service", "resource", "category", "usage_type",
@@ -101,3 +103,24 @@ def add_jobs(lake: Lake, rows: list[dict], *, source: str = "slurm", snapshot: s
                              value=snapshot, facts=facts)
     finally:
         con.close()
+
+
+def query_memory_limits(monkeypatch) -> list[str]:
+    """The DuckDB memory limit of every `Lake.query` connection, recorded as each opens (read with
+    fetchall: a pending result would block the connection's next view)."""
+    limits = []
+    query = Lake.query
+
+    def recorded(self, *args, **kwargs):
+        con = query(self, *args, **kwargs)
+        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
+        return con
+
+    monkeypatch.setattr(Lake, "query", recorded)
+    return limits
+
+
+def readers_memory_limit() -> str:
+    """READER_MEMORY_LIMIT as DuckDB reports it back (e.g. '381.4 MiB')."""
+    return duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT}).execute(
+        "SELECT current_setting('memory_limit')").fetchall()[0][0]

@@ -16,7 +16,8 @@ from service.attribution import attribute, cluster_usage, direct_daily_lookup, m
 from service.cli.main import cli
 from service.core.errors import ConfigError, UsageError
 from service.core.timewindow import Window
-from tests.attribution_helpers import add_jobs, config, declared_sources, line, make_lake
+from tests.attribution_helpers import (add_jobs, config, declared_sources, line, make_lake, query_memory_limits,
+                                      readers_memory_limit)
 
 NOVEMBER = Window(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
 D = Decimal
@@ -332,7 +333,6 @@ def test_an_allocation_beside_stored_rollups_gives_duckdb_a_readers_memory(tmp_p
 
     from service.attribution import RunsQuery, runs
     from service.core.config import parse_config
-    from service.core.lake import READER_MEMORY_LIMIT, Lake
     from service.export import ExportOptions, export_focus
 
     lake, _ = setup(tmp_path, [gpu_line("i-a")],
@@ -340,15 +340,7 @@ def test_an_allocation_beside_stored_rollups_gives_duckdb_a_readers_memory(tmp_p
     cfg = parse_config({"lake": str(lake.root), "sources": declared_sources(lake, inventory=True),
                         "attribution": {"clusters": {}}})  # the job source too: an export reads the sources declared
     assert materialise(lake, cfg).built == 1  # the session rolls nothing up in memory
-    limits = []
-    query = Lake.query
-
-    def recorded(self, *args, **kwargs):
-        con = query(self, *args, **kwargs)
-        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
-        return con
-
-    monkeypatch.setattr(Lake, "query", recorded)
+    limits = query_memory_limits(monkeypatch)
     if allocating == "export":
         export_focus(cfg, ExportOptions(str(tmp_path / "out"), "1.3", attribution=True))
         parts = duckdb.sql(f"SELECT x_run, BilledCost FROM read_parquet('{tmp_path}/out/*/*.parquet')").fetchall()
@@ -356,5 +348,4 @@ def test_an_allocation_beside_stored_rollups_gives_duckdb_a_readers_memory(tmp_p
     else:
         result = runs(lake, cfg, RunsQuery(NOVEMBER, run="r1" if allocating == "runs --run" else None))
         assert [(row.run, row.cost, row.idle_share) for row in result.rows] == [("r1", D(40), D("0.5"))]
-    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
-    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+    assert limits and set(limits) == {readers_memory_limit()}

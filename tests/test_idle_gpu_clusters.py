@@ -18,7 +18,7 @@ from service.core.config import parse_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from service.findings.run import rule_context
-from tests.attribution_helpers import line
+from tests.attribution_helpers import line, query_memory_limits, readers_memory_limit
 from tests.rules_lake import build_lake
 from tests.test_clusters_allocation import gpu_line, job, setup
 from tests.test_runs import whole_config
@@ -90,35 +90,20 @@ def test_the_hours_jobs_held_are_placed_within_a_readers_memory(tmp_path, monkey
     and a session rolling up do, but on a connection without a limit (DuckDB may take 80% of the
     machine's memory): it now spills beyond READER_MEMORY_LIMIT. Job 1 held 4 of i-a's 8 GPUs for
     its 10:00 hour: $40 of the $80."""
-    import duckdb
-
     from service.attribution import held_hours_lookup
-    from service.core.lake import READER_MEMORY_LIMIT
 
     lake, cfg = setup(tmp_path, [gpu_line("i-a")],
                       [job("1", 4, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1")])
-    limits = []
-    query = Lake.query
-
-    def recorded(self, *args, **kwargs):
-        con = query(self, *args, **kwargs)
-        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
-        return con
-
-    monkeypatch.setattr(Lake, "query", recorded)
+    limits = query_memory_limits(monkeypatch)
     held = held_hours_lookup(lake, cfg)(WINDOW, "BilledCost")
     assert held == {("i-a", datetime(2026, 11, 2, 10)): Decimal(40)}
-    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
-    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+    assert limits and set(limits) == {readers_memory_limit()}
 
 
 def test_the_rules_sql_aggregates_within_a_readers_memory(tmp_path, monkeypatch):
     """The rules' own queries (idle-gpu's cost by instance and hour, commitment-unused's by
     commitment and hour, over the window's lines) ran on a connection without a limit, in the
     process where the daily-spend lookup and the held hours keep to a reader's 400 MB."""
-    import duckdb
-
-    from service.core.lake import READER_MEMORY_LIMIT
     from service.findings import run as run_module
 
     lake, cfg = setup(tmp_path, [gpu_line("i-a")], [])
@@ -132,5 +117,4 @@ def test_the_rules_sql_aggregates_within_a_readers_memory(tmp_path, monkeypatch)
     monkeypatch.setattr(run_module, "rule_context", recorded)
     report = run_module.run_rules(cfg, only=["idle-gpu"], since="30d", dry_run=True)
     assert report.result.findings == []  # no utilisation: nothing idle to say
-    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
-    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]}
+    assert limits and set(limits) == {readers_memory_limit()}

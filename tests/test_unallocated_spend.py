@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
-import duckdb
 import pytest
 
 from attribution_helpers import line, make_lake
@@ -15,7 +14,7 @@ from service.core.config import parse_config
 from service.core.errors import ConfigError
 from service.core.timewindow import Window
 from service.findings.run import run_rules
-from tests.attribution_helpers import declared_sources
+from tests.attribution_helpers import declared_sources, query_memory_limits, readers_memory_limit
 
 TODAY = date(2026, 11, 20)
 NOW = datetime(2026, 11, 20, 0, tzinfo=timezone.utc)
@@ -180,22 +179,12 @@ def test_direct_daily_spend_attributes_the_window_within_a_readers_memory(tmp_pa
     the 10M-line month for one dimension, the `rules run` process 2.1 GB), then the writer's 600 MB
     (1,308 MB: spend-anomaly's query over what the rules before it left in the process)."""
     from service.attribution import direct_daily_lookup
-    from service.core.lake import READER_MEMORY_LIMIT, Lake
 
     lake = make_lake(tmp_path, [day_line(1, "2", tags={"team": "nlp"})])
     config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake)})
-    limits = []
-    query = Lake.query
-
-    def recorded(self, *args, **kwargs):
-        con = query(self, *args, **kwargs)
-        limits.append(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
-        return con
-
-    monkeypatch.setattr(Lake, "query", recorded)
+    limits = query_memory_limits(monkeypatch)
     direct_daily_lookup(lake, config)("team", datetime(2026, 11, 1), datetime(2026, 11, 21))
-    reader = duckdb.connect(config={"memory_limit": READER_MEMORY_LIMIT})
-    assert limits and set(limits) == {reader.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+    assert limits and set(limits) == {readers_memory_limit()}
 
 
 def test_direct_daily_spend_keeps_one_copy_of_each_name_its_rows_repeat(tmp_path):
