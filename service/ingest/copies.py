@@ -33,6 +33,9 @@ from connectors.base import CostConnector, Delivery, OtherDataset
 from connectors.exportfile import hive_partitions
 from service.ingest.digests import Digests
 
+# What to do about a copy rewritten beside its unchanged original (ingest fails its period; status names it).
+REWRITTEN_HINT = "delete the copy or backup, or move it out of the location (a file of its own: give it a new name)"
+
 STALE = ("a stale copy of {original} (the same bytes when it was found, that file changed since: its rows are not "
          "read; delete the copy or copy the file again)")
 OLDER = ("{copy}: read, its rows the only ones left of {original}, gone since; but it was a stale copy of that file, "

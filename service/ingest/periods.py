@@ -206,16 +206,13 @@ def _without_copies(lake: Lake, connector: CostConnector, source: str, loose: Se
     return found
 
 
-REWRITTEN_HINT = "delete the copy or backup, or move it out of the location (a file of its own: give it a new name)"
-
-
 class CopyRewritten(DataError):
     """A period held back: `copy`, found a copy of `original`, changed since while `original` did not."""
 
     def __init__(self, copy: str, original: str):
         super().__init__(f"held the same bytes as {original} when found, a copy of it, and changed since while "
                          f"{original} did not: one of the two is a copy or backup, and reading both would count their "
-                         "period twice; not committed", where=copy, hint=REWRITTEN_HINT)
+                         "period twice; not committed", where=copy, hint=copies.REWRITTEN_HINT)
         self.copy, self.original = copy, original
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from service.core.lake import Lake
 from service.core.units import exact_text
-from service.ingest.periods import REWRITTEN_HINT
+from service.ingest.copies import REWRITTEN_HINT
 
 # The columns `spendlake status` shows, in order (JSON carries the same keys).
 STATUS_COLUMNS = ("source", "billing_period", "currency", "rows", "billed_cost", "effective_cost", "final",
