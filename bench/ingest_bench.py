@@ -146,7 +146,8 @@ def export(work: Path, layout: Layout, rows: int) -> dict:
     return expected
 
 
-ROLLUP_START = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO service\.ingest\.rollups: building", re.M)
+# The log's UTC stamp (service/core/logs.py) of the rollup phase's first line, to the millisecond.
+ROLLUP_START = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z INFO service\.ingest\.rollups: building", re.M)
 
 
 def measure(command: list[str], cwd: Path = REPO) -> tuple[float, int, float, str | None, float | None]:
@@ -158,9 +159,9 @@ def measure(command: list[str], cwd: Path = REPO) -> tuple[float, int, float, st
     began, began_at = time.perf_counter(), time.time()
     done = subprocess.run(wrapped, capture_output=True, text=True, cwd=cwd)
     wall = time.perf_counter() - began
-    rollups = ROLLUP_START.search(done.stderr)  # the log's local time, to the millisecond
-    before_rollups = (datetime.strptime(rollups.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - began_at
-                      if rollups else None)
+    rollups = ROLLUP_START.search(done.stderr)
+    before_rollups = (datetime.strptime(rollups.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc)
+                      .timestamp() - began_at if rollups else None)
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     cpu = sum(float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", done.stderr))
     error = None
