@@ -13,7 +13,8 @@ import duckdb
 from service.attribution import attribute, materialise
 from service.attribution.jobs import allocation_inputs
 from service.attribution.needs import Needs
-from service.attribution.rollup import cost_partitions, narrowed_to
+from service.attribution.rollup import narrowed_to
+from service.attribution.rollup_versions import cost_partitions
 from service.attribution.sql import rollup_sql, used
 from service.core.timewindow import Window
 from tests.attribution_helpers import line

@@ -23,7 +23,7 @@ from servicekit import commit
 
 from service.attribution import attribute
 from service.attribution import tops as tops_module
-from service.attribution.rollup import ROLLUP_TABLE
+from service.attribution.rollup_versions import ROLLUP_TABLE
 from service.cli.main import cli
 from service.core import derived_records
 from service.core.errors import DataError

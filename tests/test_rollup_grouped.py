@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from service.attribution.needs import Needs, needed_dimensions
-from service.attribution.rollup import cost_partitions, groups_by_tag_map, inventory_keys, recorded_tag_keys
+from service.attribution.rollup import groups_by_tag_map
+from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
 from service.attribution.sql import MEASURES, Params, Sql, attributed_sql, dim_col, how_col, rollup_sql
 from tests.attribution_helpers import config, line, make_lake
 

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from service.attribution.jobs import basis_of, jobs_basis
-from service.attribution.rollup import inventory_latest
+from service.attribution.rollup_versions import inventory_latest
 from service.core import commit, snapshot_ledger
 from service.core.commit import commit_snapshot
 from service.core.config import load_config

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from spark_support import require_pyspark
 
-from service.attribution.rollup import ROLLUP_TABLE
+from service.attribution.rollup_versions import ROLLUP_TABLE
 from service.attribution.spark.session import spark_session
 from service.cli.main import cli
 from service.core.config import EngineConfig

@@ -18,7 +18,7 @@ from spark_support import ORG_ATTRIBUTION, require_pyspark
 
 from connectors.synthetic.billing import generate_organisation
 from connectors.synthetic.inventory import write_inventory
-from service.attribution.rollup import ROLLUP_TABLE
+from service.attribution.rollup_versions import ROLLUP_TABLE
 from service.attribution.spark.lake import SparkLake
 from service.attribution.spark.session import spark_session
 from service.cli.main import cli

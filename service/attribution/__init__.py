@@ -57,7 +57,7 @@ _MODULES = {
     "compute": ("prorate",),
     "per_line": ("attributed_lines",),
     "ranked": ("DefaultShare", "Ranked", "RankedGroup", "default_shares", "top_groups"),
-    "rollup": ("RollupBuild",),
+    "rollup_build": ("RollupBuild",),
     "run_rows": ("OTHER", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),

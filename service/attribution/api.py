@@ -70,8 +70,8 @@ from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
-from service.attribution.rollup import (ROLLUP_GRACE, RollupBuild, build_rollups, cost_partitions, inventory_keys,
-                                       recorded_tag_keys)
+from service.attribution.rollup_build import ROLLUP_GRACE, RollupBuild, build_rollups
+from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
 from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
@@ -305,7 +305,7 @@ def _fold(grouped: Mapping[tuple, tuple[Decimal, dict]], keep: set | None, width
 def materialise(lake: Lake, config: AttributionConfig | Config, *, grace: timedelta = ROLLUP_GRACE,
                 now: datetime | None = None) -> RollupBuild:
     """Store the current rollup of every period for `config` and remove versions superseded
-    for `grace` (service/attribution/rollup.py). Call only while holding the ingest lock."""
+    for `grace` (service/attribution/rollup_build.py). Call only while holding the ingest lock."""
     return build_rollups(lake, _attribution(config), grace=grace, now=now)
 
 

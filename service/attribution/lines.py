@@ -31,7 +31,7 @@ from typing import Any
 
 from rules.base import DETAIL, DailySpend, DirectDaily, PlannedWindow
 from service.attribution.jobs import allocation_inputs
-from service.attribution.rollup import cost_partitions, inventory_keys
+from service.attribution.rollup_versions import cost_partitions, inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
 from service.core.config import Config
 from service.core.folding import folded, folded_forms

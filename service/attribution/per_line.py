@@ -63,7 +63,7 @@ from service.attribution.allocation_eks import NANO
 from service.attribution.compute import RollupSession, split_exactly, split_weights, window_parts
 from service.attribution.jobs import allocation_inputs
 from service.attribution.needs import Needs
-from service.attribution.rollup import inventory_keys
+from service.attribution.rollup_versions import inventory_keys
 from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig

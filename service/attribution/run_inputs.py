@@ -20,7 +20,7 @@ from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
 from service.attribution.needs import Needs
-from service.attribution.rollup import cost_partitions, inventory_keys, recorded_tag_keys
+from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
 from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, held_records_cte,
                                     how_col, run_setup)
 from service.core.config_attribution import AttributionConfig

@@ -32,7 +32,7 @@ from service.attribution.cluster_tops import cluster_tops
 from service.attribution.commitment_tops import commitment_tops
 from service.attribution.compute import RollupSession
 from service.attribution.metric_top import GROUP_OF, GROUPS, Top, snapshot_anchor
-from service.attribution.rollup import ROLLUP_FORMAT, inventory_basis, inventory_latest
+from service.attribution.rollup_versions import ROLLUP_FORMAT, inventory_basis, inventory_latest
 from service.attribution.spend_tops import spend_tops
 from service.core import derived_records
 from service.core.config import Config

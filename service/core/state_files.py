@@ -114,7 +114,7 @@ class Rules(Open):  # service/findings/run.py
     seen_by: dict[str, StrictStr] = {}  # finding id → the config file whose run last saw it
 
 
-class SupersededRollups(Open):  # service/attribution/rollup.py; `seen` (a list) before 2026-12-05
+class SupersededRollups(Open):  # service/attribution/rollup_build.py; `seen` (a list) before 2026-12-05
     since: dict[StrictStr, UtcText] = {}
 
 

@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from service.attribution.jobs import basis_of
-from service.attribution.rollup import ROLLUP_TABLE, Partition
+from service.attribution.rollup_versions import ROLLUP_TABLE, Partition
 from service.attribution.spark.damage import traced
 from service.core import derived_records
 from service.core.errors import ConfigError, DataError, SourceError
@@ -99,7 +99,7 @@ class SparkLake:
         return {(e.source, e.billing_period): e for e in parse_ledger(text.decode("utf-8"), path.toString())}
 
     def inventory_latest(self, tag_files: list[str]) -> dict[str, str]:
-        """As rollup.inventory_latest, for the `resource_tags` files (`table_files`)."""
+        """As rollup_versions.inventory_latest, for the `resource_tags` files (`table_files`)."""
         latest = {url.rsplit("/", 3)[-3]: url for url in sorted(tag_files)}  # sorted: a source's last snapshot
         return {name: self.snapshot_digest(url) for name, url in latest.items()}
 

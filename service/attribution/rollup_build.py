@@ -1,0 +1,154 @@
+"""Storing rollups (service/attribution/rollup_versions.py names them) and removing superseded ones.
+
+Who writes: ingest after its commits, and `spendlake rollup` after a config change, both
+under the lake's ingest lock (`build_rollups`); each file is staged, fsynced, recorded
+(service/core/derived_records.py) and renamed into place, so a reader finds it whole or not
+at all, and reads it only while it matches its record. Queries never write: a period whose
+version is not stored is rolled up from its raw lines in memory, for that query only
+(service/attribution/rollup.py `rollup_view`; `-v` logs which). So a config change
+re-attributes history at once.
+
+Which files go (`build_rollups` again, under the lock): a version superseded for at least
+ROLLUP_GRACE, by the wall clock, and already found superseded by an earlier build (when, kept
+in `_state/rollups_superseded.json`), so a clock stepped forward between a commit and its build
+removes nothing readers of the previous delivery hold, and one that ran ahead at the commit
+keeps nothing longer than the grace after it was first found. Superseded means its period has a
+newer delivery (whatever config wrote it; since that commit), or, for the building config's
+own owner only, newer inventory tags (since the current version was stored). A version of
+the current data that another config reads (another owner) is never removed by this
+config's build unless it is damaged. A reader picks the version named by the ledger it read at its start, so a
+query shorter than the grace always finds its files; one that finds a file gone anyway reads
+again (service/core/snapshot.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+
+from service.attribution.allocation_stage import drop_stage
+from service.attribution.node_sharing import shared_nodes_on
+from service.attribution.rollup import rollup_relation, stored_whole
+from service.attribution.rollup_versions import (ROLLUP_TABLE, Partition, Version, cost_partitions, inventory_keys,
+                                                 inventory_latest, owner_of, rollup_file, version_of)
+from service.core import derived_records
+from service.core.config_attribution import AttributionConfig
+from service.core.coverage import parse_utc
+from service.core.lake import WRITER_MEMORY_LIMIT, Lake
+from service.core.ledger import LedgerEntry
+from service.core.timewindow import iso_utc
+
+log = logging.getLogger(__name__)
+
+ROLLUP_GRACE = timedelta(hours=1)
+SUPERSEDED_STATE = "rollups_superseded"  # the versions earlier builds found superseded (and kept)
+
+
+@dataclass(frozen=True)
+class RollupBuild:
+    """What `build_rollups` did: versions written, already stored, superseded ones removed."""
+
+    built: int = 0
+    stored: int = 0
+    removed: int = 0
+
+
+def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = ROLLUP_GRACE,
+                  now: datetime | None = None) -> RollupBuild:
+    """Store the current rollup of every period for `config` and remove the versions
+    superseded for at least `grace` (see the module). Call only while holding the ingest lock."""
+    now = now or datetime.now(timezone.utc)
+    snapshot = lake.snapshot()
+    parts = cost_partitions(lake, snapshot)
+    if not parts:
+        return RollupBuild()
+    inventory = inventory_latest(lake, config)
+    # A period's rollup groups every (hour, team, project, experiment, ...): 9M groups for a
+    # month of 1M experiments, 2.7 GB of hash tables unbounded. Spilling beyond the ingest
+    # writer's limit keeps the service that builds them after each ingest under 1 GB.
+    con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT)
+    built = stored = removed = 0
+    found = derived_records.problems(lake)
+    # a version → when a build first found it superseded, by its clock (one ahead: counts as now)
+    seen = {key: min(parse_utc(at), now) for key, at in lake.read_state(SUPERSEDED_STATE).get("since", {}).items()}
+    earlier = set(seen)
+    before = owner_of(config, {})  # this config's versions stored before the lake had inventory it reads
+    try:
+        keys = inventory_keys(lake, con)
+        for part in parts:
+            version = version_of(config, part.entry, inventory)
+            target = rollup_file(lake, part, version)
+            if stored_whole(lake, target, found):
+                stored += 1
+            else:
+                log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
+                relation, _, stage = rollup_relation(lake, config, con, part, keys)
+                path = lake.commit_snapshot(con, relation, table=ROLLUP_TABLE, source=part.source,
+                                            key="billing_period", value=part.period, version=version.name)
+                drop_stage(con, stage)  # the next period's allocation stages its own
+                built += 1
+                _warn_overbooked(con, config, part, path)
+            # superseded for the grace and already when an earlier build looked (a clock stepped
+            # forward alone removes nothing a reader from before this commit holds), since the
+            # earlier of its stamp and when first found (a stamp by a clock that ran ahead would
+            # keep it until the calendar got there); a damaged one at once, and another config's
+            # current one only when damaged: no reader gets a sound answer from it, and `verify`
+            # would flag it (saying to run this build) until the grace ran out, or for ever
+            listed = {}
+            for name, since in superseded(target, version, part.entry, before).items():
+                key = str(target.parent.relative_to(lake.root) / name)
+                if since is not None:
+                    since = min(since, seen.setdefault(key, now))
+                listed[key] = (name, since)
+            gone = [name for key, (name, since) in listed.items()
+                    if since is not None and since <= now - grace and key in earlier
+                    or derived_records.check(lake, target.parent / f"{name}.parquet", found).damaged]
+            derived_records.drop_versions(lake.root, target.parent, gone)
+            removed += len(gone)
+    finally:
+        con.close()
+    lake.write_state(SUPERSEDED_STATE, {"since": {key: iso_utc(at) for key, at in sorted(seen.items())
+                                                  if (lake.root / f"{key}.parquet").exists()}})
+    log.info("rollups for config %s: %d built, %d already stored, %d superseded removed",
+             config.fingerprint(), built, stored, removed)
+    return RollupBuild(built, stored, removed)
+
+
+def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, part: Partition, path: Path) -> None:
+    if config.clusters is None:
+        return
+    count = con.execute("SELECT coalesce(sum(overbooked), 0) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
+    if count:
+        log.warning("%s %s: %d instance-hour(s) over-booked (their jobs held more GPU-seconds than the instance "
+                    "has); shared in proportion to the jobs, none idle", part.source, part.period, count)
+        lo, hi = con.execute("SELECT min(cp_start), max(cp_end) FROM read_parquet(?) WHERE overbooked > 0",
+                             [str(path)]).fetchall()[0]
+        for shared in shared_nodes_on(con, lo, hi) if lo is not None and config.clusters.node_tag else ():
+            log.warning("%s %s: %s", part.source, part.period, shared.text())
+
+
+def superseded(current: Path, version: Version, entry: LedgerEntry, before: str) -> dict[str, datetime | None]:
+    """Versions beside `current` → since when they are superseded: of an older delivery (since
+    `entry` was committed), or of this owner with older inventory tags or an older name, or
+    of this config before the lake had inventory it reads (owner `before`: a first ingest
+    comes before the first inventory) (since `current` was stored); None for the current data
+    as another config reads it (not superseded). One listing of the folder."""
+    committed = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
+    stored = datetime.fromtimestamp(current.stat().st_mtime, timezone.utc)
+    gone = {}
+    for file in sorted(current.parent.glob("*.parquet")):
+        other = Version.parse(file.stem)
+        if file == current:
+            continue
+        if other is not None and other.data != version.data:
+            since = committed
+        elif other is None or (other.owner in (version.owner, before) and other.inventory != version.inventory):
+            since = stored
+        else:
+            since = None  # the current data as another config reads it
+        gone[file.stem] = since
+    return gone
