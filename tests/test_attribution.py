@@ -9,7 +9,7 @@ import pytest
 
 from service.attribution.api import attribute, attribute_resources, reconcile
 from service.attribution.compute import split_exactly
-from service.attribution.sql import normalise_key
+from service.attribution.tag_keys import normalise_key
 from service.core.timewindow import Window
 from tests.attribution_helpers import config, line, make_lake
 

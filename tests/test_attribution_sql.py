@@ -8,7 +8,9 @@ from datetime import datetime
 import pytest
 import sqlglot
 
-from service.attribution.sql import resources_sql, rollup_sql, tag_candidates, transpile
+from service.attribution.sql import resources_sql, rollup_sql
+from service.attribution.statement import transpile
+from service.attribution.tag_keys import tag_candidates
 from service.attribution.window_sql import spellings_sql, window_sql
 from tests.attribution_helpers import config
 

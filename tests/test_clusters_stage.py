@@ -15,7 +15,8 @@ from service.attribution.jobs import allocation_inputs
 from service.attribution.needs import Needs
 from service.attribution.rollup import narrowed_to
 from service.attribution.rollup_versions import cost_partitions
-from service.attribution.sql import rollup_sql, used
+from service.attribution.sql import rollup_sql
+from service.attribution.statement import used
 from service.core.timewindow import Window
 from tests.attribution_helpers import line
 from tests.test_clusters_allocation import gpu_line, job, setup

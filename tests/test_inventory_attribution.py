@@ -73,7 +73,8 @@ def test_bill_tags_then_inventory_tags_then_rules(tmp_path):
 
 
 def test_no_inventory_keeps_the_sql_unchanged():
-    from service.attribution.sql import Params, attributed_sql
+    from service.attribution.sql import attributed_sql
+    from service.attribution.statement import Params
 
     cfg = config({}).attribution
     plain = attributed_sql(cfg, ["team"], "TRUE", Params())

@@ -10,7 +10,8 @@ import pytest
 from service.attribution.needs import Needs, needed_dimensions
 from service.attribution.rollup import groups_by_tag_map
 from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import MEASURES, Params, Sql, attributed_sql, dim_col, how_col, rollup_sql
+from service.attribution.sql import MEASURES, attributed_sql, dim_col, how_col, rollup_sql
+from service.attribution.statement import Params, Sql
 from tests.attribution_helpers import config, line, make_lake
 
 RULES = {

@@ -72,7 +72,8 @@ from service.attribution.query import AttributionQuery, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
 from service.attribution.rollup_build import ROLLUP_GRACE, RollupBuild, build_rollups
 from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import MEASURES, all_tag_keys_sql, resources_sql
+from service.attribution.sql import MEASURES, resources_sql
+from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded, folded_forms

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from service.attribution.jobs import JOBS_TABLE
 from service.attribution.job_values import JOB_FIELDS
-from service.attribution.sql import Params, rule_condition
+from service.attribution.sql import rule_condition
+from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 from service.core.lake import Lake

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 
 from service.attribution.allocation import JOB_COLUMNS, JOB_FIELD_KEYS, job_label
 from service.attribution.needs import needed_dimensions
-from service.attribution.sql import Params, case_else, dim_col, rule_condition, tag_candidates
+from service.attribution.sql import case_else, dim_col, rule_condition
+from service.attribution.statement import Params
+from service.attribution.tag_keys import tag_candidates
 from service.core.config_attribution import MATCH_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 

@@ -32,7 +32,9 @@ from typing import Any
 from rules.base import DETAIL, DailySpend, DirectDaily, PlannedWindow
 from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup_versions import cost_partitions, inventory_keys
-from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup, tag_candidates
+from service.attribution.sql import attributed_sql, dim_col
+from service.attribution.statement import Params, run_setup
+from service.attribution.tag_keys import all_tag_keys_sql, tag_candidates
 from service.core.config import Config
 from service.core.folding import folded, folded_forms
 from service.core.lake import READER_MEMORY_LIMIT, Lake

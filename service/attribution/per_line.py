@@ -64,7 +64,9 @@ from service.attribution.compute import RollupSession, split_exactly, split_weig
 from service.attribution.jobs import allocation_inputs
 from service.attribution.needs import Needs
 from service.attribution.rollup_versions import inventory_keys
-from service.attribution.sql import Params, all_tag_keys_sql, attributed_sql, dim_col, run_setup
+from service.attribution.sql import attributed_sql, dim_col
+from service.attribution.statement import Params, run_setup
+from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded

@@ -21,7 +21,9 @@ from service.attribution.grouped_lines import tag_map_groups_sql
 from service.attribution.needs import Needs, loosely, needed_dimensions
 from service.attribution.rollup_versions import (Partition, cost_partitions, inventory_keys, inventory_latest,
                                                  recorded_tag_keys, rollup_file, version_of)
-from service.attribution.sql import rollup_sql, run_setup, tag_candidates, tag_keys_sql
+from service.attribution.sql import rollup_sql
+from service.attribution.statement import run_setup
+from service.attribution.tag_keys import tag_candidates, tag_keys_sql
 from service.core import derived_records
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded, folded_forms

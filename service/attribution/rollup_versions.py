@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from service.attribution.jobs import jobs_basis
-from service.attribution.sql import inventory_keys_sql
+from service.attribution.tag_keys import inventory_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
 from service.core.ledger import LedgerEntry

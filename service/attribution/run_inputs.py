@@ -21,8 +21,9 @@ from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
 from service.attribution.needs import Needs
 from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import (MEASURES, Params, all_tag_keys_sql, attributed_sql, dim_col, held_records_cte,
-                                    how_col, run_setup)
+from service.attribution.sql import MEASURES, attributed_sql, dim_col, held_records_cte, how_col
+from service.attribution.statement import Params, run_setup
+from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.job_states import Restarts, work_of

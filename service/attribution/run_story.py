@@ -39,7 +39,8 @@ from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
 from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, run_span, running_until
-from service.attribution.sql import Params, dim_col, held_records_cte
+from service.attribution.sql import dim_col, held_records_cte
+from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.coverage import billing_periods, data_begins, months_touched, periods_text

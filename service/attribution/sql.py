@@ -13,17 +13,14 @@ text; identifiers come only from validated dimension names:
 - `window_sql` (service/attribution/window_sql.py) reads the rollups back.
 - `held_records_cte`: the job records a run's row and story read (`spendlake runs`).
 
-`transpile(sql, dialect)` gives the same statement for Spark or Trino: there `map[key]`
-raises on a missing key, so map access becomes TRY_ELEMENT_AT (Spark) / ELEMENT_AT (Trino),
-which return NULL like DuckDB's bracket does.
+service/attribution/statement.py holds a statement with its parameters (and gives it in
+Spark's or Trino's dialect), service/attribution/tag_keys.py which tag keys a dimension reads.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, SETTLED_COLUMNS, AllocationInputs, Stage,
@@ -32,28 +29,16 @@ from service.attribution.allocation_stage import STAGED_TAGS, held_sql, keyed_li
 from service.attribution.grouped_lines import grouped_lines, grouped_steps, rule_fields
 from service.attribution.inventory_sql import inventory_tags_cte
 from service.attribution.needs import Needs, needed_dimensions
+from service.attribution.statement import Params, Sql
+from service.attribution.tag_keys import tag_candidates
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
-from service.core.folding import composed, folded_forms, folded_in
+from service.core.folding import folded_forms, folded_in
 from service.core.schema import COST_COLUMN_NAMES
 
-KEY_PREFIXES = ("resource_tags_user_", "user:", "user_")
-KEY_SEPARATORS = re.compile(r"[-_:\s]")
 # Cost columns the allocation reads besides those every statement carries.
 ALLOCATION_COLUMNS = ("x_instance_type", "x_split_parent_resource_id", "x_split_cost", "x_split_unused_cost")
 MEASURES = {"billed": "BilledCost", "effective": "EffectiveCost", "list": "ListCost"}
-
-
-def normalise_key(key: str) -> str:
-    """`Team`, `owner_team`, `user:team`, `user_team`, `resource_tags_user_team` → the same
-    key: lowercased, one `user` prefix stripped, separators removed, composed (a key typed
-    decomposed, NFD, is the bills' NFC key)."""
-    key = composed(key.strip().lower())
-    for prefix in KEY_PREFIXES:
-        if key.startswith(prefix) and len(key) > len(prefix):
-            key = key[len(prefix):]
-            break
-    return KEY_SEPARATORS.sub("", key)
 
 
 def dim_col(name: str) -> str:
@@ -64,81 +49,7 @@ def how_col(name: str) -> str:
     return f"p_{name}"
 
 
-def tag_candidates(aliases: Sequence[str], keys: Iterable[str]) -> list[str]:
-    """The original tag keys to try, in order: by configured alias, then (for keys naming
-    the same alias, e.g. `Team` and `team` on one line) the exact spelling first, then byte
-    order of the key."""
-    by_norm: dict[str, list[str]] = {}
-    for key in keys:
-        by_norm.setdefault(normalise_key(key), []).append(key)
-    ordered: list[str] = []
-    for alias in aliases:
-        for key in sorted(by_norm.get(normalise_key(alias), ()), key=lambda k: (k != alias, k)):
-            if key not in ordered:
-                ordered.append(key)
-    return ordered
-
-
-@dataclass
-class Params:
-    """The named parameters of one statement being built: `bind(value)` returns the marker
-    (`$p0`, or `$name` when named) that stands for `value` in the SQL text."""
-
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def bind(self, value: Any, name: str | None = None) -> str:
-        name = name or f"p{len(self.values)}"
-        if name in self.values and self.values[name] is not value:
-            raise ValueError(f"parameter ${name} bound twice")
-        self.values[name] = value
-        return f"${name}"
-
-
-@dataclass
-class Sql:
-    """A statement and its named parameters; `setup`: statements that fill the temporary
-    tables it reads (shared GPU clusters), to run first on the same connection (`run_setup`);
-    `stage`: those tables' names."""
-
-    text: str
-    params: dict[str, Any]
-    setup: tuple[Sql, ...] = ()
-    stage: Stage | None = None
-
-
-def used(text: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The parameters `text` names (DuckDB refuses any it does not)."""
-    return {name: value for name, value in params.items() if re.search(rf"\${re.escape(name)}\b", text)}
-
-
-def run_setup(con, sql: Sql) -> None:
-    """Fill the temporary tables `sql` reads, on `con` (the connection it will run on)."""
-    for step in sql.setup:
-        con.execute(step.text, used(step.text, step.params))
-
-
 _STAGES = itertools.count()  # a connection may hold several allocations' tables at once
-
-
-# Map access that returns NULL for a missing key, per engine (DuckDB's `map[key]` does).
-MAP_ACCESS = {"spark": "TRY_ELEMENT_AT", "trino": "ELEMENT_AT"}
-
-
-def transpile(sql: Sql, dialect: str) -> str:
-    """`sql` in another engine's dialect, the same named parameters (`$p0` becomes `:p0`)."""
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ErrorLevel
-
-    function = MAP_ACCESS[dialect]
-
-    def map_access(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:  # we index only maps
-            return exp.Anonymous(this=function, expressions=[node.this.copy(), node.expressions[0].copy()])
-        return node
-
-    tree = sqlglot.parse_one(sql.text, read="duckdb").transform(map_access)
-    return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
 
 
 def rule_condition(match: dict[str, str], params: Params) -> str:
@@ -368,20 +279,6 @@ def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_i
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys)
     picks = ", ".join(f"arg_max({dim_col(d)}, cp_start) AS {d}" for d in config.dimension_order())
     return Sql(lines.text + f"SELECT ResourceId, {picks} FROM attributed GROUP BY ResourceId", lines.params)
-
-
-def all_tag_keys_sql() -> Sql:
-    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE Tags IS NOT NULL", {})
-
-
-def inventory_keys_sql() -> Sql:
-    """Tag keys of the inventory (`resource_tags`); run only when the lake has that table."""
-    return Sql("SELECT DISTINCT key FROM resource_tags WHERE key IS NOT NULL", {})
-
-
-def tag_keys_sql(source: str, period: str) -> Sql:
-    return Sql("SELECT DISTINCT unnest(map_keys(Tags)) FROM costs WHERE source = $source AND billing_period = $period "
-               "AND Tags IS NOT NULL", {"source": source, "period": period})
 
 
 def held_records_cte(params: Params, since: Any = None, until: Any = None, run: str | None = None) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from service.attribution.sql import MEASURES, Sql, dim_col, how_col
+from service.attribution.sql import MEASURES, dim_col, how_col
+from service.attribution.statement import Sql
 
 GRANULARITIES = ("total", "day", "week", "month")
 

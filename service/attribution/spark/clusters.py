@@ -25,7 +25,9 @@ import duckdb
 from service.attribution.allocation import ALLOCATION_LINES, INSTANCE_ID, extra_tag_aliases, newest_records
 from service.attribution.jobs import JOBS_TABLE, inputs_on
 from service.attribution.inventory_sql import ARN_HEAD, ARN_PATH
-from service.attribution.sql import Sql, rollup_sql, tag_candidates, used
+from service.attribution.sql import rollup_sql
+from service.attribution.statement import Sql, used
+from service.attribution.tag_keys import tag_candidates
 from service.core import job_windows
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake

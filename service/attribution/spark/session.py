@@ -22,7 +22,9 @@ from datetime import datetime, timezone
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.jobs import JOBS_TABLE
 from service.attribution.rollup_versions import ROLLUP_TABLE, version_of
-from service.attribution.sql import Sql, inventory_keys_sql, rollup_sql, tag_keys_sql, transpile
+from service.attribution.sql import rollup_sql
+from service.attribution.statement import Sql, transpile
+from service.attribution.tag_keys import inventory_keys_sql, tag_keys_sql
 from service.core import derived_records
 from service.core.config import EngineConfig
 from service.core.config_attribution import AttributionConfig
