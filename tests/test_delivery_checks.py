@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from aws_exports import LEGACY_COLUMNS, cur2_table, legacy_csv, line, local_put, to_bytes, write_cur2
 from conftest import SAMPLES
 from service.cli.main import cli
-from service.core import staging
+from service.core import line_repeats
 from service.core.hidden_columns import LINE_ITEM_KEY
 
 FOCUS = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
@@ -197,5 +197,5 @@ def test_56_line_items_whose_hashes_collide_are_not_repeats(tmp_path):
     con = duckdb.connect()
     con.sql(f"SELECT * FROM (VALUES ('A', '{DAY1}', 7::UBIGINT), ('B', '{DAY1}', 7::UBIGINT), "
             f"('C', '{DAY1}', 9::UBIGINT), ('C', '{DAY1}', 9::UBIGINT), ('D', NULL, NULL), ('D', NULL, NULL)) "
-            f"t({line_item}, {interval}, {staging.LINE_ITEM_HASH})").write_parquet(str(tmp_path / staging.LINE_ITEMS_FILE))
-    assert str(staging._repeats(con, tmp_path)) == f"1 line item id(s) appear more than once (1 extra row(s)): C ({DAY1})"
+            f"t({line_item}, {interval}, {line_repeats.LINE_ITEM_HASH})").write_parquet(str(tmp_path / line_repeats.LINE_ITEMS_FILE))
+    assert str(line_repeats.find_repeats(con, tmp_path)) == f"1 line item id(s) appear more than once (1 extra row(s)): C ({DAY1})"

@@ -25,13 +25,14 @@ from typing import Protocol
 import duckdb
 
 from service.core import derived_records
+from service.core.duckdb_results import query_memory
 from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
 from service.core.files import DATA_FILE, check_partition_value, files_named, fsync_path, install
 from service.core.ledger import CurrencyTotals, FinalWhen, LedgerEntry
 from service.core.schema import COST_COLUMNS, MONEY
 from service.core.snapshot_ledger import recording
-from service.core.staging import query_memory, stage_parts, write_empty
+from service.core.staging import stage_parts, write_empty
 from service.core.units import utc_now_iso
 from service.core.usage_end import USAGE_END, usage_end_text
 

@@ -18,7 +18,6 @@ absent_as_null=False): they are added here as null arrays, cheaper than DuckDB c
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 from collections import defaultdict
@@ -34,10 +33,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from service.core.currency import with_currency_codes
+from service.core.duckdb_results import next_batch, query_memory
 from service.core.errors import DataError, naming
 from service.core.file_parts import FilesPart, note_periods, take_files
 from service.core.files import DATA_FILE
 from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS
+from service.core.line_repeats import LINE_ITEM_HASH, LINE_ITEMS_FILE, Repeats, find_repeats
 from service.core.per_value import Converter, PerValuePart, streamed
 from service.core.schema import cost_select_list
 
@@ -54,25 +55,9 @@ ROW_GROUP_ROWS = 1 << 17  # the lake file's row group size: each period's batche
 # folder's years of monthly files read in one pass) does not hold a row group for each.
 PENDING_ROWS = 2 * ROW_GROUP_ROWS
 PERIOD_COLUMN = "__spendlake_billing_period"
-LINE_ITEM_HASH = "__spendlake_line_item_hash"  # hash(id, interval), what the repeats are looked for by
-LINE_ITEMS_FILE = "line_items.parquet"
-LISTED_REPEATS = 5
 TAGS = "Tags"  # the canonical map column whose keys each period's ledger entry names
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Repeats:
-    """Line items (id and time interval) that a delivery holds more than once."""
-
-    line_items: int  # how many line items appear more than once
-    extra_rows: int  # the rows beyond the first of each
-    first: tuple[str, ...]  # the first few, in the delivery's order: "<id> (<time interval>)"
-
-    def __str__(self) -> str:
-        return (f"{self.line_items:,} line item id(s) appear more than once ({self.extra_rows:,} extra row(s)): "
-                f"{', '.join(self.first)}{', ...' if self.line_items > len(self.first) else ''}")
 
 
 @dataclass(frozen=True)
@@ -142,7 +127,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     finally:
         background.close()
         _close_all([*writers.values(), *keys, converter])
-    return Staged(staged, _repeats(con, stage) if keys else None,
+    return Staged(staged, find_repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value},
                   tuple(frozenset(seen) for seen in part_periods),
                   {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()})
@@ -213,49 +198,6 @@ def _append_keys(batch: pa.RecordBatch, stage: Path, keys: list[_Writer]) -> Non
         keys.append(_Writer(stage / LINE_ITEMS_FILE, batch.schema, compression="zstd",
                                      use_dictionary=False, write_statistics=False))
     keys[0].write_batch(batch, row_group_size=ROW_GROUP_ROWS)
-
-
-def _repeats(con: duckdb.DuckDBPyConnection, stage: Path) -> Repeats | None:
-    """The line items the staged keys hold more than once. Their hashes are grouped first
-    (8 bytes a key, where grouping the ids and intervals held hundreds of MB at 10M lines;
-    DuckDB spills beyond the writer's limit), then only the rows whose hash repeats (the
-    repeats, and any hash collision) are grouped by id and interval."""
-    keys, line_item, interval = str(stage / LINE_ITEMS_FILE), *LINE_ITEM_KEY
-    candidates = str(stage / "repeated_hashes.parquet")
-    con.sql(f"SELECT {LINE_ITEM_HASH} FROM read_parquet(?) WHERE {LINE_ITEM_HASH} IS NOT NULL "
-            f"GROUP BY {LINE_ITEM_HASH} HAVING count(*) > 1", params=[keys]).write_parquet(candidates)
-    [(found,)] = con.execute("SELECT count(*) FROM read_parquet(?)", [candidates]).fetchall()
-    if not found:
-        return None
-    [(count, extra, first)] = con.execute(
-        f"SELECT count(*), sum(n - 1), min_by({line_item} || coalesce(' (' || {interval} || ')', ''), first_row, {LISTED_REPEATS}) "
-        f"FROM (SELECT {line_item}, {interval}, count(*) AS n, min(file_row_number) AS first_row "
-        f"      FROM read_parquet(?, file_row_number = true) "
-        f"      WHERE {LINE_ITEM_HASH} IN (SELECT {LINE_ITEM_HASH} FROM read_parquet(?)) "
-        f"      GROUP BY {line_item}, {interval} HAVING count(*) > 1)", [keys, candidates]).fetchall()
-    return Repeats(int(count), int(extra), tuple(first)) if count else None
-
-
-def next_batch(reader: pa.RecordBatchReader) -> pa.RecordBatch | None:
-    """The next batch, or None at the end. DuckDB's errors while streaming (a bad value,
-    out of memory) arrive through Arrow as OSError: raised again as what they are, so
-    they are not taken for a failed write (to the lake, or of an export's file)."""
-    try:
-        return reader.read_next_batch()
-    except StopIteration:
-        return None
-    except (OSError, pa.ArrowException) as exc:
-        raise duckdb.Error(str(exc)) from None
-
-
-def query_memory(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
-    """(peak buffer memory, bytes spilled to the temp directory) of the connection's last
-    query, when it is profiled (Lake.writer); else (0, 0)."""
-    try:
-        system = json.loads(con.get_profiling_information(format="json")).get("system", {})
-    except (duckdb.Error, ValueError):
-        return 0, 0
-    return int(system.get("peak_buffer_memory", 0)), int(system.get("total_bytes_spilled", 0))
 
 
 class _Writer(pq.ParquetWriter):

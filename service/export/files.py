@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from service.core.staging import next_batch
+from service.core.duckdb_results import next_batch
 
 
 BATCH_ROWS = 65_536
