@@ -12,6 +12,7 @@ from pathlib import Path
 from service.core.errors import DataError
 
 PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # a table's or a state file's name
 DATA_FILE = "data.parquet"  # a partition's one file (service/core/lake.py)
 LEDGER_FILE = "_ledger/deliveries.json"  # relative to the lake root; what marks a folder as a lake
 # Folders whose files no source reads: hidden (`.x`), or a job's output still being written

@@ -33,25 +33,25 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from service.core import job_windows
 from service.core.connection import sandboxed_connection
 from service.core.currency import CODE
 from service.core.errors import DataError
-from service.core.files import DATA_FILE, LEDGER_FILE, check_partition_value, write_json_atomic
-from service.core.integrity import PartitionCheck, damaged_table_error, quick_check
+from service.core.files import DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, write_json_atomic
+from service.core.integrity import PartitionCheck, quick_check
+from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_source
+from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.pinned_root import check_root
 from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
-from service.core.snapshot_ledger import forget_records, recorded, table_files, table_names
+from service.core.snapshot_ledger import recorded
 from service.core.state_files import parse_state, problems_kept
-from service.core.schema import COST_COLUMN_NAMES, COST_COLUMNS, INVENTORY_TABLES, cost_view_select
+from service.core.schema import COST_COLUMN_NAMES, INVENTORY_TABLES
 from service.core.units import utc_now_iso
 
 if TYPE_CHECKING:
     from service.core.config import Config
 
-TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # The DuckDB memory of an ingest connection (Lake.writer) and of the rollup build; beyond it
 # DuckDB spills. The ingest process peaks at about this plus Python's own.
 WRITER_MEMORY_LIMIT = "600MB"
@@ -60,8 +60,6 @@ WRITER_MEMORY_LIMIT = "600MB"
 # lines: ~450 MB with the libraries), so it gets less than a writer and spills sooner
 # (`runs` at 10M: 1,120 -> ~900 MB peak, the same CPU seconds; bench/README.md).
 READER_MEMORY_LIMIT = "400MB"
-# Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
-SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)
 
 
 class Lake:
@@ -136,41 +134,14 @@ class Lake:
         return con
 
     def create_views(self, con: duckdb.DuckDBPyConnection, snapshot: Snapshot | None = None) -> None:
-        """`costs` over the ledger's verified partitions of the configured sources; a view per
-        inventory table over the configured sources' snapshots. Paths are bound, never pasted."""
-        groups: dict[tuple[str, ...], list[str]] = {}  # partitions by the columns their files hold
-        for check in (snapshot or self.snapshot()).checks:
-            groups.setdefault(check.columns, []).append(str(check.path))
-        if groups:
-            con.sql(" UNION ALL ".join(
-                f"SELECT {cost_view_select(columns)}, source, billing_period FROM read_parquet(?, "
-                "hive_partitioning = true, hive_types = {'source': VARCHAR, 'billing_period': VARCHAR})"
-                for columns in groups), params=list(groups.values())).create_view("costs")
-        else:
-            columns = ", ".join(f"CAST(NULL AS {kind}) AS {name}" for name, kind in COST_COLUMNS)
-            con.execute(
-                f"CREATE OR REPLACE VIEW costs AS SELECT {columns}, "
-                "CAST(NULL AS VARCHAR) AS source, CAST(NULL AS VARCHAR) AS billing_period WHERE false"
-            )
-        self.table_views(con)
+        """`costs` over the ledger's verified partitions of the configured sources (`snapshot`, default
+        one taken now) and a view per inventory table (service/core/lake_views.py)."""
+        cost_view(con, snapshot or self.snapshot())
+        table_views(self, con)
 
     def table_views(self, con: duckdb.DuckDBPyConnection, tables: Collection[str] | None = None) -> None:
-        """A view per inventory table (of `tables`, default every one) over the configured
-        sources' snapshots, and `job_snapshots` from the job snapshots' records as checked."""
-        job_files: list[tuple[str, dict | None]] = []
-        for name in table_names(self.root):  # a table folder removed whole is missed too
-            if name == "costs" or not TABLE_RE.match(name) or (tables is not None and name not in tables):
-                continue
-            found = table_files(self, name)  # an inventory snapshot checked against its record
-            job_files = found if name == "jobs" else job_files
-            files = [path for path, _ in found]
-            if files:
-                try:
-                    con.sql("SELECT * FROM read_parquet(?, hive_partitioning = true, hive_types_autocast = false)",
-                            params=[files]).create_view(name)
-                except duckdb.Error as exc:  # a snapshot file cut short or altered: name it
-                    raise damaged_table_error(con, files, exc) from None
-        job_windows.create_view(con, job_windows.snapshot_rows(job_files))
+        """A view per inventory table (of `tables`, default every one); see lake_views.table_views."""
+        table_views(self, con, tables)
 
     def counts(self, source: str) -> bool:
         """True when `source` is one the config declares (or no config was given)."""
@@ -214,20 +185,7 @@ class Lake:
             state = self.ledger_state()
             self._write_ledger([e for e in state.entries if e.source != source],
                                [e for e in state.pending if e.source != source], state.pending_by)
-            for table in SOURCE_TABLES:
-                folder = self.table_dir(table) / f"source={source}"
-                if folder.is_symlink():  # the link goes, never what it points to (rmtree refuses a link)
-                    folder.unlink()
-                shutil.rmtree(folder, ignore_errors=True)
-                forget_records(self.root, table, source)
-            for name in ("sources", "file_periods", "file_digests"):  # its state, what ingest knows of its files
-                state = self.read_state(name)
-                if state.pop(source, None) is not None:
-                    self.write_state(name, state)
-            verified = self.read_state("verify")  # a verify keeps what it did not check: its damage would stay
-            if any(p["source"] == source for p in verified.get("problems", [])):
-                self.write_state("verify", {**verified, "problems": [
-                    p for p in verified["problems"] if p["source"] != source]})
+            remove_source(self, source)
         return tables
 
     @staticmethod
@@ -236,15 +194,7 @@ class Lake:
 
     def orphans(self) -> dict[str, list[str]]:
         """Sources the lake holds that the config does not declare → the tables holding them."""
-        if self.sources is None:
-            return {}
-        found: dict[str, set[str]] = {e.source: {"costs"} for e in self.ledger() if e.source not in self.sources}
-        for table in SOURCE_TABLES:
-            for source_dir in self.table_dir(table).glob("source=*"):
-                source = source_dir.name.split("=", 1)[1]
-                if source not in self.sources:
-                    found.setdefault(source, set()).add(table)
-        return {source: sorted(tables) for source, tables in sorted(found.items())}
+        return {} if self.sources is None else orphaned_sources(self, self.sources, self.ledger())
 
     # ---- locking and staging ---------------------------------------------------------
 

@@ -1,0 +1,45 @@
+"""What the lake holds per source across its tables: the sources the config no longer
+declares (`orphans`), and removing all of one (`remove_source`, for `Lake.forget`, which
+drops its ledger rows first)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Collection, Iterable
+
+from service.core.ledger import LedgerEntry
+from service.core.schema import INVENTORY_TABLES
+from service.core.snapshot_ledger import SnapshotLake, forget_records
+
+# Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
+SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)
+
+
+def remove_source(lake: SnapshotLake, source: str) -> None:
+    """Remove `source`'s folders, records and state. Call only holding the ingest lock,
+    after its ledger rows are gone."""
+    for table in SOURCE_TABLES:
+        folder = lake.table_dir(table) / f"source={source}"
+        if folder.is_symlink():  # the link goes, never what it points to (rmtree refuses a link)
+            folder.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+        forget_records(lake.root, table, source)
+    for name in ("sources", "file_periods", "file_digests"):  # its state, what ingest knows of its files
+        state = lake.read_state(name)
+        if state.pop(source, None) is not None:
+            lake.write_state(name, state)
+    verified = lake.read_state("verify")  # a verify keeps what it did not check: its damage would stay
+    if any(p["source"] == source for p in verified.get("problems", [])):
+        lake.write_state("verify", {**verified, "problems": [
+            p for p in verified["problems"] if p["source"] != source]})
+
+
+def orphaned_sources(lake: SnapshotLake, declared: Collection[str], ledger: Iterable[LedgerEntry]) -> dict[str, list[str]]:
+    """Sources the lake holds that are not `declared` → the tables holding them."""
+    found: dict[str, set[str]] = {e.source: {"costs"} for e in ledger if e.source not in declared}
+    for table in SOURCE_TABLES:
+        for source_dir in lake.table_dir(table).glob("source=*"):
+            source = source_dir.name.split("=", 1)[1]
+            if source not in declared:
+                found.setdefault(source, set()).add(table)
+    return {source: sorted(tables) for source, tables in sorted(found.items())}
