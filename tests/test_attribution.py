@@ -7,7 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from service.attribution.api import attribute, attribute_resources, reconcile
+from service.attribution.api import attribute
+from service.attribution.reconciliation import reconcile
+from service.attribution.resources import attribute_resources
 from service.attribution.compute import split_exactly
 from service.attribution.tag_keys import normalise_key
 from service.core.timewindow import Window

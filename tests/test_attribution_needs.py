@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from service.attribution.api import attribute, reconcile
+from service.attribution.api import attribute
+from service.attribution.reconciliation import reconcile
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.needs import Needs, needed_dimensions
 from service.core.timewindow import Window

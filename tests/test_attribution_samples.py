@@ -11,7 +11,8 @@ from billing_helpers import failures, ingest_files
 from conftest import SAMPLES
 from test_samples import KIND_BY_FILE, SAMPLE_CASES
 
-from service.attribution.api import attribute, reconcile
+from service.attribution.api import attribute
+from service.attribution.reconciliation import reconcile
 from service.core.config import parse_config
 from service.core.timewindow import Window
 from tests.attribution_helpers import declared_sources

@@ -9,7 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from service.attribution.api import attribute, attribute_resources, reconcile
+from service.attribution.api import attribute
+from service.attribution.reconciliation import reconcile
+from service.attribution.resources import attribute_resources
 from service.core.config import parse_config
 from service.core.timewindow import Window
 from service.ingest.inventory import run_inventory

@@ -12,7 +12,7 @@ import pytest
 from billing_helpers import failures, ingest_files, sums
 from conftest import SAMPLES
 
-from service.attribution.api import reconcile
+from service.attribution.reconciliation import reconcile
 from service.core.config import parse_config
 from service.core.integrity import sha256_file
 from service.core.lake import Lake

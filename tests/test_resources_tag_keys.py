@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from service.attribution import api, compute
-from service.attribution.api import attribute_resources
+from service.attribution import compute, resources
 from service.attribution.needs import Needs
+from service.attribution.resources import attribute_resources
 from service.attribution.rollup import rollup_view
 from tests.attribution_helpers import config, line, make_lake
 
@@ -26,7 +26,7 @@ def test_a_resources_owner_comes_from_the_recorded_tag_keys_without_scanning_the
 
     def scan():
         raise AssertionError("every line's tags decoded for their keys")
-    monkeypatch.setattr(api, "all_tag_keys_sql", scan)
+    monkeypatch.setattr(resources, "all_tag_keys_sql", scan)
     assert attribute_resources(lake, config(), ["sp-1", "ri-2"]) == WANT
 
 
@@ -34,7 +34,7 @@ def test_a_resources_owner_comes_from_the_recorded_tag_keys_without_scanning_the
 def test_a_partition_without_recorded_tag_keys_is_scanned_for_them(tmp_path, monkeypatch, recorded):
     lake = make_lake(tmp_path, LINES)
     if not recorded:
-        monkeypatch.setattr(api, "recorded_tag_keys", lambda parts: None)
+        monkeypatch.setattr(resources, "recorded_tag_keys", lambda parts: None)
     assert attribute_resources(lake, config(), ["sp-1", "ri-2"]) == WANT
 
 

@@ -20,7 +20,8 @@ from test_clusters_eks import EXPORT as EKS_EXPORT
 from test_clusters_eks_cur2 import docs_example_rows, write_export
 
 from connectors.jobs_base import job_row
-from service.attribution.api import attribute, materialise, reconcile
+from service.attribution.api import attribute, materialise
+from service.attribution.reconciliation import reconcile
 from service.attribution.clusters import cluster_usage
 from service.attribution.compute import RollupSession
 from service.attribution.spark.session import SparkRollupSession

@@ -18,7 +18,8 @@ from spark_support import ORG_ATTRIBUTION, org_lake, require_pyspark
 from test_attribution_samples import ATTRIBUTION as SAMPLE_ATTRIBUTION
 from test_attribution_samples import EVERYTHING, KIND_BY_FILE, SAMPLES
 
-from service.attribution.api import attribute, reconcile
+from service.attribution.api import attribute
+from service.attribution.reconciliation import reconcile
 from service.attribution.ranked import default_shares, top_groups
 from service.attribution.compute import RollupSession
 from service.attribution.spark.session import SparkRollupSession

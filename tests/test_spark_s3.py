@@ -22,7 +22,8 @@ from moto.server import ThreadedMotoServer
 from moto_policy import as_moto_sees_it
 from spark_support import ORG_ATTRIBUTION, S3A_COMPAT_OPTIONS, lake_objects, org_lake, require_pyspark, s3a_jars
 
-from service.attribution.api import attribute, reconcile
+from service.attribution.api import attribute
+from service.attribution.reconciliation import reconcile
 from service.core.timewindow import parse_window
 from tests.conftest import REPO
 from tests.test_spark_partition_integrity import page_flipped, rows_altered

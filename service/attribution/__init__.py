@@ -49,7 +49,9 @@ import importlib
 # with its module only: `spendlake attribute` loads the query's modules, not the export's,
 # the report's or the /metrics tops' (nor the Arrow they need).
 _MODULES = {
-    "api": ("Reconciliation", "attribute", "attribute_query", "attribute_resources", "materialise", "reconcile"),
+    "api": ("attribute", "attribute_query", "materialise"),
+    "reconciliation": ("Reconciliation", "reconcile"),
+    "resources": ("attribute_resources",),
     "result": ("AttributionResult", "AttributionRow", "Contribution"),
     "clusters": ("ClusterCost", "ClusterUsage", "JobCost", "cluster_usage"),
     "query": ("AttributionQuery", "api_parameter", "cli_option", "listed_once", "parse_where"),

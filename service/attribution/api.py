@@ -16,12 +16,12 @@ Python API (the CLI, rules engine, metrics, report and HTTP API call these):
     materialise(lake, config) -> RollupBuild  store the current per-period rollups for `config`
         and remove superseded ones (ingest and `spendlake rollup` call it, holding the lake lock)
     reconcile(lake, config, engine=None) -> list[Reconciliation]      Σ attributed vs Σ source, per
-        (source, billing period, currency, cost measure); `spendlake attribute --check`
+        (source, billing period, currency, cost measure); `spendlake attribute --check` (reconciliation.py)
     `engine` (an EngineConfig; default the config's `engine:` when given the whole Config,
         else DuckDB): `kind="spark"` runs the same SQL on Apache
         Spark (service/attribution/spark/session.py) and returns the same results
     attribute_resources(lake, config, resource_ids) -> {resource id: {dimension: value}}
-        for findings: each dimension's value on the resource's latest cost line
+        for findings: each dimension's value on the resource's latest cost line (resources.py)
 
 `config` is the `AttributionConfig` (or the whole `Config`). How a line gets its value, per
 dimension: the configured tag keys in order (keys compare case- and separator-insensitively:
@@ -59,47 +59,27 @@ state of the lake (service/core/snapshot.py); see bench/attribute_bench.py.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from types import MappingProxyType
-from typing import TypeVar
 
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
 from service.attribution.rollup_build import ROLLUP_GRACE, RollupBuild, build_rollups
-from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import MEASURES, resources_sql
-from service.attribution.tag_keys import all_tag_keys_sql
+from service.attribution.sessions import attribution_of, engine_of, read_sessions, sql_dims
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded, folded_forms
 from service.core.lake import Lake
-from service.core.snapshot import read_consistently
 from service.core.suggest import near_miss, suggestion
 from service.core.timewindow import Window
 from service.core.units import OTHER
 
 NO_PARTS: Mapping = MappingProxyType({})  # a row's contributions when nothing is explained
-
-T = TypeVar("T")
-
-
-def _attribution(config: AttributionConfig | Config) -> AttributionConfig:
-    return config.attribution if isinstance(config, Config) else config
-
-
-def _engine(config: AttributionConfig | Config) -> EngineConfig | None:
-    """The configured engine: what `engine:` says in a whole Config; DuckDB otherwise."""
-    return config.engine if isinstance(config, Config) else None
-
-
-def sql_dims(config: AttributionConfig, by: Sequence[str], where: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
-    needed = list(by) + [d for d in where if d not in by] + [r.by for r in config.shared]
-    return tuple(dict.fromkeys(needed))
 
 
 def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
@@ -121,31 +101,6 @@ def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
     return "default"
 
 
-def read_sessions(lake: Lake, config: AttributionConfig, engine: EngineConfig | None,
-                  answer: Callable[[RollupSession | None], T], needs: Needs = Needs()) -> T:
-    """`answer(session)` with the rollups on the engine that runs the SQL: DuckDB (default),
-    on one consistent snapshot of the lake, or Spark, same SQL; the session is None when the
-    lake that engine reads holds no cost partition. `needs`: what `answer` reads (default
-    all; see RollupSession)."""
-    if engine is None or engine.kind == "duckdb":
-        return read_consistently(lake, lambda snapshot: _answer_on(lake, config, snapshot, answer, needs))
-    from service.attribution.spark.session import SparkRollupSession
-
-    session = SparkRollupSession(lake, config, engine)
-    return answer(session if session.partitions else None)
-
-
-def _answer_on(lake: Lake, config: AttributionConfig, snapshot, answer: Callable[[RollupSession | None], T],
-               needs: Needs = Needs()) -> T:
-    if not snapshot.checks:
-        return answer(None)
-    session = RollupSession(lake, config, snapshot, needs)
-    try:
-        return answer(session)
-    finally:
-        session.con.close()
-
-
 def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
               where: Mapping[str, Sequence[str]] | None = None, cost: str = "billed", granularity: str = "total",
               top: int | None = None, compare: bool = False, explain: bool = False,
@@ -154,15 +109,15 @@ def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *,
     is `engine`, else the config's `engine:` when `config` is the whole Config, else DuckDB."""
     query = AttributionQuery(window, tuple(by), {d: tuple(v) for d, v in (where or {}).items()}, cost,
                              granularity, top, compare, explain)
-    return attribute_query(lake, config, query.validated(_attribution(config), naming=lambda name: name),
+    return attribute_query(lake, config, query.validated(attribution_of(config), naming=lambda name: name),
                            engine=engine)
 
 
 def attribute_query(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery,
                     engine: EngineConfig | None = None) -> AttributionResult:
     """The answer to a validated query (`AttributionQuery.parse`), as `attribute` gives it."""
-    engine = engine or _engine(config)
-    config = _attribution(config)
+    engine = engine or engine_of(config)
+    config = attribution_of(config)
     by, where, cost, granularity = query.by, query.where, query.cost, query.granularity
     top, compare, explain = query.top, query.compare, query.explain
 
@@ -307,88 +262,4 @@ def materialise(lake: Lake, config: AttributionConfig | Config, *, grace: timede
                 now: datetime | None = None) -> RollupBuild:
     """Store the current rollup of every period for `config` and remove versions superseded
     for `grace` (service/attribution/rollup_build.py). Call only while holding the ingest lock."""
-    return build_rollups(lake, _attribution(config), grace=grace, now=now)
-
-
-# ---- reconciliation and resources ---------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Reconciliation:
-    source: str
-    billing_period: str
-    currency: str | None
-    cost: str
-    source_total: Decimal
-    attributed_total: Decimal
-    # Σ (source value as delivered − as the lake stores it, at 12 decimals): the delivery's
-    # own total is source_total + rounding
-    rounding: Decimal = Decimal(0)
-
-    @property
-    def difference(self) -> Decimal:
-        return self.attributed_total - self.source_total
-
-    @property
-    def ok(self) -> bool:
-        return self.difference == 0
-
-
-def reconcile(lake: Lake, config: AttributionConfig | Config,
-              engine: EngineConfig | None = None) -> list[Reconciliation]:
-    """Σ attributed (unallocated included) against Σ source cost, per source, billing
-    period, currency and cost measure, over the whole lake."""
-    engine = engine or _engine(config)
-    config = _attribution(config)
-    return read_sessions(lake, config, engine, lambda session: _reconcile(session, config),
-                         Needs(sql_dims(config, (), {})))
-
-
-def _reconcile(session: RollupSession | None, config: AttributionConfig) -> list[Reconciliation]:
-    if session is None:
-        return []
-    dims = sql_dims(config, (), {})
-    results = []
-    for measure, column in MEASURES.items():
-        source: dict[tuple, Decimal] = {}
-        for src, period, currency, total in session.con.execute(
-                f"SELECT source, billing_period, BillingCurrency, coalesce(sum({column}), 0) FROM costs "
-                "GROUP BY source, billing_period, BillingCurrency").fetchall():
-            source[(src, period, currency)] = total
-        attributed: dict[tuple, Decimal] = defaultdict(Decimal)
-        for (_, currency, partition, _, _), amount in attributed_sums(
-                session.con, config, dims, measure, "total", None, False, per_partition=True).items():
-            attributed[(*partition, currency)] += amount
-        rounded = {(e.source, e.billing_period, t.currency): dict(t.rounding).get(column, Decimal(0))
-                   for e in session.ledger_entries() for t in e.totals}
-        for key in sorted(set(source) | set(attributed), key=lambda k: (k[0], k[1], k[2] or "")):
-            results.append(Reconciliation(key[0], key[1], key[2], measure, source.get(key, Decimal(0)),
-                                          attributed.get(key, Decimal(0)), rounded.get(key, Decimal(0))))
-    return results
-
-
-def attribute_resources(lake: Lake, config: AttributionConfig | Config,
-                        resource_ids: Sequence[str] = ()) -> dict[str, dict[str, str]]:
-    """Resource id → {dimension: value} from the resource's latest cost line (all resources
-    with a cost line when `resource_ids` is empty). Resources without cost lines are absent."""
-    config = _attribution(config)
-    return read_consistently(lake, lambda snapshot: _resources(lake, config, resource_ids, snapshot))
-
-
-def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str], snapshot) -> dict:
-    if not snapshot.checks:
-        return {}
-    # the keys ingest recorded: decoding every line's tags for them took most of the commitment tops
-    tag_keys = recorded_tag_keys(cost_partitions(lake, snapshot))
-    with lake.query(snapshot) as con:
-        if tag_keys is None:  # a partition from before the ledger recorded them
-            keys_sql = all_tag_keys_sql()
-            tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
-        sql = resources_sql(config, tag_keys, list(resource_ids), inventory_keys(lake, con))
-        rows = con.execute(sql.text, sql.params).fetchall()
-    order = config.dimension_order()
-    # Shown in each value's most common spelling, as `attribute` shows it (`Eval` → `eval`).
-    # the spellings count lines alone: a period rolled up in memory for them sums no measure, keeps no hows
-    spell = _answer_on(lake, config, snapshot, lambda session: session.spellings(order),
-                       Needs(order, (), hows=False)) if rows else {}
-    return {row[0]: {d: spell.get((d, folded(v)), v) if v else v for d, v in zip(order, row[1:])}
-            for row in rows}
+    return build_rollups(lake, attribution_of(config), grace=grace, now=now)

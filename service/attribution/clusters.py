@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from service.attribution.api import _attribution, _engine, read_sessions
+from service.attribution.sessions import attribution_of, engine_of, read_sessions
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs
 from service.core.config import Config
@@ -76,7 +76,7 @@ class PlacedTotals:
 
 def with_clusters(config: AttributionConfig | Config) -> AttributionConfig:
     """The attribution config; a UsageError naming `attribution.clusters` when it has none."""
-    config = _attribution(config)
+    config = attribution_of(config)
     if config.clusters is None:
         raise UsageError("no shared clusters are configured", where="attribution.clusters",
                          hint="add `clusters:` under `attribution:` (README: Shared GPU clusters)")
@@ -86,7 +86,7 @@ def with_clusters(config: AttributionConfig | Config) -> AttributionConfig:
 def cluster_usage(lake: Lake, config: AttributionConfig | Config, window: Window, *,
                   cost: str = "billed") -> ClusterUsage:
     """Per job, run and cluster of shared GPU clusters in `window` (module docstring)."""
-    engine = _engine(config)
+    engine = engine_of(config)
     config = with_clusters(config)
     return read_sessions(lake, config, engine, lambda session: usage_in(session, config, window, cost),
                          Needs(usage_dims(config), (cost,)))

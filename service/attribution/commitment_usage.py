@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from service.attribution.api import attribute_resources
+from service.attribution.resources import attribute_resources
 from service.core.config import Config
 from service.core.coverage import snapshot_data_end
 from service.core.errors import UsageError

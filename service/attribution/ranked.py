@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timezone
 from decimal import Decimal
 
-from service.attribution.api import read_sessions, sql_dims
+from service.attribution.sessions import read_sessions, sql_dims
 from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_sums, prorate
 from service.attribution.needs import Needs
 from service.attribution.window_sql import window_sql

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 from rules.base import HeldHours, JobAttempt, Owner, RunCost, RunCosts
-from service.attribution.api import read_sessions
+from service.attribution.sessions import read_sessions
 from service.attribution.clusters import JobCost, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from service.attribution.api import read_sessions
+from service.attribution.sessions import read_sessions
 from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, usage_in, with_clusters
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
