@@ -98,4 +98,4 @@ def _left_out(con: duckdb.DuckDBPyConnection, source: str, snapshot_date: str,
         "AND s.taken_at IS NOT NULL "
         "AND s.snapshot_date < $date AND NOT EXISTS (SELECT 1 FROM job_snapshots AS m WHERE m.source = s.source "
         "AND m.snapshot_date > s.snapshot_date AND m.snapshot_date < $date)",
-        {"date": snapshot_date, "source": source}).fetchone()
+        {"date": snapshot_date, "source": source}).fetchall()[0]

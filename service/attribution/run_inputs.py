@@ -151,7 +151,7 @@ def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[date
     params = Params()
     first, last, running = con.execute(
         f"WITH {held_records_cte(params, run=run)} SELECT min(start_time), max(end_time), bool_or(end_time IS NULL) "
-        "FROM j_records", params.values).fetchone()
+        "FROM j_records", params.values).fetchall()[0]
     return (first and first.replace(tzinfo=timezone.utc), last and last.replace(tzinfo=timezone.utc), bool(running))
 
 

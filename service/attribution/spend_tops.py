@@ -54,7 +54,7 @@ class WindowSums:
     def tops(self, anchor: datetime, window: str) -> list[Top]:
         filters = ", ".join(f"sum(amount) FILTER (WHERE d{i} = ${i + 2})" for i in range(len(DIMENSIONS)))
         total, *placed_nowhere = self.con.execute(
-            f"SELECT sum(amount), {filters} FROM {self.table} WHERE currency = $1", [USD, *self.defaults]).fetchone()
+            f"SELECT sum(amount), {filters} FROM {self.table} WHERE currency = $1", [USD, *self.defaults]).fetchall()[0]
         if total is None:
             return []
         found = []

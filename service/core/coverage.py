@@ -166,7 +166,7 @@ def data_begins(lake: Lake, snapshot: Snapshot) -> datetime | None:
     con = lake.connect()
     try:
         (begins,) = con.execute(f"SELECT {USAGE_BEGINS} FROM read_parquet(?)", [[str(p) for p in first.values()]]
-                                ).fetchone()
+                                ).fetchall()[0]
     finally:
         con.close()
     return begins and begins.replace(tzinfo=timezone.utc)
