@@ -67,7 +67,7 @@ from types import MappingProxyType
 
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs, loosely
-from service.attribution.query import AttributionQuery, window_at
+from service.attribution.query import AttributionQuery, reserved_runs, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
 from service.attribution.rollup_build import ROLLUP_GRACE, RollupBuild, build_rollups
 from service.attribution.sessions import attribution_of, engine_of, read_sessions, sql_dims
@@ -194,7 +194,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     overbooked = session.overbooked(window) if config.clusters is not None else 0
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
                              sources=sources, overbooked=overbooked, unmatched=unmatched, typos=typos,
-                             spent_in=frozenset(spent_in))
+                             spent_in=frozenset(spent_in), reserved=reserved_runs(config, where))
 
 
 def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[str, Sequence[str]],

@@ -17,7 +17,9 @@ from service.attribution.sql import MEASURES
 from service.attribution.window_sql import GRANULARITIES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
+from service.core.config_clusters import IDLE
 from service.core.errors import UsageError
+from service.core.folding import folded
 from service.core.timewindow import Window, data_anchored, parse_window, utc_now
 
 Naming = Callable[[str], str]
@@ -138,6 +140,24 @@ def parse_where(config: AttributionConfig | Config, items: Sequence[str],
         check_dimensions(config, [name.strip()], naming("where"))
         where[name.strip()] = where.get(name.strip(), ()) + (value,)
     return where
+
+
+def reserved_runs(config: AttributionConfig, where: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """A note per `run` filter value that shared clusters' run dimension reserves: `idle` (the
+    idle parts) and the dimension's default hold that cost beside the jobs of a run of that id,
+    which `runs --run` counts alone (service/attribution/run_story.py says it from that side)."""
+    if config.clusters is None:
+        return ()
+    notes = []
+    for value in (value.strip() for value in where.get("run", ())):
+        if folded(value) == IDLE:
+            notes.append(f"run={value} holds the shared clusters' idle (the GPU-hours no job held) beside the jobs "
+                         f"of any run with that id: the idle alone is job_state=idle, a run's own jobs "
+                         f"`spendlake runs --run {value}`")
+        elif folded(value) == folded(config.dimensions["run"].default):
+            notes.append(f"run={value} holds the run dimension's default (the cost no run claims) beside the jobs "
+                         f"of any run with that id: a run's own jobs are `spendlake runs --run {value}`")
+    return tuple(notes)
 
 
 def _attribution(config: AttributionConfig | Config) -> AttributionConfig:

@@ -58,6 +58,7 @@ class AttributionResult:
     # likely typos, where the others may be values whose spend has not started
     typos: frozenset[tuple[str, str]] = frozenset()
     spent_in: frozenset[str] = frozenset()  # the billing sources whose lines the rows hold (of `where`)
+    reserved: tuple[str, ...] = ()  # a `run` filter value that also holds a bucket (query.reserved_runs)
 
     @property
     def data_through(self) -> datetime | None:
@@ -92,9 +93,11 @@ class AttributionResult:
         return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), **compared, "cost": self.cost,
                 "by": list(self.by), "rows": rows, "totals": totals, "data_through": _iso(self.data_through),
                 "sources": [{"source": name, "data_through": _iso(moment)} for name, moment in self.sources],
-                # a `where` value no line carries: said in the answer, not only on a CLI's stderr
+                # a `where` value no line carries, or one that also holds a bucket: said in the
+                # answer, not only on a CLI's stderr
                 **({"notes": [f"{dim}={value} matches nothing in the lake; {hint}"
-                              for dim, value, hint in self.unmatched]} if self.unmatched else {})}
+                              for dim, value, hint in self.unmatched] + list(self.reserved)}
+                   if self.unmatched or self.reserved else {})}
 
 
 def previous_window(window: Window, data_through: datetime | None) -> Window:

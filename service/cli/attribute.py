@@ -190,6 +190,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
     if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
         click.echo(f"warning: {len(result.unmatched) - MAX_WARNINGS:,} more --where values match nothing", err=True)
+    for note in result.reserved:
+        click.echo(f"warning: --where {note}", err=True)
     if result.lake_empty:
         click.echo(empty_lake_line(lake, read_from), err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":
