@@ -164,3 +164,21 @@ def test_a_plans_project_typed_decomposed_or_in_another_case_is_stored_as_the_bi
     plans = CliRunner().invoke(cli, ["--config", path, "plans", "--as-of", "2026-11-03", "--format", "json"])
     assert [(row["project"], Decimal(row["actual_to_date"])) for row in json.loads(plans.stdout)] == [
         (ZURICH, Decimal(15)), (ZURICH, Decimal(15)), (unicodedata.normalize("NFC", "Genève"), Decimal(0))]
+
+
+def test_a_bills_decomposed_dotted_capital_i_is_matched_by_every_way_of_typing_it(tmp_path):
+    # İ decomposed is I + U+0307, which SQL lowers to i + U+0307 where the composed İ lowers to i:
+    # typed as İ, decomposed, or as Python lowercases it (i + U+0307), both lines are the team's (a
+    # decomposed line is matched with İ where the value has it: İZMİR's second İ is not the bill's)
+    decomposed, composed = unicodedata.normalize("NFD", "İzmir"), "İzmir"
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": decomposed}),
+                                line("2026-11-02 01:00", "5", tags={"team": composed}),
+                                line("2026-11-02 02:00", "1", tags={"team": "nlp"})])
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake)}))
+    for typed in ("İzmir", decomposed, "i\u0307zmir", " İZMIR "):
+        shown = CliRunner().invoke(cli, ["--config", str(path), "attribute", *WINDOW, "--format", "json",
+                                         "--where", f"team={typed}"])
+        assert shown.exit_code == 0 and "matches nothing" not in shown.stderr, shown.output
+        rows = {row["team"]: Decimal(row["cost"]) for row in json.loads(shown.stdout)["rows"]}
+        assert rows == {decomposed: Decimal(10), composed: Decimal(5)}, typed

@@ -13,6 +13,12 @@ values are NFC, and so are the values a config gives lines (`composed`: a rule's
 default, a cluster's owner), so that they are one value with the bills' spelling. Lines are not
 normalised in SQL (`nfc_normalize` on every line costs what README's Unicode note says): a value
 is compared with both forms a line may write it in (`folded_forms`, `folded_in`).
+
+`İ` is the one letter whose forms lower apart: DuckDB lowers it composed to `i` but decomposed
+(`I` + U+0307) to `i` + U+0307, which is also what Python lowers `İ` to. A value folds both
+`İ` and `i` + U+0307 to `i`, so `İ`, its decomposed form and `i̇` typed are one value, and is
+compared with the decomposed line's `i` + U+0307 as well, where the value has `İ` (or `i̇`):
+`İZMİR` matches a line `İzmir` composed, not decomposed (each `i` either way: 2^n forms).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ def folded(value: str) -> str:
         return value.lower()
     value = unicodedata.normalize("NFC", value)  # `I` + U+0307 typed is `İ`, which lowers to `i`
     lowered = "".join("i" if c == "\u0130" else c.lower() for c in value)  # per character: no final-sigma rule
-    return unicodedata.normalize("NFC", lowered)
+    return unicodedata.normalize("NFC", lowered.replace("i\u0307", "i"))  # `i̇` typed: `İ` as Python lowers it
 
 
 def composed(value: str) -> str:
@@ -43,10 +49,14 @@ def composed(value: str) -> str:
 
 def folded_forms(value: str) -> list[str]:
     """`value` folded, as SQL's lower(trim()) gives a line holding it composed (as bills write
-    it) or decomposed (NFD, a bill written on macOS): one form for most values, two at most."""
-    value = folded(value)
-    decomposed = value if value.isascii() else unicodedata.normalize("NFD", value)
-    return [value] if decomposed == value else [value, decomposed]
+    it) or decomposed (NFD, a bill written on macOS): one form for most values, two at most (three
+    for a value with `İ` and another letter that decomposes)."""
+    forms = [folded(value)]
+    if not forms[0].isascii() or not value.isascii():
+        # SQL lowers a decomposed line letter by letter: `İ` as `i` + U+0307, not `i`
+        text = unicodedata.normalize("NFD", unicodedata.normalize("NFC", value.strip(SPACES)))
+        forms += [unicodedata.normalize("NFD", forms[0]), "".join(c.lower() for c in text)]
+    return list(dict.fromkeys(forms))
 
 
 def folded_in(bind: Callable[[str], str], value: str) -> str:
