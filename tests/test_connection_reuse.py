@@ -59,5 +59,6 @@ def test_no_module_reads_one_row_of_a_result_and_leaves_the_rest_pending():
     """A one-row read is `fetchall()[0]`: `fetchone()` on an aggregate leaves the result
     unfinished until a fetch returns nothing, and the connection refuses relations till then."""
     found = [f"{path.relative_to(REPO)}:{n}" for path in python_files()
-             for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if re.search(r"\.fetchone\(", text)]
+             for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\.fetchone\(", text)]
     assert not found, "read these with fetchall()[0] (or fetch to the end): " + ", ".join(found)
