@@ -105,7 +105,7 @@ class AwsCurConnector(AwsExportConnector):
             found.append(Delivery(fingerprint([obj]), None, (obj.uri,), loose=True))
         if not found and exports:
             raise SourceError(f"{', '.join(sorted(exports))}: an AWS Data Exports export (data/BILLING_PERIOD=…, "
-                              "metadata/), not a legacy Cost and Usage Report", where=f"sources.{self.config.name}.kind",
+                              "metadata/), not a legacy Cost and Usage Report", where=f"{self.config.config_path}.kind",
                               hint="set kind: aws-cur2 (CUR 2.0) or focus (a FOCUS export), which read it by its manifests")
         for folder in exports:
             self.storage.passed_over[folder] = ("an AWS Data Exports export (data/BILLING_PERIOD=…), not a legacy CUR: "
@@ -114,7 +114,7 @@ class AwsCurConnector(AwsExportConnector):
             report = f" of report {self.config.report_name!r}" if self.config.report_name else ""
             raise SourceError(f"no legacy CUR{report} manifests or data (yyyymmdd-yyyymmdd/…-Manifest.json, "
                               f"year=/month= Parquet, CSV) under {self.config.location}",
-                              where=f"sources.{self.config.name}.location",
+                              where=f"{self.config.config_path}.location",
                               hint="point it at the prefix the Cost and Usage Report is delivered to")
         return iter(sorted(found, key=lambda d: (d.periods or ("",), d.files)))
 
@@ -131,7 +131,7 @@ class AwsCurConnector(AwsExportConnector):
         failed = Delivery("ambiguous:" + fingerprint(objs), (period,), tuple(o.uri for o in objs))
         self._problem(failed.delivery_id, ConfigError(
             f"{len(folders)} reports deliver {period} under this location: {', '.join(sorted(folders))}",
-            where=f"sources.{self.config.name}.location", hint="set report_name, or give each report its own source" + STALE_COPY))
+            where=f"{self.config.config_path}.location", hint="set report_name, or give each report its own source" + STALE_COPY))
         return failed
 
     @staticmethod

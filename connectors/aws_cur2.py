@@ -96,7 +96,7 @@ class AwsCur2Connector(AwsExportConnector):
                 where, hint = "location", "point it at the export's folder, the one holding data/ and metadata/"
             raise SourceError(f"no CUR 2.0 manifests or data (metadata/BILLING_PERIOD=…/…-Manifest.json, "
                               f"data/BILLING_PERIOD=…/) under {self.config.location}",
-                              where=f"sources.{self.config.name}.{where}", hint=hint)
+                              where=f"{self.config.config_path}.{where}", hint=hint)
         return iter(sorted(result, key=lambda d: (d.periods or ("",), d.files)))
 
     def _ambiguous(self, period: str, roots: list[str],
@@ -107,7 +107,7 @@ class AwsCur2Connector(AwsExportConnector):
         failed = Delivery("ambiguous:" + fingerprint(objs), (period,), tuple(sorted(o.uri for o in objs)))
         self._problem(failed.delivery_id, ConfigError(
             f"{len(roots)} Data Exports deliver {period} under this location: {', '.join(sorted(roots))}",
-            where=f"sources.{self.config.name}.location",
+            where=f"{self.config.config_path}.location",
             hint="give each export its own source, its location the export's folder (the one holding data/)"
             + STALE_COPY))
         return failed

@@ -211,7 +211,7 @@ class AzureCostConnector(FolderExport):
             names = " or ".join(repr(name) for name in CURRENCY)
             raise DataError(f"required column {names} is missing", where=uri,
                             hint=f"EA's usage details dataset 2019-10-01 has no currency column: set "
-                                 f"sources.{self.config.name}.currency to the enrollment's billing currency "
+                                 f"{self.config.config_path}.currency to the enrollment's billing currency "
                                  "(e.g. currency: USD), or export a newer dataset version")
         return sql_string(self.config.currency)
 

@@ -122,7 +122,7 @@ class DataExportsLayout(AwsCur2Connector):
         failed = Delivery("outside:" + fingerprint(objs), None, tuple(sorted(obj.uri for obj in objs)))
         self._problem(failed.delivery_id, ConfigError(
             f"{files} in no AWS Data Exports manifest: {named}",
-            where=f"sources.{self.config.name}.location",
+            where=f"{self.config.config_path}.location",
             hint="point the source at the Data Exports export's folder and give those files their own source"))
         return failed
 

@@ -64,7 +64,7 @@ class FolderExport(StoredExport, ABC):
         files = [obj for obj in listing if suffix_of(obj.name) in self.suffixes]
         if not files:
             raise SourceError(f"no {self.what} files ({', '.join(self.suffixes)}) under {self.config.location}",
-                              where=f"sources.{self.config.name}.location",
+                              where=f"{self.config.config_path}.location",
                               hint=f"point it at the folder holding the {self.what} files")
         for obj in files:
             self._objects[obj.uri] = obj

@@ -58,7 +58,7 @@ class FileOrApiConnector(Configured[SourceT]):
 
     def __init__(self, config: SourceT):
         self.config = config
-        self.config_path = f"inventory.{config.name}"
+        self.config_path = config.config_path  # `inventory[2]`, as the config's errors name the entry
         # files or folders a snapshot did not read → why: one line each, as `ingest` tells a source's
         self.passed_over: dict[str, str] = {}
 

@@ -90,7 +90,7 @@ class OciCostConnector(StoredExport):
         files = cost_report_files(self.storage.list())
         if not files:
             raise SourceError(f"no OCI cost report files (reports/cost-csv/*.csv.gz) under {self.config.location}",
-                              where=f"sources.{self.config.name}.location",
+                              where=f"{self.config.config_path}.location",
                               hint="point it at the usage-report bucket, a copy of it, or its reports/cost-csv/ folder")
         self._objects = {o.uri: o for o in files}
         yield Delivery(fingerprint(files), None, tuple(o.uri for o in files))

@@ -46,7 +46,7 @@ class Storage:
         if self.is_s3:
             bucket, _, prefix = config.location[len("s3://"):].partition("/")
             if not bucket:
-                raise SourceError("no bucket in the location", where=f"sources.{config.name}.location",
+                raise SourceError("no bucket in the location", where=f"{config.config_path}.location",
                                   hint="write it as s3://bucket/prefix")
             self.bucket, self.prefix = bucket, prefix.strip("/")
             self._client = None
@@ -63,7 +63,7 @@ class Storage:
     def client(self):
         if self._client is None:
             c = self.config
-            self._client = make_client("s3", config_path=f"sources.{c.name}", region=c.region, profile=c.profile,
+            self._client = make_client("s3", config_path=f"{c.config_path}", region=c.region, profile=c.profile,
                                        endpoint_url=c.endpoint_url, max_attempts=c.max_attempts)
         return self._client
 
@@ -79,8 +79,8 @@ class Storage:
                                where=f"s3://{self.bucket}/{key}", hint=CHANGED_HINT)
         if code == "NoSuchBucket":
             return SourceError("bucket not found", where=f"s3://{self.bucket}",
-                               hint=f"check sources.{self.config.name}.location")
-        return aws_error(exc, action, f"s3://{self.bucket}/{key}", f"sources.{self.config.name}")
+                               hint=f"check {self.config.config_path}.location")
+        return aws_error(exc, action, f"s3://{self.bucket}/{key}", f"{self.config.config_path}")
 
     # ---- listing and reading ---------------------------------------------------------
 
@@ -113,7 +113,7 @@ class Storage:
     def _list_local(self, under: str) -> Iterator[StoredObject]:
         if not self.path.exists():
             raise SourceError("no such file or directory", where=str(self.path),
-                              hint=f"check sources.{self.config.name}.location")
+                              hint=f"check {self.config.config_path}.location")
         if self.path.is_file():
             paths = [self.path]
             base = self.path.parent

@@ -150,7 +150,7 @@ def test_a_legacy_cur_under_kind_aws_cur2_says_kind_aws_cur_reads_it(tmp_path):
                  parts=[[line()]])
     [outcome] = ingest(config(tmp_path, tmp_path / "exp")).outcomes
     assert outcome.status == "failed"
-    assert "sources.cur2.kind" in str(outcome.error) and "set kind: aws-cur" in str(outcome.error)
+    assert "sources[0].kind" in str(outcome.error) and "set kind: aws-cur" in str(outcome.error)
 
 
 def test_5_a_parquet_file_whose_footer_is_damaged_is_named_alone_though_duckdb_names_none(tmp_path):

@@ -288,7 +288,7 @@ def test_ea_2019_usage_details_take_the_currency_the_source_names(tmp_path):
     _, result = ingest_files(tmp_path / "bare", ("azure", "azure-cost", export))
     [message] = failures(result)
     assert "required column 'BillingCurrencyCode' or 'BillingCurrency' or 'Currency' is missing" in message
-    assert "set sources.azure.currency to the enrollment's billing currency" in message
+    assert "set sources[0].currency to the enrollment's billing currency" in message
     lake, result = ingest_files(tmp_path / "eur", {"name": "azure", "kind": "azure-cost", "location": str(export),
                                                    "currency": "EUR"})
     assert failures(result) == []

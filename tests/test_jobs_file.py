@@ -292,7 +292,7 @@ def test_a_columns_mapping_from_a_name_the_file_lacks_says_so(tmp_path):
     path.write_text("job_id,start_time,end_time,gpu_num\nj1,2026-11-30T00:00:00Z,,8\n")
     result = cli_inventory(tmp_path, path, columns={"gpu_nm": "gpus"})
     assert result.exit_code == 3, result.output
-    assert "missing column(s) gpus (inventory.trace.columns maps 'gpu_nm' to it: the file has no such column;" \
+    assert "missing column(s) gpus (inventory[0].columns maps 'gpu_nm' to it: the file has no such column;" \
         in result.output, result.output
 
 
@@ -350,7 +350,7 @@ def test_a_windows_csv_with_bom_crlf_and_an_extra_column_reads_and_a_near_name_i
     assert jobs(tmp_path, "job_id, gpus, nodes") == [("1", 8.0, None)]
     assert [r.getMessage() for r in caplog.records] == [
         f"{path}: column 'node' is not read: is it nodes? (else ignore this; to read it, set "
-        "inventory.trace.columns: {node: nodes})"]
+        "inventory[0].columns: {node: nodes})"]
 
 
 def test_a_columns_mapping_to_an_optional_column_the_file_lacks_fails_naming_it(tmp_path):
@@ -358,7 +358,7 @@ def test_a_columns_mapping_to_an_optional_column_the_file_lacks_fails_naming_it(
     path.write_text("job_id,start_time,end_time,gpus\nj1,2026-11-30T00:00:00Z,,8\n")
     result = cli_inventory(tmp_path, path, columns={"nodelist": "nodes"})
     assert result.exit_code == 3, result.output
-    assert (f"{path}: inventory.trace.columns maps 'nodelist' to 'nodes', and the file has no column 'nodelist' "
+    assert (f"{path}: inventory[0].columns maps 'nodelist' to 'nodes', and the file has no column 'nodelist' "
             "(it has: job_id, start_time, end_time, gpus)") in result.output
 
 
@@ -552,7 +552,7 @@ def test_a_state_neither_slurm_nor_mapped_fails_naming_row_column_and_the_config
     assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert ("philly.csv: row 2 (line 3), column status (read as state): 'Waiting' is not a job state (one of "
             "BOOT_FAIL") in result.output, result.output
-    assert "map a trace's own states with inventory.trace.states, e.g. {Waiting: COMPLETED}" in result.output
+    assert "map a trace's own states with inventory[0].states, e.g. {Waiting: COMPLETED}" in result.output
 
 
 @pytest.mark.parametrize("reader", ["column-wise", "row-wise"])
@@ -629,7 +629,7 @@ def test_a_csv_row_with_more_or_fewer_fields_than_the_header_fails_naming_its_li
 
 
 @pytest.mark.parametrize("header, says", [
-    ("job_id,start_time,finish,gpus", "add it, or map the file's own name to it with inventory.trace.columns, "
+    ("job_id,start_time,finish,gpus", "add it, or map the file's own name to it with inventory[0].columns, "
                                       "e.g. {finish: end_time}"),
     ("job_id,start_time,end,gpus", "e.g. {end: end_time}"),
 ])

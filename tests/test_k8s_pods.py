@@ -270,7 +270,7 @@ def test_pods_without_labels_say_the_kube_state_metrics_allowlist_once(tmp_path,
         assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
         [(level, first)] = said()
         assert level == logging.WARNING
-        assert first.startswith("inventory.k8s: none of the 7 GPU pod(s) has a label in kube_pod_labels")
+        assert first.startswith("inventory source k8s: none of the 7 GPU pod(s) has a label in kube_pod_labels")
         assert "start it with --metric-labels-allowlist=pods=[team,project,run]" in first
         assert snapshot(tmp_path, prometheus_url=url, lookback_hours=8).error is None
         [(level, again)] = said()
@@ -304,7 +304,7 @@ def test_42_an_unreachable_prometheus_exits_3_naming_it(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     result = inventory_cli(tmp_path, url)
     assert result.exit_code == 3 and f"{url}/api/v1/query_range: cannot reach it after 1 attempt(s)" in result.output
-    assert "check inventory.k8s.prometheus_url" in result.output
+    assert "check inventory[0].prometheus_url" in result.output
 
 
 @pytest.mark.binary
@@ -478,7 +478,7 @@ def test_an_answer_that_is_no_range_querys_matrix_exits_3_saying_so(tmp_path, an
         result = inventory_cli(tmp_path, url)
     assert result.exit_code == 3, result.output
     assert f"{url}/api/v1/query_range: {says}" in result.output
-    assert "check inventory.k8s.prometheus_url" in result.output
+    assert "check inventory[0].prometheus_url" in result.output
 
 
 def test_the_pods_of_a_kube_state_metrics_shard_scraped_earlier_are_not_deleted():

@@ -63,10 +63,10 @@ def test_a_renamed_shared_gpu_not_in_shared_gpus_is_said_naming_it_and_the_key(t
                     shared_gpus={"nvidia.com/gpu.shared": 4}).error is None
     assert [job for (job,) in jobs(tmp_path, "job_id")] == ["serve/infer-a", "serve/infer-b", "train/train-0"]
     said = [r.getMessage() for r in caplog.records if "no GPU resource spendlake reads" in r.getMessage()]
-    assert said == ["inventory.k8s: pods requested nvidia_com_a100_mps (1 pod(s)) and no GPU resource spendlake reads "
+    assert said == ["k8s (inventory[0]): pods requested nvidia_com_a100_mps (1 pod(s)) and no GPU resource spendlake reads "
                     "(the first, serve/mps-worker): they are counted as holding no GPU, so their nodes' cost goes to "
                     "idle; if it is a GPU shared by time-slicing or MPS under a name the device plugin's config gave "
-                    "it (or a NeuronCore, a share of a Neuron device), set inventory.k8s.shared_gpus: "
+                    "it (or a NeuronCore, a share of a Neuron device), set inventory[0].shared_gpus: "
                     "{nvidia_com_a100_mps: <replicas per GPU>}"]
 
 
@@ -106,7 +106,7 @@ def test_other_vendors_accelerators_are_held_and_neuroncores_said(tmp_path, capl
         ("serve/inf-dev", 2.0), ("train/gaudi-0", 8.0), ("train/rocm-0", 1.0), ("train/trn-0", 16.0)]
     said = [r.getMessage() for r in caplog.records if "no GPU resource spendlake reads" in r.getMessage()]
     assert len(said) == 1 and "aws_amazon_com_neuroncore (1 pod(s))" in said[0]
-    assert "set inventory.k8s.shared_gpus: {aws_amazon_com_neuroncore: <replicas per GPU>}" in said[0]
+    assert "set inventory[0].shared_gpus: {aws_amazon_com_neuroncore: <replicas per GPU>}" in said[0]
     assert ("train/trn-cores", 2.0) in jobs(tmp_path / "cores", "job_id, gpus")
 
 

@@ -98,7 +98,7 @@ def test_gpu_metrics_signed_read_the_same_rows_as_from_prometheus_itself(tmp_pat
 @pytest.mark.binary
 @pytest.mark.parametrize("sigv4, keys, says, hint", [
     (None, KEYS, "answered HTTP 403: Missing Authentication Token",
-     "set inventory.eks-pods.sigv4.region"),
+     "set inventory[0].sigv4.region"),
     (SIGV4, Credentials(KEYS.access_key, "another-secret", KEYS.token),
      "answered HTTP 403: The request signature we calculated does not match",
      "grant aps:QueryMetrics on this workspace"),
@@ -120,7 +120,7 @@ def test_without_aws_credentials_the_source_fails_naming_its_sigv4(tmp_path, aws
         aws_keys.delenv(name)
     result = k8s_cli(tmp_path, "https://aps-workspaces.us-west-2.amazonaws.com/workspaces/ws-1", sigv4={})
     assert result.exit_code == 3, result.output
-    assert "inventory.eks-pods.sigv4: no AWS credentials found to sign Prometheus queries" in result.output
+    assert "inventory[0].sigv4: no AWS credentials found to sign Prometheus queries" in result.output
 
 
 @pytest.mark.parametrize("source, says", [

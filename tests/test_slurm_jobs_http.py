@@ -154,7 +154,7 @@ def test_a_missing_token_variable_is_named(tmp_path, slurmrestd, monkeypatch):
     monkeypatch.delenv("SLURM_JWT", raising=False)
     outcome = run(tmp_path, url, token_env="SLURM_JWT")
     assert "the environment variable SLURM_JWT holding slurmrestd's JWT is not set" in str(outcome.error)
-    assert "inventory.slurm.token_env" in str(outcome.error) and server.requests == []
+    assert "inventory[0].token_env" in str(outcome.error) and server.requests == []
 
 
 def test_a_server_without_slurmdb_jobs_or_not_there_is_named(tmp_path, slurmrestd, monkeypatch):
@@ -163,7 +163,7 @@ def test_a_server_without_slurmdb_jobs_or_not_there_is_named(tmp_path, slurmrest
     monkeypatch.setattr(FakeSlurmrestd, "do_GET", lambda self: self.answer(200, b'{"paths": {}}'))
     outcome = run(tmp_path, url, token_env="SLURM_JWT")
     assert "cannot tell which /slurmdb/<version>/jobs slurmrestd serves" in str(outcome.error)
-    assert "set inventory.slurm.api_version (e.g. v0.0.38)" in str(outcome.error)
+    assert "set inventory[0].api_version (e.g. v0.0.38)" in str(outcome.error)
     outcome = run(tmp_path, "http://127.0.0.1:9/", api_version="v0.0.38", max_attempts=2)
     assert "http://127.0.0.1:9/slurmdb/v0.0.38/jobs: cannot reach it after 2 attempt(s)" in str(outcome.error)
 
@@ -265,7 +265,7 @@ def test_an_expired_token_answered_with_http_401_says_to_renew_it(tmp_path, slur
     server.do_GET = lambda self: self.answer(401, b"Authentication failure")
     outcome = run(tmp_path, url, token_env="SLURM_JWT", **({"api_version": api_version} if api_version else {}))
     assert ": answered HTTP 401: Authentication failure — the JWT in SLURM_JWT was refused or has expired: renew " \
-           "it (scontrol token lifespan=...) and check inventory.slurm.user_name" in str(outcome.error), outcome.error
+           "it (scontrol token lifespan=...) and check inventory[0].user_name" in str(outcome.error), outcome.error
     assert TOKEN not in str(outcome.error)
 
 
@@ -464,4 +464,4 @@ def test_gpu_shards_in_a_slurmrestd_answer_without_shared_gpus_are_said(tmp_path
     assert run(tmp_path, url, token_env="SLURM_JWT").error is None
     assert dict(jobs(tmp_path, "job_id, gpus"))["2"] == 0
     assert "1 record(s) hold gres/shard, which shares GPUs, and count 0 GPUs for it (their hours go to idle); the " \
-           "first, job 2: set inventory.slurm.shared_gpus: {shard: <its count per GPU in gres.conf>}" in caplog.text
+           "first, job 2: set inventory[0].shared_gpus: {shard: <its count per GPU in gres.conf>}" in caplog.text

@@ -102,7 +102,7 @@ def test_gpu_shards_no_shared_gpus_counts_are_said_once_per_source(tmp_path, mon
     assert run(tmp_path / "bare", path=str(folder)).error is None
     said = [r.getMessage() for r in caplog.records if "gres/shard" in r.getMessage()]
     assert said == [f"{folder}: 1 record(s) hold gres/shard, which shares GPUs, and count 0 GPUs for it (their hours "
-                    "go to idle); the first, job 2: set inventory.slurm.shared_gpus: {shard: <its count per GPU in "
+                    "go to idle); the first, job 2: set inventory[0].shared_gpus: {shard: <its count per GPU in "
                     "gres.conf>}"], said
     caplog.clear()
     assert run(tmp_path / "shared", path=str(folder), shared_gpus={"shard": 4}).error is None

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from service.core.config_attribution import AttributionConfig
-from service.core.config_base import HttpUrl, NestedValueError, Strict
+from service.core.config_base import HttpUrl, InventoryEntry, NestedValueError, SourceEntry, Strict
 from service.core.config_budgets import BudgetConfig
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
@@ -30,7 +30,7 @@ DEFAULT_LAKE = "./spendlake-data/lake"
 KIND_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 
 
-class SourceConfig(Strict):
+class SourceConfig(SourceEntry):
     """One billing export to ingest: what every billing kind takes. A connector whose kind
     takes more subclasses it beside its code and declares it as its `config_model`."""
 
@@ -66,7 +66,7 @@ class ReportConfig(Strict):
     top: int = Field(default=10, ge=1, le=100, description="rows in each top-N table")
 
 
-class Freshness(Strict):
+class Freshness(InventoryEntry):
     """The setting every inventory source has, job sources included."""
 
     freshness_hours: int = Field(default=36, ge=1, description="stale when the latest snapshot or sample, or the "

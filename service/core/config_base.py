@@ -3,15 +3,37 @@ modules without importing service.core.config)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class Strict(BaseModel):
     """Base for every config section: frozen, unknown keys rejected."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConfigEntry(Strict):
+    """An entry of a config list (`sources`, `inventory`). `config_path` names it as the config's
+    errors do, by its place in the file's list (`inventory[2]`: service/core/config_paths.py
+    `anchored` sets it), so a run's errors point at the same entry; one made in code, read from no
+    config, is `<section>.<name>`."""
+
+    section: ClassVar[str]
+    _key: str = PrivateAttr(default="")
+
+    @property
+    def config_path(self) -> str:
+        return self._key or f"{self.section}.{getattr(self, 'name', '')}"
+
+
+class SourceEntry(ConfigEntry):
+    section = "sources"
+
+
+class InventoryEntry(ConfigEntry):
+    section = "inventory"
 
 
 class NestedValueError(ValueError):

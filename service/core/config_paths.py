@@ -48,6 +48,7 @@ def anchored(config: ConfigT, base: Path, file: str) -> ConfigT:
 
 
 def _entry(entry: Any, base: Path, key: str, file: str) -> Any:
+    """The entry with its local paths anchored, named `key` for the errors of a run (config_base.ConfigEntry)."""
     update = {}
     for name in LOCAL_PATH_KEYS:
         value = getattr(entry, name, None)
@@ -55,7 +56,9 @@ def _entry(entry: Any, base: Path, key: str, file: str) -> Any:
             update[name] = _local(value, base, f"{key}.{name}", file)
         elif isinstance(value, tuple) and value and all(isinstance(item, str) for item in value):
             update[name] = tuple(_local(item, base, f"{key}.{name}[{i}]", file) for i, item in enumerate(value))
-    return entry.model_copy(update=update) if update else entry
+    entry = entry.model_copy(update=update)
+    entry._key = key
+    return entry
 
 
 def _local(value: str, base: Path, key: str, file: str) -> str:

@@ -197,7 +197,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
         deliveries = list(connector.deliveries())
         if not deliveries:  # every built-in says what it expected; this covers any other
             raise SourceError(f"nothing a source of kind {source.kind} reads under {source.location}",
-                              where=f"sources.{source.name}.location", hint="check the location and the kind")
+                              where=f"{source.config_path}.location", hint="check the location and the kind")
         con = lake.writer(connector.local_paths())
         try:
             plan = periods.plan(lake, con, connector, source.name, deliveries)
@@ -210,7 +210,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
             con.close()
         if outcomes and all(o.status == "skipped" for o in outcomes):
             raise SourceError(f"nothing a source of kind {source.kind} reads under {source.location}: "
-                              f"{len(outcomes)} file(s) skipped", where=f"sources.{source.name}.location",
+                              f"{len(outcomes)} file(s) skipped", where=f"{source.config_path}.location",
                               hint="check the location and the kind")
     except LakeBusyError:
         raise

@@ -119,7 +119,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
                                                     key=key, value=value, facts=facts)
                         count = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchall()[0][0]
                     except duckdb.Error as exc:
-                        raise duckdb_error(exc, f"could not write {table}", where=f"inventory.{source.name}",
+                        raise duckdb_error(exc, f"could not write {table}", where=source.config_path,
                                            hint="check the source's data against the table's columns") from None
                     outcome.rows[f"{table} {key}={value}"] = int(count)
                     reaches = _data_through(table, relation, now)
@@ -368,11 +368,11 @@ def _say_unlabelled_pods(outcome: InventoryOutcome, record: dict) -> None:
         return
     said = record.get(UNLABELLED_KEY)
     log.log(logging.INFO if said else logging.WARNING,
-            "inventory.%s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run comes "
+            "inventory source %s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run comes "
             "from pod labels (every pod's cost goes to its dimensions' rules or default): kube-state-metrics v2 writes "
             "only the labels its --metric-labels-allowlist names (none by default); start it with "
-            "--metric-labels-allowlist=pods=[team,project,run] (the keys your dimensions and inventory.%s.run_labels "
-            "read)%s", outcome.source, outcome.unlabelled_pods, outcome.source,
+            "--metric-labels-allowlist=pods=[team,project,run] (the keys your dimensions and the source's run_labels "
+            "read)%s", outcome.source, outcome.unlabelled_pods,
             f"; said as a warning at {said}, and again once the pods have had labels" if said else
             "; said as a warning this once, at INFO on later runs until the pods carry labels")
     record.setdefault(UNLABELLED_KEY, utc_now_iso())
