@@ -209,9 +209,9 @@ class K8sPodsConnector(FileOrApiConnector[K8sPodsSource]):
             pods.setdefault(labels.get("resource", ""), set()).add((labels.get("namespace", ""), labels.get("pod", "")))
         if pods:
             first = min(min(named) for named in pods.values())
-            log.warning("%s (%s): pods requested %s and no GPU resource spendlake reads (the first, %s/%s): they are "
-                        "counted as holding no GPU, so their nodes' cost goes to idle; if it is a GPU shared by time-slicing "
-                        "or MPS under a name the device plugin's config gave it (or a NeuronCore, a share of a Neuron "
+            log.warning("%s (%s): pods requested %s and no GPU resource spendlake reads (the first, %s/%s): they "
+                        "are counted as holding no GPU, so their nodes' cost goes to idle; if it is a GPU shared by "
+                        "time-slicing or MPS under a name the device plugin's config gave it (or a NeuronCore, a share of a Neuron "
                         "device), set %s.shared_gpus: {%s: <replicas per GPU>}", self.config.name, self.config_path,
                         ", ".join(f"{name} ({len(named)} pod(s))" for name, named in sorted(pods.items())),
                         *first, self.config_path, min(pods))

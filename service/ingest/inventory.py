@@ -368,8 +368,8 @@ def _say_unlabelled_pods(outcome: InventoryOutcome, record: dict) -> None:
         return
     said = record.get(UNLABELLED_KEY)
     log.log(logging.INFO if said else logging.WARNING,
-            "inventory source %s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run comes "
-            "from pod labels (every pod's cost goes to its dimensions' rules or default): kube-state-metrics v2 writes "
+            "inventory source %s: none of the %d GPU pod(s) has a label in kube_pod_labels, so no team, project or run "
+            "comes from pod labels (every pod's cost goes to its dimensions' rules or default): kube-state-metrics v2 writes "
             "only the labels its --metric-labels-allowlist names (none by default); start it with "
             "--metric-labels-allowlist=pods=[team,project,run] (the keys your dimensions and the source's run_labels "
             "read)%s", outcome.source, outcome.unlabelled_pods,
