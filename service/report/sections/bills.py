@@ -19,7 +19,9 @@ estimated for good: the note and its invoice rows say so rather than await an in
 
 Where the month's usage up to the day is billed in another period (the sandbox's Oracle line used on
 30 September, billed in October), or the month's bill holds usage of another month, a note under the
-table names it per source, period and currency, so finance ties the month to date to the bill.
+table names it per source, period and currency; and so it does the part of the month's bill used after
+the day (the next days' usage, the rest of AWS's monthly tax, which the month to date counts day by day),
+by charge category, so finance ties the month to date to the bill.
 
 A `gcp-billing` source's billed is Google's `cost`, before the credits on its lines (x_credits),
 while Google's invoice nets them: its amount is the effective column (cost + credits), which a
@@ -31,13 +33,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import date, timedelta
+from decimal import Decimal
 
 from connectors.base import CostConnector, cost_class
+from service.attribution import prorate
 from service.core.config import Config
 from service.core.lake import Lake
 from service.core.registry import CONNECTORS
-from service.core.timewindow import month_text
-from service.core.units import currency_text, money_text
+from service.core.timewindow import day_start, month_text
+from service.core.units import cents, currency_text, money_text
 from service.report.model import Column, Section, Table
 from service.report.rounding import gaps
 
@@ -84,7 +88,7 @@ def bills_section(lake: Lake, day: date, before_credits: frozenset[str], no_invo
                  "estimated however long ago the provider closed the month; tie them to the provider's invoice.")
     if len(never) < len(table.rows):
         note += f" {'Any other' if never else 'An'} estimated bill has no invoice id yet and may still change."
-    table.notes = credits_notes(table.rows, before_credits) + moved_notes(lake, day)
+    table.notes = credits_notes(table.rows, before_credits) + moved_notes(lake, day) + after_day_notes(lake, day)
     return Section("bills", "Bills", tables=[table, invoices_table(lake, periods, no_invoice_ids)], note=note)
 
 
@@ -142,6 +146,33 @@ def moved_notes(lake: Lake, day: date) -> list[str]:
         notes.append(f"Billed in {month} but used in another month, so in the {month} bill but not in its month "
                      f"to date: {text}.")
     return notes
+
+
+def after_day_notes(lake: Lake, day: date) -> list[str]:
+    """The part of the month's bill used after `day`: lines charged later in the month (the next
+    days' usage) and the rest of those running past it (AWS's monthly tax, which the month to date
+    counts day by day as it prorates every line), per source, currency and charge category."""
+    start = day.replace(day=1)
+    after = (start + timedelta(days=32)).replace(day=1)
+    until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)
+    with lake.query() as con:
+        found = con.execute(
+            "SELECT source, BillingCurrency, ChargeCategory, ChargePeriodStart, ChargePeriodEnd, sum(BilledCost) "
+            "FROM costs WHERE billing_period = ? AND BilledCost IS NOT NULL AND ChargePeriodStart >= ? "
+            "AND ChargePeriodStart < ? AND (ChargePeriodEnd > ? OR ChargePeriodStart >= ?) GROUP BY ALL",
+            [month_text(start), start, after, until, until]).fetchall()
+    parts: dict[tuple[str, str], dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for source, currency, category, begins, ends, billed in found:
+        if begins < until:  # a span over the day's end: what the month to date leaves of it
+            billed -= prorate(billed, begins, ends, begins, until, "total")[0][1]
+        parts[(source, currency)][category or "no category"] += billed
+    text = "; ".join(
+        f"{source}: {money_text(sum(by.values()), currency_text(currency))} (" + ", ".join(
+            f"{category} {money_text(part, currency_text(currency))}" for category, part in sorted(by.items())) + ")"
+        for (source, currency), by in sorted(parts.items(), key=lambda item: (item[0][0], item[0][1] or ""))
+        if lake.counts(source) and cents(sum(by.values()), currency))
+    return [f"Used after {day.isoformat()}, so in the {month_text(start)} bill but not in the month to date "
+            f"above: {text}."] if text else []
 
 
 def credits_notes(rows: list[dict], before_credits: frozenset[str]) -> list[str]:

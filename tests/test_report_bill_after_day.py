@@ -1,0 +1,60 @@
+"""The report's Bills table against its month to date on a day before the bill ends: the part of the
+month's bill used after the report's day (AWS's monthly tax, spread over the month's days, and the
+usage of the days after) is named under the table, so the month to date ties out to the bill."""
+
+from __future__ import annotations
+
+import json
+from decimal import ROUND_HALF_UP, Decimal
+
+import duckdb
+from click.testing import CliRunner
+
+from conftest import SAMPLES
+from service.cli.main import cli
+
+CUR = SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv"
+
+
+def spendlake(config_file, *args):
+    return CliRunner().invoke(cli, ["--config", str(config_file), *args], catch_exceptions=False)
+
+
+def cents(amount: Decimal) -> str:
+    return f"USD {amount.quantize(Decimal('0.01'), ROUND_HALF_UP):,}"
+
+
+def report_json(tmp_path, day: str) -> dict:
+    config = tmp_path / "spendlake.yaml"
+    if not config.exists():
+        config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{CUR}'}}\n")
+        assert spendlake(config, "ingest").exit_code == 0
+    assert spendlake(config, "report", "--date", day, "--out", str(tmp_path / "out")).exit_code == 0
+    return json.loads((tmp_path / "out" / day / "report.json").read_text())
+
+
+def table(data: dict, section: str, key: str) -> dict:
+    return next(t for s in data["sections"] if s["key"] == section for t in s["tables"] if t["key"] == key)
+
+
+def test_the_part_of_the_bill_used_after_the_reports_day_is_named_so_the_month_to_date_ties_out(tmp_path):
+    """The anonymous CUR's November: a USD 0.08 tax charged over the whole month and usage to
+    14 November 04:00. On the 13th the month to date is USD 1.63 and the bill USD 1.68, and the
+    page said nothing of the USD 0.05 between them: the tax's 17 days to come and the 14th's usage."""
+    sums = dict(duckdb.sql(f"""SELECT "lineItem/LineItemType", sum("lineItem/UnblendedCost"::DECIMAL(38,12))
+        FROM read_csv('{CUR}', all_varchar=true) WHERE "lineItem/UsageStartDate" >= '2023-11-14'
+        OR "lineItem/LineItemType" = 'Tax' GROUP BY ALL""").fetchall())
+    # each tax line runs 1 November to 1 December: its 14th to 30th are after the day
+    tax_after = (sums["Tax"] * 17 / 30).quantize(Decimal("1e-12"))
+    usage_after = sums["Usage"]  # every usage line is of one day or hour: those of the 14th
+    data = report_json(tmp_path, "2023-11-13")
+    bill = Decimal(table(data, "bills", "bills")["rows"][0]["billed_cost"])
+    mtd = next(Decimal(r["cost"]) for r in table(data, "spend", "totals")["rows"] if r["window"] == "mtd")
+    assert mtd + tax_after + usage_after == bill  # to the 12 decimals the lake keeps
+    assert [n for n in table(data, "bills", "bills").get("notes", []) if "after 2023-11-13" in n] == [
+        f"Used after 2023-11-13, so in the 2023-11 bill but not in the month to date above: cur: "
+        f"{cents(tax_after + usage_after)} (Tax {cents(tax_after)}, Usage {cents(usage_after)})."]
+    # on the month's last day nothing of the bill is after it, and the month to date is the bill
+    data = report_json(tmp_path, "2023-11-30")
+    assert not [n for n in table(data, "bills", "bills").get("notes", []) if "Used after" in n]
+    assert next(Decimal(r["cost"]) for r in table(data, "spend", "totals")["rows"] if r["window"] == "mtd") == bill
