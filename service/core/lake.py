@@ -42,7 +42,7 @@ from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_so
 from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.pinned_root import check_root
-from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state
+from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state, with_replaced
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import recorded
 from service.core.state_files import parse_state, problems_kept
@@ -283,13 +283,14 @@ class Lake:
         state = self.ledger_state()
         if not state.pending:
             return
-        placed = [e for e in state.pending if quick_check(self.partition_file("costs", self._cost_key(e)), e).ok]
+        placed = with_replaced(state.entries, [e for e in state.pending
+                                               if quick_check(self.partition_file("costs", self._cost_key(e)), e).ok])
         self._write_ledger([e for e in state.entries if e.key not in {p.key for p in placed}] + placed, [])
 
     def record(self, new_entries: Sequence[LedgerEntry]) -> None:
         keys = {e.key for e in new_entries}
         state = self.ledger_state()
-        self._write_ledger([e for e in state.entries if e.key not in keys] + list(new_entries),
+        self._write_ledger([e for e in state.entries if e.key not in keys] + with_replaced(state.entries, new_entries),
                            [e for e in state.pending if e.key not in keys], state.pending_by)
         verify = self.read_state("verify")
         if self._damaged() & keys:  # a re-commit repairs what `verify` found

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
@@ -45,6 +46,17 @@ class CurrencyTotals:
 
 
 @dataclass(frozen=True)
+class Replaced:
+    """What the committed entry of a period held when a delivery with other figures replaced it
+    (a restated bill): when it was committed, how far its data reached, final or not, its totals."""
+
+    ingested_at: str
+    data_through: str | None
+    final: bool
+    totals: tuple[CurrencyTotals, ...]
+
+
+@dataclass(frozen=True)
 class LedgerEntry:
     """One committed delivery of one (source, billing period)."""
 
@@ -68,6 +80,8 @@ class LedgerEntry:
     # The connector's reader_version that read it (connectors.base.CostConnector); 0, and not
     # written, for a reader never changed and in ledgers before 2026-12.
     reader_version: int = 0
+    # The delivery of the period its latest change of figures replaced (with_replaced); None: never.
+    replaced: Replaced | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -81,11 +95,11 @@ class LedgerEntry:
 
     def to_json(self) -> dict:
         data = asdict(self)
-        data["totals"] = [
-            {**asdict(t), "billed_cost": exact_text(t.billed_cost), "effective_cost": exact_text(t.effective_cost),
-             "rounding": {column: exact_text(value) for column, value in t.rounding}}
-            for t in self.totals
-        ]
+        data["totals"] = _totals_json(self.totals)
+        if self.replaced is None:
+            del data["replaced"]
+        else:
+            data["replaced"] = {**data["replaced"], "totals": _totals_json(self.replaced.totals)}
         data["files"] = list(self.files)
         del data["data_through_recorded"]
         if not self.reader_version:
@@ -98,22 +112,39 @@ class LedgerEntry:
 
     @classmethod
     def from_json(cls, data: dict) -> LedgerEntry:
-        totals = tuple(
-            CurrencyTotals(
-                currency=t["currency"],
-                rows=t["rows"],
-                billed_cost=_dec(t["billed_cost"]),
-                effective_cost=_dec(t["effective_cost"]),
-                rounding=tuple((column, Decimal(value)) for column, value in t.get("rounding", {}).items()),
-            )
-            for t in data["totals"]
-        )
-        keys = data.get("tag_keys")
+        keys, replaced = data.get("tag_keys"), data.get("replaced")
         known = {f.name for f in fields(cls)}  # a later version's fields are left out: it can still be read
-        return cls(**{**{k: v for k, v in data.items() if k in known}, "totals": totals,
+        return cls(**{**{k: v for k, v in data.items() if k in known}, "totals": _totals(data["totals"]),
                       "files": tuple(data.get("files", ())),
                       "data_through_recorded": "data_through" in data,
-                      "tag_keys": None if keys is None else tuple(keys)})
+                      "tag_keys": None if keys is None else tuple(keys),
+                      "replaced": None if replaced is None else Replaced(
+                          replaced["ingested_at"], replaced.get("data_through"), replaced["final"],
+                          _totals(replaced["totals"]))})
+
+
+def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) -> list[LedgerEntry]:
+    """The `new` entries, each carrying what the `committed` entry of its period held when their
+    billed or effective totals differ (the bill restated), else that entry's own `replaced`."""
+    before = {e.key: e for e in committed}
+
+    def figures(entry: LedgerEntry) -> set[tuple]:
+        return {(t.currency, t.billed_cost, t.effective_cost) for t in entry.totals}
+    return [entry if (prior := before.get(entry.key)) is None else replace(
+        entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals)
+        if figures(prior) != figures(entry) else prior.replaced) for entry in new]
+
+
+def _totals_json(totals: tuple[CurrencyTotals, ...]) -> list[dict]:
+    return [{**asdict(t), "billed_cost": exact_text(t.billed_cost), "effective_cost": exact_text(t.effective_cost),
+             "rounding": {column: exact_text(value) for column, value in t.rounding}} for t in totals]
+
+
+def _totals(found: list[dict]) -> tuple[CurrencyTotals, ...]:
+    return tuple(CurrencyTotals(currency=t["currency"], rows=t["rows"], billed_cost=_dec(t["billed_cost"]),
+                                effective_cost=_dec(t["effective_cost"]), rounding=tuple(
+                                    (column, Decimal(value)) for column, value in t.get("rounding", {}).items()))
+                 for t in found)
 
 
 def _dec(value: str | None) -> Decimal | None:
@@ -171,6 +202,13 @@ class _TotalsShape(Open):
     rounding: dict[str, DecimalText] = {}
 
 
+class _ReplacedShape(Open):
+    ingested_at: UtcText
+    data_through: UtcText | None = None
+    final: StrictBool
+    totals: list[_TotalsShape]
+
+
 def _partition_value(text: str) -> str:
     if not is_partition_value(text):
         raise ValueError(f"must name a lake partition's folder (letters, digits, '_', '.', ':', '-'; no '..'), "
@@ -195,6 +233,7 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     data_through: UtcText | None = None
     tag_keys: list[StrictStr] | None = None
     reader_version: StrictInt = Field(default=0, ge=0)
+    replaced: _ReplacedShape | None = None
 
 
 class _LedgerShape(Open):

@@ -21,7 +21,9 @@ Where the month's usage up to the day is billed in another period (the sandbox's
 30 September, billed in October), or the month's bill holds usage of another month, a note under the
 table names it per source, period and currency; and so it does the part of the month's bill used after
 the day (the next days' usage, the rest of AWS's monthly tax, which the month to date counts day by day),
-by charge category, so finance ties the month to date to the bill.
+by charge category, so finance ties the month to date to the bill. A bill the cloud delivered again with
+other figures for the days it held (a restatement: the ledger keeps what the delivery it replaced held) is
+named with the figures before it, so a copy of the report tied out earlier is seen to be stale.
 
 A `gcp-billing` source's billed is Google's `cost`, before the credits on its lines (x_credits),
 while Google's invoice nets them: its amount is the effective column (cost + credits), which a
@@ -38,9 +40,11 @@ from decimal import Decimal
 from connectors.base import CostConnector, cost_class
 from service.attribution import prorate
 from service.core.config import Config
+from service.core.coverage import parse_utc
 from service.core.lake import Lake
+from service.core.ledger import LedgerEntry
 from service.core.registry import CONNECTORS
-from service.core.timewindow import day_start, month_text
+from service.core.timewindow import day_start, minute_text, month_text
 from service.core.units import cents, currency_text, money_text
 from service.report.model import Column, Section, Table
 from service.report.rounding import gaps
@@ -88,7 +92,8 @@ def bills_section(lake: Lake, day: date, before_credits: frozenset[str], no_invo
                  "estimated however long ago the provider closed the month; tie them to the provider's invoice.")
     if len(never) < len(table.rows):
         note += f" {'Any other' if never else 'An'} estimated bill has no invoice id yet and may still change."
-    table.notes = credits_notes(table.rows, before_credits) + moved_notes(lake, day) + after_day_notes(lake, day)
+    table.notes = (credits_notes(table.rows, before_credits) + restated_notes(entries) + moved_notes(lake, day)
+                   + after_day_notes(lake, day))
     return Section("bills", "Bills", tables=[table, invoices_table(lake, periods, no_invoice_ids)], note=note)
 
 
@@ -145,6 +150,38 @@ def moved_notes(lake: Lake, day: date) -> list[str]:
     if text := parts(earlier, "used in"):
         notes.append(f"Billed in {month} but used in another month, so in the {month} bill but not in its month "
                      f"to date: {text}.")
+    return notes
+
+
+def restated_notes(entries: list[LedgerEntry]) -> list[str]:
+    """A sentence per bill and currency whose latest delivery changed the figures of the days the
+    one before it held (its data reaching no further, or that one final): the cloud restated it.
+    A delivery reaching further is the month growing (AWS delivers the month to date each day)."""
+    notes = []
+    for entry in entries:
+        old = entry.replaced
+        if old is None or not (old.final or entry.data_through is None or old.data_through is not None
+                               and parse_utc(entry.data_through) <= parse_utc(old.data_through)):
+            continue
+        through = f", its data still through {minute_text(parse_utc(entry.data_through))} UTC" \
+            if entry.data_through else ""
+        before = {t.currency: t for t in old.totals}
+        for totals in sorted(entry.totals, key=lambda t: t.currency or ""):
+            prior, currency = before.get(totals.currency), currency_text(totals.currency)
+            cost = "billed_cost" if totals.billed_cost is not None else "effective_cost"
+            new, was = getattr(totals, cost), None if prior is None else getattr(prior, cost)
+            if new == was:
+                continue
+            change = new - (was or 0)
+            notes.append(
+                f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
+                f"{minute_text(parse_utc(entry.ingested_at))} UTC{through}, it "
+                + ("bills" if cost == "billed_cost" else "has an effective cost of")
+                + f" {money_text(new, currency)} where the {'final ' if old.final else ''}delivery of "
+                f"{minute_text(parse_utc(old.ingested_at))} UTC "
+                + ("billed" if cost == "billed_cost" else "had")
+                + f" {money_text(was or 0, currency)} ({money_text(abs(change), currency)} "
+                f"{'more' if change > 0 else 'less'}): the figures above that count its lines changed with it.")
     return notes
 
 
