@@ -190,6 +190,29 @@ def test_a_tax_lines_contracted_cost_follows_the_contracted_cost_of_the_lines_it
         ("Amazon S3", "Usage", "80.000000000000"), ("AmazonCloudWatch", "Tax", "1.000000000000")]
 
 
+def test_a_tax_on_a_savings_plan_account_contracts_as_its_lines_do_unless_they_net_a_credit(tmp_path):
+    """FOCUS: a Tax's ContractedCost is calculated from the ContractedCost of the charges it is on.
+    EC2 usage a Savings Plan covered is billed 100, netted by its negation (-100, contracted 0) and
+    contracted at 100 (FOCUS's contracted price is before commitment discounts), beside 50 billed
+    On-Demand: a 10% tax of 5 on the 50 billed contracts at 15, 10% of the 150 contracted, three times
+    the tax, as FOCUS wants (its aggregation note leaves the plan's fee and its tax out of an accrual
+    sum for this reason). But where the taxed lines net a credit (a refund of 60 beside them: billed
+    -10) the tax is on no such base, and the ratio gave the tax of 5 a ContractedCost of -45; it then
+    contracts at its BilledCost, as a tax whose lines billed nothing does."""
+    lines = exported_lines(tmp_path, {
+        "ProviderName": "'AWS'", "ServiceName": "service", "ChargeCategory": "category", "SubAccountId": "account",
+        "BilledCost": "billed", "EffectiveCost": "billed", "ContractedCost": "contracted",
+    }, "('Amazon EC2', '111', 'Usage', '100', '100'), ('Amazon EC2', '111', 'Credit', '-100', '0'), "
+       "('Amazon EC2', '111', 'Usage', '50', '50'), ('Amazon EC2', '111', 'Tax', '5', NULL), "
+       "('Amazon EC2', '222', 'Usage', '100', '100'), ('Amazon EC2', '222', 'Credit', '-100', '0'), "
+       "('Amazon EC2', '222', 'Usage', '50', '50'), ('Amazon EC2', '222', 'Credit', '-60', '-60'), "
+       "('Amazon EC2', '222', 'Tax', '5', NULL)",
+       "service, account, category, billed, contracted",
+       "ChargeCategory, SubAccountId, ContractedCost")
+    assert [(account, str(contracted)) for category, account, contracted in lines if category == "Tax"] == [
+        ("111", "15.000000000000"), ("222", "5.000000000000")]
+
+
 def test_a_tax_lines_list_cost_follows_the_lines_it_taxes_in_its_own_billing_period(tmp_path):
     """A tax is scaled by its own month's lines: an export of two months scaled November's tax
     by both months' list ÷ billed cost (here 6 ÷ 2, 0.3 where November's 2 ÷ 1 gives 0.2)."""

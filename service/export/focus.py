@@ -34,8 +34,8 @@ is never changed):
   ContractedCost takes FOCUS's rule for a charge calculated from other charges: its
   BilledCost × the ListCost (the ContractedCost) ÷ the BilledCost of the lines it taxes (the
   same provider, billing and sub account, service and currency: AWS bills tax per account
-  and service), else (none, or they billed nothing) its BilledCost; rounded half away from zero
-  to the places the tax is billed in (its currency's minor unit, or its own finer ones): the
+  and service), else (none, they billed nothing, or their cost and billed cost have opposite
+  signs: a net credit the tax cannot be on) its BilledCost; rounded half away from zero to the places the tax is billed in (its currency's minor unit, or its own finer ones): the
   taxed lines' contracted cost (a 12-decimal product) differs from their billed cost by the
   bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066. A CUR's
   SavingsPlanNegation contracts at 0 with no unit price (NEGATION); a pod's or task's split cost
@@ -319,14 +319,16 @@ def _step2() -> str:
 
 def _taxes() -> str:
     """The ListCost and ContractedCost of a Tax line step 2 left without them: from the lines it
-    taxes (TAXED)."""
+    taxes (TAXED), unless their cost and billed cost have opposite signs: lines netting a credit of
+    -10 (a refund beside usage a Savings Plan covered, contracted at 90) are no base a tax of 5 is
+    on, and their ratio would contract it at -45, against its own sign; it keeps its BilledCost."""
     same = " AND ".join(f"t.{name} IS NOT DISTINCT FROM l.{name}" for name in TAXED)
     taxed = (f"SELECT {', '.join(TAXED)}, sum(ListCost) AS taxed_list, sum(ContractedCost) AS taxed_contracted, "
              "sum(BilledCost) AS taxed_billed FROM conform2 WHERE ChargeCategory IS DISTINCT FROM 'Tax' GROUP BY ALL")
     decimals = _decimals("l.BilledCost", "l.BillingCurrency")
     derived = ", ".join(
-        f"coalesce(l.{name}, {_scaled('l.BilledCost', f't.taxed_{short}', 't.taxed_billed', decimals)}, "
-        f"l.BilledCost) AS {name}"
+        f"coalesce(l.{name}, CASE WHEN sign(t.taxed_{short}) * sign(t.taxed_billed) >= 0 THEN "
+        f"{_scaled('l.BilledCost', f't.taxed_{short}', 't.taxed_billed', decimals)} END, l.BilledCost) AS {name}"
         for name, short in (("ListCost", "list"), ("ContractedCost", "contracted")))
     return f"SELECT l.* REPLACE ({derived}) FROM conform2 AS l LEFT JOIN ({taxed}) AS t ON {same}"
 
