@@ -50,3 +50,19 @@ def test_a_stack_says_the_credits_it_does_not_draw():
     assert svg.count("<rect") == 2 + 3  # two bars, and the legend's three swatches
     plain = Chart("stacked", "Daily spend by team (EUR)", ["2026-06-02"], {"pretrain": [Decimal(1)]}, "EUR")
     assert "credits not drawn" not in str(render(plain))
+
+
+def test_a_grid_of_cents_labels_its_lines_in_cents_not_each_dollar_0():
+    """The anonymous CUR's November spends about USD 0.20 a day: its daily chart's six grid lines
+    were each labelled $0, so the chart gave no scale; they read $0, $0.05 ... $0.25 now, and a grid of
+    whole dollars keeps its whole labels."""
+    days = ["2023-11-12", "2023-11-13"]
+    small = Chart("stacked", "Daily spend by team (USD)", days, {"a": [Decimal("0.185"), Decimal("0.207")]}, "USD")
+    assert grid_labels(str(render(small))) == ["$0", "$0.05", "$0.10", "$0.15", "$0.20", "$0.25"]
+    large = Chart("stacked", "Daily spend by team (USD)", days, {"a": [Decimal(900), Decimal(2400)]}, "USD")
+    assert grid_labels(str(render(large))) == ["$0", "$500", "$1k", "$1.5k", "$2k", "$2.5k"]
+
+
+def grid_labels(svg: str) -> list[str]:
+    return [unescape(text) for text in re.findall(r'<text x="[0-9.]+" y="[0-9.]+" text-anchor="end" '
+                                                  r'fill="#555">(.*?)</text>', svg)]

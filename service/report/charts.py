@@ -34,11 +34,14 @@ def _symbol(currency: str) -> str:
 
 
 def axis_label(value: Decimal, currency: str) -> str:
-    """Compact: $0, $500, $2.5k, $12.5k, $1.2M."""
+    """Compact: $0, $500, $2.5k, $12.5k, $1.2M; a grid line between whole units (a grid of cents,
+    where rounding would label every line $0) in cents or finer: $0.05, $2.50, $0.0002."""
     for divisor, suffix in ((Decimal(1_000_000), "M"), (Decimal(1000), "k")):
         if abs(value) >= divisor:
             short = (value / divisor).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP).normalize()
             return f"{_symbol(currency)}{short:f}{suffix}"
+    if value != value.to_integral_value():  # a grid step's multiple: exact, no rounding needed
+        return f"{_symbol(currency)}{value:.{max(2, -value.normalize().as_tuple().exponent)}f}"
     return f"{_symbol(currency)}{value.quantize(Decimal(1), rounding=ROUND_HALF_UP)}"
 
 
