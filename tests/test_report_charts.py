@@ -66,3 +66,14 @@ def test_a_grid_of_cents_labels_its_lines_in_cents_not_each_dollar_0():
 def grid_labels(svg: str) -> list[str]:
     return [unescape(text) for text in re.findall(r'<text x="[0-9.]+" y="[0-9.]+" text-anchor="end" '
                                                   r'fill="#555">(.*?)</text>', svg)]
+
+
+def test_a_credit_under_a_dollar_left_out_of_the_bars_is_named_in_cents_not_as_0():
+    """The FOCUS sample's September: the chart's title said 'credits not drawn: −$0' of credits
+    that were there; an amount under one unit is named in cents, larger ones stay whole."""
+    days = ["2024-09-29", "2024-09-30"]
+    chart = Chart("stacked", "Daily spend by team (USD)", days,
+                  {"a": [Decimal("1.07"), Decimal("-0.374")], "b": [Decimal("-0.001"), Decimal(2)]}, "USD")
+    assert ">Daily spend by team (USD); credits not drawn: −$0.38</text>" in str(render(chart))
+    whole = Chart("stacked", "Daily spend by team (USD)", days, {"a": [Decimal("5.2"), Decimal("-2.6")]}, "USD")
+    assert ">Daily spend by team (USD); credits not drawn: −$3</text>" in str(render(whole))

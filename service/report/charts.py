@@ -46,9 +46,13 @@ def axis_label(value: Decimal, currency: str) -> str:
 
 
 def amount_label(value: Decimal, currency: str) -> str:
-    """Whole currency units with separators, e.g. $1,709 (the tables hold the cents)."""
+    """Whole currency units with separators, e.g. $1,709 (the tables hold the cents); an amount
+    that is not 0 but would show as 0 (a credit of −0.37) in cents: −$0.37."""
     sign = "−" if value < 0 else ""
-    return f"{sign}{_symbol(currency)}{abs(value).quantize(Decimal(1), rounding=ROUND_HALF_UP):,}"
+    whole = abs(value).quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    if value and not whole:
+        return f"{sign}{_symbol(currency)}{abs(value).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)}"
+    return f"{sign}{_symbol(currency)}{whole:,}"
 
 
 def colour(index: int, label: str) -> str:
