@@ -58,3 +58,13 @@ def test_the_part_of_the_bill_used_after_the_reports_day_is_named_so_the_month_t
     data = report_json(tmp_path, "2023-11-30")
     assert not [n for n in table(data, "bills", "bills").get("notes", []) if "Used after" in n]
     assert next(Decimal(r["cost"]) for r in table(data, "spend", "totals")["rows"] if r["window"] == "mtd") == bill
+
+
+def test_a_charge_after_the_datas_end_that_rounds_to_no_cent_is_not_named_as_0(tmp_path):
+    """On 14 November, the CUR's data ending at 04:00, the monthly tax's 20 hours after it are
+    USD 0.0022: the note under the title named 'Tax USD 0.00' as a charge in the figures. What
+    rounds to no cent is left out; the rest of the month's tax (the 30th: USD 0.04) is named."""
+    notes = report_json(tmp_path, "2023-11-14")["notes"]
+    assert notes[0].startswith("The lake's billing data ends at 2023-11-14 04:00 UTC")
+    assert "USD 0.00" not in notes[0]
+    assert "Tax USD 0.04" in report_json(tmp_path, "2023-11-30")["notes"][0]

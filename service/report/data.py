@@ -103,13 +103,14 @@ def charges_dated_after(lake: Lake, end: datetime, day: date) -> str:
             "SELECT ChargeCategory, BillingCurrency, ChargePeriodStart, ChargePeriodEnd, sum(BilledCost) FROM costs "
             "WHERE ChargePeriodStart < $until AND (ChargePeriodEnd > $since OR (ChargePeriodEnd <= ChargePeriodStart "
             "AND ChargePeriodStart >= $since)) GROUP BY ALL", {"since": since, "until": until}).fetchall()
-    after: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    after: dict[tuple[str, str | None], Decimal] = defaultdict(Decimal)
     for category, currency, start, stop, total in found:
         if stop > start:  # an instant is all in; a span for its overlap
             total = prorate(total, start, stop, max(start, since), min(stop, until), "total")[0][1]
-        after[(category or "no category", currency_text(currency))] += total
-    return "; ".join(f"{category} {money_text(total, currency)}"
-                     for (category, currency), total in sorted(after.items()))
+        after[(category or "no category", currency)] += total
+    return "; ".join(f"{category} {money_text(total, currency_text(currency))}"  # what rounds to no cent is none
+                     for (category, currency), total in sorted(after.items(), key=lambda i: (i[0][0], i[0][1] or ""))
+                     if cents(total, currency))
 
 
 def behind_notes(lake: Lake, day: date) -> list[str]:
