@@ -198,7 +198,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
             return
     render(result, fmt)
     if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake was said above
-        click.echo(outside_the_data(lake, result.window), err=True)
+        click.echo(_no_rows(lake, config, query, result.window, where, engine_config), err=True)
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
         click.echo(outside_the_data(lake, result.previous, "the previous window") + "; --compare shows it as 0",
                    err=True)
@@ -245,6 +245,22 @@ def _lacking(lake, cost: str, window=None) -> list[str]:
         month_text(window.since), month_text(window.until - timedelta(microseconds=1)))
     return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
+
+
+def _no_rows(lake, config, query, window, where, engine) -> str:
+    """Why an answer has no rows: known `--where` values that none of the window's lines carries
+    (together), in a window that holds cost; else the window holds none (see outside_the_data)."""
+    from dataclasses import replace
+
+    from service.attribution import attribute_query
+
+    if query.where and attribute_query(lake, config, replace(query, where={}, top=None, compare=False, explain=False,
+                                                             granularity="total"), engine=engine).rows:
+        together = (": each value is on lines of the lake, none of the window's lines carries them all"
+                    if len(query.where) > 1 else "")
+        return (f"note: no cost in the window {window.shown()} matches {' '.join(f'--where {w}' for w in where)}"
+                f"{together} (without --where the window holds cost)")
+    return outside_the_data(lake, window)
 
 
 def outside_the_data(lake, window, what: str = "the window") -> str:

@@ -1,0 +1,63 @@
+"""Questions a team lead asks `spendlake attribute` whose answer is no rows: the note says why."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import SAMPLES
+from service.cli.main import cli
+
+WINDOW = ["--since", "2024-01-01", "--until", "2025-01-01"]
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory) -> str:
+    """The FOCUS sample: team PeoriaData spent on BrightPathMatrix only, CloudPathMax is PhiladelphiaData's."""
+    root = tmp_path_factory.mktemp("lead")
+    (root / "export").mkdir()
+    shutil.copy(SAMPLES / "focus" / "focus_1.0_sample_1000.csv", root / "export" / "bill.csv")
+    path = root / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({
+        "lake": str(root / "lake"), "sources": [{"name": "focus", "kind": "focus", "location": str(root / "export")}],
+        "attribution": {"dimensions": {"team": {"tags": ["business_unit"]}, "project": {"tags": ["application"]}}}}))
+    assert invoke("--config", str(path), "ingest").exit_code == 0
+    return str(path)
+
+
+def test_known_values_that_no_line_carries_together_are_named_as_the_reason_not_a_window_without_cost(config):
+    result = invoke("--config", config, "attribute", *WINDOW, "--by", "team", "--where", "team=PeoriaData",
+                    "--where", "project=CloudPathMax", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "team,currency,cost",
+        "note: no cost in the window 2024-01-01 00:00 → 2025-01-01 00:00 UTC matches --where team=PeoriaData "
+        "--where project=CloudPathMax: each value is on lines of the lake, none of the window's lines carries them "
+        "all (without --where the window holds cost)"], result.output
+    alone = invoke("--config", config, "attribute", *WINDOW, "--by", "team", "--where", "project=CloudPathMax",
+                   "--format", "csv")
+    assert alone.output.splitlines()[1].startswith("PhiladelphiaData,USD,0.404"), alone.output
+
+
+def test_a_known_value_without_cost_in_the_window_says_the_window_holds_other_cost(config):
+    # AuroraSRE spent on 2024-09-21 only
+    result = invoke("--config", config, "attribute", "--since", "2024-09-22", "--until", "2024-09-23",
+                    "--by", "team", "--where", "team=aurorasre", "--format", "table")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "note: no cost in the window 2024-09-22 00:00 → 2024-09-23 00:00 UTC matches --where team=aurorasre "
+        "(without --where the window holds cost)"], result.output
+    outside = invoke("--config", config, "attribute", "--since", "2024-10-01", "--until", "2024-11-01",
+                     "--where", "team=AuroraSRE", "--format", "csv")
+    assert outside.output.splitlines()[1] == ("note: no cost in the window 2024-10-01 00:00 → 2024-11-01 00:00 UTC; "
+                                              "the lake holds the billing periods 2024-09 to 2024-10"), outside.output
