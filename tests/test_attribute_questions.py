@@ -61,3 +61,17 @@ def test_a_known_value_without_cost_in_the_window_says_the_window_holds_other_co
                      "--where", "team=AuroraSRE", "--format", "csv")
     assert outside.output.splitlines()[1] == ("note: no cost in the window 2024-10-01 00:00 → 2024-11-01 00:00 UTC; "
                                               "the lake holds the billing periods 2024-09 to 2024-10"), outside.output
+
+
+def test_values_typed_comma_separated_in_one_where_warn_how_to_give_several(config):
+    result = invoke("--config", config, "attribute", *WINDOW, "--where", "team=PeoriaData, PhiladelphiaData",
+                    "--format", "csv")
+    assert result.exit_code == 0, result.output
+    [warning] = [line for line in result.output.splitlines() if line.startswith("warning: ")]
+    assert warning.startswith("warning: --where team=PeoriaData, PhiladelphiaData matches nothing in the lake; "
+                              "closest team values: "), warning
+    assert warning.endswith("; several values: repeat --where, e.g. --where team=PeoriaData --where "
+                            "team=PhiladelphiaData"), warning
+    several = invoke("--config", config, "attribute", *WINDOW, "--where", "team=PeoriaData", "--where",
+                     "team=PhiladelphiaData", "--format", "csv")
+    assert [line.split(",")[0] for line in several.output.splitlines()] == ["team", "PeoriaData", "PhiladelphiaData"]

@@ -187,7 +187,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     result = attribute_query(lake, config, query, engine=engine_config)
     idle_rules(lake, config.attribution, result.window, query.by)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
-        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
+        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}{_several(dim, value)}", err=True)
     if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
         click.echo(f"warning: {len(result.unmatched) - MAX_WARNINGS:,} more --where values match nothing", err=True)
     for note in result.reserved:
@@ -245,6 +245,15 @@ def _lacking(lake, cost: str, window=None) -> list[str]:
         month_text(window.since), month_text(window.until - timedelta(microseconds=1)))
     return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
+
+
+def _several(dim: str, value: str) -> str:
+    """How to give several values, for one typed comma-separated (--by takes a list; a tag value
+    may hold a comma, so --where does not split it)."""
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    if len(parts) < 2:
+        return ""
+    return "; several values: repeat --where, e.g. " + " ".join(f"--where {dim}={part}" for part in parts)
 
 
 def _no_rows(lake, config, query, window, where, engine) -> str:
