@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from datetime import timedelta
 from decimal import Decimal
 
@@ -73,10 +74,31 @@ def render(result, fmt: str | None) -> None:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
                    "dimension": part["dimension"], "placed by": part["how"],
                    "cost": money_text(part["cost"], of=row["currency"])}
-                  for row in data["rows"] for part in row["explain"]]
+                  for row in data["rows"] for part in _jobs_folded(row["explain"])]
         keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
         emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",
              right=("cost",), whole=("cost",))
+
+
+SHOWN_JOBS = 5  # job parts a row's explain table lists (a cluster's month has 200,000 jobs: 46,793 lines)
+
+
+def _jobs_folded(parts: list[dict]) -> list[dict]:
+    """A row's parts for the table: per dimension its SHOWN_JOBS largest job parts (the API
+    sorts them largest first), the others summed on one line; CSV and JSON list each job."""
+    shown, listed, rest = [], Counter(), {}
+    for part in parts:
+        dim = part["dimension"]
+        if not part["how"].startswith("job:"):
+            shown.append(part)
+        elif listed[dim] < SHOWN_JOBS:
+            listed[dim] += 1
+            shown.append(part)
+        else:
+            count, cost = rest.get(dim, (0, Decimal(0)))
+            rest[dim] = (count + 1, cost + Decimal(part["cost"]))
+    return shown + [{"dimension": dim, "how": f"{count:,} more jobs (each in --format csv or json)", "cost": cost}
+                    for dim, (count, cost) in rest.items()]
 
 
 def rounding_notes(rows: list[dict], money: tuple[str, ...]) -> list[str]:

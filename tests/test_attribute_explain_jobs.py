@@ -1,0 +1,38 @@
+"""`attribute --explain` as a table on a shared cluster: a row's job parts are a few lines, not one per job."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from tests.attribution_helpers import declared_sources
+from tests.test_clusters_allocation import gpu_line, job, setup
+
+
+def test_the_explain_table_shows_a_rows_five_largest_jobs_and_folds_the_others_into_one_line(tmp_path):
+    # i-a's hours 10:00..17:00 ($80 each): in hour k (1..8) job k holds k of its 8 GPUs, $10·k;
+    # the rest of each hour is the cluster's idle ($10·(8-k), $80·8 - $360 = $280 in all)
+    lines = [gpu_line("i-a", start=f"2026-11-02T{9 + k}:00:00") for k in range(1, 9)]
+    jobs = [job(str(k), k, f"2026-11-02T{9 + k}:00:00", f"2026-11-02T{10 + k}:00:00", instance_ids=["i-a"])
+            for k in range(1, 9)]
+    lake, _ = setup(tmp_path, lines, jobs)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake),
+                                    "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
+                                    "attribution": {"clusters": {}}}))
+    args = ["--config", str(path), "attribute", "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team",
+            "--explain"]
+    table = CliRunner().invoke(cli, [*args, "--format", "table"], env={"COLUMNS": "160"})
+    assert table.exit_code == 0, table.output
+    placed = [line.split("│")[4].strip() + " " + line.split("│")[5].strip()
+              for line in table.output.splitlines() if line.startswith("│ unallocated") and "│ team" in line]
+    assert placed == ["job:8 80.00", "job:7 70.00", "job:6 60.00", "job:5 50.00", "job:4 40.00",
+                      "3 more jobs (each in --format csv or json) 60.00"], table.output
+    assert "idle:p5" in table.output
+    every = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"]).output)
+    jobs_listed = {p["how"]: Decimal(p["cost"]) for r in every["rows"] for p in r["explain"] if p["how"].startswith("job:")}
+    assert jobs_listed == {f"job:{k}": Decimal(10 * k) for k in range(1, 9)}
