@@ -31,7 +31,7 @@ Spend = dict[tuple[str, str | None, date | None], Decimal]
 def _spend(lake: Lake, config: Config, dimension: str, values: list[str], since: datetime, until: datetime,
            granularity: str) -> tuple[Spend, dict[str, tuple[str, bool]]]:
     """(folded value, currency, day or None) → attributed billed cost over [since, until)
-    (naive UTC) of each of `values`, per day (`granularity="day"`) or in one sum (`"total"`):
+    (naive UTC) of each of `values`, per day or month (`granularity="day"`, `"month"`: its first day):
     one attribution for every budget of a dimension, each value's as `--where` alone gives it;
     and the values no cost line of the lake carries (folded), with their closest known values
     and whether one of those nearly spells it (a likely typo)."""
@@ -183,24 +183,27 @@ def _pct(ratio: Decimal) -> str:
 
 def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime, at: datetime) -> list[BudgetStatus]:
     """Every budget's outlook at `at`: the actual over the month to `at` and how the month
-    before ended, each one month-window attribution (as `attribute --since mtd` reads them),
+    before ended, each month split as an attribution of it alone (`attribute --since mtd`),
     and the forecast's rate from the spend per day over [since, until) (naive UTC)."""
     this_month, _ = month_bounds(at)
     previous = month_bounds(this_month - timedelta(days=1))[0]
-    spend: dict[str, tuple[Spend, Spend, Spend, dict[str, str]]] = {}
+    spend: dict[str, tuple[dict, dict, Spend, dict[str, str]]] = {}  # this month, the one before: (value, currency)
     for dimension in dict.fromkeys(b.dimension for b in config.budgets):
         values = list(dict.fromkeys(b.value for b in config.budgets if b.dimension == dimension))
         days, unmatched = _spend(lake, config, dimension, values, since, until, "day")
-        spend[dimension] = (_spend(lake, config, dimension, values, this_month, at, "total")[0],
-                            _spend(lake, config, dimension, values, previous, this_month, "total")[0], days, unmatched)
+        # both months in one attribution (each its own split, as one over it alone): a period
+        # without a stored rollup is rolled up from its raw lines once for them, not twice
+        months, _ = _spend(lake, config, dimension, values, previous, at, "month")
+        spend[dimension] = tuple({(value, currency): cost for (value, currency, first), cost in months.items()
+                                  if first == start.date()} for start in (this_month, previous)) + (days, unmatched)
     statuses = []
     for b in config.budgets:
         month, closed, days, unmatched = spend[b.dimension]
         value = folded(b.value)
-        actual = month.get((value, b.currency, None), Decimal(0))
-        last = closed.get((value, b.currency, None))
+        actual = month.get((value, b.currency), Decimal(0))
+        last = closed.get((value, b.currency))
         daily = {day: cost for (v, currency, day), cost in days.items() if (v, currency) == (value, b.currency)}
-        left_out = sorted(((currency, cost) for (v, currency, _), cost in month.items()
+        left_out = sorted(((currency, cost) for (v, currency), cost in month.items()
                            if v == value and currency != b.currency and cost), key=lambda pair: currency_text(pair[0]))
         statuses.append(BudgetStatus(b, forecast_month(daily, at, actual), month_text(this_month),
                                      MonthOutcome(month_text(previous), last, b.amount) if last is not None
