@@ -75,3 +75,27 @@ def test_values_typed_comma_separated_in_one_where_warn_how_to_give_several(conf
     several = invoke("--config", config, "attribute", *WINDOW, "--where", "team=PeoriaData", "--where",
                      "team=PhiladelphiaData", "--format", "csv")
     assert [line.split(",")[0] for line in several.output.splitlines()] == ["team", "PeoriaData", "PhiladelphiaData"]
+
+
+def test_weeks_the_window_cuts_are_named_with_the_days_they_hold(config):
+    # 2024-09-04 is a Wednesday: the first week (from Monday 2024-09-02) holds 5 of its 7 days,
+    # the last (from 2024-09-16) 4; a lead comparing the weeks is told, not left to read 5 days as 7
+    result = invoke("--config", config, "attribute", "--since", "2024-09-04", "--until", "2024-09-20",
+                    "--granularity", "week", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    periods = {line.split(",")[0] for line in result.output.splitlines()[1:] if not line.startswith("note")}
+    assert periods == {"2024-09-02", "2024-09-09", "2024-09-16"}, result.output
+    [note] = [line for line in result.output.splitlines() if line.startswith("note: ")]
+    assert note == ("note: periods the window cuts: week 2024-09-02 holds 2024-09-04 00:00 → 2024-09-09 00:00 UTC "
+                    "(5 of 7 days); week 2024-09-16 holds 2024-09-16 00:00 → 2024-09-20 00:00 UTC (4 of 7 days)")
+    whole = invoke("--config", config, "attribute", "--since", "2024-09-02", "--until", "2024-09-16",
+                   "--granularity", "week", "--format", "csv")
+    assert "note" not in whole.output and whole.output.count("2024-09-09") >= 1, whole.output
+    hours = invoke("--config", config, "attribute", "--since", "2024-09-10T12:00:00Z", "--until", "2024-09-11",
+                   "--granularity", "day", "--format", "csv")
+    assert "note: periods the window cuts: day 2024-09-10 holds 2024-09-10 12:00 → 2024-09-11 00:00 UTC " \
+           "(0.5 of 1 day)" in hours.output, hours.output
+    month = invoke("--config", config, "attribute", "--since", "2024-09-24", "--until", "2024-10-01",
+                   "--granularity", "month", "--format", "csv")
+    assert month.output.splitlines()[-1] == ("note: periods the window cuts: month 2024-09-01 holds 2024-09-24 00:00 "
+                                             "→ 2024-10-01 00:00 UTC (7 of 30 days)"), month.output

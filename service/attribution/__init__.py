@@ -56,7 +56,7 @@ _MODULES = {
     "clusters": ("ClusterCost", "ClusterUsage", "JobCost", "cluster_usage"),
     "query": ("AttributionQuery", "api_parameter", "cli_option", "listed_once", "parse_where"),
     "lines": ("direct_daily_lookup",),
-    "compute": ("prorate",),
+    "compute": ("period_span", "prorate"),
     "per_line": ("attributed_lines",),
     "ranked": ("DefaultShare", "Ranked", "RankedGroup", "default_shares", "top_groups"),
     "rollup_build": ("RollupBuild",),

@@ -51,6 +51,12 @@ def _next_bucket(start: datetime, granularity: str) -> datetime:
     return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
 
 
+def period_span(moment: datetime, granularity: str) -> tuple[datetime, datetime]:
+    """[start, end) of the day, week (from Monday) or month holding `moment` (naive UTC)."""
+    start = datetime.combine(_bucket(moment, granularity), datetime.min.time())
+    return start, _next_bucket(start, granularity)
+
+
 def _micros(span: timedelta) -> Decimal:
     return Decimal(span // timedelta(microseconds=1))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import timedelta
+from datetime import timedelta, timezone
 from decimal import Decimal
 
 import click
@@ -209,7 +209,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     result = attribute_query(lake, config, query, engine=engine_config)
     idle_rules(lake, config.attribution, result.window, query.by)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
-        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}{_several(dim, value)}", err=True)
+        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}{_several(dim, value)}",
+                   err=True)
     if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
         click.echo(f"warning: {len(result.unmatched) - MAX_WARNINGS:,} more --where values match nothing", err=True)
     for note in result.reserved:
@@ -219,6 +220,10 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)
+    if result.rows and query.granularity != "total":
+        cut = _cut_periods(result.window, query.granularity)
+        if cut:
+            click.echo(f"note: periods the window cuts: {cut}", err=True)
     if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake was said above
         click.echo(_no_rows(lake, config, query, result.window, where, engine_config), err=True)
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
@@ -267,6 +272,23 @@ def _lacking(lake, cost: str, window=None) -> list[str]:
         month_text(window.since), month_text(window.until - timedelta(microseconds=1)))
     return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
+
+
+def _cut_periods(window, granularity: str) -> str:
+    """The first and last day, week or month that the window holds only part of, with the part:
+    their rows sum fewer days than their label's period has ('' when it holds them whole)."""
+    from service.attribution import period_span
+
+    since, until = (moment.astimezone(timezone.utc).replace(tzinfo=None) for moment in (window.since, window.until))
+    cut = []
+    last = until - timedelta(microseconds=1)
+    for start, end in dict.fromkeys(period_span(moment, granularity) for moment in (since, last)):
+        held = min(end, until) - max(start, since)
+        if held < end - start:
+            days = [f"{round(span / timedelta(days=1), 2):g}" for span in (held, end - start)]
+            cut.append(f"{granularity} {start.date()} holds {minute_text(max(start, since))} → "
+                       f"{minute_text(min(end, until))} UTC ({days[0]} of {days[1]} day{'s' * (days[1] != '1')})")
+    return "; ".join(cut)
 
 
 def _several(dim: str, value: str) -> str:
