@@ -99,3 +99,15 @@ def test_weeks_the_window_cuts_are_named_with_the_days_they_hold(config):
                    "--granularity", "month", "--format", "csv")
     assert month.output.splitlines()[-1] == ("note: periods the window cuts: month 2024-09-01 holds 2024-09-24 00:00 "
                                              "→ 2024-10-01 00:00 UTC (7 of 30 days)"), month.output
+
+
+def test_a_window_reaching_before_the_first_bill_says_how_much_of_it_holds_none(config):
+    # `--since 30d` on a lake ingested two weeks ago: the table's total is not thirty days' spend
+    result = invoke("--config", config, "attribute", "--since", "2024-08-15", "--until", "2024-09-10",
+                    "--format", "table")
+    assert result.exit_code == 0, result.output
+    assert ("data through 2024-10-01 00:00 UTC; the window's first 17.0 days hold no bill (the lake's first billing "
+            "period is 2024-09)") in result.stdout, result.output
+    inside = invoke("--config", config, "attribute", "--since", "2024-09-01", "--until", "2024-09-10",
+                    "--format", "table")
+    assert "hold no bill" not in inside.output and "data through 2024-10-01 00:00 UTC" in inside.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import click
@@ -38,7 +38,9 @@ def _share(cost: Decimal, total: Decimal) -> str:
     return "—" if share is None else f"{share}%"
 
 
-def render(result, fmt: str | None) -> None:
+def render(result, fmt: str | None, first_period: str | None = None) -> None:
+    """The answer in `fmt`; the table's coverage line also says how much of the window lies
+    before `first_period` (YYYY-MM, the lake's first bill)."""
     data = result.to_json()
     if (fmt or "") == "json" or (fmt is None and not is_tty()):
         click.echo(to_json(data))
@@ -69,7 +71,7 @@ def render(result, fmt: str | None) -> None:
         click.echo(line)
     for line in share_notes(exact, "cost", lambda row: totals[row["currency"]]):
         click.echo(f"note: {line[0].lower()}{line[1:]}")
-    click.echo(coverage_line(result))
+    click.echo(coverage_line(result, first_period))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
                    "dimension": part["dimension"], "placed by": part["how"],
@@ -111,9 +113,9 @@ def rounding_notes(rows: list[dict], money: tuple[str, ...]) -> list[str]:
             for (currency,), missed in gaps(rows, ("currency",), money).items()]
 
 
-def coverage_line(result) -> str:
+def coverage_line(result, first_period: str | None = None) -> str:
     """`data through 2026-11-29 00:00 UTC`, with the sources that lag behind and how much of
-    the window runs past the data."""
+    the window runs past the data, or (given the lake's first billing period) before it."""
     end = result.data_through
     if end is None:
         return "data through: no usage data in the lake"
@@ -125,6 +127,10 @@ def coverage_line(result) -> str:
     if result.window.until > end:
         hours = (result.window.until - max(end, result.window.since)).total_seconds() / 3600
         line += f"; the window's last {hours:,.1f} h have no data yet"
+    begins = first_period and datetime.strptime(first_period, "%Y-%m").replace(tzinfo=timezone.utc)
+    if begins and result.window.since < begins:
+        days = (min(begins, result.window.until) - result.window.since) / timedelta(days=1)
+        line += f"; the window's first {days:,.1f} days hold no bill (the lake's first billing period is {first_period})"
     return line
 
 
@@ -173,7 +179,7 @@ def render_check(results, fmt: str | None) -> None:
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
     from service.attribution import AttributionQuery, attribute_query, reconcile
-    from service.core.coverage import data_end
+    from service.core.coverage import billing_periods, data_end
     from service.core.errors import ReconciliationError
 
     config, lake = obj.config, obj.lake
@@ -219,7 +225,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         click.echo(empty_lake_line(lake, read_from), err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
-    render(result, fmt)
+    render(result, fmt, (billing_periods(lake) or [None])[0])
     if result.rows and query.granularity != "total":
         cut = _cut_periods(result.window, query.granularity)
         if cut:
