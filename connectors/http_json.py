@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
 from service.core import json_text
 from service.core.errors import SourceError
+from service.core.logs import hide
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 BACKOFF_SECONDS = 0.5  # the first retry waits this long, each next one twice as long
@@ -118,6 +119,7 @@ def _basic_auth(url: str) -> tuple[str, dict[str, str]]:
     if not at:
         return url, {}
     user, _, password = userinfo.partition(":")
+    hide(unquote(password))  # a server may echo it in an error
     token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
     return urlunsplit(parts._replace(netloc=host)), {"Authorization": f"Basic {token}"}
 

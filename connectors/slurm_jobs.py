@@ -39,6 +39,7 @@ from connectors.slurm_warnings import (said_no_gpus, said_skewed, said_stale_run
 from service.core import json_text
 from service.core.config_base import HttpUrl, exactly_one
 from service.core.errors import DataError, SourceError
+from service.core.logs import hide
 from service.core.registry import Feeds
 
 
@@ -160,6 +161,7 @@ class SlurmJobsConnector(FileOrApiConnector[SlurmJobsSource]):
                 raise SourceError(f"the environment variable {c.token_env} holding slurmrestd's JWT is not set",
                                   where=f"{self.config_path}.token_env",
                                   hint=f"export {c.token_env}=$(scontrol token lifespan=... | cut -d= -f2)")
+            hide(token)  # slurmrestd, or a proxy in front of it, may echo it in an error
             headers["X-SLURM-USER-TOKEN"] = token
         user = c.user_name or (_token_user(headers["X-SLURM-USER-TOKEN"]) if c.token_env else None)
         if user:

@@ -32,13 +32,29 @@ REDACTIONS = (
 )
 
 
+# Secrets read from the environment (a slurmrestd JWT): no pattern knows their shape, and a
+# server or a proxy may write the one it was sent into its error, so their values are redacted.
+SECRETS: set[str] = set()
+SECRET_MIN_CHARS = 8  # shorter, a value would redact ordinary words (and no real token is so short)
+
+
+def hide(secret: str) -> None:
+    """Redact `secret` from every error and log line from now on."""
+    if len(secret) >= SECRET_MIN_CHARS:
+        SECRETS.add(secret)
+
+
 def without_url_credentials(text: str) -> str:
-    """`text` with the `user:password@` of every URL in it redacted."""
+    """`text` with the `user:password@` of every URL in it, and every hidden secret, redacted."""
     pattern, replacement = URL_CREDENTIALS
-    return pattern.sub(replacement, text)
+    text = pattern.sub(replacement, text)  # first: a URL's whole userinfo goes, not its password alone
+    for secret in tuple(SECRETS):  # a copy: another thread may hide one meanwhile
+        text = text.replace(secret, "<redacted>")
+    return text
 
 
 def redact(text: str) -> str:
+    text = without_url_credentials(text)
     for pattern, replacement in REDACTIONS:
         text = pattern.sub(replacement, text)
     return text
