@@ -1,9 +1,11 @@
 """The Grafana dashboard: every panel's PromQL, evaluated by a real Prometheus that scraped a
-real `spendlake serve`, must run without error and return series."""
+real `spendlake serve`, must run without error and return series carrying the labels the panel
+shows; and what spendlake exposes reaches that Prometheus under its own label names."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from stackkit import DEPLOY, demo_service, prometheus, query, wait_until
@@ -16,6 +18,18 @@ DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spendlake.json"
 def panel_queries() -> list[tuple[str, str]]:
     panels = json.loads(DASHBOARD.read_text())["panels"]
     return [(panel["title"], target["expr"]) for panel in panels for target in panel["targets"]]
+
+
+def panel_labels() -> list[tuple[str, str, set[str]]]:
+    """Each panel query with the labels its legend or its table's columns show."""
+    found = []
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        columns = {name for step in panel.get("transformations", []) if step["id"] == "organize"
+                   for name in step["options"].get("indexByName", {})} - {"Time", "Value", "value"}
+        for target in panel["targets"]:
+            found.append((panel["title"], target["expr"],
+                          set(re.findall(r"{{\s*(\w+)\s*}}", target.get("legendFormat") or "")) | columns))
+    return found
 
 
 def test_dashboard_and_provisioning_agree():
@@ -46,3 +60,24 @@ def scraped(tmp_path_factory):
 def test_panel_query_returns_series(scraped, title, expr):
     result = query(scraped, expr)["result"]
     assert result, f"panel {title!r}: {expr} returned no series"
+
+
+@pytest.mark.slow  # spendlake serve and Prometheus for real, three scrapes
+@pytest.mark.parametrize("title, expr, labels", [pytest.param(*each, id=each[0]) for each in panel_labels()])
+def test_every_label_a_panel_shows_is_on_its_series(scraped, title, expr, labels):
+    """A legend's `{{team}}` or a table column naming a label the series lack shows blank: the
+    series returned above do not tell."""
+    for series in query(scraped, expr)["result"]:
+        assert labels <= set(series["metric"]), f"panel {title!r}: {expr} has no {labels - set(series['metric'])}"
+
+
+@pytest.mark.slow  # spendlake serve and Prometheus for real
+def test_every_label_spendlake_exposes_reaches_prometheus_under_its_own_name(scraped):
+    """Prometheus sets `job` and `instance` on what it scrapes and renames a series' own label of
+    that name to `exported_job`: the alert rules, the Alertmanager's matchers and the dashboard
+    would then read the scrape job's name, never spendlake's."""
+    series = query(scraped, '{__name__=~"spendlake_.+"}')["result"]
+    assert series
+    renamed = sorted({(s["metric"]["__name__"], label) for s in series for label in s["metric"]
+                      if label.startswith("exported_")})
+    assert renamed == []

@@ -118,10 +118,10 @@ def test_a_verify_that_found_damage_is_told_once_not_also_as_a_failing_job(tmp_p
     """Posted to the real Alertmanager with the shipped config and read back: the damage alert
     suppresses the verify job's failure; a failing report stays active, routed to platform."""
     alerts = [{"labels": {"alertname": "SpendlakeLakeDamaged", "team": "platform", "severity": "critical"}},
-              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "verify"}},
-              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "job": "daily"}}]
+              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "task": "verify"}},
+              {"labels": {"alertname": "SpendlakeJobFailing", "team": "platform", "task": "daily"}}]
     listed = posted_and_listed(tmp_path, alerts, suppressed=1)
-    state = {(a["labels"]["alertname"], a["labels"].get("job")): (a["status"]["state"], [r["name"] for r in a["receivers"]])
+    state = {(a["labels"]["alertname"], a["labels"].get("task")): (a["status"]["state"], [r["name"] for r in a["receivers"]])
              for a in listed}
     assert state == {("SpendlakeLakeDamaged", None): ("active", ["platform"]),
                      ("SpendlakeJobFailing", "verify"): ("suppressed", ["platform"]),

@@ -133,7 +133,7 @@ def test_43_attribute_api_and_metrics_in_loops_during_ingests_rollups_and_config
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:  # the service's own first ingest
             page = get(url + "/metrics")[1].decode()
-            if metric_values(page, "spendlake_job_last_success_timestamp_seconds", job="ingest"):
+            if metric_values(page, "spendlake_job_last_success_timestamp_seconds", task="ingest"):
                 break
             time.sleep(0.5)
         else:

@@ -79,16 +79,16 @@ class JobMetrics:
     never failed shows 0 rather than nothing."""
 
     def __init__(self, registry: CollectorRegistry, jobs: Iterable[str]):
-        self.duration = Histogram("spendlake_job_duration_seconds", "Wall time of a scheduled job run.", ["job"],
+        self.duration = Histogram("spendlake_job_duration_seconds", "Wall time of a scheduled job run.", ["task"],
                                   registry=registry, buckets=JOB_BUCKETS)
-        self.failures = Counter("spendlake_job_failures_total", "Scheduled job runs that failed.", ["job"],
+        self.failures = Counter("spendlake_job_failures_total", "Scheduled job runs that failed.", ["task"],
                                 registry=registry)
         self.skipped = Counter("spendlake_job_skipped_total",
                                "Scheduled fires skipped: the previous run was still going, the fire was missed, "
                                "or another spendlake process held the lake.",
-                               ["job"], registry=registry)
+                               ["task"], registry=registry)
         self.last_success = Gauge("spendlake_job_last_success_timestamp_seconds",
-                                  "When a scheduled job last finished without error.", ["job"], registry=registry)
+                                  "When a scheduled job last finished without error.", ["task"], registry=registry)
         for job in jobs:
             self.duration.labels(job)
             self.failures.labels(job)
