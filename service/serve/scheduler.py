@@ -19,7 +19,8 @@
 - APScheduler plans each next run from the previous one on the wall clock, so a clock set back
   (NTP setting right one that ran weeks ahead) held every job until it caught up: a job planned
   further ahead than its trigger can plan is run at once, which plans it again from there.
-- `shutdown()` waits for running jobs.
+- `shutdown()` waits for the running step only: the rules after an ingest, the report after
+  verify, a daily run waiting for its turn are left to the next start, which makes them up.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class ServiceScheduler:
         try:
             with self.turn:
                 self.instrumented("ingest", self.tasks.ingest)
-                if self.tasks.rules is not None:
+                if self.tasks.rules is not None and not self._stopping("the rules"):
                     self.instrumented("rules", self.tasks.rules)
         finally:
             self.first_ingest.set()
@@ -164,14 +165,25 @@ class ServiceScheduler:
             # asked again with the turn: a retry and the next day's fire may both have waited for
             # it, and the date is marked done before the turn is let go, so one of them runs it
             run_date = self._due_date()
-            if run_date is None:
+            if run_date is None or self._stopping(f"the daily run of {run_date}"):
                 return
             if run_date != retry_of and self.tasks.verify is not None:
                 self.instrumented("verify", self.tasks.verify)
+                if self._stopping(f"the report of {run_date - timedelta(days=1)}"):
+                    return
             if not self.instrumented("daily", lambda: self._daily(run_date)):
                 self.retry_daily(run_date)
                 return
             self._retry_delay = self.daily_retry
+
+    def _stopping(self, step: str) -> bool:
+        """True once a stop (SIGTERM, a SIGHUP's reload) is asked: only the running step is waited
+        for, and `step`, queued behind it, is made up by the next start (its ingest runs the rules,
+        an undone daily run is run again), not run toward the SIGKILL that ends a stop too long."""
+        if self._stopped.is_set():
+            log.info("stopping: %s left to the next start", step)
+            return True
+        return False
 
     def _daily(self, run_date: date) -> None:
         """The report of the day before `run_date`, then the run recorded as done (under the turn,
