@@ -14,7 +14,8 @@ import yaml
 from conftest import REPO, require_binary
 
 DEPLOY = REPO / "deploy"
-ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeSnapshotDamaged",
+ALERTS = ("SpendlakeDown", "SpendlakeSourceStale", "SpendlakeSourceFailing", "SpendlakeJobFailing", "SpendlakeLakeDamaged", "SpendlakeLakeUnreadable",
+          "SpendlakeSnapshotDamaged",
           "SpendlakeDerivedFileDamaged", "SpendlakeLakeNotVerified", "SpendlakeConfigNotLoaded", "SpendlakeBudgetWarning", "SpendlakeBudgetExceeded",
           "SpendlakeBudgetForecastExceeded", "SpendlakeBudgetUnmatched",
           "SpendlakeIdleGPUWaste", "SpendlakeFailedReruns", "SpendlakeCommitmentUnused", "SpendlakeSpendAnomaly",
