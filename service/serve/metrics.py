@@ -116,6 +116,7 @@ class LakeCollector(Collector):
         self._last_good = LastGood() if last_good is None else last_good
         self._stored = StoredFamilies(self.lake, config)
         self._kept: dict[str, list[Metric]] = {}  # what keep_last_good stored last
+        self._said: set[str] = set()  # the errors the last scrape logged or found logged
 
     def describe(self) -> list[Metric]:
         return []  # nothing to declare up front: registering must not read the lake
@@ -199,8 +200,11 @@ class LakeCollector(Collector):
                 if found is not None:
                     last_good.add_metric([name], 0 if fresh else 1)
             families += found or []
-        for error in errors:
+        for error in errors.keys() - self._said:  # said when it appears, not at each scrape while it lasts
             log.error("metrics: cannot read the lake at %s: %s", self.lake.root, error)
+        if self._said and not errors:
+            log.info("metrics: the lake at %s reads again", self.lake.root)
+        self._said = set(errors)
         readable = GaugeMetricFamily("spendlake_lake_readable", "1 when the last scrape could read all of the lake.")
         readable.add_metric([], 0 if errors else 1)
         return [readable, last_good, *families], tops.current and not held_back
