@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+import yaml
 from stackkit import DEPLOY, demo_service, prometheus, query, wait_until
 
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "spendlake.json"
@@ -34,7 +35,6 @@ def panel_labels() -> list[tuple[str, str, set[str]]]:
 
 def test_dashboard_and_provisioning_agree():
     dashboard = json.loads(DASHBOARD.read_text())
-    import yaml
 
     datasource = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())
     uids = {d["uid"] for d in datasource["datasources"]}
@@ -81,3 +81,24 @@ def test_every_label_spendlake_exposes_reaches_prometheus_under_its_own_name(scr
     renamed = sorted({(s["metric"]["__name__"], label) for s in series for label in s["metric"]
                       if label.startswith("exported_")})
     assert renamed == []
+
+
+def rule_queries() -> list[tuple[str, str]]:
+    groups = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())["groups"]
+    return [(rule["alert"], rule["expr"]) for group in groups for rule in group["rules"]]
+
+
+@pytest.mark.slow  # spendlake serve and Prometheus for real
+@pytest.mark.parametrize("alert, expr", [pytest.param(*each, id=each[0]) for each in rule_queries()])
+def test_every_metric_and_label_an_alert_rule_names_is_exposed(scraped, alert, expr):
+    """promtool's unit tests feed the rules series written by hand: a metric or label name the
+    service does not expose passes them and never fires."""
+    names = set(re.findall(r"\b(spendlake_[a-z0-9_]+|up)\b(?!\s*\()", expr))
+    labels = {name for group in re.findall(r"\b(?:by|on)\s*\(([^)]*)\)", expr) for name in re.findall(r"\w+", group)}
+    labels |= set(re.findall(r"[{,]\s*(\w+)\s*(?:=~|!~|!=|=)", expr))
+    exposed: dict[str, set[str]] = {}
+    for name in names:
+        for series in query(scraped, f"last_over_time({name}[5m])")["result"]:
+            exposed.setdefault(name, set()).update(series["metric"])
+    assert names <= set(exposed), f"{alert}: {sorted(names - set(exposed))} not exposed"
+    assert labels <= set().union(*exposed.values()), f"{alert}: no metric it reads has {labels - set().union(*exposed.values())}"
