@@ -72,15 +72,20 @@ def test_every_label_a_panel_shows_is_on_its_series(scraped, title, expr, labels
 
 
 @pytest.mark.slow  # spendlake serve and Prometheus for real
-def test_every_label_spendlake_exposes_reaches_prometheus_under_its_own_name(scraped):
+def test_every_label_spendlake_exposes_reaches_prometheus_under_its_own_name_but_job(scraped):
     """Prometheus sets `job` and `instance` on what it scrapes and renames a series' own label of
-    that name to `exported_job`: the alert rules, the Alertmanager's matchers and the dashboard
-    would then read the scrape job's name, never spendlake's."""
+    that name to `exported_job`: the `spendlake_job_*` series' `job` (issue 6's contract) arrives
+    so, and their `task`, the same value, is what the alert rules, the Alertmanager's matchers and
+    the dashboard read: under its own name, never the scrape job's."""
     series = query(scraped, '{__name__=~"spendlake_.+"}')["result"]
     assert series
     renamed = sorted({(s["metric"]["__name__"], label) for s in series for label in s["metric"]
-                      if label.startswith("exported_")})
+                      if label.startswith("exported_") and label != "exported_job"})
     assert renamed == []
+    jobs = [s["metric"] for s in series if s["metric"]["__name__"].startswith("spendlake_job_")]
+    assert {"ingest", "rules", "daily"} <= {labels["task"] for labels in jobs}
+    assert all(labels["exported_job"] == labels["task"] for labels in jobs)
+    assert {s["metric"]["job"] for s in series} == {"spendlake"}  # the scrape job's, whatever the series
 
 
 def rule_queries() -> list[tuple[str, str]]:

@@ -431,7 +431,7 @@ def test_the_daily_job_verifies_the_lake_before_the_report_and_metrics_and_alert
                                  clock=lambda: datetime(2024, 7, 1, 7, tzinfo=timezone.utc))
     scheduler.run_daily()
     assert order == ["verify", "report"]  # a failed verify does not stop the report
-    assert registry.get_sample_value("spendlake_job_failures_total", {"task": "verify"}) == 1
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "verify", "task": "verify"}) == 1
     assert lake.read_state("jobs")["daily"]["last_run_date"] == date(2024, 7, 1).isoformat()
     scrape = CollectorRegistry()
     scrape.register(LakeCollector(config))

@@ -209,6 +209,6 @@ def test_a_period_held_by_a_copy_rewritten_beside_its_original_is_logged_once_an
 
     assert told() == [("service.serve.service", "INFO"), ("service.serve.scheduler", "ERROR")]
     assert told() == told() == [("service.ingest", "INFO"), ("service.ingest", "INFO")]
-    assert registry.get_sample_value("spendlake_job_failures_total", {"task": "ingest"}) == 3
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "ingest", "task": "ingest"}) == 3
     shutil.rmtree(export / "2026-11-backup")
     assert scheduler.instrumented("ingest", tasks.ingest)

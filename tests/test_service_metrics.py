@@ -135,12 +135,13 @@ def test_the_scraped_page_passes_promtool_check_metrics(tmp_path, memory_source)
     ingest(config)
     registry = CollectorRegistry()
     jobs = JobMetrics(registry, ["ingest", "daily"])
-    jobs.duration.labels("ingest").observe(1.5)
-    jobs.failures.labels("daily").inc()
-    jobs.last_success.labels("ingest").set_to_current_time()
+    jobs.duration("ingest").observe(1.5)
+    jobs.failures("daily").inc()
+    jobs.last_success("ingest").set_to_current_time()
     registry.register(LakeCollector(config))
     page = generate_latest(registry)
     assert b'spendlake_source_last_success_timestamp_seconds{source="cur"}' in page
+    assert b'spendlake_job_failures_total{job="daily",task="daily"} 1.0' in page  # issue 6 names `job`
     assert_promtool_passes(page)
 
 

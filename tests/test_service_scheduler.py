@@ -49,7 +49,7 @@ class Harness:
                                           **options)
 
     def value(self, name: str, job: str) -> float | None:
-        return self.registry.get_sample_value(name, {"task": job})
+        return self.registry.get_sample_value(name, {"job": job, "task": job})
 
 
 def test_latest_fire_date():
@@ -302,7 +302,7 @@ def test_a_failed_daily_report_is_tried_again_with_a_backoff_not_the_next_day(tm
         scheduler.shutdown()
     assert len(attempts) == 3 and verified == [1]
     assert 0.3 <= attempts[1] - attempts[0] and 0.6 <= attempts[2] - attempts[1]
-    assert registry.get_sample_value("spendlake_job_failures_total", {"task": "daily"}) == 2
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "daily", "task": "daily"}) == 2
     assert lake.read_state("jobs")["daily"]["last_run_date"] == "2026-11-30"
     assert sum("trying the report again at" in r.getMessage() for r in caplog.records) == 2
 

@@ -74,25 +74,44 @@ def kept_by_reload(last_good: LastGood, old: Config, new: Config) -> LastGood:
                     {name: month for name, month in last_good.months.items() if name not in other})
 
 
+# `job` is the label issue 6's contract names; Prometheus sets its own `job` (the scrape job's name) and stores
+# ours as `exported_job`, so each series also carries `task`, the same value, which the shipped rules and
+# dashboard read under any scrape config (honor_labels or not).
+JOB_LABELS = ["job", "task"]
+
+
 class JobMetrics:
     """Instruments the scheduler updates: one series per job from the start, so a job that
     never failed shows 0 rather than nothing."""
 
     def __init__(self, registry: CollectorRegistry, jobs: Iterable[str]):
-        self.duration = Histogram("spendlake_job_duration_seconds", "Wall time of a scheduled job run.", ["task"],
-                                  registry=registry, buckets=JOB_BUCKETS)
-        self.failures = Counter("spendlake_job_failures_total", "Scheduled job runs that failed.", ["task"],
-                                registry=registry)
-        self.skipped = Counter("spendlake_job_skipped_total",
-                               "Scheduled fires skipped: the previous run was still going, the fire was missed, "
-                               "or another spendlake process held the lake.",
-                               ["task"], registry=registry)
-        self.last_success = Gauge("spendlake_job_last_success_timestamp_seconds",
-                                  "When a scheduled job last finished without error.", ["task"], registry=registry)
+        self._duration = Histogram("spendlake_job_duration_seconds", "Wall time of a scheduled job run.", JOB_LABELS,
+                                   registry=registry, buckets=JOB_BUCKETS)
+        self._failures = Counter("spendlake_job_failures_total", "Scheduled job runs that failed.", JOB_LABELS,
+                                 registry=registry)
+        self._skipped = Counter("spendlake_job_skipped_total",
+                                "Scheduled fires skipped: the previous run was still going, the fire was missed, "
+                                "or another spendlake process held the lake.",
+                                JOB_LABELS, registry=registry)
+        self._last_success = Gauge("spendlake_job_last_success_timestamp_seconds",
+                                   "When a scheduled job last finished without error.", JOB_LABELS,
+                                   registry=registry)
         for job in jobs:
-            self.duration.labels(job)
-            self.failures.labels(job)
-            self.skipped.labels(job)
+            self.duration(job)
+            self.failures(job)
+            self.skipped(job)
+
+    def duration(self, job: str) -> Histogram:
+        return self._duration.labels(job, job)
+
+    def failures(self, job: str) -> Counter:
+        return self._failures.labels(job, job)
+
+    def skipped(self, job: str) -> Counter:
+        return self._skipped.labels(job, job)
+
+    def last_success(self, job: str) -> Gauge:
+        return self._last_success.labels(job, job)
 
 
 class LakeCollector(Collector):

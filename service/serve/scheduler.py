@@ -225,11 +225,11 @@ class ServiceScheduler:
             task()
         except LakeBusyError as exc:  # a `spendlake ingest` by hand is doing this work: not a failure
             log.warning("job %s skipped: %s", job, exc)
-            self.metrics.skipped.labels(job).inc()
+            self.metrics.skipped(job).inc()
             return False
         except ToldFailure as exc:  # counted; said once, when it began (`status` keeps telling it)
             DETAIL.info("job %s failed as its last run did: %s", job, exc)
-            self.metrics.failures.labels(job).inc()
+            self.metrics.failures(job).inc()
             return False
         except Exception as exc:  # a job failure is counted and logged; the service keeps running
             if isinstance(exc, OSError):  # a full disk, a read-only lake: one sentence, as the CLI says it
@@ -238,15 +238,15 @@ class ServiceScheduler:
                 log.error("job %s failed: %s", job, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             else:
                 log.exception("job %s failed", job)
-            self.metrics.failures.labels(job).inc()
+            self.metrics.failures(job).inc()
             return False
         finally:
-            self.metrics.duration.labels(job).observe(clock_time.perf_counter() - started)
-        self.metrics.last_success.labels(job).set_to_current_time()
+            self.metrics.duration(job).observe(clock_time.perf_counter() - started)
+        self.metrics.last_success(job).set_to_current_time()
         return True
 
     def _skipped(self, event: JobEvent) -> None:
         reason = "the previous run is still going" if event.code == EVENT_JOB_MAX_INSTANCES else "it was missed"
         job = "daily" if event.job_id == RETRY_JOB else event.job_id  # the job the alerts and RUNBOOK name
         log.warning("skipped a fire of job %s: %s", job, reason)
-        self.metrics.skipped.labels(job).inc()
+        self.metrics.skipped(job).inc()
