@@ -4,9 +4,10 @@ never a smaller total.
 Two depths. The quick check (every read) compares the file's size and its Parquet footer's
 row count with what the ledger recorded at commit; it costs one `stat` and one footer read
 per partition (service/core/parquet_footer.py), and keeps the footer's column names for the
-query's view. The deep check (`spendlake verify`) also re-hashes the file (SHA-256) and
-re-sums its rows per currency. Entries written before the ledger kept sizes and hashes are
-checked by existence and row count only, until the next commit records the rest.
+query's view. The deep check (`spendlake verify`) also re-hashes the file (SHA-256), re-sums
+its rows per currency and reads its tag keys and usage end again against the entry's. Entries
+written before the ledger kept sizes and hashes are checked by existence and row count only,
+until the next commit records the rest.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import duckdb
 from service.core.errors import DataError, damaged_lake_file
 from service.core.ledger import LedgerEntry
 from service.core.parquet_footer import MAGIC, TAIL, Footer, read_footer
+from service.core.usage_end import USAGE_END, usage_end_text
 
 CHUNK = 1 << 20
 SHA256_DIFFERS = "its SHA-256 differs from the one recorded at commit"
@@ -125,7 +127,31 @@ def deep_check(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -
     expected = {t.currency: (t.rows, t.billed_cost, t.effective_cost) for t in entry.totals}
     if found != expected:
         return altered("its rows or sums per currency differ from the ledger's: " + _difference(expected, found))
-    return quick
+    facts = _facts_differ(con, path, entry)
+    return altered(facts) if facts else quick
+
+
+def _facts_differ(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -> str:
+    """What the entry records of the file beyond its sums that the file does not bear out: its
+    tag keys (attribution reads them instead of the lines' Tags, so a wrong list moves cost
+    silently) and its data_through (freshness and the report's default day). An entry from
+    before either was recorded is not judged on it."""
+    problems = []
+    if entry.tag_keys is not None:
+        keys = {key for (key,) in con.execute("SELECT DISTINCT unnest(map_keys(Tags)) FROM read_parquet(?) "
+                                              "WHERE Tags IS NOT NULL", [str(path)]).fetchall()}
+        recorded = set(entry.tag_keys)
+        if keys != recorded:
+            problems.append("its tag keys differ from the ledger's: " + "; ".join(
+                f"{what} {', '.join(map(repr, sorted(names)))}" for what, names in
+                (("in the file, not the ledger:", keys - recorded), ("in the ledger, not the file:", recorded - keys))
+                if names))
+    if entry.data_through_recorded:
+        (end,) = con.execute(f"SELECT {USAGE_END} FROM read_parquet(?)", [str(path)]).fetchone()
+        through = usage_end_text(end) if end is not None else None
+        if through != entry.data_through:
+            problems.append(f"the ledger's data_through {entry.data_through}, the file's usage ends {through}")
+    return "; ".join(problems)
 
 
 def _difference(expected: dict, found: dict) -> str:
