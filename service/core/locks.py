@@ -8,7 +8,8 @@ and hostname, so the holder also carries a token drawn once per process: a commi
 one announced is never taken for the new holder's. A reader may ask which writer holds it
 (`lock_holder`): it takes and drops a shared lock, which fails while the exclusive one is
 held, in this process or another. The kernel drops a lock when its process dies, so a holder
-is alive whatever the clocks say.
+is alive whatever the clocks say. A writer also locks the folder `<name>.held/` beside the
+file, so removing the file while it is held lets no second writer in.
 """
 
 from __future__ import annotations
@@ -41,14 +42,43 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
             held_by = os.pread(fd, 300, 0).decode(errors="replace").strip() or "unknown"
             raise LakeBusyError(f"another spendlake {name} holds the lake (pid {held_by})", where=str(path),
                                 hint="wait for it to finish, or stop that process") from None
+        pin = _pinned(locks, name, path)
         try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, holder().encode(), 0)
-        except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
-            raise os_error(exc, str(path)) from None
-        yield
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, holder().encode(), 0)
+            except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
+                raise os_error(exc, str(path)) from None
+            yield
+        finally:
+            if pin is not None:
+                os.close(pin)
     finally:
         os.close(fd)
+
+
+def _pinned(locks: Path, name: str, path: Path) -> int | None:
+    """The lock held on `<name>.held/` too, a directory `rm _locks/*` leaves: a lock file removed
+    while held (taken for a stale one) is made again by the next writer, whose flock on the new
+    file then succeeds beside the holder's. None where a directory cannot be locked (NFS emulates
+    flock with write locks, which a directory opened to read cannot take): the file alone, as before."""
+    try:
+        (locks / f"{name}.held").mkdir(exist_ok=True)
+        pin = os.open(locks / f"{name}.held", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(pin)
+        raise LakeBusyError(f"another spendlake {name} holds the lake (its lock file was removed or replaced while "
+                            f"held, so its pid is not recorded; {name}.held/ is still locked)", where=str(path),
+                            hint="wait for it to finish, or stop that process (`fuser -v` on the folder names it)") \
+            from None
+    except OSError:
+        os.close(pin)
+        return None
+    return pin
 
 
 def holder() -> str:

@@ -1,0 +1,48 @@
+"""A lock file removed while held (an operator clearing what looks like a stale lock, a cleaner
+of old files) is still the lake's lock (RELIABILITY 12, 25): a second writer that made the file
+again was let in beside the first, and its start-up cleaning removed the first one's staged
+files, so the first ingest failed every period with 'no such file or directory'."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.errors import LakeBusyError
+from service.core.lake import Lake
+from tests.conftest import SAMPLES
+
+SAMPLE = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+
+
+@pytest.mark.parametrize("name", ["ingest", "service", "findings"])
+def test_a_lock_whose_file_was_removed_while_held_still_refuses_a_second_holder(tmp_path, name):
+    lake = Lake(tmp_path / "lake")
+    with lake.lock(name):
+        (lake.locks / f"{name}.lock").unlink()
+        with pytest.raises(LakeBusyError, match=f"another spendlake {name} holds the lake.*removed"):
+            with lake.lock(name):
+                pass
+    with lake.lock(name):  # once the holder let go, the lock is free again
+        pass
+
+
+def test_an_ingest_after_the_lock_file_of_a_running_one_was_removed_is_refused_and_leaves_its_stage(tmp_path):
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export")
+    config = tmp_path / "spendlake.yaml"
+    source = {"name": "f", "kind": "focus", "location": str(tmp_path / "export")}
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [source]}))
+    lake = Lake(tmp_path / "lake")
+    with lake.lock("ingest"):  # an ingest staging its deliveries
+        staged = lake.root / "_staging" / "costs-0123456789abcdef"
+        staged.mkdir(parents=True)
+        (lake.locks / "ingest.lock").unlink()
+        result = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+        assert result.exit_code == 3 and "holds the lake" in result.output, result.output
+        assert staged.is_dir() and not lake.ledger()
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
