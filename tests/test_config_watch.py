@@ -81,3 +81,45 @@ def test_an_edit_after_the_config_was_read_is_noticed_though_made_before_the_ser
     finally:
         requests.stop = True
         running.join(30)
+
+
+def test_a_sighup_waiting_for_running_jobs_does_not_ask_for_another_sighup(tmp_path):
+    """The edit said once; then SIGHUP: while the reload waits for the running ingest, a scrape
+    said 'send SIGHUP to load it' again and exported 1, as if the SIGHUP had been lost."""
+    import threading
+    import urllib.request
+
+    from stackkit import wait_until
+
+    from service.core.config import load_config
+    from service.serve.scheduler import Tasks
+    from service.serve.service import Requests, Service
+
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0'}}\n")
+    running_ingest, release = threading.Event(), threading.Event()
+
+    def ingest():
+        running_ingest.set()
+        release.wait(30)
+
+    requests, said = Requests(), []
+    service = Service(load_config(path), tasks=Tasks(ingest=ingest, rules=None, daily=lambda day: None),
+                      requests=requests, reload=lambda: load_config(path))
+    running = threading.Thread(target=service.run, args=(said.append,))
+    running.start()
+    try:
+        assert running_ingest.wait(10)
+        [url] = [line.split()[2] for line in said if line.startswith("spendlake serving")]
+        path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0', top_n: 5}}\n")
+        later(path)
+        wait_until(lambda: any(CHANGED_MESSAGE in line for line in said), 10, "the change said")
+        requests.reload = True
+        wait_until(lambda: any("reloading: waiting for running jobs" in line for line in said), 10, "the wait")
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+            assert b"spendlake_config_file_changed 0.0" in response.read()
+        assert sum(CHANGED_MESSAGE in line for line in said) == 1, said
+    finally:
+        release.set()
+        requests.stop = True
+        running.join(30)

@@ -69,6 +69,13 @@ class ConfigWatch(Collector):
             self.changed = changed
             return changed
 
+    def reloading(self, read: tuple[tuple[int, int] | None, str | None]) -> None:
+        """A SIGHUP read the file as `read` (`as_read`): the service runs it once the running jobs
+        are done, so the file is compared with it from now on; the wait asks for no other SIGHUP."""
+        with self._lock:
+            self._stat, self._loaded = read
+            self.changed = False
+
     def describe(self) -> list[Metric]:
         return []  # registering must not read the file
 

@@ -214,6 +214,8 @@ class Service:
                     if self.requests.reload:
                         self.requests.reload = False
                         successor = self.reloaded(announce)
+                        if successor is not None:
+                            watch.reloading(successor.config_read)
                     else:
                         watch.check()
                         collector.keep_last_good()  # here, not in a scrape: /metrics writes nothing
