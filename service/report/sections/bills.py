@@ -13,6 +13,7 @@ rounded to the cent (the currency's minor unit), as its invoice shows it; when t
 bill do not add up to the bill rounded (EUR 10.25 and -2.125: 10.25 and -2.13, 8.12, against the
 lines' 8.125, 8.13), a note under the table names the bill, both sums and the rounding between them,
 so finance ties out to the cent. The CSV and JSON rows stay exact and add up to the bill exactly.
+A third table splits each bill by charge category (a correction apart), with the same rounding note.
 
 An export without invoice ids (gcp-billing, oci-cost: final_when "never") keeps its bills
 estimated for good: the note and its invoice rows say so rather than await an invoice id.
@@ -94,7 +95,34 @@ def bills_section(lake: Lake, day: date, before_credits: frozenset[str], no_invo
         note += f" {'Any other' if never else 'An'} estimated bill has no invoice id yet and may still change."
     table.notes = (credits_notes(table.rows, before_credits) + restated_notes(entries) + moved_notes(lake, day)
                    + after_day_notes(lake, day))
-    return Section("bills", "Bills", tables=[table, invoices_table(lake, periods, no_invoice_ids)], note=note)
+    return Section("bills", "Bills", note=note, tables=[  # the split added last: report.json's tables keep their places
+        table, invoices_table(lake, periods, no_invoice_ids),
+        categories_table(lake, periods, {(r["billing_period"], r["source"]) for r in table.rows})])
+
+
+def categories_table(lake: Lake, periods: tuple[str, str], bills: set[tuple[str, str]]) -> Table:
+    """Each bill of `periods` (`bills`: its billing period and source, as the Bills table lists them)
+    split by charge category, a correction (a refund, a restated line) apart from its category, so
+    finance ties the invoice's Usage, Tax, Credit, Purchase... lines; the rows of a bill add up to it."""
+    table = Table("bills_by_category", "Bills per charge category (each bill split as its invoice's lines)", [
+        Column("billing_period", "billing period"), Column("source", "source"), Column("currency", "currency"),
+        Column("charge_category", "charge category"), Column("charge_class", "charge class"),
+        Column("rows", "lines", "count"), Column("billed_cost", "billed", "money"),
+        Column("effective_cost", "effective (amortized)", "money"),
+    ])
+    with lake.query() as con:
+        found = con.execute(
+            "SELECT billing_period, source, BillingCurrency, coalesce(ChargeCategory, 'no category'), ChargeClass, "
+            "count(*), sum(BilledCost), sum(EffectiveCost) FROM costs WHERE billing_period IN (SELECT unnest(?)) "
+            "GROUP BY ALL ORDER BY billing_period, source, BillingCurrency NULLS FIRST, 4, ChargeClass NULLS FIRST",
+            [list(periods)]).fetchall()
+    table.rows = [{"billing_period": period, "source": source, "currency": currency, "charge_category": category,
+                   "charge_class": charge_class, "rows": rows, "billed_cost": billed, "effective_cost": effective}
+                  for period, source, currency, category, charge_class, rows, billed, effective in found
+                  if (period, source) in bills]
+    table.notes = rounding_notes(table.rows, "the charge categories above, each rounded to the cent",
+                                 "rounding: the exact parts (bills_by_category.csv) add up to the bill")
+    return table
 
 
 def invoices_table(lake: Lake, periods: tuple[str, str], no_invoice_ids: dict[str, str]) -> Table:
@@ -222,17 +250,19 @@ def credits_notes(rows: list[dict], before_credits: frozenset[str]) -> list[str]
             and money_text(r["billed_cost"], r["currency"]) != money_text(r["effective_cost"], r["currency"])]
 
 
-def rounding_notes(rows: list[dict]) -> list[str]:
+def rounding_notes(rows: list[dict], parts: str = "the rows above, each rounded as its invoice shows it",
+                   between: str = "rounding, on no invoice") -> list[str]:
     """One sentence per bill (billing period, source, currency) whose rows, each rounded as the page
-    shows it, add up to other than the bill's exact total rounded, in billed and/or effective cost."""
+    shows it, add up to other than the bill's exact total rounded, in billed and/or effective cost
+    (`parts`: what the rows are; `between`: what the difference is)."""
     notes = []
     for (period, source, currency), missed in gaps(rows, ("billing_period", "source", "currency"),
                                                    tuple(LABELS)).items():
         said: dict[str, list[str]] = defaultdict(list)  # what is said → the columns it is true of
         for gap in missed:
-            said[f"the rows above, each rounded as its invoice shows it, add up to {gap.amount(gap.rounded)}; the "
+            said[f"{parts}, add up to {gap.amount(gap.rounded)}; the "
                  f"bill's lines add up to {gap.exact_text}, which the bill rounds to {gap.amount(gap.whole)}: the "
-                 f"{gap.amount(abs(gap.whole - gap.rounded))} between them is rounding, on no invoice"
+                 f"{gap.amount(abs(gap.whole - gap.rounded))} between them is {between}"
                  ].append(LABELS[gap.column])
         notes += [f"Bill {period} / {source} / {currency_text(currency)}, {' and '.join(labels)}: {text}."
                   for text, labels in said.items()]
