@@ -7,8 +7,8 @@ and the part of each instance-hour's cost jobs held, what the idle-gpu rule leav
 Each run with a part of the shared GPU clusters in the window, with the team, project and
 experiment its jobs' parts share (`several` where they differ) and its attempts as `spendlake
 runs --run` shows them (service/attribution/run_story.py: the newest snapshot of each job record,
-its cost the parts allocation placed on it, to the cent). Nothing is read until a rule asks;
-each (window, cost column) is read once per rules run.
+its cost the parts allocation placed on it, to the cent). Nothing is read until a rule asks,
+and nothing is kept once it has its answer.
 """
 
 from __future__ import annotations
@@ -40,15 +40,14 @@ def run_costs_lookup(lake: Lake, config: Config) -> RunCosts | None:
     attribution = config.attribution
     if attribution.clusters is None:
         return None
-    cache: dict[tuple[Window, str], list[RunCost]] = {}
 
+    # not kept: one rule reads it, and a month's attempts (200k jobs: ~560 MB at 10M lines) held
+    # to the end of `rules run` were the floor under the attributions of the rules after it
     def run_costs(window: Window, cost_column: str) -> list[RunCost]:
         measure = MEASURE_OF[cost_column]
-        if (window, measure) not in cache:
-            cache[(window, measure)] = read_sessions(
-                lake, attribution, None, lambda session: _run_costs(lake, session, attribution, window, measure),
-                Needs(usage_dims(attribution), (measure,)))
-        return cache[(window, measure)]
+        return read_sessions(lake, attribution, None,
+                             lambda session: _run_costs(lake, session, attribution, window, measure),
+                             Needs(usage_dims(attribution), (measure,)))
 
     return run_costs
 
