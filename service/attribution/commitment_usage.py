@@ -38,7 +38,7 @@ from service.attribution.resources import attribute_resources
 from service.core.config import Config
 from service.core.coverage import snapshot_data_end
 from service.core.errors import UsageError
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import Window, iso_utc, share_in_window
 from service.core.units import naive_utc
@@ -159,7 +159,7 @@ def _read(lake: Lake, window: Window, snapshot: Snapshot) -> tuple[list[Commitme
         return [], {}
     since, until = naive_utc(window.since), naive_utc(window.until)
     found: dict[tuple[str, str | None], Commitment] = {}
-    with lake.query(snapshot) as con:
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:  # the window's commitment lines
         end_column = "x_commitment_end" if "x_commitment_end" in _columns(con) else "NULL::TIMESTAMP"
         for cid, status, currency, service, region, start, end, effective, listed in \
                 con.execute(LINES_SQL, [until, since]).fetchall():

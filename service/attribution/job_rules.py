@@ -13,7 +13,7 @@ from service.attribution.sql import rule_condition
 from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.timewindow import Window
 
 
@@ -48,7 +48,7 @@ def idle_job_rules(lake: Lake, config: AttributionConfig, window: Window, dims: 
               f"coalesce(end_time, $until) > {params.bind(window.since.replace(tzinfo=None), 'since')}")
     tests = [rule_condition(match, params) for _, match in rules]
     fields = ", ".join(f"CAST({JOB_FIELDS[key]} AS VARCHAR) AS {column}" for key, column in JOB_MATCH_FIELDS.items())
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:
         found = con.execute(
             f"SELECT {', '.join(f'coalesce(bool_or({t} AND w), false), coalesce(bool_or({t}), false)' for t in tests)} "
             f"FROM (SELECT {fields}, {inside} AS w FROM jobs) AS j", params.values).fetchall()[0]

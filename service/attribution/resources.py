@@ -13,7 +13,7 @@ from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.snapshot import read_consistently
 
 
@@ -30,7 +30,7 @@ def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str
         return {}
     # the keys ingest recorded: decoding every line's tags for them took most of the commitment tops
     tag_keys = recorded_tag_keys(cost_partitions(lake, snapshot))
-    with lake.query(snapshot) as con:
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:  # every line's resource
         if tag_keys is None:  # a partition from before the ledger recorded them
             keys_sql = all_tag_keys_sql()
             tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]

@@ -13,7 +13,7 @@ from rules.base import NO_OWNER, UNALLOCATED, Finding, Owner, OwnerLookup
 from service.attribution import attribute_resources
 from service.core.config import Config
 from service.core.folding import folded
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 
 def bill_ids(resource_id: str) -> list[str]:
     """The ResourceIds a finding's resource may carry in the bill: itself, the bucket of an
@@ -31,7 +31,7 @@ def _in_bill(lake: Lake, resource_ids: Sequence[str]) -> dict[str, list[str]]:
     log group (log groups are listed by name); ids on no line (a finding's own name: `series:...`,
     `unallocated:team`, `budget:...`) are absent, so attribution is not asked about them."""
     candidates = {rid: bill_ids(rid) for rid in resource_ids}
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # every line's resource id
         for name, arn in con.execute(
                 "SELECT DISTINCT regexp_extract(ResourceId, ':log-group:(.*?)(:\\*)?$', 1) AS name, ResourceId FROM costs "
                 "WHERE ResourceId LIKE 'arn:aws:logs:%:log-group:%' AND name IN (SELECT unnest(?))",

@@ -14,7 +14,7 @@ from decimal import Decimal
 from service.attribution import prorate
 from service.core.config import Config
 from service.core.coverage import billing_data_through, data_end
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.timewindow import day_start, iso_utc, minute_text, month_name, month_text
 from service.core.units import cents, currency_text, money_text, titled
 from service.ingest.freshness import SourceFreshness, source_freshness
@@ -98,7 +98,7 @@ def charges_dated_after(lake: Lake, end: datetime, day: date) -> str:
     it), by charge category and currency: `Purchase USD 5,000.00`; "" when there are none."""
     since = max(end, day_start(day.replace(day=1))).replace(tzinfo=None)
     until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # the month's lines
         found = con.execute(
             "SELECT ChargeCategory, BillingCurrency, ChargePeriodStart, ChargePeriodEnd, sum(BilledCost) FROM costs "
             "WHERE ChargePeriodStart < $until AND (ChargePeriodEnd > $since OR (ChargePeriodEnd <= ChargePeriodStart "
@@ -167,7 +167,7 @@ def gross_of_credits_notes(lake: Lake, day: date, before_credits: frozenset[str]
     if not sources:
         return []
     month, until = day_start(day.replace(day=1)), day_start(day) + timedelta(days=1)
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:
         found = con.execute(
             "SELECT source, BillingCurrency, sum(x_credits) FROM costs WHERE source IN (SELECT unnest(?)) "
             "AND ChargePeriodStart >= ? AND ChargePeriodStart < ? GROUP BY ALL ORDER BY ALL",

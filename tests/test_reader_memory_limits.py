@@ -1,0 +1,39 @@
+"""Reads of a month's lines or jobs outside attribution's sessions keep to a reader's DuckDB memory
+(READER_MEMORY_LIMIT) and spill beyond, as the sessions and the rules' lookups do: without a limit
+DuckDB may take 80% of RAM (18.8 GiB on the test machine), beside whatever the process holds."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+
+import pytest
+
+from service.attribution import attribute_resources, commitments, idle_job_rules, shared_nodes
+from service.core.timewindow import Window
+from service.findings.owners import owner_lookup
+from service.report.data import charges_dated_after, gross_of_credits_notes
+from tests.attribution_helpers import add_jobs, config, query_memory_limits, readers_memory_limit
+from tests.test_clusters_allocation import gpu_line, job, setup
+
+NOVEMBER = Window(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
+READS = {
+    "commitments": lambda lake, cfg: commitments(lake, cfg, NOVEMBER).rows,
+    "resources": lambda lake, cfg: attribute_resources(lake, cfg, ["i-a"]),
+    "finding owners": lambda lake, cfg: owner_lookup(lake, cfg)(["i-a"]),
+    "idle job rules": lambda lake, cfg: idle_job_rules(lake, cfg.attribution, NOVEMBER),
+    "shared nodes": lambda lake, cfg: shared_nodes(lake, NOVEMBER),
+    "report: charges after the data": lambda lake, cfg: charges_dated_after(
+        lake, datetime(2026, 11, 2, 10, tzinfo=timezone.utc), date(2026, 11, 2)),
+    "report: credits": lambda lake, cfg: gross_of_credits_notes(lake, date(2026, 11, 2), frozenset({"cur"})),
+}
+
+
+@pytest.mark.parametrize("read", READS)
+def test_a_months_read_outside_the_sessions_keeps_to_a_readers_memory(tmp_path, monkeypatch, read):
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], [])
+    add_jobs(lake, [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], name="eval")])
+    cfg = config({"clusters": {}, "dimensions": {"job_type": {"rules": [
+        {"match": {"job_name": "^pretrain"}, "value": "pretrain"}]}}}, lake)
+    limits = query_memory_limits(monkeypatch)
+    READS[read](lake, cfg)
+    assert limits and set(limits) == {readers_memory_limit()}
