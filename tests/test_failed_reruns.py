@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
@@ -209,3 +210,33 @@ def test_the_runs_attempts_read_for_failed_reruns_are_not_kept_through_the_rules
         del runs
         gc.collect()
         assert read() is None
+
+
+def test_the_runs_job_records_are_read_once_the_allocations_session_gave_its_memory_back(tmp_path, monkeypatch):
+    # at 10M lines the session's DuckDB (the month rolled up and allocated in memory) stayed open
+    # while 200k job records came into Python beside the jobs' parts: failed-reruns peaked at 1,043 MB
+    from service.attribution import run_costs as run_costs_module
+    from service.attribution.compute import RollupSession
+
+    lake, cfg = hand_lake(tmp_path)
+    sessions, open_at_read = [], []
+    opened, read = RollupSession.__init__, run_costs_module.run_records
+
+    def recorded(self, *args, **kwargs):
+        opened(self, *args, **kwargs)
+        sessions.append(self)
+
+    def records(*args):
+        for session in sessions:
+            try:
+                session.con.execute("SELECT 1")
+                open_at_read.append(session)
+            except duckdb.ConnectionException:  # closed
+                pass
+        return read(*args)
+
+    monkeypatch.setattr(RollupSession, "__init__", recorded)
+    monkeypatch.setattr(run_costs_module, "run_records", records)
+    [finding] = evaluate(lake, cfg)
+    assert (finding.resource_id, finding.impact_usd) == ("run:r1", D("31.33"))
+    assert sessions and open_at_read == []
