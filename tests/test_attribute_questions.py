@@ -74,7 +74,7 @@ def test_values_typed_comma_separated_in_one_where_warn_how_to_give_several(conf
                             "team=PhiladelphiaData"), warning
     several = invoke("--config", config, "attribute", *WINDOW, "--where", "team=PeoriaData", "--where",
                      "team=PhiladelphiaData", "--format", "csv")
-    assert [line.split(",")[0] for line in several.output.splitlines()] == ["team", "PeoriaData", "PhiladelphiaData"]
+    assert [line.split(",")[0] for line in several.stdout.splitlines()] == ["team", "PeoriaData", "PhiladelphiaData"]
 
 
 def test_weeks_the_window_cuts_are_named_with_the_days_they_hold(config):

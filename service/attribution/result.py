@@ -59,6 +59,10 @@ class AttributionResult:
     typos: frozenset[tuple[str, str]] = frozenset()
     spent_in: frozenset[str] = frozenset()  # the billing sources whose lines the rows hold (of `where`)
     reserved: tuple[str, ...] = ()  # a `run` filter value that also holds a bucket (query.reserved_runs)
+    # what the rows leave unsaid, and the days of the window before the lake's first bill
+    # (answer_notes.with_notes; the table puts the latter in its coverage line)
+    notes: tuple[str, ...] = ()
+    unbilled: str | None = None
 
     @property
     def data_through(self) -> datetime | None:
@@ -88,16 +92,15 @@ class AttributionResult:
             if self.compare:
                 total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
             totals.append(total)
+        notes = [f"{dim}={value} matches nothing in the lake; {hint}" for dim, value, hint in self.unmatched] + [
+            *self.reserved, *self.notes, *([self.unbilled] if self.unbilled else [])]
         compared = {"previous_since": iso_utc(self.previous.since), "previous_until": iso_utc(self.previous.until)
                     } if self.previous else {}
         return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), **compared, "cost": self.cost,
                 "by": list(self.by), "rows": rows, "totals": totals, "data_through": _iso(self.data_through),
                 "sources": [{"source": name, "data_through": _iso(moment)} for name, moment in self.sources],
-                # a `where` value no line carries, or one that also holds a bucket: said in the
-                # answer, not only on a CLI's stderr
-                **({"notes": [f"{dim}={value} matches nothing in the lake; {hint}"
-                              for dim, value, hint in self.unmatched] + list(self.reserved)}
-                   if self.unmatched or self.reserved else {})}
+                # said in the answer, not only on a CLI's stderr (or in the table's coverage line)
+                **({"notes": notes} if notes else {})}
 
 
 def previous_window(window: Window, data_through: datetime | None) -> Window:

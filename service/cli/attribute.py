@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from decimal import Decimal
 
 import click
@@ -38,12 +38,14 @@ def _share(cost: Decimal, total: Decimal) -> str:
     return "—" if share is None else f"{share}%"
 
 
-def render(result, fmt: str | None, first_period: str | None = None) -> None:
-    """The answer in `fmt`; the table's coverage line also says how much of the window lies
-    before `first_period` (YYYY-MM, the lake's first bill)."""
+def render(result, fmt: str | None) -> None:
+    """The answer in `fmt`; how much of the window lies before the lake's first bill
+    (`result.unbilled`) in the JSON's notes, the table's coverage line, else on stderr."""
     data = result.to_json()
     if (fmt or "") == "json" or (fmt is None and not is_tty()):
         click.echo(to_json(data))
+        if result.unbilled:
+            click.echo(f"note: {result.unbilled}", err=True)
         return
     columns = _columns(result)
     if fmt != "csv" and not data["rows"]:  # a table of nothing: the command's reason line says why
@@ -52,6 +54,8 @@ def render(result, fmt: str | None, first_period: str | None = None) -> None:
     exact = [{**row, **{k: Decimal(row[k]) for k in numbers if row.get(k) is not None}} for row in data["rows"]]
     if fmt == "csv":  # money as numbers, so a negative cost stays a number (not a neutralised "-")
         emit(exact, columns + (["explain"] if result.explain else []), "csv")
+        if result.unbilled:
+            click.echo(f"note: {result.unbilled}", err=True)
         return
     totals = {t["currency"]: Decimal(t["cost"]) for t in data["totals"]}
     money = ("cost", "previous_cost", "change")
@@ -71,7 +75,7 @@ def render(result, fmt: str | None, first_period: str | None = None) -> None:
         click.echo(line)
     for line in share_notes(exact, "cost", lambda row: totals[row["currency"]]):
         click.echo(f"note: {line[0].lower()}{line[1:]}")
-    click.echo(coverage_line(result, first_period))
+    click.echo(coverage_line(result, result.unbilled))
     if result.explain:
         detail = [{**{d: row[d] for d in columns if d not in ("cost", "previous_cost", "change", "change_pct")},
                    "dimension": part["dimension"], "placed by": part["how"],
@@ -113,9 +117,9 @@ def rounding_notes(rows: list[dict], money: tuple[str, ...]) -> list[str]:
             for (currency,), missed in gaps(rows, ("currency",), money).items()]
 
 
-def coverage_line(result, first_period: str | None = None) -> str:
+def coverage_line(result, unbilled: str | None = None) -> str:
     """`data through 2026-11-29 00:00 UTC`, with the sources that lag behind and how much of
-    the window runs past the data, or (given the lake's first billing period) before it."""
+    the window runs past the data, or before the lake's first bill (`unbilled`, with_notes')."""
     end = result.data_through
     if end is None:
         return "data through: no usage data in the lake"
@@ -127,11 +131,7 @@ def coverage_line(result, first_period: str | None = None) -> str:
     if result.window.until > end:
         hours = (result.window.until - max(end, result.window.since)).total_seconds() / 3600
         line += f"; the window's last {hours:,.1f} h have no data yet"
-    begins = first_period and datetime.strptime(first_period, "%Y-%m").replace(tzinfo=timezone.utc)
-    if begins and result.window.since < begins:
-        days = (min(begins, result.window.until) - result.window.since) / timedelta(days=1)
-        line += f"; the window's first {days:,.1f} days hold no bill (the lake's first billing period is {first_period})"
-    return line
+    return line + (f"; {unbilled}" if unbilled else "")
 
 
 def _utc(moment) -> str:
@@ -178,8 +178,8 @@ def render_check(results, fmt: str | None) -> None:
 @click.pass_obj
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
-    from service.attribution import AttributionQuery, attribute_query, reconcile
-    from service.core.coverage import billing_periods, data_end
+    from service.attribution import AttributionQuery, attribute_query, outside_the_data, reconcile, with_notes
+    from service.core.coverage import data_end
     from service.core.errors import ReconciliationError
 
     config, lake = obj.config, obj.lake
@@ -212,7 +212,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
     query = AttributionQuery.parse(config, since=since, until=until, by=by, where=where, cost=cost,
                                    granularity=granularity, top=top, compare=compare, explain=explain,
                                    end=None if until else data_end(lake))
-    result = attribute_query(lake, config, query, engine=engine_config)
+    result = with_notes(lake, config, query, attribute_query(lake, config, query, engine=engine_config),
+                        engine=engine_config)
     idle_rules(lake, config.attribution, result.window, query.by)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
         click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}{_several(dim, value)}",
@@ -225,15 +226,11 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         click.echo(empty_lake_line(lake, read_from), err=True)
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
-    render(result, fmt, (billing_periods(lake) or [None])[0])
-    if result.rows and query.granularity != "total":
-        cut = _cut_periods(result.window, query.granularity)
-        if cut:
-            click.echo(f"note: periods the window cuts: {cut}", err=True)
-    if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake was said above
-        click.echo(_no_rows(lake, config, query, result.window, where, engine_config), err=True)
-    elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
-        click.echo(outside_the_data(lake, result.previous, "the previous window") + "; --compare shows it as 0",
+    render(result, fmt)
+    for note in result.notes:  # the periods the window cuts, why it has no rows
+        click.echo(f"note: {note}", err=True)
+    if result.previous and result.rows and not any(row.previous_cost for row in result.rows):
+        click.echo(f"note: {outside_the_data(lake, result.previous, 'the previous window')}; --compare shows it as 0",
                    err=True)
     lacking = _lacking(lake, cost, result.window)
     if lacking:
@@ -280,23 +277,6 @@ def _lacking(lake, cost: str, window=None) -> list[str]:
                   if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
 
 
-def _cut_periods(window, granularity: str) -> str:
-    """The first and last day, week or month that the window holds only part of, with the part:
-    their rows sum fewer days than their label's period has ('' when it holds them whole)."""
-    from service.attribution import period_span
-
-    since, until = (moment.astimezone(timezone.utc).replace(tzinfo=None) for moment in (window.since, window.until))
-    cut = []
-    last = until - timedelta(microseconds=1)
-    for start, end in dict.fromkeys(period_span(moment, granularity) for moment in (since, last)):
-        held = min(end, until) - max(start, since)
-        if held < end - start:
-            days = [f"{round(span / timedelta(days=1), 2):g}" for span in (held, end - start)]
-            cut.append(f"{granularity} {start.date()} holds {minute_text(max(start, since))} → "
-                       f"{minute_text(min(end, until))} UTC ({days[0]} of {days[1]} day{'s' * (days[1] != '1')})")
-    return "; ".join(cut)
-
-
 def _several(dim: str, value: str) -> str:
     """How to give several values, for one typed comma-separated (--by takes a list; a tag value
     may hold a comma, so --where does not split it)."""
@@ -304,28 +284,3 @@ def _several(dim: str, value: str) -> str:
     if len(parts) < 2:
         return ""
     return "; several values: repeat --where, e.g. " + " ".join(f"--where {dim}={part}" for part in parts)
-
-
-def _no_rows(lake, config, query, window, where, engine) -> str:
-    """Why an answer has no rows: known `--where` values that none of the window's lines carries
-    (together), in a window that holds cost; else the window holds none (see outside_the_data)."""
-    from dataclasses import replace
-
-    from service.attribution import attribute_query
-
-    if query.where and attribute_query(lake, config, replace(query, where={}, top=None, compare=False, explain=False,
-                                                             granularity="total"), engine=engine).rows:
-        together = (": each value is on lines of the lake, none of the window's lines carries them all"
-                    if len(query.where) > 1 else "")
-        return (f"note: no cost in the window {window.shown()} matches {' '.join(f'--where {w}' for w in where)}"
-                f"{together} (without --where the window holds cost)")
-    return outside_the_data(lake, window)
-
-
-def outside_the_data(lake, window, what: str = "the window") -> str:
-    """Why a window holds nothing: the billing periods the lake holds, so that a window before
-    the first bill or in a month without one is not read as zero spend."""
-    from service.core.coverage import billing_periods, periods_text
-
-    return (f"note: no cost in {what} {window.shown()}; the lake "
-            f"holds the billing periods {periods_text(billing_periods(lake))}")

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import click
 
-from service.cli.attribute import coverage_line, idle_rules, outside_the_data, overbooked_causes
+from service.cli.attribute import coverage_line, idle_rules, overbooked_causes
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
@@ -93,7 +93,7 @@ def _why_no_run(result) -> str:
 @click.pass_obj
 def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     """What each run on the shared GPU clusters cost: jobs, GPU-hours, state, idle."""
-    from service.attribution import RunsQuery, runs
+    from service.attribution import RunsQuery, outside_the_data, runs
     from service.core.coverage import data_end
 
     query = RunsQuery.parse(since=since, until=until, by=by, state=state, top=top, cost=cost, run=run,
@@ -117,7 +117,7 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
         click.echo(one_line(_why_no_run(result)), err=True)  # it names states and clusters from job records
     elif not result.lake_empty and not months_touched(result.window.since, result.window.until) & set(
             billing_periods(obj.lake)):  # runs with jobs and no cost: the bill does not reach the window
-        click.echo(outside_the_data(obj.lake, result.window), err=True)
+        click.echo(f"note: {outside_the_data(obj.lake, result.window)}", err=True)
     if result.overbooked:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)

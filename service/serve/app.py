@@ -199,7 +199,7 @@ class Api:
 
     def attribute(self, query: Query) -> Response:
         """The engine and JSON contract of `spendlake attribute --format json`."""
-        from service.attribution import AttributionQuery, api_parameter, attribute_query
+        from service.attribution import AttributionQuery, api_parameter, attribute_query, with_notes
 
         parsed = AttributionQuery.parse(
             self.config, since=one(query, "since"), until=one(query, "until"), by=one(query, "by"),
@@ -207,7 +207,8 @@ class Api:
             granularity=one(query, "granularity"), top=one(query, "top"), compare=flag(query, "compare"),
             explain=flag(query, "explain"),
             now=self.clock(), end=data_end(self.lake), naming=api_parameter)
-        result = attribute_query(self.lake, self.config, parsed)
+        result = with_notes(self.lake, self.config, parsed, attribute_query(self.lake, self.config, parsed),
+                            naming=api_parameter)
         return json_response(200, result.to_json())
 
     def runs(self, query: Query) -> Response:

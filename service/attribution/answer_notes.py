@@ -1,0 +1,78 @@
+"""What an attribution's rows do not say by themselves, in words: known `where` values no line of
+the window carries (together), periods `granularity` cuts, days of the window before the lake's
+first bill. Computed here once; `spendlake attribute` prints them (stderr, the table's coverage
+line) and its JSON and `/api/v1/attribute` carry them in `notes` (result.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from service.attribution.api import attribute_query
+from service.attribution.compute import period_span
+from service.attribution.query import AttributionQuery, Naming, cli_option
+from service.attribution.result import AttributionResult
+from service.core.config import Config, EngineConfig
+from service.core.config_attribution import AttributionConfig
+from service.core.coverage import billing_periods, periods_text
+from service.core.lake import Lake
+from service.core.timewindow import Window, minute_text
+
+
+def with_notes(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery, result: AttributionResult,
+               engine: EngineConfig | None = None, naming: Naming = cli_option) -> AttributionResult:
+    """`result` with its notes (parameters named as `naming` spells them)."""
+    notes = []
+    cut = cut_periods(result.window, query.granularity) if result.rows and query.granularity != "total" else ""
+    if cut:
+        notes.append(f"periods the window cuts: {cut}")
+    if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake is the caller's to say
+        notes.append(_no_rows(lake, config, query, result.window, engine, naming))
+    # of rows only: what their totals leave out (a window with none says why above)
+    first = (billing_periods(lake) or [None])[0] if result.rows else None
+    return replace(result, notes=tuple(notes), unbilled=before_first_bill(result.window, first))
+
+
+def cut_periods(window: Window, granularity: str) -> str:
+    """The first and last day, week or month that the window holds only part of, with the part:
+    their rows sum fewer days than their label's period has ('' when it holds them whole)."""
+    since, until = (moment.astimezone(timezone.utc).replace(tzinfo=None) for moment in (window.since, window.until))
+    cut = []
+    last = until - timedelta(microseconds=1)
+    for start, end in dict.fromkeys(period_span(moment, granularity) for moment in (since, last)):
+        held = min(end, until) - max(start, since)
+        if held < end - start:
+            days = [f"{round(span / timedelta(days=1), 2):g}" for span in (held, end - start)]
+            cut.append(f"{granularity} {start.date()} holds {minute_text(max(start, since))} → "
+                       f"{minute_text(min(end, until))} UTC ({days[0]} of {days[1]} day{'s' * (days[1] != '1')})")
+    return "; ".join(cut)
+
+
+def before_first_bill(window: Window, first_period: str | None) -> str | None:
+    """How much of the window lies before `first_period` (YYYY-MM, the lake's first bill)."""
+    begins = first_period and datetime.strptime(first_period, "%Y-%m").replace(tzinfo=timezone.utc)
+    if not begins or window.since >= begins:
+        return None
+    days = (min(begins, window.until) - window.since) / timedelta(days=1)
+    return f"the window's first {days:,.1f} days hold no bill (the lake's first billing period is {first_period})"
+
+
+def _no_rows(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery, window: Window,
+             engine: EngineConfig | None, naming: Naming) -> str:
+    """Why an answer has no rows: known `where` values that none of the window's lines carries
+    (together), in a window that holds cost; else the window holds none (see outside_the_data)."""
+    if query.where and attribute_query(lake, config, replace(query, where={}, top=None, compare=False, explain=False,
+                                                             granularity="total"), engine=engine).rows:
+        option = naming("where")
+        typed = " ".join(f"{option}{' ' if option.startswith('-') else '='}{dim}={value}"
+                         for dim, values in query.where.items() for value in values)
+        together = (": each value is on lines of the lake, none of the window's lines carries them all"
+                    if len(query.where) > 1 else "")
+        return f"no cost in the window {window.shown()} matches {typed}{together} (without {option} the window holds cost)"
+    return outside_the_data(lake, window)
+
+
+def outside_the_data(lake: Lake, window: Window, what: str = "the window") -> str:
+    """Why a window holds nothing: the billing periods the lake holds, so that a window before
+    the first bill or in a month without one is not read as zero spend."""
+    return f"no cost in {what} {window.shown()}; the lake holds the billing periods {periods_text(billing_periods(lake))}"

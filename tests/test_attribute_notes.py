@@ -1,0 +1,87 @@
+"""The notes `spendlake attribute` says beside its rows (values no line carries together, periods
+the window cuts, days before the first bill) are in its JSON's `notes` and `/api/v1/attribute`'s,
+in the same words: a script or dashboard reading the JSON is told what the table's reader is."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
+from servicekit import commit, make_config, write_config
+
+from service.cli.main import cli
+from service.core.lake import Lake
+from service.serve.app import Api
+from service.serve.metrics import LakeCollector
+
+
+@pytest.fixture
+def lake(tmp_path):
+    """November 2026 alone: nlp on project llm on the 3rd, vision on project cam on the 10th."""
+    config = make_config(tmp_path)
+    commit(Lake(config.lake), "cur", [
+        ("2026-11-03 05:00:00", "2026-11-03 06:00:00", "USD", "4.25", {"team": "nlp", "project": "llm"}),
+        ("2026-11-10 05:00:00", "2026-11-10 06:00:00", "USD", "1", {"team": "vision", "project": "cam"}),
+    ])
+    path = write_config(tmp_path, {"lake": str(config.lake), "sources": [
+        {"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}]})
+    return config, str(path)
+
+
+def answers(lake, query: str, *options: str) -> tuple[dict, dict, str]:
+    """The API's answer to `query`, the CLI's JSON to `options`, and the CLI's stderr."""
+    config, path = lake
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config))
+    response = Api(config, registry).handle("/api/v1/attribute", parse_qs(query), None)
+    assert response.status == 200, response.body
+    result = CliRunner().invoke(cli, ["--config", path, "attribute", *options, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(response.body), json.loads(result.stdout), result.stderr
+
+
+def test_known_values_no_line_of_the_window_carries_together_are_a_note_in_the_json_and_the_api(lake):
+    api, cli_json, stderr = answers(lake, "since=2026-11-01&until=2026-12-01&where=team=nlp&where=project=cam",
+                                    "--since", "2026-11-01", "--until", "2026-12-01", "--where", "team=nlp",
+                                    "--where", "project=cam")
+    said = ("no cost in the window 2026-11-01 00:00 → 2026-12-01 00:00 UTC matches {w}team=nlp {w}project=cam: each "
+            "value is on lines of the lake, none of the window's lines carries them all (without {o} the window "
+            "holds cost)")
+    assert api["rows"] == [] and api["notes"] == [said.format(w="where=", o="where")], api
+    assert cli_json["notes"] == [said.format(w="--where ", o="--where")], cli_json
+    assert f"note: {cli_json['notes'][0]}" in stderr.splitlines(), stderr
+    api, cli_json, _ = answers(lake, "since=2026-12-01&until=2026-12-05&where=team=nlp",
+                               "--since", "2026-12-01", "--until", "2026-12-05", "--where", "team=nlp")
+    assert api["notes"] == cli_json["notes"] == [
+        "no cost in the window 2026-12-01 00:00 → 2026-12-05 00:00 UTC; the lake holds the billing periods "
+        "2026-11 to 2026-11"], api
+
+
+def test_periods_the_window_cuts_are_a_note_in_the_json_and_the_api(lake):
+    api, cli_json, stderr = answers(lake, "since=2026-11-04&until=2026-11-20&granularity=week",
+                                    "--since", "2026-11-04", "--until", "2026-11-20", "--granularity", "week")
+    said = ("periods the window cuts: week 2026-11-02 holds 2026-11-04 00:00 → 2026-11-09 00:00 UTC (5 of 7 days); "
+            "week 2026-11-16 holds 2026-11-16 00:00 → 2026-11-20 00:00 UTC (4 of 7 days)")
+    assert api["notes"] == cli_json["notes"] == [said], api
+    assert stderr.splitlines() == [f"note: {said}"], stderr
+    api, cli_json, _ = answers(lake, "since=2026-11-02&until=2026-11-16&granularity=week",
+                               "--since", "2026-11-02", "--until", "2026-11-16", "--granularity", "week")
+    assert "notes" not in api and "notes" not in cli_json  # whole weeks: nothing to say, the contract as it was
+
+
+def test_days_of_the_window_before_the_first_bill_are_a_note_in_the_json_and_the_api(lake):
+    api, cli_json, _ = answers(lake, "since=2026-10-22&until=2026-11-20", "--since", "2026-10-22",
+                               "--until", "2026-11-20")
+    said = "the window's first 10.0 days hold no bill (the lake's first billing period is 2026-11)"
+    assert api["notes"] == cli_json["notes"] == [said], api
+    assert api["totals"] == [{"currency": "USD", "cost": "5.250000000000"}]
+    csv = CliRunner().invoke(cli, ["--config", lake[1], "attribute", "--since", "2026-10-22", "--until", "2026-11-20",
+                                   "--format", "csv"])
+    assert csv.stdout.splitlines() == ["team,currency,cost", "nlp,USD,4.250000000000", "vision,USD,1.000000000000"]
+    assert csv.stderr.splitlines() == [f"note: {said}"], csv.stderr  # the CSV stays data; the note on stderr
+    table = CliRunner().invoke(cli, ["--config", lake[1], "attribute", "--since", "2026-10-22", "--until",
+                                     "2026-11-20", "--format", "table"])
+    assert f"; {said}" in table.stdout and said not in table.stderr, table.output
