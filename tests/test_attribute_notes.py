@@ -85,3 +85,14 @@ def test_days_of_the_window_before_the_first_bill_are_a_note_in_the_json_and_the
     table = CliRunner().invoke(cli, ["--config", lake[1], "attribute", "--since", "2026-10-22", "--until",
                                      "2026-11-20", "--format", "table"])
     assert f"; {said}" in table.stdout and said not in table.stderr, table.output
+
+
+def test_a_previous_window_without_cost_is_a_note_in_the_json_and_the_api(lake):
+    # the data ends 2026-11-10 06:00: --compare sets the 9.25 days before November against it, days with no bill
+    api, cli_json, stderr = answers(lake, "since=2026-11-01&until=2026-12-01&compare=true", "--since", "2026-11-01",
+                                    "--until", "2026-12-01", "--compare")
+    said = ("no cost in the previous window 2026-10-22 18:00 → 2026-11-01 00:00 UTC; the lake holds the billing "
+            "periods 2026-11 to 2026-11; {} shows it as 0")
+    assert api["notes"] == [said.format("compare")] and cli_json["notes"] == [said.format("--compare")], api
+    assert stderr.splitlines() == [f"note: {said.format('--compare')}"], stderr
+    assert [row["previous_cost"] for row in api["rows"]] == ["0", "0"], api

@@ -1,6 +1,6 @@
 """What an attribution's rows do not say by themselves, in words: known `where` values no line of
 the window carries (together), periods `granularity` cuts, days of the window before the lake's
-first bill. Computed here once; `spendlake attribute` prints them (stderr, the table's coverage
+first bill, a `compare` window without cost. Computed here once; `spendlake attribute` prints them (stderr, the table's coverage
 line) and its JSON and `/api/v1/attribute` carry them in `notes` (result.py)."""
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
         notes.append(f"periods the window cuts: {cut}")
     if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake is the caller's to say
         notes.append(_no_rows(lake, config, query, result.window, engine, naming))
+    elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
+        notes.append(f"{outside_the_data(lake, result.previous, 'the previous window')}; {naming('compare')} "
+                     "shows it as 0")
     # of rows only: what their totals leave out (a window with none says why above)
     first = (billing_periods(lake) or [None])[0] if result.rows else None
     return replace(result, notes=tuple(notes), unbilled=before_first_bill(result.window, first))

@@ -178,7 +178,7 @@ def render_check(results, fmt: str | None) -> None:
 @click.pass_obj
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
-    from service.attribution import AttributionQuery, attribute_query, outside_the_data, reconcile, with_notes
+    from service.attribution import AttributionQuery, attribute_query, reconcile, with_notes
     from service.core.coverage import data_end
     from service.core.errors import ReconciliationError
 
@@ -227,11 +227,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)
-    for note in result.notes:  # the periods the window cuts, why it has no rows
+    for note in result.notes:  # the periods the window cuts, why it or the previous window has no cost
         click.echo(f"note: {note}", err=True)
-    if result.previous and result.rows and not any(row.previous_cost for row in result.rows):
-        click.echo(f"note: {outside_the_data(lake, result.previous, 'the previous window')}; --compare shows it as 0",
-                   err=True)
     lacking = _lacking(lake, cost, result.window)
     if lacking:
         other = "effective" if cost == "billed" else "billed"
