@@ -61,12 +61,18 @@ def test_known_values_no_line_of_the_window_carries_together_are_a_note_in_the_j
 
 
 def test_periods_the_window_cuts_are_a_note_in_the_json_and_the_api(lake):
-    api, cli_json, stderr = answers(lake, "since=2026-11-04&until=2026-11-20&granularity=week",
-                                    "--since", "2026-11-04", "--until", "2026-11-20", "--granularity", "week")
-    said = ("periods the window cuts: week 2026-11-02 holds 2026-11-04 00:00 → 2026-11-09 00:00 UTC (5 of 7 days); "
-            "week 2026-11-16 holds 2026-11-16 00:00 → 2026-11-20 00:00 UTC (4 of 7 days)")
+    api, cli_json, stderr = answers(lake, "since=2026-11-03&until=2026-11-12&granularity=week",
+                                    "--since", "2026-11-03", "--until", "2026-11-12", "--granularity", "week")
+    said = ("periods the window cuts: week 2026-11-02 holds 2026-11-03 00:00 → 2026-11-09 00:00 UTC (6 of 7 days); "
+            "week 2026-11-09 holds 2026-11-09 00:00 → 2026-11-12 00:00 UTC (3 of 7 days)")
     assert api["notes"] == cli_json["notes"] == [said], api
     assert stderr.splitlines() == [f"note: {said}"], stderr
+    # week 2026-10-26 (5 of 7 days) has no cost, so no row to misread: not named
+    api, cli_json, _ = answers(lake, "since=2026-10-28&until=2026-11-12&granularity=week",
+                               "--since", "2026-10-28", "--until", "2026-11-12", "--granularity", "week")
+    assert api["notes"] == cli_json["notes"] == [
+        "periods the window cuts: week 2026-11-09 holds 2026-11-09 00:00 → 2026-11-12 00:00 UTC (3 of 7 days)",
+        "the window's first 4.0 days hold no bill (the lake's first billing period is 2026-11)"], api
     api, cli_json, _ = answers(lake, "since=2026-11-02&until=2026-11-16&granularity=week",
                                "--since", "2026-11-02", "--until", "2026-11-16", "--granularity", "week")
     assert "notes" not in api and "notes" not in cli_json  # whole weeks: nothing to say, the contract as it was

@@ -5,8 +5,9 @@ line) and its JSON and `/api/v1/attribute` carry them in `notes` (result.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 from service.attribution.api import attribute_query
 from service.attribution.compute import period_span
@@ -23,7 +24,8 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
                engine: EngineConfig | None = None, naming: Naming = cli_option) -> AttributionResult:
     """`result` with its notes (parameters named as `naming` spells them)."""
     notes = []
-    cut = cut_periods(result.window, query.granularity) if result.rows and query.granularity != "total" else ""
+    cut = (cut_periods(result.window, query.granularity, {row.period for row in result.rows})
+           if result.rows and query.granularity != "total" else "")
     if cut:
         notes.append(f"periods the window cuts: {cut}")
     if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake is the caller's to say
@@ -36,15 +38,16 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
     return replace(result, notes=tuple(notes), unbilled=before_first_bill(result.window, first))
 
 
-def cut_periods(window: Window, granularity: str) -> str:
+def cut_periods(window: Window, granularity: str, shown: Collection[date]) -> str:
     """The first and last day, week or month that the window holds only part of, with the part:
-    their rows sum fewer days than their label's period has ('' when it holds them whole)."""
+    their rows sum fewer days than their label's period has ('' when it holds them whole). Of
+    the `shown` periods only: one without cost has no row to misread."""
     since, until = (moment.astimezone(timezone.utc).replace(tzinfo=None) for moment in (window.since, window.until))
     cut = []
     last = until - timedelta(microseconds=1)
     for start, end in dict.fromkeys(period_span(moment, granularity) for moment in (since, last)):
         held = min(end, until) - max(start, since)
-        if held < end - start:
+        if held < end - start and start.date() in shown:
             days = [f"{round(span / timedelta(days=1), 2):g}" for span in (held, end - start)]
             cut.append(f"{granularity} {start.date()} holds {minute_text(max(start, since))} → "
                        f"{minute_text(min(end, until))} UTC ({days[0]} of {days[1]} day{'s' * (days[1] != '1')})")
