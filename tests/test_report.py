@@ -499,3 +499,21 @@ def test_a_plans_spend_in_another_currency_is_named_not_silently_left_out(tmp_pa
     assert Decimal(row["actual_to_date"]) == 500
     assert by_key["plans"]["note"] == ("plan p counts USD spend only: EUR 1,250.00 spent since its start is left out "
                                        "(currencies are never converted)."), by_key["plans"]["note"]
+
+
+def test_a_200000_character_tag_value_is_cut_with_an_ellipsis_in_the_summary_and_on_the_page_not_in_the_csv():
+    """break41: summary.md ("for chat") printed a 200,000-character team in full (202 KB), the page a
+    cell 200,000 characters long; both now show its first VALUE_LIMIT characters and `…`."""
+    from service.report.render import VALUE_LIMIT
+    report = sample_report()
+    table = report.sections[0].tables[0]
+    huge = "x" * 199_990 + "tail-marker"
+    table.rows[0]["team"] = huge
+    table.markdown = (("team",), "mtd_cost")
+    files = render_files(report)
+    summary, html = files["summary.md"].decode(), files["report.html"].decode()
+    assert len(summary) < 5_000 and "tail-marker" not in summary
+    assert f"- {'x' * (VALUE_LIMIT - 1)}…: " in summary
+    assert "tail-marker" not in html and len(html) < 100_000
+    assert "x" * 32 + "<wbr>" in html and "…" in html
+    assert huge in files["spend_by_team.csv"].decode()  # the CSV keeps the whole value

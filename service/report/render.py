@@ -29,6 +29,7 @@ SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).diges
 MD_SPECIAL = set("\\`*_[]|~")  # inline syntax; our values never start a line ("(" is inert without "]")
 MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}  # as Markdown and chat tools (Slack) both expect
 RUN = 32  # characters without a space after which a table cell may wrap (an identifier, not a word)
+VALUE_LIMIT = 200  # characters of a value shown in a cell or summary line (an ARN fits); the CSVs keep it whole
 
 
 def money(value: Any, currency: str | None = "USD") -> str:
@@ -66,6 +67,12 @@ def display(value: Any, column: Column, row: dict[str, Any]) -> str:
     return "" if value is None else str(value)
 
 
+def cut(text: str) -> str:
+    """`text` up to VALUE_LIMIT characters, the rest as `…`: a 200,000-character tag value would
+    fill a chat message or a page's table (its CSV and report.json hold it whole)."""
+    return text if len(text) <= VALUE_LIMIT else text[:VALUE_LIMIT - 1] + "…"
+
+
 def breakable(text: str) -> Markup:
     """`text` escaped, with a break opportunity (`<wbr>`) every RUN characters of a run without
     spaces: one long run id or invoice id wraps in its cell instead of widening its table past the
@@ -94,7 +101,7 @@ def cell(row: dict[str, Any], column: Column) -> Markup:
     attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
     shown = display(value, column, row)
     if column.kind == "text":
-        return Markup(f"<td{attr}>{breakable(shown)}</td>")
+        return Markup(f"<td{attr}>{breakable(cut(shown))}</td>")
     if column.kind == "time":  # a crowded table wraps the time under its date, never inside the date
         return Markup(f"<td{attr}>") + Markup(" ").join(
             Markup("<span>{}</span>").format(part) for part in shown.split(" ")) + Markup("</td>")
@@ -158,7 +165,7 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 named = table.title.lower().endswith(column.label.lower())  # "Top 10 runs, month to date"
                 lines += ["", f"*{table.title}*" + ("" if named else f" — {column.label}")]
                 # a label ending in a sentence's full stop would read "day(s).: $28,027.49"
-                lines += [f"- {' / '.join(md(row.get(k)) for k in labels if row.get(k) is not None).rstrip('.')}: "
+                lines += [f"- {' / '.join(md(cut(str(row.get(k)))) for k in labels if row.get(k) is not None).rstrip('.')}: "
                           f"{_summary_value(table, column, row)}"
                           for row in (table.rows if table.markdown_whole else table.rows[:rows])]
                 # of every row: said when all are, or of the shares listed (why one is —)
