@@ -34,7 +34,7 @@ def test_25_a_second_serve_on_the_same_lake_refuses_and_names_the_pid_and_host(t
         second = subprocess.run([sys.executable, "-m", "service", "--config", str(config), "serve"], cwd=REPO,
                                 capture_output=True, text=True, timeout=30)
         assert second.returncode == 3
-        assert f"another spendlake service holds the lake (pid {proc.pid} on {socket.gethostname()} #" in second.stderr
+        assert f"another spendlake serve holds the lake (pid {proc.pid} on {socket.gethostname()} #" in second.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0

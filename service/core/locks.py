@@ -25,6 +25,13 @@ from pathlib import Path
 from service.core.errors import LakeBusyError, os_error
 
 _PROCESS = secrets.token_hex(6)  # a forked child differs by its pid
+_command = ""  # what this process is ("spendlake serve"), written under the holder: `serve`'s jobs hold `ingest`
+
+
+def set_command(command: str) -> None:
+    """Name this process in the locks it takes, so a writer refused names it as it is."""
+    global _command
+    _command = command
 
 @contextmanager
 def hold_lock(locks: Path, name: str) -> Iterator[None]:
@@ -39,14 +46,15 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            held_by = os.pread(fd, 300, 0).decode(errors="replace").strip() or "unknown"
-            raise LakeBusyError(f"another spendlake {name} holds the lake (pid {held_by})", where=str(path),
+            held_by, _, command = os.pread(fd, 400, 0).decode(errors="replace").strip().partition("\n")
+            raise LakeBusyError(f"another {command.strip() or 'spendlake ' + name} holds the lake "
+                                f"(pid {held_by.strip() or 'unknown'})", where=str(path),
                                 hint="wait for it to finish, or stop that process") from None
         pin = _pinned(locks, name, path)
         try:
             try:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, holder().encode(), 0)
+                os.pwrite(fd, f"{holder()}\n{_command}".encode(), 0)
             except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
                 raise os_error(exc, str(path)) from None
             yield
@@ -96,7 +104,7 @@ def lock_holder(locks: Path, name: str) -> str | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return None
-    except BlockingIOError:
-        return os.pread(fd, 300, 0).decode(errors="replace").strip()
+    except BlockingIOError:  # the first line: the command below it is no part of the holder's identity
+        return os.pread(fd, 300, 0).decode(errors="replace").partition("\n")[0].strip()
     finally:
         os.close(fd)  # drops the shared lock taken to look
