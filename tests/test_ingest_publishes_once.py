@@ -98,7 +98,7 @@ def test_the_committed_periods_are_printed_when_the_run_publishes_before_the_rol
     path.write_text(f"lake: {lake.root}\nsources: [{{name: bill, kind: focus, location: {export}}}]\n")
     printed_before_rollups: list[str] = []  # what the command's stdout holds when the rollup build starts
     monkeypatch.setattr(billing, "refresh_rollups",
-                        lambda lake, config: printed_before_rollups.append(sys.stdout.buffer.getvalue().decode()))
+                        lambda lake, config: printed_before_rollups.append(sys.stdout.buffer.getvalue().decode()) or [])
     result = CliRunner().invoke(cli, ["--config", str(path), "ingest"])
     assert result.exit_code == 0, result.output
     committed = "bill 2026-10: committed 1 rows USD 500"
@@ -136,7 +136,7 @@ def test_the_service_logs_the_committed_periods_before_the_rollups(two_months, m
     config, export, lake = two_months
     write_month(export, "2026-10", "700")
     logged: list[str] = []
-    monkeypatch.setattr(billing, "refresh_rollups", lambda lake, config: logged.extend(caplog.messages))
+    monkeypatch.setattr(billing, "refresh_rollups", lambda lake, config: logged.extend(caplog.messages) or [])
     with caplog.at_level(logging.INFO):
         run_ingest(config)
     assert "ingest: bill 2026-10: committed 1 rows USD 700.000000000000 (estimated)" in logged

@@ -24,7 +24,7 @@ again (service/core/snapshot.py).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from service.attribution.rollup_versions import (ROLLUP_TABLE, Partition, Versio
 from service.core import derived_records
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import parse_utc
+from service.core.errors import DataError
 from service.core.lake import WRITER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.timewindow import iso_utc
@@ -55,6 +56,7 @@ class RollupBuild:
     built: int = 0
     stored: int = 0
     removed: int = 0
+    warnings: list[str] = field(default_factory=list)  # for the CLI's `warning:` lines
 
 
 def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = ROLLUP_GRACE,
@@ -74,7 +76,8 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     built = stored = removed = 0
     found = derived_records.problems(lake)
     # a version → when a build first found it superseded, by its clock (one ahead: counts as now)
-    seen = {key: min(parse_utc(at), now) for key, at in lake.read_state(SUPERSEDED_STATE).get("since", {}).items()}
+    since, warnings = _superseded_since(lake)
+    seen = {key: min(parse_utc(at), now) for key, at in since.items()}
     earlier = set(seen)
     before = owner_of(config, {})  # this config's versions stored before the lake had inventory it reads
     try:
@@ -115,7 +118,18 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                                                   if (lake.root / f"{key}.parquet").exists()}})
     log.info("rollups for config %s: %d built, %d already stored, %d superseded removed",
              config.fingerprint(), built, stored, removed)
-    return RollupBuild(built, stored, removed)
+    return RollupBuild(built, stored, removed, warnings)
+
+
+def _superseded_since(lake: Lake) -> tuple[dict[str, str], list[str]]:
+    """When earlier builds first found each version superseded; a damaged file (truncated by a full
+    disk) read as none, said once: it stopped every build until deleted, and only delays removals
+    by a grace (each found again now), the build writing it whole again."""
+    try:
+        return lake.read_state(SUPERSEDED_STATE).get("since", {}), []
+    except DataError as exc:
+        return {}, [f"{exc.where}: unreadable ({exc.message.removeprefix('state file is unreadable: ')}); read as "
+                    "empty and written again: superseded rollups are removed a grace later than they would be"]
 
 
 def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, part: Partition, path: Path) -> None:

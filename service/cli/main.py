@@ -151,6 +151,8 @@ def ingest(obj: Context, sources: tuple[str, ...], strict: bool) -> None:
                        "is visible, and what it had staged is removed (the next ingest removes anything left)"):
         result = _with_progress(lambda progress: run_ingest(obj.config, only=only, progress=progress, strict=strict,
                                                             published=_print_outcomes))
+    for warning in result.warnings:
+        click.echo(one_line(f"warning: {warning}"), err=True)
     if result.failed:
         sys.exit(3)
 

@@ -18,5 +18,7 @@ def rollup_command(obj) -> None:
                        "visible, and what it had staged is removed (queries roll up in memory meanwhile; run "
                        "spendlake rollup again)"):
         done = rollup(obj.config)
+    for warning in done.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"rollups for config {obj.config.attribution.fingerprint()}: {done.built} built, "
                f"{done.stored} already stored, {done.removed} superseded removed")

@@ -80,6 +80,7 @@ class DeliveryOutcome:
 @dataclass
 class IngestResult:
     outcomes: list[DeliveryOutcome] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the rollup build's (a damaged state file read as none)
 
     @property
     def failed(self) -> list[DeliveryOutcome]:
@@ -117,7 +118,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
                     unrecorded.append(error)
             if unrecorded:
                 raise unrecorded[0]
-            refresh_rollups(lake, config)  # also after a config change, when nothing was new
+            result.warnings += refresh_rollups(lake, config)  # also after a config change, when nothing was new
         except BaseException:  # stopped (SIGTERM) or failed: the deliveries staged and not published go now
             lake.clean_staging()
             raise

@@ -92,7 +92,8 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
         lake.clean_staging()
         outcomes = [_snapshot_source(lake, source, now) for source in sources]
         if any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
-            refresh_rollups(lake, config)  # attribution reads the latest tags, and jobs with `clusters:`
+            for warning in refresh_rollups(lake, config):  # attribution reads the latest tags, and jobs with `clusters:`
+                log.warning("%s", warning)
         return outcomes
 
 

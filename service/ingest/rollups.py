@@ -21,17 +21,20 @@ from service.core.stopping import raise_if_stopped
 log = logging.getLogger(__name__)
 
 
-def refresh_rollups(lake: Lake, config: Config) -> None:
-    """Store the rollups of `config`, then the metric tops (the caller holds the ingest lock).
-    Not fatal: a query rolls up in memory whatever is not stored, a scrape computes its tops."""
+def refresh_rollups(lake: Lake, config: Config) -> list[str]:
+    """Store the rollups of `config`, then the metric tops (the caller holds the ingest lock); the
+    build's warnings for the CLI. Not fatal: a query rolls up in memory whatever is not stored, a
+    scrape computes its tops."""
     log.info("building the attribution rollups and metric tops")  # bench/ingest_bench.py times the phase by it
     try:
-        materialise(lake, config)
+        done = materialise(lake, config)
         build_tops(lake, config)
+        return done.warnings
     except (SpendlakeError, duckdb.Error, OSError) as exc:
         raise_if_stopped()
         log.warning("attribution rollups or metric tops not refreshed (queries and scrapes compute them from "
                     "the lake meanwhile; `spendlake rollup` retries): %s", resource_error(exc) or exc)
+        return []
 
 
 def rollup(config: Config) -> RollupBuild:

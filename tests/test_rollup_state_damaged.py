@@ -1,0 +1,36 @@
+"""A damaged `_state/rollups_superseded.json` (truncated by a full disk or a hand edit) stopped
+every rollup build until the file was deleted, and the CLI said so in a log line
+(`...Z WARNING service.ingest.rollups: ...`): it is read as absent now, one `warning:` names it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import yaml
+from click.testing import CliRunner
+
+from service.cli.main import cli
+from service.core.lake import Lake
+from tests.conftest import SAMPLES
+
+SAMPLE = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+
+
+def test_a_truncated_superseded_rollups_file_is_read_as_absent_with_one_warning_and_rollups_are_built(tmp_path):
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export")
+    config = tmp_path / "spendlake.yaml"
+    source = {"name": "f", "kind": "focus", "location": str(tmp_path / "export")}
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [source]}))
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+    state = Lake(tmp_path / "lake").state_file("rollups_superseded")
+    state.write_text(state.read_text()[:5])  # {"sin
+    result = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if "rollups_superseded.json" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: "), result.output
+    assert " WARNING " not in result.output
+    assert "since" in json.loads(state.read_text())  # written whole again by the build
+    rollup = CliRunner().invoke(cli, ["--config", str(config), "rollup"])  # the file is whole again: no warning
+    assert rollup.exit_code == 0 and "warning" not in rollup.output.lower(), rollup.output
