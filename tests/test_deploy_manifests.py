@@ -72,7 +72,10 @@ def test_kubernetes_deployment_is_non_root_read_only_and_single():
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # ready = answers requests: /readyz fails while a source is stale or the lake unreadable, and the
+    # only pod NotReady drops the Service's endpoint: the API, the reports and the scrape that fires
+    # SpendlakeSourceStale / SpendlakeLakeUnreadable all gone for a data problem (ops41)
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert volumes[mounts["/var/lib/spendlake"]]["persistentVolumeClaim"]["claimName"] == \
