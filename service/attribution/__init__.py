@@ -8,7 +8,7 @@ its modules (tests/test_layout.py):
 - `attribute`, `AttributionResult`, `AttributionRow`, `Contribution`: attributed cost of a
   window (service/attribution/api.py describes how a line gets its values; result.py holds
   the answer and its JSON contract, with how far the data it read reaches);
-- `with_notes`, `outside_the_data`: what an answer's rows do not say by themselves, in words, for
+- `with_notes`, `outside_the_data`, `lacking_cost`: what an answer's rows do not say by themselves, in words, for
   the CLI to print and the JSON of both front ends to carry (service/attribution/answer_notes.py);
 - `reconcile`, `Reconciliation`: Σ attributed against Σ source, per billing period;
 - `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
@@ -52,7 +52,7 @@ import importlib
 # the report's or the /metrics tops' (nor the Arrow they need).
 _MODULES = {
     "api": ("attribute", "attribute_query", "materialise"),
-    "answer_notes": ("outside_the_data", "with_notes"),
+    "answer_notes": ("lacking_cost", "outside_the_data", "with_notes"),
     "reconciliation": ("Reconciliation", "reconcile"),
     "resources": ("attribute_resources",),
     "result": ("AttributionResult", "AttributionRow", "Contribution"),

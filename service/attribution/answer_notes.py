@@ -1,7 +1,9 @@
 """What an attribution's rows do not say by themselves, in words: known `where` values no line of
 the window carries (together), periods `granularity` cuts, days of the window before the lake's
-first bill, a `compare` window without cost. Computed here once; `spendlake attribute` prints them (stderr, the table's coverage
-line) and its JSON and `/api/v1/attribute` carry them in `notes` (result.py)."""
+first bill, a `compare` window without cost, a cost some deliveries lack, a comma-separated `where`
+value that matches nothing, job rules no job meets, over-booked hours. Computed here once;
+`spendlake attribute` prints them (stderr, the table's coverage line) and its JSON and
+`/api/v1/attribute` carry them in `notes` (result.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ from datetime import date, datetime, timedelta, timezone
 
 from service.attribution.api import attribute_query
 from service.attribution.compute import period_span
+from service.attribution.job_rules import idle_job_rules
+from service.attribution.node_sharing import shared_nodes
 from service.attribution.query import AttributionQuery, Naming, cli_option
 from service.attribution.result import AttributionResult
 from service.core.config import Config, EngineConfig
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import billing_periods, periods_text
 from service.core.lake import Lake
-from service.core.timewindow import Window, minute_text
+from service.core.timewindow import Window, minute_text, month_text
 
 
 def with_notes(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery, result: AttributionResult,
@@ -33,9 +37,50 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
         notes.append(f"{outside_the_data(lake, result.previous, 'the previous window')}; {naming('compare')} "
                      "shows it as 0")
+    lacking = lacking_cost(lake, query.cost, result.window)
+    if lacking:
+        other = "effective" if query.cost == "billed" else "billed"
+        notes.append(f"{', '.join(lacking)} delivered no {query.cost} cost, only {other} cost: counted as 0 here; "
+                     f"{typed(naming, 'cost', other)} counts it")
+    rules = idle_job_rules(lake, config if isinstance(config, AttributionConfig) else config.attribution,
+                           result.window, query.by)
+    warnings = [rule.text() for rule in rules if not rule.ever]
+    if result.overbooked:
+        warnings.append(f"{result.overbooked} instance-hour(s) in the window were over-booked: their jobs held more "
+                        "GPU-seconds than the instances have, so those hours were shared in proportion (no idle, no "
+                        "dollar made up); check the job records' GPUs and nodes")
+        warnings += [shared.text() for shared in shared_nodes(lake, result.window)]
+    unmatched = tuple((dim, value, hint + several(dim, value, naming)) for dim, value, hint in result.unmatched)
     # of rows only: what their totals leave out (a window with none says why above)
     first = (billing_periods(lake) or [None])[0] if result.rows else None
-    return replace(result, notes=tuple(notes), unbilled=before_first_bill(result.window, first))
+    return replace(result, notes=tuple(notes), unbilled=before_first_bill(result.window, first), unmatched=unmatched,
+                   warnings=tuple(warnings), quiet=tuple(rule.text() for rule in rules if rule.ever))
+
+
+def typed(naming: Naming, name: str, value: str) -> str:
+    """`--cost effective` as the command line spells an option with its value, `cost=effective` as a URL."""
+    option = naming(name)
+    return f"{option}{' ' if option.startswith('-') else '='}{value}"
+
+
+def lacking_cost(lake: Lake, cost: str, window: Window | None = None) -> list[str]:
+    """`source period` of each delivery (in the window's months; None: all) with no line of this cost."""
+    if cost == "list":  # the ledger keeps no list-cost totals
+        return []
+    first, last = ("", "~") if window is None else (  # every period sorts between "" and "~"
+        month_text(window.since), month_text(window.until - timedelta(microseconds=1)))
+    return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
+                  if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
+
+
+def several(dim: str, value: str, naming: Naming = cli_option) -> str:
+    """How to give several values, for one typed comma-separated (`by` takes a list; a tag value
+    may hold a comma, so `where` does not split it)."""
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    if len(parts) < 2:
+        return ""
+    return (f"; several values: repeat {naming('where')}, e.g. "
+            + " ".join(typed(naming, "where", f"{dim}={part}") for part in parts))
 
 
 def cut_periods(window: Window, granularity: str, shown: Collection[date]) -> str:
@@ -70,11 +115,11 @@ def _no_rows(lake: Lake, config: AttributionConfig | Config, query: AttributionQ
     if query.where and attribute_query(lake, config, replace(query, where={}, top=None, compare=False, explain=False,
                                                              granularity="total"), engine=engine).rows:
         option = naming("where")
-        typed = " ".join(f"{option}{' ' if option.startswith('-') else '='}{dim}={value}"
-                         for dim, values in query.where.items() for value in values)
+        given = " ".join(typed(naming, "where", f"{dim}={value}") for dim, values in query.where.items()
+                         for value in values)
         together = (": each value is on lines of the lake, none of the window's lines carries them all"
                     if len(query.where) > 1 else "")
-        return f"no cost in the window {window.shown()} matches {typed}{together} (without {option} the window holds cost)"
+        return f"no cost in the window {window.shown()} matches {given}{together} (without {option} the window holds cost)"
     return outside_the_data(lake, window)
 
 

@@ -63,6 +63,10 @@ class AttributionResult:
     # (answer_notes.with_notes; the table puts the latter in its coverage line)
     notes: tuple[str, ...] = ()
     unbilled: str | None = None
+    # what may make the rows wrong (job rules no job meets, over-booked hours and their cause), said
+    # as `warning:`; `quiet`: the rules no job of this window met but others did (a quiet day: -v only)
+    warnings: tuple[str, ...] = ()
+    quiet: tuple[str, ...] = ()
 
     @property
     def data_through(self) -> datetime | None:
@@ -93,7 +97,7 @@ class AttributionResult:
                 total.update(previous_cost=_dec(previous), change=_dec(cost - (previous or 0)))
             totals.append(total)
         notes = [f"{dim}={value} matches nothing in the lake; {hint}" for dim, value, hint in self.unmatched] + [
-            *self.reserved, *self.notes, *([self.unbilled] if self.unbilled else [])]
+            *self.reserved, *self.notes, *([self.unbilled] if self.unbilled else []), *self.warnings]
         compared = {"previous_since": iso_utc(self.previous.since), "previous_until": iso_utc(self.previous.until)
                     } if self.previous else {}
         return {"since": iso_utc(self.window.since), "until": iso_utc(self.window.until), **compared, "cost": self.cost,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from datetime import timedelta
 from decimal import Decimal
 
 import click
@@ -12,7 +11,7 @@ import click
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import to_json
-from service.core.timewindow import minute_text, month_text
+from service.core.timewindow import minute_text
 from service.core.units import currency_text, exact_text, is_tty, money_text
 from service.report.rounding import gaps
 from service.report.shares import share_notes, share_pct
@@ -178,7 +177,7 @@ def render_check(results, fmt: str | None) -> None:
 @click.pass_obj
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
-    from service.attribution import AttributionQuery, attribute_query, reconcile, with_notes
+    from service.attribution import AttributionQuery, attribute_query, lacking_cost, reconcile, with_notes
     from service.core.coverage import data_end
     from service.core.errors import ReconciliationError
 
@@ -197,7 +196,7 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
             click.echo(empty_lake_line(lake, read_from, nothing="nothing to reconcile"), err=True)
         render_check(results, fmt)
         for cost in ("billed", "effective"):
-            lacking = _lacking(lake, cost)
+            lacking = lacking_cost(lake, cost)
             if lacking:
                 click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost: the {cost} rows for these "
                            "compare 0 with 0 (status shows null)", err=True)
@@ -214,10 +213,8 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
                                    end=None if until else data_end(lake))
     result = with_notes(lake, config, query, attribute_query(lake, config, query, engine=engine_config),
                         engine=engine_config)
-    idle_rules(lake, config.attribution, result.window, query.by)
     for dim, value, hint in result.unmatched[:MAX_WARNINGS]:
-        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}{_several(dim, value)}",
-                   err=True)
+        click.echo(f"warning: --where {dim}={value} matches nothing in the lake; {hint}", err=True)
     if len(result.unmatched) > MAX_WARNINGS:  # a pasted list of thousands: a screenful, not thousands of lines
         click.echo(f"warning: {len(result.unmatched) - MAX_WARNINGS:,} more --where values match nothing", err=True)
     for note in result.reserved:
@@ -227,18 +224,13 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         if (fmt or ("table" if is_tty() else "json")) == "table":
             return
     render(result, fmt)
-    for note in result.notes:  # the periods the window cuts, why it or the previous window has no cost
+    # the periods the window cuts, why it or the previous window has no cost, a cost deliveries lack
+    for note in result.notes:
         click.echo(f"note: {note}", err=True)
-    lacking = _lacking(lake, cost, result.window)
-    if lacking:
-        other = "effective" if cost == "billed" else "billed"
-        click.echo(f"note: {', '.join(lacking)} delivered no {cost} cost, only {other} cost: counted as 0 here; "
-                   f"--cost {other} counts it", err=True)
-    if result.overbooked:
-        click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked: their jobs held "
-                   "more GPU-seconds than the instances have, so those hours were shared in proportion (no idle, "
-                   "no dollar made up); check the job records' GPUs and nodes", err=True)
-        overbooked_causes(lake, result.window)
+    for warning in result.warnings:  # job rules no job meets, over-booked hours and what they come from
+        click.echo(f"warning: {warning}", err=True)
+    for line in result.quiet:  # a rule no job of this window met, though others did: a quiet day
+        log.info("%s", line)
 
 
 def idle_rules(lake, config, window, dims=None) -> None:
@@ -262,22 +254,3 @@ def overbooked_causes(lake, window) -> None:
 
 
 MAX_WARNINGS = 10
-
-
-def _lacking(lake, cost: str, window=None) -> list[str]:
-    """`source period` of each delivery (in the window's months) with no line of this cost."""
-    if cost == "list":  # the ledger keeps no list-cost totals
-        return []
-    first, last = ("", "~") if window is None else (  # every period sorts between "" and "~"
-        month_text(window.since), month_text(window.until - timedelta(microseconds=1)))
-    return sorted(f"{e.source} {e.billing_period}" for e in lake.ledger()
-                  if lake.counts(e.source) and first <= e.billing_period <= last and e.lacks(cost))
-
-
-def _several(dim: str, value: str) -> str:
-    """How to give several values, for one typed comma-separated (--by takes a list; a tag value
-    may hold a comma, so --where does not split it)."""
-    parts = [part.strip() for part in value.split(",") if part.strip()]
-    if len(parts) < 2:
-        return ""
-    return "; several values: repeat --where, e.g. " + " ".join(f"--where {dim}={part}" for part in parts)
