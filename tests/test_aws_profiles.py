@@ -36,4 +36,4 @@ def test_19_an_aws_profile_that_does_not_exist_is_one_sentence_naming_it(tmp_pat
     assert result.exit_code == 3, result.output
     [failed] = [line for line in result.output.splitlines() if "FAILED" in line]
     assert "no AWS profile named 'nosuch'" in failed and "aws configure list-profiles" in failed, failed
-    assert f"set {section}.aws.profile (or AWS_PROFILE)" in failed, failed
+    assert f"set {section}[0].profile (or AWS_PROFILE)" in failed, failed
