@@ -55,7 +55,7 @@ def verified_row(config: Path) -> dict:
 def rows_by_env(config: Path) -> list:
     result = spendlake(config, *BY_ENV)
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)["rows"]
+    return json.loads(result.stdout)["rows"]  # notes go to stderr as well
 
 
 def test_a_ledger_whose_tag_keys_lost_one_fails_verify_and_ingest_reads_the_period_again(config):

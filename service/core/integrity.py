@@ -147,7 +147,7 @@ def _facts_differ(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry
                 (("in the file, not the ledger:", keys - recorded), ("in the ledger, not the file:", recorded - keys))
                 if names))
     if entry.data_through_recorded:
-        (end,) = con.execute(f"SELECT {USAGE_END} FROM read_parquet(?)", [str(path)]).fetchone()
+        (end,) = con.execute(f"SELECT {USAGE_END} FROM read_parquet(?)", [str(path)]).fetchall()[0]
         through = usage_end_text(end) if end is not None else None
         if through != entry.data_through:
             problems.append(f"the ledger's data_through {entry.data_through}, the file's usage ends {through}")
