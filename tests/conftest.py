@@ -20,6 +20,15 @@ def _no_real_aws(monkeypatch):
     isolate(monkeypatch)
 
 
+@pytest.fixture(autouse=True)
+def _no_command_recorded(monkeypatch):
+    """The CLI records its command for the locks this process takes (`spendlake rollup`): one test's
+    invocation would name the holder of a lock a later test takes in-process."""
+    from service.core import locks
+
+    monkeypatch.setattr(locks, "_command", "")
+
+
 def isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -34,3 +34,23 @@ def test_a_truncated_superseded_rollups_file_is_read_as_absent_with_one_warning_
     assert "since" in json.loads(state.read_text())  # written whole again by the build
     rollup = CliRunner().invoke(cli, ["--config", str(config), "rollup"])  # the file is whole again: no warning
     assert rollup.exit_code == 0 and "warning" not in rollup.output.lower(), rollup.output
+
+
+def test_the_service_logs_the_damaged_file_as_a_warning_of_its_ingest_job(tmp_path, caplog):
+    """`serve` runs the same ingest: the warning the CLI prints reaches the service's log."""
+    from service.core.config import load_config
+    from service.serve.service import run_ingest
+
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export")
+    config = tmp_path / "spendlake.yaml"
+    source = {"name": "f", "kind": "focus", "location": str(tmp_path / "export")}
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [source]}))
+    run_ingest(load_config(config))
+    state = Lake(tmp_path / "lake").state_file("rollups_superseded")
+    state.write_text(state.read_text()[:5])
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        run_ingest(load_config(config))
+    said = [r.getMessage() for r in caplog.records if "rollups_superseded.json" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("ingest: "), said

@@ -54,7 +54,10 @@ def run_ingest(config: Config) -> None:
     from service.ingest.billing import ingest
     from service.ingest.inventory import run_inventory
 
-    failed = ingest(config, published=_log_outcomes).failed
+    result = ingest(config, published=_log_outcomes)
+    for warning in result.warnings:  # the rollup build's, which the CLI prints as `warning:`
+        log.warning("ingest: %s", printable(warning))
+    failed = result.failed
     errors = [str(o.error) for o in failed]
     told = all(o.copy_told for o in failed)  # each failure as the last run's, told then
     if config.inventory:
