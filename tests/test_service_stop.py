@@ -40,6 +40,7 @@ def test_a_stop_during_ingest_waits_for_it_and_leaves_the_rules_and_the_report_t
     wait_for(lambda: ran == ["ingest"])
     stopping = threading.Thread(target=scheduler.shutdown)
     stopping.start()
+    wait_for(scheduler._stopped.is_set)  # the stop is under way before the ingest returns
     time.sleep(0.3)
     assert stopping.is_alive()  # the running ingest is waited for
     release.set()
@@ -66,6 +67,7 @@ def test_a_stop_during_verify_leaves_the_report_to_the_next_start(tmp_path):
     wait_for(lambda: ran == ["ingest", "verify"])
     stopping = threading.Thread(target=scheduler.shutdown)
     stopping.start()
+    wait_for(scheduler._stopped.is_set)  # the stop is under way before verify returns
     release.set()
     stopping.join(10)
     assert not stopping.is_alive() and ran == ["ingest", "verify"]

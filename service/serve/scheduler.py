@@ -108,6 +108,7 @@ class ServiceScheduler:
         """Ingest at once and then every interval; the daily job at its time, and at once
         if the latest scheduled run has not happened (the make-up run)."""
         at_once = datetime.now(timezone.utc)  # APScheduler's own clock, whatever `self.clock` says
+        self._stopped = threading.Event()  # before the jobs start: a shutdown sets the one they check
         self.first_ingest.clear()
         self.scheduler.add_job(self.run_ingest, IntervalTrigger(seconds=self.ingest_every.total_seconds(),
                                                                 timezone=timezone.utc),
@@ -120,7 +121,6 @@ class ServiceScheduler:
         self.scheduler.add_job(self.run_daily, daily, id="daily", name="daily",
                                **({"next_run_time": at_once} if makeup else {}))
         self.scheduler.start()
-        self._stopped = threading.Event()
         threading.Thread(target=self._watch_clock, args=(self._stopped,), name="clock-check", daemon=True).start()
 
     def shutdown(self) -> None:
