@@ -12,6 +12,7 @@ from service.attribution import attribute_resources, commitments, idle_job_rules
 from service.core.timewindow import Window
 from service.findings.owners import owner_lookup
 from service.report.data import charges_dated_after, gross_of_credits_notes
+from service.report.sections.bills import after_day_notes, categories_table, invoices_table, moved_notes
 from tests.attribution_helpers import add_jobs, config, query_memory_limits, readers_memory_limit
 from tests.test_clusters_allocation import gpu_line, job, setup
 
@@ -25,6 +26,10 @@ READS = {
     "report: charges after the data": lambda lake, cfg: charges_dated_after(
         lake, datetime(2026, 11, 2, 10, tzinfo=timezone.utc), date(2026, 11, 2)),
     "report: credits": lambda lake, cfg: gross_of_credits_notes(lake, date(2026, 11, 2), frozenset({"cur"})),
+    "report: bills by category": lambda lake, cfg: categories_table(lake, ("2026-11", "2026-11"), set()),
+    "report: invoices": lambda lake, cfg: invoices_table(lake, ("2026-11", "2026-11"), {}),
+    "report: usage billed in another period": lambda lake, cfg: moved_notes(lake, date(2026, 11, 2)),
+    "report: the bill after the day": lambda lake, cfg: after_day_notes(lake, date(2026, 11, 2)),
 }
 
 

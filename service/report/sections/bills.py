@@ -42,7 +42,7 @@ from connectors.base import CostConnector, cost_class
 from service.attribution import prorate
 from service.core.config import Config
 from service.core.coverage import parse_utc
-from service.core.lake import Lake
+from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.ledger import LedgerEntry
 from service.core.registry import CONNECTORS
 from service.core.timewindow import day_start, minute_text, month_text
@@ -110,7 +110,7 @@ def categories_table(lake: Lake, periods: tuple[str, str], bills: set[tuple[str,
         Column("rows", "lines", "count"), Column("billed_cost", "billed", "money"),
         Column("effective_cost", "effective (amortized)", "money"),
     ])
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # a month of lines
         found = con.execute(
             "SELECT billing_period, source, BillingCurrency, coalesce(ChargeCategory, 'no category'), ChargeClass, "
             "count(*), sum(BilledCost), sum(EffectiveCost) FROM costs WHERE billing_period IN (SELECT unnest(?)) "
@@ -136,7 +136,7 @@ def invoices_table(lake: Lake, periods: tuple[str, str], no_invoice_ids: dict[st
         Column("effective_cost", "effective (amortized)", "money"),
     ], markdown=(("billing_period", "source", "billing_account", "invoice", "currency"), "billed_cost"),
         markdown_whole=True)
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # a month of lines
         found = con.execute(
             "SELECT billing_period, source, BillingAccountId, InvoiceId, BillingCurrency, count(*), sum(BilledCost), "
             "sum(EffectiveCost) FROM costs WHERE billing_period IN (SELECT unnest(?)) GROUP BY ALL "
@@ -159,7 +159,7 @@ def moved_notes(lake: Lake, day: date) -> list[str]:
     month, after = month_text(start), (start + timedelta(days=32)).replace(day=1)
     query = ("SELECT source, {period}, BillingCurrency, count(*), sum(BilledCost) FROM costs WHERE {where} "
              "GROUP BY ALL HAVING sum(BilledCost) <> 0 ORDER BY ALL")
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # a month of lines
         later = con.execute(query.format(period="billing_period", where=(
             "ChargePeriodStart >= ? AND ChargePeriodStart < ? AND billing_period <> ?")),
             [start, day + timedelta(days=1), month]).fetchall()
@@ -220,7 +220,7 @@ def after_day_notes(lake: Lake, day: date) -> list[str]:
     start = day.replace(day=1)
     after = (start + timedelta(days=32)).replace(day=1)
     until = (day_start(day) + timedelta(days=1)).replace(tzinfo=None)
-    with lake.query() as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # a month of lines
         found = con.execute(
             "SELECT source, BillingCurrency, ChargeCategory, ChargePeriodStart, ChargePeriodEnd, sum(BilledCost) "
             "FROM costs WHERE billing_period = ? AND BilledCost IS NOT NULL AND ChargePeriodStart >= ? "
