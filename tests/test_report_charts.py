@@ -7,7 +7,7 @@ import re
 from decimal import Decimal
 from html import unescape
 
-from service.report.charts import PLOT, render
+from service.report.charts import PLOT, amount_label, axis_label, render
 from service.report.model import Chart
 
 AVERAGE_CHAR_PX = 6.5  # system-ui at 12 px, mixed-case Latin
@@ -77,3 +77,12 @@ def test_a_credit_under_a_dollar_left_out_of_the_bars_is_named_in_cents_not_as_0
     assert ">Daily spend by team (USD); credits not drawn: −$0.38</text>" in str(render(chart))
     whole = Chart("stacked", "Daily spend by team (USD)", days, {"a": [Decimal("5.2"), Decimal("-2.6")]}, "USD")
     assert ">Daily spend by team (USD); credits not drawn: −$3</text>" in str(render(whole))
+
+
+def test_an_amount_under_half_a_cent_and_a_grid_line_below_0_keep_their_figure_and_sign():
+    """A credit of −0.004 was named −$0.00 (the 'named as 0' the cents were meant to end), and a
+    grid line below 0 read $-0.05 beside amounts written −$0.05."""
+    assert amount_label(Decimal("-0.004"), "USD") == "−$0.004"
+    assert amount_label(Decimal("-0.37"), "USD") == "−$0.37" and amount_label(Decimal("0.0049"), "EUR") == "EUR 0.005"
+    assert amount_label(Decimal("0.0099"), "USD") == "$0.01"
+    assert axis_label(Decimal("-0.05"), "USD") == "−$0.05" and axis_label(Decimal("-2500"), "USD") == "−$2.5k"

@@ -35,7 +35,10 @@ def _symbol(currency: str) -> str:
 
 def axis_label(value: Decimal, currency: str) -> str:
     """Compact: $0, $500, $2.5k, $12.5k, $1.2M; a grid line between whole units (a grid of cents,
-    where rounding would label every line $0) in cents or finer: $0.05, $2.50, $0.0002."""
+    where rounding would label every line $0) in cents or finer: $0.05, $2.50, $0.0002; below 0
+    with the sign the amounts take: −$0.05."""
+    if value < 0:
+        return "−" + axis_label(-value, currency)
     for divisor, suffix in ((Decimal(1_000_000), "M"), (Decimal(1000), "k")):
         if abs(value) >= divisor:
             short = (value / divisor).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP).normalize()
@@ -47,11 +50,15 @@ def axis_label(value: Decimal, currency: str) -> str:
 
 def amount_label(value: Decimal, currency: str) -> str:
     """Whole currency units with separators, e.g. $1,709 (the tables hold the cents); an amount
-    that is not 0 but would show as 0 (a credit of −0.37) in cents: −$0.37."""
+    that is not 0 but would show as 0 (a credit of −0.37) in cents: −$0.37, and under half a cent
+    to its first significant place: −$0.004."""
     sign = "−" if value < 0 else ""
     whole = abs(value).quantize(Decimal(1), rounding=ROUND_HALF_UP)
     if value and not whole:
-        return f"{sign}{_symbol(currency)}{abs(value).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)}"
+        shown = abs(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+        if not shown:
+            shown = abs(value).quantize(Decimal(1).scaleb(abs(value).adjusted()), rounding=ROUND_HALF_UP)
+        return f"{sign}{_symbol(currency)}{shown}"
     return f"{sign}{_symbol(currency)}{whole:,}"
 
 
