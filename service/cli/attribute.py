@@ -233,24 +233,4 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
         log.info("%s", line)
 
 
-def idle_rules(lake, config, window, dims=None) -> None:
-    """The job-field rules (of `dims`) no job meets: a warning for one no job ever met, an info
-    line (-v) for one no job of this window met (a quiet day has no eval jobs)."""
-    from service.attribution import idle_job_rules
-
-    for rule in idle_job_rules(lake, config, window, dims):
-        if rule.ever:
-            log.info("%s", rule.text())
-        else:
-            click.echo(f"warning: {rule.text()}", err=True)
-
-
-def overbooked_causes(lake, window) -> None:
-    """What over-booked hours come from, where it can be named: nodes that two job sources share."""
-    from service.attribution import shared_nodes
-
-    for shared in shared_nodes(lake, window):
-        click.echo(f"warning: {shared.text()}", err=True)
-
-
 MAX_WARNINGS = 10

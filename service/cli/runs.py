@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal
 
 import click
 
-from service.cli.attribute import coverage_line, idle_rules, overbooked_causes
+from service.cli.attribute import coverage_line
 from service.cli.output import default_format, emit, empty_lake_line, format_option
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.cli.run_story import moment_text, number_text, render_story
@@ -15,6 +16,7 @@ from service.core.output import one_line
 from service.core.units import currency_text, money_text
 from service.report.sections.clusters import WHY_NO_IDLE_SHARE
 
+log = logging.getLogger(__name__)
 COSTS = ("billed", "effective", "list")
 # a billed run without an idle share: its instances' idle lies outside 0-100% of their cost (core.units.share_of)
 NO_IDLE_SHARE = f"note: a run's idle is empty where {WHY_NO_IDLE_SHARE}"
@@ -122,3 +124,23 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
         click.echo(f"warning: {result.overbooked} instance-hour(s) in the window were over-booked (see "
                    "`spendlake attribute`)", err=True)
         overbooked_causes(obj.lake, result.window)
+
+
+def idle_rules(lake, config, window, dims=None) -> None:
+    """The job-field rules (of `dims`) no job meets: a warning for one no job ever met, an info
+    line (-v) for one no job of this window met (a quiet day has no eval jobs)."""
+    from service.attribution import idle_job_rules
+
+    for rule in idle_job_rules(lake, config, window, dims):
+        if rule.ever:
+            log.info("%s", rule.text())
+        else:
+            click.echo(f"warning: {rule.text()}", err=True)
+
+
+def overbooked_causes(lake, window) -> None:
+    """What over-booked hours come from, where it can be named: nodes that two job sources share."""
+    from service.attribution import shared_nodes
+
+    for shared in shared_nodes(lake, window):
+        click.echo(f"warning: {shared.text()}", err=True)
