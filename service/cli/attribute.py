@@ -39,12 +39,10 @@ def _share(cost: Decimal, total: Decimal) -> str:
 
 def render(result, fmt: str | None) -> None:
     """The answer in `fmt`; how much of the window lies before the lake's first bill
-    (`result.unbilled`) in the JSON's notes, the table's coverage line, else on stderr."""
+    (`result.unbilled`) in the JSON's notes, the table's coverage line, else (CSV) on stderr."""
     data = result.to_json()
     if (fmt or "") == "json" or (fmt is None and not is_tty()):
-        click.echo(to_json(data))
-        if result.unbilled:
-            click.echo(f"note: {result.unbilled}", err=True)
+        click.echo(to_json(data))  # `unbilled` is among its notes: a window reaching back 30 days says it often
         return
     columns = _columns(result)
     if fmt != "csv" and not data["rows"]:  # a table of nothing: the command's reason line says why
