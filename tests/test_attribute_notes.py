@@ -33,7 +33,11 @@ def lake(tmp_path):
 
 def answers(lake, query: str, *options: str) -> tuple[dict, dict, str]:
     """The API's answer to `query`, the CLI's JSON to `options`, and the CLI's stderr."""
-    config, path = lake
+    return api_and_cli(*lake, query, *options)
+
+
+def api_and_cli(config, path: str, query: str, *options: str) -> tuple[dict, dict, str]:
+    """`answers` for a config already loaded and the file it was read from."""
     registry = CollectorRegistry()
     registry.register(LakeCollector(config))
     response = Api(config, registry).handle("/api/v1/attribute", parse_qs(query), None)

@@ -4,18 +4,11 @@
 
 from __future__ import annotations
 
-import json
-from urllib.parse import parse_qs
-
 import yaml
-from click.testing import CliRunner
-from prometheus_client import CollectorRegistry
 
-from service.cli.main import cli
 from service.core.config import load_config
-from service.serve.app import Api
-from service.serve.metrics import LakeCollector
 from tests.attribution_helpers import add_jobs, declared_sources, line, make_lake
+from tests.test_attribute_notes import api_and_cli
 from tests.test_clusters_allocation import gpu_line, job
 
 NOVEMBER = ("--since", "2026-11-01", "--until", "2026-12-01")
@@ -29,14 +22,8 @@ def _config_file(tmp_path, lake, **extra) -> str:
 
 def answers(path: str, query: str, *options: str) -> tuple[dict, dict, list[str]]:
     """The API's answer to `query`, the CLI's JSON to `options` and the CLI's stderr lines."""
-    config = load_config(path)
-    registry = CollectorRegistry()
-    registry.register(LakeCollector(config))
-    response = Api(config, registry).handle("/api/v1/attribute", parse_qs(query), None)
-    assert response.status == 200, response.body
-    result = CliRunner().invoke(cli, ["--config", path, "attribute", *options, "--format", "json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(response.body), json.loads(result.stdout), result.stderr.splitlines()
+    api, cli_json, stderr = api_and_cli(load_config(path), path, query, *options)
+    return api, cli_json, stderr.splitlines()
 
 
 def test_a_cost_the_deliveries_lack_is_a_note_in_the_json_and_the_api(tmp_path):
