@@ -70,8 +70,8 @@ from service.attribution.needs import Needs, loosely
 from service.attribution.query import AttributionQuery, reserved_runs, window_at
 from service.attribution.result import AttributionResult, AttributionRow, Contribution, previous_window
 from service.attribution.rollup_build import ROLLUP_GRACE, RollupBuild, build_rollups
-from service.attribution.sessions import attribution_of, engine_of, read_sessions, sql_dims
-from service.core.config import Config, EngineConfig
+from service.attribution.sessions import engine_of, read_sessions, sql_dims
+from service.core.config import Config, EngineConfig, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded, folded_forms
 from service.core.lake import Lake

@@ -21,10 +21,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from service.attribution.sessions import attribution_of, engine_of, read_sessions
+from service.attribution.sessions import engine_of, read_sessions
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs
-from service.core.config import Config
+from service.core.config import Config, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
 from service.core.lake import Lake

@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 
 from service.attribution.sql import MEASURES
 from service.attribution.window_sql import GRANULARITIES
-from service.core.config import Config
+from service.core.config import Config, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.errors import UsageError
@@ -56,7 +56,7 @@ class AttributionQuery:
               naming: Naming = cli_option) -> AttributionQuery:
         """The query the user typed; a UsageError names the parameter as `naming` spells it.
         Without `until` the window ends at `end`, the data's end (service.core.coverage.data_end)."""
-        config = _attribution(config)
+        config = attribution_of(config)
         if not since:
             raise UsageError("the window needs a start", where=naming("since"),
                              hint=f"e.g. {naming('since')} 7d, 24h, 30d, mtd or 2026-11-01")
@@ -128,7 +128,7 @@ def parse_where(config: AttributionConfig | Config, items: Sequence[str],
                 naming: Naming = cli_option) -> dict[str, tuple[str, ...]]:
     """`team=nlp` (repeatable) → {dimension: values}; several values of one dimension are
     alternatives, several dimensions must all hold."""
-    config = _attribution(config)
+    config = attribution_of(config)
     where: dict[str, tuple[str, ...]] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -158,10 +158,6 @@ def reserved_runs(config: AttributionConfig, where: Mapping[str, Sequence[str]])
             notes.append(f"run={value} holds the run dimension's default (the cost no run claims) beside the jobs "
                          f"of any run with that id: a run's own jobs are `spendlake runs --run {value}`")
     return tuple(notes)
-
-
-def _attribution(config: AttributionConfig | Config) -> AttributionConfig:
-    return config.attribution if isinstance(config, Config) else config
 
 
 def top_rows(value: str | int | None, where: str) -> int | None:

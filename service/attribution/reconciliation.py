@@ -9,9 +9,9 @@ from decimal import Decimal
 
 from service.attribution.compute import RollupSession, attributed_sums
 from service.attribution.needs import Needs
-from service.attribution.sessions import attribution_of, engine_of, read_sessions, sql_dims
+from service.attribution.sessions import engine_of, read_sessions, sql_dims
 from service.attribution.sql import MEASURES
-from service.core.config import Config, EngineConfig
+from service.core.config import Config, EngineConfig, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import Lake
 

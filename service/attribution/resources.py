@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from service.attribution.needs import Needs
 from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sessions import answer_on, attribution_of
+from service.attribution.sessions import answer_on
 from service.attribution.sql import resources_sql
 from service.attribution.tag_keys import all_tag_keys_sql
-from service.core.config import Config
+from service.core.config import Config, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import READER_MEMORY_LIMIT, Lake

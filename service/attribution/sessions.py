@@ -17,10 +17,6 @@ from service.core.snapshot import read_consistently
 T = TypeVar("T")
 
 
-def attribution_of(config: AttributionConfig | Config) -> AttributionConfig:
-    return config.attribution if isinstance(config, Config) else config
-
-
 def engine_of(config: AttributionConfig | Config) -> EngineConfig | None:
     """The configured engine: what `engine:` says in a whole Config; DuckDB otherwise."""
     return config.engine if isinstance(config, Config) else None

@@ -295,6 +295,11 @@ def _check_overlaps(config: Config, file: str) -> None:
                                                    "sharing a prefix: give each its report_name)")
 
 
+def attribution_of(config: AttributionConfig | Config) -> AttributionConfig:
+    """The attribution section of a whole Config; an AttributionConfig itself."""
+    return config.attribution if isinstance(config, Config) else config
+
+
 def load_config(explicit: str | os.PathLike[str] | None = None, *, required: bool = True) -> Config:
     """The config at `explicit`, else $SPENDLAKE_CONFIG, else ./spendlake.yaml. None of them:
     a ConfigError naming the three places, or with `required=False` the built-in defaults
