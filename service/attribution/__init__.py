@@ -4,7 +4,7 @@ The package's public API — every other package imports attribution from here, 
 its modules (tests/test_layout.py):
 
 - `AttributionQuery`, `attribute_query`: one attribution question, parsed once for the CLI
-  and the HTTP API, and its answer;
+  and the HTTP API, and its answer; `attribute_queries`: several answered from one read;
 - `attribute`, `AttributionResult`, `AttributionRow`, `Contribution`: attributed cost of a
   window (service/attribution/api.py describes how a line gets its values; result.py holds
   the answer and its JSON contract, with how far the data it read reaches);
@@ -51,7 +51,7 @@ import importlib
 # with its module only: `spendlake attribute` loads the query's modules, not the export's,
 # the report's or the /metrics tops' (nor the Arrow they need).
 _MODULES = {
-    "api": ("attribute", "attribute_query", "materialise"),
+    "api": ("attribute", "attribute_queries", "attribute_query", "materialise"),
     "answer_notes": ("lacking_cost", "outside_the_data", "with_notes"),
     "reconciliation": ("Reconciliation", "reconcile"),
     "resources": ("attribute_resources",),

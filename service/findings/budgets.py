@@ -6,7 +6,7 @@ the `budget` rule (through its RuleContext) read; the report reads `budget_statu
 its day. A month's actual is one attribution of the month's window (the call `spendlake
 attribute --since mtd --where DIM=VALUE` makes, shared costs split over the month's direct
 spend), so the two agree to the cent; the spend per day (`--granularity day`) gives only the
-forecast's rate for the days left.
+forecast's rate for the days left. All of them are answered from one read of the lake.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 
-from service.attribution import attribute
+from service.attribution import AttributionQuery, AttributionResult, api_parameter, attribute_queries
 from service.core.config import Config
 from service.core.config_budgets import BudgetConfig
 from service.core.coverage import data_end
@@ -28,15 +28,20 @@ from service.findings.forecast import Forecast, forecast_month, history_start, m
 Spend = dict[tuple[str, str | None, date | None], Decimal]
 
 
-def _spend(lake: Lake, config: Config, dimension: str, values: list[str], since: datetime, until: datetime,
-           granularity: str) -> tuple[Spend, dict[str, tuple[str, bool]]]:
-    """(folded value, currency, day or None) → attributed billed cost over [since, until)
-    (naive UTC) of each of `values`, per day or month (`granularity="day"`, `"month"`: its first day):
-    one attribution for every budget of a dimension, each value's as `--where` alone gives it;
+def _query(config: Config, dimension: str, values: list[str], since: datetime, until: datetime,
+           granularity: str) -> AttributionQuery:
+    """The attribution of every budget of a dimension over [since, until) (naive UTC), per day
+    or month (`granularity="month"`: its first day), each value's as `--where` alone gives it."""
+    window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
+    return AttributionQuery(window, (dimension,), {dimension: tuple(values)},
+                            granularity=granularity).validated(config.attribution, naming=api_parameter)
+
+
+def _spend(result: AttributionResult) -> tuple[Spend, dict[str, tuple[str, bool]]]:
+    """(folded value, currency, day or None) → attributed billed cost of each value in `result`;
     and the values no cost line of the lake carries (folded), with their closest known values
     and whether one of those nearly spells it (a likely typo)."""
-    window = Window(since.replace(tzinfo=timezone.utc), until.replace(tzinfo=timezone.utc))
-    result = attribute(lake, config, window, by=(dimension,), where={dimension: values}, granularity=granularity)
+    [dimension] = result.by
     spend: Spend = {}
     for row in result.rows:
         key = (folded(row.values[dimension]), row.currency, row.period)
@@ -187,13 +192,21 @@ def budget_statuses(lake: Lake, config: Config, since: datetime, until: datetime
     and the forecast's rate from the spend per day over [since, until) (naive UTC)."""
     this_month, _ = month_bounds(at)
     previous = month_bounds(this_month - timedelta(days=1))[0]
-    spend: dict[str, tuple[dict, dict, Spend, dict[str, str]]] = {}  # this month, the one before: (value, currency)
-    for dimension in dict.fromkeys(b.dimension for b in config.budgets):
+    dimensions = list(dict.fromkeys(b.dimension for b in config.budgets))
+    queries = []
+    for dimension in dimensions:
         values = list(dict.fromkeys(b.value for b in config.budgets if b.dimension == dimension))
-        days, unmatched = _spend(lake, config, dimension, values, since, until, "day")
-        # both months in one attribution (each its own split, as one over it alone): a period
-        # without a stored rollup is rolled up from its raw lines once for them, not twice
-        months, _ = _spend(lake, config, dimension, values, previous, at, "month")
+        # the days (the forecast's rate), and both months in one query (each its own split, as
+        # one over it alone)
+        queries += [_query(config, dimension, values, since, until, "day"),
+                    _query(config, dimension, values, previous, at, "month")]
+    # every budget's attributions from one read: a period without a stored rollup is rolled up
+    # from its raw lines once for all of them
+    results = attribute_queries(lake, config, queries) if queries else []
+    spend: dict[str, tuple[dict, dict, Spend, dict[str, str]]] = {}  # this month, the one before: (value, currency)
+    for dimension, days_result, months_result in zip(dimensions, results[::2], results[1::2]):
+        days, unmatched = _spend(days_result)
+        months, _ = _spend(months_result)
         spend[dimension] = tuple({(value, currency): cost for (value, currency, first), cost in months.items()
                                   if first == start.date()} for start in (this_month, previous)) + (days, unmatched)
     statuses = []
