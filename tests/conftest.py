@@ -29,6 +29,17 @@ def _no_command_recorded(monkeypatch):
     monkeypatch.setattr(locks, "_command", "")
 
 
+@pytest.fixture(autouse=True)
+def _no_rule_checks_kept(monkeypatch):
+    """The job rules' checks are kept by what they read (service/attribution/job_rules.py): each
+    test starts with none."""
+    from collections import OrderedDict
+
+    from service.attribution import job_rules
+
+    monkeypatch.setattr(job_rules, "_CHECKED", OrderedDict())
+
+
 def isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -106,3 +106,21 @@ def test_a_previous_window_without_cost_is_a_note_in_the_json_and_the_api(lake):
     assert api["notes"] == [said.format("compare")] and cli_json["notes"] == [said.format("--compare")], api
     assert stderr.splitlines() == [f"note: {said.format('--compare')}"], stderr
     assert [row["previous_cost"] for row in api["rows"]] == ["0", "0"], api
+
+
+def test_an_answer_without_rows_says_from_its_own_read_whether_the_window_holds_cost(lake, monkeypatch):
+    # the note on known values no line carries together needs to know the window holds cost without
+    # --where: the answer's read saw every line of the window (its rows kept by `where` after), so no
+    # second attribution per empty answer (a raw read of a 10M-line month when rollups are stale)
+    import service.attribution.answer_notes as answer_notes
+    again = []
+    monkeypatch.setattr(answer_notes, "attribute_query", lambda *args, **kwargs: again.append(args) or [][0])
+    for since, until, said in (("2026-11-01", "2026-12-01", "matches {w}team=nlp {w}project=cam: each value is on "
+                                "lines of the lake, none of the window's lines carries them all (without {o} the "
+                                "window holds cost)"),
+                               ("2026-11-05", "2026-11-08", "; the lake holds the billing periods 2026-11 to 2026-11")):
+        api, cli_json, _ = answers(lake, f"since={since}&until={until}&where=team=nlp&where=project=cam",
+                                   "--since", since, "--until", until, "--where", "team=nlp", "--where", "project=cam")
+        assert api["rows"] == [] and api["notes"][0].endswith(said.format(w="where=", o="where")), api
+        assert cli_json["notes"][0].endswith(said.format(w="--where ", o="--where")), cli_json
+    assert again == []

@@ -50,3 +50,35 @@ def test_a_job_rule_that_matches_no_job_is_named_and_one_idle_in_the_window_is_s
     shown = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--by", "team", "--since", "2026-11-01",
                                      "--format", "json"])
     assert shown.exit_code == 0 and "rules[" not in shown.stderr
+
+
+def test_the_rule_check_reads_only_the_job_records_and_once_per_state_of_them(tmp_path, monkeypatch):
+    # /api/v1/attribute checks the rules on every request: the check takes no snapshot of the cost
+    # partitions (it reads no cost), and a request repeated between two inventory runs reads nothing
+    from datetime import datetime, timezone
+
+    from service.attribution import idle_job_rules
+    from service.core.config import load_config
+    from service.core.lake import Lake
+    from service.core.timewindow import Window
+    from tests.attribution_helpers import query_memory_limits
+
+    config = load_config(_config(tmp_path))
+    lake = Lake.of(config)
+    window = Window(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
+    monkeypatch.setattr(Lake, "snapshot", lambda self: [][0])  # no cost partition is checked
+    reads = query_memory_limits(monkeypatch)
+    first = [(rule.path, rule.ever) for rule in idle_job_rules(lake, config.attribution, window)]
+    assert first == [("attribution.dimensions.job_type.rules[1]", False),
+                     ("attribution.dimensions.job_type.rules[2]", True)]
+    assert [(rule.path, rule.ever) for rule in idle_job_rules(lake, config.attribution, window)] == first
+    assert len(reads) == 1, reads
+    # a new snapshot of the job records (a job named pretrian-x in the window): read again
+    add_jobs(lake, [job("3", 8, "2026-11-02T12:00:00", "2026-11-02T13:00:00", instance_ids=["i-a"],
+                        name="pretrian-x")], snapshot="2026-11-04")
+    assert [(rule.path, rule.ever) for rule in idle_job_rules(lake, config.attribution, window)] == [
+        ("attribution.dimensions.job_type.rules[2]", True)]
+    assert len(reads) == 2, reads
+    # another window is another check
+    later = Window(window.since, datetime(2026, 11, 21, tzinfo=timezone.utc))
+    assert idle_job_rules(lake, config.attribution, later) == [] and len(reads) == 3

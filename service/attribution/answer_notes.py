@@ -33,7 +33,7 @@ def with_notes(lake: Lake, config: AttributionConfig | Config, query: Attributio
     if cut:
         notes.append(f"periods the window cuts: {cut}")
     if not result.rows and not result.unmatched and not result.lake_empty:  # an empty lake is the caller's to say
-        notes.append(_no_rows(lake, config, query, result.window, engine, naming))
+        notes.append(_no_rows(lake, config, query, result, engine, naming))
     elif result.previous and result.rows and not any(row.previous_cost for row in result.rows):
         notes.append(f"{outside_the_data(lake, result.previous, 'the previous window')}; {naming('compare')} "
                      "shows it as 0")
@@ -108,12 +108,15 @@ def before_first_bill(window: Window, first_period: str | None) -> str | None:
     return f"the window's first {days:,.1f} days hold no bill (the lake's first billing period is {first_period})"
 
 
-def _no_rows(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery, window: Window,
+def _no_rows(lake: Lake, config: AttributionConfig | Config, query: AttributionQuery, result: AttributionResult,
              engine: EngineConfig | None, naming: Naming) -> str:
     """Why an answer has no rows: known `where` values that none of the window's lines carries
-    (together), in a window that holds cost; else the window holds none (see outside_the_data)."""
-    if query.where and attribute_query(lake, config, replace(query, where={}, top=None, compare=False, explain=False,
-                                                             granularity="total"), engine=engine).rows:
+    (together), in a window that holds cost (as the answer's read saw it; asked again only of a
+    read narrowed to the lines `where` can match); else the window holds none (see outside_the_data)."""
+    window = result.window
+    if query.where and (result.window_cost if result.window_cost is not None else attribute_query(
+            lake, config, replace(query, where={}, top=None, compare=False, explain=False, granularity="total"),
+            engine=engine).rows):
         option = naming("where")
         given = " ".join(typed(naming, "where", f"{dim}={value}") for dim, values in query.where.items()
                          for value in values)

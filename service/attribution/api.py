@@ -172,6 +172,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     def rows_of(win: Window, seen: set[str]) -> dict[tuple, tuple[Decimal, Mapping]]:
         # per partition: SQL sums stay within a period, which ingest keeps inside DECIMAL(38,12)
         sums = attributed_sums(session.con, config, dims, cost, granularity, win, explain, per_partition=True)
+        held.append(bool(sums))  # before `where` keeps its rows (all the lines unless narrowed)
         grouped: dict[tuple, tuple[Decimal, Mapping]] = {}
         while sums:  # emptied as it is read, and no parts without explain: a million groups are held once
             (period, currency, (source, _), values, hows), amount = sums.popitem()
@@ -185,6 +186,7 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
             grouped[key] = (total + amount, parts)
         return grouped
 
+    held: list[bool] = []
     current = rows_of(window, spent_in)
     ends = max((m for _, m in sources if m), default=None)
     previous = rows_of(previous_window(window, ends), set()) if compare else {}
@@ -214,7 +216,8 @@ def _attribute(session: RollupSession | None, config: AttributionConfig, window:
     overbooked = session.overbooked(window) if config.clusters is not None else 0
     return AttributionResult(window, cost, by, granularity, tuple(rows), total_rows, compare, explain,
                              sources=sources, overbooked=overbooked, unmatched=unmatched, typos=typos,
-                             spent_in=frozenset(spent_in), reserved=reserved_runs(config, where))
+                             spent_in=frozenset(spent_in), reserved=reserved_runs(config, where),
+                             window_cost=None if session.narrowed else held[0])
 
 
 def _respelled(config: AttributionConfig, by: tuple[str, ...], where: Mapping[str, Sequence[str]],

@@ -60,7 +60,7 @@ def shared_nodes(lake: Lake, window: Window) -> list[SharedNodes]:
     """Each pair of job sources whose node-placed jobs name a node alike in overlapping hours of `window`."""
     if not lake.has_table(JOBS_TABLE):
         return []
-    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:  # the window's jobs, each with each
+    with lake.query(memory_limit=READER_MEMORY_LIMIT, tables=(JOBS_TABLE,)) as con:  # the window's jobs, each with each
         return shared_nodes_on(con, window.since.replace(tzinfo=None), window.until.replace(tzinfo=None))
 
 

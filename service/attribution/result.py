@@ -59,6 +59,8 @@ class AttributionResult:
     typos: frozenset[tuple[str, str]] = frozenset()
     spent_in: frozenset[str] = frozenset()  # the billing sources whose lines the rows hold (of `where`)
     reserved: tuple[str, ...] = ()  # a `run` filter value that also holds a bucket (query.reserved_runs)
+    # whether the window holds cost without `where`; None when the read kept only the lines it can match
+    window_cost: bool | None = None
     # what the rows leave unsaid, and the days of the window before the lake's first bill
     # (answer_notes.with_notes; the table puts the latter in its coverage line)
     notes: tuple[str, ...] = ()

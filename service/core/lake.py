@@ -125,12 +125,18 @@ class Lake:
         memory and spill are profiled (service.core.staging logs them)."""
         return self.connect(extra_paths=extra_paths, memory_limit=WRITER_MEMORY_LIMIT, writer=True)
 
-    def query(self, snapshot: Snapshot | None = None, *, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    def query(self, snapshot: Snapshot | None = None, *, memory_limit: str | None = None,
+              tables: Collection[str] | None = None) -> duckdb.DuckDBPyConnection:
         """A sandboxed connection with a view per table (`costs`, and inventory tables);
         `costs` holds the partitions of `snapshot` (default: one taken now). `memory_limit`:
-        DuckDB's, beyond which it spills to a private temporary directory (default: DuckDB's own)."""
+        DuckDB's, beyond which it spills to a private temporary directory (default: DuckDB's own).
+        `tables`: only these inventory tables' views, and no `costs` (no snapshot taken): a read
+        of the job records alone skips the partitions' checks and every other table's footers."""
         con = self.connect(memory_limit=memory_limit)
-        self.create_views(con, snapshot)
+        if tables is None:
+            self.create_views(con, snapshot)
+        else:
+            table_views(self, con, tables)
         return con
 
     def create_views(self, con: duckdb.DuckDBPyConnection, snapshot: Snapshot | None = None) -> None:
