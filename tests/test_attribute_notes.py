@@ -124,3 +124,18 @@ def test_an_answer_without_rows_says_from_its_own_read_whether_the_window_holds_
         assert api["rows"] == [] and api["notes"][0].endswith(said.format(w="where=", o="where")), api
         assert cli_json["notes"][0].endswith(said.format(w="--where ", o="--where")), cli_json
     assert again == []
+
+
+def test_a_period_without_its_stored_rollup_is_named_with_v_and_the_command_that_stores_it(lake):
+    # README: right answers, only slower, until `spendlake rollup` stores them (a config change makes
+    # every stored rollup stale; this lake has none)
+    shown = CliRunner().invoke(cli, ["--config", lake[1], "-v", "attribute", "--since", "2026-11-01", "--until",
+                                     "2026-12-01", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    said = [line for line in shown.stderr.splitlines() if "rolled up from the raw lines" in line]
+    assert len(said) == 1 and said[0].endswith(
+        "attribution: 0 period(s) from stored rollups, 1 rolled up from the raw lines in memory (no stored rollup "
+        "for this config and delivery yet: cur 2026-11; `spendlake rollup` stores them)"), shown.stderr
+    quiet = CliRunner().invoke(cli, ["--config", lake[1], "attribute", "--since", "2026-11-01", "--until",
+                                     "2026-12-01", "--format", "json"])
+    assert "rolled up" not in quiet.stderr and json.loads(quiet.stdout) == json.loads(shown.stdout)
