@@ -43,7 +43,8 @@ import duckdb
 from connectors.inventory_base import FileOrApiConnector, SnapshotPart
 from connectors.jobs_base import empty_file, job_file, job_row, jobs_arrow, jobs_schema, source_files, stored
 from connectors.jobs_file_config import FILE_COLUMNS, FILE_REQUIRED, TIME_UNITS, JobsFileSource
-from connectors.jobs_file_read import file_format, looks_like_data, parquet_table, records, shown
+from connectors.jobs_file_read import (SLURM_HINT, file_format, file_head, looks_like_data, parquet_table, records,
+                                      sacct_output, shown)
 from connectors.jobs_file_values import (SKEW, BadValue, origin_utc, parse_count_time, parse_gpu_percent, parse_gpus,
                                          parse_instance_ids, parse_instances, parse_labels, parse_nodes,
                                          parse_restarts, parse_shared_text, parse_state, parse_text, parse_time,
@@ -70,6 +71,10 @@ class JobsFileConnector(FileOrApiConnector[JobsFileSource]):
         found = source_files(self.config.path, where)
         files = [p for p in found if file_format(p)]
         documents = [p for p in found if p.name.lower().endswith((".json", ".json.gz", ".jsonl"))]
+        sacct = next(((p, what) for p in ([] if files else found[:20]) if (what := sacct_output(file_head(p)))), None)
+        if sacct:
+            raise SourceError(f"{sacct[0].name} is {sacct[1]}, not a job table: kind slurm-jobs reads it",
+                              where=str(Path(self.config.path)), hint=SLURM_HINT)
         if not files and documents:
             raise SourceError(f"{documents[0].name} is JSON, not a job table (Microsoft Philly's cluster_job_log?); "
                               "no .csv, .csv.gz or .parquet files found", where=str(Path(self.config.path)),

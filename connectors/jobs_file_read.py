@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 SHOWN = 60  # characters of a bad value an error shows
+SLURM_HINT = "set the source's kind to slurm-jobs, which reads sacct's files as written (README: slurm-jobs)"
 
 
 def shown(value: Any) -> str:
@@ -34,6 +35,27 @@ def file_format(path: Path) -> str | None:
     if name.endswith((".csv", ".csv.gz")):
         return "csv"
     return "parquet" if name.endswith(".parquet") else None
+
+
+def sacct_output(head: str) -> str | None:
+    """What Slurm's sacct wrote, when `head` (a file's start) is its output: a `--json` document
+    (its meta names Slurm beside its jobs) or a `--parsable2` header (JobID|...|State|...); None
+    otherwise. A jobs-file source given one would otherwise ask for columns sacct never writes."""
+    text = head.lstrip("\ufeff \t\r\n")
+    if text.startswith("{"):
+        return "sacct --json output" if '"jobs"' in text and '"slurm"' in text.lower() else None
+    names = {name.strip().lower() for name in text.partition("\n")[0].split("|")}
+    return "sacct --parsable2 output" if {"jobid", "state"} <= names else None
+
+
+def file_head(path: Path, size: int = 4096) -> str:
+    """The first `size` bytes of a file (decompressed when it ends with .gz), as text; "" when
+    unreadable (the read that follows names why)."""
+    try:
+        with gzip.open(path, "rb") if path.name.lower().endswith(".gz") else path.open("rb") as raw:
+            return raw.read(size).decode("utf-8", errors="replace")
+    except (OSError, EOFError):
+        return ""
 
 
 class _Lines:
@@ -74,6 +96,9 @@ def records(path: Path, raw: IO[bytes], size: int, names: tuple[str, ...] | None
         lines = _Lines(io.TextIOWrapper(binary, encoding="utf-8-sig", newline=""))
         reader = csv.reader(lines)
         first = next((record for record in reader if any(cell.strip() for cell in record)), None)
+        if first is not None and len(first) == 1 and sacct_output(first[0]):
+            raise DataError(f"the header, {shown(first[0])}, is {sacct_output(first[0])}, not a job table: kind "
+                            "slurm-jobs reads it", where=str(path), hint=SLURM_HINT)
         if first is not None and len(first) == 1 and (";" in first[0] or "\t" in first[0]):
             raise DataError(f"the {'first line' if names else 'header'} is one column, {shown(first[0])}: the file "
                             f"is separated by {'semicolons' if ';' in first[0] else 'tabs'}", where=str(path),
