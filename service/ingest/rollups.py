@@ -23,8 +23,8 @@ log = logging.getLogger(__name__)
 
 def refresh_rollups(lake: Lake, config: Config) -> list[str]:
     """Store the rollups of `config`, then the metric tops (the caller holds the ingest lock); the
-    build's warnings for the CLI. Not fatal: a query rolls up in memory whatever is not stored, a
-    scrape computes its tops."""
+    build's warnings for the CLI, its failure among them. Not fatal: a query rolls up in memory
+    whatever is not stored, a scrape computes its tops."""
     log.info("building the attribution rollups and metric tops")  # bench/ingest_bench.py times the phase by it
     try:
         done = materialise(lake, config)
@@ -32,9 +32,9 @@ def refresh_rollups(lake: Lake, config: Config) -> list[str]:
         return done.warnings
     except (SpendlakeError, duckdb.Error, OSError) as exc:
         raise_if_stopped()
-        log.warning("attribution rollups or metric tops not refreshed (queries and scrapes compute them from "
-                    "the lake meanwhile; `spendlake rollup` retries): %s", resource_error(exc) or exc)
-        return []
+        said = exc if isinstance(exc, SpendlakeError) else resource_error(exc) or exc  # a full disk said once
+        return ["attribution rollups or metric tops not refreshed (queries and scrapes compute them from the lake "
+                f"meanwhile; `spendlake rollup` retries): {said}"]
 
 
 def rollup(config: Config) -> RollupBuild:
