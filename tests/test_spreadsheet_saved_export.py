@@ -1,0 +1,51 @@
+"""A FOCUS export opened and saved in a spreadsheet (Excel writes a BOM, CRLF and its own
+times, `9/1/2024 0:00`) fails (exit 3) naming the file, column and value, and says what
+happened and what to do: the times were rewritten; use the export as delivered."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+from billing_helpers import failures, ingest_files
+from conftest import SAMPLES
+
+ISO = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d)(?::\d\d)?(?:\.\d+)?Z?$")
+
+
+def as_excel_saves_it(text: str) -> str:
+    """The CSV as Excel (en-US) saves it: every ISO time as m/d/yyyy h:mm, CRLF, a BOM."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    for number, row in enumerate(csv.reader(io.StringIO(text))):
+        writer.writerow(row if number == 0 else [
+            f"{int(m[2])}/{int(m[3])}/{m[1]} {int(m[4])}:{m[5]}" if (m := ISO.match(v)) else v for v in row])
+    return "\ufeff" + out.getvalue()
+
+
+def test_a_focus_csv_saved_by_a_spreadsheet_names_the_rewritten_times_and_says_to_use_the_export(tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    sample = (SAMPLES / "focus" / "focus_1.0_sample_1000.csv").read_text(encoding="utf-8")
+    (export / "focus.csv").write_text(as_excel_saves_it(sample), encoding="utf-8", newline="")
+    _, result = ingest_files(tmp_path, ("bill", "focus", export))
+    [error] = failures(result)
+    assert str(export / "focus.csv") in error and "not a date/time: 9/1/2024 0:00" in error, error
+    assert "a spreadsheet that opened and saved the file rewrote its times (9/1/2024 0:00)" in error, error
+    assert "ingest the export as delivered, or save the times as ISO 8601" in error, error
+
+
+def test_a_time_no_spreadsheet_writes_keeps_its_error_without_that_hint(tmp_path):
+    (tmp_path / "export").mkdir()
+    sample = (SAMPLES / "focus" / "focus_1.0_sample_1000.csv").read_text(encoding="utf-8")
+    header, first, rest = sample.split("\n", 2)
+    start = next(csv.reader([header])).index("ChargePeriodStart")
+    cells = next(csv.reader([first]))
+    cells[start] = "June 2nd"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow(cells)
+    (tmp_path / "export" / "focus.csv").write_text(f"{header}\n{out.getvalue()}{rest}", encoding="utf-8")
+    _, result = ingest_files(tmp_path, ("bill", "focus", tmp_path / "export"))
+    [error] = failures(result)
+    assert "column ChargePeriodStart: not a date/time: June 2nd" in error and "a spreadsheet that" not in error, error
