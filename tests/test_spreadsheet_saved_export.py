@@ -1,4 +1,4 @@
-"""A FOCUS export opened and saved in a spreadsheet (Excel writes a BOM, CRLF and its own
+"""A FOCUS export (or a CUR) opened and saved in a spreadsheet (Excel writes a BOM, CRLF and its own
 times, `9/1/2024 0:00`) fails (exit 3) naming the file, column and value, and says what
 happened and what to do: the times were rewritten; use the export as delivered."""
 
@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+
+import pytest
 
 from billing_helpers import failures, ingest_files
 from conftest import SAMPLES
@@ -24,15 +26,23 @@ def as_excel_saves_it(text: str) -> str:
     return "\ufeff" + out.getvalue()
 
 
-def test_a_focus_csv_saved_by_a_spreadsheet_names_the_rewritten_times_and_says_to_use_the_export(tmp_path):
+@pytest.mark.parametrize("kind, sample, says, first", [
+    ("focus", "focus/focus_1.0_sample_1000.csv", "column BillingPeriodStart: not a date/time: 9/1/2024 0:00",
+     "9/1/2024 0:00"),
+    # the CUR's times are cast without a column's name: DuckDB's words, then the same hint
+    ("aws-cur", "aws/legacy_cur_csv_anonymous_sample.csv", 'invalid timestamp field format: "11/1/2023 0:00"',
+     "11/1/2023 0:00"),
+])
+def test_an_export_saved_by_a_spreadsheet_names_the_rewritten_times_and_says_to_use_the_export(tmp_path, kind,
+                                                                                                sample, says, first):
     export = tmp_path / "export"
     export.mkdir()
-    sample = (SAMPLES / "focus" / "focus_1.0_sample_1000.csv").read_text(encoding="utf-8")
-    (export / "focus.csv").write_text(as_excel_saves_it(sample), encoding="utf-8", newline="")
-    _, result = ingest_files(tmp_path, ("bill", "focus", export))
+    text = (SAMPLES / sample).read_text(encoding="utf-8-sig")
+    (export / "bill.csv").write_text(as_excel_saves_it(text), encoding="utf-8", newline="")
+    _, result = ingest_files(tmp_path, ("bill", kind, export))
     [error] = failures(result)
-    assert str(export / "focus.csv") in error and "not a date/time: 9/1/2024 0:00" in error, error
-    assert "a spreadsheet that opened and saved the file rewrote its times (9/1/2024 0:00)" in error, error
+    assert str(export / "bill.csv") in error and says in error, error
+    assert f"a spreadsheet that opened and saved the file rewrote its times ({first})" in error, error
     assert "ingest the export as delivered, or save the times as ISO 8601" in error, error
 
 

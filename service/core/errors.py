@@ -189,7 +189,7 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     if CONVERSION.search(text):  # a value, not the file: "not UTF-8" or "incomplete" would mislead
         hint = "fix that value or re-export the file"
     elif hint is None and (saved := SPREADSHEET_TIME.search(text)):
-        hint = (f"a spreadsheet that opened and saved the file rewrote its times ({saved.group(1)}): ingest the "
+        hint = (f"a spreadsheet that opened and saved the file rewrote its times ({saved.group(1) or saved.group(2)}): ingest the "
                 "export as delivered, or save the times as ISO 8601 (2024-09-01T00:00:00Z)")
     reason = reason or one_line(text)
     if where and reason.startswith(f"{where}: "):  # a value's error names its file (table.fail): once is enough
@@ -253,8 +253,9 @@ QUOTED_PATH = re.compile(r'"(/[^"]+)"')
 CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
 POSSIBLE_FIXES = re.compile(r"\nPossible (?:fixes|solutions):")
 # a time as Excel saves it (9/1/2024 0:00, 09/01/2024 12:00 AM) where the file's own format wants ISO 8601
-SPREADSHEET_TIME = re.compile(r": column [^:]+: not a date/time: (\d{1,2}/\d{1,2}/\d{2,4}(?: \d{1,2}:\d\d(?::\d\d)?"
-                              r"(?: ?[AP]M)?)?)\s*$", re.M)
+_US_TIME = r"\d{1,2}/\d{1,2}/\d{2,4}(?: \d{1,2}:\d\d(?::\d\d)?(?: ?[AP]M)?)?"
+SPREADSHEET_TIME = re.compile(rf": column [^:]+: not a date/time: ({_US_TIME})\s*$|invalid timestamp field format: "
+                              rf'"({_US_TIME})"', re.M)
 CONVERSION = re.compile(r'Error when converting column "(.+?)"\. Could not convert string "(.*?)" to \'([^\']+)\'', re.S)
 ERROR_KIND = re.compile(r"^[A-Z][A-Za-z ]* Error: ")
 MAX_REASON = 400
