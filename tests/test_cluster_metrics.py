@@ -57,6 +57,37 @@ def test_run_cost_keeps_the_top_runs_and_folds_the_rest_into_other(config):
             {"run-a": 393.28, "run-b": 98.32, "other": 24.58}), window
 
 
+def lake_with_runs(folder, runs: tuple[str, str, str], top_n: int):
+    """The module's lake with its three jobs' runs named `runs` (A's, B's, C's) and `top_n`."""
+    sections = write_demo_exports(folder / "exports", TOP)
+    at = {hours: iso(TOP - timedelta(hours=hours)) for hours in (8, 4, 2)}
+    a, b, c = runs
+    (folder / "exports" / "jobs.csv").write_text(
+        "job_id,start_time,end_time,gpus,nodes,cluster,state,run_id\n"
+        f"1,{at[8]},{iso(TOP)},4,gpu-001,gpu-west,COMPLETED,{a}\n"
+        f"2,{at[4]},,2,gpu-001,gpu-west,RUNNING,{b}\n"
+        f"3,{at[2]},{iso(TOP)},1,gpu-001,gpu-west,FAILED,{c}\n")
+    config = parse_config({"lake": str(folder / "lake"), "service": {"top_n": top_n}, "attribution": CLUSTERS,
+                           **sections})
+    assert not ingest(config).failed
+    assert not any(outcome.failed for outcome in run_inventory(config, now=TOP))
+    return config
+
+
+def test_a_run_named_other_is_told_from_the_runs_folded_into_other_by_the_folded_label(tmp_path):
+    """`spendlake_run_cost_usd{run="other"}` summed a run of that name with the runs beyond the
+    top N: the folded rest carries `folded="true"`, a run named `other` its own series (ranked) or
+    its share of the rest (not ranked); named runs keep exactly {run, window}."""
+    ranked = scrape(lake_with_runs(tmp_path / "ranked", ("other", "run-b", "run-c"), top_n=1))["spendlake_run_cost_usd"]
+    assert {k: v for k, v in ranked.items() if dict(k)["window"] == "24h"} == pytest.approx({
+        (("run", "other"), ("window", "24h")): 393.28,
+        (("folded", "true"), ("run", "other"), ("window", "24h")): 98.32 + 24.58})
+    folded = scrape(lake_with_runs(tmp_path / "folded", ("run-a", "run-b", "other"), top_n=2))["spendlake_run_cost_usd"]
+    assert {k: v for k, v in folded.items() if dict(k)["window"] == "24h"} == pytest.approx({
+        (("run", "run-a"), ("window", "24h")): 393.28, (("run", "run-b"), ("window", "24h")): 98.32,
+        (("folded", "true"), ("run", "other"), ("window", "24h")): 24.58})
+
+
 def test_cluster_idle_ratio_is_the_share_no_job_held(config):
     idle = scrape(config)["spendlake_cluster_idle_ratio"]
     assert idle == pytest.approx({(("cluster", "gpu-west"), ("team", ""), ("window", w)): 22 / 64

@@ -3,7 +3,8 @@ windows as spend (24h, 7d, mtd, ending at the data's end), from the tops ingest 
 lake's state (service/attribution/cluster_tops.py computes them):
 
 - `spendlake_run_cost_usd{run,window}`: what each run's jobs cost (the allocation of
-  `spendlake runs`), the `service.top_n` costliest runs per window and the rest as `other`;
+  `spendlake runs`), the `service.top_n` costliest runs per window and the rest as `other`
+  with `folded="true"`, so it is told from a run named `other`;
 - `spendlake_cluster_idle_ratio{cluster,window,team}`: the share of a cluster's instance cost that
   no job held (0-1), one series per cluster whose instances cost something in the window, never
   folded into `other` (clusters are few; a pooled ratio is no cluster's, and the idle alert
@@ -34,5 +35,9 @@ def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
             [cluster] = top.labels
             idle.add_metric([cluster, top.window, config.attribution.clusters.owner(cluster) or ""], float(top.value))
         else:
-            run_cost.add_metric([*top.labels, top.window], float(top.value))
+            run, folded = top.labels
+            run_cost.add_metric([run, top.window], float(top.value))
+            if folded:  # the label on the folded rest alone: a named run's series keeps exactly {run, window}
+                sample = run_cost.samples[-1]
+                run_cost.samples[-1] = sample._replace(labels={**sample.labels, "folded": folded})
     return [run_cost, idle]
