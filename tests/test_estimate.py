@@ -188,6 +188,20 @@ def test_register_stores_a_plan_that_load_plans_reads(tmp_path):
                      plan.total_cost.high)]
 
 
+def test_the_registered_plan_it_prints_is_the_plan_stored_not_a_76_digit_run_length(tmp_path):
+    """`--register --format json` printed the plan's run_hours as division left them
+    ("65.79501953125" is exact, a 405B plan's "290694.33598236023703431485139418439064725..."
+    had 76 digits) where the plans file keeps 12 decimals: it prints what `spendlake plans` reads."""
+    result = cli_run(tmp_path, "--params", "405B", "--tokens", "15T", "--gpu", "H100", "--gpus", "88", "--mfu", "0.4",
+                     "--price-per-gpu-hour", "12.29", "--register", "llama", "--project", "llama-405b",
+                     "--start", "2026-11-01", "--format", "json")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)["plan"]
+    (stored,) = load_plans(Lake(tmp_path / "lake"))
+    assert printed["run_hours"] == {"low": "290694.335982360237", "high": "290694.335982360237"}
+    assert printed["run_hours"] == stored.to_json()["run_hours"] and printed["end"] == stored.to_json()["end"]
+
+
 def test_register_needs_project_and_start(tmp_path):
     result = cli_run(tmp_path, *SEVEN_B_FLAGS, "--register", "x")
     assert result.exit_code == 2 and "--project and --start" in result.stderr

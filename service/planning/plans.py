@@ -160,7 +160,7 @@ def plan_from_estimate(result: Estimate, *, name: str, project: str, experiment:
     # composed (NFC), as bills write a value (the CLI spells it as the lake's lines do: cli/estimate.py)
     plan = Plan(name=name, project=composed(project.strip()), experiment=composed((experiment or "").strip()) or None,
                 start=datetime.combine(day, time(), timezone.utc),
-                run_hours=Span(result.low.run_hours, result.high.run_hours),
+                run_hours=Span(_money(result.low.run_hours), _money(result.high.run_hours)),  # as stored
                 retention_days=result.inputs.retention_days,
                 compute_cost=Span(result.low.compute_cost.quantize(Decimal("0.01")),
                                   result.high.compute_cost.quantize(Decimal("0.01"))),
