@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from datetime import datetime, timezone
@@ -544,3 +546,20 @@ def test_a_run_named_other_is_its_own_row_beside_the_folded_rest_and_reserved_id
     assert idle.exit_code == 0 and D(json.loads(idle.stdout)["rows"][0]["cost"]) == 20, idle.output
     assert ("note: run id 'idle' is also what attribute's run dimension calls the clusters' idle: `attribute --where "
             "run=idle` adds that idle to this run's cost") in idle.stderr, idle.stderr
+
+
+def test_with_top_the_csv_tells_the_folded_rest_from_a_run_named_other_by_its_folded_runs(tmp_path):
+    """`--top 1 --format csv` wrote two lines `other,...`: a script could not tell the run named
+    other ($80) from the two runs folded beside it ($40); JSON said so in `folded_runs` only."""
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="other"),
+            job("3", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2"),
+            job("5", 4, "2026-11-02T10:30:00", "2026-11-02T11:00:00", instance_ids=["i-b"], run_id="r3")]
+    lake, _ = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    args = ["--config", write_config(tmp_path, lake), "runs", "--since", "2026-11-02", "--until", "2026-11-03",
+            "--format", "csv"]
+    folded = CliRunner().invoke(cli, [*args, "--top", "1"])
+    assert folded.exit_code == 0, folded.output
+    rows = list(csv.DictReader(io.StringIO(folded.stdout)))
+    assert [(r["run"], D(r["cost"]), r["folded_runs"]) for r in rows] == [("other", D(80), ""), ("other", D(40), "2")]
+    plain = CliRunner().invoke(cli, args)  # without --top no row is folded: the columns as before
+    assert plain.stdout.splitlines()[0].endswith(",state,start,end"), plain.output

@@ -36,7 +36,9 @@ def render(result, fmt: str | None) -> None:
     data = result.to_json()
     fmt = fmt or default_format()  # a terminal gets this table, not the raw rows
     if fmt in ("json", "csv"):
-        emit(data["rows"], COLUMNS, fmt, json_data=data)
+        # with --top a CSV tells the folded rest (`other`) from a run of that name, as JSON does
+        columns = (*COLUMNS, "folded_runs") if result.query.top is not None else COLUMNS
+        emit(data["rows"], columns, fmt, json_data=data)
         return
     if not data["rows"]:  # a table of nothing: the command's reason line says why
         return
