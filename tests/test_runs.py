@@ -563,3 +563,17 @@ def test_with_top_the_csv_tells_the_folded_rest_from_a_run_named_other_by_its_fo
     assert [(r["run"], D(r["cost"]), r["folded_runs"]) for r in rows] == [("other", D(80), ""), ("other", D(40), "2")]
     plain = CliRunner().invoke(cli, args)  # without --top no row is folded: the columns as before
     assert plain.stdout.splitlines()[0].endswith(",state,start,end"), plain.output
+
+
+def test_the_folded_rest_and_the_totals_sum_the_runs_gpu_hours_before_rounding(tmp_path):
+    """Three runs of 1 GPU for 20 minutes on i-b ($10 a GPU-hour) are 0.333333 GPU-hours each as
+    shown: folded by --top 1 beside r1 (8 GPU-hours) they showed 0.999999 GPU-hours at $10.000010 a
+    GPU-hour and a total of 8.999999 (the 10M-line month: 1,145,171.719734 for 1,145,171.719722)."""
+    jobs = [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"], run_id="r1"),
+            *(job(str(n), 1, "2026-11-02T10:00:00", "2026-11-02T10:20:00", instance_ids=["i-b"], run_id=f"s{n}")
+              for n in (2, 3, 4))]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    data = runs(lake, cfg, query(top="1")).to_json()
+    assert [(r["run"], r["gpu_hours"], r["cost_per_gpu_hour"]) for r in data["rows"]] == [
+        ("r1", "8.000000", "10.000000"), ("other", "1.000000", "10.000000")]
+    assert [t["gpu_hours"] for t in data["totals"]] == ["9.000000"]

@@ -137,6 +137,11 @@ class RunRow:
     idle_share: Decimal | None
     priced_hours: Decimal | None  # of gpu_hours, those of its jobs that cost: a job in no bill has no price
     folded_runs: int = 0  # `top`'s row of the rest (named `other`): the runs in it; a run may be named other too
+    held_hours: Decimal | None = None  # gpu_hours before rounding: the rest and the totals sum these
+
+    @property
+    def exact_hours(self) -> Decimal:
+        return self.held_hours if self.held_hours is not None else self.gpu_hours or Decimal(0)
 
     @property
     def cost_per_gpu_hour(self) -> Decimal | None:
@@ -322,7 +327,7 @@ def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: Job
     priced = sum((hours for key, hours in side.held.items() if key in jobs), Decimal(0))
     return RunRow(name, values, side.jobs, side.restarts, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
                   cost, currency, side.state, side.start, None if side.running else side.end, idle,
-                  priced.quantize(GPU_HOURS_QUANTUM))
+                  priced, held_hours=side.gpu_hours)  # the price of the hours as held, not as rounded
 
 
 def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResult:
@@ -338,7 +343,7 @@ def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResul
             per_currency[row.currency].append(row)
         for currency, these in per_currency.items():
             totals.append(RunTotal(group, currency, len(these), sum(r.jobs for r in these),
-                                   sum((r.gpu_hours or Decimal(0) for r in these), Decimal(0)),
+                                   sum((r.exact_hours for r in these), Decimal(0)).quantize(GPU_HOURS_QUANTUM),
                                    sum((r.cost for r in these), Decimal(0))))
             if query.top is None or len(these) <= query.top:
                 kept += these
@@ -346,11 +351,12 @@ def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResul
             kept += these[:query.top]
             rest = these[query.top:]
             values = {d: None for d in VALUES} | {d: v for d, v in zip(query.by, group) if d != "state"}
+            held = sum((r.exact_hours for r in rest), Decimal(0))
             kept.append(RunRow(OTHER, values, sum(r.jobs for r in rest), sum(r.restarts for r in rest), None,
-                               sum((r.gpu_hours or Decimal(0) for r in rest), Decimal(0)),
+                               held.quantize(GPU_HOURS_QUANTUM),
                                sum((r.cost for r in rest), Decimal(0)), currency,
                                group[query.by.index("state")] if "state" in query.by else None, None, None, None,
-                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0)), len(rest)))
+                               sum((r.priced_hours or Decimal(0) for r in rest), Decimal(0)), len(rest), held))
     return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
 
 
