@@ -123,7 +123,9 @@ def _print_cluster(result) -> None:
          title=f"cluster {', '.join(clusters)} by job type, last 7 days (idle: GPUs no job held; "
                "unallocated: its other lines, the nodes' volumes and traffic)")
     top = runs(lake, result.config, RunsQuery(window, top=TOP_RUNS))
-    rows = [{"run": r.run, "job_type": r.values.get("job_type"), "jobs": r.jobs, "state": r.state,
+    # the rest as `spendlake runs --top` shows it: told from a run named other
+    rows = [{"run": f"{r.run} ({r.folded_runs} runs)" if r.folded_runs else r.run,
+             "job_type": r.values.get("job_type"), "jobs": r.jobs, "state": r.state,
              "cost": money_text(r.cost, of=r.currency)} for r in top.rows]
     emit(rows, ["run", "job_type", "jobs", "state", "cost"], "table", right=("jobs", "cost"),
          title=f"top runs, last 7 days ({sum(t.runs for t in top.totals)} runs)")
