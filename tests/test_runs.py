@@ -403,6 +403,20 @@ def test_the_runs_table_shows_times_and_gpu_hours_as_a_runs_story_does(tmp_path)
     assert [cell.strip() for cell in r3.strip("│").split("│")][-2:] == ["2026-11-02 10:00", "running"]
 
 
+def test_the_runs_tables_total_row_sums_the_gpu_hours_per_currency_as_the_json_totals_do(tmp_path):
+    """The total row showed the cost alone: the GPU-hours the runs used (r1 8 + r2 2 billed in USD,
+    r3 28 in no bill) were in the JSON's totals only."""
+    lake, _ = lake_with_runs(tmp_path)
+    shown = CliRunner().invoke(cli, ["--config", write_config(tmp_path, lake), "runs", "--since", "2026-11-02",
+                                     "--until", "2026-11-03", "--format", "table"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    totals = [[cell.strip() for cell in line.strip("│").split("│")] for line in shown.stdout.splitlines()
+              if line.startswith("│ total") or line.startswith("│       ")]
+    header = next(line for line in shown.stdout.splitlines() if line.startswith("┃ run "))
+    at = [cell.strip() for cell in header.strip("┃").split("┃")].index("GPU-h")
+    assert sorted(row[at] for row in totals) == ["10.0", "28.0"], totals
+
+
 def test_at_120_columns_the_runs_table_keeps_state_and_idle_before_the_times(tmp_path):
     """At 120 columns state and idle were left out with the times: "what failed" needs state."""
     lake, _ = lake_with_runs(tmp_path)

@@ -55,6 +55,7 @@ def render(result, fmt: str | None) -> None:
     by = result.query.by
     names = ["total" + "".join(f" {t.get(d) or '-'}" for d in by) for t in data["totals"]]
     footer = {"run": "\n".join(names), "currency": "\n".join(currency_text(t["currency"]) for t in data["totals"]),
+              "gpu_hours": "\n".join(number_text(t["gpu_hours"], 1) for t in data["totals"]),
               "cost": "\n".join(money_text(t["cost"], of=t["currency"]) for t in data["totals"])}
     title = f"{result.query.cost} cost per run, {data['since']} → {data['until']}"
     emit(rows, list(TABLE.values()), "table", title=title, footer={TABLE[k]: v for k, v in footer.items()},
