@@ -16,6 +16,10 @@ CASES = [  # (arguments after --config, exit code, what the message names)
     (["attribute", "--since", "yesterday-ish"], 2, "cannot read 'yesterday-ish' as a time"),
     (["attribute", "--since", "2026-02-29"], 2, "--since: '2026-02-29' is not a valid date or time (day is out"),
     (["attribute", "--since", "7d", "--by", "teem"], 2, "unknown dimension 'teem'"),
+    # README's `--by project,job_type` on a config without `clusters:` named valid dimensions only
+    (["attribute", "--since", "7d", "--by", "project,job_type"], 2,
+     "'job_type' is a dimension of shared GPU clusters: add `clusters:` under `attribution:`"),
+    (["attribute", "--since", "7d", "--where", "run=llama-405b-r1"], 2, "'run' is a dimension of shared GPU clusters"),
     (["rules", "run", "--since", "99999999999999d", "--dry-run"], 2, "out of range"),
     (["serve", "--listen", "127.0.0.1:99999"], 2, "port from 0 to 65535"),
     (["serve", "--listen", "no-port"], 2, "is not HOST:PORT"),

@@ -17,7 +17,7 @@ from service.attribution.sql import MEASURES
 from service.attribution.window_sql import GRANULARITIES
 from service.core.config import Config, attribution_of
 from service.core.config_attribution import AttributionConfig
-from service.core.config_clusters import IDLE
+from service.core.config_clusters import IDLE, JOB_DIMENSIONS
 from service.core.errors import UsageError
 from service.core.folding import folded
 from service.core.timewindow import Window, data_anchored, parse_window, utc_now
@@ -119,9 +119,14 @@ def listed_once(names: Sequence[str], where: str) -> tuple[str, ...]:
 
 def check_dimensions(config: AttributionConfig, names: Sequence[str], where: str) -> None:
     for name in names:
-        if name not in config.dimensions:
-            raise UsageError(f"unknown dimension {name!r}", where=where,
-                             hint=f"valid dimensions: {', '.join(config.dimensions)}")
+        if name in config.dimensions:
+            continue
+        if name in JOB_DIMENSIONS and config.clusters is None:  # README's `--by project,job_type` without them
+            raise UsageError(f"{name!r} is a dimension of shared GPU clusters: add `clusters:` under `attribution:` "
+                             "(README: Shared GPU clusters)", where=where,
+                             hint=f"valid dimensions now: {', '.join(config.dimensions)}")
+        raise UsageError(f"unknown dimension {name!r}", where=where,
+                         hint=f"valid dimensions: {', '.join(config.dimensions)}")
 
 
 def parse_where(config: AttributionConfig | Config, items: Sequence[str],
