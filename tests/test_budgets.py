@@ -204,6 +204,17 @@ def test_budget_config_errors_name_the_path(tmp_path):
     assert "budgets[0].dimension: unknown dimension 'squad'" in result.output
 
 
+def test_a_budget_on_job_type_without_clusters_says_to_add_them(tmp_path):
+    """README's `dimension: job_type` said "unknown dimension 'job_type'; declared: team, project,
+    experiment": not that it is a dimension of shared GPU clusters, which `clusters:` brings."""
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(json.dumps({"budgets": [{"name": "x", "dimension": "job_type", "value": "eval", "amount": 1}]}))
+    result = CliRunner().invoke(cli, ["--config", str(path), "budgets"])
+    assert result.exit_code == 2
+    assert ("budgets[0].dimension: 'job_type' is a dimension of shared GPU clusters: add `clusters:` under "
+            "`attribution:`") in result.output, result.output
+
+
 @pytest.mark.parametrize("amount, currency, refused", [
     ("0.001", "USD", "budgets[1].amount: 0.001 USD is less than one minor unit of USD (0.01)"),
     ("0.5", "JPY", "budgets[1].amount: 0.5 JPY is less than one minor unit of JPY (1)"),

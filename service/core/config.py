@@ -18,6 +18,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from service.core.config_attribution import AttributionConfig
 from service.core.config_base import HttpUrl, InventoryEntry, NestedValueError, SourceEntry, Strict
 from service.core.config_budgets import BudgetConfig
+from service.core.config_clusters import JOB_DIMENSIONS
 from service.core.config_file import ConfigLoader as ConfigLoader  # re-exported: what every YAML config is read with
 from service.core.config_file import check_sizes, find_config, no_config_error, read_config_file
 from service.core.config_paths import anchored, check_outside_lake, read_locations, within
@@ -193,9 +194,13 @@ class Config(Strict):
         return self
 
     def _declared(self, where: tuple[str | int, ...], dimension: str) -> None:
-        if dimension not in self.attribution.dimensions:
-            raise NestedValueError(where, f"unknown dimension {dimension!r}; "
-                                          f"declared: {', '.join(self.attribution.dimensions)}")
+        if dimension in self.attribution.dimensions:
+            return
+        declared = ', '.join(self.attribution.dimensions)
+        if dimension in JOB_DIMENSIONS and self.attribution.clusters is None:  # README's `dimension: job_type`
+            raise NestedValueError(where, f"{dimension!r} is a dimension of shared GPU clusters: add `clusters:` "
+                                          f"under `attribution:`; declared now: {declared}")
+        raise NestedValueError(where, f"unknown dimension {dimension!r}; declared: {declared}")
 
     @model_validator(mode="after")
     def _unique_inventory_names(self) -> Config:
