@@ -21,11 +21,14 @@ Which cost a file holds, and so which canonical column it fills:
   cover: EffectiveCost = cost, BilledCost NULL.
 The other figure is not in the file, so it stays NULL rather than being guessed.
 `cost_type: auto` (the default) takes the type an export run's manifest.json declares, else
-decides per file from its rows: it is amortized when
+decides from the rows: a file is amortized when
 commitment-covered usage (PricingModel Reservation/SavingsPlan, ChargeType Usage) carries a
 cost, or when it has UnusedReservation/UnusedSavingsPlan rows — in an actual export that usage
-costs 0 and the purchase carries the money. Otherwise it is actual (the two coincide when no
-commitment is involved). Set `cost_type: actual|amortized` to skip that extra pass.
+costs 0 and the purchase carries the money. A file with neither sign nor a commitment's
+purchase (a subscription or a part with on-demand usage only: the two coincide there) takes
+the type the other files of the delivery holding its billing periods show, so an amortized
+export written in several files is effective cost whole; else it is actual. Set
+`cost_type: actual|amortized` to skip that extra pass.
 
 The other FOCUS columns, from Azure's own: CommitmentDiscount* from `benefitId`/`benefitName`
 (`ReservationId`/`ReservationName` in older EA files) and `PricingModel` (Used on usage a
@@ -53,7 +56,7 @@ from connectors.exportfile import (CSV_SUFFIXES, PARQUET_SUFFIXES, Table, decima
 from connectors.folder_export import FolderExport
 from connectors.tagsql import per_value_text, tags, tags_per_value
 from service.core.config import SourceConfig
-from service.core.errors import DataError, duckdb_error
+from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.per_value import PerValueSelect
 from service.core.schema import QUANTITY, cost_select_list
 from service.core.hidden_columns import rounding_select
@@ -136,6 +139,15 @@ class AzureCostConnector(FolderExport):
     def deliveries(self) -> Iterator[Delivery]:
         return self.folder_deliveries(without_older_unlisted_runs(self.storage.list()))
 
+    def __init__(self, config: SourceConfig):
+        super().__init__(config)
+        self._delivery_files: tuple[str, ...] = ()  # the files a file without signs of its cost type looks at
+        self._signs: dict[str, dict[str, str] | None] = {}  # _signs_of, by URI, for the delivery being read
+
+    def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> list:
+        self._delivery_files, self._signs = delivery.files, {}
+        return super().read(delivery, con, scratch)
+
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST, header_name=english_name)
         if table.name(*COST) is None:
@@ -143,7 +155,7 @@ class AzureCostConnector(FolderExport):
         table.require(COST, DAY, kind=self.kind)
         currency = text(table, *CURRENCY) or self._configured_currency(uri)
         cost = money(table, *COST)
-        amortized = self._is_amortized(con, table, cost, self.export_type(uri))
+        amortized = self._is_amortized(con, table, self.export_type(uri))
         charge_type = text(table, "ChargeType")
         day = timestamp(table, *DAY, formats=DATE_FORMATS)
         # MCA leaves the billing period blank on lines not yet invoiced (servicePeriod* filled):
@@ -215,23 +227,54 @@ class AzureCostConnector(FolderExport):
                                  "(e.g. currency: USD), or export a newer dataset version")
         return sql_string(self.config.currency)
 
-    def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, cost: str, declared: str | None) -> bool:
+    def _is_amortized(self, con: duckdb.DuckDBPyConnection, table: Table, declared: str | None) -> bool:
         if self.config.cost_type != "auto":
             return self.config.cost_type == "amortized"
         if declared in ("ActualCost", "AmortizedCost"):  # from the export run's manifest.json
             return declared == "AmortizedCost"
-        charge_type, pricing_model = table.col("ChargeType"), table.col("PricingModel")
-        if charge_type is None or pricing_model is None:
-            return False
-        query = (f"SELECT count(*) FROM {table.source} "
-                 f"WHERE {charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan') "
-                 f"OR ({charge_type} = 'Usage' AND {pricing_model} IN {COMMITMENTS} AND {cost} <> 0)")
-        try:
-            [(signs,)] = con.execute(query).fetchall()
-        except duckdb.Error as exc:
-            raise duckdb_error(exc, "cannot read the file", where=table.uri,
-                               hint="check that it is a complete, UTF-8 cost details export") from None
-        return signs > 0
+        own = self._signs_of(con, table)
+        if own is None or any(signs != "unknown" for signs in own.values()):
+            return own is not None and "amortized" in own.values()
+        # on-demand lines only: as the delivery's other files of the same periods, when they agree
+        others = set()
+        for uri in self._delivery_files:
+            if uri != table.uri and uri in self.local:
+                try:
+                    theirs = self._signs.get(uri) if uri in self._signs else self._signs_of(
+                        con, open_table(con, self.local[uri], uri, money=COST, header_name=english_name))
+                except SpendlakeError:  # that file fails on its own read, naming itself
+                    theirs = self._signs[uri] = None
+                others.update(theirs[period] for period in own if theirs and period in theirs)
+        return others - {"unknown"} == {"amortized"}
+
+    def _signs_of(self, con: duckdb.DuckDBPyConnection, table: Table) -> dict[str, str] | None:
+        """Per billing period the file's rows hold, which export they are from: `amortized`
+        (covered usage carries a cost, or unused commitment rows), `actual` (a commitment's
+        purchase carries the money, covered usage costs 0), else `unknown`; None: a file without
+        ChargeType or PricingModel, which tells nothing (pay-as-you-go's, EA's 2019-10-01)."""
+        if table.uri in self._signs:
+            return self._signs[table.uri]
+        charge_type, pricing_model, cost = table.col("ChargeType"), table.col("PricingModel"), money(table, *COST)
+        found = None
+        if charge_type is not None and pricing_model is not None and cost is not None:
+            committed = f"{pricing_model} IN {COMMITMENTS}"
+            day = timestamp(table, *DAY, formats=DATE_FORMATS)
+            start = timestamp(table, "BillingPeriodStartDate", formats=DATE_FORMATS) or "CAST(NULL AS TIMESTAMP)"
+            query = (f"SELECT strftime(coalesce({start}, date_trunc('month', {day})), '%Y-%m'), "
+                     f"count(*) FILTER ({charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan') "
+                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} <> 0)), "
+                     f"count(*) FILTER (({charge_type} = 'Purchase' AND {committed} AND {cost} <> 0) "
+                     f"OR ({charge_type} = 'Usage' AND {committed} AND {cost} = 0)) "
+                     f"FROM {table.source} GROUP BY 1")
+            try:
+                rows = con.execute(query).fetchall()
+            except duckdb.Error as exc:
+                raise duckdb_error(exc, "cannot read the file", where=table.uri,
+                                   hint="check that it is a complete, UTF-8 cost details export") from None
+            found = {period: "amortized" if amortized else "actual" if actual else "unknown"
+                     for period, amortized, actual in rows}
+        self._signs[table.uri] = found
+        return found
 
 
 def other_dataset(table: Table, uri: str, declared: str | None) -> None:

@@ -1,0 +1,58 @@
+"""Azure cost details exported in several files (per subscription, or a big export cut in parts)
+without a run manifest: `cost_type: auto` decides actual or amortized for a billing period,
+not for each file, so a file holding on-demand usage only (nothing to tell the type by) is
+read as the other files of its period are, and the bill is one cost, never half of each."""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+from billing_helpers import failures, ingest_files, sums
+from conftest import SAMPLES
+
+AMORTIZED = SAMPLES / "azure" / "ea_amortized_trey_research_small.csv"
+ACTUAL = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
+
+
+def split(sample, folder, committed_name: str, on_demand_name: str) -> None:
+    """The sample's lines of a reservation or savings plan in one file, its on-demand lines in another."""
+    text = sample.read_bytes().decode("utf-8-sig")
+    header, *lines = list(csv.reader(io.StringIO(text, newline="")))
+    model = header.index("PricingModel")
+    for name, keep in ((committed_name, lambda r: r[model] != "OnDemand"), (on_demand_name, lambda r: r[model] == "OnDemand")):
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows([header] + [r for r in lines if keep(r)])
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(out.getvalue(), encoding="utf-8")
+
+
+def test_an_amortized_export_in_two_files_is_all_effective_cost_though_one_file_has_on_demand_lines_only(tmp_path):
+    split(AMORTIZED, tmp_path / "export", "sub-reserved/part-1.csv", "sub-payg/nested/part-2.csv")
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "export"))
+    assert failures(result) == []
+    # read per file, the on-demand file was an actual export: billed 9.11 beside effective 7.19
+    assert sums(lake, "billing_period") == [("2023-09", 28, None, Decimal("16.296932136637"))]
+
+
+def test_an_on_demand_file_added_to_an_amortized_period_is_read_as_amortized_too(tmp_path):
+    """The second ingest surveys the period and reads its two files as one delivery."""
+    split(AMORTIZED, tmp_path / "parts", "reserved.csv", "on-demand.csv")
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "reserved.csv").write_bytes((tmp_path / "parts" / "reserved.csv").read_bytes())
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", export))
+    assert failures(result) == []
+    (export / "on-demand.csv").write_bytes((tmp_path / "parts" / "on-demand.csv").read_bytes())
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", export))
+    assert failures(result) == []
+    assert sums(lake, "billing_period") == [("2023-09", 28, None, Decimal("16.296932136637"))]
+
+
+def test_an_actual_export_in_two_files_stays_billed_cost(tmp_path):
+    split(ACTUAL, tmp_path / "export", "purchases.csv", "usage.csv")
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "export"))
+    assert failures(result) == []
+    assert sums(lake, "billing_period") == [("2023-09", 11, Decimal("8.545007786742"), None)]
