@@ -40,6 +40,14 @@ def _no_rule_checks_kept(monkeypatch):
     monkeypatch.setattr(job_rules, "_CHECKED", OrderedDict())
 
 
+@pytest.fixture(autouse=True)
+def _no_secrets_hidden(monkeypatch):
+    """A secret one test hid (a URL's password, a JWT) would be redacted from a later test's output."""
+    from service.core import logs
+
+    monkeypatch.setattr(logs, "SECRETS", {})
+
+
 def isolate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -32,24 +32,27 @@ REDACTIONS = (
 )
 
 
-# Secrets read from the environment (a slurmrestd JWT): no pattern knows their shape, and a
-# server or a proxy may write the one it was sent into its error, so their values are redacted.
-SECRETS: set[str] = set()
-SECRET_MIN_CHARS = 8  # shorter, a value would redact ordinary words (and no real token is so short)
+# Secrets read from the environment (a slurmrestd JWT) or a URL's userinfo: no pattern knows
+# their shape, and a server or a proxy may write the one it was sent into its error, so their
+# values are redacted: one of WORD_BELOW characters or more wherever it stands; a shorter one (a
+# 6-character password) as a whole word only, so `cat7` leaves `concat7` whole
+# (each secret → None, or the pattern of it as a word).
+SECRETS: dict[str, re.Pattern[str] | None] = {}
+WORD_BELOW = 8
 
 
 def hide(secret: str) -> None:
     """Redact `secret` from every error and log line from now on."""
-    if len(secret) >= SECRET_MIN_CHARS:
-        SECRETS.add(secret)
+    if secret:
+        SECRETS[secret] = None if len(secret) >= WORD_BELOW else re.compile(rf"(?<!\w){re.escape(secret)}(?!\w)")
 
 
 def without_url_credentials(text: str) -> str:
     """`text` with the `user:password@` of every URL in it, and every hidden secret, redacted."""
     pattern, replacement = URL_CREDENTIALS
     text = pattern.sub(replacement, text)  # first: a URL's whole userinfo goes, not its password alone
-    for secret in tuple(SECRETS):  # a copy: another thread may hide one meanwhile
-        text = text.replace(secret, "<redacted>")
+    for secret, word in tuple(SECRETS.items()):  # a copy: another thread may hide one meanwhile
+        text = text.replace(secret, "<redacted>") if word is None else word.sub("<redacted>", text)
     return text
 
 
