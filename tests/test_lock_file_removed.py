@@ -46,3 +46,35 @@ def test_an_ingest_after_the_lock_file_of_a_running_one_was_removed_is_refused_a
         assert result.exit_code == 3 and "holds the lake" in result.output, result.output
         assert staged.is_dir() and not lake.ledger()
     assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_readers_see_a_writer_whose_lock_file_was_removed_or_replaced_and_wait_for_its_commit(tmp_path, how):
+    from service.core import locks, snapshot
+    from service.core.ledger import LedgerState
+
+    lake = Lake(tmp_path / "lake")
+    assert lake.lock_holder("ingest") is None
+    with lake.lock("ingest"):
+        (lake.locks / "ingest.lock").unlink()
+        if how == "replaced":
+            (lake.locks / "ingest.lock").write_text("4242 on a-host-long-gone\n")
+        assert lake.writing("ingest")
+        in_flight = LedgerState(entries=(), pending=(), pending_by=locks.holder(), stamp=(0,))
+        assert snapshot._committing(lake, in_flight)  # its pending entries are a commit readers wait for
+    assert lake.lock_holder("ingest") is None and not lake.writing("ingest")
+
+
+def test_a_reader_looking_at_the_lock_as_a_writer_takes_it_does_not_refuse_the_writer(tmp_path):
+    import fcntl
+    import os
+    import threading
+
+    lake = Lake(tmp_path / "lake")
+    with lake.lock("ingest"):
+        pass
+    looking = os.open(lake.locks / "ingest.held", os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(looking, fcntl.LOCK_SH)  # as lock_holder holds it, for a moment
+    threading.Timer(0.05, os.close, [looking]).start()
+    with lake.lock("ingest"):
+        assert lake.writing("ingest")

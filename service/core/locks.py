@@ -18,6 +18,7 @@ import fcntl
 import os
 import secrets
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 from service.core.errors import LakeBusyError, os_error
 
 _PROCESS = secrets.token_hex(6)  # a forked child differs by its pid
+LOOK_SECONDS = 0.2  # a lock held this long is held by a writer, not looked at by a reader
 _command = ""  # what this process is ("spendlake serve"), written under the holder: `serve`'s jobs hold `ingest`
 
 
@@ -44,7 +46,7 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
         raise os_error(exc) from None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _exclusive(fd)
         except BlockingIOError:
             held_by, _, command = os.pread(fd, 400, 0).decode(errors="replace").strip().partition("\n")
             raise LakeBusyError(f"another {command.strip() or 'spendlake ' + name} holds the lake "
@@ -76,7 +78,7 @@ def _pinned(locks: Path, name: str, path: Path) -> int | None:
     except OSError:
         return None
     try:
-        fcntl.flock(pin, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _exclusive(pin)
     except BlockingIOError:
         os.close(pin)
         raise LakeBusyError(f"another spendlake {name} holds the lake (its lock file was removed or replaced while "
@@ -89,22 +91,54 @@ def _pinned(locks: Path, name: str, path: Path) -> int | None:
     return pin
 
 
+def _exclusive(fd: int) -> None:
+    """flock(fd) exclusively, or BlockingIOError once it stayed held for LOOK_SECONDS: a reader
+    asking who holds it (`lock_holder`) holds it shared for a moment, and is no writer to refuse."""
+    deadline = time.monotonic() + LOOK_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def holder() -> str:
     """This process as a lock holder: its pid, host and token ("4242 on host-1 #3f9a0c1d2e4b")."""
     return f"{os.getpid()} on {socket.gethostname()} #{_PROCESS}"
 
 
 def lock_holder(locks: Path, name: str) -> str | None:
-    """The `holder` of the `name` lock while a writer holds it ("" before it has written
-    itself), None while none does."""
+    """The `holder` of the `name` lock while a writer holds it; "" while one does that has not
+    written itself yet, or whose lock file was removed or replaced while held (its `.held/`
+    folder is still locked: see `_pinned`); None while none does."""
     try:
         fd = os.open(locks / f"{name}.lock", os.O_RDONLY)
-    except OSError:  # never locked, or not readable: no writer to be seen
-        return None
+    except OSError:  # never locked, removed, or not readable: the folder tells
+        fd = None
+    if fd is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # the first line: the command below it is no part of the holder's identity
+            return os.pread(fd, 300, 0).decode(errors="replace").partition("\n")[0].strip()
+        finally:
+            os.close(fd)  # drops the shared lock taken to look
+    return "" if _held(locks / f"{name}.held") else None
+
+
+def _held(folder: Path) -> bool:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None
-    except BlockingIOError:  # the first line: the command below it is no part of the holder's identity
-        return os.pread(fd, 300, 0).decode(errors="replace").partition("\n")[0].strip()
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:  # a folder that cannot be locked (NFS): `_pinned` holds none there
+        return False
     finally:
-        os.close(fd)  # drops the shared lock taken to look
+        os.close(fd)

@@ -112,8 +112,9 @@ def _committing(lake: LakeFiles, state: LedgerState) -> bool:
     """Pending entries belong to a commit in flight while the writer that announced them still
     holds the ingest lock; the kernel drops it when that process dies, so its entries are
     abandoned at once (the next ingest settles them). No clock decides: a clock jumping
-    forward in the middle of a commit must not let a reader read half of it."""
-    return bool(state.pending_by) and lake.lock_holder("ingest") == state.pending_by
+    forward in the middle of a commit must not let a reader read half of it. A holder not known
+    (its lock file removed while held) may be the one: wait for it."""
+    return bool(state.pending_by) and lake.lock_holder("ingest") in (state.pending_by, "")
 
 
 def stable_checks(lake: LakeFiles, *, deep: bool = False) -> tuple[LedgerState, list[PartitionCheck], bool]:
