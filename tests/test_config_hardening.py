@@ -48,6 +48,19 @@ def test_47_a_lake_below_a_file_is_refused_and_a_missing_lake_is_created(tmp_pat
     assert missing.is_dir()
 
 
+@pytest.mark.parametrize("written", ["relative", "absolute", "below"])
+@pytest.mark.parametrize("command", [["config", "validate"], ["ingest"], ["status"]], ids=" ".join)
+def test_47_a_lake_that_is_a_dangling_symbolic_link_is_refused_naming_the_link_and_its_target(
+        tmp_path, written, command):
+    target = tmp_path / "mnt" / "spend" / "lake"  # a volume not mounted
+    (tmp_path / "lake").symlink_to(target)
+    lake = {"relative": "lake", "absolute": str(tmp_path / "lake"), "below": str(tmp_path / "lake" / "2026")}[written]
+    result = invoke("--config", write(tmp_path / "spendlake.yaml", {"lake": lake}), *command)
+    assert result.exit_code == 2, result.output
+    assert f"{tmp_path / 'lake'} is a symbolic link to {target}, which does not exist" in result.output
+    assert not (tmp_path / "mnt").exists()
+
+
 @pytest.mark.parametrize("location", ["costs", "costs/focus/2024-09", "_ledger"])
 def test_a_source_location_inside_the_lake_is_refused_naming_both(tmp_path, location):
     lake = tmp_path / "lake"

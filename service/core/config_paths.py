@@ -37,6 +37,7 @@ def anchored(config: ConfigT, base: Path, file: str) -> ConfigT:
     """`config` with `lake`, each source's and inventory source's local paths and
     `report.out` taken from `base` when relative (`~` expanded first, as connectors do)."""
     lake = config.lake.expanduser()
+    _no_dangling_link(lake if lake.is_absolute() else base / lake, file)
     update: dict[str, Any] = {
         "lake": lake if lake.is_absolute() else (base / lake).resolve(),
         "sources": tuple(_entry(source, base, f"sources[{i}]", file) for i, source in enumerate(config.sources)),
@@ -45,6 +46,17 @@ def anchored(config: ConfigT, base: Path, file: str) -> ConfigT:
     if config.report.out:
         update["report"] = config.report.model_copy(update={"out": _local(config.report.out, base, "report.out", file)})
     return config.model_copy(update=update)
+
+
+def _no_dangling_link(lake: Path, file: str) -> None:
+    """A ConfigError when `lake`, or a folder on its way, is a symbolic link that leads nowhere (a
+    volume not mounted, a link left by a move): the lake would be made at its target, an empty
+    lake in a place nobody chose, and every query would answer from it."""
+    for path in (lake, *lake.parents):
+        if path.is_symlink() and not path.exists():
+            on_path = "" if path == lake else f" (on the way to {lake})"
+            raise ConfigError(f"lake: {path} is a symbolic link to {os.readlink(path)}, which does not exist{on_path}",
+                              where=file, hint="mount or create what it points to, or point `lake` at the lake's folder")
 
 
 def _entry(entry: Any, base: Path, key: str, file: str) -> Any:
