@@ -54,3 +54,24 @@ def test_the_service_logs_the_damaged_file_as_a_warning_of_its_ingest_job(tmp_pa
         run_ingest(load_config(config))
     said = [r.getMessage() for r in caplog.records if "rollups_superseded.json" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("ingest: "), said
+
+
+def test_inventory_says_the_damaged_file_as_its_warning_on_stderr_not_as_a_log_line(tmp_path):
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export")
+    (tmp_path / "jobs.csv").write_text("job_id,start_time,end_time,gpus,nodes,cluster,state,run_id,team,job_type\n"
+                                       "7001,2024-09-02T00:00:00Z,2024-09-02T08:00:00Z,4,gpu-001,west,COMPLETED,"
+                                       "pretrain-7b,nlp,pretrain\n")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "f", "kind": "focus", "location": str(tmp_path / "export")}], "inventory": [
+        {"name": "jobs", "kind": "jobs-file", "path": str(tmp_path / "jobs.csv")}]}))
+    assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+    state = Lake(tmp_path / "lake").state_file("rollups_superseded")
+    state.write_text(state.read_text()[:5])
+    result = CliRunner().invoke(cli, ["--config", str(config), "inventory"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "rollups_superseded.json" in line]
+    assert len(said) == 1 and said[0].startswith("warning: "), result.output
+    assert " WARNING " not in result.output and "rollups_superseded" not in result.stdout
+    assert "since" in json.loads(state.read_text())

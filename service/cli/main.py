@@ -179,10 +179,13 @@ def inventory(obj: Context, sources: tuple[str, ...]) -> None:
         return
     with interruptible("spendlake inventory", "the snapshots committed are in the lake, nothing half-written is "
                        "visible, and what it had staged is removed (the next inventory removes anything left)"):
-        outcomes = run_inventory(obj.config, only=tuple(dict.fromkeys(sources)))
+        warnings: list[str] = []
+        outcomes = run_inventory(obj.config, only=tuple(dict.fromkeys(sources)), warn=warnings.append)
     for outcome in outcomes:
         for line in outcome.lines():
             click.echo(one_line(line), err=outcome.failed)
+    for warning in warnings:
+        click.echo(one_line(f"warning: {warning}"), err=True)
     if any(o.failed for o in outcomes):
         sys.exit(3)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -83,8 +83,11 @@ class InventoryOutcome:
         return skipped + lines + failed
 
 
-def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None) -> list[InventoryOutcome]:
-    """Snapshot the configured inventory sources (or those named in `only`) into the lake."""
+def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None,
+                  warn: Callable[[str], None] | None = None) -> list[InventoryOutcome]:
+    """Snapshot the configured inventory sources (or those named in `only`) into the lake. `warn`
+    is given the rollup build's warnings (a damaged state file read as none; the CLI prints them
+    as `warning:`); None: they are logged."""
     sources = [config.inventory_source(name) for name in only] if only else list(config.inventory)
     now = aware_utc(now) if now else datetime.now(timezone.utc)  # a naive `now` is UTC, as the lake's times
     lake = Lake.of(config)
@@ -93,7 +96,7 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
         outcomes = [_snapshot_source(lake, source, now) for source in sources]
         if any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
             for warning in refresh_rollups(lake, config):  # attribution reads the latest tags, and jobs with `clusters:`
-                log.warning("%s", warning)
+                (warn or log.warning)(warning)
         return outcomes
 
 

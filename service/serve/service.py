@@ -61,7 +61,7 @@ def run_ingest(config: Config) -> None:
     errors = [str(o.error) for o in failed]
     told = all(o.copy_told for o in failed)  # each failure as the last run's, told then
     if config.inventory:
-        outcomes = run_inventory(config)
+        outcomes = run_inventory(config, warn=lambda warning: log.warning("inventory: %s", printable(warning)))
         for outcome in outcomes:
             _log_lines("inventory", outcome.lines(), quiet=not outcome.rows and not outcome.failed)
         errors += [str(o.error) for o in outcomes if o.failed]
