@@ -13,6 +13,9 @@ from service.cli.main import cli
 from service.core import locks
 from service.core.errors import LakeBusyError
 from service.core.lake import Lake
+from tests.conftest import SAMPLES
+
+SAMPLE = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
 
 
 def test_an_ingest_refused_while_serves_jobs_hold_the_lake_names_spendlake_serve(tmp_path, monkeypatch):
@@ -34,3 +37,17 @@ def test_a_writer_not_started_from_the_cli_is_named_by_its_lock(tmp_path, monkey
         with pytest.raises(LakeBusyError, match=rf": another spendlake ingest holds the lake \(pid {os.getpid()} on "):
             with lake.lock("ingest"):
                 pass
+
+
+@pytest.mark.parametrize("args, lock, command", [
+    (["rules", "run", "--since", "30d"], "findings", "spendlake rules run"),
+    (["ingest", "--source", "f"], "ingest", "spendlake ingest"),
+])
+def test_the_lock_records_the_whole_command_path_and_none_of_its_arguments(tmp_path, args, lock, command):
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [
+        {"name": "f", "kind": "focus", "location": str(SAMPLE.parent)}]}))
+    result = CliRunner().invoke(cli, ["--config", str(config), *args])
+    assert result.exit_code == 0, result.output
+    # the holder's line, then its command: what a writer refused beside it names
+    assert (tmp_path / "lake" / "_locks" / f"{lock}.lock").read_text().split("\n")[1] == command

@@ -19,7 +19,6 @@ from service.cli.output import default_format, emit, empty_lake_line, format_opt
 from service.cli.params import SingleValueCommand, SingleValueGroup
 from service.core.output import one_line
 from service.core.lake_damage import unnamed_damage
-from service.core.locks import set_command
 from service.core.units import currency_text, is_tty, money_text
 
 
@@ -32,11 +31,6 @@ class SpendlakeGroup(SingleValueGroup):
             return super().parse_args(ctx, args)
         except SpendlakeError as exc:
             _fail(ctx, exc)
-
-    def resolve_command(self, ctx: click.Context, args: list[str]):
-        name, command, rest = super().resolve_command(ctx, args)
-        set_command(f"spendlake {name}")  # written in the locks it takes: a refused writer names this one
-        return name, command, rest
 
     def invoke(self, ctx: click.Context):
         try:

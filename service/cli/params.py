@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from service.core.errors import UsageError
+from service.core.locks import set_command
 from service.core.timewindow import day_text, iso_day
 
 
@@ -92,3 +93,15 @@ class SingleValueGroup(SingleValueCommand, click.Group):
 
     command_class = SingleValueCommand
     group_class = type
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        if name:  # written in the locks it takes, so a refused writer names this one: the names, no argument
+            groups = [c.info_name for c in _chain(ctx)[1:]]  # the root's is the program's (`cli` in tests)
+            set_command(" ".join(["spendlake", *groups, name]))
+        return name, command, rest
+
+
+def _chain(ctx: click.Context) -> list[click.Context]:
+    """`ctx` and its parents, the root first."""
+    return [*_chain(ctx.parent), ctx] if ctx.parent else [ctx]
