@@ -296,6 +296,14 @@ def _version(stat: os.stat_result) -> str:
     return f"{stat.st_size}-{stat.st_mtime_ns}-{stat.st_ctime_ns}-{stat.st_ino}"
 
 
+def moved_alike(was: str, now: str) -> bool:
+    """Whether a local file of version `now` may be one of version `was` moved or copied with its
+    times (to another disk: `mv`, `cp -a`, `rsync -a`): the same size and modification time, the
+    inode and change time of its new place. False for S3 versions (ETags)."""
+    before, after = was.split("-"), now.split("-")
+    return len(before) == len(after) == 4 and before[:2] == after[:2]
+
+
 def fingerprint(objects: list[StoredObject]) -> str:
     """A delivery id for files that carry none: changes when any file is replaced."""
     digest = hashlib.sha256()

@@ -28,6 +28,7 @@ import shutil
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -266,6 +267,16 @@ class Lake:
         # periods unknown until the data is read: those it delivered last time
         wanted = {e.billing_period for e in delivered} if periods is None else set(periods)
         return bool(wanted) and wanted <= held
+
+    def moved_files(self, source: str, delivery_id: str, files: Sequence[str]) -> None:
+        """The entries of a delivery found unchanged at another place (its location moved:
+        service.ingest.periods) name its files there, as a file that fails names the periods it
+        holds back by them. Call only while holding the ingest lock."""
+        state = self.ledger_state()
+        entries = [replace(e, files=tuple(files)) if e.source == source and e.delivery_id == delivery_id else e
+                   for e in state.entries]
+        if entries != list(state.entries):
+            self._write_ledger(entries, list(state.pending), state.pending_by)
 
     def _current(self, entry: LedgerEntry) -> bool:
         check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)

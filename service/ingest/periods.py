@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field, replace
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
+from connectors.storage import moved_alike
 from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.files import files_named
@@ -71,6 +73,7 @@ class Plan:
     members: tuple[Delivery, ...] = ()  # its files, in the order of its parts
     found: dict[str, dict] = field(default_factory=dict)  # member id → its state entry, once staged
     older: dict[str, str] = field(default_factory=dict)  # a file read, a stale copy of a file gone: its warning
+    versions: dict[str, str | None] = field(default_factory=dict)  # each loose file's listed version (_as_delivered)
 
     def regroup(self, delivery: Delivery, staged: StagedCosts) -> StagedCosts:
         """The `together` delivery's staged periods as a survey would have delivered them:
@@ -81,7 +84,8 @@ class Plan:
             discard_costs([staged])
             raise DataError(f"{len(staged.part_periods)} parts read from {len(self.members)} files",
                             where=self.members[0].files[0], hint="run ingest again")
-        self.found.update((m.delivery_id, _entry(m, sorted(p))) for m, p in zip(self.members, staged.part_periods))
+        self.found.update((m.delivery_id, _entry(m, sorted(p), version=self.versions.get(m.files[0])))
+                          for m, p in zip(self.members, staged.part_periods))
         if len(self.members) > 1 and staged.entries:
             self.empty.extend(m.files[0] for m in self.members if not self.found[m.delivery_id]["periods"])
         delivery_of: dict[str, Delivery] = {}
@@ -98,7 +102,7 @@ class Plan:
         rest = tuple(m for m in self.members if m.files[0] not in dataset)
         if not rest or len(rest) == len(self.members):
             return None
-        self.found.update((m.delivery_id, _entry(m, [], skipped=dataset[m.files[0]]))
+        self.found.update((m.delivery_id, _entry(m, [], dataset[m.files[0]], self.versions.get(m.files[0])))
                           for m in self.members if m.files[0] in dataset)
         self.members, self.together = rest, joined(rest, None)
         return self.together
@@ -120,11 +124,13 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     if not loose:
         return result
     ledger = [e for e in lake.ledger() if e.source == source]
+    result.versions = {f.files[0]: connector.listed_version(f.files[0]) for f in loose}
     listed = [uri for delivery in result.deliveries if not delivery.waiting for uri in delivery.files]
     found = _without_copies(lake, connector, source, loose, listed, ledger)
     loose, result.skipped, result.older = found.read, found.skipped, found.older
     state = _cache(lake)
     known: dict[str, dict] = state.get(source, {})
+    loose, moved = _as_delivered(connector, loose, known, result.versions)
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
     for file in (d for d in deliveries if d.files[0] in found.rewritten):
@@ -140,13 +146,16 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
         result.deliveries.append(result.together)
         loose = []
     for file in loose:
-        if file.delivery_id in known:
-            index[file.delivery_id] = known[file.delivery_id]
+        version = result.versions.get(file.files[0])
+        if file.delivery_id in moved:
+            index[file.delivery_id] = moved[file.delivery_id]
+        elif file.delivery_id in known:  # with its version, a file recorded before versions were (_as_delivered)
+            index[file.delivery_id] = {"version": version, **known[file.delivery_id]}
         else:
             try:
-                index[file.delivery_id] = _entry(file, _survey(lake, con, connector, file))
+                index[file.delivery_id] = _entry(file, _survey(lake, con, connector, file), version=version)
             except OtherDataset as other:
-                index[file.delivery_id] = _entry(file, [], skipped=other.dataset)
+                index[file.delivery_id] = _entry(file, [], other.dataset, version)
             except SpendlakeError as exc:
                 result.failed.append((file, exc))
                 for entry in ledger:
@@ -243,8 +252,35 @@ def _unheld(loose: Sequence[Delivery], ledger: Sequence[LedgerEntry], connector:
     return connector.parts_are_files and not any(uris & set(e.files) for e in ledger)
 
 
-def _entry(file: Delivery, periods: list[str], skipped: str | None = None) -> dict:
-    return {"uri": file.files[0], "periods": periods, "skipped": skipped}
+def _entry(file: Delivery, periods: list[str], skipped: str | None = None, version: str | None = None) -> dict:
+    return {"uri": file.files[0], "periods": periods, "skipped": skipped, "version": version}
+
+
+def _as_delivered(connector: CostConnector, loose: Sequence[Delivery], known: dict[str, dict],
+                  versions: dict[str, str | None]) -> tuple[list[Delivery], dict[str, dict]]:
+    """The loose files, each under the id it was delivered under, and the records of those found
+    moved now. A local file's fingerprint holds its inode and change time, so the location copied
+    with its times to another disk (`cp -a`, `rsync -a`, `mv` across file systems) made every
+    period new: a file at the same path under the location, of the size and modification time
+    of a file recorded there and gone since, is that file moved (`moved_alike`). It keeps its
+    recorded id and periods (its period is "unchanged"; billing.py moves the ledger's files), the
+    record marked `moved` with its own fingerprint, by which later runs know it."""
+    aliases = {record["moved"]: old for old, record in known.items() if record.get("moved")}
+    listed = set(versions)
+    gone = {old: record for old, record in known.items() if record["uri"] not in listed and record.get("version")}
+    moved: dict[str, dict] = {}
+    for file in loose:
+        uri, version = file.files[0], versions.get(file.files[0])
+        if file.delivery_id in known or file.delivery_id in aliases or not version or uri.startswith("s3://"):
+            continue  # an S3 object's fingerprint holds its key under the location and its ETag: it moves as it is
+        tail = "/" + (os.path.relpath(uri, connector.config.location) if uri != connector.config.location
+                      else os.path.basename(uri))
+        same = [old for old, record in gone.items() if record["uri"].endswith(tail)
+                and moved_alike(record["version"], version)]
+        if len(same) == 1:
+            aliases[file.delivery_id] = same[0]
+            moved[same[0]] = {**gone.pop(same[0]), "uri": uri, "version": version, "moved": file.delivery_id}
+    return [replace(f, delivery_id=aliases.get(f.delivery_id, f.delivery_id)) for f in loose], moved
 
 
 def _by_period(files: Sequence[Delivery], index: dict[str, dict]) -> list[list[Delivery]]:
