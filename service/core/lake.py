@@ -270,8 +270,8 @@ class Lake:
 
     def moved_files(self, source: str, delivery_id: str, files: Sequence[str]) -> None:
         """The entries of a delivery found unchanged at another place (its location moved:
-        service.ingest.periods) name its files there, as a file that fails names the periods it
-        holds back by them. Call only while holding the ingest lock."""
+        service.ingest.periods) name its files there: a file of theirs that fails later holds
+        their periods back, found by its name. Call only while holding the ingest lock."""
         state = self.ledger_state()
         entries = [replace(e, files=tuple(files)) if e.source == source and e.delivery_id == delivery_id else e
                    for e in state.entries]

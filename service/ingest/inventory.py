@@ -96,7 +96,7 @@ def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | N
         outcomes = [_snapshot_source(lake, source, now) for source in sources]
         if any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
             for warning in refresh_rollups(lake, config):  # attribution reads the latest tags, and jobs with `clusters:`
-                (warn or log.warning)(warning)
+                warn(warning) if warn else log.warning("%s", warning)
         return outcomes
 
 
