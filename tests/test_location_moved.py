@@ -15,8 +15,8 @@ from service.cli.main import cli
 from service.core.lake import Lake
 from tests.conftest import SAMPLES
 
-FILES = {"a/focus.csv": SAMPLES / "focus" / "focus_1.0_sample_1000.csv",
-         "b/trey.csv": SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv"}
+FILES = {"a/part-0.csv": SAMPLES / "focus" / "focus_1.0_sample_1000.csv",  # one name: each file found by its path
+         "b/part-0.csv": SAMPLES / "focus" / "azure_focus_1.0_trey_research_1000.csv"}
 
 
 def ingest(tmp_path, location) -> list[str]:
@@ -53,7 +53,7 @@ def test_a_location_copied_with_its_times_to_another_disk_is_unchanged_and_the_l
         assert figures(tmp_path) == before
     files = {uri for e in Lake(tmp_path / "lake").ledger() for uri in e.files}
     assert files == {str(moved / key) for key in FILES}
-    (moved / "a" / "focus.csv").write_text((moved / "a" / "focus.csv").read_text().replace("\n", "\r\n"))  # re-exported
+    (moved / "a" / "part-0.csv").write_text((moved / "a" / "part-0.csv").read_text().replace("\n", "\r\n"))  # re-exported
     said = ingest(tmp_path, moved)
     assert any("committed" in line for line in said) and any("unchanged" in line for line in said), said
     assert {p: f[1:3] for p, f in figures(tmp_path).items()} == {p: f[1:3] for p, f in before.items()}

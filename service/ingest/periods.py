@@ -268,19 +268,28 @@ def _as_delivered(connector: CostConnector, loose: Sequence[Delivery], known: di
     aliases = {record["moved"]: old for old, record in known.items() if record.get("moved")}
     listed = set(versions)
     gone = {old: record for old, record in known.items() if record["uri"] not in listed and record.get("version")}
+    ending: dict[int, dict[str, list[str]]] = {}  # n → the gone records by their path's last n parts
+
+    def ending_in(tail: str) -> list[str]:
+        n = tail.count("/")
+        if n not in ending:
+            ending[n] = {}
+            for old, record in gone.items():
+                ending[n].setdefault("/" + "/".join(record["uri"].split("/")[-n:]), []).append(old)
+        return ending[n].get(tail, [])
+
     moved: dict[str, dict] = {}
     for file in loose:
         uri, version = file.files[0], versions.get(file.files[0])
         if file.delivery_id in known or file.delivery_id in aliases or not version or uri.startswith("s3://"):
             continue  # an S3 object's fingerprint holds its key under the location and its ETag: it moves as it is
-        tail = "/" + (os.path.relpath(uri, connector.config.location) if uri != connector.config.location
-                      else os.path.basename(uri))
-        same = [old for old, record in gone.items() if record["uri"].endswith(tail)
-                and moved_alike(record["version"], version)]
+        location = connector.config.location.rstrip("/")
+        tail = uri[len(location):] if uri.startswith(location + "/") else "/" + os.path.basename(uri)
+        same = [old for old in ending_in(tail) if old in gone and moved_alike(gone[old]["version"], version)]
         if len(same) == 1:
             aliases[file.delivery_id] = same[0]
             moved[same[0]] = {**gone.pop(same[0]), "uri": uri, "version": version, "moved": file.delivery_id}
-    return [replace(f, delivery_id=aliases.get(f.delivery_id, f.delivery_id)) for f in loose], moved
+    return [replace(f, delivery_id=aliases[f.delivery_id]) if f.delivery_id in aliases else f for f in loose], moved
 
 
 def _by_period(files: Sequence[Delivery], index: dict[str, dict]) -> list[list[Delivery]]:
