@@ -11,7 +11,8 @@ period's delivery, whether the files sit in one folder, several, or Hive partiti
 column; a file holding two periods joins them, so each file is read once per commit.
 The delivery id is a fingerprint of its files' fingerprints: unchanged files give the same
 id (re-ingesting is a no-op), and a period one of whose files is added, replaced or deleted
-is read again as a whole (it grows or shrinks, never keeps stale rows).
+is read again as a whole (it grows or shrinks, never keeps stale rows). A file moved with the
+location to another disk, its times kept, keeps the id it was delivered under (`_as_delivered`).
 
 When all of a source's loose files are new to it (none surveyed before, none in a ledger
 entry of the source: a first ingest), they are committed without a survey, as one delivery
