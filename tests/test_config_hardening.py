@@ -261,3 +261,12 @@ def test_20_config_validate_never_echoes_an_api_token_it_refuses(tmp_path, token
     result = CliRunner().invoke(cli, ["--config", str(path), "config", "validate"])
     assert result.exit_code == 2 and "service.api_token: must be" in result.output, result.output
     assert token.strip("'") not in result.output and (kind is None or f"not {kind} (not shown)" in result.output)
+
+
+def test_a_demo_dir_that_is_a_dangling_symbolic_link_is_refused_naming_the_link_and_its_target(tmp_path):
+    target = tmp_path / "mnt" / "demo"
+    (tmp_path / "data").symlink_to(target)
+    result = invoke("demo", "--dir", str(tmp_path / "data"))
+    assert result.exit_code == 2, result.output
+    assert f"{tmp_path / 'data'} is a symbolic link to {target}, which does not exist" in result.output
+    assert "--dir" in result.output and not (tmp_path / "mnt").exists()

@@ -27,6 +27,7 @@ files, so the ingest finds every delivery already held and changes nothing.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -42,7 +43,9 @@ from connectors.synthetic.slurm import CLUSTER_TAG, NODE_TAG, add_slurm_cluster
 from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
 from service.core.config_file import DEMO_CONFIG
+from service.core.config_paths import dangling_link
 from service.core.coverage import data_end
+from service.core.errors import UsageError
 from service.core.lake import Lake
 from service.findings.budgets import budget_statuses, early_in_month
 from service.findings.forecast import history_start
@@ -93,6 +96,10 @@ class DemoResult:
 def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int = 7,
              start: date | None = None) -> DemoResult:
     """Generate the organisation's export, write the demo config, ingest it."""
+    link = dangling_link(Path(directory).absolute())
+    if link is not None:  # it would be made at the link's target, a place nobody chose
+        raise UsageError(f"{link} is a symbolic link to {os.readlink(link)}, which does not exist", where="--dir",
+                         hint="mount or create what it points to, or give --dir another folder")
     root = Path(directory).resolve()
     demo_dir = root / "demo"
     org = build_organisation(seed, start or default_start(days), days)

@@ -52,11 +52,16 @@ def _no_dangling_link(lake: Path, file: str) -> None:
     """A ConfigError when `lake`, or a folder on its way, is a symbolic link that leads nowhere (a
     volume not mounted, a link left by a move): the lake would be made at its target, an empty
     lake in a place nobody chose, and every query would answer from it."""
-    for path in (lake, *lake.parents):
-        if path.is_symlink() and not path.exists():
-            on_path = "" if path == lake else f" (on the way to {lake})"
-            raise ConfigError(f"lake: {path} is a symbolic link to {os.readlink(path)}, which does not exist{on_path}",
-                              where=file, hint="mount or create what it points to, or point `lake` at the lake's folder")
+    link = dangling_link(lake)
+    if link is not None:
+        on_path = "" if link == lake else f" (on the way to {lake})"
+        raise ConfigError(f"lake: {link} is a symbolic link to {os.readlink(link)}, which does not exist{on_path}",
+                          where=file, hint="mount or create what it points to, or point `lake` at the lake's folder")
+
+
+def dangling_link(path: Path) -> Path | None:
+    """`path`, or the folder on its way, that is a symbolic link to nothing; None if none is."""
+    return next((p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None)
 
 
 def _entry(entry: Any, base: Path, key: str, file: str) -> Any:
