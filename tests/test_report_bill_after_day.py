@@ -51,9 +51,10 @@ def test_the_part_of_the_bill_used_after_the_reports_day_is_named_so_the_month_t
     bill = Decimal(table(data, "bills", "bills")["rows"][0]["billed_cost"])
     mtd = next(Decimal(r["cost"]) for r in table(data, "spend", "totals")["rows"] if r["window"] == "mtd")
     assert mtd + tax_after + usage_after == bill  # to the 12 decimals the lake keeps
-    assert [n for n in table(data, "bills", "bills").get("notes", []) if "after 2023-11-13" in n] == [
+    [note] = [n for n in table(data, "bills", "bills").get("notes", []) if "after 2023-11-13" in n]
+    assert note.startswith(  # and the parts' rounding (the test below)
         f"Used after 2023-11-13, so in the 2023-11 bill but not in the month to date above: cur: "
-        f"{cents(tax_after + usage_after)} (Tax {cents(tax_after)}, Usage {cents(usage_after)})."]
+        f"{cents(tax_after + usage_after)} (Tax {cents(tax_after)}, Usage {cents(usage_after)}; ")
     # on the month's last day nothing of the bill is after it, and the month to date is the bill
     data = report_json(tmp_path, "2023-11-30")
     assert not [n for n in table(data, "bills", "bills").get("notes", []) if "Used after" in n]
@@ -68,3 +69,21 @@ def test_a_charge_after_the_datas_end_that_rounds_to_no_cent_is_not_named_as_0(t
     assert notes[0].startswith("The lake's billing data ends at 2023-11-14 04:00 UTC")
     assert "USD 0.00" not in notes[0]
     assert "Tax USD 0.04" in report_json(tmp_path, "2023-11-30")["notes"][0]
+
+
+def test_the_after_day_parts_that_each_rounded_miss_their_total_say_the_rounding(tmp_path):
+    """On 13 November the part after the day was 'cur: USD 0.05 (Tax USD 0.05, Usage USD 0.01)':
+    finance adding the parts got USD 0.06. As under the Bills table (bills_by_category), the note
+    names the parts' rounded sum and the exact one the total rounds."""
+    sums = dict(duckdb.sql(f"""SELECT "lineItem/LineItemType", sum("lineItem/UnblendedCost"::DECIMAL(38,12))
+        FROM read_csv('{CUR}', all_varchar=true) WHERE "lineItem/UsageStartDate" >= '2023-11-14'
+        OR "lineItem/LineItemType" = 'Tax' GROUP BY ALL""").fetchall())
+    tax_after, usage_after = (sums["Tax"] * 17 / 30).quantize(Decimal("1e-12")), sums["Usage"]
+    exact = tax_after + usage_after
+    parts = Decimal(cents(tax_after)[4:]) + Decimal(cents(usage_after)[4:])
+    assert f"USD {parts}" != cents(exact)  # the case: 0.05 + 0.01 against 0.05
+    [note] = [n for n in table(report_json(tmp_path, "2023-11-13"), "bills", "bills")["notes"] if "Used after" in n]
+    assert note.endswith(
+        f"cur: {cents(exact)} (Tax {cents(tax_after)}, Usage {cents(usage_after)}; each rounded to the cent, the "
+        f"parts add up to USD {parts}; their exact sum, USD {exact.normalize():f}, rounds to {cents(exact)}: the "
+        f"USD {abs(parts - Decimal(cents(exact)[4:])):.2f} between them is rounding).")

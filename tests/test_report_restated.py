@@ -27,12 +27,14 @@ def bills_table(tmp_path, config, day: str) -> dict:
 
 
 def rewrite(path, change) -> None:
-    """The CUR file with `change(header, row)` applied to its first usage line of 13 November."""
+    """The CUR file with `change(header, row)` applied to its first usage line of 13 November; a
+    line it returns is added to the file."""
     with open(path, newline="") as handle:
         rows = list(csv.reader(handle))
     header, start, kind = rows[0], rows[0].index("lineItem/UsageStartDate"), rows[0].index("lineItem/LineItemType")
     row = next(r for r in rows[1:] if r[start].startswith("2023-11-13") and r[kind] == "Usage")
-    change(header, row)
+    if (added := change(header, row)) is not None:
+        rows.append(added)
     with open(path, "w", newline="") as handle:
         csv.writer(handle).writerows(rows)
 
@@ -66,6 +68,45 @@ def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_res
         "lines changed with it."]
 
 
+def a_day_later(header, row) -> list[str]:
+    """A usage line of the 15th like `row`, USD 1.00: the month grown by a day."""
+    later = list(row)
+    for column in ("lineItem/UsageStartDate", "lineItem/UsageEndDate", "identity/TimeInterval"):
+        later[header.index(column)] = later[header.index(column)].replace("2023-11-14", "2023-11-16").replace(
+            "2023-11-13", "2023-11-15")
+    later[header.index("lineItem/UnblendedCost")] = "1"
+    return later
+
+
+def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_it_held_is_said_restated(tmp_path):
+    """AWS's month to date delivered again reaching the 15th, and a usage line of the 13th USD 1.00
+    dearer: the data's end moved, so the change was taken for the month growing (the bill USD 1.68
+    became 3.68 with nothing said). The days the first delivery held whole (before the 14th) are
+    compared by the day sums the ledger keeps: USD 1.00 more there is a restatement."""
+    (tmp_path / "export").mkdir()
+    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
+    held = sum(Decimal(billed) for day, (billed, _) in first["days"]["USD"].items() if day < "2023-11-14")
+
+    def dearer_and_a_day_later(header, row):
+        cost = header.index("lineItem/UnblendedCost")
+        row[cost] = str(Decimal(row[cost]) + 1)
+        return a_day_later(header, row)
+    rewrite(tmp_path / "export" / "cur.csv", dearer_and_a_day_later)
+    assert spendlake(config, "ingest").exit_code == 0
+    entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
+    assert entry["data_through"] > first["data_through"]  # the month grew: taken for growth alone before
+    assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == [
+        f"Bill 2023-11 / cur / USD restated: delivered again at {entry['ingested_at'][:16].replace('T', ' ')} UTC, "
+        f"its data now through {entry['data_through'][:16].replace('T', ' ')} UTC, for the usage of the days before 2023-11-14 it bills "
+        f"USD {held + 1:.2f} where the delivery of {first['ingested_at'][:16].replace('T', ' ')} UTC, its data through "
+        f"2023-11-14 04:00 UTC, billed USD {held:.2f} (USD 1.00 more, besides the days it adds): the figures above "
+        "that count those days changed with it."]
+
+
 def test_a_bill_delivered_again_with_a_later_day_is_no_restatement(tmp_path):
     """AWS delivers the month to date again each day: a delivery reaching further is the month growing."""
     (tmp_path / "export").mkdir()
@@ -74,11 +115,6 @@ def test_a_bill_delivered_again_with_a_later_day_is_no_restatement(tmp_path):
     config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
     assert spendlake(config, "ingest").exit_code == 0
 
-    def a_day_later(header, row):  # the 15th's usage, USD 1.00 more in the bill
-        for column in ("lineItem/UsageStartDate", "lineItem/UsageEndDate", "identity/TimeInterval"):
-            row[header.index(column)] = row[header.index(column)].replace("2023-11-14", "2023-11-16").replace(
-                "2023-11-13", "2023-11-15")
-        row[header.index("lineItem/UnblendedCost")] = "1"
     rewrite(tmp_path / "export" / "cur.csv", a_day_later)
     assert spendlake(config, "ingest").exit_code == 0
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]

@@ -31,14 +31,13 @@ from typing import TYPE_CHECKING
 
 from service.core.errors import DataError
 from service.core.timewindow import CLOCK_SKEW, Window, iso_utc, month_text, parse_window
-from service.core.usage_end import USAGE_ONLY, usage_through
+from service.core.usage_end import USAGE_BEGINS, usage_through
 
 if TYPE_CHECKING:
     from service.core.lake import Lake
     from service.core.ledger import LedgerEntry
     from service.core.snapshot import Snapshot
 
-USAGE_BEGINS = f"min(ChargePeriodStart) {USAGE_ONLY}"
 STATE_KEY = "data_through"  # in each source's record of the `sources` state
 
 

@@ -45,15 +45,23 @@ class CurrencyTotals:
     rounding: tuple[tuple[str, Decimal], ...] = ()
 
 
+# Per currency, UTC day (YYYY-MM-DD) → (billed, effective) summed over the usage lines charged within
+# that day: what a later delivery reaching further is compared with over the days both hold, so
+# a change of days already billed is told from the month growing (report/sections/bills.py).
+DaySums = tuple[tuple[str | None, tuple[tuple[str, Decimal | None, Decimal | None], ...]], ...]
+
+
 @dataclass(frozen=True)
 class Replaced:
     """What the committed entry of a period held when a delivery with other figures replaced it
-    (a restated bill): when it was committed, how far its data reached, final or not, its totals."""
+    (a restated bill): when it was committed, how far its data reached, final or not, its totals,
+    its day sums (None: recorded before 2026-12)."""
 
     ingested_at: str
     data_through: str | None
     final: bool
     totals: tuple[CurrencyTotals, ...]
+    days: DaySums | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,10 @@ class LedgerEntry:
     reader_version: int = 0
     # The delivery of the period its latest change of figures replaced (with_replaced); None: never.
     replaced: Replaced | None = None
+    # Its usage lines' sums per day (DaySums) and the start of its earliest usage charge period (ISO
+    # UTC); None in ledgers before 2026-12, and data_from None for a delivery without usage line.
+    days: DaySums | None = None
+    data_from: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -99,7 +111,15 @@ class LedgerEntry:
         if self.replaced is None:
             del data["replaced"]
         else:
-            data["replaced"] = {**data["replaced"], "totals": _totals_json(self.replaced.totals)}
+            data["replaced"] = {**data["replaced"], "totals": _totals_json(self.replaced.totals),
+                                "days": _days_json(self.replaced.days)}
+            if self.replaced.days is None:
+                del data["replaced"]["days"]
+        for key in ("days", "data_from"):
+            if getattr(self, key) is None:
+                del data[key]
+        if self.days is not None:
+            data["days"] = _days_json(self.days)
         data["files"] = list(self.files)
         del data["data_through_recorded"]
         if not self.reader_version:
@@ -118,9 +138,10 @@ class LedgerEntry:
                       "files": tuple(data.get("files", ())),
                       "data_through_recorded": "data_through" in data,
                       "tag_keys": None if keys is None else tuple(keys),
+                      "days": _days(data.get("days")),
                       "replaced": None if replaced is None else Replaced(
                           replaced["ingested_at"], replaced.get("data_through"), replaced["final"],
-                          _totals(replaced["totals"]))})
+                          _totals(replaced["totals"]), _days(replaced.get("days")))})
 
 
 def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) -> list[LedgerEntry]:
@@ -131,7 +152,7 @@ def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) 
     def figures(entry: LedgerEntry) -> set[tuple]:
         return {(t.currency, t.billed_cost, t.effective_cost) for t in entry.totals}
     return [entry if (prior := before.get(entry.key)) is None else replace(
-        entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals)
+        entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals, prior.days)
         if figures(prior) != figures(entry) else prior.replaced) for entry in new]
 
 
@@ -145,6 +166,17 @@ def _totals(found: list[dict]) -> tuple[CurrencyTotals, ...]:
                                 effective_cost=_dec(t["effective_cost"]), rounding=tuple(
                                     (column, Decimal(value)) for column, value in t.get("rounding", {}).items()))
                  for t in found)
+
+
+def _days_json(days: DaySums | None) -> dict | None:  # {"USD": {"2026-11-01": ["12.5", "12.5"]}}
+    return None if days is None else {currency or "": {day: [exact_text(billed), exact_text(effective)]
+                                                       for day, billed, effective in sums} for currency, sums in days}
+
+
+def _days(found: dict | None) -> DaySums | None:
+    return None if found is None else tuple(
+        (currency or None, tuple((day, _dec(billed), _dec(effective)) for day, (billed, effective) in sums.items()))
+        for currency, sums in found.items())
 
 
 def _dec(value: str | None) -> Decimal | None:
@@ -202,11 +234,15 @@ class _TotalsShape(Open):
     rounding: dict[str, DecimalText] = {}
 
 
+DaysShape = dict[StrictStr, dict[StrictStr, tuple[DecimalText | None, DecimalText | None]]]
+
+
 class _ReplacedShape(Open):
     ingested_at: UtcText
     data_through: UtcText | None = None
     final: StrictBool
     totals: list[_TotalsShape]
+    days: DaysShape | None = None
 
 
 def _partition_value(text: str) -> str:
@@ -234,6 +270,8 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     tag_keys: list[StrictStr] | None = None
     reader_version: StrictInt = Field(default=0, ge=0)
     replaced: _ReplacedShape | None = None
+    days: DaysShape | None = None
+    data_from: UtcText | None = None
 
 
 class _LedgerShape(Open):

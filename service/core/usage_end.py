@@ -13,8 +13,10 @@ import duckdb
 
 from service.core.timewindow import iso_utc
 
-USAGE_ONLY = "FILTER (WHERE coalesce(ChargeCategory, 'Usage') = 'Usage')"  # a line no category names is usage
+USAGE_LINE = "coalesce(ChargeCategory, 'Usage') = 'Usage'"  # a line no category names is usage
+USAGE_ONLY = f"FILTER (WHERE {USAGE_LINE})"
 USAGE_END = f"max(ChargePeriodEnd) {USAGE_ONLY}"
+USAGE_BEGINS = f"min(ChargePeriodStart) {USAGE_ONLY}"  # the ledger's data_from, coverage.data_begins
 
 
 def usage_through(con: duckdb.DuckDBPyConnection, paths: Sequence[Path | str]) -> dict[str, str]:

@@ -43,12 +43,12 @@ from service.attribution import prorate
 from service.core.config import Config
 from service.core.coverage import parse_utc
 from service.core.lake import READER_MEMORY_LIMIT, Lake
-from service.core.ledger import LedgerEntry
+from service.core.ledger import DaySums, LedgerEntry, Replaced
 from service.core.registry import CONNECTORS
 from service.core.timewindow import day_start, minute_text, month_text
 from service.core.units import cents, currency_text, money_text
 from service.report.model import Column, Section, Table
-from service.report.rounding import gaps
+from service.report.rounding import Gap, gaps
 
 LABELS = {"billed_cost": "billed", "effective_cost": "effective"}  # the money columns a rounding note names
 
@@ -183,34 +183,80 @@ def moved_notes(lake: Lake, day: date) -> list[str]:
 
 def restated_notes(entries: list[LedgerEntry]) -> list[str]:
     """A sentence per bill and currency whose latest delivery changed the figures of the days the
-    one before it held (its data reaching no further, or that one final): the cloud restated it.
-    A delivery reaching further is the month growing (AWS delivers the month to date each day)."""
+    one before it held: its whole bill when its data reaches no further (or that one was final), else
+    the days that one held whole, by the day sums both recorded (a delivery reaching further
+    with those days as they were is the month growing: AWS delivers the month to date each day)."""
     notes = []
     for entry in entries:
         old = entry.replaced
-        if old is None or not (old.final or entry.data_through is None or old.data_through is not None
-                               and parse_utc(entry.data_through) <= parse_utc(old.data_through)):
+        if old is None:
             continue
-        through = f", its data still through {minute_text(parse_utc(entry.data_through))} UTC" \
-            if entry.data_through else ""
-        before = {t.currency: t for t in old.totals}
-        for totals in sorted(entry.totals, key=lambda t: t.currency or ""):
-            prior, currency = before.get(totals.currency), currency_text(totals.currency)
-            cost = "billed_cost" if totals.billed_cost is not None else "effective_cost"
-            new, was = getattr(totals, cost), None if prior is None else getattr(prior, cost)
-            if new == was:
-                continue
-            change = new - (was or 0)
-            notes.append(
-                f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
-                f"{minute_text(parse_utc(entry.ingested_at))} UTC{through}, it "
-                + ("bills" if cost == "billed_cost" else "has an effective cost of")
-                + f" {money_text(new, currency)} where the {'final ' if old.final else ''}delivery of "
-                f"{minute_text(parse_utc(old.ingested_at))} UTC "
-                + ("billed" if cost == "billed_cost" else "had")
-                + f" {money_text(was or 0, currency)} ({money_text(abs(change), currency)} "
-                f"{'more' if change > 0 else 'less'}): the figures above that count its lines changed with it.")
+        if old.final or entry.data_through is None or old.data_through is not None \
+                and parse_utc(entry.data_through) <= parse_utc(old.data_through):
+            notes += whole_bill_restated(entry, old)
+        else:
+            notes += days_restated(entry, old)
     return notes
+
+
+def whole_bill_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
+    notes = []
+    through = f", its data still through {minute_text(parse_utc(entry.data_through))} UTC" \
+        if entry.data_through else ""
+    before = {t.currency: t for t in old.totals}
+    for totals in sorted(entry.totals, key=lambda t: t.currency or ""):
+        prior, currency = before.get(totals.currency), currency_text(totals.currency)
+        cost = "billed_cost" if totals.billed_cost is not None else "effective_cost"
+        new, was = getattr(totals, cost), None if prior is None else getattr(prior, cost)
+        if new == was:
+            continue
+        change = new - (was or 0)
+        notes.append(
+            f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
+            f"{minute_text(parse_utc(entry.ingested_at))} UTC{through}, it "
+            + ("bills" if cost == "billed_cost" else "has an effective cost of")
+            + f" {money_text(new, currency)} where the {'final ' if old.final else ''}delivery of "
+            f"{minute_text(parse_utc(old.ingested_at))} UTC "
+            + ("billed" if cost == "billed_cost" else "had")
+            + f" {money_text(was or 0, currency)} ({money_text(abs(change), currency)} "
+            f"{'more' if change > 0 else 'less'}): the figures above that count its lines changed with it.")
+    return notes
+
+
+def days_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
+    """The sentences of a delivery reaching further whose usage of the days the one before held
+    whole (up to that one's data end's day) adds up to other figures (per currency): the days
+    already billed restated beside the days added. Deliveries recorded before 2026-12 kept no
+    day sums: nothing to compare."""
+    if entry.days is None or old.days is None or old.data_through is None:
+        return []
+    held = parse_utc(old.data_through).date().isoformat()  # the days before it held whole
+    now, was = sums_before(entry.days, held), sums_before(old.days, held)
+    notes = []
+    for totals in sorted(entry.totals, key=lambda t: t.currency or ""):
+        key, currency = totals.currency or "", currency_text(totals.currency)
+        index = 0 if totals.billed_cost is not None else 1
+        new, before = now.get(key, (Decimal(0),) * 2)[index], was.get(key, (Decimal(0),) * 2)[index]
+        if new == before:
+            continue
+        verb, had = ("bills", "billed") if index == 0 else ("has an effective cost of", "had")
+        change = new - before
+        notes.append(
+            f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
+            f"{minute_text(parse_utc(entry.ingested_at))} UTC, its data now through "
+            f"{minute_text(parse_utc(entry.data_through))} UTC, for the usage of the days before {held} it {verb} "
+            f"{money_text(new, currency)} where the delivery of {minute_text(parse_utc(old.ingested_at))} UTC, its "
+            f"data through {minute_text(parse_utc(old.data_through))} UTC, {had} {money_text(before, currency)} "
+            f"({money_text(abs(change), currency)} {'more' if change > 0 else 'less'}, besides the days it adds): "
+            "the figures above that count those days changed with it.")
+    return notes
+
+
+def sums_before(days: DaySums, held: str) -> dict[str, tuple[Decimal, Decimal]]:
+    """Per currency ("" for none), the (billed, effective) day sums of the days before `held`."""
+    return {currency or "": (sum((b or 0 for day, b, _ in sums if day < held), Decimal(0)),
+                             sum((e or 0 for day, _, e in sums if day < held), Decimal(0)))
+            for currency, sums in days}
 
 
 def after_day_notes(lake: Lake, day: date) -> list[str]:
@@ -233,11 +279,23 @@ def after_day_notes(lake: Lake, day: date) -> list[str]:
         parts[(source, currency)][category or "no category"] += billed
     text = "; ".join(
         f"{source}: {money_text(sum(by.values()), currency_text(currency))} (" + ", ".join(
-            f"{category} {money_text(part, currency_text(currency))}" for category, part in sorted(by.items())) + ")"
+            f"{category} {money_text(part, currency_text(currency))}" for category, part in sorted(by.items()))
+        + parts_rounding(list(by.values()), currency) + ")"
         for (source, currency), by in sorted(parts.items(), key=lambda item: (item[0][0], item[0][1] or ""))
         if lake.counts(source) and cents(sum(by.values()), currency))
     return [f"Used after {day.isoformat()}, so in the {month_text(start)} bill but not in the month to date "
             f"above: {text}."] if text else []
+
+
+def parts_rounding(parts: list[Decimal], currency: str | None) -> str:
+    """"; each rounded..." when `parts`, each rounded to the cent, add up to other than their
+    exact sum rounded (Tax 0.045 and Usage 0.009: 0.05 + 0.01 against 0.05), as Bills' notes say it."""
+    gap = Gap("billed_cost", currency, sum((cents(p, currency) for p in parts), Decimal(0)), sum(parts, Decimal(0)))
+    if gap.rounded == gap.whole:
+        return ""
+    return (f"; each rounded to the cent, the parts add up to {gap.amount(gap.rounded)}; their exact sum, "
+            f"{gap.exact_text}, rounds to {gap.amount(gap.whole)}: the {gap.amount(abs(gap.whole - gap.rounded))} "
+            "between them is rounding")
 
 
 def credits_notes(rows: list[dict], before_credits: frozenset[str]) -> list[str]:
