@@ -21,7 +21,7 @@ def spendlake(config_file, *args):
 
 
 def cents(amount: Decimal) -> str:
-    return f"USD {amount.quantize(Decimal('0.01'), ROUND_HALF_UP):,}"
+    return f"${amount.quantize(Decimal('0.01'), ROUND_HALF_UP):,}"
 
 
 def report_json(tmp_path, day: str) -> dict:
@@ -67,8 +67,8 @@ def test_a_charge_after_the_datas_end_that_rounds_to_no_cent_is_not_named_as_0(t
     rounds to no cent is left out; the rest of the month's tax (the 30th: USD 0.04) is named."""
     notes = report_json(tmp_path, "2023-11-14")["notes"]
     assert notes[0].startswith("The lake's billing data ends at 2023-11-14 04:00 UTC")
-    assert "USD 0.00" not in notes[0]
-    assert "Tax USD 0.04" in report_json(tmp_path, "2023-11-30")["notes"][0]
+    assert "$0.00" not in notes[0]
+    assert "Tax $0.04" in report_json(tmp_path, "2023-11-30")["notes"][0]
 
 
 def test_the_after_day_parts_that_each_rounded_miss_their_total_say_the_rounding(tmp_path):
@@ -80,10 +80,10 @@ def test_the_after_day_parts_that_each_rounded_miss_their_total_say_the_rounding
         OR "lineItem/LineItemType" = 'Tax' GROUP BY ALL""").fetchall())
     tax_after, usage_after = (sums["Tax"] * 17 / 30).quantize(Decimal("1e-12")), sums["Usage"]
     exact = tax_after + usage_after
-    parts = Decimal(cents(tax_after)[4:]) + Decimal(cents(usage_after)[4:])
-    assert f"USD {parts}" != cents(exact)  # the case: 0.05 + 0.01 against 0.05
+    parts = Decimal(cents(tax_after)[1:]) + Decimal(cents(usage_after)[1:])
+    assert f"${parts}" != cents(exact)  # the case: 0.05 + 0.01 against 0.05
     [note] = [n for n in table(report_json(tmp_path, "2023-11-13"), "bills", "bills")["notes"] if "Used after" in n]
     assert note.endswith(
         f"cur: {cents(exact)} (Tax {cents(tax_after)}, Usage {cents(usage_after)}; each rounded to the cent, the "
-        f"parts add up to USD {parts}; their exact sum, USD {exact.normalize():f}, rounds to {cents(exact)}: the "
-        f"USD {abs(parts - Decimal(cents(exact)[4:])):.2f} between them is rounding).")
+        f"parts add up to ${parts}; their exact sum, ${exact.normalize():f}, rounds to {cents(exact)}: the "
+        f"${abs(parts - Decimal(cents(exact)[1:])):.2f} between them is rounding).")

@@ -32,7 +32,7 @@ LINES = [  # a USD bill of 3.55 whose parts show 3.56 (finance41's Tax 0.05 + Us
     ("2.33", "2.33", "EUR", "2026-06-30,2026-07-01", "Tax", ""),
 ]
 NOTE = ("Bill 2026-06 / cloud / USD, billed and effective: the charge categories above, each rounded to the cent, add up to "
-        "USD 3.56; the bill's lines add up to USD 3.55, which the bill rounds to USD 3.55: the USD 0.01 between them "
+        "$3.56; the bill's lines add up to $3.55, which the bill rounds to $3.55: the $0.01 between them "
         "is rounding: the exact parts (bills_by_category.csv) add up to the bill.")
 
 

@@ -18,6 +18,7 @@ from conftest import SAMPLES
 from service.cli.main import cli
 
 SANDBOX = SAMPLES / "focus" / "focus_1.0_sample_1000.csv"
+CUR = SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv"
 EA_CAD = SAMPLES / "azure" / "ea_actual_anonymous_sample.csv"
 EA_ACTUAL = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
 EA_AMORTIZED = SAMPLES / "azure" / "ea_amortized_trey_research_small.csv"
@@ -132,11 +133,11 @@ def test_usage_of_the_month_billed_in_another_period_is_named_under_the_bills(la
     bills(root, config, "2024-09-30")
     september = [n for n in bills_notes(root, "2024-09-30") if "billed in another period" in n]
     assert september == ["Usage of 2024-09 up to 2024-09-30 billed in another period, so in the month to date above but "
-                         "not in the 2024-09 bill: sandbox, billed in 2024-10: USD 0.24 (1 line)."]
+                         "not in the 2024-09 bill: sandbox, billed in 2024-10: $0.24 (1 line)."]
     bills(root, config, "2024-10-31")
     october = [n for n in bills_notes(root, "2024-10-31") if "used in another month" in n]
     assert october == ["Billed in 2024-10 but used in another month, so in the 2024-10 bill but not in its month "
-                       "to date: sandbox, used in 2024-09: USD 0.24 (1 line)."]
+                       "to date: sandbox, used in 2024-09: $0.24 (1 line)."]
     # the EUR source bills every line in the month of its use: no note of it
     assert not [n for n in bills_notes(root, "2024-09-30") + bills_notes(root, "2024-10-31") if " eu," in n]
 
@@ -327,12 +328,12 @@ def test_a_gcp_billing_bill_names_the_invoice_amount_net_of_its_credits(tmp_path
                                                ("2024-06", "USD"): (Decimal("12.5"), Decimal("12.499995"))}
     # June's credit, half a thousandth of a cent, changes no figure the invoice shows: no note
     assert table["notes"] == [
-        "Bill 2024-05 / gcp / USD: billed is Google's cost before the credits on its lines (USD -3.75); "
-        "Google's invoice nets them: USD 10.35, the effective column.",
+        "Bill 2024-05 / gcp / USD: billed is Google's cost before the credits on its lines (−$3.75); "
+        "Google's invoice nets them: $10.35, the effective column.",
         # the fixture's line used at 2024-05-31 23:00, invoiced in June
         "Billed in 2024-06 but used in another month, so in the 2024-06 bill but not in its month to date: gcp, "
-        "used in 2024-05: USD 12.50 (1 line)."]
-    assert "Google&#39;s invoice nets them: USD 10.35" in (folder / "report.html").read_text()
+        "used in 2024-05: $12.50 (1 line)."]
+    assert "Google&#39;s invoice nets them: $10.35" in (folder / "report.html").read_text()
 
 
 def test_the_headlines_of_a_month_with_gcp_credits_say_they_are_before_them(tmp_path):
@@ -345,10 +346,10 @@ def test_the_headlines_of_a_month_with_gcp_credits_say_they_are_before_them(tmp_
     data = json.loads((may / "report.json").read_text())
     assert {h["label"]: h["value"] for h in data["headlines"]}["Month to date, billed (USD)"] == "26.600000000000"
     note = ("gcp's spend in the headlines and spend tables is Google's cost before the credits on its lines "
-            "(USD -3.75 charged this month to date); Google's invoice nets them (Bills: the effective column).")
+            "(−$3.75 charged this month to date); Google's invoice nets them (Bills: the effective column).")
     assert note in data["notes"]
     assert f"_{note}_" in (may / "summary.md").read_text()
-    assert "Google&#39;s cost before the credits on its lines (USD -3.75 charged" in (may / "report.html").read_text()
+    assert "Google&#39;s cost before the credits on its lines (−$3.75 charged" in (may / "report.html").read_text()
     june = json.loads((report(tmp_path, config, "2024-06-30") / "report.json").read_text())
     assert not [n for n in june["notes"] if "before the credits" in n]
 
@@ -426,3 +427,35 @@ def test_the_summary_says_what_the_bills_count_as_the_page_does(lake):
     summary = (folder / "summary.md").read_text()
     assert f"\n\n_{note}_\n\n*Bills per source, billing period and currency" in summary
     assert summary.count(note) == 1
+
+
+def test_a_day_before_a_first_bill_starting_mid_month_says_so(tmp_path):
+    """The anonymous CUR's November with its usage from the 5th on (an account opened then): the
+    report of the 3rd said nothing, the note before the first bill working to the month, so its
+    zeros read as a day without spend. The ledger's recorded start of usage (data_from) says it,
+    read with no file scan; a day from the 5th on, and a ledger from before 2026-12, say nothing."""
+    rows = list(csv.reader(CUR.open(newline="")))
+    start = rows[0].index("lineItem/UsageStartDate")
+    kept = [rows[0]] + [r for r in rows[1:] if r[start] >= "2023-11-05" or r[rows[0].index(
+        "lineItem/LineItemType")] != "Usage"]
+    (tmp_path / "export").mkdir()
+    with open(tmp_path / "export" / "cur.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows(kept)
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    said = ("The lake's usage data starts at 2023-11-05 00:00 UTC, in its first bill (2023-11): there is no usage on "
+            "2023-11-03 to report (a charge of the whole month, a tax or a fee, counts its share of the day).")
+    assert report(tmp_path, config, "2023-11-03") and notes_of(tmp_path, "2023-11-03")[:1] == [said]
+    assert report(tmp_path, config, "2023-11-05") and "usage data starts" not in " ".join(notes_of(tmp_path, "2023-11-05"))
+    ledger = tmp_path / "lake" / "_ledger" / "deliveries.json"
+    data = json.loads(ledger.read_text())
+    for entry in data["entries"]:  # as written before 2026-12
+        del entry["days"], entry["data_from"]
+    ledger.write_text(json.dumps(data))
+    assert report(tmp_path, config, "2023-11-03") and "usage data starts" not in " ".join(notes_of(tmp_path,
+                                                                                                  "2023-11-03"))
+
+
+def notes_of(root, day: str) -> list[str]:
+    return json.loads((root / "out" / day / "report.json").read_text())["notes"]

@@ -118,4 +118,4 @@ def test_hostile_runs_clusters_invoices_and_budgets_run_nothing_keep_the_layout_
     assert Decimal(mtd["cost"]) == Decimal(total["cost"]) == 144 * Decimal("80.005") - Decimal("2.125")
     assert sum(Decimal(r["billed_cost"]) for r in tables["invoices"]["rows"]) == Decimal(bill["billed_cost"])
     # 5,760.36 twice and the credit's -2.13 make 11,518.59; the bill, 11,518.595, shows 11,518.60
-    assert "add up to USD 11,518.59; the bill's lines add up to USD 11,518.595" in tables["invoices"]["notes"][0]
+    assert "add up to $11,518.59; the bill's lines add up to $11,518.595" in tables["invoices"]["notes"][0]

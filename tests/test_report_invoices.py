@@ -144,8 +144,8 @@ def row(billed: str, effective: str, currency: str | None = "EUR", source: str =
     # a credit rounding away from zero: -1.005 and -1.005 show -2.02, the bill -2.01; lines without a currency
     ([row("-1.005", "-1.005", None), row("-1.005", "-1.005", None)],
      ["Bill 2026-06 / s / (no currency), billed and effective: the rows above, each rounded as its invoice shows "
-      "it, add up to (no currency) -2.02; the bill's lines add up to (no currency) -2.01, which the bill rounds "
-      "to (no currency) -2.01: the (no currency) 0.01 between them is rounding, on no invoice."]),
+      "it, add up to −(no currency) 2.02; the bill's lines add up to −(no currency) 2.01, which the bill rounds "
+      "to −(no currency) 2.01: the (no currency) 0.01 between them is rounding, on no invoice."]),
 ])
 def test_rounding_notes_by_hand(rows, notes):
     assert rounding_notes(rows) == notes

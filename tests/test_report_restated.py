@@ -63,8 +63,8 @@ def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_res
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     assert [n for n in after["notes"] if "restated" in n] == [
         f"Bill 2023-11 / cur / USD restated: delivered again at {entry['ingested_at'][:16].replace('T', ' ')} UTC, "
-        f"its data still through 2023-11-14 04:00 UTC, it bills USD 2.68 where the delivery of "
-        f"{first[:16].replace('T', ' ')} UTC billed USD 1.68 (USD 1.00 more): the figures above that count its "
+        f"its data still through 2023-11-14 04:00 UTC, it bills $2.68 where the delivery of "
+        f"{first[:16].replace('T', ' ')} UTC billed $1.68 ($1.00 more): the figures above that count its "
         "lines changed with it."]
 
 
@@ -102,8 +102,8 @@ def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_
     assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == [
         f"Bill 2023-11 / cur / USD restated: delivered again at {entry['ingested_at'][:16].replace('T', ' ')} UTC, "
         f"its data now through {entry['data_through'][:16].replace('T', ' ')} UTC, for the usage of the days before 2023-11-14 it bills "
-        f"USD {held + 1:.2f} where the delivery of {first['ingested_at'][:16].replace('T', ' ')} UTC, its data through "
-        f"2023-11-14 04:00 UTC, billed USD {held:.2f} (USD 1.00 more, besides the days it adds): the figures above "
+        f"${held + 1:.2f} where the delivery of {first['ingested_at'][:16].replace('T', ' ')} UTC, its data through "
+        f"2023-11-14 04:00 UTC, billed ${held:.2f} ($1.00 more, besides the days it adds): the figures above "
         "that count those days changed with it."]
 
 

@@ -77,7 +77,7 @@ def test_a_purchase_dated_after_the_last_usage_line_is_named_in_the_data_end_not
         "The lake's billing data ends at 2026-11-05 00:00 UTC (its latest usage charge): usage after it is not in "
         "yet, so this day's and this month's figures are incomplete, and no change against earlier days is shown "
         "(it would be no change in spend). Charges dated after it, or the part after it of those running past it (a "
-        "monthly tax or fee to this day's end), are in the bill and in these figures: Purchase USD 5,000.00.")
+        "monthly tax or fee to this day's end), are in the bill and in these figures: Purchase $5,000.00.")
     # a day of the next month: the purchase is November's, not in December's figures
     assert report_notes(config, "2026-12-02", tmp_path / "out")[0].startswith(
         "The lake's billing data ends at 2026-11-05 00:00 UTC: spend after it is not in yet")
@@ -88,6 +88,16 @@ def test_a_monthly_charge_running_past_the_data_end_is_named_for_its_part_in_the
     days, so a day past the usage's end showed a headline of $9.00 (1/30 of USD 300 tax, of USD -30
     credit) under a note saying spend after the end was not in yet and naming nothing: it names
     their part after the end to the day's end."""
+    notes = report_notes(monthly_tax_and_credit(tmp_path), "2026-11-05", tmp_path / "out")
+    headline = json.loads((tmp_path / "out" / "2026-11-05" / "report.json").read_text())["headlines"][0]
+    assert (headline["label"], headline["value"]) == ("Day, billed (USD)", "9.000000000000")
+    assert notes[0].startswith("The lake's billing data ends at 2026-11-05 00:00 UTC (its latest usage charge): "
+                               "usage after it is not in yet"), notes[0]
+    assert notes[0].endswith(": Credit −$1.00; Tax $10.00."), notes[0]
+
+
+def monthly_tax_and_credit(tmp_path):
+    """A usage line a day to 4 November, a USD 300 tax and a USD -30 credit dated for all November."""
     (tmp_path / "bill").mkdir()
     write_daily(tmp_path / "bill" / "bill.csv", date(2026, 10, 1), date(2026, 11, 4))
     with open(tmp_path / "bill" / "bill.csv", "a", newline="", encoding="utf-8") as handle:
@@ -97,9 +107,20 @@ def test_a_monthly_charge_running_past_the_data_end_is_named_for_its_part_in_the
     config = tmp_path / "spendlake.yaml"
     config.write_text("lake: ./lake\nsources:\n  - {name: bill, kind: focus, location: ./bill}\n")
     assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
+    return config
+
+
+def test_the_notes_write_an_amount_as_the_tables_do(tmp_path):
+    """The title note named the credit 'Credit USD -1.00' where the tables under it write −$1.00 (and
+    the Bills notes 'USD 300.00' beside the table's $300.00): one money format, the tables', in
+    every note of the page, report.json and summary.md."""
+    config = monthly_tax_and_credit(tmp_path)
     notes = report_notes(config, "2026-11-05", tmp_path / "out")
-    headline = json.loads((tmp_path / "out" / "2026-11-05" / "report.json").read_text())["headlines"][0]
-    assert (headline["label"], headline["value"]) == ("Day, billed (USD)", "9.000000000000")
-    assert notes[0].startswith("The lake's billing data ends at 2026-11-05 00:00 UTC (its latest usage charge): "
-                               "usage after it is not in yet"), notes[0]
-    assert notes[0].endswith(": Credit USD -1.00; Tax USD 10.00."), notes[0]
+    assert notes[0].endswith(": Credit −$1.00; Tax $10.00."), notes[0]
+    data = json.loads((tmp_path / "out" / "2026-11-05" / "report.json").read_text())
+    said = [n for s in data["sections"] for t in s.get("tables", []) for n in t.get("notes", [])] + notes
+    assert [n for n in said if "Used after" in n] == [
+        "Used after 2026-11-05, so in the 2026-11 bill but not in the month to date above: bill: $225.00 "
+        "(Credit −$25.00, Tax $250.00)."]
+    assert not [n for n in said if "USD " in n], said
+

@@ -14,7 +14,7 @@ from service.core.output import to_json
 from service.core.timewindow import minute_text
 from service.core.units import currency_text, exact_text, is_tty, money_text
 from service.report.rounding import gaps
-from service.report.shares import share_notes, share_pct
+from service.report.shares import cli_money, share_notes, share_pct
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def render(result, fmt: str | None) -> None:
          right=("cost", "share", "previous_cost", "change", "change_pct"), whole=("cost",))
     for line in rounding_notes(exact, tuple(key for key in money if key in columns)):
         click.echo(line)
-    for line in share_notes(exact, "cost", lambda row: totals[row["currency"]]):
+    for line in share_notes(exact, "cost", lambda row: totals[row["currency"]], cli_money):
         click.echo(f"note: {line[0].lower()}{line[1:]}")
     click.echo(coverage_line(result, result.unbilled))
     if result.explain:

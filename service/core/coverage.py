@@ -104,6 +104,17 @@ def billing_periods(lake: Lake) -> list[str]:
     return sorted({e.billing_period for e in lake.ledger() if lake.counts(e.source)})
 
 
+def usage_begins(lake: Lake) -> datetime | None:
+    """Where the lake's usage begins, as the ledger recorded it (`data_from` of its first billing
+    period's entries, no file read); None when an entry of that period was recorded before
+    2026-12 (it kept no start) or none holds usage."""
+    entries = [e for e in lake.ledger() if lake.counts(e.source) and e.rows]
+    first = [e for e in entries if e.billing_period == min((e.billing_period for e in entries), default=None)]
+    if not first or any(e.days is None for e in first):
+        return None
+    return min((parse_utc(e.data_from) for e in first if e.data_from), default=None)
+
+
 def periods_text(periods: Sequence[str]) -> str:
     """`2026-10 to 2026-11` (`none`): what a note on a window without cost says the lake holds."""
     return f"{periods[0]} to {periods[-1]}" if periods else "none"

@@ -83,6 +83,22 @@ def money_text(value: Any, currency: str | None = None, *, empty: str = "", of: 
     return f"{currency} {text}" if currency else text
 
 
+def shown_money(value: Any, currency: str | None = "USD", *, of: str | None = None) -> str:
+    """An amount as the report's pages write it, in tables and notes alike: `$1,234.57`, `−$1.00`,
+    `EUR 12.00`, `−EUR 2.13` (the sign before the symbol), in the minor unit of `of` (a table's
+    currency column), else of `currency`: JPY 1,235; None gives `—`."""
+    if value is None:
+        return "—"
+    return signed(cents(Decimal(value), of or currency), currency)  # JPY in whole yen, as its invoice shows it
+
+
+def signed(amount: Decimal, currency: str | None, exact: bool = False) -> str:
+    """`amount` written as shown_money writes it, rounded already (or `exact`: every decimal kept)."""
+    sign = "−" if amount < 0 else ""
+    symbol = "$" if currency == "USD" else f"{currency or NO_CURRENCY} "  # "" or None: lines the bill gave none
+    return f"{sign}{symbol}{abs(amount).normalize():,f}" if exact else f"{sign}{symbol}{abs(amount):,}"
+
+
 def amounts_text(amounts: Iterable[tuple[str | None, Any]]) -> str:
     """`EUR 250.00, GBP 12.00`: amounts in several currencies, by currency, never added up."""
     return ", ".join(money_text(value, currency_text(currency))

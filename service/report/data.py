@@ -13,10 +13,10 @@ from decimal import Decimal
 
 from service.attribution import prorate
 from service.core.config import Config
-from service.core.coverage import billing_data_through, data_end
+from service.core.coverage import billing_data_through, data_end, usage_begins
 from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.timewindow import day_start, iso_utc, minute_text, month_name, month_text
-from service.core.units import cents, currency_text, money_text, titled
+from service.core.units import cents, shown_money, titled
 from service.ingest.freshness import SourceFreshness, source_freshness
 from service.report.sections.bills import bills_section, kinds_text, sources_whose
 from service.report.sections.budgets import budgets_section
@@ -79,6 +79,11 @@ def coverage_notes(lake: Lake, day: date) -> list[str]:
     if periods and month_text(day) < min(periods):
         return [f"The lake's billing data starts with {min(periods)}: there is no bill for {month_name(day)} "
                 "to report."]
+    begins = usage_begins(lake)  # a first bill of half a month, as the ledger recorded it (no file read)
+    if begins is not None and day_start(day) + timedelta(days=1) <= begins:
+        return [f"The lake's usage data starts at {minute_text(begins)} UTC, in its first bill ({min(periods)}): "
+                f"there is no usage on {day.isoformat()} to report (a charge of the whole month, a tax or a fee, "
+                "counts its share of the day)."]
     end = data_end(lake)
     if end is not None and end < day_start(day) + timedelta(days=1):
         later = charges_dated_after(lake, end, day)
@@ -108,7 +113,7 @@ def charges_dated_after(lake: Lake, end: datetime, day: date) -> str:
         if stop > start:  # an instant is all in; a span for its overlap
             total = prorate(total, start, stop, max(start, since), min(stop, until), "total")[0][1]
         after[(category or "no category", currency)] += total
-    return "; ".join(f"{category} {money_text(total, currency_text(currency))}"  # what rounds to no cent is none
+    return "; ".join(f"{category} {shown_money(total, currency)}"  # what rounds to no cent is none
                      for (category, currency), total in sorted(after.items(), key=lambda i: (i[0][0], i[0][1] or ""))
                      if cents(total, currency))
 
@@ -173,7 +178,7 @@ def gross_of_credits_notes(lake: Lake, day: date, before_credits: frozenset[str]
             "AND ChargePeriodStart >= ? AND ChargePeriodStart < ? GROUP BY ALL ORDER BY ALL",
             [sources, month.replace(tzinfo=None), until.replace(tzinfo=None)]).fetchall()
     return [f"{source}'s spend in the headlines and spend tables is Google's cost before the credits on its lines "
-            f"({money_text(credits, currency_text(currency))} charged this month to date); Google's invoice nets "
+            f"({shown_money(credits, currency)} charged this month to date); Google's invoice nets "
             "them (Bills: the effective column)."
             for source, currency, credits in found if cents(credits, currency)]
 

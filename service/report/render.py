@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from service.core.output import printable, to_csv, to_json, without_bidi_controls
-from service.core.units import NO_CURRENCY, cents
+from service.core.units import shown_money
 from service.report.charts import render as render_chart
 from service.report.model import Column, Headline, Report, Table
 
@@ -32,13 +32,7 @@ RUN = 32  # characters without a space after which a table cell may wrap (an ide
 VALUE_LIMIT = 200  # characters of a value shown in a cell or summary line (an ARN fits); the CSVs keep it whole
 
 
-def money(value: Any, currency: str | None = "USD") -> str:
-    if value is None:
-        return "—"
-    amount = cents(Decimal(value), currency)  # JPY in whole yen, as its invoice shows it
-    sign = "−" if amount < 0 else ""
-    symbol = "$" if currency == "USD" else f"{currency or NO_CURRENCY} "  # "" or None: lines the bill gave none
-    return f"{sign}{symbol}{abs(amount):,}"
+money = shown_money  # the template's name for it
 
 
 def change(value: Decimal | None) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from service.core.units import cents, currency_text, money_text
+from service.core.units import cents, currency_text, money_text, shown_money, signed
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,15 @@ class Gap:
     @property
     def exact_text(self) -> str:
         return f"{currency_text(self.currency)} {self.exact.normalize():,f}"
+
+    def shown(self, value: Decimal) -> str:
+        """`value` as the report's tables and notes write it: `$1,234.57`, `−EUR 2.13` (amount: the CLI's)."""
+        return shown_money(value, self.currency)
+
+    @property
+    def shown_exact(self) -> str:
+        """The exact sum as the report writes an amount, every decimal kept: `$0.054400914933`."""
+        return signed(self.exact, self.currency, exact=True)
 
 
 def gaps(rows: list[dict[str, Any]], group: tuple[str, ...], columns: tuple[str, ...]) -> dict[tuple, list[Gap]]:

@@ -12,9 +12,14 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from service.core.units import currency_text, money_text, share_of
+from service.core.units import currency_text, money_text, share_of, shown_money
 
 PERCENT = Decimal("0.1")
+
+
+def cli_money(value: Decimal, currency: str | None) -> str:
+    """`EUR -2.13`: an amount as the CLI's notes write it."""
+    return money_text(value, currency_text(currency), of=currency)
 
 
 def share_pct(part: Decimal | None, total: Decimal | None) -> Decimal | None:
@@ -23,9 +28,11 @@ def share_pct(part: Decimal | None, total: Decimal | None) -> Decimal | None:
     return None if share is None else (share * 100).quantize(PERCENT)
 
 
-def share_notes(rows: list[dict[str, Any]], part: str, total: Callable[[dict[str, Any]], Decimal | None]) -> list[str]:
+def share_notes(rows: list[dict[str, Any]], part: str, total: Callable[[dict[str, Any]], Decimal | None],
+                amount: Callable[[Decimal, str | None], str] = shown_money) -> list[str]:
     """One sentence per table naming, per currency, the total of the rows whose share is left out
-    (a credit, or more than a total that credits elsewhere lowered); none when every share shows."""
+    (a credit, or more than a total that credits elsewhere lowered); none when every share shows.
+    `amount` writes a total: as the report's tables (`−EUR 2.13`), or as the CLI's (`EUR -2.13`)."""
     left_out: dict[str | None, Decimal] = {}
     for row in rows:
         whole = total(row)
@@ -33,6 +40,6 @@ def share_notes(rows: list[dict[str, Any]], part: str, total: Callable[[dict[str
             left_out.setdefault(row["currency"], whole)
     if not left_out:
         return []
-    totals = ", ".join(money_text(whole, currency_text(currency), of=currency) for currency, whole in left_out.items())
+    totals = ", ".join(amount(whole, currency) for currency, whole in left_out.items())
     return [f"A share is shown only between 0 and 100% of its total: credits make the total net ({totals}), "
             "so a credit, or a part larger than that net total, is no share of it and shows — (the amount stands)."]

@@ -46,7 +46,7 @@ from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.ledger import DaySums, LedgerEntry, Replaced
 from service.core.registry import CONNECTORS
 from service.core.timewindow import day_start, minute_text, month_text
-from service.core.units import cents, currency_text, money_text
+from service.core.units import cents, currency_text, shown_money
 from service.report.model import Column, Section, Table
 from service.report.rounding import Gap, gaps
 
@@ -168,7 +168,7 @@ def moved_notes(lake: Lake, day: date) -> list[str]:
             [month, start, after]).fetchall()
 
     def parts(found: list[tuple], verb: str) -> str:
-        return "; ".join(f"{source}, {verb} {period}: {money_text(billed, currency_text(currency))} "
+        return "; ".join(f"{source}, {verb} {period}: {shown_money(billed, currency)} "
                          f"({rows} line{'s' if rows != 1 else ''})"
                          for source, period, currency, rows, billed in found if lake.counts(source))
     notes = []
@@ -215,10 +215,10 @@ def whole_bill_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
             f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
             f"{minute_text(parse_utc(entry.ingested_at))} UTC{through}, it "
             + ("bills" if cost == "billed_cost" else "has an effective cost of")
-            + f" {money_text(new, currency)} where the {'final ' if old.final else ''}delivery of "
+            + f" {shown_money(new, totals.currency)} where the {'final ' if old.final else ''}delivery of "
             f"{minute_text(parse_utc(old.ingested_at))} UTC "
             + ("billed" if cost == "billed_cost" else "had")
-            + f" {money_text(was or 0, currency)} ({money_text(abs(change), currency)} "
+            + f" {shown_money(was or 0, totals.currency)} ({shown_money(abs(change), totals.currency)} "
             f"{'more' if change > 0 else 'less'}): the figures above that count its lines changed with it.")
     return notes
 
@@ -245,9 +245,9 @@ def days_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
             f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
             f"{minute_text(parse_utc(entry.ingested_at))} UTC, its data now through "
             f"{minute_text(parse_utc(entry.data_through))} UTC, for the usage of the days before {held} it {verb} "
-            f"{money_text(new, currency)} where the delivery of {minute_text(parse_utc(old.ingested_at))} UTC, its "
-            f"data through {minute_text(parse_utc(old.data_through))} UTC, {had} {money_text(before, currency)} "
-            f"({money_text(abs(change), currency)} {'more' if change > 0 else 'less'}, besides the days it adds): "
+            f"{shown_money(new, totals.currency)} where the delivery of {minute_text(parse_utc(old.ingested_at))} UTC, its "
+            f"data through {minute_text(parse_utc(old.data_through))} UTC, {had} {shown_money(before, totals.currency)} "
+            f"({shown_money(abs(change), totals.currency)} {'more' if change > 0 else 'less'}, besides the days it adds): "
             "the figures above that count those days changed with it.")
     return notes
 
@@ -278,8 +278,8 @@ def after_day_notes(lake: Lake, day: date) -> list[str]:
             billed -= prorate(billed, begins, ends, begins, until, "total")[0][1]
         parts[(source, currency)][category or "no category"] += billed
     text = "; ".join(
-        f"{source}: {money_text(sum(by.values()), currency_text(currency))} (" + ", ".join(
-            f"{category} {money_text(part, currency_text(currency))}" for category, part in sorted(by.items()))
+        f"{source}: {shown_money(sum(by.values()), currency)} (" + ", ".join(
+            f"{category} {shown_money(part, currency)}" for category, part in sorted(by.items()))
         + parts_rounding(list(by.values()), currency) + ")"
         for (source, currency), by in sorted(parts.items(), key=lambda item: (item[0][0], item[0][1] or ""))
         if lake.counts(source) and cents(sum(by.values()), currency))
@@ -293,8 +293,8 @@ def parts_rounding(parts: list[Decimal], currency: str | None) -> str:
     gap = Gap("billed_cost", currency, sum((cents(p, currency) for p in parts), Decimal(0)), sum(parts, Decimal(0)))
     if gap.rounded == gap.whole:
         return ""
-    return (f"; each rounded to the cent, the parts add up to {gap.amount(gap.rounded)}; their exact sum, "
-            f"{gap.exact_text}, rounds to {gap.amount(gap.whole)}: the {gap.amount(abs(gap.whole - gap.rounded))} "
+    return (f"; each rounded to the cent, the parts add up to {gap.shown(gap.rounded)}; their exact sum, "
+            f"{gap.shown_exact}, rounds to {gap.shown(gap.whole)}: the {gap.shown(abs(gap.whole - gap.rounded))} "
             "between them is rounding")
 
 
@@ -302,10 +302,10 @@ def credits_notes(rows: list[dict], before_credits: frozenset[str]) -> list[str]
     """One sentence per bill of a source whose billed is before its credits, when they differ as
     the table shows them (to the cent: credits under half a cent change no invoice)."""
     return [f"Bill {r['billing_period']} / {r['source']} / {currency_text(r['currency'])}: billed is Google's cost "
-            f"before the credits on its lines ({money_text(r['effective_cost'] - r['billed_cost'], r['currency'])}); "
-            f"Google's invoice nets them: {money_text(r['effective_cost'], r['currency'])}, the effective column."
+            f"before the credits on its lines ({shown_money(r['effective_cost'] - r['billed_cost'], r['currency'])}); "
+            f"Google's invoice nets them: {shown_money(r['effective_cost'], r['currency'])}, the effective column."
             for r in rows if r["source"] in before_credits and None not in (r["billed_cost"], r["effective_cost"])
-            and money_text(r["billed_cost"], r["currency"]) != money_text(r["effective_cost"], r["currency"])]
+            and shown_money(r["billed_cost"], r["currency"]) != shown_money(r["effective_cost"], r["currency"])]
 
 
 def rounding_notes(rows: list[dict], parts: str = "the rows above, each rounded as its invoice shows it",
@@ -318,9 +318,9 @@ def rounding_notes(rows: list[dict], parts: str = "the rows above, each rounded 
                                                    tuple(LABELS)).items():
         said: dict[str, list[str]] = defaultdict(list)  # what is said → the columns it is true of
         for gap in missed:
-            said[f"{parts}, add up to {gap.amount(gap.rounded)}; the "
-                 f"bill's lines add up to {gap.exact_text}, which the bill rounds to {gap.amount(gap.whole)}: the "
-                 f"{gap.amount(abs(gap.whole - gap.rounded))} between them is {between}"
+            said[f"{parts}, add up to {gap.shown(gap.rounded)}; the "
+                 f"bill's lines add up to {gap.shown_exact}, which the bill rounds to {gap.shown(gap.whole)}: the "
+                 f"{gap.shown(abs(gap.whole - gap.rounded))} between them is {between}"
                  ].append(LABELS[gap.column])
         notes += [f"Bill {period} / {source} / {currency_text(currency)}, {' and '.join(labels)}: {text}."
                   for text, labels in said.items()]

@@ -50,8 +50,8 @@ def rounding_notes(rows: list[dict]) -> list[str]:
     shown rounded, add up to other than the whole the Totals table holds, rounded."""
     return [f"{currency_text(currency)}: the rows, each shown rounded, do not add up to the whole (the Totals "
             "table's) by rounding: " + "; ".join(
-                f"{MONEY[gap.column]} {gap.amount(gap.rounded)} against {gap.amount(gap.whole)} "
-                f"({gap.exact_text} exact)" for gap in missed) + "."
+                f"{MONEY[gap.column]} {gap.shown(gap.rounded)} against {gap.shown(gap.whole)} "
+                f"({gap.shown_exact} exact)" for gap in missed) + "."
             for (currency,), missed in gaps(rows, ("currency",), tuple(MONEY)).items()]
 
 
