@@ -37,6 +37,7 @@ SEVERAL = "several"
 CLUSTERS_JOINED = ","
 HOURS = Decimal(3600)
 RATIO_QUANTUM = Decimal("1e-4")
+BATCH = 50_000  # job records read at once
 
 
 @dataclass
@@ -97,11 +98,13 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     params = Params()
     records = held_records_cte(params, since, until)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
-    rows = con.execute(
+    result = con.execute(
         f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, job_id, name, scheduler, "
         f"{', '.join(dim_col(d) for d in VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, record_id",
-        params.values).fetchall()
+        params.values)
     runs: dict[str, JobSide] = {}
+    # in batches: a month's 200k records read at once held ~200 MB of rows beside what they add up to
+    rows = (row for batch in iter(lambda: result.fetchmany(BATCH), []) for row in batch)
     for run_id, state, start, end, gpus, job_id, name, scheduler, *stated in rows:
         side = runs.setdefault(folded(run_id), JobSide(run_id.strip()))
         gpus = job_gpus(gpus)

@@ -266,24 +266,18 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
                        story=_state_noted(story, query, rows, kept))
     through = session.data_through()
     query = window_at(query, through)
+    # every run's idle share first (one run's comes from the parts its story reads): its allocation's
+    # DuckDB memory and the 200k jobs' rows of a month in Python then do not add up (bench/README)
+    idle = None if query.run else idle_shares(lake, session, config, query.window, query.cost)
     usage = usage_in(session, config, query.window, query.cost)
+    costs = _summed(query, usage)
+    usage = replace(usage, jobs=usage.jobs if query.run else ())  # summed: only one run's story reads its jobs
     records = job_records(lake, session.con, config, query.window,
                           max((end for end in through.values() if end), default=None))
-    story = run_story(lake, session, session.con, config, query.window, query.cost, query.run,
-                      usage) if query.run else None
-    # one run: its idle share from the parts its story read (one pass over the window's parts, not two)
-    idle = story.idle_shares() if story else idle_shares(lake, session, config, query.window, query.cost)
-    costs: dict[tuple[str, str | None], list] = {}
-    for job in usage.jobs:
-        if not _wanted(query, folded(job.values["run"])):
-            continue
-        key = (folded(job.values["run"]), job.currency)
-        values = {d: job.values.get(d) for d in VALUES if d != "cluster"}
-        held = costs.setdefault(key, [job.values["run"], Decimal(0), values, set(), set()])
-        held[1] += job.cost
-        held[2] = {d: v if v == values[d] else SEVERAL for d, v in held[2].items()}
-        held[3].add(held_key(job.cluster, job.job))
-        held[4].add(job.cluster)
+    story = None
+    if query.run:
+        story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage)
+        idle = story.idle_shares()  # one pass over the window's parts, not two
     rows = []
     for (run, currency), (name, cost, values, jobs, clusters) in costs.items():
         side = records.get(run)  # its jobs in a cluster that bills nothing ran there too
@@ -296,6 +290,23 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     kept, left_out = _kept(query, rows)
     return replace(_arrange(query, kept, usage.overbooked), sources=tuple(through.items()),
                    clusters=usage.clusters, states_left_out=left_out, story=_state_noted(story, query, rows, kept))
+
+
+def _summed(query: RunsQuery, usage: ClusterUsage) -> dict[tuple[str, str | None], list]:
+    """(run lower case, currency) → [its name, cost, the values its jobs share (`several` where they
+    differ), the (cluster, id) keys of its jobs, their clusters], of the runs the query shows."""
+    costs: dict[tuple[str, str | None], list] = {}
+    for job in usage.jobs:
+        if not _wanted(query, folded(job.values["run"])):
+            continue
+        key = (folded(job.values["run"]), job.currency)
+        values = {d: job.values.get(d) for d in VALUES if d != "cluster"}
+        held = costs.setdefault(key, [job.values["run"], Decimal(0), values, set(), set()])
+        held[1] += job.cost
+        held[2] = {d: v if v == values[d] else SEVERAL for d, v in held[2].items()}
+        held[3].add(held_key(job.cluster, job.job))
+        held[4].add(job.cluster)
+    return costs
 
 
 def _wanted(query: RunsQuery, run: str) -> bool:

@@ -37,8 +37,11 @@ def clusters_section(config: Config, lake: Lake, day: date, top: int) -> list[Se
     if not usage.clusters:
         return [Section("clusters", TITLE, note="No cost of a shared cluster's instances this month.")]
     names = {c.cluster for c in usage.clusters}
+    # the month's jobs (200k at 10M) are summed and let go before the runs allocate the month again
+    unfinished, idle = unfinished_jobs(usage), idle_by_cluster(usage)
+    del usage
     by_type, chart = job_type_days(config, lake, Window(until - timedelta(days=TREND_DAYS), until), names)
-    tables = [top_runs(config, lake, month, top), unfinished_jobs(usage), idle_by_cluster(usage), by_type]
+    tables = [top_runs(config, lake, month, top), unfinished, idle, by_type]
     return [Section("clusters", TITLE, tables=tables, charts=[chart] if chart else [],
                     note="Billed cost of the clusters' instances, placed on jobs by the GPU-seconds they held; "
                          "what no job held is the cluster's idle (`spendlake runs`, `attribute --by job_type`).")]

@@ -1,0 +1,146 @@
+"""What a month of shared-cluster jobs holds in Python (serve42: the daily report's clusters
+section took `spendlake serve` to 1,213 MB at 10M lines, 200k jobs): a window's sums and the
+job records are read in batches, equal texts kept once; `runs` allocates the idle shares before
+the jobs' parts come into Python and lets the parts go once summed; the report's section lets
+the month's jobs go before the runs allocate the month again. Figures: bench/README."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from datetime import date
+from decimal import Decimal
+
+from service.attribution import compute, run_inputs, run_rows
+from service.attribution.clusters import usage_dims
+from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.needs import Needs
+from service.core.config import parse_config
+from service.core.timewindow import parse_window
+from service.report.sections import clusters as section_module
+from service.report.sections.clusters import clusters_section
+from tests.test_runs import lake_with_runs, query, whole_config
+
+NOVEMBER_2 = parse_window("2026-11-02", "2026-11-03")
+
+
+class Recorded:
+    """A connection whose results say how they were read (DuckDB's own cannot be patched)."""
+
+    def __init__(self, con, reads: list[str]):
+        self.con, self.reads = con, reads
+
+    def execute(self, *args):
+        return RecordedResult(self.con.execute(*args), self.reads)
+
+    def __getattr__(self, name):
+        return getattr(self.con, name)
+
+
+class RecordedResult:
+    def __init__(self, result, reads: list[str]):
+        self.result, self.reads = result, reads
+
+    def fetchall(self):
+        self.reads.append("fetchall")
+        return self.result.fetchall()
+
+    def fetchmany(self, size):
+        self.reads.append(f"fetchmany {size}")
+        return self.result.fetchmany(size)
+
+
+def test_a_windows_sums_are_read_in_batches_keeping_one_object_per_repeated_text(tmp_path, monkeypatch):
+    lake, cfg = lake_with_runs(tmp_path)
+    session = RollupSession(lake, cfg.attribution, needs=Needs(usage_dims(cfg.attribution), ("billed",)))
+    dims = usage_dims(cfg.attribution)
+    expected = attributed_sums(session.con, cfg.attribution, dims, "billed", "total", NOVEMBER_2, True, True)
+    monkeypatch.setattr(compute, "BATCH", 2)
+    reads: list[str] = []
+    sums = attributed_sums(Recorded(session.con, reads), cfg.attribution, dims, "billed", "total", NOVEMBER_2, True,
+                           True)
+    session.con.close()
+    assert sums == expected and len(sums) > 2
+    assert "fetchall" not in reads and reads.count("fetchmany 2") > 2
+    texts = [text for (_, currency, partition, values, hows) in sums for text in (currency, *partition, *values, *hows)
+             if text]
+    assert len({id(text) for text in texts}) == len(set(texts))  # "USD", "p5", "nlp", "job:1"...: one object each
+
+
+def test_the_job_records_of_a_window_are_read_in_batches(tmp_path, monkeypatch):
+    lake, cfg = lake_with_runs(tmp_path)
+    con = lake.query()
+    expected = run_inputs.job_records(lake, con, cfg.attribution, NOVEMBER_2)
+    monkeypatch.setattr(run_inputs, "BATCH", 1)
+    reads: list[str] = []
+    records = run_inputs.job_records(lake, Recorded(con, reads), cfg.attribution, NOVEMBER_2)
+    con.close()
+    assert seen(records) == seen(expected) and set(records) == {"r1", "r2", "r3"}
+    assert reads.count("fetchmany 1") == 5  # 4 records, then the empty batch (the label keys: one fetchall)
+
+
+def seen(records: dict) -> dict:
+    return {run: (s.name, s.jobs, s.restarts, s.gpus, s.gpu_hours, s.held, s.state, s.start, s.end, s.running, s.values,
+                  s.clusters) for run, s in records.items()}
+
+
+def jobs_alive(parts: list) -> int:
+    gc.collect()
+    return sum(ref() is not None for ref in parts)
+
+
+def test_runs_allocates_the_idle_shares_first_and_lets_the_jobs_parts_go_before_reading_the_job_records(
+        tmp_path, monkeypatch):
+    lake, cfg = lake_with_runs(tmp_path)
+    steps, parts, alive_at_records = [], [], []  # alive: a count per read
+    usage_in, idle_shares, job_records = run_rows.usage_in, run_rows.idle_shares, run_rows.job_records
+
+    def usage(*args):
+        steps.append("jobs' parts")
+        found = usage_in(*args)
+        parts.extend(weakref.ref(job) for job in found.jobs)
+        return found
+
+    def idle(*args):
+        steps.append("idle shares")
+        return idle_shares(*args)
+
+    def records(*args):
+        steps.append("job records")
+        alive_at_records.append(jobs_alive(parts))
+        return job_records(*args)
+
+    monkeypatch.setattr(run_rows, "usage_in", usage)
+    monkeypatch.setattr(run_rows, "idle_shares", idle)
+    monkeypatch.setattr(run_rows, "job_records", records)
+    result = run_rows.runs(lake, cfg, query())
+    assert {r.run: (r.cost, r.idle_share) for r in result.rows} == {
+        "r1": (Decimal(80), Decimal(0)), "r2": (Decimal(20), Decimal("0.75")), "r3": (Decimal(0), None)}
+    assert steps == ["idle shares", "jobs' parts", "job records"]
+    assert len(parts) == 3 and alive_at_records == [0]  # three jobs' parts, summed and let go
+
+
+def test_the_reports_clusters_section_lets_the_months_jobs_go_before_the_runs_allocate_it(tmp_path, monkeypatch):
+    lake, _ = lake_with_runs(tmp_path)
+    config = parse_config(whole_config(tmp_path, lake))
+    parts, alive_at_runs = [], []
+    cluster_usage, runs = section_module.cluster_usage, section_module.runs
+
+    def usage(*args, **kwargs):
+        found = cluster_usage(*args, **kwargs)
+        parts.extend(weakref.ref(job) for job in found.jobs)
+        return found
+
+    def top(*args, **kwargs):
+        alive_at_runs.append(jobs_alive(parts))
+        return runs(*args, **kwargs)
+
+    monkeypatch.setattr(section_module, "cluster_usage", usage)
+    monkeypatch.setattr(section_module, "runs", top)
+    [section] = clusters_section(config, lake, date(2026, 11, 2), 10)
+    tables = {table.key: table for table in section.tables}
+    assert [(r["run"], r["cost"]) for r in tables["top_runs"].rows] == [("r1", Decimal(80)), ("r2", Decimal(20)),
+                                                                         ("r3", Decimal(0))]
+    assert [(r["state"], r["jobs"], r["cost"]) for r in tables["unfinished_jobs"].rows] == [
+        ("FAILED", 1, Decimal(40)), ("CANCELLED", 1, Decimal(20))]
+    assert len(parts) == 3 and alive_at_runs == [0]
