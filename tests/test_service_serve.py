@@ -271,7 +271,7 @@ def test_the_service_log_shows_what_it_committed_and_what_failed_without_secrets
     time.sleep(0.2)  # the drain thread reads the last lines
     output = "".join(proc.output)
     assert re.search(r"INFO service\.serve\.service: ingest: focus-main 2026-11: committed 1 rows USD 12\.5", output)
-    assert re.search(r"INFO service\.serve\.service: inventory: k8s \(k8s-pods\): FAILED: http://127\.0\.0\.1:1/", output)
+    assert re.search(r"ERROR service\.serve\.scheduler: job ingest failed: k8s \(k8s-pods\): http://127\.0\.0\.1:1/", output)
     assert password not in output and "scott" not in output
     assert "apscheduler" not in output and "service.ingest.rollups" not in output  # per-module detail needs -v
 

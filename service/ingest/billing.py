@@ -91,11 +91,13 @@ Progress = Callable[[str, int, int], None]
 
 
 def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | None = None,
-           strict: bool = False, published: Callable[[IngestResult], None] | None = None) -> IngestResult:
+           strict: bool = False, published: Callable[[IngestResult], None] | None = None,
+           rollups: bool = True) -> IngestResult:
     """Ingest the configured sources (or those named in `only`) into the lake. `strict`:
     a delivery that repeats a line item fails instead of committing with a warning.
     `published(result)`: called once the run's deliveries are in place, before the rollups
-    are built (a long step), so what was committed can be told even if the run dies in it."""
+    are built (a long step), so what was committed can be told even if the run dies in it.
+    `rollups=False`: the caller refreshes them (serve's job: once after the bills and the inventory)."""
     sources = [config.source(name) for name in only] if only else list(config.sources)
     lake = Lake.of(config)
     result = IngestResult()
@@ -118,7 +120,8 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
                     unrecorded.append(error)
             if unrecorded:
                 raise unrecorded[0]
-            result.warnings += refresh_rollups(lake, config)  # also after a config change, when nothing was new
+            if rollups:
+                result.warnings += refresh_rollups(lake, config)  # also after a config change, when nothing was new
         except BaseException:  # stopped (SIGTERM) or failed: the deliveries staged and not published go now
             lake.clean_staging()
             raise

@@ -84,17 +84,18 @@ class InventoryOutcome:
 
 
 def run_inventory(config: Config, *, only: Sequence[str] = (), now: datetime | None = None,
-                  warn: Callable[[str], None] | None = None) -> list[InventoryOutcome]:
+                  warn: Callable[[str], None] | None = None, rollups: bool = True) -> list[InventoryOutcome]:
     """Snapshot the configured inventory sources (or those named in `only`) into the lake. `warn`
     is given the rollup build's warnings (a damaged state file read as none; the CLI prints them
-    as `warning:`); None: they are logged."""
+    as `warning:`); None: they are logged. `rollups=False`: the caller refreshes them (serve's
+    job: once after the bills and the inventory)."""
     sources = [config.inventory_source(name) for name in only] if only else list(config.inventory)
     now = aware_utc(now) if now else datetime.now(timezone.utc)  # a naive `now` is UTC, as the lake's times
     lake = Lake.of(config)
     with lake.lock("ingest"):
         lake.clean_staging()
         outcomes = [_snapshot_source(lake, source, now) for source in sources]
-        if any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
+        if rollups and any(part.startswith(("resource_tags ", "jobs ")) for o in outcomes for part in o.rows):
             for warning in refresh_rollups(lake, config):  # attribution reads the latest tags, and jobs with `clusters:`
                 warn(warning) if warn else log.warning("%s", warning)
         return outcomes
@@ -145,8 +146,7 @@ def _snapshot_source(lake: Lake, source: InventorySource, now: datetime) -> Inve
             con.close()
     except LakeBusyError:
         raise
-    except SpendlakeError as exc:
-        log.info("inventory source %s failed: %s", source.name, exc)  # the outcome line says so
+    except SpendlakeError as exc:  # the outcome's FAILED line says it (serve: its job's failure)
         outcome.error = exc
     raise_if_stopped()  # a source failed by the stop (DuckDB's "interrupted") is no failure; no other runs
     try:

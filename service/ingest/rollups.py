@@ -37,6 +37,14 @@ def refresh_rollups(lake: Lake, config: Config) -> list[str]:
                 f"meanwhile; `spendlake rollup` retries): {said}"]
 
 
+def refreshed(config: Config) -> list[str]:
+    """`refresh_rollups` under the lake lock, its warnings: serve's ingest job, once after both its
+    bills and its inventory (each refreshing them built a month's rollups twice when both changed)."""
+    lake = Lake.of(config)
+    with lake.lock("ingest"):
+        return refresh_rollups(lake, config)
+
+
 def rollup(config: Config) -> RollupBuild:
     """Store the current rollups and metric tops for `config` and remove superseded ones,
     under the lake lock; first, what a killed writer left staged goes (as ingest does)."""

@@ -49,23 +49,27 @@ INGEST_DETAIL = logging.getLogger("service.ingest")  # not the service's events:
 
 
 def run_ingest(config: Config) -> None:
-    """Billing exports, then inventory snapshots; a failing source fails the job (counted)
-    after the others have committed, logged once while it fails as the last run did."""
+    """Billing exports, then inventory snapshots, then the rollups once for both; a failing source
+    fails the job (counted) after the others have committed, its FAILED line said as the job's
+    failure (one line, not three), logged once while it fails as the last run did."""
     from service.ingest.billing import ingest
     from service.ingest.inventory import run_inventory
+    from service.ingest.rollups import refreshed
 
-    result = ingest(config, published=_log_outcomes)
-    for warning in result.warnings:  # the rollup build's, which the CLI prints as `warning:`
-        log.warning("ingest: %s", printable(warning))
+    result = ingest(config, published=_log_outcomes, rollups=not config.inventory)
+    warnings = result.warnings  # the rollup build's, which the CLI prints as `warning:`
     failed = result.failed
-    errors = [str(o.error) for o in failed]
+    errors = [failure for o in failed for failure in _failures(o.lines())]
     told = all(o.copy_told for o in failed)  # each failure as the last run's, told then
     if config.inventory:
-        outcomes = run_inventory(config, warn=lambda warning: log.warning("inventory: %s", printable(warning)))
+        outcomes = run_inventory(config, rollups=False)
         for outcome in outcomes:
             _log_lines("inventory", outcome.lines(), quiet=not outcome.rows and not outcome.failed)
-        errors += [str(o.error) for o in outcomes if o.failed]
+        errors += [failure for o in outcomes for failure in _failures(o.lines())]
         told = told and not any(o.failed for o in outcomes)
+        warnings += refreshed(config)
+    for warning in warnings:
+        log.warning("ingest: %s", printable(warning))
     if errors:
         raise (ToldFailure if told else SourceError)("; ".join(errors))
 
@@ -78,12 +82,21 @@ def _log_outcomes(result) -> None:
             log.warning("ingest: %s", printable(warning))
 
 
+FAILED = ": FAILED: "  # an outcome's failure line: `<source> <periods or kind>: FAILED: <error>`
+
+
+def _failures(lines: list[str]) -> list[str]:
+    """The failure lines of an outcome as the job's failure says them: `<source> ...: <error>`."""
+    return [line.replace(FAILED, ": ", 1) for line in lines if FAILED in line]
+
+
 def _log_lines(job: str, lines: list[str], *, quiet: bool) -> None:
-    """A commit, restore, skip or failure is an event of the service's log; a delivery already
-    ingested, a copy skipped as the last run skipped it, or an inventory source with nothing new,
-    every hour, is ingest's detail (shown with -v)."""
+    """A commit, restore or skip is an event of the service's log; a delivery already ingested,
+    a copy skipped as the last run skipped it, or an inventory source with nothing new, every hour,
+    is ingest's detail (shown with -v). A failure is the job's: its line says it (scheduler)."""
     for line in lines:
-        (INGEST_DETAIL if quiet else log).info("%s: %s", job, printable(line))
+        if FAILED not in line:
+            (INGEST_DETAIL if quiet else log).info("%s: %s", job, printable(line))
 
 
 def run_rules(config: Config) -> None:

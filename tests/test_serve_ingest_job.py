@@ -1,0 +1,72 @@
+"""serve's ingest job (service/serve/service.py run_ingest): the bills, the inventory, then the
+attribution rollups once for both; a failing source said in one line, the job's failure."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, time, timedelta, timezone
+
+from prometheus_client import CollectorRegistry
+
+from service.core.config import parse_config
+from service.core.lake import Lake
+from service.ingest import rollups
+from service.serve.metrics import JobMetrics
+from service.serve.scheduler import ServiceScheduler, Tasks
+from service.serve.service import run_ingest
+
+BILL = ("BilledCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,ChargePeriodEnd\n"
+        "12.5,USD,2026-11-01T00:00:00Z,2026-11-20T00:00:00Z,2026-11-20T01:00:00Z\n")
+JOBS = "job_id,start_time,end_time,gpus\n1,2026-11-20T00:00:00Z,2026-11-20T01:00:00Z,8\n"
+
+
+def bill_and_jobs(tmp_path, jobs: str = JOBS):
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "focus.csv").write_text(BILL)
+    (tmp_path / "jobs.csv").write_text(jobs)
+    return parse_config({"lake": str(tmp_path / "lake"),
+                         "sources": [{"name": "focus-main", "kind": "focus", "location": str(tmp_path / "export")}],
+                         "inventory": [{"name": "trace", "kind": "jobs-file", "path": str(tmp_path / "jobs.csv")}],
+                         "attribution": {"clusters": {}}})
+
+
+def test_a_new_bill_and_new_jobs_build_the_rollups_once(tmp_path, monkeypatch):
+    # each of ingest and inventory refreshed them: a month's rollups built twice (10M lines: ~60 s each)
+    config = bill_and_jobs(tmp_path)
+    built, materialise = [], rollups.materialise
+
+    def counted(lake, config):
+        done = materialise(lake, config)
+        built.append(done)
+        return done
+
+    monkeypatch.setattr(rollups, "materialise", counted)
+    run_ingest(config)
+    lake = Lake.of(config)
+    assert [e.billing_period for e in lake.ledger()] == ["2026-11"] and lake.has_table("jobs")
+    assert len(built) == 1
+    stored = lake.query().execute("SELECT count(*) FROM read_parquet(?)", [
+        str(lake.root / "attribution_rollup" / "**" / "*.parquet")]).fetchall()[0][0]
+    assert stored > 0  # of the state after both: nothing left for a query to roll up in memory
+    (tmp_path / "jobs.csv").write_text(JOBS + "2,2026-11-20T00:00:00Z,2026-11-20T00:30:00Z,4\n")
+    run_ingest(config)  # the jobs alone changed: built again, once
+    assert len(built) == 2
+
+
+def test_an_inventory_source_failing_is_one_line_of_the_service_naming_it(tmp_path, caplog):
+    # it was three: the inventory's (-v), the FAILED outcome line and 'job ingest failed', the same words
+    config = bill_and_jobs(tmp_path, jobs="job_id,start_time,end_time\n1,2026-11-20T00:00:00Z,\n")
+    registry = CollectorRegistry()
+    tasks = Tasks(ingest=lambda: run_ingest(config), rules=None, daily=lambda day: None)
+    scheduler = ServiceScheduler(Lake.of(config), JobMetrics(registry, tasks.names()), tasks,
+                                 ingest_every=timedelta(hours=1), daily_at=time(6),
+                                 clock=lambda: datetime(2026, 12, 1, tzinfo=timezone.utc))
+    with caplog.at_level(logging.DEBUG):  # -v
+        assert not scheduler.instrumented("ingest", tasks.ingest)
+    said = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if "missing column(s) gpus" in r.getMessage()]
+    assert len(said) == 1, said
+    name, level, message = said[0]
+    assert (name, level) == ("service.serve.scheduler", "ERROR")
+    assert message.startswith("job ingest failed: trace (jobs-file): ") and str(tmp_path / "jobs.csv") in message
+    assert [m for m in caplog.messages if m.startswith("ingest: focus-main 2026-11: committed 1 rows USD 12.5")]
+    assert registry.get_sample_value("spendlake_job_failures_total", {"job": "ingest", "task": "ingest"}) == 1
