@@ -39,3 +39,34 @@ def test_a_lake_that_cannot_be_read_is_said_once_until_it_reads_again(tmp_path, 
     state.write_text("{not json")  # damaged again: said again
     generate_latest(registry)
     assert len(said(caplog)) == 3 and said(caplog)[2] == error
+
+
+def test_concurrent_scrapes_of_a_lake_that_cannot_be_read_say_it_once(tmp_path, caplog, monkeypatch):
+    """Prometheus and a person's curl scrape at once: the errors said are the collector's state,
+    computed under its lock, so two scrapes never both find the cause new (serve42 checked)."""
+    import threading
+    import time
+
+    from service.serve import metrics
+
+    error = metrics.log.error
+    monkeypatch.setattr(metrics.log, "error", lambda *args: time.sleep(0.1) or error(*args))  # a slow log handler
+    caplog.set_level(logging.INFO, logger="service.serve.metrics")
+    config = make_config(tmp_path)
+    state = config.lake / "_state" / "sources.json"
+    state.parent.mkdir(parents=True)
+    state.write_text("{not json")
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(config, max_age_seconds=0))
+    start = threading.Barrier(8)
+
+    def scrape():
+        start.wait()
+        generate_latest(registry)
+
+    scrapes = [threading.Thread(target=scrape) for _ in range(8)]
+    for thread in scrapes:
+        thread.start()
+    for thread in scrapes:
+        thread.join()
+    assert len(said(caplog)) == 1 and "sources.json" in said(caplog)[0]

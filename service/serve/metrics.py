@@ -135,7 +135,7 @@ class LakeCollector(Collector):
         self._last_good = LastGood() if last_good is None else last_good
         self._stored = StoredFamilies(self.lake, config)
         self._kept: dict[str, list[Metric]] = {}  # what keep_last_good stored last
-        self._said: set[str] = set()  # the errors the last scrape logged or found logged
+        self._said: set[str] = set()  # the errors the last scrape logged or found logged: under _lock, as compute()
 
     def describe(self) -> list[Metric]:
         return []  # nothing to declare up front: registering must not read the lake
