@@ -4,7 +4,8 @@ slow or hostile client cannot take down.
 - Each connection gets `REQUEST_TIMEOUT_SECONDS` to send its request, all of it (a read's
   timeout alone would let a client sending a header line every few seconds hold its thread):
   an idle, half-open or trickling connection is dropped, it cannot hold its thread for as long
-  as it likes.
+  as it likes. Bytes it sent before then are read even when the handler gets to them later (a
+  process busy with its jobs on a loaded machine dropped requests sent at once).
 - At most `MAX_CONNECTIONS` connections are served at once; the next one is answered 503 at
   once (JSON, `Retry-After`) without reading it, so threads stay bounded.
 - A client that hangs up before its answer is written is one log line, not a traceback.
@@ -120,10 +121,16 @@ class RequestReader(socket.SocketIO):
 
     def readinto(self, buffer) -> int | None:
         left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request was not sent within the request timeout")
-        self._sock.settimeout(left)
-        return super().readinto(buffer)
+        if left > 0:
+            self._sock.settimeout(left)
+            return super().readinto(buffer)
+        # past it, what the client sent in time is still read: this process was slow to get to it
+        # (its jobs busy, the machine loaded), not the client; the first read that would wait ends it
+        self._sock.settimeout(0)
+        try:
+            return self._sock.recv_into(buffer)
+        except BlockingIOError:
+            raise TimeoutError("the request was not sent within the request timeout") from None
 
 
 class ServiceHandler(BaseHTTPRequestHandler):
