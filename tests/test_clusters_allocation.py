@@ -231,7 +231,7 @@ def test_a_config_without_clusters_is_unchanged_by_jobs(tmp_path):
                       [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00", instance_ids=["i-a"])])
     plain = config({}, lake)
     assert by(lake, plain, ["team"]) == {"platform": D(80)}
-    with pytest.raises(UsageError, match="unknown dimension 'run'"):
+    with pytest.raises(UsageError, match="'run' is a dimension of shared GPU clusters: add `clusters:` under `attribution:`"):
         attribute(lake, plain, NOVEMBER, by=("run",))
 
 
