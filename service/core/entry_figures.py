@@ -52,8 +52,8 @@ class _Currency:
         invoice = batch.column("InvoiceId")
         if invoice.null_count == len(invoice):
             self.every_invoice = False
-        else:
-            given = pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim(invoice, BLANKS)), 0), False)
+        else:  # each distinct id trimmed once (a bill has few): the trim of every line cost 0.1 CPU s per 1M
+            given = pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim(pc.unique(invoice), BLANKS)), 0), False)
             self.any_invoice = self.any_invoice or pc.any(given).as_py()
             self.every_invoice = self.every_invoice and pc.all(given).as_py()
         category = batch.column("ChargeCategory")
