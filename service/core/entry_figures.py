@@ -7,7 +7,7 @@ within one day: commit.DAY) — what commit.py's ENTRY_FIGURES reads, to the sam
 ENTRY_FIGURES also proves that Σ|value| of every money column fits the lake's DECIMAL(38,12)
 (DuckDB raises when it would not). Here a bound stands for it: rows × the largest |value| of
 any money column, that |value| bounded from the high 64 bits of its 128-bit integer (a pass
-over a strided view, 15 times cheaper than pyarrow's min_max of the decimals). Under 10^26 no
+over a strided view: 0.02 CPU s per 1M lines, pyarrow's min_max of the decimals 0.05). Under 10^26 no
 sum can overflow, nor Arrow's per-batch sums wrap; otherwise `rows()` gives None and the commit
 reads the file as before, so DuckDB raises and names the column as it always did.
 """
