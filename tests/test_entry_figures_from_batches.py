@@ -129,4 +129,5 @@ def test_what_lies_under_a_null_money_value_does_not_send_the_file_to_be_read_ag
                                        schema=schema)
     figures = EntryFigures()
     figures.add(batch)
-    assert figures.rows() == [("USD", 2, Decimal("1.500000000000"), Decimal("1.500000000000"), False, False, None)]
+    assert figures.rows() == [("USD", None, 1, 2, Decimal("1.500000000000"), Decimal("1.500000000000"), False, False,
+                               None, None)]
