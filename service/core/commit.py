@@ -26,12 +26,11 @@ import duckdb
 
 from service.core import derived_records
 from service.core.duckdb_results import query_memory
-from service.core.entry_figures import MONEY_COLUMNS
 from service.core.errors import DataError, duckdb_error, os_error
 from service.core.integrity import sha256_file
 from service.core.files import DATA_FILE, check_partition_value, files_named, fsync_path, install
 from service.core.ledger import CurrencyTotals, FinalWhen, LedgerEntry
-from service.core.schema import MONEY
+from service.core.schema import COST_COLUMNS, MONEY
 from service.core.snapshot_ledger import recording
 from service.core.staging import stage_parts, write_empty
 from service.core.units import utc_now_iso
@@ -122,7 +121,7 @@ def stage_costs(
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files,
                                 {(currency, column): value for (period, currency, column), value
                                  in result.rounding.items() if period == p}, result.tag_keys.get(p, ()),
-                                final_when, reader_version, result.figures.get(p))
+                                final_when, reader_version)
                    for p in sorted(staged)]
         return StagedCosts(stage, entries, dict(staged), result.part_periods)
     except BaseException as exc:
@@ -170,13 +169,14 @@ def discard_costs(staged: Sequence[StagedCosts]) -> None:
         shutil.rmtree(delivery.stage, ignore_errors=True)
 
 
+MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
+
+
 # One read of a staged file gives its ledger entry's figures per currency, and checks that
 # Σ|value| of every money column fits (a sum that does not raises OutOfRangeException).
 # Four reads did this, and a fifth the tag keys (the stager's now): 1.5 CPU s for a 10M-line
 # file, 0.7 with this one and the stager's 0.1 (bench/README.md). Its second grouping set gives
 # the day sums (ledger.DaySums: `whole` 0) in the same read, ~0.2 CPU s more at 10M lines.
-# The stager takes the same rows from its batches (entry_figures, bench/README.md's perf42):
-# this read is for a file it gives none for (an empty declared period, a sum that might not fit).
 DAY = (f"CASE WHEN {USAGE_LINE} AND ChargePeriodEnd <= CAST(ChargePeriodStart AS DATE) + INTERVAL 1 DAY "
        "THEN CAST(ChargePeriodStart AS DATE) END")  # a date, not text: strftime cost 0.8 CPU s at 10M lines
 ENTRY_FIGURES = (f"SELECT BillingCurrency, {DAY} AS day, GROUPING(day) AS whole, count(*), sum(BilledCost), "
@@ -189,21 +189,16 @@ ENTRY_FIGURES = (f"SELECT BillingCurrency, {DAY} AS day, GROUPING(day) AS whole,
 
 def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period: str, delivery_id: str,
                  files: Sequence[str], rounding: Mapping[tuple[str | None, str], Decimal] | None = None,
-                 tag_keys: Sequence[str] = (), final_when: FinalWhen = "any", reader_version: int = 0,
-                 figures: Sequence[tuple] | None = None) -> LedgerEntry:
+                 tag_keys: Sequence[str] = (), final_when: FinalWhen = "any", reader_version: int = 0) -> LedgerEntry:
     """The entry of a staged partition, or a DataError when a money sum of it would not fit
     the lake's type. `rounding`: (currency, cost column) → what the lake's 12 decimals rounded
     away from the delivery's values (staging.Staged.rounding); `tag_keys`: the distinct keys of
     its Tags maps, sorted, as the stager saw them (staging.Staged.tag_keys); `final_when`: which
-    lines of each currency must carry an invoice id for the period to be final (FinalWhen);
-    `figures`: ENTRY_FIGURES's rows as the stager took them (staging.Staged.figures), or None
-    to read the file."""
-    found = figures
-    if found is None:
-        try:
-            found = con.execute(ENTRY_FIGURES, [str(path)]).fetchall()
-        except duckdb.OutOfRangeException:
-            raise sum_overflow(con, path, period, files_named(files, source)) from None
+    lines of each currency must carry an invoice id for the period to be final (FinalWhen)."""
+    try:
+        found = con.execute(ENTRY_FIGURES, [str(path)]).fetchall()
+    except duckdb.OutOfRangeException:
+        raise sum_overflow(con, path, period, files_named(files, source)) from None
     rounding = rounding or {}
     rows = [row[:1] + row[3:] for row in found if row[2]]  # per currency (the first grouping set)
     days: dict[str | None, list] = {cur: [] for cur, *_ in rows}

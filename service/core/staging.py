@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 
 from service.core.currency import with_currency_codes
 from service.core.duckdb_results import next_batch, query_memory
-from service.core.entry_figures import EntryFigures
 from service.core.errors import DataError, naming
 from service.core.file_parts import FilesPart, note_periods, take_files
 from service.core.files import DATA_FILE
@@ -74,8 +73,6 @@ class Staged:
     # taken from the batches as they are written, where reading them back from the staged file
     # cost 0.6-0.8 CPU s at 10M lines (bench/README.md)
     tag_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # billing period → its ledger figures (entry_figures), None where the file must be read for them
-    figures: dict[str, list[tuple] | None] = field(default_factory=dict)
 
 
 def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyRelation | PerValuePart | FilesPart],
@@ -133,8 +130,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     return Staged(staged, find_repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value},
                   tuple(frozenset(seen) for seen in part_periods),
-                  {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()},
-                  {period: writer.figures.rows() for period, writer in writers.items()})
+                  {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()})
 
 
 def _close_all(writers: Sequence[_PeriodFile | _Writer | Converter]) -> None:
@@ -224,21 +220,18 @@ class _Writer(pq.ParquetWriter):
 
 class _PeriodFile:
     """One period's staged file: batches are buffered into row groups of ROW_GROUP_ROWS
-    (the last one holds the rest). It keeps the keys of the Tags maps written and the
-    ledger's figures of the rows (entry_figures)."""
+    (the last one holds the rest). It keeps the keys of the Tags maps written."""
 
     def __init__(self, path: Path, schema: pa.Schema):
         self.writer = _Writer(path, schema, **lake_file_options(schema))
         self.pending: list[pa.RecordBatch] = []
         self.rows = 0
         self.tag_keys: set[str] = set()
-        self.figures = EntryFigures()
 
     def write(self, batch: pa.RecordBatch) -> None:
         tags = batch.schema.get_field_index(TAGS)
         if tags >= 0 and pa.types.is_map(batch.schema.field(tags).type):
             self.tag_keys.update(map_keys(batch.column(tags)))
-        self.figures.add(batch)
         self.pending.append(batch)
         self.rows += batch.num_rows
         while self.rows >= ROW_GROUP_ROWS:  # one full row group; the rest waits for the next batches
