@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
-from service.core.errors import LakeBusyError
+from service.core.errors import DataError, LakeBusyError
 from service.core.lake import Lake
 from tests.conftest import SAMPLES
 
@@ -78,3 +78,19 @@ def test_a_reader_looking_at_the_lock_as_a_writer_takes_it_does_not_refuse_the_w
     threading.Timer(0.05, os.close, [looking]).start()
     with lake.lock("ingest"):
         assert lake.writing("ingest")
+
+
+def test_a_held_guard_that_is_a_file_is_refused_naming_it_not_silently_skipped(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    lake.locks.mkdir(parents=True)
+    (lake.locks / "ingest.held").write_text("")  # a file where the writer locks a folder
+    with pytest.raises(DataError, match=r"ingest\.held is a file, not the folder.*rm .*ingest\.held") as caught:
+        with lake.lock("ingest"):
+            pass
+    assert caught.value.exit_code == 3
+    (lake.locks / "ingest.held").unlink()
+    with lake.lock("ingest"):  # the folder is made again and guards the lock
+        (lake.locks / "ingest.lock").unlink()
+        with pytest.raises(LakeBusyError):
+            with lake.lock("ingest"):
+                pass

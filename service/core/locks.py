@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.core.errors import LakeBusyError, os_error
+from service.core.errors import DataError, LakeBusyError, os_error
 
 _PROCESS = secrets.token_hex(6)  # a forked child differs by its pid
 LOOK_SECONDS = 0.2  # a lock held this long is held by a writer, not looked at by a reader
@@ -72,10 +72,16 @@ def _pinned(locks: Path, name: str, path: Path) -> int | None:
     while held (taken for a stale one) is made again by the next writer, whose flock on the new
     file then succeeds beside the holder's. None where a directory cannot be locked (NFS emulates
     flock with write locks, which a directory opened to read cannot take): the file alone, as before."""
+    held = locks / f"{name}.held"
     try:
-        (locks / f"{name}.held").mkdir(exist_ok=True)
-        pin = os.open(locks / f"{name}.held", os.O_RDONLY | os.O_DIRECTORY)
+        held.mkdir(exist_ok=True)
+        pin = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
+        if held.exists() and not held.is_dir():  # the guard would be off without a word
+            raise DataError(f"{held} is a file, not the folder spendlake locks beside {path.name}: without it a "
+                            f"lock file removed while held would let a second writer in", where=str(held),
+                            hint=f"make sure no spendlake writer runs (`fuser -v {path}`), then remove the file "
+                                 f"(`rm {held}`); the next writer makes the folder again") from None
         return None
     try:
         _exclusive(pin)
