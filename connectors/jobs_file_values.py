@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from connectors.hostlist import hosts
 from connectors.jobs_file_read import shown
+from service.core.errors import spreadsheet_hint, spreadsheet_time
 from service.core.job_states import STATES, normal_state
 from service.core.units import local_utc
 
@@ -52,7 +53,8 @@ def parse_time(value: Any, zone: ZoneInfo, fold: int = 0) -> datetime | None:
         try:
             moment = datetime.fromisoformat(value.strip())
         except ValueError:
-            raise BadValue(f"{shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z") from None
+            saved = f"; {spreadsheet_hint(value.strip())}" if spreadsheet_time(value) else ""
+            raise BadValue(f"{shown(value)} is not an ISO 8601 time such as 2026-11-30T14:00:00Z{saved}") from None
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         raise BadValue(f"{shown(value)} is not a time (want ISO 8601 text or a timestamp){_A_NUMBER}")
     else:

@@ -1,4 +1,4 @@
-"""A FOCUS export (or a CUR) opened and saved in a spreadsheet (Excel writes a BOM, CRLF and its own
+"""A FOCUS export (or a CUR, or a jobs-file) opened and saved in a spreadsheet (Excel writes a BOM, CRLF and its own
 times, `9/1/2024 0:00`) fails (exit 3) naming the file, column and value, and says what
 happened and what to do: the times were rewritten; use the export as delivered."""
 
@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 
 import pytest
+from click.testing import CliRunner
 
 from billing_helpers import failures, ingest_files
 from conftest import SAMPLES
+from service.cli.main import cli
 
 ISO = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d)(?::\d\d)?(?:\.\d+)?Z?$")
 
@@ -59,3 +62,16 @@ def test_a_time_no_spreadsheet_writes_keeps_its_error_without_that_hint(tmp_path
     _, result = ingest_files(tmp_path, ("bill", "focus", tmp_path / "export"))
     [error] = failures(result)
     assert "column ChargePeriodStart: not a date/time: June 2nd" in error and "a spreadsheet that" not in error, error
+
+
+def test_a_jobs_file_saved_by_a_spreadsheet_names_the_rewritten_time_with_the_same_hint(tmp_path):
+    (tmp_path / "jobs.csv").write_text(as_excel_saves_it(
+        "job_id,start_time,end_time,gpus\n1,2026-11-16T10:00:00Z,2026-11-16T12:30:00Z,8\n"), encoding="utf-8",
+        newline="")
+    (tmp_path / "spendlake.yaml").write_text(json.dumps({"lake": str(tmp_path / "lake"), "inventory": [
+        {"name": "trace", "kind": "jobs-file", "path": str(tmp_path / "jobs.csv")}]}))
+    result = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "inventory"])
+    assert result.exit_code == 3, result.output
+    assert "column start_time: '11/16/2026 10:00' is not an ISO 8601 time" in result.output, result.output
+    assert ("a spreadsheet that opened and saved the file rewrote its times (11/16/2026 10:00): ingest the export "
+            "as delivered, or save the times as ISO 8601") in result.output, result.output

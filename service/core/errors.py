@@ -189,12 +189,22 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     if CONVERSION.search(text):  # a value, not the file: "not UTF-8" or "incomplete" would mislead
         hint = "fix that value or re-export the file"
     elif hint is None and (saved := SPREADSHEET_TIME.search(text)):
-        hint = (f"a spreadsheet that opened and saved the file rewrote its times ({saved.group(1) or saved.group(2)}): ingest the "
-                "export as delivered, or save the times as ISO 8601 (2024-09-01T00:00:00Z)")
+        hint = spreadsheet_hint(saved.group(1) or saved.group(2))
     reason = reason or one_line(text)
     if where and reason.startswith(f"{where}: "):  # a value's error names its file (table.fail): once is enough
         reason = reason[len(where) + 2:]
     return DataError(f"{message}: {reason}", where=where, hint=hint)
+
+
+def spreadsheet_hint(time: str) -> str:
+    """What to say of a time a spreadsheet wrote (`spreadsheet_time`) where the file's format writes ISO 8601."""
+    return (f"a spreadsheet that opened and saved the file rewrote its times ({time}): ingest the export as "
+            "delivered, or save the times as ISO 8601 (2024-09-01T00:00:00Z)")
+
+
+def spreadsheet_time(value: str) -> bool:
+    """Whether `value` is a time as Excel saves it (9/1/2024 0:00, 09/01/2024 12:00 AM)."""
+    return re.fullmatch(_US_TIME, value.strip()) is not None
 
 
 def told_by_known_names(error: SpendlakeError, shown: Mapping[str, str]) -> SpendlakeError:
