@@ -123,3 +123,50 @@ def test_a_sighup_waiting_for_running_jobs_does_not_ask_for_another_sighup(tmp_p
         release.set()
         requests.stop = True
         running.join(30)
+
+
+def url(said: list[str]) -> str:
+    [serving] = [line.split()[2] for line in said if line.startswith("spendlake serving")]
+    return serving
+
+
+def test_a_config_a_sighup_could_not_load_is_not_said_to_need_a_sighup_until_it_changes_again(tmp_path):
+    """An edit that does not load (invalid YAML) and a SIGHUP: the log said 'SIGHUP: the config was not
+    reloaded ...' and, the same millisecond, 'config changed on disk; send SIGHUP to load it', advising
+    what had just failed."""
+    import threading
+    import urllib.request
+
+    from stackkit import wait_until
+
+    from service.core.config import load_config
+    from service.serve.config_watch import REFUSED_MESSAGE
+    from service.serve.scheduler import Tasks
+    from service.serve.service import Requests, Service
+
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0'}}\n")
+    requests, said = Requests(), []
+    service = Service(load_config(path), tasks=Tasks(ingest=lambda: None, rules=None, daily=lambda day: None),
+                      requests=requests, reload=lambda: load_config(path))
+    path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0'\n")  # a brace left open
+    later(path)
+    requests.reload = True  # the SIGHUP that came with the edit
+    running = threading.Thread(target=service.run, args=(said.append,))
+    running.start()
+    try:
+        wait_until(lambda: any("SIGHUP: the config was not reloaded" in line for line in said), 10, "the refusal")
+        wait_until(lambda: any(line.startswith("spendlake serving") for line in said), 10, "the service")
+        later(path, 10)  # a touch: still the file that does not load
+        with urllib.request.urlopen(f"{url(said)}/metrics", timeout=10) as response:  # a scrape checks the file
+            assert b"spendlake_config_file_changed 1.0" in response.read()
+        [refused] = [line for line in said if REFUSED_MESSAGE in line]
+        assert refused.startswith(f"{REFUSED_MESSAGE} ({path}): ") and "SIGHUP" not in refused, said
+        assert not any(CHANGED_MESSAGE in line for line in said), said
+        path.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{listen: '127.0.0.1:0', top_n: 5}}\n")
+        later(path, 20)  # fixed: this one a SIGHUP may load
+        wait_until(lambda: any(CHANGED_MESSAGE in line for line in said), 10, "the new change said")
+        assert sum(CHANGED_MESSAGE in line for line in said) == 1, said
+    finally:
+        requests.stop = True
+        running.join(30)

@@ -5,7 +5,8 @@ change nothing, silently, until the next restart. `ConfigWatch` stats the file (
 service's main loop asks several times a second) and reads it only when its mtime or size
 moved, so a `touch` or an edit undone reads as unchanged. A change is logged once, and
 `spendlake_config_file_changed` says 1 until the file says what was loaded again or a
-SIGHUP loads it.
+SIGHUP loads it; a file a SIGHUP could not load is not said to need a SIGHUP until it
+changes again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 CHANGED_MESSAGE = "config changed on disk; send SIGHUP to load it"
+REFUSED_MESSAGE = "config changed on disk and does not load; still serving the running one"
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -52,6 +54,7 @@ class ConfigWatch(Collector):
         self.announce = announce
         self._lock = threading.Lock()  # the main loop and scrapes both check
         self._stat, self._loaded = loaded
+        self._refused: str | None = None  # the digest of a file a SIGHUP could not load: no SIGHUP asked for it
         self.changed = False
 
     def check(self) -> bool:
@@ -63,11 +66,25 @@ class ConfigWatch(Collector):
             if stat == self._stat:
                 return self.changed
             self._stat = stat
-            changed = stat is None or _digest(self.path) != self._loaded
-            if changed and not self.changed:
-                self.announce(f"{CHANGED_MESSAGE} ({self.path})")
+            digest = _digest(self.path)
+            changed = stat is None or digest != self._loaded
+            if changed and (not self.changed or self._refused not in (None, digest)):
+                self.announce(f"{CHANGED_MESSAGE} ({self.path})")  # a file edited since the refusal may load
+                self._refused = None
+            if not changed:
+                self._refused = None
             self.changed = changed
             return changed
+
+    def refused(self, read: tuple[tuple[int, int] | None, str | None], error: str) -> None:
+        """A SIGHUP read the file as `read` and could not load it (`error`): until it changes
+        again the change is said as one that does not load, not as one a SIGHUP would load."""
+        with self._lock:
+            self._stat, self._refused = read
+            changed = read[0] is None or read[1] != self._loaded
+            if changed and not self.changed:
+                self.announce(f"{REFUSED_MESSAGE} ({self.path}): {error}")
+            self.changed = changed
 
     def reloading(self, read: tuple[tuple[int, int] | None, str | None]) -> None:
         """A SIGHUP read the file as `read` (`as_read`): the service runs it once the running jobs

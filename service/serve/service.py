@@ -179,16 +179,20 @@ class Service:
         """Safe from a signal handler: sets a flag, takes no lock."""
         self.requests.stop = True
 
-    def reloaded(self, announce: Callable[[str], None]) -> Service | None:
-        """The service of the config file as it reads now, or None (said why) to keep this one."""
+    def reloaded(self, announce: Callable[[str], None], watch: ConfigWatch | None = None) -> Service | None:
+        """The service of the config file as it reads now, or None (said why, and `watch` told the
+        file as refused) to keep this one."""
         if self.reload is None:
             announce("SIGHUP: no config file to read again; still serving the running config")
             return None
+        read = as_read(self.lake.config_file)  # before reading it: an edit meanwhile is a new one
         try:
             successor = Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
                                 reload=self.reload, requests=self.requests)
         except SpendlakeError as exc:
             announce(f"SIGHUP: the config was not reloaded, still serving the running one: {exc}")
+            if watch is not None:
+                watch.refused(read, str(exc))
             return None
         if successor.lake.root == self.lake.root:  # another lake's last read series would be its own
             successor.last_good = kept_by_reload(self.last_good, self.config, successor.config)
@@ -229,7 +233,7 @@ class Service:
                 while not self.requests.stop and successor is None:
                     if self.requests.reload:
                         self.requests.reload = False
-                        successor = self.reloaded(announce)
+                        successor = self.reloaded(announce, watch)
                         if successor is not None:
                             watch.reloading(successor.config_read)
                     else:
