@@ -159,7 +159,7 @@ def _read(lake: Lake, window: Window, snapshot: Snapshot) -> tuple[list[Commitme
         return [], {}
     since, until = naive_utc(window.since), naive_utc(window.until)
     found: dict[tuple[str, str | None], Commitment] = {}
-    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:  # the window's commitment lines
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=("costs",)) as con:  # the window's commitment lines
         end_column = "x_commitment_end" if "x_commitment_end" in _columns(con) else "NULL::TIMESTAMP"
         for cid, status, currency, service, region, start, end, effective, listed in \
                 con.execute(LINES_SQL, [until, since]).fetchall():

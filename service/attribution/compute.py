@@ -10,6 +10,7 @@ from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
 from service.attribution.needs import Needs
 from service.attribution.rollup import rollup_split, rollup_view
+from service.attribution.rollup_versions import READ_TABLES
 from service.attribution.sql import dim_col
 from service.attribution.window_sql import spellings_sql, window_sql
 from service.core.config_attribution import AttributionConfig
@@ -206,7 +207,7 @@ class RollupSession:
         # does beyond the writer's, and so does an allocation of the window's lines. Over stored
         # rollups alone the limit only costs (DuckDB then held more, not less).
         limited = split.missing or needs.allocates
-        self.con = lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT if limited else None)
+        self.con = lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT if limited else None, tables=READ_TABLES)
         self.files, self.narrowed = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs, split)
 
     def data_through(self) -> dict[str, datetime | None]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from service.attribution.needs import Needs
-from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
+from service.attribution.rollup_versions import READ_TABLES, cost_partitions, inventory_keys, recorded_tag_keys
 from service.attribution.sessions import answer_on
 from service.attribution.sql import resources_sql
 from service.attribution.tag_keys import all_tag_keys_sql
@@ -30,7 +30,7 @@ def _resources(lake: Lake, config: AttributionConfig, resource_ids: Sequence[str
         return {}
     # the keys ingest recorded: decoding every line's tags for them took most of the commitment tops
     tag_keys = recorded_tag_keys(cost_partitions(lake, snapshot))
-    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:  # every line's resource
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:  # every line's resource
         if tag_keys is None:  # a partition from before the ledger recorded them
             keys_sql = all_tag_keys_sql()
             tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]

@@ -33,8 +33,8 @@ import duckdb
 from service.attribution.allocation_stage import drop_stage
 from service.attribution.node_sharing import shared_nodes_on
 from service.attribution.rollup import rollup_relation, stored_whole
-from service.attribution.rollup_versions import (ROLLUP_TABLE, Partition, Version, cost_partitions, inventory_keys,
-                                                 inventory_latest, owner_of, rollup_file, version_of)
+from service.attribution.rollup_versions import (READ_TABLES, ROLLUP_TABLE, Partition, Version, cost_partitions,
+                                                 inventory_keys, inventory_latest, owner_of, rollup_file, version_of)
 from service.core import derived_records
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import parse_utc
@@ -72,7 +72,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     # A period's rollup groups every (hour, team, project, experiment, ...): 9M groups for a
     # month of 1M experiments, 2.7 GB of hash tables unbounded. Spilling beyond the ingest
     # writer's limit keeps the service that builds them after each ingest under 1 GB.
-    con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT)
+    con = lake.query(snapshot, memory_limit=WRITER_MEMORY_LIMIT, tables=READ_TABLES)
     built = stored = removed = 0
     found = derived_records.problems(lake)
     # a version → when a build first found it superseded, by its clock (one ahead: counts as now)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import duckdb
 
-from service.attribution.jobs import jobs_basis
+from service.attribution.jobs import JOBS_TABLE, jobs_basis
 from service.attribution.tag_keys import inventory_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.lake import DATA_FILE, Lake
@@ -27,6 +27,9 @@ from service.core.snapshot import Snapshot
 from service.core.snapshot_ledger import snapshot_digest
 
 ROLLUP_TABLE = "attribution_rollup"
+# What attribution reads of the lake (the tables a version names the state of): its connections
+# open these views alone, so a damaged table it does not read (findings, plans) stops none of it
+READ_TABLES = ("costs", "resource_tags", JOBS_TABLE)
 # Bump when the rollup's columns or meaning change, so old files are recomputed.
 ROLLUP_FORMAT = "3"  # 2: an EKS pod's run from its run tag on any of its rows; 3: a window job left out by a
 # snapshot that asked otherwise ends when last seen (service/core/job_windows.py), and a pod read by name

@@ -131,12 +131,15 @@ class Lake:
         """A sandboxed connection with a view per table (`costs`, and inventory tables);
         `costs` holds the partitions of `snapshot` (default: one taken now). `memory_limit`:
         DuckDB's, beyond which it spills to a private temporary directory (default: DuckDB's own).
-        `tables`: only these inventory tables' views, and no `costs` (no snapshot taken): a read
-        of the job records alone skips the partitions' checks and every other table's footers."""
+        `tables`: only these tables' views (`costs` only when named, else no snapshot taken): a
+        read of the job records alone skips the partitions' checks and every other table's
+        footers, and a damaged table the reader does not read stops nothing."""
         con = self.connect(memory_limit=memory_limit)
         if tables is None:
             self.create_views(con, snapshot)
         else:
+            if "costs" in tables:
+                cost_view(con, snapshot or self.snapshot())
             table_views(self, con, tables)
         return con
 
