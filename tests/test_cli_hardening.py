@@ -219,7 +219,8 @@ CASES = [  # (case, config setup, arguments, exit code, what the one line names)
     ("36 findings file truncated", damaged_findings(lambda content: content[:100]), ["findings"], 3,
      "findings/source=engine/snapshot=current/data.parquet: findings table source=engine/snapshot=current is "
      "truncated (100 bytes, the record says"),
-    ("37 findings file altered", damaged_findings(footer_altered), ["attribute", "--since", "2024-01-01"], 3,
+    # `attribute` reads no finding (nor does the rollup build): a command that reads them says it
+    ("37 findings file altered", damaged_findings(footer_altered), ["findings"], 3,
      "findings table source=engine/snapshot=current is truncated (no readable Parquet footer) — run `spendlake rules "
      "run`: it sets the damaged file aside under _damaged/ and writes the table again"),
     ("unreadable state", damaged(lambda p, t: (t / "lake" / "_state" / "sources.json").write_text("{")),
