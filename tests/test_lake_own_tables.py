@@ -110,3 +110,35 @@ def test_verify_lists_the_findings_and_plans_files_against_their_records(tables)
     assert record_file(lake.root, table_file(lake, "findings")).exists()
     rows = json.loads(spendlake(config, "verify", "--format", "json").output)
     assert {(r["table"], r["check"]) for r in rows} >= {("findings", "ok"), ("plans", "ok")}, rows
+
+
+@pytest.mark.parametrize("table", ["findings", "plans"])
+def test_a_digit_changed_in_a_tables_record_is_said_to_be_the_records_not_the_files(tables, table):
+    """A flipped digit in the record's sha256: verify blamed the file and advised `rules run`,
+    which sets a whole file aside and drops the acknowledgements it held."""
+    config, lake = tables
+    file = table_file(lake, table)
+    record = record_file(lake.root, file)
+    held = json.loads(record.read_text())
+    digest = held["sha256"]
+    record.write_text(json.dumps({**held, "sha256": digest[:10] + ("0" if digest[10] != "0" else "1") + digest[11:]}))
+    result = spendlake(config, "verify", "--format", "json")
+    assert result.exit_code == 3, result.output
+    [row] = [r for r in json.loads(result.stdout) if r["check"] != "ok"]
+    assert row["table"] == table and row["detail"].startswith("its record changed, not the file"), row
+    assert "in 1 of 64 hex digits" in row["detail"] and digest in row["detail"], row
+    lost = {"findings": "the acknowledgements it holds", "plans": "the plans it holds"}[table]
+    assert f"{record}: put the file's SHA-256 in its `sha256`, then run `spendlake verify`" in result.stderr
+    assert WRITTEN_BY[table] in result.stderr and "would set the whole file aside" in result.stderr
+    assert f"without {lost}" in result.stderr, result.stderr
+    record.write_text(json.dumps(held))  # as the error says: the record put right, the file untouched
+    assert spendlake(config, "verify").exit_code == 0
+    assert spendlake(config, *QUERIES[0]).exit_code == 0
+
+
+def test_a_damaged_findings_file_says_rules_run_writes_it_again_without_its_acknowledgements(tables):
+    config, lake = tables
+    table_file(lake, "findings").unlink()
+    result = spendlake(config, "findings")
+    assert result.exit_code == 3 and "spendlake rules run" in result.output, result.output
+    assert "writes the table again, without the acknowledgements it holds" in result.output, result.output

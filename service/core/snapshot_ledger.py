@@ -45,6 +45,8 @@ SET_ASIDE = "_damaged"  # where `inventory` moves a damaged snapshot it cannot t
 # written through commit_snapshot and recorded as snapshots are, of no configured source, and
 # written again by their own command (errors.REWRITTEN_BY), which sets a damaged one aside.
 OWN_TABLES = ("findings", "plans")
+LOST = {"findings": "the acknowledgements it holds", "plans": "the plans it holds, to register again"}
+RECORD_CHANGED = "its record changed, not the file"
 RECORDED_TABLES = (*INVENTORY_TABLES, *OWN_TABLES)
 RECORD_FIELDS = ("size", "rows", "sha256")
 NOT_A_FILE = "not a regular file"  # a snapshot's digest when a FIFO or a device stands in its place
@@ -80,6 +82,11 @@ class SnapshotCheck:
     @property
     def key(self) -> str:
         return f"{self.table}/source={self.source}/{self.partition}"
+
+    @property
+    def record_changed(self) -> bool:
+        """The file is whole: its record's digest is what changed (verify's deep check)."""
+        return self.detail.startswith(RECORD_CHANGED)
 
     def sentence(self) -> str:
         kind = "table" if self.table in OWN_TABLES else "snapshot"
@@ -232,9 +239,21 @@ def judge(record: dict | None, size: int | None, rows: Callable[[], int | None],
         return "truncated", "no readable Parquet footer"
     if not any(d.get("rows") == count for d in same_size):
         return "altered", f"{count:,} rows, the record says {record.get('rows') or 0:,}"
-    if sha256 is not None and sha256() not in {d.get("sha256") for d in same_size}:
-        return "altered", "its SHA-256 differs from the one recorded when it was written"
+    if sha256 is not None and (digest := sha256()) not in (recorded := {d.get("sha256") for d in same_size}):
+        return "altered", _digest_differs(digest, recorded)
     return "ok", ""
+
+
+def _digest_differs(digest: str, recorded: set) -> str:
+    """Why a file's SHA-256 is not its record's. A change of the file changes nearly every hex
+    digit of its digest (60 of 64 on average); a few differing ones are the record's, changed
+    where the file, of the size and rows it records, is whole."""
+    apart = min((sum(a != b for a, b in zip(digest, r)) for r in recorded if isinstance(r, str) and len(r) == 64),
+                default=64)
+    if apart <= 16:
+        return (f"{RECORD_CHANGED}: its SHA-256 differs from the file's in {apart} of 64 hex digits, where any change "
+                f"of the file changes nearly all of them; the file's SHA-256 is {digest}")
+    return "its SHA-256 differs from the one recorded when it was written"
 
 
 def snapshot_checks(lake: SnapshotLake, tables: Sequence[str] = RECORDED_TABLES, *,
@@ -319,12 +338,17 @@ def record_verify(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> None:
 def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:
     """One error naming every damaged snapshot's file and the command that writes it again."""
     message = "; ".join(c.sentence() for c in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
-    fixes = []
+    fixes = [f"{record_file(Path(c.path).parents[3], Path(c.path))}: put the file's SHA-256 in its `sha256`, then run "
+             "`spendlake verify`" + (f" (`{rewritten_by(c)}` would set the whole file aside and write the table again "
+                                     f"without {LOST[c.table]})" if c.table in LOST else "")
+             for c in bad if c.record_changed]
+    rewrite = [c for c in bad if not c.record_changed]
     for own, does in ((False, f"it writes the snapshot again from the source, or sets one it can no longer take (an "
                               f"earlier day's) aside under {SET_ASIDE}/"),
                       (True, f"it sets the damaged file aside under {SET_ASIDE}/ and writes the table again")):
-        commands = " and ".join(sorted({f"`{rewritten_by(c)}`" for c in bad if (c.table in OWN_TABLES) == own}))
-        fixes += [f"run {commands}: {does}"] if commands else []
+        commands = " and ".join(sorted({f"`{rewritten_by(c)}`" for c in rewrite if (c.table in OWN_TABLES) == own}))
+        lost = " and ".join(sorted({LOST[c.table] for c in rewrite if c.table in LOST})) if own else ""
+        fixes += [f"run {commands}: {does}" + (f", without {lost}" if lost else "")] if commands else []
     return DataError(message, where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
                      hint="; ".join(fixes) + "; `spendlake verify` checks every snapshot")
 
