@@ -156,10 +156,11 @@ def test_what_serve_says_of_itself_is_stamped_and_levelled_as_its_other_lines(tm
 
     import service.serve.service as service_module
     from service.cli.main import cli
-    from service.serve.config_watch import CHANGED_MESSAGE
+    from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE
 
     said = ["spendlake serving http://127.0.0.1:9464 (lake /data/lake)", f"{CHANGED_MESSAGE} (/etc/spendlake.yaml)",
-            "SIGHUP: the config was not reloaded, still serving the running one: bad line", "stopped"]
+            "SIGHUP: the config was not reloaded, still serving the running one: bad line",
+            f"{REFUSED_MESSAGE} (/etc/spendlake.yaml): bad line", "stopped"]
     default = inspect.signature(service_module.serve).parameters["announce"].default
 
     def fake_serve(config, **options):  # what the service announces, through what the CLI gives it
@@ -174,7 +175,7 @@ def test_what_serve_says_of_itself_is_stamped_and_levelled_as_its_other_lines(tm
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
     assert [re.match(rf"{stamp} (INFO|WARNING) service\.serve\.service: ", line).group(1) for line in lines] == \
-        ["INFO", "WARNING", "WARNING", "INFO"], lines
+        ["INFO", "WARNING", "WARNING", "WARNING", "INFO"], lines
     assert [line.split(": ", 1)[1] for line in lines] == said
 
 

@@ -24,7 +24,7 @@ from datetime import date, datetime, time, timedelta
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from service.serve.app import Api, api_token
-from service.serve.config_watch import CHANGED_MESSAGE, ConfigWatch, as_read
+from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
 from service.core.errors import SourceError, SpendlakeError
@@ -38,7 +38,7 @@ from service.report.write import ReportResult, write_report
 from service.serve.scheduler import ServiceScheduler, Tasks, ToldFailure
 
 log = logging.getLogger(__name__)
-ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE)  # what the service says of itself that asks the operator to act
+ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE, REFUSED_MESSAGE)  # what the service says of itself that asks the operator to act
 
 
 def announce(line: str) -> None:
