@@ -62,7 +62,11 @@ def run_ingest(config: Config) -> None:
     errors = [failure for o in failed for failure in _failures(o.lines())]
     told = all(o.copy_told for o in failed)  # each failure as the last run's, told then
     if config.inventory:
-        outcomes = run_inventory(config, rollups=False)
+        try:
+            outcomes = run_inventory(config, rollups=False)
+        except Exception:
+            _refresh_anyway(config)  # the bills committed above: queries would roll them up in memory until next hour
+            raise
         for outcome in outcomes:
             _log_lines("inventory", outcome.lines(), quiet=not outcome.rows and not outcome.failed)
         errors += [failure for o in outcomes for failure in _failures(o.lines())]
@@ -72,6 +76,18 @@ def run_ingest(config: Config) -> None:
         log.warning("ingest: %s", printable(warning))
     if errors:
         raise (ToldFailure if told else SourceError)("; ".join(errors))
+
+
+def _refresh_anyway(config: Config) -> None:
+    """The rollups of the bills the job committed, when its inventory failed before building them;
+    a failure of this build is logged, the inventory's failure is the job's."""
+    from service.ingest.rollups import refreshed
+
+    try:
+        for warning in refreshed(config):
+            log.warning("ingest: %s", printable(warning))
+    except Exception as exc:  # e.g. another writer took the lake: its own run builds them
+        log.warning("ingest: attribution rollups not refreshed after the inventory failed: %s", printable(str(exc)))
 
 
 def _log_outcomes(result) -> None:
