@@ -8,6 +8,7 @@ import json
 import shutil
 from decimal import Decimal
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import SAMPLES
@@ -120,3 +121,27 @@ def test_a_bill_delivered_again_with_a_later_day_is_no_restatement(tmp_path):
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     assert entry["data_through"] > entry["replaced"]["data_through"]  # the ledger keeps the figures it replaced
     assert not [n for n in bills_table(tmp_path, config, "2023-11-13").get("notes", []) if "restated" in n]
+
+
+@pytest.mark.parametrize("later", [False, True], ids=["the same days", "a day later"])
+def test_a_change_under_the_cent_is_no_restatement(tmp_path, later):
+    """A line of the 13th delivered again USD 0.001 dearer (a late line's fraction) changes no figure the
+    report shows: 'restated ... ($0.00 more)' said nothing but alarm (review42)."""
+    (tmp_path / "export").mkdir()
+    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
+    bill = sum(Decimal(t["billed_cost"]) for t in first["totals"])
+    assert (bill + Decimal("0.001")).quantize(Decimal("0.01")) == bill.quantize(Decimal("0.01"))
+
+    def a_fraction_dearer(header, row):
+        cost = header.index("lineItem/UnblendedCost")
+        row[cost] = str(Decimal(row[cost]) + Decimal("0.001"))
+        return a_day_later(header, row) if later else None
+    rewrite(tmp_path / "export" / "cur.csv", a_fraction_dearer)
+    assert spendlake(config, "ingest").exit_code == 0
+    entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
+    assert entry["ingested_at"] != first["ingested_at"]  # delivered again, its figures changed
+    assert not [n for n in bills_table(tmp_path, config, "2023-11-15").get("notes", []) if "restated" in n]

@@ -208,8 +208,8 @@ def whole_bill_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
         prior, currency = before.get(totals.currency), currency_text(totals.currency)
         cost = "billed_cost" if totals.billed_cost is not None else "effective_cost"
         new, was = getattr(totals, cost), None if prior is None else getattr(prior, cost)
-        if new == was:
-            continue
+        if was is not None and cents(new, totals.currency) == cents(was, totals.currency):
+            continue  # a change under the cent: what every figure shows is the same
         change = new - (was or 0)
         notes.append(
             f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
@@ -237,8 +237,8 @@ def days_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
         key, currency = totals.currency or "", currency_text(totals.currency)
         index = 0 if totals.billed_cost is not None else 1
         new, before = now.get(key, (Decimal(0),) * 2)[index], was.get(key, (Decimal(0),) * 2)[index]
-        if new == before:
-            continue
+        if cents(new, totals.currency) == cents(before, totals.currency):
+            continue  # under the cent (a late line's fraction): what every figure shows is the same
         verb, had = ("bills", "billed") if index == 0 else ("has an effective cost of", "had")
         change = new - before
         notes.append(
