@@ -6,9 +6,9 @@ split, beside its parts (`grouped_steps`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from service.attribution.allocation import part_columns
+from service.attribution.allocation import INSTANCE_ID, INSTANCE_LINE, Stage, part_columns
 from service.core.config_attribution import MATCH_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 
@@ -49,19 +49,43 @@ def tag_map_groups_sql(keys: int) -> str:
             f"(SELECT count(*) FROM (SELECT DISTINCT {by}{values} FROM head))")
 
 
+def kept_by_map(steps: list[str], where: str, period: Sequence[str], read: Sequence[str],
+                measures: Mapping[str, str], stage: Stage, tag_reads: Mapping[str, str],
+                inventory: Sequence[str]) -> str:
+    """Append `a_km`: the lines allocation does not split (none of its members' instance lines)
+    summed as read by charge period, currency, the columns `read` and the whole Tags map, and
+    `a_kt`: those groups with the tag columns `tag_reads` and `inventory` (the `inv` CTE's,
+    joined on ResourceId, which `read` then holds). Returns `a_kt`, holding `a_lines`, for
+    `grouped_steps`: each line's tags are looked up once per group, not per line."""
+    picks = ", ".join([*period, *dict.fromkeys(["source", "billing_period", *read, "ResourceId", "x_instance_type",
+                                                "x_split_parent_resource_id", "Tags"]), *measures.values()])
+    member = f"{INSTANCE_LINE} AND {INSTANCE_ID} IN (SELECT a_instance FROM {stage.members})"
+    keys = ["cp_start", "cp_end", "currency", "source", "billing_period", *read, "Tags"]
+    sums = [f"sum({c}) AS {c}" for c in measures]
+    steps.append(f"a_km AS (SELECT {', '.join([*keys, *sums])}, count(*) AS a_lines FROM (SELECT {picks} "
+                 f"FROM costs WHERE {where}) AS l WHERE NOT coalesce({member}, false) GROUP BY {', '.join(keys)})")
+    tags = "".join(f", {value} AS {column}" for column, value in tag_reads.items())
+    join = " LEFT JOIN inv ON inv.rid = a_km.ResourceId" if inventory else ""
+    steps.append(f"a_kt AS (SELECT a_km.*{tags}{''.join(f', {c}' for c in inventory)}, "
+                 f"{', '.join(f'CAST(NULL AS VARCHAR) AS {c}' for c in JOB_MATCH_FIELDS.values())} FROM a_km{join})")
+    return "a_kt"
+
+
 def grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str],
-                  tag_columns: Sequence[str], measures: Sequence[str]) -> str:
+                  tag_columns: Sequence[str], measures: Sequence[str], kept: str | None = None) -> str:
     """Append `s0g`: the lines allocation does not split (`a_keep`), summed by what the
     dimensions' values and the shared rules read of them (the bench's 10M lines: 60,315
     groups), and `s0u`: those and the parts (sql.py `attributed_sql`, `grouped` with allocation;
     `measures`: the cost columns). Returns the step the dimensions read. (Without allocation
-    the lines are grouped as read: `grouped_lines`.)"""
+    the lines are grouped as read: `grouped_lines`.) `kept`: the step holding those lines already
+    summed (`kept_by_map`; their counts in `a_lines`)."""
     read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns,
                                *rule_fields(config, order),
                                *JOB_MATCH_FIELDS.values()]))  # a job's fields: NULL on these lines
     sums = [f"sum({m}) AS {m}" for m in measures]
-    steps.append(f"s0g AS (SELECT {', '.join(read + sums)}, count(*) AS a_lines "
-                 f"FROM a_keep GROUP BY {', '.join(read)})")
+    count = "CAST(sum(a_lines) AS BIGINT)" if kept else "count(*)"
+    steps.append(f"s0g AS (SELECT {', '.join(read + sums)}, {count} AS a_lines "
+                 f"FROM {kept or 'a_keep'} GROUP BY {', '.join(read)})")
     parts = [c for c in part_columns(order) if c not in read]
     nulls = ["CAST(0 AS INTEGER)" if c == "a_overbooked" else "NULL" for c in parts]
     steps.append(f"s0u AS (SELECT {', '.join([*read, *measures, 'a_lines'])}, "

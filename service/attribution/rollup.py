@@ -77,7 +77,7 @@ def rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyC
     allocation = allocation_inputs(lake, config, con, "source = $source AND billing_period = $period",
                                    keys_sql.params)
     narrow = narrowed_to(config, needs, tag_keys, inventory)
-    by_map = allocation is None and groups_by_tag_map(con, config, tag_keys, part, needs.dims)
+    by_map = groups_by_tag_map(con, config, tag_keys, part, needs.dims)
     sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, needs, narrow=narrow,
                      by_tag_map=by_map)
     run_setup(con, sql)
@@ -86,9 +86,10 @@ def rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyC
 
 def groups_by_tag_map(con: duckdb.DuckDBPyConnection, config: AttributionConfig, tag_keys: list[str],
                       part: Partition, dims: tuple[str, ...] | None) -> bool:
-    """Whether a rollup without allocation groups the period's lines by their whole Tags map
-    rather than by the values of the tag keys it reads (sql.py `by_tag_map`): no lookup per
-    line and key (the bench's 10M-line month: its build 2.6 -> 2.0 CPU s), unless the maps vary more
+    """Whether a rollup groups the period's lines (with allocation: those it does not split) by
+    their whole Tags map rather than by the values of the tag keys it reads (sql.py `by_tag_map`):
+    no lookup per line and key (the bench's 10M-line month: its build 2.6 -> 2.0 CPU s; with
+    `clusters:` the rollup 17.8 -> 15.7 CPU s, bench/README.md rollup42), unless the maps vary more
     than those values (a Name tag per resource makes each line its own group: 2.4x the CPU).
     Judged on the period's first lines: by the map when that makes at most twice the groups,
     and TAG_MAP_KEYS keys or more are read (fewer lookups cost less than the map's grouping)."""

@@ -26,7 +26,7 @@ from typing import Any
 from service.attribution.allocation import (JOB_COLUMNS, JOB_FIELD_KEYS, SETTLED_COLUMNS, AllocationInputs, Stage,
                                            allocation_ctes, extra_tag_aliases, jobs_sql, settled_records)
 from service.attribution.allocation_stage import STAGED_TAGS, held_sql, keyed_lines, lines_sql, members_sql
-from service.attribution.grouped_lines import grouped_lines, grouped_steps, rule_fields
+from service.attribution.grouped_lines import grouped_lines, grouped_steps, kept_by_map, rule_fields
 from service.attribution.inventory_sql import inventory_tags_cte
 from service.attribution.needs import Needs, needed_dimensions
 from service.attribution.statement import Params, Sql
@@ -100,7 +100,8 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     whose tags or inventory tags for that dimension hold one of the values (rollup.py `narrowed_to`).
     `grouped`: the lines allocation does not split are summed by all the dimensions and shared
     rules read of them before those are computed (their count in `a_lines`, 1 on a part);
-    `by_tag_map` (without `allocation`): by the whole Tags map, not the values of its keys read."""
+    `by_tag_map`: by the whole Tags map, not the values of its keys read (with `allocation`,
+    the lines it does not split, when it keeps them all: grouped_lines.py `kept_by_map`)."""
     tag_keys = list(tag_keys)
     order = needed_dimensions(config, needs.dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
@@ -116,6 +117,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         if wanted:
             inv_text, inv_cols = inventory_tags_cte(wanted, params)
     tag_cols: dict[str, str] = {}  # original key → column holding its trimmed, non-empty value
+    tag_reads: dict[str, str] = {}  # such a column → its value read from a line's Tags
     candidates = {name: tag_candidates(aliases[name], line_keys) for name in order}
     base_tags = []
     early = grouped and allocation is None  # the lines are grouped as read, before any value is trimmed
@@ -125,6 +127,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
             if key not in tag_cols:
                 tag_cols[key] = f"t_{len(tag_cols)}"
                 value = f"Tags[{params.bind(key)}]"
+                tag_reads[tag_cols[key]] = f"nullif(trim({value}), '')"
                 if early and not by_tag_map:
                     raw_tags.append(value)
                     value = f"g_{len(raw_tags) - 1}"
@@ -209,8 +212,14 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                                                      unread=[c for c in MEASURES.values() if c in renamed]).rstrip(", ")
         first = "a_parts" if parts_only else "s0a"
     if grouped and allocation and not parts_only:
+        kept = None
+        if by_tag_map and keep == "TRUE":  # the kept lines grouped by their Tags map, then their tags read
+            kept = kept_by_map(steps, where, [renamed.get(c, c) for c in ("cp_start", "cp_end", "currency")],
+                               [*dict.fromkeys([*rule_fields(config, order), *(["ResourceId"] if inv_cols else [])])],
+                               {c: renamed.get(c, c) for c in MEASURES.values()}, stage, tag_reads,
+                               list(inv_cols.values()))
         first = grouped_steps(steps, config, order, [*tag_cols.values(), *inv_cols.values()],
-                              list(MEASURES.values()))
+                              list(MEASURES.values()), kept)
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
