@@ -89,10 +89,11 @@ def groups_by_tag_map(con: duckdb.DuckDBPyConnection, config: AttributionConfig,
     """Whether a rollup groups the period's lines (with allocation: those it does not split) by
     their whole Tags map rather than by the values of the tag keys it reads (sql.py `by_tag_map`):
     no lookup per line and key (the bench's 10M-line month: its build 2.6 -> 2.0 CPU s; with
-    `clusters:` the rollup 17.8 -> 15.7 CPU s, bench/README.md rollup42), unless the maps vary more
+    `clusters:` `spendlake rollup` 20.5 -> 18.7 CPU s, bench/README.md rollup42), unless the maps vary more
     than those values (a Name tag per resource makes each line its own group: 2.4x the CPU).
     Judged on the period's first lines: by the map when that makes at most twice the groups,
-    and TAG_MAP_KEYS keys or more are read (fewer lookups cost less than the map's grouping)."""
+    and TAG_MAP_KEYS keys or more are read (fewer lookups cost less than the map's grouping; the
+    node and cluster tags allocation reads are not counted: at 6 lookups the map cost 1.4 CPU s more)."""
     keys = list(dict.fromkeys(key for name in needed_dimensions(config, dims)
                               for key in tag_candidates(config.dimensions[name].tags or (name,), tag_keys)))
     if len(keys) < TAG_MAP_KEYS:
