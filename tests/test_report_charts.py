@@ -7,6 +7,7 @@ import re
 from decimal import Decimal
 from html import unescape
 
+from service.core.units import shown_money, usd
 from service.report.charts import PLOT, amount_label, axis_label, render
 from service.report.model import Chart
 
@@ -86,3 +87,10 @@ def test_an_amount_under_half_a_cent_and_a_grid_line_below_0_keep_their_figure_a
     assert amount_label(Decimal("-0.37"), "USD") == "−$0.37" and amount_label(Decimal("0.0049"), "EUR") == "EUR 0.005"
     assert amount_label(Decimal("0.0099"), "USD") == "$0.01"
     assert axis_label(Decimal("-0.05"), "USD") == "−$0.05" and axis_label(Decimal("-2500"), "USD") == "−$2.5k"
+
+
+def test_the_findings_and_demo_amounts_write_a_negative_as_the_tables_do():
+    """units.usd (the findings section's note, `spendlake demo`'s waste table) wrote a credit
+    $-1.00 where the report's tables write −$1.00: one money format."""
+    assert usd(Decimal("-1")) == shown_money(Decimal("-1")) == "−$1.00"
+    assert usd(Decimal("1234.565")) == "$1,234.57" and usd(0) == "$0.00"

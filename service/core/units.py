@@ -106,8 +106,8 @@ def amounts_text(amounts: Iterable[tuple[str | None, Any]]) -> str:
 
 
 def usd(value: Any) -> str:
-    """`$1,234.57`."""
-    return f"${cents(Decimal(value)):,.2f}"
+    """`$1,234.57`, `−$1.00`: a USD amount as the report's tables write it."""
+    return shown_money(Decimal(value))
 
 
 def naive_utc(value: datetime | None) -> datetime | None:
