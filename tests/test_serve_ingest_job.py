@@ -90,3 +90,35 @@ def test_the_bills_committed_get_their_rollups_when_the_inventory_then_fails(tmp
     stored = lake.query().execute("SELECT count(*) FROM read_parquet(?)", [
         str(lake.root / "attribution_rollup" / "**" / "*.parquet")]).fetchall()[0][0]
     assert stored > 0
+
+
+def failing_bill_said(tmp_path, caplog, bill: str | None) -> list[tuple[str, str, str]]:
+    """The log records of a serve ingest job (-v) whose billing source fails, naming the source."""
+    config = bill_and_jobs(tmp_path)
+    if bill is None:
+        (tmp_path / "export" / "focus.csv").unlink()
+        (tmp_path / "export").rmdir()  # the location is gone: the source fails, not a delivery
+    else:
+        (tmp_path / "export" / "focus.csv").write_text(bill)
+    tasks = Tasks(ingest=lambda: run_ingest(config), rules=None, daily=lambda day: None)
+    scheduler = ServiceScheduler(Lake.of(config), JobMetrics(CollectorRegistry(), tasks.names()), tasks,
+                                 ingest_every=timedelta(hours=1), daily_at=time(6),
+                                 clock=lambda: datetime(2026, 12, 1, tzinfo=timezone.utc))
+    with caplog.at_level(logging.DEBUG):  # -v
+        assert not scheduler.instrumented("ingest", tasks.ingest)
+    failed = [r.getMessage() for r in caplog.records if r.name == "service.serve.scheduler" and r.levelname == "ERROR"]
+    assert len(failed) == 1 and failed[0].startswith("job ingest failed: focus-main"), failed
+    error = failed[0].split(": ", 2)[-1]  # the error's words, after the source and its periods
+    return [(r.name, r.levelname, r.getMessage()) for r in caplog.records if error in r.getMessage()]
+
+
+def test_a_billing_source_failing_is_one_line_of_the_service_naming_it(tmp_path, caplog):
+    # with -v, ingest's own `source focus-main failed: ...` said it before the job's ERROR line
+    said = failing_bill_said(tmp_path, caplog, None)
+    assert [(name, level) for name, level, _ in said] == [("service.serve.scheduler", "ERROR")], said
+
+
+def test_a_delivery_failing_is_one_line_of_the_service_naming_it(tmp_path, caplog):
+    # with -v, ingest's own `focus-main: delivery ... failed: ...` said it before the job's ERROR line
+    said = failing_bill_said(tmp_path, caplog, BILL.replace("12.5,", "twelve,"))
+    assert [(name, level) for name, level, _ in said] == [("service.serve.scheduler", "ERROR")], said

@@ -219,8 +219,7 @@ def _ingest_source(lake: Lake, source: SourceConfig, progress: Progress | None,
     except LakeBusyError:
         raise
     except (SpendlakeError, OSError, duckdb.Error) as exc:
-        error = _as_error(exc, source.location)
-        log.info("source %s failed: %s", source.name, error)  # the outcome line says so; -v logs it too
+        error = _as_error(exc, source.location)  # its outcome's FAILED line says it (serve: the job's failure)
         outcomes.append(DeliveryOutcome(source.name, Delivery("", None, (source.location,)), "failed", error=error))
     if connector is not None:  # also when nothing else was found: the line says why that file was not read
         outcomes[:0] = [_skipped(source, other) for other in connector.passed_over()]
@@ -305,7 +304,6 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
         raise_if_stopped()  # at once: not the other deliveries, nor a survey of the files
         # a file rewritten under the read fails it in any way: say that, not what it broke
         error = _changed_while_read(versions) or _as_error(exc, files_named(delivery.files, source.location))
-        log.info("%s: delivery %s failed: %s", source.name, delivery.delivery_id, error)
         return DeliveryOutcome(source.name, delivery, "failed", error=error)
     warnings += [plan.older[uri] for uri in delivery.files if uri in plan.older]
     return DeliveryOutcome(source.name, delivery, "staged", entries=staged.entries, warnings=warnings, staged=staged,
