@@ -206,8 +206,8 @@ def test_every_plans_actual_comes_from_one_state_of_the_lake_when_an_ingest_comm
     read = plans_module.plan_actual
     actuals: list = []
 
-    def committing(config, lake, plan, until):
-        actuals.append(read(config, lake, plan, until))
+    def committing(config, lake, plan, until, result=None):
+        actuals.append(read(config, lake, plan, until, result))
         if len(actuals) == 1:
             con = lake.connect()
             lines = [line(f"2026-11-{d:02d}T00:00:00", "100", tags=tags) for d in range(20, 30)]

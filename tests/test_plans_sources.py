@@ -83,3 +83,19 @@ def test_a_plan_whose_project_no_source_carries_yet_is_judged_as_before(tmp_path
     (row,) = found.rows
     assert row["status"].endswith("to data end") or row["status"].startswith("unknown"), row
     assert any("billing source gcp's data ends at 2026-11-22 00:00 UTC" in note for note in found.notes), found.notes
+
+
+def test_a_plan_on_several_sources_all_in_to_the_day_is_attributed_once(tmp_path, monkeypatch):
+    """Which sources carry the plan's spend was a second attribution of its window beside its actual's,
+    the same lines: with no source ending it before the day, one attribution gives both, same answer;
+    a lagging source still needs the actual to its end, read again (the lagging test above)."""
+    from service.report.sections import plans as plans_module
+
+    make_lake(tmp_path, daily(20, 28), source="aws")
+    lake = make_lake(tmp_path, daily(10, 18, "50", {"project": "bert"}), source="gcp", delivery="g1")
+    registered(lake, "llm-7b", 15, 480)
+    calls, attribute = [], plans_module.attribute
+    monkeypatch.setattr(plans_module, "attribute", lambda *a, **k: calls.append(a[2]) or attribute(*a, **k))
+    (row,) = plans_as_of(lake_config(lake=lake), lake, date(2026, 11, 28)).rows
+    assert (row["actual_to_date"], row["status"]) == (Decimal(900), "under plan"), row
+    assert len(calls) == 1, calls

@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from decimal import Decimal
 
-from service.attribution import attribute
+from service.attribution import AttributionResult, attribute
 from service.core.config import Config
 from service.core.coverage import data_begins, empty_lake_error, snapshot_data_through
 from service.core.lake import Lake
@@ -62,22 +62,24 @@ def _where(plan: Plan) -> dict[str, tuple[str]]:
     return {"project": (plan.project,), **({"experiment": (plan.experiment,)} if plan.experiment else {})}
 
 
-def spent_in(config: Config, lake: Lake, plan: Plan, until: datetime) -> frozenset[str]:
-    """The billing sources whose lines since the plan's start (to `until`) carry its spend."""
+def attributed(config: Config, lake: Lake, plan: Plan, until: datetime) -> AttributionResult | None:
+    """The plan's project (and experiment) per day from its start to `until` (None: not started);
+    its `spent_in` names the billing sources whose lines carry the plan's spend."""
     if plan.start >= until:
-        return frozenset()
-    return attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan)).spent_in
+        return None
+    return attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan), granularity="day")
 
 
-def plan_actual(config: Config, lake: Lake, plan: Plan, until) -> PlanActual:
-    """USD attributed to the plan's project (and experiment) per day, from its start to `until`;
-    what no cost line of the lake carries, as (dimension, sentence): its project or experiment
-    (with the closest known values), or, with no spend since its start, its experiment with its
-    project (an experiment of another project): each reads $0, no saving; and its spend in other
-    currencies, which a USD plan never counts (nothing is converted)."""
-    if plan.start >= until:
+def plan_actual(config: Config, lake: Lake, plan: Plan, until, result: AttributionResult | None = None) -> PlanActual:
+    """USD attributed to the plan's project (and experiment) per day, from its start to `until`
+    (`result`: `attributed` to `until`, already read); what no cost line of the lake carries, as
+    (dimension, sentence): its project or experiment (with the closest known values), or, with no
+    spend since its start, its experiment with its project (an experiment of another project): each
+    reads $0, no saving; and its spend in other currencies, which a USD plan never counts (nothing
+    is converted)."""
+    result = attributed(config, lake, plan, until) if result is None else result
+    if result is None:
         return {}, (), {}
-    result = attribute(lake, config, Window(plan.start, until), by=("project",), where=_where(plan), granularity="day")
     daily: dict[date, Decimal] = defaultdict(Decimal)
     left_out: dict[str | None, Decimal] = defaultdict(Decimal)
     for row in result.rows:
@@ -149,12 +151,14 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
         low, high = _cents(plan.planned_spend(until))
         # which sources hold the plan's spend matters only where several have data since its start
         several_since = sum(end is not None and end > plan.start for end in data[1].values()) > 1
-        ends, source = data_ends(plan, data, spent_in(config, lake, plan, until) if several_since else ())
+        whole = attributed(config, lake, plan, until) if several_since else None
+        ends, source = data_ends(plan, data, whole.spent_in if whole else ())
         if ends is not None and ends < until:
             lagging[ends] = source
         # the actual to where the data ends (a leading source's later spend set against the plan to then
-        # would read as on plan what a lagging one has not delivered yet)
-        found = plan_actual(config, lake, plan, until if ends is None or ends <= plan.start else min(until, ends))
+        # would read as on plan what a lagging one has not delivered yet): read again only if it ends before
+        to = until if ends is None or ends <= plan.start else min(until, ends)
+        found = plan_actual(config, lake, plan, to, whole if to == until else None)
         daily, unmatched, left_out = found
         actual = sum(daily.values(), Decimal(0))
         notes += [f"plan {plan.name}: {sentence}" + ("" if sentence.endswith(".") else ".")  # a long list ends in "..."
