@@ -5,6 +5,7 @@ lake's state, `/api/v1/status` (which read that state) or the log (RELIABILITY 2
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,8 @@ from connectors import http_json
 from service.cli.main import cli
 from service.core import logs
 from service.core.errors import SourceError
+
+pytest_plugins = ["pytester"]
 
 ECHOED = f"Authentication failure for token {TOKEN} (user svc-spend)"
 
@@ -70,13 +73,59 @@ def test_a_six_character_token_slurmrestd_echoes_back_is_shown_nowhere(tmp_path,
     assert "s3cr3t" not in result.output + lake_texts(tmp_path / "lake")
 
 
-def test_a_short_secret_is_redacted_as_a_word_and_leaves_the_words_it_is_part_of():
+def test_a_short_secret_leaves_the_amounts_counts_and_teams_that_hold_it_as_a_word():
+    for secret in ("1234", "admin", "a"):  # a Prometheus or Slurm password under 8 characters
+        logs.hide(secret)
+    line = "committed 1234 rows USD 1234.50; team admin; a file"
+    assert logs.redact(line) == line
+
+
+@pytest.mark.parametrize("echoed, shown", [
+    pytest.param("GET //svc:cat7@prom:9090 refused", "GET //svc:<redacted>@prom:9090 refused", id="url-userinfo"),
+    pytest.param("sent pass=cat7&x=1", "sent pass=<redacted>&x=1", id="after-equals"),
+    pytest.param("user: svc, pass : 'cat7'", "user: svc, pass : '<redacted>'", id="after-colon-quoted"),
+    pytest.param('{"pw": "cat7"}', '{"pw": "<redacted>"}', id="json-value"),
+    pytest.param("refused 'cat7' for svc", "refused '<redacted>' for svc", id="inside-quotes"),
+    pytest.param("Authorization Bearer cat7 refused", "Authorization Bearer <redacted> refused", id="bearer"),
+    pytest.param("basic cat7 refused", "basic <redacted> refused", id="basic"),
+    pytest.param("Token cat7 expired", "Token <redacted> expired", id="token"),
+    pytest.param("bad password cat7 for svc", "bad password <redacted> for svc", id="password"),
+    pytest.param("secret 'cat7' rejected", "secret '<redacted>' rejected", id="secret"),
+    pytest.param("api key cat7 unknown", "api key <redacted> unknown", id="key"),
+])
+def test_a_short_secret_is_redacted_where_it_stands_as_a_value(echoed, shown):
     logs.hide("cat7")
-    assert logs.redact("cat7 refused; concat7 and cat7s kept, (cat7) not") == \
-        "<redacted> refused; concat7 and cat7s kept, (<redacted>) not"
-    logs.hide("")  # an empty variable hides nothing
-    assert logs.redact("a line") == "a line"
+    assert logs.redact(echoed) == shown
 
 
-def test_the_secrets_a_test_hid_are_forgotten_by_the_next():
-    assert "cat7" not in logs.SECRETS  # the previous test's (tests/conftest.py clears them)
+def test_a_short_secret_as_a_value_leaves_the_longer_values_it_begins_or_ends():
+    logs.hide("cat7")
+    line = "token=concat7 password cat7s key: cat7_x; cat7 refused, (cat7) not"
+    assert logs.redact(line) == line
+
+
+def test_a_short_secret_ending_in_a_sign_is_redacted_where_a_letter_follows_it():
+    logs.hide("pass!")
+    assert logs.redact("password=pass!x, token 'pass!'") == "password=<redacted>x, token '<redacted>'"
+
+
+def test_a_long_secret_is_redacted_wherever_it_stands_and_an_empty_one_hides_nothing():
+    logs.hide("s3cr3t-tok3n")
+    logs.hide("")
+    assert logs.redact("xs3cr3t-tok3nx and a line") == "x<redacted>x and a line"
+
+
+def test_the_secrets_a_test_hid_are_forgotten_by_the_next(pytester):
+    """tests/conftest.py clears them: of two tests run in order, the second sees none of the first's."""
+    pytester.makeconftest((Path(__file__).parent / "conftest.py").read_text())
+    pytester.makepyfile(test_two="""
+        from service.core import logs
+
+        def test_hides():
+            logs.hide("cat7")
+            assert "cat7" in logs.SECRETS
+
+        def test_sees_none():
+            assert "cat7" not in logs.SECRETS and logs.redact("token cat7") == "token cat7"
+    """)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)

@@ -35,25 +35,40 @@ REDACTIONS = (
 # Secrets read from the environment (a slurmrestd JWT) or a URL's userinfo: no pattern knows
 # their shape, and a server or a proxy may write the one it was sent into its error, so their
 # values are redacted: one of WORD_BELOW characters or more wherever it stands; a shorter one (a
-# 6-character password) as a whole word only, so `cat7` leaves `concat7` whole
-# (each secret → None, or the pattern of it as a word).
+# 6-character password) only where it stands as a value, as servers echo one: after `=` or `:`
+# (a URL's `//user:secret@`, `pass: 'x'`), alone in quotes, after Bearer, Basic, token,
+# password, secret or key. Anywhere, a 4-digit one blanked row counts and amounts
+# (each secret → None, or the pattern of it as a value).
 SECRETS: dict[str, re.Pattern[str] | None] = {}
 WORD_BELOW = 8
+VALUE_AFTER = (r"""(?:[=:]\s*['"]?|(?i:\b(?:bearer|basic|token|password|passwd|secret|key)\b)\s*['"]?)""")
+
+
+def as_a_value(secret: str) -> re.Pattern[str]:
+    # a secret ending in a letter or digit must end its value (`cat7` is not `concat7`'s or
+    # `cat7s`'s); one ending in a sign (`pass!`) ends there, whatever follows
+    end = r"(?!\w)" if re.match(r"\w", secret[-1]) else ""
+    escaped = re.escape(secret)
+    return re.compile(rf"""({VALUE_AFTER}){escaped}{end}|(?<=['"]){escaped}(?=['"])""")
 
 
 def hide(secret: str) -> None:
     """Redact `secret` from every error and log line from now on."""
     if secret:
-        SECRETS[secret] = None if len(secret) >= WORD_BELOW else re.compile(rf"(?<!\w){re.escape(secret)}(?!\w)")
+        SECRETS[secret] = None if len(secret) >= WORD_BELOW else as_a_value(secret)
 
 
 def without_url_credentials(text: str) -> str:
     """`text` with the `user:password@` of every URL in it, and every hidden secret, redacted."""
     pattern, replacement = URL_CREDENTIALS
     text = pattern.sub(replacement, text)  # first: a URL's whole userinfo goes, not its password alone
-    for secret, word in tuple(SECRETS.items()):  # a copy: another thread may hide one meanwhile
-        text = text.replace(secret, "<redacted>") if word is None else word.sub("<redacted>", text)
+    for secret, value in tuple(SECRETS.items()):  # a copy: another thread may hide one meanwhile
+        text = text.replace(secret, "<redacted>") if value is None else value.sub(redacted_value, text)
     return text
+
+
+def redacted_value(found: re.Match[str]) -> str:
+    return (found[1] or "") + "<redacted>"  # what stands before it (`=`, `token `) kept
 
 
 def redact(text: str) -> str:
