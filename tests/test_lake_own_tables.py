@@ -16,12 +16,16 @@ from conftest import state_refused
 from rules.base import Finding
 from service.core.snapshot_ledger import SET_ASIDE, record_file
 from service.findings.store import store_findings
+from service.planning.plans import load_plans
 from tests.test_inventory_integrity import flip, lake, spendlake  # noqa: F401 (fixture)
 
 PLAN = ["estimate", "--params", "7B", "--tokens", "1T", "--gpu", "H100", "--gpus", "64", "--mfu", "0.4",
         "--price-per-gpu-hour", "4", "--project", "llm-7b", "--start", "2026-11-20"]
-QUERIES = [["findings", "--format", "json"], ["runs", "--since", "30d", "--format", "json"], ["status"],
-           ["rules", "run", "--dry-run", "--format", "json"]]
+# the commands that read the table (rules may read any table; `status` says every damaged file)
+QUERIES = {"findings": [["findings", "--format", "json"], ["status"], ["rules", "run", "--dry-run", "--format", "json"]],
+           "plans": [["plans", "--format", "json"], ["status"], ["rules", "run", "--dry-run", "--format", "json"]]}
+# and commands that read costs, tags and job records alone: a damaged findings or plans file stopped them
+UNREAD_BY = [["runs", "--since", "30d", "--format", "json"], ["runs", "--run", "1001", "--format", "json"]]
 WRITTEN_BY = {"findings": "spendlake rules run", "plans": "spendlake estimate --register"}
 
 
@@ -59,12 +63,16 @@ def damage(config: Path, file: Path, how: str) -> str:
 
 
 def assert_every_query_exits_3_naming(config: Path, file: Path, table: str, state: str) -> None:
-    for args in QUERIES:
+    for args in QUERIES[table]:
         result = spendlake(config, *args)
         assert result.exit_code == 3, (args, result.output)
         assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
         assert str(file) in result.output and f"{table} table" in result.output, (args, result.output)
         assert f"is {state}" in result.output and WRITTEN_BY[table] in result.output, (args, result.output)
+    for args in UNREAD_BY:
+        result = spendlake(config, *args)
+        assert result.exit_code == 0 and str(file) not in result.output, (args, result.output)
+        assert json.loads(result.stdout)["rows"], (args, result.stdout)
 
 
 def test_11_a_full_disk_after_the_findings_are_stored_does_not_say_nothing_was_changed(lake):
@@ -102,7 +110,7 @@ def test_35_37_a_damaged_plans_file_exits_3_and_registering_writes_it_again(tabl
     assert result.exit_code == 0, result.output
     assert f"is {state}" in result.output and "register the plans it held again" in result.output, result.output
     assert spendlake(config, "verify").exit_code == 0
-    assert spendlake(config, *QUERIES[1]).exit_code == 0
+    assert [plan.name for plan in load_plans(lake)] == ["plan-a"]
 
 
 def test_verify_lists_the_findings_and_plans_files_against_their_records(tables):
@@ -133,7 +141,7 @@ def test_a_digit_changed_in_a_tables_record_is_said_to_be_the_records_not_the_fi
     assert f"without {lost}" in result.stderr, result.stderr
     record.write_text(json.dumps(held))  # as the error says: the record put right, the file untouched
     assert spendlake(config, "verify").exit_code == 0
-    assert spendlake(config, *QUERIES[0]).exit_code == 0
+    assert spendlake(config, *QUERIES["findings"][0]).exit_code == 0
 
 
 def test_a_damaged_findings_file_says_rules_run_writes_it_again_without_its_acknowledgements(tables):

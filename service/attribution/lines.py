@@ -31,7 +31,7 @@ from typing import Any
 
 from rules.base import DETAIL, DailySpend, DirectDaily, PlannedWindow
 from service.attribution.jobs import allocation_inputs
-from service.attribution.rollup_versions import cost_partitions, inventory_keys
+from service.attribution.rollup_versions import READ_TABLES, cost_partitions, inventory_keys
 from service.attribution.sql import attributed_sql, dim_col
 from service.attribution.statement import Params, run_setup
 from service.attribution.tag_keys import all_tag_keys_sql, tag_candidates
@@ -71,7 +71,7 @@ def _query(lake: Lake, config: Config, dimensions: Sequence[str], since: datetim
     attribution = config.attribution
     # the window's lines are attributed (and allocated) in memory, as `attribute` does from raw
     # lines (service/attribution/compute.py): beyond a reader's limit DuckDB spills
-    with lake.query(memory_limit=READER_MEMORY_LIMIT) as con:
+    with lake.query(memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
         keys_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
         tagged = ("Tags",) if "uncovered_tag_keys" in by else ()  # each line's tags, only when asked

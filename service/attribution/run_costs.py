@@ -21,6 +21,7 @@ from rules.base import HeldHours, JobAttempt, Owner, RunCost, RunCosts
 from service.attribution.clusters import JobCost, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
+from service.attribution.rollup_versions import READ_TABLES
 from service.attribution.run_inputs import SEVERAL, placed_parts
 from service.attribution.run_story import RunJob, run_jobs, run_records
 from service.attribution.sql import MEASURES
@@ -66,7 +67,7 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
                 return {}
             # a full allocation of the window's lines, as the rules' daily-spend lookup does
             # (lines.py): beyond a reader's limit DuckDB spills; placed_parts drops its stage
-            with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:
+            with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
                 return {(resource, hour): held for resource, hour, held in placed_parts(
                     lake, con, snapshot, attribution, window, measure,
                     "SELECT resource, hour, sum(amount) FROM parts WHERE kind = 'job' AND "
@@ -92,7 +93,7 @@ def _run_costs(lake: Lake, snapshot: Snapshot, config: AttributionConfig, window
     # the job records come into Python once the session's DuckDB (the window allocated, a period
     # rolled up in memory) is given back: beside it, failed-reruns peaked at 1,043 MB at 10M lines
     records = defaultdict(list)
-    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT) as con:
+    with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
         for record in run_records(lake, con, config, window, None):
             records[record.run].append(record)
     return [RunCost(own[0].values["run"], _owner(own), tuple(_attempt(j) for j in run_jobs(records[run], own)))

@@ -57,6 +57,7 @@ from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, listed_once, top_rows, window_at
 from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, held_key, idle_shares, job_records,
                                             joined_clusters, run_span)
+from service.attribution.rollup_versions import READ_TABLES
 from service.attribution.run_story import RunStory, run_story
 from service.attribution.sql import MEASURES
 from service.core.config import Config
@@ -231,7 +232,7 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
     would show part of the run's cost): its job records' first start to their last end, or to the
     data's end while one runs (to now when it began after the data's end). A run no job record names (EKS pods) gets every month the bill holds.
     With neither, a UsageError names the window's start as `naming` spells it."""
-    con = lake.query()
+    con = lake.query(tables=READ_TABLES)
     try:
         first, last, running = run_span(lake, con, run)
     finally:
@@ -252,7 +253,7 @@ def run_window(lake: Lake, run: str, naming: Naming = cli_option) -> Window:
 
 def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, query: RunsQuery) -> RunsResult:
     if session is None:  # no bill in the lake: the runs of its job records, without cost
-        con = lake.query()
+        con = lake.query(tables=READ_TABLES)
         try:
             records = job_records(lake, con, config, query.window)
             story = run_story(lake, None, con, config, query.window, query.cost, query.run,

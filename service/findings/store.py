@@ -92,7 +92,8 @@ def load_findings(lake: Lake, *, rule: str | None = None, team: str | None = Non
         if values and values[0]:  # a team as its lines wrote it, composed or decomposed
             where.append(f"{column} IN ({', '.join('?' for _ in values)})")
             params.extend(values)
-    with lake.query() if checked else lake.connect() as con:
+    # the cost partitions checked, as every query does; no other table is read
+    with lake.query(tables=("costs", TABLE)) if checked else lake.connect() as con:
         if not checked:
             lake.table_views(con, (TABLE,))
         present = {name for (name,) in con.execute(
@@ -125,7 +126,7 @@ def known_values(lake: Lake, column: str) -> list[str]:
     """The distinct values of a findings column (`team`, `project`, ...) the lake holds."""
     if column not in SCHEMA.names or not lake.has_table(TABLE):
         return []
-    with lake.query() as con:
+    with lake.query(tables=("costs", TABLE)) as con:
         return [value for (value,) in con.execute(
             f"SELECT DISTINCT {column} FROM {TABLE} WHERE {column} IS NOT NULL ORDER BY 1").fetchall()]
 
