@@ -9,7 +9,8 @@ from collections.abc import Collection, Iterable
 
 from service.core.ledger import LedgerEntry
 from service.core.schema import INVENTORY_TABLES
-from service.core.snapshot_ledger import SnapshotLake, forget_records
+from service.core.snapshot_ledger import SnapshotLake
+from service.core.snapshot_set_aside import forget_records
 
 # Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
 SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)

@@ -15,13 +15,12 @@ it aside. Snapshots written before records existed are read as before; verify li
 
 The lake's own one-file tables, `findings` and `plans` (OWN_TABLES), are recorded and checked
 alike; the command that writes one (`rules run`, `estimate --register`) sets a damaged file
-aside first (`set_aside_table`) and writes the table again.
+aside first (service/core/snapshot_set_aside.py) and writes the table again.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from service.core.derived_records import DERIVED_RECORDS
 from service.core.errors import REWRITTEN_BY, DataError
 from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import sha256_file, size_differs
@@ -40,7 +38,7 @@ from service.core.units import utc_now_iso
 
 RECORDS = "_ledger/snapshots"  # relative to the lake root
 VERIFY_STATE = "snapshot_verify"  # `_state/snapshot_verify.json`: what the last verify found damaged
-SET_ASIDE = "_damaged"  # where `inventory` moves a damaged snapshot it cannot take again
+SET_ASIDE = "_damaged"  # where a damaged snapshot is moved (service/core/snapshot_set_aside.py)
 # The lake's own one-file tables (service/findings/store.py, service/planning/plans.py):
 # written through commit_snapshot and recorded as snapshots are, of no configured source, and
 # written again by their own command (errors.REWRITTEN_BY), which sets a damaged one aside.
@@ -125,7 +123,7 @@ def recording(lake: SnapshotLake, staged: Path, target: Path, facts: dict | None
     write_json_atomic(record_path, {**new, "written_at": utc_now_iso(), "previous": previous})
     yield
     write_json_atomic(record_path, {**new, "written_at": utc_now_iso()})
-    _forget_problems(lake, {_key_of(lake.root, target)})
+    forget_problems(lake, {_key_of(lake.root, target)})
 
 
 def read_record(root: Path, snapshot: Path) -> dict | None:
@@ -137,7 +135,8 @@ def _key_of(root: Path, snapshot: Path) -> str:
     return str(snapshot.parent.relative_to(root))
 
 
-def _forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
+def forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
+    """What the last verify found of the snapshots `keys`, dropped: they were written again or set aside."""
     found = lake.read_state(VERIFY_STATE)
     problems = found.get("problems", [])
     if any(p["snapshot"] in keys for p in problems):
@@ -356,42 +355,3 @@ def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:
 def rewritten_by(check: SnapshotCheck) -> str:
     """The command that writes the file of `check` again."""
     return REWRITTEN_BY[check.table] if check.table in OWN_TABLES else f"spendlake inventory --source {check.source}"
-
-
-def set_aside_damaged(lake: SnapshotLake, source: str, written: set[Path]) -> list[SnapshotCheck]:
-    """After `inventory` wrote `written` for `source`: its other snapshots that do not match
-    their record are moved under `<lake>/_damaged/` (what is left of them kept for a look),
-    their records removed, so reads go on with the snapshots that are whole."""
-    return _set_aside(lake, [c for c in sound(lake, [c for c in snapshot_checks(lake, tuple(INVENTORY_TABLES))
-                                                     if c.source == source])
-                             if not c.ok and c.path not in written])
-
-
-def set_aside_table(lake: SnapshotLake, table: str) -> list[SnapshotCheck]:
-    """Before the command that owns `table` (OWN_TABLES) reads and replaces it: its file, when
-    it does not match its record, set aside as `set_aside_damaged` does, so that command
-    starts afresh instead of failing on what it is about to write again."""
-    return _set_aside(lake, [c for c in sound(lake, snapshot_checks(lake, [table])) if not c.ok])
-
-
-def set_aside_files(lake: SnapshotLake, table: str, source: str, files: Sequence[Path],
-                    state: str) -> list[SnapshotCheck]:
-    """`files` (snapshots of `table` and `source`) set aside as `set_aside_damaged` does, each
-    said to be `state`: whole files its caller will not read on (service/ingest/inventory.py)."""
-    return _set_aside(lake, [SnapshotCheck(table, source, file.parent.name, file, state) for file in files])
-
-
-def _set_aside(lake: SnapshotLake, bad: list[SnapshotCheck]) -> list[SnapshotCheck]:
-    for check in bad:
-        if Path(check.path).exists():
-            aside = lake.root / SET_ASIDE / check.key / f"{utc_now_iso().replace(':', '')}.parquet"
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(check.path, aside)
-        record_file(lake.root, Path(check.path)).unlink(missing_ok=True)
-    _forget_problems(lake, {c.key for c in bad})
-    return bad
-
-
-def forget_records(root: Path, table: str, source: str) -> None:
-    for records in (RECORDS, DERIVED_RECORDS):
-        shutil.rmtree(root / records / table / f"source={source}", ignore_errors=True)

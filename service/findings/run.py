@@ -22,7 +22,8 @@ from service.core.config import Config
 from service.core.errors import UsageError, os_error
 from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.snapshot import Snapshot, read_consistently
-from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
+from service.core.snapshot_ledger import SET_ASIDE
+from service.core.snapshot_set_aside import set_aside_table
 from service.core.suggest import suggestion
 from service.core.units import utc_now_iso
 from service.core.coverage import anchored_window

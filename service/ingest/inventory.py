@@ -31,8 +31,8 @@ from service.core.job_windows import kept_earlier, window_fields, window_stamp
 from service.core.lake import DATA_FILE, Lake
 from service.core.registry import CONNECTORS
 from service.core.schema import INVENTORY_PARTITION, INVENTORY_TABLES
-from service.core.snapshot_ledger import (SET_ASIDE, check_snapshot, read_record, set_aside_damaged, set_aside_files,
-                                          sound)
+from service.core.snapshot_ledger import SET_ASIDE, check_snapshot, read_record, sound
+from service.core.snapshot_set_aside import set_aside_damaged, set_aside_files
 from service.core.stopping import raise_if_stopped
 from service.core.timewindow import CLOCK_SKEW, day_text, iso_utc
 from service.core.units import aware_utc, utc_now_iso

@@ -45,7 +45,8 @@ from service.core import json_text
 from service.core.errors import DataError, UsageError, damaged_file
 from service.core.folding import composed
 from service.core.lake import Lake
-from service.core.snapshot_ledger import SET_ASIDE, set_aside_table
+from service.core.snapshot_ledger import SET_ASIDE
+from service.core.snapshot_set_aside import set_aside_table
 from service.core.suggest import suggestion
 from service.core.timewindow import MAX_INSTANT, iso_utc, parse_day
 from service.core.validation import plain_errors
