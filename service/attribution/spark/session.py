@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
+from itertools import islice
 
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.jobs import JOBS_TABLE
@@ -132,6 +133,13 @@ class _Rows:
     def __init__(self, frame, lake: SparkLake):
         self.frame = frame
         self.lake = lake
+        self._left: Iterator[tuple] | None = None  # fetchmany's rows: the frame collected once, whole
+
+    def fetchmany(self, size: int) -> list[tuple]:
+        """The next `size` rows, as a DuckDB result gives them to the readers that batch theirs."""
+        if self._left is None:
+            self._left = iter(self.fetchall())
+        return list(islice(self._left, size))
 
     def fetchall(self) -> list[tuple]:
         from pyspark.sql.types import TimestampType
