@@ -3,6 +3,9 @@ warn for a rule no job ever met (a typo), and say with -v which met none in the 
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -82,3 +85,26 @@ def test_the_rule_check_reads_only_the_job_records_and_once_per_state_of_them(tm
     # another window is another check
     later = Window(window.since, datetime(2026, 11, 21, tzinfo=timezone.utc))
     assert idle_job_rules(lake, config.attribution, later) == [] and len(reads) == 3
+
+
+def test_a_job_record_damaged_after_a_kept_check_fails_the_next_check_as_a_read_does(tmp_path):
+    # the kept check was keyed on the job files alone: a record altered after it was not noticed
+    from datetime import datetime, timezone
+
+    from service.attribution import idle_job_rules
+    from service.core.config import load_config
+    from service.core.errors import SpendlakeError
+    from service.core.lake import Lake
+    from service.core.snapshot_ledger import RECORDS
+    from service.core.timewindow import Window
+
+    config = load_config(_config(tmp_path))
+    lake = Lake.of(config)
+    window = Window(datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
+    assert idle_job_rules(lake, config.attribution, window)  # kept
+    records = sorted((lake.root / RECORDS / "jobs").glob("source=*/*=*.json"))
+    assert records
+    record = json.loads(records[0].read_text())
+    records[0].write_text(json.dumps({**record, "size": record["size"] + 1}))  # the file no longer matches it
+    with pytest.raises(SpendlakeError, match=r"jobs"):
+        idle_job_rules(lake, config.attribution, window)

@@ -16,6 +16,7 @@ from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 from service.core.lake import DATA_FILE, READER_MEMORY_LIMIT, Lake
+from service.core.snapshot_ledger import RECORDS
 from service.core.timewindow import Window
 
 
@@ -77,12 +78,13 @@ CHECKS_KEPT = 64
 
 
 def _checked_key(lake: Lake, rules: list[tuple[str, dict[str, str]]], window: Window) -> tuple | None:
-    """What a check reads: each job records file as it is now (a commit renames a new file in
-    place: another inode and time), the configured sources, the rules and the window; None when
+    """What a check reads: each job records file and its record as they are now (a commit renames a
+    new file in place: another inode and time), the configured sources, the rules and the window; None when
     a file went while it was listed (the check then reads, and keeps nothing)."""
-    try:
+    try:  # the files and their records: a record damaged after a kept check must fail the next as a read does
         files = tuple(sorted((str(path), (stat := path.stat()).st_ino, stat.st_size, stat.st_mtime_ns)
-                             for path in lake.table_dir(JOBS_TABLE).glob(f"*=*/*=*/{DATA_FILE}")))
+                             for path in [*lake.table_dir(JOBS_TABLE).glob(f"*=*/*=*/{DATA_FILE}"),
+                                          *(lake.root / RECORDS / JOBS_TABLE).glob("source=*/*=*.json")]))
     except OSError:
         return None
     return (str(lake.root), lake.sources, files, tuple((path, tuple(match.items())) for path, match in rules),
