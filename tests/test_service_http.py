@@ -329,3 +329,22 @@ def test_findings_lists_what_the_cli_lists(tmp_path, serve_api):
     assert [f["id"] for f in json.loads(get(base + "/api/v1/findings?status=all")[2])] == ["b2", "a1"]
     status, _, body = get(base + "/api/v1/findings?status=gone")
     assert status == 400 and "use one of open, acknowledged, resolved, all" in json.loads(body)["error"]["hint"]
+
+
+def test_readyz_stays_ready_when_only_the_findings_table_is_damaged(tmp_path, monkeypatch):
+    """/readyz probes the bill (`costs`); it opened views over every table, so a truncated findings
+    file (which only /api/v1/findings reads, and which fails there naming it) took the whole service
+    out of its Kubernetes Service's endpoints (tidy42)."""
+    monkeypatch.setitem(CONNECTORS.added, "focus", MemoryConnector)
+    monkeypatch.setattr(MemoryConnector, "ROWS", [(hours_ago(3), hours_ago(2), "USD", "2", {})])
+    config = make_config(tmp_path)
+    ingest(config)
+    lake = Lake.of(config)
+    store_findings(lake, [Finding(id="a1", rule="idle-gpu", severity="warning", resource_id="i-1", category="waste",
+                                  impact_usd=Decimal("1"), monthly_waste_usd=Decimal("1"), summary="idle")])
+    api = api_for(config, token=TOKEN)
+    assert api.handle("/readyz", {}, None).status == 200
+    [findings] = (lake.root / "findings").rglob("*.parquet")
+    findings.write_bytes(findings.read_bytes()[:40])
+    assert api.handle("/readyz", {}, None).status == 200
+    assert api.handle("/api/v1/findings", {}, f"Bearer {TOKEN}").status >= 500
