@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from decimal import Decimal
@@ -294,6 +295,15 @@ class _LedgerShape(Open):
 _LEDGER_SHAPE = TypeAdapter(_LedgerShape)
 
 
+# The last parse of each ledger file, with the bytes it parsed: a command (or serve's threads) reads
+# the ledger many times between writes, and parsing a large one costs far more than reading it. It
+# is reused only for the same bytes (a stamp can repeat: a freed inode, a coarse clock), and shared
+# as it is: a LedgerState is frozen through and through (tuples of frozen dataclasses, Decimals).
+_PARSED: dict[str, tuple[bytes, LedgerState]] = {}
+_PARSED_LOCK = threading.Lock()
+_PARSED_FILES = 8  # lakes one process reads (tests open hundreds)
+
+
 def read_ledger_state(path: Path) -> LedgerState:
     """The ledger at `path` (empty when there is none), stamped from the file it was read from."""
     try:
@@ -302,7 +312,18 @@ def read_ledger_state(path: Path) -> LedgerState:
             raw = handle.read()
     except FileNotFoundError:
         return LedgerState()
-    return parse_ledger_state(raw, str(path), (stat.st_ino, stat.st_mtime_ns, stat.st_size))
+    stamp, key = (stat.st_ino, stat.st_mtime_ns, stat.st_size), str(path)
+    with _PARSED_LOCK:
+        parsed = _PARSED.get(key)
+    if parsed is not None and parsed[0] == raw:
+        return parsed[1] if parsed[1].stamp == stamp else replace(parsed[1], stamp=stamp)
+    state = parse_ledger_state(raw, key, stamp)
+    with _PARSED_LOCK:
+        _PARSED.pop(key, None)
+        while len(_PARSED) >= _PARSED_FILES:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = (raw, state)
+    return state
 
 
 def ledger_stamp(path: Path) -> tuple[int, ...]:

@@ -280,7 +280,8 @@ def _ingest_delivery(lake, con, connector: CostConnector, source: SourceConfig, 
     if delivery.waiting:
         return DeliveryOutcome(source.name, delivery, "waiting")
     if lake.has_delivery(source.name, delivery.delivery_id, delivery.periods, connector.reader_version):
-        lake.moved_files(source.name, delivery.delivery_id, delivery.files)  # the same files, moved with the location
+        if plan.moved.intersection(delivery.files):  # the same files, moved with the location
+            lake.moved_files(source.name, delivery.delivery_id, delivery.files)
         return DeliveryOutcome(source.name, delivery, "unchanged")
     warnings: list[str] = []
     versions = _local_versions(connector, delivery)

@@ -75,6 +75,7 @@ class Plan:
     found: dict[str, dict] = field(default_factory=dict)  # member id → its state entry, once staged
     older: dict[str, str] = field(default_factory=dict)  # a file read, a stale copy of a file gone: its warning
     versions: dict[str, str | None] = field(default_factory=dict)  # each loose file's listed version (_as_delivered)
+    moved: set[str] = field(default_factory=set)  # the files delivered under an id of another path (_as_delivered)
 
     def regroup(self, delivery: Delivery, staged: StagedCosts) -> StagedCosts:
         """The `together` delivery's staged periods as a survey would have delivered them:
@@ -131,7 +132,9 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
     loose, result.skipped, result.older = found.read, found.skipped, found.older
     state = _cache(lake)
     known: dict[str, dict] = state.get(source, {})
+    ids = {f.files[0]: f.delivery_id for f in loose}
     loose, moved = _as_delivered(connector, loose, known, result.versions)
+    result.moved = {f.files[0] for f in loose if f.delivery_id != ids[f.files[0]]}
     index: dict[str, dict] = {}
     held: dict[str, SpendlakeError] = {}  # period → why it waits
     for file in (d for d in deliveries if d.files[0] in found.rewritten):
