@@ -12,18 +12,25 @@ from servicekit import make_config
 from service.serve.metrics import LakeCollector
 
 
-def said(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "service.serve.metrics" and r.levelno >= logging.INFO]
-
-
-def test_a_lake_that_cannot_be_read_is_said_once_until_it_reads_again(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="service.serve.metrics")
+def unreadable_lake(tmp_path):
+    """A config whose lake's source state is damaged, and a registry scraping it uncached."""
     config = make_config(tmp_path)
     state = config.lake / "_state" / "sources.json"
     state.parent.mkdir(parents=True)
     state.write_text("{not json")
     registry = CollectorRegistry()
     registry.register(LakeCollector(config, max_age_seconds=0))
+    return config, registry
+
+
+def said(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "service.serve.metrics" and r.levelno >= logging.INFO]
+
+
+def test_a_lake_that_cannot_be_read_is_said_once_until_it_reads_again(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="service.serve.metrics")
+    config, registry = unreadable_lake(tmp_path)
+    state = config.lake / "_state" / "sources.json"
     for _ in range(3):
         generate_latest(registry)
     [error] = said(caplog)
@@ -52,12 +59,7 @@ def test_concurrent_scrapes_of_a_lake_that_cannot_be_read_say_it_once(tmp_path, 
     error = metrics.log.error
     monkeypatch.setattr(metrics.log, "error", lambda *args: time.sleep(0.1) or error(*args))  # a slow log handler
     caplog.set_level(logging.INFO, logger="service.serve.metrics")
-    config = make_config(tmp_path)
-    state = config.lake / "_state" / "sources.json"
-    state.parent.mkdir(parents=True)
-    state.write_text("{not json")
-    registry = CollectorRegistry()
-    registry.register(LakeCollector(config, max_age_seconds=0))
+    config, registry = unreadable_lake(tmp_path)
     start = threading.Barrier(8)
 
     def scrape():

@@ -21,6 +21,16 @@ def spendlake(config_file, *args):
     return CliRunner().invoke(cli, ["--config", str(config_file), *args], catch_exceptions=False)
 
 
+def ingested_cur(tmp_path):
+    """The config of a lake holding the anonymous CUR's November, ingested once."""
+    (tmp_path / "export").mkdir()
+    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    return config
+
+
 def bills_table(tmp_path, config, day: str) -> dict:
     assert spendlake(config, "report", "--date", day, "--out", str(tmp_path / "out")).exit_code == 0
     data = json.loads((tmp_path / "out" / day / "report.json").read_text())
@@ -45,11 +55,7 @@ def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_res
     its data still through 14 November 04:00: the report of the 13th went from a USD 1.68 bill to
     2.68 (month to date 1.63 to 2.63) with nothing said; a finance reader who tied yesterday's copy
     to the invoice could not tell the cloud restated the month. A note under the Bills table says it."""
-    (tmp_path / "export").mkdir()
-    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
-    config = tmp_path / "spendlake.yaml"
-    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
-    assert spendlake(config, "ingest").exit_code == 0
+    config = ingested_cur(tmp_path)
     before = bills_table(tmp_path, config, "2023-11-13")
     assert not [n for n in before.get("notes", []) if "restated" in n]
     first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]["ingested_at"]
@@ -84,11 +90,7 @@ def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_
     dearer: the data's end moved, so the change was taken for the month growing (the bill USD 1.68
     became 3.68 with nothing said). The days the first delivery held whole (before the 14th) are
     compared by the day sums the ledger keeps: USD 1.00 more there is a restatement."""
-    (tmp_path / "export").mkdir()
-    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
-    config = tmp_path / "spendlake.yaml"
-    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
-    assert spendlake(config, "ingest").exit_code == 0
+    config = ingested_cur(tmp_path)
     first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     held = sum(Decimal(billed) for day, (billed, _) in first["days"]["USD"].items() if day < "2023-11-14")
 
@@ -110,11 +112,7 @@ def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_
 
 def test_a_bill_delivered_again_with_a_later_day_is_no_restatement(tmp_path):
     """AWS delivers the month to date again each day: a delivery reaching further is the month growing."""
-    (tmp_path / "export").mkdir()
-    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
-    config = tmp_path / "spendlake.yaml"
-    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
-    assert spendlake(config, "ingest").exit_code == 0
+    config = ingested_cur(tmp_path)
 
     rewrite(tmp_path / "export" / "cur.csv", a_day_later)
     assert spendlake(config, "ingest").exit_code == 0
@@ -127,11 +125,7 @@ def test_a_bill_delivered_again_with_a_later_day_is_no_restatement(tmp_path):
 def test_a_change_under_the_cent_is_no_restatement(tmp_path, later):
     """A line of the 13th delivered again USD 0.001 dearer (a late line's fraction) changes no figure the
     report shows: 'restated ... ($0.00 more)' said nothing but alarm (review42)."""
-    (tmp_path / "export").mkdir()
-    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
-    config = tmp_path / "spendlake.yaml"
-    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
-    assert spendlake(config, "ingest").exit_code == 0
+    config = ingested_cur(tmp_path)
     first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     bill = sum(Decimal(t["billed_cost"]) for t in first["totals"])
     assert (bill + Decimal("0.001")).quantize(Decimal("0.01")) == bill.quantize(Decimal("0.01"))
