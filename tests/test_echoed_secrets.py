@@ -45,19 +45,13 @@ def test_a_token_slurmrestd_echoes_back_is_shown_nowhere(tmp_path, slurmrestd, m
     assert TOKEN not in shown and CLAIMS not in shown
 
 
-def test_a_urls_password_a_server_echoes_back_is_not_in_the_error(slurmrestd):  # noqa: F811
+@pytest.mark.parametrize(("echoed", "in_url"), [("p%4ss-w0rd", "p%254ss-w0rd"), ("hunt3r", "hunt3r")],
+                         ids=["percent-encoded", "six-characters"])
+def test_a_urls_password_a_server_echoes_back_is_not_in_the_error(slurmrestd, echoed, in_url):  # noqa: F811
     url, server = slurmrestd
-    server.plan.append((401, json.dumps({"error": "bad password p%4ss-w0rd for svc"}).encode()))
+    server.plan.append((401, json.dumps({"error": f"bad password {echoed} for svc"}).encode()))
     with pytest.raises(SourceError) as raised:
-        http_json.get_json(url.replace("http://", "http://svc:p%254ss-w0rd@") + "/slurmdb/v0.0.38/jobs", attempts=1)
-    assert "answered HTTP 401: bad password <redacted> for svc" in str(raised.value), raised.value
-
-
-def test_a_six_character_password_a_server_echoes_back_is_not_in_the_error(slurmrestd):  # noqa: F811
-    url, server = slurmrestd
-    server.plan.append((401, json.dumps({"error": "bad password hunt3r for svc"}).encode()))
-    with pytest.raises(SourceError) as raised:
-        http_json.get_json(url.replace("http://", "http://svc:hunt3r@") + "/slurmdb/v0.0.38/jobs", attempts=1)
+        http_json.get_json(url.replace("http://", f"http://svc:{in_url}@") + "/slurmdb/v0.0.38/jobs", attempts=1)
     assert "answered HTTP 401: bad password <redacted> for svc" in str(raised.value), raised.value
 
 

@@ -61,18 +61,23 @@ def rows(con, sql) -> tuple[list, list]:
     return described, sorted(con.execute(text, sql.params).fetchall(), key=repr)
 
 
+def inventory_team(lake) -> None:
+    """i-inv's team from the inventory (resource_tags), joined to its lines by resource id."""
+    con = lake.connect()
+    lake.commit_snapshot(con, con.sql("SELECT 'arn:aws:ec2:us-east-1:111111111111:instance/i-inv' AS resource_id, "
+                                      "'us-east-1' AS region, 'team' AS key, 'infra' AS value"),
+                         table="resource_tags", source="tags", key="snapshot_date", value="2026-11-03")
+    con.close()
+
+
 @pytest.mark.parametrize("by_tag_map", [False, True], ids=["by-tag-values", "by-tag-map"])
 @pytest.mark.parametrize("inventory", [False, True], ids=["lines", "inventory-tags"])
 @pytest.mark.parametrize("needs", [Needs(), Needs(("project",), ("effective",)), Needs(("env",), hows=False)],
                          ids=["stored", "some-dimensions", "no-hows"])
 def test_a_rollup_grouped_per_tag_map_is_the_rollup_line_by_line(tmp_path, inventory, needs, by_tag_map):
     lake = make_lake(tmp_path, lines())
-    con = lake.connect()
-    if inventory:  # i-inv's team comes from the inventory, joined by resource id
-        lake.commit_snapshot(con, con.sql("SELECT 'arn:aws:ec2:us-east-1:111111111111:instance/i-inv' AS resource_id, "
-                                          "'us-east-1' AS region, 'team' AS key, 'infra' AS value"),
-                             table="resource_tags", source="tags", key="snapshot_date", value="2026-11-03")
-    con.close()
+    if inventory:
+        inventory_team(lake)
     attribution = config(RULES).attribution
     [part] = cost_partitions(lake)
     con = lake.query()

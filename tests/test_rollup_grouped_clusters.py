@@ -14,7 +14,7 @@ from service.attribution.rollup_versions import cost_partitions, inventory_keys,
 from service.attribution.sql import rollup_sql
 from service.attribution.statement import run_setup
 from tests.test_clusters_allocation import gpu_line, job, setup
-from tests.test_rollup_grouped import RULES, lines, rows
+from tests.test_rollup_grouped import RULES, inventory_team, lines, rows
 
 CLUSTERS = {"node_tag": "slurm-node", "cluster_tag": "cluster"}
 
@@ -45,12 +45,8 @@ def rollup_rows(con, lake, cfg, part, keys, needs: Needs, by_tag_map: bool) -> t
 def test_a_cluster_rollup_grouped_per_tag_map_is_the_rollup_read_per_line(tmp_path, inventory, needs):
     jobs = [job("a", 4, "2026-11-02T10:00:00", "2026-11-02T12:00:00", nodes=["p5-001"], instance_ids=["i-a"])]
     lake, cfg = setup(tmp_path, cluster_lines(), jobs, CLUSTERS, **RULES)
-    con = lake.connect()
-    if inventory:  # i-inv's team comes from the inventory, joined by resource id
-        lake.commit_snapshot(con, con.sql("SELECT 'arn:aws:ec2:us-east-1:111111111111:instance/i-inv' AS resource_id, "
-                                          "'us-east-1' AS region, 'team' AS key, 'infra' AS value"),
-                             table="resource_tags", source="tags", key="snapshot_date", value="2026-11-03")
-    con.close()
+    if inventory:
+        inventory_team(lake)
     [part] = cost_partitions(lake)
     con = lake.query()
     try:
