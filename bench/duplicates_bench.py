@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rules.base import RuleContext  # noqa: E402
+from rules.context import RuleContext  # noqa: E402
 from rules.duplicate_datasets import DuplicateDatasets  # noqa: E402
 from service.core.lake import Lake  # noqa: E402
 from service.core.schema import inventory_select_list  # noqa: E402

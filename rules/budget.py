@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
 
-from rules.base import BudgetOutlook, Finding, Outlook, Rule, RuleContext, money
+from rules.base import Finding, Rule, money
+from rules.context import BudgetOutlook, Outlook, RuleContext
 from service.core.config_budgets import BudgetConfig
 
 

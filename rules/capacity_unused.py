@@ -47,7 +47,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
+from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, money, usd
+from rules.context import RuleContext
 from service.core.timewindow import hours_present, minute_text, share_in_window
 from service.core.units import plain_number
 from service.core.usage_end import USAGE_END

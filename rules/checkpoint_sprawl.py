@@ -39,7 +39,7 @@ rules:
     cold_storage_class: GLACIER_IR
     min_monthly_usd: 1
     critical_monthly_usd: 1000
-    prices: {default_class: STANDARD}  # per_gib_month: S3 list prices (rules/base.py StoragePrices)
+    prices: {default_class: STANDARD}  # per_gib_month: S3 list prices (rules/storage.py StoragePrices)
 ```
 """
 
@@ -52,7 +52,8 @@ from decimal import Decimal
 
 from pydantic import Field, model_validator
 
-from rules.base import Finding, Rule, RuleConfig, RuleContext, glob_regex, usd
+from rules.base import Finding, Rule, RuleConfig, glob_regex, usd
+from rules.context import RuleContext
 from rules.storage import StoragePrices, gib, storage_cost
 
 

@@ -40,7 +40,8 @@ from decimal import Decimal
 
 from pydantic import Field
 
-from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, money, usd
+from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, money, usd
+from rules.context import RuleContext
 from service.core.timewindow import hours_present, minute_text, share_in_window
 from service.core.units import plain_number
 

@@ -10,7 +10,8 @@ from decimal import Decimal
 
 from pydantic import Field, field_validator
 
-from rules.base import DailySpend, RuleConfig
+from rules.base import RuleConfig
+from rules.context import DailySpend
 from service.core.folding import folded
 from service.core.schema import CHARGE_CATEGORIES
 

@@ -30,7 +30,7 @@ rules:
     min_duplicate_bytes: 1073741824
     max_examples: 3
     critical_monthly_usd: 1000
-    prices: {default_class: STANDARD}  # per_gib_month: S3 list prices (rules/base.py StoragePrices)
+    prices: {default_class: STANDARD}  # per_gib_month: S3 list prices (rules/storage.py StoragePrices)
 ```
 """
 
@@ -40,7 +40,8 @@ from collections import defaultdict
 
 from pydantic import Field
 
-from rules.base import Finding, Rule, RuleConfig, RuleContext, usd
+from rules.base import Finding, Rule, RuleConfig, usd
+from rules.context import RuleContext
 from rules.storage import StoragePrices, gib, storage_cost
 
 EVIDENCE = {"checksum": "same size and checksum", "etag": "same size and ETag",

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from rules.base import SEVERITIES, Finding, Rule, RuleContext
+from rules.base import SEVERITIES, Finding, Rule
+from rules.context import RuleContext
 from service.core.errors import damaged_lake_file
 
 log = logging.getLogger(__name__)

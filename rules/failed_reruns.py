@@ -53,7 +53,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from rules.base import Finding, JobAttempt, Rule, RuleConfig, RuleContext, RunCost, money, usd
+from rules.base import Finding, Rule, RuleConfig, money, usd
+from rules.context import JobAttempt, RuleContext, RunCost
 from service.core.job_states import STATES
 from service.core.suggest import suggestion
 from service.core.timewindow import minute_text

@@ -42,7 +42,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, RuleContext, glob_regex, money, usd
+from rules.base import HOURS_PER_MONTH, Finding, Rule, RuleConfig, glob_regex, money, usd
+from rules.context import RuleContext
 from service.core.schema import MONEY
 
 INSTANCE_ID = "regexp_replace({}, '^arn:.*/', '')"  # an ARN's last segment is the instance id

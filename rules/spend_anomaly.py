@@ -57,7 +57,8 @@ from statistics import median
 
 from pydantic import Field
 
-from rules.base import DailySpend, Finding, PlannedWindow, Rule, RuleContext, money, usd
+from rules.base import Finding, Rule, money, usd
+from rules.context import DailySpend, PlannedWindow, RuleContext
 from rules.counted_spend import CountedSpendConfig
 from service.core.folding import folded
 

@@ -41,7 +41,8 @@ from typing import Any
 
 from pydantic import Field
 
-from rules.base import HOURS_PER_MONTH, UNALLOCATED, DailySpend, Finding, Rule, RuleContext, money, usd
+from rules.base import HOURS_PER_MONTH, Finding, Rule, money, usd
+from rules.context import UNALLOCATED, DailySpend, RuleContext
 from rules.counted_spend import CountedSpendConfig
 from service.core.folding import folded
 

@@ -34,7 +34,7 @@ rules:
     s3_log_dirs: ["logs", "log", "AWSLogs", "access-logs", "*-logs", "*_logs"]
     s3_log_files: ["*.log", "*.log.gz"]
     critical_monthly_usd: 1000
-    prices: {default_class: STANDARD}  # per_gib_month: S3 list prices (rules/base.py StoragePrices)
+    prices: {default_class: STANDARD}  # per_gib_month: S3 list prices (rules/storage.py StoragePrices)
 ```
 """
 
@@ -46,7 +46,8 @@ from decimal import Decimal
 
 from pydantic import Field, field_validator
 
-from rules.base import Finding, Rule, RuleConfig, RuleContext, glob_regex, usd
+from rules.base import Finding, Rule, RuleConfig, glob_regex, usd
+from rules.context import RuleContext
 from rules.storage import GIB, StoragePrices, gib, storage_cost
 
 # PutRetentionPolicy accepts exactly these.

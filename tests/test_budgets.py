@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from attribution_helpers import line, make_lake
-from rules.base import RuleContext
+from rules.context import RuleContext
 from rules.budget import BudgetRule
 from service.findings.budgets import budget_status, early_in_month, judged_month
 from service.findings.forecast import Forecast, forecast_month

@@ -234,7 +234,7 @@ def test_the_demo_organisation_holds_a_partly_unused_savings_plan_and_capacity_r
     from rules.capacity_unused import CapacityUnused
     from rules.commitment_unused import CommitmentUnused
     from rules.engine import evaluate
-    from rules.base import RuleContext
+    from rules.context import RuleContext
     from service.core.timewindow import parse_window
     from service.ingest.billing import ingest
 

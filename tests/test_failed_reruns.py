@@ -26,7 +26,8 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from rules.base import JobAttempt, Owner, RuleContext, RunCost, configure
+from rules.base import configure
+from rules.context import JobAttempt, Owner, RuleContext, RunCost
 from rules.failed_reruns import FailedReruns, FailedRerunsConfig
 from service.cli.main import cli
 from service.core.config import parse_config

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rules.base import DETAIL, DailySpend, PlannedWindow, RuleContext, configure, finding_id
+from rules.base import configure, finding_id
+from rules.context import DETAIL, DailySpend, PlannedWindow, RuleContext
 from rules.engine import evaluate
 from service.core.config import ConfigLoader
 from service.core.config_budgets import BudgetConfig

@@ -8,7 +8,8 @@ from decimal import Decimal
 import pytest
 import yaml
 
-from rules.base import DailySpend, Rule, RuleContext, configure, finding_id, registered
+from rules.base import Rule, configure, finding_id, registered
+from rules.context import DailySpend, RuleContext
 from rules.engine import run
 from service.core.errors import ConfigError
 from service.core.lake import Lake

@@ -106,7 +106,7 @@ def test_spend_a_shared_rule_splits_over_the_dimension_is_not_unallocated(tmp_pa
 def test_61_direct_daily_spend_keeps_project_and_experiment_only_where_a_plan_names_them(tmp_path):
     """A million experiments must not become a million rows per day held in Python: rules read
     experiments and projects only to take planned runs out (RELIABILITY 61, the service's RSS)."""
-    from rules.base import PlannedWindow
+    from rules.context import PlannedWindow
     from service.attribution import direct_daily_lookup
 
     lines = [day_line(1, "1", tags={"team": "nlp", "project": project, "experiment": f"exp-{n}"})
@@ -297,7 +297,7 @@ def test_a_negation_nets_its_covered_usage_whatever_team_its_own_line_gets(tmp_p
 def test_what_a_negation_leaves_of_its_covered_usage_stays_on_the_usages_values_in_proportion():
     """A CUR's negation ties its covered usage to 0; where the rows tell less (-$90 against $100 of
     one instance, on two teams 3:1), the $10 left stays on the usage's teams, 7.50 and 2.50."""
-    from rules.base import DailySpend
+    from rules.context import DailySpend
     from rules.counted_spend import CountedSpendConfig
 
     def row(value, cost, kind, category="Usage"):

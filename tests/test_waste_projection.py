@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from rules.base import RuleContext
+from rules.context import RuleContext
 from rules.capacity_unused import CapacityUnused
 from rules.commitment_unused import CommitmentUnused
 from rules.engine import evaluate

@@ -29,7 +29,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from rules.base import DETAIL, DailySpend, DirectDaily, PlannedWindow
+from rules.context import DETAIL, DailySpend, DirectDaily, PlannedWindow
 from service.attribution.jobs import allocation_inputs
 from service.attribution.rollup_versions import READ_TABLES, cost_partitions, inventory_keys
 from service.attribution.sql import attributed_sql, dim_col
@@ -43,7 +43,7 @@ VALUE_COLUMNS = ("spend_value", "plan_project", "plan_experiment")
 ALWAYS = ["ChargeCategory", "x_line_item_type", "currency"]  # what the rules' counted() filters on
 BATCH = 50_000
 COLUMN = {"service": "ServiceName", "account": "SubAccountId", "region": "RegionId", "usage_type": "x_usage_type",
-          "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day"}  # of rules.base.DETAIL
+          "resource": "ResourceId", "uncovered_tag_keys": "uncovered_keys", "day": "day"}  # of rules.context.DETAIL
 
 
 def direct_daily_lookup(lake: Lake, config: Config, plans: Sequence[PlannedWindow] = ()) -> DirectDaily:

@@ -1,4 +1,4 @@
-"""Every run's attempts with their cost, what the failed-reruns rule reads (rules/base.py `RunCosts`),
+"""Every run's attempts with their cost, what the failed-reruns rule reads (rules/context.py `RunCosts`),
 and the part of each instance-hour's cost jobs held, what the idle-gpu rule leaves out (`HeldHours`).
 
     run_costs_lookup(lake, config) -> run_costs(window, cost_column) | None (no shared clusters)
@@ -17,7 +17,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from rules.base import HeldHours, JobAttempt, Owner, RunCost, RunCosts
+from rules.context import HeldHours, JobAttempt, Owner, RunCost, RunCosts
 from service.attribution.clusters import JobCost, usage_dims, usage_in
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from rules.base import NO_OWNER, UNALLOCATED, Finding, Owner, OwnerLookup
+from rules.base import NO_OWNER, Finding
+from rules.context import UNALLOCATED, Owner, OwnerLookup
 from service.attribution import attribute_resources
 from service.core.config import Config
 from service.core.folding import folded

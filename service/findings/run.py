@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from rules.base import SEVERITIES, Finding, LakeSql, PlannedWindow, Rule, RuleContext, configure, registered
+from rules.base import SEVERITIES, Finding, Rule, configure, registered
+from rules.context import LakeSql, PlannedWindow, RuleContext
 from rules.engine import EngineResult, run
 from service.attribution import direct_daily_lookup, held_hours_lookup, run_costs_lookup
 from service.core.config import Config
