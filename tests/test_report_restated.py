@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -37,13 +38,14 @@ def bills_table(tmp_path, config, day: str) -> dict:
     return next(t for s in data["sections"] if s["key"] == "bills" for t in s["tables"] if t["key"] == "bills")
 
 
-def rewrite(path, change) -> None:
-    """The CUR file with `change(header, row)` applied to its first usage line of 13 November; a
-    line it returns is added to the file."""
+def rewrite(path, change, day: str = "2023-11-13") -> None:
+    """The CUR file with `change(header, row)` applied to its first usage line of `day` (13 November:
+    the day before its data's end's day, which late usage still fills in); a line it returns is added
+    to the file."""
     with open(path, newline="") as handle:
         rows = list(csv.reader(handle))
     header, start, kind = rows[0], rows[0].index("lineItem/UsageStartDate"), rows[0].index("lineItem/LineItemType")
-    row = next(r for r in rows[1:] if r[start].startswith("2023-11-13") and r[kind] == "Usage")
+    row = next(r for r in rows[1:] if r[start].startswith(day) and r[kind] == "Usage")
     if (added := change(header, row)) is not None:
         rows.append(added)
     with open(path, "w", newline="") as handle:
@@ -51,10 +53,11 @@ def rewrite(path, change) -> None:
 
 
 def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_restated(tmp_path):
-    """The anonymous CUR's November delivered again with a usage line of the 13th USD 1.00 dearer and
+    """The anonymous CUR's November delivered again with a usage line of the 5th USD 1.00 dearer and
     its data still through 14 November 04:00: the report of the 13th went from a USD 1.68 bill to
     2.68 (month to date 1.63 to 2.63) with nothing said; a finance reader who tied yesterday's copy
-    to the invoice could not tell the cloud restated the month. A note under the Bills table says it."""
+    could not tell the cloud restated the month, days well before the data's end, which late usage
+    no longer fills in. A note under the Bills table says it."""
     config = ingested_cur(tmp_path)
     before = bills_table(tmp_path, config, "2023-11-13")
     assert not [n for n in before.get("notes", []) if "restated" in n]
@@ -63,7 +66,7 @@ def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_res
     def dearer(header, row):
         cost = header.index("lineItem/UnblendedCost")
         row[cost] = str(Decimal(row[cost]) + 1)
-    rewrite(tmp_path / "export" / "cur.csv", dearer)
+    rewrite(tmp_path / "export" / "cur.csv", dearer, "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
     after = bills_table(tmp_path, config, "2023-11-13")
     assert Decimal(after["rows"][0]["billed_cost"]) == Decimal(before["rows"][0]["billed_cost"]) + 1
@@ -75,36 +78,38 @@ def test_a_bill_delivered_again_with_other_figures_for_the_same_days_is_said_res
         "lines changed with it."]
 
 
-def a_day_later(header, row) -> list[str]:
-    """A usage line of the 15th like `row`, USD 1.00: the month grown by a day."""
-    later = list(row)
+def a_day_later(header, row, day: int = 15) -> list[str]:
+    """A usage line of November `day` (the 15th) like `row`, USD 1.00: the month grown to that day."""
+    later, start = list(row), row[header.index("lineItem/UsageStartDate")][:10]
+    end = (date.fromisoformat(start) + timedelta(days=1)).isoformat()
     for column in ("lineItem/UsageStartDate", "lineItem/UsageEndDate", "identity/TimeInterval"):
-        later[header.index(column)] = later[header.index(column)].replace("2023-11-14", "2023-11-16").replace(
-            "2023-11-13", "2023-11-15")
+        later[header.index(column)] = later[header.index(column)].replace(end, f"2023-11-{day + 1:02}").replace(
+            start, f"2023-11-{day:02}")
     later[header.index("lineItem/UnblendedCost")] = "1"
     return later
 
 
 def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_it_held_is_said_restated(tmp_path):
-    """AWS's month to date delivered again reaching the 15th, and a usage line of the 13th USD 1.00
+    """AWS's month to date delivered again reaching the 15th, and a usage line of the 5th USD 1.00
     dearer: the data's end moved, so the change was taken for the month growing (the bill USD 1.68
-    became 3.68 with nothing said). The days the first delivery held whole (before the 14th) are
-    compared by the day sums the ledger keeps: USD 1.00 more there is a restatement."""
+    became 3.68 with nothing said). The days the first delivery held whole, but for the two before
+    its data end's day that late usage fills in (before the 12th), are compared by the day sums the
+    ledger keeps: USD 1.00 more there is a restatement."""
     config = ingested_cur(tmp_path)
     first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
-    held = sum(Decimal(billed) for day, (billed, _) in first["days"]["USD"].items() if day < "2023-11-14")
+    held = sum(Decimal(billed) for day, (billed, _) in first["days"]["USD"].items() if day < "2023-11-12")
 
     def dearer_and_a_day_later(header, row):
         cost = header.index("lineItem/UnblendedCost")
         row[cost] = str(Decimal(row[cost]) + 1)
         return a_day_later(header, row)
-    rewrite(tmp_path / "export" / "cur.csv", dearer_and_a_day_later)
+    rewrite(tmp_path / "export" / "cur.csv", dearer_and_a_day_later, "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     assert entry["data_through"] > first["data_through"]  # the month grew: taken for growth alone before
     assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == [
         f"Bill 2023-11 / cur / USD restated: delivered again at {entry['ingested_at'][:16].replace('T', ' ')} UTC, "
-        f"its data now through {entry['data_through'][:16].replace('T', ' ')} UTC, for the usage of the days before 2023-11-14 it bills "
+        f"its data now through {entry['data_through'][:16].replace('T', ' ')} UTC, for the usage of the days before 2023-11-12 it bills "
         f"${held + 1:.2f} where the delivery of {first['ingested_at'][:16].replace('T', ' ')} UTC, its data through "
         f"2023-11-14 04:00 UTC, billed ${held:.2f} ($1.00 more, besides the days it adds): the figures above "
         "that count those days changed with it."]
@@ -139,3 +144,131 @@ def test_a_change_under_the_cent_is_no_restatement(tmp_path, later):
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     assert entry["delivery_id"] != first["delivery_id"] and entry["sha256"] != first["sha256"]  # delivered again, its figures changed
     assert not [n for n in bills_table(tmp_path, config, "2023-11-15").get("notes", []) if "restated" in n]
+
+
+def ledger_entry(tmp_path) -> dict:
+    return json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
+
+
+def minute(text: str) -> str:
+    return text[:16].replace("T", " ")
+
+
+def dearer(header, row, later: int | None = None):
+    """`row` USD 1.00 dearer; with `later`, a line of November `later` added (the month grown)."""
+    cost = header.index("lineItem/UnblendedCost")
+    row[cost] = str(Decimal(row[cost]) + 1)
+    return None if later is None else a_day_later(header, row, later)
+
+
+def usage(entry: dict, first: str, last: str) -> Decimal:
+    return sum((Decimal(billed) for day, (billed, _) in entry["days"]["USD"].items() if first <= day <= last),
+               Decimal(0))
+
+
+LATE = "an estimated bill's last days grow as the cloud meters late usage, until its invoice"
+
+
+def test_an_estimate_delivered_again_with_its_last_days_filled_in_is_updated_with_late_usage_not_restated(tmp_path):
+    """AWS rewrites the month to date up to three times a day, and usage it meters a day or two late
+    fills in the last days it held: the November estimate through the 14th 04:00 delivered again with
+    the 13th USD 1.00 dearer was said 'restated', the word finance keeps for a bill's figures changed
+    after the fact. It is said updated with late usage, the days before the 12th as they were."""
+    config = ingested_cur(tmp_path)
+    first = ledger_entry(tmp_path)
+    rewrite(tmp_path / "export" / "cur.csv", dearer)
+    assert spendlake(config, "ingest").exit_code == 0
+    entry = ledger_entry(tmp_path)
+    notes = bills_table(tmp_path, config, "2023-11-13")["notes"]
+    assert not [n for n in notes if "restated" in n]
+    assert [n for n in notes if "late usage" in n] == [
+        f"Bill 2023-11 / cur / USD updated with late usage: delivered again at {minute(entry['ingested_at'])} UTC, "
+        f"its data still through 2023-11-14 04:00 UTC, it bills $2.68 where the estimate of "
+        f"{minute(first['ingested_at'])} UTC billed $1.68 ($1.00 more), its usage before 2023-11-12 as it was: "
+        f"{LATE}; the figures above that count its lines changed with it."]
+
+
+def test_an_estimate_reaching_further_with_its_last_days_filled_in_is_updated_with_late_usage_not_restated(tmp_path):
+    """The month to date delivered again through the 15th, the 13th USD 1.00 dearer: the days the
+    first delivery held but late usage still fills in (the 12th and 13th) are said updated, with their
+    figures before and after, and the days before them as they were."""
+    config = ingested_cur(tmp_path)
+    first = ledger_entry(tmp_path)
+    rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15))
+    assert spendlake(config, "ingest").exit_code == 0
+    entry, late = ledger_entry(tmp_path), usage(first, "2023-11-12", "2023-11-13")
+    notes = bills_table(tmp_path, config, "2023-11-15")["notes"]
+    assert not [n for n in notes if "restated" in n]
+    assert [n for n in notes if "late usage" in n] == [
+        f"Bill 2023-11 / cur / USD updated with late usage: delivered again at {minute(entry['ingested_at'])} UTC, "
+        f"its data now through {minute(entry['data_through'])} UTC, for the usage of 2023-11-12 to 2023-11-13 it "
+        f"bills ${late + 1:.2f} where the estimate of {minute(first['ingested_at'])} UTC, its data through "
+        f"2023-11-14 04:00 UTC, billed ${late:.2f} ($1.00 more, besides the days it adds), its usage before "
+        f"2023-11-12 as it was: {LATE}; the figures above that count those days changed with it."]
+
+
+def test_a_month_delivered_again_and_again_tells_each_restatement_it_keeps_and_the_final_bill_restated_twice(tmp_path):
+    """A month to date delivered four times, then its invoice, then two changes after it (a refund, a
+    support fee): the ledger kept only the delivery last replaced, so a restatement of the 5th was
+    forgotten by the next day's delivery (the month grown, nothing restated), and the invoice's
+    figures by the second change of the final bill. Each change the ledger keeps is told, oldest
+    first; late usage only for the latest delivery."""
+    config = ingested_cur(tmp_path)
+    cur = tmp_path / "export" / "cur.csv"
+    rewrite(cur, lambda header, row: dearer(header, row, later=15))  # late usage of the 13th
+    assert spendlake(config, "ingest").exit_code == 0
+    rewrite(cur, lambda header, row: dearer(header, row, later=16), "2023-11-05")  # the 5th restated
+    assert spendlake(config, "ingest").exit_code == 0
+    restated = ledger_entry(tmp_path)
+    rewrite(cur, lambda header, row: a_day_later(header, row, 17))  # the month grown only
+    assert spendlake(config, "ingest").exit_code == 0
+    notes = bills_table(tmp_path, config, "2023-11-17")["notes"]
+    told = [n for n in notes if "restated" in n or "late usage" in n]
+    assert len(told) == 1 and told[0].startswith(
+        f"Bill 2023-11 / cur / USD restated: delivered again at {minute(restated['ingested_at'])} UTC, its data now")
+
+    with open(cur, newline="") as handle:
+        rows = list(csv.reader(handle))
+    invoice = rows[0].index("bill/InvoiceId")
+    with open(cur, "w", newline="") as handle:
+        csv.writer(handle).writerows([rows[0]] + [[*r[:invoice], "INV-1", *r[invoice + 1:]] for r in rows[1:]])
+    assert spendlake(config, "ingest").exit_code == 0  # the invoice: the same figures, final
+    assert ledger_entry(tmp_path)["final"]
+    for _ in range(2):  # a refund of the 5th, then a support fee of the 6th: each USD 1.00
+        rewrite(cur, lambda header, row: dearer(header, row), "2023-11-06" if _ else "2023-11-05")
+        assert spendlake(config, "ingest").exit_code == 0
+    entry = ledger_entry(tmp_path)
+    notes = bills_table(tmp_path, config, "2023-11-17")["notes"]
+    assert [n for n in notes if "final delivery" in n] == [
+        f"Bill 2023-11 / cur / USD restated: delivered again at {minute(entry['replaced']['ingested_at'])} UTC, its "
+        f"data still through {minute(entry['data_through'])} UTC, it bills "
+        f"${Decimal(entry['replaced']['totals'][0]['billed_cost']):.2f} where the final delivery of "
+        f"{minute(entry['earlier'][0]['ingested_at'])} UTC billed ${Decimal(entry['earlier'][0]['totals'][0]['billed_cost']):.2f} "
+        "($1.00 more): the figures above that count its lines changed with it.",
+        f"Bill 2023-11 / cur / USD restated: delivered again at {minute(entry['ingested_at'])} UTC, its data still "
+        f"through {minute(entry['data_through'])} UTC, it bills ${Decimal(entry['totals'][0]['billed_cost']):.2f} "
+        f"where the final delivery of {minute(entry['replaced']['ingested_at'])} UTC billed "
+        f"${Decimal(entry['replaced']['totals'][0]['billed_cost']):.2f} ($1.00 more): the figures above that count "
+        "its lines changed with it."]
+    assert len(entry["earlier"]) == 3  # four deliveries kept: the rest forgotten
+
+
+def test_a_ledger_written_before_day_sums_is_read_by_the_report_the_status_and_the_next_delivery(tmp_path):
+    """A restated bill recorded before 2026-12 (no day sums, no data_from, in the entry or the delivery
+    it replaced): the report still tells the whole bill restated, `status` reads it, and a delivery
+    reaching further, which cannot be compared by days with it, reads as growth while the restatement
+    before it is still told."""
+    config = ingested_cur(tmp_path)
+    rewrite(tmp_path / "export" / "cur.csv", dearer, "2023-11-05")
+    assert spendlake(config, "ingest").exit_code == 0
+    ledger = tmp_path / "lake" / "_ledger" / "deliveries.json"
+    data = json.loads(ledger.read_text())
+    for entry in data["entries"]:  # as written before 2026-12
+        del entry["days"], entry["data_from"], entry["replaced"]["days"]
+    ledger.write_text(json.dumps(data))
+    restated = [n for n in bills_table(tmp_path, config, "2023-11-13")["notes"] if "restated" in n]
+    assert len(restated) == 1 and "it bills $2.68 where the delivery of" in restated[0]
+    assert spendlake(config, "status").exit_code == 0
+    rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15), "2023-11-05")
+    assert spendlake(config, "ingest").exit_code == 0
+    assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == restated

@@ -91,6 +91,9 @@ class LedgerEntry:
     reader_version: int = 0
     # The delivery of the period its latest change of figures replaced (with_replaced); None: never.
     replaced: Replaced | None = None
+    # Those the changes before it replaced, newest first (at most KEPT_REPLACED - 1): a bill restated
+    # twice keeps the figures of both (the invoice's among them), each change told from the one before.
+    earlier: tuple[Replaced, ...] = ()
     # Its usage lines' sums per day (DaySums) and the start of its earliest usage charge period (ISO
     # UTC); None in ledgers before 2026-12, and data_from None for a delivery without usage line.
     days: DaySums | None = None
@@ -112,10 +115,11 @@ class LedgerEntry:
         if self.replaced is None:
             del data["replaced"]
         else:
-            data["replaced"] = {**data["replaced"], "totals": _totals_json(self.replaced.totals),
-                                "days": _days_json(self.replaced.days)}
-            if self.replaced.days is None:
-                del data["replaced"]["days"]
+            data["replaced"] = _replaced_json(self.replaced)
+        if self.earlier:
+            data["earlier"] = [_replaced_json(r) for r in self.earlier]
+        else:
+            del data["earlier"]
         for key in ("days", "data_from"):
             if getattr(self, key) is None:
                 del data[key]
@@ -140,21 +144,44 @@ class LedgerEntry:
                       "data_through_recorded": "data_through" in data,
                       "tag_keys": None if keys is None else tuple(keys),
                       "days": _days(data.get("days")),
-                      "replaced": None if replaced is None else Replaced(
-                          replaced["ingested_at"], replaced.get("data_through"), replaced["final"],
-                          _totals(replaced["totals"]), _days(replaced.get("days")))})
+                      "replaced": None if replaced is None else _replaced(replaced),
+                      "earlier": tuple(_replaced(r) for r in data.get("earlier", ()))})
+
+
+# The deliveries of a period an entry keeps, `replaced` and `earlier`: a final bill's later changes
+# (AWS's refunds, credits and support fees after the invoice) stay told from the invoice's figures;
+# a month to date delivered three times a day keeps about its last day's.
+KEPT_REPLACED = 4
 
 
 def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) -> list[LedgerEntry]:
     """The `new` entries, each carrying what the `committed` entry of its period held when their
-    billed or effective totals differ (the bill restated), else that entry's own `replaced`."""
+    billed or effective totals differ (the bill restated), before what that entry had replaced
+    (at most KEPT_REPLACED deliveries), else that entry's own `replaced` and `earlier`."""
     before = {e.key: e for e in committed}
 
     def figures(entry: LedgerEntry) -> set[tuple]:
         return {(t.currency, t.billed_cost, t.effective_cost) for t in entry.totals}
-    return [entry if (prior := before.get(entry.key)) is None else replace(
-        entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals, prior.days)
-        if figures(prior) != figures(entry) else prior.replaced) for entry in new]
+
+    def kept(entry: LedgerEntry, prior: LedgerEntry) -> LedgerEntry:
+        if figures(prior) == figures(entry):
+            return replace(entry, replaced=prior.replaced, earlier=prior.earlier)
+        older = ((prior.replaced,) if prior.replaced else ()) + prior.earlier
+        return replace(entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals,
+                                                prior.days), earlier=older[:KEPT_REPLACED - 1])
+    return [entry if (prior := before.get(entry.key)) is None else kept(entry, prior) for entry in new]
+
+
+def _replaced_json(old: Replaced) -> dict:
+    data = {**asdict(old), "totals": _totals_json(old.totals), "days": _days_json(old.days)}
+    if old.days is None:
+        del data["days"]
+    return data
+
+
+def _replaced(data: dict) -> Replaced:
+    return Replaced(data["ingested_at"], data.get("data_through"), data["final"], _totals(data["totals"]),
+                    _days(data.get("days")))
 
 
 def _totals_json(totals: tuple[CurrencyTotals, ...]) -> list[dict]:
@@ -271,6 +298,7 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     tag_keys: list[StrictStr] | None = None
     reader_version: StrictInt = Field(default=0, ge=0)
     replaced: _ReplacedShape | None = None
+    earlier: list[_ReplacedShape] = []
     days: DaysShape | None = None
     data_from: UtcText | None = None
 

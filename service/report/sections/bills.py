@@ -23,8 +23,8 @@ Where the month's usage up to the day is billed in another period (the sandbox's
 table names it per source, period and currency; and so it does the part of the month's bill used after
 the day (the next days' usage, the rest of AWS's monthly tax, which the month to date counts day by day),
 by charge category, so finance ties the month to date to the bill. A bill the cloud delivered again with
-other figures for the days it held (a restatement: the ledger keeps what the delivery it replaced held) is
-named with the figures before it, so a copy of the report tied out earlier is seen to be stale.
+other figures for the days it held is named with the figures before it, a restatement told from an
+estimate's late usage (restated.py), so a copy of the report tied out earlier is seen to be stale.
 
 A `gcp-billing` source's billed is Google's `cost`, before the credits on its lines (x_credits),
 while Google's invoice nets them: its amount is the effective column (cost + credits), which a
@@ -41,14 +41,13 @@ from decimal import Decimal
 from connectors.base import CostConnector, cost_class
 from service.attribution import prorate
 from service.core.config import Config
-from service.core.coverage import parse_utc
 from service.core.lake import READER_MEMORY_LIMIT, Lake
-from service.core.ledger import DaySums, LedgerEntry, Replaced
 from service.core.registry import CONNECTORS
-from service.core.timewindow import day_start, minute_text, month_text
+from service.core.timewindow import day_start, month_text
 from service.core.units import cents, currency_text, shown_money
 from service.report.model import Column, Section, Table
 from service.report.rounding import Gap, gaps
+from service.report.sections.restated import restated_notes
 
 LABELS = {"billed_cost": "billed", "effective_cost": "effective"}  # the money columns a rounding note names
 
@@ -179,84 +178,6 @@ def moved_notes(lake: Lake, day: date) -> list[str]:
         notes.append(f"Billed in {month} but used in another month, so in the {month} bill but not in its month "
                      f"to date: {text}.")
     return notes
-
-
-def restated_notes(entries: list[LedgerEntry]) -> list[str]:
-    """A sentence per bill and currency whose latest delivery changed the figures of the days the
-    one before it held: its whole bill when its data reaches no further (or that one was final), else
-    the days that one held whole, by the day sums both recorded (a delivery reaching further
-    with those days as they were is the month growing: AWS delivers the month to date each day)."""
-    notes = []
-    for entry in entries:
-        old = entry.replaced
-        if old is None:
-            continue
-        if old.final or entry.data_through is None or old.data_through is not None \
-                and parse_utc(entry.data_through) <= parse_utc(old.data_through):
-            notes += whole_bill_restated(entry, old)
-        else:
-            notes += days_restated(entry, old)
-    return notes
-
-
-def whole_bill_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
-    notes = []
-    through = f", its data still through {minute_text(parse_utc(entry.data_through))} UTC" \
-        if entry.data_through else ""
-    before = {t.currency: t for t in old.totals}
-    for totals in sorted(entry.totals, key=lambda t: t.currency or ""):
-        prior, currency = before.get(totals.currency), currency_text(totals.currency)
-        cost = "billed_cost" if totals.billed_cost is not None else "effective_cost"
-        new, was = getattr(totals, cost), None if prior is None else getattr(prior, cost)
-        if was is not None and cents(new, totals.currency) == cents(was, totals.currency):
-            continue  # a change under the cent: what every figure shows is the same
-        change = new - (was or 0)
-        notes.append(
-            f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
-            f"{minute_text(parse_utc(entry.ingested_at))} UTC{through}, it "
-            + ("bills" if cost == "billed_cost" else "has an effective cost of")
-            + f" {shown_money(new, totals.currency)} where the {'final ' if old.final else ''}delivery of "
-            f"{minute_text(parse_utc(old.ingested_at))} UTC "
-            + ("billed" if cost == "billed_cost" else "had")
-            + f" {shown_money(was or 0, totals.currency)} ({shown_money(abs(change), totals.currency)} "
-            f"{'more' if change > 0 else 'less'}): the figures above that count its lines changed with it.")
-    return notes
-
-
-def days_restated(entry: LedgerEntry, old: Replaced) -> list[str]:
-    """The sentences of a delivery reaching further whose usage of the days the one before held
-    whole (up to that one's data end's day) adds up to other figures (per currency): the days
-    already billed restated beside the days added. Deliveries recorded before 2026-12 kept no
-    day sums: nothing to compare."""
-    if entry.days is None or old.days is None or old.data_through is None:
-        return []
-    held = parse_utc(old.data_through).date().isoformat()  # the days before it held whole
-    now, was = sums_before(entry.days, held), sums_before(old.days, held)
-    notes = []
-    for totals in sorted(entry.totals, key=lambda t: t.currency or ""):
-        key, currency = totals.currency or "", currency_text(totals.currency)
-        index = 0 if totals.billed_cost is not None else 1
-        new, before = now.get(key, (Decimal(0),) * 2)[index], was.get(key, (Decimal(0),) * 2)[index]
-        if cents(new, totals.currency) == cents(before, totals.currency):
-            continue  # under the cent (a late line's fraction): what every figure shows is the same
-        verb, had = ("bills", "billed") if index == 0 else ("has an effective cost of", "had")
-        change = new - before
-        notes.append(
-            f"Bill {entry.billing_period} / {entry.source} / {currency} restated: delivered again at "
-            f"{minute_text(parse_utc(entry.ingested_at))} UTC, its data now through "
-            f"{minute_text(parse_utc(entry.data_through))} UTC, for the usage of the days before {held} it {verb} "
-            f"{shown_money(new, totals.currency)} where the delivery of {minute_text(parse_utc(old.ingested_at))} UTC, its "
-            f"data through {minute_text(parse_utc(old.data_through))} UTC, {had} {shown_money(before, totals.currency)} "
-            f"({shown_money(abs(change), totals.currency)} {'more' if change > 0 else 'less'}, besides the days it adds): "
-            "the figures above that count those days changed with it.")
-    return notes
-
-
-def sums_before(days: DaySums, held: str) -> dict[str, tuple[Decimal, Decimal]]:
-    """Per currency ("" for none), the (billed, effective) day sums of the days before `held`."""
-    return {currency or "": (sum((b or 0 for day, b, _ in sums if day < held), Decimal(0)),
-                             sum((e or 0 for day, _, e in sums if day < held), Decimal(0)))
-            for currency, sums in days}
 
 
 def after_day_notes(lake: Lake, day: date) -> list[str]:

@@ -1,0 +1,163 @@
+"""The Bills section's notes on a bill the cloud delivered again with other figures (bills.py).
+
+An estimated bill (no invoice id yet) is the cloud's month to date: AWS rewrites it up to three
+times a day until it finalizes the month, and usage metered late (its data lags a day or two)
+fills in the last days it held. A change of those days is the estimate updated with late usage,
+said for the latest delivery only; a change of days well before its data's end (LATE_DAYS), or of
+a bill whose replaced delivery was final (the invoice's figures changed: a refund, a credit, a
+support fee after the month closed), is a restatement, said for every change the ledger keeps
+(`replaced`, `earlier`), oldest first, so a copy tied out to any of them is seen to be stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from decimal import Decimal
+
+from service.core.coverage import parse_utc
+from service.core.ledger import CurrencyTotals, DaySums, LedgerEntry, Replaced
+from service.core.timewindow import minute_text
+from service.core.units import cents, currency_text, shown_money
+
+# The days before an estimate's data end's day that late usage still fills in: AWS's cost data
+# lags its usage by 24 to 48 hours, so a delivery's last two whole days are not yet whole.
+LATE_DAYS = 2
+
+
+def restated_notes(entries: list[LedgerEntry]) -> list[str]:
+    """Per bill and currency, a sentence for each delivery the ledger keeps that changed the figures
+    of the days the one before it held: its whole bill when its data reaches no further (or that one
+    was final), else those days, by the day sums both recorded (a delivery reaching further with those
+    days as they were is the month growing: AWS delivers the month to date each day)."""
+    notes = []
+    for entry in entries:
+        if entry.replaced is None:
+            continue
+        chain = [Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days),
+                 entry.replaced, *entry.earlier]
+        for new, old in reversed(list(zip(chain, chain[1:]))):
+            notes += change_notes(entry, new, old, latest=new is chain[0])
+    return notes
+
+
+def change_notes(entry: LedgerEntry, new: Replaced, old: Replaced, latest: bool) -> list[str]:
+    """What `new` changed of `old`, per currency: restated, or (`latest` only) updated with late usage."""
+    grown = bool(new.data_through and old.data_through) and parse_utc(new.data_through) > parse_utc(old.data_through)
+    if old.final or new.data_through is None or old.data_through is not None and not grown:
+        if old.final or None in (new.days, old.days, new.data_through, old.data_through):
+            return [whole_bill_restated(entry, new, old, *change) for change in bill_changes(new, old)]
+        cut = late_start(old.data_through)
+        early = day_changes(new, old, lambda day: day < cut)
+        return [whole_bill_restated(entry, new, old, *change) if change[0].currency in early
+                else late_usage(entry, new, old, cut, *change) for change in bill_changes(new, old)
+                if change[0].currency in early or latest]
+    if new.days is None or old.days is None or old.data_through is None:
+        return []  # recorded before 2026-12 without day sums: nothing to compare, read as growth
+    held, cut = parse_utc(old.data_through).date().isoformat(), late_start(old.data_through)
+    early = day_changes(new, old, lambda day: day < cut)
+    late = day_changes(new, old, lambda day: cut <= day < held) if latest else {}
+    return [days_restated(entry, new, old, cut, *early[currency]) if currency in early
+            else late_usage(entry, new, old, cut, *late[currency])
+            for currency in sorted(early.keys() | late.keys(), key=lambda c: c or "")]
+
+
+def late_start(data_through: str) -> str:
+    """The first day late usage may still fill in, for a delivery whose data ends at `data_through`."""
+    return (parse_utc(data_through).date() - timedelta(days=LATE_DAYS)).isoformat()
+
+
+Change = tuple[CurrencyTotals, int, Decimal, Decimal]  # new totals, 0 billed / 1 effective, new, was
+
+
+def bill_changes(new: Replaced, old: Replaced) -> Iterator[Change]:
+    """Per currency, the bills whose figure (billed, else effective) changed by a cent or more."""
+    before = {t.currency: t for t in old.totals}
+    for totals in sorted(new.totals, key=lambda t: t.currency or ""):
+        index = 0 if totals.billed_cost is not None else 1
+        cost = ("billed_cost", "effective_cost")[index]
+        prior = before.get(totals.currency)
+        now, was = getattr(totals, cost), None if prior is None else getattr(prior, cost)
+        if was is None or cents(now, totals.currency) != cents(was, totals.currency):
+            yield totals, index, now, was or Decimal(0)
+
+
+def day_changes(new: Replaced, old: Replaced, counted) -> dict[str | None, Change]:
+    """Per currency, the usage of the days `counted` (YYYY-MM-DD → bool) when it changed by a cent or
+    more: under the cent (a late line's fraction) every figure shows the same."""
+    now, was = day_sums(new.days, counted), day_sums(old.days, counted)
+    changes = {}
+    for totals in sorted(new.totals, key=lambda t: t.currency or ""):
+        index = 0 if totals.billed_cost is not None else 1
+        key = totals.currency or ""
+        after, before = now.get(key, (Decimal(0),) * 2)[index], was.get(key, (Decimal(0),) * 2)[index]
+        if cents(after, totals.currency) != cents(before, totals.currency):
+            changes[totals.currency] = (totals, index, after, before)
+    return changes
+
+
+def day_sums(days: DaySums | None, counted) -> dict[str, tuple[Decimal, Decimal]]:
+    """Per currency ("" for none), the (billed, effective) sums of the days `counted`."""
+    return {currency or "": (sum((b or 0 for day, b, _ in sums if counted(day)), Decimal(0)),
+                             sum((e or 0 for day, _, e in sums if counted(day)), Decimal(0)))
+            for currency, sums in days or ()}
+
+
+def at(moment: str) -> str:
+    return f"{minute_text(parse_utc(moment))} UTC"
+
+
+def verbs(index: int) -> tuple[str, str]:
+    return ("bills", "billed") if index == 0 else ("has an effective cost of", "had")
+
+
+def difference(totals: CurrencyTotals, now: Decimal, was: Decimal) -> str:
+    return f"{shown_money(abs(now - was), totals.currency)} {'more' if now > was else 'less'}"
+
+
+def head(entry: LedgerEntry, totals: CurrencyTotals, what: str, new: Replaced) -> str:
+    return (f"Bill {entry.billing_period} / {entry.source} / {currency_text(totals.currency)} {what}: "
+            f"delivered again at {at(new.ingested_at)}")
+
+
+def whole_bill_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
+                        now: Decimal, was: Decimal) -> str:
+    through = f", its data still through {at(new.data_through)}" if new.data_through else ""
+    verb, had = verbs(index)
+    return (f"{head(entry, totals, 'restated', new)}{through}, it {verb} {shown_money(now, totals.currency)} where "
+            f"the {'final ' if old.final else ''}delivery of {at(old.ingested_at)} {had} "
+            f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}): the figures above that count its "
+            "lines changed with it.")
+
+
+def days_restated(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, totals: CurrencyTotals,
+                  index: int, now: Decimal, was: Decimal) -> str:
+    """The usage of the days before `cut` an estimate reaching further changed: restated beside the
+    days it adds and the late usage of its last days."""
+    verb, had = verbs(index)
+    return (f"{head(entry, totals, 'restated', new)}, its data now through {at(new.data_through)}, for the usage "
+            f"of the days before {cut} it {verb} {shown_money(now, totals.currency)} where the delivery of "
+            f"{at(old.ingested_at)}, its data through {at(old.data_through)}, {had} {shown_money(was, totals.currency)} "
+            f"({difference(totals, now, was)}, besides the days it adds): the figures above that count those days "
+            "changed with it.")
+
+
+def late_usage(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, totals: CurrencyTotals, index: int,
+               now: Decimal, was: Decimal) -> str:
+    """An estimate whose days before `cut` are as they were: its last days filled in with late
+    usage (or its invoice's figures, when it is final now), no restatement."""
+    verb, had = verbs(index)
+    what, why = (("finalized", "the invoice's figures replace the estimate's") if new.final else
+                 ("updated with late usage", "an estimated bill's last days grow as the cloud meters late usage, "
+                                             "until its invoice"))
+    if old.data_through and new.data_through and parse_utc(new.data_through) > parse_utc(old.data_through):
+        last = (parse_utc(old.data_through).date() - timedelta(days=1)).isoformat()
+        return (f"{head(entry, totals, what, new)}, its data now through {at(new.data_through)}, for the usage of "
+                f"{cut} to {last} it {verb} {shown_money(now, totals.currency)} where the estimate of "
+                f"{at(old.ingested_at)}, its data through {at(old.data_through)}, {had} "
+                f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}, besides the days it adds), its "
+                f"usage before {cut} as it was: {why}; the figures above that count those days changed with it.")
+    return (f"{head(entry, totals, what, new)}, its data still through {at(new.data_through)}, it {verb} "
+            f"{shown_money(now, totals.currency)} where the estimate of {at(old.ingested_at)} {had} "
+            f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}), its usage before {cut} as it was: "
+            f"{why}; the figures above that count its lines changed with it.")
