@@ -145,10 +145,17 @@ class RunRow:
         return self.held_hours if self.held_hours is not None else self.gpu_hours or Decimal(0)
 
     @property
-    def cost_per_gpu_hour(self) -> Decimal | None:
+    def exact_cost_per_gpu_hour(self) -> Decimal | None:
+        """The exact cost ÷ the exact priced GPU-hours: each figure shown rounds it once (JSON and CSV
+        to 6 decimals, tables to the cent), never its 6 decimals again (2.0149999 / 1 is $2.01, not 2.02)."""
         if not self.priced_hours or self.currency is None:  # no currency: nothing billed, no price
             return None
-        return (self.cost / self.priced_hours).quantize(MONEY_QUANTUM)
+        return self.cost / self.priced_hours
+
+    @property
+    def cost_per_gpu_hour(self) -> Decimal | None:
+        exact = self.exact_cost_per_gpu_hour
+        return None if exact is None else exact.quantize(MONEY_QUANTUM)
 
     def group(self, by: tuple[str, ...]) -> tuple[str | None, ...]:
         return tuple(self.state if d == "state" else self.values.get(d) for d in by)

@@ -33,12 +33,13 @@ def moment_text(text: str | None, running: bool = False) -> str:
     return text[:16].replace("T", " ") if text else ("running" if running else "")
 
 
-def _summary(row: dict) -> dict[str, str]:
+def _summary(row: dict, price: Decimal | None) -> dict[str, str]:
+    """`price`: the exact cost per GPU-hour, rounded once here (RunRow.exact_cost_per_gpu_hour)."""
     cost = money_text(row["cost"], row["currency"]) if row["currency"] else f"{money_text(row['cost'])} (none billed)"
     shown = {**row, "jobs": f"{row['jobs']} ({row['restarts']})",
              "gpus": number_text(row["gpus"], 0) if row["gpus"] else "", "gpu_hours": number_text(row["gpu_hours"], 1),
              "cost": cost,
-             "cost_per_gpu_hour": money_text(row["cost_per_gpu_hour"], of=row["currency"]),
+             "cost_per_gpu_hour": money_text(price, of=row["currency"]),
              "idle_share": f"{Decimal(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
              "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
     return {label: str(shown.get(key) or "") for key, label in SUMMARY}
@@ -107,7 +108,7 @@ def render_story(result, fmt: str) -> None:
         return
     if not data["rows"]:  # no job in the window: the notes on stderr say why
         return
-    summaries = [_summary(row) for row in data["rows"]]  # one a currency
+    summaries = [_summary(row, held.exact_cost_per_gpu_hour) for row, held in zip(data["rows"], result.rows)]
     emit([{"": label, **{f"run {run}" + (f" ({i + 1})" if i else ""): s[label] for i, s in enumerate(summaries)}}
           for _, label in SUMMARY], ["", *(f"run {run}" + (f" ({i + 1})" if i else "") for i in range(len(summaries)))],
          "table", title=f"{result.query.cost} cost, {data['since']} → {data['until']}", whole=(f"run {run}",))

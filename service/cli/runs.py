@@ -46,11 +46,10 @@ def render(result, fmt: str | None) -> None:
              "jobs": f"{row['jobs']} ({row['restarts']})", "cost": money_text(row["cost"], of=row["currency"]),
              "gpus": _trimmed(row["gpus"], 2),
              "gpu_hours": number_text(row["gpu_hours"], 1),  # one decimal each, as the story shows them
-             "cost_per_gpu_hour":
-                 money_text(row["cost_per_gpu_hour"], of=row["currency"]) if row["cost_per_gpu_hour"] else "",
+             "cost_per_gpu_hour": money_text(held.exact_cost_per_gpu_hour, of=row["currency"]),
              "idle_share": f"{float(row['idle_share']) * 100:.1f}%" if row["idle_share"] else "",
              "start": moment_text(row["start"]), "end": moment_text(row["end"], running=bool(row["start"]))}
-            for row in data["rows"]]
+            for row, held in zip(data["rows"], result.rows)]
     rows = [{TABLE[k]: v for k, v in row.items() if k in TABLE} for row in rows]
     by = result.query.by
     names = ["total" + "".join(f" {t.get(d) or '-'}" for d in by) for t in data["totals"]]
