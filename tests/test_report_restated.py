@@ -166,6 +166,15 @@ def usage(entry: dict, first: str, last: str) -> Decimal:
                Decimal(0))
 
 
+def invoiced(path) -> None:
+    """The CUR file with every line on invoice INV-1: AWS's finalized month."""
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    invoice = rows[0].index("bill/InvoiceId")
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows([rows[0]] + [[*r[:invoice], "INV-1", *r[invoice + 1:]] for r in rows[1:]])
+
+
 LATE = "an estimated bill's last days grow as the cloud meters late usage, until its invoice"
 
 
@@ -227,11 +236,7 @@ def test_a_month_delivered_again_and_again_tells_each_restatement_it_keeps_and_t
     assert len(told) == 1 and told[0].startswith(
         f"Bill 2023-11 / cur / USD restated: delivered again at {minute(restated['ingested_at'])} UTC, its data now")
 
-    with open(cur, newline="") as handle:
-        rows = list(csv.reader(handle))
-    invoice = rows[0].index("bill/InvoiceId")
-    with open(cur, "w", newline="") as handle:
-        csv.writer(handle).writerows([rows[0]] + [[*r[:invoice], "INV-1", *r[invoice + 1:]] for r in rows[1:]])
+    invoiced(cur)
     assert spendlake(config, "ingest").exit_code == 0  # the invoice: the same figures, final
     assert ledger_entry(tmp_path)["final"]
     for _ in range(2):  # a refund of the 5th, then a support fee of the 6th: each USD 1.00
@@ -272,3 +277,21 @@ def test_a_ledger_written_before_day_sums_is_read_by_the_report_the_status_and_t
     rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15), "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
     assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == restated
+
+
+def test_an_estimate_replaced_by_its_invoice_with_its_last_days_filled_in_is_said_finalized(tmp_path):
+    """The invoice's delivery (every line with its invoice id) with the 13th USD 1.00 dearer than the
+    estimate: no restatement of a bill, which was never final before; said finalized, from what."""
+    config = ingested_cur(tmp_path)
+    first = ledger_entry(tmp_path)
+    cur = tmp_path / "export" / "cur.csv"
+    rewrite(cur, dearer)
+    invoiced(cur)
+    assert spendlake(config, "ingest").exit_code == 0
+    entry = ledger_entry(tmp_path)
+    assert entry["final"]
+    assert [n for n in bills_table(tmp_path, config, "2023-11-13")["notes"] if n.startswith("Bill ")] == [
+        f"Bill 2023-11 / cur / USD finalized: delivered again at {minute(entry['ingested_at'])} UTC, its data still "
+        f"through 2023-11-14 04:00 UTC, it bills $2.68 where the estimate of {minute(first['ingested_at'])} UTC "
+        "billed $1.68 ($1.00 more), its usage before 2023-11-12 as it was: the invoice's figures replace the "
+        "estimate's; the figures above that count its lines changed with it."]
