@@ -221,7 +221,7 @@ def test_a_month_delivered_again_and_again_tells_each_restatement_it_keeps_and_t
     support fee): the ledger kept only the delivery last replaced, so a restatement of the 5th was
     forgotten by the next day's delivery (the month grown, nothing restated), and the invoice's
     figures by the second change of the final bill. Each change the ledger keeps is told, oldest
-    first; late usage only for the latest delivery."""
+    first (the estimate's no more once the invoice is in); late usage only for the latest delivery."""
     config = ingested_cur(tmp_path)
     cur = tmp_path / "export" / "cur.csv"
     rewrite(cur, lambda header, row: dearer(header, row, later=15))  # late usage of the 13th
@@ -244,7 +244,7 @@ def test_a_month_delivered_again_and_again_tells_each_restatement_it_keeps_and_t
         assert spendlake(config, "ingest").exit_code == 0
     entry = ledger_entry(tmp_path)
     notes = bills_table(tmp_path, config, "2023-11-17")["notes"]
-    assert [n for n in notes if "final delivery" in n] == [
+    assert [n for n in notes if "restated" in n] == [  # the estimate's restatement past with the invoice
         f"Bill 2023-11 / cur / USD restated: delivered again at {minute(entry['replaced']['ingested_at'])} UTC, its "
         f"data still through {minute(entry['data_through'])} UTC, it bills "
         f"${Decimal(entry['replaced']['totals'][0]['billed_cost']):.2f} where the final delivery of "

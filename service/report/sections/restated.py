@@ -6,7 +6,8 @@ fills in the last days it held. A change of those days is the estimate updated w
 said for the latest delivery only; a change of days well before its data's end (LATE_DAYS), or of
 a bill whose replaced delivery was final (the invoice's figures changed: a refund, a credit, a
 support fee after the month closed), is a restatement, said for every change the ledger keeps
-(`replaced`, `earlier`), oldest first, so a copy tied out to any of them is seen to be stale.
+(`replaced`, `earlier`), oldest first, so a copy tied out to any of them is seen to be stale; once
+the invoice is in, the estimate's changes before it are not said again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def restated_notes(entries: list[LedgerEntry]) -> list[str]:
             continue
         chain = [Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days),
                  entry.replaced, *entry.earlier]
-        for new, old in reversed(list(zip(chain, chain[1:]))):
+        # once the invoice is in (the oldest final delivery), the estimate's changes before it are past
+        invoice = max((i for i, delivery in enumerate(chain) if delivery.final), default=len(chain))
+        for new, old in reversed(list(zip(chain, chain[1:]))[:invoice + 1]):
             notes += change_notes(entry, new, old, latest=new is chain[0])
     return notes
 
