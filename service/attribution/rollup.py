@@ -19,6 +19,7 @@ from service.attribution.allocation_stage import drop_stage
 from service.attribution.jobs import allocation_inputs
 from service.attribution.grouped_lines import tag_map_groups_sql
 from service.attribution.needs import Needs, loosely, needed_dimensions
+from service.attribution.rollup_memory import Kept, keeper, tell_rolled_up
 from service.attribution.rollup_versions import (Partition, cost_partitions, inventory_keys, inventory_latest,
                                                  recorded_tag_keys, rollup_file, version_of)
 from service.attribution.sql import rollup_sql
@@ -144,15 +145,35 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
     split = split or rollup_split(lake, config, snapshot)
     stored, missing = split.stored, split.missing
     keys = inventory_keys(lake, con) if missing else None
-    narrowed = False
-    for number, (part, _) in enumerate(missing):
-        relation, narrow, stage = rollup_relation(lake, config, con, part, keys, needs)
-        narrowed = narrowed or narrow
+    if missing:
+        tell_rolled_up([part for part, _ in missing])
+    kept_by, narrowed = keeper(), False
+    if kept_by is not None:  # `missing` is every period of the lake this config has no rollup of
+        kept_by.only({str(file) for _, file in missing})
+    for number, (part, file) in enumerate(missing):
         temp = f"rollup_part_{number}"
-        relation.create_view(temp)
+        kept = kept_by.get((str(file), needs)) if kept_by is not None else None
+        stage = None
+        if kept is None:
+            relation, narrow, stage = rollup_relation(lake, config, con, part, keys, needs)
+            if kept_by is None:
+                relation.create_view(temp)
+            else:  # rolled up once for the requests to come (rollup_memory.py)
+                kept = Kept(relation.to_arrow_table(), tuple(zip(relation.columns, map(str, relation.types))), narrow)
+                kept_by.keep((str(file), needs), kept)
+        narrowed = narrowed or (kept.narrow if kept is not None else narrow)
+        columns = "*"
+        if kept is not None:  # Arrow has no HUGEINT: each column back to its DuckDB type
+            con.register(temp, kept.table)
+            columns = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in
+                                ((name.replace('"', '""'), kind) for name, kind in kept.types))
         into = f"CREATE TEMP TABLE {MEMORY_TABLE} AS" if number == 0 else f"INSERT INTO {MEMORY_TABLE}"
-        con.execute(f"{into} SELECT *, ? AS source, ? AS billing_period FROM {temp}", [part.source, part.period])
-        con.execute(f"DROP VIEW {temp}")
+        con.execute(f"{into} SELECT {columns}, ? AS source, ? AS billing_period FROM {temp}",
+                    [part.source, part.period])
+        if kept is None:
+            con.execute(f"DROP VIEW {temp}")
+        else:
+            con.unregister(temp)
         drop_stage(con, stage)
     if missing:
         log.info("attribution: %d period(s) from stored rollups, %d rolled up from the raw lines in memory "

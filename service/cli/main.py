@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from service.attribution import told_by
 from service.core.claims import other_configs
 from service.core.config import Config, load_config
 from service.core.errors import SpendlakeError, damaged_lake_file, os_error
@@ -34,7 +35,8 @@ class SpendlakeGroup(SingleValueGroup):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with told_by(lambda note: click.echo(one_line(f"note: {note}"), err=True)):
+                return super().invoke(ctx)
         except SpendlakeError as exc:
             _fail(ctx, exc)
         except BrokenPipeError:

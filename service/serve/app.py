@@ -24,6 +24,7 @@ from functools import partial
 import duckdb
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from service.attribution import RollupsKept, kept_in
 from service.core.config import Config
 from service.core.errors import (ConfigError, DataError, LakeBusyError, ResourceError, SpendlakeError, UsageError,
                                  damaged_lake_file)
@@ -85,6 +86,7 @@ class Api:
         self.token = token
         self.clock = clock
         self.reports = Reports(config)
+        self.rollups = RollupsKept()
         self.routes: dict[str, Route] = {
             "/metrics": Route(self.metrics),
             "/healthz": Route(self.healthz),
@@ -128,7 +130,8 @@ class Api:
             return error_response(400, f"{blank[0]} is empty, naming no day or time", where=blank[0],
                                   hint=f"leave {blank[0]} out for its default")
         try:
-            return route.handler(query, authorized) if route.detailed else route.handler(query)
+            with kept_in(self.rollups):  # a stale period rolled up for one request serves the next
+                return route.handler(query, authorized) if route.detailed else route.handler(query)
         except UsageError as exc:
             return error_response(400, exc.message, where=exc.where, hint=exc.hint)
         except LakeBusyError as exc:
