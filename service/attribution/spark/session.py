@@ -18,10 +18,12 @@ import os
 import warnings
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
+from dataclasses import replace
 from itertools import islice
 
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.jobs import JOBS_TABLE
+from service.attribution.rollup_memory import tell_rolled_up
 from service.attribution.rollup_versions import ROLLUP_TABLE, version_of
 from service.attribution.sql import rollup_sql
 from service.attribution.statement import Sql, transpile
@@ -179,14 +181,16 @@ class SparkRollupSession(RollupSession):
         if config.clusters is not None:  # the job snapshots are part of the rollups' version too
             inventory |= self.lake.jobs_basis(job_files)
             self.allocation = SparkAllocation(self.con, lake, config, job_files, bool(tag_files))
-        computed, found = [], derived_records.problems(self.lake)  # what the last verify found
+        computed, rolled, found = [], [], derived_records.problems(self.lake)  # what the last verify found
         for part in self.partitions:
             version = version_of(config, ledger[(part.source, part.period)], inventory).name
             file = stored.get((part.source, part.period, version))
             if file is not None and self.lake.whole(file, found):
                 self.files.append(file)
             else:
+                rolled.append(replace(part, entry=ledger[(part.source, part.period)]))
                 computed.append(self._rollup(part))
+        tell_rolled_up(rolled)  # said once to a command's reader, as the DuckDB read says it
         log.info("Spark reads %s: %d periods from their stored rollups, %d rolled up from the raw lines",
                  self.lake.location, len(self.files), len(computed))
         frames = ([self.lake.read(ROLLUP_TABLE, self.files)] if self.files else []) + computed
