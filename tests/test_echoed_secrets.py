@@ -74,6 +74,17 @@ def test_a_short_secret_leaves_the_amounts_counts_and_teams_that_hold_it_as_a_wo
     assert logs.redact(line) == line
 
 
+@pytest.mark.parametrize("secret", ["a", "ab"])
+def test_a_one_or_two_character_secret_leaves_a_word_after_a_colon_and_is_redacted_as_the_value(secret):
+    """`source: a` is a log line's word; `password: a`, `svc:a@host`, `pass=a`, `'a'` are the secret."""
+    logs.hide(secret)
+    line = f"source: {secret} file; job {secret}: failed; ratio 1:{secret}"
+    assert logs.redact(line) == line
+    echoed = f"password: {secret}; //svc:{secret}@prom; pass={secret}; pass: {secret}; refused '{secret}'"
+    assert logs.redact(echoed) == ("password: <redacted>; //svc:<redacted>@prom; pass=<redacted>; pass: <redacted>;"
+                                   " refused '<redacted>'")
+
+
 @pytest.mark.parametrize("echoed, shown", [
     pytest.param("GET //svc:cat7@prom:9090 refused", "GET //svc:<redacted>@prom:9090 refused", id="url-userinfo"),
     pytest.param("sent pass=cat7&x=1", "sent pass=<redacted>&x=1", id="after-equals"),

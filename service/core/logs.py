@@ -35,13 +35,14 @@ REDACTIONS = (
 # Secrets read from the environment (a slurmrestd JWT) or a URL's userinfo: no pattern knows
 # their shape, and a server or a proxy may write the one it was sent into its error, so their
 # values are redacted: one of WORD_BELOW characters or more wherever it stands; a shorter one (a
-# 6-character password) only where it stands as a value, as servers echo one: after `=` or `:`
-# (a URL's `//user:secret@`, `pass: 'x'`), alone in quotes, after Bearer, Basic, token,
-# password, secret or key. Anywhere, a 4-digit one blanked row counts and amounts
-# (each secret → None, or the pattern of it as a value).
+# 6-character password) only where it stands as a value, as servers echo one: after `=`, as a
+# URL's `//user:secret@`, alone in quotes, after Bearer, Basic, token, password, pass, secret or
+# key (and their `:`). Anywhere, a 4-digit one blanked row counts and amounts; after any `:`, a
+# one-letter one blanked the word of `source: a` (each secret → None, or its pattern as a value).
 SECRETS: dict[str, re.Pattern[str] | None] = {}
 WORD_BELOW = 8
-VALUE_AFTER = (r"""(?:[=:]\s*['"]?|(?i:\b(?:bearer|basic|token|password|passwd|secret|key)\b)\s*['"]?)""")
+VALUE_AFTER = (r"""(?:=\s*['"]?|(?i:\b(?:bearer|basic|token|password|passwd|pass|secret|key)\b)"""
+               r"""['"]?\s*[:=]?\s*['"]?)""")
 
 
 def as_a_value(secret: str) -> re.Pattern[str]:
@@ -49,7 +50,7 @@ def as_a_value(secret: str) -> re.Pattern[str]:
     # `cat7s`'s); one ending in a sign (`pass!`) ends there, whatever follows
     end = r"(?!\w)" if re.match(r"\w", secret[-1]) else ""
     escaped = re.escape(secret)
-    return re.compile(rf"""({VALUE_AFTER}){escaped}{end}|(?<=['"]){escaped}(?=['"])""")
+    return re.compile(rf"""({VALUE_AFTER}){escaped}{end}|(?<=\w:){escaped}(?=@)|(?<=['"]){escaped}(?=['"])""")
 
 
 def hide(secret: str) -> None:
