@@ -5,6 +5,7 @@ files, so the first ingest failed every period with 'no such file or directory'.
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -94,3 +95,40 @@ def test_a_held_guard_that_is_a_file_is_refused_naming_it_not_silently_skipped(t
         with pytest.raises(LakeBusyError):
             with lake.lock("ingest"):
                 pass
+
+
+def test_a_reader_goes_on_at_once_past_a_dead_ingests_pending_entries_while_a_writer_with_a_removed_lock_file_runs(
+        tmp_path, monkeypatch):
+    """An ingest killed mid-commit left pending entries; a `spendlake rollup` then holds the lock and
+    its lock file was removed: the holder was not known, so taken for the entries' writer, and every
+    reader waited 10 s; it is named in `_locks/ingest.held/` too, another than the entries' writer."""
+    import json
+    import subprocess
+    import sys
+
+    from service.core import locks, snapshot
+    from tests.test_lake import rows_relation
+
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    monkeypatch.setattr(Lake, "record", lambda self, entries: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        lake.commit_costs(con, rows_relation(con, [("2026-10-01", "USD", "10.5", "INV1")]),
+                          source="cur", delivery_id="d1", periods=None)
+    monkeypatch.undo()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ledger = json.loads(lake.ledger_file.read_text())
+    ledger["pending_by"] = ledger["pending_by"].replace(str(os.getpid()), str(dead.pid), 1)
+    lake.ledger_file.write_text(json.dumps(ledger))
+    reads = []
+    with lake.lock("ingest"):
+        (lake.locks / "ingest.lock").unlink()
+        assert lake.lock_holder("ingest") == locks.holder()
+        assert not snapshot._committing(lake, lake.ledger_state())
+        assert snapshot.read_consistently(lake, lambda snap: reads.append(snap.in_flight)) is None
+    assert reads == [False]
+    with lake.lock("ingest"):  # its name removed from the folder too: not known, it may be the one
+        (lake.locks / "ingest.lock").unlink()
+        (lake.locks / "ingest.held" / "holder").unlink()
+        assert lake.lock_holder("ingest") == "" and snapshot._committing(lake, lake.ledger_state())

@@ -9,7 +9,8 @@ one announced is never taken for the new holder's. A reader may ask which writer
 (`lock_holder`): it takes and drops a shared lock, which fails while the exclusive one is
 held, in this process or another. The kernel drops a lock when its process dies, so a holder
 is alive whatever the clocks say. A writer also locks the folder `<name>.held/` beside the
-file, so removing the file while it is held lets no second writer in.
+file, so removing the file while it is held lets no second writer in, and names itself in it
+(`holder`), so readers still tell its commits from those of a writer that died.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from service.core.errors import DataError, LakeBusyError, os_error
 
 _PROCESS = secrets.token_hex(6)  # a forked child differs by its pid
+HOLDER = "holder"  # the file in `<name>.held/` naming the holder, as its lock file does
 LOOK_SECONDS = 0.2  # a lock held this long is held by a writer, not looked at by a reader
 _command = ""  # what this process is ("spendlake serve"), written under the holder: `serve`'s jobs hold `ingest`
 
@@ -57,6 +59,8 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
             try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, f"{holder()}\n{_command}".encode(), 0)
+                if pin is not None:  # named in the folder too: the lock file may be removed while held
+                    _write(locks / f"{name}.held" / HOLDER, holder())
             except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
                 raise os_error(exc, str(path)) from None
             yield
@@ -117,9 +121,9 @@ def holder() -> str:
 
 
 def lock_holder(locks: Path, name: str) -> str | None:
-    """The `holder` of the `name` lock while a writer holds it; "" while one does that has not
-    written itself yet, or whose lock file was removed or replaced while held (its `.held/`
-    folder is still locked: see `_pinned`); None while none does."""
+    """The `holder` of the `name` lock while a writer holds it, from its lock file, or from its
+    `.held/` folder when that file was removed or replaced while held (the folder still locked:
+    see `_pinned`); "" while one does that has not written itself yet; None while none does."""
     try:
         fd = os.open(locks / f"{name}.lock", os.O_RDONLY)
     except OSError:  # never locked, removed, or not readable: the folder tells
@@ -131,7 +135,26 @@ def lock_holder(locks: Path, name: str) -> str | None:
             return os.pread(fd, 300, 0).decode(errors="replace").partition("\n")[0].strip()
         finally:
             os.close(fd)  # drops the shared lock taken to look
-    return "" if _held(locks / f"{name}.held") else None
+    held = locks / f"{name}.held"
+    return _holder_in(held) if _held(held) else None
+
+
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _holder_in(held: Path) -> str:
+    """The holder named in a held `<name>.held/` folder; "" when not (yet) written there, or removed.
+    Read while the folder is locked, so it is the holder's, or a moment after its lock, the previous
+    one's: which a reader takes for the writer of a commit that died, and waits, as for "" ."""
+    try:
+        return (held / HOLDER).read_text(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _held(folder: Path) -> bool:

@@ -113,7 +113,7 @@ def _committing(lake: LakeFiles, state: LedgerState) -> bool:
     holds the ingest lock; the kernel drops it when that process dies, so its entries are
     abandoned at once (the next ingest settles them). No clock decides: a clock jumping
     forward in the middle of a commit must not let a reader read half of it. A holder not known
-    (its lock file removed while held) may be the one: wait for it."""
+    (its lock file removed while held, and its name not in `.held/`) may be the one: wait for it."""
     return bool(state.pending_by) and lake.lock_holder("ingest") in (state.pending_by, "")
 
 
