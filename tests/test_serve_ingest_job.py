@@ -92,6 +92,19 @@ def test_the_bills_committed_get_their_rollups_when_the_inventory_then_fails(tmp
     assert stored > 0
 
 
+def test_a_publish_failing_is_one_line_of_the_service_naming_it(tmp_path, caplog, monkeypatch):
+    # with -v, ingest's own `publishing 1 staged deliveries failed: ...` said it before the job's ERROR line
+    from service.core.errors import ResourceError
+    from service.ingest import billing
+
+    def full(lake, staged):
+        raise ResourceError("the disk is full", where=str(lake.root), hint="free some space")
+
+    monkeypatch.setattr(billing, "publish_costs", full)
+    said = failing_bill_said(tmp_path, caplog, BILL)
+    assert [(name, level) for name, level, _ in said] == [("service.serve.scheduler", "ERROR")], said
+
+
 def failing_bill_said(tmp_path, caplog, bill: str | None) -> list[tuple[str, str, str]]:
     """The log records of a serve ingest job (-v) whose billing source fails, naming the source."""
     config = bill_and_jobs(tmp_path)

@@ -135,8 +135,7 @@ def _publish(lake: Lake, outcomes: Sequence[DeliveryOutcome]) -> None:
         return
     try:
         publish_costs(lake, [o.staged for o in staged])
-    except SpendlakeError as error:
-        log.info("publishing %d staged deliveries failed: %s", len(staged), error)
+    except SpendlakeError as error:  # said by each outcome's FAILED line (serve: the job's ERROR), not here too
         for outcome in staged:
             outcome.status, outcome.error, outcome.entries = "failed", error, []
         return
