@@ -216,7 +216,25 @@ def test_55_a_reader_error_is_one_line_with_file_line_and_column_and_the_whole_t
     state = json.loads((tmp_path / "lake" / "_state" / "sources.json").read_text())["focus"]
     assert state["last_error"] in line and "\n" not in state["last_error"]
     verbose = CliRunner().invoke(cli, ["-v", "--config", str(config), "ingest"])
-    assert "DuckDB's full message" in verbose.output and "Original Line" in verbose.output
+    assert "DuckDB's message" in verbose.output and "Original Line" in verbose.output
+
+
+def test_duckdbs_message_with_v_is_one_bounded_line_without_the_readers_options(tmp_path):
+    """-v logged DuckDB's whole text: its lines, the fixes that do not apply, the reader's options
+    (`file = <path>` again) and the offending row whole, however long (a Tags cell of 100 KB)."""
+    export = tmp_path / "export"
+    export.mkdir()
+    rows = list(csv.reader(FOCUS.open(encoding="utf-8-sig")))
+    rows[6][rows[0].index("BilledCost")] = "12,5 EUR"
+    rows[6][rows[0].index("Tags")] = json.dumps({"note": "x" * 100_000})
+    with (export / "bill.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows[:20])
+    verbose = CliRunner().invoke(cli, ["-v", "--config", str(config_file(tmp_path, tmp_path / "lake", export)),
+                                       "ingest"])
+    logged = [line for line in verbose.stderr.splitlines() if "DuckDB's message" in line]
+    assert logged and all(len(line) < 2_000 for line in logged), [len(line) for line in logged]
+    assert any("Original Line" in line and 'Could not convert string "12,5 EUR"' in line for line in logged), logged
+    assert not [line for line in logged if "Possible solutions" in line or "delimiter =" in line or "\\n" in line]
 
 
 @pytest.mark.parametrize("row, reason", [

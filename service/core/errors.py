@@ -171,13 +171,13 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     a full disk or exhausted memory says so (a ResourceError: the file is not at fault, and
     re-exporting it would not help); a path the sandbox refuses names it (and the link's
     target); anything else is a DataError `message: reason`, the reason defaulting to
-    DuckDB's own in one line (file line, column, what is wrong). DuckDB's full text, reader
-    options and all, is logged at INFO (`spendlake -v`)."""
+    DuckDB's own in one line (file line, column, what is wrong). DuckDB's own text (its row,
+    its details) is logged at INFO (`spendlake -v`) on one line: `logged_text`."""
     resource = resource_error(exc, where)
     if resource is not None:
         return resource
     text = str(exc).strip()
-    log.info("%s: %s; DuckDB's full message:\n%s", where or "DuckDB", message, text)
+    log.info("%s: %s; DuckDB's message: %s", where or "DuckDB", message, logged_text(text))
     denied = next((m for m in ("Permission denied", "Read-only file system") if m in text), None)
     if denied:
         path = QUOTED_PATH.search(text)
@@ -194,6 +194,15 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     if where and reason.startswith(f"{where}: "):  # a value's error names its file (table.fail): once is enough
         reason = reason[len(where) + 2:]
     return DataError(f"{message}: {reason}", where=where, hint=hint)
+
+
+def logged_text(text: str) -> str:
+    """DuckDB's text for the -v log on one line (` | ` between its lines), without the fixes
+    that do not apply and the reader's options after them (the file's path again), each line
+    at most MAX_REASON characters: its offending CSV row may be megabytes."""
+    text = POSSIBLE_FIXES.split(text, 1)[0].split("Parser options", 1)[0]
+    lines = [item.strip() for item in text.splitlines() if item.strip()]
+    return " | ".join(item if len(item) <= MAX_REASON else item[:MAX_REASON] + "…" for item in lines)
 
 
 def spreadsheet_hint(time: str) -> str:
