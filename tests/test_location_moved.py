@@ -6,6 +6,7 @@ period twice (RELIABILITY 1, 39)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import yaml
@@ -68,3 +69,48 @@ def test_a_location_copied_without_its_times_is_read_again_and_counts_once(tmp_p
     assert all("committed" in line for line in said), said
     assert {p: f[1:3] for p, f in figures(tmp_path).items()} == {p: f[1:3] for p, f in before.items()}
     assert {uri for e in Lake(tmp_path / "lake").ledger() for uri in e.files} == {str(copied / k) for k in FILES}
+
+
+def test_a_file_under_the_moved_location_with_its_size_and_times_but_other_bytes_is_read_again(tmp_path):
+    """A file at the same path under the new location, of the size and modification time (to the
+    nanosecond) of one recorded there but rewritten (its last line's cost), is not the one moved."""
+    export = exported(tmp_path)
+    ingest(tmp_path, export)
+    before = figures(tmp_path)
+    moved = shutil.copytree(export, tmp_path / "disk2" / "billing")
+    shutil.rmtree(export)
+    rewritten = moved / "a" / "part-0.csv"
+    times = rewritten.stat()
+    data = rewritten.read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n")
+    assert data.count(b',-0.00002600000,"/providers', last) == 1
+    rewritten.write_bytes(data[:last] + data[last:].replace(b',-0.00002600000,"/providers', b',-0.00009600000,"/providers'))
+    os.utime(rewritten, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert (rewritten.stat().st_size, rewritten.stat().st_mtime_ns) == (times.st_size, times.st_mtime_ns)
+    said = ingest(tmp_path, moved)
+    assert any("committed" in line for line in said) and any("unchanged" in line for line in said), said
+    after = figures(tmp_path)
+    changed = [p for p in before if after[p][2] != before[p][2]]
+    assert len(changed) == 1 and after[changed[0]][0] != before[changed[0]][0], (before, after)
+
+
+def test_a_file_recorded_without_its_sampled_bytes_gains_them_at_the_next_ingest_and_then_moves_unchanged(tmp_path):
+    """file_periods.json written before the sampled bytes: a file that seems moved and whose bytes
+    are not known is read again (never taken unseen); an ingest finding it unchanged records them."""
+    import json
+
+    export = exported(tmp_path)
+    ingest(tmp_path, export)
+    before = figures(tmp_path)
+    cache = tmp_path / "lake" / "_state" / "file_periods.json"
+    known = json.loads(cache.read_text())
+    cache.write_text(json.dumps({s: {k: {f: v for f, v in r.items() if f != "sample"} for k, r in records.items()}
+                                 for s, records in known.items()}))
+    said = ingest(tmp_path, export)
+    assert all(": unchanged (delivery" in line for line in said), said
+    assert json.loads(cache.read_text()) == known
+    moved = shutil.copytree(export, tmp_path / "disk2" / "billing")
+    shutil.rmtree(export)
+    said = ingest(tmp_path, moved)
+    assert said and all(": unchanged (delivery" in line for line in said), said
+    assert figures(tmp_path) == before

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
-from connectors.storage import moved_alike
+from connectors.storage import moved_alike, sampled_digest
 from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.files import files_named
@@ -57,7 +57,8 @@ from service.ingest import copies
 
 log = logging.getLogger(__name__)
 
-STATE = "file_periods"  # {source: {file fingerprint: {"uri": …, "periods": [...], "skipped": str | None}}}
+# {source: {file fingerprint: {"uri": …, "periods": [...], "skipped": str | None, "version", "sample"}}}
+STATE = "file_periods"
 DIGESTS = "file_digests"  # {source: {uri: {"version", "size", "sha256"[, "copy_of"]}}}: service.ingest.copies
 
 
@@ -153,8 +154,10 @@ def plan(lake: Lake, con: duckdb.DuckDBPyConnection, connector: CostConnector, s
         version = result.versions.get(file.files[0])
         if file.delivery_id in moved:
             index[file.delivery_id] = moved[file.delivery_id]
-        elif file.delivery_id in known:  # with its version, a file recorded before versions were (_as_delivered)
-            index[file.delivery_id] = {"version": version, **known[file.delivery_id]}
+        elif file.delivery_id in known:  # with its version and sample, a file recorded before they were (_as_delivered)
+            record = known[file.delivery_id]
+            index[file.delivery_id] = {"version": version, **record} if "sample" in record else \
+                {"version": version, **record, "sample": _sample(file.files[0], version)}
         else:
             try:
                 index[file.delivery_id] = _entry(file, _survey(lake, con, connector, file), version=version)
@@ -257,7 +260,13 @@ def _unheld(loose: Sequence[Delivery], ledger: Sequence[LedgerEntry], connector:
 
 
 def _entry(file: Delivery, periods: list[str], skipped: str | None = None, version: str | None = None) -> dict:
-    return {"uri": file.files[0], "periods": periods, "skipped": skipped, "version": version}
+    uri = file.files[0]
+    return {"uri": uri, "periods": periods, "skipped": skipped, "version": version, "sample": _sample(uri, version)}
+
+
+def _sample(uri: str, version: str | None) -> str | None:
+    """A local file's `sampled_digest`, by which a file seeming moved is told from another (_as_delivered)."""
+    return sampled_digest(uri) if version and not uri.startswith("s3://") else None
 
 
 def _as_delivered(connector: CostConnector, loose: Sequence[Delivery], known: dict[str, dict],
@@ -266,7 +275,8 @@ def _as_delivered(connector: CostConnector, loose: Sequence[Delivery], known: di
     moved now. A local file's fingerprint holds its inode and change time, so the location copied
     with its times to another disk (`cp -a`, `rsync -a`, `mv` across file systems) made every
     period new: a file at the same path under the location, of the size and modification time
-    of a file recorded there and gone since, is that file moved (`moved_alike`). It keeps its
+    of a file recorded there and gone since, and of its sampled bytes (a record without them: not
+    known, read again), is that file moved (`moved_alike`). It keeps its
     recorded id and periods (its period is "unchanged"; billing.py moves the ledger's files), the
     record marked `moved` with its own fingerprint, by which later runs know it."""
     aliases = {record["moved"]: old for old, record in known.items() if record.get("moved")}
@@ -290,7 +300,7 @@ def _as_delivered(connector: CostConnector, loose: Sequence[Delivery], known: di
         location = connector.config.location.rstrip("/")
         tail = uri[len(location):] if uri.startswith(location + "/") else "/" + os.path.basename(uri)
         same = [old for old in ending_in(tail) if old in gone and moved_alike(gone[old]["version"], version)]
-        if len(same) == 1:
+        if len(same) == 1 and gone[same[0]].get("sample") and gone[same[0]]["sample"] == sampled_digest(uri):
             aliases[file.delivery_id] = same[0]
             moved[same[0]] = {**gone.pop(same[0]), "uri": uri, "version": version, "moved": file.delivery_id}
     return [replace(f, delivery_id=aliases[f.delivery_id]) if f.delivery_id in aliases else f for f in loose], moved
