@@ -27,7 +27,9 @@ cost, or when it has UnusedReservation/UnusedSavingsPlan rows — in an actual e
 costs 0 and the purchase carries the money. A file with neither sign nor a commitment's
 purchase (a subscription or a part with on-demand usage only: the two coincide there) takes
 the type the other files of the delivery holding its billing periods show, so an amortized
-export written in several files is effective cost whole; else it is actual. Set
+export written in several files is effective cost whole; else the type the export's names say
+(`DailyAmortizedCost/…`, a folder `amortized`: `named_cost_type`), so its month without a
+commitment line is effective cost as its other months; else it is actual. Set
 `cost_type: actual|amortized` to skip that extra pass.
 
 The other FOCUS columns, from Azure's own: CommitmentDiscount* from `benefitId`/`benefitName`
@@ -245,7 +247,9 @@ class AzureCostConnector(FolderExport):
                 except SpendlakeError:  # that file fails on its own read, naming itself
                     theirs = self._signs[uri] = None
                 others.update(theirs[period] for period in own if theirs and period in theirs)
-        return others - {"unknown"} == {"amortized"}
+        if others - {"unknown"}:
+            return others - {"unknown"} == {"amortized"}
+        return named_cost_type(self.config.location, table.uri) == "amortized"
 
     def _signs_of(self, con: duckdb.DuckDBPyConnection, table: Table) -> dict[str, str] | None:
         """Per billing period the file's rows hold, which export they are from: `amortized`
@@ -275,6 +279,20 @@ class AzureCostConnector(FolderExport):
                      for period, amortized, actual in rows}
         self._signs[table.uri] = found
         return found
+
+
+NAMED_TYPE = re.compile(r"(?i)(amorti[sz]ed)|(actual)")
+
+
+def named_cost_type(location: str, uri: str) -> str | None:
+    """The cost type the export's own names say, where its rows tell none (a month of on-demand
+    usage only): `amortized` or `actual` in the location's folder name or a folder or file name
+    below it (Azure writes `<export name>/<date range>/<export name>_<id>.csv`: `DailyAmortizedCost`);
+    None when neither word or both are there."""
+    location = location.rstrip("/")
+    below = uri[len(location):] if uri.startswith(location + "/") else "/" + uri.rsplit("/", 1)[-1]
+    found = {"amortized" if named[1] else "actual" for named in NAMED_TYPE.finditer(location.rsplit("/", 1)[-1] + below)}
+    return found.pop() if len(found) == 1 else None
 
 
 def other_dataset(table: Table, uri: str, declared: str | None) -> None:

@@ -9,6 +9,8 @@ import csv
 import io
 from decimal import Decimal
 
+import pytest
+
 from billing_helpers import failures, ingest_files, sums
 from conftest import SAMPLES
 
@@ -56,3 +58,24 @@ def test_an_actual_export_in_two_files_stays_billed_cost(tmp_path):
     lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "export"))
     assert failures(result) == []
     assert sums(lake, "billing_period") == [("2023-09", 11, Decimal("8.545007786742"), None)]
+
+
+def on_demand_month(folder, name: str) -> None:
+    """The amortized sample's on-demand lines alone: a month of the export with no commitment line."""
+    split(AMORTIZED, folder.parent / "scratch", "committed.csv", "on-demand.csv")
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes((folder.parent / "scratch" / "on-demand.csv").read_bytes())
+
+
+@pytest.mark.parametrize("name, billed, effective", [
+    ("DailyAmortizedCost/20230901-20230930/DailyAmortizedCost_0b7c5e9a.csv", None, Decimal("15.797780136169")),
+    ("monthly-amortised/2023-09/part-0.csv", None, Decimal("15.797780136169")),
+    ("MonthlyActualCost/20230901-20230930/MonthlyActualCost_0b7c5e9a.csv", Decimal("15.797780136169"), None),
+    ("subscription-a/20230901-20230930/costs_0b7c5e9a.csv", Decimal("15.797780136169"), None),  # nothing tells
+], ids=["export-named-amortized", "folder-named-amortised", "export-named-actual", "unnamed"])
+def test_a_month_without_commitment_lines_takes_the_cost_type_its_exports_name_says(tmp_path, name, billed, effective):
+    # read by its rows alone, an amortized export's month of on-demand usage only was actual: BilledCost
+    on_demand_month(tmp_path / "export", name)
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "export"))
+    assert failures(result) == []
+    assert sums(lake, "billing_period") == [("2023-09", 26, billed, effective)]
