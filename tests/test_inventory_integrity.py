@@ -247,10 +247,33 @@ def test_an_unreadable_record_is_read_as_none_and_written_again_by_the_next_inve
     record.write_text(json.dumps(edit(json.loads(record.read_text()))) if edit else content)
     assert job_count(lake) == 3000
     verified = spendlake(config, "verify", "--format", "json")
-    [row] = json.loads(verified.output)
-    assert verified.exit_code == 0 and row["check"] == "unrecorded" and "record is unreadable" in row["detail"], row
+    [row] = json.loads(verified.stdout)
+    # the record existed and is damaged: verify says so (it was exit 0, 'unrecorded', as if never recorded)
+    assert verified.exit_code == 3 and row["check"] == "record lost" and "record is unreadable" in row["detail"], row
     assert spendlake(config, "inventory").exit_code == 0
     assert json.loads(spendlake(config, "verify", "--format", "json").output)[0]["check"] == "ok"
+
+
+def test_a_record_deleted_since_the_last_verify_makes_verify_exit_3_with_the_fix_and_reads_go_on(lake):
+    config, lake = lake
+    assert spendlake(config, "verify").exit_code == 0
+    file = snapshot(lake)
+    [record] = (lake.root / RECORDS).rglob("*.json")
+    kept = json.loads(record.read_text())
+    record.unlink()
+    assert job_count(lake) == 3000  # the file is read as one written before records, as before
+    for _ in range(2):  # said again until it is fixed
+        verified = spendlake(config, "verify")
+        assert verified.exit_code == 3 and "lost its record" in verified.output, verified.output
+        assert "there at the last `spendlake verify`, is gone" in verified.output, verified.output
+        assert str(record) in verified.output and kept["sha256"] in verified.output, verified.output
+        assert "spendlake inventory --source trace" in verified.output, verified.output
+    assert str(file) in verified.output
+    record.write_text(json.dumps({k: kept[k] for k in ("size", "rows", "sha256")}))  # the fix it names
+    assert spendlake(config, "verify").exit_code == 0
+    record.unlink()
+    assert spendlake(config, "verify").exit_code == 3
+    assert spendlake(config, "inventory").exit_code == 0 and spendlake(config, "verify").exit_code == 0
 
 
 @pytest.mark.parametrize("stand_in", ["fifo", "link to /dev/zero"])

@@ -20,11 +20,12 @@ aside first (service/core/snapshot_set_aside.py) and writes the table again.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -45,6 +46,7 @@ SET_ASIDE = "_damaged"  # where a damaged snapshot is moved (service/core/snapsh
 OWN_TABLES = ("findings", "plans")
 LOST = {"findings": "the acknowledgements it holds", "plans": "the plans it holds, to register again"}
 RECORD_CHANGED = "its record changed, not the file"
+RECORD_LOST = "record lost"  # a verify's state of a snapshot whose record it knew (`with_lost_records`)
 RECORDED_TABLES = (*INVENTORY_TABLES, *OWN_TABLES)
 RECORD_FIELDS = ("size", "rows", "sha256")
 NOT_A_FILE = "not a regular file"  # a snapshot's digest when a FIFO or a device stands in its place
@@ -88,7 +90,8 @@ class SnapshotCheck:
 
     def sentence(self) -> str:
         kind = "table" if self.table in OWN_TABLES else "snapshot"
-        return f"{self.table} {kind} source={self.source}/{self.partition} is {self.state}" + (
+        said = "lost its record" if self.state == RECORD_LOST else f"is {self.state}"
+        return f"{self.table} {kind} source={self.source}/{self.partition} {said}" + (
             f" ({self.detail})" if self.detail else "")
 
 
@@ -322,16 +325,39 @@ def sound_files(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list:
 def verify_snapshots(lake: SnapshotLake, record: bool = True) -> list[SnapshotCheck]:
     """Re-hash every snapshot of the configured sources; the damaged ones are recorded
     (`record_verify`) so every read fails on them until `inventory` writes them again."""
-    checks = snapshot_checks(lake, deep=True)
+    checks = with_lost_records(lake, snapshot_checks(lake, deep=True))
     if record:
         record_verify(lake, checks)
     return checks
 
 
+def with_lost_records(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list[SnapshotCheck]:
+    """`checks` with an unrecorded snapshot whose record is unreadable, or was there at the last
+    verify (`recorded` in its state), said as RECORD_LOST: not one written before records. Only
+    verify says it (reads go on reading the file as unrecorded, as before); it gives the file as
+    it is, to write its record again if it is the one written."""
+    known = set(lake.read_state(VERIFY_STATE).get("recorded", []))
+    lost = [c for c in checks if c.state == "unrecorded" and (c.record == {} or c.key in known)]
+    for check in lost:
+        why = "its record is unreadable" if check.record == {} else ("its record, there at the last `spendlake "
+                                                                     "verify`, is gone")
+        path = Path(check.path)
+        facts = describe(path) if path.is_file() else {}  # a FIFO in its place: never read (its checks name it)
+        if facts:
+            why += f"; the file: {facts['size']:,} bytes, {facts['rows'] or 0:,} rows, SHA-256 {facts['sha256']}"
+        checks = [replace(c, state=RECORD_LOST, detail=why, record=facts) if c is check else c for c in checks]
+    return list(checks)
+
+
 def record_verify(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> None:
-    found = [{"snapshot": c.key, "state": c.state, "detail": c.detail} for c in checks if not c.ok]
-    problems = problems_kept(lake.read_state(VERIFY_STATE), found, {c.key for c in checks}, lambda p: p["snapshot"])
-    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "snapshots": len(checks), "problems": problems})
+    found = [{"snapshot": c.key, "state": c.state, "detail": c.detail} for c in checks if not c.ok
+             and c.state != RECORD_LOST]  # the file is not known damaged: reads go on
+    earlier = lake.read_state(VERIFY_STATE)
+    problems = problems_kept(earlier, found, {c.key for c in checks}, lambda p: p["snapshot"])
+    recorded = sorted({k for k in earlier.get("recorded", []) if k not in {c.key for c in checks}}
+                      | {c.key for c in checks if c.record or c.state == RECORD_LOST})
+    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "snapshots": len(checks), "problems": problems,
+                                    "recorded": recorded})
 
 
 def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:
@@ -341,7 +367,10 @@ def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:
              "`spendlake verify`" + (f" (`{rewritten_by(c)}` would set the whole file aside and write the table again "
                                      f"without {LOST[c.table]})" if c.table in LOST else "")
              for c in bad if c.record_changed]
-    rewrite = [c for c in bad if not c.record_changed]
+    fixes += [f"if {c.path} is the file written, write its record {record_file(Path(c.path).parents[3], Path(c.path))} "
+              f"again as {json.dumps({k: (c.record or {}).get(k) for k in RECORD_FIELDS})}, then run `spendlake "
+              f"verify`; else run `{rewritten_by(c)}`" for c in bad if c.state == RECORD_LOST]
+    rewrite = [c for c in bad if not c.record_changed and c.state != RECORD_LOST]
     for own, does in ((False, f"it writes the snapshot again from the source, or sets one it can no longer take (an "
                               f"earlier day's) aside under {SET_ASIDE}/"),
                       (True, f"it sets the damaged file aside under {SET_ASIDE}/ and writes the table again")):
