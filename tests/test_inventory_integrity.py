@@ -292,3 +292,13 @@ def test_36_a_snapshot_replaced_by_a_fifo_or_a_link_to_dev_zero_exits_3_not_hang
                                text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
         assert query.returncode == 3, query.stderr
         assert f"{file}: jobs snapshot source=slurm/snapshot_date=" in query.stderr and "is truncated" in query.stderr
+
+
+def test_a_verify_state_whose_recorded_snapshots_are_not_a_list_is_exit_3_naming_it(lake):
+    config, lake = lake
+    assert spendlake(config, "verify").exit_code == 0
+    state = lake.root / "_state" / "snapshot_verify.json"
+    state.write_text(json.dumps({**json.loads(state.read_text()), "recorded": 5}))  # edited by hand
+    verified = spendlake(config, "verify")
+    assert verified.exit_code == 3 and isinstance(verified.exception, SystemExit), repr(verified.exception)
+    assert str(state) in verified.output and "recorded: must be a list" in verified.output, verified.output

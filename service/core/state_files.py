@@ -91,6 +91,7 @@ class DerivedVerified(Open):
 
 class SnapshotVerified(Open):
     problems: list[SnapshotProblem] = []
+    recorded: list[StrictStr] = []  # the snapshots found with a record (snapshot_ledger.with_lost_records)
 
 
 def _iso_date(text: str) -> str:
