@@ -591,3 +591,28 @@ def test_the_folded_rest_and_the_totals_sum_the_runs_gpu_hours_before_rounding(t
     assert [(r["run"], r["gpu_hours"], r["cost_per_gpu_hour"]) for r in data["rows"]] == [
         ("r1", "8.000000", "10.000000"), ("other", "1.000000", "10.000000")]
     assert [t["gpu_hours"] for t in data["totals"]] == ["9.000000"]
+
+
+def test_a_restart_whose_failed_attempt_ended_before_the_window_counts_in_it(tmp_path):
+    # "r1" trains on the 1st and fails at 23:00; its restart starts on the 2nd: asked from the 2nd,
+    # the run's one job in the window re-ran failed work (a research lead's "jobs (restarts)": 1 (1)).
+    # "r2" failed on the 1st at another benchmark: its job on the 2nd is no restart. "r3"'s job on
+    # the 2nd began before its failure on the 1st ended: no restart either.
+    jobs = [job("1", 8, "2026-11-01T20:00:00", "2026-11-01T23:00:00", instance_ids=["i-a"], run_id="r1",
+                name="train", state="FAILED"),
+            job("2", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-a"], run_id="r1",
+                name="train-retry"),
+            job("3", 4, "2026-11-01T20:00:00", "2026-11-01T21:00:00", instance_ids=["i-b"], run_id="r2",
+                name="eval-gsm8k", state="FAILED"),
+            job("4", 4, "2026-11-02T10:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r2",
+                name="eval-safety"),
+            job("5", 1, "2026-11-01T20:00:00", "2026-11-01T22:00:00", instance_ids=["i-b"], run_id="r3",
+                name="sft", state="FAILED"),
+            job("6", 1, "2026-11-01T21:00:00", "2026-11-02T10:30:00", instance_ids=["i-b"], run_id="r3", name="sft")]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b")], jobs)
+    got = {r.run: (r.jobs, r.restarts) for r in runs(lake, cfg, query()).rows}
+    assert got == {"r1": (1, 1), "r2": (1, 0), "r3": (1, 0)}
+    story = runs(lake, cfg, query(run="r1")).story
+    assert [(j.job, j.restart) for j in story.jobs] == [("2", True)]
+    # over the run's whole span both attempts are in the window: the same one restart
+    assert [(r.jobs, r.restarts) for r in runs(lake, cfg, RunsQuery.parse(since=None, run="r1")).rows] == [(2, 1)]

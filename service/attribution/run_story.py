@@ -38,14 +38,14 @@ from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
-from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, run_span, running_until
+from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, restarts_from, run_span, running_until
 from service.attribution.sql import dim_col, held_records_cte
 from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.coverage import billing_periods, data_begins, months_touched, periods_text
 from service.core.folding import folded, folded_forms
-from service.core.job_states import Restarts, work_of
+from service.core.job_states import work_of
 from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, iso_utc, minute_text
@@ -200,7 +200,7 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         f"name, scheduler, state, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} "
         "ORDER BY start_time, end_time NULLS LAST, record_id", params.values).fetchall()
     out, running = [], running_until(until)
-    restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs in start order as the row counts
+    restarted = restarts_from(con, since, until, run)  # per run, its jobs in start order as the row counts
     for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, state, *stated in rows:
         gpus = job_gpus(gpus)
         work = work_of(job, name, scheduler)

@@ -11,7 +11,8 @@ text; identifiers come only from validated dimension names:
   decided) with the sums of the three cost measures. Grouping by the exact charge period
   keeps windows that cut a charge period exact (see service/attribution/api.py).
 - `window_sql` (service/attribution/window_sql.py) reads the rollups back.
-- `held_records_cte`: the job records a run's row and story read (`spendlake runs`).
+- `held_records_cte`: the job records a run's row and story read (`spendlake runs`);
+  `failed_before_cte` the failures before the window its first attempts may restart.
 
 service/attribution/statement.py holds a statement with its parameters (and gives it in
 Spark's or Trino's dialect), service/attribution/tag_keys.py which tag keys a dimension reads.
@@ -34,6 +35,7 @@ from service.attribution.tag_keys import tag_candidates
 from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, AttributionConfig
 from service.core.config_clusters import JOB_MATCH_FIELDS
 from service.core.folding import folded_forms, folded_in
+from service.core.job_states import NOT_FAILED
 from service.core.schema import COST_COLUMN_NAMES
 
 # Cost columns the allocation reads besides those every statement carries.
@@ -294,12 +296,27 @@ def held_records_cte(params: Params, since: Any = None, until: Any = None, run: 
     """`j_records`: the newest snapshot of each job record that held GPUs (a start, GPUs, a run
     id), as allocation reads them; overlapping [since, until) (naive UTC) when given, of `run`
     (any case) when given."""
-    kept = ["newest = 1", "start_time IS NOT NULL", "gpus > 0", "coalesce(trim(run_id), '') <> ''"]
+    kept = []
     if until is not None:
         kept.append(f"start_time < {params.bind(until, 'until')}")
     if since is not None:
         kept.append(f"(end_time IS NULL OR end_time > {params.bind(since, 'since')})")
+    return _held_cte("j_records", params, kept, run)
+
+
+def failed_before_cte(params: Params, since: Any) -> str:
+    """`j_failed` (after `held_records_cte`'s `j_records`): the held records of the runs in
+    `j_records` that ended at or before `since` in a state that may be re-run (not NOT_FAILED):
+    the failures a run's first attempts in the window may restart (core.job_states.Restarts)."""
+    not_failed = ", ".join(f"'{state}'" for state in NOT_FAILED if state)
+    kept = [f"end_time <= {params.bind(since, 'since')}", f"state IS NOT NULL AND state NOT IN ({not_failed})",
+            "lower(trim(run_id)) IN (SELECT lower(trim(run_id)) FROM j_records)"]
+    return _held_cte("j_failed", params, kept, None)
+
+
+def _held_cte(name: str, params: Params, kept: list[str], run: str | None) -> str:
+    kept = ["newest = 1", "start_time IS NOT NULL", "gpus > 0", "coalesce(trim(run_id), '') <> ''", *kept]
     if run is not None:
         kept.append(f"list_contains({params.bind(folded_forms(run), 'run')}, lower(trim(run_id)))")
-    return (f"j_records AS (SELECT * EXCLUDE (newest, {', '.join(SETTLED_COLUMNS)}) FROM ({settled_records()}) AS j "
+    return (f"{name} AS (SELECT * EXCLUDE (newest, {', '.join(SETTLED_COLUMNS)}) FROM ({settled_records()}) AS j "
             f"WHERE {' AND '.join(kept)})")
