@@ -83,7 +83,7 @@ def test_state_filters_on_the_last_jobs_state_and_top_folds_the_rest(tmp_path):
 def test_by_project_groups_rows_and_totals(tmp_path):
     lake, cfg = lake_with_runs(tmp_path)
     result = runs(lake, cfg, query(by="project"))
-    assert [(r.values["project"], r.run) for r in result.rows] == [("evals", "r2"), ("llm", "r1"), ("unallocated", "r3")]
+    assert [(r.values["project"], r.run) for r in result.rows] == [("llm", "r1"), ("evals", "r2"), ("unallocated", "r3")]
     assert {(t.group, t.currency, t.cost) for t in result.totals} == {
         (("evals",), "USD", D(20)), (("llm",), "USD", D(80)), (("unallocated",), None, D(0))}
 
@@ -616,3 +616,32 @@ def test_a_restart_whose_failed_attempt_ended_before_the_window_counts_in_it(tmp
     assert [(j.job, j.restart) for j in story.jobs] == [("2", True)]
     # over the run's whole span both attempts are in the window: the same one restart
     assert [(r.jobs, r.restarts) for r in runs(lake, cfg, RunsQuery.parse(since=None, run="r1")).rows] == [(2, 1)]
+
+
+def test_groups_come_costliest_first_as_the_runs_in_each_and_top_keeps_that_order(tmp_path):
+    # project alpha: a1 $10, a2 $20 (= $30); beta: b1 $40, b2 $80 (= $120); gamma: g1 on no billed
+    # instance ($0). By name alpha came first: a research lead asking `--by project` reads the
+    # costliest project first, as `--top` keeps the costliest runs of each
+    jobs = [job(record, gpus, "2026-11-02T10:00:00", end, instance_ids=[instance], run_id=run, project=project)
+            for record, gpus, end, instance, run, project in (
+                ("1", 2, "2026-11-02T10:30:00", "i-a", "a1", "alpha"), ("2", 4, "2026-11-02T10:30:00", "i-a", "a2", "alpha"),
+                ("3", 8, "2026-11-02T10:30:00", "i-b", "b1", "beta"), ("4", 8, "2026-11-02T11:00:00", "i-c", "b2", "beta"),
+                ("5", 1, "2026-11-02T10:30:00", "i-z", "g1", "gamma"))]
+    lake, cfg = setup(tmp_path, [gpu_line("i-a"), gpu_line("i-b"), gpu_line("i-c")], jobs)
+    result = runs(lake, cfg, query(by="project"))
+    assert [(r.values["project"], r.run, r.cost) for r in result.rows] == [
+        ("beta", "b2", D(80)), ("beta", "b1", D(40)), ("alpha", "a2", D(20)), ("alpha", "a1", D(10)),
+        ("gamma", "g1", D(0))]
+    assert [(t.group, t.cost) for t in result.totals] == [(("beta",), D(120)), (("alpha",), D(30)), (("gamma",), D(0))]
+    top = runs(lake, cfg, query(by="project", top="1")).rows
+    assert [(r.values["project"], r.run, r.cost) for r in top] == [
+        ("beta", "b2", D(80)), ("beta", "other", D(40)), ("alpha", "a2", D(20)), ("alpha", "other", D(10)),
+        ("gamma", "g1", D(0))]
+    runner, path = CliRunner(), write_config(tmp_path, lake)
+    args = ["--config", path, "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--by", "project", "--top", "1"]
+    data = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)
+    assert [(r["project"], r["run"]) for r in data["rows"]] == [(r.values["project"], r.run) for r in top]
+    assert [t["project"] for t in data["totals"]] == ["beta", "alpha", "gamma"]
+    lines = list(csv.DictReader(io.StringIO(runner.invoke(cli, [*args, "--format", "csv"]).stdout)))
+    assert [(r["project"], r["run"], r["folded_runs"]) for r in lines] == [
+        ("beta", "b2", ""), ("beta", "other", "1"), ("alpha", "a2", ""), ("alpha", "other", "1"), ("gamma", "g1", "")]

@@ -33,7 +33,8 @@ lake without a bill gives the runs of its job records, without cost (`lake_empty
 A run with job records in the window but no billed instance (its instances or nodes are not in the
 bill, its cluster has no pool) shows cost 0, no currency, and the values its jobs state
 (service/attribution/job_values.py: columns, labels and fields through the tag keys, rules, default).
-`by` groups the rows (team, project, experiment, job_type, cluster, user, state): `top` keeps the
+`by` groups the rows (team, project, experiment, job_type, cluster, user, state), the costliest
+group first, the costliest row first in each: `top` keeps the
 N costliest runs of each group and folds the rest into one `other` row; totals are per group and
 currency (all runs, with or without `top`).
 `run` keeps the rows of that one run (any case) and adds its story: its jobs, its cost by job type
@@ -350,12 +351,12 @@ def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: Job
 
 
 def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResult:
-    """Rows by group, costliest first; `top` per group with the rest as `other`; totals."""
+    """Groups costliest first, the rows in each too; `top` per group with the rest as `other`; totals."""
     groups: dict[tuple, list[RunRow]] = defaultdict(list)
     for row in rows:
         groups[row.group(query.by)].append(row)
     kept, totals = [], []
-    for group in sorted(groups, key=lambda g: tuple(v or "" for v in g)):
+    for group in sorted(groups, key=lambda g: (_costliest(groups[g]), tuple(v or "" for v in g))):
         members = sorted(groups[group], key=lambda r: (r.currency or "~", -r.cost, r.run))
         per_currency: dict[str | None, list[RunRow]] = defaultdict(list)
         for row in members:
@@ -379,3 +380,12 @@ def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResul
     return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
 
 
+
+
+def _costliest(rows: list[RunRow]) -> tuple[str, Decimal]:
+    """A group's place: its cost in its first currency (as its rows come, those without one last),
+    the larger first; amounts of two currencies are not compared."""
+    sums: dict[str, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        sums[row.currency or "~"] += row.cost
+    return min((currency, -cost) for currency, cost in sums.items())
