@@ -82,12 +82,19 @@ def expected(config) -> dict[tuple, float]:
             for dim in spend_tops.DIMENSIONS:
                 nowhere[dim] += row.cost if row.values[dim].lower() == defaults[dim] else 0
         for (team, project), cost in fold_top(pairs, config.service.top_n).items():
-            found[("spendlake_spend_usd", (("project", project), ("team", team), ("window", name)))] = float(cost)
+            found[("spendlake_spend_usd", (*folded_label(pairs, team, project), ("project", project), ("team", team),
+                                           ("window", name)))] = float(cost)
         for (experiment,), cost in fold_top(experiments, config.service.top_n).items():
-            found[("spendlake_experiment_spend_usd", (("experiment", experiment), ("window", name)))] = float(cost)
+            found[("spendlake_experiment_spend_usd", (("experiment", experiment), *folded_label(experiments, experiment),
+                                                      ("window", name)))] = float(cost)
         for dim in spend_tops.DIMENSIONS:
             found[("spendlake_unallocated_ratio", (("dimension", dim), ("window", name)))] = float(nowhere[dim] / total)
     return found
+
+
+def folded_label(values: dict, *labels: str) -> tuple:
+    """The folded rest's label (this lake names no value `other`)."""
+    return (("folded", "true"),) if labels not in values else ()
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["direct", "shared-split"])
@@ -103,7 +110,8 @@ def test_61_stored_tops_are_the_attributions_numbers_folded(tmp_path, shared):
     assert stored.keys() == want.keys()
     for key, value in want.items():
         assert stored[key] == pytest.approx(value, abs=1e-9), key
-    assert ("spendlake_spend_usd", (("project", "other"), ("team", "other"), ("window", "mtd"))) in stored
+    assert ("spendlake_spend_usd", (("folded", "true"), ("project", "other"), ("team", "other"), ("window", "mtd"))) \
+        in stored
     assert stored_file.stat().st_size < 20_000
 
 
@@ -431,8 +439,9 @@ def test_a_service_started_on_a_damaged_lake_shows_the_stored_tops_of_its_last_g
 
 
 def test_a_value_named_other_is_summed_in_the_other_series_whether_or_not_it_ranks():
-    # a metric label has no room for a flag: the `other` series is everything not named, a run
-    # called other included (README says so), never a second series of that name
+    # the findings' and commitments' families fold teams so: the `other` series is everything not
+    # named, a team called other included (README says so; spend, experiments and runs tell the
+    # rest by `folded="true"`), never a second series of that name
     from decimal import Decimal
 
     from service.core.units import fold_top
@@ -440,3 +449,39 @@ def test_a_value_named_other_is_summed_in_the_other_series_whether_or_not_it_ran
     values = {("other",): Decimal(5), ("a",): Decimal(9), ("b",): Decimal(1)}
     assert fold_top(values, 1) == {("a",): Decimal(9), ("other",): Decimal(6)}
     assert fold_top(values, 2) == {("a",): Decimal(9), ("other",): Decimal(6)}
+
+
+OTHER_ROWS = [  # a team, project and experiment named `other` ranks in the last 24 hours, not in the month
+    ("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "50", {"team": "other", "project": "other", "experiment": "other"}),
+    ("2026-11-27 06:00:00", "2026-11-27 07:00:00", "USD", "40", {"team": "nlp", "project": "llm", "experiment": "a"}),
+    ("2026-11-27 07:00:00", "2026-11-27 08:00:00", "USD", "5", {"team": "infra", "project": "ops", "experiment": "i"}),
+    ("2026-11-02 05:00:00", "2026-11-02 06:00:00", "USD", "500", {"team": "vision", "project": "vit", "experiment": "v"}),
+    ("2026-11-03 05:00:00", "2026-11-03 06:00:00", "USD", "300", {"team": "speech", "project": "asr", "experiment": "s"}),
+]
+
+
+def test_a_team_project_or_experiment_named_other_is_told_from_the_folded_rest_by_the_folded_label(tmp_path):
+    """`spendlake_spend_usd{team="other",project="other"}` summed a team named `other` (ranked) with
+    the pairs beyond the top N (50 + 5), as the run family did before session 42: the folded rest
+    carries `folded="true"`; a ranked value named `other` keeps its own series with exactly its
+    labels; one not ranked is in the rest. Stored and computed alike."""
+    config = make_config(tmp_path, top_n=2)
+    commit(Lake(config.lake), "cur", OTHER_ROWS)
+    computed = samples(config)
+    rollup(config)
+    assert samples(config) == computed
+
+    def series(name, window):
+        return {k: v for (n, k), v in computed.items() if n == name and dict(k)["window"] == window}
+
+    assert series("spendlake_spend_usd", "24h") == pytest.approx({
+        (("project", "other"), ("team", "other"), ("window", "24h")): 50,
+        (("project", "llm"), ("team", "nlp"), ("window", "24h")): 40,
+        (("folded", "true"), ("project", "other"), ("team", "other"), ("window", "24h")): 5})
+    assert series("spendlake_experiment_spend_usd", "24h") == pytest.approx({
+        (("experiment", "other"), ("window", "24h")): 50, (("experiment", "a"), ("window", "24h")): 40,
+        (("experiment", "other"), ("folded", "true"), ("window", "24h")): 5})
+    assert series("spendlake_spend_usd", "mtd") == pytest.approx({
+        (("project", "vit"), ("team", "vision"), ("window", "mtd")): 500,
+        (("project", "asr"), ("team", "speech"), ("window", "mtd")): 300,
+        (("folded", "true"), ("project", "other"), ("team", "other"), ("window", "mtd")): 95})

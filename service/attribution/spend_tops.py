@@ -1,6 +1,8 @@
 """The `spend` group of the metric tops: USD spend of the `top_n` largest (team, project)
 pairs and experiments per window, the rest under `other`, and each dimension's unallocated
-share (families `spend` (team, project), `experiment` (experiment,), `unallocated` (dimension,)).
+share (families `spend` (team, project, folded), `experiment` (experiment, folded),
+`unallocated` (dimension,)). `folded` is "" for a ranked value and "true" for the rest (`other`
+of each label), so a team or experiment named `other` is not summed into it (as a run's).
 
 Finding the largest means summing every value of the window (a million experiments: a
 million groups): the window's groups are the report's (service/attribution/ranked.py:
@@ -67,7 +69,7 @@ class WindowSums:
         return found
 
     def _folded(self, dims: tuple[str, ...], total: Decimal) -> dict[tuple[str, ...], Decimal]:
-        """The `top_n` largest label tuples (as spelled) and `other`, as `fold_top` folds them:
+        """The `top_n` largest label tuples (as spelled, folded "") and the rest (`other`, ..., "true"):
         DuckDB ranks the groups; only the candidates (the top and its ties) reach Python."""
         group = ", ".join(f"d{DIMENSIONS.index(d)}" for d in dims)
         candidates = self.con.execute(
@@ -79,8 +81,7 @@ class WindowSums:
         spell = {dim: self.session.spellings_of(dim, sorted({row[i] for row in candidates}))
                  for i, dim in enumerate(dims)}
         values = {tuple(spell[d].get(v, v) for d, v in zip(dims, row[:-2])): row[-2] for row in candidates}
-        kept = {key: values[key] for key in top_keys(values, self.top_n)}
+        kept = {(*key, ""): values[key] for key in top_keys(values, self.top_n)}
         if candidates[0][-1] > len(kept):  # more groups than kept: the rest is `other`
-            other = (OTHER,) * len(dims)
-            kept[other] = kept.get(other, Decimal(0)) + total - sum(kept.values(), Decimal(0))
+            kept[(*(OTHER,) * len(dims), "true")] = total - sum(kept.values(), Decimal(0))
         return kept

@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from service.attribution import ScrapeTops
 from service.core.config import Config
+from service.serve.families import add_folded
 
 
 def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
@@ -35,9 +36,5 @@ def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
             [cluster] = top.labels
             idle.add_metric([cluster, top.window, config.attribution.clusters.owner(cluster) or ""], float(top.value))
         else:
-            run, folded = top.labels
-            run_cost.add_metric([run, top.window], float(top.value))
-            if folded:  # the label on the folded rest alone: a named run's series keeps exactly {run, window}
-                sample = run_cost.samples[-1]
-                run_cost.samples[-1] = sample._replace(labels={**sample.labels, "folded": folded})
+            add_folded(run_cost, top.labels, top.window, top.value)
     return [run_cost, idle]

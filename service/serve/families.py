@@ -5,7 +5,7 @@ commitments read the tops ingest stored for the lake's state (`ScrapeTops`). Eac
 families; a family with nothing to report is returned empty, so its HELP/TYPE still show.
 Money is USD only (`_usd`: other currencies are never converted or summed in). Label values
 are bounded by `service.top_n`: the largest values by spend or waste are kept, the rest are
-summed under `other`.
+summed under `other` (the spend families' rest with `folded="true"`: `add_folded`).
 """
 
 from __future__ import annotations
@@ -118,10 +118,23 @@ def spend_families(tops: ScrapeTops) -> list[Metric]:
                                     "Share of the window's USD spend that no rule or tag placed (0-1; a net "
                                     "credit on either side takes it below 0 or above 1).",
                                     labels=["dimension", "window"])
-    family = {"spend": spend, "experiment": experiments, "unallocated": unallocated}
     for top in tops.group("spend"):
-        family[top.family].add_metric([*top.labels, top.window], float(top.value))
+        if top.family == "unallocated":
+            unallocated.add_metric([*top.labels, top.window], float(top.value))
+        else:
+            add_folded(spend if top.family == "spend" else experiments, top.labels, top.window, top.value)
     return [spend, experiments, unallocated]
+
+
+def add_folded(family: GaugeMetricFamily, labels: tuple[str, ...], window: str, value: Decimal) -> None:
+    """A top's sample: `labels` end in its `folded` flag ("" for a ranked value, "true" for the
+    rest, `other`), the label of the folded rest alone: a ranked value's series keeps exactly its
+    labels and window, one named `other` among them."""
+    *named, folded = labels
+    family.add_metric([*named, window], float(value))
+    if folded:
+        sample = family.samples[-1]
+        family.samples[-1] = sample._replace(labels={**sample.labels, "folded": folded})
 
 
 def tops_state_family(tops: ScrapeTops) -> list[Metric]:
