@@ -2,7 +2,6 @@
 in a window, and the idle share of the instances its jobs ran on.
 
     job_records(lake, con, config, window, billed_until) -> {run (lower case): JobSide}
-    restarts_from(con, since, until, run) -> {run (lower case): Restarts told its failures before `since`}
     run_span(lake, con, run) -> (first start, last end, running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
@@ -22,7 +21,7 @@ from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
 from service.attribution.needs import Needs
 from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import MEASURES, attributed_sql, dim_col, failed_before_cte, held_records_cte, how_col
+from service.attribution.sql import MEASURES, attributed_sql, dim_col, held_records_cte, how_col
 from service.attribution.statement import Params, run_setup
 from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config_attribution import AttributionConfig
@@ -51,7 +50,6 @@ class JobSide:
     # (cluster, job id) → its GPU-hours up to the bill's end: a scheduler's job ids are its cluster's own
     held: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     restarts: int = 0
-    restarted: Restarts = field(default_factory=Restarts)  # its jobs so far, to tell the next a restart
     state: str | None = None  # its last job's: the one that ended last, a running one before any
     last: tuple | None = None  # (running, end, start) of the job `state` is from
     start: datetime | None = None
@@ -96,23 +94,24 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     since, until = _naive(window.since), _naive(window.until)
     priced_until = min(until, _naive(billed_until)) if billed_until else until
     running = running_until(until)
-    restarted = restarts_from(con, since, until)  # before the batched read: a statement on `con` ends its result
     params = Params()
-    records = held_records_cte(params, since, until)
+    records = held_records_cte(params, since, until, failed_before=True)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
     result = con.execute(
         f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, job_id, name, scheduler, "
         f"{', '.join(dim_col(d) for d in VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, record_id",
         params.values)
     runs: dict[str, JobSide] = {}
+    restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs so far, to tell the next a restart
     # in batches: a month's 200k records read at once held ~200 MB of rows beside what they add up to
     rows = (row for batch in iter(lambda: result.fetchmany(BATCH), []) for row in batch)
     for run_id, state, start, end, gpus, job_id, name, scheduler, *stated in rows:
-        if (run := folded(run_id)) not in runs:
-            runs[run] = JobSide(run_id.strip(), restarted=restarted[run])
-        side = runs[run]
+        restart = restarted[folded(run_id)].told(start, end, state, work_of(job_id, name, scheduler))
+        if end is not None and end <= since:  # a failure before the window: its restarts count in it
+            continue
+        side = runs.setdefault(folded(run_id), JobSide(run_id.strip()))
         gpus = job_gpus(gpus)
-        side.restarts += side.restarted.told(start, end, state, work_of(job_id, name, scheduler))
+        side.restarts += restart
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
         side.gpu_hours += gpu_hours(gpus, max(start, since), min(end or running, until))
@@ -134,22 +133,6 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
     return runs
-
-
-def restarts_from(con: duckdb.DuckDBPyConnection, since: datetime, until: datetime,
-                  run: str | None = None) -> defaultdict[str, Restarts]:
-    """run (lower case) → a Restarts told the failures of its jobs that ended at or before
-    `since` (naive UTC), for the runs (of `run` when given) with a record in [since, until): a run
-    that failed on the 31st and started again on the 1st counts that restart in a window from the
-    1st, as over its whole history (README: Runs, `restarts`)."""
-    params = Params()
-    rows = con.execute(f"WITH {held_records_cte(params, since, until, run)}, {failed_before_cte(params, since)} "
-                       "SELECT run_id, start_time, end_time, state, job_id, name, scheduler FROM j_failed",
-                       params.values).fetchall()
-    restarted: defaultdict[str, Restarts] = defaultdict(Restarts)
-    for run_id, start, end, state, job_id, name, scheduler in rows:
-        restarted[folded(run_id)].told(start, end, state, work_of(job_id, name, scheduler))
-    return restarted
 
 
 def job_gpus(value: float) -> Decimal:

@@ -38,14 +38,14 @@ from service.attribution.clusters import ClusterUsage, JobCost
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
 from service.attribution.jobs import JOBS_TABLE, label_keys
-from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, restarts_from, run_span, running_until
+from service.attribution.run_inputs import gpu_hours, job_gpus, placed_parts, run_span, running_until
 from service.attribution.sql import dim_col, held_records_cte
 from service.attribution.statement import Params
 from service.core.config_attribution import AttributionConfig
 from service.core.config_clusters import IDLE
 from service.core.coverage import billing_periods, data_begins, months_touched, periods_text
 from service.core.folding import folded, folded_forms
-from service.core.job_states import work_of
+from service.core.job_states import Restarts, work_of
 from service.core.lake import Lake
 from service.core.suggest import suggestion
 from service.core.timewindow import Window, iso_utc, minute_text
@@ -193,23 +193,25 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         return []
     since, until = _naive(window.since), _naive(window.until)
     params = Params()
-    records = held_records_cte(params, since, until, run)
+    records = held_records_cte(params, since, until, run, failed_before=True)
     values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
     rows = con.execute(
         f"WITH {records}, {values} SELECT record_id, job_id, run_id, start_time, end_time, gpus, nodes, instance_ids, "
         f"name, scheduler, state, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} "
         "ORDER BY start_time, end_time NULLS LAST, record_id", params.values).fetchall()
     out, running = [], running_until(until)
-    restarted = restarts_from(con, since, until, run)  # per run, its jobs in start order as the row counts
+    restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs in start order as the row counts
     for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, state, *stated in rows:
-        gpus = job_gpus(gpus)
         work = work_of(job, name, scheduler)
+        restart = restarted[folded(run_id)].told(start, end, state, work)
+        if end is not None and end <= since:  # a failure before the window: its restarts count in it
+            continue
+        gpus = job_gpus(gpus)
         stated = dict(zip(RECORD_VALUES, stated))
         key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
         out.append(_Record(record, job, folded(run_id), key, stated, start, end, gpus,
                            gpu_hours(gpus, max(start, since), min(end or running, until)).quantize(GPU_HOURS_QUANTUM),
-                           tuple(nodes or ()), tuple(instance_ids or ()), work,
-                           restarted[folded(run_id)].told(start, end, state, work)))
+                           tuple(nodes or ()), tuple(instance_ids or ()), work, restart))
     return out
 
 

@@ -11,8 +11,7 @@ text; identifiers come only from validated dimension names:
   decided) with the sums of the three cost measures. Grouping by the exact charge period
   keeps windows that cut a charge period exact (see service/attribution/api.py).
 - `window_sql` (service/attribution/window_sql.py) reads the rollups back.
-- `held_records_cte`: the job records a run's row and story read (`spendlake runs`);
-  `failed_before_cte` the failures before the window its first attempts may restart.
+- `held_records_cte`: the job records a run's row and story read (`spendlake runs`).
 
 service/attribution/statement.py holds a statement with its parameters (and gives it in
 Spark's or Trino's dialect), service/attribution/tag_keys.py which tag keys a dimension reads.
@@ -292,31 +291,26 @@ def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_i
     return Sql(lines.text + f"SELECT ResourceId, {picks} FROM attributed GROUP BY ResourceId", lines.params)
 
 
-def held_records_cte(params: Params, since: Any = None, until: Any = None, run: str | None = None) -> str:
+def held_records_cte(params: Params, since: Any = None, until: Any = None, run: str | None = None,
+                     failed_before: bool = False) -> str:
     """`j_records`: the newest snapshot of each job record that held GPUs (a start, GPUs, a run
     id), as allocation reads them; overlapping [since, until) (naive UTC) when given, of `run`
-    (any case) when given."""
-    kept = []
+    (any case) when given. `failed_before` (with `since`): also, of the runs with a record in
+    the window, those that ended at or before `since` in a state that may be re-run (not
+    NOT_FAILED), the failures their first attempts in the window may restart
+    (core.job_states.Restarts); the records read once for both."""
+    kept = ["newest = 1", "start_time IS NOT NULL", "gpus > 0", "coalesce(trim(run_id), '') <> ''"]
     if until is not None:
         kept.append(f"start_time < {params.bind(until, 'until')}")
-    if since is not None:
-        kept.append(f"(end_time IS NULL OR end_time > {params.bind(since, 'since')})")
-    return _held_cte("j_records", params, kept, run)
-
-
-def failed_before_cte(params: Params, since: Any) -> str:
-    """`j_failed` (after `held_records_cte`'s `j_records`): the held records of the runs in
-    `j_records` that ended at or before `since` in a state that may be re-run (not NOT_FAILED):
-    the failures a run's first attempts in the window may restart (core.job_states.Restarts)."""
-    not_failed = ", ".join(f"'{state}'" for state in NOT_FAILED if state)
-    kept = [f"end_time <= {params.bind(since, 'since')}", f"state IS NOT NULL AND state NOT IN ({not_failed})",
-            "lower(trim(run_id)) IN (SELECT lower(trim(run_id)) FROM j_records)"]
-    return _held_cte("j_failed", params, kept, None)
-
-
-def _held_cte(name: str, params: Params, kept: list[str], run: str | None) -> str:
-    kept = ["newest = 1", "start_time IS NOT NULL", "gpus > 0", "coalesce(trim(run_id), '') <> ''", *kept]
     if run is not None:
         kept.append(f"list_contains({params.bind(folded_forms(run), 'run')}, lower(trim(run_id)))")
-    return (f"{name} AS (SELECT * EXCLUDE (newest, {', '.join(SETTLED_COLUMNS)}) FROM ({settled_records()}) AS j "
-            f"WHERE {' AND '.join(kept)})")
+    held = f"SELECT * EXCLUDE (newest, {', '.join(SETTLED_COLUMNS)}) FROM ({settled_records()}) AS j"
+    if since is None:
+        return f"j_records AS ({held} WHERE {' AND '.join(kept)})"
+    within = f"(end_time IS NULL OR end_time > {params.bind(since, 'since')})"
+    if not failed_before:
+        return f"j_records AS ({held} WHERE {' AND '.join([*kept, within])})"
+    not_failed = ", ".join(f"'{state}'" for state in NOT_FAILED if state)
+    return (f"j_held AS MATERIALIZED ({held} WHERE {' AND '.join(kept)}), "
+            f"j_records AS (SELECT * FROM j_held WHERE {within} OR (state IS NOT NULL AND state NOT IN ({not_failed}) "
+            f"AND lower(trim(run_id)) IN (SELECT lower(trim(run_id)) FROM j_held WHERE {within})))")
