@@ -222,6 +222,21 @@ def test_50_a_malformed_config_is_one_line_naming_where(tmp_path, text, says):
     assert len(result.output.strip().splitlines()) == 1 and says in result.output, result.output
 
 
+@pytest.mark.parametrize("text", ["", "\n\n", "# lake: /data/lake\n"], ids=["empty", "blank", "comments"])
+@pytest.mark.parametrize("command", [["config", "validate"], ["status"], ["ingest"], ["report"]], ids=" ".join)
+def test_50_a_config_file_holding_no_settings_is_exit_2_not_a_new_lake(tmp_path, monkeypatch, text, command):
+    """An emptied file (a shell's `>`, an editor's save caught halfway, a ConfigMap key left blank)
+    read as the defaults: `config ok: 0 source(s) ... lake at ./spendlake-data/lake`, and every
+    command made and used that other, empty lake."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(text)
+    result = invoke("--config", str(path), *command)
+    assert result.exit_code == 2, result.output
+    assert f"{path}: the config holds no settings" in result.output
+    assert not (tmp_path / "spendlake-data").exists()
+
+
 TYPO_IN_RULES = {"rules": {"idle-gpuu": {}, "idle-gpu": {"sm_active_max_pc": 5}}}
 
 

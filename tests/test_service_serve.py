@@ -159,6 +159,28 @@ def test_sighup_with_a_config_that_does_not_load_keeps_serving_the_running_one(t
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
 
 
+def test_sighup_with_the_config_emptied_keeps_serving_the_running_lake(tmp_path):
+    """A SIGHUP while the file was empty (a shell's `>` before its text, a save caught halfway) read it
+    as the defaults: the service moved to a new ./spendlake-data/lake with no source, ready, and
+    wrote a daily report of nothing there."""
+    config = write_config(tmp_path, config_data(tmp_path))
+    proc, base = start_serve(config)
+    try:
+        config.write_text("")
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while "SIGHUP:" not in "".join(proc.output) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        output = "".join(proc.output)
+        assert "SIGHUP: the config was not reloaded, still serving the running one: " in output
+        assert "the config holds no settings" in output.split("SIGHUP:", 1)[1].splitlines()[0]
+        assert readyz(base) == (200, {"status": "ready"}) and "reloading" not in output
+        assert not (tmp_path / "spendlake-data").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, "".join(proc.output)
+
+
 def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
     """The reload waits for the running job, as SIGTERM does, with /healthz still answering:
     a liveness probe must not find the service gone while it finishes a long ingest."""

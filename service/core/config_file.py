@@ -76,11 +76,16 @@ def read_config_file(path: Path) -> Any:
         raise ConfigError(f"the config is not UTF-8 text (byte {exc.start + 1} is 0x{raw[exc.start]:02x})",
                           where=str(path), hint="save it as UTF-8") from None
     try:
-        return yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader subclass
     except DuplicateKeyError as exc:
         raise ConfigError(str(exc), where=str(path), hint="keep one of them (YAML keeps only the last)") from None
     except yaml.YAMLError as exc:
         raise yaml_error(exc, str(path), text) from None
+    if data is None:  # emptied as it is written (a shell's `>`, an editor's save): read, it is another lake
+        raise ConfigError("the config holds no settings (the file is empty, or comments only)", where=str(path),
+                          hint="write its settings (README's example: lake, sources), or point --config at the "
+                               "config; a file being saved reads whole once saved")
+    return data
 
 
 def yaml_error(exc: yaml.YAMLError, where: str, text: str) -> ConfigError:
