@@ -295,3 +295,29 @@ def test_an_estimate_replaced_by_its_invoice_with_its_last_days_filled_in_is_sai
         f"through 2023-11-14 04:00 UTC, it bills $2.68 where the estimate of {minute(first['ingested_at'])} UTC "
         "billed $1.68 ($1.00 more), its usage before 2023-11-12 as it was: the invoice's figures replace the "
         "estimate's; the figures above that count its lines changed with it."]
+
+
+def test_a_currency_a_restated_bill_no_longer_holds_is_said_restated_to_nothing(tmp_path):
+    """November delivered with a EUR line of the 5th (EUR 3.50 beside the USD bill), then again
+    without it: the EUR bill left the Bills table with nothing said, since only the currencies the
+    new delivery holds were compared; a reader who tied out the EUR 3.50 saw no word of it."""
+    (tmp_path / "export").mkdir()
+    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
+
+    def in_euros(header, row):
+        added = list(row)
+        added[header.index("lineItem/CurrencyCode")], added[header.index("lineItem/UnblendedCost")] = "EUR", "3.5"
+        return added
+    rewrite(tmp_path / "export" / "cur.csv", in_euros, "2023-11-05")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: cur, kind: aws-cur, location: '{tmp_path / 'export'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    first = ledger_entry(tmp_path)["ingested_at"]
+    shutil.copy(CUR, tmp_path / "export" / "cur.csv")
+    assert spendlake(config, "ingest").exit_code == 0
+    table = bills_table(tmp_path, config, "2023-11-13")
+    assert [row["currency"] for row in table["rows"]] == ["USD"]  # the USD bill as it was: not restated
+    assert [n for n in table["notes"] if "restated" in n] == [
+        f"Bill 2023-11 / cur / EUR restated: delivered again at {minute(ledger_entry(tmp_path)['ingested_at'])} UTC, "
+        f"its data still through 2023-11-14 04:00 UTC, it bills EUR 0.00 where the delivery of {minute(first)} UTC "
+        "billed EUR 3.50 (EUR 3.50 less): the figures above that count its lines changed with it."]

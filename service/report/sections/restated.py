@@ -73,14 +73,21 @@ def late_start(data_through: str) -> str:
 Change = tuple[CurrencyTotals, int, Decimal, Decimal]  # new totals, 0 billed / 1 effective, new, was
 
 
+def currencies(new: Replaced, old: Replaced) -> list[CurrencyTotals]:
+    """Per currency either delivery bills, its totals: the new delivery's, else the old one's (a
+    currency the bill no longer holds went to nothing, which a copy tied out to it must be told)."""
+    totals = {t.currency: t for t in old.totals} | {t.currency: t for t in new.totals}
+    return sorted(totals.values(), key=lambda t: t.currency or "")
+
+
 def bill_changes(new: Replaced, old: Replaced) -> Iterator[Change]:
     """Per currency, the bills whose figure (billed, else effective) changed by a cent or more."""
-    before = {t.currency: t for t in old.totals}
-    for totals in sorted(new.totals, key=lambda t: t.currency or ""):
+    before, after = {t.currency: t for t in old.totals}, {t.currency: t for t in new.totals}
+    for totals in currencies(new, old):
         index = 0 if totals.billed_cost is not None else 1
         cost = ("billed_cost", "effective_cost")[index]
-        prior = before.get(totals.currency)
-        now, was = getattr(totals, cost), None if prior is None else getattr(prior, cost)
+        prior, now = before.get(totals.currency), after.get(totals.currency)
+        now, was = Decimal(0) if now is None else getattr(now, cost), None if prior is None else getattr(prior, cost)
         if was is None or cents(now, totals.currency) != cents(was, totals.currency):
             yield totals, index, now, was or Decimal(0)
 
@@ -90,7 +97,7 @@ def day_changes(new: Replaced, old: Replaced, counted) -> dict[str | None, Chang
     more: under the cent (a late line's fraction) every figure shows the same."""
     now, was = day_sums(new.days, counted), day_sums(old.days, counted)
     changes = {}
-    for totals in sorted(new.totals, key=lambda t: t.currency or ""):
+    for totals in currencies(new, old):
         index = 0 if totals.billed_cost is not None else 1
         key = totals.currency or ""
         after, before = now.get(key, (Decimal(0),) * 2)[index], was.get(key, (Decimal(0),) * 2)[index]
