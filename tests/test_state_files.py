@@ -105,13 +105,17 @@ LEDGER_DAMAGE = [  # (change to the ledger's JSON, what the error says), each on
      "entries[0].billing_period: must name a lake partition's folder"),
     (lambda d: d["entries"][0].update(source="../x"), "entries[0].source: must name a lake partition's folder"),
     (lambda d: d["entries"].append(d["entries"][0]), "entries[2]: bill 2024-09 is listed twice"),  # status: twice
+    # a day sum's day edited to what is no day ('2024-9-31', '30/09/2024') was read as one: compared as text, it
+    # counted as no day or another, and the report's restatement note said the wrong days' figures, no word of it
+    (lambda d: next(iter(d["entries"][0]["days"].values())).update({"2024-9-31": ["1", "1"]}),
+     "entries[0].days.USD.2024-9-31: must be a day such as 2026-11-30"),
 ]
 
 
 @pytest.mark.parametrize("damage, said", LEDGER_DAMAGE, ids=["cost", "totals", "entries", "reader_version", "rows",
                                                               "size", "final", "ingested_at", "data_through",
                                                               "tag_keys", "pending", "period", "source",
-                                                              "twice"])
+                                                              "twice", "day"])
 def test_a_damaged_ledger_entry_is_named_by_its_place(ingested, damage, said):
     config, folder = ingested
     ledger = folder.parent / "_ledger" / "deliveries.json"

@@ -14,6 +14,7 @@ import shlex
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
@@ -262,7 +263,17 @@ class _TotalsShape(Open):
     rounding: dict[str, DecimalText] = {}
 
 
-DaysShape = dict[StrictStr, dict[StrictStr, tuple[DecimalText | None, DecimalText | None]]]
+def _day_text(text: str) -> str:  # compared as text (restated.py): a day written otherwise is another day
+    try:
+        if date.fromisoformat(text).isoformat() == text:
+            return text
+    except ValueError:
+        pass
+    raise ValueError("must be a day such as 2026-11-30")
+
+
+DaysShape = dict[StrictStr, dict[Annotated[StrictStr, AfterValidator(_day_text)],
+                                 tuple[DecimalText | None, DecimalText | None]]]
 
 
 class _ReplacedShape(Open):

@@ -267,7 +267,8 @@ def _path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     kept: list[Any] = []
     current = data
     for part in loc:
-        if isinstance(part, str) and (part.startswith("function-") or part.startswith("tagged-union[")):
+        if isinstance(part, str) and (part.startswith("function-") or part.startswith("tagged-union[")
+                                      or part == "[key]"):  # a mapping's key: the step before names it
             continue
         if isinstance(current, Mapping) and isinstance(part, str) and part not in current \
                 and current.get("kind") == part:
