@@ -126,3 +126,6 @@ def test_a_damaged_ledger_entry_is_named_by_its_place(ingested, damage, said):
         result = spendlake(config, *command)
         assert result.exit_code == 3, (command, result.output)
         assert f"{ledger}: the delivery ledger is unreadable: {said}" in result.output, (command, result.output)
+        # the hint's new ledger leaves out the months the exports no longer hold: their partitions unlisted for good
+        assert "correct what it names" in result.output and "not the periods the sources no longer hold" in \
+            result.output, result.output

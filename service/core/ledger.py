@@ -239,9 +239,11 @@ def parse_ledger_state(text: str | bytes, where: str, stamp: tuple[int, ...] = (
                            data.get("pending_by", ""))
     except ValueError as exc:
         raise DataError(f"the delivery ledger is unreadable: {exc}", where=where,
-                        hint=f"restore it from a backup, or move it aside (mv {shlex.quote(where)} "
-                             f"{shlex.quote(where + '.bad')}) and run `spendlake ingest`, which reads every "
-                             "source again and writes a new ledger") from None
+                        hint=f"correct what it names (in a copy, moved back once it reads), or restore it from a "
+                             f"backup; else move it aside (mv {shlex.quote(where)} {shlex.quote(where + '.bad')}) and "
+                             "run `spendlake ingest`, which reads every source again and writes a new ledger, but not "
+                             "the periods the sources no longer hold (their partitions then unlisted, named by every "
+                             "read) nor the restatements it kept") from None
 
 
 def _decimal_text(text: str) -> str:
