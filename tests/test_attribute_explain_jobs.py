@@ -31,8 +31,28 @@ def test_the_explain_table_shows_a_rows_five_largest_jobs_and_folds_the_others_i
     placed = [line.split("│")[4].strip() + " " + line.split("│")[5].strip()
               for line in table.output.splitlines() if line.startswith("│ unallocated") and "│ team" in line]
     assert placed == ["job:8 80.00", "job:7 70.00", "job:6 60.00", "job:5 50.00", "job:4 40.00",
-                      "3 more jobs (each in --format csv or json) 60.00"], table.output
+                      "3 more jobs 60.00"], table.output
+    assert "--format csv or json lists each job" in table.output
     assert "idle:p5" in table.output
     every = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"]).output)
     jobs_listed = {p["how"]: Decimal(p["cost"]) for r in every["rows"] for p in r["explain"] if p["how"].startswith("job:")}
     assert jobs_listed == {f"job:{k}": Decimal(10 * k) for k in range(1, 9)}
+
+
+def test_the_explain_table_keeps_its_placed_by_column_on_a_narrow_terminal(tmp_path):
+    # at 80 columns the table gave way on `placed by` (the folded line's text made it 43 wide):
+    # the one column --explain is for; the key columns give way first
+    lines = [gpu_line("i-a", start=f"2026-11-02T{9 + k}:00:00") for k in range(1, 9)]
+    jobs = [job(str(k), k, f"2026-11-02T{9 + k}:00:00", f"2026-11-02T{10 + k}:00:00", instance_ids=["i-a"])
+            for k in range(1, 9)]
+    lake, _ = setup(tmp_path, lines, jobs)
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake),
+                                    "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
+                                    "attribution": {"clusters": {}}}))
+    table = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "2026-11-01", "--until",
+                                     "2026-12-01", "--by", "team,project", "--explain", "--format", "table"],
+                               env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    assert "placed by" in table.output and "job:8" in table.output and "idle:p5" in table.output, table.output
+    assert "3 more jobs" in table.output, table.output

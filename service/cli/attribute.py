@@ -79,8 +79,12 @@ def render(result, fmt: str | None) -> None:
                    "cost": money_text(part["cost"], of=row["currency"])}
                   for row in data["rows"] for part in _jobs_folded(row["explain"])]
         keys = [c for c in columns if c not in ("cost", "previous_cost", "change", "change_pct")]
+        # which dimension `placed by` placed is what --explain answers: key columns give way first
         emit(detail, keys + ["dimension", "placed by", "cost"], "table", title="where each row's cost came from",
-             right=("cost",), whole=("cost",))
+             right=("cost",), whole=("cost", "placed by", "dimension"))
+        if any(part["placed by"].endswith(" more jobs") for part in detail):
+            click.echo(f"note: each row lists its {SHOWN_JOBS} largest jobs per dimension; "
+                       "--format csv or json lists each job")
 
 
 SHOWN_JOBS = 5  # job parts a row's explain table lists (a cluster's month has 200,000 jobs: 46,793 lines)
@@ -100,7 +104,7 @@ def _jobs_folded(parts: list[dict]) -> list[dict]:
         else:
             count, cost = rest.get(dim, (0, Decimal(0)))
             rest[dim] = (count + 1, cost + Decimal(part["cost"]))
-    return shown + [{"dimension": dim, "how": f"{count:,} more jobs (each in --format csv or json)", "cost": cost}
+    return shown + [{"dimension": dim, "how": f"{count:,} more jobs", "cost": cost}
                     for dim, (count, cost) in rest.items()]
 
 
