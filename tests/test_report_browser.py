@@ -131,3 +131,15 @@ def test_the_demos_page_and_every_table_fit_an_800_px_window(demo_run, tmp_path)
     assert len(found) > 15 and found["page"][1] > 700
     assert [key for key, (wide, shown) in found.items() if wide > shown] == [], found
     assert '<th class="currency">currency</th>' in page and '<td class="currency">USD</td>' in page
+
+
+def test_the_demos_printed_page_keeps_every_table_on_an_a4_sheet(demo_run, tmp_path):
+    """Printed (A4, Chromium's default margins: 719 px), a box does not scroll: the commitments
+    (742 px), the top open findings (744), budgets and the causes of unallocated spend ran past the
+    sheet and lost their last columns, the commitments' expiry. The page's print rules, applied here
+    on screen at the sheet's width, keep every table on it."""
+    page = Path(demo_run.report.html).read_text()
+    assert "@media print" in page
+    found = widths(page.replace("@media print", "@media screen"), tmp_path, "719,2000")
+    assert "commitments" in found and "open_findings" in found
+    assert [key for key, (wide, shown) in found.items() if wide > shown] == [], found
