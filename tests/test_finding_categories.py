@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -234,7 +235,9 @@ def test_finished_costs_are_said_once_not_a_month_in_the_findings_table_and_the_
     config_file.write_text(json.dumps({"lake": str(config.lake)}))
     table = CliRunner(env={"COLUMNS": "300"}).invoke(
         cli, ["--config", str(config_file), "findings", "--format", "table"]).output
-    per = {line.split("│")[1].strip(): line.split("│")[8].strip() for line in table.splitlines()
+    header = next(line for line in table.splitlines() if line.startswith("┃"))
+    at = [cell.strip() for cell in header.split("┃")].index("per")
+    per = {line.split("│")[1].strip(): line.split("│")[at].strip() for line in table.splitlines()
            if re.match(r"^│ [gfc]\d ", line)}
     assert per == {"g1": "a month", "f1": "once", "c1": "once", "c2": "a month"}
 
@@ -264,8 +267,33 @@ def test_an_80_column_findings_table_keeps_what_its_money_is_per(tmp_path):
     shown = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["--config", str(config_file), "findings", "--format", "table"])
     assert shown.exit_code == 0, shown.output
     header = next(line for line in shown.stdout.splitlines() if line.startswith("┃"))
-    assert [cell.strip() for cell in header.split("┃")[-3:-1]] == ["monthly_waste_usd", "per"]
-    per = {line.split("│")[1].strip(): line.split("│")[-2].strip() for line in shown.stdout.splitlines()
+    cells = [cell.strip() for cell in header.split("┃")]
+    at = cells.index("per")  # the summary (wrapped) may follow it
+    assert cells[at - 1] == "monthly_waste_usd"
+    per = {line.split("│")[1].strip(): line.split("│")[at].strip() for line in shown.stdout.splitlines()
            if re.match(r"^│ [gfc]\d ", line)}
     assert per == {"g1": "a month", "f1": "once", "c1": "once", "c2": "a month"}
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+
+def test_the_findings_table_wraps_each_findings_summary_rather_than_leaving_it_out(tmp_path):
+    """SpendlakeSpendAnomaly's alert sends the reader to `spendlake findings --rule spend-anomaly
+    --team T`, whose table at 160 columns (and 120) left each finding's summary out ('not shown at
+    160 columns: summary'), its sentence too long for any terminal: what the finding says (the
+    spend against the expected, over how many days) was nowhere on screen. The summary wraps in its column; the resource id and status give way first."""
+    config = make_config(tmp_path)
+    sentence = ("team pretrain on Amazon Elastic Compute Cloud spent above its expected band on 2026-11-29: "
+                "$87,578.08 on 2026-11-29 against $68,105.13 expected, $19,472.95 over in 1 day(s).")
+    anomaly = replace(finding("a1", "spend-anomaly", "overspend", "19472.95", team="pretrain"), summary=sentence)
+    store_findings(Lake(config.lake), [anomaly])
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(json.dumps({"lake": str(config.lake)}))
+    for width in ("160", "120"):
+        result = CliRunner(env={"COLUMNS": width}).invoke(cli, ["--config", str(config_file), "findings",
+                                                                 "--format", "table"])
+        assert result.exit_code == 0, result.output
+        header = next(line for line in result.stdout.splitlines() if line.startswith("┃"))
+        at = [cell.strip() for cell in header.split("┃")].index("summary")
+        shown = " ".join(line.split("│")[at].strip() for line in result.stdout.splitlines() if line.startswith("│"))
+        assert "$68,105.13 expected, $19,472.95 over in 1 day(s)." in " ".join(shown.split()), result.output
+        assert "summary" not in result.stderr

@@ -42,13 +42,14 @@ def format_option(func):
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None,
                 footer: dict[str, Any] | None = None, right: Sequence[str] = (),
-                whole: Sequence[str] = (), late: Sequence[str] = (),
+                whole: Sequence[str] = (), late: Sequence[str] = (), wrap: Sequence[str] = (),
                 elsewhere: str = "--format csv or json shows every column", told: set[str] | None = None) -> None:
     """`whole`: columns never cut short (their header and values); the others give way, `late`
-    ones after the rest. A table wider than the terminal leaves columns out (`shown`) rather than
-    cut every cell to one letter, and says which, and where they show (`elsewhere`: a command
-    without `--format` names another); `told`, shared by tables printed one after another, says
-    that once."""
+    ones after the rest; `wrap`: sentences, wrapped over lines in a column of at least WRAPPED
+    characters, never left out for their length. A table wider than the terminal leaves columns
+    out (`shown`) rather than cut every cell to one letter, and says which, and where they show
+    (`elsewhere`: a command without `--format` names another); `told`, shared by tables printed
+    one after another, says that once."""
     from rich.console import Console
     from rich.table import Table
 
@@ -59,6 +60,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     widths = {column: max(len(line) for text in [headers[column], *cells[column], feet[column]]
                           for line in text.split("\n"))
               for column in columns}
+    widths.update({column: min(widths[column], WRAPPED) for column in wrap})
     # amounts in several currencies without their currency would be misread
     several = "currency" in columns and len({row.get("currency") for row in rows}) > 1
     kept = shown(columns, widths, console.width, keep=(*columns[:1], *whole, *(["currency"] if several else [])),
@@ -66,7 +68,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     table = Table(title=_cell(title) if title else None, show_footer=footer is not None)
     for column in kept:
         table.add_column(headers[column], justify="right" if column in right else "left",
-                         min_width=widths[column] if column in whole else None, footer=feet[column])
+                         min_width=widths[column] if column in (*whole, *wrap) else None, footer=feet[column])
     for index in range(len(rows)):
         table.add_row(*(cells[column][index] for column in kept))
     console.print(table)
@@ -77,6 +79,9 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
         click.echo(line, err=True)
     if told is not None:
         told.add(line)
+
+
+WRAPPED = 40  # a wrapped sentence's narrowest column: about six words a line
 
 
 def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str],

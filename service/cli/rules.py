@@ -20,7 +20,7 @@ CATEGORY_TABLES = {
     "overspend": ("impact_usd", "overspend: spend above a budget or what was expected (impact_usd)"),
     "ownership": ("impact_usd", "ownership: spend nobody owns (impact_usd: in the window)"),
 }
-TABLE_COLUMNS = ["id", "rule", "severity", "team", "project", "resource_id", "status", "summary"]
+TABLE_COLUMNS = ["id", "rule", "severity", "team", "project"]
 
 
 def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None:
@@ -41,9 +41,12 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
         shown = [{**r, money: money_text(r[money]), "per": per.get(r["id"])}  # 12,345.67
                  for r in rows if r["category"] == category]
         if shown:
-            columns = [*TABLE_COLUMNS[:6], money, *(["per"] if category == "waste" else []), *TABLE_COLUMNS[6:]]
+            # the summary (wrapped) says what the finding is: a narrow terminal leaves out the
+            # resource id and status before it, and it before the rule and team
+            columns = [*TABLE_COLUMNS, money, *(["per"] if category == "waste" else []), "summary",
+                       "resource_id", "status"]
             emit(shown, columns, "table", title=f"{title} — {about}", right=(money,),
-                 whole=(money, "per"))  # a finished cost without its `once` reads as a month's waste
+                 whole=(money, "per"), wrap=("summary",))  # a finished cost without its `once` reads as a month's waste
 
 
 @click.group("rules", cls=SingleValueGroup)
