@@ -159,7 +159,7 @@ def resolve(line: str) -> tuple[tuple[str, ...], click.Command | None, list[str]
 def test_the_command_line_scan_finds_the_commands_and_their_options():
     lines = command_lines()
     assert "spendlake findings --team <team> --category waste" in lines  # RUNBOOK's
-    assert "spendlake findings --rule spend-anomaly --team {{ $labels.team }}" in lines  # an alert's description
+    assert "spendlake findings --rule spend-anomaly --team {{ $labels.team }} --format json" in lines  # an alert's description
     assert any(line.startswith("spendlake attribute --since 30d --by project,job_type")  # a code block's
                for line in lines)
     path, command, words = resolve("spendlake -v rules run --dry-run")
