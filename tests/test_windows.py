@@ -226,3 +226,19 @@ def test_a_year_1_window_prints_its_year_in_four_digits(setup, tmp_path):
     text = (tmp_path / "0001-02-01" / "report.json").read_text()
     assert "30 days to 0001-02-01" in text and "no bill for February 0001" in text, text
     assert not re.search(r"(?<![\d-])1-0[12]", text)
+
+
+def test_the_compare_table_shows_each_change_as_a_signed_percentage(setup):
+    """`--compare`'s table showed change_pct as a bare number (2.42, -12.72) beside the share's
+    76.7%: a team lead read 2.42 as dollars; it shows +2.4%, -12.7% or ±0.0%, as the report does (CSV
+    and JSON keep the exact figure)."""
+    _, path, _ = setup
+    args = ["--config", str(path), "attribute", "--since", "7d", "--compare"]
+    rows = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"]).stdout)["rows"]
+    table = CliRunner().invoke(cli, [*args, "--format", "table"], env={"COLUMNS": "200"}).stdout
+    changed = [row for row in rows if row["change_pct"] is not None]
+    assert changed, rows
+    for row in changed:
+        [line] = [line for line in table.splitlines() if line.startswith(f"│ {row['team']} ")]
+        shown = Decimal(row["change_pct"]).quantize(Decimal("0.1"))
+        assert line.split("│")[6].strip() == (f"{shown:+}%" if shown else "±0.0%"), line

@@ -58,6 +58,7 @@ def render(result, fmt: str | None) -> None:
     money = ("cost", "previous_cost", "change")
     rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in money if k in row},
              "currency": currency_text(row["currency"]),
+             **({"change_pct": _change_pct(row["change_pct"])} if "change_pct" in row else {}),
              "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row in data["rows"]]
     footer = {columns[0]: "total", "currency": "\n".join(currency_text(c) for c in totals)}
     for key in money:
@@ -85,6 +86,15 @@ def render(result, fmt: str | None) -> None:
         if any(part["placed by"].endswith(" more jobs") for part in detail):
             click.echo(f"note: each row lists its {SHOWN_JOBS} largest jobs per dimension; "
                        "--format csv or json lists each job")
+
+
+def _change_pct(value: str | None) -> str | None:
+    """+2.4%, -12.7%, ±0.0% (as the report's changes), not a bare 2.42 read as dollars beside the
+    share's 76.7%; CSV and JSON keep the exact figure."""
+    if value is None:
+        return None
+    shown = Decimal(value).quantize(Decimal("0.1"))
+    return f"{'+' if shown > 0 else '-' if shown < 0 else '±'}{abs(shown)}%"
 
 
 SHOWN_JOBS = 5  # job parts a row's explain table lists (a cluster's month has 200,000 jobs: 46,793 lines)
