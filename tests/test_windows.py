@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 import yaml
@@ -230,8 +230,8 @@ def test_a_year_1_window_prints_its_year_in_four_digits(setup, tmp_path):
 
 def test_the_compare_table_shows_each_change_as_a_signed_percentage(setup):
     """`--compare`'s table showed change_pct as a bare number (2.42, -12.72) beside the share's
-    76.7%: a team lead read 2.42 as dollars; it shows +2.4%, -12.7% or ±0.0%, as the report does (CSV
-    and JSON keep the exact figure)."""
+    76.7%: a team lead read 2.42 as dollars; it shows +2.4%, −12.7% or ±0.0%, as the report does (CSV
+    and JSON keep the exact figure), rounded half-up with the tables' minus."""
     _, path, _ = setup
     args = ["--config", str(path), "attribute", "--since", "7d", "--compare"]
     rows = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"]).stdout)["rows"]
@@ -240,5 +240,17 @@ def test_the_compare_table_shows_each_change_as_a_signed_percentage(setup):
     assert changed, rows
     for row in changed:
         [line] = [line for line in table.splitlines() if line.startswith(f"│ {row['team']} ")]
-        shown = Decimal(row["change_pct"]).quantize(Decimal("0.1"))
-        assert line.split("│")[6].strip() == (f"{shown:+}%" if shown else "±0.0%"), line
+        shown = Decimal(row["change_pct"]).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+        assert line.split("│")[6].strip() == (f"{shown:+}%".replace("-", "−") if shown else "±0.0%"), line
+
+
+def test_a_change_is_rounded_half_up_with_the_tables_minus_in_the_cli_and_the_report():
+    """The CLI's --compare wrote its own change (half-even: 2.45 as +2.4%, and '-') beside the report's
+    (U+2212): one text for both, rounded half-up as money is."""
+    from service.core.units import percent_change_text
+    from service.report.model import change_pct
+    from service.report.render import change
+
+    assert change_pct(Decimal("102.45"), Decimal("100")) == Decimal("2.5")
+    assert [percent_change_text(Decimal(v)) for v in ("2.45", "-2.45", "0.04", "-0.04")] == ["+2.5%", "−2.5%", "±0.0%", "±0.0%"]
+    assert change(None) == "—" and percent_change_text(None) is None

@@ -12,7 +12,7 @@ from service.cli.output import default_format, emit, empty_lake_line, format_opt
 from service.cli.params import SingleValueCommand, WholeNumber, given_once
 from service.core.output import to_json
 from service.core.timewindow import minute_text
-from service.core.units import currency_text, exact_text, is_tty, money_text
+from service.core.units import currency_text, exact_text, is_tty, money_text, percent_change_text
 from service.report.rounding import gaps
 from service.report.shares import cli_money, share_notes, share_pct
 
@@ -58,8 +58,8 @@ def render(result, fmt: str | None) -> None:
     money = ("cost", "previous_cost", "change")
     rows = [{**row, **{k: money_text(row[k], of=row["currency"]) for k in money if k in row},
              "currency": currency_text(row["currency"]),
-             **({"change_pct": _change_pct(row["change_pct"])} if "change_pct" in row else {}),
-             "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row in data["rows"]]
+             **({"change_pct": percent_change_text(figures["change_pct"])} if "change_pct" in row else {}),
+             "share": _share(Decimal(row["cost"]), totals[row["currency"]])} for row, figures in zip(data["rows"], exact)]
     footer = {columns[0]: "total", "currency": "\n".join(currency_text(c) for c in totals)}
     for key in money:
         if key in columns:
@@ -86,15 +86,6 @@ def render(result, fmt: str | None) -> None:
         if any(part["placed by"].endswith(" more jobs") for part in detail):
             click.echo(f"note: each row lists its {SHOWN_JOBS} largest jobs per dimension; "
                        "--format csv or json lists each job")
-
-
-def _change_pct(value: str | None) -> str | None:
-    """+2.4%, -12.7%, ±0.0% (as the report's changes), not a bare 2.42 read as dollars beside the
-    share's 76.7%; CSV and JSON keep the exact figure."""
-    if value is None:
-        return None
-    shown = Decimal(value).quantize(Decimal("0.1"))
-    return f"{'+' if shown > 0 else '-' if shown < 0 else '±'}{abs(shown)}%"
 
 
 SHOWN_JOBS = 5  # job parts a row's explain table lists (a cluster's month has 200,000 jobs: 46,793 lines)

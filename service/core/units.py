@@ -154,6 +154,15 @@ def share_of(part: Decimal | None, total: Decimal | None, quantum: Decimal) -> D
     return (part / total).quantize(quantum)
 
 
+def percent_change_text(value: Decimal | None) -> str | None:
+    """+2.4%, −12.7%, ±0.0%: a change in percent to a tenth, rounded half-up as money is and signed
+    with the tables' minus; None when there is nothing to compare with."""
+    if value is None:
+        return None
+    shown = value.quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return f"{'+' if shown > 0 else '−' if shown < 0 else '±'}{abs(shown)}%"
+
+
 def top_keys(values: Mapping[K, Decimal], n: int) -> list[K]:
     """The `n` keys with the largest values; ties break on the key, so the same data always
     gives the same top."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Literal
 
 ColumnKind = Literal["text", "money", "money_change", "change", "percent", "count", "time"]  # change: in %
@@ -115,4 +115,4 @@ def change_pct(current: Decimal, previous: Decimal | None) -> Decimal | None:
     """Percentage change, None when there is nothing to compare with."""
     if previous is None or previous == 0:
         return None
-    return ((current - previous) / abs(previous) * 100).quantize(Decimal("0.1"))
+    return ((current - previous) / abs(previous) * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)

@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from service.core.output import printable, to_csv, to_json, without_bidi_controls
-from service.core.units import shown_money
+from service.core.units import percent_change_text, shown_money
 from service.report.charts import render as render_chart
 from service.report.model import Column, Headline, Report, Table
 
@@ -36,9 +36,7 @@ money = shown_money  # the template's name for it
 
 
 def change(value: Decimal | None) -> str:
-    if value is None:
-        return "—"
-    return f"{'+' if value > 0 else '−' if value < 0 else '±'}{abs(value)}%"
+    return percent_change_text(value) or "—"
 
 
 def change_class(value: Decimal | None) -> str:
