@@ -261,8 +261,8 @@ def test_a_month_delivered_again_and_again_tells_each_restatement_it_keeps_and_t
 def test_a_ledger_written_before_day_sums_is_read_by_the_report_the_status_and_the_next_delivery(tmp_path):
     """A restated bill recorded before 2026-12 (no day sums, no data_from, in the entry or the delivery
     it replaced): the report still tells the whole bill restated, `status` reads it, and a delivery
-    reaching further, which cannot be compared by days with it, reads as growth while the restatement
-    before it is still told."""
+    reaching further with the 5th dearer again is compared by the day sums the entry gains from its file
+    before it is replaced (an upgraded lake): that restatement is told after the one before it."""
     config = ingested_cur(tmp_path)
     rewrite(tmp_path / "export" / "cur.csv", dearer, "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
@@ -276,7 +276,9 @@ def test_a_ledger_written_before_day_sums_is_read_by_the_report_the_status_and_t
     assert spendlake(config, "status").exit_code == 0
     rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15), "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
-    assert [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n] == restated
+    first, again = [n for n in bills_table(tmp_path, config, "2023-11-15")["notes"] if "restated" in n]
+    assert first == restated[0] and "for the usage of the days before 2023-11-12" in again
+    assert "($1.00 more, besides the days it adds)" in again
 
 
 def test_an_estimate_replaced_by_its_invoice_with_its_last_days_filled_in_is_said_finalized(tmp_path):

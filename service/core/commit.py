@@ -17,7 +17,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Protocol
@@ -219,6 +219,22 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
                        tag_keys=tuple(tag_keys), reader_version=reader_version,
                        days=tuple((cur, tuple(sums)) for cur, sums in days.items()),
                        data_from=usage_end_text(min(usage_begins)) if usage_begins else None)
+
+
+def with_day_sums(con: duckdb.DuckDBPyConnection, entry: LedgerEntry, path: Path) -> LedgerEntry:
+    """`entry`, written before the ledger kept day sums, with those of its partition file at `path`
+    (and its data_from) when that file still holds its totals: the delivery replacing it is then
+    compared with it day by day (report/sections/restated.py), a restatement of the days both hold
+    told rather than read as the month growing. Else `entry` as it is."""
+    try:
+        found = ledger_entry(con, path, entry.source, entry.billing_period, entry.delivery_id, entry.files)
+    except (duckdb.Error, DataError, OSError) as exc:
+        log.info("%s %s: its day sums could not be read: %s", entry.source, entry.billing_period, exc)
+        return entry
+    if {(t.currency, t.rows, t.billed_cost, t.effective_cost) for t in found.totals} != {
+            (t.currency, t.rows, t.billed_cost, t.effective_cost) for t in entry.totals}:
+        return entry
+    return replace(entry, days=found.days, data_from=found.data_from)
 
 
 def sum_overflow(con: duckdb.DuckDBPyConnection, path: Path, period: str, where: str) -> DataError:

@@ -294,8 +294,15 @@ class Lake:
         service/core/snapshot.py), by this process: the holder of the ingest lock, which it must hold."""
         keys = {e.key for e in new_entries}
         state = self.ledger_state()
-        self._write_ledger(list(state.entries), [e for e in state.pending if e.key not in keys] + list(new_entries),
-                           holder())
+        entries = list(state.entries)
+        if any(e.key in keys and e.days is None for e in entries):  # written before day sums: read them now,
+            from service.core.commit import with_day_sums  # while the file they describe is still in place
+
+            with self.connect() as con:
+                entries = [with_day_sums(con, e, self.partition_file("costs", self._cost_key(e)))
+                           if e.key in keys and e.days is None and quick_check(
+                               self.partition_file("costs", self._cost_key(e)), e).ok else e for e in entries]
+        self._write_ledger(entries, [e for e in state.pending if e.key not in keys] + list(new_entries), holder())
 
     def settle(self) -> None:
         """Pending entries of a commit that did not finish: recorded where their file is in
