@@ -81,20 +81,20 @@ def expected(config) -> dict[tuple, float]:
             total += row.cost
             for dim in spend_tops.DIMENSIONS:
                 nowhere[dim] += row.cost if row.values[dim].lower() == defaults[dim] else 0
-        for (team, project), cost in fold_top(pairs, config.service.top_n).items():
-            found[("spendlake_spend_usd", (*folded_label(pairs, team, project), ("project", project), ("team", team),
+        for (team, project, folded), cost in fold_top(pairs, config.service.top_n).items():
+            found[("spendlake_spend_usd", (*folded_label(folded), ("project", project), ("team", team),
                                            ("window", name)))] = float(cost)
-        for (experiment,), cost in fold_top(experiments, config.service.top_n).items():
-            found[("spendlake_experiment_spend_usd", (("experiment", experiment), *folded_label(experiments, experiment),
+        for (experiment, folded), cost in fold_top(experiments, config.service.top_n).items():
+            found[("spendlake_experiment_spend_usd", (("experiment", experiment), *folded_label(folded),
                                                       ("window", name)))] = float(cost)
         for dim in spend_tops.DIMENSIONS:
             found[("spendlake_unallocated_ratio", (("dimension", dim), ("window", name)))] = float(nowhere[dim] / total)
     return found
 
 
-def folded_label(values: dict, *labels: str) -> tuple:
-    """The folded rest's label (this lake names no value `other`)."""
-    return (("folded", "true"),) if labels not in values else ()
+def folded_label(folded: str) -> tuple:
+    """The folded rest's label; a ranked value has none."""
+    return (("folded", folded),) if folded else ()
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["direct", "shared-split"])
@@ -385,6 +385,36 @@ def test_61_a_scrape_reads_the_stored_commitment_tops_without_computing_commitme
     assert commitment_samples(config, COMMITMENTS_NOW) == on_the_fly
 
 
+def test_a_team_named_other_is_told_from_the_folded_teams_in_the_commitment_families(tmp_path):
+    """With top_n 2, a second Savings Plan owned by a team named `other` ($32 unused) ranks beside
+    platform's reservation ($148); Inference's plan ($8 of $32 unused) folds: one series
+    {type="Savings Plan",team="other"} said $40 unused, 0.375 used, neither's; the folded rest
+    carries `folded="true"`, the ranked team keeps exactly its labels. Stored and computed alike."""
+    from tests.attribution_helpers import declared_sources
+    from tests.rules_lake import build_lake
+    from tests.test_commitments import hour, rows
+
+    other_plan = [{"ChargeCategory": "Purchase", "CommitmentDiscountId": "sp-2", "CommitmentDiscountStatus": "Unused",
+                   "CommitmentDiscountCategory": "Spend", "CommitmentDiscountType": "Savings Plan",
+                   "ResourceId": "sp-2", "SubAccountId": "777788889999", "BillingCurrency": "USD",
+                   "BilledCost": "8", "EffectiveCost": "8", "Tags": {"team": "other"}, **hour(h)} for h in range(4)]
+    lake = Lake(tmp_path / "lake")
+    build_lake(lake, {"costs": rows() + other_plan}, COMMITMENTS_NOW.date())
+    config = parse_config({"lake": str(lake.root), "sources": declared_sources(lake), "service": {"top_n": 2},
+                           "attribution": {"dimensions": {"team": {"tags": ["team"], "rules": [
+                               {"match": {"account": "444455556666"}, "value": "platform"}]}}}})
+    plan, rest = ("team", "other"), ("type", "Savings Plan")
+    want = {("spendlake_commitment_unused_usd", (plan, rest)): 32.0,
+            ("spendlake_commitment_utilization_ratio", (plan, rest)): 0.0,
+            ("spendlake_commitment_unused_usd", (("folded", "true"), plan, rest)): 8.0,
+            ("spendlake_commitment_utilization_ratio", (("folded", "true"), plan, rest)): 0.75,
+            ("spendlake_commitment_unused_usd", (("team", "platform"), ("type", "Reserved Instance"))): 148.0,
+            ("spendlake_commitment_utilization_ratio", (("team", "platform"), ("type", "Reserved Instance"))): 0.0}
+    assert commitment_samples(config, COMMITMENTS_NOW) == want
+    rollup(config)
+    assert commitment_samples(config, COMMITMENTS_NOW) == want
+
+
 def test_the_idle_ratio_is_each_clusters_own_never_a_pooled_other(tmp_path):
     """With `top_n: 1` and three clusters, the idle ratio stays one series per cluster: a pooled
     `other` (the idle of a100 and h100 over their cost) is no cluster's share, yet the idle alert
@@ -438,17 +468,18 @@ def test_a_service_started_on_a_damaged_lake_shows_the_stored_tops_of_its_last_g
     assert samples(config) == before
 
 
-def test_a_value_named_other_is_summed_in_the_other_series_whether_or_not_it_ranks():
-    # the findings' and commitments' families fold teams so: the `other` series is everything not
-    # named, a team called other included (README says so; spend, experiments and runs tell the
-    # rest by `folded="true"`), never a second series of that name
+def test_a_value_named_other_is_told_from_the_folded_rest_whether_or_not_it_ranks():
+    # every family folds so (spend, experiments, runs, findings, commitments): the rest is
+    # (`other`, "true"), everything not ranked, a value called other among them when it does not
+    # rank; one that ranks keeps its own key, folded ""
     from decimal import Decimal
 
     from service.core.units import fold_top
 
     values = {("other",): Decimal(5), ("a",): Decimal(9), ("b",): Decimal(1)}
-    assert fold_top(values, 1) == {("a",): Decimal(9), ("other",): Decimal(6)}
-    assert fold_top(values, 2) == {("a",): Decimal(9), ("other",): Decimal(6)}
+    assert fold_top(values, 1) == {("a", ""): Decimal(9), ("other", "true"): Decimal(6)}
+    assert fold_top(values, 2) == {("a", ""): Decimal(9), ("other", ""): Decimal(5), ("other", "true"): Decimal(1)}
+    assert fold_top(values, 3) == {("a", ""): Decimal(9), ("other", ""): Decimal(5), ("b", ""): Decimal(1)}
 
 
 OTHER_ROWS = [  # a team, project and experiment named `other` ranks in the last 24 hours, not in the month

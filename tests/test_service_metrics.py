@@ -222,12 +222,49 @@ def test_findings_and_waste_by_rule_and_team_with_teams_folded(tmp_path):
         return registry.get_sample_value(name, labels)
 
     assert value("spendlake_findings", rule="idle-gpu", severity="warning", team="nlp") == 2
-    assert value("spendlake_findings", rule="idle-gpu", severity="warning", team="other") == 2
+    assert value("spendlake_findings", rule="idle-gpu", severity="warning", team="other", folded="true") == 2
     assert value("spendlake_findings", rule="idle-gpu", severity="critical", team="nlp") is None  # resolved
     assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="nlp") == 1000
     assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="vision") == 500
-    assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="other") == 30
+    assert value("spendlake_waste_monthly_usd", rule="idle-gpu", team="other", folded="true") == 30
     assert value("spendlake_waste_monthly_usd", rule="checkpoint-sprawl", team="nlp") == 40.5
+
+
+def test_a_team_named_other_is_told_from_the_folded_teams_in_the_findings_families(tmp_path):
+    """`spendlake_waste_monthly_usd{rule="idle-gpu",team="other"}` summed a ranked team named `other`
+    ($500) with the teams beyond service.top_n ($30): $530 in one series, and so the findings, impact
+    and anomaly families; the folded rest carries `folded="true"` as the spend families' do, a
+    ranked team named `other` keeps exactly its labels."""
+    config = make_config(tmp_path, top_n=2)
+    lake = Lake(config.lake)
+    found = [Finding(id=f"f{i}", rule="idle-gpu", severity="warning", resource_id=f"i-{i}", team=team,
+                     category="waste", impact_usd=Decimal(waste), monthly_waste_usd=Decimal(waste), summary="idle")
+             for i, (team, waste) in enumerate([("nlp", "900"), ("other", "500"), ("speech", "20"), ("infra", "10")])]
+    found += [Finding(id=f"a{i}", rule="spend-anomaly", severity="warning", resource_id=f"anomaly-{team}", team=team,
+                      category="overspend", impact_usd=Decimal(impact), summary="above its expected level",
+                      evidence={"currency": "USD", "service": "Amazon S3", "impact_usd": impact})
+              for i, (team, impact) in enumerate([("nlp", "100"), ("other", "70"), ("speech", "4"), ("infra", "2")])]
+    store_findings(lake, found)
+    registry = scrape(LakeCollector(config))
+
+    def series(name):
+        return {tuple(sorted(s.labels.items())): s.value for family in registry.collect()
+                for s in family.samples if s.name == name}
+
+    idle, ranked, rest = (("rule", "idle-gpu"),), (("team", "other"),), (("folded", "true"), ("team", "other"))
+    assert series("spendlake_waste_monthly_usd") == {
+        (("rule", "idle-gpu"), ("team", "nlp")): 900, (*idle, *ranked): 500, (rest[0], *idle, rest[1]): 30}
+    assert series("spendlake_findings") == {
+        (("rule", "idle-gpu"), ("severity", "warning"), ("team", "nlp")): 1,
+        (*idle, ("severity", "warning"), *ranked): 1, (rest[0], *idle, ("severity", "warning"), rest[1]): 2,
+        (("rule", "spend-anomaly"), ("severity", "warning"), ("team", "nlp")): 1,
+        (("rule", "spend-anomaly"), ("severity", "warning"), *ranked): 1,
+        (rest[0], ("rule", "spend-anomaly"), ("severity", "warning"), rest[1]): 2}
+    assert series("spendlake_finding_impact_usd")[(("category", "waste"), *idle, *ranked)] == 500
+    assert series("spendlake_finding_impact_usd")[(("category", "waste"), rest[0], *idle, rest[1])] == 30
+    # the anomalies' (team, service) pairs: nlp's and other's rank, speech's and infra's fold
+    assert series("spendlake_anomaly_impact_usd") == {
+        (("service", "Amazon S3"), ("team", "nlp")): 100, (("service", "Amazon S3"), *ranked): 70, (rest[0], ("service", "other"), rest[1]): 6}
 
 
 def test_budget_used_and_forecast_ratios(tmp_path):

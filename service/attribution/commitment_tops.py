@@ -1,10 +1,11 @@
 """The `commitments` group of the metric tops: commitments over the 30 days to the data's end
 (service/attribution/commitment_usage.py), USD only, by type and the team that owns each
-commitment; the `service.top_n` teams by unused commitment, the rest `other`:
+commitment; the `service.top_n` teams by unused commitment (folded "") and the rest as (`other`,
+"true"), so a team named `other` is not summed into it (service/core/units.py `folded_key`):
 
-- family `commitment_unused` (type, team): commitment paid for and left unused, USD;
-- family `commitment_utilization` (type, team): used / commitment, where the commitment is
-  not zero.
+- family `commitment_unused` (type, team, folded): commitment paid for and left unused, USD;
+- family `commitment_utilization` (type, team, folded): used / commitment, where the commitment
+  is not zero.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from service.core.config import Config
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
-from service.core.units import OTHER, top_keys
+from service.core.units import folded_key, top_keys
 
 
 def commitment_tops(lake: Lake, config: Config, end: datetime, snapshot: Snapshot) -> list[Top]:
@@ -32,14 +33,14 @@ def commitment_tops(lake: Lake, config: Config, end: datetime, snapshot: Snapsho
             key = (row.type or "unknown", row.owner.get("team") or "unallocated")
             used_by[key] += row.used
             unused_by[key] += row.unused
-    teams: dict[str, Decimal] = defaultdict(Decimal)
+    teams: dict[tuple[str], Decimal] = defaultdict(Decimal)
     for (_, team), amount in unused_by.items():
-        teams[team] += amount
+        teams[(team,)] += amount
     kept = set(top_keys(teams, config.service.top_n))
-    folded_used: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    folded_unused: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    folded_used: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
+    folded_unused: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
     for (kind, team), amount in unused_by.items():
-        key = (kind, team if team in kept else OTHER)
+        key = (kind, *folded_key((team,), kept))
         folded_unused[key] += amount
         folded_used[key] += used_by[(kind, team)]
     tops = []

@@ -44,8 +44,8 @@ from service.core.snapshot import Snapshot, read_consistently
 log = logging.getLogger(__name__)
 
 TOPS_TABLE = "metric_tops"
-TOPS_FORMAT = "5"  # bump when the file's columns or meaning change (2: clusters, commitments; 3: idle unpooled;
-# 4: a run's labels (run, folded); 5: spend's and experiments' labels end in folded too)
+TOPS_FORMAT = "6"  # bump when the file's columns or meaning change (2: clusters, commitments; 3: idle unpooled;
+# 4: a run's labels (run, folded); 5: spend's and experiments' labels end in folded too; 6: commitments' too)
 # The stored file's columns, from one bound list each (`build_tops`)
 COLUMNS = ("unnest($1::TIMESTAMPTZ[]) AS anchor, unnest($2::VARCHAR[]) AS family, unnest($3::VARCHAR[]) AS \"window\", "
            "unnest($4::VARCHAR[][]) AS labels, unnest($5::VARCHAR[]) AS value")

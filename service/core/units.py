@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import decimal
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from datetime import datetime, timedelta, timezone, tzinfo
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, TextIO, TypeVar
@@ -170,14 +170,20 @@ def top_keys(values: Mapping[K, Decimal], n: int) -> list[K]:
 
 
 def fold_top(values: Mapping[tuple[str, ...], Decimal], n: int) -> dict[tuple[str, ...], Decimal]:
-    """The `n` largest label tuples by value; everything else summed under (`other`, …)."""
-    kept_keys = top_keys(values, n)
-    kept = {key: values[key] for key in kept_keys}
-    rest = [value for key, value in values.items() if key not in kept]
-    if rest:
-        other = (OTHER,) * len(next(iter(values)))
-        kept[other] = kept.get(other, Decimal(0)) + sum(rest, Decimal(0))
-    return kept
+    """The `n` largest label tuples by value and the rest summed, each key ending in its `folded`
+    flag (`folded_key`)."""
+    kept = set(top_keys(values, n))
+    folded: dict[tuple[str, ...], Decimal] = {}
+    for key, value in values.items():
+        label = folded_key(key, kept)
+        folded[label] = folded.get(label, Decimal(0)) + value
+    return folded
+
+
+def folded_key(key: tuple[str, ...], kept: Container[tuple[str, ...]]) -> tuple[str, ...]:
+    """A metric's labels for `key`: itself and folded "" when it ranks (`kept`), else the rest's,
+    `other` in each label and folded "true", so a value itself named `other` is not summed in it."""
+    return (*key, "") if key in kept else (*(OTHER,) * len(key), "true")
 
 
 def is_tty(stream: TextIO | None = None) -> bool:

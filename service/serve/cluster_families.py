@@ -36,5 +36,5 @@ def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
             [cluster] = top.labels
             idle.add_metric([cluster, top.window, config.attribution.clusters.owner(cluster) or ""], float(top.value))
         else:
-            add_folded(run_cost, top.labels, top.window, top.value)
+            add_folded(run_cost, top.labels, top.value, top.window)
     return [run_cost, idle]

@@ -5,7 +5,7 @@ commitments read the tops ingest stored for the lake's state (`ScrapeTops`). Eac
 families; a family with nothing to report is returned empty, so its HELP/TYPE still show.
 Money is USD only (`_usd`: other currencies are never converted or summed in). Label values
 are bounded by `service.top_n`: the largest values by spend or waste are kept, the rest are
-summed under `other` (the spend families' rest with `folded="true"`: `add_folded`).
+summed under `other` with `folded="true"` (`add_folded`), so a value itself named `other` keeps its own.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
 from service.core.snapshot_ledger import snapshot_checks, sound
-from service.core.units import OTHER, fold_top
+from service.core.units import fold_top, folded_key, top_keys
 from service.findings.budgets import budget_status
 from service.findings.owners import unowned
 from service.findings.store import load_findings
@@ -122,16 +122,17 @@ def spend_families(tops: ScrapeTops) -> list[Metric]:
         if top.family == "unallocated":
             unallocated.add_metric([*top.labels, top.window], float(top.value))
         else:
-            add_folded(spend if top.family == "spend" else experiments, top.labels, top.window, top.value)
+            add_folded(spend if top.family == "spend" else experiments, top.labels, top.value, top.window)
     return [spend, experiments, unallocated]
 
 
-def add_folded(family: GaugeMetricFamily, labels: tuple[str, ...], window: str, value: Decimal) -> None:
-    """A top's sample: `labels` end in its `folded` flag ("" for a ranked value, "true" for the
-    rest, `other`), the label of the folded rest alone: a ranked value's series keeps exactly its
-    labels and window, one named `other` among them."""
+def add_folded(family: GaugeMetricFamily, labels: tuple[str, ...], value: Decimal | int,
+               window: str | None = None) -> None:
+    """A sample whose `labels` end in its `folded` flag ("" for a ranked value, "true" for the
+    rest, `other`: `folded_key`), then a top's `window`. The flag is the folded rest's label alone:
+    a ranked value's series keeps exactly its labels, one named `other` among them."""
     *named, folded = labels
-    family.add_metric([*named, window], float(value))
+    family.add_metric([*named, *([] if window is None else [window])], float(value))
     if folded:
         sample = family.samples[-1]
         family.samples[-1] = sample._replace(labels={**sample.labels, "folded": folded})
@@ -157,16 +158,16 @@ def findings_families(config: Config, lake: Lake) -> list[Metric]:
     impact_by_team: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
     for finding, team in zip(found, teams):
         impact_by_team[(team,)] += finding.impact_usd
-    kept = {team for (team,) in fold_top(impact_by_team, config.service.top_n)}
-    counts: dict[tuple[str, str, str], int] = defaultdict(int)
-    waste: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    impact: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    kept = set(top_keys(impact_by_team, config.service.top_n))
+    counts: dict[tuple[str, ...], int] = defaultdict(int)
+    waste: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
+    impact: dict[tuple[str, ...], Decimal] = defaultdict(Decimal)
     for finding, team in zip(found, teams):
-        team = team if team in kept else OTHER
-        counts[(finding.rule, finding.severity, team)] += 1
-        impact[(finding.rule, finding.category, team)] += finding.impact_usd
+        label = folded_key((team,), kept)  # (team, folded)
+        counts[(finding.rule, finding.severity, *label)] += 1
+        impact[(finding.rule, finding.category, *label)] += finding.impact_usd
         if finding.category == "waste":
-            waste[(finding.rule, team)] += finding.monthly_waste_usd
+            waste[(finding.rule, *label)] += finding.monthly_waste_usd
     count_family = GaugeMetricFamily("spendlake_findings", "Open findings.", labels=["rule", "severity", "team"])
     waste_family = GaugeMetricFamily("spendlake_waste_monthly_usd",
                                      "Waste of the open waste findings, in USD: a month of what goes on; a finished "
@@ -226,8 +227,9 @@ def teams_of(found: list, config: Config) -> list[str]:
 
 
 def add_all(family: GaugeMetricFamily, items: Iterable[tuple[tuple[str, ...], Decimal | int]]) -> None:
+    """Folded samples (labels ending in the `folded` flag), in label order."""
     for labels, value in sorted(items):
-        family.add_metric(list(labels), float(value))
+        add_folded(family, labels, value)
 
 
 def commitment_families(tops: ScrapeTops) -> list[Metric]:
@@ -243,5 +245,5 @@ def commitment_families(tops: ScrapeTops) -> list[Metric]:
                                "by commitment type and owning team.", labels=["type", "team"])
     family = {"commitment_unused": unused, "commitment_utilization": ratio}
     for top in tops.group("commitments"):
-        family[top.family].add_metric(list(top.labels), float(top.value))
+        add_folded(family[top.family], top.labels, top.value)
     return [ratio, unused]
