@@ -130,7 +130,9 @@ def demo_service(tmp_path: Path) -> Iterator[str]:
     team no cost line carries (spendlake_budget_unmatched); yields
     its base URL once the rules job has stored the idle-GPU finding (the first ingest and
     rules run at start)."""
-    data = {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0"}, "attribution": CLUSTERS,
+    # top_n 2: the findings' teams past the two with the most at stake fold, so the folded rest's
+    # `folded` label, which the alerts and dashboard read, is exposed (the idle nlp ranks)
+    data = {"lake": str(tmp_path / "lake"), "service": {"listen": "127.0.0.1:0", "top_n": 2}, "attribution": CLUSTERS,
             "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "100"},
                         {"name": "nlp-typo", "dimension": "team", "value": "nlpp", "amount": "100"}],
             **write_demo_exports(tmp_path / "exports", datetime.now(timezone.utc))}
