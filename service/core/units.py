@@ -176,7 +176,7 @@ def fold_top(values: Mapping[tuple[str, ...], Decimal], n: int) -> dict[tuple[st
     folded: dict[tuple[str, ...], Decimal] = {}
     for key, value in values.items():
         label = folded_key(key, kept)
-        folded[label] = folded.get(label, Decimal(0)) + value
+        folded[label] = folded[label] + value if label in folded else value  # a ranked value as it is
     return folded
 
 
