@@ -76,13 +76,16 @@ def test_a_short_secret_leaves_the_amounts_counts_and_teams_that_hold_it_as_a_wo
 
 @pytest.mark.parametrize("secret", ["a", "ab"])
 def test_a_one_or_two_character_secret_leaves_a_word_after_a_colon_and_is_redacted_as_the_value(secret):
-    """`source: a` is a log line's word; `password: a`, `svc:a@host`, `pass=a`, `'a'` are the secret."""
+    """`source: a` is a log line's word; `password: a`, `api_key: a`, `svc:a@host`, `pass=a`, `'a'` are the secret."""
     logs.hide(secret)
     line = f"source: {secret} file; job {secret}: failed; ratio 1:{secret}"
     assert logs.redact(line) == line
     echoed = f"password: {secret}; //svc:{secret}@prom; pass={secret}; pass: {secret}; refused '{secret}'"
     assert logs.redact(echoed) == ("password: <redacted>; //svc:<redacted>@prom; pass=<redacted>; pass: <redacted>;"
                                    " refused '<redacted>'")
+    keys = ("api_key", "access_token", "client_secret", "slurm_jwt", "pwd", "auth", "X-SLURM-USER-TOKEN")
+    compound = "; ".join(f"{key}: {secret}" for key in keys)  # a keyword ending a compound name
+    assert logs.redact(compound) == "; ".join(f"{key}: <redacted>" for key in keys)
 
 
 @pytest.mark.parametrize("echoed, shown", [

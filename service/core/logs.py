@@ -36,13 +36,14 @@ REDACTIONS = (
 # their shape, and a server or a proxy may write the one it was sent into its error, so their
 # values are redacted: one of WORD_BELOW characters or more wherever it stands; a shorter one (a
 # 6-character password) only where it stands as a value, as servers echo one: after `=`, as a
-# URL's `//user:secret@`, alone in quotes, after Bearer, Basic, token, password, pass, secret or
-# key (and their `:`). Anywhere, a 4-digit one blanked row counts and amounts; after any `:`, a
-# one-letter one blanked the word of `source: a` (each secret → None, or its pattern as a value).
+# URL's `//user:secret@`, alone in quotes, after Bearer, Basic, token, password, pass, pwd, secret,
+# key, jwt or auth, alone or ending a compound name (`api_key`, `X-SLURM-USER-TOKEN`), and their
+# `:`. Anywhere, a 4-digit one blanked row counts and amounts; after any `:`, a one-letter one
+# blanked the word of `source: a` (each secret → None, or its pattern as a value).
 SECRETS: dict[str, re.Pattern[str] | None] = {}
 WORD_BELOW = 8
-VALUE_AFTER = (r"""(?:=\s*['"]?|(?i:\b(?:bearer|basic|token|password|passwd|pass|secret|key)\b)"""
-               r"""['"]?\s*[:=]?\s*['"]?)""")
+VALUE_AFTER = (r"""(?:=\s*['"]?|(?i:(?<![a-z0-9])"""  # `api_key`'s key: `_` is not a \b
+               r"""(?:bearer|basic|token|password|passwd|pass|pwd|secret|key|jwt|auth)\b)['"]?\s*[:=]?\s*['"]?)""")
 
 
 def as_a_value(secret: str) -> re.Pattern[str]:
