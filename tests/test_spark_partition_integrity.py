@@ -164,11 +164,11 @@ def test_a_verify_state_of_the_wrong_shape_is_named_on_spark_as_on_duckdb(lake):
 
 
 def test_a_period_spark_rolls_up_from_its_raw_lines_is_said_once_as_on_duckdb(lake, monkeypatch):
-    from service.attribution import rollup_memory
+    from service.attribution import rollup_told
 
     config, lake = lake
     shutil.rmtree(lake.table_dir(ROLLUP_TABLE))  # the periods rolled up from the raw lines
-    monkeypatch.setattr(rollup_memory, "NOTE_LINES", 1)  # as a 10M-line month is
+    monkeypatch.setattr(rollup_told, "NOTE_LINES", 1)  # as a 10M-line month is
     duckdb, spark = spendlake(config, *ATTRIBUTE), spendlake(config, *ATTRIBUTE, "--engine", "spark")
     assert duckdb.exit_code == 0 and spark.exit_code == 0, (duckdb.output, spark.output)
     notes = [line for line in spark.stderr.splitlines() if line.startswith("note: ")]

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 from servicekit import commit, make_config, write_config
 
-from service.attribution import rollup, rollup_memory
-from service.attribution.rollup_memory import told_by
+from service.attribution import rollup, rollup_told
+from service.attribution.rollup_told import told_by
 from service.cli.main import cli
 from service.core.lake import Lake
 from service.serve.app import Api
@@ -55,7 +55,7 @@ def rolled_up(monkeypatch):
 def test_a_query_over_periods_of_many_lines_without_their_rollup_says_so_once_with_the_fix(lake, monkeypatch):
     quiet = CliRunner().invoke(cli, ["--config", lake[1], "attribute", *WINDOW])
     assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr  # 3 lines: no wait to explain
-    monkeypatch.setattr(rollup_memory, "NOTE_LINES", 3)  # as a 10M-line month is
+    monkeypatch.setattr(rollup_told, "NOTE_LINES", 3)  # as a 10M-line month is
     told = CliRunner().invoke(cli, ["--config", lake[1], "attribute", *WINDOW])
     assert told.exit_code == 0, told.output
     assert told.stderr.splitlines() == [
@@ -72,7 +72,7 @@ def test_a_query_over_periods_of_many_lines_without_their_rollup_says_so_once_wi
 def test_a_command_reading_the_periods_several_times_says_it_once(lake, monkeypatch):
     from service.attribution import AttributionQuery, attribute_query
 
-    monkeypatch.setattr(rollup_memory, "NOTE_LINES", 1)
+    monkeypatch.setattr(rollup_told, "NOTE_LINES", 1)
     config = lake[0]
     said: list[str] = []
     with told_by(said.append):

@@ -14,7 +14,7 @@ its modules (tests/test_layout.py):
 - `materialise`, `RollupBuild`: store the per-period rollups of a config and remove superseded
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
 - `told_by`, `kept_in`, `RollupsKept`: a period rolled up from its raw lines (its rollup missing
-  or stale) told once to a command's reader, and kept for serve's next requests (rollup_memory.py);
+  or stale) told once to a command's reader, and kept for serve's next requests (rollup_told.py, rollup_kept.py);
 - `build_tops`, `ScrapeTops`, `read_tops`, `tops_owner`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of
   spend, shared clusters and commitments, stored per lake state by the writers of the lake
   (service/attribution/tops.py), read by the scrape;
@@ -65,7 +65,8 @@ _MODULES = {
     "per_line": ("attributed_lines",),
     "ranked": ("DefaultShare", "Ranked", "RankedGroup", "default_shares", "top_groups"),
     "rollup_build": ("RollupBuild",),
-    "rollup_memory": ("RollupsKept", "kept_in", "told_by"),
+    "rollup_kept": ("RollupsKept", "kept_in"),
+    "rollup_told": ("told_by",),
     "run_rows": ("OTHER", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),

@@ -19,7 +19,8 @@ from service.attribution.allocation_stage import drop_stage
 from service.attribution.jobs import allocation_inputs
 from service.attribution.grouped_lines import tag_map_groups_sql
 from service.attribution.needs import Needs, loosely, needed_dimensions
-from service.attribution.rollup_memory import Kept, keeper, tell_rolled_up
+from service.attribution.rollup_kept import Kept, keeper
+from service.attribution.rollup_told import tell_rolled_up
 from service.attribution.rollup_versions import (Partition, cost_partitions, inventory_keys, inventory_latest,
                                                  recorded_tag_keys, rollup_file, version_of)
 from service.attribution.sql import rollup_sql
@@ -158,7 +159,7 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
             relation, narrow, stage = rollup_relation(lake, config, con, part, keys, needs)
             if kept_by is None:
                 relation.create_view(temp)
-            else:  # rolled up once for the requests to come (rollup_memory.py)
+            else:  # rolled up once for the requests to come (rollup_kept.py)
                 kept = Kept(relation.to_arrow_table(), tuple(zip(relation.columns, map(str, relation.types))), narrow)
                 kept_by.keep((str(file), needs), kept)
         narrowed = narrowed or (kept.narrow if kept is not None else narrow)

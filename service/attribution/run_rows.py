@@ -380,8 +380,6 @@ def _arrange(query: RunsQuery, rows: list[RunRow], overbooked: int) -> RunsResul
     return RunsResult(query, tuple(kept), tuple(totals), overbooked=overbooked)
 
 
-
-
 def _costliest(rows: list[RunRow]) -> tuple[str, Decimal]:
     """A group's place: its cost in its first currency (as its rows come, those without one last),
     the larger first; amounts of two currencies are not compared."""

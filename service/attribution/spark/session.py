@@ -23,7 +23,7 @@ from itertools import islice
 
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.jobs import JOBS_TABLE
-from service.attribution.rollup_memory import tell_rolled_up
+from service.attribution.rollup_told import tell_rolled_up
 from service.attribution.rollup_versions import ROLLUP_TABLE, version_of
 from service.attribution.sql import rollup_sql
 from service.attribution.statement import Sql, transpile
