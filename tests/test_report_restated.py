@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from conftest import SAMPLES
 from service.cli.main import cli
+from service.core.ledger import CurrencyTotals, LedgerEntry, Replaced
+from service.report.sections.restated import restated_notes
 
 CUR = SAMPLES / "aws" / "legacy_cur_csv_anonymous_sample.csv"
 
@@ -323,3 +325,39 @@ def test_a_currency_a_restated_bill_no_longer_holds_is_said_restated_to_nothing(
         f"Bill 2023-11 / cur / EUR restated: delivered again at {minute(ledger_entry(tmp_path)['ingested_at'])} UTC, "
         f"its data still through 2023-11-14 04:00 UTC, it bills EUR 0.00 where the delivery of {minute(first)} UTC "
         "billed EUR 3.50 (EUR 3.50 less): the figures above that count its lines changed with it."]
+
+
+def estimate(ingested_at: str, through: str, bill: str, days: int) -> tuple:
+    """An estimate's (ingested_at, data_through, totals, day sums): USD 10 of usage a day for `days` days
+    from 1 November, and its bill, which lines without a usage day (a credit, a refund, tax) make differ."""
+    sums = (("USD", tuple((f"2023-11-{day:02d}", Decimal(10), Decimal(10)) for day in range(1, days + 1))),)
+    return ingested_at, through, (CurrencyTotals("USD", 50, Decimal(bill), Decimal(bill)),), sums
+
+
+def delivered_twice(old: tuple, new: tuple) -> list[str]:
+    before = Replaced(old[0], old[1], False, old[2], old[3])
+    return restated_notes([LedgerEntry("cur", "2023-11", "d2", 51, new[2], False, new[0], data_through=new[1],
+                                       replaced=before, days=new[3])])
+
+
+def test_a_credit_on_an_estimate_whose_usage_is_as_it_was_is_said_outside_its_usage_not_late_usage():
+    """The month to date delivered again with the same data end and the same usage by day, its bill $50
+    now $25 (a $25 credit or refund): it was said 'updated with late usage', a false reason; it is said
+    restated, outside its usage lines."""
+    notes = delivered_twice(estimate("2023-11-06T04:00:00Z", "2023-11-06T00:00:00Z", "50", 5),
+                            estimate("2023-11-06T12:00:00Z", "2023-11-06T00:00:00Z", "25", 5))
+    assert notes == [
+        "Bill 2023-11 / cur / USD restated: delivered again at 2023-11-06 12:00 UTC, its data still through "
+        "2023-11-06 00:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$25.00 where the delivery "
+        "of 2023-11-06 04:00 UTC billed $0.00 ($25.00 less): the figures above that count its lines changed with it."]
+
+
+def test_a_credit_delivered_with_a_new_day_is_said_beside_the_days_it_adds():
+    """The month to date delivered a day further ($10 of usage more) with a $25 credit: the usage of the
+    days it held as it was, so nothing was said of the credit; it is said restated, outside its usage lines."""
+    notes = delivered_twice(estimate("2023-11-06T04:00:00Z", "2023-11-06T00:00:00Z", "50", 5),
+                            estimate("2023-11-07T04:00:00Z", "2023-11-07T00:00:00Z", "35", 6))
+    assert notes == [
+        "Bill 2023-11 / cur / USD restated: delivered again at 2023-11-07 04:00 UTC, its data now through "
+        "2023-11-07 00:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$25.00 where the delivery "
+        "of 2023-11-06 04:00 UTC billed $0.00 ($25.00 less): the figures above that count its lines changed with it."]

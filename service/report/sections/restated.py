@@ -52,17 +52,34 @@ def change_notes(entry: LedgerEntry, new: Replaced, old: Replaced, latest: bool)
             return [whole_bill_restated(entry, new, old, *change) for change in bill_changes(new, old)]
         cut = late_start(old.data_through)
         early = day_changes(new, old, lambda day: day < cut)
-        return [whole_bill_restated(entry, new, old, *change) if change[0].currency in early
-                else late_usage(entry, new, old, cut, *change) for change in bill_changes(new, old)
-                if change[0].currency in early or latest]
+        late = day_changes(new, old, lambda day: day >= cut)
+        outside = {} if new.final else outside_changes(new, old)  # an invoice's own figures: finalized
+        notes = []
+        for change in bill_changes(new, old):
+            currency = change[0].currency
+            if currency in early:
+                notes.append(whole_bill_restated(entry, new, old, *change))
+                continue
+            if latest and (currency in late or currency not in outside):
+                notes.append(late_usage(entry, new, old, cut, *change))
+            if currency in outside:
+                notes.append(outside_restated(entry, new, old, *outside[currency]))
+        return notes
     if new.days is None or old.days is None or old.data_through is None:
         return []  # recorded before 2026-12 without day sums: nothing to compare, read as growth
     held, cut = parse_utc(old.data_through).date().isoformat(), late_start(old.data_through)
     early = day_changes(new, old, lambda day: day < cut)
     late = day_changes(new, old, lambda day: cut <= day < held) if latest else {}
-    return [days_restated(entry, new, old, cut, *early[currency]) if currency in early
-            else late_usage(entry, new, old, cut, *late[currency])
-            for currency in sorted(early.keys() | late.keys(), key=lambda c: c or "")]
+    outside = outside_changes(new, old)
+    notes = []
+    for currency in sorted(early.keys() | late.keys() | outside.keys(), key=lambda c: c or ""):
+        if currency in early:
+            notes.append(days_restated(entry, new, old, cut, *early[currency]))
+        elif currency in late:
+            notes.append(late_usage(entry, new, old, cut, *late[currency]))
+        if currency in outside:
+            notes.append(outside_restated(entry, new, old, *outside[currency]))
+    return notes
 
 
 def late_start(data_through: str) -> str:
@@ -106,6 +123,25 @@ def day_changes(new: Replaced, old: Replaced, counted) -> dict[str | None, Chang
     return changes
 
 
+def outside_changes(new: Replaced, old: Replaced) -> dict[str | None, Change]:
+    """Per currency, the part of the bill outside its usage lines' days (a credit, a refund, tax: the
+    bill less its day sums) when it changed by a cent or more."""
+    now_days, was_days = day_sums(new.days, lambda day: True), day_sums(old.days, lambda day: True)
+    before, after = {t.currency: t for t in old.totals}, {t.currency: t for t in new.totals}
+    changes = {}
+    for totals in currencies(new, old):
+        index = 0 if totals.billed_cost is not None else 1
+        cost, key = ("billed_cost", "effective_cost")[index], totals.currency or ""
+
+        def beside_days(bill: CurrencyTotals | None, days: dict) -> Decimal:
+            return Decimal(0) if bill is None else (
+                (getattr(bill, cost) or Decimal(0)) - days.get(key, (Decimal(0),) * 2)[index])
+        now, was = beside_days(after.get(totals.currency), now_days), beside_days(before.get(totals.currency), was_days)
+        if cents(now, totals.currency) != cents(was, totals.currency):
+            changes[totals.currency] = (totals, index, now, was)
+    return changes
+
+
 def day_sums(days: DaySums | None, counted) -> dict[str, tuple[Decimal, Decimal]]:
     """Per currency ("" for none), the (billed, effective) sums of the days `counted`."""
     return {currency or "": (sum((b or 0 for day, b, _ in sums if counted(day)), Decimal(0)),
@@ -136,6 +172,18 @@ def whole_bill_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals
     verb, had = verbs(index)
     return (f"{head(entry, totals, 'restated', new)}{through}, it {verb} {shown_money(now, totals.currency)} where "
             f"the {'final ' if old.final else ''}delivery of {at(old.ingested_at)} {had} "
+            f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}): the figures above that count its "
+            "lines changed with it.")
+
+
+def outside_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
+                     now: Decimal, was: Decimal) -> str:
+    """The part of a bill outside its usage lines' days changed: a restatement, whatever the days did."""
+    grown = bool(new.data_through and old.data_through) and parse_utc(new.data_through) > parse_utc(old.data_through)
+    through = f", its data {'now' if grown else 'still'} through {at(new.data_through)}" if new.data_through else ""
+    verb, had = verbs(index)
+    return (f"{head(entry, totals, 'restated', new)}{through}, outside its usage lines (credits, refunds, taxes) it "
+            f"{verb} {shown_money(now, totals.currency)} where the delivery of {at(old.ingested_at)} {had} "
             f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}): the figures above that count its "
             "lines changed with it.")
 
