@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 
 from service.attribution import compute, run_inputs, run_rows
@@ -144,3 +144,26 @@ def test_the_reports_clusters_section_lets_the_months_jobs_go_before_the_runs_al
     assert [(r["state"], r["jobs"], r["cost"]) for r in tables["unfinished_jobs"].rows] == [
         ("FAILED", 1, Decimal(40)), ("CANCELLED", 1, Decimal(20))]
     assert len(parts) == 3 and alive_at_runs == [0]
+
+
+def test_the_job_records_held_for_a_window_are_its_own_and_the_earlier_failures_not_the_years_history(tmp_path):
+    """`runs --since` a day after a year of job history: every record since the first snapshot was held
+    (materialized) to find the failures a run in the window may restart; the window's records and the
+    failures before it are held, the year's completed jobs not, and the records read are the same."""
+    from service.attribution.sql import held_records_cte
+    from service.attribution.statement import Params
+    from tests.test_clusters_allocation import gpu_line, job, setup
+    history = [job(f"h{month}-{n}", 8, f"2025-{month:02d}-{n + 1:02d}T10:00:00", f"2025-{month:02d}-{n + 1:02d}T11:00:00",
+                   run_id=f"old{month}-{n}") for month in range(1, 13) for n in range(5)]
+    lake, _ = setup(tmp_path, [gpu_line("i-a", start="2026-01-02T10:00:00")], [
+        *history,
+        job("f1", 8, "2026-01-01T20:00:00", "2026-01-01T23:00:00", run_id="r1", state="FAILED"),
+        job("f9", 8, "2025-12-20T20:00:00", "2025-12-20T23:00:00", run_id="r9", state="NODE_FAIL"),
+        job("w1", 8, "2026-01-02T10:00:00", "2026-01-02T11:00:00", run_id="r1")])
+    params, con = Params(), lake.query()
+    cte = held_records_cte(params, datetime(2026, 1, 2), datetime(2026, 1, 3), failed_before=True)
+    held = con.execute(f"WITH {cte} SELECT count(*) FROM j_held", params.values).fetchone()[0]
+    read = con.execute(f"WITH {cte} SELECT job_id FROM j_records ORDER BY job_id", params.values).fetchall()
+    con.close()
+    assert read == [("f1",), ("w1",)]
+    assert held == 3  # w1, and the failures before the window (f1, f9): not the 60 completed jobs of 2025

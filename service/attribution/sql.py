@@ -311,6 +311,8 @@ def held_records_cte(params: Params, since: Any = None, until: Any = None, run: 
     if not failed_before:
         return f"j_records AS ({held} WHERE {' AND '.join([*kept, within])})"
     not_failed = ", ".join(f"'{state}'" for state in NOT_FAILED if state)
-    return (f"j_held AS MATERIALIZED ({held} WHERE {' AND '.join(kept)}), "
-            f"j_records AS (SELECT * FROM j_held WHERE {within} OR (state IS NOT NULL AND state NOT IN ({not_failed}) "
-            f"AND lower(trim(run_id)) IN (SELECT lower(trim(run_id)) FROM j_held WHERE {within})))")
+    failed = f"(state IS NOT NULL AND state NOT IN ({not_failed}))"
+    # held: the window's records and every failure before it, not the history's others (a year of it)
+    return (f"j_held AS MATERIALIZED ({held} WHERE {' AND '.join(kept)} AND ({within} OR {failed})), "
+            f"j_records AS (SELECT * FROM j_held WHERE {within} OR "
+            f"lower(trim(run_id)) IN (SELECT lower(trim(run_id)) FROM j_held WHERE {within}))")
