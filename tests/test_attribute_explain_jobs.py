@@ -13,9 +13,9 @@ from tests.attribution_helpers import declared_sources
 from tests.test_clusters_allocation import gpu_line, job, setup
 
 
-def test_the_explain_table_shows_a_rows_five_largest_jobs_and_folds_the_others_into_one_line(tmp_path):
-    # i-a's hours 10:00..17:00 ($80 each): in hour k (1..8) job k holds k of its 8 GPUs, $10·k;
-    # the rest of each hour is the cluster's idle ($10·(8-k), $80·8 - $360 = $280 in all)
+def eight_jobs_on_one_instance(tmp_path):
+    """i-a's hours 10:00..17:00 ($80 each): in hour k (1..8) job k holds k of its 8 GPUs, $10·k; the rest
+    of each hour is the cluster's idle ($10·(8-k), $80·8 - $360 = $280 in all). Returns the config's path."""
     lines = [gpu_line("i-a", start=f"2026-11-02T{9 + k}:00:00") for k in range(1, 9)]
     jobs = [job(str(k), k, f"2026-11-02T{9 + k}:00:00", f"2026-11-02T{10 + k}:00:00", instance_ids=["i-a"])
             for k in range(1, 9)]
@@ -24,6 +24,11 @@ def test_the_explain_table_shows_a_rows_five_largest_jobs_and_folds_the_others_i
     path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake),
                                     "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
                                     "attribution": {"clusters": {}}}))
+    return path
+
+
+def test_the_explain_table_shows_a_rows_five_largest_jobs_and_folds_the_others_into_one_line(tmp_path):
+    path = eight_jobs_on_one_instance(tmp_path)
     args = ["--config", str(path), "attribute", "--since", "2026-11-01", "--until", "2026-12-01", "--by", "team",
             "--explain"]
     table = CliRunner().invoke(cli, [*args, "--format", "table"], env={"COLUMNS": "160"})
@@ -34,7 +39,7 @@ def test_the_explain_table_shows_a_rows_five_largest_jobs_and_folds_the_others_i
                       "3 more jobs 60.00"], table.output
     assert "--format csv or json lists each job" in table.output
     assert "idle:p5" in table.output
-    every = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"]).output)
+    every = json.loads(CliRunner().invoke(cli, [*args, "--format", "json"]).stdout)
     jobs_listed = {p["how"]: Decimal(p["cost"]) for r in every["rows"] for p in r["explain"] if p["how"].startswith("job:")}
     assert jobs_listed == {f"job:{k}": Decimal(10 * k) for k in range(1, 9)}
 
@@ -42,14 +47,7 @@ def test_the_explain_table_shows_a_rows_five_largest_jobs_and_folds_the_others_i
 def test_the_explain_table_keeps_its_placed_by_column_on_a_narrow_terminal(tmp_path):
     # at 80 columns the table gave way on `placed by` (the folded line's text made it 43 wide):
     # the one column --explain is for; the key columns give way first
-    lines = [gpu_line("i-a", start=f"2026-11-02T{9 + k}:00:00") for k in range(1, 9)]
-    jobs = [job(str(k), k, f"2026-11-02T{9 + k}:00:00", f"2026-11-02T{10 + k}:00:00", instance_ids=["i-a"])
-            for k in range(1, 9)]
-    lake, _ = setup(tmp_path, lines, jobs)
-    path = tmp_path / "spendlake.yaml"
-    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake),
-                                    "inventory": [{"name": "slurm", "kind": "jobs-file", "path": str(tmp_path / "jobs")}],
-                                    "attribution": {"clusters": {}}}))
+    path = eight_jobs_on_one_instance(tmp_path)
     table = CliRunner().invoke(cli, ["--config", str(path), "attribute", "--since", "2026-11-01", "--until",
                                      "2026-12-01", "--by", "team,project", "--explain", "--format", "table"],
                                env={"COLUMNS": "80"})

@@ -101,11 +101,7 @@ def test_a_bill_delivered_again_with_a_later_day_and_other_figures_for_the_days_
     first = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     held = sum(Decimal(billed) for day, (billed, _) in first["days"]["USD"].items() if day < "2023-11-12")
 
-    def dearer_and_a_day_later(header, row):
-        cost = header.index("lineItem/UnblendedCost")
-        row[cost] = str(Decimal(row[cost]) + 1)
-        return a_day_later(header, row)
-    rewrite(tmp_path / "export" / "cur.csv", dearer_and_a_day_later, "2023-11-05")
+    rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15), "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
     entry = json.loads((tmp_path / "lake" / "_ledger" / "deliveries.json").read_text())["entries"][0]
     assert entry["data_through"] > first["data_through"]  # the month grew: taken for growth alone before

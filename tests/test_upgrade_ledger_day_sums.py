@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-from test_report_restated import a_day_later, bills_table, ingested_cur, minute, rewrite, spendlake
+from test_report_restated import bills_table, dearer, ingested_cur, minute, rewrite, spendlake
 
 
 def test_a_delivery_replacing_an_entry_written_before_day_sums_still_tells_the_days_it_restated(tmp_path):
@@ -25,11 +25,7 @@ def test_a_delivery_replacing_an_entry_written_before_day_sums_still_tells_the_d
         del entry["days"], entry["data_from"]
     ledger.write_text(json.dumps(data))
 
-    def dearer_and_a_day_later(header, row):
-        cost = header.index("lineItem/UnblendedCost")
-        row[cost] = str(Decimal(row[cost]) + 1)
-        return a_day_later(header, row)
-    rewrite(tmp_path / "export" / "cur.csv", dearer_and_a_day_later, "2023-11-05")
+    rewrite(tmp_path / "export" / "cur.csv", lambda header, row: dearer(header, row, later=15), "2023-11-05")
     assert spendlake(config, "ingest").exit_code == 0
     entry = json.loads(ledger.read_text())["entries"][0]
     assert entry["replaced"]["days"] == first["days"]

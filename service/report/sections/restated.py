@@ -169,11 +169,7 @@ def head(entry: LedgerEntry, totals: CurrencyTotals, what: str, new: Replaced) -
 def whole_bill_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
                         now: Decimal, was: Decimal) -> str:
     through = f", its data still through {at(new.data_through)}" if new.data_through else ""
-    verb, had = verbs(index)
-    return (f"{head(entry, totals, 'restated', new)}{through}, it {verb} {shown_money(now, totals.currency)} where "
-            f"the {'final ' if old.final else ''}delivery of {at(old.ingested_at)} {had} "
-            f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}): the figures above that count its "
-            "lines changed with it.")
+    return restated(entry, new, old, totals, index, now, was, f"{through}, it", final=old.final)
 
 
 def outside_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
@@ -181,11 +177,17 @@ def outside_restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: C
     """The part of a bill outside its usage lines' days changed: a restatement, whatever the days did."""
     grown = bool(new.data_through and old.data_through) and parse_utc(new.data_through) > parse_utc(old.data_through)
     through = f", its data {'now' if grown else 'still'} through {at(new.data_through)}" if new.data_through else ""
+    return restated(entry, new, old, totals, index, now, was,
+                    f"{through}, outside its usage lines (credits, refunds, taxes) it", final=False)
+
+
+def restated(entry: LedgerEntry, new: Replaced, old: Replaced, totals: CurrencyTotals, index: int,
+             now: Decimal, was: Decimal, lead: str, *, final: bool) -> str:
+    """'Bill … restated: delivered again at …{lead} bills X where the delivery of … billed Y (Z more)'."""
     verb, had = verbs(index)
-    return (f"{head(entry, totals, 'restated', new)}{through}, outside its usage lines (credits, refunds, taxes) it "
-            f"{verb} {shown_money(now, totals.currency)} where the delivery of {at(old.ingested_at)} {had} "
-            f"{shown_money(was, totals.currency)} ({difference(totals, now, was)}): the figures above that count its "
-            "lines changed with it.")
+    return (f"{head(entry, totals, 'restated', new)}{lead} {verb} {shown_money(now, totals.currency)} where the "
+            f"{'final ' if final else ''}delivery of {at(old.ingested_at)} {had} {shown_money(was, totals.currency)} "
+            f"({difference(totals, now, was)}): the figures above that count its lines changed with it.")
 
 
 def days_restated(entry: LedgerEntry, new: Replaced, old: Replaced, cut: str, totals: CurrencyTotals,
