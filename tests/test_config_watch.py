@@ -170,3 +170,25 @@ def test_a_config_a_sighup_could_not_load_is_not_said_to_need_a_sighup_until_it_
     finally:
         requests.stop = True
         running.join(30)
+
+
+def test_an_edit_that_does_not_load_is_said_so_without_asking_for_a_sighup(tmp_path):
+    """`lake: [` written into a running service's config: the log said 'send SIGHUP to load it', and
+    only after that SIGHUP was refused that it does not load."""
+    from service.core.config import load_config
+    from service.serve.config_watch import REFUSED_MESSAGE
+
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: {tmp_path / 'lake'}\n")
+    said = []
+    watch = ConfigWatch(config, said.append, as_read(config), validate=lambda: load_config(config))
+    config.write_text("lake: [\n")
+    later(config)
+    assert watch.check()
+    [line] = said
+    assert line.startswith(f"{REFUSED_MESSAGE} ({config}): ") and "SIGHUP" not in line, said
+    later(config, 10)  # a touch: the same file that does not load, said once
+    assert watch.check() and len(said) == 1
+    config.write_text(f"lake: {tmp_path / 'lake'}\nservice: {{top_n: 5}}\n")
+    later(config, 20)  # fixed: this one a SIGHUP loads
+    assert watch.check() and said[1:] == [f"{CHANGED_MESSAGE} ({config})"]

@@ -3,7 +3,9 @@
 The service reads its config at start and on SIGHUP only; an edit without SIGHUP used to
 change nothing, silently, until the next restart. `ConfigWatch` stats the file (cheap: the
 service's main loop asks several times a second) and reads it only when its mtime or size
-moved, so a `touch` or an edit undone reads as unchanged. A change is logged once, and
+moved, so a `touch` or an edit undone reads as unchanged. A changed file is loaded (not
+applied) first: one that does not load is said so with its error, not as one to SIGHUP
+(which used to be said, and only the refused SIGHUP told it does not load). A change is logged once, and
 `spendlake_config_file_changed` says 1 until the file says what was loaded again or a
 SIGHUP loads it; a file a SIGHUP could not load is not said to need a SIGHUP until it
 changes again.
@@ -18,6 +20,8 @@ from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from service.core.errors import SpendlakeError
 
 CHANGED_MESSAGE = "config changed on disk; send SIGHUP to load it"
 REFUSED_MESSAGE = "config changed on disk and does not load; still serving the running one"
@@ -49,9 +53,10 @@ class ConfigWatch(Collector):
     jobs are done, minutes later: an edit meanwhile is one the service does not have."""
 
     def __init__(self, path: Path | None, announce: Callable[[str], None],
-                 loaded: tuple[tuple[int, int] | None, str | None]):
+                 loaded: tuple[tuple[int, int] | None, str | None], validate: Callable[[], object] | None = None):
         self.path = path
         self.announce = announce
+        self.validate = validate  # loads the file as a SIGHUP would (raises SpendlakeError), or None
         self._lock = threading.Lock()  # the main loop and scrapes both check
         self._stat, self._loaded = loaded
         self._refused: str | None = None  # the digest of a file a SIGHUP could not load: no SIGHUP asked for it
@@ -69,12 +74,23 @@ class ConfigWatch(Collector):
             digest = _digest(self.path)
             changed = stat is None or digest != self._loaded
             if changed and (not self.changed or self._refused not in (None, digest)):
-                self.announce(f"{CHANGED_MESSAGE} ({self.path})")  # a file edited since the refusal may load
-                self._refused = None
+                error = self._load_error() if stat is not None else None  # a file edited since the refusal may load
+                self._refused = None if error is None else digest
+                self.announce(f"{CHANGED_MESSAGE} ({self.path})" if error is None
+                              else f"{REFUSED_MESSAGE} ({self.path}): {error}")
             if not changed:
                 self._refused = None
             self.changed = changed
             return changed
+
+    def _load_error(self) -> str | None:
+        if self.validate is None:
+            return None
+        try:
+            self.validate()
+        except SpendlakeError as exc:
+            return str(exc)
+        return None
 
     def refused(self, read: tuple[tuple[int, int] | None, str | None], error: str) -> None:
         """A SIGHUP read the file as `read` and could not load it (`error`): until it changes

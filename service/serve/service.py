@@ -227,7 +227,7 @@ class Service:
                                          daily_at=time(hours, minutes), clock=self.clock)
             collector = LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good)
             registry.register(collector)
-            watch = ConfigWatch(self.lake.config_file, announce, self.config_read)
+            watch = ConfigWatch(self.lake.config_file, announce, self.config_read, validate=self.reload)
             registry.register(watch)
             api = Api(self.config, registry, token=self.token, clock=self.clock)
             if self.handed:  # answered by the previous config's Api until this one is ready
