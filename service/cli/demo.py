@@ -149,6 +149,8 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
 
     result = run_demo(directory, days=days, seed=seed, start=start.date() if start else None)
     generation = result.generation
+    if result.afresh:
+        click.echo(f"note: {result.afresh}", err=True)
     first, last = generation.periods[0].billing_period, generation.periods[-1].billing_period
     click.echo(f"generated {generation.rows:,} line items ({first} to {last}) of a synthetic ML organisation "
                f"in {generation.exports['parquet']}")

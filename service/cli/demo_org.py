@@ -22,12 +22,17 @@ one it is forecast to cross — and the demo runs the rules before the report, s
 shows budgets, the anomaly and unallocated spend.
 
 Deterministic for a given seed and window; re-running the same day rewrites identical
-files, so the ingest finds every delivery already held and changes nothing.
+files, so the ingest finds every delivery already held and changes nothing. A re-run with
+another seed or window starts the export, the inventory and the lake afresh (`<dir>/demo/window.json`
+says which the last run made): the other window's job and inventory snapshots kept beside the new
+ones would double-book the cluster's jobs and change every answer.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -56,6 +61,7 @@ from service.report.write import ReportResult, write_report
 
 DEFAULT_DIR = DEMO_CONFIG.parents[1]  # spendlake-data
 SOURCE_NAME = "ml-org"
+CONFIG_HEADER = "# written by `spendlake demo`"
 # How the organisation's inconsistent tag keys map to dimensions, and who shares tax and
 # support (see README "Attribution"); the Slurm cluster's nodes carry only the cluster and the
 # node name, so its cost goes to the jobs that held their GPUs (README "Shared GPU clusters"):
@@ -91,6 +97,7 @@ class DemoResult:
     findings: list[Finding]
     as_of: datetime  # the demo's "now": the end of the bill's data (`data_through`), the end of its last day
     report: ReportResult  # the daily report of the window's last day
+    afresh: str | None = None  # why the demo's files and lake were started again, if they were
 
 
 def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int = 7,
@@ -103,6 +110,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     root = Path(directory).resolve()
     demo_dir = root / "demo"
     org = build_organisation(seed, start or default_start(days), days)
+    afresh = _start_afresh_for_another_window(root, {"seed": seed, "start": org.start.isoformat(), "days": days})
     inject_gpu_anomaly(org)
     add_slurm_cluster(org)
     add_capacity_reservation(org)
@@ -128,11 +136,44 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
         config = _write_config(config_path, {**document, "budgets": budgets})
     findings = run_rules(config, now=as_of).result.findings
     return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
-                      inventory=snapshots, findings=findings, as_of=as_of, report=write_report(config, last_day))
+                      inventory=snapshots, findings=findings, as_of=as_of, report=write_report(config, last_day),
+                      afresh=afresh)
+
+
+def _start_afresh_for_another_window(root: Path, window: dict) -> str | None:
+    """Remove the export, inventory and lake a demo of another seed or window wrote under `root`
+    (only a directory holding the demo's own config), and note this window. A demo from before
+    the note is told by its Slurm files' days."""
+    demo_dir, note = root / "demo", root / "demo" / "window.json"
+    config = demo_dir / DEMO_CONFIG.name
+    if not config.is_file() or not config.read_text(encoding="utf-8").startswith(CONFIG_HEADER):
+        previous = None  # nothing of a demo's here: nothing to remove
+    elif note.is_file():
+        previous = json.loads(note.read_text(encoding="utf-8"))
+    else:
+        days = sorted(p.stem.removeprefix("sacct-") for p in (demo_dir / "inventory").glob("slurm/*/sacct-*.json"))
+        first = date.fromisoformat(window["start"])
+        same = days == [(first + timedelta(days=i)).isoformat() for i in range(window["days"])]
+        previous = None if same else {"start": days[0] if days else None, "days": len(days)}
+    said = None
+    if previous is not None and previous != window:
+        for path in (root / "lake", demo_dir / "export", demo_dir / "inventory"):
+            shutil.rmtree(path, ignore_errors=True)
+        said = (f"{root} held a demo of another window ({_window_text(previous)}); its export, inventory and lake "
+                f"are started afresh for {_window_text(window)}")
+    demo_dir.mkdir(parents=True, exist_ok=True)
+    if not note.is_file() or json.loads(note.read_text(encoding="utf-8")) != window:
+        note.write_text(json.dumps(window) + "\n", encoding="utf-8")
+    return said
+
+
+def _window_text(window: dict) -> str:
+    seed = f"seed {window['seed']}, " if "seed" in window else ""
+    return f"{seed}{window['days']} days from {window['start']}"
 
 
 def _write_config(path: Path, document: dict) -> Config:
-    text = "# written by `spendlake demo`; edit a copy, it is rewritten on every run\n" + yaml.safe_dump(
+    text = CONFIG_HEADER + "; edit a copy, it is rewritten on every run\n" + yaml.safe_dump(
         document, sort_keys=False)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
