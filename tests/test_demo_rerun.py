@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 
 import pytest
 from click.testing import CliRunner
 
 from service.attribution import attribute
 from service.cli.main import cli
+from service.core.config import load_config
 from service.core.lake import Lake
 from service.core.timewindow import Window
 
@@ -25,8 +25,6 @@ def demo(root, days):
 
 
 def spend_by_job_type(root):
-    from service.core.config import load_config
-
     config = load_config(root / "demo" / "spendlake.yaml")
     window = Window(datetime(2026, 10, 1, tzinfo=timezone.utc), datetime(2026, 12, 1, tzinfo=timezone.utc))
     rows = attribute(Lake.of(config), config, window, by=("team", "job_type")).rows

@@ -148,10 +148,10 @@ def _start_afresh_for_another_window(root: Path, window: dict) -> str | None:
     config = demo_dir / DEMO_CONFIG.name
     if not config.is_file() or not config.read_text(encoding="utf-8").startswith(CONFIG_HEADER):
         previous = None  # nothing of a demo's here: nothing to remove
-    elif note.is_file():
-        previous = json.loads(note.read_text(encoding="utf-8"))
+    elif (noted := _noted(note)) is not None:
+        previous = noted
     else:
-        days = sorted(p.stem.removeprefix("sacct-") for p in (demo_dir / "inventory").glob("slurm/*/sacct-*.json"))
+        days = sorted({p.stem.removeprefix("sacct-") for p in (demo_dir / "inventory").glob("slurm/*/sacct-*.json")})
         first = date.fromisoformat(window["start"])
         same = days == [(first + timedelta(days=i)).isoformat() for i in range(window["days"])]
         previous = None if same else {"start": days[0] if days else None, "days": len(days)}
@@ -162,12 +162,23 @@ def _start_afresh_for_another_window(root: Path, window: dict) -> str | None:
         said = (f"{root} held a demo of another window ({_window_text(previous)}); its export, inventory and lake "
                 f"are started afresh for {_window_text(window)}")
     demo_dir.mkdir(parents=True, exist_ok=True)
-    if not note.is_file() or json.loads(note.read_text(encoding="utf-8")) != window:
+    if _noted(note) != window:
         note.write_text(json.dumps(window) + "\n", encoding="utf-8")
     return said
 
 
+def _noted(note: Path) -> dict | None:
+    """The window the last run noted; None without a readable note (then its Slurm files tell it)."""
+    try:
+        noted = json.loads(note.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return noted if isinstance(noted, dict) and {"seed", "start", "days"} <= noted.keys() else None
+
+
 def _window_text(window: dict) -> str:
+    if window["start"] is None:
+        return "without Slurm files to tell it by"
     seed = f"seed {window['seed']}, " if "seed" in window else ""
     return f"{seed}{window['days']} days from {window['start']}"
 
