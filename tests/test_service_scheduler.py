@@ -262,7 +262,7 @@ def test_22_a_daily_run_the_disk_had_no_room_to_record_is_counted_and_tried_agai
     write_state, refused = lake.write_state, []
 
     def full_disk(name, data):
-        if name == "jobs" and not refused:
+        if name == "jobs" and "daily" in data and not refused:  # the daily run's record, not a job's success
             refused.append(name)
             raise OSError(errno.ENOSPC, "No space left on device", str(lake.state_file(name)))
         write_state(name, data)
@@ -407,3 +407,41 @@ def test_a_wall_clock_set_back_does_not_hold_the_jobs_until_it_catches_up(tmp_pa
         assert harness.scheduler.scheduler.get_job("daily").next_run_time < Wall.now(timezone.utc) + timedelta(days=1)
     finally:
         harness.scheduler.shutdown()
+
+
+def test_the_make_up_run_names_the_report_day_it_makes_up(tmp_path, caplog):
+    """The line said only the run's date (the 30th), read as the day reported on (the 29th)."""
+    lake = Lake(tmp_path / "lake")
+    harness = Harness(lake, lambda: utc(2026, 11, 30, 7))
+    with caplog.at_level(logging.WARNING, logger="service.serve.scheduler"):
+        harness.scheduler.start()
+        wait_for(lambda: harness.reports)
+        harness.scheduler.shutdown()
+    assert harness.reports == [date(2026, 11, 29)]
+    assert ("the daily run of 2026-11-30 (the report of 2026-11-29) has not happened: running it now"
+            in [r.getMessage() for r in caplog.records])
+
+
+def test_a_restart_reads_each_jobs_last_success_back_from_the_lake(tmp_path):
+    """spendlake_job_last_success_timestamp_seconds was unset after a restart or SIGHUP until each
+    job ran again: a staleness alert on it fired on every restart (the daily job's, for a day)."""
+    lake = Lake(tmp_path / "lake")
+    lake.write_state("jobs", {"daily": {"last_run_date": "2026-11-30"}})  # nothing to make up
+    first = Harness(lake, lambda: utc(2026, 11, 30, 7))
+    first.scheduler.start()
+    wait_for(lambda: first.value("spendlake_job_last_success_timestamp_seconds", "ingest"))
+    first.scheduler.shutdown()
+    succeeded = first.value("spendlake_job_last_success_timestamp_seconds", "ingest")
+    assert time.time() - 60 < succeeded <= time.time()
+
+    def failing():
+        raise SourceError("access denied listing the export", where="s3://bills/")
+
+    second = Harness(lake, lambda: utc(2026, 11, 30, 7), ingest=failing)  # restarted; its ingest fails
+    assert second.value("spendlake_job_last_success_timestamp_seconds", "ingest") == int(succeeded)  # before any run
+    second.scheduler.start()
+    wait_for(lambda: second.value("spendlake_job_failures_total", "ingest") == 1)
+    second.scheduler.shutdown()
+    assert second.value("spendlake_job_last_success_timestamp_seconds", "ingest") == int(succeeded)  # kept
+    assert second.value("spendlake_job_last_success_timestamp_seconds", "daily") is None  # never succeeded
+    assert lake.read_state("jobs")["daily"] == {"last_run_date": "2026-11-30"}  # the other keys kept

@@ -108,6 +108,7 @@ class DailyRun(Open):  # service/serve/scheduler.py
 
 class Jobs(Open):
     daily: DailyRun | None = None
+    last_success: dict[str, UtcText] = {}  # job -> when it last succeeded: the gauge read back after a restart
 
 
 class Rules(Open):  # service/findings/run.py

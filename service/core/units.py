@@ -197,3 +197,8 @@ def is_tty(stream: TextIO | None = None) -> bool:
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def iso_seconds(text: str) -> float:
+    """Seconds since the epoch of a stored UTC time (`utc_now_iso`'s text)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

@@ -23,15 +23,11 @@ from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
 from service.core.snapshot_ledger import snapshot_checks, sound
-from service.core.units import fold_top, folded_key, top_keys
+from service.core.units import fold_top, folded_key, iso_seconds, top_keys
 from service.findings.budgets import budget_status
 from service.findings.owners import unowned
 from service.findings.store import load_findings
 from service.ingest.freshness import freshness_limits, sources_state
-
-
-def iso_seconds(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def source_families(config: Config, lake: Lake) -> list[Metric]:

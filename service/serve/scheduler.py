@@ -40,7 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
 from service.core.lake import Lake
-from service.core.units import utc_now_iso
+from service.core.units import iso_seconds, utc_now_iso
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics
 
@@ -103,6 +103,20 @@ class ServiceScheduler:
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 3600},
         )
         self.scheduler.add_listener(self._skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+        self._restore_last_success()
+
+    def _restore_last_success(self) -> None:
+        """The last success of each job as the lake's state recorded it: a restart or a SIGHUP
+        does not read as jobs that never succeeded (a staleness alert firing on every restart).
+        A state that cannot be read leaves the gauges unset, said once."""
+        try:
+            recorded = self.lake.read_state(STATE).get("last_success", {})
+        except (SpendlakeError, OSError) as exc:
+            log.warning("the jobs' last successes are not restored: %s", exc)
+            return
+        for job in self.tasks.names():
+            if job in recorded:
+                self.metrics.last_success(job).set(iso_seconds(recorded[job]))
 
     def start(self) -> None:
         """Ingest at once and then every interval; the daily job at its time, and at once
@@ -116,8 +130,9 @@ class ServiceScheduler:
         daily = CronTrigger(hour=self.daily_at.hour, minute=self.daily_at.minute, timezone=timezone.utc)
         makeup = self.daily_due(self.clock())
         if makeup:
-            log.warning("the daily run of %s has not happened: running it now",
-                        latest_fire_date(self.clock(), self.daily_at))
+            run_date = latest_fire_date(self.clock(), self.daily_at)
+            log.warning("the daily run of %s (the report of %s) has not happened: running it now",
+                        run_date, run_date - timedelta(days=1))
         self.scheduler.add_job(self.run_daily, daily, id="daily", name="daily",
                                **({"next_run_time": at_once} if makeup else {}))
         self.scheduler.start()
@@ -243,7 +258,18 @@ class ServiceScheduler:
         finally:
             self.metrics.duration(job).observe(clock_time.perf_counter() - started)
         self.metrics.last_success(job).set_to_current_time()
+        self._record_success(job)
         return True
+
+    def _record_success(self, job: str) -> None:
+        """Keep the success in the lake's state (jobs run one at a time: no other writer of it);
+        a disk that has no room for it loses only the restart's reading of it."""
+        try:
+            state = self.lake.read_state(STATE)
+            state["last_success"] = {**state.get("last_success", {}), job: utc_now_iso()}
+            self.lake.write_state(STATE, state)
+        except (SpendlakeError, OSError) as exc:
+            log.warning("job %s: its success is not recorded in the lake's state: %s", job, exc)
 
     def _skipped(self, event: JobEvent) -> None:
         reason = "the previous run is still going" if event.code == EVENT_JOB_MAX_INSTANCES else "it was missed"
