@@ -414,3 +414,51 @@ def test_a_sighup_that_changes_attribution_on_a_damaged_lake_shows_the_spend_a_r
                       or line.startswith("spendlake_metrics_last_good{") and "budgets" not in line)
     assert sample(reloaded, "spendlake_lake_readable") == 0
     assert spend(reloaded) == spend(restarted), (spend(reloaded), spend(restarted))
+
+
+def wait_for_output(proc, text: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while text not in "".join(proc.output) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return "".join(proc.output)
+
+
+def test_a_sighup_to_an_address_in_use_or_a_lake_another_service_holds_keeps_serving_the_running_config(tmp_path):
+    """The config loads, but only starting the service with it finds it wrong: it used to be found after the
+    running service had let go of its port and lake, and the process exited (`error: service.listen: cannot
+    listen on ...`), taking the scrapes and the jobs with it."""
+    config = write_config(tmp_path, config_data(tmp_path))
+    proc, base = start_serve(config)
+    taken = socket.socket()
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other, _ = start_serve(write_config(other_dir, config_data(other_dir)))
+    try:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = "127.0.0.1:%d" % taken.getsockname()[1]
+        write_config(tmp_path, {**config_data(tmp_path), "service": {"listen": address}})
+        proc.send_signal(signal.SIGHUP)
+        output = wait_for_output(proc, "SIGHUP:")
+        said = output.split("SIGHUP:", 1)[1].splitlines()[0]
+        assert said.startswith(" the config was not reloaded, still serving the running one: ")
+        assert f"cannot listen on {address}: Address already in use" in said
+        assert readyz(base) == (200, {"status": "ready"}) and proc.poll() is None and "reloading" not in output
+
+        write_config(tmp_path, {**config_data(tmp_path), "lake": str(other_dir / "lake")})
+        proc.send_signal(signal.SIGHUP)
+        output = wait_for_output(proc, f"holds the lake {other_dir / 'lake'}")
+        said = output.rsplit("SIGHUP:", 1)[1].splitlines()[0]
+        assert f"still serving the running one: lake: another spendlake serve holds the lake {other_dir / 'lake'} " \
+               f"(pid {other.pid} on " in said
+        assert readyz(base) == (200, {"status": "ready"}) and proc.poll() is None and "reloading" not in output
+
+        write_config(tmp_path, config_data(tmp_path) | {"service": {"listen": "127.0.0.1:0"}, "rules": {}})
+        proc.send_signal(signal.SIGHUP)  # a config it can start with still reloads
+        assert "serving http://" in wait_for_output(proc, "starting again with the reloaded config").rsplit(
+            "starting again", 1)[1]
+    finally:
+        taken.close()
+        for each in (proc, other):
+            each.send_signal(signal.SIGTERM)
+            assert each.wait(timeout=30) == 0, "".join(each.output)

@@ -5,8 +5,9 @@ bind, start the jobs. SIGTERM/SIGINT: stop accepting requests, wait for running 
 release the lock, return (exit 0). SIGHUP: read the config file again; when it loads, wait
 for running jobs (still answering HTTP), let go of the lake, and start again with it in the same
 process, on the same listening socket when the address is unchanged (a port closed and bound
-again refused the scrapes and probes in between); a config that does not load is logged and
-the running one goes on.
+again refused the scrapes and probes in between); a config that does not load, or that the
+service could not start with (a new address taken, a new lake another service holds: found before
+letting go), is logged and the running one goes on.
 (Without a handler SIGHUP killed the process at once, running jobs and all.)
 """
 
@@ -27,7 +28,7 @@ from service.serve.app import Api, api_token
 from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
-from service.core.errors import SourceError, SpendlakeError
+from service.core.errors import LakeBusyError, SourceError, SpendlakeError
 from service.core.coverage import last_whole_day
 from service.core.lake import Lake
 from service.core.output import printable
@@ -189,6 +190,7 @@ class Service:
         self.reload = reload
         self.requests = requests or Requests()
         self.handed = None  # (server, thread) of the service before a reload, still listening here
+        self.bound = None  # the server a reload bound on this config's new address, not serving yet
         self.last_good = LastGood()  # the metrics' cost groups last read (LakeCollector), kept by a reload
 
     def stop(self) -> None:
@@ -205,6 +207,7 @@ class Service:
         try:
             successor = Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
                                 reload=self.reload, requests=self.requests)
+            self.taken_over_by(successor)
         except SpendlakeError as exc:
             announce(f"SIGHUP: the config was not reloaded, still serving the running one: {exc}")
             if watch is not None:
@@ -213,6 +216,17 @@ class Service:
         if successor.lake.root == self.lake.root:  # another lake's last read series would be its own
             successor.last_good = kept_by_reload(self.last_good, self.config, successor.config)
         return successor
+
+    def taken_over_by(self, successor: Service) -> None:
+        """What only starting `successor` would find wrong, found while this service still runs (it used to
+        be found after this one let go, and the process exited): another service holding its new lake, its
+        new address taken (bound here, served once it runs). Raises SpendlakeError."""
+        holder = successor.lake.lock_holder("service") if successor.lake.root != self.lake.root else None
+        if holder is not None:
+            raise LakeBusyError(f"another spendlake serve holds the lake {successor.lake.root} (pid {holder or '?'})",
+                                where="lake", hint="stop that service, or keep this service's lake")
+        if successor.listen != self.listen:
+            successor.bound = make_server(None, successor.listen, where=successor.listen_from)
 
     def run(self, announce: Callable[[str], None] = announce) -> Service | None:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
@@ -234,7 +248,8 @@ class Service:
                 server, thread = self.handed
                 server.RequestHandlerClass.api = api
             else:
-                server = make_server(api, self.listen, where=self.listen_from)
+                server = self.bound or make_server(api, self.listen, where=self.listen_from)
+                server.RequestHandlerClass.api = api
                 thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
                 thread.start()
             try:
