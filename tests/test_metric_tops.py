@@ -516,3 +516,31 @@ def test_a_team_project_or_experiment_named_other_is_told_from_the_folded_rest_b
         (("project", "vit"), ("team", "vision"), ("window", "mtd")): 500,
         (("project", "asr"), ("team", "speech"), ("window", "mtd")): 300,
         (("folded", "true"), ("project", "other"), ("team", "other"), ("window", "mtd")): 95})
+
+
+def test_43_after_a_sighup_changing_attribution_a_scrape_beside_the_build_shows_the_replaced_configs_tops(tmp_path):
+    """A SIGHUP to a config with other attribution: its first ingest builds its rollups and tops; a scrape
+    meanwhile found no tops of the new config at all and showed none, so the spend families were empty
+    (cost alerts resolved and fired again). It shows the replaced config's last stored tops, marked not
+    current, until the new config's are stored; with nothing replaced (a restart) it shows none as before."""
+    old = config_for(tmp_path, shared=False)
+    lake = Lake(old.lake)
+    commit(lake, "cur", ROWS)
+    rollup(old)
+    before = samples(old)
+    new = config_for(tmp_path, shared=True)
+    assert tops_module.tops_owner(new) != tops_module.tops_owner(old)
+
+    def scraped(earlier):
+        registry = CollectorRegistry()
+        registry.register(LakeCollector(new, clock=NOW.timestamp, earlier=earlier))
+        return ({(s.name, tuple(sorted(s.labels.items()))): s.value
+                 for family in registry.collect() for s in family.samples if s.name in FAMILIES},
+                registry.get_sample_value("spendlake_metric_tops_current"))
+
+    with lake.lock():  # the new config's first ingest, building its rollups and tops
+        assert scraped((old,)) == (before, 0)
+        assert scraped(()) == ({}, 0)
+    rollup(new)
+    after, current = scraped((old,))
+    assert current == 1 and after == samples(new) and after != before

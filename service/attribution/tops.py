@@ -88,12 +88,15 @@ class ScrapeTops:
     none yet (`current` False). Otherwise it computes holding `turn`, so no job starts
     beside it. With `previous_when_unreadable` (the service's scrape), a lake state that cannot
     be read (a damaged partition) shows the previous state's stored tops too, and `unreadable`
-    says why, instead of raising."""
+    says why, instead of raising. `earlier`: the configs a SIGHUP replaced, newest first: while this
+    config has no tops stored yet, the previous state's are theirs (a reload changing attribution
+    emptied the cost families until its build was done, and cost alerts resolved)."""
 
     def __init__(self, lake: Lake, config: Config, now: datetime, turn: threading.Lock | None = None, *,
-                 previous_when_unreadable: bool = False):
+                 previous_when_unreadable: bool = False, earlier: tuple[Config, ...] = ()):
         self.lake, self.config, self.now, self.turn = lake, config, now, turn
         self.previous_when_unreadable = previous_when_unreadable
+        self.earlier = earlier
         self._stored: list[Top] | None = None
         self._looked = False
         # False while the previous state's tops (or none) are shown instead of the current ones
@@ -134,9 +137,16 @@ class ScrapeTops:
                 self.turn.release()
 
     def _show_previous(self, why: str) -> None:
-        self._stored, self.current = previous_tops(self.lake, self.config) or [], False
-        log.info("metrics: no stored tops for this lake state and %s: showing the previous state's (%d samples) "
-                 "instead of computing them beside it", why, len(self._stored))
+        self.current = False
+        for config, whose in ((self.config, "the previous state's"),
+                              *((config, "the replaced config's") for config in self.earlier)):
+            self._stored = previous_tops(self.lake, config)
+            if self._stored is not None:
+                break
+        else:
+            self._stored, whose = [], "none"
+        log.info("metrics: no stored tops for this lake state and %s: showing %s (%d samples) "
+                 "instead of computing them beside it", why, whose, len(self._stored))
 
     def _stored_tops(self, snapshot: Snapshot) -> list[Top] | None:
         return stored_tops(self.lake, self.config, snapshot, snapshot_anchor(self.lake, snapshot, self.now))

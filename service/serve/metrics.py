@@ -119,11 +119,14 @@ class LakeCollector(Collector):
     cached page is older than `max_age_seconds`. `turn`: the lock the service's jobs take
     turns with; tops missing from the lake are computed only while holding it (ScrapeTops).
     `last_good`: the cost groups last read, shared with the collector of the service a SIGHUP
-    replaces (a reload on a damaged lake would otherwise drop its budget series)."""
+    replaces (a reload on a damaged lake would otherwise drop its budget series); `earlier`: the
+    configs that service ran (ScrapeTops)."""
 
     def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time,
-                 turn: threading.Lock | None = None, last_good: LastGood | None = None):
+                 turn: threading.Lock | None = None, last_good: LastGood | None = None,
+                 earlier: tuple[Config, ...] = ()):
         self.config = config
+        self.earlier = earlier  # the configs a SIGHUP replaced: their tops until this one's are stored
         self.turn = turn
         self.lake = Lake.of(config)
         self.max_age_seconds = max_age_seconds
@@ -176,7 +179,7 @@ class LakeCollector(Collector):
         whether the tops-based families describe the lake's current state."""
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
         # the stored tops file is read once per scrape; a state that cannot be read shows the previous one's
-        tops = ScrapeTops(self.lake, self.config, now, self.turn, previous_when_unreadable=True)
+        tops = ScrapeTops(self.lake, self.config, now, self.turn, previous_when_unreadable=True, earlier=self.earlier)
         groups = {
             "sources": lambda: source_families(self.config, self.lake),
             "integrity": lambda: integrity_families(self.lake),

@@ -39,6 +39,7 @@ from service.report.write import ReportResult, write_report
 from service.serve.scheduler import ServiceScheduler, Tasks, ToldFailure
 
 log = logging.getLogger(__name__)
+EARLIER_KEPT = 3  # replaced configs whose tops a scrape may show: reloads in a row before any build is done
 ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE, REFUSED_MESSAGE)  # what the service says of itself that asks the operator to act
 
 
@@ -191,6 +192,7 @@ class Service:
         self.requests = requests or Requests()
         self.handed = None  # (server, thread) of the service before a reload, still listening here
         self.bound = None  # the server a reload bound on this config's new address, not serving yet
+        self.earlier: tuple[Config, ...] = ()  # the configs reloads replaced on this lake, newest first (ScrapeTops)
         self.last_good = LastGood()  # the metrics' cost groups last read (LakeCollector), kept by a reload
 
     def stop(self) -> None:
@@ -215,6 +217,7 @@ class Service:
             return None
         if successor.lake.root == self.lake.root:  # another lake's last read series would be its own
             successor.last_good = kept_by_reload(self.last_good, self.config, successor.config)
+            successor.earlier = (self.config, *self.earlier)[:EARLIER_KEPT]
         return successor
 
     def taken_over_by(self, successor: Service) -> None:
@@ -239,7 +242,7 @@ class Service:
             scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
-            collector = LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good)
+            collector = LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good, earlier=self.earlier)
             registry.register(collector)
             watch = ConfigWatch(self.lake.config_file, announce, self.config_read, validate=self.reload)
             registry.register(watch)
