@@ -445,3 +445,31 @@ def test_a_restart_reads_each_jobs_last_success_back_from_the_lake(tmp_path):
     assert second.value("spendlake_job_last_success_timestamp_seconds", "ingest") == int(succeeded)  # kept
     assert second.value("spendlake_job_last_success_timestamp_seconds", "daily") is None  # never succeeded
     assert lake.read_state("jobs")["daily"] == {"last_run_date": "2026-11-30"}  # the other keys kept
+
+
+def test_a_start_stores_the_rollups_its_config_lacks_before_the_first_ingest_reads_the_sources(tmp_path):
+    """A restart (or SIGHUP) with a config whose rollups were not stored: every request and scrape rolled the
+    periods up from their raw lines until the first ingest had read every source and built them at its end
+    (minutes with remote sources). The service stores them first, as `spendlake rollup` does, once per start."""
+    from service.attribution.tops import tops_file
+    from service.serve.service import store_rollups
+
+    config = make_config(tmp_path)
+    lake = Lake.of(config)
+    commit(lake, "cur", [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "3", {"team": "nlp"})])
+    rollups = lambda: sorted(lake.root.glob("attribution_rollup/**/*.parquet"))  # noqa: E731
+    assert rollups() == [] and not tops_file(lake, config, lake.snapshot()).exists()
+    at_ingest, builds = [], []
+
+    def ingest():
+        at_ingest.append((len(rollups()), tops_file(lake, config, lake.snapshot()).exists()))
+
+    harness = Harness(lake, lambda: utc(2026, 11, 30, 7), ingest=ingest, every=timedelta(seconds=0.3))
+    harness.scheduler.tasks = Tasks(ingest=ingest, rules=None, daily=harness.reports.append,
+                                    rollups=lambda: builds.append(store_rollups(config)))
+    lake.write_state("jobs", {"daily": {"last_run_date": "2026-11-30"}})
+    harness.scheduler.start()
+    wait_for(lambda: len(at_ingest) >= 2)
+    harness.scheduler.shutdown()
+    assert at_ingest[0] == (1, True)  # stored before the first ingest began
+    assert len(builds) == 1  # once per start, not before every ingest

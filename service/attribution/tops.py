@@ -90,7 +90,8 @@ class ScrapeTops:
     be read (a damaged partition) shows the previous state's stored tops too, and `unreadable`
     says why, instead of raising. `earlier`: the configs a SIGHUP replaced, newest first: while this
     config has no tops stored yet, the previous state's are theirs (a reload changing attribution
-    emptied the cost families until its build was done, and cost alerts resolved)."""
+    emptied the cost families until its build was done, and cost alerts resolved); not on a lake that
+    cannot be read."""
 
     def __init__(self, lake: Lake, config: Config, now: datetime, turn: threading.Lock | None = None, *,
                  previous_when_unreadable: bool = False, earlier: tuple[Config, ...] = ()):
@@ -111,7 +112,7 @@ class ScrapeTops:
                 if not self.previous_when_unreadable:
                     raise
                 self.unreadable = exc
-                self._show_previous("the lake cannot be read")
+                self._show_previous("the lake cannot be read", replaced=False)
             self._looked = True
             if self._stored is None and self.lake.writing():
                 self._show_previous("a writer holds the lake")
@@ -136,10 +137,12 @@ class ScrapeTops:
             if self.turn is not None:
                 self.turn.release()
 
-    def _show_previous(self, why: str) -> None:
+    def _show_previous(self, why: str, replaced: bool = True) -> None:
+        """`replaced`: the replaced configs' tops may stand in, for as long as a build or job takes; not
+        while the lake cannot be read (until it is repaired: a restart shows none either)."""
         self.current = False
         for config, whose in ((self.config, "the previous state's"),
-                              *((config, "the replaced config's") for config in self.earlier)):
+                              *((config, "the replaced config's") for config in self.earlier if replaced)):
             self._stored = previous_tops(self.lake, config)
             if self._stored is not None:
                 break

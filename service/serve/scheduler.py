@@ -67,6 +67,8 @@ class Tasks:
     rules: Callable[[], None] | None
     daily: Callable[[date], None]
     verify: Callable[[], None] | None = None
+    # before the first ingest after a start or SIGHUP: store the rollups and metric tops this config lacks
+    rollups: Callable[[], None] | None = None
 
     def names(self) -> tuple[str, ...]:
         return tuple(name for name in ("ingest", "rules", "verify", "daily") if getattr(self, name) is not None)
@@ -163,11 +165,28 @@ class ServiceScheduler:
     def run_ingest(self) -> None:
         try:
             with self.turn:
+                if not self.first_ingest.is_set():
+                    self._store_rollups()
                 self.instrumented("ingest", self.tasks.ingest)
                 if self.tasks.rules is not None and not self._stopping("the rules"):
                     self.instrumented("rules", self.tasks.rules)
         finally:
             self.first_ingest.set()
+
+    def _store_rollups(self) -> None:
+        """The rollups and tops of this config, stored before the first ingest reads every source (minutes
+        with many or remote ones): until they are, each request and scrape rolls the periods up from their
+        raw lines (10+ s at 10M lines). A failure or a busy lake is said, not counted: the ingest that
+        follows builds them too."""
+        if self.tasks.rollups is None or self._stopping("storing the rollups"):
+            return
+        try:
+            self.tasks.rollups()
+        except LakeBusyError as exc:
+            log.info("the rollups were not stored before the first ingest: %s", exc)
+        except Exception as exc:
+            log.warning("the rollups were not stored before the first ingest (it builds them after reading the "
+                        "sources): %s", os_error(exc) if isinstance(exc, OSError) else exc)
 
     def run_daily(self, retry_of: date | None = None) -> None:
         """Verify, then the report of the latest fire's date; a failed report is retried (see the

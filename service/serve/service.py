@@ -157,12 +157,30 @@ def verify_lake(config: Config) -> None:
         raise derived_error(altered)
 
 
+def store_rollups(config: Config) -> None:
+    """`spendlake rollup` (under the lake lock, published atomically), run by the service before its first
+    ingest after a start or SIGHUP: a config whose rollups are stored builds nothing; one changed since the
+    last build (the service restarted or reloaded with other attribution) has them stored before the
+    sources are read, said in the log."""
+    from service.ingest.rollups import rollup
+
+    started = clock_time.monotonic()
+    done = rollup(config)
+    for warning in done.warnings:
+        log.warning("rollup: %s", printable(warning))
+    if done.built:
+        log.info("stored the attribution rollups of %d period(s) this config lacked, and its metric tops, in %.1f s "
+                 "(requests and scrapes until then rolled them up from the raw lines)", done.built,
+                 clock_time.monotonic() - started)
+
+
 def default_tasks(config: Config) -> Tasks:
     from service.findings.run import rules_for
 
     rules_for(config)  # a bad `rules:` section stops the service at start-up, not at the first run
     return Tasks(ingest=lambda: run_ingest(config), rules=lambda: run_rules(config),
-                 daily=lambda day: write_daily_report(config, day), verify=lambda: verify_lake(config))
+                 daily=lambda day: write_daily_report(config, day), verify=lambda: verify_lake(config),
+                 rollups=lambda: store_rollups(config))
 
 
 @dataclass
