@@ -424,7 +424,8 @@ def wait_for_output(proc, text: str, timeout: float = 30) -> str:
 
 
 def test_a_sighup_to_an_address_in_use_or_a_lake_another_service_holds_keeps_serving_the_running_config(tmp_path):
-    """The config loads, but only starting the service with it finds it wrong: it used to be found after the
+    """The config loads, but only starting the service with it finds it wrong (a lake folder that cannot be
+    made raised an OSError out of the reload: a traceback, the process gone): it used to be found after the
     running service had let go of its port and lake, and the process exited (`error: service.listen: cannot
     listen on ...`), taking the scrapes and the jobs with it."""
     config = write_config(tmp_path, config_data(tmp_path))
@@ -451,6 +452,13 @@ def test_a_sighup_to_an_address_in_use_or_a_lake_another_service_holds_keeps_ser
         said = output.rsplit("SIGHUP:", 1)[1].splitlines()[0]
         assert f"still serving the running one: lake: another spendlake serve holds the lake {other_dir / 'lake'} " \
                f"(pid {other.pid} on " in said
+        assert readyz(base) == (200, {"status": "ready"}) and proc.poll() is None and "reloading" not in output
+
+        write_config(tmp_path, {**config_data(tmp_path), "lake": "/proc/spendlake-lake"})  # a folder never made
+        proc.send_signal(signal.SIGHUP)
+        output = wait_for_output(proc, "/proc/spendlake-lake")
+        said = output.rsplit("SIGHUP:", 1)[1].splitlines()[0]
+        assert "still serving the running one: /proc/spendlake-lake: no such file or directory" in said
         assert readyz(base) == (200, {"status": "ready"}) and proc.poll() is None and "reloading" not in output
 
         write_config(tmp_path, config_data(tmp_path) | {"service": {"listen": "127.0.0.1:0"}, "rules": {}})

@@ -28,7 +28,7 @@ from service.serve.app import Api, api_token
 from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
 from service.core.config import Config
-from service.core.errors import LakeBusyError, SourceError, SpendlakeError
+from service.core.errors import LakeBusyError, SourceError, SpendlakeError, os_error
 from service.core.coverage import last_whole_day
 from service.core.lake import Lake
 from service.core.output import printable
@@ -228,7 +228,8 @@ class Service:
             successor = Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
                                 reload=self.reload, requests=self.requests)
             self.taken_over_by(successor)
-        except SpendlakeError as exc:
+        except (SpendlakeError, OSError) as exc:  # OSError: a new lake folder that cannot be made (/proc/x)
+            exc = os_error(exc, "lake") if isinstance(exc, OSError) else exc
             announce(f"SIGHUP: the config was not reloaded, still serving the running one: {exc}")
             if watch is not None:
                 watch.refused(read, str(exc))
