@@ -522,11 +522,13 @@ def test_43_after_a_sighup_changing_attribution_a_scrape_beside_the_build_shows_
     """A SIGHUP to a config with other attribution: its first ingest builds its rollups and tops; a scrape
     meanwhile found no tops of the new config at all and showed none, so the spend families were empty
     (cost alerts resolved and fired again). It shows the replaced config's last stored tops, marked not
-    current, until the new config's are stored; with nothing replaced (a restart) it shows none as before."""
+    current, until the new config's are stored; after a restart too (the service notes whose tops it stored)."""
+    from service.serve.service import served_before, store_rollups
+
     old = config_for(tmp_path, shared=False)
     lake = Lake(old.lake)
     commit(lake, "cur", ROWS)
-    rollup(old)
+    store_rollups(old)  # the service's start: `spendlake rollup`, and whose tops it stored noted in the lake
     before = samples(old)
     new = config_for(tmp_path, shared=True)
     assert tops_module.tops_owner(new) != tops_module.tops_owner(old)
@@ -538,9 +540,12 @@ def test_43_after_a_sighup_changing_attribution_a_scrape_beside_the_build_shows_
                  for family in registry.collect() for s in family.samples if s.name in FAMILIES},
                 registry.get_sample_value("spendlake_metric_tops_current"))
 
+    replaced = (tops_module.tops_owner(old),)
+    assert served_before(lake, new) == replaced and served_before(lake, old) == ()  # a restart with `new`
     with lake.lock():  # the new config's first ingest, building its rollups and tops
-        assert scraped((old,)) == (before, 0)
+        assert scraped(replaced) == (before, 0)
         assert scraped(()) == ({}, 0)
-    rollup(new)
-    after, current = scraped((old,))
+    store_rollups(new)
+    assert served_before(lake, new) == ()
+    after, current = scraped(replaced)
     assert current == 1 and after == samples(new) and after != before

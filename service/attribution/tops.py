@@ -60,9 +60,10 @@ def tops_owner(config: Config) -> str:
     return _hash(f"{TOPS_FORMAT}|{config.attribution.fingerprint()}|{config.service.top_n}")
 
 
-def tops_folder(lake: Lake, config: Config) -> Path:
-    """Where the tops of `config` are, one file per lake state."""
-    return lake.partition_file(TOPS_TABLE, [("source", "all"), ("config", tops_owner(config))]).parent
+def tops_folder(lake: Lake, config: Config | str) -> Path:
+    """Where the tops of `config` (or of the config whose `tops_owner` it is) are, one file per lake state."""
+    owner = config if isinstance(config, str) else tops_owner(config)
+    return lake.partition_file(TOPS_TABLE, [("source", "all"), ("config", owner)]).parent
 
 
 def tops_file(lake: Lake, config: Config, snapshot: Snapshot) -> Path:
@@ -88,13 +89,14 @@ class ScrapeTops:
     none yet (`current` False). Otherwise it computes holding `turn`, so no job starts
     beside it. With `previous_when_unreadable` (the service's scrape), a lake state that cannot
     be read (a damaged partition) shows the previous state's stored tops too, and `unreadable`
-    says why, instead of raising. `earlier`: the configs a SIGHUP replaced, newest first: while this
+    says why, instead of raising. `earlier`: the `tops_owner` of the configs a SIGHUP replaced, newest
+    first, or the one the service ran before a restart: while this
     config has no tops stored yet, the previous state's are theirs (a reload changing attribution
     emptied the cost families until its build was done, and cost alerts resolved); not on a lake that
     cannot be read."""
 
     def __init__(self, lake: Lake, config: Config, now: datetime, turn: threading.Lock | None = None, *,
-                 previous_when_unreadable: bool = False, earlier: tuple[Config, ...] = ()):
+                 previous_when_unreadable: bool = False, earlier: tuple[str, ...] = ()):
         self.lake, self.config, self.now, self.turn = lake, config, now, turn
         self.previous_when_unreadable = previous_when_unreadable
         self.earlier = earlier
@@ -141,9 +143,9 @@ class ScrapeTops:
         """`replaced`: the replaced configs' tops may stand in, for as long as a build or job takes; not
         while the lake cannot be read (until it is repaired: a restart shows none either)."""
         self.current = False
-        for config, whose in ((self.config, "the previous state's"),
-                              *((config, "the replaced config's") for config in self.earlier if replaced)):
-            self._stored = previous_tops(self.lake, config)
+        for owner, whose in ((self.config, "the previous state's"),
+                             *((owner, "the replaced config's") for owner in self.earlier if replaced)):
+            self._stored = previous_tops(self.lake, owner)
             if self._stored is not None:
                 break
         else:
@@ -161,8 +163,8 @@ def stored_tops(lake: Lake, config: Config, snapshot: Snapshot, end: datetime) -
     return _tops_of(table) if table is not None and table.num_rows else None
 
 
-def previous_tops(lake: Lake, config: Config) -> list[Top] | None:
-    """The tops of `config` stored last, for whichever lake state (None: none stored)."""
+def previous_tops(lake: Lake, config: Config | str) -> list[Top] | None:
+    """The tops of `config` (or of a `tops_owner`) stored last, for whichever lake state (None: none stored)."""
     for path in sorted(tops_folder(lake, config).glob("*.parquet"), key=_modified, reverse=True):
         table = _read_tops(lake, path)
         if table is not None:

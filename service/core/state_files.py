@@ -109,6 +109,7 @@ class DailyRun(Open):  # service/serve/scheduler.py
 class Jobs(Open):
     daily: DailyRun | None = None
     last_success: dict[str, UtcText] = {}  # job -> when it last succeeded: the gauge read back after a restart
+    tops_owner: StrictStr | None = None  # whose metric tops the service stored last (service/serve/service.py)
 
 
 class Rules(Open):  # service/findings/run.py

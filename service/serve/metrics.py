@@ -120,13 +120,13 @@ class LakeCollector(Collector):
     turns with; tops missing from the lake are computed only while holding it (ScrapeTops).
     `last_good`: the cost groups last read, shared with the collector of the service a SIGHUP
     replaces (a reload on a damaged lake would otherwise drop its budget series); `earlier`: the
-    configs that service ran (ScrapeTops)."""
+    `tops_owner` of the configs that service, or the one before a restart, ran (ScrapeTops)."""
 
     def __init__(self, config: Config, *, max_age_seconds: float = 300, clock: Callable[[], float] = time.time,
                  turn: threading.Lock | None = None, last_good: LastGood | None = None,
-                 earlier: tuple[Config, ...] = ()):
+                 earlier: tuple[str, ...] = ()):
         self.config = config
-        self.earlier = earlier  # the configs a SIGHUP replaced: their tops until this one's are stored
+        self.earlier = earlier  # the tops_owner of configs replaced: their tops until this one's are stored
         self.turn = turn
         self.lake = Lake.of(config)
         self.max_age_seconds = max_age_seconds

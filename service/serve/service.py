@@ -24,6 +24,7 @@ from datetime import date, datetime, time, timedelta
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
+from service.attribution import tops_owner
 from service.serve.app import Api, api_token
 from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
@@ -36,9 +37,10 @@ from service.core.pinned_root import pin_root
 from service.core.timewindow import utc_now
 from service.serve.metrics import JobMetrics, LakeCollector, LastGood, kept_by_reload
 from service.report.write import ReportResult, write_report
-from service.serve.scheduler import ServiceScheduler, Tasks, ToldFailure
+from service.serve.scheduler import STATE as JOBS_STATE, ServiceScheduler, Tasks, ToldFailure
 
 log = logging.getLogger(__name__)
+SERVED = "tops_owner"  # in _state/jobs.json: whose metric tops the service stored last (served_before)
 EARLIER_KEPT = 3  # replaced configs whose tops a scrape may show: reloads in a row before any build is done
 ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE, REFUSED_MESSAGE)  # what the service says of itself that asks the operator to act
 
@@ -166,12 +168,25 @@ def store_rollups(config: Config) -> None:
 
     started = clock_time.monotonic()
     done = rollup(config)
+    lake = Lake.of(config)
+    state = lake.read_state(JOBS_STATE)
+    lake.write_state(JOBS_STATE, {**state, SERVED: tops_owner(config)})
     for warning in done.warnings:
         log.warning("rollup: %s", printable(warning))
     if done.built:
         log.info("stored the attribution rollups of %d period(s) this config lacked, and its metric tops, in %.1f s "
                  "(requests and scrapes until then rolled them up from the raw lines)", done.built,
                  clock_time.monotonic() - started)
+
+
+def served_before(lake: Lake, config: Config) -> tuple[str, ...]:
+    """The `tops_owner` of the config the service stored tops for before this start, when it was another
+    (a restart with changed attribution): its tops stand in while this config's are built (ScrapeTops)."""
+    try:
+        owner = lake.read_state(JOBS_STATE).get(SERVED)
+    except (SpendlakeError, OSError):  # the scheduler says what is wrong with the state
+        return ()
+    return (owner,) if owner and owner != tops_owner(config) else ()
 
 
 def default_tasks(config: Config) -> Tasks:
@@ -210,7 +225,7 @@ class Service:
         self.requests = requests or Requests()
         self.handed = None  # (server, thread) of the service before a reload, still listening here
         self.bound = None  # the server a reload bound on this config's new address, not serving yet
-        self.earlier: tuple[Config, ...] = ()  # the configs reloads replaced on this lake, newest first (ScrapeTops)
+        self.earlier: tuple[str, ...] = ()  # tops_owner of the configs reloads replaced on this lake, newest first
         self.last_good = LastGood()  # the metrics' cost groups last read (LakeCollector), kept by a reload
 
     def stop(self) -> None:
@@ -236,7 +251,7 @@ class Service:
             return None
         if successor.lake.root == self.lake.root:  # another lake's last read series would be its own
             successor.last_good = kept_by_reload(self.last_good, self.config, successor.config)
-            successor.earlier = (self.config, *self.earlier)[:EARLIER_KEPT]
+            successor.earlier = (tops_owner(self.config), *self.earlier)[:EARLIER_KEPT]
         return successor
 
     def taken_over_by(self, successor: Service) -> None:
@@ -261,7 +276,8 @@ class Service:
             scheduler = ServiceScheduler(self.lake, job_metrics, self.tasks,
                                          ingest_every=timedelta(minutes=self.config.service.ingest_every_minutes),
                                          daily_at=time(hours, minutes), clock=self.clock)
-            collector = LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good, earlier=self.earlier)
+            collector = LakeCollector(self.config, turn=scheduler.turn, last_good=self.last_good,
+                                      earlier=self.earlier or served_before(self.lake, self.config))
             registry.register(collector)
             watch = ConfigWatch(self.lake.config_file, announce, self.config_read, validate=self.reload)
             registry.register(watch)
