@@ -28,7 +28,7 @@ costs 0 and the purchase carries the money. A file with neither sign nor a commi
 purchase (a subscription or a part with on-demand usage only: the two coincide there) takes
 the type the other files of the delivery holding its billing periods show, so an amortized
 export written in several files is effective cost whole; else the type the export's names say
-(`DailyAmortizedCost/…`, a folder `amortized`: `named_cost_type`), so its month without a
+(`DailyAmortizedCost/…`, a folder `amortized`, whole words: `named_cost_type`), so its month without a
 commitment line is effective cost as its other months; else it is actual. Set
 `cost_type: actual|amortized` to skip that extra pass.
 
@@ -281,17 +281,20 @@ class AzureCostConnector(FolderExport):
         return found
 
 
-NAMED_TYPE = re.compile(r"(?i)(amorti[sz]ed)|(actual)")
+# a name's words: split at separators, digits and a capital after a small letter (DailyAmortizedCost)
+NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+COST_TYPE_WORDS = {"amortized": "amortized", "amortised": "amortized", "actual": "actual"}
 
 
 def named_cost_type(location: str, uri: str) -> str | None:
     """The cost type the export's own names say, where its rows tell none (a month of on-demand
     usage only): `amortized` or `actual` in the location's folder name or a folder or file name
-    below it (Azure writes `<export name>/<date range>/<export name>_<id>.csv`: `DailyAmortizedCost`);
-    None when neither word or both are there."""
+    below it (Azure writes `<export name>/<date range>/<export name>_<id>.csv`: `DailyAmortizedCost`),
+    as a whole word of the name (`factual`, `nonactual` say nothing); None when neither word or both are there."""
     location = location.rstrip("/")
     below = uri[len(location):] if uri.startswith(location + "/") else "/" + uri.rsplit("/", 1)[-1]
-    found = {"amortized" if named[1] else "actual" for named in NAMED_TYPE.finditer(location.rsplit("/", 1)[-1] + below)}
+    words = NAME_WORDS.findall(location.rsplit("/", 1)[-1] + below)
+    found = {COST_TYPE_WORDS[word.lower()] for word in words if word.lower() in COST_TYPE_WORDS}
     return found.pop() if len(found) == 1 else None
 
 

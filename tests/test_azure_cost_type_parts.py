@@ -72,7 +72,12 @@ def on_demand_month(folder, name: str) -> None:
     ("monthly-amortised/2023-09/part-0.csv", None, Decimal("15.797780136169")),
     ("MonthlyActualCost/20230901-20230930/MonthlyActualCost_0b7c5e9a.csv", Decimal("15.797780136169"), None),
     ("subscription-a/20230901-20230930/costs_0b7c5e9a.csv", Decimal("15.797780136169"), None),  # nothing tells
-], ids=["export-named-amortized", "folder-named-amortised", "export-named-actual", "unnamed"])
+    # 'actual' inside another word is no name of the cost type: the amortized export's name decides
+    ("factual-reports/DailyAmortizedCost/20230901-20230930/DailyAmortizedCost_0b7c5e9a.csv",
+     None, Decimal("15.797780136169")),
+    ("DailyAmortizedCost/20230901-20230930/nonactual_0b7c5e9a.csv", None, Decimal("15.797780136169")),
+], ids=["export-named-amortized", "folder-named-amortised", "export-named-actual", "unnamed",
+        "amortized-in-a-folder-named-factual", "amortized-in-a-file-named-nonactual"])
 def test_a_month_without_commitment_lines_takes_the_cost_type_its_exports_name_says(tmp_path, name, billed, effective):
     # read by its rows alone, an amortized export's month of on-demand usage only was actual: BilledCost
     on_demand_month(tmp_path / "export", name)
