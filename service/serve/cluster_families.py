@@ -19,13 +19,12 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from service.attribution import ScrapeTops
 from service.core.config import Config
-from service.serve.families import add_folded
+from service.serve.families import add_folded, folded_family
 
 
 def cluster_families(config: Config, tops: ScrapeTops) -> list[Metric]:
-    run_cost = GaugeMetricFamily("spendlake_run_cost_usd",
-                                 "Billed cost in USD of each run's jobs on shared GPU clusters over the window.",
-                                 labels=["run", "window"])
+    run_cost = folded_family("spendlake_run_cost_usd",
+                             "Billed cost in USD of each run's jobs on shared GPU clusters over the window.", ["run", "window"])
     idle = GaugeMetricFamily("spendlake_cluster_idle_ratio",
                              "Share of a shared GPU cluster's USD instance cost that no job held over the window (0-1).",
                              labels=["cluster", "window", "team"])

@@ -105,11 +105,10 @@ def spend_families(tops: ScrapeTops) -> list[Metric]:
     """Attributed USD spend per (team, project) and per experiment, and the unallocated
     share per dimension, for each window (ending at the data's end): the tops ingest stored
     for this lake state (service/attribution/tops.py), so a scrape reads a small file."""
-    spend = GaugeMetricFamily("spendlake_spend_usd", "Attributed billed cost in USD over the window.",
-                              labels=["team", "project", "window"])
-    experiments = GaugeMetricFamily("spendlake_experiment_spend_usd",
-                                    "Attributed billed cost in USD per experiment over the window.",
-                                    labels=["experiment", "window"])
+    spend = folded_family("spendlake_spend_usd", "Attributed billed cost in USD over the window.",
+                          ["team", "project", "window"])
+    experiments = folded_family("spendlake_experiment_spend_usd",
+                                "Attributed billed cost in USD per experiment over the window.", ["experiment", "window"])
     unallocated = GaugeMetricFamily("spendlake_unallocated_ratio",
                                     "Share of the window's USD spend that no rule or tag placed (0-1; a net "
                                     "credit on either side takes it below 0 or above 1).",
@@ -122,16 +121,19 @@ def spend_families(tops: ScrapeTops) -> list[Metric]:
     return [spend, experiments, unallocated]
 
 
+def folded_family(name: str, documentation: str, labels: list[str]) -> GaugeMetricFamily:
+    """A gauge whose values fold beyond the top N (`add_folded`): its label names end in `folded`."""
+    return GaugeMetricFamily(name, documentation, labels=[*labels, "folded"])
+
+
 def add_folded(family: GaugeMetricFamily, labels: tuple[str, ...], value: Decimal | int,
                window: str | None = None) -> None:
-    """A sample whose `labels` end in its `folded` flag ("" for a ranked value, "true" for the
-    rest, `other`: `folded_key`), then a top's `window`. The flag is the folded rest's label alone:
-    a ranked value's series keeps exactly its labels, one named `other` among them."""
+    """A sample of a `folded_family` whose `labels` end in its `folded` flag ("" for a ranked
+    value, "true" for the rest, `other`: `folded_key`), a top's `window` before the flag. The flag
+    is the folded rest's label alone: add_metric pairs the values given with the family's names in
+    order, so a ranked value, given no flag, keeps exactly its labels, one named `other` among them."""
     *named, folded = labels
-    family.add_metric([*named, *([] if window is None else [window])], float(value))
-    if folded:
-        sample = family.samples[-1]
-        family.samples[-1] = sample._replace(labels={**sample.labels, "folded": folded})
+    family.add_metric([*named, *([] if window is None else [window]), *([folded] if folded else [])], float(value))
 
 
 def tops_state_family(tops: ScrapeTops) -> list[Metric]:
@@ -164,15 +166,14 @@ def findings_families(config: Config, lake: Lake) -> list[Metric]:
         impact[(finding.rule, finding.category, *label)] += finding.impact_usd
         if finding.category == "waste":
             waste[(finding.rule, *label)] += finding.monthly_waste_usd
-    count_family = GaugeMetricFamily("spendlake_findings", "Open findings.", labels=["rule", "severity", "team"])
-    waste_family = GaugeMetricFamily("spendlake_waste_monthly_usd",
-                                     "Waste of the open waste findings, in USD: a month of what goes on; a finished "
-                                     "cost (failed-reruns, Capacity Blocks) once.",
-                                     labels=["rule", "team"])
-    impact_family = GaugeMetricFamily(
+    count_family = folded_family("spendlake_findings", "Open findings.", ["rule", "severity", "team"])
+    waste_family = folded_family("spendlake_waste_monthly_usd",
+                                 "Waste of the open waste findings, in USD: a month of what goes on; a finished "
+                                 "cost (failed-reruns, Capacity Blocks) once.", ["rule", "team"])
+    impact_family = folded_family(
         "spendlake_finding_impact_usd", "USD at stake in the open findings by category: monthly waste, "
         "a budget overrun or anomaly excess (overspend), unallocated spend of the window (ownership).",
-        labels=["rule", "category", "team"])
+        ["rule", "category", "team"])
     add_all(count_family, counts.items())
     add_all(waste_family, waste.items())
     add_all(impact_family, impact.items())
@@ -187,9 +188,8 @@ def anomaly_family(config: Config, found) -> GaugeMetricFamily:
         if finding.rule == "spend-anomaly" and finding.severity != "info" and finding.evidence.get("currency") == "USD":
             key = (team, finding.evidence.get("service") or "none")
             impact[key] += Decimal(str(finding.evidence.get("impact_usd", 0)))
-    family = GaugeMetricFamily("spendlake_anomaly_impact_usd",
-                               "Impact in USD of the open spend anomalies (actual minus expected spend).",
-                               labels=["team", "service"])
+    family = folded_family("spendlake_anomaly_impact_usd",
+                           "Impact in USD of the open spend anomalies (actual minus expected spend).", ["team", "service"])
     add_all(family, fold_top(impact, config.service.top_n).items())
     return family
 
@@ -232,13 +232,12 @@ def commitment_families(tops: ScrapeTops) -> list[Metric]:
     """Commitments over the 30 days to the data's end, USD only, by type and the team that owns
     each commitment; the `top_n` teams by unused commitment, the rest `other`
     (service/attribution/commitment_tops.py, stored per lake state)."""
-    ratio = GaugeMetricFamily("spendlake_commitment_utilization_ratio",
-                              "Used / commitment of Savings Plans, reservations and committed use discounts over "
-                              "the 30 days to the data's end (USD), by commitment type and owning team.",
-                              labels=["type", "team"])
-    unused = GaugeMetricFamily("spendlake_commitment_unused_usd",
-                               "Commitment paid for and left unused over the 30 days to the data's end, USD, "
-                               "by commitment type and owning team.", labels=["type", "team"])
+    ratio = folded_family("spendlake_commitment_utilization_ratio",
+                          "Used / commitment of Savings Plans, reservations and committed use discounts over "
+                          "the 30 days to the data's end (USD), by commitment type and owning team.", ["type", "team"])
+    unused = folded_family("spendlake_commitment_unused_usd",
+                           "Commitment paid for and left unused over the 30 days to the data's end, USD, "
+                           "by commitment type and owning team.", ["type", "team"])
     family = {"commitment_unused": unused, "commitment_utilization": ratio}
     for top in tops.group("commitments"):
         add_folded(family[top.family], top.labels, top.value)
