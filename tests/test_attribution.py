@@ -73,8 +73,8 @@ def test_rules_first_match_wins_and_can_read_another_dimension(tmp_path):
                                      ("ops", "USD"): Decimal(1)}
     explained = {row["team"]: row["explain"] for row in result.to_json()["rows"]}
     assert explained["pretrain"] == [{"dimension": "team", "cost": "5.000000000000", "how":
-                                      "rule 1 (resource_id=^arn:aws:s3:::ckpt-, service=Amazon Simple Storage Service)"}]
-    assert explained["ops"][0]["how"] == "tag team"
+                                      "rule:1 (resource_id=^arn:aws:s3:::ckpt-, service=Amazon Simple Storage Service)"}]
+    assert explained["ops"][0]["how"] == "tag:team"
 
 
 def test_resource_tagged_part_of_the_month_and_negative_lines(tmp_path):

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 from decimal import Decimal
+from urllib.parse import parse_qs
 
 import pytest
 import yaml
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from service.cli.main import cli
+from service.core.config import load_config
+from service.serve.app import Api
 from tests.attribution_helpers import declared_sources, line, make_lake
 
 LINES = [
@@ -91,7 +97,40 @@ def test_where_top_and_explain(setup):
                           "--format", "json").output)
     nlp = next(r for r in data["rows"] if r["team"] == "nlp" and r["currency"] == "USD")
     assert [(e["how"], e["cost"]) for e in nlp["explain"]] == [
-        ("tag team", "10.000000000000"), ("shared 0 (charge_category=Tax; fixed by team)", "1.000000000000")]
+        ("tag:team", "10.000000000000"), ("shared:0 (charge_category=Tax; fixed by team)", "1.000000000000")]
+
+
+def test_explain_spells_each_placement_kind_colon_what_alike_in_the_table_csv_json_and_the_api(tmp_path):
+    """--explain said `tag team`, `rule 0 (…)` and `shared 0 (…)` beside `inventory-tag:Team`,
+    `job:<id>` and `idle:<cluster>`: one spelling, `<kind>:<what>`, wherever the answer is read."""
+    lake = make_lake(tmp_path, [line("2026-11-02 00:00", "10", tags={"team": "nlp"}),
+                                line("2026-11-02 01:00", "4", account="222222222222"),
+                                line("2026-11-02 02:00", "1", category="Tax"),
+                                line("2026-11-02 03:00", "2", service="AWS Support (Business)")])
+    path = tmp_path / "spendlake.yaml"
+    attribution = {"dimensions": {"team": {"rules": [{"match": {"account": "222222222222"}, "value": "infra"}]},
+                                  "project": {}},
+                   "shared": [{"match": {"charge_category": "Tax"}, "split": "proportional", "by": "team"},
+                              {"match": {"service": "AWS Support (Business)"}, "split": "proportional",
+                               "by": "project"}]}
+    path.write_text(yaml.safe_dump({"lake": str(lake.root), "sources": declared_sources(lake),
+                                    "attribution": attribution}))
+    window = ("--since", "2026-11-01", "--until", "2026-12-01", "--explain", "--by")
+    data = json.loads(run(path, *window, "team,project", "--format", "json").output)
+    hows = sorted({part["how"] for row in data["rows"] for part in row["explain"]})
+    assert hows == ["default", "rule:0 (account=222222222222)", "shared:0 (charge_category=Tax; proportional by team)",
+                    "shared:1 (service=AWS Support (Business); no direct spend to split by, kept on the default)",
+                    "tag:team"]
+    csv_hows = sorted({part["how"] for row in csv.DictReader(io.StringIO(run(path, *window, "team,project",
+                                                                             "--format", "csv").stdout))
+                       for part in json.loads(row["explain"])})
+    assert csv_hows == hows
+    table = run(path, *window, "team,project", "--format", "table").output
+    assert all(how[:40] in table for how in hows), table
+    config = load_config(path)
+    response = Api(config, CollectorRegistry()).handle(
+        "/api/v1/attribute", parse_qs("since=2026-11-01&until=2026-12-01&explain=true&by=team,project"), None)
+    assert sorted({part["how"] for row in json.loads(response.body)["rows"] for part in row["explain"]}) == hows
 
 
 @pytest.mark.parametrize("args, message", [

@@ -67,7 +67,7 @@ def test_bill_tags_then_inventory_tags_then_rules(tmp_path):
                                "infra": Decimal(8), "platform": Decimal(2), "unallocated": Decimal(1)}
     how = {row["team"]: [e["how"] for e in row["explain"]] for row in result.to_json()["rows"]}
     assert how["vision"] == ["inventory-tag:Team"] and how["research"] == ["inventory-tag:owner"]
-    assert how["nlp"] == ["tag team"] and how["platform"][0].startswith("rule 0")
+    assert how["nlp"] == ["tag:team"] and how["platform"][0].startswith("rule:0 (")
     assert all(r.ok for r in reconcile(lake, cfg))
     assert attribute_resources(lake, cfg, ["i-0bbb", "i-0aaa"]) == {
         "i-0bbb": {"team": "vision", "project": "unallocated", "experiment": "unallocated"},

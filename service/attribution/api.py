@@ -85,22 +85,23 @@ NO_PARTS: Mapping = MappingProxyType({})  # a row's contributions when nothing i
 
 
 def _how_label(config: AttributionConfig, dim: str, how: str) -> str:
+    """How `--explain` names one way a dimension was decided, one spelling for the table, CSV,
+    JSON and /api/v1/attribute: the placement as the SQL records it, `<kind>:<what>` (`tag:<key>`,
+    `inventory-tag:<key>`, `job:<id>`, `idle:<cluster>`, `rule:<i>`, `shared:<i>`) or `default`,
+    a rule's or a shared split's match in parentheses after it (`rule:0 (account=1111)`)."""
     kind, _, rest = how.partition(":")
-    if kind == "tag":
-        return f"tag {rest}"
-    if kind in ("inventory-tag", "job", "idle"):  # a job's or a cluster's idle part: job:<id>, idle:<cluster>
-        return how
     if kind == "rule":
-        rule = config.dimensions[dim].rules[int(rest)]
-        return f"rule {rest} ({', '.join(f'{k}={v}' for k, v in rule.match.items())})"
+        return f"{how} ({_match_text(config.dimensions[dim].rules[int(rest)].match)})"
     if kind == "shared":
         index, _, nobasis = rest.partition(":")
         rule = config.shared[int(index)]
-        match = ", ".join(f"{k}={v}" for k, v in rule.match.items())
-        if nobasis:
-            return f"shared {index} ({match}; no direct spend to split by, kept on the default)"
-        return f"shared {index} ({match}; {rule.split} by {rule.by})"
-    return "default"
+        split = "no direct spend to split by, kept on the default" if nobasis else f"{rule.split} by {rule.by}"
+        return f"shared:{index} ({_match_text(rule.match)}; {split})"
+    return how
+
+
+def _match_text(match: Mapping[str, str]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in match.items())
 
 
 def attribute(lake: Lake, config: AttributionConfig | Config, window: Window, *, by: Sequence[str] = ("team",),
