@@ -357,3 +357,41 @@ def test_a_credit_delivered_with_a_new_day_is_said_beside_the_days_it_adds():
         "Bill 2023-11 / cur / USD restated: delivered again at 2023-11-07 04:00 UTC, its data now through "
         "2023-11-07 00:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$25.00 where the delivery "
         "of 2023-11-06 04:00 UTC billed $0.00 ($25.00 less): the figures above that count its lines changed with it."]
+
+
+
+def focus_month(export, correction: str | None = None) -> None:
+    """A FOCUS export's November to date (an estimate: no invoice id), USD 10.00 of usage on each of
+    the 1st to the 6th, with `correction` (its BilledCost) a usage line's refund on the 5th
+    (ChargeCategory Usage, ChargeClass Correction, as FOCUS writes the correction of a charge)."""
+    rows = [f"10,10,USD,2023-11-01,2023-11-{day:02}T10:00:00Z,2023-11-{day:02}T11:00:00Z,Usage,,i-1"
+            for day in range(1, 7)]
+    if correction is not None:
+        rows.append(f"{correction},{correction},USD,2023-11-01,2023-11-05T10:00:00Z,2023-11-05T11:00:00Z,Usage,"
+                    "Correction,i-1")
+    export.mkdir(exist_ok=True)
+    (export / "focus.csv").write_text("BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,ChargePeriodStart,"
+                                      "ChargePeriodEnd,ChargeCategory,ChargeClass,ResourceId\n" + "\n".join(rows) + "\n")
+
+
+def test_a_refund_of_one_of_an_estimates_last_days_usage_is_said_outside_its_usage_not_late_usage(tmp_path):
+    """An estimated month to date delivered again, its data still through the 6th, with a USD 4.00
+    refund of the 5th's usage (ChargeCategory Usage, ChargeClass Correction): the ledger summed it into
+    the 5th, one of the days late usage fills in, and the report said 'updated with late usage'; a
+    refund is no usage metered late: it is restated outside its usage lines, the 5th's usage as it was."""
+    focus_month(tmp_path / "export")
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(f"lake: ./lake\nsources:\n  - {{name: focus, kind: focus, location: '{tmp_path / 'export'}'}}\n")
+    assert spendlake(config, "ingest").exit_code == 0
+    first = ledger_entry(tmp_path)
+    focus_month(tmp_path / "export", "-4")
+    assert spendlake(config, "ingest").exit_code == 0
+    entry = ledger_entry(tmp_path)
+    assert entry["days"]["USD"]["2023-11-05"] == first["days"]["USD"]["2023-11-05"]  # usage as it was
+    notes = bills_table(tmp_path, config, "2023-11-05")["notes"]
+    assert not [n for n in notes if "late usage" in n]
+    assert [n for n in notes if "restated" in n] == [
+        f"Bill 2023-11 / focus / USD restated: delivered again at {minute(entry['ingested_at'])} UTC, its data still "
+        f"through 2023-11-06 11:00 UTC, outside its usage lines (credits, refunds, taxes) it bills \u2212$4.00 where "
+        f"the delivery of {minute(first['ingested_at'])} UTC billed $0.00 ($4.00 less): the figures above that "
+        "count its lines changed with it."]

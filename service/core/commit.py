@@ -177,7 +177,10 @@ MONEY_COLUMNS = tuple(name for name, kind in COST_COLUMNS if kind == MONEY)
 # Four reads did this, and a fifth the tag keys (the stager's now): 1.5 CPU s for a 10M-line
 # file, 0.7 with this one and the stager's 0.1 (bench/README.md). Its second grouping set gives
 # the day sums (ledger.DaySums: `whole` 0) in the same read, ~0.2 CPU s more at 10M lines.
-DAY = (f"CASE WHEN {USAGE_LINE} AND ChargePeriodEnd <= CAST(ChargePeriodStart AS DATE) + INTERVAL 1 DAY "
+# A correction (ChargeClass Correction: a refund of usage, FOCUS's and OCI's) is no usage of its day:
+# counted there, a refund of an estimate's last days read as late usage (report/sections/restated.py).
+DAY = (f"CASE WHEN {USAGE_LINE} AND ChargeClass IS DISTINCT FROM 'Correction' "
+       "AND ChargePeriodEnd <= CAST(ChargePeriodStart AS DATE) + INTERVAL 1 DAY "
        "THEN CAST(ChargePeriodStart AS DATE) END")  # a date, not text: strftime cost 0.8 CPU s at 10M lines
 ENTRY_FIGURES = (f"SELECT BillingCurrency, {DAY} AS day, GROUPING(day) AS whole, count(*), sum(BilledCost), "
                  "sum(EffectiveCost), bool_or(coalesce(trim(InvoiceId), '') <> ''), "

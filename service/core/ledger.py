@@ -48,7 +48,7 @@ class CurrencyTotals:
 
 
 # Per currency, UTC day (YYYY-MM-DD) → (billed, effective) summed over the usage lines charged within
-# that day: what a later delivery reaching further is compared with over the days both hold, so
+# that day, corrections (refunds) apart: what a later delivery reaching further is compared with over the days both hold, so
 # a change of days already billed is told from the month growing (report/sections/bills.py).
 DaySums = tuple[tuple[str | None, tuple[tuple[str, Decimal | None, Decimal | None], ...]], ...]
 
