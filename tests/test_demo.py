@@ -8,12 +8,14 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from connectors.synthetic.billing import write_billing
 from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from connectors.synthetic.slurm import add_slurm_cluster
 from service.cli.main import cli
+from service.serve.metrics import LakeCollector
 
 pytestmark = pytest.mark.slow  # each runs the whole demo, or reads the session's demo_run
 
@@ -142,10 +144,6 @@ def test_the_demos_savings_plan_is_the_platform_teams_in_commitments_and_their_m
     """The demo's Savings Plan carried no team tag: `commitments --by team` and the commitment
     metric families put it on team="unallocated", an owner nobody answers to; the platform team
     buys it (its recurring fee is tagged `team: platform`), so every commitment has its team."""
-    from prometheus_client import CollectorRegistry
-
-    from service.serve.metrics import LakeCollector
-
     shown = CliRunner().invoke(cli, ["--config", str(demo_run.config_path), "commitments", "--since", "30d",
                                      "--by", "team", "--format", "json"])
     assert shown.exit_code == 0, shown.output
