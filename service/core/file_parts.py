@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # Arrow is loaded by the stager, not by the connectors that h
     import pyarrow as pa
 
     from service.core.per_value import PerValuePart
+    from service.core.period_names import BatchPeriods
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def take_files(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array | None]:
     return (batch, None) if index < 0 else (batch.remove_column(index), batch.column(index))
 
 
-def note_periods(seen: list[set[str]], files: pa.Array | None, periods: pa.Array, found: list[str]) -> None:
+def note_periods(seen: list[set[str]], files: pa.Array | None, periods: BatchPeriods, found: list[str]) -> None:
     """Add to each file's set of periods those its rows in the batch hold (`found`: the batch's)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -49,6 +50,6 @@ def note_periods(seen: list[set[str]], files: pa.Array | None, periods: pa.Array
     if low == high:
         seen[low.as_py()].update(found)
         return
-    pairs = pa.table({"file": files, "period": periods}).group_by(["file", "period"]).aggregate([])
+    pairs = pa.table({"file": files, "period": periods.of_rows()}).group_by(["file", "period"]).aggregate([])
     for file, period in zip(pairs.column("file").to_pylist(), pairs.column("period").to_pylist()):
         seen[file].add(period)

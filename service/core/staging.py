@@ -40,6 +40,7 @@ from service.core.files import DATA_FILE
 from service.core.hidden_columns import LINE_ITEM_KEY, ROUNDING_COLUMNS
 from service.core.line_repeats import LINE_ITEM_HASH, LINE_ITEMS_FILE, Repeats, find_repeats
 from service.core.per_value import Converter, PerValuePart, streamed
+from service.core.period_names import BatchPeriods, PeriodNames
 from service.core.schema import cost_select_list
 
 PERIOD_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
@@ -54,7 +55,6 @@ ROW_GROUP_ROWS = 1 << 17  # the lake file's row group size: each period's batche
 # hold write what they have as a shorter row group, so a delivery of many periods (a
 # folder's years of monthly files read in one pass) does not hold a row group for each.
 PENDING_ROWS = 2 * ROW_GROUP_ROWS
-PERIOD_COLUMN = "__spendlake_billing_period"
 TAGS = "Tags"  # the canonical map column whose keys each period's ledger entry names
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
     rounding: dict[tuple[str, str | None, str], Decimal] = defaultdict(Decimal)
     part_periods: list[set[str]] = []
     converter = Converter(con)
+    period_names = PeriodNames(con)
 
     def write(batch: pa.RecordBatch, with_keys: bool, seen: list[set[str]], per_value: dict[str, str]) -> None:
         batch, files = take_files(batch)
@@ -95,8 +96,9 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
         if with_keys:
             _append_keys(batch.select([*LINE_ITEM_KEY, LINE_ITEM_HASH]), stage, keys)
             batch = batch.drop_columns([*LINE_ITEM_KEY, LINE_ITEM_HASH])
-        note_periods(seen, files, batch.column(PERIOD_COLUMN),
-                     _append(_take_rounding(batch, rounding), stage, writers, staged, schema))
+        periods = period_names.of(batch)
+        note_periods(seen, files, periods, _append(_take_rounding(batch, periods, rounding), periods,
+                                                   stage, writers, staged, schema))
 
     background = _OneBehind()
     try:
@@ -107,8 +109,7 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             line_item, interval = LINE_ITEM_KEY
             key_hash = (f", CASE WHEN {line_item} IS NOT NULL THEN hash({line_item}, {interval}) END AS {LINE_ITEM_HASH}"
                         if line_item in part.columns else "")
-            reader = part.project(f"*, strftime(BillingPeriodStart, '%Y-%m') AS {PERIOD_COLUMN}{key_hash}"
-                                  ).to_arrow_reader(BATCH_ROWS)
+            reader = (part.project(f"*{key_hash}") if key_hash else part).to_arrow_reader(BATCH_ROWS)
             rows, seen = 0, [set() for _ in range(files)]
             part_periods.extend(seen)
             try:
@@ -126,14 +127,14 @@ def stage_parts(con: duckdb.DuckDBPyConnection, parts: Sequence[duckdb.DuckDBPyR
             writer.flush()
     finally:
         background.close()
-        _close_all([*writers.values(), *keys, converter])
+        _close_all([*writers.values(), *keys, converter, period_names])
     return Staged(staged, find_repeats(con, stage) if keys else None,
                   {key: value.normalize() for key, value in rounding.items() if value},
                   tuple(frozenset(seen) for seen in part_periods),
                   {period: tuple(sorted(writer.tag_keys)) for period, writer in writers.items()})
 
 
-def _close_all(writers: Sequence[_PeriodFile | _Writer | Converter]) -> None:
+def _close_all(writers: Sequence[_PeriodFile | _Writer | Converter | PeriodNames]) -> None:
     """Close every file, then raise the first error: a file left open after a failed write
     (a full disk) keeps its space taken after the stage is removed, until the process ends."""
     first: BaseException | None = None
@@ -175,7 +176,8 @@ class _OneBehind:
             self.pool.shutdown(wait=True)
 
 
-def _take_rounding(batch: pa.RecordBatch, rounding: dict[tuple[str, str | None, str], Decimal]) -> pa.RecordBatch:
+def _take_rounding(batch: pa.RecordBatch, periods: BatchPeriods,
+                   rounding: dict[tuple[str, str | None, str], Decimal]) -> pa.RecordBatch:
     """Add the batch's rounded-away parts to `rounding` and drop their columns. Only the rare
     rows with more than 12 decimals reach Python."""
     present = {column: name for column, name in ROUNDING_COLUMNS.items() if name in batch.schema.names}
@@ -186,10 +188,11 @@ def _take_rounding(batch: pa.RecordBatch, rounding: dict[tuple[str, str | None, 
         valid = pc.is_valid(batch.column(name))
         found = valid if found is None else pc.or_(found, valid)
     if pc.any(found).as_py():
-        for row in batch.filter(found).select([PERIOD_COLUMN, "BillingCurrency", *present.values()]).to_pylist():
+        rows = batch.select(["BillingCurrency", *present.values()]).append_column("period", periods.of_rows())
+        for row in rows.filter(found).to_pylist():
             for column, name in present.items():
                 if row[name] is not None:
-                    rounding[(row[PERIOD_COLUMN], row["BillingCurrency"], column)] += row[name]
+                    rounding[(row["period"], row["BillingCurrency"], column)] += row[name]
     return batch.drop_columns(list(present.values()))
 
 
@@ -302,14 +305,13 @@ def _nulls(rows: int, kind: pa.DataType) -> pa.Array:
     return pa.nulls(rows, kind)
 
 
-def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, _PeriodFile],
+def _append(batch: pa.RecordBatch, periods: BatchPeriods, stage: Path, writers: dict[str, _PeriodFile],
             staged: dict[str, Path], schema: pa.Schema) -> list[str]:
     """Write the batch's rows to their periods' files; the periods it held."""
     if not batch.num_rows:
         return []
-    period_of = batch.column(PERIOD_COLUMN)
-    rows = _complete(batch.drop_columns([PERIOD_COLUMN]), schema)
-    found = pc.unique(period_of).to_pylist()
+    rows = _complete(batch, schema)
+    found = periods.found
     for period in found:
         _check_period(period)
     for period in found:
@@ -317,7 +319,7 @@ def _append(batch: pa.RecordBatch, stage: Path, writers: dict[str, _PeriodFile],
             staged[period] = stage / f"billing_period={period}" / DATA_FILE
             staged[period].parent.mkdir(parents=True)
             writers[period] = _PeriodFile(staged[period], rows.schema)
-        writers[period].write(rows if len(found) == 1 else rows.filter(pc.equal(period_of, period)))
+        writers[period].write(rows if len(found) == 1 else rows.filter(pc.equal(periods.of_rows(), period)))
     idle = sorted((w for p, w in writers.items() if p not in found and w.rows), key=lambda w: -w.rows)
     pending = sum(w.rows for w in writers.values())
     for writer in idle:
