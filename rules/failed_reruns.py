@@ -11,7 +11,8 @@ default: nobody paid for it twice yet, and `spendlake runs --state FAILED` lists
 shared clusters there are no runs and no findings.
 
 Each attempt's cost is what allocation placed on it in the window (`cost_column`), as
-`spendlake runs --run <run>` shows it; the finding's owner is the run's team, project and
+`spendlake runs --run <run> --since <window start> --until <window end>` shows it (the command the
+summary names: without the window it reads the run's whole span); the finding's owner is the run's team, project and
 experiment as its jobs' cost carries them (`several` where its jobs differ), so it is routed to
 the team like the other waste.
 
@@ -44,9 +45,10 @@ carries (`FIALED`) is refused naming `rules.failed-reruns.states[i]` and the clo
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
 from heapq import nlargest
 from decimal import Decimal
 from typing import Annotated, Literal
@@ -57,9 +59,10 @@ from rules.base import Finding, Rule, RuleConfig, money, usd
 from rules.context import JobAttempt, RuleContext, RunCost
 from service.core.job_states import STATES
 from service.core.suggest import suggestion
-from service.core.timewindow import minute_text
+from service.core.timewindow import day_start, day_text, iso_utc, minute_text
 
 GPU_HOURS = Decimal("0.01")
+COST_OPTION = {"BilledCost": "billed", "EffectiveCost": "effective", "ListCost": "list"}  # `runs --cost`
 ANY = object()  # the key of every attempt's start, whatever its work
 
 
@@ -101,6 +104,13 @@ def _latest_starts(attempts: tuple[JobAttempt, ...]) -> dict[object, list[tuple[
     return latest
 
 
+def _typed(moment: datetime) -> str:
+    """A window bound (naive UTC, as RuleContext gives it) as `--since`/`--until` take it: the day
+    at its midnight, else the instant."""
+    moment = moment.replace(tzinfo=timezone.utc)
+    return day_text(moment.date()) if moment == day_start(moment.date()) else iso_utc(moment)
+
+
 class FailedReruns(Rule[FailedRerunsConfig]):
     name = "failed-reruns"
     category = "waste"
@@ -134,6 +144,13 @@ class FailedReruns(Rule[FailedRerunsConfig]):
                 and (a.state or "").upper() in self.config.states
                 and (latest is None or followed(at, a))]
 
+    def _story_command(self, ctx: RuleContext, run: str) -> str:
+        """`spendlake runs --run X` over the rules' window and cost column: without them it reads the
+        run's whole span, whose attempts and dollars are not the finding's."""
+        cost = COST_OPTION[self.config.cost_column]
+        return (f"spendlake runs --run {shlex.quote(run)} --since {_typed(ctx.since)} --until {_typed(ctx.until)}"
+                + ("" if cost == "billed" else f" --cost {cost}"))
+
     def _finding(self, ctx: RuleContext, run: RunCost, failed: list[JobAttempt], cost: Decimal) -> Finding:
         ends = sorted(a.end for a in failed if a.end is not None)
         gpu_hours = sum((a.gpu_hours or Decimal(0) for a in failed), Decimal(0)).quantize(GPU_HOURS)
@@ -141,8 +158,8 @@ class FailedReruns(Rule[FailedRerunsConfig]):
         said = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
         summary = (f"run {run.run} of team {run.owner.team}: {len(failed)} attempt(s) that failed ({said}) cost "
                    f"{usd(cost)} for {gpu_hours} GPU-hours, failures {minute_text(ends[0])} to "
-                   f"{minute_text(ends[-1])} UTC; see why with `spendlake runs --run {run.run}` before the next "
-                   "launch.")
+                   f"{minute_text(ends[-1])} UTC; see why with `{self._story_command(ctx, run.run)}` before the "
+                   "next launch.")
         evidence = {"run": run.run, "window_start": ctx.since, "window_end": ctx.until,
                     "cost_column": self.config.cost_column, "states": dict(sorted(states.items())),
                     "gpu_hours": gpu_hours, "cost_usd": money(cost), "first_failure": ends[0],

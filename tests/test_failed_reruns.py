@@ -65,9 +65,9 @@ def hand_lake(tmp_path):
     return Lake.of(cfg), cfg
 
 
-def evaluate(lake, cfg, **settings):
+def evaluate(lake, cfg, window=WINDOW, **settings):
     with lake.query() as con:
-        ctx = rule_context(lake, cfg, WINDOW, con)
+        ctx = rule_context(lake, cfg, window, con)
         return fill_owners(FailedReruns(FailedRerunsConfig(**settings)).evaluate(ctx), ctx.owner_of)
 
 
@@ -84,6 +84,29 @@ def test_two_failed_attempts_then_a_completed_one_cost_their_allocated_cost_to_t
         {"FAILED": 1, "NODE_FAIL": 1}, "3.13", "31.33")
     assert (evidence["first_failure"], evidence["last_failure"]) == ("2026-11-02T10:20:00", "2026-11-02T10:32:00")
     assert "run r1 of team nlp: 2 attempt(s) that failed (1 FAILED, 1 NODE_FAIL) cost $31.33" in finding.summary
+
+
+@pytest.mark.parametrize("until, typed", [(WINDOW.until, "2026-11-03"),
+                                          (datetime(2026, 11, 2, 12, tzinfo=timezone.utc), "2026-11-02T12:00:00Z")])
+def test_the_command_the_finding_names_shows_its_attempts_at_its_cost(tmp_path, until, typed):
+    """The summary said `spendlake runs --run X`: without a window that reads the run's whole span
+    (the demo's llama-405b-r1: $1,503,361.77 over 22 attempts against the finding's $106,253.63 of
+    the rules' 7 days); the command it names now reads the rules' window and cost column."""
+    lake, cfg = hand_lake(tmp_path)
+    [finding] = evaluate(lake, cfg, Window(WINDOW.since, until))
+    command = f"spendlake runs --run r1 --since 2026-11-02 --until {typed}"
+    assert f"see why with `{command}` before the next launch." in finding.summary
+    config = tmp_path / "spendlake.yaml"
+    config.write_text(json.dumps(whole_config(tmp_path, lake)))
+    out = CliRunner().invoke(cli, ["--config", str(config), *command.split()[1:], "--format", "json"])
+    assert out.exit_code == 0, out.output
+    failed = [(j["job"], j["state"], D(j["cost"])) for j in json.loads(out.stdout)["jobs"] if j["state"] != "COMPLETED"]
+    cent = D("0.01")
+    assert [(job, state, cost.quantize(cent)) for job, state, cost in failed] == [
+        (j["job"], j["state"], D(j["cost_usd"])) for j in finding.evidence["jobs"]]
+    assert sum(cost for *_, cost in failed).quantize(cent) == finding.impact_usd == D("31.33")
+    [effective] = evaluate(lake, cfg, Window(WINDOW.since, until), cost_column="EffectiveCost")
+    assert f"see why with `{command} --cost effective` before" in effective.summary
 
 
 def test_a_last_failure_counts_only_when_asked_and_cancelled_only_when_named(tmp_path):
