@@ -39,6 +39,22 @@ def test_day_labels_stay_whole():
     assert [shown for _, shown, _ in category_labels(str(render(chart)))] == [d[5:] for d in days[::3]]
 
 
+def test_a_plans_actual_on_its_planned_lines_is_drawn_over_them():
+    """The demo's llama-405b plan, on plan: its actual (blue) was drawn first and both planned lines
+    over it, so the page showed no actual at all; the first series is drawn last, its colour and legend
+    kept."""
+    days = ["2026-11-20", "2026-11-21", "2026-11-22"]
+    chart = Chart("lines", "llama-405b-r1: cumulative spend vs plan (USD)", days,
+                  {"actual": [Decimal(100), Decimal(200), None], "planned (low)": [Decimal(100), Decimal(200),
+                   Decimal(300)], "planned (high)": [Decimal(100), Decimal(200), Decimal(301)]}, "USD")
+    svg = str(render(chart))
+    strokes = re.findall(r'<polyline points="[^"]*" fill="none" stroke="([^"]+)" stroke-width="2"><title>([^:]+):', svg)
+    assert strokes == [("#009E73", "planned (high)"), ("#E69F00", "planned (low)"), ("#0072B2", "actual")]
+    legend = re.findall(r'<rect x="[0-9]+" y="[0-9]+" width="12" height="12" fill="([^"]+)"/><text[^>]*><title>([^<]+)',
+                        svg)
+    assert legend == [("#0072B2", "actual"), ("#E69F00", "planned (low)"), ("#009E73", "planned (high)")]
+
+
 def test_a_stack_says_the_credits_it_does_not_draw():
     """A day's credit (infra EUR -450, an untagged -2.125) drew nothing and said nothing: the bars
     read EUR 1,400 of spend where the month's net is 948.13; the title names what is left out."""

@@ -138,11 +138,12 @@ def stacked_bars(chart: Chart) -> Markup:
 
 
 def lines(chart: Chart) -> Markup:
-    """One line per series; a None value (e.g. a day still to come) leaves a gap at the end."""
+    """One line per series; a None value (e.g. a day still to come) leaves a gap at the end. The
+    first series is drawn last, on top: a plan's actual lying on its planned line stays in sight."""
     values = [v for series in chart.series.values() for v in series if v is not None]
     out, slot, scale = _frame(chart, max([max(v, Decimal(0)) for v in values], default=Decimal(0)))
     bottom = Decimal(PLOT["top"] + PLOT["height"])
-    for index, (label, series) in enumerate(chart.series.items()):
+    for index, (label, series) in reversed(list(enumerate(chart.series.items()))):
         points = " ".join(f"{_px(PLOT['left'] + slot * i + slot / 2)},{_px(bottom - max(v, Decimal(0)) * scale)}"
                           for i, v in enumerate(series) if v is not None)
         last = next((v for v in reversed(series) if v is not None), None)
