@@ -124,13 +124,13 @@ class FailedReruns(Rule[FailedRerunsConfig]):
             return []
         findings = []
         for run in ctx.run_costs(ctx.window, self.config.cost_column):
-            failed = self._failed(run.attempts)
+            failed = self.rerun_failures(run.attempts)
             cost = sum((a.cost for a in failed), Decimal(0))
             if failed and cost > 0 and cost >= self.config.min_cost_usd:
                 findings.append(self._finding(ctx, run, failed, cost))
         return findings
 
-    def _failed(self, attempts: tuple[JobAttempt, ...]) -> list[JobAttempt]:
+    def rerun_failures(self, attempts: tuple[JobAttempt, ...]) -> list[JobAttempt]:
         """The run's USD attempts that ended in a counted state and were followed by another of its
         jobs doing the same work, a re-run (any that ended so, with `count_unrelaunched`)."""
         latest = None if self.config.count_unrelaunched else _latest_starts(attempts)

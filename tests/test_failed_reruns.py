@@ -109,6 +109,25 @@ def test_the_command_the_finding_names_shows_its_attempts_at_its_cost(tmp_path, 
     assert f"see why with `{command} --cost effective` before" in effective.summary
 
 
+def test_a_runs_story_says_what_failed_and_was_run_again_as_the_rule_counts_it(tmp_path, monkeypatch):
+    """"What went to failed re-runs?" The story said the unfinished attempts' cost and that the rule
+    counts otherwise, not the rule's figure: it says it now, with the rule's states as `rules:` sets them."""
+    monkeypatch.setenv("COLUMNS", "400")  # one line each
+    lake, _ = hand_lake(tmp_path)
+    config = tmp_path / "spendlake.yaml"
+    default = "FAILED, NODE_FAIL, OUT_OF_MEMORY, TIMEOUT, then an attempt of the same work"
+    for settings, run, said in [
+            ({}, "r1", f"{default}): USD 31.33 of 111.33 (28.1%)"),
+            ({}, "r2", f"{default}): USD 0.00 of 80.00 (0.0%)"),  # CANCELLED is not counted unless named
+            ({"states": ["cancelled"]}, "r2", "CANCELLED, then an attempt of the same work): USD 40.00 of 80.00 (50.0%)")]:
+        config.write_text(json.dumps({**whole_config(tmp_path, lake), "rules": {"failed-reruns": settings}}))
+        out = CliRunner().invoke(cli, ["--config", str(config), "runs", "--run", run, "--since", "2026-11-02",
+                                       "--until", "2026-11-03", "--format", "table"])
+        assert out.exit_code == 0, out.output
+        lines = [line for line in out.stdout.splitlines() if line.startswith("failed and run again")]
+        assert lines == [f"failed and run again (the failed-reruns rule's count: {said}"], out.stdout
+
+
 def test_a_last_failure_counts_only_when_asked_and_cancelled_only_when_named(tmp_path):
     lake, cfg = hand_lake(tmp_path)
     unrelaunched = {f.resource_id: f.impact_usd for f in evaluate(lake, cfg, count_unrelaunched=True)}
@@ -204,7 +223,7 @@ def test_an_attempt_is_rerun_when_another_doing_its_work_starts_at_or_after_its_
     attempts = _attempts(30, seed)
     rerun = [a for a in attempts if a.state != "COMPLETED" and any(
         o is not a and o.start >= a.end and same_work(a.work, o.work) for o in attempts)]
-    assert FailedReruns(FailedRerunsConfig())._failed(attempts) == rerun
+    assert FailedReruns(FailedRerunsConfig()).rerun_failures(attempts) == rerun
 
 
 def test_a_sweep_of_thousands_of_failed_tasks_is_judged_without_comparing_each_with_each():

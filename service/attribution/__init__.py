@@ -43,8 +43,8 @@ its modules (tests/test_layout.py):
 - `prorate`: the part of a charge in a window, as attribution counts it (the report's data-end note);
 - `direct_daily_lookup`: what rules read, direct spend per day (service/attribution/lines.py
   says what it leaves out and why);
-- `run_costs_lookup`, `held_hours_lookup`: what the failed-reruns rule reads, every run's attempts
-  with their cost, and what idle-gpu reads, the instance-hours jobs held (service/attribution/run_costs.py).
+- `run_costs_lookup`, `held_hours_lookup`, `job_attempt`: what the failed-reruns rule reads, every run's
+  attempts with their cost (a story's job as one), and what idle-gpu reads, the instance-hours jobs held (service/attribution/run_costs.py).
 """
 
 import importlib
@@ -75,7 +75,7 @@ _MODULES = {
     "jobs": ("newly_ended", "newly_unasked"),
     "node_sharing": ("SharedNodes", "shared_nodes"),
     "job_rules": ("IdleRule", "idle_job_rules"),
-    "run_costs": ("held_hours_lookup", "run_costs_lookup"),
+    "run_costs": ("held_hours_lookup", "job_attempt", "run_costs_lookup"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 __all__ = sorted(_HOME)

@@ -96,7 +96,7 @@ def _run_costs(lake: Lake, snapshot: Snapshot, config: AttributionConfig, window
     with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
         for record in run_records(lake, con, config, window, None):
             records[record.run].append(record)
-    return [RunCost(own[0].values["run"], _owner(own), tuple(_attempt(j) for j in run_jobs(records[run], own)))
+    return [RunCost(own[0].values["run"], _owner(own), tuple(job_attempt(j) for j in run_jobs(records[run], own)))
             for run, own in sorted(parts.items())]
 
 
@@ -105,7 +105,9 @@ def _owner(parts: list[JobCost]) -> Owner:
     return Owner(*(parts[0].values[d] if len({p.values[d] for p in parts}) == 1 else SEVERAL for d in OWNER))
 
 
-def _attempt(job: RunJob) -> JobAttempt:
+def job_attempt(job: RunJob) -> JobAttempt:
+    """A job of `runs --run` as the failed-reruns rule reads it (also the story's failed re-runs)."""
+
     def naive(moment):
         return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment else None
 

@@ -3,7 +3,9 @@ service/attribution/run_story.py computes it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
+from types import MappingProxyType
 
 import click
 
@@ -73,8 +75,8 @@ def _jobs_table(data: dict, run: str, total: str) -> None:
         click.echo("* attempts of one job id that ended in one state share its cost by their GPU-hours")
 
 
-UNFINISHED_LINE = ("unfinished attempts (failed, cancelled, timed out, preempted, requeued, ...; "
-                   "the failed-reruns rule counts failures re-run alone)")
+RERUN_LINE = "failed and run again (the failed-reruns rule's count: {states}, then an attempt of the same work)"
+UNFINISHED_LINE = "unfinished attempts (failed, cancelled, timed out, preempted, requeued, ...)"
 
 
 def _split_table(data: dict, key: str, title: str, total: str) -> None:
@@ -97,9 +99,21 @@ def _unfinished(data: dict) -> list[tuple[str | None, Decimal, Decimal]]:
             if any(s["unfinished"] and s["currency"] == c for s in data["by_state"])]
 
 
-def render_story(result, fmt: str) -> None:
+def _rerun_failures(result, rules: Mapping) -> tuple[str, Decimal]:
+    """(the counted states, the USD cost of the attempts the failed-reruns rule, as `rules:`
+    configures it, counts in the story's window: failures another attempt of the same work followed)."""
+    from rules.failed_reruns import FailedReruns, FailedRerunsConfig
+    from service.attribution import job_attempt
+
+    rule = FailedReruns(FailedRerunsConfig.model_validate(rules.get(FailedReruns.name) or {}))
+    failed = rule.rerun_failures(tuple(job_attempt(job) for job in result.story.jobs))
+    return ", ".join(rule.config.states), sum((attempt.cost for attempt in failed), Decimal(0))
+
+
+def render_story(result, fmt: str, rules: Mapping = MappingProxyType({})) -> None:
     """Print the story of `result.query.run`: as CSV its jobs, one line per attempt; as tables
-    its row (one field a line), its jobs, its cost by job type and by final state, the idle beside it."""
+    its row (one field a line), its jobs, its cost by job type and by final state, what of it
+    failed and was run again (the failed-reruns rule as `rules` configures it), the idle beside it."""
     data = result.to_json()
     run = data["rows"][0]["run"] if data["rows"] else result.query.run  # as the lake spells it
     if fmt == "csv":
@@ -122,6 +136,10 @@ def render_story(result, fmt: str) -> None:
             # not the failed-reruns finding's figure: a requeued or preempted attempt may have
             # saved a checkpoint, and a failure never re-run is no re-run
             click.echo(one_line(f"{UNFINISHED_LINE}: {money_text(part, currency)}{share}"))
+            if currency == "USD":  # the rule counts USD attempts alone
+                states, rerun = _rerun_failures(result, rules)
+                share = f" of {money_text(cost, of=currency)} ({rerun / cost * 100:.1f}%)" if cost else ""
+                click.echo(one_line(f"{RERUN_LINE.format(states=states)}: {money_text(rerun, currency)}{share}"))
     for idle in data["idle"]:
         share = f" ({Decimal(idle['share']) * 100:.1f}%)" if idle["share"] else ""
         cost, held = (money_text(idle[key], of=idle["currency"]) for key in ("cost", "held_cost"))

@@ -113,7 +113,7 @@ def runs_command(obj, since, until, by, state, top, run, cost, fmt) -> None:
     if result.story is None or fmt == "json":
         render(result, fmt)
     else:  # one run: its story (csv: its jobs, one line each)
-        render_story(result, fmt)
+        render_story(result, fmt, obj.config.rules)
     if result.story is not None:
         for note in result.story.notes:  # an unknown run: exit 0 with the closest ids, as `--where` does
             click.echo(one_line(("warning: " if note.startswith("no run ") else "note: ") + note), err=True)
