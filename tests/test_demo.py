@@ -35,6 +35,15 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
     assert "spendlake status" in first.output
     report = tmp_path / "spendlake-data" / "reports" / "2026-11-01"
     assert "report: spendlake-data/reports/2026-11-01/report.html" in first.output
+    # the research lead's next step names the runs and the costliest run's story, runnable as pasted
+    pasted = [line.split(" --config spendlake-data/demo/spendlake.yaml ")[1] for line in first.output.splitlines()
+              if line.startswith("  spendlake --config ")]
+    listed = runner.invoke(cli, ["--config", "spendlake-data/demo/spendlake.yaml", "runs", "--since", "7d"])
+    top = json.loads(listed.stdout)["rows"][0]["run"]  # the costliest, first in the demo's top runs
+    assert pasted[1:3] == ["runs --since 7d", f"runs --run {top}"], pasted
+    story = runner.invoke(cli, ["--config", "spendlake-data/demo/spendlake.yaml", *pasted[2].split(), "--format",
+                                "table"])
+    assert story.exit_code == 0 and f"run {top}" in story.stdout and f"jobs of {top}" in story.stdout, story.output
     written = {p.name: p.read_bytes() for p in report.iterdir()}
     lake = tmp_path / "spendlake-data" / "lake"
     # without a config spendlake answers nothing (exit 2 naming where it looked); the demo's config names the lake

@@ -103,8 +103,9 @@ def _short(resource_id: str) -> str:
     return resource_id.split(":", 5)[5] if is_arn else resource_id
 
 
-def _print_cluster(result) -> None:
-    """The Slurm cluster's last 7 days: its cost by job type (idle: GPUs no job held) and the top runs."""
+def _print_cluster(result) -> str | None:
+    """The Slurm cluster's last 7 days: its cost by job type (idle: GPUs no job held) and the top runs;
+    the costliest run's id, whose story `next:` names (None: no cluster, no run)."""
     from datetime import timedelta
 
     from service.attribution import RunsQuery, attribute, runs
@@ -115,7 +116,7 @@ def _print_cluster(result) -> None:
     lake = Lake.of(result.config)
     clusters = sorted({c.name for c in result.generation.organisation.clusters})
     if not clusters:
-        return
+        return None
     spend = attribute(lake, result.config, window, by=("job_type",), where={"cluster": clusters})
     rows = [{"job_type": r.values["job_type"], "currency": r.currency, "cost": money_text(r.cost, of=r.currency)}
             for r in sorted(spend.rows, key=lambda r: -r.cost)]
@@ -129,6 +130,7 @@ def _print_cluster(result) -> None:
              "cost": money_text(r.cost, of=r.currency)} for r in top.rows]
     emit(rows, ["run", "job_type", "jobs", "state", "cost"], "table", right=("jobs", "cost"),
          title=f"top runs, last 7 days ({sum(t.runs for t in top.totals)} runs)")
+    return next((r.run for r in top.rows if not r.folded_runs), None)
 
 
 @click.command("demo", cls=SingleValueCommand)
@@ -171,10 +173,13 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     report = Path(result.report.html)
     report = os.path.relpath(report) if report.is_relative_to(Path.cwd()) else report
     _print_spend_and_findings(result)
-    _print_cluster(result)
+    top_run = _print_cluster(result)
     click.echo(f"report: {report}")
     click.echo(f"config: {config}")
+    # a research lead's questions too: the runs and the costliest one's story (failures, idle)
+    runs = ("runs --since 7d", f"runs --run {shlex.quote(top_run)}") if top_run else ()
     click.echo("next:\n" + "\n".join(f"  {program()} --config {config} {command}" for command in (
-        "attribute --since 7d --by project", "findings", "commitments --since 30d --by team", "budgets", "serve")))
+        "attribute --since 7d --by project", *runs, "findings", "commitments --since 30d --by team", "budgets",
+        "serve")))
     if result.ingest.failed or any(snapshot.failed for snapshot in result.inventory):
         sys.exit(3)
