@@ -104,6 +104,20 @@ def test_plans_table_and_no_plans(tmp_path):
     assert "plans vs actual, to the end of 2026-11-29" in table.stdout
 
 
+def test_the_plans_table_shows_the_plan_total_at_150_columns(tmp_path, monkeypatch):
+    """The table wrote the start and end as ISO times (`2026-11-25T00:00:00Z`, 20 characters each) where
+    the report's page writes `2026-11-25 00:00`: 8 columns more, and at 150 columns this plan lost
+    `plan total` (what the run was to cost in all, the figure to set against the actual once done)."""
+    monkeypatch.setenv("COLUMNS", "150")
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("sft-chat-v5-27", "sft-chat-v5", "47335.23", experiment="sft-chat-v5"))
+    table = spendlake(config_file, "plans", "--format", "table", "--as-of", "2026-11-29")
+    assert "plan total" in table.stdout and "56,802.28" in table.stdout and "not shown" not in table.output, \
+        table.output
+    (row,) = [text for text in table.stdout.splitlines() if "sft-chat-v5-27" in text]
+    assert "│ 2026-11-25 00:00 │" in row and "T00:00:00Z" not in table.stdout  # as the report's page writes it
+
+
 def test_plans_on_a_lake_without_a_bill_or_past_its_data_say_so(tmp_path):
     # no bill: every actual would read $0, under plan; the report writes nothing for such a lake either
     empty = tmp_path / "empty"

@@ -9,6 +9,7 @@ import click
 
 from service.cli.output import confirmed, default_format, emit, format_option
 from service.cli.params import SingleValueGroup
+from service.cli.run_story import moment_text
 from service.core.errors import UsageError
 from service.core.output import one_line
 from service.core.timewindow import minute_text
@@ -36,14 +37,19 @@ def plans_command(ctx: click.Context, day: str | None, fmt: str | None) -> None:
         return
     if fmt != "table":
         emit(found.rows, [column.key for column in COLUMNS], fmt)
-    else:  # the page's headers (plan low, actual), shorter than the keys: more columns fit a terminal
-        shown = [{column.label: money_text(row[column.key]) if column.kind == "money" else row[column.key]
-                  for column in COLUMNS} for row in found.rows]
+    else:  # the page's headers (plan low, actual) and times (2026-11-20 00:00, UTC as the title says),
+        # shorter than the keys and ISO times: more columns fit a terminal (plan total at 150)
+        shown = [{column.label: _cell(row[column.key], column.kind) for column in COLUMNS} for row in found.rows]
         money = [column.label for column in COLUMNS if column.kind == "money"]
-        emit(shown, [column.label for column in COLUMNS], fmt, title=f"plans vs actual, to the end of {found.day} (USD)",
+        emit(shown, [column.label for column in COLUMNS], fmt,
+             title=f"plans vs actual, to the end of {found.day} (USD; times UTC)",
              right=money, whole=("plan low", "plan high", "actual", "status"))
     for note in found.notes:  # unknown values, spend in other currencies, past the data, no plans (CSV, JSON)
         click.echo(one_line(f"note: {note}"), err=True)
+
+
+def _cell(value, kind: str):
+    return money_text(value) if kind == "money" else moment_text(value) if kind == "time" else value
 
 
 @plans_command.command("remove")
