@@ -162,3 +162,16 @@ def test_the_demos_savings_plan_is_the_platform_teams_in_commitments_and_their_m
     owners = {(sample.labels["type"], sample.labels["team"]) for family in registry.collect()
               if family.name == "spendlake_commitment_unused_usd" for sample in family.samples}
     assert ("Savings Plan", "platform") in owners and not any(team == "unallocated" for _, team in owners), owners
+
+
+def test_the_demos_estimate_prices_a_gpu_hour_as_its_bill_does(demo_run):
+    """`spendlake estimate --gpu H100` on the demo's config was exit 2 (no price for H100): a research lead
+    following the README had to make up one; the demo's config prices H100 and A100 as its bill does."""
+    config = str(demo_run.config_path)
+    estimated = CliRunner().invoke(cli, ["--config", config, "estimate", "--params", "7B", "--tokens", "2T", "--gpu",
+                                         "H100", "--gpus", "64", "--mfu", "0.4", "--format", "json"])
+    assert estimated.exit_code == 0, estimated.output
+    assert json.loads(estimated.stdout)["price_per_gpu_hour"] == "12.29"
+    listed = CliRunner().invoke(cli, ["--config", config, "runs", "--since", "7d", "--format", "json"])
+    top = json.loads(listed.stdout)["rows"][0]
+    assert (top["run"], top["cost_per_gpu_hour"]) == ("llama-405b-r1", "12.290000")  # p5.48xlarge: $98.32 / 8 GPUs

@@ -43,7 +43,7 @@ import yaml
 from connectors.synthetic.billing import GenerationResult, default_start, write_billing
 from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.inventory import write_inventory
-from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
+from connectors.synthetic.org import INSTANCES, build_organisation, inject_gpu_anomaly
 from connectors.synthetic.slurm import CLUSTER_TAG, NODE_TAG, add_slurm_cluster
 from rules.base import Finding
 from service.core.config import Config, load_config, parse_config
@@ -87,6 +87,12 @@ ATTRIBUTION = {
 }
 
 
+# `spendlake estimate --gpu H100` (or A100) prices a run at what the demo's bill charges a GPU-hour:
+# its p5.48xlarge (p4d.24xlarge) on-demand rate over the instance's 8 GPUs (12.29; 4.096575)
+ESTIMATE = {"gpus": {gpu: {"price_per_gpu_hour": str(Decimal(INSTANCES[instance][0]) / INSTANCES[instance][2])}
+                     for gpu, instance in (("H100", "p5.48xlarge"), ("A100", "p4d.24xlarge"))}}
+
+
 @dataclass
 class DemoResult:
     config_path: Path
@@ -122,6 +128,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
         "sources": [{"name": SOURCE_NAME, "kind": "aws-cur2", "location": str(generation.exports["parquet"])}],
         "inventory": inventory.sources(SOURCE_NAME),
         "attribution": ATTRIBUTION,
+        "estimate": ESTIMATE,
         # inventory tags place most untagged team spend; experiments stay largely unallocated
         "rules": {"unallocated-spend": {"dimensions": ["team", "project", "experiment"]}},
     }
