@@ -77,3 +77,13 @@ def install(staged: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(staged, target)
     fsync_path(target.parent)
+
+
+def resolved(path: str | os.PathLike[str]) -> Path:
+    """`path` made absolute with its symbolic links followed; a link that loops (a config file or
+    lake replaced by one while `serve` runs) as it stands, absolute: the next read of it then says
+    what is wrong, where Path.resolve raised a RuntimeError the error handling does not know."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError:
+        return Path(path).absolute()

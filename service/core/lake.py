@@ -37,7 +37,7 @@ import duckdb
 from service.core.connection import sandboxed_connection
 from service.core.currency import CODE
 from service.core.errors import DataError
-from service.core.files import DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, write_json_atomic
+from service.core.files import DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, resolved, write_json_atomic
 from service.core.integrity import PartitionCheck, quick_check
 from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_source
 from service.core.lake_views import cost_view, table_views
@@ -70,10 +70,10 @@ class Lake:
 
     def __init__(self, root: str | os.PathLike[str], sources: Iterable[str] | None = None,
                  config_file: str | os.PathLike[str] | None = None):
-        self.root = Path(root).resolve()
+        self.root = resolved(root)
         self.sources = None if sources is None else frozenset(sources)
         # recorded by each ingest beside its sources: another config on this lake keeps them
-        self.config_file = None if config_file is None else Path(config_file).resolve()
+        self.config_file = None if config_file is None else resolved(config_file)
         self.staging = self.root / "_staging"
         self.ledger_file = self.root / LEDGER_FILE
         self.locks = self.root / "_locks"

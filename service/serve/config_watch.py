@@ -74,7 +74,8 @@ class ConfigWatch(Collector):
             digest = _digest(self.path)
             changed = stat is None or digest != self._loaded
             if changed and (not self.changed or self._refused not in (None, digest)):
-                error = self._load_error() if stat is not None else None  # a file edited since the refusal may load
+                # loaded as a SIGHUP would read it: a file removed (or unreadable) does not load either
+                error = self._load_error()
                 self._refused = None if error is None else digest
                 self.announce(f"{CHANGED_MESSAGE} ({self.path})" if error is None
                               else f"{REFUSED_MESSAGE} ({self.path}): {error}")
