@@ -61,6 +61,18 @@ def test_47_a_lake_that_is_a_dangling_symbolic_link_is_refused_naming_the_link_a
     assert not (tmp_path / "mnt").exists()
 
 
+@pytest.mark.parametrize("command", [["config", "validate"], ["status"]], ids=" ".join)
+def test_47_a_lake_that_is_a_symbolic_link_loop_is_refused_as_a_loop_not_as_missing(tmp_path, command):
+    """`ln -s lake2 lake; ln -s lake lake2` was said "a symbolic link to lake2, which does not
+    exist" though lake2 is there: the fix is to break the loop, not to create lake2."""
+    (tmp_path / "lake").symlink_to(tmp_path / "lake2")
+    (tmp_path / "lake2").symlink_to(tmp_path / "lake")
+    result = invoke("--config", write(tmp_path / "spendlake.yaml", {"lake": str(tmp_path / "lake")}), *command)
+    assert result.exit_code == 2, result.output
+    assert (f"{tmp_path / 'lake'} is a symbolic link to {tmp_path / 'lake2'}, which leads back to itself "
+            f"(a loop of symbolic links)") in " ".join(result.output.split()), result.output
+
+
 @pytest.mark.parametrize("location", ["costs", "costs/focus/2024-09", "_ledger"])
 def test_a_source_location_inside_the_lake_is_refused_naming_both(tmp_path, location):
     lake = tmp_path / "lake"

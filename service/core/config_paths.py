@@ -8,6 +8,7 @@ source's location."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -55,8 +56,19 @@ def _no_dangling_link(lake: Path, file: str) -> None:
     link = dangling_link(lake)
     if link is not None:
         on_path = "" if link == lake else f" (on the way to {lake})"
-        raise ConfigError(f"lake: {link} is a symbolic link to {os.readlink(link)}, which does not exist{on_path}",
-                          where=file, hint="mount or create what it points to, or point `lake` at the lake's folder")
+        loops = _loops(link)
+        leads = "which leads back to itself (a loop of symbolic links)" if loops else "which does not exist"
+        fix = f"point a link of the loop at a folder (`ls -l {link}`)" if loops else "mount or create what it points to"
+        raise ConfigError(f"lake: {link} is a symbolic link to {os.readlink(link)}, {leads}{on_path}",
+                          where=file, hint=f"{fix}, or point `lake` at the lake's folder")
+
+
+def _loops(link: Path) -> bool:
+    try:
+        link.stat()
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def dangling_link(path: Path) -> Path | None:
