@@ -137,3 +137,22 @@ def test_the_secrets_a_test_hid_are_forgotten_by_the_next(pytester):
             assert "cat7" not in logs.SECRETS and logs.redact("token cat7") == "token cat7"
     """)
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+@pytest.mark.parametrize("secret", ["a", "ab"])
+@pytest.mark.parametrize("key", ["api_key", "apikey", "ApiKey", "oauth", "OAuth", "x-api-key", "access_token", "token",
+                                 "token expired", "Token invalid", "password", "client_secret", "jwt", "auth", "pwd"])
+def test_a_short_secret_is_redacted_after_every_spelling_of_its_key(secret, key):
+    """`oauth: ab`, `apikey: ab` and `token expired ab` were shown while `api_key: ab` was redacted:
+    the keys are one list (logs.SECRET_KEYS), for the value positions and the URL parameters alike."""
+    logs.hide(secret)
+    assert logs.redact(f"refused {key}: {secret} for svc") == f"refused {key}: <redacted> for svc"
+    assert logs.redact(f"refused {key} {secret}") == f"refused {key} <redacted>"
+    assert logs.redact(f"sent ?{key.split()[0]}={secret}x&n=1") == f"sent ?{key.split()[0]}=<redacted>&n=1"
+
+
+@pytest.mark.parametrize("secret", ["a", "ab"])
+def test_a_short_secret_after_an_ordinary_word_stays(secret):
+    logs.hide(secret)
+    line = f"source: {secret} file; monkey {secret}; expired {secret}; keys: {secret}; tokens {secret}"
+    assert logs.redact(line) == line

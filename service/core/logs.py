@@ -14,6 +14,13 @@ import traceback
 
 from service.core.output import one_line, printable
 
+# The names a secret follows as its key (`token: …`, `Bearer …`, `X-Api-Key: …`), alone or ending a
+# compound name (`api_key`, `X-SLURM-USER-TOKEN`; `apikey` and `oauth` are whole words of their own):
+# one list for a hidden secret's value positions and for a URL's query parameters.
+SECRET_KEYS = ("bearer", "basic", "token", "password", "passwd", "pass", "pwd", "secret", "key", "apikey", "jwt",
+               "auth", "oauth")
+# what a server says of a key before echoing its value (`token expired ab`)
+KEY_STATES = ("expired", "invalid", "revoked", "rejected", "refused", "unknown", "missing")
 # `scheme://user:password@host`: a Prometheus or S3 endpoint URL written with its credentials.
 # Up to the authority's last `@`, as urlsplit and the HTTP client read it: a password written
 # with a bare `@` (`p@ss`, not `p%40ss`) is still sent, and was shown from that `@` on. A `'`
@@ -28,7 +35,7 @@ REDACTIONS = (
                 r"(['\"]?\s*[:=]\s*['\"]?)[^'\",\s}]+"), r"\1\2<redacted>"),
     (re.compile(r"(?i)(X-Amz-Credential=|X-Amz-Signature=|Signature=)[^&\s'\"]+"), r"\1<redacted>"),
     # a URL's query parameter holding a secret (the API token sent as `?token=`, in the access log)
-    (re.compile(r"(?i)([?&][a-z_-]*(?:token|password|passwd|secret)=)[^&\s'\"]+"), r"\1<redacted>"),
+    (re.compile(rf"(?i)([?&][a-z_-]*(?:{'|'.join(SECRET_KEYS)})=)[^&\s'\"]+"), r"\1<redacted>"),
 )
 
 
@@ -36,14 +43,13 @@ REDACTIONS = (
 # their shape, and a server or a proxy may write the one it was sent into its error, so their
 # values are redacted: one of WORD_BELOW characters or more wherever it stands; a shorter one (a
 # 6-character password) only where it stands as a value, as servers echo one: after `=`, as a
-# URL's `//user:secret@`, alone in quotes, after Bearer, Basic, token, password, pass, pwd, secret,
-# key, jwt or auth, alone or ending a compound name (`api_key`, `X-SLURM-USER-TOKEN`), and their
-# `:`. Anywhere, a 4-digit one blanked row counts and amounts; after any `:`, a one-letter one
+# URL's `//user:secret@`, alone in quotes, after one of SECRET_KEYS (and their `:`, or a word of
+# KEY_STATES). Anywhere, a 4-digit one blanked row counts and amounts; after any `:`, a one-letter one
 # blanked the word of `source: a` (each secret → None, or its pattern as a value).
 SECRETS: dict[str, re.Pattern[str] | None] = {}
 WORD_BELOW = 8
 VALUE_AFTER = (r"""(?:=\s*['"]?|(?i:(?<![a-z0-9])"""  # `api_key`'s key: `_` is not a \b
-               r"""(?:bearer|basic|token|password|passwd|pass|pwd|secret|key|jwt|auth)\b)['"]?\s*[:=]?\s*['"]?)""")
+               rf"""(?:{'|'.join(SECRET_KEYS)})\b(?:\s+(?:{'|'.join(KEY_STATES)})\b)?)['"]?\s*[:=]?\s*['"]?)""")
 
 
 def as_a_value(secret: str) -> re.Pattern[str]:
