@@ -33,6 +33,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -50,7 +52,7 @@ from service.core.config import Config, load_config, parse_config
 from service.core.config_file import DEMO_CONFIG
 from service.core.config_paths import dangling_link
 from service.core.coverage import data_end
-from service.core.errors import UsageError
+from service.core.errors import LakeBusyError, UsageError
 from service.core.lake import Lake
 from service.findings.budgets import budget_statuses, early_in_month
 from service.findings.forecast import history_start
@@ -164,14 +166,37 @@ def _start_afresh_for_another_window(root: Path, window: dict) -> str | None:
         previous = None if same else {"start": days[0] if days else None, "days": len(days)}
     said = None
     if previous is not None and previous != window:
-        for path in (root / "lake", demo_dir / "export", demo_dir / "inventory"):
-            shutil.rmtree(path, ignore_errors=True)
+        with _every_lock(Lake(root / "lake")) as lake:  # a serve or an ingest on it refuses us, not loses its files
+            for path in (*(p for p in _children(lake.root) if p != lake.locks), demo_dir / "export",
+                         demo_dir / "inventory"):
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink(missing_ok=True)
         said = (f"{root} held a demo of another window ({_window_text(previous)}); its export, inventory and lake "
                 f"are started afresh for {_window_text(window)}")
     demo_dir.mkdir(parents=True, exist_ok=True)
     if _noted(note) != window:
         note.write_text(json.dumps(window) + "\n", encoding="utf-8")
     return said
+
+
+@contextmanager
+def _every_lock(lake: Lake) -> Iterator[Lake]:
+    """`lake` with each of its locks held (the service's, the writers', and any other it has made):
+    another process holding one refuses this demo (LakeBusyError, exit 3) naming itself. The locks
+    themselves stay: a process starting meanwhile must find them held."""
+    names = {"service", "ingest", *(p.stem for p in _children(lake.locks) if p.suffix == ".lock")}
+    with ExitStack() as held:
+        for name in sorted(names):
+            try:
+                held.enter_context(lake.lock(name))
+            except LakeBusyError as exc:
+                raise LakeBusyError(f"the demo of another window cannot start {lake.root} afresh: {exc.message}",
+                                    where=exc.where, hint="stop that process (or wait for it to finish) and run "
+                                    "the demo again, or give --dir another folder") from None
+        yield lake
+
+
+def _children(folder: Path) -> list[Path]:
+    return list(folder.iterdir()) if folder.is_dir() else []
 
 
 def _noted(note: Path) -> dict | None:
