@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from service.core.errors import DataError
+from service.core.locks import check_still_held
 
 PARTITION_VALUE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 TABLE_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # a table's or a state file's name
@@ -50,6 +51,7 @@ def write_json_atomic(path: Path, data: object) -> None:
             json.dump(data, handle, indent=1, sort_keys=True)
             handle.flush()
             os.fsync(handle.fileno())
+        check_still_held(path)  # a ledger or a record published: by the lake's writer, still its writer
         os.replace(tmp, path)
     except OSError as exc:
         if exc.filename not in (None, str(tmp)):

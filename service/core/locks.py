@@ -29,6 +29,10 @@ from service.core.errors import DataError, LakeBusyError, os_error
 _PROCESS = secrets.token_hex(6)  # a forked child differs by its pid
 HOLDER = "holder"  # the file in `<name>.held/` naming the holder, as its lock file does
 LOOK_SECONDS = 0.2  # a lock held this long is held by a writer, not looked at by a reader
+# held for a whole `serve`, one per lake; its jobs take the writers' locks for what they write, so a
+# serve whose `service.lock` was removed still publishes under them
+NOT_WRITERS = frozenset({"service"})
+_HELD: dict[Path, tuple[tuple[Path, tuple[int, int] | None], ...]] = {}  # lock file → (place, identity) held
 _command = ""  # what this process is ("spendlake serve"), written under the holder: `serve`'s jobs hold `ingest`
 
 
@@ -63,12 +67,39 @@ def hold_lock(locks: Path, name: str) -> Iterator[None]:
                     _write(locks / f"{name}.held" / HOLDER, holder())
             except OSError as exc:  # a full disk: name the lock file, not an anonymous descriptor
                 raise os_error(exc, str(path)) from None
+            _HELD[path] = ((path, _identity(fd)),) + (() if pin is None else ((locks / f"{name}.held", _identity(pin)),))
             yield
         finally:
+            _HELD.pop(path, None)
             if pin is not None:
                 os.close(pin)
     finally:
         os.close(fd)
+
+
+def check_still_held(written: Path) -> None:
+    """Before a writer publishes `written` (a ledger, a snapshot record: service.core.files): each
+    lock this process holds on that lake still at its place, its file or its `.held/` folder the
+    very one it locked. `rm -rf <lake>/_locks` while held took both away, a second writer then made
+    and locked new ones beside it, and both committed over each other; one of the two still in
+    place means no other writer can hold that name. A LakeBusyError, and nothing published, if not."""
+    for path, places in tuple(_HELD.items()):  # a copy: the service's jobs take and drop locks in threads
+        if path.stem not in NOT_WRITERS and written.is_relative_to(path.parent.parent) and not any(_identity(at) == was for at, was in places):
+            raise LakeBusyError(
+                f"the lake's {path.stem} lock this process held was removed or replaced while held ({path} and "
+                f"{path.stem}.held/ are gone or others'): another writer may have taken the lake, so nothing of "
+                f"this change is published", where=str(path),
+                hint=f"make sure no other spendlake writer runs (`fuser -v {path.parent}/*`), then run this again; "
+                     f"never remove {path.parent.name}/ while spendlake runs")
+
+
+def _identity(at: int | Path) -> tuple[int, int] | None:
+    """The (device, inode) of an open descriptor or of what is at a path now (None: nothing)."""
+    try:
+        found = os.fstat(at) if isinstance(at, int) else os.stat(at)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _pinned(locks: Path, name: str, path: Path) -> int | None:
