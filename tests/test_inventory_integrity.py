@@ -302,3 +302,65 @@ def test_a_verify_state_whose_recorded_snapshots_are_not_a_list_is_exit_3_naming
     verified = spendlake(config, "verify")
     assert verified.exit_code == 3 and isinstance(verified.exception, SystemExit), repr(verified.exception)
     assert str(state) in verified.output and "recorded: must be a list" in verified.output, verified.output
+
+
+def test_a_record_deleted_before_any_verify_saw_it_makes_verify_exit_3_naming_it(lake):
+    """A snapshot written since the lake's snapshots are recorded and without its record lost it,
+    whether or not a verify saw it (it was exit 0, `unrecorded`, as a snapshot from before records)."""
+    config, lake = lake
+    file = snapshot(lake)
+    [record] = (lake.root / RECORDS).rglob("*.json")
+    kept = json.loads(record.read_text())
+    record.unlink()
+    for why in ("after this lake's snapshots began to be recorded", "there at the last `spendlake verify`"):
+        verified = spendlake(config, "verify")  # said again until it is fixed
+        assert verified.exit_code == 3 and "lost its record" in verified.output, verified.output
+        assert why in verified.output, verified.output
+        assert str(record) in verified.output and kept["sha256"] in verified.output, verified.output
+        assert "spendlake inventory --source trace" in verified.output and str(file) in verified.output
+    assert job_count(lake) == 3000  # reads go on with the file, as before
+    record.write_text(json.dumps({k: kept[k] for k in ("size", "rows", "sha256")}))  # the fix it names
+    assert spendlake(config, "verify").exit_code == 0
+
+
+def test_a_snapshot_older_than_the_lakes_first_record_is_unrecorded_not_lost(lake, tmp_path):
+    config, lake = lake
+    file = snapshot(lake)
+    [record] = (lake.root / RECORDS).rglob("*.json")
+    record.unlink()
+    os.utime(file, (1_600_000_000, 1_600_000_000))  # written by a spendlake from before records
+    verified = spendlake(config, "verify", "--format", "json")
+    assert verified.exit_code == 0 and json.loads(verified.output)[0]["check"] == "unrecorded", verified.output
+
+
+def test_verify_keeps_no_snapshot_set_aside_or_forgotten_in_its_recorded_list(lake, tmp_path):
+    """`recorded` (what the last verify saw with a record) only grew: each snapshot set aside or of a
+    forgotten source stayed in it for good. It holds what the lake holds."""
+    from service.core.snapshot_ledger import VERIFY_STATE
+
+    config, lake = lake
+    days = 40
+    source = lake.table_dir("jobs") / "source=trace"
+    [first] = source.glob("snapshot_date=*")
+    for day in range(days):  # a snapshot a day, each recorded
+        shutil.copytree(first, source / f"snapshot_date=2026-10-{day % 30 + 1:02d}" if day < 30
+                        else source / f"snapshot_date=2026-09-{day - 29:02d}", dirs_exist_ok=True)
+    [record] = (lake.root / RECORDS).rglob("*.json")
+    for folder in source.glob("snapshot_date=*"):
+        if folder != first:
+            shutil.copy(record, record.parent / f"{folder.name}.json")
+    assert spendlake(config, "verify").exit_code == 0
+    assert len(lake.read_state(VERIFY_STATE)["recorded"]) == days + 1
+    for folder in sorted(source.glob("snapshot_date=2026-09-*")):  # set aside as damaged by an inventory
+        shutil.rmtree(folder)
+        (record.parent / f"{folder.name}.json").unlink()
+    assert spendlake(config, "verify").exit_code == 0
+    assert len(lake.read_state(VERIFY_STATE)["recorded"]) == 31
+    data = yaml.safe_load(config.read_text())
+    data["inventory"][0]["name"] = "renamed"
+    config.write_text(yaml.safe_dump(data))
+    assert spendlake(config, "verify").exit_code == 0  # the old source's snapshots are kept while the lake has them
+    assert len(lake.read_state(VERIFY_STATE)["recorded"]) == 31
+    assert spendlake(config, "forget", "trace", "--yes").exit_code == 0
+    assert spendlake(config, "verify").exit_code == 0
+    assert lake.read_state(VERIFY_STATE)["recorded"] == []

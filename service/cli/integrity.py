@@ -20,18 +20,18 @@ VERIFY_COLUMNS = ["source", "billing_period", "check", "detail", "table", "parti
 def verify_command(obj, fmt: str | None) -> None:
     """Re-hash every cost partition, inventory snapshot and derived file (rollups, metric tops)
     against its record; exit 3 if one differs."""
-    from service.core import derived_records, snapshot_ledger
+    from service.core import derived_records, snapshot_ledger, snapshot_verify
     from service.core.errors import NOT_WRITABLE, os_error
     from service.core.integrity import partition_error
 
     lake = obj.lake
     checks = lake.verify(record=False)
-    snapshots = snapshot_ledger.verify_snapshots(lake, record=False)
+    snapshots = snapshot_verify.verify_snapshots(lake, record=False)
     derived = derived_records.verify_derived(lake, record=False)
     unrecorded = None  # a full disk: the results are shown, then the error
     try:
         lake.record_verify(checks)
-        snapshot_ledger.record_verify(lake, snapshots)
+        snapshot_verify.record_verify(lake, snapshots)
         derived_records.record_verify(lake, derived)
     except OSError as exc:  # a reader without write access still gets its answer
         if exc.errno not in NOT_WRITABLE:

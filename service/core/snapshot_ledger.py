@@ -25,7 +25,8 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
@@ -34,10 +35,12 @@ from service.core.files import DATA_FILE, write_json_atomic
 from service.core.integrity import sha256_file, size_differs
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
-from service.core.state_files import SNAPSHOT_RECORD, parse_record, problems_kept
+from service.core.state_files import SNAPSHOT_RECORD, parse_record
 from service.core.units import utc_now_iso
 
 RECORDS = "_ledger/snapshots"  # relative to the lake root
+# `<RECORDS>/recorded-since` (JSON, of no table): when this lake's snapshots began to be recorded (`records_since`)
+SINCE = "recorded-since"
 VERIFY_STATE = "snapshot_verify"  # `_state/snapshot_verify.json`: what the last verify found damaged
 SET_ASIDE = "_damaged"  # where a damaged snapshot is moved (service/core/snapshot_set_aside.py)
 # The lake's own one-file tables (service/findings/store.py, service/planning/plans.py):
@@ -120,6 +123,7 @@ def recording(lake: SnapshotLake, staged: Path, target: Path, facts: dict | None
     """Record `staged` as the snapshot at `target` around the block that moves it there, with
     `facts` about it (a window job source's times: service/core/job_windows.py)."""
     record_path = record_file(lake.root, target)
+    _note_records_since(lake.root, staged)
     new = describe(staged) | (facts or {})
     old = _read_record(record_path)
     previous = {k: old.get(k) for k in RECORD_FIELDS} if old else (describe(target) if target.exists() else None)
@@ -127,6 +131,32 @@ def recording(lake: SnapshotLake, staged: Path, target: Path, facts: dict | None
     yield
     write_json_atomic(record_path, {**new, "written_at": utc_now_iso()})
     forget_problems(lake, {_key_of(lake.root, target)})
+
+
+def _note_records_since(root: Path, staged: Path) -> None:
+    """Note, once per lake, the time its snapshots began to be recorded: the first recorded file's
+    modification time (a lake recorded before the note: its oldest recorded file's). A snapshot
+    written since without a record has lost it (`with_lost_records`), whoever saw it before."""
+    note = root / RECORDS / SINCE
+    if note.exists():
+        return
+    recorded = (root / p.parent.parent.name / p.parent.name / p.stem / DATA_FILE
+                for p in (root / RECORDS).glob("*/source=*/*=*.json"))
+    times = [staged.stat().st_mtime, *(f.stat().st_mtime for f in recorded if f.is_file())]
+    write_json_atomic(note, {"since": _utc(min(times))})
+
+
+def records_since(root: Path) -> datetime | None:
+    """When `root`'s snapshots began to be recorded; None without a readable note (a lake from
+    before the note that has written no snapshot since, or one whose records were all removed)."""
+    try:
+        return datetime.fromisoformat(json.loads((root / RECORDS / SINCE).read_text())["since"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _utc(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, timezone.utc).isoformat(timespec="microseconds")
 
 
 def read_record(root: Path, snapshot: Path) -> dict | None:
@@ -139,11 +169,13 @@ def _key_of(root: Path, snapshot: Path) -> str:
 
 
 def forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
-    """What the last verify found of the snapshots `keys`, dropped: they were written again or set aside."""
+    """What the last verify found of the snapshots `keys`, dropped: they were written again or set
+    aside (one written again is found recorded by the next verify; one set aside is gone)."""
     found = lake.read_state(VERIFY_STATE)
-    problems = found.get("problems", [])
-    if any(p["snapshot"] in keys for p in problems):
-        lake.write_state(VERIFY_STATE, {**found, "problems": [p for p in problems if p["snapshot"] not in keys]})
+    problems, recorded = found.get("problems", []), found.get("recorded", [])
+    if any(p["snapshot"] in keys for p in problems) or keys & set(recorded):
+        lake.write_state(VERIFY_STATE, {**found, "problems": [p for p in problems if p["snapshot"] not in keys],
+                                        "recorded": [k for k in recorded if k not in keys]})
 
 
 def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> SnapshotCheck:
@@ -288,7 +320,8 @@ def sound(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list[SnapshotC
 def table_names(root: Path) -> list[str]:
     """The folders under the lake root, and the inventory tables with a record of a snapshot."""
     folders = {path.name for path in root.iterdir()} if root.exists() else set()
-    recorded = {path.name for path in (root / RECORDS).iterdir()} if (root / RECORDS).exists() else set()
+    recorded = {path.name for path in (root / RECORDS).iterdir() if path.is_dir()} if (root / RECORDS).exists() \
+        else set()
     return sorted(folders | recorded)
 
 
@@ -320,44 +353,6 @@ def sound_checks(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list[Sn
 def sound_files(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list:
     """The paths of `sound_checks`."""
     return [str(c.path) for c in sound_checks(lake, checks)]
-
-
-def verify_snapshots(lake: SnapshotLake, record: bool = True) -> list[SnapshotCheck]:
-    """Re-hash every snapshot of the configured sources; the damaged ones are recorded
-    (`record_verify`) so every read fails on them until `inventory` writes them again."""
-    checks = with_lost_records(lake, snapshot_checks(lake, deep=True))
-    if record:
-        record_verify(lake, checks)
-    return checks
-
-
-def with_lost_records(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> list[SnapshotCheck]:
-    """`checks` with an unrecorded snapshot whose record is unreadable, or was there at the last
-    verify (`recorded` in its state), said as RECORD_LOST: not one written before records. Only
-    verify says it (reads go on reading the file as unrecorded, as before); it gives the file as
-    it is, to write its record again if it is the one written."""
-    known = set(lake.read_state(VERIFY_STATE).get("recorded", []))
-    lost = [c for c in checks if c.state == "unrecorded" and (c.record == {} or c.key in known)]
-    for check in lost:
-        why = "its record is unreadable" if check.record == {} else ("its record, there at the last `spendlake "
-                                                                     "verify`, is gone")
-        path = Path(check.path)
-        facts = describe(path) if path.is_file() else {}  # a FIFO in its place: never read (its checks name it)
-        if facts:
-            why += f"; the file: {facts['size']:,} bytes, {facts['rows'] or 0:,} rows, SHA-256 {facts['sha256']}"
-        checks = [replace(c, state=RECORD_LOST, detail=why, record=facts) if c is check else c for c in checks]
-    return list(checks)
-
-
-def record_verify(lake: SnapshotLake, checks: Sequence[SnapshotCheck]) -> None:
-    found = [{"snapshot": c.key, "state": c.state, "detail": c.detail} for c in checks if not c.ok
-             and c.state != RECORD_LOST]  # the file is not known damaged: reads go on
-    earlier = lake.read_state(VERIFY_STATE)
-    problems = problems_kept(earlier, found, {c.key for c in checks}, lambda p: p["snapshot"])
-    recorded = sorted({k for k in earlier.get("recorded", []) if k not in {c.key for c in checks}}
-                      | {c.key for c in checks if c.record or c.state == RECORD_LOST})
-    lake.write_state(VERIFY_STATE, {"checked_at": utc_now_iso(), "snapshots": len(checks), "problems": problems,
-                                    "recorded": recorded})
 
 
 def snapshot_error(bad: Sequence[SnapshotCheck]) -> DataError:

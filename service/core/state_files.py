@@ -77,7 +77,7 @@ class FileProblem(Open):  # derived_records.record_verify
     file: StrictStr
 
 
-class SnapshotProblem(Open):  # snapshot_ledger.record_verify
+class SnapshotProblem(Open):  # snapshot_verify.record_verify
     snapshot: StrictStr
 
 
@@ -91,7 +91,7 @@ class DerivedVerified(Open):
 
 class SnapshotVerified(Open):
     problems: list[SnapshotProblem] = []
-    recorded: list[StrictStr] = []  # the snapshots found with a record (snapshot_ledger.with_lost_records)
+    recorded: list[StrictStr] = []  # the snapshots found with a record (snapshot_verify.with_lost_records)
 
 
 def _iso_date(text: str) -> str:

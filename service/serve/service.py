@@ -145,7 +145,8 @@ def verify_lake(config: Config) -> None:
     by readers meanwhile, and written again by the next ingest)."""
     from service.core.derived_records import derived_error, verify_derived
     from service.core.integrity import partition_error
-    from service.core.snapshot_ledger import snapshot_error, verify_snapshots
+    from service.core.snapshot_ledger import snapshot_error
+    from service.core.snapshot_verify import verify_snapshots
 
     lake = Lake.of(config)
     bad = [check for check in lake.verify() if not check.ok]
