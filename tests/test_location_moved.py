@@ -114,3 +114,44 @@ def test_a_file_recorded_without_its_sampled_bytes_gains_them_at_the_next_ingest
     said = ingest(tmp_path, moved)
     assert said and all(": unchanged (delivery" in line for line in said), said
     assert figures(tmp_path) == before
+
+
+def with_a_cost_changed_outside_the_sample(data: bytes) -> bytes:
+    """`data` with one line's BilledCost (its second column) changed in its last digit, the line
+    wholly outside every byte `sampled_digest` reads: the same size."""
+    import re
+
+    from connectors.storage import SAMPLE_BLOCK, SAMPLE_BLOCKS, SAMPLE_EDGE
+
+    inner = len(data) - 2 * SAMPLE_EDGE
+    sampled = [(0, SAMPLE_EDGE), (len(data) - SAMPLE_EDGE, len(data))] + [
+        (start, start + SAMPLE_BLOCK) for n in range(1, SAMPLE_BLOCKS + 1)
+        for start in [SAMPLE_EDGE + inner * n // (SAMPLE_BLOCKS + 1)]]
+    at = 0
+    for line in data.split(b"\n"):
+        end = at + len(line)
+        cost = re.match(rb'[^,"]*,"?(-?\d+\.\d*[0-8])[,"]', line)
+        if cost and not any(start < end and at < stop for start, stop in sampled):
+            digit = at + cost.end(1) - 1  # 1e-11 more: the ledger's sums hold 12 decimals
+            return data[:digit] + bytes([data[digit] + 1]) + data[digit + 1:]
+        at = end + 1
+    raise AssertionError("no cost line outside the sampled bytes")
+
+
+def test_a_file_copied_with_its_times_and_changed_between_the_sampled_bytes_is_read_again_while_its_original_is_there(
+        tmp_path):
+    """`cp -a` to the new location, then one cost rewritten outside the sampled bytes, size and times
+    kept: the samples agree, but the original still at its old path shows the bytes differ."""
+    export = exported(tmp_path)
+    ingest(tmp_path, export)
+    before = figures(tmp_path)
+    copied = shutil.copytree(export, tmp_path / "disk2" / "billing")  # the original kept
+    rewritten = copied / "a" / "part-0.csv"
+    times, data = rewritten.stat(), rewritten.read_bytes()
+    rewritten.write_bytes(with_a_cost_changed_outside_the_sample(data))
+    os.utime(rewritten, ns=(times.st_atime_ns, times.st_mtime_ns))
+    said = ingest(tmp_path, copied)
+    assert any("committed" in line for line in said) and any("unchanged" in line for line in said), said
+    after = figures(tmp_path)
+    changed = [p for p in before if after[p][2] != before[p][2]]
+    assert len(changed) == 1 and after[changed[0]][0] != before[changed[0]][0], (before, after)

@@ -36,6 +36,7 @@ committed without one of its files.
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import logging
 import os
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field, replace
 import duckdb
 
 from connectors.base import CostConnector, Delivery, OtherDataset
-from connectors.storage import moved_alike, sampled_digest
+from connectors.storage import local_version, moved_alike, sampled_digest
 from service.core.commit import StagedCosts, discard_costs
 from service.core.errors import DataError, SpendlakeError, duckdb_error
 from service.core.files import files_named
@@ -300,10 +301,23 @@ def _as_delivered(connector: CostConnector, loose: Sequence[Delivery], known: di
         location = connector.config.location.rstrip("/")
         tail = uri[len(location):] if uri.startswith(location + "/") else "/" + os.path.basename(uri)
         same = [old for old in ending_in(tail) if old in gone and moved_alike(gone[old]["version"], version)]
-        if len(same) == 1 and gone[same[0]].get("sample") and gone[same[0]]["sample"] == sampled_digest(uri):
+        if len(same) == 1 and _same_bytes(gone[same[0]], uri):
             aliases[file.delivery_id] = same[0]
             moved[same[0]] = {**gone.pop(same[0]), "uri": uri, "version": version, "moved": file.delivery_id}
     return [replace(f, delivery_id=aliases[f.delivery_id]) if f.delivery_id in aliases else f for f in loose], moved
+
+
+def _same_bytes(record: dict, uri: str) -> bool:
+    """Whether the file at `uri` holds the bytes of the gone one `record` describes (of its size and
+    modification time): its sampled bytes equal, and, where the original is still at its path as it
+    was read (`cp -a` to the new location, not `mv`), every byte. Where the original is gone, the
+    sample is all there is to compare: a change keeping the size and the modification time to the
+    nanosecond and lying wholly outside the sampled bytes (connectors.storage.sampled_digest) is
+    taken for the file moved. An original changed since is no witness: the file is read again."""
+    if not record.get("sample") or record["sample"] != sampled_digest(uri):
+        return False
+    now = local_version(record["uri"])
+    return now is None or (now == record["version"] and filecmp.cmp(record["uri"], uri, shallow=False))
 
 
 def _by_period(files: Sequence[Delivery], index: dict[str, dict]) -> list[list[Delivery]]:
