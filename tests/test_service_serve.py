@@ -50,13 +50,17 @@ from service.serve.scheduler import Tasks
 from service.serve.service import serve
 
 config = load_config(sys.argv[1])
+release = config.lake.parent / "release-job"  # made by a test that ends the job itself
 
 def slow_daily(day):
     with Lake(config.lake).scratch() as scratch:  # a job's work in progress, as ingest has it
         (scratch / "partial.parquet").write_bytes(b"half")
         print("job started", flush=True)
-        time.sleep(float(sys.argv[2]))
+        deadline = time.monotonic() + float(sys.argv[2])
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         write_json_atomic(config.lake.parent / "reports" / "done.json", {"day": day.isoformat()})
+        print("job done", flush=True)
 
 serve(config, tasks=Tasks(ingest=lambda: None, rules=None, daily=slow_daily), announce=lambda l: print(l, flush=True),
       reload=lambda: load_config(sys.argv[1]))
@@ -64,8 +68,8 @@ serve(config, tasks=Tasks(ingest=lambda: None, rules=None, daily=slow_daily), an
 
 
 def start_slow_service(tmp_path, job_seconds: float) -> tuple[subprocess.Popen, list[str]]:
-    """A service whose make-up daily run (it starts at once on a new lake) takes `job_seconds`;
-    returns once that job has started, with the lines printed so far."""
+    """A service whose make-up daily run (it starts at once on a new lake) takes `job_seconds`, or
+    until release_job(tmp_path); returns once that job has started, with the lines printed so far."""
     config = write_config(tmp_path, config_data(tmp_path))
     script = tmp_path / "slow_service.py"
     script.write_text(textwrap.dedent(SLOW_SERVICE))
@@ -76,8 +80,14 @@ def start_slow_service(tmp_path, job_seconds: float) -> tuple[subprocess.Popen, 
     for line in proc.stdout:
         lines.append(line)
         if "job started" in line:
-            break
-    return proc, lines
+            return proc, lines
+    raise AssertionError(f"the slow service ended (exit {proc.wait()}) before its job started:\n" + "".join(lines))
+
+
+def release_job(tmp_path) -> None:
+    """Let the slow service's job finish now: a test that asserts the job is still running
+    must not race a timer (under load the service's steps can take longer than any timer)."""
+    (tmp_path / "release-job").touch()
 
 
 def stopped_output(proc: subprocess.Popen, lines: list[str]) -> str:
@@ -184,7 +194,7 @@ def test_sighup_with_the_config_emptied_keeps_serving_the_running_lake(tmp_path)
 def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
     """The reload waits for the running job, as SIGTERM does, with /healthz still answering:
     a liveness probe must not find the service gone while it finishes a long ingest."""
-    proc, lines = start_slow_service(tmp_path, job_seconds=4)
+    proc, lines = start_slow_service(tmp_path, job_seconds=120)  # until release_job
     try:
         base = re.search(r"serving (http://\S+)", "".join(lines))[1]
         proc.send_signal(signal.SIGHUP)
@@ -192,9 +202,10 @@ def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
             lines.append(line)
             if "reloading: waiting for running jobs" in line:
                 break
-        with urllib.request.urlopen(base + "/healthz", timeout=5) as response:
+        with urllib.request.urlopen(base + "/healthz", timeout=30) as response:
             assert response.status == 200
         assert not (tmp_path / "reports" / "done.json").exists()  # the job is still running
+        release_job(tmp_path)
         for line in proc.stdout:
             lines.append(line)
             if line.count("serving http://") and "".join(lines).count("serving http://") == 2:
@@ -203,7 +214,8 @@ def test_sighup_during_a_job_keeps_answering_until_the_job_is_done(tmp_path):
         output = stopped_output(proc, lines)
     finally:
         proc.kill()
-    assert output.index("job started") < output.index("reloading") < output.index("starting again")
+    assert output.index("job started") < output.index("reloading") < output.index("job done") \
+        < output.index("starting again")
     assert output.rstrip().endswith("stopped")
 
 
