@@ -549,3 +549,35 @@ def test_43_after_a_sighup_changing_attribution_a_scrape_beside_the_build_shows_
     assert served_before(lake, new) == ()
     after, current = scraped(replaced)
     assert current == 1 and after == samples(new) and after != before
+
+
+def test_a_replaced_configs_tops_are_removed_a_grace_after_the_new_configs_are_stored(tmp_path):
+    """The tops of a config a SIGHUP or restart replaced stayed on disk for ever (`build_tops` pruned
+    only its own config's folder). They go by the rollup versions' rule: once the new config's tops
+    are stored, found superseded by a build, and removed by a build a grace later; until then a
+    scrape beside the new config's build can still show them."""
+    from datetime import timedelta
+
+    old, new = config_for(tmp_path, shared=False), config_for(tmp_path, shared=True)
+    lake = Lake(old.lake)
+    commit(lake, "cur", ROWS)
+    rollup(old)
+    replaced = tops_module.tops_folder(lake, old)
+    before = tops_module.previous_tops(lake, tops_module.tops_owner(old))
+    assert before and list(replaced.glob("*.parquet"))
+    with lake.lock():
+        tops_module.build_tops(lake, old)  # its own build: nothing of its own is replaced
+    rollup(new)  # the new config's tops stored: the old ones found superseded, kept for readers
+    now = datetime.now(timezone.utc)
+    assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) == before
+    with lake.lock():
+        tops_module.build_tops(lake, new, now=now + timedelta(minutes=59))
+    assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) == before  # within the grace
+    with lake.lock():
+        tops_module.build_tops(lake, new, now=now + timedelta(minutes=61))
+    assert not replaced.exists()
+    assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) is None
+    assert list(tops_module.tops_folder(lake, new).glob("*.parquet"))  # the new config's own stay
+    assert samples(new) == expected(new)  # read from the stored tops, as before
+    since = lake.read_state("rollups_superseded")["since"]
+    assert not [key for key in since if key.startswith("metric_tops/")]  # what is gone is forgotten

@@ -76,7 +76,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     built = stored = removed = 0
     found = derived_records.problems(lake)
     # a version → when a build first found it superseded, by its clock (one ahead: counts as now)
-    since, warnings = _superseded_since(lake)
+    since, warnings = superseded_since(lake)
     seen = {key: min(parse_utc(at), now) for key, at in since.items()}
     earlier = set(seen)
     before = owner_of(config, {})  # this config's versions stored before the lake had inventory it reads
@@ -121,8 +121,9 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     return RollupBuild(built, stored, removed, warnings)
 
 
-def _superseded_since(lake: Lake) -> tuple[dict[str, str], list[str]]:
-    """When earlier builds first found each version superseded; a damaged file (truncated by a full
+def superseded_since(lake: Lake) -> tuple[dict[str, str], list[str]]:
+    """When earlier builds first found each version superseded (rollups; metric tops of replaced configs,
+    service/attribution/tops.py), by path under the lake without `.parquet`; a damaged file (truncated by a full
     disk) read as none, said once: it stopped every build until deleted, and only delays removals
     by a grace (each found again now), the build writing it whole again."""
     try:

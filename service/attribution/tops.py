@@ -8,7 +8,9 @@ every job of a cluster), so the writers of the lake compute them once per lake s
 `build_tops`, after the rollups, under the ingest lock. The answer is a few hundred rows:
 `<lake>/metric_tops/source=all/config=<owner>/<data>.parquet`, where `owner` is the
 attribution config and `top_n`, and `data` the ledger's deliveries and the inventory tags
-and job snapshots attribution read, so the name says which lake state it describes.
+and job snapshots attribution read, so the name says which lake state it describes. A build
+removes its config's files of other states at once and other configs' files (replaced by a SIGHUP
+or a restart) a grace after its own were stored.
 `ScrapeTops` (the scrape) reads that file once; finding none for the lake's state, it
 computes each group for that scrape only, writing nothing, unless a build or a service job
 is at work (then it shows the previous state's tops).
@@ -20,7 +22,7 @@ import hashlib
 import logging
 import threading
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -32,14 +34,16 @@ from service.attribution.cluster_tops import cluster_tops
 from service.attribution.commitment_tops import commitment_tops
 from service.attribution.compute import RollupSession
 from service.attribution.metric_top import GROUP_OF, GROUPS, Top, snapshot_anchor
+from service.attribution.rollup_build import ROLLUP_GRACE, SUPERSEDED_STATE, superseded_since
 from service.attribution.rollup_versions import ROLLUP_FORMAT, inventory_basis, inventory_latest
 from service.attribution.spend_tops import spend_tops
 from service.core import derived_records
 from service.core.config import Config
-from service.core.coverage import snapshot_data_end
+from service.core.coverage import parse_utc, snapshot_data_end
 from service.core.errors import DataError
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
+from service.core.timewindow import iso_utc
 
 log = logging.getLogger(__name__)
 
@@ -209,10 +213,10 @@ def read_tops(lake: Lake, config: Config, now: datetime, group: str = "spend") -
     return ScrapeTops(lake, config, now).group(group)
 
 
-def build_tops(lake: Lake, config: Config) -> bool:
+def build_tops(lake: Lake, config: Config, *, grace: timedelta = ROLLUP_GRACE, now: datetime | None = None) -> bool:
     """Store the tops of the lake's current state unless stored, and remove this config's tops
-    of other states (a scrape that finds its file gone computes in memory). Call only while
-    holding the ingest lock. True when they were computed."""
+    of other states (a scrape that finds its file gone computes in memory) and, `grace` after,
+    other configs' (`_drop_replaced`). Call only while holding the ingest lock. True when they were computed."""
     snapshot = lake.snapshot()
     target = tops_file(lake, config, snapshot)
     owner = target.parent.name.split("=", 1)[1]
@@ -231,7 +235,34 @@ def build_tops(lake: Lake, config: Config) -> bool:
             con.close()
     derived_records.drop_versions(lake.root, target.parent,
                                   [f.stem for f in target.parent.glob("*.parquet") if f != target])
+    if end is not None:  # this config's tops of the current state stored: the others' are superseded
+        _drop_replaced(lake, target, grace, now or datetime.now(timezone.utc))
     return built
+
+
+def _drop_replaced(lake: Lake, target: Path, grace: timedelta, now: datetime) -> None:
+    """Remove other configs' tops (a config a SIGHUP or restart replaced, whose tops a scrape showed while
+    this one's were built) by the rollup versions' rule (rollup_build.py): superseded since this config's
+    were stored, for `grace`, and already found so by an earlier build, so a scrape that picked one
+    up reads it whole (one that finds it gone shows the next, or none)."""
+    replaced = [folder for folder in target.parent.parent.glob("config=*") if folder != target.parent]
+    if not replaced:
+        return
+    since, _ = superseded_since(lake)  # a damaged state file: the rollup build before this one said it
+    earlier = set(since)
+    for folder in replaced:
+        gone = []
+        for file in folder.glob("*.parquet"):
+            key = str(file.relative_to(lake.root).with_suffix(""))
+            found = min(parse_utc(since[key]), now) if key in earlier else now
+            since[key] = iso_utc(found)
+            if key in earlier and found <= now - grace:
+                gone.append(file.stem)
+        derived_records.drop_versions(lake.root, folder, gone)
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    lake.write_state(SUPERSEDED_STATE, {"since": {key: at for key, at in sorted(since.items())
+                                                  if (lake.root / f"{key}.parquet").exists()}})
 
 
 def _whole(lake: Lake, path: Path) -> bool:
