@@ -439,7 +439,7 @@ def test_a_sighup_to_an_address_in_use_or_a_lake_another_service_holds_keeps_ser
     """The config loads, but only starting the service with it finds it wrong (a lake folder that cannot be
     made raised an OSError out of the reload: a traceback, the process gone): it used to be found after the
     running service had let go of its port and lake, and the process exited (`error: service.listen: cannot
-    listen on ...`), taking the scrapes and the jobs with it."""
+    listen on ...`), taking the scrapes and the jobs with it. A refused config makes nothing on disk."""
     config = write_config(tmp_path, config_data(tmp_path))
     proc, base = start_serve(config)
     taken = socket.socket()
@@ -450,13 +450,15 @@ def test_a_sighup_to_an_address_in_use_or_a_lake_another_service_holds_keeps_ser
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         address = "127.0.0.1:%d" % taken.getsockname()[1]
-        write_config(tmp_path, {**config_data(tmp_path), "service": {"listen": address}})
+        new_lake = tmp_path / "new-lake"  # a refused config made its new lake folder (empty) all the same
+        write_config(tmp_path, {**config_data(tmp_path), "service": {"listen": address}, "lake": str(new_lake)})
         proc.send_signal(signal.SIGHUP)
         output = wait_for_output(proc, "SIGHUP:")
         said = output.split("SIGHUP:", 1)[1].splitlines()[0]
         assert said.startswith(" the config was not reloaded, still serving the running one: ")
         assert f"cannot listen on {address}: Address already in use" in said
         assert readyz(base) == (200, {"status": "ready"}) and proc.poll() is None and "reloading" not in output
+        assert not new_lake.exists()
 
         write_config(tmp_path, {**config_data(tmp_path), "lake": str(other_dir / "lake")})
         proc.send_signal(signal.SIGHUP)

@@ -210,7 +210,7 @@ class Requests:
 class Service:
     def __init__(self, config: Config, *, listen: str | None = None, tasks: Tasks | None = None,
                  clock: Callable[[], datetime] = utc_now, reload: Callable[[], Config] | None = None,
-                 requests: Requests | None = None):
+                 requests: Requests | None = None, pin: bool = True):
         self.config = config
         self.listen_option = listen  # --listen outlives a reload; service.listen may change with it
         self.listen = listen or config.service.listen
@@ -220,7 +220,8 @@ class Service:
         self.token = api_token(config)
         self.clock = clock
         self.lake = Lake.of(config)
-        pin_root(self.lake.root)  # a lake moved away while serving fails, not comes back empty
+        if pin:  # a reload's, once it is taken (taken_over_by): a refused config makes no lake folder
+            pin_root(self.lake.root)  # a lake moved away while serving fails, not comes back empty
         self.config_read = as_read(self.lake.config_file)  # the file as `config` was read from it
         self.reload = reload
         self.requests = requests or Requests()
@@ -242,7 +243,7 @@ class Service:
         read = as_read(self.lake.config_file)  # before reading it: an edit meanwhile is a new one
         try:
             successor = Service(self.reload(), listen=self.listen_option, tasks=self.given_tasks, clock=self.clock,
-                                reload=self.reload, requests=self.requests)
+                                reload=self.reload, requests=self.requests, pin=False)
             self.taken_over_by(successor)
         except (SpendlakeError, OSError) as exc:  # OSError: a new lake folder that cannot be made (/proc/x)
             exc = os_error(exc, "lake") if isinstance(exc, OSError) else exc
@@ -258,13 +259,20 @@ class Service:
     def taken_over_by(self, successor: Service) -> None:
         """What only starting `successor` would find wrong, found while this service still runs (it used to
         be found after this one let go, and the process exited): another service holding its new lake, its
-        new address taken (bound here, served once it runs). Raises SpendlakeError."""
+        new address taken (bound here, served once it runs); then its lake folder pinned (made when missing).
+        Raises SpendlakeError, or OSError for a folder that cannot be made (/proc/x)."""
         holder = successor.lake.lock_holder("service") if successor.lake.root != self.lake.root else None
         if holder is not None:
             raise LakeBusyError(f"another spendlake serve holds the lake {successor.lake.root} (pid {holder or '?'})",
                                 where="lake", hint="stop that service, or keep this service's lake")
         if successor.listen != self.listen:
             successor.bound = make_server(None, successor.listen, where=successor.listen_from)
+        try:
+            pin_root(successor.lake.root)
+        except OSError:
+            if successor.bound is not None:
+                successor.bound.server_close()
+            raise
 
     def run(self, announce: Callable[[str], None] = announce) -> Service | None:
         """Serve until asked to stop (returns None) or to reload a config that loads (returns
