@@ -551,11 +551,11 @@ def test_43_after_a_sighup_changing_attribution_a_scrape_beside_the_build_shows_
     assert current == 1 and after == samples(new) and after != before
 
 
-def test_a_replaced_configs_tops_are_removed_a_grace_after_the_new_configs_are_stored(tmp_path):
+def test_a_replaced_configs_tops_are_removed_a_grace_after_a_newer_lake_state_is_stored(tmp_path):
     """The tops of a config a SIGHUP or restart replaced stayed on disk for ever (`build_tops` pruned
-    only its own config's folder). They go by the rollup versions' rule: once the new config's tops
-    are stored, found superseded by a build, and removed by a build a grace later; until then a
-    scrape beside the new config's build can still show them."""
+    only its own config's folder). They go by the rollup versions' rule: kept while they describe the
+    lake's current state (another config used on the lake reads them), found superseded by a build of
+    a newer state, and removed by a build a grace later; until then a scrape can still show them."""
     from datetime import timedelta
 
     old, new = config_for(tmp_path, shared=False), config_for(tmp_path, shared=True)
@@ -565,9 +565,14 @@ def test_a_replaced_configs_tops_are_removed_a_grace_after_the_new_configs_are_s
     replaced = tops_module.tops_folder(lake, old)
     before = tops_module.previous_tops(lake, tops_module.tops_owner(old))
     assert before and list(replaced.glob("*.parquet"))
+    rollup(new)
+    now = datetime.now(timezone.utc)
     with lake.lock():
-        tops_module.build_tops(lake, old)  # its own build: nothing of its own is replaced
-    rollup(new)  # the new config's tops stored: the old ones found superseded, kept for readers
+        tops_module.build_tops(lake, new, now=now + timedelta(hours=2))
+    assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) == before  # the current state's: kept
+
+    commit(lake, "cur", [("2026-10-20 00:00:00", "2026-10-20 01:00:00", "USD", "5", {"team": "nlp"})], "d2")
+    rollup(new)  # the new config's tops of the newer state stored: the old ones found superseded, kept for readers
     now = datetime.now(timezone.utc)
     assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) == before
     with lake.lock():

@@ -9,8 +9,8 @@ every job of a cluster), so the writers of the lake compute them once per lake s
 `<lake>/metric_tops/source=all/config=<owner>/<data>.parquet`, where `owner` is the
 attribution config and `top_n`, and `data` the ledger's deliveries and the inventory tags
 and job snapshots attribution read, so the name says which lake state it describes. A build
-removes its config's files of other states at once and other configs' files (replaced by a SIGHUP
-or a restart) a grace after its own were stored.
+removes its config's files of other states at once and other configs' files of earlier states
+(replaced by a SIGHUP or a restart) a grace after it found them.
 `ScrapeTops` (the scrape) reads that file once; finding none for the lake's state, it
 computes each group for that scrape only, writing nothing, unless a build or a service job
 is at work (then it shows the previous state's tops).
@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from service.attribution.cluster_tops import cluster_tops
 from service.attribution.commitment_tops import commitment_tops
 from service.attribution.compute import RollupSession
+from service.attribution.jobs import jobs_basis
 from service.attribution.metric_top import GROUP_OF, GROUPS, Top, snapshot_anchor
 from service.attribution.rollup_build import ROLLUP_GRACE, SUPERSEDED_STATE, superseded_since
 from service.attribution.rollup_versions import ROLLUP_FORMAT, inventory_basis, inventory_latest
@@ -72,11 +73,13 @@ def tops_folder(lake: Lake, config: Config | str) -> Path:
 
 def tops_file(lake: Lake, config: Config, snapshot: Snapshot) -> Path:
     """Where the tops of `config` for the lake state `snapshot` (and today's inventory) are."""
+    return tops_folder(lake, config) / f"{_state_name(snapshot, inventory_latest(lake, config.attribution))}.parquet"
+
+
+def _state_name(snapshot: Snapshot, inventory: dict[str, str]) -> str:
     deliveries = ";".join(sorted(f"{c.source}|{c.period}|{c.entry.delivery_id}|{c.entry.ingested_at}|{c.entry.rows}"
                                  for c in snapshot.checks))
-    inventory = inventory_basis(inventory_latest(lake, config.attribution))
-    data = _hash(f"{ROLLUP_FORMAT}|{deliveries}|{inventory}")
-    return tops_folder(lake, config) / f"{data}.parquet"
+    return _hash(f"{ROLLUP_FORMAT}|{deliveries}|{inventory_basis(inventory)}")
 
 
 class ScrapeTops:
@@ -236,24 +239,31 @@ def build_tops(lake: Lake, config: Config, *, grace: timedelta = ROLLUP_GRACE, n
     derived_records.drop_versions(lake.root, target.parent,
                                   [f.stem for f in target.parent.glob("*.parquet") if f != target])
     if end is not None:  # this config's tops of the current state stored: the others' are superseded
-        _drop_replaced(lake, target, grace, now or datetime.now(timezone.utc))
+        _drop_replaced(lake, target, snapshot, grace, now or datetime.now(timezone.utc))
     return built
 
 
-def _drop_replaced(lake: Lake, target: Path, grace: timedelta, now: datetime) -> None:
-    """Remove other configs' tops (a config a SIGHUP or restart replaced, whose tops a scrape showed while
-    this one's were built) by the rollup versions' rule (rollup_build.py): superseded since this config's
-    were stored, for `grace`, and already found so by an earlier build, so a scrape that picked one
-    up reads it whole (one that finds it gone shows the next, or none)."""
+def _drop_replaced(lake: Lake, target: Path, snapshot: Snapshot, grace: timedelta, now: datetime) -> None:
+    """Remove other configs' tops of earlier lake states (a config a SIGHUP or restart replaced, whose tops a
+    scrape showed while this one's were built) by the rollup versions' rule (rollup_build.py): superseded
+    since a build of a newer state found them, for `grace`, and already found so by an earlier build, so a
+    scrape that picked one up reads it whole (one that finds it gone shows the next, or none). Another
+    config's tops of the current state (with or without `clusters:`'s job snapshots) are kept, as its
+    current rollups are: a config used beside this one on the lake (`spendlake rollup --config`) reads them."""
     replaced = [folder for folder in target.parent.parent.glob("config=*") if folder != target.parent]
     if not replaced:
         return
+    tags = inventory_latest(lake)
+    current = {_state_name(snapshot, tags), _state_name(snapshot, {**jobs_basis(lake), **tags})}
     since, _ = superseded_since(lake)  # a damaged state file: the rollup build before this one said it
     earlier = set(since)
     for folder in replaced:
         gone = []
         for file in folder.glob("*.parquet"):
             key = str(file.relative_to(lake.root).with_suffix(""))
+            if file.stem in current:
+                since.pop(key, None)
+                continue
             found = min(parse_utc(since[key]), now) if key in earlier else now
             since[key] = iso_utc(found)
             if key in earlier and found <= now - grace:
