@@ -43,7 +43,7 @@ from service.core.schema import JSON_COLUMNS, TAG_MAP, COST_TYPES
 from service.core.snapshot import Snapshot, read_consistently
 from service.export import metadata
 from service.export.files import WrittenFile, file_name, write_rows
-from service.export.focus import EXTENSIONS, INVOICING_ENTITY, SOURCE_COLUMN, VERSIONS, conform_sql
+from service.export.focus import EXTENSIONS, INVOICING_ENTITY, SOURCE_COLUMN, VERSIONS, conform_sql, taxed_sql
 from service.export.lookups import joined_lines
 
 METADATA_DIR = "metadata"
@@ -150,13 +150,17 @@ def _stage(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOption
     with _lines(config, lake, snapshot, options, sources) as (con, relation, extra):
         periods = [row[0] for row in con.execute(
             f"SELECT DISTINCT billing_period FROM {relation} ORDER BY 1").fetchall()]
-        sql = conform_sql(joined_lines(con, relation), options.version, (SOURCE_COLUMN, *extra))
+        lines = joined_lines(con, relation)
+        sql = conform_sql(lines, options.version, (SOURCE_COLUMN, *extra), taxed="export_taxed")
         written = []
         # a full disk names the file: where it goes, or for an upload where it is staged (the temporary directory)
         shown = staging if options.out.startswith("s3://") else Path(options.out)
         for period in periods:
             folder = staging / period
             folder.mkdir()
+            # the sums Tax lines are derived from, read first: a second read of the lines in the same
+            # query would hold them all in memory
+            con.register("export_taxed", con.sql(taxed_sql(lines), params={"period": period}).to_arrow_table())
             with naming(shown / period / file_name(options.csv)):
                 written.append((period, write_rows(con, sql, {"period": period}, folder / file_name(options.csv),
                                                    options.csv)))

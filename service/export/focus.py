@@ -222,15 +222,24 @@ def _own_entity(issuer: str, provider: str) -> str:
     return "(" + " OR ".join(cases) + ")"
 
 
-def conform_sql(source: str, version: str, extra: tuple[str, ...] = ()) -> str:
+def conform_sql(source: str, version: str, extra: tuple[str, ...] = (), taxed: str = "export_taxed") -> str:
     """SELECT every FOCUS column of `version` (conforming, see the module docstring), then the
     extension columns, then `extra` columns as they are, from relation `source` (the `costs`
-    columns plus `service_category`/`service_subcategory`, the pair categories.py chose)."""
-    step1 = _step1(source)
-    step2 = _step2()
+    columns plus `service_category`/`service_subcategory`, the pair categories.py chose) and
+    `taxed`, the result of taxed_sql(source) over the same lines. Each step reads the one
+    before once, so the lines stream: a step read twice is materialized (DuckDB holds every
+    line of the period in memory: 10 GB for 10M lines)."""
     columns = [*FOCUS_COLUMNS[version], *EXTENSIONS, INVOICING_ENTITY, *extra]
-    return (f"WITH conform1 AS ({step1}), conform2 AS ({step2}), conform3 AS ({_taxes()}), "
+    return (f"WITH conform1 AS ({_step1(source)}), conform2 AS ({_step2()}), conform3 AS ({_taxes(taxed)}), "
             f"conform4 AS ({_step4()}) SELECT {', '.join(_output(name) for name in columns)} FROM conform4")
+
+
+def taxed_sql(source: str) -> str:
+    """Per TAXED group, the list, contracted and billed cost of the lines a Tax line taxes
+    (see _taxes): small, read before conform_sql's pass over the lines."""
+    return (f"WITH conform1 AS ({_step1(source)}), conform2 AS ({_step2()}) "
+            f"SELECT {', '.join(TAXED)}, sum(ListCost) AS taxed_list, sum(ContractedCost) AS taxed_contracted, "
+            "sum(BilledCost) AS taxed_billed FROM conform2 WHERE ChargeCategory IS DISTINCT FROM 'Tax' GROUP BY ALL")
 
 
 def _step1(source: str) -> str:
@@ -317,36 +326,37 @@ def _step2() -> str:
     return f"SELECT * REPLACE ({select}) FROM conform1"
 
 
-def _taxes() -> str:
+def _taxes(taxed: str) -> str:
     """The ListCost and ContractedCost of a Tax line step 2 left without them: from the lines it
     taxes (TAXED), unless their cost and billed cost have opposite signs: lines netting a credit of
     -10 (a refund beside usage a Savings Plan covered, contracted at 90) are no base a tax of 5 is
     on, and their ratio would contract it at -45, against its own sign; it keeps its BilledCost."""
     same = " AND ".join(f"t.{name} IS NOT DISTINCT FROM l.{name}" for name in TAXED)
-    taxed = (f"SELECT {', '.join(TAXED)}, sum(ListCost) AS taxed_list, sum(ContractedCost) AS taxed_contracted, "
-             "sum(BilledCost) AS taxed_billed FROM conform2 WHERE ChargeCategory IS DISTINCT FROM 'Tax' GROUP BY ALL")
     decimals = _decimals("l.BilledCost", "l.BillingCurrency")
     derived = ", ".join(
         f"coalesce(l.{name}, CASE WHEN sign(t.taxed_{short}) * sign(t.taxed_billed) >= 0 THEN "
         f"{_scaled('l.BilledCost', f't.taxed_{short}', 't.taxed_billed', decimals)} END, l.BilledCost) AS {name}"
         for name, short in (("ListCost", "list"), ("ContractedCost", "contracted")))
-    return f"SELECT l.* REPLACE ({derived}) FROM conform2 AS l LEFT JOIN ({taxed}) AS t ON {same}"
+    return f"SELECT l.* REPLACE ({derived}) FROM conform2 AS l LEFT JOIN {taxed} AS t ON {same}"
 
 
 def _step4() -> str:
     """A commitment's recurring fee as FOCUS splits it: the Purchase line (EffectiveCost 0: it
     is amortized into the usage it covers) and, where the bill amortizes part of it onto the
     fee line itself (AWS: the commitment left unused), a Usage line of that EffectiveCost with
-    CommitmentDiscountStatus Unused and no billed, list or contracted cost. Every sum stays."""
+    CommitmentDiscountStatus Unused and no billed, list or contracted cost. Every sum stays.
+    The second line is unnested beside the first, in the same pass over the lines."""
     zero = f"CAST(0 AS {MONEY})"
-    keep = f"CASE WHEN {FEE_WITH_UNUSED} THEN {zero} ELSE {{0}} END AS {{0}}"
-    purchase = ", ".join(keep.format(name) for name in ("EffectiveCost", "PricingCurrencyEffectiveCost"))
+    keep = f"CASE WHEN unused_line THEN {{0}} WHEN {FEE_WITH_UNUSED} THEN {zero} ELSE {{0}} END AS {{0}}"
+    purchase = [keep.format(name) for name in ("EffectiveCost", "PricingCurrencyEffectiveCost")]
     unused = {"ChargeCategory": "'Usage'", "ChargeFrequency": "'Usage-Based'", "CommitmentDiscountStatus": "'Unused'",
               "BilledCost": zero, "ListCost": zero, "ContractedCost": zero, "x_credits": zero,
               "ConsumedQuantity": "CAST(NULL AS DECIMAL(38,16))", "ConsumedUnit": "CAST(NULL AS VARCHAR)"}
-    replaced = ", ".join(f"{expr} AS {name}" for name, expr in unused.items())
-    return (f"SELECT * REPLACE ({purchase}) FROM conform3 UNION ALL BY NAME "
-            f"SELECT * REPLACE ({replaced}) FROM conform3 WHERE {FEE_WITH_UNUSED}")
+    replaced = ", ".join([*purchase, *(f"CASE WHEN unused_line THEN {expr} ELSE {name} END AS {name}"
+                                       for name, expr in unused.items())])
+    lines = (f"SELECT *, unnest(CASE WHEN {FEE_WITH_UNUSED} THEN [false, true] ELSE [false] END) AS unused_line "
+             "FROM conform3")
+    return f"SELECT * EXCLUDE (unused_line) REPLACE ({replaced}) FROM ({lines})"
 
 
 def _output(name: str) -> str:
