@@ -360,12 +360,12 @@ def test_a_credit_delivered_with_a_new_day_is_said_beside_the_days_it_adds():
 
 
 
-def focus_month(export, correction: str | None = None) -> None:
+def focus_month(export, correction: str | None = None, last: int = 6) -> None:
     """A FOCUS export's November to date (an estimate: no invoice id), USD 10.00 of usage on each of
-    the 1st to the 6th, with `correction` (its BilledCost) a usage line's refund on the 5th
+    the 1st to the 6th (to the `last`), with `correction` (its BilledCost) a usage line's refund on the 5th
     (ChargeCategory Usage, ChargeClass Correction, as FOCUS writes the correction of a charge)."""
     rows = [f"10,10,USD,2023-11-01,2023-11-{day:02}T10:00:00Z,2023-11-{day:02}T11:00:00Z,Usage,,i-1"
-            for day in range(1, 7)]
+            for day in range(1, last + 1)]
     if correction is not None:
         rows.append(f"{correction},{correction},USD,2023-11-01,2023-11-05T10:00:00Z,2023-11-05T11:00:00Z,Usage,"
                     "Correction,i-1")

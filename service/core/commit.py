@@ -225,10 +225,11 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
 
 
 def with_day_sums(con: duckdb.DuckDBPyConnection, entry: LedgerEntry, path: Path) -> LedgerEntry:
-    """`entry`, written before the ledger kept day sums, with those of its partition file at `path`
-    (and its data_from) when that file still holds its totals: the delivery replacing it is then
-    compared with it day by day (report/sections/restated.py), a restatement of the days both hold
-    told rather than read as the month growing. Else `entry` as it is."""
+    """`entry`, written before the ledger kept day sums (or summed them as an earlier DAYS_VERSION did),
+    with those of its partition file at `path` (and its data_from) when that file still holds its
+    totals: the delivery replacing it is then compared with it day by day, summed alike
+    (report/sections/restated.py), a restatement of the days both hold told rather than read as the
+    month growing. Else `entry` as it is."""
     try:
         found = ledger_entry(con, path, entry.source, entry.billing_period, entry.delivery_id, entry.files)
     except (duckdb.Error, DataError, OSError) as exc:
@@ -237,7 +238,7 @@ def with_day_sums(con: duckdb.DuckDBPyConnection, entry: LedgerEntry, path: Path
     if {(t.currency, t.rows, t.billed_cost, t.effective_cost) for t in found.totals} != {
             (t.currency, t.rows, t.billed_cost, t.effective_cost) for t in entry.totals}:
         return entry
-    return replace(entry, days=found.days, data_from=found.data_from)
+    return replace(entry, days=found.days, data_from=found.data_from, days_version=found.days_version)
 
 
 def sum_overflow(con: duckdb.DuckDBPyConnection, path: Path, period: str, where: str) -> DataError:

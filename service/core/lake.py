@@ -295,12 +295,12 @@ class Lake:
         keys = {e.key for e in new_entries}
         state = self.ledger_state()
         entries = list(state.entries)
-        if any(e.key in keys and e.days is None for e in entries):  # written before day sums: read them now,
+        if any(e.key in keys and e.days_outdated for e in entries):  # day sums of before: read them now,
             from service.core.commit import with_day_sums  # while the file they describe is still in place
 
             with self.connect() as con:
                 entries = [with_day_sums(con, e, self.partition_file("costs", self._cost_key(e)))
-                           if e.key in keys and e.days is None and quick_check(
+                           if e.key in keys and e.days_outdated and quick_check(
                                self.partition_file("costs", self._cost_key(e)), e).ok else e for e in entries]
         self._write_ledger(entries, [e for e in state.pending if e.key not in keys] + list(new_entries), holder())
 

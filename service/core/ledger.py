@@ -51,6 +51,9 @@ class CurrencyTotals:
 # that day, corrections (refunds) apart: what a later delivery reaching further is compared with over the days both hold, so
 # a change of days already billed is told from the month growing (report/sections/bills.py).
 DaySums = tuple[tuple[str | None, tuple[tuple[str, Decimal | None, Decimal | None], ...]], ...]
+# How the day sums were summed: 1 (unwritten, before 2026-12-06) counted corrections in their day;
+# sums of two versions are not compared (report/sections/restated.py): a refund would read as a day's change.
+DAYS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class Replaced:
     final: bool
     totals: tuple[CurrencyTotals, ...]
     days: DaySums | None = None
+    days_version: int = DAYS_VERSION
 
 
 @dataclass(frozen=True)
@@ -99,10 +103,16 @@ class LedgerEntry:
     # UTC); None in ledgers before 2026-12, and data_from None for a delivery without usage line.
     days: DaySums | None = None
     data_from: str | None = None
+    days_version: int = DAYS_VERSION
 
     @property
     def key(self) -> tuple[str, str]:
         return self.source, self.billing_period
+
+    @property
+    def days_outdated(self) -> bool:
+        """No day sums, or sums of an earlier DAYS_VERSION: a commit replacing it reads them again."""
+        return self.days is None or self.days_version < DAYS_VERSION
 
     def lacks(self, cost: str) -> bool:
         """True when no line of the delivery has this cost (`billed` or `effective`): an Azure
@@ -124,7 +134,9 @@ class LedgerEntry:
         for key in ("days", "data_from"):
             if getattr(self, key) is None:
                 del data[key]
-        if self.days is not None:
+        if self.days is None:
+            del data["days_version"]
+        else:
             data["days"] = _days_json(self.days)
         data["files"] = list(self.files)
         del data["data_through_recorded"]
@@ -144,7 +156,7 @@ class LedgerEntry:
                       "files": tuple(data.get("files", ())),
                       "data_through_recorded": "data_through" in data,
                       "tag_keys": None if keys is None else tuple(keys),
-                      "days": _days(data.get("days")),
+                      "days": _days(data.get("days")), "days_version": data.get("days_version", 1),
                       "replaced": None if replaced is None else _replaced(replaced),
                       "earlier": tuple(_replaced(r) for r in data.get("earlier", ()))})
 
@@ -169,20 +181,20 @@ def with_replaced(committed: Sequence[LedgerEntry], new: Sequence[LedgerEntry]) 
             return replace(entry, replaced=prior.replaced, earlier=prior.earlier)
         older = ((prior.replaced,) if prior.replaced else ()) + prior.earlier
         return replace(entry, replaced=Replaced(prior.ingested_at, prior.data_through, prior.final, prior.totals,
-                                                prior.days), earlier=older[:KEPT_REPLACED - 1])
+                                                prior.days, prior.days_version), earlier=older[:KEPT_REPLACED - 1])
     return [entry if (prior := before.get(entry.key)) is None else kept(entry, prior) for entry in new]
 
 
 def _replaced_json(old: Replaced) -> dict:
     data = {**asdict(old), "totals": _totals_json(old.totals), "days": _days_json(old.days)}
     if old.days is None:
-        del data["days"]
+        del data["days"], data["days_version"]
     return data
 
 
 def _replaced(data: dict) -> Replaced:
     return Replaced(data["ingested_at"], data.get("data_through"), data["final"], _totals(data["totals"]),
-                    _days(data.get("days")))
+                    _days(data.get("days")), data.get("days_version", 1))
 
 
 def _totals_json(totals: tuple[CurrencyTotals, ...]) -> list[dict]:
@@ -284,6 +296,7 @@ class _ReplacedShape(Open):
     final: StrictBool
     totals: list[_TotalsShape]
     days: DaysShape | None = None
+    days_version: StrictInt = Field(default=1, ge=1)
 
 
 def _partition_value(text: str) -> str:
@@ -314,6 +327,7 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     earlier: list[_ReplacedShape] = []
     days: DaysShape | None = None
     data_from: UtcText | None = None
+    days_version: StrictInt = Field(default=1, ge=1)
 
 
 class _LedgerShape(Open):

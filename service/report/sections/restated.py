@@ -13,6 +13,7 @@ the invoice is in, the estimate's changes before it are not said again.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
@@ -35,7 +36,8 @@ def restated_notes(entries: list[LedgerEntry]) -> list[str]:
     for entry in entries:
         if entry.replaced is None:
             continue
-        chain = [Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days),
+        chain = [Replaced(entry.ingested_at, entry.data_through, entry.final, entry.totals, entry.days,
+                          entry.days_version),
                  entry.replaced, *entry.earlier]
         # once the invoice is in (the oldest final delivery), the estimate's changes before it are past
         invoice = max((i for i, delivery in enumerate(chain) if delivery.final), default=len(chain))
@@ -46,6 +48,8 @@ def restated_notes(entries: list[LedgerEntry]) -> list[str]:
 
 def change_notes(entry: LedgerEntry, new: Replaced, old: Replaced, latest: bool) -> list[str]:
     """What `new` changed of `old`, per currency: restated, or (`latest` only) updated with late usage."""
+    if new.days_version != old.days_version:  # summed otherwise (a refund in its day or not): not compared
+        new, old = replace(new, days=None), replace(old, days=None)
     grown = bool(new.data_through and old.data_through) and parse_utc(new.data_through) > parse_utc(old.data_through)
     if old.final or new.data_through is None or old.data_through is not None and not grown:
         if old.final or None in (new.days, old.days, new.data_through, old.data_through):
