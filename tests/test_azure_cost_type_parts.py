@@ -13,6 +13,7 @@ import pytest
 
 from billing_helpers import failures, ingest_files, sums
 from conftest import SAMPLES
+from connectors.azure_cost import named_cost_type
 
 AMORTIZED = SAMPLES / "azure" / "ea_amortized_trey_research_small.csv"
 ACTUAL = SAMPLES / "azure" / "ea_actual_trey_research_small.csv"
@@ -76,11 +77,32 @@ def on_demand_month(folder, name: str) -> None:
     ("factual-reports/DailyAmortizedCost/20230901-20230930/DailyAmortizedCost_0b7c5e9a.csv",
      None, Decimal("15.797780136169")),
     ("DailyAmortizedCost/20230901-20230930/nonactual_0b7c5e9a.csv", None, Decimal("15.797780136169")),
+    # Azure's compounds written in one case are its names too (whole words stopped reading them)
+    ("dailyamortizedcost/20230901-20230930/part_0.csv", None, Decimal("15.797780136169")),
+    ("exports/monthlyactualcost/20230901-20230930/part_0.csv", Decimal("15.797780136169"), None),
+    ("factualcost/AMORTIZEDCOST/20230901-20230930/part_0.csv", None, Decimal("15.797780136169")),
 ], ids=["export-named-amortized", "folder-named-amortised", "export-named-actual", "unnamed",
-        "amortized-in-a-folder-named-factual", "amortized-in-a-file-named-nonactual"])
+        "amortized-in-a-folder-named-factual", "amortized-in-a-file-named-nonactual",
+        "export-named-dailyamortizedcost", "export-named-monthlyactualcost", "amortizedcost-below-factualcost"])
 def test_a_month_without_commitment_lines_takes_the_cost_type_its_exports_name_says(tmp_path, name, billed, effective):
     # read by its rows alone, an amortized export's month of on-demand usage only was actual: BilledCost
     on_demand_month(tmp_path / "export", name)
     lake, result = ingest_files(tmp_path, ("azure", "azure-cost", tmp_path / "export"))
     assert failures(result) == []
     assert sums(lake, "billing_period") == [("2023-09", 26, billed, effective)]
+
+
+@pytest.mark.parametrize("name, named", [
+    ("DailyAmortizedCost/x.csv", "amortized"), ("dailyamortizedcost/x.csv", "amortized"),
+    ("DAILYAMORTIZEDCOST/x.csv", "amortized"), ("monthlyactualcost/x.csv", "actual"),
+    ("MonthlyActualCost_0b7c.csv", "actual"), ("weeklyactualcost/x.csv", "actual"), ("actualcost/x.csv", "actual"),
+    ("AmortizedCost/x.csv", "amortized"), ("amortisedcosts/x.csv", "amortized"),
+    ("monthly-amortised/x.csv", "amortized"),
+    ("factual/x.csv", None), ("nonactual_0b7c.csv", None), ("factualcost/x.csv", None),
+    ("nonamortizedcost/x.csv", None), ("actualcostly/x.csv", None), ("costs/x.csv", None),
+    ("dailyamortizedcost/monthlyactualcost/x.csv", None),  # both: nothing told
+])
+def test_the_cost_type_names_are_whole_words_or_azures_compounds_in_any_case(name, named):
+    """`dailyamortizedcost/`, `monthlyactualcost` (an export named in one case) gave no cost type once
+    names were split into whole words; Azure's dataset and export compounds count in any case."""
+    assert named_cost_type("/exports", f"/exports/{name}") == named
