@@ -7,8 +7,9 @@
    of the lines it does not split (`keep`), those lines too;
 3. `stage.members` (`members_sql`): the instances a cluster holds, from the instance lines'
    plain columns (times, instance, type) and the staged lines' tags;
-4. `stage.held` (`held_sql`): the members' instance lines, from the staged lines, and from the
-   cost lines only for a member whose lines were not all staged (lines without its tags).
+4. `stage.held` (`held_sql`): the members' instance lines the staged lines lack, read from the
+   cost lines only for a member whose lines were not all staged (lines without its tags), and the
+   EKS split rows; the statement reads the members' staged lines from `stage.lines` itself.
 
 Tags are decoded once per line where they were decoded up to three times (members, held
 lines, `keep`): on the bench's month of 10M lines (bench/runs_bench.py) the members' stage
@@ -103,14 +104,13 @@ def members_sql(inputs: AllocationInputs, stage: Stage, extra_cols: Mapping[str,
 
 
 def held_sql(stage: Stage, extra_cols: Mapping[str, str], keep: str, keyed: str) -> str:
-    """`stage.held`: the members' instance lines and the EKS split rows. Those of `stage.lines`
-    are taken from it; the cost lines are read again only for the members with lines it does
-    not hold (`a_rest`), each a filter of plain conditions DuckDB pushes into the Parquet scan
+    """`stage.held`: the members' instance lines `stage.lines` does not hold, and the EKS split
+    rows (the statement reads the others from `stage.lines`: not copied). The cost lines are read
+    again only for the members with lines it does not hold (`a_rest`), each a filter of plain conditions DuckDB pushes into the Parquet scan
     (the types: on a column of few values it leaves only those types' lines to have their Tags
     decoded), and none at all when there is no such member (an empty join ends the scan)."""
     rest = f"(SELECT a_instance FROM {stage.members} WHERE a_rest)"
-    return (f"SELECT * FROM {stage.lines} WHERE {INSTANCE_LINE} AND {INSTANCE_ID} IN (SELECT a_instance FROM "
-            f"{stage.members}) UNION ALL SELECT * EXCLUDE ({keyed}) FROM s0 WHERE {INSTANCE_LINE} AND x_instance_type "
+    return (f"SELECT * EXCLUDE ({keyed}) FROM s0 WHERE {INSTANCE_LINE} AND x_instance_type "
             f"IN (SELECT unnest(a_line_types) FROM {stage.members} WHERE a_rest) AND {INSTANCE_ID} IN {rest} "
             f"AND NOT coalesce({keyed} AND {staged(extra_cols, keep)}, false) "
             f"UNION ALL SELECT * EXCLUDE ({keyed}) FROM s0 WHERE x_split_parent_resource_id IS NOT NULL")

@@ -206,8 +206,6 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
             (stage.jobs, jobs_sql(allocation)), (stage.lines, head + lines_sql(extra, keep, 'a_keyed')),
             (stage.members, head + ", " + members_sql(allocation, stage, extra, params)),
             (stage.held, head + held_sql(stage, extra, keep, 'a_keyed'))))
-        if keep == "TRUE":  # the statement reads the staged lines only through the held ones
-            setup += (Sql(f"DROP TABLE {stage.lines}", {}),)
         steps[0] = steps[0] + ", " + allocation_ctes(allocation, stage, all_columns, tag_cols, list(inv_cols.values()),
                                                      extra, run_cols, order, params, keep,
                                                      unread=[c for c in MEASURES.values() if c in renamed]).rstrip(", ")

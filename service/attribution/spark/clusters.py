@@ -101,7 +101,7 @@ class SparkAllocation:
             inputs = inputs_on(con, self.config.clusters, self.jobs() is not None, PERIOD,
                                {"source": source, "period": period})
             sql = rollup_sql(self.config, tag_keys, source, period, inventory, inputs)
-            jobs, tagged, find_members, keep_held, drop_tagged = sql.setup  # (allocation_stage.py)
+            jobs, tagged, find_members, keep_held = sql.setup  # (allocation_stage.py)
             for step in (jobs, tagged, find_members):
                 _run(con, step)
             self.connection.spark.createDataFrame(con.sql(
@@ -113,7 +113,6 @@ class SparkAllocation:
             self._costs(con, self._read(f"SELECT * FROM {lines} WHERE {held}"))
             _run(con, tagged)  # the staged lines again, with every column: the held lines' own
             _run(con, keep_held)
-            _run(con, drop_tagged)
             allocated = con.sql(sql.text, params=sql.params).to_arrow_table()
         finally:
             con.close()
