@@ -54,13 +54,21 @@ def _node_ctes(jobs: str) -> str:
     rank = ("CASE WHEN lower(trim(i.a_cluster)) = n.cl THEN 0 WHEN i.a_cluster IS NULL THEN 1 WHEN n.cl IS NOT NULL "
             f"AND lower(trim(i.a_cluster)) IN (SELECT lower(trim(cluster)) FROM {jobs} WHERE cluster IS NOT NULL) "
             "THEN NULL ELSE 2 END")
+    # Only a node name of more than one instance (`shared`) has candidates to rank: the window is
+    # partitioned by job and node for those alone, all others share one partition and keep their
+    # own rank (hashing and sorting every (job, node) pair cost as much as the split's window: the
+    # bench's 1M-line month -315M instructions, bench/README.md perf16 of session 44).
     return (
-        "a_node_cand AS (SELECT *, min(rank) OVER w AS best, min(CASE WHEN s < e THEN rank END) OVER w AS best_ov, "
-        "max(CASE WHEN s < e THEN rank END) OVER w AS worst_ov FROM (SELECT n.record_id, n.node, n.g, i.a_instance, "
+        "a_node_cand AS (SELECT *, CASE WHEN shared THEN min(rank) OVER w ELSE rank END AS best, "
+        "CASE WHEN shared THEN min(CASE WHEN s < e THEN rank END) OVER w WHEN s < e THEN rank END AS best_ov, "
+        "CASE WHEN shared THEN max(CASE WHEN s < e THEN rank END) OVER w WHEN s < e THEN rank END AS worst_ov "
+        "FROM (SELECT n.record_id, n.node, n.g, i.a_instance, i.shared, "
         f"greatest(i.lo, n.j_start) AS s, least(i.hi, n.j_end) AS e, {rank} AS rank FROM (SELECT record_id, "
         "gpus / len(nodes) AS g, lower(unnest(nodes)) AS node, lower(trim(cluster)) AS cl, j_start, j_end FROM a_jobs "
-        "WHERE coalesce(len(instance_ids), 0) = 0 AND coalesce(len(nodes), 0) > 0) AS n JOIN a_inst i "
-        "ON lower(i.a_node) = n.node) AS c WHERE rank IS NOT NULL WINDOW w AS (PARTITION BY record_id, node)), "
+        "WHERE coalesce(len(instance_ids), 0) = 0 AND coalesce(len(nodes), 0) > 0) AS n JOIN (SELECT *, "
+        "count(*) OVER (PARTITION BY lower(a_node)) > 1 AS shared FROM a_inst) AS i ON lower(i.a_node) = n.node) AS c "
+        "WHERE rank IS NOT NULL WINDOW w AS (PARTITION BY CASE WHEN shared THEN record_id END, "
+        "CASE WHEN shared THEN node END)), "
         # a (job, node) whose instances billed over it rank alike is on each for its time there
         # (most are: one instance); where they do not, its time is cut where one of them starts
         # or ends being billed, each cut on the best ranked billed over all of it, and an
