@@ -63,6 +63,58 @@ def test_an_ingest_whose_locks_folder_was_removed_while_it_ran_publishes_nothing
     assert Lake(tmp_path / "lake").ledger_file.read_bytes() == ledger  # nothing of the first over it
 
 
+# an ingest that stops after its announcement, before its first data file is placed, until argv[2] exists
+PAUSED_AFTER_ANNOUNCING = """
+import pathlib, sys, time
+from service.core import commit
+from service.core.config import load_config
+from service.ingest.billing import ingest
+
+go, install = pathlib.Path(sys.argv[2]), commit.install
+def paused(staged, target):
+    if not go.exists():
+        print("announced", flush=True)
+    while not go.exists():
+        time.sleep(0.02)
+    return install(staged, target)
+commit.install = paused
+result = ingest(load_config(sys.argv[1]))
+"""
+
+
+def test_an_ingest_whose_locks_folder_was_removed_after_its_announcement_places_no_data_file_over_the_second_one(tmp_path):
+    """Removed between the first's announcement and its placing (review44 feared the first would put
+    its partitions over the second's, the lock being checked only before the ledger): the second
+    writer starts the staging area afresh, so the first has no staged file left to place, and its
+    settling is refused by the lock check: the second's partitions and ledger stand, verified."""
+    (tmp_path / "export").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "export")
+    config = tmp_path / "spendlake.yaml"
+    source = {"name": "f", "kind": "focus", "location": str(tmp_path / "export")}
+    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [source]}))
+    first = subprocess.Popen([sys.executable, "-c", PAUSED_AFTER_ANNOUNCING, str(config), str(tmp_path / "go")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert first.stdout.readline().strip() == "announced"
+        shutil.rmtree(tmp_path / "lake" / "_locks")  # taken for a stale lock
+        second = CliRunner().invoke(cli, ["--config", str(config), "ingest"])
+        assert second.exit_code == 0, second.output
+        placed = partitions(tmp_path / "lake")  # the second's
+        (tmp_path / "go").touch()
+        said, _ = first.communicate(timeout=60)
+    finally:
+        first.kill()
+    assert first.returncode != 0 and "nothing of this change is published" in said, said
+    assert partitions(tmp_path / "lake") == placed  # none replaced by the first's files
+    verified = CliRunner().invoke(cli, ["--config", str(config), "verify"])
+    assert verified.exit_code == 0, verified.output
+
+
+def partitions(lake):
+    return {path: (path.stat().st_ino, path.read_bytes()) for path in lake.glob("costs/source=f/*/data.parquet")}
+
+
 @pytest.mark.parametrize("removed", ["the lock file", "the folder", "both"])
 def test_a_holder_publishes_while_one_of_its_lock_file_and_folder_is_in_place(tmp_path, removed):
     from service.core.files import write_json_atomic
