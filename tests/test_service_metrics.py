@@ -578,3 +578,18 @@ def test_budgets_summed_under_another_attribution_are_not_shown_as_last_good(tmp
     assert scrape(LakeCollector(other, clock=NOW.timestamp)).get_sample_value(*used) is None
     assert "budgets" not in kept_by_reload(LastGood(collector._last_good.groups, collector._last_good.months),
                                            config, other).groups
+
+
+def test_a_folded_familys_ranked_values_keep_their_labels_and_only_the_rest_says_folded():
+    """add_folded gave a ranked value fewer label values than the family's names and relied on
+    prometheus_client pairing them by zip, the last name dropped: its own public add_sample, each
+    label named, and a count that does not match the family's names is an error, never a shift."""
+    from service.serve.families import add_folded, folded_family
+
+    family = folded_family("spendlake_team_spend_usd", "help", ["team", "window"])
+    add_folded(family, ("other", ""), Decimal("1.5"), "7d")  # a team named other, ranked
+    add_folded(family, ("other", "true"), 2, "7d")  # the rest beyond the top N
+    assert [(sample.labels, sample.value) for sample in family.samples] == [
+        ({"team": "other", "window": "7d"}, 1.5), ({"team": "other", "window": "7d", "folded": "true"}, 2.0)]
+    with pytest.raises(ValueError):
+        add_folded(family, ("nlp", "extra", ""), 1, "7d")

@@ -121,19 +121,27 @@ def spend_families(tops: ScrapeTops) -> list[Metric]:
     return [spend, experiments, unallocated]
 
 
-def folded_family(name: str, documentation: str, labels: list[str]) -> GaugeMetricFamily:
-    """A gauge whose values fold beyond the top N (`add_folded`): its label names end in `folded`."""
-    return GaugeMetricFamily(name, documentation, labels=[*labels, "folded"])
+class FoldedGauge(GaugeMetricFamily):
+    """A gauge whose values fold beyond the top N (`add_folded`): its label names end in `folded`,
+    which only the folded rest carries."""
+
+    def __init__(self, name: str, documentation: str, labels: list[str]):
+        super().__init__(name, documentation, labels=[*labels, "folded"])
+        self.ranked_labels = tuple(labels)
 
 
-def add_folded(family: GaugeMetricFamily, labels: tuple[str, ...], value: Decimal | int,
+def folded_family(name: str, documentation: str, labels: list[str]) -> FoldedGauge:
+    return FoldedGauge(name, documentation, labels)
+
+
+def add_folded(family: FoldedGauge, labels: tuple[str, ...], value: Decimal | int,
                window: str | None = None) -> None:
     """A sample of a `folded_family` whose `labels` end in its `folded` flag ("" for a ranked
-    value, "true" for the rest, `other`: `folded_key`), a top's `window` before the flag. The flag
-    is the folded rest's label alone: add_metric pairs the values given with the family's names in
-    order, so a ranked value, given no flag, keeps exactly its labels, one named `other` among them."""
+    value, "true" for the rest, `other`: `folded_key`), a top's `window` before the flag: a ranked
+    value keeps exactly its labels, one named `other` among them, and the rest has `folded="true"`."""
     *named, folded = labels
-    family.add_metric([*named, *([] if window is None else [window]), *([folded] if folded else [])], float(value))
+    values = dict(zip(family.ranked_labels, [*named, *([] if window is None else [window])], strict=True))
+    family.add_sample(family.name, {**values, **({"folded": folded} if folded else {})}, float(value))
 
 
 def tops_state_family(tops: ScrapeTops) -> list[Metric]:
