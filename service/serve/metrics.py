@@ -231,11 +231,12 @@ class LakeCollector(Collector):
         readable.add_metric([], 0 if errors else 1)
         return [readable, last_good, *families], tops.current and not held_back
 
-    def keep_last_good(self) -> None:
+    def keep_last_good(self, wait: bool = False) -> None:
         """Store the budget families last read when they changed: called by the service's own
         loop, never by a scrape (`/metrics` writes nothing to the lake); not while a scrape computes
-        (the loop answers signals: it never waits for one)."""
-        if not self._lock.acquire(blocking=False):
+        (the loop answers signals: it never waits for one), but with `wait` as the loop ends (a stop
+        or SIGHUP just after a scrape under load left them unstored: a restart showed none)."""
+        if not self._lock.acquire(blocking=wait):
             return
         try:
             found = {name: (self._last_good.groups[name], self._last_good.months[name])

@@ -318,6 +318,7 @@ class Service:
                         watch.check()
                         collector.keep_last_good()  # here, not in a scrape: /metrics writes nothing
                         clock_time.sleep(0.2)
+                collector.keep_last_good(wait=True)  # what the last scrape read, stored before letting go
                 announce(f"{'reloading' if successor and not self.requests.stop else 'stopping'}: "
                          "waiting for running jobs")
             finally:
