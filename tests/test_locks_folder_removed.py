@@ -39,15 +39,20 @@ print("\\n".join(line for outcome in result.outcomes for line in outcome.lines()
 """
 
 
-def test_an_ingest_whose_locks_folder_was_removed_while_it_ran_publishes_nothing_over_the_second_one(tmp_path):
+def paused_ingest(tmp_path, script):
+    """A FOCUS sample's config, and an ingest of it by `script` in a process of its own, paused."""
     (tmp_path / "export").mkdir()
     shutil.copy(SAMPLE, tmp_path / "export")
     config = tmp_path / "spendlake.yaml"
     source = {"name": "f", "kind": "focus", "location": str(tmp_path / "export")}
     config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [source]}))
-    first = subprocess.Popen([sys.executable, "-c", PAUSED_INGEST, str(config), str(tmp_path / "go")],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    return config, subprocess.Popen([sys.executable, "-c", script, str(config), str(tmp_path / "go")],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                    env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+def test_an_ingest_whose_locks_folder_was_removed_while_it_ran_publishes_nothing_over_the_second_one(tmp_path):
+    config, first = paused_ingest(tmp_path, PAUSED_INGEST)
     try:
         assert first.stdout.readline().strip() == "staged"
         shutil.rmtree(tmp_path / "lake" / "_locks")  # taken for a stale lock
@@ -87,14 +92,7 @@ def test_an_ingest_whose_locks_folder_was_removed_after_its_announcement_places_
     its partitions over the second's, the lock being checked only before the ledger): the second
     writer starts the staging area afresh, so the first has no staged file left to place, and its
     settling is refused by the lock check: the second's partitions and ledger stand, verified."""
-    (tmp_path / "export").mkdir()
-    shutil.copy(SAMPLE, tmp_path / "export")
-    config = tmp_path / "spendlake.yaml"
-    source = {"name": "f", "kind": "focus", "location": str(tmp_path / "export")}
-    config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": [source]}))
-    first = subprocess.Popen([sys.executable, "-c", PAUSED_AFTER_ANNOUNCING, str(config), str(tmp_path / "go")],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    config, first = paused_ingest(tmp_path, PAUSED_AFTER_ANNOUNCING)
     try:
         assert first.stdout.readline().strip() == "announced"
         shutil.rmtree(tmp_path / "lake" / "_locks")  # taken for a stale lock
