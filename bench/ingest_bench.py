@@ -22,8 +22,15 @@ For each size, run and layout, interleaved, each timed as a whole process:
 
 - ingest: `python -m service --config <cfg> ingest` into a fresh lake: read, convert, stage,
   commit, and build the attribution rollups, as `spendlake ingest` always does;
-- bare:   `python -c` with DuckDB's defaults: `COPY (SELECT * FROM read_csv([<the same
-  files>])) TO '<out>.parquet' (FORMAT parquet)` (read_parquet for Parquet).
+- bare:   `python -c`: `COPY (SELECT * FROM read_csv([<the same files>], types = ...)) TO
+  '<out>.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 131072)` (read_parquet for
+  Parquet) with `preserve_insertion_order = false`: the file the lake writes, as fast as DuckDB
+  writes it. The lake's compression, row group size and unordered write (its writer
+  connection's), and on a FOCUS CSV its types where the sniffer reads others: exact decimals
+  for money and quantities (the sniffer reads DOUBLE), text for ids (the sniffer reads numeric
+  ones as BIGINT). The Tags stay JSON text (the lake's map has no bare form) and other layouts' columns
+  are sniffed. `--bare defaults`: DuckDB's defaults (snappy, sniffed types, insertion order
+  kept), the bare copy of sessions up to 45.
 
 The ingest runs with `-v`: its log's "building the attribution rollups" line splits its wall
 time into staging and commit (what the bare copy compares with) and the rollup build, which
@@ -39,6 +46,7 @@ size, per layout: it ingests; wall <= 1.2 x bare; peak RSS <= 1 GB; RSS at the l
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import platform
@@ -57,13 +65,23 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from connectors.synthetic.billing import generate_organisation  # noqa: E402
+from service.core.schema import COST_TYPES, MONEY, QUANTITY  # noqa: E402
+from service.core.staging import ROW_GROUP_ROWS  # noqa: E402
 
 MONTH_START, MONTH_DAYS, SEED = date(2026, 10, 1), 31, 2026
-# argv: the output file, then the input files
-BARE_COPY = ("import duckdb, sys; files = ', '.join(\"'\" + f.replace(\"'\", \"''\") + \"'\" for f in sys.argv[2:]); "
-             "reader = 'read_parquet' if sys.argv[2].endswith('.parquet') else 'read_csv'; "
-             "duckdb.sql('COPY (SELECT * FROM ' + reader + '([' + files + '])) TO \\'' + sys.argv[1] + "
-             "'\\' (FORMAT parquet)')")
+# argv: the output file, "lake" or "defaults", read_csv's types as JSON, then the input files
+BARE_COPY = """import duckdb, json, sys
+out, form, types, files = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
+listed = ', '.join("'" + f.replace("'", "''") + "'" for f in files)
+typed = ', types = {' + ', '.join(f"'{name}': '{kind}'" for name, kind in types.items()) + '}' if types else ''
+reader = f'read_parquet([{listed}])' if files[0].endswith('.parquet') else f'read_csv([{listed}]{typed})'
+con = duckdb.connect()
+if form == 'lake':  # as the lake's writer connection
+    con.execute('SET preserve_insertion_order = false')
+    con.execute('SET enable_progress_bar = false')
+options = ', COMPRESSION zstd, ROW_GROUP_SIZE %d' % ROW_GROUP_ROWS if form == 'lake' else ''
+con.execute(f"COPY (SELECT * FROM {reader}) TO '{out}' (FORMAT parquet{options})")
+""".replace("ROW_GROUP_ROWS", str(ROW_GROUP_ROWS))
 RSS_WRAPPER = ("import resource, subprocess, sys; code = subprocess.call(sys.argv[1:]); "
                "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
                "print('Maximum resident set size (kbytes):', u.ru_maxrss, file=sys.stderr); "
@@ -182,7 +200,19 @@ def check_lake(lake: Path, expected: dict) -> str | None:
     return None if got == want else f"the lake does not hold what was generated: {got} != {want}"
 
 
-def run_once(work: Path, layout: Layout, rows: int, expected: dict, baseline: Path | None = None) -> dict:
+def lake_types(layout: Layout, files: list[str]) -> dict[str, str]:
+    """read_csv's types for the bare copy of a FOCUS CSV: the lake's where the sniffer reads
+    another (money and quantities exact, not DOUBLE; ids text, not BIGINT); none for other
+    layouts (their columns are not the lake's names)."""
+    if layout.kind != "focus" or layout.parquet:
+        return {}
+    with open(files[0], newline="", encoding="utf-8-sig") as first:
+        header = next(csv.reader(first))
+    return {name: COST_TYPES[name] for name in header if COST_TYPES.get(name) in (MONEY, QUANTITY, "VARCHAR")}
+
+
+def run_once(work: Path, layout: Layout, rows: int, expected: dict, baseline: Path | None = None,
+             bare: str = "lake") -> dict:
     lake = work / f"lake-{layout.name}-{rows}"
     config = work / f"bench-{layout.name}-{rows}.yaml"
     config.write_text(json.dumps({"lake": str(lake), "sources": [
@@ -198,7 +228,9 @@ def run_once(work: Path, layout: Layout, rows: int, expected: dict, baseline: Pa
     shutil.rmtree(lake, ignore_errors=True)
     out = work / f"bare-{layout.name}-{rows}.parquet"
     out.unlink(missing_ok=True)
-    bw, br, bc, bare_error, _ = measure([sys.executable, "-c", BARE_COPY, str(out), *expected["files"]])
+    types = lake_types(layout, expected["files"]) if bare == "lake" else {}
+    bw, br, bc, bare_error, _ = measure([sys.executable, "-c", BARE_COPY, str(out), bare, json.dumps(types),
+                                         *expected["files"]])
     out.unlink(missing_ok=True)
     if bare_error:
         raise SystemExit(f"the bare copy failed: {bare_error}")
@@ -272,6 +304,9 @@ def main() -> None:
                         help="generated exports (cached) and scratch lakes")
     parser.add_argument("--baseline", type=Path, help="another checkout (e.g. a worktree of main): its ingest is "
                         "timed too, interleaved with this one's, for a before/after under the same load")
+    parser.add_argument("--bare", choices=("lake", "defaults"), default="lake",
+                        help="the bare copy writes the lake's file (compression, row groups, unordered, a FOCUS "
+                        "CSV's exact types; default) or with DuckDB's defaults (snappy, sniffed types: up to session 45)")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     unknown = set(args.layouts.split(",")) - set(LAYOUTS)
@@ -286,7 +321,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {layout.name: [] for layout in layouts}
         for attempt in range(args.repeat):
             for layout in layouts:
-                run = run_once(args.work, layout, rows, exports[layout.name], args.baseline)
+                run = run_once(args.work, layout, rows, exports[layout.name], args.baseline, args.bare)
                 runs[layout.name].append(run)
                 (iw, ir, ic), (bw, br, bc) = run["ingest"], run["bare"]
                 staged = f", {run['before_rollups_s']:.2f}s before the rollups" if run["before_rollups_s"] else ""
@@ -309,7 +344,7 @@ def main() -> None:
     out.write_text(json.dumps({"when": stamp, "commit": commit.strip(), "command": " ".join(sys.argv),
                                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                            "load_average": load},
-                               "results": results, "checks": found}, indent=1))
+                               "bare": args.bare, "results": results, "checks": found}, indent=1))
     print(f"\nresults: {out.relative_to(REPO)} (load average now {load[0]:.1f})")
 
 
