@@ -28,8 +28,8 @@ For each size, run and layout, interleaved, each timed as a whole process:
   writes it. The lake's compression, row group size and unordered write (its writer
   connection's), and on a FOCUS CSV its types where the sniffer reads others: exact decimals
   for money and quantities (the sniffer reads DOUBLE), text for ids (the sniffer reads numeric
-  ones as BIGINT). The Tags stay JSON text (the lake's map has no bare form) and other layouts' columns
-  are sniffed. `--bare defaults`: DuckDB's defaults (snappy, sniffed types, insertion order
+  ones as BIGINT). The Tags stay JSON text (the lake's map has no bare form) and other
+  layouts' columns are sniffed. `--bare defaults`: DuckDB's defaults (snappy, sniffed types, insertion order
   kept), the bare copy of sessions up to 45.
 
 The ingest runs with `-v`: its log's "building the attribution rollups" line splits its wall
@@ -306,7 +306,8 @@ def main() -> None:
                         "timed too, interleaved with this one's, for a before/after under the same load")
     parser.add_argument("--bare", choices=("lake", "defaults"), default="lake",
                         help="the bare copy writes the lake's file (compression, row groups, unordered, a FOCUS "
-                        "CSV's exact types; default) or with DuckDB's defaults (snappy, sniffed types: up to session 45)")
+                        "CSV's exact types; default) or with DuckDB's defaults (snappy, sniffed types: the copy of "
+                        "sessions up to 45)")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     unknown = set(args.layouts.split(",")) - set(LAYOUTS)
