@@ -22,15 +22,15 @@ For each size, run and layout, interleaved, each timed as a whole process:
 
 - ingest: `python -m service --config <cfg> ingest` into a fresh lake: read, convert, stage,
   commit, and build the attribution rollups, as `spendlake ingest` always does;
-- bare:   `python -c`: `COPY (SELECT * FROM read_csv([<the same files>], types = ...)) TO
-  '<out>.parquet' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 131072)` (read_parquet for
-  Parquet) with `preserve_insertion_order = false`: the file the lake writes, as fast as DuckDB
-  writes it. The lake's compression, row group size and unordered write (its writer
-  connection's), and on a FOCUS CSV its types where the sniffer reads others: exact decimals
-  for money and quantities (the sniffer reads DOUBLE), text for ids (the sniffer reads numeric
-  ones as BIGINT). The Tags stay JSON text (the lake's map has no bare form) and other
-  layouts' columns are sniffed. `--bare defaults`: DuckDB's defaults (snappy, sniffed types, insertion order
-  kept), the bare copy of sessions up to 45.
+- bare:   `python -c`: `COPY (SELECT * FROM read_csv([<the same files>])) TO '<out>.parquet'
+  (FORMAT parquet)` (read_parquet for Parquet): DuckDB's defaults (snappy, sniffed types,
+  insertion order kept), the literal bare copy, comparable with every earlier session's figures.
+  `--bare lake`: the file the lake writes, as fast as DuckDB writes it: the lake's compression
+  (zstd), row group size (131,072) and unordered write (its writer connection's
+  `preserve_insertion_order = false`), and on a FOCUS CSV its types where the sniffer reads
+  others: exact decimals for money and quantities (the sniffer reads DOUBLE), text for ids (the
+  sniffer reads numeric ones as BIGINT). The Tags stay JSON text (the lake's map has no bare
+  form) and other layouts' columns are sniffed. Both forms cost about the same (bench/README.md).
 
 The ingest runs with `-v`: its log's "building the attribution rollups" line splits its wall
 time into staging and commit (what the bare copy compares with) and the rollup build, which
@@ -212,7 +212,7 @@ def lake_types(layout: Layout, files: list[str]) -> dict[str, str]:
 
 
 def run_once(work: Path, layout: Layout, rows: int, expected: dict, baseline: Path | None = None,
-             bare: str = "lake") -> dict:
+             bare: str = "defaults") -> dict:
     lake = work / f"lake-{layout.name}-{rows}"
     config = work / f"bench-{layout.name}-{rows}.yaml"
     config.write_text(json.dumps({"lake": str(lake), "sources": [
@@ -304,10 +304,10 @@ def main() -> None:
                         help="generated exports (cached) and scratch lakes")
     parser.add_argument("--baseline", type=Path, help="another checkout (e.g. a worktree of main): its ingest is "
                         "timed too, interleaved with this one's, for a before/after under the same load")
-    parser.add_argument("--bare", choices=("lake", "defaults"), default="lake",
-                        help="the bare copy writes the lake's file (compression, row groups, unordered, a FOCUS "
-                        "CSV's exact types; default) or with DuckDB's defaults (snappy, sniffed types: the copy of "
-                        "sessions up to 45)")
+    parser.add_argument("--bare", choices=("defaults", "lake"), default="defaults",
+                        help="the bare copy with DuckDB's defaults (snappy, sniffed types: the literal bare COPY, "
+                        "default, comparable with earlier sessions) or writing the lake's file (compression, row "
+                        "groups, unordered, a FOCUS CSV's exact types)")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     unknown = set(args.layouts.split(",")) - set(LAYOUTS)
