@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
+import shutil
 import subprocess
 import time
 from datetime import datetime, timezone
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from conftest import require_binary
@@ -498,6 +502,62 @@ def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(
     assert edited.get_sample_value(*used) is None
     assert edited.get_sample_value("spendlake_lake_readable") == 0
     assert "the stored last good budgets are not shown: " in caplog.text
+
+
+def removed_while_listed(monkeypatch, folder) -> None:
+    """`folder` removed by a writer just after its parent was listed, before it is listed itself, the
+    next time a scrape lists that parent (pathlib's glob lists each folder with os.scandir, as it reads)."""
+    real = os.scandir
+
+    def scandir(path=None):
+        with real(path) as found:
+            entries = list(found)
+        if isinstance(path, (str, os.PathLike)) and Path(path) == folder.parent and folder.exists():
+            shutil.rmtree(folder)
+        return contextlib.nullcontext(iter(entries))
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def computed_pages(monkeypatch, collector: LakeCollector) -> list[None]:
+    """One item per page the collector computes from here on."""
+    computed, compute = [], collector.compute
+    monkeypatch.setattr(collector, "compute", lambda: computed.append(None) or compute())
+    return computed
+
+
+def test_a_scrape_while_a_writer_empties_the_staging_area_answers(tmp_path, monkeypatch):
+    """/metrics answered 500 while serve's start jobs ran (the CI of a717359): the page's cache key
+    listed every folder of the lake, `_staging` too, which each rollup and ingest run removes and makes
+    again (Lake.clean_staging); removed between the lake's listing and its own, pathlib's glob raised
+    FileNotFoundError out of the collector. The key reads the tables' folders only: work in progress
+    there is no change of the lake, and the page is kept."""
+    config, lake, used = nlp_over_budget(tmp_path)
+    lake.clean_staging()  # as a writer leaves it
+    collector = LakeCollector(config, clock=NOW.timestamp)
+    computed = computed_pages(monkeypatch, collector)
+    registry = scrape(collector)
+    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 1
+    removed_while_listed(monkeypatch, lake.staging)
+    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 1
+    assert registry.get_sample_value("spendlake_lake_readable") == 1
+
+
+def test_a_scrape_while_a_source_is_forgotten_answers_and_keeps_no_page(tmp_path, monkeypatch):
+    """A table's folder removed while the cache key lists it (`spendlake forget` removing a source's
+    folders) raised out of the collector too: the scrape computes the page, and keeps it for no key,
+    so the next scrape reads the lake as it is then."""
+    config, lake, used = nlp_over_budget(tmp_path)
+    forgotten = lake.table_dir("costs") / "source=old"
+    (forgotten / "billing_period=2026-10").mkdir(parents=True)  # what `forget` is removing
+    collector = LakeCollector(config, clock=NOW.timestamp)
+    computed = computed_pages(monkeypatch, collector)
+    registry = scrape(collector)
+    removed_while_listed(monkeypatch, forgotten)
+    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 1
+    assert not forgotten.exists()
+    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 2  # not the page kept for no key
+    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 2  # the lake unchanged since: kept
 
 
 def test_storing_the_last_good_budgets_never_waits_for_a_scrape(tmp_path):

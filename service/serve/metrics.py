@@ -51,6 +51,9 @@ LAST_GOOD_GROUPS = frozenset({"spend", "findings", "budgets", "commitments", "cl
 # seconds and a second DuckDB beside the writer's, so the last read ones are shown meanwhile.
 HELD_BACK_GROUPS = frozenset({"budgets"})
 TOPS_GROUPS = frozenset({"spend", "commitments", "clusters"})  # read from the stored metric tops
+# The tables' partition files a scrape's cache key reads: not under `_staging`, which every rollup and ingest
+# run removes and makes again (Lake.clean_staging): a scrape listing it then answered 500.
+TABLE_FILES = "[a-z]*/*=*/*=*/data.parquet"
 
 
 @dataclass
@@ -147,7 +150,7 @@ class LakeCollector(Collector):
         with self._lock:
             key = self.fingerprint()
             now = self.clock()
-            if key != self._key or now - self._computed_at >= self.max_age_seconds:
+            if key is None or key != self._key or now - self._computed_at >= self.max_age_seconds:
                 self._families, current = self.compute()
                 # A page showing the previous state's tops is not kept: the tops stored when the
                 # writer lets go, or computed once the jobs' turn is free, change no file the
@@ -155,14 +158,18 @@ class LakeCollector(Collector):
                 self._key, self._computed_at = (key if current else None), now
             return iter(list(self._families))
 
-    def fingerprint(self) -> tuple:
+    def fingerprint(self) -> tuple | None:
         """What a change of the lake touches: the ledger, job/source state and table files, and the
-        source failures a full disk kept out of the state."""
+        source failures a full disk kept out of the state; None when a folder went while it was
+        listed (a writer at work): the page is computed then, and kept for no key."""
         root = self.lake.root
-        # (not the last good families the scrape stores itself: storing them would compute the page again)
-        states = sorted(p for p in (root / "_state").glob("*.json") if p.stem != STORED_STATE)
-        paths = [root / "_ledger" / "deliveries.json", *states,
-                 *sorted(root.glob("*/*=*/*=*/data.parquet"))]
+        try:
+            # (not the last good families the scrape stores itself: storing them would compute the page again)
+            states = sorted(p for p in (root / "_state").glob("*.json") if p.stem != STORED_STATE)
+            tables = sorted(root.glob(TABLE_FILES))
+        except FileNotFoundError:  # pathlib's glob lets it out of a folder removed between listing and reading it
+            return None
+        paths = [root / "_ledger" / "deliveries.json", *states, *tables]
         stats = []
         for path in paths:
             try:
