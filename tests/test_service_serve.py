@@ -311,9 +311,17 @@ def test_the_service_log_shows_what_it_committed_and_what_failed_without_secrets
 
 
 
-def metrics_page(base: str) -> str:
-    with urllib.request.urlopen(base + "/metrics", timeout=60) as response:
-        return response.read().decode()
+def metrics_page(proc, base: str) -> str:
+    """The /metrics page of `proc` serving at `base`; an error answer fails with what the service printed
+    (a 500's traceback is in its log, under the request id the answer names)."""
+    try:
+        with urllib.request.urlopen(base + "/metrics", timeout=60) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError as error:
+        body = error.read().decode(errors="replace")
+        time.sleep(0.5)  # the drain thread reads the service's last lines
+        raise AssertionError(f"/metrics answered {error.code}: {body}\nspendlake serve printed:\n"
+                             + "".join(proc.output)) from None
 
 
 def sample(page: str, name: str, labels: str = "") -> float | None:
@@ -346,9 +354,9 @@ def budgeted_serve_then_damaged(tmp_path):
     proc, base = start_serve(config)
     try:
         deadline = time.monotonic() + 60
-        while sample(page := metrics_page(base), *MARKED) != 0 and time.monotonic() < deadline:
+        while sample(page := metrics_page(proc, base), *MARKED) != 0 and time.monotonic() < deadline:
             time.sleep(0.5)  # held back while the start's jobs run; read once they are done
-        assert (sample(page, *USED), sample(page, *MARKED)) == (1.2, 0)
+        assert (sample(page, *USED), sample(page, *MARKED)) == (1.2, 0), page + "".join(proc.output)
     except BaseException:
         proc.kill()
         raise
@@ -364,7 +372,7 @@ def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
     config, proc = budgeted_serve_then_damaged(tmp_path)
     try:
         proc.send_signal(signal.SIGHUP)
-        page = metrics_page(served(proc, 2))
+        page = metrics_page(proc, served(proc, 2))
         assert (sample(page, "spendlake_lake_readable"), sample(page, *USED), sample(page, *MARKED)) == (0, 1.2, 1)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -372,7 +380,7 @@ def test_a_sighup_on_a_damaged_lake_keeps_the_last_good_budget_series(tmp_path):
     assert (tmp_path / "lake" / "_state" / "metrics_last_good.json").exists()  # the service's loop stored them
     proc, base = start_serve(config)  # a restart on the damaged lake: as stored
     try:
-        page = metrics_page(base)
+        page = metrics_page(proc, base)
         assert (sample(page, "spendlake_lake_readable"), sample(page, *USED), sample(page, *MARKED)) == (0, 1.2, 1)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -389,13 +397,13 @@ def reloaded_and_restarted(tmp_path, change: dict) -> tuple[str, str]:
                 "budgets": [{"name": "nlp-monthly", "dimension": "team", "value": "nlp", "amount": "20"}]}
         write_config(tmp_path, {**data, **change})
         proc.send_signal(signal.SIGHUP)
-        reloaded = metrics_page(served(proc, 2))
+        reloaded = metrics_page(proc, served(proc, 2))
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
     proc, base = start_serve(config)
     try:
-        return reloaded, metrics_page(base)
+        return reloaded, metrics_page(proc, base)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, "".join(proc.output)
