@@ -551,6 +551,40 @@ def test_43_after_a_sighup_changing_attribution_a_scrape_beside_the_build_shows_
     assert current == 1 and after == samples(new) and after != before
 
 
+def test_a_restart_onto_a_new_version_shows_no_tops_of_the_earlier_form_beside_the_start_rollup(tmp_path):
+    """A restart onto a version whose tops have another form (TOPS_FORMAT 5's spend labels lack `folded`):
+    while the start's rollup held the jobs' turn, a scrape showed the tops the earlier version noted it
+    stored (served_before), and add_folded's label check raised out of the collector: /metrics answered
+    500 until the build was done. Only tops noted with this version's form stand in."""
+    from service.serve.service import served_before, store_rollups
+
+    config = config_for(tmp_path, shared=False)
+    lake = Lake(config.lake)
+    commit(lake, "cur", ROWS)
+    earlier = "0ld0ld0ld0ld0ld0"  # the earlier version's tops_owner and its stored tops, labels (team, project)
+    with lake.lock():
+        con = lake.connect()
+        try:
+            rows = con.sql(f"SELECT {tops_module.COLUMNS}", params=[
+                [NOW, NOW], ["anchor", "spend"], ["", "mtd"], [[], ["nlp", "llm"]], ["0", "8"]])
+            lake.commit_snapshot(con, rows, table=tops_module.TOPS_TABLE, source="all", key="config", value=earlier,
+                                 version="earlier")
+        finally:
+            con.close()
+        lake.write_state("jobs", {"tops_owner": earlier})  # as that version noted it: no form
+    turn = threading.Lock()
+    with turn:  # the start's rollup has the jobs' turn
+        registry = CollectorRegistry()
+        registry.register(LakeCollector(config, clock=NOW.timestamp, turn=turn, earlier=served_before(lake, config)))
+        assert registry.get_sample_value("spendlake_metric_tops_current") == 0
+        assert registry.get_sample_value("spendlake_spend_usd", {"team": "nlp", "project": "llm", "window": "mtd"}) \
+            is None
+    assert served_before(lake, config) == ()
+    other = config_for(tmp_path, shared=True)
+    store_rollups(other)  # this version notes the form of the tops it stored: another config stands in for them
+    assert served_before(lake, config) == (tops_module.tops_owner(other),)
+
+
 def test_a_replaced_configs_tops_are_removed_a_grace_after_a_newer_lake_state_is_stored(tmp_path):
     """The tops of a config a SIGHUP or restart replaced stayed on disk for ever (`build_tops` pruned
     only its own config's folder). They go by the rollup versions' rule: kept while they describe the

@@ -15,7 +15,7 @@ its modules (tests/test_layout.py):
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
 - `told_by`, `kept_in`, `RollupsKept`: a period rolled up from its raw lines (its rollup missing
   or stale) told once to a command's reader, and kept for serve's next requests (rollup_told.py, rollup_kept.py);
-- `build_tops`, `ScrapeTops`, `read_tops`, `tops_owner`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of
+- `build_tops`, `ScrapeTops`, `read_tops`, `tops_owner`, `TOPS_FORMAT`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of
   spend, shared clusters and commitments, stored per lake state by the writers of the lake
   (service/attribution/tops.py), read by the scrape;
 - `commitments`, `CommitmentsResult`, `Commitment`: used, unused, coverage and expiry of each
@@ -71,7 +71,7 @@ _MODULES = {
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
     "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
     "metric_top": ("Top", "metrics_anchor"),
-    "tops": ("ScrapeTops", "build_tops", "read_tops", "tops_owner"),
+    "tops": ("TOPS_FORMAT", "ScrapeTops", "build_tops", "read_tops", "tops_owner"),
     "jobs": ("newly_ended", "newly_unasked"),
     "node_sharing": ("SharedNodes", "shared_nodes"),
     "job_rules": ("IdleRule", "idle_job_rules"),

@@ -110,6 +110,7 @@ class Jobs(Open):
     daily: DailyRun | None = None
     last_success: dict[str, UtcText] = {}  # job -> when it last succeeded: the gauge read back after a restart
     tops_owner: StrictStr | None = None  # whose metric tops the service stored last (service/serve/service.py)
+    tops_format: StrictStr | None = None  # their form (TOPS_FORMAT): another version's are not shown (served_before)
 
 
 class Rules(Open):  # service/findings/run.py

@@ -24,7 +24,7 @@ from datetime import date, datetime, time, timedelta
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
-from service.attribution import tops_owner
+from service.attribution import TOPS_FORMAT, tops_owner
 from service.serve.app import Api, api_token
 from service.serve.config_watch import CHANGED_MESSAGE, REFUSED_MESSAGE, ConfigWatch, as_read
 from service.serve.http import make_server
@@ -41,6 +41,7 @@ from service.serve.scheduler import STATE as JOBS_STATE, ServiceScheduler, Tasks
 
 log = logging.getLogger(__name__)
 SERVED = "tops_owner"  # in _state/jobs.json: whose metric tops the service stored last (served_before)
+SERVED_FORMAT = "tops_format"  # and their form: the tops of a version before an upgrade are not shown
 EARLIER_KEPT = 3  # replaced configs whose tops a scrape may show: reloads in a row before any build is done
 ASKING = ("warning:", "SIGHUP:", CHANGED_MESSAGE, REFUSED_MESSAGE)  # what the service says of itself that asks the operator to act
 
@@ -171,7 +172,7 @@ def store_rollups(config: Config) -> None:
     done = rollup(config)
     lake = Lake.of(config)
     state = lake.read_state(JOBS_STATE)
-    lake.write_state(JOBS_STATE, {**state, SERVED: tops_owner(config)})
+    lake.write_state(JOBS_STATE, {**state, SERVED: tops_owner(config), SERVED_FORMAT: TOPS_FORMAT})
     for warning in done.warnings:
         log.warning("rollup: %s", printable(warning))
     if done.built:
@@ -182,11 +183,14 @@ def store_rollups(config: Config) -> None:
 
 def served_before(lake: Lake, config: Config) -> tuple[str, ...]:
     """The `tops_owner` of the config the service stored tops for before this start, when it was another
-    (a restart with changed attribution): its tops stand in while this config's are built (ScrapeTops)."""
+    (a restart with changed attribution): its tops stand in while this config's are built (ScrapeTops).
+    Not when they are of another form (TOPS_FORMAT, or noted before it was: a restart onto a new version):
+    their labels are not this version's (a run's without `folded`), and a scrape showing them answered 500."""
     try:
-        owner = lake.read_state(JOBS_STATE).get(SERVED)
+        state = lake.read_state(JOBS_STATE)
     except (SpendlakeError, OSError):  # the scheduler says what is wrong with the state
         return ()
+    owner = state.get(SERVED) if state.get(SERVED_FORMAT) == TOPS_FORMAT else None
     return (owner,) if owner and owner != tops_owner(config) else ()
 
 
