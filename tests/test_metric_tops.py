@@ -551,6 +551,39 @@ def test_43_after_a_sighup_changing_attribution_a_scrape_beside_the_build_shows_
     assert current == 1 and after == samples(new) and after != before
 
 
+def test_a_replaced_configs_tops_removed_as_a_scrape_lists_them_are_none_not_an_unreadable_lake(tmp_path, monkeypatch):
+    """A build removes a replaced config's folder of tops once its last file goes (_drop_replaced); a scrape
+    beside it that found the folder and then listed it (the derived files' check, or the replaced tops it
+    shows) met FileNotFoundError, said as the lake being unreadable (`spendlake_lake_readable` 0, an error
+    logged). A folder removed as it is listed is listed again: tops removed are none stored."""
+    import os
+    import shutil
+
+    old, new = config_for(tmp_path, shared=False), config_for(tmp_path, shared=True)
+    lake = Lake(old.lake)
+    commit(lake, "cur", ROWS)
+    rollup(old)
+    folder = tops_module.tops_folder(lake, old)
+    real, going = os.scandir, []
+
+    def scandir(path=None):  # the folder removed between the glob's look at it and its listing
+        if going and isinstance(path, (str, os.PathLike)) and os.fspath(path) == str(folder):
+            shutil.rmtree(going.pop())
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    going.append(folder)
+    assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) is None and not folder.exists()
+    rollup(old)  # stored again
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(new, clock=NOW.timestamp, earlier=(tops_module.tops_owner(old),)))
+    going.append(folder)
+    with lake.lock():  # the new config's build
+        assert registry.get_sample_value("spendlake_lake_readable") == 1
+        assert registry.get_sample_value("spendlake_metric_tops_current") == 0
+    assert not folder.exists()
+
+
 def test_a_restart_onto_a_new_version_shows_no_tops_of_the_earlier_form_beside_the_start_rollup(tmp_path):
     """A restart onto a version whose tops have another form (TOPS_FORMAT 5's spend labels lack `folded`):
     while the start's rollup held the jobs' turn, a scrape showed the tops the earlier version noted it

@@ -42,6 +42,7 @@ from service.core import derived_records
 from service.core.config import Config
 from service.core.coverage import parse_utc, snapshot_data_end
 from service.core.errors import DataError
+from service.core.files import listed
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot, read_consistently
 from service.core.timewindow import iso_utc
@@ -172,7 +173,7 @@ def stored_tops(lake: Lake, config: Config, snapshot: Snapshot, end: datetime) -
 
 def previous_tops(lake: Lake, config: Config | str) -> list[Top] | None:
     """The tops of `config` (or of a `tops_owner`) stored last, for whichever lake state (None: none stored)."""
-    for path in sorted(tops_folder(lake, config).glob("*.parquet"), key=_modified, reverse=True):
+    for path in sorted(listed(tops_folder(lake, config), "*.parquet"), key=_modified, reverse=True):
         table = _read_tops(lake, path)
         if table is not None:
             return _tops_of(table)

@@ -27,7 +27,7 @@ from typing import Protocol
 import duckdb
 
 from service.core.errors import DataError
-from service.core.files import check_partition_value, write_json_atomic
+from service.core.files import check_partition_value, listed, write_json_atomic
 from service.core.integrity import sha256_file, size_differs
 from service.core.parquet_footer import read_footer
 from service.core.state_files import DERIVED_RECORD, parse_record, problems_kept
@@ -215,7 +215,7 @@ def _sums_difference(lake: DerivedLake, path: Path, recorded: dict | None) -> st
 def derived_files(lake: DerivedLake) -> list[Path]:
     """The derived files on disk: the rollups of the configured sources, and every metric tops file."""
     return [path for table in DERIVED_TABLES
-            for path in sorted((lake.root / table).glob("source=*/*=*/*.parquet"))
+            for path in listed(lake.root / table, "source=*/*=*/*.parquet")
             if table == "metric_tops" or lake.counts(path.parts[-3].split("=", 1)[1])]
 
 

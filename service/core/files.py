@@ -73,6 +73,19 @@ def check_partition_value(name: str, value: str) -> str:
     return value
 
 
+def listed(folder: Path, pattern: str, tries: int = 3) -> list[Path]:
+    """`folder.glob(pattern)`, sorted; listed again when a folder in it went while it was listed (a writer
+    removing a superseded version's folder): pathlib's glob lets that FileNotFoundError out, and a scrape
+    beside the writer said the lake could not be read."""
+    for attempt in range(tries):
+        try:
+            return sorted(folder.glob(pattern))
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
+    return []
+
+
 def install(staged: Path, target: Path) -> None:
     """fsync a staged file, then atomically put it in place of `target`."""
     fsync_path(staged)
