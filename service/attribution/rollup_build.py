@@ -1,4 +1,6 @@
-"""Storing rollups (service/attribution/rollup_versions.py names them) and removing superseded ones.
+"""Storing rollups (service/attribution/rollup_versions.py names them) and removing superseded ones;
+with `clusters:`, each period's placed parts beside its rollup, under its version name
+(service/attribution/placed.py), written, recorded and removed alike.
 
 Who writes: ingest after its commits, and `spendlake rollup` after a config change, both
 under the lake's ingest lock (`build_rollups`); each file is staged, fsynced, recorded
@@ -32,6 +34,7 @@ import duckdb
 
 from service.attribution.allocation_stage import drop_stage
 from service.attribution.node_sharing import shared_nodes_on
+from service.attribution.placed import PLACED_TABLE, placed_file, placed_relation
 from service.attribution.rollup import rollup_relation, stored_whole
 from service.attribution.rollup_versions import (READ_TABLES, ROLLUP_TABLE, Partition, Version, cost_partitions,
                                                  inventory_keys, inventory_latest, owner_of, rollup_file, version_of)
@@ -78,8 +81,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     # a version → when a build first found it superseded, by its clock (one ahead: counts as now)
     since, warnings = superseded_since(lake)
     seen = {key: min(parse_utc(at), now) for key, at in since.items()}
-    earlier = set(seen)
-    before = owner_of(config, {})  # this config's versions stored before the lake had inventory it reads
+    sweep = _Sweep(now, grace, owner_of(config, {}), seen, set(seen), found)
     try:
         keys = inventory_keys(lake, con)
         for part in parts:
@@ -95,23 +97,15 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 drop_stage(con, stage)  # the next period's allocation stages its own
                 built += 1
                 _warn_overbooked(con, config, part, path)
-            # superseded for the grace and already when an earlier build looked (a clock stepped
-            # forward alone removes nothing a reader from before this commit holds), since the
-            # earlier of its stamp and when first found (a stamp by a clock that ran ahead would
-            # keep it until the calendar got there); a damaged one at once, and another config's
-            # current one only when damaged: no reader gets a sound answer from it, and `verify`
-            # would flag it (saying to run this build) until the grace ran out, or for ever
-            listed = {}
-            for name, since in superseded(target, version, part.entry, before).items():
-                key = str(target.parent.relative_to(lake.root) / name)
-                if since is not None:
-                    since = min(since, seen.setdefault(key, now))
-                listed[key] = (name, since)
-            gone = [name for key, (name, since) in listed.items()
-                    if since is not None and since <= now - grace and key in earlier
-                    or derived_records.check(lake, target.parent / f"{name}.parquet", found).damaged]
-            derived_records.drop_versions(lake.root, target.parent, gone)
-            removed += len(gone)
+            if config.clusters is not None:  # the parts it placed per instance-hour (placed.py), beside it
+                placed = placed_file(lake, part, version.name)
+                if not derived_records.check(lake, placed, found).ok:  # missing, unrecorded or damaged
+                    relation, stage = placed_relation(lake, config, con, part)
+                    lake.commit_snapshot(con, relation, table=PLACED_TABLE, source=part.source, key="billing_period",
+                                         value=part.period, version=version.name)
+                    drop_stage(con, stage)
+            for folder in (target.parent, placed_file(lake, part, version.name).parent):
+                removed += sweep.remove(lake, target, folder, version, part.entry)
     finally:
         con.close()
     lake.write_state(SUPERSEDED_STATE, {"since": {key: iso_utc(at) for key, at in sorted(seen.items())
@@ -119,6 +113,39 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
     log.info("rollups for config %s: %d built, %d already stored, %d superseded removed",
              config.fingerprint(), built, stored, removed)
     return RollupBuild(built, stored, removed, warnings)
+
+
+@dataclass
+class _Sweep:
+    """What one build knows as it removes superseded versions (`remove`)."""
+
+    now: datetime
+    grace: timedelta
+    before: str  # this config's owner before the lake had inventory it reads
+    seen: dict[str, datetime]  # a version → when a build first found it superseded, by its clock
+    earlier: set[str]  # of those, the ones an earlier build found
+    found: dict[str, dict]  # derived_records.problems
+
+    def remove(self, lake: Lake, target: Path, folder: Path, version: Version, entry: LedgerEntry) -> int:
+        """Remove the versions in `folder` (the rollup's, or its placed rows') that the rollup
+        `target` at `version` supersedes (see the module); returns how many went."""
+        # superseded for the grace and already when an earlier build looked (a clock stepped
+        # forward alone removes nothing a reader from before this commit holds), since the
+        # earlier of its stamp and when first found (a stamp by a clock that ran ahead would
+        # keep it until the calendar got there); a damaged one at once, and another config's
+        # current one only when damaged: no reader gets a sound answer from it, and `verify`
+        # would flag it (saying to run this build) until the grace ran out, or for ever
+        listed = {}
+        for name, since in superseded(target, version, entry, self.before, folder).items():
+            key = str(folder.relative_to(lake.root) / name)
+            if since is not None:
+                since = min(since, self.seen.setdefault(key, self.now))
+            listed[key] = (name, since)
+        gone = [name for key, (name, since) in listed.items()
+                if since is not None and since <= self.now - self.grace and key in self.earlier
+                or derived_records.check(lake, folder / f"{name}.parquet", self.found).damaged]
+        derived_records.drop_versions(lake.root, folder, gone)
+        return len(gone)
 
 
 def superseded_since(lake: Lake) -> tuple[dict[str, str], list[str]]:
@@ -146,8 +173,10 @@ def _warn_overbooked(con: duckdb.DuckDBPyConnection, config: AttributionConfig, 
             log.warning("%s %s: %s", part.source, part.period, shared.text())
 
 
-def superseded(current: Path, version: Version, entry: LedgerEntry, before: str) -> dict[str, datetime | None]:
-    """Versions beside `current` → since when they are superseded: of an older delivery (since
+def superseded(current: Path, version: Version, entry: LedgerEntry, before: str,
+               folder: Path | None = None) -> dict[str, datetime | None]:
+    """Versions beside `current` (or in `folder`, another table's of the same period: a version
+    named as `current` is it) → since when they are superseded: of an older delivery (since
     `entry` was committed), or of this owner with older inventory tags or an older name, or
     of this config before the lake had inventory it reads (owner `before`: a first ingest
     comes before the first inventory) (since `current` was stored); None for the current data
@@ -155,9 +184,9 @@ def superseded(current: Path, version: Version, entry: LedgerEntry, before: str)
     committed = datetime.fromisoformat(entry.ingested_at.replace("Z", "+00:00"))
     stored = datetime.fromtimestamp(current.stat().st_mtime, timezone.utc)
     gone = {}
-    for file in sorted(current.parent.glob("*.parquet")):
+    for file in sorted((folder or current.parent).glob("*.parquet")):
         other = Version.parse(file.stem)
-        if file == current:
+        if file.stem == current.stem:
             continue
         if other is not None and other.data != version.data:
             since = committed

@@ -65,8 +65,9 @@ def held_hours_lookup(lake: Lake, config: Config) -> HeldHours | None:
         def on(snapshot: Snapshot) -> dict[tuple[str, datetime], Decimal]:
             if not snapshot.checks:  # no bill: nothing was allocated
                 return {}
-            # a full allocation of the window's lines, as the rules' daily-spend lookup does
-            # (lines.py): beyond a reader's limit DuckDB spills; placed_parts drops its stage
+            # the periods' stored placed parts (placed.py), else a full allocation of the window's
+            # lines, as the rules' daily-spend lookup does (lines.py): beyond a reader's limit
+            # DuckDB spills; placed_parts drops its stage
             with lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT, tables=READ_TABLES) as con:
                 return {(resource, hour): held for resource, hour, held in placed_parts(
                     lake, con, snapshot, attribution, window, measure,

@@ -18,10 +18,10 @@ import duckdb
 from service.attribution.allocation_stage import drop_stage
 from service.attribution.compute import RollupSession
 from service.attribution.job_values import job_values_ctes
-from service.attribution.jobs import JOBS_TABLE, allocation_inputs, label_keys
-from service.attribution.needs import Needs
-from service.attribution.rollup_versions import cost_partitions, inventory_keys, recorded_tag_keys
-from service.attribution.sql import MEASURES, attributed_sql, dim_col, held_records_cte, how_col
+from service.attribution.jobs import JOBS_TABLE, label_keys
+from service.attribution.placed import parts_sql, stored_placed
+from service.attribution.rollup_versions import cost_partitions, recorded_tag_keys
+from service.attribution.sql import dim_col, held_records_cte
 from service.attribution.statement import Params, run_setup
 from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config_attribution import AttributionConfig
@@ -164,30 +164,31 @@ def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[date
 def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot, config: AttributionConfig,
                  window: Window, cost: str, select: str, bind: dict | None = None) -> list[tuple]:
     """Rows of `select` over `parts` (`con`: a `Lake.query` connection on `snapshot`; no rollup
-    view needed): allocation's job and idle parts of the window's cluster lines
-    (in stages: only those lines are read in full), the hours starting in `window`, with columns
-    `run` (lower case), `resource`, `hour`, `currency`, `category` (the line's ChargeCategory),
-    `kind` (`job` or `idle`), `job` (the id of `job:<id>`; the cluster of `idle:<cluster>`) and
-    `amount` (`cost`'s measure). `bind` gives
-    `select`'s own parameters (`$name`)."""
+    view needed): allocation's job and idle parts of the window's cluster lines, the hours
+    starting in `window`, with columns `run` (lower case), `resource`, `hour`, `currency`,
+    `category` (the line's ChargeCategory), `kind` (`job` or `idle`) and `amount` (`cost`'s
+    measure), per instance-hour. From the periods' stored placed rows when every period has
+    them (service/attribution/placed.py), else allocated from the window's lines (in stages:
+    only those lines are read in full). `bind` gives `select`'s own parameters (`$name`)."""
     params = Params()
-    start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     since, until = params.bind(_naive(window.since), "since"), params.bind(_naive(window.until), "until")
     for name, value in (bind or {}).items():
         params.bind(value, name)
+    within = f"hour >= {since} AND hour < {until}"
+    columns = f"run, resource, hour, currency, category, kind, {cost} AS amount"
+    stored = stored_placed(lake, config, snapshot)
+    if stored is not None:
+        files = params.bind([str(file) for file in stored], "files")
+        sql = f"WITH parts AS (SELECT {columns} FROM read_parquet({files}) WHERE {within}) {select}"
+        return con.execute(sql, params.values).fetchall()
+    start = "coalesce(ChargePeriodStart, BillingPeriodStart)"
     where = f"{start} < {until} AND (coalesce(ChargePeriodEnd, {start}) > {since} OR {start} >= {since})"
     tag_keys = recorded_tag_keys(cost_partitions(lake, snapshot))
     if tag_keys is None:
         tag_sql = all_tag_keys_sql()
         tag_keys = [row[0] for row in con.execute(tag_sql.text, tag_sql.params).fetchall()]
-    allocation = allocation_inputs(lake, config, con, where, dict(params.values))
-    lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation,
-                           needs=Needs(("run",), (cost,)), parts_only=True)
-    run, how = dim_col("run"), how_col("run")
-    sql = (lines.text + f", parts AS (SELECT lower({run}) AS run, ResourceId AS resource, cp_start AS hour, currency, "
-           f"ChargeCategory AS category, split_part({how}, ':', 1) AS kind, substr({how}, strpos({how}, ':') + 1) AS job, "
-           f"{MEASURES[cost]} AS amount FROM attributed WHERE cp_start >= {since} AND cp_start < {until} "
-           f"AND split_part({how}, ':', 1) IN ('job', 'idle')) {select}")
+    lines = parts_sql(lake, con, config, where, params, tag_keys, (cost,))
+    sql = lines.text + f", parts AS (SELECT {columns} FROM placed WHERE {within}) {select}"
     run_setup(con, lines)
     try:
         return con.execute(sql, lines.params).fetchall()

@@ -1,4 +1,4 @@
-"""Derived files (attribution rollups, metric tops) checked against a record of each: a page
+"""Derived files (attribution rollups and their placed parts, metric tops) checked against a record of each: a page
 altered on disk that still decodes is found, never read as other numbers.
 
 A derived file is `<table>/source=<s>/<key>=<v>/<version>.parquet`, published by
@@ -35,7 +35,7 @@ from service.core.units import utc_now_iso
 
 DERIVED_RECORDS = "_ledger/derived"  # relative to the lake root
 VERIFY_STATE = "derived_verify"
-DERIVED_TABLES = ("attribution_rollup", "metric_tops")
+DERIVED_TABLES = ("attribution_rollup", "attribution_placed", "metric_tops")
 SUMS_BY = "currency"  # a derived file with this column records its decimal columns' sums per value
 REPAIR = "`spendlake rollup` (or the next ingest) writes it again"
 
@@ -213,7 +213,8 @@ def _sums_difference(lake: DerivedLake, path: Path, recorded: dict | None) -> st
 
 
 def derived_files(lake: DerivedLake) -> list[Path]:
-    """The derived files on disk: the rollups of the configured sources, and every metric tops file."""
+    """The derived files on disk: the rollups and placed parts of the configured sources, and every metric
+    tops file."""
     return [path for table in DERIVED_TABLES
             for path in listed(lake.root / table, "source=*/*=*/*.parquet")
             if table == "metric_tops" or lake.counts(path.parts[-3].split("=", 1)[1])]

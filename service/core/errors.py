@@ -229,7 +229,8 @@ def told_by_known_names(error: SpendlakeError, shown: Mapping[str, str]) -> Spen
 
 
 LAKE_FILE = re.compile(r"""['"](/[^'"]*/([a-z0-9_]+)/source=([^/'"]+)/[^'"]*\.parquet)['"]""")
-REWRITTEN_BY = {"costs": "spendlake ingest", "attribution_rollup": "spendlake rollup", "metric_tops": "spendlake rollup",
+REWRITTEN_BY = {"costs": "spendlake ingest", "attribution_rollup": "spendlake rollup",
+                "attribution_placed": "spendlake rollup", "metric_tops": "spendlake rollup",
                 "findings": "spendlake rules run", "plans": "spendlake estimate --register NAME ... (each plan again)"}
 
 

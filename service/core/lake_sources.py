@@ -13,7 +13,7 @@ from service.core.snapshot_ledger import SnapshotLake
 from service.core.snapshot_set_aside import forget_records
 
 # Tables partitioned by `source=<a configured source>`: what `forget` removes and orphans live in.
-SOURCE_TABLES = ("costs", "attribution_rollup", *INVENTORY_TABLES)
+SOURCE_TABLES = ("costs", "attribution_rollup", "attribution_placed", *INVENTORY_TABLES)
 
 
 def remove_source(lake: SnapshotLake, source: str) -> None:

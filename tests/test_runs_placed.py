@@ -1,0 +1,125 @@
+"""The parts allocation placed per instance-hour, stored beside each period's rollup
+(service/attribution/placed.py): `runs`' idle shares, a run's story's instances and idle-gpu's
+held hours read them instead of allocating the window's raw lines again, with the same answers;
+a missing, stale or damaged file is allocated from the raw lines (a query never writes), and the
+files are recorded, verified and removed as the rollups are. Figures: tests/test_run_story.py's
+lake (r1's row idle share 0.4688, its instances i-a and i-b; r2's 0.8125)."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+from click.testing import CliRunner
+
+from service.attribution import RunsQuery, held_hours_lookup, run_inputs, runs
+from service.attribution.placed import PLACED_TABLE
+from service.attribution.rollup_build import build_rollups
+from service.attribution.rollup_versions import ROLLUP_TABLE
+from service.cli.main import cli
+from service.core.lake import Lake
+from service.core.timewindow import Window
+from tests.attribution_helpers import add_jobs
+from tests.test_clusters_allocation import job
+from tests.test_inventory_integrity import flip
+from tests.test_run_story import lake_with_a_story, story
+
+D = Decimal
+WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
+
+
+def answers(lake, cfg) -> tuple:
+    """What the stored parts feed: every run's row (its idle share), r1's story, the held hours."""
+    rows = runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03")).to_json()
+    held = held_hours_lookup(lake, cfg)(WINDOW, "BilledCost")
+    return rows, story(lake, cfg).to_json(), held
+
+
+@pytest.fixture
+def allocations(monkeypatch) -> list[str]:
+    """Each time the window's raw lines are allocated for the parts (the fallback), its where."""
+    calls = []
+    parts_sql = run_inputs.parts_sql
+
+    def counting(lake, con, config, where, *args):
+        calls.append(where)
+        return parts_sql(lake, con, config, where, *args)
+
+    monkeypatch.setattr(run_inputs, "parts_sql", counting)
+    return calls
+
+
+def placed_files(lake: Lake) -> list:
+    return sorted(lake.table_dir(PLACED_TABLE).glob("source=*/billing_period=*/*.parquet"))
+
+
+def test_the_stored_parts_give_the_same_answers_as_the_raw_lines_without_allocating_them(tmp_path, allocations):
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    computed = answers(lake, cfg)
+    assert len(allocations) == 3 and not placed_files(lake)  # the idle shares, the story's instances, the held hours
+    assert [(r["run"], r["idle_share"]) for r in computed[0]["rows"]][:2] == [("r1", "0.4688"), ("r2", "0.8125")]
+    build_rollups(lake, cfg.attribution)
+    [rollup_file] = lake.table_dir(ROLLUP_TABLE).glob("source=*/billing_period=*/*.parquet")
+    [placed] = placed_files(lake)
+    assert placed.name == rollup_file.name  # the rollup's version: config, delivery, inventory and jobs
+    allocations.clear()
+    assert answers(lake, cfg) == computed
+    assert allocations == []  # main: 3, the window's lines allocated for each
+
+
+def test_a_new_jobs_snapshot_makes_the_stored_parts_stale_and_the_raw_lines_answer(tmp_path, allocations):
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    before = answers(lake, cfg)
+    add_jobs(lake, [job("8", 8, "2026-11-02T11:00:00", "2026-11-02T12:00:00", instance_ids=["i-b"], run_id="r1")])
+    allocations.clear()
+    after = answers(lake, cfg)
+    assert after != before and len(allocations) == 3  # the stored parts are of the jobs before
+    shutil.rmtree(lake.table_dir(PLACED_TABLE))
+    assert answers(lake, cfg) == after
+
+
+@pytest.mark.parametrize("damage", ["cut short", "altered"])
+def test_a_damaged_placed_file_is_allocated_from_the_raw_lines_verified_and_written_again(tmp_path, allocations,
+                                                                                          damage):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    computed = answers(lake, cfg)
+    build_rollups(lake, cfg.attribution)
+    [placed] = placed_files(lake)
+    if damage == "cut short":
+        placed.write_bytes(placed.read_bytes()[:placed.stat().st_size // 2])
+    else:
+        flip(placed, 100)  # same size and footer: only verify's hash finds it
+    result = CliRunner().invoke(cli, ["--config", path, "verify"])
+    assert result.exit_code == 3 and "attribution_placed file source=cur/billing_period=2026-11" in result.output, (
+        result.output)
+    allocations.clear()
+    assert answers(lake, cfg) == computed and allocations  # read no more: the raw lines answer
+    build_rollups(lake, cfg.attribution)  # written again
+    assert CliRunner().invoke(cli, ["--config", path, "verify"]).exit_code == 0
+    allocations.clear()
+    assert answers(lake, cfg) == computed and allocations == []
+
+
+def test_a_superseded_placed_file_goes_with_its_rollup_after_the_grace(tmp_path):
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    now = datetime.now(timezone.utc)
+    build_rollups(lake, cfg.attribution, now=now)
+    [old] = placed_files(lake)
+    add_jobs(lake, [job("8", 8, "2026-11-02T11:00:00", "2026-11-02T12:00:00", instance_ids=["i-b"], run_id="r1")])
+    build_rollups(lake, cfg.attribution, now=now)  # found superseded: kept for readers that hold it
+    assert len(placed_files(lake)) == 2 and old.exists()
+    build_rollups(lake, cfg.attribution, now=now + timedelta(hours=2))
+    [current] = placed_files(lake)
+    [rollup_file] = lake.table_dir(ROLLUP_TABLE).glob("source=*/billing_period=*/*.parquet")
+    assert current != old and current.name == rollup_file.name
+    assert not (lake.root / "_ledger" / "derived" / PLACED_TABLE / "source=cur" / "billing_period=2026-11"
+                / f"{old.stem}.json").exists()  # its record went with it
+
+
+def test_a_config_without_clusters_stores_no_placed_parts(tmp_path):
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution.model_copy(update={"clusters": None}))
+    assert list(lake.table_dir(ROLLUP_TABLE).rglob("*.parquet")) and not placed_files(lake)
