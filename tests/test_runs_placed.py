@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
@@ -26,7 +25,6 @@ from tests.test_clusters_allocation import job
 from tests.test_inventory_integrity import flip
 from tests.test_run_story import lake_with_a_story, story
 
-D = Decimal
 WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
 
 
