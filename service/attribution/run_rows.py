@@ -7,10 +7,11 @@ A run is the `run` dimension of allocation (service/attribution/allocation.py): 
 `run_id` (its job id unless a label or column says), an EKS pod's run tag or workload. Per run
 and currency:
 - cost, team, project, experiment, job_type, cluster, user: from the same attribution as
-  `attribute --by run` (cluster_usage: the jobs' parts; values shared by its jobs, `several`
-  where they differ, but cluster: every cluster its jobs' parts and records are in, sorted, joined by `,`:
-  a run moved from one cluster to another shows both, `--by cluster` groups it under that joined
-  value, and `attribute --by run,cluster` splits its cost per cluster);
+  `attribute --by run` (cluster_usage: the jobs' parts, summed in one statement where that is exact:
+  run_sums.py; values shared by its jobs, `several` where they differ, but cluster: every cluster
+  its jobs' parts and records are in, sorted, joined by `,`: a run moved from one cluster to
+  another shows both, `--by cluster` groups it under that joined value, and `attribute --by
+  run,cluster` splits its cost per cluster);
 - jobs, restarts, GPUs, GPU-hours, state, start, end: from its job records (the newest snapshot
   of each) that held GPUs in the window: jobs = records, restarts = its jobs that started after
   one of its jobs doing the same work had ended in a state other than COMPLETED (a requeue, a
@@ -60,6 +61,7 @@ from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, held_key, 
                                             joined_clusters, run_span)
 from service.attribution.rollup_versions import READ_TABLES
 from service.attribution.run_story import RunStory, run_story
+from service.attribution.run_sums import run_sums
 from service.attribution.sql import MEASURES
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
@@ -278,9 +280,14 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     # every run's idle share first (one run's comes from the parts its story reads): its allocation's
     # DuckDB memory and the 200k jobs' rows of a month in Python then do not add up (bench/README)
     idle = None if query.run else idle_shares(lake, session, config, query.window, query.cost)
-    usage = usage_in(session, config, query.window, query.cost)
-    costs = _summed(query, usage)
-    usage = replace(usage, jobs=usage.jobs if query.run else ())  # summed: only one run's story reads its jobs
+    summed = None if query.run else run_sums(session, config, query.window, query.cost)
+    if summed is None:  # one run's story reads its jobs' parts; so do windows run_sums cannot sum
+        usage = usage_in(session, config, query.window, query.cost)
+        costs = _summed(query, usage)
+        usage = replace(usage, jobs=usage.jobs if query.run else ())  # summed: only one run's story reads its jobs
+    else:
+        sums, usage = summed
+        costs = {key: [s.name, s.cost, s.values, s.jobs, s.clusters] for key, s in sums.items()}
     records = job_records(lake, session.con, config, query.window,
                           max((end for end in through.values() if end), default=None))
     story = None
