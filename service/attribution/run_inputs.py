@@ -8,9 +8,10 @@ in a window, and the idle share of the instances its jobs ran on.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import duckdb
@@ -26,7 +27,7 @@ from service.attribution.statement import Params, run_setup
 from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
-from service.core.job_states import Restarts, work_of
+from service.core.job_states import ARRAY_TASK, ATTEMPT_SUFFIX, NOT_FAILED, Restarts, work_of
 from service.core.lake import Lake
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window, utc_now
@@ -47,7 +48,8 @@ class JobSide:
     jobs: int = 0
     gpus: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
-    # (cluster, job id) → its GPU-hours up to the bill's end: a scheduler's job ids are its cluster's own
+    # (cluster, job id) → its GPU-microseconds up to the bill's end (`gpu_hours_of`: divided once for a
+    # run's priced hours); a scheduler's job ids are its cluster's own
     held: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     restarts: int = 0
     state: str | None = None  # its last job's: the one that ended last, a running one before any
@@ -88,7 +90,8 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     """run (lower case) → its job records' figures in `window`: the newest snapshot of each
     record that held GPUs and overlaps the window, as allocation reads them, with the values
     its jobs state (service/attribution/job_values.py). `billed_until`: the bill's end, where
-    `held` stops (hours after it have no cost yet, so no price)."""
+    `held` stops (hours after it have no cost yet, so no price). Summed per run in SQL
+    (`_summed_records`), else record by record here."""
     if not lake.has_table(JOBS_TABLE):
         return {}
     since, until = _naive(window.since), _naive(window.until)
@@ -97,11 +100,17 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     params = Params()
     records = held_records_cte(params, since, until, failed_before=True)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
+    summed = _summed_records(con, f"WITH {records}, {values}", last, Params(dict(params.values)), since, until,
+                             priced_until, running)
+    if summed is not None:
+        return summed
     result = con.execute(
         f"WITH {records}, {values} SELECT run_id, state, start_time, end_time, gpus, job_id, name, scheduler, "
         f"{', '.join(dim_col(d) for d in VALUES)} FROM {last} ORDER BY start_time, end_time NULLS LAST, record_id",
         params.values)
     runs: dict[str, JobSide] = {}
+    micros: dict[str, Decimal] = defaultdict(Decimal)  # per run, GPU-microseconds: divided once, as in SQL
+    priced: dict[str, dict[tuple[str, str], Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs so far, to tell the next a restart
     # in batches: a month's 200k records read at once held ~200 MB of rows beside what they add up to
     rows = (row for batch in iter(lambda: result.fetchmany(BATCH), []) for row in batch)
@@ -114,7 +123,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         side.restarts += restart
         side.jobs += 1
         side.gpus = max(side.gpus, gpus)
-        side.gpu_hours += gpu_hours(gpus, max(start, since), min(end or running, until))
+        micros[folded(run_id)] += gpus * micros_between(max(start, since), min(end or running, until))
         # the run's last job is the one that ended last (a running one has not ended: it is last);
         # rows come by start time, so of jobs that ended together the later start wins
         last = (end is None, end or start, start)
@@ -127,12 +136,86 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         stated = dict(zip(VALUES, stated))
         cluster = stated.pop("cluster")
         side.clusters.add(cluster)
-        key = held_key(cluster, job_id)
-        side.held[key] = side.held.get(key, Decimal(0)) + gpu_hours(gpus, max(start, since),
-                                                                     min(end or until, priced_until))
+        priced[folded(run_id)][held_key(cluster, job_id), gpus] += micros_between(max(start, since),
+                                                                                  min(end or until, priced_until))
         side.values = stated if side.values is None else {d: v if v == stated[d] else SEVERAL
                                                           for d, v in side.values.items()}
+    for run, side in runs.items():
+        side.gpu_hours = gpu_hours_of(micros[run])
+        for (key, gpus), held in priced[run].items():
+            side.held[key] = side.held.get(key, 0) + gpus * held
     return runs
+
+
+TOLD = "start_time, end_time NULLS LAST, record_id"  # the order Restarts is told a run's jobs in
+PRINTABLE = "[ -~]*"  # ASCII: where DuckDB's trim, lower and regexes read a text as Python's do
+
+
+def _summed_records(con: duckdb.DuckDBPyConnection, ctes: str, last: str, params: Params, since: datetime,
+                    until: datetime, priced_until: datetime, running: datetime) -> dict[str, JobSide] | None:
+    """`job_records`' answer summed per run in SQL (a month's 200k records never come into
+    Python one by one): restarts by Restarts' rules, over windows in the order it is told a run's
+    jobs; the last state by its tie rules; GPU-microseconds per GPU count (a DOUBLE is made a
+    decimal in Python, `job_gpus`). None (the caller loops in Python) where a run id, job id,
+    name or cluster is not printable ASCII: there `folded` and `work_of` are not SQL's lower and trim."""
+    not_failed = ", ".join(f"'{state}'" for state in NOT_FAILED if state)
+    name = "lower(trim(name))"
+    work = (f"CASE WHEN nullif(trim(name), '') IS NULL OR scheduler = 'kubernetes' THEN NULL ELSE coalesce(nullif("
+            f"regexp_replace({name}, {params.bind(ATTEMPT_SUFFIX.pattern)}, ''), ''), {name}) || chr(0) || "
+            f"regexp_extract(job_id, {params.bind(ARRAY_TASK.pattern)}, 1) END")
+    before = f"ORDER BY {TOLD} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"  # the jobs told before
+    failed_before = (f"CASE WHEN r_work IS NULL THEN min(r_failed) OVER (PARTITION BY r_run {before}) ELSE least("
+                     f"min(r_failed) OVER (PARTITION BY r_run, r_work {before}), min(CASE WHEN r_work IS NULL "
+                     f"THEN r_failed END) OVER (PARTITION BY r_run {before})) END")  # failures_it_may_redo's
+    since_, until_ = params.bind(since, "r_since"), params.bind(until, "r_until")
+    start = f"epoch_us(greatest(start_time, {since_}))"
+    held = f"greatest(epoch_us(least(coalesce(end_time, {params.bind(running, 'r_running')}), {until_})) - {start}, 0)"
+    priced_end = params.bind(priced_until, "r_priced")
+    priced = f"greatest(epoch_us(least(coalesce(end_time, {until_}), {priced_end})) - {start}, 0)"
+    cluster = dim_col("cluster")
+    stated = [d for d in VALUES if d != "cluster"]
+    several = ", ".join(f"count(DISTINCT {dim_col(d)}) + max(({dim_col(d)} IS NULL)::INT), min({dim_col(d)})"
+                        for d in stated)
+    rows = con.execute(
+        f"{ctes}, r AS (SELECT run_id, job_id, state, start_time, end_time, gpus, record_id, "
+        f"{', '.join(dim_col(d) for d in VALUES)}, lower(trim(run_id)) AS r_run, {work} AS r_work, "
+        f"CASE WHEN end_time IS NOT NULL AND state IS NOT NULL AND state NOT IN ({not_failed}) THEN end_time END "
+        f"AS r_failed, regexp_full_match(concat(run_id, job_id, name, {cluster}), '{PRINTABLE}') AS r_ok "
+        f"FROM {last}), "
+        f"k AS (SELECT *, coalesce({failed_before} <= start_time, false) AS r_restart, "
+        f"bool_and(r_ok) OVER (PARTITION BY r_run) AS r_run_ok FROM r), "
+        f"w AS (SELECT *, {held} AS r_held, {priced} AS r_priced FROM k "
+        f"WHERE end_time IS NULL OR end_time > {since_}), "
+        "g AS (SELECT r_run, list((gpus, r_held)) AS r_gpus FROM (SELECT r_run, gpus, sum(r_held) AS r_held FROM w "
+        "GROUP BY ALL) GROUP BY r_run), "
+        "p AS (SELECT r_run, list((gpus, r_cluster, job_id, r_priced)) AS r_jobs FROM (SELECT r_run, gpus, job_id, "
+        f"lower(trim(coalesce({cluster}, ''))) AS r_cluster, sum(r_priced) AS r_priced FROM w GROUP BY ALL) "
+        "GROUP BY r_run) "
+        "SELECT * FROM (SELECT r_run, bool_and(r_run_ok), arg_min(trim(run_id), (start_time, coalesce(end_time, "
+        "'infinity'::TIMESTAMP), record_id)), count(*), count_if(r_restart), max(gpus), arg_max({'s': state}, "
+        "(end_time IS NULL, coalesce(end_time, start_time), start_time, record_id)).s, min(start_time), "
+        f"max(end_time), bool_or(end_time IS NULL), list(DISTINCT {cluster}), bool_or({cluster} IS NULL), {several} "
+        "FROM w GROUP BY r_run) JOIN g USING (r_run) JOIN p USING (r_run)", params.values).fetchall()
+    runs: dict[str, JobSide] = {}
+    decimal = functools.cache(job_gpus)  # a few GPU counts, each made a decimal once
+    for run, ok, first_id, jobs, restarts, gpus, state, first, end, still, clusters, no_cluster, *values in rows:
+        if not ok:
+            return None
+        *values, per_gpus, per_job = values
+        side = runs[run] = JobSide(first_id, jobs, decimal(gpus), restarts=restarts, state=state, running=still,
+                                   start=first.replace(tzinfo=timezone.utc),
+                                   end=end and end.replace(tzinfo=timezone.utc))
+        side.gpu_hours = gpu_hours_of(sum((decimal(g) * us for g, us in per_gpus), Decimal(0)))
+        for g, key_cluster, job_id, us in per_job:
+            side.held[key_cluster, job_id] = side.held.get((key_cluster, job_id), 0) + decimal(g) * us
+        side.clusters = {*clusters, *([None] if no_cluster else [])}
+        side.values = {d: SEVERAL if values[2 * n] > 1 else values[2 * n + 1] for n, d in enumerate(stated)}
+    return runs
+
+
+def gpu_hours_of(gpu_micros: Decimal) -> Decimal:
+    """GPU-microseconds as GPU-hours, divided once (not per record: the same figure however summed)."""
+    return gpu_micros / 1_000_000 / HOURS
 
 
 def job_gpus(value: float) -> Decimal:
@@ -144,8 +227,12 @@ def job_gpus(value: float) -> Decimal:
 
 def gpu_hours(gpus: Decimal, start: datetime, end: datetime) -> Decimal:
     """GPUs × the hours from `start` to `end` (none when it ends first), to the microsecond."""
-    seconds = Decimal(int((end - start).total_seconds() * 1_000_000)) / 1_000_000
-    return gpus * max(seconds, Decimal(0)) / HOURS
+    return gpu_hours_of(gpus * micros_between(start, end))
+
+
+def micros_between(start: datetime, end: datetime) -> int:
+    """The whole microseconds from `start` to `end`, exactly (0 when it ends first)."""
+    return max((end - start) // timedelta(microseconds=1), 0)
 
 
 def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[datetime | None, datetime | None, bool]:

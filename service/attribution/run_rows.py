@@ -57,8 +57,8 @@ from service.attribution.clusters import ClusterCost, ClusterUsage, usage_dims, 
 from service.attribution.compute import RollupSession
 from service.attribution.needs import Needs
 from service.attribution.query import Naming, cli_option, listed_once, top_rows, window_at
-from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, held_key, idle_shares, job_records,
-                                            joined_clusters, run_span)
+from service.attribution.run_inputs import (SEVERAL, VALUES, JobSide, gpu_hours_of, held_key, idle_shares,
+                                            job_records, joined_clusters, run_span)
 from service.attribution.rollup_versions import READ_TABLES
 from service.attribution.run_story import RunStory, run_story
 from service.attribution.run_sums import run_sums
@@ -351,7 +351,7 @@ def _row(name: str, values: dict, cost: Decimal, currency: str | None, side: Job
     """`jobs`: the (cluster, id) keys of its jobs with a part (a cost) in `currency`."""
     if side is None:  # EKS pods: no job record
         return RunRow(name, values, len(jobs), 0, None, None, cost, currency, None, None, None, idle, None)
-    priced = sum((hours for key, hours in side.held.items() if key in jobs), Decimal(0))
+    priced = gpu_hours_of(sum((micros for key, micros in side.held.items() if key in jobs), Decimal(0)))
     return RunRow(name, values, side.jobs, side.restarts, side.gpus, side.gpu_hours.quantize(GPU_HOURS_QUANTUM),
                   cost, currency, side.state, side.start, None if side.running else side.end, idle,
                   priced, held_hours=side.gpu_hours)  # the price of the hours as held, not as rounded
