@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
-from service.core import ledger
+from service.core import ledger_file
 from service.core.lake import Lake
 from tests.conftest import SAMPLES
 
@@ -49,8 +49,8 @@ def counted(monkeypatch, target, name: str) -> list[int]:
 def test_attribute_and_status_parse_an_unchanged_ledger_once(tmp_path, monkeypatch):
     config = lake_of(tmp_path)
     for command in (["attribute", "--since", "2000-01-01", "--by", "team"], ["status"]):
-        monkeypatch.setattr(ledger, "_PARSED", {}, raising=False)  # as a new process finds it
-        parses = counted(monkeypatch, ledger, "parse_ledger_state")
+        monkeypatch.setattr(ledger_file, "_PARSED", {}, raising=False)  # as a new process finds it
+        parses = counted(monkeypatch, ledger_file, "parse_ledger_state")
         run(config, *command)
         assert parses == [1], command
 
@@ -58,21 +58,21 @@ def test_attribute_and_status_parse_an_unchanged_ledger_once(tmp_path, monkeypat
 def test_a_ledger_written_again_with_other_figures_is_parsed_again_and_the_same_bytes_are_not(tmp_path, monkeypatch):
     Lake(lake_of(tmp_path) and tmp_path / "lake").ledger()
     file = tmp_path / "lake" / "_ledger" / "deliveries.json"
-    parses = counted(monkeypatch, ledger, "parse_ledger_state")
-    first = ledger.read_ledger_state(file)
-    assert ledger.read_ledger_state(file) is first and parses == [0]  # parsed by the ingest already
+    parses = counted(monkeypatch, ledger_file, "parse_ledger_state")
+    first = ledger_file.read_ledger_state(file)
+    assert ledger_file.read_ledger_state(file) is first and parses == [0]  # parsed by the ingest already
     data = json.loads(file.read_bytes())
     data["entries"][0]["rows"] += 1
     edited = file.with_suffix(".new")
     edited.write_text(json.dumps(data))
     edited.replace(file)  # a new file, as the lake writes it
-    again = ledger.read_ledger_state(file)
+    again = ledger_file.read_ledger_state(file)
     assert parses == [1] and again.entries[0].rows == first.entries[0].rows + 1 and again.stamp != first.stamp
     same = file.with_suffix(".new")
     same.write_bytes(file.read_bytes())
     same.replace(file)
-    stamp = ledger.ledger_stamp(file)
-    assert ledger.read_ledger_state(file).stamp == stamp != again.stamp and parses == [1]
+    stamp = ledger_file.ledger_stamp(file)
+    assert ledger_file.read_ledger_state(file).stamp == stamp != again.stamp and parses == [1]
 
 
 def test_an_unchanged_delivery_does_not_move_its_files_in_the_ledger(tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ from service.core import commit
 from service.core.config import parse_config
 from service.core.file_parts import FilesPart
 from service.core.lake import Lake
+from service.core.ledger_file import entry_json
 from service.core.per_value import PerValuePart
 from service.ingest.billing import IngestResult, ingest
 
@@ -77,7 +78,7 @@ def lake_digest(root: Path) -> dict:
     # delivery ids fingerprint each file's inode and ctime: which periods share one is what must match
     sharing = {e.delivery_id: tuple(sorted(o.billing_period for o in entries if o.delivery_id == e.delivery_id))
                for e in entries}
-    ledger = [{**{k: v for k, v in e.to_json().items() if k not in ("sha256", "size", "ingested_at")},
+    ledger = [{**{k: v for k, v in entry_json(e).items() if k not in ("sha256", "size", "ingested_at")},
                "delivery_id": sharing[e.delivery_id]} for e in entries]
     for entry in ledger:  # what a restated delivery replaced (finance41) was committed at its own second too
         if "replaced" in entry:

@@ -43,7 +43,8 @@ from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_so
 from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
 from service.core.pinned_root import check_root
-from service.core.ledger import LedgerEntry, LedgerState, ledger_json, ledger_stamp, read_ledger_state, with_replaced
+from service.core.ledger import LedgerEntry, LedgerState, with_replaced
+from service.core.ledger_file import ledger_json, ledger_stamp, read_ledger_state
 from service.core.snapshot import Snapshot, stable_checks, take_snapshot
 from service.core.snapshot_ledger import recorded
 from service.core.state_files import parse_state, problems_kept

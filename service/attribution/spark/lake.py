@@ -25,7 +25,8 @@ from service.core.files import check_partition_value
 from service.core.integrity import PartitionCheck, judge, partition_error, with_verify_findings
 from service.core.lake import DATA_FILE, LEDGER_FILE
 from service.core.job_windows import snapshot_rows, window_stamp
-from service.core.ledger import LedgerEntry, parse_ledger
+from service.core.ledger import LedgerEntry
+from service.core.ledger_file import parse_ledger
 from service.core.parquet_footer import MAGIC, TAIL, footer_length, parse_footer
 from service.core.snapshot_ledger import OWN_TABLES, RECORDS, SnapshotCheck, check_file, recorded_digest, sound_files
 from service.core.state_files import DERIVED_RECORD, SNAPSHOT_RECORD, parse_record, parse_state
