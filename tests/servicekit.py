@@ -9,9 +9,12 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
 from connectors.base import COSTS, Delivery
 from service.core.config import Config, SourceConfig, parse_config
@@ -53,6 +56,19 @@ def make_config(tmp_path: Path, **service) -> Config:
             "sources": [{"name": "cur", "kind": "focus", "location": str(tmp_path / "export")}],
             "service": {"listen": "127.0.0.1:0", **service}}
     return parse_config(data, str(tmp_path / "spendlake.yaml"))
+
+
+# Two teams' November usage (the collector's tests), and a moment after it
+ROWS = [("2026-11-20 00:00:00", "2026-11-20 01:00:00", "USD", "3.5", {"team": "nlp"}),
+        ("2026-11-27 05:00:00", "2026-11-27 06:00:00", "USD", "1.25", {"team": "vision"})]
+NOW = datetime(2026, 11, 28, 0, 0, tzinfo=timezone.utc)
+
+
+def scrape(collector: Collector) -> CollectorRegistry:
+    """A registry of its own holding `collector`: each get_sample_value is a scrape."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return registry
 
 
 def write_config(tmp_path: Path, data: dict) -> Path:
