@@ -3,8 +3,10 @@ orchestration with an in-memory connector, and a `spendlake serve` subprocess.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -69,6 +71,22 @@ def scrape(collector: Collector) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(collector)
     return registry
+
+
+def removed_while_listed(monkeypatch, folder: Path) -> None:
+    """`folder` removed by a writer (`forget`, a build) just after its parent was listed, before it is
+    listed itself, the next time a reader lists that parent (pathlib's glob lists each folder with
+    os.scandir, as it reads)."""
+    real = os.scandir
+
+    def scandir(path=None):
+        with real(path) as found:
+            entries = list(found)
+        if isinstance(path, (str, os.PathLike)) and Path(path) == folder.parent and folder.exists():
+            shutil.rmtree(folder)
+        return contextlib.nullcontext(iter(entries))
+
+    monkeypatch.setattr(os, "scandir", scandir)
 
 
 def write_config(tmp_path: Path, data: dict) -> Path:

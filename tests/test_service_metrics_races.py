@@ -4,15 +4,11 @@ while the lake cannot be read, and an answer, never an error, when a writer remo
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
 from datetime import datetime, timezone
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
-from servicekit import NOW, ROWS, commit, make_config, scrape
+from servicekit import NOW, ROWS, commit, make_config, removed_while_listed, scrape
 
 from rules.base import Finding
 from service.core.config import parse_config
@@ -205,21 +201,6 @@ def test_a_service_restarted_on_a_damaged_lake_shows_the_budgets_it_last_stored(
     assert edited.get_sample_value(*used) is None
     assert edited.get_sample_value("spendlake_lake_readable") == 0
     assert "the stored last good budgets are not shown: " in caplog.text
-
-
-def removed_while_listed(monkeypatch, folder) -> None:
-    """`folder` removed by a writer just after its parent was listed, before it is listed itself, the
-    next time a scrape lists that parent (pathlib's glob lists each folder with os.scandir, as it reads)."""
-    real = os.scandir
-
-    def scandir(path=None):
-        with real(path) as found:
-            entries = list(found)
-        if isinstance(path, (str, os.PathLike)) and Path(path) == folder.parent and folder.exists():
-            shutil.rmtree(folder)
-        return contextlib.nullcontext(iter(entries))
-
-    monkeypatch.setattr(os, "scandir", scandir)
 
 
 def computed_pages(monkeypatch, collector: LakeCollector) -> list[None]:

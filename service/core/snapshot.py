@@ -34,6 +34,7 @@ from typing import Protocol, TypeVar
 import duckdb
 
 from service.core.errors import duckdb_error
+from service.core.files import listed
 from service.core.integrity import (PartitionCheck, deep_check, partition_error, quick_check, sha256_file,
                                     with_verify_findings)
 from service.core.ledger import LedgerState
@@ -92,7 +93,7 @@ def check_partitions(lake: LakeFiles, state: LedgerState, *, deep: bool = False)
     finally:
         if con:
             con.close()
-    for path in sorted(lake.table_dir("costs").glob("source=*/billing_period=*/data.parquet")):
+    for path in listed(lake.table_dir("costs"), "source=*/billing_period=*/data.parquet"):  # beside `forget`
         source, period = (part.split("=", 1)[1] for part in (path.parent.parent.name, path.parent.name))
         if lake.counts(source) and (source, period) not in committed and (source, period) not in pending:
             checks.append(PartitionCheck(source, period, path, "unlisted", "a file the delivery ledger does not know"))

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from service.core.errors import REWRITTEN_BY, DataError
-from service.core.files import DATA_FILE, write_json_atomic
+from service.core.files import DATA_FILE, listed, write_json_atomic
 from service.core.integrity import sha256_file, size_differs
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
@@ -296,8 +296,8 @@ def snapshot_checks(lake: SnapshotLake, tables: Sequence[str] = RECORDED_TABLES,
     on disk and the ones a record says should be there; with `deep`, hashed."""
     checks = []
     for table in tables:
-        found = set(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))
-        for record in (lake.root / RECORDS / table).glob("source=*/*=*.json"):
+        found = set(listed(lake.table_dir(table), f"source=*/*=*/{DATA_FILE}"))  # `forget` may be removing one
+        for record in listed(lake.root / RECORDS / table, "source=*/*=*.json"):
             found.add(lake.table_dir(table) / record.parent.name / record.name.removesuffix(".json") / DATA_FILE)
         checks += [check_snapshot(lake, path, deep=deep) for path in sorted(found)
                    if table in OWN_TABLES or lake.counts(path.parent.parent.name.split("=", 1)[1])]
@@ -328,7 +328,7 @@ def table_names(root: Path) -> list[str]:
 def recorded(lake: SnapshotLake, table: str) -> bool:
     """True when a record says `table` holds a snapshot a query would read."""
     return any(table in OWN_TABLES or lake.counts(path.parent.name.split("=", 1)[1])
-               for path in (lake.root / RECORDS / table).glob("source=*/*=*.json"))
+               for path in listed(lake.root / RECORDS / table, "source=*/*=*.json"))
 
 
 def table_files(lake: SnapshotLake, table: str) -> list[tuple[str, dict | None]]:
@@ -336,7 +336,7 @@ def table_files(lake: SnapshotLake, table: str) -> list[tuple[str, dict | None]]
     each inventory snapshot checked against its record (the record as read for that, so a
     reader of its facts reads it once); a damaged one is a DataError naming it and the fix."""
     if table not in RECORDED_TABLES:
-        return [(str(f), None) for f in sorted(lake.table_dir(table).glob(f"source=*/*=*/{DATA_FILE}"))]
+        return [(str(f), None) for f in listed(lake.table_dir(table), f"source=*/*=*/{DATA_FILE}")]
     return [(str(c.path), c.record) for c in sound_checks(lake, snapshot_checks(lake, [table]))]
 
 
