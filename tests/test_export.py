@@ -438,10 +438,11 @@ USAGE_LINE = {"ServiceName": "'Compute'", "ChargeCategory": "'Usage'", "BilledCo
 
 
 def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, select: str,
-                   csv: bool = False) -> list[tuple]:
+                   csv: bool = False, attribution: dict | None = None) -> list[tuple]:
     """`select` (columns, ORDER BY ALL) of the export of a lake holding the lines `values`
     (SQL VALUES rows, named `names`): one hour of 2026-11-02 in USD, `columns` the canonical
-    columns as expressions over those names. `csv`: of the `--csv` export, every cell as text."""
+    columns as expressions over those names. `csv`: of the `--csv` export, every cell as text.
+    `attribution`: the config's, exported `--with-attribution`."""
     from service.core.lake import Lake
     from service.core.schema import cost_select_list
 
@@ -454,7 +455,8 @@ def exported_lines(tmp_path, columns: dict[str, str], values: str, names: str, s
     rows = con.sql(f"SELECT {canonical} FROM (VALUES {values}) AS t({names})")
     lake.commit_costs(con, rows, source="cur", delivery_id="d1", periods=None)
     con.close()
-    export_focus(attribution_config(lake=lake), ExportOptions(str(tmp_path / "out"), csv=csv))
+    export_focus(attribution_config(attribution, lake=lake),
+                 ExportOptions(str(tmp_path / "out"), csv=csv, attribution=attribution is not None))
     data = (f"read_csv('{tmp_path}/out/2026-11/cost_and_usage.csv', all_varchar = true)" if csv
             else f"'{tmp_path}/out/2026-11/cost_and_usage.parquet'")
     return duckdb.sql(f"SELECT {select} FROM {data} ORDER BY ALL").fetchall()
@@ -494,6 +496,32 @@ def test_a_commitment_fee_with_unused_cost_becomes_a_purchase_and_an_unused_usag
         ("Savings Plans for AWS Compute usage", "Purchase", "Unused", d(10), d(0), d(1), "Hours"),
         ("Savings Plans for AWS Compute usage", "Usage", "Unused", d(0), d("2.5"), d(1), "Hours"),
     ]
+
+
+def test_a_shared_lines_parts_list_and_contract_at_their_exact_share_of_the_lines_product(tmp_path):
+    """A shared line the bill gives no ListCost or ContractedCost (FOCUS: the unit price ×
+    PricingQuantity), split evenly over three teams: each part derived its own as 0.1 × its third
+    of the quantity (0.3333333333333333, the first team 0.3333333333333334), rounded to 12
+    decimals: 0.033333333333 each, 0.099999999999 in all where the plain export lists the line
+    at 0.1 (the demo's export was 2e-12 off). The line's product is split as its costs are:
+    0.033333333333 twice and the remainder, 0.033333333334, on the first team (byte order)."""
+    columns = {"ServiceName": "service", "ChargeCategory": "'Usage'", "BilledCost": "billed",
+               "EffectiveCost": "billed", "ListUnitPrice": "price", "ContractedUnitPrice": "price",
+               "PricingQuantity": "'1'", "PricingUnit": "'Hrs'", "Tags": "map(keys, tags)"}
+    values = ("('Compute', '1', '1', ['team'], ['a']), ('Compute', '1', '1', ['team'], ['b']), "
+              "('Compute', '1', '1', ['team'], ['c']), ('AWS Support', '0.1', '0.1', [], [])")
+    shared = {"shared": [{"match": {"service": "AWS Support"}, "split": "even", "by": "team"}]}
+    select = "ServiceName, x_team, BilledCost, ListCost, ContractedCost, PricingQuantity"
+    exported = exported_lines(tmp_path, columns, values, "service, billed, price, keys, tags", select,
+                              attribution=shared)
+    lines = [line[1:] for line in exported if line[0] == "AWS Support"]
+    d = Decimal
+    assert lines == [
+        ("a", d("0.033333333334"), d("0.033333333334"), d("0.033333333334"), d("0.3333333333333334")),
+        ("b", d("0.033333333333"), d("0.033333333333"), d("0.033333333333"), d("0.3333333333333333")),
+        ("c", d("0.033333333333"), d("0.033333333333"), d("0.033333333333"), d("0.3333333333333333")),
+    ]
+    assert sum(line[2] for line in lines) == sum(line[3] for line in lines) == d("0.1")
 
 
 def test_a_credits_negative_rate_is_no_focus_unit_price_and_its_costs_stay(tmp_path):

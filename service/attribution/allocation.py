@@ -49,13 +49,15 @@ from service.attribution.allocation_weights import GPU_SHARES, weight_ctes
 from service.attribution.exact import from_units, split_select, to_units
 from service.core.config_clusters import IDLE, IDLE_DIMENSIONS, JOB_MATCH_FIELDS, ClustersConfig
 from service.core.job_windows import POD_UID
+from service.core.schema import LINE_PRODUCTS
 
 FAR = "TIMESTAMP '9999-12-31'"  # a running job (no end yet) holds its GPUs until further notice
 MEASURE_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
 # Summable columns split alike when a statement carries them (every cost column: an export),
 # with their decimals; the others (unit prices, names) stay on each part as the line has them.
 CARRIED_MEASURES = {"ContractedCost": 12, "PricingCurrencyEffectiveCost": 12, "x_credits": 12,
-                    "ConsumedQuantity": 16, "PricingQuantity": 16, "CommitmentDiscountQuantity": 16}
+                    "ConsumedQuantity": 16, "PricingQuantity": 16, "CommitmentDiscountQuantity": 16,
+                    **{name: 12 for name in LINE_PRODUCTS}}
 # A part's share of its slot (`a_weight` of `a_weight_total`) and its basis: `gpu` (weights of
 # 1/5040 GPU-microseconds) or `eks` (EKS split cost in nano-units).
 SHARE_COLUMNS = ("a_weight", "a_weight_total", "a_basis")

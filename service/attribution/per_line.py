@@ -3,19 +3,22 @@
 `attributed_lines(lake, config, snapshot, where=..., params=..., window=..., allocated_prefix=...)`
 is a context manager yielding (connection, relation, extra columns): the cost lines matching
 `where` (SQL over `costs`, its values bound in `params`), each with every cost column,
-`source`, `billing_period`, and one column `x_<dimension>` per configured dimension, in the
-config's order: the value attribution gives the line (tags, inventory tags, virtual tags,
-default: service/attribution/sql.py), spelled as `spendlake attribute` shows it.
+`source`, `billing_period`, the line's price × quantity products (LINE_PRODUCTS: an export
+derives ListCost and ContractedCost from them where the bill has none), and one column
+`x_<dimension>` per configured dimension, in the config's order: the value attribution gives
+the line (tags, inventory tags, virtual tags, default: service/attribution/sql.py), spelled
+as `spendlake attribute` shows it.
 
 A line a shared rule matches is no one's direct spend: it becomes one line per value the
 rule splits it over — the weights `attribute` uses for `window` (the values of the rule's
 dimension with direct spend in the window, in the line's currency; fixed weights as
 configured; billed cost decides, as `attribute`'s default measure) — each carrying the
 line's every column, its value in `x_<by>`, and its part of each summable column (costs,
-credits and quantities; unit prices stay), split exactly: parts rounded to 12 decimals
-(quantities 16), the remainder on the largest, so they add up to the line. A split line is
-a FOCUS 1.3 *allocated charge* of its *origin charge*, described in the Allocated columns
-(named `<allocated_prefix>AllocatedMethodId`, ...):
+credits, quantities and the line's products; unit prices stay), split exactly: parts rounded
+to 12 decimals (quantities 16), the remainder on the largest, so they add up to the line (a
+ListCost derived per part, its unit price × its part of the quantity rounded, would not). A
+split line is a FOCUS 1.3 *allocated charge* of its *origin charge*, described in the
+Allocated columns (named `<allocated_prefix>AllocatedMethodId`, ...):
 
 - AllocatedMethodId `spendlake-shared-<even|proportional|fixed>`; a rule with nothing to
   split over keeps the line whole on the default value: `spendlake-shared-default`;
@@ -31,9 +34,9 @@ With `attribution.clusters`, a shared GPU cluster's instance lines are first all
 parts): each line becomes, per clock hour it covers, one line per job that held the
 instance's GPUs and one for the cluster's idle rest (per EKS pod and the pods' unused cost
 with split cost allocation data). A part carries the line's every column, its hour as
-ChargePeriodStart/End, its exact part of each summable column, the job's values in the
-dimensions (`x_run`, `x_job_type`, `x_job_state`, `x_cluster`, `x_user`, and team, project,
-experiment from the job), and Allocated columns:
+ChargePeriodStart/End, its exact part of each summable column (the products too), the job's
+values in the dimensions (`x_run`, `x_job_type`, `x_job_state`, `x_cluster`, `x_user`, and
+team, project, experiment from the job), and Allocated columns:
 
 - AllocatedMethodId `spendlake-cluster-gpu-time` (EKS: `spendlake-cluster-eks-split`);
 - AllocatedMethodDetails `{"Elements": [{"AllocatedRatio": r, "UsageUnit": "GPU-Hours",
@@ -71,14 +74,14 @@ from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import Lake
-from service.core.schema import COST_COLUMN_NAMES
+from service.core.schema import COST_COLUMN_NAMES, LINE_PRODUCTS
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 
 ALLOCATED = ("AllocatedMethodId", "AllocatedMethodDetails", "AllocatedResourceId", "AllocatedResourceName",
              "AllocatedTags")
 MONEY_PARTS = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "PricingCurrencyEffectiveCost",
-               "x_credits")
+               "x_credits", *LINE_PRODUCTS)
 QUANTITY_PARTS = ("ConsumedQuantity", "PricingQuantity", "CommitmentDiscountQuantity")
 MONEY_QUANTUM, QUANTITY_QUANTUM = Decimal("1e-12"), Decimal("1e-16")
 TAG_PREFIX = "spendlake/"
@@ -109,7 +112,7 @@ def attributed_lines(lake: Lake, config: AttributionConfig | Config, snapshot: S
                          f"AND s{i}.key = lower(a.{dim_col(d)})" for i, d in enumerate(dims))
         values = ", ".join(f"coalesce(s{i}.spelling, a.{dim_col(d)}) AS x_{d}" for i, d in enumerate(dims))
         kept = [name for name in COST_COLUMN_NAMES if allocated_prefix or name not in ALLOCATED]
-        columns = ", ".join(f"a.{name}" for name in (*kept, "source", "billing_period"))
+        columns = ", ".join(f"a.{name}" for name in (*kept, "source", "billing_period", *LINE_PRODUCTS))
         shown = {d: f"coalesce(s{i}.spelling, a.{dim_col(d)})" for i, d in enumerate(dims)}
         allocated = ", ".join(f"{expr} AS {allocated_prefix}{name}" for name, expr in
                               _cluster_allocated(allocation is not None, allocated_prefix, shown).items())

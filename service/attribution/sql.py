@@ -35,7 +35,7 @@ from service.core.config_attribution import MATCH_FIELDS, REGEX_FIELDS, Attribut
 from service.core.config_clusters import JOB_MATCH_FIELDS
 from service.core.folding import folded_forms, folded_in
 from service.core.job_states import NOT_FAILED
-from service.core.schema import COST_COLUMN_NAMES
+from service.core.schema import COST_COLUMN_NAMES, LINE_PRODUCTS, line_products_sql
 
 # Cost columns the allocation reads besides those every statement carries.
 ALLOCATION_COLUMNS = ("x_instance_type", "x_split_parent_resource_id", "x_split_cost", "x_split_unused_cost")
@@ -94,7 +94,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     columns to carry (canonical names, e.g. `x_line_item_type`). `allocation` (with
     `attribution.clusters`): GPU instances' lines become parts of jobs and idle first
     (service/attribution/allocation.py), and a part's own values and placement come first.
-    `every_column`: carry every cost column. `needs`: compute only these dimensions and cost
+    `every_column`: carry every cost column (and the line's LINE_PRODUCTS). `needs`: compute only these dimensions and cost
     measures (default all). `parts_only` (with `allocation`): only the lines allocation split
     (job, idle and pod parts), not the others: the cluster's lines alone are read twice.
     `narrow` (dimension, lowercase values): of the lines allocation does not split, only those
@@ -159,10 +159,12 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
         columns = [c for c in columns if c not in MATCH_FIELDS.values() or c in fields]
     if every_column:  # the allocation names each column it carries through its parts
         columns = ["cp_start", "cp_end", "currency",
-                   *((*COST_COLUMN_NAMES, "source", "billing_period") if allocation else ("costs.*",))]
+                   *((*COST_COLUMN_NAMES, "source", "billing_period") if allocation else ("costs.*",)),
+                   *LINE_PRODUCTS]
     renamed = {"cp_start": f"{start} AS cp_start",
                "cp_end": f"greatest(coalesce(ChargePeriodEnd, {start}), {start}) AS cp_end",
-               "currency": "BillingCurrency AS currency"}
+               "currency": "BillingCurrency AS currency",
+               **{name: f"{product} AS {name}" for name, product in line_products_sql().items()}}
     for measure, column in MEASURES.items():  # NULL costs nothing to spread and split
         if needs.measures is not None and measure not in needs.measures:
             renamed[column] = f"CAST(NULL AS DECIMAL(38,12)) AS {column}"

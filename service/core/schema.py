@@ -122,6 +122,18 @@ COST_COLUMN_NAMES = tuple(name for name, _ in COST_COLUMNS)
 JSON_COLUMNS = ("SkuPriceDetails", "ContractApplied", "AllocatedMethodDetails", "CommitmentProgramEligibilityDetails")
 COST_TYPES = dict(COST_COLUMNS)
 
+# A line's unit price × pricing quantity in money (NULL when it would not fit), computed once per
+# line of the bill and carried beside its columns where lines are split into parts (`export
+# --with-attribution`): each part carries its exact share of the line's, so the ListCost and
+# ContractedCost an export derives from them (service/export/focus.py) add up to the line's.
+LINE_PRODUCTS = {"line_list_product": ("ListUnitPrice", "PricingQuantity"),
+                 "line_contracted_product": ("ContractedUnitPrice", "PricingQuantity")}
+
+
+def line_products_sql() -> dict[str, str]:
+    """LINE_PRODUCTS' column → its SQL over a line's cost columns."""
+    return {name: f"try(CAST({price} * {quantity} AS {MONEY}))" for name, (price, quantity) in LINE_PRODUCTS.items()}
+
 
 def cost_select_list(expressions: dict[str, str], *, absent_as_null: bool = True,
                      as_text: Iterable[str] = ()) -> str:

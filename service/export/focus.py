@@ -29,7 +29,9 @@ is never changed):
   Microsoft's own FOCUS export of an EA account does the same on every line, also where it
   differs from the cost paid: 483 of 995 lines in samples/focus), else the BilledCost;
   ListCost is ListUnitPrice × PricingQuantity, else the ContractedCost (no list price known:
-  nothing below the price paid can be claimed). Products are rounded to 12 decimals. A Tax
+  nothing below the price paid can be claimed). Products are rounded to 12 decimals, once per
+  line of the bill: a part of a split line (`--with-attribution`) takes its exact share of the
+  line's product (LINE_PRODUCTS), so the parts add up to the plain export's line. A Tax
   line without a ListCost (aws-cur: AWS writes a public On-Demand cost of 0 on tax) or a
   ContractedCost takes FOCUS's rule for a charge calculated from other charges: its
   BilledCost × the ListCost (the ContractedCost) ÷ the BilledCost of the lines it taxes (the
@@ -70,8 +72,8 @@ and quantities DECIMAL(38,16), as in the lake.
 
 from __future__ import annotations
 
-from service.core.schema import (COST_TYPES, EXTENSION_COLUMNS, FOCUS_1_2_COLUMNS, FOCUS_1_3_ADDITIONS, MONEY,
-                                 TAG_MAP)
+from service.core.schema import (COST_TYPES, EXTENSION_COLUMNS, FOCUS_1_2_COLUMNS, FOCUS_1_3_ADDITIONS,
+                                 LINE_PRODUCTS, MONEY, TAG_MAP)
 from service.export.lookups import NAMED_IDS
 
 VERSIONS = ("1.2", "1.3")
@@ -141,9 +143,12 @@ def _text(name: str) -> str:
     return f"nullif({name}, '')"
 
 
-def _product(price: str, quantity: str) -> str:
-    """price × quantity rounded to the money scale; NULL when it would not fit."""
-    return f"try(CAST({price} * {quantity} AS {MONEY}))"
+def _product(name: str) -> str:
+    """The line's LINE_PRODUCTS column `name` (its price × quantity rounded to the money scale, NULL
+    when it would not fit; a part of a line: its exact share of the line's) where the price and
+    quantity are there (step 1 clears them on Tax lines)."""
+    price, quantity = LINE_PRODUCTS[name]
+    return f"CASE WHEN {price} IS NOT NULL AND {quantity} IS NOT NULL THEN {name} END"
 
 
 def _scaled(value: str, numerator: str, denominator: str, decimals: str) -> str:
@@ -225,7 +230,8 @@ def _own_entity(issuer: str, provider: str) -> str:
 def conform_sql(source: str, version: str, extra: tuple[str, ...] = (), taxed: str = "export_taxed") -> str:
     """SELECT every FOCUS column of `version` (conforming, see the module docstring), then the
     extension columns, then `extra` columns as they are, from relation `source` (the `costs`
-    columns plus `service_category`/`service_subcategory`, the pair categories.py chose) and
+    columns and LINE_PRODUCTS, plus `service_category`/`service_subcategory`, the pair
+    categories.py chose) and
     `taxed`, the result of taxed_sql(source) over the same lines. Each step reads the one
     before once, so the lines stream: a step read twice is materialized (DuckDB holds every
     line of the period in memory: 10 GB for 10M lines)."""
@@ -284,7 +290,7 @@ def _step1(source: str) -> str:
 def _step2() -> str:
     """Costs derived from each other; columns whose subject is absent cleared."""
     covered = "CommitmentDiscountStatus IN ('Used', 'Unused')"
-    contracted = f"coalesce(ContractedCost, {_product('ContractedUnitPrice', 'PricingQuantity')}, BilledCost, " \
+    contracted = f"coalesce(ContractedCost, {_product('line_contracted_product')}, BilledCost, " \
                  "EffectiveCost)"
     replaced = {
         "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
@@ -292,9 +298,9 @@ def _step2() -> str:
         "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost "
                           f"WHEN {NEGATION} OR {SPLIT_ROW} THEN coalesce(ContractedCost, 0) "
                           f"WHEN {RESERVED_USAGE} THEN coalesce(ContractedCost, ListCost, "
-                          f"{_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) ELSE {contracted} END",
+                          f"{_product('line_list_product')}, {contracted}) ELSE {contracted} END",
         "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL WHEN {SPLIT_ROW} THEN coalesce(ListCost, 0) "
-                    f"ELSE coalesce(ListCost, {_product('ListUnitPrice', 'PricingQuantity')}, {contracted}) END",
+                    f"ELSE coalesce(ListCost, {_product('line_list_product')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
                                         "BillingCurrency THEN coalesce(EffectiveCost, CASE WHEN ChargeCategory = "
                                         "'Purchase' THEN 0 ELSE BilledCost END) END)",
