@@ -12,7 +12,7 @@ from decimal import Decimal
 import duckdb
 import pytest
 import yaml
-from attribution_helpers import add_jobs, declared_sources, line, make_lake
+from attribution_helpers import add_jobs, declared_sources, line, make_lake, relation
 from click.testing import CliRunner
 from conftest import DATA
 from test_export import assert_ties_out, export_sums, lake_sums
@@ -21,6 +21,7 @@ from connectors.jobs_base import job_row
 from service.cli.main import cli
 from service.core.config import parse_config
 from service.core.lake import Lake
+from service.core.schema import MONEY, QUANTITY
 from service.export import ExportOptions, export_focus
 from service.ingest.billing import ingest
 
@@ -128,3 +129,23 @@ def test_eks_split_rows_export_the_parent_hour_as_pod_parts(tmp_path):
     [element] = json.loads(pods["job:namespace1/pod1"]["AllocatedMethodDetails"])["Elements"]
     assert element == {"AllocatedRatio": 0.185, "UsageUnit": "USD split cost", "UsageQuantity": 1.85}
     assert_ties_out(lake_sums(Lake.of(cfg)), export_sums(tmp_path / "out"), rows=False)
+
+
+def test_a_cluster_hours_parts_contract_at_their_exact_share_of_the_lines_product(tmp_path):
+    # $3 for an hour of i-a priced at 0.1 x PricingQuantity 1, no ContractedCost (FOCUS: the
+    # product). Jobs 101 and 102 each hold its 8 GPUs for 20 minutes: thirds, $1 each and idle $1.
+    # Each part's quantity is 0.3333333333333333 (one 0.3333333333333334): a product per part,
+    # rounded to 12 decimals, contracted each at 0.033333333333, 0.099999999999 in all; the line's
+    # product 0.1 split exactly is 0.033333333333 twice and the remainder, 0.033333333334, once.
+    lake = Lake(tmp_path / "lake")
+    con = lake.connect()
+    relation(con, [line("2026-11-02T10:00:00", "3", resource="i-a", instance_type="p5.48xlarge")]).create_view("hour")
+    priced = con.sql(f"SELECT * REPLACE (CAST('0.1' AS {MONEY}) AS ContractedUnitPrice, "
+                     f"CAST('1' AS {QUANTITY}) AS PricingQuantity, 'Hrs' AS PricingUnit) FROM hour")
+    lake.commit_costs(con, priced, source="cur", delivery_id="d1", periods=None)
+    con.close()
+    add_jobs(lake, [job("101", 8, "2026-11-02T10:00:00", "2026-11-02T10:20:00"),
+                    job("102", 8, "2026-11-02T10:20:00", "2026-11-02T10:40:00")])
+    export_focus(parse_config(cluster_config(lake)), ExportOptions(str(tmp_path / "out"), "1.3", attribution=True))
+    parts = sorted((line["BilledCost"], line["ContractedCost"]) for line in exported(tmp_path / "out"))
+    assert parts == [(D(1), D("0.033333333333")), (D(1), D("0.033333333333")), (D(1), D("0.033333333334"))]
