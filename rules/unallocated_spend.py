@@ -126,7 +126,7 @@ class UnallocatedSpendRule(Rule[UnallocatedSpendConfig]):
 
     def not_counted(self, dimension: str) -> list[str]:
         """The lines `attribute` counts and this rule does not, so its unallocated figure can be tied
-        to attribute's (the demo: a Savings Plan's fee, a Purchase, and monthly credits)."""
+        to attribute's (the demo: its monthly credits on no team)."""
         cfg = self.config
         credit = "Credit (save SavingsPlanNegation lines, which net the usage they cover on its values)"
         return [part for part in (

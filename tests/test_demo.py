@@ -8,12 +8,14 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
 
 from connectors.synthetic.billing import write_billing
 from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from connectors.synthetic.slurm import add_slurm_cluster
 from service.cli.main import cli
+from service.serve.metrics import LakeCollector
 
 pytestmark = pytest.mark.slow  # each runs the whole demo, or reads the session's demo_run
 
@@ -145,6 +147,21 @@ def test_the_bill_with_its_slurm_cluster_ties_out(demo_run):
             "AND x_usage_type LIKE '%BoxUsage%'", {"ids": list(cluster.nodes.values())}).fetchall()
     assert hours == len(cluster.nodes) * result.generation.organisation.hours
     assert cost == Decimal("98.32") * hours
+
+
+def test_the_demos_savings_plan_is_the_platform_teams_in_commitments_and_their_metric_families(demo_run):
+    """The demo's Savings Plan carried no team tag: `commitments --by team` and the commitment
+    metric families put it on team="unallocated", an owner nobody answers to; the platform team
+    buys it (its recurring fee is tagged `team: platform`), so every commitment has its team."""
+    shown = CliRunner().invoke(cli, ["--config", str(demo_run.config_path), "commitments", "--since", "30d",
+                                     "--by", "team", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert [(row["type"], row["team"]) for row in json.loads(shown.stdout)["rows"]] == [("Savings Plan", "platform")]
+    registry = CollectorRegistry()
+    registry.register(LakeCollector(demo_run.config))
+    owners = {(sample.labels["type"], sample.labels["team"]) for family in registry.collect()
+              if family.name == "spendlake_commitment_unused_usd" for sample in family.samples}
+    assert ("Savings Plan", "platform") in owners and not any(team == "unallocated" for _, team in owners), owners
 
 
 def test_the_demos_estimate_prices_a_gpu_hour_as_its_bill_does(demo_run):

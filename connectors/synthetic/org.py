@@ -57,6 +57,8 @@ S3_CLASSES = {
 EBS_GP3 = "0.08"  # $ per GB-month
 SAVINGS_PLAN_DISCOUNT = Decimal("0.72")  # Compute Savings Plan rate / on-demand rate, 1yr no upfront
 SAVINGS_PLAN_USE = Decimal("0.95")  # the fleet uses 95% of the hourly commitment
+# the team that buys the organisation's commitments (its Savings Plan is tagged with it), running no fleet
+PLATFORM_TEAM = "platform"
 
 # team → project → (instance type, nodes per run, run days, gap days, region)
 TEAMS: dict[str, dict[str, tuple[str, int, int, int, str]]] = {
@@ -292,7 +294,7 @@ class _Builder:
                  usage_type="ComputeSP:1yrNoUpfront", operation="", resource_id=self.org.savings_plan_arn,
                  region="", unit="Hrs", rate=commitment, amount=1.0, start=0, end=self.hours,
                  line_type="SavingsPlanRecurringFee", commitment=commitment, used=used,
-                 savings_plan_arn=self.org.savings_plan_arn,
+                 savings_plan_arn=self.org.savings_plan_arn, tags=(("user_team", PLATFORM_TEAM),), team=PLATFORM_TEAM,
                  description=f"1 year No Upfront Compute Savings Plan with ${Decimal(commitment) / UNITS:f} hourly commitment")
         daytime = sum(1 << h for h in range(13, 24)) | sum(1 << h for h in range(0, 3))  # US business hours in UTC
         for index in range(max(1, round(8 * self.org.scale))):
