@@ -524,6 +524,25 @@ def test_a_shared_lines_parts_list_and_contract_at_their_exact_share_of_the_line
     assert sum(line[2] for line in lines) == sum(line[3] for line in lines) == d("0.1")
 
 
+def test_a_split_tax_lines_parts_list_and_contract_at_their_share_of_the_lines_derived_costs(tmp_path):
+    """A $0.10 tax on usage billed $2 listed at $2.20, contracted at $2.60, split evenly over two
+    teams: each $0.05 part derived its own ListCost, 0.05 x 2.20 / 2 = 0.055 -> 0.06, and its
+    ContractedCost, 0.065 -> 0.07, rounded half away from zero to the cent: 0.12 and 0.14 where
+    the plain export's line says 0.11 and 0.13. A part takes the line's derived cost up to its
+    end less up to its start: 0.06 - 0 and 0.11 - 0.06 listed, 0.07 - 0 and 0.13 - 0.07 contracted."""
+    columns = {"ServiceName": "'Compute'", "ChargeCategory": "category", "BilledCost": "billed",
+               "EffectiveCost": "billed", "ListCost": "listed", "ContractedCost": "contracted",
+               "Tags": "map(keys, tags)"}
+    values = ("('Usage', '1', '1.1', '1.3', ['team'], ['a']), ('Usage', '1', '1.1', '1.3', ['team'], ['b']), "
+              "('Tax', '0.1', NULL, NULL, [], [])")
+    shared = {"shared": [{"match": {"charge_category": "Tax"}, "split": "even", "by": "team"}]}
+    exported = exported_lines(tmp_path, columns, values, "category, billed, listed, contracted, keys, tags",
+                              "ChargeCategory, BilledCost, ListCost, ContractedCost", attribution=shared)
+    d = Decimal
+    assert [line[1:] for line in exported if line[0] == "Tax"] == [
+        (d("0.05"), d("0.05"), d("0.06")), (d("0.05"), d("0.06"), d("0.07"))]
+
+
 def test_a_credits_negative_rate_is_no_focus_unit_price_and_its_costs_stay(tmp_path):
     """AWS writes a credit's amount, or a Savings Plan negation's negative rate, as the line's
     rate (the demo's credit: ContractedUnitPrice -21774.19); FOCUS unit prices are never

@@ -4,7 +4,8 @@
 is a context manager yielding (connection, relation, extra columns): the cost lines matching
 `where` (SQL over `costs`, its values bound in `params`), each with every cost column,
 `source`, `billing_period`, the line's price × quantity products (LINE_PRODUCTS: an export
-derives ListCost and ContractedCost from them where the bill has none), and one column
+derives ListCost and ContractedCost from them where the bill has none) and LINE_BILLED (a
+split part: its line's BilledCost and the parts' before it), and one column
 `x_<dimension>` per configured dimension, in the config's order: the value attribution gives
 the line (tags, inventory tags, virtual tags, default: service/attribution/sql.py), spelled
 as `spendlake attribute` shows it.
@@ -74,7 +75,7 @@ from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.lake import Lake
-from service.core.schema import COST_COLUMN_NAMES, LINE_PRODUCTS
+from service.core.schema import COST_COLUMN_NAMES, LINE_BILLED, LINE_PRODUCTS
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
 
@@ -112,7 +113,8 @@ def attributed_lines(lake: Lake, config: AttributionConfig | Config, snapshot: S
                          f"AND s{i}.key = lower(a.{dim_col(d)})" for i, d in enumerate(dims))
         values = ", ".join(f"coalesce(s{i}.spelling, a.{dim_col(d)}) AS x_{d}" for i, d in enumerate(dims))
         kept = [name for name in COST_COLUMN_NAMES if allocated_prefix or name not in ALLOCATED]
-        columns = ", ".join(f"a.{name}" for name in (*kept, "source", "billing_period", *LINE_PRODUCTS))
+        columns = ", ".join([*(f"a.{name}" for name in (*kept, "source", "billing_period", *LINE_PRODUCTS)),
+                             *(f"{sql} AS {name}" for name, sql in LINE_BILLED.items())])
         shown = {d: f"coalesce(s{i}.spelling, a.{dim_col(d)})" for i, d in enumerate(dims)}
         allocated = ", ".join(f"{expr} AS {allocated_prefix}{name}" for name, expr in
                               _cluster_allocated(allocation is not None, allocated_prefix, shown).items())
@@ -195,9 +197,12 @@ def _allocated(row: dict, config: AttributionConfig, rule_index: int, direct: Ma
     parts |= {name: split_exactly(row[name], weights, QUANTITY_QUANTUM)
               for name in QUANTITY_PARTS if row[name] is not None}
     lines = []
+    before = row["line_billed_before"]  # the parts' BilledCost before each, in the order written
     for value, weight in weights.items():
         shown = spellings.get((rule.by, value), value)
         line = {**row, **{name: split[value] for name, split in parts.items()}, f"x_{rule.by}": shown}
+        if "BilledCost" in parts:
+            line["line_billed_before"], before = before, before + parts["BilledCost"][value]
         element: dict[str, Any] = {"AllocatedRatio": _number(weight / total)}
         if rule.split == "proportional" and method != "spendlake-shared-default":
             element |= {"UsageUnit": f"{currency} direct spend", "UsageQuantity": _number(weight)}

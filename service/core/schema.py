@@ -135,6 +135,14 @@ def line_products_sql() -> dict[str, str]:
     return {name: f"try(CAST({price} * {quantity} AS {MONEY}))" for name, (price, quantity) in LINE_PRODUCTS.items()}
 
 
+# A line's place in the BilledCost of the line it is a part of (`export --with-attribution`'s
+# shared splits, service/attribution/per_line.py): that line's BilledCost and the parts' before
+# it, so a cost derived from the BilledCost by a rounded ratio (a Tax line's ListCost and
+# ContractedCost, service/export/focus.py) is a difference of two roundings of the whole line's,
+# and the parts add up to the line's derived cost. A line as it stands: its own, none before.
+LINE_BILLED = {"line_billed_cost": "BilledCost", "line_billed_before": f"CAST(0 AS {MONEY})"}
+
+
 def cost_select_list(expressions: dict[str, str], *, absent_as_null: bool = True,
                      as_text: Iterable[str] = ()) -> str:
     """A SELECT list that casts each canonical column; missing ones become typed NULLs, or

@@ -13,7 +13,7 @@ import duckdb
 from service.attribution import attributed_lines as attribution_lines
 from service.core.config import Config
 from service.core.lake import Lake
-from service.core.schema import line_products_sql
+from service.core.schema import LINE_BILLED, line_products_sql
 from service.core.snapshot import Snapshot
 from service.core.timewindow import MAX_INSTANT, MIN_INSTANT, Window
 
@@ -40,9 +40,9 @@ def _naive(moment: datetime) -> datetime:
 def plain_lines(lake: Lake, snapshot: Snapshot, since: datetime | None, until: datetime | None,
                 sources: Sequence[str]) -> Iterator[tuple[duckdb.DuckDBPyConnection, str, tuple[str, ...]]]:
     """(connection, `export_lines`, no extra columns): the cost lines to export, with their
-    LINE_PRODUCTS."""
+    LINE_PRODUCTS and LINE_BILLED."""
     where, params = window_filter(since, until, sources)
-    products = ", ".join(f"{product} AS {name}" for name, product in line_products_sql().items())
+    products = ", ".join(f"{sql} AS {name}" for name, sql in (line_products_sql() | LINE_BILLED).items())
     with lake.query(snapshot, tables=("costs",)) as con:  # a damaged findings or plans file stops no export
         con.sql(f"SELECT *, {products} FROM costs WHERE {where}", params=params).create_view("export_lines")
         yield con, "export_lines", ()

@@ -39,7 +39,9 @@ is never changed):
   and service), else (none, they billed nothing, or their cost and billed cost have opposite
   signs: a net credit the tax cannot be on) its BilledCost; rounded half away from zero to the places the tax is billed in (its currency's minor unit, or its own finer ones): the
   taxed lines' contracted cost (a 12-decimal product) differs from their billed cost by the
-  bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066. A CUR's
+  bill's rounding, which left a USD 3,698.96 tax contracted at 3698.960000000066. A part of a
+  split Tax line (`--with-attribution`) takes the line's derived cost up to its end less up to
+  its start (LINE_BILLED: the line's places), so the parts add up to the line's. A CUR's
   SavingsPlanNegation contracts at 0 with no unit price (NEGATION); a pod's or task's split cost
   allocation row (SPLIT_ROW) contracts and lists at 0, at unit prices 0: its instance's line holds them.
   A CUR's DiscountedUsage (RESERVED_USAGE: a reservation covered it) contracts at its ListCost and
@@ -338,10 +340,15 @@ def _taxes(taxed: str) -> str:
     -10 (a refund beside usage a Savings Plan covered, contracted at 90) are no base a tax of 5 is
     on, and their ratio would contract it at -45, against its own sign; it keeps its BilledCost."""
     same = " AND ".join(f"t.{name} IS NOT DISTINCT FROM l.{name}" for name in TAXED)
-    decimals = _decimals("l.BilledCost", "l.BillingCurrency")
+    # A part of a split Tax line: the line's derived cost up to the part's end less up to its start
+    # (LINE_BILLED), rounded to the line's places; the parts add up to the line's. A line without
+    # a BilledCost of its own (filled in step 2) is derived alone.
+    whole, before = "coalesce(l.line_billed_cost, l.BilledCost)", "coalesce(l.line_billed_before, 0)"
+    decimals = _decimals(whole, "l.BillingCurrency")
     derived = ", ".join(
         f"coalesce(l.{name}, CASE WHEN sign(t.taxed_{short}) * sign(t.taxed_billed) >= 0 THEN "
-        f"{_scaled('l.BilledCost', f't.taxed_{short}', 't.taxed_billed', decimals)} END, l.BilledCost) AS {name}"
+        f"{_scaled(f'{before} + l.BilledCost', f't.taxed_{short}', 't.taxed_billed', decimals)} - "
+        f"{_scaled(before, f't.taxed_{short}', 't.taxed_billed', decimals)} END, l.BilledCost) AS {name}"
         for name, short in (("ListCost", "list"), ("ContractedCost", "contracted")))
     return f"SELECT l.* REPLACE ({derived}) FROM conform2 AS l LEFT JOIN {taxed} AS t ON {same}"
 
