@@ -94,9 +94,10 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     columns to carry (canonical names, e.g. `x_line_item_type`). `allocation` (with
     `attribution.clusters`): GPU instances' lines become parts of jobs and idle first
     (service/attribution/allocation.py), and a part's own values and placement come first.
-    `every_column`: carry every cost column (and the line's LINE_PRODUCTS). `needs`: compute only these dimensions and cost
-    measures (default all). `parts_only` (with `allocation`): only the lines allocation split
-    (job, idle and pod parts), not the others: the cluster's lines alone are read twice.
+    `every_column`: carry every cost column and the line's LINE_PRODUCTS. `needs`: compute only
+    these dimensions and cost measures (default all). `parts_only` (with `allocation`): only the
+    lines allocation split (job, idle and pod parts), not the others: the cluster's lines alone
+    are read twice.
     `narrow` (dimension, lowercase values): of the lines allocation does not split, only those
     whose tags or inventory tags for that dimension hold one of the values (rollup.py `narrowed_to`).
     `grouped`: the lines allocation does not split are summed by all the dimensions and shared
