@@ -132,3 +132,53 @@ def test_the_members_staged_lines_are_read_where_they_were_staged_not_copied(tmp
         ("i-c", datetime(2026, 11, 2, 11))]
     assert con.execute(f"SELECT count(*) FROM {sql.stage.lines}").fetchone() == (5,)
     assert raw_and_stored(lake, cfg) == {"i-a": D(80), "i-b": D(80), "i-c": D(80), "idle": D(240)}
+
+
+JOB_COLUMNS = ("record_id VARCHAR, job_id VARCHAR, run_id VARCHAR, scheduler VARCHAR, cluster VARCHAR, "
+               "state VARCHAR, submit_time TIMESTAMP, start_time TIMESTAMP, end_time TIMESTAMP, gpus DOUBLE, "
+               "nodes VARCHAR[], instance_ids VARCHAR[], \"user\" VARCHAR, account VARCHAR, partition VARCHAR, "
+               "qos VARCHAR, namespace VARCHAR, name VARCHAR, team VARCHAR, project VARCHAR, experiment VARCHAR, "
+               "job_type VARCHAR, labels MAP(VARCHAR, VARCHAR), snapshot_date VARCHAR, source VARCHAR")
+
+
+def test_the_staged_job_records_rank_only_those_sharing_a_job_and_equal_every_records_ranks():
+    """`Stage.jobs` ranks (settled_records' windows) only the records that share their job id and
+    submit time with another, or are pods without a submit time; a record alone is its job's
+    newest. The stage equals the newest of every record ranked, over attempts seen again, a
+    job in two sources, records without a submit time in two snapshots, pods by uid and by name."""
+    from service.attribution.allocation import FAR, AllocationInputs, jobs_sql, settled_records
+
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE jobs ({JOB_COLUMNS})")
+    con.execute("CREATE TABLE job_snapshots (source VARCHAR, snapshot_date VARCHAR, taken_at TIMESTAMP)")
+    con.execute("INSERT INTO job_snapshots VALUES ('s', '2026-11-01', '2026-11-01 06:00'), "
+                "('s', '2026-11-02', '2026-11-02 06:00'), ('t', '2026-11-02', '2026-11-02 07:00'), "
+                "('k', '2026-11-01', '2026-11-01 06:00'), ('k', '2026-11-02', '2026-11-02 06:00')")
+    records = [  # record_id, job_id, scheduler, submit, start, end, snapshot, source
+        ("c/7@100", "7", "slurm", "2026-11-01 00:00", "2026-11-01 01:00", None, "2026-11-01", "s"),  # running, then
+        ("c/7@100", "7", "slurm", "2026-11-01 00:00", "2026-11-01 01:00", "2026-11-01 05:00", "2026-11-02", "s"),
+        ("c/7@100", "7", "slurm", "2026-11-01 00:00", "2026-11-01 01:00", None, "2026-11-02", "t"),  # another source
+        ("c/8@200", "8", "slurm", "2026-11-01 02:00", "2026-11-01 02:00", None, "2026-11-01", "s"),  # gone next day
+        ("c/9@300", "9", "slurm", "2026-11-02 02:00", "2026-11-02 02:00", None, "2026-11-02", "s"),  # alone
+        ("f-1", "f-1", "file", None, "2026-11-01 00:00", None, "2026-11-01", "s"),  # no submit time, seen twice
+        ("f-1", "f-1", "file", None, "2026-11-01 00:00", "2026-11-01 09:00", "2026-11-02", "s"),
+        ("f-2", "f-2", "file", None, "2026-11-01 00:00", "2026-11-01 03:00", "2026-11-01", "s"),
+        ("k8/uid-1", "ns/p", "kubernetes", "2026-11-01 00:00", "2026-11-01 00:00", None, "2026-11-02", "k"),
+        ("k8/ns/p@1", "ns/p", "kubernetes", "2026-11-01 00:00", "2026-11-01 00:00", None, "2026-11-01", "k"),
+        ("k8/ns/q@2", "ns/q", "kubernetes", None, "2026-11-01 00:00", None, "2026-11-01", "k"),  # no submit time
+        ("k8/ns/q@3", "ns/q", "kubernetes", None, "2026-11-01 04:00", "2026-11-01 08:00", "2026-11-02", "k"),
+    ]
+    for record_id, job_id, scheduler, submit, start, end, snapshot, source in records:
+        con.execute("INSERT INTO jobs (record_id, job_id, run_id, scheduler, cluster, submit_time, start_time, "
+                    "end_time, gpus, snapshot_date, source) VALUES (?, ?, ?, ?, 'k8', ?, ?, ?, 8, ?, ?)",
+                    [record_id, job_id, f"{source}:{snapshot}:{record_id}", scheduler, submit, start, end, snapshot,
+                     source])
+    every_ranked = (f"SELECT record_id, run_id, start_time AS j_start, coalesce(end_time, {FAR}) AS j_end FROM "
+                    f"({settled_records('a_newest')}) AS j WHERE a_newest = 1 AND start_time IS NOT NULL "
+                    f"AND gpus > 0 AND coalesce(end_time, {FAR}) > start_time")
+    staged = f"SELECT record_id, run_id, j_start, j_end FROM ({jobs_sql(AllocationInputs(None, True, False))})"
+    expected = sorted(con.execute(every_ranked).fetchall())
+    assert sorted(con.execute(staged).fetchall()) == expected
+    assert [row[1] for row in expected] == [  # each job once: its newest record, or another source's end
+        "s:2026-11-02:c/7@100", "s:2026-11-01:c/8@200", "s:2026-11-02:c/9@300", "s:2026-11-02:f-1",
+        "s:2026-11-01:f-2", "k:2026-11-01:k8/ns/q@2", "k:2026-11-02:k8/ns/q@3", "k:2026-11-02:k8/uid-1"]
