@@ -34,7 +34,8 @@ def lake_with_a_source_going(tmp_path, folder: str) -> tuple[Lake, object]:
     (f"{RECORDS}/{TABLE}", lambda lake: snapshot_checks(lake, [TABLE]), []),
     (f"{RECORDS}/{TABLE}", lambda lake: recorded(lake, TABLE), False),
     ("attribution_rollup", lambda lake: table_files(lake, "attribution_rollup"), []),
-], ids=["cost partitions", "snapshots", "snapshot records", "recorded", "a table's files"])
+    (TABLE, lambda lake: lake.has_table(TABLE), False),  # Lake.has_table: findings, plans, runs ask it
+], ids=["cost partitions", "snapshots", "snapshot records", "recorded", "a table's files", "has_table"])
 def test_a_source_forgotten_while_a_reader_lists_it_is_gone_not_an_error(tmp_path, monkeypatch, folder, read, found):
     lake, going = lake_with_a_source_going(tmp_path, folder)
     removed_while_listed(monkeypatch, going)

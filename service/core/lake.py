@@ -37,7 +37,8 @@ import duckdb
 from service.core.connection import sandboxed_connection
 from service.core.currency import CODE
 from service.core.errors import DataError
-from service.core.files import DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, resolved, write_json_atomic
+from service.core.files import (DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, listed, resolved,
+                                write_json_atomic)
 from service.core.integrity import PartitionCheck, quick_check
 from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_source
 from service.core.lake_views import cost_view, table_views
@@ -101,7 +102,7 @@ class Lake:
         """True when the table has a partition a query sees (an inventory table: of a
         configured source), or a record of one (a read then names it missing)."""
         return any(table not in INVENTORY_TABLES or self.counts(f.parent.parent.name.split("=", 1)[1])
-                   for f in self.table_dir(table).glob(f"*=*/*=*/{DATA_FILE}")) or recorded(self, table)
+                   for f in listed(self.table_dir(table), f"*=*/*=*/{DATA_FILE}")) or recorded(self, table)
 
     def partition_file(self, table: str, partitions: Sequence[tuple[str, str]]) -> Path:
         path = self.table_dir(table)
