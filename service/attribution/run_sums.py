@@ -20,15 +20,13 @@ from service.attribution.clusters import ClusterUsage, placed_totals
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.run_inputs import SEVERAL, VALUES, held_key
 from service.attribution.sql import dim_col, how_col
+from service.attribution.window_sql import INSIDE, OVERLAPS
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.timewindow import Window
 from service.core.units import naive_utc
 
 OWN_VALUES = tuple(d for d in VALUES if d != "cluster")  # team, project, experiment, job_type, user
-# a row of the window (window_sql's `where`) and one lying inside it (not prorated)
-OVERLAPS = "cp_start < $until AND (cp_end > $since OR (cp_end = cp_start AND cp_start >= $since))"
-INSIDE = "(cp_start >= $since AND cp_end <= $until AND (cp_end > cp_start OR cp_start < $until))"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,11 @@ from typing import Any
 from service.attribution.sql import MEASURES, dim_col, how_col
 from service.attribution.statement import Sql
 
+# A row of the window ($since, $until) and one lying inside it (not prorated); a zero-length
+# charge period is an instant: inside when since <= start < until. run_sums reads the same rules.
+OVERLAPS = "cp_start < $until AND (cp_end > $since OR (cp_end = cp_start AND cp_start >= $since))"
+INSIDE = "(cp_start >= $since AND cp_end <= $until AND (cp_end > cp_start OR cp_start < $until))"
+
 GRANULARITIES = ("total", "day", "week", "month")
 
 
@@ -33,9 +38,7 @@ def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
         inside = "TRUE"
         where = "TRUE"
     else:
-        # Zero-length charge periods are instants: inside when since <= start < until.
-        inside = "(cp_start >= $since AND cp_end <= $until AND (cp_end > cp_start OR cp_start < $until))"
-        where = "cp_start < $until AND (cp_end > $since OR (cp_end = cp_start AND cp_start >= $since))"
+        inside, where = INSIDE, OVERLAPS
         params = {"since": since, "until": until}
     if granularity != "total":  # a charge period that spans several periods is spread over them
         inside = (f"({inside} AND (cp_end <= cp_start OR "
