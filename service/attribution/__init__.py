@@ -15,8 +15,8 @@ its modules (tests/test_layout.py):
   ones (ingest and `spendlake rollup` call it, holding the lake lock; queries never do);
 - `told_by`, `kept_in`, `RollupsKept`: a period rolled up from its raw lines (its rollup missing
   or stale) told once to a command's reader, and kept for serve's next requests (rollup_told.py, rollup_kept.py);
-- `build_tops`, `ScrapeTops`, `read_tops`, `tops_owner`, `TOPS_FORMAT`, `metrics_anchor`, `Top`: what a `/metrics` scrape shows of
-  spend, shared clusters and commitments, stored per lake state by the writers of the lake
+- `build_tops`, `ScrapeTops`, `read_tops`, `tops_owner`, `TOPS_FORMAT`, `metrics_anchor`, `Top`: what a
+  `/metrics` scrape shows of spend, shared clusters and commitments, stored per lake state by the writers of the lake
   (service/attribution/tops.py), read by the scrape;
 - `commitments`, `CommitmentsResult`, `Commitment`: used, unused, coverage and expiry of each
   Savings Plan, reservation and committed use discount in a window (commitment_usage.py);

@@ -55,8 +55,8 @@ def parts_sql(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionCon
                            needs=Needs(("run",), measures), parts_only=True)
     run, how = dim_col("run"), how_col("run")
     amounts = "".join(f", {MEASURES[measure]} AS {measure}" for measure in measures)
-    text = (lines.text + f", placed AS (SELECT lower({run}) AS run, ResourceId AS resource, cp_start AS hour, currency, "
-            f"ChargeCategory AS category, split_part({how}, ':', 1) AS kind{amounts} FROM attributed "
+    text = (lines.text + f", placed AS (SELECT lower({run}) AS run, ResourceId AS resource, cp_start AS hour, "
+            f"currency, ChargeCategory AS category, split_part({how}, ':', 1) AS kind{amounts} FROM attributed "
             f"WHERE split_part({how}, ':', 1) IN ('job', 'idle')) ")
     return Sql(text, lines.params, lines.setup, lines.stage)
 
@@ -87,8 +87,9 @@ def placed_file(lake: Lake, part: Partition, name: str) -> Path:
 
 def stored_placed(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> list[Path] | None:
     """The stored placed files of every period of `snapshot` for `config`, each whole (its
-    record, derived_records); None when one is missing, stale or damaged (said with -v by
-    `stored_whole`), or the config has no `clusters:`: the reader allocates the raw lines."""
+    record, derived_records); None when one is missing (not yet built: said by nothing, as a
+    missing rollup), stale or damaged (said with -v), or the config has no `clusters:`: the reader
+    allocates the raw lines."""
     if config.clusters is None:
         return None
     inventory = inventory_latest(lake, config)
@@ -98,6 +99,8 @@ def stored_placed(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> 
     for file in files:
         check = derived_records.check(lake, file, found)
         if not check.ok:
+            if check.state == "missing":
+                return None
             log.info("attribution: the placed parts %s are %s (%s): the window's cluster lines are allocated from the "
                      "raw lines; %s", file, "damaged" if check.damaged else check.state, check.reason,
                      derived_records.REPAIR)

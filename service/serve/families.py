@@ -69,8 +69,8 @@ def integrity_families(lake: Lake) -> list[Metric]:
     orphaned.add_metric([], len(lake.orphans()))
     snapshots = GaugeMetricFamily("spendlake_lake_snapshots_damaged",
                                   "Inventory snapshots (kind `snapshot`) and derived files (kind `attribution_rollup`, "
-                                  "`attribution_placed`, `metric_tops`) that do not match their record (the quick check now, or the last "
-                                  "`spendlake verify`), by kind and state.", labels=["kind", "state"])
+                                  "`attribution_placed`, `metric_tops`) that do not match their record (the quick check "
+                                  "now, or the last `spendlake verify`), by kind and state.", labels=["kind", "state"])
     bad = Counter(c.state for c in sound(lake, snapshot_checks(lake)) if not c.ok)
     for state in states[:3]:
         snapshots.add_metric(["snapshot", state], bad[state])
