@@ -121,3 +121,15 @@ def test_a_config_without_clusters_stores_no_placed_parts(tmp_path):
     lake, cfg, _ = lake_with_a_story(tmp_path)
     build_rollups(lake, cfg.attribution.model_copy(update={"clusters": None}))
     assert list(lake.table_dir(ROLLUP_TABLE).rglob("*.parquet")) and not placed_files(lake)
+
+
+def test_forgetting_a_source_removes_its_placed_parts_and_their_records(tmp_path):
+    """`spendlake forget` removes every table of a source (SOURCE_TABLES): the placed parts and
+    their records go with its costs and rollups, and nothing of the source is left orphaned."""
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    assert placed_files(lake)
+    assert PLACED_TABLE in lake.forget("cur")
+    assert not placed_files(lake) and not (lake.table_dir(PLACED_TABLE) / "source=cur").exists()
+    assert not (lake.root / "_ledger" / "derived" / PLACED_TABLE / "source=cur").exists()
+    assert "cur" not in lake.orphans()
