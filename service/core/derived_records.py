@@ -168,7 +168,7 @@ def check(lake: DerivedLake, path: Path, found: Mapping[str, dict] | None = None
     record = _read_record(record_file(lake.root, path))
     try:
         size = path.stat().st_size
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a file where its folder should be: none stored there)
         return DerivedCheck(path, "missing")
     problem = None if deep else (problems(lake) if found is None else found).get(file_key(path))
     state, detail = judge(record, size, lambda: getattr(read_footer(path), "rows", None), problem)
