@@ -133,3 +133,28 @@ def test_forgetting_a_source_removes_its_placed_parts_and_their_records(tmp_path
     assert not placed_files(lake) and not (lake.table_dir(PLACED_TABLE) / "source=cur").exists()
     assert not (lake.root / "_ledger" / "derived" / PLACED_TABLE / "source=cur").exists()
     assert "cur" not in lake.orphans()
+
+
+def test_a_file_where_a_placed_period_folder_should_be_is_none_stored_and_the_raw_lines_answer(tmp_path,
+                                                                                                 allocations):
+    """break45: `runs` exited 3 ("not a directory") when a file stood where a period's placed folder
+    should be: the check's stat let NotADirectoryError out; it is derived data, so none is stored."""
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    computed = answers(lake, cfg)
+    build_rollups(lake, cfg.attribution)
+    [placed] = placed_files(lake)
+    shutil.rmtree(placed.parent)
+    placed.parent.write_text("not a folder")
+    allocations.clear()
+    assert answers(lake, cfg) == computed and allocations  # the raw lines answer
+
+
+def test_rollup_counts_a_period_whose_placed_parts_it_wrote_again_as_built(tmp_path):
+    """break45: `spendlake rollup` repaired a deleted placed file and said "0 built, 1 already stored"."""
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    [placed] = placed_files(lake)
+    placed.unlink()
+    done = build_rollups(lake, cfg.attribution)
+    assert (done.built, done.stored) == (1, 0) and placed.exists()
+    assert (build_rollups(lake, cfg.attribution).built, build_rollups(lake, cfg.attribution).stored) == (0, 1)

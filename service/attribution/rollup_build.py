@@ -54,7 +54,8 @@ SUPERSEDED_STATE = "rollups_superseded"  # the versions earlier builds found sup
 
 @dataclass(frozen=True)
 class RollupBuild:
-    """What `build_rollups` did: versions written, already stored, superseded ones removed."""
+    """What `build_rollups` did: periods written (the rollup, or only its placed parts), already
+    stored, superseded versions removed."""
 
     built: int = 0
     stored: int = 0
@@ -87,15 +88,14 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
         for part in parts:
             version = version_of(config, part.entry, inventory)
             target = rollup_file(lake, part, version)
-            if stored_whole(lake, target, found):
-                stored += 1
-            else:
+            wrote = False  # a period counts as built when its rollup or its placed parts were written
+            if not stored_whole(lake, target, found):
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
                 relation, _, stage = rollup_relation(lake, config, con, part, keys)
                 path = lake.commit_snapshot(con, relation, table=ROLLUP_TABLE, source=part.source,
                                             key="billing_period", value=part.period, version=version.name)
                 drop_stage(con, stage)  # the next period's allocation stages its own
-                built += 1
+                wrote = True
                 _warn_overbooked(con, config, part, path)
             if config.clusters is not None:  # the parts it placed per instance-hour (placed.py), beside it
                 placed = placed_file(lake, part, version.name)
@@ -104,6 +104,8 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                     lake.commit_snapshot(con, relation, table=PLACED_TABLE, source=part.source, key="billing_period",
                                          value=part.period, version=version.name)
                     drop_stage(con, stage)
+                    wrote = True  # a repair `spendlake rollup` says it did
+            built, stored = built + wrote, stored + (not wrote)
             for folder in (target.parent, placed_file(lake, part, version.name).parent):
                 removed += sweep.remove(lake, target, folder, version, part.entry)
     finally:
