@@ -97,8 +97,8 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 drop_stage(con, stage)  # the next period's allocation stages its own
                 wrote = True
                 _warn_overbooked(con, config, part, path)
+            placed = placed_file(lake, part, version.name)
             if config.clusters is not None:  # the parts it placed per instance-hour (placed.py), beside it
-                placed = placed_file(lake, part, version.name)
                 if not derived_records.check(lake, placed, found).ok:  # missing, unrecorded or damaged
                     relation, stage = placed_relation(lake, config, con, part)
                     lake.commit_snapshot(con, relation, table=PLACED_TABLE, source=part.source, key="billing_period",
@@ -106,7 +106,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                     drop_stage(con, stage)
                     wrote = True  # a repair `spendlake rollup` says it did
             built, stored = built + wrote, stored + (not wrote)
-            for folder in (target.parent, placed_file(lake, part, version.name).parent):
+            for folder in (target.parent, placed.parent):
                 removed += sweep.remove(lake, target, folder, version, part.entry)
     finally:
         con.close()
