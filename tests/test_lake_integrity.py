@@ -4,6 +4,7 @@ altered is an error for every query, `ingest` restores it, and only configured s
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from service.cli.main import cli
+from service.core import integrity
 from service.core.lake import Lake
 from service.serve.families import integrity_families
 from tests.conftest import SAMPLES, written_shorter
@@ -143,6 +145,34 @@ def test_37_altered_bytes_are_caught_by_verify_and_then_by_every_query(lake):
     assert "committed" in spendlake(config, "ingest").output  # the delivery id is unchanged
     assert spendlake(config, "verify").exit_code == 0
     assert attributed_total(config) == BILLED
+
+
+def test_37_bytes_flipped_in_place_are_caught_by_the_next_query_before_any_verify(lake):
+    """Same size, same footer, but the file was written after its commit: every read hashes it."""
+    config, lake = lake
+    file = partition(lake)
+    data = bytearray(file.read_bytes())
+    data[2000:6096] = bytes(b ^ 0xFF for b in data[2000:6096])  # 4 KB flipped, as an outsider did
+    file.write_bytes(bytes(data))
+    assert file.stat().st_size == lake.ledger()[0].size
+    assert_every_query_exits_3_naming(config, file, "altered")
+    assert "written after its commit" in spendlake(config, "attribute", *WINDOW).output
+    assert "committed" in spendlake(config, "ingest").output  # restored, though the delivery id is unchanged
+    assert attributed_total(config) == BILLED
+
+
+def test_37_a_partition_touched_but_not_changed_reads_as_before(lake, monkeypatch):
+    """A new modification time alone costs one hash per read, not an error; a copy that keeps
+    the times (cp -a, rsync -a) costs none."""
+    config, lake = lake
+    file = partition(lake)
+    hashed = []
+    real = integrity.sha256_file
+    monkeypatch.setattr(integrity, "sha256_file", lambda path: hashed.append(path) or real(path))
+    assert attributed_total(config) == BILLED and hashed == []
+    stat = file.stat()
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert attributed_total(config) == BILLED and file in hashed
 
 
 def test_37_a_rewritten_partition_with_other_numbers_fails_verify_on_its_sums(lake, tmp_path):
@@ -380,6 +410,7 @@ def test_the_ledger_records_size_hash_and_sums_of_each_partition(lake):
     [entry] = lake.ledger()
     file = partition(lake)
     assert entry.size == file.stat().st_size and len(entry.sha256) == 64
+    assert entry.mtime_ns == file.stat().st_mtime_ns  # as committed: a read re-hashes a file written since
     assert entry.totals[0].billed_cost == Decimal(BILLED)
 
 

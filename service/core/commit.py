@@ -215,9 +215,10 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
     final = bool(rows) and final_when != "never" and all(row[4 if final_when == "any" else 5] for row in rows)
     usage_ends = [row[6] for row in rows if row[6] is not None]
     usage_begins = [row[7] for row in rows if row[7] is not None]
+    stat = path.stat()  # a rename into place keeps both
     return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
                        rows=sum(t.rows for t in totals), totals=totals, final=final,
-                       ingested_at=utc_now_iso(), files=tuple(files), size=path.stat().st_size,
+                       ingested_at=utc_now_iso(), files=tuple(files), size=stat.st_size, mtime_ns=stat.st_mtime_ns,
                        sha256=sha256_file(path), data_through=usage_end_text(max(usage_ends)) if usage_ends else None,
                        tag_keys=tuple(tag_keys), reader_version=reader_version,
                        days=tuple((cur, tuple(sums)) for cur, sums in days.items()),

@@ -4,7 +4,8 @@ never a smaller total.
 Two depths. The quick check (every read) compares the file's size and its Parquet footer's
 row count with what the ledger recorded at commit; it costs one `stat` and one footer read
 per partition (service/core/parquet_footer.py), and keeps the footer's column names for the
-query's view. The deep check (`spendlake verify`) also re-hashes the file (SHA-256), re-sums
+query's view; a file whose modification time is not the one recorded at commit (written
+since: bytes flipped in place keep size and footer) is re-hashed as well. The deep check (`spendlake verify`) also re-hashes the file (SHA-256), re-sums
 its rows per currency and reads its tag keys and usage end again against the entry's. Entries
 written before the ledger kept sizes and hashes are checked by existence and row count only,
 until the next commit records the rest.
@@ -13,6 +14,7 @@ until the next commit records the rest.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -58,8 +60,11 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
-    """Size and footer row count against the ledger entry (an ok check carries the columns)."""
+def quick_check(path: Path, entry: LedgerEntry, *, rehash: bool = True) -> PartitionCheck:
+    """Size and footer row count against the ledger entry (an ok check carries the columns);
+    with `rehash`, a file written since its commit (its modification time is not the entry's)
+    is hashed too: bytes flipped in place keep the size and the footer (the deep check hashes
+    every file anyway). A copy that keeps times (`cp -a`, rsync -a, tar) is not re-hashed."""
     read: dict[str, Footer | None] = {}
 
     def rows() -> int | None:
@@ -67,12 +72,20 @@ def quick_check(path: Path, entry: LedgerEntry) -> PartitionCheck:
         return getattr(read["footer"], "rows", None)
 
     try:
-        size: int | None = path.stat().st_size
+        stat: os.stat_result | None = path.stat()
     except FileNotFoundError:
-        size = None
-    state, detail = judge(entry, size, rows)
+        stat = None
+    state, detail = judge(entry, None if stat is None else stat.st_size, rows)
+    if state == "ok" and rehash and written_since(stat, entry) and sha256_file(path) != entry.sha256:
+        state, detail = "altered", f"{SHA256_DIFFERS}; the file was written after its commit"
     columns = read["footer"].columns if state == "ok" else ()
     return PartitionCheck(entry.source, entry.billing_period, path, state, detail, entry, columns)
+
+
+def written_since(stat: os.stat_result | None, entry: LedgerEntry) -> bool:
+    """Whether the file's modification time differs from the one its entry recorded at commit."""
+    return (stat is not None and entry.mtime_ns is not None and entry.sha256 is not None
+            and stat.st_mtime_ns != entry.mtime_ns)
 
 
 def judge(entry: LedgerEntry, size: int | None, rows: Callable[[], int | None]) -> tuple[str, str]:
@@ -109,7 +122,7 @@ def size_differs(size: int, rows: Callable[[], int | None], size_was: int, rows_
 
 def deep_check(con: duckdb.DuckDBPyConnection, path: Path, entry: LedgerEntry) -> PartitionCheck:
     """The quick check, then the content hash and the per-currency sums."""
-    quick = quick_check(path, entry)
+    quick = quick_check(path, entry, rehash=False)
     if not quick.ok:
         return quick
 

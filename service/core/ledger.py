@@ -70,6 +70,9 @@ class LedgerEntry:
     files: tuple[str, ...] = field(default=())  # the delivery's source files
     size: int | None = None  # bytes of the committed partition file; None in ledgers before 2026-12
     sha256: str | None = None  # hex digest of that file
+    # That file's modification time (ns) as committed: a read re-hashes a file whose time differs
+    # (written since its commit, e.g. bytes flipped in place, same size and rows). None before 2026-12-06.
+    mtime_ns: int | None = None
     # End of the partition's latest usage charge period (max ChargePeriodEnd of its
     # ChargeCategory = 'Usage' lines, ISO UTC): how far its data reaches. None: no usage line.
     data_through: str | None = None

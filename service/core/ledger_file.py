@@ -37,7 +37,7 @@ def entry_json(entry: LedgerEntry) -> dict:
         data["earlier"] = [_replaced_json(r) for r in entry.earlier]
     else:
         del data["earlier"]
-    for key in ("days", "data_from"):
+    for key in ("days", "data_from", "mtime_ns"):
         if getattr(entry, key) is None:
             del data[key]
     if entry.days is None:
@@ -192,6 +192,7 @@ class _EntryShape(Open):  # LedgerEntry as to_json writes it; a later version's 
     files: list[StrictStr] = []
     size: StrictInt | None = Field(default=None, ge=0)
     sha256: StrictStr | None = None
+    mtime_ns: StrictInt | None = Field(default=None, ge=0)
     data_through: UtcText | None = None
     tag_keys: list[StrictStr] | None = None
     reader_version: StrictInt = Field(default=0, ge=0)
