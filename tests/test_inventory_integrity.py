@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from service.cli.main import cli
 from service.core.config import load_config
+from service.core import snapshot_ledger
 from service.core.lake import Lake
 from service.core.lake_damage import unnamed_damage
 from service.core.snapshot_ledger import RECORDS, SET_ASIDE
@@ -69,10 +70,17 @@ def assert_every_query_exits_3_naming(config: Path, file: Path, state: str) -> N
         assert "spendlake inventory --source trace" in result.output, result.output
 
 
-def flip(file: Path, start: int, length: int = 40) -> None:
+def flip(file: Path, start: int, length: int = 40, keep: os.stat_result | None = None) -> None:
+    """Bytes flipped in place; with `keep`, the file's times set back to those (as bit rot leaves them)."""
     data = bytearray(file.read_bytes())
     data[start:start + length] = bytes(b ^ 0x5A for b in data[start:start + length])
-    file.write_bytes(bytes(data))
+    restore(file, bytes(data), keep)
+
+
+def restore(file: Path, data: bytes, times: os.stat_result | None) -> None:
+    file.write_bytes(data)
+    if times is not None:
+        os.utime(file, ns=(times.st_atime_ns, times.st_mtime_ns))
 
 
 def test_35_a_deleted_inventory_snapshot_makes_every_query_exit_3_and_inventory_writes_it_again(lake):
@@ -127,11 +135,11 @@ def test_36_a_snapshot_cut_to_its_recorded_size_without_its_footer_is_truncated(
     assert_every_query_exits_3_naming(config, file, "truncated")
 
 
-def test_37_bytes_altered_in_a_snapshots_data_page_are_caught_by_verify_then_by_every_query(lake):
+def test_37_bytes_altered_in_a_snapshots_data_page_are_caught_by_the_next_read_and_by_verify(lake):
     config, lake = lake
     file = snapshot(lake)
-    flip(file, 3000)  # same size, same footer: only the hash can tell
-    assert spendlake(config, "rules", "run", "--dry-run").exit_code == 0  # read in silence, as for costs
+    flip(file, 3000)  # same size, same footer: written after its record, so a read hashes it
+    assert_every_query_exits_3_naming(config, file, "altered")
     verified = spendlake(config, "verify", "--format", "json")
     assert verified.exit_code == 3, verified.output
     [row] = json.loads(verified.output.split("\nerror:")[0])
@@ -143,31 +151,43 @@ def test_37_bytes_altered_in_a_snapshots_data_page_are_caught_by_verify_then_by_
     assert job_count(lake) == 3000
 
 
+def test_a_snapshot_touched_but_not_changed_is_hashed_once_per_read_and_reads_as_before(lake, monkeypatch):
+    config, lake = lake
+    file = snapshot(lake)
+    hashed = []
+    real = snapshot_ledger.sha256_file
+    monkeypatch.setattr(snapshot_ledger, "sha256_file", lambda path: hashed.append(path) or real(path))
+    assert job_count(lake) == 3000 and hashed == []  # times as recorded: no hash
+    stat = file.stat()
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert job_count(lake) == 3000 and file in hashed
+
+
 def test_37_a_data_page_duckdb_fails_on_without_naming_a_file_is_named_by_its_hash(lake):
     config, lake = lake
     file = snapshot(lake)
-    original = file.read_bytes()
+    original, times = file.read_bytes(), file.stat()
     unnamed: list[tuple[int, duckdb.Error]] = []  # flips DuckDB reports without the file's name
     for start in range(0, len(original) - 200, 97):
-        flip(file, start)
+        flip(file, start, keep=times)  # bit rot: the time stays, so only the bytes can tell
         try:
             job_count_all(lake)
         except duckdb.Error as exc:
             if str(file) not in str(exc):
                 unnamed.append((start, exc))
-        file.write_bytes(original)
+        restore(file, original, times)
         if len(unnamed) == 3:
             break
     assert unnamed, "no flip of this file gave an error without its name"
     for start, exc in unnamed:
-        flip(file, start)
+        flip(file, start, keep=times)  # bit rot: the time stays, so only the bytes can tell
         damage = unnamed_damage(lake, exc)
         assert damage is not None and damage.where == str(file), damage
         assert "is altered" in damage.message and "spendlake inventory --source trace" in damage.hint
         result = spendlake(config, "runs", "--since", "30d", "--format", "json")  # a traceback before
         assert result.exit_code in (0, 3), (start, result.exception)
         assert result.exit_code == 0 or (str(file) in result.output and "is altered" in result.output), result.output
-        file.write_bytes(original)
+        restore(file, original, times)
     assert unnamed_damage(lake, duckdb.BinderException("no column x")) is None  # the SQL, not the bytes
 
 

@@ -105,9 +105,11 @@ def record_file(root: Path, snapshot: Path) -> Path:
 
 
 def describe(path: Path) -> dict:
-    """Size, footer row count and SHA-256 of a snapshot file as it is."""
-    footer = read_footer(path)
-    return {"size": path.stat().st_size, "rows": None if footer is None else footer.rows, "sha256": sha256_file(path)}
+    """Size, footer row count, SHA-256 and modification time (ns: a rename into place keeps it)
+    of a snapshot file as it is."""
+    footer, stat = read_footer(path), path.stat()
+    return {"size": stat.st_size, "rows": None if footer is None else footer.rows, "sha256": sha256_file(path),
+            "mtime_ns": stat.st_mtime_ns}
 
 
 def _read_record(path: Path) -> dict | None:
@@ -179,21 +181,38 @@ def forget_problems(lake: SnapshotLake, keys: set[str]) -> None:
 
 
 def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> SnapshotCheck:
-    """Size and footer rows against the record (and with `deep`, the SHA-256); a record
+    """Size and footer rows against the record, and the SHA-256 with `deep` or when the file
+    was written since its record (bytes flipped in place keep size and footer); a record
     rewritten while it was read (a commit passing by) is read again."""
     return check_file(path, lambda: _read_record(record_file(lake.root, path)), lambda: _size(path),
-                      lambda: getattr(read_footer(path), "rows", None), (lambda: sha256_file(path)) if deep else None)
+                      lambda: getattr(read_footer(path), "rows", None), lambda: sha256_file(path),
+                      hash_when=lambda record: deep or _written_since(path, record))
 
 
 def check_file(path: Path | str, read_record: Callable[[], dict | None], size: Callable[[], int | None],
-               rows: Callable[[], int | None], sha256: Callable[[], str] | None = None) -> SnapshotCheck:
+               rows: Callable[[], int | None], sha256: Callable[[], str] | None = None, *,
+               hash_when: Callable[[dict | None], bool] | None = None) -> SnapshotCheck:
     """The snapshot file at `path` (`<table>/source=<s>/<key>=<v>/data.parquet`, a URL on
     Spark) judged against its record by what the reader sees of it: `size()` (None: absent),
-    footer `rows()` (None: no readable footer) and, for a deep check, `sha256()`."""
+    footer `rows()` (None: no readable footer) and, for a deep check, `sha256()` (only when
+    `hash_when(record)`, if given)."""
     table, source, partition = str(path).rsplit("/", 4)[-4:-1]
-    state, detail, record = _settled(read_record, lambda record: (*judge(record, size(), rows, sha256), record),
-                                     lambda found: found[0] == "ok")
+
+    def judged(record: dict | None) -> tuple[str, str, dict | None]:
+        hashed = sha256 if hash_when is None or hash_when(record) else None
+        return *judge(record, size(), rows, hashed), record
+
+    state, detail, record = _settled(read_record, judged, lambda found: found[0] == "ok")
     return SnapshotCheck(table, source.split("=", 1)[1], partition, path, state, detail, record)
+
+
+def _written_since(path: Path, record: dict | None) -> bool:
+    """Whether the file's modification time is not the one its record holds (none: not told)."""
+    recorded = (record or {}).get("mtime_ns")
+    try:
+        return isinstance(recorded, int) and path.stat().st_mtime_ns != recorded
+    except OSError:
+        return False  # absent or unreadable: the size check says so
 
 
 def _size(path: Path) -> int | None:

@@ -134,6 +134,7 @@ class SnapshotRecord(Described):  # snapshot_ledger.recording, with a window sou
     taken_at: UtcText | None = None
     window_start: UtcText | None = None
     fingerprint: StrictStr | None = None
+    mtime_ns: StrictInt | None = None  # the file's as written: a read re-hashes a file whose time differs
 
 
 class DerivedRecord(Described):  # derived_records.describe, with its id
