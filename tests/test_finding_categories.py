@@ -297,3 +297,32 @@ def test_the_findings_table_wraps_each_findings_summary_rather_than_leaving_it_o
         shown = " ".join(line.split("│")[at].strip() for line in result.stdout.splitlines() if line.startswith("│"))
         assert "$68,105.13 expected, $19,472.95 over in 1 day(s)." in " ".join(shown.split()), result.output
         assert "summary" not in result.stderr
+
+
+def test_a_120_column_findings_table_shows_each_findings_summary_with_the_demos_ids_and_names(tmp_path):
+    """walk46: on the demo at 120 columns `spendlake findings` left every summary out ('not shown at
+    120 columns: summary, resource_id, status'): its ids are 16 hex digits and its rules and teams
+    long (`unallocated-spend`, `unallocated`), so the severity and project, which gave way only after
+    the summary, left no room for its 40 characters. They give way before it now; the id (for
+    `findings ack`), the rule, the money and its `per` stay."""
+    config = make_config(tmp_path)
+    ownership = replace(finding("e7553e25802b6f4a", "unallocated-spend", "ownership", "147821.57", team="unallocated"),
+                        project="unallocated", severity="critical",
+                        summary="19.7% of spend ($147,821.57 of $750,717.14) has no experiment.")
+    waste = replace(finding("51c65e76a0d4c90f", "duplicate-datasets", "waste", "106253.63", team="unallocated"),
+                    project="unallocated", severity="critical",
+                    summary="3 copies of s3://ml-data/tokenized/ hold the same 1.2 TB.")
+    store_findings(Lake(config.lake), [ownership, waste])
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(json.dumps({"lake": str(config.lake)}))
+    result = CliRunner(env={"COLUMNS": "120"}).invoke(cli, ["--config", str(config_file), "findings",
+                                                             "--format", "table"])
+    assert result.exit_code == 0, result.output
+    headers = [[cell.strip() for cell in line.split("┃")[1:-1]]
+               for line in result.stdout.splitlines() if line.startswith("┃")]
+    assert [h[:2] for h in headers] == [["id", "rule"], ["id", "rule"]]
+    assert all("summary" in h for h in headers), result.output
+    assert "per" in headers[0] and "monthly_waste_usd" in headers[0] and "impact_usd" in headers[1]
+    text = " ".join(" ".join(result.stdout.split("│")).split())
+    assert "has no experiment." in text and "hold the same 1.2 TB." in text
+    assert max(len(line) for line in result.stdout.splitlines()) <= 120

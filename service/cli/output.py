@@ -81,7 +81,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
         told.add(line)
 
 
-WRAPPED = 40  # a wrapped sentence's narrowest column: about six words a line
+WRAPPED = 32  # a wrapped sentence's narrowest column: about five words a line
 
 
 def shown(columns: Sequence[str], widths: dict[str, int], budget: int, *, keep: Sequence[str],

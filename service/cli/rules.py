@@ -42,11 +42,12 @@ def emit_findings(findings, fmt: str | None, *, title: str = "findings") -> None
                  for r in rows if r["category"] == category]
         if shown:
             # the summary (wrapped) says what the finding is: a narrow terminal leaves out the
-            # resource id and status before it, and it before the rule and team
+            # resource id, status, project and severity before it, and it before the team and rule
             columns = [*TABLE_COLUMNS, money, *(["per"] if category == "waste" else []), "summary",
                        "resource_id", "status"]
             emit(shown, columns, "table", title=f"{title} — {about}", right=(money,),
-                 whole=(money, "per"), wrap=("summary",))  # a finished cost without its `once` reads as a month's waste
+                 whole=(money, "per"), wrap=("summary",),  # a finished cost without its `once` reads as a month's waste
+                 late=("rule", "team", "summary"))
 
 
 @click.group("rules", cls=SingleValueGroup)
