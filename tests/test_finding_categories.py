@@ -326,3 +326,26 @@ def test_a_120_column_findings_table_shows_each_findings_summary_with_the_demos_
     text = " ".join(" ".join(result.stdout.split("│")).split())
     assert "has no experiment." in text and "hold the same 1.2 TB." in text
     assert max(len(line) for line in result.stdout.splitlines()) <= 120
+
+
+def test_an_80_column_rules_list_says_what_each_rule_flags(tmp_path):
+    """walk46: `spendlake rules list`, README's "every rule, its category, whether it is enabled,
+    what it flags", showed at 80 columns the rule, category and enabled only ('not shown at 80
+    columns: about'): what a rule flags, its docstring's first line, wraps in its column now."""
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(json.dumps({"lake": str(tmp_path / "lake")}))
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(cli, ["--config", str(config_file), "rules", "list",
+                                                            "--format", "table"])
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.stdout.splitlines() if line.startswith("┃"))
+    assert [cell.strip() for cell in header.split("┃")[1:-1]] == ["rule", "category", "enabled", "about"]
+    assert "not shown" not in result.stderr
+    rows = [line.split("│") for line in result.stdout.splitlines() if line.startswith("│")]
+    about, rule = {}, None
+    for row in rows:
+        rule = row[1].strip() or rule
+        about[rule] = f"{about.get(rule, '')} {row[4].strip()}".strip()
+    for name, rule in registered().items():
+        doc = rule.__doc__ or __import__(rule.__module__, fromlist=["_"]).__doc__
+        assert about[name] == " ".join(doc.strip().splitlines()[0].split()), name
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80

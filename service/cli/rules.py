@@ -65,7 +65,7 @@ def rules_list(obj, fmt: str | None) -> None:
     rows = [{"rule": r.name, "category": r.category, "enabled": r.config.enabled,
              "about": (r.__doc__ or sys.modules[type(r).__module__].__doc__ or "").strip().splitlines()[0]}
             for r in rules_for(obj.config)]
-    emit(rows, ["rule", "category", "enabled", "about"], fmt, title="spendlake rules")
+    emit(rows, ["rule", "category", "enabled", "about"], fmt, title="spendlake rules", wrap=("about",))
 
 
 @rules_group.command("run")
