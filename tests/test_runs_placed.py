@@ -7,6 +7,7 @@ lake (r1's row idle share 0.4688, its instances i-a and i-b; r2's 0.8125)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import datetime, timedelta, timezone
 
@@ -18,11 +19,14 @@ from service.attribution.placed import PLACED_TABLE
 from service.attribution.rollup_build import build_rollups
 from service.attribution.rollup_versions import ROLLUP_TABLE
 from service.cli.main import cli
+from service.core import derived_records
+from service.core.integrity import sha256_file
 from service.core.lake import Lake
 from service.core.timewindow import Window
 from tests.attribution_helpers import add_jobs
 from tests.test_clusters_allocation import job
 from tests.test_inventory_integrity import flip
+from tests.test_lake_derived_files import alter_where_it_still_decodes
 from tests.test_run_story import lake_with_a_story, story
 
 WINDOW = Window(datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 3, tzinfo=timezone.utc))
@@ -159,3 +163,33 @@ def test_rollup_counts_a_period_whose_placed_parts_it_wrote_again_as_built(tmp_p
     assert (done.built, done.stored) == (1, 0) and placed.exists()
     again = build_rollups(lake, cfg.attribution)  # nothing to write
     assert (again.built, again.stored) == (0, 1)
+
+
+def test_a_placed_file_altered_in_place_is_found_at_read_and_the_raw_lines_answer(tmp_path, allocations):
+    """derived46: a byte flipped in place (same size, same footer) passed every read's check of
+    size and footer rows, and `runs` answered from the altered parts (exit 0) until `spendlake
+    verify`: the record holds the file's stat, and a read re-hashes a file whose stat changed."""
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    computed = answers(lake, cfg)
+    build_rollups(lake, cfg.attribution)
+    [placed] = placed_files(lake)
+    alter_where_it_still_decodes(placed, "billed", lambda before, now: before != now)
+    allocations.clear()
+    assert answers(lake, cfg) == computed and allocations  # main: the altered idle shares, read from the file
+
+
+def test_a_build_records_again_the_stat_of_a_placed_file_linked_since_and_reads_it_without_hashing(
+        tmp_path, allocations, monkeypatch):
+    """A link (`cp -al`) changes a file's change time, not its bytes: reads re-hash it and use it;
+    the next build records its stat again, so reads stop re-hashing it."""
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    [placed] = placed_files(lake)
+    os.link(placed, tmp_path / "linked.parquet")
+    hashed = []
+    monkeypatch.setattr(derived_records, "sha256_file", lambda path: hashed.append(path) or sha256_file(path))
+    computed = answers(lake, cfg)
+    assert placed in hashed and allocations == []  # re-hashed, the same bytes: read
+    build_rollups(lake, cfg.attribution)
+    hashed.clear()
+    assert answers(lake, cfg) == computed and placed not in hashed and allocations == []  # without restat: hashed each read

@@ -89,7 +89,9 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
             version = version_of(config, part.entry, inventory)
             target = rollup_file(lake, part, version)
             wrote = False  # a period counts as built when its rollup or its placed parts were written
-            if not stored_whole(lake, target, found):
+            if stored_whole(lake, target, found):
+                derived_records.restat(lake, target)  # its stat recorded again if it changed: reads hash no more
+            else:
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
                 relation, _, stage = rollup_relation(lake, config, con, part, keys)
                 path = lake.commit_snapshot(con, relation, table=ROLLUP_TABLE, source=part.source,
@@ -99,7 +101,9 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
                 _warn_overbooked(con, config, part, path)
             placed = placed_file(lake, part, version.name)
             if config.clusters is not None:  # the parts it placed per instance-hour (placed.py), beside it
-                if not derived_records.check(lake, placed, found).ok:  # missing, unrecorded or damaged
+                if derived_records.check(lake, placed, found).ok:
+                    derived_records.restat(lake, placed)
+                else:  # missing, unrecorded or damaged
                     relation, stage = placed_relation(lake, config, con, part)
                     lake.commit_snapshot(con, relation, table=PLACED_TABLE, source=part.source, key="billing_period",
                                          value=part.period, version=version.name)

@@ -140,6 +140,7 @@ class SnapshotRecord(Described):  # snapshot_ledger.recording, with a window sou
 class DerivedRecord(Described):  # derived_records.describe, with its id
     sums: dict[str, dict[str, StrictStr]] | None = None
     id: StrictStr | None = None
+    stat: list[StrictInt] | None = None  # derived_records.vouch: the file's inode, size, mtime and ctime in ns
 
 
 class StoredFamily(Open):  # service/serve/stored_families.py: a Prometheus family's samples
