@@ -112,6 +112,10 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
             built, stored = built + wrote, stored + (not wrote)
             for folder in (target.parent, placed.parent):
                 removed += sweep.remove(lake, target, folder, version, part.entry)
+        strays = derived_records.sweep_periods(lake, {part.source for part in parts})  # and records of files gone
+        if strays:
+            log.warning("removed %d rollup or placed file(s) of period folders the ledger holds no cost partition for "
+                        "(renamed or copied in)", strays)
     finally:
         con.close()
     lake.write_state(SUPERSEDED_STATE, {"since": {key: iso_utc(at) for key, at in sorted(seen.items())

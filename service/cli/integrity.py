@@ -62,7 +62,7 @@ def verify_command(obj, fmt: str | None) -> None:
     damaged = [c for c in snapshots if not c.ok]
     if damaged:
         raise snapshot_ledger.snapshot_error(damaged)
-    altered = [c for c in derived if c.damaged]
+    altered = [c for c in derived if c.failed]
     if altered:
         raise derived_records.derived_error(altered)
 

@@ -217,7 +217,7 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     from service.core.coverage import stamped_ahead
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
-    from service.ingest.status import STATUS_COLUMNS, copies_skipped, status as lake_status
+    from service.ingest.status import STATUS_COLUMNS, copies_skipped, derived_damage, status as lake_status
 
     table = (fmt or default_format()) == "table"
     sources = source_freshness(obj.config, obj.lake, utc_now())
@@ -230,6 +230,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
             click.echo(f"stale: {row.problem()}", err=True)
     for line in copies_skipped(obj.lake) if table else ():
         click.echo(one_line(f"copies: {line}"), err=True)
+    for line in derived_damage(obj.lake) if table else ():
+        click.echo(f"derived: {line}", err=True)
     if sources_only:
         return
     rows = lake_status(obj.lake)

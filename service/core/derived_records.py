@@ -15,8 +15,11 @@ changed times in ns) taken once the file is in place and the clock has left its 
 tick (`vouch`), and a read re-hashes a file whose stat differs (a 13 MB rollup of a 10M-line
 month: 12 ms), using it only when the hash is the record's. A file that fails, or one written
 before records existed, is derived data: the reader computes it from the raw lines instead
-(said with -v) and the next build writes it again. Only a missing cost partition or snapshot
-is an error for every query; a derived one is `verify`'s exit 3, repaired by `spendlake rollup`.
+(said with -v) and the next build writes it again. `verify` also lists a rollup or placed
+file gone while its record is kept (`lost`) and one in a period folder the ledger holds no
+cost partition for (`stray`: renamed, no reader uses it); the rollup build writes the first
+again and removes the others (`sweep_periods`). Only a missing cost partition or snapshot is
+an error for every query; a derived one is `verify`'s exit 3, repaired by `spendlake rollup`.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ from service.core.units import utc_now_iso
 DERIVED_RECORDS = "_ledger/derived"  # relative to the lake root
 VERIFY_STATE = "derived_verify"
 DERIVED_TABLES = ("attribution_rollup", "attribution_placed", "metric_tops")
+PERIOD_TABLES = DERIVED_TABLES[:2]  # per `billing_period=<p>` folder of a cost partition, swept by the rollup build
+LOST = "its record is kept, the file is gone (deleted, or its folder renamed or moved)"
+STRAY = ("in a period folder the lake holds no cost partition of its source for (renamed, or copied in): no reader "
+         "uses it, and `spendlake rollup` removes it")
 SUMS_BY = "currency"  # a derived file with this column records its decimal columns' sums per value
 REPAIR = "`spendlake rollup` (or the next ingest) writes it again"
 STAT = ("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")  # a write in place changes one of them
@@ -56,6 +63,7 @@ class DerivedLake(Protocol):
     def read_state(self, name: str) -> dict: ...
     def write_state(self, name: str, data: dict) -> None: ...
     def connect(self) -> duckdb.DuckDBPyConnection: ...
+    def ledger(self) -> list: ...  # LedgerEntry: .source, .billing_period
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class DerivedCheck:
     """One derived file next to its record."""
 
     path: Path
-    state: str  # ok | missing | unrecorded | truncated | altered
+    state: str  # ok | missing | unrecorded | truncated | altered; verify's: lost | stray
     detail: str = ""
     record_id: str | None = None  # the id of the record it was judged against
 
@@ -75,6 +83,11 @@ class DerivedCheck:
     def damaged(self) -> bool:
         """Bytes on disk differ from what was written (not merely absent or unrecorded)."""
         return self.state in ("truncated", "altered")
+
+    @property
+    def failed(self) -> bool:
+        """What `verify` exits 3 for: damaged, or gone while its record is kept."""
+        return self.damaged or self.state == "lost"
 
     @property
     def table(self) -> str:
@@ -268,12 +281,65 @@ def derived_files(lake: DerivedLake) -> list[Path]:
 
 def verify_derived(lake: DerivedLake, record: bool = True) -> list[DerivedCheck]:
     """Re-hash every derived file; the damaged ones are recorded (`record_verify`), so reads
-    compute them instead until the next build writes them again."""
-    checks = [check(lake, path, deep=True) for path in derived_files(lake)]
+    compute them instead until the next build writes them again. Then the files of period
+    folders the ledger holds no cost partition for (`stray`) and the records whose file is gone
+    (`lost`)."""
+    paths = derived_files(lake)
+    periods = ledger_folders(lake)  # read after the listing: a period's derived files come after its partition
+    checks = [DerivedCheck(path, "stray", STRAY) if stray(path, periods) else check(lake, path, deep=True)
+              for path in paths]
     checks = [c for c in checks if c.state != "missing"]  # superseded and removed while we looked
     if record:
         record_verify(lake, checks)
-    return checks
+    return checks + lost(lake)
+
+
+def ledger_folders(lake: DerivedLake) -> set[tuple[str, str]]:
+    """(source, `billing_period=<p>`) of every cost partition the ledger holds."""
+    return {(entry.source, f"billing_period={entry.billing_period}") for entry in lake.ledger()}
+
+
+def stray(path: Path, periods: set[tuple[str, str]]) -> bool:
+    """True for a rollup or placed file in a period folder not among `periods` (ledger_folders)."""
+    return path.parts[-4] in PERIOD_TABLES and (path.parts[-3].split("=", 1)[1], path.parts[-2]) not in periods
+
+
+def lost(lake: DerivedLake) -> list[DerivedCheck]:
+    """The rollup and placed files of the configured sources whose record is kept and which are gone."""
+    found = []
+    for table in PERIOD_TABLES:
+        for record in listed(lake.root / DERIVED_RECORDS / table, "source=*/*=*/*.json"):
+            path = lake.root.joinpath(table, *record.parts[-3:-1], f"{record.stem}.parquet")
+            if lake.counts(record.parts[-3].split("=", 1)[1]) and not path.is_file():
+                found.append(DerivedCheck(path, "lost", LOST))
+    return found
+
+
+def sweep_periods(lake: DerivedLake, sources: set[str]) -> int:
+    """For a build under the lock, after it wrote every current file of `sources`: remove the
+    rollup and placed files of period folders the ledger holds no cost partition for (no
+    reader uses them) and the records whose file is gone. Returns how many files went."""
+    periods, removed = ledger_folders(lake), 0
+    for table in PERIOD_TABLES:
+        for source in sorted(sources):
+            for path in listed(lake.root / table / f"source={source}", "*=*/*.parquet"):
+                if stray(path, periods):
+                    path.unlink(missing_ok=True)
+                    record_file(lake.root, path).unlink(missing_ok=True)
+                    _remove_empty(path.parent)
+                    removed += 1
+        for gone in lost(lake):
+            if gone.source in sources:
+                record_file(lake.root, gone.path).unlink(missing_ok=True)
+                _remove_empty(record_file(lake.root, gone.path).parent)
+    return removed
+
+
+def _remove_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (or gone): kept
+        pass
 
 
 def record_verify(lake: DerivedLake, checks: Sequence[DerivedCheck]) -> None:

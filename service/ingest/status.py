@@ -3,6 +3,7 @@ with each partition's check against its file, and the sources the config no long
 
 from __future__ import annotations
 
+from service.core import derived_records
 from service.core.lake import Lake
 from service.core.units import exact_text
 from service.ingest.copies import REWRITTEN_HINT
@@ -34,6 +35,24 @@ def status(lake: Lake) -> list[dict]:
             rows.append({**base, "currency": None, "rows": 0, "billed_cost": "0", "effective_cost": "0"})
     rows += [{"source": c.source, "billing_period": c.period, "check": c.state} for c in found if c.state == "unlisted"]
     return [{key: row.get(key) for key in STATUS_COLUMNS} for row in rows]
+
+
+def derived_damage(lake: Lake) -> list[str]:
+    """One line for the derived files (rollups, placed parts, metric tops) that are damaged (by
+    the read's check or the last `spendlake verify`) or gone while their record is kept, and the
+    stray ones, naming the first and what to run; none when all are whole."""
+    paths, found = derived_records.derived_files(lake), derived_records.problems(lake)
+    periods = derived_records.ledger_folders(lake)  # after the listing, as verify
+    strays = sum(derived_records.stray(path, periods) for path in paths)
+    bad = [c for c in (derived_records.check(lake, path, found) for path in paths
+                       if not derived_records.stray(path, periods)) if c.damaged] + derived_records.lost(lake)
+    if not bad and not strays:
+        return []
+    first = bad[0].sentence() if bad else f"{strays} file(s) {derived_records.STRAY}"
+    more = len(bad) - 1 + (strays if bad else 0)
+    return [f"{len(bad)} derived file(s) damaged or lost{f' and {strays} stray' if strays else ''}: {first}"
+            + (f"; and {more} more" if more > 0 else "")
+            + "; queries compute them from the raw lines meanwhile: run `spendlake rollup` to write them again"]
 
 
 def copies_skipped(lake: Lake) -> list[str]:

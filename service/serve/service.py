@@ -152,7 +152,7 @@ def verify_lake(config: Config) -> None:
     lake = Lake.of(config)
     bad = [check for check in lake.verify() if not check.ok]
     damaged = [check for check in verify_snapshots(lake) if not check.ok]
-    altered = [check for check in verify_derived(lake) if check.damaged]
+    altered = [check for check in verify_derived(lake) if check.failed]
     if bad:
         raise partition_error(bad)
     if damaged:

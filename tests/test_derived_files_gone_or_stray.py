@@ -1,0 +1,104 @@
+"""A derived file that is damaged, gone while its record is kept, or in a period folder the
+ledger holds no cost partition for (renamed): `status` says so in one line naming what to run,
+`verify` names each for what it is, and the rollup build writes the first again and removes the
+others (service/core/derived_records.py, service/ingest/status.py). Lake: tests/test_run_story.py's."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from service.attribution.placed import PLACED_TABLE
+from service.attribution.rollup_build import build_rollups
+from service.cli.main import cli
+from service.core import derived_records
+from service.core.lake import Lake
+from tests.test_inventory_integrity import flip
+from tests.test_lake_derived_files import unseen_by_its_stat
+from tests.test_run_story import lake_with_a_story
+
+
+def placed_file(lake: Lake):
+    [placed] = lake.table_dir(PLACED_TABLE).glob("source=cur/billing_period=*/*.parquet")
+    return placed
+
+
+def derived_line(path: str) -> list[str]:
+    result = CliRunner().invoke(cli, ["--config", path, "status", "--format", "table"])
+    assert result.exit_code == 0, result.output
+    return [line for line in result.stderr.splitlines() if line.startswith("derived:")]
+
+
+def verify(path: str) -> tuple[int, list[dict]]:
+    result = CliRunner().invoke(cli, ["--config", path, "verify", "--format", "json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_status_says_a_placed_file_verify_found_altered_and_to_run_rollup(tmp_path):
+    """derived46: `status` read only the cost partitions' verify state: a placed file verify
+    found altered (here one whose stat the write kept, so only verify's hash sees it) went unsaid."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    placed = placed_file(lake)
+    assert derived_line(path) == []
+    flip(placed, 100)
+    unseen_by_its_stat(lake, placed)
+    assert verify(path)[0] == 3
+    [line] = derived_line(path)  # main: none
+    assert f"{PLACED_TABLE} file source=cur/billing_period=2026-11/{placed.name} is altered" in line, line
+    assert "found by `spendlake verify`" in line and "run `spendlake rollup`" in line, line
+    build_rollups(lake, cfg.attribution)
+    assert derived_line(path) == []
+
+
+def test_a_deleted_placed_files_kept_record_is_lost_in_verify_and_status_until_the_build(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    placed = placed_file(lake)
+    placed.unlink()
+    code, rows = verify(path)
+    assert code == 3  # main: 0, the record unread
+    [row] = [r for r in rows if r["table"] == PLACED_TABLE]
+    assert (row["check"], row["detail"], row["partition"]) == (
+        "lost", derived_records.LOST, f"billing_period=2026-11/{placed.name}")
+    [line] = derived_line(path)
+    assert "is lost" in line and "run `spendlake rollup`" in line, line
+    build_rollups(lake, cfg.attribution)
+    assert verify(path)[0] == 0 and placed.exists() and derived_line(path) == []
+
+
+def test_a_renamed_placed_period_folder_is_stray_in_verify_and_removed_by_the_build(tmp_path):
+    """derived46: verify called a renamed period folder's files "unrecorded: written before derived
+    files were recorded", and no build removed them."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    placed = placed_file(lake)
+    renamed = placed.parent.with_name("billing_period=2026-11.old")
+    placed.parent.rename(renamed)
+    code, rows = verify(path)
+    assert code == 3  # its record is kept where the file was
+    checks = {r["partition"]: (r["check"], r["detail"]) for r in rows if r["table"] == PLACED_TABLE}
+    assert checks == {f"billing_period=2026-11.old/{placed.name}": ("stray", derived_records.STRAY),  # main: unrecorded
+                      f"billing_period=2026-11/{placed.name}": ("lost", derived_records.LOST)}
+    [line] = derived_line(path)
+    assert "1 derived file(s) damaged or lost and 1 stray" in line, line
+    build_rollups(lake, cfg.attribution)
+    assert not renamed.exists() and placed.exists()  # main: the renamed folder kept for ever
+    assert verify(path)[0] == 0 and derived_line(path) == []
+
+
+def test_a_build_removes_the_kept_record_of_a_superseded_file_deleted_by_hand(tmp_path):
+    """A record whose file is gone and which no build writes again (another config's version, or
+    one dropped halfway) would keep verify at exit 3: the build removes it."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    placed = placed_file(lake)
+    other = placed.with_name("0-other-version.parquet")
+    other.write_bytes(placed.read_bytes())
+    record = derived_records.record_file(lake.root, placed)
+    derived_records.record_file(lake.root, other).write_bytes(record.read_bytes())
+    other.unlink()
+    assert verify(path)[0] == 3
+    build_rollups(lake, cfg.attribution)
+    assert not derived_records.record_file(lake.root, other).exists() and verify(path)[0] == 0
