@@ -102,3 +102,17 @@ def test_a_build_removes_the_kept_record_of_a_superseded_file_deleted_by_hand(tm
     assert verify(path)[0] == 3
     build_rollups(lake, cfg.attribution)
     assert not derived_records.record_file(lake.root, other).exists() and verify(path)[0] == 0
+
+
+def test_a_placed_folder_copied_in_for_a_period_the_ledger_lacks_is_stray_and_removed_by_the_build(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    placed = placed_file(lake)
+    copied = placed.parent.with_name("billing_period=2026-10") / placed.name
+    copied.parent.mkdir()
+    copied.write_bytes(placed.read_bytes())
+    code, rows = verify(path)
+    assert code == 0 and [r["check"] for r in rows if r["partition"].startswith("billing_period=2026-10")] == ["stray"]
+    assert derived_line(path) == [f"derived: 1 derived file(s) stray: {derived_records.STRAY}"]
+    build_rollups(lake, cfg.attribution)
+    assert not copied.parent.exists() and placed.exists() and derived_line(path) == []

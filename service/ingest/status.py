@@ -48,11 +48,12 @@ def derived_damage(lake: Lake) -> list[str]:
                        if not derived_records.stray(path, periods)) if c.damaged] + derived_records.lost(lake)
     if not bad and not strays:
         return []
-    first = bad[0].sentence() if bad else f"{strays} file(s) {derived_records.STRAY}"
-    more = len(bad) - 1 + (strays if bad else 0)
-    return [f"{len(bad)} derived file(s) damaged or lost{f' and {strays} stray' if strays else ''}: {first}"
-            + (f"; and {more} more" if more > 0 else "")
-            + "; queries compute them from the raw lines meanwhile: run `spendlake rollup` to write them again"]
+    if not bad:
+        return [f"{strays} derived file(s) stray: {derived_records.STRAY}"]
+    more = len(bad) - 1 + strays
+    return [f"{len(bad)} derived file(s) damaged or lost{f' and {strays} stray' if strays else ''}: "
+            f"{bad[0].sentence()}{f'; and {more} more' if more else ''}; queries compute them from the raw lines "
+            "meanwhile: run `spendlake rollup` to write them again"]
 
 
 def copies_skipped(lake: Lake) -> list[str]:
