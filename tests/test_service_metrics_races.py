@@ -227,21 +227,26 @@ def test_a_scrape_while_a_writer_empties_the_staging_area_answers(tmp_path, monk
     assert registry.get_sample_value("spendlake_lake_readable") == 1
 
 
-def test_a_scrape_while_a_source_is_forgotten_answers_and_keeps_no_page(tmp_path, monkeypatch):
+def test_a_scrape_while_a_source_is_forgotten_answers_and_keys_the_lake_after_it(tmp_path, monkeypatch):
     """A table's folder removed while the cache key lists it (`spendlake forget` removing a source's
-    folders) raised out of the collector too: the scrape computes the page, and keeps it for no key,
-    so the next scrape reads the lake as it is then."""
+    folders) raised out of the collector too. The key lists the lake again, as every reader does
+    (files.listed): it is the lake after the folder went, which the page computed next reads, so the
+    next scrape, the lake unchanged since, keeps that page; a file the writer removes after changes it."""
     config, lake, used = nlp_over_budget(tmp_path)
     forgotten = lake.table_dir("costs") / "source=old"
     (forgotten / "billing_period=2026-10").mkdir(parents=True)  # what `forget` is removing
+    left = lake.table_dir("costs") / "source=older" / "billing_period=2026-09" / "data.parquet"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"")  # what it removes next (no ledger entry: no reader reads it)
     collector = LakeCollector(config, clock=NOW.timestamp)
     computed = computed_pages(monkeypatch, collector)
     registry = scrape(collector)
     removed_while_listed(monkeypatch, forgotten)
     assert registry.get_sample_value(*used) == 1.2 and len(computed) == 1
     assert not forgotten.exists()
-    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 2  # not the page kept for no key
-    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 2  # the lake unchanged since: kept
+    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 1  # the lake unchanged since: kept
+    left.unlink()
+    assert registry.get_sample_value(*used) == 1.2 and len(computed) == 2
 
 
 def test_storing_the_last_good_budgets_never_waits_for_a_scrape(tmp_path):

@@ -75,15 +75,14 @@ def check_partition_value(name: str, value: str) -> str:
 
 def listed(folder: Path, pattern: str, tries: int = 3) -> list[Path]:
     """`folder.glob(pattern)`, sorted; listed again when a folder in it went while it was listed (a writer
-    removing a superseded version's folder): pathlib's glob lets that FileNotFoundError out, and a scrape
-    beside the writer said the lake could not be read."""
-    for attempt in range(tries):
+    removing a superseded version's folder, `forget` a source's): pathlib's glob lets that FileNotFoundError
+    out, and a scrape beside the writer said the lake could not be read. The last of `tries` lets it out."""
+    for _ in range(tries - 1):
         try:
             return sorted(folder.glob(pattern))
         except FileNotFoundError:
-            if attempt == tries - 1:
-                raise
-    return []
+            continue  # the folder is gone: what is there now
+    return sorted(folder.glob(pattern))
 
 
 def install(staged: Path, target: Path) -> None:

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from service.attribution import ScrapeTops, metrics_anchor, tops_owner
 from service.core.config import Config
 from service.core.errors import SpendlakeError
+from service.core.files import listed
 from service.core.lake import Lake
 from service.core.timewindow import month_text
 from service.ingest.freshness import unrecorded_failures
@@ -150,7 +151,7 @@ class LakeCollector(Collector):
         with self._lock:
             key = self.fingerprint()
             now = self.clock()
-            if key is None or key != self._key or now - self._computed_at >= self.max_age_seconds:
+            if key != self._key or now - self._computed_at >= self.max_age_seconds:
                 self._families, current = self.compute()
                 # A page showing the previous state's tops is not kept: the tops stored when the
                 # writer lets go, or computed once the jobs' turn is free, change no file the
@@ -158,18 +159,15 @@ class LakeCollector(Collector):
                 self._key, self._computed_at = (key if current else None), now
             return iter(list(self._families))
 
-    def fingerprint(self) -> tuple | None:
+    def fingerprint(self) -> tuple:
         """What a change of the lake touches: the ledger, job/source state and table files, and the
-        source failures a full disk kept out of the state; None when a folder went while it was
-        listed (a writer at work): the page is computed then, and kept for no key."""
+        source failures a full disk kept out of the state. A table's folder removed as it is listed
+        (`forget`) is listed again (files.listed): the key is the lake after it, which the page, computed
+        next, reads, and what the writer removes after changes the key again."""
         root = self.lake.root
-        try:
-            # (not the last good families the scrape stores itself: storing them would compute the page again)
-            states = sorted(p for p in (root / "_state").glob("*.json") if p.stem != STORED_STATE)
-            tables = sorted(root.glob(TABLE_FILES))
-        except FileNotFoundError:  # pathlib's glob lets it out of a folder removed between listing and reading it
-            return None
-        paths = [root / "_ledger" / "deliveries.json", *states, *tables]
+        # (not the last good families the scrape stores itself: storing them would compute the page again)
+        states = [p for p in listed(root / "_state", "*.json") if p.stem != STORED_STATE]
+        paths = [root / "_ledger" / "deliveries.json", *states, *listed(root, TABLE_FILES)]
         stats = []
         for path in paths:
             try:
