@@ -75,11 +75,13 @@ def scrape(collector: Collector) -> CollectorRegistry:
 
 def removed_while_listed(monkeypatch, folder: Path) -> None:
     """`folder` removed by a writer (`forget`, a build) just after its parent was listed, before it is
-    listed itself, the next time a reader lists that parent (pathlib's glob lists each folder with
-    os.scandir, as it reads)."""
+    listed itself, the next time a reader lists that parent, or the folder itself, found by a glob rooted
+    there (pathlib's glob lists each folder with os.scandir, as it reads)."""
     real = os.scandir
 
     def scandir(path=None):
+        if isinstance(path, (str, os.PathLike)) and Path(path) == folder and folder.exists():
+            shutil.rmtree(folder)  # as the glob that found it lists it
         with real(path) as found:
             entries = list(found)
         if isinstance(path, (str, os.PathLike)) and Path(path) == folder.parent and folder.exists():

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
-from servicekit import commit, make_config
+from servicekit import commit, make_config, removed_while_listed
 
 from service.attribution import attribute, metrics_anchor
 from service.attribution import commitment_tops, spend_tops
@@ -556,28 +556,18 @@ def test_a_replaced_configs_tops_removed_as_a_scrape_lists_them_are_none_not_an_
     beside it that found the folder and then listed it (the derived files' check, or the replaced tops it
     shows) met FileNotFoundError, said as the lake being unreadable (`spendlake_lake_readable` 0, an error
     logged). A folder removed as it is listed is listed again: tops removed are none stored."""
-    import os
-    import shutil
-
     old, new = config_for(tmp_path, shared=False), config_for(tmp_path, shared=True)
     lake = Lake(old.lake)
     commit(lake, "cur", ROWS)
     rollup(old)
     folder = tops_module.tops_folder(lake, old)
-    real, going = os.scandir, []
-
-    def scandir(path=None):  # the folder removed between the glob's look at it and its listing
-        if going and isinstance(path, (str, os.PathLike)) and os.fspath(path) == str(folder):
-            shutil.rmtree(going.pop())
-        return real(path)
-
-    monkeypatch.setattr(os, "scandir", scandir)
-    going.append(folder)
-    assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) is None and not folder.exists()
+    with monkeypatch.context() as build:
+        removed_while_listed(build, folder)
+        assert tops_module.previous_tops(lake, tops_module.tops_owner(old)) is None and not folder.exists()
     rollup(old)  # stored again
     registry = CollectorRegistry()
     registry.register(LakeCollector(new, clock=NOW.timestamp, earlier=(tops_module.tops_owner(old),)))
-    going.append(folder)
+    removed_while_listed(monkeypatch, folder)
     with lake.lock():  # the new config's build
         assert registry.get_sample_value("spendlake_lake_readable") == 1
         assert registry.get_sample_value("spendlake_metric_tops_current") == 0
