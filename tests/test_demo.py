@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import date
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -40,7 +41,7 @@ def test_demo_generates_ingests_and_shows_the_lake(tmp_path, monkeypatch):
               if line.startswith("  spendlake --config ")]
     listed = runner.invoke(cli, ["--config", "spendlake-data/demo/spendlake.yaml", "runs", "--since", "7d"])
     top = json.loads(listed.stdout)["rows"][0]["run"]  # the costliest, first in the demo's top runs
-    assert pasted[1:3] == ["runs --since 7d", f"runs --run {top}"], pasted
+    assert pasted[1:4] == ["runs --since 7d", f"runs --run {top}", "plans"], pasted
     story = runner.invoke(cli, ["--config", "spendlake-data/demo/spendlake.yaml", *pasted[2].split(), "--format",
                                 "table"])
     assert story.exit_code == 0 and f"run {top}" in story.stdout and f"jobs of {top}" in story.stdout, story.output
@@ -162,6 +163,27 @@ def test_the_demos_savings_plan_is_the_platform_teams_in_commitments_and_their_m
     owners = {(sample.labels["type"], sample.labels["team"]) for family in registry.collect()
               if family.name == "spendlake_commitment_unused_usd" for sample in family.samples}
     assert ("Savings Plan", "platform") in owners and not any(team == "unallocated" for _, team in owners), owners
+
+
+def test_the_demo_registers_a_plan_for_its_pretraining_run_that_plans_and_the_report_set_against_its_actual(demo_run):
+    """The demo registered no plan (walk46): `spendlake plans` and the report's "Plans vs actual" only said how
+    to register one. Its llama-405b run has a plan, as `estimate --register` stores it, from the run's first day."""
+    config = str(demo_run.config_path)
+    shown = CliRunner().invoke(cli, ["--config", config, "plans", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    [row] = json.loads(shown.stdout)
+    assert (row["plan"], row["project"], row["start"]) == ("llama-405b-r1", "llama-405b", "2026-10-20T00:00:00Z")
+    planned, actual = Decimal(row["planned_to_date_high"]), Decimal(row["actual_to_date"])
+    # 88 GPUs at the p5 price since its start; the run held them but for its restarts
+    assert row["status"] == "under plan" and planned * Decimal("0.9") < actual < planned, row
+    again = CliRunner().invoke(cli, ["--config", config, "estimate", "--params", "405B", "--tokens", "100B", "--gpu",
+                                     "H100", "--gpus", "88", "--mfu", "0.35-0.45", "--failure-overhead", "0.1",
+                                     "--format", "json"])
+    # the plan is what that estimate prices (its compute and storage each stored in cents)
+    assert abs(Decimal(json.loads(again.stdout)["high"]["total_cost"]) - Decimal(row["planned_total_high"])) <= Decimal(
+        "0.01")
+    section = (Path(demo_run.report.location) / "plans.csv").read_text(encoding="utf-8")
+    assert "llama-405b-r1,llama-405b" in section and "under plan" in section, section
 
 
 def test_the_demos_estimate_prices_a_gpu_hour_as_its_bill_does(demo_run):

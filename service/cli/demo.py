@@ -176,10 +176,10 @@ def demo_command(directory: str, days: int, seed: int, start: datetime | None) -
     top_run = _print_cluster(result)
     click.echo(f"report: {report}")
     click.echo(f"config: {config}")
-    # a research lead's questions too: the runs and the costliest one's story (failures, idle)
+    # a research lead's questions too: the runs, the costliest one's story (failures, idle), the plan against its actual
     runs = ("runs --since 7d", f"runs --run {shlex.quote(top_run)}") if top_run else ()
     click.echo("next:\n" + "\n".join(f"  {program()} --config {config} {command}" for command in (
-        "attribute --since 7d --by project", *runs, "findings", "commitments --since 30d --by team", "budgets",
+        "attribute --since 7d --by project", *runs, "plans", "findings", "commitments --since 30d --by team", "budgets",
         "serve")))
     if result.ingest.failed or any(snapshot.failed for snapshot in result.inventory):
         sys.exit(3)

@@ -56,9 +56,12 @@ from service.core.errors import LakeBusyError, UsageError
 from service.core.lake import Lake
 from service.findings.budgets import budget_statuses, early_in_month
 from service.findings.forecast import history_start
+from service.findings.plan_values import as_billed
 from service.findings.run import run_rules
 from service.ingest.billing import IngestResult, ingest
 from service.ingest.inventory import InventoryOutcome, run_inventory
+from service.planning.estimate import estimate, plan_inputs
+from service.planning.plans import Plan, load_plans, plan_from_estimate, register_plan
 from service.report.write import ReportResult, write_report
 
 DEFAULT_DIR = DEMO_CONFIG.parents[1]  # spendlake-data
@@ -93,6 +96,15 @@ ATTRIBUTION = {
 # its p5.48xlarge (p4d.24xlarge) on-demand rate over the instance's 8 GPUs (12.29; 4.096575)
 ESTIMATE = {"gpus": {gpu: {"price_per_gpu_hour": str(Decimal(INSTANCES[instance][0]) / INSTANCES[instance][2])}
                      for gpu, instance in (("H100", "p5.48xlarge"), ("A100", "p4d.24xlarge"))}}
+# The plan the research lead registered for the cluster's llama-405b pretraining run, as
+# `spendlake estimate --params 405B --tokens 100B --gpu H100 --gpus 88 --mfu 0.35-0.45 --failure-overhead 0.1
+# --register llama-405b-r1 --project llama-405b --start <the window's first day>` would: the first
+# pretraining block's 11 p5 nodes (the twelfth is its spare), at the bill's p5 price; its first job
+# starts in the window's first hours and it outlasts the window (connectors.synthetic.slurm), and
+# 79 to 102 days at that MFU bracket it, so `spendlake plans` and the report set it against its actual.
+PLAN = {"name": "llama-405b-r1", "project": "llama-405b",
+        "inputs": {"params": "405B", "tokens": "100B", "gpu": "H100", "gpus": 88, "mfu": "0.35-0.45",
+                   "failure_overhead": "0.1"}}
 
 
 @dataclass
@@ -140,6 +152,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     # the organisation's "now": where its bill ends (the data's end, as every window sees it)
     as_of = data_end(Lake.of(config)) or datetime.combine(last_day + timedelta(days=1), time(), timezone.utc)
     snapshots = run_inventory(config, now=as_of)  # the inventory as it stood at the bill's end
+    _register_plan(config, org.start)  # before the rules: a planned run's spend is expected, not an anomaly
     budgets = demo_budgets(config, as_of.replace(tzinfo=None))
     if budgets:
         config = _write_config(config_path, {**document, "budgets": budgets})
@@ -147,6 +160,18 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
                       inventory=snapshots, findings=findings, as_of=as_of, report=write_report(config, last_day),
                       afresh=afresh)
+
+
+def _register_plan(config: Config, start: date) -> Plan:
+    """Register the demo's plan (`PLAN`) from `start`, its project spelt as the bill spells it; the same
+    plan again on a re-run (the plans file is written only when it changes)."""
+    lake = Lake.of(config)
+    plan, _ = as_billed(lake, config, plan_from_estimate(estimate(plan_inputs(PLAN["inputs"]), config),
+                                                        name=PLAN["name"], project=PLAN["project"],
+                                                        experiment=None, start=start.isoformat()))
+    if plan not in load_plans(lake):  # a re-run's lake stays byte for byte as it was
+        register_plan(lake, plan)
+    return plan
 
 
 def _start_afresh_for_another_window(root: Path, window: dict) -> str | None:
