@@ -100,8 +100,29 @@ def test_plans_table_and_no_plans(tmp_path):
     assert table.exit_code == 0
     # 120 h at $25 an hour by the 29th's end, against USD 100 a day since the 25th
     (row,) = [text for text in table.stdout.splitlines() if "known" in text]
-    assert row.count("3,000.00") == 2 and "500.00" in row and "under plan to data end" in row, table.stdout
+    assert row.count("3,000.00") == 1 and "500.00" in row and "under plan to data end" in row, table.stdout
     assert "plans vs actual, to the end of 2026-11-29" in table.stdout
+
+
+def test_a_plan_to_date_both_scenarios_agree_on_is_one_figure_beside_the_range_of_the_plan_total(tmp_path, monkeypatch):
+    """Mid-run `plan low` and `plan high` read 3,000.00 and 3,000.00, a range that looked broken (walk46): either
+    MFU spends the GPUs' price an hour, so the scenarios part only once the faster run ends; the range is in what
+    the run costs in all, which the table showed only at its high. Now one figure to date, the total as a range."""
+    monkeypatch.setenv("COLUMNS", "150")
+    lake, config_file = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    mid, done = (spendlake(config_file, "plans", "--format", "table", "--as-of", day).stdout.splitlines()
+                 for day in ("2026-11-29", "2026-12-06"))
+    header = next(text for text in mid if text.startswith("┃"))
+    assert "plan low" not in header and "plan high" not in header and "plan total" in header, mid
+    (at,) = [i for i, text in enumerate(mid) if "known" in text]
+    assert mid[at].count("3,000.00") == 1 and "5,000.00 to" in mid[at] and "6,000.00" in mid[at + 1], mid
+    # past the faster run's end (200 h): 5,000 low, 240 h × $25 high, each its own figure
+    (at,) = [i for i, text in enumerate(done) if "known" in text]
+    assert done[at].count("5,000.00 to") == 2 and done[at + 1].count("6,000.00") == 2, done
+    csv = json.loads(spendlake(config_file, "plans", "--format", "json", "--as-of", "2026-11-29").stdout)
+    assert [(r["planned_to_date_low"], r["planned_to_date_high"], r["planned_total_low"], r["planned_total_high"])
+            for r in csv] == [("3000.00", "3000.00", "5000.00", "6000.00")]  # JSON and CSV keep both figures
 
 
 def test_the_plans_table_shows_the_plan_total_at_150_columns(tmp_path, monkeypatch):

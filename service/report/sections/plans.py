@@ -38,8 +38,9 @@ COLUMNS = (
     Column("start", "start", "time"), Column("end", "end", "time"),
     Column("planned_to_date_low", "plan low", "money"), Column("planned_to_date_high", "plan high", "money"),
     Column("actual_to_date", "actual", "money"), Column("status", "status"),
+    Column("planned_total_low", "plan total low", "money", in_html=False),  # the page's chart shows it
     Column("planned_total_high", "plan total", "money"),
-)  # plans.csv's, and `spendlake plans`'s
+)  # plans.csv's, and `spendlake plans`'s (whose table shows each pair as one range: cli/plans.py)
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
 # a plan's USD per day, what no cost line carries (the dimension, the note's sentence), its spend in
@@ -174,7 +175,10 @@ def _section(config: Config, lake: Lake, day: date, data: Coverage) -> tuple[Sec
             "start": iso_utc(plan.start), "end": iso_utc(plan.end), "planned_to_date_low": low,
             "planned_to_date_high": high, "actual_to_date": actual,
             "status": _status(plan, until, (data[0], ends), actual, found),
-            "planned_total_high": plan.total_cost.high.quantize(CENT),  # in cents, stored at DECIMAL(38,12)
+            # in cents, stored at DECIMAL(38,12): the run's range, which the plan to date shows only once the
+            # faster run has ended (both spend the GPUs' price an hour whatever the MFU)
+            "planned_total_low": plan.total_cost.low.quantize(CENT),
+            "planned_total_high": plan.total_cost.high.quantize(CENT),
         })
         if plan.start < until and len(charts) < PLAN_CHARTS:
             charts.append(_plan_chart(plan, day, daily, ends))
