@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,7 +16,9 @@ from connectors.synthetic.capacity import add_capacity_reservation
 from connectors.synthetic.org import build_organisation, inject_gpu_anomaly
 from connectors.synthetic.slurm import add_slurm_cluster
 from service.cli.main import cli
-from service.serve.metrics import LakeCollector
+from service.core.lake import Lake
+from service.serve.metrics import JobMetrics, LakeCollector
+from service.serve.scheduler import ServiceScheduler, Tasks
 
 pytestmark = pytest.mark.slow  # each runs the whole demo, or reads the session's demo_run
 
@@ -184,6 +186,18 @@ def test_the_demo_registers_a_plan_for_its_pretraining_run_that_plans_and_the_re
         "0.01")
     section = (Path(demo_run.report.location) / "plans.csv").read_text(encoding="utf-8")
     assert "llama-405b-r1,llama-405b" in section and "under plan" in section, section
+
+
+def test_a_service_started_after_the_demo_does_not_write_its_report_again(demo_run):
+    """`spendlake serve` right after the demo logged 'the daily run of <today> has not happened: running it now' and
+    rewrote the report the demo had just written (walk46): the demo records its report as the daily run of the day
+    after its last, as that run does; the next day's run is still due."""
+    tasks = Tasks(ingest=lambda: None, rules=None, daily=lambda day: None)
+    scheduler = ServiceScheduler(Lake.of(demo_run.config), JobMetrics(CollectorRegistry(), ()), tasks,
+                                 ingest_every=timedelta(hours=1), daily_at=time(6))
+    assert demo_run.report.day == date(2026, 11, 28)
+    assert not scheduler.daily_due(datetime(2026, 11, 29, 7, tzinfo=timezone.utc))
+    assert scheduler.daily_due(datetime(2026, 11, 30, 7, tzinfo=timezone.utc))
 
 
 def test_the_demos_estimate_prices_a_gpu_hour_as_its_bill_does(demo_run):

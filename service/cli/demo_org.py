@@ -63,6 +63,7 @@ from service.ingest.inventory import InventoryOutcome, run_inventory
 from service.planning.estimate import estimate, plan_inputs
 from service.planning.plans import Plan, load_plans, plan_from_estimate, register_plan
 from service.report.write import ReportResult, write_report
+from service.serve.scheduler import record_daily_run
 
 DEFAULT_DIR = DEMO_CONFIG.parents[1]  # spendlake-data
 SOURCE_NAME = "ml-org"
@@ -157,9 +158,12 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     if budgets:
         config = _write_config(config_path, {**document, "budgets": budgets})
     findings = run_rules(config, now=as_of).result.findings
+    report = write_report(config, last_day)
+    # the report a service's daily run the next day writes, after the verify this fresh lake needs not:
+    # `spendlake serve` started then does not write it again
+    record_daily_run(Lake.of(config), last_day + timedelta(days=1))
     return DemoResult(config_path=config_path, config=config, generation=generation, ingest=ingested,
-                      inventory=snapshots, findings=findings, as_of=as_of, report=write_report(config, last_day),
-                      afresh=afresh)
+                      inventory=snapshots, findings=findings, as_of=as_of, report=report, afresh=afresh)
 
 
 def _register_plan(config: Config, start: date) -> Plan:

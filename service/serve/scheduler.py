@@ -81,6 +81,14 @@ def latest_fire_date(now: datetime, daily_at: time) -> date:
     return now.date() if now >= today_fire else now.date() - timedelta(days=1)
 
 
+def record_daily_run(lake: Lake, run_date: date) -> None:
+    """Record the daily run of `run_date` (the report of the day before) as done: a service started
+    while that date's fire is the latest does not run it again (`ServiceScheduler.daily_due`)."""
+    state = lake.read_state(STATE)
+    state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
+    lake.write_state(STATE, state)
+
+
 class ServiceScheduler:
     def __init__(self, lake: Lake, metrics: JobMetrics, tasks: Tasks, *, ingest_every: timedelta,
                  daily_at: time, clock: Callable[[], datetime] = utc_now,
@@ -224,9 +232,7 @@ class ServiceScheduler:
         as every state write of this job): a record the disk had no room for fails the run
         (counted, tried again) rather than escaping the job."""
         self.tasks.daily(run_date - timedelta(days=1))
-        state = self.lake.read_state(STATE)
-        state["daily"] = {"last_run_date": run_date.isoformat(), "finished_at": utc_now_iso()}
-        self.lake.write_state(STATE, state)
+        record_daily_run(self.lake, run_date)
 
     def _due_date(self) -> date | None:
         """The latest fire's date while its daily run has not been done, else None (logged)."""
