@@ -18,8 +18,10 @@ Slurm cluster (`p5-west`, 16 p5.48xlarge nodes tagged only with the cluster and 
 name, shared by pretraining, post-training, evaluation and debugging jobs:
 connectors.synthetic.slurm) whose jobs the `ml-org-slurm` source reads; the
 config gets two budgets sized from the ingested spend — one the team has already crossed,
-one it is forecast to cross — and the demo runs the rules before the report, so the report
-shows budgets, the anomaly and unallocated spend.
+one it is forecast to cross —, a plan is registered for the cluster's llama-405b pretraining run
+(`PLAN`), and the demo runs the rules before the report, so the report shows budgets, the
+anomaly, unallocated spend and the plan against its actual; the report is recorded as the
+service's daily run of the next day (service.serve.scheduler.record_daily_run).
 
 Deterministic for a given seed and window; re-running the same day rewrites identical
 files, so the ingest finds every delivery already held and changes nothing. A re-run with
