@@ -182,3 +182,24 @@ def test_a_bills_decomposed_dotted_capital_i_is_matched_by_every_way_of_typing_i
         assert shown.exit_code == 0 and "matches nothing" not in shown.stderr, shown.output
         rows = {row["team"]: Decimal(row["cost"]) for row in json.loads(shown.stdout)["rows"]}
         assert rows == {decomposed: Decimal(10), composed: Decimal(5)}, typed
+
+
+def test_runs_run_finds_a_run_id_recorded_half_composed_as_every_runs_answer_shows_it(tmp_path):
+    # SQL compares a run id's lower() with the forms of the one typed, composed or decomposed; an id written
+    # half one way, half the other, matches neither, and only Python's folding makes it the run typed
+    from tests.test_clusters_allocation import gpu_line, job, setup
+    from tests.test_runs import write_config
+
+    half = f"{ZURICH}-{TYPED}-1"
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00",
+                                                       instance_ids=["i-a"], run_id=half)])
+    path = write_config(tmp_path, lake)
+
+    def rows(*args: str) -> list[dict]:
+        shown = CliRunner().invoke(cli, ["--config", path, "runs", *WINDOW, "--format", "json", *args])
+        assert shown.exit_code == 0, shown.output
+        return json.loads(shown.stdout)["rows"]
+
+    [row] = rows()
+    assert (row["run"], Decimal(row["cost"]), row["jobs"], row["gpu_hours"]) == (half, Decimal(40), 1, "4.000000")
+    assert rows("--run", f"{ZURICH}-{ZURICH}-1") == rows("--run", f"{TYPED}-{TYPED}-1") == [row]

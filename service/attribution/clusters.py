@@ -17,18 +17,24 @@ jobs' parts and idle parts of the cluster's instances; EKS pods count as jobs, t
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
 from service.attribution.sessions import engine_of, read_sessions
-from service.attribution.compute import RollupSession, attributed_sums
+from service.attribution.compute import ROLLUP_VIEW, RollupSession, attributed_sums
 from service.attribution.needs import Needs
+from service.attribution.sql import how_col
+from service.attribution.window_sql import INSIDE, OVERLAPS
 from service.core.config import Config, attribution_of
 from service.core.config_attribution import AttributionConfig
 from service.core.errors import UsageError
+from service.core.folding import folded
 from service.core.lake import Lake
 from service.core.timewindow import Window
+from service.core.units import naive_utc
 
 JOB_VALUES = ("team", "project", "experiment", "run", "job_type", "job_state", "user")
 
@@ -98,16 +104,30 @@ def usage_dims(config: AttributionConfig) -> tuple[str, ...]:
 
 
 def _placed(session: RollupSession, config: AttributionConfig, dims: tuple[str, ...], window: Window, cost: str,
-            by_job: bool):
+            by_job: bool, whole_runs: Sequence[str] = ()):
     """(kind `job` or `idle`, job id (None unless `by_job`), currency, values of `dims`, amount)
     of each part allocation placed in `window`; without `by_job` the window's rows are grouped
-    by placement kind, not by job (a month of 200k jobs' parts is then a few hundred rows)."""
+    by placement kind, not by job (a month of 200k jobs' parts is then a few hundred rows), but
+    the rows of `whole_runs` (window_sql.window_sql) by job, with their job id."""
     at = dims.index("run")
     for (_, currency, _, values, hows), amount in attributed_sums(
-            session.con, config, dims, cost, "total", window, True, per_partition=True, placement=not by_job).items():
-        kind, _, name = (hows[at] or "").partition(":")
+            session.con, config, dims, cost, "total", window, True, per_partition=True, placement=not by_job,
+            whole_runs=whole_runs).items():
+        kind, colon, name = (hows[at] or "").partition(":")
         if kind in ("job", "idle"):
-            yield kind, name if by_job else None, currency, values, amount
+            yield kind, name if by_job or colon else None, currency, values, amount
+
+
+def grouped_exactly(session: RollupSession, window: Window) -> bool:
+    """Whether the job and idle parts in `window` add up alike grouped by job or by placement
+    alone: no row of them is a shared rule's (split by the window's spend in Python, row by row)
+    nor cut by the window (prorated row by row, each rounded)."""
+    kind = f"split_part({how_col('run')}, ':', 1)"
+    [(odd,)] = session.con.execute(
+        f"SELECT count(*) FROM {ROLLUP_VIEW} WHERE {OVERLAPS} AND {kind} IN ('job', 'idle') "
+        f"AND (shared IS NOT NULL OR NOT {INSIDE})",
+        {"since": naive_utc(window.since), "until": naive_utc(window.until)}).fetchall()
+    return not odd
 
 
 def _cluster_rows(clusters: dict[tuple, list[Decimal]], spell: dict[tuple[str, str], str]) -> tuple[ClusterCost, ...]:
@@ -133,22 +153,28 @@ def placed_totals(session: RollupSession, config: AttributionConfig, window: Win
     return PlacedTotals(dict(runs), _cluster_rows(clusters, spell))
 
 
-def usage_in(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str) -> ClusterUsage:
-    """`cluster_usage` on an open session (None: an empty lake)."""
+def usage_in(session: RollupSession | None, config: AttributionConfig, window: Window, cost: str,
+             run: str | None = None) -> ClusterUsage:
+    """`cluster_usage` on an open session (None: an empty lake); `run`: the jobs of that run
+    alone (any case), the clusters' figures all the same: the other runs' parts are then summed
+    in SQL, not read job by job, where that adds up alike (`grouped_exactly`)."""
     if session is None:
         return ClusterUsage(window, cost, (), ())
     dims = usage_dims(config)
     at = {d: i for i, d in enumerate(dims)}
+    spell = session.spellings([*JOB_VALUES, "cluster"])
+    ours = functools.cache(lambda value: run is None or folded(spell.get(("run", value), value)) == folded(run))
+    by_job = run is None or not grouped_exactly(session, window)
     jobs: dict[tuple, Decimal] = defaultdict(Decimal)
     clusters: dict[tuple, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    for kind, name, currency, values, amount in _placed(session, config, dims, window, cost, by_job=True):
+    for kind, name, currency, values, amount in _placed(session, config, dims, window, cost, by_job,
+                                                        () if by_job else [folded(run)]):
         cluster = values[at["cluster"]]
         clusters[(cluster, currency)][0] += amount
         if kind == "idle":
             clusters[(cluster, currency)][1] += amount
-        else:
+        elif ours(values[at["run"]]):  # of another run: none but a name that is not ASCII has its job id
             jobs[(cluster, name, tuple(values[at[d]] for d in JOB_VALUES), currency)] += amount
-    spell = session.spellings([*JOB_VALUES, "cluster"])
     job_rows = tuple(sorted(
         (JobCost(spell.get(("cluster", c), c), job, {d: spell.get((d, v), v) for d, v in zip(JOB_VALUES, values)},
                  currency, amount)

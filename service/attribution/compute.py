@@ -89,14 +89,15 @@ def prorate(amount: Decimal, edge_start: datetime, edge_end: datetime, start: da
 
 
 def window_parts(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
-                  window: Window | None, explain: bool, per_partition: bool, placement: bool = False):
+                  window: Window | None, explain: bool, per_partition: bool, placement: bool = False,
+                  whole_runs: Sequence[str] = ()):
     """(shared rule, period, currency, partition, values, hows, amount) for the window, with
     the charge periods cut by the window, or spanning several output periods, prorated.
-    `placement`: hows as their kind only (sql.window_sql)."""
+    `placement`: hows as their kind only, but those of `whole_runs`' rows (window_sql)."""
     since = _naive(window.since) if window else None
     until = _naive(window.until) if window else None
     sql = window_sql(ROLLUP_VIEW, dims, measure, granularity, since, until,
-                     explain=explain, per_partition=per_partition, placement=placement)
+                     explain=explain, per_partition=per_partition, placement=placement, whole_runs=whole_runs)
     n = len(dims)
     # DuckDB gives each row its own copy of every text: a month's 200k jobs' rows repeat a few
     # hundred values and partitions, and name their job once per dimension's how. Read in
@@ -153,16 +154,16 @@ def split_weights(config: AttributionConfig, rule_index: int, currency, period,
 
 def attributed_sums(con, config: AttributionConfig, dims: tuple[str, ...], measure: str, granularity: str,
                 window: Window | None, explain: bool, per_partition: bool,
-                placement: bool = False) -> dict[tuple, Decimal]:
+                placement: bool = False, whole_runs: Sequence[str] = ()) -> dict[tuple, Decimal]:
     """(period, currency, partition, values, hows) → amount, after shared splits. A shared
     line is split by the direct spend of its own output period (the whole window in
     `total`), so each period is attributed as that period alone would be. `placement`: hows
-    as their kind only (sql.window_sql)."""
+    as their kind only, but those of `whole_runs`' rows (window_sql.window_sql)."""
     out: dict[tuple, Decimal] = defaultdict(Decimal)
     shared_parts = []
     direct: dict[tuple, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for shared, period, currency, partition, values, hows, amount in window_parts(
-            con, config, dims, measure, granularity, window, explain, per_partition, placement):
+            con, config, dims, measure, granularity, window, explain, per_partition, placement, whole_runs):
         if shared is None:
             out[(period, currency, partition, values, hows)] += amount
             for dim, value in zip(dims, values):

@@ -1,7 +1,7 @@
 """What a run's row is built from (service/attribution/run_rows.py says how): its job records
 in a window, and the idle share of the instances its jobs ran on.
 
-    job_records(lake, con, config, window, billed_until) -> {run (lower case): JobSide}
+    job_records(lake, con, config, window, billed_until, run=None) -> {run (lower case): JobSide}
     run_span(lake, con, run) -> (first start, last end, running)
     idle_shares(lake, session, config, window, cost) -> {(run lower case, currency): share}
 """
@@ -86,11 +86,12 @@ def running_until(until: datetime) -> datetime:
 
 
 def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig,
-                 window: Window, billed_until: datetime | None = None) -> dict[str, JobSide]:
+                 window: Window, billed_until: datetime | None = None, run: str | None = None) -> dict[str, JobSide]:
     """run (lower case) → its job records' figures in `window`: the newest snapshot of each
     record that held GPUs and overlaps the window, as allocation reads them, with the values
     its jobs state (service/attribution/job_values.py). `billed_until`: the bill's end, where
-    `held` stops (hours after it have no cost yet, so no price). Summed per run in SQL
+    `held` stops (hours after it have no cost yet, so no price). `run`: that run's (any case),
+    and perhaps others whose id is not ASCII (sql.held_records_cte). Summed per run in SQL
     (`_summed_records`), else record by record here."""
     if not lake.has_table(JOBS_TABLE):
         return {}
@@ -98,7 +99,7 @@ def job_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
     priced_until = min(until, _naive(billed_until)) if billed_until else until
     running = running_until(until)
     params = Params()
-    records = held_records_cte(params, since, until, failed_before=True)
+    records = held_records_cte(params, since, until, run, failed_before=True, not_ascii=True)
     values, last = job_values_ctes(config, "j_records", label_keys(con), VALUES, params)
     summed = _summed_records(con, f"WITH {records}, {values}", last, Params(dict(params.values)), since, until,
                              priced_until, running)

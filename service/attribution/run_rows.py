@@ -265,7 +265,7 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     if session is None:  # no bill in the lake: the runs of its job records, without cost
         con = lake.query(tables=READ_TABLES)
         try:
-            records = job_records(lake, con, config, query.window)
+            records = job_records(lake, con, config, query.window, None, query.run)
             story = run_story(lake, None, con, config, query.window, query.cost, query.run,
                               ClusterUsage(query.window, query.cost, (), ())) if query.run else None
         finally:
@@ -282,14 +282,14 @@ def _runs(lake: Lake, session: RollupSession | None, config: AttributionConfig, 
     idle = None if query.run else idle_shares(lake, session, config, query.window, query.cost)
     summed = None if query.run else run_sums(session, config, query.window, query.cost)
     if summed is None:  # one run's story reads its jobs' parts; so do windows run_sums cannot sum
-        usage = usage_in(session, config, query.window, query.cost)
+        usage = usage_in(session, config, query.window, query.cost, query.run)  # `run`: its jobs alone
         costs = _summed(query, usage)
         usage = replace(usage, jobs=usage.jobs if query.run else ())  # summed: only one run's story reads its jobs
     else:
         sums, usage = summed
         costs = {key: [s.name, s.cost, s.values, s.jobs, s.clusters] for key, s in sums.items()}
     records = job_records(lake, session.con, config, query.window,
-                          max((end for end in through.values() if end), default=None))
+                          max((end for end in through.values() if end), default=None), query.run)
     story = None
     if query.run:
         story = run_story(lake, session, session.con, config, query.window, query.cost, query.run, usage)

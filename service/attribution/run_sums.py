@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from service.attribution.clusters import ClusterUsage, placed_totals
+from service.attribution.clusters import ClusterUsage, grouped_exactly, placed_totals
 from service.attribution.compute import ROLLUP_VIEW, RollupSession
 from service.attribution.run_inputs import SEVERAL, VALUES, held_key
 from service.attribution.sql import dim_col, how_col
-from service.attribution.window_sql import INSIDE, OVERLAPS
+from service.attribution.window_sql import INSIDE
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
 from service.core.timewindow import Window
@@ -42,13 +42,10 @@ def run_sums(session: RollupSession, config: AttributionConfig, window: Window,
              cost: str) -> tuple[dict[tuple[str, str | None], RunSum], ClusterUsage] | None:
     """(run lower case, currency) → its RunSum, and the window's usage without its jobs (the
     clusters' cost and idle, the overbooked hours); None where the module docstring says."""
+    if not grouped_exactly(session, window):
+        return None
     kind = f"split_part({how_col('run')}, ':', 1)"
     bind = {"since": naive_utc(window.since), "until": naive_utc(window.until)}
-    [(odd,)] = session.con.execute(
-        f"SELECT count(*) FROM {ROLLUP_VIEW} WHERE {OVERLAPS} AND {kind} IN ('job', 'idle') "
-        f"AND (shared IS NOT NULL OR NOT {INSIDE})", bind).fetchall()
-    if odd:
-        return None
     lowered = ", ".join(f"lower({dim_col(d)}) AS {d}" for d in OWN_VALUES)
     per_cluster = ", ".join(f"min({d}) AS {d}_lo, max({d}) AS {d}_hi, count({d}) AS {d}_n, "
                             f"bool_or({d} IS NULL) AS {d}_null" for d in OWN_VALUES)

@@ -293,18 +293,21 @@ def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_i
 
 
 def held_records_cte(params: Params, since: Any = None, until: Any = None, run: str | None = None,
-                     failed_before: bool = False) -> str:
+                     failed_before: bool = False, not_ascii: bool = False) -> str:
     """`j_records`: the newest snapshot of each job record that held GPUs (a start, GPUs, a run
     id), as allocation reads them; overlapping [since, until) (naive UTC) when given, of `run`
-    (any case) when given. `failed_before` (with `since`): also, of the runs with a record in
-    the window, those that ended at or before `since` in a state that may be re-run (not
-    NOT_FAILED), the failures their first attempts in the window may restart
-    (core.job_states.Restarts); the records read once for both."""
+    (any case) when given, and with `not_ascii` of every run id that is not ASCII too (a run id
+    written half composed, half not, folds to `run` in Python alone: the caller keeps the run's).
+    `failed_before` (with `since`): also, of the runs with a record in the window, those that
+    ended at or before `since` in a state that may be re-run (not NOT_FAILED), the failures
+    their first attempts in the window may restart (core.job_states.Restarts); the records read
+    once for both."""
     kept = ["newest = 1", "start_time IS NOT NULL", "gpus > 0", "coalesce(trim(run_id), '') <> ''"]
     if until is not None:
         kept.append(f"start_time < {params.bind(until, 'until')}")
     if run is not None:
-        kept.append(f"list_contains({params.bind(folded_forms(run), 'run')}, lower(trim(run_id)))")
+        ours = f"list_contains({params.bind(folded_forms(run), 'run')}, lower(trim(run_id)))"
+        kept.append(f"({ours} OR strlen(run_id) <> length(run_id))" if not_ascii else ours)
     held = f"SELECT * EXCLUDE (newest, {', '.join(SETTLED_COLUMNS)}) FROM ({settled_records()}) AS j"
     if since is None:
         return f"j_records AS ({held} WHERE {' AND '.join(kept)})"

@@ -24,13 +24,15 @@ GRANULARITIES = ("total", "day", "week", "month")
 
 def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
                since: datetime | None, until: datetime | None, *, explain: bool, per_partition: bool,
-               placement: bool = False) -> Sql:
+               placement: bool = False, whole_runs: Sequence[str] = ()) -> Sql:
     """Sums from the rollup relation `rollup` for [since, until). Rows whose charge period
     lies inside the window (and, per period, inside one day/week/month) are grouped by output
     period; the others (edge_start/edge_end set) keep their charge period so the caller can
     prorate them and spread them over the periods they span. No window: everything.
     `placement` (with `explain`): each how only as its kind (`job`, `idle`, `tag`, ...: what
-    precedes the colon), so the parts of 200k jobs are not 200k rows."""
+    precedes the colon), so the parts of 200k jobs are not 200k rows; but the rows whose run
+    (`dims` holds it) lowers to one of `whole_runs`, or is not ASCII (`folded` may fold it to
+    one: the caller tells), keep their whole hows, so one run's jobs are rows of their own."""
     if granularity not in GRANULARITIES or measure not in MEASURES:
         raise ValueError(f"granularity {granularity!r} or measure {measure!r}")
     params: dict[str, Any] = {}
@@ -46,7 +48,7 @@ def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
     period = "CAST(NULL AS TIMESTAMP)" if granularity == "total" else f"date_trunc('{granularity}', cp_start)"
     cols = ["currency", "shared"] + [f"lower({dim_col(d)})" for d in dims]
     if explain:
-        cols += [f"split_part({how_col(d)}, ':', 1)" if placement else how_col(d) for d in dims]
+        cols += [_kind(how_col(d), whole_runs, params) if placement else how_col(d) for d in dims]
     if per_partition:
         cols += ["source", "billing_period"]
     keys = [
@@ -61,6 +63,17 @@ def window_sql(rollup: str, dims: Sequence[str], measure: str, granularity: str,
         "GROUP BY " + ", ".join(keys)
     )
     return Sql(text, params)
+
+
+def _kind(how: str, whole_runs: Sequence[str], params: dict[str, Any]) -> str:
+    """`how` as its kind, or whole on the rows of `whole_runs` (`window_sql`)."""
+    kind = f"split_part({how}, ':', 1)"
+    if not whole_runs:
+        return kind
+    params["whole_runs"] = list(whole_runs)
+    run = dim_col("run")
+    return (f"CASE WHEN list_contains($whole_runs, lower({run})) OR strlen({run}) <> length({run}) "
+            f"THEN {how} ELSE {kind} END")
 
 
 def spellings_sql(rollup: str, dims: Sequence[str]) -> Sql:
