@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from click.testing import CliRunner
 
-from service.attribution import RunsQuery, held_hours_lookup, run_inputs, runs
+from service.attribution import RunsQuery, held_hours_lookup, run_inputs, run_rows, runs
 from service.attribution.placed import PLACED_TABLE
 from service.attribution.rollup_build import build_rollups
 from service.attribution.rollup_versions import ROLLUP_TABLE
@@ -194,3 +194,31 @@ def test_a_build_records_again_the_stat_of_a_placed_file_linked_since_and_reads_
     hashed.clear()
     assert answers(lake, cfg) == computed and allocations == []
     assert placed not in hashed  # without restat: hashed at each read
+
+
+def test_a_jobs_ingest_and_build_while_runs_reads_leaves_it_the_placed_parts_of_its_rollups_jobs(tmp_path,
+                                                                                                 monkeypatch):
+    # the placed file was chosen by the lake's jobs at the time it was read, the rollup by those when the
+    # session opened: a jobs ingest and its build between the two gave idle shares of other jobs than the costs
+    lake, cfg, _ = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    before = answers(lake, cfg)[0]
+    idle_shares = run_rows.idle_shares
+
+    def a_writer_commits_first(*args):
+        add_jobs(lake, [job("8", 8, "2026-11-02T11:00:00", "2026-11-02T12:00:00", instance_ids=["i-b"], run_id="r1")])
+        build_rollups(lake, cfg.attribution)
+        return idle_shares(*args)
+
+    monkeypatch.setattr(run_rows, "idle_shares", a_writer_commits_first)
+    during = runs(lake, cfg, RunsQuery.parse(since="2026-11-02", until="2026-11-03")).to_json()
+    monkeypatch.setattr(run_rows, "idle_shares", idle_shares)
+    after = answers(lake, cfg)[0]
+    assert len(placed_files(lake)) == 2  # the build's and the one before it, kept for readers such as this one
+    shares = {when: [(r["run"], r["cost"], r["idle_share"]) for r in rows["rows"] if r["currency"]]
+              for when, rows in (("before", before), ("during", during), ("after", after))}
+    assert shares["before"] == [("r1", "160.000000000000", "0.4688"), ("r2", "10.000000000000", "0.8125")]
+    assert shares["after"] == [("r1", "80.000000000000", "0.5000")]  # the new snapshot holds job 8 alone
+    # the costs of the rollup the session opened on, the idle shares of its placed parts (main: of the build's, 0.5000
+    # for r1 and none for r2); its job records are the lake's as it reads them, as before
+    assert shares["during"] == shares["before"]

@@ -195,6 +195,7 @@ class RollupSession:
 
     local = True  # the connection is this process's DuckDB (a Spark session's is not)
     narrowed = False  # a period rolled up in memory holds only the lines the query's `--where` can match
+    inventory: dict[str, str] | None = None  # the inventory and job snapshots its stored rollups are of
 
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
                  needs: Needs = Needs()):
@@ -203,6 +204,7 @@ class RollupSession:
         self.config, self.lake = config, lake
         self.snapshot = snapshot = snapshot or lake.snapshot()
         split = rollup_split(lake, config, snapshot)
+        self.inventory = split.inventory  # the placed parts it reads are of the same (placed.stored_placed)
         # A period rolled up in memory holds all its groups (a month of 1M experiments: 9M,
         # 2.6 GB) until the session ends: it spills beyond the reader's limit, as the build
         # does beyond the writer's, and so does an allocation of the window's lines. Over stored

@@ -4,7 +4,7 @@ rule's held hours read (service/attribution/run_inputs.py `placed_parts`).
 
     parts_sql(lake, con, config, where, params, tag_keys, measures) -> Sql ending in `placed AS (...)`
     placed_relation(lake, config, con, part) -> (relation of one period's placed rows, its stage)
-    stored_placed(lake, config, snapshot) -> the stored files of every period, or None
+    stored_placed(lake, config, snapshot, inventory) -> the stored files of every period, or None
 
 Stored per (source, billing period) beside the rollup, with the rollup's version name, at
 `<lake>/attribution_placed/source=<s>/billing_period=<p>/<owner>-<data>-<inventory>.parquet`:
@@ -85,14 +85,17 @@ def placed_file(lake: Lake, part: Partition, name: str) -> Path:
     return folder / f"{name}.parquet"
 
 
-def stored_placed(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> list[Path] | None:
+def stored_placed(lake: Lake, config: AttributionConfig, snapshot: Snapshot,
+                  inventory: dict[str, str] | None = None) -> list[Path] | None:
     """The stored placed files of every period of `snapshot` for `config`, each whole (its
     record, derived_records); None when one is missing (not yet built: said by nothing, as a
     missing rollup), stale or damaged (said with -v), or the config has no `clusters:`: the reader
-    allocates the raw lines."""
+    allocates the raw lines. `inventory`: the inventory and job snapshots they are of, those of
+    the reader's rollups (RollupSession.inventory: a jobs ingest and its build between the two
+    reads would give it parts of other jobs than its costs); None: the lake's latest."""
     if config.clusters is None:
         return None
-    inventory = inventory_latest(lake, config)
+    inventory = inventory_latest(lake, config) if inventory is None else inventory
     found = derived_records.problems(lake)
     files = [placed_file(lake, part, version_of(config, part.entry, inventory).name)
              for part in cost_partitions(lake, snapshot)]

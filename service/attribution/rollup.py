@@ -112,6 +112,7 @@ class RollupSplit:
 
     stored: list[tuple[Partition, Path]]
     missing: list[tuple[Partition, Path]]
+    inventory: dict[str, str]  # the inventory and job snapshots the versions are of (inventory_latest)
 
 
 def rollup_split(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> RollupSplit:
@@ -121,7 +122,7 @@ def rollup_split(lake: Lake, config: AttributionConfig, snapshot: Snapshot) -> R
     for part in cost_partitions(lake, snapshot):
         file = rollup_file(lake, part, version_of(config, part.entry, inventory))
         (stored if stored_whole(lake, file, found) else missing).append((part, file))
-    return RollupSplit(stored, missing)
+    return RollupSplit(stored, missing, inventory)
 
 
 def stored_whole(lake: Lake, file: Path, found: dict[str, dict] | None = None) -> bool:

@@ -250,21 +250,23 @@ def run_span(lake: Lake, con: duckdb.DuckDBPyConnection, run: str) -> tuple[date
 
 
 def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot, config: AttributionConfig,
-                 window: Window, cost: str, select: str, bind: dict | None = None) -> list[tuple]:
+                 window: Window, cost: str, select: str, bind: dict | None = None,
+                 inventory: dict[str, str] | None = None) -> list[tuple]:
     """Rows of `select` over `parts` (`con`: a `Lake.query` connection on `snapshot`; no rollup
     view needed): allocation's job and idle parts of the window's cluster lines, the hours
     starting in `window`, with columns `run` (lower case), `resource`, `hour`, `currency`,
     `category` (the line's ChargeCategory), `kind` (`job` or `idle`) and `amount` (`cost`'s
     measure), per instance-hour. From the periods' stored placed rows when every period has
     them (service/attribution/placed.py), else allocated from the window's lines (in stages:
-    only those lines are read in full). `bind` gives `select`'s own parameters (`$name`)."""
+    only those lines are read in full). `bind` gives `select`'s own parameters (`$name`);
+    `inventory`: the snapshots the stored ones must be of (a session's: `stored_placed`)."""
     params = Params()
     since, until = params.bind(_naive(window.since), "since"), params.bind(_naive(window.until), "until")
     for name, value in (bind or {}).items():
         params.bind(value, name)
     within = f"hour >= {since} AND hour < {until}"
     columns = f"run, resource, hour, currency, category, kind, {cost} AS amount"
-    stored = stored_placed(lake, config, snapshot)
+    stored = stored_placed(lake, config, snapshot, inventory)
     if stored is not None:
         files = params.bind([str(file) for file in stored], "files")
         sql = f"WITH parts AS (SELECT {columns} FROM read_parquet({files}) WHERE {within}) {select}"
@@ -293,7 +295,7 @@ def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, w
     on: dict[tuple[str, str | None], set] = defaultdict(set)
     select = "SELECT run, resource, currency, kind, sum(amount) FROM parts GROUP BY ALL"
     for value, resource, currency, kind, amount in placed_parts(lake, session.con, session.snapshot, config, window, cost,
-                                                                      select):
+                                                                      select, inventory=session.inventory):
         instance_total[(resource, currency)] += amount or 0
         if kind == "idle":
             instance_idle[(resource, currency)] += amount or 0

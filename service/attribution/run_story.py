@@ -277,7 +277,8 @@ def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, wi
               f"SEMI JOIN (SELECT DISTINCT resource, currency FROM parts WHERE {ours}) AS o ON {same('o')} "
               f"LEFT JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE {ours}) AS h "
               f"ON {same('h')} AND h.hour = p.hour GROUP BY ALL")
-    rows = placed_parts(lake, session.con, session.snapshot, config, window, cost, select, {"run": folded_forms(run)})
+    rows = placed_parts(lake, session.con, session.snapshot, config, window, cost, select, {"run": folded_forms(run)},
+                        session.inventory)
     return tuple(sorted((RunInstance(resource, currency, *(amount or Decimal(0) for amount in amounts))
                          for resource, currency, *amounts in rows),
                         key=lambda i: (i.currency or "~", -i.cost, i.instance)))
