@@ -72,13 +72,15 @@ def kept_by_map(steps: list[str], where: str, period: Sequence[str], read: Seque
 
 
 def grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[str],
-                  tag_columns: Sequence[str], measures: Sequence[str], kept: str | None = None) -> str:
+                  tag_columns: Sequence[str], measures: Sequence[str], kept: str | None = None,
+                  placed: bool = False) -> str:
     """Append `s0g`: the lines allocation does not split (`a_keep`), summed by what the
     dimensions' values and the shared rules read of them (the bench's 10M lines: 60,315
     groups), and `s0u`: those and the parts (sql.py `attributed_sql`, `grouped` with allocation;
     `measures`: the cost columns). Returns the step the dimensions read. (Without allocation
     the lines are grouped as read: `grouped_lines`.) `kept`: the step holding those lines already
-    summed (`kept_by_map`; their counts in `a_lines`)."""
+    summed (`kept_by_map`; their counts in `a_lines`). `placed`: the parts carry their
+    ResourceId and ChargeCategory as `a_resource`, `a_category` (NULL on the summed lines)."""
     read = list(dict.fromkeys(["cp_start", "cp_end", "currency", "source", "billing_period", *tag_columns,
                                *rule_fields(config, order),
                                *JOB_MATCH_FIELDS.values()]))  # a job's fields: NULL on these lines
@@ -88,7 +90,11 @@ def grouped_steps(steps: list[str], config: AttributionConfig, order: Sequence[s
                  f"FROM {kept or 'a_keep'} GROUP BY {', '.join(read)})")
     parts = [c for c in part_columns(order) if c not in read]
     nulls = ["CAST(0 AS INTEGER)" if c == "a_overbooked" else "NULL" for c in parts]
+    own = ["ResourceId AS a_resource", "ChargeCategory AS a_category"] if placed else []
+    nulls += ["CAST(NULL AS VARCHAR)"] * len(own)
+    parts += [c.split(" AS ")[1] for c in own]
     steps.append(f"s0u AS (SELECT {', '.join([*read, *measures, 'a_lines'])}, "
                  f"{', '.join(f'{v} AS {c}' for v, c in zip(nulls, parts))} FROM s0g UNION ALL "
-                 f"SELECT {', '.join([*read, *measures])}, 1, {', '.join(parts)} FROM a_parts)")
+                 f"SELECT {', '.join([*read, *measures])}, 1, {', '.join([*parts[:len(parts) - len(own)], *own])} "
+                 "FROM a_parts)")
     return "s0u"

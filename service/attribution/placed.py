@@ -53,12 +53,31 @@ def parts_sql(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionCon
     allocation = allocation_inputs(lake, config, con, where, dict(params.values))
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys(lake, con), allocation=allocation,
                            needs=Needs(("run",), measures), parts_only=True)
-    run, how = dim_col("run"), how_col("run")
-    amounts = "".join(f", {MEASURES[measure]} AS {measure}" for measure in measures)
-    text = (lines.text + f", placed AS (SELECT lower({run}) AS run, ResourceId AS resource, cp_start AS hour, "
-            f"currency, ChargeCategory AS category, split_part({how}, ':', 1) AS kind{amounts} FROM attributed "
-            f"WHERE split_part({how}, ':', 1) IN ('job', 'idle')) ")
+    text = lines.text + f", placed AS ({_placed_rows('attributed', 'ResourceId', 'ChargeCategory', measures)}) "
     return Sql(text, lines.params, lines.setup, lines.stage)
+
+
+def _placed_rows(rows: str, resource: str, category: str, measures: tuple[str, ...]) -> str:
+    """The job and idle parts of the attributed rows `rows` as `placed` holds them (`parts_sql`)."""
+    run, kind = dim_col("run"), f"split_part({how_col('run')}, ':', 1)"
+    amounts = "".join(f", {MEASURES[measure]} AS {measure}" for measure in measures)
+    return (f"SELECT lower({run}) AS run, {resource} AS resource, cp_start AS hour, currency, {category} AS category, "
+            f"{kind} AS kind{amounts} FROM {rows} WHERE {kind} IN ('job', 'idle')")
+
+
+def _stored_rows(placed: str) -> str:
+    """The rows a placed file stores, of the CTE `placed` (`parts_sql`)."""
+    keys = ", ".join(KEYS)
+    sums = ", ".join(f"sum({measure}) AS {measure}" for measure in MEASURES)
+    return f"SELECT {keys}, {sums} FROM {placed} GROUP BY {keys} ORDER BY hour, resource"
+
+
+def placed_of_staged(con: duckdb.DuckDBPyConnection, staged: str) -> duckdb.DuckDBPyRelation:
+    """One period's placed rows from the table `staged` its rollup build staged the attributed
+    rows in (sql.rollup_sql `placed`: the parts with `a_resource`, `a_category`): the period's
+    lines allocated once for both."""
+    return con.sql(f"WITH placed AS ({_placed_rows(staged, 'a_resource', 'a_category', tuple(MEASURES))}) "
+                   + _stored_rows("placed"))
 
 
 def placed_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection,
@@ -72,11 +91,8 @@ def placed_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyC
         keys_sql = tag_keys_sql(part.source, part.period)
         tag_keys = [row[0] for row in con.execute(keys_sql.text, keys_sql.params).fetchall()]
     sql = parts_sql(lake, con, config, where, params, tag_keys, tuple(MEASURES))
-    sums = ", ".join(f"sum({measure}) AS {measure}" for measure in MEASURES)
     run_setup(con, sql)
-    keys = ", ".join(KEYS)
-    return con.sql(sql.text + f"SELECT {keys}, {sums} FROM placed GROUP BY {keys} ORDER BY hour, resource",
-                   params=sql.params), sql.stage
+    return con.sql(sql.text + _stored_rows("placed"), params=sql.params), sql.stage
 
 
 def placed_file(lake: Lake, part: Partition, name: str) -> Path:

@@ -23,7 +23,7 @@ from service.attribution.rollup_kept import Kept, keeper
 from service.attribution.rollup_told import tell_rolled_up
 from service.attribution.rollup_versions import (Partition, cost_partitions, inventory_keys, inventory_latest,
                                                  recorded_tag_keys, rollup_file, version_of)
-from service.attribution.sql import rollup_sql
+from service.attribution.sql import rollup_select, rollup_sql
 from service.attribution.statement import run_setup
 from service.attribution.tag_keys import tag_candidates, tag_keys_sql
 from service.core import derived_records
@@ -68,10 +68,13 @@ def narrowed_to(config: AttributionConfig, needs: Needs, tag_keys: list[str],
 
 def rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConnection,
                      part: Partition, inventory: list[str] | None,
-                     needs: Needs = Needs()) -> tuple[duckdb.DuckDBPyRelation, bool, Stage | None]:
+                     needs: Needs = Needs(), staged: str | None = None
+                     ) -> tuple[duckdb.DuckDBPyRelation, bool, Stage | None]:
     """The attributed rollup of one period, from its raw lines (`con` has the `costs` view),
     and whether it holds only the lines `needs.where` can match (`narrowed_to`); `needs`:
-    only those dimensions and measures (default all)."""
+    only those dimensions and measures (default all). `staged` (with `clusters:`): the name of a
+    temporary table to stage the attributed rows in first, which the placed rows are grouped
+    from too (placed.py `placed_of_staged`): the period is allocated once; the caller drops it."""
     keys_sql = tag_keys_sql(part.source, part.period)
     tag_keys = recorded_tag_keys([part])
     if tag_keys is None:
@@ -81,9 +84,12 @@ def rollup_relation(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyC
     narrow = narrowed_to(config, needs, tag_keys, inventory)
     by_map = groups_by_tag_map(con, config, tag_keys, part, needs.dims)
     sql = rollup_sql(config, tag_keys, part.source, part.period, inventory, allocation, needs, narrow=narrow,
-                     by_tag_map=by_map)
+                     by_tag_map=by_map, placed=staged is not None)
     run_setup(con, sql)
-    return con.sql(sql.text, params=sql.params), narrow is not None, sql.stage
+    if staged is None:
+        return con.sql(sql.text, params=sql.params), narrow is not None, sql.stage
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {staged} AS {sql.text}", sql.params)
+    return con.sql(rollup_select(config, needs, True, staged)), narrow is not None, sql.stage
 
 
 def groups_by_tag_map(con: duckdb.DuckDBPyConnection, config: AttributionConfig, tag_keys: list[str],

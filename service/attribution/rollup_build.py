@@ -1,6 +1,7 @@
 """Storing rollups (service/attribution/rollup_versions.py names them) and removing superseded ones;
 with `clusters:`, each period's placed parts beside its rollup, under its version name
-(service/attribution/placed.py), written, recorded and removed alike.
+(service/attribution/placed.py), written, recorded and removed alike; a period that needs both
+is allocated once, its attributed rows staged and grouped for each.
 
 Who writes: ingest after its commits, and `spendlake rollup` after a config change, both
 under the lake's ingest lock (`build_rollups`); each file is staged, fsynced, recorded
@@ -34,7 +35,7 @@ import duckdb
 
 from service.attribution.allocation_stage import drop_stage
 from service.attribution.node_sharing import shared_nodes_on
-from service.attribution.placed import PLACED_TABLE, placed_file, placed_relation
+from service.attribution.placed import PLACED_TABLE, placed_file, placed_of_staged, placed_relation
 from service.attribution.rollup import rollup_relation, stored_whole
 from service.attribution.rollup_versions import (READ_TABLES, ROLLUP_TABLE, Partition, Version, cost_partitions,
                                                  inventory_keys, inventory_latest, owner_of, rollup_file, version_of)
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 
 ROLLUP_GRACE = timedelta(hours=1)
 SUPERSEDED_STATE = "rollups_superseded"  # the versions earlier builds found superseded (and kept)
+STAGED = "a_rollup_rows"  # a period's attributed rows, staged for its rollup and its placed parts
 
 
 @dataclass(frozen=True)
@@ -89,26 +91,32 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
             version = version_of(config, part.entry, inventory)
             target = rollup_file(lake, part, version)
             wrote = False  # a period counts as built when its rollup or its placed parts were written
+            placed = placed_file(lake, part, version.name)
+            # the parts it placed per instance-hour (placed.py), beside it: missing, unrecorded or damaged
+            placing = config.clusters is not None and not derived_records.check(lake, placed, found).ok
+            staged = None
             if stored_whole(lake, target, found):
                 derived_records.restat(lake, target)  # its stat recorded again if it changed: reads hash no more
             else:
                 log.info("attributing %s %s (config %s)", part.source, part.period, config.fingerprint())
-                relation, _, stage = rollup_relation(lake, config, con, part, keys)
+                staged = STAGED if placing else None  # the period allocated once, grouped for both files
+                relation, _, stage = rollup_relation(lake, config, con, part, keys, staged=staged)
                 path = lake.commit_snapshot(con, relation, table=ROLLUP_TABLE, source=part.source,
                                             key="billing_period", value=part.period, version=version.name)
                 drop_stage(con, stage)  # the next period's allocation stages its own
                 wrote = True
                 _warn_overbooked(con, config, part, path)
-            placed = placed_file(lake, part, version.name)
-            if config.clusters is not None:  # the parts it placed per instance-hour (placed.py), beside it
-                if derived_records.check(lake, placed, found).ok:
-                    derived_records.restat(lake, placed)
-                else:  # missing, unrecorded or damaged
-                    relation, stage = placed_relation(lake, config, con, part)
-                    lake.commit_snapshot(con, relation, table=PLACED_TABLE, source=part.source, key="billing_period",
-                                         value=part.period, version=version.name)
-                    drop_stage(con, stage)
-                    wrote = True  # a repair `spendlake rollup` says it did
+            if placing:
+                relation, stage = (placed_of_staged(con, staged), None) if staged else placed_relation(
+                    lake, config, con, part)  # its rollup was stored: the placed parts alone
+                lake.commit_snapshot(con, relation, table=PLACED_TABLE, source=part.source, key="billing_period",
+                                     value=part.period, version=version.name)
+                drop_stage(con, stage)
+                wrote = True  # a repair `spendlake rollup` says it did
+            elif config.clusters is not None:
+                derived_records.restat(lake, placed)
+            if staged:
+                con.execute(f"DROP TABLE IF EXISTS {staged}")
             built, stored = built + wrote, stored + (not wrote)
             for folder in (target.parent, placed.parent):
                 removed += sweep.remove(lake, target, folder, version, part.entry)

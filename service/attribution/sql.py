@@ -80,7 +80,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                    allocation: AllocationInputs | None = None, every_column: bool = False,
                    needs: Needs = Needs(), parts_only: bool = False,
                    narrow: tuple[str, tuple[str, ...]] | None = None, grouped: bool = False,
-                   by_tag_map: bool = False) -> Sql:
+                   by_tag_map: bool = False, placed: bool = False) -> Sql:
     """`WITH ..., attributed AS (...)`: every cost line matching `where` with its charge
     period (cp_start, cp_end), currency, shared rule index (NULL for direct spend) and per
     dimension the value (`d_<dim>`, trimmed original spelling) and how it was decided
@@ -103,7 +103,9 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
     `grouped`: the lines allocation does not split are summed by all the dimensions and shared
     rules read of them before those are computed (their count in `a_lines`, 1 on a part);
     `by_tag_map`: by the whole Tags map, not the values of its keys read (with `allocation`,
-    the lines it does not split, when it keeps them all: grouped_lines.py `kept_by_map`)."""
+    the lines it does not split, when it keeps them all: grouped_lines.py `kept_by_map`);
+    `placed` (with `grouped` and `allocation`): the parts carry `a_resource` and `a_category`
+    (grouped_lines.py `grouped_steps`), what the placed rows group by (placed.py)."""
     tag_keys = list(tag_keys)
     order = needed_dimensions(config, needs.dims)
     aliases = {name: config.dimensions[name].tags or (name,) for name in order}
@@ -156,7 +158,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                "x_usage_type", "RegionId", "ChargeCategory", "BilledCost", "EffectiveCost", "ListCost",
                *extra_columns, *(ALLOCATION_COLUMNS if allocation else ())]
     if grouped and allocation:  # the rollup reads of a line its keys, measures and the columns rules match:
-        fields = {"ResourceId", *rule_fields(config, order)}  # the held lines' table holds no more (stage 2 -10%)
+        fields = {"ResourceId", *rule_fields(config, order), *(["ChargeCategory"] if placed else [])}  # no more held
         columns = [c for c in columns if c not in MATCH_FIELDS.values() or c in fields]
     if every_column:  # the allocation names each column it carries through its parts
         columns = ["cp_start", "cp_end", "currency",
@@ -221,7 +223,7 @@ def attributed_sql(config: AttributionConfig, tag_keys: Iterable[str], where: st
                                {c: renamed.get(c, c) for c in MEASURES.values()}, stage, tag_reads,
                                list(inv_cols.values()))
         first = grouped_steps(steps, config, order, [*tag_cols.values(), *inv_cols.values()],
-                              list(MEASURES.values()), kept)
+                              list(MEASURES.values()), kept, placed)
     for i, name in enumerate(order, start=1):
         dim = config.dimensions[name]
         value_cases = [f"WHEN {tag_cols[k]} IS NOT NULL THEN {tag_cols[k]}" for k in candidates[name]]
@@ -257,28 +259,39 @@ def _first(values: list[str]) -> str:
 def rollup_sql(config: AttributionConfig, tag_keys: Iterable[str], source: str, period: str,
                inventory_keys: Iterable[str] | None = None, allocation: AllocationInputs | None = None,
                needs: Needs = Needs(), only: str = "TRUE", narrow: tuple[str, tuple[str, ...]] | None = None,
-               by_tag_map: bool = False) -> Sql:
+               by_tag_map: bool = False, placed: bool = False) -> Sql:
     """The attributed rollup of one (source, billing period) of the `costs` view; with
     `allocation`, `overbooked` counts the instance slots whose jobs held more than it had.
     `needs`: only those dimensions' columns and measures (default all, as stored). `only`:
     a condition on the lines (SQL over `costs`, no values), to roll up a part of the period.
-    `narrow`, `by_tag_map` (DuckDB only: Spark groups by no map): see `attributed_sql`."""
+    `narrow`, `by_tag_map` (DuckDB only: Spark groups by no map): see `attributed_sql`.
+    `placed` (with `allocation`): the rows it groups, with the parts' `a_resource` and
+    `a_category`, to stage once for the rollup (`rollup_select`) and the placed rows (placed.py)."""
     params = Params()
     where = f"source = {params.bind(source, 'source')} AND billing_period = {params.bind(period, 'period')} AND {only}"
     lines = attributed_sql(config, tag_keys, where, params, inventory_keys, allocation=allocation, needs=needs,
-                           narrow=narrow, grouped=True, by_tag_map=by_tag_map)
+                           narrow=narrow, grouped=True, by_tag_map=by_tag_map, placed=placed)
+    keys = _rollup_keys(config, needs)
+    if placed:
+        columns = [*keys, *MEASURES.values(), "a_lines", "a_overbooked", "a_resource", "a_category"]
+        return Sql(lines.text + f"SELECT {', '.join(columns)} FROM attributed", lines.params, lines.setup, lines.stage)
+    return Sql(lines.text + rollup_select(config, needs, allocation is not None, "attributed"), lines.params,
+               lines.setup, lines.stage)
+
+
+def _rollup_keys(config: AttributionConfig, needs: Needs) -> list[str]:
     dims = [c for name in needed_dimensions(config, needs.dims) for c in (dim_col(name), how_col(name))]
+    return ["cp_start", "cp_end", "currency", "shared", *dims]
+
+
+def rollup_select(config: AttributionConfig, needs: Needs, allocated: bool, rows: str) -> str:
+    """The rollup's SELECT over the attributed rows `rows` (`attributed`, or a table staged from them)."""
     sums = [f"coalesce(sum({col}), 0) AS {m}" if needs.measures is None or m in needs.measures
             else f"CAST(NULL AS DECIMAL(38,12)) AS {m}" for m, col in MEASURES.items()]
-    keys = ["cp_start", "cp_end", "currency", "shared", *dims]
-    text = (
-        lines.text + "SELECT " + ", ".join(keys)
-        + ", " + ", ".join(sums)
-        + ", CAST(sum(a_lines) AS BIGINT) AS lines"
-        + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocation else "")
-        + " FROM attributed GROUP BY " + ", ".join(keys)
-    )
-    return Sql(text, lines.params, lines.setup, lines.stage)
+    keys = _rollup_keys(config, needs)
+    return ("SELECT " + ", ".join(keys) + ", " + ", ".join(sums) + ", CAST(sum(a_lines) AS BIGINT) AS lines"
+            + (", CAST(sum(a_overbooked) AS BIGINT) AS overbooked" if allocated else "")
+            + f" FROM {rows} GROUP BY " + ", ".join(keys))
 
 
 def resources_sql(config: AttributionConfig, tag_keys: Iterable[str], resource_ids: Sequence[str],
