@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from service.attribution.placed import PLACED_TABLE
 from service.attribution.rollup_build import build_rollups
 from service.cli.main import cli
-from service.core import derived_records
+from service.core import commit, derived_records
 from service.core.lake import Lake
 from tests.test_inventory_integrity import flip
 from tests.test_lake_derived_files import unseen_by_its_stat
@@ -66,6 +66,23 @@ def test_a_deleted_placed_files_kept_record_is_lost_in_verify_and_status_until_t
     assert "is lost" in line and "run `spendlake rollup`" in line, line
     build_rollups(lake, cfg.attribution)
     assert verify(path)[0] == 0 and placed.exists() and derived_line(path) == []
+
+
+def test_verify_during_a_build_tells_no_file_lost_that_the_build_is_placing(tmp_path, monkeypatch):
+    """review46: a build records a derived file before it moves it into place; a verify (the
+    service's daily one, a cron's) in between said `lost`, exit 3, for a build going well."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    real, seen = commit.install, []
+
+    def verify_then_install(staged, target):
+        if PLACED_TABLE in str(target):  # its record is written, the file not yet in place
+            seen.append(verify(path))
+        real(staged, target)
+
+    monkeypatch.setattr(commit, "install", verify_then_install)
+    with lake.lock("ingest"):  # as every build holds it
+        build_rollups(lake, cfg.attribution)
+    assert seen and all(code == 0 and all(r["check"] != "lost" for r in rows) for code, rows in seen), seen
 
 
 def test_a_renamed_placed_period_folder_is_stray_in_verify_and_removed_by_the_build(tmp_path):

@@ -25,6 +25,7 @@ an error for every query; a derived one is `verify`'s exit 3, repaired by `spend
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,7 +38,7 @@ import duckdb
 
 from service.core.errors import DataError
 from service.core.files import check_partition_value, listed, write_json_atomic
-from service.core.integrity import sha256_file, size_differs
+from service.core.integrity import known_sha256, sha256_file, size_differs
 from service.core.parquet_footer import read_footer
 from service.core.state_files import DERIVED_RECORD, parse_record, problems_kept
 from service.core.units import utc_now_iso
@@ -52,6 +53,8 @@ STRAY = ("in a period folder the lake holds no cost partition of its source for 
 SUMS_BY = "currency"  # a derived file with this column records its decimal columns' sums per value
 REPAIR = "`spendlake rollup` (or the next ingest) writes it again"
 STAT = ("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")  # a write in place changes one of them
+COARSE_CLOCK = 5  # Linux's CLOCK_REALTIME_COARSE, what it stamps files with (Python 3.11's time lacks the name)
+TICK_PATIENCE = 2.0  # seconds vouch waits for the clock to leave a file's change time (a whole second: 1)
 REHASHED = "its SHA-256 differs from the one recorded when it was written (re-hashed at read: its stat changed)"
 
 
@@ -64,6 +67,7 @@ class DerivedLake(Protocol):
     def write_state(self, name: str, data: dict) -> None: ...
     def connect(self) -> duckdb.DuckDBPyConnection: ...
     def ledger(self) -> list: ...  # LedgerEntry: .source, .billing_period
+    def lock_holder(self, name: str = "ingest") -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -160,17 +164,16 @@ def recording(lake: DerivedLake, con: duckdb.DuckDBPyConnection, staged: Path, t
     _forget_problems(lake, file_key(target))
 
 
-def vouch(lake: DerivedLake, path: Path, record: dict) -> bool:
+def vouch(lake: DerivedLake, path: Path, record: dict) -> None:
     """Add the stat of the derived file at `path` to its `record` when its bytes are the ones
-    recorded; False when they are not. The file system stamps a change with a coarse clock,
-    so a write in the same tick keeps the stat: the stat is taken, the clock waited out of its
-    change time's tick, and the file hashed after, so any later write changes the stat."""
+    recorded. The file system stamps a change with a coarse clock, so a write in the same tick
+    keeps the stat: the stat is taken, the clock waited out of its change time's tick, and the
+    file hashed after, so any later write changes the stat. A change time the clock does not
+    leave within TICK_PATIENCE (stamped ahead: a file server's clock, or ours set back) records
+    no stat: reads then hash the file, which is safe."""
     stat = stat_of(path.stat())
-    _leave_tick(stat[-1])
-    if sha256_file(path) != record.get("sha256"):
-        return False
-    write_json_atomic(record_file(lake.root, path), {**record, "stat": stat})
-    return True
+    if _leave_tick(stat[-1]) and sha256_file(path) == record.get("sha256"):
+        write_json_atomic(record_file(lake.root, path), {**record, "stat": stat})
 
 
 def restat(lake: DerivedLake, path: Path) -> None:
@@ -186,13 +189,18 @@ def stat_of(stat: os.stat_result) -> list[int]:
     return [getattr(stat, name) for name in STAT]
 
 
-def _leave_tick(changed_ns: int) -> None:
+def _leave_tick(changed_ns: int) -> bool:
     """Wait until a write now would be stamped later than `changed_ns` (a file system stamping
-    whole seconds, as its whole-second stamp suggests, leaves that second)."""
+    whole seconds, as its whole-second stamp suggests, leaves that second); False when that
+    takes longer than TICK_PATIENCE."""
     tick = 1_000_000_000 if changed_ns % 1_000_000_000 == 0 else 1
-    clock = getattr(time, "CLOCK_REALTIME_COARSE", time.CLOCK_REALTIME)  # what Linux stamps with
+    clock = COARSE_CLOCK if sys.platform == "linux" else time.CLOCK_REALTIME
+    deadline = time.monotonic() + TICK_PATIENCE
     while time.clock_gettime_ns(clock) // tick * tick <= changed_ns:
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.001)
+    return True
 
 
 def drop_versions(root: Path, folder: Path, versions: Iterable[str]) -> None:
@@ -232,7 +240,7 @@ def check(lake: DerivedLake, path: Path, found: Mapping[str, dict] | None = None
     if state == "ok" and deep and sha256_file(path) != record.get("sha256"):
         state, detail = "altered", "its SHA-256 differs from the one recorded when it was written" + (
             _sums_difference(lake, path, record.get("sums")))
-    elif state == "ok" and record.get("stat") != stat_of(stat) and sha256_file(path) != record.get("sha256"):
+    elif state == "ok" and record.get("stat") != stat_of(stat) and known_sha256(path, stat) != record.get("sha256"):
         state, detail = "altered", REHASHED
     return DerivedCheck(path, state, detail, (record or {}).get("id"))
 
@@ -304,8 +312,13 @@ def stray(path: Path, periods: set[tuple[str, str]]) -> bool:
     return path.parts[-4] in PERIOD_TABLES and (path.parts[-3].split("=", 1)[1], path.parts[-2]) not in periods
 
 
-def lost(lake: DerivedLake) -> list[DerivedCheck]:
-    """The rollup and placed files of the configured sources whose record is kept and which are gone."""
+def lost(lake: DerivedLake, *, building: bool = False) -> list[DerivedCheck]:
+    """The rollup and placed files of the configured sources whose record is kept and which are
+    gone. None while a writer holds the ingest lock (a build records a file before it moves it
+    into place, and drops a version's file before its record), unless `building`: the caller is
+    that build."""
+    if not building and lake.lock_holder("ingest") is not None:
+        return []
     found = []
     for table in PERIOD_TABLES:
         for record in listed(lake.root / DERIVED_RECORDS / table, "source=*/*=*/*.json"):
@@ -328,10 +341,10 @@ def sweep_periods(lake: DerivedLake, sources: set[str]) -> int:
                     record_file(lake.root, path).unlink(missing_ok=True)
                     _remove_empty(path.parent)
                     removed += 1
-        for gone in lost(lake):
-            if gone.source in sources:
-                record_file(lake.root, gone.path).unlink(missing_ok=True)
-                _remove_empty(record_file(lake.root, gone.path).parent)
+    for gone in lost(lake, building=True):
+        if gone.source in sources:
+            record_file(lake.root, gone.path).unlink(missing_ok=True)
+            _remove_empty(record_file(lake.root, gone.path).parent)
     return removed
 
 
