@@ -5,8 +5,9 @@ Two depths. The quick check (every read) compares the file's size and its Parque
 row count with what the ledger recorded at commit; it costs one `stat` and one footer read
 per partition (service/core/parquet_footer.py), and keeps the footer's column names for the
 query's view; a file whose modification time is not the one recorded at commit (written
-since: bytes flipped in place keep size and footer) is re-hashed as well. The deep check (`spendlake verify`) also re-hashes the file (SHA-256), re-sums
-its rows per currency and reads its tag keys and usage end again against the entry's. Entries
+since: bytes flipped in place keep size and footer) is re-hashed as well (DuckDB's reads:
+Spark's check size and footer rows). The deep check (`spendlake verify`) also re-hashes the
+file (SHA-256), re-sums its rows per currency and reads its tag keys and usage end again against the entry's. Entries
 written before the ledger kept sizes and hashes are checked by existence and row count only,
 until the next commit records the rest.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -60,6 +62,29 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+# Digests the quick checks took, per (path, inode, size, mtime, ctime), in this process: a command
+# checks the same files many times (a report: one re-hashed partition 28 times, break46), and a
+# file written since its record is then hashed once. The deep check (verify) always reads the bytes.
+_DIGESTS: dict[tuple, str] = {}
+_DIGESTS_LOCK = threading.Lock()
+_DIGESTS_KEPT = 4096
+
+
+def known_sha256(path: Path, stat: os.stat_result | None = None) -> str:
+    """sha256_file(path), read once per state of the file (`stat`, default taken now)."""
+    stat = stat or path.stat()
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    with _DIGESTS_LOCK:
+        digest = _DIGESTS.get(key)
+    if digest is None:
+        digest = sha256_file(path)
+        with _DIGESTS_LOCK:
+            if len(_DIGESTS) >= _DIGESTS_KEPT:
+                _DIGESTS.clear()
+            _DIGESTS[key] = digest
+    return digest
+
+
 def quick_check(path: Path, entry: LedgerEntry, *, rehash: bool = True) -> PartitionCheck:
     """Size and footer row count against the ledger entry (an ok check carries the columns);
     with `rehash`, a file written since its commit (its modification time is not the entry's)
@@ -76,16 +101,17 @@ def quick_check(path: Path, entry: LedgerEntry, *, rehash: bool = True) -> Parti
     except FileNotFoundError:
         stat = None
     state, detail = judge(entry, None if stat is None else stat.st_size, rows)
-    if state == "ok" and rehash and written_since(stat, entry) and sha256_file(path) != entry.sha256:
+    if (state == "ok" and rehash and entry.sha256 is not None and written_since(stat, entry.mtime_ns)
+            and known_sha256(path, stat) != entry.sha256):
         state, detail = "altered", f"{SHA256_DIFFERS}; the file was written after its commit"
     columns = read["footer"].columns if state == "ok" else ()
     return PartitionCheck(entry.source, entry.billing_period, path, state, detail, entry, columns)
 
 
-def written_since(stat: os.stat_result | None, entry: LedgerEntry) -> bool:
-    """Whether the file's modification time differs from the one its entry recorded at commit."""
-    return (stat is not None and entry.mtime_ns is not None and entry.sha256 is not None
-            and stat.st_mtime_ns != entry.mtime_ns)
+def written_since(stat: os.stat_result | None, recorded_mtime_ns: object) -> bool:
+    """Whether a file's modification time is not the one recorded when it was written (a cost
+    partition's ledger entry, a snapshot's record); False when none was recorded."""
+    return stat is not None and isinstance(recorded_mtime_ns, int) and stat.st_mtime_ns != recorded_mtime_ns
 
 
 def judge(entry: LedgerEntry, size: int | None, rows: Callable[[], int | None]) -> tuple[str, str]:

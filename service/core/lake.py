@@ -39,7 +39,7 @@ from service.core.currency import CODE
 from service.core.errors import DataError
 from service.core.files import (DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, listed, resolved,
                                 write_json_atomic)
-from service.core.integrity import PartitionCheck, quick_check
+from service.core.integrity import PartitionCheck, quick_check, sha256_file
 from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_source
 from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
@@ -282,6 +282,26 @@ class Lake:
                    for e in state.entries]
         if entries != list(state.entries):
             self._write_ledger(entries, list(state.pending), state.pending_by)
+
+    def restamp(self) -> None:
+        """Record again the modification time of each committed partition whose file is the one
+        committed (its SHA-256 the entry's) but whose time is not the entry's: copied without its
+        times (`cp -r`, a restore), or committed before times were recorded. Reads then stop
+        re-hashing it (service/core/integrity.py). Call only while holding the ingest lock."""
+        state = self.ledger_state()
+        entries = [self._restamped(e) for e in state.entries]
+        if entries != list(state.entries):
+            self._write_ledger(entries, list(state.pending), state.pending_by)
+
+    def _restamped(self, entry: LedgerEntry) -> LedgerEntry:
+        path = self.partition_file("costs", self._cost_key(entry))
+        try:
+            stat = path.stat()
+        except OSError:
+            return entry  # missing: its check says so
+        if entry.sha256 is None or stat.st_size != entry.size or stat.st_mtime_ns == entry.mtime_ns:
+            return entry
+        return replace(entry, mtime_ns=stat.st_mtime_ns) if sha256_file(path) == entry.sha256 else entry
 
     def _current(self, entry: LedgerEntry) -> bool:
         check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)

@@ -32,7 +32,7 @@ from typing import Protocol
 
 from service.core.errors import REWRITTEN_BY, DataError
 from service.core.files import DATA_FILE, listed, write_json_atomic
-from service.core.integrity import sha256_file, size_differs
+from service.core.integrity import known_sha256, sha256_file, size_differs, written_since
 from service.core.parquet_footer import read_footer
 from service.core.schema import INVENTORY_TABLES
 from service.core.state_files import SNAPSHOT_RECORD, parse_record
@@ -185,7 +185,8 @@ def check_snapshot(lake: SnapshotLake, path: Path, *, deep: bool = False) -> Sna
     was written since its record (bytes flipped in place keep size and footer); a record
     rewritten while it was read (a commit passing by) is read again."""
     return check_file(path, lambda: _read_record(record_file(lake.root, path)), lambda: _size(path),
-                      lambda: getattr(read_footer(path), "rows", None), lambda: sha256_file(path),
+                      lambda: getattr(read_footer(path), "rows", None),
+                      (lambda: sha256_file(path)) if deep else (lambda: known_sha256(path)),
                       hash_when=lambda record: deep or _written_since(path, record))
 
 
@@ -207,10 +208,8 @@ def check_file(path: Path | str, read_record: Callable[[], dict | None], size: C
 
 
 def _written_since(path: Path, record: dict | None) -> bool:
-    """Whether the file's modification time is not the one its record holds (none: not told)."""
-    recorded = (record or {}).get("mtime_ns")
     try:
-        return isinstance(recorded, int) and path.stat().st_mtime_ns != recorded
+        return written_since(path.stat(), (record or {}).get("mtime_ns"))
     except OSError:
         return False  # absent or unreadable: the size check says so
 

@@ -104,6 +104,7 @@ def ingest(config: Config, *, only: Sequence[str] = (), progress: Progress | Non
     with lake.lock("ingest"):
         lake.clean_staging()
         lake.settle()  # a commit that died between placing its files and recording them
+        lake.restamp()  # a partition copied without its times is hashed once here, not at every read
         try:
             for source in sources:
                 result.outcomes.extend(_ingest_source(lake, source, progress, strict))

@@ -52,6 +52,7 @@ def rollup(config: Config) -> RollupBuild:
     with lake.lock("ingest"):
         lake.clean_staging()
         lake.settle()
+        lake.restamp()  # a partition copied without its times is hashed once here, not at every read
         done = materialise(lake, config)
         build_tops(lake, config)
         return done

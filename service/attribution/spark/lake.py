@@ -5,7 +5,8 @@ one code path, seen with the endpoint and credentials Spark's executors use.
 Read-only: nothing here writes. It finds what service/attribution/spark/session.py needs — the
 cost partitions (each judged against the ledger), the delivery ledger, the inventory snapshots
 Spark reads (each against its record), their digests and the rollup files already written, all
-as the DuckDB read judges them — and turns a Java failure into an error that names the lake, or
+as the DuckDB read judges them but for the re-hash of a file written since its record (the
+DuckDB read compares local modification times; `verify` hashes every file) — and turns a Java failure into an error that names the lake, or
 the damaged file it read (service/attribution/spark/damage.py), and says what to do.
 """
 
@@ -68,7 +69,7 @@ class SparkLake:
     def cost_partitions(self, counts=lambda source: True) -> list[Partition]:
         """The cost partitions of the sources that `counts`, each judged against the ledger as
         the DuckDB read judges it (size, footer rows through a tail read, what the last `verify`
-        found): a mismatch is the same DataError, naming the files and the fix."""
+        found; not the re-hash of a file written since its commit): a mismatch is the same DataError, naming the files and the fix."""
         ledger = {key: entry for key, entry in self.ledger().items() if counts(key[0])}
         listed, unlisted = {}, []
         for url, relative, size in self._glob(f"costs/source=*/billing_period=*/{DATA_FILE}", sizes=True):
