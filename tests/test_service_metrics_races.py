@@ -12,6 +12,7 @@ from servicekit import NOW, ROWS, commit, make_config, removed_while_listed, scr
 
 from rules.base import Finding
 from service.core.config import parse_config
+from service.attribution.rollup_build import build_rollups
 from service.core.lake import Lake
 from service.findings.store import store_findings
 from service.serve.metrics import LakeCollector
@@ -327,3 +328,17 @@ def test_budgets_summed_under_another_attribution_are_not_shown_as_last_good(tmp
     assert scrape(LakeCollector(other, clock=NOW.timestamp)).get_sample_value(*used) is None
     assert "budgets" not in kept_by_reload(LastGood(collector._last_good.groups, collector._last_good.months),
                                            config, other).groups
+
+
+def test_a_derived_file_written_in_place_changes_the_scrapes_cache_key(tmp_path):
+    """break46: the key listed the partitions' `data.parquet` only, so a rollup or metric tops
+    file written in place showed in the integrity family only once the cached page expired (5 min)."""
+    config = make_config(tmp_path)
+    lake = Lake(config.lake)
+    commit(lake, "cur", ROWS)
+    build_rollups(lake, config.attribution)
+    collector = LakeCollector(config, clock=NOW.timestamp)
+    key = collector.fingerprint()
+    [rollup, *_] = sorted(lake.table_dir("attribution_rollup").glob("source=*/*=*/*.parquet"))
+    rollup.write_bytes(rollup.read_bytes())  # written again in place: same size, another time
+    assert collector.fingerprint() != key

@@ -52,9 +52,11 @@ LAST_GOOD_GROUPS = frozenset({"spend", "findings", "budgets", "commitments", "cl
 # seconds and a second DuckDB beside the writer's, so the last read ones are shown meanwhile.
 HELD_BACK_GROUPS = frozenset({"budgets"})
 TOPS_GROUPS = frozenset({"spend", "commitments", "clusters"})  # read from the stored metric tops
-# The tables' partition files a scrape's cache key reads: not under `_staging`, which every rollup and ingest
-# run removes and makes again (Lake.clean_staging): a scrape listing it then answered 500.
-TABLE_FILES = "[a-z]*/*=*/*=*/data.parquet"
+# The tables' files a scrape's cache key reads, partitions (`data.parquet`) and derived files (`<version>.parquet`:
+# one written in place changes the integrity family at once, not when the cached page expires): not under
+# `_staging`, which every rollup and ingest run removes and makes again (Lake.clean_staging): a scrape listing it
+# then answered 500.
+TABLE_FILES = "[a-z]*/*=*/*=*/*.parquet"
 
 
 @dataclass
