@@ -64,6 +64,8 @@ def test_a_deleted_placed_files_kept_record_is_lost_in_verify_and_status_until_t
         "lost", derived_records.LOST, f"billing_period=2026-11/{placed.name}")
     [line] = derived_line(path)
     assert "is lost" in line and "run `spendlake rollup`" in line, line
+    said = CliRunner().invoke(cli, ["--config", path, "verify"]).output
+    assert "deleted or moved by hand" in said and "failing disk" not in said, said  # review46: not the disk's doing
     build_rollups(lake, cfg.attribution)
     assert verify(path)[0] == 0 and placed.exists() and derived_line(path) == []
 

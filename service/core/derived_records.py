@@ -370,10 +370,11 @@ def _forget_problems(lake: DerivedLake, key: str) -> None:
 
 
 def derived_error(bad: Sequence[DerivedCheck]) -> DataError:
-    """`verify`'s error for damaged derived files: no answer is wrong for them, but the disk
-    altered what was written; one command writes them again."""
+    """`verify`'s error for damaged or lost derived files: no answer is wrong for them (queries
+    compute them meanwhile); one command writes them again."""
     message = "; ".join(c.sentence() for c in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+    disk = (" bytes the disk altered may be a failing disk, worth a look" if any(c.damaged for c in bad)
+            else " a file deleted or moved by hand is all it was")
     return DataError(f"{message}. Derived data: queries and scrapes compute it from the raw lines meanwhile",
                      where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
-                     hint="run `spendlake rollup` to write it again (the next ingest does too); bytes the disk "
-                          "altered may be a failing disk, worth a look")
+                     hint=f"run `spendlake rollup` to write it again (the next ingest does too);{disk}")
