@@ -149,3 +149,26 @@ def test_a_cluster_hours_parts_contract_at_their_exact_share_of_the_lines_produc
     export_focus(parse_config(cluster_config(lake)), ExportOptions(str(tmp_path / "out"), "1.3", attribution=True))
     parts = sorted((line["BilledCost"], line["ContractedCost"]) for line in exported(tmp_path / "out"))
     assert parts == [(D(1), D("0.033333333333")), (D(1), D("0.033333333333")), (D(1), D("0.033333333334"))]
+
+
+def test_an_export_out_of_memory_names_the_temporary_directory_it_spills_to_not_the_lakes_staging(tmp_path,
+                                                                                                  monkeypatch):
+    # a reader's connection spills to a private folder of the system's temporary directory
+    # (service/core/connection.py): the lake's _staging and `ingest` are the writer's advice
+    import tempfile
+
+    from service.attribution import compute
+
+    lake = make_lake(tmp_path, [GPU_HOUR, STORAGE])
+    add_jobs(lake, JOBS)
+    config_file = tmp_path / "spendlake.yaml"
+    config_file.write_text(yaml.safe_dump(cluster_config(lake)))
+    monkeypatch.setattr(compute, "READER_MEMORY_LIMIT", "1MB")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    result = CliRunner().invoke(cli, ["--config", str(config_file), "export", "--format", "focus", "--with-attribution",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3 and "out of memory" in result.output, result.output
+    said = " ".join(result.output.split())
+    assert f"temporary directory ({tmp_path / 'tmp'})" in said and "set TMPDIR" in said
+    assert "_staging" not in said and "ingest" not in said and not (tmp_path / "out").exists()

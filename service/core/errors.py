@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
@@ -95,9 +96,11 @@ WRITE_LIMITS = {
 }
 
 
-def resource_error(exc: BaseException, where: str | None = None) -> ResourceError | None:
+def resource_error(exc: BaseException, where: str | None = None, *, reader: bool = False) -> ResourceError | None:
     """A full disk, a used-up quota, a file size limit or exhausted memory, from DuckDB's or the
-    OS's error, saying what to free or raise and where; else None."""
+    OS's error, saying what to free or raise and where; else None. `reader`: a query's
+    connection, which spills to a private folder of the system's temporary directory
+    (service/core/connection.py), not to the lake's staging area as an ingest does."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     detail = DUCKDB_DETAIL.search(first)
@@ -109,6 +112,12 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
         if getattr(exc, "errno", None) == number or words in text or f'"errno":"{number}"' in text:
             return ResourceError(f"{name}: {first}", where=where, hint=hint)
     if type(exc).__name__ == "OutOfMemoryException" or first.startswith("Out of Memory Error"):
+        if reader:
+            return ResourceError(f"out of memory: {first}", where=where,
+                                 hint=f"DuckDB spills to a private folder in the temporary directory "
+                                      f"({tempfile.gettempdir()}) and still ran short: free memory or disk space "
+                                      "there, or set TMPDIR to a folder with room, then run the command again; "
+                                      "the lake is not at fault")
         return ResourceError(f"out of memory: {first}", where=where,
                              hint="DuckDB spills to the lake's _staging directory and still ran short: free memory "
                                   "or disk space there, then run ingest again; the file is not at fault")
@@ -166,14 +175,15 @@ def _os_error(exc: OSError, where: str | None) -> SpendlakeError:
 
 
 def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None, where: str | None = None,
-                 hint: str | None = None) -> SpendlakeError:
+                 hint: str | None = None, reader: bool = False) -> SpendlakeError:
     """The one place a DuckDB error becomes ours, in one line whose hint matches the cause:
     a full disk or exhausted memory says so (a ResourceError: the file is not at fault, and
     re-exporting it would not help); a path the sandbox refuses names it (and the link's
     target); anything else is a DataError `message: reason`, the reason defaulting to
     DuckDB's own in one line (file line, column, what is wrong). DuckDB's own text (its row,
-    its details) is logged at INFO (`spendlake -v`) on one line: `logged_text`."""
-    resource = resource_error(exc, where)
+    its details) is logged at INFO (`spendlake -v`) on one line: `logged_text`. `reader`: see
+    resource_error."""
+    resource = resource_error(exc, where, reader=reader)
     if resource is not None:
         return resource
     text = str(exc).strip()

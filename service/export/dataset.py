@@ -89,7 +89,8 @@ def export_focus(config: Config, options: ExportOptions, *, now: datetime | None
                 staged = read_consistently(lake, lambda snapshot: _stage(config, lake, snapshot, options, sources,
                                                                          staging, created))
             except duckdb.Error as exc:
-                raise duckdb_error(exc, "could not read the lake for the export", where=str(lake.root)) from None
+                raise duckdb_error(exc, "could not read the lake for the export", where=str(lake.root),
+                                   reader=True) from None
             except OSError as exc:
                 limit = resource_error(exc, exc.filename or str(staging)) if s3 else None
                 if limit is not None:  # staged on this machine before the upload: its disk is full, not the bucket
