@@ -198,9 +198,10 @@ class RollupSession:
     inventory: dict[str, str] | None = None  # the inventory and job snapshots its stored rollups are of
 
     def __init__(self, lake: Lake, config: AttributionConfig, snapshot: Snapshot | None = None,
-                 needs: Needs = Needs()):
+                 needs: Needs = Needs(), memory_limit: str | None = None):
         """`needs`: the dimensions and measures the session's queries read (default all); a
-        period rolled up in memory computes only those."""
+        period rolled up in memory computes only those. `memory_limit`: DuckDB's where the
+        session rolls up or allocates lines (default READER_MEMORY_LIMIT)."""
         self.config, self.lake = config, lake
         self.snapshot = snapshot = snapshot or lake.snapshot()
         split = rollup_split(lake, config, snapshot)
@@ -210,7 +211,8 @@ class RollupSession:
         # does beyond the writer's, and so does an allocation of the window's lines. Over stored
         # rollups alone the limit only costs (DuckDB then held more, not less).
         limited = split.missing or needs.allocates
-        self.con = lake.query(snapshot, memory_limit=READER_MEMORY_LIMIT if limited else None, tables=READ_TABLES)
+        self.con = lake.query(snapshot, memory_limit=(memory_limit or READER_MEMORY_LIMIT) if limited else None,
+                              tables=READ_TABLES)
         self.files, self.narrowed = rollup_view(lake, config, self.con, snapshot, ROLLUP_VIEW, needs, split)
 
     def data_through(self) -> dict[str, datetime | None]:

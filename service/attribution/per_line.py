@@ -74,7 +74,7 @@ from service.attribution.tag_keys import all_tag_keys_sql
 from service.core.config import Config
 from service.core.config_attribution import AttributionConfig
 from service.core.folding import folded
-from service.core.lake import Lake
+from service.core.lake import EXPORT_MEMORY_LIMIT, Lake
 from service.core.schema import COST_COLUMN_NAMES, LINE_BILLED, LINE_PRODUCTS
 from service.core.snapshot import Snapshot
 from service.core.timewindow import Window
@@ -96,7 +96,8 @@ def attributed_lines(lake: Lake, config: AttributionConfig | Config, snapshot: S
     """See the module docstring."""
     config = config.attribution if isinstance(config, Config) else config
     dims = config.dimension_order()
-    session = RollupSession(lake, config, snapshot, Needs(allocates=True))  # the lines' allocation
+    # the lines' allocation, with the export's memory (service/core/lake.py EXPORT_MEMORY_LIMIT)
+    session = RollupSession(lake, config, snapshot, Needs(allocates=True), memory_limit=EXPORT_MEMORY_LIMIT)
     try:
         con = session.con
         keys_sql = all_tag_keys_sql()

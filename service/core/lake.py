@@ -63,6 +63,13 @@ WRITER_MEMORY_LIMIT = "600MB"
 # lines: ~450 MB with the libraries), so it gets less than a writer and spills sooner
 # (`runs` at 10M: 1,120 -> ~900 MB peak, the same CPU seconds; bench/README.md).
 READER_MEMORY_LIMIT = "400MB"
+# The DuckDB memory of `spendlake export --with-attribution` (service/attribution/per_line.py):
+# its statement (the allocation's joins and windows under every cost column, then the FOCUS
+# steps) needs more than 381 MiB at runs_bench's 10M month with `clusters:` (out of memory in
+# 2 of 5 runs; ~250-300 MB at 1M). The rows it writes pass through Python in batches of
+# service/export/files.py BATCH_ROWS, now 16,384 (~17 MB) where 65,536 (~69 MB, 2-3 held) took
+# ~230 MB of the process's ~950 MB peak: DuckDB is given that instead (10M: peak 928 MB).
+EXPORT_MEMORY_LIMIT = "560MB"
 
 
 class Lake:
