@@ -149,9 +149,7 @@ def _stage(config: Config, lake: Lake, snapshot: Snapshot, options: ExportOption
     if not snapshot.checks:
         return _Staged(None, ())
     with _lines(config, lake, snapshot, options, sources) as (con, relation, extra):
-        periods = [row[0] for row in con.execute(
-            f"SELECT DISTINCT billing_period FROM {relation} ORDER BY 1").fetchall()]
-        lines = joined_lines(con, relation)
+        periods, lines = joined_lines(con, relation)
         sql = conform_sql(lines, options.version, (SOURCE_COLUMN, *extra), taxed="export_taxed")
         written = []
         # a full disk names the file: where it goes, or for an upload where it is staged (the temporary directory)
