@@ -203,3 +203,19 @@ def test_runs_run_finds_a_run_id_recorded_half_composed_as_every_runs_answer_sho
     [row] = rows()
     assert (row["run"], Decimal(row["cost"]), row["jobs"], row["gpu_hours"]) == (half, Decimal(40), 1, "4.000000")
     assert rows("--run", f"{ZURICH}-{ZURICH}-1") == rows("--run", f"{TYPED}-{TYPED}-1") == [row]
+
+
+def test_every_runs_answer_gives_a_run_id_recorded_half_composed_its_idle_share(tmp_path):
+    # runs46: the idle shares were keyed by SQL's lower() of the id, the rows by Python's folding: a run id
+    # recorded decomposed or half composed had no idle_share in the answer of every run (its own had one)
+    from tests.test_clusters_allocation import gpu_line, job, setup
+    from tests.test_runs import write_config
+
+    half = f"{ZURICH}-{TYPED}-1"
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T10:30:00",
+                                                       instance_ids=["i-a"], run_id=half)])
+    path = write_config(tmp_path, lake)
+    shown = [json.loads(CliRunner().invoke(cli, ["--config", path, "runs", *WINDOW, "--format", "json", *args]).stdout)
+             for args in ((), ("--run", half))]
+    [every], [own] = (answer["rows"] for answer in shown)
+    assert every["idle_share"] == own["idle_share"] == "0.5000", (every, own)

@@ -288,7 +288,7 @@ def placed_parts(lake: Lake, con: duckdb.DuckDBPyConnection, snapshot: Snapshot,
 
 def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window,
                  cost: str) -> dict[tuple[str, str | None], Decimal]:
-    """(run lower case, currency) → idle share of the instances its jobs' parts are on, over
+    """(run folded, currency) → idle share of the instances its jobs' parts are on, over
     their hours that start in `window` (`placed_parts`, with the run dimension alone)."""
     instance_total: dict[tuple, Decimal] = defaultdict(Decimal)
     instance_idle: dict[tuple, Decimal] = defaultdict(Decimal)
@@ -299,8 +299,8 @@ def idle_shares(lake: Lake, session: RollupSession, config: AttributionConfig, w
         instance_total[(resource, currency)] += amount or 0
         if kind == "idle":
             instance_idle[(resource, currency)] += amount or 0
-        else:
-            on[(value, currency)].add(resource)
+        else:  # keyed as the rows are (Python's folding: SQL's lower() leaves a decomposed id decomposed)
+            on[(folded(value), currency)].add(resource)
     shares = {}
     for (value, currency), instances in on.items():
         share = share_of(sum((instance_idle[(i, currency)] for i in instances), Decimal(0)),

@@ -182,6 +182,7 @@ class _Record:
     instance_ids: tuple[str, ...]
     work: tuple | None  # core.job_states.work_of
     restart: bool  # core.job_states.Restarts: it re-ran failed work of its run
+    spelled: str = ""  # SQL's lower(trim(run_id)): how its parts name the run (a half composed id folds in Python alone)
 
 
 def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,
@@ -193,15 +194,17 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         return []
     since, until = _naive(window.since), _naive(window.until)
     params = Params()
-    records = held_records_cte(params, since, until, run, failed_before=True)
+    records = held_records_cte(params, since, until, run, failed_before=True, not_ascii=run is not None)
     values, last = job_values_ctes(config, "j_records", label_keys(con), RECORD_VALUES, params)
     rows = con.execute(
-        f"WITH {records}, {values} SELECT record_id, job_id, run_id, start_time, end_time, gpus, nodes, instance_ids, "
-        f"name, scheduler, state, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} "
+        f"WITH {records}, {values} SELECT record_id, job_id, run_id, lower(trim(run_id)), start_time, end_time, gpus, "
+        f"nodes, instance_ids, name, scheduler, state, {', '.join(dim_col(d) for d in RECORD_VALUES)} FROM {last} "
         "ORDER BY start_time, end_time NULLS LAST, record_id", params.values).fetchall()
     out, running = [], running_until(until)
     restarted: dict[str, Restarts] = defaultdict(Restarts)  # per run, its jobs in start order as the row counts
-    for record, job, run_id, start, end, gpus, nodes, instance_ids, name, scheduler, state, *stated in rows:
+    for record, job, run_id, spelled, start, end, gpus, nodes, instance_ids, name, scheduler, state, *stated in rows:
+        if run is not None and folded(run_id) != folded(run):  # another run whose id is not ASCII (not_ascii)
+            continue
         work = work_of(job, name, scheduler)
         restart = restarted[folded(run_id)].told(start, end, state, work)
         if end is not None and end <= since:  # a failure before the window: its restarts count in it
@@ -211,7 +214,7 @@ def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionC
         key = (folded(stated["cluster"] or ""), job, *(folded(stated[d] or "") for d in ("job_state", "job_type")))
         out.append(_Record(record, job, folded(run_id), key, stated, start, end, gpus,
                            gpu_hours(gpus, max(start, since), min(end or running, until)).quantize(GPU_HOURS_QUANTUM),
-                           tuple(nodes or ()), tuple(instance_ids or ()), work, restart))
+                           tuple(nodes or ()), tuple(instance_ids or ()), work, restart, spelled))
     return out
 
 
@@ -263,9 +266,10 @@ def _job(record: _Record, cost: Decimal, currency: str | None, shared: bool, clu
 
 
 def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, window: Window, cost: str,
-               run: str) -> tuple[RunInstance, ...]:
-    """Per instance the run's parts are on: its parts, the instance's cost and idle in the hours
-    it held part of it, and in the whole window (hours starting in the window)."""
+               spellings: list[str]) -> tuple[RunInstance, ...]:
+    """Per instance the run's parts are on (`spellings`: the run id's forms as SQL lowers them):
+    its parts, the instance's cost and idle in the hours it held part of it, and in the whole
+    window (hours starting in the window)."""
     def same(alias: str) -> str:
         return f"{alias}.resource = p.resource AND {alias}.currency IS NOT DISTINCT FROM p.currency"
 
@@ -277,7 +281,7 @@ def _instances(lake: Lake, session: RollupSession, config: AttributionConfig, wi
               f"SEMI JOIN (SELECT DISTINCT resource, currency FROM parts WHERE {ours}) AS o ON {same('o')} "
               f"LEFT JOIN (SELECT DISTINCT resource, hour, currency FROM parts WHERE {ours}) AS h "
               f"ON {same('h')} AND h.hour = p.hour GROUP BY ALL")
-    rows = placed_parts(lake, session.con, session.snapshot, config, window, cost, select, {"run": folded_forms(run)},
+    rows = placed_parts(lake, session.con, session.snapshot, config, window, cost, select, {"run": spellings},
                         session.inventory)
     return tuple(sorted((RunInstance(resource, currency, *(amount or Decimal(0) for amount in amounts))
                          for resource, currency, *amounts in rows),
@@ -289,7 +293,8 @@ def run_story(lake: Lake, session: RollupSession | None, con: duckdb.DuckDBPyCon
     """The story of `run` in `window` (module docstring); `session` None: a lake without a bill."""
     records = run_records(lake, con, config, window, run)
     jobs = run_jobs(records, [j for j in usage.jobs if folded(j.values["run"]) == folded(run)])
-    instances = _instances(lake, session, config, window, cost, run) if session is not None and jobs else ()
+    spellings = sorted({*folded_forms(run), *(r.spelled for r in records)})
+    instances = _instances(lake, session, config, window, cost, spellings) if session is not None and jobs else ()
     return RunStory(run.strip(), tuple(jobs), instances,
                     _reserved(config, run) + _notes(lake, session, con, run, window, jobs))
 
