@@ -14,6 +14,7 @@ from service.attribution.rollup_build import build_rollups
 from service.cli.main import cli
 from service.core import commit, derived_records
 from service.core.lake import Lake
+from service.serve.families import integrity_families
 from tests.test_inventory_integrity import flip
 from tests.test_lake_derived_files import unseen_by_its_stat
 from tests.test_run_story import lake_with_a_story
@@ -64,6 +65,8 @@ def test_a_deleted_placed_files_kept_record_is_lost_in_verify_and_status_until_t
         "lost", derived_records.LOST, f"billing_period=2026-11/{placed.name}")
     [line] = derived_line(path)
     assert "is lost" in line and "run `spendlake rollup`" in line, line
+    [snapshots] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_snapshots_damaged"]
+    assert {s.labels["state"]: s.value for s in snapshots.samples if s.labels["kind"] == PLACED_TABLE}["lost"] == 1
     said = CliRunner().invoke(cli, ["--config", path, "verify"]).output
     assert "deleted or moved by hand" in said and "failing disk" not in said, said  # review46: not the disk's doing
     build_rollups(lake, cfg.attribution)

@@ -70,7 +70,8 @@ def integrity_families(lake: Lake) -> list[Metric]:
     snapshots = GaugeMetricFamily("spendlake_lake_snapshots_damaged",
                                   "Inventory snapshots (kind `snapshot`) and derived files (kind `attribution_rollup`, "
                                   "`attribution_placed`, `metric_tops`) that do not match their record (the quick check "
-                                  "now, or the last `spendlake verify`), by kind and state.", labels=["kind", "state"])
+                                  "now, or the last `spendlake verify`), by kind and state (a rollup or placed file "
+                                  "`lost`: its record kept, the file gone).", labels=["kind", "state"])
     bad = Counter(c.state for c in sound(lake, snapshot_checks(lake)) if not c.ok)
     for state in states[:3]:
         snapshots.add_metric(["snapshot", state], bad[state])
@@ -82,6 +83,9 @@ def integrity_families(lake: Lake) -> list[Metric]:
     for table in derived_records.DERIVED_TABLES:
         for state in states[1:3]:
             snapshots.add_metric([table, state], derived[(table, state)])
+    gone = Counter(c.table for c in derived_records.lost(lake))  # verify's exit 3 too: record kept, file gone
+    for table in derived_records.PERIOD_TABLES:
+        snapshots.add_metric([table, "lost"], gone[table])
     return [damaged, verified, orphaned, snapshots]
 
 
