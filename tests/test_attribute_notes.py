@@ -134,8 +134,8 @@ def test_a_period_without_its_stored_rollup_is_named_with_v_and_the_command_that
     assert shown.exit_code == 0, shown.output
     said = [line for line in shown.stderr.splitlines() if "rolled up from the raw lines" in line]
     assert len(said) == 1 and said[0].endswith(
-        "attribution: 0 period(s) from stored rollups, 1 rolled up from the raw lines in memory (no stored rollup "
-        "for this config and delivery yet: cur 2026-11; `spendlake rollup` stores them)"), shown.stderr
+        "attribution: 0 period(s) from stored rollups, 1 rolled up from the raw lines in memory (none stored for "
+        "this config and delivery, or the stored one damaged: cur 2026-11; `spendlake rollup` stores them)"), shown.stderr
     quiet = CliRunner().invoke(cli, ["--config", lake[1], "attribute", "--since", "2026-11-01", "--until",
                                      "2026-12-01", "--format", "json"])
     assert "rolled up" not in quiet.stderr and json.loads(quiet.stdout) == json.loads(shown.stdout)

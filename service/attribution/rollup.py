@@ -185,7 +185,8 @@ def rollup_view(lake: Lake, config: AttributionConfig, con: duckdb.DuckDBPyConne
         drop_stage(con, stage)
     if missing:
         log.info("attribution: %d period(s) from stored rollups, %d rolled up from the raw lines in memory "
-                 "(no stored rollup for this config and delivery yet: %s; `spendlake rollup` stores them)",
+                 "(none stored for this config and delivery, or the stored one damaged: %s; `spendlake rollup` "
+                 "stores them)",
                  len(stored), len(missing), ", ".join(f"{p.source} {p.period}" for p, _ in missing[:5])
                  + (" …" if len(missing) > 5 else ""))
     selects, params = [], []
