@@ -138,3 +138,15 @@ def test_a_placed_folder_copied_in_for_a_period_the_ledger_lacks_is_stray_and_re
     assert derived_line(path) == [f"derived: 1 derived file(s) stray: {derived_records.STRAY}"]
     build_rollups(lake, cfg.attribution)
     assert not copied.parent.exists() and placed.exists() and derived_line(path) == []
+
+
+def test_a_lost_ledger_makes_no_derived_file_stray(tmp_path):
+    """review46: with the ledger lost, status (exit 3: the partitions unlisted, `spendlake ingest`
+    restores it) also called every derived file stray and said `spendlake rollup` removes them,
+    which refuses until the ingest."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    lake.ledger_file.unlink()
+    shown = CliRunner().invoke(cli, ["--config", path, "status", "--format", "table"])
+    assert shown.exit_code == 3 and "unlisted" in shown.output, shown.output
+    assert "stray" not in shown.output, shown.output

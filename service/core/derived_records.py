@@ -303,8 +303,11 @@ def verify_derived(lake: DerivedLake, record: bool = True) -> list[DerivedCheck]
 
 
 def ledger_folders(lake: DerivedLake) -> set[tuple[str, str]]:
-    """(source, `billing_period=<p>`) of every cost partition the ledger holds."""
-    return {(entry.source, f"billing_period={entry.billing_period}") for entry in lake.ledger()}
+    """(source, `billing_period=<p>`) of every cost partition the ledger holds or whose file is in
+    place: with the ledger lost, `ingest` restores it, and its periods' derived files are no strays."""
+    placed = listed(lake.root / "costs", "source=*/billing_period=*/data.parquet")
+    return ({(entry.source, f"billing_period={entry.billing_period}") for entry in lake.ledger()}
+            | {(path.parent.parent.name.split("=", 1)[1], path.parent.name) for path in placed})
 
 
 def stray(path: Path, periods: set[tuple[str, str]]) -> bool:
