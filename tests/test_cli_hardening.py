@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -262,13 +263,19 @@ def test_37_a_damaged_findings_file_is_named_by_the_api_as_a_503_not_an_anonymou
 
     config = load_config(copy_of(base, tmp_path))
     [data] = (tmp_path / "lake" / "findings").rglob("data.parquet")
-    content = data.read_bytes()
+    content, times = data.read_bytes(), data.stat()
     middle = slice(20, 60)  # a data page: DuckDB names the file only when it reads it
     data.write_bytes(content[:middle.start] + bytes(b ^ 0x5A for b in content[middle]) + content[middle.stop:])
+    os.utime(data, ns=(times.st_atime_ns, times.st_mtime_ns))  # bit rot keeps the time: the read finds it
     response = Api(config, CollectorRegistry()).handle("/api/v1/findings", {}, None)
     error = json.loads(response.body)["error"]
     assert response.status == 503 and error["where"] == str(data), error
     assert "it is damaged" in error["message"] and "spendlake rules run" in error["hint"], error
+    os.utime(data)  # a write that changed the time: its record's check finds it first
+    response = Api(config, CollectorRegistry()).handle("/api/v1/findings", {}, None)
+    error = json.loads(response.body)["error"]
+    assert response.status == 503 and error["where"] == str(data), error
+    assert "is altered" in error["message"] and "spendlake rules run" in error["hint"], error
 
 
 def test_33_an_export_or_report_into_a_sources_location_is_refused_so_nothing_is_counted_twice(base, tmp_path):

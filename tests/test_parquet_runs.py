@@ -78,7 +78,7 @@ def lake_digest(root: Path) -> dict:
     # delivery ids fingerprint each file's inode and ctime: which periods share one is what must match
     sharing = {e.delivery_id: tuple(sorted(o.billing_period for o in entries if o.delivery_id == e.delivery_id))
                for e in entries}
-    ledger = [{**{k: v for k, v in entry_json(e).items() if k not in ("sha256", "size", "ingested_at")},
+    ledger = [{**{k: v for k, v in entry_json(e).items() if k not in ("sha256", "size", "mtime_ns", "ingested_at")},
                "delivery_id": sharing[e.delivery_id]} for e in entries]
     for entry in ledger:  # what a restated delivery replaced (finance41) was committed at its own second too
         if "replaced" in entry:
