@@ -42,3 +42,31 @@ def test_a_months_read_outside_the_sessions_keeps_to_a_readers_memory(tmp_path, 
     limits = query_memory_limits(monkeypatch)
     READS[read](lake, cfg)
     assert limits and set(limits) == {readers_memory_limit()}
+
+
+@pytest.mark.parametrize("command", [["attribute", "--since", "2026-11-01", "--until", "2026-12-01"],
+                                     ["runs", "--since", "2026-11-01", "--until", "2026-12-01"]])
+def test_a_query_duckdb_runs_out_of_memory_in_says_so_and_where_it_spills_exit_3_no_traceback(
+        tmp_path, monkeypatch, command):
+    """A query's DuckDB that runs short beyond its spill (a 10M month's attributed export did, 2 of 5)
+    left a traceback where no step turned it into our error."""
+    import duckdb
+    from click.testing import CliRunner
+
+    from service.attribution import compute
+    from service.cli.main import cli
+    from tests.test_runs import write_config
+
+    lake, _ = setup(tmp_path, [gpu_line("i-a")], [job("1", 8, "2026-11-02T10:00:00", "2026-11-02T11:00:00",
+                                                       instance_ids=["i-a"])])
+    path = write_config(tmp_path, lake)
+
+    def short(*args, **kwargs):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256.0 KiB "
+                                          "(381.4 MiB/381.4 MiB used)")
+
+    monkeypatch.setattr(compute.RollupSession, "__init__", short)
+    shown = CliRunner().invoke(cli, ["--config", path, *command])
+    assert shown.exit_code == 3 and isinstance(shown.exception, SystemExit), shown.output
+    assert "out of memory" in shown.output and "temporary directory" in shown.output, shown.output
+    assert "_staging" not in shown.output and "Traceback" not in shown.output

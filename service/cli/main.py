@@ -12,7 +12,7 @@ import click
 from service.attribution import told_by
 from service.core.claims import other_configs
 from service.core.config import Config, load_config
-from service.core.errors import SpendlakeError, damaged_lake_file, os_error
+from service.core.errors import SpendlakeError, damaged_lake_file, os_error, resource_error
 from service.core.lake import Lake
 from service.core.logs import setup_logging
 from service.cli.interrupt import interruptible
@@ -21,6 +21,9 @@ from service.cli.params import SingleValueCommand, SingleValueGroup
 from service.core.output import one_line
 from service.core.lake_damage import unnamed_damage
 from service.core.units import currency_text, is_tty, money_text
+
+# the commands whose DuckDB spills to the lake's staging area (Lake.writer, the rollup build)
+WRITER_COMMANDS = frozenset({"ingest", "inventory", "rollup", "demo"})
 
 
 class SpendlakeGroup(SingleValueGroup):
@@ -50,11 +53,22 @@ class SpendlakeGroup(SingleValueGroup):
             ctx.exit(2)
         except OSError as exc:  # a read-only lake, a full disk: one sentence, never a traceback
             _fail(ctx, os_error(exc))
-        except Exception as exc:  # DuckDB could not read one of the lake's own files
-            damaged = damaged_lake_file(exc) or _unnamed_damage(ctx.obj, exc)
+        except Exception as exc:  # DuckDB could not read one of the lake's own files, or ran out of memory
+            damaged = damaged_lake_file(exc) or _unnamed_damage(ctx.obj, exc) or _short_of(ctx, exc)
             if damaged is None:
                 raise
             _fail(ctx, damaged)
+
+
+def _short_of(ctx: click.Context, exc: Exception) -> SpendlakeError | None:
+    """DuckDB out of memory (or disk) where no step said so itself: one sentence and exit 3, not
+    a traceback; a query's connection spills to the system's temporary directory, a writer's
+    (ingest, inventory, rollup) to the lake's staging area (service/core/connection.py)."""
+    if type(exc).__module__ not in ("duckdb", "_duckdb"):
+        return None
+    writer = ctx.invoked_subcommand in WRITER_COMMANDS
+    opened = isinstance(ctx.obj, Context) and ctx.obj._config is not None
+    return resource_error(exc, str(ctx.obj.lake.root) if opened else None, reader=not writer)
 
 
 def _fail(ctx: click.Context, exc: SpendlakeError):
