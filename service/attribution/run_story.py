@@ -182,7 +182,7 @@ class _Record:
     instance_ids: tuple[str, ...]
     work: tuple | None  # core.job_states.work_of
     restart: bool  # core.job_states.Restarts: it re-ran failed work of its run
-    spelled: str = ""  # SQL's lower(trim(run_id)): how its parts name the run (a half composed id folds in Python alone)
+    spelled: str = ""  # SQL's lower(trim(run_id)): how its parts name the run (half composed: Python folds it)
 
 
 def run_records(lake: Lake, con: duckdb.DuckDBPyConnection, config: AttributionConfig, window: Window,

@@ -7,9 +7,9 @@ per partition (service/core/parquet_footer.py), and keeps the footer's column na
 query's view; a file whose modification time is not the one recorded at commit (written
 since: bytes flipped in place keep size and footer) is re-hashed as well (DuckDB's reads:
 Spark's check size and footer rows). The deep check (`spendlake verify`) also re-hashes the
-file (SHA-256), re-sums its rows per currency and reads its tag keys and usage end again against the entry's. Entries
-written before the ledger kept sizes and hashes are checked by existence and row count only,
-until the next commit records the rest.
+file (SHA-256), re-sums its rows per currency and reads its tag keys and usage end again
+against the entry's. Entries written before the ledger kept sizes and hashes are checked by
+existence and row count only, until the next commit records the rest.
 """
 
 from __future__ import annotations

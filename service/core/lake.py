@@ -39,7 +39,7 @@ from service.core.currency import CODE
 from service.core.errors import DataError
 from service.core.files import (DATA_FILE, LEDGER_FILE, TABLE_RE, check_partition_value, listed, resolved,
                                 write_json_atomic)
-from service.core.integrity import PartitionCheck, quick_check, sha256_file
+from service.core.integrity import PartitionCheck, known_sha256, quick_check
 from service.core.lake_sources import SOURCE_TABLES, orphaned_sources, remove_source
 from service.core.lake_views import cost_view, table_views
 from service.core.locks import hold_lock, holder, lock_holder
@@ -308,7 +308,8 @@ class Lake:
             return entry  # missing: its check says so
         if entry.sha256 is None or stat.st_size != entry.size or stat.st_mtime_ns == entry.mtime_ns:
             return entry
-        return replace(entry, mtime_ns=stat.st_mtime_ns) if sha256_file(path) == entry.sha256 else entry
+        # known_sha256: the ingest's quick check (_current) re-hashed this file state already
+        return replace(entry, mtime_ns=stat.st_mtime_ns) if known_sha256(path, stat) == entry.sha256 else entry
 
     def _current(self, entry: LedgerEntry) -> bool:
         check = quick_check(self.partition_file("costs", self._cost_key(entry)), entry)
