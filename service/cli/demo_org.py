@@ -17,8 +17,9 @@ three days, connectors.synthetic.org.inject_gpu_anomaly) besides its untagged sp
 Slurm cluster (`p5-west`, 16 p5.48xlarge nodes tagged only with the cluster and the node
 name, shared by pretraining, post-training, evaluation and debugging jobs:
 connectors.synthetic.slurm) whose jobs the `ml-org-slurm` source reads; the
-config gets two budgets sized from the ingested spend — one the team has already crossed,
-one it is forecast to cross —, a plan is registered for the cluster's llama-405b pretraining run
+config gets two budgets sized from the ingested spend — one the team has already crossed
+(forecast to cross where the bill begins within the month: demo_budgets), one it is forecast
+to cross —, a plan is registered for the cluster's llama-405b pretraining run
 (`PLAN`), and the demo runs the rules before the report, so the report shows budgets, the
 anomaly, unallocated spend and the plan against its actual; the report is recorded as the
 service's daily run of the next day (service.serve.scheduler.record_daily_run).
@@ -57,7 +58,7 @@ from service.core.coverage import data_end
 from service.core.errors import LakeBusyError, UsageError
 from service.core.lake import Lake
 from service.findings.budgets import budget_statuses, early_in_month
-from service.findings.forecast import history_start
+from service.findings.forecast import history_start, month_bounds
 from service.findings.plan_values import as_billed
 from service.findings.run import run_rules
 from service.ingest.billing import IngestResult, ingest
@@ -156,7 +157,7 @@ def run_demo(directory: str | Path = DEFAULT_DIR, *, days: int = 60, seed: int =
     as_of = data_end(Lake.of(config)) or datetime.combine(last_day + timedelta(days=1), time(), timezone.utc)
     snapshots = run_inventory(config, now=as_of)  # the inventory as it stood at the bill's end
     _register_plan(config, org.start)  # before the rules: a planned run's spend is expected, not an anomaly
-    budgets = demo_budgets(config, as_of.replace(tzinfo=None))
+    budgets = demo_budgets(config, as_of.replace(tzinfo=None), org.start)
     if budgets:
         config = _write_config(config_path, {**document, "budgets": budgets})
     findings = run_rules(config, now=as_of).result.findings
@@ -254,16 +255,19 @@ def _write_config(path: Path, document: dict) -> Config:
     return load_config(path)
 
 
-def demo_budgets(config: Config, now: datetime) -> list[dict]:
-    """Two team budgets sized from the bill, so the demo shows one crossed and one forecast to
-    cross on any day of any month: `pretrain` at 80% of what it spent this month, or in the
-    month's first days (while `spendlake budgets` and the report show how the last month
-    ended) 80% of last month's spend, which the month just closed crossed: a budget that a
-    day or two of spend crosses would be a sliver of a month's (forecast past 3,000%);
-    `eval` halfway between its actual and its month-end forecast, or (data ending on the 1st
-    at 00:00 closes the month: nothing left to forecast) at 1.1 × its actual, past 80%. None for a team without
-    spend."""
+def demo_budgets(config: Config, now: datetime, begins: date) -> list[dict]:
+    """Two team budgets sized from the bill (which `begins` on that day), so the demo shows one
+    crossed and one forecast to cross on any day of any month the bill holds whole: `pretrain` at
+    80% of what it spent this month, or in the month's first days (while `spendlake budgets` and
+    the report show how the last month ended) 80% of last month's spend, which the month just
+    closed crossed. A month the bill begins within holds a few days of its spend: a budget they
+    cross is a sliver of a month's (3 days from December 3rd: forecast at 1,200%), so there
+    `pretrain` is 80% of its month-end forecast, forecast to reach 125%. `eval` halfway between
+    its actual and its month-end forecast, or (data ending on the 1st at 00:00 closes the month:
+    nothing left to forecast) at 1.1 × its actual, past 80%. None for a team without spend."""
     lake = Lake.of(config)
+    this_month, _ = month_bounds(now)
+    last_month = month_bounds(this_month - timedelta(days=1))[0]
     budgets = []
     for name, team in (("pretrain-monthly", "pretrain"), ("eval-monthly", "eval")):
         probe = {"name": name, "dimension": "team", "value": team, "amount": "1"}
@@ -272,8 +276,11 @@ def demo_budgets(config: Config, now: datetime) -> list[dict]:
         actual, forecast = status.outlook.actual, status.outlook.forecast
         if team == "pretrain":
             closed = status.last_month.actual if status.last_month else Decimal(0)
-            spent = closed if closed > 0 and (early_in_month(now) or actual <= 0) else actual
-            amount = spent * Decimal("0.8")
+            if early_in_month(now) or actual <= 0:  # the month just closed is the one shown
+                whole, spent = begins <= last_month.date() and closed > 0, closed
+            else:
+                whole, spent = begins <= this_month.date(), actual
+            amount = (spent if whole else forecast) * Decimal("0.8")
         elif forecast > actual:
             amount = (actual + forecast) / 2
         else:
