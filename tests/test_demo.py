@@ -211,3 +211,29 @@ def test_the_demos_estimate_prices_a_gpu_hour_as_its_bill_does(demo_run):
     listed = CliRunner().invoke(cli, ["--config", config, "runs", "--since", "7d", "--format", "json"])
     top = json.loads(listed.stdout)["rows"][0]
     assert (top["run"], top["cost_per_gpu_hour"]) == ("llama-405b-r1", "12.290000")  # p5.48xlarge: $98.32 / 8 GPUs
+
+
+def test_the_api_serves_budgets_and_commitments_as_the_commands_json_shows_them(demo_run):
+    """/api/v1/budgets and /api/v1/commitments answered 404 (walk46) while `spendlake budgets` and `commitments`
+    show the demo's budgets and its Savings Plan: the API gives their JSON, from the same code."""
+    from service.serve.app import Api
+
+    config = str(demo_run.config_path)
+    api = Api(demo_run.config, CollectorRegistry())
+    budgets = api.handle("/api/v1/budgets", {}, None)
+    assert budgets.status == 200, budgets.body
+    body = json.loads(budgets.body)
+    shown = CliRunner().invoke(cli, ["--config", config, "budgets", "--format", "json"])
+    assert body["rows"] == json.loads(shown.stdout) and {r["budget"] for r in body["rows"]} == {
+        "pretrain-monthly", "eval-monthly"}
+    assert (body["month"], body["as_of"]) == ("2026-11", "2026-11-29T00:00:00Z")
+    assert body["notes"] and [f"warning: {note}" for note in body["notes"]] == shown.stderr.splitlines(), shown.stderr
+    commitments = api.handle("/api/v1/commitments", {"since": ["30d"], "by": ["team"]}, None)
+    assert commitments.status == 200, commitments.body
+    shown = CliRunner().invoke(cli, ["--config", config, "commitments", "--since", "30d", "--by", "team", "--format",
+                                     "json"])
+    assert json.loads(commitments.body) == json.loads(shown.stdout) and json.loads(commitments.body)["rows"]
+    assert json.loads(api.handle("/api/v1/commitments", {}, None).body)["since"] == "2026-10-30T00:00:00Z"  # 30d
+    bad = api.handle("/api/v1/commitments", {"by": ["tema"]}, None)
+    assert bad.status == 400 and json.loads(bad.body)["error"]["where"] == "by", bad.body
+    assert api.handle("/api/v1/budgets", {"since": ["7d"]}, None).status == 400  # none to take

@@ -69,7 +69,7 @@ _MODULES = {
     "rollup_told": ("told_by",),
     "run_rows": ("OTHER", "RunRow", "RunsQuery", "RunsResult", "RunTotal", "runs"),
     "run_story": ("RunInstance", "RunJob", "RunStory", "UNFINISHED"),
-    "commitment_usage": ("Commitment", "CommitmentsResult", "commitments"),
+    "commitment_usage": ("Commitment", "CommitmentsResult", "commitments", "commitments_asked"),
     "metric_top": ("Top", "metrics_anchor"),
     "tops": ("TOPS_FORMAT", "ScrapeTops", "build_tops", "read_tops", "tops_owner"),
     "jobs": ("newly_ended", "newly_unasked"),

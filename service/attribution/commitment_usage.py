@@ -36,11 +36,12 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from service.attribution.resources import attribute_resources
 from service.core.config import Config
-from service.core.coverage import snapshot_data_end
+from service.attribution.query import cli_option, listed_once
+from service.core.coverage import anchored_window, snapshot_data_end
 from service.core.errors import UsageError
 from service.core.lake import READER_MEMORY_LIMIT, Lake
 from service.core.snapshot import Snapshot, read_consistently
-from service.core.timewindow import Window, iso_utc, share_in_window
+from service.core.timewindow import Window, data_anchored, iso_utc, share_in_window
 from service.core.units import naive_utc
 
 HUNDRED = Decimal(100)
@@ -132,15 +133,26 @@ class CommitmentsResult:
                 "rows": [row.to_json(self.by) for row in self.rows], "totals": list(self.totals)}
 
 
+def commitments_asked(lake: Lake, config: Config, since: str, until: str | None = None, by: str = "", *,
+                      now: datetime | None = None, naming: Callable[[str], str] = cli_option) -> CommitmentsResult:
+    """`spendlake commitments` and `/api/v1/commitments`: the commitments of the window typed
+    (`since`, `until`: by default the data's end) with their owners in the dimensions of `by`
+    (comma-separated); a bad value names its option as `naming` spells it."""
+    dims = listed_once(by.split(","), naming("by"))
+    return commitments(lake, config, anchored_window(lake, since, until, now=now, naming=naming), by=dims,
+                       anchored=data_anchored(since, until, now=now, naming=naming), naming=naming)
+
+
 def commitments(lake: Lake, config: Config, window: Window, by: tuple[str, ...] = (),
-                snapshot: Snapshot | None = None, anchored: Callable[..., Window] | None = None) -> CommitmentsResult:
+                snapshot: Snapshot | None = None, anchored: Callable[..., Window] | None = None,
+                naming: Callable[[str], str] = cli_option) -> CommitmentsResult:
     """Every commitment with Used or Unused rows in the window, largest unused first; from
     `snapshot` when given (a writer holding the lake lock), else one consistent state.
     `anchored` (service.core.timewindow.data_anchored): the window as a function of the data's
     end, re-anchored to the state read (an ingest committing before the read moves the end)."""
     unknown = [d for d in by if d not in config.attribution.dimensions]
     if unknown:
-        raise UsageError(f"unknown dimension(s) {', '.join(unknown)}", where="--by",
+        raise UsageError(f"unknown dimension(s) {', '.join(unknown)}", where=naming("by"),
                          hint=f"valid dimensions: {', '.join(config.attribution.dimensions)}")
     def read(snap: Snapshot) -> tuple[Window, list[Commitment], dict]:
         at = window if anchored is None else anchored(end=snapshot_data_end(lake, snap))

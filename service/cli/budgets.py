@@ -19,16 +19,15 @@ MONEY = ("amount", "actual", "forecast", "forecast_low", "forecast_high")
 @click.pass_obj
 def budgets_command(obj, fmt: str | None) -> None:
     """Every budget: month-to-date actual, month-end forecast (with its band), % used, status."""
-    from service.core.coverage import data_end
-    from service.core.timewindow import iso_utc, utc_now
-    from service.findings.budgets import budget_status, early_in_month, judged_month
+    from service.core.timewindow import iso_utc
+    from service.findings.budgets import NO_BUDGETS, budgets_as_of, early_in_month, judged_month
 
-    as_of = data_end(obj.lake) or utc_now()  # budgets as of the data's end, as the rules and metrics see them
-    statuses = budget_status(obj.lake, obj.config, as_of)
-    rows = [status.to_json() for status in statuses]
+    found = budgets_as_of(obj.lake, obj.config)
+    as_of = found.as_of
+    rows = [status.to_json() for status in found.statuses]
     fmt = fmt or default_format()  # JSON when piped: the same contract as --format json
     if not rows and fmt == "table":
-        click.echo("no budgets configured: add a `budgets:` section to the config (see README \"Budgets\")")
+        click.echo(NO_BUDGETS)
         return
     columns = list(COLUMNS)
     if early_in_month(as_of) and fmt != "json":  # early in a month: how the last one ended
@@ -41,11 +40,5 @@ def budgets_command(obj, fmt: str | None) -> None:
     emit(rows, columns, fmt, title=f"spendlake budgets: {judged_month(as_of)}, data through {iso_utc(as_of)}",
          right=(*MONEY, "used_pct", "forecast_pct", "days_left"),
          whole=("amount", "actual", "forecast"), late=("status",))  # exceeded, forecast to exceed: what it comes to
-    for status in statuses:
-        if status.unmatched_warning:
-            click.echo(one_line(f"warning: {status.unmatched_warning}"), err=True)  # the value is the config's text
-        if status.warning:
-            click.echo(f"warning: {status.warning}", err=True)
-        for note in (status.no_spend_note, status.left_out_note):
-            if note:
-                click.echo(one_line(f"note: {note}"), err=True)
+    for kind, text in found.said:  # a value is the config's text: on one line
+        click.echo(one_line(f"{kind}: {text}"), err=True)

@@ -29,13 +29,10 @@ def _pct(value: Decimal | None) -> str:
 @click.pass_obj
 def commitments_command(obj, since: str, until: str | None, by: str, fmt: str | None) -> None:
     """Savings Plans, reservations, committed use discounts: commitment, used, unused, coverage, expiry."""
-    from service.core.coverage import anchored_window
-    from service.core.timewindow import data_anchored
-    from service.attribution import commitments, listed_once
+    from service.attribution import commitments_asked
 
-    dims = listed_once(by.split(","), "--by")
-    result = commitments(obj.lake, obj.config, anchored_window(obj.lake, since, until), by=dims,
-                         anchored=data_anchored(since, until))
+    result = commitments_asked(obj.lake, obj.config, since, until, by)
+    dims = list(result.by)
     data = result.to_json()
     fmt = fmt or default_format()
     if fmt == "json":

@@ -23,7 +23,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -183,13 +183,15 @@ def data_begins(lake: Lake, snapshot: Snapshot) -> datetime | None:
 
 
 def anchored_window(lake: Lake, since: str, until: str | None = None, *, now: datetime | None = None,
-                    snapshot: Snapshot | None = None) -> Window:
+                    snapshot: Snapshot | None = None, naming: Callable[[str], str] = lambda name: f"--{name}") -> Window:
     """The window [since, until) of a question about `lake`: without `until`, it ends at the
     data's end (`data_end`; of the state `snapshot` saw when given, for a read of that
-    snapshot), so the answer does not change with the wall-clock hour."""
+    snapshot), so the answer does not change with the wall-clock hour. Errors name `since` and
+    `until` as `naming` spells them (service.core.timewindow.parse_window)."""
     if until:
-        return parse_window(since, until, now=now)
-    return parse_window(since, None, now=now, end=data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot))
+        return parse_window(since, until, now=now, naming=naming)
+    return parse_window(since, None, now=now, end=data_end(lake) if snapshot is None else snapshot_data_end(lake, snapshot),
+                        naming=naming)
 
 
 def empty_lake(lake: Lake, shown: object = None, nothing: str = "") -> tuple[str, str]:

@@ -21,7 +21,7 @@ from service.core.config_budgets import BudgetConfig
 from service.core.coverage import data_end
 from service.core.folding import folded
 from service.core.lake import Lake
-from service.core.timewindow import Window, month_text, utc_now
+from service.core.timewindow import Window, iso_utc, month_text, utc_now
 from service.core.units import amounts_text, currency_text, money_text, naive_utc
 from service.findings.forecast import Forecast, forecast_month, history_start, month_bounds
 
@@ -228,3 +228,35 @@ def budget_status(lake: Lake, config: Config, now: datetime | None = None) -> li
     """Every budget as of `now`, by default the data's end (service.core.coverage), else the clock."""
     now = naive_utc(now or data_end(lake) or utc_now())
     return budget_statuses(lake, config, history_start(now), now, now)
+
+
+NO_BUDGETS = "no budgets configured: add a `budgets:` section to the config (see README \"Budgets\")"
+
+
+@dataclass(frozen=True)
+class BudgetsAsOf:
+    """`spendlake budgets` and `/api/v1/budgets`: every budget at `as_of`, and what is said beside them."""
+
+    as_of: datetime  # UTC
+    statuses: list[BudgetStatus]
+
+    @property
+    def said(self) -> list[tuple[str, str]]:
+        """(`warning` or `note`, sentence), budget by budget, as the command says them on stderr."""
+        said = []
+        for status in self.statuses:
+            said += [("warning", text) for text in (status.unmatched_warning, status.warning) if text]
+            said += [("note", text) for text in (status.no_spend_note, status.left_out_note) if text]
+        return said
+
+    def to_json(self) -> dict:
+        """The command's JSON rows, with the month judged, the moment and the sentences it says."""
+        return {"month": judged_month(self.as_of), "as_of": iso_utc(self.as_of),
+                "rows": [status.to_json() for status in self.statuses],
+                "notes": [text for _, text in self.said] if self.statuses else [NO_BUDGETS]}
+
+
+def budgets_as_of(lake: Lake, config: Config, now: datetime | None = None) -> BudgetsAsOf:
+    """Every budget as of the data's end (as the rules and metrics see them), else `now` (the clock)."""
+    as_of = data_end(lake) or now or utc_now()
+    return BudgetsAsOf(as_of, budget_status(lake, config, as_of))

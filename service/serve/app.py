@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_ENV = "SPENDLAKE_API_TOKEN"
 RUNS_PARAMS = frozenset({"since", "until", "by", "state", "top", "cost", "run"})
+COMMITMENTS_PARAMS = frozenset({"since", "until", "by"})
 ATTRIBUTE_PARAMS = frozenset({"since", "until", "by", "where", "cost", "granularity", "top", "compare", "explain"})
 FINDING_STATUSES = ("open", "acknowledged", "resolved", "all")
 # a blank one is a 400, not the default: `since=$SINCE` with SINCE unset, as the CLI's empty --since
@@ -98,6 +99,8 @@ class Api:
             "/api/v1/findings": Route(self.findings, frozenset({"rule", "team", "status", "category"}), protected=True),
             "/api/v1/reports": Route(self.reports.index_json, PAGE_PARAMS, protected=True),
             "/api/v1/plans": Route(self.plans, frozenset({"as_of"}), protected=True),
+            "/api/v1/budgets": Route(self.budgets, protected=True),
+            "/api/v1/commitments": Route(self.commitments, COMMITMENTS_PARAMS, protected=True),
         }
 
     def route(self, path: str) -> Route | None:
@@ -251,6 +254,19 @@ class Api:
                                                             option="as_of"))
         return json_response(200, found.to_json())
 
+    def budgets(self, query: Query) -> Response:
+        """`spendlake budgets --format json`'s rows, with the month, the moment judged and what it says beside them."""
+        from service.findings.budgets import budgets_as_of
+
+        return json_response(200, budgets_as_of(self.lake, self.config, self.clock()).to_json())
+
+    def commitments(self, query: Query) -> Response:
+        """The engine and JSON contract of `spendlake commitments --format json` (`since` 30d as its default)."""
+        from service.attribution import api_parameter, commitments_asked
+
+        return json_response(200, commitments_asked(self.lake, self.config, one(query, "since") or "30d",
+                                                    one(query, "until"), one(query, "by") or "", now=self.clock(),
+                                                    naming=api_parameter).to_json())
 
 
 def one(query: Query, name: str) -> str | None:
