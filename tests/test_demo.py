@@ -213,6 +213,19 @@ def test_the_demos_estimate_prices_a_gpu_hour_as_its_bill_does(demo_run):
     assert (top["run"], top["cost_per_gpu_hour"]) == ("llama-405b-r1", "12.290000")  # p5.48xlarge: $98.32 / 8 GPUs
 
 
+def test_the_demos_summary_heads_each_ranking_by_the_rows_it_lists(demo_run):
+    """summary.md headed its first 5 runs, experiments and findings "Top 10 ..." (walk46): the page lists 10."""
+    folder = Path(demo_run.report.location)
+    summary = (folder / "summary.md").read_text(encoding="utf-8")
+    page = {t["key"]: t for s in json.loads((folder / "report.json").read_text())["sections"] for t in s["tables"]}
+    for key in ("top_runs", "top_experiments", "open_findings"):
+        title = page[key]["title"]
+        assert title.startswith("Top 10 ") and len(page[key]["rows"]) == 10, title
+        listed = summary.split(f"\n*Top 5 {title.removeprefix('Top 10 ')}*", 1)[1].split("\n\n", 1)[0]
+        assert listed.count("\n- ") == 5, listed
+    assert "Top 10" not in summary
+
+
 def test_the_api_serves_budgets_and_commitments_as_the_commands_json_shows_them(demo_run):
     """/api/v1/budgets and /api/v1/commitments answered 404 (walk46) while `spendlake budgets` and `commitments`
     show the demo's budgets and its Savings Plan: the API gives their JSON, from the same code."""

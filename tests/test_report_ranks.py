@@ -153,3 +153,28 @@ def test_a_summary_table_whose_title_names_its_value_column_is_not_headed_with_i
     summary = render_markdown(Report(date(2026, 12, 4), date(2026, 12, 1), [], [Section("c", "C", [runs, jobs])]))
     assert "\n*Top 10 runs, month to date*\n- r1: $5.00" in summary, summary
     assert "*Unfinished jobs, month to date* — cost\n" in summary, summary
+
+
+def test_a_summary_listing_the_first_5_of_a_top_10_heads_them_top_5_as_the_page_heads_its_10():
+    # summary.md headed 5 rows "*Top 10 runs, month to date*" (walk46); the page lists the 10
+    from datetime import date
+
+    from service.report.model import Column, Report, Section, Table
+    from service.report.render import render_html, render_markdown
+
+    def runs(count: int) -> Table:
+        return Table.top("top_runs", 10, "runs, month to date", [Column("run", "run"),
+                         Column("cost", "month to date", "money")], markdown=(("run",), "cost"),
+                         rows=[{"run": f"r{i}", "cost": 100 - i, "currency": "USD"} for i in range(count)])
+
+    def report(table: Table) -> Report:
+        return Report(date(2026, 12, 4), date(2026, 12, 1), [], [Section("c", "C", [table])])
+
+    ten = runs(10)
+    summary = render_markdown(report(ten))
+    assert summary.endswith("\n*Top 5 runs, month to date*\n" + "".join(f"- r{i}: ${100 - i}.00\n" for i in range(5))), \
+        summary
+    assert "Top 10" not in summary and ten.title == "Top 10 runs, month to date" in render_html(report(ten))
+    # a ranking of 3 is listed whole: titled as on the page
+    assert "\n*Top 10 runs, month to date*\n- r0: $100.00\n- r1: $99.00\n- r2: $98.00\n" in render_markdown(
+        report(runs(3)))

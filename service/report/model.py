@@ -25,6 +25,10 @@ class Column:
     part: str = ""  # a share's money column it is the share of: the summary shows it where the share is none
 
 
+def ranked_title(top: int, what: str) -> str:
+    return f"Top {top} {what}"
+
+
 @dataclass
 class Table:
     key: str  # also the CSV file name: <key>.csv
@@ -40,6 +44,14 @@ class Table:
     notes: list[str] = field(default_factory=list)  # said under the table (HTML, summary, JSON), e.g. rounding
     # said in summary.md above its rows: what findings are as of when not the report's day
     summary_note: str | None = None
+    # a ranked table's title after "Top N " (`Table.top`): summary.md, listing fewer rows than the
+    # page, heads them "Top 5 runs, month to date", not the page's "Top 10 ..."
+    ranked: str | None = None
+
+    @classmethod
+    def top(cls, key: str, top: int, what: str, columns: list[Column], **fields: Any) -> Table:
+        """The table of the first `top` rows of a ranking, titled `Top 10 runs, month to date` (`what`: the rest)."""
+        return cls(key, ranked_title(top, what), columns, ranked=what, **fields)
 
     def to_json(self) -> dict[str, Any]:
         data = {"key": self.key, "title": self.title, "columns": [c.key for c in self.columns],

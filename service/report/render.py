@@ -20,7 +20,7 @@ from markupsafe import Markup, escape
 from service.core.output import printable, to_csv, to_json, without_bidi_controls
 from service.core.units import percent_change_text, shown_money
 from service.report.charts import render as render_chart
-from service.report.model import Column, Headline, Report, Table
+from service.report.model import Column, Headline, Report, Table, ranked_title
 
 # Runs last; marks the page when the DOM it expects is there (the browser test reads it).
 SCRIPT = ('document.documentElement.setAttribute("data-report-ok", '
@@ -154,12 +154,15 @@ def render_markdown(report: Report, rows: int = 5) -> str:
                 # rows of findings a past day's report lists are the last rules run's: said above them as on the page
                 lines += ["", f"_{md(table.summary_note)}_"] if table.summary_note else []
                 column = next(c for c in table.columns if c.key == value)
-                named = table.title.lower().endswith(column.label.lower())  # "Top 10 runs, month to date"
-                lines += ["", f"*{table.title}*" + ("" if named else f" — {column.label}")]
+                shown = table.rows if table.markdown_whole else table.rows[:rows]
+                # the page's "Top 10 runs" over its first 5 rows: "Top 5 runs"
+                title = ranked_title(len(shown), table.ranked) if table.ranked and len(shown) < len(table.rows) \
+                    else table.title
+                named = title.lower().endswith(column.label.lower())  # "Top 10 runs, month to date"
+                lines += ["", f"*{title}*" + ("" if named else f" — {column.label}")]
                 # a label ending in a sentence's full stop would read "day(s).: $28,027.49"
                 lines += [f"- {' / '.join(md(cut(str(row.get(k)))) for k in labels if row.get(k) is not None).rstrip('.')}: "
-                          f"{_summary_value(table, column, row)}"
-                          for row in (table.rows if table.markdown_whole else table.rows[:rows])]
+                          f"{_summary_value(table, column, row)}" for row in shown]
                 # of every row: said when all are, or of the shares listed (why one is —)
                 for note in table.notes if table.markdown_whole or column.kind == "percent" else []:
                     lines += ["", f"_{md(note)}_"]  # a paragraph of its own: under a list item it would continue it

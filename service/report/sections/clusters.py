@@ -61,7 +61,7 @@ def top_runs(config: Config, lake: Lake, month: Window, top: int) -> Table:
              "gpu_hours": r.gpu_hours, "state": r.state, "currency": r.currency, "cost": r.cost,
              "idle_share_pct": None if r.idle_share is None else (r.idle_share * 100).quantize(Decimal("0.1"))}
             for r in result.rows if not r.folded_runs]
-    return Table("top_runs", f"Top {top} runs, month to date", [
+    return Table.top("top_runs", top, "runs, month to date", [
         Column("run", "run"), Column("team", "team"), Column("project", "project"), Column("job_type", "job type"),
         Column("cluster", "cluster"), Column("jobs", "jobs", "count"), Column("gpu_hours", "GPU-hours", "count"),
         Column("state", "last state"), Column("currency", "currency"), Column("cost", "month to date", "money"),

@@ -147,8 +147,8 @@ def waste_section(lake: Lake, day: date, top: int) -> Section:
     summary.total = _total(summary.rows, "rule", "monthly_waste_usd", "month_usd", "once_usd", findings=len(findings),
                            critical=sum(f.severity == "critical" for f in findings))
     shown = [{**_finding_row(f), "per": per[f.id]} for f in findings[:top]]  # load_findings sorts by $
-    top_findings = Table(
-        "open_findings", f"Top {top} open findings by {what}",
+    top_findings = Table.top(
+        "open_findings", top, f"open findings by {what}",
         page_columns(finding_columns("monthly_waste_usd", "waste $" if once else "monthly $"))
         + [Column("per", "per")] * bool(once) + [Column("id", "id", css="long")],
         rows=shown, markdown=(("rule", "resource_id", "team", *(["per"] if once else [])), "monthly_waste_usd"),

@@ -192,8 +192,8 @@ class SpendReport:
         rows = [{"experiment": g.values["experiment"], "team": _one_or_several(g.details["team"]),
                  "project": _one_or_several(g.details["project"]), "currency": g.currency, "mtd_cost": g.cost,
                  "share_pct": share_pct(g.cost, found.totals.get(g.currency))} for g in found.top]
-        return Section("experiments", "Top experiments", tables=[Table(
-            "top_experiments", f"Top {self.top} experiments, month to date", [
+        return Section("experiments", "Top experiments", tables=[Table.top(
+            "top_experiments", self.top, "experiments, month to date", [
                 Column("experiment", "experiment"), Column("team", "team"), Column("project", "project"),
                 Column("currency", "currency"), Column("mtd_cost", "month to date", "money"),
                 Column("share_pct", "share", "percent")], rows=rows,
