@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date, datetime, timezone
 from decimal import Decimal
 
@@ -123,6 +124,27 @@ def test_a_plan_to_date_both_scenarios_agree_on_is_one_figure_beside_the_range_o
     csv = json.loads(spendlake(config_file, "plans", "--format", "json", "--as-of", "2026-11-29").stdout)
     assert [(r["planned_to_date_low"], r["planned_to_date_high"], r["planned_total_low"], r["planned_total_high"])
             for r in csv] == [("3000.00", "3000.00", "5000.00", "6000.00")]  # JSON and CSV keep both figures
+
+
+def test_the_reports_page_shows_a_plans_low_and_high_as_the_plans_table_does(tmp_path):
+    """The page's plans table showed `plan low` $3,000.00 beside `plan high` $3,000.00 mid-run and the plan total
+    at its high only, where `spendlake plans` shows one figure to date and the total's range (walk46): the page
+    now shows each pair as that table does (CSV and JSON keep both figures)."""
+    lake, _ = small_lake(tmp_path)
+    register_plan(lake, plan("known", "llm-7b", "5000"))
+    pages = {}
+    for day in (DAY, date(2026, 12, 6)):  # mid-run; past the faster run's end (200 h)
+        write_report(lake_config(lake=lake), day, str(tmp_path / "out"))
+        html = (tmp_path / "out" / day.isoformat() / "report.html").read_text(encoding="utf-8")
+        section = html.split("<h2>Plans vs actual", 1)[1].split("<h2>", 1)[0]
+        pages[day] = [re.sub(r"<[^>]*>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", section)]
+        header = section.split("</thead>")[0]
+        assert "plan low" not in header and "plan high" not in header, header
+        assert [h in header for h in (">plan to date<", ">plan total<")] == [True, True], header
+    assert pages[DAY][5:9] == ["$3,000.00", "$500.00", "under plan to data end", "$5,000.00 to $6,000.00"], pages
+    assert pages[date(2026, 12, 6)].count("$5,000.00 to $6,000.00") == 2, pages
+    csv = (tmp_path / "out" / DAY.isoformat() / "plans.csv").read_text(encoding="utf-8")
+    assert "planned_to_date_low,planned_to_date_high," in csv and ",3000.00,3000.00," in csv, csv
 
 
 def test_the_plans_table_shows_the_plan_total_at_150_columns(tmp_path, monkeypatch):

@@ -37,36 +37,28 @@ def plans_command(ctx: click.Context, day: str | None, fmt: str | None) -> None:
         return
     if fmt != "table":
         emit(found.rows, [column.key for column in COLUMNS], fmt)
-    else:  # the page's headers (actual) and times (2026-11-20 00:00, UTC as the title says), shorter than
-        # the keys and ISO times: more columns fit a terminal (plan total at 150); each low and high as one range
-        labels = [RANGE_OF.get(column.key, column.label) for column in COLUMNS if column.key not in PAIRED[1::2]]
-        emit([_shown(row) for row in found.rows], labels, fmt,
+    else:  # the page's columns, headers (actual) and times (2026-11-20 00:00, UTC as the title says), shorter
+        # than the keys and ISO times: more columns fit a terminal (plan total at 150); each low and high as one range
+        shown = [column for column in COLUMNS if column.in_html]
+        ranges = tuple(column.label for column in shown if column.to)
+        emit([_shown(row, shown) for row in found.rows], [column.label for column in shown], fmt,
              title=f"plans vs actual, to the end of {found.day} (USD; times UTC; plan to date: both MFU scenarios "
                    "spend the GPUs' price an hour until the faster run ends)",
-             right=(*RANGES, "actual"), whole=(*RANGES, "actual", "status"))
+             right=(*ranges, "actual"), whole=(*ranges, "actual", "status"))
     for note in found.notes:  # unknown values, spend in other currencies, past the data, no plans (CSV, JSON)
         click.echo(one_line(f"note: {note}"), err=True)
 
 
-# the table's ranges, each of a low and a high column of plans.csv
-RANGES = {"plan to date": ("planned_to_date_low", "planned_to_date_high"),
-          "plan total": ("planned_total_low", "planned_total_high")}
-PAIRED = tuple(key for pair in RANGES.values() for key in pair)
-RANGE_OF = {low: label for label, (low, _) in RANGES.items()}
-
-
-def _shown(row: dict) -> dict:
+def _shown(row: dict, columns: list) -> dict:
     """A row of plans.csv as the table shows it: by the page's labels, each low and high as one range."""
-    from service.report.sections.plans import COLUMNS
-
-    cells = {column.label: _cell(row[column.key], column.kind) for column in COLUMNS if column.key not in PAIRED}
-    return cells | {label: _range(row[low], row[high]) for label, (low, high) in RANGES.items()}
+    return {column.label: _range(row[column.key], row[column.to]) if column.to else _cell(row[column.key], column.kind)
+            for column in columns}
 
 
 def _range(low, high) -> str:
-    """One figure where the scenarios agree (a plan to date before its faster run ends), else `low to` over
-    `high` on the next line (narrower than the two figures side by side: start and end still fit 150 columns);
-    the optimistic run spends sooner, so mid-run its low can lie above its high: shown as they are."""
+    """One figure where the scenarios agree (a plan to date before its faster run ends, but for storage's
+    cents), else `low to` over `high` on the next line (narrower than the two figures side by side: start
+    and end still fit 150 columns), as the report's page shows them (service.report.render.display)."""
     return money_text(low) if low == high else f"{money_text(low)} to\n{money_text(high)}"
 
 

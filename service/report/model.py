@@ -23,6 +23,9 @@ class Column:
     in_html: bool = True  # False: in CSV and JSON only (e.g. what a chart beside the table shows)
     css: str = ""  # an HTML class for the column's cells (e.g. `finding`: a sentence kept readable)
     part: str = ""  # a share's money column it is the share of: the summary shows it where the share is none
+    # a range's low end: the key of its high end (a column of CSV and JSON only), which the page shows with it
+    # as one figure where they agree, else `low to high` (as `spendlake plans` shows a plan's)
+    to: str = ""
 
 
 def ranked_title(top: int, what: str) -> str:

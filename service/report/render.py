@@ -45,7 +45,9 @@ def change_class(value: Decimal | None) -> str:
 
 def display(value: Any, column: Column, row: dict[str, Any]) -> str:
     if column.kind == "money":
-        return money(value, row.get("currency", "USD"))  # tables without a currency column are USD
+        currency = row.get("currency", "USD")  # tables without a currency column are USD
+        high = row.get(column.to, value) if column.to else value
+        return money(value, currency) + ("" if high == value else f" to {money(high, currency)}")
     if column.kind == "money_change":  # a rise signed as a fall is: +$4,676.19 beside −$34,845.21
         return ("+" if value and value > 0 else "") + money(value, row.get("currency", "USD"))
     if column.kind == "change":

@@ -36,11 +36,12 @@ PLAN_CHART_DAYS = 120
 COLUMNS = (
     Column("plan", "plan"), Column("project", "project"), Column("experiment", "experiment"),
     Column("start", "start", "time"), Column("end", "end", "time"),
-    Column("planned_to_date_low", "plan low", "money"), Column("planned_to_date_high", "plan high", "money"),
+    Column("planned_to_date_low", "plan to date", "money", to="planned_to_date_high"),
+    Column("planned_to_date_high", "plan to date high", "money", in_html=False),
     Column("actual_to_date", "actual", "money"), Column("status", "status"),
-    Column("planned_total_low", "plan total low", "money", in_html=False),  # the page's chart shows it
-    Column("planned_total_high", "plan total", "money"),
-)  # plans.csv's, and `spendlake plans`'s (whose table shows each pair as one range: cli/plans.py)
+    Column("planned_total_low", "plan total", "money", to="planned_total_high"),
+    Column("planned_total_high", "plan total high", "money", in_html=False),
+)  # plans.csv's, and `spendlake plans`'s; the page and its table (cli/plans.py) show each low and high as one range
 NO_PLANS = "No plans registered: `spendlake estimate --register NAME --project P --start DATE`."
 
 # a plan's USD per day, what no cost line carries (the dimension, the note's sentence), its spend in
@@ -112,8 +113,9 @@ def _status(plan: Plan, until: datetime, data: tuple[datetime | None, datetime |
     note); `no data yet` (the lake's
     billing data ends at or before its start: its $0 is not a saving); `other currency` (it spent
     in other currencies only, never converted: named in the note); else over, under or on plan,
-    against the lower and higher scenario (the optimistic run spends sooner: low may lie above
-    high mid-run), but `partial data` rather than under or on plan when it started before the
+    against the lower and the higher of the two scenarios (mid-run both spend the GPUs' price an
+    hour, so only storage, spread over runs of different lengths, parts them: by cents, either
+    way; once the faster run ends the slower one's keeps rising), but `partial data` rather than under or on plan when it started before the
     lake's billing data begins (its spend before is not in the actual: said in the note). When
     the data (`data`: where it begins, and `data_ends`) ends before `until`, the actual holds
     spend to the data's end only: it is set against the plan to then, and the standing says so
