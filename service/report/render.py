@@ -92,6 +92,8 @@ def cell(row: dict[str, Any], column: Column) -> Markup:
     classes = kinds(column) + ([column.css] if column.css else [])
     if column.kind in ("change", "money_change", "time"):
         classes.append("time" if column.kind == "time" else change_class(value))
+    if column.to:  # a crowded table wraps a range's high end under its low, never inside an amount
+        classes.append("range")
     attr = f' class="{" ".join(c for c in classes if c)}"' if classes else ""
     shown = display(value, column, row)
     if column.kind == "text":
@@ -99,6 +101,10 @@ def cell(row: dict[str, Any], column: Column) -> Markup:
     if column.kind == "time":  # a crowded table wraps the time under its date, never inside the date
         return Markup(f"<td{attr}>") + Markup(" ").join(
             Markup("<span>{}</span>").format(part) for part in shown.split(" ")) + Markup("</td>")
+    if column.to:
+        low, _, high = shown.partition(" to ")
+        return Markup(f"<td{attr}><span>{{}}</span>{{}}</td>").format(
+            low, Markup(" <span>to {}</span>").format(high) if high else "")
     return Markup(f"<td{attr}>{escape(shown)}</td>")
 
 
