@@ -256,6 +256,27 @@ def test_the_cli_and_the_api_show_the_values_of_runs_without_cost(tmp_path):
     assert {r["run"]: tuple(r[d] for d in fields) for r in json.loads(response.body)["rows"]} == UNBILLED
 
 
+def test_the_json_rows_keys_come_in_the_csv_columns_order_and_the_apis_too(tmp_path):
+    """status47: a run's JSON put `user` before `cluster` (its jobs' values, then the clusters they
+    ran on) where the CSV's header has cluster, user: one order, the CSV's, for billed runs, runs
+    without cost and the folded rest alike."""
+    lake, cfg = lake_with_unbilled_runs(tmp_path)
+    data = whole_config(tmp_path, lake)
+    data["attribution"] = cfg.attribution.model_dump(exclude_none=True, include={"dimensions", "clusters"})
+    path = tmp_path / "spendlake.yaml"
+    path.write_text(yaml.safe_dump(json.loads(json.dumps(data, default=str))))
+    args = ["--config", str(path), "runs", "--since", "2026-11-02", "--until", "2026-11-03", "--top", "1", "--format"]
+    header = CliRunner().invoke(cli, [*args, "csv"]).stdout.splitlines()[0].split(",")
+    assert header.index("cluster") < header.index("user") and header[-1] == "folded_runs"
+    header = header[:-1]  # the folded rest's count: only its row has it in JSON
+    rows = json.loads(CliRunner().invoke(cli, [*args, "json"]).stdout)["rows"]
+    assert [(r["run"], r["currency"]) for r in rows] == [("r1", "USD"), ("r3", None), ("other", None)]
+    assert [[key for key in row if key in header] for row in rows] == [header] * len(rows)  # main: user, cluster
+    api = api_for(parse_config(yaml.safe_load(path.read_text())))
+    response = api.handle("/api/v1/runs", parse_qs("since=2026-11-02&until=2026-11-03"), None)
+    assert [[key for key in row if key in header] for row in json.loads(response.body)["rows"]] == [header] * 4
+
+
 def test_a_window_past_the_bill_says_where_the_bill_ends_and_prices_no_gpu_hour(tmp_path):
     # the bill ends at 11:00 on the 2nd: on the 3rd r3's job still runs and nothing is billed
     lake, _ = lake_with_runs(tmp_path)

@@ -164,7 +164,7 @@ class RunRow:
         return tuple(self.state if d == "state" else self.values.get(d) for d in by)
 
     def to_json(self) -> dict:
-        return {"run": self.run, **self.values, "jobs": self.jobs, "restarts": self.restarts,
+        return {"run": self.run, **{d: self.values.get(d) for d in VALUES}, "jobs": self.jobs, "restarts": self.restarts,
                 "gpus": _text(self.gpus), "gpu_hours": _text(self.gpu_hours), "cost": _text(self.cost),
                 "currency": self.currency, "cost_per_gpu_hour": _text(self.cost_per_gpu_hour),
                 "idle_share": _text(self.idle_share), "state": self.state,
