@@ -182,6 +182,8 @@ def test_an_azure_export_run_copied_is_its_run_read_once(tmp_path):
 
 
 def test_status_says_which_copies_the_last_ingest_skipped_until_they_are_gone(tmp_path):
+    import json
+
     import yaml
     from click.testing import CliRunner
 
@@ -204,6 +206,10 @@ def test_status_says_which_copies_the_last_ingest_skipped_until_they_are_gone(tm
     assert said("status", "--format", "table") == [f"copies: source src: 1 copied file(s) under its location skipped by its last ingest "
                               f"(read once): {restored}, the same as {export / '2024-05' / restored.name}; move "
                               "copies out of the location to quiet this"]
+    # status47: CSV and JSON said nothing of it; a row of their table now, the line's sentence as its note
+    shown = CliRunner().invoke(cli, ["--config", str(tmp_path / "spendlake.yaml"), "status", "--format", "json"])
+    assert [(r["source"], f"copies: {r['note']}") for r in json.loads(shown.stdout) if r["note_kind"] == "copies"] == [
+        ("src", said("status", "--format", "table")[0])]
     shutil.rmtree(export / "2024-05-restored")
     said("ingest")
     assert said("status", "--format", "table") == []

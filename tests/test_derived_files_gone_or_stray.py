@@ -5,6 +5,8 @@ others (service/core/derived_records.py, service/ingest/status.py). Lake: tests/
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 from click.testing import CliRunner
@@ -71,6 +73,31 @@ def test_a_deleted_placed_files_kept_record_is_lost_in_verify_and_status_until_t
     assert "deleted or moved by hand" in said and "failing disk" not in said, said  # review46: not the disk's doing
     build_rollups(lake, cfg.attribution)
     assert verify(path)[0] == 0 and placed.exists() and derived_line(path) == []
+
+
+def test_csv_and_json_carry_the_derived_line_as_a_row_of_their_table_and_sources_too(tmp_path):
+    """status47: the table said `derived:` on stderr; `--format json` and `csv` said nothing of a
+    lost placed file (exit 0, the partitions alone), so a script never learnt of it."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    build_rollups(lake, cfg.attribution)
+    placed_file(lake).unlink()
+    [line] = derived_line(path)
+
+    def shown(*args: str):
+        result = CliRunner().invoke(cli, ["--config", path, "status", *args])
+        assert result.exit_code == 0 and "derived:" not in result.stderr, result.output  # a row, not stderr
+        return result.stdout
+
+    for sources in ((), ("--sources",)):
+        rows = json.loads(shown(*sources, "--format", "json"))
+        assert [f"derived: {r['note']}" for r in rows if r["note_kind"] == "derived"] == [line]  # main: none
+        assert len({tuple(r) for r in rows}) == 1  # every row of the table has its keys
+        notes = [(r["note_kind"], r["note"]) for r in rows if r["note_kind"] is not None]  # (the source is stale too)
+        csv_rows = list(csv.DictReader(io.StringIO(shown(*sources, "--format", "csv"))))
+        assert [(r["note_kind"], r["note"]) for r in csv_rows if r["note_kind"]] == notes and len(csv_rows) == len(rows)
+    build_rollups(lake, cfg.attribution)
+    rows = json.loads(shown("--format", "json"))
+    assert rows and not [r for r in rows if r["note_kind"] == "derived"]
 
 
 def test_verify_during_a_build_tells_no_file_lost_that_the_build_is_placing(tmp_path, monkeypatch):

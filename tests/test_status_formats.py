@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from service.cli.main import SOURCE_COLUMNS, cli
-from service.ingest.status import STATUS_COLUMNS
+from service.ingest.status import NOTE_COLUMNS, STATUS_COLUMNS
 from tests.conftest import DATA, REPO
 
 FILES = DATA / "focus-toolkit" / "convert" / "aws-1.3-synthetic-csv"
@@ -31,9 +31,10 @@ def test_csv_and_json_hold_one_table_each_and_the_readme_says_so(tmp_path):
     assert CliRunner().invoke(cli, ["--config", str(config), "ingest"]).exit_code == 0
     table = status("--format", "table")
     assert table.index("sources") < table.index("spendlake status")  # the freshness first
-    assert status("--format", "csv").splitlines()[0] == ",".join(STATUS_COLUMNS)
-    assert status("--sources", "--format", "csv").splitlines()[0] == ",".join(SOURCE_COLUMNS)
-    assert {tuple(row) for row in json.loads(status("--format", "json"))} == {tuple(STATUS_COLUMNS)}
+    # status47: a row per line the table says beside it (note_kind, note), after the table's own columns
+    assert status("--format", "csv").splitlines()[0] == ",".join([*STATUS_COLUMNS, *NOTE_COLUMNS])
+    assert status("--sources", "--format", "csv").splitlines()[0] == ",".join([*SOURCE_COLUMNS, *NOTE_COLUMNS])
+    assert {tuple(row) for row in json.loads(status("--format", "json"))} == {(*STATUS_COLUMNS, *NOTE_COLUMNS)}
     [row] = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `spendlake status")]
     assert "CSV and JSON hold one table each" in row
 

@@ -227,25 +227,23 @@ SOURCE_COLUMNS = ["source", "kind", "state", "data_through", "hours_behind", "fr
 @pass_ctx
 def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     """What the lake holds: each source's freshness, then one row per billing period and currency
-    (CSV and JSON hold one table: the partitions, or with --sources the freshness)."""
+    (CSV and JSON hold one table: the partitions, or with --sources the freshness, and a row per
+    line the table says of the lake's files beside it: skipped copies, derived files' damage)."""
     from service.core.coverage import stamped_ahead
     from service.core.timewindow import utc_now
     from service.ingest.freshness import source_freshness
-    from service.ingest.status import STATUS_COLUMNS, copies_skipped, derived_damage, status as lake_status
+    from service.ingest.status import (NOTE_COLUMNS, STATUS_COLUMNS, freshness_notes, lake_notes, status as lake_status,
+                                       with_notes)
 
     table = (fmt or default_format()) == "table"
     sources = source_freshness(obj.config, obj.lake, utc_now())
+    notes = lake_notes(obj.lake)
     if sources_only or (table and sources):
-        emit([row.to_json() for row in sources], SOURCE_COLUMNS, fmt, title="sources")
-    for row in sources if table else ():
-        if row.state == "failing":
-            click.echo(one_line(f"failing: source {row.source}: {row.last_error}"), err=True)
-        elif row.state == "stale":
-            click.echo(f"stale: {row.problem()}", err=True)
-    for line in copies_skipped(obj.lake) if table else ():
-        click.echo(one_line(f"copies: {line}"), err=True)
-    for line in derived_damage(obj.lake) if table else ():
-        click.echo(f"derived: {line}", err=True)
+        shown = [row.to_json() for row in sources]
+        emit(shown if table else with_notes(shown, SOURCE_COLUMNS, notes),
+             SOURCE_COLUMNS if table else [*SOURCE_COLUMNS, *NOTE_COLUMNS], fmt, title="sources")
+    for note in [*freshness_notes(sources), *notes] if table else ():
+        click.echo(note.line(), err=True)
     if sources_only:
         return
     rows = lake_status(obj.lake)
@@ -253,13 +251,13 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
         click.echo(empty_lake_line(obj.lake))
         _check_snapshots(obj.lake)
         return
-    # a table shows cents, as the demo does; CSV and JSON keep every decimal
-    shown = rows if not table else [
-        {**r, **{k: money_text(r[k], of=r["currency"]) for k in ("billed_cost", "effective_cost")},
-         "currency": currency_text(r["currency"])}
-        for r in rows]
-    emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
-         whole=("billing_period", "currency", "billed_cost", "check"))
+    if table:  # a table shows cents, as the demo does; CSV and JSON keep every decimal
+        shown = [{**r, **{k: money_text(r[k], of=r["currency"]) for k in ("billed_cost", "effective_cost")},
+                  "currency": currency_text(r["currency"])} for r in rows]
+        emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
+             whole=("billing_period", "currency", "billed_cost", "check"))
+    else:
+        emit(with_notes(rows, STATUS_COLUMNS, notes), [*STATUS_COLUMNS, *NOTE_COLUMNS], fmt)
     for line in stamped_ahead(obj.lake.ledger(), utc_now()):
         click.echo(f"ahead: {line}", err=True)
     others = other_configs(obj.lake)

@@ -3,14 +3,58 @@ with each partition's check against its file, and the sources the config no long
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from service.core import derived_records
 from service.core.lake import Lake
+from service.core.output import one_line
 from service.core.units import exact_text
 from service.ingest.copies import REWRITTEN_HINT
+from service.ingest.freshness import SourceFreshness
 
 # The columns `spendlake status` shows, in order (JSON carries the same keys).
 STATUS_COLUMNS = ("source", "billing_period", "currency", "rows", "billed_cost", "effective_cost", "final",
                   "check", "ingested_at", "delivery_id")
+# What CSV and JSON add after a table's columns: a `Note` row's kind and sentence (empty on the table's own rows)
+NOTE_COLUMNS = ("note_kind", "note")
+
+
+@dataclass(frozen=True)
+class Note:
+    """A line the table of `spendlake status` says on stderr, `<kind>: <text>`, beside its rows;
+    CSV and JSON, which hold one table, carry it as a row of that table (`row`)."""
+
+    kind: str  # copies | derived (lake_notes); failing | stale (freshness_notes)
+    text: str
+    source: str | None = None  # the source it is about, when one
+
+    def line(self) -> str:
+        return one_line(f"{self.kind}: {self.text}")
+
+    def row(self, keys: Sequence[str]) -> dict:
+        """A row of a table whose rows have `keys` (and NOTE_COLUMNS): its source, kind and sentence, the rest empty."""
+        return {**dict.fromkeys(keys), "source": self.source, "note_kind": self.kind, "note": self.text}
+
+
+def with_notes(rows: list[dict], columns: Sequence[str], notes: Sequence[Note]) -> list[dict]:
+    """CSV's and JSON's rows: the table's (their NOTE_COLUMNS empty), then a row per note, with the
+    same keys (`columns` when the table has no row)."""
+    keys = list(rows[0]) if rows else list(columns)
+    return [{**row, **dict.fromkeys(NOTE_COLUMNS)} for row in rows] + [note.row(keys) for note in notes]
+
+
+def freshness_notes(sources: Sequence[SourceFreshness]) -> list[Note]:
+    """The table's line for each failing or stale source; CSV and JSON hold them in `--sources`'s
+    rows (their `state`, `last_error`, `data_through` and limits), never in the partitions'."""
+    return [Note("failing", f"source {row.source}: {row.last_error}", row.source) if row.state == "failing"
+            else Note("stale", row.problem() or "", row.source) for row in sources if row.state in ("failing", "stale")]
+
+
+def lake_notes(lake: Lake) -> list[Note]:
+    """What the table says of the lake's files beside its rows, which CSV and JSON carry as rows:
+    the copies each source's last ingest skipped, and the derived files' damage."""
+    return copies_skipped(lake) + [Note("derived", line) for line in derived_damage(lake)]
 
 
 def status(lake: Lake) -> list[dict]:
@@ -56,12 +100,12 @@ def derived_damage(lake: Lake) -> list[str]:
             "meanwhile: run `spendlake rollup` to write them again"]
 
 
-def copies_skipped(lake: Lake) -> list[str]:
+def copies_skipped(lake: Lake) -> list[Note]:
     """Per source, the copies its last ingest skipped (files or manifests holding what another
     it reads holds: service.ingest.copies, connectors.aws_export), one line each source, and the
     stale ones (copies of what a file held before it changed) in a line of their own, and those
     changed while their original did not, whose period fails, in a third."""
-    lines = []
+    lines: list[Note] = []
     for source, record in sorted(lake.read_state("sources").items()):
         lines += _copies_line(source, record.get("copies"), "copied file(s) under its location skipped by its last "
                               "ingest (read once)", "the same as", "move copies out of the location to quiet this")
@@ -74,10 +118,11 @@ def copies_skipped(lake: Lake) -> list[str]:
     return lines
 
 
-def _copies_line(source: str, copies: dict | None, what: str, relation: str, advice: str) -> list[str]:
+def _copies_line(source: str, copies: dict | None, what: str, relation: str, advice: str) -> list[Note]:
     """One line naming the first of `copies` (copy -> original) and how many more, or none."""
     if not copies:
         return []
     (copy, original), *others = sorted(copies.items())
     more = f" and {len(others)} more" if others else ""
-    return [f"source {source}: {len(copies)} {what}: {copy}, {relation} {original}{more}; {advice}"]
+    return [Note("copies", f"source {source}: {len(copies)} {what}: {copy}, {relation} {original}{more}; {advice}",
+                 source)]
