@@ -1,20 +1,24 @@
 """A derived file that is damaged, gone while its record is kept, or in a period folder the
 ledger holds no cost partition for (renamed): `status` says so in one line naming what to run,
 `verify` names each for what it is, and the rollup build writes the first again and removes the
-others (service/core/derived_records.py, service/ingest/status.py). Lake: tests/test_run_story.py's."""
+others, the tops build the metric tops no build names a grace after (service/core/derived_sweep.py,
+service/ingest/status.py). Lake: tests/test_run_story.py's."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import shutil
+from datetime import datetime, timedelta, timezone
 
 from click.testing import CliRunner
 
 from service.attribution.placed import PLACED_TABLE
 from service.attribution.rollup_build import build_rollups
+from service.attribution.tops import TOPS_TABLE, build_tops, tops_folder
 from service.cli.main import cli
-from service.core import commit, derived_records
+from service.core import commit, derived_records, derived_sweep
 from service.core.lake import Lake
 from service.serve.families import integrity_families
 from tests.test_inventory_integrity import flip
@@ -64,7 +68,7 @@ def test_a_deleted_placed_files_kept_record_is_lost_in_verify_and_status_until_t
     assert code == 3  # main: 0, the record unread
     [row] = [r for r in rows if r["table"] == PLACED_TABLE]
     assert (row["check"], row["detail"], row["partition"]) == (
-        "lost", derived_records.LOST, f"billing_period=2026-11/{placed.name}")
+        "lost", derived_sweep.LOST, f"billing_period=2026-11/{placed.name}")
     [line] = derived_line(path)
     assert "is lost" in line and "run `spendlake rollup`" in line, line
     [snapshots] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_snapshots_damaged"]
@@ -128,8 +132,8 @@ def test_a_renamed_placed_period_folder_is_stray_in_verify_and_removed_by_the_bu
     code, rows = verify(path)
     assert code == 3  # its record is kept where the file was
     checks = {r["partition"]: (r["check"], r["detail"]) for r in rows if r["table"] == PLACED_TABLE}
-    assert checks == {f"billing_period=2026-11.old/{placed.name}": ("stray", derived_records.STRAY),  # main: unrecorded
-                      f"billing_period=2026-11/{placed.name}": ("lost", derived_records.LOST)}
+    assert checks == {f"billing_period=2026-11.old/{placed.name}": ("stray", derived_sweep.STRAY),  # main: unrecorded
+                      f"billing_period=2026-11/{placed.name}": ("lost", derived_sweep.LOST)}
     [line] = derived_line(path)
     assert "1 derived file(s) damaged or lost and 1 stray" in line, line
     build_rollups(lake, cfg.attribution)
@@ -162,7 +166,7 @@ def test_a_placed_folder_copied_in_for_a_period_the_ledger_lacks_is_stray_and_re
     copied.write_bytes(placed.read_bytes())
     code, rows = verify(path)
     assert code == 0 and [r["check"] for r in rows if r["partition"].startswith("billing_period=2026-10")] == ["stray"]
-    assert derived_line(path) == [f"derived: 1 derived file(s) stray: {derived_records.STRAY}"]
+    assert derived_line(path) == [f"derived: 1 derived file(s) stray: {derived_sweep.STRAY}"]
     build_rollups(lake, cfg.attribution)
     assert not copied.parent.exists() and placed.exists() and derived_line(path) == []
 
@@ -177,3 +181,73 @@ def test_a_lost_ledger_makes_no_derived_file_stray(tmp_path):
     shown = CliRunner().invoke(cli, ["--config", path, "status", "--format", "table"])
     assert shown.exit_code == 3 and "unlisted" in shown.output, shown.output
     assert "stray" not in shown.output, shown.output
+
+
+def built_tops(lake: Lake, cfg, now: datetime):
+    """The story's metric tops built at `now` (the grace's clock), as ingest and `spendlake rollup` do."""
+    with lake.lock("ingest"):
+        build_tops(lake, cfg, now=now)
+    [tops] = tops_folder(lake, cfg).glob("*.parquet")
+    return tops
+
+
+def test_a_renamed_metric_tops_folder_is_stray_its_record_lost_and_the_build_sweeps_both_after_the_grace(tmp_path):
+    """status47: verify called a renamed tops folder's file "unrecorded: written before derived files
+    were recorded", its kept record went unsaid (lost() read the period tables alone), and the tops
+    build kept the renamed folder for ever (its file named the lake's current state)."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    now = datetime.now(timezone.utc)
+    tops = built_tops(lake, cfg, now)
+    renamed = tops.parent.with_name(f"{tops.parent.name}.old")
+    tops.parent.rename(renamed)
+    code, rows = verify(path)
+    checks = {r["partition"]: (r["check"], r["detail"]) for r in rows if r["table"] == TOPS_TABLE}
+    assert code == 3 and checks == {  # main: exit 0, {renamed: unrecorded}
+        f"{renamed.name}/{tops.name}": ("stray", derived_sweep.STRAY_TOPS),
+        f"{tops.parent.name}/{tops.name}": ("lost", derived_sweep.LOST)}
+    [line] = derived_line(path)
+    assert "1 derived file(s) damaged or lost and 1 stray" in line and f"{TOPS_TABLE} file" in line, line
+    [snapshots] = [f for f in integrity_families(lake) if f.name == "spendlake_lake_snapshots_damaged"]
+    assert {s.labels["state"]: s.value for s in snapshots.samples if s.labels["kind"] == TOPS_TABLE}["lost"] == 1
+
+    assert built_tops(lake, cfg, now) == tops  # written again; the stray one found, kept for the grace
+    assert verify(path)[0] == 0 and derived_line(path) == [
+        f"derived: 1 derived file(s) stray: {derived_sweep.STRAY_TOPS}"]
+    built_tops(lake, cfg, now + timedelta(minutes=59))
+    assert renamed.exists()
+    built_tops(lake, cfg, now + timedelta(minutes=61))
+    assert not renamed.exists() and tops.exists()  # main: kept for ever
+    assert verify(path) == (0, [r for r in verify(path)[1] if r["check"] == "ok"]) and derived_line(path) == []
+
+
+def test_metric_tops_copied_in_are_stray_and_a_copy_beside_the_current_file_no_longer_stops_the_build(tmp_path):
+    """A folder copied in (`config=<owner> copy`, `source=all.bak`) is stray and goes a grace after the
+    build found it; a file copied beside the current one (`<state> copy.parquet`) goes at the next build,
+    which refused it as an invalid version name (main: the tops not refreshed until it was deleted)."""
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    now = datetime.now(timezone.utc)
+    tops = built_tops(lake, cfg, now)
+    copies = [tops.parent.with_name(f"{tops.parent.name} copy"),
+              tops.parent.parent.with_name("source=all.bak") / tops.parent.name]
+    for copy in copies:
+        shutil.copytree(tops.parent, copy)
+    beside = tops.with_name(f"{tops.stem} copy.parquet")
+    shutil.copy(tops, beside)
+    code, rows = verify(path)
+    assert code == 0 and sorted(r["check"] for r in rows if r["table"] == TOPS_TABLE) == ["ok", "stray", "stray",
+                                                                                          "stray"]
+    assert built_tops(lake, cfg, now) == tops and not beside.exists()  # main: DataError, invalid version value
+    built_tops(lake, cfg, now + timedelta(minutes=61))
+    assert not any(copy.exists() for copy in copies) and not copies[1].parent.exists()
+    assert [r["check"] for r in verify(path)[1] if r["table"] == TOPS_TABLE] == ["ok"]
+
+
+def test_the_tops_build_forgets_the_record_of_a_tops_file_deleted_by_hand(tmp_path):
+    lake, cfg, path = lake_with_a_story(tmp_path)
+    tops = built_tops(lake, cfg, datetime.now(timezone.utc))
+    other = tops.with_name("0" * 16 + ".parquet")  # another lake state's, as a build names them
+    derived_records.record_file(lake.root, other).write_bytes(derived_records.record_file(lake.root, tops).read_bytes())
+    code, rows = verify(path)
+    assert code == 3 and [r["check"] for r in rows if r["table"] == TOPS_TABLE] == ["ok", "lost"]  # main: 0, unsaid
+    built_tops(lake, cfg, datetime.now(timezone.utc))
+    assert not derived_records.record_file(lake.root, other).exists() and verify(path)[0] == 0

@@ -39,7 +39,7 @@ from service.attribution.placed import PLACED_TABLE, placed_file, placed_of_stag
 from service.attribution.rollup import rollup_relation, stored_whole
 from service.attribution.rollup_versions import (READ_TABLES, ROLLUP_TABLE, Partition, Version, cost_partitions,
                                                  inventory_keys, inventory_latest, owner_of, rollup_file, version_of)
-from service.core import derived_records
+from service.core import derived_records, derived_sweep
 from service.core.config_attribution import AttributionConfig
 from service.core.coverage import parse_utc
 from service.core.errors import DataError
@@ -120,7 +120,7 @@ def build_rollups(lake: Lake, config: AttributionConfig, *, grace: timedelta = R
             built, stored = built + wrote, stored + (not wrote)
             for folder in (target.parent, placed.parent):
                 removed += sweep.remove(lake, target, folder, version, part.entry)
-        strays = derived_records.sweep_periods(lake, {part.source for part in parts})  # and records of files gone
+        strays = derived_sweep.sweep_periods(lake, {part.source for part in parts})  # and records of files gone
         if strays:
             log.warning("removed %d rollup or placed file(s) of period folders the ledger holds no cost partition for "
                         "(renamed or copied in)", strays)

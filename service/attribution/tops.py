@@ -10,7 +10,8 @@ every job of a cluster), so the writers of the lake compute them once per lake s
 attribution config and `top_n`, and `data` the ledger's deliveries and the inventory tags
 and job snapshots attribution read, so the name says which lake state it describes. A build
 removes its config's files of other states at once and other configs' files of earlier states
-(replaced by a SIGHUP or a restart) a grace after it found them.
+(replaced by a SIGHUP or a restart), and those named as no build names them (a folder renamed or
+copied in: service/core/derived_sweep.py), a grace after it found them.
 `ScrapeTops` (the scrape) reads that file once; finding none for the lake's state, it
 computes each group for that scrape only, writing nothing, unless a build or a service job
 is at work (then it shows the previous state's tops).
@@ -38,7 +39,7 @@ from service.attribution.metric_top import GROUP_OF, GROUPS, Top, snapshot_ancho
 from service.attribution.rollup_build import ROLLUP_GRACE, SUPERSEDED_STATE, superseded_since
 from service.attribution.rollup_versions import ROLLUP_FORMAT, inventory_basis, inventory_latest
 from service.attribution.spend_tops import spend_tops
-from service.core import derived_records
+from service.core import derived_records, derived_sweep
 from service.core.config import Config
 from service.core.coverage import parse_utc, snapshot_data_end
 from service.core.errors import DataError
@@ -49,7 +50,7 @@ from service.core.timewindow import iso_utc
 
 log = logging.getLogger(__name__)
 
-TOPS_TABLE = "metric_tops"
+TOPS_TABLE = derived_records.TOPS_TABLE  # "metric_tops"
 TOPS_FORMAT = "6"  # bump when the file's columns or meaning change (2: clusters, commitments; 3: idle unpooled;
 # 4: a run's labels (run, folded); 5: spend's and experiments' labels end in folded too; 6: commitments' too)
 # The stored file's columns, from one bound list each (`build_tops`)
@@ -237,8 +238,7 @@ def build_tops(lake: Lake, config: Config, *, grace: timedelta = ROLLUP_GRACE, n
                                  version=target.stem)
         finally:
             con.close()
-    derived_records.drop_versions(lake.root, target.parent,
-                                  [f.stem for f in target.parent.glob("*.parquet") if f != target])
+    derived_records.drop_files(lake.root, [f for f in target.parent.glob("*.parquet") if f != target])
     if end is not None:  # this config's tops of the current state stored: the others' are superseded
         _drop_replaced(lake, target, snapshot, grace, now or datetime.now(timezone.utc))
     return built
@@ -250,28 +250,35 @@ def _drop_replaced(lake: Lake, target: Path, snapshot: Snapshot, grace: timedelt
     since a build of a newer state found them, for `grace`, and already found so by an earlier build, so a
     scrape that picked one up reads it whole (one that finds it gone shows the next, or none). Another
     config's tops of the current state (with or without `clusters:`'s job snapshots) are kept, as its
-    current rollups are: a config used beside this one on the lake (`spendlake rollup --config`) reads them."""
-    replaced = [folder for folder in target.parent.parent.glob("config=*") if folder != target.parent]
+    current rollups are: a config used beside this one on the lake (`spendlake rollup --config`) reads them;
+    a file named as no build names them (a folder renamed or copied in: derived_sweep.stray) is of none.
+    Then the records of tops files gone (`lost`: a folder renamed away) go too."""
+    derived_sweep.forget_lost(lake, [TOPS_TABLE])
+    replaced: dict[Path, list[Path]] = {}
+    for file in listed(lake.root / TOPS_TABLE, "source=*/*=*/*.parquet"):
+        if file.parent != target.parent:
+            replaced.setdefault(file.parent, []).append(file)
     if not replaced:
         return
     tags = inventory_latest(lake)
     current = {_state_name(snapshot, tags), _state_name(snapshot, {**jobs_basis(lake), **tags})}
     since, _ = superseded_since(lake)  # a damaged state file: the rollup build before this one said it
     earlier = set(since)
-    for folder in replaced:
+    for folder, files in replaced.items():
         gone = []
-        for file in folder.glob("*.parquet"):
+        for file in files:
             key = str(file.relative_to(lake.root).with_suffix(""))
-            if file.stem in current:
+            if file.stem in current and derived_sweep.tops_named(file):
                 since.pop(key, None)
                 continue
             found = min(parse_utc(since[key]), now) if key in earlier else now
             since[key] = iso_utc(found)
             if key in earlier and found <= now - grace:
-                gone.append(file.stem)
-        derived_records.drop_versions(lake.root, folder, gone)
-        if not any(folder.iterdir()):
-            folder.rmdir()
+                gone.append(file)
+        derived_records.drop_files(lake.root, gone)
+        for empty in (folder, folder.parent):  # a `source=` folder renamed or copied in, too
+            if empty != target.parent.parent:
+                derived_sweep.remove_empty(empty)
     lake.write_state(SUPERSEDED_STATE, {"since": {key: at for key, at in sorted(since.items())
                                                   if (lake.root / f"{key}.parquet").exists()}})
 

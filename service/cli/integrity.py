@@ -20,14 +20,14 @@ VERIFY_COLUMNS = ["source", "billing_period", "check", "detail", "table", "parti
 def verify_command(obj, fmt: str | None) -> None:
     """Re-hash every cost partition, inventory snapshot and derived file (rollups, metric tops)
     against its record; exit 3 if one differs."""
-    from service.core import derived_records, snapshot_ledger, snapshot_verify
+    from service.core import derived_records, derived_sweep, snapshot_ledger, snapshot_verify
     from service.core.errors import NOT_WRITABLE, os_error
     from service.core.integrity import partition_error
 
     lake = obj.lake
     checks = lake.verify(record=False)
     snapshots = snapshot_verify.verify_snapshots(lake, record=False)
-    derived = derived_records.verify_derived(lake, record=False)
+    derived = derived_sweep.verify_derived(lake, record=False)
     unrecorded = None  # a full disk: the results are shown, then the error
     try:
         lake.record_verify(checks)
@@ -64,7 +64,7 @@ def verify_command(obj, fmt: str | None) -> None:
         raise snapshot_ledger.snapshot_error(damaged)
     altered = [c for c in derived if c.failed]
     if altered:
-        raise derived_records.derived_error(altered)
+        raise derived_sweep.derived_error(altered)
 
 
 def _period(partition: str) -> str | None:

@@ -254,8 +254,8 @@ def status(obj: Context, sources_only: bool, fmt: str | None) -> None:
     if table:  # a table shows cents, as the demo does; CSV and JSON keep every decimal
         shown = [{**r, **{k: money_text(r[k], of=r["currency"]) for k in ("billed_cost", "effective_cost")},
                   "currency": currency_text(r["currency"])} for r in rows]
-        emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status", right=("rows", "billed_cost", "effective_cost"),
-             whole=("billing_period", "currency", "billed_cost", "check"))
+        emit(shown, list(STATUS_COLUMNS), fmt, title="spendlake status",
+             right=("rows", "billed_cost", "effective_cost"), whole=("billing_period", "currency", "billed_cost", "check"))
     else:
         emit(with_notes(rows, STATUS_COLUMNS, notes), [*STATUS_COLUMNS, *NOTE_COLUMNS], fmt)
     for line in stamped_ahead(obj.lake.ledger(), utc_now()):

@@ -15,11 +15,11 @@ changed times in ns) taken once the file is in place and the clock has left its 
 tick (`vouch`), and a read re-hashes a file whose stat differs (a 13 MB rollup of a 10M-line
 month: 12 ms), using it only when the hash is the record's. A file that fails, or one written
 before records existed, is derived data: the reader computes it from the raw lines instead
-(said with -v) and the next build writes it again. `verify` also lists a rollup or placed
-file gone while its record is kept (`lost`) and one in a period folder the ledger holds no
-cost partition for (`stray`: renamed, no reader uses it); the rollup build writes the first
-again and removes the others (`sweep_periods`). Only a missing cost partition or snapshot is
-an error for every query; a derived one is `verify`'s exit 3, repaired by `spendlake rollup`.
+(said with -v) and the next build writes it again. `verify` also lists a derived file gone
+while its record is kept (`lost`) and one no reader uses (`stray`: service/core/derived_sweep.py);
+the builds write the first again and remove the others. Only a missing cost partition or
+snapshot is an error for every query; a derived one is `verify`'s exit 3, repaired by
+`spendlake rollup`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from typing import Protocol
 
 import duckdb
 
-from service.core.errors import DataError
 from service.core.files import check_partition_value, listed, write_json_atomic
 from service.core.integrity import known_sha256, sha256_file, size_differs
 from service.core.parquet_footer import read_footer
@@ -47,9 +46,7 @@ DERIVED_RECORDS = "_ledger/derived"  # relative to the lake root
 VERIFY_STATE = "derived_verify"
 DERIVED_TABLES = ("attribution_rollup", "attribution_placed", "metric_tops")
 PERIOD_TABLES = DERIVED_TABLES[:2]  # per `billing_period=<p>` folder of a cost partition, swept by the rollup build
-LOST = "its record is kept, the file is gone (deleted, or its folder renamed or moved)"
-STRAY = ("in a period folder the lake holds no cost partition of its source for (renamed, or copied in): no reader "
-         "uses it, and `spendlake rollup` removes it")
+TOPS_TABLE = DERIVED_TABLES[2]  # `source=all/config=<owner>/<state>.parquet`, swept by the tops build
 SUMS_BY = "currency"  # a derived file with this column records its decimal columns' sums per value
 REPAIR = "`spendlake rollup` (or the next ingest) writes it again"
 STAT = ("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")  # a write in place changes one of them
@@ -207,8 +204,12 @@ def drop_versions(root: Path, folder: Path, versions: Iterable[str]) -> None:
     """Remove versions of a derived partition (files `<version>.parquet` in `folder`), each
     file before its record. The caller decides that no reader can still hold them; call only
     while holding the ingest lock."""
-    for version in versions:
-        path = folder / f"{check_partition_value('version', version)}.parquet"
+    drop_files(root, [folder / f"{check_partition_value('version', version)}.parquet" for version in versions])
+
+
+def drop_files(root: Path, paths: Iterable[Path]) -> None:
+    """`drop_versions` of derived files as listed (a name no build gives, `<v> copy.parquet`, too)."""
+    for path in paths:
         path.unlink(missing_ok=True)
         record_file(root, path).unlink(missing_ok=True)
 
@@ -284,78 +285,7 @@ def derived_files(lake: DerivedLake) -> list[Path]:
     tops file."""
     return [path for table in DERIVED_TABLES
             for path in listed(lake.root / table, "source=*/*=*/*.parquet")
-            if table == "metric_tops" or lake.counts(path.parts[-3].split("=", 1)[1])]
-
-
-def verify_derived(lake: DerivedLake, record: bool = True) -> list[DerivedCheck]:
-    """Re-hash every derived file; the damaged ones are recorded (`record_verify`), so reads
-    compute them instead until the next build writes them again. Then the files of period
-    folders the ledger holds no cost partition for (`stray`) and the records whose file is gone
-    (`lost`)."""
-    paths = derived_files(lake)
-    periods = ledger_folders(lake)  # read after the listing: a period's derived files come after its partition
-    checks = [DerivedCheck(path, "stray", STRAY) if stray(path, periods) else check(lake, path, deep=True)
-              for path in paths]
-    checks = [c for c in checks if c.state != "missing"]  # superseded and removed while we looked
-    if record:
-        record_verify(lake, checks)
-    return checks + lost(lake)
-
-
-def ledger_folders(lake: DerivedLake) -> set[tuple[str, str]]:
-    """(source, `billing_period=<p>`) of every cost partition the ledger holds or whose file is in
-    place: with the ledger lost, `ingest` restores it, and its periods' derived files are no strays."""
-    placed = listed(lake.root / "costs", "source=*/billing_period=*/data.parquet")
-    return ({(entry.source, f"billing_period={entry.billing_period}") for entry in lake.ledger()}
-            | {(path.parent.parent.name.split("=", 1)[1], path.parent.name) for path in placed})
-
-
-def stray(path: Path, periods: set[tuple[str, str]]) -> bool:
-    """True for a rollup or placed file in a period folder not among `periods` (ledger_folders)."""
-    return path.parts[-4] in PERIOD_TABLES and (path.parts[-3].split("=", 1)[1], path.parts[-2]) not in periods
-
-
-def lost(lake: DerivedLake, *, building: bool = False) -> list[DerivedCheck]:
-    """The rollup and placed files of the configured sources whose record is kept and which are
-    gone. None while a writer holds the ingest lock (a build records a file before it moves it
-    into place, and drops a version's file before its record), unless `building`: the caller is
-    that build."""
-    if not building and lake.lock_holder("ingest") is not None:
-        return []
-    found = []
-    for table in PERIOD_TABLES:
-        for record in listed(lake.root / DERIVED_RECORDS / table, "source=*/*=*/*.json"):
-            path = lake.root.joinpath(table, *record.parts[-3:-1], f"{record.stem}.parquet")
-            if lake.counts(record.parts[-3].split("=", 1)[1]) and not path.is_file():
-                found.append(DerivedCheck(path, "lost", LOST))
-    return found
-
-
-def sweep_periods(lake: DerivedLake, sources: set[str]) -> int:
-    """For a build under the lock, after it wrote every current file of `sources`: remove the
-    rollup and placed files of period folders the ledger holds no cost partition for (no
-    reader uses them) and the records whose file is gone. Returns how many files went."""
-    periods, removed = ledger_folders(lake), 0
-    for table in PERIOD_TABLES:
-        for source in sorted(sources):
-            for path in listed(lake.root / table / f"source={source}", "*=*/*.parquet"):
-                if stray(path, periods):
-                    path.unlink(missing_ok=True)
-                    record_file(lake.root, path).unlink(missing_ok=True)
-                    _remove_empty(path.parent)
-                    removed += 1
-    for gone in lost(lake, building=True):
-        if gone.source in sources:
-            record_file(lake.root, gone.path).unlink(missing_ok=True)
-            _remove_empty(record_file(lake.root, gone.path).parent)
-    return removed
-
-
-def _remove_empty(folder: Path) -> None:
-    try:
-        folder.rmdir()
-    except OSError:  # not empty (or gone): kept
-        pass
+            if table == TOPS_TABLE or lake.counts(path.parts[-3].split("=", 1)[1])]
 
 
 def record_verify(lake: DerivedLake, checks: Sequence[DerivedCheck]) -> None:
@@ -370,14 +300,3 @@ def _forget_problems(lake: DerivedLake, key: str) -> None:
     found = lake.read_state(VERIFY_STATE)
     if any(p["file"] == key for p in found.get("problems", [])):
         lake.write_state(VERIFY_STATE, {**found, "problems": [p for p in found["problems"] if p["file"] != key]})
-
-
-def derived_error(bad: Sequence[DerivedCheck]) -> DataError:
-    """`verify`'s error for damaged or lost derived files: no answer is wrong for them (queries
-    compute them meanwhile); one command writes them again."""
-    message = "; ".join(c.sentence() for c in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
-    disk = (" bytes the disk altered may be a failing disk, worth a look" if any(c.damaged for c in bad)
-            else " a file deleted or moved by hand is all it was")
-    return DataError(f"{message}. Derived data: queries and scrapes compute it from the raw lines meanwhile",
-                     where=", ".join(str(c.path) for c in bad[:3]) + (" …" if len(bad) > 3 else ""),
-                     hint=f"run `spendlake rollup` to write it again (the next ingest does too);{disk}")

@@ -3,10 +3,11 @@ with each partition's check against its file, and the sources the config no long
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from service.core import derived_records
+from service.core import derived_records, derived_sweep
 from service.core.lake import Lake
 from service.core.output import one_line
 from service.core.units import exact_text
@@ -86,16 +87,17 @@ def derived_damage(lake: Lake) -> list[str]:
     the read's check or the last `spendlake verify`) or gone while their record is kept, and the
     stray ones, naming the first and what to run; none when all are whole."""
     paths, found = derived_records.derived_files(lake), derived_records.problems(lake)
-    periods = derived_records.ledger_folders(lake)  # after the listing, as verify
-    strays = sum(derived_records.stray(path, periods) for path in paths)
+    periods = derived_sweep.ledger_folders(lake)  # after the listing, as verify
+    strays = Counter(derived_sweep.stray_detail(path) for path in paths if derived_sweep.stray(path, periods))
     bad = [c for c in (derived_records.check(lake, path, found) for path in paths
-                       if not derived_records.stray(path, periods)) if c.damaged] + derived_records.lost(lake)
+                       if not derived_sweep.stray(path, periods)) if c.damaged] + derived_sweep.lost(lake)
     if not bad and not strays:
         return []
-    if not bad:
-        return [f"{strays} derived file(s) stray: {derived_records.STRAY}"]
-    more = len(bad) - 1 + strays
-    return [f"{len(bad)} derived file(s) damaged or lost{f' and {strays} stray' if strays else ''}: "
+    if not bad:  # those of period folders, and metric tops, each said with why no reader uses them
+        return ["; ".join(f"{count} derived file(s) stray: {detail}" for detail, count in strays.items())]
+    stray = sum(strays.values())
+    more = len(bad) - 1 + stray
+    return [f"{len(bad)} derived file(s) damaged or lost{f' and {stray} stray' if stray else ''}: "
             f"{bad[0].sentence()}{f'; and {more} more' if more else ''}; queries compute them from the raw lines "
             "meanwhile: run `spendlake rollup` to write them again"]
 

@@ -18,7 +18,7 @@ from decimal import Decimal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from service.attribution import ScrapeTops, metrics_anchor
-from service.core import derived_records
+from service.core import derived_records, derived_sweep
 from service.core.config import Config
 from service.core.coverage import billing_data_through, inventory_data_through
 from service.core.lake import Lake
@@ -70,8 +70,8 @@ def integrity_families(lake: Lake) -> list[Metric]:
     snapshots = GaugeMetricFamily("spendlake_lake_snapshots_damaged",
                                   "Inventory snapshots (kind `snapshot`) and derived files (kind `attribution_rollup`, "
                                   "`attribution_placed`, `metric_tops`) that do not match their record (the quick check "
-                                  "now, or the last `spendlake verify`), by kind and state (a rollup or placed file "
-                                  "`lost`: its record kept, the file gone).", labels=["kind", "state"])
+                                  "now, or the last `spendlake verify`), by kind and state (a derived file `lost`: its "
+                                  "record kept, the file gone).", labels=["kind", "state"])
     bad = Counter(c.state for c in sound(lake, snapshot_checks(lake)) if not c.ok)
     for state in states[:3]:
         snapshots.add_metric(["snapshot", state], bad[state])
@@ -83,8 +83,8 @@ def integrity_families(lake: Lake) -> list[Metric]:
     for table in derived_records.DERIVED_TABLES:
         for state in states[1:3]:
             snapshots.add_metric([table, state], derived[(table, state)])
-    gone = Counter(c.table for c in derived_records.lost(lake))  # verify's exit 3 too: record kept, file gone
-    for table in derived_records.PERIOD_TABLES:
+    gone = Counter(c.table for c in derived_sweep.lost(lake))  # verify's exit 3 too: record kept, file gone
+    for table in derived_records.DERIVED_TABLES:
         snapshots.add_metric([table, "lost"], gone[table])
     return [damaged, verified, orphaned, snapshots]
 

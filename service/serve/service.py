@@ -149,7 +149,7 @@ def verify_lake(config: Config) -> None:
     """Re-hash and re-sum every partition, re-hash every inventory snapshot and derived file;
     a damaged one fails the job (and the metrics say which; a damaged derived file is computed
     by readers meanwhile, and written again by the next ingest)."""
-    from service.core.derived_records import derived_error, verify_derived
+    from service.core.derived_sweep import derived_error, verify_derived
     from service.core.integrity import partition_error
     from service.core.snapshot_ledger import snapshot_error
     from service.core.snapshot_verify import verify_snapshots
