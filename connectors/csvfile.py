@@ -24,7 +24,7 @@ from typing import IO
 
 import duckdb
 
-from service.core.errors import DataError
+from service.core.errors import DataError, resource_error
 
 TEXT = "VARCHAR"
 SAMPLE_BYTES = 4 << 20  # checked to be UTF-8 (DuckDB's sniffer sampled 20,480 rows)
@@ -126,6 +126,9 @@ def _copied(path: Path, scratch: Path, where: str, write: Callable[[Path, IO[byt
             write(path, out, where)
     except (OSError, EOFError, UnicodeError, zipfile.BadZipFile, zlib.error) as exc:
         target.unlink(missing_ok=True)
+        limit = resource_error(exc, str(scratch)) if isinstance(exc, OSError) else None
+        if limit is not None:  # writing the copy ran short (a full disk): the file is not at fault
+            raise limit from None
         raise DataError(f"cannot read {what}: {exc}", where=where,
                         hint="the file is damaged or cut short; re-export it") from None
     except DataError:
