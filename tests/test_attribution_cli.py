@@ -213,13 +213,21 @@ def test_config_errors_carry_dotted_paths(tmp_path):
     assert result.exit_code == 2 and "attribution.shared[0].weights: must sum to 1" in result.output
 
 
-def test_check_on_an_empty_lake_says_so_and_a_csv_keeps_its_whole_header(tmp_path):
+def test_check_on_an_empty_lake_fails_exit_3_as_report_does_and_a_csv_keeps_its_whole_header(tmp_path):
+    """Nothing reconciled is no check passed (a config naming the wrong lake would pass a gate
+    on `--check`): exit 3 saying the lake is empty and to ingest, as `report` does (break47 #16);
+    CSV and JSON still parse as an empty result."""
     config = tmp_path / "spendlake.yaml"
     config.write_text(yaml.safe_dump({"lake": str(tmp_path / "lake"), "sources": []}))
+    said = f"the lake at {tmp_path / 'lake'} is empty: nothing to reconcile — run `spendlake ingest`"
     result = CliRunner().invoke(cli, ["--config", str(config), "attribute", "--check", "--format", "csv"])
-    assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[-1] == ("source,billing_period,currency,cost,source_total,attributed_total,"
-                                              "difference,rounding,ok")
+    assert result.exit_code == 3 and said in result.stderr, result.output
+    assert result.stdout.splitlines() == ["source,billing_period,currency,cost,source_total,attributed_total,"
+                                          "difference,rounding,ok"]
+    result = CliRunner().invoke(cli, ["--config", str(config), "attribute", "--check", "--format", "json"])
+    assert result.exit_code == 3 and said in result.stderr and json.loads(result.stdout) == [], result.output
+    report = CliRunner().invoke(cli, ["--config", str(config), "report"])
+    assert report.exit_code == 3 and "is empty: no report written" in report.stderr, report.output
 
 
 def test_check_with_query_options_says_it_reconciles_whole_periods(setup):

@@ -181,7 +181,7 @@ def render_check(results, fmt: str | None) -> None:
 def attribute(obj, since, until, by, where, cost, granularity, compare, top, explain, check, engine, fmt) -> None:
     """Who spent what: cost per team, project, experiment (or any declared dimension)."""
     from service.attribution import AttributionQuery, attribute_query, lacking_cost, reconcile, with_notes
-    from service.core.coverage import data_end
+    from service.core.coverage import data_end, empty_lake_error
     from service.core.errors import ReconciliationError
 
     config, lake = obj.config, obj.lake
@@ -195,9 +195,9 @@ def attribute(obj, since, until, by, where, cost, granularity, compare, top, exp
             click.echo(f"warning: --check reconciles every billing period in whole; {', '.join(unused)} "
                        "left out", err=True)
         results = reconcile(lake, config, engine=engine_config)
-        if not results:
-            click.echo(empty_lake_line(lake, read_from, nothing="nothing to reconcile"), err=True)
         render_check(results, fmt)
+        if not results:  # no bill ties out to nothing: a check that passed would say it did (report: exit 3 too)
+            raise empty_lake_error(lake, "nothing to reconcile", read_from)
         for cost in ("billed", "effective"):
             lacking = lacking_cost(lake, cost)
             if lacking:

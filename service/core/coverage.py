@@ -211,7 +211,7 @@ def empty_lake(lake: Lake, shown: object = None, nothing: str = "") -> tuple[str
     return (f"{what}: {nothing}" if nothing else what), step
 
 
-def empty_lake_error(lake: Lake, nothing: str) -> DataError:
+def empty_lake_error(lake: Lake, nothing: str, shown: object = None) -> DataError:
     """`empty_lake` as the error of a command that cannot do `nothing` without a bill."""
-    what, step = empty_lake(lake, nothing=nothing)
+    what, step = empty_lake(lake, shown, nothing)
     return DataError(what, hint=step)
