@@ -515,8 +515,8 @@ def test_a_query_on_a_lake_without_a_bill_says_so_once(tmp_path):
 def test_check_on_a_lake_without_a_bill_says_there_is_nothing_to_reconcile(tmp_path):
     config = write_config(tmp_path)
     result = spendlake(config, "attribute", "--check", "--format", "json")
-    assert result.exit_code == 0
-    assert f"the lake at {tmp_path / 'lake'} is empty: nothing to reconcile; run `spendlake ingest`" in result.output
+    assert result.exit_code == 3 and json.loads(result.stdout) == []  # nothing reconciled is no check passed
+    assert f"the lake at {tmp_path / 'lake'} is empty: nothing to reconcile — run `spendlake ingest`" in result.stderr
 
 
 def test_verify_piped_without_format_on_an_empty_lake_prints_the_json_contract_not_a_sentence(tmp_path):
