@@ -48,6 +48,18 @@ def test_every_command_is_in_the_readme(path):
     assert f"spendlake {' '.join(path)}" in README, f"README.md never mentions `spendlake {' '.join(path)}`"
 
 
+def test_the_readme_names_the_commands_with_the_output_format_option_and_only_those():
+    """README's opening said every command prints a table or JSON with --format to choose, while
+    ingest, report, export and others have no such option (break47 #14): it lists those that do."""
+    said = re.search(r"the\s+commands that answer a question \(([^)]*)\) print a table", README)
+    assert said, "README no longer says which commands take --format csv|json|table"
+    listed = {" ".join(name.split()) for name in re.findall(r"`([^`]+)`", said.group(1))}
+    have = {" ".join(path) for path, command in [((), cli), *COMMANDS]
+            if any(isinstance(p, click.Option) and "--format" in p.opts and set(getattr(p.type, "choices", ()))
+                   == {"table", "csv", "json"} for p in command.params)}
+    assert listed == have
+
+
 def test_every_option_is_in_the_readme_or_explained_by_help():
     unexplained = []
     for path, command in [((), cli), *COMMANDS]:
