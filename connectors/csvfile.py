@@ -15,6 +15,7 @@ import csv
 import gzip
 import hashlib
 import io
+import re
 import shutil
 import zipfile
 import zlib
@@ -38,6 +39,7 @@ RESAVED_HINT = ("was it saved from a spreadsheet? read the export as the provide
 RESAVED_ID = r"[0-9]\.[0-9]+E\+[0-9]+"
 RESAVED_ID_PROBLEM = ("a number in scientific notation, as a spreadsheet rewrites a long id "
                       "(re-export from the provider, not through a spreadsheet)")
+EXCEL_SEPARATOR = re.compile(r"sep=.", re.IGNORECASE)  # Excel's first line, `sep=,`: which separator follows
 
 
 def unless_resaved_id(value: str, fail: Callable[[str], str]) -> str:
@@ -48,9 +50,10 @@ def unless_resaved_id(value: str, fail: Callable[[str], str]) -> str:
 
 
 def csv_header(path: str | Path, where: str) -> list[str]:
-    """The header row's fields, as written (a BOM dropped). The first SAMPLE_BYTES must be
+    """The header row's fields, as written but for the spaces around a name (`BilledCost `, as
+    a hand edit leaves it, is BilledCost; a BOM dropped). The first SAMPLE_BYTES must be
     UTF-8, as DuckDB's sniffer checked of the rows it sampled (its reader checks only the
-    columns a query reads)."""
+    columns a query reads). A spreadsheet's `sep=,` line above the header fails naming it."""
     opener = gzip.open if str(path).lower().endswith(".gz") else open
     try:
         with opener(path, "rb") as raw:
@@ -68,8 +71,14 @@ def csv_header(path: str | Path, where: str) -> list[str]:
         header = next(csv.reader(io.StringIO(text, newline="")), [])
     except csv.Error as exc:
         raise DataError(f"cannot read the header row: {exc}", where=where, hint="re-export it with headers") from None
+    header = [field.strip() for field in header]
     if not any(header):
         raise DataError("the file has no header row", where=where, hint="re-export it with headers")
+    first = text.split("\n", 1)[0].removesuffix("\r")
+    if EXCEL_SEPARATOR.fullmatch(first):
+        raise DataError(f"line 1 is {first!r}, a spreadsheet's hint of the separator, not the header row",
+                        where=where, hint="delete that line (the header row is the next one) or read the export "
+                                          "as the provider wrote it")
     for name, separator in (("';'", ";"), ("tab", "\t")):
         if len(header) == 1 and separator in header[0]:
             raise DataError(f"the header row is one field: its columns are separated by {name}, not ','",

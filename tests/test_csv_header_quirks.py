@@ -1,0 +1,49 @@
+"""A CSV export's header as hands and spreadsheets leave it (break47 #10, #11): a name with a
+space after it, Excel's `sep=,` line above the header, and a header repeated inside the file
+(`cat a.csv b.csv`). Every connector reads its header through connectors.csvfile.csv_header."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from billing_helpers import failures, ingest_files, sums
+
+from tests.test_azure_cost import NEW_EA
+from tests.test_focus import focus_csv
+from tests.test_gcp_billing import koku_csv
+
+FOCUS = focus_csv("1.5,1.25,USD,2024-06-01T00:00Z,2024-06-02T00:00Z,2024-06-02T01:00Z,AWS,",
+                  "2.25,2,USD,2024-06-01T00:00Z,2024-06-03T00:00Z,2024-06-03T01:00Z,AWS,")
+SOURCES = {"focus": FOCUS, "azure-cost": NEW_EA.encode(), "gcp-billing": koku_csv({}, {"cost": "2.5"})}
+SPACED = {"focus": (b"BilledCost,", b"BilledCost ,"), "azure-cost": (b"CostInBillingCurrency,", b" CostInBillingCurrency  ,"),
+          "gcp-billing": (b",cost,", b",cost ,")}
+
+
+def billed(tmp_path, kind: str, content: bytes) -> tuple[list[tuple], list[str]]:
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / "export.csv"
+    path.write_bytes(content)
+    lake, result = ingest_files(tmp_path, ("src", kind, path))
+    return sums(lake, "BillingCurrency"), failures(result)
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+def test_a_header_name_with_spaces_around_it_reads_as_the_name(tmp_path, kind):
+    """`BilledCost ` failed focus, azure and gcp as "required column 'BilledCost' is missing";
+    aws-cur read it (its names are normalised)."""
+    plain = billed(tmp_path / "plain", kind, SOURCES[kind])
+    spaced = billed(tmp_path / "spaced", kind, SOURCES[kind].replace(*SPACED[kind], 1))
+    assert plain[1] == [] and plain[0] and plain[0][0][2] != Decimal(0)
+    assert spaced == plain
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+@pytest.mark.parametrize("line", [b"sep=,", b"SEP=;", b"sep=\t"])
+def test_a_spreadsheets_separator_line_above_the_header_is_named(tmp_path, kind, line):
+    """Excel's `sep=,` first line read as the header said a required column was missing, naming no line."""
+    content = SOURCES[kind].removeprefix(b"\xef\xbb\xbf")
+    _, said = billed(tmp_path, kind, line + b"\r\n" + content)
+    [message] = said
+    assert f"export.csv: line 1 is {line.decode()!r}, a spreadsheet's hint of the separator" in message, message
+    assert "delete that line (the header row is the next one)" in message
