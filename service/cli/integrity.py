@@ -23,9 +23,11 @@ def verify_command(obj, fmt: str | None) -> None:
     from service.core import derived_records, derived_sweep, snapshot_ledger, snapshot_verify
     from service.core.errors import NOT_WRITABLE, os_error
     from service.core.integrity import partition_error
+    from service.core.snapshot import stray_files
 
     lake = obj.lake
     checks = lake.verify(record=False)
+    strays = stray_files(lake)  # listed, not recorded: no read uses them
     snapshots = snapshot_verify.verify_snapshots(lake, record=False)
     derived = derived_sweep.verify_derived(lake, record=False)
     unrecorded = None  # a full disk: the results are shown, then the error
@@ -42,6 +44,8 @@ def verify_command(obj, fmt: str | None) -> None:
                        f"ingest learns of damaged partitions only from a recorded verify — {fix}", err=True)
     rows = [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail,
              "table": "costs", "partition": f"billing_period={c.period}"} for c in checks]
+    rows += [{"source": c.source, "billing_period": c.period, "check": c.state, "detail": c.detail, "table": "costs",
+              "partition": f"billing_period={c.period}/{c.path.name}"} for c in strays]
     rows += [{"source": c.source, "billing_period": None, "check": c.state, "detail": c.detail, "table": c.table,
               "partition": c.partition} for c in snapshots]
     rows += [{"source": c.source, "billing_period": _period(c.partition), "check": c.state, "detail": c.detail,

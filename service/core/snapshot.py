@@ -100,6 +100,17 @@ def check_partitions(lake: LakeFiles, state: LedgerState, *, deep: bool = False)
     return checks, waiting and _committing(lake, state)
 
 
+def stray_files(lake: LakeFiles) -> list[PartitionCheck]:
+    """Files in a configured source's cost partition folder beside its data.parquet (a copy a
+    file manager made, `data (1).parquet`): no read uses them (the views read data.parquet), so
+    they fail nothing; `verify` lists them (`stray`)."""
+    return [PartitionCheck(path.parent.parent.name.split("=", 1)[1], path.parent.name.split("=", 1)[1], path, "stray",
+                           f"{path.name}: a file beside the partition's data.parquet that no read uses (a copy?): "
+                           "remove it")
+            for path in listed(lake.table_dir("costs"), "source=*/billing_period=*/*")
+            if path.name != "data.parquet" and lake.counts(path.parent.parent.name.split("=", 1)[1])]
+
+
 def _which(path, matches: list[PartitionCheck]) -> PartitionCheck | None:
     """The check whose entry describes the file: with a commit in flight both the old and
     the new entry may match its size and rows, and only the content hash tells."""
