@@ -25,7 +25,7 @@ from typing import IO
 
 import duckdb
 
-from service.core.errors import DataError, resource_error
+from service.core.errors import DataError, SpendlakeError, header_again, resource_error
 
 TEXT = "VARCHAR"
 SAMPLE_BYTES = 4 << 20  # checked to be UTF-8 (DuckDB's sniffer sampled 20,480 rows)
@@ -144,6 +144,43 @@ def _copied(path: Path, scratch: Path, where: str, write: Callable[[Path, IO[byt
         target.unlink(missing_ok=True)
         raise
     return target
+
+
+def with_its_line(error: SpendlakeError, uri: str, path: Path) -> SpendlakeError | None:
+    """`error`, a value of CSV file `uri` (local copy `path`) the SQL refused (`<uri>: column X:
+    <problem>: <value>`, connectors.exportfile Table.fail: read as text, the value has no line),
+    naming the line its record begins on, and a header row repeated inside the file (`cat a.csv
+    b.csv`) when the value is the column's name; None when the error is not such, or no line holds it."""
+    found = re.search(re.escape(f"{uri}: ") + r"(?:[^:]+: )?column (.+?): ([^:]+): (.*?)(?: — |$)", str(error))
+    if not found or not path.name.lower().endswith((".csv", ".csv.gz")):
+        return None
+    column, problem, value = found.groups()
+    line = _line_holding(path, column, value)
+    if line is None:
+        return None
+    said = f"column {column}: {problem}: "
+    hint = header_again(line) if value.strip().lower() == column.strip().lower() else error.hint
+    return type(error)(error.message.replace(said, f"line {line}, {said}", 1), where=error.where, hint=hint)
+
+
+def _line_holding(path: Path, column: str, value: str) -> int | None:
+    """The line on which the first record whose `column` (a header name, case and the spaces
+    around it aside) holds `value` (spaces around it aside) begins; None when none does. Read
+    record by record in Python: only once a read failed."""
+    try:
+        with _opener(path)(path, "rb") as raw:
+            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=""))
+            header = [field.strip().lower() for field in next(reader, [])]
+            if column.strip().lower() not in header:
+                return None
+            index, begins = header.index(column.strip().lower()), reader.line_num + 1
+            for row in reader:
+                if len(row) > index and row[index].strip() == value.strip():
+                    return begins
+                begins = reader.line_num + 1
+    except (OSError, EOFError, zlib.error, csv.Error):
+        return None
+    return None
 
 
 def ident(name: str) -> str:

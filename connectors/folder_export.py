@@ -21,11 +21,11 @@ import duckdb
 
 from connectors.azure_manifest import ExportRun, export_runs, newest_runs, run_delivery
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import local_csv
+from connectors.csvfile import local_csv, with_its_line
 from connectors.exportfile import PARQUET_SUFFIXES, ParquetRun, hive_partitions, parquet_periods
 from connectors.storage import StoredObject, fingerprint, suffix_of
 from service.core.config import SourceConfig
-from service.core.errors import SourceError, duckdb_error
+from service.core.errors import SourceError, SpendlakeError, duckdb_error
 from service.core.file_parts import FilesPart
 from service.core.per_value import PerValuePart, PerValueSelect
 
@@ -84,6 +84,15 @@ class FolderExport(StoredExport, ABC):
         for uris in groups:
             parts.append(self._run_part(con, uris) if len(uris) > 1 else self._file_part(con, uris[0]))
         return parts
+
+    def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
+        """A value the SQL refused in a CSV file (a time, an id, JSON tags: read as text, it has no
+        line) with the line its record begins on (connectors.csvfile.with_its_line)."""
+        for uri, path in self.local.items():
+            located = with_its_line(error, uri, path)
+            if located is not None:
+                return located
+        return super().locate(error, con)
 
     def _file_part(self, con: duckdb.DuckDBPyConnection, uri: str) -> duckdb.DuckDBPyRelation:
         select = self.select(con, self.local[uri], uri)

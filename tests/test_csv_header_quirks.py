@@ -47,3 +47,24 @@ def test_a_spreadsheets_separator_line_above_the_header_is_named(tmp_path, kind,
     [message] = said
     assert f"export.csv: line 1 is {line.decode()!r}, a spreadsheet's hint of the separator" in message, message
     assert "delete that line (the header row is the next one)" in message
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+def test_a_header_repeated_inside_the_file_names_its_line_and_says_so(tmp_path, kind):
+    """`cat a.csv b.csv`: focus said `column BillingPeriodStart: not a date/time: BillingPeriodStart`,
+    no line; azure and gcp named the line, not what it was."""
+    content = SOURCES[kind].removeprefix(b"\xef\xbb\xbf").rstrip(b"\r\n") + b"\n"
+    _, said = billed(tmp_path, kind, content + content)
+    [message] = said
+    lines = content.count(b"\n")
+    assert f"line {lines + 1}, column " in message, message
+    assert f"line {lines + 1} repeats the header row: two exports joined into one file (`cat a.csv b.csv`)?" in message
+
+
+def test_a_bad_time_names_the_line_its_record_begins_on(tmp_path):
+    """A time (text, parsed in SQL) named no line; a quoted field over two lines before it counts both."""
+    content = focus_csv('1,1,USD,2024-06-01T00:00Z,2024-06-02T00:00Z,2024-06-02T01:00Z,AWS,"{""a"":\r\n""b""}"',
+                        "2,2,USD,2024-06-01T00:00Z,2024-06-31T00:00Z,2024-06-03T01:00Z,AWS,")
+    _, said = billed(tmp_path, "focus", content)
+    [message] = said
+    assert message.endswith(": line 4, column ChargePeriodStart: not a date/time: 2024-06-31T00:00Z"), message

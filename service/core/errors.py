@@ -196,14 +196,22 @@ def duckdb_error(exc: BaseException, message: str, *, reason: str | None = None,
     refused = SANDBOX_REFUSAL.search(text)
     if refused:
         return sandbox_error(Path(refused.group(1)), message, where)
-    if CONVERSION.search(text):  # a value, not the file: "not UTF-8" or "incomplete" would mislead
-        hint = "fix that value or re-export the file"
+    if conversion := CONVERSION.search(text):  # a value, not the file: "not UTF-8" or "incomplete" would mislead
+        line = CSV_LINE.search(text)
+        hint = (header_again(line.group(1)) if line and conversion.group(2).strip().lower() == conversion.group(1).lower()
+                else "fix that value or re-export the file")
     elif hint is None and (saved := SPREADSHEET_TIME.search(text)):
         hint = spreadsheet_hint(saved.group(1) or saved.group(2))
     reason = reason or one_line(text)
     if where and reason.startswith(f"{where}: "):  # a value's error names its file (table.fail): once is enough
         reason = reason[len(where) + 2:]
     return DataError(f"{message}: {reason}", where=where, hint=hint)
+
+
+def header_again(line: int | str) -> str:
+    """The hint for a value on `line` that is its column's name: the header row again."""
+    return (f"line {line} repeats the header row: two exports joined into one file (`cat a.csv b.csv`)? deliver each "
+            "export as a file of its own")
 
 
 def logged_text(text: str) -> str:
