@@ -19,7 +19,7 @@ import duckdb
 
 from connectors.aws_common import AwsColumns, check_required, cost_relation
 from connectors.base import Delivery, StoredExport
-from connectors.csvfile import csv_header, local_csv, read_csv
+from connectors.csvfile import csv_header, local_csv, read_csv, with_the_time_refused
 from connectors.storage import StoredObject, fingerprint
 from service.core import json_text
 from service.core.config import SourceConfig
@@ -114,6 +114,11 @@ class AwsExportConnector(StoredExport):
         super().__init__(config)
         self._problems: dict[str, SpendlakeError] = {}
         self._manifests: dict[str, StoredObject] = {}  # delivery id → the manifest it came from
+        self._read: dict[str, str] = {}  # the last delivery read's files: local path → name
+
+    def locate(self, error: SpendlakeError, con: duckdb.DuckDBPyConnection) -> SpendlakeError:
+        """A time DuckDB refused (naming no file, line or column) with its file, line and column."""
+        return with_the_time_refused(error, self._read) or super().locate(error, con)
 
     # What the export's manifest calls its list of data files and its delivery id, and what
     # it is called in the hint of a manifest without that list.
@@ -242,7 +247,7 @@ class AwsExportConnector(StoredExport):
              scratch: Path) -> list[duckdb.DuckDBPyRelation]:
         if delivery.delivery_id in self._problems:
             raise self._problems[delivery.delivery_id]
-        display: dict[str, str] = {}
+        display = self._read = {}  # each file's local path → its name (an S3 object's URI)
         paths = []
         for uri in delivery.files:
             obj = self._objects.get(uri) or StoredObject(uri, uri, -1, "")

@@ -39,6 +39,7 @@ RESAVED_HINT = ("was it saved from a spreadsheet? read the export as the provide
 RESAVED_ID = r"[0-9]\.[0-9]+E\+[0-9]+"
 RESAVED_ID_PROBLEM = ("a number in scientific notation, as a spreadsheet rewrites a long id "
                       "(re-export from the provider, not through a spreadsheet)")
+TIME_REFUSED = re.compile(r'(?:invalid timestamp field format|timestamp field value out of range): "(.*?)"')  # DuckDB's
 EXCEL_SEPARATOR = re.compile(r"sep=.", re.IGNORECASE)  # Excel's first line, `sep=,`: which separator follows
 
 
@@ -155,28 +156,54 @@ def with_its_line(error: SpendlakeError, uri: str, path: Path) -> SpendlakeError
     if not found or not path.name.lower().endswith((".csv", ".csv.gz")):
         return None
     column, problem, value = found.groups()
-    line = _line_holding(path, column, value)
-    if line is None:
+    held = _line_holding(path, value, column)
+    if held is None:
         return None
+    line = held[0]
     said = f"column {column}: {problem}: "
     hint = header_again(line) if value.strip().lower() == column.strip().lower() else error.hint
     return type(error)(error.message.replace(said, f"line {line}, {said}", 1), where=error.where, hint=hint)
 
 
-def _line_holding(path: Path, column: str, value: str) -> int | None:
-    """The line on which the first record whose `column` (a header name, case and the spaces
-    around it aside) holds `value` (spaces around it aside) begins; None when none does. Read
-    record by record in Python: only once a read failed."""
+def with_the_time_refused(error: SpendlakeError, files: Mapping[str, str]) -> SpendlakeError | None:
+    """`error`, DuckDB's refusal of a text as a time (`invalid timestamp field format: "V"`, or out of range,
+    naming no file, line or column: an AWS export's times are cast as they are), naming the
+    first CSV file of `files` (local path → the name users know) and line holding V, its column,
+    and a header row repeated inside the file when V is that column's name; None when the error
+    is not such, or no CSV file holds the value."""
+    found = TIME_REFUSED.search(error.message)
+    if found is None:
+        return None
+    value = found.group(1)
+    for path, name in files.items():
+        held = _line_holding(Path(path), value) if path.lower().endswith((".csv", ".csv.gz")) else None
+        if held is not None:
+            line, column = held
+            hint = header_again(line) if value.strip().lower() == column.strip().lower() else \
+                "fix that value or re-export the file"
+            return type(error)(f"{error.message[:found.start()]}line {line}, column {column}: not a date/time: {value}",
+                               where=name, hint=hint)
+    return None
+
+
+def _line_holding(path: Path, value: str, column: str | None = None) -> tuple[int, str] | None:
+    """(the line on which the first record begins whose `column` (a header name, case and the
+    spaces around it aside; None: any column) holds `value` (spaces around it aside), that
+    column as the header names it); None when none does. Read record by record in Python:
+    only once a read failed."""
     try:
         with _opener(path)(path, "rb") as raw:
             reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=""))
-            header = [field.strip().lower() for field in next(reader, [])]
-            if column.strip().lower() not in header:
+            header = [field.strip() for field in next(reader, [])]
+            names = [field.lower() for field in header]
+            if column is not None and column.strip().lower() not in names:
                 return None
-            index, begins = header.index(column.strip().lower()), reader.line_num + 1
+            indexes = range(len(header)) if column is None else [names.index(column.strip().lower())]
+            begins = reader.line_num + 1
             for row in reader:
-                if len(row) > index and row[index].strip() == value.strip():
-                    return begins
+                held = next((i for i in indexes if len(row) > i and row[i].strip() == value.strip()), None)
+                if held is not None:
+                    return begins, header[held]
                 begins = reader.line_num + 1
     except (OSError, EOFError, zlib.error, csv.Error):
         return None

@@ -4,11 +4,13 @@ space after it, Excel's `sep=,` line above the header, and a header repeated ins
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
 from billing_helpers import failures, ingest_files, sums
 
+from tests.aws_exports import legacy_csv, line
 from tests.test_azure_cost import NEW_EA
 from tests.test_focus import focus_csv
 from tests.test_gcp_billing import koku_csv
@@ -68,3 +70,20 @@ def test_a_bad_time_names_the_line_its_record_begins_on(tmp_path):
     _, said = billed(tmp_path, "focus", content)
     [message] = said
     assert message.endswith(": line 4, column ChargePeriodStart: not a date/time: 2024-06-31T00:00Z"), message
+
+
+def test_an_aws_cur_time_duckdb_refused_names_its_file_line_and_column(tmp_path):
+    """aws-cur said only `invalid timestamp field format: "bill/BillingPeriodStartDate"`: no file,
+    line or column (its times are cast as written); now as the other kinds say it."""
+    content = legacy_csv([line(cost="1"), line(cost="2")])
+    _, said = billed(tmp_path / "cat", "aws-cur", content + content)
+    [message] = said
+    # whichever time column DuckDB casts first: its name is the value
+    assert re.search(r"export\.csv: could not read the delivery: line 4, column (\S+Date): not a date/time: \1 — line 4 "
+                     r"repeats the header row: two exports joined into one file \(`cat a\.csv b\.csv`\)\? deliver each "
+                     r"export as a file of its own$", message), message
+    _, said = billed(tmp_path / "bad", "aws-cur", legacy_csv([line(cost="1"), line(
+        cost="2", lineItem__UsageStartDate="2026-10-32T03:00:00Z")]))
+    [message] = said
+    assert message.endswith(": line 3, column lineItem/UsageStartDate: not a date/time: 2026-10-32T03:00:00Z — fix "
+                            "that value or re-export the file"), message
