@@ -145,10 +145,30 @@ class AzureCostConnector(FolderExport):
         super().__init__(config)
         self._delivery_files: tuple[str, ...] = ()  # the files a file without signs of its cost type looks at
         self._signs: dict[str, dict[str, str] | None] = {}  # _signs_of, by URI, for the delivery being read
+        self._amortized: dict[str, bool] = {}  # the cost type decided for each file of the delivery, by URI
 
     def read(self, delivery: Delivery, con: duckdb.DuckDBPyConnection, scratch: Path) -> list:
-        self._delivery_files, self._signs = delivery.files, {}
-        return super().read(delivery, con, scratch)
+        self._delivery_files, self._signs, self._amortized = delivery.files, {}, {}
+        parts = super().read(delivery, con, scratch)
+        self._one_cost_type_a_period()
+        return parts
+
+    def _one_cost_type_a_period(self) -> None:
+        """Fail a billing period the delivery's files read as an actual and an amortized export:
+        the two exports bill the same charges (on-demand usage is in both at the same cost), so the
+        lake would hold them twice. A file's periods are those its rows were judged by (_signs_of);
+        a configured or manifest-declared cost type is one a source (manifests: _one_export_a_month)."""
+        files: dict[str, dict[bool, str]] = {}  # period → amortized → the first such file
+        for uri, amortized in self._amortized.items():
+            for period in self._signs.get(uri) or ():
+                files.setdefault(period, {}).setdefault(amortized, uri)
+        for period, kinds in sorted(files.items()):
+            if len(kinds) > 1:
+                raise DataError(f"{period} holds an actual and an amortized cost export: {kinds[False]} (actual) "
+                                f"and {kinds[True]} (amortized), which bill the same charges: read together, "
+                                "they would be counted twice", where=kinds[True],
+                                hint="give each cost type its own azure-cost source, its location the folder of "
+                                     "one export (cost_type: actual and cost_type: amortized)")
 
     def select(self, con: duckdb.DuckDBPyConnection, path: Path, uri: str) -> str | PerValueSelect:
         table = open_table(con, path, uri, money=COST, header_name=english_name)
@@ -157,7 +177,7 @@ class AzureCostConnector(FolderExport):
         table.require(COST, DAY, kind=self.kind)
         currency = text(table, *CURRENCY) or self._configured_currency(uri)
         cost = money(table, *COST)
-        amortized = self._is_amortized(con, table, self.export_type(uri))
+        amortized = self._amortized[uri] = self._is_amortized(con, table, self.export_type(uri))
         charge_type = text(table, "ChargeType")
         day = timestamp(table, *DAY, formats=DATE_FORMATS)
         # MCA leaves the billing period blank on lines not yet invoiced (servicePeriod* filled):

@@ -106,3 +106,22 @@ def test_the_cost_type_names_are_whole_words_or_azures_compounds_in_any_case(nam
     """`dailyamortizedcost/`, `monthlyactualcost` (an export named in one case) gave no cost type once
     names were split into whole words; Azure's dataset and export compounds count in any case."""
     assert named_cost_type("/exports", f"/exports/{name}") == named
+
+
+def test_an_actual_and_an_amortized_export_of_one_month_in_one_location_fail_naming_both(tmp_path):
+    """They bill the same charges (11 of the amortized file's lines are the actual's own on-demand
+    lines): read together they were committed as 39 rows, the usage twice, exit 0 (break47)."""
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "actual.csv").write_bytes(ACTUAL.read_bytes())
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", export))
+    assert failures(result) == []
+    (export / "amortized.csv").write_bytes(AMORTIZED.read_bytes())
+    lake, result = ingest_files(tmp_path, ("azure", "azure-cost", export))
+    [failed] = result.failed
+    assert failed.error.exit_code == 3
+    assert f"2023-09 holds an actual and an amortized cost export: {export / 'actual.csv'} (actual) and " \
+           f"{export / 'amortized.csv'} (amortized)" in str(failed.error)
+    assert "give each cost type its own azure-cost source" in str(failed.error)
+    # the lake keeps the month it held: the actual export's
+    assert sums(lake, "billing_period") == [("2023-09", 11, Decimal("8.545007786742"), None)]
