@@ -24,7 +24,10 @@ is never changed):
   amortized one no BilledCost. EffectiveCost is then 0 on a purchase (FOCUS: a purchase
   covering future charges is amortized into them) and the BilledCost otherwise; BilledCost
   is 0 where a commitment covered the line (CommitmentDiscountStatus Used or Unused: the
-  purchase is what was billed) and the EffectiveCost otherwise. ContractedCost, when the
+  purchase is what was billed) and the EffectiveCost otherwise; either is 0 where another
+  source holds that cost of the line's billing account and period (an Azure bill as two
+  sources, the actual export's and the amortized export's: lookups.HELD), so the bill's billed
+  and effective cost each count once, as the lake's do. ContractedCost, when the
   bill has none, is ContractedUnitPrice × PricingQuantity (FOCUS: the product MUST match it;
   Microsoft's own FOCUS export of an EA account does the same on every line, also where it
   differs from the cost paid: 483 of 995 lines in samples/focus), else the BilledCost;
@@ -137,6 +140,11 @@ TAX_WITHOUT_LIST = "(ChargeCategory = 'Tax' AND ListCost IS NULL)"
 # The lines a Tax line taxes: its provider, accounts, service and currency (of its own billing
 # period: the export's query reads one period at a time, `$period`).
 TAXED = ("ProviderName", "BillingAccountId", "SubAccountId", "ServiceName", "BillingCurrency")
+# A line's EffectiveCost, else 0 on a purchase or where another source holds the EffectiveCost of its
+# billing account and period (lookups.HELD: the amortized export of the bill the line's source holds
+# actual), else its BilledCost.
+EFFECTIVE = ("coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' OR effective_elsewhere THEN 0 "
+             "ELSE BilledCost END)")
 FEE_WITH_UNUSED = ("(ChargeCategory = 'Purchase' AND CommitmentDiscountId IS NOT NULL "
                    "AND coalesce(EffectiveCost, 0) <> 0)")
 
@@ -295,8 +303,8 @@ def _step2() -> str:
     contracted = f"coalesce(ContractedCost, {_product('line_contracted_product')}, BilledCost, " \
                  "EffectiveCost)"
     replaced = {
-        "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} THEN 0 ELSE EffectiveCost END)",
-        "EffectiveCost": "coalesce(EffectiveCost, CASE WHEN ChargeCategory = 'Purchase' THEN 0 ELSE BilledCost END)",
+        "BilledCost": f"coalesce(BilledCost, CASE WHEN {covered} OR billed_elsewhere THEN 0 ELSE EffectiveCost END)",
+        "EffectiveCost": EFFECTIVE,
         "ContractedCost": f"CASE WHEN ChargeCategory = 'Tax' THEN ContractedCost "
                           f"WHEN {NEGATION} OR {SPLIT_ROW} THEN coalesce(ContractedCost, 0) "
                           f"WHEN {RESERVED_USAGE} THEN coalesce(ContractedCost, ListCost, "
@@ -304,8 +312,7 @@ def _step2() -> str:
         "ListCost": f"CASE WHEN {TAX_WITHOUT_LIST} THEN NULL WHEN {SPLIT_ROW} THEN coalesce(ListCost, 0) "
                     f"ELSE coalesce(ListCost, {_product('line_list_product')}, {contracted}) END",
         "PricingCurrencyEffectiveCost": "coalesce(PricingCurrencyEffectiveCost, CASE WHEN PricingCurrency = "
-                                        "BillingCurrency THEN coalesce(EffectiveCost, CASE WHEN ChargeCategory = "
-                                        "'Purchase' THEN 0 ELSE BilledCost END) END)",
+                                        f"BillingCurrency THEN {EFFECTIVE} END)",
         "SkuMeter": "CASE WHEN SkuId IS NULL THEN NULL ELSE coalesce(SkuMeter, x_usage_type) END",
         "SkuPriceDetails": "CASE WHEN SkuPriceId IS NULL THEN NULL ELSE SkuPriceDetails END",
         "PricingQuantity": f"CASE WHEN {NO_UNIT_NEEDED} THEN NULL ELSE PricingQuantity END",

@@ -1,5 +1,5 @@
-"""Per-value translations an export joins to its lines: service categories, units and the
-names of ids.
+"""Per-value translations an export joins to its lines: service categories, units, the
+names of ids, and which costs another source holds for a line's billing account.
 
 Each depends on a value alone (a service name with its given category; a unit; a region,
 sub account or billing account id of a provider), so it is computed once per distinct value
@@ -21,6 +21,8 @@ UNIT_COLUMNS = {"PricingUnit": "focus_pricing_unit", "ConsumedUnit": "focus_cons
 NAMED_IDS = (("RegionName", "RegionId", "known_region_name"),
              ("SubAccountName", "SubAccountId", "known_sub_account_name"),
              ("BillingAccountName", "BillingAccountId", "known_billing_account_name"))
+# A source's lines of one billing account and period, and whether they hold a BilledCost and an EffectiveCost.
+HELD = ("billing_period", "ProviderName", "BillingAccountId", "source")
 
 
 def _strings(columns: dict[str, list]) -> pa.Table:
@@ -46,12 +48,14 @@ def joined_lines(con: duckdb.DuckDBPyConnection, relation: str) -> tuple[list[st
                           for i, column in enumerate(UNIT_COLUMNS))
     unit_columns = ", ".join(f"u{i}.focus_unit AS {alias}" for i, alias in enumerate(UNIT_COLUMNS.values()))
     name_joins, name_columns = _known_names(con, found)
+    held_join, held_columns = _held_elsewhere(con, found[HELD])
     periods = sorted(row[0] for row in found[PERIOD])
-    return periods, (f"(SELECT l.*, c.service_category, c.service_subcategory, {unit_columns}, {name_columns} "
+    return periods, (f"(SELECT l.*, c.service_category, c.service_subcategory, {unit_columns}, {name_columns}, "
+                     f"{held_columns} "
                      f"FROM {relation} AS l "
                      "LEFT JOIN export_categories AS c ON l.ServiceName IS NOT DISTINCT FROM c.ServiceName "
                      "AND l.ServiceCategory IS NOT DISTINCT FROM c.ServiceCategory "
-                     f"AND l.ServiceSubcategory IS NOT DISTINCT FROM c.ServiceSubcategory {unit_joins} {name_joins} "
+                     f"AND l.ServiceSubcategory IS NOT DISTINCT FROM c.ServiceSubcategory {unit_joins} {name_joins} {held_join} "
                      "WHERE l.billing_period = $period)")
 
 
@@ -63,11 +67,12 @@ def _distinct(con: duckdb.DuckDBPyConnection, relation: str) -> dict[tuple[str, 
     """Grouping columns → the distinct rows of `relation` over them (with, for a NAMED_IDS pair,
     the first name its lines give the id, and only the ids some line names), in one pass."""
     sets = [PERIOD, SERVICE, *((column,) for column in UNIT_COLUMNS),
-            *(("ProviderName", id_column) for _, id_column, _ in NAMED_IDS)]
+            *(("ProviderName", id_column) for _, id_column, _ in NAMED_IDS), HELD]
     keys = list(dict.fromkeys(column for grouping in sets for column in grouping))
-    names = ", ".join(f"min(nullif({name}, '')) FILTER (WHERE nullif({id_column}, '') IS NOT NULL "
-                      f"AND nullif({name}, '') IS NOT NULL) AS n{i}"
-                      for i, (name, id_column, _) in enumerate(NAMED_IDS))
+    names = ", ".join([f"min(nullif({name}, '')) FILTER (WHERE nullif({id_column}, '') IS NOT NULL "
+                       f"AND nullif({name}, '') IS NOT NULL) AS n{i}"
+                       for i, (name, id_column, _) in enumerate(NAMED_IDS)]
+                      + ["bool_or(BilledCost IS NOT NULL)", "bool_or(EffectiveCost IS NOT NULL)"])
     grouping = ", ".join(f"({', '.join(columns)})" for columns in sets)
     rows = con.execute(f"SELECT GROUPING({', '.join(keys)}) AS g, {', '.join(keys)}, {names} FROM {relation} "
                        f"GROUP BY GROUPING SETS ({grouping})").fetchall()
@@ -83,6 +88,8 @@ def _distinct(con: duckdb.DuckDBPyConnection, relation: str) -> dict[tuple[str, 
             if name is None:
                 continue
             row += (name,)
+        if columns == HELD:  # whether the lines hold each cost
+            row += tuple(values[-2:])
         found[columns].append(row)
     return found
 
@@ -100,3 +107,27 @@ def _known_names(con: duckdb.DuckDBPyConnection, found: dict[tuple[str, ...], li
                      f"AND n{i}.id = l.{id_column}")
         columns.append(f"n{i}.name AS {alias}")
     return " ".join(joins), ", ".join(columns)
+
+
+def _held_elsewhere(con: duckdb.DuckDBPyConnection, held: list[tuple]) -> tuple[str, str]:
+    """(join, columns): `billed_elsewhere` and `effective_elsewhere`, true on a line when another
+    source's lines of its billing account and period hold that cost (an Azure actual export's
+    source beside an amortized export's: each holds one cost of the same charges), so a cost the
+    line lacks is not filled from its other cost and counted twice (see focus.py)."""
+    billed: dict[tuple, set[str]] = {}
+    effective: dict[tuple, set[str]] = {}
+    for period, provider, account, source, has_billed, has_effective in held:
+        for holders, has in ((billed, has_billed), (effective, has_effective)):
+            if has:
+                holders.setdefault((period, provider, account), set()).add(source)
+    rows = [(period, provider, account, source, bool(billed.get((period, provider, account), set()) - {source}),
+             bool(effective.get((period, provider, account), set()) - {source}))
+            for period, provider, account, source, _, _ in held]
+    rows = [row for row in rows if row[4] or row[5]]
+    table = pa.table([pa.array([row[i] for row in rows], pa.string()) for i in range(4)]
+                     + [pa.array([row[i] for row in rows], pa.bool_()) for i in (4, 5)],
+                     names=["period", "provider", "account", "source", "billed", "effective"])
+    con.register("export_held", table)
+    join = ("LEFT JOIN export_held AS h ON h.period = l.billing_period AND h.provider IS NOT DISTINCT FROM "
+            "l.ProviderName AND h.account IS NOT DISTINCT FROM l.BillingAccountId AND h.source = l.source")
+    return join, "coalesce(h.billed, false) AS billed_elsewhere, coalesce(h.effective, false) AS effective_elsewhere"
