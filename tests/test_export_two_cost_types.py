@@ -53,5 +53,7 @@ def test_one_source_of_an_azure_bill_still_fills_the_cost_its_export_lacks(tmp_p
     lake, out = exported(tmp_path / "a", ("azea", "azure-cost", ACTUAL))
     back, result = ingest_files(tmp_path / "b", ("back", "focus", out))
     assert failures(result) == []
-    purchases = lake.query().execute("SELECT sum(BilledCost) FROM costs WHERE ChargeCategory = 'Purchase'").fetchone()[0]
-    assert sums(back, "billing_period") == [("2023-09", 11, BILLED, BILLED - (purchases or 0))]
+    [(purchases,)] = lake.query().execute("SELECT sum(BilledCost) FROM costs "
+                                          "WHERE ChargeCategory = 'Purchase'").fetchall()
+    assert purchases > 0  # the sample's reservation purchase
+    assert sums(back, "billing_period") == [("2023-09", 11, BILLED, BILLED - purchases)]
