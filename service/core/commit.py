@@ -34,7 +34,8 @@ from service.core.schema import COST_COLUMNS, MONEY
 from service.core.snapshot_ledger import recording
 from service.core.staging import stage_parts, write_empty
 from service.core.units import utc_now_iso
-from service.core.usage_end import USAGE_BEGINS, USAGE_END, USAGE_LINE, usage_end_text
+from service.core.usage_end import (FUTURE_LINES, LATEST_END, USAGE_BEGINS, USAGE_END, USAGE_LINE, bound_at,
+                                    through_at, usage_end_text)
 
 
 class CommitTarget(Protocol):
@@ -121,7 +122,7 @@ def stage_costs(
         entries = [ledger_entry(con, staged[p], source, p, delivery_id, files,
                                 {(currency, column): value for (period, currency, column), value
                                  in result.rounding.items() if period == p}, result.tag_keys.get(p, ()),
-                                final_when, reader_version)
+                                final_when, reader_version, warn)
                    for p in sorted(staged)]
         return StagedCosts(stage, entries, dict(staged), result.part_periods)
     except BaseException as exc:
@@ -185,6 +186,7 @@ DAY = (f"CASE WHEN {USAGE_LINE} AND ChargeClass IS DISTINCT FROM 'Correction' "
 ENTRY_FIGURES = (f"SELECT BillingCurrency, {DAY} AS day, GROUPING(day) AS whole, count(*), sum(BilledCost), "
                  "sum(EffectiveCost), bool_or(coalesce(trim(InvoiceId), '') <> ''), "
                  f"bool_and(coalesce(trim(InvoiceId), '') <> ''), {USAGE_END}, {USAGE_BEGINS}, "
+                 f"{FUTURE_LINES}, {LATEST_END}, "
                  + ", ".join(f"sum(abs({column}))" for column in MONEY_COLUMNS)
                  + " FROM read_parquet(?) GROUP BY GROUPING SETS ((BillingCurrency), (BillingCurrency, day)) "
                    "ORDER BY whole DESC, BillingCurrency NULLS LAST, day")
@@ -192,14 +194,18 @@ ENTRY_FIGURES = (f"SELECT BillingCurrency, {DAY} AS day, GROUPING(day) AS whole,
 
 def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period: str, delivery_id: str,
                  files: Sequence[str], rounding: Mapping[tuple[str | None, str], Decimal] | None = None,
-                 tag_keys: Sequence[str] = (), final_when: FinalWhen = "any", reader_version: int = 0) -> LedgerEntry:
+                 tag_keys: Sequence[str] = (), final_when: FinalWhen = "any", reader_version: int = 0,
+                 warn: Callable[[str], None] | None = None) -> LedgerEntry:
     """The entry of a staged partition, or a DataError when a money sum of it would not fit
     the lake's type. `rounding`: (currency, cost column) → what the lake's 12 decimals rounded
     away from the delivery's values (staging.Staged.rounding); `tag_keys`: the distinct keys of
     its Tags maps, sorted, as the stager saw them (staging.Staged.tag_keys); `final_when`: which
-    lines of each currency must carry an invoice id for the period to be final (FinalWhen)."""
+    lines of each currency must carry an invoice id for the period to be final (FinalWhen); `warn`
+    is told of usage lines ending over a day after the commit or their billing period (their end
+    bounded: service/core/usage_end.py)."""
+    ingested_at = utc_now_iso()
     try:
-        found = con.execute(ENTRY_FIGURES, [str(path)]).fetchall()
+        found = con.execute(ENTRY_FIGURES, [bound_at(ingested_at), str(path)]).fetchall()
     except duckdb.OutOfRangeException:
         raise sum_overflow(con, path, period, files_named(files, source)) from None
     rounding = rounding or {}
@@ -215,11 +221,18 @@ def ledger_entry(con: duckdb.DuckDBPyConnection, path: Path, source: str, period
     final = bool(rows) and final_when != "never" and all(row[4 if final_when == "any" else 5] for row in rows)
     usage_ends = [row[6] for row in rows if row[6] is not None]
     usage_begins = [row[7] for row in rows if row[7] is not None]
+    ahead, latest = sum(row[8] for row in rows), max((row[9] for row in rows if row[9] is not None), default=None)
+    if ahead and warn:
+        warn(f"{files_named(files, source)}: {ahead} usage line(s) of billing period {period} end over a day "
+             f"after their billing period or after now (the latest {usage_end_text(latest)}); the data's end is "
+             f"taken as {through_at(max(usage_ends), ingested_at)}, the lines kept as they are: check the export's "
+             "ChargePeriodEnd")
     stat = path.stat()  # a rename into place keeps both
     return LedgerEntry(source=source, billing_period=period, delivery_id=delivery_id,
                        rows=sum(t.rows for t in totals), totals=totals, final=final,
-                       ingested_at=utc_now_iso(), files=tuple(files), size=stat.st_size, mtime_ns=stat.st_mtime_ns,
-                       sha256=sha256_file(path), data_through=usage_end_text(max(usage_ends)) if usage_ends else None,
+                       ingested_at=ingested_at, files=tuple(files), size=stat.st_size, mtime_ns=stat.st_mtime_ns,
+                       sha256=sha256_file(path),
+                       data_through=through_at(max(usage_ends), ingested_at) if usage_ends else None,
                        tag_keys=tuple(tag_keys), reader_version=reader_version,
                        days=tuple((cur, tuple(sums)) for cur, sums in days.items()),
                        data_from=usage_end_text(min(usage_begins)) if usage_begins else None)

@@ -75,7 +75,7 @@ def partitions_data_through(lake: Lake, parts: Sequence[tuple[LedgerEntry, Path]
     if present:
         con = lake.connect()
         try:
-            found = usage_through(con, present)
+            found = usage_through(con, present, {path: unrecorded[path].ingested_at for path in present})
         finally:
             con.close()
     entries += [replace(entry, data_through=found.get(path) if path in present

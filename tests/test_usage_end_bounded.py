@@ -1,0 +1,68 @@
+"""The data's end is bounded (service/core/usage_end.py): one usage line of a 2024-09 bill whose
+ChargePeriodEnd says 2099-01-01 moved the lake's data end to 2099 (break47: `status` fresh for
+ever, `attribute --since 7d` over 2098's last week). A line's usage now ends no later than a day
+after its billing period ends, a file's no later than a day after its commit; the ingest warns
+naming the file, the period and how many lines it bounded, and verify finds the bounded end in
+the file. A daily line of today (ending at tomorrow's midnight) is neither cut nor warned of."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from service.core.coverage import data_end, parse_utc
+from service.core.timewindow import utc_now
+from tests.billing_helpers import failures, ingest_files
+
+HEADER = ("BilledCost,EffectiveCost,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,"
+          "ChargePeriodStart,ChargePeriodEnd")
+
+
+def line(cost: str, period: str, start: str, end: str) -> str:
+    following = {"2024-09": "2024-10", "2099-01": "2099-02"}[period]
+    return f"{cost},{cost},USD,{period}-01T00:00Z,{following}-01T00:00Z,{start},{end}"
+
+
+def write_bill(tmp_path, *lines: str):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "bill.csv").write_text("\n".join([HEADER, *lines]) + "\n")
+    return folder
+
+
+def test_a_line_ending_in_2099_ends_the_data_a_day_after_its_billing_period_and_is_warned_of(tmp_path):
+    folder = write_bill(tmp_path, line("1.5", "2024-09", "2024-09-18T10:00Z", "2024-09-18T11:00Z"),
+                        line("2.5", "2024-09", "2024-09-18T22:00Z", "2099-01-01T00:00Z"),
+                        line("0.5", "2024-09", "2024-09-20T00:00Z", "2024-09-21T00:00Z"))
+    lake, result = ingest_files(tmp_path, ("bill", "focus", folder))
+    assert failures(result) == []
+    assert data_end(lake) == datetime(2024, 10, 2, tzinfo=timezone.utc)  # was 2099-01-01
+    assert [e.data_through for e in lake.ledger()] == ["2024-10-02T00:00:00Z"]
+    [warning] = [w for o in result.outcomes for w in o.warnings]
+    assert str(folder / "bill.csv") in warning and "1 usage line(s) of billing period 2024-09" in warning
+    assert "2099-01-01T00:00:00Z" in warning and "taken as 2024-10-02T00:00:00Z" in warning
+    assert [(c.state, c.detail) for c in lake.verify()] == [("ok", "")]  # the file gives the same end
+
+
+def test_a_billing_period_dated_ahead_ends_the_data_a_day_after_its_commit(tmp_path):
+    folder = write_bill(tmp_path, line("1.5", "2099-01", "2099-01-05T00:00Z", "2099-01-06T00:00Z"))
+    lake, result = ingest_files(tmp_path, ("bill", "focus", folder))
+    assert failures(result) == []
+    [entry] = lake.ledger()
+    assert parse_utc(entry.data_through) == parse_utc(entry.ingested_at) + timedelta(days=1)  # not 2099-01-06
+    [warning] = [w for o in result.outcomes for w in o.warnings]
+    assert "1 usage line(s) of billing period 2099-01" in warning and "2099-01-06T00:00:00Z" in warning
+    assert [(c.state, c.detail) for c in lake.verify()] == [("ok", "")]
+
+
+def test_a_bill_within_a_day_of_its_period_and_of_now_is_not_warned_of_and_keeps_its_end(tmp_path):
+    today = utc_now().replace(hour=0, minute=0, second=0, microsecond=0)
+    period, following = f"{today:%Y-%m}", f"{today.replace(day=1) + timedelta(days=32):%Y-%m}"
+    folder = write_bill(tmp_path, line("1.5", "2024-09", "2024-09-30T23:00Z", "2024-10-01T00:00Z"),
+                        line("0.5", "2024-09", "2024-09-30T23:00Z", "2024-10-01T23:00Z"),  # a day's grace
+                        # today's daily line, ending at tomorrow's midnight: a day past now at most
+                        f"2.0,2.0,USD,{period}-01T00:00Z,{following}-01T00:00Z,{today:%Y-%m-%dT%H:%MZ},"
+                        f"{today + timedelta(days=1):%Y-%m-%dT%H:%MZ}")
+    lake, result = ingest_files(tmp_path, ("bill", "focus", folder))
+    assert failures(result) == [] and [w for o in result.outcomes for w in o.warnings] == []
+    assert {e.billing_period: e.data_through for e in lake.ledger()} == {
+        "2024-09": "2024-10-01T23:00:00Z", period: f"{today + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"}
